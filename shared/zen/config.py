@@ -1,0 +1,156 @@
+"""Configuration: clusters, regions, limits, topic names and deadlines.
+
+Read from the YAML file named by ``ZEN_CONFIG``; when unset, the documented default shipped with
+the package (``zen/default_config.yaml``) is used. Validated once with pydantic; errors name the
+field and the problem.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import cached_property
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from zen.errors import ConfigError
+
+DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.yaml")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClusterConfig(_Strict):
+    """One machine shape, e.g. ``4xa100-40gb``: 4 A100 40GB per VM."""
+
+    name: str
+    gpu_type: str = Field(description="Accelerator type, e.g. nvidia-tesla-a100")
+    gpu_count: int = Field(ge=1, le=16, description="GPUs per VM")
+    machine_type: str = "a2-highgpu-1g"
+    regions: list[str] = Field(min_length=1, description="Allowed regions, most preferred first")
+    max_vms_per_region: int = Field(ge=0, description="Upper bound on each regional MIG")
+    max_vms: int = Field(ge=0, description="Upper bound on the cluster across regions")
+    min_vms: int = Field(default=0, ge=0, description="VMs kept even when idle")
+
+    @field_validator("name")
+    @classmethod
+    def _name_shape(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError("cluster names are lowercase letters, digits and '-', e.g. 4xa100-40gb")
+        return value
+
+    @field_validator("regions")
+    @classmethod
+    def _unique_regions(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("a region is listed twice")
+        return value
+
+    @model_validator(mode="after")
+    def _limits(self) -> "ClusterConfig":
+        if self.min_vms > self.max_vms:
+            raise ValueError(f"min_vms ({self.min_vms}) is above max_vms ({self.max_vms})")
+        return self
+
+    def mig_name(self, region: str) -> str:
+        """Name of the regional MIG terraform creates for this cluster."""
+        return f"zen-{self.name}-{region}"
+
+
+class Topics(_Strict):
+    job_submitted: str = "zen-job-submitted"
+    job_stop: str = "zen-job-stop"
+    heartbeats: str = "zen-heartbeats"
+    scale_tick: str = "zen-scale-tick"
+    job_start: str = "zen-job-start"
+    vm_control: str = "zen-vm-control"
+    job_events: str = "zen-job-events"
+
+
+class Subscriptions(_Strict):
+    """Subscription names. The per-cluster start subscription is ``{job_start_prefix}{cluster}``."""
+
+    job_start_prefix: str = "zen-job-start-"
+    vm_control_prefix: str = "zen-vm-control-"
+
+
+class Deadlines(_Strict):
+    heartbeat_timeout_s: float = Field(default=120, gt=0, description="Silence after which a job is LOST")
+    boot_timeout_s: float = Field(default=600, gt=0, description="A VM still booting after this is suspect")
+    idle_timeout_s: float = Field(default=300, ge=0, description="Idle VMs are deleted after this")
+    stop_timeout_s: float = Field(default=120, gt=0, description="STOPPING with no answer becomes CANCELLED")
+
+
+class Attempts(_Strict):
+    default_max_attempts: int = Field(default=3, ge=1)
+    max_max_attempts: int = Field(default=10, ge=1, description="Cap on a request's max_attempts")
+
+    @model_validator(mode="after")
+    def _order(self) -> "Attempts":
+        if self.default_max_attempts > self.max_max_attempts:
+            raise ValueError("default_max_attempts is above max_max_attempts")
+        return self
+
+
+class Limits(_Strict):
+    max_message_bytes: int = Field(default=64 * 1024, gt=0, description="Larger payloads are rejected")
+    max_runtime_s: int = Field(default=7 * 24 * 3600, gt=0, description="Cap on a job's max_runtime_s")
+
+
+class ZenConfig(_Strict):
+    project: str = "zen-local"
+    clusters: list[ClusterConfig] = Field(min_length=1)
+    topics: Topics = Topics()
+    subscriptions: Subscriptions = Subscriptions()
+    deadlines: Deadlines = Deadlines()
+    attempts: Attempts = Attempts()
+    limits: Limits = Limits()
+
+    @field_validator("clusters")
+    @classmethod
+    def _unique_clusters(cls, value: list[ClusterConfig]) -> list[ClusterConfig]:
+        names = [c.name for c in value]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"cluster names must be unique; repeated: {', '.join(duplicates)}")
+        return value
+
+    @cached_property
+    def clusters_by_name(self) -> dict[str, ClusterConfig]:
+        return {c.name: c for c in self.clusters}
+
+    def cluster(self, name: str) -> ClusterConfig | None:
+        return self.clusters_by_name.get(name)
+
+    def smallest_fitting_cluster(self, gpu_type: str, gpu_count: int) -> ClusterConfig | None:
+        """The cluster of that GPU type with the fewest GPUs per VM that is still >= gpu_count.
+
+        Ties keep the order of the configuration file.
+        """
+        fitting = [c for c in self.clusters if c.gpu_type == gpu_type and c.gpu_count >= gpu_count]
+        return min(fitting, key=lambda c: c.gpu_count, default=None)
+
+
+def load_config(path: str | os.PathLike | None = None) -> ZenConfig:
+    """Load and validate the configuration; ``path`` defaults to ``$ZEN_CONFIG``, then the default."""
+    path = Path(path or os.environ.get("ZEN_CONFIG") or DEFAULT_CONFIG_PATH)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file {path} does not exist (set ZEN_CONFIG)") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path} must hold a YAML mapping at the top level")
+    try:
+        return ZenConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"{path}: {problems}") from None

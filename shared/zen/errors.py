@@ -1,0 +1,26 @@
+"""Error types shared by the library.
+
+``TransientError`` means "try again later": entry points let it propagate so Pub/Sub redelivers.
+``Rejected`` means "this message can never succeed": it is recorded, announced and acked.
+"""
+
+
+class ZenError(Exception):
+    """Base class for Zen's own errors."""
+
+
+class TransientError(ZenError):
+    """A dependency (database, Pub/Sub) failed in a way that a retry may fix."""
+
+
+class Rejected(ZenError):
+    """A message is invalid for good; ``reason`` says what a person should fix."""
+
+    def __init__(self, reason: str, *, job_id: str | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.job_id = job_id
+
+
+class ConfigError(ZenError):
+    """The configuration file is missing or invalid."""
