@@ -1,0 +1,41 @@
+"""Cloud Functions (gen2) entry points. Thin: decode the CloudEvent, call one Zen method, return.
+
+Clients (database pool, Pub/Sub publisher) are built once per function instance, lazily, on the
+first event. A raised exception (database down) answers HTTP 500, so Eventarc redelivers; a bad
+message is recorded and acked inside the library.
+"""
+
+import functions_framework
+
+from zen.app import Zen
+from zen.logs import setup_logging
+
+_zen = None
+
+
+def zen() -> Zen:
+    global _zen
+    if _zen is None:
+        setup_logging()
+        _zen = Zen.from_env()
+    return _zen
+
+
+@functions_framework.cloud_event
+def on_job_submitted(event):
+    zen().on_job_submitted(event["id"], event["type"], event.data)
+
+
+@functions_framework.cloud_event
+def on_heartbeat(event):
+    zen().on_heartbeat(event["id"], event["type"], event.data)
+
+
+@functions_framework.cloud_event
+def on_stop_requested(event):
+    zen().on_stop_requested(event["id"], event["type"], event.data)
+
+
+@functions_framework.cloud_event
+def on_scale_tick(event):
+    zen().on_scale_tick()

@@ -1,0 +1,97 @@
+"""The composition root: builds Zen's parts once per process and exposes one method per function.
+
+``functions/main.py`` holds one lazily built ``Zen`` per function instance; tests and the local stack
+build their own with ``Zen.build(...)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Protocol
+
+from zen.clock import Clock, utc_now
+from zen.config import ZenConfig, load_config
+from zen.errors import Rejected
+from zen.events import envelope_from_cloud_event
+from zen.jobs import JobService, Outcome
+from zen.messaging import OutboxRelay, Publisher, PubSubPublisher
+from zen.models import PubSubEnvelope
+from zen.store import repository
+from zen.store.db import Database
+
+log = logging.getLogger("zen.app")
+TICK_LOCK_KEY = 7_301_002  # arbitrary, fixed: one scale tick at a time
+
+
+class Scaler(Protocol):
+    """The scaling seam (ClusterOrchestrator, a later issue): one pass over all clusters."""
+
+    def tick(self) -> object: ...
+
+
+@dataclass
+class TickReport:
+    skipped: bool = False
+    relayed: int = 0
+    swept: int = 0
+    scaling: object | None = None
+
+
+class Zen:
+    def __init__(self, config: ZenConfig, db: Database, publisher: Publisher, clock: Clock = utc_now,
+                 scaler: Scaler | None = None):
+        self.config = config
+        self.db = db
+        self.clock = clock
+        self.relay = OutboxRelay(db, publisher, clock)
+        self.jobs = JobService(db, config, self.relay, clock)
+        self.scaler = scaler
+
+    @classmethod
+    def from_env(cls) -> "Zen":
+        config = load_config()
+        project = os.environ.get("ZEN_PROJECT") or os.environ.get("GOOGLE_CLOUD_PROJECT") or config.project
+        return cls(config, Database.from_env(), PubSubPublisher(project))
+
+    # -- one method per Cloud Function ---------------------------------------------------------
+    def on_job_submitted(self, event_id: str, event_type: str | None, data) -> Outcome:
+        return self._with_envelope(self.config.topics.job_submitted, event_id, event_type, data, self.jobs.submit)
+
+    def on_heartbeat(self, event_id: str, event_type: str | None, data) -> Outcome:
+        return self._with_envelope(self.config.topics.heartbeats, event_id, event_type, data, self.jobs.heartbeat)
+
+    def on_stop_requested(self, event_id: str, event_type: str | None, data) -> Outcome:
+        return self._with_envelope(self.config.topics.job_stop, event_id, event_type, data, self.jobs.stop)
+
+    def on_scale_tick(self) -> TickReport:
+        """Resend the outbox, sweep lost jobs, scale. A second concurrent tick skips."""
+        with self.db.session() as session:
+            if not session.one("try_tick_lock", key=TICK_LOCK_KEY)["locked"]:
+                log.info("another scale tick holds the lock; skipping")
+                return TickReport(skipped=True)
+            try:
+                report = TickReport(relayed=self.relay.flush_pending())
+                report.swept = self.jobs.sweep_lost()
+                if self.scaler is not None:
+                    report.scaling = self.scaler.tick()
+                report.relayed += self.relay.flush_pending()
+                return report
+            finally:
+                session.one("tick_unlock", key=TICK_LOCK_KEY)
+
+    def _with_envelope(self, source: str, event_id: str, event_type: str | None, data, handler) -> Outcome:
+        try:
+            envelope = envelope_from_cloud_event(event_id, event_type, data)
+        except Rejected as rejection:
+            return self._reject_envelope(source, event_id, rejection.reason, data)
+        return handler(envelope)
+
+    def _reject_envelope(self, source: str, event_id: str, reason: str, data) -> Outcome:
+        raw = data if isinstance(data, bytes) else str(data).encode()
+        with self.db.transaction() as session:
+            repository.record_rejection(session, source=source, message_id=event_id, job_id=None, reason=reason,
+                                        payload=raw, now=self.clock())
+        log.warning("envelope rejected", extra={"reason": reason, "source": source, "message_id": event_id})
+        return Outcome("rejected", None, reason)

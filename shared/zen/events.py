@@ -1,0 +1,49 @@
+"""Eventarc's ``google.cloud.pubsub.topic.v1.messagePublished`` CloudEvent -> ``PubSubEnvelope``.
+
+The CloudEvent's data is ``{"message": {"data": <base64>, "attributes": {...}, "messageId": "...",
+"publishTime": "..."}, "subscription": "projects/P/subscriptions/S"}``. An envelope that cannot be
+read raises ``Rejected`` (the caller records it and acks).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from datetime import datetime
+from typing import Any, Mapping
+
+from zen.errors import Rejected
+from zen.models import PubSubEnvelope
+
+PUBSUB_EVENT_TYPE = "google.cloud.pubsub.topic.v1.messagePublished"
+
+
+def envelope_from_cloud_event(event_id: str, event_type: str | None, data: Any) -> PubSubEnvelope:
+    if event_type and event_type != PUBSUB_EVENT_TYPE:
+        raise Rejected(f"unexpected CloudEvent type {event_type!r}; expected {PUBSUB_EVENT_TYPE}")
+    if isinstance(data, (bytes, str)):
+        try:
+            data = json.loads(data)
+        except json.JSONDecodeError:
+            raise Rejected("CloudEvent data is not JSON") from None
+    if not isinstance(data, Mapping) or not isinstance(data.get("message"), Mapping):
+        raise Rejected("CloudEvent data has no Pub/Sub 'message' object")
+    message = data["message"]
+    try:
+        payload = base64.b64decode(message.get("data") or "", validate=True)
+    except (binascii.Error, TypeError, ValueError):
+        raise Rejected("message.data is not valid base64") from None
+    attributes = message.get("attributes") or {}
+    if not isinstance(attributes, Mapping) or not all(isinstance(v, str) for v in attributes.values()):
+        raise Rejected("message.attributes must map strings to strings")
+    message_id = message.get("messageId") or message.get("message_id") or event_id
+    publish_time = message.get("publishTime") or message.get("publish_time")
+    try:
+        published = datetime.fromisoformat(publish_time.replace("Z", "+00:00")) if publish_time else None
+    except (AttributeError, ValueError):
+        published = None
+    return PubSubEnvelope(
+        message_id=str(message_id), data=payload, attributes=dict(attributes), publish_time=published,
+        subscription=data.get("subscription"),
+    )

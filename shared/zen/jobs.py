@@ -1,0 +1,351 @@
+"""The job service: submit, heartbeat, stop, and the lost-job sweep.
+
+Each call decodes one Pub/Sub message (validated once, here at the edge), locks the job row, asks
+``zen.lifecycle`` what to do, and writes the change, its history and its outgoing messages in one
+transaction; after commit the outbox rows are published.
+
+A message that can never succeed is *rejected*: a structured log line with the reason, a row in
+``rejected_messages`` (once per message id), a ``job.rejected`` / ``job.message_ignored`` event on
+``zen-job-events``, and a normal return so Pub/Sub acks it. ``TransientError`` (database down)
+propagates so Pub/Sub redelivers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Callable
+
+from pydantic import BaseModel, ValidationError
+
+from zen import lifecycle
+from zen.clock import Clock
+from zen.config import ZenConfig
+from zen.errors import Rejected
+from zen.lifecycle import Decision
+from zen.messaging import OutboxRelay, enqueue
+from zen.models import (
+    ControlMessage, Heartbeat, Job, JobEvent, JobRequest, JobStatus, PubSubEnvelope, StartMessage, StopRequest,
+    VmHeartbeat, illegal_step,
+)
+from zen.store import repository
+from zen.store.db import Database, Session
+
+log = logging.getLogger("zen.jobs")
+
+# Admission seam: decides whether a new job may be QUEUED now (quotas come later). Returning False
+# leaves it PENDING, where it does not count as demand.
+Admission = Callable[[Session, Job], bool]
+
+
+def admit_all(session: Session, job: Job) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a handler did, for logs and tests."""
+
+    result: str  # "created", "duplicate", "applied", "ignored", "rejected"
+    job_id: str | None = None
+    reason: str | None = None
+
+
+def start_attributes(job: Job, cluster_regions: list[str]) -> dict[str, str]:
+    """Attributes of a start message, shaped for Pub/Sub subscription filters (see StartMessage)."""
+    attributes = {
+        "cluster": job.cluster,
+        "job_id": job.job_id,
+        "attempt": str(job.attempt),
+        "regions": ",".join(job.regions) if job.regions != cluster_regions else "*",
+    }
+    if job.regions == cluster_regions:
+        attributes["allow_any"] = "1"
+    for region in job.regions:
+        attributes[f"allow_{region.replace('-', '_')}"] = "1"
+    return attributes
+
+
+def _decode(envelope: PubSubEnvelope, model: type[BaseModel], max_bytes: int, data: Any = None) -> Any:
+    if len(envelope.data) > max_bytes:
+        raise Rejected(f"payload is {len(envelope.data)} bytes; the limit is {max_bytes}")
+    if data is None:
+        data = _parse_json(envelope.data)
+    if not isinstance(data, dict):
+        raise Rejected("payload must be a JSON object")
+    version = data.get("version", 1)
+    if version != 1:
+        raise Rejected(f"unsupported message version {version!r}; this Zen understands version 1")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(message)'}: {err['msg']}" for err in exc.errors()
+        )
+        raise Rejected(f"invalid {model.__name__}: {problems}") from None
+
+
+def _parse_json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise Rejected(f"payload is not valid UTF-8 JSON: {exc}") from None
+
+
+def _job_id_hint(raw: bytes) -> str | None:
+    """The job_id of a message we reject, if it can be read at all (for the rejection event)."""
+    try:
+        value = json.loads(raw).get("job_id")
+    except Exception:  # noqa: BLE001 - best effort only
+        return None
+    return value if isinstance(value, str) and 0 < len(value) <= 128 else None
+
+
+class JobService:
+    def __init__(self, db: Database, config: ZenConfig, relay: OutboxRelay, clock: Clock,
+                 admission: Admission = admit_all):
+        self._db = db
+        self._config = config
+        self._relay = relay
+        self._clock = clock
+        self._admission = admission
+        self._topics = config.topics
+
+    # -- submit --------------------------------------------------------------------------------
+    def submit(self, envelope: PubSubEnvelope) -> Outcome:
+        source = self._topics.job_submitted
+        try:
+            request: JobRequest = _decode(envelope, JobRequest, self._config.limits.max_message_bytes)
+            job_id = request.job_id or envelope.message_id
+            cluster, regions, max_attempts = self._resolve(request)
+        except Rejected as rejection:
+            return self._reject(envelope, source, rejection.reason, _job_id_hint(envelope.data), "job.rejected")
+        canonical = request.model_dump(mode="json", exclude_none=True)
+        canonical["job_id"] = job_id
+        request_hash = hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
+        now = self._clock()
+        with self._db.transaction() as session:
+            created = repository.insert_job(
+                session, job_id=job_id, status=JobStatus.PENDING, max_attempts=max_attempts, cluster=cluster,
+                user_id=request.user_id, priority=request.priority, regions=regions, request=canonical,
+                request_hash=request_hash, max_runtime_s=request.max_runtime_s, now=now,
+            )
+            if created:
+                job = repository.get_job(session, job_id, lock=True)
+                ids = self._record(session, job, job, [lifecycle.Change(JobStatus.PENDING, "submitted")],
+                                   actor=f"user:{request.user_id}", now=now, from_status=None)
+                if self._admission(session, job):
+                    ids += self._apply(session, job, Decision(
+                        changes=[lifecycle.Change(JobStatus.QUEUED, "admitted")], publish_start=True),
+                        actor="admission", now=now)
+            else:
+                existing = repository.get_job(session, job_id)
+        if not created:
+            if existing.request_hash != request_hash:
+                return self._reject(envelope, source, f"job_id {job_id} is already used by a different request",
+                                    job_id, "job.rejected")
+            log.info("duplicate submit ignored", extra={"job_id": job_id})
+            return Outcome("duplicate", job_id)
+        self._relay.flush_quietly(ids)
+        log.info("job submitted", extra={"job_id": job_id, "cluster": cluster})
+        return Outcome("created", job_id)
+
+    def _resolve(self, request: JobRequest) -> tuple[str, list[str], int]:
+        config = self._config
+        if request.cluster is not None:
+            cluster = config.cluster(request.cluster)
+            if cluster is None:
+                known = ", ".join(c.name for c in config.clusters)
+                raise Rejected(f"unknown cluster {request.cluster!r}; known clusters: {known}")
+        else:
+            cluster = config.smallest_fitting_cluster(request.gpu_type, request.gpu_count)
+            if cluster is None:
+                offered = ", ".join(f"{c.gpu_count}x {c.gpu_type}" for c in config.clusters)
+                raise Rejected(
+                    f"no cluster has {request.gpu_count} or more {request.gpu_type} GPUs per VM; offered: {offered}"
+                )
+        regions = list(cluster.regions)
+        if request.regions is not None:
+            outside = [r for r in request.regions if r not in cluster.regions]
+            if outside:
+                raise Rejected(
+                    f"regions {outside} are not used by cluster {cluster.name} (its regions: {cluster.regions})"
+                )
+            regions = [r for r in cluster.regions if r in request.regions]
+        max_attempts = request.max_attempts or config.attempts.default_max_attempts
+        if max_attempts > config.attempts.max_max_attempts:
+            raise Rejected(f"max_attempts {max_attempts} is above the limit {config.attempts.max_max_attempts}")
+        if request.max_runtime_s is not None and request.max_runtime_s > config.limits.max_runtime_s:
+            raise Rejected(f"max_runtime_s {request.max_runtime_s} is above the limit {config.limits.max_runtime_s}")
+        return cluster.name, regions, max_attempts
+
+    # -- heartbeat -----------------------------------------------------------------------------
+    def heartbeat(self, envelope: PubSubEnvelope) -> Outcome:
+        source = self._topics.heartbeats
+        try:
+            if len(envelope.data) > self._config.limits.max_message_bytes:
+                data = None  # _decode rejects it on size before parsing
+            else:
+                data = _parse_json(envelope.data)
+            is_vm = isinstance(data, dict) and data.get("kind", "job" if "job_id" in data else "vm") == "vm"
+            message = _decode(envelope, VmHeartbeat if is_vm else Heartbeat,
+                              self._config.limits.max_message_bytes, data)
+        except Rejected as rejection:
+            return self._reject(envelope, source, rejection.reason, _job_id_hint(envelope.data), "job.message_ignored")
+        if isinstance(message, VmHeartbeat):
+            return self._vm_heartbeat(envelope, message)
+        return self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
+                            lambda job, now: lifecycle.decide_heartbeat(job, message, now))
+
+    def _vm_heartbeat(self, envelope: PubSubEnvelope, hb: VmHeartbeat) -> Outcome:
+        if self._config.cluster(hb.cluster) is None:
+            return self._reject(envelope, self._topics.heartbeats, f"unknown cluster {hb.cluster!r}", None,
+                                "job.message_ignored")
+        with self._db.transaction() as session:
+            applied = repository.upsert_vm(
+                session, name=hb.vm, cluster=hb.cluster, region=hb.region, zone=hb.zone, state=hb.state.value,
+                job_id=hb.job_id, attempt=hb.attempt, seq=hb.seq, sent_at=hb.sent_at, now=self._clock(),
+            )
+        return Outcome("applied" if applied else "duplicate", hb.job_id)
+
+    # -- stop ----------------------------------------------------------------------------------
+    def stop(self, envelope: PubSubEnvelope) -> Outcome:
+        source = self._topics.job_stop
+        try:
+            request: StopRequest = _decode(envelope, StopRequest, self._config.limits.max_message_bytes)
+        except Rejected as rejection:
+            return self._reject(envelope, source, rejection.reason, _job_id_hint(envelope.data), "job.message_ignored")
+        return self._on_job(envelope, source, request.job_id, "user",
+                            lambda job, now: lifecycle.decide_stop(job, request, now))
+
+    # -- sweep ---------------------------------------------------------------------------------
+    def sweep_lost(self, limit: int = 500) -> int:
+        """Jobs whose VM went silent past the deadline: LOST -> requeued (or FAILED). Returns changes."""
+        deadlines = self._config.deadlines
+        now = self._clock()
+        cutoff = now - timedelta(seconds=min(deadlines.heartbeat_timeout_s, deadlines.stop_timeout_s))
+        with self._db.transaction() as session:
+            candidates = [r["job_id"] for r in session.run("held_jobs_silent_since", cutoff=cutoff, limit=limit)]
+        changed = 0
+        for job_id in candidates:
+            ids: list[int] = []
+            with self._db.transaction() as session:
+                job = repository.get_job(session, job_id, lock=True)
+                decision = lifecycle.decide_silence(job, now, deadlines) if job else None
+                if decision is not None:
+                    ids = self._apply(session, job, decision, actor="sweep", now=now)
+                    changed += 1
+                    log.warning("job silent past its deadline", extra={
+                        "job_id": job_id, "vm": job.vm, "reason": decision.changes[0].reason})
+            self._relay.flush_quietly(ids)
+        return changed
+
+    # -- shared machinery ----------------------------------------------------------------------
+    def _on_job(self, envelope: PubSubEnvelope, source: str, job_id: str, actor: str,
+                decide: Callable[[Job, Any], Decision]) -> Outcome:
+        now = self._clock()
+        with self._db.transaction() as session:
+            job = repository.get_job(session, job_id, lock=True)
+            if job is None:
+                decision = None
+            else:
+                decision = decide(job, now)
+                forbidden = self._forbidden(job, decision)
+                if forbidden:
+                    decision = Decision(ignored=forbidden)
+                ids = self._apply(session, job, decision, actor=actor, now=now)
+        if job is None:
+            return self._reject(envelope, source, f"unknown job {job_id}", job_id, "job.message_ignored")
+        self._relay.flush_quietly(ids)
+        if decision.ignored:
+            return self._reject(envelope, source, decision.ignored, job_id, "job.message_ignored", job=job)
+        if decision.duplicate and not decision.changes_job:
+            log.debug("duplicate or late message", extra={"job_id": job_id, "source": source})
+            return Outcome("duplicate", job_id)
+        return Outcome("applied", job_id)
+
+    @staticmethod
+    def _forbidden(job: Job, decision: Decision) -> str | None:
+        bad = illegal_step(job.status, [c.to for c in decision.changes])
+        return f"transition {bad[0].value} -> {bad[1].value} is not allowed" if bad else None
+
+    def _apply(self, session: Session, job: Job, decision: Decision, *, actor: str, now) -> list[int]:
+        """Write a decision: the row, one history row and event per change, controls, start message."""
+        if not decision.changes_job and not decision.controls:
+            return []
+        status = decision.changes[-1].to if decision.changes else job.status
+        update = dict(decision.fields, status=status)
+        if any(c.to is JobStatus.QUEUED for c in decision.changes):
+            update["queued_at"] = now
+        after = job.model_copy(update=update)
+        ids: list[int] = []
+        if decision.changes_job:
+            repository.save_job(session, job, after, [c.to for c in decision.changes], now)
+            ids += self._record(session, job, after, decision.changes, actor=actor, now=now,
+                                from_status=job.status)
+        for control in decision.controls:
+            ids.append(self._enqueue_control(session, control, now))
+        if decision.publish_start:
+            ids.append(self._enqueue_start(session, after, now))
+        return ids
+
+    def _record(self, session: Session, before: Job, after: Job, changes: list[lifecycle.Change], *, actor: str,
+                now, from_status: JobStatus | None) -> list[int]:
+        """History rows and ``zen-job-events`` messages for each change, in order."""
+        ids = []
+        previous = from_status
+        for change in changes:
+            # LOST belongs to the attempt that was lost; the requeue to the new attempt.
+            attempt = after.attempt if change.to is JobStatus.QUEUED and previous is JobStatus.LOST else before.attempt
+            repository.add_job_event(session, job_id=before.job_id, at=now, actor=actor, attempt=attempt,
+                                     from_status=previous, to_status=change.to, reason=change.reason)
+            event = JobEvent(
+                type="job.status_changed", job_id=before.job_id, attempt=attempt, from_status=previous,
+                to_status=change.to, reason=change.reason, at=now, cluster=after.cluster,
+                region=after.region or before.region, vm=after.vm or before.vm, exit_code=after.exit_code,
+            )
+            ids.append(enqueue(session, self._topics.job_events, event, {
+                "type": event.type, "job_id": before.job_id, "status": change.to.value, "cluster": after.cluster,
+            }, now))
+            previous = change.to
+        return ids
+
+    def _enqueue_control(self, session: Session, control: ControlMessage, now) -> int:
+        return enqueue(session, self._topics.vm_control, control, {
+            "vm": control.vm, "job_id": control.job_id, "attempt": str(control.attempt),
+            "action": control.action.value,
+        }, now)
+
+    def _enqueue_start(self, session: Session, job: Job, now) -> int:
+        request = job.request
+        message = StartMessage(
+            job_id=job.job_id, attempt=job.attempt, cluster=job.cluster, user_id=job.user_id,
+            image=request.get("image"), command=request.get("command"), env=request.get("env", {}),
+            regions=job.regions, max_runtime_s=job.max_runtime_s, labels=request.get("labels", {}),
+        )
+        cluster_regions = self._config.cluster(job.cluster).regions
+        return enqueue(session, self._topics.job_start, message, start_attributes(job, cluster_regions), now)
+
+    def _reject(self, envelope: PubSubEnvelope, source: str, reason: str, job_id: str | None, event_type: str,
+                job: Job | None = None) -> Outcome:
+        now = self._clock()
+        ids: list[int] = []
+        with self._db.transaction() as session:
+            first_time = repository.record_rejection(
+                session, source=source, message_id=envelope.message_id, job_id=job_id, reason=reason,
+                payload=envelope.data, now=now,
+            )
+            if first_time:
+                event = JobEvent(type=event_type, job_id=job_id, attempt=job.attempt if job else None,
+                                 reason=reason, at=now, cluster=job.cluster if job else None)
+                attributes = {"type": event_type}
+                if job_id:
+                    attributes["job_id"] = job_id
+                ids.append(enqueue(session, self._topics.job_events, event, attributes, now))
+        log.warning("message rejected", extra={
+            "reason": reason, "source": source, "message_id": envelope.message_id, "job_id": job_id})
+        self._relay.flush_quietly(ids)
+        return Outcome("rejected", job_id, reason)

@@ -1,0 +1,228 @@
+"""Pure decisions of the job state machine: given a job and a message, what changes.
+
+Nothing here does I/O. ``JobRepository.apply`` carries a ``Decision`` out in one transaction (row
+update guarded by the expected status and attempt, job_events rows, outbox messages).
+
+Rules that make Pub/Sub's at-least-once, any-order delivery safe:
+- A heartbeat names ``(job_id, attempt)``. An older attempt is stale: it changes nothing, and the VM
+  that sent it is told to drop (RELEASE) or stop (STOP) that attempt, so a job never runs twice.
+- Within an attempt, ``seq`` orders heartbeats; one at or below the last applied ``seq`` is a
+  duplicate. Status only moves forward through ``TRANSITIONS``; terminal states absorb, so a late
+  RUNNING never undoes a stop or a finish.
+- A claim is won by the first VM whose CLAIMED (or any later report) finds the attempt QUEUED; every
+  other VM is told RELEASE.
+- A user-visible failure of the job itself (non-zero exit) is final: FAILED is not retried. Only a
+  lost attempt (silent VM, preemption) is retried, while the attempt budget lasts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from zen.config import Deadlines
+from zen.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
+
+
+@dataclass(frozen=True)
+class Change:
+    """One status change, in the order it happens."""
+
+    to: JobStatus
+    reason: str
+
+
+@dataclass
+class Decision:
+    """What a message does to a job. Empty means "nothing" (see ``ignored`` for why)."""
+
+    changes: list[Change] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=dict)
+    controls: list[ControlMessage] = field(default_factory=list)
+    publish_start: bool = False  # publish a StartMessage for the (new) current attempt
+    ignored: str | None = None  # reported to users: the message changed nothing, and why
+    duplicate: bool = False  # a plain redelivery: changes nothing, reported only in logs
+
+    @property
+    def changes_job(self) -> bool:
+        return bool(self.changes or self.fields)
+
+
+def _control(job: Job, hb_or_vm: Heartbeat | str, action: ControlAction, reason: str, attempt: int | None = None):
+    vm = hb_or_vm if isinstance(hb_or_vm, str) else hb_or_vm.vm
+    attempt = attempt if attempt is not None else (job.attempt if isinstance(hb_or_vm, str) else hb_or_vm.attempt)
+    return ControlMessage(vm=vm, job_id=job.job_id, attempt=attempt, action=action, reason=reason)
+
+
+def _clamp(moment: datetime, low: datetime, high: datetime) -> datetime:
+    return max(low, min(moment, high))
+
+
+def lose_attempt(job: Job, reason: str) -> Decision:
+    """The current attempt is lost: requeue with attempt + 1, or FAILED once the budget is spent."""
+    decision = Decision(changes=[Change(JobStatus.LOST, reason)])
+    if job.vm:
+        # The VM may be alive but cut off; make sure it does not go on running a given-up attempt.
+        decision.controls.append(_control(job, job.vm, ControlAction.STOP, f"attempt {job.attempt} was lost"))
+    if job.attempt >= job.max_attempts:
+        decision.changes.append(
+            Change(JobStatus.FAILED, f"attempt budget spent ({job.attempt} of {job.max_attempts} attempts lost)")
+        )
+        return decision
+    decision.changes.append(Change(JobStatus.QUEUED, f"requeued as attempt {job.attempt + 1}"))
+    decision.fields.update(
+        attempt=job.attempt + 1, vm=None, region=None, zone=None, last_seq=0, last_heartbeat_at=None,
+        started_at=None, exit_code=None,
+    )
+    decision.publish_start = True
+    return decision
+
+
+def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
+    """Apply an agent's report about ``(job, attempt)``."""
+    if hb.attempt > job.attempt:
+        return Decision(ignored=f"heartbeat for attempt {hb.attempt}, but the job is at attempt {job.attempt}")
+    if hb.attempt < job.attempt:
+        return _stale_attempt(job, hb)
+    if job.status.terminal:
+        decision = Decision(duplicate=True)
+        other_vm = job.vm != hb.vm
+        if hb.status is AgentStatus.CLAIMED and other_vm:
+            decision.controls.append(_control(job, hb, ControlAction.RELEASE, f"job is already {job.status.value}"))
+        elif hb.status is AgentStatus.RUNNING and (other_vm or hb.seq > job.last_seq):
+            # Someone still runs an attempt that is over (e.g. cancelled after a silent stop): stop it.
+            decision.controls.append(_control(job, hb, ControlAction.STOP, f"job is already {job.status.value}"))
+        return decision
+    if job.status is JobStatus.PENDING:
+        return Decision(
+            ignored="job is not admitted yet", controls=[_control(job, hb, ControlAction.RELEASE, "not admitted")]
+        )
+
+    decision = Decision()
+    if job.status is JobStatus.QUEUED:
+        if hb.region not in job.regions:
+            action = ControlAction.RELEASE if hb.status is AgentStatus.CLAIMED else ControlAction.STOP
+            decision.controls.append(_control(job, hb, action, f"region {hb.region} is not allowed for this job"))
+            decision.ignored = f"VM {hb.vm} in region {hb.region} is outside the job's regions {job.regions}"
+            return decision
+        # First report of this attempt wins the claim, whatever its status: a later report from the
+        # same VM can overtake its CLAIMED in Pub/Sub, and must not be lost.
+        decision.changes.append(Change(JobStatus.ASSIGNED, f"claimed by {hb.vm}"))
+        decision.fields.update(vm=hb.vm, region=hb.region, zone=hb.zone)
+        if hb.status in (AgentStatus.CLAIMED, AgentStatus.RUNNING):
+            decision.controls.append(_control(job, hb, ControlAction.CONFIRM, "claim won"))
+        current = JobStatus.ASSIGNED
+    elif job.vm != hb.vm:
+        if hb.status is AgentStatus.CLAIMED:
+            decision.controls.append(_control(job, hb, ControlAction.RELEASE, f"claimed by {job.vm}"))
+            decision.ignored = f"claim by {hb.vm} lost: attempt {job.attempt} is held by {job.vm}"
+        elif hb.status is AgentStatus.RUNNING:
+            decision.controls.append(_control(job, hb, ControlAction.STOP, f"attempt is held by {job.vm}"))
+            decision.ignored = f"{hb.vm} reports attempt {job.attempt} that is held by {job.vm}"
+        else:
+            decision.ignored = f"{hb.vm} reports {hb.status.value} for an attempt held by {job.vm}"
+        return decision
+    else:
+        current = job.status
+        if hb.seq <= job.last_seq:
+            return Decision(duplicate=True)
+
+    decision.fields.update(last_seq=max(job.last_seq, hb.seq), last_heartbeat_at=now)
+    if hb.message is not None:
+        decision.fields["message"] = hb.message
+    _advance(decision, current, job, hb, now)
+    return decision
+
+
+def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, now: datetime) -> None:
+    """Move a job held by ``hb.vm`` forward according to the agent's status."""
+    sent_at = _clamp(hb.sent_at, job.submitted_at, now)
+    status = hb.status
+    if status is AgentStatus.CLAIMED:
+        if current is JobStatus.ASSIGNED and not decision.changes:
+            # The VM asks again (it may have missed our answer): answer again, idempotently.
+            decision.controls.append(_control(job, hb, ControlAction.CONFIRM, "claim won"))
+        return
+    if status is AgentStatus.RUNNING:
+        if current is JobStatus.STOPPING:
+            # Still running after a stop: the stop stands (and its deadline keeps counting); repeat it.
+            decision.fields.pop("last_heartbeat_at", None)
+            decision.controls.append(_control(job, hb, ControlAction.STOP, "stop requested"))
+        if current is JobStatus.ASSIGNED:
+            decision.changes.append(Change(JobStatus.RUNNING, f"running on {hb.vm}"))
+            decision.fields["started_at"] = sent_at
+        return
+    if status in (AgentStatus.SUCCEEDED, AgentStatus.FAILED):
+        target = JobStatus.SUCCEEDED if status is AgentStatus.SUCCEEDED else JobStatus.FAILED
+        reason = f"exit code {hb.exit_code}" if hb.exit_code is not None else status.value.lower()
+        if job.started_at is None and "started_at" not in decision.fields:
+            decision.fields["started_at"] = sent_at
+        decision.changes.append(Change(target, reason))
+        decision.fields.update(exit_code=hb.exit_code, finished_at=now)
+        return
+    if status is AgentStatus.STOPPED:
+        decision.changes.append(Change(JobStatus.CANCELLED, "stopped on request"))
+        decision.fields.update(exit_code=hb.exit_code, finished_at=now)
+        return
+    if status is AgentStatus.PREEMPTED:
+        if current is JobStatus.STOPPING:
+            decision.changes.append(Change(JobStatus.CANCELLED, "VM went away while stopping"))
+            decision.fields["finished_at"] = now
+            return
+        held = job.model_copy(update={"vm": None})  # the VM is going away: no STOP to send it
+        lost = lose_attempt(held, f"VM {hb.vm} was preempted")
+        decision.changes.extend(lost.changes)
+        decision.fields.update(lost.fields)
+        decision.publish_start = lost.publish_start
+        if lost.changes[-1].to is JobStatus.FAILED:
+            decision.fields["finished_at"] = now
+
+
+def _stale_attempt(job: Job, hb: Heartbeat) -> Decision:
+    decision = Decision(ignored=f"stale attempt {hb.attempt}: the job is at attempt {job.attempt}")
+    if hb.status is AgentStatus.CLAIMED:
+        decision.controls.append(_control(job, hb, ControlAction.RELEASE, decision.ignored))
+    elif hb.status is AgentStatus.RUNNING:
+        decision.controls.append(_control(job, hb, ControlAction.STOP, decision.ignored))
+    else:
+        decision.duplicate = True  # a late final report of an attempt already given up: nothing to do
+        decision.ignored = None
+    return decision
+
+
+def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
+    """A user asks to stop the job."""
+    reason = stop.reason or "stop requested"
+    if job.status.terminal:
+        return Decision(ignored=f"job is already {job.status.value}")
+    if job.status is JobStatus.STOPPING:
+        return Decision(duplicate=True)
+    if job.status in (JobStatus.PENDING, JobStatus.QUEUED):
+        return Decision(changes=[Change(JobStatus.CANCELLED, reason)], fields={"finished_at": now})
+    # ASSIGNED or RUNNING: the VM must stop it; STOPPING until it answers (or goes silent).
+    return Decision(
+        changes=[Change(JobStatus.STOPPING, reason)],
+        fields={"last_heartbeat_at": now},  # the stop deadline counts from here
+        controls=[_control(job, job.vm, ControlAction.STOP, reason)],
+    )
+
+
+def decide_silence(job: Job, now: datetime, deadlines: Deadlines) -> Decision | None:
+    """The sweep: a job whose VM went silent past its deadline. ``None`` when the job is fine."""
+    if not job.status.holds_vm:
+        return None
+    last = job.last_heartbeat_at or job.updated_at
+    if job.status is JobStatus.STOPPING:
+        if now - last < timedelta(seconds=deadlines.stop_timeout_s):
+            return None
+        return Decision(
+            changes=[Change(JobStatus.CANCELLED, f"no answer from {job.vm} within {deadlines.stop_timeout_s:g}s of stop")],
+            fields={"finished_at": now},
+        )
+    if now - last < timedelta(seconds=deadlines.heartbeat_timeout_s):
+        return None
+    decision = lose_attempt(job, f"no heartbeat from {job.vm} for {deadlines.heartbeat_timeout_s:g}s")
+    if decision.changes[-1].to is JobStatus.FAILED:
+        decision.fields["finished_at"] = now
+    return decision

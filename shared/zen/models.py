@@ -1,0 +1,309 @@
+"""Messages, records and the job state machine.
+
+Every Pub/Sub payload is a versioned pydantic model validated once, at the edge. Unknown fields are
+refused (``extra="forbid"``) so that a typo such as ``comand`` is reported instead of ignored.
+
+Job lifecycle (the one transition table, ``TRANSITIONS``)::
+
+    PENDING ─▶ QUEUED ─▶ ASSIGNED ─▶ RUNNING ─▶ SUCCEEDED | FAILED
+       │          │          │  ╲        │
+       │          │          │   ╲───────┴─▶ STOPPING ─▶ CANCELLED (or SUCCEEDED/FAILED if it ended first)
+       └──────────┴──────────┴─▶ CANCELLED
+    ASSIGNED|RUNNING ─▶ LOST ─▶ QUEUED (attempt + 1) | FAILED (attempt budget spent)
+
+Terminal states (SUCCEEDED, FAILED, CANCELLED) absorb: nothing leaves them.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+MESSAGE_VERSION = 1
+_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+
+
+class JobStatus(str, enum.Enum):
+    PENDING = "PENDING"
+    QUEUED = "QUEUED"
+    ASSIGNED = "ASSIGNED"
+    RUNNING = "RUNNING"
+    STOPPING = "STOPPING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    LOST = "LOST"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+    @property
+    def holds_vm(self) -> bool:
+        """A VM is (or may be) working on the current attempt."""
+        return self in (JobStatus.ASSIGNED, JobStatus.RUNNING, JobStatus.STOPPING)
+
+
+TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
+
+TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
+    JobStatus.PENDING: frozenset({JobStatus.QUEUED, JobStatus.CANCELLED}),
+    JobStatus.QUEUED: frozenset({JobStatus.ASSIGNED, JobStatus.CANCELLED, JobStatus.PENDING}),
+    JobStatus.ASSIGNED: frozenset(
+        {JobStatus.RUNNING, JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPING, JobStatus.LOST,
+         JobStatus.CANCELLED}
+    ),
+    JobStatus.RUNNING: frozenset(
+        {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPING, JobStatus.LOST, JobStatus.CANCELLED}
+    ),
+    JobStatus.STOPPING: frozenset({JobStatus.CANCELLED, JobStatus.SUCCEEDED, JobStatus.FAILED}),
+    JobStatus.LOST: frozenset({JobStatus.QUEUED, JobStatus.FAILED}),
+    JobStatus.SUCCEEDED: frozenset(),
+    JobStatus.FAILED: frozenset(),
+    JobStatus.CANCELLED: frozenset(),
+}
+
+
+def can_transition(source: JobStatus, target: JobStatus) -> bool:
+    return target in TRANSITIONS[source]
+
+
+def illegal_step(start: JobStatus, path: list[JobStatus]) -> tuple[JobStatus, JobStatus] | None:
+    """The first step of ``start -> path[0] -> path[1] ...`` that the table forbids, if any."""
+    current = start
+    for target in path:
+        if not can_transition(current, target):
+            return current, target
+        current = target
+    return None
+
+
+class AgentStatus(str, enum.Enum):
+    """What an agent reports about one attempt of a job."""
+
+    CLAIMED = "CLAIMED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"
+    PREEMPTED = "PREEMPTED"
+
+
+class VmState(str, enum.Enum):
+    IDLE = "IDLE"
+    BUSY = "BUSY"
+    STOPPING = "STOPPING"  # the VM is shutting down (preemption, deletion)
+
+
+class ControlAction(str, enum.Enum):
+    CONFIRM = "CONFIRM"  # your claim won: run the attempt
+    RELEASE = "RELEASE"  # your claim lost (or the job is gone): drop the start message
+    STOP = "STOP"  # stop this attempt now
+
+
+def _job_id(value: str) -> str:
+    if not _JOB_ID.match(value):
+        raise ValueError(
+            "job_id must be 1-128 characters of letters, digits, '.', '_', ':' or '-', "
+            "starting with a letter or digit"
+        )
+    return value
+
+
+JobId = Annotated[str, AfterValidator(_job_id)]
+Label = Annotated[str, Field(min_length=1, max_length=63)]
+
+
+class Message(BaseModel):
+    """Base of every payload: strict, immutable, versioned."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    version: Literal[1] = MESSAGE_VERSION
+
+    def to_bytes(self) -> bytes:
+        return self.model_dump_json(exclude_none=True).encode()
+
+
+class JobRequest(Message):
+    """Published by users on ``zen-job-submitted``."""
+
+    job_id: JobId | None = Field(default=None, description="Idempotency key; defaults to the Pub/Sub message id")
+    user_id: str = Field(min_length=1, max_length=128)
+    cluster: str | None = None
+    gpu_type: str | None = None
+    gpu_count: int | None = Field(default=None, ge=1, le=16)
+    image: str | None = Field(default=None, min_length=1, max_length=1024)
+    command: list[Annotated[str, Field(max_length=16384)]] | None = Field(default=None, max_length=1024)
+    env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(default_factory=dict)
+    priority: int = Field(default=0, ge=-1000, le=1000)
+    regions: list[str] | None = Field(default=None, min_length=1, description="Allow-list of regions")
+    max_runtime_s: int | None = Field(default=None, ge=1)
+    max_attempts: int | None = Field(default=None, ge=1)
+    labels: dict[Label, Annotated[str, Field(max_length=63)]] = Field(default_factory=dict)
+
+    @field_validator("command")
+    @classmethod
+    def _command_not_empty(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and (not value or not value[0].strip()):
+            raise ValueError("command must be a non-empty list of strings whose first item is the program")
+        return value
+
+    @model_validator(mode="after")
+    def _shape(self) -> "JobRequest":
+        if self.image is None and self.command is None:
+            raise ValueError("give an image, a command (a list of strings), or both")
+        if self.cluster is None and (self.gpu_type is None or self.gpu_count is None):
+            raise ValueError("give a cluster, or both gpu_type and gpu_count")
+        if self.cluster is not None and (self.gpu_type is not None or self.gpu_count is not None):
+            raise ValueError("give either a cluster or gpu_type + gpu_count, not both")
+        return self
+
+
+class StopRequest(Message):
+    """Published by users on ``zen-job-stop``."""
+
+    job_id: JobId
+    reason: str | None = Field(default=None, max_length=1024)
+
+
+class Heartbeat(Message):
+    """Published by agents on ``zen-heartbeats`` about one attempt of a job."""
+
+    kind: Literal["job"] = "job"
+    job_id: JobId
+    attempt: int = Field(ge=1)
+    vm: str = Field(min_length=1, max_length=128)
+    region: str = Field(min_length=1)
+    zone: str = Field(min_length=1)
+    status: AgentStatus
+    seq: int = Field(ge=1, description="Per-attempt sequence number, starting at 1")
+    sent_at: datetime
+    exit_code: int | None = None
+    message: str | None = Field(default=None, max_length=8192, description="e.g. the output tail")
+
+
+class VmHeartbeat(Message):
+    """Published by agents on ``zen-heartbeats`` about the VM itself."""
+
+    kind: Literal["vm"]
+    vm: str = Field(min_length=1, max_length=128)
+    cluster: str
+    region: str
+    zone: str
+    state: VmState
+    seq: int = Field(ge=1, description="Per-VM sequence number")
+    sent_at: datetime
+    job_id: JobId | None = None
+    attempt: int | None = None
+
+
+class StartMessage(Message):
+    """Published by Zen on ``zen-job-start`` for agents of ``cluster``.
+
+    Attributes (for subscription filters): ``cluster``, ``job_id``, ``attempt``, ``regions``
+    (comma-separated allow-list, or ``*``), and one ``allow_<region with '-' as '_'>`` = ``"1"``
+    per allowed region (``allow_any`` = ``"1"`` when every region of the cluster is allowed).
+    """
+
+    job_id: str
+    attempt: int
+    cluster: str
+    user_id: str
+    image: str | None = None
+    command: list[str] | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    regions: list[str]
+    max_runtime_s: int | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class ControlMessage(Message):
+    """Published by Zen on ``zen-vm-control`` with attribute ``vm``: one VM's orders."""
+
+    vm: str
+    job_id: str
+    attempt: int
+    action: ControlAction
+    reason: str | None = None
+
+
+class JobEvent(Message):
+    """Published by Zen on ``zen-job-events``: every status change, rejection and ignored message."""
+
+    type: Literal["job.status_changed", "job.rejected", "job.message_ignored"]
+    job_id: str | None = None
+    attempt: int | None = None
+    from_status: JobStatus | None = None
+    to_status: JobStatus | None = None
+    reason: str
+    at: datetime
+    cluster: str | None = None
+    region: str | None = None
+    vm: str | None = None
+    exit_code: int | None = None
+
+
+class PubSubEnvelope(BaseModel):
+    """What arrives at a function: the decoded Pub/Sub message of an Eventarc CloudEvent."""
+
+    model_config = ConfigDict(frozen=True)
+    message_id: str
+    data: bytes
+    attributes: dict[str, str] = Field(default_factory=dict)
+    publish_time: datetime | None = None
+    subscription: str | None = None
+
+
+class Job(BaseModel):
+    """A row of the jobs table."""
+
+    model_config = ConfigDict(frozen=True)
+    job_id: str
+    status: JobStatus
+    attempt: int
+    max_attempts: int
+    cluster: str
+    user_id: str
+    priority: int
+    regions: list[str]
+    request: dict[str, Any]
+    request_hash: str
+    max_runtime_s: int | None
+    region: str | None
+    zone: str | None
+    vm: str | None
+    last_seq: int
+    last_heartbeat_at: datetime | None
+    submitted_at: datetime
+    queued_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    exit_code: int | None
+    message: str | None
+    updated_at: datetime
+
+    def public_view(self) -> dict[str, Any]:
+        """The JSON a user sees (``zen jobs get --json``)."""
+        iso = lambda t: t.isoformat() if t else None  # noqa: E731
+        return {
+            "job_id": self.job_id,
+            "status": self.status.value,
+            "attempt": self.attempt,
+            "max_attempts": self.max_attempts,
+            "cluster": self.cluster,
+            "user_id": self.user_id,
+            "priority": self.priority,
+            "regions": self.regions,
+            "region": self.region,
+            "zone": self.zone,
+            "vm": self.vm,
+            "submitted_at": iso(self.submitted_at),
+            "started_at": iso(self.started_at),
+            "finished_at": iso(self.finished_at),
+            "exit_code": self.exit_code,
+            "message": self.message,
+        }

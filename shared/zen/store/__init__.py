@@ -1,0 +1,1 @@
+"""Postgres persistence: connection and pool (``db``), migrations (``migrate``), rows (``repository``)."""

@@ -1,0 +1,267 @@
+"""Postgres access: where to connect, a small connection pool, transactions and named queries.
+
+Where to connect, in order:
+1. ``ZEN_CLOUDSQL_INSTANCE`` (``project:region:instance``): Cloud SQL through
+   ``cloud-sql-python-connector`` with IAM database authentication; the user is ``ZEN_DB_USER``
+   (for a service account, its e-mail without ``.gserviceaccount.com``), the database ``ZEN_DB_NAME``
+   (default ``zen``), the IP type ``ZEN_CLOUDSQL_IP_TYPE`` (``PRIVATE`` by default). No password.
+2. ``ZEN_DATABASE_URL``: ``postgresql://user:pass@host:port/db`` or the unix-socket form
+   ``postgresql://user@/db?host=/socket/dir``.
+3. Neither: an embedded Postgres (``pgserver``, a local-only package) under ``.zen/pgdata``.
+
+pg8000 errors are translated here: a lost or refused connection becomes ``TransientError`` (the
+caller's message is redelivered), so only this module knows about pg8000.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+from urllib.parse import parse_qs, unquote, urlparse
+
+import pg8000.native
+from pg8000.exceptions import DatabaseError, InterfaceError
+
+from zen.errors import TransientError
+
+QUERIES_FILE = Path(__file__).with_name("queries.sql")
+# SQLSTATE classes that a retry can fix: connection exceptions, insufficient resources, operator
+# intervention (e.g. the server is shutting down), serialization failures and deadlocks.
+_TRANSIENT_SQLSTATE = re.compile(r"^(08|53|57|40001|40P01)")
+
+
+@dataclass(frozen=True)
+class ConnectionTarget:
+    """Where pg8000 connects: a TCP host/port or a unix socket."""
+
+    user: str
+    database: str
+    password: str | None = None
+    host: str | None = None
+    port: int = 5432
+    unix_sock: str | None = None
+
+    def connect(self) -> pg8000.native.Connection:
+        if self.unix_sock:
+            return pg8000.native.Connection(
+                user=self.user, password=self.password, database=self.database, unix_sock=self.unix_sock
+            )
+        return pg8000.native.Connection(
+            user=self.user, password=self.password, database=self.database, host=self.host, port=self.port
+        )
+
+    def with_database(self, database: str) -> "ConnectionTarget":
+        return ConnectionTarget(self.user, database, self.password, self.host, self.port, self.unix_sock)
+
+
+def parse_database_url(url: str) -> ConnectionTarget:
+    """Parse a ``postgresql://`` URL (TCP, or unix socket via ``?host=/dir``) once, for both forms."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("postgresql", "postgres"):
+        raise ValueError(f"ZEN_DATABASE_URL must start with postgresql://, got {parsed.scheme!r}")
+    query = parse_qs(parsed.query)
+    database = unquote(parsed.path.lstrip("/")) or "postgres"
+    user = unquote(parsed.username or "postgres")
+    password = unquote(parsed.password) if parsed.password else None
+    socket_dir = query.get("host", [None])[0]
+    port = parsed.port or int(query.get("port", ["5432"])[0])
+    if socket_dir and socket_dir.startswith("/"):
+        return ConnectionTarget(user, database, password, unix_sock=f"{socket_dir}/.s.PGSQL.{port}")
+    return ConnectionTarget(user, database, password, host=parsed.hostname or socket_dir or "localhost", port=port)
+
+
+def embedded_database_url(data_dir: str | os.PathLike | None = None) -> str:
+    """Start (or reuse) the embedded Postgres under ``.zen/pgdata`` and return its URL."""
+    import pgserver  # local-only: never deployed with the functions
+
+    data_dir = Path(data_dir or os.environ.get("ZEN_HOME", ".zen")) / "pgdata"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server = pgserver.get_server(str(data_dir.resolve()), cleanup_mode=None)
+    return server.get_uri()
+
+
+class _NativeOverDbApi:
+    """The connector returns a DB-API pg8000 connection; give it the native ``run``/``columns`` API."""
+
+    def __init__(self, conn: Any):
+        self._conn = conn
+        self._conn.autocommit = True  # transactions are explicit BEGIN/COMMIT, as with native
+        self.columns: list[dict[str, Any]] | None = None
+
+    def run(self, sql: str, **params: Any) -> list[list[Any]]:
+        if params:
+            statement, make_values = pg8000.native.to_statement(sql)
+            context = self._conn.execute_unnamed(statement, make_values(params))
+        else:
+            context = self._conn.execute_simple(sql)
+        self.columns = context.columns
+        return context.rows or []
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _cloudsql_connect_factory(instance: str) -> Callable[[], Any]:
+    from google.cloud.sql.connector import Connector, IPTypes
+
+    connector = Connector(refresh_strategy="lazy")
+    ip_type = IPTypes[os.environ.get("ZEN_CLOUDSQL_IP_TYPE", "PRIVATE").upper()]
+    user = os.environ["ZEN_DB_USER"]
+    database = os.environ.get("ZEN_DB_NAME", "zen")
+
+    def connect() -> Any:
+        conn = connector.connect(instance, "pg8000", user=user, db=database, enable_iam_auth=True, ip_type=ip_type)
+        return _NativeOverDbApi(conn)
+
+    return connect
+
+
+def load_queries(path: Path = QUERIES_FILE) -> dict[str, str]:
+    """Split a ``-- name: X`` annotated SQL file into {name: sql}."""
+    queries: dict[str, str] = {}
+    name: str | None = None
+    lines: list[str] = []
+    for line in path.read_text().splitlines():
+        match = re.match(r"^--\s*name:\s*(\w+)\s*$", line)
+        if match:
+            if name:
+                queries[name] = "\n".join(lines).strip().rstrip(";")
+            name, lines = match.group(1), []
+        elif name is not None:
+            lines.append(line)
+    if name:
+        queries[name] = "\n".join(lines).strip().rstrip(";")
+    return queries
+
+
+def _is_transient(exc: Exception) -> bool:
+    if isinstance(exc, (InterfaceError, OSError)):
+        return True
+    if isinstance(exc, DatabaseError) and exc.args and isinstance(exc.args[0], dict):
+        return bool(_TRANSIENT_SQLSTATE.match(str(exc.args[0].get("C", ""))))
+    return False
+
+
+class Session:
+    """One connection inside ``Database.transaction()``: runs named queries, returns dict rows."""
+
+    def __init__(self, conn: pg8000.native.Connection, queries: dict[str, str]):
+        self._conn = conn
+        self._queries = queries
+
+    def run(self, name: str, **params: Any) -> list[dict[str, Any]]:
+        """Run the named query from queries.sql."""
+        return self.sql(self._queries[name], **params)
+
+    def sql(self, sql: str, **params: Any) -> list[dict[str, Any]]:
+        """Run a literal, parameterised statement (migrations, tests)."""
+        rows = self._conn.run(sql, **params)
+        if not rows or self._conn.columns is None:
+            return []
+        columns = [c["name"] for c in self._conn.columns]
+        return [dict(zip(columns, row)) for row in rows]
+
+    def one(self, name: str, **params: Any) -> dict[str, Any] | None:
+        rows = self.run(name, **params)
+        return rows[0] if rows else None
+
+    def execute(self, sql: str) -> None:
+        """Run a script with no parameters (several statements allowed: migrations)."""
+        self._conn.run(sql)
+
+
+class Database:
+    """A thread-safe pool of pg8000 connections with transactional sessions."""
+
+    def __init__(self, connect: Callable[[], pg8000.native.Connection], max_idle: int = 4):
+        self._connect = connect
+        self._idle: list[pg8000.native.Connection] = []
+        self._lock = threading.Lock()
+        self._max_idle = max_idle
+        self.queries = load_queries()
+
+    @classmethod
+    def from_target(cls, target: ConnectionTarget) -> "Database":
+        return cls(target.connect)
+
+    @classmethod
+    def from_env(cls) -> "Database":
+        instance = os.environ.get("ZEN_CLOUDSQL_INSTANCE")
+        if instance:
+            return cls(_cloudsql_connect_factory(instance))
+        url = os.environ.get("ZEN_DATABASE_URL") or embedded_database_url()
+        return cls.from_target(parse_database_url(url))
+
+    def _acquire(self) -> pg8000.native.Connection:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        try:
+            return self._connect()
+        except Exception as exc:  # noqa: BLE001 - translated below
+            if _is_transient(exc):
+                raise TransientError(f"cannot connect to Postgres: {exc}") from exc
+            raise
+
+    def _release(self, conn: pg8000.native.Connection, broken: bool) -> None:
+        if not broken:
+            with self._lock:
+                if len(self._idle) < self._max_idle:
+                    self._idle.append(conn)
+                    return
+        with contextlib.suppress(Exception):
+            conn.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """BEGIN ... COMMIT, or ROLLBACK on any error; connection errors become TransientError."""
+        conn = self._acquire()
+        broken = False
+        try:
+            conn.run("BEGIN")
+            yield Session(conn, self.queries)
+            conn.run("COMMIT")
+        except Exception as exc:
+            broken = _is_transient(exc)
+            if not broken:
+                try:
+                    conn.run("ROLLBACK")
+                except Exception:  # noqa: BLE001 - the connection is unusable; drop it
+                    broken = True
+            if broken:
+                raise TransientError(f"Postgres is unavailable: {exc}") from exc
+            raise
+        finally:
+            self._release(conn, broken)
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[Session]:
+        """A connection in autocommit mode (advisory locks held across transactions)."""
+        conn = self._acquire()
+        broken = False
+        try:
+            yield Session(conn, self.queries)
+        except Exception as exc:
+            broken = _is_transient(exc)
+            if broken:
+                raise TransientError(f"Postgres is unavailable: {exc}") from exc
+            raise
+        finally:
+            self._release(conn, broken)
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)

@@ -1,0 +1,114 @@
+-- Named queries. Each starts with "-- name: NAME" and uses pg8000 :name parameters.
+
+-- name: insert_job
+-- ON CONFLICT: a redelivered submit (same job_id) inserts nothing; the caller then compares hashes.
+INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions, request,
+                  request_hash, max_runtime_s, last_seq, submitted_at, queued_at, updated_at)
+VALUES (:job_id, :status, 1, :max_attempts, :cluster, :user_id, :priority, CAST(:regions AS jsonb),
+        CAST(:request AS jsonb), :request_hash, :max_runtime_s, 0, :now, NULL, :now)
+ON CONFLICT (job_id) DO NOTHING
+RETURNING job_id;
+
+-- name: get_job
+SELECT * FROM jobs WHERE job_id = :job_id;
+
+-- name: lock_job
+-- Row lock for the length of the transaction: messages about one job are applied one at a time.
+SELECT * FROM jobs WHERE job_id = :job_id FOR UPDATE;
+
+-- name: update_job
+-- Guarded by the status and attempt the decision was made on, so a concurrent change is never
+-- overwritten (the row is also locked; the guard keeps the invariant local to this statement).
+UPDATE jobs
+SET status = :status, attempt = :attempt, vm = :vm, region = :region, zone = :zone,
+    last_seq = :last_seq, last_heartbeat_at = :last_heartbeat_at, queued_at = :queued_at,
+    started_at = :started_at, finished_at = :finished_at, exit_code = :exit_code,
+    message = :message, updated_at = :now
+WHERE job_id = :job_id AND status = :expected_status AND attempt = :expected_attempt
+RETURNING job_id;
+
+-- name: insert_job_event
+INSERT INTO job_events (job_id, at, actor, attempt, from_status, to_status, reason)
+VALUES (:job_id, :at, :actor, :attempt, :from_status, :to_status, :reason);
+
+-- name: job_history
+SELECT id, at, actor, attempt, from_status, to_status, reason
+FROM job_events WHERE job_id = :job_id ORDER BY id;
+
+-- name: list_jobs
+SELECT * FROM jobs
+WHERE (CAST(:status AS text) IS NULL OR status = :status)
+  AND (CAST(:cluster AS text) IS NULL OR cluster = :cluster)
+ORDER BY submitted_at, job_id
+LIMIT :limit;
+
+-- name: held_jobs_silent_since
+-- Candidates for the lost-job sweep; SKIP LOCKED leaves jobs being updated right now to the next tick.
+SELECT job_id FROM jobs
+WHERE status IN ('ASSIGNED','RUNNING','STOPPING')
+  AND COALESCE(last_heartbeat_at, updated_at) < :cutoff
+ORDER BY job_id
+LIMIT :limit;
+
+-- name: insert_outbox
+INSERT INTO outbox (topic, data, attributes, created_at)
+VALUES (:topic, :data, CAST(:attributes AS jsonb), :now)
+RETURNING id;
+
+-- name: lock_outbox_ids
+-- Locked while publishing so two relays never send the same row at once; SKIP LOCKED: the other
+-- relay is already sending those.
+SELECT id, topic, data, attributes FROM outbox
+WHERE id = ANY(CAST(:ids AS bigint[])) AND sent_at IS NULL
+ORDER BY id
+FOR UPDATE SKIP LOCKED;
+
+-- name: lock_outbox_unsent
+SELECT id, topic, data, attributes FROM outbox
+WHERE sent_at IS NULL
+ORDER BY id
+LIMIT :limit
+FOR UPDATE SKIP LOCKED;
+
+-- name: mark_outbox_sent
+UPDATE outbox SET sent_at = :now, publish_attempts = publish_attempts + 1, last_error = NULL
+WHERE id = ANY(CAST(:ids AS bigint[]));
+
+-- name: mark_outbox_failed
+UPDATE outbox SET publish_attempts = publish_attempts + 1, last_error = :error WHERE id = :id;
+
+-- name: count_outbox_unsent
+SELECT count(*) FROM outbox WHERE sent_at IS NULL;
+
+-- name: insert_rejected
+INSERT INTO rejected_messages (at, source, message_id, job_id, reason, payload)
+VALUES (:now, :source, :message_id, :job_id, :reason, :payload)
+ON CONFLICT (source, message_id) DO NOTHING
+RETURNING id;
+
+-- name: list_rejected
+SELECT id, at, source, message_id, job_id, reason, payload FROM rejected_messages ORDER BY id;
+
+-- name: upsert_vm
+-- Only a newer heartbeat (higher seq) changes the row: VM heartbeats also arrive out of order.
+INSERT INTO vms (name, cluster, region, zone, state, job_id, attempt, last_seq, first_seen_at,
+                 last_seen_at, idle_since)
+VALUES (:name, :cluster, :region, :zone, :state, :job_id, :attempt, :seq, :now, :now,
+        CASE WHEN :state = 'IDLE' THEN CAST(:sent_at AS timestamptz) END)
+ON CONFLICT (name) DO UPDATE
+SET cluster = EXCLUDED.cluster, region = EXCLUDED.region, zone = EXCLUDED.zone,
+    state = EXCLUDED.state, job_id = EXCLUDED.job_id, attempt = EXCLUDED.attempt,
+    last_seq = EXCLUDED.last_seq, last_seen_at = EXCLUDED.last_seen_at,
+    idle_since = CASE WHEN EXCLUDED.state = 'IDLE'
+                      THEN COALESCE(vms.idle_since, EXCLUDED.idle_since) END
+WHERE vms.last_seq < EXCLUDED.last_seq
+RETURNING name;
+
+-- name: list_vms
+SELECT * FROM vms ORDER BY cluster, region, name;
+
+-- name: try_tick_lock
+SELECT pg_try_advisory_lock(:key) AS locked;
+
+-- name: tick_unlock
+SELECT pg_advisory_unlock(:key) AS unlocked;

@@ -1,0 +1,106 @@
+"""Rows in and out of Postgres. This module is the only writer of ``jobs.status``.
+
+Every write runs inside a caller's transaction (``Database.transaction()``), so a state change, its
+history rows and its outbox messages commit together or not at all.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from zen.models import Job, JobStatus, illegal_step
+from zen.store.db import Session, to_json
+
+_JOB_FIELDS = set(Job.model_fields)
+
+
+class ConcurrentChange(RuntimeError):
+    """The row changed between read and write: a bug, since rows are locked (rolls back)."""
+
+
+def job_from_row(row: dict[str, Any]) -> Job:
+    return Job.model_validate({key: value for key, value in row.items() if key in _JOB_FIELDS})
+
+
+def insert_job(session: Session, *, job_id: str, status: JobStatus, max_attempts: int, cluster: str,
+               user_id: str, priority: int, regions: list[str], request: dict[str, Any], request_hash: str,
+               max_runtime_s: int | None, now: datetime) -> bool:
+    """Insert a new job; False when the job_id exists already (a redelivery or a reuse)."""
+    row = session.one(
+        "insert_job", job_id=job_id, status=status.value, max_attempts=max_attempts, cluster=cluster,
+        user_id=user_id, priority=priority, regions=to_json(regions), request=to_json(request),
+        request_hash=request_hash, max_runtime_s=max_runtime_s, now=now,
+    )
+    return row is not None
+
+
+def get_job(session: Session, job_id: str, *, lock: bool = False) -> Job | None:
+    row = session.one("lock_job" if lock else "get_job", job_id=job_id)
+    return job_from_row(row) if row else None
+
+
+def list_jobs(session: Session, *, status: str | None = None, cluster: str | None = None,
+              limit: int = 1000) -> list[Job]:
+    return [job_from_row(r) for r in session.run("list_jobs", status=status, cluster=cluster, limit=limit)]
+
+
+def save_job(session: Session, before: Job, after: Job, path: list[JobStatus], now: datetime) -> None:
+    """Write ``after`` over the row, guarded by ``before``'s status and attempt.
+
+    ``path`` is the sequence of statuses the job went through (e.g. [LOST, QUEUED]); every step must
+    be in the transition table and it must end at ``after.status``.
+    """
+    bad = illegal_step(before.status, path)
+    if bad or (path and path[-1] != after.status) or (not path and after.status != before.status):
+        raise ConcurrentChange(f"illegal transition for {before.job_id}: {before.status.value} -> {path}")
+    updated = session.one(
+        "update_job", job_id=before.job_id, expected_status=before.status.value,
+        expected_attempt=before.attempt, status=after.status.value, attempt=after.attempt, vm=after.vm,
+        region=after.region, zone=after.zone, last_seq=after.last_seq,
+        last_heartbeat_at=after.last_heartbeat_at, queued_at=after.queued_at, started_at=after.started_at,
+        finished_at=after.finished_at, exit_code=after.exit_code, message=after.message, now=now,
+    )
+    if updated is None:
+        raise ConcurrentChange(f"job {before.job_id} changed under a lock")
+
+
+def add_job_event(session: Session, *, job_id: str, at: datetime, actor: str, attempt: int,
+                  from_status: JobStatus | None, to_status: JobStatus, reason: str) -> None:
+    session.run(
+        "insert_job_event", job_id=job_id, at=at, actor=actor, attempt=attempt,
+        from_status=from_status.value if from_status else None, to_status=to_status.value, reason=reason,
+    )
+
+
+def job_history(session: Session, job_id: str) -> list[dict[str, Any]]:
+    return session.run("job_history", job_id=job_id)
+
+
+def record_rejection(session: Session, *, source: str, message_id: str, job_id: str | None, reason: str,
+                     payload: bytes, now: datetime) -> bool:
+    """Record a rejected message once per (source, message id); False when already recorded."""
+    text = payload[:4096].decode("utf-8", errors="replace")
+    row = session.one(
+        "insert_rejected", now=now, source=source, message_id=message_id, job_id=job_id, reason=reason,
+        payload=text,
+    )
+    return row is not None
+
+
+def list_rejections(session: Session) -> list[dict[str, Any]]:
+    return session.run("list_rejected")
+
+
+def upsert_vm(session: Session, *, name: str, cluster: str, region: str, zone: str, state: str,
+              job_id: str | None, attempt: int | None, seq: int, sent_at: datetime, now: datetime) -> bool:
+    """Record a VM heartbeat; False when it is older than what is recorded (out of order)."""
+    row = session.one(
+        "upsert_vm", name=name, cluster=cluster, region=region, zone=zone, state=state, job_id=job_id,
+        attempt=attempt, seq=seq, sent_at=sent_at, now=now,
+    )
+    return row is not None
+
+
+def list_vms(session: Session) -> list[dict[str, Any]]:
+    return session.run("list_vms")

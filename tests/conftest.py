@@ -1,0 +1,107 @@
+"""Shared fixtures: one embedded Postgres per test run, a migrated template database, and a fresh
+database per test created from the template (fast and isolated)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from zen.clock import ManualClock
+from zen.config import load_config
+from zen.messaging import RecordingPublisher
+from zen.store.db import Database, parse_database_url
+from zen.store.migrate import migrate
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE = "zen_template"
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    import pgserver
+
+    # Unix socket paths are limited to ~100 bytes: keep the data directory short.
+    data_dir = tempfile.mkdtemp(prefix="zpg", dir="/tmp")
+    server = pgserver.get_server(data_dir, cleanup_mode="stop")
+    yield parse_database_url(server.get_uri())
+    server.cleanup()
+    shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def template_db(pg_server):
+    admin = Database.from_target(pg_server)
+    with admin.session() as session:
+        session.execute(f"DROP DATABASE IF EXISTS {TEMPLATE}")
+        session.execute(f"CREATE DATABASE {TEMPLATE}")
+    admin.close()
+    template = Database.from_target(pg_server.with_database(TEMPLATE))
+    migrate(template)
+    template.close()
+    return TEMPLATE
+
+
+@pytest.fixture
+def db_target(pg_server, template_db):
+    """A fresh, migrated database for this test; yields its ConnectionTarget."""
+    name = f"t{os.getpid()}_{next(_counter)}"
+    admin = Database.from_target(pg_server)
+    with admin.session() as session:
+        session.execute(f"CREATE DATABASE {name} TEMPLATE {template_db}")
+    target = pg_server.with_database(name)
+    yield target
+    with admin.session() as session:
+        session.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    admin.close()
+
+
+@pytest.fixture
+def db_url(db_target):
+    """The per-test database as a ZEN_DATABASE_URL (unix-socket form)."""
+    socket_dir = os.path.dirname(db_target.unix_sock)
+    return f"postgresql://{db_target.user}@/{db_target.database}?host={socket_dir}"
+
+
+@pytest.fixture
+def db(db_target):
+    database = Database.from_target(db_target)
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def config():
+    return load_config()
+
+
+@pytest.fixture
+def clock():
+    return ManualClock()
+
+
+@pytest.fixture
+def publisher():
+    return RecordingPublisher()
+
+
+@pytest.fixture
+def zen(config, db, publisher, clock):
+    from zen.app import Zen
+
+    return Zen(config, db, publisher, clock)
+
+
+@pytest.fixture
+def functions(zen, db_url, monkeypatch):
+    """The four entry points under functions-framework, wired to this test's ``zen``."""
+    from tests.envelopes import FunctionsClient
+
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    return FunctionsClient(zen)

@@ -1,0 +1,216 @@
+"""The four functions, invoked through functions-framework with Eventarc envelopes, against a real
+Postgres: the job lifecycle and its delivery guarantees."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.messages import agent_run, heartbeat, job_request
+from zen.store import repository
+
+
+def job(zen, job_id):
+    with zen.db.transaction() as session:
+        return repository.get_job(session, job_id)
+
+
+def history(zen, job_id):
+    with zen.db.transaction() as session:
+        return [(r["from_status"], r["to_status"]) for r in repository.job_history(session, job_id)]
+
+
+def controls(publisher, vm=None):
+    out = [json.loads(m.data) for m in publisher.on("zen-vm-control")]
+    return [c for c in out if vm is None or c["vm"] == vm]
+
+
+def test_submit_queues_job_and_publishes_start_message(functions, zen, publisher):
+    functions.submit(job_request("job-1", regions=["europe-west4", "us-central1"]))
+
+    record = job(zen, "job-1")
+    assert record.status.value == "QUEUED" and record.attempt == 1
+    assert record.regions == ["us-central1", "europe-west4"]  # the cluster's preference order
+    assert history(zen, "job-1") == [(None, "PENDING"), ("PENDING", "QUEUED")]
+    [start] = publisher.on("zen-job-start")
+    assert start.attributes["cluster"] == "4xa100-40gb"
+    assert start.attributes["allow_us_central1"] == "1" and "allow_us_west1" not in start.attributes
+    assert json.loads(start.data)["command"] == ["python", "train.py", "--epochs", "1"]
+    events = [json.loads(m.data)["to_status"] for m in publisher.on("zen-job-events")]
+    assert events == ["PENDING", "QUEUED"]
+
+
+def test_binary_mode_cloud_event_is_accepted(functions, zen):
+    functions.send("on_job_submitted", job_request("job-bin"), binary=True)
+    assert job(zen, "job-bin").status.value == "QUEUED"
+
+
+def test_duplicate_submit_same_job_id_makes_one_job(functions, zen, publisher):
+    functions.submit(job_request("job-1"), message_id="a")
+    functions.submit(job_request("job-1"), message_id="b")
+    assert len(publisher.on("zen-job-start")) == 1
+    assert history(zen, "job-1") == [(None, "PENDING"), ("PENDING", "QUEUED")]
+
+
+def test_duplicate_submit_same_message_id_makes_one_job(functions, zen, publisher):
+    functions.submit(job_request(None), message_id="msg-42")
+    functions.submit(job_request(None), message_id="msg-42")
+    assert job(zen, "msg-42").status.value == "QUEUED"
+    assert len(publisher.on("zen-job-start")) == 1
+
+
+def test_reusing_a_job_id_for_another_request_is_rejected(functions, zen, publisher):
+    functions.submit(job_request("job-1"))
+    functions.submit(job_request("job-1", command=["rm", "-rf", "/"]))
+    assert job(zen, "job-1").request["command"][0] == "python"
+    with zen.db.transaction() as session:
+        [rejected] = repository.list_rejections(session)
+    assert "already used by a different request" in rejected["reason"]
+
+
+def test_full_run_records_exit_code_and_output(functions, zen, publisher):
+    functions.submit(job_request("job-1"))
+    for beat in agent_run("job-1"):
+        functions.heartbeat(beat)
+    record = job(zen, "job-1")
+    assert (record.status.value, record.exit_code, record.vm, record.message) == ("SUCCEEDED", 0, "vm-a", "done")
+    assert record.started_at is not None and record.finished_at is not None
+    assert history(zen, "job-1")[2:] == [("QUEUED", "ASSIGNED"), ("ASSIGNED", "RUNNING"), ("RUNNING", "SUCCEEDED")]
+    assert [c["action"] for c in controls(publisher)] == ["CONFIRM"]
+
+
+def test_heartbeats_twice_and_out_of_order_end_like_in_order(functions, zen):
+    functions.submit(job_request("ordered"))
+    functions.submit(job_request("shuffled"))
+    for beat in agent_run("ordered", exit_code=3, final="FAILED"):
+        functions.heartbeat(beat)
+    beats = agent_run("shuffled", exit_code=3, final="FAILED")
+    for beat in [beats[3], beats[1], beats[0], beats[3], beats[2], beats[1], beats[0]]:
+        functions.heartbeat(beat)
+    a, b = job(zen, "ordered"), job(zen, "shuffled")
+    assert (a.status, a.exit_code, a.vm, a.attempt) == (b.status, b.exit_code, b.vm, b.attempt)
+    assert b.status.value == "FAILED" and b.exit_code == 3
+
+
+def test_running_heartbeat_after_stop_does_not_undo_it(functions, zen, publisher):
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 2))
+    functions.stop({"job_id": "job-1", "reason": "wrong data"})
+    assert job(zen, "job-1").status.value == "STOPPING"
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 3))  # late: sent before the VM saw the stop
+    assert job(zen, "job-1").status.value == "STOPPING"
+    functions.heartbeat(heartbeat("job-1", "STOPPED", 4, exit_code=-15))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 3))  # redelivered late
+    record = job(zen, "job-1")
+    assert record.status.value == "CANCELLED"
+    assert history(zen, "job-1")[-2:] == [("RUNNING", "STOPPING"), ("STOPPING", "CANCELLED")]
+
+
+def test_stop_of_queued_job_cancels_it(functions, zen, publisher):
+    functions.submit(job_request("job-1"))
+    functions.stop({"job_id": "job-1"})
+    assert job(zen, "job-1").status.value == "CANCELLED"
+    assert controls(publisher) == []
+    # An agent that pulled the start message before the stop is told to drop it.
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-late"))
+    [release] = controls(publisher, "vm-late")
+    assert release["action"] == "RELEASE"
+    assert job(zen, "job-1").status.value == "CANCELLED"
+
+
+def test_stop_of_running_job_sends_stop_to_its_vm(functions, zen, publisher):
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-7"))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 2, vm="vm-7"))
+    functions.stop({"job_id": "job-1", "reason": "user asked"})
+    stops = [m for m in publisher.on("zen-vm-control") if m.attributes["action"] == "STOP"]
+    assert len(stops) == 1 and stops[0].attributes["vm"] == "vm-7"
+    assert json.loads(stops[0].data) | {"version": 1} == {
+        "version": 1, "vm": "vm-7", "job_id": "job-1", "attempt": 1, "action": "STOP", "reason": "user asked"}
+
+
+def test_two_vms_claiming_the_same_attempt_one_wins(functions, zen, publisher):
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-b", zone="us-central1-b"))
+    assert job(zen, "job-1").vm == "vm-a"
+    assert [c["action"] for c in controls(publisher, "vm-a")] == ["CONFIRM"]
+    assert [c["action"] for c in controls(publisher, "vm-b")] == ["RELEASE"]
+
+
+def test_claim_from_a_region_the_job_does_not_allow_is_released(functions, zen, publisher):
+    functions.submit(job_request("job-1", regions=["europe-west4"]))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-us"))
+    assert job(zen, "job-1").status.value == "QUEUED"
+    assert [c["action"] for c in controls(publisher, "vm-us")] == ["RELEASE"]
+
+
+def test_lost_job_is_requeued_then_fails_when_budget_is_spent(functions, zen, publisher, clock):
+    functions.submit(job_request("job-1", max_attempts=2))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 2, vm="vm-a"))
+    clock.advance(60)
+    functions.tick()
+    assert job(zen, "job-1").status.value == "RUNNING"  # not silent long enough yet
+    clock.advance(121)
+    functions.tick()
+    record = job(zen, "job-1")
+    assert (record.status.value, record.attempt, record.vm) == ("QUEUED", 2, None)
+    assert len(publisher.on("zen-job-start")) == 2
+    assert json.loads(publisher.on("zen-job-start")[-1].data)["attempt"] == 2
+    assert [c["action"] for c in controls(publisher, "vm-a")] == ["CONFIRM", "STOP"]
+    # The silent VM comes back with its old attempt: told to stop, the job is untouched.
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 3, vm="vm-a"))
+    assert job(zen, "job-1").status.value == "QUEUED"
+    assert [c["action"] for c in controls(publisher, "vm-a")][-1] == "STOP"
+    # Attempt 2 is claimed, then goes silent too: the budget (2) is spent.
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, attempt=2, vm="vm-b"))
+    clock.advance(200)
+    functions.tick()
+    record = job(zen, "job-1")
+    assert (record.status.value, record.attempt) == ("FAILED", 2)
+    assert [s for _, s in history(zen, "job-1")] == [
+        "PENDING", "QUEUED", "ASSIGNED", "RUNNING", "LOST", "QUEUED", "ASSIGNED", "LOST", "FAILED"]
+
+
+def test_preempted_heartbeat_requeues_at_once(functions, zen, publisher):
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1))
+    functions.heartbeat(heartbeat("job-1", "PREEMPTED", 2))
+    record = job(zen, "job-1")
+    assert (record.status.value, record.attempt) == ("QUEUED", 2)
+
+
+def test_silent_stop_becomes_cancelled(functions, zen, clock):
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1))
+    functions.stop({"job_id": "job-1"})
+    clock.advance(121)
+    functions.tick()
+    assert job(zen, "job-1").status.value == "CANCELLED"
+
+
+def test_crash_between_commit_and_publish_is_repaired_by_the_tick(functions, zen, publisher):
+    publisher.fail_next = 10  # Pub/Sub unreachable right after the commit
+    functions.submit(job_request("job-1"))
+    assert job(zen, "job-1").status.value == "QUEUED"  # the state change is safe
+    assert publisher.on("zen-job-start") == []
+    publisher.fail_next = 0
+    functions.tick()
+    assert len(publisher.on("zen-job-start")) == 1
+    functions.tick()  # sent rows are not sent again
+    assert len(publisher.on("zen-job-start")) == 1
+
+
+def test_concurrent_tick_skips_while_another_holds_the_lock(zen):
+    from zen.app import TICK_LOCK_KEY
+
+    with zen.db.session() as session:
+        assert session.one("try_tick_lock", key=TICK_LOCK_KEY)["locked"]
+        try:
+            assert zen.on_scale_tick().skipped
+        finally:
+            session.one("tick_unlock", key=TICK_LOCK_KEY)
+    assert not zen.on_scale_tick().skipped
