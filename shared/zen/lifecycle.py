@@ -86,14 +86,7 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
     if hb.attempt < job.attempt:
         return _stale_attempt(job, hb)
     if job.status.terminal:
-        decision = Decision(duplicate=True)
-        other_vm = job.vm != hb.vm
-        if hb.status is AgentStatus.CLAIMED and other_vm:
-            decision.controls.append(_control(job, hb, ControlAction.RELEASE, f"job is already {job.status.value}"))
-        elif hb.status is AgentStatus.RUNNING and (other_vm or hb.seq > job.last_seq):
-            # Someone still runs an attempt that is over (e.g. cancelled after a silent stop): stop it.
-            decision.controls.append(_control(job, hb, ControlAction.STOP, f"job is already {job.status.value}"))
-        return decision
+        return _after_the_end(job, hb)
     if job.status is JobStatus.PENDING:
         return Decision(
             ignored="job is not admitted yet", controls=[_control(job, hb, ControlAction.RELEASE, "not admitted")]
@@ -177,6 +170,28 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
         decision.publish_start = lost.publish_start
         if lost.changes[-1].to is JobStatus.FAILED:
             decision.fields["finished_at"] = now
+
+
+_TARGET = {
+    AgentStatus.CLAIMED: JobStatus.ASSIGNED, AgentStatus.RUNNING: JobStatus.RUNNING,
+    AgentStatus.SUCCEEDED: JobStatus.SUCCEEDED, AgentStatus.FAILED: JobStatus.FAILED,
+    AgentStatus.STOPPED: JobStatus.CANCELLED, AgentStatus.PREEMPTED: JobStatus.LOST,
+}
+
+
+def _after_the_end(job: Job, hb: Heartbeat) -> Decision:
+    """A report about the current attempt of a job that is already over: terminal states absorb."""
+    if hb.vm == job.vm and hb.seq <= job.last_seq:
+        return Decision(duplicate=True)  # a redelivery or a report overtaken by the final one
+    target = _TARGET[hb.status]
+    decision = Decision(ignored=f"transition {job.status.value} -> {target.value} is not allowed "
+                                f"({hb.status.value} from {hb.vm}; the job is over)")
+    if hb.status is AgentStatus.CLAIMED:
+        decision.controls.append(_control(job, hb, ControlAction.RELEASE, f"job is already {job.status.value}"))
+    elif hb.status is AgentStatus.RUNNING:
+        # Someone still runs an attempt that is over (e.g. cancelled after a silent stop): stop it.
+        decision.controls.append(_control(job, hb, ControlAction.STOP, f"job is already {job.status.value}"))
+    return decision
 
 
 def _stale_attempt(job: Job, hb: Heartbeat) -> Decision:

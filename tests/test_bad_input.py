@@ -1,0 +1,149 @@
+"""Every bad input is rejected with a specific reason, recorded once, announced, acked (HTTP 200),
+and changes nothing else. A database outage is not a bad input: it answers 500 so Pub/Sub retries."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.messages import heartbeat, job_request
+from zen.store import repository
+
+
+def snapshot(zen):
+    with zen.db.transaction() as session:
+        jobs = [j.model_dump() for j in repository.list_jobs(session)]
+        history = session.sql("SELECT job_id, to_status FROM job_events ORDER BY id")
+        rejected = repository.list_rejections(session)
+    return jobs, history, rejected
+
+
+def rejected_events(publisher):
+    return [json.loads(m.data) for m in publisher.on("zen-job-events")
+            if json.loads(m.data)["type"] in ("job.rejected", "job.message_ignored")]
+
+
+BAD_SUBMISSIONS = [
+    (b"{not json", "not valid UTF-8 JSON"),
+    (b"\xff\xfe", "not valid UTF-8 JSON"),
+    (b"[1, 2]", "must be a JSON object"),
+    (json.dumps(job_request("j", comand=["x"])).encode(), "comand: Extra inputs are not permitted"),
+    (json.dumps(job_request("j", priority="high")).encode(), "priority: Input should be a valid integer"),
+    (json.dumps(job_request("j", command="python train.py")).encode(), "command: Input should be a valid list"),
+    (json.dumps(job_request("j", cluster="9xh100")).encode(), "unknown cluster '9xh100'"),
+    (json.dumps(job_request("j", cluster=None, gpu_type="nvidia-tesla-a100", gpu_count=16)).encode(),
+     "no cluster has 16 or more nvidia-tesla-a100 GPUs"),
+    (json.dumps(job_request("j", command=[])).encode(), "command must be a non-empty list"),
+    (json.dumps(job_request("j", command=None)).encode(), "give an image, a command"),
+    (json.dumps(job_request("j", regions=["mars-north1"])).encode(), "not used by cluster 4xa100-40gb"),
+    (json.dumps(job_request("j", max_attempts=99)).encode(), "max_attempts 99 is above the limit 10"),
+    (json.dumps(job_request("bad id with spaces")).encode(), "job_id must be"),
+    (json.dumps(job_request("j", version=2)).encode(), "unsupported message version 2"),
+    (json.dumps(job_request("j", env={"X": "y" * 70_000})).encode(), "the limit is 65536"),
+]
+
+
+@pytest.mark.parametrize("payload, reason", BAD_SUBMISSIONS, ids=[r for _, r in BAD_SUBMISSIONS])
+def test_bad_submission_is_rejected_and_acked(functions, zen, publisher, payload, reason):
+    response = functions.send("on_job_submitted", payload, message_id="bad-1")
+    assert response.status_code == 200
+    jobs, history, rejected = snapshot(zen)
+    assert jobs == [] and history == []
+    assert len(rejected) == 1 and reason in rejected[0]["reason"], rejected
+    assert publisher.on("zen-job-start") == []
+    [event] = rejected_events(publisher)
+    assert event["type"] == "job.rejected" and reason in event["reason"]
+    # Redelivered: still acked, recorded once, announced once.
+    assert functions.send("on_job_submitted", payload, message_id="bad-1").status_code == 200
+    assert len(snapshot(zen)[2]) == 1 and len(rejected_events(publisher)) == 1
+
+
+def test_gpu_type_and_count_map_to_the_smallest_fitting_cluster(functions, zen):
+    functions.submit(job_request("j5", cluster=None, gpu_type="nvidia-tesla-a100", gpu_count=5))
+    functions.submit(job_request("j2", cluster=None, gpu_type="nvidia-tesla-a100", gpu_count=2))
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "j5").cluster == "8xa100-40gb"
+        assert repository.get_job(session, "j2").cluster == "4xa100-40gb"
+
+
+def test_malformed_envelope_is_rejected_and_acked(functions, zen):
+    event = {"specversion": "1.0", "id": "e1", "source": "//pubsub.googleapis.com/x",
+             "type": "google.cloud.pubsub.topic.v1.messagePublished", "datacontenttype": "application/json",
+             "data": {"message": {"data": "!!!not base64!!!", "messageId": "e1"}}}
+    assert functions.post("on_job_submitted", event).status_code == 200
+    _, _, [rejected] = snapshot(zen)
+    assert rejected["reason"] == "message.data is not valid base64"
+
+
+@pytest.mark.parametrize("mutate, reason", [
+    (lambda hb: hb.update(job_id="nobody"), "unknown job nobody"),
+    (lambda hb: hb.update(status="DANCING"), "status: Input should be"),
+    (lambda hb: hb.update(seq=0), "seq: Input should be greater than or equal to 1"),
+    (lambda hb: hb.pop("attempt"), "attempt: Field required"),
+    (lambda hb: hb.update(attempt=7), "heartbeat for attempt 7, but the job is at attempt 1"),
+])
+def test_bad_heartbeat_is_rejected_and_changes_nothing(functions, zen, publisher, mutate, reason):
+    functions.submit(job_request("job-1"))
+    before = snapshot(zen)
+    beat = heartbeat("job-1", "CLAIMED", 1)
+    mutate(beat)
+    assert functions.send("on_heartbeat", beat).status_code == 200
+    jobs, history, rejected = snapshot(zen)
+    assert (jobs, history) == before[:2]
+    assert len(rejected) == 1 and reason in rejected[0]["reason"], rejected
+    assert reason in rejected_events(publisher)[0]["reason"]
+    assert publisher.on("zen-vm-control") == []
+
+
+def test_stale_attempt_is_rejected_and_its_vm_released(functions, zen, publisher, clock):
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
+    clock.advance(500)
+    functions.tick()  # lost -> attempt 2
+    before = snapshot(zen)
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-b"))  # vm-b pulled attempt 1 late
+    jobs, history, rejected = snapshot(zen)
+    assert (jobs, history) == before[:2]
+    assert "stale attempt 1: the job is at attempt 2" in rejected[-1]["reason"]
+    last = json.loads(publisher.on("zen-vm-control")[-1].data)
+    assert (last["vm"], last["action"], last["attempt"]) == ("vm-b", "RELEASE", 1)
+
+
+def test_transition_the_table_forbids_is_rejected(functions, zen, publisher):
+    functions.submit(job_request("job-1"))
+    functions.stop({"job_id": "job-1"})
+    before = snapshot(zen)
+    functions.heartbeat(heartbeat("job-1", "SUCCEEDED", 5, vm="vm-x", exit_code=0))
+    jobs, history, rejected = snapshot(zen)
+    assert (jobs, history) == before[:2]
+    assert "transition CANCELLED -> SUCCEEDED is not allowed" in rejected[-1]["reason"]
+
+
+def test_stop_for_unknown_job_is_rejected(functions, zen, publisher):
+    functions.stop({"job_id": "ghost", "reason": "oops"})
+    _, _, [rejected] = snapshot(zen)
+    assert rejected["reason"] == "unknown job ghost" and rejected["source"] == "zen-job-stop"
+    assert rejected_events(publisher)[0]["job_id"] == "ghost"
+
+
+def test_database_outage_answers_500_so_pubsub_redelivers(functions, zen, db_target, pg_server):
+    # Take the test database away mid-flight: terminate every connection and forbid new ones.
+    from zen.store.db import Database
+
+    admin = Database.from_target(pg_server)
+    with admin.session() as session:
+        session.execute(f"ALTER DATABASE {db_target.database} ALLOW_CONNECTIONS false")
+        session.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :d",
+                    d=db_target.database)
+    try:
+        response = functions.send("on_job_submitted", job_request("job-1"), message_id="m-outage")
+        assert response.status_code == 500
+    finally:
+        with admin.session() as session:
+            session.execute(f"ALTER DATABASE {db_target.database} ALLOW_CONNECTIONS true")
+        admin.close()
+    # Redelivery after the outage succeeds, exactly once.
+    functions.submit(job_request("job-1"), message_id="m-outage")
+    jobs, _, rejected = snapshot(zen)
+    assert [j["status"].value for j in jobs] == ["QUEUED"] and rejected == []
