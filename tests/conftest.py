@@ -101,7 +101,7 @@ def zen(config, db, publisher, clock):
 @pytest.fixture
 def functions(zen, db_url, monkeypatch):
     """The four entry points under functions-framework, wired to this test's ``zen``."""
-    from tests.envelopes import FunctionsClient
+    from zen.local.invoke import FunctionsInvoker
 
     monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
-    return FunctionsClient(zen)
+    return FunctionsInvoker(zen)

@@ -78,7 +78,11 @@ def parse_database_url(url: str) -> ConnectionTarget:
 
 def embedded_database_url(data_dir: str | os.PathLike | None = None) -> str:
     """Start (or reuse) the embedded Postgres under ``.zen/pgdata`` and return its URL."""
-    import pgserver  # local-only: never deployed with the functions
+    import warnings
+
+    with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on headless machines
+        warnings.simplefilter("ignore")
+        import pgserver  # local-only: never deployed with the functions
 
     data_dir = Path(data_dir or os.environ.get("ZEN_HOME", ".zen")) / "pgdata"
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,95 @@
+"""The ``zen`` command against a real Postgres, migrations, and the URL parsing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.messages import agent_run, job_request
+from zen.cli import main
+from zen.store.db import Database, parse_database_url
+from zen.store.migrate import migrate
+
+
+def test_migrate_is_idempotent_and_reports_up_to_date(db_url, db, monkeypatch, capsys):
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    assert migrate(db) == []  # the template already has everything
+    assert main(["db", "migrate"]) == 0
+    assert capsys.readouterr().out.strip() == "schema is up to date"
+
+
+def _schema(database: Database) -> list[tuple]:
+    with database.transaction() as session:
+        rows = session.sql(
+            "SELECT table_name, column_name, data_type, is_nullable, column_default "
+            "FROM information_schema.columns WHERE table_schema = 'public' ORDER BY table_name, column_name")
+        indexes = session.sql("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1")
+    return [tuple(r.values()) for r in rows] + [tuple(r.values()) for r in indexes]
+
+
+def test_migrations_applied_one_by_one_match_a_fresh_install(pg_server, db):
+    admin = Database.from_target(pg_server)
+    with admin.session() as session:
+        session.execute("DROP DATABASE IF EXISTS zen_fresh WITH (FORCE)")
+        session.execute("CREATE DATABASE zen_fresh")
+    fresh = Database.from_target(pg_server.with_database("zen_fresh"))
+    try:
+        assert migrate(fresh) == ["0001_initial.sql"]
+        assert migrate(fresh) == []
+        assert _schema(fresh) == _schema(db)
+    finally:
+        fresh.close()
+        with admin.session() as session:
+            session.execute("DROP DATABASE zen_fresh WITH (FORCE)")
+        admin.close()
+
+
+def test_jobs_list_get_history(functions, db_url, monkeypatch, capsys):
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    functions.submit(job_request("job-1"))
+    functions.submit(job_request("job-2"))
+    for beat in agent_run("job-1", exit_code=0):
+        functions.heartbeat(beat)
+    capsys.readouterr()
+
+    assert main(["jobs", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(j["job_id"], j["status"]) for j in listed] == [("job-1", "SUCCEEDED"), ("job-2", "QUEUED")]
+    for key in ("job_id", "status", "attempt", "cluster", "region", "vm", "submitted_at", "started_at",
+                "finished_at", "exit_code"):
+        assert key in listed[0]
+
+    assert main(["jobs", "list", "--status", "QUEUED", "--json"]) == 0
+    assert [j["job_id"] for j in json.loads(capsys.readouterr().out)] == ["job-2"]
+
+    assert main(["jobs", "get", "job-1", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert (got["status"], got["exit_code"], got["vm"], got["region"]) == ("SUCCEEDED", 0, "vm-a", "us-central1")
+
+    assert main(["jobs", "history", "job-1", "--json"]) == 0
+    assert [r["to_status"] for r in json.loads(capsys.readouterr().out)] == [
+        "PENDING", "QUEUED", "ASSIGNED", "RUNNING", "SUCCEEDED"]
+
+    assert main(["jobs", "list"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:3] == ["JOB_ID", "STATUS", "ATTEMPT"] and len(table) == 3
+
+    assert main(["jobs", "get", "nope"]) == 1
+
+
+@pytest.mark.parametrize("url, expected", [
+    ("postgresql://postgres:@/postgres?host=/tmp/x", dict(user="postgres", database="postgres",
+                                                          unix_sock="/tmp/x/.s.PGSQL.5432")),
+    ("postgresql://zen:s%40cret@db.internal:6432/zen", dict(user="zen", password="s@cret", host="db.internal",
+                                                             port=6432, database="zen")),
+])
+def test_parse_database_url(url, expected):
+    target = parse_database_url(url)
+    for key, value in expected.items():
+        assert getattr(target, key) == value
+
+
+def test_parse_database_url_refuses_other_schemes():
+    with pytest.raises(ValueError, match="must start with postgresql://"):
+        parse_database_url("mysql://x")

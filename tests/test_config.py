@@ -1,0 +1,51 @@
+"""Configuration validation gives errors a person can act on."""
+
+from __future__ import annotations
+
+import pytest
+
+from zen.config import DEFAULT_CONFIG_PATH, load_config
+from zen.errors import ConfigError
+
+
+def test_default_config_is_valid_and_documented():
+    config = load_config(DEFAULT_CONFIG_PATH)
+    assert {c.name for c in config.clusters} == {"1xl4", "4xa100-40gb", "8xa100-40gb"}
+    assert config.topics.job_submitted == "zen-job-submitted"
+    assert config.cluster("4xa100-40gb").mig_name("us-central1") == "zen-4xa100-40gb-us-central1"
+
+
+def test_zen_config_env_points_at_a_file(tmp_path, monkeypatch):
+    path = tmp_path / "zen.yaml"
+    path.write_text("project: p\nclusters:\n  - {name: 2xt4, gpu_type: nvidia-tesla-t4, gpu_count: 2,"
+                    " regions: [us-east1], max_vms_per_region: 1, max_vms: 1}\n")
+    monkeypatch.setenv("ZEN_CONFIG", str(path))
+    config = load_config()
+    assert config.project == "p" and config.deadlines.heartbeat_timeout_s == 120
+
+
+@pytest.mark.parametrize("text, message", [
+    ("clusters: []", "clusters: List should have at least 1 item"),
+    ("clusters:\n  - {name: Big, gpu_type: t, gpu_count: 1, regions: [a], max_vms_per_region: 1, max_vms: 1}",
+     "clusters.0.name: Value error, cluster names are lowercase"),
+    ("clusters:\n  - {name: a, gpu_type: t, gpu_count: 1, regions: [r, r], max_vms_per_region: 1, max_vms: 1}",
+     "a region is listed twice"),
+    ("clusters:\n  - {name: a, gpu_type: t, gpu_count: 1, regions: [r], max_vms_per_region: 1, max_vms: 1,"
+     " min_vms: 2}", "min_vms (2) is above max_vms (1)"),
+    ("clusters:\n  - {name: a, gpu_type: t, gpu_count: 1, regions: [r], max_vms_per_region: 1, max_vms: 1,"
+     " colour: red}", "clusters.0.colour: Extra inputs are not permitted"),
+    ("deadlines: {heartbeat_timeout_s: -1}", "deadlines.heartbeat_timeout_s: Input should be greater than 0"),
+    ("- just a list", "must hold a YAML mapping"),
+    ("clusters: [", "is not valid YAML"),
+])
+def test_invalid_config_is_refused_with_the_field_and_reason(tmp_path, text, message):
+    path = tmp_path / "zen.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(path)
+    assert message in str(excinfo.value)
+
+
+def test_missing_config_file_says_so(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
