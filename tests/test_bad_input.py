@@ -147,3 +147,16 @@ def test_database_outage_answers_500_so_pubsub_redelivers(functions, zen, db_tar
     functions.submit(job_request("job-1"), message_id="m-outage")
     jobs, _, rejected = snapshot(zen)
     assert [j["status"].value for j in jobs] == ["QUEUED"] and rejected == []
+
+
+def test_rejection_is_a_structured_log_line_with_the_reason(functions, caplog):
+    import logging
+
+    from zen.logs import JsonFormatter
+
+    with caplog.at_level(logging.WARNING, logger="zen"):
+        functions.send("on_job_submitted", job_request("j", cluster="9xh100"), message_id="m-log")
+    [record] = [r for r in caplog.records if r.getMessage() == "message rejected"]
+    line = json.loads(JsonFormatter().format(record))
+    assert line["severity"] == "WARNING" and line["message_id"] == "m-log" and line["job_id"] == "j"
+    assert line["reason"].startswith("unknown cluster '9xh100'")

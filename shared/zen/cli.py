@@ -120,10 +120,10 @@ def cmd_rejected(args) -> int:
 
 def cmd_local(args, rest: list[str]) -> int:
     if args.component == "pubsub":
-        from zen.local.pubsub.server import main as pubsub_main
+        from zen.local.pubsub import main as pubsub_main
 
         return pubsub_main(rest) or 0
-    from zen.local.compute.server import main as compute_main
+    from zen.local.compute import main as compute_main
 
     return compute_main(rest) or 0
 

@@ -1,0 +1,199 @@
+"""Message delivery of the Pub/Sub stand-in: Pull, Acknowledge, ModifyAckDeadline, StreamingPull.
+
+Owns the delivery half of :class:`~.state.PubSubState` (mixed in as :class:`DeliveryMixin`):
+leasing messages to pulls and streams, parsing ack ids, acks, deadline changes and nacks
+(including the dead lettering they trigger), and the blocking wait of a StreamingPull stream,
+which sleeps on the state's condition variable for at most ``MAX_WAIT`` seconds at a time and
+honours the stream's ``max_outstanding_messages`` / ``max_outstanding_bytes``. Every method
+that touches state takes the state's lock; helpers starting with ``_`` expect it held.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
+
+from google.pubsub_v1 import types as T
+
+from . import resources as R
+from .backlog import Entry, StreamBudget
+
+if TYPE_CHECKING:
+    from .state import _Sub
+
+MAX_WAIT = 0.5  # longest a StreamingPull waiter sleeps before re-checking (seconds)
+MAX_PULL_MESSAGES = 1000
+
+
+@dataclass(eq=False)
+class Stream:
+    """One StreamingPull connection as the state sees it."""
+
+    sub: _Sub
+    budget: StreamBudget
+    closed: bool = False
+    error: R.PubSubError | None = None
+
+
+class DeliveryMixin:
+    """Pull-side operations; relies on PubSubState's lock, condition, _tick, _sub, _subs."""
+
+    def _receivable(self, name: str, now: float) -> _Sub:
+        sub = self._sub(name)
+        if sub.resource.detached:
+            raise R.PubSubError("FAILED_PRECONDITION", f"Subscription {name} is detached.")
+        sub.last_active = now
+        return sub
+
+    def _received(self, sub: _Sub, entries: list[Entry]) -> list[T.ReceivedMessage]:
+        return [
+            T.ReceivedMessage(
+                ack_id=sub.queue.ack_id(e),
+                message=e.message,
+                delivery_attempt=sub.queue.delivery_attempt(e),
+            )
+            for e in entries
+        ]
+
+    def pull(self, name: str, max_messages: int) -> list[T.ReceivedMessage]:
+        if max_messages <= 0:
+            raise R.invalid("max_messages must be greater than 0.")
+        with self._lock:
+            now = self._tick()
+            sub = self._receivable(name, now)
+            count = min(max_messages, MAX_PULL_MESSAGES)
+            return self._received(sub, sub.queue.take(now, count, None, sub.ack_deadline))
+
+    def _parse_ack_id(self, sub: _Sub, ack_id: str) -> tuple[int, int] | None:
+        parts = ack_id.split("-")
+        if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+            raise R.invalid(f"Invalid ack ID {ack_id!r}.")
+        if parts[0] != sub.queue.uid:
+            return None  # from another (or an earlier) subscription: ignored
+        return int(parts[1]), int(parts[2])
+
+    def _acknowledge(self, sub: _Sub, ack_ids: Iterable[str]) -> None:
+        parsed = [self._parse_ack_id(sub, a) for a in ack_ids]
+        acked = [sub.queue.ack(*p) for p in parsed if p is not None]
+        if any(acked):
+            self._cond.notify_all()
+
+    def _modify(
+        self, sub: _Sub, ack_ids: Iterable[str], deadlines: Iterable[int], now: float
+    ) -> None:
+        pairs = list(zip(ack_ids, deadlines))
+        for _, seconds in pairs:
+            R.check_modify_deadline(seconds)
+        parsed = [(self._parse_ack_id(sub, a), s) for a, s in pairs]
+        nacked = False
+        for ids, seconds in parsed:
+            if ids is None:
+                continue
+            changed, dead = sub.queue.modify(ids[0], ids[1], seconds, now)
+            nacked |= changed and seconds == 0
+            if dead is not None:
+                self._dead_letter(sub, dead, now)
+        if nacked:
+            self._cond.notify_all()
+
+    def acknowledge(self, name: str, ack_ids: list[str]) -> None:
+        if not ack_ids:
+            raise R.invalid("ack_ids must not be empty.")
+        with self._lock:
+            now = self._tick()
+            sub = self._sub(name)
+            sub.last_active = now
+            self._acknowledge(sub, ack_ids)
+
+    def modify_ack_deadline(self, name: str, ack_ids: list[str], seconds: int) -> None:
+        if not ack_ids:
+            raise R.invalid("ack_ids must not be empty.")
+        R.check_modify_deadline(seconds)
+        with self._lock:
+            now = self._tick()
+            sub = self._sub(name)
+            sub.last_active = now
+            self._modify(sub, ack_ids, [seconds] * len(ack_ids), now)
+
+    # --- streaming pull --------------------------------------------------------------------
+
+    def open_stream(self, first: T.StreamingPullRequest) -> Stream:
+        if not first.subscription:
+            raise R.invalid("The first StreamingPullRequest must name the subscription.")
+        deadline = R.check_ack_deadline(first.stream_ack_deadline_seconds, allow_zero_default=False)
+        with self._lock:
+            now = self._tick()
+            sub = self._receivable(first.subscription, now)
+            budget = StreamBudget(
+                first.max_outstanding_messages, first.max_outstanding_bytes, deadline
+            )
+            stream = Stream(sub, budget)
+            sub.streams.add(stream)
+            self._apply(stream, first, now)
+            return stream
+
+    def stream_request(self, stream: Stream, request: T.StreamingPullRequest) -> None:
+        """Apply a later request of the stream; errors are kept for the stream to report."""
+        with self._lock:
+            now = self._tick()
+            try:
+                if request.subscription:
+                    raise R.invalid("subscription may only be set on the first request.")
+                if request.max_outstanding_messages or request.max_outstanding_bytes:
+                    raise R.invalid("Flow control may only be set on the first request.")
+                if request.stream_ack_deadline_seconds:
+                    stream.budget.ack_deadline = R.check_ack_deadline(
+                        request.stream_ack_deadline_seconds
+                    )
+                if self._subs.get(stream.sub.resource.name) is stream.sub:
+                    self._apply(stream, request, now)
+            except R.PubSubError as exc:
+                stream.error = exc
+            self._cond.notify_all()
+
+    def _apply(self, stream: Stream, request: T.StreamingPullRequest, now: float) -> None:
+        if len(request.modify_deadline_ack_ids) != len(request.modify_deadline_seconds):
+            raise R.invalid("modify_deadline_ack_ids and modify_deadline_seconds differ in length.")
+        stream.sub.last_active = now
+        if request.ack_ids:
+            self._acknowledge(stream.sub, request.ack_ids)
+        if request.modify_deadline_ack_ids:
+            self._modify(
+                stream.sub, request.modify_deadline_ack_ids, request.modify_deadline_seconds, now
+            )
+
+    def next_batch(self, stream: Stream) -> T.StreamingPullResponse | None:
+        """Block until messages can be sent on ``stream``; None once it is closed."""
+        with self._lock:
+            while True:
+                now = self._tick()
+                if self._closed or stream.closed:
+                    return None
+                if stream.error is not None:
+                    raise stream.error
+                sub = stream.sub
+                if self._subs.get(sub.resource.name) is not sub:
+                    raise R.not_found(sub.resource.name)
+                if sub.resource.detached:
+                    raise R.PubSubError("FAILED_PRECONDITION", "The subscription was detached.")
+                room = stream.budget.room()
+                if room is not None:
+                    budget = stream.budget
+                    taken = sub.queue.take(now, room[0], room[1], budget.ack_deadline, budget)
+                    if taken:
+                        return T.StreamingPullResponse(
+                            received_messages=self._received(sub, taken),
+                            subscription_properties={
+                                "message_ordering_enabled": sub.resource.enable_message_ordering
+                            },
+                        )
+                event = sub.queue.next_event(now)
+                wait = MAX_WAIT if event is None else min(MAX_WAIT, event - now)
+                self._cond.wait(max(wait, 0.005))
+
+    def close_stream(self, stream: Stream) -> None:
+        with self._lock:
+            stream.closed = True
+            stream.sub.streams.discard(stream)
+            stream.sub.last_active = self.clock()
+            self._cond.notify_all()
