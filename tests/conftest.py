@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
@@ -14,7 +13,6 @@ import pytest
 
 from zen.clock import ManualClock
 from zen.config import load_config
-from zen.messaging import RecordingPublisher
 from zen.store.db import Database, parse_database_url
 from zen.store.migrate import migrate
 
@@ -76,9 +74,37 @@ def db(db_target):
     database.close()
 
 
+@pytest.fixture(scope="session")
+def pubsub_server():
+    """One Pub/Sub stand-in per test run; each test uses its own project, so topics never mix."""
+    from zen.local.pubsub import PubSubStandIn
+
+    server = PubSubStandIn().start()
+    previous = os.environ.get("PUBSUB_EMULATOR_HOST")
+    os.environ["PUBSUB_EMULATOR_HOST"] = server.address
+    yield server
+    if previous is None:
+        os.environ.pop("PUBSUB_EMULATOR_HOST", None)
+    else:
+        os.environ["PUBSUB_EMULATOR_HOST"] = previous
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def pubsub_clients(pubsub_server):
+    from google.cloud import pubsub_v1
+
+    return pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
+
+
 @pytest.fixture
-def config():
-    return load_config()
+def project():
+    return f"test-{os.getpid()}-{next(_counter)}"
+
+
+@pytest.fixture
+def config(project):
+    return load_config().model_copy(update={"project": project})
 
 
 @pytest.fixture
@@ -87,8 +113,11 @@ def clock():
 
 
 @pytest.fixture
-def publisher():
-    return RecordingPublisher()
+def publisher(config, pubsub_clients):
+    """Zen publishes through the official client to the Pub/Sub stand-in (see pubsub_support)."""
+    from tests.pubsub_support import StandInPublisher
+
+    return StandInPublisher(config, *pubsub_clients)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@
     zen rejected [--json]                  messages Zen refused, with the reason
     zen local pubsub --port N              the Pub/Sub stand-in (gRPC)
     zen local compute --port N --scenario FILE   the Compute stand-in (REST)
+    zen local bridge --route TOPIC=URL [--tick-every S]   Eventarc-style delivery to functions
     zen demo                               a scripted lifecycle against the embedded Postgres
 
 The database is ``ZEN_DATABASE_URL`` (or Cloud SQL, or the embedded Postgres under ``.zen/``; see
@@ -123,6 +124,10 @@ def cmd_local(args, rest: list[str]) -> int:
         from zen.local.pubsub import main as pubsub_main
 
         return pubsub_main(rest) or 0
+    if args.component == "bridge":
+        from zen.local.bridge import main as bridge_main
+
+        return bridge_main(rest) or 0
     from zen.local.compute import main as compute_main
 
     return compute_main(rest) or 0
@@ -161,8 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     rejected.add_argument("--json", action="store_true")
     rejected.set_defaults(func=cmd_rejected)
 
-    local = sub.add_parser("local", help="local stand-ins for Google Cloud (arguments pass through)")
-    local.add_argument("component", choices=["pubsub", "compute"])
+    local = sub.add_parser("local", add_help=False, help="local stand-ins for Google Cloud (arguments pass through)")
+    local.add_argument("component", choices=["pubsub", "compute", "bridge"])
     local.set_defaults(func=cmd_local, passthrough=True)
 
     sub.add_parser("demo", help="scripted lifecycle against the embedded Postgres").set_defaults(func=cmd_demo)

@@ -30,11 +30,16 @@ class JsonFormatter(logging.Formatter):
 
 
 def setup_logging(level: int = logging.INFO) -> None:
-    """Send JSON lines to stderr (idempotent)."""
-    root = logging.getLogger()
-    if any(isinstance(h.formatter, JsonFormatter) for h in root.handlers):
+    """Send Zen's logs as JSON lines to stderr (idempotent).
+
+    Only the ``zen`` logger tree is configured, and it does not propagate: functions-framework
+    installs its own root handlers, which would print every line a second time.
+    """
+    logger = logging.getLogger("zen")
+    if any(isinstance(h.formatter, JsonFormatter) for h in logger.handlers):
         return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
-    root.addHandler(handler)
-    root.setLevel(level)
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False
