@@ -123,7 +123,7 @@ def test_transition_the_table_forbids_is_rejected(functions, zen, publisher):
 def test_stop_for_unknown_job_is_rejected(functions, zen, publisher):
     functions.stop({"job_id": "ghost", "reason": "oops"})
     _, _, [rejected] = snapshot(zen)
-    assert rejected["reason"] == "unknown job ghost" and rejected["source"] == "zen-job-stop"
+    assert rejected["reason"].startswith("unknown job ghost") and rejected["source"] == "zen-job-stop"
     assert rejected_events(publisher)[0]["job_id"] == "ghost"
 
 
@@ -160,3 +160,33 @@ def test_rejection_is_a_structured_log_line_with_the_reason(functions, caplog):
     line = json.loads(JsonFormatter().format(record))
     assert line["severity"] == "WARNING" and line["message_id"] == "m-log" and line["job_id"] == "j"
     assert line["reason"].startswith("unknown cluster '9xh100'")
+
+
+ODD_HEARTBEATS = [
+    ({"sent_at": "2026-01-01T00:00:00"}, "sent_at: Input should have timezone info"),
+    ({"exit_code": 2**40}, "exit_code: Input should be less than or equal to 2147483647"),
+    ({"seq": 2**70}, "seq: Input should be less than or equal to"),
+    ({"vm": "vm\u0000x"}, "vm contains a NUL character"),
+    ({"message": {"nested": "object"}}, "message: Input should be a valid string"),
+]
+
+
+@pytest.mark.parametrize("change, reason", ODD_HEARTBEATS, ids=[r for _, r in ODD_HEARTBEATS])
+def test_odd_but_json_valid_heartbeats_are_rejected_not_retried(functions, zen, change, reason):
+    functions.submit(job_request("job-1"))
+    beat = heartbeat("job-1", "CLAIMED", 1) | change
+    assert functions.send("on_heartbeat", beat).status_code == 200
+    _, _, rejected = snapshot(zen)
+    assert reason in rejected[-1]["reason"], rejected
+
+
+@pytest.mark.parametrize("raw, reason", [
+    (b'{"user_id": "a", "priority": 1' + b"1" * 5000 + b"}", "beyond Zen's limits"),
+    (b"[" * 30000 + b"]" * 30000, "beyond Zen's limits"),
+    (rb'{"job_id": "\u0000", "user_id": "a"}', "NUL character"),
+    (json.dumps(job_request("j", env={"A": "b\u0000c"})).encode(), "env.A contains a NUL character"),
+], ids=["huge number", "deep nesting", "NUL job_id", "NUL env value"])
+def test_payloads_beyond_the_parser_or_postgres_are_rejected(functions, zen, raw, reason):
+    assert functions.send("on_job_submitted", raw).status_code == 200
+    jobs, _, rejected = snapshot(zen)
+    assert jobs == [] and reason in rejected[-1]["reason"], rejected

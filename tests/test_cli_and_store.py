@@ -35,7 +35,7 @@ def test_migrations_applied_one_by_one_match_a_fresh_install(pg_server, db):
         session.execute("CREATE DATABASE zen_fresh")
     fresh = Database.from_target(pg_server.with_database("zen_fresh"))
     try:
-        assert migrate(fresh) == ["0001_initial.sql"]
+        assert migrate(fresh) == ["0001_initial.sql", "0002_start_republish_and_early_stops.sql"]
         assert migrate(fresh) == []
         assert _schema(fresh) == _schema(db)
     finally:

@@ -214,3 +214,69 @@ def test_concurrent_tick_skips_while_another_holds_the_lock(zen):
         finally:
             session.one("tick_unlock", key=TICK_LOCK_KEY)
     assert not zen.on_scale_tick().skipped
+
+
+def test_stop_that_arrives_before_its_submit_cancels_the_job_on_arrival(functions, zen, publisher):
+    functions.stop({"job_id": "job-1", "reason": "changed my mind"})
+    functions.submit(job_request("job-1"))
+    record = job(zen, "job-1")
+    assert record.status.value == "CANCELLED"
+    assert history(zen, "job-1") == [(None, "PENDING"), ("PENDING", "CANCELLED")]
+    assert publisher.on("zen-job-start") == []
+
+
+def test_reclaims_during_stopping_neither_extend_the_stop_nor_go_unanswered(functions, zen, publisher, clock):
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
+    functions.stop({"job_id": "job-1"})
+    for seq in range(2, 6):  # the VM missed everything and keeps asking
+        clock.advance(30)
+        functions.heartbeat(heartbeat("job-1", "CLAIMED", seq, vm="vm-a"))
+    assert [c["action"] for c in controls(publisher, "vm-a")] == ["CONFIRM", "STOP", "STOP", "STOP", "STOP", "STOP"]
+    clock.advance(1)
+    functions.tick()  # past 120 s after the stop: the stop deadline has passed
+    assert job(zen, "job-1").status.value == "CANCELLED"
+
+
+def test_vm_heartbeats_record_the_vm_and_ignore_older_ones(functions, zen):
+    def vm_beat(state, seq):
+        return {"kind": "vm", "vm": "vm-a", "cluster": "4xa100-40gb", "region": "us-central1",
+                "zone": "us-central1-a", "state": state, "seq": seq, "sent_at": "2026-01-01T00:00:00Z"}
+
+    functions.heartbeat(vm_beat("BUSY", 200))
+    functions.heartbeat(vm_beat("IDLE", 100))  # older, delivered late
+    with zen.db.transaction() as session:
+        [vm] = repository.list_vms(session)
+    assert (vm["name"], vm["state"], vm["last_seq"]) == ("vm-a", "BUSY", 200)
+    functions.heartbeat(vm_beat("IDLE", 300))
+    with zen.db.transaction() as session:
+        [vm] = repository.list_vms(session)
+    assert vm["state"] == "IDLE" and vm["idle_since"] is not None
+
+
+def test_unclaimed_job_gets_its_start_message_again(functions, zen, publisher, clock):
+    functions.submit(job_request("job-1"))
+    clock.advance(zen.config.deadlines.start_republish_s - 1)
+    functions.tick()
+    assert len(publisher.on("zen-job-start")) == 1
+    clock.advance(2)
+    functions.tick()
+    starts = publisher.on("zen-job-start")
+    assert len(starts) == 2 and starts[0].data == starts[1].data  # same job, same attempt
+    functions.tick()
+    assert len(publisher.on("zen-job-start")) == 2
+
+
+def test_one_broken_job_does_not_stop_the_sweep(functions, zen, clock, config, db, publisher):
+    from zen.app import Zen
+
+    functions.submit(job_request("old", cluster="1xl4"))
+    functions.submit(job_request("fine"))
+    for job_id in ("old", "fine"):
+        functions.heartbeat(heartbeat(job_id, "CLAIMED", 1, vm=f"vm-{job_id}"))
+    # The 1xl4 cluster is removed from the configuration while its job runs.
+    trimmed = config.model_copy(update={"clusters": [c for c in config.clusters if c.name != "1xl4"]})
+    clock.advance(500)
+    Zen(trimmed, db, publisher, clock).on_scale_tick()
+    assert job(zen, "fine").status.value == "QUEUED" and job(zen, "fine").attempt == 2
+    assert job(zen, "old").attempt == 2  # requeued; it waits for its cluster to come back

@@ -13,12 +13,11 @@ from typing import Protocol
 
 from zen.clock import Clock, utc_now
 from zen.config import ZenConfig, load_config
-from zen.errors import Rejected
+from zen.errors import DataRejected, Rejected
 from zen.events import envelope_from_cloud_event
 from zen.jobs import JobService, Outcome
 from zen.messaging import OutboxRelay, Publisher, PubSubPublisher
 from zen.models import PubSubEnvelope
-from zen.store import repository
 from zen.store.db import Database
 
 log = logging.getLogger("zen.app")
@@ -36,6 +35,7 @@ class TickReport:
     skipped: bool = False
     relayed: int = 0
     swept: int = 0
+    republished: int = 0
     scaling: object | None = None
 
 
@@ -74,6 +74,7 @@ class Zen:
             try:
                 report = TickReport(relayed=self.relay.flush_pending())
                 report.swept = self.jobs.sweep_lost()
+                report.republished = self.jobs.republish_unclaimed()
                 if self.scaler is not None:
                     report.scaling = self.scaler.tick()
                 report.relayed += self.relay.flush_pending()
@@ -85,13 +86,11 @@ class Zen:
         try:
             envelope = envelope_from_cloud_event(event_id, event_type, data)
         except Rejected as rejection:
-            return self._reject_envelope(source, event_id, rejection.reason, data)
-        return handler(envelope)
-
-    def _reject_envelope(self, source: str, event_id: str, reason: str, data) -> Outcome:
-        raw = data if isinstance(data, bytes) else str(data).encode()
-        with self.db.transaction() as session:
-            repository.record_rejection(session, source=source, message_id=event_id, job_id=None, reason=reason,
-                                        payload=raw, now=self.clock())
-        log.warning("envelope rejected", extra={"reason": reason, "source": source, "message_id": event_id})
-        return Outcome("rejected", None, reason)
+            raw = data if isinstance(data, bytes) else str(data).encode()
+            envelope = PubSubEnvelope(message_id=str(event_id), data=raw)
+            return self.jobs.reject(envelope, source, rejection.reason, None, "job.rejected")
+        try:
+            return handler(envelope)
+        except DataRejected as rejection:
+            # The safety net: input that got past validation but that Postgres refuses.
+            return self.jobs.reject(envelope, source, rejection.reason, None, "job.rejected")

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import os
 import re
-from functools import cached_property
 from pathlib import Path
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from zen.errors import ConfigError
+from zen.errors import ConfigError, describe_validation_error
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.yaml")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
@@ -73,7 +72,7 @@ class Topics(_Strict):
 
 
 class Subscriptions(_Strict):
-    """Subscription names. The per-cluster start subscription is ``{job_start_prefix}{cluster}``."""
+    """Subscription name prefixes; see ``ZenConfig.job_start_subscription`` and friends."""
 
     job_start_prefix: str = "zen-job-start-"
     vm_control_prefix: str = "zen-vm-control-"
@@ -84,6 +83,7 @@ class Deadlines(_Strict):
     boot_timeout_s: float = Field(default=600, gt=0, description="A VM still booting after this is suspect")
     idle_timeout_s: float = Field(default=300, ge=0, description="Idle VMs are deleted after this")
     stop_timeout_s: float = Field(default=120, gt=0, description="STOPPING with no answer becomes CANCELLED")
+    start_republish_s: float = Field(default=3600, gt=0, description="Republish an unclaimed job's start message")
 
 
 class Attempts(_Strict):
@@ -120,12 +120,26 @@ class ZenConfig(_Strict):
             raise ValueError(f"cluster names must be unique; repeated: {', '.join(duplicates)}")
         return value
 
-    @cached_property
-    def clusters_by_name(self) -> dict[str, ClusterConfig]:
-        return {c.name: c for c in self.clusters}
-
     def cluster(self, name: str) -> ClusterConfig | None:
-        return self.clusters_by_name.get(name)
+        return next((c for c in self.clusters if c.name == name), None)
+
+    # Subscriptions agents pull from. Every (cluster, region) has its own start subscription whose
+    # filter lets through exactly the start messages of that cluster allowed in that region (see the
+    # attributes of ``StartMessage``), so an agent never even sees a job it may not run.
+    def job_start_subscription(self, cluster: str, region: str) -> str:
+        return f"{self.subscriptions.job_start_prefix}{cluster}-{region}"
+
+    @staticmethod
+    def job_start_filter(cluster: str, region: str) -> str:
+        region_key = "allow_" + region.replace("-", "_")
+        return f'attributes.cluster = "{cluster}" AND (attributes:allow_any OR attributes:{region_key})'
+
+    def vm_control_subscription(self, vm: str) -> str:
+        return f"{self.subscriptions.vm_control_prefix}{vm}"
+
+    @staticmethod
+    def vm_control_filter(vm: str) -> str:
+        return f'attributes.vm = "{vm}"'
 
     def smallest_fitting_cluster(self, gpu_type: str, gpu_count: int) -> ClusterConfig | None:
         """The cluster of that GPU type with the fewest GPUs per VM that is still >= gpu_count.
@@ -150,7 +164,4 @@ def load_config(path: str | os.PathLike | None = None) -> ZenConfig:
     try:
         return ZenConfig.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}" for err in exc.errors()
-        )
-        raise ConfigError(f"{path}: {problems}") from None
+        raise ConfigError(f"{path}: {describe_validation_error(exc, top='(top level)')}") from None

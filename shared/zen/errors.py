@@ -5,6 +5,11 @@
 """
 
 
+def describe_validation_error(exc, *, top: str = "(message)") -> str:
+    """One line a person can act on from a pydantic ValidationError: ``field.path: problem; ...``."""
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or top}: {err['msg']}" for err in exc.errors())
+
+
 class ZenError(Exception):
     """Base class for Zen's own errors."""
 
@@ -20,6 +25,10 @@ class Rejected(ZenError):
         super().__init__(reason)
         self.reason = reason
         self.job_id = job_id
+
+
+class DataRejected(Rejected):
+    """Postgres refused a message's data (SQLSTATE class 22/23): it will never succeed; reject it."""
 
 
 class ConfigError(ZenError):

@@ -25,7 +25,7 @@ def envelope_from_cloud_event(event_id: str, event_type: str | None, data: Any) 
     if isinstance(data, (bytes, str)):
         try:
             data = json.loads(data)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             raise Rejected("CloudEvent data is not JSON") from None
     if not isinstance(data, Mapping) or not isinstance(data.get("message"), Mapping):
         raise Rejected("CloudEvent data has no Pub/Sub 'message' object")
@@ -38,6 +38,8 @@ def envelope_from_cloud_event(event_id: str, event_type: str | None, data: Any) 
     if not isinstance(attributes, Mapping) or not all(isinstance(v, str) for v in attributes.values()):
         raise Rejected("message.attributes must map strings to strings")
     message_id = message.get("messageId") or message.get("message_id") or event_id
+    if not isinstance(message_id, (str, int)) or "\x00" in str(message_id):
+        raise Rejected("message.messageId must be a string")
     publish_time = message.get("publishTime") or message.get("publish_time")
     try:
         published = datetime.fromisoformat(publish_time.replace("Z", "+00:00")) if publish_time else None
@@ -45,5 +47,5 @@ def envelope_from_cloud_event(event_id: str, event_type: str | None, data: Any) 
         published = None
     return PubSubEnvelope(
         message_id=str(message_id), data=payload, attributes=dict(attributes), publish_time=published,
-        subscription=data.get("subscription"),
+        subscription=data["subscription"] if isinstance(data.get("subscription"), str) else None,
     )

@@ -24,12 +24,12 @@ from pydantic import BaseModel, ValidationError
 from zen import lifecycle
 from zen.clock import Clock
 from zen.config import ZenConfig
-from zen.errors import Rejected
+from zen.errors import Rejected, TransientError, describe_validation_error
 from zen.lifecycle import Decision
 from zen.messaging import OutboxRelay, enqueue
 from zen.models import (
     ControlMessage, Heartbeat, Job, JobEvent, JobRequest, JobStatus, PubSubEnvelope, StartMessage, StopRequest,
-    VmHeartbeat, illegal_step,
+    JOB_ID_PATTERN, VmHeartbeat, illegal_step,
 )
 from zen.store import repository
 from zen.store.db import Database, Session
@@ -77,15 +77,12 @@ def _decode(envelope: PubSubEnvelope, model: type[BaseModel], max_bytes: int, da
     if not isinstance(data, dict):
         raise Rejected("payload must be a JSON object")
     version = data.get("version", 1)
-    if version != 1:
+    if type(version) is not int or version != 1:
         raise Rejected(f"unsupported message version {version!r}; this Zen understands version 1")
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(message)'}: {err['msg']}" for err in exc.errors()
-        )
-        raise Rejected(f"invalid {model.__name__}: {problems}") from None
+        raise Rejected(f"invalid {model.__name__}: {describe_validation_error(exc)}") from None
 
 
 def _parse_json(raw: bytes) -> Any:
@@ -93,6 +90,8 @@ def _parse_json(raw: bytes) -> Any:
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise Rejected(f"payload is not valid UTF-8 JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # e.g. a 5000-digit number, or 30000 nested brackets
+        raise Rejected(f"payload JSON is beyond Zen's limits: {type(exc).__name__}: {str(exc)[:200]}") from None
 
 
 def _job_id_hint(raw: bytes) -> str | None:
@@ -101,7 +100,7 @@ def _job_id_hint(raw: bytes) -> str | None:
         value = json.loads(raw).get("job_id")
     except Exception:  # noqa: BLE001 - best effort only
         return None
-    return value if isinstance(value, str) and 0 < len(value) <= 128 else None
+    return value if isinstance(value, str) and JOB_ID_PATTERN.match(value) else None
 
 
 class JobService:
@@ -122,7 +121,7 @@ class JobService:
             job_id = request.job_id or envelope.message_id
             cluster, regions, max_attempts = self._resolve(request)
         except Rejected as rejection:
-            return self._reject(envelope, source, rejection.reason, _job_id_hint(envelope.data), "job.rejected")
+            return self.reject(envelope, source, rejection.reason, _job_id_hint(envelope.data), "job.rejected")
         canonical = request.model_dump(mode="json", exclude_none=True)
         canonical["job_id"] = job_id
         request_hash = hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
@@ -137,7 +136,12 @@ class JobService:
                 job = repository.get_job(session, job_id, lock=True)
                 ids = self._record(session, job, job, [lifecycle.Change(JobStatus.PENDING, "submitted")],
                                    actor=f"user:{request.user_id}", now=now, from_status=None)
-                if self._admission(session, job):
+                early_stop = repository.take_early_stop(session, job_id)
+                if early_stop is not None:
+                    ids += self._apply(session, job, Decision(
+                        changes=[lifecycle.Change(JobStatus.CANCELLED, f"stopped before it arrived: {early_stop}")],
+                        fields={"finished_at": now}), actor="user", now=now)
+                elif self._admission(session, job):
                     ids += self._apply(session, job, Decision(
                         changes=[lifecycle.Change(JobStatus.QUEUED, "admitted")], publish_start=True),
                         actor="admission", now=now)
@@ -145,7 +149,7 @@ class JobService:
                 existing = repository.get_job(session, job_id)
         if not created:
             if existing.request_hash != request_hash:
-                return self._reject(envelope, source, f"job_id {job_id} is already used by a different request",
+                return self.reject(envelope, source, f"job_id {job_id} is already used by a different request",
                                     job_id, "job.rejected")
             log.info("duplicate submit ignored", extra={"job_id": job_id})
             return Outcome("duplicate", job_id)
@@ -194,7 +198,7 @@ class JobService:
             message = _decode(envelope, VmHeartbeat if is_vm else Heartbeat,
                               self._config.limits.max_message_bytes, data)
         except Rejected as rejection:
-            return self._reject(envelope, source, rejection.reason, _job_id_hint(envelope.data), "job.message_ignored")
+            return self.reject(envelope, source, rejection.reason, _job_id_hint(envelope.data), "job.message_ignored")
         if isinstance(message, VmHeartbeat):
             return self._vm_heartbeat(envelope, message)
         return self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
@@ -202,7 +206,7 @@ class JobService:
 
     def _vm_heartbeat(self, envelope: PubSubEnvelope, hb: VmHeartbeat) -> Outcome:
         if self._config.cluster(hb.cluster) is None:
-            return self._reject(envelope, self._topics.heartbeats, f"unknown cluster {hb.cluster!r}", None,
+            return self.reject(envelope, self._topics.heartbeats, f"unknown cluster {hb.cluster!r}", None,
                                 "job.message_ignored")
         with self._db.transaction() as session:
             applied = repository.upsert_vm(
@@ -217,9 +221,16 @@ class JobService:
         try:
             request: StopRequest = _decode(envelope, StopRequest, self._config.limits.max_message_bytes)
         except Rejected as rejection:
-            return self._reject(envelope, source, rejection.reason, _job_id_hint(envelope.data), "job.message_ignored")
+            return self.reject(envelope, source, rejection.reason, _job_id_hint(envelope.data), "job.message_ignored")
         return self._on_job(envelope, source, request.job_id, "user",
-                            lambda job, now: lifecycle.decide_stop(job, request, now))
+                            lambda job, now: lifecycle.decide_stop(job, request, now),
+                            on_unknown=lambda session, now: self._remember_early_stop(session, request, now))
+
+    @staticmethod
+    def _remember_early_stop(session: Session, request: StopRequest, now) -> str:
+        # Pub/Sub does not order across topics: the submit may still be on its way.
+        repository.remember_early_stop(session, request.job_id, request.reason or "stop requested", now)
+        return "the stop is kept and applies if the job is submitted later"
 
     # -- sweep ---------------------------------------------------------------------------------
     def sweep_lost(self, limit: int = 500) -> int:
@@ -229,28 +240,57 @@ class JobService:
         cutoff = now - timedelta(seconds=min(deadlines.heartbeat_timeout_s, deadlines.stop_timeout_s))
         with self._db.transaction() as session:
             candidates = [r["job_id"] for r in session.run("held_jobs_silent_since", cutoff=cutoff, limit=limit)]
+        return self._for_each_job(candidates, "sweep", lambda job: lifecycle.decide_silence(job, now, deadlines))
+
+    def republish_unclaimed(self, limit: int = 500) -> int:
+        """QUEUED jobs nobody claimed for ``start_republish_s``: publish their start message again, so
+        a start message that was lost, expired or dropped can never strand a job. Returns how many."""
+        now = self._clock()
+        cutoff = now - timedelta(seconds=self._config.deadlines.start_republish_s)
+        with self._db.transaction() as session:
+            candidates = [r["job_id"] for r in session.run("queued_jobs_published_before", cutoff=cutoff,
+                                                           limit=limit)]
+            session.run("forget_early_stops", cutoff=now - timedelta(days=7))
+
+        def decide(job: Job) -> Decision | None:
+            stale = job.status is JobStatus.QUEUED and (job.start_published_at or job.queued_at) < cutoff
+            return Decision(publish_start=True) if stale else None
+
+        return self._for_each_job(candidates, "republish", decide)
+
+    def _for_each_job(self, job_ids: list[str], actor: str, decide: Callable[[Job], Decision | None]) -> int:
+        """Re-read each job under lock, decide, apply; one bad job never blocks the others."""
         changed = 0
-        for job_id in candidates:
+        for job_id in job_ids:
             ids: list[int] = []
-            with self._db.transaction() as session:
-                job = repository.get_job(session, job_id, lock=True)
-                decision = lifecycle.decide_silence(job, now, deadlines) if job else None
-                if decision is not None:
-                    ids = self._apply(session, job, decision, actor="sweep", now=now)
-                    changed += 1
-                    log.warning("job silent past its deadline", extra={
-                        "job_id": job_id, "vm": job.vm, "reason": decision.changes[0].reason})
+            try:
+                with self._db.transaction() as session:
+                    job = repository.get_job(session, job_id, lock=True)
+                    decision = decide(job) if job else None
+                    if decision is not None:
+                        ids = self._apply(session, job, decision, actor=actor, now=self._clock())
+                        changed += 1
+                        log.warning(f"{actor}: job changed", extra={
+                            "job_id": job_id, "vm": job.vm,
+                            "reason": decision.changes[0].reason if decision.changes else "start republished"})
+            except TransientError:
+                raise
+            except Exception:  # noqa: BLE001 - logged with the job; the tick goes on with the others
+                log.exception(f"{actor}: job could not be processed", extra={"job_id": job_id})
             self._relay.flush_quietly(ids)
         return changed
 
     # -- shared machinery ----------------------------------------------------------------------
     def _on_job(self, envelope: PubSubEnvelope, source: str, job_id: str, actor: str,
-                decide: Callable[[Job, Any], Decision]) -> Outcome:
+                decide: Callable[[Job, Any], Decision],
+                on_unknown: Callable[[Session, Any], str] | None = None) -> Outcome:
         now = self._clock()
+        note = None
         with self._db.transaction() as session:
             job = repository.get_job(session, job_id, lock=True)
             if job is None:
                 decision = None
+                note = on_unknown(session, now) if on_unknown else None
             else:
                 decision = decide(job, now)
                 forbidden = self._forbidden(job, decision)
@@ -258,10 +298,11 @@ class JobService:
                     decision = Decision(ignored=forbidden)
                 ids = self._apply(session, job, decision, actor=actor, now=now)
         if job is None:
-            return self._reject(envelope, source, f"unknown job {job_id}", job_id, "job.message_ignored")
+            reason = f"unknown job {job_id}" + (f"; {note}" if note else "")
+            return self.reject(envelope, source, reason, job_id, "job.message_ignored")
         self._relay.flush_quietly(ids)
         if decision.ignored:
-            return self._reject(envelope, source, decision.ignored, job_id, "job.message_ignored", job=job)
+            return self.reject(envelope, source, decision.ignored, job_id, "job.message_ignored", job=job)
         if decision.duplicate and not decision.changes_job:
             log.debug("duplicate or late message", extra={"job_id": job_id, "source": source})
             return Outcome("duplicate", job_id)
@@ -274,15 +315,17 @@ class JobService:
 
     def _apply(self, session: Session, job: Job, decision: Decision, *, actor: str, now) -> list[int]:
         """Write a decision: the row, one history row and event per change, controls, start message."""
-        if not decision.changes_job and not decision.controls:
+        if not decision.changes_job and not decision.controls and not decision.publish_start:
             return []
         status = decision.changes[-1].to if decision.changes else job.status
         update = dict(decision.fields, status=status)
         if any(c.to is JobStatus.QUEUED for c in decision.changes):
             update["queued_at"] = now
+        if decision.publish_start:
+            update["start_published_at"] = now
         after = job.model_copy(update=update)
         ids: list[int] = []
-        if decision.changes_job:
+        if decision.changes_job or decision.publish_start:
             repository.save_job(session, job, after, [c.to for c in decision.changes], now)
             ids += self._record(session, job, after, decision.changes, actor=actor, now=now,
                                 from_status=job.status)
@@ -326,10 +369,15 @@ class JobService:
             image=request.get("image"), command=request.get("command"), env=request.get("env", {}),
             regions=job.regions, max_runtime_s=job.max_runtime_s, labels=request.get("labels", {}),
         )
-        cluster_regions = self._config.cluster(job.cluster).regions
+        cluster = self._config.cluster(job.cluster)
+        if cluster is None:
+            # The cluster left the configuration while the job was queued: agents of a re-added
+            # cluster can still take it; until then nobody does. Say so loudly.
+            log.error("job's cluster is not configured", extra={"job_id": job.job_id, "cluster": job.cluster})
+        cluster_regions = cluster.regions if cluster else []
         return enqueue(session, self._topics.job_start, message, start_attributes(job, cluster_regions), now)
 
-    def _reject(self, envelope: PubSubEnvelope, source: str, reason: str, job_id: str | None, event_type: str,
+    def reject(self, envelope: PubSubEnvelope, source: str, reason: str, job_id: str | None, event_type: str,
                 job: Job | None = None) -> Outcome:
         now = self._clock()
         ids: list[int] = []

@@ -95,9 +95,12 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
     decision = Decision()
     if job.status is JobStatus.QUEUED:
         if hb.region not in job.regions:
+            # This VM should never have seen the start message (its subscription filters by region);
+            # tell it to drop its copy, and publish a fresh one so the job cannot be stranded.
             action = ControlAction.RELEASE if hb.status is AgentStatus.CLAIMED else ControlAction.STOP
             decision.controls.append(_control(job, hb, action, f"region {hb.region} is not allowed for this job"))
             decision.ignored = f"VM {hb.vm} in region {hb.region} is outside the job's regions {job.regions}"
+            decision.publish_start = True
             return decision
         # First report of this attempt wins the claim, whatever its status: a later report from the
         # same VM can overtake its CLAIMED in Pub/Sub, and must not be lost.
@@ -124,6 +127,12 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
     decision.fields.update(last_seq=max(job.last_seq, hb.seq), last_heartbeat_at=now)
     if hb.message is not None:
         decision.fields["message"] = hb.message
+    if current is JobStatus.STOPPING:
+        # The stop stands and its deadline keeps counting from the stop, whatever the VM reports;
+        # a VM that still claims or runs the attempt is told again to stop.
+        decision.fields.pop("last_heartbeat_at")
+        if hb.status in (AgentStatus.CLAIMED, AgentStatus.RUNNING):
+            decision.controls.append(_control(job, hb, ControlAction.STOP, "stop requested"))
     _advance(decision, current, job, hb, now)
     return decision
 
@@ -138,10 +147,6 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
             decision.controls.append(_control(job, hb, ControlAction.CONFIRM, "claim won"))
         return
     if status is AgentStatus.RUNNING:
-        if current is JobStatus.STOPPING:
-            # Still running after a stop: the stop stands (and its deadline keeps counting); repeat it.
-            decision.fields.pop("last_heartbeat_at", None)
-            decision.controls.append(_control(job, hb, ControlAction.STOP, "stop requested"))
         if current is JobStatus.ASSIGNED:
             decision.changes.append(Change(JobStatus.RUNNING, f"running on {hb.vm}"))
             decision.fields["started_at"] = sent_at

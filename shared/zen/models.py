@@ -21,10 +21,12 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MESSAGE_VERSION = 1
-_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 
 class JobStatus(str, enum.Enum):
@@ -106,7 +108,7 @@ class ControlAction(str, enum.Enum):
 
 
 def _job_id(value: str) -> str:
-    if not _JOB_ID.match(value):
+    if not JOB_ID_PATTERN.match(value):
         raise ValueError(
             "job_id must be 1-128 characters of letters, digits, '.', '_', ':' or '-', "
             "starting with a letter or digit"
@@ -118,11 +120,36 @@ JobId = Annotated[str, AfterValidator(_job_id)]
 Label = Annotated[str, Field(min_length=1, max_length=63)]
 
 
+def _find_nul(value: Any, path: str = "") -> str | None:
+    if isinstance(value, str):
+        return path or "(message)" if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _find_nul(key, f"{path}.{key}".lstrip(".")) or _find_nul(item, f"{path}.{key}".lstrip("."))
+            if found:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _find_nul(item, f"{path}.{index}".lstrip("."))
+            if found:
+                return found
+    return None
+
+
 class Message(BaseModel):
     """Base of every payload: strict, immutable, versioned."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     version: Literal[1] = MESSAGE_VERSION
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul_characters(cls, data: Any) -> Any:
+        # Postgres text cannot hold NUL; refuse it here with a clear reason rather than fail later.
+        where = _find_nul(data)
+        if where:
+            raise ValueError(f"{where} contains a NUL character")
+        return data
 
     def to_bytes(self) -> bytes:
         return self.model_dump_json(exclude_none=True).encode()
@@ -136,13 +163,13 @@ class JobRequest(Message):
     cluster: str | None = None
     gpu_type: str | None = None
     gpu_count: int | None = Field(default=None, ge=1, le=16)
-    image: str | None = Field(default=None, min_length=1, max_length=1024)
+    image: str | None = Field(default=None, min_length=1, max_length=1024, pattern=r"^\S+$")
     command: list[Annotated[str, Field(max_length=16384)]] | None = Field(default=None, max_length=1024)
     env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(default_factory=dict)
     priority: int = Field(default=0, ge=-1000, le=1000)
     regions: list[str] | None = Field(default=None, min_length=1, description="Allow-list of regions")
-    max_runtime_s: int | None = Field(default=None, ge=1)
-    max_attempts: int | None = Field(default=None, ge=1)
+    max_runtime_s: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    max_attempts: int | None = Field(default=None, ge=1, le=INT32_MAX)
     labels: dict[Label, Annotated[str, Field(max_length=63)]] = Field(default_factory=dict)
 
     @field_validator("command")
@@ -175,14 +202,14 @@ class Heartbeat(Message):
 
     kind: Literal["job"] = "job"
     job_id: JobId
-    attempt: int = Field(ge=1)
+    attempt: int = Field(ge=1, le=INT32_MAX)
     vm: str = Field(min_length=1, max_length=128)
-    region: str = Field(min_length=1)
-    zone: str = Field(min_length=1)
+    region: str = Field(min_length=1, max_length=64)
+    zone: str = Field(min_length=1, max_length=64)
     status: AgentStatus
-    seq: int = Field(ge=1, description="Per-attempt sequence number, starting at 1")
-    sent_at: datetime
-    exit_code: int | None = None
+    seq: int = Field(ge=1, le=INT64_MAX, description="Per-attempt sequence number, starting at 1")
+    sent_at: AwareDatetime
+    exit_code: int | None = Field(default=None, ge=-INT32_MAX, le=INT32_MAX)
     message: str | None = Field(default=None, max_length=8192, description="e.g. the output tail")
 
 
@@ -195,10 +222,10 @@ class VmHeartbeat(Message):
     region: str
     zone: str
     state: VmState
-    seq: int = Field(ge=1, description="Per-VM sequence number")
-    sent_at: datetime
+    seq: int = Field(ge=1, le=INT64_MAX, description="Increasing per VM; agents send epoch milliseconds")
+    sent_at: AwareDatetime
     job_id: JobId | None = None
-    attempt: int | None = None
+    attempt: int | None = Field(default=None, ge=1, le=INT32_MAX)
 
 
 class StartMessage(Message):
@@ -284,6 +311,7 @@ class Job(BaseModel):
     finished_at: datetime | None
     exit_code: int | None
     message: str | None
+    start_published_at: datetime | None = None
     updated_at: datetime
 
     def public_view(self) -> dict[str, Any]:

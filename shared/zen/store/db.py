@@ -28,12 +28,14 @@ from urllib.parse import parse_qs, unquote, urlparse
 import pg8000.native
 from pg8000.exceptions import DatabaseError, InterfaceError
 
-from zen.errors import TransientError
+from zen.errors import DataRejected, TransientError
 
 QUERIES_FILE = Path(__file__).with_name("queries.sql")
 # SQLSTATE classes that a retry can fix: connection exceptions, insufficient resources, operator
 # intervention (e.g. the server is shutting down), serialization failures and deadlocks.
 _TRANSIENT_SQLSTATE = re.compile(r"^(08|53|57|40001|40P01)")
+# Data exceptions and integrity violations: the input is at fault, and retrying cannot help.
+_DATA_SQLSTATE = re.compile(r"^(22|23)")
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,14 @@ def load_queries(path: Path = QUERIES_FILE) -> dict[str, str]:
     return queries
 
 
+def _data_problem(exc: Exception) -> str | None:
+    if isinstance(exc, DatabaseError) and exc.args and isinstance(exc.args[0], dict):
+        fields = exc.args[0]
+        if _DATA_SQLSTATE.match(str(fields.get("C", ""))):
+            return f"the database refused the data ({fields.get('C')}): {fields.get('M', '')}"
+    return None
+
+
 def _is_transient(exc: Exception) -> bool:
     if isinstance(exc, (InterfaceError, OSError)):
         return True
@@ -159,11 +169,11 @@ class Session:
         self._conn = conn
         self._queries = queries
 
-    def run(self, name: str, **params: Any) -> list[dict[str, Any]]:
+    def run(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
         """Run the named query from queries.sql."""
         return self.sql(self._queries[name], **params)
 
-    def sql(self, sql: str, **params: Any) -> list[dict[str, Any]]:
+    def sql(self, sql: str, /, **params: Any) -> list[dict[str, Any]]:
         """Run a literal, parameterised statement (migrations, tests)."""
         rows = self._conn.run(sql, **params)
         if not rows or self._conn.columns is None:
@@ -171,7 +181,7 @@ class Session:
         columns = [c["name"] for c in self._conn.columns]
         return [dict(zip(columns, row)) for row in rows]
 
-    def one(self, name: str, **params: Any) -> dict[str, Any] | None:
+    def one(self, name: str, /, **params: Any) -> dict[str, Any] | None:
         rows = self.run(name, **params)
         return rows[0] if rows else None
 
@@ -226,31 +236,38 @@ class Database:
     def transaction(self) -> Iterator[Session]:
         """BEGIN ... COMMIT, or ROLLBACK on any error; connection errors become TransientError."""
         conn = self._acquire()
-        broken = False
+        clean = False  # True once the transaction ended with COMMIT or ROLLBACK
         try:
             conn.run("BEGIN")
             yield Session(conn, self.queries)
             conn.run("COMMIT")
+            clean = True
         except Exception as exc:
-            broken = _is_transient(exc)
-            if not broken:
+            if not _is_transient(exc):
                 try:
                     conn.run("ROLLBACK")
+                    clean = True
                 except Exception:  # noqa: BLE001 - the connection is unusable; drop it
-                    broken = True
-            if broken:
+                    pass
+            if not clean:
                 raise TransientError(f"Postgres is unavailable: {exc}") from exc
+            problem = _data_problem(exc)
+            if problem:
+                raise DataRejected(problem) from exc
             raise
         finally:
-            self._release(conn, broken)
+            # Anything else (KeyboardInterrupt, a worker abort) leaves the transaction open: never
+            # hand such a connection to the next caller.
+            self._release(conn, broken=not clean)
 
     @contextlib.contextmanager
     def session(self) -> Iterator[Session]:
         """A connection in autocommit mode (advisory locks held across transactions)."""
         conn = self._acquire()
-        broken = False
+        broken = True
         try:
             yield Session(conn, self.queries)
+            broken = False
         except Exception as exc:
             broken = _is_transient(exc)
             if broken:

@@ -23,7 +23,7 @@ UPDATE jobs
 SET status = :status, attempt = :attempt, vm = :vm, region = :region, zone = :zone,
     last_seq = :last_seq, last_heartbeat_at = :last_heartbeat_at, queued_at = :queued_at,
     started_at = :started_at, finished_at = :finished_at, exit_code = :exit_code,
-    message = :message, updated_at = :now
+    message = :message, start_published_at = :start_published_at, updated_at = :now
 WHERE job_id = :job_id AND status = :expected_status AND attempt = :expected_attempt
 RETURNING job_id;
 
@@ -43,12 +43,29 @@ ORDER BY submitted_at, job_id
 LIMIT :limit;
 
 -- name: held_jobs_silent_since
--- Candidates for the lost-job sweep; SKIP LOCKED leaves jobs being updated right now to the next tick.
+-- Candidates for the lost-job sweep (no lock here: each is re-read FOR UPDATE and re-decided).
 SELECT job_id FROM jobs
 WHERE status IN ('ASSIGNED','RUNNING','STOPPING')
   AND COALESCE(last_heartbeat_at, updated_at) < :cutoff
 ORDER BY job_id
 LIMIT :limit;
+
+-- name: queued_jobs_published_before
+-- QUEUED jobs whose start message went out before :cutoff and that nobody has claimed since.
+SELECT job_id FROM jobs
+WHERE status = 'QUEUED' AND COALESCE(start_published_at, queued_at) < :cutoff
+ORDER BY job_id
+LIMIT :limit;
+
+-- name: insert_early_stop
+INSERT INTO early_stops (job_id, reason, requested_at) VALUES (:job_id, :reason, :now)
+ON CONFLICT (job_id) DO NOTHING;
+
+-- name: take_early_stop
+DELETE FROM early_stops WHERE job_id = :job_id RETURNING reason;
+
+-- name: forget_early_stops
+DELETE FROM early_stops WHERE requested_at < :cutoff;
 
 -- name: insert_outbox
 INSERT INTO outbox (topic, data, attributes, created_at)
@@ -93,7 +110,7 @@ SELECT id, at, source, message_id, job_id, reason, payload FROM rejected_message
 -- Only a newer heartbeat (higher seq) changes the row: VM heartbeats also arrive out of order.
 INSERT INTO vms (name, cluster, region, zone, state, job_id, attempt, last_seq, first_seen_at,
                  last_seen_at, idle_since)
-VALUES (:name, :cluster, :region, :zone, :state, :job_id, :attempt, :seq, :now, :now,
+VALUES (:vm_name, :cluster, :region, :zone, :state, :job_id, :attempt, :seq, :now, :now,
         CASE WHEN :state = 'IDLE' THEN CAST(:sent_at AS timestamptz) END)
 ON CONFLICT (name) DO UPDATE
 SET cluster = EXCLUDED.cluster, region = EXCLUDED.region, zone = EXCLUDED.zone,

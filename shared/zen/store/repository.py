@@ -59,7 +59,8 @@ def save_job(session: Session, before: Job, after: Job, path: list[JobStatus], n
         expected_attempt=before.attempt, status=after.status.value, attempt=after.attempt, vm=after.vm,
         region=after.region, zone=after.zone, last_seq=after.last_seq,
         last_heartbeat_at=after.last_heartbeat_at, queued_at=after.queued_at, started_at=after.started_at,
-        finished_at=after.finished_at, exit_code=after.exit_code, message=after.message, now=now,
+        finished_at=after.finished_at, exit_code=after.exit_code, message=after.message,
+        start_published_at=after.start_published_at, now=now,
     )
     if updated is None:
         raise ConcurrentChange(f"job {before.job_id} changed under a lock")
@@ -73,6 +74,16 @@ def add_job_event(session: Session, *, job_id: str, at: datetime, actor: str, at
     )
 
 
+def remember_early_stop(session: Session, job_id: str, reason: str, now: datetime) -> None:
+    session.run("insert_early_stop", job_id=job_id, reason=reason, now=now)
+
+
+def take_early_stop(session: Session, job_id: str) -> str | None:
+    """The reason of a stop that arrived before the job, consumed; None when there was none."""
+    row = session.one("take_early_stop", job_id=job_id)
+    return row["reason"] if row else None
+
+
 def job_history(session: Session, job_id: str) -> list[dict[str, Any]]:
     return session.run("job_history", job_id=job_id)
 
@@ -80,10 +91,12 @@ def job_history(session: Session, job_id: str) -> list[dict[str, Any]]:
 def record_rejection(session: Session, *, source: str, message_id: str, job_id: str | None, reason: str,
                      payload: bytes, now: datetime) -> bool:
     """Record a rejected message once per (source, message id); False when already recorded."""
-    text = payload[:4096].decode("utf-8", errors="replace")
+    def clean(text: str | None) -> str | None:  # Postgres text cannot hold NUL
+        return text.replace("\x00", "\\0") if text is not None else None
+
     row = session.one(
-        "insert_rejected", now=now, source=source, message_id=message_id, job_id=job_id, reason=reason,
-        payload=text,
+        "insert_rejected", now=now, source=clean(source), message_id=clean(message_id), job_id=clean(job_id),
+        reason=clean(reason), payload=clean(payload[:4096].decode("utf-8", errors="replace")),
     )
     return row is not None
 
@@ -96,7 +109,7 @@ def upsert_vm(session: Session, *, name: str, cluster: str, region: str, zone: s
               job_id: str | None, attempt: int | None, seq: int, sent_at: datetime, now: datetime) -> bool:
     """Record a VM heartbeat; False when it is older than what is recorded (out of order)."""
     row = session.one(
-        "upsert_vm", name=name, cluster=cluster, region=region, zone=zone, state=state, job_id=job_id,
+        "upsert_vm", vm_name=name, cluster=cluster, region=region, zone=zone, state=state, job_id=job_id,
         attempt=attempt, seq=seq, sent_at=sent_at, now=now,
     )
     return row is not None
