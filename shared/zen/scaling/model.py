@@ -1,0 +1,138 @@
+"""The plain data the scaling planners read and write: one snapshot per cluster in, one plan out.
+
+Nothing here does I/O. ``ClusterManager`` builds a ``ClusterSnapshot`` from Postgres and the MIGs;
+the simulator builds the same from its simulated world. Every policy (Zen's planner and the
+baselines) is a ``Policy``: ``plan(snapshot) -> Plan``. The planner's memory between ticks (which
+regions stocked out, since when, when to probe again) lives in ``RegionMemory`` values that a plan
+returns and the next snapshot carries, so the planner itself stays a pure function.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+
+class ErrorKind(str, enum.Enum):
+    """Why a MIG could not create an instance, translated at the edge from Compute error codes."""
+
+    STOCKOUT = "STOCKOUT"  # ZONE_RESOURCE_POOL_EXHAUSTED, insufficientCapacity, ...
+    QUOTA = "QUOTA"  # QUOTA_EXCEEDED
+    RATE_LIMIT = "RATE_LIMIT"  # rateLimitExceeded
+    OTHER = "OTHER"
+
+
+class VmPhase(str, enum.Enum):
+    BOOTING = "BOOTING"  # asked for; not yet running the agent (CREATING, PROVISIONING, STAGING, agent starting)
+    IDLE = "IDLE"  # agent up, no job: can take queued work at once
+    BUSY = "BUSY"  # holds a job (claimed, running or stopping): never removed
+    DELETING = "DELETING"  # on its way out; counts against limits until gone
+
+
+@dataclass(frozen=True)
+class Vm:
+    name: str
+    region: str
+    phase: VmPhase
+    since: datetime  # when it entered this phase (asked for, went idle, ...)
+    zone: str | None = None
+    job_id: str | None = None
+    creation_error: ErrorKind | None = None  # last failed creation attempt, while BOOTING
+
+
+@dataclass(frozen=True)
+class MigError:
+    region: str
+    kind: ErrorKind
+    at: datetime
+    instance: str | None = None
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    job_id: str
+    regions: tuple[str, ...]  # allowed regions, in the cluster's preference order
+    queued_at: datetime
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class RegionMemory:
+    """What a planner remembers about one region of one cluster between ticks."""
+
+    blocked_until: datetime | None = None  # do not ask this region for VMs before then
+    strikes: int = 0  # consecutive stockouts; the block doubles with each
+    last_stockout_at: datetime | None = None
+    last_boot_at: datetime | None = None  # a VM there last became usable
+    seen_errors_until: datetime | None = None  # MIG errors up to here are already accounted for
+    booting: tuple[str, ...] = ()  # VMs that were booting at the last plan (to notice boots)
+    known: tuple[str, ...] = ()  # every VM of the region at the last plan
+
+
+@dataclass(frozen=True)
+class ClusterLimits:
+    name: str
+    regions: tuple[str, ...]  # preference order
+    max_vms_per_region: int
+    max_vms: int
+    min_vms: int = 0
+
+
+@dataclass(frozen=True)
+class Timing:
+    boot_timeout_s: float = 600  # a VM not usable after this is stuck: its region is not delivering
+    idle_timeout_s: float = 300  # idle VMs beyond min_vms are deleted after this
+    block_s: float = 180  # first stockout block (Karpenter remembers 3 minutes); doubles per strike
+    max_block_s: float = 900
+    spill_after_s: float = 240  # a VM booting this long has not delivered: its demand spills over
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    now: datetime
+    cluster: ClusterLimits
+    queued: tuple[QueuedJob, ...]
+    vms: tuple[Vm, ...]
+    target_sizes: dict[str, int]  # region -> MIG target size
+    errors: tuple[MigError, ...] = ()  # recent MIG errors (may repeat ones seen before)
+    memory: dict[str, RegionMemory] = field(default_factory=dict)
+    timing: Timing = Timing()
+
+
+class Action(str, enum.Enum):
+    ADD = "ADD"
+    DELETE = "DELETE"
+    BLOCK = "BLOCK"
+    UNBLOCK = "UNBLOCK"
+    HOLD = "HOLD"  # demand left unserved on purpose (limits, every region blocked)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision and why, for logs, the decisions table and ``zen explain``."""
+
+    action: Action
+    region: str | None
+    reason: str
+    count: int = 0
+    vm: str | None = None
+
+
+@dataclass
+class Plan:
+    add: dict[str, int] = field(default_factory=dict)  # region -> new VMs to ask for
+    delete: list[tuple[str, str]] = field(default_factory=list)  # (region, vm name)
+    memory: dict[str, RegionMemory] = field(default_factory=dict)  # to carry into the next snapshot
+    decisions: list[Decision] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.add and not self.delete
+
+
+class Policy(Protocol):
+    name: str
+
+    def plan(self, snapshot: ClusterSnapshot) -> Plan: ...

@@ -1,0 +1,131 @@
+"""The planner on hand-built snapshots: pure, so each test states a situation and checks the plan."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from zen.scaling.model import (
+    Action, ClusterLimits, ClusterSnapshot, ErrorKind, MigError, QueuedJob, RegionMemory, Timing, Vm, VmPhase,
+)
+from zen.scaling.planner import ZenPlanner
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+REGIONS = ("us-central1", "us-west1", "europe-west4")
+LIMITS = ClusterLimits("4xa100-40gb", REGIONS, max_vms_per_region=4, max_vms=6)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def jobs(n: int, regions=REGIONS, queued_at: float = 0, prefix="j") -> tuple[QueuedJob, ...]:
+    return tuple(QueuedJob(f"{prefix}{i}", tuple(regions), at(queued_at)) for i in range(n))
+
+
+def snap(now: float, queued=(), vms=(), errors=(), memory=None, limits=LIMITS, targets=None) -> ClusterSnapshot:
+    vms = tuple(vms)
+    if targets is None:
+        targets = {r: sum(vm.region == r for vm in vms) for r in limits.regions}
+    return ClusterSnapshot(now=at(now), cluster=limits, queued=tuple(queued), vms=vms, target_sizes=targets,
+                           errors=tuple(errors), memory=memory or {}, timing=Timing())
+
+
+def vm(name, region, phase, since=0.0, error=None, job=None):
+    return Vm(name, region, phase, at(since), creation_error=error, job_id=job)
+
+
+def test_demand_goes_to_the_preferred_region():
+    plan = ZenPlanner().plan(snap(0, queued=jobs(3)))
+    assert plan.add == {"us-central1": 3}
+    assert plan.delete == []
+
+
+def test_idle_vms_are_reused_before_anything_boots():
+    plan = ZenPlanner().plan(snap(500, queued=jobs(2), vms=[vm("a", "us-west1", VmPhase.IDLE, since=0),
+                                                            vm("b", "us-central1", VmPhase.IDLE, since=0)]))
+    assert plan.add == {} and plan.delete == []  # both idle VMs are needed, however long idle
+
+
+def test_booting_vms_count_as_supply():
+    plan = ZenPlanner().plan(snap(30, queued=jobs(2), vms=[vm("a", "us-central1", VmPhase.BOOTING, since=0)]))
+    assert plan.add == {"us-central1": 1}
+
+
+def test_stockout_moves_demand_to_the_next_region_and_keeps_one_free_probe():
+    planner = ZenPlanner()
+    first = planner.plan(snap(0, queued=jobs(3)))
+    assert first.add == {"us-central1": 3}
+    stuck = [vm(f"c{i}", "us-central1", VmPhase.BOOTING, since=1, error=ErrorKind.STOCKOUT) for i in range(3)]
+    errors = [MigError("us-central1", ErrorKind.STOCKOUT, at(5), instance="c0")]
+    second = planner.plan(snap(60, queued=jobs(3), vms=stuck, errors=errors, memory=first.memory))
+    assert second.add == {"us-west1": 3}
+    assert sorted(name for _, name in second.delete) == ["c1", "c2"]  # c0 stays: a probe that costs nothing
+    assert any(d.action is Action.BLOCK and d.region == "us-central1" for d in second.decisions)
+    # Later jobs skip the blocked region straight away.
+    third = planner.plan(snap(90, queued=jobs(3) + jobs(1, prefix="k", queued_at=80),
+                             vms=[stuck[0]] + [vm(f"w{i}", "us-west1", VmPhase.BOOTING, 61) for i in range(3)],
+                             errors=errors, memory=second.memory))
+    assert third.add == {"us-west1": 1}
+
+
+def test_recovered_region_comes_back_when_its_probe_boots():
+    planner = ZenPlanner()
+    memory = {"us-central1": RegionMemory(blocked_until=at(900), strikes=2, booting=("probe",),
+                                          known=("probe",))}
+    recovered = planner.plan(snap(300, queued=jobs(2, queued_at=290),
+                                  vms=[vm("probe", "us-central1", VmPhase.IDLE, since=290)], memory=memory))
+    assert any(d.action is Action.UNBLOCK for d in recovered.decisions)
+    assert recovered.memory["us-central1"].blocked_until is None
+    assert recovered.add == {"us-central1": 1}  # one job takes the probe, the other boots there too
+
+
+def test_a_vm_booting_past_the_spill_deadline_spills_its_job():
+    slow = vm("slow", "us-central1", VmPhase.BOOTING, since=0)
+    plan = ZenPlanner().plan(snap(Timing().spill_after_s + 1, queued=jobs(1), vms=[slow]))
+    assert plan.add == {"us-west1": 1}
+    assert plan.delete == []  # kept as the region's probe
+
+
+def test_busy_vms_are_never_deleted_and_idle_ones_only_after_the_timeout():
+    vms = [vm("busy", "us-central1", VmPhase.BUSY, since=0, job="x"),
+           vm("idle-old", "us-west1", VmPhase.IDLE, since=0),
+           vm("idle-new", "us-central1", VmPhase.IDLE, since=900)]
+    plan = ZenPlanner().plan(snap(1000, vms=vms))
+    assert plan.delete == [("us-west1", "idle-old")]
+
+
+def test_min_vms_are_kept_and_filled():
+    limits = ClusterLimits("c", REGIONS, max_vms_per_region=4, max_vms=6, min_vms=2)
+    keep = ZenPlanner().plan(snap(5000, vms=[vm("a", "us-west1", VmPhase.IDLE), vm("b", "us-central1", VmPhase.IDLE)],
+                                  limits=limits))
+    assert keep.delete == []
+    fill = ZenPlanner().plan(snap(0, limits=limits))
+    assert fill.add == {"us-central1": 2}
+
+
+def test_limits_per_region_and_per_cluster_are_respected():
+    plan = ZenPlanner().plan(snap(0, queued=jobs(20)))
+    assert plan.add == {"us-central1": 4, "us-west1": 2}  # 4 per region, 6 in all
+    assert any(d.action is Action.HOLD and "cluster limit" in d.reason for d in plan.decisions)
+
+
+def test_job_region_allow_list_is_respected():
+    plan = ZenPlanner().plan(snap(0, queued=jobs(2, regions=("europe-west4",))))
+    assert plan.add == {"europe-west4": 2}
+
+
+def test_when_every_allowed_region_is_out_the_job_waits_with_a_reason():
+    memory = {r: RegionMemory(blocked_until=at(600), strikes=1) for r in REGIONS}
+    plan = ZenPlanner().plan(snap(60, queued=jobs(1), memory=memory))
+    assert plan.add == {}
+    [hold] = [d for d in plan.decisions if d.action is Action.HOLD]
+    assert "every allowed region is stocked out" in hold.reason
+
+
+def test_higher_priority_jobs_get_the_last_slots():
+    limits = ClusterLimits("c", ("us-central1",), max_vms_per_region=1, max_vms=1)
+    low = QueuedJob("low", ("us-central1",), at(0), priority=0)
+    high = QueuedJob("high", ("us-central1",), at(10), priority=5)
+    idle = vm("a", "us-central1", VmPhase.IDLE)
+    plan = ZenPlanner().plan(snap(20, queued=(low, high), vms=[idle], limits=limits))
+    assert plan.add == {} and [d.action for d in plan.decisions] == [Action.HOLD]
