@@ -9,7 +9,7 @@ import pytest
 from tests.messages import agent_run, job_request
 from zen.cli import main
 from zen.store.db import Database, parse_database_url
-from zen.store.migrate import migrate
+from zen.store.migrate import migrate, migration_files
 
 
 def test_migrate_is_idempotent_and_reports_up_to_date(db_url, db, monkeypatch, capsys):
@@ -35,7 +35,7 @@ def test_migrations_applied_one_by_one_match_a_fresh_install(pg_server, db):
         session.execute("CREATE DATABASE zen_fresh")
     fresh = Database.from_target(pg_server.with_database("zen_fresh"))
     try:
-        assert migrate(fresh) == ["0001_initial.sql", "0002_start_republish_and_early_stops.sql"]
+        assert migrate(fresh) == [path.name for _, _, path in migration_files()]
         assert migrate(fresh) == []
         assert _schema(fresh) == _schema(db)
     finally:

@@ -25,9 +25,11 @@ TICK_LOCK_KEY = 7_301_002  # arbitrary, fixed: one scale tick at a time
 
 
 class Scaler(Protocol):
-    """The scaling seam (ClusterOrchestrator, a later issue): one pass over all clusters."""
+    """The scaling seam (``zen.scaling.manager.ClusterOrchestrator``)."""
 
-    def tick(self) -> object: ...
+    def tick(self) -> object: ...  # one pass over every cluster
+
+    def scale(self, cluster: str) -> object: ...  # one cluster, right after a submission
 
 
 @dataclass
@@ -51,13 +53,29 @@ class Zen:
 
     @classmethod
     def from_env(cls) -> "Zen":
+        """Production wiring. ``ZEN_SCALING=off`` leaves scaling out (a stack without Compute)."""
         config = load_config()
         project = os.environ.get("ZEN_PROJECT") or os.environ.get("GOOGLE_CLOUD_PROJECT") or config.project
-        return cls(config, Database.from_env(), PubSubPublisher(project))
+        config = config.model_copy(update={"project": project})
+        db = Database.from_env()
+        scaler = None
+        if os.environ.get("ZEN_SCALING", "on").lower() != "off":
+            from zen.scaling.manager import ClusterOrchestrator
+            from zen.scaling.mig import MigManager, compute_clients_from_env
+
+            clients = compute_clients_from_env()
+            scaler = ClusterOrchestrator(config, db, utc_now,
+                                         lambda p, region, name: MigManager(p, region, name, *clients))
+        return cls(config, db, PubSubPublisher(project), scaler=scaler)
 
     # -- one method per Cloud Function ---------------------------------------------------------
     def on_job_submitted(self, event_id: str, event_type: str | None, data) -> Outcome:
-        return self._with_envelope(self.config.topics.job_submitted, event_id, event_type, data, self.jobs.submit)
+        outcome = self._with_envelope(self.config.topics.job_submitted, event_id, event_type, data, self.jobs.submit)
+        if outcome.result == "created" and outcome.cluster and self.scaler is not None:
+            # Start scaling for the new demand now rather than at the next tick (which also runs
+            # it; a pass already under way for this cluster makes this one skip).
+            self.scaler.scale(outcome.cluster)
+        return outcome
 
     def on_heartbeat(self, event_id: str, event_type: str | None, data) -> Outcome:
         return self._with_envelope(self.config.topics.heartbeats, event_id, event_type, data, self.jobs.heartbeat)

@@ -28,7 +28,7 @@ from zen.errors import Rejected, TransientError, describe_validation_error
 from zen.lifecycle import Decision
 from zen.messaging import OutboxRelay, enqueue
 from zen.models import (
-    ControlMessage, Heartbeat, Job, JobEvent, JobRequest, JobStatus, PubSubEnvelope, StartMessage, StopRequest,
+    AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobEvent, JobRequest, JobStatus, PubSubEnvelope, StartMessage, StopRequest,
     JOB_ID_PATTERN, VmHeartbeat, illegal_step,
 )
 from zen.store import repository
@@ -52,6 +52,7 @@ class Outcome:
     result: str  # "created", "duplicate", "applied", "ignored", "rejected"
     job_id: str | None = None
     reason: str | None = None
+    cluster: str | None = None
 
 
 def start_attributes(job: Job, cluster_regions: list[str]) -> dict[str, str]:
@@ -155,7 +156,7 @@ class JobService:
             return Outcome("duplicate", job_id)
         self._relay.flush_quietly(ids)
         log.info("job submitted", extra={"job_id": job_id, "cluster": cluster})
-        return Outcome("created", job_id)
+        return Outcome("created", job_id, cluster=cluster)
 
     def _resolve(self, request: JobRequest) -> tuple[str, list[str], int]:
         config = self._config
@@ -202,7 +203,22 @@ class JobService:
         if isinstance(message, VmHeartbeat):
             return self._vm_heartbeat(envelope, message)
         return self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
-                            lambda job, now: lifecycle.decide_heartbeat(job, message, now))
+                            lambda job, now: lifecycle.decide_heartbeat(job, message, now),
+                            guard=lambda session, job: self._refuse_draining_vm(session, job, message))
+
+    @staticmethod
+    def _refuse_draining_vm(session: Session, job: Job, hb: Heartbeat) -> Decision | None:
+        """A VM being scaled down may not win a claim (it is deleted next). The VM's advisory lock
+        orders this check with the scale-down's own check that the VM holds no job."""
+        if job.status is not JobStatus.QUEUED or hb.attempt != job.attempt:
+            return None
+        session.run("lock_vm", vm_name=hb.vm)
+        if not session.one("vm_is_draining", vm_name=hb.vm):
+            return None
+        reason = f"VM {hb.vm} is being scaled down"
+        action = ControlAction.RELEASE if hb.status is AgentStatus.CLAIMED else ControlAction.STOP
+        return Decision(ignored=reason, publish_start=True, controls=[
+            ControlMessage(vm=hb.vm, job_id=job.job_id, attempt=hb.attempt, action=action, reason=reason)])
 
     def _vm_heartbeat(self, envelope: PubSubEnvelope, hb: VmHeartbeat) -> Outcome:
         if self._config.cluster(hb.cluster) is None:
@@ -283,7 +299,8 @@ class JobService:
     # -- shared machinery ----------------------------------------------------------------------
     def _on_job(self, envelope: PubSubEnvelope, source: str, job_id: str, actor: str,
                 decide: Callable[[Job, Any], Decision],
-                on_unknown: Callable[[Session, Any], str] | None = None) -> Outcome:
+                on_unknown: Callable[[Session, Any], str] | None = None,
+                guard: Callable[[Session, Job], Decision | None] | None = None) -> Outcome:
         now = self._clock()
         note = None
         with self._db.transaction() as session:
@@ -292,7 +309,7 @@ class JobService:
                 decision = None
                 note = on_unknown(session, now) if on_unknown else None
             else:
-                decision = decide(job, now)
+                decision = (guard(session, job) if guard else None) or decide(job, now)
                 forbidden = self._forbidden(job, decision)
                 if forbidden:
                     decision = Decision(ignored=forbidden)

@@ -129,3 +129,69 @@ SELECT pg_try_advisory_lock(:key) AS locked;
 
 -- name: tick_unlock
 SELECT pg_advisory_unlock(:key) AS unlocked;
+
+-- name: queued_for_cluster
+SELECT job_id, regions, queued_at, priority FROM jobs
+WHERE cluster = :cluster AND status = 'QUEUED'
+ORDER BY priority DESC, queued_at;
+
+-- name: held_vms_of_cluster
+-- VMs that hold a job: never removed.
+SELECT vm, job_id FROM jobs WHERE cluster = :cluster AND status IN ('ASSIGNED','RUNNING','STOPPING') AND vm IS NOT NULL;
+
+-- name: vms_of_cluster
+SELECT name, state, job_id, idle_since, last_seen_at FROM vms WHERE cluster = :cluster;
+
+-- name: scaling_memory
+SELECT region, memory FROM scaling_memory WHERE cluster = :cluster;
+
+-- name: save_scaling_memory
+INSERT INTO scaling_memory (cluster, region, memory, updated_at)
+VALUES (:cluster, :region, CAST(:memory AS jsonb), :now)
+ON CONFLICT (cluster, region) DO UPDATE SET memory = EXCLUDED.memory, updated_at = EXCLUDED.updated_at;
+
+-- name: see_mig_instance
+INSERT INTO mig_instances (name, cluster, region, first_seen_at, last_seen_at)
+VALUES (:vm_name, :cluster, :region, :now, :now)
+ON CONFLICT (name) DO UPDATE SET last_seen_at = EXCLUDED.last_seen_at
+RETURNING first_seen_at;
+
+-- name: forget_vanished_instances
+-- Instances no longer in their MIG: forget their first-seen time, drain mark and VM row.
+WITH gone AS (
+    DELETE FROM mig_instances
+    WHERE cluster = :cluster AND region = :region AND NOT (name = ANY(CAST(:present AS text[])))
+    RETURNING name
+), undrained AS (
+    DELETE FROM vm_drains WHERE name IN (SELECT name FROM gone)
+)
+DELETE FROM vms WHERE name IN (SELECT name FROM gone);
+
+-- name: lock_vm
+-- Serialises a claim by a VM with its scale-down (see ClusterManager and JobService).
+SELECT pg_advisory_xact_lock(hashtext('zen-vm:' || :vm_name));
+
+-- name: vm_is_draining
+SELECT 1 AS draining FROM vm_drains WHERE name = :vm_name;
+
+-- name: vm_holds_job
+SELECT job_id FROM jobs WHERE vm = :vm_name AND status IN ('ASSIGNED','RUNNING','STOPPING') LIMIT 1;
+
+-- name: drain_vm
+INSERT INTO vm_drains (name, cluster, region, at) VALUES (:vm_name, :cluster, :region, :now)
+ON CONFLICT (name) DO NOTHING;
+
+-- name: insert_scaling_decision
+INSERT INTO scaling_decisions (at, cluster, region, action, count, vm, reason)
+VALUES (:now, :cluster, :region, :action, :count, :vm, :reason);
+
+-- name: recent_scaling_decisions
+SELECT at, cluster, region, action, count, vm, reason FROM scaling_decisions
+WHERE (CAST(:cluster AS text) IS NULL OR cluster = :cluster)
+ORDER BY id DESC LIMIT :limit;
+
+-- name: try_cluster_lock
+SELECT pg_try_advisory_lock(hashtext('zen-scale:' || :cluster)) AS locked;
+
+-- name: cluster_unlock
+SELECT pg_advisory_unlock(hashtext('zen-scale:' || :cluster)) AS unlocked;

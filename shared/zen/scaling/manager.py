@@ -1,0 +1,224 @@
+"""ClusterManager (one per cluster) and ClusterOrchestrator (all clusters): load, plan, apply, record.
+
+A pass for one cluster, under a per-cluster advisory lock (the tick and a post-submission run never
+overlap; a second one skips):
+1. Snapshot: queued jobs from Postgres; every regional MIG's target size, instances and new errors
+   (MigManager); which VMs hold a job (jobs table) or are idle (agents' VM heartbeats); when each
+   instance was first seen (boot age); the planner's memory.
+2. Plan: the policy (``ZenPlanner``) decides.
+3. Apply: resize up to an absolute size; scale down only after *draining* each VM in a transaction
+   that takes the VM's advisory lock and checks it holds no job; a claim from a drained VM is refused
+   (see ``JobService``), so a VM that picks up a job at the last moment is never deleted under it.
+4. Record: the planner's memory, and each decision in ``scaling_decisions`` and a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime
+from typing import Callable
+
+from zen.clock import Clock
+from zen.config import ClusterConfig, ZenConfig
+from zen.scaling.mig import MigApiError, MigInstance, MigManager
+from zen.scaling.model import (
+    ClusterLimits, ClusterSnapshot, Decision, Plan, Policy, QueuedJob, RegionMemory, Timing, Vm, VmPhase,
+)
+from zen.scaling.planner import ZenPlanner
+from zen.store.db import Database, to_json
+
+log = logging.getLogger("zen.scaling")
+
+
+def memory_to_json(memory: RegionMemory) -> str:
+    return to_json({k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in asdict(memory).items()})
+
+
+def memory_from_json(raw: dict) -> RegionMemory:
+    values = {}
+    for f in fields(RegionMemory):
+        value = raw.get(f.name)
+        if value is not None and f.name.endswith(("_until", "_at")):
+            value = datetime.fromisoformat(value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        if value is not None:
+            values[f.name] = value
+    return RegionMemory(**values)
+
+
+@dataclass
+class ClusterReport:
+    cluster: str
+    skipped: bool = False
+    added: dict[str, int] = field(default_factory=dict)
+    deleted: list[str] = field(default_factory=list)
+    kept_busy: list[str] = field(default_factory=list)  # planned deletions refused: the VM took a job
+    errors: list[str] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+
+
+class ClusterManager:
+    def __init__(self, cluster: ClusterConfig, db: Database, migs: dict[str, MigManager], clock: Clock,
+                 timing: Timing, policy: Policy | None = None):
+        self.cluster = cluster
+        self._db = db
+        self._migs = migs
+        self._clock = clock
+        self._timing = timing
+        self._policy = policy or ZenPlanner()
+
+    def run(self) -> ClusterReport:
+        report = ClusterReport(self.cluster.name)
+        with self._db.session() as lock:
+            if not lock.one("try_cluster_lock", cluster=self.cluster.name)["locked"]:
+                report.skipped = True
+                return report
+            try:
+                snapshot, zones = self.snapshot(report)
+                plan = self._policy.plan(snapshot)
+                self.apply(plan, snapshot, zones, report)
+                self.record(plan, report)
+            finally:
+                lock.one("cluster_unlock", cluster=self.cluster.name)
+        return report
+
+    # -- 1. snapshot ---------------------------------------------------------------------------
+    def snapshot(self, report: ClusterReport) -> tuple[ClusterSnapshot, dict[str, str | None]]:
+        now = self._clock()
+        name = self.cluster.name
+        with self._db.transaction() as session:
+            queued = tuple(
+                QueuedJob(r["job_id"], tuple(r["regions"]), r["queued_at"], r["priority"])
+                for r in session.run("queued_for_cluster", cluster=name)
+            )
+            held = {r["vm"]: r["job_id"] for r in session.run("held_vms_of_cluster", cluster=name)}
+            agents = {r["name"]: r for r in session.run("vms_of_cluster", cluster=name)}
+            memory = {r["region"]: memory_from_json(r["memory"]) for r in session.run("scaling_memory", cluster=name)}
+        vms: list[Vm] = []
+        targets: dict[str, int] = {}
+        errors = []
+        zones: dict[str, str | None] = {}
+        for region, mig in self._migs.items():
+            try:
+                targets[region] = mig.target_size()
+                instances = mig.instances()
+                errors += mig.errors(since=memory.get(region, RegionMemory()).seen_errors_until)
+            except MigApiError as exc:
+                # Unknown state: claim the region is at its limit so nothing is added there blindly.
+                report.errors.append(f"{region}: {exc}")
+                targets[region] = self.cluster.max_vms_per_region
+                continue
+            with self._db.transaction() as session:
+                for instance in instances:
+                    first_seen = session.one("see_mig_instance", vm_name=instance.name, cluster=name, region=region,
+                                             now=now)["first_seen_at"]
+                    zones[instance.name] = instance.zone
+                    vms.append(self._vm(instance, region, first_seen, held, agents))
+                session.run("forget_vanished_instances", cluster=name, region=region,
+                            present=[i.name for i in instances])
+        limits = ClusterLimits(name, tuple(self.cluster.regions), self.cluster.max_vms_per_region,
+                               self.cluster.max_vms, self.cluster.min_vms)
+        snapshot = ClusterSnapshot(now=now, cluster=limits, queued=queued, vms=tuple(vms), target_sizes=targets,
+                                   errors=tuple(errors), memory=memory, timing=self._timing)
+        return snapshot, zones
+
+    @staticmethod
+    def _vm(instance: MigInstance, region: str, first_seen: datetime, held: dict, agents: dict) -> Vm:
+        agent = agents.get(instance.name)
+        if instance.deleting or (agent and agent["state"] == "STOPPING"):
+            phase, since = VmPhase.DELETING, first_seen
+        elif instance.name in held:
+            phase, since = VmPhase.BUSY, first_seen
+        elif not instance.running or agent is None:
+            phase, since = VmPhase.BOOTING, first_seen  # no VM yet, or its agent has not spoken yet
+        elif agent["state"] == "IDLE":
+            phase, since = VmPhase.IDLE, agent["idle_since"] or agent["last_seen_at"]
+        else:
+            phase, since = VmPhase.BUSY, agent["last_seen_at"]  # the agent says busy (e.g. claiming)
+        return Vm(instance.name, region, phase, since, zone=instance.zone, job_id=held.get(instance.name),
+                  creation_error=instance.creation_error if phase is VmPhase.BOOTING else None)
+
+    # -- 3. apply ------------------------------------------------------------------------------
+    def apply(self, plan: Plan, snapshot: ClusterSnapshot, zones: dict[str, str | None], report: ClusterReport):
+        for region, count in plan.add.items():
+            mig = self._migs[region]
+            try:
+                current = mig.target_size()
+                size = min(current + count, self.cluster.max_vms_per_region)
+                if size > current:
+                    mig.resize(size)
+                    report.added[region] = size - current
+            except MigApiError as exc:
+                report.errors.append(f"resize {region}: {exc}")
+        by_region: dict[str, list[str]] = {}
+        for region, vm in plan.delete:
+            if self._drain(vm, region):
+                by_region.setdefault(region, []).append(vm)
+            else:
+                report.kept_busy.append(vm)
+        for region, names in by_region.items():
+            try:
+                self._migs[region].delete_instances(names, zones)
+                report.deleted += names
+            except MigApiError as exc:
+                report.errors.append(f"delete in {region}: {exc}")
+
+    def _drain(self, vm: str, region: str) -> bool:
+        """Mark ``vm`` as going away unless it holds a job; from then on its claims are refused."""
+        with self._db.transaction() as session:
+            session.run("lock_vm", vm_name=vm)
+            if session.one("vm_holds_job", vm_name=vm):
+                return False
+            session.run("drain_vm", vm_name=vm, cluster=self.cluster.name, region=region, now=self._clock())
+            return True
+
+    # -- 4. record -----------------------------------------------------------------------------
+    def record(self, plan: Plan, report: ClusterReport) -> None:
+        now = self._clock()
+        report.decisions = plan.decisions
+        with self._db.transaction() as session:
+            for region, memory in plan.memory.items():
+                session.run("save_scaling_memory", cluster=self.cluster.name, region=region,
+                            memory=memory_to_json(memory), now=now)
+            for decision in plan.decisions:
+                session.run("insert_scaling_decision", now=now, cluster=self.cluster.name, region=decision.region,
+                            action=decision.action.value, count=decision.count, vm=decision.vm,
+                            reason=decision.reason)
+        for decision in plan.decisions:
+            log.info(f"scaling {decision.action.value.lower()}", extra={
+                "cluster": self.cluster.name, "region": decision.region, "vm": decision.vm,
+                "count": decision.count, "reason": decision.reason})
+        for vm in report.kept_busy:
+            log.info("scale-down skipped: the VM took a job", extra={"cluster": self.cluster.name, "vm": vm})
+        for error in report.errors:
+            log.warning("scaling call failed", extra={"cluster": self.cluster.name, "error": error})
+
+
+def timing_from_config(config: ZenConfig) -> Timing:
+    return Timing(boot_timeout_s=config.deadlines.boot_timeout_s, idle_timeout_s=config.deadlines.idle_timeout_s)
+
+
+class ClusterOrchestrator:
+    """Runs every cluster's manager; one cluster's failure never stops the others."""
+
+    def __init__(self, config: ZenConfig, db: Database, clock: Clock,
+                 mig_factory: Callable[[str, str, str], MigManager], policy: Policy | None = None):
+        timing = timing_from_config(config)
+        self.managers = {
+            cluster.name: ClusterManager(
+                cluster, db, {r: mig_factory(config.project, r, cluster.mig_name(r)) for r in cluster.regions},
+                clock, timing, policy)
+            for cluster in config.clusters
+        }
+
+    def tick(self) -> dict[str, ClusterReport]:
+        return {name: self.scale(name) for name in self.managers}
+
+    def scale(self, cluster: str) -> ClusterReport:
+        try:
+            return self.managers[cluster].run()
+        except Exception as exc:  # noqa: BLE001 - logged; the next tick tries again
+            log.exception("scaling pass failed", extra={"cluster": cluster})
+            return ClusterReport(cluster, errors=[str(exc)])

@@ -1,0 +1,176 @@
+"""MigManager: the adapter over ``google-cloud-compute`` for one regional Managed Instance Group.
+
+The only scaling module that imports ``google.*``. Compute specifics are translated here: error codes
+become ``ErrorKind``, ``currentAction``/``instanceStatus`` become a ``MigInstance``, API exceptions
+become ``MigNotFound`` / ``MigRateLimited`` / ``MigApiError``. Every call is safe to retry: resizes
+are to an absolute size computed from the target just read, deletes name exact instances and skip
+ones already gone. Long operations are waited on through ``regionOperations.wait`` with a timeout.
+
+``ZEN_COMPUTE_ENDPOINT`` (``HOST:PORT``) points the official client at the local Compute stand-in
+(REST over plain HTTP, anonymous credentials); unset, the client talks to Compute Engine with the
+function's own service account.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from google.api_core import exceptions as gexc
+from google.cloud import compute_v1
+
+from zen.scaling.model import ErrorKind, MigError
+
+_STOCKOUT_CODES = {
+    "ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "RESOURCE_POOL_EXHAUSTED",
+    "insufficientCapacity", "resourcePoolExhausted", "STOCKOUT", "CONDITION_NOT_MET",
+}
+_QUOTA_CODES = {"QUOTA_EXCEEDED", "quotaExceeded", "REGION_QUOTA_EXCEEDED"}
+_RATE_CODES = {"rateLimitExceeded", "RATE_LIMIT_EXCEEDED", "userRateLimitExceeded"}
+
+
+def error_kind(code: str) -> ErrorKind:
+    if code in _STOCKOUT_CODES:
+        return ErrorKind.STOCKOUT
+    if code in _QUOTA_CODES:
+        return ErrorKind.QUOTA
+    if code in _RATE_CODES:
+        return ErrorKind.RATE_LIMIT
+    return ErrorKind.OTHER
+
+
+class MigApiError(RuntimeError):
+    """A Compute call failed in a way a later retry may fix (the tick tries again)."""
+
+
+class MigNotFound(MigApiError):
+    """The MIG does not exist: terraform has not created it (a configuration problem)."""
+
+
+class MigRateLimited(MigApiError):
+    pass
+
+
+@dataclass(frozen=True)
+class MigInstance:
+    name: str
+    zone: str | None
+    current_action: str  # CREATING, NONE, DELETING, RECREATING, ...
+    status: str  # PROVISIONING, STAGING, RUNNING, STOPPING, TERMINATED, or "" before a VM exists
+    creation_error: ErrorKind | None
+
+    @property
+    def running(self) -> bool:
+        return self.current_action == "NONE" and self.status == "RUNNING"
+
+    @property
+    def deleting(self) -> bool:
+        return self.current_action in ("DELETING", "ABANDONING")
+
+
+def _zone_of(url: str) -> str | None:
+    parts = url.split("/")
+    return parts[parts.index("zones") + 1] if "zones" in parts else None
+
+
+def compute_clients_from_env() -> tuple[compute_v1.RegionInstanceGroupManagersClient, compute_v1.RegionOperationsClient]:
+    endpoint = os.environ.get("ZEN_COMPUTE_ENDPOINT")
+    if not endpoint:
+        return compute_v1.RegionInstanceGroupManagersClient(), compute_v1.RegionOperationsClient()
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud.compute_v1.services.region_instance_group_managers.transports.rest import (
+        RegionInstanceGroupManagersRestTransport,
+    )
+    from google.cloud.compute_v1.services.region_operations.transports.rest import RegionOperationsRestTransport
+
+    host = endpoint.removeprefix("http://")
+    credentials = AnonymousCredentials()
+    migs = compute_v1.RegionInstanceGroupManagersClient(
+        transport=RegionInstanceGroupManagersRestTransport(host=host, credentials=credentials, url_scheme="http"))
+    operations = compute_v1.RegionOperationsClient(
+        transport=RegionOperationsRestTransport(host=host, credentials=credentials, url_scheme="http"))
+    return migs, operations
+
+
+class MigManager:
+    def __init__(self, project: str, region: str, name: str,
+                 migs: compute_v1.RegionInstanceGroupManagersClient,
+                 operations: compute_v1.RegionOperationsClient, operation_timeout_s: float = 60.0):
+        self.project, self.region, self.name = project, region, name
+        self._migs = migs
+        self._operations = operations
+        self._timeout_s = operation_timeout_s
+        self.api_calls = 0
+
+    def _call(self, method, **request):
+        self.api_calls += 1
+        try:
+            return method(project=self.project, region=self.region, instance_group_manager=self.name, **request)
+        except gexc.NotFound as exc:
+            raise MigNotFound(f"MIG {self.name} in {self.region} not found: {exc.message}") from exc
+        except gexc.TooManyRequests as exc:
+            raise MigRateLimited(f"rate limited on {self.name}: {exc.message}") from exc
+        except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
+            raise MigApiError(f"{method.__name__} on {self.name} failed: {exc}") from exc
+
+    def target_size(self) -> int:
+        return self._call(self._migs.get).target_size
+
+    def instances(self) -> list[MigInstance]:
+        out = []
+        for item in self._call(self._migs.list_managed_instances):
+            errors = item.last_attempt.errors.errors if item.last_attempt and item.last_attempt.errors else []
+            out.append(MigInstance(
+                name=item.name or item.instance.rsplit("/", 1)[-1],
+                zone=_zone_of(item.instance),
+                current_action=item.current_action or "NONE",
+                status=item.instance_status or "",
+                creation_error=error_kind(errors[-1].code) if errors else None,
+            ))
+        return out
+
+    def errors(self, since: datetime | None = None) -> list[MigError]:
+        """Creation errors (listErrors), oldest first, optionally only those after ``since``."""
+        out = []
+        for item in self._call(self._migs.list_errors):
+            at = datetime.fromisoformat(item.timestamp.replace("Z", "+00:00"))
+            if since is not None and at <= since:
+                continue
+            instance = item.instance_action_details.instance if item.instance_action_details else None
+            out.append(MigError(self.region, error_kind(item.error.code), at,
+                                instance.rsplit("/", 1)[-1] if instance else None))
+        return sorted(out, key=lambda e: e.at)
+
+    def resize(self, size: int) -> None:
+        """Set the target size (absolute, so a retry after a timeout changes nothing)."""
+        operation = self._call(self._migs.resize_unary, size=size)
+        self._wait(operation)
+
+    def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:
+        """Delete exactly these instances (lowering the target size); ones already gone are skipped."""
+        if not names:
+            return
+        urls = [f"zones/{zones[n]}/instances/{n}" if zones.get(n) else n for n in names]
+        request = compute_v1.RegionInstanceGroupManagersDeleteInstancesRequest(
+            instances=urls, skip_instances_on_validation_error=True)
+        operation = self._call(self._migs.delete_instances_unary,
+                               region_instance_group_managers_delete_instances_request_resource=request)
+        self._wait(operation)
+
+    def _wait(self, operation) -> None:
+        name = getattr(operation, "name", None)
+        deadline = time.monotonic() + self._timeout_s
+        while name and operation.status != compute_v1.Operation.Status.DONE:
+            if time.monotonic() > deadline:
+                raise MigApiError(f"operation {name} on {self.name} still running after {self._timeout_s:g}s")
+            self.api_calls += 1
+            try:
+                operation = self._operations.wait(project=self.project, region=self.region, operation=name)
+            except gexc.GoogleAPICallError as exc:
+                raise MigApiError(f"waiting for {name} failed: {exc}") from exc
+        error = getattr(operation, "error", None)
+        errors = getattr(error, "errors", None) if error else None
+        if errors:
+            raise MigApiError(f"operation {name} on {self.name} failed: {errors[0].code}: {errors[0].message}")

@@ -1,0 +1,99 @@
+"""MigManager against the Compute stand-in, through the official google-cloud-compute client."""
+
+from __future__ import annotations
+
+import pytest
+
+from zen.local.compute import ComputeStandIn, ManualClock
+from zen.scaling.mig import MigManager, MigNotFound, MigRateLimited, compute_clients_from_env
+from zen.scaling.model import ErrorKind
+
+PROJECT, REGION, MIG = "test-proj", "us-central1", "zen-4xa100-40gb-us-central1"
+ZONES = [f"{REGION}-a", f"{REGION}-b", f"{REGION}-c"]
+
+
+def scenario(**extra):
+    base = {
+        "project": PROJECT, "seed": 1,
+        "migs": [{"name": MIG, "region": REGION, "machine_type": "a2-highgpu-4g", "cluster": "4xa100-40gb"}],
+        "timings": {"boot": {"dist": "fixed", "s": 60}, "retry_interval_s": 30, "delete_s": 0},
+    }
+    base.update(extra)
+    return base
+
+
+@pytest.fixture
+def cloud(monkeypatch, tmp_path):
+    started = []
+
+    def make(**extra):
+        standin = ComputeStandIn(scenario(**extra), clock=ManualClock(), log_dir=tmp_path).start()
+        started.append(standin)
+        monkeypatch.setenv("ZEN_COMPUTE_ENDPOINT", standin.endpoint)
+        return standin, MigManager(PROJECT, REGION, MIG, *compute_clients_from_env())
+
+    yield make
+    for standin in started:
+        standin.stop()
+
+
+def test_resize_then_instances_boot(cloud):
+    standin, mig = cloud()
+    mig.resize(2)
+    assert mig.target_size() == 2
+    assert [(i.current_action, i.running) for i in mig.instances()] == [("CREATING", False)] * 2
+    standin.advance(61)
+    instances = mig.instances()
+    assert all(i.running and i.zone in ZONES and i.creation_error is None for i in instances)
+
+
+def test_stockout_errors_are_read_and_classified(cloud):
+    standin, mig = cloud(capacity={"schedule": [{"at_s": 0, "zone": z, "capacity": 0} for z in ZONES]})
+    mig.resize(1)
+    [instance] = mig.instances()
+    assert instance.current_action == "CREATING" and instance.creation_error is ErrorKind.STOCKOUT
+    first = mig.errors()
+    assert [e.kind for e in first] == [ErrorKind.STOCKOUT] and first[0].instance == instance.name
+    standin.advance(30)
+    assert len(mig.errors()) == 2 and mig.errors(since=first[-1].at)[0].kind is ErrorKind.STOCKOUT
+
+
+def test_quota_errors_are_classified(cloud):
+    standin, mig = cloud(faults={"quota": [{"region": REGION, "limit": 0}]})
+    mig.resize(1)
+    assert [e.kind for e in mig.errors()] == [ErrorKind.QUOTA]
+
+
+def test_delete_instances_removes_exactly_the_named_ones(cloud):
+    standin, mig = cloud()
+    mig.resize(3)
+    standin.advance(61)
+    instances = mig.instances()
+    victim = instances[1]
+    mig.delete_instances([victim.name], {victim.name: victim.zone})
+    assert sorted(i.name for i in mig.instances()) == sorted(i.name for i in instances if i is not victim)
+    assert mig.target_size() == 2
+    mig.delete_instances([victim.name], {victim.name: victim.zone})  # a retry: already gone, no error
+    assert mig.target_size() == 2
+
+
+def test_unknown_mig_and_rate_limits_are_translated(cloud):
+    standin, mig = cloud(faults={"rate_limit": {"fraction": 1.0}})
+    with pytest.raises(MigRateLimited):
+        mig.target_size()
+    standin2, _ = cloud()
+    missing = MigManager(PROJECT, REGION, "no-such-mig", *compute_clients_from_env())
+    with pytest.raises(MigNotFound):
+        missing.instances()
+
+
+def test_slow_operations_are_waited_on(cloud):
+    standin, mig = cloud(api={"operation_delay_s": 5})
+    standin_clock_advance = standin.advance
+    import threading
+
+    timer = threading.Timer(0.3, lambda: standin_clock_advance(6))
+    timer.start()
+    mig.resize(1)  # returns only once the operation is DONE
+    timer.join()
+    assert mig.target_size() == 1

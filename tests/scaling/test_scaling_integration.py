@@ -1,0 +1,133 @@
+"""Scaling end to end against the Compute stand-in (official client) and a real Postgres: a tick with
+the preferred region stocked out brings jobs up in the next region; idle VMs go; a VM being scaled
+down never wins a claim."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.messages import heartbeat, job_request
+from zen.app import Zen
+from zen.local.compute import ComputeStandIn, ManualClock as CloudClock
+from zen.scaling.manager import ClusterOrchestrator
+from zen.scaling.mig import MigManager, compute_clients_from_env
+from zen.store import repository
+
+CLUSTER = "4xa100-40gb"  # regions: us-central1, us-west1, europe-west4
+BOOT_S = 60
+
+
+@pytest.fixture
+def stack(config, db, publisher, clock, monkeypatch, tmp_path):
+    """Zen wired to a Compute stand-in whose us-central1 has no GPUs; both clocks move together."""
+    scenario = {
+        "project": config.project, "seed": 2,
+        "capacity": {"default": 4, "schedule": [
+            {"at_s": 0, "zone": f"us-central1-{z}", "capacity": 0} for z in "abc"]},
+        "timings": {"boot": {"dist": "fixed", "s": BOOT_S}, "retry_interval_s": 30, "delete_s": 0},
+    }
+    cloud_clock = CloudClock()
+    standin = ComputeStandIn(scenario, clock=cloud_clock, config=config, log_dir=tmp_path).start()
+    monkeypatch.setenv("ZEN_COMPUTE_ENDPOINT", standin.endpoint)
+    clients = compute_clients_from_env()
+    scaler = ClusterOrchestrator(config, db, clock, lambda p, r, n: MigManager(p, r, n, *clients))
+    zen = Zen(config, db, publisher, clock, scaler=scaler)
+
+    def advance(seconds):
+        clock.advance(seconds)
+        standin.advance(seconds)
+
+    def instances(region):
+        return MigManager(config.project, region, config.cluster(CLUSTER).mig_name(region), *clients).instances()
+
+    yield zen, advance, instances
+    standin.stop()
+
+
+def vm_beat(name, region, state, seq):
+    return {"kind": "vm", "vm": name, "cluster": CLUSTER, "region": region, "zone": f"{region}-a",
+            "state": state, "seq": seq, "sent_at": "2026-01-01T00:00:00Z"}
+
+
+def test_stockout_in_the_preferred_region_brings_jobs_up_in_the_next(stack):
+    from zen.local.invoke import FunctionsInvoker
+
+    zen, advance, instances = stack
+    fn = FunctionsInvoker(zen)
+    fn.submit(job_request("a"))
+    # Right after the submission: asked in the preferred region, which has no capacity.
+    [stuck] = instances("us-central1")
+    assert stuck.current_action == "CREATING" and instances("us-west1") == []
+    fn.submit(job_request("b"))
+    # The next pass (right after the second submission) reads the stockout error: the region is
+    # blocked, and both jobs' demand moves to the next region; the stuck instance stays as a probe.
+    assert len(instances("us-west1")) == 2
+    assert [i.name for i in instances("us-central1")] == [stuck.name]
+
+    advance(60)
+    fn.tick()  # nothing new: the probe is still stuck, the west VMs are booting
+    assert len(instances("us-west1")) == 2 and len(instances("us-central1")) == 1
+    with zen.db.transaction() as session:
+        actions = [r["action"] for r in session.run("recent_scaling_decisions", cluster=CLUSTER, limit=50)]
+    assert {"BLOCK", "ADD"} <= set(actions)
+
+    advance(BOOT_S + 1)
+    west = instances("us-west1")
+    assert all(i.running for i in west)
+    for seq, vm in enumerate(west, start=1):  # the agents come up and say so
+        fn.heartbeat(vm_beat(vm.name, "us-west1", "IDLE", seq))
+    fn.tick()
+    assert len(instances("us-west1")) == 2  # no more VMs asked: the idle ones cover the queue
+
+    # The agents run the jobs, then sit idle past the idle timeout: they are deleted.
+    for job_id, vm in zip("ab", west):
+        fn.heartbeat(heartbeat(job_id, "CLAIMED", 1, vm=vm.name, region="us-west1", zone=vm.zone))
+        fn.heartbeat(heartbeat(job_id, "SUCCEEDED", 2, vm=vm.name, region="us-west1", zone=vm.zone, exit_code=0))
+        fn.heartbeat(vm_beat(vm.name, "us-west1", "IDLE", 100))
+    advance(zen.config.deadlines.idle_timeout_s + 1)
+    fn.tick()
+    assert instances("us-west1") == []
+    assert [j.status.value for j in _jobs(zen)] == ["SUCCEEDED", "SUCCEEDED"]
+
+
+def test_busy_vm_is_never_scaled_down(stack, clock):
+    from zen.local.invoke import FunctionsInvoker
+
+    zen, advance, instances = stack
+    fn = FunctionsInvoker(zen)
+    fn.submit(job_request("a", regions=["us-west1"]))
+    advance(BOOT_S + 1)
+    [vm] = instances("us-west1")
+    fn.heartbeat(vm_beat(vm.name, "us-west1", "IDLE", 1))
+    fn.heartbeat(heartbeat("a", "CLAIMED", 1, vm=vm.name, region="us-west1"))
+    fn.heartbeat(heartbeat("a", "RUNNING", 2, vm=vm.name, region="us-west1"))
+    advance(10_000)  # far past every idle timeout; the job keeps heartbeating
+    fn.heartbeat(heartbeat("a", "RUNNING", 3, vm=vm.name, region="us-west1"))
+    fn.tick()
+    assert [i.name for i in instances("us-west1")] == [vm.name]
+
+
+def test_a_vm_being_scaled_down_cannot_win_a_claim(stack, publisher):
+    from zen.local.invoke import FunctionsInvoker
+
+    zen, advance, instances = stack
+    fn = FunctionsInvoker(zen)
+    manager = zen.scaler.managers[CLUSTER]
+    fn.submit(job_request("a", regions=["us-west1"]))
+    assert manager._drain("vm-going", "us-west1")  # the scale-down got there first
+    fn.heartbeat(heartbeat("a", "CLAIMED", 1, vm="vm-going", region="us-west1"))
+    [job] = _jobs(zen)
+    assert job.status.value == "QUEUED"
+    release = [json.loads(m.data) for m in publisher.on("zen-vm-control")]
+    assert [(c["vm"], c["action"]) for c in release] == [("vm-going", "RELEASE")]
+    assert len(publisher.on("zen-job-start")) == 2  # a fresh start message for someone else
+    # And the other way round: a VM holding a job is not drained.
+    fn.heartbeat(heartbeat("a", "CLAIMED", 1, vm="vm-busy", region="us-west1"))
+    assert not manager._drain("vm-busy", "us-west1")
+
+
+def _jobs(zen):
+    with zen.db.transaction() as session:
+        return repository.list_jobs(session)
