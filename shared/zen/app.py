@@ -63,9 +63,14 @@ class Zen:
             from zen.scaling.manager import ClusterOrchestrator
             from zen.scaling.mig import MigManager, compute_clients_from_env
 
-            clients = compute_clients_from_env()
-            scaler = ClusterOrchestrator(config, db, utc_now,
-                                         lambda p, region, name: MigManager(p, region, name, *clients))
+            clients: list = []
+
+            def mig_factory(p: str, region: str, name: str) -> MigManager:
+                if not clients:  # built on the first scaling pass, once per instance
+                    clients.extend(compute_clients_from_env())
+                return MigManager(p, region, name, *clients)
+
+            scaler = ClusterOrchestrator(config, db, utc_now, mig_factory)
         return cls(config, db, PubSubPublisher(project), scaler=scaler)
 
     # -- one method per Cloud Function ---------------------------------------------------------

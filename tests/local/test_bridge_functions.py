@@ -19,7 +19,8 @@ from zen.store import repository
 
 @pytest.fixture
 def submitted_function(db_url, config, publisher, pubsub_server, tmp_path):
-    env = {"ZEN_DATABASE_URL": db_url, "ZEN_PROJECT": config.project, "PUBSUB_EMULATOR_HOST": pubsub_server.address}
+    env = {"ZEN_DATABASE_URL": db_url, "ZEN_PROJECT": config.project, "PUBSUB_EMULATOR_HOST": pubsub_server.address,
+           "ZEN_SCALING": "off"}  # no Compute here: scaling has its own tests
     with FunctionServer("on_job_submitted", env=env, log_path=tmp_path / "function.log") as server:
         with EventBridge(config.project, [Route(config.topics.job_submitted, server.url)], FAST):
             yield server

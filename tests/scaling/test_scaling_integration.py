@@ -114,7 +114,7 @@ def test_a_vm_being_scaled_down_cannot_win_a_claim(stack, publisher):
 
     zen, advance, instances = stack
     fn = FunctionsInvoker(zen)
-    manager = zen.scaler.managers[CLUSTER]
+    manager = zen.scaler.manager(CLUSTER)
     fn.submit(job_request("a", regions=["us-west1"]))
     assert manager._drain("vm-going", "us-west1")  # the scale-down got there first
     fn.heartbeat(heartbeat("a", "CLAIMED", 1, vm="vm-going", region="us-west1"))

@@ -201,24 +201,35 @@ def timing_from_config(config: ZenConfig) -> Timing:
 
 
 class ClusterOrchestrator:
-    """Runs every cluster's manager; one cluster's failure never stops the others."""
+    """Runs every cluster's manager; one cluster's failure never stops the others.
+
+    Managers (and so the Compute clients) are built on first use, so a function that never scales
+    (or cannot reach Compute) still starts and handles its messages.
+    """
 
     def __init__(self, config: ZenConfig, db: Database, clock: Clock,
                  mig_factory: Callable[[str, str, str], MigManager], policy: Policy | None = None):
-        timing = timing_from_config(config)
-        self.managers = {
-            cluster.name: ClusterManager(
-                cluster, db, {r: mig_factory(config.project, r, cluster.mig_name(r)) for r in cluster.regions},
-                clock, timing, policy)
-            for cluster in config.clusters
-        }
+        self._config = config
+        self._db = db
+        self._clock = clock
+        self._mig_factory = mig_factory
+        self._policy = policy
+        self._timing = timing_from_config(config)
+        self._managers: dict[str, ClusterManager] = {}
+
+    def manager(self, cluster: str) -> ClusterManager:
+        if cluster not in self._managers:
+            config = self._config.cluster(cluster)
+            migs = {r: self._mig_factory(self._config.project, r, config.mig_name(r)) for r in config.regions}
+            self._managers[cluster] = ClusterManager(config, self._db, migs, self._clock, self._timing, self._policy)
+        return self._managers[cluster]
 
     def tick(self) -> dict[str, ClusterReport]:
-        return {name: self.scale(name) for name in self.managers}
+        return {cluster.name: self.scale(cluster.name) for cluster in self._config.clusters}
 
     def scale(self, cluster: str) -> ClusterReport:
         try:
-            return self.managers[cluster].run()
+            return self.manager(cluster).run()
         except Exception as exc:  # noqa: BLE001 - logged; the next tick tries again
             log.exception("scaling pass failed", extra={"cluster": cluster})
             return ClusterReport(cluster, errors=[str(exc)])
