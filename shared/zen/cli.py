@@ -5,6 +5,7 @@
     zen jobs get ID [--json]
     zen jobs history ID [--json]
     zen rejected [--json]                  messages Zen refused, with the reason
+    zen explain [CLUSTER] [--json]         recent scaling decisions and their reasons
     zen local pubsub --port N              the Pub/Sub stand-in (gRPC)
     zen local compute --port N --scenario FILE   the Compute stand-in (REST)
     zen local bridge --route TOPIC=URL [--tick-every S]   Eventarc-style delivery to functions
@@ -119,6 +120,19 @@ def cmd_rejected(args) -> int:
     return 0
 
 
+def cmd_explain(args) -> int:
+    with _db().transaction() as session:
+        rows = session.run("recent_scaling_decisions", cluster=args.cluster, limit=args.limit)
+    rows.reverse()  # oldest first, like a log
+    for row in rows:
+        row["at"] = row["at"].isoformat()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        _print_table(rows, ("at", "cluster", "region", "action", "count", "vm", "reason"))
+    return 0
+
+
 def cmd_local(args, rest: list[str]) -> int:
     if args.component == "pubsub":
         from zen.local.pubsub import main as pubsub_main
@@ -165,6 +179,12 @@ def build_parser() -> argparse.ArgumentParser:
     rejected = sub.add_parser("rejected", help="messages Zen refused, and why")
     rejected.add_argument("--json", action="store_true")
     rejected.set_defaults(func=cmd_rejected)
+
+    explain = sub.add_parser("explain", help="recent scaling decisions and why")
+    explain.add_argument("cluster", nargs="?")
+    explain.add_argument("--limit", type=int, default=50)
+    explain.add_argument("--json", action="store_true")
+    explain.set_defaults(func=cmd_explain)
 
     local = sub.add_parser("local", add_help=False, help="local stand-ins for Google Cloud (arguments pass through)")
     local.add_argument("component", choices=["pubsub", "compute", "bridge"])

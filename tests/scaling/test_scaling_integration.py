@@ -131,3 +131,20 @@ def test_a_vm_being_scaled_down_cannot_win_a_claim(stack, publisher):
 def _jobs(zen):
     with zen.db.transaction() as session:
         return repository.list_jobs(session)
+
+
+def test_zen_explain_lists_the_decisions_with_reasons(stack, db_url, monkeypatch, capsys):
+    from zen.cli import main
+    from zen.local.invoke import FunctionsInvoker
+
+    zen, advance, instances = stack
+    fn = FunctionsInvoker(zen)
+    fn.submit(job_request("a"))
+    fn.submit(job_request("b"))
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    capsys.readouterr()
+    assert main(["explain", CLUSTER, "--json"]) == 0
+    decisions = json.loads(capsys.readouterr().out)
+    assert [(d["action"], d["region"]) for d in decisions][:3] == [
+        ("ADD", "us-central1"), ("BLOCK", "us-central1"), ("ADD", "us-west1")]
+    assert "stockout" in decisions[1]["reason"]
