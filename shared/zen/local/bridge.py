@@ -227,3 +227,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ticker.stop()
     bridge.stop()
     return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
