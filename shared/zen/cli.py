@@ -9,6 +9,9 @@
     zen local pubsub --port N              the Pub/Sub stand-in (gRPC)
     zen local compute --port N --scenario FILE   the Compute stand-in (REST)
     zen local bridge --route TOPIC=URL [--tick-every S]   Eventarc-style delivery to functions
+    zen local up [--scenario F] [--time-scale X] / zen local down    the whole system on this machine
+    zen submit [FILE] [--cluster C ...] [-- CMD ARGS]   publish a job;  zen stop ID [--reason R]
+    zen watch                              live table of jobs and VMs per region
     zen demo                               a scripted lifecycle against the embedded Postgres
 
 The database is ``ZEN_DATABASE_URL`` (or Cloud SQL, or the embedded Postgres under ``.zen/``; see
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any, Sequence
 
@@ -134,6 +138,12 @@ def cmd_explain(args) -> int:
 
 
 def cmd_local(args, rest: list[str]) -> int:
+    from zen import usercli
+
+    if args.component == "up":
+        return usercli.cmd_local_up(rest)
+    if args.component == "down":
+        return usercli.cmd_local_down(rest)
     if args.component == "pubsub":
         from zen.local.pubsub import main as pubsub_main
 
@@ -187,14 +197,22 @@ def build_parser() -> argparse.ArgumentParser:
     explain.set_defaults(func=cmd_explain)
 
     local = sub.add_parser("local", add_help=False, help="local stand-ins for Google Cloud (arguments pass through)")
-    local.add_argument("component", choices=["pubsub", "compute", "bridge"])
+    local.add_argument("component", choices=["up", "down", "pubsub", "compute", "bridge"])
     local.set_defaults(func=cmd_local, passthrough=True)
 
+    from zen import usercli
+
+    usercli.add_parsers(sub)
     sub.add_parser("demo", help="scripted lifecycle against the embedded Postgres").set_defaults(func=cmd_demo)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Inside a local stack's directory, talk to that stack unless told otherwise.
+    from zen.local.stack import stack_env
+
+    for key, value in stack_env().items():
+        os.environ.setdefault(key, value)
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     if getattr(args, "passthrough", False):

@@ -29,13 +29,7 @@ DEMO_DB = "zen_demo"
 
 
 def _fresh_database() -> Database:
-    target = parse_database_url(embedded_database_url())
-    admin = Database.from_target(target)
-    with admin.session() as session:
-        session.execute(f"DROP DATABASE IF EXISTS {DEMO_DB} WITH (FORCE)")
-        session.execute(f"CREATE DATABASE {DEMO_DB}")
-    admin.close()
-    db = Database.from_target(target.with_database(DEMO_DB))
+    db = Database.from_target(parse_database_url(embedded_database_url(fresh=True, database=DEMO_DB)))
     migrate(db)
     return db
 

@@ -78,18 +78,38 @@ def parse_database_url(url: str) -> ConnectionTarget:
     return ConnectionTarget(user, database, password, host=parsed.hostname or socket_dir or "localhost", port=port)
 
 
-def embedded_database_url(data_dir: str | os.PathLike | None = None) -> str:
-    """Start (or reuse) the embedded Postgres under ``.zen/pgdata`` and return its URL."""
+EMBEDDED_DATABASE = "zen"
+
+
+def embedded_server_url(home: str | os.PathLike | None = None) -> str:
+    """Start (or reuse) the embedded Postgres under ``<home>/pgdata`` (home: ``$ZEN_HOME`` or
+    ``.zen``) and return the URL of its ``postgres`` database. It keeps running for later commands."""
     import warnings
 
     with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on headless machines
         warnings.simplefilter("ignore")
         import pgserver  # local-only: never deployed with the functions
 
-    data_dir = Path(data_dir or os.environ.get("ZEN_HOME", ".zen")) / "pgdata"
+    data_dir = Path(home or os.environ.get("ZEN_HOME", ".zen")) / "pgdata"
     data_dir.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(str(data_dir.resolve()), cleanup_mode=None)
-    return server.get_uri()
+    return pgserver.get_server(str(data_dir.resolve()), cleanup_mode=None).get_uri()
+
+
+def embedded_database_url(home: str | os.PathLike | None = None, *, fresh: bool = False,
+                          database: str = EMBEDDED_DATABASE) -> str:
+    """URL of the embedded server's ``zen`` database, created if missing (recreated if ``fresh``).
+    Creating is not migrating: run ``zen db migrate``."""
+    target = parse_database_url(embedded_server_url(home))
+    admin = pg8000.native.Connection(user=target.user, unix_sock=target.unix_sock, database="postgres")
+    try:
+        exists = admin.run("SELECT 1 FROM pg_database WHERE datname = :d", d=database)
+        if exists and fresh:
+            admin.run(f'DROP DATABASE "{database}" WITH (FORCE)')
+        if not exists or fresh:
+            admin.run(f'CREATE DATABASE "{database}"')
+    finally:
+        admin.close()
+    return f"postgresql://{target.user}@/{database}?host={os.path.dirname(target.unix_sock)}"
 
 
 class _NativeOverDbApi:

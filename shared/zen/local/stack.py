@@ -1,0 +1,253 @@
+"""``zen local up`` / ``zen local down``: the whole system on one machine, as separate processes.
+
+Started in order, each logging to ``.zen/logs/<name>.log``:
+1. the embedded Postgres (``pgserver``, under ``.zen/pgdata``), database ``zen``, migrated;
+2. the Pub/Sub stand-in, then every topic and agent subscription terraform would create;
+3. the Compute stand-in with a MIG per (cluster, region); each VM it boots runs the real agent
+   (``python -m zen.agent``), logging to ``.zen/logs/vms/<vm>.log``;
+4. the four functions, each under functions-framework on its own port;
+5. the event bridge (Eventarc-style delivery of each topic to its function) and the scale ticker.
+``.zen/stack.json`` records the processes and endpoints, so ``zen local down`` (or the next
+``zen`` command) finds them. ``up`` refuses to start while a previous stack is alive or a port is
+taken. Stopping goes in reverse order: SIGTERM to each process group, then SIGKILL after a grace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from zen.config import DEFAULT_CONFIG_PATH, load_config
+from zen.local.functions_server import wait_for_port
+from zen.local.invoke import FUNCTIONS_MAIN
+
+FUNCTIONS = {
+    "on_job_submitted": "job_submitted",
+    "on_heartbeat": "heartbeats",
+    "on_stop_requested": "job_stop",
+    "on_scale_tick": "scale_tick",
+}
+DEFAULT_SCENARIO = Path(__file__).parent / "compute" / "scenarios" / "stockout.yaml"
+
+
+class StackError(RuntimeError):
+    """The stack cannot start (port taken, a stack already running) or a part failed to come up."""
+
+
+@dataclass(frozen=True)
+class Ports:
+    pubsub: int = 8085
+    compute: int = 8086
+    functions: int = 8091  # four consecutive ports
+
+    @classmethod
+    def from_base(cls, base: int) -> "Ports":
+        return cls(base, base + 1, base + 6)
+
+    def all(self) -> dict[str, int]:
+        ports = {"pubsub stand-in": self.pubsub, "compute stand-in": self.compute}
+        ports.update({name: self.functions + i for i, name in enumerate(FUNCTIONS)})
+        return ports
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def stack_file(home: Path) -> Path:
+    return home / "stack.json"
+
+
+def read_stack(home: Path) -> dict | None:
+    """The running stack's record, or None (a record whose processes are all gone is removed)."""
+    path = stack_file(home)
+    if not path.exists():
+        return None
+    record = json.loads(path.read_text())
+    if not any(_alive(p["pid"]) for p in record["processes"]):
+        path.unlink()
+        return None
+    return record
+
+
+def stack_env(home: Path = Path(".zen")) -> dict[str, str]:
+    """Environment that points a client (``zen submit``, ``zen jobs``) at the running stack."""
+    record = read_stack(home)
+    return dict(record["env"]) if record else {}
+
+
+class LocalStack:
+    def __init__(self, home: Path = Path(".zen"), config_path: Path | None = None, scenario: Path | None = None,
+                 time_scale: float | None = None, tick_every_s: float = 5.0, ports: Ports = Ports(),
+                 fresh: bool = False, agent_env: dict[str, str] | None = None):
+        self.home = home.resolve()
+        self.config_path = (config_path or Path(os.environ.get("ZEN_CONFIG") or DEFAULT_CONFIG_PATH)).resolve()
+        self.config = load_config(self.config_path)
+        self.scenario = (scenario or DEFAULT_SCENARIO).resolve()
+        self.time_scale = time_scale
+        self.tick_every_s = tick_every_s
+        self.ports = ports
+        self.fresh = fresh
+        self.agent_env = agent_env or {}
+        self.logs = self.home / "logs"
+        self.processes: list[dict] = []
+        self.env: dict[str, str] = {}
+
+    # -- up ------------------------------------------------------------------------------------
+    def up(self) -> dict:
+        previous = read_stack(self.home)
+        if previous:
+            pids = ", ".join(str(p["pid"]) for p in previous["processes"])
+            raise StackError(f"a stack is already running (pids {pids}); stop it with `zen local down`")
+        taken = [f"{port} ({what})" for what, port in self.ports.all().items() if not _port_free(port)]
+        if taken:
+            raise StackError(f"port(s) taken: {', '.join(taken)}; free them or pick others with --base-port")
+        (self.logs / "vms").mkdir(parents=True, exist_ok=True)
+        try:
+            self._start_all()
+        except BaseException:
+            self.down()
+            raise
+        return self.record()
+
+    def _start_all(self) -> None:
+        database_url = self._database()
+        project = self.config.project
+        pubsub = f"127.0.0.1:{self.ports.pubsub}"
+        compute = f"127.0.0.1:{self.ports.compute}"
+        self.env = {
+            "PUBSUB_EMULATOR_HOST": pubsub, "ZEN_COMPUTE_ENDPOINT": compute, "ZEN_DATABASE_URL": database_url,
+            "ZEN_CONFIG": str(self.config_path), "ZEN_PROJECT": project,
+        }
+        self._spawn("pubsub", [sys.executable, "-m", "zen.local.pubsub", "--port", str(self.ports.pubsub)])
+        wait_for_port(self.ports.pubsub, 30, self._popen("pubsub"))
+        self._topology()
+        compute_cmd = [sys.executable, "-m", "zen.local.compute", "--port", str(self.ports.compute),
+                       "--scenario", str(self.scenario), "--config", str(self.config_path),
+                       "--startup-command", json.dumps([sys.executable, "-m", "zen.agent"]),
+                       "--log-dir", str(self.logs / "vms")]
+        if self.time_scale:
+            compute_cmd += ["--time-scale", str(self.time_scale)]
+        self._spawn("compute", compute_cmd, extra_env=self.agent_env)
+        wait_for_port(self.ports.compute, 30, self._popen("compute"))
+        routes = []
+        for index, (target, topic_field) in enumerate(FUNCTIONS.items()):
+            port = self.ports.functions + index
+            self._spawn(target, [sys.executable, "-m", "functions_framework", "--target", target,
+                                 "--source", str(FUNCTIONS_MAIN), "--signature-type", "cloudevent",
+                                 "--host", "127.0.0.1", "--port", str(port)])
+            routes += ["--route", f"{getattr(self.config.topics, topic_field)}=http://127.0.0.1:{port}/"]
+        for index, target in enumerate(FUNCTIONS):
+            wait_for_port(self.ports.functions + index, 60, self._popen(target))
+        self._spawn("bridge", [sys.executable, "-m", "zen.local.bridge", "--project", project, *routes,
+                               "--tick-topic", self.config.topics.scale_tick, "--tick-every", str(self.tick_every_s),
+                               "--min-backoff", "0.5", "--max-backoff", "10"])
+        self._save()
+
+    def _database(self) -> str:
+        from zen.store.db import Database, embedded_database_url, parse_database_url
+        from zen.store.migrate import migrate
+
+        url = embedded_database_url(self.home, fresh=self.fresh)
+        db = Database.from_target(parse_database_url(url))
+        migrate(db)
+        db.close()
+        return url
+
+    def _topology(self) -> None:
+        from zen.local.topology import ensure_topology
+
+        previous = os.environ.get("PUBSUB_EMULATOR_HOST")
+        os.environ["PUBSUB_EMULATOR_HOST"] = self.env["PUBSUB_EMULATOR_HOST"]
+        try:
+            ensure_topology(self.config)
+        finally:
+            if previous is None:
+                os.environ.pop("PUBSUB_EMULATOR_HOST", None)
+            else:
+                os.environ["PUBSUB_EMULATOR_HOST"] = previous
+
+    def _spawn(self, name: str, argv: list[str], extra_env: dict[str, str] | None = None) -> None:
+        log = open(self.logs / f"{name}.log", "ab")
+        env = {**os.environ, **self.env, **(extra_env or {}), "PYTHONUNBUFFERED": "1"}
+        process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+        log.close()
+        self.processes.append({"name": name, "pid": process.pid, "argv": argv, "_popen": process})
+        self._save()
+
+    def _popen(self, name: str) -> subprocess.Popen:
+        return next(p["_popen"] for p in self.processes if p["name"] == name)
+
+    def record(self) -> dict:
+        return {
+            "env": self.env,
+            "ports": self.ports.all(),
+            "logs": str(self.logs),
+            "processes": [{k: v for k, v in p.items() if not k.startswith("_")} for p in self.processes],
+        }
+
+    def _save(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        stack_file(self.home).write_text(json.dumps(self.record(), indent=2))
+
+    # -- down ----------------------------------------------------------------------------------
+    def down(self, grace_s: float = 10.0) -> list[str]:
+        return stop_processes(self.processes, grace_s, stack_file(self.home))
+
+
+def stop_processes(processes: list[dict], grace_s: float, record: Path | None) -> list[str]:
+    """SIGTERM each process group (last started first), wait, then SIGKILL what is left."""
+    stopped = []
+    for process in reversed(processes):
+        try:
+            os.killpg(process["pid"], signal.SIGTERM)
+            stopped.append(process["name"])
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace_s
+    for process in processes:
+        popen = process.get("_popen")
+        while _alive(process["pid"]) and time.monotonic() < deadline:
+            if popen is not None and popen.poll() is not None:
+                break
+            time.sleep(0.05)
+        if _alive(process["pid"]) and (popen is None or popen.poll() is None):
+            try:
+                os.killpg(process["pid"], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    if record is not None and record.exists():
+        record.unlink()
+    return stopped
+
+
+def down(home: Path = Path(".zen")) -> list[str]:
+    """``zen local down``: stop a stack left behind, from its record."""
+    record = read_stack(home.resolve())
+    if record is None:
+        return []
+    return stop_processes(record["processes"], 10.0, stack_file(home.resolve()))
