@@ -33,6 +33,11 @@ def _publish(topic_field: str, payload: bytes) -> str:
 def build_request(args) -> JobRequest:
     """A JobRequest from a YAML/JSON file, with flags filling or overriding fields."""
     data: dict = {}
+    words = list(args.words)
+    args.file = None
+    if words and words[0].endswith((".yaml", ".yml", ".json")) and Path(words[0]).is_file():
+        args.file = words.pop(0)
+    args.command = words
     if args.file:
         text = Path(args.file).read_text()
         data = yaml.safe_load(text) if not args.file.endswith(".json") else json.loads(text)
@@ -144,10 +149,14 @@ def cmd_local_up(argv: list[str]) -> int:
     print(f"  logs               {record['logs']}/")
     print("Submit a job:  zen submit --cluster 1xl4 -- python -c 'print(42)'")
     print("Watch:         zen watch      Stop everything: Ctrl-C here, or `zen local down`")
+    from zen.local.stack import read_stack
+
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     try:
-        done.wait()
+        # Until Ctrl-C, SIGTERM, or `zen local down` from elsewhere (the record disappears).
+        while not done.wait(1.0) and read_stack(stack.home) is not None:
+            pass
     except KeyboardInterrupt:
         pass
     print("stopping...")
@@ -165,7 +174,6 @@ def cmd_local_down(argv: list[str]) -> int:
 
 def add_parsers(sub) -> None:
     submit = sub.add_parser("submit", help="publish a job (a YAML/JSON JobRequest file, and/or flags)")
-    submit.add_argument("file", nargs="?", help="JobRequest as YAML or JSON")
     submit.add_argument("--job-id")
     submit.add_argument("--user")
     submit.add_argument("--cluster")
@@ -177,7 +185,8 @@ def add_parsers(sub) -> None:
     submit.add_argument("--max-attempts", type=int)
     submit.add_argument("--region", action="append", help="allowed region (repeatable)")
     submit.add_argument("--env", action="append", help="KEY=VALUE (repeatable)")
-    submit.add_argument("command", nargs="*", help="program and arguments, after --")
+    submit.add_argument("words", nargs="*", metavar="[FILE] [-- PROGRAM ARGS]",
+                        help="a JobRequest file (.yaml/.yml/.json), and/or the command after --")
     submit.set_defaults(func=cmd_submit)
     stop = sub.add_parser("stop", help="ask to stop a job")
     stop.add_argument("job_id")
