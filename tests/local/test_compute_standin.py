@@ -498,3 +498,21 @@ def test_command_line_serves_until_sigterm(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=5)
+
+
+def test_simulate_maintenance_event_preempts_that_vm(make_cloud, tmp_path):
+    from google.cloud.compute_v1.services.instances.transports.rest import InstancesRestTransport
+
+    cloud = make_cloud()
+    cloud.resize(2)
+    cloud.advance(BOOT_S + 1)
+    first, second = cloud.instances()
+    instances = compute_v1.InstancesClient(transport=InstancesRestTransport(
+        host=cloud.standin.endpoint, credentials=AnonymousCredentials(), url_scheme="http"))
+    zone = first.instance.split("/zones/")[1].split("/")[0]
+    instances.simulate_maintenance_event_unary(project=PROJECT, zone=zone, instance=first.name)
+    by_name = {i.name: i for i in cloud.instances()}
+    assert by_name[first.name].current_action == "RECREATING"
+    assert by_name[second.name].current_action == "NONE"
+    with pytest.raises(gexc.NotFound):
+        instances.simulate_maintenance_event_unary(project=PROJECT, zone=zone, instance="nope")
