@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test demo clean
+.PHONY: venv test demo bench clean
 
 venv: $(STAMP)
 
@@ -19,6 +19,10 @@ test: venv
 
 demo: venv
 	$(BIN)/zen demo
+
+# Simulator benchmark: zen against the baselines on fixed scenarios (ratios, not timings).
+bench: venv
+	$(BIN)/python -m zen.sim.bench
 
 clean:
 	rm -rf $(VENV) .zen

@@ -12,7 +12,8 @@
     zen local up [--scenario F] [--time-scale X] / zen local down    the whole system on this machine
     zen submit [FILE] [--cluster C ...] [-- CMD ARGS]   publish a job;  zen stop ID [--reason R]
     zen watch                              live table of jobs and VMs per region
-    zen demo                               a scripted lifecycle against the embedded Postgres
+    zen simulate --scenario NAME [--json] [--out DIR]   the planner against baselines on traces
+    zen demo [--scripted]                  the whole system on this machine (or just the lifecycle)
 
 The database is ``ZEN_DATABASE_URL`` (or Cloud SQL, or the embedded Postgres under ``.zen/``; see
 ``zen.store.db``).
@@ -137,6 +138,12 @@ def cmd_explain(args) -> int:
     return 0
 
 
+def cmd_simulate(args, rest: list[str]) -> int:
+    from zen.sim.cli import main as simulate_main
+
+    return simulate_main(rest) or 0
+
+
 def cmd_local(args, rest: list[str]) -> int:
     from zen import usercli
 
@@ -158,7 +165,11 @@ def cmd_local(args, rest: list[str]) -> int:
 
 
 def cmd_demo(args) -> int:
-    from zen.demo import main as demo_main
+    if args.scripted:
+        from zen.demo import main as scripted_main
+
+        return scripted_main()
+    from zen.local.demo import main as demo_main
 
     return demo_main()
 
@@ -200,10 +211,16 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("component", choices=["up", "down", "pubsub", "compute", "bridge"])
     local.set_defaults(func=cmd_local, passthrough=True)
 
+    simulate = sub.add_parser("simulate", add_help=False, help="replay traces against the planner and baselines")
+    simulate.set_defaults(func=cmd_simulate, passthrough=True)
+
     from zen import usercli
 
     usercli.add_parsers(sub)
-    sub.add_parser("demo", help="scripted lifecycle against the embedded Postgres").set_defaults(func=cmd_demo)
+    demo = sub.add_parser("demo", help="the whole system on this machine, a scripted scenario, a summary")
+    demo.add_argument("--scripted", action="store_true",
+                      help="only the in-process lifecycle through the functions (seconds, no stand-ins)")
+    demo.set_defaults(func=cmd_demo)
     return parser
 
 

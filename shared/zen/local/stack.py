@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zen.config import DEFAULT_CONFIG_PATH, load_config
+from zen.local.bridge import DeliveryPolicy, EventBridge, Route
 from zen.local.functions_server import wait_for_port
 from zen.local.invoke import FUNCTIONS_MAIN
 
@@ -35,6 +36,7 @@ FUNCTIONS = {
     "on_scale_tick": "scale_tick",
 }
 DEFAULT_SCENARIO = Path(__file__).parent / "compute" / "scenarios" / "stockout.yaml"
+BRIDGE_POLICY = DeliveryPolicy(minimum_backoff_s=0.5, maximum_backoff_s=10.0)
 
 
 class StackError(RuntimeError):
@@ -162,9 +164,15 @@ class LocalStack:
             routes += ["--route", f"{getattr(self.config.topics, topic_field)}=http://127.0.0.1:{port}/"]
         for index, target in enumerate(FUNCTIONS):
             wait_for_port(self.ports.functions + index, 60, self._popen(target))
+        # The functions' trigger subscriptions exist before `up` returns (terraform creates them in
+        # production): a message published right after `up` must not be missed.
+        self._with_pubsub(lambda: EventBridge(project, [
+            Route(getattr(self.config.topics, field), "http://unused/") for field in FUNCTIONS.values()
+        ], BRIDGE_POLICY).ensure_subscriptions())
         self._spawn("bridge", [sys.executable, "-m", "zen.local.bridge", "--project", project, *routes,
                                "--tick-topic", self.config.topics.scale_tick, "--tick-every", str(self.tick_every_s),
-                               "--min-backoff", "0.5", "--max-backoff", "10"])
+                               "--min-backoff", str(BRIDGE_POLICY.minimum_backoff_s),
+                               "--max-backoff", str(BRIDGE_POLICY.maximum_backoff_s)])
         self._save()
 
     def _database(self) -> str:
@@ -180,10 +188,14 @@ class LocalStack:
     def _topology(self) -> None:
         from zen.local.topology import ensure_topology
 
+        self._with_pubsub(lambda: ensure_topology(self.config))
+
+    def _with_pubsub(self, action) -> None:
+        """Run ``action`` with the official client pointed at this stack's Pub/Sub stand-in."""
         previous = os.environ.get("PUBSUB_EMULATOR_HOST")
         os.environ["PUBSUB_EMULATOR_HOST"] = self.env["PUBSUB_EMULATOR_HOST"]
         try:
-            ensure_topology(self.config)
+            action()
         finally:
             if previous is None:
                 os.environ.pop("PUBSUB_EMULATOR_HOST", None)

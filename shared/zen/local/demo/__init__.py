@@ -1,0 +1,245 @@
+"""``make demo``: the whole system on this machine, doing its job for real.
+
+It brings up the local stack (``zen.local.stack``) with ``zen-demo.yaml`` (two clusters, three
+regions each) against ``scenario.yaml`` (the preferred region us-central1 has no GPUs for the first
+90 seconds), then, through the official Pub/Sub client as a user would:
+- submits eight jobs: quick ones on both clusters, one restricted to europe-west4, one that exits 3,
+  one the user stops once it runs, one whose spot VM is preempted while it runs (Compute's
+  ``simulateMaintenanceEvent``): it is requeued as attempt 2 and finishes on the recreated VM;
+- after the stockout, submits four more (they go wherever the planner finds GPUs: a region it has
+  blocked stays blocked until its block expires or a probe there boots);
+- waits until every job is over and every idle VM has been scaled away;
+and prints each job's outcome, region, attempt and time-to-start, the scaling decisions with their
+reasons, and GPU VM-minutes paid against used. It exits non-zero if any job ends unexpectedly, if a
+job ran in us-central1 during its stockout, or if VMs are left at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from zen.local.stack import LocalStack, Ports
+
+HERE = Path(__file__).parent
+STOCKOUT_REGION = "us-central1"
+STOCKOUT_REAL_S = 90  # scenario.yaml: 900 cloud seconds at time_scale 10
+
+
+@dataclass(frozen=True)
+class DemoJob:
+    job_id: str
+    cluster: str
+    command: list[str]
+    expect: str  # final status
+    regions: list[str] | None = None
+    expect_attempt: int = 1
+    action: str | None = None  # "stop" or "preempt" once RUNNING
+
+    def request(self) -> dict:
+        body = {"job_id": self.job_id, "user_id": "demo", "cluster": self.cluster, "command": self.command}
+        if self.regions:
+            body["regions"] = self.regions
+        return body
+
+
+def _py(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+FIRST_WAVE = [
+    DemoJob("train-1", "1xl4", _py("import time; time.sleep(3); print('loss 0.12')"), "SUCCEEDED"),
+    DemoJob("train-2", "1xl4", _py("import time; time.sleep(3); print('loss 0.10')"), "SUCCEEDED"),
+    DemoJob("train-3", "4xa100-40gb", _py("import time; time.sleep(5); print('epoch 1/1')"), "SUCCEEDED"),
+    DemoJob("train-4", "4xa100-40gb", _py("import time; time.sleep(5); print('epoch 1/1')"), "SUCCEEDED"),
+    DemoJob("eval-eu-5", "1xl4", _py("print('eval ok')"), "SUCCEEDED", regions=["europe-west4"]),
+    DemoJob("broken-6", "1xl4", _py("import sys; print('bad config'); sys.exit(3)"), "FAILED"),
+    DemoJob("stopped-7", "4xa100-40gb", _py("import time; time.sleep(600)"), "CANCELLED", action="stop"),
+    DemoJob("spot-8", "4xa100-40gb", _py("import time; time.sleep(15); print('done')"), "SUCCEEDED",
+            regions=["us-west1"], expect_attempt=2, action="preempt"),
+]
+SECOND_WAVE = [
+    DemoJob("late-9", "1xl4", _py("print('late 9')"), "SUCCEEDED"),
+    DemoJob("late-10", "1xl4", _py("print('late 10')"), "SUCCEEDED"),
+    DemoJob("late-11", "4xa100-40gb", _py("print('late 11')"), "SUCCEEDED"),
+    DemoJob("late-12", "4xa100-40gb", _py("print('late 12')"), "SUCCEEDED"),
+]
+
+
+@dataclass
+class DemoResult:
+    jobs: dict[str, dict] = field(default_factory=dict)
+    decisions: list[dict] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    vm_minutes_paid: float = 0.0
+    vm_minutes_used: float = 0.0
+    vms_left: int = 0
+
+
+def run(home: Path = Path(".zen/demo"), base_port: int = 8185, second_wave: bool = True,
+        progress=print, timeout_s: float = 420) -> DemoResult:
+    """Bring the stack up, play the scenario, tear it down; returns what happened."""
+    stack = LocalStack(home=home, config_path=HERE / "zen-demo.yaml", scenario=HERE / "scenario.yaml",
+                       tick_every_s=2.0, ports=Ports.from_base(base_port), fresh=True,
+                       agent_env={"ZEN_AGENT_HEARTBEAT_S": "2", "ZEN_AGENT_STOP_GRACE_S": "2"})
+    record = stack.up()
+    os.environ.update(record["env"])
+    try:
+        return _play(stack, second_wave, progress, timeout_s)
+    finally:
+        stack.down()
+
+
+def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float) -> DemoResult:
+    from google.cloud import pubsub_v1
+
+    from zen.store.db import Database
+
+    db = Database.from_env()
+    publisher = pubsub_v1.PublisherClient()
+    project = stack.config.project
+    topics = stack.config.topics
+    started = time.monotonic()
+
+    def publish(topic: str, body: dict) -> None:
+        publisher.publish(publisher.topic_path(project, topic), json.dumps(body).encode()).result(30)
+
+    waves = [FIRST_WAVE] + ([SECOND_WAVE] if second_wave else [])
+    jobs = [job for wave in waves for job in wave]
+    for job in FIRST_WAVE:
+        publish(topics.job_submitted, job.request())
+    progress(f"submitted {len(FIRST_WAVE)} jobs; {STOCKOUT_REGION} has no GPUs for {STOCKOUT_REAL_S}s")
+    done_actions: set[str] = set()
+    paid_vm_s = 0.0
+    last_sample = time.monotonic()
+    second_sent = not second_wave
+    last_line = ""
+    while True:
+        elapsed = time.monotonic() - started
+        rows = _jobs(db)
+        for job in jobs:
+            row = rows.get(job.job_id)
+            if job.action and job.job_id not in done_actions and row and row["status"] == "RUNNING":
+                if job.action == "stop":
+                    publish(topics.job_stop, {"job_id": job.job_id, "reason": "demo: user changed their mind"})
+                    progress(f"{elapsed:5.0f}s  stop requested for {job.job_id}")
+                else:
+                    _preempt(project, row["zone"], row["vm"])
+                    progress(f"{elapsed:5.0f}s  spot VM {row['vm']} running {job.job_id} preempted")
+                done_actions.add(job.job_id)
+        if not second_sent and elapsed > STOCKOUT_REAL_S + 15:
+            for job in SECOND_WAVE:
+                publish(topics.job_submitted, job.request())
+            second_sent = True
+            progress(f"{elapsed:5.0f}s  {STOCKOUT_REGION} has recovered: submitted {len(SECOND_WAVE)} more jobs")
+        over = [j for j in jobs if rows.get(j.job_id, {}).get("status") in ("SUCCEEDED", "FAILED", "CANCELLED")]
+        vms = _vm_count(db)
+        paid_vm_s += _vms_up(db) * (time.monotonic() - last_sample)  # VMs whose agent is up, sampled
+        last_sample = time.monotonic()
+        line = f"{elapsed:5.0f}s  jobs over: {len(over)}/{len(jobs)}  VMs: {vms}"
+        if line.split("s ", 1)[1] != last_line:
+            progress(line)
+            last_line = line.split("s ", 1)[1]
+        if second_sent and len(over) == len(jobs) and vms == 0:
+            break
+        if elapsed > timeout_s:
+            progress(f"{elapsed:5.0f}s  giving up waiting")
+            break
+        time.sleep(1.0)
+    result = _summarise(db, jobs)
+    result.vm_minutes_paid = paid_vm_s / 60
+    return result
+
+
+def _vms_up(db) -> int:
+    with db.transaction() as session:
+        return session.sql("SELECT count(*) AS n FROM vms WHERE state IN ('IDLE', 'BUSY')")[0]["n"]
+
+
+def _preempt(project: str, zone: str, vm: str) -> None:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import compute_v1
+    from google.cloud.compute_v1.services.instances.transports.rest import InstancesRestTransport
+
+    client = compute_v1.InstancesClient(transport=InstancesRestTransport(
+        host=os.environ["ZEN_COMPUTE_ENDPOINT"], credentials=AnonymousCredentials(), url_scheme="http"))
+    client.simulate_maintenance_event_unary(project=project, zone=zone, instance=vm)
+
+
+def _jobs(db) -> dict[str, dict]:
+    from zen.store import repository
+
+    with db.transaction() as session:
+        return {j.job_id: j.public_view() for j in repository.list_jobs(session)}
+
+
+def _vm_count(db) -> int:
+    with db.transaction() as session:
+        return session.sql("SELECT count(*) AS n FROM mig_instances")[0]["n"]
+
+
+def _summarise(db, jobs: list[DemoJob]) -> DemoResult:
+    result = DemoResult(jobs=_jobs(db))
+    with db.transaction() as session:
+        result.decisions = session.sql(
+            "SELECT at, cluster, region, action, count, vm, reason FROM scaling_decisions ORDER BY id")
+        histories = session.sql("SELECT job_id, at, to_status, attempt FROM job_events ORDER BY id")
+    result.vms_left = _vm_count(db)
+    running_since: dict[str, datetime] = {}
+    for event in histories:
+        if event["to_status"] == "RUNNING":
+            running_since[event["job_id"]] = event["at"]
+        elif event["job_id"] in running_since and event["to_status"] in (
+                "SUCCEEDED", "FAILED", "CANCELLED", "LOST", "STOPPING"):
+            result.vm_minutes_used += (event["at"] - running_since.pop(event["job_id"])).total_seconds() / 60
+    for job in jobs:
+        row = result.jobs.get(job.job_id)
+        if row is None:
+            result.problems.append(f"{job.job_id} never reached Zen")
+            continue
+        if row["status"] != job.expect or row["attempt"] != job.expect_attempt:
+            result.problems.append(f"{job.job_id}: {row['status']} attempt {row['attempt']} "
+                                   f"(expected {job.expect} attempt {job.expect_attempt})")
+        # The first wave starts and ends well inside the stockout: none of it may run there.
+        if job in FIRST_WAVE and row["region"] == STOCKOUT_REGION:
+            result.problems.append(f"{job.job_id} ran in {STOCKOUT_REGION} during its stockout")
+    if result.vms_left:
+        result.problems.append(f"{result.vms_left} VM(s) left at the end (idle VMs should be scaled away)")
+    return result
+
+
+def print_summary(result: DemoResult) -> None:
+    print("\nJobs:")
+    print(f"  {'job':<12} {'outcome':<10} {'region':<13} {'attempt':>7} {'time to start':>14}")
+    for job_id, row in sorted(result.jobs.items(), key=lambda kv: kv[1]["submitted_at"]):
+        wait = ""
+        if row["started_at"]:
+            seconds = (datetime.fromisoformat(row["started_at"]) - datetime.fromisoformat(row["submitted_at"]))
+            wait = f"{seconds.total_seconds():.0f}s"
+        print(f"  {job_id:<12} {row['status']:<10} {row['region'] or '-':<13} {row['attempt']:>7} {wait:>14}")
+    print("\nScaling decisions:")
+    for d in result.decisions:
+        if d["action"] in ("BLOCK", "UNBLOCK", "ADD", "DELETE"):
+            where = f"{d['cluster']}/{d['region'] or '-'}"
+            print(f"  {d['at'].strftime('%H:%M:%S')} {d['action']:<7} {where:<27} {d['reason']}")
+    print(f"\nGPU VM-minutes: paid {result.vm_minutes_paid:.1f} (VMs with their agent up, sampled each second; "
+          f"boots excluded), used by jobs {result.vm_minutes_used:.1f}")
+    if result.problems:
+        print("\nUNEXPECTED:")
+        for problem in result.problems:
+            print(f"  - {problem}")
+    else:
+        print("\nEvery job ended as expected; the stocked-out region was avoided; idle VMs were scaled away.")
+
+
+def main() -> int:
+    started = datetime.now(timezone.utc)
+    print(f"Zen demo: the whole system on this machine ({started:%H:%M:%S} UTC). Logs: .zen/demo/logs/")
+    result = run()
+    print_summary(result)
+    return 1 if result.problems else 0

@@ -1,0 +1,74 @@
+"""End to end: the whole local stack (Postgres, Pub/Sub and Compute stand-ins, four functions under
+functions-framework, the event bridge and ticker, real agents on the simulated VMs), driven as a
+user would, through the official Pub/Sub client. Run alone with `pytest -m e2e`."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from zen.local import demo
+from zen.local.stack import LocalStack, Ports, StackError, read_stack
+
+pytestmark = pytest.mark.e2e
+
+
+def free_base_port() -> int:
+    for base in range(21000, 30000, 20):
+        ports = Ports.from_base(base).all().values()
+        with socket.socket() as probe:
+            if all(probe.connect_ex(("127.0.0.1", p)) != 0 for p in ports):
+                return base
+    raise RuntimeError("no free block of ports")
+
+
+@pytest.fixture
+def home():
+    path = Path(tempfile.mkdtemp(prefix="ze2e", dir="/tmp"))  # short: unix socket paths are limited
+    yield path
+    import pgserver
+
+    pgserver.get_server(str(path / "pgdata"), cleanup_mode="stop").cleanup()
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_jobs_run_around_a_stockout_and_idle_vms_are_scaled_away(home):
+    lines = []
+    result = demo.run(home=home, base_port=free_base_port(), second_wave=False, progress=lines.append,
+                      timeout_s=240)
+    assert result.problems == [], "\n".join(lines)
+    outcomes = {job_id: (row["status"], row["attempt"]) for job_id, row in result.jobs.items()}
+    assert outcomes == {
+        "train-1": ("SUCCEEDED", 1), "train-2": ("SUCCEEDED", 1), "train-3": ("SUCCEEDED", 1),
+        "train-4": ("SUCCEEDED", 1), "eval-eu-5": ("SUCCEEDED", 1), "broken-6": ("FAILED", 1),
+        "stopped-7": ("CANCELLED", 1), "spot-8": ("SUCCEEDED", 2),
+    }
+    assert {row["region"] for row in result.jobs.values()}.isdisjoint({"us-central1"})  # stocked out
+    assert result.jobs["eval-eu-5"]["region"] == "europe-west4"
+    assert result.jobs["broken-6"]["exit_code"] == 3
+    actions = {(d["cluster"], d["region"], d["action"]) for d in result.decisions}
+    assert ("1xl4", "us-central1", "BLOCK") in actions and ("4xa100-40gb", "us-central1", "BLOCK") in actions
+    assert result.vms_left == 0
+    assert read_stack(home) is None  # the stack is down: its record is gone
+
+
+def test_up_refuses_a_taken_port_and_a_running_stack(home):
+    base = free_base_port()
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", Ports.from_base(base).compute))
+        squatter.listen()
+        with pytest.raises(StackError, match=f"{base + 1} \\(compute stand-in\\)"):
+            LocalStack(home=home, ports=Ports.from_base(base)).up()
+    stack = LocalStack(home=home, ports=Ports.from_base(base), config_path=demo.HERE / "zen-demo.yaml",
+                       scenario=demo.HERE / "scenario.yaml")
+    stack.up()
+    try:
+        with pytest.raises(StackError, match="already running"):
+            LocalStack(home=home, ports=Ports.from_base(free_base_port())).up()
+    finally:
+        stack.down()
+    assert read_stack(home) is None
