@@ -1,0 +1,89 @@
+"""What one simulated run measured, and the per-policy summary the reports print.
+
+Definitions (all per run of one policy):
+
+- ``*_start_s``: time-to-start percentiles, seconds from submission to the job's first start
+  (linear interpolation between ranks). A job that never started counts as waiting until the end of
+  the run, so these are lower bounds when ``never_started > 0`` and a policy cannot look fast by
+  starving jobs.
+- ``never_started``: jobs submitted before the horizon that never started.
+- ``vm_minutes``: GPU VM-minutes paid, from an instance getting capacity (created) until it is gone.
+  An instance still waiting for capacity costs nothing.
+- ``wasted_vm_minutes``: the paid minutes of VMs that never ran a job, plus the idle (and deleting)
+  minutes of VMs that did.
+- ``peak_vms``: most VMs paid for at once. ``api_calls``: Compute API calls (see ``zen.sim.world``).
+- ``limit_violations``: VMs a plan asked for beyond a per-MIG or per-cluster limit (refused);
+  ``busy_delete_attempts``: deletions of BUSY VMs a plan asked for (refused).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+JSON_KEYS = ("p50_start_s", "p95_start_s", "p99_start_s", "max_start_s", "never_started",
+             "vm_minutes", "wasted_vm_minutes", "peak_vms", "api_calls")
+EXTRA_KEYS = ("jobs", "limit_violations", "busy_delete_attempts", "preemptions", "vms_created", "replay_s")
+
+
+@dataclass
+class RunResult:
+    policy: str
+    horizon_s: float
+    starts: list[tuple[float, float | None]] = field(default_factory=list)  # (submit_s, first_start_s)
+    vm_seconds: float = 0.0
+    wasted_seconds: float = 0.0
+    billed_now: int = 0
+    peak_vms: int = 0
+    api_calls: int = 0
+    limit_violations: int = 0
+    busy_delete_attempts: int = 0
+    unknown_deletes: int = 0
+    preemptions: int = 0
+    preempted_jobs: int = 0
+    vms_created: int = 0
+    ticks: int = 0
+    planner_s: float = 0.0
+    wall_s: float = 0.0
+    vm_series: list[tuple[float, int]] = field(default_factory=list)  # (t, VMs paid for) at each change
+
+    def waits(self) -> list[float]:
+        """Time-to-start per job, never-started jobs counted until the horizon."""
+        return [(start if start is not None else self.horizon_s) - submit for submit, start in self.starts]
+
+    def summary(self) -> dict[str, float | int | None]:
+        waits = sorted(self.waits())
+        out: dict[str, float | int | None] = {
+            "p50_start_s": _round(percentile(waits, 50)),
+            "p95_start_s": _round(percentile(waits, 95)),
+            "p99_start_s": _round(percentile(waits, 99)),
+            "max_start_s": _round(waits[-1] if waits else None),
+            "never_started": sum(1 for _, start in self.starts if start is None),
+            "vm_minutes": round(self.vm_seconds / 60.0, 1),
+            "wasted_vm_minutes": round(max(0.0, self.wasted_seconds) / 60.0, 1),
+            "peak_vms": self.peak_vms,
+            "api_calls": self.api_calls,
+        }
+        assert tuple(out) == JSON_KEYS
+        return out
+
+    def extras(self) -> dict[str, float | int]:
+        return {
+            "jobs": len(self.starts), "limit_violations": self.limit_violations,
+            "busy_delete_attempts": self.busy_delete_attempts, "preemptions": self.preemptions,
+            "vms_created": self.vms_created, "replay_s": round(self.wall_s, 3),
+        }
+
+
+def percentile(sorted_values: list[float], q: float) -> float | None:
+    """The q-th percentile of an ascending list (linear interpolation), None when empty."""
+    if not sorted_values:
+        return None
+    rank = (len(sorted_values) - 1) * q / 100.0
+    low = math.floor(rank)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (rank - low)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)

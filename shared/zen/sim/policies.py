@@ -1,0 +1,239 @@
+"""The policies the simulator compares; each is a ``zen.scaling.model.Policy`` (``plan(snapshot)``).
+
+- ``zen``: Zen's planner (``zen.scaling.planner.ZenPlanner``), when importable.
+- ``ask-every-region``: the original system. Every tick each allowed region is asked for
+  ``min(pending jobs allowed there, per-MIG limit)`` VMs; VMs are single-use (deleted right after
+  their job, ``single_use``); the first VM to boot takes a job; idle VMs are deleted at once. It is
+  modelled charitably: busy VMs are not counted as "pending" capacity, so it never shrinks onto them,
+  and extra instances are deleted (waiting-for-capacity ones first) when demand falls.
+- ``failover``: one region at a time in preference order (SkyPilot-like). A new stockout or quota
+  error, or an instance booting past ``boot_timeout_s``, blocks that region for ``block_s``
+  (fixed, no backoff) and its waiting instances are deleted, so demand moves to the next region;
+  a blocked region is tried again after the block. Idle VMs are deleted after ``idle_timeout_s``.
+- ``single-region``: each job's first allowed region only; waits out stockouts.
+- ``oracle``: demand-sized with warm reuse in the first allowed region; the simulator gives it
+  unlimited capacity and best-of-regions boots (``ignores_capacity``): a lower bound.
+
+The baselines keep within the limits themselves, so their violation counts are 0.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+from datetime import timedelta
+
+from zen.scaling.model import (
+    Action, ClusterSnapshot, Decision, ErrorKind, Plan, Policy, QueuedJob, RegionMemory, Vm, VmPhase,
+)
+
+BASELINES = ("ask-every-region", "failover", "single-region", "oracle")
+POLICY_NAMES = ("zen",) + BASELINES
+_CAPACITY_ERRORS = (ErrorKind.STOCKOUT, ErrorKind.QUOTA)
+
+
+class PolicyUnavailable(LookupError):
+    """The policy exists but cannot be built here (e.g. ZenPlanner not importable yet)."""
+
+
+def make_policy(name: str) -> Policy:
+    if name == "zen":
+        try:
+            from zen.scaling.planner import ZenPlanner
+        except ImportError as exc:
+            raise PolicyUnavailable(f"policy zen is unavailable: {exc}") from None
+        return ZenPlanner()
+    factories = {"ask-every-region": AskEveryRegion, "failover": Failover,
+                 "single-region": SingleRegion, "oracle": Oracle}
+    if name not in factories:
+        raise KeyError(f"unknown policy {name!r}; known: {', '.join(POLICY_NAMES)}")
+    return factories[name]()
+
+
+def available_policies() -> list[str]:
+    names = []
+    for name in POLICY_NAMES:
+        try:
+            make_policy(name)
+        except PolicyUnavailable:
+            continue
+        names.append(name)
+    return names
+
+
+class _Counts:
+    """VMs of a snapshot grouped by region and phase."""
+
+    def __init__(self, snapshot: ClusterSnapshot):
+        self.by_region: dict[str, list[Vm]] = defaultdict(list)
+        for vm in snapshot.vms:
+            self.by_region[vm.region].append(vm)
+        self.total = len(snapshot.vms)
+
+    def phase(self, region: str, phase: VmPhase) -> list[Vm]:
+        return [vm for vm in self.by_region[region] if vm.phase is phase]
+
+
+_PREPARED: dict[int, tuple] = {}
+
+
+def _prepared(queued: tuple[QueuedJob, ...]) -> tuple[list[QueuedJob], dict[tuple[str, ...], int]]:
+    """Queued jobs by priority then age, and how many allow each region list. Memoized on the
+    (immutable) tuple itself, which the simulator reuses while the queue is unchanged: a month-long
+    backlog is sorted once, not every tick. Results are the same as without the memo."""
+    hit = _PREPARED.get(id(queued))
+    if hit is not None and hit[0] is queued:
+        return hit[1], hit[2]
+    ordered = sorted(queued, key=lambda j: (-j.priority, j.queued_at, j.job_id))
+    groups: dict[tuple[str, ...], int] = defaultdict(int)
+    for job in queued:
+        groups[job.regions] += 1
+    if len(_PREPARED) >= 32:
+        _PREPARED.clear()
+    _PREPARED[id(queued)] = (queued, ordered, dict(groups))
+    return ordered, groups
+
+
+class AskEveryRegion:
+    name = "ask-every-region"
+    single_use = True
+
+    def plan(self, snapshot: ClusterSnapshot) -> Plan:
+        limits, counts = snapshot.cluster, _Counts(snapshot)
+        plan = Plan(memory=dict(snapshot.memory))
+        pending: dict[str, int] = defaultdict(int)
+        for regions, count in _prepared(snapshot.queued)[1].items():
+            for region in regions:
+                pending[region] += count
+        total = counts.total
+        for region in limits.regions:
+            vms = counts.by_region[region]
+            idle = counts.phase(region, VmPhase.IDLE)
+            for vm in idle:  # an idle VM at tick time found no job: delete it at once
+                plan.delete.append((region, vm.name))
+            booting = sorted(counts.phase(region, VmPhase.BOOTING),
+                             key=lambda vm: (vm.creation_error is None, -vm.since.timestamp()))
+            busy = len(counts.phase(region, VmPhase.BUSY))
+            want = max(0, min(pending[region], limits.max_vms_per_region - busy))
+            if want > len(booting):
+                room = min(limits.max_vms_per_region - (len(vms) - len(idle)), limits.max_vms - (total - len(idle)))
+                add = max(0, min(want - len(booting), room))
+                if add:
+                    plan.add[region] = add
+                    total += add
+            else:
+                for vm in booting[: len(booting) - want]:
+                    plan.delete.append((region, vm.name))
+            total -= len(idle)
+        return plan
+
+
+class _DemandSized:
+    """One VM per queued job not covered by idle or booting VMs, in the region ``candidates``
+    picks; idle VMs go after ``idle_timeout_s`` (keeping ``min_vms``)."""
+
+    name = "demand-sized"
+
+    def candidates(self, regions: tuple[str, ...], snapshot: ClusterSnapshot,
+                   memory: dict[str, RegionMemory]) -> tuple[str, ...]:
+        """Where a job allowed in ``regions`` may get a VM, most preferred first."""
+        return regions
+
+    def learn(self, snapshot: ClusterSnapshot, counts: _Counts, plan: Plan) -> dict[str, RegionMemory]:
+        return dict(snapshot.memory)
+
+    def plan(self, snapshot: ClusterSnapshot) -> Plan:
+        limits, counts = snapshot.cluster, _Counts(snapshot)
+        plan = Plan()
+        memory = self.learn(snapshot, counts, plan)
+        deleted = {name for _, name in plan.delete}
+        idle = {r: len(counts.phase(r, VmPhase.IDLE)) for r in limits.regions}
+        supply = {r: idle[r] + sum(1 for vm in counts.phase(r, VmPhase.BOOTING) if vm.name not in deleted)
+                  for r in limits.regions}
+        live = {r: len(counts.by_region[r]) - sum(1 for vm in counts.by_region[r] if vm.name in deleted)
+                for r in limits.regions}
+        total = sum(live.values())
+        used_idle: dict[str, int] = defaultdict(int)
+        ordered, groups = _prepared(snapshot.queued)
+        candidates = {regions: tuple(r for r in self.candidates(regions, snapshot, memory) if r in supply)
+                      for regions in groups}
+        # Candidate lists that may still be served; supply and room only shrink while routing, so
+        # once a list can be served by neither it never can again this tick.
+        alive = set(candidates.values())
+        for job in ordered:
+            if not alive:
+                break  # nothing left to give anyone: long queues stay cheap
+            regions = candidates[job.regions]
+            if regions not in alive:
+                continue
+            covered = next((r for r in regions if supply[r] > 0), None)
+            if covered:
+                supply[covered] -= 1
+                used_idle[covered] += 1 if idle[covered] - used_idle[covered] > 0 else 0
+                continue
+            room = next((r for r in regions if live[r] < limits.max_vms_per_region), None)
+            if room is None or total >= limits.max_vms:
+                alive.discard(regions)
+                continue
+            plan.add[room] = plan.add.get(room, 0) + 1
+            live[room] += 1
+            total += 1
+        self._shrink_idle(snapshot, counts, plan, used_idle, total)
+        plan.memory = memory
+        return plan
+
+    def _shrink_idle(self, snapshot, counts: _Counts, plan: Plan, used_idle, total: int) -> None:
+        timeout = timedelta(seconds=snapshot.timing.idle_timeout_s)
+        for region in reversed(snapshot.cluster.regions):
+            spare = sorted(counts.phase(region, VmPhase.IDLE), key=lambda vm: vm.since)[used_idle[region]:]
+            for vm in spare:
+                if total <= snapshot.cluster.min_vms or snapshot.now - vm.since < timeout:
+                    continue
+                plan.delete.append((region, vm.name))
+                total -= 1
+
+
+class Failover(_DemandSized):
+    name = "failover"
+
+    def candidates(self, regions, snapshot, memory):
+        return tuple(r for r in regions if not _blocked(memory.get(r), snapshot))
+
+    def learn(self, snapshot: ClusterSnapshot, counts: _Counts, plan: Plan) -> dict[str, RegionMemory]:
+        memory = dict(snapshot.memory)
+        timing = snapshot.timing
+        for region in snapshot.cluster.regions:
+            mem = memory.get(region, RegionMemory())
+            seen = mem.seen_errors_until
+            fresh = [e for e in snapshot.errors if e.region == region and e.kind in _CAPACITY_ERRORS
+                     and (seen is None or e.at > seen)]
+            stuck = [vm for vm in counts.phase(region, VmPhase.BOOTING)
+                     if (snapshot.now - vm.since).total_seconds() >= timing.boot_timeout_s]
+            if fresh:
+                mem = replace(mem, seen_errors_until=max(e.at for e in fresh))
+            if (fresh or stuck) and not _blocked(mem, snapshot):
+                mem = replace(mem, blocked_until=snapshot.now + timedelta(seconds=timing.block_s),
+                              last_stockout_at=snapshot.now)
+                plan.decisions.append(Decision(Action.BLOCK, region, "stockout or boot deadline: next region"))
+            if _blocked(mem, snapshot):
+                for vm in counts.phase(region, VmPhase.BOOTING):
+                    if vm.creation_error is not None or vm in stuck:
+                        plan.delete.append((region, vm.name))
+            memory[region] = mem
+        return memory
+
+
+class SingleRegion(_DemandSized):
+    name = "single-region"
+
+    def candidates(self, regions, snapshot, memory):
+        return regions[:1]
+
+
+class Oracle(_DemandSized):
+    name = "oracle"
+    ignores_capacity = True
+
+
+def _blocked(memory: RegionMemory | None, snapshot: ClusterSnapshot) -> bool:
+    return memory is not None and memory.blocked_until is not None and memory.blocked_until > snapshot.now

@@ -1,0 +1,61 @@
+"""The simulated world's mutable state: jobs, instances, regional MIGs and clusters (no logic).
+
+``zen.sim.world`` owns every change to these; they are plain slotted records for speed.
+"""
+
+from __future__ import annotations
+
+import math
+
+from zen.scaling.model import MigError, QueuedJob, VmPhase
+from zen.sim.jobs import SimJob
+from zen.sim.scenario import SimCluster
+
+
+class SimJobState:
+    __slots__ = ("spec", "state", "first_start_s", "qseq", "view", "preempted")
+
+    def __init__(self, spec: SimJob):
+        self.spec, self.state, self.first_start_s, self.qseq, self.preempted = spec, None, None, 0, 0
+        self.view = None
+
+
+class SimVm:
+    __slots__ = ("name", "mig", "phase", "since", "zone", "created_s", "booted_s", "job", "job_start_s",
+                 "error", "wait_since", "jobs_run", "busy_s", "epoch", "view")
+
+    def __init__(self, name: str, mig: "SimMig", now: float):
+        self.name, self.mig, self.epoch = name, mig, 0
+        self._reset(now)
+
+    def _reset(self, now: float) -> None:
+        self.phase, self.since, self.zone, self.view = VmPhase.BOOTING, now, None, None
+        self.created_s = self.booted_s = self.job = self.job_start_s = self.error = self.wait_since = None
+        self.jobs_run, self.busy_s = 0, 0.0
+
+
+class SimMig:
+    __slots__ = ("cluster", "region", "name", "zones", "machine_type", "vms", "target", "waiting",
+                 "anchor", "retry_at", "errors", "round_robin")
+
+    def __init__(self, cluster: "SimClusterState", region: str, zones: tuple[str, ...]):
+        self.cluster, self.region, self.zones = cluster, region, zones
+        self.name = f"zen-{cluster.limits.name}-{region}"
+        self.machine_type = cluster.machine_type
+        self.vms: dict[str, SimVm] = {}  # every instance, DELETING included (they count against limits)
+        self.waiting: dict[str, SimVm] = {}  # instances without capacity yet
+        self.target, self.anchor, self.retry_at, self.round_robin = 0, 0.0, None, 0
+        self.errors: list[MigError] = []  # since the cluster's last tick
+
+
+class SimClusterState:
+    def __init__(self, sim: SimCluster):
+        self.limits, self.machine_type = sim.limits, sim.machine_type
+        self.migs = {r: SimMig(self, r, sim.zones[r]) for r in sim.limits.regions}
+        self.queued: dict[str, SimJobState] = {}
+        self.queued_view: tuple[QueuedJob, ...] | None = None
+        self.heaps: dict[str, list] = {r: [] for r in sim.limits.regions}
+        self.idle: dict[str, dict[str, SimVm]] = {r: {} for r in sim.limits.regions}
+        self.vms: dict[str, SimVm] = {}
+        self.memory: dict = {}
+        self.last_tick, self.tick_at = -math.inf, None

@@ -1,0 +1,419 @@
+"""The discrete-event world: simulated regional MIGs, zone capacity, VMs, agents and jobs.
+
+One :class:`Simulation` runs one policy over one scenario and job trace on a simulated clock (a
+heap of events; nothing sleeps). What it models, per cluster:
+
+- **MIGs.** One regional MIG per region. A plan's ``add`` raises the target size (clamped to the
+  per-MIG and per-cluster limits; each VM refused is a limit violation) and creates that many
+  instances, visible at once as ``BOOTING``. ``delete`` removes exactly the named VMs and lowers the
+  target (``deleteInstances``); a BUSY VM is never deleted (each attempt is a busy-delete violation).
+- **Capacity.** An instance is placed in the MIG's zone with the most free capacity
+  (``CapacitySchedule``). With none free it stays BOOTING with ``creation_error=STOCKOUT`` and fails
+  again every ``retry_interval_s`` on a grid per MIG, each failure one ``MigError(STOCKOUT)``. Those
+  retries are evaluated lazily: only when capacity may have grown (a schedule step, or a VM gone
+  from that zone), so a month-long stockout costs a handful of events, not one every 30 s.
+- **Billing.** A VM costs from the moment it holds capacity (created) until it is gone, which is
+  ``delete_s`` after its deletion (DELETING still holds the capacity). Waiting for capacity is free.
+- **Boots.** A created VM boots after a draw from the scenario's distribution, then is IDLE. A
+  policy with ``ignores_capacity`` (the oracle) never waits for capacity, and each boot is the fastest
+  of one draw per region of the cluster, so it is a lower bound even for policies that hedge.
+- **Agents.** An IDLE VM takes the best queued job allowed in its region at once (highest
+  priority, then oldest); a submission goes to an idle VM of an allowed region (most recently idle
+  first) when there is one. A job runs its duration; the VM is IDLE again (warm reuse) unless the
+  policy is ``single_use``, in which case the VM is deleted right after its job.
+- **Preemptions** (optional): exponential lifetimes per created VM; a busy VM's job is queued again
+  (its first start still counts for time-to-start) and the MIG recreates the VM, as GCE does.
+- **Ticks.** Every ``tick_s`` for every cluster and right after submissions (same instant: one
+  tick). A tick builds a ``ClusterSnapshot`` (queued jobs, VMs with phases and ``since``, target
+  sizes, the MIG errors since the previous tick, the memory the previous plan returned, ``Timing``),
+  calls ``policy.plan`` once, and applies the plan. Compute API calls are counted as a real manager
+  makes them: per region 1 ``listManagedInstances`` + 1 ``listErrors``, plus 1 ``resize`` per region
+  that grows and 1 ``deleteInstances`` per region with deletions.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import random
+import time
+from datetime import timedelta
+
+from zen.local.compute.capacity import CapacitySchedule
+from zen.scaling.model import ClusterSnapshot, ErrorKind, MigError, Plan, Policy, QueuedJob, Vm, VmPhase
+from zen.sim.jobs import SimJob, sample
+from zen.sim.metrics import RunResult
+from zen.sim.state import SimClusterState as _Cluster, SimJobState as _Job, SimMig as _Mig, SimVm as _Vm
+from zen.sim.scenario import Scenario
+
+# Order of events at the same instant: capacity first, then VM changes, submissions, and ticks last
+# so a tick sees everything that happened at its instant.
+_RETRY, _GONE, _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK = range(7)
+_QUEUED, _RUNNING, _DONE = "QUEUED", "RUNNING", "DONE"
+_EPS = 1e-9
+
+
+class Simulation:
+    """One policy against one scenario and job trace; :meth:`run` returns a :class:`RunResult`."""
+
+    def __init__(self, scenario: Scenario, jobs: list[SimJob], policy: Policy, *,
+                 seed: int | None = None, horizon_s: float | None = None):
+        spec = scenario.spec
+        self.policy, self.scenario = policy, scenario
+        self.single_use = bool(getattr(policy, "single_use", False))
+        self.unlimited = bool(getattr(policy, "ignores_capacity", False))
+        self.capacity: CapacitySchedule = scenario.capacity
+        self.timing = scenario.timing
+        self.start = spec.start_time
+        seed = spec.seed if seed is None else seed
+        self.boot_rng, self.preempt_rng = random.Random(f"boot-{seed}"), random.Random(f"preempt-{seed}")
+        last_submit = max((j.submit_s for j in jobs), default=0.0)
+        self.horizon = horizon_s or spec.horizon_s or last_submit + spec.drain_s
+        self.clusters = {c.limits.name: _Cluster(c) for c in scenario.clusters}
+        self.jobs = [_Job(j) for j in jobs if j.submit_s <= self.horizon]
+        unknown = {j.spec.cluster for j in self.jobs} - set(self.clusters)
+        if unknown:
+            raise ValueError(f"jobs name cluster(s) the scenario does not define: {', '.join(sorted(unknown))}")
+        self.by_zone: dict[tuple[str, str], list[_Mig]] = {}
+        for cluster in self.clusters.values():
+            for mig in cluster.migs.values():
+                for zone in mig.zones:
+                    self.by_zone.setdefault((zone, mig.machine_type), []).append(mig)
+        self.used: dict[tuple[str, str], int] = {}
+        self.heap: list = []
+        self.seq = itertools.count()
+        self.names = itertools.count(1)
+        self.now = 0.0
+        self.result = RunResult(policy=policy.name, horizon_s=self.horizon)
+
+    # -- the loop -------------------------------------------------------------------------------
+    def _push(self, t: float, prio: int, fn, *args) -> None:
+        heapq.heappush(self.heap, (t, prio, next(self.seq), fn, args))
+
+    def run(self) -> RunResult:
+        wall = time.perf_counter()
+        for job in self.jobs:
+            self._push(job.spec.submit_s, _SUBMIT, self._submit, job)
+        self._push(0.0, _TICK, self._periodic_tick)
+        heap, pop = self.heap, heapq.heappop
+        while heap and heap[0][0] <= self.horizon:
+            t, _, _, fn, args = pop(heap)
+            self.now = t
+            fn(*args)
+        self.now = self.horizon
+        self._finish_run()
+        self.result.wall_s = time.perf_counter() - wall
+        return self.result
+
+    def _finish_run(self) -> None:
+        for cluster in self.clusters.values():
+            for vm in cluster.vms.values():
+                if vm.created_s is not None:
+                    self._account(vm, self.horizon)
+        self.result.starts = [(j.spec.submit_s, j.first_start_s) for j in self.jobs]
+        self.result.preempted_jobs = sum(1 for j in self.jobs if j.preempted)
+
+    def dt(self, t: float):
+        return self.start + timedelta(seconds=t)
+
+    # -- ticks ----------------------------------------------------------------------------------
+    def _periodic_tick(self) -> None:
+        for cluster in self.clusters.values():
+            self._tick(cluster)
+        self._push(self.now + self.scenario.spec.tick_s, _TICK, self._periodic_tick)
+
+    def _tick(self, cluster: _Cluster) -> None:
+        if cluster.last_tick == self.now:
+            return  # one tick per instant (the advisory lock makes a second one skip)
+        snapshot = self._snapshot(cluster)
+        started = time.perf_counter()
+        plan = self.policy.plan(snapshot)
+        self.result.planner_s += time.perf_counter() - started
+        self.result.ticks += 1
+        cluster.last_tick = self.now
+        self._apply(cluster, plan)
+
+    def _snapshot(self, cluster: _Cluster) -> ClusterSnapshot:
+        if cluster.queued_view is None:
+            cluster.queued_view = tuple(self._job_view(j) for j in cluster.queued.values())
+        errors: list[MigError] = []
+        for mig in cluster.migs.values():
+            errors.extend(mig.errors)
+            mig.errors = []
+            if mig.waiting:
+                self._retry_errors(mig, cluster.last_tick, self.now, errors)
+        return ClusterSnapshot(
+            now=self.dt(self.now), cluster=cluster.limits, queued=cluster.queued_view,
+            vms=tuple(self._vm_view(vm) for vm in cluster.vms.values()),
+            target_sizes={r: m.target for r, m in cluster.migs.items()},
+            errors=tuple(errors), memory=cluster.memory, timing=self.timing,
+        )
+
+    def _job_view(self, job: _Job) -> QueuedJob:
+        if job.view is None:
+            job.view = QueuedJob(job.spec.job_id, job.spec.regions, self.dt(job.spec.submit_s), job.spec.priority)
+        return job.view
+
+    def _vm_view(self, vm: _Vm) -> Vm:
+        if vm.view is None:
+            vm.view = Vm(vm.name, vm.mig.region, vm.phase, self.dt(vm.since), vm.zone,
+                         vm.job.spec.job_id if vm.job else None, vm.error)
+        return vm.view
+
+    def _apply(self, cluster: _Cluster, plan: Plan) -> None:
+        result, limits = self.result, cluster.limits
+        result.api_calls += 2 * len(cluster.migs)
+        deleted_in: set[str] = set()
+        for region, name in plan.delete:
+            vm = cluster.vms.get(name)
+            if vm is None or vm.mig.region != region or vm.phase is VmPhase.DELETING:
+                result.unknown_deletes += 1
+            elif vm.phase is VmPhase.BUSY:
+                result.busy_delete_attempts += 1
+            else:
+                self._delete(vm)
+                deleted_in.add(region)
+        result.api_calls += len(deleted_in)
+        for region, count in plan.add.items():
+            if count <= 0:
+                continue
+            mig = cluster.migs.get(region)
+            room = 0 if mig is None else min(limits.max_vms_per_region - len(mig.vms), limits.max_vms - len(cluster.vms))
+            allowed = max(0, min(count, room))
+            result.limit_violations += count - allowed
+            if allowed:
+                result.api_calls += 1
+                mig.target += allowed
+                for _ in range(allowed):
+                    self._create(mig)
+        cluster.memory = plan.memory
+
+    # -- instances and capacity -----------------------------------------------------------------
+    def _create(self, mig: _Mig) -> None:
+        vm = _Vm(f"{mig.name}-{next(self.names):06d}", mig, self.now)
+        mig.vms[vm.name] = vm
+        mig.cluster.vms[vm.name] = vm
+        self._attempt(mig, vm)
+
+    def _attempt(self, mig: _Mig, vm: _Vm) -> None:
+        zone = self._free_zone(mig)
+        if zone is not None:
+            self._place(mig, vm, zone)
+            return
+        vm.wait_since, vm.error, vm.view = self.now, ErrorKind.STOCKOUT, None
+        mig.errors.append(MigError(mig.region, ErrorKind.STOCKOUT, self.dt(self.now), vm.name))
+        if not mig.waiting:
+            mig.anchor = self.now
+        mig.waiting[vm.name] = vm
+        self._schedule_retry(mig)
+
+    def _free_zone(self, mig: _Mig) -> str | None:
+        if self.unlimited:
+            mig.round_robin += 1
+            return mig.zones[mig.round_robin % len(mig.zones)]
+        best, best_free = None, 0
+        for zone in mig.zones:
+            free = self.capacity.capacity(zone, mig.machine_type, self.now) - self.used.get((zone, mig.machine_type), 0)
+            if free > best_free:
+                best, best_free = zone, free
+        return best
+
+    def _place(self, mig: _Mig, vm: _Vm, zone: str) -> None:
+        key = (zone, mig.machine_type)
+        self.used[key] = self.used.get(key, 0) + 1
+        if vm.wait_since is not None:
+            # The failures since the last tick up to now (exclusive) still belong in listErrors.
+            self._retry_errors(mig, mig.cluster.last_tick, self.now - _EPS, mig.errors, only=vm)
+            del mig.waiting[vm.name]
+        vm.zone, vm.created_s, vm.error, vm.wait_since, vm.view = zone, self.now, None, None, None
+        self.result.vms_created += 1
+        self._billed(+1)
+        draws = len(mig.cluster.migs) if self.unlimited else 1
+        delay = min(sample(self.scenario.spec.boot, self.boot_rng) for _ in range(draws))
+        vm.epoch += 1
+        self._push(self.now + delay, _BOOTED, self._booted, vm, vm.epoch)
+        rate = self.scenario.spec.preemption.rate_per_hour
+        if rate > 0:
+            life = self.preempt_rng.expovariate(rate / 3600.0)
+            if self.now + life <= self.horizon:
+                self._push(self.now + life, _PREEMPT, self._preempt, vm, self.now)
+
+    def _retry_errors(self, mig: _Mig, after: float, until: float, out: list, only: _Vm | None = None) -> None:
+        """One STOCKOUT error per waiting instance per retry in ``(after, until]``."""
+        step = self.scenario.spec.retry_interval_s
+        for vm in (only,) if only else mig.waiting.values():
+            low = max(after, vm.wait_since)
+            first = math.floor((low - mig.anchor) / step + _EPS) + 1
+            last = math.floor((until - mig.anchor) / step + _EPS)
+            for k in range(first, last + 1):
+                out.append(MigError(mig.region, ErrorKind.STOCKOUT, self.dt(mig.anchor + k * step), vm.name))
+
+    def _next_grid(self, mig: _Mig, t: float) -> float:
+        step = self.scenario.spec.retry_interval_s
+        return mig.anchor + math.ceil((t - mig.anchor) / step - _EPS) * step
+
+    def _schedule_retry(self, mig: _Mig) -> None:
+        """After a failed attempt: retry when some zone's capacity next changes (frees also trigger)."""
+        changes = [t for zone in mig.zones
+                   if (t := self.capacity.next_change(zone, mig.machine_type, self.now)) is not None]
+        if changes:
+            self._retry_at(mig, self._next_grid(mig, min(changes)))
+
+    def _retry_at(self, mig: _Mig, t: float) -> None:
+        if mig.retry_at is not None and self.now <= mig.retry_at <= t:
+            return
+        mig.retry_at = t
+        self._push(t, _RETRY, self._retry, mig, t)
+
+    def _retry(self, mig: _Mig, t: float) -> None:
+        if mig.retry_at != t:
+            return  # superseded by an earlier retry
+        mig.retry_at = None
+        for vm in list(mig.waiting.values()):
+            zone = self._free_zone(mig)
+            if zone is None:
+                break
+            self._place(mig, vm, zone)
+        if mig.waiting:
+            self._schedule_retry(mig)
+
+    def _capacity_freed(self, zone: str, machine_type: str) -> None:
+        for mig in self.by_zone.get((zone, machine_type), ()):
+            if mig.waiting:
+                self._retry_at(mig, self._next_grid(mig, self.now))
+
+    def _billed(self, delta: int) -> None:
+        result = self.result
+        result.billed_now += delta
+        result.peak_vms = max(result.peak_vms, result.billed_now)
+        series = result.vm_series
+        if series and series[-1][0] == self.now:
+            series[-1] = (self.now, result.billed_now)
+        else:
+            series.append((self.now, result.billed_now))
+
+    def _account(self, vm: _Vm, end: float) -> None:
+        """Add one VM incarnation's paid and wasted seconds (waste: all of it if it never ran a job,
+        else the time it sat idle or was being deleted; its boot served a job)."""
+        paid = end - vm.created_s
+        busy = vm.busy_s + (end - vm.job_start_s if vm.job is not None else 0.0)
+        self.result.vm_seconds += paid
+        if vm.jobs_run == 0 and vm.job is None:
+            self.result.wasted_seconds += paid
+        else:
+            self.result.wasted_seconds += paid - busy - (vm.booted_s - vm.created_s)
+
+    def _delete(self, vm: _Vm) -> None:
+        mig, cluster = vm.mig, vm.mig.cluster
+        mig.target -= 1
+        vm.epoch += 1
+        if vm.phase is VmPhase.IDLE:
+            cluster.idle[mig.region].pop(vm.name, None)
+        if vm.created_s is None:  # never got capacity: gone at once, never paid
+            mig.waiting.pop(vm.name, None)
+            del mig.vms[vm.name], cluster.vms[vm.name]
+            return
+        vm.phase, vm.since, vm.view = VmPhase.DELETING, self.now, None
+        delete_s = self.scenario.spec.delete_s
+        if delete_s > 0:
+            self._push(self.now + delete_s, _GONE, self._gone, vm)
+        else:
+            self._gone(vm)
+
+    def _gone(self, vm: _Vm) -> None:
+        mig = vm.mig
+        self._account(vm, self.now)
+        self._release(vm)
+        del mig.vms[vm.name], mig.cluster.vms[vm.name]
+        self._capacity_freed(vm.zone, mig.machine_type)
+
+    def _release(self, vm: _Vm) -> None:
+        key = (vm.zone, vm.mig.machine_type)
+        self.used[key] -= 1
+        self._billed(-1)
+
+    # -- agents and jobs ------------------------------------------------------------------------
+    def _booted(self, vm: _Vm, epoch: int) -> None:
+        if vm.epoch != epoch:
+            return
+        vm.phase, vm.since, vm.booted_s, vm.view = VmPhase.IDLE, self.now, self.now, None
+        self._on_idle(vm)
+
+    def _on_idle(self, vm: _Vm) -> None:
+        cluster, region = vm.mig.cluster, vm.mig.region
+        heap = cluster.heaps[region]
+        while heap:
+            _, _, qseq, job = heapq.heappop(heap)
+            if job.state is _QUEUED and job.qseq == qseq:
+                self._start(vm, job)
+                return
+        cluster.idle[region][vm.name] = vm
+
+    def _start(self, vm: _Vm, job: _Job) -> None:
+        cluster = vm.mig.cluster
+        job.state = _RUNNING
+        if job.first_start_s is None:
+            job.first_start_s = self.now
+        del cluster.queued[job.spec.job_id]
+        cluster.queued_view = None
+        vm.phase, vm.since, vm.job, vm.job_start_s, vm.view = VmPhase.BUSY, self.now, job, self.now, None
+        vm.epoch += 1
+        self._push(self.now + job.spec.duration_s, _FINISH, self._finish, vm, vm.epoch)
+
+    def _finish(self, vm: _Vm, epoch: int) -> None:
+        if vm.epoch != epoch:
+            return
+        vm.job.state = _DONE
+        vm.busy_s += self.now - vm.job_start_s
+        vm.jobs_run += 1
+        vm.job = vm.job_start_s = None
+        if self.single_use:
+            vm.phase = VmPhase.IDLE  # for the instant of its deletion
+            self._delete(vm)
+            return
+        vm.phase, vm.since, vm.view = VmPhase.IDLE, self.now, None
+        vm.epoch += 1
+        self._on_idle(vm)
+
+    def _offer(self, job: _Job) -> None:
+        """An idle VM in an allowed region takes the job at once; otherwise it is queued."""
+        cluster = self.clusters[job.spec.cluster]
+        job.state = _QUEUED
+        for region in job.spec.regions:
+            idle = cluster.idle.get(region)
+            if idle:
+                _, vm = idle.popitem()  # the most recently idle
+                cluster.queued[job.spec.job_id] = job
+                self._start(vm, job)
+                return
+        job.qseq = next(self.seq)
+        cluster.queued[job.spec.job_id] = job
+        cluster.queued_view = None
+        for region in job.spec.regions:
+            heapq.heappush(cluster.heaps[region], (-job.spec.priority, job.spec.submit_s, job.qseq, job))
+
+    def _submit(self, job: _Job) -> None:
+        self._offer(job)
+        cluster = self.clusters[job.spec.cluster]
+        if cluster.tick_at != self.now:
+            cluster.tick_at = self.now
+            self._push(self.now, _TICK, self._tick, cluster)
+
+    def _preempt(self, vm: _Vm, created_s: float) -> None:
+        if vm.created_s != created_s or vm.phase is VmPhase.DELETING or vm.mig.vms.get(vm.name) is not vm:
+            return
+        self.result.preemptions += 1
+        mig, job = vm.mig, vm.job
+        self._account(vm, self.now)
+        self._release(vm)
+        if vm.phase is VmPhase.IDLE:
+            mig.cluster.idle[mig.region].pop(vm.name, None)
+        zone = vm.zone
+        vm.epoch += 1
+        vm._reset(self.now)  # the MIG recreates the instance under the same name
+        if job is not None:
+            job.preempted += 1
+            self._offer(job)
+        self._attempt(mig, vm)
+        self._capacity_freed(zone, mig.machine_type)

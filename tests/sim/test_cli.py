@@ -1,0 +1,96 @@
+"""``zen simulate`` (zen.sim.cli), scenario validation, and the job trace readers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from zen.local.compute.yamllines import ScenarioError
+from zen.sim.cli import main
+from zen.sim.jobs import JobTraceError, load_jobs
+from zen.sim.metrics import JSON_KEYS
+from zen.sim.scenario import TraceUnavailable, load_scenario, parse_scenario, traces_dir
+
+from tests.sim.helpers import scenario
+
+PHILLY = traces_dir() / "philly-jobs" / "philly_jobs_ge4gpu.csv"
+GCP = traces_dir() / "gcp-a100-availability"
+
+
+def test_json_output_has_exactly_the_documented_keys(capsys):
+    assert main(["--scenario", "all-out-30min", "--policies", "oracle,failover", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert list(out) == ["policies"]
+    assert set(out["policies"]) == {"oracle", "failover"}
+    for summary in out["policies"].values():
+        assert tuple(summary) == JSON_KEYS
+
+
+def test_table_and_reports(tmp_path, capsys):
+    assert main(["--scenario", "burst-200", "--policies", "oracle,single-region", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "oracle" in out and "p95 s" in out
+    for name in ("summary.csv", "report.json", "starts.csv", "vms.csv"):
+        assert (tmp_path / name).stat().st_size > 0
+    assert "plot.png" in out  # written, or a message saying why not
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["policies"]["oracle"]["jobs"] == 200
+
+
+def test_bad_scenario_is_rejected_with_the_line(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("clusters:\n  - {name: x, gpu_count: 4, regions: [us-central1],\n"
+                   "     max_vms_per_region: -1, max_vms: 4}\nboot: {dist: fixed, s: 60}\n")
+    assert main(["--scenario", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.yaml line 3" in err and "max_vms_per_region must be >= 0" in err
+    with pytest.raises(ScenarioError, match="unknown field 'capacityy'"):
+        parse_scenario("clusters: [{name: x, gpu_count: 4, regions: [r1], max_vms_per_region: 1, max_vms: 1}]\n"
+                       "capacityy: {}\n")
+    with pytest.raises(ScenarioError, match="unknown timing field"):
+        parse_scenario("clusters: [{name: x, gpu_count: 4, regions: [r1], max_vms_per_region: 1, max_vms: 1}]\n"
+                       "timing: {idle_timeout: 5}\n")
+
+
+def test_unknown_policy_and_bad_jobs_are_rejected(tmp_path, capsys):
+    assert main(["--policies", "nope"]) == 2
+    assert "unknown policy nope" in capsys.readouterr().err
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("job_id,submit_s,duration_s,cluster,regions,priority\na,0,60,nosuch,,\n")
+    assert main(["--scenario", "burst-200", "--jobs", str(jobs)]) == 2
+    assert "unknown cluster 'nosuch'" in capsys.readouterr().err
+
+
+def test_zen_job_csv_keeps_cluster_preference_order(tmp_path):
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("job_id,submit_s,duration_s,cluster,regions,priority\n"
+                    "b,10,60,4xa100,europe-west4;us-central1,5\na,0,120,4xa100,,\n")
+    loaded = load_jobs(scenario(), str(jobs))
+    assert [j.job_id for j in loaded] == ["a", "b"]
+    assert loaded[1].regions == ("us-central1", "europe-west4") and loaded[1].priority == 5
+    jobs.write_text("job_id,submit_s,duration_s,cluster,regions\na,0,60,4xa100,asia-east1\n")
+    with pytest.raises(JobTraceError, match="not regions of 4xa100"):
+        load_jobs(scenario(), str(jobs))
+
+
+@pytest.mark.skipif(not PHILLY.exists(), reason="Philly trace absent")
+def test_philly_trace_loads_compressed_and_mapped_to_clusters():
+    sc = load_scenario("region-out")
+    jobs = load_jobs(sc, "philly", compression=10, max_jobs=200)
+    assert len(jobs) == 200
+    assert jobs[0].submit_s == 0 and all(a.submit_s <= b.submit_s for a, b in zip(jobs, jobs[1:]))
+    assert {j.cluster for j in jobs} <= {"4xa100", "8xa100"}
+    assert min(j.duration_s for j in jobs) >= 60  # >= 10 min of trace, compressed 10x
+
+
+@pytest.mark.skipif(not GCP.exists(), reason="GCP A100 trace absent")
+def test_gcp_trace_replay_scenario_loads_and_skips_cleanly_without_traces(monkeypatch, capsys):
+    sc = load_scenario("gcp-a100-trace")
+    assert sc.capacity.capacity("us-east1-b", "a2-highgpu-8g", 1000) == 0
+    assert sc.capacity.capacity("europe-west4-a", "a2-highgpu-8g", 1000) >= 4
+    monkeypatch.setenv("ZEN_TRACES_DIR", "/nonexistent-traces")
+    with pytest.raises(TraceUnavailable):
+        load_scenario("gcp-a100-trace")
+    assert main(["--scenario", "gcp-a100-trace"]) == 3
+    assert "absent" in capsys.readouterr().err

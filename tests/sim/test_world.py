@@ -1,0 +1,128 @@
+"""Behaviour of the simulated world and the baseline policies (deterministic given a seed)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from zen.scaling.model import ErrorKind, VmPhase
+from zen.sim.jobs import load_jobs
+from zen.sim.policies import BASELINES, Oracle, SingleRegion, available_policies, make_policy
+from zen.sim.runner import run_policies
+from zen.sim.scenario import load_scenario
+from zen.sim.world import Simulation
+
+from tests.sim.helpers import Greedy, Recording, scenario
+
+REGION_OUT = """schedule:
+    - {at_s: 0, zone: us-central1-a, capacity: 0}
+  default: 4"""
+
+
+def run(sc, policy, **kw):
+    return Simulation(sc, load_jobs(sc), policy, **kw).run()
+
+
+def test_oracle_is_never_slower_than_the_others():
+    sc = load_scenario("region-out")
+    results = run_policies(sc, load_jobs(sc), list(BASELINES) + ["zen"])
+    oracle = results["oracle"].summary()
+    for name, result in results.items():
+        summary = result.summary()
+        for key in ("p50_start_s", "p95_start_s", "p99_start_s"):
+            assert oracle[key] <= summary[key], (name, key)
+
+
+def test_ask_every_region_boots_more_vms_than_jobs_when_several_regions_have_capacity():
+    sc = scenario("default: 4")
+    result = run(sc, make_policy("ask-every-region"))
+    started = sum(1 for _, start in result.starts if start is not None)
+    assert result.summary()["never_started"] == 0
+    assert result.vms_created > started * 1.5  # several regions answer each ask
+    assert run(sc, Oracle()).vms_created < started  # warm reuse needs fewer boots
+
+
+def test_single_region_never_starts_a_job_when_its_region_is_out_for_the_whole_run():
+    sc = scenario(REGION_OUT)
+    summary = run(sc, SingleRegion()).summary()
+    assert summary["never_started"] == 40
+    assert summary["vm_minutes"] == 0  # instances waiting for capacity cost nothing
+    other = run(sc, make_policy("failover")).summary()
+    assert other["never_started"] == 0
+
+
+def test_stockouts_show_as_booting_instances_with_errors_every_retry():
+    sc = scenario(REGION_OUT)
+    policy = Recording(SingleRegion())
+    run(sc, policy)
+    stuck = [vm for s in policy.snapshots for vm in s.vms if vm.region == "us-central1"]
+    assert stuck and all(vm.phase is VmPhase.BOOTING and vm.creation_error is ErrorKind.STOCKOUT for vm in stuck)
+    errors = [e for s in policy.snapshots for e in s.errors]
+    assert errors and {e.region for e in errors} == {"us-central1"}
+    per_vm = Counter(e.instance for e in errors)
+    # each waiting instance fails every 30 s: about two errors per 60 s tick, never repeated
+    assert max(per_vm.values()) > 100
+    assert len({(e.instance, e.at) for e in errors}) == len(errors)
+
+
+def test_capacity_returning_boots_the_waiting_instance():
+    sc = scenario("""schedule:
+    - {at_s: 0, zone: us-central1-a, capacity: 0}
+    - {at_s: 1800, zone: us-central1-a, capacity: 4}
+  default: 0""")
+    result = run(sc, SingleRegion())
+    starts = [start for _, start in result.starts if start is not None]
+    assert len(starts) >= 8  # the region's 4 VMs, reused
+    assert min(starts) >= 1800
+    assert min(starts) < 1800 + 30 + 600  # next retry, then a boot
+
+
+def test_busy_vms_are_never_deleted_and_limits_never_exceeded():
+    sc = scenario("default: unlimited", per_region=3, max_vms=5)
+    policy = Greedy()
+    result = run(sc, policy)
+    assert result.busy_delete_attempts > 0
+    assert result.limit_violations > 0
+    assert result.peak_vms <= 5
+    for snapshot in policy.snapshots:
+        per_region = Counter(vm.region for vm in snapshot.vms)
+        assert all(n <= 3 for n in per_region.values())
+        assert len(snapshot.vms) <= 5
+        assert all(size <= 3 for size in snapshot.target_sizes.values())
+    assert any(start is not None for _, start in result.starts)  # busy VMs survived to run jobs
+
+
+@pytest.mark.parametrize("name", ["region-out", "burst-200"])
+def test_policies_respect_limits_and_never_delete_busy_vms(name):
+    sc = load_scenario(name)
+    for policy_name, result in run_policies(sc, load_jobs(sc), available_policies()).items():
+        assert result.limit_violations == 0, policy_name
+        assert result.busy_delete_attempts == 0, policy_name
+
+
+def test_same_seed_same_results_and_another_seed_differs():
+    sc = scenario("default: 2")
+    first = run(sc, make_policy("failover")).summary()
+    assert run(sc, make_policy("failover")).summary() == first
+    assert run(sc, make_policy("failover"), seed=99).summary() != first
+
+
+def test_warm_reuse_starts_back_to_back_jobs_at_once():
+    sc = scenario("default: 4", jobs="""
+  kind: synthetic
+  count: 30
+  arrivals: {kind: poisson, rate_per_hour: 60}
+  duration: {dist: fixed, s: 60}""")
+    oracle = run(sc, Oracle()).summary()
+    ask = run(sc, make_policy("ask-every-region")).summary()
+    assert oracle["p50_start_s"] == 0  # an idle VM was waiting
+    assert ask["p50_start_s"] > 0  # single-use VMs: every job waits for a boot
+    assert oracle["wasted_vm_minutes"] > 0  # idle time before the idle timeout is paid
+
+
+def test_preemptions_requeue_jobs_and_vms_are_recreated():
+    sc = scenario("default: 4", extra="preemption: {rate_per_hour: 2.0}")
+    result = run(sc, Oracle())
+    assert result.preemptions > 0
+    assert result.summary()["never_started"] == 0
