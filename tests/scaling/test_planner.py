@@ -86,12 +86,24 @@ def test_a_vm_booting_past_the_spill_deadline_spills_its_job():
     assert plan.delete == []  # kept as the region's probe
 
 
-def test_busy_vms_are_never_deleted_and_idle_ones_only_after_the_timeout():
+def test_busy_vms_are_never_deleted_and_idle_ones_go_after_the_grace_when_no_jobs_come():
     vms = [vm("busy", "us-central1", VmPhase.BUSY, since=0, job="x"),
            vm("idle-old", "us-west1", VmPhase.IDLE, since=0),
-           vm("idle-new", "us-central1", VmPhase.IDLE, since=900)]
+           vm("idle-new", "us-central1", VmPhase.IDLE, since=990)]
     plan = ZenPlanner().plan(snap(1000, vms=vms))
-    assert plan.delete == [("us-west1", "idle-old")]
+    assert plan.delete == [("us-west1", "idle-old")]  # idle-new is within its grace
+
+
+def test_a_warm_pool_sized_by_the_arrival_rate_is_kept_until_the_idle_timeout():
+    vms = [vm(f"idle-{i}", "us-central1", VmPhase.IDLE, since=0) for i in range(3)]
+    # 60 arrivals an hour x a 120 s boot: about 2 jobs arrive while a new VM would boot.
+    busy_hour = ClusterSnapshot(now=at(200), cluster=LIMITS, queued=(), vms=tuple(vms),
+                                target_sizes={"us-central1": 3}, timing=Timing(), arrivals_last_hour=60)
+    plan = ZenPlanner().plan(busy_hour)
+    assert len(plan.delete) == 1 and "beyond the warm pool of 2" in plan.decisions[-1].reason
+    later = ClusterSnapshot(now=at(Timing().idle_timeout_s + 1), cluster=LIMITS, queued=(), vms=tuple(vms[:2]),
+                            target_sizes={"us-central1": 2}, timing=Timing(), arrivals_last_hour=60)
+    assert len(ZenPlanner().plan(later).delete) == 2
 
 
 def test_min_vms_are_kept_and_filled():

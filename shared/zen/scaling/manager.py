@@ -15,8 +15,9 @@ overlap; a second one skips):
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import asdict, dataclass, field, fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Callable
 
 from zen.clock import Clock
@@ -67,7 +68,7 @@ class ClusterManager:
         self._migs = migs
         self._clock = clock
         self._timing = timing
-        self._policy = policy or ZenPlanner()
+        self.policy = policy or ZenPlanner()
 
     def run(self) -> ClusterReport:
         report = ClusterReport(self.cluster.name)
@@ -77,7 +78,7 @@ class ClusterManager:
                 return report
             try:
                 snapshot, zones = self.snapshot(report)
-                plan = self._policy.plan(snapshot)
+                plan = self.policy.plan(snapshot)
                 self.apply(plan, snapshot, zones, report)
                 self.record(plan, report)
             finally:
@@ -96,6 +97,7 @@ class ClusterManager:
             held = {r["vm"]: r["job_id"] for r in session.run("held_vms_of_cluster", cluster=name)}
             agents = {r["name"]: r for r in session.run("vms_of_cluster", cluster=name)}
             memory = {r["region"]: memory_from_json(r["memory"]) for r in session.run("scaling_memory", cluster=name)}
+            arrivals = session.one("arrivals_since", cluster=name, since=now - timedelta(hours=1))["n"]
         vms: list[Vm] = []
         targets: dict[str, int] = {}
         errors = []
@@ -121,7 +123,8 @@ class ClusterManager:
         limits = ClusterLimits(name, tuple(self.cluster.regions), self.cluster.max_vms_per_region,
                                self.cluster.max_vms, self.cluster.min_vms)
         snapshot = ClusterSnapshot(now=now, cluster=limits, queued=queued, vms=tuple(vms), target_sizes=targets,
-                                   errors=tuple(errors), memory=memory, timing=self._timing)
+                                   errors=tuple(errors), memory=memory, timing=self._timing,
+                                   arrivals_last_hour=arrivals)
         return snapshot, zones
 
     @staticmethod
@@ -208,7 +211,9 @@ class ClusterOrchestrator:
     """
 
     def __init__(self, config: ZenConfig, db: Database, clock: Clock,
-                 mig_factory: Callable[[str, str, str], MigManager], policy: Policy | None = None):
+                 mig_factory: Callable[[str, str, str], MigManager], policy: Policy | None = None,
+                 sleep: Callable[[float], None] = time.sleep):
+        self._sleep = sleep
         self._config = config
         self._db = db
         self._clock = clock
@@ -228,8 +233,16 @@ class ClusterOrchestrator:
         return {cluster.name: self.scale(cluster.name) for cluster in self._config.clusters}
 
     def scale(self, cluster: str) -> ClusterReport:
+        """One pass; when it asked for VMs, a follow-up pass ``follow_up_s`` later (the policy's), so
+        a stockout on the new instances moves demand on within seconds, not at the next tick."""
         try:
-            return self.manager(cluster).run()
+            manager = self.manager(cluster)
+            report = manager.run()
+            follow_up = getattr(manager.policy, "follow_up_s", None)
+            if report.added and follow_up:
+                self._sleep(follow_up)
+                report = manager.run()
+            return report
         except Exception as exc:  # noqa: BLE001 - logged; the next tick tries again
             log.exception("scaling pass failed", extra={"cluster": cluster})
             return ClusterReport(cluster, errors=[str(exc)])

@@ -87,6 +87,8 @@ class Timing:
     block_s: float = 180  # first stockout block (Karpenter remembers 3 minutes); doubles per strike
     max_block_s: float = 900
     spill_after_s: float = 240  # a VM booting this long has not delivered: its demand spills over
+    boot_estimate_s: float = 120  # how long a new VM takes to be usable (sizes the warm pool)
+    idle_grace_s: float = 30  # an idle VM outside the warm pool goes after this
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,7 @@ class ClusterSnapshot:
     errors: tuple[MigError, ...] = ()  # recent MIG errors (may repeat ones seen before)
     memory: dict[str, RegionMemory] = field(default_factory=dict)
     timing: Timing = Timing()
+    arrivals_last_hour: int = 0  # jobs submitted to this cluster in the last hour (sizes the warm pool)
 
 
 class Action(str, enum.Enum):
@@ -134,5 +137,8 @@ class Plan:
 
 class Policy(Protocol):
     name: str
+    # Seconds after a plan that asked for VMs to plan once more (so a stockout on the new
+    # instances is seen in seconds rather than at the next tick); None: no follow-up.
+    follow_up_s: float | None
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan: ...

@@ -15,9 +15,14 @@ How it decides, per cluster, each tick:
    it boots, which lifts the block. Other stuck instances are deleted (they would boot later into
    idleness). While a region's probe is pending its block is extended rather than re-tested with
    real demand.
-5. **Shrink** only idle VMs, idle longer than ``idle_timeout_s``, not needed by queued demand,
-   keeping ``min_vms`` (in the most preferred regions). Busy VMs are never deleted; booting ones only
-   when stuck.
+5. **Shrink** only idle VMs not needed by queued demand, keeping ``min_vms`` (in the most preferred
+   regions). A *warm pool* as large as the jobs expected while a new VM boots (arrival rate over the
+   last hour x ``boot_estimate_s``) is kept for ``idle_timeout_s``: reusing a warm VM saves a boot's
+   cost and wait. Idle VMs beyond the pool go after ``idle_grace_s``: at the arrival rate seen,
+   keeping them would cost more than the boot they might save. Busy VMs are never deleted; booting
+   ones only when stuck.
+6. **Follow up.** When it asked for VMs, the manager plans again ``follow_up_s`` later, so a stockout
+   on the new instances moves demand on within seconds instead of at the next tick.
 Every decision carries a reason.
 """
 
@@ -36,6 +41,7 @@ _CAPACITY_ERRORS = (ErrorKind.STOCKOUT, ErrorKind.QUOTA)
 
 class ZenPlanner:
     name = "zen"
+    follow_up_s = 15.0
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
         return _Planning(snapshot).run()
@@ -198,21 +204,30 @@ class _Planning:
     def shrink_idle(self) -> None:
         min_vms = self.s.cluster.min_vms
         alive = sum(1 for vm in self.s.vms if vm.phase is not VmPhase.DELETING) - len(self.plan.delete)
-        # Least preferred regions first, then the longest idle.
+        warm_pool = round(self.s.arrivals_last_hour / 3600 * self.timing.boot_estimate_s)
+        # Keep the most preferred regions' and the most recently idle VMs; consider the others first.
         order = {r: i for i, r in enumerate(self.regions)}
         idle = sorted((vm for vm in self.s.vms if vm.phase is VmPhase.IDLE),
                       key=lambda vm: (-order.get(vm.region, 0), vm.since))
         spare = {r: sum(vm.phase is VmPhase.IDLE for vm in self.by_region[r]) - self.idle_needed.get(r, 0)
                  for r in self.regions}
+        unneeded = sum(max(0, n) for n in spare.values())
         for vm in idle:
             if alive <= min_vms:
                 break
-            if spare.get(vm.region, 0) <= 0 or self._age(vm) < self.timing.idle_timeout_s:
+            if spare.get(vm.region, 0) <= 0:
+                continue
+            in_pool = unneeded <= warm_pool
+            limit = self.timing.idle_timeout_s if in_pool else self.timing.idle_grace_s
+            if self._age(vm) < limit:
                 continue
             spare[vm.region] -= 1
+            unneeded -= 1
             alive -= 1
             self.plan.delete.append((vm.region, vm.name))
-            self._decide(Action.DELETE, vm.region, f"idle for {self._age(vm):.0f}s and not needed", vm=vm.name)
+            why = "warm pool timeout" if in_pool else f"beyond the warm pool of {warm_pool}"
+            self._decide(Action.DELETE, vm.region, f"idle for {self._age(vm):.0f}s and not needed ({why})",
+                         vm=vm.name)
 
     def run(self) -> Plan:
         self.learn()

@@ -96,6 +96,7 @@ def _prepared(queued: tuple[QueuedJob, ...]) -> tuple[list[QueuedJob], dict[tupl
 
 class AskEveryRegion:
     name = "ask-every-region"
+    follow_up_s = None
     single_use = True
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
@@ -133,6 +134,7 @@ class _DemandSized:
     picks; idle VMs go after ``idle_timeout_s`` (keeping ``min_vms``)."""
 
     name = "demand-sized"
+    follow_up_s = None
 
     def candidates(self, regions: tuple[str, ...], snapshot: ClusterSnapshot,
                    memory: dict[str, RegionMemory]) -> tuple[str, ...]:
@@ -195,6 +197,7 @@ class _DemandSized:
 
 class Failover(_DemandSized):
     name = "failover"
+    follow_up_s = None
 
     def candidates(self, regions, snapshot, memory):
         return tuple(r for r in regions if not _blocked(memory.get(r), snapshot))
@@ -225,6 +228,7 @@ class Failover(_DemandSized):
 
 class SingleRegion(_DemandSized):
     name = "single-region"
+    follow_up_s = None
 
     def candidates(self, regions, snapshot, memory):
         return regions[:1]
@@ -232,6 +236,7 @@ class SingleRegion(_DemandSized):
 
 class Oracle(_DemandSized):
     name = "oracle"
+    follow_up_s = None
     ignores_capacity = True
 
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+from collections import deque
 
 from zen.scaling.model import MigError, QueuedJob, VmPhase
 from zen.sim.jobs import SimJob
@@ -59,3 +60,4 @@ class SimClusterState:
         self.vms: dict[str, SimVm] = {}
         self.memory: dict = {}
         self.last_tick, self.tick_at = -math.inf, None
+        self.arrivals: deque[float] = deque()  # submission times, for the planner's warm pool

@@ -148,7 +148,14 @@ class Simulation:
             vms=tuple(self._vm_view(vm) for vm in cluster.vms.values()),
             target_sizes={r: m.target for r, m in cluster.migs.items()},
             errors=tuple(errors), memory=cluster.memory, timing=self.timing,
+            arrivals_last_hour=self._arrivals_last_hour(cluster),
         )
+
+    def _arrivals_last_hour(self, cluster: _Cluster) -> int:
+        arrivals = cluster.arrivals
+        while arrivals and arrivals[0] < self.now - 3600:
+            arrivals.popleft()
+        return len(arrivals)
 
     def _job_view(self, job: _Job) -> QueuedJob:
         if job.view is None:
@@ -188,6 +195,9 @@ class Simulation:
                 for _ in range(allowed):
                     self._create(mig)
         cluster.memory = plan.memory
+        follow_up = getattr(self.policy, "follow_up_s", None)
+        if follow_up and any(count > 0 for count in plan.add.values()):
+            self._push(self.now + follow_up, _TICK, self._tick, cluster)
 
     # -- instances and capacity -----------------------------------------------------------------
     def _create(self, mig: _Mig) -> None:
@@ -396,6 +406,7 @@ class Simulation:
     def _submit(self, job: _Job) -> None:
         self._offer(job)
         cluster = self.clusters[job.spec.cluster]
+        cluster.arrivals.append(self.now)
         if cluster.tick_at != self.now:
             cluster.tick_at = self.now
             self._push(self.now, _TICK, self._tick, cluster)

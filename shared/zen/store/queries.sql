@@ -195,3 +195,6 @@ SELECT pg_try_advisory_lock(hashtext('zen-scale:' || :cluster)) AS locked;
 
 -- name: cluster_unlock
 SELECT pg_advisory_unlock(hashtext('zen-scale:' || :cluster)) AS unlocked;
+
+-- name: arrivals_since
+SELECT count(*) AS n FROM jobs WHERE cluster = :cluster AND submitted_at > :since;
