@@ -138,6 +138,12 @@ def cmd_explain(args) -> int:
     return 0
 
 
+def cmd_agent(args, rest: list[str]) -> int:
+    from zen.agent.__main__ import main as agent_main
+
+    return agent_main(rest) or 0
+
+
 def cmd_simulate(args, rest: list[str]) -> int:
     from zen.sim.cli import main as simulate_main
 
@@ -210,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
     local = sub.add_parser("local", add_help=False, help="local stand-ins for Google Cloud (arguments pass through)")
     local.add_argument("component", choices=["up", "down", "pubsub", "compute", "bridge"])
     local.set_defaults(func=cmd_local, passthrough=True)
+
+    agent = sub.add_parser("agent", add_help=False, help="the VM agent: pull, claim, run, heartbeat")
+    agent.set_defaults(func=cmd_agent, passthrough=True)
 
     simulate = sub.add_parser("simulate", add_help=False, help="replay traces against the planner and baselines")
     simulate.set_defaults(func=cmd_simulate, passthrough=True)

@@ -111,8 +111,10 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         current = JobStatus.ASSIGNED
     elif job.vm != hb.vm:
         if hb.status is AgentStatus.CLAIMED:
+            # An ordinary race (every copy of a start message is claimed by someone): not worth a
+            # rejection record or a user event; the loser is told to drop its copy.
             decision.controls.append(_control(job, hb, ControlAction.RELEASE, f"claimed by {job.vm}"))
-            decision.ignored = f"claim by {hb.vm} lost: attempt {job.attempt} is held by {job.vm}"
+            decision.duplicate = True
         elif hb.status is AgentStatus.RUNNING:
             decision.controls.append(_control(job, hb, ControlAction.STOP, f"attempt is held by {job.vm}"))
             decision.ignored = f"{hb.vm} reports attempt {job.attempt} that is held by {job.vm}"

@@ -88,11 +88,17 @@ def run(home: Path = Path(".zen/demo"), base_port: int = 8185, second_wave: bool
                        tick_every_s=2.0, ports=Ports.from_base(base_port), fresh=True,
                        agent_env={"ZEN_AGENT_HEARTBEAT_S": "2", "ZEN_AGENT_STOP_GRACE_S": "2"})
     record = stack.up()
-    os.environ.update(record["env"])
+    saved = {key: os.environ.get(key) for key in record["env"]}
+    os.environ.update(record["env"])  # the official clients find the stand-ins through these
     try:
         return _play(stack, second_wave, progress, timeout_s)
     finally:
         stack.down()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float) -> DemoResult:

@@ -1,0 +1,20 @@
+"""The VM agent: one per GPU VM, run as ``python -m zen.agent`` (``zen agent``).
+
+It pulls one start message at a time from its (cluster, region) subscription on ``zen-job-start``,
+claims the attempt with a CLAIMED heartbeat while keeping the message leased, and waits on its own
+control subscription (``zen-vm-control``, filtered to its VM name) for the scheduler's answer:
+CONFIRM (run it), RELEASE (drop it) or STOP. It runs the job as a subprocess or a container,
+heartbeats while it runs, reports the outcome, reports the VM IDLE and pulls the next job.
+
+Modules, by responsibility:
+  settings.py   tunables from ``ZEN_AGENT_*`` environment variables
+  identity.py   who this VM is (environment, or the GCE metadata server) and preemption notices
+  runner.py     runs one job: argv (process or ``docker run``), process group, output tail, stop
+  launch.py     tiny exec shim that ties a job's life to the agent's (Linux parent-death signal)
+  transport.py  the Pub/Sub adapter (official client only) with bounded retries
+  reports.py    builds heartbeats: per-attempt ``seq``, VM ``seq`` = epoch milliseconds
+  agent.py      the loop: pull, claim, run, heartbeat, stop, reuse, shut down
+  startup.sh    the instance template's startup script
+
+This package module imports nothing heavy: ``launch.py`` runs between fork and exec of every job.
+"""

@@ -1,0 +1,97 @@
+"""``python -m zen.agent`` (and ``zen agent``): run this VM's agent until SIGTERM.
+
+Reads the configuration (``ZEN_CONFIG``, else the shipped default), the VM's identity (environment,
+else the GCE metadata server) and the ``ZEN_AGENT_*`` tunables; logs JSON lines to stderr.
+Exit codes: 0 after a clean shutdown (SIGTERM, SIGINT, preemption), 1 when Pub/Sub stayed
+unreachable at start, 2 on a configuration or identity problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from dataclasses import asdict
+from typing import Sequence
+
+from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, watch_preemption
+from zen.agent.settings import AgentSettings
+from zen.config import load_config
+from zen.errors import ConfigError
+from zen.logs import setup_logging
+
+log = logging.getLogger("zen.agent")
+
+
+class _IdentityFields(logging.Filter):
+    """Puts vm / cluster / region on every log line of this process that does not carry them."""
+
+    def __init__(self, fields: dict[str, str]):
+        super().__init__()
+        self._fields = fields
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for key, value in self._fields.items():
+            if not hasattr(record, key):
+                setattr(record, key, value)
+        return True
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="zen agent", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true",
+                        help="print the identity and settings the agent would use, then exit")
+    args = parser.parse_args(argv)
+    setup_logging()
+    env = os.environ
+    metadata = MetadataServer.from_env(env)
+    try:
+        settings = AgentSettings.from_env(env)
+        config = load_config()
+        identity = resolve_identity(env, metadata, default_project=config.project)
+        cluster = config.cluster(identity.cluster)
+        if cluster is None:
+            raise ConfigError(f"cluster {identity.cluster!r} is not in the configuration "
+                              f"(known: {', '.join(c.name for c in config.clusters)})")
+        if identity.region not in cluster.regions:
+            raise ConfigError(f"region {identity.region} is not a region of cluster {cluster.name} {cluster.regions}")
+    except (ConfigError, IdentityError) as exc:
+        log.error("agent cannot start", extra={"reason": str(exc)})
+        return 2
+    for handler in logging.getLogger("zen").handlers:
+        handler.addFilter(_IdentityFields(identity.log_fields()))
+    local = settings.local if settings.local is not None else identity.from_environment
+    if args.check:
+        print(json.dumps({"identity": asdict(identity), "settings": asdict(settings), "local": local}, indent=2))
+        return 0
+
+    # Imported here: the client library is heavy, and --check / errors above do not need it.
+    from zen.agent.agent import Agent
+    from zen.agent.runner import remove_leftover_containers
+    from zen.agent.transport import PubSubTransport, TransportError
+
+    if not local:
+        removed = remove_leftover_containers(settings.docker)
+        if removed:
+            log.warning("removed containers left by a previous agent", extra={"containers": removed})
+    agent = Agent(identity, settings, PubSubTransport(config, identity), local=local)
+    signal.signal(signal.SIGTERM, lambda *_: agent.request_shutdown("SIGTERM"))
+    signal.signal(signal.SIGINT, lambda *_: agent.request_shutdown("SIGINT"))
+    done = threading.Event()
+    if not identity.from_environment:
+        watch_preemption(metadata, lambda: agent.request_shutdown("preempted"), done)
+    try:
+        return agent.run()
+    except TransportError as exc:
+        log.error("agent cannot reach Pub/Sub", extra={"reason": str(exc)})
+        return 1
+    finally:
+        done.set()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

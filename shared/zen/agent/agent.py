@@ -1,0 +1,337 @@
+"""The agent loop: pull one start message, claim it, run it, report, go back for the next one.
+
+States of one VM (never two jobs at once)::
+
+    IDLE ──pull──▶ CLAIMING ──CONFIRM──▶ RUNNING ──exit──▶ SUCCEEDED | FAILED ──▶ IDLE (warm reuse)
+                      │ RELEASE / STOP / no answer           │ STOP ──▶ STOPPED
+                      └──▶ IDLE                              │ max_runtime_s ──▶ FAILED
+    any state ──SIGTERM / preempted──▶ PREEMPTED (current attempt), VM STOPPING, exit 0
+
+Claiming (the scheduler's side is ``zen.lifecycle.decide_heartbeat``): send CLAIMED for the start
+message's (job, attempt) and keep the message leased while waiting for the answer on the control
+subscription. CONFIRM: ack the start message and run. RELEASE: ack it (someone else won, the job is
+gone, or the attempt is stale). STOP: ack it, and answer STOPPED so a stop that raced the claim does
+not wait for its deadline. No answer within the claim timeout: CLAIMED again with the next ``seq``,
+a few times, then nack (give the message back). The start message is acked only after the answer,
+so if this VM dies first the message is redelivered to another.
+
+Control messages about any other (job, attempt) are acked and ignored. The loop never exits on one
+bad message: an undecodable start message is logged and acked (it can never succeed), one for
+another cluster or region is nacked, a Pub/Sub failure is retried with backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, Mapping, Protocol
+
+from pydantic import ValidationError
+
+from zen.agent.identity import Identity
+from zen.agent.reports import AttemptReport, Reporter
+from zen.agent.runner import CannotRun, JobSpec, RunningJob
+from zen.agent.settings import AgentSettings
+from zen.agent.transport import ControlDelivery, StartDelivery, TransportError
+from zen.errors import describe_validation_error
+from zen.models import AgentStatus, ControlAction, ControlMessage, Message, StartMessage, VmState
+
+log = logging.getLogger("zen.agent")
+SLICE_S = 0.2  # longest uninterrupted wait: how fast a shutdown request is noticed
+FINAL_BUDGET_S = 300.0  # how long a final report is retried (a lost one costs a rerun)
+SHUTDOWN_BUDGET_S = 5.0  # per report while shutting down (a preempted VM has ~30 s in all)
+
+
+class Transport(Protocol):
+    """What the loop needs from Pub/Sub (``zen.agent.transport.PubSubTransport``)."""
+
+    def open_control(self) -> None: ...
+    def next_control(self, timeout_s: float) -> ControlDelivery | None: ...
+    def pull_start(self) -> StartDelivery | None: ...
+    def extend(self, delivery: StartDelivery, seconds: int) -> None: ...
+    def ack(self, delivery: StartDelivery) -> None: ...
+    def nack(self, delivery: StartDelivery) -> None: ...
+    def publish(self, message: Message, *, budget_s: float) -> None: ...
+    def close(self, *, delete_control: bool) -> None: ...
+
+
+class _Log(logging.LoggerAdapter):
+    """Adds vm / cluster / region to every line, keeping the call's own fields (job_id, ...)."""
+
+    def process(self, msg, kwargs):
+        kwargs["extra"] = {**self.extra, **(kwargs.get("extra") or {})}
+        return msg, kwargs
+
+
+class Agent:
+    def __init__(self, identity: Identity, settings: AgentSettings, transport: Transport, *, local: bool,
+                 clock: Callable[[], float] = time.monotonic, base_env: Mapping[str, str] | None = None):
+        self.identity = identity
+        self.settings = settings
+        self.transport = transport
+        self.local = local
+        self.reporter = Reporter(identity, transport.publish)
+        self.log = _Log(log, identity.log_fields())
+        self.jobs_run = 0
+        self._clock = clock
+        self._base_env = base_env
+        self._shutdown_reason: str | None = None
+        self._next_vm_beat = 0.0
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def request_shutdown(self, reason: str) -> None:
+        """Safe from a signal handler or another thread: only sets a field the loop polls."""
+        if self._shutdown_reason is None:
+            self._shutdown_reason = reason
+
+    @property
+    def stopping(self) -> bool:
+        return self._shutdown_reason is not None
+
+    def run(self) -> int:
+        """Serve jobs until asked to shut down. Returns the process exit code."""
+        self.transport.open_control()
+        self.log.info("agent started", extra={"local": self.local})
+        self._vm_beat(VmState.IDLE, force=True)
+        pause = self.settings.poll_s
+        try:
+            while not self.stopping:
+                self._vm_beat(VmState.IDLE)
+                try:
+                    delivery = self.transport.pull_start()
+                except TransportError as exc:
+                    self.log.warning("pull failed; backing off", extra={"error": str(exc), "pause_s": pause})
+                    self._idle_wait(pause)
+                    pause = min(pause * 2, 60.0)
+                    continue
+                pause = self.settings.poll_s
+                if delivery is None:
+                    self._idle_wait(self.settings.poll_s)
+                    continue
+                self._take(delivery)
+        finally:
+            self._shut_down()
+        return 0
+
+    def _shut_down(self) -> None:
+        self.log.info("agent shutting down", extra={"reason": self._shutdown_reason})
+        self.reporter.vm(VmState.STOPPING, budget_s=SHUTDOWN_BUDGET_S)
+        self.transport.close(delete_control=True)
+
+    # -- idle ------------------------------------------------------------------------------------
+    def _idle_wait(self, seconds: float) -> None:
+        deadline = self._clock() + seconds
+        while not self.stopping and (remaining := deadline - self._clock()) > 0:
+            control = self.transport.next_control(min(SLICE_S, remaining))
+            if control is not None:
+                self._ignore(control, None, "no job in hand")
+
+    def _vm_beat(self, state: VmState, *, force: bool = False, job: AttemptReport | None = None) -> None:
+        now = self._clock()
+        if force or now >= self._next_vm_beat:
+            self.reporter.vm(state, budget_s=10.0, job_id=job.job_id if job else None,
+                             attempt=job.attempt if job else None)
+            self._next_vm_beat = now + self.settings.vm_heartbeat_s
+
+    # -- one start message -----------------------------------------------------------------------
+    def _take(self, delivery: StartDelivery) -> None:
+        """Decide about one leased start message; never raises. It always ends acked or nacked."""
+        settled = False
+        try:
+            start = self._decode_start(delivery)
+            if start is None:
+                settled = True  # acked: it can never succeed
+                return
+            if self.stopping:
+                return  # nacked below: another VM takes it
+            mismatch = self._mismatch(start)
+            if mismatch:
+                self.log.error("start message not for this VM; giving it back", extra={
+                    "job_id": start.job_id, "attempt": start.attempt, "reason": mismatch})
+                return
+            attempt = AttemptReport(start.job_id, start.attempt)
+            answer = self._claim(delivery, attempt)
+            settled = True  # _claim acks or nacks in every case
+            if answer == "confirm":
+                self._run(start, attempt)
+        except Exception:  # noqa: BLE001 - one bad message must not end the loop
+            self.log.exception("error while handling a start message", extra={"message_id": delivery.message_id})
+        finally:
+            if not settled:
+                self._quietly(self.transport.nack, delivery, "nack")
+
+    def _decode_start(self, delivery: StartDelivery) -> StartMessage | None:
+        try:
+            return StartMessage.model_validate_json(delivery.data)
+        except ValidationError as exc:
+            self.log.error("invalid start message dropped", extra={
+                "message_id": delivery.message_id, "reason": describe_validation_error(exc)})
+            self._quietly(self.transport.ack, delivery, "ack")
+            return None
+
+    def _mismatch(self, start: StartMessage) -> str | None:
+        if start.cluster != self.identity.cluster:
+            return f"message is for cluster {start.cluster}, this VM is in {self.identity.cluster}"
+        if self.identity.region not in start.regions:
+            return f"job allows regions {start.regions}, this VM is in {self.identity.region}"
+        return None
+
+    def _claim(self, delivery: StartDelivery, attempt: AttemptReport) -> str:
+        """CLAIMED, then wait for the answer. Returns confirm | release | stop | timeout | shutdown."""
+        fields = {"job_id": attempt.job_id, "attempt": attempt.attempt}
+        # Lease it for our own deadline now, whatever the subscription's ack deadline is.
+        lease_every = self.settings.lease_s / 3
+        self._quietly(self.transport.extend, delivery, "extend lease", self.settings.lease_s)
+        next_lease = self._clock() + lease_every
+        for try_number in range(1, self.settings.claim_tries + 1):
+            self.reporter.job(attempt, AgentStatus.CLAIMED, budget_s=min(10.0, self.settings.claim_timeout_s))
+            deadline = self._clock() + self.settings.claim_timeout_s
+            while (remaining := deadline - self._clock()) > 0:
+                if self.stopping:
+                    self._quietly(self.transport.nack, delivery, "nack")
+                    # If our claim won, this requeues the attempt now instead of after the deadline.
+                    self.reporter.job(attempt, AgentStatus.PREEMPTED, budget_s=SHUTDOWN_BUDGET_S,
+                                      message=f"VM {self.identity.vm} is shutting down")
+                    return "shutdown"
+                if self._clock() >= next_lease:
+                    self._quietly(self.transport.extend, delivery, "extend lease", self.settings.lease_s)
+                    next_lease = self._clock() + lease_every
+                control = self.transport.next_control(min(SLICE_S, remaining))
+                order = self._order_for(control, attempt)
+                if order is None:
+                    continue
+                control.ack()
+                if order.action is ControlAction.CONFIRM:
+                    self.log.info("claim confirmed", extra=fields)
+                    self._quietly(self.transport.ack, delivery, "ack")
+                    return "confirm"
+                self._quietly(self.transport.ack, delivery, "ack")
+                self.log.info("claim refused; start message dropped",
+                              extra={**fields, "action": order.action.value, "reason": order.reason})
+                if order.action is ControlAction.STOP:
+                    self.reporter.job(attempt, AgentStatus.STOPPED, budget_s=FINAL_BUDGET_S,
+                                      message="stopped before it started")
+                    return "stop"
+                return "release"
+            self.log.warning("no answer to CLAIMED", extra={**fields, "try": try_number})
+        self.log.warning("claim unanswered; giving the start message back", extra=fields)
+        self._quietly(self.transport.nack, delivery, "nack")
+        return "timeout"
+
+    def _order_for(self, control: ControlDelivery | None, attempt: AttemptReport) -> ControlMessage | None:
+        """The control message if it is about ``attempt``; any other is acked and ignored."""
+        if control is None:
+            return None
+        try:
+            order = ControlMessage.model_validate_json(control.data)
+        except ValidationError as exc:
+            self.log.error("invalid control message dropped", extra={
+                "message_id": control.message_id, "reason": describe_validation_error(exc)})
+            control.ack()
+            return None
+        if order.vm == self.identity.vm and (order.job_id, order.attempt) == (attempt.job_id, attempt.attempt):
+            return order
+        self._ignore(control, order, f"not about {attempt.job_id} attempt {attempt.attempt}")
+        return None
+
+    def _ignore(self, control: ControlDelivery, order: ControlMessage | None, why: str) -> None:
+        if order is None:
+            try:
+                order = ControlMessage.model_validate_json(control.data)
+            except ValidationError:
+                order = None
+        extra = {"message_id": control.message_id, "why": why}
+        if order is not None:
+            extra.update(job_id=order.job_id, attempt=order.attempt, action=order.action.value, reason=order.reason)
+        self.log.info("control message ignored", extra=extra)
+        control.ack()
+
+    # -- running ---------------------------------------------------------------------------------
+    def _run(self, start: StartMessage, attempt: AttemptReport) -> None:
+        fields = {"job_id": start.job_id, "attempt": start.attempt}
+        spec = JobSpec(job_id=start.job_id, attempt=start.attempt, command=start.command, image=start.image,
+                       env=dict(start.env), max_runtime_s=start.max_runtime_s)
+        self._vm_beat(VmState.BUSY, force=True, job=attempt)
+        settings = self.settings
+        try:
+            job = RunningJob.start(spec, local=self.local, tail_bytes=settings.tail_bytes, docker=settings.docker,
+                                   log_dir=settings.job_log_dir, base_env=self._base_env)
+        except CannotRun as exc:
+            self.log.error("job cannot run here", extra={**fields, "reason": str(exc)})
+            self.reporter.job(attempt, AgentStatus.FAILED, budget_s=FINAL_BUDGET_S, exit_code=127,
+                              message=f"zen agent: {exc}")
+            self._after_job()
+            return
+        # The command, not the argv: env values (``-e K=V`` for docker) may be credentials.
+        self.log.info("job started", extra={**fields, "pid": job.pid, "container": job.launch.container,
+                                             "command": spec.command, "image": spec.image})
+        try:
+            final, note = self._supervise(job, attempt)
+        except BaseException:
+            job.stop(settings.stop_grace_s)  # never leave a job running unsupervised
+            self.reporter.job(attempt, AgentStatus.PREEMPTED, budget_s=SHUTDOWN_BUDGET_S,
+                              message="zen agent error; the attempt was stopped")
+            raise
+        outcome = job.outcome()
+        if final is None:
+            final = AgentStatus.SUCCEEDED if outcome.exit_code == 0 else AgentStatus.FAILED
+        message = f"{note}\n{outcome.tail}" if note else outcome.tail
+        self.log.info("job ended", extra={**fields, "status": final.value, "exit_code": outcome.exit_code,
+                                          "elapsed_s": round(job.elapsed_s(), 3), "pid": job.pid})
+        budget = SHUTDOWN_BUDGET_S if self.stopping else FINAL_BUDGET_S
+        self.reporter.job(attempt, final, budget_s=budget, exit_code=outcome.exit_code, message=message)
+        self._after_job()
+
+    def _supervise(self, job: RunningJob, attempt: AttemptReport) -> tuple[AgentStatus | None, str | None]:
+        """Heartbeat until the job ends, is stopped, runs out of time, or the agent shuts down.
+
+        Returns the final status when the agent decided it (else the exit code decides) and a note
+        to put before the output tail.
+        """
+        settings = self.settings
+        fields = {"job_id": attempt.job_id, "attempt": attempt.attempt}
+        self.reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, settings.heartbeat_s))
+        next_beat = self._clock() + settings.heartbeat_s
+        while job.poll() is None:
+            if self.stopping:
+                self.log.warning("stopping the job: agent shutting down", extra=fields)
+                job.stop(settings.stop_grace_s)
+                return AgentStatus.PREEMPTED, f"zen: VM {self.identity.vm} shut down ({self._shutdown_reason})"
+            if job.over_time():
+                self.log.warning("stopping the job: max_runtime_s exceeded", extra={
+                    **fields, "max_runtime_s": job.spec.max_runtime_s})
+                job.stop(settings.stop_grace_s)
+                return AgentStatus.FAILED, f"zen: killed after exceeding max_runtime_s={job.spec.max_runtime_s}"
+            if self._clock() >= next_beat:
+                self.reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, settings.heartbeat_s))
+                next_beat = self._clock() + settings.heartbeat_s
+            self._vm_beat(VmState.BUSY, job=attempt)
+            control = self.transport.next_control(SLICE_S)
+            order = self._order_for(control, attempt)
+            if order is None:
+                continue
+            control.ack()
+            if order.action is ControlAction.STOP and job.poll() is None:
+                self.log.info("stopping the job on request", extra={**fields, "reason": order.reason})
+                job.stop(settings.stop_grace_s)
+                return AgentStatus.STOPPED, f"zen: stopped ({order.reason or 'stop requested'})"
+            if order.action is ControlAction.STOP:
+                break  # it ended on its own just now: report how it ended
+            self.log.info("control message for the running attempt ignored",
+                          extra={**fields, "action": order.action.value, "reason": order.reason})
+        return None, None
+
+    def _after_job(self) -> None:
+        self.jobs_run += 1
+        if not self.stopping:
+            self._vm_beat(VmState.IDLE, force=True)
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _quietly(self, call, delivery: StartDelivery, what: str, *args) -> bool:
+        """A lease operation whose failure is survivable (the lease simply runs out): log it."""
+        try:
+            call(delivery, *args)
+            return True
+        except TransportError as exc:
+            self.log.warning(f"{what} failed", extra={"message_id": delivery.message_id, "error": str(exc)})
+            return False

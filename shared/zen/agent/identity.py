@@ -1,0 +1,150 @@
+"""Who this VM is: project, VM name, cluster, region, zone; and whether it is being preempted.
+
+Each field comes from the environment when set, otherwise from the GCE metadata server:
+
+| field   | environment   | metadata server (``computeMetadata/v1/...``)                          |
+| ------- | ------------- | --------------------------------------------------------------------- |
+| vm      | ZEN_VM_NAME   | ``instance/name``                                                     |
+| zone    | ZEN_ZONE      | ``instance/zone`` (``projects/123/zones/us-central1-a`` -> last part) |
+| region  | ZEN_REGION    | the zone without its last ``-x`` part                                 |
+| cluster | ZEN_CLUSTER   | ``instance/attributes/zen-cluster`` (set by the instance template)    |
+| project | ZEN_PROJECT   | ``project/project-id``; failing both, the configuration's project     |
+
+The local Compute stand-in sets exactly these variables, so locally the metadata server is never
+asked. ``GCE_METADATA_HOST`` (``host[:port]``, the variable Google's own libraries honour) points the
+adapter elsewhere, e.g. at a fake in tests. Preemption: ``instance/preempted`` turns ``TRUE``
+shortly before a preempted VM is shut down; :func:`watch_preemption` long-polls it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from zen.errors import ZenError
+
+log = logging.getLogger("zen.agent.identity")
+METADATA_HOST = "metadata.google.internal"
+
+
+class IdentityError(ZenError):
+    """The VM's identity cannot be determined."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    project: str
+    vm: str
+    cluster: str
+    region: str
+    zone: str
+    from_environment: bool  # every field came from the environment (the local stack, tests)
+
+    def log_fields(self) -> dict[str, str]:
+        return {"vm": self.vm, "cluster": self.cluster, "region": self.region}
+
+
+def region_of_zone(zone: str) -> str:
+    """``us-central1-a`` -> ``us-central1``."""
+    region, sep, suffix = zone.rpartition("-")
+    if not sep or not region or len(suffix) != 1:
+        raise IdentityError(f"{zone!r} does not look like a zone (e.g. us-central1-a)")
+    return region
+
+
+class MetadataServer:
+    """A small adapter over the GCE metadata server (plain HTTP, header ``Metadata-Flavor: Google``)."""
+
+    def __init__(self, host: str = METADATA_HOST, timeout_s: float = 5.0):
+        self.base_url = f"http://{host}/computeMetadata/v1/"
+        self.timeout_s = timeout_s
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "MetadataServer":
+        return cls(env.get("GCE_METADATA_HOST") or METADATA_HOST)
+
+    def get(self, path: str, *, timeout_s: float | None = None) -> str | None:
+        """The value at ``path``; ``None`` when the server says it does not exist (404)."""
+        request = urllib.request.Request(self.base_url + path, headers={"Metadata-Flavor": "Google"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s or self.timeout_s) as response:
+                if response.headers.get("Metadata-Flavor") != "Google":
+                    raise IdentityError(f"{self.base_url} did not answer as a metadata server")
+                return response.read().decode()
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise IdentityError(f"metadata server: {path}: HTTP {exc.code}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise IdentityError(f"metadata server unreachable at {self.base_url} ({exc})") from None
+
+    def required(self, path: str) -> str:
+        value = self.get(path)
+        if not value:
+            raise IdentityError(f"metadata server has no {path}")
+        return value.strip()
+
+    def preempted(self, *, wait_s: float | None = None) -> bool:
+        """Whether the VM is being preempted; with ``wait_s``, waits up to that long for a change."""
+        if wait_s is None:
+            return (self.get("instance/preempted") or "").strip().upper() == "TRUE"
+        value = self.get(f"instance/preempted?wait_for_change=true&timeout_sec={int(wait_s)}",
+                         timeout_s=wait_s + 5)
+        return (value or "").strip().upper() == "TRUE"
+
+
+def resolve_identity(env: Mapping[str, str], metadata: MetadataServer | None = None,
+                     default_project: str | None = None) -> Identity:
+    """The environment first, field by field; the metadata server only for what is missing."""
+    vm = env.get("ZEN_VM_NAME", "").strip()
+    zone = env.get("ZEN_ZONE", "").strip()
+    region = env.get("ZEN_REGION", "").strip()
+    cluster = env.get("ZEN_CLUSTER", "").strip()
+    project = env.get("ZEN_PROJECT", "").strip()
+    from_environment = bool(vm and zone and cluster)
+    if not from_environment:
+        if metadata is None:
+            missing = [n for n, v in (("ZEN_VM_NAME", vm), ("ZEN_ZONE", zone), ("ZEN_CLUSTER", cluster)) if not v]
+            raise IdentityError(f"set {', '.join(missing)} (or run on a GCE VM with a metadata server)")
+        vm = vm or metadata.required("instance/name")
+        zone = zone or metadata.required("instance/zone").rsplit("/", 1)[-1]
+        cluster = cluster or (metadata.get("instance/attributes/zen-cluster") or "").strip()
+        if not cluster:
+            raise IdentityError("no cluster: set the instance attribute zen-cluster (or ZEN_CLUSTER)")
+        project = project or (metadata.get("project/project-id") or "").strip()
+    region = region or region_of_zone(zone)
+    if not zone.startswith(region + "-"):
+        raise IdentityError(f"zone {zone} is not in region {region}")
+    project = project or default_project
+    if not project:
+        raise IdentityError("no project: set ZEN_PROJECT")
+    return Identity(project=project, vm=vm, cluster=cluster, region=region, zone=zone,
+                    from_environment=from_environment)
+
+
+def watch_preemption(metadata: MetadataServer, on_preempted: Callable[[], None], stop: threading.Event,
+                     *, wait_s: float = 60.0, error_pause_s: float = 5.0) -> threading.Thread:
+    """Call ``on_preempted`` once when the metadata server reports the VM preempted.
+
+    Runs in a daemon thread until ``stop`` is set. Errors (the server briefly unreachable) are
+    logged and retried after a pause: a missed notice only costs the SIGTERM path a little time.
+    """
+
+    def watch() -> None:
+        while not stop.is_set():
+            try:
+                if metadata.preempted(wait_s=wait_s):
+                    log.warning("metadata server reports this VM preempted")
+                    on_preempted()
+                    return
+            except IdentityError as exc:
+                log.warning("preemption check failed; retrying", extra={"error": str(exc)})
+                stop.wait(error_pause_s)
+
+    thread = threading.Thread(target=watch, name="zen-preemption-watch", daemon=True)
+    thread.start()
+    return thread

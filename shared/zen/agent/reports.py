@@ -1,0 +1,89 @@
+"""Heartbeats the agent sends on ``zen-heartbeats``, with the sequence numbers the scheduler orders by.
+
+- A job heartbeat is about one attempt; its ``seq`` counts 1, 2, 3... within that attempt (CLAIMED
+  re-sends included), so the scheduler drops duplicates and reordered reports.
+- A VM heartbeat's ``seq`` is the wall clock in epoch milliseconds (strictly increasing within the
+  process): it keeps increasing across agent restarts and across a VM deleted and recreated by its
+  MIG under the same name, where a counter would start again at 1 and be ignored.
+
+Sending never raises: a report that cannot be published within its budget is logged and reported
+as ``False`` to the caller (the next heartbeat, or the scheduler's deadline, covers for it).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Callable, Protocol
+
+from zen.agent.identity import Identity
+from zen.errors import ZenError
+from zen.models import AgentStatus, Heartbeat, Message, VmHeartbeat, VmState
+
+log = logging.getLogger("zen.agent.reports")
+MAX_MESSAGE_CHARS = 8192  # Heartbeat.message
+
+
+def fit_message(text: str | None) -> str | None:
+    """What Zen accepts as a heartbeat's message: no NUL, at most 8192 characters (the end kept)."""
+    if text is None:
+        return None
+    text = text.replace("\x00", "\ufffd")
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[-MAX_MESSAGE_CHARS:]
+
+
+class Publish(Protocol):
+    def __call__(self, message: Message, *, budget_s: float) -> None: ...
+
+
+@dataclass
+class AttemptReport:
+    """The agent's side of one attempt: which one, and the last ``seq`` used for it."""
+
+    job_id: str
+    attempt: int
+    seq: int = 0
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+
+class Reporter:
+    def __init__(self, identity: Identity, publish: Publish, wall_clock: Callable[[], float] = time.time):
+        self._identity = identity
+        self._publish = publish
+        self._wall_clock = wall_clock
+        self._vm_seq = 0
+        self._extra = identity.log_fields()
+
+    def job(self, attempt: AttemptReport, status: AgentStatus, *, budget_s: float, exit_code: int | None = None,
+            message: str | None = None) -> bool:
+        identity = self._identity
+        heartbeat = Heartbeat(
+            job_id=attempt.job_id, attempt=attempt.attempt, vm=identity.vm, region=identity.region,
+            zone=identity.zone, status=status, seq=attempt.next_seq(), sent_at=datetime.now(timezone.utc),
+            exit_code=exit_code, message=fit_message(message),
+        )
+        return self._send(heartbeat, budget_s, job_id=attempt.job_id, attempt=attempt.attempt,
+                          status=status.value, seq=heartbeat.seq)
+
+    def vm(self, state: VmState, *, budget_s: float, job_id: str | None = None, attempt: int | None = None) -> bool:
+        self._vm_seq = max(self._vm_seq + 1, int(self._wall_clock() * 1000))
+        identity = self._identity
+        heartbeat = VmHeartbeat(
+            kind="vm", vm=identity.vm, cluster=identity.cluster, region=identity.region, zone=identity.zone,
+            state=state, seq=self._vm_seq, sent_at=datetime.now(timezone.utc), job_id=job_id, attempt=attempt,
+        )
+        return self._send(heartbeat, budget_s, vm_state=state.value, job_id=job_id)
+
+    def _send(self, message: Message, budget_s: float, **fields) -> bool:
+        try:
+            self._publish(message, budget_s=budget_s)
+        except ZenError as exc:
+            log.error("heartbeat not sent", extra={**self._extra, **fields, "error": str(exc)})
+            return False
+        log.info("heartbeat sent", extra={**self._extra, **fields})
+        return True

@@ -1,0 +1,240 @@
+"""Runs one job: builds its argv, starts it in its own process group, keeps the tail of its output,
+stops it on request, and reports its exit code.
+
+Two ways to run a job, never through a shell:
+- a plain subprocess: the ``command`` list, with the agent's environment plus the job's ``env``
+  (local mode, or a job without an image);
+- a container: ``docker run --rm --gpus all --name zen-<job>-<attempt> -e K=V ... IMAGE CMD...``.
+
+Every job is started through ``launch.py`` (the parent-death shim) in a new session, so it leads its
+own process group: a stop signals the whole group (the job and everything it forked). Stopping is
+SIGTERM to the group, a grace period, then SIGKILL (for a container, ``docker kill`` first: the
+docker CLI forwards SIGTERM to the container but cannot forward SIGKILL). When a job's main process
+ends, whatever it left running in its group is killed, so nothing leaks into the next job.
+
+Exit codes follow the shell convention: killed by signal N reports ``128 + N`` (143 for SIGTERM,
+137 for SIGKILL), as ``docker run`` does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+log = logging.getLogger("zen.agent.runner")
+LAUNCH = Path(__file__).with_name("launch.py")
+_CONTAINER_UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]")
+
+
+class CannotRun(Exception):
+    """The job cannot be started here (e.g. an image-only job in local mode)."""
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    job_id: str
+    attempt: int
+    command: list[str] | None = None
+    image: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    max_runtime_s: int | None = None
+
+    def job_env(self) -> dict[str, str]:
+        """What the job sees besides its own ``env``: which job and attempt it is."""
+        return {"ZEN_JOB_ID": self.job_id, "ZEN_JOB_ATTEMPT": str(self.attempt), **self.env}
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start a job: the argv, the extra environment of the process, the container if any."""
+
+    argv: list[str]
+    env: dict[str, str]
+    container: str | None = None
+
+
+def container_name(job_id: str, attempt: int) -> str:
+    """``zen-<job>-<attempt>``, with characters docker refuses in names replaced by ``-``."""
+    return f"zen-{_CONTAINER_UNSAFE.sub('-', job_id)}-{attempt}"
+
+
+def docker_argv(spec: JobSpec, docker: str = "docker") -> list[str]:
+    if not spec.image:
+        raise CannotRun("no image to run")
+    argv = [docker, "run", "--rm", "--gpus", "all", "--name", container_name(spec.job_id, spec.attempt)]
+    for key, value in spec.job_env().items():
+        argv += ["-e", f"{key}={value}"]
+    return argv + [spec.image] + list(spec.command or [])
+
+
+def plan_launch(spec: JobSpec, *, local: bool, docker: str = "docker") -> Launch:
+    """Choose how to run ``spec``: a container when it has an image and we are not local."""
+    if spec.image and not local:
+        return Launch(docker_argv(spec, docker), {}, container_name(spec.job_id, spec.attempt))
+    if not spec.command:
+        raise CannotRun(f"image {spec.image} given without a command, and local mode runs no containers"
+                        if spec.image else "no command to run")
+    return Launch(list(spec.command), spec.job_env())
+
+
+def normalized_exit_code(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class OutputTail:
+    """Reads a pipe to its end in a thread, keeping its last ``limit`` bytes (and optionally all of
+    it in a file)."""
+
+    def __init__(self, pipe, limit: int, sink: Path | None = None):
+        self._pipe = pipe
+        self._limit = limit
+        self._buffer = bytearray()
+        self._lock = threading.Lock()
+        self._sink = open(sink, "ab") if sink else None
+        self._thread = threading.Thread(target=self._read, name="zen-job-output", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            fd = self._pipe.fileno()
+            while chunk := os.read(fd, 65536):
+                if self._sink:
+                    self._sink.write(chunk)
+                with self._lock:
+                    self._buffer += chunk
+                    if len(self._buffer) > self._limit:
+                        del self._buffer[: len(self._buffer) - self._limit]
+        except (OSError, ValueError):
+            pass  # the pipe was closed under us (a child kept it open past the job's end)
+        finally:
+            if self._sink:
+                self._sink.close()
+
+    def finish(self, timeout_s: float = 2.0) -> None:
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():  # something outside the group still holds the pipe open
+            self._pipe.close()
+            self._thread.join(1.0)
+
+    def text(self) -> str:
+        with self._lock:
+            data = bytes(self._buffer)
+        return data.decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    exit_code: int
+    tail: str
+
+
+class RunningJob:
+    """One started job. ``poll`` / ``stop`` / ``outcome``; not thread-safe (the agent loop owns it)."""
+
+    def __init__(self, spec: JobSpec, launch: Launch, process: subprocess.Popen, tail: OutputTail,
+                 docker: str = "docker"):
+        self.spec = spec
+        self.launch = launch
+        self.process = process
+        self.started = time.monotonic()
+        self._tail = tail
+        self._docker = docker
+        self._outcome: Outcome | None = None
+
+    @classmethod
+    def start(cls, spec: JobSpec, *, local: bool, tail_bytes: int = 4096, docker: str = "docker",
+              log_dir: str | None = None, base_env: Mapping[str, str] | None = None) -> "RunningJob":
+        """Start the job; raises ``CannotRun`` if it cannot be (the caller reports it as FAILED)."""
+        launch = plan_launch(spec, local=local, docker=docker)
+        env = {**(os.environ if base_env is None else base_env), **launch.env}
+        argv = [sys.executable, "-I", str(LAUNCH), str(os.getpid()), "--", *launch.argv]
+        sink = None
+        if log_dir:
+            Path(log_dir).mkdir(parents=True, exist_ok=True)
+            sink = Path(log_dir) / f"{container_name(spec.job_id, spec.attempt)}.log"
+        try:
+            process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            raise CannotRun(f"cannot start the job: {exc}") from None
+        return cls(spec, launch, process, OutputTail(process.stdout, tail_bytes, sink), docker)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+    def poll(self) -> int | None:
+        """The normalized exit code once the job's main process has ended, else ``None``."""
+        code = self.process.poll()
+        return None if code is None else normalized_exit_code(code)
+
+    def over_time(self) -> bool:
+        limit = self.spec.max_runtime_s
+        return limit is not None and self.elapsed_s() >= limit
+
+    def stop(self, grace_s: float) -> int:
+        """SIGTERM the group, wait ``grace_s``, then kill it. Returns the normalized exit code."""
+        if self.process.poll() is None:
+            self._signal_group(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                log.warning("job ignored SIGTERM for %gs; killing it", grace_s,
+                            extra={"job_id": self.spec.job_id, "attempt": self.spec.attempt})
+                if self.launch.container:
+                    self._docker_kill()
+                self._signal_group(signal.SIGKILL)
+                self.process.wait(timeout=30)
+        return normalized_exit_code(self.process.returncode)
+
+    def outcome(self) -> Outcome:
+        """Wait for the end, kill leftovers in the group, and return the exit code and output tail."""
+        if self._outcome is None:
+            code = normalized_exit_code(self.process.wait())
+            self._signal_group(signal.SIGKILL)  # background children the job left behind
+            self._tail.finish()
+            self._outcome = Outcome(code, self._tail.text())
+        return self._outcome
+
+    def _signal_group(self, sig: int) -> None:
+        try:
+            os.killpg(self.process.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _docker_kill(self) -> None:
+        try:
+            subprocess.run([self._docker, "kill", self.launch.container], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=15, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.warning("docker kill failed", extra={"job_id": self.spec.job_id, "error": str(exc)})
+
+
+def remove_leftover_containers(docker: str = "docker") -> list[str]:
+    """Remove ``zen-*`` containers a previous agent left running (it crashed, or was killed).
+
+    Called once at agent start in container mode. Best effort: without docker it does nothing.
+    """
+    try:
+        listed = subprocess.run([docker, "ps", "-aq", "--filter", "name=^zen-"], capture_output=True, text=True,
+                                timeout=30, check=True)
+        ids = listed.stdout.split()
+        if ids:
+            subprocess.run([docker, "rm", "-f", *ids], capture_output=True, timeout=60, check=False)
+        return ids
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("could not list leftover containers", extra={"error": str(exc)})
+        return []
+

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Zen VM agent: the startup script of a GPU instance template (terraform: metadata_startup_script).
+#
+# GCE runs it as root on every boot. It installs the agent into a virtualenv (once per package
+# version), writes its configuration, and runs it as the systemd service zen-agent (or, without
+# systemd, as a plain background process). It reads nothing secret: only instance metadata.
+#
+# Assumptions (the instance template provides them):
+# - The image has the NVIDIA driver, Docker and the NVIDIA Container Toolkit (`docker run --gpus all`
+#   works), and python3 >= 3.11 with venv; e.g. a Deep Learning VM image. Without python3.11 the
+#   script tries apt-get.
+# - Instance attributes:
+#     zen-cluster        the cluster this MIG belongs to, e.g. 4xa100-40gb (read by the agent itself)
+#     zen-agent-package  what to install: a pip requirement (zen==0.1.0, a wheel URL) or a gs:// URL of
+#                        a wheel, copied with `gcloud storage cp`
+#     zen-config         optional: the YAML configuration (topic and subscription names, clusters);
+#                        absent, the default shipped with the package is used
+# - The VM's service account may pull from Artifact Registry, read the wheel's bucket, publish to
+#   zen-heartbeats, create/delete subscriptions zen-vm-control-<vm> on zen-vm-control and consume
+#   them, and consume zen-job-start-<cluster>-<region>. The agent uses the metadata server's
+#   credentials (Application Default Credentials); no key files.
+# - The VM name, zone, project come from the metadata server (the agent asks it directly).
+#
+# Shutdown: GCE sends ACPI shutdown on preemption or deletion; systemd then sends SIGTERM to the agent
+# only (KillMode=mixed), which stops the job (SIGTERM, grace, SIGKILL), reports PREEMPTED and the VM
+# STOPPING, and deletes its control subscription; whatever is left gets SIGKILL after TimeoutStopSec.
+# Spot VMs get about 30 s in all, so the stop grace stays well below that.
+#
+# Testing hooks (not used on GCE): ZEN_STARTUP_ROOT prefixes every path written, ZEN_STARTUP_DRY_RUN=1
+# prints the commands that install and start instead of running them, GCE_METADATA_HOST points at
+# another metadata server.
+set -euo pipefail
+
+ROOT="${ZEN_STARTUP_ROOT:-}"
+DRY_RUN="${ZEN_STARTUP_DRY_RUN:-0}"
+METADATA="http://${GCE_METADATA_HOST:-metadata.google.internal}/computeMetadata/v1"
+PREFIX="$ROOT/opt/zen"
+VENV="$PREFIX/venv"
+CONFIG_DIR="$ROOT/etc/zen"
+UNIT="$ROOT/etc/systemd/system/zen-agent.service"
+JOB_LOG_DIR="$ROOT/var/log/zen-jobs"
+STOP_GRACE_S="${ZEN_AGENT_STOP_GRACE_S:-10}"
+
+log() { echo "zen-startup: $*" >&2; }
+
+run() {  # run a command, or only show it in a dry run
+  if [[ "$DRY_RUN" == "1" ]]; then
+    printf 'would run:'; printf ' %q' "$@"; printf '\n'
+  else
+    "$@"
+  fi
+}
+
+attribute() {  # an instance attribute, or empty when it is not set
+  curl --silent --fail --max-time 5 -H "Metadata-Flavor: Google" \
+    "$METADATA/instance/attributes/$1" 2>/dev/null || true
+}
+
+python_bin() {
+  for candidate in python3.12 python3.11 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 &&
+       "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+      echo "$candidate"; return 0
+    fi
+  done
+  return 1
+}
+
+PACKAGE="$(attribute zen-agent-package)"
+if [[ -z "$PACKAGE" ]]; then
+  log "instance attribute zen-agent-package is not set; nothing to start"
+  exit 1
+fi
+if [[ -z "$(attribute zen-cluster)" ]]; then
+  log "instance attribute zen-cluster is not set; the agent would not know its cluster"
+  exit 1
+fi
+
+mkdir -p "$PREFIX" "$CONFIG_DIR" "$JOB_LOG_DIR" "$(dirname "$UNIT")"
+
+# Configuration: not secret (names and limits). Written on every boot, so a new template takes effect.
+CONFIG_ENV=""
+CONFIG_YAML="$(attribute zen-config)"
+if [[ -n "$CONFIG_YAML" ]]; then
+  printf '%s\n' "$CONFIG_YAML" > "$CONFIG_DIR/config.yaml"
+  CONFIG_ENV="Environment=ZEN_CONFIG=/etc/zen/config.yaml"
+fi
+
+# Install once per package spec: a reboot of the same template reuses the virtualenv.
+if [[ "$(cat "$PREFIX/installed" 2>/dev/null || true)" != "$PACKAGE" ]]; then
+  PYTHON="$(python_bin || true)"
+  if [[ -z "$PYTHON" ]]; then
+    log "no python >= 3.11; installing python3.11 with apt-get"
+    run apt-get update -q
+    run apt-get install -y -q python3.11 python3.11-venv
+    PYTHON=python3.11
+  fi
+  SPEC="$PACKAGE"
+  if [[ "$PACKAGE" == gs://* ]]; then
+    SPEC="$PREFIX/$(basename "$PACKAGE")"
+    run gcloud storage cp "$PACKAGE" "$SPEC"
+  fi
+  run "$PYTHON" -m venv "$VENV"
+  run "$VENV/bin/pip" install --quiet --upgrade pip
+  run "$VENV/bin/pip" install --quiet "$SPEC"
+  [[ "$DRY_RUN" == "1" ]] || echo "$PACKAGE" > "$PREFIX/installed"
+fi
+
+# Docker may pull job images from Artifact Registry with the VM's service account.
+if command -v gcloud >/dev/null 2>&1; then
+  ZONE="$(curl --silent --fail --max-time 5 -H "Metadata-Flavor: Google" "$METADATA/instance/zone" || true)"
+  REGION="${ZONE##*/}"; REGION="${REGION%-*}"
+  if [[ -n "$REGION" ]]; then
+    run gcloud auth configure-docker --quiet "$REGION-docker.pkg.dev,us-docker.pkg.dev,europe-docker.pkg.dev,asia-docker.pkg.dev"
+  fi
+fi
+
+if [[ -d /run/systemd/system || "$DRY_RUN" == "1" ]]; then
+  cat > "$UNIT" <<EOF
+[Unit]
+Description=Zen VM agent (pulls, runs and reports GPU jobs)
+Wants=network-online.target docker.service
+After=network-online.target docker.service
+
+[Service]
+ExecStart=/opt/zen/venv/bin/python -m zen.agent
+$CONFIG_ENV
+Environment=ZEN_AGENT_STOP_GRACE_S=$STOP_GRACE_S
+Environment=ZEN_AGENT_JOB_LOG_DIR=/var/log/zen-jobs
+Environment=PYTHONUNBUFFERED=1
+# SIGTERM to the agent alone: it stops the job itself and reports it; the rest is killed after the timeout.
+KillMode=mixed
+TimeoutStopSec=$((STOP_GRACE_S + 15))
+# A crash restarts the agent; a clean exit (SIGTERM, preemption) does not.
+Restart=on-failure
+RestartSec=5
+
+[Install]
+WantedBy=multi-user.target
+EOF
+  run systemctl daemon-reload
+  run systemctl enable zen-agent.service
+  run systemctl restart zen-agent.service
+  log "zen-agent service started"
+else
+  log "no systemd: starting the agent as a background process (log: /var/log/zen-agent.log)"
+  export ZEN_AGENT_STOP_GRACE_S="$STOP_GRACE_S" ZEN_AGENT_JOB_LOG_DIR=/var/log/zen-jobs
+  [[ -z "$CONFIG_ENV" ]] || export ZEN_CONFIG=/etc/zen/config.yaml
+  nohup "$VENV/bin/python" -m zen.agent >> "$ROOT/var/log/zen-agent.log" 2>&1 &
+fi

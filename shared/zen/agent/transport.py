@@ -1,0 +1,235 @@
+"""The agent's Pub/Sub adapter, over the official ``google-cloud-pubsub`` client only.
+
+``PUBSUB_EMULATOR_HOST`` (the client's own switch) points it at the local stand-in. It owns:
+- the start subscription ``config.job_start_subscription(cluster, region)`` (created by deployment):
+  synchronous pull of ONE message, lease extension, ack, nack. A synchronous pull rather than a
+  streaming one, because a stream keeps leasing messages to a busy agent (flow control only bounds
+  how many), and those would wait behind the running job instead of going to an idle VM;
+- the agent's own control subscription ``config.vm_control_subscription(vm)`` on ``zen-vm-control``
+  with filter ``attributes.vm = "<vm>"`` and a 1-day expiration policy (the minimum), so one left
+  behind by a VM that died disappears by itself. It is consumed through a streaming pull (prompt,
+  cheap) into an in-process queue; the agent loop acks each message once it has acted on it. A
+  stream that dies is reopened (and the subscription recreated if it expired);
+- publishing heartbeats.
+
+Transient errors (UNAVAILABLE, DEADLINE_EXCEEDED, ...) are retried with capped exponential backoff
+and jitter within a time budget; past it, or on a permanent error, ``TransportError`` is raised.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Callable, TypeVar
+
+from google.api_core import exceptions as gexc
+from google.cloud import pubsub_v1
+from google.pubsub_v1 import types as T
+
+from zen.agent.identity import Identity
+from zen.config import ZenConfig
+from zen.errors import ZenError
+from zen.models import Message
+
+log = logging.getLogger("zen.agent.transport")
+Result = TypeVar("Result")
+
+TRANSIENT = (
+    gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError, gexc.Aborted,
+    gexc.ResourceExhausted, gexc.Unknown, gexc.GatewayTimeout, gexc.RetryError, TimeoutError, ConnectionError,
+)
+CONTROL_TTL = timedelta(days=1)  # Pub/Sub's minimum expiration TTL
+CONTROL_RETENTION = timedelta(hours=1)  # orders older than this are moot
+CONTROL_ACK_DEADLINE_S = 30
+
+
+class TransportError(ZenError):
+    """Pub/Sub kept failing past the retry budget, or refused for good."""
+
+
+def call_with_retries(what: str, call: Callable[[], Result], *, budget_s: float, first_pause_s: float = 0.2,
+                      max_pause_s: float = 5.0, sleep: Callable[[float], None] = time.sleep,
+                      clock: Callable[[], float] = time.monotonic) -> Result:
+    """``call()``, retrying transient errors with backoff for at most ``budget_s`` seconds."""
+    deadline = clock() + budget_s
+    pause = first_pause_s
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            return call()
+        except TRANSIENT as exc:
+            remaining = deadline - clock()
+            if remaining <= 0:
+                raise TransportError(f"{what}: still failing after {tries} tries: {type(exc).__name__}: {exc}") from exc
+            wait = min(remaining, pause * random.uniform(0.5, 1.0))
+            log.warning("transient Pub/Sub error; retrying", extra={
+                "what": what, "error": f"{type(exc).__name__}: {exc}", "retry_in_s": round(wait, 2)})
+            sleep(wait)
+            pause = min(pause * 2, max_pause_s)
+        except gexc.GoogleAPICallError as exc:
+            raise TransportError(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class StartDelivery:
+    """One leased start message."""
+
+    ack_id: str
+    message_id: str
+    data: bytes
+    attributes: dict[str, str]
+    delivery_attempt: int
+
+
+@dataclass(frozen=True)
+class ControlDelivery:
+    """One control message; call ``ack`` once it has been acted on."""
+
+    message_id: str
+    data: bytes
+    attributes: dict[str, str]
+    ack: Callable[[], None]
+
+
+class PubSubTransport:
+    def __init__(self, config: ZenConfig, identity: Identity, *, pull_timeout_s: float = 10.0,
+                 publisher: pubsub_v1.PublisherClient | None = None,
+                 subscriber: pubsub_v1.SubscriberClient | None = None):
+        self._publisher = publisher or pubsub_v1.PublisherClient()
+        self._subscriber = subscriber or pubsub_v1.SubscriberClient()
+        project = identity.project
+        self.start_subscription = self._subscriber.subscription_path(
+            project, config.job_start_subscription(identity.cluster, identity.region))
+        self.control_subscription = self._subscriber.subscription_path(
+            project, config.vm_control_subscription(identity.vm))
+        self._control_topic = self._publisher.topic_path(project, config.topics.vm_control)
+        self._control_filter = config.vm_control_filter(identity.vm)
+        self._heartbeats = self._publisher.topic_path(project, config.topics.heartbeats)
+        self._vm = identity.vm
+        self._pull_timeout_s = pull_timeout_s
+        self._inbox: queue.Queue = queue.Queue()
+        self._stream = None
+        self._reopen_at = 0.0
+        self._reopen_pause_s = 1.0
+
+    # -- control subscription --------------------------------------------------------------------
+    def open_control(self, budget_s: float = 120.0) -> None:
+        """Create (or reuse) this VM's control subscription and start consuming it."""
+        call_with_retries("create the control subscription", self._create_control, budget_s=budget_s)
+        self._open_stream()
+
+    def _create_control(self) -> None:
+        subscription = T.Subscription(
+            name=self.control_subscription, topic=self._control_topic, filter=self._control_filter,
+            ack_deadline_seconds=CONTROL_ACK_DEADLINE_S, message_retention_duration=CONTROL_RETENTION,
+            expiration_policy=T.ExpirationPolicy(ttl=CONTROL_TTL),
+        )
+        try:
+            self._subscriber.create_subscription(request=subscription)
+            log.info("control subscription created", extra={"vm": self._vm, "subscription": self.control_subscription})
+        except gexc.AlreadyExists:
+            # Same VM name as before (agent restart, MIG recreation): same filter, reuse it.
+            log.info("control subscription reused", extra={"vm": self._vm, "subscription": self.control_subscription})
+
+    def _open_stream(self) -> None:
+        self._stream = self._subscriber.subscribe(
+            self.control_subscription, callback=self._inbox.put,
+            flow_control=pubsub_v1.types.FlowControl(max_messages=100),
+        )
+
+    def _watch_stream(self) -> None:
+        """Reopen the control stream if it died (the client already retries transient errors)."""
+        if self._stream is None or not self._stream.done() or time.monotonic() < self._reopen_at:
+            return
+        try:
+            error = self._stream.exception(timeout=0)
+        except Exception as exc:  # noqa: BLE001 - a cancelled future raises here
+            error = exc
+        log.warning("control stream ended; reopening", extra={"vm": self._vm, "error": str(error)})
+        self._reopen_at = time.monotonic() + self._reopen_pause_s
+        self._reopen_pause_s = min(self._reopen_pause_s * 2, 30.0)
+        try:
+            self._create_control()  # it may have expired, or been deleted
+            self._open_stream()
+            self._reopen_pause_s = 1.0
+        except (gexc.GoogleAPICallError, *TRANSIENT) as exc:
+            log.warning("control stream not reopened yet", extra={"vm": self._vm, "error": str(exc)})
+
+    def next_control(self, timeout_s: float) -> ControlDelivery | None:
+        """The next control message, waiting at most ``timeout_s``."""
+        self._watch_stream()
+        try:
+            message = self._inbox.get(timeout=max(0.0, timeout_s))
+        except queue.Empty:
+            return None
+        return ControlDelivery(message.message_id, bytes(message.data), dict(message.attributes), message.ack)
+
+    # -- start subscription ----------------------------------------------------------------------
+    def pull_start(self, budget_s: float = 30.0) -> StartDelivery | None:
+        """Lease at most one start message; ``None`` when there is none right now."""
+        def pull():
+            try:
+                return self._subscriber.pull(subscription=self.start_subscription, max_messages=1,
+                                             timeout=self._pull_timeout_s, retry=None)
+            except gexc.DeadlineExceeded:
+                return None  # a long poll that found nothing
+
+        response = call_with_retries("pull a start message", pull, budget_s=budget_s)
+        if response is None or not response.received_messages:
+            return None
+        received = response.received_messages[0]
+        message = received.message
+        return StartDelivery(received.ack_id, message.message_id, bytes(message.data), dict(message.attributes),
+                             received.delivery_attempt)
+
+    def extend(self, delivery: StartDelivery, seconds: int, budget_s: float = 10.0) -> None:
+        call_with_retries("extend the start message's lease", lambda: self._subscriber.modify_ack_deadline(
+            subscription=self.start_subscription, ack_ids=[delivery.ack_id], ack_deadline_seconds=seconds),
+            budget_s=budget_s)
+
+    def ack(self, delivery: StartDelivery, budget_s: float = 10.0) -> None:
+        call_with_retries("ack the start message", lambda: self._subscriber.acknowledge(
+            subscription=self.start_subscription, ack_ids=[delivery.ack_id]), budget_s=budget_s)
+
+    def nack(self, delivery: StartDelivery, budget_s: float = 10.0) -> None:
+        """Give the message back now (a deadline of 0), for another VM or a later pull."""
+        self.extend(delivery, 0, budget_s)
+
+    # -- heartbeats ------------------------------------------------------------------------------
+    def publish(self, message: Message, *, budget_s: float) -> None:
+        data = message.to_bytes()
+        attributes = {"kind": getattr(message, "kind", "job"), "vm": self._vm}
+
+        def once():
+            return self._publisher.publish(self._heartbeats, data, **attributes).result(
+                timeout=max(1.0, min(budget_s, 30.0)))
+
+        call_with_retries("publish a heartbeat", once, budget_s=budget_s)
+
+    # -- shutdown --------------------------------------------------------------------------------
+    def close(self, *, delete_control: bool) -> None:
+        if self._stream is not None:
+            self._stream.cancel()
+            try:
+                self._stream.result(timeout=10)
+            except Exception:  # noqa: BLE001 - a cancelled stream's future raises; that is expected
+                pass
+        if delete_control:
+            try:
+                call_with_retries("delete the control subscription", lambda: self._subscriber.delete_subscription(
+                    subscription=self.control_subscription), budget_s=10)
+                log.info("control subscription deleted", extra={"vm": self._vm})
+            except TransportError as exc:
+                if not isinstance(exc.__cause__, gexc.NotFound):
+                    log.warning("control subscription not deleted; it expires by itself",
+                                extra={"vm": self._vm, "error": str(exc)})
+        for close in (self._publisher.stop, self._subscriber.close):
+            try:
+                close()
+            except Exception as exc:  # noqa: BLE001 - shutting down anyway
+                log.debug("client close failed", extra={"error": str(exc)})

@@ -1,0 +1,212 @@
+"""Integration fixtures: the real scheduler around real agents.
+
+- ``scheduler``: ``ensure_topology`` on the Pub/Sub stand-in, the functions ``on_job_submitted``,
+  ``on_heartbeat`` and ``on_stop_requested`` each under functions-framework as its own process on this
+  test's Postgres database, and the event bridge delivering their topics to them. The lost-job sweep
+  is ``zen.on_scale_tick()`` on the test's in-process ``zen`` (same database and configuration).
+- ``agents``: ``python -m zen.agent`` subprocesses with a VM identity in their environment, as the
+  Compute stand-in starts them; all are stopped (SIGTERM, then SIGKILL) at the end of the test.
+
+Every test has its own project (topics, subscriptions) and database, and a configuration file with
+short deadlines that the functions and agents read through ``ZEN_CONFIG``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.agent.helpers import wait_for
+from zen.clock import utc_now
+from zen.config import Deadlines, load_config
+from zen.local.bridge import DeliveryPolicy, EventBridge, Route
+from zen.local.functions_server import FunctionServer
+from zen.local.topology import ensure_topology
+from zen.models import Job
+from zen.store import repository
+
+CLUSTER = "4xa100-40gb"
+FAST = DeliveryPolicy(max_delivery_attempts=5, minimum_backoff_s=0.1, maximum_backoff_s=0.4, ack_deadline_s=10)
+DEADLINES = Deadlines(heartbeat_timeout_s=3, boot_timeout_s=600, idle_timeout_s=300, stop_timeout_s=8)
+AGENT_TUNING = {
+    "ZEN_AGENT_HEARTBEAT_S": "0.5", "ZEN_AGENT_STOP_GRACE_S": "2", "ZEN_AGENT_POLL_S": "0.1",
+    "ZEN_AGENT_CLAIM_TIMEOUT_S": "5", "ZEN_AGENT_VM_HEARTBEAT_S": "5",
+}
+
+
+@pytest.fixture
+def clock():
+    """The sweep runs on real time here: the functions stamp heartbeats with their real clocks."""
+    return utc_now
+
+
+@pytest.fixture
+def config(project):
+    return load_config().model_copy(update={"project": project, "deadlines": DEADLINES})
+
+
+@pytest.fixture
+def config_file(config, tmp_path) -> Path:
+    path = tmp_path / "zen.yaml"
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
+    return path
+
+
+@dataclass
+class Scheduler:
+    config: object
+    db: object
+    zen: object
+    client: object  # a PublisherClient, as users publish
+
+    def submit(self, job_id: str, command: list[str], **fields) -> None:
+        request = {"job_id": job_id, "user_id": "alice", "cluster": CLUSTER, "command": command, **fields}
+        self._publish(self.config.topics.job_submitted, request)
+
+    def stop(self, job_id: str, reason: str = "test stop") -> None:
+        self._publish(self.config.topics.job_stop, {"job_id": job_id, "reason": reason})
+
+    def _publish(self, topic: str, payload: dict) -> None:
+        path = self.client.topic_path(self.config.project, topic)
+        self.client.publish(path, json.dumps(payload).encode()).result(timeout=10)
+
+    def job(self, job_id: str) -> Job | None:
+        with self.db.transaction() as session:
+            return repository.get_job(session, job_id)
+
+    def wait_status(self, job_id: str, *statuses: str, timeout_s: float = 20.0) -> Job:
+        def reached():
+            job = self.job(job_id)
+            return job if job is not None and job.status.value in statuses else None
+
+        try:
+            return wait_for(reached, timeout_s, 0.1, what=f"{job_id} in {statuses}")
+        except AssertionError:
+            job = self.job(job_id)
+            raise AssertionError(f"{job_id} is {job.status.value if job else 'missing'}, not in {statuses} after "
+                                 f"{timeout_s}s; history: {self.history(job_id)}") from None
+
+    def history(self, job_id: str) -> list[tuple[int, str, str]]:
+        with self.db.transaction() as session:
+            rows = repository.job_history(session, job_id)
+        return [(row["attempt"], row["to_status"], row["reason"]) for row in rows]
+
+    def vm(self, name: str) -> dict | None:
+        with self.db.transaction() as session:
+            return next((row for row in repository.list_vms(session) if row["name"] == name), None)
+
+    def sweep(self) -> None:
+        """One scale tick: resend the outbox and mark silent jobs LOST."""
+        self.zen.on_scale_tick()
+
+
+@pytest.fixture
+def scheduler(config, config_file, db_url, db, zen, pubsub_server, pubsub_clients, tmp_path):
+    publisher_client, subscriber_client = pubsub_clients
+    ensure_topology(config, publisher_client, subscriber_client)
+    env = {"ZEN_DATABASE_URL": db_url, "ZEN_PROJECT": config.project, "ZEN_CONFIG": str(config_file),
+           "PUBSUB_EMULATOR_HOST": pubsub_server.address,
+           "ZEN_SCALING": "off"}  # no Compute here: agents are started by the tests, not by scaling
+    topics = config.topics
+    servers = {topic: FunctionServer(target, env=env, log_path=tmp_path / f"{target}.log") for topic, target in (
+        (topics.job_submitted, "on_job_submitted"), (topics.heartbeats, "on_heartbeat"),
+        (topics.job_stop, "on_stop_requested"))}
+    try:
+        with ThreadPoolExecutor(len(servers)) as pool:  # they boot in parallel
+            list(pool.map(lambda server: server.start(), servers.values()))
+        routes = [Route(topic, server.url) for topic, server in servers.items()]
+        with EventBridge(config.project, routes, FAST, publisher_client, subscriber_client):
+            yield Scheduler(config, db, zen, publisher_client)
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
+@dataclass
+class AgentProcess:
+    vm: str
+    process: subprocess.Popen
+    log_path: Path
+    region: str = "us-central1"
+    env: dict = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def logs(self) -> list[dict]:
+        lines = self.log_path.read_text().splitlines() if self.log_path.exists() else []
+        return [json.loads(line) for line in lines if line.startswith("{")]
+
+    def said(self, message: str, **fields) -> list[dict]:
+        return [line for line in self.logs()
+                if line["message"] == message and all(line.get(k) == v for k, v in fields.items())]
+
+    def terminate(self, timeout_s: float = 15.0) -> int:
+        """SIGTERM, as a VM shutdown does; SIGKILL the group if it does not exit in time."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.process.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the agent alone: its job must die with it (the launch shim's parent-death signal)."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(10)
+
+
+class Agents:
+    def __init__(self, config, config_file: Path, pubsub_address: str, log_dir: Path):
+        self._config = config
+        self._config_file = config_file
+        self._pubsub_address = pubsub_address
+        self._log_dir = log_dir
+        self.started: list[AgentProcess] = []
+
+    def start(self, vm: str, region: str = "us-central1", zone: str | None = None, **tuning: str) -> AgentProcess:
+        env = {key: value for key, value in os.environ.items() if not key.startswith(("ZEN_", "GCE_METADATA"))}
+        env.update(AGENT_TUNING)
+        env.update({
+            "ZEN_VM_NAME": vm, "ZEN_CLUSTER": CLUSTER, "ZEN_REGION": region, "ZEN_ZONE": zone or f"{region}-a",
+            "ZEN_PROJECT": self._config.project, "ZEN_CONFIG": str(self._config_file),
+            "PUBSUB_EMULATOR_HOST": self._pubsub_address, **tuning,
+        })
+        log_path = self._log_dir / f"agent-{vm}.log"
+        with open(log_path, "ab") as out:
+            process = subprocess.Popen([sys.executable, "-m", "zen.agent"], env=env, stdin=subprocess.DEVNULL,
+                                       stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        agent = AgentProcess(vm, process, log_path, region, env)
+        self.started.append(agent)
+        return agent
+
+    def stop_all(self) -> None:
+        for agent in self.started:
+            if agent.process.poll() is None:
+                agent.process.send_signal(signal.SIGTERM)
+        for agent in self.started:
+            try:
+                agent.process.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(agent.pid, signal.SIGKILL)
+                agent.process.wait(10)
+
+
+@pytest.fixture
+def agents(config, config_file, pubsub_server, tmp_path):
+    fleet = Agents(config, config_file, pubsub_server.address, tmp_path)
+    yield fleet
+    fleet.stop_all()
+

@@ -1,0 +1,153 @@
+"""Fakes for the agent tests.
+
+- ``FakeTransport``: the agent's Transport port; records every call, scripts the scheduler's answers,
+  and can inject the next errors. Waiting on the control queue advances a manual clock instead of
+  sleeping (``virtual_time``), so claim timeouts and lease extensions are tested instantly.
+- ``FakeMetadata``: a GCE metadata server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+from zen.agent.transport import ControlDelivery, StartDelivery, TransportError
+from zen.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Message, StartMessage
+
+
+class ManualMonotonic:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeTransport:
+    def __init__(self, vm: str, *, virtual_time: bool = True):
+        self.vm = vm
+        self.clock = ManualMonotonic() if virtual_time else time.monotonic
+        self.virtual_time = virtual_time
+        self.starts: deque[StartDelivery] = deque()
+        self.controls: deque[ControlMessage] = deque()
+        self.calls: list[tuple] = []  # ("ack" | "nack" | "extend" | "control_ack", ...)
+        self.published: list[Message] = []
+        self.fail_publish = 0  # the next N publishes raise TransportError
+        self.fail_pull = 0  # the next N pulls raise TransportError
+        self.answer: Callable[[Message], list[ControlMessage]] = lambda message: []
+        self.when_idle: Callable[[], None] = lambda: None  # called when no start message is left
+        self.closed_with: dict | None = None
+        self._ids = 0
+
+    # -- scripting -----------------------------------------------------------------------------
+    def add_start(self, start: StartMessage | bytes) -> str:
+        self._ids += 1
+        data = start if isinstance(start, bytes) else start.to_bytes()
+        delivery = StartDelivery(ack_id=f"ack-{self._ids}", message_id=str(self._ids), data=data, attributes={},
+                                 delivery_attempt=1)
+        self.starts.append(delivery)
+        return delivery.ack_id
+
+    def order(self, job_id: str, attempt: int, action: ControlAction, reason: str = "test") -> None:
+        self.controls.append(ControlMessage(vm=self.vm, job_id=job_id, attempt=attempt, action=action, reason=reason))
+
+    def job_reports(self) -> list[tuple[str, int, str, int]]:
+        return [(m.job_id, m.attempt, m.status.value, m.seq) for m in self.published if isinstance(m, Heartbeat)]
+
+    def vm_states(self) -> list[str]:
+        return [m.state.value for m in self.published if not isinstance(m, Heartbeat)]
+
+    # -- the port ------------------------------------------------------------------------------
+    def open_control(self) -> None:
+        self.calls.append(("open_control",))
+
+    def next_control(self, timeout_s: float) -> ControlDelivery | None:
+        if self.controls:
+            order = self.controls.popleft()
+            return ControlDelivery(f"c-{id(order)}", order.to_bytes(), {"vm": order.vm},
+                                   lambda: self.calls.append(("control_ack", order.job_id, order.action.value)))
+        if self.virtual_time:
+            self.clock.now += timeout_s
+        else:
+            time.sleep(min(timeout_s, 0.02))
+        return None
+
+    def pull_start(self) -> StartDelivery | None:
+        if self.fail_pull:
+            self.fail_pull -= 1
+            raise TransportError("injected pull failure")
+        if self.starts:
+            return self.starts.popleft()
+        self.when_idle()
+        return None
+
+    def extend(self, delivery: StartDelivery, seconds: int) -> None:
+        self.calls.append(("extend", delivery.ack_id, seconds))
+
+    def ack(self, delivery: StartDelivery) -> None:
+        self.calls.append(("ack", delivery.ack_id))
+
+    def nack(self, delivery: StartDelivery) -> None:
+        self.calls.append(("nack", delivery.ack_id))
+
+    def publish(self, message: Message, *, budget_s: float) -> None:
+        if self.fail_publish:
+            self.fail_publish -= 1
+            raise TransportError("injected publish failure")
+        self.published.append(message)
+        self.controls.extend(self.answer(message))
+
+    def close(self, *, delete_control: bool) -> None:
+        self.closed_with = {"delete_control": delete_control}
+
+
+def confirm_claims(vm: str) -> Callable[[Message], list[ControlMessage]]:
+    """The scheduler's answer when every claim wins."""
+
+    def answer(message: Message) -> list[ControlMessage]:
+        if isinstance(message, Heartbeat) and message.status is AgentStatus.CLAIMED:
+            return [ControlMessage(vm=vm, job_id=message.job_id, attempt=message.attempt,
+                                   action=ControlAction.CONFIRM, reason="claim won")]
+        return []
+
+    return answer
+
+
+class FakeMetadata:
+    """A metadata server on 127.0.0.1 that, like the real one, insists on ``Metadata-Flavor: Google``."""
+
+    def __init__(self, values: dict[str, str]):
+        self.values = values
+        self.requests: list[str] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's naming
+                fake.requests.append(self.path)
+                if self.headers.get("Metadata-Flavor") != "Google":
+                    self.send_error(403)
+                    return
+                path = self.path.removeprefix("/computeMetadata/v1/").split("?")[0]
+                if path not in fake.values:
+                    self.send_error(404)
+                    return
+                body = fake.values[path].encode()
+                self.send_response(200)
+                self.send_header("Metadata-Flavor", "Google")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,75 @@
+"""A stand-in for a user's job, run by the agent in tests. Standard library only (it starts fast).
+
+    python jobscript.py [--pidfile F] [--child-pidfile F] [--append F TEXT] [--print TEXT]
+                        [--print-ppid] [--bytes N] [--ignore-term] [--sleep S]
+                        [--first-attempt-sleep S] [--exit N]
+
+Actions happen in the order above; ``--append`` writes ``TEXT start`` before the sleep and
+``TEXT end`` after it, so overlapping runs are visible in the file.
+"""
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pidfile")
+    parser.add_argument("--child-pidfile", help="fork a sleeping child in the same process group")
+    parser.add_argument("--append", nargs=2, metavar=("FILE", "TEXT"))
+    parser.add_argument("--print", dest="text")
+    parser.add_argument("--print-ppid", action="store_true")
+    parser.add_argument("--bytes", type=int, default=0, help="write this many bytes of 'x' lines first")
+    parser.add_argument("--ignore-term", action="store_true")
+    parser.add_argument("--sleep", type=float, default=0.0)
+    parser.add_argument("--first-attempt-sleep", type=float, default=None,
+                        help="sleep this long instead of --sleep when ZEN_JOB_ATTEMPT is 1")
+    parser.add_argument("--exit", type=int, default=0)
+    args = parser.parse_args()
+    if args.ignore_term:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if args.pidfile:
+        write(args.pidfile, str(os.getpid()))
+    if args.child_pidfile:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        write(args.child_pidfile, str(child.pid))
+    if args.append:
+        with open(args.append[0], "a") as out:
+            out.write(f"{args.append[1]} start {time.time():.3f}\n")
+    if args.bytes:
+        line = "x" * 99 + "\n"
+        sys.stdout.write(line * (args.bytes // 100))
+    if args.text is not None:
+        print(args.text)
+    if args.print_ppid:
+        print(f"ppid={os.getppid()}")
+    print(f"attempt={os.environ.get('ZEN_JOB_ATTEMPT')}")
+    if args.first_attempt_sleep is not None and os.environ.get("ZEN_JOB_ATTEMPT") == "1":
+        args.sleep = args.first_attempt_sleep
+    sys.stdout.flush()
+    if args.ignore_term:  # keep sleeping through SIGTERM
+        deadline = time.time() + args.sleep
+        while time.time() < deadline:
+            time.sleep(0.05)
+    else:
+        time.sleep(args.sleep)
+    if args.append:
+        with open(args.append[0], "a") as out:
+            out.write(f"{args.append[1]} end {time.time():.3f}\n")
+    print(f"exiting with {args.exit}", flush=True)
+    return args.exit
+
+
+def write(path: str, text: str) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as out:
+        out.write(text)
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""Who the VM is (environment, or the GCE metadata server), preemption notices, and the tunables."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from tests.agent.fakes import FakeMetadata
+from tests.agent.helpers import wait_for
+from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, watch_preemption
+from zen.agent.reports import AttemptReport, Reporter
+from zen.agent.settings import AgentSettings
+from zen.errors import ConfigError
+from zen.models import AgentStatus, VmState
+
+LOCAL_ENV = {"ZEN_VM_NAME": "zen-4xa100-40gb-us-central1-x1z2", "ZEN_CLUSTER": "4xa100-40gb",
+             "ZEN_REGION": "us-central1", "ZEN_ZONE": "us-central1-a", "ZEN_PROJECT": "p1"}
+
+
+@pytest.fixture
+def metadata():
+    fake = FakeMetadata({
+        "instance/name": "zen-1xl4-europe-west4-abcd",
+        "instance/zone": "projects/123456789/zones/europe-west4-b",
+        "instance/attributes/zen-cluster": "1xl4",
+        "project/project-id": "my-project",
+        "instance/preempted": "FALSE",
+    })
+    yield fake
+    fake.close()
+
+
+def test_identity_from_the_environment_never_asks_the_metadata_server(metadata):
+    identity = resolve_identity(LOCAL_ENV, MetadataServer(metadata.host))
+    assert (identity.vm, identity.cluster, identity.region, identity.zone, identity.project) == (
+        "zen-4xa100-40gb-us-central1-x1z2", "4xa100-40gb", "us-central1", "us-central1-a", "p1")
+    assert identity.from_environment and metadata.requests == []
+
+
+def test_region_comes_from_the_zone_and_project_from_the_configuration():
+    env = {k: v for k, v in LOCAL_ENV.items() if k not in ("ZEN_REGION", "ZEN_PROJECT")}
+    identity = resolve_identity(env, None, default_project="zen-local")
+    assert identity.region == "us-central1" and identity.project == "zen-local"
+
+
+def test_without_environment_or_metadata_server_the_missing_variables_are_named():
+    with pytest.raises(IdentityError, match="ZEN_VM_NAME, ZEN_CLUSTER"):
+        resolve_identity({"ZEN_ZONE": "us-central1-a"}, None)
+
+
+def test_a_zone_outside_the_region_is_refused():
+    with pytest.raises(IdentityError, match="not in region"):
+        resolve_identity({**LOCAL_ENV, "ZEN_REGION": "us-west1"}, None)
+
+
+def test_identity_from_the_metadata_server(metadata):
+    identity = resolve_identity({}, MetadataServer.from_env({"GCE_METADATA_HOST": metadata.host}))
+    assert (identity.vm, identity.cluster, identity.region, identity.zone, identity.project) == (
+        "zen-1xl4-europe-west4-abcd", "1xl4", "europe-west4", "europe-west4-b", "my-project")
+    assert not identity.from_environment
+
+
+def test_environment_fields_override_the_metadata_server(metadata):
+    identity = resolve_identity({"ZEN_CLUSTER": "4xa100-40gb", "ZEN_PROJECT": "other"}, MetadataServer(metadata.host))
+    assert identity.cluster == "4xa100-40gb" and identity.project == "other" and identity.vm.startswith("zen-1xl4")
+
+
+def test_a_vm_without_the_cluster_attribute_cannot_start(metadata):
+    del metadata.values["instance/attributes/zen-cluster"]
+    with pytest.raises(IdentityError, match="zen-cluster"):
+        resolve_identity({}, MetadataServer(metadata.host))
+
+
+def test_an_unreachable_metadata_server_is_a_clear_error():
+    with pytest.raises(IdentityError, match="unreachable"):
+        resolve_identity({}, MetadataServer("127.0.0.1:9", timeout_s=1))
+
+
+def test_preemption_is_read_and_watched(metadata):
+    server = MetadataServer(metadata.host)
+    assert server.preempted() is False
+    noticed = threading.Event()
+    stop = threading.Event()
+    watch_preemption(server, noticed.set, stop, wait_s=0, error_pause_s=0.05)
+    metadata.values["instance/preempted"] = "TRUE"
+    wait_for(noticed.is_set, 5, what="preemption noticed")
+    stop.set()
+    assert any("wait_for_change=true" in path for path in metadata.requests)
+
+
+# -- settings and sequence numbers -------------------------------------------------------------------
+def test_settings_defaults_and_overrides():
+    assert AgentSettings.from_env({}) == AgentSettings()
+    settings = AgentSettings.from_env({"ZEN_AGENT_HEARTBEAT_S": "0.5", "ZEN_AGENT_STOP_GRACE_S": "2",
+                                       "ZEN_AGENT_CLAIM_TRIES": "2", "ZEN_AGENT_LOCAL": "1"})
+    assert (settings.heartbeat_s, settings.stop_grace_s, settings.claim_tries, settings.local) == (0.5, 2.0, 2, True)
+
+
+@pytest.mark.parametrize("env, problem", [
+    ({"ZEN_AGENT_HEARTBEAT_S": "soon"}, "not a number"),
+    ({"ZEN_AGENT_HEARTBEAT_S": "0"}, "must be above 0"),
+    ({"ZEN_AGENT_CLAIM_TRIES": "1.5"}, "whole number"),
+    ({"ZEN_AGENT_LEASE_S": "900"}, "at most 600"),
+    ({"ZEN_AGENT_TAIL_BYTES": "100000"}, "at most 7000"),
+    ({"ZEN_AGENT_LOCAL": "maybe"}, "use 1 or 0"),
+])
+def test_bad_settings_name_the_variable(env, problem):
+    with pytest.raises(ConfigError, match=problem):
+        AgentSettings.from_env(env)
+
+
+def test_vm_seq_is_epoch_milliseconds_and_strictly_increasing_and_job_seq_counts_per_attempt():
+    identity = resolve_identity(LOCAL_ENV, None)
+    sent = []
+    wall = iter([1_700_000_000.0, 1_700_000_000.0, 1_699_999_999.0, 1_700_000_005.0])
+    reporter = Reporter(identity, lambda message, budget_s: sent.append(message), wall_clock=lambda: next(wall))
+    for _ in range(4):
+        reporter.vm(VmState.IDLE, budget_s=1)
+    assert [m.seq for m in sent] == [1_700_000_000_000, 1_700_000_000_001, 1_700_000_000_002, 1_700_000_005_000]
+    first, second = AttemptReport("j", 1), AttemptReport("j", 2)
+    reporter.job(first, AgentStatus.CLAIMED, budget_s=1)
+    reporter.job(first, AgentStatus.RUNNING, budget_s=1)
+    reporter.job(second, AgentStatus.CLAIMED, budget_s=1)
+    assert [(m.attempt, m.seq) for m in sent[4:]] == [(1, 1), (1, 2), (2, 1)]

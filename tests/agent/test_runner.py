@@ -1,0 +1,210 @@
+"""The runner: argv (process or docker, never a shell), process group, output tail, exit codes, stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tests.agent.helpers import alive, job_command, read_pid, wait_for
+from zen.agent.runner import (
+    CannotRun, JobSpec, RunningJob, container_name, docker_argv, plan_launch, remove_leftover_containers,
+)
+
+
+def run(spec: JobSpec, **kwargs) -> RunningJob:
+    return RunningJob.start(spec, local=kwargs.pop("local", True), **kwargs)
+
+
+# -- argv ----------------------------------------------------------------------------------------
+def test_docker_argv_passes_image_command_and_env_as_separate_arguments():
+    spec = JobSpec(job_id="train-42", attempt=2, image="us-docker.pkg.dev/p/r/train:1",
+                   command=["python", "train.py", "--name", "$USER; rm -rf /"], env={"WANDB_MODE": "offline",
+                                                                                      "NOTE": "a b=c"})
+    assert docker_argv(spec) == [
+        "docker", "run", "--rm", "--gpus", "all", "--name", "zen-train-42-2",
+        "-e", "ZEN_JOB_ID=train-42", "-e", "ZEN_JOB_ATTEMPT=2", "-e", "WANDB_MODE=offline", "-e", "NOTE=a b=c",
+        "us-docker.pkg.dev/p/r/train:1", "python", "train.py", "--name", "$USER; rm -rf /",
+    ]
+
+
+def test_docker_argv_without_command_runs_the_image_default():
+    argv = docker_argv(JobSpec(job_id="j", attempt=1, image="img:1"), docker="/usr/bin/docker")
+    assert argv[0] == "/usr/bin/docker" and argv[-1] == "img:1"
+
+
+def test_container_names_only_use_characters_docker_accepts():
+    assert container_name("team:job/1 x", 3) == "zen-team-job-1-x-3"
+
+
+def test_local_mode_ignores_the_image_and_runs_the_command():
+    spec = JobSpec(job_id="j", attempt=1, image="img:1", command=["echo", "hi"])
+    local = plan_launch(spec, local=True)
+    remote = plan_launch(spec, local=False)
+    assert local.argv == ["echo", "hi"] and local.container is None and local.env["ZEN_JOB_ID"] == "j"
+    assert remote.argv[:2] == ["docker", "run"] and remote.container == "zen-j-1" and remote.env == {}
+
+
+@pytest.mark.parametrize("spec, local, reason", [
+    (JobSpec(job_id="j", attempt=1, image="img:1"), True, "local mode runs no containers"),
+    (JobSpec(job_id="j", attempt=1), False, "no command"),
+])
+def test_a_job_that_cannot_run_here_says_why(spec, local, reason):
+    with pytest.raises(CannotRun, match=reason):
+        plan_launch(spec, local=local)
+
+
+# -- processes -----------------------------------------------------------------------------------
+def test_exit_code_output_tail_and_environment_without_a_shell():
+    probe = "import os, sys; print(sys.argv[1:]); print(os.environ['ZEN_JOB_ID'], os.environ['GREETING'])"
+    job = run(JobSpec(job_id="probe", attempt=1, command=[sys.executable, "-c", probe, "$HOME; echo hi", "*"],
+                      env={"GREETING": "hello there"}))
+    outcome = job.outcome()
+    assert outcome.exit_code == 0
+    assert outcome.tail == "['$HOME; echo hi', '*']\nprobe hello there\n"
+
+
+def test_a_failing_command_reports_its_exit_code_and_output():
+    outcome = run(JobSpec(job_id="f", attempt=1, command=job_command("--print", "boom", "--exit", "3"))).outcome()
+    assert outcome.exit_code == 3 and "boom" in outcome.tail
+
+
+def test_only_the_tail_of_a_long_output_is_kept():
+    outcome = run(JobSpec(job_id="big", attempt=1, command=job_command("--bytes", "200000", "--print", "LAST")),
+                  tail_bytes=4096).outcome()
+    assert len(outcome.tail.encode()) <= 4096
+    assert outcome.tail.endswith("LAST\nattempt=1\nexiting with 0\n")
+
+
+def test_full_output_goes_to_the_job_log_directory_when_asked(tmp_path):
+    run(JobSpec(job_id="logged", attempt=2, command=job_command("--bytes", "10000")), tail_bytes=100,
+        log_dir=str(tmp_path)).outcome()
+    assert len((tmp_path / "zen-logged-2.log").read_bytes()) > 10000
+
+
+def test_a_missing_program_exits_127_with_a_message():
+    outcome = run(JobSpec(job_id="nf", attempt=1, command=["/nonexistent/program", "x"])).outcome()
+    assert outcome.exit_code == 127 and "command not found: /nonexistent/program" in outcome.tail
+
+
+def test_stop_terminates_the_whole_process_group(tmp_path):
+    job = run(JobSpec(job_id="s", attempt=1, command=job_command(
+        "--pidfile", str(tmp_path / "pid"), "--child-pidfile", str(tmp_path / "child"), "--sleep", "60")))
+    pid, child = read_pid(tmp_path / "pid"), read_pid(tmp_path / "child")
+    began = time.monotonic()
+    assert job.stop(grace_s=5) == 128 + signal.SIGTERM
+    assert time.monotonic() - began < 2
+    job.outcome()
+    assert not alive(pid) and wait_for(lambda: not alive(child), 5, what="child gone")
+
+
+def test_stop_kills_a_job_that_ignores_sigterm_after_the_grace_period(tmp_path):
+    job = run(JobSpec(job_id="stubborn", attempt=1, command=job_command(
+        "--ignore-term", "--pidfile", str(tmp_path / "pid"), "--sleep", "60")))
+    pid = read_pid(tmp_path / "pid")
+    began = time.monotonic()
+    assert job.stop(grace_s=0.5) == 128 + signal.SIGKILL
+    assert 0.5 <= time.monotonic() - began < 3
+    assert not alive(pid)
+
+
+def test_children_left_behind_are_killed_when_the_job_ends(tmp_path):
+    outcome = run(JobSpec(job_id="leaky", attempt=1, command=job_command(
+        "--child-pidfile", str(tmp_path / "child")))).outcome()
+    assert outcome.exit_code == 0
+    child = read_pid(tmp_path / "child")
+    wait_for(lambda: not alive(child), 5, what="leftover child gone")
+
+
+def test_max_runtime_is_measured_from_the_start():
+    job = run(JobSpec(job_id="t", attempt=1, command=job_command("--sleep", "30"), max_runtime_s=1))
+    assert not job.over_time()
+    wait_for(job.over_time, 3, what="over time")
+    assert job.stop(grace_s=2) == 128 + signal.SIGTERM
+
+
+def test_a_job_dies_with_an_agent_that_is_killed_outright(tmp_path):
+    """The launch shim's parent-death signal: no job outlives its agent."""
+    agent = textwrap.dedent(f"""
+        import sys, time
+        from zen.agent.runner import JobSpec, RunningJob
+        job = RunningJob.start(JobSpec(job_id="orphan", attempt=1, command={job_command('--sleep', '60')!r}),
+                               local=True)
+        print(job.pid, flush=True)
+        time.sleep(60)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", agent], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(parent.stdout.readline())
+        assert alive(pid)
+        parent.kill()
+        parent.wait(10)
+        wait_for(lambda: not alive(pid), 5, what="job gone with its agent")
+    finally:
+        parent.kill()
+        parent.wait(10)
+
+
+# -- containers, with a fake docker CLI ------------------------------------------------------------
+@pytest.fixture
+def fake_docker(tmp_path):
+    """An executable that records its argv; ``run`` ignores SIGTERM (as a container stuck in
+    shutdown would) until ``kill`` is called."""
+    calls = tmp_path / "calls.jsonl"
+    killed = tmp_path / "killed"
+    script = tmp_path / "docker"
+    script.write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import json, os, signal, sys, time
+        with open({str(calls)!r}, "a") as out:
+            out.write(json.dumps(sys.argv[1:]) + "\\n")
+        if sys.argv[1] == "run":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            while not os.path.exists({str(killed)!r}):
+                time.sleep(0.05)
+            sys.exit(137)
+        if sys.argv[1] == "kill":
+            open({str(killed)!r}, "w").close()
+        if sys.argv[1] == "ps":
+            print("c1\\nc2")
+    """))
+    script.chmod(0o755)
+
+    def read_calls():
+        return [json.loads(line) for line in calls.read_text().splitlines()] if calls.exists() else []
+
+    return str(script), read_calls
+
+
+def test_stopping_a_container_escalates_to_docker_kill(fake_docker):
+    docker, calls = fake_docker
+    job = RunningJob.start(JobSpec(job_id="gpu", attempt=1, image="img:1", command=["train"]), local=False,
+                           docker=docker)
+    wait_for(lambda: calls(), 5, what="docker run called")
+    assert calls()[0][:7] == ["run", "--rm", "--gpus", "all", "--name", "zen-gpu-1", "-e"]
+    assert job.stop(grace_s=0.3) in (137, 128 + signal.SIGKILL)
+    assert ["kill", "zen-gpu-1"] in calls()
+
+
+def test_leftover_zen_containers_are_removed_at_start(fake_docker):
+    docker, calls = fake_docker
+    assert remove_leftover_containers(docker) == ["c1", "c2"]
+    assert calls() == [["ps", "-aq", "--filter", "name=^zen-"], ["rm", "-f", "c1", "c2"]]
+
+
+def test_without_docker_leftover_cleanup_does_nothing():
+    assert remove_leftover_containers("/nonexistent/docker") == []
+
+
+def test_the_job_inherits_the_agents_environment_in_local_mode(monkeypatch):
+    monkeypatch.setenv("ZEN_TEST_MARKER", "from-agent")
+    outcome = run(JobSpec(job_id="e", attempt=1, command=[
+        sys.executable, "-c", "import os; print(os.environ.get('ZEN_TEST_MARKER'))"])).outcome()
+    assert outcome.tail.strip() == "from-agent"
+    assert os.environ["ZEN_TEST_MARKER"] == "from-agent"

@@ -1,0 +1,58 @@
+"""The instance template's startup script, in its dry-run mode against a fake metadata server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import zen.agent
+from tests.agent.fakes import FakeMetadata
+
+SCRIPT = Path(zen.agent.__file__).with_name("startup.sh")
+CONFIG_YAML = "project: my-project\nclusters: []\n"
+
+
+@pytest.fixture
+def metadata():
+    fake = FakeMetadata({
+        "instance/attributes/zen-agent-package": "gs://my-bucket/zen-0.1.0-py3-none-any.whl",
+        "instance/attributes/zen-cluster": "4xa100-40gb",
+        "instance/attributes/zen-config": CONFIG_YAML,
+        "instance/zone": "projects/123/zones/us-central1-a",
+    })
+    yield fake
+    fake.close()
+
+
+def run_script(metadata: FakeMetadata, root: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GCE_METADATA_HOST": metadata.host, "ZEN_STARTUP_ROOT": str(root), "ZEN_STARTUP_DRY_RUN": "1"}
+    return subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_the_script_is_valid_bash():
+    assert subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True).returncode == 0
+
+
+def test_it_installs_the_agent_and_runs_it_as_a_systemd_service(metadata, tmp_path):
+    result = run_script(metadata, tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    unit = (tmp_path / "etc/systemd/system/zen-agent.service").read_text()
+    assert "ExecStart=/opt/zen/venv/bin/python -m zen.agent" in unit
+    assert "Environment=ZEN_CONFIG=/etc/zen/config.yaml" in unit
+    assert "KillMode=mixed" in unit and "Restart=on-failure" in unit and "TimeoutStopSec=25" in unit
+    assert (tmp_path / "etc/zen/config.yaml").read_text() == CONFIG_YAML
+    commands = result.stdout.splitlines()
+    wheel = f"{tmp_path}/opt/zen/zen-0.1.0-py3-none-any.whl"
+    assert f"would run: gcloud storage cp gs://my-bucket/zen-0.1.0-py3-none-any.whl {wheel}" in commands
+    assert f"would run: {tmp_path}/opt/zen/venv/bin/pip install --quiet {wheel}" in commands
+    assert commands[-1] == "would run: systemctl restart zen-agent.service"
+
+
+def test_without_the_package_attribute_it_refuses_with_a_reason(metadata, tmp_path):
+    del metadata.values["instance/attributes/zen-agent-package"]
+    result = run_script(metadata, tmp_path)
+    assert result.returncode == 1 and "zen-agent-package is not set" in result.stderr

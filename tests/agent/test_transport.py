@@ -1,0 +1,139 @@
+"""The agent's Pub/Sub adapter against the Pub/Sub stand-in, through the official client."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from google.api_core import exceptions as gexc
+
+from tests.agent.helpers import wait_for
+from zen.agent.identity import Identity
+from zen.agent.transport import PubSubTransport, TransportError, call_with_retries
+from zen.local.topology import ensure_topology
+from zen.models import ControlAction, ControlMessage
+
+VM = "vm-t"
+
+
+@pytest.fixture
+def transport(config, pubsub_clients):
+    publisher_client, subscriber_client = pubsub_clients
+    ensure_topology(config, publisher_client, subscriber_client)
+    identity = Identity(project=config.project, vm=VM, cluster="4xa100-40gb", region="us-central1",
+                        zone="us-central1-a", from_environment=True)
+    # Its own clients: close() shuts them down, and the session's clients are shared.
+    transport = PubSubTransport(config, identity)
+    yield transport
+    transport.close(delete_control=True)
+
+
+def publish(pubsub_clients, config, topic: str, data: bytes, **attributes) -> None:
+    client = pubsub_clients[0]
+    client.publish(client.topic_path(config.project, topic), data, **attributes).result(timeout=10)
+
+
+def control(vm: str, job_id: str) -> bytes:
+    return ControlMessage(vm=vm, job_id=job_id, attempt=1, action=ControlAction.CONFIRM).to_bytes()
+
+
+def next_order(transport, timeout_s=10.0):
+    delivery = wait_for(lambda: transport.next_control(0.2), timeout_s, 0, what="a control message")
+    delivery.ack()
+    return json.loads(delivery.data)
+
+
+def test_the_control_subscription_is_filtered_to_this_vm_and_expires_by_itself(transport, config, pubsub_clients):
+    transport.open_control()
+    subscription = pubsub_clients[1].get_subscription(subscription=transport.control_subscription)
+    assert subscription.filter == 'attributes.vm = "vm-t"'
+    assert subscription.expiration_policy.ttl == timedelta(days=1)
+
+    publish(pubsub_clients, config, "zen-vm-control", control("vm-other", "not-mine"), vm="vm-other")
+    publish(pubsub_clients, config, "zen-vm-control", control(VM, "mine"), vm=VM)
+
+    assert next_order(transport)["job_id"] == "mine"
+    assert transport.next_control(0.5) is None
+
+
+def test_a_control_subscription_deleted_underneath_is_recreated(transport, config, pubsub_clients):
+    transport.open_control()
+    pubsub_clients[1].delete_subscription(subscription=transport.control_subscription)
+
+    def delivered():
+        publish(pubsub_clients, config, "zen-vm-control", control(VM, "after"), vm=VM)
+        return transport.next_control(1.0)
+
+    order = wait_for(delivered, 20, 0, what="control stream back")
+    order.ack()
+    assert json.loads(order.data)["job_id"] == "after"
+
+
+def test_start_messages_are_pulled_one_at_a_time_and_nack_gives_them_back(transport, config, pubsub_clients):
+    attributes = {"cluster": "4xa100-40gb", "allow_any": "1"}
+    publish(pubsub_clients, config, "zen-job-start", b'{"n": 1}', **attributes)
+    publish(pubsub_clients, config, "zen-job-start", b'{"n": 2}', **attributes)
+
+    first = wait_for(transport.pull_start, 10, what="first start message")
+    second = wait_for(transport.pull_start, 10, what="second start message")
+    assert {first.data, second.data} == {b'{"n": 1}', b'{"n": 2}'}
+    assert transport.pull_start() is None  # both are leased
+
+    transport.extend(first, 30)
+    transport.ack(first)
+    transport.nack(second)
+    again = wait_for(transport.pull_start, 10, what="the nacked message again")
+    assert again.data == second.data and again.message_id == second.message_id
+
+
+def test_start_messages_for_another_region_never_reach_this_vm(transport, config, pubsub_clients):
+    publish(pubsub_clients, config, "zen-job-start", b"{}", cluster="4xa100-40gb", allow_europe_west4="1")
+    assert transport.pull_start() is None
+
+
+# -- retries ---------------------------------------------------------------------------------------
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+        self.pauses = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.pauses.append(seconds)
+        self.now += seconds
+
+
+def failing(errors, result="ok"):
+    errors = list(errors)
+
+    def call():
+        if errors:
+            raise errors.pop(0)
+        return result
+
+    return call
+
+
+def test_transient_errors_are_retried_with_growing_pauses():
+    clock = Clock()
+    call = failing([gexc.ServiceUnavailable("down")] * 3)
+    assert call_with_retries("x", call, budget_s=30, sleep=clock.sleep, clock=clock) == "ok"
+    assert len(clock.pauses) == 3 and clock.pauses[2] > clock.pauses[0]
+
+
+def test_retries_stop_at_the_budget():
+    clock = Clock()
+    with pytest.raises(TransportError, match="still failing"):
+        call_with_retries("x", failing([gexc.DeadlineExceeded("slow")] * 1000), budget_s=5, sleep=clock.sleep,
+                          clock=clock)
+    assert clock.now <= 5
+
+
+def test_a_permanent_error_is_not_retried():
+    clock = Clock()
+    with pytest.raises(TransportError, match="PermissionDenied"):
+        call_with_retries("x", failing([gexc.PermissionDenied("no")]), budget_s=30, sleep=clock.sleep, clock=clock)
+    assert clock.pauses == []
