@@ -31,6 +31,7 @@ from google.cloud import pubsub_v1
 from google.pubsub_v1 import types as T
 
 from zen import eventarc
+from zen.logs import setup_logging
 
 log = logging.getLogger("zen.bridge")
 
@@ -212,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.route and not args.tick_every:
         parser.error("give at least one --route or --tick-every")
-    logging.basicConfig(level=logging.INFO)
+    setup_logging()  # JSON lines, as Cloud Logging reads them
     policy = DeliveryPolicy(max_delivery_attempts=args.max_attempts, minimum_backoff_s=args.min_backoff,
                             maximum_backoff_s=args.max_backoff, binary_mode=args.binary)
     bridge = EventBridge(args.project, args.route, policy).start()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import shlex
 import signal
 import sys
@@ -17,6 +16,7 @@ from typing import Sequence
 
 from zen.config import load_config
 from zen.errors import ConfigError
+from zen.logs import setup_logging
 from zen.local.compute.scenario import load_scenario
 from zen.local.compute.standin import ComputeStandIn
 from zen.local.compute.yamllines import ScenarioError
@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(args.log_level.upper())  # JSON lines, as Cloud Logging reads them
     try:
         scenario = load_scenario(args.scenario)
         if args.time_scale is not None:

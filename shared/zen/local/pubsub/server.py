@@ -15,6 +15,8 @@ from typing import Callable
 
 import grpc
 
+from zen.logs import setup_logging
+
 from .service import all_handlers
 from .state import PubSubState
 
@@ -100,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"port to bind, 0 = any free port (default {DEFAULT_PORT})",
     )
     args = parser.parse_args(argv)
+    setup_logging()  # JSON lines, as Cloud Logging reads them
 
     stop = threading.Event()
     previous = {}
