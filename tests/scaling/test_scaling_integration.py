@@ -32,7 +32,7 @@ def stack(config, db, publisher, clock, monkeypatch, tmp_path):
     standin = ComputeStandIn(scenario, clock=cloud_clock, config=config, log_dir=tmp_path).start()
     monkeypatch.setenv("ZEN_COMPUTE_ENDPOINT", standin.endpoint)
     clients = compute_clients_from_env()
-    follow_ups = []  # the follow-up pass runs at once here (time is the test's to move)
+    follow_ups = []  # a tick's follow-up pass runs at once here (time is the test's to move)
     scaler = ClusterOrchestrator(config, db, clock, lambda p, r, n: MigManager(p, r, n, *clients),
                                  sleep=follow_ups.append)
     zen = Zen(config, db, publisher, clock, scaler=scaler)
@@ -59,12 +59,12 @@ def test_stockout_in_the_preferred_region_brings_jobs_up_in_the_next(stack):
     zen, advance, instances = stack
     fn = FunctionsInvoker(zen)
     fn.submit(job_request("a"))
-    # Right after the submission: asked in the preferred region, which has no capacity; the
-    # follow-up pass reads the stockout error, blocks the region and asks the next one. The stuck
-    # instance stays as a probe that costs nothing.
+    # Right after the submission: asked in the preferred region, which has no capacity.
     [stuck] = instances("us-central1")
-    assert stuck.current_action == "CREATING" and len(instances("us-west1")) == 1
-    fn.submit(job_request("b"))  # straight to the next region: the block is remembered
+    assert stuck.current_action == "CREATING" and instances("us-west1") == []
+    fn.submit(job_request("b"))
+    # The pass after the second submission reads the stockout error: the region is blocked and
+    # both jobs' demand moves to the next region; the stuck instance stays as a free probe.
     assert len(instances("us-west1")) == 2
     assert [i.name for i in instances("us-central1")] == [stuck.name]
 
@@ -148,5 +148,18 @@ def test_zen_explain_lists_the_decisions_with_reasons(stack, db_url, monkeypatch
     assert main(["explain", CLUSTER, "--json"]) == 0
     decisions = json.loads(capsys.readouterr().out)
     assert [(d["action"], d["region"]) for d in decisions][:3] == [
-        ("ADD", "us-central1"), ("BLOCK", "us-central1"), ("ADD", "us-west1")]  # the follow-up pass
+        ("ADD", "us-central1"), ("BLOCK", "us-central1"), ("ADD", "us-west1")]
     assert "stockout" in decisions[1]["reason"]
+
+
+def test_a_tick_that_asked_for_vms_follows_up_and_spills_within_the_tick(stack, config, db, clock):
+    from zen.local.invoke import FunctionsInvoker
+
+    zen, advance, instances = stack
+    # The job arrives while the submission path does not scale (e.g. its pass was skipped).
+    scaler, zen.scaler = zen.scaler, None
+    fn = FunctionsInvoker(zen)
+    fn.submit(job_request("a"))
+    zen.scaler = scaler
+    fn.tick()  # asks us-central1, then its follow-up pass sees the stockout and asks us-west1
+    assert len(instances("us-central1")) == 1 and len(instances("us-west1")) == 1

@@ -230,19 +230,21 @@ class ClusterOrchestrator:
         return self._managers[cluster]
 
     def tick(self) -> dict[str, ClusterReport]:
-        return {cluster.name: self.scale(cluster.name) for cluster in self._config.clusters}
+        """Every cluster, with follow-up passes (the tick is periodic and one at a time, so it can
+        afford to wait; a submission's pass cannot hold up the messages behind it)."""
+        reports = {cluster.name: self.scale(cluster.name) for cluster in self._config.clusters}
+        waiting = [name for name, report in reports.items()
+                   if report.added and getattr(self.manager(name).policy, "follow_up_s", None)]
+        if waiting:
+            self._sleep(max(self.manager(name).policy.follow_up_s for name in waiting))
+            for name in waiting:
+                reports[name] = self.scale(name)
+        return reports
 
     def scale(self, cluster: str) -> ClusterReport:
-        """One pass; when it asked for VMs, a follow-up pass ``follow_up_s`` later (the policy's), so
-        a stockout on the new instances moves demand on within seconds, not at the next tick."""
+        """One pass over one cluster (right after a submission, and from ``tick``)."""
         try:
-            manager = self.manager(cluster)
-            report = manager.run()
-            follow_up = getattr(manager.policy, "follow_up_s", None)
-            if report.added and follow_up:
-                self._sleep(follow_up)
-                report = manager.run()
-            return report
+            return self.manager(cluster).run()
         except Exception as exc:  # noqa: BLE001 - logged; the next tick tries again
             log.exception("scaling pass failed", extra={"cluster": cluster})
             return ClusterReport(cluster, errors=[str(exc)])

@@ -21,8 +21,9 @@ How it decides, per cluster, each tick:
    cost and wait. Idle VMs beyond the pool go after ``idle_grace_s``: at the arrival rate seen,
    keeping them would cost more than the boot they might save. Busy VMs are never deleted; booting
    ones only when stuck.
-6. **Follow up.** When it asked for VMs, the manager plans again ``follow_up_s`` later, so a stockout
-   on the new instances moves demand on within seconds instead of at the next tick.
+6. **Follow up.** When a tick asked for VMs, it plans again ``follow_up_s`` later, so a stockout on
+   the new instances moves demand on within seconds instead of at the next tick. (A pass right
+   after a submission does not wait; the next submission or tick sees its errors.)
 Every decision carries a reason.
 """
 

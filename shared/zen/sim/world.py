@@ -120,10 +120,10 @@ class Simulation:
     # -- ticks ----------------------------------------------------------------------------------
     def _periodic_tick(self) -> None:
         for cluster in self.clusters.values():
-            self._tick(cluster)
+            self._tick(cluster, periodic=True)
         self._push(self.now + self.scenario.spec.tick_s, _TICK, self._periodic_tick)
 
-    def _tick(self, cluster: _Cluster) -> None:
+    def _tick(self, cluster: _Cluster, periodic: bool = False) -> None:
         if cluster.last_tick == self.now:
             return  # one tick per instant (the advisory lock makes a second one skip)
         snapshot = self._snapshot(cluster)
@@ -132,7 +132,7 @@ class Simulation:
         self.result.planner_s += time.perf_counter() - started
         self.result.ticks += 1
         cluster.last_tick = self.now
-        self._apply(cluster, plan)
+        self._apply(cluster, plan, follow_up=periodic)
 
     def _snapshot(self, cluster: _Cluster) -> ClusterSnapshot:
         if cluster.queued_view is None:
@@ -168,7 +168,7 @@ class Simulation:
                          vm.job.spec.job_id if vm.job else None, vm.error)
         return vm.view
 
-    def _apply(self, cluster: _Cluster, plan: Plan) -> None:
+    def _apply(self, cluster: _Cluster, plan: Plan, follow_up: bool = False) -> None:
         result, limits = self.result, cluster.limits
         result.api_calls += 2 * len(cluster.migs)
         deleted_in: set[str] = set()
@@ -195,9 +195,10 @@ class Simulation:
                 for _ in range(allowed):
                     self._create(mig)
         cluster.memory = plan.memory
-        follow_up = getattr(self.policy, "follow_up_s", None)
-        if follow_up and any(count > 0 for count in plan.add.values()):
-            self._push(self.now + follow_up, _TICK, self._tick, cluster)
+        # As the production tick does: when a periodic tick asked for VMs, plan once more shortly after.
+        follow_up_s = getattr(self.policy, "follow_up_s", None)
+        if follow_up and follow_up_s and any(count > 0 for count in plan.add.values()):
+            self._push(self.now + follow_up_s, _TICK, self._tick, cluster)
 
     # -- instances and capacity -----------------------------------------------------------------
     def _create(self, mig: _Mig) -> None:
