@@ -240,7 +240,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for key, value in stack_env().items():
         os.environ.setdefault(key, value)
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    trailing: list[str] = []
+    if "--" in argv and argv[0] in ("submit",):
+        # `zen submit [FILE] [flags] -- PROGRAM ARGS`: everything after -- is the job's command.
+        cut = argv.index("--")
+        argv, trailing = argv[:cut], argv[cut + 1:]
     args, rest = parser.parse_known_args(argv)
+    args.trailing = trailing
     if getattr(args, "passthrough", False):
         return args.func(args, rest)
     if rest:

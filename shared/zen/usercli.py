@@ -33,7 +33,7 @@ def _publish(topic_field: str, payload: bytes) -> str:
 def build_request(args) -> JobRequest:
     """A JobRequest from a YAML/JSON file, with flags filling or overriding fields."""
     data: dict = {}
-    words = list(args.words)
+    words = list(args.words) + list(getattr(args, "trailing", []))
     args.file = None
     if words and words[0].endswith((".yaml", ".yml", ".json")) and Path(words[0]).is_file():
         args.file = words.pop(0)
