@@ -3,8 +3,13 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Terraform checks: python-hcl2 in .venv (the tests parse terraform/ with it); checkov in its own
+# virtualenv, since its pins clash with constraints.txt.
+HCL_STAMP := $(VENV)/.tools-installed
+TOOLS_VENV := .venv-tools
+TOOLS_STAMP := $(TOOLS_VENV)/.installed
 
-.PHONY: venv test demo bench clean
+.PHONY: venv tools test demo bench package checkov clean
 
 venv: $(STAMP)
 
@@ -14,7 +19,19 @@ $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
-test: venv
+tools: $(HCL_STAMP) $(TOOLS_STAMP)
+
+$(HCL_STAMP): $(STAMP) requirements-tools.txt
+	$(BIN)/python -m pip install --quiet -r requirements-tools.txt -c constraints.txt
+	touch $(HCL_STAMP)
+
+$(TOOLS_STAMP): requirements-checkov.txt
+	test -x $(TOOLS_VENV)/bin/python || $(PYTHON) -m venv $(TOOLS_VENV)
+	$(TOOLS_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
+	touch $(TOOLS_STAMP)
+
+# The tests include tests/terraform: the wiring of terraform/, the package, and checkov.
+test: venv tools
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 demo: venv
@@ -24,5 +41,13 @@ demo: venv
 bench: venv
 	$(BIN)/python -m zen.sim.bench
 
+# What terraform deploys: dist/zen-functions.zip, the agent wheel, dist/manifest.json.
+# Ship a configuration of your own with: make package CONFIG=zen.yaml
+package: venv
+	$(BIN)/python scripts/package.py --out dist $(if $(CONFIG),--config $(CONFIG))
+
+checkov: $(TOOLS_STAMP)
+	$(TOOLS_VENV)/bin/checkov -d terraform --config-file terraform/.checkov.yaml
+
 clean:
-	rm -rf $(VENV) .zen
+	rm -rf $(VENV) $(TOOLS_VENV) .zen dist

@@ -12,17 +12,15 @@ from pathlib import Path
 import pytest
 
 from zen.local import demo
-from zen.local.stack import LocalStack, Ports, StackError, read_stack
+from zen.local.stack import LocalStack, Ports, StackError, port_free, read_stack
 
 pytestmark = pytest.mark.e2e
 
 
-def free_base_port() -> int:
-    for base in range(21000, 30000, 20):
-        ports = Ports.from_base(base).all().values()
-        with socket.socket() as probe:
-            if all(probe.connect_ex(("127.0.0.1", p)) != 0 for p in ports):
-                return base
+def free_base_port(start: int = 21000) -> int:
+    for base in range(start, 30000, 20):
+        if all(port_free(p) for p in Ports.from_base(base).all().values()):
+            return base
     raise RuntimeError("no free block of ports")
 
 
@@ -57,8 +55,9 @@ def test_jobs_run_around_a_stockout_and_idle_vms_are_scaled_away(home):
 
 
 def test_up_refuses_a_taken_port_and_a_running_stack(home):
-    base = free_base_port()
+    base = free_base_port(start=23000)  # away from the ports the other test's stack just released
     with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         squatter.bind(("127.0.0.1", Ports.from_base(base).compute))
         squatter.listen()
         with pytest.raises(StackError, match=f"{base + 1} \\(compute stand-in\\)"):
@@ -68,7 +67,7 @@ def test_up_refuses_a_taken_port_and_a_running_stack(home):
     stack.up()
     try:
         with pytest.raises(StackError, match="already running"):
-            LocalStack(home=home, ports=Ports.from_base(free_base_port())).up()
+            LocalStack(home=home, ports=Ports.from_base(free_base_port(start=base + 20))).up()
     finally:
         stack.down()
     assert read_stack(home) is None

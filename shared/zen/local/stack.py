@@ -69,7 +69,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _port_free(port: int) -> bool:
+def port_free(port: int) -> bool:
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -124,7 +124,7 @@ class LocalStack:
         if previous:
             pids = ", ".join(str(p["pid"]) for p in previous["processes"])
             raise StackError(f"a stack is already running (pids {pids}); stop it with `zen local down`")
-        taken = [f"{port} ({what})" for what, port in self.ports.all().items() if not _port_free(port)]
+        taken = [f"{port} ({what})" for what, port in self.ports.all().items() if not port_free(port)]
         if taken:
             raise StackError(f"port(s) taken: {', '.join(taken)}; free them or pick others with --base-port")
         (self.logs / "vms").mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,121 @@
+# GPU capacity: per (cluster, region) an instance template and a regional MIG that Zen resizes.
+#
+# The MIGs start at target size 0 and terraform never touches their size again (ignore_changes):
+# the scheduler (shared/zen/scaling) sets it, deletes idle instances by name, and reads
+# listManagedInstances / listErrors. Hence no autoscaler, and no autohealing health check that
+# would recreate VMs the scheduler is draining.
+
+locals {
+  # What startup.sh installs: the wheel uploaded from dist/, unless a package is given.
+  agent_package = (var.agent_package != null ? var.agent_package :
+  "gs://${google_storage_bucket.artifacts.name}/${google_storage_bucket_object.agent_wheel[0].name}")
+}
+
+resource "google_compute_instance_template" "zen" {
+  for_each     = local.mig_targets
+  name_prefix  = "zen-${each.value.cluster}-${each.value.region}-"
+  region       = each.value.region
+  machine_type = each.value.machine_type
+  description  = "Zen ${each.value.cluster} GPU VM in ${each.value.region}"
+  labels       = merge(local.labels, { zen-cluster = each.value.cluster })
+
+  disk {
+    source_image = each.value.image
+    disk_size_gb = each.value.disk_size_gb
+    disk_type    = "pd-balanced"
+    boot         = true
+    auto_delete  = true
+  }
+
+  # A2/G2 machine types come with their GPUs; naming them keeps the template explicit and lets N1
+  # shapes work too. They must match the machine type.
+  guest_accelerator {
+    type  = each.value.gpu_type
+    count = each.value.gpu_count
+  }
+
+  network_interface {
+    network    = each.value.subnetwork == null ? data.google_compute_network.zen.id : null
+    subnetwork = each.value.subnetwork
+    dynamic "access_config" {
+      for_each = var.agent_external_ip ? [1] : []
+      content {}
+    }
+  }
+
+  # GPU VMs cannot live-migrate. Spot VMs are deleted on preemption (the agent reports PREEMPTED
+  # and Zen reruns the job); the MIG then recreates the instance, which Zen counts as booting
+  # supply or deletes when no longer needed.
+  scheduling {
+    on_host_maintenance         = "TERMINATE"
+    automatic_restart           = !each.value.spot
+    preemptible                 = each.value.spot
+    provisioning_model          = each.value.spot ? "SPOT" : "STANDARD"
+    instance_termination_action = each.value.spot ? "DELETE" : null
+  }
+
+  service_account {
+    email  = google_service_account.agent.email
+    scopes = ["cloud-platform"] # access is decided by the service account's IAM roles alone
+  }
+
+  shielded_instance_config {
+    enable_secure_boot          = var.secure_boot
+    enable_vtpm                 = true
+    enable_integrity_monitoring = true
+  }
+
+  metadata_startup_script = file("${path.module}/../shared/zen/agent/startup.sh")
+  metadata = merge(
+    {
+      zen-cluster            = each.value.cluster
+      zen-agent-package      = local.agent_package
+      enable-oslogin         = "TRUE"
+      block-project-ssh-keys = "true"
+      serial-port-enable     = "false"
+    },
+    local.zen_config_shipped ? { zen-config = file(var.zen_config_file) } : {},
+  )
+
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+
+resource "google_compute_region_instance_group_manager" "zen" {
+  for_each           = local.mig_targets
+  name               = each.value.mig_name
+  region             = each.value.region
+  base_instance_name = "zen-${each.value.cluster}"
+  description        = "Zen ${each.value.cluster} in ${each.value.region}; sized by the Zen scheduler"
+
+  version {
+    name              = "primary"
+    instance_template = google_compute_instance_template.zen[each.key].id
+  }
+
+  target_size        = 0
+  wait_for_instances = false
+
+  # Batch: single-VM jobs, any zone with capacity will do. ANY lets the MIG put each new VM
+  # wherever the GPUs are (and retry elsewhere on a zonal stockout) instead of balancing zones.
+  distribution_policy_target_shape = "ANY"
+  distribution_policy_zones        = length(each.value.zones) > 0 ? each.value.zones : null
+
+  # A new template must never replace a VM that is running a job: OPPORTUNISTIC applies it only to
+  # VMs created later, and nothing is moved between zones (required with target shape ANY).
+  update_policy {
+    type                         = "OPPORTUNISTIC"
+    minimal_action               = "REPLACE"
+    instance_redistribution_type = "NONE"
+  }
+
+  lifecycle {
+    ignore_changes = [target_size]
+
+    precondition {
+      condition     = local.clusters_match
+      error_message = "var.clusters differs from the clusters of the Zen configuration (${local.zen_config_path}): names, regions, machine and GPU fields and VM limits must be the same."
+    }
+  }
+}

@@ -1,0 +1,127 @@
+# The four gen2 Cloud Functions (entry points in functions/main.py), all from the one archive built
+# by `make package`, each with its own service account and an Eventarc Pub/Sub trigger; and the
+# Cloud Scheduler job that publishes the scale tick.
+
+locals {
+  functions = {
+    on_job_submitted  = { account = "submit", scaling = true }
+    on_heartbeat      = { account = "heartbeat", scaling = false }
+    on_stop_requested = { account = "stop", scaling = false }
+    on_scale_tick     = { account = "tick", scaling = true }
+  }
+  # Where gen2 functions keep their source at run time.
+  shipped_config_path = "/workspace/${coalesce(local.manifest.config, "zen_config.yaml")}"
+}
+
+resource "google_cloudfunctions2_function" "zen" {
+  for_each    = local.functions
+  name        = "${var.name_prefix}-${replace(each.key, "_", "-")}"
+  location    = var.region
+  description = "Zen ${each.key} (functions/main.py), triggered by ${local.topics[local.trigger_topics[each.key]]}"
+  labels      = local.labels
+
+  build_config {
+    runtime           = "python311"
+    entry_point       = each.key
+    service_account   = google_service_account.build.id
+    docker_repository = google_artifact_registry_repository.functions.id
+    source {
+      storage_source {
+        bucket = google_storage_bucket.artifacts.name
+        object = google_storage_bucket_object.functions_source.name
+      }
+    }
+  }
+
+  service_config {
+    service_account_email            = google_service_account.function[each.key].email
+    max_instance_count               = var.functions[each.key].max_instances
+    min_instance_count               = 0 # idle costs nothing
+    max_instance_request_concurrency = var.functions[each.key].concurrency
+    available_memory                 = var.functions[each.key].memory
+    available_cpu                    = var.functions[each.key].cpu
+    timeout_seconds                  = var.functions[each.key].timeout_s
+    # Eventarc's push requests count as internal traffic: nothing else can call the functions.
+    ingress_settings               = "ALLOW_INTERNAL_ONLY"
+    all_traffic_on_latest_revision = true
+    vpc_connector                  = google_vpc_access_connector.zen.id
+    vpc_connector_egress_settings  = "PRIVATE_RANGES_ONLY"
+
+    environment_variables = merge(
+      {
+        ZEN_PROJECT           = var.project_id
+        ZEN_CLOUDSQL_INSTANCE = google_sql_database_instance.zen.connection_name
+        ZEN_DB_USER           = google_sql_user.functions[each.key].name
+        ZEN_DB_NAME           = google_sql_database.zen.name
+        ZEN_CLOUDSQL_IP_TYPE  = "PRIVATE"
+        # Heartbeats and stops never scale; without Compute permissions they must not try.
+        ZEN_SCALING = each.value.scaling ? "on" : "off"
+      },
+      local.zen_config_shipped ? { ZEN_CONFIG = local.shipped_config_path } : {},
+    )
+  }
+
+  event_trigger {
+    trigger_region        = var.region
+    event_type            = "google.cloud.pubsub.topic.v1.messagePublished"
+    pubsub_topic          = google_pubsub_topic.zen[local.trigger_topics[each.key]].id
+    service_account_email = google_service_account.function[each.key].email
+    # A 5xx (database down: TransientError) is redelivered with backoff; bad messages are acked by
+    # Zen itself. After max_delivery_attempts a message goes to the dead-letter topic.
+    retry_policy = "RETRY_POLICY_RETRY"
+  }
+
+  depends_on = [
+    google_project_service.apis,
+    google_storage_bucket_iam_member.build_reads_source,
+    google_artifact_registry_repository_iam_member.build_writes_images,
+    google_project_iam_member.build_logs,
+  ]
+}
+
+# Eventarc owns its trigger subscriptions and its API cannot give them a dead-letter policy
+# (hashicorp/terraform-provider-google#17697). This sets one, with exponential retry backoff, on
+# each trigger's subscription through gcloud during apply, and lets the Pub/Sub service agent pull
+# from it (to forward dead letters). Rerun whenever the trigger is recreated.
+resource "terraform_data" "trigger_dead_letter" {
+  for_each = var.attach_dead_letter_topics ? local.functions : {}
+
+  triggers_replace = [
+    google_cloudfunctions2_function.zen[each.key].event_trigger[0].trigger,
+    google_pubsub_topic.dead_letter[each.key].id,
+    var.max_delivery_attempts,
+  ]
+
+  provisioner "local-exec" {
+    command = "${path.module}/scripts/attach_dead_letter.sh"
+    environment = {
+      TRIGGER               = google_cloudfunctions2_function.zen[each.key].event_trigger[0].trigger
+      DEAD_LETTER_TOPIC     = google_pubsub_topic.dead_letter[each.key].id
+      MAX_DELIVERY_ATTEMPTS = tostring(var.max_delivery_attempts)
+      PUBSUB_SERVICE_AGENT  = local.pubsub_service_agent
+    }
+  }
+
+  depends_on = [google_pubsub_topic_iam_member.dead_letter_publisher]
+}
+
+# The scale tick: outbox resend, lost-job sweep, scaling. Ticks are interchangeable (the next one
+# comes a minute later), so a failed publish is not retried.
+resource "google_cloud_scheduler_job" "scale_tick" {
+  name        = "${var.name_prefix}-scale-tick"
+  region      = var.region
+  description = "Publishes the Zen scale tick to ${local.topics["scale_tick"]}"
+  schedule    = var.scale_tick_schedule
+  time_zone   = "Etc/UTC"
+
+  retry_config {
+    retry_count = 0
+  }
+
+  pubsub_target {
+    topic_name = google_pubsub_topic.zen["scale_tick"].id
+    data       = base64encode(jsonencode({ version = 1, source = "cloud-scheduler" }))
+  }
+
+  depends_on = [google_project_service.apis]
+}

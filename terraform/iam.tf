@@ -1,0 +1,255 @@
+# Identities and permissions. Each principal gets only what it uses, bound on the resource itself
+# wherever the API allows it (topic, subscription, bucket, repository, Cloud Run service, service
+# account); the few project-level bindings say why no narrower one exists and carry an IAM
+# condition where the service honours one (Compute, Cloud SQL, Cloud Storage).
+#
+# | principal                  | what it does                                  | bindings                     |
+# | -------------------------- | --------------------------------------------- | ---------------------------- |
+# | zen-fn-<fn> (x4)           | runs one function; is its trigger's identity  | publisher on job-start,      |
+# |                            |                                               | vm-control, job-events;      |
+# |                            |                                               | run.invoker on its service;  |
+# |                            |                                               | SQL client + instance user   |
+# | zen-fn-submit, zen-fn-tick | also scale the MIGs                           | MIG scaler (custom, zen-*)   |
+# | zen-agent                  | the GPU VMs                                   | see "agent" below            |
+# | zen-fn-build               | builds the functions                          | source objects, image repo   |
+# | Pub/Sub service agent      | dead-letters, signs Eventarc pushes           | publisher on dead letters    |
+
+resource "google_service_account" "function" {
+  for_each     = local.functions
+  account_id   = "${var.name_prefix}-fn-${each.value.account}"
+  display_name = "Zen function ${each.key}"
+  description  = "Runs the Zen Cloud Function ${each.key} and is the identity of its Eventarc trigger."
+}
+
+resource "google_service_account" "agent" {
+  account_id   = "${var.name_prefix}-agent"
+  display_name = "Zen VM agent"
+  description  = "Identity of the Zen GPU VMs (zen agent): pulls start messages, heartbeats, own control subscription."
+}
+
+resource "google_service_account" "build" {
+  account_id   = "${var.name_prefix}-fn-build"
+  display_name = "Zen function builds"
+  description  = "Cloud Build identity for the Zen functions: reads their source, writes their image, writes build logs."
+}
+
+# -- functions: Pub/Sub --------------------------------------------------------------------------
+
+locals {
+  # Every function commits through the outbox and relays it after commit (and the tick resends
+  # what is left), so each may publish start messages, control messages and job events.
+  function_publishes = ["job_start", "vm_control", "job_events"]
+  function_topic_pairs = {
+    for pair in setproduct(keys(local.functions), local.function_publishes) : "${pair[0]}/${pair[1]}" => {
+      function = pair[0]
+      topic    = pair[1]
+    }
+  }
+  scaling_functions = { for name, f in local.functions : name => f if f.scaling }
+}
+
+resource "google_pubsub_topic_iam_member" "function_publisher" {
+  for_each = local.function_topic_pairs
+  topic    = google_pubsub_topic.zen[each.value.topic].name
+  role     = "roles/pubsub.publisher"
+  member   = "serviceAccount:${google_service_account.function[each.value.function].email}"
+}
+
+# The trigger pushes to the function's Cloud Run service as the function's own service account.
+# Pub/Sub direct events need no roles/eventarc.eventReceiver.
+resource "google_cloud_run_service_iam_member" "trigger_invoker" {
+  for_each = local.functions
+  location = var.region
+  service  = google_cloudfunctions2_function.zen[each.key].name
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${google_service_account.function[each.key].email}"
+}
+
+# Only projects whose Pub/Sub service agent predates 8 April 2021 need this, to sign push requests.
+resource "google_service_account_iam_member" "pubsub_token_creator" {
+  for_each           = var.grant_pubsub_token_creator ? local.functions : {}
+  service_account_id = google_service_account.function[each.key].name
+  role               = "roles/iam.serviceAccountTokenCreator"
+  member             = "serviceAccount:${local.pubsub_service_agent}"
+}
+
+resource "google_pubsub_topic_iam_member" "dead_letter_publisher" {
+  for_each = local.trigger_topics
+  topic    = google_pubsub_topic.dead_letter[each.key].name
+  role     = "roles/pubsub.publisher"
+  member   = "serviceAccount:${local.pubsub_service_agent}"
+}
+
+# -- functions: Cloud SQL ------------------------------------------------------------------------
+# Cloud SQL has no instance-level IAM policy: the roles are granted on the project, with a condition
+# that limits them to this one instance (sqladmin honours resource.name in IAM conditions).
+
+locals {
+  sql_condition = "resource.service == \"sqladmin.googleapis.com\" && resource.name == \"projects/${var.project_id}/instances/${google_sql_database_instance.zen.name}\""
+  sql_principals = merge(
+    { for name, sa in google_service_account.function : "fn/${name}" => "serviceAccount:${sa.email}" },
+    { for email in var.db_admin_users : "user/${email}" => "user:${email}" },
+  )
+  sql_bindings = {
+    for pair in setproduct(keys(local.sql_principals), ["roles/cloudsql.client", "roles/cloudsql.instanceUser"]) :
+    "${pair[0]}/${pair[1]}" => { member = local.sql_principals[pair[0]], role = pair[1] }
+  }
+}
+
+resource "google_project_iam_member" "sql" {
+  for_each = local.sql_bindings
+  project  = var.project_id
+  role     = each.value.role
+  member   = each.value.member
+
+  condition {
+    title       = "zen-sql-instance-only"
+    description = "Only the Zen Cloud SQL instance"
+    expression  = local.sql_condition
+  }
+}
+
+# -- functions: Compute (the scheduler) ----------------------------------------------------------
+# zen.scaling.mig calls instanceGroupManagers get, resize, listManagedInstances, listErrors and
+# deleteInstances (get -> compute.instanceGroupManagers.get, the rest ->
+# compute.instanceGroupManagers.update) and regionOperations.wait (compute.regionOperations.get).
+# roles/compute.instanceAdmin.v1 would also let it create VMs, templates and disks anywhere.
+# Compute has no IAM policy on MIGs, so the custom role is bound on the project with a condition
+# limiting it to MIGs named zen-* (the names ZenConfig.mig_name gives them).
+
+resource "google_project_iam_custom_role" "mig_scaler" {
+  role_id     = "${replace(var.name_prefix, "-", "_")}MigScaler"
+  title       = "Zen MIG scaler"
+  description = "Read and resize the Zen regional MIGs and delete their instances."
+  permissions = ["compute.instanceGroupManagers.get", "compute.instanceGroupManagers.update"]
+}
+
+# Operations have generated names and no IAM of their own: reading their status is granted on the
+# project, and reveals nothing but the progress of operations.
+resource "google_project_iam_custom_role" "region_operations_reader" {
+  role_id     = "${replace(var.name_prefix, "-", "_")}RegionOperationsReader"
+  title       = "Zen region operations reader"
+  description = "Wait for regional Compute operations (regionOperations.wait)."
+  permissions = ["compute.regionOperations.get"]
+}
+
+resource "google_project_iam_member" "mig_scaler" {
+  for_each = local.scaling_functions
+  project  = var.project_id
+  role     = google_project_iam_custom_role.mig_scaler.id
+  member   = "serviceAccount:${google_service_account.function[each.key].email}"
+
+  condition {
+    title       = "zen-migs-only"
+    description = "Only the regional MIGs named zen-*"
+    expression  = "resource.type == \"compute.googleapis.com/InstanceGroupManager\" && resource.name.startsWith(\"projects/${var.project_id}/regions/\") && resource.name.extract(\"/instanceGroupManagers/{name}\").startsWith(\"zen-\")"
+  }
+}
+
+resource "google_project_iam_member" "region_operations_reader" {
+  for_each = local.scaling_functions
+  project  = var.project_id
+  role     = google_project_iam_custom_role.region_operations_reader.id
+  member   = "serviceAccount:${google_service_account.function[each.key].email}"
+}
+
+# -- agent ---------------------------------------------------------------------------------------
+# The agent publishes heartbeats, pulls from its (cluster, region) start subscription, and creates,
+# consumes and deletes its own control subscription zen-vm-control-<vm> on zen-vm-control.
+
+resource "google_pubsub_topic_iam_member" "agent_heartbeats" {
+  topic  = google_pubsub_topic.zen["heartbeats"].name
+  role   = "roles/pubsub.publisher"
+  member = "serviceAccount:${google_service_account.agent.email}"
+}
+
+resource "google_pubsub_subscription_iam_member" "agent_job_start" {
+  for_each     = google_pubsub_subscription.job_start
+  subscription = each.value.name
+  role         = "roles/pubsub.subscriber"
+  member       = "serviceAccount:${google_service_account.agent.email}"
+}
+
+# Creating a subscription on a topic takes pubsub.topics.attachSubscription on that topic: granted
+# on zen-vm-control only (roles/pubsub.subscriber on a topic grants just that).
+resource "google_pubsub_topic_iam_member" "agent_vm_control" {
+  topic  = google_pubsub_topic.zen["vm_control"].name
+  role   = "roles/pubsub.subscriber"
+  member = "serviceAccount:${google_service_account.agent.email}"
+}
+
+# The control subscriptions are created at run time, one per VM, so no subscription-level binding
+# can exist beforehand, and Pub/Sub does not honour resource names in IAM conditions. The narrowest
+# grant left is this custom role on the project: create, consume and delete subscriptions, nothing
+# else (roles/pubsub.editor would add topics, snapshots and IAM-less publishing; roles/pubsub.subscriber
+# on the project would let it attach to every topic). It does let an agent consume any subscription
+# in the project: deploy Zen in a project of its own.
+resource "google_project_iam_custom_role" "agent_subscriptions" {
+  role_id     = "${replace(var.name_prefix, "-", "_")}AgentSubscriptions"
+  title       = "Zen agent control subscriptions"
+  description = "Create, consume and delete the per-VM zen-vm-control-<vm> subscriptions."
+  permissions = ["pubsub.subscriptions.consume", "pubsub.subscriptions.create", "pubsub.subscriptions.delete"]
+}
+
+resource "google_project_iam_member" "agent_subscriptions" {
+  project = var.project_id
+  role    = google_project_iam_custom_role.agent_subscriptions.id
+  member  = "serviceAccount:${google_service_account.agent.email}"
+}
+
+# Logs of the agent and its jobs (Ops Agent, docker's gcplogs driver): log writing is a project-level
+# permission with nothing narrower to bind to.
+resource "google_project_iam_member" "agent_logs" {
+  project = var.project_id
+  role    = "roles/logging.logWriter"
+  member  = "serviceAccount:${google_service_account.agent.email}"
+}
+
+# The agent wheel, and nothing else in the bucket (Cloud Storage honours object-name conditions).
+resource "google_storage_bucket_iam_member" "agent_reads_wheel" {
+  bucket = google_storage_bucket.artifacts.name
+  role   = "roles/storage.objectViewer"
+  member = "serviceAccount:${google_service_account.agent.email}"
+
+  condition {
+    title       = "zen-agent-wheel-only"
+    description = "Only objects under agent/"
+    expression  = "resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.artifacts.name}/objects/agent/\")"
+  }
+}
+
+resource "google_artifact_registry_repository_iam_member" "agent_pulls_images" {
+  for_each   = { for repo in var.agent_image_repositories : "${repo.location}/${repo.repository}" => repo }
+  location   = each.value.location
+  repository = each.value.repository
+  role       = "roles/artifactregistry.reader"
+  member     = "serviceAccount:${google_service_account.agent.email}"
+}
+
+# -- function builds -----------------------------------------------------------------------------
+
+resource "google_storage_bucket_iam_member" "build_reads_source" {
+  bucket = google_storage_bucket.artifacts.name
+  role   = "roles/storage.objectViewer"
+  member = "serviceAccount:${google_service_account.build.email}"
+
+  condition {
+    title       = "zen-function-source-only"
+    description = "Only objects under functions/"
+    expression  = "resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.artifacts.name}/objects/functions/\")"
+  }
+}
+
+resource "google_artifact_registry_repository_iam_member" "build_writes_images" {
+  location   = google_artifact_registry_repository.functions.location
+  repository = google_artifact_registry_repository.functions.name
+  role       = "roles/artifactregistry.writer"
+  member     = "serviceAccount:${google_service_account.build.email}"
+}
+
+# Cloud Build writes its logs to the project's logs: no narrower binding exists.
+resource "google_project_iam_member" "build_logs" {
+  project = var.project_id
+  role    = "roles/logging.logWriter"
+  member  = "serviceAccount:${google_service_account.build.email}"
+}

@@ -1,0 +1,169 @@
+# Zen on Google Cloud: shared locals, the APIs, and the artifacts terraform deploys (the functions'
+# source archive and the agent wheel built by `make package`, in one bucket named after the project).
+#
+# Files by responsibility: pubsub.tf (topics, subscriptions, dead letters), sql.tf (Cloud SQL),
+# functions.tf (the four gen2 functions and the scale-tick scheduler job), compute.tf (instance
+# templates and regional MIGs per (cluster, region)), network.tf (private services access, VPC
+# connector, Cloud NAT), iam.tf (service accounts and every binding), outputs.tf.
+
+locals {
+  package_dir = var.package_dir != null ? var.package_dir : "${path.module}/../dist"
+  # Written by scripts/package.py: file names and their SHA-256 (see `make package`).
+  manifest          = jsondecode(file("${local.package_dir}/manifest.json"))
+  functions_archive = "${local.package_dir}/${local.manifest.functions_archive}"
+  agent_wheel       = "${local.package_dir}/${local.manifest.agent_wheel}"
+
+  # The Zen configuration the functions run with: the shipped file, or the package's default.
+  zen_config_path    = var.zen_config_file != null ? var.zen_config_file : "${path.module}/../shared/zen/default_config.yaml"
+  zen_config         = yamldecode(file(local.zen_config_path))
+  zen_config_shipped = var.zen_config_file != null
+
+  topic_defaults = {
+    job_submitted = "zen-job-submitted"
+    job_stop      = "zen-job-stop"
+    heartbeats    = "zen-heartbeats"
+    scale_tick    = "zen-scale-tick"
+    job_start     = "zen-job-start"
+    vm_control    = "zen-vm-control"
+    job_events    = "zen-job-events"
+  }
+  topics            = merge(local.topic_defaults, try(local.zen_config.topics, {}))
+  job_start_prefix  = try(local.zen_config.subscriptions.job_start_prefix, "zen-job-start-")
+  vm_control_prefix = try(local.zen_config.subscriptions.vm_control_prefix, "zen-vm-control-")
+  start_republish_s = try(local.zen_config.deadlines.start_republish_s, 3600)
+
+  # One entry per (cluster, region): its instance template, MIG and start subscription.
+  # The MIG name is ZenConfig.mig_name: the scheduler finds each MIG by it.
+  mig_targets = merge([
+    for cluster in var.clusters : {
+      for region in cluster.regions : "${cluster.name}/${region}" => {
+        cluster      = cluster.name
+        region       = region
+        mig_name     = "zen-${cluster.name}-${region}"
+        machine_type = cluster.machine_type
+        gpu_type     = cluster.gpu_type
+        gpu_count    = cluster.gpu_count
+        image        = cluster.image != null ? cluster.image : var.default_image
+        disk_size_gb = cluster.boot_disk_size_gb
+        spot         = cluster.spot != null ? cluster.spot : var.spot
+        zones        = lookup(cluster.zones, region, [])
+        subnetwork   = lookup(var.subnetworks, region, null)
+      }
+    }
+  ]...)
+  gpu_regions = toset(distinct(flatten([for cluster in var.clusters : cluster.regions])))
+
+  # var.clusters must describe the same clusters as the configuration the functions and agents read:
+  # a MIG missing here would make the scheduler fail (MigNotFound), an extra one would never scale.
+  clusters_from_variable = {
+    for c in var.clusters : c.name => {
+      gpu_type = c.gpu_type, gpu_count = c.gpu_count, machine_type = c.machine_type, regions = c.regions,
+      max_vms_per_region = c.max_vms_per_region, max_vms = c.max_vms, min_vms = c.min_vms
+    }
+  }
+  clusters_from_config = {
+    for c in local.zen_config.clusters : c.name => {
+      gpu_type = c.gpu_type, gpu_count = c.gpu_count, machine_type = try(c.machine_type, "a2-highgpu-1g"),
+      regions = c.regions, max_vms_per_region = c.max_vms_per_region, max_vms = c.max_vms,
+      min_vms = try(c.min_vms, 0)
+    }
+  }
+  clusters_match = jsonencode(local.clusters_from_variable) == jsonencode(local.clusters_from_config)
+
+  labels = merge({ app = "zen" }, var.labels)
+
+  # Pub/Sub's own service agent: it moves messages to dead-letter topics and signs push requests.
+  pubsub_service_agent = "service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+}
+
+data "google_project" "this" {
+  project_id = var.project_id
+}
+
+resource "google_project_service" "apis" {
+  for_each = toset([
+    "artifactregistry.googleapis.com",
+    "cloudbuild.googleapis.com",
+    "cloudfunctions.googleapis.com",
+    "cloudscheduler.googleapis.com",
+    "compute.googleapis.com",
+    "eventarc.googleapis.com",
+    "iam.googleapis.com",
+    "logging.googleapis.com",
+    "pubsub.googleapis.com",
+    "run.googleapis.com",
+    "servicenetworking.googleapis.com",
+    "sqladmin.googleapis.com",
+    "storage.googleapis.com",
+    "vpcaccess.googleapis.com",
+  ])
+  project = var.project_id
+  service = each.value
+  # Other workloads in the project may use these APIs too: destroying Zen must not turn them off.
+  disable_on_destroy = false
+}
+
+# -- artifacts -----------------------------------------------------------------------------------
+
+resource "google_storage_bucket" "artifacts" {
+  name                        = "${var.project_id}-${var.name_prefix}-artifacts"
+  location                    = var.region
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  force_destroy               = false
+  labels                      = local.labels
+
+  versioning {
+    enabled = true
+  }
+
+  # Objects are named after their hash, so old ones are only kept for a rollback.
+  lifecycle_rule {
+    condition {
+      num_newer_versions = 3
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+# Named after the archive's SHA-256: a code change is a new object, and the functions redeploy.
+resource "google_storage_bucket_object" "functions_source" {
+  name   = "functions/zen-functions-${filesha256(local.functions_archive)}.zip"
+  bucket = google_storage_bucket.artifacts.name
+  source = local.functions_archive
+
+  lifecycle {
+    precondition {
+      condition     = filesha256(local.functions_archive) == local.manifest.functions_sha256
+      error_message = "The functions archive does not match dist/manifest.json: run `make package` again."
+    }
+    precondition {
+      condition     = local.manifest.config_sha256 == (local.zen_config_shipped ? filesha256(var.zen_config_file) : null)
+      error_message = "The archive was packaged with a different configuration than zen_config_file: run `make package CONFIG=<zen_config_file>` (or without CONFIG when zen_config_file is unset)."
+    }
+  }
+}
+
+# The wheel keeps its PEP 427 file name (pip needs it) under a directory named after its hash.
+resource "google_storage_bucket_object" "agent_wheel" {
+  count  = var.agent_package == null ? 1 : 0
+  name   = "agent/${filesha256(local.agent_wheel)}/${local.manifest.agent_wheel}"
+  bucket = google_storage_bucket.artifacts.name
+  source = local.agent_wheel
+}
+
+# The functions' build images live in a repository of their own, so the build service account can
+# write there and nowhere else (instead of the project-wide gcf-artifacts default).
+resource "google_artifact_registry_repository" "functions" {
+  repository_id = "${var.name_prefix}-functions"
+  location      = var.region
+  format        = "DOCKER"
+  description   = "Zen Cloud Functions build images"
+  labels        = local.labels
+
+  depends_on = [google_project_service.apis]
+}

@@ -1,0 +1,58 @@
+# Networking: Cloud SQL's private IP (private services access), the connector the functions reach
+# it through, and Cloud NAT so that GPU VMs without external IPs can install the agent and pull
+# job images.
+
+data "google_compute_network" "zen" {
+  name = var.network
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_compute_global_address" "private_services" {
+  count         = var.create_private_service_access ? 1 : 0
+  name          = "${var.name_prefix}-private-services"
+  purpose       = "VPC_PEERING"
+  address_type  = "INTERNAL"
+  prefix_length = 20
+  network       = data.google_compute_network.zen.id
+}
+
+resource "google_service_networking_connection" "private_services" {
+  count                   = var.create_private_service_access ? 1 : 0
+  network                 = data.google_compute_network.zen.id
+  service                 = "servicenetworking.googleapis.com"
+  reserved_peering_ranges = [google_compute_global_address.private_services[0].name]
+}
+
+# Gen2 functions reach private IPs through a Serverless VPC Access connector; only traffic to
+# private ranges goes through it (Pub/Sub and Compute are reached directly).
+resource "google_vpc_access_connector" "zen" {
+  name          = "${var.name_prefix}-connector"
+  region        = var.region
+  network       = data.google_compute_network.zen.name
+  ip_cidr_range = var.vpc_connector_cidr
+  machine_type  = "e2-micro"
+  min_instances = 2
+  max_instances = 3
+}
+
+resource "google_compute_router" "nat" {
+  for_each = var.create_nat ? local.gpu_regions : toset([])
+  name     = "${var.name_prefix}-nat-${each.value}"
+  region   = each.value
+  network  = data.google_compute_network.zen.id
+}
+
+resource "google_compute_router_nat" "nat" {
+  for_each                           = google_compute_router.nat
+  name                               = "${var.name_prefix}-nat-${each.key}"
+  router                             = each.value.name
+  region                             = each.key
+  nat_ip_allocate_option             = "AUTO_ONLY"
+  source_subnetwork_ip_ranges_to_nat = "ALL_SUBNETWORKS_ALL_IP_RANGES"
+
+  log_config {
+    enable = true
+    filter = "ERRORS_ONLY"
+  }
+}

@@ -1,0 +1,97 @@
+# What a user needs after `terraform apply`: where to publish, how to submit and stop a job, where
+# to look.
+
+locals {
+  example_cluster = var.clusters[0].name
+  example_job = jsonencode({
+    version = 1
+    job_id  = "hello-1"
+    user_id = "you"
+    cluster = local.example_cluster
+    image   = "nvidia/cuda:12.4.1-base-ubuntu22.04"
+    command = ["nvidia-smi"]
+  })
+  log_query = join(" OR ", [
+    "(resource.type=\"cloud_run_revision\" AND resource.labels.service_name=~\"^${var.name_prefix}-on-\")",
+    "(resource.type=\"gce_instance\" AND labels.\"compute.googleapis.com/resource_name\"=~\"^zen-\")",
+  ])
+}
+
+output "topics" {
+  description = "Pub/Sub topic names by role (as in the Zen configuration)."
+  value       = { for key, topic in google_pubsub_topic.zen : key => topic.name }
+}
+
+output "dead_letter_subscriptions" {
+  description = "Where messages a function could not process end up (pull them to inspect)."
+  value       = { for key, sub in google_pubsub_subscription.dead_letter : key => sub.name }
+}
+
+output "job_start_subscriptions" {
+  description = "Start subscription of each (cluster, region), with its filter."
+  value       = { for key, sub in google_pubsub_subscription.job_start : key => { name = sub.name, filter = sub.filter } }
+}
+
+output "migs" {
+  description = "Regional MIG of each (cluster, region); Zen sets their size."
+  value       = { for key, mig in google_compute_region_instance_group_manager.zen : key => { name = mig.name, region = mig.region } }
+}
+
+output "functions" {
+  description = "The four Cloud Functions (gen2) by entry point."
+  value       = { for key, fn in google_cloudfunctions2_function.zen : key => fn.name }
+}
+
+output "submit_job_command" {
+  description = "Submit an example job (edit the JSON; see README, Messages)."
+  value       = "gcloud pubsub topics publish ${google_pubsub_topic.zen["job_submitted"].name} --project=${var.project_id} --message='${local.example_job}'"
+}
+
+output "stop_job_command" {
+  description = "Stop the example job."
+  value       = "gcloud pubsub topics publish ${google_pubsub_topic.zen["job_stop"].name} --project=${var.project_id} --message='${jsonencode({ version = 1, job_id = "hello-1", reason = "stopped by hand" })}'"
+}
+
+output "watch_job_events_command" {
+  description = "Read job events (status changes, rejections)."
+  value       = "gcloud pubsub subscriptions pull ${google_pubsub_subscription.job_events.name} --project=${var.project_id} --auto-ack --limit=20"
+}
+
+output "log_query" {
+  description = "Cloud Logging query for the functions and the GPU VMs (paste into Logs Explorer)."
+  value       = local.log_query
+}
+
+output "logs_explorer_url" {
+  description = "Logs Explorer with the query above."
+  value       = "https://console.cloud.google.com/logs/query;query=${urlencode(local.log_query)}?project=${var.project_id}"
+}
+
+output "cloudsql_instance" {
+  description = "Connection name for ZEN_CLOUDSQL_INSTANCE / the Cloud SQL Auth Proxy."
+  value       = google_sql_database_instance.zen.connection_name
+}
+
+output "function_db_users" {
+  description = "IAM database users of the functions (ZEN_DB_USER); grant them the tables after `zen db migrate` (db_grants_sql)."
+  value       = { for key, user in google_sql_user.functions : key => user.name }
+}
+
+output "db_grants_sql" {
+  description = "SQL to run once as the schema owner (postgres) after the first `zen db migrate`: IAM users start with no privileges on tables others create."
+  value = join("\n", flatten([
+    for user in google_sql_user.functions : [
+      "GRANT USAGE ON SCHEMA public TO \"${user.name}\";",
+      "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO \"${user.name}\";",
+      "GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO \"${user.name}\";",
+      # Tables and sequences later migrations create (as the same owner) are granted too.
+      "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO \"${user.name}\";",
+      "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO \"${user.name}\";",
+    ]
+  ]))
+}
+
+output "agent_package" {
+  description = "What the GPU VMs install (instance attribute zen-agent-package)."
+  value       = local.agent_package
+}

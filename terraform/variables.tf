@@ -1,0 +1,252 @@
+# Inputs of the Zen deployment. Required: project_id and clusters; everything else has a default
+# suited to a small deployment. See terraform.tfvars.example.
+
+variable "project_id" {
+  type        = string
+  description = "Google Cloud project to deploy Zen into. A project of its own is recommended: the agents' subscription permissions are project-wide (see iam.tf)."
+}
+
+variable "region" {
+  type        = string
+  default     = "us-central1"
+  description = "Region of the control plane: the functions, Cloud SQL, the scheduler job, the artifact bucket and the Serverless VPC Access connector."
+}
+
+variable "name_prefix" {
+  type        = string
+  default     = "zen"
+  description = "Prefix of the names of the buckets, SQL instance, functions and service accounts. Topic, subscription and MIG names come from the Zen configuration and are not prefixed."
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{1,11}$", var.name_prefix))
+    error_message = "name_prefix is 2 to 12 lowercase letters, digits or '-', starting with a letter (service account ids are limited to 30 characters)."
+  }
+}
+
+# -- what to run ---------------------------------------------------------------------------------
+
+variable "clusters" {
+  description = <<-EOT
+    GPU clusters, mirroring `clusters` of the Zen configuration the functions use (the shipped
+    `zen_config_file`, or shared/zen/default_config.yaml): a plan fails if names, regions, machine
+    or GPU fields differ. One instance template and one regional MIG (`zen-<name>-<region>`, target
+    size 0) is created per (cluster, region). Optional per cluster: `image` (defaults to
+    `default_image`), `boot_disk_size_gb`, `spot` (defaults to `spot`), `zones` per region (defaults
+    to every zone of the region; list only zones that offer the GPU).
+  EOT
+  type = list(object({
+    name               = string
+    gpu_type           = string
+    gpu_count          = number
+    machine_type       = string
+    regions            = list(string)
+    max_vms_per_region = number
+    max_vms            = number
+    min_vms            = optional(number, 0)
+    image              = optional(string)
+    boot_disk_size_gb  = optional(number, 200)
+    spot               = optional(bool)
+    zones              = optional(map(list(string)), {})
+  }))
+
+  validation {
+    condition     = length(var.clusters) > 0 && length(distinct([for c in var.clusters : c.name])) == length(var.clusters)
+    error_message = "clusters must be non-empty and cluster names unique."
+  }
+  validation {
+    condition     = alltrue([for c in var.clusters : can(regex("^[a-z0-9][a-z0-9-]{0,40}$", c.name)) && length(c.regions) > 0])
+    error_message = "cluster names are lowercase letters, digits and '-' (as in the Zen configuration), each with at least one region."
+  }
+}
+
+variable "zen_config_file" {
+  type        = string
+  default     = null
+  description = "Path of the Zen YAML configuration shipped with the functions (`make package CONFIG=...`) and given to the agents as the instance attribute zen-config. Null: the default configuration inside the package is used."
+}
+
+variable "package_dir" {
+  type        = string
+  default     = null
+  description = "Directory written by `make package` (manifest.json, the functions archive, the agent wheel). Null: ../dist next to this module."
+}
+
+variable "agent_package" {
+  type        = string
+  default     = null
+  description = "What the VMs install (instance attribute zen-agent-package): a pip requirement or a gs:// URL of a wheel. Null: the wheel built by `make package`, uploaded to the artifact bucket."
+}
+
+# -- functions -----------------------------------------------------------------------------------
+
+variable "functions" {
+  description = <<-EOT
+    Scaling of each function. Concurrency x max instances bounds the database connections (each
+    request holds at most one; each instance keeps a few idle), so keep the sum well below the
+    instance's max_connections. on_scale_tick runs one at a time (an advisory lock makes a second
+    tick skip), so one instance with concurrency 1 is all it can use.
+  EOT
+  type = map(object({
+    max_instances = number
+    concurrency   = number
+    memory        = optional(string, "512Mi")
+    cpu           = optional(string, "1")
+    timeout_s     = optional(number, 60)
+  }))
+  default = {
+    on_job_submitted  = { max_instances = 5, concurrency = 4 }
+    on_heartbeat      = { max_instances = 10, concurrency = 4 }
+    on_stop_requested = { max_instances = 3, concurrency = 2 }
+    on_scale_tick     = { max_instances = 1, concurrency = 1, timeout_s = 240 }
+  }
+
+  validation {
+    condition     = toset(keys(var.functions)) == toset(["on_job_submitted", "on_heartbeat", "on_stop_requested", "on_scale_tick"])
+    error_message = "functions must configure exactly on_job_submitted, on_heartbeat, on_stop_requested and on_scale_tick."
+  }
+}
+
+variable "max_delivery_attempts" {
+  type        = number
+  default     = 10
+  description = "Deliveries of one message to a function before it goes to the topic's dead-letter topic (5 to 100). A database outage answers 500, so keep enough attempts to ride out a short one."
+
+  validation {
+    condition     = var.max_delivery_attempts >= 5 && var.max_delivery_attempts <= 100
+    error_message = "Pub/Sub accepts 5 to 100 delivery attempts."
+  }
+}
+
+variable "attach_dead_letter_topics" {
+  type        = bool
+  default     = true
+  description = "Attach the dead-letter topics to the Eventarc-managed trigger subscriptions with gcloud during apply (the Eventarc API cannot set them; needs gcloud on the machine running terraform). False: the dead-letter topics exist but nothing routes to them."
+}
+
+variable "grant_pubsub_token_creator" {
+  type        = bool
+  default     = false
+  description = "Grant the Pub/Sub service agent Token Creator on the trigger service accounts. Needed only in projects whose Pub/Sub service agent was enabled on or before 8 April 2021."
+}
+
+variable "scale_tick_schedule" {
+  type        = string
+  default     = "* * * * *"
+  description = "Cron schedule (UTC) of the Cloud Scheduler job publishing to zen-scale-tick: outbox resend, lost-job sweep and the scaler."
+}
+
+# -- database ------------------------------------------------------------------------------------
+
+variable "db_tier" {
+  type        = string
+  default     = "db-custom-1-3840"
+  description = "Cloud SQL machine tier (1 vCPU, 3.75 GB: max_connections 100 by default, enough for the default function limits)."
+}
+
+variable "db_availability_type" {
+  type        = string
+  default     = "ZONAL"
+  description = "ZONAL or REGIONAL (a standby in another zone, twice the price)."
+
+  validation {
+    condition     = contains(["ZONAL", "REGIONAL"], var.db_availability_type)
+    error_message = "db_availability_type is ZONAL or REGIONAL."
+  }
+}
+
+variable "db_name" {
+  type        = string
+  default     = "zen"
+  description = "Name of the Postgres database."
+}
+
+variable "db_deletion_protection" {
+  type        = bool
+  default     = true
+  description = "Deletion protection on the Cloud SQL instance (terraform and API). Set false, apply, then destroy."
+}
+
+variable "db_public_ip" {
+  type        = bool
+  default     = false
+  description = "Also give Cloud SQL a public IP, without authorized networks: only the Cloud SQL connectors and Auth Proxy reach it (connector enforcement), with IAM. Lets `zen db migrate` run from a machine outside the VPC."
+}
+
+variable "db_admin_users" {
+  type        = list(string)
+  default     = []
+  description = "E-mails of people who may connect to the database with IAM authentication (e.g. to inspect it or run `zen db migrate`); each gets a Cloud SQL IAM user and connect/login rights on this instance only."
+}
+
+# -- network -------------------------------------------------------------------------------------
+
+variable "network" {
+  type        = string
+  default     = "default"
+  description = "VPC network (name) for the GPU VMs, Cloud SQL's private IP and the functions' VPC connector."
+}
+
+variable "subnetworks" {
+  type        = map(string)
+  default     = {}
+  description = "Subnetwork (name or self link) per GPU region, for custom-mode networks. A region missing here uses the network's auto-mode subnetwork."
+}
+
+variable "create_private_service_access" {
+  type        = bool
+  default     = true
+  description = "Reserve a range and peer the network with Google services (private services access) for Cloud SQL's private IP. Set false if the network already has it."
+}
+
+variable "vpc_connector_cidr" {
+  type        = string
+  default     = "10.8.0.0/28"
+  description = "Unused /28 range in the network for the Serverless VPC Access connector the functions reach Cloud SQL through."
+}
+
+variable "create_nat" {
+  type        = bool
+  default     = true
+  description = "Create a Cloud Router and Cloud NAT in each GPU region, so VMs without external IPs can install the agent (PyPI) and pull job images."
+}
+
+variable "agent_external_ip" {
+  type        = bool
+  default     = false
+  description = "Give GPU VMs an ephemeral external IP. Off by default: Cloud NAT provides egress."
+}
+
+# -- GPU VMs -------------------------------------------------------------------------------------
+
+variable "default_image" {
+  type        = string
+  default     = "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"
+  description = "Boot image of the GPU VMs unless a cluster sets its own: a Deep Learning VM family with the NVIDIA driver, Docker with the NVIDIA container toolkit and Python >= 3.11 (or apt access to it), as startup.sh expects."
+}
+
+variable "spot" {
+  type        = bool
+  default     = true
+  description = "Run GPU VMs as Spot VMs (much cheaper; may be preempted: the agent reports PREEMPTED and Zen reruns the job as the next attempt). A cluster may override it."
+}
+
+variable "secure_boot" {
+  type        = bool
+  default     = false
+  description = "Shielded VM Secure Boot. Off by default because the NVIDIA kernel modules of Deep Learning VM images are not signed; vTPM and integrity monitoring are always on."
+}
+
+variable "agent_image_repositories" {
+  type = list(object({
+    location   = string
+    repository = string
+  }))
+  default     = []
+  description = "Artifact Registry repositories (in this project) the agents may pull job images from; each gets an Artifact Registry Reader binding for the agent's service account on that repository only."
+}
+
+variable "labels" {
+  type        = map(string)
+  default     = {}
+  description = "Labels added to every labelled resource."
+}

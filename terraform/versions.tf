@@ -1,0 +1,18 @@
+# Provider bounds: 5.40 has everything used here (gen2 functions with a build service account and
+# Eventarc retry, MIG target shapes, Cloud SQL ssl_mode and connector enforcement); 7.0 may rename
+# arguments, so it stays out until this module has been checked against it.
+terraform {
+  required_version = ">= 1.5.0, < 2.0.0"
+
+  required_providers {
+    google = {
+      source  = "hashicorp/google"
+      version = ">= 5.40, < 7.0"
+    }
+  }
+}
+
+provider "google" {
+  project = var.project_id
+  region  = var.region
+}
