@@ -35,6 +35,12 @@ def wait_for_port(port: int, timeout_s: float = 30.0, process: subprocess.Popen 
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout_s}s")
 
 
+def function_command(target: str, port: int, source: Path = FUNCTIONS_MAIN) -> list[str]:
+    """The argv that serves one CloudEvent function on 127.0.0.1:``port``."""
+    return [sys.executable, "-m", "functions_framework", "--target", target, "--source", str(source),
+            "--signature-type", "cloudevent", "--host", "127.0.0.1", "--port", str(port)]
+
+
 class FunctionServer:
     def __init__(self, target: str, *, port: int | None = None, env: dict[str, str] | None = None,
                  source: Path = FUNCTIONS_MAIN, log_path: Path | None = None):
@@ -52,9 +58,8 @@ class FunctionServer:
     def start(self, timeout_s: float = 30.0) -> "FunctionServer":
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "functions_framework", "--target", self.target, "--source", str(self.source),
-             "--signature-type", "cloudevent", "--host", "127.0.0.1", "--port", str(self.port)],
-            env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            function_command(self.target, self.port, self.source), env=self.env, stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=True,
         )
         wait_for_port(self.port, timeout_s, self.process)
         return self

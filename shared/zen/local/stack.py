@@ -26,8 +26,7 @@ from pathlib import Path
 
 from zen.config import DEFAULT_CONFIG_PATH, load_config
 from zen.local.bridge import DeliveryPolicy, EventBridge, Route
-from zen.local.functions_server import wait_for_port
-from zen.local.invoke import FUNCTIONS_MAIN
+from zen.local.functions_server import function_command, wait_for_port
 
 FUNCTIONS = {
     "on_job_submitted": "job_submitted",
@@ -158,9 +157,7 @@ class LocalStack:
         routes = []
         for index, (target, topic_field) in enumerate(FUNCTIONS.items()):
             port = self.ports.functions + index
-            self._spawn(target, [sys.executable, "-m", "functions_framework", "--target", target,
-                                 "--source", str(FUNCTIONS_MAIN), "--signature-type", "cloudevent",
-                                 "--host", "127.0.0.1", "--port", str(port)])
+            self._spawn(target, function_command(target, port))
             routes += ["--route", f"{getattr(self.config.topics, topic_field)}=http://127.0.0.1:{port}/"]
         for index, target in enumerate(FUNCTIONS):
             wait_for_port(self.ports.functions + index, 60, self._popen(target))
