@@ -82,7 +82,8 @@ class DemoResult:
 
 
 def run(home: Path = Path(".zen/demo"), base_port: int = 8185, second_wave: bool = True,
-        progress=print, timeout_s: float = 420) -> DemoResult:
+        progress=print, timeout_s: float = 420, view=None) -> DemoResult:
+    """``view(db)``, when given, is called about once a second (the live table on a terminal)."""
     """Bring the stack up, play the scenario, tear it down; returns what happened."""
     stack = LocalStack(home=home, config_path=HERE / "zen-demo.yaml", scenario=HERE / "scenario.yaml",
                        tick_every_s=2.0, ports=Ports.from_base(base_port), fresh=True,
@@ -91,7 +92,7 @@ def run(home: Path = Path(".zen/demo"), base_port: int = 8185, second_wave: bool
     saved = {key: os.environ.get(key) for key in record["env"]}
     os.environ.update(record["env"])  # the official clients find the stand-ins through these
     try:
-        return _play(stack, second_wave, progress, timeout_s)
+        return _play(stack, second_wave, progress, timeout_s, view)
     finally:
         stack.down()
         for key, value in saved.items():
@@ -101,7 +102,7 @@ def run(home: Path = Path(".zen/demo"), base_port: int = 8185, second_wave: bool
                 os.environ[key] = value
 
 
-def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float) -> DemoResult:
+def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view=None) -> DemoResult:
     from google.cloud import pubsub_v1
 
     from zen.store.db import Database
@@ -151,6 +152,8 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float) -> D
         if line.split("s ", 1)[1] != last_line:
             progress(line)
             last_line = line.split("s ", 1)[1]
+        if view is not None:
+            view(db)
         if second_sent and len(over) == len(jobs) and vms == 0:
             break
         if elapsed > timeout_s:
@@ -246,6 +249,15 @@ def print_summary(result: DemoResult) -> None:
 def main() -> int:
     started = datetime.now(timezone.utc)
     print(f"Zen demo: the whole system on this machine ({started:%H:%M:%S} UTC). Logs: .zen/demo/logs/")
-    result = run()
+    if sys.stdout.isatty():
+        # On a terminal: the live table of jobs and VMs per region (zen watch) under the progress lines.
+        from rich.live import Live
+
+        from zen.usercli import watch_frame
+
+        with Live(refresh_per_second=2) as live:
+            result = run(progress=live.console.print, view=lambda db: live.update(watch_frame(db)))
+    else:
+        result = run()
     print_summary(result)
     return 1 if result.problems else 0
