@@ -86,6 +86,16 @@ class Deadlines(_Strict):
     start_republish_s: float = Field(default=3600, gt=0, description="Republish an unclaimed job's start message")
 
 
+class Scaling(_Strict):
+    """The planner's knobs (see zen/scaling/planner.py)."""
+
+    stockout_block_s: float = Field(default=180, gt=0, description="First block of a stocked-out region")
+    max_stockout_block_s: float = Field(default=900, gt=0, description="The block doubles per strike up to this")
+    spill_after_s: float = Field(default=240, gt=0, description="A VM booting this long: its demand spills over")
+    boot_estimate_s: float = Field(default=120, gt=0, description="Typical boot; sizes the warm pool")
+    idle_grace_s: float = Field(default=30, ge=0, description="Idle VMs beyond the warm pool go after this")
+
+
 class Attempts(_Strict):
     default_max_attempts: int = Field(default=3, ge=1)
     max_max_attempts: int = Field(default=10, ge=1, description="Cap on a request's max_attempts")
@@ -108,6 +118,7 @@ class ZenConfig(_Strict):
     topics: Topics = Topics()
     subscriptions: Subscriptions = Subscriptions()
     deadlines: Deadlines = Deadlines()
+    scaling: Scaling = Scaling()
     attempts: Attempts = Attempts()
     limits: Limits = Limits()
 

@@ -200,7 +200,11 @@ class ClusterManager:
 
 
 def timing_from_config(config: ZenConfig) -> Timing:
-    return Timing(boot_timeout_s=config.deadlines.boot_timeout_s, idle_timeout_s=config.deadlines.idle_timeout_s)
+    scaling = config.scaling
+    return Timing(boot_timeout_s=config.deadlines.boot_timeout_s, idle_timeout_s=config.deadlines.idle_timeout_s,
+                  block_s=scaling.stockout_block_s, max_block_s=scaling.max_stockout_block_s,
+                  spill_after_s=scaling.spill_after_s, boot_estimate_s=scaling.boot_estimate_s,
+                  idle_grace_s=scaling.idle_grace_s)
 
 
 class ClusterOrchestrator:
