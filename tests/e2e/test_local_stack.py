@@ -28,9 +28,9 @@ def free_base_port(start: int = 21000) -> int:
 def home():
     path = Path(tempfile.mkdtemp(prefix="ze2e", dir="/tmp"))  # short: unix socket paths are limited
     yield path
-    import pgserver
+    from zen.store.db import stop_embedded_server
 
-    pgserver.get_server(str(path / "pgdata"), cleanup_mode="stop").cleanup()
+    stop_embedded_server(path)  # already stopped with the stack, unless a test failed before that
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -52,6 +52,7 @@ def test_jobs_run_around_a_stockout_and_idle_vms_are_scaled_away(home):
     assert ("1xl4", "us-central1", "BLOCK") in actions and ("4xa100-40gb", "us-central1", "BLOCK") in actions
     assert result.vms_left == 0
     assert read_stack(home) is None  # the stack is down: its record is gone
+    assert not (home / "pgdata" / "postmaster.pid").exists()  # and its Postgres stopped
 
 
 def test_up_refuses_a_taken_port_and_a_running_stack(home):

@@ -8,7 +8,8 @@ Started in order, each logging to ``.zen/logs/<name>.log``:
 4. the four functions, each under functions-framework on its own port;
 5. the event bridge (Eventarc-style delivery of each topic to its function) and the scale ticker.
 ``.zen/stack.json`` records the processes and endpoints, so ``zen local down`` (or the next
-``zen`` command) finds them. ``up`` refuses to start while a previous stack is alive or a port is
+``zen`` command) finds them. Stopping the stack stops its Postgres too (data stays in
+``.zen/pgdata``; a later ``zen`` command starts it again when it needs it). ``up`` refuses to start while a previous stack is alive or a port is
 taken. Stopping goes in reverse order: SIGTERM to each process group, then SIGKILL after a grace.
 """
 
@@ -225,7 +226,8 @@ class LocalStack:
 
     # -- down ----------------------------------------------------------------------------------
     def down(self, grace_s: float = 10.0) -> list[str]:
-        return stop_processes(self.processes, grace_s, stack_file(self.home))
+        stopped = stop_processes(self.processes, grace_s, stack_file(self.home))
+        return stopped + _stop_database(self.home)
 
 
 def stop_processes(processes: list[dict], grace_s: float, record: Path | None) -> list[str]:
@@ -254,9 +256,14 @@ def stop_processes(processes: list[dict], grace_s: float, record: Path | None) -
     return stopped
 
 
+def _stop_database(home: Path) -> list[str]:
+    from zen.store.db import stop_embedded_server
+
+    return ["postgres"] if stop_embedded_server(home) else []
+
+
 def down(home: Path = Path(".zen")) -> list[str]:
-    """``zen local down``: stop a stack left behind, from its record."""
+    """``zen local down``: stop a stack left behind, from its record, and its Postgres."""
     record = read_stack(home.resolve())
-    if record is None:
-        return []
-    return stop_processes(record["processes"], 10.0, stack_file(home.resolve()))
+    stopped = stop_processes(record["processes"], 10.0, stack_file(home.resolve())) if record else []
+    return stopped + _stop_database(home.resolve())

@@ -84,15 +84,45 @@ EMBEDDED_DATABASE = "zen"
 def embedded_server_url(home: str | os.PathLike | None = None) -> str:
     """Start (or reuse) the embedded Postgres under ``<home>/pgdata`` (home: ``$ZEN_HOME`` or
     ``.zen``) and return the URL of its ``postgres`` database. It keeps running for later commands."""
+    data_dir = Path(home or os.environ.get("ZEN_HOME", ".zen")) / "pgdata"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return _pgserver().get_server(str(data_dir.resolve()), cleanup_mode=None).get_uri()
+
+
+def _pgserver():
+    """The local-only ``pgserver`` package (never deployed with the functions)."""
     import warnings
 
     with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on headless machines
         warnings.simplefilter("ignore")
-        import pgserver  # local-only: never deployed with the functions
+        import pgserver
+    return pgserver
 
-    data_dir = Path(home or os.environ.get("ZEN_HOME", ".zen")) / "pgdata"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    return pgserver.get_server(str(data_dir.resolve()), cleanup_mode=None).get_uri()
+
+def stop_embedded_server(home: str | os.PathLike | None = None, timeout_s: float = 30.0) -> bool:
+    """Stop the embedded Postgres under ``<home>/pgdata`` if one runs there; True when it was.
+
+    Sends the postmaster SIGINT (Postgres' "fast shutdown") and waits for it to go: pgserver's own
+    cleanup only stops a server from the last process holding a handle, which a CLI cannot know.
+    """
+    import signal
+    import time
+
+    data_dir = (Path(home or os.environ.get("ZEN_HOME", ".zen")) / "pgdata").resolve()
+    pid_file = data_dir / "postmaster.pid"
+    try:
+        pid = int(pid_file.read_text().split()[0])
+        os.kill(pid, signal.SIGINT)
+    except (FileNotFoundError, IndexError, ValueError, ProcessLookupError):
+        return False
+    deadline = time.monotonic() + timeout_s
+    while pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:  # forget this process's handle on the stopped server, so a later call starts it again
+        _pgserver().PostgresServer._instances.pop(data_dir, None)
+    except ImportError:
+        pass
+    return not pid_file.exists()
 
 
 def embedded_database_url(home: str | os.PathLike | None = None, *, fresh: bool = False,
