@@ -77,16 +77,12 @@ def db(db_target):
 @pytest.fixture(scope="session")
 def pubsub_server():
     """One Pub/Sub stand-in per test run; each test uses its own project, so topics never mix."""
+    from zen.local.environment import overridden_environ
     from zen.local.pubsub import PubSubStandIn
 
     server = PubSubStandIn().start()
-    previous = os.environ.get("PUBSUB_EMULATOR_HOST")
-    os.environ["PUBSUB_EMULATOR_HOST"] = server.address
-    yield server
-    if previous is None:
-        os.environ.pop("PUBSUB_EMULATOR_HOST", None)
-    else:
-        os.environ["PUBSUB_EMULATOR_HOST"] = previous
+    with overridden_environ({"PUBSUB_EMULATOR_HOST": server.address}):
+        yield server
     server.stop()
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
+
+from tests.waiting import wait_for  # noqa: F401  (re-exported for the agent tests)
 
 JOBSCRIPT = str(Path(__file__).with_name("jobscript.py"))
 
@@ -13,18 +14,6 @@ JOBSCRIPT = str(Path(__file__).with_name("jobscript.py"))
 def job_command(*args: str) -> list[str]:
     """The argv of a test job (see jobscript.py)."""
     return [sys.executable, JOBSCRIPT, *args]
-
-
-def wait_for(predicate, timeout_s: float = 20.0, interval_s: float = 0.05, what: str = "condition"):
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"{what} not met within {timeout_s}s")
-        time.sleep(interval_s)
 
 
 def alive(pid: int) -> bool:

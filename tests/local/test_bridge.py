@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from google.cloud import pubsub_v1
 
+from tests.waiting import wait_for
 from zen.local.bridge import DeliveryPolicy, EventBridge, Route, Ticker, ensure_topic
 from zen.local.functions_server import FunctionServer
 from zen.local.pubsub import PubSubStandIn
@@ -18,16 +19,6 @@ from zen.local.pubsub import PubSubStandIn
 PROJECT = "zen-local"
 FLAKY = Path(__file__).parent / "fixtures" / "flaky_main.py"
 FAST = DeliveryPolicy(max_delivery_attempts=5, minimum_backoff_s=0.1, maximum_backoff_s=0.4, ack_deadline_s=10)
-
-
-def wait_for(predicate, timeout_s=20.0, interval=0.05):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout_s}s")
 
 
 @pytest.fixture

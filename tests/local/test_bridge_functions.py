@@ -10,7 +10,8 @@ import time
 import pytest
 from google.cloud import pubsub_v1
 
-from tests.local.test_bridge import FAST, wait_for
+from tests.local.test_bridge import FAST
+from tests.waiting import wait_for
 from tests.messages import job_request
 from zen.local.bridge import EventBridge, Route
 from zen.local.functions_server import FunctionServer

@@ -29,6 +29,7 @@ from google.cloud.compute_v1.services.region_instance_group_managers.transports.
     RegionInstanceGroupManagersRestTransport,
 )
 
+from tests.waiting import wait_for
 from zen.local.compute import ComputeStandIn, ManualClock
 from zen.local.compute.client import compute_clients
 
@@ -55,16 +56,6 @@ def merged(base: dict, extra: dict) -> dict:
         else:
             out[key] = value
     return out
-
-
-def wait_until(predicate, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def pid_alive(pid: int) -> bool:
@@ -336,8 +327,8 @@ def test_a_scaled_clock_runs_the_world_in_real_time(tmp_path):
         migs, _ = compute_clients(standin.endpoint)
         kw = {"project": PROJECT, "region": REGION, "instance_group_manager": MIG}
         migs.resize(size=2, **kw).result(timeout=5)
-        wait_until(lambda: all(i.instance_status == "RUNNING" for i in migs.list_managed_instances(**kw)),
-                   timeout=5, what="VMs to boot in real time")
+        wait_for(lambda: all(i.instance_status == "RUNNING" for i in migs.list_managed_instances(**kw)),
+                   timeout_s=5, what="VMs to boot in real time")
 
 
 def test_the_handbook_recipe_works_for_resize_result(make_cloud):
@@ -385,7 +376,7 @@ def test_startup_command_runs_with_the_vm_env_and_stops_with_the_server(make_clo
     time.sleep(0.1)
     assert starts(out, inst.name) == []  # nothing runs before the VM has booted
     cloud.advance(1)
-    (record,) = wait_until(lambda: starts(out, inst.name), what="the startup command")
+    (record,) = wait_for(lambda: starts(out, inst.name), what="the startup command")
     zone = inst.instance.split("/zones/")[1].split("/")[0]
     assert record["env"] | {"PATH": None} == {
         "ZEN_VM_NAME": inst.name, "ZEN_CLUSTER": "4xa100", "ZEN_REGION": REGION, "ZEN_ZONE": zone,
@@ -393,7 +384,7 @@ def test_startup_command_runs_with_the_vm_env_and_stops_with_the_server(make_clo
     }
     assert record["env"]["PATH"] == os.environ.get("PATH")  # the parent env is kept
     log = tmp_path / "vm-logs" / f"{inst.name}.log"
-    wait_until(lambda: log.exists() and "hello from" in log.read_text(), what="the VM log")
+    wait_for(lambda: log.exists() and "hello from" in log.read_text(), what="the VM log")
     assert cloud.standin.vm_pid(inst.name) == record["pid"]
     cloud.standin.stop()
     assert not pid_alive(record["pid"])
@@ -407,11 +398,11 @@ def test_preemption_kills_the_vm_and_the_mig_recreates_it(make_cloud, tmp_path):
     cloud.resize(1)
     cloud.advance(BOOT_S)
     (inst,) = cloud.instances()
-    (first,) = wait_until(lambda: starts(out, inst.name), what="the first boot")
+    (first,) = wait_for(lambda: starts(out, inst.name), what="the first boot")
     cloud.advance(100 - BOOT_S)
     (preempted,) = cloud.instances()
     assert (preempted.current_action, preempted.instance_status) == ("RECREATING", "STOPPING")
-    wait_until(lambda: not pid_alive(first["pid"]), what="the preempted process to end")
+    wait_for(lambda: not pid_alive(first["pid"]), what="the preempted process to end")
     assert (out / f"{inst.name}.terminated").read_text().split() == [str(first["pid"])]
     assert cloud.target_size() == 1
 
@@ -422,7 +413,7 @@ def test_preemption_kills_the_vm_and_the_mig_recreates_it(make_cloud, tmp_path):
     cloud.advance(BOOT_S)
     (running,) = cloud.instances()
     assert (running.current_action, running.instance_status) == ("NONE", "RUNNING")
-    records = wait_until(lambda: len(starts(out, inst.name)) == 2 and starts(out, inst.name), what="a second boot")
+    records = wait_for(lambda: len(starts(out, inst.name)) == 2 and starts(out, inst.name), what="a second boot")
     assert records[1]["pid"] != first["pid"] and pid_alive(records[1]["pid"])
 
 

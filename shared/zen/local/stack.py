@@ -27,6 +27,7 @@ from pathlib import Path
 
 from zen.config import DEFAULT_CONFIG_PATH, load_config
 from zen.local.bridge import DeliveryPolicy, EventBridge, Route
+from zen.local.environment import overridden_environ
 from zen.local.functions_server import function_command, wait_for_port
 
 FUNCTIONS = {
@@ -190,15 +191,8 @@ class LocalStack:
 
     def _with_pubsub(self, action) -> None:
         """Run ``action`` with the official client pointed at this stack's Pub/Sub stand-in."""
-        previous = os.environ.get("PUBSUB_EMULATOR_HOST")
-        os.environ["PUBSUB_EMULATOR_HOST"] = self.env["PUBSUB_EMULATOR_HOST"]
-        try:
+        with overridden_environ({"PUBSUB_EMULATOR_HOST": self.env["PUBSUB_EMULATOR_HOST"]}):
             action()
-        finally:
-            if previous is None:
-                os.environ.pop("PUBSUB_EMULATOR_HOST", None)
-            else:
-                os.environ["PUBSUB_EMULATOR_HOST"] = previous
 
     def _spawn(self, name: str, argv: list[str], extra_env: dict[str, str] | None = None) -> None:
         log = open(self.logs / f"{name}.log", "ab")

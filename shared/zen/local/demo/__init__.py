@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from zen.local.environment import overridden_environ
 from zen.local.stack import LocalStack, Ports
 
 HERE = Path(__file__).parent
@@ -89,17 +90,11 @@ def run(home: Path = Path(".zen/demo"), base_port: int = 8185, second_wave: bool
                        tick_every_s=2.0, ports=Ports.from_base(base_port), fresh=True,
                        agent_env={"ZEN_AGENT_HEARTBEAT_S": "2", "ZEN_AGENT_STOP_GRACE_S": "2"})
     record = stack.up()
-    saved = {key: os.environ.get(key) for key in record["env"]}
-    os.environ.update(record["env"])  # the official clients find the stand-ins through these
     try:
-        return _play(stack, second_wave, progress, timeout_s, view)
+        with overridden_environ(record["env"]):  # the official clients find the stand-ins through these
+            return _play(stack, second_wave, progress, timeout_s, view)
     finally:
         stack.down()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view=None) -> DemoResult:
