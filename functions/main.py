@@ -5,19 +5,24 @@ first event. A raised exception (database down) answers HTTP 500, so Eventarc re
 message is recorded and acked inside the library.
 """
 
+import threading
+
 import functions_framework
 
 from zen.app import Zen
 from zen.logs import setup_logging
 
 _zen = None
+_zen_lock = threading.Lock()  # an instance serves several requests at once (terraform: concurrency)
 
 
 def zen() -> Zen:
     global _zen
     if _zen is None:
-        setup_logging()
-        _zen = Zen.from_env()
+        with _zen_lock:
+            if _zen is None:
+                setup_logging()
+                _zen = Zen.from_env()
     return _zen
 
 

@@ -190,3 +190,70 @@ def test_payloads_beyond_the_parser_or_postgres_are_rejected(functions, zen, raw
     assert functions.send("on_job_submitted", raw).status_code == 200
     jobs, _, rejected = snapshot(zen)
     assert jobs == [] and reason in rejected[-1]["reason"], rejected
+
+
+# -- Issue 10's reproducers: each answered 500 on every delivery before -----------------------------
+def vm_heartbeat(**overrides) -> dict:
+    beat = {"kind": "vm", "vm": "vm-a", "cluster": "4xa100-40gb", "region": "us-central1", "zone": "us-central1-a",
+            "state": "IDLE", "seq": 1, "sent_at": "2026-11-21T10:00:00Z"}
+    return beat | overrides
+
+
+@pytest.mark.parametrize("target, raw, reason", [
+    ("on_stop_requested", rb'{"job_id": "j1", "\u0000": 1}', "key \\x00 contains a NUL character"),
+    ("on_job_submitted", json.dumps(job_request("j1", env={"B\u0000": "v"})).encode(),
+     "key env.B\\x00 contains a NUL character"),
+    ("on_heartbeat", json.dumps(vm_heartbeat(sent_at="9999-12-31T23:59:59-14:00")).encode(),
+     "sent_at: Value error, is outside the range of UTC timestamps"),
+    ("on_heartbeat", json.dumps(vm_heartbeat(sent_at="0001-01-01T00:00:00+14:00")).encode(),
+     "sent_at: Value error, is outside the range of UTC timestamps"),
+    ("on_heartbeat", json.dumps(vm_heartbeat(zone="\ud800")).encode(),
+     "zone contains a lone UTF-16 surrogate"),
+    ("on_heartbeat", json.dumps(vm_heartbeat(**{"\ud800": 1})).encode(),
+     "key \\ud800 contains a lone UTF-16 surrogate"),
+], ids=["NUL key in a stop", "NUL key in env", "sent_at beyond 9999 in UTC", "sent_at before year 1 in UTC",
+        "lone surrogate in a VM heartbeat", "lone surrogate in a key"])
+def test_content_that_broke_the_rejection_or_the_driver_is_rejected_once(functions, zen, publisher, target, raw,
+                                                                        reason):
+    for _ in range(2):  # a redelivery is acked again, recorded once
+        assert functions.send(target, raw, message_id="m-hostile").status_code == 200
+    jobs, _, rejected = snapshot(zen)
+    assert jobs == [] and len(rejected) == 1 and reason in rejected[0]["reason"], rejected
+    [event] = rejected_events(publisher)
+    assert reason in event["reason"]  # published: the escaped reason is valid UTF-8 JSON
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"priority": "1"}, "priority: Input should be a valid integer"),
+    ({"priority": True}, "priority: Input should be a valid integer"),
+    ({"max_attempts": True}, "max_attempts: Input should be a valid integer"),
+    ({"max_runtime_s": "60"}, "max_runtime_s: Input should be a valid integer"),
+    ({"max_runtime_s": 60.0}, "max_runtime_s: Input should be a valid integer"),
+    ({"user_id": 42}, "user_id: Input should be a valid string"),
+])
+def test_wrong_json_types_are_refused_not_coerced(functions, zen, change, reason):
+    assert functions.send("on_job_submitted", job_request("j1", **change)).status_code == 200
+    jobs, _, rejected = snapshot(zen)
+    assert jobs == [] and reason in rejected[0]["reason"], rejected
+
+
+def test_numeric_sent_at_is_refused(functions, zen):
+    functions.submit(job_request("job-1"))
+    assert functions.send("on_heartbeat", heartbeat("job-1", "CLAIMED", 1) | {"sent_at": 1_790_000_000}).status_code == 200
+    _, _, rejected = snapshot(zen)
+    assert "sent_at: Value error, must be an ISO 8601 string" in rejected[-1]["reason"], rejected
+
+
+@pytest.mark.parametrize("event_type", ["", "google.cloud.storage.object.v1.finalized"])
+def test_a_cloudevent_of_another_or_no_type_is_rejected(functions, zen, event_type):
+    event = functions.event("on_job_submitted", job_request("j1"), message_id="m-type")
+    event["type"] = event_type
+    assert functions.post("on_job_submitted", event, binary=True).status_code == 200
+    jobs, _, [rejected] = snapshot(zen)
+    assert jobs == [] and rejected["reason"].startswith("unexpected CloudEvent type"), rejected
+
+
+def test_a_message_id_that_cannot_be_a_job_id_needs_an_explicit_job_id(functions, zen):
+    assert functions.send("on_job_submitted", job_request(None), message_id="topic/7").status_code == 200
+    jobs, _, rejected = snapshot(zen)
+    assert jobs == [] and "give a job_id" in rejected[0]["reason"], rejected

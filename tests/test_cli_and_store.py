@@ -93,3 +93,27 @@ def test_parse_database_url(url, expected):
 def test_parse_database_url_refuses_other_schemes():
     with pytest.raises(ValueError, match="must start with postgresql://"):
         parse_database_url("mysql://x")
+
+
+def test_a_value_the_driver_cannot_send_is_data_rejected_and_its_connection_never_reused(db):
+    """The store boundary: a driver-side conversion error stopped pg8000 between two protocol messages;
+    the connection went back to the pool with a reply unread, and the next caller read it."""
+    from datetime import datetime, timedelta, timezone
+
+    import pytest
+
+    from zen.errors import DataRejected
+
+    beyond_utc = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone(timedelta(hours=-14)))
+    for value in (beyond_utc, "\ud800"):
+        with pytest.raises(DataRejected, match="a value cannot be sent to the database"):
+            with db.transaction() as session:
+                session.sql("SELECT :v AS v", v=value)
+        for n in range(5):  # every later caller gets its own, correct answer
+            with db.transaction() as session:
+                assert session.sql("SELECT :n::int AS n", n=n) == [{"n": n}]
+    with pytest.raises(DataRejected):
+        with db.session() as session:
+            session.sql("SELECT :v AS v", v="\ud800")
+    with db.session() as session:
+        assert session.sql("SELECT 7 AS n") == [{"n": 7}]

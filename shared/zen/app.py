@@ -19,6 +19,7 @@ from zen.jobs import JobService, Outcome
 from zen.messaging import OutboxRelay, Publisher, PubSubPublisher
 from zen.models import PubSubEnvelope
 from zen.store.db import Database
+from zen.text import escape_unstorable
 
 log = logging.getLogger("zen.app")
 TICK_LOCK_KEY = 7_301_002  # arbitrary, fixed: one scale tick at a time
@@ -109,8 +110,8 @@ class Zen:
         try:
             envelope = envelope_from_cloud_event(event_id, event_type, data)
         except Rejected as rejection:
-            raw = data if isinstance(data, bytes) else str(data).encode()
-            envelope = PubSubEnvelope(message_id=str(event_id), data=raw)
+            raw = data if isinstance(data, bytes) else str(data).encode("utf-8", "backslashreplace")
+            envelope = PubSubEnvelope(message_id=escape_unstorable(str(event_id), 256), data=raw)
             return self.jobs.reject(envelope, source, rejection.reason, None, "job.rejected")
         try:
             return handler(envelope)

@@ -33,6 +33,7 @@ from zen.models import (
 )
 from zen.store import repository
 from zen.store.db import Database, Session
+from zen.text import escape_unstorable
 
 log = logging.getLogger("zen.jobs")
 
@@ -120,6 +121,9 @@ class JobService:
         try:
             request: JobRequest = _decode(envelope, JobRequest, self._config.limits.max_message_bytes)
             job_id = request.job_id or envelope.message_id
+            if not JOB_ID_PATTERN.match(job_id):
+                raise Rejected(f"the request has no job_id and its message id {escape_unstorable(job_id, 200)!r} "
+                               "is not a valid job_id: give a job_id")
             cluster, regions, max_attempts = self._resolve(request)
         except Rejected as rejection:
             return self.reject(envelope, source, rejection.reason, _job_id_hint(envelope.data), "job.rejected")
@@ -396,7 +400,11 @@ class JobService:
 
     def reject(self, envelope: PubSubEnvelope, source: str, reason: str, job_id: str | None, event_type: str,
                 job: Job | None = None) -> Outcome:
+        """Record, announce and log a message that can never succeed; it is then acked. What the
+        rejection quotes of the message is escaped first, so the rejection itself always stores."""
         now = self._clock()
+        reason = escape_unstorable(reason, 2000)
+        job_id = escape_unstorable(job_id, 200) if job_id is not None else None
         ids: list[int] = []
         with self._db.transaction() as session:
             first_time = repository.record_rejection(

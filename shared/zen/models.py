@@ -1,7 +1,12 @@
 """Messages, records and the job state machine.
 
 Every Pub/Sub payload is a versioned pydantic model validated once, at the edge. Unknown fields are
-refused (``extra="forbid"``) so that a typo such as ``comand`` is reported instead of ignored.
+refused (``extra="forbid"``) so that a typo such as ``comand`` is reported instead of ignored, and
+types are strict (pydantic ``strict=True``): an integer is a JSON integer (not ``"1"``, ``true`` or
+``1.0``), a string is a JSON string. The only conversions accepted are the ones JSON cannot avoid:
+an enum field takes its value's string, and a timestamp is an ISO 8601 string with a timezone (a
+number is refused), normalised to UTC; one that cannot be expressed in UTC (``9999-12-31T23:59:59-14:00``)
+is refused. Text cannot carry NUL or a lone UTF-16 surrogate (Postgres and UTF-8 cannot store them).
 
 Job lifecycle (the one transition table, ``TRANSITIONS``)::
 
@@ -18,10 +23,15 @@ from __future__ import annotations
 
 import enum
 import re
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, Strict, field_validator,
+    model_validator,
+)
+
+from zen.text import escape_unstorable, unstorable_problem
 
 MESSAGE_VERSION = 1
 INT32_MAX = 2**31 - 1
@@ -120,17 +130,44 @@ JobId = Annotated[str, AfterValidator(_job_id)]
 Label = Annotated[str, Field(min_length=1, max_length=63)]
 
 
-def _find_nul(value: Any, path: str = "") -> str | None:
+def _iso_8601_text(value: Any) -> Any:
+    # JSON has no timestamp type: accept its ISO 8601 string (or a datetime from Python callers), never
+    # a number, which pydantic's lax mode would read as seconds since the epoch.
+    if isinstance(value, (str, datetime)):
+        return value
+    raise ValueError("must be an ISO 8601 string with a timezone, e.g. 2026-11-21T10:00:00Z")
+
+
+def _in_utc(value: datetime) -> datetime:
+    try:
+        return value.astimezone(timezone.utc)
+    except OverflowError:
+        raise ValueError("is outside the range of UTC timestamps (years 1-9999 once converted to UTC)") from None
+
+
+# A timestamp on the wire: ISO 8601 with a timezone, stored and compared in UTC.
+UtcTimestamp = Annotated[AwareDatetime, Strict(False), BeforeValidator(_iso_8601_text), AfterValidator(_in_utc)]
+
+
+def _find_unstorable(value: Any, path: str = "", depth: int = 0) -> str | None:
+    """Where ``value`` holds text that cannot be stored: ``"env.B\\x00: contains a NUL character"``."""
     if isinstance(value, str):
-        return path or "(message)" if "\x00" in value else None
+        problem = unstorable_problem(value)
+        return f"{path or '(message)'} {problem}" if problem else None
+    if depth > 64:
+        return None  # beyond this, validation refuses the shape anyway
     if isinstance(value, dict):
         for key, item in value.items():
-            found = _find_nul(key, f"{path}.{key}".lstrip(".")) or _find_nul(item, f"{path}.{key}".lstrip("."))
+            where = f"{path}.{escape_unstorable(str(key))}".lstrip(".")
+            problem = unstorable_problem(key) if isinstance(key, str) else None
+            if problem:
+                return f"key {where} {problem}"
+            found = _find_unstorable(item, where, depth + 1)
             if found:
                 return found
     if isinstance(value, list):
         for index, item in enumerate(value):
-            found = _find_nul(item, f"{path}.{index}".lstrip("."))
+            found = _find_unstorable(item, f"{path}.{index}".lstrip("."), depth + 1)
             if found:
                 return found
     return None
@@ -139,16 +176,17 @@ def _find_nul(value: Any, path: str = "") -> str | None:
 class Message(BaseModel):
     """Base of every payload: strict, immutable, versioned."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
     version: Literal[1] = MESSAGE_VERSION
 
     @model_validator(mode="before")
     @classmethod
-    def _no_nul_characters(cls, data: Any) -> Any:
-        # Postgres text cannot hold NUL; refuse it here with a clear reason rather than fail later.
-        where = _find_nul(data)
+    def _storable_text(cls, data: Any) -> Any:
+        # Postgres text cannot hold NUL, nor UTF-8 a lone surrogate: refuse them here with a clear
+        # reason (naming the field, escaped) rather than fail in the driver later.
+        where = _find_unstorable(data)
         if where:
-            raise ValueError(f"{where} contains a NUL character")
+            raise ValueError(where)
         return data
 
     def to_bytes(self) -> bytes:
@@ -206,9 +244,9 @@ class Heartbeat(Message):
     vm: str = Field(min_length=1, max_length=128)
     region: str = Field(min_length=1, max_length=64)
     zone: str = Field(min_length=1, max_length=64)
-    status: AgentStatus
+    status: Annotated[AgentStatus, Strict(False)]
     seq: int = Field(ge=1, le=INT64_MAX, description="Per-attempt sequence number, starting at 1")
-    sent_at: AwareDatetime
+    sent_at: UtcTimestamp
     exit_code: int | None = Field(default=None, ge=-INT32_MAX, le=INT32_MAX)
     message: str | None = Field(default=None, max_length=8192, description="e.g. the output tail")
 
@@ -221,9 +259,9 @@ class VmHeartbeat(Message):
     cluster: str
     region: str
     zone: str
-    state: VmState
+    state: Annotated[VmState, Strict(False)]
     seq: int = Field(ge=1, le=INT64_MAX, description="Increasing per VM; agents send epoch milliseconds")
-    sent_at: AwareDatetime
+    sent_at: UtcTimestamp
     job_id: JobId | None = None
     attempt: int | None = Field(default=None, ge=1, le=INT32_MAX)
 
@@ -254,7 +292,7 @@ class ControlMessage(Message):
     vm: str
     job_id: str
     attempt: int
-    action: ControlAction
+    action: Annotated[ControlAction, Strict(False)]
     reason: str | None = None
 
 
@@ -264,10 +302,10 @@ class JobEvent(Message):
     type: Literal["job.status_changed", "job.rejected", "job.message_ignored"]
     job_id: str | None = None
     attempt: int | None = None
-    from_status: JobStatus | None = None
-    to_status: JobStatus | None = None
+    from_status: Annotated[JobStatus, Strict(False)] | None = None
+    to_status: Annotated[JobStatus, Strict(False)] | None = None
     reason: str
-    at: datetime
+    at: UtcTimestamp
     cluster: str | None = None
     region: str | None = None
     vm: str | None = None

@@ -9,8 +9,22 @@ Where to connect, in order:
    ``postgresql://user@/db?host=/socket/dir``.
 3. Neither: an embedded Postgres (``pgserver``, a local-only package) under ``.zen/pgdata``.
 
-pg8000 errors are translated here: a lost or refused connection becomes ``TransientError`` (the
-caller's message is redelivered), so only this module knows about pg8000.
+Errors are classified here, once, for every caller (the store boundary):
+
+- an infrastructure fault (connection lost or refused, server shutting down, out of resources,
+  serialization failure, deadlock: SQLSTATE 08, 53, 57, 40001, 40P01; pg8000 ``InterfaceError``;
+  ``OSError``) becomes ``TransientError``: the function answers 500 and Pub/Sub redelivers;
+- an error caused by the data a statement carries becomes ``DataRejected`` (the message is
+  rejected, recorded and acked): the server's data exceptions and integrity violations (SQLSTATE
+  22, 23), and any error the driver raises while converting a parameter (``OverflowError`` for a
+  timestamp beyond the server's range, ``UnicodeEncodeError`` for a lone surrogate, ...), since
+  sending the same values again would fail the same way;
+- anything else (a bug in Zen's own code) propagates unchanged.
+
+A connection is handed to the next caller only when its protocol state is known: the last
+statement succeeded, or the server reported an error and the ``ROLLBACK`` after it succeeded. A
+connection on which the driver raised anything else (it may have stopped between two protocol
+messages, leaving replies unread) is closed; the server rolls its transaction back.
 """
 
 from __future__ import annotations
@@ -212,12 +226,52 @@ def _is_transient(exc: Exception) -> bool:
     return False
 
 
+def _driver_data_problem(exc: Exception) -> str | None:
+    """The reason for a driver-side error that the statement's values caused, or None."""
+    if isinstance(exc, (DatabaseError, InterfaceError, OSError)):
+        return None
+    if isinstance(exc, (ValueError, OverflowError, TypeError, ArithmeticError)):  # UnicodeError is a ValueError
+        return f"a value cannot be sent to the database ({type(exc).__name__}: {str(exc)[:300]})"
+    return None
+
+
+def _raise_classified(exc: Exception, *, connection_lost: bool) -> None:
+    """Raise what a caller sees for ``exc`` (see the module docstring)."""
+    if isinstance(exc, (TransientError, DataRejected)):
+        raise exc
+    if connection_lost or _is_transient(exc):
+        raise TransientError(f"Postgres is unavailable: {exc}") from exc
+    problem = _data_problem(exc)
+    if problem:
+        raise DataRejected(problem) from exc
+    raise exc
+
+
 class Session:
-    """One connection inside ``Database.transaction()``: runs named queries, returns dict rows."""
+    """One connection inside ``Database.transaction()``: runs named queries, returns dict rows.
+
+    ``poisoned`` is set when the driver raised anything but a server-reported error: the connection's
+    protocol state is then unknown and it must not be reused (see the module docstring).
+    """
 
     def __init__(self, conn: pg8000.native.Connection, queries: dict[str, str]):
         self._conn = conn
         self._queries = queries
+        self.poisoned = False
+
+    def _call(self, sql: str, params: dict[str, Any]) -> Any:
+        try:
+            return self._conn.run(sql, **params)
+        except DatabaseError as exc:
+            if not (exc.args and isinstance(exc.args[0], dict)):
+                self.poisoned = True  # not the server's ErrorResponse: state unknown
+            raise
+        except BaseException as exc:
+            self.poisoned = True
+            problem = _driver_data_problem(exc) if isinstance(exc, Exception) else None
+            if problem:
+                raise DataRejected(problem) from exc
+            raise
 
     def run(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
         """Run the named query from queries.sql."""
@@ -225,7 +279,7 @@ class Session:
 
     def sql(self, sql: str, /, **params: Any) -> list[dict[str, Any]]:
         """Run a literal, parameterised statement (migrations, tests)."""
-        rows = self._conn.run(sql, **params)
+        rows = self._call(sql, params)
         if not rows or self._conn.columns is None:
             return []
         columns = [c["name"] for c in self._conn.columns]
@@ -237,7 +291,7 @@ class Session:
 
     def execute(self, sql: str) -> None:
         """Run a script with no parameters (several statements allowed: migrations)."""
-        self._conn.run(sql)
+        self._call(sql, {})
 
 
 class Database:
@@ -284,27 +338,24 @@ class Database:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Session]:
-        """BEGIN ... COMMIT, or ROLLBACK on any error; connection errors become TransientError."""
+        """BEGIN ... COMMIT, or ROLLBACK on any error; errors classified as the module docstring says."""
         conn = self._acquire()
-        clean = False  # True once the transaction ended with COMMIT or ROLLBACK
+        session = Session(conn, self.queries)
+        clean = False  # True once the transaction ended with COMMIT or ROLLBACK on a sound connection
         try:
-            conn.run("BEGIN")
-            yield Session(conn, self.queries)
-            conn.run("COMMIT")
+            session.execute("BEGIN")
+            yield session
+            session.execute("COMMIT")
             clean = True
         except Exception as exc:
-            if not _is_transient(exc):
+            rollback_failed = False
+            if not session.poisoned and not _is_transient(exc):
                 try:
-                    conn.run("ROLLBACK")
+                    session.execute("ROLLBACK")
                     clean = True
-                except Exception:  # noqa: BLE001 - the connection is unusable; drop it
-                    pass
-            if not clean:
-                raise TransientError(f"Postgres is unavailable: {exc}") from exc
-            problem = _data_problem(exc)
-            if problem:
-                raise DataRejected(problem) from exc
-            raise
+                except Exception:  # noqa: BLE001 - the connection is unusable: dropped below
+                    rollback_failed = True
+            _raise_classified(exc, connection_lost=rollback_failed)
         finally:
             # Anything else (KeyboardInterrupt, a worker abort) leaves the transaction open: never
             # hand such a connection to the next caller.
@@ -314,17 +365,16 @@ class Database:
     def session(self) -> Iterator[Session]:
         """A connection in autocommit mode (advisory locks held across transactions)."""
         conn = self._acquire()
+        session = Session(conn, self.queries)
         broken = True
         try:
-            yield Session(conn, self.queries)
+            yield session
             broken = False
         except Exception as exc:
-            broken = _is_transient(exc)
-            if broken:
-                raise TransientError(f"Postgres is unavailable: {exc}") from exc
-            raise
+            broken = session.poisoned or _is_transient(exc)
+            _raise_classified(exc, connection_lost=False)
         finally:
-            self._release(conn, broken)
+            self._release(conn, broken or session.poisoned)
 
     def close(self) -> None:
         with self._lock:

@@ -11,6 +11,7 @@ from typing import Any
 
 from zen.models import Job, JobStatus, illegal_step
 from zen.store.db import Session, to_json
+from zen.text import escape_unstorable
 
 _JOB_FIELDS = set(Job.model_fields)
 
@@ -91,12 +92,12 @@ def job_history(session: Session, job_id: str) -> list[dict[str, Any]]:
 def record_rejection(session: Session, *, source: str, message_id: str, job_id: str | None, reason: str,
                      payload: bytes, now: datetime) -> bool:
     """Record a rejected message once per (source, message id); False when already recorded."""
-    def clean(text: str | None) -> str | None:  # Postgres text cannot hold NUL
-        return text.replace("\x00", "\\0") if text is not None else None
+    def clean(text: str | None, limit: int = 2000) -> str | None:  # quoted text may hold NUL or surrogates
+        return escape_unstorable(text, limit) if text is not None else None
 
     row = session.one(
         "insert_rejected", now=now, source=clean(source), message_id=clean(message_id), job_id=clean(job_id),
-        reason=clean(reason), payload=clean(payload[:4096].decode("utf-8", errors="replace")),
+        reason=clean(reason), payload=clean(payload[:4096].decode("utf-8", errors="replace"), 8192),
     )
     return row is not None
 

@@ -1,0 +1,31 @@
+"""Text that can always be stored (Postgres ``text``) and published (UTF-8 JSON).
+
+Two things in a Python ``str`` cannot: NUL (Postgres refuses it) and a lone UTF-16 surrogate such
+as ``"\\ud800"`` (``json.loads`` accepts it, UTF-8 cannot encode it). Reasons and ids that quote a
+message's own content go through ``escape_unstorable`` before they are stored or published.
+"""
+
+from __future__ import annotations
+
+import re
+
+_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
+
+
+def unstorable_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored, or None."""
+    match = _UNSTORABLE.search(text)
+    if match is None:
+        return None
+    if match.group() == "\x00":
+        return "contains a NUL character"
+    return "contains a lone UTF-16 surrogate (not valid Unicode)"
+
+
+def escape_unstorable(text: str, limit: int | None = None) -> str:
+    """``text`` with NUL and lone surrogates written as escapes (``\\x00``, ``\\ud800``), cut to
+    ``limit`` characters (marked with ``...``)."""
+    escaped = _UNSTORABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    if limit is not None and len(escaped) > limit:
+        escaped = escaped[: limit - 3] + "..."
+    return escaped
