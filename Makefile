@@ -9,7 +9,7 @@ HCL_STAMP := $(VENV)/.tools-installed
 TOOLS_VENV := .venv-tools
 TOOLS_STAMP := $(TOOLS_VENV)/.installed
 
-.PHONY: venv tools test demo bench package checkov clean
+.PHONY: venv tools test faults demo bench package checkov clean
 
 venv: $(STAMP)
 
@@ -33,6 +33,11 @@ $(TOOLS_STAMP): requirements-checkov.txt
 # The tests include tests/terraform: the wiring of terraform/, the package, and checkov.
 test: venv tools
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The fault suite at its full budget (10,000+ hostile messages through the functions, 4 concurrent
+# deliveries, duplicated and reordered delivery, a database restart mid-burst): one line per check.
+faults: venv
+	$(BIN)/python -m tests.faults --budget full
 
 demo: venv
 	$(BIN)/zen demo
