@@ -37,6 +37,9 @@ class StandInPublisher:
         results: list[str | Exception] = [ConnectionError("injected publish failure")] * failed
         return results + self._real.publish(messages[failed:])
 
+    def publish_soon(self, messages: Sequence[OutgoingMessage], done) -> None:
+        done(self.publish(messages))  # at once: tests read what was published right after a call
+
     def on(self, topic: str) -> list[OutgoingMessage]:
         """Every message that reached ``topic`` so far, in publish order."""
         subscription = self._subscriber.subscription_path(self._project, f"record-{topic}")

@@ -48,7 +48,8 @@ class Zen:
         self.config = config
         self.db = db
         self.clock = clock
-        self.relay = OutboxRelay(db, publisher, clock)
+        self.relay = OutboxRelay(db, publisher, clock,
+                                 urgent=frozenset({config.topics.job_start, config.topics.vm_control}))
         self.jobs = JobService(db, config, self.relay, clock)
         self.scaler = scaler
 

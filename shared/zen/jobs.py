@@ -26,7 +26,7 @@ from zen.clock import Clock
 from zen.config import ZenConfig
 from zen.errors import Rejected, TransientError, describe_validation_error
 from zen.lifecycle import Decision
-from zen.messaging import OutboxRelay, enqueue
+from zen.messaging import Enqueued, OutboxRelay, OutgoingMessage, enqueue, outgoing
 from zen.models import (
     AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobEvent, JobRequest, JobStatus, PubSubEnvelope, StartMessage, StopRequest,
     JOB_ID_PATTERN, VmHeartbeat, illegal_step,
@@ -131,23 +131,32 @@ class JobService:
         canonical["job_id"] = job_id
         request_hash = hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
         now = self._clock()
+        pending = Job(job_id=job_id, status=JobStatus.PENDING, attempt=1, max_attempts=max_attempts, cluster=cluster,
+                      user_id=request.user_id, priority=request.priority, regions=regions, request=canonical,
+                      request_hash=request_hash, max_runtime_s=request.max_runtime_s, region=None, zone=None, vm=None,
+                      last_seq=0, last_heartbeat_at=None, submitted_at=now, queued_at=None, started_at=None,
+                      finished_at=None, exit_code=None, message=None, updated_at=now)
+        submitted = lifecycle.Change(JobStatus.PENDING, "submitted")
+        actor = f"user:{request.user_id}"
+        if self._admission is admit_all:
+            ids = self._submit_queued(pending, submitted, actor, now)
+            if ids:
+                return self._created(pending, ids)
+        # The general path: the job_id exists (a redelivery or a reuse), a stop for it came first,
+        # or admission has to decide.
         with self._db.transaction() as session:
-            created = repository.insert_job(
-                session, job_id=job_id, status=JobStatus.PENDING, max_attempts=max_attempts, cluster=cluster,
-                user_id=request.user_id, priority=request.priority, regions=regions, request=canonical,
-                request_hash=request_hash, max_runtime_s=request.max_runtime_s, now=now,
-            )
+            created = repository.insert_job(session, pending)
             if created:
-                job = repository.get_job(session, job_id, lock=True)
-                ids = self._record(session, job, job, [lifecycle.Change(JobStatus.PENDING, "submitted")],
-                                   actor=f"user:{request.user_id}", now=now, from_status=None)
+                history, ids = self._history(pending, pending, [submitted], actor=actor, now=now, from_status=None)
+                repository.add_job_events(session, history)
+                ids = enqueue(session, ids, now)
                 early_stop = repository.take_early_stop(session, job_id)
                 if early_stop is not None:
-                    ids += self._apply(session, job, Decision(
+                    ids += self._apply(session, pending, Decision(
                         changes=[lifecycle.Change(JobStatus.CANCELLED, f"stopped before it arrived: {early_stop}")],
                         fields={"finished_at": now}), actor="user", now=now)
-                elif self._admission(session, job):
-                    ids += self._apply(session, job, Decision(
+                elif self._admission(session, pending):
+                    ids += self._apply(session, pending, Decision(
                         changes=[lifecycle.Change(JobStatus.QUEUED, "admitted")], publish_start=True),
                         actor="admission", now=now)
             else:
@@ -158,9 +167,25 @@ class JobService:
                                     job_id, "job.rejected")
             log.info("duplicate submit ignored", extra={"job_id": job_id})
             return Outcome("duplicate", job_id)
+        return self._created(pending, ids)
+
+    def _submit_queued(self, pending: Job, submitted: lifecycle.Change, actor: str, now) -> list[Enqueued]:
+        """The common submission in one statement, one round trip and one commit: the job admitted
+        (QUEUED), its two history rows and its three messages. Nothing is written (and [] returned)
+        when the job_id exists or a stop for it came first; the general path then decides."""
+        queued = pending.model_copy(update={"status": JobStatus.QUEUED, "queued_at": now, "start_published_at": now})
+        admitted = lifecycle.Change(JobStatus.QUEUED, "admitted")
+        first, first_events = self._history(pending, pending, [submitted], actor=actor, now=now, from_status=None)
+        second, second_events = self._history(pending, queued, [admitted], actor="admission", now=now,
+                                              from_status=JobStatus.PENDING)
+        messages = first_events + second_events + [self._start_message(queued)]
+        with self._db.session() as session:
+            return repository.insert_queued_job(session, queued, first + second, messages, now)
+
+    def _created(self, job: Job, ids: list[Enqueued]) -> Outcome:
         self._relay.flush_quietly(ids)
-        log.info("job submitted", extra={"job_id": job_id, "cluster": cluster})
-        return Outcome("created", job_id, cluster=cluster)
+        log.info("job submitted", extra={"job_id": job.job_id, "cluster": job.cluster})
+        return Outcome("created", job.job_id, cluster=job.cluster)
 
     def _resolve(self, request: JobRequest) -> tuple[str, list[str], int]:
         config = self._config
@@ -282,7 +307,7 @@ class JobService:
         """Re-read each job under lock, decide, apply; one bad job never blocks the others."""
         changed = 0
         for job_id in job_ids:
-            ids: list[int] = []
+            ids: list[Enqueued] = []
             try:
                 with self._db.transaction() as session:
                     job = repository.get_job(session, job_id, lock=True)
@@ -334,7 +359,7 @@ class JobService:
         bad = illegal_step(job.status, [c.to for c in decision.changes])
         return f"transition {bad[0].value} -> {bad[1].value} is not allowed" if bad else None
 
-    def _apply(self, session: Session, job: Job, decision: Decision, *, actor: str, now) -> list[int]:
+    def _apply(self, session: Session, job: Job, decision: Decision, *, actor: str, now) -> list[Enqueued]:
         """Write a decision: the row, one history row and event per change, controls, start message."""
         if not decision.changes_job and not decision.controls and not decision.publish_start:
             return []
@@ -345,45 +370,47 @@ class JobService:
         if decision.publish_start:
             update["start_published_at"] = now
         after = job.model_copy(update=update)
-        ids: list[int] = []
+        messages: list[OutgoingMessage] = []
         if decision.changes_job or decision.publish_start:
             repository.save_job(session, job, after, [c.to for c in decision.changes], now)
-            ids += self._record(session, job, after, decision.changes, actor=actor, now=now,
-                                from_status=job.status)
-        for control in decision.controls:
-            ids.append(self._enqueue_control(session, control, now))
+            history, events = self._history(job, after, decision.changes, actor=actor, now=now,
+                                            from_status=job.status)
+            repository.add_job_events(session, history)
+            messages += events
+        messages += [self._control_message(control) for control in decision.controls]
         if decision.publish_start:
-            ids.append(self._enqueue_start(session, after, now))
-        return ids
+            messages.append(self._start_message(after))
+        return enqueue(session, messages, now)
 
-    def _record(self, session: Session, before: Job, after: Job, changes: list[lifecycle.Change], *, actor: str,
-                now, from_status: JobStatus | None) -> list[int]:
+    def _history(self, before: Job, after: Job, changes: list[lifecycle.Change], *, actor: str, now,
+                 from_status: JobStatus | None) -> tuple[list[dict[str, Any]], list[OutgoingMessage]]:
         """History rows and ``zen-job-events`` messages for each change, in order."""
-        ids = []
+        rows, messages = [], []
         previous = from_status
         for change in changes:
             # LOST belongs to the attempt that was lost; the requeue to the new attempt.
             attempt = after.attempt if change.to is JobStatus.QUEUED and previous is JobStatus.LOST else before.attempt
-            repository.add_job_event(session, job_id=before.job_id, at=now, actor=actor, attempt=attempt,
-                                     from_status=previous, to_status=change.to, reason=change.reason)
+            rows.append(dict(job_id=before.job_id, at=now, actor=actor, attempt=attempt,
+                             from_status=previous.value if previous else None, to_status=change.to.value,
+                             reason=change.reason))
             event = JobEvent(
                 type="job.status_changed", job_id=before.job_id, attempt=attempt, from_status=previous,
                 to_status=change.to, reason=change.reason, at=now, cluster=after.cluster,
                 region=after.region or before.region, vm=after.vm or before.vm, exit_code=after.exit_code,
             )
-            ids.append(enqueue(session, self._topics.job_events, event, {
+            messages.append(outgoing(self._topics.job_events, event, {
                 "type": event.type, "job_id": before.job_id, "status": change.to.value, "cluster": after.cluster,
-            }, now))
+            }))
             previous = change.to
-        return ids
+        return rows, messages
 
-    def _enqueue_control(self, session: Session, control: ControlMessage, now) -> int:
-        return enqueue(session, self._topics.vm_control, control, {
+    def _control_message(self, control: ControlMessage) -> OutgoingMessage:
+        return outgoing(self._topics.vm_control, control, {
             "vm": control.vm, "job_id": control.job_id, "attempt": str(control.attempt),
             "action": control.action.value,
-        }, now)
+        })
 
-    def _enqueue_start(self, session: Session, job: Job, now) -> int:
+    def _start_message(self, job: Job) -> OutgoingMessage:
         request = job.request
         message = StartMessage(
             job_id=job.job_id, attempt=job.attempt, cluster=job.cluster, user_id=job.user_id,
@@ -396,7 +423,7 @@ class JobService:
             # cluster can still take it; until then nobody does. Say so loudly.
             log.error("job's cluster is not configured", extra={"job_id": job.job_id, "cluster": job.cluster})
         cluster_regions = cluster.regions if cluster else []
-        return enqueue(session, self._topics.job_start, message, start_attributes(job, cluster_regions), now)
+        return outgoing(self._topics.job_start, message, start_attributes(job, cluster_regions))
 
     def reject(self, envelope: PubSubEnvelope, source: str, reason: str, job_id: str | None, event_type: str,
                 job: Job | None = None) -> Outcome:
@@ -405,7 +432,7 @@ class JobService:
         now = self._clock()
         reason = escape_unstorable(reason, 2000)
         job_id = escape_unstorable(job_id, 200) if job_id is not None else None
-        ids: list[int] = []
+        ids: list[Enqueued] = []
         with self._db.transaction() as session:
             first_time = repository.record_rejection(
                 session, source=source, message_id=envelope.message_id, job_id=job_id, reason=reason,
@@ -417,7 +444,7 @@ class JobService:
                 attributes = {"type": event_type}
                 if job_id:
                     attributes["job_id"] = job_id
-                ids.append(enqueue(session, self._topics.job_events, event, attributes, now))
+                ids = enqueue(session, [outgoing(self._topics.job_events, event, attributes)], now)
         log.warning("message rejected", extra={
             "reason": reason, "source": source, "message_id": envelope.message_id, "job_id": job_id})
         self._relay.flush_quietly(ids)

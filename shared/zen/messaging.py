@@ -1,18 +1,25 @@
 """Outgoing messages: the publisher port, its Pub/Sub adapter, an in-memory one, and the outbox relay.
 
 Handlers never publish directly. They ``enqueue`` messages into the ``outbox`` table in the same
-transaction as their state change; after commit, ``OutboxRelay.flush(ids)`` publishes those rows and
-marks them sent. Whatever is left (publish failed, process died between commit and publish) is sent
-by ``OutboxRelay.flush_pending()`` on the next scale tick. Delivery is therefore at least once;
+transaction as their state change; after commit, ``OutboxRelay.flush_quietly`` publishes them and
+they are marked sent. Whatever is left (publish failed, process died between commit and publish) is
+sent by ``OutboxRelay.flush_pending()`` on the next scale tick. Delivery is therefore at least once;
 every consumer is idempotent on ``(job_id, attempt, ...)``.
+
+The request waits for Pub/Sub's acknowledgement of what it publishes: on Cloud Functions the instance's CPU is throttled once the response is sent, so a
+message merely handed to the client could sit there until the next request, and a job's start with
+it. Marking the rows sent is what does not need to hold the request: it happens in the background.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Callable, Protocol, Sequence
 
 from zen.models import Message
@@ -29,13 +36,23 @@ class OutgoingMessage:
 
 
 class Publisher(Protocol):
-    """Publishes a batch; returns, per message, its id or the exception that stopped it."""
+    def publish(self, messages: Sequence[OutgoingMessage]) -> list[str | Exception]:
+        """Publish and wait; returns, per message, its id or the exception that stopped it."""
 
-    def publish(self, messages: Sequence[OutgoingMessage]) -> list[str | Exception]: ...
+    def publish_soon(self, messages: Sequence[OutgoingMessage],
+                     done: Callable[[list[str | Exception]], None]) -> None:
+        """Hand the messages over and return; ``done(results)`` is called once all are settled."""
 
 
 class PubSubPublisher:
-    """Adapter over ``google.cloud.pubsub_v1.PublisherClient`` (honours ``PUBSUB_EMULATOR_HOST``)."""
+    """Adapter over the official Pub/Sub client (honours ``PUBSUB_EMULATOR_HOST``).
+
+    Publishes with the client's ``Publish`` RPC directly, one call per topic (topics in parallel),
+    rather than through its batching layer: a handler publishes a few messages and waits for them,
+    and the batching layer adds a batching delay, a thread per batch and a future per message to
+    that wait (8.8 ms against 3.4 ms per submit's messages, measured against the stand-in). The
+    RPC's own retry policy (UNAVAILABLE, DEADLINE_EXCEEDED, ...) applies.
+    """
 
     def __init__(self, project: str, client=None, timeout_s: float = 30.0):
         from google.cloud import pubsub_v1
@@ -43,19 +60,70 @@ class PubSubPublisher:
         self._project = project
         self._client = client or pubsub_v1.PublisherClient()
         self._timeout_s = timeout_s
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     def publish(self, messages: Sequence[OutgoingMessage]) -> list[str | Exception]:
-        futures = [
-            self._client.publish(self._client.topic_path(self._project, m.topic), m.data, **m.attributes)
-            for m in messages
-        ]
-        results: list[str | Exception] = []
-        for future in futures:
-            try:
-                results.append(future.result(timeout=self._timeout_s))
-            except Exception as exc:  # noqa: BLE001 - reported per message, retried by the relay
-                results.append(exc)
+        by_topic: dict[str, list[int]] = {}
+        for index, message in enumerate(messages):
+            by_topic.setdefault(message.topic, []).append(index)
+        results: list[str | Exception] = [RuntimeError("not published")] * len(messages)
+        topics = list(by_topic)
+        if len(topics) == 1:
+            outcomes = [self._publish_topic(topics[0], [messages[i] for i in by_topic[topics[0]]])]
+        else:
+            pool = self._executor()
+            outcomes = list(pool.map(lambda t: self._publish_topic(t, [messages[i] for i in by_topic[t]]), topics))
+        for topic, outcome in zip(topics, outcomes):
+            for position, index in enumerate(by_topic[topic]):
+                results[index] = outcome if isinstance(outcome, Exception) else outcome[position]
         return results
+
+    def publish_soon(self, messages: Sequence[OutgoingMessage],
+                     done: Callable[[list[str | Exception]], None]) -> None:
+        """Through the client's batching layer: messages of concurrent requests share RPCs."""
+        results: list[str | Exception] = [RuntimeError("not published")] * len(messages)
+        remaining = [len(messages)]
+        lock = threading.Lock()
+
+        def settle(index: int, future) -> None:
+            try:
+                results[index] = future.result()
+            except Exception as exc:  # noqa: BLE001 - reported per message
+                results[index] = exc
+            with lock:
+                remaining[0] -= 1
+                last = remaining[0] == 0
+            if last:
+                done(results)
+
+        if not messages:
+            done([])
+            return
+        for index, message in enumerate(messages):
+            future = self._client.publish(self._client.topic_path(self._project, message.topic), message.data,
+                                          **message.attributes)
+            future.add_done_callback(lambda f, i=index: settle(i, f))
+
+    def _publish_topic(self, topic: str, messages: list[OutgoingMessage]) -> list[str] | Exception:
+        from google.pubsub_v1 import PublisherClient as GapicPublisher, types
+
+        try:
+            # The GAPIC client's publish (the RPC), called on the official client, which subclasses it.
+            response = GapicPublisher.publish(
+                self._client,
+                topic=self._client.topic_path(self._project, topic),
+                messages=[types.PubsubMessage(data=m.data, attributes=m.attributes) for m in messages],
+                timeout=self._timeout_s)
+            return list(response.message_ids)
+        except Exception as exc:  # noqa: BLE001 - reported per message, retried by the relay
+            return exc
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="zen-publish")
+            return self._pool
 
 
 class RecordingPublisher:
@@ -78,57 +146,144 @@ class RecordingPublisher:
                 results.append(str(len(self.sent)))
         return results
 
+    def publish_soon(self, messages: Sequence[OutgoingMessage],
+                     done: Callable[[list[str | Exception]], None]) -> None:
+        done(self.publish(messages))
+
     def on(self, topic: str) -> list[OutgoingMessage]:
         with self._lock:
             return [m for m in self.sent if m.topic == topic]
 
 
-def enqueue(session: Session, topic: str, message: Message, attributes: dict[str, str], now: datetime) -> int:
-    """Add a message to the outbox, inside the caller's transaction. Returns its outbox id."""
-    row = session.one("insert_outbox", topic=topic, data=message.to_bytes(), attributes=to_json(attributes), now=now)
-    return row["id"]
+@dataclass(frozen=True)
+class Enqueued:
+    """An outbox row: its id and the message it holds."""
+
+    id: int
+    message: OutgoingMessage
+
+
+def outgoing(topic: str, message: Message, attributes: dict[str, str]) -> OutgoingMessage:
+    return OutgoingMessage(topic, message.to_bytes(), attributes)
+
+
+def outbox_json(messages: Sequence[OutgoingMessage]) -> str:
+    """Messages as the JSON array the outbox statements read (one parameter, data in base64)."""
+    return json.dumps([{"topic": m.topic, "data": base64.b64encode(m.data).decode("ascii"),
+                        "attributes": m.attributes} for m in messages])
+
+
+def enqueue(session: Session, messages: Sequence[OutgoingMessage], now: datetime) -> list[Enqueued]:
+    """Add messages to the outbox in one statement, inside the caller's transaction."""
+    if not messages:
+        return []
+    rows = session.run("insert_outbox", messages=outbox_json(messages), now=now)
+    ids = sorted(r["id"] for r in rows)  # ids follow the insertion order, which follows the list's
+    return [Enqueued(id_, message) for id_, message in zip(ids, messages)]
+
+
+class SentMarks:
+    """Outbox rows published but not yet marked sent. They are marked in batches, a moment later, off
+    the request's path, with an asynchronous commit: losing a mark (a crash) only means the tick
+    sends that message once more, which at-least-once delivery allows."""
+
+    def __init__(self, db: Database, clock: Callable[[], datetime], delay_s: float = 0.2):
+        self._db = db
+        self._clock = clock
+        self._delay_s = delay_s
+        self._ids: list[int] = []
+        self._failed: list[tuple[int, Exception]] = []
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+
+    def add(self, enqueued: Sequence[Enqueued], results: Sequence[str | Exception]) -> None:
+        """Record how the publish of these rows ended."""
+        with self._lock:
+            for row, result in zip(enqueued, results):
+                if isinstance(result, Exception):
+                    self._failed.append((row.id, result))
+                else:
+                    self._ids.append(row.id)
+            if self._timer is None and (self._ids or self._failed):
+                self._timer = threading.Timer(self._delay_s, self.flush)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def flush(self) -> None:
+        with self._lock:
+            ids, self._ids = self._ids, []
+            failed, self._failed = self._failed, []
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = None
+        if not ids and not failed:
+            return
+        try:
+            with self._db.transaction() as session:
+                session.execute("SET LOCAL synchronous_commit TO OFF")
+                if ids:
+                    session.run("mark_outbox_sent", ids=ids, now=self._clock())
+                OutboxRelay.mark_failed(session, failed)
+        except Exception as exc:  # noqa: BLE001 - at worst the tick sends a message once more
+            log.warning("could not mark outbox rows", extra={"error": str(exc), "rows": len(ids) + len(failed)})
 
 
 class OutboxRelay:
-    """Publishes outbox rows and marks them sent. Safe to run concurrently (rows are locked)."""
+    """Publishes outbox rows and marks them sent.
 
-    def __init__(self, db: Database, publisher: Publisher, clock: Callable[[], datetime]):
+    Right after a commit, ``flush_quietly`` publishes what the transaction enqueued, from memory (no
+    read back). Messages that make work happen (``urgent`` topics: a job's start, a VM's orders) are
+    published before the handler returns; the others (job events, notifications for users) are
+    handed to the client's batching layer, so that concurrent requests share RPCs. How each publish
+    ended is recorded in the background (``SentMarks``). ``flush_pending`` (the scale tick) sends
+    what is left: rows whose publish failed, and rows older than ``in_flight_s`` (their process
+    died, or its CPU was throttled, between commit and publish). Younger rows may be in flight in
+    another instance, so the tick leaves them alone.
+    """
+
+    in_flight_s = 60.0
+
+    def __init__(self, db: Database, publisher: Publisher, clock: Callable[[], datetime],
+                 urgent: frozenset[str] = frozenset()):
         self._db = db
         self._publisher = publisher
         self._clock = clock
+        self._urgent = urgent
+        self.marks = SentMarks(db, clock)
 
-    def flush(self, ids: Sequence[int]) -> int:
-        """Publish these rows (right after the commit that wrote them). Returns how many were sent."""
-        if not ids:
-            return 0
-        with self._db.transaction() as session:
-            return self._send(session, session.run("lock_outbox_ids", ids=list(ids)))
+    def flush_quietly(self, enqueued: Sequence[Enqueued]) -> None:
+        """Publish rows just committed; a failure only logs (the rows stay for the tick)."""
+        urgent = [e for e in enqueued if e.message.topic in self._urgent]
+        later = [e for e in enqueued if e.message.topic not in self._urgent]
+        try:
+            if later:
+                self._publisher.publish_soon([e.message for e in later],
+                                             lambda results: self.marks.add(later, results))
+            if urgent:
+                self.marks.add(urgent, self._publisher.publish([e.message for e in urgent]))
+        except Exception as exc:  # noqa: BLE001 - state is committed; the tick resends
+            log.warning("publish after commit failed; the next tick resends", extra={"error": str(exc)})
 
     def flush_pending(self, limit: int = 1000) -> int:
         """Publish whatever is still unsent (the scale tick's duty). Returns how many were sent."""
+        self.marks.flush()
+        cutoff = self._clock() - timedelta(seconds=self.in_flight_s)
         with self._db.transaction() as session:
-            return self._send(session, session.run("lock_outbox_unsent", limit=limit))
+            rows = session.run("lock_outbox_unsent", cutoff=cutoff, limit=limit)
+            if not rows:
+                return 0
+            messages = [OutgoingMessage(r["topic"], bytes(r["data"]), dict(r["attributes"] or {})) for r in rows]
+            results = self._publisher.publish(messages)
+            sent = [row["id"] for row, result in zip(rows, results) if not isinstance(result, Exception)]
+            self.mark_failed(session, [(row["id"], result) for row, result in zip(rows, results)
+                                       if isinstance(result, Exception)])
+            if sent:
+                session.run("mark_outbox_sent", ids=sent, now=self._clock())
+            return len(sent)
 
-    def flush_quietly(self, ids: Sequence[int]) -> int:
-        """``flush``, but a failure only logs: the rows stay in the outbox for the next tick."""
-        try:
-            return self.flush(ids)
-        except Exception as exc:  # noqa: BLE001 - state is committed; the tick resends
-            log.warning("publish after commit failed; the next tick resends", extra={"error": str(exc)})
-            return 0
-
-    def _send(self, session: Session, rows: list[dict]) -> int:
-        if not rows:
-            return 0
-        messages = [OutgoingMessage(r["topic"], bytes(r["data"]), dict(r["attributes"] or {})) for r in rows]
-        results = self._publisher.publish(messages)
-        sent = [row["id"] for row, result in zip(rows, results) if not isinstance(result, Exception)]
-        for row, result in zip(rows, results):
-            if isinstance(result, Exception):
-                session.run("mark_outbox_failed", id=row["id"], error=f"{type(result).__name__}: {result}"[:1000])
-        if sent:
-            session.run("mark_outbox_sent", ids=sent, now=self._clock())
-        failed = len(rows) - len(sent)
+    @staticmethod
+    def mark_failed(session: Session, failed: list[tuple[int, Exception]]) -> None:
+        for id_, error in failed:
+            session.run("mark_outbox_failed", id=id_, error=f"{type(error).__name__}: {error}"[:1000])
         if failed:
-            log.warning("outbox publish failed for %d message(s); left for the next tick", failed)
-        return len(sent)
+            log.warning("outbox publish failed for %d message(s); left for the next tick", len(failed))

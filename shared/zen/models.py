@@ -22,6 +22,7 @@ Terminal states (SUCCEEDED, FAILED, CANCELLED) absorb: nothing leaves them.
 from __future__ import annotations
 
 import enum
+import json
 import re
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
@@ -183,7 +184,14 @@ class Message(BaseModel):
     @classmethod
     def _storable_text(cls, data: Any) -> Any:
         # Postgres text cannot hold NUL, nor UTF-8 a lone surrogate: refuse them here with a clear
-        # reason (naming the field, escaped) rather than fail in the driver later.
+        # reason (naming the field, escaped) rather than fail in the driver later. One pass in C over
+        # the serialised message first; the walk that names the field only when it found something.
+        try:
+            text = json.dumps(data, ensure_ascii=False, default=str)  # NUL comes out as \u0000
+            if "\\u0000" not in text and not unstorable_problem(text):
+                return data
+        except (TypeError, ValueError, RecursionError):
+            pass  # not JSON-shaped (validation will say so) or too deep: walk
         where = _find_unstorable(data)
         if where:
             raise ValueError(where)

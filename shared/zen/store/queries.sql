@@ -27,9 +27,43 @@ SET status = :status, attempt = :attempt, vm = :vm, region = :region, zone = :zo
 WHERE job_id = :job_id AND status = :expected_status AND attempt = :expected_attempt
 RETURNING job_id;
 
--- name: insert_job_event
+-- name: insert_job_events
+-- History rows in one statement: :rows is a JSON array of rows, inserted in its order.
 INSERT INTO job_events (job_id, at, actor, attempt, from_status, to_status, reason)
-VALUES (:job_id, :at, :actor, :attempt, :from_status, :to_status, :reason);
+SELECT e.job_id, e.at, e.actor, e.attempt, e.from_status, e.to_status, e.reason
+FROM ROWS FROM (jsonb_to_recordset(CAST(:rows AS jsonb))
+         AS (job_id text, at timestamptz, actor text, attempt integer, from_status text, to_status text, reason text))
+     WITH ORDINALITY AS e(job_id, at, actor, attempt, from_status, to_status, reason, n)
+ORDER BY e.n;
+
+-- name: submit_job
+-- A submission in one statement (one round trip, one commit): the job, already QUEUED, its history
+-- and its outgoing messages (JSON arrays, inserted in their order; message data in base64). It
+-- writes nothing when the job_id exists (a redelivery or a reuse) or when a stop for the job arrived
+-- first: the caller then takes the general path.
+WITH job AS (
+    INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions, request,
+                      request_hash, max_runtime_s, last_seq, submitted_at, queued_at, start_published_at,
+                      updated_at)
+    SELECT :job_id, 'QUEUED', 1, :max_attempts, :cluster, :user_id, :priority, CAST(:regions AS jsonb),
+           CAST(:request AS jsonb), :request_hash, :max_runtime_s, 0, :now, :now, :now, :now
+    WHERE NOT EXISTS (SELECT 1 FROM early_stops WHERE job_id = :job_id)
+    ON CONFLICT (job_id) DO NOTHING
+    RETURNING job_id
+), history AS (
+    INSERT INTO job_events (job_id, at, actor, attempt, from_status, to_status, reason)
+    SELECT job.job_id, :now, h.actor, 1, h.from_status, h.to_status, h.reason
+    FROM job, ROWS FROM (jsonb_to_recordset(CAST(:history AS jsonb))
+                        AS (actor text, from_status text, to_status text, reason text))
+              WITH ORDINALITY AS h(actor, from_status, to_status, reason, n)
+    ORDER BY h.n
+)
+INSERT INTO outbox (topic, data, attributes, created_at)
+SELECT m.topic, decode(m.data, 'base64'), m.attributes, :now
+FROM job, ROWS FROM (jsonb_to_recordset(CAST(:messages AS jsonb)) AS (topic text, data text, attributes jsonb))
+          WITH ORDINALITY AS m(topic, data, attributes, n)
+ORDER BY m.n
+RETURNING id;
 
 -- name: job_history
 SELECT id, at, actor, attempt, from_status, to_status, reason
@@ -68,21 +102,19 @@ DELETE FROM early_stops WHERE job_id = :job_id RETURNING reason;
 DELETE FROM early_stops WHERE requested_at < :cutoff;
 
 -- name: insert_outbox
+-- Many messages in one statement: :messages is a JSON array (data in base64), inserted in its order.
 INSERT INTO outbox (topic, data, attributes, created_at)
-VALUES (:topic, :data, CAST(:attributes AS jsonb), :now)
+SELECT m.topic, decode(m.data, 'base64'), m.attributes, :now
+FROM ROWS FROM (jsonb_to_recordset(CAST(:messages AS jsonb)) AS (topic text, data text, attributes jsonb))
+     WITH ORDINALITY AS m(topic, data, attributes, n)
+ORDER BY m.n
 RETURNING id;
 
--- name: lock_outbox_ids
--- Locked while publishing so two relays never send the same row at once; SKIP LOCKED: the other
--- relay is already sending those.
-SELECT id, topic, data, attributes FROM outbox
-WHERE id = ANY(CAST(:ids AS bigint[])) AND sent_at IS NULL
-ORDER BY id
-FOR UPDATE SKIP LOCKED;
-
 -- name: lock_outbox_unsent
+-- The tick's resend: failed publishes, and rows old enough that no request is still publishing them.
+-- Locked while publishing so two ticks never send the same row at once.
 SELECT id, topic, data, attributes FROM outbox
-WHERE sent_at IS NULL
+WHERE sent_at IS NULL AND (publish_attempts > 0 OR created_at < :cutoff)
 ORDER BY id
 LIMIT :limit
 FOR UPDATE SKIP LOCKED;

@@ -6,14 +6,22 @@ history rows and its outbox messages commit together or not at all.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
+from zen.messaging import Enqueued, OutgoingMessage, outbox_json
 from zen.models import Job, JobStatus, illegal_step
 from zen.store.db import Session, to_json
 from zen.text import escape_unstorable
 
 _JOB_FIELDS = set(Job.model_fields)
+
+
+def _isoformat(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 class ConcurrentChange(RuntimeError):
@@ -24,16 +32,31 @@ def job_from_row(row: dict[str, Any]) -> Job:
     return Job.model_validate({key: value for key, value in row.items() if key in _JOB_FIELDS})
 
 
-def insert_job(session: Session, *, job_id: str, status: JobStatus, max_attempts: int, cluster: str,
-               user_id: str, priority: int, regions: list[str], request: dict[str, Any], request_hash: str,
-               max_runtime_s: int | None, now: datetime) -> bool:
+def insert_job(session: Session, job: Job) -> bool:
     """Insert a new job; False when the job_id exists already (a redelivery or a reuse)."""
     row = session.one(
-        "insert_job", job_id=job_id, status=status.value, max_attempts=max_attempts, cluster=cluster,
-        user_id=user_id, priority=priority, regions=to_json(regions), request=to_json(request),
-        request_hash=request_hash, max_runtime_s=max_runtime_s, now=now,
+        "insert_job", job_id=job.job_id, status=job.status.value, max_attempts=job.max_attempts,
+        cluster=job.cluster, user_id=job.user_id, priority=job.priority, regions=to_json(job.regions),
+        request=to_json(job.request), request_hash=job.request_hash, max_runtime_s=job.max_runtime_s,
+        now=job.submitted_at,
     )
     return row is not None
+
+
+def insert_queued_job(session: Session, job: Job, history: list[dict[str, Any]], messages: list[OutgoingMessage],
+                      now: datetime) -> list[Enqueued]:
+    """The job (already QUEUED), its history and its outbox rows in one statement (``submit_job``).
+    Returns the outbox rows, or [] when nothing was written (the job_id exists, or a stop for it came
+    first)."""
+    rows = session.run(
+        "submit_job", job_id=job.job_id, max_attempts=job.max_attempts, cluster=job.cluster,
+        user_id=job.user_id, priority=job.priority, regions=to_json(job.regions), request=to_json(job.request),
+        request_hash=job.request_hash, max_runtime_s=job.max_runtime_s, now=now,
+        history=json.dumps([{key: h[key] for key in ("actor", "from_status", "to_status", "reason")} for h in history]),
+        messages=outbox_json(messages),
+    )
+    ids = sorted(r["id"] for r in rows)
+    return [Enqueued(id_, message) for id_, message in zip(ids, messages)]
 
 
 def get_job(session: Session, job_id: str, *, lock: bool = False) -> Job | None:
@@ -67,12 +90,11 @@ def save_job(session: Session, before: Job, after: Job, path: list[JobStatus], n
         raise ConcurrentChange(f"job {before.job_id} changed under a lock")
 
 
-def add_job_event(session: Session, *, job_id: str, at: datetime, actor: str, attempt: int,
-                  from_status: JobStatus | None, to_status: JobStatus, reason: str) -> None:
-    session.run(
-        "insert_job_event", job_id=job_id, at=at, actor=actor, attempt=attempt,
-        from_status=from_status.value if from_status else None, to_status=to_status.value, reason=reason,
-    )
+def add_job_events(session: Session, rows: list[dict[str, Any]]) -> None:
+    """History rows (``job_id, at, actor, attempt, from_status, to_status, reason``), in order."""
+    if not rows:
+        return
+    session.run("insert_job_events", rows=json.dumps(rows, default=_isoformat))
 
 
 def remember_early_stop(session: Session, job_id: str, reason: str, now: datetime) -> None:

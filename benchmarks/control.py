@@ -1,0 +1,241 @@
+"""``make bench-control``: the control plane's hot paths against the database they run on.
+
+The anchor is the raw driver: pg8000 single-row ``BEGIN; INSERT; COMMIT`` on one connection,
+against the same embedded Postgres (fsync on), in the same run. Every path is measured in rounds
+interleaved with the anchor (anchor, path, anchor, path, ...) and reported as the median of the
+per-round ratios, so a noisy, shared machine moves both sides alike.
+
+Paths (each a Zen method called in-process with the CloudEvent data Eventarc delivers, i.e. the
+function body without HTTP; the Pub/Sub stand-in receives what is published):
+- ``on_job_submitted`` with 1, 4 and 8 threads, scaling off;
+- ``on_job_submitted`` with scaling on (Compute stand-in), with 0 and with 100k jobs already queued;
+- ``on_heartbeat`` RUNNING (a running job's progress report) with 1 and 4 threads.
+Run: ``make bench-control`` (``--seconds`` per measurement, ``--rounds``; ``--quick`` for a smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pg8000.native
+
+from zen import eventarc
+from zen.app import Zen
+from zen.config import load_config
+from zen.events import PUBSUB_EVENT_TYPE
+from zen.messaging import PubSubPublisher
+from zen.store.db import Database, parse_database_url
+from zen.store.migrate import migrate
+
+CLUSTER = "4xa100-40gb"
+_ids = itertools.count(1)
+
+
+@dataclass
+class Goal:
+    text: str
+    check: Callable[[float], bool]
+
+
+class ControlBench:
+    def __init__(self, seconds: float, rounds: int):
+        self.seconds = seconds
+        self.rounds = rounds
+        self.project = "zen-bench"
+        self.config = load_config().model_copy(update={"project": self.project})
+
+    # -- setup ---------------------------------------------------------------------------------
+    def __enter__(self) -> "ControlBench":
+        import pgserver
+        from google.cloud import pubsub_v1
+
+        from zen.local.bridge import ensure_topic
+        from zen.local.functions_server import free_port, wait_for_port
+
+        self.pg_dir = tempfile.mkdtemp(prefix="zbc", dir="/tmp")
+        self.pg = pgserver.get_server(self.pg_dir, cleanup_mode="stop")
+        self.server = parse_database_url(self.pg.get_uri())
+        admin = Database.from_target(self.server)
+        with admin.session() as session:
+            session.execute("CREATE DATABASE zen")
+        admin.close()
+        self.target = self.server.with_database("zen")
+        # The stand-in runs in a process of its own, as Pub/Sub is remote: its work must not take
+        # the GIL from the path measured.
+        port = free_port()
+        self.pubsub = subprocess.Popen([sys.executable, "-m", "zen.local.pubsub", "--port", str(port)],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port(port, 30, self.pubsub)
+        os.environ["PUBSUB_EMULATOR_HOST"] = f"127.0.0.1:{port}"
+        client = pubsub_v1.PublisherClient()
+        for topic in self.config.topics.model_dump().values():
+            ensure_topic(client, self.project, topic)
+        self.publisher = PubSubPublisher(self.project)
+        self.fresh_schema()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.pubsub.terminate()
+        self.pubsub.wait(timeout=10)
+        self.pg.cleanup()
+        shutil.rmtree(self.pg_dir, ignore_errors=True)
+
+    def fresh_schema(self) -> None:
+        """Drop and recreate the zen database's tables, so each path starts from the same state."""
+        db = Database.from_target(self.target)
+        with db.session() as session:
+            session.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+        migrate(db)
+        db.close()
+
+    def zen(self, pool: int, scaler=None) -> Zen:
+        return Zen(self.config, Database(self.target.connect, max_idle=pool + 1), self.publisher, scaler=scaler)
+
+    # -- measuring -----------------------------------------------------------------------------
+    def rate(self, threads: int, work: Callable[[int], None]) -> float:
+        """Calls of ``work(thread_index)`` per second, ``threads`` at once, for ``seconds``."""
+        done = [0] * threads
+        stop = time.monotonic() + self.seconds
+
+        def loop(index: int) -> None:
+            while time.monotonic() < stop:
+                work(index)
+                done[index] += 1
+
+        began = time.monotonic()
+        workers = [threading.Thread(target=loop, args=(i,)) for i in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        return sum(done) / (time.monotonic() - began)
+
+    def anchor(self) -> float:
+        conn = pg8000.native.Connection(user=self.target.user, unix_sock=self.target.unix_sock, database="zen")
+        conn.run("CREATE TABLE IF NOT EXISTS bench_anchor (id bigserial PRIMARY KEY, v integer)")
+
+        def insert(_: int) -> None:
+            conn.run("BEGIN")
+            conn.run("INSERT INTO bench_anchor (v) VALUES (:v)", v=1)
+            conn.run("COMMIT")
+
+        try:
+            return self.rate(1, insert)
+        finally:
+            conn.close()
+
+    def interleaved(self, path: Callable[[], float]) -> tuple[float, float, float]:
+        """(median path rate, median anchor rate, median of per-round ratios)."""
+        paths, anchors, ratios = [], [], []
+        for _ in range(self.rounds):
+            anchors.append(self.anchor())
+            paths.append(path())
+            ratios.append(paths[-1] / anchors[-1])
+        return statistics.median(paths), statistics.median(anchors), statistics.median(ratios)
+
+    # -- the paths -----------------------------------------------------------------------------
+    def submit_data(self, job_id: str) -> dict:
+        payload = json.dumps({"job_id": job_id, "user_id": "bench", "cluster": CLUSTER,
+                              "command": ["python", "train.py", "--lr", "0.1"], "env": {"SEED": "1"}}).encode()
+        return eventarc.pubsub_cloud_event(payload, message_id=job_id, topic="zen-job-submitted",
+                                           project=self.project)["data"]
+
+    def submits(self, threads: int) -> Callable[[], float]:
+        def measure() -> float:
+            zen = self.zen(pool=threads)
+
+            def submit(_: int) -> None:
+                n = next(_ids)
+                zen.on_job_submitted(f"b{n}", PUBSUB_EVENT_TYPE, self.submit_data(f"bench-{n}"))
+
+            try:
+                return self.rate(threads, submit)
+            finally:
+                zen.db.close()
+        return measure
+
+    def heartbeats(self, threads: int, jobs_per_thread: int = 50) -> Callable[[], float]:
+        def measure() -> float:
+            zen = self.zen(pool=threads)
+            jobs = [[f"hb-{next(_ids)}" for _ in range(jobs_per_thread)] for _ in range(threads)]
+            seq = {}
+            for job_id in itertools.chain.from_iterable(jobs):  # each job RUNNING on its own VM
+                zen.on_job_submitted(job_id, PUBSUB_EVENT_TYPE, self.submit_data(job_id))
+                for status, n in (("CLAIMED", 1), ("RUNNING", 2)):
+                    zen.on_heartbeat(f"{job_id}-{n}", PUBSUB_EVENT_TYPE, self.beat(job_id, status, n))
+                seq[job_id] = 2
+
+            turns = [0] * threads  # each thread owns its jobs: no two beats of a job race
+
+            def beat(index: int) -> None:
+                job_id = jobs[index][turns[index] % jobs_per_thread]
+                turns[index] += 1
+                seq[job_id] += 1
+                zen.on_heartbeat(f"{job_id}-{seq[job_id]}", PUBSUB_EVENT_TYPE,
+                                 self.beat(job_id, "RUNNING", seq[job_id]))
+
+            try:
+                return self.rate(threads, beat)
+            finally:
+                zen.db.close()
+        return measure
+
+    def beat(self, job_id: str, status: str, seq: int) -> dict:
+        payload = json.dumps({"job_id": job_id, "attempt": 1, "vm": f"vm-{job_id}", "region": "us-central1",
+                              "zone": "us-central1-a", "status": status, "seq": seq,
+                              "sent_at": "2026-11-21T10:00:00Z"}).encode()
+        return eventarc.pubsub_cloud_event(payload, message_id=f"{job_id}-{seq}", topic="zen-heartbeats",
+                                           project=self.project)["data"]
+
+
+ROWS = [
+    # (label, how to measure, goal on the ratio)
+    ("on_job_submitted, 1 thread, scaling off", lambda b: b.submits(1), Goal(">= 0.50", lambda r: r >= 0.50)),
+    ("on_job_submitted, 4 threads, scaling off", lambda b: b.submits(4), Goal("> 1.00", lambda r: r > 1.0)),
+    ("on_job_submitted, 8 threads, scaling off", lambda b: b.submits(8), Goal("> 1.00", lambda r: r > 1.0)),
+    ("on_heartbeat RUNNING, 1 thread", lambda b: b.heartbeats(1), Goal(">= 0.70", lambda r: r >= 0.70)),
+    ("on_heartbeat RUNNING, 4 threads", lambda b: b.heartbeats(4), Goal(">= 0.70", lambda r: r >= 0.70)),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.control", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=3.0, help="length of one measurement")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per path (median)")
+    parser.add_argument("--quick", action="store_true", help="1 round of 1 s: a smoke run")
+    parser.add_argument("--only", help="run the rows whose label contains this text")
+    args = parser.parse_args(argv)
+    seconds, rounds = (1.0, 1) if args.quick else (args.seconds, args.rounds)
+    print(f"anchor: raw pg8000 BEGIN; INSERT; COMMIT on one connection, same embedded Postgres; "
+          f"{rounds} interleaved rounds of {seconds:.0f} s, medians")
+    print(f"{'path':<46} {'msg/s':>8} {'anchor tx/s':>12} {'ratio':>7}  goal      met")
+    failed = 0
+    with ControlBench(seconds, rounds) as bench:
+        for label, how, goal in ROWS:
+            if args.only and args.only not in label:
+                continue
+            bench.fresh_schema()
+            rate, anchor, ratio = bench.interleaved(how(bench))
+            met = goal.check(ratio)
+            failed += not met
+            print(f"{label:<46} {rate:>8.0f} {anchor:>12.0f} {ratio:>7.2f}  {goal.text:<9} {'yes' if met else 'NO'}",
+                  flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
