@@ -9,7 +9,7 @@ HCL_STAMP := $(VENV)/.tools-installed
 TOOLS_VENV := .venv-tools
 TOOLS_STAMP := $(TOOLS_VENV)/.installed
 
-.PHONY: venv tools test faults demo bench package checkov clean
+.PHONY: venv tools test faults demo bench bench-control package checkov clean
 
 venv: $(STAMP)
 
@@ -45,6 +45,10 @@ demo: venv
 # Simulator benchmark: zen against the baselines on fixed scenarios (ratios, not timings).
 bench: venv
 	$(BIN)/python -m zen.sim.bench
+
+# Control-plane benchmark: submits, heartbeats (and the tick) against the raw database anchor, same run.
+bench-control: venv
+	$(BIN)/python -m benchmarks.control
 
 # What terraform deploys: dist/zen-functions.zip, the agent wheel, dist/manifest.json.
 # Ship a configuration of your own with: make package CONFIG=zen.yaml

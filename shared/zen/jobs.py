@@ -231,6 +231,12 @@ class JobService:
             return self.reject(envelope, source, rejection.reason, _job_id_hint(envelope.data), "job.message_ignored")
         if isinstance(message, VmHeartbeat):
             return self._vm_heartbeat(envelope, message)
+        if message.status is AgentStatus.RUNNING:
+            with self._db.session() as session:  # one statement, its own commit
+                if repository.record_progress(session, job_id=message.job_id, attempt=message.attempt,
+                                              vm=message.vm, seq=message.seq, message=message.message,
+                                              now=self._clock()):
+                    return Outcome("applied", message.job_id)
         return self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
                             lambda job, now: lifecycle.decide_heartbeat(job, message, now),
                             guard=lambda session, job: self._refuse_draining_vm(session, job, message))

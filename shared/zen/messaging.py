@@ -17,7 +17,6 @@ import base64
 import json
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Callable, Protocol, Sequence
@@ -44,14 +43,65 @@ class Publisher(Protocol):
         """Hand the messages over and return; ``done(results)`` is called once all are settled."""
 
 
+class _Lane:
+    """One topic's sender, group-commit style: a caller that finds the lane idle sends its messages
+    in one ``Publish`` RPC from its own thread (no hand-off, no delay); messages that arrive while an
+    RPC is in flight queue up and share the next RPC, which a helper thread sends."""
+
+    max_batch = 500  # Pub/Sub allows 1,000 messages and 10 MB per request
+
+    def __init__(self, send: Callable[[list[OutgoingMessage]], list[str] | Exception]):
+        self._send = send
+        self._pending: list[tuple[OutgoingMessage, Callable[[str | Exception], None]]] = []
+        self._busy = False  # an RPC is in flight, or the helper is about to send the queue
+        self._lock = threading.Lock()
+
+    def submit(self, items: list[tuple[OutgoingMessage, Callable[[str | Exception], None]]], *,
+               inline: bool) -> None:
+        """Queue ``items``; with ``inline``, an idle lane sends them from the caller's thread."""
+        with self._lock:
+            if self._busy or not inline:
+                self._pending.extend(items)
+                if self._busy:
+                    return
+                self._busy = True
+                items = []
+            else:
+                self._busy = True
+        if items:
+            self._send_batch(items)
+        self._after_send()
+
+    def _send_batch(self, batch: list[tuple[OutgoingMessage, Callable[[str | Exception], None]]]) -> None:
+        outcome = self._send([message for message, _ in batch])
+        for position, (_, settle) in enumerate(batch):
+            settle(outcome if isinstance(outcome, Exception) else outcome[position])
+
+    def _after_send(self) -> None:
+        with self._lock:
+            if not self._pending:
+                self._busy = False
+                return
+        threading.Thread(target=self._drain, name="zen-publish", daemon=True).start()
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                batch, self._pending = self._pending[:self.max_batch], self._pending[self.max_batch:]
+                if not batch:
+                    self._busy = False
+                    return
+            self._send_batch(batch)
+
+
 class PubSubPublisher:
     """Adapter over the official Pub/Sub client (honours ``PUBSUB_EMULATOR_HOST``).
 
-    Publishes with the client's ``Publish`` RPC directly, one call per topic (topics in parallel),
-    rather than through its batching layer: a handler publishes a few messages and waits for them,
-    and the batching layer adds a batching delay, a thread per batch and a future per message to
-    that wait (8.8 ms against 3.4 ms per submit's messages, measured against the stand-in). The
-    RPC's own retry policy (UNAVAILABLE, DEADLINE_EXCEEDED, ...) applies.
+    Publishes with the client's ``Publish`` RPC, one sender lane per topic (``_Lane``), rather than
+    through the client's batching layer, which adds a batching delay (10 ms by default), a thread
+    per batch and a future per message to every wait (measured against the stand-in: 8.8 ms for a
+    submission's three messages, against 3.4 ms with plain RPCs). The RPC's retry policy (UNAVAILABLE,
+    DEADLINE_EXCEEDED, ...) applies.
     """
 
     def __init__(self, project: str, client=None, timeout_s: float = 30.0):
@@ -60,50 +110,59 @@ class PubSubPublisher:
         self._project = project
         self._client = client or pubsub_v1.PublisherClient()
         self._timeout_s = timeout_s
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
+        self._lanes: dict[str, _Lane] = {}
+        self._lanes_lock = threading.Lock()
 
     def publish(self, messages: Sequence[OutgoingMessage]) -> list[str | Exception]:
-        by_topic: dict[str, list[int]] = {}
-        for index, message in enumerate(messages):
-            by_topic.setdefault(message.topic, []).append(index)
         results: list[str | Exception] = [RuntimeError("not published")] * len(messages)
-        topics = list(by_topic)
-        if len(topics) == 1:
-            outcomes = [self._publish_topic(topics[0], [messages[i] for i in by_topic[topics[0]]])]
-        else:
-            pool = self._executor()
-            outcomes = list(pool.map(lambda t: self._publish_topic(t, [messages[i] for i in by_topic[t]]), topics))
-        for topic, outcome in zip(topics, outcomes):
-            for position, index in enumerate(by_topic[topic]):
-                results[index] = outcome if isinstance(outcome, Exception) else outcome[position]
+        left = threading.Semaphore(0)
+
+        def settle_at(index: int) -> Callable[[str | Exception], None]:
+            def settle(result: str | Exception) -> None:
+                results[index] = result
+                left.release()
+            return settle
+
+        self._submit(messages, settle_at, inline=True)
+        for _ in messages:
+            if not left.acquire(timeout=self._timeout_s + 5):
+                break  # the unsettled keep their "not published": the tick resends them
         return results
 
     def publish_soon(self, messages: Sequence[OutgoingMessage],
                      done: Callable[[list[str | Exception]], None]) -> None:
-        """Through the client's batching layer: messages of concurrent requests share RPCs."""
         results: list[str | Exception] = [RuntimeError("not published")] * len(messages)
         remaining = [len(messages)]
         lock = threading.Lock()
 
-        def settle(index: int, future) -> None:
-            try:
-                results[index] = future.result()
-            except Exception as exc:  # noqa: BLE001 - reported per message
-                results[index] = exc
-            with lock:
-                remaining[0] -= 1
-                last = remaining[0] == 0
-            if last:
-                done(results)
+        def settle_at(index: int) -> Callable[[str | Exception], None]:
+            def settle(result: str | Exception) -> None:
+                results[index] = result
+                with lock:
+                    remaining[0] -= 1
+                    last = remaining[0] == 0
+                if last:
+                    done(results)
+            return settle
 
         if not messages:
             done([])
-            return
+        self._submit(messages, settle_at, inline=False)
+
+    def _submit(self, messages: Sequence[OutgoingMessage],
+                settle_at: Callable[[int], Callable[[str | Exception], None]], *, inline: bool) -> None:
+        by_topic: dict[str, list] = {}
         for index, message in enumerate(messages):
-            future = self._client.publish(self._client.topic_path(self._project, message.topic), message.data,
-                                          **message.attributes)
-            future.add_done_callback(lambda f, i=index: settle(i, f))
+            by_topic.setdefault(message.topic, []).append((message, settle_at(index)))
+        for topic, items in by_topic.items():
+            self._lane(topic).submit(items, inline=inline)
+
+    def _lane(self, topic: str) -> _Lane:
+        with self._lanes_lock:
+            lane = self._lanes.get(topic)
+            if lane is None:
+                lane = self._lanes[topic] = _Lane(lambda batch: self._publish_topic(topic, batch))
+            return lane
 
     def _publish_topic(self, topic: str, messages: list[OutgoingMessage]) -> list[str] | Exception:
         from google.pubsub_v1 import PublisherClient as GapicPublisher, types
@@ -118,12 +177,6 @@ class PubSubPublisher:
             return list(response.message_ids)
         except Exception as exc:  # noqa: BLE001 - reported per message, retried by the relay
             return exc
-
-    def _executor(self) -> ThreadPoolExecutor:
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="zen-publish")
-            return self._pool
 
 
 class RecordingPublisher:

@@ -16,6 +16,15 @@ SELECT * FROM jobs WHERE job_id = :job_id;
 -- Row lock for the length of the transaction: messages about one job are applied one at a time.
 SELECT * FROM jobs WHERE job_id = :job_id FOR UPDATE;
 
+-- name: record_progress
+-- The most common heartbeat in one statement: RUNNING, from the VM holding the running attempt,
+-- newer than the last one applied (what zen.lifecycle.decide_heartbeat does with it: record seq,
+-- time and message). Any other heartbeat matches no row and takes the general path.
+UPDATE jobs
+SET last_seq = :seq, last_heartbeat_at = :now, message = COALESCE(:message, message), updated_at = :now
+WHERE job_id = :job_id AND status = 'RUNNING' AND attempt = :attempt AND vm = :vm AND last_seq < :seq
+RETURNING job_id;
+
 -- name: update_job
 -- Guarded by the status and attempt the decision was made on, so a concurrent change is never
 -- overwritten (the row is also locked; the guard keeps the invariant local to this statement).

@@ -69,6 +69,14 @@ def list_jobs(session: Session, *, status: str | None = None, cluster: str | Non
     return [job_from_row(r) for r in session.run("list_jobs", status=status, cluster=cluster, limit=limit)]
 
 
+def record_progress(session: Session, *, job_id: str, attempt: int, vm: str, seq: int, message: str | None,
+                    now: datetime) -> bool:
+    """A RUNNING heartbeat from the VM that holds the running attempt, newer than the last: record it
+    in one statement. False when the job is in any other state (the caller decides in full)."""
+    return session.one("record_progress", job_id=job_id, attempt=attempt, vm=vm, seq=seq, message=message,
+                       now=now) is not None
+
+
 def save_job(session: Session, before: Job, after: Job, path: list[JobStatus], now: datetime) -> None:
     """Write ``after`` over the row, guarded by ``before``'s status and attempt.
 
