@@ -295,6 +295,7 @@ class OutboxRelay:
     """
 
     in_flight_s = 60.0
+    keep_sent_s = 86_400.0
 
     def __init__(self, db: Database, publisher: Publisher, clock: Callable[[], datetime],
                  urgent: frozenset[str] = frozenset()):
@@ -318,11 +319,13 @@ class OutboxRelay:
             log.warning("publish after commit failed; the next tick resends", extra={"error": str(exc)})
 
     def flush_pending(self, limit: int = 1000) -> int:
-        """Publish whatever is still unsent (the scale tick's duty). Returns how many were sent."""
+        """Publish whatever is still unsent, and prune rows sent more than ``keep_sent_s`` ago (the
+        scale tick's duty). Returns how many were sent."""
         self.marks.flush()
-        cutoff = self._clock() - timedelta(seconds=self.in_flight_s)
+        now = self._clock()
         with self._db.transaction() as session:
-            rows = session.run("lock_outbox_unsent", cutoff=cutoff, limit=limit)
+            session.run("prune_outbox", cutoff=now - timedelta(seconds=self.keep_sent_s), limit=5000)
+            rows = session.run("lock_outbox_unsent", cutoff=now - timedelta(seconds=self.in_flight_s), limit=limit)
             if not rows:
                 return 0
             messages = [OutgoingMessage(r["topic"], bytes(r["data"]), dict(r["attributes"] or {})) for r in rows]

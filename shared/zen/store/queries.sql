@@ -87,17 +87,19 @@ LIMIT :limit;
 
 -- name: held_jobs_silent_since
 -- Candidates for the lost-job sweep (no lock here: each is re-read FOR UPDATE and re-decided).
+-- Oldest silence first; the expression is jobs_held_silence's.
 SELECT job_id FROM jobs
 WHERE status IN ('ASSIGNED','RUNNING','STOPPING')
   AND COALESCE(last_heartbeat_at, updated_at) < :cutoff
-ORDER BY job_id
+ORDER BY COALESCE(last_heartbeat_at, updated_at)
 LIMIT :limit;
 
 -- name: queued_jobs_published_before
 -- QUEUED jobs whose start message went out before :cutoff and that nobody has claimed since.
+-- Longest-waiting first; the expression is jobs_queued_republish's.
 SELECT job_id FROM jobs
 WHERE status = 'QUEUED' AND COALESCE(start_published_at, queued_at) < :cutoff
-ORDER BY job_id
+ORDER BY COALESCE(start_published_at, queued_at)
 LIMIT :limit;
 
 -- name: insert_early_stop
@@ -134,6 +136,12 @@ WHERE id = ANY(CAST(:ids AS bigint[]));
 
 -- name: mark_outbox_failed
 UPDATE outbox SET publish_attempts = publish_attempts + 1, last_error = :error WHERE id = :id;
+
+-- name: prune_outbox
+-- Sent rows are kept a while (for inspection), then deleted by the tick, a batch at a time.
+DELETE FROM outbox WHERE id IN (
+    SELECT id FROM outbox WHERE sent_at < :cutoff ORDER BY sent_at LIMIT :limit
+);
 
 -- name: count_outbox_unsent
 SELECT count(*) FROM outbox WHERE sent_at IS NULL;

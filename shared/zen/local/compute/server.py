@@ -187,6 +187,9 @@ def _json_object(body: bytes) -> dict[str, Any]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY: a kept-alive connection's reply (headers and body written apart) otherwise waits
+    # for the client's delayed ACK, ~40 ms per call, as Nagle's algorithm holds the second write.
+    disable_nagle_algorithm = True
     server_version = "ZenComputeStandIn/1.0"
     timeout = 60  # idle keep-alive connections end after this
 
