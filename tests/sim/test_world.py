@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 
 import pytest
 
@@ -56,8 +57,12 @@ def test_stockouts_show_as_booting_instances_with_errors_every_retry():
     sc = scenario(REGION_OUT)
     policy = Recording(SingleRegion())
     run(sc, policy)
+    delay = timedelta(seconds=sc.spec.list_errors_delay_s)
     stuck = [vm for s in policy.snapshots for vm in s.vms if vm.region == "us-central1"]
-    assert stuck and all(vm.phase is VmPhase.BOOTING and vm.creation_error is ErrorKind.STOCKOUT for vm in stuck)
+    assert stuck and all(vm.phase is VmPhase.BOOTING for vm in stuck)
+    # listErrors (and the instance's last attempt) show the stockout only after the delay
+    assert all(vm.creation_error is ErrorKind.STOCKOUT for s in policy.snapshots for vm in s.vms
+               if vm.region == "us-central1" and s.now - vm.since >= delay)
     errors = [e for s in policy.snapshots for e in s.errors]
     assert errors and {e.region for e in errors} == {"us-central1"}
     per_vm = Counter(e.instance for e in errors)

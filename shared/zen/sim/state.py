@@ -37,7 +37,7 @@ class SimVm:
 
 class SimMig:
     __slots__ = ("cluster", "region", "name", "zones", "machine_type", "vms", "target", "waiting",
-                 "anchor", "retry_at", "errors", "round_robin")
+                 "anchor", "retry_at", "errors", "errors_until", "round_robin")
 
     def __init__(self, cluster: "SimClusterState", region: str, zones: tuple[str, ...]):
         self.cluster, self.region, self.zones = cluster, region, zones
@@ -46,7 +46,8 @@ class SimMig:
         self.vms: dict[str, SimVm] = {}  # every instance, DELETING included (they count against limits)
         self.waiting: dict[str, SimVm] = {}  # instances without capacity yet
         self.target, self.anchor, self.retry_at, self.round_robin = 0, 0.0, None, 0
-        self.errors: list[MigError] = []  # since the cluster's last tick
+        self.errors: list[MigError] = []  # happened, not yet reported by a snapshot (maybe not yet visible)
+        self.errors_until = -math.inf  # retry failures up to here are already in ``errors`` or reported
 
 
 class SimClusterState:

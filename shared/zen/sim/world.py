@@ -49,7 +49,7 @@ from zen.sim.scenario import Scenario
 
 # Order of events at the same instant: capacity first, then VM changes, submissions, and ticks last
 # so a tick sees everything that happened at its instant.
-_RETRY, _GONE, _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK = range(7)
+_DROP, _RETRY, _GONE, _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK = range(8)
 _QUEUED, _RUNNING, _DONE = "QUEUED", "RUNNING", "DONE"
 _EPS = 1e-9
 
@@ -65,6 +65,9 @@ class Simulation:
         self.unlimited = bool(getattr(policy, "ignores_capacity", False))
         self.capacity: CapacitySchedule = scenario.capacity
         self.timing = scenario.timing
+        self.error_delay = spec.list_errors_delay_s
+        self.preempt_on_drop = spec.preempt_on_capacity_drop and not self.unlimited
+        self.watched: set[tuple[str, str]] = set()  # zones with a capacity-drop check scheduled
         self.start = spec.start_time
         seed = spec.seed if seed is None else seed
         self.boot_rng, self.preempt_rng = random.Random(f"boot-{seed}"), random.Random(f"preempt-{seed}")
@@ -120,10 +123,10 @@ class Simulation:
     # -- ticks ----------------------------------------------------------------------------------
     def _periodic_tick(self) -> None:
         for cluster in self.clusters.values():
-            self._tick(cluster, periodic=True)
+            self._tick(cluster)
         self._push(self.now + self.scenario.spec.tick_s, _TICK, self._periodic_tick)
 
-    def _tick(self, cluster: _Cluster, periodic: bool = False) -> None:
+    def _tick(self, cluster: _Cluster) -> None:
         if cluster.last_tick == self.now:
             return  # one tick per instant (the advisory lock makes a second one skip)
         snapshot = self._snapshot(cluster)
@@ -132,17 +135,22 @@ class Simulation:
         self.result.planner_s += time.perf_counter() - started
         self.result.ticks += 1
         cluster.last_tick = self.now
-        self._apply(cluster, plan, follow_up=periodic)
+        self.result.pass_times.append(self.now)
+        self._apply(cluster, plan)
 
     def _snapshot(self, cluster: _Cluster) -> ClusterSnapshot:
         if cluster.queued_view is None:
             cluster.queued_view = tuple(self._job_view(j) for j in cluster.queued.values())
         errors: list[MigError] = []
+        visible_until = self.now - self.error_delay  # listErrors shows a failure this long after it
+        horizon = self.dt(visible_until)
         for mig in cluster.migs.values():
-            errors.extend(mig.errors)
-            mig.errors = []
-            if mig.waiting:
-                self._retry_errors(mig, cluster.last_tick, self.now, errors)
+            if mig.waiting and visible_until > mig.errors_until:
+                self._retry_errors(mig, mig.errors_until, visible_until, mig.errors)
+                mig.errors_until = visible_until
+            if mig.errors:
+                errors.extend(e for e in mig.errors if e.at <= horizon)
+                mig.errors = [e for e in mig.errors if e.at > horizon]
         return ClusterSnapshot(
             now=self.dt(self.now), cluster=cluster.limits, queued=cluster.queued_view,
             vms=tuple(self._vm_view(vm) for vm in cluster.vms.values()),
@@ -164,11 +172,14 @@ class Simulation:
 
     def _vm_view(self, vm: _Vm) -> Vm:
         if vm.view is None:
+            if vm.error is not None and self.now < vm.wait_since + self.error_delay:
+                # The MIG shows the instance CREATING; its failure is not visible yet (not cached).
+                return Vm(vm.name, vm.mig.region, vm.phase, self.dt(vm.since), vm.zone, None, None)
             vm.view = Vm(vm.name, vm.mig.region, vm.phase, self.dt(vm.since), vm.zone,
                          vm.job.spec.job_id if vm.job else None, vm.error)
         return vm.view
 
-    def _apply(self, cluster: _Cluster, plan: Plan, follow_up: bool = False) -> None:
+    def _apply(self, cluster: _Cluster, plan: Plan) -> None:
         result, limits = self.result, cluster.limits
         result.api_calls += 2 * len(cluster.migs)
         deleted_in: set[str] = set()
@@ -195,10 +206,6 @@ class Simulation:
                 for _ in range(allowed):
                     self._create(mig)
         cluster.memory = plan.memory
-        # As the production tick does: when a periodic tick asked for VMs, plan once more shortly after.
-        follow_up_s = getattr(self.policy, "follow_up_s", None)
-        if follow_up and follow_up_s and any(count > 0 for count in plan.add.values()):
-            self._push(self.now + follow_up_s, _TICK, self._tick, cluster)
 
     # -- instances and capacity -----------------------------------------------------------------
     def _create(self, mig: _Mig) -> None:
@@ -233,9 +240,11 @@ class Simulation:
     def _place(self, mig: _Mig, vm: _Vm, zone: str) -> None:
         key = (zone, mig.machine_type)
         self.used[key] = self.used.get(key, 0) + 1
+        if self.preempt_on_drop and key not in self.watched:
+            self._watch(key)
         if vm.wait_since is not None:
-            # The failures since the last tick up to now (exclusive) still belong in listErrors.
-            self._retry_errors(mig, mig.cluster.last_tick, self.now - _EPS, mig.errors, only=vm)
+            # Its failures not yet collected, up to now (exclusive), still show in listErrors later.
+            self._retry_errors(mig, mig.errors_until, self.now - _EPS, mig.errors, only=vm)
             del mig.waiting[vm.name]
         vm.zone, vm.created_s, vm.error, vm.wait_since, vm.view = zone, self.now, None, None, None
         self.result.vms_created += 1
@@ -288,6 +297,31 @@ class Simulation:
             self._place(mig, vm, zone)
         if mig.waiting:
             self._schedule_retry(mig)
+
+    def _watch(self, key: tuple[str, str]) -> None:
+        """Check the zone again when its capacity next changes (only while VMs hold capacity there)."""
+        t = self.capacity.next_change(key[0], key[1], self.now)
+        if t is not None and t <= self.horizon:
+            self.watched.add(key)
+            self._push(t, _DROP, self._capacity_dropped, key)
+
+    def _capacity_dropped(self, key: tuple[str, str]) -> None:
+        """Spot semantics: when a zone's capacity falls below what runs there, GCE takes VMs back.
+
+        The newest VMs are preempted first (a choice: GCE does not say which); each is recreated by
+        its MIG and waits for capacity like any other instance, and its job (if any) is queued again."""
+        self.watched.discard(key)
+        zone, machine_type = key
+        excess = self.used.get(key, 0) - self.capacity.capacity(zone, machine_type, self.now)
+        if excess > 0:
+            victims = sorted((vm for mig in self.by_zone.get(key, ()) for vm in mig.vms.values()
+                              if vm.zone == zone and vm.created_s is not None and vm.phase is not VmPhase.DELETING),
+                             key=lambda vm: (-vm.created_s, vm.name))
+            for vm in victims[:excess]:
+                self.result.capacity_preemptions += 1
+                self._preempt(vm, vm.created_s)
+        if self.used.get(key, 0) > 0 and key not in self.watched:
+            self._watch(key)
 
     def _capacity_freed(self, zone: str, machine_type: str) -> None:
         for mig in self.by_zone.get((zone, machine_type), ()):
