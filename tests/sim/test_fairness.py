@@ -77,3 +77,20 @@ def test_capacity_drops_can_be_turned_off_for_on_demand_scenarios():
   arrivals: {kind: burst, at_s: 10}
   duration: {dist: fixed, s: 3000}""", extra="horizon_s: 1500\npreempt_on_capacity_drop: false")
     assert run(sc, SingleRegion()).capacity_preemptions == 0
+
+
+def test_ask_every_region_cancels_the_losers_the_moment_one_vm_is_usable():
+    sc = scenario("default: 4", jobs="""
+  kind: synthetic
+  count: 1
+  arrivals: {kind: burst, at_s: 1}
+  duration: {dist: fixed, s: 3000}""", extra="boot: {dist: uniform, low_s: 20, high_s: 40}\nhorizon_s: 200")
+    policy = Recording(make_policy("ask-every-region"))
+    result = run(sc, policy)
+    assert result.vms_created == 3  # one per region
+    at_tick = next(s for s in policy.snapshots if s.now == sc.spec.start_time + timedelta(seconds=60))
+    alive = [vm for vm in at_tick.vms if vm.phase is not VmPhase.DELETING]
+    assert [vm.phase for vm in alive] == [VmPhase.BUSY]  # the two losers were cancelled before the tick
+    start = result.starts[0][1]
+    # each loser paid from its creation (t=1) until the winner was usable, plus the deletion
+    assert result.summary()["wasted_vm_minutes"] <= round(2 * (start - 1 + sc.spec.delete_s) / 60, 1) + 0.1

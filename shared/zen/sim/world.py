@@ -15,12 +15,21 @@ heap of events; nothing sleeps). What it models, per cluster:
 - **Billing.** A VM costs from the moment it holds capacity (created) until it is gone, which is
   ``delete_s`` after its deletion (DELETING still holds the capacity). Waiting for capacity is free.
 - **Boots.** A created VM boots after a draw from the scenario's distribution, then is IDLE. A
-  policy with ``ignores_capacity`` (the oracle) never waits for capacity, and each boot is the fastest
-  of one draw per region of the cluster, so it is a lower bound even for policies that hedge.
+  policy with ``ignores_capacity`` (the ``unlimited`` reference) never waits for capacity, is not
+  held to the limits, and each boot is the fastest of one draw per region of the cluster.
+- **listErrors delay.** A failed creation shows in the MIG's errors, and as the instance's
+  ``creation_error``, only ``list_errors_delay_s`` after it happened (the real MIG reports it late);
+  until then the instance is simply CREATING.
+- **Spot capacity.** With ``preempt_on_capacity_drop`` (the default) a zone whose capacity falls
+  below the VMs holding capacity there preempts the newest of them (see *Preemptions*).
+- **Same passes for everyone.** Every policy plans at the periodic tick and right after
+  submissions, nothing else (``RunResult.pass_times``).
 - **Agents.** An IDLE VM takes the best queued job allowed in its region at once (highest
   priority, then oldest); a submission goes to an idle VM of an allowed region (most recently idle
   first) when there is one. A job runs its duration; the VM is IDLE again (warm reuse) unless the
-  policy is ``single_use``, in which case the VM is deleted right after its job.
+  policy is ``single_use``, in which case the VM is deleted right after its job, or as soon as it
+  comes up with nothing to run. A policy with ``cancel_losers_on_start`` (ask-every-region) has the
+  job's surplus requests in its other regions cancelled the moment the job starts.
 - **Preemptions** (optional): exponential lifetimes per created VM; a busy VM's job is queued again
   (its first start still counts for time-to-start) and the MIG recreates the VM, as GCE does.
 - **Ticks.** Every ``tick_s`` for every cluster and right after submissions (same instant: one
@@ -62,6 +71,7 @@ class Simulation:
         spec = scenario.spec
         self.policy, self.scenario = policy, scenario
         self.single_use = bool(getattr(policy, "single_use", False))
+        self.cancel_losers = bool(getattr(policy, "cancel_losers_on_start", False))
         self.unlimited = bool(getattr(policy, "ignores_capacity", False))
         self.capacity: CapacitySchedule = scenario.capacity
         self.timing = scenario.timing
@@ -198,6 +208,8 @@ class Simulation:
                 continue
             mig = cluster.migs.get(region)
             room = 0 if mig is None else min(limits.max_vms_per_region - len(mig.vms), limits.max_vms - len(cluster.vms))
+            if mig is not None and self.unlimited:
+                room = count
             allowed = max(0, min(count, room))
             result.limit_violations += count - allowed
             if allowed:
@@ -393,6 +405,9 @@ class Simulation:
             if job.state is _QUEUED and job.qseq == qseq:
                 self._start(vm, job)
                 return
+        if self.single_use:
+            self._delete(vm)  # a single-use VM with nothing to run goes at once
+            return
         cluster.idle[region][vm.name] = vm
 
     def _start(self, vm: _Vm, job: _Job) -> None:
@@ -402,9 +417,24 @@ class Simulation:
             job.first_start_s = self.now
         del cluster.queued[job.spec.job_id]
         cluster.queued_view = None
+        if self.cancel_losers:
+            self._cancel_losers(cluster, job, vm.mig.region)
         vm.phase, vm.since, vm.job, vm.job_start_s, vm.view = VmPhase.BUSY, self.now, job, self.now, None
         vm.epoch += 1
         self._push(self.now + job.spec.duration_s, _FINISH, self._finish, vm, vm.epoch)
+
+    def _cancel_losers(self, cluster: _Cluster, job: _Job, won_in: str) -> None:
+        """The job's requests in its other regions lost: cancel one surplus instance in each (one
+        the remaining queue does not want there), waiting-for-capacity ones first, then the newest."""
+        for region in job.spec.regions:
+            if region == won_in:
+                continue
+            booting = [vm for vm in cluster.migs[region].vms.values() if vm.phase is VmPhase.BOOTING]
+            wanted = sum(1 for queued in cluster.queued.values() if region in queued.spec.regions)
+            if len(booting) <= wanted:
+                continue
+            loser = min(booting, key=lambda vm: (vm.created_s is not None, -vm.since, vm.name))
+            self._delete(loser)
 
     def _finish(self, vm: _Vm, epoch: int) -> None:
         if vm.epoch != epoch:
