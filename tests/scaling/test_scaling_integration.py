@@ -5,6 +5,8 @@ down never wins a claim."""
 from __future__ import annotations
 
 import json
+import time
+from collections import Counter
 
 import pytest
 
@@ -13,6 +15,7 @@ from zen.app import Zen
 from zen.local.compute import ComputeStandIn, ManualClock as CloudClock
 from zen.scaling.manager import ClusterOrchestrator
 from zen.scaling.mig import MigManager, compute_clients_from_env
+from zen.scaling.planner import ZenPlanner
 from zen.store import repository
 
 CLUSTER = "4xa100-40gb"  # regions: us-central1, us-west1, europe-west4
@@ -32,9 +35,7 @@ def stack(config, db, publisher, clock, monkeypatch, tmp_path):
     standin = ComputeStandIn(scenario, clock=cloud_clock, config=config, log_dir=tmp_path).start()
     monkeypatch.setenv("ZEN_COMPUTE_ENDPOINT", standin.endpoint)
     clients = compute_clients_from_env()
-    follow_ups = []  # a tick's follow-up pass runs at once here (time is the test's to move)
-    scaler = ClusterOrchestrator(config, db, clock, lambda p, r, n: MigManager(p, r, n, *clients),
-                                 sleep=follow_ups.append)
+    scaler = ClusterOrchestrator(config, db, clock, lambda p, r, n: MigManager(p, r, n, *clients))
     zen = Zen(config, db, publisher, clock, scaler=scaler)
 
     def advance(seconds):
@@ -152,7 +153,20 @@ def test_zen_explain_lists_the_decisions_with_reasons(stack, db_url, monkeypatch
     assert "stockout" in decisions[1]["reason"]
 
 
-def test_a_tick_that_asked_for_vms_follows_up_and_spills_within_the_tick(stack, config, db, clock):
+class CountingPlanner:
+    """The real planner, counting its passes per cluster."""
+
+    name = "zen"
+
+    def __init__(self):
+        self.inner, self.passes = ZenPlanner(), Counter()
+
+    def plan(self, snapshot):
+        self.passes[snapshot.cluster.name] += 1
+        return self.inner.plan(snapshot)
+
+
+def test_a_tick_makes_one_pass_per_cluster_and_never_waits_the_next_pass_spills(stack, config, db, clock):
     from zen.local.invoke import FunctionsInvoker
 
     zen, advance, instances = stack
@@ -160,6 +174,14 @@ def test_a_tick_that_asked_for_vms_follows_up_and_spills_within_the_tick(stack, 
     scaler, zen.scaler = zen.scaler, None
     fn = FunctionsInvoker(zen)
     fn.submit(job_request("a"))
-    zen.scaler = scaler
-    fn.tick()  # asks us-central1, then its follow-up pass sees the stockout and asks us-west1
-    assert len(instances("us-central1")) == 1 and len(instances("us-west1")) == 1
+    planner = CountingPlanner()
+    zen.scaler = ClusterOrchestrator(config, db, clock, scaler._mig_factory, policy=planner)
+    started = time.monotonic()
+    fn.tick()
+    assert time.monotonic() - started < 10  # no follow-up wait inside the tick
+    assert planner.passes[CLUSTER] == 1
+    assert len(instances("us-central1")) == 1
+    advance(BOOT_S)  # the stockout is in listErrors by now
+    fn.tick()
+    assert planner.passes[CLUSTER] == 2
+    assert len(instances("us-west1")) >= 1  # the next pass moved the job on

@@ -137,8 +137,5 @@ class Plan:
 
 class Policy(Protocol):
     name: str
-    # Seconds after a plan that asked for VMs to plan once more (so a stockout on the new
-    # instances is seen in seconds rather than at the next tick); None: no follow-up.
-    follow_up_s: float | None
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan: ...

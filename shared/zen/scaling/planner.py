@@ -42,7 +42,6 @@ _CAPACITY_ERRORS = (ErrorKind.STOCKOUT, ErrorKind.QUOTA)
 
 class ZenPlanner:
     name = "zen"
-    follow_up_s = 15.0
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
         return _Planning(snapshot).run()
