@@ -1,43 +1,54 @@
 """Zen's scaling planner: ``ZenPlanner().plan(snapshot) -> Plan``. Pure: no I/O, time from the snapshot.
 
-How it decides, per cluster, each tick:
+A pass works on demand aggregated by (priority, allowed regions) (``ClusterSnapshot.demand_groups``),
+never on single jobs, so it costs O(groups x regions) however long the queue is.
+
+How it decides, per cluster, each pass (a tick, or right after a submission; it never waits):
 1. **Learn** from what happened since the last plan. A VM that was booting and is now usable is a
-   boot: the region delivers again (block lifted, strikes reset). A new stockout/quota error, or a
-   VM booting past ``spill_after_s``, is a strike: the region is blocked for ``block_s`` doubling
-   per strike up to ``max_block_s`` (Karpenter remembers unavailable offerings; we also back off).
-2. **Match** queued jobs (highest priority, then oldest) to supply they can use: first idle VMs
-   (warm reuse: an idle agent takes the job at once), then VMs still booting normally in an allowed,
-   unblocked region. A VM stuck in a stocked-out region is not supply: its job *spills over*.
-3. **Ask** for one VM per unmatched job in the first allowed region (preference order) that is not
-   blocked and has room under the per-MIG and per-cluster limits; none -> HOLD, with the reason.
-4. **Probe for free.** An instance stuck CREATING costs nothing and the MIG keeps retrying it, so
+   boot: the region delivers again (block lifted, strikes reset) and its asked-to-usable time feeds
+   the region's moving-average boot time. A new stockout/quota error, or a VM booting past
+   ``spill_after_s``, is a strike: the region is blocked for ``block_s`` doubling per strike up to
+   ``max_block_s`` (Karpenter remembers unavailable offerings; we also back off).
+2. **Rank** the regions (learned, not static): expected seconds to a usable VM = learned boot time
+   + risk x ``spill_after_s`` + preference index x ``preference_s``, where risk decays as
+   exp(-age of the last stockout / ``trust_s``) (halved once the region delivered after it) and is
+   1 for a region never seen to deliver. Blocked regions are left out.
+3. **Match** demand (highest priority, then oldest) to supply it can use: idle VMs first (warm
+   reuse), then VMs still booting normally in an unblocked region. A VM stuck in a stocked-out
+   region is not supply: its job *spills over*.
+4. **Ask** for one VM per unmatched job in its best-ranked region with room; none -> HOLD, with the
+   reason. **Hedge**: when that region's risk is at least ``hedge_risk``, one more VM is asked in
+   the next-ranked region (after every job's first ask, so hedges never take a slot from a job).
+   A stockout shows in ``listErrors`` only some seconds after the ask; the hedge is already booting.
+5. **Cancel the losers.** A booting VM beyond what the queue needs, once a VM asked no later than
+   it has become usable (the race it hedged is decided), is deleted: it costs only what it was
+   billed from RUNNING (an instance still waiting for capacity costs nothing).
+6. **Probe for free.** An instance stuck CREATING costs nothing and the MIG keeps retrying it, so
    one is kept per blocked region while demand still wants that region: the moment capacity returns
-   it boots, which lifts the block. Other stuck instances are deleted (they would boot later into
-   idleness). While a region's probe is pending its block is extended rather than re-tested with
-   real demand.
-5. **Shrink** only idle VMs not needed by queued demand, keeping ``min_vms`` (in the most preferred
-   regions). A *warm pool* as large as the jobs expected while a new VM boots (arrival rate over the
-   last hour x ``boot_estimate_s``) is kept for ``idle_timeout_s``: reusing a warm VM saves a boot's
-   cost and wait. Idle VMs beyond the pool go after ``idle_grace_s``: at the arrival rate seen,
-   keeping them would cost more than the boot they might save. Busy VMs are never deleted; booting
-   ones only when stuck.
-6. **Follow up.** When a tick asked for VMs, it plans again ``follow_up_s`` later, so a stockout on
-   the new instances moves demand on within seconds instead of at the next tick. (A pass right
-   after a submission does not wait; the next submission or tick sees its errors.)
-Every decision carries a reason.
+   it boots, which lifts the block. Other stuck instances are deleted.
+7. **Keep idle VMs like ski rental.** Keeping an idle VM is renting; a cold start is buying, and it
+   costs the boot's billed seconds plus the job's wait for it: ``keep_factor`` (2) x the region's
+   boot time. So an idle VM the queue does not need is kept that long and then deleted (the
+   deterministic 2-competitive rule: never more than twice the cost of the better choice in
+   hindsight), whatever the arrival rate; at most ``ceil(arrivals per second x keep time) + 1``
+   such VMs are kept, the others go after ``idle_grace_s``. ``idle_timeout_s`` caps the keep time.
+   Busy VMs are never deleted; ``min_vms`` are kept.
+Every decision carries a reason. Measured numbers behind these choices: README, "Scaling".
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from zen.scaling.model import (
-    Action, ClusterSnapshot, Decision, ErrorKind, Plan, QueuedJob, RegionMemory, Vm, VmPhase,
+    Action, ClusterSnapshot, Decision, DemandGroup, ErrorKind, Plan, RegionMemory, Vm, VmPhase,
 )
 
 _CAPACITY_ERRORS = (ErrorKind.STOCKOUT, ErrorKind.QUOTA)
+_BOOT_WEIGHT = 0.3  # weight of a new boot in a region's moving-average boot time
 
 
 class ZenPlanner:
@@ -55,11 +66,14 @@ class _Planning:
         self.now = snapshot.now
         self.timing = snapshot.timing
         self.regions = snapshot.cluster.regions
+        self.order = {r: i for i, r in enumerate(self.regions)}
         self.memory = {r: snapshot.memory.get(r, RegionMemory()) for r in self.regions}
         self.plan = Plan()
         self.by_region: dict[str, list[Vm]] = defaultdict(list)
         for vm in snapshot.vms:
             self.by_region[vm.region].append(vm)
+        self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
+        self.idle_needed: dict[str, int] = defaultdict(int)
 
     # -- helpers -------------------------------------------------------------------------------
     def _age(self, vm: Vm) -> float:
@@ -87,6 +101,27 @@ class _Planning:
                                       blocked_until=self.now + timedelta(seconds=block))
         self._decide(Action.BLOCK, region, f"{why}; blocked for {block:g}s (strike {strikes})")
 
+    def boot_s(self, region: str) -> float:
+        learned = self.memory[region].boot_s
+        return self.timing.boot_estimate_s if learned is None else learned
+
+    def risk(self, region: str) -> float:
+        """How likely a VM asked here now does not come up in time (0..1), from the region's history."""
+        memory = self.memory[region]
+        if memory.last_boot_at is None:
+            return 1.0  # never seen to deliver
+        if memory.last_stockout_at is None:
+            return 0.0
+        age = (self.now - memory.last_stockout_at).total_seconds()
+        risk = math.exp(-max(0.0, age) / self.timing.trust_s)
+        return risk / 2 if memory.last_boot_at > memory.last_stockout_at else risk
+
+    def rank(self, regions: tuple[str, ...]) -> list[str]:
+        """Allowed, unblocked regions, best first (expected seconds to a usable VM)."""
+        usable = [r for r in regions if r in self.memory and not self._blocked(r)]
+        return sorted(usable, key=lambda r: (self.boot_s(r) + self.risk(r) * self.timing.spill_after_s
+                                             + self.order[r] * self.timing.preference_s, self.order[r]))
+
     # -- steps ---------------------------------------------------------------------------------
     def learn(self) -> None:
         new_errors: dict[str, list] = defaultdict(list)
@@ -106,7 +141,8 @@ class _Planning:
             if booted:
                 if memory.strikes or memory.blocked_until:
                     self._decide(Action.UNBLOCK, region, f"{booted[0]} booted: the region delivers again")
-                memory = replace(memory, strikes=0, blocked_until=None, last_boot_at=self.now)
+                memory = replace(memory, strikes=0, blocked_until=None, last_boot_at=self.now,
+                                 boot_s=self._learn_boot(memory, [vms[n] for n in booted]))
             self.memory[region] = memory
             capacity_errors = [e for e in errors if e.kind in _CAPACITY_ERRORS]
             stuck = [vm for vm in self.by_region[region] if self._stuck(vm)]
@@ -115,71 +151,110 @@ class _Planning:
             elif stuck and not booted:
                 self._strike(region, f"{stuck[0].name} has not booted after {self._age(stuck[0]):.0f}s")
 
-    def match(self) -> list[QueuedJob]:
-        """Cover queued jobs with idle, then healthy booting VMs; return the jobs left uncovered."""
+    @staticmethod
+    def _learn_boot(memory: RegionMemory, booted: list[Vm]) -> float | None:
+        """Asked-to-usable seconds of VMs seen booting at the last plan, folded into the average."""
+        asked = dict(zip(memory.booting, memory.booting_since))
+        average = memory.boot_s
+        for vm in booted:
+            if vm.name not in asked:
+                continue
+            seconds = vm.since.timestamp() - asked[vm.name]
+            if seconds <= 0:
+                continue  # the phase's start is not the boot's end (e.g. a VM known busy from the start)
+            average = seconds if average is None else (1 - _BOOT_WEIGHT) * average + _BOOT_WEIGHT * seconds
+        return average
+
+    def match(self) -> list[tuple[DemandGroup, int]]:
+        """Cover demand with idle, then healthy booting VMs; return (group, jobs left uncovered)."""
         idle = {r: sum(vm.phase is VmPhase.IDLE for vm in self.by_region[r]) for r in self.regions}
-        booting = {
-            r: sum(vm.phase is VmPhase.BOOTING and not self._stuck(vm) for vm in self.by_region[r])
-            if not self._blocked(r) else 0
+        self.booting_supply = {
+            r: 0 if self._blocked(r) else sum(vm.phase is VmPhase.BOOTING and not self._stuck(vm)
+                                              for vm in self.by_region[r])
             for r in self.regions
         }
-        self.idle_needed = defaultdict(int)
+        booting = dict(self.booting_supply)
         uncovered = []
-        for job in sorted(self.s.queued, key=lambda j: (-j.priority, j.queued_at, j.job_id)):
-            region = next((r for r in job.regions if idle.get(r, 0) > 0), None)
-            if region:
-                idle[region] -= 1
-                self.idle_needed[region] += 1
-                continue
-            region = next((r for r in job.regions if booting.get(r, 0) > 0), None)
-            if region:
-                booting[region] -= 1
-                continue
-            uncovered.append(job)
+        for group in self.groups:
+            left = group.count
+            for pool, needed in ((idle, self.idle_needed), (booting, None)):
+                for region in self.rank(group.regions) + [r for r in group.regions if self._blocked(r)]:
+                    if left == 0:
+                        break
+                    take = min(left, pool.get(region, 0))
+                    if take:
+                        pool[region] -= take
+                        left -= take
+                        if needed is not None:
+                            needed[region] += take
+            if left:
+                uncovered.append((group, left))
+        self.booting_left = booting  # booting VMs no queued job needs (candidates to cancel)
         return uncovered
 
-    def ask(self, uncovered: list[QueuedJob]) -> None:
+    def ask(self, uncovered: list[tuple[DemandGroup, int]]) -> None:
         # Instances count against limits until they are gone, whatever their phase.
         counts = {r: max(len(self.by_region[r]), self.s.target_sizes.get(r, 0)) for r in self.regions}
         total = sum(counts.values())
         limits = self.s.cluster
+        add, hedge = self.plan.add, defaultdict(int)
         held: dict[str, int] = defaultdict(int)
-        for job in uncovered:
-            choice = None
-            for region in job.regions:
-                if region not in counts or self._blocked(region):
+        hedgeable: list[tuple[list[str], int]] = []
+
+        def room(region: str) -> int:
+            return min(limits.max_vms_per_region - counts[region] - add.get(region, 0),
+                       limits.max_vms - total - sum(add.values()))
+
+        for group, left in uncovered:
+            ranked = self.rank(group.regions)
+            for region in ranked:
+                take = min(left, room(region))
+                if take <= 0:
                     continue
-                if counts[region] + self.plan.add.get(region, 0) >= limits.max_vms_per_region:
-                    continue
-                choice = region
-                break
-            if choice is None:
-                why = self._hold_reason(job, counts)
-                held[why] += 1
-                continue
-            if total + sum(self.plan.add.values()) >= limits.max_vms:
-                held[f"cluster limit of {limits.max_vms} VMs reached"] += 1
-                continue
-            self.plan.add[choice] = self.plan.add.get(choice, 0) + 1
-        for region, count in self.plan.add.items():
-            self._decide(Action.ADD, region, f"{count} queued job(s) without a VM", count)
+                add[region] = add.get(region, 0) + take
+                left -= take
+                if self.risk(region) >= self.timing.hedge_risk:
+                    others = [r for r in ranked if r != region]
+                    if others:
+                        hedgeable.append((others, take))
+                if left == 0:
+                    break
+            if left:
+                held[self._hold_reason(group, counts, total)] += left
+        for others, count in hedgeable:  # after every job's first ask: hedges never take a job's slot
+            for region in others:
+                take = min(count, room(region))
+                if take > 0:
+                    add[region] = add.get(region, 0) + take
+                    hedge[region] += take
+                    count -= take
+                if count == 0:
+                    break
+        for region, count in add.items():
+            hedged = hedge.get(region, 0)
+            if count - hedged:
+                self._decide(Action.ADD, region, f"{count - hedged} queued job(s) without a VM", count - hedged)
+            if hedged:
+                self._decide(Action.ADD, region, f"{hedged} hedge(s): the first choice's delivery is uncertain",
+                             hedged)
         for why, count in held.items():
             self._decide(Action.HOLD, None, f"{count} job(s) wait: {why}", count)
         self._keep_min(counts, total)
 
-    def _hold_reason(self, job: QueuedJob, counts: dict[str, int]) -> str:
-        blocked = [r for r in job.regions if r in counts and self._blocked(r)]
-        if blocked and len(blocked) == len([r for r in job.regions if r in counts]):
+    def _hold_reason(self, group: DemandGroup, counts: dict[str, int], total: int) -> str:
+        known = [r for r in group.regions if r in counts]
+        blocked = [r for r in known if self._blocked(r)]
+        if blocked and len(blocked) == len(known):
             return f"every allowed region is stocked out ({', '.join(blocked)}); probes are waiting for capacity"
+        if total + sum(self.plan.add.values()) >= self.s.cluster.max_vms:
+            return f"cluster limit of {self.s.cluster.max_vms} VMs reached"
         return "allowed regions are at their per-region limit"
 
     def _keep_min(self, counts: dict[str, int], total: int) -> None:
         missing = self.s.cluster.min_vms - (total + sum(self.plan.add.values()))
-        for region in self.regions:
+        for region in self.rank(self.regions):
             if missing <= 0:
                 break
-            if self._blocked(region):
-                continue
             room = self.s.cluster.max_vms_per_region - counts[region] - self.plan.add.get(region, 0)
             take = min(room, missing)
             if take > 0:
@@ -188,7 +263,7 @@ class _Planning:
                 self._decide(Action.ADD, region, f"keep min_vms={self.s.cluster.min_vms}", take)
 
     def prune_stuck(self) -> None:
-        wanted = {r for job in self.s.queued for r in job.regions}
+        wanted = {r for group in self.groups for r in group.regions}
         for region in self.regions:
             stuck = sorted((vm for vm in self.by_region[region] if self._stuck(vm)), key=lambda vm: vm.since)
             keep = 1 if region in wanted else 0  # the free probe
@@ -201,14 +276,35 @@ class _Planning:
                 extended = max(memory.blocked_until, self.now + timedelta(seconds=self.timing.block_s))
                 self.memory[region] = replace(memory, blocked_until=extended)
 
+    def cancel_losers(self) -> None:
+        """Booting VMs no queued job needs, once a VM asked no later than them is usable: the race is over."""
+        usable_since = [vm.since for vm in self.s.vms if vm.phase in (VmPhase.IDLE, VmPhase.BUSY)]
+        if not usable_since:
+            return
+        latest_win = max(usable_since)
+        for region in sorted(self.regions, key=lambda r: -self.order[r]):
+            extra = self.booting_left.get(region, 0)
+            if extra <= 0:
+                continue
+            healthy = sorted((vm for vm in self.by_region[region] if vm.phase is VmPhase.BOOTING and not self._stuck(vm)),
+                             key=lambda vm: vm.since, reverse=True)  # the youngest has cost the least
+            for vm in healthy:
+                if extra <= 0:
+                    break
+                if vm.since > latest_win:
+                    continue  # asked after the last win: its race is still open
+                extra -= 1
+                self.plan.delete.append((region, vm.name))
+                self._decide(Action.DELETE, region, "lost the race: another VM is already usable", vm=vm.name)
+
     def shrink_idle(self) -> None:
         min_vms = self.s.cluster.min_vms
         alive = sum(1 for vm in self.s.vms if vm.phase is not VmPhase.DELETING) - len(self.plan.delete)
-        warm_pool = round(self.s.arrivals_last_hour / 3600 * self.timing.boot_estimate_s)
-        # Keep the most preferred regions' and the most recently idle VMs; consider the others first.
-        order = {r: i for i, r in enumerate(self.regions)}
+        rate = self.s.arrivals_last_hour / 3600
+        # Keep the best-ranked regions' and the most recently idle VMs; consider the others first.
+        rank = {r: i for i, r in enumerate(self.rank(self.regions))}
         idle = sorted((vm for vm in self.s.vms if vm.phase is VmPhase.IDLE),
-                      key=lambda vm: (-order.get(vm.region, 0), vm.since))
+                      key=lambda vm: (-rank.get(vm.region, len(rank)), vm.since))
         spare = {r: sum(vm.phase is VmPhase.IDLE for vm in self.by_region[r]) - self.idle_needed.get(r, 0)
                  for r in self.regions}
         unneeded = sum(max(0, n) for n in spare.values())
@@ -217,15 +313,17 @@ class _Planning:
                 break
             if spare.get(vm.region, 0) <= 0:
                 continue
-            in_pool = unneeded <= warm_pool
-            limit = self.timing.idle_timeout_s if in_pool else self.timing.idle_grace_s
+            keep_s = min(self.timing.keep_factor * self.boot_s(vm.region), self.timing.idle_timeout_s)
+            pool = math.ceil(rate * keep_s) + 1
+            in_pool = unneeded <= pool
+            limit = keep_s if in_pool else self.timing.idle_grace_s
             if self._age(vm) < limit:
                 continue
             spare[vm.region] -= 1
             unneeded -= 1
             alive -= 1
             self.plan.delete.append((vm.region, vm.name))
-            why = "warm pool timeout" if in_pool else f"beyond the warm pool of {warm_pool}"
+            why = f"kept {keep_s:.0f}s, the price of a cold start" if in_pool else f"beyond the {pool} worth keeping"
             self._decide(Action.DELETE, vm.region, f"idle for {self._age(vm):.0f}s and not needed ({why})",
                          vm=vm.name)
 
@@ -234,10 +332,14 @@ class _Planning:
         uncovered = self.match()
         self.ask(uncovered)
         self.prune_stuck()
+        self.cancel_losers()
         self.shrink_idle()
         self.plan.memory = {
             r: replace(m, booting=tuple(vm.name for vm in self.by_region[r] if vm.phase is VmPhase.BOOTING),
+                       booting_since=tuple(vm.since.timestamp() for vm in self.by_region[r]
+                                           if vm.phase is VmPhase.BOOTING),
                        known=tuple(vm.name for vm in self.by_region[r]))
             for r, m in self.memory.items()
         }
         return self.plan
+
