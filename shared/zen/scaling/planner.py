@@ -70,19 +70,31 @@ class _Planning:
         self.memory = {r: snapshot.memory.get(r, RegionMemory()) for r in self.regions}
         self.plan = Plan()
         self.by_region: dict[str, list[Vm]] = defaultdict(list)
+        self.stuck: dict[str, list[Vm]] = defaultdict(list)
+        self.healthy: dict[str, list[Vm]] = defaultdict(list)  # booting and not stuck
+        self.idle: dict[str, list[Vm]] = defaultdict(list)
+        spill_before = self.now - timedelta(seconds=self.timing.spill_after_s)
+        self.alive, self.latest_win = 0, None  # VMs not being deleted; when the last became usable
         for vm in snapshot.vms:
             self.by_region[vm.region].append(vm)
+            phase = vm.phase
+            if phase is VmPhase.BOOTING:
+                stuck = vm.creation_error in _CAPACITY_ERRORS or vm.since <= spill_before
+                (self.stuck if stuck else self.healthy)[vm.region].append(vm)
+            elif phase is VmPhase.IDLE:
+                self.idle[vm.region].append(vm)
+            if phase is VmPhase.IDLE or phase is VmPhase.BUSY:
+                if self.latest_win is None or vm.since > self.latest_win:
+                    self.latest_win = vm.since
+            if phase is not VmPhase.DELETING:
+                self.alive += 1
+        self._ranks: dict[tuple[str, ...], list[str]] = {}
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
         self.idle_needed: dict[str, int] = defaultdict(int)
 
     # -- helpers -------------------------------------------------------------------------------
     def _age(self, vm: Vm) -> float:
         return (self.now - vm.since).total_seconds()
-
-    def _stuck(self, vm: Vm) -> bool:
-        return vm.phase is VmPhase.BOOTING and (
-            vm.creation_error in _CAPACITY_ERRORS or self._age(vm) >= self.timing.spill_after_s
-        )
 
     def _blocked(self, region: str) -> bool:
         until = self.memory[region].blocked_until
@@ -117,10 +129,15 @@ class _Planning:
         return risk / 2 if memory.last_boot_at > memory.last_stockout_at else risk
 
     def rank(self, regions: tuple[str, ...]) -> list[str]:
-        """Allowed, unblocked regions, best first (expected seconds to a usable VM)."""
-        usable = [r for r in regions if r in self.memory and not self._blocked(r)]
-        return sorted(usable, key=lambda r: (self.boot_s(r) + self.risk(r) * self.timing.spill_after_s
-                                             + self.order[r] * self.timing.preference_s, self.order[r]))
+        """Allowed, unblocked regions, best first (expected seconds to a usable VM). Computed after
+        ``learn``, which is the only step that changes what it depends on."""
+        ranked = self._ranks.get(regions)
+        if ranked is None:
+            usable = [r for r in regions if r in self.memory and not self._blocked(r)]
+            ranked = self._ranks[regions] = sorted(usable, key=lambda r: (
+                self.boot_s(r) + self.risk(r) * self.timing.spill_after_s
+                + self.order[r] * self.timing.preference_s, self.order[r]))
+        return ranked
 
     # -- steps ---------------------------------------------------------------------------------
     def learn(self) -> None:
@@ -131,21 +148,21 @@ class _Planning:
                 new_errors[error.region].append(error)
         for region in self.regions:
             memory = self.memory[region]
-            vms = {vm.name: vm for vm in self.by_region[region]}
+            was_booting, known = set(memory.booting), set(memory.known)
             # Booted since the last plan: was booting then, or is new and already usable.
-            booted = [n for n, vm in vms.items() if vm.phase in (VmPhase.IDLE, VmPhase.BUSY)
-                      and (n in memory.booting or n not in memory.known)]
+            booted = [vm for vm in self.by_region[region] if vm.phase in (VmPhase.IDLE, VmPhase.BUSY)
+                      and (vm.name in was_booting or vm.name not in known)]
             errors = new_errors.get(region, [])
             if errors:
                 memory = replace(memory, seen_errors_until=max(e.at for e in errors))
             if booted:
                 if memory.strikes or memory.blocked_until:
-                    self._decide(Action.UNBLOCK, region, f"{booted[0]} booted: the region delivers again")
+                    self._decide(Action.UNBLOCK, region, f"{booted[0].name} booted: the region delivers again")
                 memory = replace(memory, strikes=0, blocked_until=None, last_boot_at=self.now,
-                                 boot_s=self._learn_boot(memory, [vms[n] for n in booted]))
+                                 boot_s=self._learn_boot(memory, booted))
             self.memory[region] = memory
             capacity_errors = [e for e in errors if e.kind in _CAPACITY_ERRORS]
-            stuck = [vm for vm in self.by_region[region] if self._stuck(vm)]
+            stuck = self.stuck[region]
             if capacity_errors and not booted:
                 self._strike(region, f"{len(capacity_errors)} {capacity_errors[-1].kind.value.lower()} error(s)")
             elif stuck and not booted:
@@ -167,13 +184,8 @@ class _Planning:
 
     def match(self) -> list[tuple[DemandGroup, int]]:
         """Cover demand with idle, then healthy booting VMs; return (group, jobs left uncovered)."""
-        idle = {r: sum(vm.phase is VmPhase.IDLE for vm in self.by_region[r]) for r in self.regions}
-        self.booting_supply = {
-            r: 0 if self._blocked(r) else sum(vm.phase is VmPhase.BOOTING and not self._stuck(vm)
-                                              for vm in self.by_region[r])
-            for r in self.regions
-        }
-        booting = dict(self.booting_supply)
+        idle = {r: len(self.idle[r]) for r in self.regions}
+        booting = {r: 0 if self._blocked(r) else len(self.healthy[r]) for r in self.regions}
         uncovered = []
         for group in self.groups:
             left = group.count
@@ -265,7 +277,7 @@ class _Planning:
     def prune_stuck(self) -> None:
         wanted = {r for group in self.groups for r in group.regions}
         for region in self.regions:
-            stuck = sorted((vm for vm in self.by_region[region] if self._stuck(vm)), key=lambda vm: vm.since)
+            stuck = sorted(self.stuck[region], key=lambda vm: vm.since)
             keep = 1 if region in wanted else 0  # the free probe
             for vm in stuck[keep:]:
                 self.plan.delete.append((region, vm.name))
@@ -278,16 +290,14 @@ class _Planning:
 
     def cancel_losers(self) -> None:
         """Booting VMs no queued job needs, once a VM asked no later than them is usable: the race is over."""
-        usable_since = [vm.since for vm in self.s.vms if vm.phase in (VmPhase.IDLE, VmPhase.BUSY)]
-        if not usable_since:
+        latest_win = self.latest_win
+        if latest_win is None:
             return
-        latest_win = max(usable_since)
         for region in sorted(self.regions, key=lambda r: -self.order[r]):
             extra = self.booting_left.get(region, 0)
             if extra <= 0:
                 continue
-            healthy = sorted((vm for vm in self.by_region[region] if vm.phase is VmPhase.BOOTING and not self._stuck(vm)),
-                             key=lambda vm: vm.since, reverse=True)  # the youngest has cost the least
+            healthy = sorted(self.healthy[region], key=lambda vm: vm.since, reverse=True)  # the youngest cost least
             for vm in healthy:
                 if extra <= 0:
                     break
@@ -299,14 +309,13 @@ class _Planning:
 
     def shrink_idle(self) -> None:
         min_vms = self.s.cluster.min_vms
-        alive = sum(1 for vm in self.s.vms if vm.phase is not VmPhase.DELETING) - len(self.plan.delete)
+        alive = self.alive - len(self.plan.delete)
         rate = self.s.arrivals_last_hour / 3600
         # Keep the best-ranked regions' and the most recently idle VMs; consider the others first.
         rank = {r: i for i, r in enumerate(self.rank(self.regions))}
-        idle = sorted((vm for vm in self.s.vms if vm.phase is VmPhase.IDLE),
+        idle = sorted((vm for r in self.regions for vm in self.idle[r]),
                       key=lambda vm: (-rank.get(vm.region, len(rank)), vm.since))
-        spare = {r: sum(vm.phase is VmPhase.IDLE for vm in self.by_region[r]) - self.idle_needed.get(r, 0)
-                 for r in self.regions}
+        spare = {r: len(self.idle[r]) - self.idle_needed.get(r, 0) for r in self.regions}
         unneeded = sum(max(0, n) for n in spare.values())
         for vm in idle:
             if alive <= min_vms:
@@ -334,12 +343,15 @@ class _Planning:
         self.prune_stuck()
         self.cancel_losers()
         self.shrink_idle()
-        self.plan.memory = {
-            r: replace(m, booting=tuple(vm.name for vm in self.by_region[r] if vm.phase is VmPhase.BOOTING),
-                       booting_since=tuple(vm.since.timestamp() for vm in self.by_region[r]
-                                           if vm.phase is VmPhase.BOOTING),
-                       known=tuple(vm.name for vm in self.by_region[r]))
-            for r, m in self.memory.items()
-        }
+        memory = {}
+        for region, m in self.memory.items():
+            booting = sorted(self.stuck[region] + self.healthy[region], key=lambda vm: vm.name)
+            names = tuple(vm.name for vm in booting)
+            known = tuple(vm.name for vm in self.by_region[region])
+            if names != m.booting or known != m.known:
+                m = replace(m, booting=names, booting_since=tuple(vm.since.timestamp() for vm in booting),
+                            known=known)
+            memory[region] = m
+        self.plan.memory = memory
         return self.plan
 

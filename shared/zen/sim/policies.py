@@ -32,7 +32,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from zen.scaling.model import (
-    Action, ClusterSnapshot, Decision, ErrorKind, Plan, Policy, QueuedJob, RegionMemory, Vm, VmPhase,
+    Action, ClusterSnapshot, Decision, DemandGroup, ErrorKind, Plan, Policy, RegionMemory, Vm, VmPhase,
 )
 
 BASELINES = ("ask-every-region", "failover", "single-region", "unlimited")
@@ -82,24 +82,9 @@ class _Counts:
         return [vm for vm in self.by_region[region] if vm.phase is phase]
 
 
-_PREPARED: dict[int, tuple] = {}
-
-
-def _prepared(queued: tuple[QueuedJob, ...]) -> tuple[list[QueuedJob], dict[tuple[str, ...], int]]:
-    """Queued jobs by priority then age, and how many allow each region list. Memoized on the
-    (immutable) tuple itself, which the simulator reuses while the queue is unchanged: a month-long
-    backlog is sorted once, not every tick. Results are the same as without the memo."""
-    hit = _PREPARED.get(id(queued))
-    if hit is not None and hit[0] is queued:
-        return hit[1], hit[2]
-    ordered = sorted(queued, key=lambda j: (-j.priority, j.queued_at, j.job_id))
-    groups: dict[tuple[str, ...], int] = defaultdict(int)
-    for job in queued:
-        groups[job.regions] += 1
-    if len(_PREPARED) >= 32:
-        _PREPARED.clear()
-    _PREPARED[id(queued)] = (queued, ordered, dict(groups))
-    return ordered, groups
+def _ordered_demand(snapshot: ClusterSnapshot) -> list[DemandGroup]:
+    """Demand groups by priority, then age (a pass is O(groups), not O(queued jobs))."""
+    return sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
 
 
 class AskEveryRegion:
@@ -111,9 +96,9 @@ class AskEveryRegion:
         limits, counts = snapshot.cluster, _Counts(snapshot)
         plan = Plan(memory=dict(snapshot.memory))
         pending: dict[str, int] = defaultdict(int)
-        for regions, count in _prepared(snapshot.queued)[1].items():
-            for region in regions:
-                pending[region] += count
+        for group in snapshot.demand_groups():
+            for region in group.regions:
+                pending[region] += group.count
         total = counts.total
         for region in limits.regions:
             vms = counts.by_region[region]
@@ -163,30 +148,22 @@ class _DemandSized:
                 for r in limits.regions}
         total = sum(live.values())
         used_idle: dict[str, int] = defaultdict(int)
-        ordered, groups = _prepared(snapshot.queued)
-        candidates = {regions: tuple(r for r in self.candidates(regions, snapshot, memory) if r in supply)
-                      for regions in groups}
-        # Candidate lists that may still be served; supply and room only shrink while routing, so
-        # once a list can be served by neither it never can again this tick.
-        alive = set(candidates.values())
-        for job in ordered:
-            if not alive:
-                break  # nothing left to give anyone: long queues stay cheap
-            regions = candidates[job.regions]
-            if regions not in alive:
-                continue
-            covered = next((r for r in regions if supply[r] > 0), None)
-            if covered:
-                supply[covered] -= 1
-                used_idle[covered] += 1 if idle[covered] - used_idle[covered] > 0 else 0
-                continue
-            room = next((r for r in regions if live[r] < limits.max_vms_per_region), None)
-            if room is None or total >= limits.max_vms:
-                alive.discard(regions)
-                continue
-            plan.add[room] = plan.add.get(room, 0) + 1
-            live[room] += 1
-            total += 1
+        for group in _ordered_demand(snapshot):
+            regions = tuple(r for r in self.candidates(group.regions, snapshot, memory) if r in supply)
+            left = group.count
+            for region in regions:  # covered by idle, then booting VMs
+                take = min(left, supply[region])
+                if take:
+                    supply[region] -= take
+                    used_idle[region] += max(0, min(take, idle[region] - used_idle[region]))
+                    left -= take
+            for region in regions:  # one VM per job left, in the first region with room
+                take = min(left, limits.max_vms_per_region - live[region], limits.max_vms - total)
+                if take > 0:
+                    plan.add[region] = plan.add.get(region, 0) + take
+                    live[region] += take
+                    total += take
+                    left -= take
         self._shrink_idle(snapshot, counts, plan, used_idle, total)
         plan.memory = memory
         return plan

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from zen.scaling.model import MigError, QueuedJob, VmPhase
+from zen.scaling.model import DemandGroup, MigError, VmPhase
 from zen.sim.jobs import SimJob
 from zen.sim.scenario import SimCluster
 
@@ -55,7 +55,9 @@ class SimClusterState:
         self.limits, self.machine_type = sim.limits, sim.machine_type
         self.migs = {r: SimMig(self, r, sim.zones[r]) for r in sim.limits.regions}
         self.queued: dict[str, SimJobState] = {}
-        self.queued_view: tuple[QueuedJob, ...] | None = None
+        # Queued jobs by (priority, allowed regions): job id -> submit time, in queueing order.
+        self.groups: dict[tuple[int, tuple[str, ...]], dict[str, float]] = {}
+        self.demand_view: tuple[DemandGroup, ...] | None = None
         self.heaps: dict[str, list] = {r: [] for r in sim.limits.regions}
         self.idle: dict[str, dict[str, SimVm]] = {r: {} for r in sim.limits.regions}
         self.vms: dict[str, SimVm] = {}

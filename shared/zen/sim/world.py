@@ -50,7 +50,7 @@ import time
 from datetime import timedelta
 
 from zen.local.compute.capacity import CapacitySchedule
-from zen.scaling.model import ClusterSnapshot, ErrorKind, MigError, Plan, Policy, QueuedJob, Vm, VmPhase
+from zen.scaling.model import ClusterSnapshot, DemandGroup, ErrorKind, MigError, Plan, Policy, Vm, VmPhase
 from zen.sim.jobs import SimJob, sample
 from zen.sim.metrics import RunResult
 from zen.sim.state import SimClusterState as _Cluster, SimJobState as _Job, SimMig as _Mig, SimVm as _Vm
@@ -149,8 +149,12 @@ class Simulation:
         self._apply(cluster, plan)
 
     def _snapshot(self, cluster: _Cluster) -> ClusterSnapshot:
-        if cluster.queued_view is None:
-            cluster.queued_view = tuple(self._job_view(j) for j in cluster.queued.values())
+        if cluster.demand_view is None:
+            # The oldest of a group is its first queued job (a requeued job may be older: close enough
+            # for ordering groups of one priority).
+            cluster.demand_view = tuple(
+                DemandGroup(regions, len(jobs), self.dt(next(iter(jobs.values()))), priority)
+                for (priority, regions), jobs in cluster.groups.items() if jobs)
         errors: list[MigError] = []
         visible_until = self.now - self.error_delay  # listErrors shows a failure this long after it
         horizon = self.dt(visible_until)
@@ -162,7 +166,7 @@ class Simulation:
                 errors.extend(e for e in mig.errors if e.at <= horizon)
                 mig.errors = [e for e in mig.errors if e.at > horizon]
         return ClusterSnapshot(
-            now=self.dt(self.now), cluster=cluster.limits, queued=cluster.queued_view,
+            now=self.dt(self.now), cluster=cluster.limits, queued=(), demand=cluster.demand_view,
             vms=tuple(self._vm_view(vm) for vm in cluster.vms.values()),
             target_sizes={r: m.target for r, m in cluster.migs.items()},
             errors=tuple(errors), memory=cluster.memory, timing=self.timing,
@@ -174,11 +178,6 @@ class Simulation:
         while arrivals and arrivals[0] < self.now - 3600:
             arrivals.popleft()
         return len(arrivals)
-
-    def _job_view(self, job: _Job) -> QueuedJob:
-        if job.view is None:
-            job.view = QueuedJob(job.spec.job_id, job.spec.regions, self.dt(job.spec.submit_s), job.spec.priority)
-        return job.view
 
     def _vm_view(self, vm: _Vm) -> Vm:
         if vm.view is None:
@@ -416,7 +415,9 @@ class Simulation:
         if job.first_start_s is None:
             job.first_start_s = self.now
         del cluster.queued[job.spec.job_id]
-        cluster.queued_view = None
+        jobs = cluster.groups.get((job.spec.priority, job.spec.regions))
+        if jobs is not None and jobs.pop(job.spec.job_id, None) is not None:
+            cluster.demand_view = None
         if self.cancel_losers:
             self._cancel_losers(cluster, job, vm.mig.region)
         vm.phase, vm.since, vm.job, vm.job_start_s, vm.view = VmPhase.BUSY, self.now, job, self.now, None
@@ -430,7 +431,7 @@ class Simulation:
             if region == won_in:
                 continue
             booting = [vm for vm in cluster.migs[region].vms.values() if vm.phase is VmPhase.BOOTING]
-            wanted = sum(1 for queued in cluster.queued.values() if region in queued.spec.regions)
+            wanted = sum(len(jobs) for (_, regions), jobs in cluster.groups.items() if region in regions)
             if len(booting) <= wanted:
                 continue
             loser = min(booting, key=lambda vm: (vm.created_s is not None, -vm.since, vm.name))
@@ -464,7 +465,8 @@ class Simulation:
                 return
         job.qseq = next(self.seq)
         cluster.queued[job.spec.job_id] = job
-        cluster.queued_view = None
+        cluster.groups.setdefault((job.spec.priority, job.spec.regions), {})[job.spec.job_id] = job.spec.submit_s
+        cluster.demand_view = None
         for region in job.spec.regions:
             heapq.heappush(cluster.heaps[region], (-job.spec.priority, job.spec.submit_s, job.qseq, job))
 
