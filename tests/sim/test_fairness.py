@@ -94,3 +94,10 @@ def test_ask_every_region_cancels_the_losers_the_moment_one_vm_is_usable():
     start = result.starts[0][1]
     # each loser paid from its creation (t=1) until the winner was usable, plus the deletion
     assert result.summary()["wasted_vm_minutes"] <= round(2 * (start - 1 + sc.spec.delete_s) / 60, 1) + 0.1
+
+
+def test_with_passes_on_vm_heartbeats_every_policy_also_plans_when_a_vm_comes_up():
+    sc = scenario("default: 4", jobs=ONE_JOB, extra="pass_on_vm_heartbeat: true\nboot: {dist: fixed, s: 25}\nhorizon_s: 100")
+    for name in POLICY_NAMES:
+        result = run(sc, make_policy(name))
+        assert 35.0 in result.pass_times, name  # submitted at 10, usable at 35

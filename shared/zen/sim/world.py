@@ -23,7 +23,9 @@ heap of events; nothing sleeps). What it models, per cluster:
 - **Spot capacity.** With ``preempt_on_capacity_drop`` (the default) a zone whose capacity falls
   below the VMs holding capacity there preempts the newest of them (see *Preemptions*).
 - **Same passes for everyone.** Every policy plans at the periodic tick and right after
-  submissions, nothing else (``RunResult.pass_times``).
+  submissions, nothing else (``RunResult.pass_times``); with ``pass_on_vm_heartbeat`` also when a
+  VM's agent reports it usable or idle again (what production would do if ``on_heartbeat`` ran a
+  pass for VM heartbeats; it does not today).
 - **Agents.** An IDLE VM takes the best queued job allowed in its region at once (highest
   priority, then oldest); a submission goes to an idle VM of an allowed region (most recently idle
   first) when there is one. A job runs its duration; the VM is IDLE again (warm reuse) unless the
@@ -76,6 +78,7 @@ class Simulation:
         self.capacity: CapacitySchedule = scenario.capacity
         self.timing = scenario.timing
         self.error_delay = spec.list_errors_delay_s
+        self.pass_on_vm_heartbeat = spec.pass_on_vm_heartbeat
         self.preempt_on_drop = spec.preempt_on_capacity_drop and not self.unlimited
         self.watched: set[tuple[str, str]] = set()  # zones with a capacity-drop check scheduled
         self.start = spec.start_time
@@ -395,6 +398,14 @@ class Simulation:
             return
         vm.phase, vm.since, vm.booted_s, vm.view = VmPhase.IDLE, self.now, self.now, None
         self._on_idle(vm)
+        if self.pass_on_vm_heartbeat:
+            self._request_pass(vm.mig.cluster)
+
+    def _request_pass(self, cluster: _Cluster) -> None:
+        """A pass for this cluster now (after what else happens at this instant); one per instant."""
+        if cluster.tick_at != self.now:
+            cluster.tick_at = self.now
+            self._push(self.now, _TICK, self._tick, cluster)
 
     def _on_idle(self, vm: _Vm) -> None:
         cluster, region = vm.mig.cluster, vm.mig.region
@@ -451,6 +462,8 @@ class Simulation:
         vm.phase, vm.since, vm.view = VmPhase.IDLE, self.now, None
         vm.epoch += 1
         self._on_idle(vm)
+        if self.pass_on_vm_heartbeat:
+            self._request_pass(vm.mig.cluster)
 
     def _offer(self, job: _Job) -> None:
         """An idle VM in an allowed region takes the job at once; otherwise it is queued."""
@@ -474,9 +487,7 @@ class Simulation:
         self._offer(job)
         cluster = self.clusters[job.spec.cluster]
         cluster.arrivals.append(self.now)
-        if cluster.tick_at != self.now:
-            cluster.tick_at = self.now
-            self._push(self.now, _TICK, self._tick, cluster)
+        self._request_pass(cluster)
 
     def _preempt(self, vm: _Vm, created_s: float) -> None:
         if vm.created_s != created_s or vm.phase is VmPhase.DELETING or vm.mig.vms.get(vm.name) is not vm:
