@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 from zen.scaling.model import (
     Action, ClusterLimits, ClusterSnapshot, DemandGroup, ErrorKind, MigError, QueuedJob, RegionMemory, Timing, Vm, VmPhase,
 )
-from zen.scaling.planner import ZenPlanner
+from zen.scaling.planner import ZenPlanner, ski_rental_keep_s
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 REGIONS = ("us-central1", "us-west1", "europe-west4")
@@ -28,14 +28,17 @@ def trusted(regions=REGIONS, booted_at: float = -60) -> dict[str, RegionMemory]:
     return {r: RegionMemory(last_boot_at=at(booted_at)) for r in regions}
 
 
+CAUTIOUS = Timing(hedge_risk=0.5)  # hedges only regions with a poor record (most tests: none)
+
+
 def snap(now: float, queued=(), vms=(), errors=(), memory=None, limits=LIMITS, targets=None,
-         arrivals=0) -> ClusterSnapshot:
+         arrivals=0, timing=CAUTIOUS) -> ClusterSnapshot:
     vms = tuple(vms)
     memory = trusted(limits.regions) if memory is None else memory
     if targets is None:
         targets = {r: sum(vm.region == r for vm in vms) for r in limits.regions}
     return ClusterSnapshot(now=at(now), cluster=limits, queued=tuple(queued), vms=vms, target_sizes=targets,
-                           errors=tuple(errors), memory=memory, timing=Timing(), arrivals_last_hour=arrivals)
+                           errors=tuple(errors), memory=memory, timing=timing, arrivals_last_hour=arrivals)
 
 
 def vm(name, region, phase, since=0.0, error=None, job=None):
@@ -103,24 +106,31 @@ def test_busy_vms_are_never_deleted_and_idle_ones_go_after_the_grace_when_no_job
 
 
 def test_idle_vms_are_kept_like_ski_rental_at_any_arrival_rate():
-    keep_s = Timing().keep_factor * Timing().boot_estimate_s  # a cold start's price: its boot, twice
-    vms = [vm(f"idle-{i}", "us-central1", VmPhase.IDLE, since=0) for i in range(3)]
-    # No arrivals at all: one spare VM is still worth keeping for keep_s; the other two are not.
-    quiet = ZenPlanner().plan(snap(keep_s - 1, vms=vms))
-    assert sorted(name for _, name in quiet.delete) == ["idle-0", "idle-1"]
+    price = Timing().keep_factor * Timing().boot_estimate_s  # a cold start's billed boot
+    keeps = [ski_rental_keep_s(f"spare-{c}", price, Timing().idle_timeout_s) for c in "abc"]
+    assert all(0 <= k <= price for k in keeps) and len(set(keeps)) == 3  # a random threshold per VM
+    vms = [vm(f"spare-{c}", "us-central1", VmPhase.IDLE, since=0) for c in "abc"]
+    # No arrivals at all: one spare VM is still worth keeping (spare-c, the most recently considered)
+    # for its threshold; the other two go after the grace.
+    quiet = ZenPlanner().plan(snap(keeps[2] - 1, vms=vms))
+    assert sorted(name for _, name in quiet.delete) == ["spare-a", "spare-b"]
     assert "beyond the 1 worth keeping" in quiet.decisions[-1].reason
-    assert ZenPlanner().plan(snap(keep_s + 1, vms=vms[2:])).delete == [("us-central1", "idle-2")]
-    # 60 arrivals an hour: ceil(60/3600 x keep_s) + 1 = 6 VMs are worth keeping until keep_s.
-    assert ZenPlanner().plan(snap(keep_s - 1, vms=vms, arrivals=60)).delete == []
+    assert ZenPlanner().plan(snap(keeps[2] + 1, vms=vms[2:])).delete == [("us-central1", "spare-c")]
+    # 60 arrivals an hour: ceil(60/3600 x keep) + 1 = 3 VMs are worth keeping, each for its threshold.
+    busy = ZenPlanner().plan(snap(min(keeps) - 1, vms=vms, arrivals=60))
+    assert busy.delete == []
 
 
 def test_an_uncertain_region_is_hedged_in_the_next_one_after_every_job_got_its_first_ask():
     limits = ClusterLimits("c", REGIONS, max_vms_per_region=4, max_vms=5)
-    never_seen = ZenPlanner().plan(snap(0, queued=jobs(3), memory={}, limits=limits))
+    never_seen = ZenPlanner().plan(snap(0, queued=jobs(3), memory={}, limits=limits, timing=CAUTIOUS))
     assert never_seen.add == {"us-central1": 3, "us-west1": 2}  # 3 jobs first, then hedges within the limit
     assert any("hedge" in d.reason for d in never_seen.decisions)
-    trusted_plan = ZenPlanner().plan(snap(0, queued=jobs(3), limits=limits))
+    trusted_plan = ZenPlanner().plan(snap(0, queued=jobs(3), limits=limits, timing=CAUTIOUS))
     assert trusted_plan.add == {"us-central1": 3}
+    # The default hedges every cold boot (hedge_risk 0): no region of a spot cluster is certain.
+    assert ZenPlanner().plan(snap(0, queued=jobs(3), limits=limits, timing=Timing())).add == {
+        "us-central1": 3, "us-west1": 2}
 
 
 def test_a_recent_stockout_ranks_a_region_below_the_next_preferred_one():

@@ -117,9 +117,9 @@ class Timing:
     boot_estimate_s: float = 120  # how long a new VM takes to be usable (sizes the warm pool)
     idle_grace_s: float = 30  # an idle VM outside the warm pool goes after this
     trust_s: float = 3600  # a stockout weighs on a region's rank for about this long (decay constant)
-    hedge_risk: float = 0.2  # hedge a boot in a second region when the first's risk is at least this
+    hedge_risk: float = 0.0  # hedge a boot in a second region when the first's risk is above this
     preference_s: float = 15  # seconds of expected boot one step down the preference order is worth
-    keep_factor: float = 2.0  # ski rental: an idle VM is kept keep_factor x the region's boot time
+    keep_factor: float = 1.0  # ski rental: a cold start costs keep_factor x the region's boot time
 
 
 @dataclass(frozen=True)
