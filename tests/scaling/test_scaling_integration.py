@@ -49,20 +49,21 @@ def stack(config, db, publisher, clock, monkeypatch, tmp_path):
     standin.stop()
 
 
-def vm_beat(name, region, state, seq):
+def vm_beat(name, region, state, seq, sent_at="2026-01-01T00:00:00Z"):
     return {"kind": "vm", "vm": name, "cluster": CLUSTER, "region": region, "zone": f"{region}-a",
-            "state": state, "seq": seq, "sent_at": "2026-01-01T00:00:00Z"}
+            "state": state, "seq": seq, "sent_at": sent_at}
 
 
-def test_stockout_in_the_preferred_region_brings_jobs_up_in_the_next(stack):
+def test_stockout_in_the_preferred_region_brings_jobs_up_in_the_next(stack, clock):
     from zen.local.invoke import FunctionsInvoker
 
     zen, advance, instances = stack
     fn = FunctionsInvoker(zen)
     fn.submit(job_request("a"))
-    # Right after the submission: asked in the preferred region, which has no capacity.
+    # Right after the submission: asked in the preferred region, which has no capacity, and hedged
+    # in the next one (no region has delivered yet).
     [stuck] = instances("us-central1")
-    assert stuck.current_action == "CREATING" and instances("us-west1") == []
+    assert stuck.current_action == "CREATING" and len(instances("us-west1")) == 1
     fn.submit(job_request("b"))
     # The pass after the second submission reads the stockout error: the region is blocked and
     # both jobs' demand moves to the next region; the stuck instance stays as a free probe.
@@ -80,9 +81,10 @@ def test_stockout_in_the_preferred_region_brings_jobs_up_in_the_next(stack):
     west = instances("us-west1")
     assert all(i.running for i in west)
     for seq, vm in enumerate(west, start=1):  # the agents come up and say so
-        fn.heartbeat(vm_beat(vm.name, "us-west1", "IDLE", seq))
+        fn.heartbeat(vm_beat(vm.name, "us-west1", "IDLE", seq, sent_at=clock().isoformat()))
     fn.tick()
     assert len(instances("us-west1")) == 2  # no more VMs asked: the idle ones cover the queue
+    assert instances("europe-west4") == []  # the second job's hedge lost the race: cancelled
 
     # The agents run the jobs, then sit idle past the idle timeout: they are deleted.
     for job_id, vm in zip("ab", west):
@@ -148,9 +150,11 @@ def test_zen_explain_lists_the_decisions_with_reasons(stack, db_url, monkeypatch
     capsys.readouterr()
     assert main(["explain", CLUSTER, "--json"]) == 0
     decisions = json.loads(capsys.readouterr().out)
-    assert [(d["action"], d["region"]) for d in decisions][:3] == [
-        ("ADD", "us-central1"), ("BLOCK", "us-central1"), ("ADD", "us-west1")]
-    assert "stockout" in decisions[1]["reason"]
+    pairs = [(d["action"], d["region"]) for d in decisions]
+    assert pairs[:2] == [("ADD", "us-central1"), ("ADD", "us-west1")]  # the first job's ask and its hedge
+    assert "hedge" in decisions[1]["reason"]
+    block = pairs.index(("BLOCK", "us-central1"))
+    assert "stockout" in decisions[block]["reason"] and ("ADD", "us-west1") in pairs[block:]
 
 
 class CountingPlanner:

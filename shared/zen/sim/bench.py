@@ -95,13 +95,13 @@ def _yes(ok: bool | None) -> str:
 
 def summary_table(rows: list[tuple[str, dict[str, RunResult], dict[str, bool | None]]]) -> list[str]:
     """One line per scenario: each ratio zen / ask-every-region with its target and whether it holds."""
-    head = (f"{'scenario':<20}" + "".join(f"{label + ' (<=' + format(limit, '.2f') + ')':>22}"
+    head = (f"{'scenario':<28}" + "".join(f"{label + ' (<=' + format(limit, '.2f') + ')':>22}"
                                           for label, _, limit in TARGETS)
             + f"{'never zen/ask':>15}{'p95 vs unlimited':>18}")
     lines = [head]
     for name, results, targets in rows:
         if "zen" not in results or "ask-every-region" not in results:
-            lines.append(f"{name:<20} zen or ask-every-region not available")
+            lines.append(f"{name:<28} zen or ask-every-region not available")
             continue
         zen, ask = results["zen"].summary(), results["ask-every-region"].summary()
         cells = []
@@ -109,7 +109,7 @@ def summary_table(rows: list[tuple[str, dict[str, RunResult], dict[str, bool | N
             ratio = _ratio(zen[key], ask[key])
             cells.append(f"{_r(ratio) + ' ' + _yes(targets.get(f'{label} <= {limit:.2f}x ask')):>22}")
         never = f"{zen['never_started']}/{ask['never_started']} {_yes(targets.get('starts all ask starts'))}"
-        lines.append(f"{name:<20}" + "".join(cells) + f"{never:>15}{_yes(targets.get('p95 <= 1.25x unlimited')):>18}")
+        lines.append(f"{name:<28}" + "".join(cells) + f"{never:>15}{_yes(targets.get('p95 <= 1.25x unlimited')):>18}")
     return lines
 
 
