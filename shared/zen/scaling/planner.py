@@ -64,6 +64,22 @@ _CAPACITY_ERRORS = (ErrorKind.STOCKOUT, ErrorKind.QUOTA)
 _BOOT_WEIGHT = 0.3  # weight of a new boot in a region's moving-average boot time
 
 
+_SETS: dict[int, tuple[tuple[str, ...], frozenset[str]]] = {}
+
+
+def _as_set(names: tuple[str, ...]) -> frozenset[str]:
+    """``frozenset(names)``, memoized on the tuple itself: the simulator hands the same memory tuples
+    back pass after pass while a region's VMs do not change. Same result as without the memo."""
+    hit = _SETS.get(id(names))
+    if hit is not None and hit[0] is names:
+        return hit[1]
+    if len(_SETS) > 256:
+        _SETS.clear()
+    result = frozenset(names)
+    _SETS[id(names)] = (names, result)
+    return result
+
+
 def ski_rental_keep_s(vm_name: str, price_s: float, cap_s: float) -> float:
     """Randomized ski rental: with ``price_s`` the price of a cold start (in VM-seconds), keep an idle
     VM for price ln(1 + u(e - 1)), u uniform in [0, 1) and fixed per VM (a hash of its name, so the
@@ -95,20 +111,25 @@ class _Planning:
         self.stuck: dict[str, list[Vm]] = defaultdict(list)
         self.healthy: dict[str, list[Vm]] = defaultdict(list)  # booting and not stuck
         self.idle: dict[str, list[Vm]] = defaultdict(list)
+        self.usable: dict[str, list[Vm]] = defaultdict(list)  # idle or busy
         spill_before = self.now - timedelta(seconds=self.timing.spill_after_s)
         self.alive, self.latest_win = 0, None  # VMs not being deleted; when the last became usable
+        booting, idle, busy, deleting = VmPhase.BOOTING, VmPhase.IDLE, VmPhase.BUSY, VmPhase.DELETING
         for vm in snapshot.vms:
-            self.by_region[vm.region].append(vm)
-            phase = vm.phase
-            if phase is VmPhase.BOOTING:
+            region, phase = vm.region, vm.phase
+            self.by_region[region].append(vm)
+            if phase is booting:
                 stuck = vm.creation_error in _CAPACITY_ERRORS or vm.since <= spill_before
-                (self.stuck if stuck else self.healthy)[vm.region].append(vm)
-            elif phase is VmPhase.IDLE:
-                self.idle[vm.region].append(vm)
-            if phase is VmPhase.IDLE or phase is VmPhase.BUSY:
+                (self.stuck if stuck else self.healthy)[region].append(vm)
+                self.alive += 1
+            elif phase is idle or phase is busy:
+                if phase is idle:
+                    self.idle[region].append(vm)
+                self.usable[region].append(vm)
                 if self.latest_win is None or vm.since > self.latest_win:
                     self.latest_win = vm.since
-            if phase is not VmPhase.DELETING:
+                self.alive += 1
+            elif phase is not deleting:
                 self.alive += 1
         self._ranks: dict[tuple[str, ...], list[str]] = {}
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
@@ -170,10 +191,9 @@ class _Planning:
                 new_errors[error.region].append(error)
         for region in self.regions:
             memory = self.memory[region]
-            was_booting, known = set(memory.booting), set(memory.known)
+            was_booting, known = _as_set(memory.booting), _as_set(memory.known)
             # Booted since the last plan: was booting then, or is new and already usable.
-            booted = [vm for vm in self.by_region[region] if vm.phase in (VmPhase.IDLE, VmPhase.BUSY)
-                      and (vm.name in was_booting or vm.name not in known)]
+            booted = [vm for vm in self.usable[region] if vm.name in was_booting or vm.name not in known]
             errors = new_errors.get(region, [])
             if errors:
                 memory = replace(memory, seen_errors_until=max(e.at for e in errors))
