@@ -203,7 +203,8 @@ def timing_from_config(config: ZenConfig) -> Timing:
     return Timing(boot_timeout_s=config.deadlines.boot_timeout_s, idle_timeout_s=config.deadlines.idle_timeout_s,
                   block_s=scaling.stockout_block_s, max_block_s=scaling.max_stockout_block_s,
                   spill_after_s=scaling.spill_after_s, boot_estimate_s=scaling.boot_estimate_s,
-                  idle_grace_s=scaling.idle_grace_s)
+                  idle_grace_s=scaling.idle_grace_s, hedge_risk=scaling.hedge_risk, keep_factor=scaling.keep_factor,
+                  trust_s=scaling.stockout_memory_s, preference_s=scaling.preference_s)
 
 
 class ClusterOrchestrator:
