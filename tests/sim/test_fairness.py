@@ -50,15 +50,20 @@ def test_a_stockout_shows_in_list_errors_only_after_the_delay():
     assert [vm.creation_error for vm in at_120.vms] == [ErrorKind.STOCKOUT]
 
 
-def test_falling_spot_capacity_preempts_running_vms_and_requeues_their_jobs():
-    sc = scenario("""schedule:
+def dropping_capacity(extra: str = ""):
+    """us-central1-a holds 4 VMs, then 1 from t=1200; four long jobs start at t=10."""
+    return scenario("""schedule:
     - {at_s: 0, zone: us-central1-a, capacity: 4}
     - {at_s: 1200, zone: us-central1-a, capacity: 1}
   default: 0""", regions="[us-central1]", jobs="""
   kind: synthetic
   count: 4
   arrivals: {kind: burst, at_s: 10}
-  duration: {dist: fixed, s: 3000}""", extra="horizon_s: 1500")
+  duration: {dist: fixed, s: 3000}""", extra="horizon_s: 1500\n" + extra)
+
+
+def test_falling_spot_capacity_preempts_running_vms_and_requeues_their_jobs():
+    sc = dropping_capacity()
     policy = Recording(SingleRegion())
     result = run(sc, policy)
     assert result.capacity_preemptions == 3
@@ -68,14 +73,7 @@ def test_falling_spot_capacity_preempts_running_vms_and_requeues_their_jobs():
 
 
 def test_capacity_drops_can_be_turned_off_for_on_demand_scenarios():
-    sc = scenario("""schedule:
-    - {at_s: 0, zone: us-central1-a, capacity: 4}
-    - {at_s: 1200, zone: us-central1-a, capacity: 1}
-  default: 0""", regions="[us-central1]", jobs="""
-  kind: synthetic
-  count: 4
-  arrivals: {kind: burst, at_s: 10}
-  duration: {dist: fixed, s: 3000}""", extra="horizon_s: 1500\npreempt_on_capacity_drop: false")
+    sc = dropping_capacity("preempt_on_capacity_drop: false")
     assert run(sc, SingleRegion()).capacity_preemptions == 0
 
 
