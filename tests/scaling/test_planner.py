@@ -205,3 +205,12 @@ def test_higher_priority_jobs_get_the_last_slots():
     idle = vm("a", "us-central1", VmPhase.IDLE)
     plan = ZenPlanner().plan(snap(20, queued=(low, high), vms=[idle], limits=limits))
     assert plan.add == {} and [d.action for d in plan.decisions] == [Action.HOLD]
+
+
+def test_a_region_that_never_delivered_ranks_by_preference_once_its_stockout_fades_and_is_hedged():
+    memory = trusted()
+    memory["us-central1"] = RegionMemory(last_stockout_at=at(-600))  # stocked out, never delivered
+    plan = ZenPlanner().plan(snap(4 * 3600, queued=jobs(1), memory=memory))
+    asks = {d.region for d in plan.decisions if "without a VM" in d.reason}
+    hedges = {d.region for d in plan.decisions if "hedge" in d.reason}
+    assert asks == {"us-central1"} and hedges == {"us-west1"}  # the job goes back; its boot is insured

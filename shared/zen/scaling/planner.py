@@ -11,13 +11,14 @@ How it decides, per cluster, each pass (a tick, or right after a submission; it 
    ``max_block_s`` (Karpenter remembers unavailable offerings; we also back off).
 2. **Rank** the regions (learned, not static): expected seconds to a usable VM = learned boot time
    + risk x ``spill_after_s`` + preference index x ``preference_s``, where risk decays as
-   exp(-age of the last stockout / ``trust_s``) (halved once the region delivered after it) and is
-   1 for a region never seen to deliver. Blocked regions are left out.
+   exp(-age of the last stockout / ``trust_s``) (halved once the region delivered after it); a
+   region with no stockout has risk 0. Blocked regions are left out.
 3. **Match** demand (highest priority, then oldest) to supply it can use: idle VMs first (warm
    reuse), then VMs still booting normally in an unblocked region. A VM stuck in a stocked-out
    region is not supply: its job *spills over*.
 4. **Ask** for one VM per unmatched job in its best-ranked region with room; none -> HOLD, with the
-   reason. **Hedge**: when that region's risk is at least ``hedge_risk``, one more VM is asked in
+   reason. **Hedge**: when that region is uncertain (never seen to deliver, or its risk is at
+   least ``hedge_risk``; 0 by default: every cold boot), one more VM is asked in
    the next-ranked region (after every job's first ask, so hedges never take a slot from a job).
    A stockout shows in ``listErrors`` only some seconds after the ask; the hedge is already booting.
 5. **Cancel the losers.** A booting VM beyond what the queue needs, once a VM asked no later than
@@ -27,13 +28,12 @@ How it decides, per cluster, each pass (a tick, or right after a submission; it 
    one is kept per blocked region while demand still wants that region: the moment capacity returns
    it boots, which lifts the block. Other stuck instances are deleted. (Keeping one per uncovered
    job, as standing orders, was measured and dropped: waste 1.57x on all-out-30min, no p95 gain.)
-7. **Keep idle VMs like ski rental.** Keeping an idle VM is renting; a cold start is buying, and it
-   costs the boot's billed seconds plus the job's wait for it: ``keep_factor`` (2) x the region's
-   boot time. So an idle VM the queue does not need is kept that long and then deleted (the
-   deterministic 2-competitive rule: never more than twice the cost of the better choice in
-   hindsight), whatever the arrival rate; at most ``ceil(arrivals per second x keep time) + 1``
-   such VMs are kept, the others go after ``idle_grace_s``. ``idle_timeout_s`` caps the keep time.
-   Busy VMs are never deleted; ``min_vms`` are kept.
+7. **Keep idle VMs like ski rental.** Keeping an idle VM is renting; a cold start is buying, and
+   it costs the billed part of a boot: ``keep_factor`` (1) x the region's boot time = B. A spare
+   idle VM is kept B ln(1 + u(e - 1)), u uniform and fixed per VM (the randomized rule: expected
+   cost at most e/(e-1) ~ 1.58x the better choice in hindsight, whatever the arrival rate), capped
+   by ``idle_timeout_s``; at most ``ceil(arrivals per second x keep) + 1`` spares are kept, the
+   others go after ``idle_grace_s``. Busy VMs are never deleted; ``min_vms`` are kept.
 Every decision carries a reason.
 
 Why these defaults (chosen on the tuning set only: the five short fixed scenarios and
@@ -161,15 +161,21 @@ class _Planning:
         return self.timing.boot_estimate_s if learned is None else learned
 
     def risk(self, region: str) -> float:
-        """How likely a VM asked here now does not come up in time (0..1), from the region's history."""
+        """How likely a VM asked here now does not come up in time (0..1), from the region's stockout
+        history: 0 without one, else decaying from 1 with the stockout's age (halved once the region
+        delivered after it). A region with no history is not penalised in the rank (preference
+        decides), but it is uncertain: see :meth:`uncertain`."""
         memory = self.memory[region]
-        if memory.last_boot_at is None:
-            return 1.0  # never seen to deliver
         if memory.last_stockout_at is None:
             return 0.0
         age = (self.now - memory.last_stockout_at).total_seconds()
         risk = math.exp(-max(0.0, age) / self.timing.trust_s)
-        return risk / 2 if memory.last_boot_at > memory.last_stockout_at else risk
+        delivered_since = memory.last_boot_at is not None and memory.last_boot_at > memory.last_stockout_at
+        return risk / 2 if delivered_since else risk
+
+    def uncertain(self, region: str) -> bool:
+        """Worth a hedge: never seen to deliver, or its risk is at least ``hedge_risk``."""
+        return self.memory[region].last_boot_at is None or self.risk(region) >= self.timing.hedge_risk
 
     def rank(self, regions: tuple[str, ...]) -> list[str]:
         """Allowed, unblocked regions, best first (expected seconds to a usable VM). Computed after
@@ -267,7 +273,7 @@ class _Planning:
                     continue
                 add[region] = add.get(region, 0) + take
                 left -= take
-                if self.risk(region) >= self.timing.hedge_risk:
+                if self.uncertain(region):
                     others = [r for r in ranked if r != region]
                     if others:
                         hedgeable.append((others, take))
