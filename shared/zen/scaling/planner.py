@@ -53,7 +53,6 @@ from __future__ import annotations
 import math
 import zlib
 from collections import defaultdict
-from dataclasses import replace
 from datetime import timedelta
 
 from zen.scaling.model import (
@@ -62,6 +61,11 @@ from zen.scaling.model import (
 
 _CAPACITY_ERRORS = (ErrorKind.STOCKOUT, ErrorKind.QUOTA)
 _BOOT_WEIGHT = 0.3  # weight of a new boot in a region's moving-average boot time
+
+
+def _with(memory: RegionMemory, **changes) -> RegionMemory:
+    """``dataclasses.replace`` without its per-call field checks (a pass makes a few per region)."""
+    return RegionMemory(**{**memory.__dict__, **changes})
 
 
 _SETS: dict[int, tuple[tuple[str, ...], frozenset[str]]] = {}
@@ -132,6 +136,8 @@ class _Planning:
             elif phase is not deleting:
                 self.alive += 1
         self._ranks: dict[tuple[str, ...], list[str]] = {}
+        # Which regions are blocked, fixed once ``learn`` is done (later steps only extend blocks).
+        self._blocked_after_learn: set[str] | None = None
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
         self.idle_needed: dict[str, int] = defaultdict(int)
 
@@ -140,6 +146,8 @@ class _Planning:
         return (self.now - vm.since).total_seconds()
 
     def _blocked(self, region: str) -> bool:
+        if self._blocked_after_learn is not None:
+            return region in self._blocked_after_learn
         until = self.memory[region].blocked_until
         return until is not None and until > self.now
 
@@ -152,7 +160,7 @@ class _Planning:
             return  # already blocked for this episode; the probe will tell us when it ends
         strikes = memory.strikes + 1
         block = min(self.timing.block_s * 2 ** (strikes - 1), self.timing.max_block_s)
-        self.memory[region] = replace(memory, strikes=strikes, last_stockout_at=self.now,
+        self.memory[region] = _with(memory, strikes=strikes, last_stockout_at=self.now,
                                       blocked_until=self.now + timedelta(seconds=block))
         self._decide(Action.BLOCK, region, f"{why}; blocked for {block:g}s (strike {strikes})")
 
@@ -202,11 +210,11 @@ class _Planning:
             booted = [vm for vm in self.usable[region] if vm.name in was_booting or vm.name not in known]
             errors = new_errors.get(region, [])
             if errors:
-                memory = replace(memory, seen_errors_until=max(e.at for e in errors))
+                memory = _with(memory, seen_errors_until=max(e.at for e in errors))
             if booted:
                 if memory.strikes or memory.blocked_until:
                     self._decide(Action.UNBLOCK, region, f"{booted[0].name} booted: the region delivers again")
-                memory = replace(memory, strikes=0, blocked_until=None, last_boot_at=self.now,
+                memory = _with(memory, strikes=0, blocked_until=None, last_boot_at=self.now,
                                  boot_s=self._learn_boot(memory, booted))
             self.memory[region] = memory
             capacity_errors = [e for e in errors if e.kind in _CAPACITY_ERRORS]
@@ -334,7 +342,7 @@ class _Planning:
             if stuck[:keep] and self._blocked(region):
                 memory = self.memory[region]
                 extended = max(memory.blocked_until, self.now + timedelta(seconds=self.timing.block_s))
-                self.memory[region] = replace(memory, blocked_until=extended)
+                self.memory[region] = _with(memory, blocked_until=extended)
 
     def cancel_losers(self) -> None:
         """Booting VMs no queued job needs, once a VM asked no later than them is usable: the race is over."""
@@ -389,6 +397,7 @@ class _Planning:
 
     def run(self) -> Plan:
         self.learn()
+        self._blocked_after_learn = {r for r in self.regions if self._blocked(r)}
         uncovered = self.match()
         self.ask(uncovered)
         self.prune_stuck()
@@ -400,7 +409,7 @@ class _Planning:
             names = tuple(vm.name for vm in booting)
             known = tuple(vm.name for vm in self.by_region[region])
             if names != m.booting or known != m.known:
-                m = replace(m, booting=names, booting_since=tuple(vm.since.timestamp() for vm in booting),
+                m = _with(m, booting=names, booting_since=tuple(vm.since.timestamp() for vm in booting),
                             known=known)
             memory[region] = m
         self.plan.memory = memory
