@@ -56,6 +56,8 @@ def test_bad_scenario_is_rejected_with_the_line(tmp_path, capsys):
 def test_unknown_policy_and_bad_jobs_are_rejected(tmp_path, capsys):
     assert main(["--policies", "nope"]) == 2
     assert "unknown policy nope" in capsys.readouterr().err
+    assert main(["--policies", "oracle"]) == 2
+    assert "oracle is now called unlimited" in capsys.readouterr().err
     jobs = tmp_path / "jobs.csv"
     jobs.write_text("job_id,submit_s,duration_s,cluster,regions,priority\na,0,60,nosuch,,\n")
     assert main(["--scenario", "burst-200", "--jobs", str(jobs)]) == 2
