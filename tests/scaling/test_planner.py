@@ -116,9 +116,11 @@ def test_idle_vms_are_kept_like_ski_rental_at_any_arrival_rate():
     assert sorted(name for _, name in quiet.delete) == ["spare-a", "spare-b"]
     assert "beyond the 1 worth keeping" in quiet.decisions[-1].reason
     assert ZenPlanner().plan(snap(keeps[2] + 1, vms=vms[2:])).delete == [("us-central1", "spare-c")]
-    # 60 arrivals an hour: ceil(60/3600 x keep) + 1 = 3 VMs are worth keeping, each for its threshold.
-    busy = ZenPlanner().plan(snap(min(keeps) - 1, vms=vms, arrivals=60))
+    # 120 arrivals an hour: ceil(120/3600 x keep) >= 3 jobs are expected while one is kept: all 3 stay.
+    busy = ZenPlanner().plan(snap(min(keeps) - 1, vms=vms, arrivals=120))
     assert busy.delete == []
+    # 60 an hour: 2 are expected (ceil(60/3600 x keep) = 2): the third spare goes after the grace.
+    assert len(ZenPlanner().plan(snap(min(keeps) - 1, vms=vms, arrivals=60)).delete) == 1
 
 
 def test_an_uncertain_region_is_hedged_in_the_next_one_after_every_job_got_its_first_ask():
