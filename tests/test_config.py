@@ -49,3 +49,13 @@ def test_invalid_config_is_refused_with_the_field_and_reason(tmp_path, text, mes
 def test_missing_config_file_says_so(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "nope.yaml")
+
+
+def test_the_planners_hedging_and_keeping_knobs_reach_its_timing():
+    from zen.scaling.manager import timing_from_config
+
+    config = load_config(DEFAULT_CONFIG_PATH)
+    scaling = config.scaling.model_copy(update={"hedge_risk": 0.5, "keep_factor": 0.0, "stockout_memory_s": 600,
+                                                "preference_s": 5})
+    timing = timing_from_config(config.model_copy(update={"scaling": scaling}))
+    assert (timing.hedge_risk, timing.keep_factor, timing.trust_s, timing.preference_s) == (0.5, 0.0, 600, 5)

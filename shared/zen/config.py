@@ -92,8 +92,12 @@ class Scaling(_Strict):
     stockout_block_s: float = Field(default=180, gt=0, description="First block of a stocked-out region")
     max_stockout_block_s: float = Field(default=900, gt=0, description="The block doubles per strike up to this")
     spill_after_s: float = Field(default=240, gt=0, description="A VM booting this long: its demand spills over")
-    boot_estimate_s: float = Field(default=120, gt=0, description="Typical boot; sizes the warm pool")
-    idle_grace_s: float = Field(default=30, ge=0, description="Idle VMs beyond the warm pool go after this")
+    boot_estimate_s: float = Field(default=120, gt=0, description="Typical boot until a region's own is learned")
+    idle_grace_s: float = Field(default=30, ge=0, description="Idle VMs beyond those worth keeping go after this")
+    hedge_risk: float = Field(default=0.0, ge=0, description="Hedge a cold boot when its region's risk is at least this")
+    keep_factor: float = Field(default=1.0, ge=0, description="A cold start's price in boots (ski rental)")
+    stockout_memory_s: float = Field(default=3600, gt=0, description="How long a stockout weighs on a region's rank")
+    preference_s: float = Field(default=15, ge=0, description="Seconds of boot one step of preference is worth")
 
 
 class Attempts(_Strict):

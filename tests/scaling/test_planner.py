@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 from zen.scaling.model import (
-    Action, ClusterLimits, ClusterSnapshot, ErrorKind, MigError, QueuedJob, RegionMemory, Timing, Vm, VmPhase,
+    Action, ClusterLimits, ClusterSnapshot, DemandGroup, ErrorKind, MigError, QueuedJob, RegionMemory, Timing, Vm, VmPhase,
 )
-from zen.scaling.planner import ZenPlanner
+from zen.scaling.planner import ZenPlanner, ski_rental_keep_s
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 REGIONS = ("us-central1", "us-west1", "europe-west4")
@@ -22,12 +23,22 @@ def jobs(n: int, regions=REGIONS, queued_at: float = 0, prefix="j") -> tuple[Que
     return tuple(QueuedJob(f"{prefix}{i}", tuple(regions), at(queued_at)) for i in range(n))
 
 
-def snap(now: float, queued=(), vms=(), errors=(), memory=None, limits=LIMITS, targets=None) -> ClusterSnapshot:
+def trusted(regions=REGIONS, booted_at: float = -60) -> dict[str, RegionMemory]:
+    """Every region delivered a VM recently and never stocked out: no reason to hedge."""
+    return {r: RegionMemory(last_boot_at=at(booted_at)) for r in regions}
+
+
+CAUTIOUS = Timing(hedge_risk=0.5)  # hedges only regions with a poor record (most tests: none)
+
+
+def snap(now: float, queued=(), vms=(), errors=(), memory=None, limits=LIMITS, targets=None,
+         arrivals=0, timing=CAUTIOUS) -> ClusterSnapshot:
     vms = tuple(vms)
+    memory = trusted(limits.regions) if memory is None else memory
     if targets is None:
         targets = {r: sum(vm.region == r for vm in vms) for r in limits.regions}
     return ClusterSnapshot(now=at(now), cluster=limits, queued=tuple(queued), vms=vms, target_sizes=targets,
-                           errors=tuple(errors), memory=memory or {}, timing=Timing())
+                           errors=tuple(errors), memory=memory, timing=timing, arrivals_last_hour=arrivals)
 
 
 def vm(name, region, phase, since=0.0, error=None, job=None):
@@ -94,16 +105,71 @@ def test_busy_vms_are_never_deleted_and_idle_ones_go_after_the_grace_when_no_job
     assert plan.delete == [("us-west1", "idle-old")]  # idle-new is within its grace
 
 
-def test_a_warm_pool_sized_by_the_arrival_rate_is_kept_until_the_idle_timeout():
-    vms = [vm(f"idle-{i}", "us-central1", VmPhase.IDLE, since=0) for i in range(3)]
-    # 60 arrivals an hour x a 120 s boot: about 2 jobs arrive while a new VM would boot.
-    busy_hour = ClusterSnapshot(now=at(200), cluster=LIMITS, queued=(), vms=tuple(vms),
-                                target_sizes={"us-central1": 3}, timing=Timing(), arrivals_last_hour=60)
-    plan = ZenPlanner().plan(busy_hour)
-    assert len(plan.delete) == 1 and "beyond the warm pool of 2" in plan.decisions[-1].reason
-    later = ClusterSnapshot(now=at(Timing().idle_timeout_s + 1), cluster=LIMITS, queued=(), vms=tuple(vms[:2]),
-                            target_sizes={"us-central1": 2}, timing=Timing(), arrivals_last_hour=60)
-    assert len(ZenPlanner().plan(later).delete) == 2
+def test_idle_vms_are_kept_like_ski_rental_at_any_arrival_rate():
+    price = Timing().keep_factor * Timing().boot_estimate_s  # a cold start's billed boot
+    keeps = [ski_rental_keep_s(f"spare-{c}", price, Timing().idle_timeout_s) for c in "abc"]
+    assert all(0 <= k <= price for k in keeps) and len(set(keeps)) == 3  # a random threshold per VM
+    vms = [vm(f"spare-{c}", "us-central1", VmPhase.IDLE, since=0) for c in "abc"]
+    # No arrivals at all: one spare VM is still worth keeping (spare-c, the most recently considered)
+    # for its threshold; the other two go after the grace.
+    quiet = ZenPlanner().plan(snap(keeps[2] - 1, vms=vms))
+    assert sorted(name for _, name in quiet.delete) == ["spare-a", "spare-b"]
+    assert "beyond the 1 worth keeping" in quiet.decisions[-1].reason
+    assert ZenPlanner().plan(snap(keeps[2] + 1, vms=vms[2:])).delete == [("us-central1", "spare-c")]
+    # 120 arrivals an hour: ceil(120/3600 x keep) >= 3 jobs are expected while one is kept: all 3 stay.
+    busy = ZenPlanner().plan(snap(min(keeps) - 1, vms=vms, arrivals=120))
+    assert busy.delete == []
+    # 60 an hour: 2 are expected (ceil(60/3600 x keep) = 2): the third spare goes after the grace.
+    assert len(ZenPlanner().plan(snap(min(keeps) - 1, vms=vms, arrivals=60)).delete) == 1
+
+
+def test_an_uncertain_region_is_hedged_in_the_next_one_after_every_job_got_its_first_ask():
+    limits = ClusterLimits("c", REGIONS, max_vms_per_region=4, max_vms=5)
+    never_seen = ZenPlanner().plan(snap(0, queued=jobs(3), memory={}, limits=limits, timing=CAUTIOUS))
+    assert never_seen.add == {"us-central1": 3, "us-west1": 2}  # 3 jobs first, then hedges within the limit
+    assert any("hedge" in d.reason for d in never_seen.decisions)
+    trusted_plan = ZenPlanner().plan(snap(0, queued=jobs(3), limits=limits, timing=CAUTIOUS))
+    assert trusted_plan.add == {"us-central1": 3}
+    # The default hedges every cold boot (hedge_risk 0): no region of a spot cluster is certain.
+    assert ZenPlanner().plan(snap(0, queued=jobs(3), limits=limits, timing=Timing())).add == {
+        "us-central1": 3, "us-west1": 2}
+
+
+def test_a_recent_stockout_ranks_a_region_below_the_next_preferred_one():
+    memory = trusted()
+    memory["us-central1"] = RegionMemory(last_boot_at=at(-2000), last_stockout_at=at(-600))
+    plan = ZenPlanner().plan(snap(0, queued=jobs(1), memory=memory))
+    assert plan.add == {"us-west1": 1}  # central's risk (about 0.85 x 240 s) outweighs one step of preference
+    later = ZenPlanner().plan(snap(4 * 3600, queued=jobs(1), memory=memory))
+    assert later.add == {"us-central1": 1}  # the stockout has faded
+
+
+def test_the_loser_of_a_hedge_is_cancelled_once_a_vm_is_usable():
+    booting = [vm("w1", "us-west1", VmPhase.BOOTING, since=0)]
+    won = [vm("c1", "us-central1", VmPhase.BUSY, since=80, job="j0")]
+    plan = ZenPlanner().plan(snap(90, vms=booting + won))
+    assert plan.delete == [("us-west1", "w1")]
+    racing = ZenPlanner().plan(snap(50, queued=jobs(1), vms=booting + [vm("c1", "us-central1", VmPhase.BOOTING)]))
+    assert racing.delete == []  # nothing usable yet: both still race for the job
+
+
+def test_boot_times_are_learned_per_region():
+    memory = trusted()
+    memory["us-west1"] = RegionMemory(last_boot_at=at(-60), booting=("w1",), booting_since=(at(0).timestamp(),),
+                                      known=("w1",))
+    plan = ZenPlanner().plan(snap(100, vms=[vm("w1", "us-west1", VmPhase.IDLE, since=70)], memory=memory))
+    assert plan.memory["us-west1"].boot_s == 70
+
+
+def test_demand_is_planned_per_group_without_walking_the_queue():
+    class NoJobs(tuple):
+        def __iter__(self):
+            raise AssertionError("the planner walked the queued jobs")
+
+    groups = (DemandGroup(REGIONS, 100_000, at(0)), DemandGroup(("europe-west4",), 2, at(0), priority=1))
+    snapshot = replace(snap(0), queued=NoJobs(), demand=groups)
+    plan = ZenPlanner().plan(snapshot)
+    assert plan.add == {"europe-west4": 2, "us-central1": 4}  # priority first, then the cluster limit of 6
 
 
 def test_min_vms_are_kept_and_filled():
@@ -141,3 +207,12 @@ def test_higher_priority_jobs_get_the_last_slots():
     idle = vm("a", "us-central1", VmPhase.IDLE)
     plan = ZenPlanner().plan(snap(20, queued=(low, high), vms=[idle], limits=limits))
     assert plan.add == {} and [d.action for d in plan.decisions] == [Action.HOLD]
+
+
+def test_a_region_that_never_delivered_ranks_by_preference_once_its_stockout_fades_and_is_hedged():
+    memory = trusted()
+    memory["us-central1"] = RegionMemory(last_stockout_at=at(-600))  # stocked out, never delivered
+    plan = ZenPlanner().plan(snap(4 * 3600, queued=jobs(1), memory=memory))
+    asks = {d.region for d in plan.decisions if "without a VM" in d.reason}
+    hedges = {d.region for d in plan.decisions if "hedge" in d.reason}
+    assert asks == {"us-central1"} and hedges == {"us-west1"}  # the job goes back; its boot is insured

@@ -5,6 +5,8 @@ down never wins a claim."""
 from __future__ import annotations
 
 import json
+import time
+from collections import Counter
 
 import pytest
 
@@ -13,6 +15,7 @@ from zen.app import Zen
 from zen.local.compute import ComputeStandIn, ManualClock as CloudClock
 from zen.scaling.manager import ClusterOrchestrator
 from zen.scaling.mig import MigManager, compute_clients_from_env
+from zen.scaling.planner import ZenPlanner
 from zen.store import repository
 
 CLUSTER = "4xa100-40gb"  # regions: us-central1, us-west1, europe-west4
@@ -32,9 +35,7 @@ def stack(config, db, publisher, clock, monkeypatch, tmp_path):
     standin = ComputeStandIn(scenario, clock=cloud_clock, config=config, log_dir=tmp_path).start()
     monkeypatch.setenv("ZEN_COMPUTE_ENDPOINT", standin.endpoint)
     clients = compute_clients_from_env()
-    follow_ups = []  # a tick's follow-up pass runs at once here (time is the test's to move)
-    scaler = ClusterOrchestrator(config, db, clock, lambda p, r, n: MigManager(p, r, n, *clients),
-                                 sleep=follow_ups.append)
+    scaler = ClusterOrchestrator(config, db, clock, lambda p, r, n: MigManager(p, r, n, *clients))
     zen = Zen(config, db, publisher, clock, scaler=scaler)
 
     def advance(seconds):
@@ -48,20 +49,21 @@ def stack(config, db, publisher, clock, monkeypatch, tmp_path):
     standin.stop()
 
 
-def vm_beat(name, region, state, seq):
+def vm_beat(name, region, state, seq, sent_at="2026-01-01T00:00:00Z"):
     return {"kind": "vm", "vm": name, "cluster": CLUSTER, "region": region, "zone": f"{region}-a",
-            "state": state, "seq": seq, "sent_at": "2026-01-01T00:00:00Z"}
+            "state": state, "seq": seq, "sent_at": sent_at}
 
 
-def test_stockout_in_the_preferred_region_brings_jobs_up_in_the_next(stack):
+def test_stockout_in_the_preferred_region_brings_jobs_up_in_the_next(stack, clock):
     from zen.local.invoke import FunctionsInvoker
 
     zen, advance, instances = stack
     fn = FunctionsInvoker(zen)
     fn.submit(job_request("a"))
-    # Right after the submission: asked in the preferred region, which has no capacity.
+    # Right after the submission: asked in the preferred region, which has no capacity, and hedged
+    # in the next one (no region has delivered yet).
     [stuck] = instances("us-central1")
-    assert stuck.current_action == "CREATING" and instances("us-west1") == []
+    assert stuck.current_action == "CREATING" and len(instances("us-west1")) == 1
     fn.submit(job_request("b"))
     # The pass after the second submission reads the stockout error: the region is blocked and
     # both jobs' demand moves to the next region; the stuck instance stays as a free probe.
@@ -79,9 +81,10 @@ def test_stockout_in_the_preferred_region_brings_jobs_up_in_the_next(stack):
     west = instances("us-west1")
     assert all(i.running for i in west)
     for seq, vm in enumerate(west, start=1):  # the agents come up and say so
-        fn.heartbeat(vm_beat(vm.name, "us-west1", "IDLE", seq))
+        fn.heartbeat(vm_beat(vm.name, "us-west1", "IDLE", seq, sent_at=clock().isoformat()))
     fn.tick()
     assert len(instances("us-west1")) == 2  # no more VMs asked: the idle ones cover the queue
+    assert instances("europe-west4") == []  # the second job's hedge lost the race: cancelled
 
     # The agents run the jobs, then sit idle past the idle timeout: they are deleted.
     for job_id, vm in zip("ab", west):
@@ -147,12 +150,27 @@ def test_zen_explain_lists_the_decisions_with_reasons(stack, db_url, monkeypatch
     capsys.readouterr()
     assert main(["explain", CLUSTER, "--json"]) == 0
     decisions = json.loads(capsys.readouterr().out)
-    assert [(d["action"], d["region"]) for d in decisions][:3] == [
-        ("ADD", "us-central1"), ("BLOCK", "us-central1"), ("ADD", "us-west1")]
-    assert "stockout" in decisions[1]["reason"]
+    pairs = [(d["action"], d["region"]) for d in decisions]
+    assert pairs[:2] == [("ADD", "us-central1"), ("ADD", "us-west1")]  # the first job's ask and its hedge
+    assert "hedge" in decisions[1]["reason"]
+    block = pairs.index(("BLOCK", "us-central1"))
+    assert "stockout" in decisions[block]["reason"] and ("ADD", "us-west1") in pairs[block:]
 
 
-def test_a_tick_that_asked_for_vms_follows_up_and_spills_within_the_tick(stack, config, db, clock):
+class CountingPlanner:
+    """The real planner, counting its passes per cluster."""
+
+    name = "zen"
+
+    def __init__(self):
+        self.inner, self.passes = ZenPlanner(), Counter()
+
+    def plan(self, snapshot):
+        self.passes[snapshot.cluster.name] += 1
+        return self.inner.plan(snapshot)
+
+
+def test_a_tick_makes_one_pass_per_cluster_and_never_waits_the_next_pass_spills(stack, config, db, clock):
     from zen.local.invoke import FunctionsInvoker
 
     zen, advance, instances = stack
@@ -160,6 +178,14 @@ def test_a_tick_that_asked_for_vms_follows_up_and_spills_within_the_tick(stack, 
     scaler, zen.scaler = zen.scaler, None
     fn = FunctionsInvoker(zen)
     fn.submit(job_request("a"))
-    zen.scaler = scaler
-    fn.tick()  # asks us-central1, then its follow-up pass sees the stockout and asks us-west1
-    assert len(instances("us-central1")) == 1 and len(instances("us-west1")) == 1
+    planner = CountingPlanner()
+    zen.scaler = ClusterOrchestrator(config, db, clock, scaler._mig_factory, policy=planner)
+    started = time.monotonic()
+    fn.tick()
+    assert time.monotonic() - started < 10  # no follow-up wait inside the tick
+    assert planner.passes[CLUSTER] == 1
+    assert len(instances("us-central1")) == 1
+    advance(BOOT_S)  # the stockout is in listErrors by now
+    fn.tick()
+    assert planner.passes[CLUSTER] == 2
+    assert len(instances("us-west1")) >= 1  # the next pass moved the job on

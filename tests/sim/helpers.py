@@ -54,6 +54,7 @@ class Recording:
         self.inner, self.name = inner, inner.name
         self.single_use = getattr(inner, "single_use", False)
         self.ignores_capacity = getattr(inner, "ignores_capacity", False)
+        self.cancel_losers_on_start = getattr(inner, "cancel_losers_on_start", False)
         self.snapshots: list[ClusterSnapshot] = []
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:

@@ -19,23 +19,23 @@ GCP = traces_dir() / "gcp-a100-availability"
 
 
 def test_json_output_has_exactly_the_documented_keys(capsys):
-    assert main(["--scenario", "all-out-30min", "--policies", "oracle,failover", "--json"]) == 0
+    assert main(["--scenario", "all-out-30min", "--policies", "unlimited,failover", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert list(out) == ["policies"]
-    assert set(out["policies"]) == {"oracle", "failover"}
+    assert set(out["policies"]) == {"unlimited", "failover"}
     for summary in out["policies"].values():
         assert tuple(summary) == JSON_KEYS
 
 
 def test_table_and_reports(tmp_path, capsys):
-    assert main(["--scenario", "burst-200", "--policies", "oracle,single-region", "--out", str(tmp_path)]) == 0
+    assert main(["--scenario", "burst-200", "--policies", "unlimited,single-region", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "oracle" in out and "p95 s" in out
+    assert "unlimited" in out and "p95 s" in out
     for name in ("summary.csv", "report.json", "starts.csv", "vms.csv"):
         assert (tmp_path / name).stat().st_size > 0
     assert "plot.png" in out  # written, or a message saying why not
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report["policies"]["oracle"]["jobs"] == 200
+    assert report["policies"]["unlimited"]["jobs"] == 200
 
 
 def test_bad_scenario_is_rejected_with_the_line(tmp_path, capsys):
@@ -56,6 +56,8 @@ def test_bad_scenario_is_rejected_with_the_line(tmp_path, capsys):
 def test_unknown_policy_and_bad_jobs_are_rejected(tmp_path, capsys):
     assert main(["--policies", "nope"]) == 2
     assert "unknown policy nope" in capsys.readouterr().err
+    assert main(["--policies", "oracle"]) == 2
+    assert "oracle is now called unlimited" in capsys.readouterr().err
     jobs = tmp_path / "jobs.csv"
     jobs.write_text("job_id,submit_s,duration_s,cluster,regions,priority\na,0,60,nosuch,,\n")
     assert main(["--scenario", "burst-200", "--jobs", str(jobs)]) == 2

@@ -15,7 +15,6 @@ overlap; a second one skips):
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Callable
@@ -204,7 +203,8 @@ def timing_from_config(config: ZenConfig) -> Timing:
     return Timing(boot_timeout_s=config.deadlines.boot_timeout_s, idle_timeout_s=config.deadlines.idle_timeout_s,
                   block_s=scaling.stockout_block_s, max_block_s=scaling.max_stockout_block_s,
                   spill_after_s=scaling.spill_after_s, boot_estimate_s=scaling.boot_estimate_s,
-                  idle_grace_s=scaling.idle_grace_s)
+                  idle_grace_s=scaling.idle_grace_s, hedge_risk=scaling.hedge_risk, keep_factor=scaling.keep_factor,
+                  trust_s=scaling.stockout_memory_s, preference_s=scaling.preference_s)
 
 
 class ClusterOrchestrator:
@@ -215,9 +215,7 @@ class ClusterOrchestrator:
     """
 
     def __init__(self, config: ZenConfig, db: Database, clock: Clock,
-                 mig_factory: Callable[[str, str, str], MigManager], policy: Policy | None = None,
-                 sleep: Callable[[float], None] = time.sleep):
-        self._sleep = sleep
+                 mig_factory: Callable[[str, str, str], MigManager], policy: Policy | None = None):
         self._config = config
         self._db = db
         self._clock = clock
@@ -234,16 +232,13 @@ class ClusterOrchestrator:
         return self._managers[cluster]
 
     def tick(self) -> dict[str, ClusterReport]:
-        """Every cluster, with follow-up passes (the tick is periodic and one at a time, so it can
-        afford to wait; a submission's pass cannot hold up the messages behind it)."""
-        reports = {cluster.name: self.scale(cluster.name) for cluster in self._config.clusters}
-        waiting = [name for name, report in reports.items()
-                   if report.added and getattr(self.manager(name).policy, "follow_up_s", None)]
-        if waiting:
-            self._sleep(max(self.manager(name).policy.follow_up_s for name in waiting))
-            for name in waiting:
-                reports[name] = self.scale(name)
-        return reports
+        """One pass over every cluster; it never waits (a Cloud Function must not sleep idle).
+
+        What a follow-up pass 15 s later used to catch (a stockout on the instances just asked for)
+        is handled without waiting: the planner hedges an uncertain region with a second one at
+        once, and the errors that the MIG reports late (``listErrors``) are read by the next pass,
+        which the next submission or tick runs (see ``zen.scaling.planner``)."""
+        return {cluster.name: self.scale(cluster.name) for cluster in self._config.clusters}
 
     def scale(self, cluster: str) -> ClusterReport:
         """One pass over one cluster (right after a submission, and from ``tick``)."""

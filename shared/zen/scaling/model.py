@@ -59,6 +59,31 @@ class QueuedJob:
 
 
 @dataclass(frozen=True)
+class DemandGroup:
+    """Queued jobs that allow the same regions at the same priority: the planner's unit of demand,
+    so a pass costs O(groups x regions) however long the queue is."""
+
+    regions: tuple[str, ...]  # allowed regions, in the cluster's preference order
+    count: int
+    oldest: datetime  # queued_at of the oldest job of the group (orders groups of equal priority)
+    priority: int = 0
+
+
+def group_demand(queued: tuple[QueuedJob, ...]) -> tuple[DemandGroup, ...]:
+    """Aggregate queued jobs by (priority, allowed regions)."""
+    groups: dict[tuple[int, tuple[str, ...]], list] = {}
+    for job in queued:
+        group = groups.get((job.priority, job.regions))
+        if group is None:
+            groups[(job.priority, job.regions)] = [1, job.queued_at]
+        else:
+            group[0] += 1
+            group[1] = min(group[1], job.queued_at)
+    return tuple(DemandGroup(regions, count, oldest, priority)
+                 for (priority, regions), (count, oldest) in groups.items())
+
+
+@dataclass(frozen=True)
 class RegionMemory:
     """What a planner remembers about one region of one cluster between ticks."""
 
@@ -69,6 +94,8 @@ class RegionMemory:
     seen_errors_until: datetime | None = None  # MIG errors up to here are already accounted for
     booting: tuple[str, ...] = ()  # VMs that were booting at the last plan (to notice boots)
     known: tuple[str, ...] = ()  # every VM of the region at the last plan
+    booting_since: tuple[float, ...] = ()  # when each of ``booting`` was asked for (epoch seconds)
+    boot_s: float | None = None  # learned: moving average of asked-to-usable seconds in this region
 
 
 @dataclass(frozen=True)
@@ -89,6 +116,10 @@ class Timing:
     spill_after_s: float = 240  # a VM booting this long has not delivered: its demand spills over
     boot_estimate_s: float = 120  # how long a new VM takes to be usable (sizes the warm pool)
     idle_grace_s: float = 30  # an idle VM outside the warm pool goes after this
+    trust_s: float = 3600  # a stockout weighs on a region's rank for about this long (decay constant)
+    hedge_risk: float = 0.0  # hedge a boot in a second region when the first's risk is above this
+    preference_s: float = 15  # seconds of expected boot one step down the preference order is worth
+    keep_factor: float = 1.0  # ski rental: a cold start costs keep_factor x the region's boot time
 
 
 @dataclass(frozen=True)
@@ -102,6 +133,10 @@ class ClusterSnapshot:
     memory: dict[str, RegionMemory] = field(default_factory=dict)
     timing: Timing = Timing()
     arrivals_last_hour: int = 0  # jobs submitted to this cluster in the last hour (sizes the warm pool)
+    demand: tuple[DemandGroup, ...] | None = None  # queued jobs aggregated; None: computed from ``queued``
+
+    def demand_groups(self) -> tuple[DemandGroup, ...]:
+        return self.demand if self.demand is not None else group_demand(self.queued)
 
 
 class Action(str, enum.Enum):
@@ -137,8 +172,5 @@ class Plan:
 
 class Policy(Protocol):
     name: str
-    # Seconds after a plan that asked for VMs to plan once more (so a stockout on the new
-    # instances is seen in seconds rather than at the next tick); None: no follow-up.
-    follow_up_s: float | None
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan: ...

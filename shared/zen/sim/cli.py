@@ -54,7 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     unknown = [p for p in policies if p not in POLICY_NAMES]
     if unknown or not policies:
-        print(f"error: unknown policy {', '.join(unknown) or '(none)'}; known: {', '.join(POLICY_NAMES)}", file=sys.stderr)
+        renamed = " (oracle is now called unlimited: it was never a lower bound)" if "oracle" in unknown else ""
+        print(f"error: unknown policy {', '.join(unknown) or '(none)'}; known: {', '.join(POLICY_NAMES)}{renamed}",
+              file=sys.stderr)
         return 2
     if args.compression is not None and args.compression <= 0 or args.max_jobs is not None and args.max_jobs < 1:
         print("error: --compression must be > 0 and --max-jobs >= 1", file=sys.stderr)

@@ -46,6 +46,8 @@ class RunResult:
     planner_s: float = 0.0
     wall_s: float = 0.0
     vm_series: list[tuple[float, int]] = field(default_factory=list)  # (t, VMs paid for) at each change
+    pass_times: list[float] = field(default_factory=list)  # when a planning pass ran (any cluster)
+    capacity_preemptions: int = 0  # of those preemptions, VMs taken back because a zone's capacity fell
 
     def waits(self) -> list[float]:
         """Time-to-start per job, never-started jobs counted until the horizon."""

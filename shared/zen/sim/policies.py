@@ -1,18 +1,26 @@
 """The policies the simulator compares; each is a ``zen.scaling.model.Policy`` (``plan(snapshot)``).
 
 - ``zen``: Zen's planner (``zen.scaling.planner.ZenPlanner``), when importable.
-- ``ask-every-region``: the original system. Every tick each allowed region is asked for
-  ``min(pending jobs allowed there, per-MIG limit)`` VMs; VMs are single-use (deleted right after
-  their job, ``single_use``); the first VM to boot takes a job; idle VMs are deleted at once. It is
-  modelled charitably: busy VMs are not counted as "pending" capacity, so it never shrinks onto them,
-  and extra instances are deleted (waiting-for-capacity ones first) when demand falls.
+- ``ask-every-region``: the original system, as ARCHITECTURE.md and issue 11 describe it (its code
+  is not in this repository): every pass each allowed region is asked for ``min(pending jobs
+  allowed there, per-MIG limit)`` VMs; the first VM to become usable takes a job, and *at that
+  moment* the job's outstanding requests in its other allowed regions are cancelled
+  (``cancel_losers_on_start``: the world deletes one still-booting instance per other region
+  beyond what the remaining queue still wants there, waiting-for-capacity ones first, so a
+  cancelled loser costs only what it was billed from RUNNING). VMs are single-use (deleted right
+  after their job); a VM that comes up with nothing to run is deleted at once. Modelled
+  charitably: busy VMs are not counted as "pending" capacity, so it never shrinks onto them.
 - ``failover``: one region at a time in preference order (SkyPilot-like). A new stockout or quota
   error, or an instance booting past ``boot_timeout_s``, blocks that region for ``block_s``
   (fixed, no backoff) and its waiting instances are deleted, so demand moves to the next region;
   a blocked region is tried again after the block. Idle VMs are deleted after ``idle_timeout_s``.
 - ``single-region``: each job's first allowed region only; waits out stockouts.
-- ``oracle``: demand-sized with warm reuse in the first allowed region; the simulator gives it
-  unlimited capacity and best-of-regions boots (``ignores_capacity``): a lower bound.
+- ``unlimited`` (formerly ``oracle``): a *reference, not a bound*: demand-sized with warm reuse in
+  the first allowed region, and the simulator gives it unlimited capacity, no per-MIG or cluster
+  limits, and each boot the fastest of one draw per region (``ignores_capacity``). It shows what
+  the workload costs when nothing is ever stocked out. No policy-independent lower bound on
+  time-to-start exists (a policy that keeps enough warm VMs starts every job at 0 s), so the old
+  name promised something it was not.
 
 The baselines keep within the limits themselves, so their violation counts are 0.
 """
@@ -24,10 +32,10 @@ from dataclasses import replace
 from datetime import timedelta
 
 from zen.scaling.model import (
-    Action, ClusterSnapshot, Decision, ErrorKind, Plan, Policy, QueuedJob, RegionMemory, Vm, VmPhase,
+    Action, ClusterSnapshot, Decision, DemandGroup, ErrorKind, Plan, Policy, RegionMemory, Vm, VmPhase,
 )
 
-BASELINES = ("ask-every-region", "failover", "single-region", "oracle")
+BASELINES = ("ask-every-region", "failover", "single-region", "unlimited")
 POLICY_NAMES = ("zen",) + BASELINES
 _CAPACITY_ERRORS = (ErrorKind.STOCKOUT, ErrorKind.QUOTA)
 
@@ -44,7 +52,7 @@ def make_policy(name: str) -> Policy:
             raise PolicyUnavailable(f"policy zen is unavailable: {exc}") from None
         return ZenPlanner()
     factories = {"ask-every-region": AskEveryRegion, "failover": Failover,
-                 "single-region": SingleRegion, "oracle": Oracle}
+                 "single-region": SingleRegion, "unlimited": Unlimited}
     if name not in factories:
         raise KeyError(f"unknown policy {name!r}; known: {', '.join(POLICY_NAMES)}")
     return factories[name]()
@@ -74,38 +82,23 @@ class _Counts:
         return [vm for vm in self.by_region[region] if vm.phase is phase]
 
 
-_PREPARED: dict[int, tuple] = {}
-
-
-def _prepared(queued: tuple[QueuedJob, ...]) -> tuple[list[QueuedJob], dict[tuple[str, ...], int]]:
-    """Queued jobs by priority then age, and how many allow each region list. Memoized on the
-    (immutable) tuple itself, which the simulator reuses while the queue is unchanged: a month-long
-    backlog is sorted once, not every tick. Results are the same as without the memo."""
-    hit = _PREPARED.get(id(queued))
-    if hit is not None and hit[0] is queued:
-        return hit[1], hit[2]
-    ordered = sorted(queued, key=lambda j: (-j.priority, j.queued_at, j.job_id))
-    groups: dict[tuple[str, ...], int] = defaultdict(int)
-    for job in queued:
-        groups[job.regions] += 1
-    if len(_PREPARED) >= 32:
-        _PREPARED.clear()
-    _PREPARED[id(queued)] = (queued, ordered, dict(groups))
-    return ordered, groups
+def _ordered_demand(snapshot: ClusterSnapshot) -> list[DemandGroup]:
+    """Demand groups by priority, then age (a pass is O(groups), not O(queued jobs))."""
+    return sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
 
 
 class AskEveryRegion:
     name = "ask-every-region"
-    follow_up_s = None
     single_use = True
+    cancel_losers_on_start = True
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
         limits, counts = snapshot.cluster, _Counts(snapshot)
         plan = Plan(memory=dict(snapshot.memory))
         pending: dict[str, int] = defaultdict(int)
-        for regions, count in _prepared(snapshot.queued)[1].items():
-            for region in regions:
-                pending[region] += count
+        for group in snapshot.demand_groups():
+            for region in group.regions:
+                pending[region] += group.count
         total = counts.total
         for region in limits.regions:
             vms = counts.by_region[region]
@@ -134,7 +127,6 @@ class _DemandSized:
     picks; idle VMs go after ``idle_timeout_s`` (keeping ``min_vms``)."""
 
     name = "demand-sized"
-    follow_up_s = None
 
     def candidates(self, regions: tuple[str, ...], snapshot: ClusterSnapshot,
                    memory: dict[str, RegionMemory]) -> tuple[str, ...]:
@@ -156,30 +148,22 @@ class _DemandSized:
                 for r in limits.regions}
         total = sum(live.values())
         used_idle: dict[str, int] = defaultdict(int)
-        ordered, groups = _prepared(snapshot.queued)
-        candidates = {regions: tuple(r for r in self.candidates(regions, snapshot, memory) if r in supply)
-                      for regions in groups}
-        # Candidate lists that may still be served; supply and room only shrink while routing, so
-        # once a list can be served by neither it never can again this tick.
-        alive = set(candidates.values())
-        for job in ordered:
-            if not alive:
-                break  # nothing left to give anyone: long queues stay cheap
-            regions = candidates[job.regions]
-            if regions not in alive:
-                continue
-            covered = next((r for r in regions if supply[r] > 0), None)
-            if covered:
-                supply[covered] -= 1
-                used_idle[covered] += 1 if idle[covered] - used_idle[covered] > 0 else 0
-                continue
-            room = next((r for r in regions if live[r] < limits.max_vms_per_region), None)
-            if room is None or total >= limits.max_vms:
-                alive.discard(regions)
-                continue
-            plan.add[room] = plan.add.get(room, 0) + 1
-            live[room] += 1
-            total += 1
+        for group in _ordered_demand(snapshot):
+            regions = tuple(r for r in self.candidates(group.regions, snapshot, memory) if r in supply)
+            left = group.count
+            for region in regions:  # covered by idle, then booting VMs
+                take = min(left, supply[region])
+                if take:
+                    supply[region] -= take
+                    used_idle[region] += max(0, min(take, idle[region] - used_idle[region]))
+                    left -= take
+            for region in regions:  # one VM per job left, in the first region with room
+                take = min(left, limits.max_vms_per_region - live[region], limits.max_vms - total)
+                if take > 0:
+                    plan.add[region] = plan.add.get(region, 0) + take
+                    live[region] += take
+                    total += take
+                    left -= take
         self._shrink_idle(snapshot, counts, plan, used_idle, total)
         plan.memory = memory
         return plan
@@ -197,7 +181,6 @@ class _DemandSized:
 
 class Failover(_DemandSized):
     name = "failover"
-    follow_up_s = None
 
     def candidates(self, regions, snapshot, memory):
         return tuple(r for r in regions if not _blocked(memory.get(r), snapshot))
@@ -228,15 +211,17 @@ class Failover(_DemandSized):
 
 class SingleRegion(_DemandSized):
     name = "single-region"
-    follow_up_s = None
 
     def candidates(self, regions, snapshot, memory):
         return regions[:1]
 
 
-class Oracle(_DemandSized):
-    name = "oracle"
-    follow_up_s = None
+class Unlimited(_DemandSized):
+    name = "unlimited"
+
+    def plan(self, snapshot: ClusterSnapshot) -> Plan:
+        unbounded = replace(snapshot.cluster, max_vms_per_region=10**9, max_vms=10**9)
+        return super().plan(replace(snapshot, cluster=unbounded))
     ignores_capacity = True
 
 

@@ -24,6 +24,9 @@ simulated time since the start of the run. Example (every key but ``clusters`` i
            zone: us-west1-b, scale: 2, offset_s: 0, loop: true}
     boot: {dist: lognormal, median_s: 90, sigma: 0.3}   # or {dist: fixed, s: 60}, uniform low_s/high_s
     retry_interval_s: 30         # a creation waiting for capacity is retried (and fails) this often
+    list_errors_delay_s: 20      # a failed creation shows in listErrors (and on the instance) this much later
+    preempt_on_capacity_drop: true   # spot: capacity falling below what runs in a zone preempts VMs there
+    pass_on_vm_heartbeat: false  # also plan when a VM reports usable/idle (every policy; not production today)
     delete_s: 30                 # a deleted VM is billed this long (DELETING), then frees capacity
     preemption: {rate_per_hour: 0.0}   # per created VM; the MIG recreates it (GCE behaviour)
     timing: {idle_timeout_s: 300}      # fields of zen.scaling.model.Timing given to every policy
@@ -91,6 +94,9 @@ class ScenarioSpec(_Spec):
     capacity: CapacitySpec = CapacitySpec()
     boot: BootSpec = LognormalBoot(dist="lognormal", median_s=90, sigma=0.3)
     retry_interval_s: float = Field(default=30, gt=0)
+    list_errors_delay_s: float = Field(default=20, ge=0)
+    preempt_on_capacity_drop: bool = True
+    pass_on_vm_heartbeat: bool = False
     delete_s: float = Field(default=30, ge=0)
     preemption: PreemptionSpec = PreemptionSpec()
     timing: dict[str, float] = {}

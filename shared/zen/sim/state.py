@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from zen.scaling.model import MigError, QueuedJob, VmPhase
+from zen.scaling.model import DemandGroup, MigError, VmPhase
 from zen.sim.jobs import SimJob
 from zen.sim.scenario import SimCluster
 
@@ -37,7 +37,7 @@ class SimVm:
 
 class SimMig:
     __slots__ = ("cluster", "region", "name", "zones", "machine_type", "vms", "target", "waiting",
-                 "anchor", "retry_at", "errors", "round_robin")
+                 "anchor", "retry_at", "errors", "errors_until", "round_robin")
 
     def __init__(self, cluster: "SimClusterState", region: str, zones: tuple[str, ...]):
         self.cluster, self.region, self.zones = cluster, region, zones
@@ -46,7 +46,8 @@ class SimMig:
         self.vms: dict[str, SimVm] = {}  # every instance, DELETING included (they count against limits)
         self.waiting: dict[str, SimVm] = {}  # instances without capacity yet
         self.target, self.anchor, self.retry_at, self.round_robin = 0, 0.0, None, 0
-        self.errors: list[MigError] = []  # since the cluster's last tick
+        self.errors: list[MigError] = []  # happened, not yet reported by a snapshot (maybe not yet visible)
+        self.errors_until = -math.inf  # retry failures up to here are already in ``errors`` or reported
 
 
 class SimClusterState:
@@ -54,7 +55,9 @@ class SimClusterState:
         self.limits, self.machine_type = sim.limits, sim.machine_type
         self.migs = {r: SimMig(self, r, sim.zones[r]) for r in sim.limits.regions}
         self.queued: dict[str, SimJobState] = {}
-        self.queued_view: tuple[QueuedJob, ...] | None = None
+        # Queued jobs by (priority, allowed regions): job id -> submit time, in queueing order.
+        self.groups: dict[tuple[int, tuple[str, ...]], dict[str, float]] = {}
+        self.demand_view: tuple[DemandGroup, ...] | None = None
         self.heaps: dict[str, list] = {r: [] for r in sim.limits.regions}
         self.idle: dict[str, dict[str, SimVm]] = {r: {} for r in sim.limits.regions}
         self.vms: dict[str, SimVm] = {}

@@ -15,12 +15,23 @@ heap of events; nothing sleeps). What it models, per cluster:
 - **Billing.** A VM costs from the moment it holds capacity (created) until it is gone, which is
   ``delete_s`` after its deletion (DELETING still holds the capacity). Waiting for capacity is free.
 - **Boots.** A created VM boots after a draw from the scenario's distribution, then is IDLE. A
-  policy with ``ignores_capacity`` (the oracle) never waits for capacity, and each boot is the fastest
-  of one draw per region of the cluster, so it is a lower bound even for policies that hedge.
+  policy with ``ignores_capacity`` (the ``unlimited`` reference) never waits for capacity, is not
+  held to the limits, and each boot is the fastest of one draw per region of the cluster.
+- **listErrors delay.** A failed creation shows in the MIG's errors, and as the instance's
+  ``creation_error``, only ``list_errors_delay_s`` after it happened (the real MIG reports it late);
+  until then the instance is simply CREATING.
+- **Spot capacity.** With ``preempt_on_capacity_drop`` (the default) a zone whose capacity falls
+  below the VMs holding capacity there preempts the newest of them (see *Preemptions*).
+- **Same passes for everyone.** Every policy plans at the periodic tick and right after
+  submissions, nothing else (``RunResult.pass_times``); with ``pass_on_vm_heartbeat`` also when a
+  VM's agent reports it usable or idle again (what production would do if ``on_heartbeat`` ran a
+  pass for VM heartbeats; it does not today).
 - **Agents.** An IDLE VM takes the best queued job allowed in its region at once (highest
   priority, then oldest); a submission goes to an idle VM of an allowed region (most recently idle
   first) when there is one. A job runs its duration; the VM is IDLE again (warm reuse) unless the
-  policy is ``single_use``, in which case the VM is deleted right after its job.
+  policy is ``single_use``, in which case the VM is deleted right after its job, or as soon as it
+  comes up with nothing to run. A policy with ``cancel_losers_on_start`` (ask-every-region) has the
+  job's surplus requests in its other regions cancelled the moment the job starts.
 - **Preemptions** (optional): exponential lifetimes per created VM; a busy VM's job is queued again
   (its first start still counts for time-to-start) and the MIG recreates the VM, as GCE does.
 - **Ticks.** Every ``tick_s`` for every cluster and right after submissions (same instant: one
@@ -35,26 +46,22 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import math
 import random
 import time
 from datetime import timedelta
 
 from zen.local.compute.capacity import CapacitySchedule
-from zen.scaling.model import ClusterSnapshot, ErrorKind, MigError, Plan, Policy, QueuedJob, Vm, VmPhase
-from zen.sim.jobs import SimJob, sample
+from zen.scaling.model import ClusterSnapshot, DemandGroup, MigError, Plan, Policy, Vm, VmPhase
+from zen.sim.instances import _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK, InstanceWorld
+from zen.sim.jobs import SimJob
 from zen.sim.metrics import RunResult
 from zen.sim.state import SimClusterState as _Cluster, SimJobState as _Job, SimMig as _Mig, SimVm as _Vm
 from zen.sim.scenario import Scenario
 
-# Order of events at the same instant: capacity first, then VM changes, submissions, and ticks last
-# so a tick sees everything that happened at its instant.
-_RETRY, _GONE, _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK = range(7)
 _QUEUED, _RUNNING, _DONE = "QUEUED", "RUNNING", "DONE"
-_EPS = 1e-9
 
 
-class Simulation:
+class Simulation(InstanceWorld):
     """One policy against one scenario and job trace; :meth:`run` returns a :class:`RunResult`."""
 
     def __init__(self, scenario: Scenario, jobs: list[SimJob], policy: Policy, *,
@@ -62,9 +69,14 @@ class Simulation:
         spec = scenario.spec
         self.policy, self.scenario = policy, scenario
         self.single_use = bool(getattr(policy, "single_use", False))
+        self.cancel_losers = bool(getattr(policy, "cancel_losers_on_start", False))
         self.unlimited = bool(getattr(policy, "ignores_capacity", False))
         self.capacity: CapacitySchedule = scenario.capacity
         self.timing = scenario.timing
+        self.error_delay = spec.list_errors_delay_s
+        self.pass_on_vm_heartbeat = spec.pass_on_vm_heartbeat
+        self.preempt_on_drop = spec.preempt_on_capacity_drop and not self.unlimited
+        self.watched: set[tuple[str, str]] = set()  # zones with a capacity-drop check scheduled
         self.start = spec.start_time
         seed = spec.seed if seed is None else seed
         self.boot_rng, self.preempt_rng = random.Random(f"boot-{seed}"), random.Random(f"preempt-{seed}")
@@ -88,9 +100,6 @@ class Simulation:
         self.result = RunResult(policy=policy.name, horizon_s=self.horizon)
 
     # -- the loop -------------------------------------------------------------------------------
-    def _push(self, t: float, prio: int, fn, *args) -> None:
-        heapq.heappush(self.heap, (t, prio, next(self.seq), fn, args))
-
     def run(self) -> RunResult:
         wall = time.perf_counter()
         for job in self.jobs:
@@ -120,10 +129,10 @@ class Simulation:
     # -- ticks ----------------------------------------------------------------------------------
     def _periodic_tick(self) -> None:
         for cluster in self.clusters.values():
-            self._tick(cluster, periodic=True)
+            self._tick(cluster)
         self._push(self.now + self.scenario.spec.tick_s, _TICK, self._periodic_tick)
 
-    def _tick(self, cluster: _Cluster, periodic: bool = False) -> None:
+    def _tick(self, cluster: _Cluster) -> None:
         if cluster.last_tick == self.now:
             return  # one tick per instant (the advisory lock makes a second one skip)
         snapshot = self._snapshot(cluster)
@@ -132,19 +141,28 @@ class Simulation:
         self.result.planner_s += time.perf_counter() - started
         self.result.ticks += 1
         cluster.last_tick = self.now
-        self._apply(cluster, plan, follow_up=periodic)
+        self.result.pass_times.append(self.now)
+        self._apply(cluster, plan)
 
     def _snapshot(self, cluster: _Cluster) -> ClusterSnapshot:
-        if cluster.queued_view is None:
-            cluster.queued_view = tuple(self._job_view(j) for j in cluster.queued.values())
+        if cluster.demand_view is None:
+            # The oldest of a group is its first queued job (a requeued job may be older: close enough
+            # for ordering groups of one priority).
+            cluster.demand_view = tuple(
+                DemandGroup(regions, len(jobs), self.dt(next(iter(jobs.values()))), priority)
+                for (priority, regions), jobs in cluster.groups.items() if jobs)
         errors: list[MigError] = []
+        visible_until = self.now - self.error_delay  # listErrors shows a failure this long after it
+        horizon = self.dt(visible_until)
         for mig in cluster.migs.values():
-            errors.extend(mig.errors)
-            mig.errors = []
-            if mig.waiting:
-                self._retry_errors(mig, cluster.last_tick, self.now, errors)
+            if mig.waiting and visible_until > mig.errors_until:
+                self._retry_errors(mig, mig.errors_until, visible_until, mig.errors)
+                mig.errors_until = visible_until
+            if mig.errors:
+                errors.extend(e for e in mig.errors if e.at <= horizon)
+                mig.errors = [e for e in mig.errors if e.at > horizon]
         return ClusterSnapshot(
-            now=self.dt(self.now), cluster=cluster.limits, queued=cluster.queued_view,
+            now=self.dt(self.now), cluster=cluster.limits, queued=(), demand=cluster.demand_view,
             vms=tuple(self._vm_view(vm) for vm in cluster.vms.values()),
             target_sizes={r: m.target for r, m in cluster.migs.items()},
             errors=tuple(errors), memory=cluster.memory, timing=self.timing,
@@ -157,18 +175,16 @@ class Simulation:
             arrivals.popleft()
         return len(arrivals)
 
-    def _job_view(self, job: _Job) -> QueuedJob:
-        if job.view is None:
-            job.view = QueuedJob(job.spec.job_id, job.spec.regions, self.dt(job.spec.submit_s), job.spec.priority)
-        return job.view
-
     def _vm_view(self, vm: _Vm) -> Vm:
         if vm.view is None:
+            if vm.error is not None and self.now < vm.wait_since + self.error_delay:
+                # The MIG shows the instance CREATING; its failure is not visible yet (not cached).
+                return Vm(vm.name, vm.mig.region, vm.phase, self.dt(vm.since), vm.zone, None, None)
             vm.view = Vm(vm.name, vm.mig.region, vm.phase, self.dt(vm.since), vm.zone,
                          vm.job.spec.job_id if vm.job else None, vm.error)
         return vm.view
 
-    def _apply(self, cluster: _Cluster, plan: Plan, follow_up: bool = False) -> None:
+    def _apply(self, cluster: _Cluster, plan: Plan) -> None:
         result, limits = self.result, cluster.limits
         result.api_calls += 2 * len(cluster.migs)
         deleted_in: set[str] = set()
@@ -187,6 +203,8 @@ class Simulation:
                 continue
             mig = cluster.migs.get(region)
             room = 0 if mig is None else min(limits.max_vms_per_region - len(mig.vms), limits.max_vms - len(cluster.vms))
+            if mig is not None and self.unlimited:
+                room = count
             allowed = max(0, min(count, room))
             result.limit_violations += count - allowed
             if allowed:
@@ -195,154 +213,6 @@ class Simulation:
                 for _ in range(allowed):
                     self._create(mig)
         cluster.memory = plan.memory
-        # As the production tick does: when a periodic tick asked for VMs, plan once more shortly after.
-        follow_up_s = getattr(self.policy, "follow_up_s", None)
-        if follow_up and follow_up_s and any(count > 0 for count in plan.add.values()):
-            self._push(self.now + follow_up_s, _TICK, self._tick, cluster)
-
-    # -- instances and capacity -----------------------------------------------------------------
-    def _create(self, mig: _Mig) -> None:
-        vm = _Vm(f"{mig.name}-{next(self.names):06d}", mig, self.now)
-        mig.vms[vm.name] = vm
-        mig.cluster.vms[vm.name] = vm
-        self._attempt(mig, vm)
-
-    def _attempt(self, mig: _Mig, vm: _Vm) -> None:
-        zone = self._free_zone(mig)
-        if zone is not None:
-            self._place(mig, vm, zone)
-            return
-        vm.wait_since, vm.error, vm.view = self.now, ErrorKind.STOCKOUT, None
-        mig.errors.append(MigError(mig.region, ErrorKind.STOCKOUT, self.dt(self.now), vm.name))
-        if not mig.waiting:
-            mig.anchor = self.now
-        mig.waiting[vm.name] = vm
-        self._schedule_retry(mig)
-
-    def _free_zone(self, mig: _Mig) -> str | None:
-        if self.unlimited:
-            mig.round_robin += 1
-            return mig.zones[mig.round_robin % len(mig.zones)]
-        best, best_free = None, 0
-        for zone in mig.zones:
-            free = self.capacity.capacity(zone, mig.machine_type, self.now) - self.used.get((zone, mig.machine_type), 0)
-            if free > best_free:
-                best, best_free = zone, free
-        return best
-
-    def _place(self, mig: _Mig, vm: _Vm, zone: str) -> None:
-        key = (zone, mig.machine_type)
-        self.used[key] = self.used.get(key, 0) + 1
-        if vm.wait_since is not None:
-            # The failures since the last tick up to now (exclusive) still belong in listErrors.
-            self._retry_errors(mig, mig.cluster.last_tick, self.now - _EPS, mig.errors, only=vm)
-            del mig.waiting[vm.name]
-        vm.zone, vm.created_s, vm.error, vm.wait_since, vm.view = zone, self.now, None, None, None
-        self.result.vms_created += 1
-        self._billed(+1)
-        draws = len(mig.cluster.migs) if self.unlimited else 1
-        delay = min(sample(self.scenario.spec.boot, self.boot_rng) for _ in range(draws))
-        vm.epoch += 1
-        self._push(self.now + delay, _BOOTED, self._booted, vm, vm.epoch)
-        rate = self.scenario.spec.preemption.rate_per_hour
-        if rate > 0:
-            life = self.preempt_rng.expovariate(rate / 3600.0)
-            if self.now + life <= self.horizon:
-                self._push(self.now + life, _PREEMPT, self._preempt, vm, self.now)
-
-    def _retry_errors(self, mig: _Mig, after: float, until: float, out: list, only: _Vm | None = None) -> None:
-        """One STOCKOUT error per waiting instance per retry in ``(after, until]``."""
-        step = self.scenario.spec.retry_interval_s
-        for vm in (only,) if only else mig.waiting.values():
-            low = max(after, vm.wait_since)
-            first = math.floor((low - mig.anchor) / step + _EPS) + 1
-            last = math.floor((until - mig.anchor) / step + _EPS)
-            for k in range(first, last + 1):
-                out.append(MigError(mig.region, ErrorKind.STOCKOUT, self.dt(mig.anchor + k * step), vm.name))
-
-    def _next_grid(self, mig: _Mig, t: float) -> float:
-        step = self.scenario.spec.retry_interval_s
-        return mig.anchor + math.ceil((t - mig.anchor) / step - _EPS) * step
-
-    def _schedule_retry(self, mig: _Mig) -> None:
-        """After a failed attempt: retry when some zone's capacity next changes (frees also trigger)."""
-        changes = [t for zone in mig.zones
-                   if (t := self.capacity.next_change(zone, mig.machine_type, self.now)) is not None]
-        if changes:
-            self._retry_at(mig, self._next_grid(mig, min(changes)))
-
-    def _retry_at(self, mig: _Mig, t: float) -> None:
-        if mig.retry_at is not None and self.now <= mig.retry_at <= t:
-            return
-        mig.retry_at = t
-        self._push(t, _RETRY, self._retry, mig, t)
-
-    def _retry(self, mig: _Mig, t: float) -> None:
-        if mig.retry_at != t:
-            return  # superseded by an earlier retry
-        mig.retry_at = None
-        for vm in list(mig.waiting.values()):
-            zone = self._free_zone(mig)
-            if zone is None:
-                break
-            self._place(mig, vm, zone)
-        if mig.waiting:
-            self._schedule_retry(mig)
-
-    def _capacity_freed(self, zone: str, machine_type: str) -> None:
-        for mig in self.by_zone.get((zone, machine_type), ()):
-            if mig.waiting:
-                self._retry_at(mig, self._next_grid(mig, self.now))
-
-    def _billed(self, delta: int) -> None:
-        result = self.result
-        result.billed_now += delta
-        result.peak_vms = max(result.peak_vms, result.billed_now)
-        series = result.vm_series
-        if series and series[-1][0] == self.now:
-            series[-1] = (self.now, result.billed_now)
-        else:
-            series.append((self.now, result.billed_now))
-
-    def _account(self, vm: _Vm, end: float) -> None:
-        """Add one VM incarnation's paid and wasted seconds (waste: all of it if it never ran a job,
-        else the time it sat idle or was being deleted; its boot served a job)."""
-        paid = end - vm.created_s
-        busy = vm.busy_s + (end - vm.job_start_s if vm.job is not None else 0.0)
-        self.result.vm_seconds += paid
-        if vm.jobs_run == 0 and vm.job is None:
-            self.result.wasted_seconds += paid
-        else:
-            self.result.wasted_seconds += paid - busy - (vm.booted_s - vm.created_s)
-
-    def _delete(self, vm: _Vm) -> None:
-        mig, cluster = vm.mig, vm.mig.cluster
-        mig.target -= 1
-        vm.epoch += 1
-        if vm.phase is VmPhase.IDLE:
-            cluster.idle[mig.region].pop(vm.name, None)
-        if vm.created_s is None:  # never got capacity: gone at once, never paid
-            mig.waiting.pop(vm.name, None)
-            del mig.vms[vm.name], cluster.vms[vm.name]
-            return
-        vm.phase, vm.since, vm.view = VmPhase.DELETING, self.now, None
-        delete_s = self.scenario.spec.delete_s
-        if delete_s > 0:
-            self._push(self.now + delete_s, _GONE, self._gone, vm)
-        else:
-            self._gone(vm)
-
-    def _gone(self, vm: _Vm) -> None:
-        mig = vm.mig
-        self._account(vm, self.now)
-        self._release(vm)
-        del mig.vms[vm.name], mig.cluster.vms[vm.name]
-        self._capacity_freed(vm.zone, mig.machine_type)
-
-    def _release(self, vm: _Vm) -> None:
-        key = (vm.zone, vm.mig.machine_type)
-        self.used[key] -= 1
-        self._billed(-1)
 
     # -- agents and jobs ------------------------------------------------------------------------
     def _booted(self, vm: _Vm, epoch: int) -> None:
@@ -350,6 +220,14 @@ class Simulation:
             return
         vm.phase, vm.since, vm.booted_s, vm.view = VmPhase.IDLE, self.now, self.now, None
         self._on_idle(vm)
+        if self.pass_on_vm_heartbeat:
+            self._request_pass(vm.mig.cluster)
+
+    def _request_pass(self, cluster: _Cluster) -> None:
+        """A pass for this cluster now (after what else happens at this instant); one per instant."""
+        if cluster.tick_at != self.now:
+            cluster.tick_at = self.now
+            self._push(self.now, _TICK, self._tick, cluster)
 
     def _on_idle(self, vm: _Vm) -> None:
         cluster, region = vm.mig.cluster, vm.mig.region
@@ -359,6 +237,9 @@ class Simulation:
             if job.state is _QUEUED and job.qseq == qseq:
                 self._start(vm, job)
                 return
+        if self.single_use:
+            self._delete(vm)  # a single-use VM with nothing to run goes at once
+            return
         cluster.idle[region][vm.name] = vm
 
     def _start(self, vm: _Vm, job: _Job) -> None:
@@ -367,10 +248,27 @@ class Simulation:
         if job.first_start_s is None:
             job.first_start_s = self.now
         del cluster.queued[job.spec.job_id]
-        cluster.queued_view = None
+        jobs = cluster.groups.get((job.spec.priority, job.spec.regions))
+        if jobs is not None and jobs.pop(job.spec.job_id, None) is not None:
+            cluster.demand_view = None
+        if self.cancel_losers:
+            self._cancel_losers(cluster, job, vm.mig.region)
         vm.phase, vm.since, vm.job, vm.job_start_s, vm.view = VmPhase.BUSY, self.now, job, self.now, None
         vm.epoch += 1
         self._push(self.now + job.spec.duration_s, _FINISH, self._finish, vm, vm.epoch)
+
+    def _cancel_losers(self, cluster: _Cluster, job: _Job, won_in: str) -> None:
+        """The job's requests in its other regions lost: cancel one surplus instance in each (one
+        the remaining queue does not want there), waiting-for-capacity ones first, then the newest."""
+        for region in job.spec.regions:
+            if region == won_in:
+                continue
+            booting = [vm for vm in cluster.migs[region].vms.values() if vm.phase is VmPhase.BOOTING]
+            wanted = sum(len(jobs) for (_, regions), jobs in cluster.groups.items() if region in regions)
+            if len(booting) <= wanted:
+                continue
+            loser = min(booting, key=lambda vm: (vm.created_s is not None, -vm.since, vm.name))
+            self._delete(loser)
 
     def _finish(self, vm: _Vm, epoch: int) -> None:
         if vm.epoch != epoch:
@@ -386,6 +284,8 @@ class Simulation:
         vm.phase, vm.since, vm.view = VmPhase.IDLE, self.now, None
         vm.epoch += 1
         self._on_idle(vm)
+        if self.pass_on_vm_heartbeat:
+            self._request_pass(vm.mig.cluster)
 
     def _offer(self, job: _Job) -> None:
         """An idle VM in an allowed region takes the job at once; otherwise it is queued."""
@@ -400,7 +300,8 @@ class Simulation:
                 return
         job.qseq = next(self.seq)
         cluster.queued[job.spec.job_id] = job
-        cluster.queued_view = None
+        cluster.groups.setdefault((job.spec.priority, job.spec.regions), {})[job.spec.job_id] = job.spec.submit_s
+        cluster.demand_view = None
         for region in job.spec.regions:
             heapq.heappush(cluster.heaps[region], (-job.spec.priority, job.spec.submit_s, job.qseq, job))
 
@@ -408,9 +309,7 @@ class Simulation:
         self._offer(job)
         cluster = self.clusters[job.spec.cluster]
         cluster.arrivals.append(self.now)
-        if cluster.tick_at != self.now:
-            cluster.tick_at = self.now
-            self._push(self.now, _TICK, self._tick, cluster)
+        self._request_pass(cluster)
 
     def _preempt(self, vm: _Vm, created_s: float) -> None:
         if vm.created_s != created_s or vm.phase is VmPhase.DELETING or vm.mig.vms.get(vm.name) is not vm:

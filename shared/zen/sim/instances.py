@@ -1,0 +1,199 @@
+"""Instances, zone capacity and billing in the simulated world (see ``zen.sim.world``).
+
+``InstanceWorld`` is the half of ``zen.sim.world.Simulation`` that owns instance creation, placement
+in a zone with free capacity, the MIG's retries while capacity is missing (and the errors they
+leave), spot preemptions when a zone's capacity falls, deletion and what each VM is billed. It is a
+mixin: the attributes it uses (``now``, ``heap``, ``capacity``, ``used``, ``result``, ...) are set by
+``Simulation.__init__``, and it calls back ``Simulation._booted`` and ``_preempt``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+from zen.scaling.model import ErrorKind, MigError, VmPhase
+from zen.sim.jobs import sample
+from zen.sim.state import SimMig as _Mig, SimVm as _Vm
+
+# Order of events at the same instant: capacity first, then VM changes, submissions, and ticks last
+# so a tick sees everything that happened at its instant.
+_DROP, _RETRY, _GONE, _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK = range(8)
+_EPS = 1e-9
+
+
+class InstanceWorld:
+    """Instances, capacity and billing; mixed into ``Simulation``."""
+
+    def _push(self, t: float, prio: int, fn, *args) -> None:
+        heapq.heappush(self.heap, (t, prio, next(self.seq), fn, args))
+
+    def _create(self, mig: _Mig) -> None:
+        vm = _Vm(f"{mig.name}-{next(self.names):06d}", mig, self.now)
+        mig.vms[vm.name] = vm
+        mig.cluster.vms[vm.name] = vm
+        self._attempt(mig, vm)
+
+    def _attempt(self, mig: _Mig, vm: _Vm) -> None:
+        zone = self._free_zone(mig)
+        if zone is not None:
+            self._place(mig, vm, zone)
+            return
+        vm.wait_since, vm.error, vm.view = self.now, ErrorKind.STOCKOUT, None
+        mig.errors.append(MigError(mig.region, ErrorKind.STOCKOUT, self.dt(self.now), vm.name))
+        if not mig.waiting:
+            mig.anchor = self.now
+        mig.waiting[vm.name] = vm
+        self._schedule_retry(mig)
+
+    def _free_zone(self, mig: _Mig) -> str | None:
+        if self.unlimited:
+            mig.round_robin += 1
+            return mig.zones[mig.round_robin % len(mig.zones)]
+        best, best_free = None, 0
+        for zone in mig.zones:
+            free = self.capacity.capacity(zone, mig.machine_type, self.now) - self.used.get((zone, mig.machine_type), 0)
+            if free > best_free:
+                best, best_free = zone, free
+        return best
+
+    def _place(self, mig: _Mig, vm: _Vm, zone: str) -> None:
+        key = (zone, mig.machine_type)
+        self.used[key] = self.used.get(key, 0) + 1
+        if self.preempt_on_drop and key not in self.watched:
+            self._watch(key)
+        if vm.wait_since is not None:
+            # Its failures not yet collected, up to now (exclusive), still show in listErrors later.
+            self._retry_errors(mig, mig.errors_until, self.now - _EPS, mig.errors, only=vm)
+            del mig.waiting[vm.name]
+        vm.zone, vm.created_s, vm.error, vm.wait_since, vm.view = zone, self.now, None, None, None
+        self.result.vms_created += 1
+        self._billed(+1)
+        draws = len(mig.cluster.migs) if self.unlimited else 1
+        delay = min(sample(self.scenario.spec.boot, self.boot_rng) for _ in range(draws))
+        vm.epoch += 1
+        self._push(self.now + delay, _BOOTED, self._booted, vm, vm.epoch)
+        rate = self.scenario.spec.preemption.rate_per_hour
+        if rate > 0:
+            life = self.preempt_rng.expovariate(rate / 3600.0)
+            if self.now + life <= self.horizon:
+                self._push(self.now + life, _PREEMPT, self._preempt, vm, self.now)
+
+    def _retry_errors(self, mig: _Mig, after: float, until: float, out: list, only: _Vm | None = None) -> None:
+        """One STOCKOUT error per waiting instance per retry in ``(after, until]``."""
+        step = self.scenario.spec.retry_interval_s
+        for vm in (only,) if only else mig.waiting.values():
+            low = max(after, vm.wait_since)
+            first = math.floor((low - mig.anchor) / step + _EPS) + 1
+            last = math.floor((until - mig.anchor) / step + _EPS)
+            for k in range(first, last + 1):
+                out.append(MigError(mig.region, ErrorKind.STOCKOUT, self.dt(mig.anchor + k * step), vm.name))
+
+    def _next_grid(self, mig: _Mig, t: float) -> float:
+        step = self.scenario.spec.retry_interval_s
+        return mig.anchor + math.ceil((t - mig.anchor) / step - _EPS) * step
+
+    def _schedule_retry(self, mig: _Mig) -> None:
+        """After a failed attempt: retry when some zone's capacity next changes (frees also trigger)."""
+        changes = [t for zone in mig.zones
+                   if (t := self.capacity.next_change(zone, mig.machine_type, self.now)) is not None]
+        if changes:
+            self._retry_at(mig, self._next_grid(mig, min(changes)))
+
+    def _retry_at(self, mig: _Mig, t: float) -> None:
+        if mig.retry_at is not None and self.now <= mig.retry_at <= t:
+            return
+        mig.retry_at = t
+        self._push(t, _RETRY, self._retry, mig, t)
+
+    def _retry(self, mig: _Mig, t: float) -> None:
+        if mig.retry_at != t:
+            return  # superseded by an earlier retry
+        mig.retry_at = None
+        for vm in list(mig.waiting.values()):
+            zone = self._free_zone(mig)
+            if zone is None:
+                break
+            self._place(mig, vm, zone)
+        if mig.waiting:
+            self._schedule_retry(mig)
+
+    def _watch(self, key: tuple[str, str]) -> None:
+        """Check the zone again when its capacity next changes (only while VMs hold capacity there)."""
+        t = self.capacity.next_change(key[0], key[1], self.now)
+        if t is not None and t <= self.horizon:
+            self.watched.add(key)
+            self._push(t, _DROP, self._capacity_dropped, key)
+
+    def _capacity_dropped(self, key: tuple[str, str]) -> None:
+        """Spot semantics: when a zone's capacity falls below what runs there, GCE takes VMs back.
+
+        The newest VMs are preempted first (a choice: GCE does not say which); each is recreated by
+        its MIG and waits for capacity like any other instance, and its job (if any) is queued again."""
+        self.watched.discard(key)
+        zone, machine_type = key
+        excess = self.used.get(key, 0) - self.capacity.capacity(zone, machine_type, self.now)
+        if excess > 0:
+            victims = sorted((vm for mig in self.by_zone.get(key, ()) for vm in mig.vms.values()
+                              if vm.zone == zone and vm.created_s is not None and vm.phase is not VmPhase.DELETING),
+                             key=lambda vm: (-vm.created_s, vm.name))
+            for vm in victims[:excess]:
+                self.result.capacity_preemptions += 1
+                self._preempt(vm, vm.created_s)
+        if self.used.get(key, 0) > 0 and key not in self.watched:
+            self._watch(key)
+
+    def _capacity_freed(self, zone: str, machine_type: str) -> None:
+        for mig in self.by_zone.get((zone, machine_type), ()):
+            if mig.waiting:
+                self._retry_at(mig, self._next_grid(mig, self.now))
+
+    def _billed(self, delta: int) -> None:
+        result = self.result
+        result.billed_now += delta
+        result.peak_vms = max(result.peak_vms, result.billed_now)
+        series = result.vm_series
+        if series and series[-1][0] == self.now:
+            series[-1] = (self.now, result.billed_now)
+        else:
+            series.append((self.now, result.billed_now))
+
+    def _account(self, vm: _Vm, end: float) -> None:
+        """Add one VM incarnation's paid and wasted seconds (waste: all of it if it never ran a job,
+        else the time it sat idle or was being deleted; its boot served a job)."""
+        paid = end - vm.created_s
+        busy = vm.busy_s + (end - vm.job_start_s if vm.job is not None else 0.0)
+        self.result.vm_seconds += paid
+        if vm.jobs_run == 0 and vm.job is None:
+            self.result.wasted_seconds += paid
+        else:
+            self.result.wasted_seconds += paid - busy - (vm.booted_s - vm.created_s)
+
+    def _delete(self, vm: _Vm) -> None:
+        mig, cluster = vm.mig, vm.mig.cluster
+        mig.target -= 1
+        vm.epoch += 1
+        if vm.phase is VmPhase.IDLE:
+            cluster.idle[mig.region].pop(vm.name, None)
+        if vm.created_s is None:  # never got capacity: gone at once, never paid
+            mig.waiting.pop(vm.name, None)
+            del mig.vms[vm.name], cluster.vms[vm.name]
+            return
+        vm.phase, vm.since, vm.view = VmPhase.DELETING, self.now, None
+        delete_s = self.scenario.spec.delete_s
+        if delete_s > 0:
+            self._push(self.now + delete_s, _GONE, self._gone, vm)
+        else:
+            self._gone(vm)
+
+    def _gone(self, vm: _Vm) -> None:
+        mig = vm.mig
+        self._account(vm, self.now)
+        self._release(vm)
+        del mig.vms[vm.name], mig.cluster.vms[vm.name]
+        self._capacity_freed(vm.zone, mig.machine_type)
+
+    def _release(self, vm: _Vm) -> None:
+        key = (vm.zone, vm.mig.machine_type)
+        self.used[key] -= 1
+        self._billed(-1)
