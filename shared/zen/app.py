@@ -32,6 +32,8 @@ class Scaler(Protocol):
 
     def scale(self, cluster: str) -> object: ...  # one cluster, right after a submission
 
+    def covered(self, cluster: str) -> bool: ...  # is one more job already provided for (cheap)?
+
 
 @dataclass
 class TickReport:
@@ -78,9 +80,10 @@ class Zen:
     # -- one method per Cloud Function ---------------------------------------------------------
     def on_job_submitted(self, event_id: str, event_type: str | None, data) -> Outcome:
         outcome = self._with_envelope(self.config.topics.job_submitted, event_id, event_type, data, self.jobs.submit)
-        if outcome.result == "created" and outcome.cluster and self.scaler is not None:
-            # Start scaling for the new demand now rather than at the next tick (which also runs
-            # it; a pass already under way for this cluster makes this one skip).
+        if (outcome.result == "created" and outcome.cluster and self.scaler is not None
+                and not self.scaler.covered(outcome.cluster)):
+            # New demand that no spare VM covers: scale now rather than at the next tick (which also
+            # runs it; a pass already under way for this cluster makes this one skip).
             self.scaler.scale(outcome.cluster)
         return outcome
 

@@ -189,3 +189,37 @@ def test_a_tick_makes_one_pass_per_cluster_and_never_waits_the_next_pass_spills(
     fn.tick()
     assert planner.passes[CLUSTER] == 2
     assert len(instances("us-west1")) >= 1  # the next pass moved the job on
+
+
+def test_a_submission_already_provided_for_runs_no_pass(config, db, publisher, clock, monkeypatch, tmp_path):
+    """At its VM limit, a cluster gains nothing from a pass per submission: the first submission's
+    pass sees the limit, later ones skip the pass (no Compute call) until the tick."""
+    from zen.local.invoke import FunctionsInvoker
+
+    clusters = [c.model_copy(update={"max_vms": 1}) if c.name == CLUSTER else c for c in config.clusters]
+    config = config.model_copy(update={"clusters": clusters})
+    scenario = {"project": config.project, "seed": 3, "capacity": {"default": 4},
+                "timings": {"boot": {"dist": "fixed", "s": 60}, "retry_interval_s": 30, "delete_s": 0}}
+    standin = ComputeStandIn(scenario, clock=CloudClock(), config=config, log_dir=tmp_path).start()
+    monkeypatch.setenv("ZEN_COMPUTE_ENDPOINT", standin.endpoint)
+    clients = compute_clients_from_env()
+    migs = []
+
+    def mig_factory(project, region, name):
+        migs.append(MigManager(project, region, name, *clients))
+        return migs[-1]
+
+    zen = Zen(config, db, publisher, clock, scaler=ClusterOrchestrator(config, db, clock, mig_factory))
+    fn = FunctionsInvoker(zen)
+    try:
+        fn.submit(job_request("first"))
+        calls = sum(m.api_calls for m in migs)
+        assert calls > 0  # the first submission's pass asked for the one VM the cluster may have
+        for n in range(4):
+            fn.submit(job_request(f"more-{n}"))
+        assert sum(m.api_calls for m in migs) == calls
+        clock.advance(31)  # the pass's view is trusted for 30 s
+        fn.submit(job_request("later"))
+        assert sum(m.api_calls for m in migs) > calls
+    finally:
+        standin.stop()

@@ -2,8 +2,8 @@
 
 A pass for one cluster, under a per-cluster advisory lock (the tick and a post-submission run never
 overlap; a second one skips):
-1. Snapshot: queued jobs from Postgres; every regional MIG's target size, instances and new errors
-   (MigManager); which VMs hold a job (jobs table) or are idle (agents' VM heartbeats); when each
+1. Snapshot: queued jobs from Postgres, aggregated by (priority, allowed regions); every regional
+   MIG's target size, instances and new errors (MigManager; the regions' calls at once); which VMs hold a job (jobs table) or are idle (agents' VM heartbeats); when each
    instance was first seen (boot age); the planner's memory.
 2. Plan: the policy (``ZenPlanner``) decides.
 3. Apply: resize up to an absolute size; scale down only after *draining* each VM in a transaction
@@ -15,20 +15,38 @@ overlap; a second one skips):
 from __future__ import annotations
 
 import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Callable
 
 from zen.clock import Clock
 from zen.config import ClusterConfig, ZenConfig
-from zen.scaling.mig import MigApiError, MigInstance, MigManager
+from zen.scaling.mig import MigApiError, MigInstance, MigManager, MigState
 from zen.scaling.model import (
-    ClusterLimits, ClusterSnapshot, Decision, Plan, Policy, QueuedJob, RegionMemory, Timing, Vm, VmPhase,
+    ClusterLimits, ClusterSnapshot, Decision, DemandGroup, Plan, Policy, RegionMemory, Timing, Vm, VmPhase,
 )
 from zen.scaling.planner import ZenPlanner
 from zen.store.db import Database, to_json
 
 log = logging.getLogger("zen.scaling")
+
+# Compute calls made at once (reads of different MIGs): the tick's time is MIGs / this, and 8 keeps a
+# 100-MIG tick's ~300 reads far inside the Compute API's per-project read-request rate.
+COMPUTE_CONCURRENCY = 8
+# How long a pass's view of a cluster's spare VMs may spare later submissions a pass of their own.
+COVERAGE_S = 30.0
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def compute_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=COMPUTE_CONCURRENCY, thread_name_prefix="zen-compute")
+        return _pool
 
 
 def memory_to_json(memory: RegionMemory) -> str:
@@ -57,6 +75,8 @@ class ClusterReport:
     kept_busy: list[str] = field(default_factory=list)  # planned deletions refused: the VM took a job
     errors: list[str] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
+    spare: int = 0  # idle VMs beyond the queued jobs, after the pass
+    saturated: bool = False  # the cluster is at its VM limit: another job could not add a VM
 
 
 class ClusterManager:
@@ -69,60 +89,84 @@ class ClusterManager:
         self._timing = timing
         self.policy = policy or ZenPlanner()
 
-    def run(self) -> ClusterReport:
+    def run(self, states: dict[str, MigState | MigApiError] | None = None) -> ClusterReport:
+        """One pass; ``states`` are the MIGs' states if already read (the tick reads all at once)."""
         report = ClusterReport(self.cluster.name)
         with self._db.session() as lock:
             if not lock.one("try_cluster_lock", cluster=self.cluster.name)["locked"]:
                 report.skipped = True
                 return report
             try:
-                snapshot, zones = self.snapshot(report)
+                snapshot, zones = self.snapshot(report, states)
                 plan = self.policy.plan(snapshot)
                 self.apply(plan, snapshot, zones, report)
                 self.record(plan, report)
+                self._coverage(snapshot, report)
             finally:
                 lock.one("cluster_unlock", cluster=self.cluster.name)
         return report
 
+    def _coverage(self, snapshot: ClusterSnapshot, report: ClusterReport) -> None:
+        # Only idle VMs count as spare: a booting one may be a hedge, or stuck in a stockout that
+        # the next pass would see.
+        idle = sum(1 for vm in snapshot.vms if vm.phase is VmPhase.IDLE)
+        report.spare = idle - sum(group.count for group in snapshot.demand_groups())
+        report.saturated = sum(snapshot.target_sizes.values()) + sum(report.added.values()) >= self.cluster.max_vms
+
+    @property
+    def regions(self) -> list[str]:
+        return list(self._migs)
+
+    def memory(self) -> dict[str, RegionMemory]:
+        with self._db.transaction() as session:
+            return {r["region"]: memory_from_json(r["memory"])
+                    for r in session.run("scaling_memory", cluster=self.cluster.name)}
+
+    def read_mig(self, region: str, memory: dict[str, RegionMemory]) -> MigState | MigApiError:
+        try:
+            return self._migs[region].read(since=memory.get(region, RegionMemory()).seen_errors_until)
+        except MigApiError as exc:
+            return exc
+
     # -- 1. snapshot ---------------------------------------------------------------------------
-    def snapshot(self, report: ClusterReport) -> tuple[ClusterSnapshot, dict[str, str | None]]:
+    def snapshot(self, report: ClusterReport, states: dict[str, MigState | MigApiError] | None = None
+                 ) -> tuple[ClusterSnapshot, dict[str, str | None]]:
         now = self._clock()
         name = self.cluster.name
         with self._db.transaction() as session:
-            queued = tuple(
-                QueuedJob(r["job_id"], tuple(r["regions"]), r["queued_at"], r["priority"])
-                for r in session.run("queued_for_cluster", cluster=name)
-            )
+            demand = tuple(DemandGroup(tuple(r["regions"]), r["jobs"], r["oldest"], r["priority"])
+                           for r in session.run("queued_demand", cluster=name))
             held = {r["vm"]: r["job_id"] for r in session.run("held_vms_of_cluster", cluster=name)}
             agents = {r["name"]: r for r in session.run("vms_of_cluster", cluster=name)}
             memory = {r["region"]: memory_from_json(r["memory"]) for r in session.run("scaling_memory", cluster=name)}
             arrivals = session.one("arrivals_since", cluster=name, since=now - timedelta(hours=1))["n"]
+        if states is None:  # the regions' Compute calls at once
+            states = dict(zip(self._migs, compute_pool().map(lambda r: self.read_mig(r, memory), self._migs)))
         vms: list[Vm] = []
         targets: dict[str, int] = {}
         errors = []
         zones: dict[str, str | None] = {}
-        for region, mig in self._migs.items():
-            try:
-                targets[region] = mig.target_size()
-                instances = mig.instances()
-                errors += mig.errors(since=memory.get(region, RegionMemory()).seen_errors_until)
-            except MigApiError as exc:
+        for region in self._migs:
+            state = states[region]
+            if isinstance(state, MigApiError):
                 # Unknown state: claim the region is at its limit so nothing is added there blindly.
-                report.errors.append(f"{region}: {exc}")
+                report.errors.append(f"{region}: {state}")
                 targets[region] = self.cluster.max_vms_per_region
                 continue
+            targets[region] = state.target_size
+            errors += state.errors
             with self._db.transaction() as session:
-                for instance in instances:
-                    first_seen = session.one("see_mig_instance", vm_name=instance.name, cluster=name, region=region,
-                                             now=now)["first_seen_at"]
+                names = [i.name for i in state.instances]
+                first_seen = {r["name"]: r["first_seen_at"] for r in session.run(
+                    "see_mig_instances", cluster=name, region=region, names=names, now=now)} if names else {}
+                for instance in state.instances:
                     zones[instance.name] = instance.zone
-                    vms.append(self._vm(instance, region, first_seen, held, agents))
-                session.run("forget_vanished_instances", cluster=name, region=region,
-                            present=[i.name for i in instances])
+                    vms.append(self._vm(instance, region, first_seen[instance.name], held, agents))
+                session.run("forget_vanished_instances", cluster=name, region=region, present=names)
         limits = ClusterLimits(name, tuple(self.cluster.regions), self.cluster.max_vms_per_region,
                                self.cluster.max_vms, self.cluster.min_vms)
-        snapshot = ClusterSnapshot(now=now, cluster=limits, queued=queued, vms=tuple(vms), target_sizes=targets,
-                                   errors=tuple(errors), memory=memory, timing=self._timing,
+        snapshot = ClusterSnapshot(now=now, cluster=limits, queued=(), demand=demand, vms=tuple(vms),
+                                   target_sizes=targets, errors=tuple(errors), memory=memory, timing=self._timing,
                                    arrivals_last_hour=arrivals)
         return snapshot, zones
 
@@ -223,6 +267,23 @@ class ClusterOrchestrator:
         self._policy = policy
         self._timing = timing_from_config(config)
         self._managers: dict[str, ClusterManager] = {}
+        self._coverage: dict[str, tuple[datetime, int, bool]] = {}  # cluster -> (at, spare, saturated)
+        self._coverage_lock = threading.Lock()
+
+    def covered(self, cluster: str) -> bool:
+        """Is one more queued job already provided for, as far as this instance's last pass of the
+        cluster (at most ``COVERAGE_S`` ago) knows? Yes when that pass left a spare VM (which this
+        job now takes) or found the cluster at its VM limit (a pass could add nothing). The cheap
+        check that spares a submission a full pass; the tick re-plans every cluster regardless."""
+        with self._coverage_lock:
+            memo = self._coverage.get(cluster)
+            if memo is None or (self._clock() - memo[0]).total_seconds() > COVERAGE_S:
+                return False
+            at, spare, saturated = memo
+            if spare > 0:
+                self._coverage[cluster] = (at, spare - 1, saturated)
+                return True
+            return saturated
 
     def manager(self, cluster: str) -> ClusterManager:
         if cluster not in self._managers:
@@ -234,16 +295,35 @@ class ClusterOrchestrator:
     def tick(self) -> dict[str, ClusterReport]:
         """One pass over every cluster; it never waits (a Cloud Function must not sleep idle).
 
+        Every MIG of every cluster is read first, ``COMPUTE_CONCURRENCY`` calls at a time, then each
+        cluster is planned and applied: the tick's Compute time grows with MIGs / concurrency, its
+        database work with MIGs and VMs, never with queued jobs (demand is aggregated in SQL).
+
         What a follow-up pass 15 s later used to catch (a stockout on the instances just asked for)
         is handled without waiting: the planner hedges an uncertain region with a second one at
         once, and the errors that the MIG reports late (``listErrors``) are read by the next pass,
         which the next submission or tick runs (see ``zen.scaling.planner``)."""
-        return {cluster.name: self.scale(cluster.name) for cluster in self._config.clusters}
+        managers = {}
+        for cluster in self._config.clusters:
+            try:
+                managers[cluster.name] = (self.manager(cluster.name), self.manager(cluster.name).memory())
+            except Exception:  # noqa: BLE001 - logged; planned below without prefetched state
+                log.exception("could not prepare a scaling pass", extra={"cluster": cluster.name})
+        reads = [(name, region) for name, (manager, _) in managers.items() for region in manager.regions]
+        states: dict[str, dict] = {name: {} for name in managers}
+        for (name, region), state in zip(reads, compute_pool().map(
+                lambda read: managers[read[0]][0].read_mig(read[1], managers[read[0]][1]), reads)):
+            states[name][region] = state
+        return {cluster.name: self.scale(cluster.name, states.get(cluster.name)) for cluster in self._config.clusters}
 
-    def scale(self, cluster: str) -> ClusterReport:
+    def scale(self, cluster: str, states: dict | None = None) -> ClusterReport:
         """One pass over one cluster (right after a submission, and from ``tick``)."""
         try:
-            return self.manager(cluster).run()
+            report = self.manager(cluster).run(states)
+            if not report.skipped and not report.errors:
+                with self._coverage_lock:
+                    self._coverage[cluster] = (self._clock(), report.spare, report.saturated)
+            return report
         except Exception as exc:  # noqa: BLE001 - logged; the next tick tries again
             log.exception("scaling pass failed", extra={"cluster": cluster})
             return ClusterReport(cluster, errors=[str(exc)])

@@ -94,6 +94,13 @@ def compute_clients_from_env() -> tuple[compute_v1.RegionInstanceGroupManagersCl
     return migs, operations
 
 
+@dataclass(frozen=True)
+class MigState:
+    target_size: int
+    instances: list[MigInstance]
+    errors: list[MigError]
+
+
 class MigManager:
     def __init__(self, project: str, region: str, name: str,
                  migs: compute_v1.RegionInstanceGroupManagersClient,
@@ -142,6 +149,10 @@ class MigManager:
             out.append(MigError(self.region, error_kind(item.error.code), at,
                                 instance.rsplit("/", 1)[-1] if instance else None))
         return sorted(out, key=lambda e: e.at)
+
+    def read(self, since: datetime | None = None) -> "MigState":
+        """The MIG's target size, instances and creation errors after ``since`` (three calls)."""
+        return MigState(self.target_size(), self.instances(), self.errors(since))
 
     def resize(self, size: int) -> None:
         """Set the target size (absolute, so a retry after a timeout changes nothing)."""

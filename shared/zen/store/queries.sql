@@ -179,10 +179,19 @@ SELECT pg_try_advisory_lock(:key) AS locked;
 -- name: tick_unlock
 SELECT pg_advisory_unlock(:key) AS unlocked;
 
--- name: queued_for_cluster
-SELECT job_id, regions, queued_at, priority FROM jobs
+-- name: queued_demand
+-- A cluster's queued jobs aggregated by (priority, allowed regions): the planner's demand groups.
+-- A handful of rows however long the queue (the scan is the (cluster, status) index's).
+SELECT priority, regions, count(*) AS jobs, min(queued_at) AS oldest FROM jobs
 WHERE cluster = :cluster AND status = 'QUEUED'
-ORDER BY priority DESC, queued_at;
+GROUP BY priority, regions;
+
+-- name: see_mig_instances
+-- Every instance of one MIG seen now: first sight recorded once; returns when each was first seen.
+INSERT INTO mig_instances (name, cluster, region, first_seen_at, last_seen_at)
+SELECT name, :cluster, :region, :now, :now FROM unnest(CAST(:names AS text[])) AS name
+ON CONFLICT (name) DO UPDATE SET last_seen_at = EXCLUDED.last_seen_at
+RETURNING name, first_seen_at;
 
 -- name: held_vms_of_cluster
 -- VMs that hold a job: never removed.
