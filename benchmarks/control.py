@@ -55,6 +55,7 @@ class ControlBench:
         self.seconds = seconds
         self.rounds = rounds
         self.project = "zen-bench"
+        self._backlog_done = False
         self.config = load_config().model_copy(update={"project": self.project})
 
     # -- setup ---------------------------------------------------------------------------------
@@ -88,10 +89,65 @@ class ControlBench:
         return self
 
     def __exit__(self, *exc) -> None:
+        if getattr(self, "compute", None) is not None:
+            self.compute.terminate()
+            self.compute.wait(timeout=10)
         self.pubsub.terminate()
         self.pubsub.wait(timeout=10)
         self.pg.cleanup()
         shutil.rmtree(self.pg_dir, ignore_errors=True)
+
+    def start_compute(self) -> None:
+        """The Compute stand-in, in a process of its own, with a MIG per (cluster, region) of
+        ``scaled_config`` (25 clusters x 4 regions = 100 MIGs)."""
+        import yaml
+
+        from zen.local.functions_server import free_port, wait_for_port
+
+        regions = ["us-central1", "us-west1", "europe-west4", "us-east4"]
+        base = self.config.clusters[0]
+        clusters = [base.model_copy(update={"name": f"c{i:02d}-{base.gpu_count}x", "regions": regions,
+                                            "max_vms_per_region": 2, "max_vms": 4, "min_vms": 0})
+                    for i in range(25)]
+        self.scaled_config = self.config.model_copy(update={"clusters": clusters})
+        config_path = Path(self.pg_dir) / "zen-100-migs.yaml"
+        config_path.write_text(yaml.safe_dump(self.scaled_config.model_dump(mode="json")))
+        scenario_path = Path(self.pg_dir) / "scenario.yaml"
+        scenario_path.write_text(yaml.safe_dump({
+            "seed": 1, "capacity": {"default": 8},
+            "timings": {"boot": {"dist": "fixed", "s": 1}, "retry_interval_s": 30, "delete_s": 0}}))
+        port = free_port()
+        self.compute = subprocess.Popen(
+            [sys.executable, "-m", "zen.local.compute", "--port", str(port), "--scenario", str(scenario_path),
+             "--config", str(config_path), "--log-level", "WARNING", "--log-dir", str(Path(self.pg_dir) / "vms")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port(port, 30, self.compute)
+        os.environ["ZEN_COMPUTE_ENDPOINT"] = f"http://127.0.0.1:{port}"
+
+    def scaler(self, config, db):
+        from zen.clock import utc_now
+        from zen.scaling.manager import ClusterOrchestrator
+        from zen.scaling.mig import MigManager, compute_clients_from_env
+
+        clients = compute_clients_from_env()
+        return ClusterOrchestrator(config, db, utc_now, lambda p, r, n: MigManager(p, r, n, *clients))
+
+    def queue_jobs(self, n: int, config) -> None:
+        """``n`` QUEUED jobs spread over the clusters of ``config`` (written in SQL: fast)."""
+        names = [c.name for c in config.clusters]
+        db = Database.from_target(self.target)
+        with db.transaction() as session:
+            session.sql("""
+                INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions,
+                                  request, request_hash, last_seq, submitted_at, queued_at, start_published_at,
+                                  updated_at)
+                SELECT 'q-' || i, 'QUEUED', 1, 3, (CAST(:names AS text[]))[1 + i % :k], 'bench', i % 3,
+                       CAST(:regions AS jsonb), '{}', 'h', 0, now(), now(), now(), now()
+                FROM generate_series(1, :n) AS i""", names=names, k=len(names), n=n,
+                        regions=json.dumps(config.clusters[0].regions))
+        with db.session() as session:
+            session.execute("VACUUM ANALYZE jobs")  # steady state: autovacuum has visited the table
+        db.close()
 
     def fresh_schema(self) -> None:
         """Drop and recreate the zen database's tables, so each path starts from the same state."""
@@ -153,9 +209,14 @@ class ControlBench:
         return eventarc.pubsub_cloud_event(payload, message_id=job_id, topic="zen-job-submitted",
                                            project=self.project)["data"]
 
-    def submits(self, threads: int) -> Callable[[], float]:
+    def submits(self, threads: int, *, scaling: bool = False, backlog: int = 0) -> Callable[[], float]:
         def measure() -> float:
+            if backlog and not self._backlog_done:
+                self.queue_jobs(backlog, self.config)
+                self._backlog_done = True
             zen = self.zen(pool=threads)
+            if scaling:
+                zen.scaler = self.scaler(self.config, zen.db)
 
             def submit(_: int) -> None:
                 n = next(_ids)
@@ -193,6 +254,38 @@ class ControlBench:
                 zen.db.close()
         return measure
 
+    def tick_seconds(self, queued: int, rounds: int) -> tuple[float, int]:
+        """Median seconds of on_scale_tick over 100 MIGs with ``queued`` jobs waiting, in the steady
+        state (every cluster at its VM limit, its VMs up), and the Compute calls one tick makes."""
+        from zen.scaling.mig import MigManager
+
+        self.fresh_schema()
+        self.queue_jobs(queued, self.scaled_config)
+        zen = Zen(self.scaled_config, Database(self.target.connect), self.publisher)
+        zen.scaler = self.scaler(self.scaled_config, zen.db)
+        calls = [0]
+        original = MigManager._call
+
+        def counted(mig, method, **request):
+            calls[0] += 1
+            return original(mig, method, **request)
+
+        MigManager._call = counted
+        try:
+            zen.on_scale_tick()  # every cluster asks for its VMs; they are up a second later
+            time.sleep(1.5)
+            zen.on_scale_tick()
+            seconds = []
+            for _ in range(rounds):
+                calls[0] = 0
+                began = time.perf_counter()
+                zen.on_scale_tick()
+                seconds.append(time.perf_counter() - began)
+        finally:
+            MigManager._call = original
+            zen.db.close()
+        return statistics.median(seconds), calls[0]
+
     def beat(self, job_id: str, status: str, seq: int) -> dict:
         payload = json.dumps({"job_id": job_id, "attempt": 1, "vm": f"vm-{job_id}", "region": "us-central1",
                               "zone": "us-central1-a", "status": status, "seq": seq,
@@ -206,6 +299,10 @@ ROWS = [
     ("on_job_submitted, 1 thread, scaling off", lambda b: b.submits(1), Goal(">= 0.50", lambda r: r >= 0.50)),
     ("on_job_submitted, 4 threads, scaling off", lambda b: b.submits(4), Goal("> 1.00", lambda r: r > 1.0)),
     ("on_job_submitted, 8 threads, scaling off", lambda b: b.submits(8), Goal("> 1.00", lambda r: r > 1.0)),
+    ("on_job_submitted, 1 thread, scaling on, 0 queued", lambda b: b.submits(1, scaling=True),
+     Goal("~ off", lambda r: True)),
+    ("on_job_submitted, 1 thread, scaling on, 100k queued", lambda b: b.submits(1, scaling=True, backlog=100_000),
+     Goal("~ off", lambda r: True)),
     ("on_heartbeat RUNNING, 1 thread", lambda b: b.heartbeats(1), Goal(">= 0.70", lambda r: r >= 0.70)),
     ("on_heartbeat RUNNING, 4 threads", lambda b: b.heartbeats(4), Goal(">= 0.70", lambda r: r >= 0.70)),
 ]
@@ -222,18 +319,33 @@ def main(argv: list[str] | None = None) -> int:
     seconds, rounds = (1.0, 1) if args.quick else (args.seconds, args.rounds)
     print(f"anchor: raw pg8000 BEGIN; INSERT; COMMIT on one connection, same embedded Postgres; "
           f"{rounds} interleaved rounds of {seconds:.0f} s, medians")
-    print(f"{'path':<46} {'msg/s':>8} {'anchor tx/s':>12} {'ratio':>7}  goal      met")
+    print(f"{'path':<52} {'msg/s':>8} {'anchor tx/s':>12} {'ratio':>7}  goal      met")
     failed = 0
     with ControlBench(seconds, rounds) as bench:
+        bench.start_compute()
+        off = {}
         for label, how, goal in ROWS:
             if args.only and args.only not in label:
                 continue
             bench.fresh_schema()
+            bench._backlog_done = False
             rate, anchor, ratio = bench.interleaved(how(bench))
+            if "scaling off" in label and "1 thread" in label:
+                off["ratio"] = ratio
+            if "scaling on" in label and "ratio" in off:  # goal: as cheap as with scaling off
+                goal = Goal(f">= {0.8 * off['ratio']:.2f}", lambda r, base=off["ratio"]: r >= 0.8 * base)
             met = goal.check(ratio)
             failed += not met
-            print(f"{label:<46} {rate:>8.0f} {anchor:>12.0f} {ratio:>7.2f}  {goal.text:<9} {'yes' if met else 'NO'}",
+            print(f"{label:<52} {rate:>8.0f} {anchor:>12.0f} {ratio:>7.2f}  {goal.text:<9} {'yes' if met else 'NO'}",
                   flush=True)
+        if not args.only or "tick" in args.only:
+            print(f"{'on_scale_tick, 100 MIGs':<52} {'seconds':>8} {'Compute calls':>14}  goal      met")
+            for queued in (1_000, 10_000, 100_000):
+                took, calls = bench.tick_seconds(queued, rounds)
+                met = queued < 100_000 or took < 1.0
+                failed += not met
+                print(f"{f'  {queued:,} queued':<52} {took:>8.2f} {calls:>14}  {'< 1 s' if queued == 100_000 else '':<9} "
+                      f"{'yes' if met else 'NO'}", flush=True)
     return 1 if failed else 0
 
 

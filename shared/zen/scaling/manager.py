@@ -23,7 +23,7 @@ from typing import Callable
 
 from zen.clock import Clock
 from zen.config import ClusterConfig, ZenConfig
-from zen.scaling.mig import MigApiError, MigInstance, MigManager, MigState
+from zen.scaling.mig import MigApiError, MigInstance, MigManager, MigState, MigSummary
 from zen.scaling.model import (
     ClusterLimits, ClusterSnapshot, Decision, DemandGroup, Plan, Policy, RegionMemory, Timing, Vm, VmPhase,
 )
@@ -122,9 +122,15 @@ class ClusterManager:
             return {r["region"]: memory_from_json(r["memory"])
                     for r in session.run("scaling_memory", cluster=self.cluster.name)}
 
-    def read_mig(self, region: str, memory: dict[str, RegionMemory]) -> MigState | MigApiError:
+    def mig(self, region: str) -> MigManager:
+        return self._migs[region]
+
+    def read_mig(self, region: str, memory: dict[str, RegionMemory],
+                 summaries: dict[str, MigSummary] | None = None) -> MigState | MigApiError:
+        mig = self._migs[region]
         try:
-            return self._migs[region].read(since=memory.get(region, RegionMemory()).seen_errors_until)
+            return mig.read(since=memory.get(region, RegionMemory()).seen_errors_until,
+                            summary=(summaries or {}).get(mig.name))
         except MigApiError as exc:
             return exc
 
@@ -146,16 +152,16 @@ class ClusterManager:
         targets: dict[str, int] = {}
         errors = []
         zones: dict[str, str | None] = {}
-        for region in self._migs:
-            state = states[region]
-            if isinstance(state, MigApiError):
-                # Unknown state: claim the region is at its limit so nothing is added there blindly.
-                report.errors.append(f"{region}: {state}")
-                targets[region] = self.cluster.max_vms_per_region
-                continue
-            targets[region] = state.target_size
-            errors += state.errors
-            with self._db.transaction() as session:
+        with self._db.transaction() as session:
+            for region in self._migs:
+                state = states[region]
+                if isinstance(state, MigApiError):
+                    # Unknown state: claim the region is at its limit so nothing is added there blindly.
+                    report.errors.append(f"{region}: {state}")
+                    targets[region] = self.cluster.max_vms_per_region
+                    continue
+                targets[region] = state.target_size
+                errors += state.errors
                 names = [i.name for i in state.instances]
                 first_seen = {r["name"]: r["first_seen_at"] for r in session.run(
                     "see_mig_instances", cluster=name, region=region, names=names, now=now)} if names else {}
@@ -309,10 +315,27 @@ class ClusterOrchestrator:
                 managers[cluster.name] = (self.manager(cluster.name), self.manager(cluster.name).memory())
             except Exception:  # noqa: BLE001 - logged; planned below without prefetched state
                 log.exception("could not prepare a scaling pass", extra={"cluster": cluster.name})
+        # One list call per region gives every MIG's target size and stability ...
+        listers = {}
+        for manager, _ in managers.values():
+            for region in manager.regions:
+                listers.setdefault(region, manager.mig(region))
+
+        def summaries_of(mig: MigManager) -> dict[str, MigSummary]:
+            try:
+                return mig.region_summaries()
+            except MigApiError as exc:
+                log.warning("could not list a region's MIGs", extra={"region": mig.region, "error": str(exc)})
+                return {}
+
+        summaries: dict[str, MigSummary] = {}
+        for found in compute_pool().map(summaries_of, listers.values()):
+            summaries.update(found)
+        # ... then each non-empty MIG's instances (and errors, while instances are being created).
         reads = [(name, region) for name, (manager, _) in managers.items() for region in manager.regions]
         states: dict[str, dict] = {name: {} for name in managers}
         for (name, region), state in zip(reads, compute_pool().map(
-                lambda read: managers[read[0]][0].read_mig(read[1], managers[read[0]][1]), reads)):
+                lambda read: managers[read[0]][0].read_mig(read[1], managers[read[0]][1], summaries), reads)):
             states[name][region] = state
         return {cluster.name: self.scale(cluster.name, states.get(cluster.name)) for cluster in self._config.clusters}
 

@@ -95,6 +95,12 @@ def compute_clients_from_env() -> tuple[compute_v1.RegionInstanceGroupManagersCl
 
 
 @dataclass(frozen=True)
+class MigSummary:
+    target_size: int
+    stable: bool  # no instance is being created, deleted, recreated, ...
+
+
+@dataclass(frozen=True)
 class MigState:
     target_size: int
     instances: list[MigInstance]
@@ -150,9 +156,28 @@ class MigManager:
                                 instance.rsplit("/", 1)[-1] if instance else None))
         return sorted(out, key=lambda e: e.at)
 
-    def read(self, since: datetime | None = None) -> "MigState":
-        """The MIG's target size, instances and creation errors after ``since`` (three calls)."""
-        return MigState(self.target_size(), self.instances(), self.errors(since))
+    def region_summaries(self) -> dict[str, "MigSummary"]:
+        """Every MIG of this region (one ``list`` call, paged): name -> target size and stability."""
+        self.api_calls += 1
+        try:
+            return {m.name: MigSummary(m.target_size, bool(m.status and m.status.is_stable))
+                    for m in self._migs.list(project=self.project, region=self.region)}
+        except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
+            raise MigApiError(f"listing the MIGs of {self.region} failed: {exc}") from exc
+
+    def read(self, since: datetime | None = None, summary: "MigSummary | None" = None) -> "MigState":
+        """The MIG's target size, instances and creation errors after ``since``.
+
+        With ``summary`` (from ``region_summaries``, which the tick reads once per region) the target
+        size is not asked again, and an empty, stable MIG costs no call at all. ``listErrors`` is
+        skipped when every instance the target asks for exists and none is being created: creation
+        errors come only from instances being created, and earlier ones were read by earlier passes."""
+        if summary is not None and summary.target_size == 0 and summary.stable:
+            return MigState(0, [], [])
+        target = summary.target_size if summary is not None else self.target_size()
+        instances = self.instances()
+        settled = len(instances) == target and all(i.current_action == "NONE" for i in instances)
+        return MigState(target, instances, [] if settled else self.errors(since))
 
     def resize(self, size: int) -> None:
         """Set the target size (absolute, so a retry after a timeout changes nothing)."""
