@@ -111,7 +111,7 @@ resource "google_project_iam_member" "sql" {
 
 # -- functions: Compute (the scheduler) ----------------------------------------------------------
 # zen.scaling.mig calls instanceGroupManagers get, resize, listManagedInstances, listErrors and
-# deleteInstances (get -> compute.instanceGroupManagers.get, the rest ->
+# deleteInstances (and list: see mig_lister below) (get -> compute.instanceGroupManagers.get, the rest ->
 # compute.instanceGroupManagers.update) and regionOperations.wait (compute.regionOperations.get).
 # roles/compute.instanceAdmin.v1 would also let it create VMs, templates and disks anywhere.
 # Compute has no IAM policy on MIGs, so the custom role is bound on the project with a condition
@@ -150,6 +150,24 @@ resource "google_project_iam_member" "region_operations_reader" {
   for_each = local.scaling_functions
   project  = var.project_id
   role     = google_project_iam_custom_role.region_operations_reader.id
+  member   = "serviceAccount:${google_service_account.function[each.key].email}"
+}
+
+# The tick lists each region's MIGs once (instanceGroupManagers.list: target sizes and stability of
+# them all in one call). A list is a call on the region, not on one MIG, so the zen-* condition
+# above cannot cover it: granted on the project, it reveals MIG metadata and changes nothing. If it
+# is missing, the scheduler falls back to one get per MIG.
+resource "google_project_iam_custom_role" "mig_lister" {
+  role_id     = "${replace(var.name_prefix, "-", "_")}MigLister"
+  title       = "Zen MIG lister"
+  description = "List the regional MIGs (regionInstanceGroupManagers.list) to read their sizes at once."
+  permissions = ["compute.instanceGroupManagers.list"]
+}
+
+resource "google_project_iam_member" "mig_lister" {
+  for_each = local.scaling_functions
+  project  = var.project_id
+  role     = google_project_iam_custom_role.mig_lister.id
   member   = "serviceAccount:${google_service_account.function[each.key].email}"
 }
 

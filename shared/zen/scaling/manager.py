@@ -25,7 +25,8 @@ from zen.clock import Clock
 from zen.config import ClusterConfig, ZenConfig
 from zen.scaling.mig import MigApiError, MigInstance, MigManager, MigState, MigSummary
 from zen.scaling.model import (
-    ClusterLimits, ClusterSnapshot, Decision, DemandGroup, Plan, Policy, RegionMemory, Timing, Vm, VmPhase,
+    COVERAGE_TRUST_S, ClusterLimits, ClusterSnapshot, Coverage, Decision, DemandGroup, Plan, Policy, RegionMemory,
+    Timing, Vm, VmPhase,
 )
 from zen.scaling.planner import ZenPlanner
 from zen.store.db import Database, to_json
@@ -35,8 +36,6 @@ log = logging.getLogger("zen.scaling")
 # Compute calls made at once (reads of different MIGs): the tick's time is MIGs / this, and 8 keeps a
 # 100-MIG tick's ~300 reads far inside the Compute API's per-project read-request rate.
 COMPUTE_CONCURRENCY = 8
-# How long a pass's view of a cluster's spare VMs may spare later submissions a pass of their own.
-COVERAGE_S = 30.0
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
@@ -75,8 +74,7 @@ class ClusterReport:
     kept_busy: list[str] = field(default_factory=list)  # planned deletions refused: the VM took a job
     errors: list[str] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
-    spare: int = 0  # idle VMs beyond the queued jobs, after the pass
-    saturated: bool = False  # the cluster is at its VM limit: another job could not add a VM
+    coverage: Coverage | None = None  # what the pass says about one more job (see Coverage)
 
 
 class ClusterManager:
@@ -101,17 +99,10 @@ class ClusterManager:
                 plan = self.policy.plan(snapshot)
                 self.apply(plan, snapshot, zones, report)
                 self.record(plan, report)
-                self._coverage(snapshot, report)
+                report.coverage = Coverage.after(snapshot, sum(report.added.values()))
             finally:
                 lock.one("cluster_unlock", cluster=self.cluster.name)
         return report
-
-    def _coverage(self, snapshot: ClusterSnapshot, report: ClusterReport) -> None:
-        # Only idle VMs count as spare: a booting one may be a hedge, or stuck in a stockout that
-        # the next pass would see.
-        idle = sum(1 for vm in snapshot.vms if vm.phase is VmPhase.IDLE)
-        report.spare = idle - sum(group.count for group in snapshot.demand_groups())
-        report.saturated = sum(snapshot.target_sizes.values()) + sum(report.added.values()) >= self.cluster.max_vms
 
     @property
     def regions(self) -> list[str]:
@@ -273,23 +264,14 @@ class ClusterOrchestrator:
         self._policy = policy
         self._timing = timing_from_config(config)
         self._managers: dict[str, ClusterManager] = {}
-        self._coverage: dict[str, tuple[datetime, int, bool]] = {}  # cluster -> (at, spare, saturated)
+        self._coverage: dict[str, Coverage] = {}  # cluster -> what this instance's last pass saw
         self._coverage_lock = threading.Lock()
 
     def covered(self, cluster: str) -> bool:
-        """Is one more queued job already provided for, as far as this instance's last pass of the
-        cluster (at most ``COVERAGE_S`` ago) knows? Yes when that pass left a spare VM (which this
-        job now takes) or found the cluster at its VM limit (a pass could add nothing). The cheap
-        check that spares a submission a full pass; the tick re-plans every cluster regardless."""
+        """Is one more queued job of ``cluster`` already provided for (see ``Coverage``)?"""
         with self._coverage_lock:
-            memo = self._coverage.get(cluster)
-            if memo is None or (self._clock() - memo[0]).total_seconds() > COVERAGE_S:
-                return False
-            at, spare, saturated = memo
-            if spare > 0:
-                self._coverage[cluster] = (at, spare - 1, saturated)
-                return True
-            return saturated
+            coverage = self._coverage.get(cluster)
+            return coverage is not None and coverage.covers(self._clock(), COVERAGE_TRUST_S)
 
     def manager(self, cluster: str) -> ClusterManager:
         if cluster not in self._managers:
@@ -343,9 +325,9 @@ class ClusterOrchestrator:
         """One pass over one cluster (right after a submission, and from ``tick``)."""
         try:
             report = self.manager(cluster).run(states)
-            if not report.skipped and not report.errors:
+            if report.coverage is not None and not report.errors:
                 with self._coverage_lock:
-                    self._coverage[cluster] = (self._clock(), report.spare, report.saturated)
+                    self._coverage[cluster] = report.coverage
             return report
         except Exception as exc:  # noqa: BLE001 - logged; the next tick tries again
             log.exception("scaling pass failed", extra={"cluster": cluster})

@@ -170,6 +170,38 @@ class Plan:
         return not self.add and not self.delete
 
 
+COVERAGE_TRUST_S = 30.0  # how long a pass's view of a cluster may spare later submissions a pass
+
+
+@dataclass
+class Coverage:
+    """What a cluster's last pass says about one more queued job: covered when that pass left an
+    idle VM beyond the queued jobs (which the new job then takes) or found the cluster at its VM
+    limit (a pass could add nothing). The cheap check that spares a submission a full pass; the
+    periodic tick re-plans every cluster regardless. Only idle VMs count as spare: a booting one may
+    be a hedge, or stuck in a stockout that the next pass would see."""
+
+    at: datetime
+    spare: int
+    saturated: bool
+
+    @classmethod
+    def after(cls, snapshot: "ClusterSnapshot", added: int) -> "Coverage":
+        idle = sum(1 for vm in snapshot.vms if vm.phase is VmPhase.IDLE)
+        demand = sum(group.count for group in snapshot.demand_groups())
+        saturated = sum(snapshot.target_sizes.values()) + added >= snapshot.cluster.max_vms
+        return cls(snapshot.now, idle - demand, saturated)
+
+    def covers(self, now: datetime, trust_s: float = COVERAGE_TRUST_S) -> bool:
+        """Whether one more job is provided for; a covered job takes a spare VM."""
+        if (now - self.at).total_seconds() > trust_s:
+            return False
+        if self.spare > 0:
+            self.spare -= 1
+            return True
+        return self.saturated
+
+
 class Policy(Protocol):
     name: str
 

@@ -63,4 +63,5 @@ class SimClusterState:
         self.vms: dict[str, SimVm] = {}
         self.memory: dict = {}
         self.last_tick, self.tick_at = -math.inf, None
+        self.coverage = None  # what the last pass said about one more job (zen.scaling.model.Coverage)
         self.arrivals: deque[float] = deque()  # submission times, for the planner's warm pool

@@ -23,7 +23,8 @@ heap of events; nothing sleeps). What it models, per cluster:
 - **Spot capacity.** With ``preempt_on_capacity_drop`` (the default) a zone whose capacity falls
   below the VMs holding capacity there preempts the newest of them (see *Preemptions*).
 - **Same passes for everyone.** Every policy plans at the periodic tick and right after
-  submissions, nothing else (``RunResult.pass_times``); with ``pass_on_vm_heartbeat`` also when a
+  submissions that the last pass does not cover (``zen.scaling.model.Coverage``, as production),
+  nothing else (``RunResult.pass_times``); with ``pass_on_vm_heartbeat`` also when a
   VM's agent reports it usable or idle again (what production would do if ``on_heartbeat`` ran a
   pass for VM heartbeats; it does not today).
 - **Agents.** An IDLE VM takes the best queued job allowed in its region at once (highest
@@ -51,7 +52,7 @@ import time
 from datetime import timedelta
 
 from zen.local.compute.capacity import CapacitySchedule
-from zen.scaling.model import ClusterSnapshot, DemandGroup, MigError, Plan, Policy, Vm, VmPhase
+from zen.scaling.model import ClusterSnapshot, Coverage, DemandGroup, MigError, Plan, Policy, Vm, VmPhase
 from zen.sim.instances import _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK, InstanceWorld
 from zen.sim.jobs import SimJob
 from zen.sim.metrics import RunResult
@@ -143,6 +144,7 @@ class Simulation(InstanceWorld):
         cluster.last_tick = self.now
         self.result.pass_times.append(self.now)
         self._apply(cluster, plan)
+        cluster.coverage = Coverage.after(snapshot, sum(plan.add.values()))
 
     def _snapshot(self, cluster: _Cluster) -> ClusterSnapshot:
         if cluster.demand_view is None:
@@ -309,7 +311,8 @@ class Simulation(InstanceWorld):
         self._offer(job)
         cluster = self.clusters[job.spec.cluster]
         cluster.arrivals.append(self.now)
-        self._request_pass(cluster)
+        if cluster.coverage is None or not cluster.coverage.covers(self.dt(self.now)):
+            self._request_pass(cluster)  # as production: only for demand no spare VM covers
 
     def _preempt(self, vm: _Vm, created_s: float) -> None:
         if vm.created_s != created_s or vm.phase is VmPhase.DELETING or vm.mig.vms.get(vm.name) is not vm:
