@@ -110,8 +110,10 @@ class ControlBench:
                                             "max_vms_per_region": 2, "max_vms": 4, "min_vms": 0})
                     for i in range(25)]
         self.scaled_config = self.config.model_copy(update={"clusters": clusters})
-        config_path = Path(self.pg_dir) / "zen-100-migs.yaml"
-        config_path.write_text(yaml.safe_dump(self.scaled_config.model_dump(mode="json")))
+        # The stand-in serves the 100 MIGs and those of the default configuration (the submits' own).
+        both = self.config.model_copy(update={"clusters": clusters + list(self.config.clusters)})
+        config_path = Path(self.pg_dir) / "zen-migs.yaml"
+        config_path.write_text(yaml.safe_dump(both.model_dump(mode="json")))
         scenario_path = Path(self.pg_dir) / "scenario.yaml"
         scenario_path.write_text(yaml.safe_dump({
             "seed": 1, "capacity": {"default": 8},
