@@ -218,7 +218,7 @@ def test_a_submission_already_provided_for_runs_no_pass(config, db, publisher, c
         for n in range(4):
             fn.submit(job_request(f"more-{n}"))
         assert sum(m.api_calls for m in migs) == calls
-        clock.advance(31)  # the pass's view is trusted for 30 s
+        clock.advance(11)  # the pass's view is trusted for 10 s
         fn.submit(job_request("later"))
         assert sum(m.api_calls for m in migs) > calls
     finally:

@@ -170,7 +170,7 @@ class Plan:
         return not self.add and not self.delete
 
 
-COVERAGE_TRUST_S = 30.0  # how long a pass's view of a cluster may spare later submissions a pass
+COVERAGE_TRUST_S = 10.0  # how long a pass's view of a cluster may spare later submissions a pass
 
 
 @dataclass
