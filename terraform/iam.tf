@@ -111,7 +111,7 @@ resource "google_project_iam_member" "sql" {
 
 # -- functions: Compute (the scheduler) ----------------------------------------------------------
 # zen.scaling.mig calls instanceGroupManagers get, resize, listManagedInstances, listErrors and
-# deleteInstances (and list: see mig_lister below) (get -> compute.instanceGroupManagers.get, the rest ->
+# deleteInstances (and list: see compute_reader below) (get -> compute.instanceGroupManagers.get, the rest ->
 # compute.instanceGroupManagers.update) and regionOperations.wait (compute.regionOperations.get).
 # roles/compute.instanceAdmin.v1 would also let it create VMs, templates and disks anywhere.
 # Compute has no IAM policy on MIGs, so the custom role is bound on the project with a condition
@@ -124,13 +124,16 @@ resource "google_project_iam_custom_role" "mig_scaler" {
   permissions = ["compute.instanceGroupManagers.get", "compute.instanceGroupManagers.update"]
 }
 
-# Operations have generated names and no IAM of their own: reading their status is granted on the
-# project, and reveals nothing but the progress of operations.
-resource "google_project_iam_custom_role" "region_operations_reader" {
-  role_id     = "${replace(var.name_prefix, "-", "_")}RegionOperationsReader"
-  title       = "Zen region operations reader"
-  description = "Wait for regional Compute operations (regionOperations.wait)."
-  permissions = ["compute.regionOperations.get"]
+# Two reads that no condition on a MIG's name can cover, granted on the project: operations have
+# generated names and no IAM of their own (reading their status reveals only the progress of
+# operations), and the tick lists each region's MIGs once (instanceGroupManagers.list: every MIG's
+# target size and stability in one call; a call on the region, not on one MIG). Both read metadata
+# and change nothing. Without the list permission the scheduler falls back to one get per MIG.
+resource "google_project_iam_custom_role" "compute_reader" {
+  role_id     = "${replace(var.name_prefix, "-", "_")}ComputeReader"
+  title       = "Zen Compute reader"
+  description = "Wait for regional Compute operations and list the regional MIGs."
+  permissions = ["compute.regionOperations.get", "compute.instanceGroupManagers.list"]
 }
 
 resource "google_project_iam_member" "mig_scaler" {
@@ -146,28 +149,10 @@ resource "google_project_iam_member" "mig_scaler" {
   }
 }
 
-resource "google_project_iam_member" "region_operations_reader" {
+resource "google_project_iam_member" "compute_reader" {
   for_each = local.scaling_functions
   project  = var.project_id
-  role     = google_project_iam_custom_role.region_operations_reader.id
-  member   = "serviceAccount:${google_service_account.function[each.key].email}"
-}
-
-# The tick lists each region's MIGs once (instanceGroupManagers.list: target sizes and stability of
-# them all in one call). A list is a call on the region, not on one MIG, so the zen-* condition
-# above cannot cover it: granted on the project, it reveals MIG metadata and changes nothing. If it
-# is missing, the scheduler falls back to one get per MIG.
-resource "google_project_iam_custom_role" "mig_lister" {
-  role_id     = "${replace(var.name_prefix, "-", "_")}MigLister"
-  title       = "Zen MIG lister"
-  description = "List the regional MIGs (regionInstanceGroupManagers.list) to read their sizes at once."
-  permissions = ["compute.instanceGroupManagers.list"]
-}
-
-resource "google_project_iam_member" "mig_lister" {
-  for_each = local.scaling_functions
-  project  = var.project_id
-  role     = google_project_iam_custom_role.mig_lister.id
+  role     = google_project_iam_custom_role.compute_reader.id
   member   = "serviceAccount:${google_service_account.function[each.key].email}"
 }
 

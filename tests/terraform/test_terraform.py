@@ -355,8 +355,7 @@ def test_compute_custom_roles_hold_exactly_what_the_scheduler_calls(module):
     assert calls <= set(COMPUTE_PERMISSIONS), f"unmapped Compute calls: {calls - set(COMPUTE_PERMISSIONS)}"
     needed = {COMPUTE_PERMISSIONS[c] for c in calls}
     roles = module.resources_of("google_project_iam_custom_role")
-    granted = (set(roles["mig_scaler"]["permissions"]) | set(roles["region_operations_reader"]["permissions"])
-               | set(roles["mig_lister"]["permissions"]))
+    granted = set(roles["mig_scaler"]["permissions"]) | set(roles["compute_reader"]["permissions"])
     assert granted == needed
     binding = module.resources_of("google_project_iam_member")["mig_scaler"]
     assert "compute.googleapis.com/InstanceGroupManager" in block(binding["condition"])["expression"]
@@ -384,7 +383,7 @@ def test_no_broad_roles_and_project_bindings_are_the_justified_few(module):
     assert not [t for (t, _) in module.resources if t.endswith(("_iam_policy", "_iam_binding"))], \
         "authoritative IAM resources would remove other bindings"
     project_bindings = set(module.resources_of("google_project_iam_member"))
-    assert project_bindings == {"sql", "mig_scaler", "region_operations_reader", "mig_lister", "agent_subscriptions",
+    assert project_bindings == {"sql", "mig_scaler", "compute_reader", "agent_subscriptions",
                                 "agent_logs", "build_logs"}
     for name in ("sql", "mig_scaler"):
         assert "condition" in module.resources_of("google_project_iam_member")[name], f"{name} is unconditioned"
