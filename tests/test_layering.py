@@ -1,4 +1,9 @@
-"""The core imports no cloud SDK and no database driver: only adapters do (STYLE.md)."""
+"""The core and the services import no cloud SDK and no database driver: only adapters do (STYLE.md).
+
+Pure core: models, lifecycle, configuration, the planner. Services (the job service, the outbox,
+the rows, the scaling managers) see the database and the MIGs through their interfaces
+(``zen.store.db`` and ``zen.scaling.port`` types); the adapters (``zen.store.db``,
+``zen.scaling.mig``, the Pub/Sub adapter's lazy import) are wired in by ``zen.app``."""
 
 from __future__ import annotations
 
@@ -8,9 +13,10 @@ import sys
 import pytest
 
 PURE = ["zen.models", "zen.lifecycle", "zen.config", "zen.clock", "zen.scaling.model", "zen.scaling.planner"]
+SERVICES = ["zen.jobs", "zen.messaging", "zen.store.repository", "zen.scaling.port", "zen.scaling.manager"]
 
 
-@pytest.mark.parametrize("module", PURE)
+@pytest.mark.parametrize("module", PURE + SERVICES)
 def test_pure_modules_import_no_adapter_library(module):
     code = (
         f"import sys; import {module}; "

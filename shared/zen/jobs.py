@@ -17,7 +17,7 @@ import json
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, ValidationError
 
@@ -32,14 +32,17 @@ from zen.models import (
     JOB_ID_PATTERN, VmHeartbeat, illegal_step,
 )
 from zen.store import repository
-from zen.store.db import Database, Session
 from zen.text import escape_unstorable
+
+if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
+    from zen.store.db import Database, Session
+
 
 log = logging.getLogger("zen.jobs")
 
 # Admission seam: decides whether a new job may be QUEUED now (quotas come later). Returning False
 # leaves it PENDING, where it does not count as demand.
-Admission = Callable[[Session, Job], bool]
+Admission = Callable[["Session", Job], bool]
 
 
 def admit_all(session: Session, job: Job) -> bool:

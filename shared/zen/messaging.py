@@ -19,10 +19,14 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 from zen.models import Message
-from zen.store.db import Database, Session, to_json
+from zen.store.encoding import to_json
+
+if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
+    from zen.store.db import Database, Session
+
 
 log = logging.getLogger("zen.messaging")
 

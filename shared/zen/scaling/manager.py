@@ -3,7 +3,7 @@
 A pass for one cluster, under a per-cluster advisory lock (the tick and a post-submission run never
 overlap; a second one skips):
 1. Snapshot: queued jobs from Postgres, aggregated by (priority, allowed regions); every regional
-   MIG's target size, instances and new errors (MigManager; the regions' calls at once); which VMs hold a job (jobs table) or are idle (agents' VM heartbeats); when each
+   MIG's target size, instances and new errors (MigPort; the regions' calls at once); which VMs hold a job (jobs table) or are idle (agents' VM heartbeats); when each
    instance was first seen (boot age); the planner's memory.
 2. Plan: the policy (``ZenPlanner``) decides.
 3. Apply: resize up to an absolute size; scale down only after *draining* each VM in a transaction
@@ -19,17 +19,21 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timedelta
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from zen.clock import Clock
 from zen.config import ClusterConfig, ZenConfig
-from zen.scaling.mig import MigApiError, MigInstance, MigManager, MigState, MigSummary
+from zen.scaling.port import MigApiError, MigInstance, MigPort, MigState, MigSummary
 from zen.scaling.model import (
     COVERAGE_TRUST_S, ClusterLimits, ClusterSnapshot, Coverage, Decision, DemandGroup, Plan, Policy, RegionMemory,
     Timing, Vm, VmPhase,
 )
 from zen.scaling.planner import ZenPlanner
-from zen.store.db import Database, to_json
+from zen.store.encoding import to_json
+
+if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
+    from zen.store.db import Database
+
 
 log = logging.getLogger("zen.scaling")
 
@@ -78,7 +82,7 @@ class ClusterReport:
 
 
 class ClusterManager:
-    def __init__(self, cluster: ClusterConfig, db: Database, migs: dict[str, MigManager], clock: Clock,
+    def __init__(self, cluster: ClusterConfig, db: Database, migs: dict[str, MigPort], clock: Clock,
                  timing: Timing, policy: Policy | None = None):
         self.cluster = cluster
         self._db = db
@@ -113,7 +117,7 @@ class ClusterManager:
             return {r["region"]: memory_from_json(r["memory"])
                     for r in session.run("scaling_memory", cluster=self.cluster.name)}
 
-    def mig(self, region: str) -> MigManager:
+    def mig(self, region: str) -> MigPort:
         return self._migs[region]
 
     def read_mig(self, region: str, memory: dict[str, RegionMemory],
@@ -256,7 +260,7 @@ class ClusterOrchestrator:
     """
 
     def __init__(self, config: ZenConfig, db: Database, clock: Clock,
-                 mig_factory: Callable[[str, str, str], MigManager], policy: Policy | None = None):
+                 mig_factory: Callable[[str, str, str], MigPort], policy: Policy | None = None):
         self._config = config
         self._db = db
         self._clock = clock
@@ -303,7 +307,7 @@ class ClusterOrchestrator:
             for region in manager.regions:
                 listers.setdefault(region, manager.mig(region))
 
-        def summaries_of(mig: MigManager) -> dict[str, MigSummary]:
+        def summaries_of(mig: MigPort) -> dict[str, MigSummary]:
             try:
                 return mig.region_summaries()
             except MigApiError as exc:

@@ -22,6 +22,9 @@ from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
 
 from zen.scaling.model import ErrorKind, MigError
+from zen.scaling.port import (  # noqa: F401 - the port's types, importable from the adapter too
+    MigApiError, MigInstance, MigNotFound, MigRateLimited, MigState, MigSummary,
+)
 
 _STOCKOUT_CODES = {
     "ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "RESOURCE_POOL_EXHAUSTED",
@@ -39,35 +42,6 @@ def error_kind(code: str) -> ErrorKind:
     if code in _RATE_CODES:
         return ErrorKind.RATE_LIMIT
     return ErrorKind.OTHER
-
-
-class MigApiError(RuntimeError):
-    """A Compute call failed in a way a later retry may fix (the tick tries again)."""
-
-
-class MigNotFound(MigApiError):
-    """The MIG does not exist: terraform has not created it (a configuration problem)."""
-
-
-class MigRateLimited(MigApiError):
-    pass
-
-
-@dataclass(frozen=True)
-class MigInstance:
-    name: str
-    zone: str | None
-    current_action: str  # CREATING, NONE, DELETING, RECREATING, ...
-    status: str  # PROVISIONING, STAGING, RUNNING, STOPPING, TERMINATED, or "" before a VM exists
-    creation_error: ErrorKind | None
-
-    @property
-    def running(self) -> bool:
-        return self.current_action == "NONE" and self.status == "RUNNING"
-
-    @property
-    def deleting(self) -> bool:
-        return self.current_action in ("DELETING", "ABANDONING")
 
 
 def _zone_of(url: str) -> str | None:
@@ -92,19 +66,6 @@ def compute_clients_from_env() -> tuple[compute_v1.RegionInstanceGroupManagersCl
     operations = compute_v1.RegionOperationsClient(
         transport=RegionOperationsRestTransport(host=host, credentials=credentials, url_scheme="http"))
     return migs, operations
-
-
-@dataclass(frozen=True)
-class MigSummary:
-    target_size: int
-    stable: bool  # no instance is being created, deleted, recreated, ...
-
-
-@dataclass(frozen=True)
-class MigState:
-    target_size: int
-    instances: list[MigInstance]
-    errors: list[MigError]
 
 
 class MigManager:

@@ -43,6 +43,7 @@ import pg8000.native
 from pg8000.exceptions import DatabaseError, InterfaceError
 
 from zen.errors import DataRejected, TransientError
+from zen.store.encoding import to_json  # noqa: F401 - also importable from here
 
 QUERIES_FILE = Path(__file__).with_name("queries.sql")
 # SQLSTATE classes that a retry can fix: connection exceptions, insufficient resources, operator
@@ -418,6 +419,3 @@ class Database:
             with contextlib.suppress(Exception):
                 conn.close()
 
-
-def to_json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)

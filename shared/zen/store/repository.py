@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zen.messaging import Enqueued, OutgoingMessage, outbox_json
 from zen.models import Job, JobStatus, illegal_step
-from zen.store.db import Session, to_json
+from zen.store.encoding import to_json
 from zen.text import escape_unstorable
+
+if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
+    from zen.store.db import Session
+
 
 _JOB_FIELDS = set(Job.model_fields)
 
