@@ -18,6 +18,7 @@ from zen.events import envelope_from_cloud_event
 from zen.jobs import JobService, Outcome
 from zen.messaging import OutboxRelay, Publisher, PubSubPublisher
 from zen.models import PubSubEnvelope
+from zen.store import repository
 from zen.store.db import Database
 from zen.text import escape_unstorable
 
@@ -96,7 +97,7 @@ class Zen:
     def on_scale_tick(self) -> TickReport:
         """Resend the outbox, sweep lost jobs, scale. A second concurrent tick skips."""
         with self.db.session() as session:
-            if not session.one("try_tick_lock", key=TICK_LOCK_KEY)["locked"]:
+            if not repository.try_tick_lock(session, TICK_LOCK_KEY):
                 log.info("another scale tick holds the lock; skipping")
                 return TickReport(skipped=True)
             try:
@@ -108,7 +109,7 @@ class Zen:
                 report.relayed += self.relay.flush_pending()
                 return report
             finally:
-                session.one("tick_unlock", key=TICK_LOCK_KEY)
+                repository.tick_unlock(session, TICK_LOCK_KEY)
 
     def _with_envelope(self, source: str, event_id: str, event_type: str | None, data, handler) -> Outcome:
         try:

@@ -126,8 +126,10 @@ def cmd_rejected(args) -> int:
 
 
 def cmd_explain(args) -> int:
+    from zen.store import fleet
+
     with _db().transaction() as session:
-        rows = session.run("recent_scaling_decisions", cluster=args.cluster, limit=args.limit)
+        rows = fleet.recent_decisions(session, args.cluster, args.limit)
     rows.reverse()  # oldest first, like a log
     for row in rows:
         row["at"] = row["at"].isoformat()

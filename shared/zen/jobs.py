@@ -250,8 +250,7 @@ class JobService:
         orders this check with the scale-down's own check that the VM holds no job."""
         if job.status is not JobStatus.QUEUED or hb.attempt != job.attempt:
             return None
-        session.run("lock_vm", vm_name=hb.vm)
-        if not session.one("vm_is_draining", vm_name=hb.vm):
+        if not repository.vm_is_draining(session, hb.vm):
             return None
         reason = f"VM {hb.vm} is being scaled down"
         action = ControlAction.RELEASE if hb.status is AgentStatus.CLAIMED else ControlAction.STOP
@@ -293,7 +292,7 @@ class JobService:
         now = self._clock()
         cutoff = now - timedelta(seconds=min(deadlines.heartbeat_timeout_s, deadlines.stop_timeout_s))
         with self._db.transaction() as session:
-            candidates = [r["job_id"] for r in session.run("held_jobs_silent_since", cutoff=cutoff, limit=limit)]
+            candidates = repository.held_jobs_silent_since(session, cutoff, limit)
         return self._for_each_job(candidates, "sweep", lambda job: lifecycle.decide_silence(job, now, deadlines))
 
     def republish_unclaimed(self, limit: int = 500) -> int:
@@ -302,9 +301,8 @@ class JobService:
         now = self._clock()
         cutoff = now - timedelta(seconds=self._config.deadlines.start_republish_s)
         with self._db.transaction() as session:
-            candidates = [r["job_id"] for r in session.run("queued_jobs_published_before", cutoff=cutoff,
-                                                           limit=limit)]
-            session.run("forget_early_stops", cutoff=now - timedelta(days=7))
+            candidates = repository.queued_jobs_published_before(session, cutoff, limit)
+            repository.forget_early_stops(session, now - timedelta(days=7))
 
         def decide(job: Job) -> Decision | None:
             stale = job.status is JobStatus.QUEUED and (job.start_published_at or job.queued_at) < cutoff

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 from zen.models import Message
-from zen.store.encoding import to_json
+from zen.store import outbox
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
     from zen.store.db import Database, Session
@@ -234,8 +234,7 @@ def enqueue(session: Session, messages: Sequence[OutgoingMessage], now: datetime
     """Add messages to the outbox in one statement, inside the caller's transaction."""
     if not messages:
         return []
-    rows = session.run("insert_outbox", messages=outbox_json(messages), now=now)
-    ids = sorted(r["id"] for r in rows)  # ids follow the insertion order, which follows the list's
+    ids = outbox.insert(session, outbox_json(messages), now)  # ids follow the list's order
     return [Enqueued(id_, message) for id_, message in zip(ids, messages)]
 
 
@@ -277,9 +276,8 @@ class SentMarks:
             return
         try:
             with self._db.transaction() as session:
-                session.execute("SET LOCAL synchronous_commit TO OFF")
                 if ids:
-                    session.run("mark_outbox_sent", ids=ids, now=self._clock())
+                    outbox.mark_sent(session, ids, self._clock(), durable=False)
                 OutboxRelay.mark_failed(session, failed)
         except Exception as exc:  # noqa: BLE001 - at worst the tick sends a message once more
             log.warning("could not mark outbox rows", extra={"error": str(exc), "rows": len(ids) + len(failed)})
@@ -328,8 +326,8 @@ class OutboxRelay:
         self.marks.flush()
         now = self._clock()
         with self._db.transaction() as session:
-            session.run("prune_outbox", cutoff=now - timedelta(seconds=self.keep_sent_s), limit=5000)
-            rows = session.run("lock_outbox_unsent", cutoff=now - timedelta(seconds=self.in_flight_s), limit=limit)
+            outbox.prune(session, now - timedelta(seconds=self.keep_sent_s))
+            rows = outbox.unsent(session, now - timedelta(seconds=self.in_flight_s), limit)
             if not rows:
                 return 0
             messages = [OutgoingMessage(r["topic"], bytes(r["data"]), dict(r["attributes"] or {})) for r in rows]
@@ -338,12 +336,12 @@ class OutboxRelay:
             self.mark_failed(session, [(row["id"], result) for row, result in zip(rows, results)
                                        if isinstance(result, Exception)])
             if sent:
-                session.run("mark_outbox_sent", ids=sent, now=self._clock())
+                outbox.mark_sent(session, sent, self._clock())
             return len(sent)
 
     @staticmethod
     def mark_failed(session: Session, failed: list[tuple[int, Exception]]) -> None:
         for id_, error in failed:
-            session.run("mark_outbox_failed", id=id_, error=f"{type(error).__name__}: {error}"[:1000])
+            outbox.mark_failed(session, id_, f"{type(error).__name__}: {error}")
         if failed:
             log.warning("outbox publish failed for %d message(s); left for the next tick", len(failed))

@@ -76,12 +76,12 @@ def watch_frame(db):
     from rich.console import Group
     from rich.table import Table
 
-    from zen.store import repository
+    from zen.store import fleet, repository
 
     with db.transaction() as session:
         jobs = repository.list_jobs(session)
         vms = repository.list_vms(session)
-        instances = session.sql("SELECT name, cluster, region FROM mig_instances ORDER BY cluster, region, name")
+        instances = fleet.mig_instances(session)
     job_table = Table(title=f"Jobs ({len(jobs)})")
     for column in ("job", "status", "attempt", "cluster", "region", "vm", "exit"):
         job_table.add_column(column)

@@ -29,6 +29,7 @@ from zen.scaling.model import (
     Timing, Vm, VmPhase,
 )
 from zen.scaling.planner import ZenPlanner
+from zen.store import fleet
 from zen.store.encoding import to_json
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
@@ -95,7 +96,7 @@ class ClusterManager:
         """One pass; ``states`` are the MIGs' states if already read (the tick reads all at once)."""
         report = ClusterReport(self.cluster.name)
         with self._db.session() as lock:
-            if not lock.one("try_cluster_lock", cluster=self.cluster.name)["locked"]:
+            if not fleet.try_cluster_lock(lock, self.cluster.name):
                 report.skipped = True
                 return report
             try:
@@ -105,7 +106,7 @@ class ClusterManager:
                 self.record(plan, report)
                 report.coverage = Coverage.after(snapshot, sum(report.added.values()))
             finally:
-                lock.one("cluster_unlock", cluster=self.cluster.name)
+                fleet.cluster_unlock(lock, self.cluster.name)
         return report
 
     @property
@@ -114,8 +115,7 @@ class ClusterManager:
 
     def memory(self) -> dict[str, RegionMemory]:
         with self._db.transaction() as session:
-            return {r["region"]: memory_from_json(r["memory"])
-                    for r in session.run("scaling_memory", cluster=self.cluster.name)}
+            return {region: memory_from_json(raw) for region, raw in fleet.scaling_memory(session, self.cluster.name).items()}
 
     def mig(self, region: str) -> MigPort:
         return self._migs[region]
@@ -136,11 +136,11 @@ class ClusterManager:
         name = self.cluster.name
         with self._db.transaction() as session:
             demand = tuple(DemandGroup(tuple(r["regions"]), r["jobs"], r["oldest"], r["priority"])
-                           for r in session.run("queued_demand", cluster=name))
-            held = {r["vm"]: r["job_id"] for r in session.run("held_vms_of_cluster", cluster=name)}
-            agents = {r["name"]: r for r in session.run("vms_of_cluster", cluster=name)}
-            memory = {r["region"]: memory_from_json(r["memory"]) for r in session.run("scaling_memory", cluster=name)}
-            arrivals = session.one("arrivals_since", cluster=name, since=now - timedelta(hours=1))["n"]
+                           for r in fleet.queued_demand(session, name))
+            held = fleet.held_vms(session, name)
+            agents = fleet.agents(session, name)
+            memory = {region: memory_from_json(raw) for region, raw in fleet.scaling_memory(session, name).items()}
+            arrivals = fleet.arrivals_since(session, name, now - timedelta(hours=1))
         if states is None:  # the regions' Compute calls at once
             states = dict(zip(self._migs, compute_pool().map(lambda r: self.read_mig(r, memory), self._migs)))
         vms: list[Vm] = []
@@ -158,12 +158,10 @@ class ClusterManager:
                 targets[region] = state.target_size
                 errors += state.errors
                 names = [i.name for i in state.instances]
-                first_seen = {r["name"]: r["first_seen_at"] for r in session.run(
-                    "see_mig_instances", cluster=name, region=region, names=names, now=now)} if names else {}
+                first_seen = fleet.see_instances(session, name, region, names, now)
                 for instance in state.instances:
                     zones[instance.name] = instance.zone
                     vms.append(self._vm(instance, region, first_seen[instance.name], held, agents))
-                session.run("forget_vanished_instances", cluster=name, region=region, present=names)
         limits = ClusterLimits(name, tuple(self.cluster.regions), self.cluster.max_vms_per_region,
                                self.cluster.max_vms, self.cluster.min_vms)
         snapshot = ClusterSnapshot(now=now, cluster=limits, queued=(), demand=demand, vms=tuple(vms),
@@ -215,11 +213,7 @@ class ClusterManager:
     def _drain(self, vm: str, region: str) -> bool:
         """Mark ``vm`` as going away unless it holds a job; from then on its claims are refused."""
         with self._db.transaction() as session:
-            session.run("lock_vm", vm_name=vm)
-            if session.one("vm_holds_job", vm_name=vm):
-                return False
-            session.run("drain_vm", vm_name=vm, cluster=self.cluster.name, region=region, now=self._clock())
-            return True
+            return fleet.drain_unless_busy(session, vm, self.cluster.name, region, self._clock())
 
     # -- 4. record -----------------------------------------------------------------------------
     def record(self, plan: Plan, report: ClusterReport) -> None:
@@ -227,12 +221,11 @@ class ClusterManager:
         report.decisions = plan.decisions
         with self._db.transaction() as session:
             for region, memory in plan.memory.items():
-                session.run("save_scaling_memory", cluster=self.cluster.name, region=region,
-                            memory=memory_to_json(memory), now=now)
+                fleet.save_scaling_memory(session, self.cluster.name, region, memory_to_json(memory), now)
             for decision in plan.decisions:
-                session.run("insert_scaling_decision", now=now, cluster=self.cluster.name, region=decision.region,
-                            action=decision.action.value, count=decision.count, vm=decision.vm,
-                            reason=decision.reason)
+                fleet.add_scaling_decision(session, cluster=self.cluster.name, region=decision.region,
+                                           action=decision.action.value, count=decision.count, vm=decision.vm,
+                                           reason=decision.reason, now=now)
         for decision in plan.decisions:
             log.info(f"scaling {decision.action.value.lower()}", extra={
                 "cluster": self.cluster.name, "region": decision.region, "vm": decision.vm,

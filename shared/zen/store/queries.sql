@@ -256,3 +256,10 @@ SELECT pg_advisory_unlock(hashtext('zen-scale:' || :cluster)) AS unlocked;
 
 -- name: arrivals_since
 SELECT count(*) AS n FROM jobs WHERE cluster = :cluster AND submitted_at > :since;
+
+-- name: list_mig_instances
+SELECT name, cluster, region, first_seen_at FROM mig_instances ORDER BY cluster, region, name;
+
+-- name: all_job_events
+-- Every job's history, in order (the demo's summary; tests).
+SELECT job_id, at, actor, attempt, from_status, to_status, reason FROM job_events ORDER BY id;

@@ -152,3 +152,38 @@ def upsert_vm(session: Session, *, name: str, cluster: str, region: str, zone: s
 
 def list_vms(session: Session) -> list[dict[str, Any]]:
     return session.run("list_vms")
+
+
+def vm_is_draining(session: Session, vm: str) -> bool:
+    """Whether a scale-down has marked ``vm`` as going away, read under the VM's advisory lock (so a
+    claim and a drain of one VM are ordered: see ``fleet.drain_unless_busy``)."""
+    session.run("lock_vm", vm_name=vm)
+    return session.one("vm_is_draining", vm_name=vm) is not None
+
+
+def held_jobs_silent_since(session: Session, cutoff: datetime, limit: int) -> list[str]:
+    """Jobs held by a VM whose last sign of life is older than ``cutoff``, oldest first."""
+    return [r["job_id"] for r in session.run("held_jobs_silent_since", cutoff=cutoff, limit=limit)]
+
+
+def queued_jobs_published_before(session: Session, cutoff: datetime, limit: int) -> list[str]:
+    """QUEUED jobs whose start message went out before ``cutoff``, longest-waiting first."""
+    return [r["job_id"] for r in session.run("queued_jobs_published_before", cutoff=cutoff, limit=limit)]
+
+
+def forget_early_stops(session: Session, cutoff: datetime) -> None:
+    session.run("forget_early_stops", cutoff=cutoff)
+
+
+def try_tick_lock(session: Session, key: int) -> bool:
+    """One scale tick at a time (session-level advisory lock; False: another tick holds it)."""
+    return session.one("try_tick_lock", key=key)["locked"]
+
+
+def tick_unlock(session: Session, key: int) -> None:
+    session.one("tick_unlock", key=key)
+
+
+def all_job_events(session: Session) -> list[dict[str, Any]]:
+    """Every job's history rows, in the order they were written."""
+    return session.run("all_job_events")

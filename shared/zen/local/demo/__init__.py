@@ -26,6 +26,7 @@ from pathlib import Path
 
 from zen.local.environment import overridden_environ
 from zen.local.stack import LocalStack, Ports
+from zen.store import fleet, repository
 
 HERE = Path(__file__).parent
 STOCKOUT_REGION = "us-central1"
@@ -162,7 +163,7 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
 
 def _vms_up(db) -> int:
     with db.transaction() as session:
-        return session.sql("SELECT count(*) AS n FROM vms WHERE state IN ('IDLE', 'BUSY')")[0]["n"]
+        return sum(1 for vm in repository.list_vms(session) if vm["state"] in ("IDLE", "BUSY"))
 
 
 def _preempt(project: str, zone: str, vm: str) -> None:
@@ -176,23 +177,20 @@ def _preempt(project: str, zone: str, vm: str) -> None:
 
 
 def _jobs(db) -> dict[str, dict]:
-    from zen.store import repository
-
     with db.transaction() as session:
         return {j.job_id: j.public_view() for j in repository.list_jobs(session)}
 
 
 def _vm_count(db) -> int:
     with db.transaction() as session:
-        return session.sql("SELECT count(*) AS n FROM mig_instances")[0]["n"]
+        return len(fleet.mig_instances(session))
 
 
 def _summarise(db, jobs: list[DemoJob]) -> DemoResult:
     result = DemoResult(jobs=_jobs(db))
     with db.transaction() as session:
-        result.decisions = session.sql(
-            "SELECT at, cluster, region, action, count, vm, reason FROM scaling_decisions ORDER BY id")
-        histories = session.sql("SELECT job_id, at, to_status, attempt FROM job_events ORDER BY id")
+        result.decisions = list(reversed(fleet.recent_decisions(session, None, 100_000)))
+        histories = repository.all_job_events(session)
     result.vms_left = _vm_count(db)
     running_since: dict[str, datetime] = {}
     for event in histories:

@@ -1,0 +1,84 @@
+"""Rows of the scaling side: demand per cluster, the VMs and MIG instances Zen knows, drains, the
+planner's memory, scaling decisions, and the per-cluster advisory lock. Every call runs in the
+caller's session or transaction (``zen.store.db``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from zen.store.db import Session
+
+
+def try_cluster_lock(session: Session, cluster: str) -> bool:
+    """One scaling pass per cluster at a time (session-level advisory lock; False: someone has it)."""
+    return session.one("try_cluster_lock", cluster=cluster)["locked"]
+
+
+def cluster_unlock(session: Session, cluster: str) -> None:
+    session.one("cluster_unlock", cluster=cluster)
+
+
+def queued_demand(session: Session, cluster: str) -> list[dict[str, Any]]:
+    """The cluster's QUEUED jobs counted by (priority, regions): ``priority, regions, jobs, oldest``."""
+    return session.run("queued_demand", cluster=cluster)
+
+
+def held_vms(session: Session, cluster: str) -> dict[str, str]:
+    """VM name -> the job it holds (assigned, running or stopping)."""
+    return {r["vm"]: r["job_id"] for r in session.run("held_vms_of_cluster", cluster=cluster)}
+
+
+def agents(session: Session, cluster: str) -> dict[str, dict[str, Any]]:
+    """VM name -> what its agent last said (``state``, ``idle_since``, ``last_seen_at``, ...)."""
+    return {r["name"]: r for r in session.run("vms_of_cluster", cluster=cluster)}
+
+
+def arrivals_since(session: Session, cluster: str, since: datetime) -> int:
+    return session.one("arrivals_since", cluster=cluster, since=since)["n"]
+
+
+def scaling_memory(session: Session, cluster: str) -> dict[str, Any]:
+    """Region -> the planner's memory as stored (JSON)."""
+    return {r["region"]: r["memory"] for r in session.run("scaling_memory", cluster=cluster)}
+
+
+def save_scaling_memory(session: Session, cluster: str, region: str, memory: str, now: datetime) -> None:
+    session.run("save_scaling_memory", cluster=cluster, region=region, memory=memory, now=now)
+
+
+def see_instances(session: Session, cluster: str, region: str, names: list[str], now: datetime
+                  ) -> dict[str, datetime]:
+    """Record the MIG's instances as seen now; returns when each was first seen. Instances no
+    longer in the MIG are forgotten (with their drain mark and VM row)."""
+    first_seen = {r["name"]: r["first_seen_at"] for r in session.run(
+        "see_mig_instances", cluster=cluster, region=region, names=names, now=now)} if names else {}
+    session.run("forget_vanished_instances", cluster=cluster, region=region, present=names)
+    return first_seen
+
+
+def drain_unless_busy(session: Session, vm: str, cluster: str, region: str, now: datetime) -> bool:
+    """Mark ``vm`` as going away unless it holds a job, under the VM's advisory lock (which a claim
+    by that VM also takes: see ``repository.vm_is_draining``). True when drained."""
+    session.run("lock_vm", vm_name=vm)
+    if session.one("vm_holds_job", vm_name=vm):
+        return False
+    session.run("drain_vm", vm_name=vm, cluster=cluster, region=region, now=now)
+    return True
+
+
+def add_scaling_decision(session: Session, *, cluster: str, region: str | None, action: str, count: int | None,
+                         vm: str | None, reason: str, now: datetime) -> None:
+    session.run("insert_scaling_decision", now=now, cluster=cluster, region=region, action=action, count=count,
+                vm=vm, reason=reason)
+
+
+def recent_decisions(session: Session, cluster: str | None, limit: int) -> list[dict[str, Any]]:
+    """The latest scaling decisions (of one cluster, or all), newest first."""
+    return session.run("recent_scaling_decisions", cluster=cluster, limit=limit)
+
+
+def mig_instances(session: Session) -> list[dict[str, Any]]:
+    """Every MIG instance Zen has seen and not yet seen go: ``name, cluster, region, first_seen_at``."""
+    return session.run("list_mig_instances")
