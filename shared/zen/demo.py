@@ -22,7 +22,8 @@ from zen.config import load_config
 from zen.local.invoke import FunctionsInvoker
 from zen.messaging import RecordingPublisher
 from zen.store import repository
-from zen.store.db import Database, embedded_database_url, parse_database_url
+from zen.store.db import Database, parse_database_url
+from zen.store.embedded import embedded_database_url
 from zen.store.migrate import migrate
 
 DEMO_DB = "zen_demo"

@@ -1,4 +1,6 @@
-"""Eventarc's ``google.cloud.pubsub.topic.v1.messagePublished`` CloudEvent -> ``PubSubEnvelope``.
+"""From what arrives to a validated message: Eventarc's ``google.cloud.pubsub.topic.v1.messagePublished``
+CloudEvent -> ``PubSubEnvelope`` (``envelope_from_cloud_event``), and its payload -> a message model
+(``decode_payload``).
 
 The CloudEvent's data is ``{"message": {"data": <base64>, "attributes": {...}, "messageId": "...",
 "publishTime": "..."}, "subscription": "projects/P/subscriptions/S"}``. An envelope that cannot be
@@ -14,8 +16,10 @@ import re
 from datetime import datetime
 from typing import Any, Mapping
 
-from zen.errors import Rejected
-from zen.models import PubSubEnvelope
+from pydantic import BaseModel, ValidationError
+
+from zen.errors import Rejected, describe_validation_error
+from zen.models import JOB_ID_PATTERN, PubSubEnvelope
 from zen.text import escape_unstorable
 
 PUBSUB_EVENT_TYPE = "google.cloud.pubsub.topic.v1.messagePublished"
@@ -53,3 +57,39 @@ def envelope_from_cloud_event(event_id: str, event_type: str | None, data: Any) 
         message_id=str(message_id), data=payload, attributes=dict(attributes), publish_time=published,
         subscription=data["subscription"] if isinstance(data.get("subscription"), str) else None,
     )
+
+
+def decode_payload(envelope: PubSubEnvelope, model: type[BaseModel], max_bytes: int, data: Any = None) -> Any:
+    """The envelope's payload as ``model`` (size, JSON, version, then the model's own rules);
+    ``Rejected`` with a reason a person can act on. ``data``: the payload already parsed."""
+    if len(envelope.data) > max_bytes:
+        raise Rejected(f"payload is {len(envelope.data)} bytes; the limit is {max_bytes}")
+    if data is None:
+        data = parse_json(envelope.data)
+    if not isinstance(data, dict):
+        raise Rejected("payload must be a JSON object")
+    version = data.get("version", 1)
+    if type(version) is not int or version != 1:
+        raise Rejected(f"unsupported message version {version!r}; this Zen understands version 1")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise Rejected(f"invalid {model.__name__}: {describe_validation_error(exc)}") from None
+
+
+def parse_json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise Rejected(f"payload is not valid UTF-8 JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # e.g. a 5000-digit number, or 30000 nested brackets
+        raise Rejected(f"payload JSON is beyond Zen's limits: {type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+def job_id_hint(raw: bytes) -> str | None:
+    """The job_id of a message we reject, if it can be read at all (for the rejection event)."""
+    try:
+        value = json.loads(raw).get("job_id")
+    except Exception:  # noqa: BLE001 - best effort only
+        return None
+    return value if isinstance(value, str) and JOB_ID_PATTERN.match(value) else None

@@ -19,16 +19,17 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
-from pydantic import BaseModel, ValidationError
 
 from zen import lifecycle
 from zen.clock import Clock
 from zen.config import ZenConfig
-from zen.errors import Rejected, TransientError, describe_validation_error
+from zen.errors import Rejected, TransientError
+from zen.events import decode_payload, job_id_hint, parse_json
+from zen.announce import Announcements
 from zen.lifecycle import Decision
 from zen.messaging import Enqueued, OutboxRelay, OutgoingMessage, enqueue, outgoing
 from zen.models import (
-    AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobEvent, JobRequest, JobStatus, PubSubEnvelope, StartMessage, StopRequest,
+    AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobEvent, JobRequest, JobStatus, PubSubEnvelope, StopRequest,
     JOB_ID_PATTERN, VmHeartbeat, illegal_step,
 )
 from zen.store import repository
@@ -59,55 +60,6 @@ class Outcome:
     cluster: str | None = None
 
 
-def start_attributes(job: Job, cluster_regions: list[str]) -> dict[str, str]:
-    """Attributes of a start message, shaped for Pub/Sub subscription filters (see StartMessage)."""
-    attributes = {
-        "cluster": job.cluster,
-        "job_id": job.job_id,
-        "attempt": str(job.attempt),
-        "regions": ",".join(job.regions) if job.regions != cluster_regions else "*",
-    }
-    if job.regions == cluster_regions:
-        attributes["allow_any"] = "1"
-    for region in job.regions:
-        attributes[f"allow_{region.replace('-', '_')}"] = "1"
-    return attributes
-
-
-def _decode(envelope: PubSubEnvelope, model: type[BaseModel], max_bytes: int, data: Any = None) -> Any:
-    if len(envelope.data) > max_bytes:
-        raise Rejected(f"payload is {len(envelope.data)} bytes; the limit is {max_bytes}")
-    if data is None:
-        data = _parse_json(envelope.data)
-    if not isinstance(data, dict):
-        raise Rejected("payload must be a JSON object")
-    version = data.get("version", 1)
-    if type(version) is not int or version != 1:
-        raise Rejected(f"unsupported message version {version!r}; this Zen understands version 1")
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise Rejected(f"invalid {model.__name__}: {describe_validation_error(exc)}") from None
-
-
-def _parse_json(raw: bytes) -> Any:
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise Rejected(f"payload is not valid UTF-8 JSON: {exc}") from None
-    except (ValueError, RecursionError) as exc:  # e.g. a 5000-digit number, or 30000 nested brackets
-        raise Rejected(f"payload JSON is beyond Zen's limits: {type(exc).__name__}: {str(exc)[:200]}") from None
-
-
-def _job_id_hint(raw: bytes) -> str | None:
-    """The job_id of a message we reject, if it can be read at all (for the rejection event)."""
-    try:
-        value = json.loads(raw).get("job_id")
-    except Exception:  # noqa: BLE001 - best effort only
-        return None
-    return value if isinstance(value, str) and JOB_ID_PATTERN.match(value) else None
-
-
 class JobService:
     def __init__(self, db: Database, config: ZenConfig, relay: OutboxRelay, clock: Clock,
                  admission: Admission = admit_all):
@@ -117,19 +69,20 @@ class JobService:
         self._clock = clock
         self._admission = admission
         self._topics = config.topics
+        self._announce = Announcements(config)
 
     # -- submit --------------------------------------------------------------------------------
     def submit(self, envelope: PubSubEnvelope) -> Outcome:
         source = self._topics.job_submitted
         try:
-            request: JobRequest = _decode(envelope, JobRequest, self._config.limits.max_message_bytes)
+            request: JobRequest = decode_payload(envelope, JobRequest, self._config.limits.max_message_bytes)
             job_id = request.job_id or envelope.message_id
             if not JOB_ID_PATTERN.match(job_id):
                 raise Rejected(f"the request has no job_id and its message id {escape_unstorable(job_id, 200)!r} "
                                "is not a valid job_id: give a job_id")
             cluster, regions, max_attempts = self._resolve(request)
         except Rejected as rejection:
-            return self.reject(envelope, source, rejection.reason, _job_id_hint(envelope.data), "job.rejected")
+            return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected")
         canonical = request.model_dump(mode="json", exclude_none=True)
         canonical["job_id"] = job_id
         request_hash = hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
@@ -150,7 +103,7 @@ class JobService:
         with self._db.transaction() as session:
             created = repository.insert_job(session, pending)
             if created:
-                history, ids = self._history(pending, pending, [submitted], actor=actor, now=now, from_status=None)
+                history, ids = self._announce.history(pending, pending, [submitted], actor=actor, now=now, from_status=None)
                 repository.add_job_events(session, history)
                 ids = enqueue(session, ids, now)
                 early_stop = repository.take_early_stop(session, job_id)
@@ -178,10 +131,10 @@ class JobService:
         when the job_id exists or a stop for it came first; the general path then decides."""
         queued = pending.model_copy(update={"status": JobStatus.QUEUED, "queued_at": now, "start_published_at": now})
         admitted = lifecycle.Change(JobStatus.QUEUED, "admitted")
-        first, first_events = self._history(pending, pending, [submitted], actor=actor, now=now, from_status=None)
-        second, second_events = self._history(pending, queued, [admitted], actor="admission", now=now,
+        first, first_events = self._announce.history(pending, pending, [submitted], actor=actor, now=now, from_status=None)
+        second, second_events = self._announce.history(pending, queued, [admitted], actor="admission", now=now,
                                               from_status=JobStatus.PENDING)
-        messages = first_events + second_events + [self._start_message(queued)]
+        messages = first_events + second_events + [self._announce.start(queued)]
         with self._db.session() as session:
             return repository.insert_queued_job(session, queued, first + second, messages, now)
 
@@ -226,12 +179,12 @@ class JobService:
             if len(envelope.data) > self._config.limits.max_message_bytes:
                 data = None  # _decode rejects it on size before parsing
             else:
-                data = _parse_json(envelope.data)
+                data = parse_json(envelope.data)
             is_vm = isinstance(data, dict) and data.get("kind", "job" if "job_id" in data else "vm") == "vm"
-            message = _decode(envelope, VmHeartbeat if is_vm else Heartbeat,
+            message = decode_payload(envelope, VmHeartbeat if is_vm else Heartbeat,
                               self._config.limits.max_message_bytes, data)
         except Rejected as rejection:
-            return self.reject(envelope, source, rejection.reason, _job_id_hint(envelope.data), "job.message_ignored")
+            return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.message_ignored")
         if isinstance(message, VmHeartbeat):
             return self._vm_heartbeat(envelope, message)
         if message.status is AgentStatus.RUNNING:
@@ -272,9 +225,9 @@ class JobService:
     def stop(self, envelope: PubSubEnvelope) -> Outcome:
         source = self._topics.job_stop
         try:
-            request: StopRequest = _decode(envelope, StopRequest, self._config.limits.max_message_bytes)
+            request: StopRequest = decode_payload(envelope, StopRequest, self._config.limits.max_message_bytes)
         except Rejected as rejection:
-            return self.reject(envelope, source, rejection.reason, _job_id_hint(envelope.data), "job.message_ignored")
+            return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.message_ignored")
         return self._on_job(envelope, source, request.job_id, "user",
                             lambda job, now: lifecycle.decide_stop(job, request, now),
                             on_unknown=lambda session, now: self._remember_early_stop(session, request, now))
@@ -380,57 +333,14 @@ class JobService:
         messages: list[OutgoingMessage] = []
         if decision.changes_job or decision.publish_start:
             repository.save_job(session, job, after, [c.to for c in decision.changes], now)
-            history, events = self._history(job, after, decision.changes, actor=actor, now=now,
+            history, events = self._announce.history(job, after, decision.changes, actor=actor, now=now,
                                             from_status=job.status)
             repository.add_job_events(session, history)
             messages += events
-        messages += [self._control_message(control) for control in decision.controls]
+        messages += [self._announce.control(control) for control in decision.controls]
         if decision.publish_start:
-            messages.append(self._start_message(after))
+            messages.append(self._announce.start(after))
         return enqueue(session, messages, now)
-
-    def _history(self, before: Job, after: Job, changes: list[lifecycle.Change], *, actor: str, now,
-                 from_status: JobStatus | None) -> tuple[list[dict[str, Any]], list[OutgoingMessage]]:
-        """History rows and ``zen-job-events`` messages for each change, in order."""
-        rows, messages = [], []
-        previous = from_status
-        for change in changes:
-            # LOST belongs to the attempt that was lost; the requeue to the new attempt.
-            attempt = after.attempt if change.to is JobStatus.QUEUED and previous is JobStatus.LOST else before.attempt
-            rows.append(dict(job_id=before.job_id, at=now, actor=actor, attempt=attempt,
-                             from_status=previous.value if previous else None, to_status=change.to.value,
-                             reason=change.reason))
-            event = JobEvent(
-                type="job.status_changed", job_id=before.job_id, attempt=attempt, from_status=previous,
-                to_status=change.to, reason=change.reason, at=now, cluster=after.cluster,
-                region=after.region or before.region, vm=after.vm or before.vm, exit_code=after.exit_code,
-            )
-            messages.append(outgoing(self._topics.job_events, event, {
-                "type": event.type, "job_id": before.job_id, "status": change.to.value, "cluster": after.cluster,
-            }))
-            previous = change.to
-        return rows, messages
-
-    def _control_message(self, control: ControlMessage) -> OutgoingMessage:
-        return outgoing(self._topics.vm_control, control, {
-            "vm": control.vm, "job_id": control.job_id, "attempt": str(control.attempt),
-            "action": control.action.value,
-        })
-
-    def _start_message(self, job: Job) -> OutgoingMessage:
-        request = job.request
-        message = StartMessage(
-            job_id=job.job_id, attempt=job.attempt, cluster=job.cluster, user_id=job.user_id,
-            image=request.get("image"), command=request.get("command"), env=request.get("env", {}),
-            regions=job.regions, max_runtime_s=job.max_runtime_s, labels=request.get("labels", {}),
-        )
-        cluster = self._config.cluster(job.cluster)
-        if cluster is None:
-            # The cluster left the configuration while the job was queued: agents of a re-added
-            # cluster can still take it; until then nobody does. Say so loudly.
-            log.error("job's cluster is not configured", extra={"job_id": job.job_id, "cluster": job.cluster})
-        cluster_regions = cluster.regions if cluster else []
-        return outgoing(self._topics.job_start, message, start_attributes(job, cluster_regions))
 
     def reject(self, envelope: PubSubEnvelope, source: str, reason: str, job_id: str | None, event_type: str,
                 job: Job | None = None) -> Outcome:

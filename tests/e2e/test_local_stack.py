@@ -28,7 +28,7 @@ def free_base_port(start: int = 21000) -> int:
 def home():
     path = Path(tempfile.mkdtemp(prefix="ze2e", dir="/tmp"))  # short: unix socket paths are limited
     yield path
-    from zen.store.db import stop_embedded_server
+    from zen.store.embedded import stop_embedded_server
 
     stop_embedded_server(path)  # already stopped with the stack, unless a test failed before that
     shutil.rmtree(path, ignore_errors=True)

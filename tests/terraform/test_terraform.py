@@ -391,7 +391,7 @@ def test_no_broad_roles_and_project_bindings_are_the_justified_few(module):
 
 def test_functions_publish_only_to_the_outbox_topics(module):
     assert module.locals["function_publishes"] == ["job_start", "vm_control", "job_events"]
-    jobs = (ROOT / "shared" / "zen" / "jobs.py").read_text()
+    jobs = "".join((ROOT / "shared" / "zen" / name).read_text() for name in ("jobs.py", "announce.py"))
     published = set(re.findall(r"outgoing\(self\._topics\.(\w+)", jobs))
     assert published == set(module.locals["function_publishes"])
 

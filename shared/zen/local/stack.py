@@ -175,7 +175,8 @@ class LocalStack:
         self._save()
 
     def _database(self) -> str:
-        from zen.store.db import Database, embedded_database_url, parse_database_url
+        from zen.store.db import Database, parse_database_url
+        from zen.store.embedded import embedded_database_url
         from zen.store.migrate import migrate
 
         url = embedded_database_url(self.home, fresh=self.fresh)
@@ -251,7 +252,7 @@ def stop_processes(processes: list[dict], grace_s: float, record: Path | None) -
 
 
 def _stop_database(home: Path) -> list[str]:
-    from zen.store.db import stop_embedded_server
+    from zen.store.embedded import stop_embedded_server
 
     return ["postgres"] if stop_embedded_server(home) else []
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 from datetime import datetime
 
 from google.api_core import exceptions as gexc

@@ -7,7 +7,8 @@ Where to connect, in order:
    (default ``zen``), the IP type ``ZEN_CLOUDSQL_IP_TYPE`` (``PRIVATE`` by default). No password.
 2. ``ZEN_DATABASE_URL``: ``postgresql://user:pass@host:port/db`` or the unix-socket form
    ``postgresql://user@/db?host=/socket/dir``.
-3. Neither: an embedded Postgres (``pgserver``, a local-only package) under ``.zen/pgdata``.
+3. Neither: an embedded Postgres (``pgserver``, a local-only package) under ``.zen/pgdata``
+   (``zen.store.embedded``).
 
 Errors are classified here, once, for every caller (the store boundary):
 
@@ -30,7 +31,6 @@ messages, leaving replies unread) is closed; the server rolls its transaction ba
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import threading
@@ -43,7 +43,6 @@ import pg8000.native
 from pg8000.exceptions import DatabaseError, InterfaceError
 
 from zen.errors import DataRejected, TransientError
-from zen.store.encoding import to_json  # noqa: F401 - also importable from here
 
 QUERIES_FILE = Path(__file__).with_name("queries.sql")
 # SQLSTATE classes that a retry can fix: connection exceptions, insufficient resources, operator
@@ -91,70 +90,6 @@ def parse_database_url(url: str) -> ConnectionTarget:
     if socket_dir and socket_dir.startswith("/"):
         return ConnectionTarget(user, database, password, unix_sock=f"{socket_dir}/.s.PGSQL.{port}")
     return ConnectionTarget(user, database, password, host=parsed.hostname or socket_dir or "localhost", port=port)
-
-
-EMBEDDED_DATABASE = "zen"
-
-
-def embedded_server_url(home: str | os.PathLike | None = None) -> str:
-    """Start (or reuse) the embedded Postgres under ``<home>/pgdata`` (home: ``$ZEN_HOME`` or
-    ``.zen``) and return the URL of its ``postgres`` database. It keeps running for later commands."""
-    data_dir = Path(home or os.environ.get("ZEN_HOME", ".zen")) / "pgdata"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    return _pgserver().get_server(str(data_dir.resolve()), cleanup_mode=None).get_uri()
-
-
-def _pgserver():
-    """The local-only ``pgserver`` package (never deployed with the functions)."""
-    import warnings
-
-    with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on headless machines
-        warnings.simplefilter("ignore")
-        import pgserver
-    return pgserver
-
-
-def stop_embedded_server(home: str | os.PathLike | None = None, timeout_s: float = 30.0) -> bool:
-    """Stop the embedded Postgres under ``<home>/pgdata`` if one runs there; True when it was.
-
-    Sends the postmaster SIGINT (Postgres' "fast shutdown") and waits for it to go: pgserver's own
-    cleanup only stops a server from the last process holding a handle, which a CLI cannot know.
-    """
-    import signal
-    import time
-
-    data_dir = (Path(home or os.environ.get("ZEN_HOME", ".zen")) / "pgdata").resolve()
-    pid_file = data_dir / "postmaster.pid"
-    try:
-        pid = int(pid_file.read_text().split()[0])
-        os.kill(pid, signal.SIGINT)
-    except (FileNotFoundError, IndexError, ValueError, ProcessLookupError):
-        return False
-    deadline = time.monotonic() + timeout_s
-    while pid_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    try:  # forget this process's handle on the stopped server, so a later call starts it again
-        _pgserver().PostgresServer._instances.pop(data_dir, None)
-    except ImportError:
-        pass
-    return not pid_file.exists()
-
-
-def embedded_database_url(home: str | os.PathLike | None = None, *, fresh: bool = False,
-                          database: str = EMBEDDED_DATABASE) -> str:
-    """URL of the embedded server's ``zen`` database, created if missing (recreated if ``fresh``).
-    Creating is not migrating: run ``zen db migrate``."""
-    target = parse_database_url(embedded_server_url(home))
-    admin = pg8000.native.Connection(user=target.user, unix_sock=target.unix_sock, database="postgres")
-    try:
-        exists = admin.run("SELECT 1 FROM pg_database WHERE datname = :d", d=database)
-        if exists and fresh:
-            admin.run(f'DROP DATABASE "{database}" WITH (FORCE)')
-        if not exists or fresh:
-            admin.run(f'CREATE DATABASE "{database}"')
-    finally:
-        admin.close()
-    return f"postgresql://{target.user}@/{database}?host={os.path.dirname(target.unix_sock)}"
 
 
 class _NativeOverDbApi:
@@ -349,7 +284,11 @@ class Database:
         instance = os.environ.get("ZEN_CLOUDSQL_INSTANCE")
         if instance:
             return cls(_cloudsql_connect_factory(instance))
-        url = os.environ.get("ZEN_DATABASE_URL") or embedded_database_url()
+        url = os.environ.get("ZEN_DATABASE_URL")
+        if not url:
+            from zen.store.embedded import embedded_database_url  # local only
+
+            url = embedded_database_url()
         return cls.from_target(parse_database_url(url))
 
     def _acquire(self) -> pg8000.native.Connection:

@@ -1,0 +1,79 @@
+"""What Zen publishes about jobs, built from a job and its change: the history rows and
+``zen-job-events`` messages of each status change, a VM's orders (``zen-vm-control``) and a job's
+start message (``zen-job-start``, with the attributes its subscriptions filter on)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from zen import lifecycle
+from zen.config import ZenConfig
+from zen.messaging import OutgoingMessage, outgoing
+from zen.models import ControlMessage, Job, JobEvent, JobStatus, StartMessage
+
+log = logging.getLogger("zen.jobs")
+
+
+def start_attributes(job: Job, cluster_regions: list[str]) -> dict[str, str]:
+    """Attributes of a start message, shaped for Pub/Sub subscription filters (see StartMessage)."""
+    attributes = {
+        "cluster": job.cluster,
+        "job_id": job.job_id,
+        "attempt": str(job.attempt),
+        "regions": ",".join(job.regions) if job.regions != cluster_regions else "*",
+    }
+    if job.regions == cluster_regions:
+        attributes["allow_any"] = "1"
+    for region in job.regions:
+        attributes[f"allow_{region.replace('-', '_')}"] = "1"
+    return attributes
+
+
+class Announcements:
+    def __init__(self, config: ZenConfig):
+        self._config = config
+        self._topics = config.topics
+
+    def history(self, before: Job, after: Job, changes: list[lifecycle.Change], *, actor: str, now,
+                 from_status: JobStatus | None) -> tuple[list[dict[str, Any]], list[OutgoingMessage]]:
+        """History rows and ``zen-job-events`` messages for each change, in order."""
+        rows, messages = [], []
+        previous = from_status
+        for change in changes:
+            # LOST belongs to the attempt that was lost; the requeue to the new attempt.
+            attempt = after.attempt if change.to is JobStatus.QUEUED and previous is JobStatus.LOST else before.attempt
+            rows.append(dict(job_id=before.job_id, at=now, actor=actor, attempt=attempt,
+                             from_status=previous.value if previous else None, to_status=change.to.value,
+                             reason=change.reason))
+            event = JobEvent(
+                type="job.status_changed", job_id=before.job_id, attempt=attempt, from_status=previous,
+                to_status=change.to, reason=change.reason, at=now, cluster=after.cluster,
+                region=after.region or before.region, vm=after.vm or before.vm, exit_code=after.exit_code,
+            )
+            messages.append(outgoing(self._topics.job_events, event, {
+                "type": event.type, "job_id": before.job_id, "status": change.to.value, "cluster": after.cluster,
+            }))
+            previous = change.to
+        return rows, messages
+
+    def control(self, control: ControlMessage) -> OutgoingMessage:
+        return outgoing(self._topics.vm_control, control, {
+            "vm": control.vm, "job_id": control.job_id, "attempt": str(control.attempt),
+            "action": control.action.value,
+        })
+
+    def start(self, job: Job) -> OutgoingMessage:
+        request = job.request
+        message = StartMessage(
+            job_id=job.job_id, attempt=job.attempt, cluster=job.cluster, user_id=job.user_id,
+            image=request.get("image"), command=request.get("command"), env=request.get("env", {}),
+            regions=job.regions, max_runtime_s=job.max_runtime_s, labels=request.get("labels", {}),
+        )
+        cluster = self._config.cluster(job.cluster)
+        if cluster is None:
+            # The cluster left the configuration while the job was queued: agents of a re-added
+            # cluster can still take it; until then nobody does. Say so loudly.
+            log.error("job's cluster is not configured", extra={"job_id": job.job_id, "cluster": job.cluster})
+        cluster_regions = cluster.regions if cluster else []
+        return outgoing(self._topics.job_start, message, start_attributes(job, cluster_regions))
