@@ -52,9 +52,13 @@ def stop_embedded_server(home: str | os.PathLike | None = None, timeout_s: float
     while pid_file.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     try:  # forget this process's handle on the stopped server, so a later call starts it again
-        _pgserver().PostgresServer._instances.pop(data_dir, None)
+        handle = _pgserver().PostgresServer._instances.pop(data_dir, None)
     except ImportError:
-        pass
+        handle = None
+    if handle is not None:  # and its exit hook, which would look for the handle (KeyError at exit)
+        import atexit
+
+        atexit.unregister(handle._cleanup)
     return not pid_file.exists()
 
 
