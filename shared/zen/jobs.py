@@ -46,6 +46,10 @@ log = logging.getLogger("zen.jobs")
 Admission = Callable[["Session", Job], bool]
 
 
+SUBMITTED = lifecycle.Change(JobStatus.PENDING, "submitted")
+ADMITTED = lifecycle.Change(JobStatus.QUEUED, "admitted")
+
+
 def admit_all(session: Session, job: Job) -> bool:
     return True
 
@@ -92,10 +96,9 @@ class JobService:
                       request_hash=request_hash, max_runtime_s=request.max_runtime_s, region=None, zone=None, vm=None,
                       last_seq=0, last_heartbeat_at=None, submitted_at=now, queued_at=None, started_at=None,
                       finished_at=None, exit_code=None, message=None, updated_at=now)
-        submitted = lifecycle.Change(JobStatus.PENDING, "submitted")
         actor = f"user:{request.user_id}"
         if self._admission is admit_all:
-            ids = self._submit_queued(pending, submitted, actor, now)
+            ids = self._submit_queued(pending, actor, now)
             if ids:
                 return self._created(pending, ids)
         # The general path: the job_id exists (a redelivery or a reuse), a stop for it came first,
@@ -103,18 +106,18 @@ class JobService:
         with self._db.transaction() as session:
             created = repository.insert_job(session, pending)
             if created:
-                history, ids = self._announce.history(pending, pending, [submitted], actor=actor, now=now, from_status=None)
+                history, events = self._announce.history(pending, pending, [SUBMITTED], actor=actor, now=now,
+                                                         from_status=None)
                 repository.add_job_events(session, history)
-                ids = enqueue(session, ids, now)
+                ids = enqueue(session, events, now)
                 early_stop = repository.take_early_stop(session, job_id)
                 if early_stop is not None:
                     ids += self._apply(session, pending, Decision(
                         changes=[lifecycle.Change(JobStatus.CANCELLED, f"stopped before it arrived: {early_stop}")],
                         fields={"finished_at": now}), actor="user", now=now)
                 elif self._admission(session, pending):
-                    ids += self._apply(session, pending, Decision(
-                        changes=[lifecycle.Change(JobStatus.QUEUED, "admitted")], publish_start=True),
-                        actor="admission", now=now)
+                    ids += self._apply(session, pending, Decision(changes=[ADMITTED], publish_start=True),
+                                       actor="admission", now=now)
             else:
                 existing = repository.get_job(session, job_id)
         if not created:
@@ -125,15 +128,15 @@ class JobService:
             return Outcome("duplicate", job_id)
         return self._created(pending, ids)
 
-    def _submit_queued(self, pending: Job, submitted: lifecycle.Change, actor: str, now) -> list[Enqueued]:
+    def _submit_queued(self, pending: Job, actor: str, now) -> list[Enqueued]:
         """The common submission in one statement, one round trip and one commit: the job admitted
         (QUEUED), its two history rows and its three messages. Nothing is written (and [] returned)
         when the job_id exists or a stop for it came first; the general path then decides."""
         queued = pending.model_copy(update={"status": JobStatus.QUEUED, "queued_at": now, "start_published_at": now})
-        admitted = lifecycle.Change(JobStatus.QUEUED, "admitted")
-        first, first_events = self._announce.history(pending, pending, [submitted], actor=actor, now=now, from_status=None)
-        second, second_events = self._announce.history(pending, queued, [admitted], actor="admission", now=now,
-                                              from_status=JobStatus.PENDING)
+        first, first_events = self._announce.history(pending, pending, [SUBMITTED], actor=actor, now=now,
+                                                     from_status=None)
+        second, second_events = self._announce.history(pending, queued, [ADMITTED], actor="admission", now=now,
+                                                       from_status=JobStatus.PENDING)
         messages = first_events + second_events + [self._announce.start(queued)]
         with self._db.session() as session:
             return repository.insert_queued_job(session, queued, first + second, messages, now)

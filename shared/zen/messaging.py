@@ -6,9 +6,10 @@ they are marked sent. Whatever is left (publish failed, process died between com
 sent by ``OutboxRelay.flush_pending()`` on the next scale tick. Delivery is therefore at least once;
 every consumer is idempotent on ``(job_id, attempt, ...)``.
 
-The request waits for Pub/Sub's acknowledgement of what it publishes: on Cloud Functions the instance's CPU is throttled once the response is sent, so a
-message merely handed to the client could sit there until the next request, and a job's start with
-it. Marking the rows sent is what does not need to hold the request: it happens in the background.
+A handler waits for Pub/Sub's acknowledgement of the messages that make work happen (a job's start,
+a VM's orders): on Cloud Functions the instance's CPU is throttled once the response is sent, so a
+message merely handed over could sit there until the next request, and a job's start with it. Job
+events and the marking of rows as sent do not hold the request.
 """
 
 from __future__ import annotations
@@ -64,15 +65,13 @@ class _Lane:
                inline: bool) -> None:
         """Queue ``items``; with ``inline``, an idle lane sends them from the caller's thread."""
         with self._lock:
-            if self._busy or not inline:
+            send_now = inline and not self._busy
+            if not send_now:
                 self._pending.extend(items)
                 if self._busy:
-                    return
-                self._busy = True
-                items = []
-            else:
-                self._busy = True
-        if items:
+                    return  # the sender of the RPC in flight takes them next
+            self._busy = True
+        if send_now:
             self._send_batch(items)
         self._after_send()
 
@@ -104,8 +103,8 @@ class PubSubPublisher:
     Publishes with the client's ``Publish`` RPC, one sender lane per topic (``_Lane``), rather than
     through the client's batching layer, which adds a batching delay (10 ms by default), a thread
     per batch and a future per message to every wait (measured against the stand-in: 8.8 ms for a
-    submission's three messages, against 3.4 ms with plain RPCs). The RPC's retry policy (UNAVAILABLE,
-    DEADLINE_EXCEEDED, ...) applies.
+    submission's three messages, against 3.4 ms with plain RPCs). A failed RPC is tried once more;
+    what still fails is reported per message, and the relay leaves it for the tick.
     """
 
     def __init__(self, project: str, client=None, timeout_s: float = 30.0):
@@ -118,23 +117,28 @@ class PubSubPublisher:
         self._lanes_lock = threading.Lock()
 
     def publish(self, messages: Sequence[OutgoingMessage]) -> list[str | Exception]:
-        results: list[str | Exception] = [RuntimeError("not published")] * len(messages)
-        left = threading.Semaphore(0)
+        settled = threading.Event()
+        outcome: list[list[str | Exception]] = []
 
-        def settle_at(index: int) -> Callable[[str | Exception], None]:
-            def settle(result: str | Exception) -> None:
-                results[index] = result
-                left.release()
-            return settle
+        def done(results: list[str | Exception]) -> None:
+            outcome.append(results)
+            settled.set()
 
-        self._submit(messages, settle_at, inline=True)
-        for _ in messages:
-            if not left.acquire(timeout=self._timeout_s + 5):
-                break  # the unsettled keep their "not published": the tick resends them
-        return results
+        self._submit(messages, done, inline=True)
+        if not settled.wait(timeout=2 * self._timeout_s + 5):
+            return [TimeoutError("not settled in time")] * len(messages)  # the tick resends them
+        return outcome[0]
 
     def publish_soon(self, messages: Sequence[OutgoingMessage],
                      done: Callable[[list[str | Exception]], None]) -> None:
+        self._submit(messages, done, inline=False)
+
+    def _submit(self, messages: Sequence[OutgoingMessage], done: Callable[[list[str | Exception]], None], *,
+                inline: bool) -> None:
+        """Queue each message on its topic's lane; ``done(results)`` once every one is settled."""
+        if not messages:
+            done([])
+            return
         results: list[str | Exception] = [RuntimeError("not published")] * len(messages)
         remaining = [len(messages)]
         lock = threading.Lock()
@@ -149,12 +153,6 @@ class PubSubPublisher:
                     done(results)
             return settle
 
-        if not messages:
-            done([])
-        self._submit(messages, settle_at, inline=False)
-
-    def _submit(self, messages: Sequence[OutgoingMessage],
-                settle_at: Callable[[int], Callable[[str | Exception], None]], *, inline: bool) -> None:
         by_topic: dict[str, list] = {}
         for index, message in enumerate(messages):
             by_topic.setdefault(message.topic, []).append((message, settle_at(index)))
@@ -279,9 +277,7 @@ class SentMarks:
             return
         try:
             with self._db.transaction() as session:
-                if ids:
-                    outbox.mark_sent(session, ids, self._clock(), durable=False)
-                OutboxRelay.mark_failed(session, failed)
+                _mark(session, ids, failed, self._clock(), durable=False)
         except Exception as exc:  # noqa: BLE001 - at worst the tick sends a message once more
             log.warning("could not mark outbox rows", extra={"error": str(exc), "rows": len(ids) + len(failed)})
 
@@ -292,7 +288,7 @@ class OutboxRelay:
     Right after a commit, ``flush_quietly`` publishes what the transaction enqueued, from memory (no
     read back). Messages that make work happen (``urgent`` topics: a job's start, a VM's orders) are
     published before the handler returns; the others (job events, notifications for users) are
-    handed to the client's batching layer, so that concurrent requests share RPCs. How each publish
+    handed over without waiting (``publish_soon``). How each publish
     ended is recorded in the background (``SentMarks``). ``flush_pending`` (the scale tick) sends
     what is left: rows whose publish failed, and rows older than ``in_flight_s`` (their process
     died, or its CPU was throttled, between commit and publish). Younger rows may be in flight in
@@ -336,15 +332,17 @@ class OutboxRelay:
             messages = [OutgoingMessage(r["topic"], bytes(r["data"]), dict(r["attributes"] or {})) for r in rows]
             results = self._publisher.publish(messages)
             sent = [row["id"] for row, result in zip(rows, results) if not isinstance(result, Exception)]
-            self.mark_failed(session, [(row["id"], result) for row, result in zip(rows, results)
-                                       if isinstance(result, Exception)])
-            if sent:
-                outbox.mark_sent(session, sent, self._clock())
+            _mark(session, sent, [(row["id"], result) for row, result in zip(rows, results)
+                                  if isinstance(result, Exception)], self._clock())
             return len(sent)
 
-    @staticmethod
-    def mark_failed(session: Session, failed: list[tuple[int, Exception]]) -> None:
-        for id_, error in failed:
-            outbox.mark_failed(session, id_, f"{type(error).__name__}: {error}")
-        if failed:
-            log.warning("outbox publish failed for %d message(s); left for the next tick", len(failed))
+
+def _mark(session: Session, sent: list[int], failed: list[tuple[int, Exception]], now: datetime, *,
+          durable: bool = True) -> None:
+    """Record how publishing outbox rows ended: sent, or failed (left for the tick, with the error)."""
+    if sent:
+        outbox.mark_sent(session, sent, now, durable=durable)
+    for id_, error in failed:
+        outbox.mark_failed(session, id_, f"{type(error).__name__}: {error}")
+    if failed:
+        log.warning("outbox publish failed for %d message(s); left for the next tick", len(failed))

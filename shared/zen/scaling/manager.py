@@ -291,7 +291,8 @@ class ClusterOrchestrator:
         managers = {}
         for cluster in self._config.clusters:
             try:
-                managers[cluster.name] = (self.manager(cluster.name), self.manager(cluster.name).memory())
+                manager = self.manager(cluster.name)
+                managers[cluster.name] = (manager, manager.memory())
             except Exception:  # noqa: BLE001 - logged; planned below without prefetched state
                 log.exception("could not prepare a scaling pass", extra={"cluster": cluster.name})
         # One list call per region gives every MIG's target size and stability ...

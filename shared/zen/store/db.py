@@ -93,19 +93,16 @@ def parse_database_url(url: str) -> ConnectionTarget:
 
 
 class _NativeOverDbApi:
-    """The connector returns a DB-API pg8000 connection; give it the native ``run``/``columns`` API."""
+    """The connector returns a DB-API pg8000 connection; give it what ``Session`` uses of the native
+    API: ``run`` for parameterless scripts, ``columns``, and ``prepare`` for everything else."""
 
     def __init__(self, conn: Any):
         self._conn = conn
         self._conn.autocommit = True  # transactions are explicit BEGIN/COMMIT, as with native
         self.columns: list[dict[str, Any]] | None = None
 
-    def run(self, sql: str, **params: Any) -> list[list[Any]]:
-        if params:
-            statement, make_values = pg8000.native.to_statement(sql)
-            context = self._conn.execute_unnamed(statement, make_values(params))
-        else:
-            context = self._conn.execute_simple(sql)
+    def run(self, sql: str) -> list[list[Any]]:
+        context = self._conn.execute_simple(sql)
         self.columns = context.columns
         return context.rows or []
 
@@ -149,41 +146,27 @@ def load_queries(path: Path = QUERIES_FILE) -> dict[str, str]:
     return queries
 
 
-def _data_problem(exc: Exception) -> str | None:
-    if isinstance(exc, DatabaseError) and exc.args and isinstance(exc.args[0], dict):
-        fields = exc.args[0]
-        if _DATA_SQLSTATE.match(str(fields.get("C", ""))):
-            return f"the database refused the data ({fields.get('C')}): {fields.get('M', '')}"
-    return None
-
-
-def _is_transient(exc: Exception) -> bool:
-    if isinstance(exc, (InterfaceError, OSError)):
-        return True
-    if isinstance(exc, DatabaseError) and exc.args and isinstance(exc.args[0], dict):
-        return bool(_TRANSIENT_SQLSTATE.match(str(exc.args[0].get("C", ""))))
-    return False
-
-
-def _driver_data_problem(exc: Exception) -> str | None:
-    """The reason for a driver-side error that the statement's values caused, or None."""
+def _classified(exc: Exception) -> tuple[Exception | None, bool]:
+    """What the caller sees for an error the driver raised, and whether the connection is unusable.
+    ``None``: raise ``exc`` itself (a server error that is neither transient nor about the data)."""
+    fields = exc.args[0] if isinstance(exc, DatabaseError) and exc.args and isinstance(exc.args[0], dict) else None
+    if fields is not None:  # the server's ErrorResponse: the driver read up to ReadyForQuery
+        code = str(fields.get("C", ""))
+        if code == "0A000":
+            # "cached plan must not change result type": a migration changed a table under this
+            # connection's prepared statements. Drop the connection; the retry gets a fresh one.
+            return TransientError(f"prepared statement outdated by a schema change: {fields.get('M')}"), True
+        if _TRANSIENT_SQLSTATE.match(code):
+            return TransientError(f"Postgres is unavailable: {fields.get('M', '')}"), True
+        if _DATA_SQLSTATE.match(code):
+            return DataRejected(f"the database refused the data ({code}): {fields.get('M', '')}"), False
+        return None, False
+    # Anything else stopped the driver between protocol messages: the connection is unusable.
     if isinstance(exc, (DatabaseError, InterfaceError, OSError)):
-        return None
+        return TransientError(f"Postgres is unavailable: {exc}"), True
     if isinstance(exc, (ValueError, OverflowError, TypeError, ArithmeticError)):  # UnicodeError is a ValueError
-        return f"a value cannot be sent to the database ({type(exc).__name__}: {str(exc)[:300]})"
-    return None
-
-
-def _raise_classified(exc: Exception, *, connection_lost: bool) -> None:
-    """Raise what a caller sees for ``exc`` (see the module docstring)."""
-    if isinstance(exc, (TransientError, DataRejected)):
-        raise exc
-    if connection_lost or _is_transient(exc):
-        raise TransientError(f"Postgres is unavailable: {exc}") from exc
-    problem = _data_problem(exc)
-    if problem:
-        raise DataRejected(problem) from exc
-    raise exc
+        return DataRejected(f"a value cannot be sent to the database ({type(exc).__name__}: {str(exc)[:300]})"), True
+    return None, True
 
 
 def _prepared(conn: Any, sql: str) -> Any:
@@ -202,40 +185,30 @@ def _prepared(conn: Any, sql: str) -> Any:
 class Session:
     """One connection inside ``Database.transaction()``: runs named queries, returns dict rows.
 
-    ``poisoned`` is set when the driver raised anything but a server-reported error: the connection's
-    protocol state is then unknown and it must not be reused (see the module docstring).
+    ``poisoned`` is set when the connection must not be reused: the driver raised anything but a
+    server-reported error (its protocol state is unknown), or the error was transient.
     """
 
     def __init__(self, conn: pg8000.native.Connection, queries: dict[str, str]):
         self._conn = conn
         self._queries = queries
-        self._columns: list[dict[str, Any]] | None = None
         self.poisoned = False
 
-    def _call(self, sql: str, params: dict[str, Any]) -> Any:
+    def _call(self, sql: str, params: dict[str, Any]) -> tuple[list[list[Any]], list[dict[str, Any]] | None]:
+        """Rows and columns; every driver error leaves here classified (see ``_classified``)."""
         try:
-            if not params:
-                return self._conn.run(sql)  # simple query protocol: one round trip, scripts allowed
+            if not params:  # simple query protocol: one round trip, scripts allowed
+                rows = self._conn.run(sql)
+                return rows, self._conn.columns
             statement = _prepared(self._conn, sql)
             rows = statement.run(**params)
-            self._columns = statement.columns
-            return rows
-        except DatabaseError as exc:
-            fields = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else None
-            if fields is None:
-                self.poisoned = True  # not the server's ErrorResponse: state unknown
-            elif fields.get("C") == "0A000":
-                # "cached plan must not change result type": a migration changed a table under this
-                # connection's prepared statements. Drop the connection; the retry gets a fresh one.
-                self.poisoned = True
-                raise TransientError(f"prepared statement outdated by a schema change: {fields.get('M')}") from exc
-            raise
+            return rows, statement.columns
         except BaseException as exc:
-            self.poisoned = True
-            problem = _driver_data_problem(exc) if isinstance(exc, Exception) else None
-            if problem:
-                raise DataRejected(problem) from exc
-            raise
+            seen, unusable = _classified(exc) if isinstance(exc, Exception) else (None, True)
+            self.poisoned = self.poisoned or unusable
+            if seen is None:
+                raise
+            raise seen from exc
 
     def run(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
         """Run the named query from queries.sql."""
@@ -243,9 +216,7 @@ class Session:
 
     def sql(self, sql: str, /, **params: Any) -> list[dict[str, Any]]:
         """Run a literal, parameterised statement (migrations, tests)."""
-        self._columns = None
-        rows = self._call(sql, params)
-        columns = self._columns if params else self._conn.columns
+        rows, columns = self._call(sql, params)
         if not rows or columns is None:
             return []
         names = [c["name"] for c in columns]
@@ -298,7 +269,7 @@ class Database:
         try:
             return self._connect()
         except Exception as exc:  # noqa: BLE001 - translated below
-            if _is_transient(exc):
+            if isinstance(_classified(exc)[0], TransientError):
                 raise TransientError(f"cannot connect to Postgres: {exc}") from exc
             raise
 
@@ -323,14 +294,13 @@ class Database:
             session.execute("COMMIT")
             clean = True
         except Exception as exc:
-            rollback_failed = False
-            if not session.poisoned and not _is_transient(exc):
+            if not session.poisoned:
                 try:
                     session.execute("ROLLBACK")
                     clean = True
-                except Exception:  # noqa: BLE001 - the connection is unusable: dropped below
-                    rollback_failed = True
-            _raise_classified(exc, connection_lost=rollback_failed)
+                except Exception as lost:  # noqa: BLE001 - the connection is gone: retry the message
+                    raise TransientError(f"Postgres is unavailable: {lost}") from exc
+            raise
         finally:
             # Anything else (KeyboardInterrupt, a worker abort) leaves the transaction open: never
             # hand such a connection to the next caller.
@@ -341,13 +311,13 @@ class Database:
         """A connection in autocommit mode (advisory locks held across transactions)."""
         conn = self._acquire()
         session = Session(conn, self.queries)
-        broken = True
+        broken = True  # unless the block ends, normally or by an exception of its own
         try:
             yield session
             broken = False
-        except Exception as exc:
-            broken = session.poisoned or _is_transient(exc)
-            _raise_classified(exc, connection_lost=False)
+        except Exception:
+            broken = False
+            raise
         finally:
             self._release(conn, broken or session.poisoned)
 
