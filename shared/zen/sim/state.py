@@ -23,13 +23,15 @@ class SimJobState:
 
 class SimVm:
     __slots__ = ("name", "mig", "phase", "since", "zone", "created_s", "booted_s", "job", "job_start_s",
-                 "error", "wait_since", "jobs_run", "busy_s", "epoch", "view")
+                 "error", "wait_since", "jobs_run", "busy_s", "epoch", "view", "first_seen")
 
     def __init__(self, name: str, mig: "SimMig", now: float):
         self.name, self.mig, self.epoch = name, mig, 0
+        self.first_seen = None  # when a pass first listed it (kept when the MIG recreates it: same name)
         self._reset(now)
 
     def _reset(self, now: float) -> None:
+        # ``view``: (MigInstance, agent) as ``zen.sim.ports`` shows them, None when they must be rebuilt
         self.phase, self.since, self.zone, self.view = VmPhase.BOOTING, now, None, None
         self.created_s = self.booted_s = self.job = self.job_start_s = self.error = self.wait_since = None
         self.jobs_run, self.busy_s = 0, 0.0
@@ -62,6 +64,7 @@ class SimClusterState:
         self.idle: dict[str, dict[str, SimVm]] = {r: {} for r in sim.limits.regions}
         self.vms: dict[str, SimVm] = {}
         self.memory: dict = {}
+        self.manager = None  # the production ClusterManager over this cluster's simulated MIGs (zen.sim.world)
         self.last_tick, self.tick_at = -math.inf, None
         self.coverage = None  # what the last pass said about one more job (zen.scaling.model.Coverage)
         self.arrivals: deque[float] = deque()  # submission times, for the planner's warm pool
