@@ -81,9 +81,7 @@ class ClusterManager:
         self._clock = clock
         self._timing = timing
         self.policy = policy or ZenPlanner()
-        # VM name -> (the inputs its view was built from, the view): an adapter that returns the same
-        # objects for an unchanged instance and agent (the simulator's) spares rebuilding the view.
-        self._views: dict[str, tuple[tuple, Vm]] = {}
+        self._views: dict[str, tuple] = {}  # VM name -> (instance, first seen, job, agent, its Vm)
 
     def run(self, states: dict[str, MigState | MigApiError] | None = None) -> ClusterReport:
         """One pass; ``states`` are the MIGs' states if already read (the tick reads all at once)."""
@@ -143,31 +141,26 @@ class ClusterManager:
         vms: list[Vm] = []
         zones: dict[str, str | None] = {}
         views, self._views = self._views, {}
+        held, agents = facts.held, facts.agents
         for region in seen:
             for instance in states[region].instances:
-                zones[instance.name] = instance.zone
-                vms.append(self._view(views, instance, region, first_seen[instance.name], facts.held, facts.agents))
+                # The view is rebuilt only when its inputs changed: an adapter that returns the same
+                # objects for an unchanged instance and agent (the simulator's) spares the work.
+                vm_name = instance.name
+                zones[vm_name] = instance.zone
+                since, job, agent = first_seen[vm_name], held.get(vm_name), agents.get(vm_name)
+                cached = views.get(vm_name)
+                if (cached is None or cached[0] is not instance or cached[1] is not since or cached[2] != job
+                        or cached[3] is not agent):
+                    cached = (instance, since, job, agent, self._vm(instance, region, since, held, agents))
+                self._views[vm_name] = cached
+                vms.append(cached[4])
         limits = ClusterLimits(name, tuple(self.cluster.regions), self.cluster.max_vms_per_region,
                                self.cluster.max_vms, self.cluster.min_vms)
         snapshot = ClusterSnapshot(now=now, cluster=limits, queued=(), demand=facts.demand, vms=tuple(vms),
                                    target_sizes=targets, errors=tuple(errors), memory=facts.memory,
                                    timing=self._timing, arrivals_last_hour=facts.arrivals)
         return snapshot, zones
-
-    def _view(self, views: dict, instance: MigInstance, region: str, first_seen: datetime, held: dict[str, str],
-              agents: dict[str, Any]) -> Vm:
-        """The instance's ``Vm``, reused from the last pass when built from the very same inputs."""
-        name = instance.name
-        key = (instance, first_seen, held.get(name), agents.get(name))
-        cached = views.get(name)
-        if cached is not None:
-            old = cached[0]
-            if old[0] is key[0] and old[1] is key[1] and old[2] == key[2] and old[3] is key[3]:
-                self._views[name] = cached
-                return cached[1]
-        vm = self._vm(instance, region, first_seen, held, agents)
-        self._views[name] = (key, vm)
-        return vm
 
     @staticmethod
     def _vm(instance: MigInstance, region: str, first_seen: datetime, held: dict, agents: dict) -> Vm:

@@ -24,6 +24,7 @@ Compute calls are counted as ``zen.scaling.mig.MigManager`` makes them: ``region
 
 from __future__ import annotations
 
+import math
 from contextlib import nullcontext
 from datetime import datetime
 
@@ -72,20 +73,33 @@ class SimMigPort:
     def region_summaries(self) -> dict[str, MigSummary]:
         self._calls(1)
         mig = self._mig
-        stable = all(vm.phase is VmPhase.IDLE or vm.phase is VmPhase.BUSY for vm in mig.vms.values())
-        return {mig.name: MigSummary(mig.target, stable)}
+        return {mig.name: MigSummary(mig.target, not mig.vms or self._listing()[1])}
 
     def read(self, since: datetime | None = None, summary: MigSummary | None = None) -> MigState:
         if summary is not None and summary.target_size == 0 and summary.stable:
             return _EMPTY
-        mig, world = self._mig, self._world
-        instances, settled = [], len(mig.vms) == mig.target
-        for vm in mig.vms.values():
-            instance = views(world, vm)[0]
-            instances.append(instance)
-            settled = settled and instance.current_action == "NONE"
+        mig = self._mig
+        instances, stable = self._listing()
+        settled = stable and len(instances) == mig.target
         self._calls((summary is None) + 1 + (not settled))
         return MigState(mig.target, instances, [] if settled else self._errors(since))
+
+    def _listing(self) -> tuple[list[MigInstance], bool]:
+        """The MIG's instances and whether none is being created or deleted; kept until one of its
+        VMs changes (``SimVm.touch``) or a failure becomes visible."""
+        mig, world = self._mig, self._world
+        listing = mig.listing
+        if listing is not None and world.now < listing[2]:
+            return listing[0], listing[1]
+        instances, stable, until = [], True, math.inf
+        for vm in mig.vms.values():
+            view = vm.view or views(world, vm)
+            instances.append(view[0])
+            stable = stable and view[0].current_action == "NONE"
+            if vm.view is None:  # a failure not yet visible: list again once it is
+                until = min(until, vm.wait_since + world.error_delay)
+        mig.listing = (instances, stable, until)
+        return instances, stable
 
     def _errors(self, since: datetime | None) -> list[MigError]:
         """Failures visible by now (``list_errors_delay_s`` after them) and after ``since``; each once."""
@@ -145,13 +159,16 @@ class SimFleet:
 
     def facts(self, cluster: str, arrivals_since: datetime) -> FleetFacts:
         world, state = self._world, self._world.clusters[cluster]
-        held, agents = {}, {}
-        for name, vm in state.vms.items():
-            if vm.job is not None:
-                held[name] = vm.job.spec.job_id
-            agent = views(world, vm)[1]
-            if agent is not None:
-                agents[name] = agent
+        if state.fleet_view is None:
+            held, agents = {}, {}
+            for name, vm in state.vms.items():
+                if vm.job is not None:
+                    held[name] = vm.job.spec.job_id
+                agent = (vm.view or views(world, vm))[1]
+                if agent is not None:
+                    agents[name] = agent
+            state.fleet_view = (held, agents)
+        held, agents = state.fleet_view
         arrivals = state.arrivals
         cutoff = (arrivals_since - world.start).total_seconds()
         while arrivals and arrivals[0] < cutoff:

@@ -126,11 +126,11 @@ class Simulation(InstanceWorld):
         self.now = 0.0
         self.result = RunResult(policy=policy.name, horizon_s=self.horizon)
         planner, fleet = _TimedPolicy(policy, self), SimFleet(self)
-        clock = lambda: self.dt(self.now)  # noqa: E731
+        self._clock_at: tuple = (None, None)
         for sim_cluster in scenario.clusters:
             cluster = self.clusters[sim_cluster.limits.name]
             migs = {region: SimMigPort(self, mig) for region, mig in cluster.migs.items()}
-            cluster.manager = ClusterManager(cluster_config(sim_cluster, self.unlimited), fleet, migs, clock,
+            cluster.manager = ClusterManager(cluster_config(sim_cluster, self.unlimited), fleet, migs, self.clock,
                                              self.timing, planner)
 
     # -- the loop -------------------------------------------------------------------------------
@@ -159,6 +159,12 @@ class Simulation(InstanceWorld):
 
     def dt(self, t: float):
         return self.start + timedelta(seconds=t)
+
+    def clock(self):
+        """The simulated time as the manager's clock (one datetime per instant)."""
+        if self._clock_at[0] != self.now:
+            self._clock_at = (self.now, self.dt(self.now))
+        return self._clock_at[1]
 
     # -- ticks ----------------------------------------------------------------------------------
     def _periodic_tick(self) -> None:
@@ -194,7 +200,8 @@ class Simulation(InstanceWorld):
     def _booted(self, vm: _Vm, epoch: int) -> None:
         if vm.epoch != epoch:
             return
-        vm.phase, vm.since, vm.booted_s, vm.view = VmPhase.IDLE, self.now, self.now, None
+        vm.phase, vm.since, vm.booted_s = VmPhase.IDLE, self.now, self.now
+        vm.touch()
         self._on_idle(vm)
         if self.pass_on_vm_heartbeat:
             self._request_pass(vm.mig.cluster)
@@ -229,7 +236,8 @@ class Simulation(InstanceWorld):
             cluster.demand_view = None
         if self.cancel_losers:
             self._cancel_losers(cluster, job, vm.mig.region)
-        vm.phase, vm.since, vm.job, vm.job_start_s, vm.view = VmPhase.BUSY, self.now, job, self.now, None
+        vm.phase, vm.since, vm.job, vm.job_start_s = VmPhase.BUSY, self.now, job, self.now
+        vm.touch()
         vm.epoch += 1
         self._push(self.now + job.spec.duration_s, _FINISH, self._finish, vm, vm.epoch)
 
@@ -257,7 +265,8 @@ class Simulation(InstanceWorld):
             vm.phase = VmPhase.IDLE  # for the instant of its deletion
             self._delete(vm)
             return
-        vm.phase, vm.since, vm.view = VmPhase.IDLE, self.now, None
+        vm.phase, vm.since = VmPhase.IDLE, self.now
+        vm.touch()
         vm.epoch += 1
         self._on_idle(vm)
         if self.pass_on_vm_heartbeat:
