@@ -3,10 +3,13 @@
 One :class:`Simulation` runs one policy over one scenario and job trace on a simulated clock (a
 heap of events; nothing sleeps). What it models, per cluster:
 
-- **MIGs.** One regional MIG per region. A plan's ``add`` raises the target size (clamped to the
-  per-MIG and per-cluster limits; each VM refused is a limit violation) and creates that many
-  instances, visible at once as ``BOOTING``. ``delete`` removes exactly the named VMs and lowers the
-  target (``deleteInstances``); a BUSY VM is never deleted (each attempt is a busy-delete violation).
+- **MIGs.** One regional MIG per region. Plans are applied by the production ``ClusterManager``
+  (``zen.scaling.manager``), the same class as in production, over the simulated MIGs and fleet of
+  ``zen.sim.ports``: adds first, each region resized to ``min(target + add, max_vms_per_region)``
+  (every VM refused is a limit violation, and so is every VM the resize puts beyond the cluster's
+  ``max_vms``, which the manager leaves to the planner); then each deletion is drained first (a VM
+  holding a job is refused: a busy-delete attempt) and the drained ones are deleted with one
+  ``deleteInstances`` per region. New instances are visible at once as ``BOOTING``.
 - **Capacity.** An instance is placed in the MIG's zone with the most free capacity
   (``CapacitySchedule``). With none free it stays BOOTING with ``creation_error=STOCKOUT`` and fails
   again every ``retry_interval_s`` on a grid per MIG, each failure one ``MigError(STOCKOUT)``. Those
@@ -36,11 +39,13 @@ heap of events; nothing sleeps). What it models, per cluster:
 - **Preemptions** (optional): exponential lifetimes per created VM; a busy VM's job is queued again
   (its first start still counts for time-to-start) and the MIG recreates the VM, as GCE does.
 - **Ticks.** Every ``tick_s`` for every cluster and right after submissions (same instant: one
-  tick). A tick builds a ``ClusterSnapshot`` (queued jobs, VMs with phases and ``since``, target
-  sizes, the MIG errors since the previous tick, the memory the previous plan returned, ``Timing``),
-  calls ``policy.plan`` once, and applies the plan. Compute API calls are counted as a real manager
-  makes them: per region 1 ``listManagedInstances`` + 1 ``listErrors``, plus 1 ``resize`` per region
-  that grows and 1 ``deleteInstances`` per region with deletions.
+  tick). A tick is one ``ClusterManager`` pass: the periodic one lists each region's MIGs first
+  and then reads them (as ``ClusterOrchestrator.tick``), one after a submission reads each MIG
+  (as ``ClusterManager.run()``); the manager builds the ``ClusterSnapshot`` (demand groups, VMs with
+  phases and ``since`` from when a pass first saw each instance, target sizes, the MIG errors after
+  the memory's ``seen_errors_until``, the memory kept per region, ``Timing``), calls
+  ``policy.plan`` once, applies the plan and records the memory. Compute API calls are counted as
+  ``zen.scaling.mig.MigManager`` makes them (see ``zen.sim.ports``).
 """
 
 from __future__ import annotations
