@@ -13,7 +13,8 @@ import sys
 import pytest
 
 PURE = ["zen.models", "zen.lifecycle", "zen.config", "zen.clock", "zen.scaling.model", "zen.scaling.planner"]
-SERVICES = ["zen.jobs", "zen.messaging", "zen.store.repository", "zen.scaling.port", "zen.scaling.manager"]
+SERVICES = ["zen.jobs", "zen.messaging", "zen.store.repository", "zen.scaling.port", "zen.scaling.fleetdb",
+            "zen.scaling.manager"]
 
 
 @pytest.mark.parametrize("module", PURE + SERVICES)

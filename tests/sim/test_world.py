@@ -84,17 +84,17 @@ def test_capacity_returning_boots_the_waiting_instance():
     assert min(starts) < 1800 + 30 + 600  # next retry, then a boot
 
 
-def test_busy_vms_are_never_deleted_and_limits_never_exceeded():
+def test_busy_vms_are_never_deleted_and_per_mig_limits_never_exceeded():
+    """As the production manager applies plans: adds clamped to the per-MIG limit, deletions only
+    of drained VMs; the cluster-wide cap is the planner's to keep, so going past it is counted."""
     sc = scenario("default: unlimited", per_region=3, max_vms=5)
     policy = Greedy()
     result = run(sc, policy)
     assert result.busy_delete_attempts > 0
-    assert result.limit_violations > 0
-    assert result.peak_vms <= 5
+    assert result.limit_violations > 3 * 97  # the first pass alone asks 97 beyond each MIG's limit
     for snapshot in policy.snapshots:
-        per_region = Counter(vm.region for vm in snapshot.vms)
-        assert all(n <= 3 for n in per_region.values())
-        assert len(snapshot.vms) <= 5
+        alive = Counter(vm.region for vm in snapshot.vms if vm.phase is not VmPhase.DELETING)
+        assert all(n <= 3 for n in alive.values())
         assert all(size <= 3 for size in snapshot.target_sizes.values())
     assert any(start is not None for _, start in result.starts)  # busy VMs survived to run jobs
 

@@ -1,14 +1,22 @@
 """ClusterManager (one per cluster) and ClusterOrchestrator (all clusters): load, plan, apply, record.
 
-A pass for one cluster, under a per-cluster advisory lock (the tick and a post-submission run never
-overlap; a second one skips):
-1. Snapshot: queued jobs from Postgres, aggregated by (priority, allowed regions); every regional
-   MIG's target size, instances and new errors (MigPort; the regions' calls at once); which VMs hold a job (jobs table) or are idle (agents' VM heartbeats); when each
-   instance was first seen (boot age); the planner's memory.
+The manager reaches Compute only through ``MigPort`` and the database only through ``FleetPort``
+(``zen.scaling.port``): production wires the google-cloud-compute adapter and ``FleetDb``, the
+simulator its simulated MIGs and fleet (so it runs this very class), unit tests recording fakes.
+
+A pass for one cluster, under a per-cluster lock (an advisory lock in production: the tick and a
+post-submission run never overlap; a second one skips):
+1. Snapshot: queued jobs aggregated by (priority, allowed regions); every regional MIG's target
+   size, instances and new errors (the regions' calls at once); which VMs hold a job (jobs table)
+   or are idle (agents' VM heartbeats); when each instance was first seen (boot age); the planner's
+   memory.
 2. Plan: the policy (``ZenPlanner``) decides.
-3. Apply: resize up to an absolute size; scale down only after *draining* each VM in a transaction
-   that takes the VM's advisory lock and checks it holds no job; a claim from a drained VM is refused
-   (see ``JobService``), so a VM that picks up a job at the last moment is never deleted under it.
+3. Apply, adds first: each region's MIG is resized to ``min(target + add, max_vms_per_region)``
+   (absolute, from the target just read; the cluster-wide ``max_vms`` is the planner's to respect).
+   Then deletions: each VM is *drained* first (in production a transaction that takes the VM's
+   advisory lock and checks it holds no job; a claim from a drained VM is refused, see
+   ``JobService``), so a VM that picks up a job at the last moment is never deleted under it; the
+   drained ones are deleted with one ``deleteInstances`` per region.
 4. Record: the planner's memory, and each decision in ``scaling_decisions`` and a log line.
 """
 
@@ -17,20 +25,19 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from zen.clock import Clock
 from zen.config import ClusterConfig, ZenConfig
-from zen.scaling.port import MigApiError, MigInstance, MigPort, MigState, MigSummary
+from zen.scaling.fleetdb import FleetDb
+from zen.scaling.port import FleetPort, MigApiError, MigInstance, MigPort, MigState, MigSummary
 from zen.scaling.model import (
-    COVERAGE_TRUST_S, ClusterLimits, ClusterSnapshot, Coverage, Decision, DemandGroup, Plan, Policy, RegionMemory,
-    Timing, Vm, VmPhase,
+    COVERAGE_TRUST_S, ClusterLimits, ClusterSnapshot, Coverage, Decision, Plan, Policy, RegionMemory, Timing, Vm,
+    VmPhase,
 )
 from zen.scaling.planner import ZenPlanner
-from zen.store import fleet
-from zen.store.encoding import to_json
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
     from zen.store.db import Database
@@ -53,23 +60,6 @@ def compute_pool() -> ThreadPoolExecutor:
         return _pool
 
 
-def memory_to_json(memory: RegionMemory) -> str:
-    return to_json({k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in asdict(memory).items()})
-
-
-def memory_from_json(raw: dict) -> RegionMemory:
-    values = {}
-    for f in fields(RegionMemory):
-        value = raw.get(f.name)
-        if value is not None and f.name.endswith(("_until", "_at")):
-            value = datetime.fromisoformat(value)
-        elif isinstance(value, list):
-            value = tuple(value)
-        if value is not None:
-            values[f.name] = value
-    return RegionMemory(**values)
-
-
 @dataclass
 class ClusterReport:
     cluster: str
@@ -83,30 +73,28 @@ class ClusterReport:
 
 
 class ClusterManager:
-    def __init__(self, cluster: ClusterConfig, db: Database, migs: dict[str, MigPort], clock: Clock,
+    def __init__(self, cluster: ClusterConfig, fleet: FleetPort, migs: dict[str, MigPort], clock: Clock,
                  timing: Timing, policy: Policy | None = None):
         self.cluster = cluster
-        self._db = db
+        self._fleet = fleet
         self._migs = migs
         self._clock = clock
         self._timing = timing
         self.policy = policy or ZenPlanner()
+        self._views: dict[str, tuple] = {}  # VM name -> (instance, first seen, job, agent, its Vm)
 
     def run(self, states: dict[str, MigState | MigApiError] | None = None) -> ClusterReport:
         """One pass; ``states`` are the MIGs' states if already read (the tick reads all at once)."""
         report = ClusterReport(self.cluster.name)
-        with self._db.session() as lock:
-            if not fleet.try_cluster_lock(lock, self.cluster.name):
+        with self._fleet.cluster_lock(self.cluster.name) as locked:
+            if not locked:
                 report.skipped = True
                 return report
-            try:
-                snapshot, zones = self.snapshot(report, states)
-                plan = self.policy.plan(snapshot)
-                self.apply(plan, snapshot, zones, report)
-                self.record(plan, report)
-                report.coverage = Coverage.after(snapshot, sum(report.added.values()))
-            finally:
-                fleet.cluster_unlock(lock, self.cluster.name)
+            snapshot, zones = self.snapshot(report, states)
+            plan = self.policy.plan(snapshot)
+            self.apply(plan, snapshot, zones, report)
+            self.record(plan, report)
+            report.coverage = Coverage.after(snapshot, sum(report.added.values()))
         return report
 
     @property
@@ -114,8 +102,7 @@ class ClusterManager:
         return list(self._migs)
 
     def memory(self) -> dict[str, RegionMemory]:
-        with self._db.transaction() as session:
-            return {region: memory_from_json(raw) for region, raw in fleet.scaling_memory(session, self.cluster.name).items()}
+        return self._fleet.memory(self.cluster.name)
 
     def mig(self, region: str) -> MigPort:
         return self._migs[region]
@@ -134,39 +121,45 @@ class ClusterManager:
                  ) -> tuple[ClusterSnapshot, dict[str, str | None]]:
         now = self._clock()
         name = self.cluster.name
-        with self._db.transaction() as session:
-            demand = tuple(DemandGroup(tuple(r["regions"]), r["jobs"], r["oldest"], r["priority"])
-                           for r in fleet.queued_demand(session, name))
-            held = fleet.held_vms(session, name)
-            agents = fleet.agents(session, name)
-            memory = {region: memory_from_json(raw) for region, raw in fleet.scaling_memory(session, name).items()}
-            arrivals = fleet.arrivals_since(session, name, now - timedelta(hours=1))
+        facts = self._fleet.facts(name, now - timedelta(hours=1))
         if states is None:  # the regions' Compute calls at once
-            states = dict(zip(self._migs, compute_pool().map(lambda r: self.read_mig(r, memory), self._migs)))
-        vms: list[Vm] = []
+            states = dict(zip(self._migs, compute_pool().map(lambda r: self.read_mig(r, facts.memory), self._migs)))
         targets: dict[str, int] = {}
         errors = []
+        seen: dict[str, list[str]] = {}
+        for region in self._migs:
+            state = states[region]
+            if isinstance(state, MigApiError):
+                # Unknown state: claim the region is at its limit so nothing is added there blindly.
+                report.errors.append(f"{region}: {state}")
+                targets[region] = self.cluster.max_vms_per_region
+                continue
+            targets[region] = state.target_size
+            errors += state.errors
+            seen[region] = [i.name for i in state.instances]
+        first_seen = self._fleet.see_instances(name, seen, now)
+        vms: list[Vm] = []
         zones: dict[str, str | None] = {}
-        with self._db.transaction() as session:
-            for region in self._migs:
-                state = states[region]
-                if isinstance(state, MigApiError):
-                    # Unknown state: claim the region is at its limit so nothing is added there blindly.
-                    report.errors.append(f"{region}: {state}")
-                    targets[region] = self.cluster.max_vms_per_region
-                    continue
-                targets[region] = state.target_size
-                errors += state.errors
-                names = [i.name for i in state.instances]
-                first_seen = fleet.see_instances(session, name, region, names, now)
-                for instance in state.instances:
-                    zones[instance.name] = instance.zone
-                    vms.append(self._vm(instance, region, first_seen[instance.name], held, agents))
+        views, self._views = self._views, {}
+        held, agents = facts.held, facts.agents
+        for region in seen:
+            for instance in states[region].instances:
+                # The view is rebuilt only when its inputs changed: an adapter that returns the same
+                # objects for an unchanged instance and agent (the simulator's) spares the work.
+                vm_name = instance.name
+                zones[vm_name] = instance.zone
+                since, job, agent = first_seen[vm_name], held.get(vm_name), agents.get(vm_name)
+                cached = views.get(vm_name)
+                if (cached is None or cached[0] is not instance or cached[1] is not since or cached[2] != job
+                        or cached[3] is not agent):
+                    cached = (instance, since, job, agent, self._vm(instance, region, since, held, agents))
+                self._views[vm_name] = cached
+                vms.append(cached[4])
         limits = ClusterLimits(name, tuple(self.cluster.regions), self.cluster.max_vms_per_region,
                                self.cluster.max_vms, self.cluster.min_vms)
-        snapshot = ClusterSnapshot(now=now, cluster=limits, queued=(), demand=demand, vms=tuple(vms),
-                                   target_sizes=targets, errors=tuple(errors), memory=memory, timing=self._timing,
-                                   arrivals_last_hour=arrivals)
+        snapshot = ClusterSnapshot(now=now, cluster=limits, queued=(), demand=facts.demand, vms=tuple(vms),
+                                   target_sizes=targets, errors=tuple(errors), memory=facts.memory,
+                                   timing=self._timing, arrivals_last_hour=facts.arrivals)
         return snapshot, zones
 
     @staticmethod
@@ -212,20 +205,13 @@ class ClusterManager:
 
     def _drain(self, vm: str, region: str) -> bool:
         """Mark ``vm`` as going away unless it holds a job; from then on its claims are refused."""
-        with self._db.transaction() as session:
-            return fleet.drain_unless_busy(session, vm, self.cluster.name, region, self._clock())
+        return self._fleet.drain_unless_busy(vm, self.cluster.name, region, self._clock())
 
     # -- 4. record -----------------------------------------------------------------------------
     def record(self, plan: Plan, report: ClusterReport) -> None:
         now = self._clock()
         report.decisions = plan.decisions
-        with self._db.transaction() as session:
-            for region, memory in plan.memory.items():
-                fleet.save_scaling_memory(session, self.cluster.name, region, memory_to_json(memory), now)
-            for decision in plan.decisions:
-                fleet.add_scaling_decision(session, cluster=self.cluster.name, region=decision.region,
-                                           action=decision.action.value, count=decision.count, vm=decision.vm,
-                                           reason=decision.reason, now=now)
+        self._fleet.record(self.cluster.name, plan.memory, plan.decisions, now)
         for decision in plan.decisions:
             log.info(f"scaling {decision.action.value.lower()}", extra={
                 "cluster": self.cluster.name, "region": decision.region, "vm": decision.vm,
@@ -255,7 +241,7 @@ class ClusterOrchestrator:
     def __init__(self, config: ZenConfig, db: Database, clock: Clock,
                  mig_factory: Callable[[str, str, str], MigPort], policy: Policy | None = None):
         self._config = config
-        self._db = db
+        self._fleet = FleetDb(db)
         self._clock = clock
         self._mig_factory = mig_factory
         self._policy = policy
@@ -274,7 +260,7 @@ class ClusterOrchestrator:
         if cluster not in self._managers:
             config = self._config.cluster(cluster)
             migs = {r: self._mig_factory(self._config.project, r, config.mig_name(r)) for r in config.regions}
-            self._managers[cluster] = ClusterManager(config, self._db, migs, self._clock, self._timing, self._policy)
+            self._managers[cluster] = ClusterManager(config, self._fleet, migs, self._clock, self._timing, self._policy)
         return self._managers[cluster]
 
     def tick(self) -> dict[str, ClusterReport]:

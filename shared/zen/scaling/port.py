@@ -1,17 +1,22 @@
-"""The MIG port: what the scaling managers need from a regional Managed Instance Group.
+"""The ports of the scaling managers: ``MigPort`` (a regional Managed Instance Group) and ``FleetPort``
+(Zen's own records of jobs, VMs and agents).
 
-``ClusterManager`` talks to MIGs only through ``MigPort``; ``zen.scaling.mig.MigManager`` is the
-adapter over google-cloud-compute (the only module that imports it), and the simulator and tests may
-bring their own. The types here are plain data: importing this module loads no SDK.
+``ClusterManager`` talks to MIGs only through ``MigPort`` and to the database only through
+``FleetPort``. In production ``zen.scaling.mig.MigManager`` is the adapter over google-cloud-compute
+(the only module that imports it) and ``zen.scaling.fleetdb.FleetDb`` wraps ``zen.store.fleet``; the
+simulator brings a simulated MIG and fleet (``zen.sim.ports``) so it runs the production manager,
+and the manager's unit tests a recording fake of each. The types here are plain data: importing this
+module loads no SDK.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Mapping, Protocol
 
-from zen.scaling.model import ErrorKind, MigError
+from zen.scaling.model import Decision, DemandGroup, ErrorKind, MigError, RegionMemory
 
 
 class MigApiError(RuntimeError):
@@ -74,3 +79,36 @@ class MigPort(Protocol):
 
     def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:
         """Delete exactly these instances, lowering the target size."""
+
+
+@dataclass(frozen=True)
+class FleetFacts:
+    """What a snapshot needs from Zen's own records, read at once (one transaction in production)."""
+
+    demand: tuple[DemandGroup, ...]  # queued jobs by (priority, allowed regions)
+    held: dict[str, str]  # VM name -> the job it holds (assigned, running or stopping)
+    agents: dict[str, Mapping[str, Any]]  # VM name -> its agent's last word: state, idle_since, last_seen_at
+    memory: dict[str, RegionMemory]  # region -> the planner's memory
+    arrivals: int  # jobs submitted since the time asked for
+
+
+class FleetPort(Protocol):
+    """The fleet's records as ``ClusterManager`` needs them: ``zen.scaling.fleetdb.FleetDb`` over
+    Postgres in production, the simulated world's records in ``zen.sim.ports``."""
+
+    def cluster_lock(self, cluster: str) -> AbstractContextManager[bool]:
+        """Held for one pass: True when this pass has the cluster, False when another one does."""
+
+    def facts(self, cluster: str, arrivals_since: datetime) -> FleetFacts: ...
+
+    def memory(self, cluster: str) -> dict[str, RegionMemory]: ...
+
+    def see_instances(self, cluster: str, instances: dict[str, list[str]], now: datetime) -> dict[str, datetime]:
+        """Record each region's MIG instances as seen ``now`` (forgetting the vanished ones);
+        returns when each was first seen."""
+
+    def drain_unless_busy(self, vm: str, cluster: str, region: str, now: datetime) -> bool:
+        """Mark ``vm`` as going away unless it holds a job (its claims are refused from then on)."""
+
+    def record(self, cluster: str, memory: dict[str, RegionMemory], decisions: list[Decision], now: datetime) -> None:
+        """Keep the planner's memory (per region; regions not given keep theirs) and the decisions."""

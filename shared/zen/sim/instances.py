@@ -39,7 +39,8 @@ class InstanceWorld:
         if zone is not None:
             self._place(mig, vm, zone)
             return
-        vm.wait_since, vm.error, vm.view = self.now, ErrorKind.STOCKOUT, None
+        vm.wait_since, vm.error = self.now, ErrorKind.STOCKOUT
+        vm.touch()
         mig.errors.append(MigError(mig.region, ErrorKind.STOCKOUT, self.dt(self.now), vm.name))
         if not mig.waiting:
             mig.anchor = self.now
@@ -66,7 +67,8 @@ class InstanceWorld:
             # Its failures not yet collected, up to now (exclusive), still show in listErrors later.
             self._retry_errors(mig, mig.errors_until, self.now - _EPS, mig.errors, only=vm)
             del mig.waiting[vm.name]
-        vm.zone, vm.created_s, vm.error, vm.wait_since, vm.view = zone, self.now, None, None, None
+        vm.zone, vm.created_s, vm.error, vm.wait_since = zone, self.now, None, None
+        vm.touch()
         self.result.vms_created += 1
         self._billed(+1)
         draws = len(mig.cluster.migs) if self.unlimited else 1
@@ -176,10 +178,12 @@ class InstanceWorld:
         if vm.phase is VmPhase.IDLE:
             cluster.idle[mig.region].pop(vm.name, None)
         if vm.created_s is None:  # never got capacity: gone at once, never paid
+            vm.touch()
             mig.waiting.pop(vm.name, None)
             del mig.vms[vm.name], cluster.vms[vm.name]
             return
-        vm.phase, vm.since, vm.view = VmPhase.DELETING, self.now, None
+        vm.phase, vm.since = VmPhase.DELETING, self.now
+        vm.touch()
         delete_s = self.scenario.spec.delete_s
         if delete_s > 0:
             self._push(self.now + delete_s, _GONE, self._gone, vm)
@@ -190,6 +194,7 @@ class InstanceWorld:
         mig = vm.mig
         self._account(vm, self.now)
         self._release(vm)
+        vm.touch()
         del mig.vms[vm.name], mig.cluster.vms[vm.name]
         self._capacity_freed(vm.zone, mig.machine_type)
 

@@ -12,8 +12,10 @@ Definitions (all per run of one policy):
 - ``wasted_vm_minutes``: the paid minutes of VMs that never ran a job, plus the idle (and deleting)
   minutes of VMs that did.
 - ``peak_vms``: most VMs paid for at once. ``api_calls``: Compute API calls (see ``zen.sim.world``).
-- ``limit_violations``: VMs a plan asked for beyond a per-MIG or per-cluster limit (refused);
-  ``busy_delete_attempts``: deletions of BUSY VMs a plan asked for (refused).
+- ``limit_violations``: VMs a plan asked for beyond the per-MIG limit (refused by the manager's
+  resize) plus VMs a resize put beyond the cluster's ``max_vms`` (created: the manager leaves that
+  cap to the planner); ``busy_delete_attempts``: deletions of VMs holding a job a plan asked for
+  (refused by the manager's drain).
 """
 
 from __future__ import annotations

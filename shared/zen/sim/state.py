@@ -23,21 +23,30 @@ class SimJobState:
 
 class SimVm:
     __slots__ = ("name", "mig", "phase", "since", "zone", "created_s", "booted_s", "job", "job_start_s",
-                 "error", "wait_since", "jobs_run", "busy_s", "epoch", "view")
+                 "error", "wait_since", "jobs_run", "busy_s", "epoch", "view", "first_seen")
 
     def __init__(self, name: str, mig: "SimMig", now: float):
         self.name, self.mig, self.epoch = name, mig, 0
+        self.first_seen = None  # when a pass first listed it (kept when the MIG recreates it: same name)
         self._reset(now)
 
     def _reset(self, now: float) -> None:
-        self.phase, self.since, self.zone, self.view = VmPhase.BOOTING, now, None, None
+        self.phase, self.since, self.zone = VmPhase.BOOTING, now, None
+        self.touch()
         self.created_s = self.booted_s = self.job = self.job_start_s = self.error = self.wait_since = None
         self.jobs_run, self.busy_s = 0, 0.0
+
+    def touch(self) -> None:
+        """The VM changed (or comes or goes): drop the views ``zen.sim.ports`` keeps of it, its
+        MIG's listing and its cluster's agents."""
+        self.view = None  # (MigInstance, agent) as the ports show them
+        self.mig.listing = None
+        self.mig.cluster.fleet_view = None
 
 
 class SimMig:
     __slots__ = ("cluster", "region", "name", "zones", "machine_type", "vms", "target", "waiting",
-                 "anchor", "retry_at", "errors", "errors_until", "round_robin")
+                 "anchor", "retry_at", "errors", "errors_until", "round_robin", "listing")
 
     def __init__(self, cluster: "SimClusterState", region: str, zones: tuple[str, ...]):
         self.cluster, self.region, self.zones = cluster, region, zones
@@ -48,6 +57,7 @@ class SimMig:
         self.target, self.anchor, self.retry_at, self.round_robin = 0, 0.0, None, 0
         self.errors: list[MigError] = []  # happened, not yet reported by a snapshot (maybe not yet visible)
         self.errors_until = -math.inf  # retry failures up to here are already in ``errors`` or reported
+        self.listing = None  # (instances, all settled, valid until): the MIG's last listing, see zen.sim.ports
 
 
 class SimClusterState:
@@ -58,10 +68,12 @@ class SimClusterState:
         # Queued jobs by (priority, allowed regions): job id -> submit time, in queueing order.
         self.groups: dict[tuple[int, tuple[str, ...]], dict[str, float]] = {}
         self.demand_view: tuple[DemandGroup, ...] | None = None
+        self.fleet_view = None  # (held, agents) as zen.sim.ports last built them; None after a VM changed
         self.heaps: dict[str, list] = {r: [] for r in sim.limits.regions}
         self.idle: dict[str, dict[str, SimVm]] = {r: {} for r in sim.limits.regions}
         self.vms: dict[str, SimVm] = {}
         self.memory: dict = {}
+        self.manager = None  # the production ClusterManager over this cluster's simulated MIGs (zen.sim.world)
         self.last_tick, self.tick_at = -math.inf, None
         self.coverage = None  # what the last pass said about one more job (zen.scaling.model.Coverage)
         self.arrivals: deque[float] = deque()  # submission times, for the planner's warm pool

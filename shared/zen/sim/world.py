@@ -3,10 +3,13 @@
 One :class:`Simulation` runs one policy over one scenario and job trace on a simulated clock (a
 heap of events; nothing sleeps). What it models, per cluster:
 
-- **MIGs.** One regional MIG per region. A plan's ``add`` raises the target size (clamped to the
-  per-MIG and per-cluster limits; each VM refused is a limit violation) and creates that many
-  instances, visible at once as ``BOOTING``. ``delete`` removes exactly the named VMs and lowers the
-  target (``deleteInstances``); a BUSY VM is never deleted (each attempt is a busy-delete violation).
+- **MIGs.** One regional MIG per region. Plans are applied by the production ``ClusterManager``
+  (``zen.scaling.manager``), the same class as in production, over the simulated MIGs and fleet of
+  ``zen.sim.ports``: adds first, each region resized to ``min(target + add, max_vms_per_region)``
+  (every VM refused is a limit violation, and so is every VM the resize puts beyond the cluster's
+  ``max_vms``, which the manager leaves to the planner); then each deletion is drained first (a VM
+  holding a job is refused: a busy-delete attempt) and the drained ones are deleted with one
+  ``deleteInstances`` per region. New instances are visible at once as ``BOOTING``.
 - **Capacity.** An instance is placed in the MIG's zone with the most free capacity
   (``CapacitySchedule``). With none free it stays BOOTING with ``creation_error=STOCKOUT`` and fails
   again every ``retry_interval_s`` on a grid per MIG, each failure one ``MigError(STOCKOUT)``. Those
@@ -36,11 +39,13 @@ heap of events; nothing sleeps). What it models, per cluster:
 - **Preemptions** (optional): exponential lifetimes per created VM; a busy VM's job is queued again
   (its first start still counts for time-to-start) and the MIG recreates the VM, as GCE does.
 - **Ticks.** Every ``tick_s`` for every cluster and right after submissions (same instant: one
-  tick). A tick builds a ``ClusterSnapshot`` (queued jobs, VMs with phases and ``since``, target
-  sizes, the MIG errors since the previous tick, the memory the previous plan returned, ``Timing``),
-  calls ``policy.plan`` once, and applies the plan. Compute API calls are counted as a real manager
-  makes them: per region 1 ``listManagedInstances`` + 1 ``listErrors``, plus 1 ``resize`` per region
-  that grows and 1 ``deleteInstances`` per region with deletions.
+  tick). A tick is one ``ClusterManager`` pass: the periodic one lists each region's MIGs first
+  and then reads them (as ``ClusterOrchestrator.tick``), one after a submission reads each MIG
+  (as ``ClusterManager.run()``); the manager builds the ``ClusterSnapshot`` (demand groups, VMs with
+  phases and ``since`` from when a pass first saw each instance, target sizes, the MIG errors after
+  the memory's ``seen_errors_until``, the memory kept per region, ``Timing``), calls
+  ``policy.plan`` once, applies the plan and records the memory. Compute API calls are counted as
+  ``zen.scaling.mig.MigManager`` makes them (see ``zen.sim.ports``).
 """
 
 from __future__ import annotations
@@ -52,14 +57,40 @@ import time
 from datetime import timedelta
 
 from zen.local.compute.capacity import CapacitySchedule
-from zen.scaling.model import ClusterSnapshot, Coverage, DemandGroup, MigError, Plan, Policy, Vm, VmPhase
+from zen.config import ClusterConfig
+from zen.scaling.manager import ClusterManager
+from zen.scaling.model import ClusterSnapshot, Plan, Policy, VmPhase
 from zen.sim.instances import _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK, InstanceWorld
 from zen.sim.jobs import SimJob
 from zen.sim.metrics import RunResult
+from zen.sim.ports import SimFleet, SimMigPort
 from zen.sim.state import SimClusterState as _Cluster, SimJobState as _Job, SimMig as _Mig, SimVm as _Vm
-from zen.sim.scenario import Scenario
+from zen.sim.scenario import Scenario, SimCluster
 
 _QUEUED, _RUNNING, _DONE = "QUEUED", "RUNNING", "DONE"
+_NO_LIMIT = 10**9
+
+
+def cluster_config(spec: SimCluster, unlimited: bool = False) -> ClusterConfig:
+    """The scenario's cluster as the manager's configuration (no limits for ``ignores_capacity``)."""
+    limits = spec.limits
+    per_region, total = (_NO_LIMIT, _NO_LIMIT) if unlimited else (limits.max_vms_per_region, limits.max_vms)
+    return ClusterConfig.model_construct(
+        name=limits.name, gpu_type="simulated", gpu_count=spec.gpu_count, machine_type=spec.machine_type,
+        regions=list(limits.regions), max_vms_per_region=per_region, max_vms=total, min_vms=limits.min_vms)
+
+
+class _TimedPolicy:
+    """The policy as the manager calls it: each plan timed (``planner_s``) and the last one kept."""
+
+    def __init__(self, policy: Policy, world: "Simulation"):
+        self.name, self._policy, self._result, self.last = policy.name, policy, world.result, Plan()
+
+    def plan(self, snapshot: ClusterSnapshot) -> Plan:
+        started = time.perf_counter()
+        self.last = self._policy.plan(snapshot)
+        self._result.planner_s += time.perf_counter() - started
+        return self.last
 
 
 class Simulation(InstanceWorld):
@@ -99,6 +130,13 @@ class Simulation(InstanceWorld):
         self.names = itertools.count(1)
         self.now = 0.0
         self.result = RunResult(policy=policy.name, horizon_s=self.horizon)
+        planner, fleet = _TimedPolicy(policy, self), SimFleet(self)
+        self._clock_at: tuple = (None, None)
+        for sim_cluster in scenario.clusters:
+            cluster = self.clusters[sim_cluster.limits.name]
+            migs = {region: SimMigPort(self, mig) for region, mig in cluster.migs.items()}
+            cluster.manager = ClusterManager(cluster_config(sim_cluster, self.unlimited), fleet, migs, self.clock,
+                                             self.timing, planner)
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -127,100 +165,48 @@ class Simulation(InstanceWorld):
     def dt(self, t: float):
         return self.start + timedelta(seconds=t)
 
+    def clock(self):
+        """The simulated time as the manager's clock (one datetime per instant)."""
+        if self._clock_at[0] != self.now:
+            self._clock_at = (self.now, self.dt(self.now))
+        return self._clock_at[1]
+
     # -- ticks ----------------------------------------------------------------------------------
     def _periodic_tick(self) -> None:
         for cluster in self.clusters.values():
-            self._tick(cluster)
+            self._tick(cluster, listed=True)
         self._push(self.now + self.scenario.spec.tick_s, _TICK, self._periodic_tick)
 
-    def _tick(self, cluster: _Cluster) -> None:
+    def _tick(self, cluster: _Cluster, listed: bool = False) -> None:
+        """One pass of the production ``ClusterManager`` over this cluster. ``listed``: the periodic
+        tick, which (as ``ClusterOrchestrator.tick``) lists each region's MIGs first, then reads them;
+        a pass after a submission reads each MIG without the list (``ClusterManager.run()``)."""
         if cluster.last_tick == self.now:
             return  # one tick per instant (the advisory lock makes a second one skip)
-        snapshot = self._snapshot(cluster)
-        started = time.perf_counter()
-        plan = self.policy.plan(snapshot)
-        self.result.planner_s += time.perf_counter() - started
-        self.result.ticks += 1
+        manager = cluster.manager
+        memory = manager.memory()
+        summaries: dict = {}
+        if listed:
+            for region in manager.regions:
+                summaries.update(manager.mig(region).region_summaries())
+        states = {region: manager.read_mig(region, memory, summaries) for region in manager.regions}
+        report = manager.run(states)
+        plan = manager.policy.last
+        result = self.result
+        result.ticks += 1
         cluster.last_tick = self.now
-        self.result.pass_times.append(self.now)
-        self._apply(cluster, plan)
-        cluster.coverage = Coverage.after(snapshot, sum(plan.add.values()))
-
-    def _snapshot(self, cluster: _Cluster) -> ClusterSnapshot:
-        if cluster.demand_view is None:
-            # The oldest of a group is its first queued job (a requeued job may be older: close enough
-            # for ordering groups of one priority).
-            cluster.demand_view = tuple(
-                DemandGroup(regions, len(jobs), self.dt(next(iter(jobs.values()))), priority)
-                for (priority, regions), jobs in cluster.groups.items() if jobs)
-        errors: list[MigError] = []
-        visible_until = self.now - self.error_delay  # listErrors shows a failure this long after it
-        horizon = self.dt(visible_until)
-        for mig in cluster.migs.values():
-            if mig.waiting and visible_until > mig.errors_until:
-                self._retry_errors(mig, mig.errors_until, visible_until, mig.errors)
-                mig.errors_until = visible_until
-            if mig.errors:
-                errors.extend(e for e in mig.errors if e.at <= horizon)
-                mig.errors = [e for e in mig.errors if e.at > horizon]
-        return ClusterSnapshot(
-            now=self.dt(self.now), cluster=cluster.limits, queued=(), demand=cluster.demand_view,
-            vms=tuple(self._vm_view(vm) for vm in cluster.vms.values()),
-            target_sizes={r: m.target for r, m in cluster.migs.items()},
-            errors=tuple(errors), memory=cluster.memory, timing=self.timing,
-            arrivals_last_hour=self._arrivals_last_hour(cluster),
-        )
-
-    def _arrivals_last_hour(self, cluster: _Cluster) -> int:
-        arrivals = cluster.arrivals
-        while arrivals and arrivals[0] < self.now - 3600:
-            arrivals.popleft()
-        return len(arrivals)
-
-    def _vm_view(self, vm: _Vm) -> Vm:
-        if vm.view is None:
-            if vm.error is not None and self.now < vm.wait_since + self.error_delay:
-                # The MIG shows the instance CREATING; its failure is not visible yet (not cached).
-                return Vm(vm.name, vm.mig.region, vm.phase, self.dt(vm.since), vm.zone, None, None)
-            vm.view = Vm(vm.name, vm.mig.region, vm.phase, self.dt(vm.since), vm.zone,
-                         vm.job.spec.job_id if vm.job else None, vm.error)
-        return vm.view
-
-    def _apply(self, cluster: _Cluster, plan: Plan) -> None:
-        result, limits = self.result, cluster.limits
-        result.api_calls += 2 * len(cluster.migs)
-        deleted_in: set[str] = set()
-        for region, name in plan.delete:
-            vm = cluster.vms.get(name)
-            if vm is None or vm.mig.region != region or vm.phase is VmPhase.DELETING:
-                result.unknown_deletes += 1
-            elif vm.phase is VmPhase.BUSY:
-                result.busy_delete_attempts += 1
-            else:
-                self._delete(vm)
-                deleted_in.add(region)
-        result.api_calls += len(deleted_in)
-        for region, count in plan.add.items():
-            if count <= 0:
-                continue
-            mig = cluster.migs.get(region)
-            room = 0 if mig is None else min(limits.max_vms_per_region - len(mig.vms), limits.max_vms - len(cluster.vms))
-            if mig is not None and self.unlimited:
-                room = count
-            allowed = max(0, min(count, room))
-            result.limit_violations += count - allowed
-            if allowed:
-                result.api_calls += 1
-                mig.target += allowed
-                for _ in range(allowed):
-                    self._create(mig)
-        cluster.memory = plan.memory
+        result.pass_times.append(self.now)
+        # Refused by the manager: adds beyond the per-MIG limit, deletions of VMs holding a job.
+        result.limit_violations += sum(max(0, n) for n in plan.add.values()) - sum(report.added.values())
+        result.busy_delete_attempts += len(report.kept_busy)
+        cluster.coverage = report.coverage
 
     # -- agents and jobs ------------------------------------------------------------------------
     def _booted(self, vm: _Vm, epoch: int) -> None:
         if vm.epoch != epoch:
             return
-        vm.phase, vm.since, vm.booted_s, vm.view = VmPhase.IDLE, self.now, self.now, None
+        vm.phase, vm.since, vm.booted_s = VmPhase.IDLE, self.now, self.now
+        vm.touch()
         self._on_idle(vm)
         if self.pass_on_vm_heartbeat:
             self._request_pass(vm.mig.cluster)
@@ -255,7 +241,8 @@ class Simulation(InstanceWorld):
             cluster.demand_view = None
         if self.cancel_losers:
             self._cancel_losers(cluster, job, vm.mig.region)
-        vm.phase, vm.since, vm.job, vm.job_start_s, vm.view = VmPhase.BUSY, self.now, job, self.now, None
+        vm.phase, vm.since, vm.job, vm.job_start_s = VmPhase.BUSY, self.now, job, self.now
+        vm.touch()
         vm.epoch += 1
         self._push(self.now + job.spec.duration_s, _FINISH, self._finish, vm, vm.epoch)
 
@@ -283,7 +270,8 @@ class Simulation(InstanceWorld):
             vm.phase = VmPhase.IDLE  # for the instant of its deletion
             self._delete(vm)
             return
-        vm.phase, vm.since, vm.view = VmPhase.IDLE, self.now, None
+        vm.phase, vm.since = VmPhase.IDLE, self.now
+        vm.touch()
         vm.epoch += 1
         self._on_idle(vm)
         if self.pass_on_vm_heartbeat:

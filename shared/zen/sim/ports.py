@@ -1,0 +1,206 @@
+"""The simulated world behind the production manager's ports (``zen.scaling.port``).
+
+``Simulation`` runs the production ``ClusterManager`` on every pass; what the manager would get from
+Compute and Postgres it gets from here:
+
+- ``SimMigPort`` (a ``MigPort``) over one ``SimMig``. ``read`` lists its instances as
+  ``MigInstance``s: an instance waiting for capacity is ``CREATING`` with no status, one booting is
+  ``CREATING``/``STAGING``, a usable one ``NONE``/``RUNNING``, a deleted one ``DELETING``; its
+  ``creation_error`` and the MIG's errors show a failed creation only ``list_errors_delay_s`` after it
+  (``listErrors`` reports late). Each error is reported once (the real ``listErrors`` repeats old
+  ones; the manager's ``since`` and the planners' memory skip those). ``resize`` creates instances,
+  ``delete_instances`` deletes exactly the named ones (unknown or already-deleting names are skipped,
+  as ``skip_instances_on_validation_error`` does, and counted).
+- ``SimFleet`` (a ``FleetPort``) over the world's jobs, VMs and agents: queued demand, which VMs hold
+  a job, what each booted VM's agent says, when each instance was first seen by a pass, the
+  planner's memory (kept per region, as ``scaling_memory`` rows are), and drains (a VM holding a job
+  is refused).
+
+Compute calls are counted as ``zen.scaling.mig.MigManager`` makes them: ``region_summaries`` 1;
+``read`` 0 for an empty, stable MIG listed by the tick, else ``get`` (unless listed) +
+``listManagedInstances`` + ``listErrors`` (unless every instance is settled); ``target_size`` 1;
+``resize`` and ``deleteInstances`` 2 each (the call and one wait for its operation).
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+from datetime import datetime
+
+from zen.scaling.model import Decision, DemandGroup, MigError, RegionMemory, VmPhase
+from zen.scaling.port import FleetFacts, MigInstance, MigState, MigSummary
+from zen.sim.state import SimClusterState, SimMig, SimVm
+
+_EMPTY = MigState(0, [], [])
+_LOCKED = nullcontext(True)  # one pass at a time: the simulated world is single-threaded
+
+
+def views(world, vm: SimVm) -> tuple[MigInstance, dict | None]:
+    """The VM as its MIG lists it, and what its agent last said (None before it is usable), cached
+    on the VM until it changes; a failure not yet visible in listErrors is not cached."""
+    if vm.view is not None:
+        return vm.view
+    phase = vm.phase
+    if vm.created_s is None:  # waiting for capacity
+        visible = vm.error is not None and world.now >= vm.wait_since + world.error_delay
+        instance = MigInstance(vm.name, None, "CREATING", "", vm.error if visible else None)
+        if not visible and vm.error is not None:
+            return instance, None
+        view = (instance, None)
+    elif phase is VmPhase.DELETING:
+        view = (MigInstance(vm.name, vm.zone, "DELETING", "STOPPING", None), None)
+    elif phase is VmPhase.BOOTING:
+        view = (MigInstance(vm.name, vm.zone, "CREATING", "STAGING", None), None)
+    else:
+        since = world.dt(vm.since)
+        agent = {"state": phase.value, "idle_since": since if phase is VmPhase.IDLE else None, "last_seen_at": since}
+        view = (MigInstance(vm.name, vm.zone, "NONE", "RUNNING", None), agent)
+    vm.view = view
+    return view
+
+
+class SimMigPort:
+    """A ``MigPort`` over one simulated regional MIG."""
+
+    def __init__(self, world, mig: SimMig, project: str = "sim"):
+        self.project, self.region, self.name = project, mig.region, mig.name
+        self._world, self._mig = world, mig
+
+    def _calls(self, n: int) -> None:
+        self._world.result.api_calls += n
+
+    def region_summaries(self) -> dict[str, MigSummary]:
+        self._calls(1)
+        mig = self._mig
+        return {mig.name: MigSummary(mig.target, not mig.vms or self._listing()[1])}
+
+    def read(self, since: datetime | None = None, summary: MigSummary | None = None) -> MigState:
+        if summary is not None and summary.target_size == 0 and summary.stable:
+            return _EMPTY
+        mig = self._mig
+        instances, stable = self._listing()
+        settled = stable and len(instances) == mig.target
+        self._calls((summary is None) + 1 + (not settled))
+        return MigState(mig.target, instances, [] if settled else self._errors(since))
+
+    def _listing(self) -> tuple[list[MigInstance], bool]:
+        """The MIG's instances and whether none is being created or deleted; kept until one of its
+        VMs changes (``SimVm.touch``) or a failure becomes visible."""
+        mig, world = self._mig, self._world
+        listing = mig.listing
+        if listing is not None and world.now < listing[2]:
+            return listing[0], listing[1]
+        instances, stable, until = [], True, math.inf
+        for vm in mig.vms.values():
+            view = vm.view or views(world, vm)
+            instances.append(view[0])
+            stable = stable and view[0].current_action == "NONE"
+            if vm.view is None:  # a failure not yet visible: list again once it is
+                until = min(until, vm.wait_since + world.error_delay)
+        mig.listing = (instances, stable, until)
+        return instances, stable
+
+    def _errors(self, since: datetime | None) -> list[MigError]:
+        """Failures visible by now (``list_errors_delay_s`` after them) and after ``since``; each once."""
+        world, mig = self._world, self._mig
+        visible_until = world.now - world.error_delay
+        if mig.waiting and visible_until > mig.errors_until:
+            world._retry_errors(mig, mig.errors_until, visible_until, mig.errors)
+            mig.errors_until = visible_until
+        if not mig.errors:
+            return []
+        horizon = world.dt(visible_until)
+        out = [e for e in mig.errors if e.at <= horizon and (since is None or e.at > since)]
+        mig.errors = [e for e in mig.errors if e.at > horizon]
+        return out
+
+    def target_size(self) -> int:
+        self._calls(1)
+        return self._mig.target
+
+    def resize(self, size: int) -> None:
+        mig, world = self._mig, self._world
+        if size < mig.target:
+            raise NotImplementedError("the simulated MIG only grows by resize (ClusterManager never shrinks one)")
+        self._calls(2)
+        grow = size - mig.target
+        mig.target = size
+        cluster = mig.cluster
+        if not world.unlimited:  # the manager leaves the cluster-wide cap to the planner: count excess
+            over = sum(m.target for m in cluster.migs.values()) - cluster.limits.max_vms
+            world.result.limit_violations += min(grow, max(0, over))
+        for _ in range(grow):
+            world._create(mig)
+
+    def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:
+        if not names:
+            return
+        self._calls(2)
+        mig, world = self._mig, self._world
+        for name in names:
+            vm = mig.vms.get(name)
+            if vm is None or vm.phase is VmPhase.DELETING:
+                world.result.unknown_deletes += 1
+            elif vm.job is not None:  # never happens through the manager, which drains first
+                world.result.busy_delete_attempts += 1
+            else:
+                world._delete(vm)
+
+
+class SimFleet:
+    """A ``FleetPort`` over the simulated world's jobs, VMs and agents (every cluster)."""
+
+    def __init__(self, world):
+        self._world = world
+
+    def cluster_lock(self, cluster: str):
+        return _LOCKED
+
+    def facts(self, cluster: str, arrivals_since: datetime) -> FleetFacts:
+        world, state = self._world, self._world.clusters[cluster]
+        if state.fleet_view is None:
+            held, agents = {}, {}
+            for name, vm in state.vms.items():
+                if vm.job is not None:
+                    held[name] = vm.job.spec.job_id
+                agent = (vm.view or views(world, vm))[1]
+                if agent is not None:
+                    agents[name] = agent
+            state.fleet_view = (held, agents)
+        held, agents = state.fleet_view
+        arrivals = state.arrivals
+        cutoff = (arrivals_since - world.start).total_seconds()
+        while arrivals and arrivals[0] < cutoff:
+            arrivals.popleft()
+        return FleetFacts(self._demand(state), held, agents, state.memory, len(arrivals))
+
+    def _demand(self, state: SimClusterState) -> tuple[DemandGroup, ...]:
+        if state.demand_view is None:
+            # The oldest of a group is its first queued job (a requeued job may be older: close enough
+            # for ordering groups of one priority).
+            state.demand_view = tuple(
+                DemandGroup(regions, len(jobs), self._world.dt(next(iter(jobs.values()))), priority)
+                for (priority, regions), jobs in state.groups.items() if jobs)
+        return state.demand_view
+
+    def memory(self, cluster: str) -> dict[str, RegionMemory]:
+        return self._world.clusters[cluster].memory
+
+    def see_instances(self, cluster: str, instances: dict[str, list[str]], now: datetime) -> dict[str, datetime]:
+        vms, out = self._world.clusters[cluster].vms, {}
+        for names in instances.values():
+            for name in names:
+                vm = vms[name]
+                if vm.first_seen is None:
+                    vm.first_seen = now
+                out[name] = vm.first_seen
+        return out
+
+    def drain_unless_busy(self, vm: str, cluster: str, region: str, now: datetime) -> bool:
+        found = self._world.clusters[cluster].vms.get(vm)
+        return found is None or found.job is None
+
+    def record(self, cluster: str, memory: dict[str, RegionMemory], decisions: list[Decision], now: datetime) -> None:
+        state = self._world.clusters[cluster]
+        state.memory = {**state.memory, **memory}

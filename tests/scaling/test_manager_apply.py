@@ -1,0 +1,80 @@
+"""ClusterManager's apply rules, through recording fakes of its ports (no Compute, no database)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from zen.config import ClusterConfig
+from zen.scaling.manager import ClusterManager
+from zen.scaling.model import ClusterSnapshot, Plan, Timing
+from zen.scaling.port import FleetFacts, MigInstance
+
+from tests.scaling.fakes import FakeFleet, RecordingMig
+
+NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
+REGIONS = ["us-central1", "us-west1"]
+
+
+class Fixed:
+    """Returns one plan, whatever the snapshot; keeps the snapshot."""
+
+    name = "fixed"
+
+    def __init__(self, plan: Plan):
+        self._plan, self.snapshots = plan, []
+
+    def plan(self, snapshot: ClusterSnapshot) -> Plan:
+        self.snapshots.append(snapshot)
+        return self._plan
+
+
+def running(name: str) -> MigInstance:
+    return MigInstance(name, "us-central1-a", "NONE", "RUNNING", None)
+
+
+def manager(plan: Plan, *, held: dict[str, str] | None = None, per_region: int = 3, max_vms: int = 4):
+    calls: list = []
+    idle = {"state": "IDLE", "idle_since": NOW, "last_seen_at": NOW}
+    migs = {"us-central1": RecordingMig("us-central1", calls, 2, [running("a"), running("b")]),
+            "us-west1": RecordingMig("us-west1", calls)}
+    fleet = FakeFleet(FleetFacts((), held or {}, {"a": idle, "b": idle}, {}, 0), NOW)
+    config = ClusterConfig(name="c", gpu_type="nvidia-tesla-a100", gpu_count=1, regions=REGIONS,
+                           max_vms_per_region=per_region, max_vms=max_vms)
+    return ClusterManager(config, fleet, migs, lambda: NOW, Timing(), Fixed(plan)), calls, fleet
+
+
+def applied(calls: list) -> list:
+    return [c for c in calls if c[0] in ("resize", "delete_instances")]
+
+
+def test_adds_go_first_clamped_to_the_per_mig_limit_from_the_target_just_read():
+    m, calls, _ = manager(Plan(add={"us-central1": 5}, delete=[("us-central1", "a")]))
+    report = m.run()
+    # adds first: the target (2) read again, resized to the limit (3); then the drained VM deleted
+    assert applied(calls) == [("resize", "us-central1", 3), ("delete_instances", "us-central1", ["a"])]
+    assert calls.index(("target_size", "us-central1")) < calls.index(("resize", "us-central1", 3))
+    assert report.added == {"us-central1": 1} and report.deleted == ["a"]
+
+
+def test_a_full_mig_gets_no_resize_and_the_cluster_cap_is_left_to_the_planner():
+    m, calls, _ = manager(Plan(add={"us-central1": 1, "us-west1": 3}), per_region=2, max_vms=3)
+    report = m.run()
+    assert applied(calls) == [("resize", "us-west1", 2)]  # 4 VMs: max_vms is the planner's to respect
+    assert report.added == {"us-west1": 2}
+
+
+def test_a_vm_holding_a_job_is_never_deleted_and_deletions_are_one_call_per_region():
+    m, calls, fleet = manager(Plan(delete=[("us-central1", "a"), ("us-central1", "b")]), held={"a": "job-1"})
+    report = m.run()
+    assert report.kept_busy == ["a"] and fleet.drained == ["b"]
+    assert applied(calls) == [("delete_instances", "us-central1", ["b"])]
+
+
+def test_the_snapshot_comes_from_the_ports_and_the_plan_is_recorded():
+    plan = Plan(add={"us-west1": 1})
+    m, _, fleet = manager(plan)
+    m.run()
+    snapshot = m.policy.snapshots[0]
+    assert snapshot.target_sizes == {"us-central1": 2, "us-west1": 0}
+    assert sorted((vm.name, vm.phase.value) for vm in snapshot.vms) == [("a", "IDLE"), ("b", "IDLE")]
+    assert fleet.recorded == [(plan.memory, plan.decisions)]

@@ -1,0 +1,117 @@
+"""The simulator runs the production ClusterManager: its passes go through ``ClusterManager`` and
+apply a plan exactly as the manager does against recording fakes of Compute."""
+
+from __future__ import annotations
+
+from zen.scaling.manager import ClusterManager, ClusterReport
+from zen.scaling.model import ClusterSnapshot, Plan, Timing, VmPhase
+from zen.sim.jobs import load_jobs
+from zen.sim.policies import make_policy
+from zen.sim.ports import SimMigPort
+from zen.sim.world import Simulation, cluster_config
+
+from tests.scaling.fakes import ports_like
+from tests.sim.helpers import Recording, scenario
+
+THREE_SHORT_JOBS = """
+  kind: synthetic
+  count: 3
+  arrivals: {kind: burst, at_s: 1}
+  duration: {dist: fixed, s: 60}"""
+REGION = "us-central1"
+
+
+class Scripted:
+    """Asks for 5 VMs in one region (its limit is 3); once they are all idle, deletes one and asks
+    for 2 more in the same pass; keeps that pass's snapshot and plan."""
+
+    name = "scripted"
+
+    def __init__(self):
+        self.asked = False
+        self.mixed: tuple[ClusterSnapshot, Plan] | None = None
+        self.after: list[ClusterSnapshot] = []
+
+    def plan(self, snapshot: ClusterSnapshot) -> Plan:
+        if self.mixed is not None:
+            self.after.append(snapshot)
+            return Plan(memory=dict(snapshot.memory))
+        if not self.asked:
+            self.asked = True
+            return Plan(add={REGION: 5})
+        idle = sorted(vm.name for vm in snapshot.vms if vm.phase is VmPhase.IDLE)
+        if len(idle) == 3 and not snapshot.demand_groups():
+            plan = Plan(add={REGION: 2}, delete=[(REGION, idle[0])])
+            self.mixed = (snapshot, plan)
+            return plan
+        return Plan()
+
+
+def spy_on_apply(monkeypatch) -> list:
+    """Every resize and deleteInstances the simulated MIGs get: (sim time, call)."""
+    calls: list = []
+    resize, delete = SimMigPort.resize, SimMigPort.delete_instances
+
+    def spied_resize(self, size):
+        calls.append((self._world.now, ("resize", self.region, size)))
+        resize(self, size)
+
+    def spied_delete(self, names, zones):
+        calls.append((self._world.now, ("delete_instances", self.region, sorted(names))))
+        delete(self, names, zones)
+
+    monkeypatch.setattr(SimMigPort, "resize", spied_resize)
+    monkeypatch.setattr(SimMigPort, "delete_instances", spied_delete)
+    return calls
+
+
+def test_a_plan_with_adds_beyond_the_limit_and_deletes_applies_as_the_production_manager_does(monkeypatch):
+    sc = scenario("default: 8", jobs=THREE_SHORT_JOBS, per_region=3, max_vms=9,
+                  extra="delete_s: 0\nboot: {dist: fixed, s: 30}\nhorizon_s: 600")
+    sim_calls = spy_on_apply(monkeypatch)
+    policy = Scripted()
+    result = Simulation(sc, load_jobs(sc), policy).run()
+    assert result.limit_violations == 2 + 2  # 5 asked, 3 allowed; later 2 more into the full MIG
+    assert sim_calls[0][1] == ("resize", REGION, 3)
+
+    snapshot, plan = policy.mixed
+    at = (snapshot.now - sc.spec.start_time).total_seconds()
+    fake_calls: list = []
+    migs, fleet = ports_like(snapshot, fake_calls)
+    manager = ClusterManager(cluster_config(sc.clusters[0]), fleet, migs, lambda: snapshot.now, Timing(),
+                             make_policy("single-region"))
+    report = ClusterReport("4xa100")
+    manager.apply(plan, snapshot, {vm.name: vm.zone for vm in snapshot.vms}, report)
+    expected = [c for c in fake_calls if c[0] in ("resize", "delete_instances")]
+    assert [call for t, call in sim_calls if t == at] == expected == [("delete_instances", REGION, [plan.delete[0][1]])]
+    # adds first (the MIG is full: nothing added), then the deletion: the region is left with 2 VMs
+    assert report.added == {} and policy.after[0].target_sizes[REGION] == 2
+    assert sum(vm.region == REGION for vm in policy.after[0].vms) == 2
+
+
+def test_every_pass_is_a_production_cluster_manager_pass(monkeypatch):
+    built: list[ClusterSnapshot] = []
+    snapshot = ClusterManager.snapshot
+
+    def spied(self, report, states=None):
+        out = snapshot(self, report, states)
+        built.append(out[0])
+        return out
+
+    monkeypatch.setattr(ClusterManager, "snapshot", spied)
+    sc = scenario("default: 2")
+    policy = Recording(make_policy("failover"))
+    result = Simulation(sc, load_jobs(sc), policy).run()
+    assert result.ticks == len(policy.snapshots) == len(built) > 0
+    assert all(given is made for given, made in zip(policy.snapshots, built))
+
+
+def test_compute_calls_are_counted_as_the_adapter_makes_them():
+    """An idle cluster costs one list call per region per tick (empty, stable MIGs are not read)."""
+    sc = scenario("default: 2", jobs="""
+  kind: synthetic
+  count: 1
+  arrivals: {kind: burst, at_s: 1000}
+  duration: {dist: fixed, s: 60}""", extra="horizon_s: 590")
+    result = Simulation(sc, load_jobs(sc), make_policy("failover")).run()
+    assert result.ticks == 10 and result.api_calls == 10 * 3
