@@ -56,11 +56,11 @@ def test_adds_go_first_clamped_to_the_per_mig_limit_from_the_target_just_read():
     assert report.added == {"us-central1": 1} and report.deleted == ["a"]
 
 
-def test_a_full_mig_gets_no_resize_and_the_cluster_cap_is_left_to_the_planner():
+def test_a_full_mig_gets_no_resize_and_the_cluster_cap_holds_whatever_the_plan_asks():
     m, calls, _ = manager(Plan(add={"us-central1": 1, "us-west1": 3}), per_region=2, max_vms=3)
     report = m.run()
-    assert applied(calls) == [("resize", "us-west1", 2)]  # 4 VMs: max_vms is the planner's to respect
-    assert report.added == {"us-west1": 2}
+    assert applied(calls) == [("resize", "us-west1", 1)]  # 2 VMs + 1 = the cluster's max_vms (3)
+    assert report.added == {"us-west1": 1}
 
 
 def test_a_vm_holding_a_job_is_never_deleted_and_deletions_are_one_call_per_region():

@@ -84,9 +84,9 @@ def test_capacity_returning_boots_the_waiting_instance():
     assert min(starts) < 1800 + 30 + 600  # next retry, then a boot
 
 
-def test_busy_vms_are_never_deleted_and_per_mig_limits_never_exceeded():
-    """As the production manager applies plans: adds clamped to the per-MIG limit, deletions only
-    of drained VMs; the cluster-wide cap is the planner's to keep, so going past it is counted."""
+def test_busy_vms_are_never_deleted_and_limits_never_exceeded():
+    """As the production manager applies plans: adds clamped to the per-MIG limit and to the
+    cluster's max_vms, deletions only of drained VMs."""
     sc = scenario("default: unlimited", per_region=3, max_vms=5)
     policy = Greedy()
     result = run(sc, policy)
@@ -96,6 +96,7 @@ def test_busy_vms_are_never_deleted_and_per_mig_limits_never_exceeded():
         alive = Counter(vm.region for vm in snapshot.vms if vm.phase is not VmPhase.DELETING)
         assert all(n <= 3 for n in alive.values())
         assert all(size <= 3 for size in snapshot.target_sizes.values())
+        assert sum(snapshot.target_sizes.values()) <= 5
     assert any(start is not None for _, start in result.starts)  # busy VMs survived to run jobs
 
 

@@ -180,14 +180,19 @@ class ClusterManager:
 
     # -- 3. apply ------------------------------------------------------------------------------
     def apply(self, plan: Plan, snapshot: ClusterSnapshot, zones: dict[str, str | None], report: ClusterReport):
+        # Both limits hold whatever a policy asks: per MIG, and across the cluster (counted from the
+        # target sizes just read, deletions of this pass not yet subtracted: never above the cap).
+        total = sum(snapshot.target_sizes.values())
         for region, count in plan.add.items():
             mig = self._migs[region]
             try:
                 current = mig.target_size()
-                size = min(current + count, self.cluster.max_vms_per_region)
+                size = min(current + count, self.cluster.max_vms_per_region,
+                           current + max(0, self.cluster.max_vms - total))
                 if size > current:
                     mig.resize(size)
                     report.added[region] = size - current
+                    total += size - current
             except MigApiError as exc:
                 report.errors.append(f"resize {region}: {exc}")
         by_region: dict[str, list[str]] = {}

@@ -12,9 +12,8 @@ Definitions (all per run of one policy):
 - ``wasted_vm_minutes``: the paid minutes of VMs that never ran a job, plus the idle (and deleting)
   minutes of VMs that did.
 - ``peak_vms``: most VMs paid for at once. ``api_calls``: Compute API calls (see ``zen.sim.world``).
-- ``limit_violations``: VMs a plan asked for beyond the per-MIG limit (refused by the manager's
-  resize) plus VMs a resize put beyond the cluster's ``max_vms`` (created: the manager leaves that
-  cap to the planner); ``busy_delete_attempts``: deletions of VMs holding a job a plan asked for
+- ``limit_violations``: VMs a plan asked for beyond the per-MIG limit or the cluster's ``max_vms``
+  (refused by the manager's resize); ``busy_delete_attempts``: deletions of VMs holding a job a plan asked for
   (refused by the manager's drain).
 """
 

@@ -126,10 +126,6 @@ class SimMigPort:
         self._calls(2)
         grow = size - mig.target
         mig.target = size
-        cluster = mig.cluster
-        if not world.unlimited:  # the manager leaves the cluster-wide cap to the planner: count excess
-            over = sum(m.target for m in cluster.migs.values()) - cluster.limits.max_vms
-            world.result.limit_violations += min(grow, max(0, over))
         for _ in range(grow):
             world._create(mig)
 

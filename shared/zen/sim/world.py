@@ -196,7 +196,7 @@ class Simulation(InstanceWorld):
         result.ticks += 1
         cluster.last_tick = self.now
         result.pass_times.append(self.now)
-        # Refused by the manager: adds beyond the per-MIG limit, deletions of VMs holding a job.
+        # Refused by the manager: adds beyond the per-MIG or cluster limit, deletions of busy VMs.
         result.limit_violations += sum(max(0, n) for n in plan.add.values()) - sum(report.added.values())
         result.busy_delete_attempts += len(report.kept_busy)
         cluster.coverage = report.coverage
