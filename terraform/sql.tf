@@ -85,7 +85,7 @@ resource "google_sql_database_instance" "zen" {
 
     ip_configuration {
       ipv4_enabled                                  = var.db_public_ip
-      private_network                               = data.google_compute_network.zen.id
+      private_network                               = local.network_id
       enable_private_path_for_google_cloud_services = true
       ssl_mode                                      = "TRUSTED_CLIENT_CERTIFICATE_REQUIRED"
     }

@@ -183,7 +183,13 @@ variable "db_admin_users" {
 variable "network" {
   type        = string
   default     = "default"
-  description = "VPC network (name) for the GPU VMs, Cloud SQL's private IP and the functions' VPC connector."
+  description = "VPC network (name) for the GPU VMs, Cloud SQL's private IP and the functions' VPC connector. It must exist unless create_network is true."
+}
+
+variable "create_network" {
+  type        = bool
+  default     = false
+  description = "Create the network named by `network` (auto mode: a subnetwork in every region, no firewall rules opening it). Set true in a project without a `default` network."
 }
 
 variable "subnetworks" {
