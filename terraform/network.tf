@@ -20,6 +20,20 @@ resource "google_compute_network" "zen" {
   depends_on = [google_project_service.apis]
 }
 
+# Spelled out for the created network: no ingress from anywhere (the VMs only call out, through NAT).
+resource "google_compute_firewall" "deny_ingress" {
+  count         = var.create_network ? 1 : 0
+  name          = "${var.name_prefix}-deny-ingress"
+  network       = local.network_id
+  direction     = "INGRESS"
+  priority      = 65534
+  source_ranges = ["0.0.0.0/0"]
+
+  deny {
+    protocol = "all"
+  }
+}
+
 locals {
   network_id   = var.create_network ? google_compute_network.zen[0].id : data.google_compute_network.zen[0].id
   network_name = var.create_network ? google_compute_network.zen[0].name : data.google_compute_network.zen[0].name

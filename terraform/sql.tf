@@ -117,6 +117,14 @@ resource "google_sql_user" "functions" {
   type     = "CLOUD_IAM_SERVICE_ACCOUNT"
 }
 
+# Read-only users: `zen jobs ...` with their own Google identity (granted zen_reader by db_grants_sql).
+resource "google_sql_user" "readers" {
+  for_each = toset(var.db_reader_users)
+  name     = each.value
+  instance = google_sql_database_instance.zen.name
+  type     = "CLOUD_IAM_USER"
+}
+
 resource "google_sql_user" "admins" {
   for_each = toset(var.db_admin_users)
   name     = each.value
