@@ -24,7 +24,7 @@ resource "google_compute_network" "zen" {
 resource "google_compute_firewall" "deny_ingress" {
   count         = var.create_network ? 1 : 0
   name          = "${var.name_prefix}-deny-ingress"
-  network       = local.network_id
+  network       = google_compute_network.zen[0].id
   direction     = "INGRESS"
   priority      = 65534
   source_ranges = ["0.0.0.0/0"]

@@ -54,11 +54,9 @@ def test_a_project_without_a_default_network_can_create_one(module):
     firewall = module.resources_of("google_compute_firewall")["deny_ingress"]
     assert firewall["direction"] == "INGRESS" and firewall["source_ranges"] == ["0.0.0.0/0"] and "deny" in firewall
     assert module.data[("google_compute_network", "zen")]["count"] == "${var.create_network ? 0 : 1}"
-    # Everything else goes through the locals that pick the created or the existing network.
-    text = "\n".join(path.read_text() for path in TERRAFORM.glob("*.tf"))
-    outside_locals = re.sub(r"locals \{.*?\n\}", "", text, flags=re.S)
-    assert "data.google_compute_network.zen" not in outside_locals
-    assert "google_compute_network.zen[0]" not in outside_locals
+    # Everything else (outside network.tf) goes through the locals that pick the created or the existing network.
+    text = "\n".join(path.read_text() for path in TERRAFORM.glob("*.tf") if path.name != "network.tf")
+    assert "google_compute_network.zen" not in text and "local.network_id" in text
 
 
 def test_the_example_names_the_zones_of_every_cluster_region():
