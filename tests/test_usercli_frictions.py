@@ -148,3 +148,12 @@ def test_a_closed_pipe_is_quiet(config, publisher, db_url, functions, tmp_path):
     process.stdout.close()  # like `| head` that has read what it wanted before zen writes
     assert process.wait(timeout=120) in (0, 1)
     assert process.stderr.read() == b""
+
+
+def test_the_readme_example_job_file_is_accepted(zen_cli, publisher):
+    from tests.conftest import ROOT
+
+    result = zen_cli("submit", str(ROOT / "examples" / "hello.yaml"))
+    assert result.returncode == 0, result.stderr
+    [message] = publisher.on("zen-job-submitted")
+    assert json.loads(message.data)["labels"] == {"team": "vision"}
