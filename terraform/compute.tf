@@ -35,7 +35,7 @@ resource "google_compute_instance_template" "zen" {
   }
 
   network_interface {
-    network    = each.value.subnetwork == null ? data.google_compute_network.zen.id : null
+    network    = each.value.subnetwork == null ? local.network_id : null
     subnetwork = each.value.subnetwork
     dynamic "access_config" {
       for_each = var.agent_external_ip ? [1] : []

@@ -78,16 +78,22 @@ output "function_db_users" {
 }
 
 output "db_grants_sql" {
-  description = "SQL to run once as the schema owner (postgres) after the first `zen db migrate`: IAM users start with no privileges on tables others create."
+  description = "SQL to run once as the schema owner (postgres) after the first `zen db migrate` (and again after adding db_reader_users): IAM users start with no privileges on tables others create."
   value = join("\n", flatten([
-    for user in google_sql_user.functions : [
+    # zen_reader: read-only, for people running the `zen` read commands (db_reader_users).
+    "DO $$ BEGIN CREATE ROLE zen_reader NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;",
+    "GRANT USAGE ON SCHEMA public TO zen_reader;",
+    "GRANT SELECT ON ALL TABLES IN SCHEMA public TO zen_reader;",
+    "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO zen_reader;",
+    [for user in google_sql_user.readers : "GRANT zen_reader TO \"${user.name}\";"],
+    [for user in google_sql_user.functions : [
       "GRANT USAGE ON SCHEMA public TO \"${user.name}\";",
       "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO \"${user.name}\";",
       "GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO \"${user.name}\";",
       # Tables and sequences later migrations create (as the same owner) are granted too.
       "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO \"${user.name}\";",
       "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO \"${user.name}\";",
-    ]
+    ]],
   ]))
 }
 

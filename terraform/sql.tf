@@ -85,7 +85,7 @@ resource "google_sql_database_instance" "zen" {
 
     ip_configuration {
       ipv4_enabled                                  = var.db_public_ip
-      private_network                               = data.google_compute_network.zen.id
+      private_network                               = local.network_id
       enable_private_path_for_google_cloud_services = true
       ssl_mode                                      = "TRUSTED_CLIENT_CERTIFICATE_REQUIRED"
     }
@@ -115,6 +115,14 @@ resource "google_sql_user" "functions" {
   name     = trimsuffix(each.value.email, ".gserviceaccount.com")
   instance = google_sql_database_instance.zen.name
   type     = "CLOUD_IAM_SERVICE_ACCOUNT"
+}
+
+# Read-only users: `zen jobs ...` with their own Google identity (granted zen_reader by db_grants_sql).
+resource "google_sql_user" "readers" {
+  for_each = toset(var.db_reader_users)
+  name     = each.value
+  instance = google_sql_database_instance.zen.name
+  type     = "CLOUD_IAM_USER"
 }
 
 resource "google_sql_user" "admins" {

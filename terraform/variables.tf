@@ -178,12 +178,24 @@ variable "db_admin_users" {
   description = "E-mails of people who may connect to the database with IAM authentication (e.g. to inspect it or run `zen db migrate`); each gets a Cloud SQL IAM user and connect/login rights on this instance only."
 }
 
+variable "db_reader_users" {
+  type        = list(string)
+  default     = []
+  description = "E-mails of people who run the read commands (`zen jobs`, `zen watch`, `zen explain`) against this deployment: each gets a Cloud SQL IAM user with read-only access (the zen_reader role of db_grants_sql) and connect/login rights on this instance only."
+}
+
 # -- network -------------------------------------------------------------------------------------
 
 variable "network" {
   type        = string
   default     = "default"
-  description = "VPC network (name) for the GPU VMs, Cloud SQL's private IP and the functions' VPC connector."
+  description = "VPC network (name) for the GPU VMs, Cloud SQL's private IP and the functions' VPC connector. It must exist unless create_network is true."
+}
+
+variable "create_network" {
+  type        = bool
+  default     = false
+  description = "Create the network named by `network` (auto mode: a subnetwork in every region, no firewall rules opening it). Set true in a project without a `default` network."
 }
 
 variable "subnetworks" {

@@ -55,7 +55,7 @@ def test_jobs_list_get_history(functions, db_url, monkeypatch, capsys):
 
     assert main(["jobs", "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert [(j["job_id"], j["status"]) for j in listed] == [("job-1", "SUCCEEDED"), ("job-2", "QUEUED")]
+    assert [(j["job_id"], j["status"]) for j in listed] == [("job-2", "QUEUED"), ("job-1", "SUCCEEDED")]
     for key in ("job_id", "status", "attempt", "cluster", "region", "vm", "submitted_at", "started_at",
                 "finished_at", "exit_code"):
         assert key in listed[0]
@@ -73,7 +73,8 @@ def test_jobs_list_get_history(functions, db_url, monkeypatch, capsys):
 
     assert main(["jobs", "list"]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split()[:3] == ["JOB_ID", "STATUS", "ATTEMPT"] and len(table) == 3
+    assert table[0].split() == ["JOB_ID", "USER", "CLUSTER", "REGION", "STATUS", "ATTEMPT", "SUBMITTED", "WAIT",
+                                "DURATION", "EXIT"] and len(table) == 3
 
     assert main(["jobs", "get", "nope"]) == 1
 

@@ -31,12 +31,14 @@ def test_submit_from_a_yaml_file_and_flags(user_env, tmp_path, capsys):
 
 def test_submit_refuses_an_invalid_request_before_publishing(user_env, capsys):
     assert main(["submit", "--cluster", "1xl4"]) == 2  # neither image nor command
-    assert "give an image, a command" in capsys.readouterr().out
+    assert "give an image, a command" in capsys.readouterr().err
     assert user_env.on("zen-job-submitted") == []
 
 
 def test_stop_publishes_a_stop_request(user_env, capsys):
-    assert main(["stop", "train-7", "--reason", "wrong data"]) == 0
+    assert main(["stop", "train-7", "--reason", "wrong data"]) == 1  # no such job: says so, sends nothing
+    assert "no job train-7 is known" in capsys.readouterr().err and user_env.on("zen-job-stop") == []
+    assert main(["stop", "--force", "train-7", "--reason", "wrong data"]) == 0
     [message] = user_env.on("zen-job-stop")
     assert json.loads(message.data) == {"version": 1, "job_id": "train-7", "reason": "wrong data"}
 

@@ -1,11 +1,12 @@
 """The ``zen`` command.
 
     zen db migrate                         apply schema migrations (idempotent)
-    zen jobs list [--status S] [--cluster C] [--json]
+    zen jobs list [--user U] [--status S] [--cluster C] [--label K=V] [--since 2h] [--limit N] [--json]
     zen jobs get ID [--json]
     zen jobs history ID [--json]
     zen rejected [--json]                  messages Zen refused, with the reason
     zen explain [CLUSTER] [--json]         recent scaling decisions and their reasons
+    zen clusters [--json]                  the GPU shapes, regions and limits a job may ask for
     zen local pubsub --port N              the Pub/Sub stand-in (gRPC)
     zen local compute --port N --scenario FILE   the Compute stand-in (REST)
     zen local bridge --route TOPIC=URL [--tick-every S]   Eventarc-style delivery to functions
@@ -15,8 +16,9 @@
     zen simulate --scenario NAME [--json] [--out DIR]   the planner against baselines on traces
     zen demo [--scripted]                  the whole system on this machine (or just the lifecycle)
 
-The database is ``ZEN_DATABASE_URL`` (or Cloud SQL, or the embedded Postgres under ``.zen/``; see
-``zen.store.db``).
+The database is the running local stack's (``.zen/stack.json`` in this directory), ``ZEN_DATABASE_URL``,
+or Cloud SQL (``ZEN_CLOUDSQL_INSTANCE``); no command starts or creates one (``zen.clikit``). Errors are
+one line on stderr, exit 2 for usage and 1 for failures.
 """
 
 from __future__ import annotations
@@ -24,36 +26,53 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
-from typing import Any, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Sequence
 
+from zen.clikit import CliError, job_row, print_table, run
 from zen.models import JobStatus
 
 
 def _db():
-    from zen.store.db import Database
+    from zen.clikit import database
 
-    return Database.from_env()
-
-
-def _print_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
-    text = [[("" if row.get(c) is None else str(row.get(c))) for c in columns] for row in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in text]) for i, c in enumerate(columns)]
-    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip())
-    for row in text:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+    return database()
 
 
-JOB_COLUMNS = ("job_id", "status", "attempt", "cluster", "region", "vm", "submitted_at", "started_at",
-               "finished_at", "exit_code")
+JOB_COLUMNS = ("job_id", "user", "cluster", "region", "status", "attempt", "submitted", "wait", "duration",
+               "exit")
 
 
-def _short_times(view: dict[str, Any]) -> dict[str, Any]:
-    out = dict(view)
-    for key in ("submitted_at", "started_at", "finished_at"):
-        if out.get(key):
-            out[key] = out[key][11:19]  # HH:MM:SS, enough for a terminal table
-    return out
+def _since(text: str) -> datetime:
+    """``--since``: an age (90s, 30m, 2h, 7d) or an ISO date/time (2026-11-20, 2026-11-20T08:00)."""
+    match = re.fullmatch(r"(\d+)([smhd])", text.strip())
+    if match:
+        unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+        return datetime.now(timezone.utc) - timedelta(seconds=int(match.group(1)) * unit)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither an age (30m, 2h, 7d) nor a date (2026-11-20)") from None
+    return moment if moment.tzinfo else moment.astimezone()
+
+
+def _label(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return value
 
 
 def cmd_db_migrate(args) -> int:
@@ -68,12 +87,12 @@ def cmd_jobs_list(args) -> int:
     from zen.store import repository
 
     with _db().transaction() as session:
-        jobs = repository.list_jobs(session, status=args.status, cluster=args.cluster, limit=args.limit)
-    views = [j.public_view() for j in jobs]
+        jobs = repository.recent_jobs(session, status=args.status, cluster=args.cluster, user_id=args.user,
+                                      labels=dict(args.label or []), since=args.since, limit=args.limit)
     if args.json:
-        print(json.dumps(views, indent=2))
+        print(json.dumps([j.public_view() for j in jobs], indent=2))
     else:
-        _print_table([_short_times(v) for v in views], JOB_COLUMNS)
+        print_table([job_row(j) for j in jobs], JOB_COLUMNS)
     return 0
 
 
@@ -107,7 +126,7 @@ def cmd_jobs_history(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
-        _print_table(rows, ("at", "attempt", "from_status", "to_status", "actor", "reason"))
+        print_table(rows, ("at", "attempt", "from_status", "to_status", "actor", "reason"))
     return 0
 
 
@@ -121,7 +140,7 @@ def cmd_rejected(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
-        _print_table(rows, ("at", "source", "message_id", "job_id", "reason"))
+        print_table(rows, ("at", "source", "message_id", "job_id", "reason"))
     return 0
 
 
@@ -136,8 +155,30 @@ def cmd_explain(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
-        _print_table(rows, ("at", "cluster", "region", "action", "count", "vm", "reason"))
+        print_table(rows, ("at", "cluster", "region", "action", "count", "vm", "reason"))
     return 0
+
+
+def cmd_clusters(args) -> int:
+    from zen.config import load_config
+
+    config = load_config()
+    rows = [{"cluster": c.name, "gpus": f"{c.gpu_count}x {c.gpu_type}", "machine": c.machine_type,
+             "regions": ",".join(c.regions), "max_vms_per_region": c.max_vms_per_region, "max_vms": c.max_vms,
+             "min_vms": c.min_vms} for c in config.clusters]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print_table(rows, ("cluster", "gpus", "machine", "regions", "max_vms_per_region", "max_vms", "min_vms"))
+    print(f"\nAsk with --cluster NAME, or --gpu-type T --gpu-count N (the smallest fitting cluster); "
+          f"--region narrows a cluster's regions. Limits: max_runtime_s {config.limits.max_runtime_s}, "
+          f"max_attempts {config.attempts.max_max_attempts} (configuration: {os.environ.get('ZEN_CONFIG') or 'default'}).")
+    return 0
+
+
+def _local_only(what: str) -> CliError:
+    return CliError(f"`zen {what}` needs the development checkout (its local stand-ins are not in the deployable "
+                    "wheel): run it from the repository after `make venv`")
 
 
 def cmd_agent(args, rest: list[str]) -> int:
@@ -147,12 +188,21 @@ def cmd_agent(args, rest: list[str]) -> int:
 
 
 def cmd_simulate(args, rest: list[str]) -> int:
-    from zen.sim.cli import main as simulate_main
-
+    try:
+        from zen.sim.cli import main as simulate_main
+    except ImportError:
+        raise _local_only("simulate") from None
     return simulate_main(rest) or 0
 
 
+LOCAL_COMPONENTS = ("up", "down", "pubsub", "compute", "bridge")
+
+
 def cmd_local(args, rest: list[str]) -> int:
+    try:
+        from zen.local import stack  # noqa: F401 - only to learn whether the stand-ins are installed
+    except ImportError:
+        raise _local_only("local") from None
     from zen import usercli
 
     if args.component == "up":
@@ -173,50 +223,64 @@ def cmd_local(args, rest: list[str]) -> int:
 
 
 def cmd_demo(args) -> int:
-    if args.scripted:
-        from zen.demo import main as scripted_main
+    try:
+        if args.scripted:
+            from zen.demo import main as scripted_main
 
-        return scripted_main()
-    from zen.local.demo import main as demo_main
-
+            return scripted_main()
+        from zen.local.demo import main as demo_main
+    except ImportError:
+        raise _local_only("demo") from None
     return demo_main()
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zen", description="Zen: multi-region GPU job scheduler")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     db = sub.add_parser("db", help="database administration").add_subparsers(dest="db_command", required=True)
-    db.add_parser("migrate", help="apply schema migrations").set_defaults(func=cmd_db_migrate)
+    db.add_parser("migrate", help="apply schema migrations (ZEN_DATABASE_URL or ZEN_CLOUDSQL_INSTANCE)"
+                  ).set_defaults(func=cmd_db_migrate)
 
     jobs = sub.add_parser("jobs", help="inspect jobs").add_subparsers(dest="jobs_command", required=True)
-    listing = jobs.add_parser("list", help="list jobs")
-    listing.add_argument("--status", choices=[s.value for s in JobStatus])
-    listing.add_argument("--cluster")
-    listing.add_argument("--limit", type=int, default=1000)
+    listing = jobs.add_parser("list", help="jobs, newest first")
+    listing.add_argument("--user", help="only this user's jobs (user_id)")
+    listing.add_argument("--status", choices=[s.value for s in JobStatus], help="only jobs in this status")
+    listing.add_argument("--cluster", help="only jobs of this cluster")
+    listing.add_argument("--label", action="append", type=_label, metavar="KEY=VALUE",
+                         help="only jobs carrying this label (repeatable: all must match)")
+    listing.add_argument("--since", type=_since, metavar="AGE|DATE",
+                         help="only jobs submitted since: an age (30m, 2h, 7d) or a date (2026-11-20)")
+    listing.add_argument("--limit", type=_positive, default=50, help="at most this many, newest first (default 50)")
     listing.add_argument("--json", action="store_true", help="print a JSON array")
     listing.set_defaults(func=cmd_jobs_list)
     get = jobs.add_parser("get", help="one job")
-    get.add_argument("job_id")
-    get.add_argument("--json", action="store_true")
+    get.add_argument("job_id", help="the job's id (printed by zen submit)")
+    get.add_argument("--json", action="store_true", help="print a JSON object")
     get.set_defaults(func=cmd_jobs_get)
-    hist = jobs.add_parser("history", help="a job's status changes")
-    hist.add_argument("job_id")
-    hist.add_argument("--json", action="store_true")
+    hist = jobs.add_parser("history", help="a job's status changes, and why")
+    hist.add_argument("job_id", help="the job's id")
+    hist.add_argument("--json", action="store_true", help="print a JSON array")
     hist.set_defaults(func=cmd_jobs_history)
 
     rejected = sub.add_parser("rejected", help="messages Zen refused, and why")
-    rejected.add_argument("--json", action="store_true")
+    rejected.add_argument("--json", action="store_true", help="print a JSON array")
     rejected.set_defaults(func=cmd_rejected)
 
-    explain = sub.add_parser("explain", help="recent scaling decisions and why")
-    explain.add_argument("cluster", nargs="?")
-    explain.add_argument("--limit", type=int, default=50)
-    explain.add_argument("--json", action="store_true")
+    explain = sub.add_parser("explain", help="recent scaling decisions and why (why a job waits)")
+    explain.add_argument("cluster", nargs="?", help="only this cluster's decisions")
+    explain.add_argument("--limit", type=_positive, default=50, help="at most this many (default 50)")
+    explain.add_argument("--json", action="store_true", help="print a JSON array")
     explain.set_defaults(func=cmd_explain)
 
-    local = sub.add_parser("local", add_help=False, help="local stand-ins for Google Cloud (arguments pass through)")
-    local.add_argument("component", choices=["up", "down", "pubsub", "compute", "bridge"])
+    clusters = sub.add_parser("clusters", help="the GPU shapes, regions and limits a job may ask for")
+    clusters.add_argument("--json", action="store_true", help="print a JSON array")
+    clusters.set_defaults(func=cmd_clusters)
+
+    local = sub.add_parser("local", help="the whole system on this machine, or one stand-in",
+                           description="zen local up|down: the whole system on this machine; "
+                                       "zen local pubsub|compute|bridge: one stand-in. `zen local up --help` for its flags.")
+    local.add_argument("component", choices=LOCAL_COMPONENTS, help="up, down, or one stand-in")
     local.set_defaults(func=cmd_local, passthrough=True)
 
     agent = sub.add_parser("agent", add_help=False, help="the VM agent: pull, claim, run, heartbeat")
@@ -235,16 +299,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    # Inside a local stack's directory, talk to that stack unless told otherwise.
-    from zen.local.stack import stack_env
-
+def _use_local_stack() -> None:
+    """Inside a running local stack's directory, talk to that stack unless told otherwise."""
+    try:
+        from zen.local.stack import stack_env
+    except ImportError:  # the deployable wheel has no local stack
+        return
     for key, value in stack_env().items():
         os.environ.setdefault(key, value)
+
+
+def _dispatch(argv: list[str]) -> int:
+    _use_local_stack()
     parser = build_parser()
-    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) >= 2 and argv[0] == "local" and argv[1] in LOCAL_COMPONENTS:
+        # `zen local up --help` is up's help, not local's: the component parses its own flags.
+        return cmd_local(argparse.Namespace(component=argv[1]), argv[2:])
     trailing: list[str] = []
-    if "--" in argv and argv[0] in ("submit",):
+    if "--" in argv and argv[:1] == ["submit"]:
         # `zen submit [FILE] [flags] -- PROGRAM ARGS`: everything after -- is the job's command.
         cut = argv.index("--")
         argv, trailing = argv[:cut], argv[cut + 1:]
@@ -255,6 +327,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return args.func(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return run(lambda: _dispatch(argv))
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed
+        return exc.code if isinstance(exc.code, int) else 2
 
 
 if __name__ == "__main__":

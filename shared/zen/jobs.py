@@ -64,6 +64,37 @@ class Outcome:
     cluster: str | None = None
 
 
+def resolve_request(config: ZenConfig, request: JobRequest) -> tuple[str, list[str], int]:
+    """The cluster, allowed regions and attempt limit of a valid request, or ``Rejected`` with the
+    reason: the rules ``on_job_submitted`` applies, shared with ``zen submit``'s check before publishing."""
+    if request.cluster is not None:
+        cluster = config.cluster(request.cluster)
+        if cluster is None:
+            known = ", ".join(c.name for c in config.clusters)
+            raise Rejected(f"unknown cluster {request.cluster!r}; known clusters: {known}")
+    else:
+        cluster = config.smallest_fitting_cluster(request.gpu_type, request.gpu_count)
+        if cluster is None:
+            offered = ", ".join(f"{c.gpu_count}x {c.gpu_type}" for c in config.clusters)
+            raise Rejected(
+                f"no cluster has {request.gpu_count} or more {request.gpu_type} GPUs per VM; offered: {offered}"
+            )
+    regions = list(cluster.regions)
+    if request.regions is not None:
+        outside = [r for r in request.regions if r not in cluster.regions]
+        if outside:
+            raise Rejected(
+                f"regions {outside} are not used by cluster {cluster.name} (its regions: {cluster.regions})"
+            )
+        regions = [r for r in cluster.regions if r in request.regions]
+    max_attempts = request.max_attempts or config.attempts.default_max_attempts
+    if max_attempts > config.attempts.max_max_attempts:
+        raise Rejected(f"max_attempts {max_attempts} is above the limit {config.attempts.max_max_attempts}")
+    if request.max_runtime_s is not None and request.max_runtime_s > config.limits.max_runtime_s:
+        raise Rejected(f"max_runtime_s {request.max_runtime_s} is above the limit {config.limits.max_runtime_s}")
+    return cluster.name, regions, max_attempts
+
+
 class JobService:
     def __init__(self, db: Database, config: ZenConfig, relay: OutboxRelay, clock: Clock,
                  admission: Admission = admit_all):
@@ -84,7 +115,7 @@ class JobService:
             if not JOB_ID_PATTERN.match(job_id):
                 raise Rejected(f"the request has no job_id and its message id {escape_unstorable(job_id, 200)!r} "
                                "is not a valid job_id: give a job_id")
-            cluster, regions, max_attempts = self._resolve(request)
+            cluster, regions, max_attempts = resolve_request(self._config, request)
         except Rejected as rejection:
             return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected")
         canonical = request.model_dump(mode="json", exclude_none=True)
@@ -145,35 +176,6 @@ class JobService:
         self._relay.flush_quietly(ids)
         log.info("job submitted", extra={"job_id": job.job_id, "cluster": job.cluster})
         return Outcome("created", job.job_id, cluster=job.cluster)
-
-    def _resolve(self, request: JobRequest) -> tuple[str, list[str], int]:
-        config = self._config
-        if request.cluster is not None:
-            cluster = config.cluster(request.cluster)
-            if cluster is None:
-                known = ", ".join(c.name for c in config.clusters)
-                raise Rejected(f"unknown cluster {request.cluster!r}; known clusters: {known}")
-        else:
-            cluster = config.smallest_fitting_cluster(request.gpu_type, request.gpu_count)
-            if cluster is None:
-                offered = ", ".join(f"{c.gpu_count}x {c.gpu_type}" for c in config.clusters)
-                raise Rejected(
-                    f"no cluster has {request.gpu_count} or more {request.gpu_type} GPUs per VM; offered: {offered}"
-                )
-        regions = list(cluster.regions)
-        if request.regions is not None:
-            outside = [r for r in request.regions if r not in cluster.regions]
-            if outside:
-                raise Rejected(
-                    f"regions {outside} are not used by cluster {cluster.name} (its regions: {cluster.regions})"
-                )
-            regions = [r for r in cluster.regions if r in request.regions]
-        max_attempts = request.max_attempts or config.attempts.default_max_attempts
-        if max_attempts > config.attempts.max_max_attempts:
-            raise Rejected(f"max_attempts {max_attempts} is above the limit {config.attempts.max_max_attempts}")
-        if request.max_runtime_s is not None and request.max_runtime_s > config.limits.max_runtime_s:
-            raise Rejected(f"max_runtime_s {request.max_runtime_s} is above the limit {config.limits.max_runtime_s}")
-        return cluster.name, regions, max_attempts
 
     # -- heartbeat -----------------------------------------------------------------------------
     def heartbeat(self, envelope: PubSubEnvelope) -> Outcome:

@@ -1,23 +1,34 @@
-"""The user-facing ``zen`` commands that talk to a running Zen: submit, stop, watch, local up/down.
+"""The user-facing ``zen`` commands that talk to a running Zen: submit, stop, local up/down (``zen watch``
+is in ``zen.watch``).
 
 They publish through the official Pub/Sub client (``PUBSUB_EMULATOR_HOST`` for a local stack, which
-``zen`` reads from ``.zen/stack.json`` when a stack is running) and read Postgres for ``watch``.
+``zen`` reads from ``.zen/stack.json`` when a stack is running). ``zen submit`` checks the request with
+the function's own rules (``zen.events.decode_payload`` and ``zen.jobs.resolve_request``, against
+``ZEN_CONFIG``) before publishing, and always sends a unique job id; the function still checks.
 """
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import os
+import re
+import secrets
 import signal
+import string
 import threading
-import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
 
+from zen.clikit import CliError, database, database_configured
 from zen.config import load_config
-from zen.models import JobRequest, StopRequest
+from zen.models import JobRequest, PubSubEnvelope, StopRequest
+
+JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+EARLY_STOP_KEPT_DAYS = 7  # zen.jobs forgets a stop for a job it never saw after this long
 
 
 def _publish(topic_field: str, payload: bytes) -> str:
@@ -27,100 +38,131 @@ def _publish(topic_field: str, payload: bytes) -> str:
     project = os.environ.get("ZEN_PROJECT") or config.project
     client = pubsub_v1.PublisherClient()
     topic = client.topic_path(project, getattr(config.topics, topic_field))
-    return client.publish(topic, payload).result(timeout=30)
+    try:
+        return client.publish(topic, payload).result(timeout=30)
+    except Exception as exc:  # noqa: BLE001 - any publishing failure is told in one line
+        if type(exc).__name__ == "DefaultCredentialsError":
+            raise
+        raise CliError(f"could not publish to {topic}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                       " (is the stack up? `zen local up`)") from None
+
+
+def default_job_id(user: str, now: datetime | None = None) -> str:
+    """``<user>-<yyyymmdd-hhmmss>-<4 chars>``: readable, sortable, and unique without asking anyone."""
+    now = now or datetime.now(timezone.utc)
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", user).strip("-._")[:64] or "user"
+    suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(4))
+    return f"{name}-{now:%Y%m%d-%H%M%S}-{suffix}"
+
+
+def _read_job_file(path: str) -> dict:
+    try:
+        text = Path(path).read_text()
+        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise CliError(f"{path}: cannot read it as {'JSON' if path.endswith('.json') else 'YAML'}: "
+                       f"{str(exc).splitlines()[0]}", 2) from None
+    if not isinstance(data, dict):
+        raise CliError(f"{path}: expected a mapping of job fields (cluster, command, ...)", 2)
+    return data
 
 
 def build_request(args) -> JobRequest:
-    """A JobRequest from a YAML/JSON file, with flags filling or overriding fields."""
+    """A JobRequest from a YAML/JSON file, with flags filling or overriding fields; ``CliError`` (usage)
+    with one line naming the field when it is not a valid request."""
+    from zen.errors import describe_validation_error
+    from pydantic import ValidationError
+
     data: dict = {}
-    words = list(args.words) + list(getattr(args, "trailing", []))
+    positional, trailing = list(args.words), list(getattr(args, "trailing", []))
     args.file = None
-    if words and words[0].endswith((".yaml", ".yml", ".json")) and Path(words[0]).is_file():
-        args.file = words.pop(0)
+    if positional and positional[0].endswith(JOB_FILE_SUFFIXES):
+        if not Path(positional[0]).is_file():
+            raise CliError(f"job file {positional[0]} does not exist (a command goes after --: "
+                           "zen submit --cluster C -- PROGRAM ARGS)", 2)
+        args.file = positional.pop(0)
+    words = positional + trailing
     args.command = words
+    if len(words) == 1 and " " in words[0].strip():
+        parts = words[0].split()
+        raise CliError(f"the command {words[0]!r} is one word with spaces, and no program is called that: "
+                       f"give the words separately (-- {' '.join(parts)}), or -- sh -c {words[0]!r}", 2)
     if args.file:
-        text = Path(args.file).read_text()
-        data = yaml.safe_load(text) if not args.file.endswith(".json") else json.loads(text)
-        if not isinstance(data, dict):
-            raise SystemExit(f"{args.file}: expected a mapping of JobRequest fields")
+        data = _read_job_file(args.file)
     flags = {"job_id": args.job_id, "user_id": args.user, "cluster": args.cluster, "gpu_type": args.gpu_type,
              "gpu_count": args.gpu_count, "image": args.image, "priority": args.priority,
              "max_runtime_s": args.max_runtime, "max_attempts": args.max_attempts,
              "regions": args.region or None, "command": args.command or None}
     data.update({k: v for k, v in flags.items() if v is not None})
-    if args.env:
-        data["env"] = {**data.get("env", {}), **dict(item.split("=", 1) for item in args.env)}
-    data.setdefault("user_id", os.environ.get("USER", "local"))
-    return JobRequest.model_validate(data)
+    for name, pairs in (("env", args.env), ("labels", args.label)):
+        if pairs:
+            bad = [item for item in pairs if "=" not in item]
+            if bad:
+                raise CliError(f"--{'env' if name == 'env' else 'label'} {bad[0]!r}: expected KEY=VALUE", 2)
+            data[name] = {**(data.get(name) or {}), **dict(item.split("=", 1) for item in pairs)}
+    data.setdefault("user_id", os.environ.get("USER") or getpass.getuser() or "local")
+    if not data.get("job_id"):
+        data["job_id"] = default_job_id(str(data["user_id"]))
+    try:
+        return JobRequest.model_validate(data)
+    except ValidationError as exc:
+        where = f"{args.file}: " if args.file else ""
+        raise CliError(f"invalid job request: {where}{describe_validation_error(exc)}", 2) from None
+
+
+def check_request(request: JobRequest) -> tuple[str, list[str]]:
+    """The function's own checks (size, shape, cluster, regions, limits) against ZEN_CONFIG; the
+    cluster and regions it would use, or ``CliError`` with the reason it would refuse the job."""
+    from zen.errors import Rejected
+    from zen.events import decode_payload
+    from zen.jobs import resolve_request
+
+    config = load_config()
+    envelope = PubSubEnvelope(message_id="zen-submit", data=request.to_bytes())
+    try:
+        checked = decode_payload(envelope, JobRequest, config.limits.max_message_bytes)
+        cluster, regions, _ = resolve_request(config, checked)
+    except Rejected as rejection:
+        raise CliError(f"Zen would refuse this job: {rejection.reason} (see `zen clusters`)", 1) from None
+    return cluster, regions
 
 
 def cmd_submit(args) -> int:
-    try:
-        request = build_request(args)
-    except Exception as exc:  # noqa: BLE001 - shown to the user as is
-        print(f"invalid job request: {exc}")
-        return 2
+    request = build_request(args)
+    cluster, regions = check_request(request)
     message_id = _publish("job_submitted", request.to_bytes())
-    print(f"submitted {request.job_id or message_id} (message {message_id})")
+    print(f"submitted {request.job_id} to cluster {cluster} (regions {', '.join(regions)}; message {message_id})")
+    print(f"  status: zen jobs get {request.job_id}    stop: zen stop {request.job_id}")
     return 0
+
+
+def _stop_outlook(job_id: str) -> str:
+    """What the stop will do, from the database when it can be read."""
+    kept = (f"Zen keeps the stop for {EARLY_STOP_KEPT_DAYS} days: a job submitted with that id in that time is "
+            "cancelled when it arrives")
+    if not database_configured():
+        return f"could not check whether job {job_id} exists (no database configured); if it does not, {kept}"
+    from zen.store import repository
+
+    db = database()
+    try:
+        with db.transaction() as session:
+            job = repository.get_job(session, job_id)
+    finally:
+        db.close()
+    if job is None:
+        return f"no job {job_id} is known (yet): {kept}. Check the id with `zen jobs list`"
+    if job.status.value in ("SUCCEEDED", "FAILED", "CANCELLED"):
+        return f"job {job_id} has already ended ({job.status.value}): the stop changes nothing"
+    return f"job {job_id} is {job.status.value}: it will be stopped (follow with `zen jobs get {job_id}`)"
 
 
 def cmd_stop(args) -> int:
+    outlook = _stop_outlook(args.job_id)
+    if outlook.startswith("no job") and not args.force:
+        raise CliError(f"{outlook}; to send it anyway: zen stop --force {args.job_id}", 1)
     message_id = _publish("job_stop", StopRequest(job_id=args.job_id, reason=args.reason).to_bytes())
-    print(f"stop requested for {args.job_id} (message {message_id})")
-    return 0
-
-
-def watch_frame(db):
-    """One frame of ``zen watch``: jobs, and VMs per region (a rich renderable)."""
-    from rich.console import Group
-    from rich.table import Table
-
-    from zen.store import fleet, repository
-
-    with db.transaction() as session:
-        jobs = repository.list_jobs(session)
-        vms = repository.list_vms(session)
-        instances = fleet.mig_instances(session)
-    job_table = Table(title=f"Jobs ({len(jobs)})")
-    for column in ("job", "status", "attempt", "cluster", "region", "vm", "exit"):
-        job_table.add_column(column)
-    for job in jobs[-25:]:
-        job_table.add_row(job.job_id, job.status.value, str(job.attempt), job.cluster, job.region or "",
-                          job.vm or "", "" if job.exit_code is None else str(job.exit_code))
-    states = {vm["name"]: vm["state"] for vm in vms}
-    counts: dict[tuple[str, str], dict[str, int]] = {}
-    for instance in instances:
-        key = (instance["cluster"], instance["region"])
-        state = states.get(instance["name"], "BOOTING")
-        counts.setdefault(key, {}).setdefault(state, 0)
-        counts[key][state] += 1
-    vm_table = Table(title="VMs per region")
-    for column in ("cluster", "region", "booting", "idle", "busy", "stopping"):
-        vm_table.add_column(column)
-    for (cluster, region), by_state in sorted(counts.items()):
-        vm_table.add_row(cluster, region, *(str(by_state.get(s, 0)) for s in ("BOOTING", "IDLE", "BUSY", "STOPPING")))
-    return Group(job_table, vm_table)
-
-
-def cmd_watch(args) -> int:
-    from rich.console import Console
-    from rich.live import Live
-
-    from zen.store.db import Database
-
-    db = Database.from_env()
-    console = Console()
-    if args.once:
-        console.print(watch_frame(db))
-        return 0
-    with Live(watch_frame(db), console=console, refresh_per_second=2) as live:
-        try:
-            while True:
-                time.sleep(args.interval)
-                live.update(watch_frame(db))
-        except KeyboardInterrupt:
-            pass
+    print(f"stop requested for {args.job_id} (message {message_id}): {outlook}")
     return 0
 
 
@@ -131,8 +173,9 @@ def cmd_local_up(argv: list[str]) -> int:
     parser.add_argument("--scenario", type=Path, help="Compute scenario (default: preferred region stocked out)")
     parser.add_argument("--time-scale", type=float, help="cloud seconds per real second (overrides the scenario)")
     parser.add_argument("--config", type=Path, help="Zen config (default: $ZEN_CONFIG or the shipped one)")
-    parser.add_argument("--base-port", type=int, default=8085)
-    parser.add_argument("--tick-every", type=float, default=5.0, help="scale tick period, seconds")
+    parser.add_argument("--base-port", type=int, default=8085,
+                        help="first of the ports the stand-ins and functions listen on (default 8085)")
+    parser.add_argument("--tick-every", type=float, default=5.0, help="scale tick period, seconds (default 5)")
     parser.add_argument("--fresh", action="store_true", help="start with an empty database")
     args = parser.parse_args(argv)
     stack = LocalStack(config_path=args.config, scenario=args.scenario, time_scale=args.time_scale,
@@ -140,8 +183,7 @@ def cmd_local_up(argv: list[str]) -> int:
     try:
         record = stack.up()
     except StackError as exc:
-        print(f"zen local up: {exc}")
-        return 1
+        raise CliError(f"zen local up: {exc}") from None
     print("Zen is running locally:")
     for name, port in record["ports"].items():
         print(f"  {name:<18} 127.0.0.1:{port}")
@@ -167,32 +209,40 @@ def cmd_local_up(argv: list[str]) -> int:
 def cmd_local_down(argv: list[str]) -> int:
     from zen.local.stack import down
 
+    argparse.ArgumentParser(prog="zen local down", description="Stop the local stack running from this "
+                            "directory (.zen/stack.json) and its Postgres; the data stays in .zen/pgdata.").parse_args(argv)
     stopped = down()
     print("stopped: " + ", ".join(stopped) if stopped else "no local stack is running")
     return 0
 
 
 def add_parsers(sub) -> None:
-    submit = sub.add_parser("submit", help="publish a job (a YAML/JSON JobRequest file, and/or flags)")
-    submit.add_argument("--job-id")
-    submit.add_argument("--user")
-    submit.add_argument("--cluster")
-    submit.add_argument("--gpu-type")
-    submit.add_argument("--gpu-count", type=int)
-    submit.add_argument("--image")
-    submit.add_argument("--priority", type=int)
-    submit.add_argument("--max-runtime", type=int, help="seconds")
-    submit.add_argument("--max-attempts", type=int)
-    submit.add_argument("--region", action="append", help="allowed region (repeatable)")
-    submit.add_argument("--env", action="append", help="KEY=VALUE (repeatable)")
+    submit = sub.add_parser(
+        "submit", help="publish a job (a YAML/JSON job file, and/or flags); prints its id",
+        description="Check a job against Zen's configuration and rules, then publish it. Examples: "
+                    "zen submit examples/hello.yaml;  zen submit --cluster 1xl4 -- python train.py --lr 3")
+    submit.add_argument("--job-id", help="the job's id (default: <user>-<yyyymmdd-hhmmss>-<4 chars>)")
+    submit.add_argument("--user", help="user_id (default: $USER)")
+    submit.add_argument("--cluster", help="cluster to run on (`zen clusters` lists them)")
+    submit.add_argument("--gpu-type", help="instead of --cluster: a GPU type, e.g. nvidia-l4 (with --gpu-count)")
+    submit.add_argument("--gpu-count", type=int, help="instead of --cluster: GPUs per VM (with --gpu-type)")
+    submit.add_argument("--image", help="container image to run (optional; the command runs in it)")
+    submit.add_argument("--priority", type=int, help="-1000..1000, higher starts first (default 0)")
+    submit.add_argument("--max-runtime", type=int, metavar="SECONDS", help="stop the job after this long")
+    submit.add_argument("--max-attempts", type=int, help="attempts before it is FAILED (preemptions and lost VMs retry)")
+    submit.add_argument("--region", action="append", help="allowed region (repeatable; default: all of the cluster's)")
+    submit.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")
+    submit.add_argument("--label", action="append", metavar="KEY=VALUE",
+                        help="label, for `zen jobs list --label` (repeatable)")
     submit.add_argument("words", nargs="*", metavar="[FILE] [-- PROGRAM ARGS]",
-                        help="a JobRequest file (.yaml/.yml/.json), and/or the command after --")
+                        help="a job file (.yaml/.yml/.json), and/or the command after --")
     submit.set_defaults(func=cmd_submit)
-    stop = sub.add_parser("stop", help="ask to stop a job")
-    stop.add_argument("job_id")
-    stop.add_argument("--reason")
+    stop = sub.add_parser("stop", help="ask to stop a job (says what will happen to it)")
+    stop.add_argument("job_id", help="the job's id (printed by zen submit)")
+    stop.add_argument("--reason", help="recorded in the job's history")
+    stop.add_argument("--force", action="store_true",
+                      help="send the stop although no such job is known yet (it then waits for the job)")
     stop.set_defaults(func=cmd_stop)
-    watch = sub.add_parser("watch", help="live table of jobs and VMs per region")
-    watch.add_argument("--interval", type=float, default=1.0)
-    watch.add_argument("--once", action="store_true", help="print one frame and exit")
-    watch.set_defaults(func=cmd_watch)
+    from zen.watch import add_parser as add_watch
+
+    add_watch(sub)

@@ -85,6 +85,26 @@ WHERE (CAST(:status AS text) IS NULL OR status = :status)
 ORDER BY submitted_at, job_id
 LIMIT :limit;
 
+-- name: recent_jobs
+-- `zen jobs list`: newest first, every filter optional (labels: the request's labels contain these).
+SELECT * FROM jobs
+WHERE (CAST(:status AS text) IS NULL OR status = :status)
+  AND (CAST(:cluster AS text) IS NULL OR cluster = :cluster)
+  AND (CAST(:user_id AS text) IS NULL OR user_id = :user_id)
+  AND (CAST(:since AS timestamptz) IS NULL OR submitted_at >= :since)
+  AND COALESCE(request -> 'labels', '{}'::jsonb) @> CAST(:labels AS jsonb)
+ORDER BY submitted_at DESC, job_id DESC
+LIMIT :limit;
+
+-- name: active_jobs
+-- `zen watch`: the jobs not finished yet, newest first.
+SELECT * FROM jobs WHERE status IN ('PENDING','QUEUED','ASSIGNED','RUNNING','STOPPING')
+ORDER BY submitted_at DESC
+LIMIT :limit;
+
+-- name: count_active_jobs
+SELECT count(*) AS n FROM jobs WHERE status IN ('PENDING','QUEUED','ASSIGNED','RUNNING','STOPPING');
+
 -- name: held_jobs_silent_since
 -- Candidates for the lost-job sweep (no lock here: each is re-read FOR UPDATE and re-decided).
 -- Oldest silence first; the expression is jobs_held_silence's.

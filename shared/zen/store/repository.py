@@ -73,6 +73,21 @@ def list_jobs(session: Session, *, status: str | None = None, cluster: str | Non
     return [job_from_row(r) for r in session.run("list_jobs", status=status, cluster=cluster, limit=limit)]
 
 
+def recent_jobs(session: Session, *, status: str | None = None, cluster: str | None = None,
+                user_id: str | None = None, labels: dict[str, str] | None = None, since: datetime | None = None,
+                limit: int = 50) -> list[Job]:
+    """Newest first (``zen jobs list``)."""
+    rows = session.run("recent_jobs", status=status, cluster=cluster, user_id=user_id, since=since,
+                       labels=json.dumps(labels or {}), limit=limit)
+    return [job_from_row(r) for r in rows]
+
+
+def active_jobs(session: Session, limit: int) -> tuple[list[Job], int]:
+    """The newest ``limit`` unfinished jobs, and how many there are in all (``zen watch``)."""
+    jobs = [job_from_row(r) for r in session.run("active_jobs", limit=limit)]
+    return jobs, session.one("count_active_jobs")["n"]
+
+
 def record_progress(session: Session, *, job_id: str, attempt: int, vm: str, seq: int, message: str | None,
                     now: datetime) -> bool:
     """A RUNNING heartbeat from the VM that holds the running attempt, newer than the last: record it

@@ -1,0 +1,100 @@
+"""Deploy risks of issue 13 read in terraform/: a project without a `default` network, an API used but
+not enabled, and an example that leaves the GPU zones to chance."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.terraform.hcl import TERRAFORM, Module, load
+
+# Which API each resource type needs (a resource of a type missing here fails the test: add it).
+API_OF_RESOURCE = {
+    "google_artifact_registry_repository": "artifactregistry", "google_artifact_registry_repository_iam_member":
+    "artifactregistry", "google_cloud_run_service_iam_member": "run", "google_cloud_scheduler_job": "cloudscheduler",
+    "google_cloudfunctions2_function": "cloudfunctions", "google_compute_global_address": "compute",
+    "google_compute_instance_template": "compute", "google_compute_network": "compute", "google_compute_firewall": "compute",
+    "google_compute_region_instance_group_manager": "compute", "google_compute_router": "compute",
+    "google_compute_router_nat": "compute", "google_project_iam_custom_role": "iam",
+    "google_project_iam_member": "cloudresourcemanager", "google_project_service": "serviceusage",
+    "google_pubsub_subscription": "pubsub", "google_pubsub_subscription_iam_member": "pubsub",
+    "google_pubsub_topic": "pubsub", "google_pubsub_topic_iam_member": "pubsub", "google_service_account": "iam",
+    "google_service_account_iam_member": "iam", "google_service_networking_connection": "servicenetworking",
+    "google_sql_database": "sqladmin", "google_sql_database_instance": "sqladmin", "google_sql_user": "sqladmin",
+    "google_storage_bucket": "storage", "google_storage_bucket_iam_member": "storage",
+    "google_storage_bucket_object": "storage", "google_vpc_access_connector": "vpcaccess",
+    "google_project": "cloudresourcemanager", "google_compute_network#data": "compute",
+}
+
+
+@pytest.fixture(scope="module")
+def module() -> Module:
+    return Module.load()
+
+
+def enabled_apis(module: Module) -> set[str]:
+    return set(re.findall(r'"([a-z]+)\.googleapis\.com"', module.resources_of("google_project_service")["apis"]["for_each"]))
+
+
+def test_every_api_a_resource_uses_is_enabled(module):
+    apis = enabled_apis(module)
+    used = {(rtype, API_OF_RESOURCE.get(rtype)) for rtype, _ in module.resources if rtype != "terraform_data"}
+    used |= {(dtype, API_OF_RESOURCE.get(dtype if dtype != "google_compute_network" else dtype + "#data"))
+             for dtype, _ in module.data}
+    assert all(api is not None for _, api in used), sorted(t for t, api in used if api is None)
+    assert {api for _, api in used} <= apis, sorted({api for _, api in used} - apis)
+    assert {"cloudresourcemanager", "serviceusage"} <= apis
+
+
+def test_a_project_without_a_default_network_can_create_one(module):
+    assert module.variables["create_network"]["default"] is False
+    network = module.resources_of("google_compute_network")["zen"]
+    assert network["count"] == "${var.create_network ? 1 : 0}" and network["auto_create_subnetworks"] is True
+    firewall = module.resources_of("google_compute_firewall")["deny_ingress"]
+    assert firewall["direction"] == "INGRESS" and firewall["source_ranges"] == ["0.0.0.0/0"] and "deny" in firewall
+    assert module.data[("google_compute_network", "zen")]["count"] == "${var.create_network ? 0 : 1}"
+    # Everything else (outside network.tf) goes through the locals that pick the created or the existing network.
+    text = "\n".join(path.read_text() for path in TERRAFORM.glob("*.tf") if path.name != "network.tf")
+    assert "google_compute_network.zen" not in text and "local.network_id" in text
+
+
+def test_the_example_names_the_zones_of_every_cluster_region():
+    tfvars = load(TERRAFORM / "terraform.tfvars.example")
+    for cluster in tfvars["clusters"]:
+        zones = cluster["zones"]
+        assert sorted(zones) == sorted(cluster["regions"]), cluster["name"]
+        for region, names in zones.items():
+            assert names and all(re.fullmatch(rf"{region}-[a-z]", zone) for zone in names), (cluster["name"], region)
+
+
+def test_the_read_only_role_reads_jobs_and_writes_nothing(db, db_target, tmp_path):
+    """db_grants_sql's zen_reader lines, run on a real Postgres: a reader runs `zen jobs list`, and
+    cannot change a row."""
+    import os
+    import subprocess
+    import sys
+
+    from zen.store.db import Database
+
+    text = (TERRAFORM / "outputs.tf").read_text()
+    statements = [s.replace('\\"', '"') for s in re.findall(r'^\s*"(.*zen_reader.*;)",$', text, flags=re.M)
+                  if "${" not in s]
+    assert len(statements) == 4
+    with db.session() as session:
+        for statement in statements + ["CREATE ROLE reader_alice LOGIN", "GRANT zen_reader TO reader_alice"]:
+            session.execute(statement)
+    url = f"postgresql://reader_alice@/{db_target.database}?host={os.path.dirname(db_target.unix_sock)}"
+    result = subprocess.run([sys.executable, "-m", "zen.cli", "jobs", "list"], cwd=tmp_path, capture_output=True,
+                            text=True, env={**os.environ, "ZEN_DATABASE_URL": url}, timeout=120)
+    assert result.returncode == 0 and result.stdout.startswith("JOB_ID"), result.stderr
+    reader = Database.from_target(db_target.__class__(**{**db_target.__dict__, "user": "reader_alice"}))
+    try:
+        with pytest.raises(Exception, match="permission denied"):
+            with reader.session() as session:
+                session.execute("DELETE FROM jobs")
+    finally:
+        reader.close()
+        with db.session() as session:
+            session.execute("DROP OWNED BY reader_alice")
+            session.execute("DROP ROLE reader_alice")

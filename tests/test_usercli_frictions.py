@@ -1,0 +1,159 @@
+"""`zen` as a user runs it (a subprocess, in a directory of their own), for each friction of issue 13:
+refused jobs are refused before publishing, ids are unique, a mistyped job file or a one-string
+command is an error, a stop says what it will do, and no command shows a traceback, starts a
+database, or acts on --help.
+
+The Pub/Sub stand-in and a real Postgres stand behind it; the published messages are read back
+through the official client (``publisher.on``), and the function runs what the CLI sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.messages import job_request
+
+LOOPBACK_METADATA = {"GCE_METADATA_HOST": "127.0.0.1:9", "GCE_METADATA_IP": "127.0.0.1:9", "NO_GCE_CHECK": "True"}
+
+
+@pytest.fixture
+def zen_cli(config, publisher, db_url, tmp_path):
+    """Run `zen ARGS` in an empty directory, pointed at this test's Pub/Sub project and database."""
+    base = {**os.environ, "ZEN_PROJECT": config.project, "ZEN_DATABASE_URL": db_url, "USER": "alice",
+            "HOME": str(tmp_path), **LOOPBACK_METADATA}
+
+    def run(*argv: str, drop: tuple[str, ...] = (), **env: str) -> subprocess.CompletedProcess:
+        full = {k: v for k, v in {**base, **env}.items() if k not in drop}
+        result = subprocess.run([sys.executable, "-m", "zen.cli", *argv], cwd=tmp_path, env=full,
+                                capture_output=True, text=True, timeout=120)
+        assert "Traceback" not in result.stderr, result.stderr
+        return result
+
+    return run
+
+
+def one_line(result: subprocess.CompletedProcess) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("zen: "), result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("flags, reason", [
+    (["--cluster", "9xh100"], "unknown cluster '9xh100'; known clusters: 1xl4"),
+    (["--gpu-type", "nvidia-h100-80gb", "--gpu-count", "8"], "no cluster has 8 or more nvidia-h100-80gb GPUs"),
+    (["--cluster", "1xl4", "--region", "asia-east1"], "regions ['asia-east1'] are not used by cluster 1xl4"),
+    (["--cluster", "1xl4", "--max-runtime", "99999999"], "max_runtime_s 99999999 is above the limit"),
+])
+def test_a_job_the_function_would_refuse_is_refused_before_publishing(zen_cli, publisher, flags, reason):
+    result = zen_cli("submit", *flags, "--", "python", "train.py")
+    assert result.returncode == 1 and result.stdout == ""
+    assert reason in one_line(result) and "Zen would refuse this job" in result.stderr
+    assert publisher.on("zen-job-submitted") == []
+
+
+def test_each_submit_gets_a_unique_readable_id_that_the_function_accepts(zen_cli, publisher, functions, db):
+    from zen.store import repository
+
+    first = zen_cli("submit", "--cluster", "1xl4", "--label", "team=vision", "--", "python", "-c", "print(1)")
+    second = zen_cli("submit", "--cluster", "1xl4", "--", "python", "-c", "print(1)")
+    ids = [re.match(r"submitted (\S+) to cluster 1xl4", r.stdout).group(1) for r in (first, second)]
+    assert all(re.fullmatch(r"alice-\d{8}-\d{6}-[a-z0-9]{4}", job_id) for job_id in ids) and ids[0] != ids[1]
+    messages = publisher.on("zen-job-submitted")
+    assert [json.loads(m.data)["job_id"] for m in messages] == ids
+    for message in messages:
+        functions.submit(json.loads(message.data))
+    with db.transaction() as session:
+        jobs = [repository.get_job(session, job_id) for job_id in ids]
+    assert [(j.user_id, j.status.value, j.request["labels"]) for j in jobs] == [
+        ("alice", "QUEUED", {"team": "vision"}), ("alice", "QUEUED", {})]
+
+
+def test_a_mistyped_job_file_is_an_error_not_a_command(zen_cli, publisher):
+    result = zen_cli("submit", "--cluster", "1xl4", "jobs/tarin.yaml")
+    assert result.returncode == 2 and "job file jobs/tarin.yaml does not exist" in one_line(result)
+    assert publisher.on("zen-job-submitted") == []
+
+
+def test_a_command_given_as_one_string_is_refused_with_a_hint(zen_cli, publisher):
+    result = zen_cli("submit", "--cluster", "1xl4", "--", "python train.py")
+    assert result.returncode == 2 and "-- python train.py" in one_line(result)
+    assert publisher.on("zen-job-submitted") == []
+
+
+def test_a_yaml_typo_names_the_field_in_one_line(zen_cli, publisher, tmp_path):
+    (tmp_path / "job.yaml").write_text("clustr: 1xl4\ncommand: [python, train.py]\n")
+    result = zen_cli("submit", "job.yaml")
+    line = one_line(result)
+    assert result.returncode == 2 and "job.yaml" in line and "clustr" in line
+    assert publisher.on("zen-job-submitted") == []
+
+
+def test_a_stop_says_what_will_happen(zen_cli, publisher, functions):
+    unknown = zen_cli("stop", "no-such-job")
+    assert unknown.returncode == 1 and "no job no-such-job is known" in one_line(unknown)
+    assert "7 days" in unknown.stderr and "--force" in unknown.stderr
+    assert publisher.on("zen-job-stop") == []
+    functions.submit(job_request("job-1"))
+    running = zen_cli("stop", "job-1")
+    assert running.returncode == 0 and "job job-1 is QUEUED: it will be stopped" in running.stdout
+    forced = zen_cli("stop", "--force", "later-job")
+    assert forced.returncode == 0 and "a job submitted with that id in that time is cancelled" in forced.stdout
+    assert [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-stop")] == ["job-1", "later-job"]
+
+
+def test_read_commands_outside_a_stack_start_nothing(zen_cli, tmp_path):
+    for argv in (["jobs", "list"], ["watch", "--once"], ["rejected"], ["explain"], ["jobs", "get", "x"]):
+        result = zen_cli(*argv, drop=("ZEN_DATABASE_URL",))
+        assert result.returncode == 1 and "no local stack is running in this directory" in one_line(result)
+    assert not (tmp_path / ".zen").exists()
+
+
+def test_an_unreachable_database_is_one_line(zen_cli, tmp_path):
+    gone = f"postgresql://postgres@/zen?host={tmp_path}"
+    result = zen_cli("jobs", "list", ZEN_DATABASE_URL=gone)
+    assert result.returncode == 1 and "cannot reach the database" in one_line(result)
+
+
+def test_submit_without_a_stack_or_credentials_is_one_line(zen_cli):
+    result = zen_cli("submit", "--cluster", "1xl4", "--", "true", drop=("PUBSUB_EMULATOR_HOST",
+                                                                        "GOOGLE_APPLICATION_CREDENTIALS"))
+    assert result.returncode == 1 and "no Google credentials" in one_line(result)
+
+
+def test_help_never_acts(zen_cli):
+    for argv in (["local", "--help"], ["local", "down", "--help"], ["local", "up", "--help"], ["submit", "--help"],
+                 ["jobs", "list", "--help"], ["--help"]):
+        result = zen_cli(*argv)
+        assert result.returncode == 0 and result.stdout.startswith("usage: zen"), (argv, result)
+        assert "stopped" not in result.stdout and "no local stack" not in result.stdout
+
+
+def test_usage_errors_exit_2(zen_cli):
+    assert zen_cli("jobs", "list", "--limit", "-3").returncode == 2
+    assert zen_cli("jobs", "list", "--since", "yesterday").returncode == 2
+    assert zen_cli("frobnicate").returncode == 2
+
+
+def test_a_closed_pipe_is_quiet(config, publisher, db_url, functions, tmp_path):
+    functions.submit(job_request("job-1"))
+    env = {**os.environ, "ZEN_DATABASE_URL": db_url, **LOOPBACK_METADATA}
+    process = subprocess.Popen([sys.executable, "-m", "zen.cli", "jobs", "list", "--json"], cwd=tmp_path, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # like `| head` that has read what it wanted before zen writes
+    assert process.wait(timeout=120) in (0, 1)
+    assert process.stderr.read() == b""
+
+
+def test_the_readme_example_job_file_is_accepted(zen_cli, publisher):
+    from tests.conftest import ROOT
+
+    result = zen_cli("submit", str(ROOT / "examples" / "hello.yaml"))
+    assert result.returncode == 0, result.stderr
+    [message] = publisher.on("zen-job-submitted")
+    assert json.loads(message.data)["labels"] == {"team": "vision"}

@@ -1,0 +1,123 @@
+"""The deploy as the README documents it: the packaged wheel, installed into a clean virtualenv that
+holds nothing but the runtime requirements, runs `zen db migrate` and `zen jobs list` against a real
+Postgres, and the commands that need the local stand-ins say so in one line.
+
+The clean virtualenv reuses the packages already installed here (no network): a directory holding
+only the runtime requirements and what they need, found through their metadata, is put on its path
+by a .pth file. Local-only packages (pgserver, rich) and the repository's source are not on it.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as metadata
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from tests.conftest import ROOT
+
+
+def _runtime_closure() -> list[metadata.Distribution]:
+    """The distributions requirements.txt names, and everything they require, as installed here."""
+    wanted = [re.split(r"[=<>!~\[; ]", line.split("#")[0].strip(), maxsplit=1)[0]
+              for line in (ROOT / "requirements.txt").read_text().splitlines() if line.split("#")[0].strip()]
+    seen: dict[str, metadata.Distribution] = {}
+    while wanted:
+        name = wanted.pop().lower().replace("_", "-")
+        if name in seen:
+            continue
+        seen[name] = dist = metadata.distribution(name)
+        for text in dist.requires or []:
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                wanted.append(requirement.name)
+    return list(seen.values())
+
+
+def _runtime_site(target: Path) -> Path:
+    """A directory of links to the top-level modules of the runtime closure only."""
+    target.mkdir()
+    for dist in _runtime_closure():
+        for file in dist.files or []:
+            top = file.parts[0]
+            if top in ("..", "__pycache__") or top.endswith(".pth"):
+                continue
+            source = Path(dist.locate_file(top))
+            link = target / top
+            if source.exists() and not link.exists():
+                link.symlink_to(source)
+    return target
+
+
+@pytest.fixture(scope="module")
+def wheel_venv(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "package.py"), "--out", str(base / "dist")],
+                   check=True, capture_output=True)
+    [wheel] = (base / "dist").glob("zen-*.whl")
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",
+                    "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True)
+    [site] = (venv / "lib").glob("python3*/site-packages")
+    (site / "zen_runtime_requirements.pth").write_text(f"{_runtime_site(base / 'runtime')}\n")
+    return venv
+
+
+@pytest.fixture
+def empty_database(pg_server):
+    from zen.store.db import Database
+
+    name = f"wheel_{os.getpid()}"
+    admin = Database.from_target(pg_server)
+    with admin.session() as session:
+        session.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        session.execute(f"CREATE DATABASE {name}")
+    yield f"postgresql://{pg_server.user}@/{name}?host={os.path.dirname(pg_server.unix_sock)}"
+    with admin.session() as session:
+        session.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    admin.close()
+
+
+def _zen(venv: Path, cwd: Path, *argv: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(cwd), "USER": "alice", **env}
+    return subprocess.run([str(venv / "bin" / "zen"), *argv], cwd=cwd, env=clean, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_the_clean_venv_has_only_the_wheel_and_the_runtime_requirements(wheel_venv, tmp_path):
+    probe = ("import importlib.util as u, zen; "
+             "print(zen.__file__); print([m for m in ('pgserver', 'rich', 'zen.local', 'zen.sim') if u.find_spec(m)])")
+    out = subprocess.run([str(wheel_venv / "bin" / "python"), "-c", probe], cwd=tmp_path, env={"PATH": "/usr/bin"},
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0].startswith(str(wheel_venv)) and out[1] == "[]"
+
+
+def test_deploy_step_migrate_then_list_jobs_from_the_wheel(wheel_venv, empty_database, tmp_path):
+    migrate = _zen(wheel_venv, tmp_path, "db", "migrate", ZEN_DATABASE_URL=empty_database)
+    assert migrate.returncode == 0, migrate.stderr
+    assert migrate.stdout.startswith("applied: ") and "initial" in migrate.stdout
+    again = _zen(wheel_venv, tmp_path, "db", "migrate", ZEN_DATABASE_URL=empty_database)
+    assert again.stdout.strip() == "schema is up to date"
+    listing = _zen(wheel_venv, tmp_path, "jobs", "list", ZEN_DATABASE_URL=empty_database)
+    assert listing.returncode == 0, listing.stderr
+    assert listing.stdout.split()[:4] == ["JOB_ID", "USER", "CLUSTER", "REGION"]
+    clusters = _zen(wheel_venv, tmp_path, "clusters")
+    assert clusters.returncode == 0 and "1xl4" in clusters.stdout
+    assert not (tmp_path / ".zen").exists()
+
+
+def test_local_only_commands_say_what_they_need_from_the_wheel(wheel_venv, tmp_path):
+    for argv in (["local", "up"], ["demo"], ["simulate", "--scenario", "x"]):
+        result = _zen(wheel_venv, tmp_path, *argv)
+        assert result.returncode == 1, (argv, result.stderr)
+        assert result.stderr.startswith("zen: ") and "development checkout" in result.stderr
+        assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
+    nothing = _zen(wheel_venv, tmp_path, "jobs", "list")
+    assert nothing.returncode == 1 and "no local stack is running" in nothing.stderr
+    assert not (tmp_path / ".zen").exists()
