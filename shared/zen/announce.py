@@ -57,6 +57,13 @@ class Announcements:
             previous = change.to
         return rows, messages
 
+    def admitted(self, job: Job, reason: str, now) -> OutgoingMessage:
+        """``job.admitted``: a queue's quota took the job (the status change is announced as well)."""
+        event = JobEvent(type="job.admitted", job_id=job.job_id, attempt=job.attempt, reason=reason, at=now,
+                         cluster=job.cluster, queue=job.queue)
+        return outgoing(self._topics.job_events, event, {
+            "type": event.type, "job_id": job.job_id, "cluster": job.cluster, "queue": job.queue or ""})
+
     def control(self, control: ControlMessage) -> OutgoingMessage:
         return outgoing(self._topics.vm_control, control, {
             "vm": control.vm, "job_id": control.job_id, "attempt": str(control.attempt),

@@ -42,7 +42,7 @@ def insert_job(session: Session, job: Job) -> bool:
         "insert_job", job_id=job.job_id, status=job.status.value, max_attempts=job.max_attempts,
         cluster=job.cluster, user_id=job.user_id, priority=job.priority, regions=to_json(job.regions),
         request=to_json(job.request), request_hash=job.request_hash, max_runtime_s=job.max_runtime_s,
-        now=job.submitted_at,
+        now=job.submitted_at, queue=job.queue, gpus=job.gpus,
     )
     return row is not None
 

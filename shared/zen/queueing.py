@@ -1,0 +1,187 @@
+"""Kueue-style queues with GPU quotas: which PENDING jobs may be admitted (QUEUED) now, and why not.
+
+With ``queues:`` in the configuration every job belongs to a queue (its ``queue``, else its user's
+queue, else the queue named ``default``) and holds its cluster's GPUs per VM of that queue's quota
+from admission until it ends. A job that does not fit stays PENDING: it is not demand, so it scales
+nothing. Without ``queues:`` every job is admitted at once, as before.
+
+What fits (per cluster, the Kueue model without lending limits):
+- a queue holds at most its nominal ``quota`` plus what it may borrow (``borrowing_limit``; no
+  limit when unset; nothing outside a cohort);
+- the queues of a cohort together hold at most the sum of their nominal quotas: a queue borrows
+  only what the others leave unused, and gets its own back as borrowed jobs end.
+
+Order (one *admission pass* for a cohort and a cluster): among the queues' head jobs, the highest
+priority first; between queues at the same priority, the lowest *dominant share* first: (decayed
+GPU-seconds admitted / half-life + GPUs admitted now) / nominal quota, the largest over the cohort's
+clusters being what counts for the cluster at hand (one cluster per pass here); then the oldest. Within a
+queue, jobs go strictly in (priority, age) order: a head that does not fit blocks its queue for
+this pass (no small job jumps a big one, so a big one is never starved), never the other queues.
+
+When a pass runs: at submission (in the submitting transaction), whenever an admitted job leaves the
+admitted set (ends, is cancelled, fails), in that same transaction, and on every scale tick for
+queues with waiting jobs (quota raised in the configuration, anything missed). Passes of one cohort
+are serialised by a transaction-scoped advisory lock taken before the GPUs are summed, so two passes
+never admit against the same free quota: no quota is ever exceeded, whatever the concurrency.
+
+Usage for fair sharing is GPU-seconds of admitted quota, decayed with ``queueing.usage_half_life_s``
+and brought up to date at each pass with the GPUs admitted at that moment (a step approximation:
+admissions and releases all run a pass). Preemption (``preemption:``) is accepted in the
+configuration but not enforced yet: a queue whose quota is lent out waits for borrowed jobs to end.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from zen.config import QueueConfig, ZenConfig
+from zen.errors import Rejected
+from zen.models import Job
+from zen.store import queues as rows
+
+if TYPE_CHECKING:
+    from zen.store.db import Session
+
+PASS_LIMIT = 200  # waiting jobs read per queue per pass; a later pass takes the next ones
+
+
+@dataclass
+class _Queue:
+    config: QueueConfig
+    nominal: int
+    limit: float  # nominal + what it may borrow
+    used: int
+    usage_gpus: float  # decayed GPU-seconds / half-life: "recent usage" in GPUs
+    waiting: list[Job]
+
+    @property
+    def share(self) -> float:
+        return (self.usage_gpus + self.used) / max(self.nominal, 1)
+
+
+class Queueing:
+    def __init__(self, config: ZenConfig):
+        self._config = config
+        self._half_life = config.queueing.usage_half_life_s
+
+    # -- at submission -------------------------------------------------------------------------
+    def resolve(self, requested: str | None, user: str, cluster: str, gpus: int) -> QueueConfig:
+        """The queue a new job belongs to, or ``Rejected`` with the reason."""
+        config = self._config
+        if requested is not None:
+            queue = config.queue(requested)
+            if queue is None:
+                raise Rejected(f"unknown queue {requested!r}; queues: {', '.join(q.name for q in config.queues)}")
+        else:
+            queue = config.default_queue(user)
+            if queue is None:
+                raise Rejected(f"no queue for user {user!r}: give queue (one of "
+                               f"{', '.join(q.name for q in config.queues)}) or configure a queue named default")
+        if cluster not in queue.quota:
+            raise Rejected(f"queue {queue.name} has no quota for cluster {cluster} "
+                           f"(its clusters: {', '.join(queue.quota)})")
+        most = self._most_ever(queue, cluster)
+        if gpus > most:
+            raise Rejected(f"the job needs {gpus} GPUs of {cluster} but queue {queue.name} can never hold more "
+                           f"than {most}")
+        return queue
+
+    def _most_ever(self, queue: QueueConfig, cluster: str) -> float:
+        cohort_total = sum(q.quota.get(cluster, 0) for q in self._config.cohort_of(queue))
+        borrow = queue.may_borrow(cluster)
+        own = queue.quota[cluster] + (math.inf if borrow is None else borrow)
+        return min(own, cohort_total)
+
+    # -- the admission pass --------------------------------------------------------------------
+    def lock_key(self, queue: QueueConfig) -> str:
+        return f"cohort:{queue.cohort}" if queue.cohort else f"queue:{queue.name}"
+
+    def admit(self, session: Session, queue_name: str, cluster: str, now) -> list[tuple[Job, str]]:
+        """One pass for the cohort of ``queue_name`` on ``cluster``, under the cohort's lock: the jobs
+        to admit now (locked rows, in order) with the reason to record. The caller applies them."""
+        queue = self._config.queue(queue_name)
+        if queue is None:  # the queue left the configuration: its jobs wait until it is back
+            return []
+        members = [q for q in self._config.cohort_of(queue) if cluster in q.quota]
+        rows.lock(session, self.lock_key(queue))
+        names = [q.name for q in members]
+        used = rows.admitted_gpus(session, names, cluster)
+        usage = self._bring_usage_up_to_date(session, names, cluster, used, now)
+        state = []
+        for q in members:
+            borrow = q.may_borrow(cluster)
+            nominal = q.quota[cluster]
+            state.append(_Queue(q, nominal, nominal + (math.inf if borrow is None else borrow), used.get(q.name, 0),
+                                usage.get(q.name, 0.0), rows.pending(session, q.name, cluster, PASS_LIMIT)))
+        cohort_quota = sum(q.nominal for q in state)
+        cohort_used = sum(q.used for q in state)
+        admitted: list[tuple[Job, str]] = []
+        active = [q for q in state if q.waiting]
+        while active:
+            best = min(active, key=lambda q: (-q.waiting[0].priority, q.share, q.waiting[0].submitted_at,
+                                              q.waiting[0].job_id))
+            job = best.waiting[0]
+            if best.used + job.gpus > best.limit or cohort_used + job.gpus > cohort_quota:
+                active.remove(best)  # its head does not fit: the queue waits, the others go on
+                continue
+            best.waiting.pop(0)
+            best.used += job.gpus
+            cohort_used += job.gpus
+            borrowed = max(0, best.used - best.nominal)
+            admitted.append((job, f"admitted by queue {best.config.name}: {best.used}/{best.nominal} GPUs of "
+                                  f"{cluster}" + (f" ({borrowed} borrowed)" if borrowed else "")))
+            if not best.waiting:
+                active.remove(best)
+        return admitted
+
+    def _bring_usage_up_to_date(self, session: Session, names: list[str], cluster: str, used: dict[str, int],
+                                now) -> dict[str, float]:
+        """Decay each queue's GPU-seconds to ``now``, add what it held since; returns usage in GPUs."""
+        known = rows.usage(session, names)
+        out = {}
+        for name in names:
+            seconds, since = known.get((name, cluster), (0.0, now))
+            elapsed = max(0.0, (now - since).total_seconds())
+            seconds = seconds * 0.5 ** (elapsed / self._half_life) + used.get(name, 0) * elapsed
+            rows.save_usage(session, name, cluster, seconds, now)
+            out[name] = seconds / self._half_life
+        return out
+
+    # -- explanations --------------------------------------------------------------------------
+    def why_pending(self, session: Session, job: Job) -> str:
+        """Why a PENDING job waits: its queue's quota, what it may borrow, jobs ahead of it."""
+        queue = self._config.queue(job.queue) if job.queue else None
+        if queue is None:
+            return f"queue {job.queue!r} is not in the configuration: the job waits until it is back"
+        members = [q for q in self._config.cohort_of(queue) if job.cluster in q.quota]
+        used = rows.admitted_gpus(session, [q.name for q in members], job.cluster)
+        mine, nominal = used.get(queue.name, 0), queue.quota[job.cluster]
+        text = f"queue {queue.name}: {mine}/{nominal} GPUs of {job.cluster} admitted, the job needs {job.gpus}"
+        if queue.cohort:
+            total = sum(q.quota[job.cluster] for q in members)
+            text += f"; cohort {queue.cohort}: {sum(used.values())}/{total} GPUs in use"
+        ahead = rows.jobs_ahead(session, job)
+        if ahead:
+            text += f"; {ahead} job{'s' if ahead != 1 else ''} ahead of it in the queue"
+        return text
+
+    def summary(self, session: Session) -> list[dict]:
+        """Per queue and cluster: quota, borrowing limit, admitted GPUs and jobs by state (``zen queues``)."""
+        counts = {(r["queue"], r["cluster"]): r for r in rows.counts(session)}
+        usage = rows.usage(session, [q.name for q in self._config.queues])
+        out = []
+        for queue in self._config.queues:
+            for cluster, nominal in queue.quota.items():
+                row = counts.get((queue.name, cluster), {})
+                admitted = row.get("admitted_gpus", 0)
+                seconds = usage.get((queue.name, cluster), (0.0, None))[0]
+                out.append({
+                    "queue": queue.name, "cohort": queue.cohort, "cluster": cluster, "quota_gpus": nominal,
+                    "borrowing_limit": queue.may_borrow(cluster), "admitted_gpus": admitted,
+                    "borrowed_gpus": max(0, admitted - nominal), "pending": row.get("pending", 0),
+                    "queued": row.get("admitted_waiting", 0), "running": row.get("running", 0),
+                    "recent_gpu_hours": round(seconds / 3600.0, 2),
+                })
+        return out
