@@ -13,7 +13,7 @@ NOW = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
 
 @pytest.fixture(scope="module")
 def big_db(pg_server, template_db):
-    """A migrated database with 60k jobs: mostly finished, 5k queued, 5k running; 60k outbox rows."""
+    """A migrated database with 60k jobs: mostly finished, 5k queued, 5k running, a third in queues; 60k outbox rows."""
     from zen.store.db import Database
 
     name = "plans_big"
@@ -26,12 +26,13 @@ def big_db(pg_server, template_db):
         session.sql("""
             INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions, request,
                               request_hash, last_seq, submitted_at, queued_at, start_published_at, updated_at,
-                              vm, last_heartbeat_at)
+                              vm, last_heartbeat_at, queue, gpus)
             SELECT 'job-' || i,
                    CASE WHEN i % 12 = 0 THEN 'QUEUED' WHEN i % 12 = 1 THEN 'RUNNING' ELSE 'SUCCEEDED' END,
                    1, 3, CASE WHEN i % 2 = 0 THEN '1xl4' ELSE '4xa100-40gb' END, 'u', 0, '["us-central1"]', '{}',
                    'h', 0, t.now - i * interval '1 second', t.now, t.now, t.now,
-                   CASE WHEN i % 12 = 1 THEN 'vm-' || i END, t.now
+                   CASE WHEN i % 12 = 1 THEN 'vm-' || i END, t.now,
+                   CASE WHEN i % 3 = 0 THEN 'q' || (i % 4) END, 4
             FROM generate_series(1, 60000) AS i, (SELECT CAST(:now AS timestamptz) AS now) AS t""", now=NOW)
         session.sql("""
             INSERT INTO outbox (topic, data, attributes, created_at, sent_at)
@@ -62,6 +63,10 @@ HOT_QUERIES = [
     ("arrivals_since", {"cluster": "1xl4", "since": NOW - timedelta(minutes=10)}),
     ("lock_outbox_unsent", {"cutoff": NOW - timedelta(minutes=1), "limit": 1000}),
     ("prune_outbox", {"cutoff": NOW - timedelta(days=1), "limit": 5000}),
+    ("pending_of_queue", {"queue": "q1", "cluster": "1xl4", "limit": 200}),
+    ("admitted_gpus", {"queues": '["q0", "q1"]', "cluster": "1xl4"}),
+    ("waiting_queues", {}),
+    ("jobs_ahead", {"queue": "q1", "cluster": "1xl4", "priority": 0, "submitted_at": NOW, "job_id": "job-9"}),
 ]
 
 

@@ -67,7 +67,7 @@ def test_a_job_beyond_quota_stays_pending_and_is_admitted_when_quota_frees(queue
     with zen.db.transaction() as session:
         assert not [r for r in repository_demand(session) if r["jobs"] == 3]
         why = Queueing(zen.config).why_pending(session, repository.get_job(session, "j3"))
-    assert why == f"queue research: 8/8 GPUs of {CLUSTER} admitted, the job needs 4"
+    assert why == f"queue research holds 8 GPUs of {CLUSTER} (quota 8), the job needs 4"
 
     run_to_end(functions, "j1", "vm-a")  # its end frees 4 GPUs: j3 is admitted in the same delivery
     assert statuses(zen, "j1", "j3") == ["SUCCEEDED", "QUEUED"]
@@ -108,7 +108,7 @@ def test_higher_priority_is_admitted_first_then_the_oldest(queued_zen, clock):
     assert statuses(zen, "old-low", "newer-low") == ["QUEUED", "PENDING"]
     with zen.db.transaction() as session:
         why = Queueing(zen.config).why_pending(session, repository.get_job(session, "newer-low"))
-    assert why == f"queue research: 8/8 GPUs of {CLUSTER} admitted, the job needs 4"  # nobody ahead now
+    assert why == f"queue research holds 8 GPUs of {CLUSTER} (quota 8), the job needs 4"  # nobody ahead now
 
 
 @pytest.mark.queues(ONE_QUEUE + [{"name": "default", "quota": {"1xl4": 1}}])
@@ -265,3 +265,34 @@ def test_concurrent_submits_and_ends_never_exceed_any_quota(queued_zen, db):
         used = queue_rows.admitted_gpus(session, ["team-a", "team-b"], CLUSTER)
         waiting = [j for j in submitted if repository.get_job(session, j).status.value == "PENDING"]
     assert sum(used.values()) == 12 and waiting  # what is left fills the quota exactly; the rest waits
+
+
+@pytest.mark.queues(COHORT)
+def test_zen_queues_and_zen_explain_show_quota_and_why_a_job_waits(queued_zen, db_url, tmp_path, clock):
+    import subprocess
+    import sys
+
+    import yaml
+
+    zen, functions = queued_zen
+    for n in range(5):
+        functions.submit(job_request(f"a{n}"))
+        clock.advance(1)
+    path = tmp_path / "zen.yaml"
+    path.write_text(yaml.safe_dump(json.loads(zen.config.model_dump_json())))
+    env = {"ZEN_CONFIG": str(path), "ZEN_DATABASE_URL": db_url, "PATH": "/usr/bin:/bin"}
+
+    def zen_cli(*args):
+        done = subprocess.run([sys.executable, "-m", "zen.cli", *args], env=env, capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    rows = {r["queue"]: r for r in json.loads(zen_cli("queues", "--json"))}
+    assert (rows["team-a"]["admitted_gpus"], rows["team-a"]["borrowed_gpus"], rows["team-a"]["pending"]) == (16, 8, 1)
+    assert rows["team-b"]["admitted_gpus"] == 0
+    assert "TEAM-A" not in zen_cli("queues") and "team-a" in zen_cli("queues")
+    assert zen_cli("explain", "a4").strip() == (
+        f"a4: PENDING - waiting for quota: queue team-a holds 16 GPUs of {CLUSTER} (quota 8, 8 borrowed), the job needs 4; "
+        "cohort lab: 16/16 GPUs in use")
+    assert zen_cli("explain", "a0").startswith(f"a0: QUEUED - admitted by queue team-a; waiting for a VM of {CLUSTER}")

@@ -45,7 +45,8 @@ log = logging.getLogger("zen.jobs")
 SUBMITTED = lifecycle.Change(JobStatus.PENDING, "submitted")
 ADMITTED = lifecycle.Change(JobStatus.QUEUED, "admitted")
 # Statuses that hold a queue's quota: from admission to the end (LOST is on its way back to QUEUED).
-_HOLDS_QUOTA = frozenset({JobStatus.QUEUED, JobStatus.ASSIGNED, JobStatus.RUNNING, JobStatus.STOPPING, JobStatus.LOST})
+_HOLDS_QUOTA = frozenset({JobStatus.QUEUED, JobStatus.ASSIGNED, JobStatus.RUNNING, JobStatus.STOPPING,
+                          JobStatus.LOST})
 
 
 @dataclass(frozen=True)

@@ -158,7 +158,9 @@ class Queueing:
         members = [q for q in self._config.cohort_of(queue) if job.cluster in q.quota]
         used = rows.admitted_gpus(session, [q.name for q in members], job.cluster)
         mine, nominal = used.get(queue.name, 0), queue.quota[job.cluster]
-        text = f"queue {queue.name}: {mine}/{nominal} GPUs of {job.cluster} admitted, the job needs {job.gpus}"
+        borrowed = f", {mine - nominal} borrowed" if mine > nominal else ""
+        text = (f"queue {queue.name} holds {mine} GPUs of {job.cluster} (quota {nominal}{borrowed}), "
+                f"the job needs {job.gpus}")
         if queue.cohort:
             total = sum(q.quota[job.cluster] for q in members)
             text += f"; cohort {queue.cohort}: {sum(used.values())}/{total} GPUs in use"
