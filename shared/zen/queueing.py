@@ -108,15 +108,19 @@ class Queueing:
         rows.lock(session, self.lock_key(queue))
         names = [q.name for q in members]
         used = rows.admitted_gpus(session, names, cluster)
+        cohort_quota = sum(q.quota[cluster] for q in members)
+        cohort_used = sum(used.values())
+        gpus = self._config.cluster(cluster).gpu_count if self._config.cluster(cluster) else 1
+        room = (cohort_quota - cohort_used) // max(gpus, 1)  # jobs that could still fit: read no more
+        if room <= 0:
+            return []  # the cohort is full: nothing to read (a flood of waiting jobs costs nothing here)
         usage = self._bring_usage_up_to_date(session, names, cluster, used, now)
         state = []
         for q in members:
             borrow = q.may_borrow(cluster)
             nominal = q.quota[cluster]
             state.append(_Queue(q, nominal, nominal + (math.inf if borrow is None else borrow), used.get(q.name, 0),
-                                usage.get(q.name, 0.0), rows.pending(session, q.name, cluster, PASS_LIMIT)))
-        cohort_quota = sum(q.nominal for q in state)
-        cohort_used = sum(q.used for q in state)
+                                usage.get(q.name, 0.0), rows.pending(session, q.name, cluster, min(room, PASS_LIMIT))))
         admitted: list[tuple[Job, str]] = []
         active = [q for q in state if q.waiting]
         while active:
