@@ -296,3 +296,99 @@ def test_zen_queues_and_zen_explain_show_quota_and_why_a_job_waits(queued_zen, d
         f"a4: PENDING - waiting for quota: queue team-a holds 16 GPUs of {CLUSTER} (quota 8, 8 borrowed), the job needs 4; "
         "cohort lab: 16/16 GPUs in use")
     assert zen_cli("explain", "a0").startswith(f"a0: QUEUED - admitted by queue team-a; waiting for a VM of {CLUSTER}")
+
+
+def run_until_running(functions, job_id, vm, attempt=1):
+    for beat in agent_run(job_id, vm=vm, attempt=attempt)[:2]:  # CLAIMED, RUNNING
+        functions.heartbeat(beat)
+
+
+def stop_answer(job_id, vm, attempt=1):
+    from tests.messages import heartbeat
+
+    return heartbeat(job_id, "STOPPED", 9, attempt=attempt, vm=vm, exit_code=143)
+
+
+def attempt_of(zen, job_id):
+    with zen.db.transaction() as session:
+        job = repository.get_job(session, job_id)
+    return job.attempt, job.max_attempts, job.preemptions
+
+
+RECLAIM = [COHORT[0], {**COHORT[1], "preemption": "reclaim-borrowed"}]
+
+
+@pytest.mark.queues(RECLAIM)
+def test_a_queue_reclaims_its_lent_quota_from_a_running_borrower(queued_zen, publisher, clock):
+    zen, functions = queued_zen
+    for n in range(4):
+        functions.submit(job_request(f"a{n}"))
+        clock.advance(1)
+        run_until_running(functions, f"a{n}", f"vm-{n}")
+    functions.submit(job_request("b1", user_id="bob"))
+    # team-a holds 16 GPUs, 8 of them team-b's: the most recently admitted borrowed job is stopped
+    assert statuses(zen, "b1", "a3", "a2") == ["PENDING", "STOPPING", "RUNNING"]
+    stop = [json.loads(m.data) for m in publisher.on("zen-vm-control") if json.loads(m.data)["action"] == "STOP"]
+    assert [(s["vm"], s["job_id"]) for s in stop] == [("vm-3", "a3")]
+    assert stop[0]["reason"].startswith("preempted: job b1 of queue team-b")
+    [event] = [json.loads(m.data) for m in publisher.on("zen-job-events") if m.attributes["type"] == "job.preempted"]
+    assert (event["job_id"], event["queue"]) == ("a3", "team-a")
+    functions.submit(job_request("b2", user_id="bob"))  # a preemption is under way: no second victim yet
+    assert statuses(zen, "a2", "b2") == ["RUNNING", "PENDING"]
+
+    functions.heartbeat(stop_answer("a3", "vm-3"))  # the agent stopped it (SIGTERM, grace): quota freed
+    assert statuses(zen, "a3", "b1") == ["PENDING", "QUEUED"]
+    assert attempt_of(zen, "a3") == (2, 4, 1)  # a new attempt that does not spend the budget (3 -> 4)
+    # b2 gets the next preemption, and then a3's second attempt waits for quota like any job
+    assert statuses(zen, "a2", "b2") == ["STOPPING", "PENDING"]
+    functions.heartbeat(stop_answer("a2", "vm-2"))
+    assert statuses(zen, "a2", "a3", "b2") == ["PENDING", "PENDING", "QUEUED"]
+    run_to_end(functions, "a0", "vm-0")
+    assert status(zen, "a2") == "QUEUED"  # team-a's own quota again; the oldest of its jobs first
+    [start] = [json.loads(m.data) for m in publisher.on("zen-job-start") if json.loads(m.data)["job_id"] == "a2"
+               and json.loads(m.data)["attempt"] == 2]
+    assert start["env"]["ZEN_PREEMPTED"] == "1"
+
+
+@pytest.mark.queues([{**ONE_QUEUE[0], "preemption": "lower-priority"}])
+def test_a_higher_priority_job_preempts_the_cheapest_lower_priority_one(queued_zen, publisher, clock):
+    zen, functions = queued_zen
+    functions.submit(job_request("low-old", priority=1))
+    clock.advance(1)
+    functions.submit(job_request("lowest", priority=0))
+    clock.advance(1)
+    run_until_running(functions, "low-old", "vm-1")
+    functions.submit(job_request("same", priority=0))  # no higher priority: waits, preempts nothing
+    assert statuses(zen, "low-old", "lowest", "same") == ["RUNNING", "QUEUED", "PENDING"]
+    functions.submit(job_request("urgent", priority=9))
+    # the lowest priority goes first; not yet on a VM, it is back to PENDING at once and urgent is in
+    assert statuses(zen, "lowest", "urgent", "low-old") == ["PENDING", "QUEUED", "RUNNING"]
+    assert attempt_of(zen, "lowest") == (2, 4, 1)
+
+
+@pytest.mark.queues(RECLAIM)
+def test_a_user_stop_during_a_preemption_wins(queued_zen, clock):
+    zen, functions = queued_zen
+    for n in range(4):
+        functions.submit(job_request(f"a{n}"))
+        clock.advance(1)
+        run_until_running(functions, f"a{n}", f"vm-{n}")
+    functions.submit(job_request("b1", user_id="bob"))
+    functions.stop({"job_id": "a3"})
+    functions.heartbeat(stop_answer("a3", "vm-3"))
+    assert statuses(zen, "a3", "b1") == ["CANCELLED", "QUEUED"]
+
+
+@pytest.mark.queues(RECLAIM)
+def test_a_silent_preempted_vm_gives_the_quota_back_at_the_stop_deadline(queued_zen, clock):
+    zen, functions = queued_zen
+    for n in range(4):
+        functions.submit(job_request(f"a{n}"))
+        clock.advance(1)
+        run_until_running(functions, f"a{n}", f"vm-{n}")
+    functions.submit(job_request("b1", user_id="bob"))
+    clock.advance(zen.config.deadlines.stop_timeout_s + 1)
+    for n in range(3):  # the others keep reporting
+        functions.heartbeat(agent_run(f"a{n}", vm=f"vm-{n}", running_beats=3)[2])
+    zen.on_scale_tick()
+    assert statuses(zen, "a3", "b1") == ["PENDING", "QUEUED"]

@@ -350,10 +350,14 @@ class JobService:
     def _admit(self, session: Session, queue: str, cluster: str, now) -> list[Enqueued]:
         """Run the admission pass of ``queue``'s cohort on ``cluster`` and admit what it picks."""
         ids: list[Enqueued] = []
-        for job, reason in self._queues.admit(session, queue, cluster, now):
+        decided = self._queues.admit(session, queue, cluster, now)
+        for job, reason in decided.admitted:
             ids += self._apply(session, job, Decision(changes=[lifecycle.Change(JobStatus.QUEUED, reason)],
                                                       publish_start=True), actor="admission", now=now)
-            ids += enqueue(session, [self._announce.admitted(job, reason, now)], now)
+            ids += enqueue(session, [self._announce.queue_event("job.admitted", job, reason, now)], now)
+        for job, reason in decided.preempted:  # after the admissions: a victim's release runs a pass
+            ids += enqueue(session, [self._announce.queue_event("job.preempted", job, reason, now)], now)
+            ids += self._apply(session, job, lifecycle.decide_preempt(job, reason, now), actor="admission", now=now)
         return ids
 
     def admit_waiting(self) -> int:

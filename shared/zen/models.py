@@ -73,7 +73,7 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.RUNNING: frozenset(
         {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPING, JobStatus.LOST, JobStatus.CANCELLED}
     ),
-    JobStatus.STOPPING: frozenset({JobStatus.CANCELLED, JobStatus.SUCCEEDED, JobStatus.FAILED}),
+    JobStatus.STOPPING: frozenset({JobStatus.CANCELLED, JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.PENDING}),
     JobStatus.LOST: frozenset({JobStatus.QUEUED, JobStatus.FAILED}),
     JobStatus.SUCCEEDED: frozenset(),
     JobStatus.FAILED: frozenset(),
@@ -364,6 +364,8 @@ class Job(BaseModel):
     updated_at: datetime
     queue: str | None = None  # the queue whose quota it holds while admitted (None: no queues)
     gpus: int = 0  # GPUs it holds while admitted (its cluster's GPUs per VM)
+    preempted_by: str | None = None  # set while its VM stops it for a preemption (see zen.queueing)
+    preemptions: int = 0
 
     def public_view(self) -> dict[str, Any]:
         """The JSON a user sees (``zen jobs get --json``)."""

@@ -26,14 +26,21 @@ never admit against the same free quota: no quota is ever exceeded, whatever the
 
 Usage for fair sharing is GPU-seconds of admitted quota, decayed with ``queueing.usage_half_life_s``
 and brought up to date at each pass with the GPUs admitted at that moment (a step approximation:
-admissions and releases all run a pass). Preemption (``preemption:``) is accepted in the
-configuration but not enforced yet: a queue whose quota is lent out waits for borrowed jobs to end.
+admissions and releases all run a pass).
+
+Preemption (a queue's ``preemption``: ``never``, the default; ``reclaim-borrowed``; ``lower-priority``):
+when a queue's head does not fit, the pass may pick victims (see ``Queueing._victims``), only if
+they free enough and no other preemption of the cohort is under way. A victim not yet on a VM goes
+back to PENDING at once; one on a VM gets STOP with the reason (the agent's SIGTERM and grace) and
+goes back to PENDING when the VM answers, as a new attempt that does not spend its budget
+(``lifecycle.decide_preempt``); its next start carries ``ZEN_PREEMPTED=1``. The preemptor stays
+PENDING until the quota is free, and the pass that frees it admits it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from zen.config import QueueConfig, ZenConfig
@@ -45,6 +52,14 @@ if TYPE_CHECKING:
     from zen.store.db import Session
 
 PASS_LIMIT = 200  # waiting jobs read per queue per pass; a later pass takes the next ones
+
+
+@dataclass
+class Pass:
+    """What one admission pass decided: jobs to admit and jobs to preempt, each with its reason."""
+
+    admitted: list[tuple[Job, str]] = field(default_factory=list)
+    preempted: list[tuple[Job, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -98,30 +113,37 @@ class Queueing:
     def lock_key(self, queue: QueueConfig) -> str:
         return f"cohort:{queue.cohort}" if queue.cohort else f"queue:{queue.name}"
 
-    def admit(self, session: Session, queue_name: str, cluster: str, now) -> list[tuple[Job, str]]:
+    def admit(self, session: Session, queue_name: str, cluster: str, now) -> Pass:
         """One pass for the cohort of ``queue_name`` on ``cluster``, under the cohort's lock: the jobs
-        to admit now (locked rows, in order) with the reason to record. The caller applies them."""
+        to admit now and the jobs to preempt (locked rows, in order) with the reasons to record. The
+        caller applies them."""
         queue = self._config.queue(queue_name)
         if queue is None:  # the queue left the configuration: its jobs wait until it is back
-            return []
+            return Pass()
         members = [q for q in self._config.cohort_of(queue) if cluster in q.quota]
         rows.lock(session, self.lock_key(queue))
         names = [q.name for q in members]
-        used = rows.admitted_gpus(session, names, cluster)
+        held = rows.admitted(session, names, cluster)
+        used = {r["queue"]: r["gpus"] for r in held}
+        freeing = sum(r["freeing"] for r in held)  # preemptions under way: wait for them, take no more
         cohort_quota = sum(q.quota[cluster] for q in members)
         cohort_used = sum(used.values())
         gpus = self._config.cluster(cluster).gpu_count if self._config.cluster(cluster) else 1
         room = (cohort_quota - cohort_used) // max(gpus, 1)  # jobs that could still fit: read no more
-        if room <= 0:
-            return []  # the cohort is full: nothing to read (a flood of waiting jobs costs nothing here)
+        if room <= 0 and (freeing or all(q.preemption == "never" for q in members)):
+            return Pass()  # the cohort is full: nothing to read (a flood of waiting jobs costs nothing here)
         usage = self._bring_usage_up_to_date(session, names, cluster, used, now)
         state = []
         for q in members:
             borrow = q.may_borrow(cluster)
             nominal = q.quota[cluster]
+            # room jobs could fit; one more shows the head that does not, which a preemption may serve
+            preempts = q.preemption != "never" and not freeing
+            waiting = rows.pending(session, q.name, cluster, max(0, min(room, PASS_LIMIT)) + preempts)
             state.append(_Queue(q, nominal, nominal + (math.inf if borrow is None else borrow), used.get(q.name, 0),
-                                usage.get(q.name, 0.0), rows.pending(session, q.name, cluster, min(room, PASS_LIMIT))))
-        admitted: list[tuple[Job, str]] = []
+                                usage.get(q.name, 0.0), waiting))
+        result = Pass()
+        admitted = result.admitted
         active = [q for q in state if q.waiting]
         while active:
             best = min(active, key=lambda q: (-q.waiting[0].priority, q.share, q.waiting[0].submitted_at,
@@ -129,6 +151,8 @@ class Queueing:
             job = best.waiting[0]
             if best.used + job.gpus > best.limit or cohort_used + job.gpus > cohort_quota:
                 active.remove(best)  # its head does not fit: the queue waits, the others go on
+                if not freeing and not result.preempted and best.config.preemption != "never":
+                    result.preempted = self._victims(session, best, job, state, cohort_used, cohort_quota)
                 continue
             best.waiting.pop(0)
             best.used += job.gpus
@@ -138,7 +162,38 @@ class Queueing:
                                   f"{cluster}" + (f" ({borrowed} borrowed)" if borrowed else "")))
             if not best.waiting:
                 active.remove(best)
-        return admitted
+        return result
+
+    def _victims(self, session: Session, queue: _Queue, job: Job, state: list[_Queue], cohort_used: int,
+                 cohort_quota: int) -> list[tuple[Job, str]]:
+        """Admitted jobs whose quota ``job`` may take back under its queue's ``preemption`` rule, or []
+        when they would not free enough (never preempt for nothing):
+        - ``reclaim-borrowed``: the job fits its queue's nominal quota; victims are jobs of other queues
+          of the cohort beyond their own nominal quota (borrowed), cheapest first;
+        - ``lower-priority``: victims are jobs of its own queue of lower priority, cheapest first.
+        Cheapest: lowest priority, then the most recently admitted (Kueue's order)."""
+        name = queue.config.name
+        if queue.config.preemption == "reclaim-borrowed":
+            if queue.used + job.gpus > queue.nominal:
+                return []
+            need = cohort_used + job.gpus - cohort_quota
+            lent = {q.config.name: q.used - q.nominal for q in state if q is not queue and q.used > q.nominal}
+            candidates = rows.preemption_candidates(session, list(lent), job.cluster, 50) if lent else []
+        else:
+            need = max(queue.used + job.gpus - queue.limit, cohort_used + job.gpus - cohort_quota)
+            lent = {name: math.inf}
+            candidates = [c for c in rows.preemption_candidates(session, [name], job.cluster, 50)
+                          if c.priority < job.priority]
+        victims = []
+        for candidate in candidates:
+            if need <= 0:
+                break
+            if lent[candidate.queue] >= candidate.gpus:
+                lent[candidate.queue] -= candidate.gpus
+                need -= candidate.gpus
+                victims.append((candidate, f"job {job.job_id} of queue {name} (priority {job.priority}) "
+                                           f"takes back {queue.config.preemption.replace('-', ' ')} quota"))
+        return victims if need <= 0 else []
 
     def _bring_usage_up_to_date(self, session: Session, names: list[str], cluster: str, used: dict[str, int],
                                 now) -> dict[str, float]:

@@ -29,10 +29,11 @@ RETURNING job_id;
 -- Guarded by the status and attempt the decision was made on, so a concurrent change is never
 -- overwritten (the row is also locked; the guard keeps the invariant local to this statement).
 UPDATE jobs
-SET status = :status, attempt = :attempt, vm = :vm, region = :region, zone = :zone,
+SET status = :status, attempt = :attempt, max_attempts = :max_attempts, vm = :vm, region = :region, zone = :zone,
     last_seq = :last_seq, last_heartbeat_at = :last_heartbeat_at, queued_at = :queued_at,
     started_at = :started_at, finished_at = :finished_at, exit_code = :exit_code,
-    message = :message, start_published_at = :start_published_at, updated_at = :now
+    message = :message, start_published_at = :start_published_at, preempted_by = :preempted_by,
+    preemptions = :preemptions, updated_at = :now
 WHERE job_id = :job_id AND status = :expected_status AND attempt = :expected_attempt
 RETURNING job_id;
 
@@ -270,7 +271,10 @@ SELECT pg_advisory_xact_lock(hashtext('zen-queue:' || :key)) IS NULL AS locked;
 
 -- name: admitted_gpus
 -- GPUs each queue holds on one cluster: every status from admission to the end holds quota.
-SELECT queue, CAST(SUM(gpus) AS integer) AS gpus, COUNT(*) AS jobs FROM jobs
+SELECT queue, CAST(SUM(gpus) AS integer) AS gpus, COUNT(*) AS jobs,
+       CAST(COALESCE(SUM(gpus) FILTER (WHERE status = 'STOPPING' AND preempted_by IS NOT NULL), 0) AS integer)
+           AS freeing
+FROM jobs
 WHERE queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))) AND cluster = :cluster
   AND status IN ('QUEUED', 'ASSIGNED', 'RUNNING', 'STOPPING', 'LOST') AND queue IS NOT NULL
 GROUP BY queue;
@@ -281,6 +285,16 @@ GROUP BY queue;
 SELECT * FROM jobs
 WHERE queue = :queue AND cluster = :cluster AND status = 'PENDING' AND queue IS NOT NULL
 ORDER BY priority DESC, submitted_at, job_id
+LIMIT :limit
+FOR UPDATE SKIP LOCKED;
+
+-- name: preemption_candidates
+-- Admitted jobs of these queues that a preemption may take back, the cheapest first (lowest priority,
+-- then the most recently admitted); rows locked elsewhere are skipped.
+SELECT * FROM jobs
+WHERE queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))) AND cluster = :cluster
+  AND status IN ('QUEUED', 'ASSIGNED', 'RUNNING') AND queue IS NOT NULL AND preempted_by IS NULL
+ORDER BY priority, queued_at DESC, job_id DESC
 LIMIT :limit
 FOR UPDATE SKIP LOCKED;
 

@@ -21,7 +21,19 @@ def lock(session: Session, key: str) -> None:
 
 def admitted_gpus(session: Session, queues: list[str], cluster: str) -> dict[str, int]:
     """Queue -> GPUs its admitted jobs hold on ``cluster``."""
-    return {r["queue"]: r["gpus"] for r in session.run("admitted_gpus", queues=json.dumps(queues), cluster=cluster)}
+    return {r["queue"]: r["gpus"] for r in admitted(session, queues, cluster)}
+
+
+def admitted(session: Session, queues: list[str], cluster: str) -> list[dict[str, Any]]:
+    """Per queue: ``gpus`` its admitted jobs hold on ``cluster``, ``freeing``: of those, held by jobs
+    being stopped for a preemption."""
+    return session.run("admitted_gpus", queues=json.dumps(queues), cluster=cluster)
+
+
+def preemption_candidates(session: Session, queues: list[str], cluster: str, limit: int) -> list[Job]:
+    """Admitted jobs of ``queues`` a preemption may take back, cheapest first, locked."""
+    return [job_from_row(r) for r in session.run("preemption_candidates", queues=json.dumps(queues),
+                                                 cluster=cluster, limit=limit)]
 
 
 def pending(session: Session, queue: str, cluster: str, limit: int) -> list[Job]:

@@ -96,7 +96,8 @@ def save_job(session: Session, before: Job, after: Job, path: list[JobStatus], n
         region=after.region, zone=after.zone, last_seq=after.last_seq,
         last_heartbeat_at=after.last_heartbeat_at, queued_at=after.queued_at, started_at=after.started_at,
         finished_at=after.finished_at, exit_code=after.exit_code, message=after.message,
-        start_published_at=after.start_published_at, now=now,
+        start_published_at=after.start_published_at, max_attempts=after.max_attempts,
+        preempted_by=after.preempted_by, preemptions=after.preemptions, now=now,
     )
     if updated is None:
         raise ConcurrentChange(f"job {before.job_id} changed under a lock")

@@ -2,6 +2,9 @@
 -- that fair sharing weighs, and indexes for the admission pass.
 ALTER TABLE jobs ADD COLUMN queue text;
 ALTER TABLE jobs ADD COLUMN gpus integer NOT NULL DEFAULT 0;
+-- Set while a preempted job's VM stops it (it then goes back to PENDING); how often it was preempted.
+ALTER TABLE jobs ADD COLUMN preempted_by text;
+ALTER TABLE jobs ADD COLUMN preemptions integer NOT NULL DEFAULT 0;
 
 -- A queue's waiting jobs of one cluster in admission order.
 CREATE INDEX jobs_pending_by_queue ON jobs (queue, cluster, priority DESC, submitted_at, job_id)
