@@ -54,7 +54,7 @@ HOT_QUERIES = [
     ("update_job", dict(job_id="job-7", expected_status="RUNNING", expected_attempt=1, status="RUNNING", attempt=1,
                         vm="vm-7", region=None, zone=None, last_seq=3, last_heartbeat_at=NOW, queued_at=NOW,
                         started_at=NOW, finished_at=None, exit_code=None, message=None, start_published_at=NOW,
-                        now=NOW)),
+                        max_attempts=3, preempted_by=None, preemptions=0, now=NOW)),
     ("take_early_stop", {"job_id": "job-7"}),
     ("held_jobs_silent_since", {"cutoff": NOW - timedelta(minutes=2), "limit": 500}),
     ("queued_jobs_published_before", {"cutoff": NOW - timedelta(hours=1), "limit": 500}),
@@ -66,6 +66,7 @@ HOT_QUERIES = [
     ("pending_of_queue", {"queue": "q1", "cluster": "1xl4", "limit": 200}),
     ("admitted_gpus", {"queues": '["q0", "q1"]', "cluster": "1xl4"}),
     ("waiting_queues", {}),
+    ("preemption_candidates", {"queues": '["q0", "q1"]', "cluster": "1xl4", "limit": 50}),
     ("jobs_ahead", {"queue": "q1", "cluster": "1xl4", "priority": 0, "submitted_at": NOW, "job_id": "job-9"}),
 ]
 
