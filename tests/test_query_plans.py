@@ -13,7 +13,7 @@ NOW = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
 
 @pytest.fixture(scope="module")
 def big_db(pg_server, template_db):
-    """A migrated database with 60k jobs: mostly finished, 5k queued, 5k running; 60k outbox rows."""
+    """A migrated database with 60k jobs: mostly finished, 5k queued, 5k running, a third in queues; 60k outbox rows."""
     from zen.store.db import Database
 
     name = "plans_big"
@@ -26,12 +26,13 @@ def big_db(pg_server, template_db):
         session.sql("""
             INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions, request,
                               request_hash, last_seq, submitted_at, queued_at, start_published_at, updated_at,
-                              vm, last_heartbeat_at)
+                              vm, last_heartbeat_at, queue, gpus)
             SELECT 'job-' || i,
                    CASE WHEN i % 12 = 0 THEN 'QUEUED' WHEN i % 12 = 1 THEN 'RUNNING' ELSE 'SUCCEEDED' END,
                    1, 3, CASE WHEN i % 2 = 0 THEN '1xl4' ELSE '4xa100-40gb' END, 'u', 0, '["us-central1"]', '{}',
                    'h', 0, t.now - i * interval '1 second', t.now, t.now, t.now,
-                   CASE WHEN i % 12 = 1 THEN 'vm-' || i END, t.now
+                   CASE WHEN i % 12 = 1 THEN 'vm-' || i END, t.now,
+                   CASE WHEN i % 3 = 0 THEN 'q' || (i % 4) END, 4
             FROM generate_series(1, 60000) AS i, (SELECT CAST(:now AS timestamptz) AS now) AS t""", now=NOW)
         session.sql("""
             INSERT INTO outbox (topic, data, attributes, created_at, sent_at)
@@ -53,7 +54,7 @@ HOT_QUERIES = [
     ("update_job", dict(job_id="job-7", expected_status="RUNNING", expected_attempt=1, status="RUNNING", attempt=1,
                         vm="vm-7", region=None, zone=None, last_seq=3, last_heartbeat_at=NOW, queued_at=NOW,
                         started_at=NOW, finished_at=None, exit_code=None, message=None, start_published_at=NOW,
-                        now=NOW)),
+                        max_attempts=3, preempted_by=None, preemptions=0, now=NOW)),
     ("take_early_stop", {"job_id": "job-7"}),
     ("held_jobs_silent_since", {"cutoff": NOW - timedelta(minutes=2), "limit": 500}),
     ("queued_jobs_published_before", {"cutoff": NOW - timedelta(hours=1), "limit": 500}),
@@ -69,6 +70,11 @@ HOT_QUERIES = [
                          labels='{"team": "vision"}', limit=50)),
     ("active_jobs", {"limit": 23}),
     ("count_active_jobs", {}),
+    ("pending_of_queue", {"queue": "q1", "cluster": "1xl4", "limit": 200}),
+    ("admitted_gpus", {"queues": '["q0", "q1"]', "cluster": "1xl4"}),
+    ("waiting_queues", {}),
+    ("preemption_candidates", {"queues": '["q0", "q1"]', "cluster": "1xl4", "limit": 50}),
+    ("jobs_ahead", {"queue": "q1", "cluster": "1xl4", "priority": 0, "submitted_at": NOW, "job_id": "job-9"}),
 ]
 
 

@@ -57,6 +57,14 @@ class Announcements:
             previous = change.to
         return rows, messages
 
+    def queue_event(self, kind: str, job: Job, reason: str, now) -> OutgoingMessage:
+        """``job.admitted`` (a queue's quota took the job) or ``job.preempted`` (admission takes it
+        back); the status changes are announced as well."""
+        event = JobEvent(type=kind, job_id=job.job_id, attempt=job.attempt, reason=reason, at=now,
+                         cluster=job.cluster, queue=job.queue)
+        return outgoing(self._topics.job_events, event, {
+            "type": event.type, "job_id": job.job_id, "cluster": job.cluster, "queue": job.queue or ""})
+
     def control(self, control: ControlMessage) -> OutgoingMessage:
         return outgoing(self._topics.vm_control, control, {
             "vm": control.vm, "job_id": control.job_id, "attempt": str(control.attempt),
@@ -70,6 +78,8 @@ class Announcements:
             image=request.get("image"), command=request.get("command"), env=request.get("env", {}),
             regions=job.regions, max_runtime_s=job.max_runtime_s, labels=request.get("labels", {}),
         )
+        if job.preemptions:  # an attempt after a preemption: the job may resume from its checkpoint
+            message = message.model_copy(update={"env": {**message.env, "ZEN_PREEMPTED": "1"}})
         cluster = self._config.cluster(job.cluster)
         if cluster is None:
             # The cluster left the configuration while the job was queued: agents of a re-added

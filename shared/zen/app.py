@@ -42,6 +42,7 @@ class TickReport:
     relayed: int = 0
     swept: int = 0
     republished: int = 0
+    admitted: int = 0
     scaling: object | None = None
 
 
@@ -104,6 +105,7 @@ class Zen:
                 report = TickReport(relayed=self.relay.flush_pending())
                 report.swept = self.jobs.sweep_lost()
                 report.republished = self.jobs.republish_unclaimed()
+                report.admitted = self.jobs.admit_waiting()
                 if self.scaler is not None:
                     report.scaling = self.scaler.tick()
                 report.relayed += self.relay.flush_pending()

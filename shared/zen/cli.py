@@ -7,6 +7,8 @@
     zen rejected [--json]                  messages Zen refused, with the reason
     zen explain [CLUSTER] [--json]         recent scaling decisions and their reasons
     zen clusters [--json]                  the GPU shapes, regions and limits a job may ask for
+    zen explain JOB [--json]               why a job waits (queue quota, jobs ahead) or is not running yet
+    zen queues [--json]                    per queue: quota, admitted/borrowed GPUs, pending, running
     zen local pubsub --port N              the Pub/Sub stand-in (gRPC)
     zen local compute --port N --scenario FILE   the Compute stand-in (REST)
     zen local bridge --route TOPIC=URL [--tick-every S]   Eventarc-style delivery to functions
@@ -145,8 +147,13 @@ def cmd_rejected(args) -> int:
 
 
 def cmd_explain(args) -> int:
+    from zen.config import load_config
     from zen.store import fleet
 
+    if args.cluster and load_config().cluster(args.cluster) is None:  # not a cluster: a job
+        from zen.queuecli import explain_job
+
+        return explain_job(args.cluster, args.json, _db())
     with _db().transaction() as session:
         rows = fleet.recent_decisions(session, args.cluster, args.limit)
     rows.reverse()  # oldest first, like a log
@@ -267,10 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
     rejected.add_argument("--json", action="store_true", help="print a JSON array")
     rejected.set_defaults(func=cmd_rejected)
 
-    explain = sub.add_parser("explain", help="recent scaling decisions and why (why a job waits)")
-    explain.add_argument("cluster", nargs="?", help="only this cluster's decisions")
-    explain.add_argument("--limit", type=_positive, default=50, help="at most this many (default 50)")
-    explain.add_argument("--json", action="store_true", help="print a JSON array")
+    explain = sub.add_parser("explain", help="why a job waits (JOB), or recent scaling decisions (CLUSTER)")
+    explain.add_argument("cluster", nargs="?", metavar="JOB|CLUSTER",
+                         help="a job: why it waits; a cluster: only its decisions")
+    explain.add_argument("--limit", type=_positive, default=50, help="at most this many decisions (default 50)")
+    explain.add_argument("--json", action="store_true", help="print JSON")
     explain.set_defaults(func=cmd_explain)
 
     clusters = sub.add_parser("clusters", help="the GPU shapes, regions and limits a job may ask for")
@@ -292,6 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
     from zen import usercli
 
     usercli.add_parsers(sub)
+    from zen import queuecli
+
+    queuecli.add_parsers(sub, _db)
     demo = sub.add_parser("demo", help="the whole system on this machine, a scripted scenario, a summary")
     demo.add_argument("--scripted", action="store_true",
                       help="only the in-process lifecycle through the functions (seconds, no stand-ins)")

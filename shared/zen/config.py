@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -116,9 +117,53 @@ class Limits(_Strict):
     max_runtime_s: int = Field(default=7 * 24 * 3600, gt=0, description="Cap on a job's max_runtime_s")
 
 
+_Gpus = Annotated[int, Field(ge=0, strict=True)]
+
+
+class QueueConfig(_Strict):
+    """A Kueue-style queue: the GPUs its jobs may hold at once, per cluster (see ``zen.queueing``)."""
+
+    name: str
+    cohort: str | None = Field(default=None, description="Queues of a cohort lend unused quota to each other")
+    quota: dict[str, _Gpus] = Field(min_length=1, description="Cluster -> GPUs admitted at once (nominal quota)")
+    borrowing_limit: dict[str, _Gpus] | None = Field(
+        default=None, description="Cluster -> most GPUs it may borrow from its cohort (unset: no limit)")
+    users: list[str] = Field(default_factory=list, description="Users whose default queue this is")
+    preemption: Literal["never", "lower-priority", "reclaim-borrowed"] = Field(
+        default="never", description="What a job within its nominal quota may preempt (not enforced yet)")
+
+    @field_validator("name", "cohort")
+    @classmethod
+    def _name_shape(cls, value: str | None) -> str | None:
+        if value is not None and not _NAME.match(value):
+            raise ValueError("queue and cohort names are lowercase letters, digits and '-', e.g. research")
+        return value
+
+    @model_validator(mode="after")
+    def _borrowing(self) -> "QueueConfig":
+        extra = sorted(set(self.borrowing_limit or {}) - set(self.quota))
+        if extra:
+            raise ValueError(f"borrowing_limit names clusters without a quota: {', '.join(extra)}")
+        if self.borrowing_limit and self.cohort is None:
+            raise ValueError("borrowing_limit needs a cohort to borrow from")
+        return self
+
+    def may_borrow(self, cluster: str) -> int | None:
+        """GPUs this queue may borrow for ``cluster``: 0 outside a cohort, None for no limit."""
+        if self.cohort is None:
+            return 0
+        return (self.borrowing_limit or {}).get(cluster)
+
+
+class Queueing(_Strict):
+    usage_half_life_s: float = Field(default=3600, gt=0, description="Fair sharing: half-life of past usage")
+
+
 class ZenConfig(_Strict):
     project: str = "zen-local"
     clusters: list[ClusterConfig] = Field(min_length=1)
+    queues: list[QueueConfig] = Field(default_factory=list, description="No queues: every job is admitted")
+    queueing: Queueing = Queueing()
     topics: Topics = Topics()
     subscriptions: Subscriptions = Subscriptions()
     deadlines: Deadlines = Deadlines()
@@ -135,8 +180,39 @@ class ZenConfig(_Strict):
             raise ValueError(f"cluster names must be unique; repeated: {', '.join(duplicates)}")
         return value
 
+    @model_validator(mode="after")
+    def _queues(self) -> "ZenConfig":
+        names = [q.name for q in self.queues]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"queue names must be unique; repeated: {', '.join(repeated)}")
+        known = {c.name for c in self.clusters}
+        owners: dict[str, str] = {}
+        for queue in self.queues:
+            unknown = sorted(set(queue.quota) - known)
+            if unknown:
+                raise ValueError(f"queue {queue.name}: quota names unknown clusters: {', '.join(unknown)}")
+            for user in queue.users:
+                if user in owners:
+                    raise ValueError(f"user {user} is in the users of queues {owners[user]} and {queue.name}")
+                owners[user] = queue.name
+        return self
+
     def cluster(self, name: str) -> ClusterConfig | None:
         return next((c for c in self.clusters if c.name == name), None)
+
+    def queue(self, name: str) -> QueueConfig | None:
+        return next((q for q in self.queues if q.name == name), None)
+
+    def default_queue(self, user: str) -> QueueConfig | None:
+        """The user's queue (``users:``), else a queue named ``default``, else None."""
+        return next((q for q in self.queues if user in q.users), None) or self.queue("default")
+
+    def cohort_of(self, queue: QueueConfig) -> list[QueueConfig]:
+        """The queues that share quota with ``queue`` (itself included)."""
+        if queue.cohort is None:
+            return [queue]
+        return [q for q in self.queues if q.cohort == queue.cohort]
 
     # Subscriptions agents pull from. Every (cluster, region) has its own start subscription whose
     # filter lets through exactly the start messages of that cluster allowed in that region (see the

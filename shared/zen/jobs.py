@@ -32,7 +32,8 @@ from zen.models import (
     AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobEvent, JobRequest, JobStatus, PubSubEnvelope, StopRequest,
     JOB_ID_PATTERN, VmHeartbeat, illegal_step,
 )
-from zen.store import repository
+from zen.queueing import Queueing
+from zen.store import queues as queue_rows, repository
 from zen.text import escape_unstorable
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
@@ -41,17 +42,11 @@ if TYPE_CHECKING:  # the service needs only the interface; the driver loads in t
 
 log = logging.getLogger("zen.jobs")
 
-# Admission seam: decides whether a new job may be QUEUED now (quotas come later). Returning False
-# leaves it PENDING, where it does not count as demand.
-Admission = Callable[["Session", Job], bool]
-
-
 SUBMITTED = lifecycle.Change(JobStatus.PENDING, "submitted")
 ADMITTED = lifecycle.Change(JobStatus.QUEUED, "admitted")
-
-
-def admit_all(session: Session, job: Job) -> bool:
-    return True
+# Statuses that hold a queue's quota: from admission to the end (LOST is on its way back to QUEUED).
+_HOLDS_QUOTA = frozenset({JobStatus.QUEUED, JobStatus.ASSIGNED, JobStatus.RUNNING, JobStatus.STOPPING,
+                          JobStatus.LOST})
 
 
 @dataclass(frozen=True)
@@ -64,9 +59,10 @@ class Outcome:
     cluster: str | None = None
 
 
-def resolve_request(config: ZenConfig, request: JobRequest) -> tuple[str, list[str], int]:
-    """The cluster, allowed regions and attempt limit of a valid request, or ``Rejected`` with the
-    reason: the rules ``on_job_submitted`` applies, shared with ``zen submit``'s check before publishing."""
+def resolve_request(config: ZenConfig, request: JobRequest) -> tuple[str, list[str], int, str | None]:
+    """The cluster, allowed regions, attempt limit and queue (None without ``queues:``) of a valid
+    request, or ``Rejected`` with the reason: the rules ``on_job_submitted`` applies, shared with
+    ``zen submit``'s check before publishing."""
     if request.cluster is not None:
         cluster = config.cluster(request.cluster)
         if cluster is None:
@@ -92,17 +88,19 @@ def resolve_request(config: ZenConfig, request: JobRequest) -> tuple[str, list[s
         raise Rejected(f"max_attempts {max_attempts} is above the limit {config.attempts.max_max_attempts}")
     if request.max_runtime_s is not None and request.max_runtime_s > config.limits.max_runtime_s:
         raise Rejected(f"max_runtime_s {request.max_runtime_s} is above the limit {config.limits.max_runtime_s}")
-    return cluster.name, regions, max_attempts
+    queue = None
+    if config.queues:
+        queue = Queueing(config).resolve(request.queue, request.user_id, cluster.name, cluster.gpu_count).name
+    return cluster.name, regions, max_attempts, queue
 
 
 class JobService:
-    def __init__(self, db: Database, config: ZenConfig, relay: OutboxRelay, clock: Clock,
-                 admission: Admission = admit_all):
+    def __init__(self, db: Database, config: ZenConfig, relay: OutboxRelay, clock: Clock):
         self._db = db
         self._config = config
         self._relay = relay
         self._clock = clock
-        self._admission = admission
+        self._queues = Queueing(config) if config.queues else None  # no queues: all admitted at once
         self._topics = config.topics
         self._announce = Announcements(config)
 
@@ -115,7 +113,8 @@ class JobService:
             if not JOB_ID_PATTERN.match(job_id):
                 raise Rejected(f"the request has no job_id and its message id {escape_unstorable(job_id, 200)!r} "
                                "is not a valid job_id: give a job_id")
-            cluster, regions, max_attempts = resolve_request(self._config, request)
+            cluster, regions, max_attempts, queue = resolve_request(self._config, request)
+            gpus = self._config.cluster(cluster).gpu_count
         except Rejected as rejection:
             return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected")
         canonical = request.model_dump(mode="json", exclude_none=True)
@@ -126,9 +125,9 @@ class JobService:
                       user_id=request.user_id, priority=request.priority, regions=regions, request=canonical,
                       request_hash=request_hash, max_runtime_s=request.max_runtime_s, region=None, zone=None, vm=None,
                       last_seq=0, last_heartbeat_at=None, submitted_at=now, queued_at=None, started_at=None,
-                      finished_at=None, exit_code=None, message=None, updated_at=now)
+                      finished_at=None, exit_code=None, message=None, updated_at=now, queue=queue, gpus=gpus)
         actor = f"user:{request.user_id}"
-        if self._admission is admit_all:
+        if self._queues is None:
             ids = self._submit_queued(pending, actor, now)
             if ids:
                 return self._created(pending, ids)
@@ -146,9 +145,11 @@ class JobService:
                     ids += self._apply(session, pending, Decision(
                         changes=[lifecycle.Change(JobStatus.CANCELLED, f"stopped before it arrived: {early_stop}")],
                         fields={"finished_at": now}), actor="user", now=now)
-                elif self._admission(session, pending):
+                elif self._queues is None:
                     ids += self._apply(session, pending, Decision(changes=[ADMITTED], publish_start=True),
                                        actor="admission", now=now)
+                else:
+                    ids += self._admit(session, queue, cluster, now)
             else:
                 existing = repository.get_job(session, job_id)
         if not created:
@@ -345,7 +346,38 @@ class JobService:
         messages += [self._announce.control(control) for control in decision.controls]
         if decision.publish_start:
             messages.append(self._announce.start(after))
-        return enqueue(session, messages, now)
+        ids = enqueue(session, messages, now)
+        if self._queues and job.queue and job.status in _HOLDS_QUOTA and after.status not in _HOLDS_QUOTA:
+            ids += self._admit(session, job.queue, job.cluster, now)  # its quota is free: who is next
+        return ids
+
+    # -- admission (queues) --------------------------------------------------------------------
+    def _admit(self, session: Session, queue: str, cluster: str, now) -> list[Enqueued]:
+        """Run the admission pass of ``queue``'s cohort on ``cluster`` and admit what it picks."""
+        ids: list[Enqueued] = []
+        decided = self._queues.admit(session, queue, cluster, now)
+        for job, reason in decided.admitted:
+            ids += self._apply(session, job, Decision(changes=[lifecycle.Change(JobStatus.QUEUED, reason)],
+                                                      publish_start=True), actor="admission", now=now)
+            ids += enqueue(session, [self._announce.queue_event("job.admitted", job, reason, now)], now)
+        for job, reason in decided.preempted:  # after the admissions: a victim's release runs a pass
+            ids += enqueue(session, [self._announce.queue_event("job.preempted", job, reason, now)], now)
+            ids += self._apply(session, job, lifecycle.decide_preempt(job, reason, now), actor="admission", now=now)
+        return ids
+
+    def admit_waiting(self) -> int:
+        """The tick's admission passes: every queue with waiting jobs (quota raised, anything missed)."""
+        if self._queues is None:
+            return 0
+        with self._db.transaction() as session:
+            waiting = queue_rows.waiting_queues(session)
+        admitted = 0
+        for queue, cluster in waiting:
+            with self._db.transaction() as session:
+                ids = self._admit(session, queue, cluster, self._clock())
+            admitted += sum(1 for e in ids if e.message.topic == self._topics.job_start)
+            self._relay.flush_quietly(ids)
+        return admitted
 
     def reject(self, envelope: PubSubEnvelope, source: str, reason: str, job_id: str | None, event_type: str,
                 job: Job | None = None) -> Outcome:

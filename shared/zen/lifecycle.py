@@ -79,6 +79,27 @@ def lose_attempt(job: Job, reason: str) -> Decision:
     return decision
 
 
+def decide_preempt(job: Job, reason: str, now: datetime) -> Decision:
+    """Admission takes the job's quota back (``zen.queueing``): it goes back to PENDING for a new
+    attempt that does not count against its budget. A job on a VM is stopped first (the agent's
+    SIGTERM and grace: time to checkpoint) and goes back when the VM answers or goes silent."""
+    if job.status is JobStatus.QUEUED:
+        return back_to_pending(job, f"preempted: {reason}")
+    return Decision(
+        changes=[Change(JobStatus.STOPPING, f"preempted: {reason}")],
+        fields={"last_heartbeat_at": now, "preempted_by": reason},
+        controls=[_control(job, job.vm, ControlAction.STOP, f"preempted: {reason}")],
+    )
+
+
+def back_to_pending(job: Job, reason: str) -> Decision:
+    """A preempted attempt is over: PENDING as attempt + 1, the budget raised by one (not spent)."""
+    return Decision(changes=[Change(JobStatus.PENDING, reason)], fields=dict(
+        attempt=job.attempt + 1, max_attempts=job.max_attempts + 1, vm=None, region=None, zone=None, last_seq=0,
+        last_heartbeat_at=None, started_at=None, exit_code=None, preempted_by=None,
+        preemptions=job.preemptions + 1))
+
+
 def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
     """Apply an agent's report about ``(job, attempt)``."""
     if hb.attempt > job.attempt:
@@ -161,6 +182,11 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
         decision.changes.append(Change(target, reason))
         decision.fields.update(exit_code=hb.exit_code, finished_at=now)
         return
+    if current is JobStatus.STOPPING and job.preempted_by and status in (AgentStatus.STOPPED, AgentStatus.PREEMPTED):
+        pending = back_to_pending(job, f"preempted: {job.preempted_by}")
+        decision.changes.extend(pending.changes)
+        decision.fields.update(pending.fields)
+        return
     if status is AgentStatus.STOPPED:
         decision.changes.append(Change(JobStatus.CANCELLED, "stopped on request"))
         decision.fields.update(exit_code=hb.exit_code, finished_at=now)
@@ -219,7 +245,8 @@ def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
     if job.status.terminal:
         return Decision(ignored=f"job is already {job.status.value}")
     if job.status is JobStatus.STOPPING:
-        return Decision(duplicate=True)
+        # Stopped for a preemption: the user's stop wins, the job ends CANCELLED instead of waiting.
+        return Decision(fields={"preempted_by": None}) if job.preempted_by else Decision(duplicate=True)
     if job.status in (JobStatus.PENDING, JobStatus.QUEUED):
         return Decision(changes=[Change(JobStatus.CANCELLED, reason)], fields={"finished_at": now})
     # ASSIGNED or RUNNING: the VM must stop it; STOPPING until it answers (or goes silent).
@@ -238,6 +265,8 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines) -> Decision | 
     if job.status is JobStatus.STOPPING:
         if now - last < timedelta(seconds=deadlines.stop_timeout_s):
             return None
+        if job.preempted_by:  # its VM is silent: the attempt is over (a later report of it is stale)
+            return back_to_pending(job, f"preempted: {job.preempted_by}; no answer from {job.vm}")
         return Decision(
             changes=[Change(JobStatus.CANCELLED, f"no answer from {job.vm} within {deadlines.stop_timeout_s:g}s of stop")],
             fields={"finished_at": now},

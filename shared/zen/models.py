@@ -73,7 +73,7 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.RUNNING: frozenset(
         {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPING, JobStatus.LOST, JobStatus.CANCELLED}
     ),
-    JobStatus.STOPPING: frozenset({JobStatus.CANCELLED, JobStatus.SUCCEEDED, JobStatus.FAILED}),
+    JobStatus.STOPPING: frozenset({JobStatus.CANCELLED, JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.PENDING}),
     JobStatus.LOST: frozenset({JobStatus.QUEUED, JobStatus.FAILED}),
     JobStatus.SUCCEEDED: frozenset(),
     JobStatus.FAILED: frozenset(),
@@ -217,6 +217,8 @@ class JobRequest(Message):
     max_runtime_s: int | None = Field(default=None, ge=1, le=INT32_MAX)
     max_attempts: int | None = Field(default=None, ge=1, le=INT32_MAX)
     labels: dict[Label, Annotated[str, Field(max_length=63)]] = Field(default_factory=dict)
+    queue: str | None = Field(default=None, min_length=1, max_length=41,
+                              description="The queue whose quota admits it; default: the user's queue")
 
     @field_validator("command")
     @classmethod
@@ -307,7 +309,7 @@ class ControlMessage(Message):
 class JobEvent(Message):
     """Published by Zen on ``zen-job-events``: every status change, rejection and ignored message."""
 
-    type: Literal["job.status_changed", "job.rejected", "job.message_ignored"]
+    type: Literal["job.status_changed", "job.rejected", "job.message_ignored", "job.admitted", "job.preempted"]
     job_id: str | None = None
     attempt: int | None = None
     from_status: Annotated[JobStatus, Strict(False)] | None = None
@@ -318,6 +320,7 @@ class JobEvent(Message):
     region: str | None = None
     vm: str | None = None
     exit_code: int | None = None
+    queue: str | None = None
 
 
 class PubSubEnvelope(BaseModel):
@@ -359,6 +362,10 @@ class Job(BaseModel):
     message: str | None
     start_published_at: datetime | None = None
     updated_at: datetime
+    queue: str | None = None  # the queue whose quota it holds while admitted (None: no queues)
+    gpus: int = 0  # GPUs it holds while admitted (its cluster's GPUs per VM)
+    preempted_by: str | None = None  # set while its VM stops it for a preemption (see zen.queueing)
+    preemptions: int = 0
 
     def public_view(self) -> dict[str, Any]:
         """The JSON a user sees (``zen jobs get --json``)."""

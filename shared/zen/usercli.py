@@ -121,7 +121,7 @@ def check_request(request: JobRequest) -> tuple[str, list[str]]:
     envelope = PubSubEnvelope(message_id="zen-submit", data=request.to_bytes())
     try:
         checked = decode_payload(envelope, JobRequest, config.limits.max_message_bytes)
-        cluster, regions, _ = resolve_request(config, checked)
+        cluster, regions, _, _ = resolve_request(config, checked)
     except Rejected as rejection:
         raise CliError(f"Zen would refuse this job: {rejection.reason} (see `zen clusters`)", 1) from None
     return cluster, regions

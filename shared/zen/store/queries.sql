@@ -3,9 +3,9 @@
 -- name: insert_job
 -- ON CONFLICT: a redelivered submit (same job_id) inserts nothing; the caller then compares hashes.
 INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions, request,
-                  request_hash, max_runtime_s, last_seq, submitted_at, queued_at, updated_at)
+                  request_hash, max_runtime_s, last_seq, submitted_at, queued_at, updated_at, queue, gpus)
 VALUES (:job_id, :status, 1, :max_attempts, :cluster, :user_id, :priority, CAST(:regions AS jsonb),
-        CAST(:request AS jsonb), :request_hash, :max_runtime_s, 0, :now, NULL, :now)
+        CAST(:request AS jsonb), :request_hash, :max_runtime_s, 0, :now, NULL, :now, :queue, :gpus)
 ON CONFLICT (job_id) DO NOTHING
 RETURNING job_id;
 
@@ -29,10 +29,11 @@ RETURNING job_id;
 -- Guarded by the status and attempt the decision was made on, so a concurrent change is never
 -- overwritten (the row is also locked; the guard keeps the invariant local to this statement).
 UPDATE jobs
-SET status = :status, attempt = :attempt, vm = :vm, region = :region, zone = :zone,
+SET status = :status, attempt = :attempt, max_attempts = :max_attempts, vm = :vm, region = :region, zone = :zone,
     last_seq = :last_seq, last_heartbeat_at = :last_heartbeat_at, queued_at = :queued_at,
     started_at = :started_at, finished_at = :finished_at, exit_code = :exit_code,
-    message = :message, start_published_at = :start_published_at, updated_at = :now
+    message = :message, start_published_at = :start_published_at, preempted_by = :preempted_by,
+    preemptions = :preemptions, updated_at = :now
 WHERE job_id = :job_id AND status = :expected_status AND attempt = :expected_attempt
 RETURNING job_id;
 
@@ -283,3 +284,66 @@ SELECT name, cluster, region, first_seen_at FROM mig_instances ORDER BY cluster,
 -- name: all_job_events
 -- Every job's history, in order (the demo's summary; tests).
 SELECT job_id, at, actor, attempt, from_status, to_status, reason FROM job_events ORDER BY id;
+
+-- name: queue_lock
+-- Admission for a cohort (or a lone queue) one transaction at a time; released at commit.
+SELECT pg_advisory_xact_lock(hashtext('zen-queue:' || :key)) IS NULL AS locked;
+
+-- name: admitted_gpus
+-- GPUs each queue holds on one cluster: every status from admission to the end holds quota.
+SELECT queue, CAST(SUM(gpus) AS integer) AS gpus, COUNT(*) AS jobs,
+       CAST(COALESCE(SUM(gpus) FILTER (WHERE status = 'STOPPING' AND preempted_by IS NOT NULL), 0) AS integer)
+           AS freeing
+FROM jobs
+WHERE queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))) AND cluster = :cluster
+  AND status IN ('QUEUED', 'ASSIGNED', 'RUNNING', 'STOPPING', 'LOST') AND queue IS NOT NULL
+GROUP BY queue;
+
+-- name: pending_of_queue
+-- A queue's waiting jobs of one cluster in admission order; rows another transaction holds are
+-- skipped (a stop being applied): the admission pass never waits on a job while holding the lock.
+SELECT * FROM jobs
+WHERE queue = :queue AND cluster = :cluster AND status = 'PENDING' AND queue IS NOT NULL
+ORDER BY priority DESC, submitted_at, job_id
+LIMIT :limit
+FOR UPDATE SKIP LOCKED;
+
+-- name: preemption_candidates
+-- Admitted jobs of these queues that a preemption may take back, the cheapest first (lowest priority,
+-- then the most recently admitted); rows locked elsewhere are skipped.
+SELECT * FROM jobs
+WHERE queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))) AND cluster = :cluster
+  AND status IN ('QUEUED', 'ASSIGNED', 'RUNNING') AND queue IS NOT NULL AND preempted_by IS NULL
+ORDER BY priority, queued_at DESC, job_id DESC
+LIMIT :limit
+FOR UPDATE SKIP LOCKED;
+
+-- name: waiting_queues
+-- (queue, cluster) pairs with waiting jobs: the tick's admission passes.
+SELECT DISTINCT queue, cluster FROM jobs WHERE status = 'PENDING' AND queue IS NOT NULL;
+
+-- name: jobs_ahead
+-- Waiting jobs a PENDING job waits behind in its queue (higher priority, or same and older).
+SELECT COUNT(*) AS n FROM jobs
+WHERE queue = :queue AND cluster = :cluster AND status = 'PENDING' AND queue IS NOT NULL
+  AND (priority > :priority OR (priority = :priority AND (submitted_at, job_id) < (:submitted_at, :job_id)));
+
+-- name: queue_usage
+SELECT queue, cluster, gpu_seconds, updated_at FROM queue_usage
+WHERE queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb)));
+
+-- name: save_queue_usage
+INSERT INTO queue_usage (queue, cluster, gpu_seconds, updated_at) VALUES (:queue, :cluster, :gpu_seconds, :now)
+ON CONFLICT (queue, cluster) DO UPDATE SET gpu_seconds = EXCLUDED.gpu_seconds, updated_at = EXCLUDED.updated_at;
+
+-- name: queue_counts
+-- Per queue and cluster: jobs and GPUs by status group (``zen queues``).
+SELECT queue, cluster,
+       COUNT(*) FILTER (WHERE status = 'PENDING') AS pending,
+       COUNT(*) FILTER (WHERE status IN ('QUEUED', 'ASSIGNED', 'LOST')) AS admitted_waiting,
+       COUNT(*) FILTER (WHERE status IN ('RUNNING', 'STOPPING')) AS running,
+       CAST(COALESCE(SUM(gpus) FILTER (WHERE status IN ('QUEUED', 'ASSIGNED', 'RUNNING', 'STOPPING', 'LOST')), 0)
+            AS integer) AS admitted_gpus
+FROM jobs
+WHERE queue IS NOT NULL AND status IN ('PENDING', 'QUEUED', 'ASSIGNED', 'RUNNING', 'STOPPING', 'LOST')
+GROUP BY queue, cluster;

@@ -42,7 +42,7 @@ def insert_job(session: Session, job: Job) -> bool:
         "insert_job", job_id=job.job_id, status=job.status.value, max_attempts=job.max_attempts,
         cluster=job.cluster, user_id=job.user_id, priority=job.priority, regions=to_json(job.regions),
         request=to_json(job.request), request_hash=job.request_hash, max_runtime_s=job.max_runtime_s,
-        now=job.submitted_at,
+        now=job.submitted_at, queue=job.queue, gpus=job.gpus,
     )
     return row is not None
 
@@ -111,7 +111,8 @@ def save_job(session: Session, before: Job, after: Job, path: list[JobStatus], n
         region=after.region, zone=after.zone, last_seq=after.last_seq,
         last_heartbeat_at=after.last_heartbeat_at, queued_at=after.queued_at, started_at=after.started_at,
         finished_at=after.finished_at, exit_code=after.exit_code, message=after.message,
-        start_published_at=after.start_published_at, now=now,
+        start_published_at=after.start_published_at, max_attempts=after.max_attempts,
+        preempted_by=after.preempted_by, preemptions=after.preemptions, now=now,
     )
     if updated is None:
         raise ConcurrentChange(f"job {before.job_id} changed under a lock")

@@ -5,7 +5,9 @@ regions each) against ``scenario.yaml`` (the preferred region us-central1 has no
 60 seconds), then, through the official Pub/Sub client as a user would:
 - submits eight jobs: quick ones on both clusters, one restricted to europe-west4, one that exits 3,
   one the user stops once it runs, one whose spot VM is preempted while it runs (Compute's
-  ``simulateMaintenanceEvent``): it is requeued as attempt 2 and finishes on the recreated VM;
+  ``simulateMaintenanceEvent``): it is requeued as attempt 2 and finishes on the recreated VM; the
+  demo queue's quota (3 L4 GPUs, 12 A100 GPUs) holds the last job of each cluster PENDING, with its
+  reason, until an earlier one ends and frees quota;
 - after the stockout, submits four more, which go back to the preferred region (the demo config
   blocks a stocked-out region for only 30 s, so the planner tries it again);
 - waits until every job is over and every idle VM has been scaled away;
@@ -118,6 +120,7 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
         publish(topics.job_submitted, job.request())
     progress(f"submitted {len(FIRST_WAVE)} jobs; {STOCKOUT_REGION} has no GPUs for {STOCKOUT_REAL_S}s")
     done_actions: set[str] = set()
+    waited: dict[str, str] = {}  # job -> status seen last, for the queue's PENDING/admitted lines
     paid_vm_s = 0.0
     last_sample = time.monotonic()
     second_sent = not second_wave
@@ -125,6 +128,7 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
     while True:
         elapsed = time.monotonic() - started
         rows = _jobs(db)
+        _report_queue(db, stack.config, rows, waited, lambda text: progress(f"{elapsed:5.0f}s  {text}"))
         for job in jobs:
             row = rows.get(job.job_id)
             if job.action and job.job_id not in done_actions and row and row["status"] == "RUNNING":
@@ -161,6 +165,21 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
     return result
 
 
+def _report_queue(db, config, rows: dict[str, dict], waited: dict[str, str], say) -> None:
+    """A line when a job waits PENDING for quota (with the reason), and when it is admitted."""
+    from zen.queueing import Queueing
+
+    for job_id, row in rows.items():
+        before, now = waited.get(job_id), row["status"]
+        if now == "PENDING" and before != "PENDING":
+            with db.transaction() as session:
+                job = repository.get_job(session, job_id)
+                say(f"{job_id} waits PENDING: {Queueing(config).why_pending(session, job)}")
+        elif before == "PENDING" and now != "PENDING":
+            say(f"{job_id} admitted: quota freed ({now})")
+        waited[job_id] = now
+
+
 def _vms_up(db) -> int:
     with db.transaction() as session:
         return sum(1 for vm in repository.list_vms(session) if vm["state"] in ("IDLE", "BUSY"))
@@ -192,6 +211,11 @@ def _summarise(db, jobs: list[DemoJob]) -> DemoResult:
         result.decisions = list(reversed(fleet.recent_decisions(session, None, 100_000)))
         histories = repository.all_job_events(session)
     result.vms_left = _vm_count(db)
+    submitted = {e["job_id"]: e["at"] for e in histories if e["from_status"] is None}
+    waited = [e["job_id"] for e in histories if e["from_status"] == "PENDING" and e["to_status"] == "QUEUED"
+              and (e["at"] - submitted[e["job_id"]]).total_seconds() > 1]
+    if not waited:
+        result.problems.append("no job waited PENDING for the demo queue's quota")
     running_since: dict[str, datetime] = {}
     for event in histories:
         if event["to_status"] == "RUNNING":

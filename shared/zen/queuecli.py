@@ -1,0 +1,74 @@
+"""``zen queues`` and ``zen explain JOB``: what each queue holds, and why a job waits.
+
+    zen queues [--json]        per queue and cluster: quota, admitted (borrowed) GPUs, pending,
+                               queued, running jobs, recent usage (decayed GPU-hours)
+    zen explain JOB [--json]   why a job is PENDING (its queue's quota, jobs ahead of it) or QUEUED
+                               but not running (its cluster's latest scaling decisions)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Callable
+
+from zen.clikit import print_table
+from zen.config import load_config
+from zen.models import JobStatus
+
+QUEUE_COLUMNS = ("queue", "cohort", "cluster", "quota_gpus", "admitted_gpus", "borrowed_gpus", "pending", "queued",
+                 "running", "recent_gpu_hours")
+
+
+def add_parsers(sub, db: Callable[[], Any]) -> None:
+    queues = sub.add_parser("queues", help="queues: quota, admitted and borrowed GPUs, waiting and running jobs")
+    queues.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    queues.set_defaults(func=lambda args: cmd_queues(args, db()))
+
+
+def cmd_queues(args, db) -> int:
+    from zen.queueing import Queueing
+
+    config = load_config()
+    if not config.queues:
+        print("no queues are configured: every job is admitted at once (see README, Queues)", file=sys.stderr)
+        return 0
+    with db.transaction() as session:
+        rows = Queueing(config).summary(session)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print_table(rows, QUEUE_COLUMNS)
+    return 0
+
+
+def explain_job(job_id: str, as_json: bool, db) -> int:
+    """``zen explain JOB``: the job's status and why it is there."""
+    from zen.queueing import Queueing
+    from zen.store import fleet, repository
+
+    config = load_config()
+    with db.transaction() as session:
+        job = repository.get_job(session, job_id)
+        if job is None:
+            print(f"no job or cluster named {job_id}", file=sys.stderr)
+            return 1
+        if job.status is JobStatus.PENDING and job.queue and config.queues:
+            why = "waiting for quota: " + Queueing(config).why_pending(session, job)
+        elif job.status is JobStatus.QUEUED:
+            decisions = fleet.recent_decisions(session, job.cluster, 1)
+            why = (f"admitted{f' by queue {job.queue}' if job.queue else ''}; waiting for a VM of {job.cluster} "
+                   f"in {', '.join(job.regions)}")
+            if decisions:
+                last = decisions[0]
+                why += (f"; the cluster's latest scaling decision ({last['at']:%H:%M:%S}): {last['action']} "
+                        f"{last['region'] or ''} {last['reason']}".rstrip())
+        elif job.status.terminal:
+            why = f"ended: {job.message or job.status.value}"
+        else:
+            why = f"on VM {job.vm} in {job.region}" if job.vm else job.status.value
+    if as_json:
+        print(json.dumps({"job_id": job.job_id, "status": job.status.value, "queue": job.queue, "why": why}))
+    else:
+        print(f"{job.job_id}: {job.status.value} - {why}")
+    return 0

@@ -1,0 +1,248 @@
+"""Kueue-style queues with GPU quotas: which PENDING jobs may be admitted (QUEUED) now, and why not.
+
+With ``queues:`` in the configuration every job belongs to a queue (its ``queue``, else its user's
+queue, else the queue named ``default``) and holds its cluster's GPUs per VM of that queue's quota
+from admission until it ends. A job that does not fit stays PENDING: it is not demand, so it scales
+nothing. Without ``queues:`` every job is admitted at once, as before.
+
+What fits (per cluster, the Kueue model without lending limits):
+- a queue holds at most its nominal ``quota`` plus what it may borrow (``borrowing_limit``; no
+  limit when unset; nothing outside a cohort);
+- the queues of a cohort together hold at most the sum of their nominal quotas: a queue borrows
+  only what the others leave unused, and gets its own back as borrowed jobs end.
+
+Order (one *admission pass* for a cohort and a cluster): among the queues' head jobs, the highest
+priority first; between queues at the same priority, the lowest *dominant share* first: (decayed
+GPU-seconds admitted / half-life + GPUs admitted now) / nominal quota, the largest over the cohort's
+clusters being what counts for the cluster at hand (one cluster per pass here); then the oldest. Within a
+queue, jobs go strictly in (priority, age) order: a head that does not fit blocks its queue for
+this pass (no small job jumps a big one, so a big one is never starved), never the other queues.
+
+When a pass runs: at submission (in the submitting transaction), whenever an admitted job leaves the
+admitted set (ends, is cancelled, fails), in that same transaction, and on every scale tick for
+queues with waiting jobs (quota raised in the configuration, anything missed). Passes of one cohort
+are serialised by a transaction-scoped advisory lock taken before the GPUs are summed, so two passes
+never admit against the same free quota: no quota is ever exceeded, whatever the concurrency.
+
+Usage for fair sharing is GPU-seconds of admitted quota, decayed with ``queueing.usage_half_life_s``
+and brought up to date at each pass with the GPUs admitted at that moment (a step approximation:
+admissions and releases all run a pass).
+
+Preemption (a queue's ``preemption``: ``never``, the default; ``reclaim-borrowed``; ``lower-priority``):
+when a queue's head does not fit, the pass may pick victims (see ``Queueing._victims``), only if
+they free enough and no other preemption of the cohort is under way. A victim not yet on a VM goes
+back to PENDING at once; one on a VM gets STOP with the reason (the agent's SIGTERM and grace) and
+goes back to PENDING when the VM answers, as a new attempt that does not spend its budget
+(``lifecycle.decide_preempt``); its next start carries ``ZEN_PREEMPTED=1``. The preemptor stays
+PENDING until the quota is free, and the pass that frees it admits it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from zen.config import QueueConfig, ZenConfig
+from zen.errors import Rejected
+from zen.models import Job
+from zen.store import queues as rows
+
+if TYPE_CHECKING:
+    from zen.store.db import Session
+
+PASS_LIMIT = 200  # waiting jobs read per queue per pass; a later pass takes the next ones
+
+
+@dataclass
+class Pass:
+    """What one admission pass decided: jobs to admit and jobs to preempt, each with its reason."""
+
+    admitted: list[tuple[Job, str]] = field(default_factory=list)
+    preempted: list[tuple[Job, str]] = field(default_factory=list)
+
+
+@dataclass
+class _Queue:
+    config: QueueConfig
+    nominal: int
+    limit: float  # nominal + what it may borrow
+    used: int
+    usage_gpus: float  # decayed GPU-seconds / half-life: "recent usage" in GPUs
+    waiting: list[Job]
+
+    @property
+    def share(self) -> float:
+        return (self.usage_gpus + self.used) / max(self.nominal, 1)
+
+
+class Queueing:
+    def __init__(self, config: ZenConfig):
+        self._config = config
+        self._half_life = config.queueing.usage_half_life_s
+
+    # -- at submission -------------------------------------------------------------------------
+    def resolve(self, requested: str | None, user: str, cluster: str, gpus: int) -> QueueConfig:
+        """The queue a new job belongs to, or ``Rejected`` with the reason."""
+        config = self._config
+        if requested is not None:
+            queue = config.queue(requested)
+            if queue is None:
+                raise Rejected(f"unknown queue {requested!r}; queues: {', '.join(q.name for q in config.queues)}")
+        else:
+            queue = config.default_queue(user)
+            if queue is None:
+                raise Rejected(f"no queue for user {user!r}: give queue (one of "
+                               f"{', '.join(q.name for q in config.queues)}) or configure a queue named default")
+        if cluster not in queue.quota:
+            raise Rejected(f"queue {queue.name} has no quota for cluster {cluster} "
+                           f"(its clusters: {', '.join(queue.quota)})")
+        most = self._most_ever(queue, cluster)
+        if gpus > most:
+            raise Rejected(f"the job needs {gpus} GPUs of {cluster} but queue {queue.name} can never hold more "
+                           f"than {most}")
+        return queue
+
+    def _most_ever(self, queue: QueueConfig, cluster: str) -> float:
+        cohort_total = sum(q.quota.get(cluster, 0) for q in self._config.cohort_of(queue))
+        borrow = queue.may_borrow(cluster)
+        own = queue.quota[cluster] + (math.inf if borrow is None else borrow)
+        return min(own, cohort_total)
+
+    # -- the admission pass --------------------------------------------------------------------
+    def lock_key(self, queue: QueueConfig) -> str:
+        return f"cohort:{queue.cohort}" if queue.cohort else f"queue:{queue.name}"
+
+    def admit(self, session: Session, queue_name: str, cluster: str, now) -> Pass:
+        """One pass for the cohort of ``queue_name`` on ``cluster``, under the cohort's lock: the jobs
+        to admit now and the jobs to preempt (locked rows, in order) with the reasons to record. The
+        caller applies them."""
+        queue = self._config.queue(queue_name)
+        if queue is None:  # the queue left the configuration: its jobs wait until it is back
+            return Pass()
+        members = [q for q in self._config.cohort_of(queue) if cluster in q.quota]
+        rows.lock(session, self.lock_key(queue))
+        names = [q.name for q in members]
+        held = rows.admitted(session, names, cluster)
+        used = {r["queue"]: r["gpus"] for r in held}
+        freeing = sum(r["freeing"] for r in held)  # preemptions under way: wait for them, take no more
+        cohort_quota = sum(q.quota[cluster] for q in members)
+        cohort_used = sum(used.values())
+        gpus = self._config.cluster(cluster).gpu_count if self._config.cluster(cluster) else 1
+        room = (cohort_quota - cohort_used) // max(gpus, 1)  # jobs that could still fit: read no more
+        if room <= 0 and (freeing or all(q.preemption == "never" for q in members)):
+            return Pass()  # the cohort is full: nothing to read (a flood of waiting jobs costs nothing here)
+        usage = self._bring_usage_up_to_date(session, names, cluster, used, now)
+        state = []
+        for q in members:
+            borrow = q.may_borrow(cluster)
+            nominal = q.quota[cluster]
+            # room jobs could fit; one more shows the head that does not, which a preemption may serve
+            preempts = q.preemption != "never" and not freeing
+            waiting = rows.pending(session, q.name, cluster, max(0, min(room, PASS_LIMIT)) + preempts)
+            state.append(_Queue(q, nominal, nominal + (math.inf if borrow is None else borrow), used.get(q.name, 0),
+                                usage.get(q.name, 0.0), waiting))
+        result = Pass()
+        admitted = result.admitted
+        active = [q for q in state if q.waiting]
+        while active:
+            best = min(active, key=lambda q: (-q.waiting[0].priority, q.share, q.waiting[0].submitted_at,
+                                              q.waiting[0].job_id))
+            job = best.waiting[0]
+            if best.used + job.gpus > best.limit or cohort_used + job.gpus > cohort_quota:
+                active.remove(best)  # its head does not fit: the queue waits, the others go on
+                if not freeing and not result.preempted and best.config.preemption != "never":
+                    result.preempted = self._victims(session, best, job, state, cohort_used, cohort_quota)
+                continue
+            best.waiting.pop(0)
+            best.used += job.gpus
+            cohort_used += job.gpus
+            borrowed = max(0, best.used - best.nominal)
+            admitted.append((job, f"admitted by queue {best.config.name}: {best.used}/{best.nominal} GPUs of "
+                                  f"{cluster}" + (f" ({borrowed} borrowed)" if borrowed else "")))
+            if not best.waiting:
+                active.remove(best)
+        return result
+
+    def _victims(self, session: Session, queue: _Queue, job: Job, state: list[_Queue], cohort_used: int,
+                 cohort_quota: int) -> list[tuple[Job, str]]:
+        """Admitted jobs whose quota ``job`` may take back under its queue's ``preemption`` rule, or []
+        when they would not free enough (never preempt for nothing):
+        - ``reclaim-borrowed``: the job fits its queue's nominal quota; victims are jobs of other queues
+          of the cohort beyond their own nominal quota (borrowed), cheapest first;
+        - ``lower-priority``: victims are jobs of its own queue of lower priority, cheapest first.
+        Cheapest: lowest priority, then the most recently admitted (Kueue's order)."""
+        name = queue.config.name
+        if queue.config.preemption == "reclaim-borrowed":
+            if queue.used + job.gpus > queue.nominal:
+                return []
+            need = cohort_used + job.gpus - cohort_quota
+            lent = {q.config.name: q.used - q.nominal for q in state if q is not queue and q.used > q.nominal}
+            candidates = rows.preemption_candidates(session, list(lent), job.cluster, 50) if lent else []
+        else:
+            need = max(queue.used + job.gpus - queue.limit, cohort_used + job.gpus - cohort_quota)
+            lent = {name: math.inf}
+            candidates = [c for c in rows.preemption_candidates(session, [name], job.cluster, 50)
+                          if c.priority < job.priority]
+        victims = []
+        for candidate in candidates:
+            if need <= 0:
+                break
+            if lent[candidate.queue] >= candidate.gpus:
+                lent[candidate.queue] -= candidate.gpus
+                need -= candidate.gpus
+                victims.append((candidate, f"job {job.job_id} of queue {name} (priority {job.priority}) "
+                                           f"takes back {queue.config.preemption.replace('-', ' ')} quota"))
+        return victims if need <= 0 else []
+
+    def _bring_usage_up_to_date(self, session: Session, names: list[str], cluster: str, used: dict[str, int],
+                                now) -> dict[str, float]:
+        """Decay each queue's GPU-seconds to ``now``, add what it held since; returns usage in GPUs."""
+        known = rows.usage(session, names)
+        out = {}
+        for name in names:
+            seconds, since = known.get((name, cluster), (0.0, now))
+            elapsed = max(0.0, (now - since).total_seconds())
+            seconds = seconds * 0.5 ** (elapsed / self._half_life) + used.get(name, 0) * elapsed
+            rows.save_usage(session, name, cluster, seconds, now)
+            out[name] = seconds / self._half_life
+        return out
+
+    # -- explanations --------------------------------------------------------------------------
+    def why_pending(self, session: Session, job: Job) -> str:
+        """Why a PENDING job waits: its queue's quota, what it may borrow, jobs ahead of it."""
+        queue = self._config.queue(job.queue) if job.queue else None
+        if queue is None:
+            return f"queue {job.queue!r} is not in the configuration: the job waits until it is back"
+        members = [q for q in self._config.cohort_of(queue) if job.cluster in q.quota]
+        used = rows.admitted_gpus(session, [q.name for q in members], job.cluster)
+        mine, nominal = used.get(queue.name, 0), queue.quota[job.cluster]
+        borrowed = f", {mine - nominal} borrowed" if mine > nominal else ""
+        text = (f"queue {queue.name} holds {mine} GPUs of {job.cluster} (quota {nominal}{borrowed}), "
+                f"the job needs {job.gpus}")
+        if queue.cohort:
+            total = sum(q.quota[job.cluster] for q in members)
+            text += f"; cohort {queue.cohort}: {sum(used.values())}/{total} GPUs in use"
+        ahead = rows.jobs_ahead(session, job)
+        if ahead:
+            text += f"; {ahead} job{'s' if ahead != 1 else ''} ahead of it in the queue"
+        return text
+
+    def summary(self, session: Session) -> list[dict]:
+        """Per queue and cluster: quota, borrowing limit, admitted GPUs and jobs by state (``zen queues``)."""
+        counts = {(r["queue"], r["cluster"]): r for r in rows.counts(session)}
+        usage = rows.usage(session, [q.name for q in self._config.queues])
+        out = []
+        for queue in self._config.queues:
+            for cluster, nominal in queue.quota.items():
+                row = counts.get((queue.name, cluster), {})
+                admitted = row.get("admitted_gpus", 0)
+                seconds = usage.get((queue.name, cluster), (0.0, None))[0]
+                out.append({
+                    "queue": queue.name, "cohort": queue.cohort, "cluster": cluster, "quota_gpus": nominal,
+                    "borrowing_limit": queue.may_borrow(cluster), "admitted_gpus": admitted,
+                    "borrowed_gpus": max(0, admitted - nominal), "pending": row.get("pending", 0),
+                    "queued": row.get("admitted_waiting", 0), "running": row.get("running", 0),
+                    "recent_gpu_hours": round(seconds / 3600.0, 2),
+                })
+        return out

@@ -1,0 +1,65 @@
+"""Rows of admission (``zen.queueing``): the per-cohort lock, GPUs admitted per queue, waiting jobs in
+admission order, and decayed usage for fair sharing. Every call runs in the caller's transaction."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from zen.models import Job
+from zen.store.repository import job_from_row
+
+if TYPE_CHECKING:
+    from zen.store.db import Session
+
+
+def lock(session: Session, key: str) -> None:
+    """Serialise admission for one cohort (or lone queue) until the transaction ends."""
+    session.one("queue_lock", key=key)
+
+
+def admitted_gpus(session: Session, queues: list[str], cluster: str) -> dict[str, int]:
+    """Queue -> GPUs its admitted jobs hold on ``cluster``."""
+    return {r["queue"]: r["gpus"] for r in admitted(session, queues, cluster)}
+
+
+def admitted(session: Session, queues: list[str], cluster: str) -> list[dict[str, Any]]:
+    """Per queue: ``gpus`` its admitted jobs hold on ``cluster``, ``freeing``: of those, held by jobs
+    being stopped for a preemption."""
+    return session.run("admitted_gpus", queues=json.dumps(queues), cluster=cluster)
+
+
+def preemption_candidates(session: Session, queues: list[str], cluster: str, limit: int) -> list[Job]:
+    """Admitted jobs of ``queues`` a preemption may take back, cheapest first, locked."""
+    return [job_from_row(r) for r in session.run("preemption_candidates", queues=json.dumps(queues),
+                                                 cluster=cluster, limit=limit)]
+
+
+def pending(session: Session, queue: str, cluster: str, limit: int) -> list[Job]:
+    """The queue's PENDING jobs of ``cluster`` in admission order, locked (rows locked elsewhere skipped)."""
+    return [job_from_row(r) for r in session.run("pending_of_queue", queue=queue, cluster=cluster, limit=limit)]
+
+
+def waiting_queues(session: Session) -> list[tuple[str, str]]:
+    return [(r["queue"], r["cluster"]) for r in session.run("waiting_queues")]
+
+
+def jobs_ahead(session: Session, job: Job) -> int:
+    return session.one("jobs_ahead", queue=job.queue, cluster=job.cluster, priority=job.priority,
+                       submitted_at=job.submitted_at, job_id=job.job_id)["n"]
+
+
+def usage(session: Session, queues: list[str]) -> dict[tuple[str, str], tuple[float, datetime]]:
+    """(queue, cluster) -> (decayed GPU-seconds, when last brought up to date)."""
+    return {(r["queue"], r["cluster"]): (r["gpu_seconds"], r["updated_at"])
+            for r in session.run("queue_usage", queues=json.dumps(queues))}
+
+
+def save_usage(session: Session, queue: str, cluster: str, gpu_seconds: float, now: datetime) -> None:
+    session.run("save_queue_usage", queue=queue, cluster=cluster, gpu_seconds=gpu_seconds, now=now)
+
+
+def counts(session: Session) -> list[dict[str, Any]]:
+    """Per (queue, cluster): pending, admitted_waiting, running, admitted_gpus."""
+    return session.run("queue_counts")
