@@ -397,11 +397,11 @@ def test_a_silent_preempted_vm_gives_the_quota_back_at_the_stop_deadline(queued_
 def test_zen_submit_checks_the_queue_with_the_functions_rules(config):
     """``zen submit`` refuses before publishing through ``resolve_request``, the function's own rules."""
     from zen.errors import Rejected
-    from zen.jobs import resolve_request
     from zen.models import JobRequest
+    from zen.placement import resolve_request
 
     queued = with_queues(config, ONE_QUEUE)
-    assert resolve_request(queued, JobRequest.model_validate(job_request("x")))[3] == "research"
+    assert resolve_request(queued, JobRequest.model_validate(job_request("x"))).queue == "research"
     with pytest.raises(Rejected, match="unknown queue 'nope'"):
         resolve_request(queued, JobRequest.model_validate(job_request("x", queue="nope")))
-    assert resolve_request(config, JobRequest.model_validate(job_request("x")))[3] is None
+    assert resolve_request(config, JobRequest.model_validate(job_request("x"))).queue is None

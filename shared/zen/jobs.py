@@ -32,6 +32,7 @@ from zen.models import (
     AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobEvent, JobRequest, JobStatus, PubSubEnvelope, StopRequest,
     JOB_ID_PATTERN, VmHeartbeat, illegal_step,
 )
+from zen.placement import choose, resolve_request
 from zen.queueing import Queueing
 from zen.store import queues as queue_rows, repository
 from zen.text import escape_unstorable
@@ -59,41 +60,6 @@ class Outcome:
     cluster: str | None = None
 
 
-def resolve_request(config: ZenConfig, request: JobRequest) -> tuple[str, list[str], int, str | None]:
-    """The cluster, allowed regions, attempt limit and queue (None without ``queues:``) of a valid
-    request, or ``Rejected`` with the reason: the rules ``on_job_submitted`` applies, shared with
-    ``zen submit``'s check before publishing."""
-    if request.cluster is not None:
-        cluster = config.cluster(request.cluster)
-        if cluster is None:
-            known = ", ".join(c.name for c in config.clusters)
-            raise Rejected(f"unknown cluster {request.cluster!r}; known clusters: {known}")
-    else:
-        cluster = config.smallest_fitting_cluster(request.gpu_type, request.gpu_count)
-        if cluster is None:
-            offered = ", ".join(f"{c.gpu_count}x {c.gpu_type}" for c in config.clusters)
-            raise Rejected(
-                f"no cluster has {request.gpu_count} or more {request.gpu_type} GPUs per VM; offered: {offered}"
-            )
-    regions = list(cluster.regions)
-    if request.regions is not None:
-        outside = [r for r in request.regions if r not in cluster.regions]
-        if outside:
-            raise Rejected(
-                f"regions {outside} are not used by cluster {cluster.name} (its regions: {cluster.regions})"
-            )
-        regions = [r for r in cluster.regions if r in request.regions]
-    max_attempts = request.max_attempts or config.attempts.default_max_attempts
-    if max_attempts > config.attempts.max_max_attempts:
-        raise Rejected(f"max_attempts {max_attempts} is above the limit {config.attempts.max_max_attempts}")
-    if request.max_runtime_s is not None and request.max_runtime_s > config.limits.max_runtime_s:
-        raise Rejected(f"max_runtime_s {request.max_runtime_s} is above the limit {config.limits.max_runtime_s}")
-    queue = None
-    if config.queues:
-        queue = Queueing(config).resolve(request.queue, request.user_id, cluster.name, cluster.gpu_count).name
-    return cluster.name, regions, max_attempts, queue
-
-
 class JobService:
     def __init__(self, db: Database, config: ZenConfig, relay: OutboxRelay, clock: Clock):
         self._db = db
@@ -113,30 +79,35 @@ class JobService:
             if not JOB_ID_PATTERN.match(job_id):
                 raise Rejected(f"the request has no job_id and its message id {escape_unstorable(job_id, 200)!r} "
                                "is not a valid job_id: give a job_id")
-            cluster, regions, max_attempts, queue = resolve_request(self._config, request)
-            gpus = self._config.cluster(cluster).gpu_count
+            resolved = resolve_request(self._config, request)
         except Rejected as rejection:
             return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected")
         canonical = request.model_dump(mode="json", exclude_none=True)
         canonical["job_id"] = job_id
         request_hash = hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
         now = self._clock()
-        pending = Job(job_id=job_id, status=JobStatus.PENDING, attempt=1, max_attempts=max_attempts, cluster=cluster,
-                      user_id=request.user_id, priority=request.priority, regions=regions, request=canonical,
-                      request_hash=request_hash, max_runtime_s=request.max_runtime_s, region=None, zone=None, vm=None,
-                      last_seq=0, last_heartbeat_at=None, submitted_at=now, queued_at=None, started_at=None,
-                      finished_at=None, exit_code=None, message=None, updated_at=now, queue=queue, gpus=gpus)
+        pending = Job(job_id=job_id, status=JobStatus.PENDING, attempt=1, max_attempts=resolved.max_attempts,
+                      cluster=resolved.cluster, user_id=request.user_id, priority=request.priority,
+                      regions=resolved.regions, request=canonical, request_hash=request_hash,
+                      max_runtime_s=request.max_runtime_s, region=None, zone=None, vm=None, last_seq=0,
+                      last_heartbeat_at=None, submitted_at=now, queued_at=None, started_at=None, finished_at=None,
+                      exit_code=None, message=None, updated_at=now, queue=resolved.queue,
+                      gpus=self._config.cluster(resolved.cluster).gpu_count)
         actor = f"user:{request.user_id}"
-        if self._queues is None:
+        if self._queues is None and len(resolved.shapes) == 1:
             ids = self._submit_queued(pending, actor, now)
             if ids:
                 return self._created(pending, ids)
         # The general path: the job_id exists (a redelivery or a reuse), a stop for it came first,
-        # or admission has to decide.
+        # admission has to decide, or one of several GPU shapes is to be chosen.
         with self._db.transaction() as session:
+            shape, chosen = choose(session, self._config, resolved, now)
+            pending = pending.model_copy(update={"cluster": shape.cluster, "regions": shape.regions,
+                                                 "gpus": self._config.cluster(shape.cluster).gpu_count})
             created = repository.insert_job(session, pending)
             if created:
-                history, events = self._announce.history(pending, pending, [SUBMITTED], actor=actor, now=now,
+                submitted = lifecycle.Change(JobStatus.PENDING, f"submitted; {chosen}") if chosen else SUBMITTED
+                history, events = self._announce.history(pending, pending, [submitted], actor=actor, now=now,
                                                          from_status=None)
                 repository.add_job_events(session, history)
                 ids = enqueue(session, events, now)
@@ -149,7 +120,7 @@ class JobService:
                     ids += self._apply(session, pending, Decision(changes=[ADMITTED], publish_start=True),
                                        actor="admission", now=now)
                 else:
-                    ids += self._admit(session, queue, cluster, now)
+                    ids += self._admit(session, pending.queue, pending.cluster, now)
             else:
                 existing = repository.get_job(session, job_id)
         if not created:

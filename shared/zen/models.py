@@ -209,6 +209,8 @@ class JobRequest(Message):
     cluster: str | None = None
     gpu_type: str | None = None
     gpu_count: int | None = Field(default=None, ge=1, le=16)
+    gpu_types: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = Field(
+        default=None, min_length=1, max_length=8, description="Acceptable GPU types, preferred first (zen.placement)")
     image: str | None = Field(default=None, min_length=1, max_length=1024, pattern=r"^\S+$")
     command: list[Annotated[str, Field(max_length=16384)]] | None = Field(default=None, max_length=1024)
     env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(default_factory=dict)
@@ -231,10 +233,13 @@ class JobRequest(Message):
     def _shape(self) -> "JobRequest":
         if self.image is None and self.command is None:
             raise ValueError("give an image, a command (a list of strings), or both")
-        if self.cluster is None and (self.gpu_type is None or self.gpu_count is None):
-            raise ValueError("give a cluster, or both gpu_type and gpu_count")
-        if self.cluster is not None and (self.gpu_type is not None or self.gpu_count is not None):
-            raise ValueError("give either a cluster or gpu_type + gpu_count, not both")
+        by_type = self.gpu_type is not None or self.gpu_types is not None
+        if self.cluster is None and (not by_type or self.gpu_count is None):
+            raise ValueError("give a cluster, or gpu_count with gpu_type (or gpu_types)")
+        if self.cluster is not None and (by_type or self.gpu_count is not None):
+            raise ValueError("give either a cluster or gpu_count with gpu_type (or gpu_types), not both")
+        if self.gpu_type is not None and self.gpu_types is not None:
+            raise ValueError("give gpu_type or gpu_types, not both")
         return self
 
 

@@ -3,7 +3,7 @@ is in ``zen.watch``).
 
 They publish through the official Pub/Sub client (``PUBSUB_EMULATOR_HOST`` for a local stack, which
 ``zen`` reads from ``.zen/stack.json`` when a stack is running). ``zen submit`` checks the request with
-the function's own rules (``zen.events.decode_payload`` and ``zen.jobs.resolve_request``, against
+the function's own rules (``zen.events.decode_payload`` and ``zen.placement.resolve_request``, against
 ``ZEN_CONFIG``) before publishing, and always sends a unique job id; the function still checks.
 """
 
@@ -115,16 +115,16 @@ def check_request(request: JobRequest) -> tuple[str, list[str]]:
     cluster and regions it would use, or ``CliError`` with the reason it would refuse the job."""
     from zen.errors import Rejected
     from zen.events import decode_payload
-    from zen.jobs import resolve_request
+    from zen.placement import resolve_request
 
     config = load_config()
     envelope = PubSubEnvelope(message_id="zen-submit", data=request.to_bytes())
     try:
         checked = decode_payload(envelope, JobRequest, config.limits.max_message_bytes)
-        cluster, regions, _, _ = resolve_request(config, checked)
+        resolved = resolve_request(config, checked)
     except Rejected as rejection:
         raise CliError(f"Zen would refuse this job: {rejection.reason} (see `zen clusters`)", 1) from None
-    return cluster, regions
+    return resolved.cluster, resolved.regions
 
 
 def cmd_submit(args) -> int:

@@ -1,0 +1,144 @@
+"""Where a request may run: its cluster, allowed regions, attempt limit and queue, and, when it lists
+several acceptable GPU shapes, which one it gets.
+
+``resolve_request`` is the rule ``on_job_submitted`` applies, shared with ``zen submit``'s check
+before publishing: it needs only the configuration, and raises ``Rejected`` with the reason.
+
+Flavor fungibility (Kueue with Karpenter): a request may give ``gpu_types`` (preferred first) with
+``gpu_count`` instead of one ``gpu_type``. Each type maps to its smallest fitting cluster; shapes
+its queue could never hold, or whose regions the request's ``regions`` exclude, drop out (none
+left: rejected). At submission the function then takes the first remaining shape (``choose``)
+whose queue has quota free for the job now and whose allowed regions are not all blocked by
+stockouts (the planner's memory); when none qualifies, the first shape, where the job waits like
+any other. The choice is made once, at submission: a job waiting on one shape does not move to
+another that frees later (Kueue re-evaluates flavors at each admission attempt; not done here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from zen.config import ClusterConfig, ZenConfig
+from zen.errors import Rejected
+from zen.models import JobRequest
+from zen.queueing import Queueing
+
+if TYPE_CHECKING:
+    from zen.store.db import Session
+
+
+@dataclass(frozen=True)
+class Shape:
+    cluster: str
+    regions: list[str]
+
+
+@dataclass(frozen=True)
+class Resolved:
+    cluster: str  # the first acceptable shape's (``choose`` may pick another of ``shapes``)
+    regions: list[str]
+    max_attempts: int
+    queue: str | None  # None without ``queues:``
+    shapes: list[Shape] = field(default_factory=list)  # every acceptable shape, preferred first
+
+
+def resolve_request(config: ZenConfig, request: JobRequest) -> Resolved:
+    """The cluster, regions, attempt limit and queue of a valid request, or ``Rejected``."""
+    max_attempts = request.max_attempts or config.attempts.default_max_attempts
+    if max_attempts > config.attempts.max_max_attempts:
+        raise Rejected(f"max_attempts {max_attempts} is above the limit {config.attempts.max_max_attempts}")
+    if request.max_runtime_s is not None and request.max_runtime_s > config.limits.max_runtime_s:
+        raise Rejected(f"max_runtime_s {request.max_runtime_s} is above the limit {config.limits.max_runtime_s}")
+    if request.gpu_types is None:
+        cluster = _one_cluster(config, request)
+        shapes = [Shape(cluster.name, _regions(cluster, request.regions))]
+        queue = _queue(config, request, cluster)
+    else:
+        shapes, queue = _acceptable_shapes(config, request)
+    return Resolved(shapes[0].cluster, shapes[0].regions, max_attempts, queue, shapes)
+
+
+def _one_cluster(config: ZenConfig, request: JobRequest) -> ClusterConfig:
+    if request.cluster is not None:
+        cluster = config.cluster(request.cluster)
+        if cluster is None:
+            known = ", ".join(c.name for c in config.clusters)
+            raise Rejected(f"unknown cluster {request.cluster!r}; known clusters: {known}")
+        return cluster
+    cluster = config.smallest_fitting_cluster(request.gpu_type, request.gpu_count)
+    if cluster is None:
+        raise Rejected(f"no cluster has {request.gpu_count} or more {request.gpu_type} GPUs per VM; "
+                       f"offered: {_offered(config)}")
+    return cluster
+
+
+def _regions(cluster: ClusterConfig, allowed: list[str] | None) -> list[str]:
+    if allowed is None:
+        return list(cluster.regions)
+    outside = [r for r in allowed if r not in cluster.regions]
+    if outside:
+        raise Rejected(f"regions {outside} are not used by cluster {cluster.name} (its regions: {cluster.regions})")
+    return [r for r in cluster.regions if r in allowed]
+
+
+def _queue(config: ZenConfig, request: JobRequest, cluster: ClusterConfig) -> str | None:
+    if not config.queues:
+        return None
+    return Queueing(config).resolve(request.queue, request.user_id, cluster.name, cluster.gpu_count).name
+
+
+def _acceptable_shapes(config: ZenConfig, request: JobRequest) -> tuple[list[Shape], str | None]:
+    shapes, why_not, queue = [], [], None
+    for gpu_type in dict.fromkeys(request.gpu_types):
+        cluster = config.smallest_fitting_cluster(gpu_type, request.gpu_count)
+        if cluster is None:
+            why_not.append(f"{gpu_type}: no cluster has {request.gpu_count} or more per VM")
+            continue
+        if any(s.cluster == cluster.name for s in shapes):
+            continue
+        regions = [r for r in cluster.regions if request.regions is None or r in request.regions]
+        if not regions:
+            why_not.append(f"{gpu_type}: cluster {cluster.name} has none of the regions {request.regions}")
+            continue
+        try:
+            queue = _queue(config, request, cluster)
+        except Rejected as rejection:
+            why_not.append(f"{gpu_type}: {rejection.reason}")
+            continue
+        shapes.append(Shape(cluster.name, regions))
+    if not shapes:
+        raise Rejected(f"none of the GPU types can take the job ({'; '.join(why_not)}); offered: {_offered(config)}")
+    return shapes, queue
+
+
+def _offered(config: ZenConfig) -> str:
+    return ", ".join(f"{c.gpu_count}x {c.gpu_type}" for c in config.clusters)
+
+
+def choose(session: Session, config: ZenConfig, resolved: Resolved, now: datetime) -> tuple[Shape, str | None]:
+    """Of several acceptable shapes, the first with quota free now and a region not blocked by a
+    stockout; else the first. Returns the shape and, when there was a choice, why it was taken."""
+    from zen.store import fleet, queues as queue_rows
+
+    if len(resolved.shapes) == 1:
+        return resolved.shapes[0], None
+    skipped = []
+    for shape in resolved.shapes:
+        cluster = config.cluster(shape.cluster)
+        if resolved.queue is not None:
+            queue = config.queue(resolved.queue)
+            members = [q.name for q in config.cohort_of(queue) if shape.cluster in q.quota]
+            used = queue_rows.admitted_gpus(session, members, shape.cluster)
+            total = sum(config.queue(m).quota[shape.cluster] for m in members)
+            if sum(used.values()) + cluster.gpu_count > total:
+                skipped.append(f"{shape.cluster}: queue {queue.name}'s cohort has no quota free")
+                continue
+        memory = fleet.scaling_memory(session, shape.cluster)
+        if all((memory.get(r) or {}).get("blocked_until") and
+               datetime.fromisoformat(memory[r]["blocked_until"]) > now for r in shape.regions):
+            skipped.append(f"{shape.cluster}: every allowed region is stocked out")
+            continue
+        return shape, f"GPU shape {shape.cluster}" + (f" ({'; '.join(skipped)})" if skipped else "")
+    return resolved.shapes[0], f"GPU shape {resolved.shapes[0].cluster}, the first: none had room ({'; '.join(skipped)})"

@@ -1,0 +1,69 @@
+"""Several acceptable GPU shapes per request (zen.placement): the function takes the first shape with
+quota free and a region in stock, else the first; shapes no queue or region allows drop out."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from tests.messages import job_request
+from tests.test_queues import queued_zen, status, with_queues  # noqa: F401 - fixture
+from zen.store import fleet, repository
+
+
+def fungible(job_id, types, count=1, **extra):
+    return job_request(job_id, cluster=None, gpu_types=types, gpu_count=count, **extra)
+
+
+def placed(zen, job_id):
+    with zen.db.transaction() as session:
+        job = repository.get_job(session, job_id)
+        first = repository.job_history(session, job_id)[0]
+    return job.cluster, job.status.value, first["reason"]
+
+
+def test_the_first_acceptable_shape_is_taken_and_unknown_types_drop_out(functions, zen):
+    functions.submit(fungible("f1", ["nvidia-h100-80gb", "nvidia-tesla-a100", "nvidia-l4"]))
+    cluster, state, reason = placed(zen, "f1")
+    assert (cluster, state) == ("4xa100-40gb", "QUEUED")
+    assert reason == "submitted; GPU shape 4xa100-40gb"
+
+
+def test_a_shape_whose_regions_are_all_stocked_out_is_passed_over(functions, zen, clock):
+    until = (clock() + timedelta(minutes=10)).isoformat()
+    with zen.db.transaction() as session:
+        for region in zen.config.cluster("4xa100-40gb").regions:
+            fleet.save_scaling_memory(session, "4xa100-40gb", region, json.dumps({"blocked_until": until}), clock())
+    functions.submit(fungible("f2", ["nvidia-tesla-a100", "nvidia-l4"]))
+    cluster, _, reason = placed(zen, "f2")
+    assert cluster == "1xl4"
+    assert reason == "submitted; GPU shape 1xl4 (4xa100-40gb: every allowed region is stocked out)"
+
+
+def test_requests_no_shape_can_take_are_rejected_with_each_reason(functions, zen):
+    functions.submit(fungible("f3", ["nvidia-h100-80gb", "nvidia-l4"], count=2))
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "f3") is None
+        [rejection] = repository.list_rejections(session)
+    assert rejection["reason"].startswith("none of the GPU types can take the job (nvidia-h100-80gb: no cluster "
+                                          "has 2 or more per VM; nvidia-l4: no cluster has 2 or more per VM)")
+
+
+def test_gpu_type_and_gpu_types_together_are_refused(functions, zen):
+    functions.submit(job_request("f4", cluster=None, gpu_type="nvidia-l4", gpu_types=["nvidia-l4"], gpu_count=1))
+    with zen.db.transaction() as session:
+        [rejection] = repository.list_rejections(session)
+    assert "give gpu_type or gpu_types, not both" in rejection["reason"]
+
+
+@pytest.mark.queues([{"name": "default", "quota": {"4xa100-40gb": 4, "1xl4": 1}}])
+def test_with_queues_the_first_shape_with_quota_free_is_taken_else_the_first(queued_zen):  # noqa: F811
+    zen, functions = queued_zen
+    for n in (1, 2, 3):
+        functions.submit(fungible(f"q{n}", ["nvidia-tesla-a100", "nvidia-l4"]))
+    assert [placed(zen, f"q{n}")[:2] for n in (1, 2, 3)] == [
+        ("4xa100-40gb", "QUEUED"), ("1xl4", "QUEUED"), ("4xa100-40gb", "PENDING")]
+    assert placed(zen, "q2")[2] == "submitted; GPU shape 1xl4 (4xa100-40gb: queue default's cohort has no quota free)"
+    assert placed(zen, "q3")[2].startswith("submitted; GPU shape 4xa100-40gb, the first: none had room")
