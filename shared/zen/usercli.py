@@ -61,7 +61,11 @@ def cmd_submit(args) -> int:
         print(f"invalid job request: {exc}")
         return 2
     message_id = _publish("job_submitted", request.to_bytes())
-    print(f"submitted {request.job_id or message_id} (message {message_id})")
+    print(f"submitted {request.job_id or message_id} (message {message_id})", flush=True)
+    if args.wait:
+        from zen.follow import follow_submitted
+
+        return follow_submitted(request.job_id or message_id)
     return 0
 
 
@@ -185,6 +189,8 @@ def add_parsers(sub) -> None:
     submit.add_argument("--max-attempts", type=int)
     submit.add_argument("--region", action="append", help="allowed region (repeatable)")
     submit.add_argument("--env", action="append", help="KEY=VALUE (repeatable)")
+    submit.add_argument("-f", "--wait", "--follow", dest="wait", action="store_true",
+                        help="follow the job to its end, printing its output; exit with its exit code")
     submit.add_argument("words", nargs="*", metavar="[FILE] [-- PROGRAM ARGS]",
                         help="a JobRequest file (.yaml/.yml/.json), and/or the command after --")
     submit.set_defaults(func=cmd_submit)

@@ -74,8 +74,8 @@ class _Recent:
         self._lines: deque[str] = deque()
         self._bytes = 0
 
-    def add(self, text: str) -> None:
-        self._lines.append(text + "\n")
+    def add(self, text: str, newline: bool) -> None:
+        self._lines.append(text + "\n" if newline else text)
         self._bytes += _size(text)
         while self._bytes > self._limit and len(self._lines) > 1:
             self._bytes -= len(self._lines.popleft().encode("utf-8", errors="replace"))
@@ -112,10 +112,11 @@ class AttemptOutput:
             self._thread.start()
 
     # -- capture side ----------------------------------------------------------------------------
-    def add(self, stream: str, text: str) -> None:
+    def add(self, stream: str, text: str, newline: bool = True) -> None:
+        """One line (``newline``: it ended with one; else a piece of a long or partial line)."""
         now = datetime.fromtimestamp(self._wall_clock(), timezone.utc).isoformat()
         with self._lock:
-            self._recent.add(text)
+            self._recent.add(text, newline)
             if self._sink is not None:
                 self._route(stream, text, now, _size(text))
 
@@ -230,8 +231,8 @@ class StreamCapture:
         self._thread = threading.Thread(target=self._read, name=f"zen-job-{stream}", daemon=True)
         self._thread.start()
 
-    def _emit(self, data: bytes) -> None:
-        self._output.add(self._stream, data.decode("utf-8", errors="replace"))
+    def _emit(self, data: bytes, newline: bool = False) -> None:
+        self._output.add(self._stream, data.decode("utf-8", errors="replace"), newline)
 
     def _read(self) -> None:
         line_bytes, flush_s = self._limits.line_bytes, self._limits.flush_s
@@ -256,7 +257,7 @@ class StreamCapture:
                 while True:
                     end = buffer.find(b"\n", 0, line_bytes + 1)
                     if end >= 0:
-                        self._emit(bytes(buffer[:end]))
+                        self._emit(bytes(buffer[:end]), newline=True)
                         del buffer[: end + 1]
                     elif len(buffer) >= line_bytes:
                         self._emit(bytes(buffer[:line_bytes]))
