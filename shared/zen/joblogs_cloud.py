@@ -12,18 +12,20 @@ One log entry per line, in log ``zen-jobs`` of the project:
 
 The agent writes in batches (one ``entries:write`` per batch, at most ``MAX_BATCH_ENTRIES``);
 ``zen logs`` reads with ``entries:list`` filtered on the labels and ``jsonPayload.seq`` above what it
-has seen, oldest first. The HTTP/JSON transport is used (not gRPC): ``ZEN_LOGGING_ENDPOINT``
+has seen, oldest first, over the last 31 days (the client alone would look back one day only). The HTTP/JSON transport is used (not gRPC): ``ZEN_LOGGING_ENDPOINT``
 (``HOST:PORT``) then points it at a stand-in with anonymous credentials, as the tests do.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Mapping
 
 from zen.joblogs import LOG_NAME, OutputEntry, SinkError
 
 MAX_BATCH_ENTRIES = 1000
+# Without a timestamp clause the client only lists the last 24 hours; _Default keeps 30 days.
+READ_BACK = timedelta(days=31)
 _SEVERITY = {"stdout": "INFO", "stderr": "WARNING", "zen": "NOTICE"}
 
 
@@ -59,10 +61,11 @@ class CloudSink:
         from google.cloud.logging import Resource
 
         self._labels = dict(labels)
-        resource = Resource(type="generic_node", labels={
+        # Given on every entry: a batch's entries otherwise default to the "global" resource.
+        self._resource = Resource(type="generic_node", labels={
             "project_id": project, "location": self._labels.get("zone", ""),
             "namespace": self._labels.get("cluster", ""), "node_id": self._labels.get("vm", "")})
-        self._logger = client.logger(LOG_NAME, resource=resource)
+        self._logger = client.logger(LOG_NAME, resource=self._resource)
 
     def write(self, entries: list[OutputEntry]) -> None:
         from google.api_core import exceptions as gexc
@@ -73,7 +76,8 @@ class CloudSink:
                 labels = {**self._labels, "job_id": entry.job_id, "attempt": str(entry.attempt),
                           "stream": entry.stream, "vm": entry.vm}
                 batch.log_struct({"message": entry.text, "seq": entry.seq, "final": entry.final},
-                                 labels=labels, severity=_SEVERITY.get(entry.stream, "DEFAULT"),
+                                 labels=labels, resource=self._resource,
+                                 severity=_SEVERITY.get(entry.stream, "DEFAULT"),
                                  timestamp=datetime.fromisoformat(entry.time),
                                  insert_id=f"{entry.job_id}-{entry.attempt}-{entry.seq}")
             try:
@@ -96,7 +100,8 @@ class CloudReader:
         from google.cloud.logging import ASCENDING
 
         after = self._seen.get(attempt, 0) if attempt is not None else None
-        query = job_filter(self._project, job_id, attempt, after)
+        since = (datetime.now(timezone.utc) - READ_BACK).strftime("%Y-%m-%dT%H:%M:%SZ")
+        query = f'{job_filter(self._project, job_id, attempt, after)} AND timestamp>="{since}"'
         try:
             listed = list(self._client.list_entries(resource_names=[f"projects/{self._project}"], filter_=query,
                                                     order_by=ASCENDING, page_size=self._page_size))

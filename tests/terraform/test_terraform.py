@@ -404,6 +404,14 @@ def test_outputs_tell_the_user_how_to_submit_and_where_to_look(module):
     assert 'google_pubsub_topic.zen["job_submitted"]' in module.outputs["submit_job_command"]["value"]
 
 
+def test_the_job_output_query_is_the_one_zen_logs_uses(module):
+    from zen.joblogs_cloud import job_filter
+
+    assert {"job_logs_query", "job_logs_explorer_url"} <= set(module.outputs)
+    query = module.locals["job_logs_query"].replace("${var.project_id}", "my-project").replace("JOB_ID", "job-7")
+    assert query == job_filter("my-project", "job-7")
+
+
 # -- the package ---------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
