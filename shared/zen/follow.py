@@ -177,7 +177,8 @@ def follow_submitted(job_id: str, style: str = "labelled") -> int:
 
 def add_parser(sub) -> None:
     logs = sub.add_parser("logs", help="a job's output (stdout and stderr of every attempt)",
-                          description=__doc__.split("\n\n")[0])
+                          description="Print a job's output, every attempt in order; with -f, follow it until "
+                                      "the job ends and exit with the job's exit code.")
     logs.add_argument("job_id", metavar="JOB", help="the job's id (as `zen submit` printed it)")
     logs.add_argument("--attempt", type=int, metavar="N", help="only this attempt (default: all, in order)")
     logs.add_argument("-f", "--follow", action="store_true",
