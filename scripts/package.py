@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "shared" / "zen"
 FUNCTIONS_MAIN = ROOT / "functions" / "main.py"
 REQUIREMENTS = ROOT / "requirements.txt"
+AGENT_REQUIREMENTS = ROOT / "requirements-agent.txt"  # the wheel only: google-cloud-logging
 
 FUNCTIONS_ARCHIVE = "zen-functions.zip"
 CONFIG_NAME = "zen_config.yaml"
@@ -57,16 +58,16 @@ def library_files() -> list[tuple[str, Path]]:
     return files
 
 
-def runtime_requirements() -> list[str]:
-    """The pinned lines of requirements.txt (comments and blanks dropped); refuses local-only ones."""
+def runtime_requirements(path: Path = REQUIREMENTS) -> list[str]:
+    """The pinned lines of a requirements file (comments and blanks dropped); refuses local-only ones."""
     lines = []
-    for line in REQUIREMENTS.read_text().splitlines():
+    for line in path.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
         name = re.split(r"[=<>!~\[; ]", line, maxsplit=1)[0].lower()
         if name in LOCAL_ONLY_PACKAGES:
-            raise SystemExit(f"requirements.txt lists the local-only package {name}; it must not be deployed")
+            raise SystemExit(f"{path.name} lists the local-only package {name}; it must not be deployed")
         lines.append(line)
     return lines
 
@@ -108,7 +109,8 @@ def build_agent_wheel(out: Path) -> Path:
     """A pure-Python wheel (PEP 427) of the deployable ``zen`` package, built without setuptools.
 
     pyproject.toml declares no dependencies, so the wheel's ``Requires-Dist`` come from the
-    runtime pins in requirements.txt: ``pip install`` on the VM then installs what the agent needs.
+    runtime pins in requirements.txt plus requirements-agent.txt (the Cloud Logging client that ships
+    job output): ``pip install`` on the VM then installs what the agent needs.
     """
     version = project_version()
     dist_info = f"zen-{version}.dist-info"
@@ -118,7 +120,8 @@ def build_agent_wheel(out: Path) -> Path:
         f"Version: {version}",
         "Summary: Zen: a multi-region GPU job scheduler for Google Cloud (deployable part)",
         "Requires-Python: >=3.11",
-        *[f"Requires-Dist: {requirement}" for requirement in runtime_requirements()],
+        *[f"Requires-Dist: {requirement}"
+          for requirement in runtime_requirements() + runtime_requirements(AGENT_REQUIREMENTS)],
     ]
     wheel_meta = ["Wheel-Version: 1.0", "Generator: zen scripts/package.py", "Root-Is-Purelib: true",
                   "Tag: py3-none-any"]

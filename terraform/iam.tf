@@ -201,8 +201,8 @@ resource "google_project_iam_member" "agent_subscriptions" {
   member  = "serviceAccount:${google_service_account.agent.email}"
 }
 
-# Logs of the agent and its jobs (Ops Agent, docker's gcplogs driver): log writing is a project-level
-# permission with nothing narrower to bind to.
+# Logs of the agent and its jobs: the agent writes every job's output to the log zen-jobs (what `zen logs`
+# and output job_logs_query read). Log writing is a project-level permission with nothing narrower to bind to.
 resource "google_project_iam_member" "agent_logs" {
   project = var.project_id
   role    = "roles/logging.logWriter"

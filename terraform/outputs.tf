@@ -15,6 +15,8 @@ locals {
     "(resource.type=\"cloud_run_revision\" AND resource.labels.service_name=~\"^${var.name_prefix}-on-\")",
     "(resource.type=\"gce_instance\" AND labels.\"compute.googleapis.com/resource_name\"=~\"^zen-\")",
   ])
+  # Job output: one entry per line the agent ships (zen.joblogs_cloud); replace JOB_ID with the job's id.
+  job_logs_query = "logName=\"projects/${var.project_id}/logs/zen-jobs\" AND labels.job_id=\"JOB_ID\""
 }
 
 output "topics" {
@@ -65,6 +67,16 @@ output "log_query" {
 output "logs_explorer_url" {
   description = "Logs Explorer with the query above."
   value       = "https://console.cloud.google.com/logs/query;query=${urlencode(local.log_query)}?project=${var.project_id}"
+}
+
+output "job_logs_query" {
+  description = "Cloud Logging query for one job's output (stdout/stderr of every attempt): replace JOB_ID; add AND labels.attempt=\"N\" for one attempt. `zen logs JOB` reads the same entries."
+  value       = local.job_logs_query
+}
+
+output "job_logs_explorer_url" {
+  description = "Logs Explorer with the job output query (replace JOB_ID in the query box)."
+  value       = "https://console.cloud.google.com/logs/query;query=${urlencode(local.job_logs_query)}?project=${var.project_id}"
 }
 
 output "cloudsql_instance" {

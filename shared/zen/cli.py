@@ -14,6 +14,8 @@
     zen local bridge --route TOPIC=URL [--tick-every S]   Eventarc-style delivery to functions
     zen local up [--scenario F] [--time-scale X] / zen local down    the whole system on this machine
     zen submit [FILE] [--cluster C ...] [-- CMD ARGS]   publish a job;  zen stop ID [--reason R]
+    zen submit --wait ...                  the same, then follow it to its end (its output, its exit code)
+    zen logs JOB [--attempt N] [-f]        a job's output (stdout and stderr, every attempt)
     zen watch                              live table of jobs and VMs per region
     zen simulate --scenario NAME [--json] [--out DIR]   the planner against baselines on traces
     zen demo [--scripted]                  the whole system on this machine (or just the lifecycle)
@@ -303,6 +305,10 @@ def build_parser() -> argparse.ArgumentParser:
     from zen import queuecli
 
     queuecli.add_parsers(sub, _db)
+
+    from zen import follow
+
+    follow.add_parser(sub)
     demo = sub.add_parser("demo", help="the whole system on this machine, a scripted scenario, a summary")
     demo.add_argument("--scripted", action="store_true",
                       help="only the in-process lifecycle through the functions (seconds, no stand-ins)")

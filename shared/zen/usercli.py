@@ -131,8 +131,13 @@ def cmd_submit(args) -> int:
     request = build_request(args)
     cluster, regions = check_request(request)
     message_id = _publish("job_submitted", request.to_bytes())
-    print(f"submitted {request.job_id} to cluster {cluster} (regions {', '.join(regions)}; message {message_id})")
+    print(f"submitted {request.job_id} to cluster {cluster} (regions {', '.join(regions)}; message {message_id})",
+          flush=True)
     print(f"  status: zen jobs get {request.job_id}    stop: zen stop {request.job_id}")
+    if args.wait:
+        from zen.follow import follow_submitted
+
+        return follow_submitted(request.job_id)
     return 0
 
 
@@ -234,6 +239,8 @@ def add_parsers(sub) -> None:
     submit.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")
     submit.add_argument("--label", action="append", metavar="KEY=VALUE",
                         help="label, for `zen jobs list --label` (repeatable)")
+    submit.add_argument("-f", "--wait", "--follow", dest="wait", action="store_true",
+                        help="follow the job to its end, printing its output; exit with its exit code")
     submit.add_argument("words", nargs="*", metavar="[FILE] [-- PROGRAM ARGS]",
                         help="a job file (.yaml/.yml/.json), and/or the command after --")
     submit.set_defaults(func=cmd_submit)

@@ -1,8 +1,12 @@
 """A stand-in for a user's job, run by the agent in tests. Standard library only (it starts fast).
 
     python jobscript.py [--pidfile F] [--child-pidfile F] [--append F TEXT] [--print TEXT]
+                        [--err TEXT] [--count N [--every S]] [--partial TEXT]
                         [--print-ppid] [--bytes N] [--ignore-term] [--sleep S]
                         [--first-attempt-sleep S] [--exit N]
+
+``--count`` prints ``out N`` on stdout and ``err N`` on stderr for N = 1..count, alternating, ``--every``
+seconds apart (each flushed); ``--partial`` writes TEXT with no newline and waits ``--sleep``.
 
 Actions happen in the order above; ``--append`` writes ``TEXT start`` before the sleep and
 ``TEXT end`` after it, so overlapping runs are visible in the file.
@@ -22,6 +26,10 @@ def main() -> int:
     parser.add_argument("--child-pidfile", help="fork a sleeping child in the same process group")
     parser.add_argument("--append", nargs=2, metavar=("FILE", "TEXT"))
     parser.add_argument("--print", dest="text")
+    parser.add_argument("--err", help="print this on stderr")
+    parser.add_argument("--count", type=int, default=0)
+    parser.add_argument("--every", type=float, default=0.0)
+    parser.add_argument("--partial")
     parser.add_argument("--print-ppid", action="store_true")
     parser.add_argument("--bytes", type=int, default=0, help="write this many bytes of 'x' lines first")
     parser.add_argument("--ignore-term", action="store_true")
@@ -45,9 +53,18 @@ def main() -> int:
         sys.stdout.write(line * (args.bytes // 100))
     if args.text is not None:
         print(args.text)
+    if args.err is not None:
+        print(args.err, file=sys.stderr, flush=True)
+    for number in range(1, args.count + 1):
+        print(f"out {number}", flush=True)
+        print(f"err {number}", file=sys.stderr, flush=True)
+        time.sleep(args.every)
+    if args.partial is not None:
+        sys.stdout.write(args.partial)
     if args.print_ppid:
         print(f"ppid={os.getppid()}")
-    print(f"attempt={os.environ.get('ZEN_JOB_ATTEMPT')}")
+    if args.partial is None:
+        print(f"attempt={os.environ.get('ZEN_JOB_ATTEMPT')}")
     if args.first_attempt_sleep is not None and os.environ.get("ZEN_JOB_ATTEMPT") == "1":
         args.sleep = args.first_attempt_sleep
     sys.stdout.flush()

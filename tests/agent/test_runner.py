@@ -13,9 +13,11 @@ import time
 import pytest
 
 from tests.agent.helpers import alive, job_command, read_pid, wait_for
+from zen.agent.output import AttemptOutput
 from zen.agent.runner import (
     CannotRun, JobSpec, RunningJob, container_name, docker_argv, plan_launch, remove_leftover_containers,
 )
+from zen.joblogs import LocalReader, LocalSink
 
 
 def run(spec: JobSpec, **kwargs) -> RunningJob:
@@ -82,10 +84,17 @@ def test_only_the_tail_of_a_long_output_is_kept():
     assert outcome.tail.endswith("LAST\nattempt=1\nexiting with 0\n")
 
 
-def test_full_output_goes_to_the_job_log_directory_when_asked(tmp_path):
-    run(JobSpec(job_id="logged", attempt=2, command=job_command("--bytes", "10000")), tail_bytes=100,
-        log_dir=str(tmp_path)).outcome()
-    assert len((tmp_path / "zen-logged-2.log").read_bytes()) > 10000
+def test_full_output_goes_to_the_output_sink_labelled_by_stream(tmp_path):
+    output = AttemptOutput("logged", 2, "vm-x", LocalSink(tmp_path), recent_bytes=100)
+    outcome = run(JobSpec(job_id="logged", attempt=2, command=job_command("--bytes", "10000", "--err", "oops")),
+                  output=output).outcome()
+    output.close("done")
+    entries = LocalReader(tmp_path).new_entries("logged")
+    assert [e.seq for e in entries] == list(range(1, len(entries) + 1))
+    assert [e.text for e in entries if e.stream == "stdout"] == ["x" * 99] * 100 + ["attempt=2", "exiting with 0"]
+    assert [e.text for e in entries if e.stream == "stderr"] == ["oops"]
+    assert entries[-1].final and entries[-1].stream == "zen" and {e.vm for e in entries} == {"vm-x"}
+    assert len(outcome.tail.encode()) <= 100
 
 
 def test_a_missing_program_exits_127_with_a_message():

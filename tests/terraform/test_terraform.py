@@ -404,6 +404,14 @@ def test_outputs_tell_the_user_how_to_submit_and_where_to_look(module):
     assert 'google_pubsub_topic.zen["job_submitted"]' in module.outputs["submit_job_command"]["value"]
 
 
+def test_the_job_output_query_is_the_one_zen_logs_uses(module):
+    from zen.joblogs_cloud import job_filter
+
+    assert {"job_logs_query", "job_logs_explorer_url"} <= set(module.outputs)
+    query = module.locals["job_logs_query"].replace("${var.project_id}", "my-project").replace("JOB_ID", "job-7")
+    assert query == job_filter("my-project", "job-7")
+
+
 # -- the package ---------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -490,7 +498,10 @@ def test_agent_wheel_is_installable_shape(packaged):
                 assert digest == f"sha256={expected}" and int(size) == len(data), name
         assert {line.rsplit(",", 2)[0] for line in record} == set(names)
     requires = re.findall(r"^Requires-Dist: (.+)$", metadata, re.M)
-    assert requires == package.runtime_requirements()
+    # The agent ships job output with the Cloud Logging client; the functions do not need it.
+    assert requires == package.runtime_requirements() + package.runtime_requirements(package.AGENT_REQUIREMENTS)
+    assert any(r.startswith("google-cloud-logging==") for r in requires)
+    assert not any(r.startswith("google-cloud-logging") for r in package.runtime_requirements())
     assert "zen = zen.cli:main" in entry_points
     assert "zen/agent/__main__.py" in names and "zen/agent/startup.sh" in names
     assert not [n for n in names if n.startswith(("zen/local/", "zen/sim/"))]

@@ -41,6 +41,21 @@ class _IdentityFields(logging.Filter):
         return True
 
 
+def _output_sink(env, identity, local: bool):
+    """Where job output goes (``zen.joblogs.sink_from_env``). A sink that cannot be set up is logged
+    and the agent runs jobs without it: the final report still carries the output's tail."""
+    from zen.joblogs import sink_from_env
+
+    try:
+        sink = sink_from_env(env, identity.project, cloud_by_default=not local,
+                             labels={**identity.log_fields(), "zone": identity.zone})
+    except Exception as exc:  # noqa: BLE001 - e.g. no credentials for Cloud Logging
+        log.error("job output sink unavailable; only the output's tail is reported", extra={"error": str(exc)})
+        return None
+    log.info("job output sink", extra={"sink": type(sink).__name__ if sink else None})
+    return sink
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="zen agent", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true",
@@ -78,7 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         removed = remove_leftover_containers(settings.docker)
         if removed:
             log.warning("removed containers left by a previous agent", extra={"containers": removed})
-    agent = Agent(identity, settings, PubSubTransport(config, identity), local=local)
+    agent = Agent(identity, settings, PubSubTransport(config, identity), local=local,
+                  sink=_output_sink(env, identity, local))
     signal.signal(signal.SIGTERM, lambda *_: agent.request_shutdown("SIGTERM"))
     signal.signal(signal.SIGINT, lambda *_: agent.request_shutdown("SIGINT"))
     done = threading.Event()

@@ -29,17 +29,20 @@ from typing import Callable, Mapping, Protocol
 from pydantic import ValidationError
 
 from zen.agent.identity import Identity
+from zen.agent.output import AttemptOutput
 from zen.agent.reports import AttemptReport, Reporter
 from zen.agent.runner import CannotRun, JobSpec, RunningJob
 from zen.agent.settings import AgentSettings
 from zen.agent.transport import ControlDelivery, StartDelivery, TransportError
 from zen.errors import describe_validation_error
+from zen.joblogs import Sink
 from zen.models import AgentStatus, ControlAction, ControlMessage, Message, StartMessage, VmState
 
 log = logging.getLogger("zen.agent")
 SLICE_S = 0.2  # longest uninterrupted wait: how fast a shutdown request is noticed
 FINAL_BUDGET_S = 300.0  # how long a final report is retried (a lost one costs a rerun)
 SHUTDOWN_BUDGET_S = 5.0  # per report while shutting down (a preempted VM has ~30 s in all)
+OUTPUT_BUDGET_S = 20.0  # shipping the rest of a job's output before its final report (heartbeat timeout: 120 s)
 
 
 class Transport(Protocol):
@@ -65,8 +68,10 @@ class _Log(logging.LoggerAdapter):
 
 class Agent:
     def __init__(self, identity: Identity, settings: AgentSettings, transport: Transport, *, local: bool,
-                 clock: Callable[[], float] = time.monotonic, base_env: Mapping[str, str] | None = None):
+                 clock: Callable[[], float] = time.monotonic, base_env: Mapping[str, str] | None = None,
+                 sink: Sink | None = None):
         self.identity = identity
+        self.sink = sink  # where job output goes (zen.joblogs); None: only the tail in the final report
         self.settings = settings
         self.transport = transport
         self.local = local
@@ -253,11 +258,15 @@ class Agent:
                        env=dict(start.env), max_runtime_s=start.max_runtime_s)
         self._vm_beat(VmState.BUSY, force=True, job=attempt)
         settings = self.settings
+        output = AttemptOutput(start.job_id, start.attempt, self.identity.vm, self.sink, settings.output,
+                               settings.tail_bytes)
         try:
             job = RunningJob.start(spec, local=self.local, tail_bytes=settings.tail_bytes, docker=settings.docker,
-                                   log_dir=settings.job_log_dir, base_env=self._base_env)
+                                   output=output, limits=settings.output, base_env=self._base_env)
         except CannotRun as exc:
             self.log.error("job cannot run here", extra={**fields, "reason": str(exc)})
+            output.add("zen", f"zen agent: {exc}")
+            self._close_output(output, "FAILED, exit code 127")
             self.reporter.job(attempt, AgentStatus.FAILED, budget_s=FINAL_BUDGET_S, exit_code=127,
                               message=f"zen agent: {exc}")
             self._after_job()
@@ -269,6 +278,7 @@ class Agent:
             final, note = self._supervise(job, attempt)
         except BaseException:
             job.stop(settings.stop_grace_s)  # never leave a job running unsupervised
+            self._close_output(output, "zen agent error; the attempt was stopped", SHUTDOWN_BUDGET_S)
             self.reporter.job(attempt, AgentStatus.PREEMPTED, budget_s=SHUTDOWN_BUDGET_S,
                               message="zen agent error; the attempt was stopped")
             raise
@@ -278,6 +288,10 @@ class Agent:
         message = f"{note}\n{outcome.tail}" if note else outcome.tail
         self.log.info("job ended", extra={**fields, "status": final.value, "exit_code": outcome.exit_code,
                                           "elapsed_s": round(job.elapsed_s(), 3), "pid": job.pid})
+        # The output before the final report: a user who sees the end status can read every line.
+        ended = f"{final.value}, exit code {outcome.exit_code}"
+        self._close_output(output, f"{ended} ({note.removeprefix('zen: ')})" if note else ended,
+                           SHUTDOWN_BUDGET_S if self.stopping else OUTPUT_BUDGET_S)
         budget = SHUTDOWN_BUDGET_S if self.stopping else FINAL_BUDGET_S
         self.reporter.job(attempt, final, budget_s=budget, exit_code=outcome.exit_code, message=message)
         self._after_job()
@@ -327,6 +341,12 @@ class Agent:
             self._vm_beat(VmState.IDLE, force=True)
 
     # -- helpers ---------------------------------------------------------------------------------
+    def _close_output(self, output: AttemptOutput, note: str, budget_s: float = OUTPUT_BUDGET_S) -> None:
+        try:
+            output.close(note, budget_s)
+        except Exception:  # noqa: BLE001 - output is worth less than the report that follows
+            self.log.exception("job output not closed", extra={"job_id": output.job_id, "attempt": output.attempt})
+
     def _quietly(self, call, delivery: StartDelivery, what: str, *args) -> bool:
         """A lease operation whose failure is survivable (the lease simply runs out): log it."""
         try:

@@ -1,5 +1,5 @@
-"""Runs one job: builds its argv, starts it in its own process group, keeps the tail of its output,
-stops it on request, and reports its exit code.
+"""Runs one job: builds its argv, starts it in its own process group, hands its stdout and stderr
+(separate pipes) to ``zen.agent.output``, stops it on request, and reports its exit code.
 
 Two ways to run a job, never through a shell:
 - a plain subprocess: the ``command`` list, with the agent's environment plus the job's ``env``
@@ -24,11 +24,12 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
+
+from zen.agent.output import AttemptOutput, OutputLimits, StreamCapture
 
 log = logging.getLogger("zen.agent.runner")
 LAUNCH = Path(__file__).with_name("launch.py")
@@ -90,47 +91,6 @@ def normalized_exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-class OutputTail:
-    """Reads a pipe to its end in a thread, keeping its last ``limit`` bytes (and optionally all of
-    it in a file)."""
-
-    def __init__(self, pipe, limit: int, sink: Path | None = None):
-        self._pipe = pipe
-        self._limit = limit
-        self._buffer = bytearray()
-        self._lock = threading.Lock()
-        self._sink = open(sink, "ab") if sink else None
-        self._thread = threading.Thread(target=self._read, name="zen-job-output", daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        try:
-            fd = self._pipe.fileno()
-            while chunk := os.read(fd, 65536):
-                if self._sink:
-                    self._sink.write(chunk)
-                with self._lock:
-                    self._buffer += chunk
-                    if len(self._buffer) > self._limit:
-                        del self._buffer[: len(self._buffer) - self._limit]
-        except (OSError, ValueError):
-            pass  # the pipe was closed under us (a child kept it open past the job's end)
-        finally:
-            if self._sink:
-                self._sink.close()
-
-    def finish(self, timeout_s: float = 2.0) -> None:
-        self._thread.join(timeout_s)
-        if self._thread.is_alive():  # something outside the group still holds the pipe open
-            self._pipe.close()
-            self._thread.join(1.0)
-
-    def text(self) -> str:
-        with self._lock:
-            data = bytes(self._buffer)
-        return data.decode("utf-8", errors="replace")
-
-
 @dataclass(frozen=True)
 class Outcome:
     exit_code: int
@@ -140,33 +100,38 @@ class Outcome:
 class RunningJob:
     """One started job. ``poll`` / ``stop`` / ``outcome``; not thread-safe (the agent loop owns it)."""
 
-    def __init__(self, spec: JobSpec, launch: Launch, process: subprocess.Popen, tail: OutputTail,
-                 docker: str = "docker"):
+    def __init__(self, spec: JobSpec, launch: Launch, process: subprocess.Popen, output: AttemptOutput,
+                 captures: list[StreamCapture], docker: str = "docker"):
         self.spec = spec
         self.launch = launch
         self.process = process
+        self.output = output
         self.started = time.monotonic()
-        self._tail = tail
+        self._captures = captures
         self._docker = docker
         self._outcome: Outcome | None = None
 
     @classmethod
     def start(cls, spec: JobSpec, *, local: bool, tail_bytes: int = 4096, docker: str = "docker",
-              log_dir: str | None = None, base_env: Mapping[str, str] | None = None) -> "RunningJob":
-        """Start the job; raises ``CannotRun`` if it cannot be (the caller reports it as FAILED)."""
+              output: AttemptOutput | None = None, limits: OutputLimits = OutputLimits(),
+              base_env: Mapping[str, str] | None = None) -> "RunningJob":
+        """Start the job; raises ``CannotRun`` if it cannot be (the caller reports it as FAILED).
+
+        ``output`` ships the lines (the agent passes one with its sink); without it only the last
+        ``tail_bytes`` are kept, for the outcome.
+        """
         launch = plan_launch(spec, local=local, docker=docker)
         env = {**(os.environ if base_env is None else base_env), **launch.env}
         argv = [sys.executable, "-I", str(LAUNCH), str(os.getpid()), "--", *launch.argv]
-        sink = None
-        if log_dir:
-            Path(log_dir).mkdir(parents=True, exist_ok=True)
-            sink = Path(log_dir) / f"{container_name(spec.job_id, spec.attempt)}.log"
+        output = output or AttemptOutput(spec.job_id, spec.attempt, "", None, limits, tail_bytes)
         try:
             process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, start_new_session=True)
+                                       stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             raise CannotRun(f"cannot start the job: {exc}") from None
-        return cls(spec, launch, process, OutputTail(process.stdout, tail_bytes, sink), docker)
+        captures = [StreamCapture(process.stdout, "stdout", output, limits),
+                    StreamCapture(process.stderr, "stderr", output, limits)]
+        return cls(spec, launch, process, output, captures, docker)
 
     @property
     def pid(self) -> int:
@@ -204,8 +169,9 @@ class RunningJob:
         if self._outcome is None:
             code = normalized_exit_code(self.process.wait())
             self._signal_group(signal.SIGKILL)  # background children the job left behind
-            self._tail.finish()
-            self._outcome = Outcome(code, self._tail.text())
+            for capture in self._captures:
+                capture.finish()
+            self._outcome = Outcome(code, self.output.recent_text())
         return self._outcome
 
     def _signal_group(self, sig: int) -> None:

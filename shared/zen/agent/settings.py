@@ -13,9 +13,17 @@
 | ``ZEN_AGENT_LOCAL``           | auto    | 1: commands as plain subprocesses, images ignored; 0: images |
 |                               |         | run with docker. Unset: 1 when the identity came from the |
 |                               |         | environment (the local stack), else 0                    |
-| ``ZEN_AGENT_JOB_LOG_DIR``     | unset   | also keep each attempt's full output in            |
-|                               |         | ``<dir>/zen-<job>-<attempt>.log``                        |
 | ``ZEN_AGENT_DOCKER``          | docker  | the docker CLI                                           |
+| ``ZEN_AGENT_LOG_LINE_BYTES``  | 16384   | longest output line; longer ones are cut into pieces     |
+| ``ZEN_AGENT_LOG_FLUSH_S``     | 1       | how often output is shipped; a partial line waits this long |
+| ``ZEN_AGENT_LOG_RATE_LINES``  | 1000    | lines shipped per second at most                         |
+| ``ZEN_AGENT_LOG_HOLD_S``      | 30      | seconds of backlog (at that rate) before lines are held  |
+|                               |         | in the tail window                                       |
+| ``ZEN_AGENT_LOG_LIMIT_BYTES`` | 33554432 | output shipped per attempt at most (32 MiB)             |
+| ``ZEN_AGENT_LOG_TAIL_BYTES``  | 1048576 | of that limit, the end of the output always shipped      |
+
+Where the output goes is ``ZEN_JOB_LOGS_DIR`` / ``ZEN_LOGGING_ENDPOINT`` (``zen.joblogs``); how the
+limits work is ``zen.agent.output``.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from zen.agent.output import OutputLimits
 from zen.errors import ConfigError
 
 MAX_TAIL_BYTES = 7000  # Heartbeat.message holds 8192 characters; leave room for a one-line preface
@@ -39,8 +48,8 @@ class AgentSettings:
     vm_heartbeat_s: float = 60.0
     tail_bytes: int = 4096
     local: bool | None = None  # None: decided from where the identity came from
-    job_log_dir: str | None = None
     docker: str = "docker"
+    output: OutputLimits = OutputLimits()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "AgentSettings":
@@ -75,6 +84,23 @@ class AgentSettings:
             vm_heartbeat_s=number("ZEN_AGENT_VM_HEARTBEAT_S", cls.vm_heartbeat_s),
             tail_bytes=tail_bytes,
             local=None if not local_raw else local_raw in ("1", "true", "yes"),
-            job_log_dir=env.get("ZEN_AGENT_JOB_LOG_DIR") or None,
             docker=env.get("ZEN_AGENT_DOCKER") or cls.docker,
+            output=output_limits(number),
         )
+
+
+def output_limits(number) -> OutputLimits:
+    base = OutputLimits()
+    limits = OutputLimits(
+        line_bytes=number("ZEN_AGENT_LOG_LINE_BYTES", base.line_bytes, minimum=63, integer=True),
+        flush_s=number("ZEN_AGENT_LOG_FLUSH_S", base.flush_s),
+        rate_lines=number("ZEN_AGENT_LOG_RATE_LINES", base.rate_lines, integer=True),
+        hold_s=number("ZEN_AGENT_LOG_HOLD_S", base.hold_s),
+        limit_bytes=number("ZEN_AGENT_LOG_LIMIT_BYTES", base.limit_bytes, minimum=1023, integer=True),
+        tail_bytes=number("ZEN_AGENT_LOG_TAIL_BYTES", base.tail_bytes, minimum=63, integer=True),
+    )
+    if limits.tail_bytes * 2 > limits.limit_bytes:
+        raise ConfigError("ZEN_AGENT_LOG_TAIL_BYTES must be at most half of ZEN_AGENT_LOG_LIMIT_BYTES")
+    if limits.line_bytes > limits.tail_bytes:
+        raise ConfigError("ZEN_AGENT_LOG_LINE_BYTES must be at most ZEN_AGENT_LOG_TAIL_BYTES")
+    return limits

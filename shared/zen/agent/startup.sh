@@ -17,8 +17,9 @@
 #                        absent, the default shipped with the package is used
 # - The VM's service account may pull from Artifact Registry, read the wheel's bucket, publish to
 #   zen-heartbeats, create/delete subscriptions zen-vm-control-<vm> on zen-vm-control and consume
-#   them, and consume zen-job-start-<cluster>-<region>. The agent uses the metadata server's
-#   credentials (Application Default Credentials); no key files.
+#   them, consume zen-job-start-<cluster>-<region>, and write log entries (roles/logging.logWriter):
+#   the agent ships every job's output to Cloud Logging (log zen-jobs), never only to this disk.
+#   The agent uses the metadata server's credentials (Application Default Credentials); no key files.
 # - The VM name, zone, project come from the metadata server (the agent asks it directly).
 #
 # Shutdown: GCE sends ACPI shutdown on preemption or deletion; systemd then sends SIGTERM to the agent
@@ -38,7 +39,6 @@ PREFIX="$ROOT/opt/zen"
 VENV="$PREFIX/venv"
 CONFIG_DIR="$ROOT/etc/zen"
 UNIT="$ROOT/etc/systemd/system/zen-agent.service"
-JOB_LOG_DIR="$ROOT/var/log/zen-jobs"
 STOP_GRACE_S="${ZEN_AGENT_STOP_GRACE_S:-10}"
 
 log() { echo "zen-startup: $*" >&2; }
@@ -76,7 +76,7 @@ if [[ -z "$(attribute zen-cluster)" ]]; then
   exit 1
 fi
 
-mkdir -p "$PREFIX" "$CONFIG_DIR" "$JOB_LOG_DIR" "$(dirname "$UNIT")"
+mkdir -p "$PREFIX" "$CONFIG_DIR" "$(dirname "$UNIT")"
 
 # Configuration: not secret (names and limits). Written on every boot, so a new template takes effect.
 CONFIG_ENV=""
@@ -126,7 +126,6 @@ After=network-online.target docker.service
 ExecStart=/opt/zen/venv/bin/python -m zen.agent
 $CONFIG_ENV
 Environment=ZEN_AGENT_STOP_GRACE_S=$STOP_GRACE_S
-Environment=ZEN_AGENT_JOB_LOG_DIR=/var/log/zen-jobs
 Environment=PYTHONUNBUFFERED=1
 # SIGTERM to the agent alone: it stops the job itself and reports it; the rest is killed after the timeout.
 KillMode=mixed
@@ -144,7 +143,7 @@ EOF
   log "zen-agent service started"
 else
   log "no systemd: starting the agent as a background process (log: /var/log/zen-agent.log)"
-  export ZEN_AGENT_STOP_GRACE_S="$STOP_GRACE_S" ZEN_AGENT_JOB_LOG_DIR=/var/log/zen-jobs
+  export ZEN_AGENT_STOP_GRACE_S="$STOP_GRACE_S"
   [[ -z "$CONFIG_ENV" ]] || export ZEN_CONFIG=/etc/zen/config.yaml
   nohup "$VENV/bin/python" -m zen.agent >> "$ROOT/var/log/zen-agent.log" 2>&1 &
 fi

@@ -4,7 +4,8 @@ Started in order, each logging to ``.zen/logs/<name>.log``:
 1. the embedded Postgres (``pgserver``, under ``.zen/pgdata``), database ``zen``, migrated;
 2. the Pub/Sub stand-in, then every topic and agent subscription terraform would create;
 3. the Compute stand-in with a MIG per (cluster, region); each VM it boots runs the real agent
-   (``python -m zen.agent``), logging to ``.zen/logs/vms/<vm>.log``;
+   (``python -m zen.agent``), logging to ``.zen/logs/vms/<vm>.log``; jobs' output goes to
+   ``.zen/joblogs/<job>/attempt-<n>.jsonl`` (``ZEN_JOB_LOGS_DIR``, read by ``zen logs``);
 4. the four functions, each under functions-framework on its own port;
 5. the event bridge (Eventarc-style delivery of each topic to its function) and the scale ticker.
 ``.zen/stack.json`` records the processes and endpoints, so ``zen local down`` (or the next
@@ -144,6 +145,8 @@ class LocalStack:
         self.env = {
             "PUBSUB_EMULATOR_HOST": pubsub, "ZEN_COMPUTE_ENDPOINT": compute, "ZEN_DATABASE_URL": database_url,
             "ZEN_CONFIG": str(self.config_path), "ZEN_PROJECT": project,
+            # Job output (zen.joblogs): the agents the Compute stand-in boots write it here, `zen logs` reads it.
+            "ZEN_JOB_LOGS_DIR": str(self.home / "joblogs"),
         }
         self._spawn("pubsub", [sys.executable, "-m", "zen.local.pubsub", "--port", str(self.ports.pubsub)])
         wait_for_port(self.ports.pubsub, 30, self._popen("pubsub"))

@@ -1,0 +1,281 @@
+"""A job's output on its way out of the VM: read line by line, labelled, limited, shipped.
+
+Capture: stdout and stderr are separate pipes, each read by its own thread (``StreamCapture``). A
+line ends at ``\\n``; a line longer than ``line_bytes`` is cut into pieces of that size (nothing is
+lost, each piece is an entry); a partial line (a progress bar, a prompt) is shipped after
+``flush_s`` without its end. The two streams are interleaved in the order the agent reads them.
+
+Shipping (``AttemptOutput``): every line gets the next ``seq`` of the attempt and waits in a queue
+that one thread sends to the sink (``zen.joblogs``) every ``flush_s``, at most ``rate_lines x
+flush_s`` lines per send: that is the rate limit. Two limits, enforced without ever losing the tail:
+
+- **size**: an attempt ships at most ``limit_bytes``. Once the head (``limit_bytes - tail_bytes``)
+  is used, a ``zen`` line says so and later lines are held in a window of the last ``tail_bytes``;
+  when the attempt ends, a ``zen`` line says how many lines and bytes were dropped from the middle,
+  then the window (the tail) is shipped.
+- **rate**: when more than ``rate_lines x hold_s`` lines wait (the job writes faster than the rate,
+  or the sink is down), new lines go to the same window; when the queue has drained, what the
+  window still holds is shipped after a ``zen`` line counting what fell out of it (if anything did).
+
+The attempt's last entry is a ``zen`` line with ``final`` set: a reader that has it has everything.
+Sink errors are retried (the queue waits); at the end the agent tries for a bounded time and logs
+how many lines it could not ship. The agent also keeps the last ``tail_bytes`` of both streams for
+the final heartbeat's ``message`` (``zen jobs get``), as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Callable
+
+from zen.joblogs import OutputEntry, Sink, SinkError
+
+log = logging.getLogger("zen.agent.output")
+
+
+@dataclass(frozen=True)
+class OutputLimits:
+    line_bytes: int = 16 * 1024
+    flush_s: float = 1.0
+    rate_lines: int = 1000
+    hold_s: float = 30.0
+    limit_bytes: int = 32 * 1024 * 1024
+    tail_bytes: int = 1024 * 1024
+
+    @property
+    def head_bytes(self) -> int:
+        return self.limit_bytes - self.tail_bytes
+
+    @property
+    def batch_lines(self) -> int:
+        return max(1, int(self.rate_lines * self.flush_s))
+
+    @property
+    def max_queued(self) -> int:
+        return max(self.batch_lines, int(self.rate_lines * self.hold_s))
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8", errors="replace")) + 1
+
+
+class _Recent:
+    """The last ``limit`` bytes of both streams, for the final heartbeat's message."""
+
+    def __init__(self, limit: int):
+        self._limit = limit
+        self._lines: deque[str] = deque()
+        self._bytes = 0
+
+    def add(self, text: str, newline: bool) -> None:
+        self._lines.append(text + "\n" if newline else text)
+        self._bytes += _size(text)
+        while self._bytes > self._limit and len(self._lines) > 1:
+            self._bytes -= len(self._lines.popleft().encode("utf-8", errors="replace"))
+
+    def text(self) -> str:
+        data = "".join(self._lines).encode("utf-8", errors="replace")
+        return data[-self._limit:].decode("utf-8", errors="ignore")
+
+
+class AttemptOutput:
+    """One attempt's output: ``add`` from the capture threads, ``close`` once at the end."""
+
+    def __init__(self, job_id: str, attempt: int, vm: str, sink: Sink | None, limits: OutputLimits = OutputLimits(),
+                 recent_bytes: int = 4096, wall_clock: Callable[[], float] = time.time):
+        self.job_id, self.attempt, self.vm = job_id, attempt, vm
+        self._sink = sink
+        self._limits = limits
+        self._wall_clock = wall_clock
+        self._lock = threading.Lock()
+        self._recent = _Recent(recent_bytes)
+        self._queue: deque[OutputEntry] = deque()
+        self._window: deque[tuple[str, str, str, int]] = deque()  # (stream, text, time, size)
+        self._window_bytes = 0
+        self._dropped = [0, 0]  # lines, bytes fallen out of the window
+        self._seq = 0
+        self._accepted_bytes = 0
+        self._over_size = False
+        self._behind = False
+        self.shipped = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if sink is not None:
+            self._thread = threading.Thread(target=self._ship_loop, name="zen-job-output-ship", daemon=True)
+            self._thread.start()
+
+    # -- capture side ----------------------------------------------------------------------------
+    def add(self, stream: str, text: str, newline: bool = True) -> None:
+        """One line (``newline``: it ended with one; else a piece of a long or partial line)."""
+        now = datetime.fromtimestamp(self._wall_clock(), timezone.utc).isoformat()
+        with self._lock:
+            self._recent.add(text, newline)
+            if self._sink is not None:
+                self._route(stream, text, now, _size(text))
+
+    def recent_text(self) -> str:
+        with self._lock:
+            return self._recent.text()
+
+    def _route(self, stream: str, text: str, at: str, size: int) -> None:
+        limits = self._limits
+        if not (self._over_size or self._behind):
+            if self._accepted_bytes + size > limits.head_bytes:
+                self._over_size = True
+                self._enqueue("zen", f"[zen] output reached {limits.head_bytes} bytes: the middle is dropped from "
+                                     f"here, the last {limits.tail_bytes} bytes are shipped when the attempt ends", at)
+            elif len(self._queue) >= limits.max_queued:
+                self._behind = True
+            else:
+                self._enqueue(stream, text, at, size)
+                return
+        self._window.append((stream, text, at, size))
+        self._window_bytes += size
+        while self._window_bytes > limits.tail_bytes and len(self._window) > 1:
+            *_, dropped = self._window.popleft()
+            self._window_bytes -= dropped
+            self._dropped[0] += 1
+            self._dropped[1] += dropped
+
+    def _enqueue(self, stream: str, text: str, at: str, size: int = 0, final: bool = False) -> None:
+        self._seq += 1
+        self._accepted_bytes += size
+        self._queue.append(OutputEntry(self.job_id, self.attempt, stream, self.vm, self._seq, at, text, final))
+
+    def _release_window(self, why: str) -> None:
+        """Queue the window (after a line counting what fell out of it)."""
+        lines, size = self._dropped
+        if lines:
+            self._enqueue("zen", f"[zen] {lines} lines ({size} bytes) dropped: {why}",
+                          self._window[0][2] if self._window else "")
+        self._dropped = [0, 0]
+        while self._window:
+            stream, text, at, size = self._window.popleft()
+            self._enqueue(stream, text, at, size)
+        self._window_bytes = 0
+
+    # -- shipping side ---------------------------------------------------------------------------
+    def _ship_loop(self) -> None:
+        pause = self._limits.flush_s
+        while not self._stop.wait(pause):
+            try:
+                self._ship_once(self._limits.batch_lines)
+                pause = self._limits.flush_s
+            except SinkError as exc:
+                log.warning("job output not shipped; retrying", extra={
+                    "job_id": self.job_id, "attempt": self.attempt, "error": str(exc)})
+                pause = min(pause * 2, 30.0)
+            with self._lock:
+                if self._behind and not self._over_size and len(self._queue) < self._limits.max_queued // 2:
+                    self._behind = False
+                    self._release_window(f"output came faster than {self._limits.rate_lines} lines/s "
+                                         f"for more than {self._limits.hold_s:g} s")
+
+    def _ship_once(self, most: int) -> int:
+        with self._lock:
+            batch = [self._queue[i] for i in range(min(most, len(self._queue)))]
+        if batch:
+            self._sink.write(batch)
+            with self._lock:
+                for _ in batch:
+                    self._queue.popleft()
+            self.shipped += len(batch)
+        return len(batch)
+
+    def close(self, note: str | None = None, budget_s: float = 60.0) -> int:
+        """Ship what is left, then the final entry. Returns how many entries could not be shipped."""
+        if self._thread is None:
+            return 0
+        self._stop.set()
+        self._thread.join()
+        now = datetime.fromtimestamp(self._wall_clock(), timezone.utc).isoformat()
+        with self._lock:
+            why = (f"over the limit of {self._limits.limit_bytes} bytes per attempt" if self._over_size else
+                   f"output came faster than {self._limits.rate_lines} lines/s")
+            self._release_window(why)
+            self._enqueue("zen", f"[zen] end of attempt {self.attempt} on {self.vm}" + (f": {note}" if note else ""),
+                          now, final=True)
+        deadline = time.monotonic() + budget_s
+        pause = 0.2
+        while True:
+            try:
+                if not self._ship_once(10_000):
+                    return 0
+            except SinkError as exc:
+                if time.monotonic() + pause > deadline:
+                    left = len(self._queue)
+                    log.error("job output lost: the sink kept refusing it", extra={
+                        "job_id": self.job_id, "attempt": self.attempt, "entries": left, "error": str(exc)})
+                    return left
+                time.sleep(pause)
+                pause = min(pause * 2, 5.0)
+
+
+class StreamCapture:
+    """Reads one pipe to its end in a thread, handing complete (or timed-out partial) lines to
+    ``output.add``."""
+
+    def __init__(self, pipe, stream: str, output: AttemptOutput, limits: OutputLimits):
+        self._pipe = pipe
+        self._stream = stream
+        self._output = output
+        self._limits = limits
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._read, name=f"zen-job-{stream}", daemon=True)
+        self._thread.start()
+
+    def _emit(self, data: bytes, newline: bool = False) -> None:
+        self._output.add(self._stream, data.decode("utf-8", errors="replace"), newline)
+
+    def _read(self) -> None:
+        line_bytes, flush_s = self._limits.line_bytes, self._limits.flush_s
+        buffer = bytearray()
+        partial_since = 0.0
+        try:
+            fd = self._pipe.fileno()
+            while not self._closed.is_set():
+                wait = max(0.0, partial_since + flush_s - time.monotonic()) if buffer else 0.5
+                ready, _, _ = select.select([fd], [], [], min(wait, 0.5))
+                if not ready:
+                    if buffer and time.monotonic() >= partial_since + flush_s:
+                        self._emit(bytes(buffer))
+                        buffer.clear()
+                    continue
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                if not buffer:
+                    partial_since = time.monotonic()
+                buffer += chunk
+                while True:
+                    end = buffer.find(b"\n", 0, line_bytes + 1)
+                    if end >= 0:
+                        self._emit(bytes(buffer[:end]), newline=True)
+                        del buffer[: end + 1]
+                    elif len(buffer) >= line_bytes:
+                        self._emit(bytes(buffer[:line_bytes]))
+                        del buffer[:line_bytes]
+                    else:
+                        break
+                    partial_since = time.monotonic()
+        except (OSError, ValueError):
+            pass  # the pipe was closed under us (a child kept it open past the job's end)
+        if buffer:
+            self._emit(bytes(buffer))
+
+    def finish(self, timeout_s: float = 2.0) -> None:
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():  # something outside the group still holds the pipe open
+            self._closed.set()
+            self._thread.join(1.0)
+        try:
+            self._pipe.close()
+        except OSError:
+            pass

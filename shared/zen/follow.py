@@ -1,0 +1,191 @@
+"""``zen logs JOB [--attempt N] [-f]`` and ``zen submit --wait``: a job's output, as it runs.
+
+Where it reads (``zen.joblogs.reader_from_env``): the local stack's ``.zen/joblogs`` when a stack is
+in use (``ZEN_JOB_LOGS_DIR``, which ``zen`` takes from ``.zen/stack.json``), else Cloud Logging in
+``ZEN_PROJECT`` (or the configuration's project) with the user's own Google credentials.
+
+Lines print as ``[ATTEMPT VM STREAM] text`` in the order the agent shipped them (``--raw``: the text
+alone; ``--json``: one entry per line). Without ``-f`` it prints what is there and exits (0, or 1 when
+there is nothing for that job). With ``-f`` it also reads the job's status from Postgres (as ``zen
+jobs get`` does, through ``zen.store``), prints each status change on stderr, keeps printing lines
+until the job is SUCCEEDED, FAILED or CANCELLED and its last attempt's final entry has been read
+(or ``settle_s`` passed without it: an agent killed outright writes none), then exits with the
+job's exit code: the program's own for SUCCEEDED and FAILED, 143/137 for a stopped one, 1 when
+there is none (cancelled before it started, refused, lost for good). A retried job's attempts
+follow each other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Callable, TextIO
+
+from zen.errors import ZenError
+from zen.joblogs import OutputEntry, Reader, SinkError, reader_from_env
+from zen.models import Job, JobStatus
+
+APPEAR_TIMEOUT_S = 60.0  # a submitted job shows up in the database within seconds
+POLL_S = 0.5
+
+
+def format_entry(entry: OutputEntry, style: str) -> str:
+    if style == "json":
+        return entry.to_json()
+    if style == "raw":
+        return entry.text
+    return f"[{entry.attempt} {entry.vm} {entry.stream}] {entry.text}"
+
+
+def exit_code_of(job: Job) -> int:
+    if job.status is JobStatus.SUCCEEDED:
+        return job.exit_code or 0
+    return job.exit_code if job.exit_code else 1
+
+
+class JobStatusSource:
+    """The job's row and its rejection, from Postgres (``zen.store``)."""
+
+    def __init__(self, db=None):
+        if db is None:
+            from zen.store.db import Database
+
+            db = Database.from_env()
+        self._db = db
+
+    def job(self, job_id: str) -> Job | None:
+        from zen.store import repository
+
+        with self._db.transaction() as session:
+            return repository.get_job(session, job_id)
+
+    def rejection(self, job_id: str) -> str | None:
+        from zen.store import repository
+
+        with self._db.transaction() as session:
+            rows = [r for r in repository.list_rejections(session) if r.get("job_id") == job_id]
+        return rows[-1]["reason"] if rows else None
+
+
+def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int | None = None,
+           style: str = "labelled", out: TextIO = sys.stdout, err: TextIO = sys.stderr, poll_s: float = POLL_S,
+           settle_s: float = 5.0, appear_timeout_s: float = APPEAR_TIMEOUT_S,
+           clock: Callable[[], float] = time.monotonic) -> int:
+    """Print the job's output until it ends; return its exit code (see the module docstring)."""
+    started = clock()
+    finals: set[int] = set()
+    last_state: tuple | None = None
+    ended_at: float | None = None
+    while True:
+        job = status.job(job_id)
+        if job is None:
+            reason = status.rejection(job_id)
+            if reason:
+                print(f"zen: job {job_id} was refused: {reason}", file=err)
+                return 1
+            if clock() - started > appear_timeout_s:
+                print(f"zen: no job {job_id} after {appear_timeout_s:g} s (`zen rejected` lists refused ones)",
+                      file=err)
+                return 1
+        elif (job.status, job.attempt) != last_state:
+            last_state = (job.status, job.attempt)
+            where = f" on {job.vm}" if job.vm and job.status.holds_vm else ""
+            print(f"zen: {job_id} {job.status.value} (attempt {job.attempt}{where})", file=err, flush=True)
+        attempts = [attempt] if attempt is not None else list(range(1, (job.attempt if job else 0) + 1))
+        for number in attempts:
+            for entry in reader.new_entries(job_id, number):
+                print(format_entry(entry, style), file=out, flush=True)
+                if entry.final:
+                    finals.add(entry.attempt)
+        if job is not None and job.status.terminal:
+            target = attempt if attempt is not None else job.attempt
+            ended_at = ended_at if ended_at is not None else clock()
+            if target in finals or job.started_at is None or clock() - ended_at >= settle_s:
+                return exit_code_of(job)
+        time.sleep(poll_s)
+
+
+def print_once(job_id: str, reader: Reader, attempt: int | None, style: str, out: TextIO, err: TextIO) -> int:
+    entries = reader.new_entries(job_id, attempt)
+    for entry in entries:
+        print(format_entry(entry, style), file=out)
+    if not entries:
+        which = f" attempt {attempt}" if attempt is not None else ""
+        print(f"zen logs: no output for job {job_id}{which} (not started yet? see `zen jobs get {job_id}`)", file=err)
+        return 1
+    return 0
+
+
+def _project() -> str:
+    if os.environ.get("ZEN_PROJECT"):
+        return os.environ["ZEN_PROJECT"]
+    from zen.config import load_config
+
+    return load_config().project
+
+
+def open_reader() -> tuple[Reader, float]:
+    """The reader for this environment and how long to wait for an attempt's final entry after the
+    job's end (Cloud Logging shows entries a few seconds after they are written)."""
+    reader = reader_from_env(os.environ, _project())
+    return reader, (5.0 if os.environ.get("ZEN_JOB_LOGS_DIR") else 30.0)
+
+
+def _run(action: Callable[[], int], what: str) -> int:
+    """Run a command body, turning the failures a user can meet into one line (exit 1, or 130)."""
+    try:
+        return action()
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        sys.stderr.close()
+        return 0
+    except (SinkError, ZenError) as exc:
+        print(f"{what}: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 - e.g. no Google credentials for Cloud Logging
+        from google.auth.exceptions import DefaultCredentialsError
+
+        if isinstance(exc, DefaultCredentialsError):
+            print(f"{what}: no Google credentials to read Cloud Logging: run `gcloud auth application-default "
+                  "login`, or run zen in the directory of a local stack (`zen local up`)", file=sys.stderr)
+            return 1
+        raise
+
+
+def cmd_logs(args) -> int:
+    def body() -> int:
+        reader, settle_s = open_reader()
+        if not args.follow:
+            return print_once(args.job_id, reader, args.attempt, args.style, sys.stdout, sys.stderr)
+        return follow(args.job_id, reader, JobStatusSource(), attempt=args.attempt, style=args.style,
+                      settle_s=settle_s)
+
+    return _run(body, "zen logs")
+
+
+def follow_submitted(job_id: str, style: str = "labelled") -> int:
+    """``zen submit --wait``: follow the job just published to its end; its exit code."""
+    def body() -> int:
+        reader, settle_s = open_reader()
+        return follow(job_id, reader, JobStatusSource(), style=style, settle_s=settle_s)
+
+    return _run(body, "zen submit --wait")
+
+
+def add_parser(sub) -> None:
+    logs = sub.add_parser("logs", help="a job's output (stdout and stderr of every attempt)",
+                          description="Print a job's output, every attempt in order; with -f, follow it until "
+                                      "the job ends and exit with the job's exit code.")
+    logs.add_argument("job_id", metavar="JOB", help="the job's id (as `zen submit` printed it)")
+    logs.add_argument("--attempt", type=int, metavar="N", help="only this attempt (default: all, in order)")
+    logs.add_argument("-f", "--follow", action="store_true",
+                      help="keep printing until the job ends, then exit with its exit code")
+    style = logs.add_mutually_exclusive_group()
+    style.add_argument("--raw", dest="style", action="store_const", const="raw",
+                       help="the lines alone, without the [attempt vm stream] label")
+    style.add_argument("--json", dest="style", action="store_const", const="json",
+                       help="one JSON entry per line (job_id, attempt, stream, vm, seq, time, text, final)")
+    logs.set_defaults(func=cmd_logs, style="labelled")

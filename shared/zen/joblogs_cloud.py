@@ -1,0 +1,124 @@
+"""Job output in Cloud Logging, through the official client (``google-cloud-logging``).
+
+One log entry per line, in log ``zen-jobs`` of the project:
+
+- ``labels``: ``job_id``, ``attempt``, ``stream``, ``vm`` (plus the agent's ``cluster``, ``region``),
+  so the Console finds a job with ``logName="projects/P/logs/zen-jobs" AND labels.job_id="JOB"``
+  (terraform's output ``job_logs_query``);
+- ``jsonPayload``: ``message`` (the line: the Console shows it as the summary), ``seq``, ``final``;
+- ``severity``: INFO for stdout, WARNING for stderr, NOTICE for the agent's own ``zen`` lines;
+- ``resource``: ``generic_node`` (location = zone, namespace = cluster, node_id = VM), so no entry
+  depends on the VM still existing; ``timestamp``: when the agent read the line.
+
+The agent writes in batches (one ``entries:write`` per batch, at most ``MAX_BATCH_ENTRIES``);
+``zen logs`` reads with ``entries:list`` filtered on the labels and ``jsonPayload.seq`` above what it
+has seen, oldest first, over the last 31 days (the client alone would look back one day only). The HTTP/JSON transport is used (not gRPC): ``ZEN_LOGGING_ENDPOINT``
+(``HOST:PORT``) then points it at a stand-in with anonymous credentials, as the tests do.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Mapping
+
+from zen.joblogs import LOG_NAME, OutputEntry, SinkError
+
+MAX_BATCH_ENTRIES = 1000
+# Without a timestamp clause the client only lists the last 24 hours; _Default keeps 30 days.
+READ_BACK = timedelta(days=31)
+_SEVERITY = {"stdout": "INFO", "stderr": "WARNING", "zen": "NOTICE"}
+
+
+def logging_client(project: str, endpoint: str | None = None):
+    from google.cloud import logging as cloud_logging
+
+    if not endpoint:
+        return cloud_logging.Client(project=project, _use_grpc=False)
+    from google.auth.credentials import AnonymousCredentials
+
+    base = endpoint if endpoint.startswith(("http://", "https://")) else f"http://{endpoint}"
+    return cloud_logging.Client(project=project, credentials=AnonymousCredentials(), _use_grpc=False,
+                                client_options={"api_endpoint": base})
+
+
+def _filter_quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def job_filter(project: str, job_id: str, attempt: int | None = None, after_seq: int | None = None) -> str:
+    """The Logging query for one job (optionally one attempt, and lines after ``after_seq``)."""
+    parts = [f"logName={_filter_quote(f'projects/{project}/logs/{LOG_NAME}')}",
+             f"labels.job_id={_filter_quote(job_id)}"]
+    if attempt is not None:
+        parts.append(f"labels.attempt={_filter_quote(str(attempt))}")
+    if after_seq:
+        parts.append(f"jsonPayload.seq>{int(after_seq)}")
+    return " AND ".join(parts)
+
+
+class CloudSink:
+    def __init__(self, client, project: str, labels: Mapping[str, str]):
+        from google.cloud.logging import Resource
+
+        self._labels = dict(labels)
+        # Given on every entry: a batch's entries otherwise default to the "global" resource.
+        self._resource = Resource(type="generic_node", labels={
+            "project_id": project, "location": self._labels.get("zone", ""),
+            "namespace": self._labels.get("cluster", ""), "node_id": self._labels.get("vm", "")})
+        self._logger = client.logger(LOG_NAME, resource=self._resource)
+
+    def write(self, entries: list[OutputEntry]) -> None:
+        from google.api_core import exceptions as gexc
+
+        for start in range(0, len(entries), MAX_BATCH_ENTRIES):
+            batch = self._logger.batch()
+            for entry in entries[start:start + MAX_BATCH_ENTRIES]:
+                labels = {**self._labels, "job_id": entry.job_id, "attempt": str(entry.attempt),
+                          "stream": entry.stream, "vm": entry.vm}
+                batch.log_struct({"message": entry.text, "seq": entry.seq, "final": entry.final},
+                                 labels=labels, resource=self._resource,
+                                 severity=_SEVERITY.get(entry.stream, "DEFAULT"),
+                                 timestamp=datetime.fromisoformat(entry.time),
+                                 insert_id=f"{entry.job_id}-{entry.attempt}-{entry.seq}")
+            try:
+                batch.commit()
+            except (gexc.GoogleAPIError, OSError) as exc:
+                raise SinkError(f"Cloud Logging refused a batch: {exc}") from None
+
+
+class CloudReader:
+    """``entries:list`` for one job; remembers the last ``seq`` seen per attempt."""
+
+    def __init__(self, client, project: str, page_size: int = 1000):
+        self._client = client
+        self._project = project
+        self._page_size = page_size
+        self._seen: dict[int, int] = {}
+
+    def new_entries(self, job_id: str, attempt: int | None = None) -> list[OutputEntry]:
+        from google.api_core import exceptions as gexc
+        from google.cloud.logging import ASCENDING
+
+        after = self._seen.get(attempt, 0) if attempt is not None else None
+        since = (datetime.now(timezone.utc) - READ_BACK).strftime("%Y-%m-%dT%H:%M:%SZ")
+        query = f'{job_filter(self._project, job_id, attempt, after)} AND timestamp>="{since}"'
+        try:
+            listed = list(self._client.list_entries(resource_names=[f"projects/{self._project}"], filter_=query,
+                                                    order_by=ASCENDING, page_size=self._page_size))
+        except (gexc.GoogleAPIError, OSError) as exc:
+            raise SinkError(f"cannot read Cloud Logging: {exc}") from None
+        entries = []
+        for item in listed:
+            labels = item.labels or {}
+            payload = item.payload if isinstance(item.payload, dict) else {"message": str(item.payload)}
+            entry = OutputEntry(job_id=labels.get("job_id", job_id), attempt=int(labels.get("attempt", 0)),
+                                stream=labels.get("stream", ""), vm=labels.get("vm", ""),
+                                seq=int(payload.get("seq", 0)),
+                                time=item.timestamp.isoformat() if item.timestamp else "",
+                                text=str(payload.get("message", "")), final=bool(payload.get("final", False)))
+            if entry.seq > self._seen.get(entry.attempt, 0):
+                entries.append(entry)
+        entries.sort(key=lambda e: (e.attempt, e.seq))
+        for entry in entries:
+            self._seen[entry.attempt] = max(self._seen.get(entry.attempt, 0), entry.seq)
+        return entries

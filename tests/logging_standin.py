@@ -1,0 +1,119 @@
+"""A minimal Cloud Logging stand-in for tests: the HTTP/JSON ``v2/entries:write`` and
+``v2/entries:list`` calls the official client makes, with entries kept in memory.
+
+Filters: the conjunctions Zen writes (``field="value" AND ... AND jsonPayload.seq>N AND
+timestamp>="..."``), where a field is ``logName``, ``labels.K`` or ``jsonPayload.K``; anything else
+is answered 400, as a typo would be by the real service. ``orderBy`` ``timestamp asc`` (the default) or ``timestamp desc``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+_CLAUSE = re.compile(r'^(logName|timestamp|labels\.\w+|jsonPayload\.\w+)\s*(=|>=|>)\s*(".*"|-?\d+)$')
+
+
+def _value(entry: dict, field: str):
+    if field in ("logName", "timestamp"):
+        return entry.get(field)
+    head, key = field.split(".", 1)
+    return (entry.get(head) or {}).get(key)
+
+
+def matches(entry: dict, query: str) -> bool:
+    for clause in filter(None, (part.strip() for part in query.split(" AND "))):
+        found = _CLAUSE.match(clause)
+        if not found:
+            raise ValueError(f"unsupported filter clause: {clause}")
+        field, op, literal = found.groups()
+        value = _value(entry, field)
+        if op == "=":
+            if value != json.loads(literal):
+                return False
+        elif field == "timestamp":
+            if value is None or _time(value) < _time(json.loads(literal)):
+                return False
+        elif value is None or float(value) <= float(literal):
+            return False
+    return True
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+class LoggingStandIn:
+    def __init__(self):
+        self.entries: list[dict] = []
+        self.writes = 0
+        self._lock = threading.Lock()
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                path = self.path.split("?", 1)[0]
+                try:
+                    if path == "/v2/entries:write":
+                        answer = standin.write(body)
+                    elif path == "/v2/entries:list":
+                        answer = standin.list(body)
+                    else:
+                        return self._send(404, {"error": {"code": 404, "message": self.path}})
+                except ValueError as exc:
+                    return self._send(400, {"error": {"code": 400, "message": str(exc), "status": "INVALID_ARGUMENT"}})
+                self._send(200, answer)
+
+            def _send(self, code: int, payload: dict):
+                data = json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self._server.server_address[1]}"
+
+    def write(self, body: dict) -> dict:
+        with self._lock:
+            self.writes += 1
+            for entry in body.get("entries", []):
+                entry = dict(entry)
+                entry.setdefault("logName", body.get("logName"))
+                entry.setdefault("resource", body.get("resource"))
+                entry["labels"] = {**(body.get("labels") or {}), **(entry.get("labels") or {})}
+                self.entries.append(entry)
+        return {}
+
+    def list(self, body: dict) -> dict:
+        query = body.get("filter", "")
+        with self._lock:
+            found = [e for e in self.entries if matches(e, query)]
+        found.sort(key=lambda e: e.get("timestamp", ""), reverse=body.get("orderBy") == "timestamp desc")
+        start = int(body.get("pageToken") or 0)
+        size = int(body.get("pageSize") or 50)
+        page = found[start:start + size]
+        answer: dict = {"entries": page}
+        if start + size < len(found):
+            answer["nextPageToken"] = str(start + size)
+        return answer
+
+    def __enter__(self) -> "LoggingStandIn":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
