@@ -29,6 +29,7 @@ from zen.scaling.model import (
     Timing, Vm, VmPhase,
 )
 from zen.scaling.planner import ZenPlanner
+from zen import telemetry
 from zen.store import fleet
 from zen.store.encoding import to_json
 
@@ -104,6 +105,7 @@ class ClusterManager:
                 plan = self.policy.plan(snapshot)
                 self.apply(plan, snapshot, zones, report)
                 self.record(plan, report)
+                telemetry.log_pass(log, snapshot, plan)
                 report.coverage = Coverage.after(snapshot, sum(report.added.values()))
             finally:
                 fleet.cluster_unlock(lock, self.cluster.name)
@@ -227,9 +229,9 @@ class ClusterManager:
                                            action=decision.action.value, count=decision.count, vm=decision.vm,
                                            reason=decision.reason, now=now)
         for decision in plan.decisions:
-            log.info(f"scaling {decision.action.value.lower()}", extra={
-                "cluster": self.cluster.name, "region": decision.region, "vm": decision.vm,
-                "count": decision.count, "reason": decision.reason})
+            telemetry.emit(log, telemetry.SCALING_DECISION, f"scaling {decision.action.value.lower()}",
+                           cluster=self.cluster.name, region=decision.region, action=decision.action.value,
+                           vm=decision.vm, count=decision.count, reason=decision.reason)
         for vm in report.kept_busy:
             log.info("scale-down skipped: the VM took a job", extra={"cluster": self.cluster.name, "vm": vm})
         for error in report.errors:
