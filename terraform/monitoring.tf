@@ -28,8 +28,8 @@ locals {
       unit            = "1"
     }
     zen_time_to_start = {
-      description     = "Seconds from submission to running, per cluster and region."
-      filter          = "jsonPayload.event=\"job.status_changed\" AND jsonPayload.to_status=\"RUNNING\" AND jsonPayload.time_to_start_s>=0"
+      description     = "Seconds from submission to start (of any attempt), per cluster and region."
+      filter          = "jsonPayload.event=\"job.status_changed\" AND jsonPayload.time_to_start_s>=0"
       labels          = { cluster = "EXTRACT(jsonPayload.cluster)", region = "EXTRACT(jsonPayload.region)" }
       value_extractor = "EXTRACT(jsonPayload.time_to_start_s)"
       unit            = "s"

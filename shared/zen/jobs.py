@@ -109,7 +109,7 @@ class JobService:
                 history, events = self._announce.history(pending, pending, [SUBMITTED], actor=actor, now=now,
                                                          from_status=None)
                 repository.add_job_events(session, history)
-                telemetry.log_changes(log, pending, [SUBMITTED], None)
+                telemetry.log_changes(log, pending, pending, [SUBMITTED], None)
                 ids = enqueue(session, events, now)
                 early_stop = repository.take_early_stop(session, job_id)
                 if early_stop is not None:
@@ -142,7 +142,7 @@ class JobService:
         with self._db.session() as session:
             ids = repository.insert_queued_job(session, queued, first + second, messages, now)
         if ids:
-            telemetry.log_changes(log, queued, [SUBMITTED, ADMITTED], None)
+            telemetry.log_changes(log, pending, queued, [SUBMITTED, ADMITTED], None)
         return ids
 
     def _created(self, job: Job, ids: list[Enqueued]) -> Outcome:
@@ -343,7 +343,7 @@ class JobService:
             history, events = self._announce.history(job, after, decision.changes, actor=actor, now=now,
                                             from_status=job.status)
             repository.add_job_events(session, history)
-            telemetry.log_changes(log, after, decision.changes, job.status)
+            telemetry.log_changes(log, job, after, decision.changes, job.status)
             messages += events
         messages += [self._announce.control(control) for control in decision.controls]
         if decision.publish_start:

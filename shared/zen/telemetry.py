@@ -97,18 +97,21 @@ def emit(logger: logging.Logger, event: str, message: str, level: int = logging.
     logger.log(level, message, extra={EVENT: event, **fields})
 
 
-def log_changes(logger: logging.Logger, after: Job, changes: Iterable[Any], from_status: Any) -> None:
-    """One line per status change of a job (``changes``: ``lifecycle.Change``), as history records
-    them; a start (RUNNING) carries the seconds from submission to start."""
+def log_changes(logger: logging.Logger, before: Job, after: Job, changes: Iterable[Any], from_status: Any) -> None:
+    """One line per status change of a job (``changes``: ``lifecycle.Change``), as its history
+    records it (a LOST line names the lost attempt and its VM); the change that starts an attempt
+    carries the seconds from submission to its start."""
     previous = from_status
+    wait = None  # on the first change of the decision that starts the attempt (RUNNING, or a quick end)
+    if before.started_at is None and after.started_at is not None:
+        wait = max((after.started_at - after.submitted_at).total_seconds(), 0.0)
     for change in changes:
-        wait = None
-        if change.to.value == "RUNNING" and after.started_at is not None:
-            wait = max((after.started_at - after.submitted_at).total_seconds(), 0.0)
+        requeued = change.to.value == "QUEUED" and previous is not None and previous.value == "LOST"
         emit(logger, JOB_STATUS_CHANGED, f"job {change.to.value.lower()}", job_id=after.job_id,
-             cluster=after.cluster, region=after.region, vm=after.vm, attempt=after.attempt,
+             cluster=after.cluster, region=after.region or before.region, vm=after.vm or before.vm,
+             attempt=after.attempt if requeued else before.attempt,
              from_status=previous.value if previous else None, to_status=change.to.value, time_to_start_s=wait)
-        previous = change.to
+        previous, wait = change.to, None
 
 
 def log_pass(logger: logging.Logger, snapshot: ClusterSnapshot, plan: Plan) -> None:
