@@ -228,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     from zen import usercli
 
     usercli.add_parsers(sub)
+    __import__("zen.statscli").statscli.add_parsers(sub)  # zen stats (shared/zen/statscli.py)
     demo = sub.add_parser("demo", help="the whole system on this machine, a scripted scenario, a summary")
     demo.add_argument("--scripted", action="store_true",
                       help="only the in-process lifecycle through the functions (seconds, no stand-ins)")

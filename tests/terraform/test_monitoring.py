@@ -68,7 +68,7 @@ def captured():
     logger.setLevel(level)
 
 
-def play(zen, advance, clock) -> None:
+def play(zen, advance, clock, before_loss=lambda: None) -> None:
     """A stockout, starts, rejections of each class, a lost attempt, ticks."""
     from zen.local.invoke import FunctionsInvoker
 
@@ -86,6 +86,7 @@ def play(zen, advance, clock) -> None:
     fn.send("on_heartbeat", heartbeat("a", "RUNNING", 3, attempt=7, vm="vm-w", region="us-west1"))  # forbidden
     advance(60)
     fn.tick()
+    before_loss()
     advance(zen.config.deadlines.heartbeat_timeout_s + 1)
     fn.tick()  # job a's VM went silent: LOST, requeued
 
