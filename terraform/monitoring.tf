@@ -11,21 +11,18 @@ locals {
   zen_function_logs = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=~\"^${var.name_prefix}-on-\""
 
   # One entry per log-based metric: the filter (after the functions' own), the label extractors,
-  # and for a distribution the value extractor. Counters count matching lines.
+  # and for a distribution the value extractor and unit (default "1"). Counters count matching lines.
   log_metrics = {
     zen_jobs = {
       description     = "Jobs per cluster in each status still in flight, sampled by every scale tick."
       filter          = "jsonPayload.event=\"jobs.count\""
       labels          = { cluster = "EXTRACT(jsonPayload.cluster)", status = "EXTRACT(jsonPayload.status)" }
       value_extractor = "EXTRACT(jsonPayload.count)"
-      unit            = "1"
     }
     zen_job_status_changes = {
       description     = "Job status changes, by cluster, region and new status."
       filter          = "jsonPayload.event=\"job.status_changed\""
       labels          = { cluster = "EXTRACT(jsonPayload.cluster)", region = "EXTRACT(jsonPayload.region)", status = "EXTRACT(jsonPayload.to_status)" }
-      value_extractor = null
-      unit            = "1"
     }
     zen_time_to_start = {
       description     = "Seconds from submission to start (of any attempt), per cluster and region."
@@ -39,28 +36,23 @@ locals {
       filter          = "jsonPayload.event=\"fleet.vms\""
       labels          = { cluster = "EXTRACT(jsonPayload.cluster)", region = "EXTRACT(jsonPayload.region)", state = "EXTRACT(jsonPayload.state)" }
       value_extractor = "EXTRACT(jsonPayload.count)"
-      unit            = "1"
     }
     zen_mig_errors = {
       description     = "MIG instance-creation errors by cluster, region and kind (STOCKOUT, QUOTA, RATE_LIMIT, OTHER)."
       filter          = "jsonPayload.event=\"mig.error\" AND severity>=WARNING"
       labels          = { cluster = "EXTRACT(jsonPayload.cluster)", region = "EXTRACT(jsonPayload.region)", kind = "EXTRACT(jsonPayload.kind)" }
-      value_extractor = null
-      unit            = "1"
     }
     zen_region_blocked = {
       description     = "1 while a (cluster, region) is blocked after stockouts, 0 otherwise; per scaling pass."
       filter          = "jsonPayload.event=\"scaling.region\""
       labels          = { cluster = "EXTRACT(jsonPayload.cluster)", region = "EXTRACT(jsonPayload.region)" }
       value_extractor = "EXTRACT(jsonPayload.blocked)"
-      unit            = "1"
     }
     zen_cluster_stocked_out = {
       description     = "1 while every region of a cluster is blocked and jobs wait, 0 otherwise; per scaling pass."
       filter          = "jsonPayload.event=\"scaling.cluster\""
       labels          = { cluster = "EXTRACT(jsonPayload.cluster)" }
       value_extractor = "EXTRACT(jsonPayload.stocked_out)"
-      unit            = "1"
     }
     zen_oldest_queued = {
       description     = "Age in seconds of a cluster's oldest QUEUED job; per scaling pass."
@@ -73,36 +65,26 @@ locals {
       description     = "Scaling decisions by cluster, region and action (ADD, DELETE, BLOCK, UNBLOCK, HOLD)."
       filter          = "jsonPayload.event=\"scaling.decision\""
       labels          = { cluster = "EXTRACT(jsonPayload.cluster)", region = "EXTRACT(jsonPayload.region)", action = "EXTRACT(jsonPayload.action)" }
-      value_extractor = null
-      unit            = "1"
     }
     zen_rejected_messages = {
       description     = "Rejected messages by topic and reason class (malformed, unknown, forbidden, data)."
       filter          = "jsonPayload.event=\"message.rejected\" AND severity>=WARNING"
       labels          = { source = "EXTRACT(jsonPayload.source)", reason_class = "EXTRACT(jsonPayload.reason_class)" }
-      value_extractor = null
-      unit            = "1"
     }
     zen_lost_attempts = {
       description     = "Job attempts whose VM went silent (LOST), by cluster and region."
       filter          = "jsonPayload.event=\"job.status_changed\" AND jsonPayload.to_status=\"LOST\""
       labels          = { cluster = "EXTRACT(jsonPayload.cluster)", region = "EXTRACT(jsonPayload.region)" }
-      value_extractor = null
-      unit            = "1"
     }
     zen_outbox_backlog_age = {
       description     = "Age in seconds of the oldest unsent outbox message; per scale tick."
       filter          = "jsonPayload.event=\"outbox.backlog\""
-      labels          = {}
       value_extractor = "EXTRACT(jsonPayload.oldest_s)"
       unit            = "s"
     }
     zen_scale_ticks = {
       description     = "Scale ticks that ran to the end (outbox resend, lost-job sweep, scaling)."
       filter          = "jsonPayload.event=\"scale_tick.done\""
-      labels          = {}
-      value_extractor = null
-      unit            = "1"
     }
   }
 }
@@ -121,12 +103,12 @@ resource "google_logging_metric" "zen" {
 
   metric_descriptor {
     metric_kind  = "DELTA"
-    value_type   = each.value.value_extractor == null ? "INT64" : "DISTRIBUTION"
-    unit         = each.value.unit
+    value_type   = try(each.value.value_extractor, null) == null ? "INT64" : "DISTRIBUTION"
+    unit         = try(each.value.unit, "1")
     display_name = "Zen ${each.key}"
 
     dynamic "labels" {
-      for_each = each.value.labels
+      for_each = try(each.value.labels, {})
       content {
         key         = labels.key
         value_type  = "STRING"
@@ -135,13 +117,13 @@ resource "google_logging_metric" "zen" {
     }
   }
 
-  label_extractors = each.value.labels
-  value_extractor  = each.value.value_extractor
+  label_extractors = try(each.value.labels, {})
+  value_extractor  = try(each.value.value_extractor, null)
 
   # Distributions: 1, 2, 4, ... about 12 days (seconds) or a million (counts); 0/1 flags fall in
   # the first buckets, and means are exact whatever the buckets.
   dynamic "bucket_options" {
-    for_each = each.value.value_extractor == null ? [] : [1]
+    for_each = try(each.value.value_extractor, null) == null ? [] : [1]
     content {
       exponential_buckets {
         num_finite_buckets = 20

@@ -43,13 +43,13 @@ def metrics(module: Module) -> dict[str, dict]:
     """Each log-based metric as Cloud Logging receives it: name -> filter, labels, value extractor."""
     resource = module.resources_of("google_logging_metric")["zen"]
     assert resource["for_each"] == "${local.log_metrics}"
-    assert resource["label_extractors"] == "${each.value.labels}"
-    assert resource["value_extractor"] == "${each.value.value_extractor}"
+    assert resource["label_extractors"] == "${try(each.value.labels, {})}"
+    assert resource["value_extractor"] == "${try(each.value.value_extractor, null)}"
     prefix = module.variables["name_prefix"]["default"]
     functions_logs = render(module.locals["zen_function_logs"], {"var.name_prefix": prefix})
     return {name: {"filter": render(resource["filter"], {"local.zen_function_logs": functions_logs,
                                                          "each.value.filter": spec["filter"]}),
-                   "labels": spec["labels"], "value": spec["value_extractor"]}
+                   "labels": spec.get("labels", {}), "value": spec.get("value_extractor")}
             for name, spec in module.locals["log_metrics"].items()}
 
 
