@@ -15,6 +15,7 @@ from zen.clock import Clock, utc_now
 from zen.config import ZenConfig, load_config
 from zen.errors import DataRejected, Rejected
 from zen.events import envelope_from_cloud_event
+from zen import telemetry
 from zen.jobs import JobService, Outcome
 from zen.messaging import OutboxRelay, Publisher, PubSubPublisher
 from zen.models import PubSubEnvelope
@@ -109,6 +110,7 @@ class Zen:
                 if self.scaler is not None:
                     report.scaling = self.scaler.tick()
                 report.relayed += self.relay.flush_pending()
+                telemetry.log_tick(log, self.db, [c.name for c in self.config.clusters], self.clock(), report)
                 return report
             finally:
                 repository.tick_unlock(session, TICK_LOCK_KEY)

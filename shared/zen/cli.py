@@ -309,6 +309,10 @@ def build_parser() -> argparse.ArgumentParser:
     from zen import follow
 
     follow.add_parser(sub)
+
+    from zen import statscli
+
+    statscli.add_parsers(sub)
     demo = sub.add_parser("demo", help="the whole system on this machine, a scripted scenario, a summary")
     demo.add_argument("--scripted", action="store_true",
                       help="only the in-process lifecycle through the functions (seconds, no stand-ins)")

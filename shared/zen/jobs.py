@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
 
-from zen import lifecycle
+from zen import lifecycle, telemetry
 from zen.clock import Clock
 from zen.config import ZenConfig
 from zen.errors import Rejected, TransientError
@@ -110,6 +110,7 @@ class JobService:
                 history, events = self._announce.history(pending, pending, [submitted], actor=actor, now=now,
                                                          from_status=None)
                 repository.add_job_events(session, history)
+                telemetry.log_changes(log, pending, pending, [submitted], None)
                 ids = enqueue(session, events, now)
                 early_stop = repository.take_early_stop(session, job_id)
                 if early_stop is not None:
@@ -142,7 +143,10 @@ class JobService:
                                                        from_status=JobStatus.PENDING)
         messages = first_events + second_events + [self._announce.start(queued)]
         with self._db.session() as session:
-            return repository.insert_queued_job(session, queued, first + second, messages, now)
+            ids = repository.insert_queued_job(session, queued, first + second, messages, now)
+        if ids:
+            telemetry.log_changes(log, pending, queued, [SUBMITTED, ADMITTED], None)
+        return ids
 
     def _created(self, job: Job, ids: list[Enqueued]) -> Outcome:
         self._relay.flush_quietly(ids)
@@ -313,6 +317,7 @@ class JobService:
             history, events = self._announce.history(job, after, decision.changes, actor=actor, now=now,
                                             from_status=job.status)
             repository.add_job_events(session, history)
+            telemetry.log_changes(log, job, after, decision.changes, job.status)
             messages += events
         messages += [self._announce.control(control) for control in decision.controls]
         if decision.publish_start:
@@ -370,7 +375,8 @@ class JobService:
                 if job_id:
                     attributes["job_id"] = job_id
                 ids = enqueue(session, [outgoing(self._topics.job_events, event, attributes)], now)
-        log.warning("message rejected", extra={
-            "reason": reason, "source": source, "message_id": envelope.message_id, "job_id": job_id})
+        telemetry.emit(log, telemetry.MESSAGE_REJECTED, "message rejected", logging.WARNING, reason=reason,
+                       reason_class=telemetry.reason_class(reason), source=source,
+                       message_id=envelope.message_id, job_id=job_id)
         self._relay.flush_quietly(ids)
         return Outcome("rejected", job_id, reason)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
+from zen import telemetry
 from zen.clock import Clock
 from zen.config import ClusterConfig, ZenConfig
 from zen.scaling.fleetdb import FleetDb
@@ -74,8 +75,9 @@ class ClusterReport:
 
 class ClusterManager:
     def __init__(self, cluster: ClusterConfig, fleet: FleetPort, migs: dict[str, MigPort], clock: Clock,
-                 timing: Timing, policy: Policy | None = None):
+                 timing: Timing, policy: Policy | None = None, telemetry: bool = True):
         self.cluster = cluster
+        self._telemetry = telemetry  # the per-pass operator log lines (zen.telemetry); the simulator skips them
         self._fleet = fleet
         self._migs = migs
         self._clock = clock
@@ -94,6 +96,8 @@ class ClusterManager:
             plan = self.policy.plan(snapshot)
             self.apply(plan, snapshot, zones, report)
             self.record(plan, report)
+            if self._telemetry:
+                telemetry.log_pass(log, snapshot, plan)
             report.coverage = Coverage.after(snapshot, sum(report.added.values()))
         return report
 
@@ -218,9 +222,9 @@ class ClusterManager:
         report.decisions = plan.decisions
         self._fleet.record(self.cluster.name, plan.memory, plan.decisions, now)
         for decision in plan.decisions:
-            log.info(f"scaling {decision.action.value.lower()}", extra={
-                "cluster": self.cluster.name, "region": decision.region, "vm": decision.vm,
-                "count": decision.count, "reason": decision.reason})
+            telemetry.emit(log, telemetry.SCALING_DECISION, f"scaling {decision.action.value.lower()}",
+                           cluster=self.cluster.name, region=decision.region, action=decision.action.value,
+                           vm=decision.vm, count=decision.count, reason=decision.reason)
         for vm in report.kept_busy:
             log.info("scale-down skipped: the VM took a job", extra={"cluster": self.cluster.name, "vm": vm})
         for error in report.errors:

@@ -136,7 +136,7 @@ class Simulation(InstanceWorld):
             cluster = self.clusters[sim_cluster.limits.name]
             migs = {region: SimMigPort(self, mig) for region, mig in cluster.migs.items()}
             cluster.manager = ClusterManager(cluster_config(sim_cluster, self.unlimited), fleet, migs, self.clock,
-                                             self.timing, planner)
+                                             self.timing, planner, telemetry=False)
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self) -> RunResult:

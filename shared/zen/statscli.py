@@ -1,0 +1,135 @@
+"""``zen stats``: the operator's figures from Postgres, under the names of the Cloud Monitoring
+metrics (``zen.telemetry.METRICS``; terraform/monitoring.tf), so the local stack and the Console
+speak one vocabulary.
+
+    zen stats [--window MINUTES] [--json]
+
+Gauges are read now (jobs by status, VMs by state, blocked regions, the oldest QUEUED job, the
+outbox); counters and percentiles cover the window (default: the last hour). Two metrics have no
+Postgres source and show only in Cloud Monitoring: ``zen_mig_errors`` (MIG errors are read from
+Compute, not stored; their BLOCK decisions are) and ``zen_scale_ticks``.
+
+A read command: it never starts or creates a database. Without ``ZEN_DATABASE_URL`` or
+``ZEN_CLOUDSQL_INSTANCE`` it reads the embedded Postgres only if one is running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from zen import telemetry
+from zen.clock import utc_now
+
+
+def add_parsers(sub) -> None:
+    stats = sub.add_parser("stats", help="jobs, starts, VMs, stockouts, rejections, outbox: the dashboard's figures")
+    stats.add_argument("--window", type=float, default=60.0, help="minutes counted by counters and percentiles")
+    stats.add_argument("--json", action="store_true", help="print one JSON object keyed by metric name")
+    stats.set_defaults(func=cmd_stats)
+
+
+def _running_embedded(home: Path) -> bool:
+    try:
+        pid = int((home / "pgdata" / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, 0)
+    except (FileNotFoundError, IndexError, ValueError, ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def read_only_database():
+    """The configured database, or the embedded one if it is running and has Zen's database;
+    ``None`` otherwise (nothing is started or created)."""
+    from zen.store.db import Database, parse_database_url
+
+    if os.environ.get("ZEN_CLOUDSQL_INSTANCE") or os.environ.get("ZEN_DATABASE_URL"):
+        return Database.from_env()
+    home = Path(os.environ.get("ZEN_HOME", ".zen"))
+    if not _running_embedded(home):
+        return None
+    from zen.store.embedded import EMBEDDED_DATABASE, embedded_server_url
+
+    server = Database.from_target(parse_database_url(embedded_server_url(home)))  # running: reused
+    try:
+        with server.session() as session:
+            found = session.sql("SELECT 1 AS found FROM pg_database WHERE datname = :d", d=EMBEDDED_DATABASE)
+    finally:
+        server.close()
+    if not found:
+        return None
+    return Database.from_target(parse_database_url(embedded_server_url(home)).with_database(EMBEDDED_DATABASE))
+
+
+def collect(session, clusters: dict[str, list[str]], now: datetime, window_s: float) -> dict[str, Any]:
+    """Every figure ``zen stats`` shows, keyed by metric name. ``clusters``: name -> regions."""
+    from zen.store import stats
+
+    since = now - timedelta(seconds=window_s)
+    jobs = stats.run(session, "jobs_by_status", active=False)
+    blocked = stats.run(session, "blocked_regions", now=now)
+    queued = {r["cluster"]: r["jobs"] for r in jobs if r["status"] == "QUEUED"}
+    blocked_by_cluster = Counter(r["cluster"] for r in blocked if r["region"] in clusters.get(r["cluster"], []))
+    rejected = Counter((r["source"], telemetry.reason_class(r["reason"]))
+                       for r in stats.run(session, "rejected_messages", since=since))
+    return {
+        "zen_jobs": jobs,
+        "zen_job_status_changes": stats.run(session, "job_status_changes", since=since),
+        "zen_time_to_start": stats.run(session, "time_to_start", since=since),
+        "zen_vms": stats.run(session, "vms_by_state"),
+        "zen_region_blocked": blocked,
+        "zen_cluster_stocked_out": [
+            {"cluster": name, "queued_jobs": queued.get(name, 0), "blocked_regions": blocked_by_cluster[name],
+             "regions": len(regions),
+             "stocked_out": int(queued.get(name, 0) > 0 and blocked_by_cluster[name] == len(regions))}
+            for name, regions in clusters.items()],
+        "zen_oldest_queued": stats.run(session, "oldest_queued", now=now),
+        "zen_scaling_decisions": stats.run(session, "scaling_decisions", since=since),
+        "zen_rejected_messages": [{"source": s, "reason_class": c, "messages": n}
+                                  for (s, c), n in sorted(rejected.items())],
+        "zen_lost_attempts": stats.run(session, "lost_attempts", since=since),
+        "zen_outbox_backlog_age": [stats.outbox_backlog(session, now)],
+    }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, float) or type(value).__name__ == "Decimal":
+        return round(float(value), 1)
+    return value
+
+
+def cmd_stats(args) -> int:
+    from zen.cli import _print_table
+    from zen.config import load_config
+
+    db = read_only_database()
+    if db is None:
+        print("no Zen database to read: start the local stack (zen local up) or set ZEN_DATABASE_URL")
+        return 1
+    config = load_config()
+    try:
+        with db.transaction() as session:
+            if not session.sql("SELECT to_regclass('jobs') IS NOT NULL AS ready")[0]["ready"]:
+                print("the database has no Zen schema yet: run zen db migrate")
+                return 1
+            figures = collect(session, {c.name: list(c.regions) for c in config.clusters}, utc_now(),
+                              args.window * 60)
+    finally:
+        db.close()
+    figures = {name: [{k: _plain(v) for k, v in row.items()} for row in rows] for name, rows in figures.items()}
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return 0
+    for name, rows in figures.items():
+        print(f"\n{name}: {telemetry.METRICS[name]}")
+        if rows:
+            _print_table(rows, list(rows[0]))
+        else:
+            print("  (none)")
+    return 0

@@ -1,0 +1,163 @@
+"""The structured log events operators count: one place for their names, fields and helpers.
+
+Every line below is a JSON object on stderr (``zen.logs.JsonFormatter``), which Cloud Logging
+stores as ``jsonPayload``. ``terraform/monitoring.tf`` builds its log-based metrics from exactly
+these events (``jsonPayload.event``) and fields, and ``zen stats`` computes the same figures from
+Postgres under the same names (``METRICS``). ``tests/terraform/test_monitoring.py`` runs the code,
+captures its lines and checks every metric's filter and extractors against them.
+
+Counts are at least once: a status change is logged as its transaction writes it, so a commit
+that fails (database down; the message is redelivered) may log the change twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import TYPE_CHECKING, Any, Iterable
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from zen.store.db import Database
+    from zen.models import Job
+    from zen.scaling.model import ClusterSnapshot, Plan
+
+EVENT = "event"  # the field naming the event on every line below
+
+JOB_STATUS_CHANGED = "job.status_changed"  # one per job status change
+MESSAGE_REJECTED = "message.rejected"  # one per rejected message (redeliveries included)
+SCALING_DECISION = "scaling.decision"  # one per decision of a scaling pass
+MIG_ERROR = "mig.error"  # one per MIG creation error a pass reads (stockout, quota, ...)
+FLEET_VMS = "fleet.vms"  # per pass: VMs of one (cluster, region) in one state
+SCALING_REGION = "scaling.region"  # per pass: is this (cluster, region) blocked (stocked out)
+SCALING_CLUSTER = "scaling.cluster"  # per pass: a cluster's queue and whether every region is blocked
+JOBS_COUNT = "jobs.count"  # per scale tick: a cluster's jobs in one status still in flight
+OUTBOX_BACKLOG = "outbox.backlog"  # per scale tick: unsent outbox rows and the oldest one's age
+SCALE_TICK = "scale_tick.done"  # per scale tick that ran (not skipped)
+
+# The fields each event carries (besides ``event``, ``severity``, ``message``, ``time``, ``logger``).
+FIELDS: dict[str, tuple[str, ...]] = {
+    JOB_STATUS_CHANGED: ("job_id", "cluster", "region", "vm", "attempt", "from_status", "to_status",
+                         "time_to_start_s"),
+    MESSAGE_REJECTED: ("source", "message_id", "job_id", "reason", "reason_class"),
+    SCALING_DECISION: ("cluster", "region", "action", "count", "vm", "reason"),
+    MIG_ERROR: ("cluster", "region", "kind", "instance"),
+    FLEET_VMS: ("cluster", "region", "state", "count"),
+    SCALING_REGION: ("cluster", "region", "blocked"),
+    SCALING_CLUSTER: ("cluster", "queued_jobs", "oldest_queued_s", "blocked_regions", "regions", "stocked_out"),
+    JOBS_COUNT: ("cluster", "status", "count"),
+    OUTBOX_BACKLOG: ("rows", "oldest_s"),
+    SCALE_TICK: ("relayed", "swept", "republished"),
+}
+
+# The metrics (log-based in Cloud Monitoring: logging.googleapis.com/user/<name>; rows of `zen stats`).
+METRICS = {
+    "zen_jobs": "jobs per cluster in each status still in flight (PENDING .. STOPPING)",
+    "zen_job_status_changes": "job status changes, by cluster and new status",
+    "zen_time_to_start": "seconds from submission to running, by cluster and region",
+    "zen_vms": "VMs per (cluster, region) by state (BOOTING, IDLE, BUSY, DELETING)",
+    "zen_mig_errors": "MIG creation errors by cluster, region and kind (STOCKOUT, QUOTA, ...)",
+    "zen_region_blocked": "1 while a (cluster, region) is blocked after a stockout",
+    "zen_cluster_stocked_out": "1 while every region of a cluster is blocked and jobs wait",
+    "zen_oldest_queued": "age in seconds of a cluster's oldest QUEUED job",
+    "zen_scaling_decisions": "scaling decisions by cluster and action",
+    "zen_rejected_messages": "rejected messages by source and reason class",
+    "zen_lost_attempts": "attempts whose VM went silent (LOST), by cluster",
+    "zen_outbox_backlog_age": "age in seconds of the oldest unsent outbox row",
+    "zen_scale_ticks": "scale ticks that ran",
+}
+
+VM_STATES = ("BOOTING", "IDLE", "BUSY", "DELETING")
+REASON_CLASSES = ("malformed", "unknown", "forbidden", "data")
+# Reason texts by class, matched at their start (see jobs.py, events.py, lifecycle.py, store/db.py).
+_CLASSES = (
+    ("data", re.compile(r"the database refused the data|a value cannot be sent to the database")),
+    ("unknown", re.compile(r"unknown (job|cluster|queue)|no cluster has|no queue for user|none of the GPU types")),
+    ("forbidden", re.compile(
+        r"transition |job_id \S+ is already used|regions \[.*\] are not used|max_\w+ \d+ is above the limit"
+        r"|VM \S+ is being scaled down|VM \S+ in region|stale attempt|heartbeat for attempt|\S+ reports "
+        r"|job is not admitted|job is already|queue \S+ has no quota|the job needs \d+ GPUs")),
+)
+
+
+def reason_class(reason: str) -> str:
+    """malformed (the message cannot be read or validated), unknown (names a job or cluster Zen does
+    not know), forbidden (valid, but not allowed now: limits, reuse, transitions, stale attempts),
+    data (Postgres refused a value)."""
+    for name, pattern in _CLASSES:
+        if pattern.match(reason):
+            return name
+    return "malformed"
+
+
+def emit(logger: logging.Logger, event: str, message: str, level: int = logging.INFO, **fields: Any) -> None:
+    """One event line; its fields must be exactly the event's ``FIELDS``."""
+    assert set(fields) == set(FIELDS[event]), (event, sorted(fields))
+    logger.log(level, message, extra={EVENT: event, **fields})
+
+
+def log_changes(logger: logging.Logger, before: Job, after: Job, changes: Iterable[Any], from_status: Any) -> None:
+    """One line per status change of a job (``changes``: ``lifecycle.Change``), as its history
+    records it (a LOST line names the lost attempt and its VM); the change that starts an attempt
+    carries the seconds from submission to its start."""
+    previous = from_status
+    wait = None  # on the first change of the decision that starts the attempt (RUNNING, or a quick end)
+    if before.started_at is None and after.started_at is not None:
+        wait = max((after.started_at - after.submitted_at).total_seconds(), 0.0)
+    for change in changes:
+        requeued = change.to.value == "QUEUED" and previous is not None and previous.value == "LOST"
+        emit(logger, JOB_STATUS_CHANGED, f"job {change.to.value.lower()}", job_id=after.job_id,
+             cluster=after.cluster, region=after.region or before.region, vm=after.vm or before.vm,
+             attempt=after.attempt if requeued else before.attempt,
+             from_status=previous.value if previous else None, to_status=change.to.value, time_to_start_s=wait)
+        previous, wait = change.to, None
+
+
+def log_pass(logger: logging.Logger, snapshot: ClusterSnapshot, plan: Plan) -> None:
+    """What a scaling pass saw and left: MIG errors, VMs by state, blocked regions, the queue."""
+    cluster = snapshot.cluster.name
+    for error in snapshot.errors:
+        seen = getattr(snapshot.memory.get(error.region), "seen_errors_until", None)
+        if seen is not None and error.at <= seen:
+            continue  # counted by an earlier pass
+        emit(logger, MIG_ERROR, f"MIG error {error.kind.value}", logging.WARNING, cluster=cluster,
+             region=error.region, kind=error.kind.value, instance=error.instance)
+    for region in snapshot.cluster.regions:
+        for state in VM_STATES:
+            count = sum(1 for vm in snapshot.vms if vm.region == region and vm.phase.value == state)
+            emit(logger, FLEET_VMS, "fleet", cluster=cluster, region=region, state=state, count=count)
+    memory = {**snapshot.memory, **plan.memory}
+    blocked = [r for r in snapshot.cluster.regions
+               if (until := getattr(memory.get(r), "blocked_until", None)) is not None and until > snapshot.now]
+    for region in snapshot.cluster.regions:
+        emit(logger, SCALING_REGION, "region blocked" if region in blocked else "region open",
+             cluster=cluster, region=region, blocked=int(region in blocked))
+    groups = snapshot.demand_groups()
+    queued = sum(g.count for g in groups)
+    oldest = min((g.oldest for g in groups), default=None)
+    stocked_out = int(queued > 0 and len(blocked) == len(snapshot.cluster.regions))
+    emit(logger, SCALING_CLUSTER, "every region blocked while jobs wait" if stocked_out else "cluster queue",
+         logging.WARNING if stocked_out else logging.INFO, cluster=cluster, queued_jobs=queued,
+         oldest_queued_s=(snapshot.now - oldest).total_seconds() if oldest else 0.0,
+         blocked_regions=len(blocked), regions=len(snapshot.cluster.regions), stocked_out=stocked_out)
+
+
+def log_tick(logger: logging.Logger, db: Database, clusters: Iterable[str], now: datetime, report: Any) -> None:
+    """After a scale tick: jobs in flight per cluster and status, the outbox backlog, the tick itself.
+    A failure here only logs: the tick's work is done."""
+    from zen.store import stats
+
+    try:
+        with db.transaction() as session:
+            backlog = stats.outbox_backlog(session, now)
+            counts = {(r["cluster"], r["status"]): r["jobs"] for r in stats.active_jobs(session)}
+    except Exception as exc:  # noqa: BLE001 - figures are best effort; the next tick reports again
+        logger.warning("could not read the tick's figures", extra={"error": str(exc)})
+        return
+    for cluster in sorted(set(clusters) | {c for c, _ in counts}):
+        for status in stats.ACTIVE_STATUSES:
+            emit(logger, JOBS_COUNT, "jobs", cluster=cluster, status=status, count=counts.get((cluster, status), 0))
+    emit(logger, OUTBOX_BACKLOG, "outbox backlog", **backlog)
+    emit(logger, SCALE_TICK, "scale tick done", relayed=report.relayed, swept=report.swept,
+         republished=report.republished)

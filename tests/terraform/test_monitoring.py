@@ -1,0 +1,179 @@
+"""The operator's view (terraform/monitoring*.tf) against the log lines the code really writes.
+
+The scenario drives Zen through the functions (functions-framework, real CloudEvents) with the
+Compute stand-in behind the official client and a stocked-out preferred region: submissions,
+scaling passes, a stockout, claims and starts, rejections of every class, a lost attempt and a
+tick. Every JSON line ``zen.logs.JsonFormatter`` writes is captured and turned into the LogEntry
+Cloud Logging stores; each ``google_logging_metric`` (parsed with python-hcl2) must then match some
+of those entries, and its label and value extractors must find their fields in every entry it
+matches. Renaming an event or a field on either side fails here.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+
+import pytest
+
+from tests.messages import heartbeat, job_request
+from tests.scaling.test_scaling_integration import stack  # noqa: F401  (the fixture)
+from tests.terraform.hcl import Module
+from tests.terraform.logging_query import MISSING, entry_from_line, extract, matches
+from zen import telemetry
+from zen.logs import JsonFormatter
+from zen.store.db import Database
+
+MONITORING_FILES = ("monitoring.tf", "monitoring_dashboard.tf", "monitoring_alerts.tf", "monitoring_variables.tf")
+
+
+@pytest.fixture(scope="module")
+def module() -> Module:
+    return Module.load()
+
+
+def render(template: str, values: dict[str, str]) -> str:
+    out = re.sub(r"\$\{([^}]+)\}", lambda m: values[m.group(1)], template)
+    assert "${" not in out, out
+    return out
+
+
+def metrics(module: Module) -> dict[str, dict]:
+    """Each log-based metric as Cloud Logging receives it: name -> filter, labels, value extractor."""
+    resource = module.resources_of("google_logging_metric")["zen"]
+    assert resource["for_each"] == "${local.log_metrics}"
+    assert resource["label_extractors"] == "${try(each.value.labels, {})}"
+    assert resource["value_extractor"] == "${try(each.value.value_extractor, null)}"
+    prefix = module.variables["name_prefix"]["default"]
+    functions_logs = render(module.locals["zen_function_logs"], {"var.name_prefix": prefix})
+    return {name: {"filter": render(resource["filter"], {"local.zen_function_logs": functions_logs,
+                                                         "each.value.filter": spec["filter"]}),
+                   "labels": spec.get("labels", {}), "value": spec.get("value_extractor")}
+            for name, spec in module.locals["log_metrics"].items()}
+
+
+@pytest.fixture
+def captured():
+    """Every line Zen logs during the test, as Cloud Logging would store it."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("zen")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    yield lambda: [entry_from_line(line) for line in stream.getvalue().splitlines() if line.strip()]
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+def play(zen, advance, clock, before_loss=lambda: None) -> None:
+    """A stockout, starts, rejections of each class, a lost attempt, ticks."""
+    from zen.local.invoke import FunctionsInvoker
+
+    fn = FunctionsInvoker(zen)
+    fn.submit(job_request("a"))
+    fn.submit(job_request("b"))  # this pass reads us-central1's stockout: blocked
+    fn.send("on_job_submitted", b"{not json")  # malformed
+    fn.send("on_stop_requested", {"job_id": "nobody"})  # unknown
+    fn.send("on_job_submitted", job_request("a", user_id="mallory"))  # forbidden: job_id reused
+    advance(42)
+    started = clock()
+    for seq, status in enumerate(["CLAIMED", "RUNNING"], start=1):
+        fn.heartbeat(heartbeat("a", status, seq, vm="vm-w", region="us-west1", zone="us-west1-a",
+                               sent_at=started.isoformat()))
+    fn.send("on_heartbeat", heartbeat("a", "RUNNING", 3, attempt=7, vm="vm-w", region="us-west1"))  # forbidden
+    advance(60)
+    fn.tick()
+    before_loss()
+    advance(zen.config.deadlines.heartbeat_timeout_s + 1)
+    fn.tick()  # job a's VM went silent: LOST, requeued
+
+
+def test_every_log_metric_matches_lines_the_code_writes(module, stack, captured, clock):  # noqa: F811
+    zen, advance, _ = stack
+    play(zen, advance, clock)
+    entries = captured()
+    events = {e["jsonPayload"].get(telemetry.EVENT) for e in entries}
+    assert set(telemetry.FIELDS) <= events, f"events never written: {set(telemetry.FIELDS) - events}"
+    for entry in entries:  # each event line carries exactly its declared fields
+        payload = entry["jsonPayload"]
+        if telemetry.EVENT in payload:
+            extra = set(payload) - {telemetry.EVENT, "message", "time", "logger"}
+            assert extra == set(telemetry.FIELDS[payload[telemetry.EVENT]]), payload
+    for name, metric in metrics(module).items():
+        matched = [e for e in entries if matches(metric["filter"], e)]
+        assert matched, f"{name}: its filter matches no line the code writes: {metric['filter']}"
+        for label, extractor in metric["labels"].items():
+            values = [extract(extractor, e) for e in matched]
+            assert all(v is not MISSING for v in values) or label == "region", (name, label, extractor)
+            assert any(v not in (MISSING, "") for v in values), (name, label, extractor)
+        if metric["value"] is not None:
+            for entry in matched:
+                value = extract(metric["value"], entry)
+                assert isinstance(value, (int, float)) and not isinstance(value, bool), (name, entry)
+    by_name = {n: [e for e in entries if matches(m["filter"], e)] for n, m in metrics(module).items()}
+    # The figures mean what they say.
+    assert [extract("EXTRACT(jsonPayload.time_to_start_s)", e) for e in by_name["zen_time_to_start"]] == [42.0]
+    assert {e["jsonPayload"]["job_id"] for e in by_name["zen_lost_attempts"]} == {"a"}
+    assert {extract("EXTRACT(jsonPayload.kind)", e) for e in by_name["zen_mig_errors"]} == {"STOCKOUT"}
+    assert {extract("EXTRACT(jsonPayload.reason_class)", e) for e in by_name["zen_rejected_messages"]} == {
+        "malformed", "unknown", "forbidden"}
+    assert any(extract("EXTRACT(jsonPayload.blocked)", e) == 1 for e in by_name["zen_region_blocked"])
+    assert {"ADD", "BLOCK"} <= {extract("EXTRACT(jsonPayload.action)", e) for e in by_name["zen_scaling_decisions"]}
+
+
+def test_a_renamed_field_or_event_no_longer_matches(module):
+    """The evaluator is not vacuous: drift on either side is seen."""
+    line = ('{"severity": "WARNING", "message": "message rejected", "event": "message.rejected", "source": "t",'
+            ' "message_id": "m", "job_id": null, "reason": "x", "reason_class": "malformed"}')
+    metric = metrics(module)["zen_rejected_messages"]
+    entry = entry_from_line(line, service="zen-on-heartbeat")
+    assert matches(metric["filter"], entry)
+    assert extract(metric["labels"]["reason_class"], entry) == "malformed"
+    assert not matches(metric["filter"], entry_from_line(line.replace("message.rejected", "message.refused")))
+    assert not matches(metric["filter"], entry_from_line(line, service="other-service"))
+    assert not matches(metric["filter"], entry_from_line(line.replace("WARNING", "INFO")))
+    renamed = entry_from_line(line.replace('"reason_class"', '"reason_kind"'))
+    assert extract(metric["labels"]["reason_class"], renamed) is MISSING
+
+
+def test_data_rejections_are_classed_as_data(db: Database):
+    from zen.errors import DataRejected
+
+    with pytest.raises(DataRejected) as refused:
+        with db.transaction() as session:
+            session.sql("SELECT CAST(:v AS integer) AS n", v="not a number")
+    assert telemetry.reason_class(refused.value.reason) == "data"
+
+
+def test_metric_names_are_the_shared_vocabulary_and_charts_use_only_them(module):
+    names = set(module.locals["log_metrics"])
+    assert names == set(telemetry.METRICS)
+    texts = [s for f in MONITORING_FILES for s in _strings(module.files[f])]
+    used = {m for text in texts for m in re.findall(r'format\(local\.(?:log_metric_type|metric), "(\w+)"\)', text)}
+    assert used and used <= names
+    assert used == names  # every metric is charted or alerted on
+
+
+def test_each_alert_has_a_runbook_and_notifies_the_channels(module):
+    policies = module.resources_of("google_monitoring_alert_policy")
+    alerts = module.locals["threshold_alerts"]
+    assert set(alerts) == {"dead_letter", "lost_attempts", "stocked_out", "oldest_queued", "outbox", "db_connections"}
+    assert set(policies) == {"zen", "scale_tick_missing"}
+    for body in policies.values():
+        assert body["notification_channels"] == "${var.notification_channels}"
+        assert body["documentation"][0]["mime_type"] == "text/markdown"
+    for name, alert in alerts.items():
+        assert len(alert["runbook"].splitlines()) >= 3, name
+    dashboard = module.resources_of("google_monitoring_dashboard")["zen"]
+    assert "local.dashboard_tiles" in dashboard["dashboard_json"]
+    links = module.locals["links_text"]
+    assert "local.job_logs_query" in links and "local.vm_logs_query" in links
+
+
+def _strings(value):
+    from tests.terraform.hcl import strings
+
+    return list(strings(value))

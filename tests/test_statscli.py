@@ -1,0 +1,63 @@
+"""``zen stats``: the figures of the Cloud Monitoring dashboard, read from Postgres after the same
+scenario the metric test plays (stockout, starts, rejections, a lost attempt), under the metrics'
+names; and a read command that never starts or creates a database."""
+
+from __future__ import annotations
+
+import json
+
+from tests.scaling.test_scaling_integration import CLUSTER, stack  # noqa: F401  (the fixture)
+from tests.terraform.hcl import Module
+from tests.terraform.test_monitoring import play
+from zen import cli, statscli, telemetry
+
+
+def test_stats_are_the_dashboards_figures_under_its_names(stack, clock):  # noqa: F811
+    zen, advance, _ = stack
+    clusters = {c.name: list(c.regions) for c in zen.config.clusters}
+
+    def figures_now():
+        with zen.db.transaction() as session:
+            return statscli.collect(session, clusters, clock(), window_s=3600)
+
+    running = []
+    play(zen, advance, clock, before_loss=lambda: running.append(figures_now()))
+    # While job a runs: its start (the current attempt's; a lost attempt's start leaves with it).
+    [start] = running[0]["zen_time_to_start"]
+    assert (start["cluster"], start["region"], start["jobs"], float(start["p50_s"])) == (CLUSTER, "us-west1", 1, 42.0)
+    assert {(r["cluster"], r["status"]): r["jobs"] for r in running[0]["zen_jobs"]} == {
+        (CLUSTER, "RUNNING"): 1, (CLUSTER, "QUEUED"): 1}
+    figures = figures_now()
+    assert set(figures) <= set(telemetry.METRICS) == set(Module.load().locals["log_metrics"])
+    jobs = {(r["cluster"], r["status"]): r["jobs"] for r in figures["zen_jobs"]}
+    assert jobs == {(CLUSTER, "QUEUED"): 2}  # a was lost and requeued; b never started
+    assert [(r["cluster"], r["region"]) for r in figures["zen_region_blocked"]] == [(CLUSTER, "us-central1")]
+    assert {r["action"] for r in figures["zen_scaling_decisions"]} >= {"ADD", "BLOCK"}
+    assert {r["reason_class"] for r in figures["zen_rejected_messages"]} == {"malformed", "unknown", "forbidden"}
+    assert figures["zen_lost_attempts"] == [{"cluster": CLUSTER, "attempts": 1}]
+    assert {r["cluster"]: r["job_id"] for r in figures["zen_oldest_queued"]}[CLUSTER] in ("a", "b")
+    stocked = {r["cluster"]: r for r in figures["zen_cluster_stocked_out"]}
+    assert stocked[CLUSTER]["blocked_regions"] == 1 and stocked[CLUSTER]["stocked_out"] == 0
+    assert {r["state"] for r in figures["zen_vms"]} <= set(telemetry.VM_STATES)
+    assert figures["zen_vms"], "the MIG instances the passes saw"
+    [outbox] = figures["zen_outbox_backlog_age"]
+    assert outbox["rows"] >= 0
+
+
+def test_zen_stats_prints_json_from_the_configured_database(db, db_url, monkeypatch, capsys):
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    assert cli.main(["stats", "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert set(figures) <= set(telemetry.METRICS) and figures["zen_outbox_backlog_age"] == [{"rows": 0, "oldest_s": 0.0}]
+    assert cli.main(["stats"]) == 0
+    assert "zen_time_to_start: " in capsys.readouterr().out
+
+
+def test_zen_stats_never_starts_or_creates_a_database(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("ZEN_DATABASE_URL", raising=False)
+    monkeypatch.delenv("ZEN_CLOUDSQL_INSTANCE", raising=False)
+    monkeypatch.setenv("ZEN_HOME", str(tmp_path / ".zen"))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["stats"]) == 1
+    assert "no Zen database" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
