@@ -91,6 +91,7 @@ resource "google_project_service" "apis" {
     "eventarc.googleapis.com",
     "iam.googleapis.com",
     "logging.googleapis.com",
+    "monitoring.googleapis.com",
     "pubsub.googleapis.com",
     "run.googleapis.com",
     "servicenetworking.googleapis.com",

@@ -89,12 +89,6 @@ locals {
   }
 }
 
-resource "google_project_service" "monitoring" {
-  project            = var.project_id
-  service            = "monitoring.googleapis.com"
-  disable_on_destroy = false
-}
-
 resource "google_logging_metric" "zen" {
   for_each    = local.log_metrics
   name        = each.key

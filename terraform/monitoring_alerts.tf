@@ -112,7 +112,7 @@ resource "google_monitoring_alert_policy" "zen" {
     auto_close = "1800s"
   }
 
-  depends_on = [google_project_service.monitoring, google_logging_metric.zen]
+  depends_on = [google_project_service.apis, google_logging_metric.zen]
 }
 
 resource "google_monitoring_alert_policy" "scale_tick_missing" {
@@ -148,5 +148,5 @@ resource "google_monitoring_alert_policy" "scale_tick_missing" {
     auto_close = "1800s"
   }
 
-  depends_on = [google_project_service.monitoring]
+  depends_on = [google_project_service.apis]
 }

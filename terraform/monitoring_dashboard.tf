@@ -108,5 +108,5 @@ resource "google_monitoring_dashboard" "zen" {
     mosaicLayout = { columns = 48, tiles = local.dashboard_tiles }
   })
 
-  depends_on = [google_project_service.monitoring, google_logging_metric.zen]
+  depends_on = [google_project_service.apis, google_logging_metric.zen]
 }

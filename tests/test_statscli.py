@@ -59,5 +59,5 @@ def test_zen_stats_never_starts_or_creates_a_database(tmp_path, monkeypatch, cap
     monkeypatch.setenv("ZEN_HOME", str(tmp_path / ".zen"))
     monkeypatch.chdir(tmp_path)
     assert cli.main(["stats"]) == 1
-    assert "no Zen database" in capsys.readouterr().out
+    assert "no database to read" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []

@@ -9,17 +9,15 @@ outbox); counters and percentiles cover the window (default: the last hour). Two
 Postgres source and show only in Cloud Monitoring: ``zen_mig_errors`` (MIG errors are read from
 Compute, not stored; their BLOCK decisions are) and ``zen_scale_ticks``.
 
-A read command: it never starts or creates a database. Without ``ZEN_DATABASE_URL`` or
-``ZEN_CLOUDSQL_INSTANCE`` it reads the embedded Postgres only if one is running.
+A read command: it never starts or creates a database; it reads what every read command reads
+(``zen.clikit.database``: a running local stack's, ``ZEN_DATABASE_URL`` or Cloud SQL).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from zen import telemetry
@@ -31,38 +29,6 @@ def add_parsers(sub) -> None:
     stats.add_argument("--window", type=float, default=60.0, help="minutes counted by counters and percentiles")
     stats.add_argument("--json", action="store_true", help="print one JSON object keyed by metric name")
     stats.set_defaults(func=cmd_stats)
-
-
-def _running_embedded(home: Path) -> bool:
-    try:
-        pid = int((home / "pgdata" / "postmaster.pid").read_text().split()[0])
-        os.kill(pid, 0)
-    except (FileNotFoundError, IndexError, ValueError, ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
-def read_only_database():
-    """The configured database, or the embedded one if it is running and has Zen's database;
-    ``None`` otherwise (nothing is started or created)."""
-    from zen.store.db import Database, parse_database_url
-
-    if os.environ.get("ZEN_CLOUDSQL_INSTANCE") or os.environ.get("ZEN_DATABASE_URL"):
-        return Database.from_env()
-    home = Path(os.environ.get("ZEN_HOME", ".zen"))
-    if not _running_embedded(home):
-        return None
-    from zen.store.embedded import EMBEDDED_DATABASE, embedded_server_url
-
-    server = Database.from_target(parse_database_url(embedded_server_url(home)))  # running: reused
-    try:
-        with server.session() as session:
-            found = session.sql("SELECT 1 AS found FROM pg_database WHERE datname = :d", d=EMBEDDED_DATABASE)
-    finally:
-        server.close()
-    if not found:
-        return None
-    return Database.from_target(parse_database_url(embedded_server_url(home)).with_database(EMBEDDED_DATABASE))
 
 
 def collect(session, clusters: dict[str, list[str]], now: datetime, window_s: float) -> dict[str, Any]:
@@ -105,19 +71,15 @@ def _plain(value: Any) -> Any:
 
 
 def cmd_stats(args) -> int:
-    from zen.cli import _print_table
+    from zen.clikit import CliError, database, print_table
     from zen.config import load_config
 
-    db = read_only_database()
-    if db is None:
-        print("no Zen database to read: start the local stack (zen local up) or set ZEN_DATABASE_URL")
-        return 1
+    db = database()
     config = load_config()
     try:
         with db.transaction() as session:
             if not session.sql("SELECT to_regclass('jobs') IS NOT NULL AS ready")[0]["ready"]:
-                print("the database has no Zen schema yet: run zen db migrate")
-                return 1
+                raise CliError("the database has no Zen schema yet: run zen db migrate")
             figures = collect(session, {c.name: list(c.regions) for c in config.clusters}, utc_now(),
                               args.window * 60)
     finally:
@@ -129,7 +91,7 @@ def cmd_stats(args) -> int:
     for name, rows in figures.items():
         print(f"\n{name}: {telemetry.METRICS[name]}")
         if rows:
-            _print_table(rows, list(rows[0]))
+            print_table(rows, list(rows[0]))
         else:
             print("  (none)")
     return 0
