@@ -318,14 +318,19 @@ def attempt_of(zen, job_id):
 RECLAIM = [COHORT[0], {**COHORT[1], "preemption": "reclaim-borrowed"}]
 
 
-@pytest.mark.queues(RECLAIM)
-def test_a_queue_reclaims_its_lent_quota_from_a_running_borrower(queued_zen, publisher, clock):
-    zen, functions = queued_zen
+def borrow_all_and_reclaim(functions, clock):
+    """team-a runs 4 jobs (16 GPUs, 8 borrowed from team-b); then team-b submits b1."""
     for n in range(4):
         functions.submit(job_request(f"a{n}"))
         clock.advance(1)
         run_until_running(functions, f"a{n}", f"vm-{n}")
     functions.submit(job_request("b1", user_id="bob"))
+
+
+@pytest.mark.queues(RECLAIM)
+def test_a_queue_reclaims_its_lent_quota_from_a_running_borrower(queued_zen, publisher, clock):
+    zen, functions = queued_zen
+    borrow_all_and_reclaim(functions, clock)
     # team-a holds 16 GPUs, 8 of them team-b's: the most recently admitted borrowed job is stopped
     assert statuses(zen, "b1", "a3", "a2") == ["PENDING", "STOPPING", "RUNNING"]
     stop = [json.loads(m.data) for m in publisher.on("zen-vm-control") if json.loads(m.data)["action"] == "STOP"]
@@ -369,11 +374,7 @@ def test_a_higher_priority_job_preempts_the_cheapest_lower_priority_one(queued_z
 @pytest.mark.queues(RECLAIM)
 def test_a_user_stop_during_a_preemption_wins(queued_zen, clock):
     zen, functions = queued_zen
-    for n in range(4):
-        functions.submit(job_request(f"a{n}"))
-        clock.advance(1)
-        run_until_running(functions, f"a{n}", f"vm-{n}")
-    functions.submit(job_request("b1", user_id="bob"))
+    borrow_all_and_reclaim(functions, clock)
     functions.stop({"job_id": "a3"})
     functions.heartbeat(stop_answer("a3", "vm-3"))
     assert statuses(zen, "a3", "b1") == ["CANCELLED", "QUEUED"]
@@ -382,11 +383,7 @@ def test_a_user_stop_during_a_preemption_wins(queued_zen, clock):
 @pytest.mark.queues(RECLAIM)
 def test_a_silent_preempted_vm_gives_the_quota_back_at_the_stop_deadline(queued_zen, clock):
     zen, functions = queued_zen
-    for n in range(4):
-        functions.submit(job_request(f"a{n}"))
-        clock.advance(1)
-        run_until_running(functions, f"a{n}", f"vm-{n}")
-    functions.submit(job_request("b1", user_id="bob"))
+    borrow_all_and_reclaim(functions, clock)
     clock.advance(zen.config.deadlines.stop_timeout_s + 1)
     for n in range(3):  # the others keep reporting
         functions.heartbeat(agent_run(f"a{n}", vm=f"vm-{n}", running_beats=3)[2])
