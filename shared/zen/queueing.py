@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from zen.config import QueueConfig, ZenConfig
 from zen.errors import Rejected
@@ -63,17 +63,64 @@ class Pass:
 
 
 @dataclass
-class _Queue:
+class QueueState:
+    """One queue in an admission pass: its quota on the pass's cluster, what it holds, its waiting
+    jobs in order (anything with ``priority``, ``submitted_at``, ``job_id`` and ``gpus``)."""
+
     config: QueueConfig
     nominal: int
     limit: float  # nominal + what it may borrow
     used: int
     usage_gpus: float  # decayed GPU-seconds / half-life: "recent usage" in GPUs
-    waiting: list[Job]
+    waiting: list
+
+    @classmethod
+    def of(cls, config: QueueConfig, cluster: str, used: int, usage_gpus: float, waiting: list) -> "QueueState":
+        borrow = config.may_borrow(cluster)
+        nominal = config.quota[cluster]
+        return cls(config, nominal, nominal + (math.inf if borrow is None else borrow), used, usage_gpus, waiting)
 
     @property
     def share(self) -> float:
         return (self.usage_gpus + self.used) / max(self.nominal, 1)
+
+
+def order_admissions(state: list[QueueState], cohort_used: int, cohort_quota: int,
+                     blocked: Callable[[QueueState, Any, int], None] | None = None
+                     ) -> list[tuple[QueueState, Any, int]]:
+    """The pure core of a pass (production and the simulator share it): admit heads while they fit,
+    highest priority, then lowest share, then oldest; a head that does not fit stops its queue
+    (``blocked(queue, head, cohort_used)`` is told). Returns (queue, job, GPUs the queue holds with
+    it); updates each queue's ``used``."""
+    admitted = []
+    active = [q for q in state if q.waiting]
+    while active:
+        best = min(active, key=lambda q: (-q.waiting[0].priority, q.share, q.waiting[0].submitted_at,
+                                          q.waiting[0].job_id))
+        job = best.waiting[0]
+        if best.used + job.gpus > best.limit or cohort_used + job.gpus > cohort_quota:
+            active.remove(best)  # its head does not fit: the queue waits, the others go on
+            if blocked is not None:
+                blocked(best, job, cohort_used)
+            continue
+        best.waiting.pop(0)
+        best.used += job.gpus
+        cohort_used += job.gpus
+        admitted.append((best, job, best.used))
+        if not best.waiting:
+            active.remove(best)
+    return admitted
+
+
+def decay(gpu_seconds: float, elapsed_s: float, held_gpus: int, half_life_s: float) -> float:
+    """A queue's usage brought forward by ``elapsed_s``: decayed, plus what it held meanwhile."""
+    return gpu_seconds * 0.5 ** (elapsed_s / half_life_s) + held_gpus * elapsed_s
+
+
+def admission_reason(queue: QueueState, held: int, cluster: str) -> str:
+    borrowed = max(0, held - queue.nominal)
+    return (f"admitted by queue {queue.config.name}: {held}/{queue.nominal} GPUs of {cluster}"
+            + (f" ({borrowed} borrowed)" if borrowed else ""))
 
 
 class Queueing:
@@ -135,36 +182,21 @@ class Queueing:
         usage = self._bring_usage_up_to_date(session, names, cluster, used, now)
         state = []
         for q in members:
-            borrow = q.may_borrow(cluster)
-            nominal = q.quota[cluster]
             # room jobs could fit; one more shows the head that does not, which a preemption may serve
             preempts = q.preemption != "never" and not freeing
             waiting = rows.pending(session, q.name, cluster, max(0, min(room, PASS_LIMIT)) + preempts)
-            state.append(_Queue(q, nominal, nominal + (math.inf if borrow is None else borrow), used.get(q.name, 0),
-                                usage.get(q.name, 0.0), waiting))
+            state.append(QueueState.of(q, cluster, used.get(q.name, 0), usage.get(q.name, 0.0), waiting))
         result = Pass()
-        admitted = result.admitted
-        active = [q for q in state if q.waiting]
-        while active:
-            best = min(active, key=lambda q: (-q.waiting[0].priority, q.share, q.waiting[0].submitted_at,
-                                              q.waiting[0].job_id))
-            job = best.waiting[0]
-            if best.used + job.gpus > best.limit or cohort_used + job.gpus > cohort_quota:
-                active.remove(best)  # its head does not fit: the queue waits, the others go on
-                if not freeing and not result.preempted and best.config.preemption != "never":
-                    result.preempted = self._victims(session, best, job, state, cohort_used, cohort_quota)
-                continue
-            best.waiting.pop(0)
-            best.used += job.gpus
-            cohort_used += job.gpus
-            borrowed = max(0, best.used - best.nominal)
-            admitted.append((job, f"admitted by queue {best.config.name}: {best.used}/{best.nominal} GPUs of "
-                                  f"{cluster}" + (f" ({borrowed} borrowed)" if borrowed else "")))
-            if not best.waiting:
-                active.remove(best)
+
+        def blocked(queue: QueueState, job: Job, cohort_used_now: int) -> None:
+            if not freeing and not result.preempted and queue.config.preemption != "never":
+                result.preempted = self._victims(session, queue, job, state, cohort_used_now, cohort_quota)
+
+        for queue, job, held in order_admissions(state, cohort_used, cohort_quota, blocked):
+            result.admitted.append((job, admission_reason(queue, held, cluster)))
         return result
 
-    def _victims(self, session: Session, queue: _Queue, job: Job, state: list[_Queue], cohort_used: int,
+    def _victims(self, session: Session, queue: QueueState, job: Job, state: list[QueueState], cohort_used: int,
                  cohort_quota: int) -> list[tuple[Job, str]]:
         """Admitted jobs whose quota ``job`` may take back under its queue's ``preemption`` rule, or []
         when they would not free enough (never preempt for nothing):
@@ -202,8 +234,7 @@ class Queueing:
         out = {}
         for name in names:
             seconds, since = known.get((name, cluster), (0.0, now))
-            elapsed = max(0.0, (now - since).total_seconds())
-            seconds = seconds * 0.5 ** (elapsed / self._half_life) + used.get(name, 0) * elapsed
+            seconds = decay(seconds, max(0.0, (now - since).total_seconds()), used.get(name, 0), self._half_life)
             rows.save_usage(session, name, cluster, seconds, now)
             out[name] = seconds / self._half_life
         return out

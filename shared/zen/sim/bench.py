@@ -11,7 +11,8 @@ prints the policies' table, then one summary table of zen / ask-every-region wit
 - p95 <= 1.25x the ``unlimited`` reference, where capacity exists somewhere at every moment (else n/a).
 
 Then it replays the 30-day scenario (Philly jobs on the looped GCP A100 trace) and prints how long
-each policy's replay took. Scenarios whose traces are absent are skipped with a note. Not a test:
+each policy's replay took, and the two-tenant flood with and without queues (``zen.sim.fairness``).
+Scenarios whose traces are absent are skipped with a note. Not a test:
 it reports, it does not fail on a missed target (exit 0 unless something breaks).
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import sys
 import time
 
+from zen.sim import fairness
 from zen.sim.jobs import load_jobs
 from zen.sim.metrics import RunResult
 from zen.sim.policies import POLICY_NAMES
@@ -158,6 +160,7 @@ def main() -> int:
     if rows:
         print("== zen / ask-every-region per scenario: ratio and whether its target holds")
         print("\n".join(summary_table(rows)))
+    print("\n" + "\n".join(fairness.report()))  # queues (issue 14)
     return 0
 
 

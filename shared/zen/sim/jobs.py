@@ -65,6 +65,7 @@ class SimJob:
     duration_s: float
     regions: tuple[str, ...]  # allowed, in the cluster's preference order
     priority: int = 0
+    user: str | None = None  # for queues (a scenario's ``queues:``): the user's queue admits it
 
 
 def sample(dist: DistSpec, rng: random.Random) -> float:

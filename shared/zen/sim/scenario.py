@@ -49,7 +49,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from zen.config import ClusterConfig
+from zen.config import ClusterConfig, QueueConfig, Queueing
 from zen.local.compute.capacity import CapacitySchedule, TraceError, load_trace
 from zen.local.compute.scenario import BootSpec, CapacitySpec, LognormalBoot
 from zen.local.compute.yamllines import LineMap, ScenarioError, problems_from_validation
@@ -101,6 +101,8 @@ class ScenarioSpec(_Spec):
     preemption: PreemptionSpec = PreemptionSpec()
     timing: dict[str, float] = {}
     jobs: dict[str, Any] | None = None
+    queues: list[QueueConfig] = []  # as in zen.config: admission by quota (zen.sim.queues); none: all admitted
+    queueing: Queueing = Queueing()
 
     @model_validator(mode="after")
     def _checks(self) -> "ScenarioSpec":
@@ -113,6 +115,10 @@ class ScenarioSpec(_Spec):
         if unknown:
             raise ValueError(f"unknown timing field(s): {', '.join(sorted(unknown))}; "
                              f"known: {', '.join(Timing.__dataclass_fields__)}")
+        for queue in self.queues:
+            unknown_clusters = sorted(set(queue.quota) - set(names))
+            if unknown_clusters:
+                raise ValueError(f"queue {queue.name}: quota names unknown clusters: {', '.join(unknown_clusters)}")
         for region, zones in self.zones.items():
             for zone in zones:
                 if not zone.startswith(region + "-"):

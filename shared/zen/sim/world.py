@@ -63,6 +63,7 @@ from zen.scaling.model import ClusterSnapshot, Plan, Policy, VmPhase
 from zen.sim.instances import _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK, InstanceWorld
 from zen.sim.jobs import SimJob
 from zen.sim.metrics import RunResult
+from zen.sim.queues import SimQueues
 from zen.sim.ports import SimFleet, SimMigPort
 from zen.sim.state import SimClusterState as _Cluster, SimJobState as _Job, SimMig as _Mig, SimVm as _Vm
 from zen.sim.scenario import Scenario, SimCluster
@@ -130,6 +131,8 @@ class Simulation(InstanceWorld):
         self.names = itertools.count(1)
         self.now = 0.0
         self.result = RunResult(policy=policy.name, horizon_s=self.horizon)
+        self.admission = SimQueues(spec.queues, {c.limits.name: c.gpu_count for c in scenario.clusters},
+                                   spec.queueing.usage_half_life_s) if spec.queues else None
         planner, fleet = _TimedPolicy(policy, self), SimFleet(self)
         self._clock_at: tuple = (None, None)
         for sim_cluster in scenario.clusters:
@@ -265,6 +268,9 @@ class Simulation(InstanceWorld):
         vm.job.state = _DONE
         vm.busy_s += self.now - vm.job_start_s
         vm.jobs_run += 1
+        if self.admission:
+            for admitted in self.admission.release(vm.job, self.now):  # its quota goes to the next
+                self._offer(admitted)
         vm.job = vm.job_start_s = None
         if self.single_use:
             vm.phase = VmPhase.IDLE  # for the instant of its deletion
@@ -296,7 +302,8 @@ class Simulation(InstanceWorld):
             heapq.heappush(cluster.heaps[region], (-job.spec.priority, job.spec.submit_s, job.qseq, job))
 
     def _submit(self, job: _Job) -> None:
-        self._offer(job)
+        for admitted in (self.admission.submit(job, self.now) if self.admission else [job]):
+            self._offer(admitted)  # with queues, only what its queue's quota admits now
         cluster = self.clusters[job.spec.cluster]
         cluster.arrivals.append(self.now)
         if cluster.coverage is None or not cluster.coverage.covers(self.dt(self.now)):
