@@ -217,3 +217,10 @@ def test_the_job_inherits_the_agents_environment_in_local_mode(monkeypatch):
         sys.executable, "-c", "import os; print(os.environ.get('ZEN_TEST_MARKER'))"])).outcome()
     assert outcome.tail.strip() == "from-agent"
     assert os.environ["ZEN_TEST_MARKER"] == "from-agent"
+
+
+def test_the_job_sees_its_id_attempt_and_stop_grace_in_its_environment():
+    from zen.agent.runner import JobSpec
+
+    env = JobSpec(job_id="j", attempt=2, command=["true"], env={"ZEN_PREEMPTED": "1"}, stop_grace_s=7.5).job_env()
+    assert env == {"ZEN_JOB_ID": "j", "ZEN_JOB_ATTEMPT": "2", "ZEN_STOP_GRACE_S": "7.5", "ZEN_PREEMPTED": "1"}

@@ -255,7 +255,8 @@ class Agent:
     def _run(self, start: StartMessage, attempt: AttemptReport) -> None:
         fields = {"job_id": start.job_id, "attempt": start.attempt}
         spec = JobSpec(job_id=start.job_id, attempt=start.attempt, command=start.command, image=start.image,
-                       env=dict(start.env), max_runtime_s=start.max_runtime_s)
+                       env=dict(start.env), max_runtime_s=start.max_runtime_s,
+                       stop_grace_s=self.settings.stop_grace_s)
         self._vm_beat(VmState.BUSY, force=True, job=attempt)
         settings = self.settings
         output = AttemptOutput(start.job_id, start.attempt, self.identity.vm, self.sink, settings.output,

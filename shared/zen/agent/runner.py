@@ -48,10 +48,15 @@ class JobSpec:
     image: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     max_runtime_s: int | None = None
+    stop_grace_s: float | None = None
 
     def job_env(self) -> dict[str, str]:
-        """What the job sees besides its own ``env``: which job and attempt it is."""
-        return {"ZEN_JOB_ID": self.job_id, "ZEN_JOB_ATTEMPT": str(self.attempt), **self.env}
+        """What the job sees besides its own ``env``: which job and attempt it is, and how long it has
+        between SIGTERM and SIGKILL when stopped or preempted (time to checkpoint)."""
+        own = {"ZEN_JOB_ID": self.job_id, "ZEN_JOB_ATTEMPT": str(self.attempt)}
+        if self.stop_grace_s is not None:
+            own["ZEN_STOP_GRACE_S"] = f"{self.stop_grace_s:g}"
+        return {**own, **self.env}
 
 
 @dataclass(frozen=True)
