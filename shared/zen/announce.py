@@ -27,6 +27,8 @@ def start_attributes(job: Job, cluster_regions: list[str]) -> dict[str, str]:
         attributes["allow_any"] = "1"
     for region in job.regions:
         attributes[f"allow_{region.replace('-', '_')}"] = "1"
+    if job.request.get("requires_tags"):  # its regions are already narrowed to these groups
+        attributes["requires_tags"] = ",".join(sorted(job.request["requires_tags"]))
     return attributes
 
 

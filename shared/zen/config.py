@@ -36,6 +36,8 @@ class ClusterConfig(_Strict):
     max_vms_per_region: int = Field(ge=0, description="Upper bound on each regional MIG")
     max_vms: int = Field(ge=0, description="Upper bound on the cluster across regions")
     min_vms: int = Field(default=0, ge=0, description="VMs kept even when idle")
+    tags: list[str] = Field(default_factory=list, description="Execution groups of all its regions, e.g. [hipaa]")
+    region_tags: dict[str, list[str]] = Field(default_factory=dict, description="Region -> its own extra tags")
 
     @field_validator("name")
     @classmethod
@@ -55,7 +57,18 @@ class ClusterConfig(_Strict):
     def _limits(self) -> "ClusterConfig":
         if self.min_vms > self.max_vms:
             raise ValueError(f"min_vms ({self.min_vms}) is above max_vms ({self.max_vms})")
+        outside = sorted(set(self.region_tags) - set(self.regions))
+        if outside:
+            raise ValueError(f"region_tags names regions the cluster does not use: {', '.join(outside)}")
+        named = self.tags + [t for tags in self.region_tags.values() for t in tags]
+        bad = sorted(t for t in named if not _NAME.match(t))
+        if bad:
+            raise ValueError(f"tags are lowercase letters, digits and '-': {', '.join(bad)}")
         return self
+
+    def tags_of(self, region: str) -> list[str]:
+        """The execution groups a VM of this cluster in ``region`` belongs to (sorted)."""
+        return sorted(set(self.tags) | set(self.region_tags.get(region, [])))
 
     def mig_name(self, region: str) -> str:
         """Name of the regional MIG terraform creates for this cluster."""

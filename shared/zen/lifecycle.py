@@ -123,6 +123,14 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
             decision.ignored = f"VM {hb.vm} in region {hb.region} is outside the job's regions {job.regions}"
             decision.publish_start = True
             return decision
+        missing = sorted(set(job.request.get("requires_tags") or ()) - set(hb.tags or ()))
+        if missing:
+            # Enforced again at the claim: a misrouted start message cannot run the job elsewhere.
+            action = ControlAction.RELEASE if hb.status is AgentStatus.CLAIMED else ControlAction.STOP
+            decision.controls.append(_control(job, hb, action, f"this VM lacks the job's tags {missing}"))
+            decision.ignored = f"VM {hb.vm} lacks the tags {missing} the job requires"
+            decision.publish_start = True
+            return decision
         # First report of this attempt wins the claim, whatever its status: a later report from the
         # same VM can overtake its CLAIMED in Pub/Sub, and must not be lost.
         decision.changes.append(Change(JobStatus.ASSIGNED, f"claimed by {hb.vm}"))

@@ -219,6 +219,8 @@ class JobRequest(Message):
     max_runtime_s: int | None = Field(default=None, ge=1, le=INT32_MAX)
     max_attempts: int | None = Field(default=None, ge=1, le=INT32_MAX)
     labels: dict[Label, Annotated[str, Field(max_length=63)]] = Field(default_factory=dict)
+    requires_tags: list[Annotated[str, Field(min_length=1, max_length=41)]] | None = Field(
+        default=None, max_length=16, description="Run only on VMs of these execution groups (zen.placement)")
     queue: str | None = Field(default=None, min_length=1, max_length=41,
                               description="The queue whose quota admits it; default: the user's queue")
 
@@ -264,6 +266,8 @@ class Heartbeat(Message):
     sent_at: UtcTimestamp
     exit_code: int | None = Field(default=None, ge=-INT32_MAX, le=INT32_MAX)
     message: str | None = Field(default=None, max_length=8192, description="e.g. the output tail")
+    tags: list[Annotated[str, Field(max_length=41)]] | None = Field(
+        default=None, max_length=64, description="The VM's execution groups (checked against a job's requires_tags)")
 
 
 class VmHeartbeat(Message):

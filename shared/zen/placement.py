@@ -1,6 +1,14 @@
 """Where a request may run: its cluster, allowed regions, attempt limit and queue, and, when it lists
 several acceptable GPU shapes, which one it gets.
 
+Execution groups (tags): a cluster's ``tags`` (all its regions) and ``region_tags`` (one region's
+own) say which groups its VMs belong to; a request with ``requires_tags`` may run only in regions
+whose VMs carry all of them: its allowed regions are narrowed to those (so its start message's
+``allow_<region>`` attributes, which the start subscriptions filter on, reach no other VM, and it
+is never scaled for elsewhere), and a request no region could ever run is rejected with the reason.
+The claim is checked again (``lifecycle.decide_heartbeat``): a VM whose heartbeat does not carry
+the tags is told RELEASE. Agents report their tags in every job heartbeat (``Heartbeat.tags``).
+
 ``resolve_request`` is the rule ``on_job_submitted`` applies, shared with ``zen submit``'s check
 before publishing: it needs only the configuration, and raises ``Rejected`` with the reason.
 
@@ -53,7 +61,7 @@ def resolve_request(config: ZenConfig, request: JobRequest) -> Resolved:
         raise Rejected(f"max_runtime_s {request.max_runtime_s} is above the limit {config.limits.max_runtime_s}")
     if request.gpu_types is None:
         cluster = _one_cluster(config, request)
-        shapes = [Shape(cluster.name, _regions(cluster, request.regions))]
+        shapes = [Shape(cluster.name, _tagged(cluster, _regions(cluster, request.regions), request.requires_tags))]
         queue = _queue(config, request, cluster)
     else:
         shapes, queue = _acceptable_shapes(config, request)
@@ -83,6 +91,18 @@ def _regions(cluster: ClusterConfig, allowed: list[str] | None) -> list[str]:
     return [r for r in cluster.regions if r in allowed]
 
 
+def _tagged(cluster: ClusterConfig, regions: list[str], required: list[str] | None) -> list[str]:
+    """The regions whose VMs carry every tag in ``required`` (execution groups), or ``Rejected``."""
+    if not required:
+        return regions
+    cleared = [r for r in regions if set(required) <= set(cluster.tags_of(r))]
+    if not cleared:
+        groups = "; ".join(f"{r}: {', '.join(cluster.tags_of(r)) or 'none'}" for r in regions)
+        raise Rejected(f"no allowed region of cluster {cluster.name} carries the tags {sorted(required)} "
+                       f"(tags by region: {groups})")
+    return cleared
+
+
 def _queue(config: ZenConfig, request: JobRequest, cluster: ClusterConfig) -> str | None:
     if not config.queues:
         return None
@@ -103,6 +123,7 @@ def _acceptable_shapes(config: ZenConfig, request: JobRequest) -> tuple[list[Sha
             why_not.append(f"{gpu_type}: cluster {cluster.name} has none of the regions {request.regions}")
             continue
         try:
+            regions = _tagged(cluster, regions, request.requires_tags)
             queue = _queue(config, request, cluster)
         except Rejected as rejection:
             why_not.append(f"{gpu_type}: {rejection.reason}")
@@ -141,4 +162,5 @@ def choose(session: Session, config: ZenConfig, resolved: Resolved, now: datetim
             skipped.append(f"{shape.cluster}: every allowed region is stocked out")
             continue
         return shape, f"GPU shape {shape.cluster}" + (f" ({'; '.join(skipped)})" if skipped else "")
-    return resolved.shapes[0], f"GPU shape {resolved.shapes[0].cluster}, the first: none had room ({'; '.join(skipped)})"
+    first = resolved.shapes[0]
+    return first, f"GPU shape {first.cluster}, the first: none had room ({'; '.join(skipped)})"

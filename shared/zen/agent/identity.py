@@ -43,6 +43,7 @@ class Identity:
     region: str
     zone: str
     from_environment: bool  # every field came from the environment (the local stack, tests)
+    tags: tuple[str, ...] = ()  # execution groups, reported in job heartbeats (see zen.placement)
 
     def log_fields(self) -> dict[str, str]:
         return {"vm": self.vm, "cluster": self.cluster, "region": self.region}

@@ -65,7 +65,7 @@ class Reporter:
         heartbeat = Heartbeat(
             job_id=attempt.job_id, attempt=attempt.attempt, vm=identity.vm, region=identity.region,
             zone=identity.zone, status=status, seq=attempt.next_seq(), sent_at=datetime.now(timezone.utc),
-            exit_code=exit_code, message=fit_message(message),
+            exit_code=exit_code, message=fit_message(message), tags=list(identity.tags) or None,
         )
         return self._send(heartbeat, budget_s, job_id=attempt.job_id, attempt=attempt.attempt,
                           status=status.value, seq=heartbeat.seq)

@@ -1,0 +1,93 @@
+"""Execution groups (tags): a job with requires_tags runs only where the VMs carry them, is never
+scaled for elsewhere, is rejected when no region could run it, and a claim from a VM without the
+tags is refused even if the start message reached it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.messages import heartbeat, job_request
+from zen.config import ZenConfig
+from zen.errors import ConfigError
+from zen.store import repository
+
+
+@pytest.fixture
+def tagged(config, db, publisher, clock, db_url, monkeypatch):
+    from zen.app import Zen
+    from zen.local.invoke import FunctionsInvoker
+
+    raw = json.loads(config.model_dump_json())
+    for cluster in raw["clusters"]:
+        if cluster["name"] == "4xa100-40gb":
+            cluster["region_tags"] = {"us-central1": ["hipaa"]}
+    zen = Zen(ZenConfig.model_validate(raw), db, publisher, clock)
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    return zen, FunctionsInvoker(zen)
+
+
+def test_a_job_requiring_a_tag_is_allowed_only_in_regions_that_carry_it(tagged, publisher):
+    zen, functions = tagged
+    functions.submit(job_request("phi-1", requires_tags=["hipaa"]))
+    with zen.db.transaction() as session:
+        job = repository.get_job(session, "phi-1")
+    assert job.regions == ["us-central1"] and job.status.value == "QUEUED"
+    [start] = publisher.on("zen-job-start")
+    assert start.attributes["requires_tags"] == "hipaa" and "allow_any" not in start.attributes
+    assert "allow_us_central1" in start.attributes and "allow_us_west1" not in start.attributes
+
+
+def test_a_job_no_region_could_run_is_rejected_with_the_tags_by_region(tagged):
+    zen, functions = tagged
+    functions.submit(job_request("phi-2", requires_tags=["hipaa"], regions=["us-west1", "europe-west4"]))
+    functions.submit(job_request("phi-3", cluster="1xl4", requires_tags=["hipaa"]))
+    with zen.db.transaction() as session:
+        reasons = [r["reason"] for r in repository.list_rejections(session)]
+    assert reasons[0] == ("no allowed region of cluster 4xa100-40gb carries the tags ['hipaa'] "
+                          "(tags by region: us-west1: none; europe-west4: none)")
+    assert reasons[1].startswith("no allowed region of cluster 1xl4 carries the tags ['hipaa']")
+
+
+def test_a_claim_from_a_vm_without_the_tags_is_released_and_one_with_them_wins(tagged, publisher):
+    zen, functions = tagged
+    functions.submit(job_request("phi-4", requires_tags=["hipaa"]))
+    functions.heartbeat(heartbeat("phi-4", "CLAIMED", 1, vm="vm-untagged"))  # a misrouted start message
+    functions.heartbeat(heartbeat("phi-4", "CLAIMED", 1, vm="vm-cleared", tags=["hipaa", "gpu"]))
+    controls = [(json.loads(m.data)["vm"], json.loads(m.data)["action"]) for m in publisher.on("zen-vm-control")]
+    assert controls == [("vm-untagged", "RELEASE"), ("vm-cleared", "CONFIRM")]
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "phi-4").vm == "vm-cleared"
+
+
+def test_tags_are_validated_in_the_configuration(config, tmp_path):
+    import yaml
+
+    from zen.config import load_config
+
+    raw = json.loads(config.model_dump_json())
+    raw["clusters"][0]["region_tags"] = {"mars-north1": ["x"]}
+    path = tmp_path / "zen.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match="region_tags names regions the cluster does not use: mars-north1"):
+        load_config(path)
+
+
+def test_the_agent_reports_its_configured_tags_in_job_heartbeats(config, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    raw = json.loads(config.model_dump_json())
+    raw["clusters"][1]["region_tags"] = {"us-central1": ["hipaa"]}
+    path = tmp_path / "zen.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    env = {"ZEN_CONFIG": str(path), "ZEN_VM_NAME": "vm-1", "ZEN_ZONE": "us-central1-a", "ZEN_CLUSTER": "4xa100-40gb",
+           "ZEN_PROJECT": "p", "PATH": "/usr/bin:/bin",
+           **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}
+    done = subprocess.run([sys.executable, "-m", "zen.agent", "--check"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert json.loads(done.stdout)["identity"]["tags"] == ["hipaa"], done.stderr
