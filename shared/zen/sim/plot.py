@@ -1,6 +1,7 @@
 """The simulator's plot (``plot.png`` of ``zen simulate --out``), built with matplotlib (dev-only).
 
-Left, one panel per policy on a shared time axis (small multiples, same y scale):
+Left, one panel per policy on a shared time axis (small multiples; each panel's y axis reaches the
+larger of the policy's peak and the capacity or limit ceiling):
 
 - the scenario's capacity behind it: VMs the zones can hold for the clusters' machine types,
   summed per region and stacked (shaded, one colour per region); a region with unlimited capacity is
@@ -98,7 +99,7 @@ def build_figure(results: dict[str, RunResult], scenario: Scenario | None = None
 
     fig = Figure(figsize=(15, max(6.5, 2.0 * n + 1.5)), layout="constrained")
     time_fig, side_fig = fig.subfigures(1, 2, width_ratios=(3, 2))
-    left = list(time_fig.subplots(n, 1, sharex=True, sharey=True, squeeze=False)[:, 0])
+    left = list(time_fig.subplots(n, 1, sharex=True, squeeze=False)[:, 0])
     right = list(side_fig.subplots(3, 1))
 
     handles = _draw_time_panels(left, names, results, scenario, horizon_s, scale, region_colour)
@@ -118,10 +119,8 @@ def _draw_time_panels(axes, names, results, scenario, horizon_s, scale, region_c
     times, capacity = capacity_by_region(scenario, horizon_s) if scenario else ([], {})
     drawn = {r: v for r, v in capacity.items() if v is not None}
     limit = sum(c.limits.max_vms for c in scenario.clusters) if scenario else None
-    peak = max((r.peak_vms for r in results.values()), default=0)
     cap_total = max((sum(col) for col in zip(*drawn.values())), default=None) if drawn else None
     ceiling = min(x for x in (limit, cap_total) if x is not None) if (limit or cap_total) else 0
-    top = max(peak, ceiling, 1) * 1.2
     x_cap = [t / scale for t in times] + [horizon_s / scale]
     for ax, name in zip(axes, names):
         result = results.get(name)
@@ -141,7 +140,7 @@ def _draw_time_panels(axes, names, results, scenario, horizon_s, scale, region_c
         if result is not None:
             _draw_start_rug(ax, result, scale, region_colour)
             ax.set_title(_policy_title(name, result), loc="left", fontsize=10)
-        ax.set_ylim(0, top)
+        ax.set_ylim(0, max(result.peak_vms if result else 0, ceiling, 1) * 1.2)  # an outlier keeps its own scale
         ax.set_ylabel("GPU VMs")
         ax.grid(alpha=0.3)
     handles: list = [Line2D([], [], color="black", lw=1.6, label="VMs paid for")]
@@ -174,14 +173,15 @@ def _draw_start_rug(ax, result: RunResult, scale: float, region_colour: dict) ->
 def _draw_ecdf(ax, results: dict[str, RunResult], policy_colour: dict) -> None:
     waits_by = {name: sorted(max(w, 1.0) for w in r.waits()) for name, r in results.items()}
     values = [w for waits in waits_by.values() for w in waits]
-    for name, waits in waits_by.items():
-        if waits:
+    for rank, (name, waits) in enumerate(waits_by.items()):
+        if waits:  # the first policy on top: it stays visible where curves coincide
             ax.step(waits, [(i + 1) / len(waits) for i in range(len(waits))], where="post",
-                    color=policy_colour[name], lw=1.6, label=name)
+                    color=policy_colour[name], lw=1.6, label=name, zorder=3 + len(waits_by) - rank)
     wide = bool(values) and max(values) / min(values) > 30
     if wide:
         ax.set_xscale("log")
-    ax.set(xlabel="time to start (s" + (", log scale; < 1 s shown at 1 s)" if wide else ")"), ylabel="fraction of jobs", ylim=(0, 1.02))
+    xlabel = "time to start (s, log scale; < 1 s shown at 1 s)" if wide else "time to start (s)"
+    ax.set(xlabel=xlabel, ylabel="fraction of jobs", ylim=(0, 1.02))
     ax.set_title(RIGHT_TITLES[0], fontsize=10)
     ax.grid(alpha=0.3, which="both")
     if waits_by:
