@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(format_table(results))
     if args.out:
         meta = {"scenario": scenario.name, "jobs_source": args.jobs or "scenario", "seed": args.seed}
-        for message in write_report(results, args.out, meta):
+        for message in write_report(results, args.out, meta, scenario):
             print(message, file=sys.stderr if args.json else sys.stdout)
     return 0
 

@@ -49,6 +49,7 @@ class RunResult:
     vm_series: list[tuple[float, int]] = field(default_factory=list)  # (t, VMs paid for) at each change
     pass_times: list[float] = field(default_factory=list)  # when a planning pass ran (any cluster)
     capacity_preemptions: int = 0  # of those preemptions, VMs taken back because a zone's capacity fell
+    start_regions: list[tuple[float, str]] = field(default_factory=list)  # (t, region) at each job's first start
 
     def waits(self) -> list[float]:
         """Time-to-start per job, never-started jobs counted until the horizon."""

@@ -6,8 +6,10 @@
 - ``report.json``: ``{"scenario", "jobs_source", "seed", "policies": {NAME: {...summary, ...extras}}}``;
 - ``starts.csv``: ``policy,submit_s,start_s`` per job (``start_s`` empty when it never started);
 - ``vms.csv``: ``policy,t_s,vms`` (VMs paid for, at each change);
-- ``plot.png``: time-to-start CDF per policy and VMs over time, when matplotlib is installed
-  (it is optional: without it the other files are written and a message says so).
+- ``plot.png``: per policy, VMs paid over time in front of the scenario's capacity (stockouts marked)
+  with job starts by region; beside them the time-to-start ECDF, VM-minutes paid and wasted, and
+  starts per region (``zen.sim.plot``). matplotlib is optional: without it the other files are
+  written and a message says so.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from zen.sim.metrics import EXTRA_KEYS, JSON_KEYS, RunResult
+from zen.sim.scenario import Scenario
 
 TABLE_COLUMNS = (
     ("policy", "policy"), ("p50_start_s", "p50 s"), ("p95_start_s", "p95 s"), ("p99_start_s", "p99 s"),
@@ -53,8 +56,10 @@ def format_table(results: dict[str, RunResult]) -> str:
     return "\n".join(lines)
 
 
-def write_report(results: dict[str, RunResult], out_dir: str | Path, meta: dict[str, Any]) -> list[str]:
-    """Write the files listed in the module docstring; returns messages for the user."""
+def write_report(results: dict[str, RunResult], out_dir: str | Path, meta: dict[str, Any],
+                 scenario: Scenario | None = None) -> list[str]:
+    """Write the files listed in the module docstring (the plot shows ``scenario``'s capacity when
+    given); returns messages for the user."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with (out / "summary.csv").open("w", newline="") as handle:
@@ -77,36 +82,21 @@ def write_report(results: dict[str, RunResult], out_dir: str | Path, meta: dict[
         for name, result in results.items():
             writer.writerows((name, round(t, 3), n) for t, n in result.vm_series)
     messages = [f"wrote {out / 'summary.csv'}, report.json, starts.csv, vms.csv"]
-    messages.append(write_plot(results, out / "plot.png", title=str(meta.get("scenario", ""))))
+    title = str(meta.get("scenario", ""))
+    if scenario is not None and scenario.spec.description:
+        title += f": {scenario.spec.description}"
+    messages.append(write_plot(results, out / "plot.png", title=title, scenario=scenario))
     return messages
 
 
-def write_plot(results: dict[str, RunResult], path: Path, title: str = "") -> str:
+def write_plot(results: dict[str, RunResult], path: Path, title: str = "", scenario: Scenario | None = None) -> str:
+    """``plot.png`` (see ``zen.sim.plot``), or a message saying why it was skipped."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+        from zen.sim.plot import build_figure, save_figure
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("matplotlib"):
+            raise
         return ("plot skipped: matplotlib is not installed (pip install matplotlib to get plot.png; "
                 "the CSV files hold the same data)")
-    fig, (cdf, vms) = plt.subplots(1, 2, figsize=(13, 4.8))
-    for name, result in results.items():
-        waits = sorted(max(w, 0.1) for w in result.waits())
-        if waits:
-            cdf.step(waits, [(i + 1) / len(waits) for i in range(len(waits))], where="post", label=name)
-        if result.vm_series:
-            times = [t / 3600.0 for t, _ in result.vm_series] + [result.horizon_s / 3600.0]
-            counts = [n for _, n in result.vm_series] + [result.vm_series[-1][1]]
-            vms.step(times, counts, where="post", label=name)
-    cdf.set(xscale="log", xlabel="time to start (s, log)", ylabel="fraction of jobs", title="time-to-start CDF")
-    vms.set(xlabel="simulated time (h)", ylabel="GPU VMs paid for", title="VMs over time")
-    for axis in (cdf, vms):
-        axis.grid(alpha=0.3)
-        axis.legend(fontsize=8)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(build_figure(results, scenario, title), path)
     return f"wrote {path}"
