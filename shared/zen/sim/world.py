@@ -238,6 +238,7 @@ class Simulation(InstanceWorld):
         job.state = _RUNNING
         if job.first_start_s is None:
             job.first_start_s = self.now
+            self.result.start_regions.append((self.now, vm.mig.region))
         del cluster.queued[job.spec.job_id]
         jobs = cluster.groups.get((job.spec.priority, job.spec.regions))
         if jobs is not None and jobs.pop(job.spec.job_id, None) is not None:
