@@ -23,17 +23,17 @@ QUEUE_COLUMNS = ("queue", "cohort", "cluster", "quota_gpus", "admitted_gpus", "b
 def add_parsers(sub, db: Callable[[], Any]) -> None:
     queues = sub.add_parser("queues", help="queues: quota, admitted and borrowed GPUs, waiting and running jobs")
     queues.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    queues.set_defaults(func=lambda args: cmd_queues(args, db()))
+    queues.set_defaults(func=lambda args: cmd_queues(args, db))
 
 
-def cmd_queues(args, db) -> int:
+def cmd_queues(args, db: Callable[[], Any]) -> int:
     from zen.queueing import Queueing
 
     config = load_config()
     if not config.queues:
         print("no queues are configured: every job is admitted at once (see README, Queues)", file=sys.stderr)
         return 0
-    with db.transaction() as session:
+    with db().transaction() as session:
         rows = Queueing(config).summary(session)
     if args.json:
         print(json.dumps(rows, indent=2))
