@@ -34,7 +34,7 @@ from zen.agent.output import AttemptOutput
 from zen.agent.reports import AttemptReport, Reporter
 from zen.agent.runner import CannotRun, JobSpec, RunningJob
 from zen.agent.settings import AgentSettings
-from zen.agent.staging import AttemptData, Progress, TransferError, run_in_background
+from zen.agent.staging import AttemptData, Progress, transfer
 from zen.agent.transport import ControlDelivery, StartDelivery, TransportError
 from zen.errors import describe_validation_error
 from zen.joblogs import Sink
@@ -264,7 +264,7 @@ class Agent:
                                settings.tail_bytes)
         data = self._attempt_data(start)
         if data is not None:
-            cut = self._transfer(attempt, data, "staging inputs", data.staged, data.stage, before=data.prepare)
+            cut = self._transfer(attempt, data, "staging inputs", data.staged, lambda: (data.prepare(), data.stage()))
             if cut is not None:  # the job never ran: nothing to upload
                 self._end(attempt, output, None, *cut, data=data)
                 return
@@ -333,49 +333,15 @@ class Agent:
                            Path(self.settings.work_dir), project=self.identity.project)
 
     def _transfer(self, attempt: AttemptReport, data: AttemptData, what: str, progress: Progress,
-                  work: Callable[[], None], *,
-                  before: Callable[[], None] | None = None,
-                  shutdown_grace_s: float = 0.0) -> tuple[AgentStatus, str] | None:
-        """Run one transfer in the background, heartbeating RUNNING with its progress. Returns the
-        status and note when it failed, was stopped, or the VM shut down (after ``shutdown_grace_s``)."""
-        cut: list[tuple[AgentStatus, str]] = []
-        next_beat, shutdown_at = self._clock(), None
-
-        def tick() -> bool:
-            nonlocal next_beat, shutdown_at
-            if self.stopping:
-                shutdown_at = shutdown_at or self._clock() + shutdown_grace_s
-                if self._clock() >= shutdown_at:
-                    cut.append((AgentStatus.PREEMPTED, f"zen: VM {self.identity.vm} shut down while {what}"))
-                    return True
-            if self._clock() >= next_beat:
-                self.reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, self.settings.heartbeat_s),
-                                  message=f"zen: {what}: {progress.describe()} so far", data=data.heartbeat_fields())
-                next_beat = self._clock() + self.settings.heartbeat_s
-            self._vm_beat(VmState.BUSY, job=attempt)
-            control = self.transport.next_control(SLICE_S)
-            order = self._order_for(control, attempt)
-            if order is not None:
-                control.ack()
-                if order.action is ControlAction.STOP:
-                    cut.append((AgentStatus.STOPPED, f"zen: stopped while {what} ({order.reason or 'stop requested'})"))
-                    return True
-            return False
-
-        def steps() -> None:
-            if before is not None:
-                before()
-            work()
-
-        error = run_in_background(steps, tick, data.cancel, grace_s=self.settings.stop_grace_s)
-        if cut:
-            return cut[0]
-        if error is not None:
-            reason = str(error) if isinstance(error, TransferError) else f"zen agent error: {error!r}"
-            self.log.error(f"{what} failed", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
-                                                    "reason": reason})
-            return AgentStatus.FAILED, f"zen: {reason}"
-        return None
+                  work: Callable[[], None], shutdown_grace_s: float = 0.0) -> tuple[AgentStatus, str] | None:
+        """``zen.agent.staging.transfer``, heartbeating this attempt; the status and note if it ended it."""
+        cut = transfer(data, what, progress, work, listen=lambda *a, **kw: self._listen(attempt, *a, **kw),
+                       stopping=lambda: self.stopping, clock=self._clock, vm=self.identity.vm,
+                       shutdown_grace_s=shutdown_grace_s, grace_s=self.settings.stop_grace_s)
+        if cut is not None:
+            self.log.error(f"{what} ended the attempt", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
+                                                             "status": cut[0].value, "reason": cut[1]})
+        return cut
 
     def _supervise(self, job: RunningJob, attempt: AttemptReport) -> tuple[AgentStatus | None, str | None]:
         """Heartbeat until the job ends, is stopped, runs out of time, or the agent shuts down.
@@ -397,15 +363,9 @@ class Agent:
                     **fields, "max_runtime_s": job.spec.max_runtime_s})
                 job.stop(settings.stop_grace_s)
                 return AgentStatus.FAILED, f"zen: killed after exceeding max_runtime_s={job.spec.max_runtime_s}"
-            if self._clock() >= next_beat:
-                self.reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, settings.heartbeat_s))
-                next_beat = self._clock() + settings.heartbeat_s
-            self._vm_beat(VmState.BUSY, job=attempt)
-            control = self.transport.next_control(SLICE_S)
-            order = self._order_for(control, attempt)
+            next_beat, order = self._listen(attempt, next_beat)
             if order is None:
                 continue
-            control.ack()
             if order.action is ControlAction.STOP and job.poll() is None:
                 self.log.info("stopping the job on request", extra={**fields, "reason": order.reason})
                 job.stop(settings.stop_grace_s)
@@ -415,6 +375,19 @@ class Agent:
             self.log.info("control message for the running attempt ignored",
                           extra={**fields, "action": order.action.value, "reason": order.reason})
         return None, None
+
+    def _listen(self, attempt: AttemptReport, next_beat: float, **report) -> tuple[float, ControlMessage | None]:
+        """One slice of a running attempt: its RUNNING heartbeat when due (at ``next_beat``; returns the
+        next), the VM's, and the control message about it, if one came (acked)."""
+        if self._clock() >= next_beat:
+            self.reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, self.settings.heartbeat_s), **report)
+            next_beat = self._clock() + self.settings.heartbeat_s
+        self._vm_beat(VmState.BUSY, job=attempt)
+        control = self.transport.next_control(SLICE_S)
+        order = self._order_for(control, attempt)
+        if order is not None:
+            control.ack()
+        return next_beat, order
 
     def _after_job(self) -> None:
         self.jobs_run += 1

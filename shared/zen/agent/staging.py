@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from zen.gcs import input_name, split_uri
-from zen.models import InputSpec
+from zen.models import AgentStatus, ControlAction, InputSpec
 
 log = logging.getLogger("zen.agent.staging")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -286,3 +286,34 @@ def run_in_background(work: Callable[[], None], tick: Callable[[], bool], cancel
             thread.join(grace_s)
             break
     return outcome.get("error")
+
+
+def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[], Any], *, listen: Callable,
+             stopping: Callable[[], bool], clock: Callable[[], float], vm: str, shutdown_grace_s: float = 0.0,
+             grace_s: float = 10.0) -> tuple[AgentStatus, str] | None:
+    """Run one transfer (``work``: staging or uploading) in the background while the agent's ``listen``
+    heartbeats the attempt with its progress. Returns the status and note when it failed (FAILED), a
+    STOP came (STOPPED), or the agent is shutting down and ``shutdown_grace_s`` ran out (PREEMPTED)."""
+    cut: list[tuple[AgentStatus, str]] = []
+    next_beat, shutdown_at = clock(), None
+
+    def tick() -> bool:
+        nonlocal next_beat, shutdown_at
+        if stopping():
+            shutdown_at = shutdown_at or clock() + shutdown_grace_s
+            if clock() >= shutdown_at:
+                cut.append((AgentStatus.PREEMPTED, f"zen: VM {vm} shut down while {what}"))
+                return True
+        next_beat, order = listen(next_beat, message=f"zen: {what}: {progress.describe()} so far",
+                                  data=data.heartbeat_fields())
+        if order is not None and order.action is ControlAction.STOP:
+            cut.append((AgentStatus.STOPPED, f"zen: stopped while {what} ({order.reason or 'stop requested'})"))
+        return bool(cut)
+
+    error = run_in_background(work, tick, data.cancel, grace_s)
+    if cut:
+        return cut[0]
+    if error is not None:
+        reason = str(error) if isinstance(error, TransferError) else f"zen agent error: {error!r}"
+        return AgentStatus.FAILED, f"zen: {reason}"
+    return None
