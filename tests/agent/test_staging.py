@@ -166,3 +166,15 @@ def test_a_failed_upload_fails_an_attempt_that_exited_0(client, tmp_path):
     assert "zen: upload of upper.txt to gs://gone-bkt/res/out-1/attempt-1/upper.txt failed after 0 of 1 files: " \
            "404 The specified bucket does not exist: gone-bkt" in final.message
     assert final.uploaded_bytes == 0
+
+
+def test_the_job_sees_both_directories_and_a_container_gets_them_mounted_at_the_same_path(tmp_path):
+    from zen.agent.runner import JobSpec, docker_argv
+
+    data = AttemptData("j1", 3, [], "gs://out-bkt/x", tmp_path / "work")
+    spec = JobSpec("j1", 3, ["train"], image="img:1", env={"ZEN_OUTPUT_DIR": "/elsewhere"}, data_dirs=data.env())
+
+    assert spec.job_env()["ZEN_OUTPUT_DIR"] == str(tmp_path / "work" / "j1-3" / "outputs")  # the agent's wins
+    argv = docker_argv(spec)
+    assert ["-v", f"{data.input_dir}:{data.input_dir}"] == argv[argv.index("-v"):argv.index("-v") + 2]
+    assert f"{data.output_dir}:{data.output_dir}" in argv
