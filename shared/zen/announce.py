@@ -79,6 +79,7 @@ class Announcements:
             job_id=job.job_id, attempt=job.attempt, cluster=job.cluster, user_id=job.user_id,
             image=request.get("image"), command=request.get("command"), env=request.get("env", {}),
             regions=job.regions, max_runtime_s=job.max_runtime_s, labels=request.get("labels", {}),
+            inputs=request.get("inputs"), outputs=request.get("outputs"),
         )
         if job.preemptions:  # an attempt after a preemption: the job may resume from its checkpoint
             message = message.model_copy(update={"env": {**message.env, "ZEN_PREEMPTED": "1"}})

@@ -32,12 +32,14 @@ from pydantic import (
     model_validator,
 )
 
+from zen.gcs import check_input_names, check_uri
 from zen.text import escape_unstorable, unstorable_problem
 
 MESSAGE_VERSION = 1
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+MAX_INPUTS = 16
 
 
 class JobStatus(str, enum.Enum):
@@ -201,6 +203,17 @@ class Message(BaseModel):
         return self.model_dump_json(exclude_none=True).encode()
 
 
+GsUri = Annotated[str, Field(max_length=1100), AfterValidator(check_uri)]
+
+
+class InputSpec(BaseModel):
+    """One of a job's ``inputs``: an object or a prefix (``zen.gcs``), staged into ``ZEN_INPUT_DIR``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    uri: GsUri
+    size_gb: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False, description="Its weight")
+
+
 class JobRequest(Message):
     """Published by users on ``zen-job-submitted``."""
 
@@ -223,6 +236,16 @@ class JobRequest(Message):
         default=None, max_length=16, description="Run only on VMs of these execution groups (zen.placement)")
     queue: str | None = Field(default=None, min_length=1, max_length=41,
                               description="The queue whose quota admits it; default: the user's queue")
+    inputs: list[InputSpec] | None = Field(default=None, min_length=1, max_length=MAX_INPUTS,
+                                           description="Staged into ZEN_INPUT_DIR before the job")
+    outputs: GsUri | None = Field(default=None, description="ZEN_OUTPUT_DIR is uploaded under it after the job")
+
+    @field_validator("inputs")
+    @classmethod
+    def _distinct_inputs(cls, value: list[InputSpec] | None) -> list[InputSpec] | None:
+        if value:
+            check_input_names([spec.uri for spec in value])
+        return value
 
     @field_validator("command")
     @classmethod
@@ -268,6 +291,11 @@ class Heartbeat(Message):
     message: str | None = Field(default=None, max_length=8192, description="e.g. the output tail")
     tags: list[Annotated[str, Field(max_length=41)]] | None = Field(
         default=None, max_length=64, description="The VM's execution groups (checked against a job's requires_tags)")
+    # The attempt's data (zen.agent.staging): inputs staged and outputs uploaded so far.
+    staged_bytes: int | None = Field(default=None, ge=0, le=INT64_MAX)
+    staged_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    uploaded_bytes: int | None = Field(default=None, ge=0, le=INT64_MAX)
+    uploaded_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 class VmHeartbeat(Message):
@@ -303,6 +331,8 @@ class StartMessage(Message):
     regions: list[str]
     max_runtime_s: int | None = None
     labels: dict[str, str] = Field(default_factory=dict)
+    inputs: list[InputSpec] | None = None
+    outputs: str | None = None
 
 
 class ControlMessage(Message):

@@ -210,3 +210,13 @@ def agents(config, config_file, pubsub_server, tmp_path):
     yield fleet
     fleet.stop_all()
 
+
+
+@pytest.fixture
+def storage(monkeypatch):
+    """The Cloud Storage stand-in, with the official client pointed at it (STORAGE_EMULATOR_HOST)."""
+    from zen.local.storage import StorageStandIn
+
+    with StorageStandIn() as standin:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", standin.address)
+        yield standin

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Callable, Mapping, Protocol
 
 from pydantic import ValidationError
@@ -33,6 +34,7 @@ from zen.agent.output import AttemptOutput
 from zen.agent.reports import AttemptReport, Reporter
 from zen.agent.runner import CannotRun, JobSpec, RunningJob
 from zen.agent.settings import AgentSettings
+from zen.agent.staging import AttemptData, Progress, transfer
 from zen.agent.transport import ControlDelivery, StartDelivery, TransportError
 from zen.errors import describe_validation_error
 from zen.joblogs import Sink
@@ -43,6 +45,8 @@ SLICE_S = 0.2  # longest uninterrupted wait: how fast a shutdown request is noti
 FINAL_BUDGET_S = 300.0  # how long a final report is retried (a lost one costs a rerun)
 SHUTDOWN_BUDGET_S = 5.0  # per report while shutting down (a preempted VM has ~30 s in all)
 OUTPUT_BUDGET_S = 20.0  # shipping the rest of a job's output before its final report (heartbeat timeout: 120 s)
+UPLOAD_GRACE_S = 15.0  # uploading outputs once the VM is shutting down (a preempted VM has ~30 s in all)
+PREFACE_CHARS = 1100  # zen's lines before the output tail in the final report (Heartbeat.message: 8192)
 
 
 class Transport(Protocol):
@@ -254,23 +258,26 @@ class Agent:
     # -- running ---------------------------------------------------------------------------------
     def _run(self, start: StartMessage, attempt: AttemptReport) -> None:
         fields = {"job_id": start.job_id, "attempt": start.attempt}
-        spec = JobSpec(job_id=start.job_id, attempt=start.attempt, command=start.command, image=start.image,
-                       env=dict(start.env), max_runtime_s=start.max_runtime_s,
-                       stop_grace_s=self.settings.stop_grace_s)
         self._vm_beat(VmState.BUSY, force=True, job=attempt)
         settings = self.settings
         output = AttemptOutput(start.job_id, start.attempt, self.identity.vm, self.sink, settings.output,
                                settings.tail_bytes)
+        data = self._attempt_data(start)
+        if data is not None:
+            cut = self._transfer(attempt, data, "staging inputs", data.staged, lambda: (data.prepare(), data.stage()))
+            if cut is not None:  # the job never ran: nothing to upload
+                self._end(attempt, output, None, *cut, data=data)
+                return
+        spec = JobSpec(job_id=start.job_id, attempt=start.attempt, command=start.command, image=start.image,
+                       env=dict(start.env), max_runtime_s=start.max_runtime_s,
+                       stop_grace_s=settings.stop_grace_s, data_dirs=data.env() if data else {})
         try:
             job = RunningJob.start(spec, local=self.local, tail_bytes=settings.tail_bytes, docker=settings.docker,
                                    output=output, limits=settings.output, base_env=self._base_env)
         except CannotRun as exc:
             self.log.error("job cannot run here", extra={**fields, "reason": str(exc)})
             output.add("zen", f"zen agent: {exc}")
-            self._close_output(output, "FAILED, exit code 127")
-            self.reporter.job(attempt, AgentStatus.FAILED, budget_s=FINAL_BUDGET_S, exit_code=127,
-                              message=f"zen agent: {exc}")
-            self._after_job()
+            self._end(attempt, output, 127, AgentStatus.FAILED, f"zen agent: {exc}", data=data, upload=True)
             return
         # The command, not the argv: env values (``-e K=V`` for docker) may be credentials.
         self.log.info("job started", extra={**fields, "pid": job.pid, "container": job.launch.container,
@@ -282,20 +289,59 @@ class Agent:
             self._close_output(output, "zen agent error; the attempt was stopped", SHUTDOWN_BUDGET_S)
             self.reporter.job(attempt, AgentStatus.PREEMPTED, budget_s=SHUTDOWN_BUDGET_S,
                               message="zen agent error; the attempt was stopped")
+            if data is not None:
+                data.cleanup()
             raise
         outcome = job.outcome()
         if final is None:
             final = AgentStatus.SUCCEEDED if outcome.exit_code == 0 else AgentStatus.FAILED
-        message = f"{note}\n{outcome.tail}" if note else outcome.tail
         self.log.info("job ended", extra={**fields, "status": final.value, "exit_code": outcome.exit_code,
                                           "elapsed_s": round(job.elapsed_s(), 3), "pid": job.pid})
+        self._end(attempt, output, outcome.exit_code, final, note, data=data, upload=True, tail=outcome.tail)
+
+    def _end(self, attempt: AttemptReport, output: AttemptOutput, exit_code: int | None, final: AgentStatus,
+             note: str | None, *, data: AttemptData | None, upload: bool = False, tail: str = "") -> None:
+        """Upload the outputs (a failed upload fails the attempt), close the output, send the final report."""
+        if data is not None and upload:
+            cut = self._transfer(attempt, data, "uploading outputs", data.uploaded, data.upload,
+                                 shutdown_grace_s=UPLOAD_GRACE_S)
+            if cut is not None:
+                status, cut_note = cut
+                final = AgentStatus.FAILED if status is AgentStatus.FAILED and final is AgentStatus.SUCCEEDED else status
+                note = f"{note}\n{cut_note}" if note else cut_note
+        summary = data.summary() if data is not None else ""
+        preface = "\n".join(line for line in (note, summary) if line)[-PREFACE_CHARS:]
+        message = "\n".join(part for part in (preface, tail) if part)
         # The output before the final report: a user who sees the end status can read every line.
-        ended = f"{final.value}, exit code {outcome.exit_code}"
-        self._close_output(output, f"{ended} ({note.removeprefix('zen: ')})" if note else ended,
+        ended = final.value if exit_code is None else f"{final.value}, exit code {exit_code}"
+        brief = note.splitlines()[-1].removeprefix("zen: ").removeprefix("zen agent: ") if note else ""
+        self._close_output(output, f"{ended} ({brief})" if brief else ended,
                            SHUTDOWN_BUDGET_S if self.stopping else OUTPUT_BUDGET_S)
         budget = SHUTDOWN_BUDGET_S if self.stopping else FINAL_BUDGET_S
-        self.reporter.job(attempt, final, budget_s=budget, exit_code=outcome.exit_code, message=message)
+        self.reporter.job(attempt, final, budget_s=budget, exit_code=exit_code, message=message,
+                          data=data.heartbeat_fields() if data is not None else None)
+        if data is not None:
+            self.log.info("job data", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
+                                             **data.heartbeat_fields()})
+            data.cleanup()
         self._after_job()
+
+    def _attempt_data(self, start: StartMessage) -> AttemptData | None:
+        if not start.inputs and not start.outputs:
+            return None
+        return AttemptData(start.job_id, start.attempt, list(start.inputs or []), start.outputs,
+                           Path(self.settings.work_dir), project=self.identity.project)
+
+    def _transfer(self, attempt: AttemptReport, data: AttemptData, what: str, progress: Progress,
+                  work: Callable[[], None], shutdown_grace_s: float = 0.0) -> tuple[AgentStatus, str] | None:
+        """``zen.agent.staging.transfer``, heartbeating this attempt; the status and note if it ended it."""
+        cut = transfer(data, what, progress, work, listen=lambda *a, **kw: self._listen(attempt, *a, **kw),
+                       stopping=lambda: self.stopping, clock=self._clock, vm=self.identity.vm,
+                       shutdown_grace_s=shutdown_grace_s, grace_s=self.settings.stop_grace_s)
+        if cut is not None:
+            self.log.error(f"{what} ended the attempt", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
+                                                             "status": cut[0].value, "reason": cut[1]})
+        return cut
 
     def _supervise(self, job: RunningJob, attempt: AttemptReport) -> tuple[AgentStatus | None, str | None]:
         """Heartbeat until the job ends, is stopped, runs out of time, or the agent shuts down.
@@ -317,15 +363,9 @@ class Agent:
                     **fields, "max_runtime_s": job.spec.max_runtime_s})
                 job.stop(settings.stop_grace_s)
                 return AgentStatus.FAILED, f"zen: killed after exceeding max_runtime_s={job.spec.max_runtime_s}"
-            if self._clock() >= next_beat:
-                self.reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, settings.heartbeat_s))
-                next_beat = self._clock() + settings.heartbeat_s
-            self._vm_beat(VmState.BUSY, job=attempt)
-            control = self.transport.next_control(SLICE_S)
-            order = self._order_for(control, attempt)
+            next_beat, order = self._listen(attempt, next_beat)
             if order is None:
                 continue
-            control.ack()
             if order.action is ControlAction.STOP and job.poll() is None:
                 self.log.info("stopping the job on request", extra={**fields, "reason": order.reason})
                 job.stop(settings.stop_grace_s)
@@ -335,6 +375,19 @@ class Agent:
             self.log.info("control message for the running attempt ignored",
                           extra={**fields, "action": order.action.value, "reason": order.reason})
         return None, None
+
+    def _listen(self, attempt: AttemptReport, next_beat: float, **report) -> tuple[float, ControlMessage | None]:
+        """One slice of a running attempt: its RUNNING heartbeat when due (at ``next_beat``; returns the
+        next), the VM's, and the control message about it, if one came (acked)."""
+        if self._clock() >= next_beat:
+            self.reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, self.settings.heartbeat_s), **report)
+            next_beat = self._clock() + self.settings.heartbeat_s
+        self._vm_beat(VmState.BUSY, job=attempt)
+        control = self.transport.next_control(SLICE_S)
+        order = self._order_for(control, attempt)
+        if order is not None:
+            control.ack()
+        return next_beat, order
 
     def _after_job(self) -> None:
         self.jobs_run += 1

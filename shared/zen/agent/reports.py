@@ -60,12 +60,14 @@ class Reporter:
         self._extra = identity.log_fields()
 
     def job(self, attempt: AttemptReport, status: AgentStatus, *, budget_s: float, exit_code: int | None = None,
-            message: str | None = None) -> bool:
+            message: str | None = None, data: dict[str, int | float] | None = None) -> bool:
+        """``data``: the attempt's transfers so far (``staged_bytes`` ...; ``zen.agent.staging``)."""
         identity = self._identity
         heartbeat = Heartbeat(
             job_id=attempt.job_id, attempt=attempt.attempt, vm=identity.vm, region=identity.region,
             zone=identity.zone, status=status, seq=attempt.next_seq(), sent_at=datetime.now(timezone.utc),
             exit_code=exit_code, message=fit_message(message), tags=list(identity.tags) or None,
+            **(data or {}),
         )
         return self._send(heartbeat, budget_s, job_id=attempt.job_id, attempt=attempt.attempt,
                           status=status.value, seq=heartbeat.seq)

@@ -49,14 +49,16 @@ class JobSpec:
     env: dict[str, str] = field(default_factory=dict)
     max_runtime_s: int | None = None
     stop_grace_s: float | None = None
+    data_dirs: dict[str, str] = field(default_factory=dict)  # ZEN_INPUT_DIR, ZEN_OUTPUT_DIR (zen.agent.staging)
 
     def job_env(self) -> dict[str, str]:
-        """What the job sees besides its own ``env``: which job and attempt it is, and how long it has
-        between SIGTERM and SIGKILL when stopped or preempted (time to checkpoint)."""
+        """What the job sees besides its own ``env``: which job and attempt it is, how long it has
+        between SIGTERM and SIGKILL when stopped or preempted (time to checkpoint), and where its
+        inputs are and its outputs go (these win over its ``env``: the agent uploads that directory)."""
         own = {"ZEN_JOB_ID": self.job_id, "ZEN_JOB_ATTEMPT": str(self.attempt)}
         if self.stop_grace_s is not None:
             own["ZEN_STOP_GRACE_S"] = f"{self.stop_grace_s:g}"
-        return {**own, **self.env}
+        return {**own, **self.env, **self.data_dirs}
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,8 @@ def docker_argv(spec: JobSpec, docker: str = "docker") -> list[str]:
     if not spec.image:
         raise CannotRun("no image to run")
     argv = [docker, "run", "--rm", "--gpus", "all", "--name", container_name(spec.job_id, spec.attempt)]
+    for path in spec.data_dirs.values():  # the same path inside the container
+        argv += ["-v", f"{path}:{path}"]
     for key, value in spec.job_env().items():
         argv += ["-e", f"{key}={value}"]
     return argv + [spec.image] + list(spec.command or [])

@@ -14,6 +14,7 @@
 |                               |         | run with docker. Unset: 1 when the identity came from the |
 |                               |         | environment (the local stack), else 0                    |
 | ``ZEN_AGENT_DOCKER``          | docker  | the docker CLI                                           |
+| ``ZEN_AGENT_WORK_DIR``        | TMPDIR/zen-agent | where jobs' inputs and outputs are kept (zen.agent.staging) |
 | ``ZEN_AGENT_LOG_LINE_BYTES``  | 16384   | longest output line; longer ones are cut into pieces     |
 | ``ZEN_AGENT_LOG_FLUSH_S``     | 1       | how often output is shipped; a partial line waits this long |
 | ``ZEN_AGENT_LOG_RATE_LINES``  | 1000    | lines shipped per second at most                         |
@@ -28,7 +29,9 @@ limits work is ``zen.agent.output``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import tempfile
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from zen.agent.output import OutputLimits
@@ -50,6 +53,7 @@ class AgentSettings:
     local: bool | None = None  # None: decided from where the identity came from
     docker: str = "docker"
     output: OutputLimits = OutputLimits()
+    work_dir: str = field(default_factory=lambda: os.path.join(tempfile.gettempdir(), "zen-agent"))
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "AgentSettings":
@@ -86,6 +90,7 @@ class AgentSettings:
             local=None if not local_raw else local_raw in ("1", "true", "yes"),
             docker=env.get("ZEN_AGENT_DOCKER") or cls.docker,
             output=output_limits(number),
+            work_dir=env.get("ZEN_AGENT_WORK_DIR") or os.path.join(tempfile.gettempdir(), "zen-agent"),
         )
 
 

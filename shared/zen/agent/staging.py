@@ -1,0 +1,319 @@
+"""A job's data on the VM: its ``inputs`` staged into ``ZEN_INPUT_DIR`` before it runs, and
+``ZEN_OUTPUT_DIR`` uploaded to its ``outputs`` after it ends (whatever the exit), with the official
+Cloud Storage client (``STORAGE_EMULATOR_HOST`` points it at ``zen.local.storage`` locally).
+
+Layout, per attempt, under the agent's work directory (``ZEN_AGENT_WORK_DIR``)::
+
+    <work>/<job_id>-<attempt>/inputs    ZEN_INPUT_DIR: gs://b/data/train.csv -> inputs/train.csv
+                                                       gs://b/data/set/      -> inputs/set/<rest of each name>
+    <work>/<job_id>-<attempt>/outputs   ZEN_OUTPUT_DIR: every file, uploaded as
+                                        <outputs>/<job_id>/attempt-<attempt>/<path under ZEN_OUTPUT_DIR>
+
+An input names an object when one has exactly that name (and its path does not end in ``/``), else
+the prefix: every object under ``<path>/``. An input that is neither fails the attempt before the
+job runs, naming the URI; so does any download error. An upload error fails the attempt (FAILED even
+when the job exited 0), naming the file and the reason. Both directories are removed afterwards.
+
+Transfers run in a worker thread (``run_in_background``) so the agent keeps heartbeating, with the
+bytes and seconds so far; ``cancel`` stops them between objects, or mid-download.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from zen.gcs import input_name, split_uri
+from zen.models import AgentStatus, ControlAction, InputSpec
+
+log = logging.getLogger("zen.agent.staging")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+class TransferError(Exception):
+    """Staging or uploading failed; the message is the reason the attempt reports."""
+
+
+class Cancelled(TransferError):
+    pass
+
+
+@dataclass
+class Progress:
+    files: int = 0
+    bytes: int = 0
+    started: float | None = None
+    ended: float | None = None
+
+    def seconds(self) -> float:
+        if self.started is None:
+            return 0.0
+        return round((self.ended or time.monotonic()) - self.started, 3)
+
+    def describe(self) -> str:
+        return f"{self.files} file{'s' if self.files != 1 else ''}, {human_bytes(self.bytes)} in {self.seconds():g} s"
+
+
+def human_bytes(count: int) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return f"{count:g} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1000
+    return str(count)
+
+
+def _reason(exc: BaseException) -> str:
+    """A short reason from a client error: the API's own message when the response carries one."""
+    text = str(exc)
+    found = re.search(r'"message":\s*"((?:[^"\\]|\\.)*)"', text)
+    code = getattr(exc, "code", None)
+    if found:
+        return f"{code} {found[1]}" if isinstance(code, int) else found[1]
+    return (text or type(exc).__name__)[:500]
+
+
+class _CountingWriter:
+    """A file the client downloads into: counts the bytes, and stops the download when cancelled."""
+
+    def __init__(self, file, progress: Progress, cancel: threading.Event):
+        self._file, self._progress, self._cancel = file, progress, cancel
+
+    def write(self, data: bytes) -> int:
+        if self._cancel.is_set():
+            raise Cancelled("cancelled")
+        self._progress.bytes += len(data)
+        return self._file.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._file, name)
+
+
+@dataclass
+class AttemptData:
+    """The inputs and outputs of one attempt, and their directories on this VM."""
+
+    job_id: str
+    attempt: int
+    inputs: list[InputSpec]
+    outputs: str | None
+    work_dir: Path
+    project: str | None = None
+    client_factory: Callable[[], Any] | None = None  # tests may pass one; default: storage.Client
+    staged: Progress = field(default_factory=Progress)
+    uploaded: Progress = field(default_factory=Progress)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    _client: Any = None
+
+    @property
+    def root(self) -> Path:
+        return self.work_dir / f"{_UNSAFE.sub('-', self.job_id)}-{self.attempt}"
+
+    @property
+    def input_dir(self) -> Path:
+        return self.root / "inputs"
+
+    @property
+    def output_dir(self) -> Path:
+        return self.root / "outputs"
+
+    def env(self) -> dict[str, str]:
+        return {"ZEN_INPUT_DIR": str(self.input_dir), "ZEN_OUTPUT_DIR": str(self.output_dir)}
+
+    def prepare(self) -> None:
+        """Fresh, empty directories (a previous run of the same attempt left nothing behind)."""
+        try:
+            shutil.rmtree(self.root, ignore_errors=True)
+            self.input_dir.mkdir(parents=True)
+            self.output_dir.mkdir()
+        except OSError as exc:
+            raise TransferError(f"cannot prepare {self.root}: {exc}") from None
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def client(self):
+        if self._client is None:
+            try:
+                if self.client_factory is not None:
+                    self._client = self.client_factory()
+                else:
+                    from google.cloud import storage  # heavy: only for jobs with data
+
+                    self._client = storage.Client(project=self.project)
+            except Exception as exc:  # noqa: BLE001 - e.g. no credentials
+                raise TransferError(f"no Cloud Storage client: {_reason(exc)}") from None
+        return self._client
+
+    def destination(self) -> str | None:
+        """``gs://bucket/prefix/<job_id>/attempt-<n>/``: where ``ZEN_OUTPUT_DIR`` goes."""
+        if self.outputs is None:
+            return None
+        bucket, path = split_uri(self.outputs)
+        prefix = f"{path.rstrip('/')}/" if path.strip("/") else ""
+        return f"gs://{bucket}/{prefix}{self.job_id}/attempt-{self.attempt}/"
+
+    # -- staging ---------------------------------------------------------------------------------
+    def stage(self) -> None:
+        """Download every input into ``input_dir``; raises ``TransferError`` naming the input."""
+        self.staged.started = time.monotonic()
+        try:
+            for spec in self.inputs:
+                try:
+                    self._stage_one(spec.uri)
+                except TransferError as exc:
+                    raise TransferError(f"input {spec.uri}: {exc}") from None
+                except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
+                    raise TransferError(f"input {spec.uri}: {_reason(exc)}") from None
+        finally:
+            self.staged.ended = time.monotonic()
+
+    def _stage_one(self, uri: str) -> None:
+        bucket_name, path = split_uri(uri)
+        client = self.client()
+        bucket = client.bucket(bucket_name)
+        target = self.input_dir / input_name(uri)
+        if path and not path.endswith("/"):
+            blob = bucket.get_blob(path)
+            if blob is not None:
+                self._download(blob, target)
+                return
+        prefix = f"{path.rstrip('/')}/" if path.strip("/") else ""
+        found = False
+        for blob in client.list_blobs(bucket_name, prefix=prefix):
+            found = True
+            relative = blob.name[len(prefix):]
+            if relative.endswith("/") or not relative:
+                continue  # a folder placeholder
+            parts = relative.split("/")
+            if any(part in ("", ".", "..") for part in parts):
+                raise TransferError(f"object {blob.name} cannot be staged as a file (empty, '.' or '..' in its path)")
+            self._download(blob, target.joinpath(*parts))
+        if not found:
+            raise TransferError("no such object, and no object under it as a prefix")
+
+    def _download(self, blob, target: Path) -> None:
+        if self.cancel.is_set():
+            raise Cancelled("cancelled")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "wb") as file:
+            blob.download_to_file(_CountingWriter(file, self.staged, self.cancel))
+        self.staged.files += 1
+
+    # -- uploading -------------------------------------------------------------------------------
+    def output_files(self) -> list[tuple[str, Path]]:
+        """(path under ZEN_OUTPUT_DIR, file) for every regular file, in name order."""
+        files = []
+        for folder, dirs, names in os.walk(self.output_dir):
+            dirs.sort()
+            for name in sorted(names):
+                path = Path(folder, name)
+                if path.is_file():
+                    files.append((path.relative_to(self.output_dir).as_posix(), path))
+        return files
+
+    def upload(self) -> None:
+        """Upload every file of ``output_dir`` under ``destination()``; raises ``TransferError``."""
+        self.uploaded.started = time.monotonic()
+        try:
+            destination = self.destination()
+            if destination is None:
+                return
+            files = self.output_files()
+            if not files:
+                return
+            bucket_name, prefix = split_uri(destination)
+            bucket = self.client().bucket(bucket_name)
+            from google.cloud.storage.retry import DEFAULT_RETRY  # with the client: only for jobs with outputs
+
+            for relative, path in files:
+                if self.cancel.is_set():
+                    raise Cancelled(f"upload cancelled after {self.uploaded.files} of {len(files)} files")
+                try:
+                    # Retried on transient errors: the name is this attempt's alone, so a repeat is harmless.
+                    bucket.blob(prefix + relative).upload_from_filename(str(path), retry=DEFAULT_RETRY)
+                except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
+                    raise TransferError(f"upload of {relative} to {destination}{relative} failed after "
+                                        f"{self.uploaded.files} of {len(files)} files: {_reason(exc)}") from None
+                self.uploaded.files += 1
+                self.uploaded.bytes += path.stat().st_size
+        finally:
+            self.uploaded.ended = time.monotonic()
+
+    # -- reports ---------------------------------------------------------------------------------
+    def heartbeat_fields(self) -> dict[str, int | float]:
+        fields: dict[str, int | float] = {}
+        if self.inputs and self.staged.started is not None:
+            fields.update(staged_bytes=self.staged.bytes, staged_s=self.staged.seconds())
+        if self.outputs and self.uploaded.started is not None:
+            fields.update(uploaded_bytes=self.uploaded.bytes, uploaded_s=self.uploaded.seconds())
+        return fields
+
+    def summary(self) -> str:
+        """One line for the final report: ``zen: staged 2 files, 1.2 MB in 0.3 s; uploaded ...``."""
+        parts = []
+        if self.inputs:
+            parts.append(f"staged {self.staged.describe()}")
+        if self.outputs and self.uploaded.started is not None:
+            parts.append(f"uploaded {self.uploaded.describe()} to {self.destination()}")
+        return f"zen: {'; '.join(parts)}" if parts else ""
+
+
+def run_in_background(work: Callable[[], None], tick: Callable[[], bool], cancel: threading.Event,
+                      grace_s: float = 10.0) -> BaseException | None:
+    """Run ``work`` in a thread, calling ``tick`` (which waits a little, e.g. for a control message)
+    until it ends. When ``tick`` returns True the work is cancelled and waited for ``grace_s`` at most.
+    Returns the work's exception, if any."""
+    outcome: dict[str, BaseException] = {}
+
+    def target() -> None:
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="zen-transfer", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        if tick():
+            cancel.set()
+            thread.join(grace_s)
+            break
+    return outcome.get("error")
+
+
+def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[], Any], *, listen: Callable,
+             stopping: Callable[[], bool], clock: Callable[[], float], vm: str, shutdown_grace_s: float = 0.0,
+             grace_s: float = 10.0) -> tuple[AgentStatus, str] | None:
+    """Run one transfer (``work``: staging or uploading) in the background while the agent's ``listen``
+    heartbeats the attempt with its progress. Returns the status and note when it failed (FAILED), a
+    STOP came (STOPPED), or the agent is shutting down and ``shutdown_grace_s`` ran out (PREEMPTED)."""
+    cut: list[tuple[AgentStatus, str]] = []
+    next_beat, shutdown_at = clock(), None
+
+    def tick() -> bool:
+        nonlocal next_beat, shutdown_at
+        if stopping():
+            shutdown_at = shutdown_at or clock() + shutdown_grace_s
+            if clock() >= shutdown_at:
+                cut.append((AgentStatus.PREEMPTED, f"zen: VM {vm} shut down while {what}"))
+                return True
+        next_beat, order = listen(next_beat, message=f"zen: {what}: {progress.describe()} so far",
+                                  data=data.heartbeat_fields())
+        if order is not None and order.action is ControlAction.STOP:
+            cut.append((AgentStatus.STOPPED, f"zen: stopped while {what} ({order.reason or 'stop requested'})"))
+        return bool(cut)
+
+    error = run_in_background(work, tick, data.cancel, grace_s)
+    if cut:
+        return cut[0]
+    if error is not None:
+        reason = str(error) if isinstance(error, TransferError) else f"zen agent error: {error!r}"
+        return AgentStatus.FAILED, f"zen: {reason}"
+    return None

@@ -1,0 +1,53 @@
+"""Inputs and outputs end to end: a real agent process, the real scheduler (Pub/Sub stand-in, the
+functions, Postgres; see conftest.py) and the Cloud Storage stand-in through STORAGE_EMULATOR_HOST."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from google.cloud import storage as gcs
+
+from tests.agent.test_staging import COPY_UPPER
+
+
+@pytest.fixture
+def buckets(storage):
+    client = gcs.Client()
+    for name in ("data-bkt", "out-bkt"):
+        client.create_bucket(name)
+    client.bucket("data-bkt").blob("corpus/words.txt").upload_from_string(b"alpha beta\n")
+    return client
+
+
+def start_agent(agents, storage, tmp_path):
+    return agents.start("vm-a", STORAGE_EMULATOR_HOST=storage.address, ZEN_AGENT_WORK_DIR=str(tmp_path / "work"))
+
+
+def test_a_job_reads_its_input_and_its_output_appears_in_the_bucket(scheduler, agents, storage, buckets, tmp_path):
+    agent = start_agent(agents, storage, tmp_path)
+    scheduler.submit("data-1", [sys.executable, "-c", COPY_UPPER],
+                     inputs=[{"uri": "gs://data-bkt/corpus/words.txt", "size_gb": 0.001}], outputs="gs://out-bkt/runs")
+
+    job = scheduler.wait_status("data-1", "SUCCEEDED")
+
+    assert buckets.bucket("out-bkt").blob("runs/data-1/attempt-1/upper.txt").download_as_bytes() == b"ALPHA BETA\n"
+    assert "zen: staged 1 file, 11 B in" in job.message and "uploaded 1 file, 11 B in" in job.message
+    assert job.request["inputs"] == [{"uri": "gs://data-bkt/corpus/words.txt", "size_gb": 0.001}]
+    assert agent.said("job data", job_id="data-1", staged_bytes=11, uploaded_bytes=11)
+
+
+def test_a_missing_input_and_a_failed_upload_fail_the_attempt_with_the_reason(scheduler, agents, storage, buckets,
+                                                                              tmp_path):
+    start_agent(agents, storage, tmp_path)
+    scheduler.submit("no-input", [sys.executable, "-c", COPY_UPPER], inputs=[{"uri": "gs://data-bkt/missing.txt"}])
+    scheduler.submit("no-bucket", [sys.executable, "-c", COPY_UPPER],
+                     inputs=[{"uri": "gs://data-bkt/corpus/words.txt"}], outputs="gs://gone-bkt/runs")
+
+    missing = scheduler.wait_status("no-input", "FAILED", timeout_s=30)
+    upload = scheduler.wait_status("no-bucket", "FAILED", timeout_s=30)
+
+    assert missing.message.startswith("zen: input gs://data-bkt/missing.txt: no such object")
+    assert missing.exit_code is None
+    assert upload.exit_code == 0 and "The specified bucket does not exist: gone-bkt" in upload.message
+    assert "upload of upper.txt to gs://gone-bkt/runs/no-bucket/attempt-1/upper.txt failed" in upload.message
