@@ -28,7 +28,7 @@ import math
 from contextlib import nullcontext
 from datetime import datetime
 
-from zen.scaling.model import Decision, DemandGroup, MigError, RegionMemory, VmPhase
+from zen.scaling.model import Decision, DemandGroup, ErrorKind, MigError, RegionMemory, VmPhase
 from zen.scaling.port import FleetFacts, MigInstance, MigState, MigSummary
 from zen.sim.state import SimClusterState, SimMig, SimVm
 
@@ -58,6 +58,20 @@ def views(world, vm: SimVm) -> tuple[MigInstance, dict | None]:
         view = (MigInstance(vm.name, vm.zone, "NONE", "RUNNING", None), agent)
     vm.view = view
     return view
+
+
+class _Cut:
+    """Compares a failure's simulated time with a moment as their datetimes compare (``world.dt``
+    rounds to microseconds): by the seconds, unless too close to tell."""
+
+    def __init__(self, world, seconds: float, moment: datetime):
+        self.world, self.seconds, self.moment = world, seconds, moment
+
+    def covers(self, t: float) -> bool:
+        """``world.dt(t) <= moment``."""
+        if abs(t - self.seconds) > 1e-5:
+            return t < self.seconds
+        return self.world.dt(t) <= self.moment
 
 
 class SimMigPort:
@@ -102,7 +116,8 @@ class SimMigPort:
         return instances, stable
 
     def _errors(self, since: datetime | None) -> list[MigError]:
-        """Failures visible by now (``list_errors_delay_s`` after them) and after ``since``; each once."""
+        """Failures visible by now (``list_errors_delay_s`` after them) and after ``since``; each once.
+        An instance's failures are folded into one ``MigError`` (``count`` of them, ``at`` the last)."""
         world, mig = self._world, self._mig
         visible_until = world.now - world.error_delay
         if mig.waiting and visible_until > mig.errors_until:
@@ -110,9 +125,17 @@ class SimMigPort:
             mig.errors_until = visible_until
         if not mig.errors:
             return []
-        horizon = world.dt(visible_until)
-        out = [e for e in mig.errors if e.at <= horizon and (since is None or e.at > since)]
-        mig.errors = [e for e in mig.errors if e.at > horizon]
+        horizon = _Cut(world, visible_until, world.dt(visible_until))
+        after = None if since is None else _Cut(world, (since - world.start).total_seconds(), since)
+        out, later = [], {}
+        for name, times in mig.errors.items():
+            shown = [t for t in times if horizon.covers(t) and (after is None or not after.covers(t))]
+            if shown:
+                out.append(MigError(mig.region, ErrorKind.STOCKOUT, world.dt(max(shown)), name, len(shown)))
+            rest = [t for t in times if not horizon.covers(t)]
+            if rest:
+                later[name] = rest
+        mig.errors = later
         return out
 
     def target_size(self) -> int:

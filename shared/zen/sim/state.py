@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from zen.scaling.model import DemandGroup, MigError, VmPhase
+from zen.scaling.model import DemandGroup, VmPhase
 from zen.sim.jobs import SimJob
 from zen.sim.scenario import SimCluster
 
@@ -55,7 +55,8 @@ class SimMig:
         self.vms: dict[str, SimVm] = {}  # every instance, DELETING included (they count against limits)
         self.waiting: dict[str, SimVm] = {}  # instances without capacity yet
         self.target, self.anchor, self.retry_at, self.round_robin = 0, 0.0, None, 0
-        self.errors: list[MigError] = []  # happened, not yet reported by a snapshot (maybe not yet visible)
+        # Failures not yet reported by a snapshot (maybe not yet visible): instance -> their times.
+        self.errors: dict[str, list[float]] = {}
         self.errors_until = -math.inf  # retry failures up to here are already in ``errors`` or reported
         self.listing = None  # (instances, all settled, valid until): the MIG's last listing, see zen.sim.ports
 
