@@ -207,13 +207,21 @@ class SimFleet:
         return self._world.clusters[cluster].memory
 
     def see_instances(self, cluster: str, instances: dict[str, list[str]], now: datetime) -> dict[str, datetime]:
-        vms, out = self._world.clusters[cluster].vms, {}
+        """The same dict as last time when given the same name lists (the manager's, kept while a
+        MIG's listing is): nothing new to see, and the manager reuses its views of the VMs."""
+        state = self._world.clusters[cluster]
+        last = state.seen_view
+        if last is not None and len(last[0]) == len(instances) and all(
+                a is b for a, b in zip(last[0], instances.values())):
+            return last[1]
+        vms, out = state.vms, {}
         for names in instances.values():
             for name in names:
                 vm = vms[name]
                 if vm.first_seen is None:
                     vm.first_seen = now
                 out[name] = vm.first_seen
+        state.seen_view = (tuple(instances.values()), out)
         return out
 
     def drain_unless_busy(self, vm: str, cluster: str, region: str, now: datetime) -> bool:

@@ -70,6 +70,7 @@ class SimClusterState:
         self.groups: dict[tuple[int, tuple[str, ...]], dict[str, float]] = {}
         self.demand_view: tuple[DemandGroup, ...] | None = None
         self.fleet_view = None  # (held, agents) as zen.sim.ports last built them; None after a VM changed
+        self.seen_view = None  # (name lists, first seen) as zen.sim.ports.SimFleet.see_instances last gave them
         self.heaps: dict[str, list] = {r: [] for r in sim.limits.regions}
         self.idle: dict[str, dict[str, SimVm]] = {r: {} for r in sim.limits.regions}
         self.vms: dict[str, SimVm] = {}
