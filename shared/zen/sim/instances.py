@@ -98,10 +98,13 @@ class InstanceWorld:
 
     def _schedule_retry(self, mig: _Mig) -> None:
         """After a failed attempt: retry when some zone's capacity next changes (frees also trigger)."""
-        changes = [t for zone in mig.zones
-                   if (t := self.capacity.next_change(zone, mig.machine_type, self.now)) is not None]
-        if changes:
-            self._retry_at(mig, self._next_grid(mig, min(changes)))
+        known = mig.next_capacity_change
+        if known is None or known[0] != self.now:  # the schedule is fixed: one look per MIG and instant
+            changes = [t for zone in mig.zones
+                       if (t := self.capacity.next_change(zone, mig.machine_type, self.now)) is not None]
+            known = mig.next_capacity_change = (self.now, min(changes) if changes else None)
+        if known[1] is not None:
+            self._retry_at(mig, self._next_grid(mig, known[1]))
 
     def _retry_at(self, mig: _Mig, t: float) -> None:
         if mig.retry_at is not None and self.now <= mig.retry_at <= t:

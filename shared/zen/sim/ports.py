@@ -24,6 +24,7 @@ Compute calls are counted as ``zen.scaling.mig.MigManager`` makes them: ``region
 
 from __future__ import annotations
 
+import bisect
 import math
 from contextlib import nullcontext
 from datetime import datetime
@@ -61,17 +62,18 @@ def views(world, vm: SimVm) -> tuple[MigInstance, dict | None]:
 
 
 class _Cut:
-    """Compares a failure's simulated time with a moment as their datetimes compare (``world.dt``
+    """Compares failures' simulated times with a moment as their datetimes compare (``world.dt``
     rounds to microseconds): by the seconds, unless too close to tell."""
 
     def __init__(self, world, seconds: float, moment: datetime):
         self.world, self.seconds, self.moment = world, seconds, moment
 
-    def covers(self, t: float) -> bool:
-        """``world.dt(t) <= moment``."""
-        if abs(t - self.seconds) > 1e-5:
-            return t < self.seconds
-        return self.world.dt(t) <= self.moment
+    def count(self, times: list[float]) -> int:
+        """How many of ``times`` (ascending) have ``world.dt(t) <= moment``."""
+        i = bisect.bisect_right(times, self.seconds - 1e-5)
+        while i < len(times) and times[i] <= self.seconds + 1e-5 and self.world.dt(times[i]) <= self.moment:
+            i += 1
+        return i
 
 
 class SimMigPort:
@@ -128,13 +130,13 @@ class SimMigPort:
         horizon = _Cut(world, visible_until, world.dt(visible_until))
         after = None if since is None else _Cut(world, (since - world.start).total_seconds(), since)
         out, later = [], {}
-        for name, times in mig.errors.items():
-            shown = [t for t in times if horizon.covers(t) and (after is None or not after.covers(t))]
-            if shown:
-                out.append(MigError(mig.region, ErrorKind.STOCKOUT, world.dt(max(shown)), name, len(shown)))
-            rest = [t for t in times if not horizon.covers(t)]
-            if rest:
-                later[name] = rest
+        for name, times in mig.errors.items():  # each instance's failure times are ascending
+            visible = horizon.count(times)
+            shown = visible - (0 if after is None else min(visible, after.count(times)))
+            if shown > 0:
+                out.append(MigError(mig.region, ErrorKind.STOCKOUT, world.dt(times[visible - 1]), name, shown))
+            if visible < len(times):
+                later[name] = times[visible:]
         mig.errors = later
         return out
 

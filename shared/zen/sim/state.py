@@ -46,7 +46,8 @@ class SimVm:
 
 class SimMig:
     __slots__ = ("cluster", "region", "name", "zones", "machine_type", "vms", "target", "waiting",
-                 "anchor", "retry_at", "errors", "errors_until", "round_robin", "listing")
+                 "anchor", "retry_at", "errors", "errors_until", "round_robin", "listing",
+                 "next_capacity_change")
 
     def __init__(self, cluster: "SimClusterState", region: str, zones: tuple[str, ...]):
         self.cluster, self.region, self.zones = cluster, region, zones
@@ -59,6 +60,7 @@ class SimMig:
         self.errors: dict[str, list[float]] = {}
         self.errors_until = -math.inf  # retry failures up to here are already in ``errors`` or reported
         self.listing = None  # (instances, all settled, valid until): the MIG's last listing, see zen.sim.ports
+        self.next_capacity_change = None  # (at, the zones' next capacity change after it or None)
 
 
 class SimClusterState:
