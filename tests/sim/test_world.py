@@ -66,9 +66,14 @@ def test_stockouts_show_as_booting_instances_with_errors_every_retry():
                if vm.region == "us-central1" and s.now - vm.since >= delay)
     errors = [e for s in policy.snapshots for e in s.errors]
     assert errors and {e.region for e in errors} == {"us-central1"}
-    per_vm = Counter(e.instance for e in errors)
-    # each waiting instance fails every 30 s: about two errors per 60 s tick, never repeated
+    per_vm = Counter()
+    for e in errors:
+        per_vm[e.instance] += e.count
+    # each waiting instance fails every 30 s: about two failures per 60 s tick, never repeated, and
+    # a snapshot folds each instance's new failures into one error (``count``, ``at`` the last)
     assert max(per_vm.values()) > 100
+    assert max(e.count for e in errors) >= 2
+    assert all(len({e.instance for e in s.errors}) == len(s.errors) for s in policy.snapshots)
     assert len({(e.instance, e.at) for e in errors}) == len(errors)
 
 

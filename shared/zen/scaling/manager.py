@@ -84,6 +84,8 @@ class ClusterManager:
         self._timing = timing
         self.policy = policy or ZenPlanner()
         self._views: dict[str, tuple] = {}  # VM name -> (instance, first seen, job, agent, its Vm)
+        self._names: dict[str, tuple] = {}  # region -> (its instances as last read, their names)
+        self._last: tuple = ((), (), None, None, None, (), {})  # the last pass's inputs and VMs, zones
 
     def run(self, states: dict[str, MigState | MigApiError] | None = None) -> ClusterReport:
         """One pass; ``states`` are the MIGs' states if already read (the tick reads all at once)."""
@@ -140,16 +142,37 @@ class ClusterManager:
                 continue
             targets[region] = state.target_size
             errors += state.errors
-            seen[region] = [i.name for i in state.instances]
+            seen[region] = self._names_of(region, state.instances)
         first_seen = self._fleet.see_instances(name, seen, now)
+        vms, zones = self._vms({region: states[region].instances for region in seen}, first_seen, facts)
+        limits = ClusterLimits(name, tuple(self.cluster.regions), self.cluster.max_vms_per_region,
+                               self.cluster.max_vms, self.cluster.min_vms)
+        snapshot = ClusterSnapshot(now=now, cluster=limits, queued=(), demand=facts.demand, vms=vms,
+                                   target_sizes=targets, errors=tuple(errors), memory=facts.memory,
+                                   timing=self._timing, arrivals_last_hour=facts.arrivals)
+        return snapshot, zones
+
+    def _names_of(self, region: str, instances: list[MigInstance]) -> list[str]:
+        cached = self._names.get(region)
+        if cached is None or cached[0] is not instances:
+            cached = self._names[region] = (instances, [i.name for i in instances])
+        return cached[1]
+
+    def _vms(self, listings: dict[str, list[MigInstance]], first_seen: dict[str, datetime], facts
+             ) -> tuple[tuple[Vm, ...], dict[str, str | None]]:
+        """The VMs as the planner sees them, and each one's zone. Views are rebuilt only when their
+        inputs changed: an adapter that returns the same objects for unchanged instances, first-seen
+        times and agents (the simulator's) spares the work, per VM or for the whole pass."""
+        held, agents = facts.held, facts.agents
+        last = self._last
+        if (last[2] is first_seen and last[3] is held and last[4] is agents and len(last[1]) == len(listings)
+                and all(r == lr and i is li for (r, i), lr, li in zip(listings.items(), last[0], last[1]))):
+            return last[5], last[6]
         vms: list[Vm] = []
         zones: dict[str, str | None] = {}
         views, self._views = self._views, {}
-        held, agents = facts.held, facts.agents
-        for region in seen:
-            for instance in states[region].instances:
-                # The view is rebuilt only when its inputs changed: an adapter that returns the same
-                # objects for an unchanged instance and agent (the simulator's) spares the work.
+        for region, instances in listings.items():
+            for instance in instances:
                 vm_name = instance.name
                 zones[vm_name] = instance.zone
                 since, job, agent = first_seen[vm_name], held.get(vm_name), agents.get(vm_name)
@@ -159,12 +182,8 @@ class ClusterManager:
                     cached = (instance, since, job, agent, self._vm(instance, region, since, held, agents))
                 self._views[vm_name] = cached
                 vms.append(cached[4])
-        limits = ClusterLimits(name, tuple(self.cluster.regions), self.cluster.max_vms_per_region,
-                               self.cluster.max_vms, self.cluster.min_vms)
-        snapshot = ClusterSnapshot(now=now, cluster=limits, queued=(), demand=facts.demand, vms=tuple(vms),
-                                   target_sizes=targets, errors=tuple(errors), memory=facts.memory,
-                                   timing=self._timing, arrivals_last_hour=facts.arrivals)
-        return snapshot, zones
+        self._last = (tuple(listings), tuple(listings.values()), first_seen, held, agents, tuple(vms), zones)
+        return self._last[5], zones
 
     @staticmethod
     def _vm(instance: MigInstance, region: str, first_seen: datetime, held: dict, agents: dict) -> Vm:

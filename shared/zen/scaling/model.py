@@ -46,8 +46,9 @@ class Vm:
 class MigError:
     region: str
     kind: ErrorKind
-    at: datetime
+    at: datetime  # the failure (the last of them when ``count`` > 1)
     instance: str | None = None
+    count: int = 1  # failures this stands for: Compute reports each; the simulator folds an instance's retries
 
 
 @dataclass(frozen=True)

@@ -221,7 +221,7 @@ class _Planning:
             capacity_errors = [e for e in errors if e.kind in _CAPACITY_ERRORS]
             stuck = self.stuck[region]
             if capacity_errors and not booted:
-                self._strike(region, f"{len(capacity_errors)} {capacity_errors[-1].kind.value.lower()} error(s)")
+                self._strike(region, f"{sum(e.count for e in capacity_errors)} {capacity_errors[-1].kind.value.lower()} error(s)")
             elif stuck and not booted:
                 self._strike(region, f"{stuck[0].name} has not booted after {self._age(stuck[0]):.0f}s")
 

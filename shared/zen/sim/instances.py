@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import math
 
-from zen.scaling.model import ErrorKind, MigError, VmPhase
+from zen.scaling.model import ErrorKind, VmPhase
 from zen.sim.jobs import sample
 from zen.sim.state import SimMig as _Mig, SimVm as _Vm
 
@@ -41,7 +41,7 @@ class InstanceWorld:
             return
         vm.wait_since, vm.error = self.now, ErrorKind.STOCKOUT
         vm.touch()
-        mig.errors.append(MigError(mig.region, ErrorKind.STOCKOUT, self.dt(self.now), vm.name))
+        mig.errors.setdefault(vm.name, []).append(self.now)
         if not mig.waiting:
             mig.anchor = self.now
         mig.waiting[vm.name] = vm
@@ -81,15 +81,16 @@ class InstanceWorld:
             if self.now + life <= self.horizon:
                 self._push(self.now + life, _PREEMPT, self._preempt, vm, self.now)
 
-    def _retry_errors(self, mig: _Mig, after: float, until: float, out: list, only: _Vm | None = None) -> None:
-        """One STOCKOUT error per waiting instance per retry in ``(after, until]``."""
-        step = self.scenario.spec.retry_interval_s
+    def _retry_errors(self, mig: _Mig, after: float, until: float, out: dict, only: _Vm | None = None) -> None:
+        """One STOCKOUT failure per waiting instance per retry in ``(after, until]``: its time, added to
+        ``out[instance]`` (``zen.sim.ports`` reports them as ``MigError``s when they are visible)."""
+        step, anchor = self.scenario.spec.retry_interval_s, mig.anchor
         for vm in (only,) if only else mig.waiting.values():
             low = max(after, vm.wait_since)
-            first = math.floor((low - mig.anchor) / step + _EPS) + 1
-            last = math.floor((until - mig.anchor) / step + _EPS)
-            for k in range(first, last + 1):
-                out.append(MigError(mig.region, ErrorKind.STOCKOUT, self.dt(mig.anchor + k * step), vm.name))
+            first = math.floor((low - anchor) / step + _EPS) + 1
+            last = math.floor((until - anchor) / step + _EPS)
+            if last >= first:
+                out.setdefault(vm.name, []).extend([anchor + k * step for k in range(first, last + 1)])
 
     def _next_grid(self, mig: _Mig, t: float) -> float:
         step = self.scenario.spec.retry_interval_s
@@ -97,10 +98,13 @@ class InstanceWorld:
 
     def _schedule_retry(self, mig: _Mig) -> None:
         """After a failed attempt: retry when some zone's capacity next changes (frees also trigger)."""
-        changes = [t for zone in mig.zones
-                   if (t := self.capacity.next_change(zone, mig.machine_type, self.now)) is not None]
-        if changes:
-            self._retry_at(mig, self._next_grid(mig, min(changes)))
+        known = mig.next_capacity_change
+        if known is None or known[0] != self.now:  # the schedule is fixed: one look per MIG and instant
+            changes = [t for zone in mig.zones
+                       if (t := self.capacity.next_change(zone, mig.machine_type, self.now)) is not None]
+            known = mig.next_capacity_change = (self.now, min(changes) if changes else None)
+        if known[1] is not None:
+            self._retry_at(mig, self._next_grid(mig, known[1]))
 
     def _retry_at(self, mig: _Mig, t: float) -> None:
         if mig.retry_at is not None and self.now <= mig.retry_at <= t:

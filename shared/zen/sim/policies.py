@@ -74,12 +74,14 @@ class _Counts:
 
     def __init__(self, snapshot: ClusterSnapshot):
         self.by_region: dict[str, list[Vm]] = defaultdict(list)
+        self._phases: dict[tuple[str, VmPhase], list[Vm]] = defaultdict(list)
         for vm in snapshot.vms:
             self.by_region[vm.region].append(vm)
+            self._phases[(vm.region, vm.phase)].append(vm)
         self.total = len(snapshot.vms)
 
     def phase(self, region: str, phase: VmPhase) -> list[Vm]:
-        return [vm for vm in self.by_region[region] if vm.phase is phase]
+        return list(self._phases.get((region, phase), ()))
 
 
 def _ordered_demand(snapshot: ClusterSnapshot) -> list[DemandGroup]:
@@ -188,11 +190,14 @@ class Failover(_DemandSized):
     def learn(self, snapshot: ClusterSnapshot, counts: _Counts, plan: Plan) -> dict[str, RegionMemory]:
         memory = dict(snapshot.memory)
         timing = snapshot.timing
+        errors: dict[str, list] = defaultdict(list)
+        for e in snapshot.errors:
+            if e.kind in _CAPACITY_ERRORS:
+                errors[e.region].append(e)
         for region in snapshot.cluster.regions:
             mem = memory.get(region, RegionMemory())
             seen = mem.seen_errors_until
-            fresh = [e for e in snapshot.errors if e.region == region and e.kind in _CAPACITY_ERRORS
-                     and (seen is None or e.at > seen)]
+            fresh = [e for e in errors.get(region, ()) if seen is None or e.at > seen]
             stuck = [vm for vm in counts.phase(region, VmPhase.BOOTING)
                      if (snapshot.now - vm.since).total_seconds() >= timing.boot_timeout_s]
             if fresh:

@@ -24,11 +24,12 @@ Compute calls are counted as ``zen.scaling.mig.MigManager`` makes them: ``region
 
 from __future__ import annotations
 
+import bisect
 import math
 from contextlib import nullcontext
 from datetime import datetime
 
-from zen.scaling.model import Decision, DemandGroup, MigError, RegionMemory, VmPhase
+from zen.scaling.model import Decision, DemandGroup, ErrorKind, MigError, RegionMemory, VmPhase
 from zen.scaling.port import FleetFacts, MigInstance, MigState, MigSummary
 from zen.sim.state import SimClusterState, SimMig, SimVm
 
@@ -58,6 +59,21 @@ def views(world, vm: SimVm) -> tuple[MigInstance, dict | None]:
         view = (MigInstance(vm.name, vm.zone, "NONE", "RUNNING", None), agent)
     vm.view = view
     return view
+
+
+class _Cut:
+    """Compares failures' simulated times with a moment as their datetimes compare (``world.dt``
+    rounds to microseconds): by the seconds, unless too close to tell."""
+
+    def __init__(self, world, seconds: float, moment: datetime):
+        self.world, self.seconds, self.moment = world, seconds, moment
+
+    def count(self, times: list[float]) -> int:
+        """How many of ``times`` (ascending) have ``world.dt(t) <= moment``."""
+        i = bisect.bisect_right(times, self.seconds - 1e-5)
+        while i < len(times) and times[i] <= self.seconds + 1e-5 and self.world.dt(times[i]) <= self.moment:
+            i += 1
+        return i
 
 
 class SimMigPort:
@@ -102,7 +118,8 @@ class SimMigPort:
         return instances, stable
 
     def _errors(self, since: datetime | None) -> list[MigError]:
-        """Failures visible by now (``list_errors_delay_s`` after them) and after ``since``; each once."""
+        """Failures visible by now (``list_errors_delay_s`` after them) and after ``since``; each once.
+        An instance's failures are folded into one ``MigError`` (``count`` of them, ``at`` the last)."""
         world, mig = self._world, self._mig
         visible_until = world.now - world.error_delay
         if mig.waiting and visible_until > mig.errors_until:
@@ -110,9 +127,17 @@ class SimMigPort:
             mig.errors_until = visible_until
         if not mig.errors:
             return []
-        horizon = world.dt(visible_until)
-        out = [e for e in mig.errors if e.at <= horizon and (since is None or e.at > since)]
-        mig.errors = [e for e in mig.errors if e.at > horizon]
+        horizon = _Cut(world, visible_until, world.dt(visible_until))
+        after = None if since is None else _Cut(world, (since - world.start).total_seconds(), since)
+        out, later = [], {}
+        for name, times in mig.errors.items():  # each instance's failure times are ascending
+            visible = horizon.count(times)
+            shown = visible - (0 if after is None else min(visible, after.count(times)))
+            if shown > 0:
+                out.append(MigError(mig.region, ErrorKind.STOCKOUT, world.dt(times[visible - 1]), name, shown))
+            if visible < len(times):
+                later[name] = times[visible:]
+        mig.errors = later
         return out
 
     def target_size(self) -> int:
@@ -184,13 +209,21 @@ class SimFleet:
         return self._world.clusters[cluster].memory
 
     def see_instances(self, cluster: str, instances: dict[str, list[str]], now: datetime) -> dict[str, datetime]:
-        vms, out = self._world.clusters[cluster].vms, {}
+        """The same dict as last time when given the same name lists (the manager's, kept while a
+        MIG's listing is): nothing new to see, and the manager reuses its views of the VMs."""
+        state = self._world.clusters[cluster]
+        last = state.seen_view
+        if last is not None and len(last[0]) == len(instances) and all(
+                a is b for a, b in zip(last[0], instances.values())):
+            return last[1]
+        vms, out = state.vms, {}
         for names in instances.values():
             for name in names:
                 vm = vms[name]
                 if vm.first_seen is None:
                     vm.first_seen = now
                 out[name] = vm.first_seen
+        state.seen_view = (tuple(instances.values()), out)
         return out
 
     def drain_unless_busy(self, vm: str, cluster: str, region: str, now: datetime) -> bool:

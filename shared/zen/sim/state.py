@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from zen.scaling.model import DemandGroup, MigError, VmPhase
+from zen.scaling.model import DemandGroup, VmPhase
 from zen.sim.jobs import SimJob
 from zen.sim.scenario import SimCluster
 
@@ -46,7 +46,8 @@ class SimVm:
 
 class SimMig:
     __slots__ = ("cluster", "region", "name", "zones", "machine_type", "vms", "target", "waiting",
-                 "anchor", "retry_at", "errors", "errors_until", "round_robin", "listing")
+                 "anchor", "retry_at", "errors", "errors_until", "round_robin", "listing",
+                 "next_capacity_change")
 
     def __init__(self, cluster: "SimClusterState", region: str, zones: tuple[str, ...]):
         self.cluster, self.region, self.zones = cluster, region, zones
@@ -55,9 +56,11 @@ class SimMig:
         self.vms: dict[str, SimVm] = {}  # every instance, DELETING included (they count against limits)
         self.waiting: dict[str, SimVm] = {}  # instances without capacity yet
         self.target, self.anchor, self.retry_at, self.round_robin = 0, 0.0, None, 0
-        self.errors: list[MigError] = []  # happened, not yet reported by a snapshot (maybe not yet visible)
+        # Failures not yet reported by a snapshot (maybe not yet visible): instance -> their times.
+        self.errors: dict[str, list[float]] = {}
         self.errors_until = -math.inf  # retry failures up to here are already in ``errors`` or reported
         self.listing = None  # (instances, all settled, valid until): the MIG's last listing, see zen.sim.ports
+        self.next_capacity_change = None  # (at, the zones' next capacity change after it or None)
 
 
 class SimClusterState:
@@ -69,6 +72,7 @@ class SimClusterState:
         self.groups: dict[tuple[int, tuple[str, ...]], dict[str, float]] = {}
         self.demand_view: tuple[DemandGroup, ...] | None = None
         self.fleet_view = None  # (held, agents) as zen.sim.ports last built them; None after a VM changed
+        self.seen_view = None  # (name lists, first seen) as zen.sim.ports.SimFleet.see_instances last gave them
         self.heaps: dict[str, list] = {r: [] for r in sim.limits.regions}
         self.idle: dict[str, dict[str, SimVm]] = {r: {} for r in sim.limits.regions}
         self.vms: dict[str, SimVm] = {}

@@ -12,8 +12,8 @@ heap of events; nothing sleeps). What it models, per cluster:
   ``deleteInstances`` per region. New instances are visible at once as ``BOOTING``.
 - **Capacity.** An instance is placed in the MIG's zone with the most free capacity
   (``CapacitySchedule``). With none free it stays BOOTING with ``creation_error=STOCKOUT`` and fails
-  again every ``retry_interval_s`` on a grid per MIG, each failure one ``MigError(STOCKOUT)``. Those
-  retries are evaluated lazily: only when capacity may have grown (a schedule step, or a VM gone
+  again every ``retry_interval_s`` on a grid per MIG; a read reports each instance's new failures
+  as one ``MigError(STOCKOUT)`` with their ``count`` (``at`` the last). Those retries are evaluated lazily: only when capacity may have grown (a schedule step, or a VM gone
   from that zone), so a month-long stockout costs a handful of events, not one every 30 s.
 - **Billing.** A VM costs from the moment it holds capacity (created) until it is gone, which is
   ``delete_s`` after its deletion (DELETING still holds the capacity). Waiting for capacity is free.
