@@ -168,6 +168,20 @@ class QueueConfig(_Strict):
         return (self.borrowing_limit or {}).get(cluster)
 
 
+class EgressRates(_Strict):
+    """USD per GB of job input read from another place (list-price assumptions; set your own)."""
+
+    same_region: float = Field(default=0.0, ge=0)
+    same_multi_region: float = Field(default=0.01, ge=0)
+    other: float = Field(default=0.08, ge=0)
+
+
+class DataConfig(_Strict):
+    bucket_locations: dict[str, str] = Field(
+        default_factory=dict, description="Bucket -> location (region or multi-region); others are looked up")
+    egress_usd_per_gb: EgressRates = EgressRates()
+
+
 class Queueing(_Strict):
     usage_half_life_s: float = Field(default=3600, gt=0, description="Fair sharing: half-life of past usage")
 
@@ -177,6 +191,7 @@ class ZenConfig(_Strict):
     clusters: list[ClusterConfig] = Field(min_length=1)
     queues: list[QueueConfig] = Field(default_factory=list, description="No queues: every job is admitted")
     queueing: Queueing = Queueing()
+    data: DataConfig = DataConfig()
     topics: Topics = Topics()
     subscriptions: Subscriptions = Subscriptions()
     deadlines: Deadlines = Deadlines()

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from zen.config import ClusterConfig, ZenConfig
 from zen.errors import Rejected
+from zen.locality import order_by_data
 from zen.models import JobRequest
 from zen.queueing import Queueing
 
@@ -61,7 +62,8 @@ def resolve_request(config: ZenConfig, request: JobRequest) -> Resolved:
         raise Rejected(f"max_runtime_s {request.max_runtime_s} is above the limit {config.limits.max_runtime_s}")
     if request.gpu_types is None:
         cluster = _one_cluster(config, request)
-        shapes = [Shape(cluster.name, _tagged(cluster, _regions(cluster, request.regions), request.requires_tags))]
+        regions = _tagged(cluster, _regions(cluster, request.regions), request.requires_tags)
+        shapes = [Shape(cluster.name, order_by_data(config, regions, request.inputs))]
         queue = _queue(config, request, cluster)
     else:
         shapes, queue = _acceptable_shapes(config, request)
@@ -123,7 +125,7 @@ def _acceptable_shapes(config: ZenConfig, request: JobRequest) -> tuple[list[Sha
             why_not.append(f"{gpu_type}: cluster {cluster.name} has none of the regions {request.regions}")
             continue
         try:
-            regions = _tagged(cluster, regions, request.requires_tags)
+            regions = order_by_data(config, _tagged(cluster, regions, request.requires_tags), request.inputs)
             queue = _queue(config, request, cluster)
         except Rejected as rejection:
             why_not.append(f"{gpu_type}: {rejection.reason}")

@@ -67,8 +67,26 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
             why = f"ended: {job.message or job.status.value}"
         else:
             why = f"on VM {job.vm} in {job.region}" if job.vm else job.status.value
+    data = _data_line(config, job)
+    if data:
+        why += f"; {data}"
     if as_json:
         print(json.dumps({"job_id": job.job_id, "status": job.status.value, "queue": job.queue, "why": why}))
     else:
         print(f"{job.job_id}: {job.status.value} - {why}")
     return 0
+
+
+def _data_line(config, job) -> str | None:
+    """Where its inputs are and what reading them costs from its region (or its first choice)."""
+    from zen.locality import egress_usd
+    from zen.models import InputSpec
+
+    inputs = [InputSpec.model_validate(spec) for spec in job.request.get("inputs") or ()]
+    region = job.region or (job.regions[0] if job.regions else None)
+    priced = egress_usd(config, region, inputs) if region else None
+    if priced is None:
+        return None
+    crossing, usd = priced
+    return (f"data: regions ordered by input location ({', '.join(job.regions)}); from {region} "
+            f"{crossing:g} GB of input cross regions, about ${usd:.2f} egress")

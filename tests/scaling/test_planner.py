@@ -216,3 +216,9 @@ def test_a_region_that_never_delivered_ranks_by_preference_once_its_stockout_fad
     asks = {d.region for d in plan.decisions if "without a VM" in d.reason}
     hedges = {d.region for d in plan.decisions if "hedge" in d.reason}
     assert asks == {"us-central1"} and hedges == {"us-west1"}  # the job goes back; its boot is insured
+
+
+def test_a_jobs_own_region_order_from_data_locality_is_used_instead_of_the_clusters():
+    near_data = ("europe-west4", "us-central1", "us-west1")  # zen.locality put its data's region first
+    plan = ZenPlanner().plan(snap(0, queued=jobs(2, regions=near_data)))
+    assert plan.add == {"europe-west4": 2}

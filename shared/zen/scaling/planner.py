@@ -192,9 +192,12 @@ class _Planning:
         ranked = self._ranks.get(regions)
         if ranked is None:
             usable = [r for r in regions if r in self.memory and not self._blocked(r)]
+            # The job's own order (data locality first, zen.locality) where it is not the cluster's.
+            order = self.order if list(regions) == sorted(regions, key=self.order.get) else {
+                r: i for i, r in enumerate(regions)}
             ranked = self._ranks[regions] = sorted(usable, key=lambda r: (
                 self.boot_s(r) + self.risk(r) * self.timing.spill_after_s
-                + self.order[r] * self.timing.preference_s, self.order[r]))
+                + order[r] * self.timing.preference_s, order[r]))
         return ranked
 
     # -- steps ---------------------------------------------------------------------------------

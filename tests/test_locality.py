@@ -1,0 +1,77 @@
+"""Data locality (zen.locality): a job's regions are ordered by where its inputs live, and zen explain
+prices the egress; bucket locations come from the configuration or the Cloud Storage client."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.messages import job_request
+from zen.config import ZenConfig
+from zen.store import repository
+
+
+@pytest.fixture
+def located(config, db, publisher, clock, db_url, monkeypatch):
+    from zen.app import Zen
+    from zen.local.invoke import FunctionsInvoker
+
+    raw = json.loads(config.model_dump_json())
+    raw["data"] = {"bucket_locations": {"eu-data": "europe-west4", "eu-multi": "EU", "us-multi": "US"}}
+    zen = Zen(ZenConfig.model_validate(raw), db, publisher, clock)
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    return zen, FunctionsInvoker(zen)
+
+
+def regions_of(zen, job_id):
+    with zen.db.transaction() as session:
+        return repository.get_job(session, job_id).regions
+
+
+def test_regions_are_ordered_by_where_the_inputs_are(located):
+    zen, functions = located
+    functions.submit(job_request("d1", inputs=[{"uri": "gs://eu-data/shards/", "size_gb": 120}]))
+    functions.submit(job_request("d2", inputs=[{"uri": "gs://eu-multi/x"}]))
+    functions.submit(job_request("d3", inputs=[{"uri": "gs://us-multi/x", "size_gb": 1},
+                                               {"uri": "gs://eu-data/y", "size_gb": 10}]))
+    functions.submit(job_request("d4"))
+    assert regions_of(zen, "d1") == ["europe-west4", "us-central1", "us-west1"]
+    assert regions_of(zen, "d2") == ["europe-west4", "us-central1", "us-west1"]
+    assert regions_of(zen, "d3") == ["europe-west4", "us-central1", "us-west1"]  # 10 GB outweighs 1 GB
+    assert regions_of(zen, "d4") == ["us-central1", "us-west1", "europe-west4"]  # no inputs: the cluster's
+
+
+def test_zen_explain_shows_the_data_order_and_the_egress(located, db_url, tmp_path):
+    import subprocess
+    import sys
+
+    import yaml
+
+    zen, functions = located
+    functions.submit(job_request("d5", inputs=[{"uri": "gs://eu-data/shards/", "size_gb": 120}],
+                                 regions=["us-central1", "us-west1"]))
+    path = tmp_path / "zen.yaml"
+    path.write_text(yaml.safe_dump(json.loads(zen.config.model_dump_json())))
+    done = subprocess.run([sys.executable, "-m", "zen.cli", "explain", "d5"], capture_output=True, text=True,
+                          env={"ZEN_CONFIG": str(path), "ZEN_DATABASE_URL": db_url, "PATH": "/usr/bin:/bin"},
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "data: regions ordered by input location (us-central1, us-west1); from us-central1 120 GB of input " \
+           "cross regions, about $9.60 egress" in done.stdout
+
+
+def test_a_bucket_location_is_looked_up_with_the_storage_client_when_not_configured(config, monkeypatch):
+    from zen import locality
+    from zen.local.storage import StorageStandIn  # the GCS stand-in (STORAGE_EMULATOR_HOST)
+
+    with StorageStandIn() as standin:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", standin.address)
+        standin.state.create_bucket("far-data", location="ASIA")
+        locality._looked_up.clear()
+        assert locality.bucket_location(config, "far-data") == "asia"
+        from zen.models import InputSpec
+
+        assert locality.order_by_data(config, ["us-central1", "asia-northeast1"],
+                                      [InputSpec(uri="gs://far-data/x")]) == ["asia-northeast1", "us-central1"]
+        assert locality.bucket_location(config, "no-such-bucket") is None  # unknown: weighs nothing
