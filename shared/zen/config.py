@@ -182,6 +182,13 @@ class DataConfig(_Strict):
     egress_usd_per_gb: EgressRates = EgressRates()
 
 
+def cohort_of(queues: list[QueueConfig], queue: QueueConfig, cluster: str | None = None) -> list[QueueConfig]:
+    """The queues that share quota with ``queue`` (itself included); with ``cluster``, only those with a
+    quota for it."""
+    members = [queue] if queue.cohort is None else [q for q in queues if q.cohort == queue.cohort]
+    return [q for q in members if cluster is None or cluster in q.quota]
+
+
 class Queueing(_Strict):
     usage_half_life_s: float = Field(default=3600, gt=0, description="Fair sharing: half-life of past usage")
 
@@ -236,11 +243,8 @@ class ZenConfig(_Strict):
         """The user's queue (``users:``), else a queue named ``default``, else None."""
         return next((q for q in self.queues if user in q.users), None) or self.queue("default")
 
-    def cohort_of(self, queue: QueueConfig) -> list[QueueConfig]:
-        """The queues that share quota with ``queue`` (itself included)."""
-        if queue.cohort is None:
-            return [queue]
-        return [q for q in self.queues if q.cohort == queue.cohort]
+    def cohort_of(self, queue: QueueConfig, cluster: str | None = None) -> list[QueueConfig]:
+        return cohort_of(self.queues, queue, cluster)
 
     # Subscriptions agents pull from. Every (cluster, region) has its own start subscription whose
     # filter lets through exactly the start messages of that cluster allowed in that region (see the

@@ -143,7 +143,7 @@ def _offered(config: ZenConfig) -> str:
 def choose(session: Session, config: ZenConfig, resolved: Resolved, now: datetime) -> tuple[Shape, str | None]:
     """Of several acceptable shapes, the first with quota free now and a region not blocked by a
     stockout; else the first. Returns the shape and, when there was a choice, why it was taken."""
-    from zen.store import fleet, queues as queue_rows
+    from zen.store import fleet
 
     if len(resolved.shapes) == 1:
         return resolved.shapes[0], None
@@ -152,9 +152,7 @@ def choose(session: Session, config: ZenConfig, resolved: Resolved, now: datetim
         cluster = config.cluster(shape.cluster)
         if resolved.queue is not None:
             queue = config.queue(resolved.queue)
-            members = [q.name for q in config.cohort_of(queue) if shape.cluster in q.quota]
-            used = queue_rows.admitted_gpus(session, members, shape.cluster)
-            total = sum(config.queue(m).quota[shape.cluster] for m in members)
+            used, total = Queueing(config).cohort_use(session, queue, shape.cluster)
             if sum(used.values()) + cluster.gpu_count > total:
                 skipped.append(f"{shape.cluster}: queue {queue.name}'s cohort has no quota free")
                 continue

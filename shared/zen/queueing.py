@@ -167,7 +167,7 @@ class Queueing:
         queue = self._config.queue(queue_name)
         if queue is None:  # the queue left the configuration: its jobs wait until it is back
             return Pass()
-        members = [q for q in self._config.cohort_of(queue) if cluster in q.quota]
+        members = self._config.cohort_of(queue, cluster)
         rows.lock(session, self.lock_key(queue))
         names = [q.name for q in members]
         held = rows.admitted(session, names, cluster)
@@ -245,19 +245,23 @@ class Queueing:
         queue = self._config.queue(job.queue) if job.queue else None
         if queue is None:
             return f"queue {job.queue!r} is not in the configuration: the job waits until it is back"
-        members = [q for q in self._config.cohort_of(queue) if job.cluster in q.quota]
-        used = rows.admitted_gpus(session, [q.name for q in members], job.cluster)
+        used, total = self.cohort_use(session, queue, job.cluster)
         mine, nominal = used.get(queue.name, 0), queue.quota[job.cluster]
         borrowed = f", {mine - nominal} borrowed" if mine > nominal else ""
         text = (f"queue {queue.name} holds {mine} GPUs of {job.cluster} (quota {nominal}{borrowed}), "
                 f"the job needs {job.gpus}")
         if queue.cohort:
-            total = sum(q.quota[job.cluster] for q in members)
             text += f"; cohort {queue.cohort}: {sum(used.values())}/{total} GPUs in use"
         ahead = rows.jobs_ahead(session, job)
         if ahead:
             text += f"; {ahead} job{'s' if ahead != 1 else ''} ahead of it in the queue"
         return text
+
+    def cohort_use(self, session: Session, queue: QueueConfig, cluster: str) -> tuple[dict[str, int], int]:
+        """GPUs each queue of ``queue``'s cohort holds on ``cluster``, and the cohort's nominal quota there
+        (read without the cohort's lock: for explanations and choices, not for admission)."""
+        members = self._config.cohort_of(queue, cluster)
+        return rows.admitted_gpus(session, [q.name for q in members], cluster), sum(q.quota[cluster] for q in members)
 
     def summary(self, session: Session) -> list[dict]:
         """Per queue and cluster: quota, borrowing limit, admitted GPUs and jobs by state (``zen queues``)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from zen.config import QueueConfig
+from zen.config import QueueConfig, cohort_of
 from zen.queueing import QueueState, decay, order_admissions
 
 
@@ -62,14 +62,9 @@ class SimQueues:
         if name is None:
             return []
         cluster = job.spec.cluster
-        self._accrue([q for q in self._cohort(self._queues[name]) if cluster in q.quota], cluster, now)
+        self._accrue(cohort_of(list(self._queues.values()), self._queues[name], cluster), cluster, now)
         self.used[(name, cluster)] -= self._gpus[cluster]
         return self._pass(self._queues[name], cluster, now)
-
-    def _cohort(self, queue: QueueConfig) -> list[QueueConfig]:
-        if queue.cohort is None:
-            return [queue]
-        return [q for q in self._queues.values() if q.cohort == queue.cohort]
 
     def _accrue(self, members: list[QueueConfig], cluster: str, now: float) -> None:
         for q in members:
@@ -78,7 +73,7 @@ class SimQueues:
                 decay(seconds, now - since, self.used.get((q.name, cluster), 0), self._half_life), now)
 
     def _pass(self, queue: QueueConfig, cluster: str, now: float) -> list:
-        members = [q for q in self._cohort(queue) if cluster in q.quota]
+        members = cohort_of(list(self._queues.values()), queue, cluster)
         self._accrue(members, cluster, now)
         state = [QueueState.of(q, cluster, self.used.get((q.name, cluster), 0),
                                self._usage[(q.name, cluster)][0] / self._half_life,
