@@ -222,3 +222,8 @@ def test_a_jobs_own_region_order_from_data_locality_is_used_instead_of_the_clust
     near_data = ("europe-west4", "us-central1", "us-west1")  # zen.locality put its data's region first
     plan = ZenPlanner().plan(snap(0, queued=jobs(2, regions=near_data)))
     assert plan.add == {"europe-west4": 2}
+
+
+def test_a_group_naming_a_region_the_cluster_no_longer_has_is_planned_in_the_others():
+    plan = ZenPlanner().plan(snap(0, queued=jobs(1, regions=("us-east4", "us-west1"))))
+    assert plan.add == {"us-west1": 1}

@@ -193,8 +193,9 @@ class _Planning:
         if ranked is None:
             usable = [r for r in regions if r in self.memory and not self._blocked(r)]
             # The job's own order (data locality first, zen.locality) where it is not the cluster's.
-            order = self.order if list(regions) == sorted(regions, key=self.order.get) else {
-                r: i for i, r in enumerate(regions)}
+            known = [r for r in regions if r in self.order]  # a group may name regions the cluster dropped
+            order = self.order if known == sorted(known, key=self.order.__getitem__) else {
+                r: i for i, r in enumerate(known)}
             ranked = self._ranks[regions] = sorted(usable, key=lambda r: (
                 self.boot_s(r) + self.risk(r) * self.timing.spill_after_s
                 + order[r] * self.timing.preference_s, order[r]))
