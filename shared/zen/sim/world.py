@@ -24,7 +24,8 @@ heap of events; nothing sleeps). What it models, per cluster:
   ``creation_error``, only ``list_errors_delay_s`` after it happened (the real MIG reports it late);
   until then the instance is simply CREATING.
 - **Spot capacity.** With ``preempt_on_capacity_drop`` (the default) a zone whose capacity falls
-  below the VMs holding capacity there preempts the newest of them (see *Preemptions*).
+  below the VMs holding capacity there preempts that many of them, drawn at random (seeded; see
+  ``InstanceWorld._capacity_dropped``).
 - **Same passes for everyone.** Every policy plans at the periodic tick and right after
   submissions that the last pass does not cover (``zen.scaling.model.Coverage``, as production),
   nothing else (``RunResult.pass_times``); with ``pass_on_vm_heartbeat`` also when a
@@ -113,6 +114,7 @@ class Simulation(InstanceWorld):
         self.start = spec.start_time
         seed = spec.seed if seed is None else seed
         self.boot_rng, self.preempt_rng = random.Random(f"boot-{seed}"), random.Random(f"preempt-{seed}")
+        self.victim_rng = random.Random(f"victims-{seed}")  # which spot VMs a capacity drop takes
         last_submit = max((j.submit_s for j in jobs), default=0.0)
         self.horizon = horizon_s or spec.horizon_s or last_submit + spec.drain_s
         self.clusters = {c.limits.name: _Cluster(c) for c in scenario.clusters}
