@@ -24,10 +24,15 @@ How it decides, per cluster, each pass (a tick, or right after a submission; it 
 5. **Cancel the losers.** A booting VM beyond what the queue needs, once a VM asked no later than
    it has become usable (the race it hedged is decided), is deleted: it costs only what it was
    billed from RUNNING (an instance still waiting for capacity costs nothing).
-6. **Probe for free.** An instance stuck CREATING costs nothing and the MIG keeps retrying it, so
-   one is kept per blocked region while demand still wants that region: the moment capacity returns
-   it boots, which lifts the block. Other stuck instances are deleted. (Keeping one per uncovered
-   job, as standing orders, was measured and dropped: waste 1.57x on all-out-30min, no p95 gain.)
+6. **Standing orders, free.** An instance stuck CREATING costs nothing and the MIG keeps retrying
+   it. Each job with no VM anywhere (every allowed region blocked or full) gets one, spread over its
+   blocked regions (those already waiting count first; never more in all than such jobs): when
+   capacity returns anywhere, those boot at once and each finds a job; the boot also lifts the
+   block. One is kept per blocked region while demand still wants it (the probe); other stuck
+   instances are deleted. Measured on the tuning set against one probe per region: p50 0.37 ->
+   0.19 on rolling-stockouts, 0.38 -> 0.28 on all-out-30min, others within noise; gcp-a100-30d's
+   waste 0.5x -> 3.5x ask-every-region's (orders filling in several regions at once for the
+   same jobs). An order per job *per region* was measured before: waste 1.57x on all-out-30min.
 7. **Keep idle VMs like ski rental.** Keeping an idle VM is renting; a cold start is buying, and
    it costs the billed part of a boot: ``keep_factor`` (1) x the region's boot time = B. A spare
    idle VM is kept B ln(1 + u(e - 1)), u uniform and fixed per VM (the randomized rule: expected
@@ -141,6 +146,8 @@ class _Planning:
         self._blocked_after_learn: set[str] | None = None
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
         self.idle_needed: dict[str, int] = defaultdict(int)
+        self.standing: dict[str, int] = defaultdict(int)  # instances kept waiting for capacity per region
+        self.new_standing: dict[str, int] = defaultdict(int)
 
     # -- helpers -------------------------------------------------------------------------------
     def _age(self, vm: Vm) -> float:
@@ -273,6 +280,7 @@ class _Planning:
         add, hedge = self.plan.add, defaultdict(int)
         held: dict[str, int] = defaultdict(int)
         hedgeable: list[tuple[list[str], int]] = []
+        unserved: list[tuple[DemandGroup, int]] = []
 
         def room(region: str) -> int:
             return min(limits.max_vms_per_region - counts[region] - add.get(region, 0),
@@ -294,6 +302,9 @@ class _Planning:
                     break
             if left:
                 held[self._hold_reason(group, counts, total)] += left
+                unserved.append((group, left))
+        for group, left in unserved:  # after every job's first ask: free orders never take a job's slot
+            self._stand(group, left, room)
         for others, count in hedgeable:  # after every job's first ask: hedges never take a job's slot
             for region in others:
                 take = min(count, room(region))
@@ -304,7 +315,11 @@ class _Planning:
                 if count == 0:
                     break
         for region, count in add.items():
-            hedged = hedge.get(region, 0)
+            hedged, standing = hedge.get(region, 0), self.new_standing.get(region, 0)
+            if standing:
+                self._decide(Action.ADD, region, f"{standing} standing order(s) for jobs with no VM: "
+                             "free while the region has no capacity", standing)
+                count -= standing
             if count - hedged:
                 self._decide(Action.ADD, region, f"{count - hedged} queued job(s) without a VM", count - hedged)
             if hedged:
@@ -323,6 +338,28 @@ class _Planning:
             return f"cluster limit of {self.s.cluster.max_vms} VMs reached"
         return "allowed regions are at their per-region limit"
 
+    def _stand(self, group: DemandGroup, left: int, room) -> int:
+        """Standing orders: jobs with no VM anywhere get instances waiting for capacity in their blocked
+        regions, one per job, spread over the regions (instances already waiting there first). They
+        cost nothing until capacity returns, and then each finds a job. Returns how many were placed."""
+        blocked = [r for r in group.regions if r in self.memory and self._blocked(r)]
+        placed = 0
+        for region in blocked:  # the ones already waiting
+            take = min(left - placed, len(self.stuck[region]) - self.standing[region])
+            if take > 0:
+                self.standing[region] += take
+                placed += take
+        while placed < left:
+            open_ = [r for r in blocked if room(r) > 0]
+            if not open_:
+                break
+            region = min(open_, key=lambda r: self.standing[r])
+            self.standing[region] += 1
+            self.new_standing[region] += 1
+            self.plan.add[region] = self.plan.add.get(region, 0) + 1
+            placed += 1
+        return placed
+
     def _keep_min(self, counts: dict[str, int], total: int) -> None:
         missing = self.s.cluster.min_vms - (total + sum(self.plan.add.values()))
         for region in self.rank(self.regions):
@@ -339,7 +376,7 @@ class _Planning:
         wanted = {r for group in self.groups for r in group.regions}
         for region in self.regions:
             stuck = sorted(self.stuck[region], key=lambda vm: vm.since)
-            keep = 1 if region in wanted else 0  # the free probe
+            keep = max(1 if region in wanted else 0, self.standing[region])  # the free probe and orders
             for vm in stuck[keep:]:
                 self.plan.delete.append((region, vm.name))
                 self._decide(Action.DELETE, region, f"stuck booting for {self._age(vm):.0f}s; not needed as a probe",
