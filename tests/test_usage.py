@@ -5,6 +5,7 @@ the end is delivered; ``zen usage`` sums them per user, queue or region with the
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 
@@ -140,6 +141,33 @@ def test_an_attempt_preempted_by_admission_is_counted_under_its_queue(queued_zen
     assert (row["outcome"], row["queue"], row["attempt"]) == ("PREEMPTED", "team-a", 1)
     [team_a] = zen_usage(capsys, "--by", "queue")["groups"]
     assert (team_a["queue"], team_a["jobs"], team_a["attempts"]) == ("team-a", 1, 1)
+
+
+def test_by_region_adds_the_fleets_vm_hours_boot_and_idle_included(functions, zen, clock, capsys):
+    from zen.store import fleet
+
+    start = clock()
+    with zen.db.transaction() as session:  # what the scaling passes record of the MIGs
+        fleet.see_instances(session, CLUSTER, "us-central1", ["vm-a", "vm-gone"], start)
+        fleet.see_instances(session, "1xl4", "europe-west4", ["vm-idle"], start)
+        fleet.see_instances(session, CLUSTER, "us-central1", ["vm-a", "vm-gone"], clock.advance(1800))
+    functions.submit(job_request("job-1"))
+    for beat in agent_run("job-1", vm="vm-a"):
+        functions.heartbeat(beat)
+        clock.advance(300)
+    with zen.db.transaction() as session:
+        fleet.see_instances(session, CLUSTER, "us-central1", ["vm-a"], start + timedelta(hours=1))  # vm-gone left
+        fleet.see_instances(session, "1xl4", "europe-west4", ["vm-idle"], start + timedelta(hours=1))
+
+    report = zen_usage(capsys, "--by", "region")
+    europe, central = report["groups"]  # by region name
+    assert (central["region"], central["jobs"], central["vm_hours"]) == ("us-central1", 1, 0.25)  # claim to end
+    assert (central["fleet_vm_hours"], central["fleet_est_usd"]) == (1.5, round(1.5 * PRICE, 2))  # vm-a 1h, vm-gone 0.5h
+    assert europe == {"region": "europe-west4", "jobs": 0, "attempts": 0, "gpu_hours": 0.0, "vm_hours": 0.0,
+                      "est_usd": 0.0, "fleet_vm_hours": 1.0, "fleet_est_usd": 0.85}
+    assert (report["total"]["fleet_vm_hours"], report["total"]["fleet_est_usd"]) == (2.5, round(1.5 * PRICE + 0.85, 2))
+    assert cli.main(["usage", "--since", "2025-12-01", "--by", "region"]) == 0
+    assert "FLEET_VM_HOURS" in capsys.readouterr().out
 
 
 def test_a_machine_type_without_a_price_is_unpriced_not_guessed():

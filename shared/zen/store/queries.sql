@@ -236,11 +236,16 @@ ON CONFLICT (name) DO UPDATE SET last_seen_at = EXCLUDED.last_seen_at
 RETURNING first_seen_at;
 
 -- name: forget_vanished_instances
--- Instances no longer in their MIG: forget their first-seen time, drain mark and VM row.
+-- Instances no longer in their MIG: forget their first-seen time, drain mark and VM row; keep when
+-- they were seen (vm_lifetimes: the fleet's VM-hours in `zen usage --by region`).
 WITH gone AS (
     DELETE FROM mig_instances
     WHERE cluster = :cluster AND region = :region AND NOT (name = ANY(CAST(:present AS text[])))
-    RETURNING name
+    RETURNING name, cluster, region, first_seen_at, last_seen_at
+), lived AS (
+    INSERT INTO vm_lifetimes (name, cluster, region, first_seen_at, last_seen_at)
+    SELECT name, cluster, region, first_seen_at, last_seen_at FROM gone
+    ON CONFLICT (name, first_seen_at) DO NOTHING
 ), undrained AS (
     DELETE FROM vm_drains WHERE name IN (SELECT name FROM gone)
 )

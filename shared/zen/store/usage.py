@@ -9,7 +9,8 @@ Units: an attempt's wall time on its VM runs from the VM's claim (or the start o
 report came first) to when Zen ended the attempt; for a silent VM that is when the sweep gave it
 up, up to ``deadlines.heartbeat_timeout_s`` after its last report. A VM runs one attempt at a time,
 so the attempt's VM-seconds are that wall time, and its GPU-seconds are the VM's GPUs times it.
-VM time no attempt held (boot, idle, drain) is not attributed to any job.
+VM time no attempt held (boot, idle, drain) is not attributed to any job; the fleet's own VM-hours
+per region (``fleet_by_region``) come from the MIG instances the scaling passes saw.
 """
 
 from __future__ import annotations
@@ -41,6 +42,18 @@ QUERIES = {
                machine_type, sum(extract(epoch FROM ended_at - started_at)) AS vm_seconds
         FROM attempt_usage WHERE ended_at >= :since
         GROUP BY 1, 2 ORDER BY 1, 2""",
+    # The fleet per region and cluster: seconds each MIG instance was seen in the window, boot and
+    # idle included (instances still there and those gone, ``vm_lifetimes``). An instance counts from
+    # the first scaling pass that saw it to the last, so each end may be off by up to one tick.
+    "fleet_by_region": """
+        SELECT region, cluster, count(*) AS vms,
+               sum(GREATEST(0, extract(epoch FROM LEAST(last_seen_at, CAST(:now AS timestamptz))
+                                                  - GREATEST(first_seen_at, CAST(:since AS timestamptz))))) AS vm_seconds
+        FROM (SELECT region, cluster, first_seen_at, last_seen_at FROM mig_instances
+              UNION ALL
+              SELECT region, cluster, first_seen_at, last_seen_at FROM vm_lifetimes WHERE last_seen_at > :since) AS seen
+        WHERE last_seen_at > :since
+        GROUP BY region, cluster ORDER BY region, cluster""",
     "attempts_of_job": """
         SELECT * FROM attempt_usage WHERE job_id = :job_id ORDER BY attempt""",
 }

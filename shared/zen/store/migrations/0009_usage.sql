@@ -19,3 +19,15 @@ CREATE TABLE attempt_usage (
 );
 -- `zen usage --since`: attempts that ended in the window.
 CREATE INDEX attempt_usage_ended_at ON attempt_usage (ended_at);
+
+-- Each MIG instance a scaling pass saw, kept when it leaves its MIG (its mig_instances row is then
+-- deleted): with the instances still there, the fleet's VM-hours per region, boot and idle included.
+CREATE TABLE vm_lifetimes (
+    name          text NOT NULL,
+    cluster       text NOT NULL,
+    region        text NOT NULL,
+    first_seen_at timestamptz NOT NULL,
+    last_seen_at  timestamptz NOT NULL,
+    PRIMARY KEY (name, first_seen_at)
+);
+CREATE INDEX vm_lifetimes_last_seen_at ON vm_lifetimes (last_seen_at);
