@@ -56,6 +56,10 @@ HOT_QUERIES = [
                         started_at=NOW, finished_at=None, exit_code=None, message=None, start_published_at=NOW,
                         max_attempts=3, preempted_by=None, preemptions=0, now=NOW)),
     ("take_early_stop", {"job_id": "job-7"}),
+    # The end of an attempt also records its usage (its claim time read from the job's history).
+    ("insert_attempt_usage", dict(job_id="job-13", attempt=1, user_id="u", queue=None, cluster="4xa100-40gb",
+                                  machine_type="a2-highgpu-4g", region="us-central1", vm="vm-13", gpus=4,
+                                  ran_from=NOW, ended_at=NOW, outcome="SUCCEEDED")),
     ("held_jobs_silent_since", {"cutoff": NOW - timedelta(minutes=2), "limit": 500}),
     ("queued_jobs_published_before", {"cutoff": NOW - timedelta(hours=1), "limit": 500}),
     ("vm_holds_job", {"vm_name": "vm-13"}),

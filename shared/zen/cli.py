@@ -9,6 +9,7 @@
     zen clusters [--json]                  the GPU shapes, regions and limits a job may ask for
     zen explain JOB [--json]               why a job waits (queue quota, jobs ahead) or is not running yet
     zen queues [--json]                    per queue: quota, admitted/borrowed GPUs, pending, running
+    zen usage [--since 7d] [--by user|queue|region] [--json]   GPU-hours, VM-hours, estimated cost
     zen local pubsub --port N              the Pub/Sub stand-in (gRPC)
     zen local compute --port N --scenario FILE   the Compute stand-in (REST)
     zen local bridge --route TOPIC=URL [--tick-every S]   Eventarc-style delivery to functions
@@ -313,6 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     from zen import statscli
 
     statscli.add_parsers(sub)
+    from zen import usagecli
+
+    usagecli.add_parsers(sub, _db, _since)
     demo = sub.add_parser("demo", help="the whole system on this machine, a scripted scenario, a summary")
     demo.add_argument("--scripted", action="store_true",
                       help="only the in-process lifecycle through the functions (seconds, no stand-ins)")

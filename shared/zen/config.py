@@ -182,6 +182,27 @@ class DataConfig(_Strict):
     egress_usd_per_gb: EgressRates = EgressRates()
 
 
+_Usd = Annotated[float, Field(ge=0)]
+
+# Approximate on-demand list prices in us-central1 (USD per VM-hour, GPUs included; 2024 price list):
+# no sustained- or committed-use discount, not Spot, no disk or network. Other regions list up to
+# ~15% higher. Estimates only: set your own (``pricing.usd_per_vm_hour`` replaces this table).
+LIST_PRICE_USD_PER_VM_HOUR = {
+    "g2-standard-8": 0.85,     # 1 x L4
+    "a2-highgpu-1g": 3.67,     # 1 x A100 40GB
+    "a2-highgpu-2g": 7.35,
+    "a2-highgpu-4g": 14.69,
+    "a2-highgpu-8g": 29.39,
+}
+
+
+class Pricing(_Strict):
+    """What ``zen usage`` prices VM-hours at: machine type -> USD per VM-hour (GPUs included). A
+    machine type not listed is reported as unpriced rather than guessed."""
+
+    usd_per_vm_hour: dict[str, _Usd] = Field(default_factory=lambda: dict(LIST_PRICE_USD_PER_VM_HOUR))
+
+
 def cohort_of(queues: list[QueueConfig], queue: QueueConfig, cluster: str | None = None) -> list[QueueConfig]:
     """The queues that share quota with ``queue`` (itself included); with ``cluster``, only those with a
     quota for it."""
@@ -199,6 +220,7 @@ class ZenConfig(_Strict):
     queues: list[QueueConfig] = Field(default_factory=list, description="No queues: every job is admitted")
     queueing: Queueing = Queueing()
     data: DataConfig = DataConfig()
+    pricing: Pricing = Pricing()
     topics: Topics = Topics()
     subscriptions: Subscriptions = Subscriptions()
     deadlines: Deadlines = Deadlines()

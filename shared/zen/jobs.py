@@ -34,7 +34,7 @@ from zen.models import (
 )
 from zen.placement import choose, resolve_request
 from zen.queueing import Queueing
-from zen.store import queues as queue_rows, repository
+from zen.store import queues as queue_rows, repository, usage as usage_rows
 from zen.text import escape_unstorable
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
@@ -317,6 +317,7 @@ class JobService:
             history, events = self._announce.history(job, after, decision.changes, actor=actor, now=now,
                                             from_status=job.status)
             repository.add_job_events(session, history)
+            self._record_usage(session, job, after, decision, now)
             telemetry.log_changes(log, job, after, decision.changes, job.status)
             messages += events
         messages += [self._announce.control(control) for control in decision.controls]
@@ -326,6 +327,18 @@ class JobService:
         if self._queues and job.queue and job.status in _HOLDS_QUOTA and after.status not in _HOLDS_QUOTA:
             ids += self._admit(session, job.queue, job.cluster, now)  # its quota is free: who is next
         return ids
+
+    def _record_usage(self, session: Session, job: Job, after: Job, decision: Decision, now) -> None:
+        """The attempt's usage when this change ends a VM-held attempt (after its history rows, which
+        hold the claim's time), in the same transaction: one INSERT, only when an attempt ends."""
+        outcome = lifecycle.attempt_outcome(job, after, decision.changes)
+        if outcome is None:
+            return
+        cluster = self._config.cluster(job.cluster)  # the VM's shape: the attempt holds all its GPUs
+        usage_rows.record_attempt(
+            session, job, outcome=outcome, machine_type=cluster.machine_type if cluster else None,
+            gpus=cluster.gpu_count if cluster else job.gpus,
+            ran_from=after.started_at if after.attempt == job.attempt else job.started_at, now=now)
 
     # -- admission (queues) --------------------------------------------------------------------
     def _admit(self, session: Session, queue: str, cluster: str, now) -> list[Enqueued]:

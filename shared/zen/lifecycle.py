@@ -285,3 +285,23 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines) -> Decision | 
     if decision.changes[-1].to is JobStatus.FAILED:
         decision.fields["finished_at"] = now
     return decision
+
+
+def attempt_outcome(job: Job, after: Job, changes: list[Change]) -> str | None:
+    """How the attempt ``job`` is at ended, when this change ends one that held a VM (its usage is then
+    recorded: ``zen.store.usage``); None when no VM-held attempt ends. SUCCEEDED and FAILED: the job's
+    own exit; STOPPED: stopped on request (or its VM went away while stopping); LOST: its VM went
+    silent or was preempted by the cloud (requeued, or FAILED once the budget is spent); PREEMPTED:
+    admission took it back (``decide_preempt``). An attempt never claimed by a VM used nothing."""
+    if not job.status.holds_vm or not job.vm:
+        return None
+    if not after.status.terminal and after.attempt == job.attempt:
+        return None
+    steps = {change.to for change in changes}
+    if JobStatus.LOST in steps:
+        return "LOST"
+    if JobStatus.PENDING in steps:
+        return "PREEMPTED"
+    if after.status is JobStatus.CANCELLED:
+        return "STOPPED"
+    return after.status.value

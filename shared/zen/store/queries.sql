@@ -236,11 +236,16 @@ ON CONFLICT (name) DO UPDATE SET last_seen_at = EXCLUDED.last_seen_at
 RETURNING first_seen_at;
 
 -- name: forget_vanished_instances
--- Instances no longer in their MIG: forget their first-seen time, drain mark and VM row.
+-- Instances no longer in their MIG: forget their first-seen time, drain mark and VM row; keep when
+-- they were seen (vm_lifetimes: the fleet's VM-hours in `zen usage --by region`).
 WITH gone AS (
     DELETE FROM mig_instances
     WHERE cluster = :cluster AND region = :region AND NOT (name = ANY(CAST(:present AS text[])))
-    RETURNING name
+    RETURNING name, cluster, region, first_seen_at, last_seen_at
+), lived AS (
+    INSERT INTO vm_lifetimes (name, cluster, region, first_seen_at, last_seen_at)
+    SELECT name, cluster, region, first_seen_at, last_seen_at FROM gone
+    ON CONFLICT (name, first_seen_at) DO NOTHING
 ), undrained AS (
     DELETE FROM vm_drains WHERE name IN (SELECT name FROM gone)
 )
@@ -347,3 +352,20 @@ SELECT queue, cluster,
 FROM jobs
 WHERE queue IS NOT NULL AND status IN ('PENDING', 'QUEUED', 'ASSIGNED', 'RUNNING', 'STOPPING', 'LOST')
 GROUP BY queue, cluster;
+
+-- name: insert_attempt_usage
+-- The usage of an attempt that just ended (zen.store.usage), in the transaction that ends it. It
+-- started when its VM claimed it (that attempt's ASSIGNED history row, written in this transaction
+-- or earlier), or when it began running if that is earlier; gpu_seconds = gpus x wall time on the VM.
+-- ON CONFLICT: the attempt is already counted (a redelivered or repeated end changes nothing).
+INSERT INTO attempt_usage (job_id, attempt, user_id, queue, cluster, machine_type, region, vm, gpus, started_at,
+                           ended_at, gpu_seconds, outcome)
+SELECT :job_id, :attempt, :user_id, :queue, :cluster, :machine_type, :region, :vm, :gpus, s.started_at, s.ended_at,
+       CAST(:gpus AS integer) * GREATEST(0, extract(epoch FROM s.ended_at - s.started_at)), :outcome
+FROM (SELECT LEAST(COALESCE(LEAST(claim.at, CAST(:ran_from AS timestamptz)), t.ended_at), t.ended_at) AS started_at,
+             t.ended_at
+      FROM (SELECT CAST(:ended_at AS timestamptz) AS ended_at) AS t,
+           (SELECT min(at) AS at FROM job_events
+            WHERE job_id = :job_id AND attempt = :attempt AND to_status = 'ASSIGNED') AS claim) AS s
+ON CONFLICT (job_id, attempt) DO NOTHING
+RETURNING job_id;

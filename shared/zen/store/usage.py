@@ -1,0 +1,80 @@
+"""Accounting rows: what each attempt used, recorded as it ends, and the sums ``zen usage`` reports.
+
+One ``attempt_usage`` row per attempt that a VM claimed, written by the job service in the same
+transaction as the status change that ends the attempt (one INSERT, no extra read). Attempts, not
+jobs: work lost to a silent or preempted VM and then retried is counted as well. The primary key
+``(job_id, attempt)`` with ON CONFLICT DO NOTHING makes a redelivered end count once.
+
+Units: an attempt's wall time on its VM runs from the VM's claim (or the start of the run, if its
+report came first) to when Zen ended the attempt; for a silent VM that is when the sweep gave it
+up, up to ``deadlines.heartbeat_timeout_s`` after its last report. A VM runs one attempt at a time,
+so the attempt's VM-seconds are that wall time, and its GPU-seconds are the VM's GPUs times it.
+VM time no attempt held (boot, idle, drain) is not attributed to any job; the fleet's own VM-hours
+per region (``fleet_by_region``) come from the MIG instances the scaling passes saw.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from zen.models import Job
+
+if TYPE_CHECKING:
+    from zen.store.db import Session
+
+GROUPINGS = ("user", "queue", "region")
+
+QUERIES = {
+    # Per group: jobs and attempts that ended in the window, their GPU-seconds and VM-seconds. A job
+    # whose attempts fall in two groups (two regions) counts in both; ``:by`` 'total' is one group.
+    "usage_by": """
+        SELECT CASE CAST(:by AS text) WHEN 'user' THEN user_id WHEN 'queue' THEN queue
+                                      WHEN 'region' THEN region ELSE 'total' END AS key,
+               count(DISTINCT job_id) AS jobs, count(*) AS attempts, sum(gpu_seconds) AS gpu_seconds,
+               sum(extract(epoch FROM ended_at - started_at)) AS vm_seconds
+        FROM attempt_usage WHERE ended_at >= :since
+        GROUP BY 1 ORDER BY 1""",
+    # VM-seconds per group and machine type: what the estimated cost is priced from.
+    "vm_seconds_by_machine": """
+        SELECT CASE CAST(:by AS text) WHEN 'user' THEN user_id WHEN 'queue' THEN queue
+                                      WHEN 'region' THEN region ELSE 'total' END AS key,
+               machine_type, sum(extract(epoch FROM ended_at - started_at)) AS vm_seconds
+        FROM attempt_usage WHERE ended_at >= :since
+        GROUP BY 1, 2 ORDER BY 1, 2""",
+    # The fleet per region and cluster: seconds each MIG instance was seen in the window, boot and
+    # idle included (instances still there and those gone, ``vm_lifetimes``). An instance counts from
+    # the first scaling pass that saw it to the last, so each end may be off by up to one tick.
+    "fleet_by_region": """
+        SELECT region, cluster, count(*) AS vms,
+               sum(GREATEST(0, extract(epoch FROM LEAST(last_seen_at, CAST(:now AS timestamptz))
+                                                  - GREATEST(first_seen_at, CAST(:since AS timestamptz))))) AS vm_seconds
+        FROM (SELECT region, cluster, first_seen_at, last_seen_at FROM mig_instances
+              UNION ALL
+              SELECT region, cluster, first_seen_at, last_seen_at FROM vm_lifetimes WHERE last_seen_at > :since) AS seen
+        WHERE last_seen_at > :since
+        GROUP BY region, cluster ORDER BY region, cluster""",
+    "attempts_of_job": """
+        SELECT * FROM attempt_usage WHERE job_id = :job_id ORDER BY attempt""",
+}
+
+
+def record_attempt(session: Session, job: Job, *, outcome: str, machine_type: str | None, gpus: int,
+                   ran_from: datetime | None, now: datetime) -> bool:
+    """The usage of ``job``'s current attempt, which ends now (``job`` as it was before the change;
+    ``gpus``: its VM's; ``ran_from``: when that attempt began running, if it did). False when already
+    recorded."""
+    row = session.one(
+        "insert_attempt_usage", job_id=job.job_id, attempt=job.attempt, user_id=job.user_id, queue=job.queue,
+        cluster=job.cluster, machine_type=machine_type, region=job.region, vm=job.vm, gpus=gpus,
+        ran_from=ran_from, ended_at=now, outcome=outcome,
+    )
+    return row is not None
+
+
+def run(session: Session, name: str, **params: Any) -> list[dict[str, Any]]:
+    return session.sql(QUERIES[name], **params)
+
+
+def attempts_of_job(session: Session, job_id: str) -> list[dict[str, Any]]:
+    return run(session, "attempts_of_job", job_id=job_id)

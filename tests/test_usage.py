@@ -1,0 +1,193 @@
+"""Accounting: every attempt a VM claimed leaves one ``attempt_usage`` row when it ends (succeeded,
+failed, stopped, lost, preempted), written with the change that ends it, counted once however often
+the end is delivered; ``zen usage`` sums them per user, queue or region with the estimated cost."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from tests.messages import agent_run, heartbeat, job_request
+from tests.test_queues import RECLAIM, borrow_all_and_reclaim, queued_zen, stop_answer  # noqa: F401 (fixture)
+from zen import cli
+from zen.store import repository, usage
+from zen.usagecli import summarise
+
+CLUSTER = "4xa100-40gb"  # a2-highgpu-4g: 4 GPUs per VM
+PRICE = 14.69  # the default price of a2-highgpu-4g per VM-hour
+
+
+def attempts(zen, job_id):
+    with zen.db.transaction() as session:
+        return usage.attempts_of_job(session, job_id)
+
+
+def zen_usage(capsys, *args) -> dict:
+    assert cli.main(["usage", "--since", "2025-12-01", "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_succeeded_job_records_its_attempt_from_the_claim_to_the_end(functions, zen, clock):
+    functions.submit(job_request("job-1"))
+    clock.advance(10)
+    claimed, running, *_, done = agent_run("job-1", vm="vm-a")
+    functions.heartbeat(claimed)
+    clock.advance(20)
+    functions.heartbeat(running)
+    clock.advance(3600)
+    functions.heartbeat(done)
+
+    [row] = attempts(zen, "job-1")
+    assert (row["attempt"], row["user_id"], row["queue"], row["cluster"], row["machine_type"], row["region"],
+            row["vm"], row["gpus"], row["outcome"]) == (
+        1, "alice", None, CLUSTER, "a2-highgpu-4g", "us-central1", "vm-a", 4, "SUCCEEDED")
+    assert (row["ended_at"] - row["started_at"]).total_seconds() == 3620  # held by vm-a from its claim
+    assert row["gpu_seconds"] == 4 * 3620
+
+
+def test_a_lost_attempt_and_its_retry_are_both_counted_and_a_redelivered_end_counts_once(
+        functions, zen, clock, capsys):
+    functions.submit(job_request("job-1"))
+    clock.advance(10)
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 2, vm="vm-a"))
+    clock.advance(zen.config.deadlines.heartbeat_timeout_s + 30)  # vm-a goes silent: lost at the sweep
+    functions.tick()
+    assert [r["outcome"] for r in attempts(zen, "job-1")] == ["LOST"]
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 3, vm="vm-a"))  # vm-a's late report of attempt 1
+
+    beats = agent_run("job-1", attempt=2, vm="vm-b")
+    for beat in beats:
+        beat.update(region="us-west1", zone="us-west1-a")
+    functions.heartbeat(beats[0])
+    clock.advance(1800)
+    for beat in beats[1:]:
+        functions.heartbeat(beat)
+    functions.heartbeat(beats[-1])  # the end, redelivered
+    functions.heartbeat(beats[-1], message_id="again")  # and published twice
+
+    lost, retried = attempts(zen, "job-1")
+    assert (lost["attempt"], lost["vm"], lost["region"], lost["outcome"]) == (1, "vm-a", "us-central1", "LOST")
+    assert (lost["ended_at"] - lost["started_at"]).total_seconds() == 150  # until the sweep gave it up
+    assert (retried["attempt"], retried["vm"], retried["region"], retried["outcome"]) == (
+        2, "vm-b", "us-west1", "SUCCEEDED")
+    assert retried["gpu_seconds"] == 4 * 1800
+
+    report = zen_usage(capsys)
+    assert report["by"] == "user" and report["unpriced_machine_types"] == []
+    [alice] = report["groups"]
+    vm_hours = (150 + 1800) / 3600
+    assert alice == {"user": "alice", "jobs": 1, "attempts": 2, "gpu_hours": round(4 * vm_hours, 3),
+                     "vm_hours": round(vm_hours, 3), "est_usd": round(vm_hours * PRICE, 2)}
+    assert report["total"] == {k: v for k, v in alice.items() if k != "user"}
+    regions = {g["region"]: (g["jobs"], g["attempts"], g["vm_hours"]) for g in zen_usage(capsys, "--by", "region")["groups"]}
+    assert regions == {"us-central1": (1, 1, round(150 / 3600, 3)), "us-west1": (1, 1, 0.5)}
+    assert [g["queue"] for g in zen_usage(capsys, "--by", "queue")["groups"]] == ["(none)"]
+    # The table: one row per user and the total.
+    assert cli.main(["usage", "--since", "2025-12-01"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[1].split() == ["USER", "JOBS", "ATTEMPTS", "GPU_HOURS", "VM_HOURS", "EST_USD"]
+    assert table[2].split()[:3] == ["alice", "1", "2"] and table[3].split()[0] == "TOTAL"
+
+
+def test_the_insert_itself_counts_an_attempt_once(functions, zen, clock):
+    functions.submit(job_request("job-1"))
+    for beat in agent_run("job-1"):
+        functions.heartbeat(beat)
+    with zen.db.transaction() as session:
+        job = repository.get_job(session, "job-1")
+        again = usage.record_attempt(session, job, outcome="SUCCEEDED", machine_type="a2-highgpu-4g",
+                                     gpus=4, ran_from=job.started_at, now=clock.advance(999))
+    assert again is False and len(attempts(zen, "job-1")) == 1
+
+
+def test_stopped_attempts_count_and_attempts_no_vm_claimed_do_not(functions, zen, clock):
+    functions.submit(job_request("running"))
+    functions.submit(job_request("queued"))
+    functions.heartbeat(heartbeat("running", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("running", "RUNNING", 2, vm="vm-a"))
+    clock.advance(60)
+    functions.stop({"job_id": "running"})
+    functions.stop({"job_id": "queued"})
+    clock.advance(5)
+    functions.heartbeat(heartbeat("running", "STOPPED", 3, vm="vm-a", exit_code=-15))
+    [row] = attempts(zen, "running")
+    assert row["outcome"] == "STOPPED" and row["gpu_seconds"] == 4 * 65
+    assert attempts(zen, "queued") == []
+
+
+def test_a_failed_run_and_a_cloud_preempted_vm_are_counted(functions, zen, clock):
+    functions.submit(job_request("fails"))
+    for beat in agent_run("fails", final="FAILED", exit_code=3):
+        functions.heartbeat(beat)
+    functions.submit(job_request("spot"))
+    functions.heartbeat(heartbeat("spot", "CLAIMED", 1, vm="vm-s"))
+    clock.advance(30)
+    functions.heartbeat(heartbeat("spot", "PREEMPTED", 2, vm="vm-s"))
+    assert [r["outcome"] for r in attempts(zen, "fails")] == ["FAILED"]
+    [spot] = attempts(zen, "spot")
+    assert (spot["outcome"], spot["gpu_seconds"]) == ("LOST", 4 * 30)
+
+
+@pytest.mark.queues(RECLAIM)
+def test_an_attempt_preempted_by_admission_is_counted_under_its_queue(queued_zen, clock, capsys):
+    zen, functions = queued_zen
+    borrow_all_and_reclaim(functions, clock)  # a0..a3 of team-a run; b1 reclaims: a3 is stopped
+    clock.advance(40)
+    functions.heartbeat(stop_answer("a3", "vm-3"))
+    [row] = attempts(zen, "a3")
+    assert (row["outcome"], row["queue"], row["attempt"]) == ("PREEMPTED", "team-a", 1)
+    [team_a] = zen_usage(capsys, "--by", "queue")["groups"]
+    assert (team_a["queue"], team_a["jobs"], team_a["attempts"]) == ("team-a", 1, 1)
+
+
+def test_by_region_adds_the_fleets_vm_hours_boot_and_idle_included(functions, zen, clock, capsys):
+    from zen.store import fleet
+
+    start = clock()
+    with zen.db.transaction() as session:  # what the scaling passes record of the MIGs
+        fleet.see_instances(session, CLUSTER, "us-central1", ["vm-a", "vm-gone"], start)
+        fleet.see_instances(session, "1xl4", "europe-west4", ["vm-idle"], start)
+        fleet.see_instances(session, CLUSTER, "us-central1", ["vm-a", "vm-gone"], clock.advance(1800))
+    functions.submit(job_request("job-1"))
+    for beat in agent_run("job-1", vm="vm-a"):
+        functions.heartbeat(beat)
+        clock.advance(300)
+    with zen.db.transaction() as session:
+        fleet.see_instances(session, CLUSTER, "us-central1", ["vm-a"], start + timedelta(hours=1))  # vm-gone left
+        fleet.see_instances(session, "1xl4", "europe-west4", ["vm-idle"], start + timedelta(hours=1))
+
+    report = zen_usage(capsys, "--by", "region")
+    europe, central = report["groups"]  # by region name
+    assert (central["region"], central["jobs"], central["vm_hours"]) == ("us-central1", 1, 0.25)  # claim to end
+    assert (central["fleet_vm_hours"], central["fleet_est_usd"]) == (1.5, round(1.5 * PRICE, 2))  # vm-a 1h, vm-gone 0.5h
+    assert europe == {"region": "europe-west4", "jobs": 0, "attempts": 0, "gpu_hours": 0.0, "vm_hours": 0.0,
+                      "est_usd": 0.0, "fleet_vm_hours": 1.0, "fleet_est_usd": 0.85}
+    assert (report["total"]["fleet_vm_hours"], report["total"]["fleet_est_usd"]) == (2.5, round(1.5 * PRICE + 0.85, 2))
+    assert cli.main(["usage", "--since", "2025-12-01", "--by", "region"]) == 0
+    assert "FLEET_VM_HOURS" in capsys.readouterr().out
+
+
+def test_a_machine_type_without_a_price_is_unpriced_not_guessed():
+    groups = [{"key": "alice", "jobs": 2, "attempts": 2, "gpu_seconds": 4 * 7200, "vm_seconds": 7200},
+              {"key": "bob", "jobs": 1, "attempts": 1, "gpu_seconds": 3600, "vm_seconds": 3600}]
+    machines = [{"key": "alice", "machine_type": "a2-highgpu-4g", "vm_seconds": 3600},
+                {"key": "alice", "machine_type": "g2-standard-8", "vm_seconds": 3600},
+                {"key": "bob", "machine_type": "a3-highgpu-8g", "vm_seconds": 3600}]
+    rows, unpriced = summarise("user", groups, machines, {"a2-highgpu-4g": 10.0, "g2-standard-8": 1.0})
+    assert [(r["user"], r["gpu_hours"], r["vm_hours"], r["est_usd"]) for r in rows] == [
+        ("alice", 8.0, 2.0, 11.0), ("bob", 1.0, 1.0, None)]
+    assert unpriced == ["a3-highgpu-8g"]
+
+
+def test_zen_usage_refuses_a_bad_window_and_needs_a_database(tmp_path, monkeypatch, capsys):
+    assert cli.main(["usage", "--since", "last tuesday"]) == 2
+    assert "neither an age" in capsys.readouterr().err
+    monkeypatch.delenv("ZEN_DATABASE_URL", raising=False)
+    monkeypatch.delenv("ZEN_CLOUDSQL_INSTANCE", raising=False)
+    monkeypatch.setenv("ZEN_HOME", str(tmp_path / ".zen"))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["usage"]) == 1
+    assert "no database to read" in capsys.readouterr().err
