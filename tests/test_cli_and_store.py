@@ -118,3 +118,9 @@ def test_a_value_the_driver_cannot_send_is_data_rejected_and_its_connection_neve
             session.sql("SELECT :v AS v", v="\ud800")
     with db.session() as session:
         assert session.sql("SELECT 7 AS n") == [{"n": 7}]
+
+
+def test_the_scripted_demo_module_imports():
+    import zen.demo  # `zen demo --scripted` once failed on a helper the CLI had renamed
+
+    assert callable(zen.demo.main)

@@ -43,3 +43,59 @@ def test_concurrent_inline_and_handed_over_messages_are_each_sent_once_and_settl
     assert all(results[key] == key for key in results) and len(results) == 2000
     assert len(rpcs) < 2000  # messages that arrived during an RPC shared the next one
     assert sum(t.name == "zen-publish" for t in threading.enumerate()) <= 1  # one sender per lane
+
+
+class _HeldPublisher:
+    """Settles handed-over messages only when released (a slow Pub/Sub); ``publish`` waits inline."""
+
+    def __init__(self):
+        self.release = threading.Event()
+        self.inline, self.handed = 0, 0
+
+    def publish(self, messages):
+        self.inline += 1
+        return ["id"] * len(messages)
+
+    def publish_soon(self, messages, done):
+        self.handed += 1
+        threading.Thread(target=lambda: (self.release.wait(10), done(["id"] * len(messages)))).start()
+
+
+def test_only_the_last_request_in_flight_waits_for_the_urgent_messages_handed_over(db):
+    from datetime import datetime, timezone
+
+    from zen.messaging import Enqueued, OutboxRelay
+
+    publisher = _HeldPublisher()
+    relay = OutboxRelay(db, publisher, lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
+    start = [Enqueued(1, OutgoingMessage("start", b"job"))]
+    left = []
+    second_inside, first_left = threading.Event(), threading.Event()
+
+    def first():
+        with relay.request():
+            second_inside.wait(5)
+            relay.flush_quietly(start)  # another request is in flight: handed over, no wait
+        left.append("first")
+        first_left.set()
+
+    def second():
+        with relay.request():
+            second_inside.set()
+            first_left.wait(5)
+        left.append("second")  # the last one out: leaves only once the start is settled
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    assert first_left.wait(5) and left == ["first"]
+    time.sleep(0.2)
+    assert left == ["first"], "the last request left before the start message was acknowledged"
+    publisher.release.set()
+    for t in threads:
+        t.join(5)
+    assert left == ["first", "second"] and publisher.handed == 1 and publisher.inline == 0
+
+    with relay.request():  # alone in the instance: its own RPC, as before
+        relay.flush_quietly(start)
+    assert publisher.inline == 1

@@ -81,24 +81,31 @@ class Zen:
         return cls(config, db, PubSubPublisher(project), scaler=scaler)
 
     # -- one method per Cloud Function ---------------------------------------------------------
+    # Each runs inside ``relay.request()``: the instance's last request in flight waits for the
+    # urgent messages still being published (``zen.messaging``).
     def on_job_submitted(self, event_id: str, event_type: str | None, data) -> Outcome:
-        outcome = self._with_envelope(self.config.topics.job_submitted, event_id, event_type, data, self.jobs.submit)
-        if (outcome.result == "created" and outcome.cluster and self.scaler is not None
-                and not self.scaler.covered(outcome.cluster)):
-            # New demand that no spare VM covers: scale now rather than at the next tick (which also
-            # runs it; a pass already under way for this cluster makes this one skip).
-            self.scaler.scale(outcome.cluster)
-        return outcome
+        with self.relay.request():
+            outcome = self._with_envelope(self.config.topics.job_submitted, event_id, event_type, data,
+                                          self.jobs.submit)
+            if (outcome.result == "created" and outcome.cluster and self.scaler is not None
+                    and not self.scaler.covered(outcome.cluster)):
+                # New demand that no spare VM covers: scale now rather than at the next tick (which
+                # also runs it; a pass already under way for this cluster makes this one skip).
+                self.scaler.scale(outcome.cluster)
+            return outcome
 
     def on_heartbeat(self, event_id: str, event_type: str | None, data) -> Outcome:
-        return self._with_envelope(self.config.topics.heartbeats, event_id, event_type, data, self.jobs.heartbeat)
+        with self.relay.request():
+            return self._with_envelope(self.config.topics.heartbeats, event_id, event_type, data,
+                                       self.jobs.heartbeat)
 
     def on_stop_requested(self, event_id: str, event_type: str | None, data) -> Outcome:
-        return self._with_envelope(self.config.topics.job_stop, event_id, event_type, data, self.jobs.stop)
+        with self.relay.request():
+            return self._with_envelope(self.config.topics.job_stop, event_id, event_type, data, self.jobs.stop)
 
     def on_scale_tick(self) -> TickReport:
         """Resend the outbox, sweep lost jobs, scale. A second concurrent tick skips."""
-        with self.db.session() as session:
+        with self.relay.request(), self.db.session() as session:
             if not repository.try_tick_lock(session, TICK_LOCK_KEY):
                 log.info("another scale tick holds the lock; skipping")
                 return TickReport(skipped=True)

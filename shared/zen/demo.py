@@ -12,21 +12,48 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections import Counter
 from datetime import datetime, timezone
+from typing import Callable, Sequence
 
 from zen.app import Zen
-from zen.cli import JOB_COLUMNS, _print_table, _short_times
+from zen.cli import JOB_COLUMNS
+from zen.clikit import job_row, print_table
 from zen.clock import ManualClock
 from zen.config import load_config
 from zen.local.invoke import FunctionsInvoker
-from zen.messaging import RecordingPublisher
+from zen.messaging import OutgoingMessage
 from zen.store import repository
 from zen.store.db import Database, parse_database_url
 from zen.store.embedded import embedded_database_url
 from zen.store.migrate import migrate
 
 DEMO_DB = "zen_demo"
+
+
+class RecordingPublisher:
+    """In-memory publisher (``zen.messaging.Publisher``): the scripted demo shows what was sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[OutgoingMessage] = []
+        self._lock = threading.Lock()
+
+    def publish(self, messages: Sequence[OutgoingMessage]) -> list[str | Exception]:
+        results: list[str | Exception] = []
+        with self._lock:
+            for message in messages:
+                self.sent.append(message)
+                results.append(str(len(self.sent)))
+        return results
+
+    def publish_soon(self, messages: Sequence[OutgoingMessage],
+                     done: Callable[[list[str | Exception]], None]) -> None:
+        done(self.publish(messages))
+
+    def on(self, topic: str) -> list[OutgoingMessage]:
+        with self._lock:
+            return [m for m in self.sent if m.topic == topic]
 
 
 def _fresh_database() -> Database:
@@ -89,7 +116,7 @@ def main() -> int:
         histories = {j.job_id: repository.job_history(session, j.job_id) for j in jobs}
         rejected = repository.list_rejections(session)
     print("\nJobs:")
-    _print_table([_short_times(j.public_view()) for j in jobs], JOB_COLUMNS)
+    print_table([job_row(j) for j in jobs], JOB_COLUMNS)
     print("\nHistory of eval-3:")
     for row in histories["eval-3"]:
         print(f"  attempt {row['attempt']}: {row['from_status'] or '-':>9} -> {row['to_status']:<9} {row['reason']}")

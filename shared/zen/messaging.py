@@ -1,4 +1,4 @@
-"""Outgoing messages: the publisher port, its Pub/Sub adapter, an in-memory one, and the outbox relay.
+"""Outgoing messages: the publisher port, its Pub/Sub adapter, and the outbox relay.
 
 Handlers never publish directly. They ``enqueue`` messages into the ``outbox`` table in the same
 transaction as their state change; after commit, ``OutboxRelay.flush_quietly`` publishes them and
@@ -6,10 +6,13 @@ they are marked sent. Whatever is left (publish failed, process died between com
 sent by ``OutboxRelay.flush_pending()`` on the next scale tick. Delivery is therefore at least once;
 every consumer is idempotent on ``(job_id, attempt, ...)``.
 
-A handler waits for Pub/Sub's acknowledgement of the messages that make work happen (a job's start,
-a VM's orders): on Cloud Functions the instance's CPU is throttled once the response is sent, so a
-message merely handed over could sit there until the next request, and a job's start with it. Job
-events and the marking of rows as sent do not hold the request.
+Messages that make work happen (a job's start, a VM's orders) must be acknowledged by Pub/Sub before
+the instance's last request in flight returns: on Cloud Functions the instance's CPU is throttled
+once no request is in flight, so a message merely handed over could sit there until the next
+request, and a job's start with it. While other requests are in flight the CPU stays allocated, so a
+handler hands its urgent messages over and returns; the last one out waits for whatever is still
+being published (``OutboxRelay.request``). Job events and the marking of rows as sent never hold a
+request.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ import base64
 import json
 import logging
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol, Sequence
 
 from zen.models import Message
 from zen.store import outbox
@@ -203,35 +207,6 @@ class PubSubPublisher:
         return outcome
 
 
-class RecordingPublisher:
-    """In-memory publisher for tests and the scripted demo; ``fail_next`` injects failures."""
-
-    def __init__(self) -> None:
-        self.sent: list[OutgoingMessage] = []
-        self.fail_next = 0
-        self._lock = threading.Lock()
-
-    def publish(self, messages: Sequence[OutgoingMessage]) -> list[str | Exception]:
-        results: list[str | Exception] = []
-        with self._lock:
-            for message in messages:
-                if self.fail_next > 0:
-                    self.fail_next -= 1
-                    results.append(ConnectionError("injected publish failure"))
-                    continue
-                self.sent.append(message)
-                results.append(str(len(self.sent)))
-        return results
-
-    def publish_soon(self, messages: Sequence[OutgoingMessage],
-                     done: Callable[[list[str | Exception]], None]) -> None:
-        done(self.publish(messages))
-
-    def on(self, topic: str) -> list[OutgoingMessage]:
-        with self._lock:
-            return [m for m in self.sent if m.topic == topic]
-
-
 @dataclass(frozen=True)
 class Enqueued:
     """An outbox row: its id and the message it holds."""
@@ -306,8 +281,10 @@ class OutboxRelay:
 
     Right after a commit, ``flush_quietly`` publishes what the transaction enqueued, from memory (no
     read back). Messages that make work happen (``urgent`` topics: a job's start, a VM's orders) are
-    published before the handler returns; the others (job events, notifications for users) are
-    handed over without waiting (``publish_soon``). How each publish
+    acknowledged before the instance's last request in flight returns: a handler alone in the
+    instance waits for them (its own RPC, as before); one with others in flight hands them over, and
+    whichever request leaves last waits until every handed-over one is settled (``request``). The
+    others (job events, notifications for users) are handed over without waiting. How each publish
     ended is recorded in the background (``SentMarks``). ``flush_pending`` (the scale tick) sends
     what is left: rows whose publish failed, and rows older than ``in_flight_s`` (their process
     died, or its CPU was throttled, between commit and publish). Younger rows may be in flight in
@@ -324,6 +301,36 @@ class OutboxRelay:
         self._clock = clock
         self._urgent = urgent
         self.marks = SentMarks(db, clock)
+        self._flow = threading.Condition()
+        self._in_flight = 0  # requests inside ``request()``
+        self._unsettled = 0  # urgent publishes handed over and not yet settled
+        self.wait_limit_s = 65.0  # past this the tick resends (rows stay unsent until marked)
+
+    @contextmanager
+    def request(self) -> Iterator[None]:
+        """One function invocation. The last one out waits (no CPU, no lock held: a condition) until
+        the urgent messages handed over meanwhile are settled, or until another request arrives,
+        which then inherits the duty."""
+        with self._flow:
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._flow:
+                self._in_flight -= 1
+                if self._in_flight == 0 and self._unsettled:
+                    self._flow.wait_for(lambda: not self._unsettled or self._in_flight, timeout=self.wait_limit_s)
+
+    def _hand_over_urgent(self, urgent: Sequence[Enqueued]) -> None:
+        def settled(results: list[str | Exception]) -> None:
+            self.marks.add(urgent, results)
+            with self._flow:
+                self._unsettled -= 1
+                self._flow.notify_all()
+
+        with self._flow:
+            self._unsettled += 1
+        self._publisher.publish_soon([e.message for e in urgent], settled)
 
     def flush_quietly(self, enqueued: Sequence[Enqueued]) -> None:
         """Publish rows just committed; a failure only logs (the rows stay for the tick)."""
@@ -334,7 +341,12 @@ class OutboxRelay:
                 self._publisher.publish_soon([e.message for e in later],
                                              lambda results: self.marks.add(later, results))
             if urgent:
-                self.marks.add(urgent, self._publisher.publish([e.message for e in urgent]))
+                with self._flow:
+                    alone = self._in_flight <= 1
+                if alone:
+                    self.marks.add(urgent, self._publisher.publish([e.message for e in urgent]))
+                else:
+                    self._hand_over_urgent(urgent)
         except Exception as exc:  # noqa: BLE001 - state is committed; the tick resends
             log.warning("publish after commit failed; the next tick resends", extra={"error": str(exc)})
 
