@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from zen.gcs import check_input_names, check_uri
-from zen.text import escape_unstorable, unstorable_problem
+from zen.text import find_unstorable, unstorable_problem
 
 MESSAGE_VERSION = 1
 INT32_MAX = 2**31 - 1
@@ -152,30 +152,6 @@ def _in_utc(value: datetime) -> datetime:
 UtcTimestamp = Annotated[AwareDatetime, Strict(False), BeforeValidator(_iso_8601_text), AfterValidator(_in_utc)]
 
 
-def _find_unstorable(value: Any, path: str = "", depth: int = 0) -> str | None:
-    """Where ``value`` holds text that cannot be stored: ``"env.B\\x00: contains a NUL character"``."""
-    if isinstance(value, str):
-        problem = unstorable_problem(value)
-        return f"{path or '(message)'} {problem}" if problem else None
-    if depth > 64:
-        return None  # beyond this, validation refuses the shape anyway
-    if isinstance(value, dict):
-        for key, item in value.items():
-            where = f"{path}.{escape_unstorable(str(key))}".lstrip(".")
-            problem = unstorable_problem(key) if isinstance(key, str) else None
-            if problem:
-                return f"key {where} {problem}"
-            found = _find_unstorable(item, where, depth + 1)
-            if found:
-                return found
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _find_unstorable(item, f"{path}.{index}".lstrip("."), depth + 1)
-            if found:
-                return found
-    return None
-
-
 class Message(BaseModel):
     """Base of every payload: strict, immutable, versioned."""
 
@@ -194,7 +170,7 @@ class Message(BaseModel):
                 return data
         except (TypeError, ValueError, RecursionError):
             pass  # not JSON-shaped (validation will say so) or too deep: walk
-        where = _find_unstorable(data)
+        where = find_unstorable(data)
         if where:
             raise ValueError(where)
         return data
@@ -408,22 +384,12 @@ class Job(BaseModel):
 
     def public_view(self) -> dict[str, Any]:
         """The JSON a user sees (``zen jobs get --json``)."""
-        iso = lambda t: t.isoformat() if t else None  # noqa: E731
-        return {
-            "job_id": self.job_id,
-            "status": self.status.value,
-            "attempt": self.attempt,
-            "max_attempts": self.max_attempts,
-            "cluster": self.cluster,
-            "user_id": self.user_id,
-            "priority": self.priority,
-            "regions": self.regions,
-            "region": self.region,
-            "zone": self.zone,
-            "vm": self.vm,
-            "submitted_at": iso(self.submitted_at),
-            "started_at": iso(self.started_at),
-            "finished_at": iso(self.finished_at),
-            "exit_code": self.exit_code,
-            "message": self.message,
-        }
+        return {key: _plain(getattr(self, key)) for key in _PUBLIC}
+
+
+def _plain(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value.value if isinstance(value, enum.Enum) else value
+
+
+_PUBLIC = ("job_id", "status", "attempt", "max_attempts", "cluster", "user_id", "priority", "regions", "region",
+           "zone", "vm", "submitted_at", "started_at", "finished_at", "exit_code", "message")

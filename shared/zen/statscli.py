@@ -73,12 +73,13 @@ def _plain(value: Any) -> Any:
 def cmd_stats(args) -> int:
     from zen.clikit import CliError, database, print_table
     from zen.config import load_config
+    from zen.store.migrate import has_table
 
     db = database()
     config = load_config()
     try:
         with db.transaction() as session:
-            if not session.sql("SELECT to_regclass('jobs') IS NOT NULL AS ready")[0]["ready"]:
+            if not has_table(session, "jobs"):
                 raise CliError("the database has no Zen schema yet: run zen db migrate")
             figures = collect(session, {c.name: list(c.regions) for c in config.clusters}, utc_now(),
                               args.window * 60)

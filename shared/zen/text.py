@@ -8,6 +8,7 @@ message's own content go through ``escape_unstorable`` before they are stored or
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
 
@@ -29,3 +30,27 @@ def escape_unstorable(text: str, limit: int | None = None) -> str:
     if limit is not None and len(escaped) > limit:
         escaped = escaped[: limit - 3] + "..."
     return escaped
+
+
+def find_unstorable(value: Any, path: str = "", depth: int = 0) -> str | None:
+    """Where ``value`` holds text that cannot be stored: ``"env.B\\x00: contains a NUL character"``."""
+    if isinstance(value, str):
+        problem = unstorable_problem(value)
+        return f"{path or '(message)'} {problem}" if problem else None
+    if depth > 64:
+        return None  # beyond this, validation refuses the shape anyway
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{escape_unstorable(str(key))}".lstrip(".")
+            problem = unstorable_problem(key) if isinstance(key, str) else None
+            if problem:
+                return f"key {where} {problem}"
+            found = find_unstorable(item, where, depth + 1)
+            if found:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = find_unstorable(item, f"{path}.{index}".lstrip("."), depth + 1)
+            if found:
+                return found
+    return None

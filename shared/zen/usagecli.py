@@ -114,13 +114,14 @@ def collect(session, by: str, since: datetime, now: datetime, prices: dict[str, 
 
 def cmd_usage(args, db: Callable[[], Any]) -> int:
     from zen.config import load_config
+    from zen.store.migrate import has_table
 
     config = load_config()
     since = args.since or datetime.now(timezone.utc) - DEFAULT_SINCE
     database = db()
     try:
         with database.transaction() as session:
-            if not session.sql("SELECT to_regclass('attempt_usage') IS NOT NULL AS ready")[0]["ready"]:
+            if not has_table(session, "attempt_usage"):
                 raise CliError("the database has no usage table yet: run zen db migrate")
             report = collect(session, args.by, since, datetime.now(timezone.utc), config.pricing.usd_per_vm_hour,
                              {cluster.name: cluster.machine_type for cluster in config.clusters})

@@ -69,3 +69,8 @@ def migrate(db: Database, directory: Path = MIGRATIONS_DIR) -> list[str]:
         finally:
             session.sql("SELECT pg_advisory_unlock(:key)", key=_LOCK_KEY)
     return applied_now
+
+
+def has_table(session, table: str) -> bool:
+    """Whether ``table`` exists yet (read commands say "run zen db migrate" rather than fail on SQL)."""
+    return bool(session.sql("SELECT to_regclass(:name) IS NOT NULL AS ready", name=table)[0]["ready"])
