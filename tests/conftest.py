@@ -130,3 +130,14 @@ def functions(zen, db_url, monkeypatch):
 
     monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
     return FunctionsInvoker(zen)
+
+
+@pytest.fixture
+def no_database(tmp_path, monkeypatch):
+    """No database configured, and a fresh ZEN_HOME as the working directory (read commands must say
+    so rather than start or create one); returns that directory."""
+    monkeypatch.delenv("ZEN_DATABASE_URL", raising=False)
+    monkeypatch.delenv("ZEN_CLOUDSQL_INSTANCE", raising=False)
+    monkeypatch.setenv("ZEN_HOME", str(tmp_path / ".zen"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

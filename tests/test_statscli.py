@@ -53,11 +53,7 @@ def test_zen_stats_prints_json_from_the_configured_database(db, db_url, monkeypa
     assert "zen_time_to_start: " in capsys.readouterr().out
 
 
-def test_zen_stats_never_starts_or_creates_a_database(tmp_path, monkeypatch, capsys):
-    monkeypatch.delenv("ZEN_DATABASE_URL", raising=False)
-    monkeypatch.delenv("ZEN_CLOUDSQL_INSTANCE", raising=False)
-    monkeypatch.setenv("ZEN_HOME", str(tmp_path / ".zen"))
-    monkeypatch.chdir(tmp_path)
+def test_zen_stats_never_starts_or_creates_a_database(no_database, capsys):
     assert cli.main(["stats"]) == 1
     assert "no database to read" in capsys.readouterr().err
-    assert list(tmp_path.iterdir()) == []
+    assert list(no_database.iterdir()) == []

@@ -182,12 +182,8 @@ def test_a_machine_type_without_a_price_is_unpriced_not_guessed():
     assert unpriced == ["a3-highgpu-8g"]
 
 
-def test_zen_usage_refuses_a_bad_window_and_needs_a_database(tmp_path, monkeypatch, capsys):
+def test_zen_usage_refuses_a_bad_window_and_needs_a_database(no_database, capsys):
     assert cli.main(["usage", "--since", "last tuesday"]) == 2
     assert "neither an age" in capsys.readouterr().err
-    monkeypatch.delenv("ZEN_DATABASE_URL", raising=False)
-    monkeypatch.delenv("ZEN_CLOUDSQL_INSTANCE", raising=False)
-    monkeypatch.setenv("ZEN_HOME", str(tmp_path / ".zen"))
-    monkeypatch.chdir(tmp_path)
     assert cli.main(["usage"]) == 1
     assert "no database to read" in capsys.readouterr().err
