@@ -69,6 +69,7 @@ resource "google_compute_instance_template" "zen" {
   metadata = merge(
     {
       zen-cluster            = each.value.cluster
+      zen-tags               = each.value.tags # comma-separated execution groups, maybe empty
       zen-agent-package      = local.agent_package
       enable-oslogin         = "TRUE"
       block-project-ssh-keys = "true"

@@ -222,6 +222,24 @@ resource "google_storage_bucket_iam_member" "agent_reads_wheel" {
   }
 }
 
+# Jobs' data (zen.agent.staging): read on the input buckets, write on the output buckets, each bucket
+# named in the variables and nothing else. Writing needs Object User, not Object Creator: the client
+# retries a failed upload, and a retry of one that did land replaces the object, which takes
+# storage.objects.delete (Object Creator cannot overwrite; the attempt would fail on a 403).
+resource "google_storage_bucket_iam_member" "agent_reads_inputs" {
+  for_each = toset(var.agent_input_buckets)
+  bucket   = each.value
+  role     = "roles/storage.objectViewer"
+  member   = "serviceAccount:${google_service_account.agent.email}"
+}
+
+resource "google_storage_bucket_iam_member" "agent_writes_outputs" {
+  for_each = toset(var.agent_output_buckets)
+  bucket   = each.value
+  role     = "roles/storage.objectUser"
+  member   = "serviceAccount:${google_service_account.agent.email}"
+}
+
 resource "google_artifact_registry_repository_iam_member" "agent_pulls_images" {
   for_each   = { for repo in var.agent_image_repositories : "${repo.location}/${repo.repository}" => repo }
   location   = each.value.location

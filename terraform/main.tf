@@ -32,6 +32,13 @@ locals {
   vm_control_prefix = try(local.zen_config.subscriptions.vm_control_prefix, "zen-vm-control-")
   start_republish_s = try(local.zen_config.deadlines.start_republish_s, 3600)
 
+  # Execution groups of each cluster in the Zen configuration (`tags`, and `region_tags` per region):
+  # each instance template carries its region's as the instance attribute zen-tags, which the agent
+  # reports in its heartbeats (a job with requires_tags only runs on a VM that has them).
+  config_tags = {
+    for c in local.zen_config.clusters : c.name => { tags = try(c.tags, []), region_tags = try(c.region_tags, {}) }
+  }
+
   # One entry per (cluster, region): its instance template, MIG and start subscription.
   # The MIG name is ZenConfig.mig_name: the scheduler finds each MIG by it.
   mig_targets = merge([
@@ -48,6 +55,10 @@ locals {
         spot         = cluster.spot != null ? cluster.spot : var.spot
         zones        = lookup(cluster.zones, region, [])
         subnetwork   = lookup(var.subnetworks, region, null)
+        tags = join(",", sort(distinct(concat(
+          try(local.config_tags[cluster.name].tags, []),
+          try(local.config_tags[cluster.name].region_tags[region], []),
+        ))))
       }
     }
   ]...)

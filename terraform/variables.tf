@@ -257,6 +257,18 @@ variable "agent_image_repositories" {
   description = "Artifact Registry repositories (in this project) the agents may pull job images from; each gets an Artifact Registry Reader binding for the agent's service account on that repository only."
 }
 
+variable "agent_input_buckets" {
+  type        = list(string)
+  default     = []
+  description = "Cloud Storage buckets jobs read `inputs` from: the agents' service account gets Storage Object Viewer on each of these buckets only (no project-wide storage role)."
+}
+
+variable "agent_output_buckets" {
+  type        = list(string)
+  default     = []
+  description = "Cloud Storage buckets jobs write `outputs` to: the agents' service account gets Storage Object User on each of these buckets only (create, and overwrite when an upload is retried)."
+}
+
 variable "labels" {
   type        = map(string)
   default     = {}

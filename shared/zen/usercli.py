@@ -182,9 +182,14 @@ def cmd_local_up(argv: list[str]) -> int:
                         help="first of the ports the stand-ins and functions listen on (default 8085)")
     parser.add_argument("--tick-every", type=float, default=5.0, help="scale tick period, seconds (default 5)")
     parser.add_argument("--fresh", action="store_true", help="start with an empty database")
+    parser.add_argument("--bucket", action="append", default=[], metavar="NAME=LOCATION",
+                        help="a bucket to create in the storage stand-in besides the configured data.bucket_locations "
+                             "(e.g. my-data=europe-west4; repeatable)")
     args = parser.parse_args(argv)
+    buckets = dict(b.partition("=")[::2] for b in args.bucket)
     stack = LocalStack(config_path=args.config, scenario=args.scenario, time_scale=args.time_scale,
-                       tick_every_s=args.tick_every, ports=Ports.from_base(args.base_port), fresh=args.fresh)
+                       tick_every_s=args.tick_every, ports=Ports.from_base(args.base_port), fresh=args.fresh,
+                       buckets={name: location or "US" for name, location in buckets.items()})
     try:
         record = stack.up()
     except StackError as exc:

@@ -8,7 +8,7 @@ import pytest
 
 from tests.agent.fakes import FakeMetadata
 from tests.agent.helpers import wait_for
-from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, watch_preemption
+from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_preemption
 from zen.agent.reports import AttemptReport, Reporter
 from zen.agent.settings import AgentSettings
 from zen.errors import ConfigError
@@ -64,6 +64,20 @@ def test_identity_from_the_metadata_server(metadata):
 def test_environment_fields_override_the_metadata_server(metadata):
     identity = resolve_identity({"ZEN_CLUSTER": "4xa100-40gb", "ZEN_PROJECT": "other"}, MetadataServer(metadata.host))
     assert identity.cluster == "4xa100-40gb" and identity.project == "other" and identity.vm.startswith("zen-1xl4")
+
+
+def test_tags_come_from_the_template_attribute_on_gce_and_the_environment_first(metadata):
+    server = MetadataServer(metadata.host)
+    identity = resolve_identity({}, server)
+    assert resolve_tags({}, server, identity, ["from-config"]) == ("from-config",)  # no attribute: the config
+    metadata.values["instance/attributes/zen-tags"] = "hipaa, gpu-secure"
+    assert resolve_tags({}, server, identity, ["from-config"]) == ("gpu-secure", "hipaa")
+    metadata.values["instance/attributes/zen-tags"] = ""  # the template says: no groups
+    assert resolve_tags({}, server, identity, ["from-config"]) == ()
+    assert resolve_tags({"ZEN_VM_TAGS": "x"}, server, identity, ["from-config"]) == ("x",)
+    local = resolve_identity(LOCAL_ENV, server)
+    asked = len(metadata.requests)
+    assert resolve_tags(LOCAL_ENV, server, local, ["hipaa"]) == ("hipaa",) and len(metadata.requests) == asked
 
 
 def test_a_vm_without_the_cluster_attribute_cannot_start(metadata):

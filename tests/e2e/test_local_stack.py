@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import socket
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -44,8 +45,21 @@ def test_jobs_run_around_a_stockout_and_idle_vms_are_scaled_away(home):
         "train-1": ("SUCCEEDED", 1), "train-2": ("SUCCEEDED", 1), "train-3": ("SUCCEEDED", 1),
         "train-4": ("SUCCEEDED", 1), "eval-eu-5": ("SUCCEEDED", 1), "broken-6": ("FAILED", 1),
         "stopped-7": ("CANCELLED", 1), "spot-8": ("SUCCEEDED", 2),
+        "hipaa-13": ("SUCCEEDED", 1), "near-data-14": ("SUCCEEDED", 1),
     }
+    tagged = result.jobs.pop("hipaa-13")
     assert {row["region"] for row in result.jobs.values()}.isdisjoint({"us-central1"})  # stocked out
+    # The tagged job: only us-central1 carries hipaa, so it waited for the stockout to end, and ran there.
+    assert tagged["regions"] == ["us-central1"] and tagged["region"] == "us-central1"
+    assert (datetime.fromisoformat(tagged["started_at"]) - datetime.fromisoformat(tagged["submitted_at"])
+            ).total_seconds() > 30
+    # The data job: its bucket's location, looked up in the storage stand-in, put europe-west4 first;
+    # its input was staged onto the VM and its output is in the results bucket.
+    near_data = result.jobs["near-data-14"]
+    assert near_data["regions"][0] == near_data["region"] == "europe-west4"
+    assert "zen: staged 1 file, 4.4 kB" in near_data["message"]
+    assert "uploaded 1 file, 46 B in" in near_data["message"]
+    assert any("runs/near-data-14/attempt-1/counts.txt: [('the', 200)" in line for line in result.placement)
     assert result.jobs["eval-eu-5"]["region"] == "europe-west4"
     assert result.jobs["broken-6"]["exit_code"] == 3
     actions = {(d["cluster"], d["region"], d["action"]) for d in result.decisions}

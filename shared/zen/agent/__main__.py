@@ -18,7 +18,7 @@ import threading
 from dataclasses import asdict, replace
 from typing import Sequence
 
-from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, watch_preemption
+from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_preemption
 from zen.agent.settings import AgentSettings
 from zen.config import load_config
 from zen.errors import ConfigError
@@ -74,10 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                               f"(known: {', '.join(c.name for c in config.clusters)})")
         if identity.region not in cluster.regions:
             raise ConfigError(f"region {identity.region} is not a region of cluster {cluster.name} {cluster.regions}")
-        # Its execution groups: ZEN_VM_TAGS when set, else the configuration's for its cluster and region.
-        tags = env.get("ZEN_VM_TAGS")
-        identity = replace(identity, tags=tuple(sorted(t.strip() for t in tags.split(",") if t.strip()))
-                           if tags is not None else tuple(cluster.tags_of(identity.region)))
+        # Its execution groups: ZEN_VM_TAGS, else its template's zen-tags, else the configuration's.
+        identity = replace(identity, tags=resolve_tags(env, metadata, identity, cluster.tags_of(identity.region)))
     except (ConfigError, IdentityError) as exc:
         log.error("agent cannot start", extra={"reason": str(exc)})
         return 2

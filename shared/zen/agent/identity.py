@@ -9,6 +9,9 @@ Each field comes from the environment when set, otherwise from the GCE metadata 
 | region  | ZEN_REGION    | the zone without its last ``-x`` part                                 |
 | cluster | ZEN_CLUSTER   | ``instance/attributes/zen-cluster`` (set by the instance template)    |
 | project | ZEN_PROJECT   | ``project/project-id``; failing both, the configuration's project     |
+| tags    | ZEN_VM_TAGS   | ``instance/attributes/zen-tags`` (comma-separated, set by the instance |
+|         |               | template from the cluster's tags and region_tags); failing both, the  |
+|         |               | configuration's ``tags_of(region)`` (``resolve_tags``)                 |
 
 The local Compute stand-in sets exactly these variables, so locally the metadata server is never
 asked. ``GCE_METADATA_HOST`` (``host[:port]``, the variable Google's own libraries honour) points the
@@ -125,6 +128,18 @@ def resolve_identity(env: Mapping[str, str], metadata: MetadataServer | None = N
         raise IdentityError("no project: set ZEN_PROJECT")
     return Identity(project=project, vm=vm, cluster=cluster, region=region, zone=zone,
                     from_environment=from_environment)
+
+
+def resolve_tags(env: Mapping[str, str], metadata: MetadataServer | None, identity: Identity,
+                 configured: list[str]) -> tuple[str, ...]:
+    """The VM's execution groups. An attribute that is set, even empty, is authoritative: the VM is
+    in exactly the groups its template says; only without one does the configuration decide."""
+    raw = env.get("ZEN_VM_TAGS")
+    if raw is None and not identity.from_environment and metadata is not None:
+        raw = metadata.get("instance/attributes/zen-tags")
+    if raw is None:
+        return tuple(sorted(set(configured)))
+    return tuple(sorted({tag.strip() for tag in raw.split(",") if tag.strip()}))
 
 
 def watch_preemption(metadata: MetadataServer, on_preempted: Callable[[], None], stop: threading.Event,

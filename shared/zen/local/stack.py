@@ -3,11 +3,15 @@
 Started in order, each logging to ``.zen/logs/<name>.log``:
 1. the embedded Postgres (``pgserver``, under ``.zen/pgdata``), database ``zen``, migrated;
 2. the Pub/Sub stand-in, then every topic and agent subscription terraform would create;
-3. the Compute stand-in with a MIG per (cluster, region); each VM it boots runs the real agent
+3. the Cloud Storage stand-in (``zen.local.storage``) with the configuration's ``data.bucket_locations``
+   buckets and any others asked for, each created in its location; every process gets
+   ``STORAGE_EMULATOR_HOST`` (the official client's switch), so agents stage ``inputs`` and upload
+   ``outputs`` there and the functions look bucket locations up there (``zen.locality``);
+4. the Compute stand-in with a MIG per (cluster, region); each VM it boots runs the real agent
    (``python -m zen.agent``), logging to ``.zen/logs/vms/<vm>.log``; jobs' output goes to
    ``.zen/joblogs/<job>/attempt-<n>.jsonl`` (``ZEN_JOB_LOGS_DIR``, read by ``zen logs``);
-4. the four functions, each under functions-framework on its own port;
-5. the event bridge (Eventarc-style delivery of each topic to its function) and the scale ticker.
+5. the four functions, each under functions-framework on its own port;
+6. the event bridge (Eventarc-style delivery of each topic to its function) and the scale ticker.
 ``.zen/stack.json`` records the processes and endpoints, so ``zen local down`` (or the next
 ``zen`` command) finds them. Stopping the stack stops its Postgres too (data stays in
 ``.zen/pgdata``; a later ``zen`` command starts it again when it needs it). ``up`` refuses to start while a previous stack is alive or a port is
@@ -50,13 +54,14 @@ class Ports:
     pubsub: int = 8085
     compute: int = 8086
     functions: int = 8091  # four consecutive ports
+    storage: int = 8087
 
     @classmethod
     def from_base(cls, base: int) -> "Ports":
-        return cls(base, base + 1, base + 6)
+        return cls(base, base + 1, base + 6, base + 2)
 
     def all(self) -> dict[str, int]:
-        ports = {"pubsub stand-in": self.pubsub, "compute stand-in": self.compute}
+        ports = {"pubsub stand-in": self.pubsub, "compute stand-in": self.compute, "storage stand-in": self.storage}
         ports.update({name: self.functions + i for i, name in enumerate(FUNCTIONS)})
         return ports
 
@@ -106,7 +111,8 @@ def stack_env(home: Path = Path(".zen")) -> dict[str, str]:
 class LocalStack:
     def __init__(self, home: Path = Path(".zen"), config_path: Path | None = None, scenario: Path | None = None,
                  time_scale: float | None = None, tick_every_s: float = 5.0, ports: Ports = Ports(),
-                 fresh: bool = False, agent_env: dict[str, str] | None = None):
+                 fresh: bool = False, agent_env: dict[str, str] | None = None,
+                 buckets: dict[str, str] | None = None):
         self.home = home.resolve()
         self.config_path = (config_path or Path(os.environ.get("ZEN_CONFIG") or DEFAULT_CONFIG_PATH)).resolve()
         self.config = load_config(self.config_path)
@@ -116,6 +122,8 @@ class LocalStack:
         self.ports = ports
         self.fresh = fresh
         self.agent_env = agent_env or {}
+        # Bucket -> location to create in the storage stand-in: the configured ones, then those asked for.
+        self.buckets = {**self.config.data.bucket_locations, **(buckets or {})}
         self.logs = self.home / "logs"
         self.processes: list[dict] = []
         self.env: dict[str, str] = {}
@@ -147,10 +155,15 @@ class LocalStack:
             "ZEN_CONFIG": str(self.config_path), "ZEN_PROJECT": project,
             # Job output (zen.joblogs): the agents the Compute stand-in boots write it here, `zen logs` reads it.
             "ZEN_JOB_LOGS_DIR": str(self.home / "joblogs"),
+            # Cloud Storage (zen.local.storage): the official client uses it, with anonymous credentials.
+            "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{self.ports.storage}",
         }
         self._spawn("pubsub", [sys.executable, "-m", "zen.local.pubsub", "--port", str(self.ports.pubsub)])
         wait_for_port(self.ports.pubsub, 30, self._popen("pubsub"))
         self._topology()
+        self._spawn("storage", [sys.executable, "-m", "zen.local.storage", "--port", str(self.ports.storage),
+                                *(arg for name, where in self.buckets.items() for arg in ("--bucket", f"{name}={where}"))])
+        wait_for_port(self.ports.storage, 30, self._popen("storage"))
         compute_cmd = [sys.executable, "-m", "zen.local.compute", "--port", str(self.ports.compute),
                        "--scenario", str(self.scenario), "--config", str(self.config_path),
                        "--startup-command", json.dumps([sys.executable, "-m", "zen.agent"]),

@@ -1,6 +1,7 @@
 """A Cloud Storage stand-in: the part of the JSON API the official client uses to stage a job's inputs
 and upload its outputs. Point the client at it with ``STORAGE_EMULATOR_HOST=http://HOST:PORT`` (the
-client then uses anonymous credentials); ``python -m zen.local.storage --port N --bucket NAME``.
+client then uses anonymous credentials); ``python -m zen.local.storage --port N --bucket NAME[=LOCATION]``
+(the local stack starts it so; a bucket's location defaults to ``US``).
 
 Served (objects live in memory):
 - buckets: ``POST /storage/v1/b`` (create), ``GET /storage/v1/b/BUCKET`` (with its ``location``);
@@ -310,11 +311,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m zen.local.storage", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9023)
-    parser.add_argument("--bucket", action="append", default=[], help="a bucket to create (repeatable)")
+    parser.add_argument("--bucket", action="append", default=[],
+                        help="a bucket to create, NAME or NAME=LOCATION (e.g. europe-west4; default US); repeatable")
     args = parser.parse_args(argv)
     standin = StorageStandIn(args.host, args.port)
     for bucket in args.bucket:
-        standin.state.create_bucket(bucket)
+        name, _, location = bucket.partition("=")
+        standin.state.create_bucket(name, location or "US")
     print(f"STORAGE_EMULATOR_HOST={standin.address}", flush=True)
     standin._server.serve_forever()
 

@@ -10,10 +10,15 @@ regions each) against ``scenario.yaml`` (the preferred region us-central1 has no
   reason, until an earlier one ends and frees quota;
 - after the stockout, submits four more, which go back to the preferred region (the demo config
   blocks a stocked-out region for only 30 s, so the planner tries it again);
+- places two jobs by what they need besides GPUs (``placement``): ``hipaa-13`` requires the tag
+  hipaa, which only us-central1 of 4xa100-40gb carries, so it waits for that region while the others
+  run anywhere; ``near-data-14`` reads an input in a europe-west4 bucket of the storage stand-in, runs
+  in europe-west4 next to it, with the input staged onto the VM and its output uploaded after;
 - waits until every job is over and every idle VM has been scaled away;
 and prints each job's outcome, region, attempt and time-to-start, the scaling decisions with their
-reasons, and GPU VM-minutes paid against used. It exits non-zero if any job ends unexpectedly, if a
-job ran in us-central1 during its stockout, or if VMs are left at the end.
+reasons, where the two placement jobs ran and why, and GPU VM-minutes paid against used. It exits
+non-zero if any job ends unexpectedly, if a job ran in us-central1 during its stockout, if the tagged
+job ran outside its cleared region or the data job away from its data, or if VMs are left at the end.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from zen.local.demo import placement
 from zen.local.environment import overridden_environ
 from zen.local.stack import LocalStack, Ports
 from zen.store import fleet, repository
@@ -44,8 +50,11 @@ class DemoJob:
     regions: list[str] | None = None
     expect_attempt: int = 1
     action: str | None = None  # "stop" or "preempt" once RUNNING
+    body: dict | None = None  # the whole request, when it is more than the fields above
 
     def request(self) -> dict:
+        if self.body:
+            return self.body
         body = {"job_id": self.job_id, "user_id": "demo", "cluster": self.cluster, "command": self.command}
         if self.regions:
             body["regions"] = self.regions
@@ -74,6 +83,9 @@ SECOND_WAVE = [
     DemoJob("late-12", "4xa100-40gb", _py("print('late 12')"), "SUCCEEDED"),
 ]
 
+TAGGED = DemoJob(placement.TAGGED_ID, "4xa100-40gb", [], "SUCCEEDED", body=placement.tagged_request())
+NEAR_DATA = DemoJob(placement.DATA_ID, placement.DATA_CLUSTER, [], "SUCCEEDED", body=placement.data_request())
+
 
 @dataclass
 class DemoResult:
@@ -83,6 +95,7 @@ class DemoResult:
     vm_minutes_paid: float = 0.0
     vm_minutes_used: float = 0.0
     vms_left: int = 0
+    placement: list[str] = field(default_factory=list)  # where the placement jobs ran, and why
 
 
 def run(home: Path = Path(".zen/demo"), base_port: int = 8185, second_wave: bool = True,
@@ -91,7 +104,8 @@ def run(home: Path = Path(".zen/demo"), base_port: int = 8185, second_wave: bool
     """Bring the stack up, play the scenario, tear it down; returns what happened."""
     stack = LocalStack(home=home, config_path=HERE / "zen-demo.yaml", scenario=HERE / "scenario.yaml",
                        tick_every_s=2.0, ports=Ports.from_base(base_port), fresh=True,
-                       agent_env={"ZEN_AGENT_HEARTBEAT_S": "2", "ZEN_AGENT_STOP_GRACE_S": "2"})
+                       agent_env={"ZEN_AGENT_HEARTBEAT_S": "2", "ZEN_AGENT_STOP_GRACE_S": "2"},
+                       buckets=placement.BUCKETS)
     record = stack.up()
     try:
         with overridden_environ(record["env"]):  # the official clients find the stand-ins through these
@@ -114,11 +128,15 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
     def publish(topic: str, body: dict) -> None:
         publisher.publish(publisher.topic_path(project, topic), json.dumps(body).encode()).result(30)
 
-    waves = [FIRST_WAVE] + ([SECOND_WAVE] if second_wave else [])
+    waves = [FIRST_WAVE, [TAGGED, NEAR_DATA]] + ([SECOND_WAVE] if second_wave else [])
     jobs = [job for wave in waves for job in wave]
-    for job in FIRST_WAVE:
+    placement.upload_input()
+    for job in FIRST_WAVE + [TAGGED]:
         publish(topics.job_submitted, job.request())
-    progress(f"submitted {len(FIRST_WAVE)} jobs; {STOCKOUT_REGION} has no GPUs for {STOCKOUT_REAL_S}s")
+    progress(f"submitted {len(FIRST_WAVE) + 1} jobs; {STOCKOUT_REGION} has no GPUs for {STOCKOUT_REAL_S}s, "
+             f"and is the only region cleared for {TAGGED.job_id} (requires_tags [hipaa])")
+    data_sent = False
+    placed: dict[str, str] = {}  # placement job -> status seen last
     done_actions: set[str] = set()
     waited: dict[str, str] = {}  # job -> status seen last, for the queue's PENDING/admitted lines
     paid_vm_s = 0.0
@@ -139,6 +157,13 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
                     _preempt(project, row["zone"], row["vm"])
                     progress(f"{elapsed:5.0f}s  spot VM {row['vm']} running {job.job_id} preempted")
                 done_actions.add(job.job_id)
+        _report_placement(rows, placed, lambda text: progress(f"{elapsed:5.0f}s  {text}"))
+        if not data_sent and (elapsed > STOCKOUT_REAL_S + 15 or placement.data_cluster_quiet(
+                rows, _instances(db), [j.job_id for j in FIRST_WAVE if j.cluster == NEAR_DATA.cluster])):
+            publish(topics.job_submitted, NEAR_DATA.request())
+            data_sent = True
+            progress(f"{elapsed:5.0f}s  {placement.DATA_CLUSTER} is quiet: submitted {NEAR_DATA.job_id}, whose input "
+                     f"is in gs://{placement.DATA_BUCKET} ({placement.DATA_LOCATION})")
         if not second_sent and elapsed > STOCKOUT_REAL_S + 15:
             for job in SECOND_WAVE:
                 publish(topics.job_submitted, job.request())
@@ -154,7 +179,7 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
             last_line = line.split("s ", 1)[1]
         if view is not None:
             view(db)
-        if second_sent and len(over) == len(jobs) and vms == 0:
+        if data_sent and second_sent and len(over) == len(jobs) and vms == 0:
             break
         if elapsed > timeout_s:
             progress(f"{elapsed:5.0f}s  giving up waiting")
@@ -162,7 +187,23 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
         time.sleep(1.0)
     result = _summarise(db, jobs)
     result.vm_minutes_paid = paid_vm_s / 60
+    output_uri, output = placement.output_object()  # while the storage stand-in is up
+    result.problems += placement.check(result.jobs, output)
+    result.placement = placement.describe(stack.config, result.jobs, output_uri, output)
     return result
+
+
+def _report_placement(rows: dict[str, dict], seen: dict[str, str], say) -> None:
+    """A line when a placement job starts waiting for a VM, and when it starts running (where)."""
+    for job_id in (TAGGED.job_id, NEAR_DATA.job_id):
+        row = rows.get(job_id)
+        if row is None or seen.get(job_id) == row["status"]:
+            continue
+        if row["status"] == "QUEUED":
+            say(f"{job_id} waits for a VM in {', '.join(row['regions'])} (its regions, in order)")
+        elif row["status"] == "RUNNING":
+            say(f"{job_id} runs in {row['region']} on {row['vm']}")
+        seen[job_id] = row["status"]
 
 
 def _report_queue(db, config, rows: dict[str, dict], waited: dict[str, str], say) -> None:
@@ -201,8 +242,12 @@ def _jobs(db) -> dict[str, dict]:
 
 
 def _vm_count(db) -> int:
+    return len(_instances(db))
+
+
+def _instances(db) -> list[dict]:
     with db.transaction() as session:
-        return len(fleet.mig_instances(session))
+        return fleet.mig_instances(session)
 
 
 def _summarise(db, jobs: list[DemoJob]) -> DemoResult:
@@ -259,13 +304,17 @@ def print_summary(result: DemoResult) -> None:
             print(f"  {d['at'].strftime('%H:%M:%S')} {d['action']:<7} {where:<27} {d['reason']}")
     print(f"\nGPU VM-minutes: paid {result.vm_minutes_paid:.1f} (VMs with their agent up, sampled each second; "
           f"boots excluded), used by jobs {result.vm_minutes_used:.1f}")
+    if result.placement:
+        print("\nPlaced by clearance and by data:")
+        print("\n".join(result.placement))
     if result.problems:
         print("\nUNEXPECTED:")
         for problem in result.problems:
             print(f"  - {problem}")
     else:
         print("\nEvery job ended as expected; the stocked-out region was avoided while it had no GPUs and used "
-              "again once it had; idle VMs were scaled away.")
+              "again once it had; the tagged job ran only in its cleared region and the data job next to its "
+              "data; idle VMs were scaled away.")
 
 
 def main() -> int:

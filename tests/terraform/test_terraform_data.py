@@ -1,0 +1,102 @@
+"""Terraform for issue 15: each instance template carries its (cluster, region)'s execution groups,
+and the agents' service account reaches jobs' data through the named buckets only.
+
+The tags expression of terraform/main.tf is evaluated for real with ``terraform console`` (no
+providers needed: only locals) when the terraform binary is on the PATH, and compared with
+``ClusterConfig.tags_of``, the rule the scheduler and the agent apply.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import textwrap
+
+import pytest
+
+from tests.terraform.hcl import ROOT, TERRAFORM, Module
+from zen.config import ZenConfig
+
+AGENT = "${google_service_account.agent.email}"
+TAGGED_CONFIG = """
+clusters:
+  - {name: 4xa100-40gb, gpu_type: nvidia-tesla-a100, gpu_count: 4, regions: [us-central1, us-west1, europe-west4],
+     max_vms_per_region: 1, max_vms: 2, tags: [gpu-secure], region_tags: {us-central1: [hipaa, gpu-secure]}}
+  - {name: 1xl4, gpu_type: nvidia-l4, gpu_count: 1, regions: [us-east4], max_vms_per_region: 1, max_vms: 1}
+"""
+
+
+@pytest.fixture(scope="module")
+def module() -> Module:
+    return Module.load()
+
+
+def _agent_bindings(module: Module) -> list[tuple[str, str, dict]]:
+    return [(rtype, name, body) for (rtype, name), body in module.resources.items()
+            if rtype.endswith(("_iam_member", "_iam_binding")) and AGENT in str(body.get("member", body.get("members")))]
+
+
+def test_each_template_carries_its_regions_tags_and_the_agent_reads_them(module):
+    template = module.resources_of("google_compute_instance_template")["zen"]
+    assert re.search(r"\bzen-tags\s*=\s*each\.value\.tags\b", template["metadata"]), template["metadata"]
+    assert "tags" in module.locals["mig_targets"] and "config_tags" in module.locals
+    identity = (ROOT / "shared" / "zen" / "agent" / "identity.py").read_text()
+    assert '"instance/attributes/zen-tags"' in identity
+
+
+@pytest.mark.skipif(shutil.which("terraform") is None, reason="the terraform binary is not installed")
+def test_the_tags_expression_gives_each_region_the_groups_the_code_computes(tmp_path):
+    main = (TERRAFORM / "main.tf").read_text()
+    config_tags = re.search(r"\n(  config_tags = \{\n.*?\n  \})\n", main, re.S).group(1)
+    tags = re.search(r"\n +tags = (join\(.*?\)\)\)\))\n", main, re.S).group(1)
+    (tmp_path / "zen.yaml").write_text(TAGGED_CONFIG)
+    (tmp_path / "main.tf").write_text(textwrap.dedent("""
+        locals {
+          zen_config = yamldecode(file("${path.module}/zen.yaml"))
+        %s
+          by_region = merge([for cluster in local.zen_config.clusters : {
+            for region in cluster.regions : "${cluster.name}/${region}" => %s
+          }]...)
+        }
+        """) % (config_tags, tags))
+    result = subprocess.run(["terraform", "console"], input="jsonencode(local.by_region)\n", cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    rendered = json.loads(json.loads(result.stdout.strip().splitlines()[-1]))
+    import yaml
+
+    config = ZenConfig.model_validate(yaml.safe_load(TAGGED_CONFIG))
+    expected = {f"{c.name}/{r}": ",".join(c.tags_of(r)) for c in config.clusters for r in c.regions}
+    assert rendered == expected
+    assert rendered["4xa100-40gb/us-central1"] == "gpu-secure,hipaa" and rendered["1xl4/us-east4"] == ""
+
+
+def test_no_project_level_storage_role_is_granted_to_the_agent(module):
+    bindings = _agent_bindings(module)
+    assert bindings, "no binding of the agent's service account found: the parse is broken"
+    custom_roles = module.resources_of("google_project_iam_custom_role")
+    for rtype, name, body in bindings:
+        if not rtype.startswith(("google_project_", "google_organization_", "google_folder_")):
+            continue
+        role = body["role"]
+        assert not role.startswith("roles/storage."), f"{rtype}.{name} grants {role} on the whole project"
+        custom = re.fullmatch(r"\$\{google_project_iam_custom_role\.([\w-]+)\.id\}", role)
+        if custom:
+            permissions = custom_roles[custom.group(1)]["permissions"]
+            assert not [p for p in permissions if p.startswith("storage.")], f"{rtype}.{name}: {permissions}"
+
+
+def test_the_agent_reads_input_buckets_and_writes_output_buckets_each_by_name(module):
+    storage = {name: body for rtype, name, body in _agent_bindings(module)
+               if rtype == "google_storage_bucket_iam_member"}
+    assert set(storage) == {"agent_reads_wheel", "agent_reads_inputs", "agent_writes_outputs"}
+    inputs, outputs = storage["agent_reads_inputs"], storage["agent_writes_outputs"]
+    assert (inputs["for_each"], inputs["bucket"], inputs["role"]) == (
+        "${toset(var.agent_input_buckets)}", "${each.value}", "roles/storage.objectViewer")
+    assert (outputs["for_each"], outputs["bucket"], outputs["role"]) == (
+        "${toset(var.agent_output_buckets)}", "${each.value}", "roles/storage.objectUser")
+    for variable in ("agent_input_buckets", "agent_output_buckets"):
+        assert module.variables[variable]["type"] == "${list(string)}"
+        assert module.variables[variable]["default"] == []
