@@ -138,3 +138,41 @@ def test_preemptions_requeue_jobs_and_vms_are_recreated():
     result = run(sc, Unlimited())
     assert result.preemptions > 0
     assert result.summary()["never_started"] == 0
+
+
+
+DATA_JOBS = """
+  kind: synthetic
+  count: 30
+  arrivals: {kind: poisson, rate_per_hour: 30}
+  duration: {dist: fixed, s: 600}"""
+
+
+def test_a_data_share_lists_each_such_jobs_region_first_and_leaves_the_rest_of_the_trace_alone():
+    plain = load_jobs(scenario(jobs=DATA_JOBS))
+    jobs = load_jobs(scenario(jobs=DATA_JOBS + "\n  data: {fraction: 0.5, size_gb: 10}"))
+    with_data = [j for j in jobs if j.input_gb]
+    assert 5 < len(with_data) < 25
+    assert all(j.input_gb == 10 and j.regions[0] == j.data_region and set(j.regions) == set(REGIONS)
+               for j in with_data)
+    assert [(j.job_id, j.submit_s, j.duration_s) for j in jobs] == [(j.job_id, j.submit_s, j.duration_s) for j in plain]
+
+
+REGIONS = ("us-central1", "us-west1", "europe-west4")
+
+
+def test_input_read_from_another_region_than_its_data_is_counted(tmp_path):
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("job_id,submit_s,duration_s,cluster,regions,priority,input_gb,data_region\n"
+                     "far,10,600,4xa100,,,40,europe-west4\n"
+                     "near,20,600,4xa100,,,25,us-central1\n"
+                     "none,30,600,4xa100,,,,\n")
+    sc = scenario("""schedule:
+    - {at_s: 0, zone: europe-west4-a, capacity: 0}
+    - {at_s: 0, zone: us-west1-a, capacity: 0}
+  default: 4""")
+    jobs = load_jobs(sc, str(trace))
+    assert [j.regions[0] for j in jobs] == ["europe-west4", "us-central1", "us-central1"]
+    result = run_policies(sc, jobs, ["ask-every-region"])["ask-every-region"]
+    assert all(start is not None for _, start in result.starts)  # all ran in us-central1, the only one with GPUs
+    assert (result.input_gb, result.input_gb_cross_region) == (65, 40)

@@ -14,6 +14,9 @@ The ``jobs:`` section of a scenario (or ``--jobs``) picks one of:
       - {weight: 3, regions: null}
       - {weight: 1, regions: [europe-west4]}
     priorities: {0: 9, 10: 1}     # priority -> weight
+    data: {fraction: 0.5, size_gb: 50}   # optional: that share of jobs reads size_gb of input kept
+                                  # in one of its allowed regions (uniform); its regions are then
+                                  # ordered data first, as zen.locality orders a real job's
 
 ``kind: philly`` reads ``philly_jobs_ge4gpu.csv`` (columns ``jobid,submitted_time,first_start_time,
 last_end_time,num_gpus,runtime_min,n_attempts,queue_delay_s``): arrivals from ``submitted_time``,
@@ -26,7 +29,9 @@ with the fewest GPUs per VM that still fits (larger jobs go to the largest clust
     max_jobs: 500                # first N jobs by submission time (null: all)
 
 ``kind: csv`` reads Zen's job CSV, header ``job_id,submit_s,duration_s,cluster,regions,priority``:
-``regions`` is ``;``-separated (empty: any region of the cluster), ``priority`` may be empty (0).
+``regions`` is ``;``-separated (empty: any region of the cluster), ``priority`` may be empty (0);
+optional ``input_gb`` and ``data_region`` (the region holding the job's input; its regions are then
+ordered data first).
 A file given to ``--jobs`` is read as Philly or Zen CSV by its header. Allowed regions are kept in
 the cluster's preference order; a job allowed nowhere its cluster runs is rejected.
 """
@@ -36,7 +41,7 @@ from __future__ import annotations
 import csv
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -66,6 +71,8 @@ class SimJob:
     regions: tuple[str, ...]  # allowed, in the cluster's preference order
     priority: int = 0
     user: str | None = None  # for queues (a scenario's ``queues:``): the user's queue admits it
+    input_gb: float = 0.0  # input read at start; it crosses regions unless it runs in data_region
+    data_region: str | None = None
 
 
 def sample(dist: DistSpec, rng: random.Random) -> float:
@@ -97,6 +104,11 @@ class AllowSpec(_Spec):
     regions: list[str] | None = None
 
 
+class DataSpec(_Spec):
+    fraction: float = Field(default=1.0, ge=0, le=1)
+    size_gb: float = Field(gt=0)
+
+
 class SyntheticJobs(_Spec):
     kind: Literal["synthetic"] = "synthetic"
     count: int = Field(default=300, ge=0, le=1_000_000)
@@ -106,6 +118,7 @@ class SyntheticJobs(_Spec):
     clusters: dict[str, float] | None = None
     allow: list[AllowSpec] = [AllowSpec()]
     priorities: dict[int, float] = {0: 1}
+    data: DataSpec | None = None
 
 
 class PhillyJobs(_Spec):
@@ -190,8 +203,20 @@ def synthetic_jobs(spec: SyntheticJobs, clusters: list[SimCluster], seed: int) -
             duration_s=max(1.0, sample(spec.duration, rng)),
             regions=_allowed(allow.regions, cluster), priority=_weighted(rng, prios, prio_weights),
         ))
+    if spec.data:
+        jobs = _with_data(jobs, spec.data, random.Random(f"data-{seed}"))  # its own draws: the rest stays the same
     jobs.sort(key=lambda j: (j.submit_s, j.job_id))
     return jobs
+
+
+def _data_first(job: SimJob, region: str, input_gb: float) -> SimJob:
+    ordered = (region,) + tuple(r for r in job.regions if r != region)
+    return replace(job, regions=ordered, input_gb=input_gb, data_region=region)
+
+
+def _with_data(jobs: list[SimJob], data: DataSpec, rng: random.Random) -> list[SimJob]:
+    return [_data_first(job, rng.choice(job.regions), data.size_gb) if rng.random() < data.fraction else job
+            for job in jobs]
 
 
 def _read_csv(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
@@ -253,9 +278,14 @@ def csv_jobs(path: Path, clusters: list[SimCluster], *, compression: float = 1.0
         if not regions:
             raise JobTraceError(f"{path} line {n}: regions {wanted} are not regions of {cluster.limits.name}")
         try:
-            jobs.append(SimJob(row["job_id"], cluster.limits.name, float(row["submit_s"]) / compression,
-                               max(1.0, float(row["duration_s"]) / compression), regions,
-                               int(row.get("priority") or 0)))
+            job = SimJob(row["job_id"], cluster.limits.name, float(row["submit_s"]) / compression,
+                         max(1.0, float(row["duration_s"]) / compression), regions, int(row.get("priority") or 0))
+            data_region = (row.get("data_region") or "").strip()
+            if data_region:
+                if data_region not in regions:
+                    raise ValueError(f"data_region {data_region!r} is not one of the job's regions {list(regions)}")
+                job = _data_first(job, data_region, float(row.get("input_gb") or 0))
+            jobs.append(job)
         except ValueError as exc:
             raise JobTraceError(f"{path} line {n}: {exc}") from None
     jobs.sort(key=lambda j: (j.submit_s, j.job_id))

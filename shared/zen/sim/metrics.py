@@ -11,6 +11,8 @@ Definitions (all per run of one policy):
   An instance still waiting for capacity costs nothing.
 - ``wasted_vm_minutes``: the paid minutes of VMs that never ran a job, plus the idle (and deleting)
   minutes of VMs that did.
+- ``input_gb_cross_region`` (extra): GB of job input read from another region than the one holding
+  it, counted at each start (a rerun reads it again); ``input_gb`` (extra): all the input read.
 - ``peak_vms``: most VMs paid for at once. ``api_calls``: Compute API calls (see ``zen.sim.world``).
 - ``limit_violations``: VMs a plan asked for beyond the per-MIG limit or the cluster's ``max_vms``
   (refused by the manager's resize); ``busy_delete_attempts``: deletions of VMs holding a job a plan asked for
@@ -24,7 +26,8 @@ from dataclasses import dataclass, field
 
 JSON_KEYS = ("p50_start_s", "p95_start_s", "p99_start_s", "max_start_s", "never_started",
              "vm_minutes", "wasted_vm_minutes", "peak_vms", "api_calls")
-EXTRA_KEYS = ("jobs", "limit_violations", "busy_delete_attempts", "preemptions", "vms_created", "replay_s")
+EXTRA_KEYS = ("jobs", "limit_violations", "busy_delete_attempts", "preemptions", "vms_created", "replay_s",
+              "input_gb", "input_gb_cross_region")
 
 
 @dataclass
@@ -50,6 +53,8 @@ class RunResult:
     pass_times: list[float] = field(default_factory=list)  # when a planning pass ran (any cluster)
     capacity_preemptions: int = 0  # of those preemptions, VMs taken back because a zone's capacity fell
     start_regions: list[tuple[float, str]] = field(default_factory=list)  # (t, region) at each job's first start
+    input_gb: float = 0.0
+    input_gb_cross_region: float = 0.0
 
     def waits(self) -> list[float]:
         """Time-to-start per job, never-started jobs counted until the horizon."""
@@ -76,6 +81,7 @@ class RunResult:
             "jobs": len(self.starts), "limit_violations": self.limit_violations,
             "busy_delete_attempts": self.busy_delete_attempts, "preemptions": self.preemptions,
             "vms_created": self.vms_created, "replay_s": round(self.wall_s, 3),
+            "input_gb": round(self.input_gb, 1), "input_gb_cross_region": round(self.input_gb_cross_region, 1),
         }
 
 

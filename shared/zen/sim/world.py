@@ -241,6 +241,10 @@ class Simulation(InstanceWorld):
         if job.first_start_s is None:
             job.first_start_s = self.now
             self.result.start_regions.append((self.now, vm.mig.region))
+        if job.spec.input_gb:
+            self.result.input_gb += job.spec.input_gb
+            if vm.mig.region != job.spec.data_region:
+                self.result.input_gb_cross_region += job.spec.input_gb
         del cluster.queued[job.spec.job_id]
         jobs = cluster.groups.get((job.spec.priority, job.spec.regions))
         if jobs is not None and jobs.pop(job.spec.job_id, None) is not None:
