@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
-import pytest
-
 from tests.messages import heartbeat, job_request
 from tests.scaling.fakes import FakeFleet, RecordingMig
 from tests.scaling.test_manager_apply import Fixed
