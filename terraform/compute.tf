@@ -74,6 +74,9 @@ resource "google_compute_instance_template" "zen" {
       enable-oslogin         = "TRUE"
       block-project-ssh-keys = "true"
       serial-port-enable     = "false"
+      # pull limits (zen.agent.limits): jobs / GPU-hours per VM per 24 h, empty for no limit
+      zen-max-jobs-per-day      = each.value.max_jobs_per_day
+      zen-max-gpu-hours-per-day = each.value.max_gpu_hours_per_day
     },
     local.zen_config_shipped ? { zen-config = file(var.zen_config_file) } : {},
   )

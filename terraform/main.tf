@@ -39,6 +39,16 @@ locals {
     for c in local.zen_config.clusters : c.name => { tags = try(c.tags, []), region_tags = try(c.region_tags, {}) }
   }
 
+  # Pull limits of each cluster in the Zen configuration (max_jobs_per_vm_day, max_gpu_hours_per_vm_day;
+  # absent or null: none): each instance template carries them as the instance attributes
+  # zen-max-jobs-per-day and zen-max-gpu-hours-per-day, empty for no limit (zen.agent.limits).
+  config_pull_limits = {
+    for c in local.zen_config.clusters : c.name => {
+      jobs      = try(c.max_jobs_per_vm_day, null) == null ? "" : format("%d", c.max_jobs_per_vm_day)
+      gpu_hours = try(c.max_gpu_hours_per_vm_day, null) == null ? "" : format("%g", c.max_gpu_hours_per_vm_day)
+    }
+  }
+
   # One entry per (cluster, region): its instance template, MIG and start subscription.
   # The MIG name is ZenConfig.mig_name: the scheduler finds each MIG by it.
   mig_targets = merge([
@@ -59,6 +69,8 @@ locals {
           try(local.config_tags[cluster.name].tags, []),
           try(local.config_tags[cluster.name].region_tags[region], []),
         ))))
+        max_jobs_per_day      = try(local.config_pull_limits[cluster.name].jobs, "")
+        max_gpu_hours_per_day = try(local.config_pull_limits[cluster.name].gpu_hours, "")
       }
     }
   ]...)

@@ -59,3 +59,20 @@ def test_the_planners_hedging_and_keeping_knobs_reach_its_timing():
                                                 "preference_s": 5})
     timing = timing_from_config(config.model_copy(update={"scaling": scaling}))
     assert (timing.hedge_risk, timing.keep_factor, timing.trust_s, timing.preference_s) == (0.5, 0.0, 600, 5)
+
+
+def test_pull_limits_per_cluster_default_to_none_and_refuse_what_is_not_a_limit(tmp_path):
+    assert all(c.max_jobs_per_vm_day is None and c.max_gpu_hours_per_vm_day is None
+               for c in load_config(DEFAULT_CONFIG_PATH).clusters)
+    cluster = "  - {name: a, gpu_type: t, gpu_count: 4, regions: [r], max_vms_per_region: 1, max_vms: 1, %s}"
+    path = tmp_path / "zen.yaml"
+    path.write_text("clusters:\n" + cluster % "max_jobs_per_vm_day: 20, max_gpu_hours_per_vm_day: 40")
+    [limited] = load_config(path).clusters
+    assert (limited.max_jobs_per_vm_day, limited.max_gpu_hours_per_vm_day) == (20, 40.0)
+    assert limited.pull_limits_text() == "20 jobs / 40 GPU-hours in 24 h"
+    for fields, message in (("max_jobs_per_vm_day: 0", "max_jobs_per_vm_day: Input should be greater than or equal to 1"),
+                            ("max_gpu_hours_per_vm_day: -1", "max_gpu_hours_per_vm_day: Input should be greater than 0"),
+                            ("max_jobs_per_vm_day: 2.5", "max_jobs_per_vm_day: Input should be a valid integer")):
+        path.write_text("clusters:\n" + cluster % fields)
+        with pytest.raises(ConfigError, match=message):
+            load_config(path)

@@ -25,6 +25,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def describe_pull_limits(max_jobs: int | None, max_gpu_hours: float | None) -> str:
+    """``2 jobs / 40 GPU-hours in 24 h``: a VM's pull limits as decisions and logs quote them."""
+    parts = [f"{max_jobs} jobs" if max_jobs else "", f"{max_gpu_hours:g} GPU-hours" if max_gpu_hours else ""]
+    return " / ".join(p for p in parts if p) + " in 24 h" if any(parts) else "no limit"
+
+
 class ClusterConfig(_Strict):
     """One machine shape, e.g. ``4xa100-40gb``: 4 A100 40GB per VM."""
 
@@ -38,6 +44,10 @@ class ClusterConfig(_Strict):
     min_vms: int = Field(default=0, ge=0, description="VMs kept even when idle")
     tags: list[str] = Field(default_factory=list, description="Execution groups of all its regions, e.g. [hipaa]")
     region_tags: dict[str, list[str]] = Field(default_factory=dict, description="Region -> its own extra tags")
+    # Pull limits (zen.agent.limits): past either, in a trailing 24 h, a VM's agent takes no more jobs,
+    # reports RETIRED and the scaling manager deletes the VM once it holds no job. None: no limit.
+    max_jobs_per_vm_day: int | None = Field(default=None, ge=1, description="Attempts one VM runs in 24 h")
+    max_gpu_hours_per_vm_day: float | None = Field(default=None, gt=0, description="GPUs x hours one VM runs in 24 h")
 
     @field_validator("name")
     @classmethod
@@ -69,6 +79,9 @@ class ClusterConfig(_Strict):
     def tags_of(self, region: str) -> list[str]:
         """The execution groups a VM of this cluster in ``region`` belongs to (sorted)."""
         return sorted(set(self.tags) | set(self.region_tags.get(region, [])))
+
+    def pull_limits_text(self) -> str:
+        return describe_pull_limits(self.max_jobs_per_vm_day, self.max_gpu_hours_per_vm_day)
 
     def mig_name(self, region: str) -> str:
         """Name of the regional MIG terraform creates for this cluster."""

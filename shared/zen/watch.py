@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from zen.clikit import database, job_row, print_table
 
 JOB_COLUMNS = ("job_id", "user", "cluster", "region", "status", "attempt", "wait", "duration", "exit")
-VM_STATES = ("BOOTING", "IDLE", "BUSY", "STOPPING")
+VM_STATES = ("BOOTING", "IDLE", "BUSY", "STOPPING", "RETIRED")
 
 
 def frame(db, rows: int = 24, now: datetime | None = None) -> str:

@@ -19,6 +19,7 @@ from dataclasses import asdict, replace
 from typing import Sequence
 
 from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_preemption
+from zen.agent.limits import DailyPulls, resolve_pull_limits
 from zen.agent.settings import AgentSettings
 from zen.config import load_config
 from zen.errors import ConfigError
@@ -76,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError(f"region {identity.region} is not a region of cluster {cluster.name} {cluster.regions}")
         # Its execution groups: ZEN_VM_TAGS, else its template's zen-tags, else the configuration's.
         identity = replace(identity, tags=resolve_tags(env, metadata, identity, cluster.tags_of(identity.region)))
+        # Its pull limits: ZEN_AGENT_MAX_*, else its template's attributes, else the configuration's.
+        limits = resolve_pull_limits(settings, metadata, identity, cluster)
     except (ConfigError, IdentityError) as exc:
         log.error("agent cannot start", extra={"reason": str(exc)})
         return 2
@@ -83,7 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler.addFilter(_IdentityFields(identity.log_fields()))
     local = settings.local if settings.local is not None else identity.from_environment
     if args.check:
-        print(json.dumps({"identity": asdict(identity), "settings": asdict(settings), "local": local}, indent=2))
+        print(json.dumps({"identity": asdict(identity), "settings": asdict(settings), "local": local,
+                          "pull_limits": asdict(limits)}, indent=2))
         return 0
 
     # Imported here: the client library is heavy, and --check / errors above do not need it.
@@ -95,8 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         removed = remove_leftover_containers(settings.docker)
         if removed:
             log.warning("removed containers left by a previous agent", extra={"containers": removed})
+    log.info("pull limits", extra={"limits": limits.describe(), "gpus": cluster.gpu_count})
     agent = Agent(identity, settings, PubSubTransport(config, identity), local=local,
-                  sink=_output_sink(env, identity, local))
+                  sink=_output_sink(env, identity, local), pulls=DailyPulls(limits, cluster.gpu_count))
     signal.signal(signal.SIGTERM, lambda *_: agent.request_shutdown("SIGTERM"))
     signal.signal(signal.SIGINT, lambda *_: agent.request_shutdown("SIGINT"))
     done = threading.Event()

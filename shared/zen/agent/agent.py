@@ -5,6 +5,7 @@ States of one VM (never two jobs at once)::
     IDLE ──pull──▶ CLAIMING ──CONFIRM──▶ RUNNING ──exit──▶ SUCCEEDED | FAILED ──▶ IDLE (warm reuse)
                       │ RELEASE / STOP / no answer           │ STOP ──▶ STOPPED
                       └──▶ IDLE                              │ max_runtime_s ──▶ FAILED
+    IDLE ──a pull limit reached (zen.agent.limits)──▶ RETIRED: no more pulls, VM heartbeats until deleted
     any state ──SIGTERM / preempted──▶ PREEMPTED (current attempt), VM STOPPING, exit 0
 
 Claiming (the scheduler's side is ``zen.lifecycle.decide_heartbeat``): send CLAIMED for the start
@@ -25,20 +26,21 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Callable, Mapping, Protocol
+from typing import Callable, Mapping
 
 from pydantic import ValidationError
 
 from zen.agent.identity import Identity
+from zen.agent.limits import DailyPulls, PullLimits
 from zen.agent.output import AttemptOutput
 from zen.agent.reports import AttemptReport, Reporter
 from zen.agent.runner import CannotRun, JobSpec, RunningJob
 from zen.agent.settings import AgentSettings
 from zen.agent.staging import AttemptData, Progress, transfer
-from zen.agent.transport import ControlDelivery, StartDelivery, TransportError
+from zen.agent.transport import ControlDelivery, StartDelivery, Transport, TransportError
 from zen.errors import describe_validation_error
 from zen.joblogs import Sink
-from zen.models import AgentStatus, ControlAction, ControlMessage, Message, StartMessage, VmState
+from zen.models import AgentStatus, ControlAction, ControlMessage, StartMessage, VmState
 
 log = logging.getLogger("zen.agent")
 SLICE_S = 0.2  # longest uninterrupted wait: how fast a shutdown request is noticed
@@ -47,19 +49,6 @@ SHUTDOWN_BUDGET_S = 5.0  # per report while shutting down (a preempted VM has ~3
 OUTPUT_BUDGET_S = 20.0  # shipping the rest of a job's output before its final report (heartbeat timeout: 120 s)
 UPLOAD_GRACE_S = 15.0  # uploading outputs once the VM is shutting down (a preempted VM has ~30 s in all)
 PREFACE_CHARS = 1100  # zen's lines before the output tail in the final report (Heartbeat.message: 8192)
-
-
-class Transport(Protocol):
-    """What the loop needs from Pub/Sub (``zen.agent.transport.PubSubTransport``)."""
-
-    def open_control(self) -> None: ...
-    def next_control(self, timeout_s: float) -> ControlDelivery | None: ...
-    def pull_start(self) -> StartDelivery | None: ...
-    def extend(self, delivery: StartDelivery, seconds: int) -> None: ...
-    def ack(self, delivery: StartDelivery) -> None: ...
-    def nack(self, delivery: StartDelivery) -> None: ...
-    def publish(self, message: Message, *, budget_s: float) -> None: ...
-    def close(self, *, delete_control: bool) -> None: ...
 
 
 class _Log(logging.LoggerAdapter):
@@ -73,7 +62,7 @@ class _Log(logging.LoggerAdapter):
 class Agent:
     def __init__(self, identity: Identity, settings: AgentSettings, transport: Transport, *, local: bool,
                  clock: Callable[[], float] = time.monotonic, base_env: Mapping[str, str] | None = None,
-                 sink: Sink | None = None):
+                 sink: Sink | None = None, pulls: DailyPulls | None = None):
         self.identity = identity
         self.sink = sink  # where job output goes (zen.joblogs); None: only the tail in the final report
         self.settings = settings
@@ -82,6 +71,7 @@ class Agent:
         self.reporter = Reporter(identity, transport.publish)
         self.log = _Log(log, identity.log_fields())
         self.jobs_run = 0
+        self.pulls = pulls or DailyPulls(PullLimits(), 0, clock)  # per-day limits; none by default
         self._clock = clock
         self._base_env = base_env
         self._shutdown_reason: str | None = None
@@ -104,7 +94,7 @@ class Agent:
         self._vm_beat(VmState.IDLE, force=True)
         pause = self.settings.poll_s
         try:
-            while not self.stopping:
+            while not self.stopping and not self.pulls.exhausted():
                 self._vm_beat(VmState.IDLE)
                 try:
                     delivery = self.transport.pull_start()
@@ -118,6 +108,7 @@ class Agent:
                     self._idle_wait(self.settings.poll_s)
                     continue
                 self._take(delivery)
+            self._retire()
         finally:
             self._shut_down()
         return 0
@@ -128,6 +119,15 @@ class Agent:
         self.transport.close(delete_control=True)
 
     # -- idle ------------------------------------------------------------------------------------
+    def _retire(self) -> None:
+        """Past a pull limit: RETIRED, pulling nothing, until shut down (Zen deletes the VM; no job was stopped)."""
+        if not self.stopping:
+            self.log.warning("pull limit reached: taking no more jobs", extra={"reason": self.pulls.exhausted()})
+            self._next_vm_beat = 0.0  # say RETIRED now
+        while not self.stopping:
+            self._vm_beat(VmState.RETIRED)
+            self._idle_wait(self.settings.poll_s)
+
     def _idle_wait(self, seconds: float) -> None:
         deadline = self._clock() + seconds
         while not self.stopping and (remaining := deadline - self._clock()) > 0:
@@ -259,6 +259,7 @@ class Agent:
     def _run(self, start: StartMessage, attempt: AttemptReport) -> None:
         fields = {"job_id": start.job_id, "attempt": start.attempt}
         self._vm_beat(VmState.BUSY, force=True, job=attempt)
+        self.pulls.began()
         settings = self.settings
         output = AttemptOutput(start.job_id, start.attempt, self.identity.vm, self.sink, settings.output,
                                settings.tail_bytes)
@@ -391,7 +392,8 @@ class Agent:
 
     def _after_job(self) -> None:
         self.jobs_run += 1
-        if not self.stopping:
+        self.pulls.ended()
+        if not self.stopping and not self.pulls.exhausted():  # else the loop reports RETIRED next
             self._vm_beat(VmState.IDLE, force=True)
 
     # -- helpers ---------------------------------------------------------------------------------

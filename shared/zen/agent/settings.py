@@ -15,6 +15,10 @@
 |                               |         | environment (the local stack), else 0                    |
 | ``ZEN_AGENT_DOCKER``          | docker  | the docker CLI                                           |
 | ``ZEN_AGENT_WORK_DIR``        | TMPDIR/zen-agent | where jobs' inputs and outputs are kept (zen.agent.staging) |
+| ``ZEN_AGENT_MAX_JOBS_PER_DAY`` | unset | pull limit: jobs per trailing 24 h, then the VM is RETIRED |
+|                               |         | (unset: the template's attribute, else the configuration; |
+|                               |         | see ``zen.agent.limits``)                                 |
+| ``ZEN_AGENT_MAX_GPU_HOURS_PER_DAY`` | unset | the same by GPU-hours (GPUs x wall time)        |
 | ``ZEN_AGENT_LOG_LINE_BYTES``  | 16384   | longest output line; longer ones are cut into pieces     |
 | ``ZEN_AGENT_LOG_FLUSH_S``     | 1       | how often output is shipped; a partial line waits this long |
 | ``ZEN_AGENT_LOG_RATE_LINES``  | 1000    | lines shipped per second at most                         |
@@ -34,6 +38,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from zen.agent.limits import parse_limit
 from zen.agent.output import OutputLimits
 from zen.errors import ConfigError
 
@@ -54,6 +59,8 @@ class AgentSettings:
     docker: str = "docker"
     output: OutputLimits = OutputLimits()
     work_dir: str = field(default_factory=lambda: os.path.join(tempfile.gettempdir(), "zen-agent"))
+    max_jobs_per_day: int | None = None  # None: the template's or the configuration's (zen.agent.limits)
+    max_gpu_hours_per_day: float | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "AgentSettings":
@@ -91,6 +98,10 @@ class AgentSettings:
             docker=env.get("ZEN_AGENT_DOCKER") or cls.docker,
             output=output_limits(number),
             work_dir=env.get("ZEN_AGENT_WORK_DIR") or os.path.join(tempfile.gettempdir(), "zen-agent"),
+            max_jobs_per_day=parse_limit("ZEN_AGENT_MAX_JOBS_PER_DAY", env.get("ZEN_AGENT_MAX_JOBS_PER_DAY", ""),
+                                         integer=True),
+            max_gpu_hours_per_day=parse_limit("ZEN_AGENT_MAX_GPU_HOURS_PER_DAY",
+                                              env.get("ZEN_AGENT_MAX_GPU_HOURS_PER_DAY", ""), integer=False),
         )
 
 

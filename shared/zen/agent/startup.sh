@@ -11,6 +11,9 @@
 #   script tries apt-get.
 # - Instance attributes:
 #     zen-cluster        the cluster this MIG belongs to, e.g. 4xa100-40gb (read by the agent itself)
+#     zen-tags, zen-max-jobs-per-day, zen-max-gpu-hours-per-day
+#                        its execution groups and pull limits (read by the agent itself; see
+#                        zen.agent.identity and zen.agent.limits)
 #     zen-agent-package  what to install: a pip requirement (zen==0.1.0, a wheel URL) or a gs:// URL of
 #                        a wheel, copied with `gcloud storage cp`
 #     zen-config         optional: the YAML configuration (topic and subscription names, clusters);

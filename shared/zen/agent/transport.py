@@ -24,7 +24,7 @@ import random
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Callable, TypeVar
+from typing import Callable, Protocol, TypeVar
 
 from google.api_core import exceptions as gexc
 from google.cloud import pubsub_v1
@@ -94,6 +94,19 @@ class ControlDelivery:
     data: bytes
     attributes: dict[str, str]
     ack: Callable[[], None]
+
+
+class Transport(Protocol):
+    """What the agent loop (``zen.agent.agent``) needs from Pub/Sub: the port ``PubSubTransport`` adapts."""
+
+    def open_control(self) -> None: ...
+    def next_control(self, timeout_s: float) -> ControlDelivery | None: ...
+    def pull_start(self) -> StartDelivery | None: ...
+    def extend(self, delivery: StartDelivery, seconds: int) -> None: ...
+    def ack(self, delivery: StartDelivery) -> None: ...
+    def nack(self, delivery: StartDelivery) -> None: ...
+    def publish(self, message: Message, *, budget_s: float) -> None: ...
+    def close(self, *, delete_control: bool) -> None: ...
 
 
 class PubSubTransport:

@@ -10,7 +10,8 @@ post-submission run never overlap; a second one skips):
    size, instances and new errors (the regions' calls at once); which VMs hold a job (jobs table)
    or are idle (agents' VM heartbeats); when each instance was first seen (boot age); the planner's
    memory.
-2. Plan: the policy (``ZenPlanner``) decides.
+2. Plan: the policy (``ZenPlanner``) decides; each VM whose agent is RETIRED (past its pull limit,
+   ``zen.agent.limits``) and holds no job is deleted too (``_retire``).
 3. Apply, adds first: each region's MIG is resized to ``min(target + add, max_vms_per_region)``
    (absolute, from the target just read; the cluster-wide ``max_vms`` is the planner's to respect).
    Then deletions: each VM is *drained* first (in production a transaction that takes the VM's
@@ -25,7 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -35,8 +36,8 @@ from zen.config import ClusterConfig, ZenConfig
 from zen.scaling.fleetdb import FleetDb
 from zen.scaling.port import FleetPort, MigApiError, MigInstance, MigPort, MigState, MigSummary
 from zen.scaling.model import (
-    COVERAGE_TRUST_S, ClusterLimits, ClusterSnapshot, Coverage, Decision, Plan, Policy, RegionMemory, Timing, Vm,
-    VmPhase,
+    COVERAGE_TRUST_S, Action, ClusterLimits, ClusterSnapshot, Coverage, Decision, Plan, Policy, RegionMemory, Timing,
+    Vm, VmPhase,
 )
 from zen.scaling.planner import ZenPlanner
 
@@ -95,7 +96,7 @@ class ClusterManager:
                 report.skipped = True
                 return report
             snapshot, zones = self.snapshot(report, states)
-            plan = self.policy.plan(snapshot)
+            plan = self._retire(self.policy.plan(snapshot), snapshot)
             self.apply(plan, snapshot, zones, report)
             self.record(plan, report)
             if self._telemetry:
@@ -188,7 +189,8 @@ class ClusterManager:
     @staticmethod
     def _vm(instance: MigInstance, region: str, first_seen: datetime, held: dict, agents: dict) -> Vm:
         agent = agents.get(instance.name)
-        if instance.deleting or (agent and agent["state"] == "STOPPING"):
+        # RETIRED: its agent takes no more jobs (a pull limit, zen.agent.limits): not supply, deleted next.
+        if instance.deleting or (agent and agent["state"] in ("STOPPING", "RETIRED")):
             phase, since = VmPhase.DELETING, first_seen
         elif instance.name in held:
             phase, since = VmPhase.BUSY, first_seen
@@ -200,6 +202,21 @@ class ClusterManager:
             phase, since = VmPhase.BUSY, agent["last_seen_at"]  # the agent says busy (e.g. claiming)
         return Vm(instance.name, region, phase, since, zone=instance.zone, job_id=held.get(instance.name),
                   creation_error=instance.creation_error if phase is VmPhase.BOOTING else None)
+
+    def _retire(self, plan: Plan, snapshot: ClusterSnapshot) -> Plan:
+        """The plan, plus deleting each VM whose agent is RETIRED and holds no job (unless the plan or
+        its MIG already deletes it): an agent past its pull limit only waits to be deleted."""
+        planned = {name for _, name in plan.delete}
+        retired = [vm for vm in snapshot.vms if vm.phase is VmPhase.DELETING and vm.job_id is None
+                   and vm.name not in planned and (view := self._views.get(vm.name)) is not None
+                   and not view[0].deleting and view[3] is not None and view[3]["state"] == "RETIRED"]
+        if not retired:
+            return plan
+        limits = self.cluster.pull_limits_text()
+        reason = f"reached its pull limit ({'set on the VM' if limits == 'no limit' else limits})"
+        return replace(plan, delete=plan.delete + [(vm.region, vm.name) for vm in retired],
+                       decisions=plan.decisions + [Decision(Action.DELETE, vm.region, reason, vm=vm.name)
+                                                   for vm in retired])
 
     # -- 3. apply ------------------------------------------------------------------------------
     def apply(self, plan: Plan, snapshot: ClusterSnapshot, zones: dict[str, str | None], report: ClusterReport):

@@ -256,7 +256,9 @@ DELETE FROM vms WHERE name IN (SELECT name FROM gone);
 SELECT pg_advisory_xact_lock(hashtext('zen-vm:' || :vm_name));
 
 -- name: vm_is_draining
-SELECT 1 AS draining FROM vm_drains WHERE name = :vm_name;
+-- Drained by a scale-down, or retired by its agent (a pull limit reached: it is deleted next).
+SELECT 1 AS draining FROM vm_drains WHERE name = :vm_name
+UNION ALL SELECT 1 FROM vms WHERE name = :vm_name AND state = 'RETIRED';
 
 -- name: vm_holds_job
 SELECT job_id FROM jobs WHERE vm = :vm_name AND status IN ('ASSIGNED','RUNNING','STOPPING') LIMIT 1;

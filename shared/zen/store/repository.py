@@ -171,7 +171,8 @@ def list_vms(session: Session) -> list[dict[str, Any]]:
 
 
 def vm_is_draining(session: Session, vm: str) -> bool:
-    """Whether a scale-down has marked ``vm`` as going away, read under the VM's advisory lock (so a
+    """Whether a scale-down has marked ``vm`` as going away, or its agent reported it RETIRED (a pull
+    limit reached: ``zen.agent.limits``), read under the VM's advisory lock (so a
     claim and a drain of one VM are ordered: see ``fleet.drain_unless_busy``)."""
     session.run("lock_vm", vm_name=vm)
     return session.one("vm_is_draining", vm_name=vm) is not None

@@ -33,7 +33,7 @@ QUERIES = {
     # zen_vms: the MIG instances a pass last saw, in the phases the planner gives them.
     "vms_by_state": """
         SELECT i.cluster, i.region,
-               CASE WHEN d.name IS NOT NULL OR v.state = 'STOPPING' THEN 'DELETING'
+               CASE WHEN d.name IS NOT NULL OR v.state IN ('STOPPING','RETIRED') THEN 'DELETING'
                     WHEN EXISTS (SELECT 1 FROM jobs j WHERE j.vm = i.name
                                  AND j.status IN ('ASSIGNED','RUNNING','STOPPING')) THEN 'BUSY'
                     WHEN v.name IS NULL THEN 'BOOTING'

@@ -1,0 +1,136 @@
+"""Per-day pull limits of one agent (issue 15): after N jobs or G GPU-hours in 24 h it takes no more.
+
+The rules, where the issue is silent:
+- **What counts:** every attempt this VM ran (its claim confirmed), recorded when it ends, whatever
+  its outcome, with GPU-seconds = the VM's GPUs x the attempt's wall time (staging and upload
+  included: the VM was held throughout). An attempt counts whole at its end time: a 30-hour job
+  that ends now counts 30 hours now.
+- **Window:** the trailing 24 h (``window_s``): an attempt that ended longer ago no longer counts.
+- **Reached:** attempts in the window >= ``max_jobs``, or GPU-hours >= ``max_gpu_hours``. It is
+  asked only before a pull, so a running job is never stopped for a limit: it finishes, and may
+  take the VM past the GPU-hour limit.
+- **Final:** once reached, the agent is retired for good (``VmState.RETIRED``; the scaling manager
+  deletes the VM once it holds no job), even if the window later rolls below the limit: taking
+  work again would race the deletion.
+- **Memory only:** the counts live in the agent process; a restarted agent (a crash, a reboot)
+  counts from zero.
+
+Where each limit comes from (:func:`resolve_pull_limits`): ``ZEN_AGENT_MAX_JOBS_PER_DAY`` /
+``ZEN_AGENT_MAX_GPU_HOURS_PER_DAY`` when set; else, on GCE, the instance attribute the template
+carries (``zen-max-jobs-per-day`` / ``zen-max-gpu-hours-per-day``: set, even empty, it decides, as
+``zen-tags`` does); else the cluster's ``max_jobs_per_vm_day`` / ``max_gpu_hours_per_vm_day``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from zen.config import ClusterConfig, describe_pull_limits
+from zen.errors import ConfigError
+
+if TYPE_CHECKING:
+    from zen.agent.identity import Identity, MetadataServer
+    from zen.agent.settings import AgentSettings
+
+DAY_S = 86_400.0
+JOBS_ATTRIBUTE = "zen-max-jobs-per-day"
+GPU_HOURS_ATTRIBUTE = "zen-max-gpu-hours-per-day"
+
+
+@dataclass(frozen=True)
+class PullLimits:
+    max_jobs: int | None = None  # attempts per trailing 24 h; None: no limit
+    max_gpu_hours: float | None = None  # GPUs x hours per trailing 24 h; None: no limit
+
+    def describe(self) -> str:
+        return describe_pull_limits(self.max_jobs, self.max_gpu_hours)
+
+
+class DailyPulls:
+    """Counts the attempts one VM ran in a trailing window and says when it may take no more."""
+
+    def __init__(self, limits: PullLimits, gpus: int, clock: Callable[[], float] = time.monotonic,
+                 window_s: float = DAY_S):
+        self.limits = limits
+        self._gpus = gpus
+        self._clock = clock  # seconds, any origin (the agent's monotonic clock)
+        self._window_s = window_s
+        self._ended: deque[tuple[float, float]] = deque()  # (ended at, GPU-seconds), oldest first
+        self._began: float | None = None
+        self._reached: str | None = None
+
+    def began(self) -> None:
+        """An attempt starts holding the VM (its claim was confirmed)."""
+        self._began = self._clock()
+
+    def ended(self) -> None:
+        """The attempt begun last has ended: count it, with its GPUs x wall time."""
+        if self._began is not None:
+            now = self._clock()
+            self.record(now, self._gpus * max(0.0, now - self._began))
+            self._began = None
+
+    def record(self, ended_at: float, gpu_seconds: float) -> None:
+        self._ended.append((ended_at, gpu_seconds))
+
+    def jobs(self) -> int:
+        self._forget_old()
+        return len(self._ended)
+
+    def gpu_hours(self) -> float:
+        self._forget_old()
+        return math.fsum(gpu_seconds for _, gpu_seconds in self._ended) / 3600.0
+
+    def exhausted(self) -> str | None:
+        """Why no more jobs may be taken (for good, once said), or None while another one may."""
+        if self._reached is None:
+            limits, jobs, hours = self.limits, self.jobs(), self.gpu_hours()
+            if limits.max_jobs is not None and jobs >= limits.max_jobs:
+                self._reached = f"{jobs} jobs in 24 h (limit {limits.max_jobs})"
+            elif limits.max_gpu_hours is not None and hours >= limits.max_gpu_hours:
+                self._reached = f"{hours:.2f} GPU-hours in 24 h (limit {limits.max_gpu_hours:g})"
+        return self._reached
+
+    def _forget_old(self) -> None:
+        cutoff = self._clock() - self._window_s
+        while self._ended and self._ended[0][0] <= cutoff:
+            self._ended.popleft()
+
+
+def parse_limit(source: str, raw: str, *, integer: bool) -> int | float | None:
+    """A limit as written in a variable or attribute: empty is no limit, else a number above 0."""
+    text = raw.strip()
+    if not text:
+        return None
+    try:
+        value = int(text) if integer else float(text)
+    except ValueError:
+        raise ConfigError(f"{source}={raw!r} is not a {'whole ' if integer else ''}number") from None
+    if not value > 0:  # also refuses NaN
+        raise ConfigError(f"{source}={raw!r} must be above 0 (leave it empty for no limit)")
+    return value
+
+
+def resolve_pull_limits(settings: AgentSettings, metadata: MetadataServer | None, identity: Identity,
+                        cluster: ClusterConfig) -> PullLimits:
+    """Each limit from the first source that has it: the settings (``ZEN_AGENT_*``), the template's
+    instance attribute (on GCE only), the cluster's configuration."""
+
+    def one(given, attribute: str, configured, integer: bool):
+        if given is not None:
+            return given
+        if not identity.from_environment and metadata is not None:
+            raw = metadata.get(f"instance/attributes/{attribute}")
+            if raw is not None:
+                return parse_limit(f"instance attribute {attribute}", raw, integer=integer)
+        return configured
+
+    return PullLimits(
+        max_jobs=one(settings.max_jobs_per_day, JOBS_ATTRIBUTE, cluster.max_jobs_per_vm_day, True),
+        max_gpu_hours=one(settings.max_gpu_hours_per_day, GPU_HOURS_ATTRIBUTE, cluster.max_gpu_hours_per_vm_day,
+                          False),
+    )

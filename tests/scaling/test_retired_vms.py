@@ -1,0 +1,129 @@
+"""VMs whose agent reached its pull limit (RETIRED, issue 15): not supply for queued jobs, deleted once
+they hold no job, with the reason; a claim from one is refused. First through the manager's
+recording fakes, then end to end (Compute stand-in, real Postgres, the heartbeat function)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+from tests.messages import heartbeat, job_request
+from tests.scaling.fakes import FakeFleet, RecordingMig
+from tests.scaling.test_manager_apply import Fixed
+from tests.scaling.test_scaling_integration import BOOT_S, CLUSTER, stack, vm_beat  # noqa: F401 - the fixture
+from zen.config import ClusterConfig
+from zen.scaling.manager import ClusterManager
+from zen.scaling.model import Action, Decision, DemandGroup, Plan, Timing, VmPhase
+from zen.scaling.planner import ZenPlanner
+from zen.scaling.port import FleetFacts, MigInstance
+from zen.store import repository
+
+NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
+REASON = "reached its pull limit (2 jobs / 40 GPU-hours in 24 h)"
+
+
+def instance(name: str, action: str = "NONE") -> MigInstance:
+    return MigInstance(name, "us-central1-a", action, "RUNNING", None)
+
+
+def manager(policy, *, instances: list[MigInstance], states: dict[str, str], held: dict[str, str] | None = None,
+            demand=(), **limits):
+    calls: list = []
+    agents = {name: {"state": state, "idle_since": NOW if state == "IDLE" else None, "last_seen_at": NOW}
+              for name, state in states.items()}
+    migs = {"us-central1": RecordingMig("us-central1", calls, len(instances), instances),
+            "us-west1": RecordingMig("us-west1", calls)}
+    fleet = FakeFleet(FleetFacts(tuple(demand), held or {}, agents, {}, 0), NOW)
+    config = ClusterConfig(name="c", gpu_type="nvidia-tesla-a100", gpu_count=4, regions=["us-central1", "us-west1"],
+                           max_vms_per_region=4, max_vms=4,
+                           **(limits or {"max_jobs_per_vm_day": 2, "max_gpu_hours_per_vm_day": 40}))
+    return ClusterManager(config, fleet, migs, lambda: NOW, Timing(), policy), calls, fleet
+
+
+def deletions(calls: list) -> list:
+    return [c for c in calls if c[0] == "delete_instances"]
+
+
+def test_a_retired_idle_vm_is_deleted_with_the_reason_and_a_retired_busy_one_is_kept():
+    m, calls, fleet = manager(Fixed(Plan()), instances=[instance("idle-r"), instance("busy-r"), instance("idle")],
+                              states={"idle-r": "RETIRED", "busy-r": "RETIRED", "idle": "IDLE"},
+                              held={"busy-r": "job-1"})
+
+    report = m.run()
+
+    assert deletions(calls) == [("delete_instances", "us-central1", ["idle-r"])]
+    assert report.deleted == ["idle-r"] and fleet.drained == ["idle-r"]
+    assert report.decisions == [Decision(Action.DELETE, "us-central1", REASON, vm="idle-r")]
+    assert fleet.recorded[0][1] == report.decisions  # in scaling_decisions, as the planner's are
+    phases = {vm.name: vm.phase for vm in m.policy.snapshots[0].vms}
+    assert phases == {"idle-r": VmPhase.DELETING, "busy-r": VmPhase.DELETING, "idle": VmPhase.IDLE}
+
+
+def test_a_retired_vm_is_deleted_once_whether_the_plan_or_its_mig_deletes_it_already():
+    planned = Plan(delete=[("us-central1", "r1")], decisions=[Decision(Action.DELETE, "us-central1", "planned", vm="r1")])
+    m, calls, _ = manager(Fixed(planned), instances=[instance("r1"), instance("r2", "DELETING")],
+                          states={"r1": "RETIRED", "r2": "RETIRED"})
+
+    report = m.run()
+
+    assert deletions(calls) == [("delete_instances", "us-central1", ["r1"])]
+    assert [d.reason for d in report.decisions] == ["planned"]
+    assert planned.delete == [("us-central1", "r1")]  # the policy's plan itself is left as it was
+
+
+def test_without_configured_limits_the_reason_says_the_limit_was_the_vms_own():
+    m, _, _ = manager(Fixed(Plan()), instances=[instance("r")], states={"r": "RETIRED"},
+                      max_jobs_per_vm_day=None)
+    assert [d.reason for d in m.run().decisions] == ["reached its pull limit (set on the VM)"]
+
+
+def test_a_retired_vm_is_no_supply_the_planner_asks_for_another_vm_for_the_queued_job():
+    demand = [DemandGroup(("us-central1", "us-west1"), 1, NOW, 0)]
+    m, calls, _ = manager(ZenPlanner(), instances=[instance("r")], states={"r": "RETIRED"}, demand=demand)
+
+    report = m.run()
+
+    assert sum(report.added.values()) >= 1 and report.deleted == ["r"]
+    assert any(d.action is Action.DELETE and d.vm == "r" and d.reason == REASON for d in report.decisions)
+
+
+# -- end to end ------------------------------------------------------------------------------------------
+def test_a_retired_vm_refuses_claims_is_deleted_by_the_next_pass_and_its_work_goes_elsewhere(stack, clock, publisher):
+    from zen.local.invoke import FunctionsInvoker
+
+    zen, advance, instances = stack
+    fn = FunctionsInvoker(zen)
+    fn.submit(job_request("a", regions=["us-west1"]))
+    advance(BOOT_S + 1)
+    [vm] = instances("us-west1")
+    fn.heartbeat(vm_beat(vm.name, "us-west1", "IDLE", 1))
+    fn.heartbeat(heartbeat("a", "CLAIMED", 1, vm=vm.name, region="us-west1", zone=vm.zone))
+    fn.heartbeat(heartbeat("a", "SUCCEEDED", 2, vm=vm.name, region="us-west1", zone=vm.zone, exit_code=0))
+    fn.submit(job_request("b", regions=["us-west1"]))  # while the VM is idle: it covers b
+
+    fn.heartbeat(vm_beat(vm.name, "us-west1", "RETIRED", 2))  # its agent reached its limit
+    with zen.db.transaction() as session:
+        [row] = repository.list_vms(session)
+        assert (row["name"], row["state"]) == (vm.name, "RETIRED")
+        assert session.sql("SELECT name FROM vm_drains") == []  # no pass has seen it yet
+    # A claim that slipped out anyway is refused, and b's start message goes out again for another VM.
+    starts = len(publisher.on("zen-job-start"))
+    fn.heartbeat(heartbeat("b", "CLAIMED", 1, vm=vm.name, region="us-west1", zone=vm.zone))
+    assert repository_job(zen, "b").status.value == "QUEUED"
+    controls = [json.loads(m.data) for m in publisher.on("zen-vm-control")]
+    assert (vm.name, "b", "RELEASE") in [(c["vm"], c["job_id"], c["action"]) for c in controls]
+    assert len(publisher.on("zen-job-start")) == starts + 1
+
+    fn.tick()
+
+    west = [i.name for i in instances("us-west1") if not i.deleting]
+    assert vm.name not in west and len(west) == 1  # deleted; a new VM asked for b
+    with zen.db.transaction() as session:
+        decisions = session.run("recent_scaling_decisions", cluster=CLUSTER, limit=50)
+    [deleted] = [d for d in decisions if d["action"] == "DELETE" and d["vm"] == vm.name]
+    assert deleted["reason"] == "reached its pull limit (set on the VM)"
+
+
+def repository_job(zen, job_id: str):
+    with zen.db.transaction() as session:
+        return repository.get_job(session, job_id)
