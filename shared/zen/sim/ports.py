@@ -82,6 +82,8 @@ class SimMigPort:
     def __init__(self, world, mig: SimMig, project: str = "sim"):
         self.project, self.region, self.name = project, mig.region, mig.name
         self._world, self._mig = world, mig
+        self._summary: tuple = (None, None, None)  # (target, stable, what region_summaries returned)
+        self._settled: MigState | None = None  # the last read of the MIG with every instance settled
 
     def _calls(self, n: int) -> None:
         self._world.result.api_calls += n
@@ -89,7 +91,12 @@ class SimMigPort:
     def region_summaries(self) -> dict[str, MigSummary]:
         self._calls(1)
         mig = self._mig
-        return {mig.name: MigSummary(mig.target, not mig.vms or self._listing()[1])}
+        stable = not mig.vms or self._listing()[1]
+        target, was_stable, last = self._summary
+        if target != mig.target or was_stable != stable:
+            last = {mig.name: MigSummary(mig.target, stable)}
+            self._summary = (mig.target, stable, last)
+        return last  # the same values as last time: the same (unchanged) objects
 
     def read(self, since: datetime | None = None, summary: MigSummary | None = None) -> MigState:
         if summary is not None and summary.target_size == 0 and summary.stable:
@@ -98,7 +105,12 @@ class SimMigPort:
         instances, stable = self._listing()
         settled = stable and len(instances) == mig.target
         self._calls((summary is None) + 1 + (not settled))
-        return MigState(mig.target, instances, [] if settled else self._errors(since))
+        if not settled:
+            return MigState(mig.target, instances, self._errors(since))
+        last = self._settled  # no errors to read: the last such state again while the listing is
+        if last is None or last.instances is not instances or last.target_size != mig.target:
+            last = self._settled = MigState(mig.target, instances, [])
+        return last
 
     def _listing(self) -> tuple[list[MigInstance], bool]:
         """The MIG's instances and whether none is being created or deleted; kept until one of its
@@ -180,21 +192,36 @@ class SimFleet:
 
     def facts(self, cluster: str, arrivals_since: datetime) -> FleetFacts:
         world, state = self._world, self._world.clusters[cluster]
-        if state.fleet_view is None:
-            held, agents = {}, {}
-            for name, vm in state.vms.items():
+        if state.fleet_view is None or state.changed:
+            # New dicts (the manager keeps its views of the VMs while it gets the same ones), with
+            # only the VMs that changed since the last ones looked at again.
+            if state.fleet_view is None:
+                held, agents, changed = {}, {}, state.vms
+            else:
+                held, agents, changed = dict(state.fleet_view[0]), dict(state.fleet_view[1]), state.changed
+            for name in changed:
+                held.pop(name, None)
+                agents.pop(name, None)
+                vm = state.vms.get(name)
+                if vm is None:
+                    continue  # gone
                 if vm.job is not None:
                     held[name] = vm.job.spec.job_id
                 agent = (vm.view or views(world, vm))[1]
                 if agent is not None:
                     agents[name] = agent
+            state.changed = {}
             state.fleet_view = (held, agents)
         held, agents = state.fleet_view
         arrivals = state.arrivals
         cutoff = (arrivals_since - world.start).total_seconds()
         while arrivals and arrivals[0] < cutoff:
             arrivals.popleft()
-        return FleetFacts(self._demand(state), held, agents, state.memory, len(arrivals))
+        facts, demand = state.facts_view, self._demand(state)
+        if (facts is None or facts.demand is not demand or facts.held is not held or facts.agents is not agents
+                or facts.memory is not state.memory or facts.arrivals != len(arrivals)):
+            facts = state.facts_view = FleetFacts(demand, held, agents, state.memory, len(arrivals))
+        return facts  # the last one again when all of it is
 
     def _demand(self, state: SimClusterState) -> tuple[DemandGroup, ...]:
         if state.demand_view is None:

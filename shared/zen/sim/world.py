@@ -136,6 +136,7 @@ class Simulation(InstanceWorld):
         planner, fleet = _TimedPolicy(policy, self), SimFleet(self)
         self._clock_at: tuple = (None, None)
         self._dt_at: tuple = (None, None)
+        self._capacity_at: tuple = (None, {})  # (instant, zone capacities looked up then)
         for sim_cluster in scenario.clusters:
             cluster = self.clusters[sim_cluster.limits.name]
             migs = {region: SimMigPort(self, mig) for region, mig in cluster.migs.items()}
