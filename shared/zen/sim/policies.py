@@ -27,7 +27,7 @@ The baselines keep within the limits themselves, so their violation counts are 0
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import replace
 from datetime import timedelta
 
@@ -129,14 +129,14 @@ class _DemandSized:
         plan = Plan()
         memory = self.learn(snapshot, index, plan)
         deleted = {name for _, name in plan.delete}
+        dropped = Counter(region for region, _ in plan.delete)  # learn's deletions, each once
         idle, supply, live = {}, {}, {}
         for r in limits.regions:
-            booting, vms = index.phase(r, VmPhase.BOOTING), index.region(r)
+            booting = index.phase(r, VmPhase.BOOTING)
             idle[r] = len(index.phase(r, VmPhase.IDLE))
-            supply[r], live[r] = idle[r] + len(booting), len(vms)
+            supply[r], live[r] = idle[r] + len(booting), len(index.region(r)) - dropped[r]
             if deleted:  # what learn deletes is no supply and does not count against the limits
                 supply[r] -= sum(1 for vm in booting if vm.name in deleted)
-                live[r] -= sum(1 for vm in vms if vm.name in deleted)
         total = sum(live.values())
         used_idle: dict[str, int] = defaultdict(int)
         for group in _ordered_demand(snapshot):

@@ -37,6 +37,16 @@ _EMPTY = MigState(0, [], [])
 _LOCKED = nullcontext(True)  # one pass at a time: the simulated world is single-threaded
 
 
+def _made(cls, **fields):
+    """``cls(**fields)`` for one of the ports' frozen dataclasses (``MigInstance``, ``MigError``),
+    given every field, without the frozen ``__init__`` that sets each through ``object.__setattr__``:
+    a long replay makes one per instance listed or failure reported, millions."""
+    assert fields.keys() == cls.__dataclass_fields__.keys(), (cls, sorted(fields))
+    made = object.__new__(cls)
+    made.__dict__.update(fields)
+    return made
+
+
 def views(world, vm: SimVm) -> tuple[MigInstance, dict | None]:
     """The VM as its MIG lists it, and what its agent last said (None before it is usable), cached
     on the VM until it changes; a failure not yet visible in listErrors is not cached."""
@@ -45,18 +55,22 @@ def views(world, vm: SimVm) -> tuple[MigInstance, dict | None]:
     phase = vm.phase
     if vm.created_s is None:  # waiting for capacity
         visible = vm.error is not None and world.now >= vm.wait_since + world.error_delay
-        instance = MigInstance(vm.name, None, "CREATING", "", vm.error if visible else None)
+        instance = _made(MigInstance, name=vm.name, zone=None, current_action="CREATING", status="",
+                         creation_error=vm.error if visible else None)
         if not visible and vm.error is not None:
             return instance, None
         view = (instance, None)
     elif phase is VmPhase.DELETING:
-        view = (MigInstance(vm.name, vm.zone, "DELETING", "STOPPING", None), None)
+        view = (_made(MigInstance, name=vm.name, zone=vm.zone, current_action="DELETING", status="STOPPING",
+                      creation_error=None), None)
     elif phase is VmPhase.BOOTING:
-        view = (MigInstance(vm.name, vm.zone, "CREATING", "STAGING", None), None)
+        view = (_made(MigInstance, name=vm.name, zone=vm.zone, current_action="CREATING", status="STAGING",
+                      creation_error=None), None)
     else:
         since = world.dt(vm.since)
         agent = {"state": phase.value, "idle_since": since if phase is VmPhase.IDLE else None, "last_seen_at": since}
-        view = (MigInstance(vm.name, vm.zone, "NONE", "RUNNING", None), agent)
+        view = (_made(MigInstance, name=vm.name, zone=vm.zone, current_action="NONE", status="RUNNING",
+                      creation_error=None), agent)
     vm.view = view
     return view
 
@@ -146,7 +160,8 @@ class SimMigPort:
             visible = horizon.count(times)
             shown = visible - (0 if after is None else min(visible, after.count(times)))
             if shown > 0:
-                out.append(MigError(mig.region, ErrorKind.STOCKOUT, world.dt(times[visible - 1]), name, shown))
+                out.append(_made(MigError, region=mig.region, kind=ErrorKind.STOCKOUT, at=world.dt(times[visible - 1]),
+                                 instance=name, count=shown))
             if visible < len(times):
                 later[name] = times[visible:]
         mig.errors = later
