@@ -37,14 +37,24 @@ _EMPTY = MigState(0, [], [])
 _LOCKED = nullcontext(True)  # one pass at a time: the simulated world is single-threaded
 
 
-def _made(cls, **fields):
-    """``cls(**fields)`` for one of the ports' frozen dataclasses (``MigInstance``, ``MigError``),
-    given every field, without the frozen ``__init__`` that sets each through ``object.__setattr__``:
-    a long replay makes one per instance listed or failure reported, millions."""
-    assert fields.keys() == cls.__dataclass_fields__.keys(), (cls, sorted(fields))
-    made = object.__new__(cls)
-    made.__dict__.update(fields)
+def _instance(name: str, zone: str | None, action: str, status: str, error: ErrorKind | None) -> MigInstance:
+    """``MigInstance(name, zone, action, status, error)`` without the frozen ``__init__``, which sets
+    each field through ``object.__setattr__`` (half the cost): a long replay lists millions."""
+    made = object.__new__(MigInstance)
+    made.__dict__.update(name=name, zone=zone, current_action=action, status=status, creation_error=error)
     return made
+
+
+def _error(region: str, at: datetime, instance: str, count: int) -> MigError:
+    """``MigError(region, STOCKOUT, at, instance, count)``, the same way as :func:`_instance`."""
+    made = object.__new__(MigError)
+    made.__dict__.update(region=region, kind=ErrorKind.STOCKOUT, at=at, instance=instance, count=count)
+    return made
+
+
+# Both set every field: they follow the dataclasses.
+assert list(MigInstance.__dataclass_fields__) == ["name", "zone", "current_action", "status", "creation_error"]
+assert list(MigError.__dataclass_fields__) == ["region", "kind", "at", "instance", "count"]
 
 
 def views(world, vm: SimVm) -> tuple[MigInstance, dict | None]:
@@ -55,22 +65,18 @@ def views(world, vm: SimVm) -> tuple[MigInstance, dict | None]:
     phase = vm.phase
     if vm.created_s is None:  # waiting for capacity
         visible = vm.error is not None and world.now >= vm.wait_since + world.error_delay
-        instance = _made(MigInstance, name=vm.name, zone=None, current_action="CREATING", status="",
-                         creation_error=vm.error if visible else None)
+        instance = _instance(vm.name, None, "CREATING", "", vm.error if visible else None)
         if not visible and vm.error is not None:
             return instance, None
         view = (instance, None)
     elif phase is VmPhase.DELETING:
-        view = (_made(MigInstance, name=vm.name, zone=vm.zone, current_action="DELETING", status="STOPPING",
-                      creation_error=None), None)
+        view = (_instance(vm.name, vm.zone, "DELETING", "STOPPING", None), None)
     elif phase is VmPhase.BOOTING:
-        view = (_made(MigInstance, name=vm.name, zone=vm.zone, current_action="CREATING", status="STAGING",
-                      creation_error=None), None)
+        view = (_instance(vm.name, vm.zone, "CREATING", "STAGING", None), None)
     else:
         since = world.dt(vm.since)
         agent = {"state": phase.value, "idle_since": since if phase is VmPhase.IDLE else None, "last_seen_at": since}
-        view = (_made(MigInstance, name=vm.name, zone=vm.zone, current_action="NONE", status="RUNNING",
-                      creation_error=None), agent)
+        view = (_instance(vm.name, vm.zone, "NONE", "RUNNING", None), agent)
     vm.view = view
     return view
 
@@ -160,8 +166,7 @@ class SimMigPort:
             visible = horizon.count(times)
             shown = visible - (0 if after is None else min(visible, after.count(times)))
             if shown > 0:
-                out.append(_made(MigError, region=mig.region, kind=ErrorKind.STOCKOUT, at=world.dt(times[visible - 1]),
-                                 instance=name, count=shown))
+                out.append(_error(mig.region, world.dt(times[visible - 1]), name, shown))
             if visible < len(times):
                 later[name] = times[visible:]
         mig.errors = later
@@ -255,17 +260,24 @@ class SimFleet:
         MIG's listing is): nothing new to see, and the manager reuses its views of the VMs."""
         state = self._world.clusters[cluster]
         last = state.seen_view
-        if last is not None and len(last[0]) == len(instances) and all(
-                a is b for a, b in zip(last[0], instances.values())):
-            return last[1]
-        vms, out = state.vms, {}
-        for names in instances.values():
+        if last is not None and last[0].keys() == instances.keys():
+            changed = [(last[0][region], names) for region, names in instances.items() if last[0][region] is not names]
+            if not changed:
+                return last[1]
+            out = dict(last[1])  # a new dict: only the regions whose names changed looked at again
+            for gone, _ in changed:
+                for name in gone:
+                    del out[name]
+        else:
+            out, changed = {}, [((), names) for names in instances.values()]
+        vms = state.vms
+        for _, names in changed:
             for name in names:
                 vm = vms[name]
                 if vm.first_seen is None:
                     vm.first_seen = now
                 out[name] = vm.first_seen
-        state.seen_view = (tuple(instances.values()), out)
+        state.seen_view = (dict(instances), out)
         return out
 
     def drain_unless_busy(self, vm: str, cluster: str, region: str, now: datetime) -> bool:
