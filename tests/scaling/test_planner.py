@@ -247,3 +247,21 @@ def test_a_jobs_own_region_order_from_data_locality_is_used_instead_of_the_clust
 def test_a_group_naming_a_region_the_cluster_no_longer_has_is_planned_in_the_others():
     plan = ZenPlanner().plan(snap(0, queued=jobs(1, regions=("us-east4", "us-west1"))))
     assert plan.add == {"us-west1": 1}
+
+
+def test_the_same_vms_planned_again_plan_as_fresh_ones_and_a_boot_is_still_learned():
+    """The grouping of a VM tuple is kept while the manager hands the same tuple over again
+    (model.vm_index), and learn skips its boot check when nothing was booting and a region has the
+    VMs it had: neither changes a plan, and a VM that boots in between is still learned from."""
+    busy = vm("a", "us-central1", VmPhase.BUSY, job="j0")
+    vms = (busy, vm("b", "us-west1", VmPhase.BOOTING, since=0))
+    first = ZenPlanner().plan(snap(30, queued=jobs(1), vms=vms))
+    again = ZenPlanner().plan(snap(60, queued=jobs(1), vms=vms, memory=first.memory))  # the same tuple
+    fresh = ZenPlanner().plan(snap(60, queued=jobs(1), vms=list(vms), memory=first.memory))  # an equal one
+    assert (again.add, again.delete, again.decisions, again.memory) == (
+        fresh.add, fresh.delete, fresh.decisions, fresh.memory)
+    booted = ZenPlanner().plan(snap(90, vms=(busy, vm("b", "us-west1", VmPhase.IDLE, since=90)), memory=again.memory))
+    assert booted.memory["us-west1"].boot_s == 90  # asked at 0, usable at 90
+    assert booted.memory["us-central1"] == again.memory["us-central1"]  # nothing booted there
+    assert RegionMemory(strikes=1).replaced(strikes=2, boot_s=5.0) == replace(RegionMemory(strikes=1), strikes=2,
+                                                                             boot_s=5.0)

@@ -117,8 +117,9 @@ class ClusterManager:
     def read_mig(self, region: str, memory: dict[str, RegionMemory],
                  summaries: dict[str, MigSummary] | None = None) -> MigState | MigApiError:
         mig = self._migs[region]
+        remembered = memory.get(region)  # no memory yet: every error is new
         try:
-            return mig.read(since=memory.get(region, RegionMemory()).seen_errors_until,
+            return mig.read(since=None if remembered is None else remembered.seen_errors_until,
                             summary=(summaries or {}).get(mig.name))
         except MigApiError as exc:
             return exc

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import datetime
 from typing import Protocol
 
@@ -98,6 +99,14 @@ class RegionMemory:
     booting_since: tuple[float, ...] = ()  # when each of ``booting`` was asked for (epoch seconds)
     boot_s: float | None = None  # learned: moving average of asked-to-usable seconds in this region
 
+    def replaced(self, **changes) -> RegionMemory:
+        """``dataclasses.replace(self, **changes)`` without the frozen ``__init__``, which sets each
+        of the nine fields through ``object.__setattr__`` (planners make a few per region and pass).
+        ``changes`` names fields only."""
+        new = object.__new__(RegionMemory)
+        new.__dict__.update(self.__dict__, **changes)
+        return new
+
 
 @dataclass(frozen=True)
 class ClusterLimits:
@@ -171,6 +180,88 @@ class Plan:
         return not self.add and not self.delete
 
 
+class VmIndex:
+    """A snapshot's VMs by region and by (region, phase), snapshot order kept within each group; the
+    groups are tuples, so no caller can change what the next pass reads. Get one from
+    :func:`vm_index`, which builds it once per tuple of VMs."""
+
+    def __init__(self, vms: tuple[Vm, ...] | list[Vm]):
+        by_region: dict[str, list[Vm]] = {}
+        phases: dict[tuple[str, VmPhase], list[Vm]] = {}
+        for vm in vms:
+            region = vm.region
+            group = by_region.get(region)
+            if group is None:
+                by_region[region] = [vm]
+            else:
+                group.append(vm)
+            group = phases.get((region, vm.phase))
+            if group is None:
+                phases[(region, vm.phase)] = [vm]
+            else:
+                group.append(vm)
+        self.by_region = {region: tuple(group) for region, group in by_region.items()}
+        self.phases = {key: tuple(group) for key, group in phases.items()}
+        self._names: dict[str, tuple[str, ...]] = {}
+        self._usable: dict[str, tuple[Vm, ...]] = {}
+
+    def region(self, region: str) -> tuple[Vm, ...]:
+        return self.by_region.get(region, ())
+
+    def phase(self, region: str, phase: VmPhase) -> tuple[Vm, ...]:
+        return self.phases.get((region, phase), ())
+
+    def count(self, phase: VmPhase) -> int:
+        return sum(len(group) for (_, p), group in self.phases.items() if p is phase)
+
+    def names(self, region: str) -> tuple[str, ...]:
+        names = self._names.get(region)
+        if names is None:
+            names = self._names[region] = tuple(vm.name for vm in self.region(region))
+        return names
+
+    def usable(self, region: str) -> tuple[Vm, ...]:
+        """Idle or busy, in snapshot order."""
+        usable = self._usable.get(region)
+        if usable is None:
+            usable = self._usable[region] = tuple(
+                vm for vm in self.region(region) if vm.phase is VmPhase.IDLE or vm.phase is VmPhase.BUSY)
+        return usable
+
+    @cached_property
+    def alive(self) -> int:
+        """VMs not being deleted."""
+        return sum(len(group) for (_, phase), group in self.phases.items() if phase is not VmPhase.DELETING)
+
+    @cached_property
+    def latest_win(self) -> datetime | None:
+        """When the last idle or busy VM entered its phase (became usable, or took a job)."""
+        return max((vm.since for (_, phase), group in self.phases.items()
+                    if phase is VmPhase.IDLE or phase is VmPhase.BUSY for vm in group), default=None)
+
+
+_INDEXES: dict[int, tuple[tuple[Vm, ...], VmIndex]] = {}
+_INDEXES_KEPT = 8  # a few clusters' latest tuples; production builds a new tuple each pass anyway
+
+
+def vm_index(vms: tuple[Vm, ...] | list[Vm]) -> VmIndex:
+    """``VmIndex(vms)``, the same object again for the same tuple. ``ClusterManager`` hands over the
+    very same ``vms`` tuple pass after pass while nothing about a cluster's instances changed (in the
+    simulator, most passes of a long replay), and the planner, the baselines and ``Coverage`` all
+    group it: once is enough. Nothing in an index depends on the time. A list is indexed anew (it
+    may have changed since); the memo holds each tuple, so its id cannot be reused meanwhile."""
+    if type(vms) is not tuple:
+        return VmIndex(vms)
+    hit = _INDEXES.get(id(vms))
+    if hit is not None and hit[0] is vms:
+        return hit[1]
+    if len(_INDEXES) >= _INDEXES_KEPT:
+        _INDEXES.clear()
+    index = VmIndex(vms)
+    _INDEXES[id(vms)] = (vms, index)
+    return index
+
+
 COVERAGE_TRUST_S = 10.0  # how long a pass's view of a cluster may spare later submissions a pass
 
 
@@ -188,7 +279,7 @@ class Coverage:
 
     @classmethod
     def after(cls, snapshot: "ClusterSnapshot", added: int) -> "Coverage":
-        idle = sum(1 for vm in snapshot.vms if vm.phase is VmPhase.IDLE)
+        idle = vm_index(snapshot.vms).count(VmPhase.IDLE)  # the policy's grouping, if it made one
         demand = sum(group.count for group in snapshot.demand_groups())
         saturated = sum(snapshot.target_sizes.values()) + added >= snapshot.cluster.max_vms
         return cls(snapshot.now, idle - demand, saturated)

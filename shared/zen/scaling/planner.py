@@ -62,32 +62,13 @@ from collections import defaultdict
 from datetime import timedelta
 
 from zen.scaling.model import (
-    Action, ClusterSnapshot, Decision, DemandGroup, ErrorKind, Plan, RegionMemory, Vm, VmPhase,
+    Action, ClusterSnapshot, Decision, DemandGroup, ErrorKind, Plan, RegionMemory, Vm, VmPhase, vm_index,
 )
 
 _CAPACITY_ERRORS = (ErrorKind.STOCKOUT, ErrorKind.QUOTA)
 _BOOT_WEIGHT = 0.3  # weight of a new boot in a region's moving-average boot time
-
-
-def _with(memory: RegionMemory, **changes) -> RegionMemory:
-    """``dataclasses.replace`` without its per-call field checks (a pass makes a few per region)."""
-    return RegionMemory(**{**memory.__dict__, **changes})
-
-
-_SETS: dict[int, tuple[tuple[str, ...], frozenset[str]]] = {}
-
-
-def _as_set(names: tuple[str, ...]) -> frozenset[str]:
-    """``frozenset(names)``, memoized on the tuple itself: the simulator hands the same memory tuples
-    back pass after pass while a region's VMs do not change. Same result as without the memo."""
-    hit = _SETS.get(id(names))
-    if hit is not None and hit[0] is names:
-        return hit[1]
-    if len(_SETS) > 256:
-        _SETS.clear()
-    result = frozenset(names)
-    _SETS[id(names)] = (names, result)
-    return result
+_FRESH = RegionMemory()  # a region without memory yet (frozen: one shared value)
+_with = RegionMemory.replaced  # _with(memory, **changes): dataclasses.replace, faster
 
 
 def ski_rental_keep_s(vm_name: str, price_s: float, cap_s: float) -> float:
@@ -115,32 +96,18 @@ class _Planning:
         self.timing = snapshot.timing
         self.regions = snapshot.cluster.regions
         self.order = {r: i for i, r in enumerate(self.regions)}
-        self.memory = {r: snapshot.memory.get(r, RegionMemory()) for r in self.regions}
+        self.memory = {r: snapshot.memory.get(r, _FRESH) for r in self.regions}
         self.plan = Plan()
-        self.by_region: dict[str, list[Vm]] = defaultdict(list)
-        self.stuck: dict[str, list[Vm]] = defaultdict(list)
-        self.healthy: dict[str, list[Vm]] = defaultdict(list)  # booting and not stuck
-        self.idle: dict[str, list[Vm]] = defaultdict(list)
-        self.usable: dict[str, list[Vm]] = defaultdict(list)  # idle or busy
+        self.index = index = vm_index(snapshot.vms)  # kept while the manager hands over the same VMs
+        self.by_region = defaultdict(tuple, index.by_region)
+        self.idle = defaultdict(tuple, {r: v for (r, phase), v in index.phases.items() if phase is VmPhase.IDLE})
+        self.alive, self.latest_win = index.alive, index.latest_win  # not being deleted; last to become usable
+        self.stuck, self.healthy = defaultdict(list), defaultdict(list)  # booting VMs: stuck or not
         spill_before = self.now - timedelta(seconds=self.timing.spill_after_s)
-        self.alive, self.latest_win = 0, None  # VMs not being deleted; when the last became usable
-        booting, idle, busy, deleting = VmPhase.BOOTING, VmPhase.IDLE, VmPhase.BUSY, VmPhase.DELETING
-        for vm in snapshot.vms:
-            region, phase = vm.region, vm.phase
-            self.by_region[region].append(vm)
-            if phase is booting:
+        for (region, phase), vms in index.phases.items():
+            for vm in vms if phase is VmPhase.BOOTING else ():
                 stuck = vm.creation_error in _CAPACITY_ERRORS or vm.since <= spill_before
                 (self.stuck if stuck else self.healthy)[region].append(vm)
-                self.alive += 1
-            elif phase is idle or phase is busy:
-                if phase is idle:
-                    self.idle[region].append(vm)
-                self.usable[region].append(vm)
-                if self.latest_win is None or vm.since > self.latest_win:
-                    self.latest_win = vm.since
-                self.alive += 1
-            elif phase is not deleting:
-                self.alive += 1
         self._ranks: dict[tuple[str, ...], list[str]] = {}
         # Which regions are blocked, fixed once ``learn`` is done (later steps only extend blocks).
         self._blocked_after_learn: set[str] | None = None
@@ -212,14 +179,17 @@ class _Planning:
     def learn(self) -> None:
         new_errors: dict[str, list] = defaultdict(list)
         for error in self.s.errors:
-            seen = self.memory.get(error.region, RegionMemory()).seen_errors_until
+            seen = self.memory.get(error.region, _FRESH).seen_errors_until
             if error.region in self.memory and (seen is None or error.at > seen):
                 new_errors[error.region].append(error)
         for region in self.regions:
             memory = self.memory[region]
-            was_booting, known = _as_set(memory.booting), _as_set(memory.known)
-            # Booted since the last plan: was booting then, or is new and already usable.
-            booted = [vm for vm in self.usable[region] if vm.name in was_booting or vm.name not in known]
+            # Booted since the last plan: was booting then, or is new and already usable (none when
+            # nothing was booting and the region has the same VMs as then).
+            booted = []
+            if memory.booting or memory.known != self.index.names(region):
+                was_booting, known = frozenset(memory.booting), frozenset(memory.known)
+                booted = [vm for vm in self.index.usable(region) if vm.name in was_booting or vm.name not in known]
             errors = new_errors.get(region, [])
             if errors:
                 memory = _with(memory, seen_errors_until=max(e.at for e in errors))
@@ -256,9 +226,9 @@ class _Planning:
         booting = {r: 0 if self._blocked(r) else len(self.healthy[r]) for r in self.regions}
         uncovered = []
         for group in self.groups:
-            left = group.count
+            left, blocked = group.count, [r for r in group.regions if self._blocked(r)]
             for pool, needed in ((idle, self.idle_needed), (booting, None)):
-                for region in self.rank(group.regions) + [r for r in group.regions if self._blocked(r)]:
+                for region in self.rank(group.regions) + blocked:
                     if left == 0:
                         break
                     take = min(left, pool.get(region, 0))
@@ -409,6 +379,8 @@ class _Planning:
         return ski_rental_keep_s(vm.name, self.timing.keep_factor * self.boot_s(vm.region), self.timing.idle_timeout_s)
 
     def shrink_idle(self) -> None:
+        if not any(self.idle.values()):
+            return  # no idle VM: nothing to consider
         min_vms = self.s.cluster.min_vms
         alive = self.alive - len(self.plan.delete)
         rate = self.s.arrivals_last_hour / 3600
@@ -445,15 +417,13 @@ class _Planning:
         self.prune_stuck()
         self.cancel_losers()
         self.shrink_idle()
-        memory = {}
         for region, m in self.memory.items():
             booting = sorted(self.stuck[region] + self.healthy[region], key=lambda vm: vm.name)
             names = tuple(vm.name for vm in booting)
-            known = tuple(vm.name for vm in self.by_region[region])
+            known = self.index.names(region)
             if names != m.booting or known != m.known:
                 m = _with(m, booting=names, booting_since=tuple(vm.since.timestamp() for vm in booting),
                             known=known)
-            memory[region] = m
-        self.plan.memory = memory
+            self.plan.memory[region] = m
         return self.plan
 

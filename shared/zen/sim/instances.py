@@ -53,10 +53,23 @@ class InstanceWorld:
             return mig.zones[mig.round_robin % len(mig.zones)]
         best, best_free = None, 0
         for zone in mig.zones:
-            free = self.capacity.capacity(zone, mig.machine_type, self.now) - self.used.get((zone, mig.machine_type), 0)
+            key = (zone, mig.machine_type)
+            free = self._capacity_now(key) - self.used.get(key, 0)
             if free > best_free:
                 best, best_free = zone, free
         return best
+
+    def _capacity_now(self, key: tuple[str, str]) -> int:
+        """The zone's capacity at this instant, looked up once per instant (the schedule is fixed, and
+        one resize places many instances at the same instant)."""
+        at, known = self._capacity_at
+        if at != self.now:
+            known = {}
+            self._capacity_at = (self.now, known)
+        capacity = known.get(key)
+        if capacity is None:
+            capacity = known[key] = self.capacity.capacity(key[0], key[1], self.now)
+        return capacity
 
     def _place(self, mig: _Mig, vm: _Vm, zone: str) -> None:
         key = (zone, mig.machine_type)

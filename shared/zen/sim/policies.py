@@ -27,17 +27,18 @@ The baselines keep within the limits themselves, so their violation counts are 0
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import replace
 from datetime import timedelta
 
 from zen.scaling.model import (
-    Action, ClusterSnapshot, Decision, DemandGroup, ErrorKind, Plan, Policy, RegionMemory, Vm, VmPhase,
+    Action, ClusterSnapshot, Decision, DemandGroup, ErrorKind, Plan, Policy, RegionMemory, VmIndex, VmPhase, vm_index,
 )
 
 BASELINES = ("ask-every-region", "failover", "single-region", "unlimited")
 POLICY_NAMES = ("zen",) + BASELINES
 _CAPACITY_ERRORS = (ErrorKind.STOCKOUT, ErrorKind.QUOTA)
+_NO_MEMORY = RegionMemory()  # a region not yet remembered (frozen: one shared value)
 
 
 class PolicyUnavailable(LookupError):
@@ -69,21 +70,6 @@ def available_policies() -> list[str]:
     return names
 
 
-class _Counts:
-    """VMs of a snapshot grouped by region and phase."""
-
-    def __init__(self, snapshot: ClusterSnapshot):
-        self.by_region: dict[str, list[Vm]] = defaultdict(list)
-        self._phases: dict[tuple[str, VmPhase], list[Vm]] = defaultdict(list)
-        for vm in snapshot.vms:
-            self.by_region[vm.region].append(vm)
-            self._phases[(vm.region, vm.phase)].append(vm)
-        self.total = len(snapshot.vms)
-
-    def phase(self, region: str, phase: VmPhase) -> list[Vm]:
-        return list(self._phases.get((region, phase), ()))
-
-
 def _ordered_demand(snapshot: ClusterSnapshot) -> list[DemandGroup]:
     """Demand groups by priority, then age (a pass is O(groups), not O(queued jobs))."""
     return sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
@@ -95,21 +81,20 @@ class AskEveryRegion:
     cancel_losers_on_start = True
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
-        limits, counts = snapshot.cluster, _Counts(snapshot)
+        limits, index = snapshot.cluster, vm_index(snapshot.vms)
         plan = Plan(memory=dict(snapshot.memory))
         pending: dict[str, int] = defaultdict(int)
         for group in snapshot.demand_groups():
             for region in group.regions:
                 pending[region] += group.count
-        total = counts.total
+        total = len(snapshot.vms)
         for region in limits.regions:
-            vms = counts.by_region[region]
-            idle = counts.phase(region, VmPhase.IDLE)
+            vms = index.region(region)
+            idle = index.phase(region, VmPhase.IDLE)
             for vm in idle:  # an idle VM at tick time found no job: delete it at once
                 plan.delete.append((region, vm.name))
-            booting = sorted(counts.phase(region, VmPhase.BOOTING),
-                             key=lambda vm: (vm.creation_error is None, -vm.since.timestamp()))
-            busy = len(counts.phase(region, VmPhase.BUSY))
+            booting = index.phase(region, VmPhase.BOOTING)
+            busy = len(index.phase(region, VmPhase.BUSY))
             want = max(0, min(pending[region], limits.max_vms_per_region - busy))
             if want > len(booting):
                 room = min(limits.max_vms_per_region - (len(vms) - len(idle)), limits.max_vms - (total - len(idle)))
@@ -117,7 +102,8 @@ class AskEveryRegion:
                 if add:
                     plan.add[region] = add
                     total += add
-            else:
+            elif len(booting) > want:  # the surplus: failed ones first, then the newest
+                booting = sorted(booting, key=lambda vm: (vm.creation_error is None, -vm.since.timestamp()))
                 for vm in booting[: len(booting) - want]:
                     plan.delete.append((region, vm.name))
             total -= len(idle)
@@ -135,19 +121,22 @@ class _DemandSized:
         """Where a job allowed in ``regions`` may get a VM, most preferred first."""
         return regions
 
-    def learn(self, snapshot: ClusterSnapshot, counts: _Counts, plan: Plan) -> dict[str, RegionMemory]:
+    def learn(self, snapshot: ClusterSnapshot, index: VmIndex, plan: Plan) -> dict[str, RegionMemory]:
         return dict(snapshot.memory)
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
-        limits, counts = snapshot.cluster, _Counts(snapshot)
+        limits, index = snapshot.cluster, vm_index(snapshot.vms)
         plan = Plan()
-        memory = self.learn(snapshot, counts, plan)
+        memory = self.learn(snapshot, index, plan)
         deleted = {name for _, name in plan.delete}
-        idle = {r: len(counts.phase(r, VmPhase.IDLE)) for r in limits.regions}
-        supply = {r: idle[r] + sum(1 for vm in counts.phase(r, VmPhase.BOOTING) if vm.name not in deleted)
-                  for r in limits.regions}
-        live = {r: len(counts.by_region[r]) - sum(1 for vm in counts.by_region[r] if vm.name in deleted)
-                for r in limits.regions}
+        dropped = Counter(region for region, _ in plan.delete)  # learn's deletions, each once
+        idle, supply, live = {}, {}, {}
+        for r in limits.regions:
+            booting = index.phase(r, VmPhase.BOOTING)
+            idle[r] = len(index.phase(r, VmPhase.IDLE))
+            supply[r], live[r] = idle[r] + len(booting), len(index.region(r)) - dropped[r]
+            if deleted:  # what learn deletes is no supply and does not count against the limits
+                supply[r] -= sum(1 for vm in booting if vm.name in deleted)
         total = sum(live.values())
         used_idle: dict[str, int] = defaultdict(int)
         for group in _ordered_demand(snapshot):
@@ -166,14 +155,16 @@ class _DemandSized:
                     live[region] += take
                     total += take
                     left -= take
-        self._shrink_idle(snapshot, counts, plan, used_idle, total)
+        self._shrink_idle(snapshot, index, plan, used_idle, total)
         plan.memory = memory
         return plan
 
-    def _shrink_idle(self, snapshot, counts: _Counts, plan: Plan, used_idle, total: int) -> None:
+    def _shrink_idle(self, snapshot, index: VmIndex, plan: Plan, used_idle, total: int) -> None:
         timeout = timedelta(seconds=snapshot.timing.idle_timeout_s)
         for region in reversed(snapshot.cluster.regions):
-            spare = sorted(counts.phase(region, VmPhase.IDLE), key=lambda vm: vm.since)[used_idle[region]:]
+            if not index.phase(region, VmPhase.IDLE):
+                continue
+            spare = sorted(index.phase(region, VmPhase.IDLE), key=lambda vm: vm.since)[used_idle[region]:]
             for vm in spare:
                 if total <= snapshot.cluster.min_vms or snapshot.now - vm.since < timeout:
                     continue
@@ -187,28 +178,27 @@ class Failover(_DemandSized):
     def candidates(self, regions, snapshot, memory):
         return tuple(r for r in regions if not _blocked(memory.get(r), snapshot))
 
-    def learn(self, snapshot: ClusterSnapshot, counts: _Counts, plan: Plan) -> dict[str, RegionMemory]:
+    def learn(self, snapshot: ClusterSnapshot, index: VmIndex, plan: Plan) -> dict[str, RegionMemory]:
         memory = dict(snapshot.memory)
-        timing = snapshot.timing
+        timing, now = snapshot.timing, snapshot.now
         errors: dict[str, list] = defaultdict(list)
         for e in snapshot.errors:
             if e.kind in _CAPACITY_ERRORS:
                 errors[e.region].append(e)
         for region in snapshot.cluster.regions:
-            mem = memory.get(region, RegionMemory())
+            mem = memory.get(region, _NO_MEMORY)
             seen = mem.seen_errors_until
             fresh = [e for e in errors.get(region, ()) if seen is None or e.at > seen]
-            stuck = [vm for vm in counts.phase(region, VmPhase.BOOTING)
-                     if (snapshot.now - vm.since).total_seconds() >= timing.boot_timeout_s]
+            booting = index.phase(region, VmPhase.BOOTING)
+            stuck = {id(vm) for vm in booting if (now - vm.since).total_seconds() >= timing.boot_timeout_s}
             if fresh:
-                mem = replace(mem, seen_errors_until=max(e.at for e in fresh))
+                mem = mem.replaced(seen_errors_until=max(e.at for e in fresh))
             if (fresh or stuck) and not _blocked(mem, snapshot):
-                mem = replace(mem, blocked_until=snapshot.now + timedelta(seconds=timing.block_s),
-                              last_stockout_at=snapshot.now)
+                mem = mem.replaced(blocked_until=now + timedelta(seconds=timing.block_s), last_stockout_at=now)
                 plan.decisions.append(Decision(Action.BLOCK, region, "stockout or boot deadline: next region"))
-            if _blocked(mem, snapshot):
-                for vm in counts.phase(region, VmPhase.BOOTING):
-                    if vm.creation_error is not None or vm in stuck:
+            if booting and _blocked(mem, snapshot):
+                for vm in booting:
+                    if vm.creation_error is not None or id(vm) in stuck:
                         plan.delete.append((region, vm.name))
             memory[region] = mem
         return memory

@@ -37,6 +37,26 @@ _EMPTY = MigState(0, [], [])
 _LOCKED = nullcontext(True)  # one pass at a time: the simulated world is single-threaded
 
 
+def _instance(name: str, zone: str | None, action: str, status: str, error: ErrorKind | None) -> MigInstance:
+    """``MigInstance(name, zone, action, status, error)`` without the frozen ``__init__``, which sets
+    each field through ``object.__setattr__`` (half the cost): a long replay lists millions."""
+    made = object.__new__(MigInstance)
+    made.__dict__.update(name=name, zone=zone, current_action=action, status=status, creation_error=error)
+    return made
+
+
+def _error(region: str, at: datetime, instance: str, count: int) -> MigError:
+    """``MigError(region, STOCKOUT, at, instance, count)``, the same way as :func:`_instance`."""
+    made = object.__new__(MigError)
+    made.__dict__.update(region=region, kind=ErrorKind.STOCKOUT, at=at, instance=instance, count=count)
+    return made
+
+
+# Both set every field: they follow the dataclasses.
+assert list(MigInstance.__dataclass_fields__) == ["name", "zone", "current_action", "status", "creation_error"]
+assert list(MigError.__dataclass_fields__) == ["region", "kind", "at", "instance", "count"]
+
+
 def views(world, vm: SimVm) -> tuple[MigInstance, dict | None]:
     """The VM as its MIG lists it, and what its agent last said (None before it is usable), cached
     on the VM until it changes; a failure not yet visible in listErrors is not cached."""
@@ -45,18 +65,18 @@ def views(world, vm: SimVm) -> tuple[MigInstance, dict | None]:
     phase = vm.phase
     if vm.created_s is None:  # waiting for capacity
         visible = vm.error is not None and world.now >= vm.wait_since + world.error_delay
-        instance = MigInstance(vm.name, None, "CREATING", "", vm.error if visible else None)
+        instance = _instance(vm.name, None, "CREATING", "", vm.error if visible else None)
         if not visible and vm.error is not None:
             return instance, None
         view = (instance, None)
     elif phase is VmPhase.DELETING:
-        view = (MigInstance(vm.name, vm.zone, "DELETING", "STOPPING", None), None)
+        view = (_instance(vm.name, vm.zone, "DELETING", "STOPPING", None), None)
     elif phase is VmPhase.BOOTING:
-        view = (MigInstance(vm.name, vm.zone, "CREATING", "STAGING", None), None)
+        view = (_instance(vm.name, vm.zone, "CREATING", "STAGING", None), None)
     else:
         since = world.dt(vm.since)
         agent = {"state": phase.value, "idle_since": since if phase is VmPhase.IDLE else None, "last_seen_at": since}
-        view = (MigInstance(vm.name, vm.zone, "NONE", "RUNNING", None), agent)
+        view = (_instance(vm.name, vm.zone, "NONE", "RUNNING", None), agent)
     vm.view = view
     return view
 
@@ -82,6 +102,8 @@ class SimMigPort:
     def __init__(self, world, mig: SimMig, project: str = "sim"):
         self.project, self.region, self.name = project, mig.region, mig.name
         self._world, self._mig = world, mig
+        self._summary: tuple = (None, None, None)  # (target, stable, what region_summaries returned)
+        self._settled: MigState | None = None  # the last read of the MIG with every instance settled
 
     def _calls(self, n: int) -> None:
         self._world.result.api_calls += n
@@ -89,7 +111,12 @@ class SimMigPort:
     def region_summaries(self) -> dict[str, MigSummary]:
         self._calls(1)
         mig = self._mig
-        return {mig.name: MigSummary(mig.target, not mig.vms or self._listing()[1])}
+        stable = not mig.vms or self._listing()[1]
+        target, was_stable, last = self._summary
+        if target != mig.target or was_stable != stable:
+            last = {mig.name: MigSummary(mig.target, stable)}
+            self._summary = (mig.target, stable, last)
+        return last  # the same values as last time: the same (unchanged) objects
 
     def read(self, since: datetime | None = None, summary: MigSummary | None = None) -> MigState:
         if summary is not None and summary.target_size == 0 and summary.stable:
@@ -98,7 +125,12 @@ class SimMigPort:
         instances, stable = self._listing()
         settled = stable and len(instances) == mig.target
         self._calls((summary is None) + 1 + (not settled))
-        return MigState(mig.target, instances, [] if settled else self._errors(since))
+        if not settled:
+            return MigState(mig.target, instances, self._errors(since))
+        last = self._settled  # no errors to read: the last such state again while the listing is
+        if last is None or last.instances is not instances or last.target_size != mig.target:
+            last = self._settled = MigState(mig.target, instances, [])
+        return last
 
     def _listing(self) -> tuple[list[MigInstance], bool]:
         """The MIG's instances and whether none is being created or deleted; kept until one of its
@@ -134,7 +166,7 @@ class SimMigPort:
             visible = horizon.count(times)
             shown = visible - (0 if after is None else min(visible, after.count(times)))
             if shown > 0:
-                out.append(MigError(mig.region, ErrorKind.STOCKOUT, world.dt(times[visible - 1]), name, shown))
+                out.append(_error(mig.region, world.dt(times[visible - 1]), name, shown))
             if visible < len(times):
                 later[name] = times[visible:]
         mig.errors = later
@@ -180,21 +212,36 @@ class SimFleet:
 
     def facts(self, cluster: str, arrivals_since: datetime) -> FleetFacts:
         world, state = self._world, self._world.clusters[cluster]
-        if state.fleet_view is None:
-            held, agents = {}, {}
-            for name, vm in state.vms.items():
+        if state.fleet_view is None or state.changed:
+            # New dicts (the manager keeps its views of the VMs while it gets the same ones), with
+            # only the VMs that changed since the last ones looked at again.
+            if state.fleet_view is None:
+                held, agents, changed = {}, {}, state.vms
+            else:
+                held, agents, changed = dict(state.fleet_view[0]), dict(state.fleet_view[1]), state.changed
+            for name in changed:
+                held.pop(name, None)
+                agents.pop(name, None)
+                vm = state.vms.get(name)
+                if vm is None:
+                    continue  # gone
                 if vm.job is not None:
                     held[name] = vm.job.spec.job_id
                 agent = (vm.view or views(world, vm))[1]
                 if agent is not None:
                     agents[name] = agent
+            state.changed = {}
             state.fleet_view = (held, agents)
         held, agents = state.fleet_view
         arrivals = state.arrivals
         cutoff = (arrivals_since - world.start).total_seconds()
         while arrivals and arrivals[0] < cutoff:
             arrivals.popleft()
-        return FleetFacts(self._demand(state), held, agents, state.memory, len(arrivals))
+        facts, demand = state.facts_view, self._demand(state)
+        if (facts is None or facts.demand is not demand or facts.held is not held or facts.agents is not agents
+                or facts.memory is not state.memory or facts.arrivals != len(arrivals)):
+            facts = state.facts_view = FleetFacts(demand, held, agents, state.memory, len(arrivals))
+        return facts  # the last one again when all of it is
 
     def _demand(self, state: SimClusterState) -> tuple[DemandGroup, ...]:
         if state.demand_view is None:
@@ -213,17 +260,24 @@ class SimFleet:
         MIG's listing is): nothing new to see, and the manager reuses its views of the VMs."""
         state = self._world.clusters[cluster]
         last = state.seen_view
-        if last is not None and len(last[0]) == len(instances) and all(
-                a is b for a, b in zip(last[0], instances.values())):
-            return last[1]
-        vms, out = state.vms, {}
-        for names in instances.values():
+        if last is not None and last[0].keys() == instances.keys():
+            changed = [(last[0][region], names) for region, names in instances.items() if last[0][region] is not names]
+            if not changed:
+                return last[1]
+            out = dict(last[1])  # a new dict: only the regions whose names changed looked at again
+            for gone, _ in changed:
+                for name in gone:
+                    del out[name]
+        else:
+            out, changed = {}, [((), names) for names in instances.values()]
+        vms = state.vms
+        for _, names in changed:
             for name in names:
                 vm = vms[name]
                 if vm.first_seen is None:
                     vm.first_seen = now
                 out[name] = vm.first_seen
-        state.seen_view = (tuple(instances.values()), out)
+        state.seen_view = (dict(instances), out)
         return out
 
     def drain_unless_busy(self, vm: str, cluster: str, region: str, now: datetime) -> bool:

@@ -37,11 +37,11 @@ class SimVm:
         self.jobs_run, self.busy_s = 0, 0.0
 
     def touch(self) -> None:
-        """The VM changed (or comes or goes): drop the views ``zen.sim.ports`` keeps of it, its
-        MIG's listing and its cluster's agents."""
+        """The VM changed (or comes or goes): drop the views ``zen.sim.ports`` keeps of it and its
+        MIG's listing, and note it for its cluster's agents and held jobs."""
         self.view = None  # (MigInstance, agent) as the ports show them
         self.mig.listing = None
-        self.mig.cluster.fleet_view = None
+        self.mig.cluster.changed[self.name] = self
 
 
 class SimMig:
@@ -71,7 +71,9 @@ class SimClusterState:
         # Queued jobs by (priority, allowed regions): job id -> submit time, in queueing order.
         self.groups: dict[tuple[int, tuple[str, ...]], dict[str, float]] = {}
         self.demand_view: tuple[DemandGroup, ...] | None = None
-        self.fleet_view = None  # (held, agents) as zen.sim.ports last built them; None after a VM changed
+        self.fleet_view = None  # (held, agents) as zen.sim.ports last built them
+        self.changed: dict[str, SimVm] = {}  # VMs touched since (by name): their entries are rebuilt
+        self.facts_view = None  # the FleetFacts zen.sim.ports last gave
         self.seen_view = None  # (name lists, first seen) as zen.sim.ports.SimFleet.see_instances last gave them
         self.heaps: dict[str, list] = {r: [] for r in sim.limits.regions}
         self.idle: dict[str, dict[str, SimVm]] = {r: {} for r in sim.limits.regions}

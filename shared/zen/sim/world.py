@@ -137,6 +137,8 @@ class Simulation(InstanceWorld):
                                    spec.queueing.usage_half_life_s) if spec.queues else None
         planner, fleet = _TimedPolicy(policy, self), SimFleet(self)
         self._clock_at: tuple = (None, None)
+        self._dt_at: tuple = (None, None)
+        self._capacity_at: tuple = (None, {})  # (instant, zone capacities looked up then)
         for sim_cluster in scenario.clusters:
             cluster = self.clusters[sim_cluster.limits.name]
             migs = {region: SimMigPort(self, mig) for region, mig in cluster.migs.items()}
@@ -168,7 +170,14 @@ class Simulation(InstanceWorld):
         self.result.preempted_jobs = sum(1 for j in self.jobs if j.preempted)
 
     def dt(self, t: float):
-        return self.start + timedelta(seconds=t)
+        """The datetime of simulated second ``t``; the last one is kept (a read asks for the same
+        moment for every failure of a retry round, and a pass for the same instant many times)."""
+        last = self._dt_at
+        if last[0] == t:
+            return last[1]
+        moment = self.start + timedelta(seconds=t)
+        self._dt_at = (t, moment)
+        return moment
 
     def clock(self):
         """The simulated time as the manager's clock (one datetime per instant)."""
