@@ -9,18 +9,18 @@ How it decides, per cluster, each pass (a tick, or right after a submission; it 
    the region's moving-average boot time. A new stockout/quota error, or a VM booting past
    ``spill_after_s``, is a strike: the region is blocked for ``block_s`` doubling per strike up to
    ``max_block_s`` (Karpenter remembers unavailable offerings; we also back off).
-2. **Rank** the regions (learned, not static): expected seconds to a usable VM = learned boot time
-   + risk x ``spill_after_s`` + preference index x ``preference_s``, where risk decays as
-   exp(-age of the last stockout / ``trust_s``) (halved once the region delivered after it); a
-   region with no stockout has risk 0. Blocked regions are left out.
+2. **Rank** the regions (learned): expected seconds to a usable VM = learned boot time + risk x
+   ``spill_after_s`` + preference index x ``preference_s`` (the job's own order, data first, where
+   it has one); risk decays as exp(-age of the last stockout / ``trust_s``), halved once the region
+   delivered after it. Blocked regions are left out.
 3. **Match** demand (highest priority, then oldest) to supply it can use: idle VMs first (warm
    reuse), then VMs still booting normally in an unblocked region. A VM stuck in a stocked-out
    region is not supply: its job *spills over*.
 4. **Ask** for one VM per unmatched job in its best-ranked region with room; none -> HOLD, with the
    reason. **Hedge**: when that region is uncertain (never seen to deliver, or its risk is at
-   least ``hedge_risk``; 0 by default: every cold boot), one more VM is asked in
-   the next-ranked region (after every job's first ask, so hedges never take a slot from a job).
-   A stockout shows in ``listErrors`` only some seconds after the ask; the hedge is already booting.
+   least ``hedge_risk``; 0 by default: every cold boot), one more VM is asked in the next-ranked
+   region (after every job's first ask, so hedges never take a slot from a job; a stockout shows in
+   ``listErrors`` only some seconds after the ask, and the hedge is already booting).
 5. **Cancel the losers.** A booting VM beyond what the queue needs, once a VM asked no later than
    it has become usable (the race it hedged is decided), is deleted: it costs only what it was
    billed from RUNNING (an instance still waiting for capacity costs nothing).
@@ -29,55 +29,33 @@ How it decides, per cluster, each pass (a tick, or right after a submission; it 
    blocked regions (those already waiting count first; never more in all than such jobs): when
    capacity returns anywhere, those boot at once and each finds a job; the boot also lifts the
    block. One is kept per blocked region while demand still wants it (the probe); other stuck
-   instances are deleted. Measured on the tuning set against one probe per region: p50 0.37 ->
-   0.19 on rolling-stockouts, 0.38 -> 0.28 on all-out-30min, others within noise; gcp-a100-30d's
-   waste 0.5x -> 3.5x ask-every-region's (orders filling in several regions at once for the
-   same jobs). An order per job *per region* was measured before: waste 1.57x on all-out-30min.
-7. **Keep idle VMs like ski rental.** Keeping an idle VM is renting; a cold start is buying, and
-   it costs the billed part of a boot: ``keep_factor`` (1) x the region's boot time = B. A spare
-   idle VM is kept B ln(1 + u(e - 1)), u uniform and fixed per VM (the randomized rule: expected
-   cost at most e/(e-1) ~ 1.58x the better choice in hindsight, whatever the arrival rate), capped
-   by ``idle_timeout_s``; as many spares are kept as jobs are expected meanwhile (at least one:
-   ``max(1, ceil(arrivals per second x keep))``), the others go after ``idle_grace_s``. Busy VMs
-   are never deleted; ``min_vms`` are kept.
+   instances are deleted. (An order per job *per region* wasted 1.57x on all-out-30min.)
+7. **Keep idle VMs like ski rental** (``model.ski_rental_keep_s``): a cold start costs the billed
+   boot, B = ``keep_factor`` x the region's boot time; a spare idle VM is kept B ln(1 + u(e - 1)),
+   u fixed per VM, capped by ``idle_timeout_s``; as many spares as jobs expected meanwhile (at
+   least one), the others go after ``idle_grace_s``. Busy VMs never go; ``min_vms`` are kept.
 Every decision carries a reason.
 
-Why these defaults (chosen on the tuning set only: the five short fixed scenarios and
-``zen.sim.heldout``'s ``TUNING_SEED``; worst ratio zen / ask-every-region over them, same passes):
-- hedging every cold boot (``hedge_risk`` 0) with ski rental: p50 0.98, p95 1.07, waste 1.11;
-- hedging every cold boot, idle VMs deleted at once (``keep_factor`` 0): p50 0.99, p95 1.13, waste 0.87;
-- hedging only regions never seen to deliver, idle VMs deleted at once: p50 1.23, p95 1.37, waste 0.45.
-Speed first (the issue: "at least as fast"), so every cold boot is hedged; the randomized ski
-rental is the principled keep rule (e/(e-1)-competitive on the billed cost) and buys the p95
-margin. The waste target (0.25) is not reached by any setting measured: the hedge's loser is
-cancelled only at the next pass, and each deleted VM bills ``delete_s``. README, "Scaling", has the
-benchmark's table on held-out traces.
+Why these defaults, with the measurements (tuning set only: the five short fixed scenarios and
+``zen.sim.heldout.TUNING_SEED``): README, "Scaling". Speed first (the issue: "at least as fast"), so
+every cold boot is hedged; the waste target (0.25x) is not reached by any setting measured.
 """
 
 from __future__ import annotations
 
 import math
-import zlib
 from collections import defaultdict
 from datetime import timedelta
 
 from zen.scaling.model import (
-    Action, ClusterSnapshot, Decision, DemandGroup, ErrorKind, Plan, RegionMemory, Vm, VmPhase, vm_index,
+    Action, ClusterSnapshot, Decision, DemandGroup, ErrorKind, Plan, RegionMemory, Vm, VmPhase, ski_rental_keep_s,
+    vm_index,
 )
 
 _CAPACITY_ERRORS = (ErrorKind.STOCKOUT, ErrorKind.QUOTA)
 _BOOT_WEIGHT = 0.3  # weight of a new boot in a region's moving-average boot time
 _FRESH = RegionMemory()  # a region without memory yet (frozen: one shared value)
 _with = RegionMemory.replaced  # _with(memory, **changes): dataclasses.replace, faster
-
-
-def ski_rental_keep_s(vm_name: str, price_s: float, cap_s: float) -> float:
-    """Randomized ski rental: with ``price_s`` the price of a cold start (in VM-seconds), keep an idle
-    VM for price ln(1 + u(e - 1)), u uniform in [0, 1) and fixed per VM (a hash of its name, so the
-    plan stays a pure function). Expected cost e/(e-1) ~ 1.58x the better choice in hindsight,
-    against 2x for the fixed keep of ``price_s``; never more than ``cap_s``."""
-    u = zlib.crc32(vm_name.encode()) / 2**32
-    return min(price_s * math.log1p(u * (math.e - 1)), cap_s)
 
 
 class ZenPlanner:
@@ -113,8 +91,7 @@ class _Planning:
         self._blocked_after_learn: set[str] | None = None
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
         self.idle_needed: dict[str, int] = defaultdict(int)
-        self.standing: dict[str, int] = defaultdict(int)  # instances kept waiting for capacity per region
-        self.new_standing: dict[str, int] = defaultdict(int)
+        self.standing, self.new_standing = defaultdict(int), defaultdict(int)  # orders waiting, per region
 
     # -- helpers -------------------------------------------------------------------------------
     def _age(self, vm: Vm) -> float:
@@ -308,27 +285,21 @@ class _Planning:
             return f"cluster limit of {self.s.cluster.max_vms} VMs reached"
         return "allowed regions are at their per-region limit"
 
-    def _stand(self, group: DemandGroup, left: int, room) -> int:
+    def _stand(self, group: DemandGroup, left: int, room) -> None:
         """Standing orders: jobs with no VM anywhere get instances waiting for capacity in their blocked
-        regions, one per job, spread over the regions (instances already waiting there first). They
-        cost nothing until capacity returns, and then each finds a job. Returns how many were placed."""
+        regions, one per job, spread over them (those already waiting first). They cost nothing
+        until capacity returns, and then each finds a job."""
         blocked = [r for r in group.regions if r in self.memory and self._blocked(r)]
-        placed = 0
         for region in blocked:  # the ones already waiting
-            take = min(left - placed, len(self.stuck[region]) - self.standing[region])
-            if take > 0:
-                self.standing[region] += take
-                placed += take
-        while placed < left:
-            open_ = [r for r in blocked if room(r) > 0]
-            if not open_:
-                break
+            take = max(0, min(left, len(self.stuck[region]) - self.standing[region]))
+            self.standing[region] += take
+            left -= take
+        while left and (open_ := [r for r in blocked if room(r) > 0]):
             region = min(open_, key=lambda r: self.standing[r])
             self.standing[region] += 1
             self.new_standing[region] += 1
             self.plan.add[region] = self.plan.add.get(region, 0) + 1
-            placed += 1
-        return placed
+            left -= 1
 
     def _keep_min(self, counts: dict[str, int], total: int) -> None:
         missing = self.s.cluster.min_vms - (total + sum(self.plan.add.values()))
