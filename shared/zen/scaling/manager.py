@@ -37,7 +37,7 @@ from zen.scaling.fleetdb import FleetDb
 from zen.scaling.port import FleetPort, MigApiError, MigInstance, MigPort, MigState, MigSummary
 from zen.scaling.model import (
     COVERAGE_TRUST_S, Action, ClusterLimits, ClusterSnapshot, Coverage, Decision, Plan, Policy, RegionMemory, Timing,
-    Vm, VmPhase,
+    Vm, VmPhase, vm_index,
 )
 from zen.scaling.planner import ZenPlanner
 
@@ -208,7 +208,9 @@ class ClusterManager:
         """The plan, plus deleting each VM whose agent is RETIRED and holds no job (unless the plan or
         its MIG already deletes it): an agent past its pull limit only waits to be deleted."""
         planned = {name for _, name in plan.delete}
-        retired = [vm for vm in snapshot.vms if vm.phase is VmPhase.DELETING and vm.job_id is None
+        deleting = (vm for (_, phase), group in vm_index(snapshot.vms).phases.items()
+                    if phase is VmPhase.DELETING for vm in group)  # the policy's grouping: no walk of every VM
+        retired = [vm for vm in deleting if vm.job_id is None
                    and vm.name not in planned and (view := self._views.get(vm.name)) is not None
                    and not view[0].deleting and view[3] is not None and view[3]["state"] == "RETIRED"]
         if not retired:
