@@ -99,3 +99,56 @@ def test_only_the_last_request_in_flight_waits_for_the_urgent_messages_handed_ov
     with relay.request():  # alone in the instance: its own RPC, as before
         relay.flush_quietly(start)
     assert publisher.inline == 1
+
+
+class _BrokenPublisher(_HeldPublisher):
+    def publish_soon(self, messages, done):
+        raise RuntimeError("no sender thread")
+
+
+def test_a_hand_over_that_fails_leaves_nothing_for_later_requests_to_wait_on(db):
+    from datetime import datetime, timezone
+
+    from zen.messaging import Enqueued, OutboxRelay
+
+    relay = OutboxRelay(db, _BrokenPublisher(), lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
+    relay.wait_limit_s = 5
+    other_inside, done = threading.Event(), threading.Event()
+
+    def other():
+        with relay.request():
+            other_inside.set()
+            done.wait(5)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    other_inside.wait(5)
+    with relay.request():
+        relay.flush_quietly([Enqueued(1, OutgoingMessage("start", b"job"))])  # logged, left for the tick
+    done.set()
+    thread.join(5)
+    began = time.monotonic()
+    with relay.request():
+        pass
+    assert time.monotonic() - began < 1, "a failed hand-over left a count that every last request waits on"
+
+
+def test_a_lane_survives_a_send_and_a_callback_that_raise():
+    calls = []
+
+    def send(batch):
+        calls.append(len(batch))
+        if len(calls) == 1:
+            raise ValueError("bad request")
+        return ["id"] * len(batch)
+
+    lane = _Lane(send)
+    results = []
+    lane.submit([(OutgoingMessage("t", b"a"), lambda r: results.append(r))], inline=True)
+
+    def boom(_):
+        raise RuntimeError("callback")
+
+    lane.submit([(OutgoingMessage("t", b"b"), boom)], inline=True)
+    lane.submit([(OutgoingMessage("t", b"c"), lambda r: results.append(r))], inline=True)
+    assert isinstance(results[0], ValueError) and results[1] == "id" and calls == [1, 1, 1]

@@ -90,9 +90,16 @@ class _Lane:
                 self._busy = False
 
     def _send_batch(self, batch: list[tuple[OutgoingMessage, Callable[[str | Exception], None]]]) -> None:
-        outcome = self._send([message for message, _ in batch])
+        """Send and settle every item, whatever raises: a dead sender would strand its topic."""
+        try:
+            outcome = self._send([message for message, _ in batch])
+        except Exception as exc:  # noqa: BLE001 - reported per message; the relay leaves them for the tick
+            outcome = exc
         for position, (_, settle) in enumerate(batch):
-            settle(outcome if isinstance(outcome, Exception) else outcome[position])
+            try:
+                settle(outcome if isinstance(outcome, Exception) else outcome[position])
+            except Exception:  # noqa: BLE001 - one caller's callback must not stop the others
+                log.exception("a publish callback failed")
 
     def _hand_over(self) -> None:
         """Wake the sender (started on first use); the caller holds the lock."""
@@ -280,11 +287,9 @@ class OutboxRelay:
     """Publishes outbox rows and marks them sent.
 
     Right after a commit, ``flush_quietly`` publishes what the transaction enqueued, from memory (no
-    read back). Messages that make work happen (``urgent`` topics: a job's start, a VM's orders) are
-    acknowledged before the instance's last request in flight returns: a handler alone in the
-    instance waits for them (its own RPC, as before); one with others in flight hands them over, and
-    whichever request leaves last waits until every handed-over one is settled (``request``). The
-    others (job events, notifications for users) are handed over without waiting. How each publish
+    read back). ``urgent`` topics (a job's start, a VM's orders) are acknowledged before the
+    instance's last request in flight returns (module docstring, ``request``); the others (job
+    events, notifications for users) are handed over without waiting. How each publish
     ended is recorded in the background (``SentMarks``). ``flush_pending`` (the scale tick) sends
     what is left: rows whose publish failed, and rows older than ``in_flight_s`` (their process
     died, or its CPU was throttled, between commit and publish). Younger rows may be in flight in
@@ -296,15 +301,11 @@ class OutboxRelay:
 
     def __init__(self, db: Database, publisher: Publisher, clock: Callable[[], datetime],
                  urgent: frozenset[str] = frozenset()):
-        self._db = db
-        self._publisher = publisher
-        self._clock = clock
-        self._urgent = urgent
+        self._db, self._publisher, self._clock, self._urgent = db, publisher, clock, urgent
         self.marks = SentMarks(db, clock)
         self._flow = threading.Condition()
-        self._in_flight = 0  # requests inside ``request()``
-        self._unsettled = 0  # urgent publishes handed over and not yet settled
-        self.wait_limit_s = 65.0  # past this the tick resends (rows stay unsent until marked)
+        self._in_flight = self._unsettled = 0  # requests inside ``request()``; urgent hand-overs unsettled
+        self.wait_limit_s = 30.0  # well within a function's timeout (60 s); past it the tick resends
 
     @contextmanager
     def request(self) -> Iterator[None]:
@@ -313,42 +314,59 @@ class OutboxRelay:
         which then inherits the duty."""
         with self._flow:
             self._in_flight += 1
+            self._flow.notify_all()  # a request waiting to leave last hands the duty over
         try:
             yield
         finally:
             with self._flow:
                 self._in_flight -= 1
                 if self._in_flight == 0 and self._unsettled:
-                    self._flow.wait_for(lambda: not self._unsettled or self._in_flight, timeout=self.wait_limit_s)
+                    settled = self._flow.wait_for(lambda: not self._unsettled or self._in_flight,
+                                                  timeout=self.wait_limit_s)
+                    if not settled:  # lost callbacks must not make every later request wait: the tick resends
+                        log.warning("urgent publishes not settled in time; the tick resends them",
+                                    extra={"unsettled": self._unsettled})
+                        self._unsettled = 0
 
     def _hand_over_urgent(self, urgent: Sequence[Enqueued]) -> None:
         def settled(results: list[str | Exception]) -> None:
-            self.marks.add(urgent, results)
-            with self._flow:
-                self._unsettled -= 1
-                self._flow.notify_all()
+            try:
+                self.marks.add(urgent, results)
+            finally:
+                with self._flow:
+                    self._unsettled = max(0, self._unsettled - 1)
+                    self._flow.notify_all()
 
         with self._flow:
             self._unsettled += 1
-        self._publisher.publish_soon([e.message for e in urgent], settled)
+        try:
+            self._publisher.publish_soon([e.message for e in urgent], settled)
+        except BaseException:
+            with self._flow:
+                self._unsettled = max(0, self._unsettled - 1)
+            raise
 
     def flush_quietly(self, enqueued: Sequence[Enqueued]) -> None:
         """Publish rows just committed; a failure only logs (the rows stay for the tick)."""
         urgent = [e for e in enqueued if e.message.topic in self._urgent]
         later = [e for e in enqueued if e.message.topic not in self._urgent]
-        try:
-            if later:
-                self._publisher.publish_soon([e.message for e in later],
-                                             lambda results: self.marks.add(later, results))
-            if urgent:
-                with self._flow:
-                    alone = self._in_flight <= 1
-                if alone:
-                    self.marks.add(urgent, self._publisher.publish([e.message for e in urgent]))
-                else:
-                    self._hand_over_urgent(urgent)
-        except Exception as exc:  # noqa: BLE001 - state is committed; the tick resends
-            log.warning("publish after commit failed; the next tick resends", extra={"error": str(exc)})
+        for rows, send in ((urgent, self._publish_urgent), (later, self._publish_later)):
+            try:
+                if rows:
+                    send(rows)
+            except Exception as exc:  # noqa: BLE001 - state is committed; the tick resends
+                log.warning("publish after commit failed; the next tick resends", extra={"error": str(exc)})
+
+    def _publish_urgent(self, urgent: Sequence[Enqueued]) -> None:
+        with self._flow:
+            alone = self._in_flight <= 1
+        if alone:
+            self.marks.add(urgent, self._publisher.publish([e.message for e in urgent]))
+        else:
+            self._hand_over_urgent(urgent)
+
+    def _publish_later(self, later: Sequence[Enqueued]) -> None:
+        self._publisher.publish_soon([e.message for e in later], lambda results: self.marks.add(later, results))
 
     def flush_pending(self, limit: int = 1000) -> int:
         """Publish whatever is still unsent, and prune rows sent more than ``keep_sent_s`` ago (the
