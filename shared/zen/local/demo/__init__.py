@@ -12,8 +12,10 @@ regions each) against ``scenario.yaml`` (the preferred region us-central1 has no
   blocks a stocked-out region for only 30 s, so the planner tries it again);
 - places two jobs by what they need besides GPUs (``placement``): ``hipaa-13`` requires the tag
   hipaa, which only us-central1 of 4xa100-40gb carries, so it waits for that region while the others
-  run anywhere; ``near-data-14`` reads an input in a europe-west4 bucket of the storage stand-in, runs
-  in europe-west4 next to it, with the input staged onto the VM and its output uploaded after;
+  run anywhere; ``near-data-14`` (submitted last, once its cluster is quiet) reads an input in a
+  europe-west4 bucket of the storage stand-in, runs in europe-west4 next to it (the demo config
+  hedges only risky regions: a hedge that won elsewhere would take it from its data), with the
+  input staged onto the VM and its output uploaded after;
 - waits until every job is over and every idle VM has been scaled away;
 and prints each job's outcome, region, attempt and time-to-start, the scaling decisions with their
 reasons, where the two placement jobs ran and why, and GPU VM-minutes paid against used. It exits
@@ -158,8 +160,11 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
                     progress(f"{elapsed:5.0f}s  spot VM {row['vm']} running {job.job_id} preempted")
                 done_actions.add(job.job_id)
         _report_placement(rows, placed, lambda text: progress(f"{elapsed:5.0f}s  {text}"))
-        if not data_sent and (elapsed > STOCKOUT_REAL_S + 15 or placement.data_cluster_quiet(
-                rows, _instances(db), [j.job_id for j in FIRST_WAVE if j.cluster == NEAR_DATA.cluster])):
+        # Last, once its cluster is quiet (never on a timer: an idle VM elsewhere could take it first;
+        # and not during the stockout story, where its hedge would strike the recovering region).
+        if not data_sent and second_sent and placement.data_cluster_quiet(
+                rows, _instances(db), [j.job_id for j in FIRST_WAVE + (SECOND_WAVE if second_wave else [])
+                                       if j.cluster == NEAR_DATA.cluster]):
             publish(topics.job_submitted, NEAR_DATA.request())
             data_sent = True
             progress(f"{elapsed:5.0f}s  {placement.DATA_CLUSTER} is quiet: submitted {NEAR_DATA.job_id}, whose input "
