@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from tests.messages import heartbeat, job_request
 from tests.scaling.fakes import FakeFleet, RecordingMig
 from tests.scaling.test_manager_apply import Fixed
-from tests.scaling.test_scaling_integration import BOOT_S, CLUSTER, stack, vm_beat  # noqa: F401 - the fixture
+from tests.scaling.test_scaling_integration import BOOT_S, CLUSTER, stack, vm_beat, vm_claiming  # noqa: F401 - the fixture
 from zen.config import ClusterConfig
 from zen.scaling.manager import ClusterManager
 from zen.scaling.model import Action, Decision, DemandGroup, Plan, Timing, VmPhase
@@ -93,11 +93,7 @@ def test_a_retired_vm_refuses_claims_is_deleted_by_the_next_pass_and_its_work_go
 
     zen, advance, instances = stack
     fn = FunctionsInvoker(zen)
-    fn.submit(job_request("a", regions=["us-west1"]))
-    advance(BOOT_S + 1)
-    [vm] = instances("us-west1")
-    fn.heartbeat(vm_beat(vm.name, "us-west1", "IDLE", 1))
-    fn.heartbeat(heartbeat("a", "CLAIMED", 1, vm=vm.name, region="us-west1", zone=vm.zone))
+    vm = vm_claiming(fn, stack)
     fn.heartbeat(heartbeat("a", "SUCCEEDED", 2, vm=vm.name, region="us-west1", zone=vm.zone, exit_code=0))
     fn.submit(job_request("b", regions=["us-west1"]))  # while the VM is idle: it covers b
 

@@ -97,16 +97,23 @@ def test_stockout_in_the_preferred_region_brings_jobs_up_in_the_next(stack, cloc
     assert [j.status.value for j in _jobs(zen)] == ["SUCCEEDED", "SUCCEEDED"]
 
 
+def vm_claiming(fn, stack, job_id: str = "a", region: str = "us-west1"):
+    """Submit ``job_id`` to ``region``, boot its VM, and have the VM's agent come up and claim it."""
+    _, advance, instances = stack
+    fn.submit(job_request(job_id, regions=[region]))
+    advance(BOOT_S + 1)
+    [vm] = instances(region)
+    fn.heartbeat(vm_beat(vm.name, region, "IDLE", 1))
+    fn.heartbeat(heartbeat(job_id, "CLAIMED", 1, vm=vm.name, region=region, zone=vm.zone))
+    return vm
+
+
 def test_busy_vm_is_never_scaled_down(stack, clock):
     from zen.local.invoke import FunctionsInvoker
 
     zen, advance, instances = stack
     fn = FunctionsInvoker(zen)
-    fn.submit(job_request("a", regions=["us-west1"]))
-    advance(BOOT_S + 1)
-    [vm] = instances("us-west1")
-    fn.heartbeat(vm_beat(vm.name, "us-west1", "IDLE", 1))
-    fn.heartbeat(heartbeat("a", "CLAIMED", 1, vm=vm.name, region="us-west1"))
+    vm = vm_claiming(fn, stack)
     fn.heartbeat(heartbeat("a", "RUNNING", 2, vm=vm.name, region="us-west1"))
     advance(10_000)  # far past every idle timeout; the job keeps heartbeating
     fn.heartbeat(heartbeat("a", "RUNNING", 3, vm=vm.name, region="us-west1"))
