@@ -358,13 +358,14 @@ GROUP BY queue, cluster;
 -- name: insert_attempt_usage
 -- The usage of an attempt that just ended (zen.store.usage), in the transaction that ends it. It
 -- started when its VM claimed it (that attempt's ASSIGNED history row, written in this transaction
--- or earlier), or when it began running if that is earlier; gpu_seconds = gpus x wall time on the VM.
+-- or earlier), else when it began running (an agent's clock never moves the start before Zen's
+-- claim: queue time is not usage); gpu_seconds = gpus x wall time on the VM.
 -- ON CONFLICT: the attempt is already counted (a redelivered or repeated end changes nothing).
 INSERT INTO attempt_usage (job_id, attempt, user_id, queue, cluster, machine_type, region, vm, gpus, started_at,
                            ended_at, gpu_seconds, outcome)
 SELECT :job_id, :attempt, :user_id, :queue, :cluster, :machine_type, :region, :vm, :gpus, s.started_at, s.ended_at,
        CAST(:gpus AS integer) * GREATEST(0, extract(epoch FROM s.ended_at - s.started_at)), :outcome
-FROM (SELECT LEAST(COALESCE(LEAST(claim.at, CAST(:ran_from AS timestamptz)), t.ended_at), t.ended_at) AS started_at,
+FROM (SELECT LEAST(COALESCE(claim.at, CAST(:ran_from AS timestamptz), t.ended_at), t.ended_at) AS started_at,
              t.ended_at
       FROM (SELECT CAST(:ended_at AS timestamptz) AS ended_at) AS t,
            (SELECT min(at) AS at FROM job_events
