@@ -130,13 +130,20 @@ def resolve_identity(env: Mapping[str, str], metadata: MetadataServer | None = N
                     from_environment=from_environment)
 
 
+def template_attribute(metadata: MetadataServer | None, identity: Identity, name: str) -> str | None:
+    """The instance attribute ``name`` its template set (None when unset or not on GCE)."""
+    if identity.from_environment or metadata is None:
+        return None
+    return metadata.get(f"instance/attributes/{name}")
+
+
 def resolve_tags(env: Mapping[str, str], metadata: MetadataServer | None, identity: Identity,
                  configured: list[str]) -> tuple[str, ...]:
     """The VM's execution groups. An attribute that is set, even empty, is authoritative: the VM is
     in exactly the groups its template says; only without one does the configuration decide."""
     raw = env.get("ZEN_VM_TAGS")
-    if raw is None and not identity.from_environment and metadata is not None:
-        raw = metadata.get("instance/attributes/zen-tags")
+    if raw is None:
+        raw = template_attribute(metadata, identity, "zen-tags")
     if raw is None:
         return tuple(sorted(set(configured)))
     return tuple(sorted({tag.strip() for tag in raw.split(",") if tag.strip()}))

@@ -29,6 +29,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
+from zen.agent.identity import template_attribute
 from zen.config import ClusterConfig, describe_pull_limits
 from zen.errors import ConfigError
 
@@ -123,10 +124,9 @@ def resolve_pull_limits(settings: AgentSettings, metadata: MetadataServer | None
     def one(given, attribute: str, configured, integer: bool):
         if given is not None:
             return given
-        if not identity.from_environment and metadata is not None:
-            raw = metadata.get(f"instance/attributes/{attribute}")
-            if raw is not None:
-                return parse_limit(f"instance attribute {attribute}", raw, integer=integer)
+        raw = template_attribute(metadata, identity, attribute)
+        if raw is not None:
+            return parse_limit(f"instance attribute {attribute}", raw, integer=integer)
         return configured
 
     return PullLimits(

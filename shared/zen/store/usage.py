@@ -24,21 +24,22 @@ if TYPE_CHECKING:
     from zen.store.db import Session
 
 GROUPINGS = ("user", "queue", "region")
+# The group an attempt falls in, by ``:by`` (one expression for every grouped query).
+_GROUP_KEY = """CASE CAST(:by AS text) WHEN 'user' THEN user_id WHEN 'queue' THEN queue
+                                      WHEN 'region' THEN region ELSE 'total' END AS key,"""
 
 QUERIES = {
     # Per group: jobs and attempts that ended in the window, their GPU-seconds and VM-seconds. A job
     # whose attempts fall in two groups (two regions) counts in both; ``:by`` 'total' is one group.
     "usage_by": """
-        SELECT CASE CAST(:by AS text) WHEN 'user' THEN user_id WHEN 'queue' THEN queue
-                                      WHEN 'region' THEN region ELSE 'total' END AS key,
+        SELECT """ + _GROUP_KEY + """
                count(DISTINCT job_id) AS jobs, count(*) AS attempts, sum(gpu_seconds) AS gpu_seconds,
                sum(extract(epoch FROM ended_at - started_at)) AS vm_seconds
         FROM attempt_usage WHERE ended_at >= :since
         GROUP BY 1 ORDER BY 1""",
     # VM-seconds per group and machine type: what the estimated cost is priced from.
     "vm_seconds_by_machine": """
-        SELECT CASE CAST(:by AS text) WHEN 'user' THEN user_id WHEN 'queue' THEN queue
-                                      WHEN 'region' THEN region ELSE 'total' END AS key,
+        SELECT """ + _GROUP_KEY + """
                machine_type, sum(extract(epoch FROM ended_at - started_at)) AS vm_seconds
         FROM attempt_usage WHERE ended_at >= :since
         GROUP BY 1, 2 ORDER BY 1, 2""",
