@@ -130,11 +130,11 @@ def resolve_identity(env: Mapping[str, str], metadata: MetadataServer | None = N
                     from_environment=from_environment)
 
 
-def template_attribute(metadata: MetadataServer | None, identity: Identity, name: str) -> str | None:
-    """The instance attribute ``name`` its template set (None when unset or not on GCE)."""
+def template_attribute(metadata: MetadataServer | None, identity: Identity, path: str) -> str | None:
+    """An instance attribute its template set, by metadata ``path`` (None when unset or not on GCE)."""
     if identity.from_environment or metadata is None:
         return None
-    return metadata.get(f"instance/attributes/{name}")
+    return metadata.get(path)
 
 
 def resolve_tags(env: Mapping[str, str], metadata: MetadataServer | None, identity: Identity,
@@ -143,7 +143,7 @@ def resolve_tags(env: Mapping[str, str], metadata: MetadataServer | None, identi
     in exactly the groups its template says; only without one does the configuration decide."""
     raw = env.get("ZEN_VM_TAGS")
     if raw is None:
-        raw = template_attribute(metadata, identity, "zen-tags")
+        raw = template_attribute(metadata, identity, "instance/attributes/zen-tags")
     if raw is None:
         return tuple(sorted(set(configured)))
     return tuple(sorted({tag.strip() for tag in raw.split(",") if tag.strip()}))

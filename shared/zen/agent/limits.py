@@ -124,7 +124,7 @@ def resolve_pull_limits(settings: AgentSettings, metadata: MetadataServer | None
     def one(given, attribute: str, configured, integer: bool):
         if given is not None:
             return given
-        raw = template_attribute(metadata, identity, attribute)
+        raw = template_attribute(metadata, identity, f"instance/attributes/{attribute}")
         if raw is not None:
             return parse_limit(f"instance attribute {attribute}", raw, integer=integer)
         return configured
