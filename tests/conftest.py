@@ -120,7 +120,9 @@ def publisher(config, pubsub_clients):
 def zen(config, db, publisher, clock):
     from zen.app import Zen
 
-    return Zen(config, db, publisher, clock)
+    zen = Zen(config, db, publisher, clock)
+    yield zen
+    zen.relay.marks.flush()  # before the database goes: a pending mark would log against a dropped one
 
 
 @pytest.fixture
