@@ -20,7 +20,8 @@ from typing import Callable, Protocol
 
 from zen.agent.identity import Identity
 from zen.errors import ZenError
-from zen.models import AgentStatus, Heartbeat, Message, VmHeartbeat, VmState
+from zen.models import AgentStatus, Heartbeat, Message, VmState
+from zen.vm_heartbeat import HeldAttempt, VmHeartbeat
 
 log = logging.getLogger("zen.agent.reports")
 MAX_MESSAGE_CHARS = 8192  # Heartbeat.message
