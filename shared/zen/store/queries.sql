@@ -54,9 +54,9 @@ ORDER BY e.n;
 WITH job AS (
     INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions, request,
                       request_hash, max_runtime_s, last_seq, submitted_at, queued_at, start_published_at,
-                      updated_at)
+                      updated_at, gpus)
     SELECT :job_id, 'QUEUED', 1, :max_attempts, :cluster, :user_id, :priority, CAST(:regions AS jsonb),
-           CAST(:request AS jsonb), :request_hash, :max_runtime_s, 0, :now, :now, :now, :now
+           CAST(:request AS jsonb), :request_hash, :max_runtime_s, 0, :now, :now, :now, :now, :gpus
     WHERE NOT EXISTS (SELECT 1 FROM early_stops WHERE job_id = :job_id)
     ON CONFLICT (job_id) DO NOTHING
     RETURNING job_id

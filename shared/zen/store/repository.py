@@ -55,7 +55,7 @@ def insert_queued_job(session: Session, job: Job, history: list[dict[str, Any]],
     rows = session.run(
         "submit_job", job_id=job.job_id, max_attempts=job.max_attempts, cluster=job.cluster,
         user_id=job.user_id, priority=job.priority, regions=to_json(job.regions), request=to_json(job.request),
-        request_hash=job.request_hash, max_runtime_s=job.max_runtime_s, now=now,
+        request_hash=job.request_hash, max_runtime_s=job.max_runtime_s, now=now, gpus=job.gpus,
         history=json.dumps([{key: h[key] for key in ("actor", "from_status", "to_status", "reason")} for h in history]),
         messages=outbox_json(messages),
     )
