@@ -128,3 +128,10 @@ def test_a_vm_with_room_takes_the_next_job_and_no_vm_is_booted_until_one_does_no
     fn.heartbeat(heartbeat("b", "RUNNING", 2, vm=vm.name, region="us-west1"))
     fn.tick()
     assert vm.name in [i.name for i in instances("us-west1") if not i.deleting]
+
+
+def test_the_simulator_refuses_several_jobs_per_vm_it_does_not_model():
+    from zen.sim.scenario import ClusterSpec
+
+    with pytest.raises(ValueError, match="the simulator runs one job per VM"):
+        ClusterSpec(name="c", gpu_count=8, regions=["r"], max_vms_per_region=1, max_vms=1, max_jobs_per_vm=2)

@@ -1,0 +1,56 @@
+"""Terraform for several jobs per VM (issue 15): each instance template carries the VM's GPUs and its
+cluster's ``max_jobs_per_vm`` under the attribute names the agent reads (``zen.agent.slots``), and
+what terraform writes reads back as the configuration's value (``terraform console``, when the binary
+is on the PATH)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import textwrap
+
+import pytest
+import yaml
+
+from tests.terraform.hcl import TERRAFORM, Module
+from zen.agent.limits import parse_limit
+from zen.agent.slots import GPUS_ATTRIBUTE, MAX_JOBS_ATTRIBUTE
+from zen.config import ZenConfig
+
+SHARED_CONFIG = """
+clusters:
+  - {name: a, gpu_type: t, gpu_count: 8, regions: [r], max_vms_per_region: 1, max_vms: 1, max_jobs_per_vm: 2}
+  - {name: b, gpu_type: t, gpu_count: 1, regions: [r], max_vms_per_region: 1, max_vms: 1}
+"""
+
+
+def test_each_template_carries_the_vms_gpus_and_jobs_at_once_under_the_names_the_agent_reads():
+    module = Module.load()
+    metadata = module.resources_of("google_compute_instance_template")["zen"]["metadata"]
+    assert re.search(rf"\b{GPUS_ATTRIBUTE}\s*=\s*tostring\(each\.value\.gpu_count\)", metadata), metadata
+    assert re.search(rf"\b{MAX_JOBS_ATTRIBUTE}\s*=\s*each\.value\.max_jobs_per_vm\b", metadata), metadata
+    assert "config_jobs_per_vm" in module.locals
+    assert "max_jobs_per_vm" in re.findall(r"(\w+)\s*=", module.locals["mig_targets"])
+
+
+@pytest.mark.skipif(shutil.which("terraform") is None, reason="the terraform binary is not installed")
+def test_the_attribute_terraform_writes_reads_back_as_the_configured_jobs_at_once(tmp_path):
+    main = (TERRAFORM / "main.tf").read_text()
+    local = re.search(r"\n(  config_jobs_per_vm = \{\n.*?\n  \})\n", main, re.S).group(1)
+    (tmp_path / "zen.yaml").write_text(SHARED_CONFIG)
+    (tmp_path / "main.tf").write_text(textwrap.dedent("""
+        locals {
+          zen_config = yamldecode(file("${path.module}/zen.yaml"))
+        %s
+        }
+        """) % local)
+    result = subprocess.run(["terraform", "console"], input="jsonencode(local.config_jobs_per_vm)\n", cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    rendered = json.loads(json.loads(result.stdout.strip().splitlines()[-1]))
+
+    config = ZenConfig.model_validate(yaml.safe_load(SHARED_CONFIG))
+    assert {name: parse_limit(MAX_JOBS_ATTRIBUTE, raw, integer=True) for name, raw in rendered.items()} == {
+        c.name: c.max_jobs_per_vm for c in config.clusters} == {"a": 2, "b": 1}
