@@ -5,16 +5,13 @@ is on the PATH)."""
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
-import subprocess
-import textwrap
 
 import pytest
 import yaml
 
-from tests.terraform.hcl import TERRAFORM, Module
+from tests.terraform.hcl import Module, render_local
 from zen.agent.limits import parse_limit
 from zen.agent.slots import GPUS_ATTRIBUTE, MAX_JOBS_ATTRIBUTE
 from zen.config import ZenConfig
@@ -37,19 +34,7 @@ def test_each_template_carries_the_vms_gpus_and_jobs_at_once_under_the_names_the
 
 @pytest.mark.skipif(shutil.which("terraform") is None, reason="the terraform binary is not installed")
 def test_the_attribute_terraform_writes_reads_back_as_the_configured_jobs_at_once(tmp_path):
-    main = (TERRAFORM / "main.tf").read_text()
-    local = re.search(r"\n(  config_jobs_per_vm = \{\n.*?\n  \})\n", main, re.S).group(1)
-    (tmp_path / "zen.yaml").write_text(SHARED_CONFIG)
-    (tmp_path / "main.tf").write_text(textwrap.dedent("""
-        locals {
-          zen_config = yamldecode(file("${path.module}/zen.yaml"))
-        %s
-        }
-        """) % local)
-    result = subprocess.run(["terraform", "console"], input="jsonencode(local.config_jobs_per_vm)\n", cwd=tmp_path,
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    rendered = json.loads(json.loads(result.stdout.strip().splitlines()[-1]))
+    rendered = render_local("config_jobs_per_vm", SHARED_CONFIG, tmp_path)
 
     config = ZenConfig.model_validate(yaml.safe_load(SHARED_CONFIG))
     assert {name: parse_limit(MAX_JOBS_ATTRIBUTE, raw, integer=True) for name, raw in rendered.items()} == {
