@@ -302,7 +302,7 @@ class Agent:
         spec = JobSpec(job_id=start.job_id, attempt=start.attempt, command=start.command, image=start.image,
                        env=dict(start.env), max_runtime_s=start.max_runtime_s,
                        stop_grace_s=settings.stop_grace_s, data_dirs=data.env() if data else {},
-                       gpu_ids=gpu_ids if self.slots.capacity.shared else None)
+                       gpu_ids=gpu_ids or None)  # (): the VM runs one job at a time, the job sees every GPU
         try:
             job = RunningJob.start(spec, local=self.local, tail_bytes=settings.tail_bytes, docker=settings.docker,
                                    output=output, limits=settings.output, base_env=self._base_env)
@@ -313,8 +313,7 @@ class Agent:
             return
         # The command, not the argv: env values (``-e K=V`` for docker) may be credentials.
         self.log.info("job started", extra={**fields, "pid": job.pid, "container": job.launch.container,
-                                             "command": spec.command, "image": spec.image,
-                                             "gpu_ids": list(spec.gpu_ids) if spec.gpu_ids is not None else None})
+                                             "command": spec.command, "image": spec.image, "gpu_ids": spec.gpu_ids})
         try:
             final, note = self._supervise(job, attempt)
         except BaseException:
