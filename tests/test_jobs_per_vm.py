@@ -151,3 +151,21 @@ def test_two_attempts_sharing_a_vm_count_their_own_gpus_and_half_the_vm_each(sha
         "half-a": (4, 0.5, 4 * 3600.0), "half-b": (4, 0.5, 4 * 3600.0), "alone": (8, 1.0, 8 * 3600.0)}
     # Two VMs for an hour: vm-a's hour split between its two jobs, vm-b's held whole.
     assert float(total["vm_seconds"]) == 2 * 3600.0 and float(total["gpu_seconds"]) == 16 * 3600.0
+
+
+def test_a_queue_counts_the_gpus_a_job_holds_so_two_four_gpu_jobs_fit_an_eight_gpu_quota(config, db, publisher,
+                                                                                         clock, db_url, monkeypatch):
+    from zen.app import Zen
+    from zen.local.invoke import FunctionsInvoker
+
+    raw = json.loads(sharing(config).model_dump_json())
+    raw["queues"] = [{"name": "default", "quota": {SHARED: 8}}]
+    zen = Zen(ZenConfig.model_validate(raw), db, publisher, clock)
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    functions = FunctionsInvoker(zen)
+    for job_id in ("q-1", "q-2", "q-3"):
+        functions.submit(by_type(job_id, 4))
+        clock.advance(1)
+
+    assert [job(zen, j).status.value for j in ("q-1", "q-2", "q-3")] == ["QUEUED", "QUEUED", "PENDING"]
+    assert [job(zen, j).gpus for j in ("q-1", "q-2", "q-3")] == [4, 4, 4]
