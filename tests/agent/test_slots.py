@@ -20,7 +20,7 @@ from zen.agent.slots import Capacity, Slots, resolve_capacity
 from zen.config import load_config
 from zen.errors import ConfigError
 from zen.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, StartMessage
-from zen.vm_heartbeat import VmHeartbeat
+from zen.vm_heartbeat import HeldAttempt, VmHeartbeat
 
 VM = "vm-shared"
 IDENTITY = Identity(project="p", vm=VM, cluster="8xa100-40gb", region="us-central1", zone="us-central1-a",
@@ -98,3 +98,25 @@ def test_two_attempts_run_at_once_each_with_its_gpus_and_stop_and_one_that_does_
     beats = [m for m in transport.published if isinstance(m, VmHeartbeat)]
     assert any(m.jobs is not None and len(m.jobs) == 2 for m in beats)  # the VM named both while they ran
     assert beats[-1].state.value == "STOPPING" and pulls.jobs() == 2 and pulls.gpu_hours() > 0
+
+
+def test_a_pull_limit_counts_running_attempts_and_retiring_never_stops_the_one_that_runs():
+    transport = FakeTransport(VM, virtual_time=False)
+    transport.add_start(start("only", 4, "--sleep", "1"))
+    left = transport.add_start(start("over-the-limit", 4))
+    agent = Agent(IDENTITY, SETTINGS, transport, local=True, pulls=DailyPulls(PullLimits(max_jobs=1), 8),
+                  slots=Slots(Capacity(gpus=8, max_jobs=2)))
+    confirm = confirm_claims(VM)
+
+    def scheduler(message):  # confirms every claim; the test ends once "only" has ended
+        if isinstance(message, Heartbeat) and message.status is AgentStatus.SUCCEEDED:
+            agent.request_shutdown("test over")
+        return confirm(message)
+
+    transport.answer = scheduler
+    assert agent.run() == 0
+
+    assert [r[2] for r in transport.job_reports() if r[0] == "only"][-1] == "SUCCEEDED"
+    assert [delivery.ack_id for delivery in transport.starts] == [left]  # never pulled: one running counts
+    retired = [m for m in transport.published if isinstance(m, VmHeartbeat) and m.state.value == "RETIRED"]
+    assert retired[0].jobs == [HeldAttempt(job_id="only", attempt=1)]  # RETIRED while "only" still ran
