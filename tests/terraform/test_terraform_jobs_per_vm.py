@@ -26,10 +26,12 @@ clusters:
 def test_each_template_carries_the_vms_gpus_and_jobs_at_once_under_the_names_the_agent_reads():
     module = Module.load()
     metadata = module.resources_of("google_compute_instance_template")["zen"]["metadata"]
-    assert re.search(rf"\b{GPUS_ATTRIBUTE}\s*=\s*tostring\(each\.value\.gpu_count\)", metadata), metadata
-    assert re.search(rf"\b{MAX_JOBS_ATTRIBUTE}\s*=\s*each\.value\.max_jobs_per_vm\b", metadata), metadata
-    assert "config_jobs_per_vm" in module.locals
-    assert "max_jobs_per_vm" in re.findall(r"(\w+)\s*=", module.locals["mig_targets"])
+    expected = {GPUS_ATTRIBUTE: r"tostring\(each\.value\.gpu_count\)",
+                MAX_JOBS_ATTRIBUTE: r"each\.value\.max_jobs_per_vm\b"}
+    for attribute, value in expected.items():
+        assert re.search(rf"\b{attribute}\s*=\s*{value}", metadata), (attribute, metadata)
+    targets = re.findall(r"(\w+)\s*=", module.locals["mig_targets"])
+    assert "max_jobs_per_vm" in targets and "config_jobs_per_vm" in module.locals
 
 
 @pytest.mark.skipif(shutil.which("terraform") is None, reason="the terraform binary is not installed")
