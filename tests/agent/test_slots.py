@@ -15,6 +15,7 @@ from tests.agent.helpers import job_command
 from zen.agent.agent import Agent
 from zen.agent.identity import Identity, MetadataServer
 from zen.agent.limits import DailyPulls, PullLimits
+from zen.agent.runner import JobSpec, docker_argv, plan_launch
 from zen.agent.settings import AgentSettings
 from zen.agent.slots import Capacity, Slots, resolve_capacity
 from zen.config import load_config
@@ -42,6 +43,19 @@ def test_each_attempt_gets_its_own_gpus_lowest_first_until_the_slots_or_gpus_run
 
     one = Slots(Capacity(gpus=8, max_jobs=1))  # one job at a time: the whole VM, no device list
     assert one.take(("a", 1), 4) == () and one.full() and one.take(("b", 1), 1) is None
+
+
+def test_a_job_sharing_its_vm_sees_only_its_gpus_as_a_process_and_in_a_container():
+    spec = JobSpec(job_id="j", attempt=1, command=["train"], image="img:1", env={"CUDA_VISIBLE_DEVICES": "0"},
+                   gpu_ids=(4, 5, 6, 7))
+    assert {k: v for k, v in plan_launch(spec, local=True).env.items() if "GPU" in k or "CUDA" in k} == {
+        "ZEN_GPU_IDS": "4,5,6,7", "CUDA_VISIBLE_DEVICES": "4,5,6,7"}  # the job's own value does not win
+    argv = docker_argv(spec)
+    assert argv[argv.index("--gpus") + 1] == '"device=4,5,6,7"'  # the container sees them as 0-3
+    # Inside the container the job's own CUDA_VISIBLE_DEVICES picks among its devices (0-3): kept.
+    assert "ZEN_GPU_IDS=4,5,6,7" in argv and [a for a in argv if a.startswith("CUDA_")] == ["CUDA_VISIBLE_DEVICES=0"]
+    whole = JobSpec(job_id="j", attempt=1, command=["train"], image="img:1")  # one job per VM: every GPU
+    assert docker_argv(whole)[docker_argv(whole).index("--gpus") + 1] == "all" and "ZEN_GPU_IDS" not in whole.job_env()
 
 
 def test_capacity_comes_from_the_variables_then_the_template_then_the_configuration():

@@ -65,7 +65,8 @@ class JobSpec:
     def gpu_env(self, *, container: bool) -> dict[str, str]:
         """Which GPUs are the job's, when it shares its VM (these win over its ``env``): ``ZEN_GPU_IDS``,
         the VM's device indices, and for a plain process ``CUDA_VISIBLE_DEVICES`` too (a container is
-        given only those devices, ``--gpus``, and sees them renumbered from 0)."""
+        given only those devices, ``--gpus``, and sees them renumbered from 0: a ``CUDA_VISIBLE_DEVICES``
+        of its own picks among them)."""
         if self.gpu_ids is None:
             return {}
         ids = ",".join(str(index) for index in self.gpu_ids)
