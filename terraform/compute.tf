@@ -77,6 +77,9 @@ resource "google_compute_instance_template" "zen" {
       # pull limits (zen.agent.limits): jobs / GPU-hours per VM per 24 h, empty for no limit
       zen-max-jobs-per-day      = each.value.max_jobs_per_day
       zen-max-gpu-hours-per-day = each.value.max_gpu_hours_per_day
+      # several jobs per VM (zen.agent.slots): the VM's GPUs, and the jobs it runs at once, each on its own
+      zen-gpu-count       = tostring(each.value.gpu_count)
+      zen-max-jobs-per-vm = each.value.max_jobs_per_vm
     },
     local.zen_config_shipped ? { zen-config = file(var.zen_config_file) } : {},
   )

@@ -49,6 +49,12 @@ locals {
     }
   }
 
+  # The jobs a VM of each cluster runs at once (max_jobs_per_vm; absent or null: 1), each on its own GPUs:
+  # each instance template carries it as the instance attribute zen-max-jobs-per-vm (zen.agent.slots).
+  config_jobs_per_vm = {
+    for c in local.zen_config.clusters : c.name => format("%d", try(c.max_jobs_per_vm, null) == null ? 1 : c.max_jobs_per_vm)
+  }
+
   # One entry per (cluster, region): its instance template, MIG and start subscription.
   # The MIG name is ZenConfig.mig_name: the scheduler finds each MIG by it.
   mig_targets = merge([
@@ -71,6 +77,7 @@ locals {
         ))))
         max_jobs_per_day      = try(local.config_pull_limits[cluster.name].jobs, "")
         max_gpu_hours_per_day = try(local.config_pull_limits[cluster.name].gpu_hours, "")
+        max_jobs_per_vm       = try(local.config_jobs_per_vm[cluster.name], "1")
       }
     }
   ]...)

@@ -63,6 +63,10 @@ HOT_QUERIES = [
     ("held_jobs_silent_since", {"cutoff": NOW - timedelta(minutes=2), "limit": 500}),
     ("queued_jobs_published_before", {"cutoff": NOW - timedelta(hours=1), "limit": 500}),
     ("vm_holds_job", {"vm_name": "vm-13"}),
+    # Several jobs per VM: a claim reads the VM's jobs; a scaling pass the VMs' loads and the demand by GPUs.
+    ("jobs_on_vm", {"vm_name": "vm-13"}),
+    ("vm_loads_of_cluster", {"cluster": "1xl4"}),
+    ("queued_demand_by_gpus", {"cluster": "1xl4"}),
     ("held_vms_of_cluster", {"cluster": "1xl4"}),
     ("arrivals_since", {"cluster": "1xl4", "since": NOW - timedelta(minutes=10)}),
     ("lock_outbox_unsent", {"cutoff": NOW - timedelta(minutes=1), "limit": 1000}),

@@ -84,6 +84,8 @@ class Announcements:
         if job.preemptions:  # an attempt after a preemption: the job may resume from its checkpoint
             message = message.model_copy(update={"env": {**message.env, "ZEN_PREEMPTED": "1"}})
         cluster = self._config.cluster(job.cluster)
+        if cluster is not None and 0 < job.gpus < cluster.gpu_count:  # it leaves room on its VM for others
+            message = message.model_copy(update={"gpus": job.gpus})
         if cluster is None:
             # The cluster left the configuration while the job was queued: agents of a re-added
             # cluster can still take it; until then nobody does. Say so loudly.

@@ -48,6 +48,9 @@ class ClusterConfig(_Strict):
     # reports RETIRED and the scaling manager deletes the VM once it holds no job. None: no limit.
     max_jobs_per_vm_day: int | None = Field(default=None, ge=1, description="Attempts one VM runs in 24 h")
     max_gpu_hours_per_vm_day: float | None = Field(default=None, gt=0, description="GPUs x hours one VM runs in 24 h")
+    # Jobs one VM runs at once (zen.agent.slots): each holds its own GPUs, so a VM takes another job
+    # only while its jobs' GPUs plus the new one's fit its gpu_count. 1: a VM runs one job at a time.
+    max_jobs_per_vm: int = Field(default=1, ge=1, le=16, description="Jobs one VM runs at once")
 
     @field_validator("name")
     @classmethod
@@ -74,7 +77,18 @@ class ClusterConfig(_Strict):
         bad = sorted(t for t in named if not _NAME.match(t))
         if bad:
             raise ValueError(f"tags are lowercase letters, digits and '-': {', '.join(bad)}")
+        if self.max_jobs_per_vm > self.gpu_count:
+            raise ValueError(f"max_jobs_per_vm ({self.max_jobs_per_vm}) is above gpu_count ({self.gpu_count}): "
+                             "each job holds at least one GPU")
         return self
+
+    def gpus_held(self, gpu_count: int | None) -> int:
+        """The GPUs a job asking for ``gpu_count`` (None: it named the cluster) holds on a VM of this
+        cluster: every one of them while a VM runs one job at a time (nobody else may use the rest),
+        else its own ``gpu_count``. Queue quotas, the claim check and usage all count this."""
+        if self.max_jobs_per_vm == 1 or gpu_count is None:
+            return self.gpu_count
+        return min(gpu_count, self.gpu_count)
 
     def tags_of(self, region: str) -> list[str]:
         """The execution groups a VM of this cluster in ``region`` belongs to (sorted)."""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 
 from zen import lifecycle, telemetry
+from zen.claims import refuse_claim
 from zen.clock import Clock
 from zen.config import ZenConfig
 from zen.errors import Rejected, TransientError
@@ -29,13 +30,14 @@ from zen.announce import Announcements
 from zen.lifecycle import Decision
 from zen.messaging import Enqueued, OutboxRelay, OutgoingMessage, enqueue, outgoing
 from zen.models import (
-    AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobEvent, JobRequest, JobStatus, PubSubEnvelope, StopRequest,
-    JOB_ID_PATTERN, VmHeartbeat, illegal_step,
+    AgentStatus, Heartbeat, Job, JobEvent, JobRequest, JobStatus, PubSubEnvelope, StopRequest,
+    JOB_ID_PATTERN, illegal_step,
 )
 from zen.placement import choose, resolve_request
 from zen.queueing import Queueing
 from zen.store import queues as queue_rows, repository, usage as usage_rows
 from zen.text import escape_unstorable
+from zen.vm_heartbeat import VmHeartbeat
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
     from zen.store.db import Database, Session
@@ -92,7 +94,7 @@ class JobService:
                       max_runtime_s=request.max_runtime_s, region=None, zone=None, vm=None, last_seq=0,
                       last_heartbeat_at=None, submitted_at=now, queued_at=None, started_at=None, finished_at=None,
                       exit_code=None, message=None, updated_at=now, queue=resolved.queue,
-                      gpus=self._config.cluster(resolved.cluster).gpu_count)
+                      gpus=self._config.cluster(resolved.cluster).gpus_held(request.gpu_count))
         actor = f"user:{request.user_id}"
         if self._queues is None and len(resolved.shapes) == 1:
             ids = self._submit_queued(pending, actor, now)
@@ -103,7 +105,8 @@ class JobService:
         with self._db.transaction() as session:
             shape, chosen = choose(session, self._config, resolved, now)
             pending = pending.model_copy(update={"cluster": shape.cluster, "regions": shape.regions,
-                                                 "gpus": self._config.cluster(shape.cluster).gpu_count})
+                                                 "gpus": self._config.cluster(shape.cluster).gpus_held(
+                                                     request.gpu_count)})
             created = repository.insert_job(session, pending)
             if created:
                 submitted = lifecycle.Change(JobStatus.PENDING, f"submitted; {chosen}") if chosen else SUBMITTED
@@ -176,20 +179,7 @@ class JobService:
                     return Outcome("applied", message.job_id)
         return self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
                             lambda job, now: lifecycle.decide_heartbeat(job, message, now),
-                            guard=lambda session, job: self._refuse_draining_vm(session, job, message))
-
-    @staticmethod
-    def _refuse_draining_vm(session: Session, job: Job, hb: Heartbeat) -> Decision | None:
-        """A VM being scaled down may not win a claim (it is deleted next). The VM's advisory lock
-        orders this check with the scale-down's own check that the VM holds no job."""
-        if job.status is not JobStatus.QUEUED or hb.attempt != job.attempt:
-            return None
-        if not repository.vm_is_draining(session, hb.vm):
-            return None
-        reason = f"VM {hb.vm} is being scaled down"
-        action = ControlAction.RELEASE if hb.status is AgentStatus.CLAIMED else ControlAction.STOP
-        return Decision(ignored=reason, publish_start=True, controls=[
-            ControlMessage(vm=hb.vm, job_id=job.job_id, attempt=hb.attempt, action=action, reason=reason)])
+                            guard=lambda session, job: refuse_claim(session, self._config, job, message))
 
     def _vm_heartbeat(self, envelope: PubSubEnvelope, hb: VmHeartbeat) -> Outcome:
         if self._config.cluster(hb.cluster) is None:
@@ -199,6 +189,7 @@ class JobService:
             applied = repository.upsert_vm(
                 session, name=hb.vm, cluster=hb.cluster, region=hb.region, zone=hb.zone, state=hb.state.value,
                 job_id=hb.job_id, attempt=hb.attempt, seq=hb.seq, sent_at=hb.sent_at, now=self._clock(),
+                jobs=None if hb.jobs is None else json.dumps([held.model_dump() for held in hb.jobs]),
             )
         return Outcome("applied" if applied else "duplicate", hb.job_id)
 
@@ -334,11 +325,13 @@ class JobService:
         outcome = lifecycle.attempt_outcome(job, after, decision.changes)
         if outcome is None:
             return
-        cluster = self._config.cluster(job.cluster)  # the VM's shape: the attempt holds all its GPUs
+        cluster = self._config.cluster(job.cluster)  # the VM's shape; the attempt held job.gpus of its GPUs
+        vm_gpus = cluster.gpu_count if cluster else job.gpus
+        gpus = job.gpus or vm_gpus  # 0: a row from before jobs recorded their GPUs, which held the whole VM
         usage_rows.record_attempt(
-            session, job, outcome=outcome, machine_type=cluster.machine_type if cluster else None,
-            gpus=cluster.gpu_count if cluster else job.gpus,
-            ran_from=after.started_at if after.attempt == job.attempt else job.started_at, now=now)
+            session, job, outcome=outcome, machine_type=cluster.machine_type if cluster else None, gpus=gpus,
+            ran_from=after.started_at if after.attempt == job.attempt else job.started_at, now=now,
+            vm_share=min(1.0, gpus / vm_gpus) if vm_gpus else 1.0)
 
     # -- admission (queues) --------------------------------------------------------------------
     def _admit(self, session: Session, queue: str, cluster: str, now) -> list[Enqueued]:

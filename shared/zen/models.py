@@ -275,21 +275,6 @@ class Heartbeat(Message):
     uploaded_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
-class VmHeartbeat(Message):
-    """Published by agents on ``zen-heartbeats`` about the VM itself."""
-
-    kind: Literal["vm"]
-    vm: str = Field(min_length=1, max_length=128)
-    cluster: str
-    region: str
-    zone: str
-    state: Annotated[VmState, Strict(False)]
-    seq: int = Field(ge=1, le=INT64_MAX, description="Increasing per VM; agents send epoch milliseconds")
-    sent_at: UtcTimestamp
-    job_id: JobId | None = None
-    attempt: int | None = Field(default=None, ge=1, le=INT32_MAX)
-
-
 class StartMessage(Message):
     """Published by Zen on ``zen-job-start`` for agents of ``cluster``.
 
@@ -310,6 +295,7 @@ class StartMessage(Message):
     labels: dict[str, str] = Field(default_factory=dict)
     inputs: list[InputSpec] | None = None
     outputs: str | None = None
+    gpus: int | None = Field(default=None, ge=1, description="GPUs it holds on its VM; None: all of them")
 
 
 class ControlMessage(Message):
@@ -379,7 +365,7 @@ class Job(BaseModel):
     start_published_at: datetime | None = None
     updated_at: datetime
     queue: str | None = None  # the queue whose quota it holds while admitted (None: no queues)
-    gpus: int = 0  # GPUs it holds while admitted (its cluster's GPUs per VM)
+    gpus: int = 0  # GPUs it holds while admitted (ClusterConfig.gpus_held; 0: an old row, the VM's GPUs)
     preempted_by: str | None = None  # set while its VM stops it for a preemption (see zen.queueing)
     preemptions: int = 0
 

@@ -108,7 +108,8 @@ def _tagged(cluster: ClusterConfig, regions: list[str], required: list[str] | No
 def _queue(config: ZenConfig, request: JobRequest, cluster: ClusterConfig) -> str | None:
     if not config.queues:
         return None
-    return Queueing(config).resolve(request.queue, request.user_id, cluster.name, cluster.gpu_count).name
+    gpus = cluster.gpus_held(request.gpu_count)
+    return Queueing(config).resolve(request.queue, request.user_id, cluster.name, gpus).name
 
 
 def _acceptable_shapes(config: ZenConfig, request: JobRequest) -> tuple[list[Shape], str | None]:

@@ -175,7 +175,8 @@ class Queueing:
         freeing = sum(r["freeing"] for r in held)  # preemptions under way: wait for them, take no more
         cohort_quota = sum(q.quota[cluster] for q in members)
         cohort_used = sum(used.values())
-        gpus = self._config.cluster(cluster).gpu_count if self._config.cluster(cluster) else 1
+        shape = self._config.cluster(cluster)
+        gpus = shape.gpus_held(1) if shape else 1  # the fewest GPUs one of its jobs holds
         room = (cohort_quota - cohort_used) // max(gpus, 1)  # jobs that could still fit: read no more
         if room <= 0 and (freeing or all(q.preemption == "never" for q in members)):
             return Pass()  # the cohort is full: nothing to read (a flood of waiting jobs costs nothing here)

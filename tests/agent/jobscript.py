@@ -2,7 +2,7 @@
 
     python jobscript.py [--pidfile F] [--child-pidfile F] [--append F TEXT] [--print TEXT]
                         [--err TEXT] [--count N [--every S]] [--partial TEXT]
-                        [--print-ppid] [--bytes N] [--ignore-term] [--sleep S]
+                        [--print-ppid] [--print-env NAME]... [--bytes N] [--ignore-term] [--sleep S]
                         [--first-attempt-sleep S] [--exit N]
 
 ``--count`` prints ``out N`` on stdout and ``err N`` on stderr for N = 1..count, alternating, ``--every``
@@ -37,6 +37,7 @@ def main() -> int:
     parser.add_argument("--first-attempt-sleep", type=float, default=None,
                         help="sleep this long instead of --sleep when ZEN_JOB_ATTEMPT is 1")
     parser.add_argument("--exit", type=int, default=0)
+    parser.add_argument("--print-env", action="append", default=[], metavar="NAME", help="print NAME=its value")
     args = parser.parse_args()
     if args.ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -63,6 +64,8 @@ def main() -> int:
         sys.stdout.write(args.partial)
     if args.print_ppid:
         print(f"ppid={os.getppid()}")
+    for name in args.print_env:
+        print(f"{name}={os.environ.get(name, '')}")
     if args.partial is None:
         print(f"attempt={os.environ.get('ZEN_JOB_ATTEMPT')}")
     if args.first_attempt_sleep is not None and os.environ.get("ZEN_JOB_ATTEMPT") == "1":

@@ -7,7 +7,10 @@ literals (unescaping ``\\"``), drops comments and block markers, and leaves expr
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -104,3 +107,20 @@ def references(texts: list[str], pattern: str) -> set[tuple[str, ...]]:
         for match in re.finditer(pattern, text):
             found.add(match.groups())
     return found
+
+
+def render_local(name: str, zen_config: str, tmp_path: Path) -> Any:
+    """Evaluate ``local.<name>`` of main.tf with ``terraform console`` over ``zen_config`` (YAML text,
+    read as main.tf reads the Zen configuration). Needs the terraform binary."""
+    block = re.search(rf"\n(  {name} = \{{\n.*?\n  \}})\n", (TERRAFORM / "main.tf").read_text(), re.S).group(1)
+    (tmp_path / "zen.yaml").write_text(zen_config)
+    (tmp_path / "main.tf").write_text(textwrap.dedent("""
+        locals {
+          zen_config = yamldecode(file("${path.module}/zen.yaml"))
+        %s
+        }
+        """) % block)
+    result = subprocess.run(["terraform", "console"], input=f"jsonencode(local.{name})\n", cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return json.loads(json.loads(result.stdout.strip().splitlines()[-1]))

@@ -5,16 +5,13 @@ when the binary is on the PATH)."""
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
-import subprocess
-import textwrap
 
 import pytest
 import yaml
 
-from tests.terraform.hcl import TERRAFORM, Module
+from tests.terraform.hcl import Module, render_local
 from zen.agent.limits import GPU_HOURS_ATTRIBUTE, JOBS_ATTRIBUTE, parse_limit
 from zen.config import ZenConfig
 
@@ -39,19 +36,7 @@ def test_each_template_carries_its_clusters_pull_limits_under_the_names_the_agen
 
 @pytest.mark.skipif(shutil.which("terraform") is None, reason="the terraform binary is not installed")
 def test_the_attributes_terraform_writes_read_back_as_the_configured_limits(tmp_path):
-    main = (TERRAFORM / "main.tf").read_text()
-    limits = re.search(r"\n(  config_pull_limits = \{\n.*?\n  \})\n", main, re.S).group(1)
-    (tmp_path / "zen.yaml").write_text(LIMITED_CONFIG)
-    (tmp_path / "main.tf").write_text(textwrap.dedent("""
-        locals {
-          zen_config = yamldecode(file("${path.module}/zen.yaml"))
-        %s
-        }
-        """) % limits)
-    result = subprocess.run(["terraform", "console"], input="jsonencode(local.config_pull_limits)\n", cwd=tmp_path,
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    rendered = json.loads(json.loads(result.stdout.strip().splitlines()[-1]))
+    rendered = render_local("config_pull_limits", LIMITED_CONFIG, tmp_path)
 
     config = ZenConfig.model_validate(yaml.safe_load(LIMITED_CONFIG))
     read_back = {name: (parse_limit(JOBS_ATTRIBUTE, values["jobs"], integer=True),

@@ -21,6 +21,7 @@ from typing import Sequence
 from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_preemption
 from zen.agent.limits import DailyPulls, resolve_pull_limits
 from zen.agent.settings import AgentSettings
+from zen.agent.slots import Slots, resolve_capacity
 from zen.config import load_config
 from zen.errors import ConfigError
 from zen.logs import setup_logging
@@ -79,6 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         identity = replace(identity, tags=resolve_tags(env, metadata, identity, cluster.tags_of(identity.region)))
         # Its pull limits: ZEN_AGENT_MAX_*, else its template's attributes, else the configuration's.
         limits = resolve_pull_limits(settings, metadata, identity, cluster)
+        # Its GPUs and jobs at once: ZEN_AGENT_GPUS / _MAX_JOBS_PER_VM, else its template's, else the configuration's.
+        capacity = resolve_capacity(settings, metadata, identity, cluster)
     except (ConfigError, IdentityError) as exc:
         log.error("agent cannot start", extra={"reason": str(exc)})
         return 2
@@ -87,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     local = settings.local if settings.local is not None else identity.from_environment
     if args.check:
         print(json.dumps({"identity": asdict(identity), "settings": asdict(settings), "local": local,
-                          "pull_limits": asdict(limits)}, indent=2))
+                          "pull_limits": asdict(limits), "capacity": asdict(capacity)}, indent=2))
         return 0
 
     # Imported here: the client library is heavy, and --check / errors above do not need it.
@@ -99,9 +102,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         removed = remove_leftover_containers(settings.docker)
         if removed:
             log.warning("removed containers left by a previous agent", extra={"containers": removed})
-    log.info("pull limits", extra={"limits": limits.describe(), "gpus": cluster.gpu_count})
+    log.info("pull limits", extra={"limits": limits.describe(), "gpus": capacity.gpus,
+                                   "max_jobs_per_vm": capacity.max_jobs})
     agent = Agent(identity, settings, PubSubTransport(config, identity), local=local,
-                  sink=_output_sink(env, identity, local), pulls=DailyPulls(limits, cluster.gpu_count))
+                  sink=_output_sink(env, identity, local), pulls=DailyPulls(limits, capacity.gpus),
+                  slots=Slots(capacity))
     signal.signal(signal.SIGTERM, lambda *_: agent.request_shutdown("SIGTERM"))
     signal.signal(signal.SIGINT, lambda *_: agent.request_shutdown("SIGINT"))
     done = threading.Event()

@@ -1,6 +1,7 @@
 """The agent loop: pull one start message, claim it, run it, report, go back for the next one.
 
-States of one VM (never two jobs at once)::
+States of one attempt (a VM runs one at a time, or up to its cluster's ``max_jobs_per_vm`` at once,
+each with its own GPUs: ``zen.agent.slots``)::
 
     IDLE ──pull──▶ CLAIMING ──CONFIRM──▶ RUNNING ──exit──▶ SUCCEEDED | FAILED ──▶ IDLE (warm reuse)
                       │ RELEASE / STOP / no answer           │ STOP ──▶ STOPPED
@@ -19,11 +20,19 @@ so if this VM dies first the message is redelivered to another.
 Control messages about any other (job, attempt) are acked and ignored. The loop never exits on one
 bad message: an undecodable start message is logged and acked (it can never succeed), one for
 another cluster or region is nacked, a Pub/Sub failure is retried with backoff.
+
+Several at once (``max_jobs_per_vm`` > 1): the loop pulls while the VM has a free slot and GPUs; a
+start message that does not fit the GPUs left is nacked at once (given back for a VM with room), one
+that fits takes its slot (its GPU indices) before its CLAIMED, and is claimed and run in a thread of
+its own, with its own heartbeats, output, staging and stop; the control subscription's messages go
+to the attempt they are about (``ControlRouter``). A shutdown ends every attempt as PREEMPTED, and
+the agent exits once all have reported. With one job at a time nothing runs in another thread.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Mapping
@@ -36,8 +45,9 @@ from zen.agent.output import AttemptOutput
 from zen.agent.reports import AttemptReport, Reporter
 from zen.agent.runner import CannotRun, JobSpec, RunningJob
 from zen.agent.settings import AgentSettings
+from zen.agent.slots import ControlRouter, Key, Slots
 from zen.agent.staging import AttemptData, Progress, transfer
-from zen.agent.transport import ControlDelivery, StartDelivery, Transport, TransportError
+from zen.agent.transport import StartDelivery, Transport, TransportError
 from zen.errors import describe_validation_error
 from zen.joblogs import Sink
 from zen.models import AgentStatus, ControlAction, ControlMessage, StartMessage, VmState
@@ -62,7 +72,7 @@ class _Log(logging.LoggerAdapter):
 class Agent:
     def __init__(self, identity: Identity, settings: AgentSettings, transport: Transport, *, local: bool,
                  clock: Callable[[], float] = time.monotonic, base_env: Mapping[str, str] | None = None,
-                 sink: Sink | None = None, pulls: DailyPulls | None = None):
+                 sink: Sink | None = None, pulls: DailyPulls | None = None, slots: Slots | None = None):
         self.identity = identity
         self.sink = sink  # where job output goes (zen.joblogs); None: only the tail in the final report
         self.settings = settings
@@ -72,10 +82,15 @@ class Agent:
         self.log = _Log(log, identity.log_fields())
         self.jobs_run = 0
         self.pulls = pulls or DailyPulls(PullLimits(), 0, clock)  # per-day limits; none by default
+        self.slots = slots or Slots()  # one job at a time by default
+        self.controls = ControlRouter(transport, identity.vm, self.log)
         self._clock = clock
         self._base_env = base_env
         self._shutdown_reason: str | None = None
         self._next_vm_beat = 0.0
+        self._retired = False
+        self._lock = threading.Lock()  # VM heartbeats and counters, from every attempt's thread
+        self._threads: list[threading.Thread] = []  # attempts running besides the loop (several at once)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def request_shutdown(self, reason: str) -> None:
@@ -91,11 +106,14 @@ class Agent:
         """Serve jobs until asked to shut down. Returns the process exit code."""
         self.transport.open_control()
         self.log.info("agent started", extra={"local": self.local})
-        self._vm_beat(VmState.IDLE, force=True)
+        self._vm_beat(force=True)
         pause = self.settings.poll_s
         try:
             while not self.stopping and not self.pulls.exhausted():
-                self._vm_beat(VmState.IDLE)
+                self._vm_beat()
+                if self.slots.full():  # several at once, all slots taken: wait for one to end
+                    self._idle_wait(self.settings.poll_s)
+                    continue
                 try:
                     delivery = self.transport.pull_start()
                 except TransportError as exc:
@@ -107,9 +125,12 @@ class Agent:
                 if delivery is None:
                     self._idle_wait(self.settings.poll_s)
                     continue
-                self._take(delivery)
+                if not self._take(delivery):
+                    self._idle_wait(self.settings.poll_s)  # given back for lack of room: not at once again
             self._retire()
         finally:
+            for thread in self._threads:  # each sees the shutdown: its attempt ends PREEMPTED
+                thread.join()
             self._shut_down()
         return 0
 
@@ -124,50 +145,85 @@ class Agent:
         if not self.stopping:
             self.log.warning("pull limit reached: taking no more jobs", extra={"reason": self.pulls.exhausted()})
             self._next_vm_beat = 0.0  # say RETIRED now
+        self._retired = True
         while not self.stopping:
             self._vm_beat(VmState.RETIRED)
             self._idle_wait(self.settings.poll_s)
 
     def _idle_wait(self, seconds: float) -> None:
+        """Wait, handing on the control messages that come (to the attempts running, if any)."""
         deadline = self._clock() + seconds
         while not self.stopping and (remaining := deadline - self._clock()) > 0:
-            control = self.transport.next_control(min(SLICE_S, remaining))
-            if control is not None:
-                self._ignore(control, None, "no job in hand")
+            self.controls.next(None, min(SLICE_S, remaining))
 
-    def _vm_beat(self, state: VmState, *, force: bool = False, job: AttemptReport | None = None) -> None:
-        now = self._clock()
-        if force or now >= self._next_vm_beat:
-            self.reporter.vm(state, budget_s=10.0, job_id=job.job_id if job else None,
-                             attempt=job.attempt if job else None)
-            self._next_vm_beat = now + self.settings.vm_heartbeat_s
+    def _vm_beat(self, state: VmState | None = None, *, force: bool = False) -> None:
+        """The VM heartbeat when due (or ``force``): ``state``, else RETIRED, BUSY or IDLE as it is,
+        naming the attempts it runs."""
+        with self._lock:
+            now = self._clock()
+            if force or now >= self._next_vm_beat:
+                held = self.slots.held()
+                state = state or (VmState.RETIRED if self._retired else VmState.BUSY if held else VmState.IDLE)
+                self.reporter.vm(state, budget_s=10.0, held=held, list_all=self.slots.capacity.shared)
+                self._next_vm_beat = now + self.settings.vm_heartbeat_s
 
     # -- one start message -----------------------------------------------------------------------
-    def _take(self, delivery: StartDelivery) -> None:
-        """Decide about one leased start message; never raises. It always ends acked or nacked."""
+    def _take(self, delivery: StartDelivery) -> bool:
+        """Decide about one leased start message; never raises. It always ends acked or nacked (by
+        the attempt's own thread, when the VM runs several at once). False: given back for lack of room."""
         settled = False
         try:
             start = self._decode_start(delivery)
             if start is None:
                 settled = True  # acked: it can never succeed
-                return
+                return True
             if self.stopping:
-                return  # nacked below: another VM takes it
+                return True  # nacked below: another VM takes it
             mismatch = self._mismatch(start)
             if mismatch:
                 self.log.error("start message not for this VM; giving it back", extra={
                     "job_id": start.job_id, "attempt": start.attempt, "reason": mismatch})
-                return
-            attempt = AttemptReport(start.job_id, start.attempt)
-            answer = self._claim(delivery, attempt)
-            settled = True  # _claim acks or nacks in every case
-            if answer == "confirm":
-                self._run(start, attempt)
+                return True
+            key = (start.job_id, start.attempt)
+            gpu_ids = self.slots.take(key, start.gpus)
+            if gpu_ids is None:
+                self.log.info("no room for the job now; giving it back", extra={
+                    "job_id": start.job_id, "attempt": start.attempt, "gpus": start.gpus})
+                return False
+            settled = True  # _hold acks or nacks it in every case
+            if not self.slots.capacity.shared:
+                self._hold(delivery, start, gpu_ids)
+                return True
+            thread = threading.Thread(target=self._hold, args=(delivery, start, gpu_ids), daemon=True,
+                                      name=f"zen-attempt-{start.job_id}-{start.attempt}")
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+            thread.start()
         except Exception:  # noqa: BLE001 - one bad message must not end the loop
             self.log.exception("error while handling a start message", extra={"message_id": delivery.message_id})
         finally:
             if not settled:
                 self._quietly(self.transport.nack, delivery, "nack")
+        return True
+
+    def _hold(self, delivery: StartDelivery, start: StartMessage, gpu_ids: tuple[int, ...]) -> None:
+        """Claim and run one attempt in the slot taken for it (``gpu_ids``: its GPUs when the VM runs
+        several at once); never raises. The message ends acked or nacked, the slot given back."""
+        key = (start.job_id, start.attempt)
+        attempt = AttemptReport(start.job_id, start.attempt)
+        settled = False
+        self.controls.open(key)
+        try:
+            answer = self._claim(delivery, attempt)
+            settled = True  # _claim acks or nacks in every case
+            if answer == "confirm":
+                self._run(start, attempt, gpu_ids)
+        except Exception:  # noqa: BLE001 - one bad message must not end the loop
+            self.log.exception("error while handling a start message", extra={"message_id": delivery.message_id})
+        finally:
+            if not settled:
+                self._quietly(self.transport.nack, delivery, "nack")
+            self.controls.close(key)
+            self.slots.give_back(key)
 
     def _decode_start(self, delivery: StartDelivery) -> StartMessage | None:
         try:
@@ -183,7 +239,7 @@ class Agent:
             return f"message is for cluster {start.cluster}, this VM is in {self.identity.cluster}"
         if self.identity.region not in start.regions:
             return f"job allows regions {start.regions}, this VM is in {self.identity.region}"
-        return None
+        return self.slots.never_fits(start.gpus)
 
     def _claim(self, delivery: StartDelivery, attempt: AttemptReport) -> str:
         """CLAIMED, then wait for the answer. Returns confirm | release | stop | timeout | shutdown."""
@@ -205,10 +261,10 @@ class Agent:
                 if self._clock() >= next_lease:
                     self._quietly(self.transport.extend, delivery, "extend lease", self.settings.lease_s)
                     next_lease = self._clock() + lease_every
-                control = self.transport.next_control(min(SLICE_S, remaining))
-                order = self._order_for(control, attempt)
-                if order is None:
+                received = self.controls.next((attempt.job_id, attempt.attempt), min(SLICE_S, remaining))
+                if received is None:
                     continue
+                control, order = received
                 control.ack()
                 if order.action is ControlAction.CONFIRM:
                     self.log.info("claim confirmed", extra=fields)
@@ -227,39 +283,13 @@ class Agent:
         self._quietly(self.transport.nack, delivery, "nack")
         return "timeout"
 
-    def _order_for(self, control: ControlDelivery | None, attempt: AttemptReport) -> ControlMessage | None:
-        """The control message if it is about ``attempt``; any other is acked and ignored."""
-        if control is None:
-            return None
-        try:
-            order = ControlMessage.model_validate_json(control.data)
-        except ValidationError as exc:
-            self.log.error("invalid control message dropped", extra={
-                "message_id": control.message_id, "reason": describe_validation_error(exc)})
-            control.ack()
-            return None
-        if order.vm == self.identity.vm and (order.job_id, order.attempt) == (attempt.job_id, attempt.attempt):
-            return order
-        self._ignore(control, order, f"not about {attempt.job_id} attempt {attempt.attempt}")
-        return None
-
-    def _ignore(self, control: ControlDelivery, order: ControlMessage | None, why: str) -> None:
-        if order is None:
-            try:
-                order = ControlMessage.model_validate_json(control.data)
-            except ValidationError:
-                order = None
-        extra = {"message_id": control.message_id, "why": why}
-        if order is not None:
-            extra.update(job_id=order.job_id, attempt=order.attempt, action=order.action.value, reason=order.reason)
-        self.log.info("control message ignored", extra=extra)
-        control.ack()
-
     # -- running ---------------------------------------------------------------------------------
-    def _run(self, start: StartMessage, attempt: AttemptReport) -> None:
+    def _run(self, start: StartMessage, attempt: AttemptReport, gpu_ids: tuple[int, ...]) -> None:
         fields = {"job_id": start.job_id, "attempt": start.attempt}
-        self._vm_beat(VmState.BUSY, force=True, job=attempt)
-        self.pulls.began()
+        key = (start.job_id, start.attempt)
+        self.slots.running(key)
+        self._vm_beat(force=True)
+        self.pulls.began(key, len(gpu_ids) if gpu_ids else None)
         settings = self.settings
         output = AttemptOutput(start.job_id, start.attempt, self.identity.vm, self.sink, settings.output,
                                settings.tail_bytes)
@@ -271,7 +301,8 @@ class Agent:
                 return
         spec = JobSpec(job_id=start.job_id, attempt=start.attempt, command=start.command, image=start.image,
                        env=dict(start.env), max_runtime_s=start.max_runtime_s,
-                       stop_grace_s=settings.stop_grace_s, data_dirs=data.env() if data else {})
+                       stop_grace_s=settings.stop_grace_s, data_dirs=data.env() if data else {},
+                       gpu_ids=gpu_ids or None)  # (): the VM runs one job at a time, the job sees every GPU
         try:
             job = RunningJob.start(spec, local=self.local, tail_bytes=settings.tail_bytes, docker=settings.docker,
                                    output=output, limits=settings.output, base_env=self._base_env)
@@ -282,7 +313,7 @@ class Agent:
             return
         # The command, not the argv: env values (``-e K=V`` for docker) may be credentials.
         self.log.info("job started", extra={**fields, "pid": job.pid, "container": job.launch.container,
-                                             "command": spec.command, "image": spec.image})
+                                             "command": spec.command, "image": spec.image, "gpu_ids": spec.gpu_ids})
         try:
             final, note = self._supervise(job, attempt)
         except BaseException:
@@ -325,7 +356,7 @@ class Agent:
             self.log.info("job data", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
                                              **data.heartbeat_fields()})
             data.cleanup()
-        self._after_job()
+        self._after_job((attempt.job_id, attempt.attempt))
 
     def _attempt_data(self, start: StartMessage) -> AttemptData | None:
         if not start.inputs and not start.outputs:
@@ -383,18 +414,21 @@ class Agent:
         if self._clock() >= next_beat:
             self.reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, self.settings.heartbeat_s), **report)
             next_beat = self._clock() + self.settings.heartbeat_s
-        self._vm_beat(VmState.BUSY, job=attempt)
-        control = self.transport.next_control(SLICE_S)
-        order = self._order_for(control, attempt)
-        if order is not None:
-            control.ack()
+        self._vm_beat()
+        received = self.controls.next((attempt.job_id, attempt.attempt), SLICE_S)
+        if received is None:
+            return next_beat, None
+        control, order = received
+        control.ack()
         return next_beat, order
 
-    def _after_job(self) -> None:
-        self.jobs_run += 1
-        self.pulls.ended()
-        if not self.stopping and not self.pulls.exhausted():  # else the loop reports RETIRED next
-            self._vm_beat(VmState.IDLE, force=True)
+    def _after_job(self, key: Key) -> None:
+        with self._lock:
+            self.jobs_run += 1
+        self.pulls.ended(key)
+        self.slots.ended(key)
+        if not self.stopping and (self._retired or not self.pulls.exhausted()):  # else the loop says RETIRED next
+            self._vm_beat(force=True)
 
     # -- helpers ---------------------------------------------------------------------------------
     def _close_output(self, output: AttemptOutput, note: str, budget_s: float = OUTPUT_BUDGET_S) -> None:

@@ -2,9 +2,11 @@
 
 The rules, where the issue is silent:
 - **What counts:** every attempt this VM ran (its claim confirmed), recorded when it ends, whatever
-  its outcome, with GPU-seconds = the VM's GPUs x the attempt's wall time (staging and upload
-  included: the VM was held throughout). An attempt counts whole at its end time: a 30-hour job
-  that ends now counts 30 hours now.
+  its outcome, with GPU-seconds = the GPUs it held x the attempt's wall time (staging and upload
+  included: the GPUs were held throughout); the GPUs it held are the VM's, unless the VM runs
+  several jobs at once (``zen.agent.slots``). An attempt counts whole at its end time: a 30-hour job
+  that ends now counts 30 hours now. Attempts still running count too (as one job each, and their
+  GPU-hours so far), so a VM running several at once never starts one past its limit.
 - **Window:** the trailing 24 h (``window_s``): an attempt that ended longer ago no longer counts.
 - **Reached:** attempts in the window >= ``max_jobs``, or GPU-hours >= ``max_gpu_hours``. It is
   asked only before a pull, so a running job is never stopped for a limit: it finishes, and may
@@ -61,30 +63,32 @@ class DailyPulls:
         self._clock = clock  # seconds, any origin (the agent's monotonic clock)
         self._window_s = window_s
         self._ended: deque[tuple[float, float]] = deque()  # (ended at, GPU-seconds), oldest first
-        self._began: float | None = None
+        self._running: dict[object, tuple[float, int]] = {}  # attempt -> (began at, its GPUs)
         self._reached: str | None = None
 
-    def began(self) -> None:
-        """An attempt starts holding the VM (its claim was confirmed)."""
-        self._began = self._clock()
+    def began(self, attempt: object = None, gpus: int | None = None) -> None:
+        """``attempt`` starts holding ``gpus`` of the VM's GPUs (None: all of them); its claim was confirmed."""
+        self._running[attempt] = (self._clock(), self._gpus if gpus is None else gpus)
 
-    def ended(self) -> None:
-        """The attempt begun last has ended: count it, with its GPUs x wall time."""
-        if self._began is not None:
+    def ended(self, attempt: object = None) -> None:
+        """``attempt`` has ended: count it, with its GPUs x wall time."""
+        began = self._running.pop(attempt, None)
+        if began is not None:
             now = self._clock()
-            self.record(now, self._gpus * max(0.0, now - self._began))
-            self._began = None
+            self.record(now, began[1] * max(0.0, now - began[0]))
 
     def record(self, ended_at: float, gpu_seconds: float) -> None:
         self._ended.append((ended_at, gpu_seconds))
 
     def jobs(self) -> int:
         self._forget_old()
-        return len(self._ended)
+        return len(self._ended) + len(self._running)
 
     def gpu_hours(self) -> float:
         self._forget_old()
-        return math.fsum(gpu_seconds for _, gpu_seconds in self._ended) / 3600.0
+        now = self._clock()
+        running = [gpus * max(0.0, now - began) for began, gpus in list(self._running.values())]
+        return math.fsum([gpu_seconds for _, gpu_seconds in self._ended] + running) / 3600.0
 
     def exhausted(self) -> str | None:
         """Why no more jobs may be taken (for good, once said), or None while another one may."""

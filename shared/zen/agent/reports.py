@@ -16,11 +16,12 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable, Protocol
+from typing import Callable, Protocol, Sequence
 
 from zen.agent.identity import Identity
 from zen.errors import ZenError
-from zen.models import AgentStatus, Heartbeat, Message, VmHeartbeat, VmState
+from zen.models import AgentStatus, Heartbeat, Message, VmState
+from zen.vm_heartbeat import HeldAttempt, VmHeartbeat
 
 log = logging.getLogger("zen.agent.reports")
 MAX_MESSAGE_CHARS = 8192  # Heartbeat.message
@@ -72,14 +73,20 @@ class Reporter:
         return self._send(heartbeat, budget_s, job_id=attempt.job_id, attempt=attempt.attempt,
                           status=status.value, seq=heartbeat.seq)
 
-    def vm(self, state: VmState, *, budget_s: float, job_id: str | None = None, attempt: int | None = None) -> bool:
+    def vm(self, state: VmState, *, budget_s: float, held: Sequence[tuple[str, int]] = (),
+           list_all: bool = False) -> bool:
+        """``held``: the attempts the VM runs, oldest first; the first is named in ``job_id`` /
+        ``attempt``, and with ``list_all`` (a VM that may run several) every one in ``jobs``."""
         self._vm_seq = max(self._vm_seq + 1, int(self._wall_clock() * 1000))
         identity = self._identity
+        job_id, attempt = held[0] if held else (None, None)
         heartbeat = VmHeartbeat(
             kind="vm", vm=identity.vm, cluster=identity.cluster, region=identity.region, zone=identity.zone,
             state=state, seq=self._vm_seq, sent_at=datetime.now(timezone.utc), job_id=job_id, attempt=attempt,
+            jobs=[HeldAttempt(job_id=j, attempt=a) for j, a in held] if list_all else None,
         )
-        return self._send(heartbeat, budget_s, vm_state=state.value, job_id=job_id)
+        return self._send(heartbeat, budget_s, vm_state=state.value, job_id=job_id,
+                          jobs=len(held) if list_all else None)
 
     def _send(self, message: Message, budget_s: float, **fields) -> bool:
         try:

@@ -4,7 +4,8 @@
 Two ways to run a job, never through a shell:
 - a plain subprocess: the ``command`` list, with the agent's environment plus the job's ``env``
   (local mode, or a job without an image);
-- a container: ``docker run --rm --gpus all --name zen-<job>-<attempt> -e K=V ... IMAGE CMD...``.
+- a container: ``docker run --rm --gpus all --name zen-<job>-<attempt> -e K=V ... IMAGE CMD...``
+  (``--gpus '"device=4,5"'`` instead of ``all`` for a job that shares its VM: ``JobSpec.gpu_ids``).
 
 Every job is started through ``launch.py`` (the parent-death shim) in a new session, so it leads its
 own process group: a stop signals the whole group (the job and everything it forked). Stopping is
@@ -50,15 +51,26 @@ class JobSpec:
     max_runtime_s: int | None = None
     stop_grace_s: float | None = None
     data_dirs: dict[str, str] = field(default_factory=dict)  # ZEN_INPUT_DIR, ZEN_OUTPUT_DIR (zen.agent.staging)
+    gpu_ids: tuple[int, ...] | None = None  # its GPUs on a VM that runs several jobs (zen.agent.slots); None: all
 
-    def job_env(self) -> dict[str, str]:
+    def job_env(self, *, container: bool = False) -> dict[str, str]:
         """What the job sees besides its own ``env``: which job and attempt it is, how long it has
         between SIGTERM and SIGKILL when stopped or preempted (time to checkpoint), and where its
         inputs are and its outputs go (these win over its ``env``: the agent uploads that directory)."""
         own = {"ZEN_JOB_ID": self.job_id, "ZEN_JOB_ATTEMPT": str(self.attempt)}
         if self.stop_grace_s is not None:
             own["ZEN_STOP_GRACE_S"] = f"{self.stop_grace_s:g}"
-        return {**own, **self.env, **self.data_dirs}
+        return {**own, **self.env, **self.data_dirs, **self.gpu_env(container=container)}
+
+    def gpu_env(self, *, container: bool) -> dict[str, str]:
+        """Which GPUs are the job's, when it shares its VM (these win over its ``env``): ``ZEN_GPU_IDS``,
+        the VM's device indices, and for a plain process ``CUDA_VISIBLE_DEVICES`` too (a container is
+        given only those devices, ``--gpus``, and sees them renumbered from 0: a ``CUDA_VISIBLE_DEVICES``
+        of its own picks among them)."""
+        if self.gpu_ids is None:
+            return {}
+        ids = ",".join(str(index) for index in self.gpu_ids)
+        return {"ZEN_GPU_IDS": ids} if container else {"ZEN_GPU_IDS": ids, "CUDA_VISIBLE_DEVICES": ids}
 
 
 @dataclass(frozen=True)
@@ -78,10 +90,11 @@ def container_name(job_id: str, attempt: int) -> str:
 def docker_argv(spec: JobSpec, docker: str = "docker") -> list[str]:
     if not spec.image:
         raise CannotRun("no image to run")
-    argv = [docker, "run", "--rm", "--gpus", "all", "--name", container_name(spec.job_id, spec.attempt)]
+    gpus = "all" if spec.gpu_ids is None else '"device=%s"' % ",".join(str(index) for index in spec.gpu_ids)
+    argv = [docker, "run", "--rm", "--gpus", gpus, "--name", container_name(spec.job_id, spec.attempt)]
     for path in spec.data_dirs.values():  # the same path inside the container
         argv += ["-v", f"{path}:{path}"]
-    for key, value in spec.job_env().items():
+    for key, value in spec.job_env(container=True).items():
         argv += ["-e", f"{key}={value}"]
     return argv + [spec.image] + list(spec.command or [])
 

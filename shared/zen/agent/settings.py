@@ -19,6 +19,10 @@
 |                               |         | (unset: the template's attribute, else the configuration; |
 |                               |         | see ``zen.agent.limits``)                                 |
 | ``ZEN_AGENT_MAX_GPU_HOURS_PER_DAY`` | unset | the same by GPU-hours (GPUs x wall time)        |
+| ``ZEN_AGENT_MAX_JOBS_PER_VM`` | unset   | jobs this VM runs at once, each on its own GPUs (unset: |
+|                               |         | the template's attribute, else the configuration's       |
+|                               |         | ``max_jobs_per_vm``; see ``zen.agent.slots``)             |
+| ``ZEN_AGENT_GPUS``            | unset   | the VM's GPUs (unset: the template's, else ``gpu_count``) |
 | ``ZEN_AGENT_LOG_LINE_BYTES``  | 16384   | longest output line; longer ones are cut into pieces     |
 | ``ZEN_AGENT_LOG_FLUSH_S``     | 1       | how often output is shipped; a partial line waits this long |
 | ``ZEN_AGENT_LOG_RATE_LINES``  | 1000    | lines shipped per second at most                         |
@@ -61,6 +65,8 @@ class AgentSettings:
     work_dir: str = field(default_factory=lambda: os.path.join(tempfile.gettempdir(), "zen-agent"))
     max_jobs_per_day: int | None = None  # None: the template's or the configuration's (zen.agent.limits)
     max_gpu_hours_per_day: float | None = None
+    max_jobs_per_vm: int | None = None  # None: the template's or the configuration's (zen.agent.slots)
+    gpus: int | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "AgentSettings":
@@ -102,6 +108,9 @@ class AgentSettings:
                                          integer=True),
             max_gpu_hours_per_day=parse_limit("ZEN_AGENT_MAX_GPU_HOURS_PER_DAY",
                                               env.get("ZEN_AGENT_MAX_GPU_HOURS_PER_DAY", ""), integer=False),
+            max_jobs_per_vm=parse_limit("ZEN_AGENT_MAX_JOBS_PER_VM", env.get("ZEN_AGENT_MAX_JOBS_PER_VM", ""),
+                                        integer=True),
+            gpus=parse_limit("ZEN_AGENT_GPUS", env.get("ZEN_AGENT_GPUS", ""), integer=True),
         )
 
 

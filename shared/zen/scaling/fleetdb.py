@@ -63,6 +63,10 @@ class FleetDb:
             arrivals = fleet.arrivals_since(session, cluster, arrivals_since)
         return FleetFacts(demand, held, agents, memory, arrivals)
 
+    def shared_load(self, cluster: str) -> tuple[list[dict], dict[str, tuple[int, int]]]:
+        with self._db.transaction() as session:
+            return fleet.queued_demand_by_gpus(session, cluster), fleet.vm_loads(session, cluster)
+
     def memory(self, cluster: str) -> dict[str, RegionMemory]:
         with self._db.transaction() as session:
             return self._memory(session, cluster)

@@ -9,7 +9,8 @@ post-submission run never overlap; a second one skips):
 1. Snapshot: queued jobs aggregated by (priority, allowed regions); every regional MIG's target
    size, instances and new errors (the regions' calls at once); which VMs hold a job (jobs table)
    or are idle (agents' VM heartbeats); when each instance was first seen (boot age); the planner's
-   memory.
+   memory. Where VMs run several jobs at once, the queued jobs that fit busy VMs' room are taken
+   out of the demand (``zen.scaling.sharing``).
 2. Plan: the policy (``ZenPlanner``) decides; each VM whose agent is RETIRED (past its pull limit,
    ``zen.agent.limits``) and holds no job is deleted too (``_retire``).
 3. Apply, adds first: each region's MIG is resized to ``min(target + add, max_vms_per_region)``
@@ -40,6 +41,7 @@ from zen.scaling.model import (
     Vm, VmPhase, vm_index,
 )
 from zen.scaling.planner import ZenPlanner
+from zen.scaling.sharing import absorb
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
     from zen.store.db import Database
@@ -149,7 +151,10 @@ class ClusterManager:
         vms, zones = self._vms({region: states[region].instances for region in seen}, first_seen, facts)
         limits = ClusterLimits(name, tuple(self.cluster.regions), self.cluster.max_vms_per_region,
                                self.cluster.max_vms, self.cluster.min_vms)
-        snapshot = ClusterSnapshot(now=now, cluster=limits, queued=(), demand=facts.demand, vms=vms,
+        demand = facts.demand
+        if self.cluster.max_jobs_per_vm > 1:  # busy VMs with room take queued jobs too (zen.scaling.sharing)
+            demand = absorb(*self._fleet.shared_load(name), vms, self.cluster.gpu_count, self.cluster.max_jobs_per_vm)
+        snapshot = ClusterSnapshot(now=now, cluster=limits, queued=(), demand=demand, vms=vms,
                                    target_sizes=targets, errors=tuple(errors), memory=facts.memory,
                                    timing=self._timing, arrivals_last_hour=facts.arrivals)
         return snapshot, zones

@@ -103,6 +103,10 @@ class FleetPort(Protocol):
 
     def memory(self, cluster: str) -> dict[str, RegionMemory]: ...
 
+    def shared_load(self, cluster: str) -> tuple[list[dict[str, Any]], dict[str, tuple[int, int]]]:
+        """Queued jobs by (priority, regions, GPUs held) and VM name -> (jobs, GPUs) it holds. Asked
+        only for a cluster whose VMs run several jobs at once (``zen.scaling.sharing``)."""
+
     def see_instances(self, cluster: str, instances: dict[str, list[str]], now: datetime) -> dict[str, datetime]:
         """Record each region's MIG instances as seen ``now`` (forgetting the vanished ones);
         returns when each was first seen."""

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from zen.config import ClusterConfig, QueueConfig, Queueing
 from zen.local.compute.capacity import CapacitySchedule, TraceError, load_trace
@@ -73,9 +73,17 @@ class _Spec(BaseModel):
 
 
 class ClusterSpec(ClusterConfig):
-    """A cluster as in ``zen.config`` (same names and limits); the GPU type may be left out."""
+    """A cluster as in ``zen.config`` (same names and limits); the GPU type may be left out. The
+    simulated world runs one job per VM: ``max_jobs_per_vm`` stays 1."""
 
     gpu_type: str = "nvidia-tesla-a100"
+
+    @field_validator("max_jobs_per_vm")
+    @classmethod
+    def _one_job_per_vm(cls, value: int) -> int:
+        if value != 1:
+            raise ValueError("the simulator runs one job per VM: leave max_jobs_per_vm at 1")
+        return value
 
 
 class PreemptionSpec(_Spec):

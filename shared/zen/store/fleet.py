@@ -25,6 +25,16 @@ def queued_demand(session: Session, cluster: str) -> list[dict[str, Any]]:
     return session.run("queued_demand", cluster=cluster)
 
 
+def queued_demand_by_gpus(session: Session, cluster: str) -> list[dict[str, Any]]:
+    """``queued_demand`` split by the GPUs each job holds: ``priority, regions, gpus, jobs, oldest``."""
+    return session.run("queued_demand_by_gpus", cluster=cluster)
+
+
+def vm_loads(session: Session, cluster: str) -> dict[str, tuple[int, int]]:
+    """VM name -> (jobs, GPUs) it holds, for the cluster's VMs that hold any."""
+    return {r["vm"]: (r["jobs"], r["gpus"]) for r in session.run("vm_loads_of_cluster", cluster=cluster)}
+
+
 def held_vms(session: Session, cluster: str) -> dict[str, str]:
     """VM name -> the job it holds (assigned, running or stopping)."""
     return {r["vm"]: r["job_id"] for r in session.run("held_vms_of_cluster", cluster=cluster)}

@@ -54,9 +54,9 @@ ORDER BY e.n;
 WITH job AS (
     INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions, request,
                       request_hash, max_runtime_s, last_seq, submitted_at, queued_at, start_published_at,
-                      updated_at)
+                      updated_at, gpus)
     SELECT :job_id, 'QUEUED', 1, :max_attempts, :cluster, :user_id, :priority, CAST(:regions AS jsonb),
-           CAST(:request AS jsonb), :request_hash, :max_runtime_s, 0, :now, :now, :now, :now
+           CAST(:request AS jsonb), :request_hash, :max_runtime_s, 0, :now, :now, :now, :now, :gpus
     WHERE NOT EXISTS (SELECT 1 FROM early_stops WHERE job_id = :job_id)
     ON CONFLICT (job_id) DO NOTHING
     RETURNING job_id
@@ -178,13 +178,13 @@ SELECT id, at, source, message_id, job_id, reason, payload FROM rejected_message
 
 -- name: upsert_vm
 -- Only a newer heartbeat (higher seq) changes the row: VM heartbeats also arrive out of order.
-INSERT INTO vms (name, cluster, region, zone, state, job_id, attempt, last_seq, first_seen_at,
+INSERT INTO vms (name, cluster, region, zone, state, job_id, attempt, jobs, last_seq, first_seen_at,
                  last_seen_at, idle_since)
-VALUES (:vm_name, :cluster, :region, :zone, :state, :job_id, :attempt, :seq, :now, :now,
+VALUES (:vm_name, :cluster, :region, :zone, :state, :job_id, :attempt, CAST(:jobs AS jsonb), :seq, :now, :now,
         CASE WHEN :state = 'IDLE' THEN CAST(:sent_at AS timestamptz) END)
 ON CONFLICT (name) DO UPDATE
 SET cluster = EXCLUDED.cluster, region = EXCLUDED.region, zone = EXCLUDED.zone,
-    state = EXCLUDED.state, job_id = EXCLUDED.job_id, attempt = EXCLUDED.attempt,
+    state = EXCLUDED.state, job_id = EXCLUDED.job_id, attempt = EXCLUDED.attempt, jobs = EXCLUDED.jobs,
     last_seq = EXCLUDED.last_seq, last_seen_at = EXCLUDED.last_seen_at,
     idle_since = CASE WHEN EXCLUDED.state = 'IDLE'
                       THEN COALESCE(vms.idle_since, EXCLUDED.idle_since) END
@@ -262,6 +262,22 @@ UNION ALL SELECT 1 FROM vms WHERE name = :vm_name AND state = 'RETIRED';
 
 -- name: vm_holds_job
 SELECT job_id FROM jobs WHERE vm = :vm_name AND status IN ('ASSIGNED','RUNNING','STOPPING') LIMIT 1;
+
+-- name: jobs_on_vm
+-- The jobs a VM holds (a claim from it is checked against them: zen.claims). The partial vm index's.
+SELECT job_id, gpus FROM jobs WHERE vm = :vm_name AND status IN ('ASSIGNED','RUNNING','STOPPING');
+
+-- name: vm_loads_of_cluster
+-- Per VM of a cluster that holds jobs: how many, and the GPUs they hold (VMs with room: zen.scaling.sharing).
+SELECT vm, count(*) AS jobs, CAST(sum(gpus) AS integer) AS gpus FROM jobs
+WHERE cluster = :cluster AND status IN ('ASSIGNED','RUNNING','STOPPING') AND vm IS NOT NULL
+GROUP BY vm;
+
+-- name: queued_demand_by_gpus
+-- queued_demand, split by the GPUs each job holds (a cluster whose VMs take several jobs at once).
+SELECT priority, regions, gpus, count(*) AS jobs, min(queued_at) AS oldest FROM jobs
+WHERE cluster = :cluster AND status = 'QUEUED'
+GROUP BY priority, regions, gpus;
 
 -- name: drain_vm
 INSERT INTO vm_drains (name, cluster, region, at) VALUES (:vm_name, :cluster, :region, :now)
@@ -372,3 +388,7 @@ FROM (SELECT LEAST(COALESCE(claim.at, CAST(:ran_from AS timestamptz), t.ended_at
             WHERE job_id = :job_id AND attempt = :attempt AND to_status = 'ASSIGNED') AS claim) AS s
 ON CONFLICT (job_id, attempt) DO NOTHING
 RETURNING job_id;
+
+-- name: share_attempt_vm
+-- An attempt that shared its VM with others (max_jobs_per_vm > 1) is charged its share of the VM's time.
+UPDATE attempt_usage SET vm_share = :vm_share WHERE job_id = :job_id AND attempt = :attempt;

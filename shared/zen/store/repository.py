@@ -55,7 +55,7 @@ def insert_queued_job(session: Session, job: Job, history: list[dict[str, Any]],
     rows = session.run(
         "submit_job", job_id=job.job_id, max_attempts=job.max_attempts, cluster=job.cluster,
         user_id=job.user_id, priority=job.priority, regions=to_json(job.regions), request=to_json(job.request),
-        request_hash=job.request_hash, max_runtime_s=job.max_runtime_s, now=now,
+        request_hash=job.request_hash, max_runtime_s=job.max_runtime_s, now=now, gpus=job.gpus,
         history=json.dumps([{key: h[key] for key in ("actor", "from_status", "to_status", "reason")} for h in history]),
         messages=outbox_json(messages),
     )
@@ -157,17 +157,24 @@ def list_rejections(session: Session) -> list[dict[str, Any]]:
 
 
 def upsert_vm(session: Session, *, name: str, cluster: str, region: str, zone: str, state: str,
-              job_id: str | None, attempt: int | None, seq: int, sent_at: datetime, now: datetime) -> bool:
-    """Record a VM heartbeat; False when it is older than what is recorded (out of order)."""
+              job_id: str | None, attempt: int | None, seq: int, sent_at: datetime, now: datetime,
+              jobs: str | None = None) -> bool:
+    """Record a VM heartbeat (``jobs``: every attempt it holds, as JSON, from a VM that may hold
+    several); False when it is older than what is recorded (out of order)."""
     row = session.one(
         "upsert_vm", vm_name=name, cluster=cluster, region=region, zone=zone, state=state, job_id=job_id,
-        attempt=attempt, seq=seq, sent_at=sent_at, now=now,
+        attempt=attempt, jobs=jobs, seq=seq, sent_at=sent_at, now=now,
     )
     return row is not None
 
 
 def list_vms(session: Session) -> list[dict[str, Any]]:
     return session.run("list_vms")
+
+
+def jobs_on_vm(session: Session, vm: str) -> dict[str, int]:
+    """Job id -> GPUs held, for the jobs ``vm`` holds (assigned, running or stopping)."""
+    return {r["job_id"]: r["gpus"] for r in session.run("jobs_on_vm", vm_name=vm)}
 
 
 def vm_is_draining(session: Session, vm: str) -> bool:

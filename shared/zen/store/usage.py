@@ -7,10 +7,14 @@ jobs: work lost to a silent or preempted VM and then retried is counted as well.
 
 Units: an attempt's wall time on its VM runs from the VM's claim (or the start of the run, if its
 report came first) to when Zen ended the attempt; for a silent VM that is when the sweep gave it
-up, up to ``deadlines.heartbeat_timeout_s`` after its last report. A VM runs one attempt at a time,
-so the attempt's VM-seconds are that wall time, and its GPU-seconds are the VM's GPUs times it.
-VM time no attempt held (boot, idle, drain) is not attributed to any job; the fleet's own VM-hours
-per region (``fleet_by_region``) come from the MIG instances the scaling passes saw.
+up, up to ``deadlines.heartbeat_timeout_s`` after its last report. Its GPU-seconds are the GPUs it
+held (``ClusterConfig.gpus_held``: the VM's all when a VM runs one job at a time, else its own
+``gpu_count``) times that wall time. Its VM-seconds are the wall time times its share of the VM
+(``vm_share`` = its GPUs / the VM's GPUs): 1 for an attempt that held the whole VM, so two 4-GPU
+attempts that share an 8-GPU VM for an hour are charged half a VM-hour each, and the estimated cost
+of a shared VM is split by GPUs. A shared VM's GPUs or slots no attempt held (a 4-GPU job alone on an
+8-GPU VM) are not attributed, like the VM time no attempt held (boot, idle, drain); the fleet's own
+VM-hours per region (``fleet_by_region``) come from the MIG instances the scaling passes saw.
 """
 
 from __future__ import annotations
@@ -34,13 +38,13 @@ QUERIES = {
     "usage_by": """
         SELECT """ + _GROUP_KEY + """
                count(DISTINCT job_id) AS jobs, count(*) AS attempts, sum(gpu_seconds) AS gpu_seconds,
-               sum(extract(epoch FROM ended_at - started_at)) AS vm_seconds
+               sum(extract(epoch FROM ended_at - started_at) * vm_share) AS vm_seconds
         FROM attempt_usage WHERE ended_at >= :since
         GROUP BY 1 ORDER BY 1""",
     # VM-seconds per group and machine type: what the estimated cost is priced from.
     "vm_seconds_by_machine": """
         SELECT """ + _GROUP_KEY + """
-               machine_type, sum(extract(epoch FROM ended_at - started_at)) AS vm_seconds
+               machine_type, sum(extract(epoch FROM ended_at - started_at) * vm_share) AS vm_seconds
         FROM attempt_usage WHERE ended_at >= :since
         GROUP BY 1, 2 ORDER BY 1, 2""",
     # The fleet per region and cluster: seconds each MIG instance was seen in the window, boot and
@@ -61,15 +65,17 @@ QUERIES = {
 
 
 def record_attempt(session: Session, job: Job, *, outcome: str, machine_type: str | None, gpus: int,
-                   ran_from: datetime | None, now: datetime) -> bool:
+                   ran_from: datetime | None, now: datetime, vm_share: float = 1.0) -> bool:
     """The usage of ``job``'s current attempt, which ends now (``job`` as it was before the change;
-    ``gpus``: its VM's; ``ran_from``: when that attempt began running, if it did). False when already
-    recorded."""
+    ``gpus``: those it held; ``vm_share``: its share of the VM, below 1 only when it shared it;
+    ``ran_from``: when that attempt began running, if it did). False when already recorded."""
     row = session.one(
         "insert_attempt_usage", job_id=job.job_id, attempt=job.attempt, user_id=job.user_id, queue=job.queue,
         cluster=job.cluster, machine_type=machine_type, region=job.region, vm=job.vm, gpus=gpus,
         ran_from=ran_from, ended_at=now, outcome=outcome,
     )
+    if row is not None and vm_share < 1.0:  # one more statement, only for an attempt that shared its VM
+        session.run("share_attempt_vm", job_id=job.job_id, attempt=job.attempt, vm_share=vm_share)
     return row is not None
 
 

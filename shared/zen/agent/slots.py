@@ -1,0 +1,201 @@
+"""Several attempts on one VM at once (issue 15, a cluster's ``max_jobs_per_vm``): the VM's capacity,
+the GPUs each attempt holds, and the control messages each one is sent.
+
+- ``Capacity``: the VM's GPUs and the most jobs it runs at once. Each comes from the first source
+  that has it (:func:`resolve_capacity`): ``ZEN_AGENT_GPUS`` / ``ZEN_AGENT_MAX_JOBS_PER_VM``; else, on
+  GCE, the instance attribute its template carries (``zen-gpu-count`` / ``zen-max-jobs-per-vm``);
+  else the cluster's ``gpu_count`` / ``max_jobs_per_vm``.
+- ``Slots``: which attempts the VM holds and which GPU indices each one has. With ``max_jobs`` 1 an
+  attempt holds the whole VM and is given no device list (the job sees every GPU, as always). With
+  more, each attempt gets its own disjoint indices, lowest first (``CUDA_VISIBLE_DEVICES`` and
+  ``ZEN_GPU_IDS``, ``zen.agent.runner``): ``StartMessage.gpus`` of them, all the VM's when unset.
+  A start message that does not fit now is given back at once (``Agent._take``), for a VM with room.
+- ``ControlRouter``: a VM has one control subscription; whichever attempt (or the idle loop) waits
+  on it reads the next message and hands it to the attempt it is about. Messages about no attempt
+  the VM holds are acked and logged, as they always were.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
+
+from zen.agent.identity import template_attribute
+from zen.agent.limits import parse_limit
+from zen.config import ClusterConfig
+from zen.errors import ConfigError, describe_validation_error
+from zen.models import ControlMessage
+
+if TYPE_CHECKING:
+    from zen.agent.identity import Identity, MetadataServer
+    from zen.agent.settings import AgentSettings
+    from zen.agent.transport import ControlDelivery, Transport
+
+GPUS_ATTRIBUTE = "zen-gpu-count"
+MAX_JOBS_ATTRIBUTE = "zen-max-jobs-per-vm"
+Key = tuple[str, int]  # (job_id, attempt)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    gpus: int = 1  # the VM's GPUs
+    max_jobs: int = 1  # attempts it runs at once
+
+    @property
+    def shared(self) -> bool:
+        return self.max_jobs > 1
+
+
+def resolve_capacity(settings: AgentSettings, metadata: MetadataServer | None, identity: Identity,
+                     cluster: ClusterConfig) -> Capacity:
+    """Each figure from the first source that has it: the settings, the template's instance attribute
+    (on GCE only; set and empty means the configuration's), the cluster's configuration."""
+
+    def one(given: int | None, attribute: str, configured: int) -> int:
+        if given is not None:
+            return given
+        raw = template_attribute(metadata, identity, f"instance/attributes/{attribute}")
+        value = parse_limit(f"instance attribute {attribute}", raw, integer=True) if raw is not None else None
+        return configured if value is None else value
+
+    capacity = Capacity(gpus=one(settings.gpus, GPUS_ATTRIBUTE, cluster.gpu_count),
+                        max_jobs=one(settings.max_jobs_per_vm, MAX_JOBS_ATTRIBUTE, cluster.max_jobs_per_vm))
+    if capacity.max_jobs > capacity.gpus:
+        raise ConfigError(f"{capacity.max_jobs} jobs at once on a VM of {capacity.gpus} GPUs: each job needs one")
+    return capacity
+
+
+class Slots:
+    """The attempts this VM holds, from before their claim to their end, and their GPUs (thread-safe)."""
+
+    def __init__(self, capacity: Capacity = Capacity()):
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._gpus: dict[Key, tuple[int, ...]] = {}  # held, in the order taken
+        self._running: dict[Key, None] = {}  # of those, confirmed and not yet ended
+
+    def never_fits(self, gpus: int | None) -> str | None:
+        """Why an attempt asking for ``gpus`` (None: the whole VM) can never run here, if it cannot."""
+        if gpus is not None and gpus > self.capacity.gpus:
+            return f"the job holds {gpus} GPUs, this VM has {self.capacity.gpus}"
+        return None
+
+    def take(self, key: Key, gpus: int | None) -> tuple[int, ...] | None:
+        """Hold a slot for ``key``: its GPU indices (``()`` when the VM runs one job at a time: all of
+        them, no device list), or None when it does not fit now."""
+        with self._lock:
+            if len(self._gpus) >= self.capacity.max_jobs:
+                return None
+            if not self.capacity.shared:
+                self._gpus[key] = ()
+                return ()
+            used = {index for ids in self._gpus.values() for index in ids}
+            free = [index for index in range(self.capacity.gpus) if index not in used]
+            needs = self.capacity.gpus if gpus is None else gpus
+            if len(free) < needs:
+                return None
+            self._gpus[key] = tuple(free[:needs])
+            return self._gpus[key]
+
+    def full(self) -> bool:
+        """No attempt could be taken now (so the agent does not pull)."""
+        with self._lock:
+            used = sum(len(ids) for ids in self._gpus.values())
+            return len(self._gpus) >= self.capacity.max_jobs or (self.capacity.shared and used >= self.capacity.gpus)
+
+    def running(self, key: Key) -> None:
+        with self._lock:
+            self._running[key] = None
+
+    def ended(self, key: Key) -> None:
+        with self._lock:
+            self._running.pop(key, None)
+
+    def give_back(self, key: Key) -> None:
+        with self._lock:
+            self._running.pop(key, None)
+            self._gpus.pop(key, None)
+
+    def held(self) -> list[Key]:
+        """The attempts running now, oldest first (what VM heartbeats report)."""
+        with self._lock:
+            return list(self._running)
+
+
+class ControlRouter:
+    """The VM's control messages, each handed to the attempt it is about (``open`` to ``close``).
+
+    ``next`` waits at most one slice: the reader of the subscription is whichever caller finds no
+    one else reading; the others wait for their own messages. One thread alone (a VM running one job
+    at a time) always reads itself, exactly as it did before there were several."""
+
+    def __init__(self, transport: Transport, vm: str, log: logging.LoggerAdapter):
+        self._transport = transport
+        self._vm = vm
+        self._log = log
+        self._ready = threading.Condition()
+        self._inboxes: dict[Key, deque[tuple[ControlDelivery, ControlMessage]]] = {}
+        self._reading = False
+
+    def open(self, key: Key) -> None:
+        with self._ready:
+            self._inboxes[key] = deque()
+
+    def close(self, key: Key) -> None:
+        with self._ready:
+            left = self._inboxes.pop(key, ())
+        for control, order in left:
+            self.ignore(control, order, "its attempt has ended")
+
+    def next(self, key: Key | None, timeout_s: float) -> tuple[ControlDelivery, ControlMessage] | None:
+        """The next control message about ``key`` within ``timeout_s``, not yet acked; None if none
+        came (``key`` None: the agent holds nothing, and every message is about someone else)."""
+        with self._ready:
+            inbox = self._inboxes.get(key) if key else None
+            if inbox:
+                return inbox.popleft()
+            if self._reading:  # another attempt reads: it hands this one its messages
+                self._ready.wait(timeout_s)
+                return inbox.popleft() if inbox else None
+            self._reading = True
+        try:
+            control = self._transport.next_control(timeout_s)
+        finally:
+            with self._ready:
+                self._reading = False
+                self._ready.notify_all()
+        if control is None:
+            return None
+        order = self._decode(control)
+        if order is None:
+            return None
+        about = (order.job_id, order.attempt)
+        if order.vm == self._vm and about == key:
+            return control, order
+        with self._ready:
+            if order.vm == self._vm and about in self._inboxes:
+                self._inboxes[about].append((control, order))
+                self._ready.notify_all()
+                return None
+        self.ignore(control, order, "no job in hand" if key is None else f"not about {key[0]} attempt {key[1]}")
+        return None
+
+    def _decode(self, control: ControlDelivery) -> ControlMessage | None:
+        try:
+            return ControlMessage.model_validate_json(control.data)
+        except ValidationError as exc:
+            self._log.error("invalid control message dropped", extra={
+                "message_id": control.message_id, "reason": describe_validation_error(exc)})
+            control.ack()
+            return None
+
+    def ignore(self, control: ControlDelivery, order: ControlMessage, why: str) -> None:
+        self._log.info("control message ignored", extra={
+            "message_id": control.message_id, "why": why, "job_id": order.job_id, "attempt": order.attempt,
+            "action": order.action.value, "reason": order.reason})
+        control.ack()

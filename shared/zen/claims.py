@@ -1,0 +1,64 @@
+"""Checks a claim must pass besides the job's own state (``zen.lifecycle.decide_heartbeat``): the VM
+is not going away, and it has room for the job.
+
+Both read the VM's rows under its advisory lock (``repository.vm_is_draining`` takes it), which a
+scale-down's drain and every other claim by the same VM also take: two claims from one VM are
+checked one after the other, each seeing the job the other won.
+
+Room (a cluster's ``max_jobs_per_vm``, issue 15): a VM that holds other jobs takes one more only
+while it would hold at most ``max_jobs_per_vm`` jobs and their GPUs (``Job.gpus``, which
+``ClusterConfig.gpus_held`` set at submission) fit the VM's ``gpu_count``. A VM that holds nothing
+takes any job of its cluster. Where the issue is silent:
+- The check runs for clusters whose VMs may take several jobs. An agent of a cluster with
+  ``max_jobs_per_vm: 1`` claims only when it holds nothing, so a job the database still shows on
+  its VM is one whose end report is on its way (Pub/Sub does not order it before the next claim);
+  refusing would only delay the next job, so that claim is accepted as it always was.
+- With several jobs per VM the same race can refuse a claim that would fit once the end report
+  lands: the VM is told RELEASE and the start message is published again, so the job waits a
+  moment, and is never lost or run twice.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from zen.config import ZenConfig
+from zen.lifecycle import Decision
+from zen.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus
+from zen.store import repository
+
+if TYPE_CHECKING:
+    from zen.store.db import Session
+
+
+def refuse_claim(session: Session, config: ZenConfig, job: Job, hb: Heartbeat) -> Decision | None:
+    """The refusal of a report that would win ``job``'s claim for ``hb.vm``; None when it may win."""
+    if job.status is not JobStatus.QUEUED or hb.attempt != job.attempt:
+        return None
+    if repository.vm_is_draining(session, hb.vm):  # a VM being scaled down is deleted next
+        reason = f"VM {hb.vm} is being scaled down"
+    else:
+        reason = no_room(config, job, hb.vm, lambda: repository.jobs_on_vm(session, hb.vm))
+    if reason is None:
+        return None
+    action = ControlAction.RELEASE if hb.status is AgentStatus.CLAIMED else ControlAction.STOP
+    return Decision(ignored=reason, publish_start=True, controls=[
+        ControlMessage(vm=hb.vm, job_id=job.job_id, attempt=hb.attempt, action=action, reason=reason)])
+
+
+def no_room(config: ZenConfig, job: Job, vm: str, jobs_on_vm) -> str | None:
+    """Why ``vm`` has no room for ``job`` (``jobs_on_vm()``: job id -> GPUs of the jobs it holds,
+    read only for a cluster whose VMs take several jobs); None when it has room."""
+    cluster = config.cluster(job.cluster)
+    if cluster is None or cluster.max_jobs_per_vm == 1:
+        return None
+    others = [gpus or cluster.gpu_count for job_id, gpus in jobs_on_vm().items() if job_id != job.job_id]
+    if not others:
+        return None
+    if len(others) >= cluster.max_jobs_per_vm:
+        return (f"VM {vm} already runs {len(others)} jobs, the most cluster {cluster.name} allows "
+                f"(max_jobs_per_vm {cluster.max_jobs_per_vm})")
+    free, needs = cluster.gpu_count - sum(others), job.gpus or cluster.gpu_count
+    if needs > free:
+        return f"VM {vm} has {max(free, 0)} of its {cluster.gpu_count} GPUs free; the job needs {needs}"
+    return None

@@ -1,0 +1,38 @@
+"""The VM heartbeat: what an agent says about its VM on ``zen-heartbeats`` (its own module to keep
+``zen.models`` short; the job heartbeat is ``zen.models.Heartbeat``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, Strict
+
+from zen.models import INT32_MAX, INT64_MAX, JobId, Message, UtcTimestamp, VmState
+
+
+class HeldAttempt(BaseModel):
+    """One attempt a VM holds (claimed and confirmed, not yet ended)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    job_id: JobId
+    attempt: int = Field(ge=1, le=INT32_MAX)
+
+
+class VmHeartbeat(Message):
+    """Published by agents on ``zen-heartbeats`` about the VM itself.
+
+    ``job_id`` / ``attempt`` name the attempt it holds (the first, when it holds several); ``jobs``,
+    sent only by a VM that may run several at once (``max_jobs_per_vm`` > 1), names every one of
+    them, so a message from a VM that runs one job at a time is what it always was."""
+
+    kind: Literal["vm"]
+    vm: str = Field(min_length=1, max_length=128)
+    cluster: str
+    region: str
+    zone: str
+    state: Annotated[VmState, Strict(False)]
+    seq: int = Field(ge=1, le=INT64_MAX, description="Increasing per VM; agents send epoch milliseconds")
+    sent_at: UtcTimestamp
+    job_id: JobId | None = None
+    attempt: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    jobs: list[HeldAttempt] | None = Field(default=None, max_length=16, description="Every attempt it holds")

@@ -1,0 +1,137 @@
+"""Room on busy VMs is supply (issue 15, a cluster's ``max_jobs_per_vm``): a queued job that fits
+beside the jobs a VM runs boots no new VM; one that does not fit does. A VM holding a job is never
+idle, so never deleted. First ``zen.scaling.sharing`` alone, then the manager through its recording
+fakes, then end to end (Compute stand-in, real Postgres, the functions)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tests.messages import heartbeat, job_request
+from tests.scaling.fakes import FakeFleet, RecordingMig
+from tests.scaling.test_scaling_integration import BOOT_S, CLUSTER, stack, vm_beat  # noqa: F401 - the fixture
+from zen.config import ClusterConfig, ZenConfig
+from zen.scaling.manager import ClusterManager
+from zen.scaling.model import DemandGroup, Timing, Vm, VmPhase
+from zen.scaling.planner import ZenPlanner
+from zen.scaling.port import FleetFacts, MigInstance
+from zen.scaling.sharing import absorb
+
+NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
+EARLY = NOW - timedelta(minutes=5)
+
+
+def busy(name: str, region: str = "us-central1") -> Vm:
+    return Vm(name, region, VmPhase.BUSY, NOW, job_id="j")
+
+
+def row(jobs: int, gpus: int, regions=("us-central1",), priority: int = 0, oldest=NOW) -> dict:
+    return {"priority": priority, "regions": list(regions), "gpus": gpus, "jobs": jobs, "oldest": oldest}
+
+
+def test_jobs_that_fit_a_busy_vms_room_leave_the_demand_and_the_rest_stays_grouped():
+    loads = {"half": (1, 4), "full": (2, 8)}
+    vms = [busy("half"), busy("full")]
+
+    # The 8-GPU VM with one 4-GPU job takes one more 4-GPU job; nothing fits the full one.
+    assert absorb([row(1, 4)], loads, vms, 8, 2) == ()
+    assert absorb([row(3, 4)], loads, vms, 8, 2) == (DemandGroup(("us-central1",), 2, NOW, 0),)
+    assert absorb([row(1, 8)], loads, vms, 8, 2) == (DemandGroup(("us-central1",), 1, NOW, 0),)
+    # Room counts in the job's allowed regions only, and goes to the higher priority first.
+    assert absorb([row(1, 4, regions=("us-west1",))], loads, vms, 8, 2) == (DemandGroup(("us-west1",), 1, NOW, 0),)
+    assert absorb([row(1, 4, oldest=EARLY), row(1, 4, priority=5)], loads, vms, 8, 2) == (
+        DemandGroup(("us-central1",), 1, EARLY, 0),)
+    # A VM going away offers no room; slots run out before GPUs do.
+    assert absorb([row(1, 4)], loads, [Vm("half", "us-central1", VmPhase.DELETING, NOW)], 8, 2) == (
+        DemandGroup(("us-central1",), 1, NOW, 0),)
+    assert absorb([row(2, 1)], {"one": (1, 1)}, [busy("one")], 8, 2) == (DemandGroup(("us-central1",), 1, NOW, 0),)
+
+
+class SharingFleet(FakeFleet):
+    """The recording fleet, with the per-GPU demand and the VMs' loads a shared cluster also reads."""
+
+    def __init__(self, facts: FleetFacts, queued: list[dict], loads: dict):
+        super().__init__(facts, NOW)
+        self.queued, self.loads, self.asked = queued, loads, 0
+
+    def shared_load(self, cluster: str):
+        self.asked += 1
+        return self.queued, self.loads
+
+
+def run_manager(*, max_jobs: int, queued_gpus: int, load: tuple[int, int]):
+    calls: list = []
+    instance = MigInstance("vm-1", "us-central1-a", "NONE", "RUNNING", None)
+    migs = {"us-central1": RecordingMig("us-central1", calls, 1, [instance])}
+    agents = {"vm-1": {"state": "BUSY", "idle_since": None, "last_seen_at": NOW}}
+    facts = FleetFacts((DemandGroup(("us-central1",), 1, NOW, 0),), {"vm-1": "running-job"}, agents, {}, 0)
+    fleet = SharingFleet(facts, [row(1, queued_gpus)], {"vm-1": load})
+    config = ClusterConfig(name="c", gpu_type="nvidia-tesla-a100", gpu_count=8, regions=["us-central1"],
+                           max_vms_per_region=4, max_vms=4, max_jobs_per_vm=max_jobs)
+    report = ClusterManager(config, fleet, migs, lambda: NOW, Timing(), ZenPlanner()).run()
+    return report, fleet
+
+
+def test_the_manager_boots_nothing_for_a_job_that_fits_beside_a_running_one():
+    report, fleet = run_manager(max_jobs=2, queued_gpus=4, load=(1, 4))
+    assert report.added == {} and report.deleted == [] and fleet.asked == 1
+
+
+def test_the_manager_boots_a_vm_for_a_job_that_does_not_fit_or_when_vms_run_one_job_each():
+    assert run_manager(max_jobs=2, queued_gpus=8, load=(1, 4))[0].added == {"us-central1": 1}
+    report, fleet = run_manager(max_jobs=1, queued_gpus=4, load=(1, 8))
+    assert report.added == {"us-central1": 1} and fleet.asked == 0  # the default reads nothing more
+
+
+# -- end to end ------------------------------------------------------------------------------------------
+@pytest.fixture
+def config(project):
+    """The test stack's cluster (4 GPUs per VM) running two jobs at once."""
+    from zen.config import load_config
+
+    raw = json.loads(load_config().model_copy(update={"project": project}).model_dump_json())
+    for cluster in raw["clusters"]:
+        if cluster["name"] == CLUSTER:
+            cluster["max_jobs_per_vm"] = 2
+    return ZenConfig.model_validate(raw)
+
+
+def two_gpus(job_id: str) -> dict:
+    return job_request(job_id, cluster=None, gpu_type="nvidia-tesla-a100", gpu_count=2, regions=["us-west1"])
+
+
+def test_a_vm_with_room_takes_the_next_job_and_no_vm_is_booted_until_one_does_not_fit(stack):
+    from zen.local.invoke import FunctionsInvoker
+
+    zen, advance, instances = stack
+    fn = FunctionsInvoker(zen)
+    fn.submit(two_gpus("a"))
+    advance(BOOT_S + 1)
+    [vm] = instances("us-west1")
+    fn.heartbeat(vm_beat(vm.name, "us-west1", "IDLE", 1))
+    fn.heartbeat(heartbeat("a", "CLAIMED", 1, vm=vm.name, region="us-west1", zone=vm.zone))
+
+    fn.submit(two_gpus("b"))  # 2 of the VM's 4 GPUs are free: it takes b
+    fn.tick()
+    assert [i.name for i in instances("us-west1")] == [vm.name]
+
+    fn.heartbeat(heartbeat("b", "CLAIMED", 1, vm=vm.name, region="us-west1", zone=vm.zone))
+    fn.submit(two_gpus("c"))  # the VM is full now: c needs a VM of its own
+    fn.tick()
+    assert len(instances("us-west1")) == 2
+
+    advance(10_000)  # far past every idle timeout: the VM holding two jobs is never scaled down
+    fn.heartbeat(heartbeat("a", "RUNNING", 2, vm=vm.name, region="us-west1"))
+    fn.heartbeat(heartbeat("b", "RUNNING", 2, vm=vm.name, region="us-west1"))
+    fn.tick()
+    assert vm.name in [i.name for i in instances("us-west1") if not i.deleting]
+
+
+def test_the_simulator_refuses_several_jobs_per_vm_it_does_not_model():
+    from zen.sim.scenario import ClusterSpec
+
+    with pytest.raises(ValueError, match="the simulator runs one job per VM"):
+        ClusterSpec(name="c", gpu_count=8, regions=["r"], max_vms_per_region=1, max_vms=1, max_jobs_per_vm=2)
