@@ -14,11 +14,10 @@ from typing import Protocol
 from zen.clock import Clock, utc_now
 from zen.config import ZenConfig, load_config
 from zen.errors import DataRejected, Rejected
-from zen.events import envelope_from_cloud_event
+from zen.events import PubSubEnvelope, envelope_from_cloud_event
 from zen import telemetry
 from zen.jobs import JobService, Outcome
 from zen.messaging import OutboxRelay, Publisher, PubSubPublisher
-from zen.models import PubSubEnvelope
 from zen.store import repository
 from zen.store.db import Database
 from zen.text import escape_unstorable

@@ -24,12 +24,12 @@ from zen import lifecycle, telemetry
 from zen.clock import Clock
 from zen.config import ZenConfig
 from zen.errors import Rejected, TransientError
-from zen.events import decode_payload, job_id_hint, parse_json
+from zen.events import PubSubEnvelope, decode_payload, job_id_hint, parse_json
 from zen.announce import Announcements
 from zen.lifecycle import Decision
 from zen.messaging import Enqueued, OutboxRelay, OutgoingMessage, enqueue, outgoing
 from zen.models import (
-    AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobEvent, JobRequest, JobStatus, PubSubEnvelope, StopRequest,
+    AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobEvent, JobRequest, JobStatus, StopRequest,
     JOB_ID_PATTERN, VmHeartbeat, illegal_step,
 )
 from zen.placement import choose, resolve_request

@@ -339,17 +339,6 @@ class JobEvent(Message):
     queue: str | None = None
 
 
-class PubSubEnvelope(BaseModel):
-    """What arrives at a function: the decoded Pub/Sub message of an Eventarc CloudEvent."""
-
-    model_config = ConfigDict(frozen=True)
-    message_id: str
-    data: bytes
-    attributes: dict[str, str] = Field(default_factory=dict)
-    publish_time: datetime | None = None
-    subscription: str | None = None
-
-
 class Job(BaseModel):
     """A row of the jobs table."""
 
