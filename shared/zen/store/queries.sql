@@ -33,7 +33,7 @@ SET status = :status, attempt = :attempt, max_attempts = :max_attempts, vm = :vm
     last_seq = :last_seq, last_heartbeat_at = :last_heartbeat_at, queued_at = :queued_at,
     started_at = :started_at, finished_at = :finished_at, exit_code = :exit_code,
     message = :message, start_published_at = :start_published_at, preempted_by = :preempted_by,
-    preemptions = :preemptions, updated_at = :now
+    preemptions = :preemptions, start_regions = CAST(:start_regions AS jsonb), widen_at = :widen_at, updated_at = :now
 WHERE job_id = :job_id AND status = :expected_status AND attempt = :expected_attempt
 RETURNING job_id;
 
@@ -54,9 +54,10 @@ ORDER BY e.n;
 WITH job AS (
     INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions, request,
                       request_hash, max_runtime_s, last_seq, submitted_at, queued_at, start_published_at,
-                      updated_at)
+                      updated_at, start_regions, widen_at)
     SELECT :job_id, 'QUEUED', 1, :max_attempts, :cluster, :user_id, :priority, CAST(:regions AS jsonb),
-           CAST(:request AS jsonb), :request_hash, :max_runtime_s, 0, :now, :now, :now, :now
+           CAST(:request AS jsonb), :request_hash, :max_runtime_s, 0, :now, :now, :now, :now,
+           CAST(:start_regions AS jsonb), :widen_at
     WHERE NOT EXISTS (SELECT 1 FROM early_stops WHERE job_id = :job_id)
     ON CONFLICT (job_id) DO NOTHING
     RETURNING job_id
@@ -121,6 +122,14 @@ LIMIT :limit;
 SELECT job_id FROM jobs
 WHERE status = 'QUEUED' AND COALESCE(start_published_at, queued_at) < :cutoff
 ORDER BY COALESCE(start_published_at, queued_at)
+LIMIT :limit;
+
+-- name: queued_jobs_to_widen
+-- Narrowed QUEUED jobs whose wait near their data is over (zen.routing), longest-narrowed first; the
+-- index is jobs_queued_widen. No lock here: each is re-read FOR UPDATE and re-decided.
+SELECT job_id FROM jobs
+WHERE status = 'QUEUED' AND widen_at IS NOT NULL AND widen_at <= :now
+ORDER BY widen_at
 LIMIT :limit;
 
 -- name: insert_early_stop
@@ -201,11 +210,12 @@ SELECT pg_try_advisory_lock(:key) AS locked;
 SELECT pg_advisory_unlock(:key) AS unlocked;
 
 -- name: queued_demand
--- A cluster's queued jobs aggregated by (priority, allowed regions): the planner's demand groups.
--- A handful of rows however long the queue (the scan is the (cluster, status) index's).
-SELECT priority, regions, count(*) AS jobs, min(queued_at) AS oldest FROM jobs
+-- A cluster's queued jobs aggregated by (priority, regions its start reaches now: narrowed near its
+-- data, else allowed; zen.routing): the planner's demand groups. A handful of rows however long the
+-- queue (read from the jobs_queued_demand index alone).
+SELECT priority, COALESCE(start_regions, regions) AS regions, count(*) AS jobs, min(queued_at) AS oldest FROM jobs
 WHERE cluster = :cluster AND status = 'QUEUED'
-GROUP BY priority, regions;
+GROUP BY priority, COALESCE(start_regions, regions);
 
 -- name: see_mig_instances
 -- Every instance of one MIG seen now: first sight recorded once; returns when each was first seen.

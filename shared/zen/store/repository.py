@@ -56,11 +56,16 @@ def insert_queued_job(session: Session, job: Job, history: list[dict[str, Any]],
         "submit_job", job_id=job.job_id, max_attempts=job.max_attempts, cluster=job.cluster,
         user_id=job.user_id, priority=job.priority, regions=to_json(job.regions), request=to_json(job.request),
         request_hash=job.request_hash, max_runtime_s=job.max_runtime_s, now=now,
+        start_regions=_json_or_null(job.start_regions), widen_at=job.widen_at,
         history=json.dumps([{key: h[key] for key in ("actor", "from_status", "to_status", "reason")} for h in history]),
         messages=outbox_json(messages),
     )
     ids = sorted(r["id"] for r in rows)
     return [Enqueued(id_, message) for id_, message in zip(ids, messages)]
+
+
+def _json_or_null(value: Any) -> str | None:
+    return None if value is None else to_json(value)
 
 
 def get_job(session: Session, job_id: str, *, lock: bool = False) -> Job | None:
@@ -112,7 +117,8 @@ def save_job(session: Session, before: Job, after: Job, path: list[JobStatus], n
         last_heartbeat_at=after.last_heartbeat_at, queued_at=after.queued_at, started_at=after.started_at,
         finished_at=after.finished_at, exit_code=after.exit_code, message=after.message,
         start_published_at=after.start_published_at, max_attempts=after.max_attempts,
-        preempted_by=after.preempted_by, preemptions=after.preemptions, now=now,
+        preempted_by=after.preempted_by, preemptions=after.preemptions,
+        start_regions=_json_or_null(after.start_regions), widen_at=after.widen_at, now=now,
     )
     if updated is None:
         raise ConcurrentChange(f"job {before.job_id} changed under a lock")
@@ -186,6 +192,11 @@ def held_jobs_silent_since(session: Session, cutoff: datetime, limit: int) -> li
 def queued_jobs_published_before(session: Session, cutoff: datetime, limit: int) -> list[str]:
     """QUEUED jobs whose start message went out before ``cutoff``, longest-waiting first."""
     return [r["job_id"] for r in session.run("queued_jobs_published_before", cutoff=cutoff, limit=limit)]
+
+
+def queued_jobs_to_widen(session: Session, now: datetime, limit: int) -> list[str]:
+    """QUEUED jobs whose start is narrowed near their data and due to be widened (``zen.routing``)."""
+    return [r["job_id"] for r in session.run("queued_jobs_to_widen", now=now, limit=limit)]
 
 
 def forget_early_stops(session: Session, cutoff: datetime) -> None:
