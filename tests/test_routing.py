@@ -157,3 +157,17 @@ def _envelope(payload: dict):
     from zen.events import PubSubEnvelope
 
     return PubSubEnvelope(message_id="m-1", data=json.dumps(payload).encode())
+
+
+def test_a_start_is_not_narrowed_to_a_region_a_stockout_blocks(routed, publisher, clock):
+    from datetime import timedelta
+
+    zen, functions = routed
+    until = (clock() + timedelta(minutes=3)).isoformat()
+    with zen.db.transaction() as session:
+        fleet.save_scaling_memory(session, "4xa100-40gb", "europe-west4", json.dumps({"blocked_until": until}),
+                                  clock())
+    functions.submit(job_request("d6", inputs=DATA))
+    [start] = publisher.on("zen-job-start")
+    assert reach(start) == {"allow_europe_west4", "allow_us_central1", "allow_us_west1"}  # it would only wait there
+    assert get(zen, "d6").start_regions is None

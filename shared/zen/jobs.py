@@ -33,8 +33,8 @@ from zen.models import (
 )
 from zen.placement import choose, resolve_request
 from zen.queueing import Queueing
-from zen.routing import first_route
-from zen.store import queues as queue_rows, repository, usage as usage_rows
+from zen.routing import Route, first_route
+from zen.store import fleet, queues as queue_rows, repository, usage as usage_rows
 from zen.sweeps import TickSweeps
 from zen.text import escape_unstorable
 
@@ -137,20 +137,23 @@ class JobService(TickSweeps):
         """The common submission in one statement, one round trip and one commit: the job admitted
         (QUEUED), its two history rows and its three messages. Nothing is written (and [] returned)
         when the job_id exists or a stop for it came first; the general path then decides."""
-        route = first_route(self._config, pending, now)
-        queued = pending.model_copy(update={"status": JobStatus.QUEUED, "queued_at": now, "start_published_at": now,
-                                            **route.fields()})
-        first, first_events = self._announce.history(pending, pending, [SUBMITTED], actor=actor, now=now,
-                                                     from_status=None)
-        admitted = lifecycle.Change(JobStatus.QUEUED, f"admitted; {route.note}") if route.note else ADMITTED
-        second, second_events = self._announce.history(pending, queued, [admitted], actor="admission", now=now,
-                                                       from_status=JobStatus.PENDING)
-        messages = first_events + second_events + [self._announce.start(queued)]
         with self._db.session() as session:
+            route = self._route(session, pending, now)
+            queued = pending.model_copy(update={"status": JobStatus.QUEUED, "queued_at": now,
+                                                "start_published_at": now, **route.fields()})
+            first, first_events = self._announce.history(pending, pending, [SUBMITTED], actor=actor, now=now,
+                                                         from_status=None)
+            admitted = lifecycle.Change(JobStatus.QUEUED, f"admitted; {route.note}") if route.note else ADMITTED
+            second, second_events = self._announce.history(pending, queued, [admitted], actor="admission", now=now,
+                                                           from_status=JobStatus.PENDING)
+            messages = first_events + second_events + [self._announce.start(queued)]
             ids = repository.insert_queued_job(session, queued, first + second, messages, now)
         if ids:
             telemetry.log_changes(log, pending, queued, [SUBMITTED, ADMITTED], None)
         return ids
+
+    def _route(self, session: Session, job: Job, now) -> Route:
+        return first_route(self._config, job, now, lambda: fleet.blocked_regions(session, job.cluster, now))
 
     def _created(self, job: Job, ids: list[Enqueued]) -> Outcome:
         self._relay.flush_quietly(ids)
@@ -267,7 +270,7 @@ class JobService(TickSweeps):
         if any(c.to is JobStatus.QUEUED for c in changes):
             update["queued_at"] = now
             if decision.publish_start:  # a new attempt's start: routed afresh (zen.routing)
-                route = first_route(self._config, job.model_copy(update=update), now)
+                route = self._route(session, job.model_copy(update=update), now)
                 update.update(route.fields())
                 if route.note:
                     changes = changes[:-1] + [lifecycle.Change(JobStatus.QUEUED, f"{changes[-1].reason}; {route.note}")]

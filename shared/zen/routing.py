@@ -15,6 +15,9 @@ its start is published again to every allowed region, and its history says so.
   only loses the claim race (RELEASE), as every duplicate start does.
 - A start republished for the same attempt (unclaimed for ``start_republish_s``, a refused claim) keeps
   the attempt's routing; a new attempt is routed afresh.
+- A region a stockout blocks (the planner's memory: ``fleet.blocked_regions``) is left out of the
+  narrowing: the job would only wait there for the widening. The simulator measured it on the
+  ``data-locality`` scenario (README, Data locality).
 - Tags: a tagged job's regions are already its cleared regions, so narrowing and widening stay among them.
 - The tick runs every 60 s in production (Cloud Scheduler), so a narrowed start is widened between
   ``data_wait_s`` and ``data_wait_s`` + 60 s after it went out.
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Callable
 
 from zen.config import ZenConfig
 from zen.locality import nearest_regions
@@ -49,10 +52,15 @@ def _near(config: ZenConfig, job: Job) -> list[str]:
     return nearest_regions(config, job.regions, inputs)
 
 
-def first_route(config: ZenConfig, job: Job, now: datetime) -> Route:
-    """Where a new attempt's start goes first: near its data for ``data_wait_s``, else everywhere."""
+def first_route(config: ZenConfig, job: Job, now: datetime, blocked: Callable[[], set[str]]) -> Route:
+    """Where a new attempt's start goes first: near its data for ``data_wait_s``, else everywhere.
+    ``blocked()`` (read only for a data job) names the regions a stockout blocks now: the start is not
+    narrowed to those, where it would only wait for the widening."""
     wait = config.deadlines.data_wait_s
     near = _near(config, job) if wait else []
+    if near:
+        stocked_out = blocked()
+        near = [r for r in near if r not in stocked_out]
     if not near:
         return EVERYWHERE
     return Route(near, now + timedelta(seconds=wait),

@@ -104,6 +104,9 @@ class Simulation(InstanceWorld):
         self.policy, self.scenario = policy, scenario
         self.single_use = bool(getattr(policy, "single_use", False))
         self.cancel_losers = bool(getattr(policy, "cancel_losers_on_start", False))
+        # Start routing by data (zen.routing) for the policies that have it: 0 s is none.
+        self.data_wait = spec.routing.data_wait_s if getattr(policy, "routes_by_data", False) else 0.0
+        self.route_min_gb = spec.routing.route_min_gb
         self.unlimited = bool(getattr(policy, "ignores_capacity", False))
         self.capacity: CapacitySchedule = scenario.capacity
         self.timing = scenario.timing
@@ -188,6 +191,8 @@ class Simulation(InstanceWorld):
     # -- ticks ----------------------------------------------------------------------------------
     def _periodic_tick(self) -> None:
         for cluster in self.clusters.values():
+            if cluster.narrowed:  # the tick widens unclaimed starts first, then scales (as Zen.on_scale_tick)
+                self._widen(cluster)
             self._tick(cluster, listed=True)
         self._push(self.now + self.scenario.spec.tick_s, _TICK, self._periodic_tick)
 
@@ -255,9 +260,12 @@ class Simulation(InstanceWorld):
             if vm.mig.region != job.spec.data_region:
                 self.result.input_gb_cross_region += job.spec.input_gb
         del cluster.queued[job.spec.job_id]
-        jobs = cluster.groups.get((job.spec.priority, job.spec.regions))
+        jobs = cluster.groups.get((job.spec.priority, job.reach))
         if jobs is not None and jobs.pop(job.spec.job_id, None) is not None:
             cluster.demand_view = None
+        if job.widen_at is not None:
+            cluster.narrowed.pop(job.spec.job_id, None)
+            job.widen_at = None
         if self.cancel_losers:
             self._cancel_losers(cluster, job, vm.mig.region)
         vm.phase, vm.since, vm.job, vm.job_start_s = VmPhase.BUSY, self.now, job, self.now
@@ -300,22 +308,60 @@ class Simulation(InstanceWorld):
             self._request_pass(vm.mig.cluster)
 
     def _offer(self, job: _Job) -> None:
-        """An idle VM in an allowed region takes the job at once; otherwise it is queued."""
-        cluster = self.clusters[job.spec.cluster]
-        job.state = _QUEUED
-        for region in job.spec.regions:
+        """An idle VM in a region the job's start reaches takes it at once; otherwise it is queued.
+        With ``routes_by_data`` (zen) a job whose input weighs ``route_min_gb`` reaches only its data's
+        region until the first tick after ``data_wait_s`` widens it (``_widen``), as ``zen.routing``
+        routes a new attempt's start message; its demand meanwhile is for that region only."""
+        cluster, spec = self.clusters[job.spec.cluster], job.spec
+        job.state, job.reach = _QUEUED, spec.regions
+        if (self.data_wait and spec.data_region and spec.input_gb >= self.route_min_gb and len(spec.regions) > 1
+                and not self._blocked(cluster, spec.data_region)):
+            job.reach, job.widen_at = (spec.data_region,), self.now + self.data_wait
+            cluster.narrowed[spec.job_id] = job
+        cluster.queued[spec.job_id] = job
+        if self._take_idle(cluster, job, job.reach):
+            return
+        job.qseq = next(self.seq)
+        cluster.groups.setdefault((spec.priority, job.reach), {})[spec.job_id] = spec.submit_s
+        cluster.demand_view = None
+        for region in job.reach:
+            heapq.heappush(cluster.heaps[region], (-spec.priority, spec.submit_s, job.qseq, job))
+
+    def _blocked(self, cluster: _Cluster, region: str) -> bool:
+        memory = cluster.memory.get(region)
+        return memory is not None and memory.blocked_until is not None and memory.blocked_until > self.clock()
+
+    def _take_idle(self, cluster: _Cluster, job: _Job, regions: tuple[str, ...]) -> bool:
+        """The most recently idle VM of the first of ``regions`` that has one starts the job."""
+        for region in regions:
             idle = cluster.idle.get(region)
             if idle:
-                _, vm = idle.popitem()  # the most recently idle
-                cluster.queued[job.spec.job_id] = job
+                _, vm = idle.popitem()
                 self._start(vm, job)
+                return True
+        return False
+
+    def _widen(self, cluster: _Cluster) -> None:
+        """Starts narrowed near their data whose wait is over now reach every allowed region: an idle
+        VM there takes the job at once, else the job waits in every region's queue and the planner's
+        demand for it covers them all."""
+        narrowed = cluster.narrowed
+        while narrowed:
+            job = next(iter(narrowed.values()))  # offered in time order, so due in that order
+            if job.widen_at > self.now:
                 return
-        job.qseq = next(self.seq)
-        cluster.queued[job.spec.job_id] = job
-        cluster.groups.setdefault((job.spec.priority, job.spec.regions), {})[job.spec.job_id] = job.spec.submit_s
-        cluster.demand_view = None
-        for region in job.spec.regions:
-            heapq.heappush(cluster.heaps[region], (-job.spec.priority, job.spec.submit_s, job.qseq, job))
+            spec = job.spec
+            del narrowed[spec.job_id]
+            job.widen_at = None
+            cluster.groups[(spec.priority, job.reach)].pop(spec.job_id)
+            cluster.demand_view = None
+            others = tuple(r for r in spec.regions if r not in job.reach)
+            job.reach = spec.regions
+            if self._take_idle(cluster, job, others):
+                continue
+            cluster.groups.setdefault((spec.priority, spec.regions), {})[spec.job_id] = spec.submit_s
+            for region in others:
+                heapq.heappush(cluster.heaps[region], (-spec.priority, spec.submit_s, job.qseq, job))
 
     def _submit(self, job: _Job) -> None:
         for admitted in (self.admission.submit(job, self.now) if self.admission else [job]):

@@ -44,6 +44,12 @@ def scaling_memory(session: Session, cluster: str) -> dict[str, Any]:
     return {r["region"]: r["memory"] for r in session.run("scaling_memory", cluster=cluster)}
 
 
+def blocked_regions(session: Session, cluster: str, now: datetime) -> set[str]:
+    """The cluster's regions the planner will not ask for VMs before a later time (a stockout's block)."""
+    return {region for region, memory in scaling_memory(session, cluster).items()
+            if (memory or {}).get("blocked_until") and datetime.fromisoformat(memory["blocked_until"]) > now}
+
+
 def save_scaling_memory(session: Session, cluster: str, region: str, memory: str, now: datetime) -> None:
     session.run("save_scaling_memory", cluster=cluster, region=region, memory=memory, now=now)
 
