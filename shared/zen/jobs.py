@@ -33,7 +33,7 @@ from zen.models import (
 )
 from zen.placement import choose, resolve_request
 from zen.queueing import Queueing
-from zen.routing import Route, first_route
+from zen.routing import Route, first_route, warm_keys
 from zen.store import fleet, queues as queue_rows, repository, usage as usage_rows
 from zen.sweeps import TickSweeps
 from zen.text import escape_unstorable
@@ -153,7 +153,8 @@ class JobService(TickSweeps):
         return ids
 
     def _route(self, session: Session, job: Job, now) -> Route:
-        return first_route(self._config, job, now, lambda: fleet.blocked_regions(session, job.cluster, now))
+        return first_route(self._config, job, now, lambda: fleet.blocked_regions(session, job.cluster, now),
+                           lambda: fleet.regions_holding(session, job.cluster, *warm_keys(job)))
 
     def _created(self, job: Job, ids: list[Enqueued]) -> Outcome:
         self._relay.flush_quietly(ids)
@@ -206,6 +207,7 @@ class JobService(TickSweeps):
             applied = repository.upsert_vm(
                 session, name=hb.vm, cluster=hb.cluster, region=hb.region, zone=hb.zone, state=hb.state.value,
                 job_id=hb.job_id, attempt=hb.attempt, seq=hb.seq, sent_at=hb.sent_at, now=self._clock(),
+                cached_inputs=hb.cached_inputs, images=hb.images,
             )
         return Outcome("applied" if applied else "duplicate", hb.job_id)
 

@@ -288,6 +288,9 @@ class VmHeartbeat(Message):
     sent_at: UtcTimestamp
     job_id: JobId | None = None
     attempt: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    # Its warm cache (zen.agent.cache): job inputs whose every object it holds, images it ran; recent first.
+    cached_inputs: list[GsUri] | None = Field(default=None, max_length=16)
+    images: list[Annotated[str, Field(min_length=1, max_length=1024)]] | None = Field(default=None, max_length=16)
 
 
 class StartMessage(Message):

@@ -57,7 +57,7 @@ class TickSweeps:
         def decide(job: Job) -> Decision | None:
             if job.status is not JobStatus.QUEUED or job.widen_at is None or job.widen_at > now:
                 return None
-            route = next_route(job, now)
+            route = next_route(self._config, job, now)
             return Decision(fields=route.fields(), publish_start=True, note=route.note)
 
         return self._for_each_job(candidates, "routing", decide)

@@ -36,6 +36,7 @@ from zen.agent.output import AttemptOutput
 from zen.agent.reports import AttemptReport, Reporter
 from zen.agent.runner import CannotRun, JobSpec, RunningJob
 from zen.agent.settings import AgentSettings
+from zen.agent.cache import InputCache
 from zen.agent.staging import AttemptData, Progress, transfer
 from zen.agent.transport import ControlDelivery, StartDelivery, Transport, TransportError
 from zen.errors import describe_validation_error
@@ -76,6 +77,7 @@ class Agent:
         self._base_env = base_env
         self._shutdown_reason: str | None = None
         self._next_vm_beat = 0.0
+        self.cache = InputCache(settings.cache_path(), settings.cache_bytes)  # warm inputs (zen.agent.cache)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def request_shutdown(self, reason: str) -> None:
@@ -139,7 +141,7 @@ class Agent:
         now = self._clock()
         if force or now >= self._next_vm_beat:
             self.reporter.vm(state, budget_s=10.0, job_id=job.job_id if job else None,
-                             attempt=job.attempt if job else None)
+                             attempt=job.attempt if job else None, held=self.cache.report())
             self._next_vm_beat = now + self.settings.vm_heartbeat_s
 
     # -- one start message -----------------------------------------------------------------------
@@ -280,6 +282,8 @@ class Agent:
             output.add("zen", f"zen agent: {exc}")
             self._end(attempt, output, 127, AgentStatus.FAILED, f"zen agent: {exc}", data=data, upload=True)
             return
+        if job.launch.container:
+            self.cache.ran_image(spec.image)  # the image is on this VM now
         # The command, not the argv: env values (``-e K=V`` for docker) may be credentials.
         self.log.info("job started", extra={**fields, "pid": job.pid, "container": job.launch.container,
                                              "command": spec.command, "image": spec.image})
@@ -331,7 +335,7 @@ class Agent:
         if not start.inputs and not start.outputs:
             return None
         return AttemptData(start.job_id, start.attempt, list(start.inputs or []), start.outputs,
-                           Path(self.settings.work_dir), project=self.identity.project)
+                           Path(self.settings.work_dir), project=self.identity.project, cache=self.cache)
 
     def _transfer(self, attempt: AttemptReport, data: AttemptData, what: str, progress: Progress,
                   work: Callable[[], None], shutdown_grace_s: float = 0.0) -> tuple[AgentStatus, str] | None:

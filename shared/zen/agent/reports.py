@@ -72,12 +72,15 @@ class Reporter:
         return self._send(heartbeat, budget_s, job_id=attempt.job_id, attempt=attempt.attempt,
                           status=status.value, seq=heartbeat.seq)
 
-    def vm(self, state: VmState, *, budget_s: float, job_id: str | None = None, attempt: int | None = None) -> bool:
+    def vm(self, state: VmState, *, budget_s: float, job_id: str | None = None, attempt: int | None = None,
+           held: tuple[list[str] | None, list[str] | None] = (None, None)) -> bool:
+        """``held``: the inputs and images the VM's warm cache holds (``zen.agent.cache``)."""
         self._vm_seq = max(self._vm_seq + 1, int(self._wall_clock() * 1000))
         identity = self._identity
         heartbeat = VmHeartbeat(
             kind="vm", vm=identity.vm, cluster=identity.cluster, region=identity.region, zone=identity.zone,
             state=state, seq=self._vm_seq, sent_at=datetime.now(timezone.utc), job_id=job_id, attempt=attempt,
+            cached_inputs=held[0], images=held[1],
         )
         return self._send(heartbeat, budget_s, vm_state=state.value, job_id=job_id)
 

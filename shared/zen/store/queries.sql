@@ -188,17 +188,27 @@ SELECT id, at, source, message_id, job_id, reason, payload FROM rejected_message
 -- name: upsert_vm
 -- Only a newer heartbeat (higher seq) changes the row: VM heartbeats also arrive out of order.
 INSERT INTO vms (name, cluster, region, zone, state, job_id, attempt, last_seq, first_seen_at,
-                 last_seen_at, idle_since)
+                 last_seen_at, idle_since, cached_inputs, images)
 VALUES (:vm_name, :cluster, :region, :zone, :state, :job_id, :attempt, :seq, :now, :now,
-        CASE WHEN :state = 'IDLE' THEN CAST(:sent_at AS timestamptz) END)
+        CASE WHEN :state = 'IDLE' THEN CAST(:sent_at AS timestamptz) END, CAST(:cached_inputs AS jsonb),
+        CAST(:images AS jsonb))
 ON CONFLICT (name) DO UPDATE
 SET cluster = EXCLUDED.cluster, region = EXCLUDED.region, zone = EXCLUDED.zone,
     state = EXCLUDED.state, job_id = EXCLUDED.job_id, attempt = EXCLUDED.attempt,
+    cached_inputs = EXCLUDED.cached_inputs, images = EXCLUDED.images,
     last_seq = EXCLUDED.last_seq, last_seen_at = EXCLUDED.last_seen_at,
     idle_since = CASE WHEN EXCLUDED.state = 'IDLE'
                       THEN COALESCE(vms.idle_since, EXCLUDED.idle_since) END
 WHERE vms.last_seq < EXCLUDED.last_seq
 RETURNING name;
+
+-- name: regions_holding
+-- Regions of a cluster with an idle VM whose warm cache holds every one of :inputs (a JSON array of
+-- gs:// URIs; [] matches none), or the image :image (zen.routing). The vms table holds one row per VM.
+SELECT DISTINCT region FROM vms
+WHERE cluster = :cluster AND state = 'IDLE'
+  AND ((jsonb_array_length(CAST(:inputs AS jsonb)) > 0 AND cached_inputs @> CAST(:inputs AS jsonb))
+       OR (CAST(:image AS text) IS NOT NULL AND images @> jsonb_build_array(CAST(:image AS text))));
 
 -- name: list_vms
 SELECT * FROM vms ORDER BY cluster, region, name;

@@ -163,11 +163,14 @@ def list_rejections(session: Session) -> list[dict[str, Any]]:
 
 
 def upsert_vm(session: Session, *, name: str, cluster: str, region: str, zone: str, state: str,
-              job_id: str | None, attempt: int | None, seq: int, sent_at: datetime, now: datetime) -> bool:
-    """Record a VM heartbeat; False when it is older than what is recorded (out of order)."""
+              job_id: str | None, attempt: int | None, seq: int, sent_at: datetime, now: datetime,
+              cached_inputs: list[str] | None = None, images: list[str] | None = None) -> bool:
+    """Record a VM heartbeat (with what its warm cache holds); False when it is older than what is
+    recorded (out of order)."""
     row = session.one(
         "upsert_vm", vm_name=name, cluster=cluster, region=region, zone=zone, state=state, job_id=job_id,
-        attempt=attempt, seq=seq, sent_at=sent_at, now=now,
+        attempt=attempt, seq=seq, sent_at=sent_at, now=now, cached_inputs=_json_or_null(cached_inputs),
+        images=_json_or_null(images),
     )
     return row is not None
 
