@@ -171,3 +171,58 @@ def test_a_start_is_not_narrowed_to_a_region_a_stockout_blocks(routed, publisher
     [start] = publisher.on("zen-job-start")
     assert reach(start) == {"allow_europe_west4", "allow_us_central1", "allow_us_west1"}  # it would only wait there
     assert get(zen, "d6").start_regions is None
+
+
+def vm_heartbeat(vm: str, region: str, seq: int, **fields) -> dict:
+    from datetime import datetime, timezone
+
+    return {"kind": "vm", "vm": vm, "cluster": "4xa100-40gb", "region": region, "zone": f"{region}-a",
+            "state": "IDLE", "seq": seq, "sent_at": datetime.now(timezone.utc).isoformat(), **fields}
+
+
+def test_a_job_goes_first_where_an_idle_vm_holds_its_inputs_then_to_its_data_then_everywhere(routed, publisher,
+                                                                                               clock):
+    zen, functions = routed
+    functions.heartbeat(vm_heartbeat("vm-warm", "us-west1", 1, cached_inputs=["gs://eu-data/shards/"]))
+    functions.heartbeat(vm_heartbeat("vm-cold", "us-central1", 1, cached_inputs=["gs://eu-data/other"]))
+    with zen.db.transaction() as session:
+        stored = {v["name"]: v["cached_inputs"] for v in repository.list_vms(session)}
+    assert stored == {"vm-warm": ["gs://eu-data/shards/"], "vm-cold": ["gs://eu-data/other"]}
+
+    functions.submit(job_request("w1", inputs=DATA))
+    clock.advance(60)
+    functions.tick()
+    clock.advance(60)
+    functions.tick()
+
+    assert [reach(s) for s in publisher.on("zen-job-start")] == [
+        {"allow_us_west1"}, {"allow_us_west1", "allow_europe_west4"},
+        {"allow_us_west1", "allow_europe_west4", "allow_us_central1"}]
+    notes = [reason for _, _, reason in history(zen, "w1")[-3:]]
+    assert notes == ["admitted; start sent to us-west1 first, whose idle VMs hold its inputs; widened after 30 s "
+                     "unclaimed",
+                     "start widened to europe-west4, us-west1, where its data is: unclaimed 60 s in us-west1",
+                     "start widened to every allowed region: unclaimed 60 s in europe-west4, us-west1"]
+
+
+def test_only_an_idle_vm_holding_every_input_counts_and_a_busy_one_does_not(routed, publisher):
+    zen, functions = routed
+    functions.heartbeat(vm_heartbeat("vm-part", "us-west1", 1, cached_inputs=["gs://eu-data/shards/"]))
+    functions.heartbeat(vm_heartbeat("vm-busy", "us-central1", 1, state="BUSY", job_id="other", attempt=1,
+                                     cached_inputs=["gs://eu-data/shards/", "gs://eu-data/vocab"]))
+    functions.submit(job_request("w2", inputs=DATA + [{"uri": "gs://eu-data/vocab"}]))
+    [start] = publisher.on("zen-job-start")
+    assert reach(start) == {"allow_europe_west4"}  # its data's region, as without caches
+
+
+def test_an_idle_vm_that_ran_the_image_by_digest_draws_the_job(routed, publisher):
+    image = "us-docker.pkg.dev/p/r/train@sha256:" + "b" * 64
+    zen, functions = routed
+    functions.heartbeat(vm_heartbeat("vm-img", "us-central1", 1, images=[image, "busybox:latest"]))
+    functions.submit(job_request("i1", image=image))
+    functions.submit(job_request("i2", image="busybox:latest"))  # a tag may move: not matched
+    first, second = publisher.on("zen-job-start")
+    assert reach(first) == {"allow_us_central1"}
+    assert history(zen, "i1")[-1][2].startswith("admitted; start sent to us-central1 first, whose idle VMs have "
+                                                "its image")
+    assert second.attributes["allow_any"] == "1"
