@@ -50,3 +50,27 @@ def test_a_narrowed_job_is_widened_at_the_first_tick_after_the_wait(tmp_path):
     late = [start for submit, start in result.starts if submit == 380]
     assert all(start is not None and 380 + 30 <= start <= 380 + 30 + 60 + 60 + 1 for start in late), late
     assert result.input_gb_cross_region == 60  # widened: they ran away from their data rather than wait
+
+
+# Two VMs in us-central1: "a" leaves its dataset in one's cache at 360, "b" frees the other at 370; "c"
+# reads the same dataset at 375, when both are idle and the holder is not the most recently idle.
+CACHE_TRACE = ("job_id,submit_s,duration_s,cluster,regions,priority,input_gb,data_region,dataset\n"
+               "a,0,300,4xa100,us-central1,,20,us-central1,ds\n"
+               "b,0,310,4xa100,us-central1,,,,\n"
+               "c,375,300,4xa100,us-central1,,20,us-central1,ds\n")
+
+
+def run_cached(tmp_path, routing: str):
+    trace = tmp_path / "jobs.csv"
+    trace.write_text(CACHE_TRACE)
+    sc = scenario("default: 4", extra=f"boot: {{dist: fixed, s: 60}}\nrouting: {routing}")
+    return run_policies(sc, load_jobs(sc, str(trace)), ["zen"])["zen"]
+
+
+def test_zen_offers_a_job_to_the_idle_vm_whose_cache_holds_its_dataset_and_counts_the_staging_saved(tmp_path):
+    warm = run_cached(tmp_path, "{data_wait_s: 30, cache_gb: 50, staging_mb_s: 200}")
+    assert (warm.cache_hits, warm.cache_misses) == (1, 1)
+    assert warm.extras()["staging_min_saved"] == round(20 * 1000 / 200 / 60, 1)
+    unrouted = run_cached(tmp_path, "{data_wait_s: 0, cache_gb: 50}")  # the most recently idle VM takes it
+    assert (unrouted.cache_hits, unrouted.cache_misses) == (0, 2)
+    assert run_cached(tmp_path, "{data_wait_s: 30, cache_gb: 10}").cache_hits == 0  # 20 GB do not fit in 10

@@ -31,7 +31,8 @@ simulated time since the start of the run. Example (every key but ``clusters`` i
     preemption: {rate_per_hour: 0.0}   # per created VM; the MIG recreates it (GCE behaviour)
     timing: {idle_timeout_s: 300}      # fields of zen.scaling.model.Timing given to every policy
     jobs: {...}                  # the default job trace; see zen.sim.jobs
-    routing: {data_wait_s: 30, route_min_gb: 10}   # zen's start routing by data (zen.routing, RoutingSpec)
+    routing: {data_wait_s: 30, route_min_gb: 10, cache_gb: 0, staging_mb_s: 200}   # start routing by data
+                                 # (zen.routing) and warm caches: see RoutingSpec
 
 ``${traces}`` in a file name is the shared trace directory: ``$ZEN_TRACES_DIR``, else
 ``../shared/traces`` next to the repository. Other relative paths are resolved against the
@@ -90,6 +91,11 @@ class RoutingSpec(_Spec):
 
     data_wait_s: float = Field(default=Deadlines().data_wait_s, ge=0)
     route_min_gb: float = Field(default=DataConfig().route_min_gb, ge=0)
+    # Warm caches (zen.agent.cache), every policy's VMs: each keeps this many GB of datasets (LRU; 0:
+    # none); a hit reads nothing and saves its staging time at staging_mb_s (measured, not simulated:
+    # a job runs its trace duration either way). Zen also offers a job first to an idle VM holding it.
+    cache_gb: float = Field(default=0, ge=0)
+    staging_mb_s: float = Field(default=200, gt=0)
 
 
 class ScenarioSpec(_Spec):

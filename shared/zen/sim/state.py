@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import OrderedDict, deque
 
 from zen.scaling.model import DemandGroup, VmPhase
 from zen.sim.jobs import SimJob
@@ -24,7 +24,7 @@ class SimJobState:
 
 class SimVm:
     __slots__ = ("name", "mig", "phase", "since", "zone", "created_s", "booted_s", "job", "job_start_s",
-                 "error", "wait_since", "jobs_run", "busy_s", "epoch", "view", "first_seen")
+                 "error", "wait_since", "jobs_run", "busy_s", "epoch", "view", "first_seen", "cache")
 
     def __init__(self, name: str, mig: "SimMig", now: float):
         self.name, self.mig, self.epoch = name, mig, 0
@@ -36,6 +36,7 @@ class SimVm:
         self.touch()
         self.created_s = self.booted_s = self.job = self.job_start_s = self.error = self.wait_since = None
         self.jobs_run, self.busy_s = 0, 0.0
+        self.cache: OrderedDict[str, float] = OrderedDict()  # its warm cache: dataset -> GB, least recent first
 
     def touch(self) -> None:
         """The VM changed (or comes or goes): drop the views ``zen.sim.ports`` keeps of it and its
