@@ -19,8 +19,8 @@ its start is published again to every allowed region, and its history says so.
   when given by digest) is better still: the start goes first to those VMs' regions, then (widened)
   to its data's regions as well, then to every allowed region, ``data_wait_s`` each.
 - A region a stockout blocks (the planner's memory: ``fleet.blocked_regions``) is left out of the
-  narrowing: the job would only wait there for the widening. The simulator measured it on the
-  ``data-locality`` scenario (README, Data locality).
+  narrowing: the job would only wait there for the widening (measured on the simulator's
+  ``data-locality`` scenario: README, Simulator and benchmark).
 - Tags: a tagged job's regions are already its cleared regions, so narrowing and widening stay among them.
 - The tick runs every 60 s in production (Cloud Scheduler), so a narrowed start is widened between
   ``data_wait_s`` and ``data_wait_s`` + 60 s after it went out.
