@@ -226,3 +226,19 @@ def test_an_idle_vm_that_ran_the_image_by_digest_draws_the_job(routed, publisher
     assert history(zen, "i1")[-1][2].startswith("admitted; start sent to us-central1 first, whose idle VMs have "
                                                 "its image")
     assert second.attributes["allow_any"] == "1"
+
+
+def test_zen_explain_says_where_a_narrowed_start_goes_and_until_when(routed, tmp_path, monkeypatch, capsys):
+    import yaml
+
+    from zen.queuecli import explain_job
+
+    zen, functions = routed
+    functions.submit(job_request("d7", inputs=DATA))
+    path = tmp_path / "zen.yaml"
+    path.write_text(yaml.safe_dump(json.loads(zen.config.model_dump_json())))
+    monkeypatch.setenv("ZEN_CONFIG", str(path))
+    assert explain_job("d7", False, zen.db) == 0
+    widen_at = get(zen, "d7").widen_at
+    assert (f"d7: QUEUED - admitted; waiting for a VM of 4xa100-40gb in europe-west4 (its start goes there first; "
+            f"to every allowed region at the first tick after {widen_at:%H:%M:%S})") in capsys.readouterr().out
