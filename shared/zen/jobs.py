@@ -149,7 +149,7 @@ class JobService(TickSweeps):
             messages = first_events + second_events + [self._announce.start(queued)]
             ids = repository.insert_queued_job(session, queued, first + second, messages, now)
         if ids:
-            telemetry.log_changes(log, pending, queued, [SUBMITTED, ADMITTED], None)
+            telemetry.log_changes(log, pending, queued, [SUBMITTED, admitted], None)
         return ids
 
     def _route(self, session: Session, job: Job, now) -> Route:

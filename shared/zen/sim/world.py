@@ -37,6 +37,11 @@ heap of events; nothing sleeps). What it models, per cluster:
   policy is ``single_use``, in which case the VM is deleted right after its job, or as soon as it
   comes up with nothing to run. A policy with ``cancel_losers_on_start`` (ask-every-region) has the
   job's surplus requests in its other regions cancelled the moment the job starts.
+- **Routing by data and warm caches** (the scenario's ``routing:``): for a policy with
+  ``routes_by_data`` (zen), a data job is offered first to an idle VM of an allowed region whose warm
+  cache holds its dataset, else only to its data's region (unless a stockout blocks it) until the
+  first tick after ``data_wait_s``, as ``zen.routing`` routes start messages. Every policy's VMs
+  keep ``cache_gb`` of datasets (LRU): a hit reads no input (``zen.sim.metrics``).
 - **Preemptions** (optional): exponential lifetimes per created VM; a busy VM's job is queued again
   (its first start still counts for time-to-start) and the MIG recreates the VM, as GCE does.
 - **Ticks.** Every ``tick_s`` for every cluster and right after submissions (same instant: one
