@@ -70,6 +70,7 @@ from zen.sim.instances import _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK, Instan
 from zen.sim.jobs import SimJob
 from zen.sim.metrics import RunResult
 from zen.sim.queues import SimQueues
+from zen.sim.routing import blocked, stage, warm_vm
 from zen.sim.ports import SimFleet, SimMigPort
 from zen.sim.state import SimClusterState as _Cluster, SimJobState as _Job, SimMig as _Mig, SimVm as _Vm
 from zen.sim.scenario import Scenario, SimCluster
@@ -262,7 +263,7 @@ class Simulation(InstanceWorld):
             job.first_start_s = self.now
             self.result.start_regions.append((self.now, vm.mig.region))
         if job.spec.input_gb:
-            self._stage(vm, job.spec)
+            stage(self.result, vm, job.spec, self.cache_gb, self.staging_mb_s)
         del cluster.queued[job.spec.job_id]
         jobs = cluster.groups.get((job.spec.priority, job.reach))
         if jobs is not None and jobs.pop(job.spec.job_id, None) is not None:
@@ -276,25 +277,6 @@ class Simulation(InstanceWorld):
         vm.touch()
         vm.epoch += 1
         self._push(self.now + job.spec.duration_s, _FINISH, self._finish, vm, vm.epoch)
-
-    def _stage(self, vm: _Vm, spec) -> None:
-        """A data job's input on ``vm``: from its warm cache when it holds the dataset (nothing read, the
-        staging time saved), else read (across regions unless in its data's region) and kept (LRU)."""
-        result, cache = self.result, vm.cache
-        result.input_gb += spec.input_gb
-        if spec.dataset in cache:
-            cache.move_to_end(spec.dataset)
-            result.cache_hits += 1
-            result.staging_s_saved += spec.input_gb * 1000 / self.staging_mb_s
-            return
-        if vm.mig.region != spec.data_region:
-            result.input_gb_cross_region += spec.input_gb
-        if self.cache_gb:
-            result.cache_misses += 1
-            if spec.input_gb <= self.cache_gb:
-                cache[spec.dataset] = spec.input_gb
-                while sum(cache.values()) > self.cache_gb:
-                    cache.popitem(last=False)
 
     def _cancel_losers(self, cluster: _Cluster, job: _Job, won_in: str) -> None:
         """The job's requests in its other regions lost: cancel one surplus instance in each (one
@@ -337,7 +319,7 @@ class Simulation(InstanceWorld):
         routes a new attempt's start message; its demand meanwhile is for that region only."""
         cluster, spec = self.clusters[job.spec.cluster], job.spec
         job.state, job.reach = _QUEUED, spec.regions
-        holder = self._warm_vm(cluster, spec) if self.data_wait and self.cache_gb and spec.dataset else None
+        holder = warm_vm(cluster, spec) if self.data_wait and self.cache_gb and spec.dataset else None
         if holder is not None:  # zen sends it first where an idle VM holds its input: that VM takes it
             job.reach = (holder.mig.region,)
             cluster.queued[spec.job_id] = job
@@ -345,7 +327,7 @@ class Simulation(InstanceWorld):
             self._start(holder, job)
             return
         if (self.data_wait and spec.data_region and spec.input_gb >= self.route_min_gb and len(spec.regions) > 1
-                and not self._blocked(cluster, spec.data_region)):
+                and not blocked(cluster, spec.data_region, self.clock())):
             job.reach, job.widen_at = (spec.data_region,), self.now + self.data_wait
             cluster.narrowed[spec.job_id] = job
         cluster.queued[spec.job_id] = job
@@ -356,19 +338,6 @@ class Simulation(InstanceWorld):
         cluster.demand_view = None
         for region in job.reach:
             heapq.heappush(cluster.heaps[region], (-spec.priority, spec.submit_s, job.qseq, job))
-
-    @staticmethod
-    def _warm_vm(cluster: _Cluster, spec) -> _Vm | None:
-        """The most recently idle VM of an allowed region whose warm cache holds the job's dataset."""
-        for region in spec.regions:
-            for vm in reversed(cluster.idle[region].values()):
-                if spec.dataset in vm.cache:
-                    return vm
-        return None
-
-    def _blocked(self, cluster: _Cluster, region: str) -> bool:
-        memory = cluster.memory.get(region)
-        return memory is not None and memory.blocked_until is not None and memory.blocked_until > self.clock()
 
     def _take_idle(self, cluster: _Cluster, job: _Job, regions: tuple[str, ...]) -> bool:
         """The most recently idle VM of the first of ``regions`` that has one starts the job."""
