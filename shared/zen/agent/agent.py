@@ -77,7 +77,7 @@ class Agent:
         self._base_env = base_env
         self._shutdown_reason: str | None = None
         self._next_vm_beat = 0.0
-        self.cache = InputCache(settings.cache_path(), settings.cache_bytes)  # warm inputs (zen.agent.cache)
+        self.cache = InputCache(settings.cache_path(identity.vm), settings.cache_bytes)  # warm inputs (zen.agent.cache)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def request_shutdown(self, reason: str) -> None:

@@ -9,8 +9,8 @@ it pulled, so Zen can send the next job that needs them here first (``zen.routin
   the entry and downloads); the cached file is then copied into ``ZEN_INPUT_DIR`` (the job may change
   its copy; the cache keeps its own). A miss is downloaded into ``ZEN_INPUT_DIR``, then copied in.
 - **Bounded, LRU.** ``ZEN_AGENT_CACHE_BYTES`` (default 20 GB; 0: no cache) bounds the files under
-  ``ZEN_AGENT_CACHE_DIR`` (default ``<work dir>/.cache``): the least recently used go first, and an
-  object larger than the bound is not kept. The directory outlives the agent: a restarted agent
+  ``ZEN_AGENT_CACHE_DIR`` (default ``<work dir>/.cache/<VM name>``): the least recently used go
+  first, and an object larger than the bound is not kept. The directory outlives the agent: a restarted agent
   finds its entries again (their modification time is their last use).
 - **Reported** in every VM heartbeat (``VmHeartbeat.cached_inputs``): the job inputs, as jobs name
   them (``gs://`` object or prefix URIs), whose every object the cache holds, most recently used
