@@ -43,6 +43,7 @@ def test_regions_are_ordered_by_where_the_inputs_are(located):
 
 
 def test_zen_explain_shows_the_data_order_and_the_egress(located, db_url, tmp_path):
+    import os
     import subprocess
     import sys
 
@@ -54,7 +55,8 @@ def test_zen_explain_shows_the_data_order_and_the_egress(located, db_url, tmp_pa
     path = tmp_path / "zen.yaml"
     path.write_text(yaml.safe_dump(json.loads(zen.config.model_dump_json())))
     done = subprocess.run([sys.executable, "-m", "zen.cli", "explain", "d5"], capture_output=True, text=True,
-                          env={"ZEN_CONFIG": str(path), "ZEN_DATABASE_URL": db_url, "PATH": "/usr/bin:/bin"},
+                          env={"ZEN_CONFIG": str(path), "ZEN_DATABASE_URL": db_url, "PATH": "/usr/bin:/bin",
+                               **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}},
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert "data: regions ordered by input location (us-central1, us-west1); from us-central1 120 GB of input " \

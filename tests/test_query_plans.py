@@ -54,7 +54,8 @@ HOT_QUERIES = [
     ("update_job", dict(job_id="job-7", expected_status="RUNNING", expected_attempt=1, status="RUNNING", attempt=1,
                         vm="vm-7", region=None, zone=None, last_seq=3, last_heartbeat_at=NOW, queued_at=NOW,
                         started_at=NOW, finished_at=None, exit_code=None, message=None, start_published_at=NOW,
-                        max_attempts=3, preempted_by=None, preemptions=0, now=NOW)),
+                        max_attempts=3, preempted_by=None, preemptions=0, start_regions=None, widen_at=None,
+                        now=NOW)),
     ("take_early_stop", {"job_id": "job-7"}),
     # The end of an attempt also records its usage (its claim time read from the job's history).
     ("insert_attempt_usage", dict(job_id="job-13", attempt=1, user_id="u", queue=None, cluster="4xa100-40gb",
@@ -62,6 +63,8 @@ HOT_QUERIES = [
                                   ran_from=NOW, ended_at=NOW, outcome="SUCCEEDED")),
     ("held_jobs_silent_since", {"cutoff": NOW - timedelta(minutes=2), "limit": 500}),
     ("queued_jobs_published_before", {"cutoff": NOW - timedelta(hours=1), "limit": 500}),
+    ("queued_jobs_to_widen", {"now": NOW, "limit": 500}),  # the tick widens starts narrowed near their data
+    ("queued_demand", {"cluster": "1xl4"}),  # the planner's demand, by the regions each start reaches now
     ("vm_holds_job", {"vm_name": "vm-13"}),
     # Several jobs per VM: a claim reads the VM's jobs; a scaling pass the VMs' loads and the demand by GPUs.
     ("jobs_on_vm", {"vm_name": "vm-13"}),

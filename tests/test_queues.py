@@ -269,6 +269,7 @@ def test_concurrent_submits_and_ends_never_exceed_any_quota(queued_zen, db):
 
 @pytest.mark.queues(COHORT)
 def test_zen_queues_and_zen_explain_show_quota_and_why_a_job_waits(queued_zen, db_url, tmp_path, clock):
+    import os
     import subprocess
     import sys
 
@@ -280,7 +281,8 @@ def test_zen_queues_and_zen_explain_show_quota_and_why_a_job_waits(queued_zen, d
         clock.advance(1)
     path = tmp_path / "zen.yaml"
     path.write_text(yaml.safe_dump(json.loads(zen.config.model_dump_json())))
-    env = {"ZEN_CONFIG": str(path), "ZEN_DATABASE_URL": db_url, "PATH": "/usr/bin:/bin"}
+    env = {"ZEN_CONFIG": str(path), "ZEN_DATABASE_URL": db_url, "PATH": "/usr/bin:/bin",
+           **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}  # this checkout's code
 
     def zen_cli(*args):
         done = subprocess.run([sys.executable, "-m", "zen.cli", *args], env=env, capture_output=True, text=True,

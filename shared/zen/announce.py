@@ -16,16 +16,19 @@ log = logging.getLogger("zen.jobs")
 
 
 def start_attributes(job: Job, cluster_regions: list[str]) -> dict[str, str]:
-    """Attributes of a start message, shaped for Pub/Sub subscription filters (see StartMessage)."""
+    """Attributes of a start message, shaped for Pub/Sub subscription filters (see StartMessage): the
+    regions it reaches are the job's narrowed ``start_regions`` while set (``zen.routing``), else its
+    allowed regions."""
+    reach = job.start_regions or job.regions
     attributes = {
         "cluster": job.cluster,
         "job_id": job.job_id,
         "attempt": str(job.attempt),
-        "regions": ",".join(job.regions) if job.regions != cluster_regions else "*",
+        "regions": ",".join(reach) if reach != cluster_regions else "*",
     }
-    if job.regions == cluster_regions:
+    if reach == cluster_regions:
         attributes["allow_any"] = "1"
-    for region in job.regions:
+    for region in reach:
         attributes[f"allow_{region.replace('-', '_')}"] = "1"
     if job.request.get("requires_tags"):  # its regions are already narrowed to these groups
         attributes["requires_tags"] = ",".join(sorted(job.request["requires_tags"]))
@@ -58,6 +61,12 @@ class Announcements:
             }))
             previous = change.to
         return rows, messages
+
+    @staticmethod
+    def note(job: Job, reason: str, *, actor: str, now) -> dict[str, Any]:
+        """A history row that changes no status (a start widened by ``zen.routing``)."""
+        return dict(job_id=job.job_id, at=now, actor=actor, attempt=job.attempt, from_status=job.status.value,
+                    to_status=job.status.value, reason=reason)
 
     def queue_event(self, kind: str, job: Job, reason: str, now) -> OutgoingMessage:
         """``job.admitted`` (a queue's quota took the job) or ``job.preempted`` (admission takes it

@@ -14,11 +14,10 @@ from typing import Protocol
 from zen.clock import Clock, utc_now
 from zen.config import ZenConfig, load_config
 from zen.errors import DataRejected, Rejected
-from zen.events import envelope_from_cloud_event
+from zen.events import PubSubEnvelope, envelope_from_cloud_event
 from zen import telemetry
 from zen.jobs import JobService, Outcome
 from zen.messaging import OutboxRelay, Publisher, PubSubPublisher
-from zen.models import PubSubEnvelope
 from zen.store import repository
 from zen.store.db import Database
 from zen.text import escape_unstorable
@@ -43,6 +42,7 @@ class TickReport:
     relayed: int = 0
     swept: int = 0
     republished: int = 0
+    widened: int = 0  # starts narrowed near their data, now sent to every allowed region (zen.routing)
     admitted: int = 0
     scaling: object | None = None
 
@@ -104,7 +104,8 @@ class Zen:
             return self._with_envelope(self.config.topics.job_stop, event_id, event_type, data, self.jobs.stop)
 
     def on_scale_tick(self) -> TickReport:
-        """Resend the outbox, sweep lost jobs, scale. A second concurrent tick skips."""
+        """Resend the outbox, sweep lost jobs, republish and widen unclaimed starts, admit, scale. A
+        second concurrent tick skips."""
         with self.relay.request(), self.db.session() as session:
             if not repository.try_tick_lock(session, TICK_LOCK_KEY):
                 log.info("another scale tick holds the lock; skipping")
@@ -113,6 +114,7 @@ class Zen:
                 report = TickReport(relayed=self.relay.flush_pending())
                 report.swept = self.jobs.sweep_lost()
                 report.republished = self.jobs.republish_unclaimed()
+                report.widened = self.jobs.widen_narrowed()
                 report.admitted = self.jobs.admit_waiting()
                 if self.scaler is not None:
                     report.scaling = self.scaler.tick()

@@ -125,6 +125,8 @@ class Deadlines(_Strict):
     idle_timeout_s: float = Field(default=300, ge=0, description="Idle VMs are deleted after this")
     stop_timeout_s: float = Field(default=120, gt=0, description="STOPPING with no answer becomes CANCELLED")
     start_republish_s: float = Field(default=3600, gt=0, description="Republish an unclaimed job's start message")
+    data_wait_s: float = Field(default=30, ge=0, description=(
+        "A start sent first to its data's regions (zen.routing) is widened by the first tick after this; 0: never narrowed"))
 
 
 class Scaling(_Strict):
@@ -207,6 +209,8 @@ class DataConfig(_Strict):
     bucket_locations: dict[str, str] = Field(
         default_factory=dict, description="Bucket -> location (region or multi-region); others are looked up")
     egress_usd_per_gb: EgressRates = EgressRates()
+    route_min_gb: float = Field(default=10, ge=0, description=(
+        "Located inputs weighing at least this (size_gb, 1 when not given) route a start to their regions first"))
 
 
 _Usd = Annotated[float, Field(ge=0)]

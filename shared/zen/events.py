@@ -16,14 +16,25 @@ import re
 from datetime import datetime
 from typing import Any, Mapping
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from zen.errors import Rejected, describe_validation_error
-from zen.models import JOB_ID_PATTERN, PubSubEnvelope
+from zen.models import JOB_ID_PATTERN
 from zen.text import escape_unstorable
 
 PUBSUB_EVENT_TYPE = "google.cloud.pubsub.topic.v1.messagePublished"
 MESSAGE_ID = re.compile(r"^[\x21-\x7e]{1,256}$")  # Pub/Sub's are decimal digits
+
+
+class PubSubEnvelope(BaseModel):
+    """What arrives at a function: the decoded Pub/Sub message of an Eventarc CloudEvent."""
+
+    model_config = ConfigDict(frozen=True)
+    message_id: str
+    data: bytes
+    attributes: dict[str, str] = Field(default_factory=dict)
+    publish_time: datetime | None = None
+    subscription: str | None = None
 
 
 def envelope_from_cloud_event(event_id: str, event_type: str | None, data: Any) -> PubSubEnvelope:

@@ -1,4 +1,4 @@
-"""The job service: submit, heartbeat, stop, and the lost-job sweep.
+"""The job service: submit, heartbeat, stop, and the tick's sweeps (``zen.sweeps``).
 
 Each call decodes one Pub/Sub message (validated once, here at the edge), locks the job row, asks
 ``zen.lifecycle`` what to do, and writes the change, its history and its outgoing messages in one
@@ -16,7 +16,6 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
 
@@ -24,18 +23,20 @@ from zen import lifecycle, telemetry
 from zen.claims import refuse_claim
 from zen.clock import Clock
 from zen.config import ZenConfig
-from zen.errors import Rejected, TransientError
-from zen.events import decode_payload, job_id_hint, parse_json
+from zen.errors import Rejected
+from zen.events import PubSubEnvelope, decode_payload, job_id_hint, parse_json
 from zen.announce import Announcements
 from zen.lifecycle import Decision
 from zen.messaging import Enqueued, OutboxRelay, OutgoingMessage, enqueue, outgoing
 from zen.models import (
-    AgentStatus, Heartbeat, Job, JobEvent, JobRequest, JobStatus, PubSubEnvelope, StopRequest,
+    AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobEvent, JobRequest, JobStatus, StopRequest,
     JOB_ID_PATTERN, illegal_step,
 )
 from zen.placement import choose, resolve_request
 from zen.queueing import Queueing
-from zen.store import queues as queue_rows, repository, usage as usage_rows
+from zen.routing import Route, first_route, warm_keys
+from zen.store import fleet, queues as queue_rows, repository, usage as usage_rows
+from zen.sweeps import TickSweeps
 from zen.text import escape_unstorable
 from zen.vm_heartbeat import VmHeartbeat
 
@@ -62,7 +63,7 @@ class Outcome:
     cluster: str | None = None
 
 
-class JobService:
+class JobService(TickSweeps):
     def __init__(self, db: Database, config: ZenConfig, relay: OutboxRelay, clock: Clock):
         self._db = db
         self._config = config
@@ -139,17 +140,24 @@ class JobService:
         """The common submission in one statement, one round trip and one commit: the job admitted
         (QUEUED), its two history rows and its three messages. Nothing is written (and [] returned)
         when the job_id exists or a stop for it came first; the general path then decides."""
-        queued = pending.model_copy(update={"status": JobStatus.QUEUED, "queued_at": now, "start_published_at": now})
-        first, first_events = self._announce.history(pending, pending, [SUBMITTED], actor=actor, now=now,
-                                                     from_status=None)
-        second, second_events = self._announce.history(pending, queued, [ADMITTED], actor="admission", now=now,
-                                                       from_status=JobStatus.PENDING)
-        messages = first_events + second_events + [self._announce.start(queued)]
         with self._db.session() as session:
+            route = self._route(session, pending, now)
+            queued = pending.model_copy(update={"status": JobStatus.QUEUED, "queued_at": now,
+                                                "start_published_at": now, **route.fields()})
+            first, first_events = self._announce.history(pending, pending, [SUBMITTED], actor=actor, now=now,
+                                                         from_status=None)
+            admitted = lifecycle.Change(JobStatus.QUEUED, f"admitted; {route.note}") if route.note else ADMITTED
+            second, second_events = self._announce.history(pending, queued, [admitted], actor="admission", now=now,
+                                                           from_status=JobStatus.PENDING)
+            messages = first_events + second_events + [self._announce.start(queued)]
             ids = repository.insert_queued_job(session, queued, first + second, messages, now)
         if ids:
-            telemetry.log_changes(log, pending, queued, [SUBMITTED, ADMITTED], None)
+            telemetry.log_changes(log, pending, queued, [SUBMITTED, admitted], None)
         return ids
+
+    def _route(self, session: Session, job: Job, now) -> Route:
+        return first_route(self._config, job, now, lambda: fleet.blocked_regions(session, job.cluster, now),
+                           lambda: fleet.regions_holding(session, job.cluster, *warm_keys(job)))
 
     def _created(self, job: Job, ids: list[Enqueued]) -> Outcome:
         self._relay.flush_quietly(ids)
@@ -190,6 +198,7 @@ class JobService:
                 session, name=hb.vm, cluster=hb.cluster, region=hb.region, zone=hb.zone, state=hb.state.value,
                 job_id=hb.job_id, attempt=hb.attempt, seq=hb.seq, sent_at=hb.sent_at, now=self._clock(),
                 jobs=None if hb.jobs is None else json.dumps([held.model_dump() for held in hb.jobs]),
+                cached_inputs=hb.cached_inputs, images=hb.images,
             )
         return Outcome("applied" if applied else "duplicate", hb.job_id)
 
@@ -209,53 +218,6 @@ class JobService:
         # Pub/Sub does not order across topics: the submit may still be on its way.
         repository.remember_early_stop(session, request.job_id, request.reason or "stop requested", now)
         return "the stop is kept and applies if the job is submitted later"
-
-    # -- sweep ---------------------------------------------------------------------------------
-    def sweep_lost(self, limit: int = 500) -> int:
-        """Jobs whose VM went silent past the deadline: LOST -> requeued (or FAILED). Returns changes."""
-        deadlines = self._config.deadlines
-        now = self._clock()
-        cutoff = now - timedelta(seconds=min(deadlines.heartbeat_timeout_s, deadlines.stop_timeout_s))
-        with self._db.transaction() as session:
-            candidates = repository.held_jobs_silent_since(session, cutoff, limit)
-        return self._for_each_job(candidates, "sweep", lambda job: lifecycle.decide_silence(job, now, deadlines))
-
-    def republish_unclaimed(self, limit: int = 500) -> int:
-        """QUEUED jobs nobody claimed for ``start_republish_s``: publish their start message again, so
-        a start message that was lost, expired or dropped can never strand a job. Returns how many."""
-        now = self._clock()
-        cutoff = now - timedelta(seconds=self._config.deadlines.start_republish_s)
-        with self._db.transaction() as session:
-            candidates = repository.queued_jobs_published_before(session, cutoff, limit)
-            repository.forget_early_stops(session, now - timedelta(days=7))
-
-        def decide(job: Job) -> Decision | None:
-            stale = job.status is JobStatus.QUEUED and (job.start_published_at or job.queued_at) < cutoff
-            return Decision(publish_start=True) if stale else None
-
-        return self._for_each_job(candidates, "republish", decide)
-
-    def _for_each_job(self, job_ids: list[str], actor: str, decide: Callable[[Job], Decision | None]) -> int:
-        """Re-read each job under lock, decide, apply; one bad job never blocks the others."""
-        changed = 0
-        for job_id in job_ids:
-            ids: list[Enqueued] = []
-            try:
-                with self._db.transaction() as session:
-                    job = repository.get_job(session, job_id, lock=True)
-                    decision = decide(job) if job else None
-                    if decision is not None:
-                        ids = self._apply(session, job, decision, actor=actor, now=self._clock())
-                        changed += 1
-                        log.warning(f"{actor}: job changed", extra={
-                            "job_id": job_id, "vm": job.vm,
-                            "reason": decision.changes[0].reason if decision.changes else "start republished"})
-            except TransientError:
-                raise
-            except Exception:  # noqa: BLE001 - logged with the job; the tick goes on with the others
-                log.exception(f"{actor}: job could not be processed", extra={"job_id": job_id})
-            self._relay.flush_quietly(ids)
-        return changed
 
     # -- shared machinery ----------------------------------------------------------------------
     def _on_job(self, envelope: PubSubEnvelope, source: str, job_id: str, actor: str,
@@ -297,19 +259,27 @@ class JobService:
             return []
         status = decision.changes[-1].to if decision.changes else job.status
         update = dict(decision.fields, status=status)
-        if any(c.to is JobStatus.QUEUED for c in decision.changes):
+        changes = decision.changes
+        if any(c.to is JobStatus.QUEUED for c in changes):
             update["queued_at"] = now
+            if decision.publish_start:  # a new attempt's start: routed afresh (zen.routing)
+                route = self._route(session, job.model_copy(update=update), now)
+                update.update(route.fields())
+                if route.note:
+                    changes = changes[:-1] + [lifecycle.Change(JobStatus.QUEUED, f"{changes[-1].reason}; {route.note}")]
         if decision.publish_start:
             update["start_published_at"] = now
         after = job.model_copy(update=update)
         messages: list[OutgoingMessage] = []
         if decision.changes_job or decision.publish_start:
-            repository.save_job(session, job, after, [c.to for c in decision.changes], now)
-            history, events = self._announce.history(job, after, decision.changes, actor=actor, now=now,
-                                            from_status=job.status)
+            repository.save_job(session, job, after, [c.to for c in changes], now)
+            history, events = self._announce.history(job, after, changes, actor=actor, now=now,
+                                                     from_status=job.status)
+            if decision.note:
+                history.append(self._announce.note(after, decision.note, actor=actor, now=now))
             repository.add_job_events(session, history)
             self._record_usage(session, job, after, decision, now)
-            telemetry.log_changes(log, job, after, decision.changes, job.status)
+            telemetry.log_changes(log, job, after, changes, job.status)
             messages += events
         messages += [self._announce.control(control) for control in decision.controls]
         if decision.publish_start:

@@ -43,6 +43,7 @@ class Decision:
     publish_start: bool = False  # publish a StartMessage for the (new) current attempt
     ignored: str | None = None  # reported to users: the message changed nothing, and why
     duplicate: bool = False  # a plain redelivery: changes nothing, reported only in logs
+    note: str | None = None  # a history row that changes no status (a start widened: zen.routing)
 
     @property
     def changes_job(self) -> bool:

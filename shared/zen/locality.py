@@ -9,7 +9,7 @@ dual-region (``US``/``NAM4`` for ``us-*`` and ``northamerica-*``, ``EU``/``EUR4`
 inputs of ``size_gb`` (1 when not given) x distance, ties kept in the cluster's preference order; the
 planner uses this order where it used the cluster's (``ZenPlanner.rank``). ``egress_usd`` prices a
 region with ``data.egress_usd_per_gb`` (same region, same multi-region, other), which ``zen explain``
-shows. The simulator does not model inputs yet.
+shows. ``nearest_regions`` are where a data job's start message goes first (``zen.routing``).
 """
 
 from __future__ import annotations
@@ -63,16 +63,28 @@ def _weighted(config: ZenConfig, inputs) -> list[tuple[float, str | None]]:
             for spec in inputs or ()]
 
 
+def _cost(weighted: list[tuple[float, str | None]], region: str) -> float:
+    return sum(w * (distance(region, loc) or 0) for w, loc in weighted)
+
+
 def order_by_data(config: ZenConfig, regions: list[str], inputs) -> list[str]:
     """``regions`` (in the cluster's order) sorted by their weighted distance to the inputs."""
     weighted = _weighted(config, inputs)
     if not weighted:
         return regions
+    return sorted(regions, key=lambda r: (_cost(weighted, r), regions.index(r)))
 
-    def cost(region: str) -> float:
-        return sum(w * (distance(region, loc) or 0) for w, loc in weighted)
 
-    return sorted(regions, key=lambda r: (cost(r), regions.index(r)))
+def nearest_regions(config: ZenConfig, regions: list[str], inputs) -> list[str]:
+    """The regions of ``regions`` nearest the inputs (the least weighted distance), where a job's start
+    goes first (``zen.routing``); [] when that would change nothing: no input of a known location, the
+    located inputs weigh less than ``data.route_min_gb``, or every region is as near as the others."""
+    located = [(w, loc) for w, loc in _weighted(config, inputs) if loc is not None]
+    if not located or sum(w for w, _ in located) < config.data.route_min_gb:
+        return []
+    costs = {r: _cost(located, r) for r in regions}
+    nearest = [r for r in regions if costs[r] == min(costs.values())]
+    return nearest if len(nearest) < len(regions) else []
 
 
 def egress_usd(config: ZenConfig, region: str, inputs) -> tuple[float, float] | None:

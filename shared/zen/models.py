@@ -279,8 +279,10 @@ class StartMessage(Message):
     """Published by Zen on ``zen-job-start`` for agents of ``cluster``.
 
     Attributes (for subscription filters): ``cluster``, ``job_id``, ``attempt``, ``regions``
-    (comma-separated allow-list, or ``*``), and one ``allow_<region with '-' as '_'>`` = ``"1"``
-    per allowed region (``allow_any`` = ``"1"`` when every region of the cluster is allowed).
+    (comma-separated, or ``*``), and one ``allow_<region with '-' as '_'>`` = ``"1"`` per region it
+    reaches (``allow_any`` = ``"1"`` when that is every region of the cluster): the allowed regions, or
+    while a data job's start is narrowed (``zen.routing``) the regions near its data; ``regions`` in the
+    payload are always the allowed ones.
     """
 
     job_id: str
@@ -325,17 +327,6 @@ class JobEvent(Message):
     queue: str | None = None
 
 
-class PubSubEnvelope(BaseModel):
-    """What arrives at a function: the decoded Pub/Sub message of an Eventarc CloudEvent."""
-
-    model_config = ConfigDict(frozen=True)
-    message_id: str
-    data: bytes
-    attributes: dict[str, str] = Field(default_factory=dict)
-    publish_time: datetime | None = None
-    subscription: str | None = None
-
-
 class Job(BaseModel):
     """A row of the jobs table."""
 
@@ -368,6 +359,9 @@ class Job(BaseModel):
     gpus: int = 0  # GPUs it holds while admitted (ClusterConfig.gpus_held; 0: an old row, the VM's GPUs)
     preempted_by: str | None = None  # set while its VM stops it for a preemption (see zen.queueing)
     preemptions: int = 0
+    # Where its start message reaches while narrowed (zen.routing), and when the tick widens it (None: everywhere).
+    start_regions: list[str] | None = None
+    widen_at: datetime | None = None
 
     def public_view(self) -> dict[str, Any]:
         """The JSON a user sees (``zen jobs get --json``)."""

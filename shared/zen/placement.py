@@ -157,9 +157,7 @@ def choose(session: Session, config: ZenConfig, resolved: Resolved, now: datetim
             if sum(used.values()) + cluster.gpu_count > total:
                 skipped.append(f"{shape.cluster}: queue {queue.name}'s cohort has no quota free")
                 continue
-        memory = fleet.scaling_memory(session, shape.cluster)
-        if all((memory.get(r) or {}).get("blocked_until") and
-               datetime.fromisoformat(memory[r]["blocked_until"]) > now for r in shape.regions):
+        if set(shape.regions) <= fleet.blocked_regions(session, shape.cluster, now):
             skipped.append(f"{shape.cluster}: every allowed region is stocked out")
             continue
         return shape, f"GPU shape {shape.cluster}" + (f" ({'; '.join(skipped)})" if skipped else "")

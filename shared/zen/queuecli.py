@@ -58,7 +58,10 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
         elif job.status is JobStatus.QUEUED:
             decisions = fleet.recent_decisions(session, job.cluster, 1)
             why = (f"admitted{f' by queue {job.queue}' if job.queue else ''}; waiting for a VM of {job.cluster} "
-                   f"in {', '.join(job.regions)}")
+                   f"in {', '.join(job.start_regions or job.regions)}")
+            if job.start_regions and job.widen_at:  # zen.routing
+                why += f" (its start goes there first; to every allowed region at the first tick after " \
+                       f"{job.widen_at:%H:%M:%S})"
             if decisions:
                 last = decisions[0]
                 why += (f"; the cluster's latest scaling decision ({last['at']:%H:%M:%S}): {last['action']} "

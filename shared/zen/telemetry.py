@@ -48,7 +48,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     SCALING_CLUSTER: ("cluster", "queued_jobs", "oldest_queued_s", "blocked_regions", "regions", "stocked_out"),
     JOBS_COUNT: ("cluster", "status", "count"),
     OUTBOX_BACKLOG: ("rows", "oldest_s"),
-    SCALE_TICK: ("relayed", "swept", "republished"),
+    SCALE_TICK: ("relayed", "swept", "republished", "widened"),
 }
 
 # The metrics (log-based in Cloud Monitoring: logging.googleapis.com/user/<name>; rows of `zen stats`).
@@ -160,4 +160,4 @@ def log_tick(logger: logging.Logger, db: Database, clusters: Iterable[str], now:
             emit(logger, JOBS_COUNT, "jobs", cluster=cluster, status=status, count=counts.get((cluster, status), 0))
     emit(logger, OUTBOX_BACKLOG, "outbox backlog", **backlog)
     emit(logger, SCALE_TICK, "scale tick done", relayed=report.relayed, swept=report.swept,
-         republished=report.republished)
+         republished=report.republished, widened=report.widened)

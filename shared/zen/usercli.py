@@ -25,7 +25,8 @@ import yaml
 
 from zen.clikit import CliError, database, database_configured
 from zen.config import load_config
-from zen.models import JobRequest, PubSubEnvelope, StopRequest
+from zen.events import PubSubEnvelope
+from zen.models import JobRequest, StopRequest
 
 JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 EARLY_STOP_KEPT_DAYS = 7  # zen.jobs forgets a stop for a job it never saw after this long

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
-from zen.models import INT32_MAX, INT64_MAX, JobId, Message, UtcTimestamp, VmState
+from zen.models import INT32_MAX, INT64_MAX, GsUri, JobId, Message, UtcTimestamp, VmState
 
 
 class HeldAttempt(BaseModel):
@@ -36,3 +36,6 @@ class VmHeartbeat(Message):
     job_id: JobId | None = None
     attempt: int | None = Field(default=None, ge=1, le=INT32_MAX)
     jobs: list[HeldAttempt] | None = Field(default=None, max_length=16, description="Every attempt it holds")
+    # Its warm cache (zen.agent.cache): job inputs whose every object it holds, images it ran; recent first.
+    cached_inputs: list[GsUri] | None = Field(default=None, max_length=16)
+    images: list[Annotated[str, Field(min_length=1, max_length=1024)]] | None = Field(default=None, max_length=16)

@@ -51,3 +51,24 @@ def test_a_missing_input_and_a_failed_upload_fail_the_attempt_with_the_reason(sc
     assert missing.exit_code is None
     assert upload.exit_code == 0 and "The specified bucket does not exist: gone-bkt" in upload.message
     assert "upload of upper.txt to gs://gone-bkt/runs/no-bucket/attempt-1/upper.txt failed" in upload.message
+
+
+def test_the_vm_reports_its_warm_cache_and_the_next_job_on_that_input_goes_there_first(scheduler, agents, storage,
+                                                                                      buckets, tmp_path):
+    from tests.waiting import wait_for
+
+    start_agent(agents, storage, tmp_path)  # in us-central1
+    inputs = [{"uri": "gs://data-bkt/corpus/words.txt"}]
+    scheduler.submit("warm-1", [sys.executable, "-c", COPY_UPPER], inputs=inputs)
+    scheduler.wait_status("warm-1", "SUCCEEDED")
+    wait_for(lambda: (scheduler.vm("vm-a") or {}).get("cached_inputs") == ["gs://data-bkt/corpus/words.txt"]
+             and scheduler.vm("vm-a")["state"] == "IDLE", what="a VM heartbeat reporting the cached input")
+
+    scheduler.submit("warm-2", [sys.executable, "-c", COPY_UPPER], inputs=inputs)
+    job = scheduler.wait_status("warm-2", "SUCCEEDED")
+
+    admitted = [reason for _, status, reason in scheduler.history("warm-2") if status == "QUEUED"]
+    assert admitted == ["admitted; start sent to us-central1 first, whose idle VMs hold its inputs; widened after "
+                        f"{scheduler.config.deadlines.data_wait_s:g} s unclaimed"]
+    assert "zen: staged 1 file, 0 B (and 11 B from the cache) in" in job.message
+    assert storage.state.downloads["data-bkt/corpus/words.txt"] == 1  # downloaded for the first job only

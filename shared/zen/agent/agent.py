@@ -45,6 +45,7 @@ from zen.agent.output import AttemptOutput
 from zen.agent.reports import AttemptReport, Reporter
 from zen.agent.runner import CannotRun, JobSpec, RunningJob
 from zen.agent.settings import AgentSettings
+from zen.agent.cache import InputCache
 from zen.agent.slots import ControlRouter, Key, Slots
 from zen.agent.staging import AttemptData, Progress, transfer
 from zen.agent.transport import StartDelivery, Transport, TransportError
@@ -91,6 +92,7 @@ class Agent:
         self._retired = False
         self._lock = threading.Lock()  # VM heartbeats and counters, from every attempt's thread
         self._threads: list[threading.Thread] = []  # attempts running besides the loop (several at once)
+        self.cache = InputCache(settings.cache_path(identity.vm), settings.cache_bytes)  # warm inputs (zen.agent.cache)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def request_shutdown(self, reason: str) -> None:
@@ -158,13 +160,14 @@ class Agent:
 
     def _vm_beat(self, state: VmState | None = None, *, force: bool = False) -> None:
         """The VM heartbeat when due (or ``force``): ``state``, else RETIRED, BUSY or IDLE as it is,
-        naming the attempts it runs."""
+        naming the attempts it runs and what its warm cache holds."""
         with self._lock:
             now = self._clock()
             if force or now >= self._next_vm_beat:
                 held = self.slots.held()
                 state = state or (VmState.RETIRED if self._retired else VmState.BUSY if held else VmState.IDLE)
-                self.reporter.vm(state, budget_s=10.0, held=held, list_all=self.slots.capacity.shared)
+                self.reporter.vm(state, budget_s=10.0, held=held, list_all=self.slots.capacity.shared,
+                                 cached=self.cache.report())
                 self._next_vm_beat = now + self.settings.vm_heartbeat_s
 
     # -- one start message -----------------------------------------------------------------------
@@ -311,6 +314,8 @@ class Agent:
             output.add("zen", f"zen agent: {exc}")
             self._end(attempt, output, 127, AgentStatus.FAILED, f"zen agent: {exc}", data=data, upload=True)
             return
+        if job.launch.container:
+            self.cache.ran_image(spec.image)  # the image is on this VM now
         # The command, not the argv: env values (``-e K=V`` for docker) may be credentials.
         self.log.info("job started", extra={**fields, "pid": job.pid, "container": job.launch.container,
                                              "command": spec.command, "image": spec.image, "gpu_ids": spec.gpu_ids})
@@ -362,7 +367,7 @@ class Agent:
         if not start.inputs and not start.outputs:
             return None
         return AttemptData(start.job_id, start.attempt, list(start.inputs or []), start.outputs,
-                           Path(self.settings.work_dir), project=self.identity.project)
+                           Path(self.settings.work_dir), project=self.identity.project, cache=self.cache)
 
     def _transfer(self, attempt: AttemptReport, data: AttemptData, what: str, progress: Progress,
                   work: Callable[[], None], shutdown_grace_s: float = 0.0) -> tuple[AgentStatus, str] | None:

@@ -74,9 +74,10 @@ class Reporter:
                           status=status.value, seq=heartbeat.seq)
 
     def vm(self, state: VmState, *, budget_s: float, held: Sequence[tuple[str, int]] = (),
-           list_all: bool = False) -> bool:
+           list_all: bool = False, cached: tuple[list[str] | None, list[str] | None] = (None, None)) -> bool:
         """``held``: the attempts the VM runs, oldest first; the first is named in ``job_id`` /
-        ``attempt``, and with ``list_all`` (a VM that may run several) every one in ``jobs``."""
+        ``attempt``, and with ``list_all`` (a VM that may run several) every one in ``jobs``.
+        ``cached``: the inputs and images the VM's warm cache holds (``zen.agent.cache``)."""
         self._vm_seq = max(self._vm_seq + 1, int(self._wall_clock() * 1000))
         identity = self._identity
         job_id, attempt = held[0] if held else (None, None)
@@ -84,6 +85,7 @@ class Reporter:
             kind="vm", vm=identity.vm, cluster=identity.cluster, region=identity.region, zone=identity.zone,
             state=state, seq=self._vm_seq, sent_at=datetime.now(timezone.utc), job_id=job_id, attempt=attempt,
             jobs=[HeldAttempt(job_id=j, attempt=a) for j, a in held] if list_all else None,
+            cached_inputs=cached[0], images=cached[1],
         )
         return self._send(heartbeat, budget_s, vm_state=state.value, job_id=job_id,
                           jobs=len(held) if list_all else None)

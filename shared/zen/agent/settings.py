@@ -15,6 +15,8 @@
 |                               |         | environment (the local stack), else 0                    |
 | ``ZEN_AGENT_DOCKER``          | docker  | the docker CLI                                           |
 | ``ZEN_AGENT_WORK_DIR``        | TMPDIR/zen-agent | where jobs' inputs and outputs are kept (zen.agent.staging) |
+| ``ZEN_AGENT_CACHE_DIR``       | WORK_DIR/.cache/VM | the warm cache of staged inputs (zen.agent.cache) |
+| ``ZEN_AGENT_CACHE_BYTES``     | 20000000000 | its bound (least recently used go first); 0: no cache |
 | ``ZEN_AGENT_MAX_JOBS_PER_DAY`` | unset | pull limit: jobs per trailing 24 h, then the VM is RETIRED |
 |                               |         | (unset: the template's attribute, else the configuration; |
 |                               |         | see ``zen.agent.limits``)                                 |
@@ -67,6 +69,12 @@ class AgentSettings:
     max_gpu_hours_per_day: float | None = None
     max_jobs_per_vm: int | None = None  # None: the template's or the configuration's (zen.agent.slots)
     gpus: int | None = None
+    cache_dir: str | None = None  # None: <work_dir>/.cache/<VM name>
+    cache_bytes: int = 20_000_000_000
+
+    def cache_path(self, vm: str) -> str:
+        """One cache per VM, even where VMs share a disk (the local stack's)."""
+        return self.cache_dir or os.path.join(self.work_dir, ".cache", vm)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "AgentSettings":
@@ -106,6 +114,8 @@ class AgentSettings:
             work_dir=env.get("ZEN_AGENT_WORK_DIR") or os.path.join(tempfile.gettempdir(), "zen-agent"),
             max_jobs_per_day=parse_limit("ZEN_AGENT_MAX_JOBS_PER_DAY", env.get("ZEN_AGENT_MAX_JOBS_PER_DAY", ""),
                                          integer=True),
+            cache_dir=env.get("ZEN_AGENT_CACHE_DIR") or None,
+            cache_bytes=number("ZEN_AGENT_CACHE_BYTES", cls.cache_bytes, minimum=-1, integer=True),
             max_gpu_hours_per_day=parse_limit("ZEN_AGENT_MAX_GPU_HOURS_PER_DAY",
                                               env.get("ZEN_AGENT_MAX_GPU_HOURS_PER_DAY", ""), integer=False),
             max_jobs_per_vm=parse_limit("ZEN_AGENT_MAX_JOBS_PER_VM", env.get("ZEN_AGENT_MAX_JOBS_PER_VM", ""),

@@ -11,7 +11,8 @@ Layout, per attempt, under the agent's work directory (``ZEN_AGENT_WORK_DIR``)::
 
 An input names an object when one has exactly that name (and its path does not end in ``/``), else
 the prefix: every object under ``<path>/``. An input that is neither fails the attempt before the
-job runs, naming the URI; so does any download error. An upload error fails the attempt (FAILED even
+job runs, naming the URI; so does any download error. An object the VM's warm cache holds
+(``zen.agent.cache``) is copied from there instead of downloaded. An upload error fails the attempt (FAILED even
 when the job exited 0), naming the file and the reason. Both directories are removed afterwards.
 
 Transfers run in a worker thread (``run_in_background``) so the agent keeps heartbeating, with the
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from zen.agent.cache import InputCache, object_key
 from zen.gcs import input_name, split_uri
 from zen.models import AgentStatus, ControlAction, InputSpec
 
@@ -48,9 +50,10 @@ class Cancelled(TransferError):
 @dataclass
 class Progress:
     files: int = 0
-    bytes: int = 0
+    bytes: int = 0  # downloaded (or uploaded)
     started: float | None = None
     ended: float | None = None
+    cached_bytes: int = 0  # staged from the agent's cache instead (zen.agent.cache)
 
     def seconds(self) -> float:
         if self.started is None:
@@ -58,7 +61,9 @@ class Progress:
         return round((self.ended or time.monotonic()) - self.started, 3)
 
     def describe(self) -> str:
-        return f"{self.files} file{'s' if self.files != 1 else ''}, {human_bytes(self.bytes)} in {self.seconds():g} s"
+        cached = f" (and {human_bytes(self.cached_bytes)} from the cache)" if self.cached_bytes else ""
+        return (f"{self.files} file{'s' if self.files != 1 else ''}, {human_bytes(self.bytes)}{cached} "
+                f"in {self.seconds():g} s")
 
 
 def human_bytes(count: int) -> str:
@@ -106,6 +111,7 @@ class AttemptData:
     work_dir: Path
     project: str | None = None
     client_factory: Callable[[], Any] | None = None  # tests may pass one; default: storage.Client
+    cache: InputCache | None = None  # the VM's warm cache: hits are not downloaded again
     staged: Progress = field(default_factory=Progress)
     uploaded: Progress = field(default_factory=Progress)
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -179,10 +185,12 @@ class AttemptData:
         client = self.client()
         bucket = client.bucket(bucket_name)
         target = self.input_dir / input_name(uri)
+        keys: set[str | None] = set()
         if path and not path.endswith("/"):
             blob = bucket.get_blob(path)
             if blob is not None:
-                self._download(blob, target)
+                keys.add(self._download(blob, target))
+                self._staged(uri, keys)
                 return
         prefix = f"{path.rstrip('/')}/" if path.strip("/") else ""
         found = False
@@ -194,17 +202,30 @@ class AttemptData:
             parts = relative.split("/")
             if any(part in ("", ".", "..") for part in parts):
                 raise TransferError(f"object {blob.name} cannot be staged as a file (empty, '.' or '..' in its path)")
-            self._download(blob, target.joinpath(*parts))
+            keys.add(self._download(blob, target.joinpath(*parts)))
         if not found:
             raise TransferError("no such object, and no object under it as a prefix")
+        self._staged(uri, keys)
 
-    def _download(self, blob, target: Path) -> None:
+    def _staged(self, uri: str, keys: set[str | None]) -> None:
+        if self.cache is not None:
+            self.cache.staged(uri, keys)
+
+    def _download(self, blob, target: Path) -> str | None:
+        """Stage one object (from the cache when it holds it); returns its cache key (None: not kept)."""
         if self.cancel.is_set():
             raise Cancelled("cancelled")
         target.parent.mkdir(parents=True, exist_ok=True)
+        if self.cache is None:
+            self._fetch(blob, target)
+        elif self.cache.fetch(blob, target, lambda path: self._fetch(blob, path)):
+            self.staged.cached_bytes += blob.size
+        self.staged.files += 1
+        return object_key(blob) if self.cache is not None else None
+
+    def _fetch(self, blob, target: Path) -> None:
         with open(target, "wb") as file:
             blob.download_to_file(_CountingWriter(file, self.staged, self.cancel))
-        self.staged.files += 1
 
     # -- uploading -------------------------------------------------------------------------------
     def output_files(self) -> list[tuple[str, Path]]:

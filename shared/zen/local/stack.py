@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -138,6 +139,7 @@ class LocalStack:
         if taken:
             raise StackError(f"port(s) taken: {', '.join(taken)}; free them or pick others with --base-port")
         (self.logs / "vms").mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.home / "vms", ignore_errors=True)  # new VMs boot with empty disks (no warm cache)
         try:
             self._start_all()
         except BaseException:
@@ -157,6 +159,8 @@ class LocalStack:
             "ZEN_JOB_LOGS_DIR": str(self.home / "joblogs"),
             # Cloud Storage (zen.local.storage): the official client uses it, with anonymous credentials.
             "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{self.ports.storage}",
+            # The VMs' disks: jobs' data and each agent's warm cache (<dir>/.cache/<vm>: zen.agent.cache).
+            "ZEN_AGENT_WORK_DIR": str(self.home / "vms"),
         }
         self._spawn("pubsub", [sys.executable, "-m", "zen.local.pubsub", "--port", str(self.ports.pubsub)])
         wait_for_port(self.ports.pubsub, 30, self._popen("pubsub"))

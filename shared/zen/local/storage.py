@@ -26,6 +26,7 @@ import json
 import re
 import threading
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -65,6 +66,7 @@ class StorageState:
         self.locations: dict[str, str] = {}
         self._generations = itertools.count(1_700_000_000_000_000)
         self.uploads: dict[str, dict] = {}  # resumable sessions: upload_id -> bucket, name, type, data
+        self.downloads: Counter[str] = Counter()  # "bucket/name" -> media reads (what a warm cache saves)
 
     def create_bucket(self, name: str, location: str = "US") -> None:
         with self._lock:
@@ -181,6 +183,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(204)
             stored = state.get(bucket, name)
             if query.get("alt") == "media" or match[1]:
+                with state._lock:
+                    state.downloads[f"{bucket}/{name}"] += 1
                 return self._media(stored)
             return self._json(200, self._resource(bucket, name, stored))
         raise ApiError(404, f"{method} {path}: not served by the Cloud Storage stand-in")

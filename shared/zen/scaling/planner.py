@@ -61,6 +61,7 @@ _with = RegionMemory.replaced  # _with(memory, **changes): dataclasses.replace, 
 
 class ZenPlanner:
     name = "zen"
+    routes_by_data = True  # Zen's job service narrows data jobs' starts (zen.routing); the simulator models it
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
         return _Planning(snapshot).run()

@@ -14,9 +14,12 @@ The ``jobs:`` section of a scenario (or ``--jobs``) picks one of:
       - {weight: 3, regions: null}
       - {weight: 1, regions: [europe-west4]}
     priorities: {0: 9, 10: 1}     # priority -> weight
-    data: {fraction: 0.5, size_gb: 50}   # optional: that share of jobs reads size_gb of input kept
-                                  # in one of its allowed regions (uniform); its regions are then
-                                  # ordered data first, as zen.locality orders a real job's
+    data: {fraction: 0.5, size_gb: 50, datasets: 4}   # optional: that share of jobs reads size_gb of
+                                  # input kept in one of its allowed regions (uniform); its regions are
+                                  # then ordered data first, as zen.locality orders a real job's. With
+                                  # datasets, each reads one of that many datasets per region (picked by
+                                  # its job id: the rest of the trace is unchanged), so VMs' warm caches
+                                  # can hold it; without, every job reads its own
 
 ``kind: philly`` reads ``philly_jobs_ge4gpu.csv`` (columns ``jobid,submitted_time,first_start_time,
 last_end_time,num_gpus,runtime_min,n_attempts,queue_delay_s``): arrivals from ``submitted_time``,
@@ -30,8 +33,8 @@ with the fewest GPUs per VM that still fits (larger jobs go to the largest clust
 
 ``kind: csv`` reads Zen's job CSV, header ``job_id,submit_s,duration_s,cluster,regions,priority``:
 ``regions`` is ``;``-separated (empty: any region of the cluster), ``priority`` may be empty (0);
-optional ``input_gb`` and ``data_region`` (the region holding the job's input; its regions are then
-ordered data first).
+optional ``input_gb``, ``data_region`` (the region holding the job's input; its regions are then
+ordered data first) and ``dataset`` (a name: jobs naming the same one read the same input).
 A file given to ``--jobs`` is read as Philly or Zen CSV by its header. Allowed regions are kept in
 the cluster's preference order; a job allowed nowhere its cluster runs is rejected.
 """
@@ -41,6 +44,7 @@ from __future__ import annotations
 import csv
 import math
 import random
+import zlib
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -73,6 +77,7 @@ class SimJob:
     user: str | None = None  # for queues (a scenario's ``queues:``): the user's queue admits it
     input_gb: float = 0.0  # input read at start; it crosses regions unless it runs in data_region
     data_region: str | None = None
+    dataset: str | None = None  # what a VM's warm cache keeps (zen.sim.world): same name, same input
 
 
 def sample(dist: DistSpec, rng: random.Random) -> float:
@@ -107,6 +112,7 @@ class AllowSpec(_Spec):
 class DataSpec(_Spec):
     fraction: float = Field(default=1.0, ge=0, le=1)
     size_gb: float = Field(gt=0)
+    datasets: int | None = Field(default=None, ge=1, description="Distinct datasets per region; None: one per job")
 
 
 class SyntheticJobs(_Spec):
@@ -209,14 +215,18 @@ def synthetic_jobs(spec: SyntheticJobs, clusters: list[SimCluster], seed: int) -
     return jobs
 
 
-def _data_first(job: SimJob, region: str, input_gb: float) -> SimJob:
+def _data_first(job: SimJob, region: str, input_gb: float, dataset: str | None = None) -> SimJob:
     ordered = (region,) + tuple(r for r in job.regions if r != region)
-    return replace(job, regions=ordered, input_gb=input_gb, data_region=region)
+    return replace(job, regions=ordered, input_gb=input_gb, data_region=region,
+                   dataset=dataset or f"{region}/{job.job_id}")
 
 
 def _with_data(jobs: list[SimJob], data: DataSpec, rng: random.Random) -> list[SimJob]:
-    return [_data_first(job, rng.choice(job.regions), data.size_gb) if rng.random() < data.fraction else job
-            for job in jobs]
+    def dataset(job: SimJob, region: str) -> str | None:
+        return f"{region}/d{zlib.crc32(job.job_id.encode()) % data.datasets}" if data.datasets else None
+
+    return [_data_first(job, region := rng.choice(job.regions), data.size_gb, dataset(job, region))
+            if rng.random() < data.fraction else job for job in jobs]
 
 
 def _read_csv(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
@@ -284,7 +294,8 @@ def csv_jobs(path: Path, clusters: list[SimCluster], *, compression: float = 1.0
             if data_region:
                 if data_region not in regions:
                     raise ValueError(f"data_region {data_region!r} is not one of the job's regions {list(regions)}")
-                job = _data_first(job, data_region, float(row.get("input_gb") or 0))
+                job = _data_first(job, data_region, float(row.get("input_gb") or 0),
+                                  (row.get("dataset") or "").strip() or None)
             jobs.append(job)
         except ValueError as exc:
             raise JobTraceError(f"{path} line {n}: {exc}") from None

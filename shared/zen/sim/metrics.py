@@ -12,7 +12,11 @@ Definitions (all per run of one policy):
 - ``wasted_vm_minutes``: the paid minutes of VMs that never ran a job, plus the idle (and deleting)
   minutes of VMs that did.
 - ``input_gb_cross_region`` (extra): GB of job input read from another region than the one holding
-  it, counted at each start (a rerun reads it again); ``input_gb`` (extra): all the input read.
+  it, counted at each start (a rerun reads it again; a warm cache's hit reads nothing); ``input_gb``
+  (extra): all the input jobs needed at their starts, read or not.
+- ``cache_hits`` / ``cache_misses`` (extra): data jobs' starts on a VM whose warm cache held their
+  dataset, or not (misses counted only when the scenario gives VMs a cache); ``staging_min_saved``
+  (extra): the minutes the hits did not spend staging (their GB at the scenario's ``staging_mb_s``).
 - ``peak_vms``: most VMs paid for at once. ``api_calls``: Compute API calls (see ``zen.sim.world``).
 - ``limit_violations``: VMs a plan asked for beyond the per-MIG limit or the cluster's ``max_vms``
   (refused by the manager's resize); ``busy_delete_attempts``: deletions of VMs holding a job a plan asked for
@@ -27,7 +31,7 @@ from dataclasses import dataclass, field
 JSON_KEYS = ("p50_start_s", "p95_start_s", "p99_start_s", "max_start_s", "never_started",
              "vm_minutes", "wasted_vm_minutes", "peak_vms", "api_calls")
 EXTRA_KEYS = ("jobs", "limit_violations", "busy_delete_attempts", "preemptions", "vms_created", "replay_s",
-              "input_gb", "input_gb_cross_region")
+              "input_gb", "input_gb_cross_region", "cache_hits", "cache_misses", "staging_min_saved")
 
 
 @dataclass
@@ -55,6 +59,9 @@ class RunResult:
     start_regions: list[tuple[float, str]] = field(default_factory=list)  # (t, region) at each job's first start
     input_gb: float = 0.0
     input_gb_cross_region: float = 0.0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    staging_s_saved: float = 0.0
 
     def waits(self) -> list[float]:
         """Time-to-start per job, never-started jobs counted until the horizon."""
@@ -82,6 +89,8 @@ class RunResult:
             "busy_delete_attempts": self.busy_delete_attempts, "preemptions": self.preemptions,
             "vms_created": self.vms_created, "replay_s": round(self.wall_s, 3),
             "input_gb": round(self.input_gb, 1), "input_gb_cross_region": round(self.input_gb_cross_region, 1),
+            "cache_hits": self.cache_hits, "cache_misses": self.cache_misses,
+            "staging_min_saved": round(self.staging_s_saved / 60.0, 1),
         }
 
 

@@ -31,6 +31,8 @@ simulated time since the start of the run. Example (every key but ``clusters`` i
     preemption: {rate_per_hour: 0.0}   # per created VM; the MIG recreates it (GCE behaviour)
     timing: {idle_timeout_s: 300}      # fields of zen.scaling.model.Timing given to every policy
     jobs: {...}                  # the default job trace; see zen.sim.jobs
+    routing: {data_wait_s: 30, route_min_gb: 10, cache_gb: 0, staging_mb_s: 200}   # start routing by data
+                                 # (zen.routing) and warm caches: see RoutingSpec
 
 ``${traces}`` in a file name is the shared trace directory: ``$ZEN_TRACES_DIR``, else
 ``../shared/traces`` next to the repository. Other relative paths are resolved against the
@@ -49,7 +51,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from zen.config import ClusterConfig, QueueConfig, Queueing
+from zen.config import ClusterConfig, DataConfig, Deadlines, QueueConfig, Queueing
 from zen.local.compute.capacity import CapacitySchedule, TraceError, load_trace
 from zen.local.compute.scenario import BootSpec, CapacitySpec, LognormalBoot
 from zen.local.compute.yamllines import LineMap, ScenarioError, problems_from_validation
@@ -90,6 +92,20 @@ class PreemptionSpec(_Spec):
     rate_per_hour: float = Field(default=0.0, ge=0)
 
 
+class RoutingSpec(_Spec):
+    """Zen's start routing by data (``zen.routing``), with the configuration's defaults: a job whose input
+    weighs ``route_min_gb`` is offered first to its data's region, widened at the first tick after
+    ``data_wait_s`` (0: never narrowed). Only for policies with ``routes_by_data`` (zen)."""
+
+    data_wait_s: float = Field(default=Deadlines().data_wait_s, ge=0)
+    route_min_gb: float = Field(default=DataConfig().route_min_gb, ge=0)
+    # Warm caches (zen.agent.cache), every policy's VMs: each keeps this many GB of datasets (LRU; 0:
+    # none); a hit reads nothing and saves its staging time at staging_mb_s (measured, not simulated:
+    # a job runs its trace duration either way). Zen also offers a job first to an idle VM holding it.
+    cache_gb: float = Field(default=0, ge=0)
+    staging_mb_s: float = Field(default=200, gt=0)
+
+
 class ScenarioSpec(_Spec):
     description: str = ""
     seed: int = 0
@@ -111,6 +127,7 @@ class ScenarioSpec(_Spec):
     jobs: dict[str, Any] | None = None
     queues: list[QueueConfig] = []  # as in zen.config: admission by quota (zen.sim.queues); none: all admitted
     queueing: Queueing = Queueing()
+    routing: RoutingSpec = RoutingSpec()
 
     @model_validator(mode="after")
     def _checks(self) -> "ScenarioSpec":

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import OrderedDict, deque
 
 from zen.scaling.model import DemandGroup, VmPhase
 from zen.sim.jobs import SimJob
@@ -14,16 +14,17 @@ from zen.sim.scenario import SimCluster
 
 
 class SimJobState:
-    __slots__ = ("spec", "state", "first_start_s", "qseq", "view", "preempted")
+    __slots__ = ("spec", "state", "first_start_s", "qseq", "view", "preempted", "reach", "widen_at")
 
     def __init__(self, spec: SimJob):
         self.spec, self.state, self.first_start_s, self.qseq, self.preempted = spec, None, None, 0, 0
         self.view = None
+        self.reach, self.widen_at = spec.regions, None  # the regions its start reaches now (zen.routing)
 
 
 class SimVm:
     __slots__ = ("name", "mig", "phase", "since", "zone", "created_s", "booted_s", "job", "job_start_s",
-                 "error", "wait_since", "jobs_run", "busy_s", "epoch", "view", "first_seen")
+                 "error", "wait_since", "jobs_run", "busy_s", "epoch", "view", "first_seen", "cache")
 
     def __init__(self, name: str, mig: "SimMig", now: float):
         self.name, self.mig, self.epoch = name, mig, 0
@@ -35,6 +36,7 @@ class SimVm:
         self.touch()
         self.created_s = self.booted_s = self.job = self.job_start_s = self.error = self.wait_since = None
         self.jobs_run, self.busy_s = 0, 0.0
+        self.cache: OrderedDict[str, float] = OrderedDict()  # its warm cache: dataset -> GB, least recent first
 
     def touch(self) -> None:
         """The VM changed (or comes or goes): drop the views ``zen.sim.ports`` keeps of it and its
@@ -68,13 +70,14 @@ class SimClusterState:
         self.limits, self.machine_type = sim.limits, sim.machine_type
         self.migs = {r: SimMig(self, r, sim.zones[r]) for r in sim.limits.regions}
         self.queued: dict[str, SimJobState] = {}
-        # Queued jobs by (priority, allowed regions): job id -> submit time, in queueing order.
+        # Queued jobs by (priority, regions their start reaches): job id -> submit time, in queueing order.
         self.groups: dict[tuple[int, tuple[str, ...]], dict[str, float]] = {}
         self.demand_view: tuple[DemandGroup, ...] | None = None
         self.fleet_view = None  # (held, agents) as zen.sim.ports last built them
         self.changed: dict[str, SimVm] = {}  # VMs touched since (by name): their entries are rebuilt
         self.facts_view = None  # the FleetFacts zen.sim.ports last gave
         self.seen_view = None  # (name lists, first seen) as zen.sim.ports.SimFleet.see_instances last gave them
+        self.narrowed: dict[str, SimJobState] = {}  # queued jobs offered near their data only, widen_at order
         self.heaps: dict[str, list] = {r: [] for r in sim.limits.regions}
         self.idle: dict[str, dict[str, SimVm]] = {r: {} for r in sim.limits.regions}
         self.vms: dict[str, SimVm] = {}

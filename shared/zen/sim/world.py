@@ -37,6 +37,11 @@ heap of events; nothing sleeps). What it models, per cluster:
   policy is ``single_use``, in which case the VM is deleted right after its job, or as soon as it
   comes up with nothing to run. A policy with ``cancel_losers_on_start`` (ask-every-region) has the
   job's surplus requests in its other regions cancelled the moment the job starts.
+- **Routing by data and warm caches** (the scenario's ``routing:``): for a policy with
+  ``routes_by_data`` (zen), a data job is offered first to an idle VM of an allowed region whose warm
+  cache holds its dataset, else only to its data's region (unless a stockout blocks it) until the
+  first tick after ``data_wait_s``, as ``zen.routing`` routes start messages. Every policy's VMs
+  keep ``cache_gb`` of datasets (LRU): a hit reads no input (``zen.sim.metrics``).
 - **Preemptions** (optional): exponential lifetimes per created VM; a busy VM's job is queued again
   (its first start still counts for time-to-start) and the MIG recreates the VM, as GCE does.
 - **Ticks.** Every ``tick_s`` for every cluster and right after submissions (same instant: one
@@ -65,6 +70,7 @@ from zen.sim.instances import _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK, Instan
 from zen.sim.jobs import SimJob
 from zen.sim.metrics import RunResult
 from zen.sim.queues import SimQueues
+from zen.sim.routing import blocked, stage, warm_vm
 from zen.sim.ports import SimFleet, SimMigPort
 from zen.sim.state import SimClusterState as _Cluster, SimJobState as _Job, SimMig as _Mig, SimVm as _Vm
 from zen.sim.scenario import Scenario, SimCluster
@@ -104,6 +110,10 @@ class Simulation(InstanceWorld):
         self.policy, self.scenario = policy, scenario
         self.single_use = bool(getattr(policy, "single_use", False))
         self.cancel_losers = bool(getattr(policy, "cancel_losers_on_start", False))
+        # Start routing by data (zen.routing) for the policies that have it: 0 s is none.
+        self.data_wait = spec.routing.data_wait_s if getattr(policy, "routes_by_data", False) else 0.0
+        self.route_min_gb = spec.routing.route_min_gb
+        self.cache_gb, self.staging_mb_s = spec.routing.cache_gb, spec.routing.staging_mb_s
         self.unlimited = bool(getattr(policy, "ignores_capacity", False))
         self.capacity: CapacitySchedule = scenario.capacity
         self.timing = scenario.timing
@@ -188,6 +198,8 @@ class Simulation(InstanceWorld):
     # -- ticks ----------------------------------------------------------------------------------
     def _periodic_tick(self) -> None:
         for cluster in self.clusters.values():
+            if cluster.narrowed:  # the tick widens unclaimed starts first, then scales (as Zen.on_scale_tick)
+                self._widen(cluster)
             self._tick(cluster, listed=True)
         self._push(self.now + self.scenario.spec.tick_s, _TICK, self._periodic_tick)
 
@@ -251,13 +263,14 @@ class Simulation(InstanceWorld):
             job.first_start_s = self.now
             self.result.start_regions.append((self.now, vm.mig.region))
         if job.spec.input_gb:
-            self.result.input_gb += job.spec.input_gb
-            if vm.mig.region != job.spec.data_region:
-                self.result.input_gb_cross_region += job.spec.input_gb
+            stage(self.result, vm, job.spec, self.cache_gb, self.staging_mb_s)
         del cluster.queued[job.spec.job_id]
-        jobs = cluster.groups.get((job.spec.priority, job.spec.regions))
+        jobs = cluster.groups.get((job.spec.priority, job.reach))
         if jobs is not None and jobs.pop(job.spec.job_id, None) is not None:
             cluster.demand_view = None
+        if job.widen_at is not None:
+            cluster.narrowed.pop(job.spec.job_id, None)
+            job.widen_at = None
         if self.cancel_losers:
             self._cancel_losers(cluster, job, vm.mig.region)
         vm.phase, vm.since, vm.job, vm.job_start_s = VmPhase.BUSY, self.now, job, self.now
@@ -300,22 +313,63 @@ class Simulation(InstanceWorld):
             self._request_pass(vm.mig.cluster)
 
     def _offer(self, job: _Job) -> None:
-        """An idle VM in an allowed region takes the job at once; otherwise it is queued."""
-        cluster = self.clusters[job.spec.cluster]
-        job.state = _QUEUED
-        for region in job.spec.regions:
+        """An idle VM in a region the job's start reaches takes it at once; otherwise it is queued.
+        With ``routes_by_data`` (zen) a job whose input weighs ``route_min_gb`` reaches only its data's
+        region until the first tick after ``data_wait_s`` widens it (``_widen``), as ``zen.routing``
+        routes a new attempt's start message; its demand meanwhile is for that region only."""
+        cluster, spec = self.clusters[job.spec.cluster], job.spec
+        job.state, job.reach = _QUEUED, spec.regions
+        holder = warm_vm(cluster, spec) if self.data_wait and self.cache_gb and spec.dataset else None
+        if holder is not None:  # zen sends it first where an idle VM holds its input: that VM takes it
+            job.reach = (holder.mig.region,)
+            cluster.queued[spec.job_id] = job
+            del cluster.idle[holder.mig.region][holder.name]
+            self._start(holder, job)
+            return
+        if (self.data_wait and spec.data_region and spec.input_gb >= self.route_min_gb and len(spec.regions) > 1
+                and not blocked(cluster, spec.data_region, self.clock())):
+            job.reach, job.widen_at = (spec.data_region,), self.now + self.data_wait
+            cluster.narrowed[spec.job_id] = job
+        cluster.queued[spec.job_id] = job
+        if self._take_idle(cluster, job, job.reach):
+            return
+        job.qseq = next(self.seq)
+        cluster.groups.setdefault((spec.priority, job.reach), {})[spec.job_id] = spec.submit_s
+        cluster.demand_view = None
+        for region in job.reach:
+            heapq.heappush(cluster.heaps[region], (-spec.priority, spec.submit_s, job.qseq, job))
+
+    def _take_idle(self, cluster: _Cluster, job: _Job, regions: tuple[str, ...]) -> bool:
+        """The most recently idle VM of the first of ``regions`` that has one starts the job."""
+        for region in regions:
             idle = cluster.idle.get(region)
             if idle:
-                _, vm = idle.popitem()  # the most recently idle
-                cluster.queued[job.spec.job_id] = job
+                _, vm = idle.popitem()
                 self._start(vm, job)
+                return True
+        return False
+
+    def _widen(self, cluster: _Cluster) -> None:
+        """Starts narrowed near their data whose wait is over now reach every allowed region: an idle
+        VM there takes the job at once, else the job waits in every region's queue and the planner's
+        demand for it covers them all."""
+        narrowed = cluster.narrowed
+        while narrowed:
+            job = next(iter(narrowed.values()))  # offered in time order, so due in that order
+            if job.widen_at > self.now:
                 return
-        job.qseq = next(self.seq)
-        cluster.queued[job.spec.job_id] = job
-        cluster.groups.setdefault((job.spec.priority, job.spec.regions), {})[job.spec.job_id] = job.spec.submit_s
-        cluster.demand_view = None
-        for region in job.spec.regions:
-            heapq.heappush(cluster.heaps[region], (-job.spec.priority, job.spec.submit_s, job.qseq, job))
+            spec = job.spec
+            del narrowed[spec.job_id]
+            job.widen_at = None
+            cluster.groups[(spec.priority, job.reach)].pop(spec.job_id)
+            cluster.demand_view = None
+            others = tuple(r for r in spec.regions if r not in job.reach)
+            job.reach = spec.regions
+            if self._take_idle(cluster, job, others):
+                continue
+            cluster.groups.setdefault((spec.priority, spec.regions), {})[spec.job_id] = spec.submit_s
+            for region in others:
+                heapq.heappush(cluster.heaps[region], (-spec.priority, spec.submit_s, job.qseq, job))
 
     def _submit(self, job: _Job) -> None:
         for admitted in (self.admission.submit(job, self.now) if self.admission else [job]):

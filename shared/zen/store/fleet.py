@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from zen.store.encoding import to_json
+
 if TYPE_CHECKING:
     from zen.store.db import Session
 
@@ -52,6 +54,17 @@ def arrivals_since(session: Session, cluster: str, since: datetime) -> int:
 def scaling_memory(session: Session, cluster: str) -> dict[str, Any]:
     """Region -> the planner's memory as stored (JSON)."""
     return {r["region"]: r["memory"] for r in session.run("scaling_memory", cluster=cluster)}
+
+
+def blocked_regions(session: Session, cluster: str, now: datetime) -> set[str]:
+    """The cluster's regions the planner will not ask for VMs before a later time (a stockout's block)."""
+    return {region for region, memory in scaling_memory(session, cluster).items()
+            if (memory or {}).get("blocked_until") and datetime.fromisoformat(memory["blocked_until"]) > now}
+
+
+def regions_holding(session: Session, cluster: str, inputs: list[str], image: str | None) -> set[str]:
+    """Regions with an idle VM whose warm cache holds all of ``inputs`` (URIs), or ``image``."""
+    return {r["region"] for r in session.run("regions_holding", cluster=cluster, inputs=to_json(inputs), image=image)}
 
 
 def save_scaling_memory(session: Session, cluster: str, region: str, memory: str, now: datetime) -> None:

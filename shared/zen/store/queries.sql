@@ -33,7 +33,7 @@ SET status = :status, attempt = :attempt, max_attempts = :max_attempts, vm = :vm
     last_seq = :last_seq, last_heartbeat_at = :last_heartbeat_at, queued_at = :queued_at,
     started_at = :started_at, finished_at = :finished_at, exit_code = :exit_code,
     message = :message, start_published_at = :start_published_at, preempted_by = :preempted_by,
-    preemptions = :preemptions, updated_at = :now
+    preemptions = :preemptions, start_regions = CAST(:start_regions AS jsonb), widen_at = :widen_at, updated_at = :now
 WHERE job_id = :job_id AND status = :expected_status AND attempt = :expected_attempt
 RETURNING job_id;
 
@@ -54,9 +54,10 @@ ORDER BY e.n;
 WITH job AS (
     INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions, request,
                       request_hash, max_runtime_s, last_seq, submitted_at, queued_at, start_published_at,
-                      updated_at, gpus)
+                      updated_at, gpus, start_regions, widen_at)
     SELECT :job_id, 'QUEUED', 1, :max_attempts, :cluster, :user_id, :priority, CAST(:regions AS jsonb),
-           CAST(:request AS jsonb), :request_hash, :max_runtime_s, 0, :now, :now, :now, :now, :gpus
+           CAST(:request AS jsonb), :request_hash, :max_runtime_s, 0, :now, :now, :now, :now, :gpus,
+           CAST(:start_regions AS jsonb), :widen_at
     WHERE NOT EXISTS (SELECT 1 FROM early_stops WHERE job_id = :job_id)
     ON CONFLICT (job_id) DO NOTHING
     RETURNING job_id
@@ -123,6 +124,14 @@ WHERE status = 'QUEUED' AND COALESCE(start_published_at, queued_at) < :cutoff
 ORDER BY COALESCE(start_published_at, queued_at)
 LIMIT :limit;
 
+-- name: queued_jobs_to_widen
+-- Narrowed QUEUED jobs whose wait near their data is over (zen.routing), longest-narrowed first; the
+-- index is jobs_queued_widen. No lock here: each is re-read FOR UPDATE and re-decided.
+SELECT job_id FROM jobs
+WHERE status = 'QUEUED' AND widen_at IS NOT NULL AND widen_at <= :now
+ORDER BY widen_at
+LIMIT :limit;
+
 -- name: insert_early_stop
 INSERT INTO early_stops (job_id, reason, requested_at) VALUES (:job_id, :reason, :now)
 ON CONFLICT (job_id) DO NOTHING;
@@ -179,17 +188,27 @@ SELECT id, at, source, message_id, job_id, reason, payload FROM rejected_message
 -- name: upsert_vm
 -- Only a newer heartbeat (higher seq) changes the row: VM heartbeats also arrive out of order.
 INSERT INTO vms (name, cluster, region, zone, state, job_id, attempt, jobs, last_seq, first_seen_at,
-                 last_seen_at, idle_since)
+                 last_seen_at, idle_since, cached_inputs, images)
 VALUES (:vm_name, :cluster, :region, :zone, :state, :job_id, :attempt, CAST(:jobs AS jsonb), :seq, :now, :now,
-        CASE WHEN :state = 'IDLE' THEN CAST(:sent_at AS timestamptz) END)
+        CASE WHEN :state = 'IDLE' THEN CAST(:sent_at AS timestamptz) END, CAST(:cached_inputs AS jsonb),
+        CAST(:images AS jsonb))
 ON CONFLICT (name) DO UPDATE
 SET cluster = EXCLUDED.cluster, region = EXCLUDED.region, zone = EXCLUDED.zone,
     state = EXCLUDED.state, job_id = EXCLUDED.job_id, attempt = EXCLUDED.attempt, jobs = EXCLUDED.jobs,
+    cached_inputs = EXCLUDED.cached_inputs, images = EXCLUDED.images,
     last_seq = EXCLUDED.last_seq, last_seen_at = EXCLUDED.last_seen_at,
     idle_since = CASE WHEN EXCLUDED.state = 'IDLE'
                       THEN COALESCE(vms.idle_since, EXCLUDED.idle_since) END
 WHERE vms.last_seq < EXCLUDED.last_seq
 RETURNING name;
+
+-- name: regions_holding
+-- Regions of a cluster with an idle VM whose warm cache holds every one of :inputs (a JSON array of
+-- gs:// URIs; [] matches none), or the image :image (zen.routing). The vms table holds one row per VM.
+SELECT DISTINCT region FROM vms
+WHERE cluster = :cluster AND state = 'IDLE'
+  AND ((jsonb_array_length(CAST(:inputs AS jsonb)) > 0 AND cached_inputs @> CAST(:inputs AS jsonb))
+       OR (CAST(:image AS text) IS NOT NULL AND images @> jsonb_build_array(CAST(:image AS text))));
 
 -- name: list_vms
 SELECT * FROM vms ORDER BY cluster, region, name;
@@ -201,11 +220,12 @@ SELECT pg_try_advisory_lock(:key) AS locked;
 SELECT pg_advisory_unlock(:key) AS unlocked;
 
 -- name: queued_demand
--- A cluster's queued jobs aggregated by (priority, allowed regions): the planner's demand groups.
--- A handful of rows however long the queue (the scan is the (cluster, status) index's).
-SELECT priority, regions, count(*) AS jobs, min(queued_at) AS oldest FROM jobs
+-- A cluster's queued jobs aggregated by (priority, regions its start reaches now: narrowed near its
+-- data, else allowed; zen.routing): the planner's demand groups. A handful of rows however long the
+-- queue (read from the jobs_queued_demand index alone).
+SELECT priority, COALESCE(start_regions, regions) AS regions, count(*) AS jobs, min(queued_at) AS oldest FROM jobs
 WHERE cluster = :cluster AND status = 'QUEUED'
-GROUP BY priority, regions;
+GROUP BY priority, COALESCE(start_regions, regions);
 
 -- name: see_mig_instances
 -- Every instance of one MIG seen now: first sight recorded once; returns when each was first seen.

@@ -56,11 +56,16 @@ def insert_queued_job(session: Session, job: Job, history: list[dict[str, Any]],
         "submit_job", job_id=job.job_id, max_attempts=job.max_attempts, cluster=job.cluster,
         user_id=job.user_id, priority=job.priority, regions=to_json(job.regions), request=to_json(job.request),
         request_hash=job.request_hash, max_runtime_s=job.max_runtime_s, now=now, gpus=job.gpus,
+        start_regions=_json_or_null(job.start_regions), widen_at=job.widen_at,
         history=json.dumps([{key: h[key] for key in ("actor", "from_status", "to_status", "reason")} for h in history]),
         messages=outbox_json(messages),
     )
     ids = sorted(r["id"] for r in rows)
     return [Enqueued(id_, message) for id_, message in zip(ids, messages)]
+
+
+def _json_or_null(value: Any) -> str | None:
+    return None if value is None else to_json(value)
 
 
 def get_job(session: Session, job_id: str, *, lock: bool = False) -> Job | None:
@@ -112,7 +117,8 @@ def save_job(session: Session, before: Job, after: Job, path: list[JobStatus], n
         last_heartbeat_at=after.last_heartbeat_at, queued_at=after.queued_at, started_at=after.started_at,
         finished_at=after.finished_at, exit_code=after.exit_code, message=after.message,
         start_published_at=after.start_published_at, max_attempts=after.max_attempts,
-        preempted_by=after.preempted_by, preemptions=after.preemptions, now=now,
+        preempted_by=after.preempted_by, preemptions=after.preemptions,
+        start_regions=_json_or_null(after.start_regions), widen_at=after.widen_at, now=now,
     )
     if updated is None:
         raise ConcurrentChange(f"job {before.job_id} changed under a lock")
@@ -158,12 +164,15 @@ def list_rejections(session: Session) -> list[dict[str, Any]]:
 
 def upsert_vm(session: Session, *, name: str, cluster: str, region: str, zone: str, state: str,
               job_id: str | None, attempt: int | None, seq: int, sent_at: datetime, now: datetime,
-              jobs: str | None = None) -> bool:
+              jobs: str | None = None, cached_inputs: list[str] | None = None,
+              images: list[str] | None = None) -> bool:
     """Record a VM heartbeat (``jobs``: every attempt it holds, as JSON, from a VM that may hold
-    several); False when it is older than what is recorded (out of order)."""
+    several; ``cached_inputs`` / ``images``: what its warm cache holds); False when it is older than
+    what is recorded (out of order)."""
     row = session.one(
         "upsert_vm", vm_name=name, cluster=cluster, region=region, zone=zone, state=state, job_id=job_id,
-        attempt=attempt, jobs=jobs, seq=seq, sent_at=sent_at, now=now,
+        attempt=attempt, jobs=jobs, seq=seq, sent_at=sent_at, now=now, cached_inputs=_json_or_null(cached_inputs),
+        images=_json_or_null(images),
     )
     return row is not None
 
@@ -193,6 +202,11 @@ def held_jobs_silent_since(session: Session, cutoff: datetime, limit: int) -> li
 def queued_jobs_published_before(session: Session, cutoff: datetime, limit: int) -> list[str]:
     """QUEUED jobs whose start message went out before ``cutoff``, longest-waiting first."""
     return [r["job_id"] for r in session.run("queued_jobs_published_before", cutoff=cutoff, limit=limit)]
+
+
+def queued_jobs_to_widen(session: Session, now: datetime, limit: int) -> list[str]:
+    """QUEUED jobs whose start is narrowed near their data and due to be widened (``zen.routing``)."""
+    return [r["job_id"] for r in session.run("queued_jobs_to_widen", now=now, limit=limit)]
 
 
 def forget_early_stops(session: Session, cutoff: datetime) -> None:

@@ -18,10 +18,11 @@ QUERIES = {
         SELECT cluster, status, count(*) AS jobs FROM jobs
         WHERE NOT CAST(:active AS boolean) OR status IN ('PENDING','QUEUED','ASSIGNED','RUNNING','STOPPING')
         GROUP BY cluster, status ORDER BY cluster, status""",
-    # zen_job_status_changes: status changes in the window by cluster and new status.
+    # zen_job_status_changes: status changes in the window by cluster and new status (a history row
+    # that changes no status, such as a start widened by zen.routing, is not one).
     "job_status_changes": """
         SELECT j.cluster, e.to_status AS status, count(*) AS changes FROM job_events e JOIN jobs j ON j.job_id = e.job_id
-        WHERE e.at >= :since GROUP BY j.cluster, e.to_status ORDER BY j.cluster, e.to_status""",
+        WHERE e.at >= :since AND e.from_status IS DISTINCT FROM e.to_status GROUP BY j.cluster, e.to_status ORDER BY j.cluster, e.to_status""",
     # zen_time_to_start: seconds from submission to start of the jobs whose current attempt started in
     # the window (the log metric also counts starts of attempts since lost, which the row forgets).
     "time_to_start": """

@@ -1,0 +1,154 @@
+"""The agent's warm cache (issue 15): staged input objects kept between jobs on this VM, and the images
+it pulled, so Zen can send the next job that needs them here first (``zen.routing``).
+
+- **Keyed by digest.** An object's key is a digest of what its metadata says about it (from the listing
+  or ``get_blob`` the agent makes anyway, no download): bucket, name, generation, crc32c, md5 and size.
+  A new generation or new content is a new key, so a stale copy is never used. An object whose
+  metadata has no generation or checksum is downloaded and not kept.
+- **A hit is never downloaded again.** Its size is checked against the metadata first (a mismatch drops
+  the entry and downloads); the cached file is then copied into ``ZEN_INPUT_DIR`` (the job may change
+  its copy; the cache keeps its own). A miss is downloaded into ``ZEN_INPUT_DIR``, then copied in.
+- **Bounded, LRU.** ``ZEN_AGENT_CACHE_BYTES`` (default 20 GB; 0: no cache) bounds the files under
+  ``ZEN_AGENT_CACHE_DIR`` (default ``<work dir>/.cache/<VM name>``): the least recently used go
+  first, and an object larger than the bound is not kept. The directory outlives the agent: a restarted agent
+  finds its entries again (their modification time is their last use).
+- **Reported** in every VM heartbeat (``VmHeartbeat.cached_inputs``): the job inputs, as jobs name
+  them (``gs://`` object or prefix URIs), whose every object the cache holds, most recently used
+  first, at most ``REPORTED``. Inputs rather than object digests because Zen knows a job's inputs by
+  URI only; the digests keep the cache itself exact. ``VmHeartbeat.images``: images the agent ran in
+  containers, most recent first (as the job named them; by digest when it gave ``image@sha256:...``).
+  The local runner runs no containers, so locally images are reported only when docker is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Callable
+
+log = logging.getLogger("zen.agent.cache")
+REPORTED = 16  # inputs (and images) a VM heartbeat lists at most (VmHeartbeat's bound)
+_PART = ".part"
+
+
+def object_key(blob: Any) -> str | None:
+    """The digest an object is kept under, from its metadata; None when the metadata cannot pin its
+    content (no generation, or no checksum)."""
+    if blob.generation is None or not (blob.crc32c or blob.md5_hash) or blob.size is None:
+        return None
+    identity = f"{blob.bucket.name}/{blob.name}#{blob.generation}:{blob.crc32c}:{blob.md5_hash}:{blob.size}"
+    return hashlib.sha256(identity.encode()).hexdigest()[:40]
+
+
+class InputCache:
+    """Thread-safe: staging runs in a worker thread while the agent's loop reads ``report``."""
+
+    def __init__(self, directory: Path, max_bytes: int):
+        self.directory, self.max_bytes = Path(directory), max_bytes
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, int] = OrderedDict()  # key -> bytes, least recently used first
+        self._inputs: OrderedDict[str, frozenset[str]] = OrderedDict()  # input URI -> its objects' keys
+        self._images: OrderedDict[str, None] = OrderedDict()
+        self.hits = self.misses = self.hit_bytes = 0
+        if max_bytes > 0:
+            self._load()
+
+    def _load(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        found = []
+        for path in self.directory.iterdir():
+            if path.name.endswith(_PART):
+                path.unlink(missing_ok=True)  # a copy cut short by a crash
+            elif path.is_file():
+                stat = path.stat()
+                found.append((stat.st_mtime, path.name, stat.st_size))
+        for _, key, size in sorted(found):
+            self._entries[key] = size
+        self._evict()
+
+    def fetch(self, blob: Any, target: Path, download: Callable[[Path], None]) -> bool:
+        """Put ``blob``'s content at ``target``: the cached copy on a hit (True), else ``download(target)``
+        and keep a copy (False)."""
+        key = object_key(blob) if self.max_bytes > 0 else None
+        if key is None:
+            download(target)
+            return False
+        path = self.directory / key
+        with self._lock:
+            known = key in self._entries
+        if known:
+            try:
+                if path.stat().st_size == blob.size:
+                    shutil.copyfile(path, target)
+                    os.utime(path)
+                    with self._lock:
+                        self._entries.move_to_end(key)
+                        self.hits += 1
+                        self.hit_bytes += blob.size
+                    return True
+            except OSError:
+                pass
+            log.warning("cached object dropped: missing or not its size", extra={"key": key, "object": blob.name})
+            self._drop(key)
+        download(target)
+        with self._lock:
+            self.misses += 1
+        if blob.size <= self.max_bytes:
+            self._keep(key, target, blob.size)
+        return False
+
+    def _keep(self, key: str, source: Path, size: int) -> None:
+        partial = self.directory / (key + _PART)
+        try:
+            shutil.copyfile(source, partial)
+            os.replace(partial, self.directory / key)
+        except OSError as exc:  # a full disk costs the cache, never the job
+            partial.unlink(missing_ok=True)
+            log.warning("object not cached", extra={"key": key, "error": str(exc)})
+            return
+        with self._lock:
+            self._entries[key] = size
+            self._entries.move_to_end(key)
+        self._evict()
+
+    def _evict(self) -> None:
+        with self._lock:
+            gone = []
+            while self._entries and sum(self._entries.values()) > self.max_bytes:
+                key, _ = self._entries.popitem(last=False)
+                gone.append(key)
+        for key in gone:
+            (self.directory / key).unlink(missing_ok=True)
+
+    def _drop(self, key: str) -> None:
+        with self._lock:
+            self._entries.pop(key, None)
+        (self.directory / key).unlink(missing_ok=True)
+
+    def staged(self, uri: str, keys: set[str | None]) -> None:
+        """Input ``uri`` was staged from the objects ``keys`` (None: one not kept)."""
+        with self._lock:
+            self._inputs[uri] = frozenset(keys)
+            self._inputs.move_to_end(uri)
+            while len(self._inputs) > 4 * REPORTED:
+                self._inputs.popitem(last=False)
+
+    def ran_image(self, image: str) -> None:
+        with self._lock:
+            self._images[image] = None
+            self._images.move_to_end(image)
+            while len(self._images) > REPORTED:
+                self._images.popitem(last=False)
+
+    def report(self) -> tuple[list[str] | None, list[str] | None]:
+        """(inputs whose every object is held, images run), most recent first, for the VM heartbeat."""
+        with self._lock:
+            held = [uri for uri, keys in reversed(self._inputs.items())
+                    if None not in keys and all(key in self._entries for key in keys)][:REPORTED]
+            images = list(reversed(self._images))[:REPORTED]
+        return held or None, images or None

@@ -1,0 +1,47 @@
+"""The simulated side of Zen's start routing (``zen.routing``) and of the agents' warm caches
+(``zen.agent.cache``), for ``zen.sim.world``: which idle VM holds a job's dataset, whether a stockout
+blocks its data's region, and what staging a job's input on a VM reads, hits and saves."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from zen.sim.jobs import SimJob
+from zen.sim.metrics import RunResult
+from zen.sim.state import SimClusterState, SimVm
+
+
+def warm_vm(cluster: SimClusterState, spec: SimJob) -> SimVm | None:
+    """The most recently idle VM of an allowed region whose warm cache holds the job's dataset."""
+    for region in spec.regions:
+        for vm in reversed(cluster.idle[region].values()):
+            if spec.dataset in vm.cache:
+                return vm
+    return None
+
+
+def blocked(cluster: SimClusterState, region: str, now: datetime) -> bool:
+    """The planner's memory blocks ``region`` (a stockout), as ``fleet.blocked_regions`` reads it."""
+    memory = cluster.memory.get(region)
+    return memory is not None and memory.blocked_until is not None and memory.blocked_until > now
+
+
+def stage(result: RunResult, vm: SimVm, spec: SimJob, cache_gb: float, staging_mb_s: float) -> None:
+    """A data job's input on ``vm``: from its warm cache when it holds the dataset (nothing read, the
+    staging time saved), else read (across regions unless in its data's region) and kept (LRU, at most
+    ``cache_gb``; 0: no cache)."""
+    cache = vm.cache
+    result.input_gb += spec.input_gb
+    if spec.dataset in cache:
+        cache.move_to_end(spec.dataset)
+        result.cache_hits += 1
+        result.staging_s_saved += spec.input_gb * 1000 / staging_mb_s
+        return
+    if vm.mig.region != spec.data_region:
+        result.input_gb_cross_region += spec.input_gb
+    if cache_gb:
+        result.cache_misses += 1
+        if spec.input_gb <= cache_gb:
+            cache[spec.dataset] = spec.input_gb
+            while sum(cache.values()) > cache_gb:
+                cache.popitem(last=False)

@@ -1,0 +1,86 @@
+"""The scale tick's work over jobs (a part of ``zen.jobs.JobService``): the lost-job sweep, the
+republish of unclaimed start messages, and the widening of starts narrowed near their data
+(``zen.routing``). Each finds its candidates with one indexed query, then re-reads each job under
+lock, decides and applies it on its own, so one bad job never blocks the others."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Callable
+
+from zen import lifecycle
+from zen.errors import TransientError
+from zen.lifecycle import Decision
+from zen.messaging import Enqueued
+from zen.models import Job, JobStatus
+from zen.routing import next_route
+from zen.store import repository
+
+log = logging.getLogger("zen.jobs")
+
+
+class TickSweeps:
+    """Mixed into ``JobService``: uses its ``_db``, ``_config``, ``_clock``, ``_relay`` and ``_apply``."""
+
+    def sweep_lost(self, limit: int = 500) -> int:
+        """Jobs whose VM went silent past the deadline: LOST -> requeued (or FAILED). Returns changes."""
+        deadlines = self._config.deadlines
+        now = self._clock()
+        cutoff = now - timedelta(seconds=min(deadlines.heartbeat_timeout_s, deadlines.stop_timeout_s))
+        with self._db.transaction() as session:
+            candidates = repository.held_jobs_silent_since(session, cutoff, limit)
+        return self._for_each_job(candidates, "sweep", lambda job: lifecycle.decide_silence(job, now, deadlines))
+
+    def republish_unclaimed(self, limit: int = 500) -> int:
+        """QUEUED jobs nobody claimed for ``start_republish_s``: publish their start message again, so
+        a start message that was lost, expired or dropped can never strand a job. Returns how many."""
+        now = self._clock()
+        cutoff = now - timedelta(seconds=self._config.deadlines.start_republish_s)
+        with self._db.transaction() as session:
+            candidates = repository.queued_jobs_published_before(session, cutoff, limit)
+            repository.forget_early_stops(session, now - timedelta(days=7))
+
+        def decide(job: Job) -> Decision | None:
+            stale = job.status is JobStatus.QUEUED and (job.start_published_at or job.queued_at) < cutoff
+            return Decision(publish_start=True) if stale else None
+
+        return self._for_each_job(candidates, "republish", decide)
+
+    def widen_narrowed(self, limit: int = 500) -> int:
+        """QUEUED jobs whose start went first to their data's regions and that nobody claimed within
+        ``data_wait_s``: publish their start to every allowed region (``zen.routing``). Returns how many."""
+        now = self._clock()
+        with self._db.transaction() as session:
+            candidates = repository.queued_jobs_to_widen(session, now, limit)
+
+        def decide(job: Job) -> Decision | None:
+            if job.status is not JobStatus.QUEUED or job.widen_at is None or job.widen_at > now:
+                return None
+            route = next_route(self._config, job, now)
+            return Decision(fields=route.fields(), publish_start=True, note=route.note)
+
+        return self._for_each_job(candidates, "routing", decide)
+
+    def _for_each_job(self, job_ids: list[str], actor: str, decide: Callable[[Job], Decision | None]) -> int:
+        """Re-read each job under lock, decide, apply; one bad job never blocks the others."""
+        changed = 0
+        for job_id in job_ids:
+            ids: list[Enqueued] = []
+            try:
+                with self._db.transaction() as session:
+                    job = repository.get_job(session, job_id, lock=True)
+                    decision = decide(job) if job else None
+                    if decision is not None:
+                        ids = self._apply(session, job, decision, actor=actor, now=self._clock())
+                        changed += 1
+                        log.warning(f"{actor}: job changed", extra={
+                            "job_id": job_id, "vm": job.vm,
+                            "reason": decision.changes[0].reason if decision.changes
+                            else decision.note or "start republished"})
+            except TransientError:
+                raise
+            except Exception:  # noqa: BLE001 - logged with the job; the tick goes on with the others
+                log.exception(f"{actor}: job could not be processed", extra={"job_id": job_id})
+            self._relay.flush_quietly(ids)
+        return changed
