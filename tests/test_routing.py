@@ -242,3 +242,31 @@ def test_zen_explain_says_where_a_narrowed_start_goes_and_until_when(routed, tmp
     widen_at = get(zen, "d7").widen_at
     assert (f"d7: QUEUED - admitted; waiting for a VM of 4xa100-40gb in europe-west4 (its start goes there first; "
             f"to every allowed region at the first tick after {widen_at:%H:%M:%S})") in capsys.readouterr().out
+
+
+def test_a_warm_vm_not_heard_from_lately_draws_nothing(routed, publisher, clock):
+    """A VM that died without saying so leaves its row; its cache must not narrow later jobs to its
+    region (review finding): only VMs heard from within fleet.WARM_VM_SEEN_S count."""
+    zen, functions = routed
+    functions.heartbeat(vm_heartbeat("vm-gone", "us-west1", 1, cached_inputs=["gs://eu-data/shards/"]))
+    clock.advance(fleet.WARM_VM_SEEN_S + 1)
+    functions.submit(job_request("w3", inputs=DATA))
+    [start] = publisher.on("zen-job-start")
+    assert reach(start) == {"allow_europe_west4"}  # its data's region, as without caches
+
+
+def test_room_on_a_busy_vm_absorbs_only_narrowed_jobs_its_region_reaches(routed, clock):
+    """Several jobs per VM meet routing (review finding): a data job narrowed to europe-west4 is not
+    absorbed by room on a busy VM in us-central1; the demand the planner sees stays in europe-west4."""
+    from datetime import datetime, timezone
+
+    from zen.scaling.model import Vm, VmPhase
+    from zen.scaling.sharing import absorb
+
+    zen, functions = routed
+    functions.submit(job_request("d1", inputs=DATA))
+    with zen.db.transaction() as session:
+        rows = fleet.queued_demand_by_gpus(session, "4xa100-40gb")
+    busy = [Vm("vm-us", "us-central1", VmPhase.BUSY, datetime.now(timezone.utc), job_id="other")]
+    [left] = absorb(rows, {"vm-us": (1, 2)}, busy, 4, 2)
+    assert (left.regions, left.count) == (("europe-west4",), 1)

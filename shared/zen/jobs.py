@@ -157,7 +157,7 @@ class JobService(TickSweeps):
 
     def _route(self, session: Session, job: Job, now) -> Route:
         return first_route(self._config, job, now, lambda: fleet.blocked_regions(session, job.cluster, now),
-                           lambda: fleet.regions_holding(session, job.cluster, *warm_keys(job)))
+                           lambda: fleet.regions_holding(session, job.cluster, *warm_keys(job), now))
 
     def _created(self, job: Job, ids: list[Enqueued]) -> Outcome:
         self._relay.flush_quietly(ids)

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 class Shape:
     cluster: str
     regions: list[str]
+    gpus: int | None = None  # the GPUs a job holds on this shape's VMs (ClusterConfig.gpus_held); None: all
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ def _acceptable_shapes(config: ZenConfig, request: JobRequest) -> tuple[list[Sha
         except Rejected as rejection:
             why_not.append(f"{gpu_type}: {rejection.reason}")
             continue
-        shapes.append(Shape(cluster.name, regions))
+        shapes.append(Shape(cluster.name, regions, cluster.gpus_held(request.gpu_count)))
     if not shapes:
         raise Rejected(f"none of the GPU types can take the job ({'; '.join(why_not)}); offered: {_offered(config)}")
     return shapes, queue
@@ -154,7 +155,7 @@ def choose(session: Session, config: ZenConfig, resolved: Resolved, now: datetim
         if resolved.queue is not None:
             queue = config.queue(resolved.queue)
             used, total = Queueing(config).cohort_use(session, queue, shape.cluster)
-            if sum(used.values()) + cluster.gpu_count > total:
+            if sum(used.values()) + (shape.gpus or cluster.gpu_count) > total:
                 skipped.append(f"{shape.cluster}: queue {queue.name}'s cohort has no quota free")
                 continue
         if set(shape.regions) <= fleet.blocked_regions(session, shape.cluster, now):

@@ -72,7 +72,8 @@ def first_route(config: ZenConfig, job: Job, now: datetime, blocked: Callable[[]
     if not wait:
         return EVERYWHERE
     inputs, image = warm_keys(job)
-    warm = [r for r in job.regions if r in holding()] if inputs or image else []
+    held = holding() if inputs or image else set()
+    warm = [r for r in job.regions if r in held]
     if warm and len(warm) < len(job.regions):
         why = "whose idle VMs hold its inputs" if inputs else "whose idle VMs have its image"
         return Route(warm, now + timedelta(seconds=wait),

@@ -113,3 +113,56 @@ def test_the_vm_heartbeat_reports_the_inputs_held_and_the_images_run(client, tmp
     assert beat.images == ["us-docker.pkg.dev/p/r/train@sha256:" + "a" * 64]
     assert VmHeartbeat.model_validate_json(beat.to_bytes()) == beat
 
+
+
+def test_two_attempts_keeping_one_object_at_once_never_share_a_partial_file(tmp_path, monkeypatch):
+    """Two attempts on one VM (max_jobs_per_vm > 1) miss on the same object together (review finding):
+    each copies into a partial file of its own. With one shared partial file, the second writer's
+    open truncated the first's copy, which then went into the cache with a hole of zeros while the
+    second had not yet rewritten it: a third attempt hitting then read corrupt input."""
+    import itertools
+    import shutil
+    import threading
+    from types import SimpleNamespace
+
+    import zen.agent.cache as cache_module
+
+    content = bytes(range(1, 256)) * 256
+    half = len(content) // 2
+    source = tmp_path / "source"
+    source.write_bytes(content)
+    blob = SimpleNamespace(bucket=SimpleNamespace(name="b"), name="o", generation=1, crc32c="c", md5_hash="m",
+                           size=len(content))
+    roles = itertools.count()
+    first_wrote_half, second_opened, third_read = threading.Event(), threading.Event(), threading.Event()
+    real_copy = shutil.copyfile
+
+    def racing_copy(src, dst):
+        if next(roles) == 0:  # the first writer: half, then the rest once the second has opened its file
+            with open(dst, "wb") as kept:
+                kept.write(content[:half])
+                kept.flush()
+                first_wrote_half.set()
+                second_opened.wait(10)
+                kept.write(content[half:])
+        else:  # the second writer opens (truncating, if it is the same file) and writes only later
+            first_wrote_half.wait(10)
+            with open(dst, "wb") as kept:
+                second_opened.set()
+                third_read.wait(10)
+                kept.write(content)
+        return dst
+
+    monkeypatch.setattr(cache_module.shutil, "copyfile", racing_copy)
+    cache = InputCache(tmp_path / "cache", 10**6)
+    misses = [threading.Thread(target=cache.fetch, args=(blob, tmp_path / f"t{n}", lambda t: real_copy(source, t)))
+              for n in range(2)]
+    for thread in misses:
+        thread.start()
+    misses[0].join(timeout=20)
+    monkeypatch.setattr(cache_module.shutil, "copyfile", real_copy)
+    hit = cache.fetch(blob, tmp_path / "third", lambda t: real_copy(source, t))
+    third_read.set()
+    misses[1].join(timeout=20)
+    assert hit and (tmp_path / "third").read_bytes() == content
+    assert not list((tmp_path / "cache").glob("*.part"))

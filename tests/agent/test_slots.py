@@ -6,6 +6,8 @@ start message that does not fit the GPUs left is given back at once; pull limits
 from __future__ import annotations
 
 import re
+import threading
+import time
 from dataclasses import replace
 
 import pytest
@@ -134,3 +136,42 @@ def test_a_pull_limit_counts_running_attempts_and_retiring_never_stops_the_one_t
     assert [delivery.ack_id for delivery in transport.starts] == [left]  # never pulled: one running counts
     retired = [m for m in transport.published if isinstance(m, VmHeartbeat) and m.state.value == "RETIRED"]
     assert retired[0].jobs == [HeldAttempt(job_id="only", attempt=1)]  # RETIRED while "only" still ran
+
+
+def test_a_second_copy_of_a_start_the_vm_holds_is_dropped_and_the_running_attempt_keeps_its_slot_and_stops():
+    """A widened or republished start reaches the VM that already runs its attempt (review finding):
+    the copy is acked at once; it must not take a second slot, replace the attempt's control inbox,
+    or, when its claim goes unanswered, give the running attempt's slot back."""
+    transport = FakeTransport(VM, virtual_time=False)
+    held = transport.add_start(start("dup", 4, "--sleep", "30"))
+    copy = transport.add_start(start("dup", 4, "--sleep", "30"))
+    confirmed: list[int] = []
+
+    def scheduler(message):  # like Zen: the first CLAIMED wins, a later one from the same VM is a duplicate
+        if isinstance(message, Heartbeat) and message.status is AgentStatus.CLAIMED and not confirmed:
+            confirmed.append(message.seq)
+            return [ControlMessage(vm=VM, job_id="dup", attempt=1, action=ControlAction.CONFIRM, reason="won")]
+        return []
+
+    transport.answer = scheduler
+    agent = Agent(IDENTITY, SETTINGS, transport, local=True, slots=Slots(Capacity(gpus=8, max_jobs=2)))
+    seen: dict[str, object] = {}
+
+    def probe() -> None:
+        deadline = time.monotonic() + 10
+        while ("ack", copy) not in transport.calls and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1)
+        seen["held"] = agent.slots.held()
+        seen["whole VM free"] = agent.slots.take(("other", 1), 8)  # 4 of 8 GPUs are the running job's
+        transport.order("dup", 1, ControlAction.STOP, "user")
+        deadline = time.monotonic() + 10
+        while not any(r[2] == "STOPPED" for r in transport.job_reports()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        agent.request_shutdown("test over")
+
+    threading.Thread(target=probe, daemon=True).start()
+    assert agent.run() == 0
+    assert ("ack", copy) in transport.calls and ("ack", held) in transport.calls
+    assert seen == {"held": [("dup", 1)], "whole VM free": None}
+    assert [r[2] for r in transport.job_reports() if r[2] not in ("RUNNING",)] == ["CLAIMED", "STOPPED"]

@@ -188,6 +188,12 @@ class Agent:
                     "job_id": start.job_id, "attempt": start.attempt, "reason": mismatch})
                 return True
             key = (start.job_id, start.attempt)
+            if self.slots.holds(key):  # a copy (widened, republished) of a start held here: the held one decides
+                self.log.info("second copy of a start this VM holds; dropped", extra={
+                    "job_id": start.job_id, "attempt": start.attempt})
+                self._quietly(self.transport.ack, delivery, "ack")
+                settled = True
+                return True
             gpu_ids = self.slots.take(key, start.gpus)
             if gpu_ids is None:
                 self.log.info("no room for the job now; giving it back", extra={
@@ -200,7 +206,12 @@ class Agent:
             thread = threading.Thread(target=self._hold, args=(delivery, start, gpu_ids), daemon=True,
                                       name=f"zen-attempt-{start.job_id}-{start.attempt}")
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
-            thread.start()
+            try:
+                thread.start()
+            except BaseException:
+                settled = False  # nacked below
+                self.slots.give_back(key)
+                raise
         except Exception:  # noqa: BLE001 - one bad message must not end the loop
             self.log.exception("error while handling a start message", extra={"message_id": delivery.message_id})
         finally:
@@ -226,6 +237,7 @@ class Agent:
             if not settled:
                 self._quietly(self.transport.nack, delivery, "nack")
             self.controls.close(key)
+            self.pulls.ended(key)  # no-op unless it began and _run did not count its end
             self.slots.give_back(key)
 
     def _decode_start(self, delivery: StartDelivery) -> StartMessage | None:

@@ -26,6 +26,7 @@ import hashlib
 import logging
 import os
 import shutil
+import tempfile
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -103,7 +104,10 @@ class InputCache:
         return False
 
     def _keep(self, key: str, source: Path, size: int) -> None:
-        partial = self.directory / (key + _PART)
+        # A partial file of its own: two attempts missing on one object at once never write one file.
+        handle, name = tempfile.mkstemp(dir=self.directory, prefix=key + ".", suffix=_PART)
+        os.close(handle)
+        partial = Path(name)
         try:
             shutil.copyfile(source, partial)
             os.replace(partial, self.directory / key)

@@ -26,6 +26,7 @@ carries (``zen-max-jobs-per-day`` / ``zen-max-gpu-hours-per-day``: set, even emp
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -65,33 +66,44 @@ class DailyPulls:
         self._ended: deque[tuple[float, float]] = deque()  # (ended at, GPU-seconds), oldest first
         self._running: dict[object, tuple[float, int]] = {}  # attempt -> (began at, its GPUs)
         self._reached: str | None = None
+        # Attempt threads begin and end while the agent's loop asks whether a limit is reached.
+        self._lock = threading.RLock()
 
     def began(self, attempt: object = None, gpus: int | None = None) -> None:
         """``attempt`` starts holding ``gpus`` of the VM's GPUs (None: all of them); its claim was confirmed."""
-        self._running[attempt] = (self._clock(), self._gpus if gpus is None else gpus)
+        with self._lock:
+            self._running[attempt] = (self._clock(), self._gpus if gpus is None else gpus)
 
     def ended(self, attempt: object = None) -> None:
         """``attempt`` has ended: count it, with its GPUs x wall time."""
-        began = self._running.pop(attempt, None)
-        if began is not None:
-            now = self._clock()
-            self.record(now, began[1] * max(0.0, now - began[0]))
+        with self._lock:
+            began = self._running.pop(attempt, None)
+            if began is not None:
+                now = self._clock()
+                self.record(now, began[1] * max(0.0, now - began[0]))
 
     def record(self, ended_at: float, gpu_seconds: float) -> None:
-        self._ended.append((ended_at, gpu_seconds))
+        with self._lock:
+            self._ended.append((ended_at, gpu_seconds))
 
     def jobs(self) -> int:
-        self._forget_old()
-        return len(self._ended) + len(self._running)
+        with self._lock:
+            self._forget_old()
+            return len(self._ended) + len(self._running)
 
     def gpu_hours(self) -> float:
-        self._forget_old()
-        now = self._clock()
-        running = [gpus * max(0.0, now - began) for began, gpus in list(self._running.values())]
-        return math.fsum([gpu_seconds for _, gpu_seconds in self._ended] + running) / 3600.0
+        with self._lock:
+            self._forget_old()
+            now = self._clock()
+            running = [gpus * max(0.0, now - began) for began, gpus in self._running.values()]
+            return math.fsum([gpu_seconds for _, gpu_seconds in self._ended] + running) / 3600.0
 
     def exhausted(self) -> str | None:
         """Why no more jobs may be taken (for good, once said), or None while another one may."""
+        with self._lock:
+            return self._exhausted()
+
+    def _exhausted(self) -> str | None:
         if self._reached is None:
             limits, jobs, hours = self.limits, self.jobs(), self.gpu_hours()
             if limits.max_jobs is not None and jobs >= limits.max_jobs:

@@ -85,11 +85,15 @@ class Slots:
             return f"the job holds {gpus} GPUs, this VM has {self.capacity.gpus}"
         return None
 
+    def holds(self, key: Key) -> bool:
+        with self._lock:
+            return key in self._gpus
+
     def take(self, key: Key, gpus: int | None) -> tuple[int, ...] | None:
         """Hold a slot for ``key``: its GPU indices (``()`` when the VM runs one job at a time: all of
-        them, no device list), or None when it does not fit now."""
+        them, no device list), or None when it does not fit now or is held already."""
         with self._lock:
-            if len(self._gpus) >= self.capacity.max_jobs:
+            if key in self._gpus or len(self._gpus) >= self.capacity.max_jobs:
                 return None
             if not self.capacity.shared:
                 self._gpus[key] = ()
@@ -144,7 +148,7 @@ class ControlRouter:
 
     def open(self, key: Key) -> None:
         with self._ready:
-            self._inboxes[key] = deque()
+            self._inboxes.setdefault(key, deque())
 
     def close(self, key: Key) -> None:
         with self._ready:

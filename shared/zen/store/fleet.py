@@ -4,13 +4,17 @@ caller's session or transaction (``zen.store.db``)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from zen.store.encoding import to_json
 
 if TYPE_CHECKING:
     from zen.store.db import Session
+
+# A VM's warm cache counts for routing while its agent was heard from this recently: three of the
+# agent's VM heartbeats (every 60 s by default, ZEN_AGENT_VM_HEARTBEAT_S).
+WARM_VM_SEEN_S = 180.0
 
 
 def try_cluster_lock(session: Session, cluster: str) -> bool:
@@ -62,9 +66,11 @@ def blocked_regions(session: Session, cluster: str, now: datetime) -> set[str]:
             if (memory or {}).get("blocked_until") and datetime.fromisoformat(memory["blocked_until"]) > now}
 
 
-def regions_holding(session: Session, cluster: str, inputs: list[str], image: str | None) -> set[str]:
-    """Regions with an idle VM whose warm cache holds all of ``inputs`` (URIs), or ``image``."""
-    return {r["region"] for r in session.run("regions_holding", cluster=cluster, inputs=to_json(inputs), image=image)}
+def regions_holding(session: Session, cluster: str, inputs: list[str], image: str | None, now: datetime) -> set[str]:
+    """Regions with an idle VM whose warm cache holds all of ``inputs`` (URIs), or ``image``, among
+    VMs heard from in the last ``WARM_VM_SEEN_S`` (a VM that died silently leaves its row behind)."""
+    return {r["region"] for r in session.run("regions_holding", cluster=cluster, inputs=to_json(inputs), image=image,
+                                             seen_after=now - timedelta(seconds=WARM_VM_SEEN_S))}
 
 
 def save_scaling_memory(session: Session, cluster: str, region: str, memory: str, now: datetime) -> None:

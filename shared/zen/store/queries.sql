@@ -204,9 +204,10 @@ RETURNING name;
 
 -- name: regions_holding
 -- Regions of a cluster with an idle VM whose warm cache holds every one of :inputs (a JSON array of
--- gs:// URIs; [] matches none), or the image :image (zen.routing). The vms table holds one row per VM.
+-- gs:// URIs; [] matches none), or the image :image (zen.routing). The vms table holds one row per VM,
+-- kept after the VM is gone: only VMs heard from since :seen_after count.
 SELECT DISTINCT region FROM vms
-WHERE cluster = :cluster AND state = 'IDLE'
+WHERE cluster = :cluster AND state = 'IDLE' AND last_seen_at > :seen_after
   AND ((jsonb_array_length(CAST(:inputs AS jsonb)) > 0 AND cached_inputs @> CAST(:inputs AS jsonb))
        OR (CAST(:image AS text) IS NOT NULL AND images @> jsonb_build_array(CAST(:image AS text))));
 
@@ -295,9 +296,11 @@ GROUP BY vm;
 
 -- name: queued_demand_by_gpus
 -- queued_demand, split by the GPUs each job holds (a cluster whose VMs take several jobs at once).
-SELECT priority, regions, gpus, count(*) AS jobs, min(queued_at) AS oldest FROM jobs
+-- A narrowed job (zen.routing) counts only in the regions its start reaches, as in queued_demand.
+SELECT priority, COALESCE(start_regions, regions) AS regions, gpus, count(*) AS jobs, min(queued_at) AS oldest
+FROM jobs
 WHERE cluster = :cluster AND status = 'QUEUED'
-GROUP BY priority, regions, gpus;
+GROUP BY priority, COALESCE(start_regions, regions), gpus;
 
 -- name: drain_vm
 INSERT INTO vm_drains (name, cluster, region, at) VALUES (:vm_name, :cluster, :region, :now)
