@@ -104,6 +104,7 @@ class SimMigPort:
         self._world, self._mig = world, mig
         self._summary: tuple = (None, None, None)  # (target, stable, what region_summaries returned)
         self._settled: MigState | None = None  # the last read of the MIG with every instance settled
+        self._after: _Cut | None = None  # the last ``since`` errors were read after
 
     def _calls(self, n: int) -> None:
         self._world.result.api_calls += n
@@ -159,16 +160,27 @@ class SimMigPort:
             mig.errors_until = visible_until
         if not mig.errors:
             return []
-        horizon = _Cut(world, visible_until, world.dt(visible_until))
-        after = None if since is None else _Cut(world, (since - world.start).total_seconds(), since)
-        out, later = [], {}
+        horizon = world._horizon_at
+        if horizon is None or horizon.seconds != visible_until:  # one per instant, for every MIG read then
+            horizon = world._horizon_at = _Cut(world, visible_until, world.dt(visible_until))
+        after = self._after
+        if since is None:
+            after = None
+        elif after is None or after.moment != since:  # the planner's memory: the same moment pass after pass
+            after = self._after = _Cut(world, (since - world.start).total_seconds(), since)
+        out, later, seen = [], {}, {}
         for name, times in mig.errors.items():  # each instance's failure times are ascending
-            visible = horizon.count(times)
-            shown = visible - (0 if after is None else min(visible, after.count(times)))
+            # Instances waiting together have equal times (often the same tuple): counted once.
+            counted = seen.get(times)
+            if counted is None:
+                visible = horizon.count(times)
+                shown = visible - (0 if after is None else min(visible, after.count(times)))
+                counted = seen[times] = (shown, world.dt(times[visible - 1]) if shown > 0 else None, times[visible:])
+            shown, at, rest = counted
             if shown > 0:
-                out.append(_error(mig.region, world.dt(times[visible - 1]), name, shown))
-            if visible < len(times):
-                later[name] = times[visible:]
+                out.append(_error(mig.region, at, name, shown))
+            if rest:
+                later[name] = rest
         mig.errors = later
         return out
 
