@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 
 from zen.config import ClusterConfig
 from zen.scaling.manager import ClusterManager
-from zen.scaling.model import ClusterSnapshot, Plan, Timing
-from zen.scaling.port import FleetFacts, MigInstance
+from zen.scaling.model import ClusterSnapshot, Plan, Timing, VmPhase
+from zen.scaling.port import FleetFacts, MigInstance, MigState
 
 from tests.scaling.fakes import FakeFleet, RecordingMig
 
@@ -78,3 +78,32 @@ def test_the_snapshot_comes_from_the_ports_and_the_plan_is_recorded():
     assert snapshot.target_sizes == {"us-central1": 2, "us-west1": 0}
     assert sorted((vm.name, vm.phase.value) for vm in snapshot.vms) == [("a", "IDLE"), ("b", "IDLE")]
     assert fleet.recorded == [(plan.memory, plan.decisions)]
+
+
+class SameListMig(RecordingMig):
+    """Lists the very same instance objects while nothing changes (as the simulator's MIGs do)."""
+
+    def read(self, since=None, summary=None) -> MigState:
+        self.calls.append(("read", self.region))
+        return MigState(self.target, self.instances, [])
+
+
+def test_a_vm_follows_its_job_and_agent_when_its_mig_lists_the_same_instances():
+    """VMs are rebuilt only where their inputs changed: a region whose instances are the same objects
+    but whose jobs changed is seen anew; a region with equal inputs keeps its VMs."""
+    calls: list = []
+    idle = {"state": "IDLE", "idle_since": NOW, "last_seen_at": NOW}
+    migs = {"us-central1": SameListMig("us-central1", calls, 2, [running("a"), running("b")]),
+            "us-west1": SameListMig("us-west1", calls, 1, [running("c")])}
+    fleet = FakeFleet(FleetFacts((), {}, {"a": idle, "b": idle, "c": idle}, {}, 0), NOW)
+    config = ClusterConfig(name="c", gpu_type="nvidia-tesla-a100", gpu_count=1, regions=REGIONS,
+                           max_vms_per_region=3, max_vms=4)
+    policy = Fixed(Plan())
+    m = ClusterManager(config, fleet, migs, lambda: NOW, Timing(), policy)
+    m.run()
+    fleet._facts = FleetFacts((), {"a": "job-1"}, {"a": idle, "b": idle, "c": dict(idle)}, {}, 0)
+    m.run()
+    first, second = policy.snapshots
+    assert {vm.name: (vm.phase, vm.job_id) for vm in second.vms} == {
+        "a": (VmPhase.BUSY, "job-1"), "b": (VmPhase.IDLE, None), "c": (VmPhase.IDLE, None)}
+    assert [vm for vm in second.vms if vm.name == "c"][0] is [vm for vm in first.vms if vm.name == "c"][0]
