@@ -225,25 +225,26 @@ class SimFleet:
     def facts(self, cluster: str, arrivals_since: datetime) -> FleetFacts:
         world, state = self._world, self._world.clusters[cluster]
         if state.fleet_view is None or state.changed:
-            # New dicts (the manager keeps its views of the VMs while it gets the same ones), with
-            # only the VMs that changed since the last ones looked at again.
-            if state.fleet_view is None:
-                held, agents, changed = {}, {}, state.vms
-            else:
-                held, agents, changed = dict(state.fleet_view[0]), dict(state.fleet_view[1]), state.changed
-            for name in changed:
-                held.pop(name, None)
-                agents.pop(name, None)
-                vm = state.vms.get(name)
-                if vm is None:
-                    continue  # gone
-                if vm.job is not None:
-                    held[name] = vm.job.spec.job_id
-                agent = (vm.view or views(world, vm))[1]
-                if agent is not None:
-                    agents[name] = agent
+            # The VMs that changed since the last facts looked at again; new dicts only where an entry
+            # differs (the manager keeps its views of the VMs while it gets the same dicts).
+            held, agents = state.fleet_view or ({}, {})
+            new_held = new_agents = None
+            for name in (state.vms if state.fleet_view is None else state.changed):
+                vm = state.vms.get(name)  # None: gone
+                job = None if vm is None or vm.job is None else vm.job.spec.job_id
+                agent = None if vm is None else (vm.view or views(world, vm))[1]
+                if held.get(name) != job:
+                    new_held = dict(held) if new_held is None else new_held
+                    new_held[name] = job
+                    if job is None:
+                        del new_held[name]
+                if agents.get(name) is not agent:
+                    new_agents = dict(agents) if new_agents is None else new_agents
+                    new_agents[name] = agent
+                    if agent is None:
+                        del new_agents[name]
             state.changed = {}
-            state.fleet_view = (held, agents)
+            state.fleet_view = (held if new_held is None else new_held, agents if new_agents is None else new_agents)
         held, agents = state.fleet_view
         arrivals = state.arrivals
         cutoff = (arrivals_since - world.start).total_seconds()
