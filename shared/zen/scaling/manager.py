@@ -84,9 +84,7 @@ class ClusterManager:
         self._clock = clock
         self._timing = timing
         self.policy = policy or ZenPlanner()
-        # region -> (its instances, their first-seen times, jobs and agents as last read; its VMs, each one's
-        # view (instance, first seen, job, agent, Vm) by name, zones)
-        self._regions: dict[str, tuple] = {}
+        self._views: dict[str, tuple] = {}  # VM name -> (instance, first seen, job, agent, its Vm)
         self._names: dict[str, tuple] = {}  # region -> (its instances as last read, their names)
         self._last: tuple = ((), (), None, None, None, (), {})  # the last pass's inputs and VMs, zones
 
@@ -166,44 +164,28 @@ class ClusterManager:
              ) -> tuple[tuple[Vm, ...], dict[str, str | None]]:
         """The VMs as the planner sees them, and each one's zone. Views are rebuilt only when their
         inputs changed: an adapter that returns the same objects for unchanged instances, first-seen
-        times and agents (the simulator's) spares the work for the whole pass, per region (the same
-        instances with equal first-seen times, jobs and agents: its VMs again) or per VM."""
+        times and agents (the simulator's) spares the work, per VM or for the whole pass."""
         held, agents = facts.held, facts.agents
         last = self._last
         if (last[2] is first_seen and last[3] is held and last[4] is agents and len(last[1]) == len(listings)
                 and all(r == lr and i is li for (r, i), lr, li in zip(listings.items(), last[0], last[1]))):
             return last[5], last[6]
-        regions: dict[str, tuple] = {}
+        vms: list[Vm] = []
+        zones: dict[str, str | None] = {}
+        views, self._views = self._views, {}
         for region, instances in listings.items():
-            names = self._names_of(region, instances)
-            inputs = ([first_seen[name] for name in names], list(map(held.get, names)), list(map(agents.get, names)))
-            cached = self._regions.get(region)
-            if cached is None or cached[0] is not instances or cached[1] != inputs:
-                views = {} if cached is None else cached[3]
-                fresh, vms = {}, []
-                for instance, since, job, agent in zip(instances, *inputs):
-                    view = views.get(instance.name)
-                    if (view is None or view[0] is not instance or view[1] is not since or view[2] != job
-                            or view[3] is not agent):
-                        view = (instance, since, job, agent, self._vm(instance, region, since, held, agents))
-                    fresh[instance.name] = view
-                    vms.append(view[4])
-                cached = (instances, inputs, tuple(vms), fresh, {i.name: i.zone for i in instances})
-            regions[region] = cached
-        parts = [cached[2] for cached in regions.values()]
-        if len(parts) != len(self._regions) or any(a is not b[2] for a, b in zip(parts, self._regions.values())):
-            zones: dict[str, str | None] = {}
-            for cached in regions.values():
-                zones.update(cached[4])
-            last = (None, None, None, None, None, tuple(vm for part in parts for vm in part), zones)
-        self._regions = regions
-        self._last = (tuple(listings), tuple(listings.values()), first_seen, held, agents, last[5], last[6])
-        return last[5], last[6]
-
-    def _view(self, vm: Vm) -> tuple | None:
-        """(instance, first seen, job, agent, Vm) of a VM of the last snapshot."""
-        cached = self._regions.get(vm.region)
-        return None if cached is None else cached[3].get(vm.name)
+            for instance in instances:
+                vm_name = instance.name
+                zones[vm_name] = instance.zone
+                since, job, agent = first_seen[vm_name], held.get(vm_name), agents.get(vm_name)
+                cached = views.get(vm_name)
+                if (cached is None or cached[0] is not instance or cached[1] is not since or cached[2] != job
+                        or cached[3] is not agent):
+                    cached = (instance, since, job, agent, self._vm(instance, region, since, held, agents))
+                self._views[vm_name] = cached
+                vms.append(cached[4])
+        self._last = (tuple(listings), tuple(listings.values()), first_seen, held, agents, tuple(vms), zones)
+        return self._last[5], zones
 
     @staticmethod
     def _vm(instance: MigInstance, region: str, first_seen: datetime, held: dict, agents: dict) -> Vm:
@@ -229,7 +211,7 @@ class ClusterManager:
         deleting = (vm for (_, phase), group in vm_index(snapshot.vms).phases.items()
                     if phase is VmPhase.DELETING for vm in group)  # the policy's grouping: no walk of every VM
         retired = [vm for vm in deleting if vm.job_id is None
-                   and vm.name not in planned and (view := self._view(vm)) is not None
+                   and vm.name not in planned and (view := self._views.get(vm.name)) is not None
                    and not view[0].deleting and view[3] is not None and view[3]["state"] == "RETIRED"]
         if not retired:
             return plan
