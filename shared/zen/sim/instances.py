@@ -97,20 +97,17 @@ class InstanceWorld:
     def _retry_errors(self, mig: _Mig, after: float, until: float, out: dict, only: _Vm | None = None) -> None:
         """One STOCKOUT failure per waiting instance per retry in ``(after, until]``: their times, added
         to the tuple ``out[instance]`` (``zen.sim.ports`` reports them as ``MigError``s when they are
-        visible). Every instance waiting since ``after`` or before failed at the same retries: they
-        share one tuple (immutable, so no instance's later failures reach another's)."""
+        visible). Instances waiting since the same moment (or since ``after`` or before) failed at the
+        same retries: they share one tuple (immutable, so no instance's later failures reach another's)."""
         step, anchor = self.scenario.spec.retry_interval_s, mig.anchor
         last = math.floor((until - anchor) / step + _EPS)
-        shared = None
+        shared: dict[float, tuple[float, ...]] = {}  # from when -> the retries after it
         for vm in (only,) if only else mig.waiting.values():
-            if vm.wait_since <= after:
-                if shared is None:
-                    first = math.floor((after - anchor) / step + _EPS) + 1
-                    shared = tuple([anchor + k * step for k in range(first, last + 1)])
-                times = shared
-            else:
-                first = math.floor((vm.wait_since - anchor) / step + _EPS) + 1
-                times = tuple([anchor + k * step for k in range(first, last + 1)])
+            low = max(after, vm.wait_since)
+            times = shared.get(low)
+            if times is None:
+                first = math.floor((low - anchor) / step + _EPS) + 1
+                times = shared[low] = tuple([anchor + k * step for k in range(first, last + 1)])
             if times:
                 known = out.get(vm.name)
                 out[vm.name] = times if known is None else known + times
