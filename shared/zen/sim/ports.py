@@ -88,7 +88,7 @@ class _Cut:
     def __init__(self, world, seconds: float, moment: datetime):
         self.world, self.seconds, self.moment = world, seconds, moment
 
-    def count(self, times: list[float]) -> int:
+    def count(self, times: tuple[float, ...]) -> int:
         """How many of ``times`` (ascending) have ``world.dt(t) <= moment``."""
         i = bisect.bisect_right(times, self.seconds - 1e-5)
         while i < len(times) and times[i] <= self.seconds + 1e-5 and self.world.dt(times[i]) <= self.moment:
