@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 
 from zen.config import ClusterConfig
 from zen.scaling.manager import ClusterManager
-from zen.scaling.model import ClusterSnapshot, Plan, Timing
-from zen.scaling.port import FleetFacts, MigInstance
+from zen.scaling.model import ClusterSnapshot, Plan, Timing, VmPhase
+from zen.scaling.port import FleetFacts, MigInstance, MigState
 
 from tests.scaling.fakes import FakeFleet, RecordingMig
 
@@ -78,3 +78,31 @@ def test_the_snapshot_comes_from_the_ports_and_the_plan_is_recorded():
     assert snapshot.target_sizes == {"us-central1": 2, "us-west1": 0}
     assert sorted((vm.name, vm.phase.value) for vm in snapshot.vms) == [("a", "IDLE"), ("b", "IDLE")]
     assert fleet.recorded == [(plan.memory, plan.decisions)]
+
+
+class SameListMig(RecordingMig):
+    """Lists the very same instance objects while nothing changes (as the simulator's MIGs do)."""
+
+    def read(self, since=None, summary=None) -> MigState:
+        self.calls.append(("read", self.region))
+        return MigState(self.target, self.instances, [])
+
+
+def test_a_vm_follows_its_job_and_agent_when_its_mig_lists_the_same_instances():
+    """The manager keeps its views of VMs whose instance objects did not change (the simulator's MIGs
+    list the same ones): a VM whose job or agent changed is still seen anew."""
+    calls: list = []
+    idle = {"state": "IDLE", "idle_since": NOW, "last_seen_at": NOW}
+    migs = {"us-central1": SameListMig("us-central1", calls, 2, [running("a"), running("b")]),
+            "us-west1": SameListMig("us-west1", calls, 1, [running("c")])}
+    fleet = FakeFleet(FleetFacts((), {}, {"a": idle, "b": idle, "c": idle}, {}, 0), NOW)
+    config = ClusterConfig(name="c", gpu_type="nvidia-tesla-a100", gpu_count=1, regions=REGIONS,
+                           max_vms_per_region=3, max_vms=4)
+    policy = Fixed(Plan())
+    m = ClusterManager(config, fleet, migs, lambda: NOW, Timing(), policy)
+    m.run()
+    fleet._facts = FleetFacts((), {"a": "job-1"}, {"a": idle, "b": idle, "c": dict(idle)}, {}, 0)
+    m.run()
+    second = policy.snapshots[1]
+    assert {vm.name: (vm.phase, vm.job_id) for vm in second.vms} == {
+        "a": (VmPhase.BUSY, "job-1"), "b": (VmPhase.IDLE, None), "c": (VmPhase.IDLE, None)}

@@ -115,3 +115,43 @@ def test_compute_calls_are_counted_as_the_adapter_makes_them():
   duration: {dist: fixed, s: 60}""", extra="horizon_s: 590")
     result = Simulation(sc, load_jobs(sc), make_policy("failover")).run()
     assert result.ticks == 10 and result.api_calls == 10 * 3
+
+
+class AsksTwiceOnce:
+    """Asks for two VMs in one region at the first pass, then only keeps its memory."""
+
+    name = "asks-two"
+
+    def __init__(self):
+        self.snapshots: list[ClusterSnapshot] = []
+
+    def plan(self, snapshot: ClusterSnapshot) -> Plan:
+        self.snapshots.append(snapshot)
+        return Plan(add={} if len(self.snapshots) > 1 else {REGION: 2}, memory=dict(snapshot.memory))
+
+
+def test_each_waiting_instance_reports_exactly_its_own_failures():
+    """Two instances fail together (their failures are kept as one shared tuple); capacity for one
+    returns at 600 s: the one placed then failed at 0, 30, ..., 600 (21: the retry that places it is
+    counted too, as the simulator has always done), the other keeps failing until the last pass
+    (1200 s) sees its failures up to 1180 s: 0, ..., 1170 (40). A shared, mutable record would give
+    the second the first's last failures twice."""
+    sc = scenario("""schedule:
+    - {at_s: 0, zone: us-central1-a, capacity: 0}
+    - {at_s: 600, zone: us-central1-a, capacity: 1}
+  default: 0""", jobs="""
+  kind: synthetic
+  count: 1
+  arrivals: {kind: burst, at_s: 5000}
+  duration: {dist: fixed, s: 60}""", extra="horizon_s: 1200\nboot: {dist: fixed, s: 30}")
+    policy = AsksTwiceOnce()
+    world = Simulation(sc, load_jobs(sc), policy)
+    world.run()
+    failures: dict[str, int] = {}
+    for snapshot in policy.snapshots:
+        for error in snapshot.errors:
+            failures[error.instance] = failures.get(error.instance, 0) + error.count
+    vms = world.clusters["4xa100"].migs[REGION].vms
+    placed = {name: vm.created_s for name, vm in vms.items()}
+    assert sorted(placed.values(), key=lambda s: s is None) == [600.0, None]
+    assert {name: failures[name] for name in vms} == {name: 21 if at == 600.0 else 40 for name, at in placed.items()}

@@ -265,7 +265,7 @@ class ClusterManager:
         now = self._clock()
         report.decisions = plan.decisions
         self._fleet.record(self.cluster.name, plan.memory, plan.decisions, now)
-        for decision in plan.decisions:
+        for decision in plan.decisions if log.isEnabledFor(logging.INFO) else ():  # formatted only if logged
             telemetry.emit(log, telemetry.SCALING_DECISION, f"scaling {decision.action.value.lower()}",
                            cluster=self.cluster.name, region=decision.region, action=decision.action.value,
                            vm=decision.vm, count=decision.count, reason=decision.reason)

@@ -177,11 +177,13 @@ class _Planning:
                 memory = _with(memory, strikes=0, blocked_until=None, last_boot_at=self.now,
                                  boot_s=self._learn_boot(memory, booted))
             self.memory[region] = memory
+            if booted or self._blocked(region):
+                continue  # it delivers; or it is blocked, struck once per episode (see _strike)
             capacity_errors = [e for e in errors if e.kind in _CAPACITY_ERRORS]
             stuck = self.stuck[region]
-            if capacity_errors and not booted:
+            if capacity_errors:
                 self._strike(region, f"{sum(e.count for e in capacity_errors)} {capacity_errors[-1].kind.value.lower()} error(s)")
-            elif stuck and not booted:
+            elif stuck:
                 self._strike(region, f"{stuck[0].name} has not booted after {self._age(stuck[0]):.0f}s")
 
     @staticmethod
@@ -293,6 +295,8 @@ class _Planning:
     def prune_stuck(self) -> None:
         wanted = {r for group in self.groups for r in group.regions}
         for region in self.regions:
+            if not self.stuck[region]:
+                continue
             stuck = sorted(self.stuck[region], key=lambda vm: vm.since)
             keep = 1 if region in wanted else 0  # the free probe
             for vm in stuck[keep:]:
@@ -366,8 +370,10 @@ class _Planning:
         self.cancel_losers()
         self.shrink_idle()
         for region, m in self.memory.items():
-            booting = sorted(self.stuck[region] + self.healthy[region], key=lambda vm: vm.name)
-            names = tuple(vm.name for vm in booting)
+            booting = self.stuck[region] + self.healthy[region]
+            if booting:
+                booting.sort(key=lambda vm: vm.name)
+            names = tuple(vm.name for vm in booting) if booting else ()
             known = self.index.names(region)
             if names != m.booting or known != m.known:
                 m = _with(m, booting=names, booting_since=tuple(vm.since.timestamp() for vm in booting),

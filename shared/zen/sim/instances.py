@@ -41,7 +41,7 @@ class InstanceWorld:
             return
         vm.wait_since, vm.error = self.now, ErrorKind.STOCKOUT
         vm.touch()
-        mig.errors.setdefault(vm.name, []).append(self.now)
+        mig.errors[vm.name] = mig.errors.get(vm.name, ()) + (self.now,)
         if not mig.waiting:
             mig.anchor = self.now
         mig.waiting[vm.name] = vm
@@ -95,15 +95,22 @@ class InstanceWorld:
                 self._push(self.now + life, _PREEMPT, self._preempt, vm, self.now)
 
     def _retry_errors(self, mig: _Mig, after: float, until: float, out: dict, only: _Vm | None = None) -> None:
-        """One STOCKOUT failure per waiting instance per retry in ``(after, until]``: its time, added to
-        ``out[instance]`` (``zen.sim.ports`` reports them as ``MigError``s when they are visible)."""
+        """One STOCKOUT failure per waiting instance per retry in ``(after, until]``: their times, added
+        to the tuple ``out[instance]`` (``zen.sim.ports`` reports them as ``MigError``s when they are
+        visible). Instances waiting since the same moment (or since ``after`` or before) failed at the
+        same retries: they share one tuple (immutable, so no instance's later failures reach another's)."""
         step, anchor = self.scenario.spec.retry_interval_s, mig.anchor
+        last = math.floor((until - anchor) / step + _EPS)
+        shared: dict[float, tuple[float, ...]] = {}  # from when -> the retries after it
         for vm in (only,) if only else mig.waiting.values():
             low = max(after, vm.wait_since)
-            first = math.floor((low - anchor) / step + _EPS) + 1
-            last = math.floor((until - anchor) / step + _EPS)
-            if last >= first:
-                out.setdefault(vm.name, []).extend([anchor + k * step for k in range(first, last + 1)])
+            times = shared.get(low)
+            if times is None:
+                first = math.floor((low - anchor) / step + _EPS) + 1
+                times = shared[low] = tuple([anchor + k * step for k in range(first, last + 1)])
+            if times:
+                known = out.get(vm.name)
+                out[vm.name] = times if known is None else known + times
 
     def _next_grid(self, mig: _Mig, t: float) -> float:
         step = self.scenario.spec.retry_interval_s

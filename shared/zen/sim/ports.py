@@ -88,7 +88,7 @@ class _Cut:
     def __init__(self, world, seconds: float, moment: datetime):
         self.world, self.seconds, self.moment = world, seconds, moment
 
-    def count(self, times: list[float]) -> int:
+    def count(self, times: tuple[float, ...]) -> int:
         """How many of ``times`` (ascending) have ``world.dt(t) <= moment``."""
         i = bisect.bisect_right(times, self.seconds - 1e-5)
         while i < len(times) and times[i] <= self.seconds + 1e-5 and self.world.dt(times[i]) <= self.moment:
@@ -104,6 +104,7 @@ class SimMigPort:
         self._world, self._mig = world, mig
         self._summary: tuple = (None, None, None)  # (target, stable, what region_summaries returned)
         self._settled: MigState | None = None  # the last read of the MIG with every instance settled
+        self._after: _Cut | None = None  # the last ``since`` errors were read after
 
     def _calls(self, n: int) -> None:
         self._world.result.api_calls += n
@@ -159,16 +160,27 @@ class SimMigPort:
             mig.errors_until = visible_until
         if not mig.errors:
             return []
-        horizon = _Cut(world, visible_until, world.dt(visible_until))
-        after = None if since is None else _Cut(world, (since - world.start).total_seconds(), since)
-        out, later = [], {}
+        horizon = world._horizon_at
+        if horizon is None or horizon.seconds != visible_until:  # one per instant, for every MIG read then
+            horizon = world._horizon_at = _Cut(world, visible_until, world.dt(visible_until))
+        after = self._after
+        if since is None:
+            after = None
+        elif after is None or after.moment != since:  # the planner's memory: the same moment pass after pass
+            after = self._after = _Cut(world, (since - world.start).total_seconds(), since)
+        out, later, seen = [], {}, {}
         for name, times in mig.errors.items():  # each instance's failure times are ascending
-            visible = horizon.count(times)
-            shown = visible - (0 if after is None else min(visible, after.count(times)))
+            # Instances waiting together have equal times (often the same tuple): counted once.
+            counted = seen.get(times)
+            if counted is None:
+                visible = horizon.count(times)
+                shown = visible - (0 if after is None else min(visible, after.count(times)))
+                counted = seen[times] = (shown, world.dt(times[visible - 1]) if shown > 0 else None, times[visible:])
+            shown, at, rest = counted
             if shown > 0:
-                out.append(_error(mig.region, world.dt(times[visible - 1]), name, shown))
-            if visible < len(times):
-                later[name] = times[visible:]
+                out.append(_error(mig.region, at, name, shown))
+            if rest:
+                later[name] = rest
         mig.errors = later
         return out
 
@@ -213,25 +225,26 @@ class SimFleet:
     def facts(self, cluster: str, arrivals_since: datetime) -> FleetFacts:
         world, state = self._world, self._world.clusters[cluster]
         if state.fleet_view is None or state.changed:
-            # New dicts (the manager keeps its views of the VMs while it gets the same ones), with
-            # only the VMs that changed since the last ones looked at again.
-            if state.fleet_view is None:
-                held, agents, changed = {}, {}, state.vms
-            else:
-                held, agents, changed = dict(state.fleet_view[0]), dict(state.fleet_view[1]), state.changed
-            for name in changed:
-                held.pop(name, None)
-                agents.pop(name, None)
-                vm = state.vms.get(name)
-                if vm is None:
-                    continue  # gone
-                if vm.job is not None:
-                    held[name] = vm.job.spec.job_id
-                agent = (vm.view or views(world, vm))[1]
-                if agent is not None:
-                    agents[name] = agent
+            # The VMs that changed since the last facts looked at again; new dicts only where an entry
+            # differs (the manager keeps its views of the VMs while it gets the same dicts).
+            held, agents = state.fleet_view or ({}, {})
+            new_held = new_agents = None
+            for name in (state.vms if state.fleet_view is None else state.changed):
+                vm = state.vms.get(name)  # None: gone
+                job = None if vm is None or vm.job is None else vm.job.spec.job_id
+                agent = None if vm is None else (vm.view or views(world, vm))[1]
+                if held.get(name) != job:
+                    new_held = dict(held) if new_held is None else new_held
+                    new_held[name] = job
+                    if job is None:
+                        del new_held[name]
+                if agents.get(name) is not agent:
+                    new_agents = dict(agents) if new_agents is None else new_agents
+                    new_agents[name] = agent
+                    if agent is None:
+                        del new_agents[name]
             state.changed = {}
-            state.fleet_view = (held, agents)
+            state.fleet_view = (held if new_held is None else new_held, agents if new_agents is None else new_agents)
         held, agents = state.fleet_view
         arrivals = state.arrivals
         cutoff = (arrivals_since - world.start).total_seconds()

@@ -59,7 +59,7 @@ class SimMig:
         self.waiting: dict[str, SimVm] = {}  # instances without capacity yet
         self.target, self.anchor, self.retry_at, self.round_robin = 0, 0.0, None, 0
         # Failures not yet reported by a snapshot (maybe not yet visible): instance -> their times.
-        self.errors: dict[str, list[float]] = {}
+        self.errors: dict[str, tuple[float, ...]] = {}
         self.errors_until = -math.inf  # retry failures up to here are already in ``errors`` or reported
         self.listing = None  # (instances, all settled, valid until): the MIG's last listing, see zen.sim.ports
         self.next_capacity_change = None  # (at, the zones' next capacity change after it or None)

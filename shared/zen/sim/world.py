@@ -149,6 +149,7 @@ class Simulation(InstanceWorld):
         self._clock_at: tuple = (None, None)
         self._dt_at: tuple = (None, None)
         self._capacity_at: tuple = (None, {})  # (instant, zone capacities looked up then)
+        self._horizon_at = None  # the failures visible now, for every MIG read at this instant (zen.sim.ports)
         for sim_cluster in scenario.clusters:
             cluster = self.clusters[sim_cluster.limits.name]
             migs = {region: SimMigPort(self, mig) for region, mig in cluster.migs.items()}
