@@ -51,3 +51,27 @@ def test_watch_once_shows_jobs_and_vms(user_env, functions, capsys):
     assert main(["watch", "--once"]) == 0
     screen = capsys.readouterr().out
     assert "job-1" in screen and "SUCCEEDED" in screen and "VMs per region" in screen
+
+
+def test_clusters_shows_jobs_per_vm_and_the_execution_groups_by_region(tmp_path, monkeypatch, capsys):
+    """What a user may ask for includes which regions are cleared for tagged jobs and how many jobs
+    share a VM (issue 15)."""
+    import yaml
+
+    from zen.config import load_config
+
+    raw = load_config().model_dump(mode="json")
+    for cluster in raw["clusters"]:
+        if cluster["name"] == "4xa100-40gb":
+            cluster["region_tags"] = {"us-central1": ["hipaa"]}
+            cluster["max_jobs_per_vm"] = 2
+    path = tmp_path / "zen.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    monkeypatch.setenv("ZEN_CONFIG", str(path))
+    assert main(["clusters", "--json"]) == 0
+    rows = {row["cluster"]: row for row in json.loads(capsys.readouterr().out)}
+    assert (rows["4xa100-40gb"]["jobs_per_vm"], rows["4xa100-40gb"]["tags"]) == (2, "us-central1: hipaa")
+    assert (rows["1xl4"]["jobs_per_vm"], rows["1xl4"]["tags"]) == (1, "")
+    assert main(["clusters"]) == 0
+    table = capsys.readouterr().out
+    assert "JOBS_PER_VM" in table and "us-central1: hipaa" in table

@@ -175,11 +175,14 @@ def cmd_clusters(args) -> int:
     config = load_config()
     rows = [{"cluster": c.name, "gpus": f"{c.gpu_count}x {c.gpu_type}", "machine": c.machine_type,
              "regions": ",".join(c.regions), "max_vms_per_region": c.max_vms_per_region, "max_vms": c.max_vms,
-             "min_vms": c.min_vms} for c in config.clusters]
+             "min_vms": c.min_vms, "jobs_per_vm": c.max_jobs_per_vm,
+             "tags": "; ".join(f"{r}: {','.join(c.tags_of(r))}" for r in c.regions if c.tags_of(r))}
+            for c in config.clusters]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print_table(rows, ("cluster", "gpus", "machine", "regions", "max_vms_per_region", "max_vms", "min_vms"))
+    print_table(rows, ("cluster", "gpus", "machine", "regions", "max_vms_per_region", "max_vms", "min_vms",
+                       "jobs_per_vm", "tags"))
     print(f"\nAsk with --cluster NAME, or --gpu-type T --gpu-count N (the smallest fitting cluster); "
           f"--region narrows a cluster's regions. Limits: max_runtime_s {config.limits.max_runtime_s}, "
           f"max_attempts {config.attempts.max_max_attempts} (configuration: {os.environ.get('ZEN_CONFIG') or 'default'}).")
