@@ -197,7 +197,7 @@ class JobService(TickSweeps):
             applied = repository.upsert_vm(
                 session, name=hb.vm, cluster=hb.cluster, region=hb.region, zone=hb.zone, state=hb.state.value,
                 job_id=hb.job_id, attempt=hb.attempt, seq=hb.seq, sent_at=hb.sent_at, now=self._clock(),
-                jobs=None if hb.jobs is None else json.dumps([held.model_dump() for held in hb.jobs]),
+                jobs=None if hb.jobs is None else [held.model_dump() for held in hb.jobs],
                 cached_inputs=hb.cached_inputs, images=hb.images,
             )
         return Outcome("applied" if applied else "duplicate", hb.job_id)

@@ -132,18 +132,27 @@ def parse_limit(source: str, raw: str, *, integer: bool) -> int | float | None:
     return value
 
 
+def given_or_attribute(given: int | float | None, metadata: MetadataServer | None, identity: Identity,
+                       attribute: str, *, integer: bool) -> tuple[bool, int | float | None]:
+    """(found, value) from the first of two sources that has it: the agent's setting (``ZEN_AGENT_*``),
+    then the template's instance attribute (on GCE only; set and empty: found, None). Not found:
+    the caller falls back to the cluster's configuration."""
+    if given is not None:
+        return True, given
+    raw = template_attribute(metadata, identity, f"instance/attributes/{attribute}")
+    if raw is None:
+        return False, None
+    return True, parse_limit(f"instance attribute {attribute}", raw, integer=integer)
+
+
 def resolve_pull_limits(settings: AgentSettings, metadata: MetadataServer | None, identity: Identity,
                         cluster: ClusterConfig) -> PullLimits:
     """Each limit from the first source that has it: the settings (``ZEN_AGENT_*``), the template's
-    instance attribute (on GCE only), the cluster's configuration."""
+    instance attribute (on GCE only; empty: no limit), the cluster's configuration."""
 
     def one(given, attribute: str, configured, integer: bool):
-        if given is not None:
-            return given
-        raw = template_attribute(metadata, identity, f"instance/attributes/{attribute}")
-        if raw is not None:
-            return parse_limit(f"instance attribute {attribute}", raw, integer=integer)
-        return configured
+        found, value = given_or_attribute(given, metadata, identity, attribute, integer=integer)
+        return value if found else configured
 
     return PullLimits(
         max_jobs=one(settings.max_jobs_per_day, JOBS_ATTRIBUTE, cluster.max_jobs_per_vm_day, True),

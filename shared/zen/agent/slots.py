@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from zen.agent.identity import template_attribute
-from zen.agent.limits import parse_limit
+from zen.agent.limits import given_or_attribute
 from zen.config import ClusterConfig
 from zen.errors import ConfigError, describe_validation_error
 from zen.models import ControlMessage
@@ -57,10 +56,7 @@ def resolve_capacity(settings: AgentSettings, metadata: MetadataServer | None, i
     (on GCE only; set and empty means the configuration's), the cluster's configuration."""
 
     def one(given: int | None, attribute: str, configured: int) -> int:
-        if given is not None:
-            return given
-        raw = template_attribute(metadata, identity, f"instance/attributes/{attribute}")
-        value = parse_limit(f"instance attribute {attribute}", raw, integer=True) if raw is not None else None
+        _, value = given_or_attribute(given, metadata, identity, attribute, integer=True)
         return configured if value is None else value
 
     capacity = Capacity(gpus=one(settings.gpus, GPUS_ATTRIBUTE, cluster.gpu_count),
