@@ -106,3 +106,33 @@ def test_a_vm_follows_its_job_and_agent_when_its_mig_lists_the_same_instances():
     second = policy.snapshots[1]
     assert {vm.name: (vm.phase, vm.job_id) for vm in second.vms} == {
         "a": (VmPhase.BUSY, "job-1"), "b": (VmPhase.IDLE, None), "c": (VmPhase.IDLE, None)}
+
+
+def test_a_fleet_saying_which_vms_changed_has_only_their_regions_read_again():
+    """``FleetFacts.changed`` (the simulator's hint): regions listing the same instances, none of whose
+    VMs changed, are taken whole from the last pass; a region with a changed VM is read again; a hint
+    about other dicts than the manager last read is ignored (every VM checked)."""
+    calls: list = []
+    idle = {"state": "IDLE", "idle_since": NOW, "last_seen_at": NOW}
+    migs = {"us-central1": SameListMig("us-central1", calls, 2, [running("a"), running("b")]),
+            "us-west1": SameListMig("us-west1", calls, 1, [running("c")])}
+    held, agents = {}, {"a": idle, "b": idle, "c": idle}
+    fleet = FakeFleet(FleetFacts((), held, agents, {}, 0), NOW)
+    config = ClusterConfig(name="c", gpu_type="nvidia-tesla-a100", gpu_count=1, regions=REGIONS,
+                           max_vms_per_region=3, max_vms=4)
+    policy = Fixed(Plan())
+    m = ClusterManager(config, fleet, migs, lambda: NOW, Timing(), policy)
+    m.run()
+    rebuilt: list[str] = []
+    vm = ClusterManager._vm
+    m._vm = lambda instance, *args: rebuilt.append(instance.name) or vm(instance, *args)
+    held2 = {"c": "job-1"}
+    fleet._facts = FleetFacts((), held2, agents, {}, 0, (held, agents, frozenset({"c"})))
+    m.run()
+    assert rebuilt == ["c"]  # us-central1 taken whole; c read again
+    assert {v.name: (v.phase, v.job_id) for v in policy.snapshots[1].vms} == {
+        "a": (VmPhase.IDLE, None), "b": (VmPhase.IDLE, None), "c": (VmPhase.BUSY, "job-1")}
+    # a hint about dicts the manager never read says nothing: a's new job is still seen
+    fleet._facts = FleetFacts((), {"a": "job-2", "c": "job-1"}, agents, {}, 0, ({}, {}, frozenset()))
+    m.run()
+    assert {v.name: v.job_id for v in policy.snapshots[2].vms} == {"a": "job-2", "b": None, "c": "job-1"}

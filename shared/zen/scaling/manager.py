@@ -86,7 +86,9 @@ class ClusterManager:
         self._clock = clock
         self._timing = timing
         self.policy = policy or ZenPlanner()
-        self._views: dict[str, tuple] = {}  # VM name -> (instance, first seen, job, agent, its Vm)
+        # region -> (its instances as last read, their Vms, zones, names, and per VM name its view:
+        # (instance, first seen, job, agent, its Vm))
+        self._parts: dict[str, tuple] = {}
         self._names: dict[str, tuple] = {}  # region -> (its instances as last read, their names)
         self._last: tuple = ((), (), None, None, None, (), {})  # the last pass's inputs and VMs, zones
 
@@ -169,28 +171,58 @@ class ClusterManager:
              ) -> tuple[tuple[Vm, ...], dict[str, str | None]]:
         """The VMs as the planner sees them, and each one's zone. Views are rebuilt only when their
         inputs changed: an adapter that returns the same objects for unchanged instances, first-seen
-        times and agents (the simulator's) spares the work, per VM or for the whole pass."""
+        times and agents (the simulator's) spares the work, per VM, per region or for the whole pass.
+
+        A region is taken whole from the last pass when its listing is the same list (so the same
+        instances, whose first-seen times cannot have changed) and none of its VMs is among those
+        whose job or agent changed: known when ``facts.changed`` says which changed since the
+        ``held``/``agents`` this manager last read (an adapter that cannot say, Postgres, leaves it
+        None, and every VM is checked)."""
         held, agents = facts.held, facts.agents
         last = self._last
         if (last[2] is first_seen and last[3] is held and last[4] is agents and len(last[1]) == len(listings)
                 and all(r == lr and i is li for (r, i), lr, li in zip(listings.items(), last[0], last[1]))):
             return last[5], last[6]
+        if last[3] is held and last[4] is agents:
+            dirty: frozenset[str] | None = frozenset()
+        elif facts.changed is not None and facts.changed[0] is last[3] and facts.changed[1] is last[4]:
+            dirty = facts.changed[2]
+        else:
+            dirty = None  # which VMs' facts changed is unknown: each one is checked
         vms: list[Vm] = []
         zones: dict[str, str | None] = {}
-        views, self._views = self._views, {}
+        parts, self._parts = self._parts, {}
         for region, instances in listings.items():
+            part = parts.get(region)
+            if part is not None and part[0] is instances and dirty is not None and dirty.isdisjoint(part[3]):
+                self._parts[region] = part
+                vms += part[1]
+                zones.update(part[2])
+                continue
+            views = part[4] if part is not None else {}
+            region_vms: list[Vm] = []
+            region_zones: dict[str, str | None] = {}
+            region_views: dict[str, tuple] = {}
             for instance in instances:
                 vm_name = instance.name
-                zones[vm_name] = instance.zone
+                region_zones[vm_name] = instance.zone
                 since, job, agent = first_seen[vm_name], held.get(vm_name), agents.get(vm_name)
                 cached = views.get(vm_name)
                 if (cached is None or cached[0] is not instance or cached[1] is not since or cached[2] != job
                         or cached[3] is not agent):
                     cached = (instance, since, job, agent, self._vm(instance, region, since, held, agents))
-                self._views[vm_name] = cached
-                vms.append(cached[4])
+                region_views[vm_name] = cached
+                region_vms.append(cached[4])
+            self._parts[region] = (instances, region_vms, region_zones, region_views.keys(), region_views)
+            vms += region_vms
+            zones.update(region_zones)
         self._last = (tuple(listings), tuple(listings.values()), first_seen, held, agents, tuple(vms), zones)
         return self._last[5], zones
+
+    def _view(self, vm: Vm) -> tuple | None:
+        """(instance, first seen, job, agent, Vm) as the last pass read ``vm``."""
+        part = self._parts.get(vm.region)
+        return None if part is None else part[4].get(vm.name)
 
     @staticmethod
     def _vm(instance: MigInstance, region: str, first_seen: datetime, held: dict, agents: dict) -> Vm:
@@ -216,7 +248,7 @@ class ClusterManager:
         deleting = (vm for (_, phase), group in vm_index(snapshot.vms).phases.items()
                     if phase is VmPhase.DELETING for vm in group)  # the policy's grouping: no walk of every VM
         retired = [vm for vm in deleting if vm.job_id is None
-                   and vm.name not in planned and (view := self._views.get(vm.name)) is not None
+                   and vm.name not in planned and (view := self._view(vm)) is not None
                    and not view[0].deleting and view[3] is not None and view[3]["state"] == "RETIRED"]
         if not retired:
             return plan

@@ -90,6 +90,9 @@ class FleetFacts:
     agents: dict[str, Mapping[str, Any]]  # VM name -> its agent's last word: state, idle_since, last_seen_at
     memory: dict[str, RegionMemory]  # region -> the planner's memory
     arrivals: int  # jobs submitted since the time asked for
+    # Optional, from an adapter that knows (the simulator's): (held, agents) of an earlier FleetFacts of
+    # this cluster, and the names of the VMs whose entries may differ since. None: unknown.
+    changed: tuple[dict[str, str], dict[str, Mapping[str, Any]], frozenset[str]] | None = None
 
 
 class FleetPort(Protocol):

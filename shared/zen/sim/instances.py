@@ -28,11 +28,34 @@ class InstanceWorld:
     def _push(self, t: float, prio: int, fn, *args) -> None:
         heapq.heappush(self.heap, (t, prio, next(self.seq), fn, args))
 
-    def _create(self, mig: _Mig) -> None:
-        vm = _Vm(f"{mig.name}-{next(self.names):06d}", mig, self.now)
-        mig.vms[vm.name] = vm
-        mig.cluster.vms[vm.name] = vm
-        self._attempt(mig, vm)
+    def _create(self, mig: _Mig, count: int = 1) -> None:
+        """``count`` new instances (one resize), each placed in a zone with free capacity or left
+        waiting for it, as ``_attempt`` does one by one. Once no zone has room, none has for the rest
+        at this instant (placing only uses capacity up): they wait together, failed at the same
+        moment (one failure tuple shared, one retry scheduled)."""
+        now, vms, everywhere = self.now, mig.vms, mig.cluster.vms
+        for left in range(count, 0, -1):
+            vm = _Vm(f"{mig.name}-{next(self.names):06d}", mig, now)
+            vms[vm.name] = everywhere[vm.name] = vm
+            zone = self._free_zone(mig)
+            if zone is None:
+                break
+            self._place(mig, vm, zone)
+        else:
+            return
+        failed, errors, waiting = (now,), mig.errors, mig.waiting
+        if not waiting:
+            mig.anchor = now
+        while True:  # ``vm`` first, then the rest (``_Vm`` marks each new one as changed)
+            vm.wait_since, vm.error = now, ErrorKind.STOCKOUT
+            errors[vm.name] = failed
+            waiting[vm.name] = vm
+            left -= 1
+            if not left:
+                break
+            vm = _Vm(f"{mig.name}-{next(self.names):06d}", mig, now)
+            vms[vm.name] = everywhere[vm.name] = vm
+        self._schedule_retry(mig)
 
     def _attempt(self, mig: _Mig, vm: _Vm) -> None:
         zone = self._free_zone(mig)

@@ -195,8 +195,7 @@ class SimMigPort:
         self._calls(2)
         grow = size - mig.target
         mig.target = size
-        for _ in range(grow):
-            world._create(mig)
+        world._create(mig, grow)
 
     def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:
         if not names:
@@ -243,6 +242,8 @@ class SimFleet:
                     new_agents[name] = agent
                     if agent is None:
                         del new_agents[name]
+            if state.fleet_view is not None:  # what changed since, for the manager (FleetFacts.changed)
+                state.fleet_since = (held, agents, frozenset(state.changed))
             state.changed = {}
             state.fleet_view = (held if new_held is None else new_held, agents if new_agents is None else new_agents)
         held, agents = state.fleet_view
@@ -253,7 +254,7 @@ class SimFleet:
         facts, demand = state.facts_view, self._demand(state)
         if (facts is None or facts.demand is not demand or facts.held is not held or facts.agents is not agents
                 or facts.memory is not state.memory or facts.arrivals != len(arrivals)):
-            facts = state.facts_view = FleetFacts(demand, held, agents, state.memory, len(arrivals))
+            facts = state.facts_view = FleetFacts(demand, held, agents, state.memory, len(arrivals), state.fleet_since)
         return facts  # the last one again when all of it is
 
     def _demand(self, state: SimClusterState) -> tuple[DemandGroup, ...]:

@@ -74,6 +74,7 @@ class SimClusterState:
         self.groups: dict[tuple[int, tuple[str, ...]], dict[str, float]] = {}
         self.demand_view: tuple[DemandGroup, ...] | None = None
         self.fleet_view = None  # (held, agents) as zen.sim.ports last built them
+        self.fleet_since = None  # (the held and agents before, the VMs changed since): FleetFacts.changed
         self.changed: dict[str, SimVm] = {}  # VMs touched since (by name): their entries are rebuilt
         self.facts_view = None  # the FleetFacts zen.sim.ports last gave
         self.seen_view = None  # (name lists, first seen) as zen.sim.ports.SimFleet.see_instances last gave them
