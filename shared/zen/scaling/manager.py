@@ -38,7 +38,7 @@ from zen.scaling.fleetdb import FleetDb
 from zen.scaling.port import FleetPort, MigApiError, MigInstance, MigPort, MigState, MigSummary
 from zen.scaling.model import (
     COVERAGE_TRUST_S, Action, ClusterLimits, ClusterSnapshot, Coverage, Decision, Plan, Policy, RegionMemory, Timing,
-    Vm, VmPhase, vm_index,
+    RegionVms, Vm, VmPhase, remember_index, vm_index,
 )
 from zen.scaling.planner import ZenPlanner
 from zen.scaling.sharing import absorb
@@ -86,7 +86,7 @@ class ClusterManager:
         self._clock = clock
         self._timing = timing
         self.policy = policy or ZenPlanner()
-        # region -> (its instances as last read, their Vms, zones, names, and per VM name its view:
+        # region -> (its instances as last read, their Vms (RegionVms), zones, names, and per VM name its view:
         # (instance, first seen, job, agent, its Vm))
         self._parts: dict[str, tuple] = {}
         self._names: dict[str, tuple] = {}  # region -> (its instances as last read, their names)
@@ -196,7 +196,7 @@ class ClusterManager:
             part = parts.get(region)
             if part is not None and part[0] is instances and dirty is not None and dirty.isdisjoint(part[3]):
                 self._parts[region] = part
-                vms += part[1]
+                vms += part[1].vms
                 zones.update(part[2])
                 continue
             views = part[4] if part is not None else {}
@@ -213,10 +213,12 @@ class ClusterManager:
                     cached = (instance, since, job, agent, self._vm(instance, region, since, held, agents))
                 region_views[vm_name] = cached
                 region_vms.append(cached[4])
-            self._parts[region] = (instances, region_vms, region_zones, region_views.keys(), region_views)
-            vms += region_vms
+            part = self._parts[region] = (instances, RegionVms(region_vms), region_zones, region_views.keys(),
+                                          region_views)
+            vms += part[1].vms
             zones.update(region_zones)
         self._last = (tuple(listings), tuple(listings.values()), first_seen, held, agents, tuple(vms), zones)
+        remember_index(self._last[5], {region: part[1] for region, part in self._parts.items() if part[1].vms})
         return self._last[5], zones
 
     def _view(self, vm: Vm) -> tuple | None:

@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from datetime import datetime
-from typing import Protocol
+from typing import Iterable, Protocol
 
 
 class ErrorKind(str, enum.Enum):
@@ -182,28 +182,43 @@ class Plan:
         return not self.add and not self.delete
 
 
+class RegionVms:
+    """One region's VMs in order, and by phase: a part of a ``VmIndex``, built once and kept while the
+    region's VMs are the same (``ClusterManager`` keeps one per region)."""
+
+    __slots__ = ("vms", "phases")
+
+    def __init__(self, vms: Iterable[Vm]):
+        self.vms = tuple(vms)
+        phases: dict[VmPhase, list[Vm]] = {}
+        for vm in self.vms:
+            group = phases.get(vm.phase)
+            if group is None:
+                phases[vm.phase] = [vm]
+            else:
+                group.append(vm)
+        self.phases = {phase: tuple(group) for phase, group in phases.items()}
+
+
 class VmIndex:
     """A snapshot's VMs by region and by (region, phase), snapshot order kept within each group; the
     groups are tuples, so no caller can change what the next pass reads. Get one from
     :func:`vm_index`, which builds it once per tuple of VMs."""
 
-    def __init__(self, vms: tuple[Vm, ...] | list[Vm]):
-        by_region: dict[str, list[Vm]] = {}
-        phases: dict[tuple[str, VmPhase], list[Vm]] = {}
-        for vm in vms:
-            region = vm.region
-            group = by_region.get(region)
-            if group is None:
-                by_region[region] = [vm]
-            else:
-                group.append(vm)
-            group = phases.get((region, vm.phase))
-            if group is None:
-                phases[(region, vm.phase)] = [vm]
-            else:
-                group.append(vm)
-        self.by_region = {region: tuple(group) for region, group in by_region.items()}
-        self.phases = {key: tuple(group) for key, group in phases.items()}
+    def __init__(self, vms: tuple[Vm, ...] | list[Vm], grouped: "dict[str, RegionVms] | None" = None):
+        """``grouped``: ``vms`` already grouped by region (``RegionVms``, in the order of ``vms``)."""
+        if grouped is None:
+            by_region: dict[str, list[Vm]] = {}
+            for vm in vms:
+                group = by_region.get(vm.region)
+                if group is None:
+                    by_region[vm.region] = [vm]
+                else:
+                    group.append(vm)
+            grouped = {region: RegionVms(group) for region, group in by_region.items()}
+        self.by_region = {region: group.vms for region, group in grouped.items()}
+        self.phases = {(region, phase): members for region, group in grouped.items()
+                       for phase, members in group.phases.items()}
         self._names: dict[str, tuple[str, ...]] = {}
         self._usable: dict[str, tuple[Vm, ...]] = {}
 
@@ -244,6 +259,14 @@ class VmIndex:
 
 _INDEXES: dict[int, tuple[tuple[Vm, ...], VmIndex]] = {}
 _INDEXES_KEPT = 8  # a few clusters' latest tuples; production builds a new tuple each pass anyway
+
+
+def remember_index(vms: tuple[Vm, ...], grouped: dict[str, RegionVms]) -> None:
+    """Let :func:`vm_index` return ``VmIndex(vms, grouped)`` for ``vms``: the manager has grouped the
+    VMs by region as it built them (and reuses unchanged regions' groups), so no pass groups them again."""
+    if len(_INDEXES) >= _INDEXES_KEPT:
+        _INDEXES.clear()
+    _INDEXES[id(vms)] = (vms, VmIndex(vms, grouped))
 
 
 def vm_index(vms: tuple[Vm, ...] | list[Vm]) -> VmIndex:
