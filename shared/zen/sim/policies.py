@@ -181,6 +181,7 @@ class Failover(_DemandSized):
     def learn(self, snapshot: ClusterSnapshot, index: VmIndex, plan: Plan) -> dict[str, RegionMemory]:
         memory = dict(snapshot.memory)
         timing, now = snapshot.timing, snapshot.now
+        stuck_before = now - timedelta(seconds=timing.boot_timeout_s)
         errors: dict[str, list] = defaultdict(list)
         for e in snapshot.errors:
             if e.kind in _CAPACITY_ERRORS:
@@ -190,7 +191,7 @@ class Failover(_DemandSized):
             seen = mem.seen_errors_until
             fresh = [e for e in errors.get(region, ()) if seen is None or e.at > seen]
             booting = index.phase(region, VmPhase.BOOTING)
-            stuck = {id(vm) for vm in booting if (now - vm.since).total_seconds() >= timing.boot_timeout_s}
+            stuck = {id(vm) for vm in booting if vm.since <= stuck_before} if booting else ()
             if fresh:
                 mem = mem.replaced(seen_errors_until=max(e.at for e in fresh))
             if (fresh or stuck) and not _blocked(mem, snapshot):
