@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -15,7 +16,8 @@ import pytest
 from tests.agent.helpers import alive, job_command, read_pid, wait_for
 from zen.agent.output import AttemptOutput
 from zen.agent.runner import (
-    CannotRun, JobSpec, RunningJob, container_name, docker_argv, plan_launch, remove_leftover_containers,
+    CannotRun, JobSpec, RunningJob, container_name, docker_argv, plan_launch, remove_image,
+    remove_leftover_containers,
 )
 from zen.joblogs import LocalReader, LocalSink
 
@@ -224,3 +226,44 @@ def test_the_job_sees_its_id_attempt_and_stop_grace_in_its_environment():
 
     env = JobSpec(job_id="j", attempt=2, command=["true"], env={"ZEN_PREEMPTED": "1"}, stop_grace_s=7.5).job_env()
     assert env == {"ZEN_JOB_ID": "j", "ZEN_JOB_ATTEMPT": "2", "ZEN_STOP_GRACE_S": "7.5", "ZEN_PREEMPTED": "1"}
+
+
+def test_images_beyond_the_bound_are_removed_from_the_vm_least_recently_run_first(fake_docker, tmp_path):
+    """Docker keeps every image it pulls: the agent keeps ``ZEN_AGENT_IMAGES_KEEP`` and removes the
+    least recently run beyond it, through the docker CLI, in container mode only."""
+    from tests.agent.fakes import FakeTransport
+    from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM
+    from zen.agent.agent import Agent
+    from zen.models import VmState
+    from zen.vm_heartbeat import VmHeartbeat
+
+    docker, calls = fake_docker
+    settings = dataclasses.replace(SETTINGS, docker=docker, images_keep=2, work_dir=str(tmp_path / "work"))
+    transport = FakeTransport(VM)
+    agent = Agent(IDENTITY, settings, transport, local=False, clock=transport.clock)
+    for image in ("img-a@sha256:" + "a" * 64, "img-b:1", "img-a@sha256:" + "a" * 64, "img-c:2"):
+        agent.cache.ran_image(image)
+    assert calls() == [["image", "rm", "img-b:1"]]  # a ran again after b: b is the least recently run
+    agent._vm_beat(VmState.IDLE, force=True)
+    [beat] = [m for m in transport.published if isinstance(m, VmHeartbeat)]
+    assert beat.images == ["img-c:2", "img-a@sha256:" + "a" * 64]
+
+    local = Agent(IDENTITY, settings, FakeTransport(VM), local=True, clock=transport.clock)
+    for image in ("x:1", "y:1", "z:1"):
+        local.cache.ran_image(image)
+    assert calls() == [["image", "rm", "img-b:1"]]  # no docker in local mode: nothing removed
+
+
+def test_removing_an_image_is_best_effort():
+    assert remove_image("img:1", "/nonexistent/docker") is False
+
+
+def test_the_image_bound_is_checked_when_the_agent_starts():
+    from zen.agent.settings import AgentSettings
+    from zen.errors import ConfigError
+
+    assert AgentSettings.from_env({"ZEN_AGENT_IMAGES_KEEP": "3"}).images_keep == 3
+    with pytest.raises(ConfigError, match="ZEN_AGENT_IMAGES_KEEP must be at most 16"):
+        AgentSettings.from_env({"ZEN_AGENT_IMAGES_KEEP": "40"})
+    with pytest.raises(ConfigError, match="must be above 0"):
+        AgentSettings.from_env({"ZEN_AGENT_IMAGES_KEEP": "0"})

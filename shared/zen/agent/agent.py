@@ -43,7 +43,7 @@ from zen.agent.identity import Identity
 from zen.agent.limits import DailyPulls, PullLimits
 from zen.agent.output import AttemptOutput
 from zen.agent.reports import AttemptReport, Reporter
-from zen.agent.runner import CannotRun, JobSpec, RunningJob
+from zen.agent.runner import CannotRun, JobSpec, RunningJob, remove_image
 from zen.agent.settings import AgentSettings
 from zen.agent.cache import InputCache
 from zen.agent.slots import ControlRouter, Key, Slots
@@ -92,7 +92,9 @@ class Agent:
         self._retired = False
         self._lock = threading.Lock()  # VM heartbeats and counters, from every attempt's thread
         self._threads: list[threading.Thread] = []  # attempts running besides the loop (several at once)
-        self.cache = InputCache(settings.cache_path(identity.vm), settings.cache_bytes)  # warm inputs (zen.agent.cache)
+        # Warm inputs and images (zen.agent.cache); images are removed from the VM only where docker runs them.
+        self.cache = InputCache(settings.cache_path(identity.vm), settings.cache_bytes, settings.images_keep,
+                                None if local else lambda image: remove_image(image, settings.docker))
 
     # -- lifecycle -------------------------------------------------------------------------------
     def request_shutdown(self, reason: str) -> None:

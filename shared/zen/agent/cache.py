@@ -18,6 +18,10 @@ it pulled, so Zen can send the next job that needs them here first (``zen.routin
   URI only; the digests keep the cache itself exact. ``VmHeartbeat.images``: images the agent ran in
   containers, most recent first (as the job named them; by digest when it gave ``image@sha256:...``).
   The local runner runs no containers, so locally images are reported only when docker is used.
+- **Images are bounded too.** Docker keeps every image it pulled; the agent keeps the
+  ``ZEN_AGENT_IMAGES_KEEP`` (default 8) most recently run and removes the least recently run one
+  beyond that (``docker image rm``, ``zen.agent.runner.remove_image``), so a VM serving many
+  different images does not fill its disk.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from typing import Any, Callable
 
 log = logging.getLogger("zen.agent.cache")
 REPORTED = 16  # inputs (and images) a VM heartbeat lists at most (VmHeartbeat's bound)
+IMAGES_KEEP = 8  # container images kept on the VM (ZEN_AGENT_IMAGES_KEEP, at most REPORTED)
 _PART = ".part"
 
 
@@ -49,8 +54,10 @@ def object_key(blob: Any) -> str | None:
 class InputCache:
     """Thread-safe: staging runs in a worker thread while the agent's loop reads ``report``."""
 
-    def __init__(self, directory: Path, max_bytes: int):
+    def __init__(self, directory: Path, max_bytes: int, images_keep: int = IMAGES_KEEP,
+                 forget_image: Callable[[str], Any] | None = None):
         self.directory, self.max_bytes = Path(directory), max_bytes
+        self.images_keep, self._forget_image = images_keep, forget_image
         self._lock = threading.Lock()
         self._entries: OrderedDict[str, int] = OrderedDict()  # key -> bytes, least recently used first
         self._inputs: OrderedDict[str, frozenset[str]] = OrderedDict()  # input URI -> its objects' keys
@@ -143,11 +150,17 @@ class InputCache:
                 self._inputs.popitem(last=False)
 
     def ran_image(self, image: str) -> None:
+        """``image`` ran on this VM (docker pulled it if it was not here): it is the most recently used;
+        beyond ``images_keep``, the least recently used image is removed from the VM (``forget_image``,
+        ``docker image rm`` without force: docker refuses an image a container still runs, which
+        then stays on the disk, unreported, until a job runs it again)."""
         with self._lock:
             self._images[image] = None
             self._images.move_to_end(image)
-            while len(self._images) > REPORTED:
-                self._images.popitem(last=False)
+            evicted = [self._images.popitem(last=False)[0] for _ in range(len(self._images) - self.images_keep)]
+        for old in evicted:
+            if self._forget_image is not None:
+                self._forget_image(old)
 
     def report(self) -> tuple[list[str] | None, list[str] | None]:
         """(inputs whose every object is held, images run), most recent first, for the VM heartbeat."""

@@ -210,6 +210,20 @@ class RunningJob:
             log.warning("docker kill failed", extra={"job_id": self.spec.job_id, "error": str(exc)})
 
 
+def remove_image(image: str, docker: str = "docker") -> bool:
+    """``docker image rm IMAGE`` (no force: an image a container still uses stays). Best effort: True
+    when docker removed it; a failure is logged, never raised (the next job does not depend on it)."""
+    try:
+        done = subprocess.run([docker, "image", "rm", image], capture_output=True, text=True, timeout=120,
+                              check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("could not remove an image", extra={"image": image, "error": str(exc)})
+        return False
+    if done.returncode != 0:
+        log.warning("docker kept an image", extra={"image": image, "error": done.stderr.strip()[-300:]})
+    return done.returncode == 0
+
+
 def remove_leftover_containers(docker: str = "docker") -> list[str]:
     """Remove ``zen-*`` containers a previous agent left running (it crashed, or was killed).
 

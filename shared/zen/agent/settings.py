@@ -17,6 +17,8 @@
 | ``ZEN_AGENT_WORK_DIR``        | TMPDIR/zen-agent | where jobs' inputs and outputs are kept (zen.agent.staging) |
 | ``ZEN_AGENT_CACHE_DIR``       | WORK_DIR/.cache/VM | the warm cache of staged inputs (zen.agent.cache) |
 | ``ZEN_AGENT_CACHE_BYTES``     | 20000000000 | its bound (least recently used go first); 0: no cache |
+| ``ZEN_AGENT_IMAGES_KEEP``     | 8       | container images kept on the VM (1-16); the least recently |
+|                               |         | run beyond that is removed (``docker image rm``)          |
 | ``ZEN_AGENT_MAX_JOBS_PER_DAY`` | unset | pull limit: jobs per trailing 24 h, then the VM is RETIRED |
 |                               |         | (unset: the template's attribute, else the configuration; |
 |                               |         | see ``zen.agent.limits``)                                 |
@@ -44,6 +46,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from zen.agent.cache import IMAGES_KEEP, REPORTED
 from zen.agent.limits import parse_limit
 from zen.agent.output import OutputLimits
 from zen.errors import ConfigError
@@ -71,6 +74,7 @@ class AgentSettings:
     gpus: int | None = None
     cache_dir: str | None = None  # None: <work_dir>/.cache/<VM name>
     cache_bytes: int = 20_000_000_000
+    images_keep: int = IMAGES_KEEP
 
     def cache_path(self, vm: str) -> str:
         """One cache per VM, even where VMs share a disk (the local stack's)."""
@@ -99,6 +103,9 @@ class AgentSettings:
         tail_bytes = number("ZEN_AGENT_TAIL_BYTES", cls.tail_bytes, minimum=15, integer=True)
         if tail_bytes > MAX_TAIL_BYTES:
             raise ConfigError(f"ZEN_AGENT_TAIL_BYTES must be at most {MAX_TAIL_BYTES} (a heartbeat's message limit)")
+        images_keep = number("ZEN_AGENT_IMAGES_KEEP", cls.images_keep, integer=True)
+        if images_keep > REPORTED:
+            raise ConfigError(f"ZEN_AGENT_IMAGES_KEEP must be at most {REPORTED} (what a VM heartbeat reports)")
         return cls(
             heartbeat_s=number("ZEN_AGENT_HEARTBEAT_S", cls.heartbeat_s),
             stop_grace_s=number("ZEN_AGENT_STOP_GRACE_S", cls.stop_grace_s),
@@ -116,6 +123,7 @@ class AgentSettings:
                                          integer=True),
             cache_dir=env.get("ZEN_AGENT_CACHE_DIR") or None,
             cache_bytes=number("ZEN_AGENT_CACHE_BYTES", cls.cache_bytes, minimum=-1, integer=True),
+            images_keep=images_keep,
             max_gpu_hours_per_day=parse_limit("ZEN_AGENT_MAX_GPU_HOURS_PER_DAY",
                                               env.get("ZEN_AGENT_MAX_GPU_HOURS_PER_DAY", ""), integer=False),
             max_jobs_per_vm=parse_limit("ZEN_AGENT_MAX_JOBS_PER_VM", env.get("ZEN_AGENT_MAX_JOBS_PER_VM", ""),
