@@ -9,7 +9,7 @@ locals {
   db_id                     = "${var.project_id}:${google_sql_database_instance.zen.name}"
 
   # Logs Explorer: replace JOB_ID / VM_NAME in the query box.
-  job_logs_query = "${local.zen_function_logs} AND jsonPayload.job_id=\"JOB_ID\""
+  job_scheduler_logs_query = "${local.zen_function_logs} AND jsonPayload.job_id=\"JOB_ID\""
   vm_logs_query  = "(${local.zen_function_logs} AND jsonPayload.vm=\"VM_NAME\") OR (resource.type=\"gce_instance\" AND labels.\"compute.googleapis.com/resource_name\"=\"VM_NAME\")"
   logs_url       = "https://console.cloud.google.com/logs/query;query=%s?project=${var.project_id}"
 
@@ -67,7 +67,7 @@ locals {
   links_text = join("\n", [
     "**Zen**: metrics come from the functions' structured logs (events in `shared/zen/telemetry.py`); `zen stats` shows the same figures locally. Runbooks: each alert's documentation, and the README's Deploy / Operate.",
     "",
-    "- [Logs of one job](${format(local.logs_url, urlencode(local.job_logs_query))}) (replace JOB_ID in the query)",
+    "- [Zen's log lines about one job](${format(local.logs_url, urlencode(local.job_scheduler_logs_query))}) (replace JOB_ID in the query; its own output: the job_logs_url output)",
     "- [Logs of one VM](${format(local.logs_url, urlencode(local.vm_logs_query))}) (replace VM_NAME: Zen's lines about it and the VM's own agent log)",
     "- [All Zen logs](${format(local.logs_url, urlencode(local.log_query))})",
   ])
