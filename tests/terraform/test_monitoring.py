@@ -170,7 +170,7 @@ def test_each_alert_has_a_runbook_and_notifies_the_channels(module):
     dashboard = module.resources_of("google_monitoring_dashboard")["zen"]
     assert "local.dashboard_tiles" in dashboard["dashboard_json"]
     links = module.locals["links_text"]
-    assert "local.job_logs_query" in links and "local.vm_logs_query" in links
+    assert "local.job_scheduler_logs_query" in links and "local.vm_logs_query" in links
 
 
 def _strings(value):
