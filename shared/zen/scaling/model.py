@@ -186,10 +186,11 @@ class RegionVms:
     """One region's VMs in order, and by phase: a part of a ``VmIndex``, built once and kept while the
     region's VMs are the same (``ClusterManager`` keeps one per region)."""
 
-    __slots__ = ("vms", "phases")
+    __slots__ = ("vms", "phases", "names", "usable")
 
     def __init__(self, vms: Iterable[Vm]):
         self.vms = tuple(vms)
+        self.names = tuple(vm.name for vm in self.vms)
         phases: dict[VmPhase, list[Vm]] = {}
         for vm in self.vms:
             group = phases.get(vm.phase)
@@ -198,6 +199,7 @@ class RegionVms:
             else:
                 group.append(vm)
         self.phases = {phase: tuple(group) for phase, group in phases.items()}
+        self.usable = tuple(vm for vm in self.vms if vm.phase is VmPhase.IDLE or vm.phase is VmPhase.BUSY)
 
 
 class VmIndex:
@@ -216,11 +218,10 @@ class VmIndex:
                 else:
                     group.append(vm)
             grouped = {region: RegionVms(group) for region, group in by_region.items()}
+        self._grouped = grouped
         self.by_region = {region: group.vms for region, group in grouped.items()}
         self.phases = {(region, phase): members for region, group in grouped.items()
                        for phase, members in group.phases.items()}
-        self._names: dict[str, tuple[str, ...]] = {}
-        self._usable: dict[str, tuple[Vm, ...]] = {}
 
     def region(self, region: str) -> tuple[Vm, ...]:
         return self.by_region.get(region, ())
@@ -232,18 +233,13 @@ class VmIndex:
         return sum(len(group) for (_, p), group in self.phases.items() if p is phase)
 
     def names(self, region: str) -> tuple[str, ...]:
-        names = self._names.get(region)
-        if names is None:
-            names = self._names[region] = tuple(vm.name for vm in self.region(region))
-        return names
+        group = self._grouped.get(region)
+        return () if group is None else group.names
 
     def usable(self, region: str) -> tuple[Vm, ...]:
         """Idle or busy, in snapshot order."""
-        usable = self._usable.get(region)
-        if usable is None:
-            usable = self._usable[region] = tuple(
-                vm for vm in self.region(region) if vm.phase is VmPhase.IDLE or vm.phase is VmPhase.BUSY)
-        return usable
+        group = self._grouped.get(region)
+        return () if group is None else group.usable
 
     @cached_property
     def alive(self) -> int:
