@@ -362,6 +362,8 @@ class Job(BaseModel):
     # Where its start message reaches while narrowed (zen.routing), and when the tick widens it (None: everywhere).
     start_regions: list[str] | None = None
     widen_at: datetime | None = None
+    # The warm VMs its start is offered to meanwhile, on their control subscriptions (None: no offer).
+    start_vms: list[str] | None = None
 
     def public_view(self) -> dict[str, Any]:
         """The JSON a user sees (``zen jobs get --json``)."""
