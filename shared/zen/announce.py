@@ -11,10 +11,9 @@ from typing import Any
 from zen import lifecycle
 from zen.config import ZenConfig
 from zen.messaging import OutgoingMessage, outgoing
-from zen.models import ControlMessage, Job, JobEvent, JobStatus, StartMessage
+from zen.models import START_OFFER, ControlMessage, Job, JobEvent, JobStatus, StartMessage
 
 log = logging.getLogger("zen.jobs")
-START_OFFER = "start"  # the ``kind`` attribute of a start offered to one VM on zen-vm-control
 
 
 def start_attributes(job: Job, cluster_regions: list[str]) -> dict[str, str]:
