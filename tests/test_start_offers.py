@@ -109,6 +109,11 @@ def test_a_vm_is_offered_one_start_at_a_time_and_a_burst_goes_to_its_region(rout
     assert history(zen, "b2")[-1][2] == ("admitted; start sent to us-west1 first, whose idle VMs hold its inputs; "
                                          "widened after 30 s unclaimed")
 
+    functions.heartbeat(heartbeat("b1", "CLAIMED", 1, vm="vm-warm", region="us-west1", zone="us-west1-a"))
+    functions.submit(job_request("b3", inputs=DATA))  # vm-warm holds b1, its row still IDLE: not warm and idle
+    assert offers(publisher) == [("vm-warm", "b1", "1")]
+    assert history(zen, "b3")[-1][2].startswith("admitted; start sent to europe-west4 first, where its data is")
+
 
 def test_zen_explain_says_a_start_is_offered_to_a_warm_vm(routed, tmp_path, monkeypatch, capsys):
     import yaml

@@ -13,7 +13,8 @@ its start is published again to every allowed region, and its history says so.
 - Warm caches (``zen.agent.cache``): an idle VM whose cache holds all of a job's inputs (or its image,
   when given by digest) is better still, and it is preferred per VM, not only per region. The start
   is first *offered* to those VMs alone (``start_vms``: at most ``MAX_OFFERS``, most recently heard
-  from first, each heard from within ``fleet.WARM_VM_SEEN_S``): one copy per VM on ``zen-vm-control``
+  from first, each heard from within ``fleet.WARM_VM_SEEN_S`` and holding no job, even one claimed
+  since its last VM heartbeat said IDLE): one copy per VM on ``zen-vm-control``
   with ``vm=<name>`` and ``kind=start`` (``zen.announce``), which only that VM's control subscription
   receives, and none on ``zen-job-start``. ``start_regions`` holds their regions meanwhile, so the
   planner counts the job there. Widened after ``data_wait_s``: to the start subscriptions of those

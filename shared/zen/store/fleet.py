@@ -70,7 +70,8 @@ def vms_holding(session: Session, cluster: str, regions: list[str], inputs: list
                 now: datetime, limit: int = 20) -> list[tuple[str, str, bool]]:
     """(name, region, offered) of idle VMs in ``regions`` whose warm cache holds all of ``inputs``
     (URIs), or ``image``, among VMs heard from in the last ``WARM_VM_SEEN_S`` (a VM that died silently
-    leaves its row behind). ``offered``: a QUEUED job's start is offered to it already. Those not
+    leaves its row behind), holding no job (one it claimed since). ``offered``: a QUEUED job's start is
+    offered to it already. Those not
     offered come first, then the most recently heard from; at most ``limit``."""
     return [(r["name"], r["region"], r["offered"]) for r in session.run(
         "vms_holding", cluster=cluster, regions=to_json(regions), inputs=to_json(inputs), image=image,

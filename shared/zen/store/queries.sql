@@ -208,7 +208,8 @@ RETURNING name;
 -- array of gs:// URIs; [] matches none), or the image :image (zen.routing): name, region, and whether
 -- a QUEUED job's start is offered to it already (the index jobs_queued_offered); those not offered
 -- first, then the most recently heard from, at most :limit. The vms table holds one row per VM, kept
--- after the VM is gone: only VMs heard from since :seen_after count.
+-- after the VM is gone: only VMs heard from since :seen_after count; a VM that holds a job (claimed
+-- since its last VM heartbeat said IDLE; the index jobs_held_vm) does not.
 SELECT name, region, EXISTS (SELECT 1 FROM jobs
                              WHERE jobs.cluster = vms.cluster AND jobs.status = 'QUEUED'
                                AND jobs.start_vms IS NOT NULL AND jobs.start_vms @> jsonb_build_array(vms.name)
@@ -218,6 +219,8 @@ WHERE cluster = :cluster AND state = 'IDLE' AND last_seen_at > :seen_after
   AND CAST(:regions AS jsonb) @> jsonb_build_array(region)
   AND ((jsonb_array_length(CAST(:inputs AS jsonb)) > 0 AND cached_inputs @> CAST(:inputs AS jsonb))
        OR (CAST(:image AS text) IS NOT NULL AND images @> jsonb_build_array(CAST(:image AS text))))
+  AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.vm = vms.name
+                    AND jobs.status IN ('ASSIGNED','RUNNING','STOPPING'))  -- claimed since its last heartbeat
 ORDER BY offered, last_seen_at DESC, name
 LIMIT :limit;
 
