@@ -180,8 +180,14 @@ def vm_heartbeat(vm: str, region: str, seq: int, **fields) -> dict:
             "state": "IDLE", "seq": seq, "sent_at": datetime.now(timezone.utc).isoformat(), **fields}
 
 
-def test_a_job_goes_first_where_an_idle_vm_holds_its_inputs_then_to_its_data_then_everywhere(routed, publisher,
-                                                                                               clock):
+def offers(publisher) -> list[tuple[str, str, str]]:
+    """The starts offered to single VMs on zen-vm-control: (vm, job_id, attempt)."""
+    return [(m.attributes["vm"], json.loads(m.data)["job_id"], m.attributes["attempt"])
+            for m in publisher.on("zen-vm-control") if m.attributes.get("kind") == "start"]
+
+
+def test_a_job_is_offered_first_to_an_idle_vm_holding_its_inputs_then_its_region_and_data_then_everywhere(
+        routed, publisher, clock):
     zen, functions = routed
     functions.heartbeat(vm_heartbeat("vm-warm", "us-west1", 1, cached_inputs=["gs://eu-data/shards/"]))
     functions.heartbeat(vm_heartbeat("vm-cold", "us-central1", 1, cached_inputs=["gs://eu-data/other"]))
@@ -190,18 +196,19 @@ def test_a_job_goes_first_where_an_idle_vm_holds_its_inputs_then_to_its_data_the
     assert stored == {"vm-warm": ["gs://eu-data/shards/"], "vm-cold": ["gs://eu-data/other"]}
 
     functions.submit(job_request("w1", inputs=DATA))
+    assert offers(publisher) == [("vm-warm", "w1", "1")] and publisher.on("zen-job-start") == []
     clock.advance(60)
     functions.tick()
     clock.advance(60)
     functions.tick()
 
     assert [reach(s) for s in publisher.on("zen-job-start")] == [
-        {"allow_us_west1"}, {"allow_us_west1", "allow_europe_west4"},
-        {"allow_us_west1", "allow_europe_west4", "allow_us_central1"}]
+        {"allow_us_west1", "allow_europe_west4"}, {"allow_us_west1", "allow_europe_west4", "allow_us_central1"}]
     notes = [reason for _, _, reason in history(zen, "w1")[-3:]]
-    assert notes == ["admitted; start sent to us-west1 first, whose idle VMs hold its inputs; widened after 30 s "
-                     "unclaimed",
-                     "start widened to europe-west4, us-west1, where its data is: unclaimed 60 s in us-west1",
+    assert notes == ["admitted; start offered to VM vm-warm in us-west1 first, whose warm cache holds its inputs; "
+                     "widened after 30 s unclaimed",
+                     "start widened to europe-west4, us-west1, where its warm VMs and its data are: unclaimed 60 s "
+                     "on VM vm-warm",
                      "start widened to every allowed region: unclaimed 60 s in europe-west4, us-west1"]
 
 
@@ -221,11 +228,11 @@ def test_an_idle_vm_that_ran_the_image_by_digest_draws_the_job(routed, publisher
     functions.heartbeat(vm_heartbeat("vm-img", "us-central1", 1, images=[image, "busybox:latest"]))
     functions.submit(job_request("i1", image=image))
     functions.submit(job_request("i2", image="busybox:latest"))  # a tag may move: not matched
-    first, second = publisher.on("zen-job-start")
-    assert reach(first) == {"allow_us_central1"}
-    assert history(zen, "i1")[-1][2].startswith("admitted; start sent to us-central1 first, whose idle VMs have "
-                                                "its image")
-    assert second.attributes["allow_any"] == "1"
+    assert offers(publisher) == [("vm-img", "i1", "1")]
+    assert history(zen, "i1")[-1][2].startswith("admitted; start offered to VM vm-img in us-central1 first, which "
+                                                "ran its image")
+    [start] = publisher.on("zen-job-start")
+    assert json.loads(start.data)["job_id"] == "i2" and start.attributes["allow_any"] == "1"
 
 
 def test_zen_explain_says_where_a_narrowed_start_goes_and_until_when(routed, tmp_path, monkeypatch, capsys):

@@ -1,6 +1,7 @@
 """What Zen publishes about jobs, built from a job and its change: the history rows and
 ``zen-job-events`` messages of each status change, a VM's orders (``zen-vm-control``) and a job's
-start message (``zen-job-start``, with the attributes its subscriptions filter on)."""
+start message (``zen-job-start``, with the attributes its subscriptions filter on; or, while the job's
+start is offered to warm VMs, one copy per VM on ``zen-vm-control``: ``zen.routing``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from zen import lifecycle
 from zen.config import ZenConfig
 from zen.messaging import OutgoingMessage, outgoing
-from zen.models import ControlMessage, Job, JobEvent, JobStatus, StartMessage
+from zen.models import START_OFFER, ControlMessage, Job, JobEvent, JobStatus, StartMessage
 
 log = logging.getLogger("zen.jobs")
 
@@ -82,7 +83,10 @@ class Announcements:
             "action": control.action.value,
         })
 
-    def start(self, job: Job) -> OutgoingMessage:
+    def start(self, job: Job) -> list[OutgoingMessage]:
+        """The job's start message: on ``zen-job-start``, or, while ``job.start_vms`` is set, one copy to
+        each of those VMs on ``zen-vm-control`` (``vm=<name>`` is what its control subscription filters
+        on; ``kind=start`` tells the agent an offer from an order: ``zen.agent.slots.ControlRouter``)."""
         request = job.request
         message = StartMessage(
             job_id=job.job_id, attempt=job.attempt, cluster=job.cluster, user_id=job.user_id,
@@ -99,5 +103,15 @@ class Announcements:
             # The cluster left the configuration while the job was queued: agents of a re-added
             # cluster can still take it; until then nobody does. Say so loudly.
             log.error("job's cluster is not configured", extra={"job_id": job.job_id, "cluster": job.cluster})
+        if job.start_vms:
+            return [outgoing(self._topics.vm_control, message, {
+                "vm": vm, "kind": START_OFFER, "job_id": job.job_id, "attempt": str(job.attempt),
+                "cluster": job.cluster}) for vm in job.start_vms]
         cluster_regions = cluster.regions if cluster else []
-        return outgoing(self._topics.job_start, message, start_attributes(job, cluster_regions))
+        return [outgoing(self._topics.job_start, message, start_attributes(job, cluster_regions))]
+
+
+def is_start(message: OutgoingMessage, topics) -> bool:
+    """A job's start message, published to start subscriptions or offered to a VM."""
+    return message.topic == topics.job_start or (
+        message.topic == topics.vm_control and message.attributes.get("kind") == START_OFFER)

@@ -125,7 +125,8 @@ def main() -> int:
         print(f"  [{row['source']}] {row['job_id'] or '-'}: {row['reason']}")
     counts = Counter(m.topic for m in publisher.sent)
     print("\nPublished (through the outbox): " + ", ".join(f"{t}={n}" for t, n in sorted(counts.items())))
-    actions = [json.loads(m.data)["action"] + "->" + m.attributes["vm"] for m in publisher.on("zen-vm-control")]
+    actions = [json.loads(m.data)["action"] + "->" + m.attributes["vm"] for m in publisher.on("zen-vm-control")
+               if m.attributes.get("kind") != "start"]  # orders, not starts offered to warm VMs
     print("VM control messages: " + ", ".join(actions))
 
     expected = {"train-1": "SUCCEEDED", "sweep-2": "CANCELLED", "eval-3": "SUCCEEDED"}

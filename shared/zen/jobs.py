@@ -25,7 +25,7 @@ from zen.clock import Clock
 from zen.config import ZenConfig
 from zen.errors import Rejected
 from zen.events import PubSubEnvelope, decode_payload, job_id_hint, parse_json
-from zen.announce import Announcements
+from zen.announce import Announcements, is_start
 from zen.lifecycle import Decision
 from zen.messaging import Enqueued, OutboxRelay, OutgoingMessage, enqueue, outgoing
 from zen.models import (
@@ -149,7 +149,7 @@ class JobService(TickSweeps):
             admitted = lifecycle.Change(JobStatus.QUEUED, f"admitted; {route.note}") if route.note else ADMITTED
             second, second_events = self._announce.history(pending, queued, [admitted], actor="admission", now=now,
                                                            from_status=JobStatus.PENDING)
-            messages = first_events + second_events + [self._announce.start(queued)]
+            messages = first_events + second_events + self._announce.start(queued)
             ids = repository.insert_queued_job(session, queued, first + second, messages, now)
         if ids:
             telemetry.log_changes(log, pending, queued, [SUBMITTED, admitted], None)
@@ -157,7 +157,7 @@ class JobService(TickSweeps):
 
     def _route(self, session: Session, job: Job, now) -> Route:
         return first_route(self._config, job, now, lambda: fleet.blocked_regions(session, job.cluster, now),
-                           lambda: fleet.regions_holding(session, job.cluster, *warm_keys(job), now))
+                           lambda: fleet.vms_holding(session, job.cluster, job.regions, *warm_keys(job), now))
 
     def _created(self, job: Job, ids: list[Enqueued]) -> Outcome:
         self._relay.flush_quietly(ids)
@@ -283,7 +283,7 @@ class JobService(TickSweeps):
             messages += events
         messages += [self._announce.control(control) for control in decision.controls]
         if decision.publish_start:
-            messages.append(self._announce.start(after))
+            messages += self._announce.start(after)
         ids = enqueue(session, messages, now)
         if self._queues and job.queue and job.status in _HOLDS_QUOTA and after.status not in _HOLDS_QUOTA:
             ids += self._admit(session, job.queue, job.cluster, now)  # its quota is free: who is next
@@ -327,7 +327,7 @@ class JobService(TickSweeps):
         for queue, cluster in waiting:
             with self._db.transaction() as session:
                 ids = self._admit(session, queue, cluster, self._clock())
-            admitted += sum(1 for e in ids if e.message.topic == self._topics.job_start)
+            admitted += len({e.message.attributes.get("job_id") for e in ids if is_start(e.message, self._topics)})
             self._relay.flush_quietly(ids)
         return admitted
 

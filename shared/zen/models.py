@@ -275,6 +275,11 @@ class Heartbeat(Message):
     uploaded_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
+# The ``kind`` attribute of a start message offered to one VM on zen-vm-control (zen.routing), which
+# tells the agent a start offer from an order (ControlMessage) on its control subscription.
+START_OFFER = "start"
+
+
 class StartMessage(Message):
     """Published by Zen on ``zen-job-start`` for agents of ``cluster``.
 
@@ -282,7 +287,9 @@ class StartMessage(Message):
     (comma-separated, or ``*``), and one ``allow_<region with '-' as '_'>`` = ``"1"`` per region it
     reaches (``allow_any`` = ``"1"`` when that is every region of the cluster): the allowed regions, or
     while a data job's start is narrowed (``zen.routing``) the regions near its data; ``regions`` in the
-    payload are always the allowed ones.
+    payload are always the allowed ones. While the start is offered to warm VMs instead (``zen.routing``),
+    one copy per VM goes to ``zen-vm-control`` with attributes ``vm``, ``kind`` (``START_OFFER``),
+    ``cluster``, ``job_id`` and ``attempt``.
     """
 
     job_id: str
@@ -362,6 +369,8 @@ class Job(BaseModel):
     # Where its start message reaches while narrowed (zen.routing), and when the tick widens it (None: everywhere).
     start_regions: list[str] | None = None
     widen_at: datetime | None = None
+    # The warm VMs its start is offered to meanwhile, on their control subscriptions (None: no offer).
+    start_vms: list[str] | None = None
 
     def public_view(self) -> dict[str, Any]:
         """The JSON a user sees (``zen jobs get --json``)."""

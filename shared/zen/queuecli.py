@@ -59,7 +59,10 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
             decisions = fleet.recent_decisions(session, job.cluster, 1)
             why = (f"admitted{f' by queue {job.queue}' if job.queue else ''}; waiting for a VM of {job.cluster} "
                    f"in {', '.join(job.start_regions or job.regions)}")
-            if job.start_regions and job.widen_at:  # zen.routing
+            if job.start_vms and job.widen_at:  # zen.routing: offered to warm VMs
+                why += f" (its start is offered to {', '.join(job.start_vms)} first, whose caches are warm; widened " \
+                       f"at the first tick after {job.widen_at:%H:%M:%S})"
+            elif job.start_regions and job.widen_at:
                 why += f" (its start goes there first; to every allowed region at the first tick after " \
                        f"{job.widen_at:%H:%M:%S})"
             if decisions:

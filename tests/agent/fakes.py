@@ -32,7 +32,7 @@ class FakeTransport:
         self.clock = ManualMonotonic() if virtual_time else time.monotonic
         self.virtual_time = virtual_time
         self.starts: deque[StartDelivery] = deque()
-        self.controls: deque[ControlMessage] = deque()
+        self.controls: deque[ControlMessage | ControlDelivery] = deque()  # orders, and starts offered
         self.calls: list[tuple] = []  # ("ack" | "nack" | "extend" | "control_ack", ...)
         self.published: list[Message] = []
         self.fail_publish = 0  # the next N publishes raise TransportError
@@ -51,6 +51,18 @@ class FakeTransport:
         self.starts.append(delivery)
         return delivery.ack_id
 
+    def offer(self, start: StartMessage, vm: str | None = None) -> str:
+        """A start offered to ``vm`` (this VM by default) on the control subscription, as Zen offers a
+        warm VM a job (zen.announce); returns its ack_id as the agent sees it. Its ack is recorded as
+        ("offer_ack", message id)."""
+        self._ids += 1
+        message_id = f"o-{self._ids}"
+        self.controls.append(ControlDelivery(
+            message_id, start.to_bytes(), {"vm": vm or self.vm, "kind": "start", "job_id": start.job_id,
+                                           "attempt": str(start.attempt), "cluster": start.cluster},
+            lambda: self.calls.append(("offer_ack", message_id))))
+        return f"offer-{message_id}"
+
     def order(self, job_id: str, attempt: int, action: ControlAction, reason: str = "test") -> None:
         self.controls.append(ControlMessage(vm=self.vm, job_id=job_id, attempt=attempt, action=action, reason=reason))
 
@@ -67,6 +79,8 @@ class FakeTransport:
     def next_control(self, timeout_s: float) -> ControlDelivery | None:
         if self.controls:
             order = self.controls.popleft()
+            if isinstance(order, ControlDelivery):  # a start offered
+                return order
             return ControlDelivery(f"c-{id(order)}", order.to_bytes(), {"vm": order.vm},
                                    lambda: self.calls.append(("control_ack", order.job_id, order.action.value)))
         if self.virtual_time:
@@ -89,9 +103,13 @@ class FakeTransport:
 
     def ack(self, delivery: StartDelivery) -> None:
         self.calls.append(("ack", delivery.ack_id))
+        if delivery.offer is not None:  # as PubSubTransport: an offer is acked on the control subscription
+            delivery.offer()
 
     def nack(self, delivery: StartDelivery) -> None:
         self.calls.append(("nack", delivery.ack_id))
+        if delivery.offer is not None:  # as PubSubTransport: an offer given back is dropped
+            delivery.offer()
 
     def publish(self, message: Message, *, budget_s: float) -> None:
         if self.fail_publish:

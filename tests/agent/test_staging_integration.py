@@ -68,7 +68,35 @@ def test_the_vm_reports_its_warm_cache_and_the_next_job_on_that_input_goes_there
     job = scheduler.wait_status("warm-2", "SUCCEEDED")
 
     admitted = [reason for _, status, reason in scheduler.history("warm-2") if status == "QUEUED"]
-    assert admitted == ["admitted; start sent to us-central1 first, whose idle VMs hold its inputs; widened after "
-                        f"{scheduler.config.deadlines.data_wait_s:g} s unclaimed"]
+    assert admitted == ["admitted; start offered to VM vm-a in us-central1 first, whose warm cache holds its inputs; "
+                        f"widened after {scheduler.config.deadlines.data_wait_s:g} s unclaimed"]
     assert "zen: staged 1 file, 0 B (and 11 B from the cache) in" in job.message
     assert storage.state.downloads["data-bkt/corpus/words.txt"] == 1  # downloaded for the first job only
+
+
+def test_the_warm_vm_takes_the_job_while_an_equally_idle_cold_vm_of_its_region_does_not(scheduler, agents, storage,
+                                                                                          buckets, tmp_path):
+    """Per VM, not only per region (zen.routing): the start is offered to the warm VM's control
+    subscription alone, so the cold VM, idle in the same region and pulling its start subscription 30
+    times as often, never sees it (before offers, the region's first puller took it)."""
+    from tests.waiting import wait_for
+
+    warm = agents.start("vm-a", STORAGE_EMULATOR_HOST=storage.address, ZEN_AGENT_WORK_DIR=str(tmp_path / "work-a"),
+                        ZEN_AGENT_POLL_S="3")
+    inputs = [{"uri": "gs://data-bkt/corpus/words.txt"}]
+    scheduler.submit("warm-1", [sys.executable, "-c", COPY_UPPER], inputs=inputs)
+    scheduler.wait_status("warm-1", "SUCCEEDED")
+    cold = agents.start("vm-b", STORAGE_EMULATOR_HOST=storage.address, ZEN_AGENT_WORK_DIR=str(tmp_path / "work-b"))
+    wait_for(lambda: (scheduler.vm("vm-a") or {}).get("cached_inputs") == ["gs://data-bkt/corpus/words.txt"]
+             and scheduler.vm("vm-a")["state"] == "IDLE" and (scheduler.vm("vm-b") or {}).get("state") == "IDLE",
+             what="both VMs idle, vm-a reporting the cached input")
+
+    scheduler.submit("warm-2", [sys.executable, "-c", COPY_UPPER], inputs=inputs)
+    job = scheduler.wait_status("warm-2", "SUCCEEDED")
+
+    assert job.vm == "vm-a" and "(and 11 B from the cache)" in job.message
+    assert warm.said("start offered to this VM", job_id="warm-2")
+    assert not [line for line in cold.logs() if line.get("job_id") == "warm-2"]  # never offered, pulled or claimed
+    assert [reason for _, status, reason in scheduler.history("warm-2") if status == "QUEUED"] == [
+        "admitted; start offered to VM vm-a in us-central1 first, whose warm cache holds its inputs; widened after "
+        f"{scheduler.config.deadlines.data_wait_s:g} s unclaimed"]

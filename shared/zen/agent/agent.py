@@ -17,6 +17,10 @@ not wait for its deadline. No answer within the claim timeout: CLAIMED again wit
 a few times, then nack (give the message back). The start message is acked only after the answer,
 so if this VM dies first the message is redelivered to another.
 
+A start offered to this VM alone on its control subscription (its warm cache holds the job's
+inputs or image: ``zen.routing``) is taken before pulling, through the same ``_take`` and claim; one
+it cannot take now is acked and dropped, as the tick widens the job's start (``ControlRouter``).
+
 Control messages about any other (job, attempt) are acked and ignored. The loop never exits on one
 bad message: an undecodable start message is logged and acked (it can never succeed), one for
 another cluster or region is nacked, a Pub/Sub failure is retried with backoff.
@@ -84,7 +88,7 @@ class Agent:
         self.jobs_run = 0
         self.pulls = pulls or DailyPulls(PullLimits(), 0, clock)  # per-day limits; none by default
         self.slots = slots or Slots()  # one job at a time by default
-        self.controls = ControlRouter(transport, identity.vm, self.log)
+        self.controls = ControlRouter(transport, identity.vm, self.log, takes_offers=self._takes_offers)
         self._clock = clock
         self._base_env = base_env
         self._shutdown_reason: str | None = None
@@ -118,14 +122,16 @@ class Agent:
                 if self.slots.full():  # several at once, all slots taken: wait for one to end
                     self._idle_wait(self.settings.poll_s)
                     continue
-                try:
-                    delivery = self.transport.pull_start()
-                except TransportError as exc:
-                    self.log.warning("pull failed; backing off", extra={"error": str(exc), "pause_s": pause})
-                    self._idle_wait(pause)
-                    pause = min(pause * 2, 60.0)
-                    continue
-                pause = self.settings.poll_s
+                delivery = self.controls.offer()  # a start offered to this VM alone (a warm cache) first
+                if delivery is None:
+                    try:
+                        delivery = self.transport.pull_start()
+                    except TransportError as exc:
+                        self.log.warning("pull failed; backing off", extra={"error": str(exc), "pause_s": pause})
+                        self._idle_wait(pause)
+                        pause = min(pause * 2, 60.0)
+                        continue
+                    pause = self.settings.poll_s
                 if delivery is None:
                     self._idle_wait(self.settings.poll_s)
                     continue
@@ -140,6 +146,7 @@ class Agent:
 
     def _shut_down(self) -> None:
         self.log.info("agent shutting down", extra={"reason": self._shutdown_reason})
+        self.controls.drop_offers("the VM is shutting down")
         self.reporter.vm(VmState.STOPPING, budget_s=SHUTDOWN_BUDGET_S)
         self.transport.close(delete_control=True)
 
@@ -155,10 +162,19 @@ class Agent:
             self._idle_wait(self.settings.poll_s)
 
     def _idle_wait(self, seconds: float) -> None:
-        """Wait, handing on the control messages that come (to the attempts running, if any)."""
+        """Wait, handing on the control messages that come (to the attempts running, if any); over at
+        once when a start is offered to this VM and it can take it (``ControlRouter``)."""
         deadline = self._clock() + seconds
         while not self.stopping and (remaining := deadline - self._clock()) > 0:
+            if self.controls.has_offer():
+                if self._takes_offers():
+                    return
+                self.controls.drop_offers("this VM cannot take a job now")
             self.controls.next(None, min(SLICE_S, remaining))
+
+    def _takes_offers(self) -> bool:
+        """Whether the idle loop would take a start now: a start offered to this VM waits for it meanwhile."""
+        return not self.stopping and not self._retired and not self.pulls.exhausted() and not self.slots.full()
 
     def _vm_beat(self, state: VmState | None = None, *, force: bool = False) -> None:
         """The VM heartbeat when due (or ``force``): ``state``, else RETIRED, BUSY or IDLE as it is,

@@ -12,7 +12,9 @@ the GPUs each attempt holds, and the control messages each one is sent.
   A start message that does not fit now is given back at once (``Agent._take``), for a VM with room.
 - ``ControlRouter``: a VM has one control subscription; whichever attempt (or the idle loop) waits
   on it reads the next message and hands it to the attempt it is about. Messages about no attempt
-  the VM holds are acked and logged, as they always were.
+  the VM holds are acked and logged, as they always were. A start offered to this VM alone (a warm
+  cache, ``zen.routing``; attribute ``kind=start``) is never an order: it waits for the idle loop,
+  which takes it exactly as a start it pulled (``Agent._take``: same checks, same claim).
 """
 
 from __future__ import annotations
@@ -21,14 +23,15 @@ import logging
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from pydantic import ValidationError
 
 from zen.agent.limits import given_or_attribute
 from zen.config import ClusterConfig
 from zen.errors import ConfigError, describe_validation_error
-from zen.models import ControlMessage
+from zen.agent.transport import StartDelivery
+from zen.models import START_OFFER, ControlMessage
 
 if TYPE_CHECKING:
     from zen.agent.identity import Identity, MetadataServer
@@ -128,19 +131,68 @@ class Slots:
 
 
 class ControlRouter:
-    """The VM's control messages, each handed to the attempt it is about (``open`` to ``close``).
+    """The VM's control messages, each handed to the attempt it is about (``open`` to ``close``), and
+    the starts offered to this VM (``offer``).
 
     ``next`` waits at most one slice: the reader of the subscription is whichever caller finds no
     one else reading; the others wait for their own messages. One thread alone (a VM running one job
-    at a time) always reads itself, exactly as it did before there were several."""
+    at a time) always reads itself, exactly as it did before there were several.
 
-    def __init__(self, transport: Transport, vm: str, log: logging.LoggerAdapter):
+    A start offer is kept for the idle loop only while ``takes_offers()`` (the VM has a free slot and
+    is not retiring or shutting down); else it is acked and dropped at once, and so is one the idle
+    loop gives back (no room for its GPUs, its claim unanswered). Dropping is safe and never spins:
+    the scheduler offers a start only with a widening due (``Job.widen_at``, ``data_wait_s`` later),
+    and the tick then publishes it to the start subscriptions, where any VM may take it; so an offer
+    this VM cannot take costs the job at most that wait (``data_wait_s`` + a tick), while the other
+    warm VMs it was offered to may take it meanwhile. A nack would instead bring it straight back to
+    this VM (its subscription's only reader, no backoff) over and over, and holding it unacked until
+    a slot frees would fill the control stream (flow control) that carries the orders."""
+
+    def __init__(self, transport: Transport, vm: str, log: logging.LoggerAdapter,
+                 takes_offers: Callable[[], bool] = lambda: False):
         self._transport = transport
         self._vm = vm
         self._log = log
+        self._takes_offers = takes_offers
         self._ready = threading.Condition()
         self._inboxes: dict[Key, deque[tuple[ControlDelivery, ControlMessage]]] = {}
+        self._offers: deque[StartDelivery] = deque()
         self._reading = False
+
+    def offer(self) -> StartDelivery | None:
+        """The oldest start offered to this VM and not yet taken, if any (the caller acks it or gives it back)."""
+        with self._ready:
+            return self._offers.popleft() if self._offers else None
+
+    def has_offer(self) -> bool:
+        with self._ready:
+            return bool(self._offers)
+
+    def drop_offers(self, why: str) -> None:
+        """Ack and drop every offer waiting (the VM cannot take them now)."""
+        while (delivery := self.offer()) is not None:
+            self._drop_offer(delivery.message_id, delivery.attributes, delivery.offer, why)
+
+    def _offered(self, control: ControlDelivery) -> None:
+        attributes = control.attributes
+        if attributes.get("vm") != self._vm:
+            self._drop_offer(control.message_id, attributes, control.ack, "offered to another VM")
+            return
+        if not self._takes_offers():
+            self._drop_offer(control.message_id, attributes, control.ack, "this VM cannot take a job now")
+            return
+        self._log.info("start offered to this VM", extra={
+            "message_id": control.message_id, "job_id": attributes.get("job_id"), "attempt": attributes.get("attempt")})
+        with self._ready:
+            self._offers.append(StartDelivery(f"offer-{control.message_id}", control.message_id, control.data,
+                                              attributes, 1, offer=control.ack))
+            self._ready.notify_all()
+
+    def _drop_offer(self, message_id: str, attributes: dict[str, str], ack: Callable[[], None], why: str) -> None:
+        self._log.info("start offer dropped; the tick widens its start", extra={
+            "message_id": message_id, "why": why, "job_id": attributes.get("job_id"),
+            "attempt": attributes.get("attempt")})
+        ack()
 
     def open(self, key: Key) -> None:
         with self._ready:
@@ -170,6 +222,9 @@ class ControlRouter:
                 self._reading = False
                 self._ready.notify_all()
         if control is None:
+            return None
+        if control.attributes.get("kind") == START_OFFER:  # a start offered to this VM: never an order
+            self._offered(control)
             return None
         order = self._decode(control)
         if order is None:

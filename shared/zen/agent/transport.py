@@ -9,7 +9,9 @@
   with filter ``attributes.vm = "<vm>"`` and a 1-day expiration policy (the minimum), so one left
   behind by a VM that died disappears by itself. It is consumed through a streaming pull (prompt,
   cheap) into an in-process queue; the agent loop acks each message once it has acted on it. A
-  stream that dies is reopened (and the subscription recreated if it expired);
+  stream that dies is reopened (and the subscription recreated if it expired). Besides the orders
+  (``ControlMessage``), it carries the starts offered to this VM alone (``zen.routing``), which the
+  agent takes as it takes a pulled one (a ``StartDelivery`` with ``offer`` set);
 - publishing heartbeats.
 
 Transient errors (UNAVAILABLE, DEADLINE_EXCEEDED, ...) are retried with capped exponential backoff
@@ -77,13 +79,15 @@ def call_with_retries(what: str, call: Callable[[], Result], *, budget_s: float,
 
 @dataclass(frozen=True)
 class StartDelivery:
-    """One leased start message."""
+    """One leased start message: pulled from the start subscription, or offered to this VM alone on its
+    control subscription (``offer``: that message's ack; ``zen.agent.slots.ControlRouter``)."""
 
     ack_id: str
     message_id: str
     data: bytes
     attributes: dict[str, str]
     delivery_attempt: int
+    offer: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -200,17 +204,28 @@ class PubSubTransport:
         return StartDelivery(received.ack_id, message.message_id, bytes(message.data), dict(message.attributes),
                              received.delivery_attempt)
 
+    # A start offered on the control subscription (``delivery.offer``) is leased by the control stream
+    # while this process holds it (the client extends it), and is only ever acked: given back, it is
+    # dropped, since its job's start is widened to the start subscriptions by the tick (ControlRouter).
     def extend(self, delivery: StartDelivery, seconds: int, budget_s: float = 10.0) -> None:
+        if delivery.offer is not None:
+            return
         call_with_retries("extend the start message's lease", lambda: self._subscriber.modify_ack_deadline(
             subscription=self.start_subscription, ack_ids=[delivery.ack_id], ack_deadline_seconds=seconds),
             budget_s=budget_s)
 
     def ack(self, delivery: StartDelivery, budget_s: float = 10.0) -> None:
+        if delivery.offer is not None:
+            delivery.offer()
+            return
         call_with_retries("ack the start message", lambda: self._subscriber.acknowledge(
             subscription=self.start_subscription, ack_ids=[delivery.ack_id]), budget_s=budget_s)
 
     def nack(self, delivery: StartDelivery, budget_s: float = 10.0) -> None:
-        """Give the message back now (a deadline of 0), for another VM or a later pull."""
+        """Give the message back now (a deadline of 0), for another VM or a later pull; an offer is dropped."""
+        if delivery.offer is not None:
+            delivery.offer()
+            return
         self.extend(delivery, 0, budget_s)
 
     # -- heartbeats ------------------------------------------------------------------------------

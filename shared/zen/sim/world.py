@@ -321,7 +321,7 @@ class Simulation(InstanceWorld):
         cluster, spec = self.clusters[job.spec.cluster], job.spec
         job.state, job.reach = _QUEUED, spec.regions
         holder = warm_vm(cluster, spec) if self.data_wait and self.cache_gb and spec.dataset else None
-        if holder is not None:  # zen sends it first where an idle VM holds its input: that VM takes it
+        if holder is not None:  # zen offers it first to the idle VMs holding its input: that VM takes it
             job.reach = (holder.mig.region,)
             cluster.queued[spec.job_id] = job
             del cluster.idle[holder.mig.region][holder.name]

@@ -66,11 +66,16 @@ def blocked_regions(session: Session, cluster: str, now: datetime) -> set[str]:
             if (memory or {}).get("blocked_until") and datetime.fromisoformat(memory["blocked_until"]) > now}
 
 
-def regions_holding(session: Session, cluster: str, inputs: list[str], image: str | None, now: datetime) -> set[str]:
-    """Regions with an idle VM whose warm cache holds all of ``inputs`` (URIs), or ``image``, among
-    VMs heard from in the last ``WARM_VM_SEEN_S`` (a VM that died silently leaves its row behind)."""
-    return {r["region"] for r in session.run("regions_holding", cluster=cluster, inputs=to_json(inputs), image=image,
-                                             seen_after=now - timedelta(seconds=WARM_VM_SEEN_S))}
+def vms_holding(session: Session, cluster: str, regions: list[str], inputs: list[str], image: str | None,
+                now: datetime, limit: int = 20) -> list[tuple[str, str, bool]]:
+    """(name, region, offered) of idle VMs in ``regions`` whose warm cache holds all of ``inputs``
+    (URIs), or ``image``, among VMs heard from in the last ``WARM_VM_SEEN_S`` (a VM that died silently
+    leaves its row behind), holding no job (one it claimed since). ``offered``: a QUEUED job's start is
+    offered to it already. Those not
+    offered come first, then the most recently heard from; at most ``limit``."""
+    return [(r["name"], r["region"], r["offered"]) for r in session.run(
+        "vms_holding", cluster=cluster, regions=to_json(regions), inputs=to_json(inputs), image=image,
+        seen_after=now - timedelta(seconds=WARM_VM_SEEN_S), limit=limit)]
 
 
 def save_scaling_memory(session: Session, cluster: str, region: str, memory: str, now: datetime) -> None:

@@ -33,7 +33,8 @@ SET status = :status, attempt = :attempt, max_attempts = :max_attempts, vm = :vm
     last_seq = :last_seq, last_heartbeat_at = :last_heartbeat_at, queued_at = :queued_at,
     started_at = :started_at, finished_at = :finished_at, exit_code = :exit_code,
     message = :message, start_published_at = :start_published_at, preempted_by = :preempted_by,
-    preemptions = :preemptions, start_regions = CAST(:start_regions AS jsonb), widen_at = :widen_at, updated_at = :now
+    preemptions = :preemptions, start_regions = CAST(:start_regions AS jsonb), widen_at = :widen_at,
+    start_vms = CAST(:start_vms AS jsonb), updated_at = :now
 WHERE job_id = :job_id AND status = :expected_status AND attempt = :expected_attempt
 RETURNING job_id;
 
@@ -54,10 +55,10 @@ ORDER BY e.n;
 WITH job AS (
     INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions, request,
                       request_hash, max_runtime_s, last_seq, submitted_at, queued_at, start_published_at,
-                      updated_at, gpus, start_regions, widen_at)
+                      updated_at, gpus, start_regions, widen_at, start_vms)
     SELECT :job_id, 'QUEUED', 1, :max_attempts, :cluster, :user_id, :priority, CAST(:regions AS jsonb),
            CAST(:request AS jsonb), :request_hash, :max_runtime_s, 0, :now, :now, :now, :now, :gpus,
-           CAST(:start_regions AS jsonb), :widen_at
+           CAST(:start_regions AS jsonb), :widen_at, CAST(:start_vms AS jsonb)
     WHERE NOT EXISTS (SELECT 1 FROM early_stops WHERE job_id = :job_id)
     ON CONFLICT (job_id) DO NOTHING
     RETURNING job_id
@@ -202,14 +203,26 @@ SET cluster = EXCLUDED.cluster, region = EXCLUDED.region, zone = EXCLUDED.zone,
 WHERE vms.last_seq < EXCLUDED.last_seq
 RETURNING name;
 
--- name: regions_holding
--- Regions of a cluster with an idle VM whose warm cache holds every one of :inputs (a JSON array of
--- gs:// URIs; [] matches none), or the image :image (zen.routing). The vms table holds one row per VM,
--- kept after the VM is gone: only VMs heard from since :seen_after count.
-SELECT DISTINCT region FROM vms
+-- name: vms_holding
+-- A cluster's idle VMs in :regions (a JSON array) whose warm cache holds every one of :inputs (a JSON
+-- array of gs:// URIs; [] matches none), or the image :image (zen.routing): name, region, and whether
+-- a QUEUED job's start is offered to it already (the index jobs_queued_offered); those not offered
+-- first, then the most recently heard from, at most :limit. The vms table holds one row per VM, kept
+-- after the VM is gone: only VMs heard from since :seen_after count; a VM that holds a job (claimed
+-- since its last VM heartbeat said IDLE; the index jobs_held_vm) does not.
+SELECT name, region, EXISTS (SELECT 1 FROM jobs
+                             WHERE jobs.cluster = vms.cluster AND jobs.status = 'QUEUED'
+                               AND jobs.start_vms IS NOT NULL AND jobs.start_vms @> jsonb_build_array(vms.name)
+                            ) AS offered
+FROM vms
 WHERE cluster = :cluster AND state = 'IDLE' AND last_seen_at > :seen_after
+  AND CAST(:regions AS jsonb) @> jsonb_build_array(region)
   AND ((jsonb_array_length(CAST(:inputs AS jsonb)) > 0 AND cached_inputs @> CAST(:inputs AS jsonb))
-       OR (CAST(:image AS text) IS NOT NULL AND images @> jsonb_build_array(CAST(:image AS text))));
+       OR (CAST(:image AS text) IS NOT NULL AND images @> jsonb_build_array(CAST(:image AS text))))
+  AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.vm = vms.name
+                    AND jobs.status IN ('ASSIGNED','RUNNING','STOPPING'))  -- claimed since its last heartbeat
+ORDER BY offered, last_seen_at DESC, name
+LIMIT :limit;
 
 -- name: list_vms
 SELECT * FROM vms ORDER BY cluster, region, name;

@@ -56,7 +56,7 @@ def insert_queued_job(session: Session, job: Job, history: list[dict[str, Any]],
         "submit_job", job_id=job.job_id, max_attempts=job.max_attempts, cluster=job.cluster,
         user_id=job.user_id, priority=job.priority, regions=to_json(job.regions), request=to_json(job.request),
         request_hash=job.request_hash, max_runtime_s=job.max_runtime_s, now=now, gpus=job.gpus,
-        start_regions=_json_or_null(job.start_regions), widen_at=job.widen_at,
+        start_regions=_json_or_null(job.start_regions), widen_at=job.widen_at, start_vms=_json_or_null(job.start_vms),
         history=json.dumps([{key: h[key] for key in ("actor", "from_status", "to_status", "reason")} for h in history]),
         messages=outbox_json(messages),
     )
@@ -118,7 +118,8 @@ def save_job(session: Session, before: Job, after: Job, path: list[JobStatus], n
         finished_at=after.finished_at, exit_code=after.exit_code, message=after.message,
         start_published_at=after.start_published_at, max_attempts=after.max_attempts,
         preempted_by=after.preempted_by, preemptions=after.preemptions,
-        start_regions=_json_or_null(after.start_regions), widen_at=after.widen_at, now=now,
+        start_regions=_json_or_null(after.start_regions), widen_at=after.widen_at,
+        start_vms=_json_or_null(after.start_vms), now=now,
     )
     if updated is None:
         raise ConcurrentChange(f"job {before.job_id} changed under a lock")
