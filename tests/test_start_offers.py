@@ -130,3 +130,50 @@ def test_zen_explain_says_a_start_is_offered_to_a_warm_vm(routed, tmp_path, monk
     assert (f"o4: QUEUED - admitted; waiting for a VM of 4xa100-40gb in us-west1 (its start is offered to vm-warm "
             f"first, whose caches are warm; widened at the first tick after {get(zen, 'o4').widen_at:%H:%M:%S})"
             ) in capsys.readouterr().out
+
+
+def test_a_vm_being_scaled_down_is_offered_nothing(routed, publisher, clock):
+    """Review finding: a drained VM refuses every claim until it is gone; offering it a job only made
+    the job wait for the widening while the region's other idle VM could have taken it."""
+    zen, functions = routed
+    two_idle_vms_one_warm(functions)
+    with zen.db.transaction() as session:
+        fleet.drain_unless_busy(session, "vm-warm", "4xa100-40gb", "us-west1", clock())
+    functions.submit(job_request("dr1", inputs=DATA))
+    assert offers(publisher) == []
+    assert get(zen, "dr1").start_vms is None
+
+
+def test_a_refused_claim_from_an_offered_vm_widens_the_start_at_once(routed, publisher, clock):
+    """Review finding: a claim refused (here: the VM was drained after the offer went out) published
+    the start again to the same VM, which refused again, until it was gone; the job waited for the
+    tick while another VM of the region sat idle. Now the refusal widens the start as the tick would."""
+    zen, functions = routed
+    two_idle_vms_one_warm(functions)
+    functions.submit(job_request("dr2", inputs=DATA))
+    assert len(offers(publisher)) == 1
+    with zen.db.transaction() as session:
+        fleet.drain_unless_busy(session, "vm-warm", "4xa100-40gb", "us-west1", clock())
+    functions.heartbeat(heartbeat("dr2", "CLAIMED", 1, vm="vm-warm", region="us-west1", zone="us-west1-a"))
+    assert len(offers(publisher)) == 1  # not offered to vm-warm again
+    [regional] = publisher.on("zen-job-start")
+    assert reach(regional) == {"allow_us_west1", "allow_europe_west4"}
+    job = get(zen, "dr2")
+    assert job.status.value == "QUEUED" and job.start_vms is None and job.start_regions == ["europe-west4", "us-west1"]
+    assert "its claim refused: VM vm-warm is being scaled down" in history(zen, "dr2")[-1][2]
+    functions.heartbeat(heartbeat("dr2", "CLAIMED", 1, vm="vm-cold", region="us-west1", zone="us-west1-a"))
+    assert get(zen, "dr2").vm == "vm-cold"
+
+
+def test_a_start_with_offered_vms_but_no_widening_due_goes_to_the_start_subscriptions(routed):
+    """An offer is dropped by a VM that cannot take it, trusting the widening: a job row with offered
+    VMs and no widening due (written by a function older than offers, during a rollout) is never
+    offered, or it could be offered to a dead VM forever."""
+    from zen.announce import Announcements
+
+    zen, functions = routed
+    functions.submit(job_request("nw1"))
+    job = get(zen, "nw1").model_copy(update={"start_vms": ["vm-gone"], "start_regions": ["us-west1"],
+                                             "widen_at": None})
+    [message] = Announcements(zen.config).start(job)
+    assert message.topic == "zen-job-start" and message.attributes["allow_us_west1"] == "1"

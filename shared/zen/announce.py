@@ -103,7 +103,7 @@ class Announcements:
             # The cluster left the configuration while the job was queued: agents of a re-added
             # cluster can still take it; until then nobody does. Say so loudly.
             log.error("job's cluster is not configured", extra={"job_id": job.job_id, "cluster": job.cluster})
-        if job.start_vms:
+        if job.start_vms and job.widen_at is not None:  # an offer only with its widening due (zen.routing)
             return [outgoing(self._topics.vm_control, message, {
                 "vm": vm, "kind": START_OFFER, "job_id": job.job_id, "attempt": str(job.attempt),
                 "cluster": job.cluster}) for vm in job.start_vms]

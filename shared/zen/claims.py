@@ -20,10 +20,12 @@ takes any job of its cluster. Where the issue is silent:
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from zen.config import ZenConfig
 from zen.lifecycle import Decision
+from zen.routing import next_route
 from zen.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus
 from zen.store import repository
 
@@ -31,8 +33,13 @@ if TYPE_CHECKING:
     from zen.store.db import Session
 
 
-def refuse_claim(session: Session, config: ZenConfig, job: Job, hb: Heartbeat) -> Decision | None:
-    """The refusal of a report that would win ``job``'s claim for ``hb.vm``; None when it may win."""
+def refuse_claim(session: Session, config: ZenConfig, job: Job, hb: Heartbeat,
+                 now: datetime) -> Decision | None:
+    """The refusal of a report that would win ``job``'s claim for ``hb.vm``; None when it may win.
+
+    The start is published again. A job offered to warm VMs (``zen.routing``) that one of them could
+    not take is widened at once (as the tick would later), not offered to the same VMs again: a VM
+    being scaled down would refuse every time until it is gone."""
     if job.status is not JobStatus.QUEUED or hb.attempt != job.attempt:
         return None
     if repository.vm_is_draining(session, hb.vm):  # a VM being scaled down is deleted next
@@ -42,7 +49,11 @@ def refuse_claim(session: Session, config: ZenConfig, job: Job, hb: Heartbeat) -
     if reason is None:
         return None
     action = ControlAction.RELEASE if hb.status is AgentStatus.CLAIMED else ControlAction.STOP
-    return Decision(ignored=reason, publish_start=True, controls=[
+    fields, note = {}, None
+    if job.start_vms and hb.vm in job.start_vms:
+        route = next_route(config, job, now)
+        fields, note = route.fields(), f"{route.note} (its claim refused: {reason})"
+    return Decision(ignored=reason, publish_start=True, fields=fields, note=note, controls=[
         ControlMessage(vm=hb.vm, job_id=job.job_id, attempt=hb.attempt, action=action, reason=reason)])
 
 

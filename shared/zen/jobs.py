@@ -187,7 +187,8 @@ class JobService(TickSweeps):
                     return Outcome("applied", message.job_id)
         return self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
                             lambda job, now: lifecycle.decide_heartbeat(job, message, now),
-                            guard=lambda session, job: refuse_claim(session, self._config, job, message))
+                            guard=lambda session, job: refuse_claim(session, self._config, job, message,
+                                                                    self._clock()))
 
     def _vm_heartbeat(self, envelope: PubSubEnvelope, hb: VmHeartbeat) -> Outcome:
         if self._config.cluster(hb.cluster) is None:

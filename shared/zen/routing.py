@@ -22,8 +22,11 @@ its start is published again to every allowed region, and its history says so.
   first widening did not reach them all already). The agent takes an offer through the same claim as
   a start it pulled (``zen.agent.slots``); an offer it cannot take now is dropped, and the widening
   publishes the start again.
-- A VM is offered one start at a time: while a QUEUED job's offer names it, a later job on the same
-  data is not offered to it. With no free warm VM left, such a job goes to the warm VMs' regions first
+- A VM is offered one start at a time, best effort (read without a lock: two submissions at one
+  instant may both offer to a VM, which takes one and drops the other, widened later): while a QUEUED
+  job's offer names it, a later job on the same data is not offered to it. A VM being scaled down
+  (``vm_drains``) is offered nothing; a claim by an offered VM that is refused widens the start at
+  once (``zen.claims.refuse_claim``). With no free warm VM left, such a job goes to the warm VMs' regions first
   (as before offers existed), then to its data's, then everywhere, ``data_wait_s`` each; so a burst of
   jobs on the same data does not wait on a few VMs.
 - The claim check accepts a claim from any allowed region, narrowed or not (``lifecycle.decide_heartbeat``):
@@ -98,7 +101,8 @@ def first_route(config: ZenConfig, job: Job, now: datetime, blocked: Callable[[]
     regions = [r for r in job.regions if any(vm[1] == r for vm in (free or warm))]
     if free:
         vms = [name for name, _ in free]
-        why = "whose warm cache holds its inputs" if inputs else "which ran its image"
+        why = ("whose warm cache holds its inputs or which ran its image" if inputs and image else
+               "whose warm cache holds its inputs" if inputs else "which ran its image")
         return Route(regions, now + timedelta(seconds=wait),
                      f"start offered to {_vms(vms)} in {', '.join(regions)} first, {why}; widened after {wait:g} s "
                      "unclaimed", start_vms=vms)

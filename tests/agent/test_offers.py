@@ -84,3 +84,25 @@ def test_a_retired_vm_drops_an_offer_and_keeps_heartbeating_retired():
     assert agent.run() == 0
     assert transport.calls.count(dropped) == 1 and reports(transport, "warm") == []
     assert "RETIRED" in transport.vm_states()
+
+
+def test_an_offer_that_came_while_the_vm_pulled_goes_before_the_start_it_pulled():
+    """Review finding: the idle loop looked at offers only between pulls, so a start pulled from the
+    region's subscription while an offer waited in the control stream was taken first, and the offer
+    then dropped (the VM was full): its job, whose data this VM holds, waited for the widening while a
+    job any VM could run took the warm VM. The pulled start is now given back to the region."""
+    transport = FakeTransport(VM, virtual_time=False)
+    pulled = transport.add_start(start_message("cold"))
+    offered = transport.offer(start_message("warm"))
+    transport.answer = confirm_claims(VM)
+    agent = Agent(IDENTITY, SETTINGS, transport, local=True)
+    deadline = time.monotonic() + 20  # a bound, should the offer never be run
+    transport.when_idle = lambda: (agent.jobs_run >= 1 or time.monotonic() > deadline) and agent.request_shutdown(
+        "test over")
+
+    assert agent.run() == 0
+
+    assert reports(transport, "warm") == ["CLAIMED", "RUNNING", "SUCCEEDED"]
+    assert reports(transport, "cold") == []  # never claimed here: given back for another VM of the region
+    assert ("nack", pulled) in transport.calls
+    assert ("offer_ack", offered.removeprefix("offer-")) in transport.calls

@@ -18,8 +18,10 @@ a few times, then nack (give the message back). The start message is acked only 
 so if this VM dies first the message is redelivered to another.
 
 A start offered to this VM alone on its control subscription (its warm cache holds the job's
-inputs or image: ``zen.routing``) is taken before pulling, through the same ``_take`` and claim; one
-it cannot take now is acked and dropped, as the tick widens the job's start (``ControlRouter``).
+inputs or image: ``zen.routing``) is taken before pulling, and before a start pulled while it came
+(given back to the region), through the same ``_take`` and claim; one it cannot take now is acked and
+dropped, as the tick widens the job's start (``ControlRouter``). A pull waits at most 3 s, so an
+offer waits about that long for an idle VM.
 
 Control messages about any other (job, attempt) are acked and ignored. The loop never exits on one
 bad message: an undecodable start message is logged and acked (it can never succeed), one for
@@ -125,13 +127,14 @@ class Agent:
                 delivery = self.controls.offer()  # a start offered to this VM alone (a warm cache) first
                 if delivery is None:
                     try:
-                        delivery = self.transport.pull_start()
+                        pulled = self.transport.pull_start()
                     except TransportError as exc:
                         self.log.warning("pull failed; backing off", extra={"error": str(exc), "pause_s": pause})
                         self._idle_wait(pause)
                         pause = min(pause * 2, 60.0)
                         continue
                     pause = self.settings.poll_s
+                    delivery = self._offered_meanwhile(pulled)
                 if delivery is None:
                     self._idle_wait(self.settings.poll_s)
                     continue
@@ -171,6 +174,17 @@ class Agent:
                     return
                 self.controls.drop_offers("this VM cannot take a job now")
             self.controls.next(None, min(SLICE_S, remaining))
+
+    def _offered_meanwhile(self, pulled: StartDelivery | None) -> StartDelivery | None:
+        """A start offered to this VM while it pulled goes before the one it pulled (any VM of the region
+        may take that one: it is given back); else what it pulled."""
+        self.controls.read_waiting()
+        offered = self.controls.offer()
+        if offered is None:
+            return pulled
+        if pulled is not None:
+            self._quietly(self.transport.nack, pulled, "nack")
+        return offered
 
     def _takes_offers(self) -> bool:
         """Whether the idle loop would take a start now: a start offered to this VM waits for it meanwhile."""

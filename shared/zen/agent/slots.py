@@ -130,6 +130,9 @@ class Slots:
             return list(self._running)
 
 
+_NOTHING, _HANDED_ON = object(), object()  # what ControlRouter._next read: no message; one handed elsewhere
+
+
 class ControlRouter:
     """The VM's control messages, each handed to the attempt it is about (``open`` to ``close``), and
     the starts offered to this VM (``offer``).
@@ -207,13 +210,26 @@ class ControlRouter:
     def next(self, key: Key | None, timeout_s: float) -> tuple[ControlDelivery, ControlMessage] | None:
         """The next control message about ``key`` within ``timeout_s``, not yet acked; None if none
         came (``key`` None: the agent holds nothing, and every message is about someone else)."""
+        got = self._next(key, timeout_s)
+        return None if got is _NOTHING or got is _HANDED_ON else got
+
+    def read_waiting(self, most: int = 32) -> None:
+        """Hand on the control messages already waiting, without waiting for more: a start offered while
+        the idle loop was pulling from its region's subscription is then queued (``offer``) before the
+        loop takes what it pulled."""
+        for _ in range(most):
+            if self._next(None, 0.0) is _NOTHING:
+                return
+
+    def _next(self, key: Key | None, timeout_s: float):
+        """``next``, telling "nothing came" (``_NOTHING``) from "a message came and went elsewhere" (``_HANDED_ON``)."""
         with self._ready:
             inbox = self._inboxes.get(key) if key else None
             if inbox:
                 return inbox.popleft()
             if self._reading:  # another attempt reads: it hands this one its messages
                 self._ready.wait(timeout_s)
-                return inbox.popleft() if inbox else None
+                return inbox.popleft() if inbox else _NOTHING
             self._reading = True
         try:
             control = self._transport.next_control(timeout_s)
@@ -222,13 +238,13 @@ class ControlRouter:
                 self._reading = False
                 self._ready.notify_all()
         if control is None:
-            return None
+            return _NOTHING
         if control.attributes.get("kind") == START_OFFER:  # a start offered to this VM: never an order
             self._offered(control)
-            return None
+            return _HANDED_ON
         order = self._decode(control)
         if order is None:
-            return None
+            return _HANDED_ON
         about = (order.job_id, order.attempt)
         if order.vm == self._vm and about == key:
             return control, order
@@ -236,9 +252,9 @@ class ControlRouter:
             if order.vm == self._vm and about in self._inboxes:
                 self._inboxes[about].append((control, order))
                 self._ready.notify_all()
-                return None
+                return _HANDED_ON
         self.ignore(control, order, "no job in hand" if key is None else f"not about {key[0]} attempt {key[1]}")
-        return None
+        return _HANDED_ON
 
     def _decode(self, control: ControlDelivery) -> ControlMessage | None:
         try:

@@ -114,7 +114,9 @@ class Transport(Protocol):
 
 
 class PubSubTransport:
-    def __init__(self, config: ZenConfig, identity: Identity, *, pull_timeout_s: float = 10.0,
+    # An idle agent's pull waits this long for a start; offered starts (control stream) are looked at
+    # between pulls, so this bounds how long an offer waits for an idle VM (zen.agent.agent).
+    def __init__(self, config: ZenConfig, identity: Identity, *, pull_timeout_s: float = 3.0,
                  publisher: pubsub_v1.PublisherClient | None = None,
                  subscriber: pubsub_v1.SubscriberClient | None = None):
         self._publisher = publisher or pubsub_v1.PublisherClient()

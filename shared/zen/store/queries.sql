@@ -209,7 +209,7 @@ RETURNING name;
 -- a QUEUED job's start is offered to it already (the index jobs_queued_offered); those not offered
 -- first, then the most recently heard from, at most :limit. The vms table holds one row per VM, kept
 -- after the VM is gone: only VMs heard from since :seen_after count; a VM that holds a job (claimed
--- since its last VM heartbeat said IDLE; the index jobs_held_vm) does not.
+-- since its last VM heartbeat said IDLE; the index jobs_held_vm) does not, nor one being scaled down.
 SELECT name, region, EXISTS (SELECT 1 FROM jobs
                              WHERE jobs.cluster = vms.cluster AND jobs.status = 'QUEUED'
                                AND jobs.start_vms IS NOT NULL AND jobs.start_vms @> jsonb_build_array(vms.name)
@@ -221,6 +221,7 @@ WHERE cluster = :cluster AND state = 'IDLE' AND last_seen_at > :seen_after
        OR (CAST(:image AS text) IS NOT NULL AND images @> jsonb_build_array(CAST(:image AS text))))
   AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.vm = vms.name
                     AND jobs.status IN ('ASSIGNED','RUNNING','STOPPING'))  -- claimed since its last heartbeat
+  AND NOT EXISTS (SELECT 1 FROM vm_drains WHERE vm_drains.name = vms.name)  -- being scaled down: refuses claims
 ORDER BY offered, last_seen_at DESC, name
 LIMIT :limit;
 
