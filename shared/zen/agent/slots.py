@@ -130,9 +130,6 @@ class Slots:
             return list(self._running)
 
 
-_NOTHING, _HANDED_ON = object(), object()  # what ControlRouter._next read: no message; one handed elsewhere
-
-
 class ControlRouter:
     """The VM's control messages, each handed to the attempt it is about (``open`` to ``close``), and
     the starts offered to this VM (``offer``).
@@ -160,6 +157,7 @@ class ControlRouter:
         self._ready = threading.Condition()
         self._inboxes: dict[Key, deque[tuple[ControlDelivery, ControlMessage]]] = {}
         self._offers: deque[StartDelivery] = deque()
+        self._unread: deque[ControlDelivery] = deque()  # an order read_waiting came upon: the next reader's
         self._reading = False
 
     def offer(self) -> StartDelivery | None:
@@ -210,41 +208,30 @@ class ControlRouter:
     def next(self, key: Key | None, timeout_s: float) -> tuple[ControlDelivery, ControlMessage] | None:
         """The next control message about ``key`` within ``timeout_s``, not yet acked; None if none
         came (``key`` None: the agent holds nothing, and every message is about someone else)."""
-        got = self._next(key, timeout_s)
-        return None if got is _NOTHING or got is _HANDED_ON else got
-
-    def read_waiting(self, most: int = 32) -> None:
-        """Hand on the control messages already waiting, without waiting for more: a start offered while
-        the idle loop was pulling from its region's subscription is then queued (``offer``) before the
-        loop takes what it pulled."""
-        for _ in range(most):
-            if self._next(None, 0.0) is _NOTHING:
-                return
-
-    def _next(self, key: Key | None, timeout_s: float):
-        """``next``, telling "nothing came" (``_NOTHING``) from "a message came and went elsewhere" (``_HANDED_ON``)."""
         with self._ready:
             inbox = self._inboxes.get(key) if key else None
             if inbox:
                 return inbox.popleft()
             if self._reading:  # another attempt reads: it hands this one its messages
                 self._ready.wait(timeout_s)
-                return inbox.popleft() if inbox else _NOTHING
+                return inbox.popleft() if inbox else None
             self._reading = True
+            control = self._unread.popleft() if self._unread else None
         try:
-            control = self._transport.next_control(timeout_s)
+            if control is None:
+                control = self._transport.next_control(timeout_s)
         finally:
             with self._ready:
                 self._reading = False
                 self._ready.notify_all()
         if control is None:
-            return _NOTHING
+            return None
         if control.attributes.get("kind") == START_OFFER:  # a start offered to this VM: never an order
             self._offered(control)
-            return _HANDED_ON
+            return None
         order = self._decode(control)
         if order is None:
-            return _HANDED_ON
+            return None
         about = (order.job_id, order.attempt)
         if order.vm == self._vm and about == key:
             return control, order
@@ -252,9 +239,33 @@ class ControlRouter:
             if order.vm == self._vm and about in self._inboxes:
                 self._inboxes[about].append((control, order))
                 self._ready.notify_all()
-                return _HANDED_ON
+                return None
         self.ignore(control, order, "no job in hand" if key is None else f"not about {key[0]} attempt {key[1]}")
-        return _HANDED_ON
+        return None
+
+    def read_waiting(self, most: int = 32) -> None:
+        """Queue the starts offered to this VM that are already waiting (``offer``), without waiting for
+        more: one offered while the idle loop pulled from its region's subscription then goes before
+        what it pulled. It stops at the first order, which is kept, unread, for the next reader (the
+        claim that follows reads it as it always did)."""
+        for _ in range(most):
+            with self._ready:
+                if self._reading or self._unread:
+                    return
+                self._reading = True
+            try:
+                control = self._transport.next_control(0.0)
+            finally:
+                with self._ready:
+                    self._reading = False
+                    self._ready.notify_all()
+            if control is None:
+                return
+            if control.attributes.get("kind") != START_OFFER:
+                with self._ready:
+                    self._unread.append(control)
+                return
+            self._offered(control)
 
     def _decode(self, control: ControlDelivery) -> ControlMessage | None:
         try:
