@@ -19,16 +19,21 @@ def reports(transport: FakeTransport, job_id: str) -> list[str]:
     return [r[2] for r in transport.job_reports() if r[0] == job_id]
 
 
+def run_until_one_job_ran(transport: FakeTransport) -> Agent:
+    """A real agent over ``transport`` until it has run one job (at most 20 s, should it never)."""
+    agent = Agent(IDENTITY, SETTINGS, transport, local=True)
+    deadline = time.monotonic() + 20
+    transport.when_idle = lambda: (agent.jobs_run >= 1 or time.monotonic() > deadline) and agent.request_shutdown(
+        "test over")
+    assert agent.run() == 0
+    return agent
+
+
 def test_a_start_offered_to_this_vm_is_claimed_and_run_like_a_pulled_one():
     transport = FakeTransport(VM, virtual_time=False)
     offered = transport.offer(start_message("warm"))
     transport.answer = confirm_claims(VM)
-    agent = Agent(IDENTITY, SETTINGS, transport, local=True)
-    deadline = time.monotonic() + 20  # a bound, should the offer never be run
-    transport.when_idle = lambda: (agent.jobs_run >= 1 or time.monotonic() > deadline) and agent.request_shutdown(
-        "test over")
-
-    assert agent.run() == 0
+    run_until_one_job_ran(transport)
 
     assert reports(transport, "warm") == ["CLAIMED", "RUNNING", "SUCCEEDED"]
     acks = [call for call in transport.calls if call[0] in ("ack", "nack", "offer_ack")]
@@ -53,12 +58,7 @@ def test_an_offer_a_busy_vm_cannot_take_is_dropped_once_and_never_reaches_the_ru
         return confirm(message)
 
     transport.answer = scheduler
-    agent = Agent(IDENTITY, SETTINGS, transport, local=True)
-    deadline = time.monotonic() + 20  # a bound, should the offer never be run
-    transport.when_idle = lambda: (agent.jobs_run >= 1 or time.monotonic() > deadline) and agent.request_shutdown(
-        "test over")
-
-    assert agent.run() == 0
+    run_until_one_job_ran(transport)
 
     busy = reports(transport, "busy")
     assert busy[:2] == ["CLAIMED", "RUNNING"] and busy[-1] == "SUCCEEDED"
@@ -95,12 +95,7 @@ def test_an_offer_that_came_while_the_vm_pulled_goes_before_the_start_it_pulled(
     pulled = transport.add_start(start_message("cold"))
     offered = transport.offer(start_message("warm"))
     transport.answer = confirm_claims(VM)
-    agent = Agent(IDENTITY, SETTINGS, transport, local=True)
-    deadline = time.monotonic() + 20  # a bound, should the offer never be run
-    transport.when_idle = lambda: (agent.jobs_run >= 1 or time.monotonic() > deadline) and agent.request_shutdown(
-        "test over")
-
-    assert agent.run() == 0
+    run_until_one_job_ran(transport)
 
     assert reports(transport, "warm") == ["CLAIMED", "RUNNING", "SUCCEEDED"]
     assert reports(transport, "cold") == []  # never claimed here: given back for another VM of the region
