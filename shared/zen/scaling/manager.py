@@ -169,57 +169,51 @@ class ClusterManager:
 
     def _vms(self, listings: dict[str, list[MigInstance]], first_seen: dict[str, datetime], facts
              ) -> tuple[tuple[Vm, ...], dict[str, str | None]]:
-        """The VMs as the planner sees them, and each one's zone. Views are rebuilt only when their
-        inputs changed: an adapter that returns the same objects for unchanged instances, first-seen
-        times and agents (the simulator's) spares the work, per VM, per region or for the whole pass.
-
-        A region is taken whole from the last pass when its listing is the same list (so the same
-        instances, whose first-seen times cannot have changed) and none of its VMs is among those
-        whose job or agent changed: known when ``facts.changed`` says which changed since the
-        ``held``/``agents`` this manager last read (an adapter that cannot say, Postgres, leaves it
-        None, and every VM is checked)."""
+        """The VMs as the planner sees them, and each one's zone, rebuilt only where their inputs changed:
+        an adapter that returns the same objects for unchanged instances, first-seen times and agents (the
+        simulator's) spares the work per VM, per region (the same listing, none of its VMs ``_changed``) or pass."""
         held, agents = facts.held, facts.agents
         last = self._last
         if (last[2] is first_seen and last[3] is held and last[4] is agents and len(last[1]) == len(listings)
                 and all(r == lr and i is li for (r, i), lr, li in zip(listings.items(), last[0], last[1]))):
             return last[5], last[6]
-        if last[3] is held and last[4] is agents:
-            dirty: frozenset[str] | None = frozenset()
-        elif facts.changed is not None and facts.changed[0] is last[3] and facts.changed[1] is last[4]:
-            dirty = facts.changed[2]
-        else:
-            dirty = None  # which VMs' facts changed is unknown: each one is checked
+        changed = self._changed(facts)
         vms: list[Vm] = []
         zones: dict[str, str | None] = {}
         parts, self._parts = self._parts, {}
         for region, instances in listings.items():
             part = parts.get(region)
-            if part is not None and part[0] is instances and dirty is not None and dirty.isdisjoint(part[3]):
-                self._parts[region] = part
-                vms += part[1].vms
-                zones.update(part[2])
-                continue
-            views = part[4] if part is not None else {}
-            region_vms: list[Vm] = []
-            region_zones: dict[str, str | None] = {}
-            region_views: dict[str, tuple] = {}
-            for instance in instances:
-                vm_name = instance.name
-                region_zones[vm_name] = instance.zone
-                since, job, agent = first_seen[vm_name], held.get(vm_name), agents.get(vm_name)
-                cached = views.get(vm_name)
-                if (cached is None or cached[0] is not instance or cached[1] is not since or cached[2] != job
-                        or cached[3] is not agent):
-                    cached = (instance, since, job, agent, self._vm(instance, region, since, held, agents))
-                region_views[vm_name] = cached
-                region_vms.append(cached[4])
-            part = self._parts[region] = (instances, RegionVms(region_vms), region_zones, region_views.keys(),
-                                          region_views)
+            if part is None or part[0] is not instances or changed is None or not changed.isdisjoint(part[3]):
+                part = self._region(region, instances, part, first_seen, held, agents)
+            self._parts[region] = part
             vms += part[1].vms
-            zones.update(region_zones)
+            zones.update(part[2])
         self._last = (tuple(listings), tuple(listings.values()), first_seen, held, agents, tuple(vms), zones)
         remember_index(self._last[5], {region: part[1] for region, part in self._parts.items() if part[1].vms})
         return self._last[5], zones
+
+    def _region(self, region: str, instances: list[MigInstance], last: tuple | None, first_seen: dict[str, datetime],
+                held: dict, agents: dict) -> tuple:
+        """One region's part: (its instances, their Vms (``RegionVms``), zones, names, and per name its
+        view); a VM's view is kept from ``last`` while its instance, first-seen time, job and agent are."""
+        views, kept, zones = last[4] if last is not None else {}, {}, {}
+        for instance in instances:
+            name = instance.name
+            zones[name] = instance.zone
+            since, job, agent = first_seen[name], held.get(name), agents.get(name)
+            view = views.get(name)
+            if view is None or (view[0], view[1], view[3]) != (instance, since, agent) or view[2] != job:
+                view = (instance, since, job, agent, self._vm(instance, region, since, held, agents))
+            kept[name] = view
+        return instances, RegionVms(view[4] for view in kept.values()), zones, kept.keys(), kept
+
+    def _changed(self, facts) -> frozenset[str] | None:
+        """The VMs whose job or agent may differ from what the last pass read; None: unknown, so every
+        VM is checked (Postgres cannot say; the simulator's ``FleetFacts.changed`` does)."""
+        last, hint = self._last, facts.changed
+        if last[3] is facts.held and last[4] is facts.agents:
+            return frozenset()
+        return hint[2] if hint is not None and hint[0] is last[3] and hint[1] is last[4] else None
 
     def _view(self, vm: Vm) -> tuple | None:
         """(instance, first seen, job, agent, Vm) as the last pass read ``vm``."""
