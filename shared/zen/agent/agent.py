@@ -1,4 +1,5 @@
-"""The agent loop: pull one start message, claim it, run it, report, go back for the next one.
+"""The agent loop: pull one start message, claim it, run it, report, go back for the next one. What
+happens once a claim is confirmed (stage, run, supervise, upload, report) is ``zen.agent.attempt``.
 
 States of one attempt (a VM runs one at a time, or up to its cluster's ``max_jobs_per_vm`` at once,
 each with its own GPUs: ``zen.agent.slots``)::
@@ -40,32 +41,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from pathlib import Path
 from typing import Callable, Mapping
 
 from pydantic import ValidationError
 
+from zen.agent.attempt import FINAL_BUDGET_S, SHUTDOWN_BUDGET_S, SLICE_S, RunsAttempts
 from zen.agent.identity import Identity
 from zen.agent.limits import DailyPulls, PullLimits
-from zen.agent.output import AttemptOutput
 from zen.agent.reports import AttemptReport, Reporter
-from zen.agent.runner import CannotRun, JobSpec, RunningJob, remove_image
+from zen.agent.runner import remove_image
 from zen.agent.settings import AgentSettings
 from zen.agent.cache import InputCache
 from zen.agent.slots import ControlRouter, Key, Slots
-from zen.agent.staging import AttemptData, Progress, transfer
 from zen.agent.transport import StartDelivery, Transport, TransportError
 from zen.errors import describe_validation_error
 from zen.joblogs import Sink
-from zen.models import AgentStatus, ControlAction, ControlMessage, StartMessage, VmState
+from zen.models import AgentStatus, ControlAction, StartMessage, VmState
 
 log = logging.getLogger("zen.agent")
-SLICE_S = 0.2  # longest uninterrupted wait: how fast a shutdown request is noticed
-FINAL_BUDGET_S = 300.0  # how long a final report is retried (a lost one costs a rerun)
-SHUTDOWN_BUDGET_S = 5.0  # per report while shutting down (a preempted VM has ~30 s in all)
-OUTPUT_BUDGET_S = 20.0  # shipping the rest of a job's output before its final report (heartbeat timeout: 120 s)
-UPLOAD_GRACE_S = 15.0  # uploading outputs once the VM is shutting down (a preempted VM has ~30 s in all)
-PREFACE_CHARS = 1100  # zen's lines before the output tail in the final report (Heartbeat.message: 8192)
 
 
 class _Log(logging.LoggerAdapter):
@@ -76,7 +69,7 @@ class _Log(logging.LoggerAdapter):
         return msg, kwargs
 
 
-class Agent:
+class Agent(RunsAttempts):
     def __init__(self, identity: Identity, settings: AgentSettings, transport: Transport, *, local: bool,
                  clock: Callable[[], float] = time.monotonic, base_env: Mapping[str, str] | None = None,
                  sink: Sink | None = None, pulls: DailyPulls | None = None, slots: Slots | None = None):
@@ -330,147 +323,6 @@ class Agent:
         self._quietly(self.transport.nack, delivery, "nack")
         return "timeout"
 
-    # -- running ---------------------------------------------------------------------------------
-    def _run(self, start: StartMessage, attempt: AttemptReport, gpu_ids: tuple[int, ...]) -> None:
-        fields = {"job_id": start.job_id, "attempt": start.attempt}
-        key = (start.job_id, start.attempt)
-        self.slots.running(key)
-        self._vm_beat(force=True)
-        self.pulls.began(key, len(gpu_ids) if gpu_ids else None)
-        settings = self.settings
-        output = AttemptOutput(start.job_id, start.attempt, self.identity.vm, self.sink, settings.output,
-                               settings.tail_bytes)
-        data = self._attempt_data(start)
-        if data is not None:
-            cut = self._transfer(attempt, data, "staging inputs", data.staged, lambda: (data.prepare(), data.stage()))
-            if cut is not None:  # the job never ran: nothing to upload
-                self._end(attempt, output, None, *cut, data=data)
-                return
-        spec = JobSpec(job_id=start.job_id, attempt=start.attempt, command=start.command, image=start.image,
-                       env=dict(start.env), max_runtime_s=start.max_runtime_s,
-                       stop_grace_s=settings.stop_grace_s, data_dirs=data.env() if data else {},
-                       gpu_ids=gpu_ids or None)  # (): the VM runs one job at a time, the job sees every GPU
-        try:
-            job = RunningJob.start(spec, local=self.local, tail_bytes=settings.tail_bytes, docker=settings.docker,
-                                   output=output, limits=settings.output, base_env=self._base_env)
-        except CannotRun as exc:
-            self.log.error("job cannot run here", extra={**fields, "reason": str(exc)})
-            output.add("zen", f"zen agent: {exc}")
-            self._end(attempt, output, 127, AgentStatus.FAILED, f"zen agent: {exc}", data=data, upload=True)
-            return
-        if job.launch.container:
-            self.cache.ran_image(spec.image)  # the image is on this VM now
-        # The command, not the argv: env values (``-e K=V`` for docker) may be credentials.
-        self.log.info("job started", extra={**fields, "pid": job.pid, "container": job.launch.container,
-                                             "command": spec.command, "image": spec.image, "gpu_ids": spec.gpu_ids})
-        try:
-            final, note = self._supervise(job, attempt)
-        except BaseException:
-            job.stop(settings.stop_grace_s)  # never leave a job running unsupervised
-            self._close_output(output, "zen agent error; the attempt was stopped", SHUTDOWN_BUDGET_S)
-            self.reporter.job(attempt, AgentStatus.PREEMPTED, budget_s=SHUTDOWN_BUDGET_S,
-                              message="zen agent error; the attempt was stopped")
-            if data is not None:
-                data.cleanup()
-            raise
-        outcome = job.outcome()
-        if final is None:
-            final = AgentStatus.SUCCEEDED if outcome.exit_code == 0 else AgentStatus.FAILED
-        self.log.info("job ended", extra={**fields, "status": final.value, "exit_code": outcome.exit_code,
-                                          "elapsed_s": round(job.elapsed_s(), 3), "pid": job.pid})
-        self._end(attempt, output, outcome.exit_code, final, note, data=data, upload=True, tail=outcome.tail)
-
-    def _end(self, attempt: AttemptReport, output: AttemptOutput, exit_code: int | None, final: AgentStatus,
-             note: str | None, *, data: AttemptData | None, upload: bool = False, tail: str = "") -> None:
-        """Upload the outputs (a failed upload fails the attempt), close the output, send the final report."""
-        if data is not None and upload:
-            cut = self._transfer(attempt, data, "uploading outputs", data.uploaded, data.upload,
-                                 shutdown_grace_s=UPLOAD_GRACE_S)
-            if cut is not None:
-                status, cut_note = cut
-                final = AgentStatus.FAILED if status is AgentStatus.FAILED and final is AgentStatus.SUCCEEDED else status
-                note = f"{note}\n{cut_note}" if note else cut_note
-        summary = data.summary() if data is not None else ""
-        preface = "\n".join(line for line in (note, summary) if line)[-PREFACE_CHARS:]
-        message = "\n".join(part for part in (preface, tail) if part)
-        # The output before the final report: a user who sees the end status can read every line.
-        ended = final.value if exit_code is None else f"{final.value}, exit code {exit_code}"
-        brief = note.splitlines()[-1].removeprefix("zen: ").removeprefix("zen agent: ") if note else ""
-        self._close_output(output, f"{ended} ({brief})" if brief else ended,
-                           SHUTDOWN_BUDGET_S if self.stopping else OUTPUT_BUDGET_S)
-        budget = SHUTDOWN_BUDGET_S if self.stopping else FINAL_BUDGET_S
-        self.reporter.job(attempt, final, budget_s=budget, exit_code=exit_code, message=message,
-                          data=data.heartbeat_fields() if data is not None else None)
-        if data is not None:
-            self.log.info("job data", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
-                                             **data.heartbeat_fields()})
-            data.cleanup()
-        self._after_job((attempt.job_id, attempt.attempt))
-
-    def _attempt_data(self, start: StartMessage) -> AttemptData | None:
-        if not start.inputs and not start.outputs:
-            return None
-        return AttemptData(start.job_id, start.attempt, list(start.inputs or []), start.outputs,
-                           Path(self.settings.work_dir), project=self.identity.project, cache=self.cache)
-
-    def _transfer(self, attempt: AttemptReport, data: AttemptData, what: str, progress: Progress,
-                  work: Callable[[], None], shutdown_grace_s: float = 0.0) -> tuple[AgentStatus, str] | None:
-        """``zen.agent.staging.transfer``, heartbeating this attempt; the status and note if it ended it."""
-        cut = transfer(data, what, progress, work, listen=lambda *a, **kw: self._listen(attempt, *a, **kw),
-                       stopping=lambda: self.stopping, clock=self._clock, vm=self.identity.vm,
-                       shutdown_grace_s=shutdown_grace_s, grace_s=self.settings.stop_grace_s)
-        if cut is not None:
-            self.log.error(f"{what} ended the attempt", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
-                                                             "status": cut[0].value, "reason": cut[1]})
-        return cut
-
-    def _supervise(self, job: RunningJob, attempt: AttemptReport) -> tuple[AgentStatus | None, str | None]:
-        """Heartbeat until the job ends, is stopped, runs out of time, or the agent shuts down.
-
-        Returns the final status when the agent decided it (else the exit code decides) and a note
-        to put before the output tail.
-        """
-        settings = self.settings
-        fields = {"job_id": attempt.job_id, "attempt": attempt.attempt}
-        self.reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, settings.heartbeat_s))
-        next_beat = self._clock() + settings.heartbeat_s
-        while job.poll() is None:
-            if self.stopping:
-                self.log.warning("stopping the job: agent shutting down", extra=fields)
-                job.stop(settings.stop_grace_s)
-                return AgentStatus.PREEMPTED, f"zen: VM {self.identity.vm} shut down ({self._shutdown_reason})"
-            if job.over_time():
-                self.log.warning("stopping the job: max_runtime_s exceeded", extra={
-                    **fields, "max_runtime_s": job.spec.max_runtime_s})
-                job.stop(settings.stop_grace_s)
-                return AgentStatus.FAILED, f"zen: killed after exceeding max_runtime_s={job.spec.max_runtime_s}"
-            next_beat, order = self._listen(attempt, next_beat)
-            if order is None:
-                continue
-            if order.action is ControlAction.STOP and job.poll() is None:
-                self.log.info("stopping the job on request", extra={**fields, "reason": order.reason})
-                job.stop(settings.stop_grace_s)
-                return AgentStatus.STOPPED, f"zen: stopped ({order.reason or 'stop requested'})"
-            if order.action is ControlAction.STOP:
-                break  # it ended on its own just now: report how it ended
-            self.log.info("control message for the running attempt ignored",
-                          extra={**fields, "action": order.action.value, "reason": order.reason})
-        return None, None
-
-    def _listen(self, attempt: AttemptReport, next_beat: float, **report) -> tuple[float, ControlMessage | None]:
-        """One slice of a running attempt: its RUNNING heartbeat when due (at ``next_beat``; returns the
-        next), the VM's, and the control message about it, if one came (acked)."""
-        if self._clock() >= next_beat:
-            self.reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, self.settings.heartbeat_s), **report)
-            next_beat = self._clock() + self.settings.heartbeat_s
-        self._vm_beat()
-        received = self.controls.next((attempt.job_id, attempt.attempt), SLICE_S)
-        if received is None:
-            return next_beat, None
-        control, order = received
-        control.ack()
-        return next_beat, order
-
     def _after_job(self, key: Key) -> None:
         with self._lock:
             self.jobs_run += 1
@@ -480,12 +332,6 @@ class Agent:
             self._vm_beat(force=True)
 
     # -- helpers ---------------------------------------------------------------------------------
-    def _close_output(self, output: AttemptOutput, note: str, budget_s: float = OUTPUT_BUDGET_S) -> None:
-        try:
-            output.close(note, budget_s)
-        except Exception:  # noqa: BLE001 - output is worth less than the report that follows
-            self.log.exception("job output not closed", extra={"job_id": output.job_id, "attempt": output.attempt})
-
     def _quietly(self, call, delivery: StartDelivery, what: str, *args) -> bool:
         """A lease operation whose failure is survivable (the lease simply runs out): log it."""
         try:
