@@ -216,14 +216,7 @@ class ControlRouter:
                 self._ready.wait(timeout_s)
                 return inbox.popleft() if inbox else None
             self._reading = True
-            control = self._unread.popleft() if self._unread else None
-        try:
-            if control is None:
-                control = self._transport.next_control(timeout_s)
-        finally:
-            with self._ready:
-                self._reading = False
-                self._ready.notify_all()
+        control = self._read(timeout_s)
         if control is None:
             return None
         if control.attributes.get("kind") == START_OFFER:  # a start offered to this VM: never an order
@@ -253,12 +246,7 @@ class ControlRouter:
                 if self._reading or self._unread:
                     return
                 self._reading = True
-            try:
-                control = self._transport.next_control(0.0)
-            finally:
-                with self._ready:
-                    self._reading = False
-                    self._ready.notify_all()
+            control = self._read(0.0)
             if control is None:
                 return
             if control.attributes.get("kind") != START_OFFER:
@@ -266,6 +254,18 @@ class ControlRouter:
                     self._unread.append(control)
                 return
             self._offered(control)
+
+    def _read(self, timeout_s: float) -> ControlDelivery | None:
+        """One message, read as the subscription's reader (the caller set ``_reading`` under the lock;
+        this gives the role back): an order ``read_waiting`` set aside first, else the next that comes."""
+        try:
+            with self._ready:
+                control = self._unread.popleft() if self._unread else None
+            return control if control is not None else self._transport.next_control(timeout_s)
+        finally:
+            with self._ready:
+                self._reading = False
+                self._ready.notify_all()
 
     def _decode(self, control: ControlDelivery) -> ControlMessage | None:
         try:

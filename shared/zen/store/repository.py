@@ -172,8 +172,8 @@ def upsert_vm(session: Session, *, name: str, cluster: str, region: str, zone: s
     recorded (out of order)."""
     row = session.one(
         "upsert_vm", vm_name=name, cluster=cluster, region=region, zone=zone, state=state, job_id=job_id,
-        attempt=attempt, jobs=_json_or_null(jobs), seq=seq, sent_at=sent_at, now=now, cached_inputs=_json_or_null(cached_inputs),
-        images=_json_or_null(images),
+        attempt=attempt, jobs=_json_or_null(jobs), seq=seq, sent_at=sent_at, now=now,
+        cached_inputs=_json_or_null(cached_inputs), images=_json_or_null(images),
     )
     return row is not None
 
