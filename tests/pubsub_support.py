@@ -37,7 +37,7 @@ class StandInPublisher:
         results: list[str | Exception] = [ConnectionError("injected publish failure")] * failed
         return results + self._real.publish(messages[failed:])
 
-    def publish_soon(self, messages: Sequence[OutgoingMessage], done) -> None:
+    def publish_soon(self, messages: Sequence[OutgoingMessage], done, *, linger_s: float = 0.0) -> None:
         done(self.publish(messages))  # at once: tests read what was published right after a call
 
     def on(self, topic: str) -> list[OutgoingMessage]:

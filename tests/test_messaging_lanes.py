@@ -58,7 +58,7 @@ class _HeldPublisher:
         self.inline += 1
         return ["id"] * len(messages)
 
-    def publish_soon(self, messages, done):
+    def publish_soon(self, messages, done, *, linger_s=0.0):
         self.handed += 1
         threading.Thread(target=lambda: (self.release.wait(10), done(["id"] * len(messages)))).start()
 
@@ -104,7 +104,7 @@ def test_only_the_last_request_in_flight_waits_for_the_urgent_messages_handed_ov
 
 
 class _BrokenPublisher(_HeldPublisher):
-    def publish_soon(self, messages, done):
+    def publish_soon(self, messages, done, *, linger_s=0.0):
         raise RuntimeError("no sender thread")
 
 
@@ -154,3 +154,35 @@ def test_a_lane_survives_a_send_and_a_callback_that_raise():
     lane.submit([(OutgoingMessage("t", b"b"), boom)], inline=True)
     lane.submit([(OutgoingMessage("t", b"c"), lambda r: results.append(r))], inline=True)
     assert isinstance(results[0], ValueError) and results[1] == "id" and calls == [1, 1, 1]
+
+
+def _recording_lane():
+    rpcs: list[list[bytes]] = []
+
+    def send(batch):
+        rpcs.append([m.data for m in batch])
+        return ["id"] * len(batch)
+
+    return _Lane(send), rpcs
+
+
+def test_lingering_messages_from_many_callers_share_one_rpc():
+    lane, rpcs = _recording_lane()
+    settled = threading.Semaphore(0)
+    for n in range(20):  # twenty submissions' events, handed over within the linger
+        lane.submit([(OutgoingMessage("events", f"e{n}".encode()), lambda _: settled.release())],
+                    inline=False, linger_s=1.0)
+    for _ in range(20):
+        assert settled.acquire(timeout=10)
+    assert rpcs == [[f"e{n}".encode() for n in range(20)]]  # one RPC, in order; without a linger: up to 20
+
+
+def test_a_message_due_now_is_not_held_by_a_lingering_one():
+    lane, rpcs = _recording_lane()
+    settled = threading.Event()
+    lane.submit([(OutgoingMessage("t", b"later"), lambda _: None)], inline=False, linger_s=60.0)
+    time.sleep(0.05)  # the sender is lingering
+    assert rpcs == []
+    lane.submit([(OutgoingMessage("t", b"now"), lambda _: settled.set())], inline=True)  # lane busy: queued
+    assert settled.wait(10), "a message due now waited for the linger of one handed over before it"
+    assert rpcs == [[b"later", b"now"]]

@@ -48,7 +48,7 @@ class RecordingPublisher:
         return results
 
     def publish_soon(self, messages: Sequence[OutgoingMessage],
-                     done: Callable[[list[str | Exception]], None]) -> None:
+                     done: Callable[[list[str | Exception]], None], *, linger_s: float = 0.0) -> None:
         done(self.publish(messages))
 
     def on(self, topic: str) -> list[OutgoingMessage]:

@@ -20,7 +20,9 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import math
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -48,8 +50,9 @@ class Publisher(Protocol):
         """Publish and wait; returns, per message, its id or the exception that stopped it."""
 
     def publish_soon(self, messages: Sequence[OutgoingMessage],
-                     done: Callable[[list[str | Exception]], None]) -> None:
-        """Hand the messages over and return; ``done(results)`` is called once all are settled."""
+                     done: Callable[[list[str | Exception]], None], *, linger_s: float = 0.0) -> None:
+        """Hand the messages over and return; ``done(results)`` is called once all are settled. With
+        ``linger_s``, they may wait that long to share an RPC with messages handed over after them."""
 
 
 class _Lane:
@@ -58,13 +61,17 @@ class _Lane:
     RPC is in flight, or that are handed over without waiting (``publish_soon``), queue up and share
     the next RPC, which the lane's sender thread sends. The sender is started once and then waits on
     a condition (no CPU, no lock held) until there is something to send: starting a thread per
-    hand-off cost ~0.5 ms of a submission's CPU."""
+    hand-off cost ~0.5 ms of a submission's CPU. Messages handed over with a linger (job events)
+    wait until the earliest one is due, so that a stream of submissions shares one RPC for its
+    events instead of one RPC each (an RPC costs this process ~0.3 ms of CPU, a submission's own
+    work ~0.4 ms); a message due now, or a full batch, ends the wait."""
 
     max_batch = 500  # Pub/Sub allows 1,000 messages and 10 MB per request
 
     def __init__(self, send: Callable[[list[OutgoingMessage]], list[str] | Exception]):
         self._send = send
         self._pending: list[tuple[OutgoingMessage, Callable[[str | Exception], None]]] = []
+        self._due = math.inf  # monotonic time by which the queue must be sent
         self._busy = False  # an RPC is in flight, or the sender is about to send the queue
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
@@ -72,11 +79,16 @@ class _Lane:
         self._sender: threading.Thread | None = None
 
     def submit(self, items: list[tuple[OutgoingMessage, Callable[[str | Exception], None]]], *,
-               inline: bool) -> None:
-        """Queue ``items``; with ``inline``, an idle lane sends them from the caller's thread."""
+               inline: bool, linger_s: float = 0.0) -> None:
+        """Queue ``items``; with ``inline``, an idle lane sends them from the caller's thread; with
+        ``linger_s``, queued ones may wait that long for company."""
         with self._lock:
             if not (inline and not self._busy):
                 self._pending.extend(items)
+                due = time.monotonic() + linger_s
+                if due < self._due:
+                    self._due = due
+                    self._wake.notify()  # a sender lingering for later messages sends sooner
                 if not self._busy:
                     self._busy = True
                     self._hand_over()
@@ -115,12 +127,16 @@ class _Lane:
                 while not self._handed_over:
                     self._wake.wait()
                 self._handed_over = False
+                while len(self._pending) < self.max_batch and (wait := self._due - time.monotonic()) > 0:
+                    self._wake.wait(wait)  # lingering: no CPU, the lock released
             self._drain()
 
     def _drain(self) -> None:
         while True:
             with self._lock:
                 batch, self._pending = self._pending[:self.max_batch], self._pending[self.max_batch:]
+                if not self._pending:
+                    self._due = math.inf
                 if not batch:
                     self._busy = False
                     return
@@ -160,11 +176,11 @@ class PubSubPublisher:
         return outcome[0]
 
     def publish_soon(self, messages: Sequence[OutgoingMessage],
-                     done: Callable[[list[str | Exception]], None]) -> None:
-        self._submit(messages, done, inline=False)
+                     done: Callable[[list[str | Exception]], None], *, linger_s: float = 0.0) -> None:
+        self._submit(messages, done, inline=False, linger_s=linger_s)
 
     def _submit(self, messages: Sequence[OutgoingMessage], done: Callable[[list[str | Exception]], None], *,
-                inline: bool) -> None:
+                inline: bool, linger_s: float = 0.0) -> None:
         """Queue each message on its topic's lane; ``done(results)`` once every one is settled."""
         if not messages:
             done([])
@@ -187,7 +203,7 @@ class PubSubPublisher:
         for index, message in enumerate(messages):
             by_topic.setdefault(message.topic, []).append((message, settle_at(index)))
         for topic, items in by_topic.items():
-            self._lane(topic).submit(items, inline=inline)
+            self._lane(topic).submit(items, inline=inline, linger_s=linger_s)
 
     def _lane(self, topic: str) -> _Lane:
         with self._lanes_lock:
@@ -289,7 +305,8 @@ class OutboxRelay:
     Right after a commit, ``flush_quietly`` publishes what the transaction enqueued, from memory (no
     read back). ``urgent`` topics (a job's start, a VM's orders) are acknowledged before the
     instance's last request in flight returns (module docstring, ``request``); the others (job
-    events, notifications for users) are handed over without waiting. How each publish
+    events, notifications for users) are handed over without waiting, and may linger
+    ``events_linger_s`` to share one RPC with the next submissions' events. How each publish
     ended is recorded in the background (``SentMarks``). ``flush_pending`` (the scale tick) sends
     what is left: rows whose publish failed, and rows older than ``in_flight_s`` (their process
     died, or its CPU was throttled, between commit and publish). Younger rows may be in flight in
@@ -298,6 +315,7 @@ class OutboxRelay:
 
     in_flight_s = 60.0
     keep_sent_s = 86_400.0
+    events_linger_s = 0.05  # a stream of submissions: one RPC of events per 50 ms, not one each
 
     def __init__(self, db: Database, publisher: Publisher, clock: Callable[[], datetime],
                  urgent: frozenset[str] = frozenset()):
@@ -366,7 +384,8 @@ class OutboxRelay:
             self._hand_over_urgent(urgent)
 
     def _publish_later(self, later: Sequence[Enqueued]) -> None:
-        self._publisher.publish_soon([e.message for e in later], lambda results: self.marks.add(later, results))
+        self._publisher.publish_soon([e.message for e in later], lambda results: self.marks.add(later, results),
+                                     linger_s=self.events_linger_s)
 
     def flush_pending(self, limit: int = 1000) -> int:
         """Publish whatever is still unsent, and prune rows sent more than ``keep_sent_s`` ago (the
