@@ -225,6 +225,42 @@ def test_stop_that_arrives_before_its_submit_cancels_the_job_on_arrival(function
     assert publisher.on("zen-job-start") == []
 
 
+def test_a_stop_that_races_its_submit_is_applied_as_soon_as_it_is_kept(functions, zen, publisher, monkeypatch):
+    """The stop finds no job; before its transaction commits, the submission (another instance, another
+    connection) commits without seeing the kept stop. Neither saw the other's row: the stop, once kept,
+    looks again."""
+    import threading
+
+    from zen import jobs as jobs_module
+
+    remember = repository.remember_early_stop
+
+    def remember_while_the_submit_commits(session, job_id, reason, now):
+        remember(session, job_id, reason, now)
+        submitter = threading.Thread(target=functions.submit, args=(job_request("job-1"),))
+        submitter.start()
+        submitter.join(30)
+
+    monkeypatch.setattr(jobs_module.repository, "remember_early_stop", remember_while_the_submit_commits)
+    functions.stop({"job_id": "job-1", "reason": "changed my mind"})
+    assert job(zen, "job-1").status.value == "CANCELLED"  # not QUEUED, to run although stopped
+    assert history(zen, "job-1") == [(None, "PENDING"), ("PENDING", "QUEUED"), ("QUEUED", "CANCELLED")]
+    with zen.db.transaction() as session:
+        assert repository.take_early_stop(session, "job-1") is None  # consumed
+
+
+def test_the_tick_applies_a_kept_stop_whose_job_exists_even_if_it_runs(functions, zen, publisher):
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 2, vm="vm-a"))
+    with zen.db.transaction() as session:  # a stop kept while the submission committed unseen
+        repository.remember_early_stop(session, "job-1", "changed my mind", zen.clock())
+    assert zen.on_scale_tick().stopped == 1
+    assert job(zen, "job-1").status.value == "STOPPING"
+    assert [c["action"] for c in controls(publisher, "vm-a")] == ["CONFIRM", "STOP"]
+    assert zen.on_scale_tick().stopped == 0  # consumed: applied once
+
+
 def test_reclaims_during_stopping_neither_extend_the_stop_nor_go_unanswered(functions, zen, publisher, clock):
     functions.submit(job_request("job-1"))
     functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))

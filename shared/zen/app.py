@@ -44,6 +44,7 @@ class TickReport:
     republished: int = 0
     widened: int = 0  # starts narrowed near their data, now sent to every allowed region (zen.routing)
     admitted: int = 0
+    stopped: int = 0  # stops that raced their job's submission, applied (zen.sweeps.apply_early_stops)
     scaling: object | None = None
 
 
@@ -113,6 +114,7 @@ class Zen:
             try:
                 report = TickReport(relayed=self.relay.flush_pending())
                 report.swept = self.jobs.sweep_lost()
+                report.stopped = self.jobs.apply_early_stops()
                 report.republished = self.jobs.republish_unclaimed()
                 report.widened = self.jobs.widen_narrowed()
                 report.admitted = self.jobs.admit_waiting()

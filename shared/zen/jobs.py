@@ -210,9 +210,17 @@ class JobService(TickSweeps):
             request: StopRequest = decode_payload(envelope, StopRequest, self._config.limits.max_message_bytes)
         except Rejected as rejection:
             return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.message_ignored")
-        return self._on_job(envelope, source, request.job_id, "user",
-                            lambda job, now: lifecycle.decide_stop(job, request, now),
-                            on_unknown=lambda session, now: self._remember_early_stop(session, request, now))
+        kept = []
+
+        def keep(session: Session, now) -> str:
+            kept.append(request.job_id)
+            return self._remember_early_stop(session, request, now)
+
+        outcome = self._on_job(envelope, source, request.job_id, "user",
+                               lambda job, now: lifecycle.decide_stop(job, request, now), on_unknown=keep)
+        if kept:  # the submission may have committed meanwhile without seeing the kept stop
+            self.apply_early_stops(kept)
+        return outcome
 
     @staticmethod
     def _remember_early_stop(session: Session, request: StopRequest, now) -> str:

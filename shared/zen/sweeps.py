@@ -1,21 +1,24 @@
 """The scale tick's work over jobs (a part of ``zen.jobs.JobService``): the lost-job sweep, the
-republish of unclaimed start messages, and the widening of starts narrowed near their data
-(``zen.routing``). Each finds its candidates with one indexed query, then re-reads each job under
+republish of unclaimed start messages, the widening of starts narrowed near their data
+(``zen.routing``), and stops that raced their job's submission. Each finds its candidates with one indexed query, then re-reads each job under
 lock, decides and applies it on its own, so one bad job never blocks the others."""
 
 from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from zen import lifecycle
 from zen.errors import TransientError
 from zen.lifecycle import Decision
 from zen.messaging import Enqueued
-from zen.models import Job, JobStatus
+from zen.models import Job, JobStatus, StopRequest
 from zen.routing import next_route
 from zen.store import repository
+
+if TYPE_CHECKING:
+    from zen.store.db import Session
 
 log = logging.getLogger("zen.jobs")
 
@@ -30,7 +33,7 @@ class TickSweeps:
         cutoff = now - timedelta(seconds=min(deadlines.heartbeat_timeout_s, deadlines.stop_timeout_s))
         with self._db.transaction() as session:
             candidates = repository.held_jobs_silent_since(session, cutoff, limit)
-        return self._for_each_job(candidates, "sweep", lambda job: lifecycle.decide_silence(job, now, deadlines))
+        return self._for_each_job(candidates, "sweep", lambda _, job: lifecycle.decide_silence(job, now, deadlines))
 
     def republish_unclaimed(self, limit: int = 500) -> int:
         """QUEUED jobs nobody claimed for ``start_republish_s``: publish their start message again, so
@@ -41,7 +44,7 @@ class TickSweeps:
             candidates = repository.queued_jobs_published_before(session, cutoff, limit)
             repository.forget_early_stops(session, now - timedelta(days=7))
 
-        def decide(job: Job) -> Decision | None:
+        def decide(_: Session, job: Job) -> Decision | None:
             stale = job.status is JobStatus.QUEUED and (job.start_published_at or job.queued_at) < cutoff
             return Decision(publish_start=True) if stale else None
 
@@ -54,7 +57,7 @@ class TickSweeps:
         with self._db.transaction() as session:
             candidates = repository.queued_jobs_to_widen(session, now, limit)
 
-        def decide(job: Job) -> Decision | None:
+        def decide(_: Session, job: Job) -> Decision | None:
             if job.status is not JobStatus.QUEUED or job.widen_at is None or job.widen_at > now:
                 return None
             route = next_route(self._config, job, now)
@@ -62,7 +65,28 @@ class TickSweeps:
 
         return self._for_each_job(candidates, "routing", decide)
 
-    def _for_each_job(self, job_ids: list[str], actor: str, decide: Callable[[Job], Decision | None]) -> int:
+    def apply_early_stops(self, job_ids: list[str] | None = None, limit: int = 500) -> int:
+        """Stops kept because their job was unknown when they came, whose job exists now, applied as
+        the user's stop. A submission honours a kept stop it sees; one that raced it (the stop's
+        transaction and the submission's statement each missed the other's uncommitted row) is
+        caught here: right after the stop is kept (``job_ids``: its job), and at every tick (any job).
+        Returns how many were applied."""
+        if job_ids is None:
+            with self._db.transaction() as session:
+                job_ids = repository.early_stops_of_submitted_jobs(session, limit)
+        now = self._clock()
+
+        def decide(session: Session, job: Job) -> Decision | None:
+            reason = repository.take_early_stop(session, job.job_id)
+            if reason is None:
+                return None
+            decision = lifecycle.decide_stop(job, StopRequest(job_id=job.job_id, reason=reason), now)
+            return None if decision.ignored or decision.duplicate else decision
+
+        return self._for_each_job(job_ids, "user", decide)
+
+    def _for_each_job(self, job_ids: list[str], actor: str,
+                      decide: Callable[[Session, Job], Decision | None]) -> int:
         """Re-read each job under lock, decide, apply; one bad job never blocks the others."""
         changed = 0
         for job_id in job_ids:
@@ -70,7 +94,7 @@ class TickSweeps:
             try:
                 with self._db.transaction() as session:
                     job = repository.get_job(session, job_id, lock=True)
-                    decision = decide(job) if job else None
+                    decision = decide(session, job) if job else None
                     if decision is not None:
                         ids = self._apply(session, job, decision, actor=actor, now=self._clock())
                         changed += 1

@@ -143,6 +143,13 @@ DELETE FROM early_stops WHERE job_id = :job_id RETURNING reason;
 -- name: forget_early_stops
 DELETE FROM early_stops WHERE requested_at < :cutoff;
 
+-- name: early_stops_of_submitted_jobs
+-- Stops kept for a job unknown when they came, whose job exists now: a stop that raced its submit
+-- (each transaction missed the other's uncommitted row). Both tables are keyed by job_id.
+SELECT e.job_id FROM early_stops e JOIN jobs j ON j.job_id = e.job_id
+ORDER BY e.requested_at
+LIMIT :limit;
+
 -- name: insert_outbox
 -- Many messages in one statement: :messages is a JSON array (data in base64), inserted in its order.
 INSERT INTO outbox (topic, data, attributes, created_at)

@@ -142,6 +142,11 @@ def take_early_stop(session: Session, job_id: str) -> str | None:
     return row["reason"] if row else None
 
 
+def early_stops_of_submitted_jobs(session: Session, limit: int) -> list[str]:
+    """Jobs that exist now although a stop for them was kept as unknown (it raced the submit)."""
+    return [row["job_id"] for row in session.run("early_stops_of_submitted_jobs", limit=limit)]
+
+
 def job_history(session: Session, job_id: str) -> list[dict[str, Any]]:
     return session.run("job_history", job_id=job_id)
 
