@@ -167,8 +167,9 @@ def test_lost_job_is_requeued_then_fails_when_budget_is_spent(functions, zen, pu
     assert [c["action"] for c in controls(publisher, "vm-a")][-1] == "STOP"
     # Attempt 2 is claimed, then goes silent too: the budget (2) is spent.
     functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, attempt=2, vm="vm-b"))
-    clock.advance(200)
-    functions.tick()
+    for _ in range(4):  # ticks on their schedule (a gap in the ticks would restart the deadline)
+        clock.advance(50)
+        functions.tick()
     record = job(zen, "job-1")
     assert (record.status.value, record.attempt) == ("FAILED", 2)
     assert [s for _, s in history(zen, "job-1")] == [
@@ -316,3 +317,30 @@ def test_one_broken_job_does_not_stop_the_sweep(functions, zen, clock, config, d
     Zen(trimmed, db, publisher, clock).on_scale_tick()
     assert job(zen, "fine").status.value == "QUEUED" and job(zen, "fine").attempt == 2
     assert job(zen, "old").attempt == 2  # requeued; it waits for its cluster to come back
+
+
+def test_an_outage_longer_than_the_heartbeat_timeout_does_not_stop_healthy_jobs(functions, zen, publisher, clock):
+    """Postgres down for 150 s: heartbeats are refused (they wait in Pub/Sub's backoff) and the ticks
+    fail. The first tick after it must not call the running job lost; a VM that stays silent is
+    found one timeout later."""
+    for job_id, vm in (("job-1", "vm-a"), ("job-2", "vm-b")):
+        functions.submit(job_request(job_id))
+        functions.heartbeat(heartbeat(job_id, "CLAIMED", 1, vm=vm))
+        functions.heartbeat(heartbeat(job_id, "RUNNING", 2, vm=vm))
+    for _ in range(3):  # the schedule: a tick a minute
+        clock.advance(60)
+        functions.heartbeat(heartbeat("job-1", "RUNNING", 3 + _, vm="vm-a"))
+        functions.heartbeat(heartbeat("job-2", "RUNNING", 3 + _, vm="vm-b"))
+        functions.tick()
+    clock.advance(180)  # the outage: two ticks failed, every heartbeat refused
+    functions.tick()
+    assert job(zen, "job-1").status.value == "RUNNING" and job(zen, "job-2").status.value == "RUNNING"
+    assert not [c for c in controls(publisher) if c["action"] == "STOP"]
+    clock.advance(60)
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 9, vm="vm-a"))  # vm-a is alive; vm-b is gone
+    functions.tick()
+    clock.advance(60)
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 10, vm="vm-a"))
+    functions.tick()  # 120 s after Zen came back: vm-b's silence now counts
+    assert job(zen, "job-1").status.value == "RUNNING"
+    assert job(zen, "job-2").status.value == "QUEUED" and job(zen, "job-2").attempt == 2

@@ -266,11 +266,15 @@ def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
     )
 
 
-def decide_silence(job: Job, now: datetime, deadlines: Deadlines) -> Decision | None:
-    """The sweep: a job whose VM went silent past its deadline. ``None`` when the job is fine."""
+def decide_silence(job: Job, now: datetime, deadlines: Deadlines,
+                   heard_since: datetime | None = None) -> Decision | None:
+    """The sweep: a job whose VM went silent past its deadline. ``None`` when the job is fine.
+    ``heard_since``: when Zen could record heartbeats again after an outage; silence counts from then."""
     if not job.status.holds_vm:
         return None
     last = job.last_heartbeat_at or job.updated_at
+    if heard_since is not None and heard_since > last:
+        last = heard_since
     if job.status is JobStatus.STOPPING:
         if now - last < timedelta(seconds=deadlines.stop_timeout_s):
             return None

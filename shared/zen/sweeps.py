@@ -27,13 +27,21 @@ class TickSweeps:
     """Mixed into ``JobService``: uses its ``_db``, ``_config``, ``_clock``, ``_relay`` and ``_apply``."""
 
     def sweep_lost(self, limit: int = 500) -> int:
-        """Jobs whose VM went silent past the deadline: LOST -> requeued (or FAILED). Returns changes."""
+        """Jobs whose VM went silent past the deadline: LOST -> requeued (or FAILED). Returns changes.
+
+        Silence is counted from when Zen could hear again: while Postgres (or the way to it) was down,
+        heartbeats were refused and wait in Pub/Sub's backoff, and the ticks failed too. The first
+        tick after a gap in the ticks (``repository.record_tick``) starts every held job's deadline
+        afresh, so an outage longer than the heartbeat timeout does not stop and rerun every healthy
+        job; a VM that is really gone is found one timeout after Zen is back."""
         deadlines = self._config.deadlines
         now = self._clock()
         cutoff = now - timedelta(seconds=min(deadlines.heartbeat_timeout_s, deadlines.stop_timeout_s))
         with self._db.transaction() as session:
+            back_at = repository.record_tick(session, now, deadlines.heartbeat_timeout_s / 2)
             candidates = repository.held_jobs_silent_since(session, cutoff, limit)
-        return self._for_each_job(candidates, "sweep", lambda _, job: lifecycle.decide_silence(job, now, deadlines))
+        return self._for_each_job(candidates, "sweep",
+                                  lambda _, job: lifecycle.decide_silence(job, now, deadlines, heard_since=back_at))
 
     def republish_unclaimed(self, limit: int = 500) -> int:
         """QUEUED jobs nobody claimed for ``start_republish_s``: publish their start message again, so

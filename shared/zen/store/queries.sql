@@ -117,6 +117,18 @@ WHERE status IN ('ASSIGNED','RUNNING','STOPPING')
 ORDER BY COALESCE(last_heartbeat_at, updated_at)
 LIMIT :limit;
 
+-- name: record_tick
+-- The tick's clock: a gap is an interval longer than :gap_s and than 1.5 times the one before (a
+-- missed tick; a schedule that is slow all along is no gap); its end is when Zen could hear again.
+INSERT INTO tick_clock AS t (last_at) VALUES (:now)
+ON CONFLICT (singleton) DO UPDATE SET
+    back_at = CASE WHEN t.interval_s IS NOT NULL
+                        AND EXTRACT(EPOCH FROM (:now - t.last_at)) > GREATEST(:gap_s, 1.5 * t.interval_s)
+                   THEN :now ELSE t.back_at END,
+    interval_s = EXTRACT(EPOCH FROM (:now - t.last_at)),
+    last_at = :now
+RETURNING back_at;
+
 -- name: queued_jobs_published_before
 -- QUEUED jobs whose start message went out before :cutoff and that nobody has claimed since.
 -- Longest-waiting first; the expression is jobs_queued_republish's.

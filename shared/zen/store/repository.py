@@ -142,6 +142,13 @@ def take_early_stop(session: Session, job_id: str) -> str | None:
     return row["reason"] if row else None
 
 
+def record_tick(session: Session, now: datetime, gap_s: float) -> datetime | None:
+    """Record this tick; returns when Zen came back after its last gap of more than ``gap_s`` (None:
+    none seen)."""
+    row = session.one("record_tick", now=now, gap_s=float(gap_s))
+    return row["back_at"] if row else None
+
+
 def early_stops_of_submitted_jobs(session: Session, limit: int) -> list[str]:
     """Jobs that exist now although a stop for them was kept as unknown (it raced the submit)."""
     return [row["job_id"] for row in session.run("early_stops_of_submitted_jobs", limit=limit)]
