@@ -186,3 +186,17 @@ def test_a_message_due_now_is_not_held_by_a_lingering_one():
     lane.submit([(OutgoingMessage("t", b"now"), lambda _: settled.set())], inline=True)  # lane busy: queued
     assert settled.wait(10), "a message due now waited for the linger of one handed over before it"
     assert rpcs == [[b"later", b"now"]]
+
+
+def test_a_batch_never_exceeds_one_publish_request_inline_or_handed_over():
+    lane, rpcs = _recording_lane()
+    lane.max_bytes = 2_500  # as 8 MB is to 64 KB messages
+    big = [(OutgoingMessage("t", bytes([65 + n]) * 1_000), lambda _: None) for n in range(7)]
+    lane.submit(big, inline=True)  # the tick's resend: its own thread
+    assert [len(batch) for batch in rpcs] == [2, 2, 2, 1] and sum(rpcs, []) == [m.data for m, _ in big]
+    rpcs.clear()
+    settled = threading.Semaphore(0)
+    lane.submit([(m, lambda _: settled.release()) for m, _ in big], inline=False)
+    for _ in big:
+        assert settled.acquire(timeout=10)
+    assert [len(batch) for batch in rpcs] == [2, 2, 2, 1]

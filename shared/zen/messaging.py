@@ -67,6 +67,7 @@ class _Lane:
     work ~0.4 ms); a message due now, or a full batch, ends the wait."""
 
     max_batch = 500  # Pub/Sub allows 1,000 messages and 10 MB per request
+    max_bytes = 8 * 1024 * 1024  # of data and attributes: room for the request's own fields
 
     def __init__(self, send: Callable[[list[OutgoingMessage]], list[str] | Exception]):
         self._send = send
@@ -94,12 +95,26 @@ class _Lane:
                     self._hand_over()
                 return  # the sender (or the caller with an RPC in flight) takes them next
             self._busy = True
-        self._send_batch(items)
+        while items:
+            count = self._fitting(items)
+            self._send_batch(items[:count])
+            items = items[count:]
         with self._lock:
             if self._pending:
                 self._hand_over()  # what queued meanwhile goes with the sender; the lane stays busy
             else:
                 self._busy = False
+
+    def _fitting(self, items: list[tuple[OutgoingMessage, Callable[[str | Exception], None]]]) -> int:
+        """How many of ``items``, from the first, one Publish request can carry (at least one: a
+        single message is limited by the submission's own size limit). A batch over Pub/Sub's limits
+        would fail whole, and the tick would resend the same oldest rows, failing again."""
+        size = 0
+        for count, (message, _) in enumerate(items[:self.max_batch]):
+            size += len(message.data) + sum(len(k) + len(v) for k, v in message.attributes.items())
+            if count and size > self.max_bytes:
+                return count
+        return min(len(items), self.max_batch)
 
     def _send_batch(self, batch: list[tuple[OutgoingMessage, Callable[[str | Exception], None]]]) -> None:
         """Send and settle every item, whatever raises: a dead sender would strand its topic."""
@@ -134,7 +149,8 @@ class _Lane:
     def _drain(self) -> None:
         while True:
             with self._lock:
-                batch, self._pending = self._pending[:self.max_batch], self._pending[self.max_batch:]
+                count = self._fitting(self._pending)
+                batch, self._pending = self._pending[:count], self._pending[count:]
                 if not self._pending:
                     self._due = math.inf
                 if not batch:
