@@ -4,6 +4,8 @@ user's stop of a job being preempted. Through the functions, against a real Post
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.messages import job_request
@@ -90,3 +92,39 @@ def test_one_queue_whose_pass_fails_stops_neither_the_other_queues_nor_the_tick(
     monkeypatch.setattr(Queueing, "admit", broken_for_one)
     assert raised.on_scale_tick().admitted == 1
     assert statuses(zen, "a1", "b1") == ["PENDING", "QUEUED"]
+
+
+@pytest.mark.queues(RECLAIM)
+def test_reclaimed_quota_goes_to_the_reclaiming_job_not_back_to_the_borrower(queued_zen, publisher, clock):
+    """team-a borrows 8 GPUs of team-b and has more work waiting at a higher priority; team-b's b1 takes
+    back one job's worth: the freed quota is b1's (within its nominal quota, it goes before a head that
+    would borrow), so one preemption serves it and no other borrower is stopped."""
+    zen, functions = queued_zen
+    borrow_all_and_reclaim(functions, clock)
+    for n in range(4, 6):
+        functions.submit(job_request(f"a{n}", priority=5))
+        clock.advance(1)
+    assert statuses(zen, "b1", "a3", "a2") == ["PENDING", "STOPPING", "RUNNING"]
+    functions.heartbeat(stop_answer("a3", "vm-3"))
+    assert statuses(zen, "b1", "a3", "a4", "a2") == ["QUEUED", "PENDING", "PENDING", "RUNNING"]
+    zen.on_scale_tick()
+    assert statuses(zen, "a2", "a1") == ["RUNNING", "RUNNING"]
+    stopped = [json.loads(m.data)["job_id"] for m in publisher.on("zen-vm-control")
+               if json.loads(m.data)["action"] == "STOP"]
+    assert stopped == ["a3"]  # one preemption only
+
+
+def test_a_head_within_its_nominal_quota_goes_before_one_that_would_borrow():
+    """The pure order: a lower-priority job within its queue's nominal quota is admitted before a
+    higher-priority one of another queue that would borrow."""
+    from types import SimpleNamespace
+    from zen.config import QueueConfig
+    from zen.queueing import QueueState, order_admissions
+
+    def job(job_id, priority):
+        return SimpleNamespace(job_id=job_id, priority=priority, submitted_at=0, gpus=4)
+
+    lender = QueueState(QueueConfig(name="b", cohort="lab", quota={CLUSTER: 8}), 8, 16, 0, 0.0, [job("b1", 0)])
+    borrower = QueueState(QueueConfig(name="a", cohort="lab", quota={CLUSTER: 8}), 8, 16, 8, 0.0, [job("a4", 5)])
+    admitted = order_admissions([borrower, lender], cohort_used=12, cohort_quota=16)
+    assert [j.job_id for _, j, _ in admitted] == ["b1"]

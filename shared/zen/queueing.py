@@ -11,8 +11,10 @@ What fits (per cluster, the Kueue model without lending limits):
 - the queues of a cohort together hold at most the sum of their nominal quotas: a queue borrows
   only what the others leave unused, and gets its own back as borrowed jobs end.
 
-Order (one *admission pass* for a cohort and a cluster): among the queues' head jobs, the highest
-priority first; between queues at the same priority, the lowest *dominant share* first: (decayed
+Order (one *admission pass* for a cohort and a cluster): among the queues' head jobs, those that fit
+their own queue's nominal quota before those that would borrow (Kueue's order: quota lent is taken
+back before anyone borrows again, so a reclaim is not undone by the borrower's next job); then the
+highest priority first; between queues at the same priority, the lowest *dominant share* first: (decayed
 GPU-seconds admitted / half-life + GPUs admitted now) / nominal quota, the largest over the cohort's
 clusters being what counts for the cluster at hand (one cluster per pass here); then the oldest. Within a
 queue, jobs go strictly in (priority, age) order: a head that does not fit blocks its queue for
@@ -80,6 +82,10 @@ class QueueState:
         nominal = config.quota[cluster]
         return cls(config, nominal, nominal + (math.inf if borrow is None else borrow), used, usage_gpus, waiting)
 
+    def borrows_for(self, job) -> bool:
+        """Whether admitting ``job`` takes the queue beyond its nominal quota (borrowing)."""
+        return self.used + job.gpus > self.nominal
+
     @property
     def share(self) -> float:
         return (self.usage_gpus + self.used) / max(self.nominal, 1)
@@ -89,14 +95,15 @@ def order_admissions(state: list[QueueState], cohort_used: int, cohort_quota: in
                      blocked: Callable[[QueueState, Any, int], None] | None = None
                      ) -> list[tuple[QueueState, Any, int]]:
     """The pure core of a pass (production and the simulator share it): admit heads while they fit,
-    highest priority, then lowest share, then oldest; a head that does not fit stops its queue
+    heads within their queue's nominal quota before heads that would borrow, then highest priority,
+    then lowest share, then oldest; a head that does not fit stops its queue
     (``blocked(queue, head, cohort_used)`` is told). Returns (queue, job, GPUs the queue holds with
     it); updates each queue's ``used``."""
     admitted = []
     active = [q for q in state if q.waiting]
     while active:
-        best = min(active, key=lambda q: (-q.waiting[0].priority, q.share, q.waiting[0].submitted_at,
-                                          q.waiting[0].job_id))
+        best = min(active, key=lambda q: (q.borrows_for(q.waiting[0]), -q.waiting[0].priority, q.share,
+                                          q.waiting[0].submitted_at, q.waiting[0].job_id))
         job = best.waiting[0]
         if best.used + job.gpus > best.limit or cohort_used + job.gpus > cohort_quota:
             active.remove(best)  # its head does not fit: the queue waits, the others go on
