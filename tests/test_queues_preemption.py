@@ -128,3 +128,17 @@ def test_a_head_within_its_nominal_quota_goes_before_one_that_would_borrow():
     borrower = QueueState(QueueConfig(name="a", cohort="lab", quota={CLUSTER: 8}), 8, 16, 8, 0.0, [job("a4", 5)])
     admitted = order_admissions([borrower, lender], cohort_used=12, cohort_quota=16)
     assert [j.job_id for _, j, _ in admitted] == ["b1"]
+
+
+@pytest.mark.queues(RECLAIM)
+def test_a_user_stop_during_a_preemption_causes_no_second_preemption(queued_zen, clock):
+    """The user's stop wins (a3 ends CANCELLED), and its GPUs still count as on their way back: a pass
+    before vm-3 answers (here the tick) preempts nobody else for b1."""
+    zen, functions = queued_zen
+    borrow_all_and_reclaim(functions, clock)
+    functions.stop({"job_id": "a3"})
+    clock.advance(5)
+    zen.on_scale_tick()
+    assert statuses(zen, "a3", "a2", "b1") == ["STOPPING", "RUNNING", "PENDING"]
+    functions.heartbeat(stop_answer("a3", "vm-3"))
+    assert statuses(zen, "a3", "a2", "b1") == ["CANCELLED", "RUNNING", "QUEUED"]

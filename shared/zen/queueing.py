@@ -32,11 +32,12 @@ admissions and releases all run a pass).
 
 Preemption (a queue's ``preemption``: ``never``, the default; ``reclaim-borrowed``; ``lower-priority``):
 when a queue's head does not fit, the pass may pick victims (see ``Queueing._victims``), only if
-they free enough and no other preemption of the cohort is under way. A victim not yet on a VM goes
-back to PENDING at once; one on a VM gets STOP with the reason (the agent's SIGTERM and grace) and
-goes back to PENDING when the VM answers, as a new attempt that does not spend its budget
-(``lifecycle.decide_preempt``); its next start carries ``ZEN_PREEMPTED=1``. The preemptor stays
-PENDING until the quota is free, and the pass that frees it admits it.
+they free enough and no job of the cohort is stopping (a preemption or a user's stop under way: its
+quota is on its way back). A victim not yet on a VM goes back to PENDING at once; one on a VM gets
+STOP with the reason (the agent's SIGTERM and grace) and goes back to PENDING when the VM answers,
+as a new attempt that does not spend its budget (``lifecycle.decide_preempt``); its next start
+carries ``ZEN_PREEMPTED=1``. The preemptor stays PENDING until the quota is free, and the pass that
+frees it admits it.
 """
 
 from __future__ import annotations
@@ -179,7 +180,7 @@ class Queueing:
         names = [q.name for q in members]
         held = rows.admitted(session, names, cluster)
         used = {r["queue"]: r["gpus"] for r in held}
-        freeing = sum(r["freeing"] for r in held)  # preemptions under way: wait for them, take no more
+        freeing = sum(r["freeing"] for r in held)  # jobs stopping (a preemption or a user's stop): wait for them
         cohort_quota = sum(q.quota[cluster] for q in members)
         cohort_used = sum(used.values())
         shape = self._config.cluster(cluster)
