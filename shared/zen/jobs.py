@@ -329,9 +329,10 @@ class JobService(TickSweeps):
         return ids
 
     def admit_waiting(self) -> int:
-        """The tick's admission passes: every queue with waiting jobs (quota raised, anything missed)."""
+        """The tick's admission passes: every queue with waiting jobs (quota raised, anything missed);
+        without queues, the jobs left PENDING when they were removed (``admit_unqueued``)."""
         if self._queues is None:
-            return 0
+            return self.admit_unqueued()
         with self._db.transaction() as session:
             waiting = queue_rows.waiting_queues(session)
         admitted = 0

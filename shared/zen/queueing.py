@@ -3,7 +3,8 @@
 With ``queues:`` in the configuration every job belongs to a queue (its ``queue``, else its user's
 queue, else the queue named ``default``) and holds its cluster's GPUs per VM of that queue's quota
 from admission until it ends. A job that does not fit stays PENDING: it is not demand, so it scales
-nothing. Without ``queues:`` every job is admitted at once, as before.
+nothing. Without ``queues:`` every job is admitted at once, as before (those left PENDING when the
+section was removed: at the next tick, ``JobService.admit_unqueued``).
 
 What fits (per cluster, the Kueue model without lending limits):
 - a queue holds at most its nominal ``quota`` plus what it may borrow (``borrowing_limit``; no
@@ -173,7 +174,7 @@ class Queueing:
         to admit now and the jobs to preempt (locked rows, in order) with the reasons to record. The
         caller applies them."""
         queue = self._config.queue(queue_name)
-        if queue is None:  # the queue left the configuration: its jobs wait until it is back
+        if queue is None or cluster not in queue.quota:  # gone, or no quota here: its jobs wait (why_pending)
             return Pass()
         members = self._config.cohort_of(queue, cluster)
         rows.lock(session, self.lock_key(queue))
@@ -250,10 +251,18 @@ class Queueing:
 
     # -- explanations --------------------------------------------------------------------------
     def why_pending(self, session: Session, job: Job) -> str:
-        """Why a PENDING job waits: its queue's quota, what it may borrow, jobs ahead of it."""
+        """Why a PENDING job waits: its queue's quota, what it may borrow, jobs ahead of it. A job whose
+        queue left the configuration, or no longer has quota for the job's cluster, is never admitted
+        by another queue's quota (that would bypass what the operator configured, as Kueue leaves
+        such a workload inadmissible): it waits until the quota is back, or its user stops it and
+        submits it again."""
         queue = self._config.queue(job.queue) if job.queue else None
         if queue is None:
             return f"queue {job.queue!r} is not in the configuration: the job waits until it is back"
+        if job.cluster not in queue.quota:
+            return (f"queue {queue.name} has no quota for cluster {job.cluster} (its clusters: "
+                    f"{', '.join(queue.quota) or 'none'}): the job waits until it has, or stop it and submit "
+                    f"it again")
         used, total = self.cohort_use(session, queue, job.cluster)
         mine, nominal = used.get(queue.name, 0), queue.quota[job.cluster]
         borrowed = f", {mine - nominal} borrowed" if mine > nominal else ""

@@ -125,6 +125,14 @@ WHERE status = 'QUEUED' AND COALESCE(start_published_at, queued_at) < :cutoff
 ORDER BY COALESCE(start_published_at, queued_at)
 LIMIT :limit;
 
+-- name: pending_jobs
+-- PENDING jobs, oldest first: without queues: (the operator removed them) the tick admits those left
+-- waiting. Read through jobs_active. No lock here: each is re-read FOR UPDATE and re-decided.
+SELECT job_id FROM jobs
+WHERE status = 'PENDING'
+ORDER BY submitted_at, job_id
+LIMIT :limit;
+
 -- name: queued_jobs_to_widen
 -- Narrowed QUEUED jobs whose wait near their data is over (zen.routing), longest-narrowed first; the
 -- index is jobs_queued_widen. No lock here: each is re-read FOR UPDATE and re-decided.
