@@ -275,6 +275,20 @@ class Queueing:
             text += f"; {ahead} job{'s' if ahead != 1 else ''} ahead of it in the queue"
         return text
 
+    def no_room(self, session: Session, queue: QueueConfig, cluster: str, gpus: int) -> str | None:
+        """Why a job of ``gpus`` GPUs of ``cluster`` would not be admitted in ``queue`` now, or None when
+        it would: both what a pass checks, the queue's own limit (nominal quota plus what it may
+        borrow) and the cohort's free quota (read without the cohort's lock: for choices, not for
+        admission)."""
+        used, total = self.cohort_use(session, queue, cluster)
+        borrow = queue.may_borrow(cluster)
+        mine, most = used.get(queue.name, 0), queue.quota[cluster] + (math.inf if borrow is None else borrow)
+        if sum(used.values()) + gpus > total:
+            return f"queue {queue.name}'s cohort has no quota free"
+        if mine + gpus > most:
+            return f"queue {queue.name} has no quota free ({mine} GPUs held, at most {most:g} with borrowing)"
+        return None
+
     def cohort_use(self, session: Session, queue: QueueConfig, cluster: str) -> tuple[dict[str, int], int]:
         """GPUs each queue of ``queue``'s cohort holds on ``cluster``, and the cohort's nominal quota there
         (read without the cohort's lock: for explanations and choices, not for admission)."""
