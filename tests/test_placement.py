@@ -67,3 +67,17 @@ def test_with_queues_the_first_shape_with_quota_free_is_taken_else_the_first(que
         ("4xa100-40gb", "QUEUED"), ("1xl4", "QUEUED"), ("4xa100-40gb", "PENDING")]
     assert placed(zen, "q2")[2] == "submitted; GPU shape 1xl4 (4xa100-40gb: queue default's cohort has no quota free)"
     assert placed(zen, "q3")[2].startswith("submitted; GPU shape 4xa100-40gb, the first: none had room")
+
+
+@pytest.mark.queues([{"name": "team-a", "cohort": "lab", "quota": {"4xa100-40gb": 8, "1xl4": 4},
+                      "borrowing_limit": {"4xa100-40gb": 0}, "users": ["alice"]},
+                     {"name": "team-b", "cohort": "lab", "quota": {"4xa100-40gb": 8}, "users": ["bob"]}])
+def test_a_shape_beyond_the_queues_borrowing_limit_is_passed_over(queued_zen):  # noqa: F811
+    """team-a holds its whole nominal A100 quota and may borrow none: team-b's idle A100s are no room
+    for it, its free L4 quota is."""
+    zen, functions = queued_zen
+    for n in (1, 2):
+        functions.submit(job_request(f"a{n}"))
+    functions.submit(fungible("flex", ["nvidia-tesla-a100", "nvidia-l4"]))
+    assert placed(zen, "flex") == ("1xl4", "QUEUED", "submitted; GPU shape 1xl4 (4xa100-40gb: queue team-a has no "
+                                   "quota free (8 GPUs held, at most 8 with borrowing))")

@@ -65,6 +65,7 @@ HOT_QUERIES = [
     ("queued_jobs_published_before", {"cutoff": NOW - timedelta(hours=1), "limit": 500}),
     ("queued_jobs_to_widen", {"now": NOW, "limit": 500}),  # the tick widens starts narrowed near their data
     ("early_stops_of_submitted_jobs", {"limit": 500}),  # stops that raced their submission
+    ("pending_jobs", {"limit": 500}),  # without queues, the tick admits jobs left PENDING by removed queues
     ("queued_demand", {"cluster": "1xl4"}),  # the planner's demand, by the regions each start reaches now
     ("vm_holds_job", {"vm_name": "vm-13"}),
     # Each submission of a job with inputs or an image looks for warm VMs (zen.routing).

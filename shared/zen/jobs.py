@@ -23,7 +23,7 @@ from zen import lifecycle, telemetry
 from zen.claims import refuse_claim
 from zen.clock import Clock
 from zen.config import ZenConfig
-from zen.errors import Rejected
+from zen.errors import Rejected, TransientError
 from zen.events import PubSubEnvelope, decode_payload, job_id_hint, parse_json
 from zen.announce import Announcements, is_start
 from zen.lifecycle import Decision
@@ -262,7 +262,8 @@ class JobService(TickSweeps):
         bad = illegal_step(job.status, [c.to for c in decision.changes])
         return f"transition {bad[0].value} -> {bad[1].value} is not allowed" if bad else None
 
-    def _apply(self, session: Session, job: Job, decision: Decision, *, actor: str, now) -> list[Enqueued]:
+    def _apply(self, session: Session, job: Job, decision: Decision, *, actor: str, now,
+               admit: bool = True) -> list[Enqueued]:
         """Write a decision: the row, one history row and event per change, controls, start message."""
         if not decision.changes_job and not decision.controls and not decision.publish_start:
             return []
@@ -294,7 +295,7 @@ class JobService(TickSweeps):
         if decision.publish_start:
             messages += self._announce.start(after)
         ids = enqueue(session, messages, now)
-        if self._queues and job.queue and job.status in _HOLDS_QUOTA and after.status not in _HOLDS_QUOTA:
+        if admit and self._queues and job.queue and job.status in _HOLDS_QUOTA and after.status not in _HOLDS_QUOTA:
             ids += self._admit(session, job.queue, job.cluster, now)  # its quota is free: who is next
         return ids
 
@@ -314,28 +315,44 @@ class JobService(TickSweeps):
 
     # -- admission (queues) --------------------------------------------------------------------
     def _admit(self, session: Session, queue: str, cluster: str, now) -> list[Enqueued]:
-        """Run the admission pass of ``queue``'s cohort on ``cluster`` and admit what it picks."""
+        """Run the admission pass of ``queue``'s cohort on ``cluster`` and admit what it picks.
+
+        Victims are applied without the pass a release runs (``_apply(admit=False)``): a victim not
+        yet on a VM goes back to PENDING at once, and a pass nested in that change would preempt the
+        next victim itself, leaving this loop a stale copy of it (``ConcurrentChange``: the
+        submission or the tick fails, again at every redelivery). One pass after all of them admits
+        into the quota they freed; victims stopping on a VM free theirs when the VM answers."""
         ids: list[Enqueued] = []
         decided = self._queues.admit(session, queue, cluster, now)
         for job, reason in decided.admitted:
             ids += self._apply(session, job, Decision(changes=[lifecycle.Change(JobStatus.QUEUED, reason)],
                                                       publish_start=True), actor="admission", now=now)
             ids += enqueue(session, [self._announce.queue_event("job.admitted", job, reason, now)], now)
-        for job, reason in decided.preempted:  # after the admissions: a victim's release runs a pass
+        for job, reason in decided.preempted:
             ids += enqueue(session, [self._announce.queue_event("job.preempted", job, reason, now)], now)
-            ids += self._apply(session, job, lifecycle.decide_preempt(job, reason, now), actor="admission", now=now)
+            ids += self._apply(session, job, lifecycle.decide_preempt(job, reason, now), actor="admission", now=now,
+                               admit=False)
+        if any(job.status is JobStatus.QUEUED for job, _ in decided.preempted):
+            ids += self._admit(session, queue, cluster, now)  # their quota is free now: who is next
         return ids
 
     def admit_waiting(self) -> int:
-        """The tick's admission passes: every queue with waiting jobs (quota raised, anything missed)."""
+        """The tick's admission passes: every queue with waiting jobs (quota raised, anything missed);
+        without queues, the jobs left PENDING when they were removed (``admit_unqueued``)."""
         if self._queues is None:
-            return 0
+            return self.admit_unqueued()
         with self._db.transaction() as session:
             waiting = queue_rows.waiting_queues(session)
         admitted = 0
         for queue, cluster in waiting:
-            with self._db.transaction() as session:
-                ids = self._admit(session, queue, cluster, self._clock())
+            try:
+                with self._db.transaction() as session:
+                    ids = self._admit(session, queue, cluster, self._clock())
+            except TransientError:
+                raise
+            except Exception:  # noqa: BLE001 - logged; the other queues' passes and the scaler still run
+                log.exception("admission pass failed", extra={"queue": queue, "cluster": cluster})
+                continue
             admitted += len({e.message.attributes.get("job_id") for e in ids if is_start(e.message, self._topics)})
             self._relay.flush_quietly(ids)
         return admitted

@@ -16,10 +16,11 @@ Flavor fungibility (Kueue with Karpenter): a request may give ``gpu_types`` (pre
 ``gpu_count`` instead of one ``gpu_type``. Each type maps to its smallest fitting cluster; shapes
 its queue could never hold, or whose regions the request's ``regions`` exclude, drop out (none
 left: rejected). At submission the function then takes the first remaining shape (``choose``)
-whose queue has quota free for the job now and whose allowed regions are not all blocked by
-stockouts (the planner's memory); when none qualifies, the first shape, where the job waits like
-any other. The choice is made once, at submission: a job waiting on one shape does not move to
-another that frees later (Kueue re-evaluates flavors at each admission attempt; not done here).
+whose queue has quota free for the job now (within its own nominal quota plus what it may borrow,
+and its cohort's) and whose allowed regions are not all blocked by stockouts (the planner's
+memory); when none qualifies, the first shape, where the job waits like any other. The choice is
+made once, at submission: a job waiting on one shape does not move to another that frees later
+(Kueue re-evaluates flavors at each admission attempt; not done here).
 """
 
 from __future__ import annotations
@@ -153,10 +154,10 @@ def choose(session: Session, config: ZenConfig, resolved: Resolved, now: datetim
     for shape in resolved.shapes:
         cluster = config.cluster(shape.cluster)
         if resolved.queue is not None:
-            queue = config.queue(resolved.queue)
-            used, total = Queueing(config).cohort_use(session, queue, shape.cluster)
-            if sum(used.values()) + (shape.gpus or cluster.gpu_count) > total:
-                skipped.append(f"{shape.cluster}: queue {queue.name}'s cohort has no quota free")
+            full = Queueing(config).no_room(session, config.queue(resolved.queue), shape.cluster,
+                                            shape.gpus or cluster.gpu_count)
+            if full:
+                skipped.append(f"{shape.cluster}: {full}")
                 continue
         if set(shape.regions) <= fleet.blocked_regions(session, shape.cluster, now):
             skipped.append(f"{shape.cluster}: every allowed region is stocked out")

@@ -55,6 +55,8 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
             return 1
         if job.status is JobStatus.PENDING and job.queue and config.queues:
             why = "waiting for quota: " + Queueing(config).why_pending(session, job)
+        elif job.status is JobStatus.PENDING and not config.queues:  # left by queues since removed
+            why = "no queues are configured: admitted at the next scale tick"
         elif job.status is JobStatus.QUEUED:
             decisions = fleet.recent_decisions(session, job.cluster, 1)
             why = (f"admitted{f' by queue {job.queue}' if job.queue else ''}; waiting for a VM of {job.cluster} "

@@ -3,7 +3,8 @@
 With ``queues:`` in the configuration every job belongs to a queue (its ``queue``, else its user's
 queue, else the queue named ``default``) and holds its cluster's GPUs per VM of that queue's quota
 from admission until it ends. A job that does not fit stays PENDING: it is not demand, so it scales
-nothing. Without ``queues:`` every job is admitted at once, as before.
+nothing. Without ``queues:`` every job is admitted at once, as before (those left PENDING when the
+section was removed: at the next tick, ``JobService.admit_unqueued``).
 
 What fits (per cluster, the Kueue model without lending limits):
 - a queue holds at most its nominal ``quota`` plus what it may borrow (``borrowing_limit``; no
@@ -11,8 +12,10 @@ What fits (per cluster, the Kueue model without lending limits):
 - the queues of a cohort together hold at most the sum of their nominal quotas: a queue borrows
   only what the others leave unused, and gets its own back as borrowed jobs end.
 
-Order (one *admission pass* for a cohort and a cluster): among the queues' head jobs, the highest
-priority first; between queues at the same priority, the lowest *dominant share* first: (decayed
+Order (one *admission pass* for a cohort and a cluster): among the queues' head jobs, those that fit
+their own queue's nominal quota before those that would borrow (Kueue's order: quota lent is taken
+back before anyone borrows again, so a reclaim is not undone by the borrower's next job); then the
+highest priority first; between queues at the same priority, the lowest *dominant share* first: (decayed
 GPU-seconds admitted / half-life + GPUs admitted now) / nominal quota, the largest over the cohort's
 clusters being what counts for the cluster at hand (one cluster per pass here); then the oldest. Within a
 queue, jobs go strictly in (priority, age) order: a head that does not fit blocks its queue for
@@ -30,11 +33,12 @@ admissions and releases all run a pass).
 
 Preemption (a queue's ``preemption``: ``never``, the default; ``reclaim-borrowed``; ``lower-priority``):
 when a queue's head does not fit, the pass may pick victims (see ``Queueing._victims``), only if
-they free enough and no other preemption of the cohort is under way. A victim not yet on a VM goes
-back to PENDING at once; one on a VM gets STOP with the reason (the agent's SIGTERM and grace) and
-goes back to PENDING when the VM answers, as a new attempt that does not spend its budget
-(``lifecycle.decide_preempt``); its next start carries ``ZEN_PREEMPTED=1``. The preemptor stays
-PENDING until the quota is free, and the pass that frees it admits it.
+they free enough and no job of the cohort is stopping (a preemption or a user's stop under way: its
+quota is on its way back). A victim not yet on a VM goes back to PENDING at once; one on a VM gets
+STOP with the reason (the agent's SIGTERM and grace) and goes back to PENDING when the VM answers,
+as a new attempt that does not spend its budget (``lifecycle.decide_preempt``); its next start
+carries ``ZEN_PREEMPTED=1``. The preemptor stays PENDING until the quota is free, and the pass that
+frees it admits it.
 """
 
 from __future__ import annotations
@@ -80,6 +84,10 @@ class QueueState:
         nominal = config.quota[cluster]
         return cls(config, nominal, nominal + (math.inf if borrow is None else borrow), used, usage_gpus, waiting)
 
+    def borrows_for(self, job) -> bool:
+        """Whether admitting ``job`` takes the queue beyond its nominal quota (borrowing)."""
+        return self.used + job.gpus > self.nominal
+
     @property
     def share(self) -> float:
         return (self.usage_gpus + self.used) / max(self.nominal, 1)
@@ -89,14 +97,15 @@ def order_admissions(state: list[QueueState], cohort_used: int, cohort_quota: in
                      blocked: Callable[[QueueState, Any, int], None] | None = None
                      ) -> list[tuple[QueueState, Any, int]]:
     """The pure core of a pass (production and the simulator share it): admit heads while they fit,
-    highest priority, then lowest share, then oldest; a head that does not fit stops its queue
+    heads within their queue's nominal quota before heads that would borrow, then highest priority,
+    then lowest share, then oldest; a head that does not fit stops its queue
     (``blocked(queue, head, cohort_used)`` is told). Returns (queue, job, GPUs the queue holds with
     it); updates each queue's ``used``."""
     admitted = []
     active = [q for q in state if q.waiting]
     while active:
-        best = min(active, key=lambda q: (-q.waiting[0].priority, q.share, q.waiting[0].submitted_at,
-                                          q.waiting[0].job_id))
+        best = min(active, key=lambda q: (q.borrows_for(q.waiting[0]), -q.waiting[0].priority, q.share,
+                                          q.waiting[0].submitted_at, q.waiting[0].job_id))
         job = best.waiting[0]
         if best.used + job.gpus > best.limit or cohort_used + job.gpus > cohort_quota:
             active.remove(best)  # its head does not fit: the queue waits, the others go on
@@ -165,14 +174,14 @@ class Queueing:
         to admit now and the jobs to preempt (locked rows, in order) with the reasons to record. The
         caller applies them."""
         queue = self._config.queue(queue_name)
-        if queue is None:  # the queue left the configuration: its jobs wait until it is back
+        if queue is None or cluster not in queue.quota:  # gone, or no quota here: its jobs wait (why_pending)
             return Pass()
         members = self._config.cohort_of(queue, cluster)
         rows.lock(session, self.lock_key(queue))
         names = [q.name for q in members]
         held = rows.admitted(session, names, cluster)
         used = {r["queue"]: r["gpus"] for r in held}
-        freeing = sum(r["freeing"] for r in held)  # preemptions under way: wait for them, take no more
+        freeing = sum(r["freeing"] for r in held)  # jobs stopping (a preemption or a user's stop): wait for them
         cohort_quota = sum(q.quota[cluster] for q in members)
         cohort_used = sum(used.values())
         shape = self._config.cluster(cluster)
@@ -242,10 +251,18 @@ class Queueing:
 
     # -- explanations --------------------------------------------------------------------------
     def why_pending(self, session: Session, job: Job) -> str:
-        """Why a PENDING job waits: its queue's quota, what it may borrow, jobs ahead of it."""
+        """Why a PENDING job waits: its queue's quota, what it may borrow, jobs ahead of it. A job whose
+        queue left the configuration, or no longer has quota for the job's cluster, is never admitted
+        by another queue's quota (that would bypass what the operator configured, as Kueue leaves
+        such a workload inadmissible): it waits until the quota is back, or its user stops it and
+        submits it again."""
         queue = self._config.queue(job.queue) if job.queue else None
         if queue is None:
             return f"queue {job.queue!r} is not in the configuration: the job waits until it is back"
+        if job.cluster not in queue.quota:
+            return (f"queue {queue.name} has no quota for cluster {job.cluster} (its clusters: "
+                    f"{', '.join(queue.quota) or 'none'}): the job waits until it has, or stop it and submit "
+                    f"it again")
         used, total = self.cohort_use(session, queue, job.cluster)
         mine, nominal = used.get(queue.name, 0), queue.quota[job.cluster]
         borrowed = f", {mine - nominal} borrowed" if mine > nominal else ""
@@ -257,6 +274,20 @@ class Queueing:
         if ahead:
             text += f"; {ahead} job{'s' if ahead != 1 else ''} ahead of it in the queue"
         return text
+
+    def no_room(self, session: Session, queue: QueueConfig, cluster: str, gpus: int) -> str | None:
+        """Why a job of ``gpus`` GPUs of ``cluster`` would not be admitted in ``queue`` now, or None when
+        it would: both what a pass checks, the queue's own limit (nominal quota plus what it may
+        borrow) and the cohort's free quota (read without the cohort's lock: for choices, not for
+        admission)."""
+        used, total = self.cohort_use(session, queue, cluster)
+        borrow = queue.may_borrow(cluster)
+        mine, most = used.get(queue.name, 0), queue.quota[cluster] + (math.inf if borrow is None else borrow)
+        if sum(used.values()) + gpus > total:
+            return f"queue {queue.name}'s cohort has no quota free"
+        if mine + gpus > most:
+            return f"queue {queue.name} has no quota free ({mine} GPUs held, at most {most:g} with borrowing)"
+        return None
 
     def cohort_use(self, session: Session, queue: QueueConfig, cluster: str) -> tuple[dict[str, int], int]:
         """GPUs each queue of ``queue``'s cohort holds on ``cluster``, and the cohort's nominal quota there

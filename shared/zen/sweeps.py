@@ -1,7 +1,8 @@
 """The scale tick's work over jobs (a part of ``zen.jobs.JobService``): the lost-job sweep, the
 republish of unclaimed start messages, the widening of starts narrowed near their data
-(``zen.routing``), and stops that raced their job's submission. Each finds its candidates with one indexed query, then re-reads each job under
-lock, decides and applies it on its own, so one bad job never blocks the others."""
+(``zen.routing``), stops that raced their job's submission, and, without queues, the admission of
+jobs left PENDING by removed queues. Each finds its candidates with one indexed query, then re-reads
+each job under lock, decides and applies it on its own, so one bad job never blocks the others."""
 
 from __future__ import annotations
 
@@ -92,6 +93,22 @@ class TickSweeps:
             return None if decision.ignored or decision.duplicate else decision
 
         return self._for_each_job(job_ids, "user", decide)
+
+    def admit_unqueued(self, limit: int = 500) -> int:
+        """Without ``queues:`` every job is admitted at once, but jobs still PENDING from when there
+        were queues (the operator removed the section) would wait forever: nothing else admits them,
+        and new submissions would go ahead of them. Each is admitted as any submission is now (QUEUED,
+        its start published), oldest first. Returns how many."""
+        with self._db.transaction() as session:
+            candidates = repository.pending_jobs(session, limit)
+
+        def decide(_: Session, job: Job) -> Decision | None:
+            if job.status is not JobStatus.PENDING:
+                return None
+            return Decision(changes=[lifecycle.Change(JobStatus.QUEUED, "admitted: no queues are configured")],
+                            publish_start=True)
+
+        return self._for_each_job(candidates, "admission", decide)
 
     def _for_each_job(self, job_ids: list[str], actor: str,
                       decide: Callable[[Session, Job], Decision | None]) -> int:

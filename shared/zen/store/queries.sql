@@ -137,6 +137,14 @@ WHERE status = 'QUEUED' AND COALESCE(start_published_at, queued_at) < :cutoff
 ORDER BY COALESCE(start_published_at, queued_at)
 LIMIT :limit;
 
+-- name: pending_jobs
+-- PENDING jobs, oldest first: without queues: (the operator removed them) the tick admits those left
+-- waiting. Read through jobs_active. No lock here: each is re-read FOR UPDATE and re-decided.
+SELECT job_id FROM jobs
+WHERE status = 'PENDING'
+ORDER BY submitted_at, job_id
+LIMIT :limit;
+
 -- name: queued_jobs_to_widen
 -- Narrowed QUEUED jobs whose wait near their data is over (zen.routing), longest-narrowed first; the
 -- index is jobs_queued_widen. No lock here: each is re-read FOR UPDATE and re-decided.
@@ -369,10 +377,10 @@ SELECT job_id, at, actor, attempt, from_status, to_status, reason FROM job_event
 SELECT pg_advisory_xact_lock(hashtext('zen-queue:' || :key)) IS NULL AS locked;
 
 -- name: admitted_gpus
--- GPUs each queue holds on one cluster: every status from admission to the end holds quota.
+-- GPUs each queue holds on one cluster: every status from admission to the end holds quota;
+-- freeing: of those, held by STOPPING jobs, whether stopped for a preemption or by their user.
 SELECT queue, CAST(SUM(gpus) AS integer) AS gpus, COUNT(*) AS jobs,
-       CAST(COALESCE(SUM(gpus) FILTER (WHERE status = 'STOPPING' AND preempted_by IS NOT NULL), 0) AS integer)
-           AS freeing
+       CAST(COALESCE(SUM(gpus) FILTER (WHERE status = 'STOPPING'), 0) AS integer) AS freeing
 FROM jobs
 WHERE queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))) AND cluster = :cluster
   AND status IN ('QUEUED', 'ASSIGNED', 'RUNNING', 'STOPPING', 'LOST') AND queue IS NOT NULL

@@ -26,7 +26,13 @@ def admitted_gpus(session: Session, queues: list[str], cluster: str) -> dict[str
 
 def admitted(session: Session, queues: list[str], cluster: str) -> list[dict[str, Any]]:
     """Per queue: ``gpus`` its admitted jobs hold on ``cluster``, ``freeing``: of those, held by jobs
-    being stopped for a preemption."""
+    being stopped (STOPPING), which free them when their VM answers or at the stop deadline.
+
+    Every STOPPING job counts, not only those stopped for a preemption: a user's stop of a job being
+    preempted clears its ``preempted_by`` (the stop wins: it ends CANCELLED, ``lifecycle.decide_stop``)
+    but its quota is still on its way back, and a pass that stopped counting it would preempt a
+    second victim for the same preemptor. A user's stop of any other job frees quota just as surely,
+    so no preemption is needed for it either until it has ended."""
     return session.run("admitted_gpus", queues=json.dumps(queues), cluster=cluster)
 
 

@@ -217,6 +217,11 @@ def queued_jobs_published_before(session: Session, cutoff: datetime, limit: int)
     return [r["job_id"] for r in session.run("queued_jobs_published_before", cutoff=cutoff, limit=limit)]
 
 
+def pending_jobs(session: Session, limit: int) -> list[str]:
+    """PENDING jobs, oldest first."""
+    return [r["job_id"] for r in session.run("pending_jobs", limit=limit)]
+
+
 def queued_jobs_to_widen(session: Session, now: datetime, limit: int) -> list[str]:
     """QUEUED jobs whose start is narrowed near their data and due to be widened (``zen.routing``)."""
     return [r["job_id"] for r in session.run("queued_jobs_to_widen", now=now, limit=limit)]

@@ -1,0 +1,65 @@
+"""Queues changed in the configuration while jobs wait PENDING: the section removed (every job is then
+admitted at once, those already waiting too), and a queue that loses its quota for a cluster (its
+jobs there wait, with the reason). Through the functions, against a real Postgres."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.messages import job_request
+from tests.test_queues import (  # noqa: F401 - fixture
+    CLUSTER, ONE_QUEUE, queued_zen, started, statuses, with_queues,
+)
+from zen.store import repository
+
+
+def explain(config, db, job_id, tmp_path, monkeypatch, capsys) -> str:
+    """``zen explain JOB`` under ``config``."""
+    import json
+
+    import yaml
+
+    from zen.queuecli import explain_job
+
+    path = tmp_path / "zen.yaml"
+    path.write_text(yaml.safe_dump(json.loads(config.model_dump_json())))
+    monkeypatch.setenv("ZEN_CONFIG", str(path))
+    assert explain_job(job_id, False, db) == 0
+    return capsys.readouterr().out.strip()
+
+
+@pytest.mark.queues(ONE_QUEUE)
+def test_without_queues_the_jobs_left_pending_are_admitted_by_the_next_tick(queued_zen, config, db, publisher,
+                                                                              clock, tmp_path, monkeypatch, capsys):
+    from zen.app import Zen
+
+    zen, functions = queued_zen
+    for n in range(4):
+        functions.submit(job_request(f"j{n}"))
+        clock.advance(1)
+    assert statuses(zen, "j0", "j1", "j2", "j3") == ["QUEUED", "QUEUED", "PENDING", "PENDING"]
+    plain = Zen(config, db, publisher, clock)  # the operator removed the queues: section
+    assert explain(config, db, "j2", tmp_path, monkeypatch, capsys) == (
+        "j2: PENDING - no queues are configured: admitted at the next scale tick")
+    assert plain.on_scale_tick().admitted == 2
+    assert statuses(zen, "j2", "j3") == ["QUEUED", "QUEUED"]
+    assert started(publisher) == ["j0", "j1", "j2", "j3"]  # oldest first, each with its start
+    with zen.db.transaction() as session:
+        admitted = repository.job_history(session, "j2")[-1]
+    assert (admitted["to_status"], admitted["reason"]) == ("QUEUED", "admitted: no queues are configured")
+
+
+@pytest.mark.queues(ONE_QUEUE)
+def test_a_queue_that_loses_its_quota_for_a_cluster_keeps_its_jobs_there_pending_with_the_reason(
+        queued_zen, config, db, publisher, clock, tmp_path, monkeypatch, capsys):
+    from zen.app import Zen
+
+    zen, functions = queued_zen
+    for n in range(3):
+        functions.submit(job_request(f"j{n}"))
+    moved = with_queues(config, [{**ONE_QUEUE[0], "quota": {"8xa100-40gb": 16}}])
+    assert Zen(moved, db, publisher, clock).on_scale_tick().admitted == 0  # no other quota takes it
+    assert statuses(zen, "j2") == ["PENDING"]
+    assert explain(moved, db, "j2", tmp_path, monkeypatch, capsys) == (
+        f"j2: PENDING - waiting for quota: queue research has no quota for cluster {CLUSTER} (its clusters: "
+        "8xa100-40gb): the job waits until it has, or stop it and submit it again")

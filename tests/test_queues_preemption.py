@@ -1,0 +1,144 @@
+"""Preemption (zen.queueing) in the cases that go beyond one victim at a time: a preemptor that needs
+several victims not yet on a VM, a reclaim that must not be taken again by the borrower, and a
+user's stop of a job being preempted. Through the functions, against a real Postgres."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.messages import job_request
+from tests.test_queues import (  # noqa: F401 - fixture
+    CLUSTER, RECLAIM, borrow_all_and_reclaim, queued_zen, run_until_running, statuses, stop_answer, with_queues,
+)
+from zen.store import repository
+
+# Two jobs share a VM of CLUSTER: a 2-GPU job holds 2 GPUs of the queue's 4.
+HALVES = [{"name": "research", "quota": {CLUSTER: 4}, "users": ["alice"], "preemption": "lower-priority"}]
+
+
+def halves_config(config, queues):
+    shared = config.model_copy(update={"clusters": [
+        c.model_copy(update={"max_jobs_per_vm": 2}) if c.name == CLUSTER else c for c in config.clusters]})
+    return with_queues(shared, queues)
+
+
+def a100s(job_id, gpus, priority):
+    return job_request(job_id, cluster=None, gpu_type="nvidia-tesla-a100", gpu_count=gpus, priority=priority)
+
+
+@pytest.fixture
+def halves_zen(config, db, publisher, clock, db_url, monkeypatch):
+    from zen.app import Zen
+    from zen.local.invoke import FunctionsInvoker
+
+    zen = Zen(halves_config(config, HALVES), db, publisher, clock)
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    return zen, FunctionsInvoker(zen)
+
+
+def test_a_preemptor_that_needs_two_queued_victims_takes_both_and_is_admitted(halves_zen, clock):
+    """Both victims go back to PENDING at once; the pass after them admits the preemptor (the first
+    victim's release used to run a pass of its own that preempted the second, and the submission then
+    failed on a stale copy of it, at every redelivery)."""
+    zen, functions = halves_zen
+    for job_id in ("low1", "low2"):
+        functions.submit(a100s(job_id, 2, 0))
+        clock.advance(1)
+    functions.submit(a100s("urgent", 4, 9))
+    assert statuses(zen, "low1", "low2", "urgent") == ["PENDING", "PENDING", "QUEUED"]
+    with zen.db.transaction() as session:
+        preempted = [e for e in repository.job_history(session, "low1") if e["to_status"] == "PENDING"]
+    assert preempted[-1]["reason"].startswith("preempted: job urgent of queue research")
+
+
+def test_the_tick_preempts_two_queued_victims_for_a_waiting_job(config, db, publisher, clock):
+    """The same preemption found by the tick (preemption turned on while the job waited): the tick
+    admits it instead of failing before the scaler runs."""
+    from zen.app import Zen
+    from zen.local.invoke import FunctionsInvoker
+
+    zen = Zen(halves_config(config, [{**HALVES[0], "preemption": "never"}]), db, publisher, clock)
+    functions = FunctionsInvoker(zen)
+    for job_id, gpus, priority in (("low1", 2, 0), ("low2", 2, 0), ("urgent", 4, 9)):
+        functions.submit(a100s(job_id, gpus, priority))
+        clock.advance(1)
+    assert statuses(zen, "low1", "low2", "urgent") == ["QUEUED", "QUEUED", "PENDING"]
+    preempting = Zen(halves_config(config, HALVES), db, publisher, clock)
+    assert preempting.on_scale_tick().admitted == 1
+    assert statuses(zen, "low1", "low2", "urgent") == ["PENDING", "PENDING", "QUEUED"]
+
+
+@pytest.mark.queues([{"name": "one", "quota": {CLUSTER: 4}, "users": ["alice"]},
+                     {"name": "two", "quota": {CLUSTER: 4}, "users": ["bob"]}])
+def test_one_queue_whose_pass_fails_stops_neither_the_other_queues_nor_the_tick(queued_zen, config, db, publisher,
+                                                                                   clock, monkeypatch):
+    from zen.app import Zen
+    from zen.queueing import Queueing
+
+    zen, functions = queued_zen
+    for job_id, user in (("a0", "alice"), ("a1", "alice"), ("b0", "bob"), ("b1", "bob")):
+        functions.submit(job_request(job_id, user_id=user))
+    raised = Zen(with_queues(config, [{"name": "one", "quota": {CLUSTER: 8}, "users": ["alice"]},
+                                      {"name": "two", "quota": {CLUSTER: 8}, "users": ["bob"]}]), db, publisher, clock)
+    admit = Queueing.admit
+
+    def broken_for_one(self, session, queue, cluster, now):
+        if queue == "one":
+            raise RuntimeError("a bug in one queue's pass")
+        return admit(self, session, queue, cluster, now)
+
+    monkeypatch.setattr(Queueing, "admit", broken_for_one)
+    assert raised.on_scale_tick().admitted == 1
+    assert statuses(zen, "a1", "b1") == ["PENDING", "QUEUED"]
+
+
+@pytest.mark.queues(RECLAIM)
+def test_reclaimed_quota_goes_to_the_reclaiming_job_not_back_to_the_borrower(queued_zen, publisher, clock):
+    """team-a borrows 8 GPUs of team-b and has more work waiting at a higher priority; team-b's b1 takes
+    back one job's worth: the freed quota is b1's (within its nominal quota, it goes before a head that
+    would borrow), so one preemption serves it and no other borrower is stopped."""
+    zen, functions = queued_zen
+    borrow_all_and_reclaim(functions, clock)
+    for n in range(4, 6):
+        functions.submit(job_request(f"a{n}", priority=5))
+        clock.advance(1)
+    assert statuses(zen, "b1", "a3", "a2") == ["PENDING", "STOPPING", "RUNNING"]
+    functions.heartbeat(stop_answer("a3", "vm-3"))
+    assert statuses(zen, "b1", "a3", "a4", "a2") == ["QUEUED", "PENDING", "PENDING", "RUNNING"]
+    zen.on_scale_tick()
+    assert statuses(zen, "a2", "a1") == ["RUNNING", "RUNNING"]
+    stopped = [json.loads(m.data)["job_id"] for m in publisher.on("zen-vm-control")
+               if json.loads(m.data)["action"] == "STOP"]
+    assert stopped == ["a3"]  # one preemption only
+
+
+def test_a_head_within_its_nominal_quota_goes_before_one_that_would_borrow():
+    """The pure order: a lower-priority job within its queue's nominal quota is admitted before a
+    higher-priority one of another queue that would borrow."""
+    from types import SimpleNamespace
+    from zen.config import QueueConfig
+    from zen.queueing import QueueState, order_admissions
+
+    def job(job_id, priority):
+        return SimpleNamespace(job_id=job_id, priority=priority, submitted_at=0, gpus=4)
+
+    lender = QueueState(QueueConfig(name="b", cohort="lab", quota={CLUSTER: 8}), 8, 16, 0, 0.0, [job("b1", 0)])
+    borrower = QueueState(QueueConfig(name="a", cohort="lab", quota={CLUSTER: 8}), 8, 16, 8, 0.0, [job("a4", 5)])
+    admitted = order_admissions([borrower, lender], cohort_used=12, cohort_quota=16)
+    assert [j.job_id for _, j, _ in admitted] == ["b1"]
+
+
+@pytest.mark.queues(RECLAIM)
+def test_a_user_stop_during_a_preemption_causes_no_second_preemption(queued_zen, clock):
+    """The user's stop wins (a3 ends CANCELLED), and its GPUs still count as on their way back: a pass
+    before vm-3 answers (here the tick) preempts nobody else for b1."""
+    zen, functions = queued_zen
+    borrow_all_and_reclaim(functions, clock)
+    functions.stop({"job_id": "a3"})
+    clock.advance(5)
+    zen.on_scale_tick()
+    assert statuses(zen, "a3", "a2", "b1") == ["STOPPING", "RUNNING", "PENDING"]
+    functions.heartbeat(stop_answer("a3", "vm-3"))
+    assert statuses(zen, "a3", "a2", "b1") == ["CANCELLED", "RUNNING", "QUEUED"]
