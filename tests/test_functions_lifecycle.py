@@ -344,3 +344,70 @@ def test_an_outage_longer_than_the_heartbeat_timeout_does_not_stop_healthy_jobs(
     functions.tick()  # 120 s after Zen came back: vm-b's silence now counts
     assert job(zen, "job-1").status.value == "RUNNING"
     assert job(zen, "job-2").status.value == "QUEUED" and job(zen, "job-2").attempt == 2
+
+
+# -- a VM claiming again an attempt it holds or ran (review: claims answered late, copies of a start) ----
+def test_a_vm_claiming_again_the_attempt_it_holds_is_answered_and_nothing_changes(functions, zen, publisher, clock):
+    """The answers to VM A's CLAIMEDs came after it gave the start back; the start comes back to A,
+    and an older agent claims it with seq 1, 2, 3 again. Each claim is answered as a fresh one is
+    (CONFIRM while ASSIGNED, STOP while STOPPING), and none changes the job: a redelivered CLAIMED
+    looks the same, and must not move the job or its deadlines."""
+    functions.submit(job_request("job-1"))
+    for seq in (1, 2, 3):  # applied late: A has given up and nacked the start meanwhile
+        functions.heartbeat(heartbeat("job-1", "CLAIMED", seq))
+    before, steps = job(zen, "job-1"), history(zen, "job-1")
+    assert (before.status.value, before.vm, before.last_seq) == ("ASSIGNED", "vm-a", 3)
+    answered = len(controls(publisher, "vm-a"))
+    clock.advance(20)
+    for seq in (1, 2, 3):
+        functions.heartbeat(heartbeat("job-1", "CLAIMED", seq))
+    assert [c["action"] for c in controls(publisher, "vm-a")[answered:]] == ["CONFIRM"] * 3
+    after = job(zen, "job-1")
+    assert (after.status, after.last_seq, after.last_heartbeat_at) == (before.status, 3, before.last_heartbeat_at)
+    assert history(zen, "job-1") == steps
+
+    functions.stop({"job_id": "job-1"})
+    stopped, answered = job(zen, "job-1"), len(controls(publisher, "vm-a"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 2))  # the stop raced the claim: told to stop, not to run
+    assert [c["action"] for c in controls(publisher, "vm-a")[answered:]] == ["STOP"]
+    assert job(zen, "job-1").last_heartbeat_at == stopped.last_heartbeat_at  # the stop deadline stands
+
+
+@pytest.mark.parametrize("seqs", [(1, 2, 3, 4), (1_800_000_000_000, 1_800_000_000_001, 1_800_000_030_000,
+                                                1_800_000_060_000)], ids=["older-agent", "epoch-ms-agent"])
+def test_a_claim_answered_late_runs_when_the_start_comes_back_instead_of_spending_the_attempt(
+        functions, zen, publisher, clock, seqs):
+    """Finding A: with one attempt to spend, the job must run on the VM that claims it again, not
+    wait ASSIGNED to an idle VM until the sweep fails it. An older agent's RUNNING at or below the
+    first claim's seq is dropped, but its next one arrives within the deadline; an agent sending epoch
+    milliseconds goes on at once."""
+    functions.submit(job_request("job-1", max_attempts=1))
+    for seq in (1, 2, 3):  # applied late, after A gave the start back
+        functions.heartbeat(heartbeat("job-1", "CLAIMED", seq))
+    answered = len(controls(publisher, "vm-a"))
+    clock.advance(20)  # the start comes back to A
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", seqs[0]))
+    assert [c["action"] for c in controls(publisher, "vm-a")[answered:]] == ["CONFIRM"]
+    for seq in seqs[1:]:  # A runs the job: RUNNING every 30 s
+        functions.heartbeat(heartbeat("job-1", "RUNNING", seq))
+        clock.advance(30)
+    clock.advance(11)
+    functions.tick()  # 121 s after the late claims
+    record = job(zen, "job-1")
+    assert (record.status.value, record.attempt, record.last_seq) == ("RUNNING", 1, seqs[-1])
+
+
+def test_a_second_copy_of_a_start_after_the_run_is_released_whatever_its_seq(functions, zen, publisher):
+    """Finding B: the VM that ran the attempt pulls another copy of its start (a redelivery, the widened
+    copy, a republish) and claims it: it is told RELEASE, else it waits, gives the copy back and gets
+    it again, while real jobs wait. The job is over and stays as it ended."""
+    functions.submit(job_request("job-1"))
+    for beat in agent_run("job-1"):  # CLAIMED 1, RUNNING 2, 3, SUCCEEDED 4 from vm-a
+        functions.heartbeat(beat)
+    ended, steps, answered = job(zen, "job-1"), history(zen, "job-1"), len(controls(publisher, "vm-a"))
+    for seq in (1, 2, 3, 1_800_000_000_000):  # an older agent's claim, then one sending epoch milliseconds
+        functions.heartbeat(heartbeat("job-1", "CLAIMED", seq))
+    assert [c["action"] for c in controls(publisher, "vm-a")[answered:]] == ["RELEASE"] * 4
+    after = job(zen, "job-1")
+    assert (after.status.value, after.last_seq, after.exit_code) == ("SUCCEEDED", ended.last_seq, 0)
+    assert history(zen, "job-1") == steps

@@ -154,7 +154,7 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
     else:
         current = job.status
         if hb.seq <= job.last_seq:
-            return Decision(duplicate=True)
+            return _seen_already(job, hb)
 
     decision.fields.update(last_seq=max(job.last_seq, hb.seq), last_heartbeat_at=now)
     if hb.message is not None:
@@ -166,6 +166,24 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         if hb.status in (AgentStatus.CLAIMED, AgentStatus.RUNNING):
             decision.controls.append(_control(job, hb, ControlAction.STOP, "stop requested"))
     _advance(decision, current, job, hb, now)
+    return decision
+
+
+def _seen_already(job: Job, hb: Heartbeat) -> Decision:
+    """A report from the VM holding the attempt at or below the last applied ``seq`` changes nothing.
+
+    A CLAIMED is still answered as a fresh one is (CONFIRM while ASSIGNED, STOP while STOPPING,
+    nothing once RUNNING): besides a redelivery, it may be the holder claiming again after our answer
+    came too late. An agent gives a start back after a few unanswered CLAIMEDs; an older agent, whose
+    ``seq`` starts again at 1 for each claim, sends the same numbers when the start comes back, and
+    unanswered it would give the start back forever while the job waits ASSIGNED to an idle VM until
+    the sweep spends its attempt. Answering a redelivery again is harmless: the same order, which a
+    VM already running the attempt ignores."""
+    decision = Decision(duplicate=True)
+    if hb.status is AgentStatus.CLAIMED and job.status is JobStatus.ASSIGNED:
+        decision.controls.append(_control(job, hb, ControlAction.CONFIRM, "claim won"))
+    elif hb.status is AgentStatus.CLAIMED and job.status is JobStatus.STOPPING:
+        decision.controls.append(_control(job, hb, ControlAction.STOP, "stop requested"))
     return decision
 
 
@@ -222,9 +240,18 @@ _TARGET = {
 
 
 def _after_the_end(job: Job, hb: Heartbeat) -> Decision:
-    """A report about the current attempt of a job that is already over: terminal states absorb."""
+    """A report about the current attempt of a job that is already over: terminal states absorb.
+
+    A CLAIMED is told RELEASE whatever its ``seq``: the VM that ran the attempt may pull another copy
+    of its start (a redelivery, the narrowed and the widened copy, a republish), and an agent whose
+    ``seq`` starts again at 1 for each claim (an older one) would otherwise wait for an answer, give
+    the copy back, and get it again. A RELEASE is harmless to a VM that no longer holds the attempt."""
     if hb.vm == job.vm and hb.seq <= job.last_seq:
-        return Decision(duplicate=True)  # a redelivery or a report overtaken by the final one
+        # A redelivery or a report overtaken by the final one; a claim still gets its answer.
+        decision = Decision(duplicate=True)
+        if hb.status is AgentStatus.CLAIMED:
+            decision.controls.append(_control(job, hb, ControlAction.RELEASE, f"job is already {job.status.value}"))
+        return decision
     target = _TARGET[hb.status]
     decision = Decision(ignored=f"transition {job.status.value} -> {target.value} is not allowed "
                                 f"({hb.status.value} from {hb.vm}; the job is over)")

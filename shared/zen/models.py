@@ -262,7 +262,7 @@ class Heartbeat(Message):
     region: str = Field(min_length=1, max_length=64)
     zone: str = Field(min_length=1, max_length=64)
     status: Annotated[AgentStatus, Strict(False)]
-    seq: int = Field(ge=1, le=INT64_MAX, description="Per-attempt sequence number, starting at 1")
+    seq: int = Field(ge=1, le=INT64_MAX, description="Increasing within the attempt; agents send epoch milliseconds")
     sent_at: UtcTimestamp
     exit_code: int | None = Field(default=None, ge=-INT32_MAX, le=INT32_MAX)
     message: str | None = Field(default=None, max_length=8192, description="e.g. the output tail")

@@ -4,6 +4,7 @@ errors. The real runner runs the (tiny) jobs; claim timeouts run on a manual clo
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -12,7 +13,7 @@ from tests.agent.helpers import job_command
 from zen.agent.agent import Agent
 from zen.agent.identity import Identity
 from zen.agent.settings import AgentSettings
-from zen.models import ControlAction, StartMessage
+from zen.models import ControlAction, Heartbeat, StartMessage
 
 VM = "vm-test"
 IDENTITY = Identity(project="p", vm=VM, cluster="4xa100-40gb", region="us-central1", zone="us-central1-a",
@@ -25,6 +26,13 @@ def start_message(job_id="j1", attempt=1, **fields) -> StartMessage:
     values = {"job_id": job_id, "attempt": attempt, "cluster": "4xa100-40gb", "user_id": "alice",
               "command": job_command("--print", f"hello {job_id}"), "regions": ["us-central1"], **fields}
     return StartMessage(**values)
+
+
+def reports(transport: FakeTransport) -> list[tuple[str, int, str]]:
+    """The job reports sent, checking their ``seq``: epoch milliseconds, strictly increasing."""
+    seqs = [r[3] for r in transport.job_reports()]
+    assert all(seq > 1_600_000_000_000 for seq in seqs) and seqs == sorted(set(seqs)), seqs
+    return [r[:3] for r in transport.job_reports()]
 
 
 def make_agent(transport: FakeTransport, settings: AgentSettings = SETTINGS) -> Agent:
@@ -49,13 +57,38 @@ def test_an_unanswered_claim_is_resent_with_the_next_seq_kept_leased_then_given_
 
     assert agent.run() == 0
 
-    assert transport.job_reports() == [("j1", 1, "CLAIMED", 1), ("j1", 1, "CLAIMED", 2), ("j1", 1, "CLAIMED", 3)]
+    assert reports(transport) == [("j1", 1, "CLAIMED")] * 3
     extends = [call for call in transport.calls if call[0] == "extend"]
     # On receipt, then every lease_s / 3 (10 s) over the 3 x 5 s of waiting.
     assert len(extends) == 5 and all(call == ("extend", ack_id, 10) for call in extends)
     assert transport.calls[-1] == ("nack", ack_id) and ("ack", ack_id) not in transport.calls
     assert agent.jobs_run == 0 and transport.closed_with == {"delete_control": True}
     assert transport.vm_states() == ["IDLE", "STOPPING"]
+
+
+def test_a_start_that_comes_back_is_claimed_after_every_earlier_report_of_its_attempt_and_runs(real_time_transport):
+    """The answers to the first claim come too late (the agent has given the start back); the start
+    comes back to this VM. Zen drops a report at or below the last seq it applied for the attempt, so
+    the second claim's reports must go on after the first claim's: a seq starting again at 1 went
+    unanswered, and the start was given back again and again (review finding)."""
+    transport = real_time_transport
+    first, again = transport.add_start(start_message()), transport.add_start(start_message())
+    applied: list[int] = []
+
+    def zen(message):  # the first claim's CONFIRMs arrive after the agent gave up: none reaches it
+        if not isinstance(message, Heartbeat) or (applied and message.seq <= applied[-1]):
+            return []  # a duplicate, for Zen
+        applied.append(message.seq)
+        return confirm_claims(VM)(message) if len(applied) > SETTINGS.claim_tries else []
+
+    transport.answer = zen
+    agent = make_agent(transport, replace(SETTINGS, claim_timeout_s=0.2))
+
+    assert agent.run() == 0 and agent.jobs_run == 1
+    assert ("nack", first) in transport.calls and ("ack", again) in transport.calls
+    statuses = [r[2] for r in reports(transport)]  # every seq above the one before
+    assert statuses[:4] == ["CLAIMED"] * 4 and statuses[-1] == "SUCCEEDED"
+    assert len(applied) == len(statuses)  # Zen applied every report
 
 
 def test_release_drops_the_start_message_and_the_agent_pulls_again(real_time_transport):
@@ -70,7 +103,7 @@ def test_release_drops_the_start_message_and_the_agent_pulls_again(real_time_tra
     agent.run()
 
     assert ("ack", first) in transport.calls and ("ack", second) in transport.calls
-    assert [r for r in transport.job_reports() if r[0] == "lost-race"] == [("lost-race", 1, "CLAIMED", 1)]
+    assert [r for r in reports(transport) if r[0] == "lost-race"] == [("lost-race", 1, "CLAIMED")]
     assert [r[2] for r in transport.job_reports() if r[0] == "next"] == ["CLAIMED", "RUNNING", "SUCCEEDED"]
 
 
@@ -80,7 +113,7 @@ def test_a_stop_while_claiming_drops_the_message_and_answers_stopped(transport):
     make_agent(transport).run()
 
     assert ("ack", ack_id) in transport.calls
-    assert transport.job_reports() == [("j1", 1, "CLAIMED", 1), ("j1", 1, "STOPPED", 2)]
+    assert reports(transport) == [("j1", 1, "CLAIMED"), ("j1", 1, "STOPPED")]
 
 
 def test_orders_about_other_attempts_are_acked_and_ignored(real_time_transport):
@@ -92,9 +125,8 @@ def test_orders_about_other_attempts_are_acked_and_ignored(real_time_transport):
     make_agent(transport).run()
 
     assert ("control_ack", "j1", "STOP") in transport.calls and ("control_ack", "other", "CONFIRM") in transport.calls
-    reports = transport.job_reports()
-    assert reports[0] == ("j1", 2, "CLAIMED", 1) and reports[-1][2] == "SUCCEEDED"
-    assert [r[3] for r in reports] == list(range(1, len(reports) + 1))  # seq 1, 2, 3... per attempt
+    sent = reports(transport)
+    assert sent[0] == ("j1", 2, "CLAIMED") and sent[-1][2] == "SUCCEEDED"
 
 
 def test_a_start_message_that_fails_validation_is_acked_and_never_claimed(transport):
@@ -120,7 +152,7 @@ def test_shutdown_while_claiming_gives_the_message_back_and_reports_preempted(tr
     agent.run()
 
     assert ("nack", ack_id) in transport.calls
-    assert transport.job_reports() == [("j1", 1, "CLAIMED", 1), ("j1", 1, "PREEMPTED", 2)]
+    assert reports(transport) == [("j1", 1, "CLAIMED"), ("j1", 1, "PREEMPTED")]
 
 
 def test_pubsub_errors_do_not_end_the_loop(real_time_transport):

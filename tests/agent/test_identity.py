@@ -124,16 +124,21 @@ def test_bad_settings_name_the_variable(env, problem):
         AgentSettings.from_env(env)
 
 
-def test_vm_seq_is_epoch_milliseconds_and_strictly_increasing_and_job_seq_counts_per_attempt():
+def test_vm_and_job_seqs_are_epoch_milliseconds_and_strictly_increasing():
     identity = resolve_identity(LOCAL_ENV, None)
     sent = []
-    wall = iter([1_700_000_000.0, 1_700_000_000.0, 1_699_999_999.0, 1_700_000_005.0])
+    wall = iter([1_700_000_000.0, 1_700_000_000.0, 1_699_999_999.0, 1_700_000_005.0,
+                 1_700_000_010.0, 1_700_000_010.0, 1_700_000_009.0, 1_700_000_070.0])
     reporter = Reporter(identity, lambda message, budget_s: sent.append(message), wall_clock=lambda: next(wall))
     for _ in range(4):
         reporter.vm(VmState.IDLE, budget_s=1)
     assert [m.seq for m in sent] == [1_700_000_000_000, 1_700_000_000_001, 1_700_000_000_002, 1_700_000_005_000]
-    first, second = AttemptReport("j", 1), AttemptReport("j", 2)
-    reporter.job(first, AgentStatus.CLAIMED, budget_s=1)
-    reporter.job(first, AgentStatus.RUNNING, budget_s=1)
-    reporter.job(second, AgentStatus.CLAIMED, budget_s=1)
-    assert [(m.attempt, m.seq) for m in sent[4:]] == [(1, 1), (1, 2), (2, 1)]
+    # The same attempt claimed again (its start came back) goes on after its earlier reports, even
+    # when the wall clock steps back: Zen drops a report at or below the last seq it applied.
+    first, second, again = AttemptReport("j", 1), AttemptReport("k", 1), AttemptReport("j", 1)
+    for attempt, status in [(first, AgentStatus.CLAIMED), (first, AgentStatus.CLAIMED), (second, AgentStatus.CLAIMED),
+                            (again, AgentStatus.CLAIMED)]:
+        reporter.job(attempt, status, budget_s=1)
+    assert [(m.job_id, m.seq) for m in sent[4:]] == [
+        ("j", 1_700_000_010_000), ("j", 1_700_000_010_001), ("k", 1_700_000_010_002), ("j", 1_700_000_070_000)]
+    assert (first.seq, second.seq, again.seq) == (1_700_000_010_001, 1_700_000_010_002, 1_700_000_070_000)

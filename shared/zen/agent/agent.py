@@ -16,7 +16,9 @@ subscription. CONFIRM: ack the start message and run. RELEASE: ack it (someone e
 gone, or the attempt is stale). STOP: ack it, and answer STOPPED so a stop that raced the claim does
 not wait for its deadline. No answer within the claim timeout: CLAIMED again with the next ``seq``,
 a few times, then nack (give the message back). The start message is acked only after the answer,
-so if this VM dies first the message is redelivered to another.
+so if this VM dies first the message is redelivered to another. A start that comes back, or another
+copy of one, is claimed afresh; its reports' ``seq`` still follow every earlier one of the attempt
+(epoch milliseconds: ``zen.agent.reports``), so Zen answers it rather than taking it for a duplicate.
 
 A start offered to this VM alone on its control subscription (its warm cache holds the job's
 inputs or image: ``zen.routing``) is taken before pulling, and before a start pulled while it came

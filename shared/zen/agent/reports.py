@@ -1,10 +1,15 @@
 """Heartbeats the agent sends on ``zen-heartbeats``, with the sequence numbers the scheduler orders by.
 
-- A job heartbeat is about one attempt; its ``seq`` counts 1, 2, 3... within that attempt (CLAIMED
-  re-sends included), so the scheduler drops duplicates and reordered reports.
-- A VM heartbeat's ``seq`` is the wall clock in epoch milliseconds (strictly increasing within the
-  process): it keeps increasing across agent restarts and across a VM deleted and recreated by its
-  MIG under the same name, where a counter would start again at 1 and be ignored.
+- A job heartbeat is about one attempt; the scheduler drops one at or below the last ``seq`` it
+  applied for that attempt (duplicates, reordered reports). Its ``seq`` is the wall clock in epoch
+  milliseconds, strictly increasing within the process across all attempts, so an attempt claimed
+  again by this VM (the answer to its CLAIMEDs came after the agent gave the start back and the start
+  came back here, or another copy of it) reports after every earlier report of that attempt. A
+  counter per ``AttemptReport`` started again at 1: Zen took the new claim for a duplicate and left
+  it unanswered, and the job waited for the sweep, which spent its attempt.
+- A VM heartbeat's ``seq`` is the wall clock in epoch milliseconds too (strictly increasing within
+  the process): it keeps increasing across agent restarts and across a VM deleted and recreated by
+  its MIG under the same name, where a counter would start again at 1 and be ignored.
 
 Sending never raises: a report that cannot be published within its budget is logged and reported
 as ``False`` to the caller (the next heartbeat, or the scheduler's deadline, covers for it).
@@ -13,6 +18,7 @@ as ``False`` to the caller (the next heartbeat, or the scheduler's deadline, cov
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -41,15 +47,11 @@ class Publish(Protocol):
 
 @dataclass
 class AttemptReport:
-    """The agent's side of one attempt: which one, and the last ``seq`` used for it."""
+    """The agent's side of one attempt: which one, and the last ``seq`` used for it (``Reporter.job``)."""
 
     job_id: str
     attempt: int
     seq: int = 0
-
-    def next_seq(self) -> int:
-        self.seq += 1
-        return self.seq
 
 
 class Reporter:
@@ -58,15 +60,19 @@ class Reporter:
         self._publish = publish
         self._wall_clock = wall_clock
         self._vm_seq = 0
+        self._job_seq = 0
+        self._job_seq_lock = threading.Lock()  # attempts report from threads of their own (several at once)
         self._extra = identity.log_fields()
 
     def job(self, attempt: AttemptReport, status: AgentStatus, *, budget_s: float, exit_code: int | None = None,
             message: str | None = None, data: dict[str, int | float] | None = None) -> bool:
         """``data``: the attempt's transfers so far (``staged_bytes`` ...; ``zen.agent.staging``)."""
         identity = self._identity
+        with self._job_seq_lock:
+            self._job_seq = attempt.seq = max(self._job_seq + 1, int(self._wall_clock() * 1000))
         heartbeat = Heartbeat(
             job_id=attempt.job_id, attempt=attempt.attempt, vm=identity.vm, region=identity.region,
-            zone=identity.zone, status=status, seq=attempt.next_seq(), sent_at=datetime.now(timezone.utc),
+            zone=identity.zone, status=status, seq=attempt.seq, sent_at=datetime.now(timezone.utc),
             exit_code=exit_code, message=fit_message(message), tags=list(identity.tags) or None,
             **(data or {}),
         )
