@@ -61,7 +61,8 @@ class FleetDb:
             agents = fleet.agents(session, cluster)
             memory = self._memory(session, cluster)
             arrivals = fleet.arrivals_since(session, cluster, arrivals_since)
-        return FleetFacts(demand, held, agents, memory, arrivals)
+            drained = fleet.drained_vms(session, cluster)
+        return FleetFacts(demand, held, agents, memory, arrivals, drained=drained)
 
     def shared_load(self, cluster: str) -> tuple[list[dict], dict[str, tuple[int, int]]]:
         with self._db.transaction() as session:

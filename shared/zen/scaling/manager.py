@@ -12,7 +12,8 @@ post-submission run never overlap; a second one skips):
    memory. Where VMs run several jobs at once, the queued jobs that fit busy VMs' room are taken
    out of the demand (``zen.scaling.sharing``).
 2. Plan: the policy (``ZenPlanner``) decides; each VM whose agent is RETIRED (past its pull limit,
-   ``zen.agent.limits``) and holds no job is deleted too (``_retire``).
+   ``zen.agent.limits``), or drained by an earlier pass whose delete failed, and holds no job is
+   deleted too (``_retire``, ``zen.scaling.vms``).
 3. Apply, adds first: each region's MIG is resized to ``min(target + add, max_vms_per_region)``
    (absolute, from the target just read; the cluster-wide ``max_vms`` is the planner's to respect).
    Then deletions: each VM is *drained* first (in production a transaction that takes the VM's
@@ -42,6 +43,7 @@ from zen.scaling.model import (
 )
 from zen.scaling.planner import ZenPlanner
 from zen.scaling.sharing import absorb
+from zen.scaling.vms import classify, leftovers
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
     from zen.store.db import Database
@@ -87,10 +89,10 @@ class ClusterManager:
         self._timing = timing
         self.policy = policy or ZenPlanner()
         # region -> (its instances as last read, their Vms (RegionVms), zones, names, and per VM name its view:
-        # (instance, first seen, job, agent, its Vm))
+        # (instance, first seen, job, agent, its Vm, drained))
         self._parts: dict[str, tuple] = {}
         self._names: dict[str, tuple] = {}  # region -> (its instances as last read, their names)
-        self._last: tuple = ((), (), None, None, None, (), {})  # the last pass's inputs and VMs, zones
+        self._last: tuple = ((), (), None, None, None, (), {}, frozenset())  # last pass's inputs, VMs, zones, drains
 
     def run(self, states: dict[str, MigState | MigApiError] | None = None) -> ClusterReport:
         """One pass; ``states`` are the MIGs' states if already read (the tick reads all at once)."""
@@ -172,9 +174,10 @@ class ClusterManager:
         """The VMs as the planner sees them, and each one's zone, rebuilt only where their inputs changed:
         an adapter that returns the same objects for unchanged instances, first-seen times and agents (the
         simulator's) spares the work per VM, per region (the same listing, none of its VMs ``_changed``) or pass."""
-        held, agents = facts.held, facts.agents
+        held, agents, drained = facts.held, facts.agents, facts.drained
         last = self._last
-        if (last[2] is first_seen and last[3] is held and last[4] is agents and len(last[1]) == len(listings)
+        if (last[2] is first_seen and last[3] is held and last[4] is agents and last[7] == drained
+                and len(last[1]) == len(listings)
                 and all(r == lr and i is li for (r, i), lr, li in zip(listings.items(), last[0], last[1]))):
             return last[5], last[6]
         changed = self._changed(facts)
@@ -184,75 +187,61 @@ class ClusterManager:
         for region, instances in listings.items():
             part = parts.get(region)
             if part is None or part[0] is not instances or changed is None or not changed.isdisjoint(part[3]):
-                part = self._region(region, instances, part, first_seen, held, agents)
+                part = self._region(region, instances, part, first_seen, held, agents, drained)
             self._parts[region] = part
             vms += part[1].vms
             zones.update(part[2])
-        self._last = (tuple(listings), tuple(listings.values()), first_seen, held, agents, tuple(vms), zones)
+        self._last = (tuple(listings), tuple(listings.values()), first_seen, held, agents, tuple(vms), zones, drained)
         remember_index(self._last[5], {region: part[1] for region, part in self._parts.items() if part[1].vms})
         return self._last[5], zones
 
     def _region(self, region: str, instances: list[MigInstance], last: tuple | None, first_seen: dict[str, datetime],
-                held: dict, agents: dict) -> tuple:
+                held: dict, agents: dict, drained: frozenset[str]) -> tuple:
         """One region's part: (its instances, their Vms (``RegionVms``), zones, names, and per name its
-        view); a VM's view is kept from ``last`` while its instance, first-seen time, job and agent are."""
+        view); a VM's view is kept from ``last`` while its instance, first-seen time, job, agent and drain are."""
         views, kept, zones = last[4] if last is not None else {}, {}, {}
         for instance in instances:
             name = instance.name
             zones[name] = instance.zone
-            since, job, agent = first_seen[name], held.get(name), agents.get(name)
+            since, job, agent, gone = first_seen[name], held.get(name), agents.get(name), name in drained
             view = views.get(name)
-            if view is None or (view[0], view[1], view[3]) != (instance, since, agent) or view[2] != job:
-                view = (instance, since, job, agent, self._vm(instance, region, since, held, agents))
+            if (view is None or (view[0], view[1], view[3]) != (instance, since, agent) or view[2] != job
+                    or view[5] != gone):
+                view = (instance, since, job, agent, classify(instance, region, since, held, agents, gone), gone)
             kept[name] = view
         return instances, RegionVms(view[4] for view in kept.values()), zones, kept.keys(), kept
 
     def _changed(self, facts) -> frozenset[str] | None:
-        """The VMs whose job or agent may differ from what the last pass read; None: unknown, so every
-        VM is checked (Postgres cannot say; the simulator's ``FleetFacts.changed`` does)."""
+        """The VMs whose job, agent or drain may differ from what the last pass read; None: unknown, so
+        every VM is checked (Postgres cannot say; the simulator's ``FleetFacts.changed`` does)."""
         last, hint = self._last, facts.changed
         if last[3] is facts.held and last[4] is facts.agents:
-            return frozenset()
-        return hint[2] if hint is not None and hint[0] is last[3] and hint[1] is last[4] else None
+            changed = frozenset()
+        elif hint is not None and hint[0] is last[3] and hint[1] is last[4]:
+            changed = hint[2]
+        else:
+            return None
+        return changed if last[7] == facts.drained else changed | (last[7] ^ facts.drained)
 
     def _view(self, vm: Vm) -> tuple | None:
-        """(instance, first seen, job, agent, Vm) as the last pass read ``vm``."""
+        """(instance, first seen, job, agent, Vm, drained) as the last pass read ``vm``."""
         part = self._parts.get(vm.region)
         return None if part is None else part[4].get(vm.name)
 
-    @staticmethod
-    def _vm(instance: MigInstance, region: str, first_seen: datetime, held: dict, agents: dict) -> Vm:
-        agent = agents.get(instance.name)
-        # RETIRED: its agent takes no more jobs (a pull limit, zen.agent.limits): not supply, deleted next.
-        if instance.deleting or (agent and agent["state"] in ("STOPPING", "RETIRED")):
-            phase, since = VmPhase.DELETING, first_seen
-        elif instance.name in held:
-            phase, since = VmPhase.BUSY, first_seen
-        elif not instance.running or agent is None:
-            phase, since = VmPhase.BOOTING, first_seen  # no VM yet, or its agent has not spoken yet
-        elif agent["state"] == "IDLE":
-            phase, since = VmPhase.IDLE, agent["idle_since"] or agent["last_seen_at"]
-        else:
-            phase, since = VmPhase.BUSY, agent["last_seen_at"]  # the agent says busy (e.g. claiming)
-        return Vm(instance.name, region, phase, since, zone=instance.zone, job_id=held.get(instance.name),
-                  creation_error=instance.creation_error if phase is VmPhase.BOOTING else None)
-
     def _retire(self, plan: Plan, snapshot: ClusterSnapshot) -> Plan:
-        """The plan, plus deleting each VM whose agent is RETIRED and holds no job (unless the plan or
-        its MIG already deletes it): an agent past its pull limit only waits to be deleted."""
-        planned = {name for _, name in plan.delete}
+        """The plan, plus deleting each VM that holds no job and whose agent is RETIRED or that a scale-down
+        drained and its MIG still runs (unless the plan or its MIG already deletes it): see ``leftovers``."""
         deleting = (vm for (_, phase), group in vm_index(snapshot.vms).phases.items()
                     if phase is VmPhase.DELETING for vm in group)  # the policy's grouping: no walk of every VM
-        retired = [vm for vm in deleting if vm.job_id is None
-                   and vm.name not in planned and (view := self._view(vm)) is not None
-                   and not view[0].deleting and view[3] is not None and view[3]["state"] == "RETIRED"]
-        if not retired:
+        found = leftovers(deleting, self._view, {name for _, name in plan.delete})
+        if not found:
             return plan
         limits = self.cluster.pull_limits_text()
-        reason = f"reached its pull limit ({'set on the VM' if limits == 'no limit' else limits})"
-        return replace(plan, delete=plan.delete + [(vm.region, vm.name) for vm in retired],
-                       decisions=plan.decisions + [Decision(Action.DELETE, vm.region, reason, vm=vm.name)
-                                                   for vm in retired])
+        retired = f"reached its pull limit ({'set on the VM' if limits == 'no limit' else limits})"
+        drained = "drained for a scale-down but still in its MIG (the delete failed): deleted again"
+        return replace(plan, delete=plan.delete + [(vm.region, vm.name) for vm, _ in found],
+                       decisions=plan.decisions + [Decision(Action.DELETE, vm.region, retired if r else drained,
+                                                            vm=vm.name) for vm, r in found])
 
     # -- 3. apply ------------------------------------------------------------------------------
     def apply(self, plan: Plan, snapshot: ClusterSnapshot, zones: dict[str, str | None], report: ClusterReport):

@@ -51,6 +51,11 @@ def agents(session: Session, cluster: str) -> dict[str, dict[str, Any]]:
     return {r["name"]: r for r in session.run("vms_of_cluster", cluster=cluster)}
 
 
+def drained_vms(session: Session, cluster: str) -> frozenset[str]:
+    """The cluster's VMs marked for a scale-down (claims refused) and still in their MIG."""
+    return frozenset(r["name"] for r in session.run("drained_vms_of_cluster", cluster=cluster))
+
+
 def arrivals_since(session: Session, cluster: str, since: datetime) -> int:
     return session.one("arrivals_since", cluster=cluster, since=since)["n"]
 
