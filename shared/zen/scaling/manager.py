@@ -129,6 +129,8 @@ class ClusterManager:
                             summary=(summaries or {}).get(mig.name))
         except MigApiError as exc:
             return exc
+        except Exception as exc:  # noqa: BLE001 - an adapter that let one through: this MIG is left alone
+            return MigApiError(f"reading {mig.name} failed: {type(exc).__name__}: {exc}")
 
     # -- 1. snapshot ---------------------------------------------------------------------------
     def snapshot(self, report: ClusterReport, states: dict[str, MigState | MigApiError] | None = None
@@ -360,7 +362,7 @@ class ClusterOrchestrator:
         def summaries_of(mig: MigPort) -> dict[str, MigSummary]:
             try:
                 return mig.region_summaries()
-            except MigApiError as exc:
+            except Exception as exc:  # noqa: BLE001 - each of its MIGs is then read on its own
                 log.warning("could not list a region's MIGs", extra={"region": mig.region, "error": str(exc)})
                 return {}
 
