@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from zen.config import ClusterConfig
-from zen.scaling import manager as manager_module
+from zen.scaling import vms as vms_module
 from zen.scaling.manager import ClusterManager
 from zen.scaling.model import ClusterSnapshot, Plan, Timing, VmPhase
 from zen.scaling.port import FleetFacts, MigInstance, MigState
@@ -126,7 +126,7 @@ def test_a_fleet_saying_which_vms_changed_has_only_their_regions_read_again(monk
     m = ClusterManager(config, fleet, migs, lambda: NOW, Timing(), policy)
     m.run()
     rebuilt: list[str] = []
-    monkeypatch.setattr(manager_module, "classify",
+    monkeypatch.setattr(vms_module, "classify",
                         lambda instance, *args: rebuilt.append(instance.name) or classify(instance, *args))
     held2 = {"c": "job-1"}
     fleet._facts = FleetFacts((), held2, agents, {}, 0, (held, agents, frozenset({"c"})))

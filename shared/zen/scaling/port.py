@@ -96,6 +96,9 @@ class FleetFacts:
     # VMs a scale-down drained (``vm_drains``): they refuse claims, so they are no supply even while their
     # MIG still runs them (a delete that failed). The simulator's deletes never fail: none.
     drained: frozenset[str] = frozenset()
+    # When a pass last planned this cluster (its memory recorded): MIG states read before then may miss
+    # what that pass changed. None: unknown (the simulator's passes never overlap a tick's reads).
+    last_pass_at: datetime | None = None
 
 
 class FleetPort(Protocol):

@@ -83,6 +83,11 @@ def vms_holding(session: Session, cluster: str, regions: list[str], inputs: list
         seen_after=now - timedelta(seconds=WARM_VM_SEEN_S), limit=limit)]
 
 
+def last_scaling_pass(session: Session, cluster: str) -> datetime | None:
+    """When a scaling pass last recorded the cluster's memory (every pass does, for each region it read)."""
+    return session.one("last_scaling_pass", cluster=cluster)["at"]
+
+
 def save_scaling_memory(session: Session, cluster: str, region: str, memory: str, now: datetime) -> None:
     session.run("save_scaling_memory", cluster=cluster, region=region, memory=memory, now=now)
 

@@ -283,6 +283,9 @@ SELECT name FROM vm_drains WHERE cluster = :cluster;
 -- name: scaling_memory
 SELECT region, memory FROM scaling_memory WHERE cluster = :cluster;
 
+-- name: last_scaling_pass
+SELECT max(updated_at) AS at FROM scaling_memory WHERE cluster = :cluster;
+
 -- name: save_scaling_memory
 INSERT INTO scaling_memory (cluster, region, memory, updated_at)
 VALUES (:cluster, :region, CAST(:memory AS jsonb), :now)
