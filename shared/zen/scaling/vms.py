@@ -20,9 +20,14 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
     until gone. A *drained* instance (a scale-down marked it and refuses its claims) is DELETING even
     while the MIG still lists it as running: its delete may have failed (or the pass died between the
     drain and the delete), and as idle supply a queued job would wait on it forever, every claim refused.
-    A RETIRED agent takes no more jobs (a pull limit, ``zen.agent.limits``): not supply, deleted next."""
+    A RETIRED agent takes no more jobs (a pull limit, ``zen.agent.limits``): not supply, deleted next.
+    An agent's STOPPING (its VM is shutting down, e.g. preempted) counts only while the instance is
+    RUNNING with no current action: a preempted spot VM is recreated by its MIG under the same name
+    (``instance_termination_action = DELETE``), and the new instance's own state decides (CREATING:
+    booting, a probe or a strike in a stockout; not a ghost counted against the limits forever)."""
     agent = agents.get(instance.name)
-    if instance.deleting or drained or (agent and agent["state"] in ("STOPPING", "RETIRED")):
+    state = agent["state"] if agent else None
+    if instance.deleting or drained or state == "RETIRED" or (state == "STOPPING" and instance.running):
         phase, since = VmPhase.DELETING, first_seen
     elif instance.name in held:
         phase, since = VmPhase.BUSY, first_seen
