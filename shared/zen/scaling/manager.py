@@ -104,7 +104,7 @@ class ClusterManager:
             snapshot, zones = self.snapshot(report, states, read_at)
             plan = self._retire(self.policy.plan(snapshot), snapshot)
             self.apply(plan, snapshot, zones, report)
-            self.record(plan, report)
+            self.record(plan, report, snapshot.unread)
             if self._telemetry:
                 telemetry.log_pass(log, snapshot, plan)
             report.coverage = Coverage.after(snapshot, sum(report.added.values()))
@@ -165,7 +165,8 @@ class ClusterManager:
             demand = absorb(*self._fleet.shared_load(name), vms, self.cluster.gpu_count, self.cluster.max_jobs_per_vm)
         snapshot = ClusterSnapshot(now=now, cluster=limits, queued=(), demand=demand, vms=vms,
                                    target_sizes=targets, errors=tuple(errors), memory=facts.memory,
-                                   timing=self._timing, arrivals_last_hour=facts.arrivals)
+                                   timing=self._timing, arrivals_last_hour=facts.arrivals,
+                                   unread=frozenset(self._migs.keys() - seen.keys()))
         return snapshot, zones
 
     def _retire(self, plan: Plan, snapshot: ClusterSnapshot) -> Plan:
@@ -229,10 +230,14 @@ class ClusterManager:
         return self._fleet.drain_unless_busy(vm, self.cluster.name, region, self._clock())
 
     # -- 4. record -----------------------------------------------------------------------------
-    def record(self, plan: Plan, report: ClusterReport) -> None:
+    def record(self, plan: Plan, report: ClusterReport, unread: frozenset[str] = frozenset()) -> None:
+        """The plan's memory is kept except for the regions whose MIG could not be read: the plan saw no
+        VMs there, and the next pass would take every usable VM of the region as a fresh boot (a
+        stocked-out region unblocked, its strikes reset) had it been saved so."""
         now = self._clock()
         report.decisions = plan.decisions
-        self._fleet.record(self.cluster.name, plan.memory, plan.decisions, now)
+        memory = {r: m for r, m in plan.memory.items() if r not in unread} if unread else plan.memory
+        self._fleet.record(self.cluster.name, memory, plan.decisions, now)
         for decision in plan.decisions if log.isEnabledFor(logging.INFO) else ():  # formatted only if logged
             telemetry.emit(log, telemetry.SCALING_DECISION, f"scaling {decision.action.value.lower()}",
                            cluster=self.cluster.name, region=decision.region, action=decision.action.value,

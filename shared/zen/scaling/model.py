@@ -146,6 +146,7 @@ class ClusterSnapshot:
     timing: Timing = Timing()
     arrivals_last_hour: int = 0  # jobs submitted to this cluster in the last hour (sizes the warm pool)
     demand: tuple[DemandGroup, ...] | None = None  # queued jobs aggregated; None: computed from ``queued``
+    unread: frozenset[str] = frozenset()  # regions whose MIG could not be read this pass (no VMs, no errors)
 
     def demand_groups(self) -> tuple[DemandGroup, ...]:
         return self.demand if self.demand is not None else group_demand(self.queued)
