@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from zen.config import ClusterConfig
 from zen.scaling import vms as vms_module
@@ -138,3 +138,16 @@ def test_a_fleet_saying_which_vms_changed_has_only_their_regions_read_again(monk
     fleet._facts = FleetFacts((), {"a": "job-2", "c": "job-1"}, agents, {}, 0, ({}, {}, frozenset()))
     m.run()
     assert {v.name: v.job_id for v in policy.snapshots[2].vms} == {"a": "job-2", "b": None, "c": "job-1"}
+
+
+def test_the_coverage_a_pass_leaves_counts_no_idle_vm_it_deleted():
+    """Coverage spares the next submissions (10 s) their pass: the idle VMs this pass deleted cover no job."""
+    later = NOW + timedelta(seconds=1)
+    m, _, _ = manager(Plan(delete=[("us-central1", "a"), ("us-central1", "b")]), max_vms=2)
+    report = m.run()
+    assert sorted(report.deleted) == ["a", "b"]
+    assert report.coverage.spare == 0 and not report.coverage.saturated  # room again: 2 VMs gone
+    assert not report.coverage.covers(later)
+    m, _, _ = manager(Plan(delete=[("us-central1", "a")]))
+    coverage = m.run().coverage
+    assert coverage.spare == 1 and coverage.covers(later) and not coverage.covers(later)  # b, once

@@ -107,7 +107,7 @@ class ClusterManager:
             self.record(plan, report, snapshot.unread)
             if self._telemetry:
                 telemetry.log_pass(log, snapshot, plan)
-            report.coverage = Coverage.after(snapshot, sum(report.added.values()))
+            report.coverage = Coverage.after(snapshot, sum(report.added.values()), report.deleted)
         return report
 
     @property
