@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from zen.config import ClusterConfig
+from zen.scaling import vms as vms_module
 from zen.scaling.manager import ClusterManager
 from zen.scaling.model import ClusterSnapshot, Plan, Timing, VmPhase
 from zen.scaling.port import FleetFacts, MigInstance, MigState
+from zen.scaling.vms import classify
 
 from tests.scaling.fakes import FakeFleet, RecordingMig
 
@@ -108,7 +110,7 @@ def test_a_vm_follows_its_job_and_agent_when_its_mig_lists_the_same_instances():
         "a": (VmPhase.BUSY, "job-1"), "b": (VmPhase.IDLE, None), "c": (VmPhase.IDLE, None)}
 
 
-def test_a_fleet_saying_which_vms_changed_has_only_their_regions_read_again():
+def test_a_fleet_saying_which_vms_changed_has_only_their_regions_read_again(monkeypatch):
     """``FleetFacts.changed`` (the simulator's hint): regions listing the same instances, none of whose
     VMs changed, are taken whole from the last pass; a region with a changed VM is read again; a hint
     about other dicts than the manager last read is ignored (every VM checked)."""
@@ -124,8 +126,8 @@ def test_a_fleet_saying_which_vms_changed_has_only_their_regions_read_again():
     m = ClusterManager(config, fleet, migs, lambda: NOW, Timing(), policy)
     m.run()
     rebuilt: list[str] = []
-    vm = ClusterManager._vm
-    m._vm = lambda instance, *args: rebuilt.append(instance.name) or vm(instance, *args)
+    monkeypatch.setattr(vms_module, "classify",
+                        lambda instance, *args: rebuilt.append(instance.name) or classify(instance, *args))
     held2 = {"c": "job-1"}
     fleet._facts = FleetFacts((), held2, agents, {}, 0, (held, agents, frozenset({"c"})))
     m.run()
@@ -136,3 +138,16 @@ def test_a_fleet_saying_which_vms_changed_has_only_their_regions_read_again():
     fleet._facts = FleetFacts((), {"a": "job-2", "c": "job-1"}, agents, {}, 0, ({}, {}, frozenset()))
     m.run()
     assert {v.name: v.job_id for v in policy.snapshots[2].vms} == {"a": "job-2", "b": None, "c": "job-1"}
+
+
+def test_the_coverage_a_pass_leaves_counts_no_idle_vm_it_deleted():
+    """Coverage spares the next submissions (10 s) their pass: the idle VMs this pass deleted cover no job."""
+    later = NOW + timedelta(seconds=1)
+    m, _, _ = manager(Plan(delete=[("us-central1", "a"), ("us-central1", "b")]), max_vms=2)
+    report = m.run()
+    assert sorted(report.deleted) == ["a", "b"]
+    assert report.coverage.spare == 0 and not report.coverage.saturated  # room again: 2 VMs gone
+    assert not report.coverage.covers(later)
+    m, _, _ = manager(Plan(delete=[("us-central1", "a")]))
+    coverage = m.run().coverage
+    assert coverage.spare == 1 and coverage.covers(later) and not coverage.covers(later)  # b, once

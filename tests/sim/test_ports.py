@@ -93,8 +93,8 @@ def test_every_pass_is_a_production_cluster_manager_pass(monkeypatch):
     built: list[ClusterSnapshot] = []
     snapshot = ClusterManager.snapshot
 
-    def spied(self, report, states=None):
-        out = snapshot(self, report, states)
+    def spied(self, report, states=None, read_at=None):
+        out = snapshot(self, report, states, read_at)
         built.append(out[0])
         return out
 

@@ -12,9 +12,12 @@ post-submission run never overlap; a second one skips):
    memory. Where VMs run several jobs at once, the queued jobs that fit busy VMs' room are taken
    out of the demand (``zen.scaling.sharing``).
 2. Plan: the policy (``ZenPlanner``) decides; each VM whose agent is RETIRED (past its pull limit,
-   ``zen.agent.limits``) and holds no job is deleted too (``_retire``).
+   ``zen.agent.limits``), or drained by an earlier pass whose delete failed, and holds no job is
+   deleted too (``_retire``, ``zen.scaling.vms``).
 3. Apply, adds first: each region's MIG is resized to ``min(target + add, max_vms_per_region)``
-   (absolute, from the target just read; the cluster-wide ``max_vms`` is the planner's to respect).
+   (absolute, from the target just read), within the cluster's ``max_vms`` counted from every MIG's
+   target read again then. The tick reads its MIGs before it takes the lock: if another pass planned
+   the cluster since, those states are dropped and read again (``snapshot``).
    Then deletions: each VM is *drained* first (in production a transaction that takes the VM's
    advisory lock and checks it holds no job; a claim from a drained VM is refused, see
    ``JobService``), so a VM that picks up a job at the last moment is never deleted under it; the
@@ -35,13 +38,14 @@ from zen import telemetry
 from zen.clock import Clock
 from zen.config import ClusterConfig, ZenConfig
 from zen.scaling.fleetdb import FleetDb
-from zen.scaling.port import FleetPort, MigApiError, MigInstance, MigPort, MigState, MigSummary
+from zen.scaling.port import FleetPort, MigApiError, MigPort, MigState, MigSummary
 from zen.scaling.model import (
     COVERAGE_TRUST_S, Action, ClusterLimits, ClusterSnapshot, Coverage, Decision, Plan, Policy, RegionMemory, Timing,
-    RegionVms, Vm, VmPhase, remember_index, vm_index,
+    VmPhase, vm_index,
 )
 from zen.scaling.planner import ZenPlanner
 from zen.scaling.sharing import absorb
+from zen.scaling.vms import VmViews, leftovers
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
     from zen.store.db import Database
@@ -86,26 +90,24 @@ class ClusterManager:
         self._clock = clock
         self._timing = timing
         self.policy = policy or ZenPlanner()
-        # region -> (its instances as last read, their Vms (RegionVms), zones, names, and per VM name its view:
-        # (instance, first seen, job, agent, its Vm))
-        self._parts: dict[str, tuple] = {}
-        self._names: dict[str, tuple] = {}  # region -> (its instances as last read, their names)
-        self._last: tuple = ((), (), None, None, None, (), {})  # the last pass's inputs and VMs, zones
+        self._views = VmViews()  # the VMs as the last pass saw them (rebuilt only where their inputs changed)
 
-    def run(self, states: dict[str, MigState | MigApiError] | None = None) -> ClusterReport:
-        """One pass; ``states`` are the MIGs' states if already read (the tick reads all at once)."""
+    def run(self, states: dict[str, MigState | MigApiError] | None = None,
+            read_at: datetime | None = None) -> ClusterReport:
+        """One pass; ``states`` are the MIGs' states if already read (the tick reads all at once, from
+        ``read_at`` on, before it takes this cluster's lock: see ``snapshot``)."""
         report = ClusterReport(self.cluster.name)
         with self._fleet.cluster_lock(self.cluster.name) as locked:
             if not locked:
                 report.skipped = True
                 return report
-            snapshot, zones = self.snapshot(report, states)
+            snapshot, zones = self.snapshot(report, states, read_at)
             plan = self._retire(self.policy.plan(snapshot), snapshot)
             self.apply(plan, snapshot, zones, report)
-            self.record(plan, report)
+            self.record(plan, report, snapshot.unread)
             if self._telemetry:
                 telemetry.log_pass(log, snapshot, plan)
-            report.coverage = Coverage.after(snapshot, sum(report.added.values()))
+            report.coverage = Coverage.after(snapshot, sum(report.added.values()), report.deleted)
         return report
 
     @property
@@ -127,13 +129,18 @@ class ClusterManager:
                             summary=(summaries or {}).get(mig.name))
         except MigApiError as exc:
             return exc
+        except Exception as exc:  # noqa: BLE001 - an adapter that let one through: this MIG is left alone
+            return MigApiError(f"reading {mig.name} failed: {type(exc).__name__}: {exc}")
 
     # -- 1. snapshot ---------------------------------------------------------------------------
-    def snapshot(self, report: ClusterReport, states: dict[str, MigState | MigApiError] | None = None
-                 ) -> tuple[ClusterSnapshot, dict[str, str | None]]:
+    def snapshot(self, report: ClusterReport, states: dict[str, MigState | MigApiError] | None = None,
+                 read_at: datetime | None = None) -> tuple[ClusterSnapshot, dict[str, str | None]]:
         now = self._clock()
         name = self.cluster.name
         facts = self._fleet.facts(name, now - timedelta(hours=1))
+        if states is not None and read_at is not None and facts.last_pass_at is not None \
+                and facts.last_pass_at >= read_at:
+            states = None  # another pass planned the cluster since they were read: its adds are not in them
         if states is None:  # the regions' Compute calls at once
             states = dict(zip(self._migs, compute_pool().map(lambda r: self.read_mig(r, facts.memory), self._migs)))
         targets: dict[str, int] = {}
@@ -148,9 +155,9 @@ class ClusterManager:
                 continue
             targets[region] = state.target_size
             errors += state.errors
-            seen[region] = self._names_of(region, state.instances)
+            seen[region] = self._views.names_of(region, state.instances)
         first_seen = self._fleet.see_instances(name, seen, now)
-        vms, zones = self._vms({region: states[region].instances for region in seen}, first_seen, facts)
+        vms, zones = self._views.build({region: states[region].instances for region in seen}, first_seen, facts)
         limits = ClusterLimits(name, tuple(self.cluster.regions), self.cluster.max_vms_per_region,
                                self.cluster.max_vms, self.cluster.min_vms)
         demand = facts.demand
@@ -158,111 +165,38 @@ class ClusterManager:
             demand = absorb(*self._fleet.shared_load(name), vms, self.cluster.gpu_count, self.cluster.max_jobs_per_vm)
         snapshot = ClusterSnapshot(now=now, cluster=limits, queued=(), demand=demand, vms=vms,
                                    target_sizes=targets, errors=tuple(errors), memory=facts.memory,
-                                   timing=self._timing, arrivals_last_hour=facts.arrivals)
+                                   timing=self._timing, arrivals_last_hour=facts.arrivals,
+                                   unread=frozenset(self._migs.keys() - seen.keys()))
         return snapshot, zones
 
-    def _names_of(self, region: str, instances: list[MigInstance]) -> list[str]:
-        cached = self._names.get(region)
-        if cached is None or cached[0] is not instances:
-            cached = self._names[region] = (instances, [i.name for i in instances])
-        return cached[1]
-
-    def _vms(self, listings: dict[str, list[MigInstance]], first_seen: dict[str, datetime], facts
-             ) -> tuple[tuple[Vm, ...], dict[str, str | None]]:
-        """The VMs as the planner sees them, and each one's zone, rebuilt only where their inputs changed:
-        an adapter that returns the same objects for unchanged instances, first-seen times and agents (the
-        simulator's) spares the work per VM, per region (the same listing, none of its VMs ``_changed``) or pass."""
-        held, agents = facts.held, facts.agents
-        last = self._last
-        if (last[2] is first_seen and last[3] is held and last[4] is agents and len(last[1]) == len(listings)
-                and all(r == lr and i is li for (r, i), lr, li in zip(listings.items(), last[0], last[1]))):
-            return last[5], last[6]
-        changed = self._changed(facts)
-        vms: list[Vm] = []
-        zones: dict[str, str | None] = {}
-        parts, self._parts = self._parts, {}
-        for region, instances in listings.items():
-            part = parts.get(region)
-            if part is None or part[0] is not instances or changed is None or not changed.isdisjoint(part[3]):
-                part = self._region(region, instances, part, first_seen, held, agents)
-            self._parts[region] = part
-            vms += part[1].vms
-            zones.update(part[2])
-        self._last = (tuple(listings), tuple(listings.values()), first_seen, held, agents, tuple(vms), zones)
-        remember_index(self._last[5], {region: part[1] for region, part in self._parts.items() if part[1].vms})
-        return self._last[5], zones
-
-    def _region(self, region: str, instances: list[MigInstance], last: tuple | None, first_seen: dict[str, datetime],
-                held: dict, agents: dict) -> tuple:
-        """One region's part: (its instances, their Vms (``RegionVms``), zones, names, and per name its
-        view); a VM's view is kept from ``last`` while its instance, first-seen time, job and agent are."""
-        views, kept, zones = last[4] if last is not None else {}, {}, {}
-        for instance in instances:
-            name = instance.name
-            zones[name] = instance.zone
-            since, job, agent = first_seen[name], held.get(name), agents.get(name)
-            view = views.get(name)
-            if view is None or (view[0], view[1], view[3]) != (instance, since, agent) or view[2] != job:
-                view = (instance, since, job, agent, self._vm(instance, region, since, held, agents))
-            kept[name] = view
-        return instances, RegionVms(view[4] for view in kept.values()), zones, kept.keys(), kept
-
-    def _changed(self, facts) -> frozenset[str] | None:
-        """The VMs whose job or agent may differ from what the last pass read; None: unknown, so every
-        VM is checked (Postgres cannot say; the simulator's ``FleetFacts.changed`` does)."""
-        last, hint = self._last, facts.changed
-        if last[3] is facts.held and last[4] is facts.agents:
-            return frozenset()
-        return hint[2] if hint is not None and hint[0] is last[3] and hint[1] is last[4] else None
-
-    def _view(self, vm: Vm) -> tuple | None:
-        """(instance, first seen, job, agent, Vm) as the last pass read ``vm``."""
-        part = self._parts.get(vm.region)
-        return None if part is None else part[4].get(vm.name)
-
-    @staticmethod
-    def _vm(instance: MigInstance, region: str, first_seen: datetime, held: dict, agents: dict) -> Vm:
-        agent = agents.get(instance.name)
-        # RETIRED: its agent takes no more jobs (a pull limit, zen.agent.limits): not supply, deleted next.
-        if instance.deleting or (agent and agent["state"] in ("STOPPING", "RETIRED")):
-            phase, since = VmPhase.DELETING, first_seen
-        elif instance.name in held:
-            phase, since = VmPhase.BUSY, first_seen
-        elif not instance.running or agent is None:
-            phase, since = VmPhase.BOOTING, first_seen  # no VM yet, or its agent has not spoken yet
-        elif agent["state"] == "IDLE":
-            phase, since = VmPhase.IDLE, agent["idle_since"] or agent["last_seen_at"]
-        else:
-            phase, since = VmPhase.BUSY, agent["last_seen_at"]  # the agent says busy (e.g. claiming)
-        return Vm(instance.name, region, phase, since, zone=instance.zone, job_id=held.get(instance.name),
-                  creation_error=instance.creation_error if phase is VmPhase.BOOTING else None)
-
     def _retire(self, plan: Plan, snapshot: ClusterSnapshot) -> Plan:
-        """The plan, plus deleting each VM whose agent is RETIRED and holds no job (unless the plan or
-        its MIG already deletes it): an agent past its pull limit only waits to be deleted."""
-        planned = {name for _, name in plan.delete}
+        """The plan, plus deleting each VM that holds no job and whose agent is RETIRED or that a scale-down
+        drained and its MIG still runs (unless the plan or its MIG already deletes it): see ``leftovers``."""
         deleting = (vm for (_, phase), group in vm_index(snapshot.vms).phases.items()
                     if phase is VmPhase.DELETING for vm in group)  # the policy's grouping: no walk of every VM
-        retired = [vm for vm in deleting if vm.job_id is None
-                   and vm.name not in planned and (view := self._view(vm)) is not None
-                   and not view[0].deleting and view[3] is not None and view[3]["state"] == "RETIRED"]
-        if not retired:
+        found = leftovers(deleting, self._views.view, {name for _, name in plan.delete})
+        if not found:
             return plan
         limits = self.cluster.pull_limits_text()
-        reason = f"reached its pull limit ({'set on the VM' if limits == 'no limit' else limits})"
-        return replace(plan, delete=plan.delete + [(vm.region, vm.name) for vm in retired],
-                       decisions=plan.decisions + [Decision(Action.DELETE, vm.region, reason, vm=vm.name)
-                                                   for vm in retired])
+        retired = f"reached its pull limit ({'set on the VM' if limits == 'no limit' else limits})"
+        drained = "drained for a scale-down but still in its MIG (the delete failed): deleted again"
+        return replace(plan, delete=plan.delete + [(vm.region, vm.name) for vm, _ in found],
+                       decisions=plan.decisions + [Decision(Action.DELETE, vm.region, retired if r else drained,
+                                                            vm=vm.name) for vm, r in found])
 
     # -- 3. apply ------------------------------------------------------------------------------
     def apply(self, plan: Plan, snapshot: ClusterSnapshot, zones: dict[str, str | None], report: ClusterReport):
-        # Both limits hold whatever a policy asks: per MIG, and across the cluster (counted from the
-        # target sizes just read, deletions of this pass not yet subtracted: never above the cap).
-        total = sum(snapshot.target_sizes.values())
+        # Both limits hold whatever a policy asks: per MIG, and across the cluster (counted from every
+        # MIG's target size read again now, not the snapshot's, deletions of this pass not yet
+        # subtracted: never above the cap; a MIG that cannot be read counts as the snapshot says).
+        fresh = dict(zip(self._migs, compute_pool().map(self._target, self._migs.values()))) if plan.add else {}
+        total = sum(snapshot.target_sizes.get(r, 0) if isinstance(t, MigApiError) else t for r, t in fresh.items())
         for region, count in plan.add.items():
             mig = self._migs[region]
             try:
-                current = mig.target_size()
+                current = fresh[region]
+                if isinstance(current, MigApiError):
+                    raise current
                 size = min(current + count, self.cluster.max_vms_per_region,
                            current + max(0, self.cluster.max_vms - total))
                 if size > current:
@@ -284,15 +218,26 @@ class ClusterManager:
             except MigApiError as exc:
                 report.errors.append(f"delete in {region}: {exc}")
 
+    @staticmethod
+    def _target(mig: MigPort) -> int | MigApiError:
+        try:
+            return mig.target_size()
+        except MigApiError as exc:
+            return exc
+
     def _drain(self, vm: str, region: str) -> bool:
         """Mark ``vm`` as going away unless it holds a job; from then on its claims are refused."""
         return self._fleet.drain_unless_busy(vm, self.cluster.name, region, self._clock())
 
     # -- 4. record -----------------------------------------------------------------------------
-    def record(self, plan: Plan, report: ClusterReport) -> None:
+    def record(self, plan: Plan, report: ClusterReport, unread: frozenset[str] = frozenset()) -> None:
+        """The plan's memory is kept except for the regions whose MIG could not be read: the plan saw no
+        VMs there, and the next pass would take every usable VM of the region as a fresh boot (a
+        stocked-out region unblocked, its strikes reset) had it been saved so."""
         now = self._clock()
         report.decisions = plan.decisions
-        self._fleet.record(self.cluster.name, plan.memory, plan.decisions, now)
+        memory = {r: m for r, m in plan.memory.items() if r not in unread} if unread else plan.memory
+        self._fleet.record(self.cluster.name, memory, plan.decisions, now)
         for decision in plan.decisions if log.isEnabledFor(logging.INFO) else ():  # formatted only if logged
             telemetry.emit(log, telemetry.SCALING_DECISION, f"scaling {decision.action.value.lower()}",
                            cluster=self.cluster.name, region=decision.region, action=decision.action.value,
@@ -362,6 +307,7 @@ class ClusterOrchestrator:
                 managers[cluster.name] = (manager, manager.memory())
             except Exception:  # noqa: BLE001 - logged; planned below without prefetched state
                 log.exception("could not prepare a scaling pass", extra={"cluster": cluster.name})
+        read_at = self._clock()  # a pass of a cluster planned from then on may have changed its MIGs
         # One list call per region gives every MIG's target size and stability ...
         listers = {}
         for manager, _ in managers.values():
@@ -371,7 +317,7 @@ class ClusterOrchestrator:
         def summaries_of(mig: MigPort) -> dict[str, MigSummary]:
             try:
                 return mig.region_summaries()
-            except MigApiError as exc:
+            except Exception as exc:  # noqa: BLE001 - each of its MIGs is then read on its own
                 log.warning("could not list a region's MIGs", extra={"region": mig.region, "error": str(exc)})
                 return {}
 
@@ -384,12 +330,13 @@ class ClusterOrchestrator:
         for (name, region), state in zip(reads, compute_pool().map(
                 lambda read: managers[read[0]][0].read_mig(read[1], managers[read[0]][1], summaries), reads)):
             states[name][region] = state
-        return {cluster.name: self.scale(cluster.name, states.get(cluster.name)) for cluster in self._config.clusters}
+        return {cluster.name: self.scale(cluster.name, states.get(cluster.name), read_at)
+                for cluster in self._config.clusters}
 
-    def scale(self, cluster: str, states: dict | None = None) -> ClusterReport:
+    def scale(self, cluster: str, states: dict | None = None, read_at: datetime | None = None) -> ClusterReport:
         """One pass over one cluster (right after a submission, and from ``tick``)."""
         try:
-            report = self.manager(cluster).run(states)
+            report = self.manager(cluster).run(states, read_at)
             if report.coverage is not None and not report.errors:
                 with self._coverage_lock:
                     self._coverage[cluster] = report.coverage

@@ -2,7 +2,11 @@
 
 The only scaling module that imports ``google.*``. Compute specifics are translated here: error codes
 become ``ErrorKind``, ``currentAction``/``instanceStatus`` become a ``MigInstance``, API exceptions
-become ``MigNotFound`` / ``MigRateLimited`` / ``MigApiError``. Every call is safe to retry: resizes
+become ``MigNotFound`` / ``MigRateLimited`` / ``MigApiError``, and so does any other exception of a call
+(a connection reset or read timeout, which the REST transport raises as ``requests`` errors; a
+credentials refresh error; a later page of a pager, fetched while iterating it, which is done inside
+the translation; a reply that does not parse): the manager leaves that MIG alone for the pass, and
+one MIG's failure never fails the tick of every cluster. Every call is safe to retry: resizes
 are to an absolute size computed from the target just read, deletes name exact instances and skip
 ones already gone. Long operations are waited on through ``regionOperations.wait`` with a timeout.
 
@@ -15,7 +19,9 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from datetime import datetime
+from typing import Iterator
 
 from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
@@ -77,43 +83,55 @@ class MigManager:
         self._timeout_s = operation_timeout_s
         self.api_calls = 0
 
-    def _call(self, method, **request):
-        self.api_calls += 1
+    @contextmanager
+    def _translated(self, what: str) -> Iterator[None]:
+        """Any exception inside becomes a ``MigApiError`` (see the module's docstring)."""
         try:
-            return method(project=self.project, region=self.region, instance_group_manager=self.name, **request)
+            yield
+        except MigApiError:
+            raise
         except gexc.NotFound as exc:
             raise MigNotFound(f"MIG {self.name} in {self.region} not found: {exc.message}") from exc
         except gexc.TooManyRequests as exc:
             raise MigRateLimited(f"rate limited on {self.name}: {exc.message}") from exc
-        except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
-            raise MigApiError(f"{method.__name__} on {self.name} failed: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - transport, auth, parse: the next pass tries again
+            raise MigApiError(f"{what} on {self.name} failed: {type(exc).__name__}: {exc}") from exc
+
+    def _call(self, method, **request):
+        self.api_calls += 1
+        with self._translated(method.__name__):
+            return method(project=self.project, region=self.region, instance_group_manager=self.name, **request)
 
     def target_size(self) -> int:
         return self._call(self._migs.get).target_size
 
     def instances(self) -> list[MigInstance]:
         out = []
-        for item in self._call(self._migs.list_managed_instances):
-            errors = item.last_attempt.errors.errors if item.last_attempt and item.last_attempt.errors else []
-            out.append(MigInstance(
-                name=item.name or item.instance.rsplit("/", 1)[-1],
-                zone=_zone_of(item.instance),
-                current_action=item.current_action or "NONE",
-                status=item.instance_status or "",
-                creation_error=error_kind(errors[-1].code) if errors else None,
-            ))
+        pages = self._call(self._migs.list_managed_instances)
+        with self._translated("list_managed_instances"):  # later pages are fetched while iterating
+            for item in pages:
+                errors = item.last_attempt.errors.errors if item.last_attempt and item.last_attempt.errors else []
+                out.append(MigInstance(
+                    name=item.name or item.instance.rsplit("/", 1)[-1],
+                    zone=_zone_of(item.instance),
+                    current_action=item.current_action or "NONE",
+                    status=item.instance_status or "",
+                    creation_error=error_kind(errors[-1].code) if errors else None,
+                ))
         return out
 
     def errors(self, since: datetime | None = None) -> list[MigError]:
         """Creation errors (listErrors), oldest first, optionally only those after ``since``."""
         out = []
-        for item in self._call(self._migs.list_errors):
-            at = datetime.fromisoformat(item.timestamp.replace("Z", "+00:00"))
-            if since is not None and at <= since:
-                continue
-            instance = item.instance_action_details.instance if item.instance_action_details else None
-            out.append(MigError(self.region, error_kind(item.error.code), at,
-                                instance.rsplit("/", 1)[-1] if instance else None))
+        pages = self._call(self._migs.list_errors)
+        with self._translated("list_errors"):  # later pages are fetched while iterating
+            for item in pages:
+                at = datetime.fromisoformat(item.timestamp.replace("Z", "+00:00"))
+                if since is not None and at <= since:
+                    continue
+                instance = item.instance_action_details.instance if item.instance_action_details else None
+                out.append(MigError(self.region, error_kind(item.error.code), at,
+                                    instance.rsplit("/", 1)[-1] if instance else None))
         return sorted(out, key=lambda e: e.at)
 
     def region_summaries(self) -> dict[str, "MigSummary"]:
@@ -122,8 +140,8 @@ class MigManager:
         try:
             return {m.name: MigSummary(m.target_size, bool(m.status and m.status.is_stable))
                     for m in self._migs.list(project=self.project, region=self.region)}
-        except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
-            raise MigApiError(f"listing the MIGs of {self.region} failed: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - any failure (see the module's docstring): read each MIG instead
+            raise MigApiError(f"listing the MIGs of {self.region} failed: {type(exc).__name__}: {exc}") from exc
 
     def read(self, since: datetime | None = None, summary: "MigSummary | None" = None) -> "MigState":
         """The MIG's target size, instances and creation errors after ``since``.
@@ -164,8 +182,8 @@ class MigManager:
             self.api_calls += 1
             try:
                 operation = self._operations.wait(project=self.project, region=self.region, operation=name)
-            except gexc.GoogleAPICallError as exc:
-                raise MigApiError(f"waiting for {name} failed: {exc}") from exc
+            except Exception as exc:  # noqa: BLE001 - any failure (see the module's docstring)
+                raise MigApiError(f"waiting for {name} failed: {type(exc).__name__}: {exc}") from exc
         error = getattr(operation, "error", None)
         errors = getattr(error, "errors", None) if error else None
         if errors:

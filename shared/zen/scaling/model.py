@@ -146,6 +146,7 @@ class ClusterSnapshot:
     timing: Timing = Timing()
     arrivals_last_hour: int = 0  # jobs submitted to this cluster in the last hour (sizes the warm pool)
     demand: tuple[DemandGroup, ...] | None = None  # queued jobs aggregated; None: computed from ``queued``
+    unread: frozenset[str] = frozenset()  # regions whose MIG could not be read this pass (no VMs, no errors)
 
     def demand_groups(self) -> tuple[DemandGroup, ...]:
         return self.demand if self.demand is not None else group_demand(self.queued)
@@ -299,10 +300,17 @@ class Coverage:
     saturated: bool
 
     @classmethod
-    def after(cls, snapshot: "ClusterSnapshot", added: int) -> "Coverage":
-        idle = vm_index(snapshot.vms).count(VmPhase.IDLE)  # the policy's grouping, if it made one
+    def after(cls, snapshot: "ClusterSnapshot", added: int, deleted: Iterable[str] = ()) -> "Coverage":
+        """``added``: VMs the pass asked for; ``deleted``: the ones it deleted, which the snapshot still
+        shows (an idle one deleted is no spare; nor does a deleted VM count against the cluster's limit)."""
+        index = vm_index(snapshot.vms)  # the policy's grouping, if it made one
+        idle = index.count(VmPhase.IDLE)
+        gone = set(deleted)
+        if gone:
+            idle -= sum(vm.name in gone for (_, phase), group in index.phases.items()
+                        if phase is VmPhase.IDLE for vm in group)
         demand = sum(group.count for group in snapshot.demand_groups())
-        saturated = sum(snapshot.target_sizes.values()) + added >= snapshot.cluster.max_vms
+        saturated = sum(snapshot.target_sizes.values()) + added - len(gone) >= snapshot.cluster.max_vms
         return cls(snapshot.now, idle - demand, saturated)
 
     def covers(self, now: datetime, trust_s: float = COVERAGE_TRUST_S) -> bool:

@@ -93,6 +93,12 @@ class FleetFacts:
     # Optional, from an adapter that knows (the simulator's): (held, agents) of an earlier FleetFacts of
     # this cluster, and the names of the VMs whose entries may differ since. None: unknown.
     changed: tuple[dict[str, str], dict[str, Mapping[str, Any]], frozenset[str]] | None = None
+    # VMs a scale-down drained (``vm_drains``): they refuse claims, so they are no supply even while their
+    # MIG still runs them (a delete that failed). The simulator's deletes never fail: none.
+    drained: frozenset[str] = frozenset()
+    # When a pass last planned this cluster (its memory recorded): MIG states read before then may miss
+    # what that pass changed. None: unknown (the simulator's passes never overlap a tick's reads).
+    last_pass_at: datetime | None = None
 
 
 class FleetPort(Protocol):

@@ -51,6 +51,11 @@ def agents(session: Session, cluster: str) -> dict[str, dict[str, Any]]:
     return {r["name"]: r for r in session.run("vms_of_cluster", cluster=cluster)}
 
 
+def drained_vms(session: Session, cluster: str) -> frozenset[str]:
+    """The cluster's VMs marked for a scale-down (claims refused) and still in their MIG."""
+    return frozenset(r["name"] for r in session.run("drained_vms_of_cluster", cluster=cluster))
+
+
 def arrivals_since(session: Session, cluster: str, since: datetime) -> int:
     return session.one("arrivals_since", cluster=cluster, since=since)["n"]
 
@@ -76,6 +81,11 @@ def vms_holding(session: Session, cluster: str, regions: list[str], inputs: list
     return [(r["name"], r["region"], r["offered"]) for r in session.run(
         "vms_holding", cluster=cluster, regions=to_json(regions), inputs=to_json(inputs), image=image,
         seen_after=now - timedelta(seconds=WARM_VM_SEEN_S), limit=limit)]
+
+
+def last_scaling_pass(session: Session, cluster: str) -> datetime | None:
+    """When a scaling pass last recorded the cluster's memory (every pass does, for each region it read)."""
+    return session.one("last_scaling_pass", cluster=cluster)["at"]
 
 
 def save_scaling_memory(session: Session, cluster: str, region: str, memory: str, now: datetime) -> None:

@@ -283,8 +283,16 @@ SELECT vm, job_id FROM jobs WHERE cluster = :cluster AND status IN ('ASSIGNED','
 -- name: vms_of_cluster
 SELECT name, state, job_id, idle_since, last_seen_at FROM vms WHERE cluster = :cluster;
 
+-- name: drained_vms_of_cluster
+-- Drained by a scale-down (claims refused); the mark goes when the instance leaves its MIG
+-- (forget_vanished_instances), so a row here whose instance is still listed is a delete that failed.
+SELECT name FROM vm_drains WHERE cluster = :cluster;
+
 -- name: scaling_memory
 SELECT region, memory FROM scaling_memory WHERE cluster = :cluster;
+
+-- name: last_scaling_pass
+SELECT max(updated_at) AS at FROM scaling_memory WHERE cluster = :cluster;
 
 -- name: save_scaling_memory
 INSERT INTO scaling_memory (cluster, region, memory, updated_at)

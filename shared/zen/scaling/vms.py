@@ -1,0 +1,136 @@
+"""How ``ClusterManager`` sees one MIG instance (a ``Vm``, from the listing and Zen's records), and
+which VMs on their way out it must delete itself, whatever the policy planned (``leftovers``).
+
+``classify`` and ``leftovers`` are pure functions over plain data; ``VmViews`` keeps their results per
+VM between passes while the inputs are the same.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Callable, Iterable, Mapping
+
+from zen.scaling.model import RegionVms, Vm, VmPhase, remember_index
+from zen.scaling.port import MigInstance
+
+
+def classify(instance: MigInstance, region: str, first_seen: datetime, held: Mapping, agents: Mapping,
+             drained: bool = False) -> Vm:
+    """The planner's view of one instance. DELETING: going away, not supply, counted against the limits
+    until gone. A *drained* instance (a scale-down marked it and refuses its claims) is DELETING even
+    while the MIG still lists it as running: its delete may have failed (or the pass died between the
+    drain and the delete), and as idle supply a queued job would wait on it forever, every claim refused.
+    A RETIRED agent takes no more jobs (a pull limit, ``zen.agent.limits``): not supply, deleted next.
+    An agent's STOPPING (its VM is shutting down, e.g. preempted) counts only while the instance is
+    RUNNING with no current action: a preempted spot VM is recreated by its MIG under the same name
+    (``instance_termination_action = DELETE``), and the new instance's own state decides (CREATING:
+    booting, a probe or a strike in a stockout; not a ghost counted against the limits forever)."""
+    agent = agents.get(instance.name)
+    state = agent["state"] if agent else None
+    if instance.deleting or drained or state == "RETIRED" or (state == "STOPPING" and instance.running):
+        phase, since = VmPhase.DELETING, first_seen
+    elif instance.name in held:
+        phase, since = VmPhase.BUSY, first_seen
+    elif not instance.running or agent is None:
+        phase, since = VmPhase.BOOTING, first_seen  # no VM yet, or its agent has not spoken yet
+    elif agent["state"] == "IDLE":
+        phase, since = VmPhase.IDLE, agent["idle_since"] or agent["last_seen_at"]
+    else:
+        phase, since = VmPhase.BUSY, agent["last_seen_at"]  # the agent says busy (e.g. claiming)
+    return Vm(instance.name, region, phase, since, zone=instance.zone, job_id=held.get(instance.name),
+              creation_error=instance.creation_error if phase is VmPhase.BOOTING else None)
+
+
+def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], tuple | None], planned: set[str]
+              ) -> list[tuple[Vm, bool]]:
+    """The DELETING VMs that nobody else deletes, each with whether its agent is RETIRED (else it is
+    drained): they hold no job, the plan does not delete them, and their MIG is not deleting them.
+    A RETIRED agent only waits to be deleted; a drained VM whose delete failed is deleted again every
+    pass until it leaves its MIG (the drain stays: a delete that timed out may still go through).
+    ``view_of``: a VM's (instance, first seen, job, agent, Vm, drained) as the manager read it."""
+    out = []
+    for vm in deleting:
+        view = view_of(vm)
+        if vm.job_id is not None or vm.name in planned or view is None or view[0].deleting:
+            continue
+        retired = view[3] is not None and view[3]["state"] == "RETIRED"
+        if retired or view[5]:
+            out.append((vm, retired))
+    return out
+
+
+class VmViews:
+    """The manager's views of a cluster's VMs, kept between passes so that only what changed is
+    classified again (the simulator's adapters hand over the same objects for what did not)."""
+
+    def __init__(self):
+        # region -> (its instances as last read, their Vms (RegionVms), zones, names, and per VM name its view:
+        # (instance, first seen, job, agent, its Vm, drained))
+        self._parts: dict[str, tuple] = {}
+        self._names: dict[str, tuple] = {}  # region -> (its instances as last read, their names)
+        self._last: tuple = ((), (), None, None, None, (), {}, frozenset())  # last pass's inputs, VMs, zones, drains
+
+    def names_of(self, region: str, instances: list[MigInstance]) -> list[str]:
+        cached = self._names.get(region)
+        if cached is None or cached[0] is not instances:
+            cached = self._names[region] = (instances, [i.name for i in instances])
+        return cached[1]
+
+    def build(self, listings: dict[str, list[MigInstance]], first_seen: dict[str, datetime], facts
+             ) -> tuple[tuple[Vm, ...], dict[str, str | None]]:
+        """The VMs as the planner sees them, and each one's zone, rebuilt only where their inputs changed:
+        an adapter that returns the same objects for unchanged instances, first-seen times and agents (the
+        simulator's) spares the work per VM, per region (the same listing, none of its VMs ``_changed``) or pass."""
+        held, agents, drained = facts.held, facts.agents, facts.drained
+        last = self._last
+        if (last[2] is first_seen and last[3] is held and last[4] is agents and last[7] == drained
+                and len(last[1]) == len(listings)
+                and all(r == lr and i is li for (r, i), lr, li in zip(listings.items(), last[0], last[1]))):
+            return last[5], last[6]
+        changed = self._changed(facts)
+        vms: list[Vm] = []
+        zones: dict[str, str | None] = {}
+        parts, self._parts = self._parts, {}
+        for region, instances in listings.items():
+            part = parts.get(region)
+            if part is None or part[0] is not instances or changed is None or not changed.isdisjoint(part[3]):
+                part = self._region(region, instances, part, first_seen, held, agents, drained)
+            self._parts[region] = part
+            vms += part[1].vms
+            zones.update(part[2])
+        self._last = (tuple(listings), tuple(listings.values()), first_seen, held, agents, tuple(vms), zones, drained)
+        remember_index(self._last[5], {region: part[1] for region, part in self._parts.items() if part[1].vms})
+        return self._last[5], zones
+
+    def _region(self, region: str, instances: list[MigInstance], last: tuple | None, first_seen: dict[str, datetime],
+                held: dict, agents: dict, drained: frozenset[str]) -> tuple:
+        """One region's part: (its instances, their Vms (``RegionVms``), zones, names, and per name its
+        view); a VM's view is kept from ``last`` while its instance, first-seen time, job, agent and drain are."""
+        views, kept, zones = last[4] if last is not None else {}, {}, {}
+        for instance in instances:
+            name = instance.name
+            zones[name] = instance.zone
+            since, job, agent, gone = first_seen[name], held.get(name), agents.get(name), name in drained
+            view = views.get(name)
+            if (view is None or (view[0], view[1], view[3]) != (instance, since, agent) or view[2] != job
+                    or view[5] != gone):
+                view = (instance, since, job, agent, classify(instance, region, since, held, agents, gone), gone)
+            kept[name] = view
+        return instances, RegionVms(view[4] for view in kept.values()), zones, kept.keys(), kept
+
+    def _changed(self, facts) -> frozenset[str] | None:
+        """The VMs whose job, agent or drain may differ from what the last pass read; None: unknown, so
+        every VM is checked (Postgres cannot say; the simulator's ``FleetFacts.changed`` does)."""
+        last, hint = self._last, facts.changed
+        if last[3] is facts.held and last[4] is facts.agents:
+            changed = frozenset()
+        elif hint is not None and hint[0] is last[3] and hint[1] is last[4]:
+            changed = hint[2]
+        else:
+            return None
+        return changed if last[7] == facts.drained else changed | (last[7] ^ facts.drained)
+
+    def view(self, vm: Vm) -> tuple | None:
+        """(instance, first seen, job, agent, Vm, drained) as the last pass read ``vm``."""
+        part = self._parts.get(vm.region)
+        return None if part is None else part[4].get(vm.name)
