@@ -411,3 +411,20 @@ def test_a_second_copy_of_a_start_after_the_run_is_released_whatever_its_seq(fun
     after = job(zen, "job-1")
     assert (after.status.value, after.last_seq, after.exit_code) == ("SUCCEEDED", ended.last_seq, 0)
     assert history(zen, "job-1") == steps
+
+
+def test_ticks_skipped_now_and_then_do_not_put_off_a_dead_vm_s_loss(functions, zen, clock):
+    """Every other tick skipped (the one before held the tick lock past a minute): the first long
+    interval may restart the deadline, the schedule is then learnt, and the job is lost in time."""
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 2, vm="vm-a"))  # then vm-a dies
+    functions.tick()
+    clock.advance(60)
+    functions.tick()
+    for _ in range(4):  # twelve minutes
+        clock.advance(120)
+        functions.tick()
+        clock.advance(60)
+        functions.tick()
+    assert job(zen, "job-1").status.value == "QUEUED" and job(zen, "job-1").attempt == 2

@@ -200,3 +200,30 @@ def test_a_batch_never_exceeds_one_publish_request_inline_or_handed_over():
     for _ in big:
         assert settled.acquire(timeout=10)
     assert [len(batch) for batch in rpcs] == [2, 2, 2, 1]
+
+
+class _LingerRecorder(_HeldPublisher):
+    def __init__(self):
+        super().__init__()
+        self.lingers = []
+
+    def publish_soon(self, messages, done, *, linger_s=0.0):
+        self.lingers.append(linger_s)
+        done(["id"] * len(messages))
+
+
+def test_events_linger_only_while_other_requests_keep_the_cpu(db):
+    """Alone in its instance, a request's events must be on their way before it answers (the CPU is
+    throttled after it); beside other requests in flight they may wait to share an RPC."""
+    from datetime import datetime, timezone
+
+    from zen.messaging import Enqueued, OutboxRelay
+
+    publisher = _LingerRecorder()
+    relay = OutboxRelay(db, publisher, lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
+    event = [Enqueued(1, OutgoingMessage("events", b"queued"))]
+    with relay.request():
+        relay.flush_quietly(event)
+    with relay.request(), relay.request():
+        relay.flush_quietly(event)
+    assert publisher.lingers == [0.0, relay.events_linger_s]

@@ -142,3 +142,38 @@ def test_a_user_stop_during_a_preemption_causes_no_second_preemption(queued_zen,
     assert statuses(zen, "a3", "a2", "b1") == ["STOPPING", "RUNNING", "PENDING"]
     functions.heartbeat(stop_answer("a3", "vm-3"))
     assert statuses(zen, "a3", "a2", "b1") == ["CANCELLED", "RUNNING", "QUEUED"]
+
+
+def test_a_long_line_of_preemptors_is_admitted_in_one_pass_without_nesting(config, db, publisher, clock, monkeypatch):
+    """Twelve high-priority jobs behind twelve queued low-priority ones, preemption switched on: the
+    tick's pass takes every victim and admits every preemptor, pass after pass in a loop (a pass nested
+    in the one before grew the stack by one per preemptor)."""
+    from zen.app import Zen
+    from zen.jobs import JobService
+    from zen.local.invoke import FunctionsInvoker
+
+    queues = [{"name": "research", "quota": {CLUSTER: 48}, "users": ["alice"], "preemption": "never"}]
+    functions = FunctionsInvoker(Zen(with_queues(config, queues), db, publisher, clock))
+    for n in range(12):
+        functions.submit(job_request(f"low{n}", priority=0))
+        clock.advance(1)
+    for n in range(12):
+        functions.submit(job_request(f"high{n}", priority=9))
+        clock.advance(1)
+    depth, deepest = [0], [0]
+    admit = JobService._admit
+
+    def counted(self, *args, **kwargs):
+        depth[0] += 1
+        deepest[0] = max(deepest[0], depth[0])
+        try:
+            return admit(self, *args, **kwargs)
+        finally:
+            depth[0] -= 1
+
+    monkeypatch.setattr(JobService, "_admit", counted)
+    zen = Zen(with_queues(config, [{**queues[0], "preemption": "lower-priority"}]), db, publisher, clock)
+    zen.on_scale_tick()
+    assert set(statuses(zen, *[f"high{n}" for n in range(12)])) == {"QUEUED"}
+    assert set(statuses(zen, *[f"low{n}" for n in range(12)])) == {"PENDING"}
+    assert deepest[0] == 1

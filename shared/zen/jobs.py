@@ -323,17 +323,18 @@ class JobService(TickSweeps):
         submission or the tick fails, again at every redelivery). One pass after all of them admits
         into the quota they freed; victims stopping on a VM free theirs when the VM answers."""
         ids: list[Enqueued] = []
-        decided = self._queues.admit(session, queue, cluster, now)
-        for job, reason in decided.admitted:
-            ids += self._apply(session, job, Decision(changes=[lifecycle.Change(JobStatus.QUEUED, reason)],
-                                                      publish_start=True), actor="admission", now=now)
-            ids += enqueue(session, [self._announce.queue_event("job.admitted", job, reason, now)], now)
-        for job, reason in decided.preempted:
-            ids += enqueue(session, [self._announce.queue_event("job.preempted", job, reason, now)], now)
-            ids += self._apply(session, job, lifecycle.decide_preempt(job, reason, now), actor="admission", now=now,
-                               admit=False)
-        if any(job.status is JobStatus.QUEUED for job, _ in decided.preempted):
-            ids += self._admit(session, queue, cluster, now)  # their quota is free now: who is next
+        freed = True
+        while freed:  # a loop, not a recursion: a long line of preemptors must not exhaust the stack
+            decided = self._queues.admit(session, queue, cluster, now)
+            for job, reason in decided.admitted:
+                ids += self._apply(session, job, Decision(changes=[lifecycle.Change(JobStatus.QUEUED, reason)],
+                                                          publish_start=True), actor="admission", now=now)
+                ids += enqueue(session, [self._announce.queue_event("job.admitted", job, reason, now)], now)
+            for job, reason in decided.preempted:
+                ids += enqueue(session, [self._announce.queue_event("job.preempted", job, reason, now)], now)
+                ids += self._apply(session, job, lifecycle.decide_preempt(job, reason, now), actor="admission",
+                                   now=now, admit=False)
+            freed = any(job.status is JobStatus.QUEUED for job, _ in decided.preempted)  # who is next
         return ids
 
     def admit_waiting(self) -> int:

@@ -321,8 +321,9 @@ class OutboxRelay:
     Right after a commit, ``flush_quietly`` publishes what the transaction enqueued, from memory (no
     read back). ``urgent`` topics (a job's start, a VM's orders) are acknowledged before the
     instance's last request in flight returns (module docstring, ``request``); the others (job
-    events, notifications for users) are handed over without waiting, and may linger
-    ``events_linger_s`` to share one RPC with the next submissions' events. How each publish
+    events, notifications for users) are handed over without waiting, and, while other requests are
+    in flight (the CPU stays allocated), may linger ``events_linger_s`` to share one RPC with the
+    next submissions' events. How each publish
     ended is recorded in the background (``SentMarks``). ``flush_pending`` (the scale tick) sends
     what is left: rows whose publish failed, and rows older than ``in_flight_s`` (their process
     died, or its CPU was throttled, between commit and publish). Younger rows may be in flight in
@@ -331,7 +332,7 @@ class OutboxRelay:
 
     in_flight_s = 60.0
     keep_sent_s = 86_400.0
-    events_linger_s = 0.05  # a stream of submissions: one RPC of events per 50 ms, not one each
+    events_linger_s = 0.05  # concurrent submissions: one RPC of events per 50 ms, not one each
 
     def __init__(self, db: Database, publisher: Publisher, clock: Callable[[], datetime],
                  urgent: frozenset[str] = frozenset()):
@@ -400,8 +401,10 @@ class OutboxRelay:
             self._hand_over_urgent(urgent)
 
     def _publish_later(self, later: Sequence[Enqueued]) -> None:
+        with self._flow:  # alone, its RPC must start before the answer: the CPU is throttled after it
+            linger_s = self.events_linger_s if self._in_flight > 1 else 0.0
         self._publisher.publish_soon([e.message for e in later], lambda results: self.marks.add(later, results),
-                                     linger_s=self.events_linger_s)
+                                     linger_s=linger_s)
 
     def flush_pending(self, limit: int = 1000) -> int:
         """Publish whatever is still unsent, and prune rows sent more than ``keep_sent_s`` ago (the

@@ -49,3 +49,21 @@ def test_a_preempted_vm_recreated_in_a_stockout_strikes_the_region_and_goes_when
         t[0] += timedelta(minutes=1)
     assert any(d.action is Action.BLOCK and d.region == "us-central1" for d in decisions)
     assert ("delete_instances", "us-central1", ["ghost"]) in calls  # stuck, and no demand wants a probe
+
+
+def test_a_routine_preemption_of_a_day_old_spot_vm_does_not_strike_its_region():
+    """Recreated without any error, its name first seen a day ago: its boot counts from its agent's
+    last word, so it is not stuck at once, and its job (requeued) waits for it rather than spilling."""
+    from zen.scaling.model import DemandGroup
+
+    calls: list = []
+    spot = MigInstance("spot", "us-central1-a", "RECREATING", "STAGING", None)
+    migs = {"us-central1": RecordingMig("us-central1", calls, 1, [spot]), "us-west1": RecordingMig("us-west1", calls)}
+    demand = (DemandGroup(tuple(REGIONS), 1, NOW - timedelta(seconds=20)),)
+    said = {"spot": {**STOPPING, "last_seen_at": NOW - timedelta(seconds=30)}}
+    fleet = FakeFleet(FleetFacts(demand, {}, said, {}, 0), NOW - timedelta(days=1))
+    config = ClusterConfig(name="c", gpu_type="nvidia-tesla-a100", gpu_count=1, regions=REGIONS,
+                           max_vms_per_region=4, max_vms=4)
+    decisions = ClusterManager(config, fleet, migs, lambda: NOW, Timing(), ZenPlanner(), telemetry=False).run().decisions
+    assert not any(d.action is Action.BLOCK for d in decisions), decisions
+    assert classify(spot, "us-central1", NOW - timedelta(days=1), {}, said).since == NOW - timedelta(seconds=30)

@@ -32,7 +32,11 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
     elif instance.name in held:
         phase, since = VmPhase.BUSY, first_seen
     elif not instance.running or agent is None:
-        phase, since = VmPhase.BOOTING, first_seen  # no VM yet, or its agent has not spoken yet
+        # No VM yet, or its agent has not spoken yet. One whose agent spoke is being recreated (a
+        # preempted spot VM, same name): its boot counts from the agent's last word, not from when
+        # the name was first seen (a day-old name would look stuck at once and strike its region).
+        since = max(first_seen, agent["last_seen_at"] or first_seen) if agent else first_seen
+        phase = VmPhase.BOOTING
     elif agent["state"] == "IDLE":
         phase, since = VmPhase.IDLE, agent["idle_since"] or agent["last_seen_at"]
     else:

@@ -4,6 +4,6 @@
 CREATE TABLE tick_clock (
     singleton  boolean PRIMARY KEY DEFAULT true CHECK (singleton),
     last_at    timestamptz NOT NULL,
-    interval_s double precision,  -- between the last two ticks: the schedule, as the ticks see it
+    interval_s double precision,  -- the schedule as the ticks see it (longest recent interval, decaying)
     back_at    timestamptz        -- the first tick after a gap; NULL: none seen
 );
