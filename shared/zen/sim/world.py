@@ -154,7 +154,7 @@ class Simulation(InstanceWorld):
             cluster = self.clusters[sim_cluster.limits.name]
             migs = {region: SimMigPort(self, mig) for region, mig in cluster.migs.items()}
             cluster.manager = ClusterManager(cluster_config(sim_cluster, self.unlimited), fleet, migs, self.clock,
-                                             self.timing, planner, telemetry=False)
+                                             self.timing, planner, telemetry=False, concurrent=False)
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self) -> RunResult:
