@@ -7,6 +7,7 @@ field and the problem.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -195,6 +196,11 @@ class QueueConfig(_Strict):
         if self.cohort is None:
             return 0
         return (self.borrowing_limit or {}).get(cluster)
+
+    def limit(self, cluster: str) -> float:
+        """GPUs of ``cluster`` this queue may hold at most: its nominal quota plus what it may borrow."""
+        borrow = self.may_borrow(cluster)
+        return self.quota[cluster] + (math.inf if borrow is None else borrow)
 
 
 class EgressRates(_Strict):

@@ -163,7 +163,7 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         # The stop stands and its deadline keeps counting from the stop, whatever the VM reports;
         # a VM that still claims or runs the attempt is told again to stop.
         decision.fields.pop("last_heartbeat_at")
-        if hb.status in (AgentStatus.CLAIMED, AgentStatus.RUNNING):
+        if hb.status is AgentStatus.RUNNING:
             decision.controls.append(_control(job, hb, ControlAction.STOP, "stop requested"))
     _advance(decision, current, job, hb, now)
     return decision
@@ -179,12 +179,20 @@ def _seen_already(job: Job, hb: Heartbeat) -> Decision:
     unanswered it would give the start back forever while the job waits ASSIGNED to an idle VM until
     the sweep spends its attempt. Answering a redelivery again is harmless: the same order, which a
     VM already running the attempt ignores."""
-    decision = Decision(duplicate=True)
-    if hb.status is AgentStatus.CLAIMED and job.status is JobStatus.ASSIGNED:
-        decision.controls.append(_control(job, hb, ControlAction.CONFIRM, "claim won"))
-    elif hb.status is AgentStatus.CLAIMED and job.status is JobStatus.STOPPING:
-        decision.controls.append(_control(job, hb, ControlAction.STOP, "stop requested"))
-    return decision
+    answer = _answer_to_holder(job, hb, job.status)
+    return Decision(duplicate=True, controls=[answer] if answer else [])
+
+
+def _answer_to_holder(job: Job, hb: Heartbeat, current: JobStatus) -> ControlMessage | None:
+    """What a CLAIMED from the VM holding the attempt is told, new or seen before (it may have missed
+    our answer): CONFIRM while ASSIGNED, STOP while STOPPING, nothing once RUNNING."""
+    if hb.status is not AgentStatus.CLAIMED:
+        return None
+    if current is JobStatus.ASSIGNED:
+        return _control(job, hb, ControlAction.CONFIRM, "claim won")
+    if current is JobStatus.STOPPING:
+        return _control(job, hb, ControlAction.STOP, "stop requested")
+    return None
 
 
 def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, now: datetime) -> None:
@@ -192,9 +200,9 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
     sent_at = _clamp(hb.sent_at, job.submitted_at, now)
     status = hb.status
     if status is AgentStatus.CLAIMED:
-        if current is JobStatus.ASSIGNED and not decision.changes:
-            # The VM asks again (it may have missed our answer): answer again, idempotently.
-            decision.controls.append(_control(job, hb, ControlAction.CONFIRM, "claim won"))
+        answer = None if decision.changes else _answer_to_holder(job, hb, current)  # a new claim: answered
+        if answer:
+            decision.controls.append(answer)
         return
     if status is AgentStatus.RUNNING:
         if current is JobStatus.ASSIGNED:

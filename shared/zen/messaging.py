@@ -61,9 +61,9 @@ class _Lane:
     RPC is in flight, or that are handed over without waiting (``publish_soon``), queue up and share
     the next RPC, which the lane's sender thread sends. The sender is started once and then waits on
     a condition (no CPU, no lock held) until there is something to send: starting a thread per
-    hand-off cost ~0.5 ms of a submission's CPU. Messages handed over with a linger (job events)
-    wait until the earliest one is due, so that a stream of submissions shares one RPC for its
-    events instead of one RPC each (an RPC costs this process ~0.3 ms of CPU, a submission's own
+    hand-off cost ~0.5 ms of a submission's CPU. Messages handed over with a linger (job events,
+    while other requests are in flight: ``OutboxRelay``) wait until the earliest one is due, so that
+    concurrent submissions share one RPC for their events instead of one RPC each (an RPC costs this process ~0.3 ms of CPU, a submission's own
     work ~0.4 ms); a message due now, or a full batch, ends the wait."""
 
     max_batch = 500  # Pub/Sub allows 1,000 messages and 10 MB per request

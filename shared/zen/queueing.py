@@ -80,9 +80,7 @@ class QueueState:
 
     @classmethod
     def of(cls, config: QueueConfig, cluster: str, used: int, usage_gpus: float, waiting: list) -> "QueueState":
-        borrow = config.may_borrow(cluster)
-        nominal = config.quota[cluster]
-        return cls(config, nominal, nominal + (math.inf if borrow is None else borrow), used, usage_gpus, waiting)
+        return cls(config, config.quota[cluster], config.limit(cluster), used, usage_gpus, waiting)
 
     def borrows_for(self, job) -> bool:
         """Whether admitting ``job`` takes the queue beyond its nominal quota (borrowing)."""
@@ -161,9 +159,7 @@ class Queueing:
 
     def _most_ever(self, queue: QueueConfig, cluster: str) -> float:
         cohort_total = sum(q.quota.get(cluster, 0) for q in self._config.cohort_of(queue))
-        borrow = queue.may_borrow(cluster)
-        own = queue.quota[cluster] + (math.inf if borrow is None else borrow)
-        return min(own, cohort_total)
+        return min(queue.limit(cluster), cohort_total)
 
     # -- the admission pass --------------------------------------------------------------------
     def lock_key(self, queue: QueueConfig) -> str:
@@ -281,8 +277,7 @@ class Queueing:
         borrow) and the cohort's free quota (read without the cohort's lock: for choices, not for
         admission)."""
         used, total = self.cohort_use(session, queue, cluster)
-        borrow = queue.may_borrow(cluster)
-        mine, most = used.get(queue.name, 0), queue.quota[cluster] + (math.inf if borrow is None else borrow)
+        mine, most = used.get(queue.name, 0), queue.limit(cluster)
         if sum(used.values()) + gpus > total:
             return f"queue {queue.name}'s cohort has no quota free"
         if mine + gpus > most:
