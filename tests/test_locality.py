@@ -77,3 +77,33 @@ def test_a_bucket_location_is_looked_up_with_the_storage_client_when_not_configu
         assert locality.order_by_data(config, ["us-central1", "asia-northeast1"],
                                       [InputSpec(uri="gs://far-data/x")]) == ["asia-northeast1", "us-central1"]
         assert locality.bucket_location(config, "no-such-bucket") is None  # unknown: weighs nothing
+
+
+def test_a_failed_lookup_is_tried_again_later_and_an_answer_is_kept(config, monkeypatch):
+    """A lookup that failed (here: nothing listening) leaves the location unknown only for a while,
+    and fails fast; an answer, "no such bucket" included, is kept."""
+    import socket
+    import time
+
+    from zen import locality
+    from zen.local.storage import StorageStandIn
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    monkeypatch.setattr(locality, "_looked_up", {})
+    monkeypatch.setattr(locality, "_failed_at", {}, raising=False)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", dead)
+    began = time.monotonic()
+    assert locality.bucket_location(config, "eu-data2") is None
+    assert time.monotonic() - began < 7  # no retries on the submission path
+    with StorageStandIn() as standin:
+        standin.state.create_bucket("eu-data2", location="EUROPE-WEST4")
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", standin.address)
+        assert locality.bucket_location(config, "eu-data2") is None  # within RETRY_UNKNOWN_S: not asked again
+        monkeypatch.setattr(locality, "RETRY_UNKNOWN_S", 0.0, raising=False)
+        assert locality.bucket_location(config, "eu-data2") == "europe-west4"  # asked again: found
+        assert locality.bucket_location(config, "gone-bucket") is None  # an answer: no such bucket
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", dead)
+    assert locality.bucket_location(config, "eu-data2") == "europe-west4"  # kept, not asked again
+    assert "gone-bucket" in locality._looked_up

@@ -1,8 +1,11 @@
 """Data locality: order a job's allowed regions by where its ``inputs`` live, and price the egress.
 
 Each input's bucket has a location: the configuration's ``data.bucket_locations`` first, else looked
-up once with the official Cloud Storage client (``STORAGE_EMULATOR_HOST`` locally) and cached for the
-life of the process; a bucket that cannot be looked up has an unknown location and weighs nothing.
+up with the official Cloud Storage client (``STORAGE_EMULATOR_HOST`` locally): an answer (its location,
+or no such bucket) is cached for the life of the process; a lookup that failed (no credentials, a
+network blip, a 503) leaves the location unknown for ``RETRY_UNKNOWN_S`` and is tried again after, so
+one blip does not switch locality off for the instance. The lookup runs on the submission path: it
+waits at most ``LOOKUP_TIMEOUT_S``, without retries. An unknown location weighs nothing.
 A region's distance to a location is 0 in the same region, 1 inside the same multi-region or
 dual-region (``US``/``NAM4`` for ``us-*`` and ``northamerica-*``, ``EU``/``EUR4`` for ``europe-*``,
 ``ASIA``/``ASIA1`` for ``asia-*``), 2 elsewhere. A job's regions are ordered by the sum over its
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from zen.config import ZenConfig
 from zen.gcs import split_uri
@@ -24,7 +28,10 @@ log = logging.getLogger("zen.locality")
 _MULTI = {"us": ("us-", "northamerica-"), "nam4": ("us-",), "eu": ("europe-",), "eur4": ("europe-",),
           "asia": ("asia-",), "asia1": ("asia-",)}
 _looked_up: dict[str, str | None] = {}
+_failed_at: dict[str, float] = {}  # bucket -> when its lookup last failed (time.monotonic)
 _lock = threading.Lock()
+RETRY_UNKNOWN_S = 300.0
+LOOKUP_TIMEOUT_S = 5.0
 
 
 def bucket_location(config: ZenConfig, bucket: str) -> str | None:
@@ -34,16 +41,22 @@ def bucket_location(config: ZenConfig, bucket: str) -> str | None:
     with _lock:
         if bucket in _looked_up:
             return _looked_up[bucket]
-    location = None
+        failed = _failed_at.get(bucket)
+        if failed is not None and time.monotonic() - failed < RETRY_UNKNOWN_S:
+            return None
     try:
         from google.cloud import storage
 
-        found = storage.Client(project=config.project).lookup_bucket(bucket)
-        location = found.location.lower() if found is not None and found.location else None
-    except Exception as exc:  # noqa: BLE001 - no credentials, no network: the location stays unknown
-        log.info("bucket location unknown", extra={"bucket": bucket, "error": str(exc)})
+        found = storage.Client(project=config.project).lookup_bucket(bucket, timeout=LOOKUP_TIMEOUT_S, retry=None)
+    except Exception as exc:  # noqa: BLE001 - no credentials, no network: unknown for now, asked again later
+        log.info("bucket location unknown for now", extra={"bucket": bucket, "error": str(exc)})
+        with _lock:
+            _failed_at[bucket] = time.monotonic()
+        return None
+    location = found.location.lower() if found is not None and found.location else None
     with _lock:
         _looked_up[bucket] = location
+        _failed_at.pop(bucket, None)
     return location
 
 
