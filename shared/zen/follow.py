@@ -13,6 +13,11 @@ until the job is SUCCEEDED, FAILED or CANCELLED and its last attempt's final ent
 job's exit code: the program's own for SUCCEEDED and FAILED, 143/137 for a stopped one, 1 when
 there is none (cancelled before it started, refused, lost for good). A retried job's attempts
 follow each other.
+
+``zen submit --wait`` follows what it published, not merely a job of that id: a job whose request is
+not the one published (``request_hash``: the id is another request's) is not taken for it, and only
+the refusal of the message it published (``message_id``) ends it: one of an earlier message with the
+same id (refused, then fixed and sent again) does not.
 """
 
 from __future__ import annotations
@@ -61,27 +66,33 @@ class JobStatusSource:
         with self._db.transaction() as session:
             return repository.get_job(session, job_id)
 
-    def rejection(self, job_id: str) -> str | None:
+    def rejection(self, job_id: str, message_id: str | None = None) -> str | None:
+        """The latest refusal of ``job_id`` (of that message only, with ``message_id``)."""
         from zen.store import repository
 
         with self._db.transaction() as session:
-            rows = [r for r in repository.list_rejections(session) if r.get("job_id") == job_id]
+            rows = [r for r in repository.list_rejections(session) if r.get("job_id") == job_id
+                    and (message_id is None or r.get("message_id") == message_id)]
         return rows[-1]["reason"] if rows else None
 
 
 def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int | None = None,
            style: str = "labelled", out: TextIO = sys.stdout, err: TextIO = sys.stderr, poll_s: float = POLL_S,
            settle_s: float = 5.0, appear_timeout_s: float = APPEAR_TIMEOUT_S,
-           clock: Callable[[], float] = time.monotonic) -> int:
-    """Print the job's output until it ends; return its exit code (see the module docstring)."""
+           clock: Callable[[], float] = time.monotonic, message_id: str | None = None,
+           request_hash: str | None = None) -> int:
+    """Print the job's output until it ends; return its exit code (see the module docstring;
+    ``message_id`` and ``request_hash``: what ``zen submit --wait`` published)."""
     started = clock()
     finals: set[int] = set()
     last_state: tuple | None = None
     ended_at: float | None = None
     while True:
         job = status.job(job_id)
+        if job is not None and request_hash is not None and job.request_hash != request_hash:
+            job = None  # the id is another request's: the function refuses the one published
         if job is None:
-            reason = status.rejection(job_id)
+            reason = status.rejection(job_id, message_id)
             if reason:
                 print(f"zen: job {job_id} was refused: {reason}", file=err)
                 return 1
@@ -166,11 +177,13 @@ def cmd_logs(args) -> int:
     return _run(body, "zen logs")
 
 
-def follow_submitted(job_id: str, style: str = "labelled") -> int:
-    """``zen submit --wait``: follow the job just published to its end; its exit code."""
+def follow_submitted(job_id: str, message_id: str, request_hash: str, style: str = "labelled") -> int:
+    """``zen submit --wait``: follow the job just published (that message, that request) to its end;
+    its exit code."""
     def body() -> int:
         reader, settle_s = open_reader()
-        return follow(job_id, reader, JobStatusSource(), style=style, settle_s=settle_s)
+        return follow(job_id, reader, JobStatusSource(), style=style, settle_s=settle_s, message_id=message_id,
+                      request_hash=request_hash)
 
     return _run(body, "zen submit --wait")
 

@@ -12,12 +12,9 @@ propagates so Pub/Sub redelivers.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
-
 
 from zen import lifecycle, telemetry
 from zen.claims import refuse_claim
@@ -30,7 +27,7 @@ from zen.lifecycle import Decision
 from zen.messaging import Enqueued, OutboxRelay, OutgoingMessage, enqueue, outgoing
 from zen.models import (
     AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobEvent, JobRequest, JobStatus, StopRequest,
-    JOB_ID_PATTERN, illegal_step,
+    JOB_ID_PATTERN, illegal_step, request_fingerprint,
 )
 from zen.placement import choose, resolve_request
 from zen.queueing import Queueing
@@ -85,9 +82,8 @@ class JobService(TickSweeps):
             resolved = resolve_request(self._config, request)
         except Rejected as rejection:
             return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected")
-        canonical = request.model_dump(mode="json", exclude_none=True)
-        canonical["job_id"] = job_id
-        request_hash = hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
+        canonical = request.canonical(job_id)
+        request_hash = request_fingerprint(canonical)
         now = self._clock()
         pending = Job(job_id=job_id, status=JobStatus.PENDING, attempt=1, max_attempts=resolved.max_attempts,
                       cluster=resolved.cluster, user_id=request.user_id, priority=request.priority,

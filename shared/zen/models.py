@@ -22,6 +22,7 @@ Terminal states (SUCCEEDED, FAILED, CANCELLED) absorb: nothing leaves them.
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
 import re
 from datetime import datetime, timezone
@@ -243,6 +244,18 @@ class JobRequest(Message):
         if self.gpu_type is not None and self.gpu_types is not None:
             raise ValueError("give gpu_type or gpu_types, not both")
         return self
+
+    def canonical(self, job_id: str) -> dict[str, Any]:
+        """The request as ``job_id``'s row keeps it (``Job.request``), its job_id filled in."""
+        canonical = self.model_dump(mode="json", exclude_none=True)
+        canonical["job_id"] = job_id
+        return canonical
+
+
+def request_fingerprint(canonical: dict[str, Any]) -> str:
+    """``Job.request_hash`` of a canonical request (``JobRequest.canonical``): a redelivery, or the same
+    request sent again, has the same; a reuse of the job_id by another request does not."""
+    return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
 
 
 class StopRequest(Message):

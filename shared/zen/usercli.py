@@ -138,7 +138,9 @@ def cmd_submit(args) -> int:
     if args.wait:
         from zen.follow import follow_submitted
 
-        return follow_submitted(request.job_id)
+        from zen.models import request_fingerprint
+
+        return follow_submitted(request.job_id, message_id, request_fingerprint(request.canonical(request.job_id)))
     return 0
 
 
