@@ -1,4 +1,5 @@
-"""The job service: submit, heartbeat, stop, and the tick's sweeps (``zen.sweeps``).
+"""The job service: submit, heartbeat, stop, the tick's sweeps (``zen.sweeps``) and the VM
+heartbeat (``zen.vm_beats``).
 
 Each call decodes one Pub/Sub message (validated once, here at the edge), locks the job row, asks
 ``zen.lifecycle`` what to do, and writes the change, its history and its outgoing messages in one
@@ -35,6 +36,7 @@ from zen.routing import Route, first_route, warm_keys
 from zen.store import fleet, queues as queue_rows, repository, usage as usage_rows
 from zen.sweeps import TickSweeps
 from zen.text import escape_unstorable
+from zen.vm_beats import VmBeats
 from zen.vm_heartbeat import VmHeartbeat
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
@@ -60,7 +62,7 @@ class Outcome:
     cluster: str | None = None
 
 
-class JobService(TickSweeps):
+class JobService(TickSweeps, VmBeats):
     def __init__(self, db: Database, config: ZenConfig, relay: OutboxRelay, clock: Clock):
         self._db = db
         self._config = config
@@ -184,20 +186,13 @@ class JobService(TickSweeps):
         return self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
                             lambda job, now: lifecycle.decide_heartbeat(job, message, now),
                             guard=lambda session, job: refuse_claim(session, self._config, job, message,
-                                                                    self._clock()))
+                                                                    self._clock()), answering=message)
 
     def _vm_heartbeat(self, envelope: PubSubEnvelope, hb: VmHeartbeat) -> Outcome:
         if self._config.cluster(hb.cluster) is None:
             return self.reject(envelope, self._topics.heartbeats, f"unknown cluster {hb.cluster!r}", None,
                                 "job.message_ignored")
-        with self._db.transaction() as session:
-            applied = repository.upsert_vm(
-                session, name=hb.vm, cluster=hb.cluster, region=hb.region, zone=hb.zone, state=hb.state.value,
-                job_id=hb.job_id, attempt=hb.attempt, seq=hb.seq, sent_at=hb.sent_at, now=self._clock(),
-                jobs=None if hb.jobs is None else [held.model_dump() for held in hb.jobs],
-                cached_inputs=hb.cached_inputs, images=hb.images,
-            )
-        return Outcome("applied" if applied else "duplicate", hb.job_id)
+        return Outcome("applied" if self.record_vm(hb) else "duplicate", hb.job_id)  # zen.vm_beats
 
     # -- stop ----------------------------------------------------------------------------------
     def stop(self, envelope: PubSubEnvelope) -> Outcome:
@@ -228,7 +223,8 @@ class JobService(TickSweeps):
     def _on_job(self, envelope: PubSubEnvelope, source: str, job_id: str, actor: str,
                 decide: Callable[[Job, Any], Decision],
                 on_unknown: Callable[[Session, Any], str] | None = None,
-                guard: Callable[[Session, Job], Decision | None] | None = None) -> Outcome:
+                guard: Callable[[Session, Job], Decision | None] | None = None,
+                answering: Heartbeat | None = None) -> Outcome:
         now = self._clock()
         note = None
         with self._db.transaction() as session:
@@ -241,7 +237,7 @@ class JobService(TickSweeps):
                 forbidden = self._forbidden(job, decision)
                 if forbidden:
                     decision = Decision(ignored=forbidden)
-                ids = self._apply(session, job, decision, actor=actor, now=now)
+                ids = self._apply(session, job, decision, actor=actor, now=now, answering=answering)
         if job is None:
             reason = f"unknown job {job_id}" + (f"; {note}" if note else "")
             return self.reject(envelope, source, reason, job_id, "job.message_ignored")
@@ -259,8 +255,9 @@ class JobService(TickSweeps):
         return f"transition {bad[0].value} -> {bad[1].value} is not allowed" if bad else None
 
     def _apply(self, session: Session, job: Job, decision: Decision, *, actor: str, now,
-               admit: bool = True) -> list[Enqueued]:
-        """Write a decision: the row, one history row and event per change, controls, start message."""
+               admit: bool = True, answering: Heartbeat | None = None) -> list[Enqueued]:
+        """Write a decision: the row, one history row and event per change, controls (those to the VM
+        that sent ``answering`` about its attempt say which report they answer), start message."""
         if not decision.changes_job and not decision.controls and not decision.publish_start:
             return []
         status = decision.changes[-1].to if decision.changes else job.status
@@ -287,7 +284,7 @@ class JobService(TickSweeps):
             self._record_usage(session, job, after, decision, now)
             telemetry.log_changes(log, job, after, changes, job.status)
             messages += events
-        messages += [self._announce.control(control) for control in decision.controls]
+        messages += [self._announce.control(control, answering) for control in decision.controls]
         if decision.publish_start:
             messages += self._announce.start(after)
         ids = enqueue(session, messages, now)

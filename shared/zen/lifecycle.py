@@ -12,7 +12,9 @@ Rules that make Pub/Sub's at-least-once, any-order delivery safe:
 - A claim is won by the first VM whose CLAIMED (or any later report) finds the attempt QUEUED; every
   other VM is told RELEASE.
 - A user-visible failure of the job itself (non-zero exit) is final: FAILED is not retried. Only a
-  lost attempt (silent VM, preemption) is retried, while the attempt budget lasts.
+  lost attempt (silent VM, preemption) is retried, while the attempt budget lasts. An attempt whose
+  VM gave its claim back unanswered never ran: it is requeued as the same attempt
+  (``decide_given_back``), costing nothing.
 """
 
 from __future__ import annotations
@@ -78,6 +80,26 @@ def lose_attempt(job: Job, reason: str) -> Decision:
     )
     decision.publish_start = True
     return decision
+
+
+def decide_given_back(job: Job, vm: str, attempt: int, seq: int) -> Decision | None:
+    """A VM heartbeat (``seq``) says ``vm`` gave back the start of the job's ``attempt`` with its
+    claim unanswered (``VmHeartbeat.given_back``). None when that changes nothing.
+
+    The job goes back to QUEUED as the same attempt, its start published again: the attempt never ran,
+    so it costs nothing from the budget and waits no ``heartbeat_timeout_s`` for the sweep. Only while
+    the job is ASSIGNED to that VM for that attempt, and only if no report of it from the VM is later
+    than the heartbeat (``last_seq``): a later one is a claim the VM made again after it read the list,
+    answered on its own. A RUNNING job is left to the sweep: the VM's reports say it ran."""
+    if job.status is not JobStatus.ASSIGNED or job.vm != vm or job.attempt != attempt or seq <= job.last_seq:
+        return None
+    # last_seq 0: the next claim may come from a VM whose clock is behind this one's.
+    return Decision(
+        changes=[Change(JobStatus.QUEUED, f"{vm} gave its claim back unanswered (VM heartbeat {seq}, its last "
+                                          f"report {job.last_seq}); attempt {job.attempt} never ran: requeued")],
+        fields=dict(vm=None, region=None, zone=None, last_seq=0, last_heartbeat_at=None),
+        publish_start=True,
+    )
 
 
 def decide_preempt(job: Job, reason: str, now: datetime) -> Decision:

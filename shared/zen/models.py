@@ -15,6 +15,7 @@ Job lifecycle (the one transition table, ``TRANSITIONS``)::
        │          │          │   ╲───────┴─▶ STOPPING ─▶ CANCELLED (or SUCCEEDED/FAILED if it ended first)
        └──────────┴──────────┴─▶ CANCELLED
     ASSIGNED|RUNNING ─▶ LOST ─▶ QUEUED (attempt + 1) | FAILED (attempt budget spent)
+    ASSIGNED ─▶ QUEUED (the same attempt: its VM gave the claim back unanswered and never ran it)
 
 Terminal states (SUCCEEDED, FAILED, CANCELLED) absorb: nothing leaves them.
 """
@@ -71,7 +72,7 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.QUEUED: frozenset({JobStatus.ASSIGNED, JobStatus.CANCELLED, JobStatus.PENDING}),
     JobStatus.ASSIGNED: frozenset(
         {JobStatus.RUNNING, JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPING, JobStatus.LOST,
-         JobStatus.CANCELLED}
+         JobStatus.CANCELLED, JobStatus.QUEUED}
     ),
     JobStatus.RUNNING: frozenset(
         {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPING, JobStatus.LOST, JobStatus.CANCELLED}

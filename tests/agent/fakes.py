@@ -37,7 +37,7 @@ class FakeTransport:
         self.published: list[Message] = []
         self.fail_publish = 0  # the next N publishes raise TransportError
         self.fail_pull = 0  # the next N pulls raise TransportError
-        self.answer: Callable[[Message], list[ControlMessage]] = lambda message: []
+        self.answer: Callable[[Message], list[ControlMessage | ControlDelivery]] = lambda message: []
         self.when_idle: Callable[[], None] = lambda: None  # called when no start message is left
         self.closed_with: dict | None = None
         self._ids = 0
@@ -66,6 +66,16 @@ class FakeTransport:
     def order(self, job_id: str, attempt: int, action: ControlAction, reason: str = "test") -> None:
         self.controls.append(ControlMessage(vm=self.vm, job_id=job_id, attempt=attempt, action=action, reason=reason))
 
+    def answer_to(self, report: Heartbeat, action: ControlAction, *, answers: int | None = None) -> ControlDelivery:
+        """Zen's order about ``report``'s attempt, carrying the attribute ``answers`` (the seq of the report
+        it answers: ``report``'s unless given) as zen.announce sends it; its ack is recorded as
+        ("control_ack", job_id, action)."""
+        order = ControlMessage(vm=self.vm, job_id=report.job_id, attempt=report.attempt, action=action,
+                               reason="test")
+        return ControlDelivery(f"c-{id(order)}", order.to_bytes(),
+                               {"vm": self.vm, "answers": str(report.seq if answers is None else answers)},
+                               lambda: self.calls.append(("control_ack", order.job_id, order.action.value)))
+
     def job_reports(self) -> list[tuple[str, int, str, int]]:
         return [(m.job_id, m.attempt, m.status.value, m.seq) for m in self.published if isinstance(m, Heartbeat)]
 
@@ -79,7 +89,7 @@ class FakeTransport:
     def next_control(self, timeout_s: float) -> ControlDelivery | None:
         if self.controls:
             order = self.controls.popleft()
-            if isinstance(order, ControlDelivery):  # a start offered
+            if isinstance(order, ControlDelivery):  # a start offered, or an order with attributes of its own
                 return order
             return ControlDelivery(f"c-{id(order)}", order.to_bytes(), {"vm": order.vm},
                                    lambda: self.calls.append(("control_ack", order.job_id, order.action.value)))

@@ -63,7 +63,8 @@ def test_an_unanswered_claim_is_resent_with_the_next_seq_kept_leased_then_given_
     assert len(extends) == 5 and all(call == ("extend", ack_id, 10) for call in extends)
     assert transport.calls[-1] == ("nack", ack_id) and ("ack", ack_id) not in transport.calls
     assert agent.jobs_run == 0 and transport.closed_with == {"delete_control": True}
-    assert transport.vm_states() == ["IDLE", "STOPPING"]
+    # Its claim may have won meanwhile: a VM heartbeat says at once that it gave the start back.
+    assert transport.vm_states() == ["IDLE", "IDLE", "STOPPING"]
 
 
 def test_a_start_that_comes_back_is_claimed_after_every_earlier_report_of_its_attempt_and_runs(real_time_transport):

@@ -20,6 +20,14 @@ so if this VM dies first the message is redelivered to another. A start that com
 copy of one, is claimed afresh; its reports' ``seq`` still follow every earlier one of the attempt
 (epoch milliseconds: ``zen.agent.reports``), so Zen answers it rather than taking it for a duplicate.
 
+A claim given back unanswered may have won meanwhile: Zen then holds the job ASSIGNED to this VM,
+which does not run it. The VM heartbeat sent at once after (and every one after that, until the
+attempt is claimed again) names it in ``given_back``, and Zen requeues it (``zen.vm_beats``) unless a
+later report of it came. So that this is never wrong, a claim made again of the same attempt takes
+only the answers to its own CLAIMEDs: an order carrying ``answers`` (the ``seq`` of the report it
+answers, an attribute Zen sets) below its first CLAIMED's is a late answer to the claim given up,
+and is ignored (orders without it, from an older Zen, are taken as before).
+
 A start offered to this VM alone on its control subscription (its warm cache holds the job's
 inputs or image: ``zen.routing``) is taken before pulling, and before a start pulled while it came
 (given back to the region), through the same ``_take`` and claim; one it cannot take now is acked and
@@ -145,7 +153,7 @@ class Agent(RunsAttempts):
     def _shut_down(self) -> None:
         self.log.info("agent shutting down", extra={"reason": self._shutdown_reason})
         self.controls.drop_offers("the VM is shutting down")
-        self.reporter.vm(VmState.STOPPING, budget_s=SHUTDOWN_BUDGET_S)
+        self.reporter.vm(VmState.STOPPING, budget_s=SHUTDOWN_BUDGET_S, given_back=self.slots.given_back)
         self.transport.close(delete_control=True)
 
     # -- idle ------------------------------------------------------------------------------------
@@ -187,14 +195,15 @@ class Agent(RunsAttempts):
 
     def _vm_beat(self, state: VmState | None = None, *, force: bool = False) -> None:
         """The VM heartbeat when due (or ``force``): ``state``, else RETIRED, BUSY or IDLE as it is,
-        naming the attempts it runs and what its warm cache holds."""
+        naming the attempts it runs, those whose claim it gave back unanswered, and what its warm
+        cache holds."""
         with self._lock:
             now = self._clock()
             if force or now >= self._next_vm_beat:
                 held = self.slots.held()
                 state = state or (VmState.RETIRED if self._retired else VmState.BUSY if held else VmState.IDLE)
                 self.reporter.vm(state, budget_s=10.0, held=held, list_all=self.slots.capacity.shared,
-                                 cached=self.cache.report())
+                                 cached=self.cache.report(), given_back=self.slots.given_back)
                 self._next_vm_beat = now + self.settings.vm_heartbeat_s
 
     # -- one start message -----------------------------------------------------------------------
@@ -251,13 +260,15 @@ class Agent(RunsAttempts):
         several at once); never raises. The message ends acked or nacked, the slot given back."""
         key = (start.job_id, start.attempt)
         attempt = AttemptReport(start.job_id, start.attempt)
-        settled = False
+        settled, answer = False, None
         self.controls.open(key)
         try:
             answer = self._claim(delivery, attempt)
             settled = True  # _claim acks or nacks in every case
             if answer == "confirm":
                 self._run(start, attempt, gpu_ids)
+            elif answer == "timeout":  # our claim may have won: VM heartbeats name it until claimed again
+                self.slots.unanswered(key)
         except Exception:  # noqa: BLE001 - one bad message must not end the loop
             self.log.exception("error while handling a start message", extra={"message_id": delivery.message_id})
         finally:
@@ -266,6 +277,8 @@ class Agent(RunsAttempts):
             self.controls.close(key)
             self.pulls.ended(key)  # no-op unless it began and _run did not count its end
             self.slots.give_back(key)
+        if answer == "timeout":
+            self._beat_now()  # Zen requeues the attempt now, if our claim won, not at the next VM heartbeat
 
     def _decode_start(self, delivery: StartDelivery) -> StartMessage | None:
         try:
@@ -290,8 +303,10 @@ class Agent(RunsAttempts):
         lease_every = self.settings.lease_s / 3
         self._quietly(self.transport.extend, delivery, "extend lease", self.settings.lease_s)
         next_lease = self._clock() + lease_every
+        first_seq = None
         for try_number in range(1, self.settings.claim_tries + 1):
             self.reporter.job(attempt, AgentStatus.CLAIMED, budget_s=min(10.0, self.settings.claim_timeout_s))
+            first_seq = first_seq or attempt.seq
             deadline = self._clock() + self.settings.claim_timeout_s
             while (remaining := deadline - self._clock()) > 0:
                 if self.stopping:
@@ -308,6 +323,11 @@ class Agent(RunsAttempts):
                     continue
                 control, order = received
                 control.ack()
+                late = _answered(control.attributes)
+                if late is not None and late < first_seq:  # to a claim of this attempt given up before
+                    self.log.info("late answer to an earlier claim ignored", extra={
+                        **fields, "action": order.action.value, "answers": late, "claim_seq": first_seq})
+                    continue
                 if order.action is ControlAction.CONFIRM:
                     self.log.info("claim confirmed", extra=fields)
                     self._quietly(self.transport.ack, delivery, "ack")
@@ -330,7 +350,11 @@ class Agent(RunsAttempts):
             self.jobs_run += 1
         self.pulls.ended(key)
         self.slots.ended(key)
-        if not self.stopping and (self._retired or not self.pulls.exhausted()):  # else the loop says RETIRED next
+        self._beat_now()
+
+    def _beat_now(self) -> None:
+        """A VM heartbeat now, the VM's state having changed (unless the loop says RETIRED next)."""
+        if not self.stopping and (self._retired or not self.pulls.exhausted()):
             self._vm_beat(force=True)
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -342,3 +366,11 @@ class Agent(RunsAttempts):
         except TransportError as exc:
             self.log.warning(f"{what} failed", extra={"message_id": delivery.message_id, "error": str(exc)})
             return False
+
+
+def _answered(attributes: Mapping[str, str]) -> int | None:
+    """The ``seq`` of the report a control message answers (its attribute ``answers``), if it says."""
+    try:
+        return int(attributes["answers"])
+    except (KeyError, ValueError):
+        return None

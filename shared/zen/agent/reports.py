@@ -7,9 +7,13 @@
   came back here, or another copy of it) reports after every earlier report of that attempt. A
   counter per ``AttemptReport`` started again at 1: Zen took the new claim for a duplicate and left
   it unanswered, and the job waited for the sweep, which spent its attempt.
-- A VM heartbeat's ``seq`` is the wall clock in epoch milliseconds too (strictly increasing within
-  the process): it keeps increasing across agent restarts and across a VM deleted and recreated by
-  its MIG under the same name, where a counter would start again at 1 and be ignored.
+- A VM heartbeat's ``seq`` is the wall clock in epoch milliseconds too: it keeps increasing across
+  agent restarts and across a VM deleted and recreated by its MIG under the same name, where a
+  counter would start again at 1 and be ignored.
+- Both come from one counter, so within the process every report and VM heartbeat is ordered by
+  ``seq``: a VM heartbeat that names an attempt whose claim the VM gave back (``given_back``, read
+  after its ``seq`` is drawn) is later than every CLAIMED of that claim and earlier than any CLAIMED
+  of a claim made again after the list was read (``zen.vm_heartbeat``).
 
 Sending never raises: a report that cannot be published within its budget is logged and reported
 as ``False`` to the caller (the next heartbeat, or the scheduler's deadline, covers for it).
@@ -59,17 +63,21 @@ class Reporter:
         self._identity = identity
         self._publish = publish
         self._wall_clock = wall_clock
-        self._vm_seq = 0
-        self._job_seq = 0
-        self._job_seq_lock = threading.Lock()  # attempts report from threads of their own (several at once)
+        self._seq = 0
+        self._seq_lock = threading.Lock()  # attempts report from threads of their own (several at once)
         self._extra = identity.log_fields()
+
+    def _next_seq(self) -> int:
+        """Epoch milliseconds, strictly increasing across every report and VM heartbeat of the process."""
+        with self._seq_lock:
+            self._seq = max(self._seq + 1, int(self._wall_clock() * 1000))
+            return self._seq
 
     def job(self, attempt: AttemptReport, status: AgentStatus, *, budget_s: float, exit_code: int | None = None,
             message: str | None = None, data: dict[str, int | float] | None = None) -> bool:
         """``data``: the attempt's transfers so far (``staged_bytes`` ...; ``zen.agent.staging``)."""
         identity = self._identity
-        with self._job_seq_lock:
-            self._job_seq = attempt.seq = max(self._job_seq + 1, int(self._wall_clock() * 1000))
+        attempt.seq = self._next_seq()
         heartbeat = Heartbeat(
             job_id=attempt.job_id, attempt=attempt.attempt, vm=identity.vm, region=identity.region,
             zone=identity.zone, status=status, seq=attempt.seq, sent_at=datetime.now(timezone.utc),
@@ -80,21 +88,25 @@ class Reporter:
                           status=status.value, seq=heartbeat.seq)
 
     def vm(self, state: VmState, *, budget_s: float, held: Sequence[tuple[str, int]] = (),
-           list_all: bool = False, cached: tuple[list[str] | None, list[str] | None] = (None, None)) -> bool:
+           list_all: bool = False, cached: tuple[list[str] | None, list[str] | None] = (None, None),
+           given_back: Callable[[], Sequence[tuple[str, int]]] = tuple) -> bool:
         """``held``: the attempts the VM runs, oldest first; the first is named in ``job_id`` /
         ``attempt``, and with ``list_all`` (a VM that may run several) every one in ``jobs``.
-        ``cached``: the inputs and images the VM's warm cache holds (``zen.agent.cache``)."""
-        self._vm_seq = max(self._vm_seq + 1, int(self._wall_clock() * 1000))
+        ``cached``: the inputs and images the VM's warm cache holds (``zen.agent.cache``).
+        ``given_back``: the attempts whose claim the VM gave back unanswered, read once the ``seq`` is
+        drawn (``zen.vm_heartbeat``: what makes Zen's requeue of them safe)."""
+        seq = self._next_seq()
+        returned = [HeldAttempt(job_id=j, attempt=a) for j, a in given_back()]
         identity = self._identity
         job_id, attempt = held[0] if held else (None, None)
         heartbeat = VmHeartbeat(
             kind="vm", vm=identity.vm, cluster=identity.cluster, region=identity.region, zone=identity.zone,
-            state=state, seq=self._vm_seq, sent_at=datetime.now(timezone.utc), job_id=job_id, attempt=attempt,
+            state=state, seq=seq, sent_at=datetime.now(timezone.utc), job_id=job_id, attempt=attempt,
             jobs=[HeldAttempt(job_id=j, attempt=a) for j, a in held] if list_all else None,
-            cached_inputs=cached[0], images=cached[1],
+            given_back=returned or None, cached_inputs=cached[0], images=cached[1],
         )
         return self._send(heartbeat, budget_s, vm_state=state.value, job_id=job_id,
-                          jobs=len(held) if list_all else None)
+                          jobs=len(held) if list_all else None, given_back=len(returned) or None)
 
     def _send(self, message: Message, budget_s: float, **fields) -> bool:
         try:

@@ -10,6 +10,8 @@ the GPUs each attempt holds, and the control messages each one is sent.
   more, each attempt gets its own disjoint indices, lowest first (``CUDA_VISIBLE_DEVICES`` and
   ``ZEN_GPU_IDS``, ``zen.agent.runner``): ``StartMessage.gpus`` of them, all the VM's when unset.
   A start message that does not fit now is given back at once (``Agent._take``), for a VM with room.
+  It also keeps the attempts whose claim went unanswered (``given_back``, named in VM heartbeats, so
+  that Zen requeues one its database still shows held here) and those this VM ran (never named so).
 - ``ControlRouter``: a VM has one control subscription; whichever attempt (or the idle loop) waits
   on it reads the next message and hands it to the attempt it is about. Messages about no attempt
   the VM holds are acked and logged, as they always were. A start offered to this VM alone (a warm
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
     from zen.agent.settings import AgentSettings
     from zen.agent.transport import ControlDelivery, Transport
 
+GIVEN_BACK_KEPT = 16  # VmHeartbeat.given_back holds at most 16
+RAN_KEPT = 256  # attempts remembered as run here: a copy of one claimed later is never said given back
 GPUS_ATTRIBUTE = "zen-gpu-count"
 MAX_JOBS_ATTRIBUTE = "zen-max-jobs-per-vm"
 Key = tuple[str, int]  # (job_id, attempt)
@@ -77,6 +81,8 @@ class Slots:
         self._lock = threading.Lock()
         self._gpus: dict[Key, tuple[int, ...]] = {}  # held, in the order taken
         self._running: dict[Key, None] = {}  # of those, confirmed and not yet ended
+        self._given_back: deque[Key] = deque(maxlen=GIVEN_BACK_KEPT)  # claims given back unanswered, newest first
+        self._ran: deque[Key] = deque(maxlen=RAN_KEPT)  # confirmed here, newest last
 
     def never_fits(self, gpus: int | None) -> str | None:
         """Why an attempt asking for ``gpus`` (None: the whole VM) can never run here, if it cannot."""
@@ -95,15 +101,18 @@ class Slots:
             if key in self._gpus or len(self._gpus) >= self.capacity.max_jobs:
                 return None
             if not self.capacity.shared:
-                self._gpus[key] = ()
-                return ()
-            used = {index for ids in self._gpus.values() for index in ids}
-            free = [index for index in range(self.capacity.gpus) if index not in used]
-            needs = self.capacity.gpus if gpus is None else gpus
-            if len(free) < needs:
-                return None
-            self._gpus[key] = tuple(free[:needs])
-            return self._gpus[key]
+                ids: tuple[int, ...] = ()
+            else:
+                used = {index for taken in self._gpus.values() for index in taken}
+                free = [index for index in range(self.capacity.gpus) if index not in used]
+                needs = self.capacity.gpus if gpus is None else gpus
+                if len(free) < needs:
+                    return None
+                ids = tuple(free[:needs])
+            self._gpus[key] = ids
+            if key in self._given_back:  # claimed again: off the list before its CLAIMED draws a seq
+                self._given_back.remove(key)
+            return ids
 
     def full(self) -> bool:
         """No attempt could be taken now (so the agent does not pull)."""
@@ -114,6 +123,23 @@ class Slots:
     def running(self, key: Key) -> None:
         with self._lock:
             self._running[key] = None
+            self._ran.append(key)
+
+    def unanswered(self, key: Key) -> None:
+        """``key``'s claim went unanswered and its start was given back: named in ``given_back`` from now
+        on, unless this VM ran the attempt (a copy of its start claimed after the run: its reports may
+        still be on their way, and Zen must not take the attempt for one that never ran)."""
+        with self._lock:
+            if key in self._ran:
+                return
+            if key in self._given_back:
+                self._given_back.remove(key)
+            self._given_back.appendleft(key)
+
+    def given_back(self) -> list[Key]:
+        """The attempts whose claim went unanswered, most recent first, not claimed again since."""
+        with self._lock:
+            return list(self._given_back)
 
     def ended(self, key: Key) -> None:
         with self._lock:

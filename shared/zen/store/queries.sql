@@ -447,9 +447,10 @@ GROUP BY queue, cluster;
 
 -- name: insert_attempt_usage
 -- The usage of an attempt that just ended (zen.store.usage), in the transaction that ends it. It
--- started when its VM claimed it (that attempt's ASSIGNED history row, written in this transaction
--- or earlier), else when it began running (an agent's clock never moves the start before Zen's
--- claim: queue time is not usage); gpu_seconds = gpus x wall time on the VM.
+-- started when its VM claimed it (that attempt's last ASSIGNED history row, written in this
+-- transaction or earlier: a claim its VM gave back unanswered requeues the same attempt, and the
+-- claim that ran it is the last), else when it began running (an agent's clock never moves the start
+-- before Zen's claim: queue time is not usage); gpu_seconds = gpus x wall time on the VM.
 -- ON CONFLICT: the attempt is already counted (a redelivered or repeated end changes nothing).
 INSERT INTO attempt_usage (job_id, attempt, user_id, queue, cluster, machine_type, region, vm, gpus, started_at,
                            ended_at, gpu_seconds, outcome)
@@ -458,7 +459,7 @@ SELECT :job_id, :attempt, :user_id, :queue, :cluster, :machine_type, :region, :v
 FROM (SELECT LEAST(COALESCE(claim.at, CAST(:ran_from AS timestamptz), t.ended_at), t.ended_at) AS started_at,
              t.ended_at
       FROM (SELECT CAST(:ended_at AS timestamptz) AS ended_at) AS t,
-           (SELECT min(at) AS at FROM job_events
+           (SELECT max(at) AS at FROM job_events
             WHERE job_id = :job_id AND attempt = :attempt AND to_status = 'ASSIGNED') AS claim) AS s
 ON CONFLICT (job_id, attempt) DO NOTHING
 RETURNING job_id;

@@ -1,0 +1,61 @@
+"""The VM heartbeat's handling (a part of ``zen.jobs.JobService``): record what the VM says about
+itself, and requeue the attempts it says it gave back with their claim unanswered.
+
+Why the second part: a VM sends CLAIMED and waits for the answer; when the answer comes too late it
+gives the start back and goes on idle. If its claim had won meanwhile, the job is ASSIGNED to a VM
+that does not hold it, every other VM that claims it is told RELEASE, and it waited for the lost-job
+sweep, which spent one of its attempts (``heartbeat_timeout_s`` later). The agent now names such
+attempts in its VM heartbeats (``VmHeartbeat.given_back``), and the attempt goes back to QUEUED at
+once (``zen.lifecycle.decide_given_back`` says when that is safe).
+
+Both parts run in one transaction: the VM's row, then each named job's row under its lock (in
+job order, so two heartbeats of one VM never wait on each other's rows), its history and outbox.
+A named job that does not exist, or that the VM does not hold, changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from zen import lifecycle
+from zen.messaging import Enqueued
+from zen.store import repository
+from zen.vm_heartbeat import VmHeartbeat
+
+if TYPE_CHECKING:
+    from zen.store.db import Session
+
+log = logging.getLogger("zen.jobs")
+
+
+class VmBeats:
+    """Mixed into ``JobService``: uses its ``_db``, ``_clock``, ``_relay`` and ``_apply``."""
+
+    def record_vm(self, hb: VmHeartbeat) -> bool:
+        """Record a VM heartbeat of a known cluster and requeue what it gave back; False when it
+        changed nothing (older than the last one recorded, and nothing to requeue)."""
+        with self._db.transaction() as session:
+            applied = repository.upsert_vm(
+                session, name=hb.vm, cluster=hb.cluster, region=hb.region, zone=hb.zone, state=hb.state.value,
+                job_id=hb.job_id, attempt=hb.attempt, seq=hb.seq, sent_at=hb.sent_at, now=self._clock(),
+                jobs=None if hb.jobs is None else [held.model_dump() for held in hb.jobs],
+                cached_inputs=hb.cached_inputs, images=hb.images,
+            )
+            # Whether or not the row took it (it may be older than the last one recorded): the list is
+            # judged against each job's own reports.
+            ids = self._requeue_given_back(session, hb)
+        self._relay.flush_quietly(ids)
+        return applied or bool(ids)
+
+    def _requeue_given_back(self, session: Session, hb: VmHeartbeat) -> list[Enqueued]:
+        ids: list[Enqueued] = []
+        for job_id, attempt in sorted({(held.job_id, held.attempt) for held in hb.given_back or ()}):
+            job = repository.get_job(session, job_id, lock=True)
+            decision = lifecycle.decide_given_back(job, hb.vm, attempt, hb.seq) if job else None
+            if decision is None:
+                continue
+            log.warning("claim given back: job requeued", extra={
+                "job_id": job_id, "attempt": attempt, "vm": hb.vm, "seq": hb.seq, "claim_seq": job.last_seq})
+            ids += self._apply(session, job, decision, actor=f"vm:{hb.vm}", now=self._clock())
+        return ids
