@@ -11,13 +11,14 @@ the instance's last request in flight returns: on Cloud Functions the instance's
 once no request is in flight, so a message merely handed over could sit there until the next
 request, and a job's start with it. While other requests are in flight the CPU stays allocated, so a
 handler hands its urgent messages over and returns; the last one out waits for whatever is still
-being published (``OutboxRelay.request``). Job events and the marking of rows as sent never hold a
-request.
+being published (``OutboxRelay.request``). Job events never hold a request that others follow, but
+the last one out waits for them too; the marking of rows as sent never holds a request.
 """
 
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import logging
 import math
@@ -52,7 +53,8 @@ class Publisher(Protocol):
     def publish_soon(self, messages: Sequence[OutgoingMessage],
                      done: Callable[[list[str | Exception]], None], *, linger_s: float = 0.0) -> None:
         """Hand the messages over and return; ``done(results)`` is called once all are settled. With
-        ``linger_s``, they may wait that long to share an RPC with messages handed over after them."""
+        ``linger_s``, they may wait that long to share an RPC with messages handed over after them
+        (a publisher that lingers also has ``hurry()``: send what lingers now)."""
 
 
 class _Lane:
@@ -104,6 +106,13 @@ class _Lane:
                 self._hand_over()  # what queued meanwhile goes with the sender; the lane stays busy
             else:
                 self._busy = False
+
+    def hurry(self) -> None:
+        """What lingers is due now."""
+        with self._lock:
+            if self._pending and self._due > time.monotonic():
+                self._due = time.monotonic()
+                self._wake.notify()
 
     def _fitting(self, items: list[tuple[OutgoingMessage, Callable[[str | Exception], None]]]) -> int:
         """How many of ``items``, from the first, one Publish request can carry (at least one: a
@@ -194,6 +203,13 @@ class PubSubPublisher:
     def publish_soon(self, messages: Sequence[OutgoingMessage],
                      done: Callable[[list[str | Exception]], None], *, linger_s: float = 0.0) -> None:
         self._submit(messages, done, inline=False, linger_s=linger_s)
+
+    def hurry(self) -> None:
+        """Messages lingering in any lane are sent now."""
+        with self._lanes_lock:
+            lanes = list(self._lanes.values())
+        for lane in lanes:
+            lane.hurry()
 
     def _submit(self, messages: Sequence[OutgoingMessage], done: Callable[[list[str | Exception]], None], *,
                 inline: bool, linger_s: float = 0.0) -> None:
@@ -320,33 +336,38 @@ class OutboxRelay:
 
     Right after a commit, ``flush_quietly`` publishes what the transaction enqueued, from memory (no
     read back). ``urgent`` topics (a job's start, a VM's orders) are acknowledged before the
-    instance's last request in flight returns (module docstring, ``request``); the others (job
-    events, notifications for users) are handed over without waiting, and, while other requests are
-    in flight (the CPU stays allocated), may linger ``events_linger_s`` to share one RPC with the
-    next submissions' events. How each publish
-    ended is recorded in the background (``SentMarks``). ``flush_pending`` (the scale tick) sends
-    what is left: rows whose publish failed, and rows older than ``in_flight_s`` (their process
-    died, or its CPU was throttled, between commit and publish). Younger rows may be in flight in
-    another instance, so the tick leaves them alone.
+    instance's last request in flight returns (module docstring, ``request``). The others (job
+    events, notifications for users) are handed over first, without waiting, so their RPC runs
+    beside the urgent one; while other requests are in flight (the CPU stays allocated) they may
+    linger ``events_linger_s`` to share one RPC with the next submissions' events. The last request
+    out waits for every hand-over (a linger ends when it leaves), so nothing handed over is left on an
+    instance whose CPU is about to be throttled. How each publish ended is recorded in the background
+    (``SentMarks``). ``flush_pending`` (the scale tick) sends what is left: rows whose publish failed,
+    and rows older than ``in_flight_s`` (their process died, or its CPU was throttled, between commit
+    and publish). Younger rows may be in flight in another instance, so the tick leaves them alone.
     """
 
     in_flight_s = 60.0
     keep_sent_s = 86_400.0
     events_linger_s = 0.05  # concurrent submissions: one RPC of events per 50 ms, not one each
+    prune_batch = 5000
+    prune_budget_s = 5.0  # of a tick spent deleting old sent rows (more is left for the next)
 
     def __init__(self, db: Database, publisher: Publisher, clock: Callable[[], datetime],
                  urgent: frozenset[str] = frozenset()):
         self._db, self._publisher, self._clock, self._urgent = db, publisher, clock, urgent
         self.marks = SentMarks(db, clock)
         self._flow = threading.Condition()
-        self._in_flight = self._unsettled = 0  # requests inside ``request()``; urgent hand-overs unsettled
+        self._in_flight = 0  # requests inside ``request()``
+        self._unsettled: set[int] = set()  # hand-overs not settled yet (tokens: a late callback clears only its own)
+        self._tokens = itertools.count()
         self.wait_limit_s = 30.0  # well within a function's timeout (60 s); past it the tick resends
 
     @contextmanager
     def request(self) -> Iterator[None]:
         """One function invocation. The last one out waits (no CPU, no lock held: a condition) until
-        the urgent messages handed over meanwhile are settled, or until another request arrives,
-        which then inherits the duty."""
+        the messages handed over meanwhile are settled, or until another request arrives, which then
+        inherits the duty."""
         with self._flow:
             self._in_flight += 1
             self._flow.notify_all()  # a request waiting to leave last hands the duty over
@@ -356,36 +377,42 @@ class OutboxRelay:
             with self._flow:
                 self._in_flight -= 1
                 if self._in_flight == 0 and self._unsettled:
+                    hurry = getattr(self._publisher, "hurry", None)
+                    if hurry is not None:  # lingering events go now: nobody is left to share their RPC
+                        hurry()
                     settled = self._flow.wait_for(lambda: not self._unsettled or self._in_flight,
                                                   timeout=self.wait_limit_s)
                     if not settled:  # lost callbacks must not make every later request wait: the tick resends
-                        log.warning("urgent publishes not settled in time; the tick resends them",
-                                    extra={"unsettled": self._unsettled})
-                        self._unsettled = 0
+                        log.warning("publishes not settled in time; the tick resends them",
+                                    extra={"unsettled": len(self._unsettled)})
+                        self._unsettled.clear()  # only these: no request is in flight to have added more
 
-    def _hand_over_urgent(self, urgent: Sequence[Enqueued]) -> None:
+    def _hand_over(self, rows: Sequence[Enqueued], linger_s: float = 0.0) -> None:
+        """Publish without waiting; the request's exit waits for it (``request``)."""
+        with self._flow:
+            token = next(self._tokens)
+            self._unsettled.add(token)
+
         def settled(results: list[str | Exception]) -> None:
             try:
-                self.marks.add(urgent, results)
+                self.marks.add(rows, results)
             finally:
                 with self._flow:
-                    self._unsettled = max(0, self._unsettled - 1)
+                    self._unsettled.discard(token)
                     self._flow.notify_all()
 
-        with self._flow:
-            self._unsettled += 1
         try:
-            self._publisher.publish_soon([e.message for e in urgent], settled)
+            self._publisher.publish_soon([e.message for e in rows], settled, linger_s=linger_s)
         except BaseException:
             with self._flow:
-                self._unsettled = max(0, self._unsettled - 1)
+                self._unsettled.discard(token)
             raise
 
     def flush_quietly(self, enqueued: Sequence[Enqueued]) -> None:
         """Publish rows just committed; a failure only logs (the rows stay for the tick)."""
         urgent = [e for e in enqueued if e.message.topic in self._urgent]
         later = [e for e in enqueued if e.message.topic not in self._urgent]
-        for rows, send in ((urgent, self._publish_urgent), (later, self._publish_later)):
+        for rows, send in ((later, self._publish_later), (urgent, self._publish_urgent)):
             try:
                 if rows:
                     send(rows)
@@ -398,21 +425,20 @@ class OutboxRelay:
         if alone:
             self.marks.add(urgent, self._publisher.publish([e.message for e in urgent]))
         else:
-            self._hand_over_urgent(urgent)
+            self._hand_over(urgent)
 
     def _publish_later(self, later: Sequence[Enqueued]) -> None:
-        with self._flow:  # alone, its RPC must start before the answer: the CPU is throttled after it
+        with self._flow:  # alone, nobody would share the RPC: it goes at once
             linger_s = self.events_linger_s if self._in_flight > 1 else 0.0
-        self._publisher.publish_soon([e.message for e in later], lambda results: self.marks.add(later, results),
-                                     linger_s=linger_s)
+        self._hand_over(later, linger_s)
 
     def flush_pending(self, limit: int = 1000) -> int:
         """Publish whatever is still unsent, and prune rows sent more than ``keep_sent_s`` ago (the
         scale tick's duty). Returns how many were sent."""
         self.marks.flush()
         now = self._clock()
+        self._prune(now - timedelta(seconds=self.keep_sent_s))
         with self._db.transaction() as session:
-            outbox.prune(session, now - timedelta(seconds=self.keep_sent_s))
             rows = outbox.unsent(session, now - timedelta(seconds=self.in_flight_s), limit)
             if not rows:
                 return 0
@@ -422,6 +448,15 @@ class OutboxRelay:
             _mark(session, sent, [(row["id"], result) for row, result in zip(rows, results)
                                   if isinstance(result, Exception)], self._clock())
             return len(sent)
+
+    def _prune(self, cutoff: datetime) -> None:
+        """Delete rows sent before ``cutoff``, a batch per transaction, until a batch comes back short
+        or ``prune_budget_s`` is spent: one batch a tick fell behind above ~50 submissions a second."""
+        began = time.monotonic()
+        while time.monotonic() - began < self.prune_budget_s:
+            with self._db.transaction() as session:
+                if outbox.prune(session, cutoff, self.prune_batch) < self.prune_batch:
+                    return
 
 
 def _mark(session: Session, sent: list[int], failed: list[tuple[int, Exception]], now: datetime, *,

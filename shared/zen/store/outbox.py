@@ -30,6 +30,6 @@ def mark_failed(session: Session, id_: int, error: str) -> None:
     session.run("mark_outbox_failed", id=id_, error=error[:1000])
 
 
-def prune(session: Session, cutoff: datetime, limit: int = 5000) -> None:
-    """Delete rows sent before ``cutoff``, at most ``limit`` of them."""
-    session.run("prune_outbox", cutoff=cutoff, limit=limit)
+def prune(session: Session, cutoff: datetime, limit: int = 5000) -> int:
+    """Delete rows sent before ``cutoff``, at most ``limit`` of them; how many went."""
+    return session.one("prune_outbox", cutoff=cutoff, limit=limit)["deleted"]

@@ -183,10 +183,11 @@ RETURNING id;
 
 -- name: lock_outbox_unsent
 -- The tick's resend: failed publishes, and rows old enough that no request is still publishing them.
--- Locked while publishing so two ticks never send the same row at once.
+-- Locked while publishing so two ticks never send the same row at once. The rows tried least go
+-- first: rows of a topic that keeps failing sink below newer ones, and never fill the whole window.
 SELECT id, topic, data, attributes FROM outbox
 WHERE sent_at IS NULL AND (publish_attempts > 0 OR created_at < :cutoff)
-ORDER BY id
+ORDER BY publish_attempts, id
 LIMIT :limit
 FOR UPDATE SKIP LOCKED;
 
@@ -199,9 +200,12 @@ UPDATE outbox SET publish_attempts = publish_attempts + 1, last_error = :error W
 
 -- name: prune_outbox
 -- Sent rows are kept a while (for inspection), then deleted by the tick, a batch at a time.
-DELETE FROM outbox WHERE id IN (
-    SELECT id FROM outbox WHERE sent_at < :cutoff ORDER BY sent_at LIMIT :limit
-);
+WITH gone AS (
+    DELETE FROM outbox WHERE id IN (
+        SELECT id FROM outbox WHERE sent_at < :cutoff ORDER BY sent_at LIMIT :limit
+    ) RETURNING 1
+)
+SELECT count(*) AS deleted FROM gone;
 
 -- name: count_outbox_unsent
 SELECT count(*) FROM outbox WHERE sent_at IS NULL;
