@@ -41,6 +41,12 @@ BAD_SUBMISSIONS = [
     (json.dumps(job_request("bad id with spaces")).encode(), "job_id must be"),
     (json.dumps(job_request("j", version=2)).encode(), "unsupported message version 2"),
     (json.dumps(job_request("j", env={"X": "y" * 70_000})).encode(), "the limit is 65536"),
+    # docker run's options are not images: each would run among them (the command's first word as the image)
+    (json.dumps(job_request("j", image="--privileged", command=["ubuntu", "sh"])).encode(),
+     "image '--privileged' starts with '-', which docker run would read as one of its options"),
+    (json.dumps(job_request("j", image="--volume=/:/host", command=["ubuntu", "cat", "/host/etc/shadow"])).encode(),
+     "image '--volume=/:/host' starts with '-'"),
+    (json.dumps(job_request("j", image="Team/Train:1")).encode(), "the repository path must be lowercase"),
 ]
 
 
