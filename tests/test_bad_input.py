@@ -229,6 +229,30 @@ def test_content_that_broke_the_rejection_or_the_driver_is_rejected_once(functio
     assert reason in event["reason"]  # published: the escaped reason is valid UTF-8 JSON
 
 
+def _random_text(n: int) -> str:
+    import random
+    import string
+
+    rnd = random.Random(n)  # random, so that Postgres cannot compress it under its index row limit
+    return "".join(rnd.choice(string.ascii_letters + string.digits) for _ in range(n))
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"region": _random_text(6000)}, "region: String should have at most 64 characters"),
+    ({"zone": _random_text(6000)}, "zone: String should have at most 64 characters"),
+    ({"region": "mars-north1"}, "VM vm-a reports region 'mars-north1', which cluster 4xa100-40gb does not use "
+                                "(its regions: ['us-central1', 'us-west1', 'europe-west4'])"),
+], ids=["6000-character region (answered 500 forever)", "6000-character zone", "a region the cluster does not use"])
+def test_a_vm_heartbeat_from_nowhere_its_cluster_runs_is_rejected_once(functions, zen, publisher, change, reason):
+    for _ in range(2):  # a redelivery is acked again, recorded once
+        assert functions.send("on_heartbeat", vm_heartbeat(**change), message_id="m-vm").status_code == 200
+    _, _, rejected = snapshot(zen)
+    assert len(rejected) == 1 and reason in rejected[0]["reason"], rejected
+    assert reason in rejected_events(publisher)[0]["reason"]
+    with zen.db.transaction() as session:
+        assert session.sql("SELECT name FROM vms") == []
+
+
 @pytest.mark.parametrize("change, reason", [
     ({"priority": "1"}, "priority: Input should be a valid integer"),
     ({"priority": True}, "priority: Input should be a valid integer"),

@@ -194,6 +194,11 @@ class JobService(TickSweeps):
         if self._config.cluster(hb.cluster) is None:
             return self.reject(envelope, self._topics.heartbeats, f"unknown cluster {hb.cluster!r}", None,
                                 "job.message_ignored")
+        regions = self._config.cluster(hb.cluster).regions
+        if hb.region not in regions:  # a VM Zen never scales for: no MIG, no start subscription of it
+            return self.reject(envelope, self._topics.heartbeats, f"VM {hb.vm} reports region {hb.region!r}, "
+                               f"which cluster {hb.cluster} does not use (its regions: {regions})", None,
+                               "job.message_ignored")
         with self._db.transaction() as session:
             applied = repository.upsert_vm(
                 session, name=hb.vm, cluster=hb.cluster, region=hb.region, zone=hb.zone, state=hb.state.value,
