@@ -39,6 +39,7 @@ BAD_SUBMISSIONS = [
     (json.dumps(job_request("j", regions=["mars-north1"])).encode(), "not used by cluster 4xa100-40gb"),
     (json.dumps(job_request("j", max_attempts=99)).encode(), "max_attempts 99 is above the limit 10"),
     (json.dumps(job_request("bad id with spaces")).encode(), "job_id must be"),
+    (json.dumps(job_request("train-42\n")).encode(), "job_id: Value error, job_id must be"),  # "$" took the "\n"
     (json.dumps(job_request("j", version=2)).encode(), "unsupported message version 2"),
     (json.dumps(job_request("j", env={"X": "y" * 70_000})).encode(), "the limit is 65536"),
     # docker run's options are not images: each would run among them (the command's first word as the image)
@@ -287,3 +288,11 @@ def test_a_message_id_that_cannot_be_a_job_id_needs_an_explicit_job_id(functions
     assert functions.send("on_job_submitted", job_request(None), message_id="topic/7").status_code == 200
     jobs, _, rejected = snapshot(zen)
     assert jobs == [] and "give a job_id" in rejected[0]["reason"], rejected
+
+
+def test_a_message_id_with_a_final_newline_is_not_a_job_id(functions, zen):
+    """Python's "$" matches before a final "\n": the job "17\n" printed like "17" and its outputs went
+    to an object name no upload could create."""
+    assert functions.send("on_job_submitted", job_request(None), message_id="17\n").status_code == 200
+    jobs, _, rejected = snapshot(zen)
+    assert jobs == [] and "message.messageId must be 1-256 printable ASCII characters" in rejected[0]["reason"]

@@ -43,6 +43,7 @@ def test_inputs_with_sizes_and_an_output_prefix_are_accepted_and_kept():
     ({"inputs": [{"uri": "gs://bkt/a/x"}, {"uri": "gs://bkt/b/x/"}]}, "would both be staged as 'x'"),
     ({"inputs": ["gs://bkt/x"]}, "Input should be an object"),
     ({"outputs": "gs://bkt/../out"}, "'.' or '..' parts"),
+    ({"outputs": "gs://results-bkt\n"}, "bucket names are 3-63 characters"),  # "$" matched before a final "\n"
     ({"outputs": ["gs://bkt/out"]}, "valid string"),
 ])
 def test_bad_inputs_and_outputs_are_refused_with_the_reason(fields, says):

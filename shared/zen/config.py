@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from zen.errors import ConfigError, describe_validation_error
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.yaml")
-_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}\Z")  # \Z: "$" allows a final "\n"
 
 
 class _Strict(BaseModel):

@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 
 SCHEME = "gs://"
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]*[a-z0-9]$")
-_IP_ADDRESS = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]*[a-z0-9]\Z")  # \Z: "$" allows a final "\n"
+_IP_ADDRESS = re.compile(r"^\d{1,3}(\.\d{1,3}){3}\Z")
 MAX_OBJECT_BYTES = 1024
 
 

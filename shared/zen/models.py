@@ -39,7 +39,7 @@ from zen.text import find_unstorable, unstorable_problem
 MESSAGE_VERSION = 1
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
-JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}\Z")  # \Z: "$" allows a final "\n"
 MAX_INPUTS = 16
 
 
