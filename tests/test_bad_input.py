@@ -296,3 +296,27 @@ def test_a_message_id_with_a_final_newline_is_not_a_job_id(functions, zen):
     assert functions.send("on_job_submitted", job_request(None), message_id="17\n").status_code == 200
     jobs, _, rejected = snapshot(zen)
     assert jobs == [] and "message.messageId must be 1-256 printable ASCII characters" in rejected[0]["reason"]
+
+
+def test_an_outputs_prefix_must_leave_room_for_the_names_of_the_jobs_files(functions, zen):
+    """Files go to <outputs>/<job_id>/attempt-<n>/<path>, an object name of at most 1024 bytes: a ~1000
+    byte prefix validated, the job ran, and every upload failed. Refused at submission with the length
+    that fits, whether the job id is given or is the message id; a prefix of that length is accepted."""
+    prefix = "gs://zen-results/" + "/".join(["p" * 99] * 10)  # 999 bytes: a valid object name
+    functions.send("on_job_submitted", job_request("longout", outputs=prefix), message_id="m-out")
+    functions.send("on_job_submitted", job_request(None, outputs=prefix), message_id="12345678901234567")
+    jobs, _, rejected = snapshot(zen)
+    assert jobs == [] and [r["reason"] for r in rejected] == [
+        "the outputs prefix is 999 bytes: each file goes to <outputs>/longout/attempt-<n>/<its path>, an object "
+        "name of at most 1024 bytes, so it leaves 0 bytes for a file's path (128 needed): give a prefix of at "
+        "most 868 bytes, or a shorter job_id",
+        "the outputs prefix is 999 bytes: each file goes to <outputs>/12345678901234567/attempt-<n>/<its path>, "
+        "an object name of at most 1024 bytes, so it leaves 0 bytes for a file's path (128 needed): give a "
+        "prefix of at most 858 bytes, or a shorter job_id"]
+    fits = prefix[:len("gs://zen-results/") + 868]
+    functions.submit(job_request("longout", outputs=fits), message_id="m-fits")
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "longout").status.value == "QUEUED"
+    from zen.gcs import OUTPUT_NAME_ROOM, output_destination, split_uri
+
+    split_uri(output_destination(fits, "longout", 2**31 - 1) + "f" * OUTPUT_NAME_ROOM)  # an upload's name is valid

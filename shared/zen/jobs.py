@@ -82,7 +82,7 @@ class JobService(TickSweeps):
             if not JOB_ID_PATTERN.match(job_id):
                 raise Rejected(f"the request has no job_id and its message id {escape_unstorable(job_id, 200)!r} "
                                "is not a valid job_id: give a job_id")
-            resolved = resolve_request(self._config, request)
+            resolved = resolve_request(self._config, request, job_id)
         except Rejected as rejection:
             return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected")
         canonical = request.model_dump(mode="json", exclude_none=True)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from zen.config import ClusterConfig, ZenConfig
 from zen.errors import Rejected
+from zen.gcs import output_room_problem
 from zen.locality import order_by_data
 from zen.models import JobRequest
 from zen.queueing import Queueing
@@ -55,8 +56,14 @@ class Resolved:
     shapes: list[Shape] = field(default_factory=list)  # every acceptable shape, preferred first
 
 
-def resolve_request(config: ZenConfig, request: JobRequest) -> Resolved:
-    """The cluster, regions, attempt limit and queue of a valid request, or ``Rejected``."""
+def resolve_request(config: ZenConfig, request: JobRequest, job_id: str | None = None) -> Resolved:
+    """The cluster, regions, attempt limit and queue of a valid request, or ``Rejected``. ``job_id``:
+    the one it gets when the request names none (the message id)."""
+    job_id = request.job_id or job_id
+    if request.outputs is not None and job_id is not None:
+        problem = output_room_problem(request.outputs, job_id)
+        if problem:
+            raise Rejected(problem)
     max_attempts = request.max_attempts or config.attempts.default_max_attempts
     if max_attempts > config.attempts.max_max_attempts:
         raise Rejected(f"max_attempts {max_attempts} is above the limit {config.attempts.max_max_attempts}")
