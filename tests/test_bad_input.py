@@ -320,3 +320,28 @@ def test_an_outputs_prefix_must_leave_room_for_the_names_of_the_jobs_files(funct
     from zen.gcs import OUTPUT_NAME_ROOM, output_destination, split_uri
 
     split_uri(output_destination(fits, "longout", 2**31 - 1) + "f" * OUTPUT_NAME_ROOM)  # an upload's name is valid
+
+
+def test_a_redelivered_submission_accepted_before_a_configuration_change_is_its_duplicate(
+        functions, zen, config, db, publisher, clock):
+    """Pub/Sub redelivers a submission whose ack was lost after a new revision lowered max_max_attempts:
+    its job lives on, so the redelivery is a duplicate, not a rejection that tells the user the running
+    job was refused. A new request (or another request under that job_id) meets the new rules."""
+    from zen.app import Zen
+    from zen.local.invoke import FunctionsInvoker
+
+    payload = job_request("live", max_attempts=8)
+    functions.submit(payload, message_id="m-1")
+    tightened = config.model_copy(update={"attempts": config.attempts.model_copy(update={"max_max_attempts": 5})})
+    revision = FunctionsInvoker(Zen(tightened, db, publisher, clock))
+    try:
+        revision.submit(payload, message_id="m-1")
+        revision.submit(job_request("live", max_attempts=9), message_id="m-2")
+        revision.submit(job_request("new", max_attempts=8), message_id="m-3")
+    finally:
+        revision.zen.relay.marks.flush()
+    jobs, _, rejected = snapshot(zen)
+    assert [(job["job_id"], job["status"].value) for job in jobs] == [("live", "QUEUED")]
+    assert [(r["message_id"], r["reason"]) for r in rejected] == [
+        ("m-2", "max_attempts 9 is above the limit 5"), ("m-3", "max_attempts 8 is above the limit 5")]
+    assert [e["job_id"] for e in rejected_events(publisher)] == ["live", "new"]

@@ -82,12 +82,20 @@ class JobService(TickSweeps):
             if not JOB_ID_PATTERN.match(job_id):
                 raise Rejected(f"the request has no job_id and its message id {escape_unstorable(job_id, 200)!r} "
                                "is not a valid job_id: give a job_id")
-            resolved = resolve_request(self._config, request, job_id)
         except Rejected as rejection:
             return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected")
         canonical = request.model_dump(mode="json", exclude_none=True)
         canonical["job_id"] = job_id
         request_hash = hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
+        try:
+            resolved = resolve_request(self._config, request, job_id)
+        except Rejected as rejection:  # unless Pub/Sub redelivers a request accepted before a configuration change
+            with self._db.transaction() as session:
+                existing = repository.get_job(session, job_id)
+            if existing is None or existing.request_hash != request_hash:
+                return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected")
+            log.info("duplicate submit ignored", extra={"job_id": job_id})
+            return Outcome("duplicate", job_id)
         now = self._clock()
         pending = Job(job_id=job_id, status=JobStatus.PENDING, attempt=1, max_attempts=resolved.max_attempts,
                       cluster=resolved.cluster, user_id=request.user_id, priority=request.priority,
