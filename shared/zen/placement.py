@@ -15,7 +15,7 @@ before publishing: it needs only the configuration, and raises ``Rejected`` with
 Flavor fungibility (Kueue with Karpenter): a request may give ``gpu_types`` (preferred first) with
 ``gpu_count`` instead of one ``gpu_type``. Each type maps to its smallest fitting cluster; shapes
 its queue could never hold, or whose regions the request's ``regions`` exclude, drop out (none
-left: rejected). At submission the function then takes the first remaining shape (``choose``)
+left: rejected; so is a request naming a region no remaining shape's cluster uses). At submission the function then takes the first remaining shape (``choose``)
 whose queue has quota free for the job now (within its own nominal quota plus what it may borrow,
 and its cohort's) and whose allowed regions are not all blocked by stockouts (the planner's
 memory); when none qualifies, the first shape, where the job waits like any other. The choice is
@@ -143,6 +143,12 @@ def _acceptable_shapes(config: ZenConfig, request: JobRequest) -> tuple[list[Sha
         shapes.append(Shape(cluster.name, regions, cluster.gpus_held(request.gpu_count)))
     if not shapes:
         raise Rejected(f"none of the GPU types can take the job ({'; '.join(why_not)}); offered: {_offered(config)}")
+    clusters = [config.cluster(shape.cluster) for shape in shapes]
+    outside = [r for r in request.regions or [] if not any(r in cluster.regions for cluster in clusters)]
+    if outside:  # as with one cluster (_regions): a typo is reported, not dropped
+        used = "; ".join(f"{cluster.name}: {cluster.regions}" for cluster in clusters)
+        raise Rejected(f"regions {outside} are not used by the clusters of the acceptable GPU shapes "
+                       f"(their regions: {used})")
     return shapes, queue
 
 
