@@ -1,5 +1,6 @@
 """Several acceptable GPU shapes per request (zen.placement): the function takes the first shape with
-quota free and a region in stock, else the first; shapes no queue or region allows drop out."""
+quota free and a region in stock, else the first; shapes no queue or region allows drop out. And the
+limits a request resolves to."""
 
 from __future__ import annotations
 
@@ -96,3 +97,17 @@ def test_regions_no_acceptable_shape_uses_are_refused_as_with_one_cluster(functi
         "regions ['mars-north1'] are not used by the clusters of the acceptable GPU shapes (their regions: "
         "4xa100-40gb: ['us-central1', 'us-west1', 'europe-west4']; 1xl4: ['us-central1', 'us-east4', 'europe-west4'])")
     assert (accepted.cluster, accepted.regions) == ("4xa100-40gb", ["us-west1"])  # each shape keeps its own
+
+
+def test_a_job_without_max_runtime_s_gets_the_configured_cap(functions, zen, publisher):
+    """limits.max_runtime_s capped what a request asked for, but a request that asked for nothing ran
+    without any limit: the cap is now its limit, which the agent enforces from the start message."""
+    functions.submit(job_request("forever"))
+    functions.submit(job_request("short", max_runtime_s=60))
+    functions.submit(job_request("forever"))  # a redelivery: still the same request, not a reuse
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "forever").max_runtime_s == zen.config.limits.max_runtime_s == 604800
+        assert repository.get_job(session, "short").max_runtime_s == 60
+        assert repository.list_rejections(session) == []
+    starts = {json.loads(m.data)["job_id"]: json.loads(m.data) for m in publisher.on("zen-job-start")}
+    assert (starts["forever"]["max_runtime_s"], starts["short"]["max_runtime_s"]) == (604800, 60)

@@ -100,7 +100,7 @@ class JobService(TickSweeps):
         pending = Job(job_id=job_id, status=JobStatus.PENDING, attempt=1, max_attempts=resolved.max_attempts,
                       cluster=resolved.cluster, user_id=request.user_id, priority=request.priority,
                       regions=resolved.regions, request=canonical, request_hash=request_hash,
-                      max_runtime_s=request.max_runtime_s, region=None, zone=None, vm=None, last_seq=0,
+                      max_runtime_s=resolved.max_runtime_s, region=None, zone=None, vm=None, last_seq=0,
                       last_heartbeat_at=None, submitted_at=now, queued_at=None, started_at=None, finished_at=None,
                       exit_code=None, message=None, updated_at=now, queue=resolved.queue,
                       gpus=self._config.cluster(resolved.cluster).gpus_held(request.gpu_count))

@@ -10,15 +10,19 @@ The claim is checked again (``lifecycle.decide_heartbeat``): a VM whose heartbea
 the tags is told RELEASE. Agents report their tags in every job heartbeat (``Heartbeat.tags``).
 
 ``resolve_request`` is the rule ``on_job_submitted`` applies, shared with ``zen submit``'s check
-before publishing: it needs only the configuration, and raises ``Rejected`` with the reason.
+before publishing: it needs only the configuration, and raises ``Rejected`` with the reason. It
+also applies the limits: ``max_attempts`` and ``max_runtime_s`` at most the configured caps (a
+request without ``max_runtime_s`` gets the cap: no job runs unbounded), and an ``outputs`` prefix
+that leaves room for the job's file names (``zen.gcs.output_room_problem``).
 
 Flavor fungibility (Kueue with Karpenter): a request may give ``gpu_types`` (preferred first) with
 ``gpu_count`` instead of one ``gpu_type``. Each type maps to its smallest fitting cluster; shapes
 its queue could never hold, or whose regions the request's ``regions`` exclude, drop out (none
-left: rejected; so is a request naming a region no remaining shape's cluster uses). At submission the function then takes the first remaining shape (``choose``)
-whose queue has quota free for the job now (within its own nominal quota plus what it may borrow,
-and its cohort's) and whose allowed regions are not all blocked by stockouts (the planner's
-memory); when none qualifies, the first shape, where the job waits like any other. The choice is
+left: rejected; so is a request naming a region no remaining shape's cluster uses). At submission
+the function then takes the first remaining shape (``choose``) whose queue has quota free for the
+job now (within its own nominal quota plus what it may borrow, and its cohort's) and whose allowed
+regions are not all blocked by stockouts (the planner's memory); when none qualifies, the first
+shape, where the job waits like any other. The choice is
 made once, at submission: a job waiting on one shape does not move to another that frees later
 (Kueue re-evaluates flavors at each admission attempt; not done here).
 """
@@ -53,6 +57,7 @@ class Resolved:
     regions: list[str]
     max_attempts: int
     queue: str | None  # None without ``queues:``
+    max_runtime_s: int = 0  # the request's, else the configured cap (limits.max_runtime_s)
     shapes: list[Shape] = field(default_factory=list)  # every acceptable shape, preferred first
 
 
@@ -76,7 +81,8 @@ def resolve_request(config: ZenConfig, request: JobRequest, job_id: str | None =
         queue = _queue(config, request, cluster)
     else:
         shapes, queue = _acceptable_shapes(config, request)
-    return Resolved(shapes[0].cluster, shapes[0].regions, max_attempts, queue, shapes)
+    max_runtime_s = config.limits.max_runtime_s if request.max_runtime_s is None else request.max_runtime_s
+    return Resolved(shapes[0].cluster, shapes[0].regions, max_attempts, queue, max_runtime_s, shapes)
 
 
 def _one_cluster(config: ZenConfig, request: JobRequest) -> ClusterConfig:
