@@ -238,17 +238,21 @@ def _random_text(n: int) -> str:
     return "".join(rnd.choice(string.ascii_letters + string.digits) for _ in range(n))
 
 
-@pytest.mark.parametrize("change, reason", [
-    ({"region": _random_text(6000)}, "region: String should have at most 64 characters"),
-    ({"zone": _random_text(6000)}, "zone: String should have at most 64 characters"),
-    ({"region": "mars-north1"}, "VM vm-a reports region 'mars-north1', which cluster 4xa100-40gb does not use "
-                                "(its regions: ['us-central1', 'us-west1', 'europe-west4'])"),
+@pytest.mark.parametrize("change, reason, kind", [
+    ({"region": _random_text(6000)}, "region: String should have at most 64 characters", "malformed"),
+    ({"zone": _random_text(6000)}, "zone: String should have at most 64 characters", "malformed"),
+    ({"region": "mars-north1"}, "VM vm-a in region 'mars-north1': cluster 4xa100-40gb does not use that region "
+                                "(its regions: ['us-central1', 'us-west1', 'europe-west4'])", "forbidden"),
 ], ids=["6000-character region (answered 500 forever)", "6000-character zone", "a region the cluster does not use"])
-def test_a_vm_heartbeat_from_nowhere_its_cluster_runs_is_rejected_once(functions, zen, publisher, change, reason):
+def test_a_vm_heartbeat_from_nowhere_its_cluster_runs_is_rejected_once(functions, zen, publisher, change, reason,
+                                                                       kind):
+    from zen import telemetry
+
     for _ in range(2):  # a redelivery is acked again, recorded once
         assert functions.send("on_heartbeat", vm_heartbeat(**change), message_id="m-vm").status_code == 200
     _, _, rejected = snapshot(zen)
     assert len(rejected) == 1 and reason in rejected[0]["reason"], rejected
+    assert telemetry.reason_class(rejected[0]["reason"]) == kind  # the operator's metric label
     assert reason in rejected_events(publisher)[0]["reason"]
     with zen.db.transaction() as session:
         assert session.sql("SELECT name FROM vms") == []

@@ -204,8 +204,8 @@ class JobService(TickSweeps):
                                 "job.message_ignored")
         regions = self._config.cluster(hb.cluster).regions
         if hb.region not in regions:  # a VM Zen never scales for: no MIG, no start subscription of it
-            return self.reject(envelope, self._topics.heartbeats, f"VM {hb.vm} reports region {hb.region!r}, "
-                               f"which cluster {hb.cluster} does not use (its regions: {regions})", None,
+            return self.reject(envelope, self._topics.heartbeats, f"VM {hb.vm} in region {hb.region!r}: cluster "
+                               f"{hb.cluster} does not use that region (its regions: {regions})", None,
                                "job.message_ignored")
         with self._db.transaction() as session:
             applied = repository.upsert_vm(
