@@ -39,8 +39,15 @@ BAD_SUBMISSIONS = [
     (json.dumps(job_request("j", regions=["mars-north1"])).encode(), "not used by cluster 4xa100-40gb"),
     (json.dumps(job_request("j", max_attempts=99)).encode(), "max_attempts 99 is above the limit 10"),
     (json.dumps(job_request("bad id with spaces")).encode(), "job_id must be"),
+    (json.dumps(job_request("train-42\n")).encode(), "job_id: Value error, job_id must be"),  # "$" took the "\n"
     (json.dumps(job_request("j", version=2)).encode(), "unsupported message version 2"),
     (json.dumps(job_request("j", env={"X": "y" * 70_000})).encode(), "the limit is 65536"),
+    # docker run's options are not images: each would run among them (the command's first word as the image)
+    (json.dumps(job_request("j", image="--privileged", command=["ubuntu", "sh"])).encode(),
+     "image '--privileged' starts with '-', which docker run would read as one of its options"),
+    (json.dumps(job_request("j", image="--volume=/:/host", command=["ubuntu", "cat", "/host/etc/shadow"])).encode(),
+     "image '--volume=/:/host' starts with '-'"),
+    (json.dumps(job_request("j", image="Team/Train:1")).encode(), "the repository path must be lowercase"),
 ]
 
 
@@ -223,6 +230,34 @@ def test_content_that_broke_the_rejection_or_the_driver_is_rejected_once(functio
     assert reason in event["reason"]  # published: the escaped reason is valid UTF-8 JSON
 
 
+def _random_text(n: int) -> str:
+    import random
+    import string
+
+    rnd = random.Random(n)  # random, so that Postgres cannot compress it under its index row limit
+    return "".join(rnd.choice(string.ascii_letters + string.digits) for _ in range(n))
+
+
+@pytest.mark.parametrize("change, reason, kind", [
+    ({"region": _random_text(6000)}, "region: String should have at most 64 characters", "malformed"),
+    ({"zone": _random_text(6000)}, "zone: String should have at most 64 characters", "malformed"),
+    ({"region": "mars-north1"}, "VM vm-a in region 'mars-north1': cluster 4xa100-40gb does not use that region "
+                                "(its regions: ['us-central1', 'us-west1', 'europe-west4'])", "forbidden"),
+], ids=["6000-character region (answered 500 forever)", "6000-character zone", "a region the cluster does not use"])
+def test_a_vm_heartbeat_from_nowhere_its_cluster_runs_is_rejected_once(functions, zen, publisher, change, reason,
+                                                                       kind):
+    from zen import telemetry
+
+    for _ in range(2):  # a redelivery is acked again, recorded once
+        assert functions.send("on_heartbeat", vm_heartbeat(**change), message_id="m-vm").status_code == 200
+    _, _, rejected = snapshot(zen)
+    assert len(rejected) == 1 and reason in rejected[0]["reason"], rejected
+    assert telemetry.reason_class(rejected[0]["reason"]) == kind  # the operator's metric label
+    assert reason in rejected_events(publisher)[0]["reason"]
+    with zen.db.transaction() as session:
+        assert session.sql("SELECT name FROM vms") == []
+
+
 @pytest.mark.parametrize("change, reason", [
     ({"priority": "1"}, "priority: Input should be a valid integer"),
     ({"priority": True}, "priority: Input should be a valid integer"),
@@ -257,3 +292,60 @@ def test_a_message_id_that_cannot_be_a_job_id_needs_an_explicit_job_id(functions
     assert functions.send("on_job_submitted", job_request(None), message_id="topic/7").status_code == 200
     jobs, _, rejected = snapshot(zen)
     assert jobs == [] and "give a job_id" in rejected[0]["reason"], rejected
+
+
+def test_a_message_id_with_a_final_newline_is_not_a_job_id(functions, zen):
+    """Python's "$" matches before a final "\n": the job "17\n" printed like "17" and its outputs went
+    to an object name no upload could create."""
+    assert functions.send("on_job_submitted", job_request(None), message_id="17\n").status_code == 200
+    jobs, _, rejected = snapshot(zen)
+    assert jobs == [] and "message.messageId must be 1-256 printable ASCII characters" in rejected[0]["reason"]
+
+
+def test_an_outputs_prefix_must_leave_room_for_the_names_of_the_jobs_files(functions, zen):
+    """Files go to <outputs>/<job_id>/attempt-<n>/<path>, an object name of at most 1024 bytes: a ~1000
+    byte prefix validated, the job ran, and every upload failed. Refused at submission with the length
+    that fits, whether the job id is given or is the message id; a prefix of that length is accepted."""
+    prefix = "gs://zen-results/" + "/".join(["p" * 99] * 10)  # 999 bytes: a valid object name
+    functions.send("on_job_submitted", job_request("longout", outputs=prefix), message_id="m-out")
+    functions.send("on_job_submitted", job_request(None, outputs=prefix), message_id="12345678901234567")
+    jobs, _, rejected = snapshot(zen)
+    assert jobs == [] and [r["reason"] for r in rejected] == [
+        "the outputs prefix is 999 bytes: each file goes to <outputs>/longout/attempt-<n>/<its path>, an object "
+        "name of at most 1024 bytes, so it leaves 0 bytes for a file's path (128 needed): give a prefix of at "
+        "most 868 bytes, or a shorter job_id",
+        "the outputs prefix is 999 bytes: each file goes to <outputs>/12345678901234567/attempt-<n>/<its path>, "
+        "an object name of at most 1024 bytes, so it leaves 0 bytes for a file's path (128 needed): give a "
+        "prefix of at most 858 bytes, or a shorter job_id"]
+    fits = prefix[:len("gs://zen-results/") + 868]
+    functions.submit(job_request("longout", outputs=fits), message_id="m-fits")
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "longout").status.value == "QUEUED"
+    from zen.gcs import OUTPUT_NAME_ROOM, output_destination, split_uri
+
+    split_uri(output_destination(fits, "longout", 2**31 - 1) + "f" * OUTPUT_NAME_ROOM)  # an upload's name is valid
+
+
+def test_a_redelivered_submission_accepted_before_a_configuration_change_is_its_duplicate(
+        functions, zen, config, db, publisher, clock):
+    """Pub/Sub redelivers a submission whose ack was lost after a new revision lowered max_max_attempts:
+    its job lives on, so the redelivery is a duplicate, not a rejection that tells the user the running
+    job was refused. A new request (or another request under that job_id) meets the new rules."""
+    from zen.app import Zen
+    from zen.local.invoke import FunctionsInvoker
+
+    payload = job_request("live", max_attempts=8)
+    functions.submit(payload, message_id="m-1")
+    tightened = config.model_copy(update={"attempts": config.attempts.model_copy(update={"max_max_attempts": 5})})
+    revision = FunctionsInvoker(Zen(tightened, db, publisher, clock))
+    try:
+        revision.submit(payload, message_id="m-1")
+        revision.submit(job_request("live", max_attempts=9), message_id="m-2")
+        revision.submit(job_request("new", max_attempts=8), message_id="m-3")
+    finally:
+        revision.zen.relay.marks.flush()
+    jobs, _, rejected = snapshot(zen)
+    assert [(job["job_id"], job["status"].value) for job in jobs] == [("live", "QUEUED")]
+    assert [(r["message_id"], r["reason"]) for r in rejected] == [
+        ("m-2", "max_attempts 9 is above the limit 5"), ("m-3", "max_attempts 8 is above the limit 5")]
+    assert [e["job_id"] for e in rejected_events(publisher)] == ["live", "new"]

@@ -120,6 +120,28 @@ def test_a_value_the_driver_cannot_send_is_data_rejected_and_its_connection_neve
         assert session.sql("SELECT 7 AS n") == [{"n": 7}]
 
 
+def test_a_value_beyond_a_postgres_limit_is_data_rejected_not_retried(db):
+    """SQLSTATE class 54 (program limit exceeded), e.g. 54000: a region too large for the btree index
+    vms_cluster_region (random text, so compression does not shrink it). Retrying cannot help: it is
+    rejected like a data exception, not left to answer 500 on every delivery."""
+    import random
+    import string
+    from datetime import datetime, timezone
+
+    from zen.errors import DataRejected
+    from zen.store import repository
+
+    rnd = random.Random(1)
+    region = "".join(rnd.choice(string.ascii_letters + string.digits) for _ in range(6000))
+    now = datetime.now(timezone.utc)
+    with pytest.raises(DataRejected, match=r"the database refused the data \(54000\)"):
+        with db.transaction() as session:
+            repository.upsert_vm(session, name="vm-x", cluster="4xa100-40gb", region=region, zone="z", state="IDLE",
+                                 job_id=None, attempt=None, seq=1, sent_at=now, now=now)
+    with db.session() as session:
+        assert session.sql("SELECT count(*) AS n FROM vms") == [{"n": 0}]
+
+
 def test_the_scripted_demo_module_imports():
     import zen.demo  # `zen demo --scripted` once failed on a helper the CLI had renamed
 

@@ -43,9 +43,24 @@ def test_inputs_with_sizes_and_an_output_prefix_are_accepted_and_kept():
     ({"inputs": [{"uri": "gs://bkt/a/x"}, {"uri": "gs://bkt/b/x/"}]}, "would both be staged as 'x'"),
     ({"inputs": ["gs://bkt/x"]}, "Input should be an object"),
     ({"outputs": "gs://bkt/../out"}, "'.' or '..' parts"),
+    ({"outputs": "gs://results-bkt\n"}, "bucket names are 3-63 characters"),  # "$" matched before a final "\n"
     ({"outputs": ["gs://bkt/out"]}, "valid string"),
 ])
 def test_bad_inputs_and_outputs_are_refused_with_the_reason(fields, says):
     with pytest.raises(ValidationError) as raised:
         request(**fields)
     assert says in str(raised.value)
+
+
+def test_an_image_is_a_container_image_reference_never_a_docker_option():
+    """The agent runs ``docker run [options] IMAGE CMD``: an image such as ``--gpus=all`` would be one
+    of the options. Docker's reference grammar (zen.images) lets every real image through."""
+    for image in ("img:1", "ubuntu", "localhost:5000/a/b:v1.2", "us-docker.pkg.dev/p/r/train@sha256:" + "b" * 64,
+                  "gcr.io/p/x_y__z/a-b.c:Tag_1@sha256:" + "c" * 64, "[::1]:5000/x"):
+        assert request(image=image).image == image
+    for image, says in [("--gpus=all", "starts with '-'"), ("-v", "starts with '-'"),
+                        ("a b", "not a container image reference"), ("img:", "not a container image reference"),
+                        ("ubuntu;sh", "not a container image reference"), ("x" * 256, "at most 255 characters")]:
+        with pytest.raises(ValidationError) as raised:
+            request(image=image)
+        assert says in str(raised.value), image

@@ -1,5 +1,6 @@
 """Several acceptable GPU shapes per request (zen.placement): the function takes the first shape with
-quota free and a region in stock, else the first; shapes no queue or region allows drop out."""
+quota free and a region in stock, else the first; shapes no queue or region allows drop out. And the
+limits a request resolves to."""
 
 from __future__ import annotations
 
@@ -81,3 +82,32 @@ def test_a_shape_beyond_the_queues_borrowing_limit_is_passed_over(queued_zen):  
     functions.submit(fungible("flex", ["nvidia-tesla-a100", "nvidia-l4"]))
     assert placed(zen, "flex") == ("1xl4", "QUEUED", "submitted; GPU shape 1xl4 (4xa100-40gb: queue team-a has no "
                                    "quota free (8 GPUs held, at most 8 with borrowing))")
+
+
+def test_regions_no_acceptable_shape_uses_are_refused_as_with_one_cluster(functions, zen):
+    """With ``cluster``, an unknown region is refused; with ``gpu_types`` it was dropped in silence,
+    so a typo (``mars-north1``) ran the job only in the other regions listed."""
+    functions.submit(fungible("f5", ["nvidia-tesla-a100", "nvidia-l4"], regions=["mars-north1", "europe-west4"]))
+    functions.submit(fungible("f6", ["nvidia-tesla-a100", "nvidia-l4"], regions=["us-east4", "us-west1"]))
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "f5") is None
+        [rejection] = repository.list_rejections(session)
+        accepted = repository.get_job(session, "f6")
+    assert rejection["reason"] == (
+        "regions ['mars-north1'] are not used by the clusters of the acceptable GPU shapes (their regions: "
+        "4xa100-40gb: ['us-central1', 'us-west1', 'europe-west4']; 1xl4: ['us-central1', 'us-east4', 'europe-west4'])")
+    assert (accepted.cluster, accepted.regions) == ("4xa100-40gb", ["us-west1"])  # each shape keeps its own
+
+
+def test_a_job_without_max_runtime_s_gets_the_configured_cap(functions, zen, publisher):
+    """limits.max_runtime_s capped what a request asked for, but a request that asked for nothing ran
+    without any limit: the cap is now its limit, which the agent enforces from the start message."""
+    functions.submit(job_request("forever"))
+    functions.submit(job_request("short", max_runtime_s=60))
+    functions.submit(job_request("forever"))  # a redelivery: still the same request, not a reuse
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "forever").max_runtime_s == zen.config.limits.max_runtime_s == 604800
+        assert repository.get_job(session, "short").max_runtime_s == 60
+        assert repository.list_rejections(session) == []
+    starts = {json.loads(m.data)["job_id"]: json.loads(m.data) for m in publisher.on("zen-job-start")}
+    assert (starts["forever"]["max_runtime_s"], starts["short"]["max_runtime_s"]) == (604800, 60)

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from zen.errors import ConfigError, describe_validation_error
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.yaml")
-_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}\Z")  # \Z: "$" allows a final "\n"
 
 
 class _Strict(BaseModel):
@@ -157,7 +157,8 @@ class Attempts(_Strict):
 
 class Limits(_Strict):
     max_message_bytes: int = Field(default=64 * 1024, gt=0, description="Larger payloads are rejected")
-    max_runtime_s: int = Field(default=7 * 24 * 3600, gt=0, description="Cap on a job's max_runtime_s")
+    max_runtime_s: int = Field(default=7 * 24 * 3600, gt=0,
+                               description="Cap on a job's max_runtime_s, and its value when it gives none")
 
 
 _Gpus = Annotated[int, Field(ge=0, strict=True)]

@@ -23,7 +23,7 @@ from zen.models import JOB_ID_PATTERN
 from zen.text import escape_unstorable
 
 PUBSUB_EVENT_TYPE = "google.cloud.pubsub.topic.v1.messagePublished"
-MESSAGE_ID = re.compile(r"^[\x21-\x7e]{1,256}$")  # Pub/Sub's are decimal digits
+MESSAGE_ID = re.compile(r"^[\x21-\x7e]{1,256}\Z")  # Pub/Sub's are decimal digits
 
 
 class PubSubEnvelope(BaseModel):

@@ -7,6 +7,11 @@ in ``/`` or when no object has exactly that name (the agent decides by listing; 
 part at most 63) of lowercase letters, digits, ``-``, ``_`` and ``.``, starting and ending with a
 letter or digit, not an IP address, not starting with ``goog``. Object names: at most 1024 bytes of
 UTF-8 without carriage return or line feed.
+
+A job's ``outputs`` prefix must leave room under it: the agent uploads each file as
+``<outputs>/<job_id>/attempt-<n>/<path>`` (``output_destination``), so a prefix that leaves fewer than
+``OUTPUT_NAME_ROOM`` bytes of the 1024 for the file's path once the job id and the largest attempt
+number are added is refused at submission (``output_room_problem``), not found by a failed upload.
 """
 
 from __future__ import annotations
@@ -14,9 +19,13 @@ from __future__ import annotations
 import re
 
 SCHEME = "gs://"
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]*[a-z0-9]$")
-_IP_ADDRESS = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]*[a-z0-9]\Z")  # \Z: "$" allows a final "\n"
+_IP_ADDRESS = re.compile(r"^\d{1,3}(\.\d{1,3}){3}\Z")
 MAX_OBJECT_BYTES = 1024
+OUTPUT_NAME_ROOM = 128  # bytes an outputs prefix must leave for the path of a file under ZEN_OUTPUT_DIR
+# Attempt numbers are Postgres integers: a preemption starts an attempt without spending the budget,
+# so they are not bounded by max_attempts.
+_LARGEST_ATTEMPT = 2**31 - 1
 
 
 def bucket_problem(bucket: str) -> str | None:
@@ -67,3 +76,24 @@ def check_input_names(uris: list[str]) -> None:
         if name in seen:
             raise ValueError(f"inputs {seen[name]} and {uri} would both be staged as {name!r} in ZEN_INPUT_DIR")
         seen[name] = uri
+
+
+def output_destination(outputs: str, job_id: str, attempt: int) -> str:
+    """``gs://bucket/prefix/<job_id>/attempt-<n>/``: where one attempt's ``ZEN_OUTPUT_DIR`` goes."""
+    bucket, path = split_uri(outputs)
+    prefix = f"{path.rstrip('/')}/" if path.strip("/") else ""
+    return f"{SCHEME}{bucket}/{prefix}{job_id}/attempt-{attempt}/"
+
+
+def output_room_problem(outputs: str, job_id: str) -> str | None:
+    """Why no file of job ``job_id`` could be uploaded under ``outputs``, or ``None``."""
+    bucket, path = split_uri(outputs)
+    used = output_destination(outputs, job_id, _LARGEST_ATTEMPT)[len(f"{SCHEME}{bucket}/"):]
+    room = MAX_OBJECT_BYTES - len(used.encode())
+    if room >= OUTPUT_NAME_ROOM:
+        return None
+    length = len(path.rstrip("/").encode())
+    return (f"the outputs prefix is {length} bytes: each file goes to <outputs>/{job_id}/attempt-<n>/<its path>, "
+            f"an object name of at most {MAX_OBJECT_BYTES} bytes, so it leaves {max(room, 0)} bytes for a file's "
+            f"path ({OUTPUT_NAME_ROOM} needed): give a prefix of at most {length - (OUTPUT_NAME_ROOM - room)} "
+            f"bytes, or a shorter job_id")

@@ -81,16 +81,24 @@ class JobService(TickSweeps, VmBeats):
             if not JOB_ID_PATTERN.match(job_id):
                 raise Rejected(f"the request has no job_id and its message id {escape_unstorable(job_id, 200)!r} "
                                "is not a valid job_id: give a job_id")
-            resolved = resolve_request(self._config, request)
         except Rejected as rejection:
             return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected")
         canonical = request.canonical(job_id)
         request_hash = request_fingerprint(canonical)
+        try:
+            resolved = resolve_request(self._config, request, job_id)
+        except Rejected as rejection:  # unless Pub/Sub redelivers a request accepted before a configuration change
+            with self._db.transaction() as session:
+                existing = repository.get_job(session, job_id)
+            if existing is None or existing.request_hash != request_hash:
+                return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected")
+            log.info("duplicate submit ignored", extra={"job_id": job_id})
+            return Outcome("duplicate", job_id)
         now = self._clock()
         pending = Job(job_id=job_id, status=JobStatus.PENDING, attempt=1, max_attempts=resolved.max_attempts,
                       cluster=resolved.cluster, user_id=request.user_id, priority=request.priority,
                       regions=resolved.regions, request=canonical, request_hash=request_hash,
-                      max_runtime_s=request.max_runtime_s, region=None, zone=None, vm=None, last_seq=0,
+                      max_runtime_s=resolved.max_runtime_s, region=None, zone=None, vm=None, last_seq=0,
                       last_heartbeat_at=None, submitted_at=now, queued_at=None, started_at=None, finished_at=None,
                       exit_code=None, message=None, updated_at=now, queue=resolved.queue,
                       gpus=self._config.cluster(resolved.cluster).gpus_held(request.gpu_count))
@@ -192,6 +200,11 @@ class JobService(TickSweeps, VmBeats):
         if self._config.cluster(hb.cluster) is None:
             return self.reject(envelope, self._topics.heartbeats, f"unknown cluster {hb.cluster!r}", None,
                                 "job.message_ignored")
+        regions = self._config.cluster(hb.cluster).regions
+        if hb.region not in regions:  # a VM Zen never scales for: no MIG, no start subscription of it
+            return self.reject(envelope, self._topics.heartbeats, f"VM {hb.vm} in region {hb.region!r}: cluster "
+                               f"{hb.cluster} does not use that region (its regions: {regions})", None,
+                               "job.message_ignored")
         return Outcome("applied" if self.record_vm(hb) else "duplicate", hb.job_id)  # zen.vm_beats
 
     # -- stop ----------------------------------------------------------------------------------

@@ -35,12 +35,13 @@ from pydantic import (
 )
 
 from zen.gcs import check_input_names, check_uri
+from zen.images import check_image
 from zen.text import find_unstorable, unstorable_problem
 
 MESSAGE_VERSION = 1
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
-JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}\Z")  # \Z: "$" allows a final "\n"
 MAX_INPUTS = 16
 
 
@@ -203,7 +204,8 @@ class JobRequest(Message):
     gpu_count: int | None = Field(default=None, ge=1, le=16)
     gpu_types: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = Field(
         default=None, min_length=1, max_length=8, description="Acceptable GPU types, preferred first (zen.placement)")
-    image: str | None = Field(default=None, min_length=1, max_length=1024, pattern=r"^\S+$")
+    image: Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(check_image)] | None = Field(
+        default=None, description="A container image reference (zen.images), never read as a docker option")
     command: list[Annotated[str, Field(max_length=16384)]] | None = Field(default=None, max_length=1024)
     env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(default_factory=dict)
     priority: int = Field(default=0, ge=-1000, le=1000)

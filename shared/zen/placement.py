@@ -10,15 +10,19 @@ The claim is checked again (``lifecycle.decide_heartbeat``): a VM whose heartbea
 the tags is told RELEASE. Agents report their tags in every job heartbeat (``Heartbeat.tags``).
 
 ``resolve_request`` is the rule ``on_job_submitted`` applies, shared with ``zen submit``'s check
-before publishing: it needs only the configuration, and raises ``Rejected`` with the reason.
+before publishing: it needs only the configuration, and raises ``Rejected`` with the reason. It
+also applies the limits: ``max_attempts`` and ``max_runtime_s`` at most the configured caps (a
+request without ``max_runtime_s`` gets the cap: no job runs unbounded), and an ``outputs`` prefix
+that leaves room for the job's file names (``zen.gcs.output_room_problem``).
 
 Flavor fungibility (Kueue with Karpenter): a request may give ``gpu_types`` (preferred first) with
 ``gpu_count`` instead of one ``gpu_type``. Each type maps to its smallest fitting cluster; shapes
 its queue could never hold, or whose regions the request's ``regions`` exclude, drop out (none
-left: rejected). At submission the function then takes the first remaining shape (``choose``)
-whose queue has quota free for the job now (within its own nominal quota plus what it may borrow,
-and its cohort's) and whose allowed regions are not all blocked by stockouts (the planner's
-memory); when none qualifies, the first shape, where the job waits like any other. The choice is
+left: rejected; so is a request naming a region no remaining shape's cluster uses). At submission
+the function then takes the first remaining shape (``choose``) whose queue has quota free for the
+job now (within its own nominal quota plus what it may borrow, and its cohort's) and whose allowed
+regions are not all blocked by stockouts (the planner's memory); when none qualifies, the first
+shape, where the job waits like any other. The choice is
 made once, at submission: a job waiting on one shape does not move to another that frees later
 (Kueue re-evaluates flavors at each admission attempt; not done here).
 """
@@ -31,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from zen.config import ClusterConfig, ZenConfig
 from zen.errors import Rejected
+from zen.gcs import output_room_problem
 from zen.locality import order_by_data
 from zen.models import JobRequest
 from zen.queueing import Queueing
@@ -52,11 +57,18 @@ class Resolved:
     regions: list[str]
     max_attempts: int
     queue: str | None  # None without ``queues:``
+    max_runtime_s: int = 0  # the request's, else the configured cap (limits.max_runtime_s)
     shapes: list[Shape] = field(default_factory=list)  # every acceptable shape, preferred first
 
 
-def resolve_request(config: ZenConfig, request: JobRequest) -> Resolved:
-    """The cluster, regions, attempt limit and queue of a valid request, or ``Rejected``."""
+def resolve_request(config: ZenConfig, request: JobRequest, job_id: str | None = None) -> Resolved:
+    """The cluster, regions, attempt limit and queue of a valid request, or ``Rejected``. ``job_id``:
+    the one it gets when the request names none (the message id)."""
+    job_id = request.job_id or job_id
+    if request.outputs is not None and job_id is not None:
+        problem = output_room_problem(request.outputs, job_id)
+        if problem:
+            raise Rejected(problem)
     max_attempts = request.max_attempts or config.attempts.default_max_attempts
     if max_attempts > config.attempts.max_max_attempts:
         raise Rejected(f"max_attempts {max_attempts} is above the limit {config.attempts.max_max_attempts}")
@@ -69,7 +81,8 @@ def resolve_request(config: ZenConfig, request: JobRequest) -> Resolved:
         queue = _queue(config, request, cluster)
     else:
         shapes, queue = _acceptable_shapes(config, request)
-    return Resolved(shapes[0].cluster, shapes[0].regions, max_attempts, queue, shapes)
+    max_runtime_s = config.limits.max_runtime_s if request.max_runtime_s is None else request.max_runtime_s
+    return Resolved(shapes[0].cluster, shapes[0].regions, max_attempts, queue, max_runtime_s, shapes)
 
 
 def _one_cluster(config: ZenConfig, request: JobRequest) -> ClusterConfig:
@@ -136,6 +149,12 @@ def _acceptable_shapes(config: ZenConfig, request: JobRequest) -> tuple[list[Sha
         shapes.append(Shape(cluster.name, regions, cluster.gpus_held(request.gpu_count)))
     if not shapes:
         raise Rejected(f"none of the GPU types can take the job ({'; '.join(why_not)}); offered: {_offered(config)}")
+    clusters = [config.cluster(shape.cluster) for shape in shapes]
+    outside = [r for r in request.regions or [] if not any(r in cluster.regions for cluster in clusters)]
+    if outside:  # as with one cluster (_regions): a typo is reported, not dropped
+        used = "; ".join(f"{cluster.name}: {cluster.regions}" for cluster in clusters)
+        raise Rejected(f"regions {outside} are not used by the clusters of the acceptable GPU shapes "
+                       f"(their regions: {used})")
     return shapes, queue
 
 

@@ -36,9 +36,9 @@ class VmHeartbeat(Message):
 
     kind: Literal["vm"]
     vm: str = Field(min_length=1, max_length=128)
-    cluster: str
-    region: str
-    zone: str
+    cluster: str = Field(min_length=1, max_length=64)
+    region: str = Field(min_length=1, max_length=64)  # and one its cluster uses (JobService._vm_heartbeat)
+    zone: str = Field(min_length=1, max_length=64)
     state: Annotated[VmState, Strict(False)]
     seq: int = Field(ge=1, le=INT64_MAX, description="Increasing per VM; agents send epoch milliseconds")
     sent_at: UtcTimestamp

@@ -34,8 +34,19 @@ def test_docker_argv_passes_image_command_and_env_as_separate_arguments():
     assert docker_argv(spec) == [
         "docker", "run", "--rm", "--gpus", "all", "--name", "zen-train-42-2",
         "-e", "ZEN_JOB_ID=train-42", "-e", "ZEN_JOB_ATTEMPT=2", "-e", "WANDB_MODE=offline", "-e", "NOTE=a b=c",
-        "us-docker.pkg.dev/p/r/train:1", "python", "train.py", "--name", "$USER; rm -rf /",
+        "--", "us-docker.pkg.dev/p/r/train:1", "python", "train.py", "--name", "$USER; rm -rf /",
     ]
+
+
+@pytest.mark.parametrize("image", ["--privileged", "--volume=/:/host", "-v"])
+def test_an_image_is_never_read_as_an_option_of_docker_run(image):
+    """Submissions refuse such images (zen.images), but a start message is the agent's only input:
+    an image after ``--`` is docker's image whatever it says, and one starting with '-' is not run."""
+    spec = JobSpec(job_id="j", attempt=1, image="img:1", command=["sh"])
+    argv = docker_argv(spec)
+    assert argv[argv.index("--") + 1:] == ["img:1", "sh"]
+    with pytest.raises(CannotRun, match="starts with '-'"):
+        docker_argv(JobSpec(job_id="j", attempt=1, image=image, command=["ubuntu", "sh"]))
 
 
 def test_docker_argv_without_command_runs_the_image_default():

@@ -4,7 +4,7 @@
 Two ways to run a job, never through a shell:
 - a plain subprocess: the ``command`` list, with the agent's environment plus the job's ``env``
   (local mode, or a job without an image);
-- a container: ``docker run --rm --gpus all --name zen-<job>-<attempt> -e K=V ... IMAGE CMD...``
+- a container: ``docker run --rm --gpus all --name zen-<job>-<attempt> -e K=V ... -- IMAGE CMD...``
   (``--gpus '"device=4,5"'`` instead of ``all`` for a job that shares its VM: ``JobSpec.gpu_ids``).
 
 Every job is started through ``launch.py`` (the parent-death shim) in a new session, so it leads its
@@ -88,15 +88,20 @@ def container_name(job_id: str, attempt: int) -> str:
 
 
 def docker_argv(spec: JobSpec, docker: str = "docker") -> list[str]:
+    """``docker run`` with the job's options, then ``--`` and the image: whatever the image is, docker
+    reads it as the image (and refuses one that is not a reference), never as an option such as
+    ``--privileged`` (submissions are checked too: ``zen.images``; this holds for any start message)."""
     if not spec.image:
         raise CannotRun("no image to run")
+    if spec.image.startswith("-"):
+        raise CannotRun(f"image {spec.image[:100]!r} is not an image reference (it starts with '-')")
     gpus = "all" if spec.gpu_ids is None else '"device=%s"' % ",".join(str(index) for index in spec.gpu_ids)
     argv = [docker, "run", "--rm", "--gpus", gpus, "--name", container_name(spec.job_id, spec.attempt)]
     for path in spec.data_dirs.values():  # the same path inside the container
         argv += ["-v", f"{path}:{path}"]
     for key, value in spec.job_env(container=True).items():
         argv += ["-e", f"{key}={value}"]
-    return argv + [spec.image] + list(spec.command or [])
+    return argv + ["--", spec.image] + list(spec.command or [])
 
 
 def plan_launch(spec: JobSpec, *, local: bool, docker: str = "docker") -> Launch:

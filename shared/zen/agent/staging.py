@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from zen.agent.cache import InputCache, object_key
-from zen.gcs import input_name, split_uri
+from zen.gcs import input_name, output_destination, split_uri
 from zen.models import AgentStatus, ControlAction, InputSpec
 
 log = logging.getLogger("zen.agent.staging")
@@ -161,9 +161,7 @@ class AttemptData:
         """``gs://bucket/prefix/<job_id>/attempt-<n>/``: where ``ZEN_OUTPUT_DIR`` goes."""
         if self.outputs is None:
             return None
-        bucket, path = split_uri(self.outputs)
-        prefix = f"{path.rstrip('/')}/" if path.strip("/") else ""
-        return f"gs://{bucket}/{prefix}{self.job_id}/attempt-{self.attempt}/"
+        return output_destination(self.outputs, self.job_id, self.attempt)
 
     # -- staging ---------------------------------------------------------------------------------
     def stage(self) -> None:

@@ -48,8 +48,9 @@ QUERIES_FILE = Path(__file__).with_name("queries.sql")
 # SQLSTATE classes that a retry can fix: connection exceptions, insufficient resources, operator
 # intervention (e.g. the server is shutting down), serialization failures and deadlocks.
 _TRANSIENT_SQLSTATE = re.compile(r"^(08|53|57|40001|40P01)")
-# Data exceptions and integrity violations: the input is at fault, and retrying cannot help.
-_DATA_SQLSTATE = re.compile(r"^(22|23)")
+# Data exceptions, integrity violations and program limits exceeded (54: e.g. 54000, a value too large
+# for a btree index row): the input is at fault, and retrying cannot help.
+_DATA_SQLSTATE = re.compile(r"^(22|23|54)")
 
 
 @dataclass(frozen=True)

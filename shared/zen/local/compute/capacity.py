@@ -34,7 +34,7 @@ from typing import Iterable, Sequence
 UNLIMITED = 1_000_000_000
 """Capacity meaning "no limit". An int, so ``capacity - used`` still works."""
 
-_ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
+_ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]\Z")
 
 
 def is_unlimited(value: int) -> bool:

@@ -98,7 +98,7 @@ def _capacity_value(value: Any) -> Any:
 
 
 Capacity = Annotated[int, BeforeValidator(_capacity_value), Field(ge=0)]
-_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,56}[a-z0-9])?$")
+_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,56}[a-z0-9])?\Z")
 
 
 def _check_name(value: str) -> str:
