@@ -74,6 +74,7 @@ resource "google_cloudfunctions2_function" "zen" {
   depends_on = [
     google_project_service.apis,
     google_storage_bucket_iam_member.build_reads_source,
+    google_project_iam_member.build_reads_gcf_sources,
     google_artifact_registry_repository_iam_member.build_writes_images,
     google_project_iam_member.build_logs,
   ]

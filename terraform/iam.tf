@@ -11,7 +11,9 @@
 # |                            |                                               | SQL client + instance user   |
 # | zen-fn-submit, zen-fn-tick | also scale the MIGs                           | MIG scaler (custom, zen-*)   |
 # | zen-agent                  | the GPU VMs                                   | see "agent" below            |
-# | zen-fn-build               | builds the functions                          | source objects, image repo   |
+# | zen-fn-build               | builds the functions                          | source objects (ours and the |
+# |                            |                                               | gcf-v2-sources copy), image  |
+# |                            |                                               | repo                         |
 # | Pub/Sub service agent      | dead-letters, signs Eventarc pushes           | publisher on dead letters    |
 
 resource "google_service_account" "function" {
@@ -259,6 +261,29 @@ resource "google_storage_bucket_iam_member" "build_reads_source" {
     title       = "zen-function-source-only"
     description = "Only objects under functions/"
     expression  = "resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.artifacts.name}/objects/functions/\")"
+  }
+}
+
+# Gen2 builds do not fetch the source from the bucket named in build_config: Cloud Functions copies it
+# into its own bucket gcf-v2-sources-<project number>-<region> first, and the build reads that copy
+# (a build without this fails with "Access to bucket gcf-v2-sources-... denied. You must grant Storage
+# Object Viewer permission to <build service account>": hashicorp/terraform-provider-google#20571).
+# Google creates and names that bucket, so no bucket-level binding can exist before the first build:
+# Object Viewer on the project, conditioned on that one bucket and its objects (Cloud Storage honours
+# resource names in conditions). The binding above, on our artifact bucket, stays limited to functions/.
+locals {
+  gcf_sources_bucket = "gcf-v2-sources-${data.google_project.this.number}-${var.region}"
+}
+
+resource "google_project_iam_member" "build_reads_gcf_sources" {
+  project = var.project_id
+  role    = "roles/storage.objectViewer"
+  member  = "serviceAccount:${google_service_account.build.email}"
+
+  condition {
+    title       = "zen-gcf-sources-only"
+    description = "Only the Cloud Functions source bucket of this project and region"
+    expression  = "resource.name == \"projects/_/buckets/${local.gcf_sources_bucket}\" || resource.name.startsWith(\"projects/_/buckets/${local.gcf_sources_bucket}/objects/\")"
   }
 }
 
