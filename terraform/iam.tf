@@ -10,6 +10,8 @@
 # |                            |                                               | run.invoker on its service;  |
 # |                            |                                               | SQL client + instance user   |
 # | zen-fn-submit, zen-fn-tick | also scale the MIGs                           | MIG scaler (custom, zen-*)   |
+# | zen-fn-<fn> (x4)           | locate jobs' input buckets (data locality)    | bucket locator (custom) on   |
+# |                            |                                               | each agent_input_buckets     |
 # | zen-agent                  | the GPU VMs                                   | see "agent" below            |
 # | zen-fn-build               | builds the functions                          | source objects (ours and the |
 # |                            |                                               | gcf-v2-sources copy), image  |
@@ -157,6 +159,40 @@ resource "google_project_iam_member" "compute_reader" {
   project  = var.project_id
   role     = google_project_iam_custom_role.compute_reader.id
   member   = "serviceAccount:${google_service_account.function[each.key].email}"
+}
+
+# -- functions: Cloud Storage (data locality) ----------------------------------------------------
+# zen.locality looks up the location of each input's bucket (storage Client.lookup_bucket, i.e.
+# buckets.get: storage.buckets.get) wherever a job is placed or its start routed: a submission, the
+# tick (sweeps, widening, admission), a heartbeat that gives a claim back or ends a queue's job (the
+# next one is admitted), a stop that frees a queue's quota. So every function's account may look up
+# each bucket of agent_input_buckets, with a custom role holding storage.buckets.get alone (bucket
+# metadata such as its location; roles/storage.legacyBucketReader would add listing the objects).
+# Without it the lookup is refused and the data's location is unknown: locality is off, silently. A
+# custom role of this project is granted only on this project's buckets: for buckets elsewhere (and
+# any bucket not in agent_input_buckets), give the location in the configuration's
+# data.bucket_locations, which is read before any lookup.
+resource "google_project_iam_custom_role" "bucket_locator" {
+  role_id     = "${replace(var.name_prefix, "-", "_")}BucketLocator"
+  title       = "Zen bucket locator"
+  description = "Read a bucket's metadata (its location for data locality), none of its objects."
+  permissions = ["storage.buckets.get"]
+}
+
+locals {
+  function_input_buckets = {
+    for pair in setproduct(keys(local.functions), toset(var.agent_input_buckets)) : "${pair[0]}/${pair[1]}" => {
+      function = pair[0]
+      bucket   = pair[1]
+    }
+  }
+}
+
+resource "google_storage_bucket_iam_member" "function_locates_inputs" {
+  for_each = local.function_input_buckets
+  bucket   = each.value.bucket
+  role     = google_project_iam_custom_role.bucket_locator.id
+  member   = "serviceAccount:${google_service_account.function[each.value.function].email}"
 }
 
 # -- agent ---------------------------------------------------------------------------------------

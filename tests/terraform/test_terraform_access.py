@@ -52,3 +52,49 @@ def test_function_builds_may_read_the_source_copy_cloud_functions_makes(module):
     depends = module.resources_of("google_cloudfunctions2_function")["zen"]["depends_on"]
     assert "${google_project_iam_member.build_reads_gcf_sources}" in depends
 
+
+# -- data locality -------------------------------------------------------------------------------
+
+# Cloud Storage client method (zen.locality) -> the IAM permission it needs.
+STORAGE_PERMISSIONS = {"lookup_bucket": "storage.buckets.get"}
+
+
+def test_functions_may_look_up_exactly_their_input_buckets_locations(module):
+    """zen.locality reads each input bucket's location (placement, routing a start): a refused lookup
+    leaves it unknown, and data locality is off without a word. The role holds what the code calls."""
+    source = (ROOT / "shared" / "zen" / "locality.py").read_text()
+    calls = set(re.findall(r"storage\.Client\([^)]*\)\.(\w+)", source))
+    assert calls, "no Cloud Storage call found in locality.py"
+    assert calls <= set(STORAGE_PERMISSIONS), f"unmapped Cloud Storage calls: {calls - set(STORAGE_PERMISSIONS)}"
+    role = module.resources_of("google_project_iam_custom_role")["bucket_locator"]
+    assert set(role["permissions"]) == {STORAGE_PERMISSIONS[c] for c in calls}
+
+    binding = module.resources_of("google_storage_bucket_iam_member")["function_locates_inputs"]
+    assert binding["role"] == "${google_project_iam_custom_role.bucket_locator.id}"
+    assert binding["member"] == "serviceAccount:${google_service_account.function[each.value.function].email}"
+    assert binding["for_each"] == "${local.function_input_buckets}"
+    # Every function, on every input bucket (and no other bucket).
+    pairs = module.locals["function_input_buckets"]
+    assert "setproduct(keys(local.functions), toset(var.agent_input_buckets))" in pairs
+
+
+def test_every_function_can_reach_the_bucket_lookup():
+    """Why every function gets the role: each runs the job service, which places and routes starts
+    (zen.placement and zen.routing call zen.locality) on submission, requeue, admission and widening."""
+    shared = ROOT / "shared" / "zen"
+    assert "from zen.locality import" in (shared / "routing.py").read_text()
+    assert "from zen.locality import" in (shared / "placement.py").read_text()
+    jobs = (shared / "jobs.py").read_text()
+    assert "from zen.routing import" in jobs and "from zen.placement import" in jobs
+    app = (shared / "app.py").read_text()
+    for method in ("on_job_submitted", "on_heartbeat", "on_stop_requested", "on_scale_tick"):
+        body = app.split(f"def {method}(", 1)[1].split("\n    def ", 1)[0]
+        assert "self.jobs." in body, method
+
+
+def test_buckets_outside_the_binding_are_told_to_use_bucket_locations(module):
+    description = module.variables["agent_input_buckets"]["description"]
+    assert "data.bucket_locations" in description
+    deploy = (ROOT / "README.md").read_text().split("## Deploy", 1)[1].split("\n## ", 1)[0]
+    assert "agent_input_buckets" in deploy and "data.bucket_locations" in deploy
+
