@@ -150,7 +150,10 @@ resource "google_project_iam_member" "mig_scaler" {
   condition {
     title       = "zen-migs-only"
     description = "Only the regional MIGs named zen-*"
-    expression  = "resource.type == \"compute.googleapis.com/InstanceGroupManager\" && resource.name.startsWith(\"projects/${var.project_id}/regions/\") && resource.name.extract(\"/instanceGroupManagers/{name}\").startsWith(\"zen-\")"
+    # By name only: whether Compute reports a regional MIG as compute.googleapis.com/InstanceGroupManager
+    # or as a RegionInstanceGroupManager in resource.type is not documented with certainty, and a
+    # wrong type would deny every call. The name alone (a regional MIG's name, zen-*) is the limit.
+    expression = "resource.name.startsWith(\"projects/${var.project_id}/regions/\") && resource.name.extract(\"/instanceGroupManagers/{name}\").startsWith(\"zen-\")"
   }
 }
 

@@ -98,3 +98,16 @@ def test_buckets_outside_the_binding_are_told_to_use_bucket_locations(module):
     deploy = (ROOT / "README.md").read_text().split("## Deploy", 1)[1].split("\n## ", 1)[0]
     assert "agent_input_buckets" in deploy and "data.bucket_locations" in deploy
 
+
+# -- the MIG scaler ------------------------------------------------------------------------------
+
+def test_mig_scaler_condition_admits_the_zen_regional_migs_by_name_alone(module):
+    """No resource.type clause: a regional MIG may be typed InstanceGroupManager or
+    RegionInstanceGroupManager, and the wrong one would deny every resize."""
+    expression = block(module.resources_of("google_project_iam_member")["mig_scaler"]["condition"])["expression"]
+    expression = expression.replace("${var.project_id}", "p")
+    assert holds(expression, "projects/p/regions/us-central1/instanceGroupManagers/zen-4xa100-40gb-us-central1")
+    for name in ("projects/p/regions/us-central1/instanceGroupManagers/web",
+                 "projects/p/zones/us-central1-a/instanceGroupManagers/zen-4xa100-40gb-us-central1",
+                 "projects/other/regions/us-central1/instanceGroupManagers/zen-a"):
+        assert not holds(expression, name), name
