@@ -54,6 +54,8 @@ resource "google_cloudfunctions2_function" "zen" {
         ZEN_DB_USER           = google_sql_user.functions[each.key].name
         ZEN_DB_NAME           = google_sql_database.zen.name
         ZEN_CLOUDSQL_IP_TYPE  = "PRIVATE"
+        # The most connections one instance opens (sql.tf: what the plan checks against max_connections).
+        ZEN_DB_MAX_OPEN = tostring(local.db_max_open[each.key])
         # Heartbeats and stops never scale; without Compute permissions they must not try.
         ZEN_SCALING = each.value.scaling ? "on" : "off"
       },
