@@ -100,3 +100,43 @@ def test_the_read_only_role_reads_jobs_and_writes_nothing(db, db_target, tmp_pat
         with db.session() as session:
             session.execute("DROP OWNED BY reader_alice")
             session.execute("DROP ROLE reader_alice")
+
+
+def test_db_admins_are_not_told_to_migrate_as_themselves(module):
+    """Migrations run as `postgres` (README, Deploy step 3): the variable and the example say so and
+    no longer offer db_admin_users for `zen db migrate`; the read commands need db_reader_users."""
+    description = module.variables["db_admin_users"]["description"]
+    assert "or run `zen db migrate`" not in description
+    assert "`postgres`" in description and "db_reader_users" in description
+    example = (TERRAFORM / "terraform.tfvars.example").read_text()
+    assert "(e.g. to run `zen db migrate`)" not in example
+    readme = (TERRAFORM.parent / "README.md").read_text()
+    assert "as the built-in `postgres` user" in readme
+    assert "or `db_admin_users`, then" not in readme
+
+
+def test_a_login_without_grants_cannot_migrate(pg_server):
+    """Why: an IAM database user is a login role with no privileges; on PostgreSQL 16 it may not create
+    in schema public, so `zen db migrate` as a db_admin_users identity fails on its first table."""
+    import dataclasses
+
+    from zen.store.db import Database
+    from zen.store.migrate import migrate
+
+    admin = Database.from_target(pg_server)
+    name = "migrate_as_iam_user"
+    with admin.session() as session:
+        session.execute(f"DROP DATABASE IF EXISTS {name}")
+        session.execute(f"CREATE DATABASE {name}")
+        session.execute("DROP ROLE IF EXISTS iam_alice")
+        session.execute("CREATE ROLE iam_alice LOGIN")
+    alice = Database.from_target(dataclasses.replace(pg_server.with_database(name), user="iam_alice"))
+    try:
+        with pytest.raises(Exception, match="permission denied for schema public"):
+            migrate(alice)
+    finally:
+        alice.close()
+        with admin.session() as session:
+            session.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            session.execute("DROP ROLE IF EXISTS iam_alice")
+        admin.close()
