@@ -78,7 +78,7 @@ resource "google_service_account_iam_member" "pubsub_token_creator" {
 }
 
 resource "google_pubsub_topic_iam_member" "dead_letter_publisher" {
-  for_each = local.trigger_topics
+  for_each = local.dead_lettered
   topic    = google_pubsub_topic.dead_letter[each.key].name
   role     = "roles/pubsub.publisher"
   member   = "serviceAccount:${local.pubsub_service_agent}"

@@ -113,13 +113,13 @@ def test_topics_are_the_ones_the_code_uses(module):
     assert module.locals["topic_defaults"] == Topics().model_dump()
     topics = module.resources_of("google_pubsub_topic")
     assert expression(topics["zen"]["for_each"]) == "local.topics"
-    assert expression(topics["dead_letter"]["for_each"]) == "local.trigger_topics"
+    assert expression(topics["dead_letter"]["for_each"]) == "local.dead_lettered"  # retried triggers only
     assert topics["dead_letter"]["name"] == "${local.topics[each.value]}-dead-letter"
 
 
 def test_dead_letter_topics_are_kept_and_publishable_by_pubsub(module):
     subscription = module.resources_of("google_pubsub_subscription")["dead_letter"]
-    assert expression(subscription["for_each"]) == "local.trigger_topics"
+    assert expression(subscription["for_each"]) == "local.dead_lettered"
     assert block(subscription["expiration_policy"])["ttl"] == ""
     publisher = module.resources_of("google_pubsub_topic_iam_member")["dead_letter_publisher"]
     assert publisher["role"] == "roles/pubsub.publisher"
@@ -196,7 +196,7 @@ def test_each_function_is_triggered_by_the_topic_its_code_reads(module):
     assert module.locals["trigger_topics"] == topics_read_by_app()
     trigger = block(module.resources_of("google_cloudfunctions2_function")["zen"]["event_trigger"])
     assert trigger["pubsub_topic"] == "${google_pubsub_topic.zen[local.trigger_topics[each.key]].id}"
-    assert trigger["retry_policy"] == "RETRY_POLICY_RETRY"
+    assert trigger["retry_policy"] == '${each.value.retry ? "RETRY_POLICY_RETRY" : "RETRY_POLICY_DO_NOT_RETRY"}'
     assert trigger["event_type"] == "google.cloud.pubsub.topic.v1.messagePublished"
     assert trigger["service_account_email"] == "${google_service_account.function[each.key].email}"
 
@@ -548,7 +548,7 @@ def test_dead_letter_script_configures_the_eventarc_subscription(tmp_path):
 
 def test_dead_letter_hook_is_wired_to_each_trigger(module):
     hook = module.resources_of("terraform_data")["trigger_dead_letter"]
-    assert "local.functions" in hook["for_each"] and "var.attach_dead_letter_topics" in hook["for_each"]
+    assert "local.dead_lettered" in hook["for_each"] and "var.attach_dead_letter_topics" in hook["for_each"]
     exec_block = block(block(hook["provisioner"])["local-exec"])
     assert exec_block["command"] == "${path.module}/scripts/attach_dead_letter.sh"
     assert exec_block["environment"]["TRIGGER"] == "${google_cloudfunctions2_function.zen[each.key].event_trigger[0].trigger}"

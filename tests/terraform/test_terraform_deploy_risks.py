@@ -140,3 +140,26 @@ def test_a_login_without_grants_cannot_migrate(pg_server):
             session.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
             session.execute("DROP ROLE IF EXISTS iam_alice")
         admin.close()
+
+
+def test_a_failed_tick_is_dropped_not_retried_nor_dead_lettered(module):
+    """The scheduler publishes ticks from the first apply, before the database is migrated: retried,
+    each fresh deploy filled the tick's dead-letter topic and fired its alert. Ticks are
+    interchangeable (the next comes a minute later), so the tick's trigger does not retry and has no
+    dead-letter topic; the other three still retry and dead-letter."""
+    functions = module.locals["functions"]
+    assert {name: f["retry"] for name, f in functions.items()} == {
+        "on_job_submitted": True, "on_heartbeat": True, "on_stop_requested": True, "on_scale_tick": False}
+    trigger = module.resources_of("google_cloudfunctions2_function")["zen"]["event_trigger"][0]
+    assert trigger["retry_policy"] == '${each.value.retry ? "RETRY_POLICY_RETRY" : "RETRY_POLICY_DO_NOT_RETRY"}'
+    assert module.locals["dead_lettered"] == \
+        "${{for name, topic in local.trigger_topics : name => topic if local.functions[name].retry}}"
+    # Every dead-letter piece follows the retried triggers: topics, keep-subscriptions (which the alert
+    # and the dashboard watch), the service agent's publisher binding, the gcloud hook.
+    for rtype, name in (("google_pubsub_topic", "dead_letter"), ("google_pubsub_subscription", "dead_letter"),
+                        ("google_pubsub_topic_iam_member", "dead_letter_publisher")):
+        assert module.resources_of(rtype)[name]["for_each"] == "${local.dead_lettered}", (rtype, name)
+    hook = module.resources_of("terraform_data")["trigger_dead_letter"]
+    assert hook["for_each"] == "${var.attach_dead_letter_topics ? local.dead_lettered : {}}"
+    dashboard = (TERRAFORM / "monitoring_dashboard.tf").read_text()
+    assert "for sub in google_pubsub_subscription.dead_letter" in dashboard
