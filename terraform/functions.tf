@@ -3,11 +3,16 @@
 # Cloud Scheduler job that publishes the scale tick.
 
 locals {
+  # retry: whether a failed delivery (a 5xx: the database unreachable) is redelivered, and then
+  # dead-lettered after max_delivery_attempts. Not the tick's: ticks are interchangeable, the next
+  # one comes a minute later and does the same work, so a failed one is simply dropped. Retried, every
+  # fresh deploy filled its dead-letter topic (and fired the alert): the scheduler publishes ticks as
+  # soon as apply creates it, before the database is migrated (README, Deploy step 3).
   functions = {
-    on_job_submitted  = { account = "submit", scaling = true }
-    on_heartbeat      = { account = "heartbeat", scaling = false }
-    on_stop_requested = { account = "stop", scaling = false }
-    on_scale_tick     = { account = "tick", scaling = true }
+    on_job_submitted  = { account = "submit", scaling = true, retry = true }
+    on_heartbeat      = { account = "heartbeat", scaling = false, retry = true }
+    on_stop_requested = { account = "stop", scaling = false, retry = true }
+    on_scale_tick     = { account = "tick", scaling = true, retry = false }
   }
   # Where gen2 functions keep their source at run time.
   shipped_config_path = "/workspace/${coalesce(local.manifest.config, "zen_config.yaml")}"
@@ -54,6 +59,8 @@ resource "google_cloudfunctions2_function" "zen" {
         ZEN_DB_USER           = google_sql_user.functions[each.key].name
         ZEN_DB_NAME           = google_sql_database.zen.name
         ZEN_CLOUDSQL_IP_TYPE  = "PRIVATE"
+        # The most connections one instance opens (sql.tf: what the plan checks against max_connections).
+        ZEN_DB_MAX_OPEN = tostring(local.db_max_open[each.key])
         # Heartbeats and stops never scale; without Compute permissions they must not try.
         ZEN_SCALING = each.value.scaling ? "on" : "off"
       },
@@ -67,13 +74,15 @@ resource "google_cloudfunctions2_function" "zen" {
     pubsub_topic          = google_pubsub_topic.zen[local.trigger_topics[each.key]].id
     service_account_email = google_service_account.function[each.key].email
     # A 5xx (database down: TransientError) is redelivered with backoff; bad messages are acked by
-    # Zen itself. After max_delivery_attempts a message goes to the dead-letter topic.
-    retry_policy = "RETRY_POLICY_RETRY"
+    # Zen itself. After max_delivery_attempts a message goes to the dead-letter topic. A failed tick
+    # is dropped instead (local.functions: retry).
+    retry_policy = each.value.retry ? "RETRY_POLICY_RETRY" : "RETRY_POLICY_DO_NOT_RETRY"
   }
 
   depends_on = [
     google_project_service.apis,
     google_storage_bucket_iam_member.build_reads_source,
+    google_project_iam_member.build_reads_gcf_sources,
     google_artifact_registry_repository_iam_member.build_writes_images,
     google_project_iam_member.build_logs,
   ]
@@ -81,10 +90,10 @@ resource "google_cloudfunctions2_function" "zen" {
 
 # Eventarc owns its trigger subscriptions and its API cannot give them a dead-letter policy
 # (hashicorp/terraform-provider-google#17697). This sets one, with exponential retry backoff, on
-# each trigger's subscription through gcloud during apply, and lets the Pub/Sub service agent pull
-# from it (to forward dead letters). Rerun whenever the trigger is recreated.
+# each retried trigger's subscription through gcloud during apply, and lets the Pub/Sub service agent
+# pull from it (to forward dead letters). Rerun whenever the trigger is recreated.
 resource "terraform_data" "trigger_dead_letter" {
-  for_each = var.attach_dead_letter_topics ? local.functions : {}
+  for_each = var.attach_dead_letter_topics ? local.dead_lettered : {}
 
   triggers_replace = [
     google_cloudfunctions2_function.zen[each.key].event_trigger[0].trigger,
@@ -106,7 +115,7 @@ resource "terraform_data" "trigger_dead_letter" {
 }
 
 # The scale tick: outbox resend, lost-job sweep, scaling. Ticks are interchangeable (the next one
-# comes a minute later), so a failed publish is not retried.
+# comes a minute later), so neither a failed publish nor a failed tick is retried.
 resource "google_cloud_scheduler_job" "scale_tick" {
   name        = "${var.name_prefix}-scale-tick"
   region      = var.region

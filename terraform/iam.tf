@@ -10,8 +10,12 @@
 # |                            |                                               | run.invoker on its service;  |
 # |                            |                                               | SQL client + instance user   |
 # | zen-fn-submit, zen-fn-tick | also scale the MIGs                           | MIG scaler (custom, zen-*)   |
+# | zen-fn-<fn> (x4)           | locate jobs' input buckets (data locality)    | bucket locator (custom) on   |
+# |                            |                                               | each agent_input_buckets     |
 # | zen-agent                  | the GPU VMs                                   | see "agent" below            |
-# | zen-fn-build               | builds the functions                          | source objects, image repo   |
+# | zen-fn-build               | builds the functions                          | source objects (ours and the |
+# |                            |                                               | gcf-v2-sources copy), image  |
+# |                            |                                               | repo                         |
 # | Pub/Sub service agent      | dead-letters, signs Eventarc pushes           | publisher on dead letters    |
 
 resource "google_service_account" "function" {
@@ -74,7 +78,7 @@ resource "google_service_account_iam_member" "pubsub_token_creator" {
 }
 
 resource "google_pubsub_topic_iam_member" "dead_letter_publisher" {
-  for_each = local.trigger_topics
+  for_each = local.dead_lettered
   topic    = google_pubsub_topic.dead_letter[each.key].name
   role     = "roles/pubsub.publisher"
   member   = "serviceAccount:${local.pubsub_service_agent}"
@@ -146,7 +150,10 @@ resource "google_project_iam_member" "mig_scaler" {
   condition {
     title       = "zen-migs-only"
     description = "Only the regional MIGs named zen-*"
-    expression  = "resource.type == \"compute.googleapis.com/InstanceGroupManager\" && resource.name.startsWith(\"projects/${var.project_id}/regions/\") && resource.name.extract(\"/instanceGroupManagers/{name}\").startsWith(\"zen-\")"
+    # By name only: whether Compute reports a regional MIG as compute.googleapis.com/InstanceGroupManager
+    # or as a RegionInstanceGroupManager in resource.type is not documented with certainty, and a
+    # wrong type would deny every call. The name alone (a regional MIG's name, zen-*) is the limit.
+    expression = "resource.name.startsWith(\"projects/${var.project_id}/regions/\") && resource.name.extract(\"/instanceGroupManagers/{name}\").startsWith(\"zen-\")"
   }
 }
 
@@ -155,6 +162,40 @@ resource "google_project_iam_member" "compute_reader" {
   project  = var.project_id
   role     = google_project_iam_custom_role.compute_reader.id
   member   = "serviceAccount:${google_service_account.function[each.key].email}"
+}
+
+# -- functions: Cloud Storage (data locality) ----------------------------------------------------
+# zen.locality looks up the location of each input's bucket (storage Client.lookup_bucket, i.e.
+# buckets.get: storage.buckets.get) wherever a job is placed or its start routed: a submission, the
+# tick (sweeps, widening, admission), a heartbeat that gives a claim back or ends a queue's job (the
+# next one is admitted), a stop that frees a queue's quota. So every function's account may look up
+# each bucket of agent_input_buckets, with a custom role holding storage.buckets.get alone (bucket
+# metadata such as its location; roles/storage.legacyBucketReader would add listing the objects).
+# Without it the lookup is refused and the data's location is unknown: locality is off, silently. A
+# custom role of this project is granted only on this project's buckets: for buckets elsewhere (and
+# any bucket not in agent_input_buckets), give the location in the configuration's
+# data.bucket_locations, which is read before any lookup.
+resource "google_project_iam_custom_role" "bucket_locator" {
+  role_id     = "${replace(var.name_prefix, "-", "_")}BucketLocator"
+  title       = "Zen bucket locator"
+  description = "Read a bucket's metadata (its location for data locality), none of its objects."
+  permissions = ["storage.buckets.get"]
+}
+
+locals {
+  function_input_buckets = {
+    for pair in setproduct(keys(local.functions), toset(var.agent_input_buckets)) : "${pair[0]}/${pair[1]}" => {
+      function = pair[0]
+      bucket   = pair[1]
+    }
+  }
+}
+
+resource "google_storage_bucket_iam_member" "function_locates_inputs" {
+  for_each = local.function_input_buckets
+  bucket   = each.value.bucket
+  role     = google_project_iam_custom_role.bucket_locator.id
+  member   = "serviceAccount:${google_service_account.function[each.value.function].email}"
 }
 
 # -- agent ---------------------------------------------------------------------------------------
@@ -259,6 +300,29 @@ resource "google_storage_bucket_iam_member" "build_reads_source" {
     title       = "zen-function-source-only"
     description = "Only objects under functions/"
     expression  = "resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.artifacts.name}/objects/functions/\")"
+  }
+}
+
+# Gen2 builds do not fetch the source from the bucket named in build_config: Cloud Functions copies it
+# into its own bucket gcf-v2-sources-<project number>-<region> first, and the build reads that copy
+# (a build without this fails with "Access to bucket gcf-v2-sources-... denied. You must grant Storage
+# Object Viewer permission to <build service account>": hashicorp/terraform-provider-google#20571).
+# Google creates and names that bucket, so no bucket-level binding can exist before the first build:
+# Object Viewer on the project, conditioned on that one bucket and its objects (Cloud Storage honours
+# resource names in conditions). The binding above, on our artifact bucket, stays limited to functions/.
+locals {
+  gcf_sources_bucket = "gcf-v2-sources-${data.google_project.this.number}-${var.region}"
+}
+
+resource "google_project_iam_member" "build_reads_gcf_sources" {
+  project = var.project_id
+  role    = "roles/storage.objectViewer"
+  member  = "serviceAccount:${google_service_account.build.email}"
+
+  condition {
+    title       = "zen-gcf-sources-only"
+    description = "Only the Cloud Functions source bucket of this project and region"
+    expression  = "resource.name == \"projects/_/buckets/${local.gcf_sources_bucket}\" || resource.name.startsWith(\"projects/_/buckets/${local.gcf_sources_bucket}/objects/\")"
   }
 }
 

@@ -71,7 +71,7 @@ locals {
       runbook   = <<-EOT
         Cloud SQL has more than ${var.alert_db_connections_ratio * 100}% of its ${var.db_max_connections} connections in use. Past the limit, functions answer 500 and Pub/Sub redelivers (nothing is lost, but everything slows down).
         1. Dashboard: which function is busy (latency, errors); a burst of submissions or heartbeats scales their instances up.
-        2. Lower `functions.*.max_instances` or `concurrency` (variables.tf: their product bounds the connections), or move to a larger `db_tier` and set `db_max_connections` to its limit.
+        2. Lower `functions.*.max_instances` or `concurrency` (variables.tf: max_instances x ZEN_DB_MAX_OPEN bounds the functions' connections), or move to a larger `db_tier` and set `db_max_connections` to its limit.
       EOT
     }
   }

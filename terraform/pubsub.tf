@@ -1,5 +1,5 @@
-# Pub/Sub: the seven topics of the Zen configuration, dead-letter topics for the four function
-# triggers, one filtered start subscription per (cluster, region), and pull subscriptions that keep
+# Pub/Sub: the seven topics of the Zen configuration, dead-letter topics for the function triggers
+# that are retried (all but the scale tick's), one filtered start subscription per (cluster, region), and pull subscriptions that keep
 # what would otherwise be dropped (dead letters, job events).
 #
 # The functions' own trigger subscriptions are created and owned by Eventarc (functions.tf); the
@@ -14,6 +14,9 @@ locals {
     on_stop_requested = "job_stop"
     on_scale_tick     = "scale_tick"
   }
+  # The triggers whose failed deliveries are retried, and dead-lettered after max_delivery_attempts
+  # (functions.tf: a failed tick is dropped, so it has no dead-letter topic, and no alert fires for it).
+  dead_lettered = { for name, topic in local.trigger_topics : name => topic if local.functions[name].retry }
 
   # Start messages wait in a start subscription until an agent of that (cluster, region) pulls
   # them. A job QUEUED and unclaimed for start_republish_s gets a fresh start message, so a copy
@@ -34,7 +37,7 @@ resource "google_pubsub_topic" "zen" {
 # <topic>-dead-letter, the name the local bridge uses too. A message a function failed
 # max_delivery_attempts times lands here instead of being retried forever or dropped.
 resource "google_pubsub_topic" "dead_letter" {
-  for_each = local.trigger_topics
+  for_each = local.dead_lettered
   name     = "${local.topics[each.value]}-dead-letter"
   labels   = local.labels
 
@@ -44,7 +47,7 @@ resource "google_pubsub_topic" "dead_letter" {
 # A topic without a subscription drops what is published to it: keep dead letters for a week, for
 # inspection (`gcloud pubsub subscriptions pull <topic>-dead-letter`) or replay.
 resource "google_pubsub_subscription" "dead_letter" {
-  for_each                   = local.trigger_topics
+  for_each                   = local.dead_lettered
   name                       = google_pubsub_topic.dead_letter[each.key].name
   topic                      = google_pubsub_topic.dead_letter[each.key].id
   message_retention_duration = "604800s"

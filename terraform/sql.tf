@@ -5,6 +5,31 @@
 # The schema is not created here: `zen db migrate` runs at deploy time (README, "Deploy"), never
 # on a function's cold start.
 
+# Database connections: every instance of every function at its bound must fit in max_connections,
+# or requests past the limit fail (Pub/Sub redelivers, everything slows down, operators are locked out).
+locals {
+  # What one request holds at once (tests/terraform/test_terraform_db_connections.py measures it): a
+  # submission that scales holds its cluster's lock session and a transaction (zen.scaling.fleetdb);
+  # the tick its own lock session, a cluster's lock session and a transaction; a heartbeat or a stop
+  # one transaction at a time.
+  db_connections_per_request = {
+    on_job_submitted  = 2
+    on_heartbeat      = 1
+    on_stop_requested = 1
+    on_scale_tick     = 3
+  }
+  # ZEN_DB_MAX_OPEN of each function: concurrency requests at once, plus the instance's one background
+  # thread that marks published outbox rows (zen.messaging.SentMarks). zen.store.db.Database opens no
+  # more; a request that finds them all in use waits at most 10 s, then answers 500 (a redelivery).
+  db_max_open = {
+    for name, f in var.functions : name => local.db_connections_per_request[name] * f.concurrency + 1
+  }
+  db_connections_needed = sum([for name, f in var.functions : f.max_instances * local.db_max_open[name]])
+  # Left for others: Postgres keeps 3 for superusers (superuser_reserved_connections), and people
+  # connect too (`zen db migrate` and db_grants_sql as postgres, db_admin_users, db_reader_users).
+  db_connections_reserved = 10
+}
+
 resource "google_sql_database_instance" "zen" {
   name                = "${var.name_prefix}-db"
   database_version    = "POSTGRES_16" # the version the tests run against (pgserver)
@@ -97,6 +122,13 @@ resource "google_sql_database_instance" "zen" {
     maintenance_window {
       day  = 7 # Sunday
       hour = 4
+    }
+  }
+
+  lifecycle {
+    precondition {
+      condition     = local.db_connections_needed + local.db_connections_reserved <= var.db_max_connections
+      error_message = "The functions may open ${local.db_connections_needed} database connections (max_instances x ZEN_DB_MAX_OPEN, per function: ${jsonencode(local.db_max_open)}), and ${local.db_connections_reserved} are kept for superusers and people: more than db_max_connections (${var.db_max_connections}). Lower functions.*.max_instances or concurrency, or choose a larger db_tier and set db_max_connections to its max_connections."
     }
   }
 

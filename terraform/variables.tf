@@ -81,10 +81,14 @@ variable "agent_package" {
 
 variable "functions" {
   description = <<-EOT
-    Scaling of each function. Concurrency x max instances bounds the database connections (each
-    request holds at most one; each instance keeps a few idle), so keep the sum well below the
-    instance's max_connections. on_scale_tick runs one at a time (an advisory lock makes a second
-    tick skip), so one instance with concurrency 1 is all it can use.
+    Scaling of each function. Each instance opens at most ZEN_DB_MAX_OPEN database connections:
+    concurrency x what one request holds at once (a submission that scales 2, the tick 3, a heartbeat
+    or a stop 1), plus 1 for the instance's background outbox marks (sql.tf). The plan fails unless
+    the sum over functions of max_instances x that, plus 10 for superusers and people, fits in
+    db_max_connections. Defaults: 5 x (2x4+1) + 6 x (1x4+1) + 3 x (1x2+1) + 1 x (3x1+1) = 45 + 30 + 9
+    + 4 = 88, + 10 = 98 of 100. Heartbeats are one short statement each: 6 instances x 4 at once serve
+    hundreds a second. on_scale_tick runs one at a time (an advisory lock makes a second tick skip),
+    so one instance with concurrency 1 is all it can use.
   EOT
   type = map(object({
     max_instances = number
@@ -95,7 +99,7 @@ variable "functions" {
   }))
   default = {
     on_job_submitted  = { max_instances = 5, concurrency = 4 }
-    on_heartbeat      = { max_instances = 10, concurrency = 4 }
+    on_heartbeat      = { max_instances = 6, concurrency = 4 }
     on_stop_requested = { max_instances = 3, concurrency = 2 }
     on_scale_tick     = { max_instances = 1, concurrency = 1, timeout_s = 240 }
   }
@@ -175,7 +179,7 @@ variable "db_public_ip" {
 variable "db_admin_users" {
   type        = list(string)
   default     = []
-  description = "E-mails of people who may connect to the database with IAM authentication (e.g. to inspect it or run `zen db migrate`); each gets a Cloud SQL IAM user and connect/login rights on this instance only."
+  description = "E-mails of people who may connect to this instance (Cloud SQL Client and Instance User on it only, and a Cloud SQL IAM user each), e.g. to inspect the database, or to start the Cloud SQL Auth Proxy for migrations. Migrations run as the built-in `postgres` user, not as these IAM users (README, Deploy step 3: `zen db migrate` and db_grants_sql through the proxy): an IAM user owns nothing, may not create in schema public (PostgreSQL 16), and db_grants_sql's default privileges cover only what `postgres` creates. Their IAM users get no table privileges: to read the tables, list them in db_reader_users too."
 }
 
 variable "db_reader_users" {
@@ -260,7 +264,7 @@ variable "agent_image_repositories" {
 variable "agent_input_buckets" {
   type        = list(string)
   default     = []
-  description = "Cloud Storage buckets jobs read `inputs` from: the agents' service account gets Storage Object Viewer on each of these buckets only (no project-wide storage role)."
+  description = "Cloud Storage buckets jobs read `inputs` from: the agents' service account gets Storage Object Viewer on each of these buckets only (no project-wide storage role), and the functions may read each bucket's location (storage.buckets.get, a custom role of this project: for data locality). For an input bucket not listed here or in another project, set its location in the Zen configuration's data.bucket_locations: its lookup would be refused and its data's location unknown."
 }
 
 variable "agent_output_buckets" {

@@ -100,3 +100,66 @@ def test_the_read_only_role_reads_jobs_and_writes_nothing(db, db_target, tmp_pat
         with db.session() as session:
             session.execute("DROP OWNED BY reader_alice")
             session.execute("DROP ROLE reader_alice")
+
+
+def test_db_admins_are_not_told_to_migrate_as_themselves(module):
+    """Migrations run as `postgres` (README, Deploy step 3): the variable and the example say so and
+    no longer offer db_admin_users for `zen db migrate`; the read commands need db_reader_users."""
+    description = module.variables["db_admin_users"]["description"]
+    assert "or run `zen db migrate`" not in description
+    assert "`postgres`" in description and "db_reader_users" in description
+    example = (TERRAFORM / "terraform.tfvars.example").read_text()
+    assert "(e.g. to run `zen db migrate`)" not in example
+    readme = (TERRAFORM.parent / "README.md").read_text()
+    assert "as the built-in `postgres` user" in readme
+    assert "or `db_admin_users`, then" not in readme
+
+
+def test_a_login_without_grants_cannot_migrate(pg_server):
+    """Why: an IAM database user is a login role with no privileges; on PostgreSQL 16 it may not create
+    in schema public, so `zen db migrate` as a db_admin_users identity fails on its first table."""
+    import dataclasses
+
+    from zen.store.db import Database
+    from zen.store.migrate import migrate
+
+    admin = Database.from_target(pg_server)
+    name = "migrate_as_iam_user"
+    with admin.session() as session:
+        session.execute(f"DROP DATABASE IF EXISTS {name}")
+        session.execute(f"CREATE DATABASE {name}")
+        session.execute("DROP ROLE IF EXISTS iam_alice")
+        session.execute("CREATE ROLE iam_alice LOGIN")
+    alice = Database.from_target(dataclasses.replace(pg_server.with_database(name), user="iam_alice"))
+    try:
+        with pytest.raises(Exception, match="permission denied for schema public"):
+            migrate(alice)
+    finally:
+        alice.close()
+        with admin.session() as session:
+            session.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            session.execute("DROP ROLE IF EXISTS iam_alice")
+        admin.close()
+
+
+def test_a_failed_tick_is_dropped_not_retried_nor_dead_lettered(module):
+    """The scheduler publishes ticks from the first apply, before the database is migrated: retried,
+    each fresh deploy filled the tick's dead-letter topic and fired its alert. Ticks are
+    interchangeable (the next comes a minute later), so the tick's trigger does not retry and has no
+    dead-letter topic; the other three still retry and dead-letter."""
+    functions = module.locals["functions"]
+    assert {name: f["retry"] for name, f in functions.items()} == {
+        "on_job_submitted": True, "on_heartbeat": True, "on_stop_requested": True, "on_scale_tick": False}
+    trigger = module.resources_of("google_cloudfunctions2_function")["zen"]["event_trigger"][0]
+    assert trigger["retry_policy"] == '${each.value.retry ? "RETRY_POLICY_RETRY" : "RETRY_POLICY_DO_NOT_RETRY"}'
+    assert module.locals["dead_lettered"] == \
+        "${{for name, topic in local.trigger_topics : name => topic if local.functions[name].retry}}"
+    # Every dead-letter piece follows the retried triggers: topics, keep-subscriptions (which the alert
+    # and the dashboard watch), the service agent's publisher binding, the gcloud hook.
+    for rtype, name in (("google_pubsub_topic", "dead_letter"), ("google_pubsub_subscription", "dead_letter"),
+                        ("google_pubsub_topic_iam_member", "dead_letter_publisher")):
+        assert module.resources_of(rtype)[name]["for_each"] == "${local.dead_lettered}", (rtype, name)
+    hook = module.resources_of("terraform_data")["trigger_dead_letter"]
+    assert hook["for_each"] == "${var.attach_dead_letter_topics ? local.dead_lettered : {}}"
+    dashboard = (TERRAFORM / "monitoring_dashboard.tf").read_text()
+    assert "for sub in google_pubsub_subscription.dead_letter" in dashboard

@@ -232,56 +232,94 @@ class Session:
         self._call(sql, {})
 
 
+def _max_open_from_env() -> int | None:
+    """``ZEN_DB_MAX_OPEN``: connections one process may hold open at once (unset or empty: no limit)."""
+    raw = os.environ.get("ZEN_DB_MAX_OPEN", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"ZEN_DB_MAX_OPEN must be a positive integer, got {raw!r}")
+    return int(raw)
+
+
 class Database:
     """A thread-safe pool of pg8000 connections with transactional sessions.
 
     ``max_idle`` connections are kept open between uses: a function instance serves up to 4 requests
     at once (terraform's concurrency) and marks published outbox rows in the background (one more),
     so 5 keep every request from paying a new connection (several ms) under load.
+
+    ``max_open`` bounds the connections open at once (in use and idle; ``None``: no bound), so that
+    instances x this stays under the server's max_connections (terraform sets ``ZEN_DB_MAX_OPEN`` per
+    function from what one request holds at once). A caller finding every connection in use waits at
+    most ``open_wait_s``, then gets ``TransientError`` (the function answers 500 and Pub/Sub
+    redelivers): never an unbounded wait.
     """
 
-    def __init__(self, connect: Callable[[], pg8000.native.Connection], max_idle: int = 5):
+    open_wait_s = 10.0
+
+    def __init__(self, connect: Callable[[], pg8000.native.Connection], max_idle: int = 5,
+                 max_open: int | None = None):
         self._connect = connect
         self._idle: list[pg8000.native.Connection] = []
         self._lock = threading.Lock()
         self._max_idle = max_idle
+        self.max_open = max_open
+        # A slot per connection handed out; an idle connection is one whose slot was given back, and a
+        # new one is opened only when none is idle, so open connections never exceed the slots.
+        self._slots = threading.BoundedSemaphore(max_open) if max_open is not None else None
         self.queries = load_queries()
 
     @classmethod
-    def from_target(cls, target: ConnectionTarget) -> "Database":
-        return cls(target.connect)
+    def from_target(cls, target: ConnectionTarget, max_open: int | None = None) -> "Database":
+        return cls(target.connect, max_open=max_open)
 
     @classmethod
     def from_env(cls) -> "Database":
+        max_open = _max_open_from_env()
         instance = os.environ.get("ZEN_CLOUDSQL_INSTANCE")
         if instance:
-            return cls(_cloudsql_connect_factory(instance))
+            return cls(_cloudsql_connect_factory(instance), max_open=max_open)
         url = os.environ.get("ZEN_DATABASE_URL")
         if not url:
             from zen.store.embedded import embedded_database_url  # local only
 
             url = embedded_database_url()
-        return cls.from_target(parse_database_url(url))
+        return cls.from_target(parse_database_url(url), max_open=max_open)
 
     def _acquire(self) -> pg8000.native.Connection:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
+        if self._slots is not None and not self._slots.acquire(timeout=self.open_wait_s):
+            raise TransientError(f"all {self.max_open} database connections of this process (ZEN_DB_MAX_OPEN) "
+                                 f"stayed in use for {self.open_wait_s:g} s")
         try:
-            return self._connect()
-        except Exception as exc:  # noqa: BLE001 - translated below
-            if isinstance(_classified(exc)[0], TransientError):
-                raise TransientError(f"cannot connect to Postgres: {exc}") from exc
+            with self._lock:
+                if self._idle:
+                    return self._idle.pop()
+            try:
+                return self._connect()
+            except Exception as exc:  # noqa: BLE001 - translated below
+                if isinstance(_classified(exc)[0], TransientError):
+                    raise TransientError(f"cannot connect to Postgres: {exc}") from exc
+                raise
+        except BaseException:
+            self._give_back_slot()
             raise
 
+    def _give_back_slot(self) -> None:
+        if self._slots is not None:
+            self._slots.release()
+
     def _release(self, conn: pg8000.native.Connection, broken: bool) -> None:
-        if not broken:
-            with self._lock:
-                if len(self._idle) < self._max_idle:
-                    self._idle.append(conn)
-                    return
-        with contextlib.suppress(Exception):
-            conn.close()
+        try:
+            if not broken:
+                with self._lock:
+                    if len(self._idle) < self._max_idle:
+                        self._idle.append(conn)
+                        return
+            with contextlib.suppress(Exception):
+                conn.close()
+        finally:
+            self._give_back_slot()
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Session]:
