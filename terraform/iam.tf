@@ -169,19 +169,13 @@ resource "google_project_iam_member" "compute_reader" {
 # buckets.get: storage.buckets.get) wherever a job is placed or its start routed: a submission, the
 # tick (sweeps, widening, admission), a heartbeat that gives a claim back or ends a queue's job (the
 # next one is admitted), a stop that frees a queue's quota. So every function's account may look up
-# each bucket of agent_input_buckets, with a custom role holding storage.buckets.get alone (bucket
-# metadata such as its location; roles/storage.legacyBucketReader would add listing the objects).
-# Without it the lookup is refused and the data's location is unknown: locality is off, silently. A
-# custom role of this project is granted only on this project's buckets: for buckets elsewhere (and
-# any bucket not in agent_input_buckets), give the location in the configuration's
+# each bucket of agent_input_buckets, with roles/storage.legacyBucketReader: bucket metadata (its
+# location) and the objects' names, none of their contents. A custom role holding storage.buckets.get
+# alone would be narrower, but a project's custom role can be granted only on that project's
+# resources, and input buckets often belong to another project (the data team's): the apply would
+# fail there. Without the role the lookup is refused and the data's location is unknown: locality is
+# off, silently. For a bucket not in agent_input_buckets, give its location in the configuration's
 # data.bucket_locations, which is read before any lookup.
-resource "google_project_iam_custom_role" "bucket_locator" {
-  role_id     = "${replace(var.name_prefix, "-", "_")}BucketLocator"
-  title       = "Zen bucket locator"
-  description = "Read a bucket's metadata (its location for data locality), none of its objects."
-  permissions = ["storage.buckets.get"]
-}
-
 locals {
   function_input_buckets = {
     for pair in setproduct(keys(local.functions), toset(var.agent_input_buckets)) : "${pair[0]}/${pair[1]}" => {
@@ -194,7 +188,7 @@ locals {
 resource "google_storage_bucket_iam_member" "function_locates_inputs" {
   for_each = local.function_input_buckets
   bucket   = each.value.bucket
-  role     = google_project_iam_custom_role.bucket_locator.id
+  role     = "roles/storage.legacyBucketReader"
   member   = "serviceAccount:${google_service_account.function[each.value.function].email}"
 }
 

@@ -264,7 +264,7 @@ variable "agent_image_repositories" {
 variable "agent_input_buckets" {
   type        = list(string)
   default     = []
-  description = "Cloud Storage buckets jobs read `inputs` from: the agents' service account gets Storage Object Viewer on each of these buckets only (no project-wide storage role), and the functions may read each bucket's location (storage.buckets.get, a custom role of this project: for data locality). For an input bucket not listed here or in another project, set its location in the Zen configuration's data.bucket_locations: its lookup would be refused and its data's location unknown."
+  description = "Cloud Storage buckets jobs read `inputs` from: the agents' service account gets Storage Object Viewer on each of these buckets only (no project-wide storage role), and the functions may read each bucket's location (roles/storage.legacyBucketReader: metadata and object names, no contents; for data locality). For an input bucket not listed here, set its location in the Zen configuration's data.bucket_locations: its lookup would be refused and its data's location unknown."
 }
 
 variable "agent_output_buckets" {
