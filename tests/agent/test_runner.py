@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import re
 import time
 
 import pytest
@@ -16,7 +17,7 @@ import pytest
 from tests.agent.helpers import alive, job_command, read_pid, wait_for
 from zen.agent.output import AttemptOutput
 from zen.agent.runner import (
-    CannotRun, JobSpec, RunningJob, container_name, docker_argv, plan_launch, remove_image,
+    CannotRun, JobSpec, RunningJob, attempt_name, container_name, docker_argv, plan_launch, remove_image,
     remove_leftover_containers,
 )
 from zen.joblogs import LocalReader, LocalSink
@@ -32,7 +33,7 @@ def test_docker_argv_passes_image_command_and_env_as_separate_arguments():
                    command=["python", "train.py", "--name", "$USER; rm -rf /"], env={"WANDB_MODE": "offline",
                                                                                       "NOTE": "a b=c"})
     assert docker_argv(spec) == [
-        "docker", "run", "--rm", "--gpus", "all", "--name", "zen-train-42-2",
+        "docker", "run", "--rm", "--gpus", "all", "--name", container_name("train-42", 2),
         "-e", "ZEN_JOB_ID=train-42", "-e", "ZEN_JOB_ATTEMPT=2", "-e", "WANDB_MODE=offline", "-e", "NOTE=a b=c",
         "us-docker.pkg.dev/p/r/train:1", "python", "train.py", "--name", "$USER; rm -rf /",
     ]
@@ -43,8 +44,16 @@ def test_docker_argv_without_command_runs_the_image_default():
     assert argv[0] == "/usr/bin/docker" and argv[-1] == "img:1"
 
 
-def test_container_names_only_use_characters_docker_accepts():
-    assert container_name("team:job/1 x", 3) == "zen-team-job-1-x-3"
+def test_container_names_only_use_characters_docker_accepts_and_are_one_per_attempt():
+    """``exp:1`` and ``exp-1`` once shared a name (and a work directory): ``docker run --name`` refused
+    the second on a VM running both, and ``docker kill`` could hit the wrong job."""
+    name = container_name("team:job/1 x", 3)
+    assert re.fullmatch(r"zen-team-job-1-x-[0-9a-f]{12}-3", name)
+    names = {container_name(job_id, attempt) for job_id, attempt in (
+        ("exp:1", 1), ("exp-1", 1), ("exp-1", 2), ("x" * 128, 1), ("x" * 127 + "y", 1))}
+    assert len(names) == 5
+    assert all(re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+", n) and len(n) <= 4 + 64 + 14 + 10 for n in names)
+    assert attempt_name("exp:1", 1) == container_name("exp:1", 1).removeprefix("zen-")  # its work directory too
 
 
 def test_local_mode_ignores_the_image_and_runs_the_command():
@@ -52,7 +61,7 @@ def test_local_mode_ignores_the_image_and_runs_the_command():
     local = plan_launch(spec, local=True)
     remote = plan_launch(spec, local=False)
     assert local.argv == ["echo", "hi"] and local.container is None and local.env["ZEN_JOB_ID"] == "j"
-    assert remote.argv[:2] == ["docker", "run"] and remote.container == "zen-j-1" and remote.env == {}
+    assert remote.argv[:2] == ["docker", "run"] and remote.container == container_name("j", 1) and remote.env == {}
 
 
 @pytest.mark.parametrize("spec, local, reason", [
@@ -198,9 +207,9 @@ def test_stopping_a_container_escalates_to_docker_kill(fake_docker):
     job = RunningJob.start(JobSpec(job_id="gpu", attempt=1, image="img:1", command=["train"]), local=False,
                            docker=docker)
     wait_for(lambda: calls(), 5, what="docker run called")
-    assert calls()[0][:7] == ["run", "--rm", "--gpus", "all", "--name", "zen-gpu-1", "-e"]
+    assert calls()[0][:7] == ["run", "--rm", "--gpus", "all", "--name", container_name("gpu", 1), "-e"]
     assert job.stop(grace_s=0.3) in (137, 128 + signal.SIGKILL)
-    assert ["kill", "zen-gpu-1"] in calls()
+    assert ["kill", container_name("gpu", 1)] in calls()
 
 
 def test_leftover_zen_containers_are_removed_at_start(fake_docker):

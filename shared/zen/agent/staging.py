@@ -4,10 +4,13 @@ Cloud Storage client (``STORAGE_EMULATOR_HOST`` points it at ``zen.local.storage
 
 Layout, per attempt, under the agent's work directory (``ZEN_AGENT_WORK_DIR``)::
 
-    <work>/<job_id>-<attempt>/inputs    ZEN_INPUT_DIR: gs://b/data/train.csv -> inputs/train.csv
-                                                       gs://b/data/set/      -> inputs/set/<rest of each name>
-    <work>/<job_id>-<attempt>/outputs   ZEN_OUTPUT_DIR: every file, uploaded as
-                                        <outputs>/<job_id>/attempt-<attempt>/<path under ZEN_OUTPUT_DIR>
+    <work>/<name>/inputs    ZEN_INPUT_DIR: gs://b/data/train.csv -> inputs/train.csv
+                                           gs://b/data/set/      -> inputs/set/<rest of each name>
+    <work>/<name>/outputs   ZEN_OUTPUT_DIR: every file, uploaded as
+                            <outputs>/<job_id>/attempt-<attempt>/<path under ZEN_OUTPUT_DIR>
+
+where ``<name>`` is ``zen.agent.runner.attempt_name``: ``<job>-<hash of the job id>-<attempt>``, one per
+attempt (two jobs running at once never share a directory).
 
 An input names an object when one has exactly that name (and its path does not end in ``/``), else
 the prefix: every object under ``<path>/``. An input that is neither fails the attempt before the
@@ -32,11 +35,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from zen.agent.cache import InputCache, object_key
+from zen.agent.runner import attempt_name
 from zen.gcs import input_name, split_uri
 from zen.models import AgentStatus, ControlAction, InputSpec
 
 log = logging.getLogger("zen.agent.staging")
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 class TransferError(Exception):
@@ -119,7 +122,7 @@ class AttemptData:
 
     @property
     def root(self) -> Path:
-        return self.work_dir / f"{_UNSAFE.sub('-', self.job_id)}-{self.attempt}"
+        return self.work_dir / attempt_name(self.job_id, self.attempt)
 
     @property
     def input_dir(self) -> Path:
