@@ -27,7 +27,8 @@ dropped, as the tick widens the job's start (``ControlRouter``). A pull waits at
 offer waits about that long for an idle VM.
 
 Control messages about any other (job, attempt) are acked and ignored. The loop never exits on one
-bad message: an undecodable start message is logged and acked (it can never succeed), one for
+bad message: an undecodable start message is logged and acked (it can never succeed; so is one whose
+job id or attempt no heartbeat could carry: ``StartMessage`` bounds them as ``Heartbeat`` does), one for
 another cluster or region is nacked, a Pub/Sub failure is retried with backoff.
 
 Several at once (``max_jobs_per_vm`` > 1): the loop pulls while the VM has a free slot and GPUs; a
@@ -61,6 +62,12 @@ from zen.joblogs import Sink
 from zen.models import AgentStatus, ControlAction, StartMessage, VmState
 
 log = logging.getLogger("zen.agent")
+
+
+def _about_the_attempt(exc: ValidationError) -> bool:
+    """Whether a report failed for its job id or attempt number alone (the start's fault, not this VM's:
+    a start is given back when this VM cannot name itself, for another VM to claim)."""
+    return all(error["loc"][:1] in (("job_id",), ("attempt",)) for error in exc.errors())
 
 
 class _Log(logging.LoggerAdapter):
@@ -258,6 +265,13 @@ class Agent(RunsAttempts):
             settled = True  # _claim acks or nacks in every case
             if answer == "confirm":
                 self._run(start, attempt, gpu_ids)
+        except ValidationError as exc:
+            if settled or not _about_the_attempt(exc):
+                self.log.exception("error while handling a start message", extra={"message_id": delivery.message_id})
+            else:  # no CLAIMED can name it: no VM can ever claim it, and given back it would come back forever
+                self.log.error("start message dropped: no heartbeat can name its attempt", extra={
+                    "message_id": delivery.message_id, "reason": describe_validation_error(exc)})
+                settled = self._quietly(self.transport.ack, delivery, "ack")
         except Exception:  # noqa: BLE001 - one bad message must not end the loop
             self.log.exception("error while handling a start message", extra={"message_id": delivery.message_id})
         finally:
