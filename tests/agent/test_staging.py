@@ -171,6 +171,21 @@ def test_a_failed_upload_fails_an_attempt_that_exited_0(client, tmp_path):
     assert final.uploaded_bytes == 0
 
 
+def test_an_output_named_in_bytes_that_are_not_utf8_fails_the_attempt_with_a_final_report(client, tmp_path):
+    """os.walk gives such a name as lone surrogates: the note quoting it failed the final report's
+    validation, so none was sent and the directories stayed; the job was lost and rerun."""
+    writes = ("import os; open(os.path.join(os.environb[b'ZEN_OUTPUT_DIR'], b'caf\\xe9.txt'), 'wb').write(b'x'); "
+              "open(os.path.join(os.environ['ZEN_OUTPUT_DIR'], 'a.txt'), 'w').write('a')")
+    reports = run_one(tmp_path, start_message("nu-1", command=[sys.executable, "-c", writes], outputs="gs://out-bkt/r"))
+
+    final = reports[-1]
+    assert final.status.value == "FAILED" and final.exit_code == 0
+    assert ("zen: upload of caf\\udce9.txt failed after 1 of 2 files: its name is not UTF-8, as Cloud Storage's "
+            "must be") in final.message
+    assert objects(client, "out-bkt") == {"r/nu-1/attempt-1/a.txt": b"a"}
+    assert [p.name for p in (tmp_path / "work").iterdir()] == [".cache"]  # the attempt's directories are removed
+
+
 def test_the_job_sees_both_directories_and_a_container_gets_them_mounted_at_the_same_path(tmp_path):
     from zen.agent.runner import JobSpec, docker_argv
 

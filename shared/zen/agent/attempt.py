@@ -15,6 +15,7 @@ from zen.agent.reports import AttemptReport
 from zen.agent.runner import CannotRun, JobSpec, RunningJob
 from zen.agent.staging import AttemptData, Progress, transfer
 from zen.models import AgentStatus, ControlAction, ControlMessage, StartMessage
+from zen.text import escape_unstorable
 
 SLICE_S = 0.2  # longest uninterrupted wait: how fast a shutdown request is noticed
 FINAL_BUDGET_S = 300.0  # how long a final report is retried (a lost one costs a rerun)
@@ -79,30 +80,36 @@ class RunsAttempts:
 
     def _end(self, attempt: AttemptReport, output: AttemptOutput, exit_code: int | None, final: AgentStatus,
              note: str | None, *, data: AttemptData | None, upload: bool = False, tail: str = "") -> None:
-        """Upload the outputs (a failed upload fails the attempt), close the output, send the final report."""
-        if data is not None and upload:
-            cut = self._transfer(attempt, data, "uploading outputs", data.uploaded, data.upload,
-                                 shutdown_grace_s=UPLOAD_GRACE_S)
-            if cut is not None:
-                status, cut_note = cut
-                final = AgentStatus.FAILED if status is AgentStatus.FAILED and final is AgentStatus.SUCCEEDED else status
-                note = f"{note}\n{cut_note}" if note else cut_note
-        summary = data.summary() if data is not None else ""
-        preface = "\n".join(line for line in (note, summary) if line)[-PREFACE_CHARS:]
-        message = "\n".join(part for part in (preface, tail) if part)
-        # The output before the final report: a user who sees the end status can read every line.
-        ended = final.value if exit_code is None else f"{final.value}, exit code {exit_code}"
-        brief = note.splitlines()[-1].removeprefix("zen: ").removeprefix("zen agent: ") if note else ""
-        self._close_output(output, f"{ended} ({brief})" if brief else ended,
-                           SHUTDOWN_BUDGET_S if self.stopping else OUTPUT_BUDGET_S)
-        budget = SHUTDOWN_BUDGET_S if self.stopping else FINAL_BUDGET_S
-        self.reporter.job(attempt, final, budget_s=budget, exit_code=exit_code, message=message,
-                          data=data.heartbeat_fields() if data is not None else None)
-        if data is not None:
-            self.log.info("job data", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
-                                             **data.heartbeat_fields()})
-            data.cleanup()
-        self._after_job((attempt.job_id, attempt.attempt))
+        """Upload the outputs (a failed upload fails the attempt), close the output, send the final report;
+        the attempt's directories are removed and its end counted whatever happens meanwhile."""
+        try:
+            if data is not None and upload:
+                cut = self._transfer(attempt, data, "uploading outputs", data.uploaded, data.upload,
+                                     shutdown_grace_s=UPLOAD_GRACE_S)
+                if cut is not None:
+                    status, cut_note = cut
+                    final = (AgentStatus.FAILED if status is AgentStatus.FAILED and final is AgentStatus.SUCCEEDED
+                             else status)
+                    note = f"{note}\n{cut_note}" if note else cut_note
+            # A note may quote a file name the job chose (not UTF-8: a lone surrogate), for the output too.
+            note = escape_unstorable(note) if note else note
+            summary = data.summary() if data is not None else ""
+            preface = "\n".join(line for line in (note, summary) if line)[-PREFACE_CHARS:]
+            message = "\n".join(part for part in (preface, tail) if part)
+            # The output before the final report: a user who sees the end status can read every line.
+            ended = final.value if exit_code is None else f"{final.value}, exit code {exit_code}"
+            brief = note.splitlines()[-1].removeprefix("zen: ").removeprefix("zen agent: ") if note else ""
+            self._close_output(output, f"{ended} ({brief})" if brief else ended,
+                               SHUTDOWN_BUDGET_S if self.stopping else OUTPUT_BUDGET_S)
+            budget = SHUTDOWN_BUDGET_S if self.stopping else FINAL_BUDGET_S
+            self.reporter.job(attempt, final, budget_s=budget, exit_code=exit_code, message=message,
+                              data=data.heartbeat_fields() if data is not None else None)
+        finally:
+            if data is not None:
+                self.log.info("job data", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
+                                                 **data.heartbeat_fields()})
+                data.cleanup()
+            self._after_job((attempt.job_id, attempt.attempt))
 
     def _attempt_data(self, start: StartMessage) -> AttemptData | None:
         if not start.inputs and not start.outputs:

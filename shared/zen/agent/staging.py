@@ -15,8 +15,9 @@ attempt (two jobs running at once never share a directory).
 An input names an object when one has exactly that name (and its path does not end in ``/``), else
 the prefix: every object under ``<path>/``. An input that is neither fails the attempt before the
 job runs, naming the URI; so does any download error. An object the VM's warm cache holds
-(``zen.agent.cache``) is copied from there instead of downloaded. An upload error fails the attempt (FAILED even
-when the job exited 0), naming the file and the reason. Both directories are removed afterwards.
+(``zen.agent.cache``) is copied from there instead of downloaded. An upload error fails the attempt
+(FAILED even when the job exited 0), naming the file and the reason (a name that is not UTF-8 is one,
+escaped). Both directories are removed afterwards.
 
 Transfers run in a worker thread (``run_in_background``) so the agent keeps heartbeating, with the
 bytes and seconds so far; ``cancel`` stops them between objects, or mid-download.
@@ -38,6 +39,7 @@ from zen.agent.cache import InputCache, object_key
 from zen.agent.runner import attempt_name
 from zen.gcs import input_name, split_uri
 from zen.models import AgentStatus, ControlAction, InputSpec
+from zen.text import escape_unstorable, unstorable_problem
 
 log = logging.getLogger("zen.agent.staging")
 
@@ -259,6 +261,9 @@ class AttemptData:
             for relative, path in files:
                 if self.cancel.is_set():
                     raise Cancelled(f"upload cancelled after {self.uploaded.files} of {len(files)} files")
+                if unstorable_problem(relative):  # a name that is not UTF-8 (os.walk: lone surrogates)
+                    raise TransferError(f"upload of {escape_unstorable(relative)} failed after {self.uploaded.files} "
+                                        f"of {len(files)} files: its name is not UTF-8, as Cloud Storage's must be")
                 try:
                     # Retried on transient errors: the name is this attempt's alone, so a repeat is harmless.
                     bucket.blob(prefix + relative).upload_from_filename(str(path), retry=DEFAULT_RETRY)
