@@ -80,17 +80,24 @@ class RunsAttempts:
 
     def _end(self, attempt: AttemptReport, output: AttemptOutput, exit_code: int | None, final: AgentStatus,
              note: str | None, *, data: AttemptData | None, upload: bool = False, tail: str = "") -> None:
-        """Upload the outputs (a failed upload fails the attempt), close the output, send the final report;
-        the attempt's directories are removed and its end counted whatever happens meanwhile."""
+        """Upload the outputs, close the output, send the final report; the attempt's directories are
+        removed and its end counted whatever happens meanwhile.
+
+        The status reported is the job's own (``final``: its exit code, or how the agent ended it), never
+        the upload's: a STOP during the upload is ignored (the job has ended or was stopped already; Zen
+        repeats STOP to every RUNNING heartbeat of a stopping job, and a STOP that cut the upload lost a
+        stopped job's checkpoint), and only the VM's shutdown cuts it. An upload that failed or was cut
+        fails a job that exited 0 (its outputs are incomplete) and leaves any other status as it was, with
+        a note. So a job that ran to its end is never reported PREEMPTED, which Zen would requeue (it
+        would run twice): a shutdown during its upload reports FAILED, with its exit code; a job stopped
+        or preempted before stays STOPPED or PREEMPTED."""
         try:
             if data is not None and upload:
                 cut = self._transfer(attempt, data, "uploading outputs", data.uploaded, data.upload,
-                                     shutdown_grace_s=UPLOAD_GRACE_S)
+                                     shutdown_grace_s=UPLOAD_GRACE_S, stops=False)
                 if cut is not None:
-                    status, cut_note = cut
-                    final = (AgentStatus.FAILED if status is AgentStatus.FAILED and final is AgentStatus.SUCCEEDED
-                             else status)
-                    note = f"{note}\n{cut_note}" if note else cut_note
+                    final = AgentStatus.FAILED if final is AgentStatus.SUCCEEDED else final
+                    note = f"{note}\n{cut[1]}" if note else cut[1]
             # A note may quote a file name the job chose (not UTF-8: a lone surrogate), for the output too.
             note = escape_unstorable(note) if note else note
             summary = data.summary() if data is not None else ""
@@ -118,14 +125,15 @@ class RunsAttempts:
                            Path(self.settings.work_dir), project=self.identity.project, cache=self.cache)
 
     def _transfer(self, attempt: AttemptReport, data: AttemptData, what: str, progress: Progress,
-                  work: Callable[[], None], shutdown_grace_s: float = 0.0) -> tuple[AgentStatus, str] | None:
-        """``zen.agent.staging.transfer``, heartbeating this attempt; the status and note if it ended it."""
+                  work: Callable[[], None], shutdown_grace_s: float = 0.0,
+                  stops: bool = True) -> tuple[AgentStatus, str] | None:
+        """``zen.agent.staging.transfer``, heartbeating this attempt; the status and note if it was cut or failed."""
         cut = transfer(data, what, progress, work, listen=lambda *a, **kw: self._listen(attempt, *a, **kw),
                        stopping=lambda: self.stopping, clock=self._clock, vm=self.identity.vm,
-                       shutdown_grace_s=shutdown_grace_s, grace_s=self.settings.stop_grace_s)
+                       shutdown_grace_s=shutdown_grace_s, grace_s=self.settings.stop_grace_s, stops=stops)
         if cut is not None:
-            self.log.error(f"{what} ended the attempt", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
-                                                             "status": cut[0].value, "reason": cut[1]})
+            self.log.error(f"{what} cut or failed", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
+                                                         "status": cut[0].value, "reason": cut[1]})
         return cut
 
     def _supervise(self, job: RunningJob, attempt: AttemptReport) -> tuple[AgentStatus | None, str | None]:

@@ -319,10 +319,14 @@ def run_in_background(work: Callable[[], None], tick: Callable[[], bool], cancel
 
 def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[], Any], *, listen: Callable,
              stopping: Callable[[], bool], clock: Callable[[], float], vm: str, shutdown_grace_s: float = 0.0,
-             grace_s: float = 10.0) -> tuple[AgentStatus, str] | None:
+             grace_s: float = 10.0, stops: bool = True) -> tuple[AgentStatus, str] | None:
     """Run one transfer (``work``: staging or uploading) in the background while the agent's ``listen``
     heartbeats the attempt with its progress. Returns the status and note when it failed (FAILED), a
-    STOP came (STOPPED), or the agent is shutting down and ``shutdown_grace_s`` ran out (PREEMPTED)."""
+    STOP came (STOPPED), or the agent is shutting down and ``shutdown_grace_s`` ran out (PREEMPTED).
+
+    ``stops`` False (the upload after the job ended): a STOP is acked and ignored. The job has ended
+    or was stopped already, and Zen answers every RUNNING heartbeat of a stopping job with STOP again:
+    a STOP that cut the upload lost a stopped job's checkpoint (written on SIGTERM)."""
     cut: list[tuple[AgentStatus, str]] = []
     next_beat, shutdown_at = clock(), None
 
@@ -336,7 +340,11 @@ def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[]
         next_beat, order = listen(next_beat, message=f"zen: {what}: {progress.describe()} so far",
                                   data=data.heartbeat_fields())
         if order is not None and order.action is ControlAction.STOP:
-            cut.append((AgentStatus.STOPPED, f"zen: stopped while {what} ({order.reason or 'stop requested'})"))
+            if stops:
+                cut.append((AgentStatus.STOPPED, f"zen: stopped while {what} ({order.reason or 'stop requested'})"))
+            else:
+                log.info(f"stop ignored while {what}: the job has ended", extra={
+                    "job_id": data.job_id, "attempt": data.attempt, "reason": order.reason})
         return bool(cut)
 
     error = run_in_background(work, tick, data.cancel, grace_s)
