@@ -1,17 +1,22 @@
-"""The upload of a job's outputs after it ended (``zen.agent.attempt._end``): what may cut it and what
-the final report says. Real jobs, the Cloud Storage stand-in, a fake Pub/Sub transport answering as
-Zen does (``zen.lifecycle``: every RUNNING heartbeat of a STOPPING job is answered with STOP)."""
+"""The upload of a job's outputs after it ended (``zen.agent.attempt._end``): what may cut it, what
+the final report says, and when it is sent while the VM shuts down. Real jobs, the Cloud Storage
+stand-in, a fake Pub/Sub transport answering as Zen does (``zen.lifecycle``: every RUNNING heartbeat
+of a STOPPING job is answered with STOP)."""
 
 from __future__ import annotations
 
+import socket
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.agent.fakes import FakeTransport
-from tests.agent.test_agent_loop import VM, make_agent, start_message
+from tests.agent.test_agent_loop import IDENTITY, VM, make_agent, start_message
 from tests.agent.test_staging import client, objects  # noqa: F401 (fixture)
+from zen.agent import attempt
+from zen.agent.agent import Agent
 from zen.agent.settings import AgentSettings
 from zen.models import AgentStatus, ControlAction, ControlMessage, Heartbeat
 
@@ -94,4 +99,46 @@ def test_a_shutdown_during_the_upload_of_a_job_that_ran_to_its_end_reports_faile
     final = finals(transport)["up"]
     assert (final.status, final.exit_code) == (AgentStatus.FAILED, exit_code)
     assert f"zen: VM {VM} shut down while uploading outputs" in final.message
+    assert transport.vm_states()[-1] == "STOPPING"
+
+
+@pytest.fixture
+def stalled_storage(monkeypatch):
+    """Cloud Storage that accepts connections and never answers: an upload that outlasts any grace."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{server.getsockname()[1]}")
+        yield
+
+
+def test_a_shutdown_sends_the_final_report_by_its_deadline_whatever_the_upload(stalled_storage, tmp_path):
+    """The job's stop grace, then 15 s of upload, then a 10 s join: the PREEMPTED report came ~35 s
+    after SIGTERM, past systemd's kill at the grace + 15 s (TimeoutStopSec, startup.sh). Now every step
+    takes what is left of one deadline, ``attempt.SHUTDOWN_S`` past the grace."""
+    transport = FakeTransport(VM)  # its control waits are skipped; the agent's clock adds them to real time
+    clock = lambda: time.monotonic() + transport.clock.now  # noqa: E731
+    ready, grace = tmp_path / "ready", 0.5
+    ignores_term = ("import os, pathlib, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                    "pathlib.Path(os.environ['ZEN_OUTPUT_DIR'], 'ckpt').write_text('x'); "
+                    "pathlib.Path(sys.argv[1]).touch(); time.sleep(60)")
+    transport.add_start(start_message("ck", command=[sys.executable, "-c", ignores_term, str(ready)],
+                                      outputs="gs://out-bkt/r"))
+    agent = Agent(IDENTITY, settings(tmp_path, heartbeat_s=1, stop_grace_s=grace), transport, local=True, clock=clock)
+    at: dict[str, float] = {}
+
+    def zen(message):
+        if isinstance(message, Heartbeat) and message.status is AgentStatus.CLAIMED:
+            return [ControlMessage(vm=VM, job_id="ck", attempt=1, action=ControlAction.CONFIRM, reason="won")]
+        if isinstance(message, Heartbeat) and message.status is AgentStatus.RUNNING and ready.exists():
+            at.setdefault("sigterm", clock())
+            agent.request_shutdown("SIGTERM")
+        if isinstance(message, Heartbeat) and message.status is AgentStatus.PREEMPTED:
+            at["preempted"] = clock()
+        return []
+
+    transport.answer = zen
+    agent.run()
+
+    final = finals(transport)["ck"]
+    assert final.status is AgentStatus.PREEMPTED and "shut down while uploading outputs" in final.message
+    assert at["preempted"] - at["sigterm"] <= grace + attempt.SHUTDOWN_S
     assert transport.vm_states()[-1] == "STOPPING"

@@ -48,7 +48,7 @@ from typing import Callable, Mapping
 
 from pydantic import ValidationError
 
-from zen.agent.attempt import FINAL_BUDGET_S, SHUTDOWN_BUDGET_S, SLICE_S, RunsAttempts
+from zen.agent.attempt import FINAL_BUDGET_S, SHUTDOWN_BUDGET_S, SLICE_S, VM_STOPPING_S, RunsAttempts
 from zen.agent.identity import Identity
 from zen.agent.limits import DailyPulls, PullLimits
 from zen.agent.reports import AttemptReport, Reporter
@@ -96,6 +96,7 @@ class Agent(RunsAttempts):
         self._clock = clock
         self._base_env = base_env
         self._shutdown_reason: str | None = None
+        self._shutdown_at: float | None = None  # when asked for (the clock's): the deadline counts from it
         self._next_vm_beat = 0.0
         self._retired = False
         self._lock = threading.Lock()  # VM heartbeats and counters, from every attempt's thread
@@ -108,6 +109,7 @@ class Agent(RunsAttempts):
     def request_shutdown(self, reason: str) -> None:
         """Safe from a signal handler or another thread: only sets a field the loop polls."""
         if self._shutdown_reason is None:
+            self._shutdown_at = self._clock()
             self._shutdown_reason = reason
 
     @property
@@ -152,7 +154,7 @@ class Agent(RunsAttempts):
     def _shut_down(self) -> None:
         self.log.info("agent shutting down", extra={"reason": self._shutdown_reason})
         self.controls.drop_offers("the VM is shutting down")
-        self.reporter.vm(VmState.STOPPING, budget_s=SHUTDOWN_BUDGET_S)
+        self.reporter.vm(VmState.STOPPING, budget_s=self._shutdown_budget(-VM_STOPPING_S))
         self.transport.close(delete_control=True)
 
     # -- idle ------------------------------------------------------------------------------------
