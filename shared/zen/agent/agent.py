@@ -125,7 +125,7 @@ class Agent(RunsAttempts):
         try:
             while not self.stopping and not self.pulls.exhausted():
                 self._vm_beat()
-                if self.slots.full():  # several at once, all slots taken: wait for one to end
+                if self.slots.full() or self.pulls.blocked():  # all slots taken, or claims may reach a limit: wait
                     self._idle_wait(self.settings.poll_s)
                     continue
                 delivery = self.controls.offer()  # a start offered to this VM alone (a warm cache) first
@@ -192,7 +192,7 @@ class Agent(RunsAttempts):
 
     def _takes_offers(self) -> bool:
         """Whether the idle loop would take a start now: a start offered to this VM waits for it meanwhile."""
-        return not self.stopping and not self._retired and not self.pulls.exhausted() and not self.slots.full()
+        return not self.stopping and not self._retired and not self.pulls.blocked() and not self.slots.full()
 
     def _vm_beat(self, state: VmState | None = None, *, force: bool = False) -> None:
         """The VM heartbeat when due (or ``force``): ``state``, else RETIRED, BUSY or IDLE as it is,
@@ -235,6 +235,7 @@ class Agent(RunsAttempts):
                 self.log.info("no room for the job now; giving it back", extra={
                     "job_id": start.job_id, "attempt": start.attempt, "gpus": start.gpus})
                 return False
+            self.pulls.claimed(key)  # counted before the loop's next pull (the claim's answer may take a while)
             settled = True  # _hold acks or nacks it in every case
             if not self.slots.capacity.shared:
                 self._hold(delivery, start, gpu_ids)
@@ -246,6 +247,7 @@ class Agent(RunsAttempts):
                 thread.start()
             except BaseException:
                 settled = False  # nacked below
+                self.pulls.ended(key)
                 self.slots.give_back(key)
                 raise
         except Exception:  # noqa: BLE001 - one bad message must not end the loop
@@ -280,7 +282,7 @@ class Agent(RunsAttempts):
             if not settled:
                 self._quietly(self.transport.nack, delivery, "nack")
             self.controls.close(key)
-            self.pulls.ended(key)  # no-op unless it began and _run did not count its end
+            self.pulls.ended(key)  # drops its claim; counts it only if it began and _run did not count its end
             self.slots.give_back(key)
 
     def _decode_start(self, delivery: StartDelivery) -> StartMessage | None:
