@@ -252,6 +252,7 @@ def test_images_beyond_the_bound_are_removed_from_the_vm_least_recently_run_firs
     agent = Agent(IDENTITY, settings, transport, local=False, clock=transport.clock)
     for image in ("img-a@sha256:" + "a" * 64, "img-b:1", "img-a@sha256:" + "a" * 64, "img-c:2"):
         agent.cache.ran_image(image)
+    wait_for(calls, 5, what="docker image rm (in the background)")
     assert calls() == [["image", "rm", "img-b:1"]]  # a ran again after b: b is the least recently run
     agent._vm_beat(VmState.IDLE, force=True)
     [beat] = [m for m in transport.published if isinstance(m, VmHeartbeat)]
@@ -261,6 +262,41 @@ def test_images_beyond_the_bound_are_removed_from_the_vm_least_recently_run_firs
     for image in ("x:1", "y:1", "z:1"):
         local.cache.ran_image(image)
     assert calls() == [["image", "rm", "img-b:1"]]  # no docker in local mode: nothing removed
+
+
+def test_an_image_removal_never_holds_up_the_job_that_evicted_it(tmp_path):
+    """``docker image rm`` (up to 120 s) ran between a job's start and its supervision: no heartbeat,
+    stop, runtime limit or shutdown meanwhile, and Zen's sweep could call the running job lost."""
+    from tests.agent.fakes import FakeTransport, confirm_claims
+    from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, start_message
+    from zen.agent.agent import Agent
+    from zen.models import Heartbeat
+
+    removed = tmp_path / "removed"
+    docker = tmp_path / "docker"  # run: a short job; image rm: slow
+    docker.write_text(f"#!{sys.executable}\nimport pathlib, sys, time\n"
+                      f"if sys.argv[1] == 'run': time.sleep(0.3)\n"
+                      f"if sys.argv[1:3] == ['image', 'rm']: time.sleep(2); pathlib.Path({str(removed)!r}).touch()\n")
+    docker.chmod(0o755)
+    transport = FakeTransport(VM, virtual_time=False)
+    transport.add_start(start_message("img-1", image="img:1", command=["x"]))
+    transport.add_start(start_message("img-2", image="img:2", command=["x"]))  # evicts img:1
+    settings = dataclasses.replace(SETTINGS, docker=str(docker), images_keep=1, work_dir=str(tmp_path / "work"))
+    agent = Agent(IDENTITY, settings, transport, local=False)
+    transport.when_idle = lambda: agent.request_shutdown("test over")
+    confirm, seen = confirm_claims(VM), {}
+
+    def scheduler(message):
+        if isinstance(message, Heartbeat) and message.job_id == "img-2" and message.status.value == "RUNNING":
+            seen.setdefault("removed when img-2 ran", removed.exists())
+        return confirm(message)
+
+    transport.answer = scheduler
+    agent.run()
+
+    assert seen == {"removed when img-2 ran": False}
+    assert [r[2] for r in transport.job_reports() if r[0] == "img-2"][-1] == "SUCCEEDED"
+    wait_for(removed.exists, 10, what="img:1 removed in the background")
 
 
 def test_removing_an_image_is_best_effort():
