@@ -20,6 +20,7 @@ from zen.errors import ConfigError, describe_validation_error
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.yaml")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}\Z")  # \Z: "$" allows a final "\n"
+TAG_PATTERN = _NAME  # a tag (execution group): what a job may require, and all an agent reports (zen.agent.identity)
 
 
 class _Strict(BaseModel):

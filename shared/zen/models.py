@@ -306,10 +306,13 @@ class StartMessage(Message):
     payload are always the allowed ones. While the start is offered to warm VMs instead (``zen.routing``),
     one copy per VM goes to ``zen-vm-control`` with attributes ``vm``, ``kind`` (``START_OFFER``),
     ``cluster``, ``job_id`` and ``attempt``.
+
+    ``job_id`` and ``attempt`` are bounded as a ``Heartbeat``'s are: an agent refuses (acks, with the
+    reason) a start no report of its could name, which it would otherwise give back forever.
     """
 
-    job_id: str
-    attempt: int
+    job_id: JobId
+    attempt: int = Field(ge=1, le=INT32_MAX)
     cluster: str
     user_id: str
     image: str | None = None

@@ -3,6 +3,7 @@ errors. The real runner runs the (tiny) jobs; claim timeouts run on a manual clo
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import replace
 
@@ -13,6 +14,7 @@ from tests.agent.helpers import job_command
 from zen.agent.agent import Agent
 from zen.agent.identity import Identity
 from zen.agent.settings import AgentSettings
+from zen.agent.transport import StartDelivery
 from zen.models import ControlAction, Heartbeat, StartMessage
 
 VM = "vm-test"
@@ -135,6 +137,33 @@ def test_a_start_message_that_fails_validation_is_acked_and_never_claimed(transp
     make_agent(transport).run()
 
     assert transport.calls[-1] == ("ack", broken) and transport.job_reports() == []
+
+
+@pytest.mark.parametrize("fields", [{"attempt": 0}, {"attempt": 2**40}, {"job_id": "not a job id"}])
+def test_a_start_no_heartbeat_could_name_is_acked_as_invalid_and_never_claimed(transport, fields, caplog):
+    """Such a start once decoded, failed its first CLAIMED, and was given back: start subscriptions have
+    no dead letter, so it came back to every VM of its region, forever."""
+    body = {**start_message().model_dump(mode="json", exclude_none=True), **fields}
+    broken = transport.add_start(json.dumps(body).encode())
+    make_agent(transport).run()
+
+    assert ("ack", broken) in transport.calls and ("nack", broken) not in transport.calls
+    assert transport.job_reports() == []
+    assert [r.reason for r in caplog.records if r.getMessage() == "invalid start message dropped"]
+
+
+def test_a_claim_no_report_can_name_is_acked_but_one_this_vm_cannot_sign_is_given_back(transport):
+    """The net behind StartMessage's bounds: a start whose CLAIMED cannot be built for its job id or
+    attempt is acked (no VM could claim it); one that fails for this VM's own identity is given back."""
+    unnamable = StartMessage.model_construct(**{**dict(start_message()), "job_id": "bad id"})
+    agent = make_agent(transport)
+    agent._hold(StartDelivery("ack-x", "x", b"", {}, 1), unnamable, ())
+    bad_vm = Agent(replace(IDENTITY, vm="v" * 200), SETTINGS, transport, local=True, clock=transport.clock)
+    bad_vm._hold(StartDelivery("ack-y", "y", b"", {}, 1), start_message(), ())
+
+    assert ("ack", "ack-x") in transport.calls and ("nack", "ack-x") not in transport.calls
+    assert ("nack", "ack-y") in transport.calls and ("ack", "ack-y") not in transport.calls
+    assert transport.job_reports() == []
 
 
 @pytest.mark.parametrize("fields", [{"cluster": "8xa100-40gb"}, {"regions": ["europe-west4"]}])

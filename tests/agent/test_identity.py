@@ -12,7 +12,7 @@ from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, 
 from zen.agent.reports import AttemptReport, Reporter
 from zen.agent.settings import AgentSettings
 from zen.errors import ConfigError
-from zen.models import AgentStatus, VmState
+from zen.models import AgentStatus, Heartbeat, VmState
 
 LOCAL_ENV = {"ZEN_VM_NAME": "zen-4xa100-40gb-us-central1-x1z2", "ZEN_CLUSTER": "4xa100-40gb",
              "ZEN_REGION": "us-central1", "ZEN_ZONE": "us-central1-a", "ZEN_PROJECT": "p1"}
@@ -78,6 +78,18 @@ def test_tags_come_from_the_template_attribute_on_gce_and_the_environment_first(
     local = resolve_identity(LOCAL_ENV, server)
     asked = len(metadata.requests)
     assert resolve_tags(LOCAL_ENV, server, local, ["hipaa"]) == ("hipaa",) and len(metadata.requests) == asked
+
+
+def test_tags_no_heartbeat_could_carry_are_dropped():
+    """A tag of 42 characters (or not as the configuration names tags) made every job heartbeat of the
+    VM fail validation: no report was sent, and its jobs were lost and rerun. No job can require one."""
+    local = resolve_identity(LOCAL_ENV, None)
+    raw = ",".join(["hipaa", "x" * 42, "Upper", "caf\udce9", "a" * 41])
+    assert resolve_tags({"ZEN_VM_TAGS": raw}, None, local, []) == ("a" * 41, "hipaa")
+    many = resolve_tags({"ZEN_VM_TAGS": ",".join(f"t{i:03}" for i in range(70))}, None, local, [])
+    assert len(many) == 64
+    Heartbeat(job_id="j", attempt=1, vm="v", region="r", zone="z", status=AgentStatus.RUNNING, seq=1,
+              sent_at="2026-01-01T00:00:00Z", tags=list(many))
 
 
 def test_a_vm_without_the_cluster_attribute_cannot_start(metadata):

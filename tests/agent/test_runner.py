@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import re
 import time
 
 import pytest
@@ -16,7 +17,7 @@ import pytest
 from tests.agent.helpers import alive, job_command, read_pid, wait_for
 from zen.agent.output import AttemptOutput
 from zen.agent.runner import (
-    CannotRun, JobSpec, RunningJob, container_name, docker_argv, plan_launch, remove_image,
+    CannotRun, JobSpec, RunningJob, attempt_name, container_name, docker_argv, plan_launch, remove_image,
     remove_leftover_containers,
 )
 from zen.joblogs import LocalReader, LocalSink
@@ -32,7 +33,7 @@ def test_docker_argv_passes_image_command_and_env_as_separate_arguments():
                    command=["python", "train.py", "--name", "$USER; rm -rf /"], env={"WANDB_MODE": "offline",
                                                                                       "NOTE": "a b=c"})
     assert docker_argv(spec) == [
-        "docker", "run", "--rm", "--gpus", "all", "--name", "zen-train-42-2",
+        "docker", "run", "--rm", "--gpus", "all", "--name", container_name("train-42", 2),
         "-e", "ZEN_JOB_ID=train-42", "-e", "ZEN_JOB_ATTEMPT=2", "-e", "WANDB_MODE=offline", "-e", "NOTE=a b=c",
         "--", "us-docker.pkg.dev/p/r/train:1", "python", "train.py", "--name", "$USER; rm -rf /",
     ]
@@ -54,8 +55,16 @@ def test_docker_argv_without_command_runs_the_image_default():
     assert argv[0] == "/usr/bin/docker" and argv[-1] == "img:1"
 
 
-def test_container_names_only_use_characters_docker_accepts():
-    assert container_name("team:job/1 x", 3) == "zen-team-job-1-x-3"
+def test_container_names_only_use_characters_docker_accepts_and_are_one_per_attempt():
+    """``exp:1`` and ``exp-1`` once shared a name (and a work directory): ``docker run --name`` refused
+    the second on a VM running both, and ``docker kill`` could hit the wrong job."""
+    name = container_name("team:job/1 x", 3)
+    assert re.fullmatch(r"zen-team-job-1-x-[0-9a-f]{12}-3", name)
+    names = {container_name(job_id, attempt) for job_id, attempt in (
+        ("exp:1", 1), ("exp-1", 1), ("exp-1", 2), ("x" * 128, 1), ("x" * 127 + "y", 1))}
+    assert len(names) == 5
+    assert all(re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+", n) and len(n) <= 4 + 64 + 14 + 10 for n in names)
+    assert attempt_name("exp:1", 1) == container_name("exp:1", 1).removeprefix("zen-")  # its work directory too
 
 
 def test_local_mode_ignores_the_image_and_runs_the_command():
@@ -63,7 +72,7 @@ def test_local_mode_ignores_the_image_and_runs_the_command():
     local = plan_launch(spec, local=True)
     remote = plan_launch(spec, local=False)
     assert local.argv == ["echo", "hi"] and local.container is None and local.env["ZEN_JOB_ID"] == "j"
-    assert remote.argv[:2] == ["docker", "run"] and remote.container == "zen-j-1" and remote.env == {}
+    assert remote.argv[:2] == ["docker", "run"] and remote.container == container_name("j", 1) and remote.env == {}
 
 
 @pytest.mark.parametrize("spec, local, reason", [
@@ -209,9 +218,9 @@ def test_stopping_a_container_escalates_to_docker_kill(fake_docker):
     job = RunningJob.start(JobSpec(job_id="gpu", attempt=1, image="img:1", command=["train"]), local=False,
                            docker=docker)
     wait_for(lambda: calls(), 5, what="docker run called")
-    assert calls()[0][:7] == ["run", "--rm", "--gpus", "all", "--name", "zen-gpu-1", "-e"]
+    assert calls()[0][:7] == ["run", "--rm", "--gpus", "all", "--name", container_name("gpu", 1), "-e"]
     assert job.stop(grace_s=0.3) in (137, 128 + signal.SIGKILL)
-    assert ["kill", "zen-gpu-1"] in calls()
+    assert ["kill", container_name("gpu", 1)] in calls()
 
 
 def test_leftover_zen_containers_are_removed_at_start(fake_docker):
@@ -254,6 +263,7 @@ def test_images_beyond_the_bound_are_removed_from_the_vm_least_recently_run_firs
     agent = Agent(IDENTITY, settings, transport, local=False, clock=transport.clock)
     for image in ("img-a@sha256:" + "a" * 64, "img-b:1", "img-a@sha256:" + "a" * 64, "img-c:2"):
         agent.cache.ran_image(image)
+    wait_for(calls, 5, what="docker image rm (in the background)")
     assert calls() == [["image", "rm", "img-b:1"]]  # a ran again after b: b is the least recently run
     agent._vm_beat(VmState.IDLE, force=True)
     [beat] = [m for m in transport.published if isinstance(m, VmHeartbeat)]
@@ -263,6 +273,41 @@ def test_images_beyond_the_bound_are_removed_from_the_vm_least_recently_run_firs
     for image in ("x:1", "y:1", "z:1"):
         local.cache.ran_image(image)
     assert calls() == [["image", "rm", "img-b:1"]]  # no docker in local mode: nothing removed
+
+
+def test_an_image_removal_never_holds_up_the_job_that_evicted_it(tmp_path):
+    """``docker image rm`` (up to 120 s) ran between a job's start and its supervision: no heartbeat,
+    stop, runtime limit or shutdown meanwhile, and Zen's sweep could call the running job lost."""
+    from tests.agent.fakes import FakeTransport, confirm_claims
+    from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, start_message
+    from zen.agent.agent import Agent
+    from zen.models import Heartbeat
+
+    removed = tmp_path / "removed"
+    docker = tmp_path / "docker"  # run: a short job; image rm: slow
+    docker.write_text(f"#!{sys.executable}\nimport pathlib, sys, time\n"
+                      f"if sys.argv[1] == 'run': time.sleep(0.3)\n"
+                      f"if sys.argv[1:3] == ['image', 'rm']: time.sleep(2); pathlib.Path({str(removed)!r}).touch()\n")
+    docker.chmod(0o755)
+    transport = FakeTransport(VM, virtual_time=False)
+    transport.add_start(start_message("img-1", image="img:1", command=["x"]))
+    transport.add_start(start_message("img-2", image="img:2", command=["x"]))  # evicts img:1
+    settings = dataclasses.replace(SETTINGS, docker=str(docker), images_keep=1, work_dir=str(tmp_path / "work"))
+    agent = Agent(IDENTITY, settings, transport, local=False)
+    transport.when_idle = lambda: agent.request_shutdown("test over")
+    confirm, seen = confirm_claims(VM), {}
+
+    def scheduler(message):
+        if isinstance(message, Heartbeat) and message.job_id == "img-2" and message.status.value == "RUNNING":
+            seen.setdefault("removed when img-2 ran", removed.exists())
+        return confirm(message)
+
+    transport.answer = scheduler
+    agent.run()
+
+    assert seen == {"removed when img-2 ran": False}
+    assert [r[2] for r in transport.job_reports() if r[0] == "img-2"][-1] == "SUCCEEDED"
+    wait_for(removed.exists, 10, what="img:1 removed in the background")
 
 
 def test_removing_an_image_is_best_effort():

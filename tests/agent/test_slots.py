@@ -5,6 +5,7 @@ start message that does not fit the GPUs left is given back at once; pull limits
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -137,6 +138,35 @@ def test_a_pull_limit_counts_running_attempts_and_retiring_never_stops_the_one_t
     assert [delivery.ack_id for delivery in transport.starts] == [left]  # never pulled: one running counts
     retired = [m for m in transport.published if isinstance(m, VmHeartbeat) and m.state.value == "RETIRED"]
     assert retired[0].jobs == [HeldAttempt(job_id="only", attempt=1)]  # RETIRED while "only" still ran
+
+
+def test_a_pull_limit_counts_claims_waiting_for_their_answer_until_it_comes():
+    """max_jobs_per_day 1 with two slots: the loop pulled again while the first claim's CONFIRM was on
+    its way (not yet counted), and the VM ran two jobs. A refused claim must not count at all."""
+
+    def run(*jobs: str) -> tuple[list[str], list[str]]:
+        transport = FakeTransport(VM, virtual_time=False)
+        for job_id in jobs:
+            transport.add_start(start(job_id, 4, "--sleep", "0.5"))
+        agent = Agent(IDENTITY, SETTINGS, transport, local=True, pulls=DailyPulls(PullLimits(max_jobs=1), 8),
+                      slots=Slots(Capacity(gpus=8, max_jobs=2)))
+
+        def scheduler(message):  # answers each claim after a Pub/Sub round trip; "refused" loses its claim
+            if isinstance(message, Heartbeat) and message.status is AgentStatus.CLAIMED:
+                action = ControlAction.RELEASE if message.job_id == "refused" else ControlAction.CONFIRM
+                order = ControlMessage(vm=VM, job_id=message.job_id, attempt=1, action=action, reason="answer")
+                threading.Timer(0.3, lambda: transport.controls.append(order)).start()
+            if isinstance(message, Heartbeat) and message.status is AgentStatus.SUCCEEDED:
+                threading.Timer(0.5, lambda: agent.request_shutdown("test over")).start()
+            return []
+
+        transport.answer = scheduler
+        assert agent.run() == 0
+        ran = sorted(r[0] for r in transport.job_reports() if r[2] == "SUCCEEDED")
+        return ran, [json.loads(delivery.data)["job_id"] for delivery in transport.starts]
+
+    assert run("first", "second") == (["first"], ["second"])  # "second" never pulled
+    assert run("refused", "again") == (["again"], [])  # the refused claim left room for "again"
 
 
 def test_a_second_copy_of_a_start_the_vm_holds_is_dropped_and_the_running_attempt_keeps_its_slot_and_stops():

@@ -12,7 +12,10 @@ from google.cloud import storage as gcs
 
 from tests.agent.fakes import FakeTransport, confirm_claims
 from tests.agent.test_agent_loop import VM, make_agent, start_message
+from tests.agent.test_slots import IDENTITY as IDENTITY_SHARED, VM as VM_SHARED
+from zen.agent.agent import Agent
 from zen.agent.settings import AgentSettings
+from zen.agent.slots import Capacity, Slots
 from zen.agent.staging import AttemptData, Cancelled, TransferError
 from zen.models import Heartbeat, InputSpec
 
@@ -141,7 +144,7 @@ def test_the_agent_runs_the_job_on_its_inputs_and_uploads_its_outputs(client, tm
     assert (final.staged_bytes, final.uploaded_bytes) == (11, 11) and final.staged_s >= 0 and final.uploaded_s >= 0
     assert "zen: staged 1 file, 11 B in" in final.message and "to gs://out-bkt/res/up-1/attempt-1/" in final.message
     assert any(r.status.value == "RUNNING" and (r.message or "").startswith("zen: staging inputs") for r in reports)
-    assert not (tmp_path / "work" / "up-1-1").exists()  # the attempt's directories are removed
+    assert [p.name for p in (tmp_path / "work").iterdir()] == [".cache"]  # the attempt's directories are removed
 
 
 def test_a_missing_input_fails_the_attempt_before_the_job_runs(client, tmp_path):
@@ -168,13 +171,51 @@ def test_a_failed_upload_fails_an_attempt_that_exited_0(client, tmp_path):
     assert final.uploaded_bytes == 0
 
 
+def test_an_output_named_in_bytes_that_are_not_utf8_fails_the_attempt_with_a_final_report(client, tmp_path):
+    """os.walk gives such a name as lone surrogates: the note quoting it failed the final report's
+    validation, so none was sent and the directories stayed; the job was lost and rerun."""
+    writes = ("import os; open(os.path.join(os.environb[b'ZEN_OUTPUT_DIR'], b'caf\\xe9.txt'), 'wb').write(b'x'); "
+              "open(os.path.join(os.environ['ZEN_OUTPUT_DIR'], 'a.txt'), 'w').write('a')")
+    reports = run_one(tmp_path, start_message("nu-1", command=[sys.executable, "-c", writes], outputs="gs://out-bkt/r"))
+
+    final = reports[-1]
+    assert final.status.value == "FAILED" and final.exit_code == 0
+    assert ("zen: upload of caf\\udce9.txt failed after 1 of 2 files: its name is not UTF-8, as Cloud Storage's "
+            "must be") in final.message
+    assert objects(client, "out-bkt") == {"r/nu-1/attempt-1/a.txt": b"a"}
+    assert [p.name for p in (tmp_path / "work").iterdir()] == [".cache"]  # the attempt's directories are removed
+
+
 def test_the_job_sees_both_directories_and_a_container_gets_them_mounted_at_the_same_path(tmp_path):
     from zen.agent.runner import JobSpec, docker_argv
 
     data = AttemptData("j1", 3, [], "gs://out-bkt/x", tmp_path / "work")
     spec = JobSpec("j1", 3, ["train"], image="img:1", env={"ZEN_OUTPUT_DIR": "/elsewhere"}, data_dirs=data.env())
 
-    assert spec.job_env()["ZEN_OUTPUT_DIR"] == str(tmp_path / "work" / "j1-3" / "outputs")  # the agent's wins
+    assert spec.job_env()["ZEN_OUTPUT_DIR"] == str(data.output_dir) == str(data.root / "outputs")  # the agent's wins
     argv = docker_argv(spec)
     assert ["-v", f"{data.input_dir}:{data.input_dir}"] == argv[argv.index("-v"):argv.index("-v") + 2]
     assert f"{data.output_dir}:{data.output_dir}" in argv
+
+
+def test_two_jobs_whose_ids_differ_only_by_colon_and_dash_keep_their_own_outputs(client, tmp_path):
+    """``exp:1`` and ``exp-1`` once shared one work directory (``:`` made ``-``): on a VM running both,
+    the second's preparation wiped the first's, and each uploaded the other's file or none."""
+    transport = FakeTransport(VM_SHARED, virtual_time=False)
+    transport.answer = confirm_claims(VM_SHARED)
+    writes = ("import os, pathlib, time; time.sleep(0.3); pathlib.Path(os.environ['ZEN_OUTPUT_DIR'], 'result')"
+              ".write_text(os.environ['ZEN_JOB_ID']); time.sleep(0.7)")
+    for job_id in ("exp:1", "exp-1"):
+        transport.add_start(start_message(job_id, cluster="8xa100-40gb", gpus=4, outputs="gs://out-bkt/r",
+                                          command=[sys.executable, "-c", writes]))
+    settings = AgentSettings(heartbeat_s=0.2, stop_grace_s=1, poll_s=0.05, claim_timeout_s=5, lease_s=10,
+                             vm_heartbeat_s=1000, work_dir=str(tmp_path / "work"))
+    agent = Agent(IDENTITY_SHARED, settings, transport, local=True, slots=Slots(Capacity(gpus=8, max_jobs=2)))
+    transport.when_idle = lambda: agent.jobs_run >= 2 and agent.request_shutdown("test over")
+
+    assert agent.run() == 0
+
+    finals = {m.job_id: m.status.value for m in transport.published if isinstance(m, Heartbeat)
+              and m.status.value not in ("CLAIMED", "RUNNING")}
+    assert finals == {"exp:1": "SUCCEEDED", "exp-1": "SUCCEEDED"}
+    assert objects(client, "out-bkt") == {"r/exp:1/attempt-1/result": b"exp:1", "r/exp-1/attempt-1/result": b"exp-1"}

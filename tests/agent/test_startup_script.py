@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -50,6 +51,15 @@ def test_it_installs_the_agent_and_runs_it_as_a_systemd_service(metadata, tmp_pa
     assert f"would run: gcloud storage cp gs://my-bucket/zen-0.1.0-py3-none-any.whl {wheel}" in commands
     assert f"would run: {tmp_path}/opt/zen/venv/bin/pip install --quiet {wheel}" in commands
     assert commands[-1] == "would run: systemctl restart zen-agent.service"
+
+
+def test_the_agents_shutdown_deadline_comes_well_before_systemd_kills_it():
+    """systemd SIGKILLs the agent TimeoutStopSec after its SIGTERM; the agent's final reports must be
+    out before, with time left for its VM's STOPPING and deleting its control subscription."""
+    from zen.agent.attempt import SHUTDOWN_S, VM_STOPPING_S
+
+    margin = int(re.search(r"TimeoutStopSec=\$\(\(STOP_GRACE_S \+ (\d+)\)\)", SCRIPT.read_text())[1])
+    assert SHUTDOWN_S + VM_STOPPING_S + 3 <= margin
 
 
 def test_without_the_package_attribute_it_refuses_with_a_reason(metadata, tmp_path):

@@ -35,7 +35,8 @@ dropped, as the tick widens the job's start (``ControlRouter``). A pull waits at
 offer waits about that long for an idle VM.
 
 Control messages about any other (job, attempt) are acked and ignored. The loop never exits on one
-bad message: an undecodable start message is logged and acked (it can never succeed), one for
+bad message: an undecodable start message is logged and acked (it can never succeed; so is one whose
+job id or attempt no heartbeat could carry: ``StartMessage`` bounds them as ``Heartbeat`` does), one for
 another cluster or region is nacked, a Pub/Sub failure is retried with backoff.
 
 Several at once (``max_jobs_per_vm`` > 1): the loop pulls while the VM has a free slot and GPUs; a
@@ -55,7 +56,7 @@ from typing import Callable, Mapping
 
 from pydantic import ValidationError
 
-from zen.agent.attempt import FINAL_BUDGET_S, SHUTDOWN_BUDGET_S, SLICE_S, RunsAttempts
+from zen.agent.attempt import FINAL_BUDGET_S, SHUTDOWN_BUDGET_S, SLICE_S, VM_STOPPING_S, RunsAttempts
 from zen.agent.identity import Identity
 from zen.agent.limits import DailyPulls, PullLimits
 from zen.agent.reports import AttemptReport, Reporter
@@ -69,6 +70,12 @@ from zen.joblogs import Sink
 from zen.models import AgentStatus, ControlAction, StartMessage, VmState
 
 log = logging.getLogger("zen.agent")
+
+
+def _about_the_attempt(exc: ValidationError) -> bool:
+    """Whether a report failed for its job id or attempt number alone (the start's fault, not this VM's:
+    a start is given back when this VM cannot name itself, for another VM to claim)."""
+    return all(error["loc"][:1] in (("job_id",), ("attempt",)) for error in exc.errors())
 
 
 class _Log(logging.LoggerAdapter):
@@ -97,6 +104,7 @@ class Agent(RunsAttempts):
         self._clock = clock
         self._base_env = base_env
         self._shutdown_reason: str | None = None
+        self._shutdown_at: float | None = None  # when asked for (the clock's): the deadline counts from it
         self._next_vm_beat = 0.0
         self._retired = False
         self._lock = threading.Lock()  # VM heartbeats and counters, from every attempt's thread
@@ -109,6 +117,7 @@ class Agent(RunsAttempts):
     def request_shutdown(self, reason: str) -> None:
         """Safe from a signal handler or another thread: only sets a field the loop polls."""
         if self._shutdown_reason is None:
+            self._shutdown_at = self._clock()
             self._shutdown_reason = reason
 
     @property
@@ -124,7 +133,7 @@ class Agent(RunsAttempts):
         try:
             while not self.stopping and not self.pulls.exhausted():
                 self._vm_beat()
-                if self.slots.full():  # several at once, all slots taken: wait for one to end
+                if self.slots.full() or self.pulls.blocked():  # all slots taken, or claims may reach a limit: wait
                     self._idle_wait(self.settings.poll_s)
                     continue
                 delivery = self.controls.offer()  # a start offered to this VM alone (a warm cache) first
@@ -153,7 +162,8 @@ class Agent(RunsAttempts):
     def _shut_down(self) -> None:
         self.log.info("agent shutting down", extra={"reason": self._shutdown_reason})
         self.controls.drop_offers("the VM is shutting down")
-        self.reporter.vm(VmState.STOPPING, budget_s=SHUTDOWN_BUDGET_S, given_back=self.slots.given_back)
+        self.reporter.vm(VmState.STOPPING, budget_s=self._shutdown_budget(-VM_STOPPING_S),
+                         given_back=self.slots.given_back)
         self.transport.close(delete_control=True)
 
     # -- idle ------------------------------------------------------------------------------------
@@ -191,7 +201,7 @@ class Agent(RunsAttempts):
 
     def _takes_offers(self) -> bool:
         """Whether the idle loop would take a start now: a start offered to this VM waits for it meanwhile."""
-        return not self.stopping and not self._retired and not self.pulls.exhausted() and not self.slots.full()
+        return not self.stopping and not self._retired and not self.pulls.blocked() and not self.slots.full()
 
     def _vm_beat(self, state: VmState | None = None, *, force: bool = False) -> None:
         """The VM heartbeat when due (or ``force``): ``state``, else RETIRED, BUSY or IDLE as it is,
@@ -235,6 +245,7 @@ class Agent(RunsAttempts):
                 self.log.info("no room for the job now; giving it back", extra={
                     "job_id": start.job_id, "attempt": start.attempt, "gpus": start.gpus})
                 return False
+            self.pulls.claimed(key)  # counted before the loop's next pull (the claim's answer may take a while)
             settled = True  # _hold acks or nacks it in every case
             if not self.slots.capacity.shared:
                 self._hold(delivery, start, gpu_ids)
@@ -246,6 +257,7 @@ class Agent(RunsAttempts):
                 thread.start()
             except BaseException:
                 settled = False  # nacked below
+                self.pulls.ended(key)
                 self.slots.give_back(key)
                 raise
         except Exception:  # noqa: BLE001 - one bad message must not end the loop
@@ -269,13 +281,20 @@ class Agent(RunsAttempts):
                 self._run(start, attempt, gpu_ids)
             elif answer == "timeout":  # our claim may have won: VM heartbeats name it until claimed again
                 self.slots.unanswered(key)
+        except ValidationError as exc:
+            if settled or not _about_the_attempt(exc):
+                self.log.exception("error while handling a start message", extra={"message_id": delivery.message_id})
+            else:  # no CLAIMED can name it: no VM can ever claim it, and given back it would come back forever
+                self.log.error("start message dropped: no heartbeat can name its attempt", extra={
+                    "message_id": delivery.message_id, "reason": describe_validation_error(exc)})
+                settled = self._quietly(self.transport.ack, delivery, "ack")
         except Exception:  # noqa: BLE001 - one bad message must not end the loop
             self.log.exception("error while handling a start message", extra={"message_id": delivery.message_id})
         finally:
             if not settled:
                 self._quietly(self.transport.nack, delivery, "nack")
             self.controls.close(key)
-            self.pulls.ended(key)  # no-op unless it began and _run did not count its end
+            self.pulls.ended(key)  # drops its claim; counts it only if it began and _run did not count its end
             self.slots.give_back(key)
         if answer == "timeout":
             self._beat_now()  # Zen requeues the attempt now, if our claim won, not at the next VM heartbeat

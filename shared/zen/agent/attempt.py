@@ -7,6 +7,7 @@ offered starts, claims them and keeps the VM's slots, pull limits and VM heartbe
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Callable
 
@@ -15,12 +16,21 @@ from zen.agent.reports import AttemptReport
 from zen.agent.runner import CannotRun, JobSpec, RunningJob
 from zen.agent.staging import AttemptData, Progress, transfer
 from zen.models import AgentStatus, ControlAction, ControlMessage, StartMessage
+from zen.text import escape_unstorable
 
 SLICE_S = 0.2  # longest uninterrupted wait: how fast a shutdown request is noticed
 FINAL_BUDGET_S = 300.0  # how long a final report is retried (a lost one costs a rerun)
-SHUTDOWN_BUDGET_S = 5.0  # per report while shutting down (a preempted VM has ~30 s in all)
+SHUTDOWN_BUDGET_S = 5.0  # per report while shutting down, at most (a preempted VM has ~30 s in all)
 OUTPUT_BUDGET_S = 20.0  # shipping the rest of a job's output before its final report (heartbeat timeout: 120 s)
-UPLOAD_GRACE_S = 15.0  # uploading outputs once the VM is shutting down (a preempted VM has ~30 s in all)
+# A shutdown has one deadline: SHUTDOWN_S past the job's stop grace (ZEN_AGENT_STOP_GRACE_S), from the
+# request, every final report is sent. systemd kills the agent at the grace + 15 s (TimeoutStopSec,
+# startup.sh): VM_STOPPING_S of the rest go to the VM's STOPPING, the last to deleting the control
+# subscription. Each step takes what is left of it, keeping the time of the steps after it.
+SHUTDOWN_S = 10.0
+VM_STOPPING_S = 2.0
+UPLOAD_GRACE_S = 15.0  # the most an upload of outputs is given once the VM is shutting down
+SHUTDOWN_OUTPUT_S = 2.0  # kept, after an upload cut short, for the rest of the job's output
+SHUTDOWN_REPORT_S = 3.0  # kept, after that, for the final report
 PREFACE_CHARS = 1100  # zen's lines before the output tail in the final report (Heartbeat.message: 8192)
 
 
@@ -79,30 +89,43 @@ class RunsAttempts:
 
     def _end(self, attempt: AttemptReport, output: AttemptOutput, exit_code: int | None, final: AgentStatus,
              note: str | None, *, data: AttemptData | None, upload: bool = False, tail: str = "") -> None:
-        """Upload the outputs (a failed upload fails the attempt), close the output, send the final report."""
-        if data is not None and upload:
-            cut = self._transfer(attempt, data, "uploading outputs", data.uploaded, data.upload,
-                                 shutdown_grace_s=UPLOAD_GRACE_S)
-            if cut is not None:
-                status, cut_note = cut
-                final = AgentStatus.FAILED if status is AgentStatus.FAILED and final is AgentStatus.SUCCEEDED else status
-                note = f"{note}\n{cut_note}" if note else cut_note
-        summary = data.summary() if data is not None else ""
-        preface = "\n".join(line for line in (note, summary) if line)[-PREFACE_CHARS:]
-        message = "\n".join(part for part in (preface, tail) if part)
-        # The output before the final report: a user who sees the end status can read every line.
-        ended = final.value if exit_code is None else f"{final.value}, exit code {exit_code}"
-        brief = note.splitlines()[-1].removeprefix("zen: ").removeprefix("zen agent: ") if note else ""
-        self._close_output(output, f"{ended} ({brief})" if brief else ended,
-                           SHUTDOWN_BUDGET_S if self.stopping else OUTPUT_BUDGET_S)
-        budget = SHUTDOWN_BUDGET_S if self.stopping else FINAL_BUDGET_S
-        self.reporter.job(attempt, final, budget_s=budget, exit_code=exit_code, message=message,
-                          data=data.heartbeat_fields() if data is not None else None)
-        if data is not None:
-            self.log.info("job data", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
-                                             **data.heartbeat_fields()})
-            data.cleanup()
-        self._after_job((attempt.job_id, attempt.attempt))
+        """Upload the outputs, close the output, send the final report; the attempt's directories are
+        removed and its end counted whatever happens meanwhile.
+
+        The status reported is the job's own (``final``: its exit code, or how the agent ended it), never
+        the upload's: a STOP during the upload is ignored (the job has ended or was stopped already; Zen
+        repeats STOP to every RUNNING heartbeat of a stopping job, and a STOP that cut the upload lost a
+        stopped job's checkpoint), and only the VM's shutdown cuts it. An upload that failed or was cut
+        fails a job that exited 0 (its outputs are incomplete) and leaves any other status as it was, with
+        a note. So a job that ran to its end is never reported PREEMPTED, which Zen would requeue (it
+        would run twice): a shutdown during its upload reports FAILED, with its exit code; a job stopped
+        or preempted before stays STOPPED or PREEMPTED."""
+        try:
+            if data is not None and upload:
+                cut = self._transfer(attempt, data, "uploading outputs", data.uploaded, data.upload,
+                                     shutdown_grace_s=UPLOAD_GRACE_S, stops=False)
+                if cut is not None:
+                    final = AgentStatus.FAILED if final is AgentStatus.SUCCEEDED else final
+                    note = f"{note}\n{cut[1]}" if note else cut[1]
+            # A note may quote a file name the job chose (not UTF-8: a lone surrogate), for the output too.
+            note = escape_unstorable(note) if note else note
+            summary = data.summary() if data is not None else ""
+            preface = "\n".join(line for line in (note, summary) if line)[-PREFACE_CHARS:]
+            message = "\n".join(part for part in (preface, tail) if part)
+            # The output before the final report: a user who sees the end status can read every line.
+            ended = final.value if exit_code is None else f"{final.value}, exit code {exit_code}"
+            brief = note.splitlines()[-1].removeprefix("zen: ").removeprefix("zen agent: ") if note else ""
+            self._close_output(output, f"{ended} ({brief})" if brief else ended,
+                               self._shutdown_budget(SHUTDOWN_REPORT_S) if self.stopping else OUTPUT_BUDGET_S)
+            budget = self._shutdown_budget(0.0) if self.stopping else FINAL_BUDGET_S
+            self.reporter.job(attempt, final, budget_s=budget, exit_code=exit_code, message=message,
+                              data=data.heartbeat_fields() if data is not None else None)
+        finally:
+            if data is not None:
+                self.log.info("job data", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
+                                                 **data.heartbeat_fields()})
+                data.cleanup()
+            self._after_job((attempt.job_id, attempt.attempt))
 
     def _attempt_data(self, start: StartMessage) -> AttemptData | None:
         if not start.inputs and not start.outputs:
@@ -111,14 +134,16 @@ class RunsAttempts:
                            Path(self.settings.work_dir), project=self.identity.project, cache=self.cache)
 
     def _transfer(self, attempt: AttemptReport, data: AttemptData, what: str, progress: Progress,
-                  work: Callable[[], None], shutdown_grace_s: float = 0.0) -> tuple[AgentStatus, str] | None:
-        """``zen.agent.staging.transfer``, heartbeating this attempt; the status and note if it ended it."""
+                  work: Callable[[], None], shutdown_grace_s: float = 0.0,
+                  stops: bool = True) -> tuple[AgentStatus, str] | None:
+        """``zen.agent.staging.transfer``, heartbeating this attempt; the status and note if it was cut or failed."""
         cut = transfer(data, what, progress, work, listen=lambda *a, **kw: self._listen(attempt, *a, **kw),
                        stopping=lambda: self.stopping, clock=self._clock, vm=self.identity.vm,
-                       shutdown_grace_s=shutdown_grace_s, grace_s=self.settings.stop_grace_s)
+                       shutdown_grace_s=shutdown_grace_s, grace_s=self.settings.stop_grace_s, stops=stops,
+                       shutdown_left=lambda: self._shutdown_left(SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S))
         if cut is not None:
-            self.log.error(f"{what} ended the attempt", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
-                                                             "status": cut[0].value, "reason": cut[1]})
+            self.log.error(f"{what} cut or failed", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
+                                                         "status": cut[0].value, "reason": cut[1]})
         return cut
 
     def _supervise(self, job: RunningJob, attempt: AttemptReport) -> tuple[AgentStatus | None, str | None]:
@@ -134,7 +159,7 @@ class RunsAttempts:
         while job.poll() is None:
             if self.stopping:
                 self.log.warning("stopping the job: agent shutting down", extra=fields)
-                job.stop(settings.stop_grace_s)
+                job.stop(min(settings.stop_grace_s, max(0.0, self._shutdown_left(SHUTDOWN_S))))  # its grace is left
                 return AgentStatus.PREEMPTED, f"zen: VM {self.identity.vm} shut down ({self._shutdown_reason})"
             if job.over_time():
                 self.log.warning("stopping the job: max_runtime_s exceeded", extra={
@@ -167,6 +192,18 @@ class RunsAttempts:
         control, order = received
         control.ack()
         return next_beat, order
+
+    def _shutdown_left(self, keep_s: float = 0.0) -> float:
+        """Seconds left until the shutdown's deadline (``SHUTDOWN_S`` past the stop grace, from the
+        request), less ``keep_s`` kept for the steps after; infinite while not shutting down."""
+        if self._shutdown_at is None:
+            return math.inf
+        return self._shutdown_at + self.settings.stop_grace_s + SHUTDOWN_S - keep_s - self._clock()
+
+    def _shutdown_budget(self, keep_s: float) -> float:
+        """One report's budget while shutting down: what is left before ``keep_s`` of the deadline, at most
+        ``SHUTDOWN_BUDGET_S``, and one second at least (late is better than never; systemd has the last word)."""
+        return min(SHUTDOWN_BUDGET_S, max(1.0, self._shutdown_left(keep_s)))
 
     def _close_output(self, output: AttemptOutput, note: str, budget_s: float = OUTPUT_BUDGET_S) -> None:
         try:

@@ -20,8 +20,8 @@ it pulled, so Zen can send the next job that needs them here first (``zen.routin
   The local runner runs no containers, so locally images are reported only when docker is used.
 - **Images are bounded too.** Docker keeps every image it pulled; the agent keeps the
   ``ZEN_AGENT_IMAGES_KEEP`` (default 8) most recently run and removes the least recently run one
-  beyond that (``docker image rm``, ``zen.agent.runner.remove_image``), so a VM serving many
-  different images does not fill its disk.
+  beyond that (``docker image rm``, ``zen.agent.runner.remove_image``, in a thread of its own, never
+  on a job's path), so a VM serving many different images does not fill its disk.
 """
 
 from __future__ import annotations
@@ -152,15 +152,24 @@ class InputCache:
     def ran_image(self, image: str) -> None:
         """``image`` ran on this VM (docker pulled it if it was not here): it is the most recently used;
         beyond ``images_keep``, the least recently used image is removed from the VM (``forget_image``,
-        ``docker image rm`` without force: docker refuses an image a container still runs, which
-        then stays on the disk, unreported, until a job runs it again)."""
+        ``docker image rm`` without force, in the background: docker refuses an image a container still
+        runs, which then stays on the disk, unreported, until a job runs it again)."""
         with self._lock:
             self._images[image] = None
             self._images.move_to_end(image)
             evicted = [self._images.popitem(last=False)[0] for _ in range(len(self._images) - self.images_keep)]
-        for old in evicted:
-            if self._forget_image is not None:
-                self._forget_image(old)
+        if evicted and self._forget_image is not None:
+            # In a thread of its own: ``docker image rm`` may take minutes, and this is called as a job
+            # starts. Run there, it held the job's supervision (heartbeats, stops, its runtime limit, the
+            # VM's shutdown), long enough for Zen's sweep to call the running job lost and rerun it.
+            threading.Thread(target=self._forget, args=(evicted,), name="zen-image-rm", daemon=True).start()
+
+    def _forget(self, images: list[str]) -> None:
+        for image in images:
+            try:
+                self._forget_image(image)
+            except Exception:  # noqa: BLE001 - best effort: the image stays on the disk
+                log.exception("image not removed", extra={"image": image})
 
     def report(self) -> tuple[list[str] | None, list[str] | None]:
         """(inputs whose every object is held, images run), most recent first, for the VM heartbeat."""

@@ -28,6 +28,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from zen.config import TAG_PATTERN
 from zen.errors import ZenError
 
 log = logging.getLogger("zen.agent.identity")
@@ -145,8 +146,25 @@ def resolve_tags(env: Mapping[str, str], metadata: MetadataServer | None, identi
     if raw is None:
         raw = template_attribute(metadata, identity, "instance/attributes/zen-tags")
     if raw is None:
-        return tuple(sorted(set(configured)))
-    return tuple(sorted({tag.strip() for tag in raw.split(",") if tag.strip()}))
+        return reportable_tags(configured)
+    return reportable_tags([tag.strip() for tag in raw.split(",") if tag.strip()])
+
+
+MAX_TAGS = 64  # Heartbeat.tags
+
+
+def reportable_tags(tags: list[str]) -> tuple[str, ...]:
+    """The tags a heartbeat can carry, sorted: those named as the configuration names tags (lowercase
+    letters, digits and '-', at most 41 characters: ``zen.config.TAG_PATTERN``, which every tag a job
+    may require follows), at most ``MAX_TAGS``. The rest are dropped with a warning: one tag the
+    heartbeat refused made every report of the VM fail, and its jobs were lost and rerun."""
+    kept = sorted({tag for tag in tags if TAG_PATTERN.fullmatch(tag)})
+    dropped = sorted(set(tags) - set(kept)) + kept[MAX_TAGS:]
+    if dropped:
+        log.warning("VM tags dropped: not tags a job could require, or too many", extra={
+            "dropped": [tag[:60].encode("unicode_escape").decode("ascii") for tag in dropped[:8]],
+            "count": len(dropped)})
+    return tuple(kept[:MAX_TAGS])
 
 
 def watch_preemption(metadata: MetadataServer, on_preempted: Callable[[], None], stop: threading.Event,

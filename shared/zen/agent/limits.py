@@ -7,6 +7,11 @@ The rules, where the issue is silent:
   several jobs at once (``zen.agent.slots``). An attempt counts whole at its end time: a 30-hour job
   that ends now counts 30 hours now. Attempts still running count too (as one job each, and their
   GPU-hours so far), so a VM running several at once never starts one past its limit.
+- **Claims in flight:** an attempt whose claim waits for its answer (``claimed``) may or may not run:
+  the agent pulls nothing while those claims, were they all confirmed, would reach ``max_jobs``
+  (``blocked``), and waits for their answers; a confirmed one counts from then on (``began``), a
+  refused or unanswered one never counts. Not counting them let a VM running several at once pull
+  past its limit while its confirmations were on their way.
 - **Window:** the trailing 24 h (``window_s``): an attempt that ended longer ago no longer counts.
 - **Reached:** attempts in the window >= ``max_jobs``, or GPU-hours >= ``max_gpu_hours``. It is
   asked only before a pull, so a running job is never stopped for a limit: it finishes, and may
@@ -65,18 +70,27 @@ class DailyPulls:
         self._window_s = window_s
         self._ended: deque[tuple[float, float]] = deque()  # (ended at, GPU-seconds), oldest first
         self._running: dict[object, tuple[float, int]] = {}  # attempt -> (began at, its GPUs)
+        self._claims: dict[object, None] = {}  # attempts whose claim waits for its answer
         self._reached: str | None = None
         # Attempt threads begin and end while the agent's loop asks whether a limit is reached.
         self._lock = threading.RLock()
 
+    def claimed(self, attempt: object = None) -> None:
+        """``attempt`` is being claimed (its slot taken): ``blocked`` counts it until ``began`` or ``ended``."""
+        with self._lock:
+            self._claims[attempt] = None
+
     def began(self, attempt: object = None, gpus: int | None = None) -> None:
         """``attempt`` starts holding ``gpus`` of the VM's GPUs (None: all of them); its claim was confirmed."""
         with self._lock:
+            self._claims.pop(attempt, None)
             self._running[attempt] = (self._clock(), self._gpus if gpus is None else gpus)
 
     def ended(self, attempt: object = None) -> None:
-        """``attempt`` has ended: count it, with its GPUs x wall time."""
+        """``attempt`` has ended: count it, with its GPUs x wall time (nothing when it never began:
+        its claim was refused or unanswered)."""
         with self._lock:
+            self._claims.pop(attempt, None)
             began = self._running.pop(attempt, None)
             if began is not None:
                 now = self._clock()
@@ -102,6 +116,17 @@ class DailyPulls:
         """Why no more jobs may be taken (for good, once said), or None while another one may."""
         with self._lock:
             return self._exhausted()
+
+    def blocked(self) -> str | None:
+        """Why nothing may be pulled now: a limit reached (``exhausted``: for good), or the claims waiting
+        for their answers would reach ``max_jobs`` if confirmed (until they are answered)."""
+        with self._lock:
+            reached = self._exhausted()
+            if reached is None and self._claims and self.limits.max_jobs is not None:
+                jobs = self.jobs() + len(self._claims)
+                if jobs >= self.limits.max_jobs:
+                    return f"{jobs} jobs in 24 h with the claims waiting for an answer (limit {self.limits.max_jobs})"
+            return reached
 
     def _exhausted(self) -> str | None:
         if self._reached is None:

@@ -16,7 +16,10 @@
   of a claim made again after the list was read (``zen.vm_heartbeat``).
 
 Sending never raises: a report that cannot be published within its budget is logged and reported
-as ``False`` to the caller (the next heartbeat, or the scheduler's deadline, covers for it).
+as ``False`` to the caller (the next heartbeat, or the scheduler's deadline, covers for it). A job
+report whose message, tags or data Zen would refuse is sent without them (logged): a final report
+lost so costs a rerun. Only one whose ids (job id, attempt, the VM's name, region, zone) no heartbeat
+can carry raises ``pydantic.ValidationError``.
 """
 
 from __future__ import annotations
@@ -28,9 +31,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable, Protocol, Sequence
 
+from pydantic import ValidationError
+
 from zen.agent.identity import Identity
-from zen.errors import ZenError
+from zen.errors import ZenError, describe_validation_error
 from zen.models import AgentStatus, Heartbeat, Message, VmState
+from zen.text import escape_unstorable
 from zen.vm_heartbeat import HeldAttempt, VmHeartbeat
 
 log = logging.getLogger("zen.agent.reports")
@@ -38,10 +44,12 @@ MAX_MESSAGE_CHARS = 8192  # Heartbeat.message
 
 
 def fit_message(text: str | None) -> str | None:
-    """What Zen accepts as a heartbeat's message: no NUL, at most 8192 characters (the end kept)."""
+    """What Zen accepts as a heartbeat's message: no NUL (U+FFFD, as the output's undecodable bytes), no
+    lone surrogate (escaped, ``\\udce9``: a file name that is not UTF-8 brings one), at most 8192
+    characters (the end kept)."""
     if text is None:
         return None
-    text = text.replace("\x00", "\ufffd")
+    text = escape_unstorable(text.replace("\x00", "\ufffd"))
     return text if len(text) <= MAX_MESSAGE_CHARS else text[-MAX_MESSAGE_CHARS:]
 
 
@@ -78,12 +86,17 @@ class Reporter:
         """``data``: the attempt's transfers so far (``staged_bytes`` ...; ``zen.agent.staging``)."""
         identity = self._identity
         attempt.seq = self._next_seq()
-        heartbeat = Heartbeat(
-            job_id=attempt.job_id, attempt=attempt.attempt, vm=identity.vm, region=identity.region,
-            zone=identity.zone, status=status, seq=attempt.seq, sent_at=datetime.now(timezone.utc),
-            exit_code=exit_code, message=fit_message(message), tags=list(identity.tags) or None,
-            **(data or {}),
-        )
+        required = dict(job_id=attempt.job_id, attempt=attempt.attempt, vm=identity.vm, region=identity.region,
+                        zone=identity.zone, status=status, seq=attempt.seq, sent_at=datetime.now(timezone.utc),
+                        exit_code=exit_code)
+        try:
+            heartbeat = Heartbeat(**required, message=fit_message(message), tags=list(identity.tags) or None,
+                                  **(data or {}))
+        except ValidationError as exc:  # sent without them: a report not sent at all costs the attempt
+            heartbeat = Heartbeat(**required)  # raises when its ids are what no heartbeat can carry
+            log.error("heartbeat stripped of its message, tags and data: Zen would refuse them", extra={
+                **self._extra, "job_id": attempt.job_id, "attempt": attempt.attempt, "status": status.value,
+                "reason": describe_validation_error(exc)})
         return self._send(heartbeat, budget_s, job_id=attempt.job_id, attempt=attempt.attempt,
                           status=status.value, seq=heartbeat.seq)
 

@@ -4,7 +4,7 @@
 Two ways to run a job, never through a shell:
 - a plain subprocess: the ``command`` list, with the agent's environment plus the job's ``env``
   (local mode, or a job without an image);
-- a container: ``docker run --rm --gpus all --name zen-<job>-<attempt> -e K=V ... -- IMAGE CMD...``
+- a container: ``docker run --rm --gpus all --name zen-<attempt_name> -e K=V ... -- IMAGE CMD...``
   (``--gpus '"device=4,5"'`` instead of ``all`` for a job that shares its VM: ``JobSpec.gpu_ids``).
 
 Every job is started through ``launch.py`` (the parent-death shim) in a new session, so it leads its
@@ -19,6 +19,7 @@ Exit codes follow the shell convention: killed by signal N reports ``128 + N`` (
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -35,6 +36,7 @@ from zen.agent.output import AttemptOutput, OutputLimits, StreamCapture
 log = logging.getLogger("zen.agent.runner")
 LAUNCH = Path(__file__).with_name("launch.py")
 _CONTAINER_UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]")
+NAME_ID_CHARS = 64  # of the job id, in an attempt's name (the hash keeps longer ids apart)
 
 
 class CannotRun(Exception):
@@ -82,9 +84,19 @@ class Launch:
     container: str | None = None
 
 
+def attempt_name(job_id: str, attempt: int) -> str:
+    """The attempt's own name on this VM (its container's, its work directory's): ``<job>-<hash>-<attempt>``,
+    the job id with what docker refuses in names (``:``) as ``-`` and cut to ``NAME_ID_CHARS``, then the
+    first 12 hex digits of the SHA-256 of the real id. The hash keeps it one-to-one: ``exp:1`` and
+    ``exp-1`` (or two ids alike in their first 64 characters) once shared a name, and on a VM running
+    several jobs one wiped the other's data and ``docker run --name`` refused the second."""
+    digest = hashlib.sha256(job_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{_CONTAINER_UNSAFE.sub('-', job_id)[:NAME_ID_CHARS]}-{digest}-{attempt}"
+
+
 def container_name(job_id: str, attempt: int) -> str:
-    """``zen-<job>-<attempt>``, with characters docker refuses in names replaced by ``-``."""
-    return f"zen-{_CONTAINER_UNSAFE.sub('-', job_id)}-{attempt}"
+    """``zen-<attempt_name>``: only characters docker accepts, one name per attempt."""
+    return f"zen-{attempt_name(job_id, attempt)}"
 
 
 def docker_argv(spec: JobSpec, docker: str = "docker") -> list[str]:

@@ -4,16 +4,20 @@ Cloud Storage client (``STORAGE_EMULATOR_HOST`` points it at ``zen.local.storage
 
 Layout, per attempt, under the agent's work directory (``ZEN_AGENT_WORK_DIR``)::
 
-    <work>/<job_id>-<attempt>/inputs    ZEN_INPUT_DIR: gs://b/data/train.csv -> inputs/train.csv
-                                                       gs://b/data/set/      -> inputs/set/<rest of each name>
-    <work>/<job_id>-<attempt>/outputs   ZEN_OUTPUT_DIR: every file, uploaded as
-                                        <outputs>/<job_id>/attempt-<attempt>/<path under ZEN_OUTPUT_DIR>
+    <work>/<name>/inputs    ZEN_INPUT_DIR: gs://b/data/train.csv -> inputs/train.csv
+                                           gs://b/data/set/      -> inputs/set/<rest of each name>
+    <work>/<name>/outputs   ZEN_OUTPUT_DIR: every file, uploaded as
+                            <outputs>/<job_id>/attempt-<attempt>/<path under ZEN_OUTPUT_DIR>
+
+where ``<name>`` is ``zen.agent.runner.attempt_name``: ``<job>-<hash of the job id>-<attempt>``, one per
+attempt (two jobs running at once never share a directory).
 
 An input names an object when one has exactly that name (and its path does not end in ``/``), else
 the prefix: every object under ``<path>/``. An input that is neither fails the attempt before the
 job runs, naming the URI; so does any download error. An object the VM's warm cache holds
-(``zen.agent.cache``) is copied from there instead of downloaded. An upload error fails the attempt (FAILED even
-when the job exited 0), naming the file and the reason. Both directories are removed afterwards.
+(``zen.agent.cache``) is copied from there instead of downloaded. An upload error fails the attempt
+(FAILED even when the job exited 0), naming the file and the reason (a name that is not UTF-8 is one,
+escaped). Both directories are removed afterwards.
 
 Transfers run in a worker thread (``run_in_background``) so the agent keeps heartbeating, with the
 bytes and seconds so far; ``cancel`` stops them between objects, or mid-download.
@@ -22,6 +26,7 @@ bytes and seconds so far; ``cancel`` stops them between objects, or mid-download
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import shutil
@@ -32,11 +37,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from zen.agent.cache import InputCache, object_key
+from zen.agent.runner import attempt_name
 from zen.gcs import input_name, output_destination, split_uri
 from zen.models import AgentStatus, ControlAction, InputSpec
+from zen.text import escape_unstorable, unstorable_problem
 
 log = logging.getLogger("zen.agent.staging")
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+SHUTDOWN_JOIN_S = 1.0  # a transfer the VM's shutdown cut short is waited for this long at most
 
 
 class TransferError(Exception):
@@ -119,7 +126,7 @@ class AttemptData:
 
     @property
     def root(self) -> Path:
-        return self.work_dir / f"{_UNSAFE.sub('-', self.job_id)}-{self.attempt}"
+        return self.work_dir / attempt_name(self.job_id, self.attempt)
 
     @property
     def input_dir(self) -> Path:
@@ -254,6 +261,9 @@ class AttemptData:
             for relative, path in files:
                 if self.cancel.is_set():
                     raise Cancelled(f"upload cancelled after {self.uploaded.files} of {len(files)} files")
+                if unstorable_problem(relative):  # a name that is not UTF-8 (os.walk: lone surrogates)
+                    raise TransferError(f"upload of {escape_unstorable(relative)} failed after {self.uploaded.files} "
+                                        f"of {len(files)} files: its name is not UTF-8, as Cloud Storage's must be")
                 try:
                     # Retried on transient errors: the name is this attempt's alone, so a repeat is harmless.
                     bucket.blob(prefix + relative).upload_from_filename(str(path), retry=DEFAULT_RETRY)
@@ -285,10 +295,11 @@ class AttemptData:
 
 
 def run_in_background(work: Callable[[], None], tick: Callable[[], bool], cancel: threading.Event,
-                      grace_s: float = 10.0) -> BaseException | None:
+                      grace_s: float | Callable[[], float] = 10.0) -> BaseException | None:
     """Run ``work`` in a thread, calling ``tick`` (which waits a little, e.g. for a control message)
-    until it ends. When ``tick`` returns True the work is cancelled and waited for ``grace_s`` at most.
-    Returns the work's exception, if any."""
+    until it ends. When ``tick`` returns True the work is cancelled and waited for ``grace_s`` at most
+    (a callable: asked then); past it, it is left to end by itself (a daemon thread). Returns the
+    work's exception, if any."""
     outcome: dict[str, BaseException] = {}
 
     def target() -> None:
@@ -302,34 +313,46 @@ def run_in_background(work: Callable[[], None], tick: Callable[[], bool], cancel
     while thread.is_alive():
         if tick():
             cancel.set()
-            thread.join(grace_s)
+            thread.join(grace_s() if callable(grace_s) else grace_s)
             break
     return outcome.get("error")
 
 
 def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[], Any], *, listen: Callable,
              stopping: Callable[[], bool], clock: Callable[[], float], vm: str, shutdown_grace_s: float = 0.0,
-             grace_s: float = 10.0) -> tuple[AgentStatus, str] | None:
+             grace_s: float = 10.0, stops: bool = True,
+             shutdown_left: Callable[[], float] = lambda: math.inf) -> tuple[AgentStatus, str] | None:
     """Run one transfer (``work``: staging or uploading) in the background while the agent's ``listen``
     heartbeats the attempt with its progress. Returns the status and note when it failed (FAILED), a
-    STOP came (STOPPED), or the agent is shutting down and ``shutdown_grace_s`` ran out (PREEMPTED)."""
+    STOP came (STOPPED), or the agent is shutting down and ``shutdown_grace_s`` ran out, or
+    ``shutdown_left()`` (the seconds by which the transfer must be over) came within ``SHUTDOWN_JOIN_S``
+    (PREEMPTED). A transfer cut by a shutdown is waited for ``SHUTDOWN_JOIN_S`` at most, else ``grace_s``.
+
+    ``stops`` False (the upload after the job ended): a STOP is acked and ignored. The job has ended
+    or was stopped already, and Zen answers every RUNNING heartbeat of a stopping job with STOP again:
+    a STOP that cut the upload lost a stopped job's checkpoint (written on SIGTERM)."""
     cut: list[tuple[AgentStatus, str]] = []
-    next_beat, shutdown_at = clock(), None
+    next_beat, shutdown_at, join_s = clock(), None, grace_s
 
     def tick() -> bool:
-        nonlocal next_beat, shutdown_at
+        nonlocal next_beat, shutdown_at, join_s
         if stopping():
             shutdown_at = shutdown_at or clock() + shutdown_grace_s
-            if clock() >= shutdown_at:
+            if clock() >= shutdown_at or shutdown_left() <= SHUTDOWN_JOIN_S:
                 cut.append((AgentStatus.PREEMPTED, f"zen: VM {vm} shut down while {what}"))
+                join_s = min(grace_s, SHUTDOWN_JOIN_S)
                 return True
         next_beat, order = listen(next_beat, message=f"zen: {what}: {progress.describe()} so far",
                                   data=data.heartbeat_fields())
         if order is not None and order.action is ControlAction.STOP:
-            cut.append((AgentStatus.STOPPED, f"zen: stopped while {what} ({order.reason or 'stop requested'})"))
+            if stops:
+                cut.append((AgentStatus.STOPPED, f"zen: stopped while {what} ({order.reason or 'stop requested'})"))
+            else:
+                log.info(f"stop ignored while {what}: the job has ended", extra={
+                    "job_id": data.job_id, "attempt": data.attempt, "reason": order.reason})
         return bool(cut)
 
-    error = run_in_background(work, tick, data.cancel, grace_s)
+    error = run_in_background(work, tick, data.cancel, lambda: join_s)
     if cut:
         return cut[0]
     if error is not None:

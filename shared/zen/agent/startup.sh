@@ -131,6 +131,7 @@ $CONFIG_ENV
 Environment=ZEN_AGENT_STOP_GRACE_S=$STOP_GRACE_S
 Environment=PYTHONUNBUFFERED=1
 # SIGTERM to the agent alone: it stops the job itself and reports it; the rest is killed after the timeout.
+# The agent sends its final reports by STOP_GRACE_S + 10 s (zen.agent.attempt.SHUTDOWN_S), then its VM's.
 KillMode=mixed
 TimeoutStopSec=$((STOP_GRACE_S + 15))
 # A crash restarts the agent; a clean exit (SIGTERM, preemption) does not.
