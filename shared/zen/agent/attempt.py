@@ -97,15 +97,18 @@ class RunsAttempts:
         repeats STOP to every RUNNING heartbeat of a stopping job, and a STOP that cut the upload lost a
         stopped job's checkpoint), and only the VM's shutdown cuts it. An upload that failed or was cut
         fails a job that exited 0 (its outputs are incomplete) and leaves any other status as it was, with
-        a note. So a job that ran to its end is never reported PREEMPTED, which Zen would requeue (it
-        would run twice): a shutdown during its upload reports FAILED, with its exit code; a job stopped
-        or preempted before stays STOPPED or PREEMPTED."""
+        a note. The exception: a job that exited 0 whose upload the VM's shutdown cut is PREEMPTED, so Zen
+        requeues it (a preemption spends no attempt), as it would had the VM died without a word (the
+        sweep's LOST): its outputs are not all saved, and an infrastructure event must not fail it for
+        good. A job that failed on its own stays FAILED with its exit code (requeued it would run its
+        failure again); one stopped or preempted before stays STOPPED or PREEMPTED."""
         try:
             if data is not None and upload:
                 cut = self._transfer(attempt, data, "uploading outputs", data.uploaded, data.upload,
                                      shutdown_grace_s=UPLOAD_GRACE_S, stops=False)
+                if cut is not None and final is AgentStatus.SUCCEEDED:
+                    final = AgentStatus.PREEMPTED if cut[0] is AgentStatus.PREEMPTED else AgentStatus.FAILED
                 if cut is not None:
-                    final = AgentStatus.FAILED if final is AgentStatus.SUCCEEDED else final
                     note = f"{note}\n{cut[1]}" if note else cut[1]
             # A note may quote a file name the job chose (not UTF-8: a lone surrogate), for the output too.
             note = escape_unstorable(note) if note else note
