@@ -85,6 +85,7 @@ HOT_QUERIES = [
     ("recent_jobs", dict(status="RUNNING", cluster="1xl4", user_id=None, since=NOW - timedelta(hours=2),
                          labels='{"team": "vision"}', limit=50)),
     ("active_jobs", {"limit": 23}),
+    ("rejections_of_job", {"job_id": "job-9", "message_id": None}),  # `zen submit --wait` polls it
     ("count_active_jobs", {}),
     ("pending_of_queue", {"queue": "q1", "cluster": "1xl4", "limit": 200}),
     ("admitted_gpus", {"queues": '["q0", "q1"]', "cluster": "1xl4"}),

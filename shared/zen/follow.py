@@ -71,9 +71,8 @@ class JobStatusSource:
         from zen.store import repository
 
         with self._db.transaction() as session:
-            rows = [r for r in repository.list_rejections(session) if r.get("job_id") == job_id
-                    and (message_id is None or r.get("message_id") == message_id)]
-        return rows[-1]["reason"] if rows else None
+            row = repository.latest_rejection(session, job_id, message_id)
+        return row["reason"] if row else None
 
 
 def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int | None = None,

@@ -219,6 +219,12 @@ RETURNING id;
 -- name: list_rejected
 SELECT id, at, source, message_id, job_id, reason, payload FROM rejected_messages ORDER BY id;
 
+-- name: rejections_of_job
+-- One job's refusals, newest first (of one message only, when message_id is given).
+SELECT id, at, source, message_id, job_id, reason FROM rejected_messages
+WHERE job_id = :job_id AND (CAST(:message_id AS text) IS NULL OR message_id = :message_id)
+ORDER BY id DESC LIMIT 1;
+
 -- name: upsert_vm
 -- Only a newer heartbeat (higher seq) changes the row: VM heartbeats also arrive out of order.
 INSERT INTO vms (name, cluster, region, zone, state, job_id, attempt, jobs, last_seq, first_seen_at,

@@ -175,6 +175,11 @@ def list_rejections(session: Session) -> list[dict[str, Any]]:
     return session.run("list_rejected")
 
 
+def latest_rejection(session: Session, job_id: str, message_id: str | None = None) -> dict[str, Any] | None:
+    """The newest refusal of ``job_id`` (of that message only, with ``message_id``)."""
+    return session.one("rejections_of_job", job_id=job_id, message_id=message_id)
+
+
 def upsert_vm(session: Session, *, name: str, cluster: str, region: str, zone: str, state: str,
               job_id: str | None, attempt: int | None, seq: int, sent_at: datetime, now: datetime,
               jobs: list[dict[str, Any]] | None = None, cached_inputs: list[str] | None = None,
