@@ -127,8 +127,8 @@ def scheduler(config, config_file, db_url, db, zen, pubsub_server, pubsub_client
         with EventBridge(config.project, routes, FAST, publisher_client, subscriber_client):
             yield Scheduler(config, db, zen, publisher_client)
     finally:
-        for server in servers.values():
-            server.stop()
+        with ThreadPoolExecutor(len(servers)) as pool:  # and stop in parallel (each waits for its process)
+            list(pool.map(lambda server: server.stop(), servers.values()))
 
 
 @dataclass
