@@ -111,24 +111,13 @@ class _BrokenPublisher(_HeldPublisher):
 def test_a_hand_over_that_fails_leaves_nothing_for_later_requests_to_wait_on(db):
     from datetime import datetime, timezone
 
+    from tests.relay_support import another_request
     from zen.messaging import Enqueued, OutboxRelay
 
     relay = OutboxRelay(db, _BrokenPublisher(), lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
     relay.wait_limit_s = 5
-    other_inside, done = threading.Event(), threading.Event()
-
-    def other():
-        with relay.request():
-            other_inside.set()
-            done.wait(5)
-
-    thread = threading.Thread(target=other)
-    thread.start()
-    other_inside.wait(5)
-    with relay.request():
+    with another_request(relay), relay.request():
         relay.flush_quietly([Enqueued(1, OutgoingMessage("start", b"job"))])  # logged, left for the tick
-    done.set()
-    thread.join(5)
     began = time.monotonic()
     with relay.request():
         pass

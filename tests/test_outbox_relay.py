@@ -7,6 +7,7 @@ import threading
 import time
 from datetime import datetime, timedelta, timezone
 
+from tests.relay_support import another_request
 from zen.messaging import Enqueued, OutboxRelay, OutgoingMessage, _Lane, enqueue
 
 
@@ -58,24 +59,13 @@ class ManualPublisher:
 
 
 def _two_requests(relay, rows):
-    """A request that hands rows over beside another; returns a function telling when the last left."""
-    inside, handed = threading.Event(), threading.Event()
+    """A request that hands rows over beside another, then is last out; (its thread, set when it left)."""
     left = threading.Event()
 
-    def other():
-        with relay.request():
-            inside.set()
-            handed.wait(5)
-
-    t = threading.Thread(target=other)
-    t.start()
-    inside.wait(5)
-
     def mine():
-        with relay.request():
+        with another_request(relay) as leave, relay.request():
             relay.flush_quietly(rows)  # not alone: handed over
-            handed.set()
-            t.join(5)  # the other leaves first: this one is last out
+            leave()  # the other leaves first: this one is last out
         left.set()
 
     m = threading.Thread(target=mine)
