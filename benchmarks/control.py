@@ -39,7 +39,7 @@ from zen import eventarc
 from zen.app import Zen
 from zen.config import load_config
 from zen.events import PUBSUB_EVENT_TYPE
-from zen.messaging import PubSubPublisher
+from zen.publisher import PubSubPublisher
 from zen.store.db import Database, parse_database_url
 from zen.store.migrate import migrate
 

@@ -14,7 +14,8 @@ from google.cloud import pubsub_v1
 
 from zen.config import ZenConfig
 from zen.local.bridge import ensure_topic
-from zen.messaging import OutgoingMessage, PubSubPublisher
+from zen.messaging import OutgoingMessage
+from zen.publisher import PubSubPublisher
 
 
 class StandInPublisher:

@@ -1,4 +1,4 @@
-"""The publisher's per-topic lanes (zen.messaging._Lane): every message handed over, inline or for
+"""The publisher's per-topic lanes (zen.publisher.TopicLane): every message handed over, inline or for
 later, from many threads at once, is sent exactly once and settled with its own result."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from zen.messaging import OutgoingMessage, _Lane
+from zen.messaging import OutgoingMessage
+from zen.publisher import TopicLane
 
 
 def test_concurrent_inline_and_handed_over_messages_are_each_sent_once_and_settled():
@@ -22,7 +23,7 @@ def test_concurrent_inline_and_handed_over_messages_are_each_sent_once_and_settl
             rpcs.append(len(batch))
         return [m.data.decode() for m in batch]
 
-    lane = _Lane(send)
+    lane = TopicLane(send)
     senders_before = {t for t in threading.enumerate() if t.name == "zen-publish"}  # other tests' lanes
     results: dict[str, str] = {}
     settled = threading.Semaphore(0)
@@ -133,7 +134,7 @@ def test_a_lane_survives_a_send_and_a_callback_that_raise():
             raise ValueError("bad request")
         return ["id"] * len(batch)
 
-    lane = _Lane(send)
+    lane = TopicLane(send)
     results = []
     lane.submit([(OutgoingMessage("t", b"a"), lambda r: results.append(r))], inline=True)
 
@@ -152,7 +153,7 @@ def _recording_lane():
         rpcs.append([m.data for m in batch])
         return ["id"] * len(batch)
 
-    return _Lane(send), rpcs
+    return TopicLane(send), rpcs
 
 
 def test_lingering_messages_from_many_callers_share_one_rpc():

@@ -8,7 +8,8 @@ import time
 from datetime import datetime, timedelta, timezone
 
 from tests.relay_support import another_request
-from zen.messaging import Enqueued, OutboxRelay, OutgoingMessage, _Lane, enqueue
+from zen.messaging import Enqueued, OutboxRelay, OutgoingMessage, enqueue
+from zen.publisher import TopicLane
 
 
 class TopicDown:
@@ -101,7 +102,7 @@ def test_a_late_callback_after_a_timed_out_wait_does_not_release_a_newer_one(db)
 class LanePublisher:
     def __init__(self):
         self.sent_at = []
-        self.lane = _Lane(self._send)
+        self.lane = TopicLane(self._send)
 
     def _send(self, batch):
         self.sent_at.append(time.monotonic())

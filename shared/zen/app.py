@@ -17,7 +17,8 @@ from zen.errors import DataRejected, Rejected
 from zen.events import PubSubEnvelope, envelope_from_cloud_event
 from zen import telemetry
 from zen.jobs import JobService, Outcome
-from zen.messaging import OutboxRelay, Publisher, PubSubPublisher
+from zen.messaging import OutboxRelay, Publisher
+from zen.publisher import PubSubPublisher
 from zen.store import repository
 from zen.store.db import Database
 from zen.text import escape_unstorable

@@ -68,21 +68,17 @@ class JobStatus(str, enum.Enum):
 
 TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
 
+_S = JobStatus  # the table below reads as one row per state
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
-    JobStatus.PENDING: frozenset({JobStatus.QUEUED, JobStatus.CANCELLED}),
-    JobStatus.QUEUED: frozenset({JobStatus.ASSIGNED, JobStatus.CANCELLED, JobStatus.PENDING}),
-    JobStatus.ASSIGNED: frozenset(
-        {JobStatus.RUNNING, JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPING, JobStatus.LOST,
-         JobStatus.CANCELLED, JobStatus.QUEUED}
-    ),
-    JobStatus.RUNNING: frozenset(
-        {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPING, JobStatus.LOST, JobStatus.CANCELLED}
-    ),
-    JobStatus.STOPPING: frozenset({JobStatus.CANCELLED, JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.PENDING}),
-    JobStatus.LOST: frozenset({JobStatus.QUEUED, JobStatus.FAILED}),
-    JobStatus.SUCCEEDED: frozenset(),
-    JobStatus.FAILED: frozenset(),
-    JobStatus.CANCELLED: frozenset(),
+    _S.PENDING: frozenset({_S.QUEUED, _S.CANCELLED}),
+    _S.QUEUED: frozenset({_S.ASSIGNED, _S.CANCELLED, _S.PENDING}),
+    _S.ASSIGNED: frozenset({_S.RUNNING, _S.SUCCEEDED, _S.FAILED, _S.STOPPING, _S.LOST, _S.CANCELLED, _S.QUEUED}),
+    _S.RUNNING: frozenset({_S.SUCCEEDED, _S.FAILED, _S.STOPPING, _S.LOST, _S.CANCELLED}),
+    _S.STOPPING: frozenset({_S.CANCELLED, _S.SUCCEEDED, _S.FAILED, _S.PENDING}),
+    _S.LOST: frozenset({_S.QUEUED, _S.FAILED}),
+    _S.SUCCEEDED: frozenset(),
+    _S.FAILED: frozenset(),
+    _S.CANCELLED: frozenset(),
 }
 
 
