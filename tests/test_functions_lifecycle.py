@@ -131,6 +131,20 @@ def test_stop_of_running_job_sends_stop_to_its_vm(functions, zen, publisher):
         "version": 1, "vm": "vm-7", "job_id": "job-1", "attempt": 1, "action": "STOP", "reason": "user asked"}
 
 
+def test_every_stop_of_a_stopping_job_says_how_long_the_vm_has_left_to_answer(functions, zen, publisher, clock):
+    """Zen ends a STOPPING job without the VM's report ``stop_timeout_s`` (120 s) after the stop; each STOP
+    says what is left of it (attribute ``answer_within_s``), so that the agent ends its upload in time."""
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-7"))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 2, vm="vm-7"))
+    functions.stop({"job_id": "job-1", "reason": "user asked"})
+    clock.advance(50)
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 3, vm="vm-7"))  # uploading its checkpoint: told again
+    stops = [m.attributes.get("answer_within_s") for m in publisher.on("zen-vm-control")
+             if m.attributes["action"] == "STOP"]
+    assert stops == ["120", "70"]
+
+
 def test_two_vms_claiming_the_same_attempt_one_wins(functions, zen, publisher):
     functions.submit(job_request("job-1"))
     functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))

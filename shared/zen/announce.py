@@ -11,7 +11,7 @@ from typing import Any
 from zen import lifecycle
 from zen.config import ZenConfig
 from zen.messaging import OutgoingMessage, outgoing
-from zen.models import START_OFFER, ControlMessage, Heartbeat, Job, JobEvent, JobStatus, StartMessage
+from zen.models import START_OFFER, ControlAction, ControlMessage, Heartbeat, Job, JobEvent, JobStatus, StartMessage
 
 log = logging.getLogger("zen.jobs")
 
@@ -77,13 +77,18 @@ class Announcements:
         return outgoing(self._topics.job_events, event, {
             "type": event.type, "job_id": job.job_id, "cluster": job.cluster, "queue": job.queue or ""})
 
-    def control(self, control: ControlMessage, answering: Heartbeat | None = None) -> OutgoingMessage:
+    def control(self, control: ControlMessage, answering: Heartbeat | None = None,
+                stop_left_s: float | None = None) -> OutgoingMessage:
         """An order to one VM. One that answers a report of that VM about the same attempt carries the
         report's ``seq`` in the attribute ``answers`` (an attribute, so older agents, which refuse
         unknown fields in the payload, still read it): an agent claiming an attempt again takes only
-        the answers to its new claim, never a late one to a claim it gave up (``zen.agent.agent``)."""
+        the answers to its new claim, never a late one to a claim it gave up (``zen.agent.agent``).
+        A STOP of the job's current attempt while it is STOPPING carries ``answer_within_s``, the
+        seconds left before Zen ends the job without the VM's report (``lifecycle.stop_left_s``)."""
         attributes = {"vm": control.vm, "job_id": control.job_id, "attempt": str(control.attempt),
                       "action": control.action.value}
+        if stop_left_s is not None and control.action is ControlAction.STOP:
+            attributes["answer_within_s"] = f"{stop_left_s:.0f}"
         if answering is not None and (answering.vm, answering.job_id, answering.attempt) == (
                 control.vm, control.job_id, control.attempt):
             attributes["answers"] = str(answering.seq)

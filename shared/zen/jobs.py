@@ -297,7 +297,9 @@ class JobService(TickSweeps, VmBeats):
             self._record_usage(session, job, after, decision, now)
             telemetry.log_changes(log, job, after, changes, job.status)
             messages += events
-        messages += [self._announce.control(control, answering) for control in decision.controls]
+        left = lifecycle.stop_left_s(after, now, self._config.deadlines)
+        messages += [self._announce.control(c, answering, left if (c.vm, c.attempt) == (after.vm, after.attempt) else None)
+                     for c in decision.controls]
         if decision.publish_start:
             messages += self._announce.start(after)
         ids = enqueue(session, messages, now)

@@ -349,6 +349,17 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines,
     return decision
 
 
+def stop_left_s(job: Job, now: datetime, deadlines: Deadlines) -> float | None:
+    """Seconds the VM holding a STOPPING job has left to report how it ended before the sweep ends the
+    job without its word (``decide_silence``: ``stop_timeout_s`` from the stop); None for any other job.
+    Every STOP of the attempt carries it (attribute ``answer_within_s``), so that the agent ends in
+    time what it does after stopping the job (the upload of its outputs: a checkpoint written on
+    SIGTERM) instead of uploading on after Zen has called the job CANCELLED."""
+    if job.status is not JobStatus.STOPPING or job.last_heartbeat_at is None:
+        return None
+    return max(0.0, deadlines.stop_timeout_s - (now - job.last_heartbeat_at).total_seconds())
+
+
 def attempt_outcome(job: Job, after: Job, changes: list[Change]) -> str | None:
     """How the attempt ``job`` is at ended, when this change ends one that held a VM (its usage is then
     recorded: ``zen.store.usage``); None when no VM-held attempt ends. SUCCEEDED and FAILED: the job's

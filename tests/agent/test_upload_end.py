@@ -143,3 +143,39 @@ def test_a_shutdown_sends_the_final_report_by_its_deadline_whatever_the_upload(s
     assert final.status is AgentStatus.PREEMPTED and "shut down while uploading outputs" in final.message
     assert at["preempted"] - at["sigterm"] <= grace + attempt.SHUTDOWN_S
     assert transport.vm_states()[-1] == "STOPPING"
+
+
+def test_the_upload_after_a_stop_ends_by_zens_stop_deadline(stalled_storage, tmp_path):
+    """Zen ends a STOPPING job without its report ``stop_timeout_s`` after the stop; the upload of a
+    stopped job's checkpoint had no bound, so the VM uploaded on (its slot held, its report too late)
+    after Zen had called the job CANCELLED. A STOP carries the seconds left (``answer_within_s``): the
+    upload is cut in time and the report says so, before that deadline."""
+    from zen.agent.transport import ControlDelivery
+
+    transport = FakeTransport(VM, virtual_time=False)
+    ready, within = tmp_path / "ready", 8.0
+    at: dict[str, float] = {}
+
+    def zen(message):
+        if not isinstance(message, Heartbeat):
+            return []
+        if message.status is AgentStatus.CLAIMED:
+            return [ControlMessage(vm=VM, job_id="ck", attempt=1, action=ControlAction.CONFIRM, reason="won")]
+        if message.status is AgentStatus.RUNNING and ready.exists():  # stopped once under way, as Zen sends it
+            left = within - (time.monotonic() - at.setdefault("stop", time.monotonic()))
+            order = ControlMessage(vm=VM, job_id="ck", attempt=1, action=ControlAction.STOP, reason="user")
+            return [ControlDelivery(f"c-{time.monotonic()}", order.to_bytes(),
+                                    {"vm": VM, "answer_within_s": f"{left:.0f}"}, lambda: None)]
+        if message.status is AgentStatus.STOPPED:
+            at["report"] = time.monotonic()
+        return []
+
+    transport.answer = zen
+    transport.add_start(start_message("ck", command=[sys.executable, "-c", CHECKPOINTS, str(ready)],
+                                      outputs="gs://out-bkt/r"))
+    make_agent(transport, settings(tmp_path, stop_grace_s=0.5)).run()
+
+    final = finals(transport)["ck"]
+    assert (final.status, final.exit_code) == (AgentStatus.STOPPED, 0)
+    assert "cut when Zen's stop deadline came" in final.message
+    assert at["report"] - at["stop"] < within

@@ -31,6 +31,9 @@ VM_STOPPING_S = 2.0
 UPLOAD_GRACE_S = 15.0  # the most an upload of outputs is given once the VM is shutting down
 SHUTDOWN_OUTPUT_S = 2.0  # kept, after an upload cut short, for the rest of the job's output
 SHUTDOWN_REPORT_S = 3.0  # kept, after that, for the final report
+# A STOP's ``answer_within_s`` (seconds until Zen ends the stopping job without its report) less this is
+# when the upload after the stop is cut: the rest of the output and the final report take the last of it.
+STOP_REPORT_S = SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S
 PREFACE_CHARS = 1100  # zen's lines before the output tail in the final report (Heartbeat.message: 8192)
 
 
@@ -107,7 +110,7 @@ class RunsAttempts:
                 cut = self._transfer(attempt, data, "uploading outputs", data.uploaded, data.upload,
                                      shutdown_grace_s=UPLOAD_GRACE_S, stops=False)
                 if cut is not None and final is AgentStatus.SUCCEEDED:
-                    final = AgentStatus.PREEMPTED if cut[0] is AgentStatus.PREEMPTED else AgentStatus.FAILED
+                    final = cut[0] if cut[0] in (AgentStatus.PREEMPTED, AgentStatus.STOPPED) else AgentStatus.FAILED
                 if cut is not None:
                     note = f"{note}\n{cut[1]}" if note else cut[1]
             # A note may quote a file name the job chose (not UTF-8: a lone surrogate), for the output too.
@@ -119,7 +122,8 @@ class RunsAttempts:
             ended = final.value if exit_code is None else f"{final.value}, exit code {exit_code}"
             brief = note.splitlines()[-1].removeprefix("zen: ").removeprefix("zen agent: ") if note else ""
             self._close_output(output, f"{ended} ({brief})" if brief else ended,
-                               self._shutdown_budget(SHUTDOWN_REPORT_S) if self.stopping else OUTPUT_BUDGET_S)
+                               self._shutdown_budget(SHUTDOWN_REPORT_S) if self.stopping else
+                               min(OUTPUT_BUDGET_S, max(1.0, attempt.report_by + SHUTDOWN_OUTPUT_S - self._clock())))
             budget = self._shutdown_budget(0.0) if self.stopping else FINAL_BUDGET_S
             self.reporter.job(attempt, final, budget_s=budget, exit_code=exit_code, message=message,
                               data=data.heartbeat_fields() if data is not None else None)
@@ -143,7 +147,8 @@ class RunsAttempts:
         cut = transfer(data, what, progress, work, listen=lambda *a, **kw: self._listen(attempt, *a, **kw),
                        stopping=lambda: self.stopping, clock=self._clock, vm=self.identity.vm,
                        shutdown_grace_s=shutdown_grace_s, grace_s=self.settings.stop_grace_s, stops=stops,
-                       shutdown_left=lambda: self._shutdown_left(SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S))
+                       shutdown_left=lambda: self._shutdown_left(SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S),
+                       report_left=lambda: attempt.report_by - self._clock())
         if cut is not None:
             self.log.error(f"{what} cut or failed", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
                                                          "status": cut[0].value, "reason": cut[1]})
@@ -194,6 +199,9 @@ class RunsAttempts:
             return next_beat, None
         control, order = received
         control.ack()
+        within = _seconds(control.attributes.get("answer_within_s")) if order.action is ControlAction.STOP else None
+        if within is not None:  # Zen ends the stopping job without our report then: the upload must end sooner
+            attempt.report_by = min(attempt.report_by, self._clock() + within - STOP_REPORT_S)
         return next_beat, order
 
     def _shutdown_left(self, keep_s: float = 0.0) -> float:
@@ -213,3 +221,12 @@ class RunsAttempts:
             output.close(note, budget_s)
         except Exception:  # noqa: BLE001 - output is worth less than the report that follows
             self.log.exception("job output not closed", extra={"job_id": output.job_id, "attempt": output.attempt})
+
+
+def _seconds(text: str | None) -> float | None:
+    """A STOP's ``answer_within_s`` (Zen sets it; an order without it leaves the attempt unbounded)."""
+    try:
+        value = float(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) and value >= 0 else None

@@ -25,6 +25,7 @@ can carry raises ``pydantic.ValidationError``.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -59,11 +60,13 @@ class Publish(Protocol):
 
 @dataclass
 class AttemptReport:
-    """The agent's side of one attempt: which one, and the last ``seq`` used for it (``Reporter.job``)."""
+    """The agent's side of one attempt: which one, the last ``seq`` used for it (``Reporter.job``), and
+    by when (the agent's clock) Zen must have its final report once a STOP said so (``answer_within_s``)."""
 
     job_id: str
     attempt: int
     seq: int = 0
+    report_by: float = math.inf
 
 
 class Reporter:

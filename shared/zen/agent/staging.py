@@ -320,8 +320,8 @@ def run_in_background(work: Callable[[], None], tick: Callable[[], bool], cancel
 
 def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[], Any], *, listen: Callable,
              stopping: Callable[[], bool], clock: Callable[[], float], vm: str, shutdown_grace_s: float = 0.0,
-             grace_s: float = 10.0, stops: bool = True,
-             shutdown_left: Callable[[], float] = lambda: math.inf) -> tuple[AgentStatus, str] | None:
+             grace_s: float = 10.0, stops: bool = True, shutdown_left: Callable[[], float] = lambda: math.inf,
+             report_left: Callable[[], float] = lambda: math.inf) -> tuple[AgentStatus, str] | None:
     """Run one transfer (``work``: staging or uploading) in the background while the agent's ``listen``
     heartbeats the attempt with its progress. Returns the status and note when it failed (FAILED), a
     STOP came (STOPPED), or the agent is shutting down and ``shutdown_grace_s`` ran out, or
@@ -330,7 +330,10 @@ def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[]
 
     ``stops`` False (the upload after the job ended): a STOP is acked and ignored. The job has ended
     or was stopped already, and Zen answers every RUNNING heartbeat of a stopping job with STOP again:
-    a STOP that cut the upload lost a stopped job's checkpoint (written on SIGTERM)."""
+    a STOP that cut the upload lost a stopped job's checkpoint (written on SIGTERM). What bounds that
+    upload is ``report_left()``: the seconds until Zen must have the stopped job's final report (a
+    STOP's ``answer_within_s``, less the report's own time); at 0 the upload is cut (STOPPED), so the
+    report tells the truth before Zen ends the job without it."""
     cut: list[tuple[AgentStatus, str]] = []
     next_beat, shutdown_at, join_s = clock(), None, grace_s
 
@@ -342,6 +345,11 @@ def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[]
                 cut.append((AgentStatus.PREEMPTED, f"zen: VM {vm} shut down while {what}"))
                 join_s = min(grace_s, SHUTDOWN_JOIN_S)
                 return True
+        if report_left() <= 0:
+            cut.append((AgentStatus.STOPPED, f"zen: stopped while {what}: cut when Zen's stop deadline came "
+                                             f"({progress.describe()} done)"))
+            join_s = min(grace_s, SHUTDOWN_JOIN_S)
+            return True
         next_beat, order = listen(next_beat, message=f"zen: {what}: {progress.describe()} so far",
                                   data=data.heartbeat_fields())
         if order is not None and order.action is ControlAction.STOP:
