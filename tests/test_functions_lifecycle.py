@@ -145,6 +145,21 @@ def test_every_stop_of_a_stopping_job_says_how_long_the_vm_has_left_to_answer(fu
     assert stops == ["120", "70"]
 
 
+@pytest.mark.parametrize("claimed_first", [True, False])
+def test_a_preempted_vm_spends_no_attempt_even_on_the_last_one(functions, zen, publisher, claimed_first):
+    """The VM says it is going away (spot preemption): the cloud's doing, not the job's. A job with
+    max_attempts 1 ended FAILED ("attempt budget spent"), even when the VM was preempted while its
+    claim waited for an answer and never ran it."""
+    functions.submit(job_request("job-1", max_attempts=1))
+    if claimed_first:
+        functions.heartbeat(heartbeat("job-1", "CLAIMED", 1))
+        functions.heartbeat(heartbeat("job-1", "RUNNING", 2))
+    functions.heartbeat(heartbeat("job-1", "PREEMPTED", 3))
+    record = job(zen, "job-1")
+    assert (record.status.value, record.attempt, record.max_attempts, record.vm) == ("QUEUED", 2, 2, None)
+    assert [to for _, to in history(zen, "job-1")][-2:] == ["LOST", "QUEUED"]
+
+
 def test_two_vms_claiming_the_same_attempt_one_wins(functions, zen, publisher):
     functions.submit(job_request("job-1"))
     functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))

@@ -136,7 +136,10 @@ def test_a_user_stop_during_a_preemption_causes_no_second_preemption(queued_zen,
     before vm-3 answers (here the tick) preempts nobody else for b1."""
     zen, functions = queued_zen
     borrow_all_and_reclaim(functions, clock)
-    functions.stop({"job_id": "a3"})
+    functions.stop({"job_id": "a3", "reason": "user wants it gone"})
+    with zen.db.transaction() as session:  # the user's stop is in the history, though no status changed
+        *_, last = repository.job_history(session, "a3")
+    assert (last["actor"], last["to_status"]) == ("user", "STOPPING") and "user wants it gone" in last["reason"]
     clock.advance(5)
     zen.on_scale_tick()
     assert statuses(zen, "a3", "a2", "b1") == ["STOPPING", "RUNNING", "PENDING"]

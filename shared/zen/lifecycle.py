@@ -253,13 +253,14 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
             decision.changes.append(Change(JobStatus.CANCELLED, "VM went away while stopping"))
             decision.fields["finished_at"] = now
             return
-        held = job.model_copy(update={"vm": None})  # the VM is going away: no STOP to send it
-        lost = lose_attempt(held, f"VM {hb.vm} was preempted")
+        # The VM says it is going away (spot preemption, maintenance): the cloud's doing, not the job's,
+        # so the attempt is requeued without spending the budget (a silent VM, which may be the job's
+        # doing, still spends one: decide_silence). No STOP to send a VM going away.
+        held = job.model_copy(update={"vm": None, "max_attempts": job.max_attempts + 1})
+        lost = lose_attempt(held, f"VM {hb.vm} was preempted (no attempt spent)")
         decision.changes.extend(lost.changes)
-        decision.fields.update(lost.fields)
+        decision.fields.update(lost.fields, max_attempts=held.max_attempts)
         decision.publish_start = lost.publish_start
-        if lost.changes[-1].to is JobStatus.FAILED:
-            decision.fields["finished_at"] = now
 
 
 _TARGET = {
@@ -312,7 +313,9 @@ def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
         return Decision(ignored=f"job is already {job.status.value}")
     if job.status is JobStatus.STOPPING:
         # Stopped for a preemption: the user's stop wins, the job ends CANCELLED instead of waiting.
-        return Decision(fields={"preempted_by": None}) if job.preempted_by else Decision(duplicate=True)
+        if job.preempted_by:
+            return Decision(fields={"preempted_by": None}, note=f"{reason} (during a preemption: it ends CANCELLED)")
+        return Decision(duplicate=True)
     if job.status in (JobStatus.PENDING, JobStatus.QUEUED):
         return Decision(changes=[Change(JobStatus.CANCELLED, reason)], fields={"finished_at": now})
     # ASSIGNED or RUNNING: the VM must stop it; STOPPING until it answers (or goes silent).

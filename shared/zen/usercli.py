@@ -242,7 +242,7 @@ def add_parsers(sub) -> None:
     submit.add_argument("--image", help="container image to run (optional; the command runs in it)")
     submit.add_argument("--priority", type=int, help="-1000..1000, higher starts first (default 0)")
     submit.add_argument("--max-runtime", type=int, metavar="SECONDS", help="stop the job after this long (default: the configured cap, limits.max_runtime_s)")
-    submit.add_argument("--max-attempts", type=int, help="attempts before it is FAILED (preemptions and lost VMs retry)")
+    submit.add_argument("--max-attempts", type=int, help="attempts before it is FAILED (a VM gone silent spends one; a preempted VM does not)")
     submit.add_argument("--region", action="append", help="allowed region (repeatable; default: all of the cluster's)")
     submit.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")
     submit.add_argument("--label", action="append", metavar="KEY=VALUE",
