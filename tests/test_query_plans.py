@@ -87,7 +87,7 @@ HOT_QUERIES = [
     ("active_jobs", {"limit": 23}),
     ("rejections_of_job", {"job_id": "job-9", "message_id": None}),  # `zen submit --wait` polls it
     ("count_active_jobs", {}),
-    ("pending_of_queue", {"queue": "q1", "cluster": "1xl4", "limit": 200}),
+    ("pending_of_queue", {"queue": "q1", "cluster": "1xl4", "limit": 200, "most": 8}),
     ("admitted_gpus", {"queues": '["q0", "q1"]', "cluster": "1xl4"}),
     ("waiting_queues", {}),
     ("preemption_candidates", {"queues": '["q0", "q1"]', "cluster": "1xl4", "limit": 50}),

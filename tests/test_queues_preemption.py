@@ -84,10 +84,10 @@ def test_one_queue_whose_pass_fails_stops_neither_the_other_queues_nor_the_tick(
                                       {"name": "two", "quota": {CLUSTER: 8}, "users": ["bob"]}]), db, publisher, clock)
     admit = Queueing.admit
 
-    def broken_for_one(self, session, queue, cluster, now):
+    def broken_for_one(self, session, queue, cluster, now, released=0):
         if queue == "one":
             raise RuntimeError("a bug in one queue's pass")
-        return admit(self, session, queue, cluster, now)
+        return admit(self, session, queue, cluster, now, released=released)
 
     monkeypatch.setattr(Queueing, "admit", broken_for_one)
     assert raised.on_scale_tick().admitted == 1

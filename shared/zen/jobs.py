@@ -47,6 +47,7 @@ log = logging.getLogger("zen.jobs")
 
 SUBMITTED = lifecycle.Change(JobStatus.PENDING, "submitted")
 ADMITTED = lifecycle.Change(JobStatus.QUEUED, "admitted")
+ADMISSION_PASSES = 200  # passes one change runs at most, each freeing the quota for one preemptor
 # Statuses that hold a queue's quota: from admission to the end (LOST is on its way back to QUEUED).
 _HOLDS_QUOTA = frozenset({JobStatus.QUEUED, JobStatus.ASSIGNED, JobStatus.RUNNING, JobStatus.STOPPING,
                           JobStatus.LOST})
@@ -298,13 +299,13 @@ class JobService(TickSweeps, VmBeats):
             telemetry.log_changes(log, job, after, changes, job.status)
             messages += events
         left = lifecycle.stop_left_s(after, now, self._config.deadlines)
-        messages += [self._announce.control(c, answering, left if (c.vm, c.attempt) == (after.vm, after.attempt) else None)
-                     for c in decision.controls]
+        messages += [self._announce.control(c, answering, left if (c.vm, c.attempt) == (after.vm, after.attempt)
+                                            else None) for c in decision.controls]
         if decision.publish_start:
             messages += self._announce.start(after)
         ids = enqueue(session, messages, now)
         if admit and self._queues and job.queue and job.status in _HOLDS_QUOTA and after.status not in _HOLDS_QUOTA:
-            ids += self._admit(session, job.queue, job.cluster, now)  # its quota is free: who is next
+            ids += self._admit(session, job.queue, job.cluster, now, released=job.gpus)  # who is next
         return ids
 
     def _record_usage(self, session: Session, job: Job, after: Job, decision: Decision, now) -> None:
@@ -322,7 +323,7 @@ class JobService(TickSweeps, VmBeats):
             vm_share=min(1.0, gpus / vm_gpus) if vm_gpus else 1.0)
 
     # -- admission (queues) --------------------------------------------------------------------
-    def _admit(self, session: Session, queue: str, cluster: str, now) -> list[Enqueued]:
+    def _admit(self, session: Session, queue: str, cluster: str, now, released: int = 0) -> list[Enqueued]:
         """Run the admission pass of ``queue``'s cohort on ``cluster`` and admit what it picks.
 
         Victims are applied without the pass a release runs (``_apply(admit=False)``): a victim not
@@ -331,9 +332,12 @@ class JobService(TickSweeps, VmBeats):
         submission or the tick fails, again at every redelivery). One pass after all of them admits
         into the quota they freed; victims stopping on a VM free theirs when the VM answers."""
         ids: list[Enqueued] = []
-        freed = True
-        while freed:  # a loop, not a recursion: a long line of preemptors must not exhaust the stack
-            decided = self._queues.admit(session, queue, cluster, now)
+        freed, passes = True, 0
+        # A loop, not a recursion (a long line of preemptors must not exhaust the stack), and bounded: a
+        # pass that undid the last one's choice would hold the cohort's lock forever (the tick goes on).
+        while freed and (passes := passes + 1) <= ADMISSION_PASSES:
+            decided = self._queues.admit(session, queue, cluster, now, released=released)
+            released = 0  # given back before the first pass, which counted it
             for job, reason in decided.admitted:
                 ids += self._apply(session, job, Decision(changes=[lifecycle.Change(JobStatus.QUEUED, reason)],
                                                           publish_start=True), actor="admission", now=now)

@@ -14,10 +14,11 @@ What fits (per cluster, the Kueue model without lending limits):
 
 Order (one *admission pass* for a cohort and a cluster): among the queues' head jobs, those that fit
 their own queue's nominal quota before those that would borrow (Kueue's order: quota lent is taken
-back before anyone borrows again, so a reclaim is not undone by the borrower's next job); then the
+back before anyone borrows again, so a reclaim is not undone by the borrower's next job; while such
+a head waits for its lent quota, no head borrows: quota that comes free goes back to the lender); then the
 highest priority first; between queues at the same priority, the lowest *dominant share* first: (decayed
-GPU-seconds admitted / half-life + GPUs admitted now) / nominal quota, the largest over the cohort's
-clusters being what counts for the cluster at hand (one cluster per pass here); then the oldest. Within a
+GPU-seconds admitted / half-life + GPUs admitted now) / nominal quota, on the pass's own cluster (a
+pass is for one cluster; Kueue takes the largest share over resources, which this does not); then the oldest. Within a
 queue, jobs go strictly in (priority, age) order: a head that does not fit blocks its queue for
 this pass (no small job jumps a big one, so a big one is never starved), never the other queues.
 
@@ -97,15 +98,22 @@ def order_admissions(state: list[QueueState], cohort_used: int, cohort_quota: in
     """The pure core of a pass (production and the simulator share it): admit heads while they fit,
     heads within their queue's nominal quota before heads that would borrow, then highest priority,
     then lowest share, then oldest; a head that does not fit stops its queue
-    (``blocked(queue, head, cohort_used)`` is told). Returns (queue, job, GPUs the queue holds with
-    it); updates each queue's ``used``."""
+    (``blocked(queue, head, cohort_used)`` is told). Once a head within its queue's nominal quota is
+    blocked by the cohort (its quota is lent), nobody borrows in this pass: what comes free goes back
+    to the lender, else borrowers' small jobs would take each 2 GPUs freed before a lender's 4-GPU job
+    ever fits (and undo a reclaim). Returns (queue, job, GPUs the queue holds with it); updates each
+    queue's ``used``."""
     admitted = []
     active = [q for q in state if q.waiting]
+    lent_back = False  # a head within its nominal quota waits for its lent quota
     while active:
         best = min(active, key=lambda q: (q.borrows_for(q.waiting[0]), -q.waiting[0].priority, q.share,
                                           q.waiting[0].submitted_at, q.waiting[0].job_id))
         job = best.waiting[0]
+        if lent_back and best.borrows_for(job):
+            break  # every head left would borrow (they sort after those that would not)
         if best.used + job.gpus > best.limit or cohort_used + job.gpus > cohort_quota:
+            lent_back = lent_back or not best.borrows_for(job)
             active.remove(best)  # its head does not fit: the queue waits, the others go on
             if blocked is not None:
                 blocked(best, job, cohort_used)
@@ -165,10 +173,11 @@ class Queueing:
     def lock_key(self, queue: QueueConfig) -> str:
         return f"cohort:{queue.cohort}" if queue.cohort else f"queue:{queue.name}"
 
-    def admit(self, session: Session, queue_name: str, cluster: str, now) -> Pass:
+    def admit(self, session: Session, queue_name: str, cluster: str, now, released: int = 0) -> Pass:
         """One pass for the cohort of ``queue_name`` on ``cluster``, under the cohort's lock: the jobs
         to admit now and the jobs to preempt (locked rows, in order) with the reasons to record. The
-        caller applies them."""
+        caller applies them. ``released``: GPUs of ``queue_name`` that a job gave back in this
+        transaction (the change that runs this pass); they were held until now, for fair sharing."""
         queue = self._config.queue(queue_name)
         if queue is None or cluster not in queue.quota:  # gone, or no quota here: its jobs wait (why_pending)
             return Pass()
@@ -185,12 +194,14 @@ class Queueing:
         room = (cohort_quota - cohort_used) // max(gpus, 1)  # jobs that could still fit: read no more
         if room <= 0 and (freeing or all(q.preemption == "never" for q in members)):
             return Pass()  # the cohort is full: nothing to read (a flood of waiting jobs costs nothing here)
-        usage = self._bring_usage_up_to_date(session, names, cluster, used, now)
+        held_until_now = {**used, queue_name: used.get(queue_name, 0) + released}
+        usage = self._bring_usage_up_to_date(session, names, cluster, held_until_now, now)
         state = []
         for q in members:
             # room jobs could fit; one more shows the head that does not, which a preemption may serve
             preempts = q.preemption != "never" and not freeing
-            waiting = rows.pending(session, q.name, cluster, max(0, min(room, PASS_LIMIT)) + preempts)
+            waiting = rows.pending(session, q.name, cluster, max(0, min(room, PASS_LIMIT)) + preempts,
+                                   int(self._most_ever(q, cluster)))
             state.append(QueueState.of(q, cluster, used.get(q.name, 0), usage.get(q.name, 0.0), waiting))
         result = Pass()
 
@@ -259,6 +270,11 @@ class Queueing:
             return (f"queue {queue.name} has no quota for cluster {job.cluster} (its clusters: "
                     f"{', '.join(queue.quota) or 'none'}): the job waits until it has, or stop it and submit "
                     f"it again")
+        most = self._most_ever(queue, job.cluster)
+        if job.gpus > most:
+            return (f"the job needs {job.gpus} GPUs of {job.cluster} but queue {queue.name} can now hold at most "
+                    f"{most:g} (its quota was lowered): it waits, without holding up the jobs behind it, until "
+                    f"the quota is raised, or stop it and submit a smaller one")
         used, total = self.cohort_use(session, queue, job.cluster)
         mine, nominal = used.get(queue.name, 0), queue.quota[job.cluster]
         borrowed = f", {mine - nominal} borrowed" if mine > nominal else ""

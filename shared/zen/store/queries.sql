@@ -409,11 +409,17 @@ GROUP BY queue;
 -- name: pending_of_queue
 -- A queue's waiting jobs of one cluster in admission order; rows another transaction holds are
 -- skipped (a stop being applied): the admission pass never waits on a job while holding the lock.
-SELECT * FROM jobs
-WHERE queue = :queue AND cluster = :cluster AND status = 'PENDING' AND queue IS NOT NULL
+-- Jobs larger than the queue can now ever hold (its quota lowered since) are left out: they wait
+-- without blocking the jobs behind them. head_id: the first of them, locked or not (when it was
+-- skipped, the queue waits for this pass rather than let a later job jump it).
+SELECT jobs.*, (SELECT h.job_id FROM jobs h
+                WHERE h.queue = :queue AND h.cluster = :cluster AND h.status = 'PENDING' AND h.gpus <= :most
+                ORDER BY h.priority DESC, h.submitted_at, h.job_id LIMIT 1) AS head_id
+FROM jobs
+WHERE queue = :queue AND cluster = :cluster AND status = 'PENDING' AND queue IS NOT NULL AND gpus <= :most
 ORDER BY priority DESC, submitted_at, job_id
 LIMIT :limit
-FOR UPDATE SKIP LOCKED;
+FOR UPDATE OF jobs SKIP LOCKED;
 
 -- name: preemption_candidates
 -- Admitted jobs of these queues that a preemption may take back, the cheapest first (lowest priority,

@@ -42,9 +42,14 @@ def preemption_candidates(session: Session, queues: list[str], cluster: str, lim
                                                  cluster=cluster, limit=limit)]
 
 
-def pending(session: Session, queue: str, cluster: str, limit: int) -> list[Job]:
-    """The queue's PENDING jobs of ``cluster`` in admission order, locked (rows locked elsewhere skipped)."""
-    return [job_from_row(r) for r in session.run("pending_of_queue", queue=queue, cluster=cluster, limit=limit)]
+def pending(session: Session, queue: str, cluster: str, limit: int, most: int) -> list[Job]:
+    """The queue's PENDING jobs of ``cluster`` of at most ``most`` GPUs in admission order, locked (rows
+    locked elsewhere skipped); none while its head is locked elsewhere (a stop being applied): the
+    queue waits for the next pass rather than let the job behind the head jump it."""
+    rows = session.run("pending_of_queue", queue=queue, cluster=cluster, limit=limit, most=most)
+    if rows and rows[0]["job_id"] != rows[0]["head_id"]:
+        return []
+    return [job_from_row(r) for r in rows]
 
 
 def waiting_queues(session: Session) -> list[tuple[str, str]]:
