@@ -34,3 +34,9 @@ def alive(pid: int) -> bool:
 
 def read_pid(path: Path, timeout_s: float = 10.0) -> int:
     return int(wait_for(lambda: path.exists() and path.read_text().strip(), timeout_s, what=f"pid in {path}"))
+
+
+def one_running(reports: list) -> list:
+    """Reports with each run of RUNNING heartbeats counted once: a job reports RUNNING every
+    ``heartbeat_s``, and on a loaded machine its short run may span one more of them."""
+    return [r for i, r in enumerate(reports) if not (i and r == reports[i - 1] and "RUNNING" in r)]
