@@ -93,7 +93,9 @@ resource "google_compute_region_instance_group_manager" "zen" {
   for_each           = local.mig_targets
   name               = each.value.mig_name
   region             = each.value.region
-  base_instance_name = "zen-${each.value.cluster}"
+  # VMs are named <base>-xxxx (4 random characters per MIG): the region in the base keeps names unique
+  # across a cluster's regions, which Zen needs (its rows, drains and control subscriptions are by name).
+  base_instance_name = each.value.mig_name
   description        = "Zen ${each.value.cluster} in ${each.value.region}; sized by the Zen scheduler"
 
   version {

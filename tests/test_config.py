@@ -36,6 +36,9 @@ def test_zen_config_env_points_at_a_file(tmp_path, monkeypatch):
      " min_vms: 2}", "min_vms (2) is above max_vms (1)"),
     ("clusters:\n  - {name: a, gpu_type: t, gpu_count: 1, regions: [r], max_vms_per_region: 1, max_vms: 1,"
      " colour: red}", "clusters.0.colour: Extra inputs are not permitted"),
+    ("clusters:\n  - {name: a-very-long-cluster-name-for-a100-gpus-x8, gpu_type: t, gpu_count: 1,"
+     " regions: [northamerica-northeast1], max_vms_per_region: 1, max_vms: 1}",
+     "is over 58 characters (its VMs are named after it)"),  # GCE refused the MIG at apply time
     ("deadlines: {heartbeat_timeout_s: -1}", "deadlines.heartbeat_timeout_s: Input should be greater than 0"),
     ("- just a list", "must hold a YAML mapping"),
     ("clusters: [", "is not valid YAML"),

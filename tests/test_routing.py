@@ -278,3 +278,29 @@ def test_room_on_a_busy_vm_absorbs_only_narrowed_jobs_its_region_reaches(routed,
     busy = [Vm("vm-us", "us-central1", VmPhase.BUSY, datetime.now(timezone.utc), job_id="other")]
     [left] = absorb(rows, {"vm-us": (1, 2)}, busy, 4, 2)
     assert (left.regions, left.count) == (("europe-west4",), 1)
+
+
+def test_a_data_start_that_skipped_a_blocked_near_region_widens_to_every_region_next(routed, publisher, clock, db):
+    """Its data in the US multi-region (us-central1 and us-west1 near), us-west1 blocked by a stockout:
+    the start went to us-central1 first, as documented, but the widening narrowed it to the blocked
+    region too for another data_wait_s before every region (twice the documented wait)."""
+    from datetime import timedelta
+
+    from zen.app import Zen
+    from zen.local.invoke import FunctionsInvoker
+
+    zen, _ = routed
+    raw = json.loads(zen.config.model_dump_json())
+    raw["data"]["bucket_locations"]["us-multi"] = "US"
+    zen = Zen(ZenConfig.model_validate(raw), db, publisher, clock)
+    functions = FunctionsInvoker(zen)
+    with zen.db.transaction() as session:
+        fleet.save_scaling_memory(session, "4xa100-40gb", "us-west1", json.dumps(
+            {"blocked_until": (clock() + timedelta(minutes=15)).isoformat()}), clock())
+    functions.submit(job_request("b1", inputs=[{"uri": "gs://us-multi/shards/", "size_gb": 120}]))
+    for _ in range(2):
+        clock.advance(60)
+        functions.tick()
+    reaches = [reach(m) for m in publisher.on("zen-job-start")]
+    assert reaches[0] == {"allow_us_central1"} and "allow_any" in reaches[1]
+

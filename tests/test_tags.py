@@ -61,6 +61,59 @@ def test_a_claim_from_a_vm_without_the_tags_is_released_and_one_with_them_wins(t
         assert repository.get_job(session, "phi-4").vm == "vm-cleared"
 
 
+def with_region_tags(config, region_tags):
+    raw = json.loads(config.model_dump_json())
+    for cluster in raw["clusters"]:
+        if cluster["name"] == "4xa100-40gb":
+            cluster["region_tags"] = region_tags
+    return ZenConfig.model_validate(raw)
+
+
+def functions_with(config, db, publisher, clock, region_tags):
+    from zen.app import Zen
+    from zen.local.invoke import FunctionsInvoker
+
+    zen = Zen(with_region_tags(config, region_tags), db, publisher, clock)
+    return zen, FunctionsInvoker(zen)
+
+
+def test_a_tag_moved_after_submission_holds_claims_to_where_it_is_now(config, db, publisher, clock):
+    """The job waits; the operator moves hipaa from us-central1 to us-west1. An old us-central1 VM, booted
+    from the old template, still reports hipaa: its claim won and the job ran where the tag no longer is.
+    A VM there without it was told RELEASE and the start sent to us-central1 again, for ever. Now the
+    job is narrowed to where the tag is, and its start goes there."""
+    zen, functions = functions_with(config, db, publisher, clock, {"us-central1": ["hipaa"]})
+    functions.submit(job_request("phi-5", requires_tags=["hipaa"], regions=["us-central1", "us-west1"]))
+    zen, functions = functions_with(config, db, publisher, clock, {"us-west1": ["hipaa"]})
+    functions.heartbeat(heartbeat("phi-5", "CLAIMED", 1, vm="vm-old", tags=["hipaa"]))  # stale template
+    with zen.db.transaction() as session:
+        job = repository.get_job(session, "phi-5")
+    assert (job.status.value, job.vm, job.regions) == ("QUEUED", None, ["us-west1"])
+    orders = [(json.loads(m.data)["vm"], json.loads(m.data)["action"]) for m in publisher.on("zen-vm-control")]
+    assert orders == [("vm-old", "RELEASE")]
+    *_, again = publisher.on("zen-job-start")
+    assert "allow_us_west1" in again.attributes and "allow_us_central1" not in again.attributes
+    functions.heartbeat(heartbeat("phi-5", "CLAIMED", 2, vm="vm-west", region="us-west1", zone="us-west1-b",
+                                  tags=["hipaa"]))
+    assert orders_of(publisher, "vm-west") == ["CONFIRM"]
+
+
+def test_a_job_no_region_can_run_any_more_is_cancelled_with_the_reason(config, db, publisher, clock):
+    zen, functions = functions_with(config, db, publisher, clock, {"us-central1": ["hipaa"]})
+    functions.submit(job_request("phi-6", requires_tags=["hipaa"]))
+    zen, functions = functions_with(config, db, publisher, clock, {})
+    functions.heartbeat(heartbeat("phi-6", "CLAIMED", 1, vm="vm-old", tags=["hipaa"]))
+    with zen.db.transaction() as session:
+        job = repository.get_job(session, "phi-6")
+        *_, last = repository.job_history(session, "phi-6")
+    assert job.status.value == "CANCELLED" and orders_of(publisher, "vm-old") == ["RELEASE"]
+    assert "no longer carries the tags ['hipaa']" in last["reason"] and "submit it again" in last["reason"]
+
+
+def orders_of(publisher, vm):
+    return [json.loads(m.data)["action"] for m in publisher.on("zen-vm-control") if json.loads(m.data)["vm"] == vm]
+
+
 def test_tags_are_validated_in_the_configuration(config, tmp_path):
     import yaml
 

@@ -24,7 +24,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from zen.config import ZenConfig
-from zen.lifecycle import Decision
+from zen.lifecycle import Change, Decision
+from zen.placement import regions_cleared_now
 from zen.routing import next_route
 from zen.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus
 from zen.store import repository
@@ -42,6 +43,8 @@ def refuse_claim(session: Session, config: ZenConfig, job: Job, hb: Heartbeat,
     being scaled down would refuse every time until it is gone."""
     if job.status is not JobStatus.QUEUED or hb.attempt != job.attempt:
         return None
+    if hb.region in job.regions and hb.region not in (cleared := regions_cleared_now(config, job)):
+        return _not_cleared(config, job, hb, cleared, now)
     if repository.vm_is_draining(session, hb.vm):  # a VM being scaled down is deleted next
         reason = f"VM {hb.vm} is being scaled down"
     else:
@@ -55,6 +58,25 @@ def refuse_claim(session: Session, config: ZenConfig, job: Job, hb: Heartbeat,
         fields, note = route.fields(), f"{route.note} (its claim refused: {reason})"
     return Decision(ignored=reason, publish_start=True, fields=fields, note=note, controls=[
         ControlMessage(vm=hb.vm, job_id=job.job_id, attempt=hb.attempt, action=action, reason=reason)])
+
+
+def _not_cleared(config: ZenConfig, job: Job, hb: Heartbeat, cleared: list[str], now: datetime) -> Decision:
+    """A claim from one of the job's regions that the configuration no longer allows it (a tag moved, or
+    the region left its cluster, after the job was accepted): the VM's own word about its tags comes from
+    the template it booted with, and a tagged job must not run where the tag is not now. The job is
+    narrowed to the regions still allowed and its start published there (else the same VMs would claim
+    it again and again); with none left it cannot run, and is cancelled with the reason."""
+    required = sorted(job.request.get("requires_tags") or ())
+    reason = (f"region {hb.region} no longer carries the tags {required} the job requires" if required else
+              f"cluster {job.cluster} no longer uses region {hb.region}") + " (the configuration changed)"
+    action = ControlAction.RELEASE if hb.status is AgentStatus.CLAIMED else ControlAction.STOP
+    controls = [ControlMessage(vm=hb.vm, job_id=job.job_id, attempt=hb.attempt, action=action, reason=reason)]
+    if not cleared:
+        return Decision(changes=[Change(JobStatus.CANCELLED, f"none of its regions can run it now: {reason}; "
+                                                             "submit it again")],
+                        fields={"finished_at": now}, controls=controls)
+    return Decision(ignored=reason, publish_start=True, controls=controls, note=f"regions now {cleared}: {reason}",
+                    fields=dict(regions=cleared, start_regions=None, start_vms=None, widen_at=None))
 
 
 def no_room(config: ZenConfig, job: Job, vm: str, jobs_on_vm) -> str | None:

@@ -79,6 +79,10 @@ class ClusterConfig(_Strict):
         bad = sorted(t for t in named if not _NAME.match(t))
         if bad:
             raise ValueError(f"tags are lowercase letters, digits and '-': {', '.join(bad)}")
+        too_long = [r for r in self.regions if len(self.mig_name(r)) > 58]
+        if too_long:  # GCE appends "-xxxx" to a MIG's base instance name, 58 characters at most
+            raise ValueError(f"the MIG name {self.mig_name(too_long[0])!r} is over 58 characters (its VMs are "
+                             "named after it): use a shorter cluster name")
         if self.max_jobs_per_vm > self.gpu_count:
             raise ValueError(f"max_jobs_per_vm ({self.max_jobs_per_vm}) is above gpu_count ({self.gpu_count}): "
                              "each job holds at least one GPU")

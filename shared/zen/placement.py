@@ -37,7 +37,7 @@ from zen.config import ClusterConfig, ZenConfig
 from zen.errors import Rejected
 from zen.gcs import output_room_problem
 from zen.locality import order_by_data
-from zen.models import JobRequest
+from zen.models import Job, JobRequest
 from zen.queueing import Queueing
 
 if TYPE_CHECKING:
@@ -83,6 +83,17 @@ def resolve_request(config: ZenConfig, request: JobRequest, job_id: str | None =
         shapes, queue = _acceptable_shapes(config, request)
     max_runtime_s = config.limits.max_runtime_s if request.max_runtime_s is None else request.max_runtime_s
     return Resolved(shapes[0].cluster, shapes[0].regions, max_attempts, queue, max_runtime_s, shapes)
+
+
+def regions_cleared_now(config: ZenConfig, job: Job) -> list[str]:
+    """The regions the configuration allows the job now, as its submission would have chosen them
+    (its cluster's regions it asked for, with the tags it requires): the configuration may change while
+    it waits, and the claim check (``zen.claims``) holds a claim to these."""
+    cluster = config.cluster(job.cluster)
+    if cluster is None:
+        return []
+    asked, required = job.request.get("regions"), set(job.request.get("requires_tags") or ())
+    return [r for r in cluster.regions if (asked is None or r in asked) and required <= set(cluster.tags_of(r))]
 
 
 def _one_cluster(config: ZenConfig, request: JobRequest) -> ClusterConfig:

@@ -133,7 +133,10 @@ def next_route(config: ZenConfig, job: Job, now: datetime) -> Route:
         return Route(grown, now + timedelta(seconds=config.deadlines.data_wait_s),
                      f"start widened to {', '.join(grown)}, where its warm VMs{data} are: unclaimed {waited:.0f} s "
                      f"{where}")
-    if not job.start_vms and len(job.start_regions or ()) < len(grown) < len(job.regions):
+    # Sent to regions of warm VMs first: its data's regions next. Sent to its data's regions already
+    # (less those a stockout blocked then): every region, not the blocked one for another wait.
+    if (not job.start_vms and not set(job.start_regions or ()) <= set(near)
+            and len(job.start_regions or ()) < len(grown) < len(job.regions)):
         return Route(grown, now + timedelta(seconds=config.deadlines.data_wait_s),
                      f"start widened to {', '.join(grown)}, where its data is: unclaimed {waited:.0f} s {where}")
     return Route(None, None, f"start widened to every allowed region: unclaimed {waited:.0f} s {where}")

@@ -266,6 +266,9 @@ def test_each_cluster_region_has_a_template_and_a_mig(module, tfvars, config):
         for region in cluster.regions:
             assert render(name_template, cluster.name, region, module, config) == cluster.mig_name(region)
     assert expression(migs["zen"]["name"]) == "each.value.mig_name"
+    # VMs are named after the base plus 4 random characters: without the region in it, two regions of
+    # one cluster could name a VM alike, and Zen keys VMs by name.
+    assert expression(migs["zen"]["base_instance_name"]) == "each.value.mig_name"
 
 
 def test_migs_are_sized_by_zen_only(module):

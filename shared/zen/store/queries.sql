@@ -34,7 +34,7 @@ SET status = :status, attempt = :attempt, max_attempts = :max_attempts, vm = :vm
     started_at = :started_at, finished_at = :finished_at, exit_code = :exit_code,
     message = :message, start_published_at = :start_published_at, preempted_by = :preempted_by,
     preemptions = :preemptions, start_regions = CAST(:start_regions AS jsonb), widen_at = :widen_at,
-    start_vms = CAST(:start_vms AS jsonb), updated_at = :now
+    start_vms = CAST(:start_vms AS jsonb), regions = CAST(:regions AS jsonb), updated_at = :now
 WHERE job_id = :job_id AND status = :expected_status AND attempt = :expected_attempt
 RETURNING job_id;
 
