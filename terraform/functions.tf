@@ -99,6 +99,7 @@ resource "terraform_data" "trigger_dead_letter" {
     google_cloudfunctions2_function.zen[each.key].event_trigger[0].trigger,
     google_pubsub_topic.dead_letter[each.key].id,
     var.max_delivery_attempts,
+    var.functions[each.key].timeout_s,
   ]
 
   provisioner "local-exec" {
@@ -108,6 +109,7 @@ resource "terraform_data" "trigger_dead_letter" {
       DEAD_LETTER_TOPIC     = google_pubsub_topic.dead_letter[each.key].id
       MAX_DELIVERY_ATTEMPTS = tostring(var.max_delivery_attempts)
       PUBSUB_SERVICE_AGENT  = local.pubsub_service_agent
+      ACK_DEADLINE_S        = tostring(min(600, max(10, var.functions[each.key].timeout_s)))
     }
   }
 

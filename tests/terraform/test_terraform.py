@@ -532,7 +532,8 @@ def test_dead_letter_script_configures_the_eventarc_subscription(tmp_path):
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}",
            "TRIGGER": "projects/p/locations/us-central1/triggers/zen-on-heartbeat-123",
            "DEAD_LETTER_TOPIC": "projects/p/topics/zen-heartbeats-dead-letter",
-           "MAX_DELIVERY_ATTEMPTS": "10", "PUBSUB_SERVICE_AGENT": "service-1@gcp-sa-pubsub.iam.gserviceaccount.com"}
+           "MAX_DELIVERY_ATTEMPTS": "10", "PUBSUB_SERVICE_AGENT": "service-1@gcp-sa-pubsub.iam.gserviceaccount.com",
+           "ACK_DEADLINE_S": "60"}
     script = TERRAFORM / "scripts" / "attach_dead_letter.sh"
     result = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
@@ -541,6 +542,7 @@ def test_dead_letter_script_configures_the_eventarc_subscription(tmp_path):
     assert lines[1].startswith("pubsub subscriptions update projects/p/subscriptions/eventarc-sub")
     assert "--dead-letter-topic=projects/p/topics/zen-heartbeats-dead-letter" in lines[1]
     assert "--max-delivery-attempts=10" in lines[1]
+    assert "--ack-deadline=60" in lines[1]  # Eventarc's 10 s redelivered any request served longer
     assert "add-iam-policy-binding projects/p/subscriptions/eventarc-sub" in lines[2]
     assert "--member=serviceAccount:service-1@gcp-sa-pubsub.iam.gserviceaccount.com" in lines[2]
 
@@ -555,6 +557,7 @@ def test_dead_letter_hook_is_wired_to_each_trigger(module):
     exec_block = block(block(hook["provisioner"])["local-exec"])
     assert exec_block["command"] == "${path.module}/scripts/attach_dead_letter.sh"
     assert exec_block["environment"]["TRIGGER"] == "${google_cloudfunctions2_function.zen[each.key].event_trigger[0].trigger}"
+    assert exec_block["environment"]["ACK_DEADLINE_S"] == "${tostring(min(600, max(10, var.functions[each.key].timeout_s)))}"
 
 
 # -- checkov -------------------------------------------------------------------------------------
