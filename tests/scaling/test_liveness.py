@@ -1,5 +1,5 @@
 """VMs that cannot serve: an agent gone silent (crashed, VM hung), a VM RUNNING whose agent never
-starts, a slow but healthy boot. First through the
+starts, a slow but healthy boot, and a hedge whose race is not decided yet. First through the
 manager's recording fakes (the production classification of MIG instances and agents' rows), then
 end to end (Compute stand-in, real Postgres, ticks). ``heard_since`` itself: test_heard_since."""
 
@@ -15,7 +15,7 @@ from zen.config import ClusterConfig
 from zen.scaling import vms
 from zen.scaling.manager import ClusterManager, ClusterReport
 from zen.scaling.model import (
-    Action, DemandGroup, ErrorKind, RegionMemory, Timing, VmPhase,
+    Action, ClusterLimits, ClusterSnapshot, DemandGroup, ErrorKind, RegionMemory, Timing, Vm, VmPhase,
 )
 from zen.scaling.planner import ZenPlanner
 from zen.scaling.port import FleetFacts, MigInstance
@@ -184,6 +184,26 @@ def test_slow_but_healthy_boots_are_kept_while_a_stockout_still_spills_at_once()
     calls, _, m = manager(waiting, demand=three, memory=memory, first_seen=NOW - timedelta(seconds=20))
     report = m.run()
     assert len(deleted(calls)) == 2 and report.added == {"us-west1": 3}
+
+
+# -- 5: hedges -----------------------------------------------------------------------------------
+def hedge_snapshot(usable: Vm) -> ClusterSnapshot:
+    t0 = NOW
+    vms = (Vm("a1", "A", VmPhase.BOOTING, t0), Vm("b1", "B", VmPhase.BOOTING, t0), usable)  # J's ask and its hedge
+    return ClusterSnapshot(now=t0 + timedelta(seconds=31), cluster=ClusterLimits("c", ("A", "B", "C"), 4, 12),
+                           queued=(), demand=(DemandGroup(("A", "B"), 1, t0),), vms=vms,
+                           target_sizes={"A": 1, "B": 1, "C": 1}, timing=Timing())
+
+
+def test_a_hedge_is_not_cancelled_by_a_vm_its_job_cannot_use():
+    """Another job's VM became idle in C, which J may not use: J's race (A or B) is still open."""
+    plan = ZenPlanner().plan(hedge_snapshot(Vm("c1", "C", VmPhase.IDLE, NOW + timedelta(seconds=30))))
+    assert plan.delete == []
+
+
+def test_a_hedge_is_cancelled_once_a_vm_the_same_demand_can_use_is_usable():
+    plan = ZenPlanner().plan(hedge_snapshot(Vm("a2", "A", VmPhase.IDLE, NOW + timedelta(seconds=30))))
+    assert ("B", "b1") in plan.delete
 
 
 # -- end to end ----------------------------------------------------------------------------------

@@ -18,8 +18,8 @@ or right after a submission; it never waits), per cluster (every decision carrie
    reason. **Hedge**: when that region is uncertain (never seen to deliver, or its risk is at
    least ``hedge_risk``; 0 by default: every cold boot), one more VM is asked in the next-ranked
    region (after every job's first ask, so hedges never take a slot from a job).
-5. **Cancel the losers.** A booting VM beyond what the queue needs, once a VM asked no later than
-   it has become usable (the race it hedged is decided), is deleted.
+5. **Cancel the losers.** A booting VM beyond what the queue needs, once a VM the same demand could
+   use became usable after it was asked (the race it hedged is decided), is deleted.
 6. **Probe for free.** An instance still waiting for capacity costs nothing and the MIG keeps
    retrying it, so one is kept per blocked region while demand still wants that region: the moment
    capacity returns it boots, which lifts the block; without one, a stuck VM that got capacity (billed)
@@ -324,13 +324,16 @@ class _Planning:
                 self.memory[region] = _with(memory, blocked_until=extended)
 
     def cancel_losers(self) -> None:
-        """Booting VMs no queued job needs, once a VM asked no later than them is usable: the race is over."""
-        latest_win = self.latest_win
-        if latest_win is None:
-            return
+        """Booting VMs no queued job needs, once a VM the same demand could use (in a region a queued group
+        allows with theirs; any, if none allows theirs) became usable after they were asked: the race is over."""
+        near = defaultdict(set)
+        for group, region in ((g, r) for g in self.groups for r in g.regions):
+            near[region].update(group.regions)
         for region in sorted(self.regions, key=lambda r: -self.order[r]):
             extra = self.booting_left.get(region, 0)
-            if extra <= 0:
+            latest_win = None if extra <= 0 else self.latest_win if region not in near else max(
+                (vm.since for r in near[region] for vm in self.index.usable(r)), default=None)
+            if latest_win is None:
                 continue
             healthy = sorted(self.healthy[region], key=lambda vm: vm.since, reverse=True)  # the youngest cost least
             for vm in healthy:
