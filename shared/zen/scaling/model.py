@@ -43,6 +43,8 @@ class Vm:
     zone: str | None = None
     job_id: str | None = None
     creation_error: ErrorKind | None = None  # last failed creation attempt, while BOOTING
+    started: bool = False  # BOOTING with capacity (PROVISIONING/STAGING/RUNNING): billed soon or now, no free probe
+    heard_at: datetime | None = None  # its agent last heard (silence counts from here; see zen.scaling.vms)
 
 
 @dataclass(frozen=True)
@@ -100,10 +102,12 @@ class RegionMemory:
     known: tuple[str, ...] = ()  # every VM of the region at the last plan
     booting_since: tuple[float, ...] = ()  # when each of ``booting`` was asked for (epoch seconds)
     boot_s: float | None = None  # learned: moving average of asked-to-usable seconds in this region
+    started: tuple[str, ...] = ()  # booting VMs that had got capacity (``Vm.started``) at the last plan
+    started_since: tuple[float, ...] = ()  # when a plan first saw each of ``started`` so (epoch seconds)
 
     def replaced(self, **changes) -> RegionMemory:
         """``dataclasses.replace(self, **changes)`` without the frozen ``__init__``, which sets each
-        of the nine fields through ``object.__setattr__`` (planners make a few per region and pass).
+        of the fields through ``object.__setattr__`` (planners make a few per region and pass).
         ``changes`` names fields only."""
         new = object.__new__(RegionMemory)
         new.__dict__.update(self.__dict__, **changes)
@@ -132,6 +136,7 @@ class Timing:
     hedge_risk: float = 0.0  # hedge a boot in a second region when the first's risk is above this
     preference_s: float = 15  # seconds of expected boot one step down the preference order is worth
     keep_factor: float = 1.0  # ski rental: a cold start costs keep_factor x the region's boot time
+    agent_silence_s: float = 180  # an agent unheard this long is no supply (zen.scaling.vms.agent_silence_s)
 
 
 @dataclass(frozen=True)

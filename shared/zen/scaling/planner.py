@@ -1,45 +1,34 @@
 """Zen's scaling planner: ``ZenPlanner().plan(snapshot) -> Plan``. Pure: no I/O, time from the snapshot.
 
 A pass works on demand aggregated by (priority, allowed regions) (``ClusterSnapshot.demand_groups``),
-never on single jobs, so it costs O(groups x regions) however long the queue is.
-
-How it decides, per cluster, each pass (a tick, or right after a submission; it never waits):
+never on single jobs, so it costs O(groups x regions) however long the queue is. Each pass (a tick,
+or right after a submission; it never waits), per cluster (every decision carries a reason):
 1. **Learn** from what happened since the last plan. A VM that was booting and is now usable is a
    boot: the region delivers again (block lifted, strikes reset) and its asked-to-usable time feeds
-   the region's moving-average boot time. A new stockout/quota error, or a VM booting past
-   ``spill_after_s``, is a strike: the region is blocked for ``block_s`` doubling per strike up to
-   ``max_block_s`` (Karpenter remembers unavailable offerings; we also back off).
-2. **Rank** the regions (learned): expected seconds to a usable VM = learned boot time + risk x
-   ``spill_after_s`` + preference index x ``preference_s`` (the job's own order, data first, where
-   it has one); risk decays as exp(-age of the last stockout / ``trust_s``), halved once the region
-   delivered after it. Blocked regions are left out.
-3. **Match** demand (highest priority, then oldest) to supply it can use: idle VMs first (warm
-   reuse), then VMs still booting normally in an unblocked region. A VM stuck in a stocked-out
-   region is not supply: its job *spills over*.
+   the region's moving-average boot time. A new stockout/quota error, or a stuck boot (see 3), is a
+   strike: the region is blocked for ``block_s`` doubling per strike up to ``max_block_s``.
+2. **Rank** unblocked regions by expected seconds to a usable VM = learned boot time + risk x
+   ``spill_after_s`` + preference index x ``preference_s`` (the job's own order, data first, if any).
+3. **Match** demand (highest priority, then oldest) to idle VMs (warm reuse), then VMs booting
+   normally in an unblocked region. Not supply: a VM whose agent went silent (``agent_silence_s``;
+   deleted once it holds no job), a *stuck* boot (its job spills over): a stockout error, waiting for
+   capacity past ``spill_after_s``, or not usable twice the region's learned boot (``spill_after_s``
+   .. ``boot_timeout_s``) after it got capacity (e.g. a RUNNING VM whose agent never starts).
 4. **Ask** for one VM per unmatched job in its best-ranked region with room; none -> HOLD, with the
    reason. **Hedge**: when that region is uncertain (never seen to deliver, or its risk is at
    least ``hedge_risk``; 0 by default: every cold boot), one more VM is asked in the next-ranked
-   region (after every job's first ask, so hedges never take a slot from a job; a stockout shows in
-   ``listErrors`` only some seconds after the ask, and the hedge is already booting).
-5. **Cancel the losers.** A booting VM beyond what the queue needs, once a VM asked no later than
-   it has become usable (the race it hedged is decided), is deleted: it costs only what it was
-   billed from RUNNING (an instance still waiting for capacity costs nothing).
-6. **Probe for free.** An instance stuck CREATING costs nothing and the MIG keeps retrying it, so
-   one is kept per blocked region while demand still wants that region: the moment capacity returns
-   it boots, which lifts the block. Other stuck instances are deleted. (Standing orders, one
-   waiting instance per job with no VM spread over its blocked regions, were measured and dropped:
-   p50 0.37 -> 0.19 on rolling-stockouts and 0.38 -> 0.28 on all-out-30min, but on gcp-a100-30d
-   waste 0.55x -> 3.3x ask-every-region's, more jobs never started (978 vs 959) and the replay
-   twice as slow. One per job *per region*: waste 1.57x on all-out-30min.)
-7. **Keep idle VMs like ski rental** (``model.ski_rental_keep_s``): a cold start costs the billed
-   boot, B = ``keep_factor`` x the region's boot time; a spare idle VM is kept B ln(1 + u(e - 1)),
-   u fixed per VM, capped by ``idle_timeout_s``; as many spares as jobs expected meanwhile (at
-   least one), the others go after ``idle_grace_s``. Busy VMs never go; ``min_vms`` are kept.
-Every decision carries a reason.
+   region (after every job's first ask, so hedges never take a slot from a job).
+5. **Cancel the losers.** A booting VM beyond what the queue needs, once a VM the same demand could
+   use became usable after it was asked (the race it hedged is decided), is deleted.
+6. **Probe for free.** An instance still waiting for capacity costs nothing and the MIG keeps
+   retrying it, so one is kept per blocked region while demand still wants that region: the moment
+   capacity returns it boots, which lifts the block; without one, a stuck VM that got capacity (billed)
+   until ``boot_timeout_s``. Other stuck instances are deleted. Standing orders: README, "Scaling".
+7. **Keep idle VMs like ski rental** (``model.ski_rental_keep_s``, README): as many spares as jobs
+   expected meanwhile, the others go after ``idle_grace_s``. Busy VMs never go; ``min_vms`` are kept.
 
-Why these defaults, with the measurements (tuning set only: the five short fixed scenarios and
-``zen.sim.heldout.TUNING_SEED``): README, "Scaling". Speed first (the issue: "at least as fast"), so
-every cold boot is hedged; the waste target (0.25x) is not reached by any setting measured.
+Why these defaults, measured on the tuning set: README, "Scaling". Speed first (the issue: "at least
+as fast"), so every cold boot is hedged; the waste target (0.25x) is not reached by any setting measured.
 """
 
 from __future__ import annotations
@@ -83,10 +72,15 @@ class _Planning:
         self.idle = defaultdict(tuple, {r: v for (r, phase), v in index.phases.items() if phase is VmPhase.IDLE})
         self.alive, self.latest_win = index.alive, index.latest_win  # not being deleted; last to become usable
         self.stuck, self.healthy = defaultdict(list), defaultdict(list)  # booting VMs: stuck or not
-        spill_before = self.now - timedelta(seconds=self.timing.spill_after_s)
+        spill_before, now_s = self.now - timedelta(seconds=self.timing.spill_after_s), self.now.timestamp()
+        self.got: dict[str, float] = {}
         for (region, phase), vms in index.phases.items():
+            got = dict(zip(self.memory[region].started, self.memory[region].started_since))
             for vm in vms if phase is VmPhase.BOOTING else ():
-                stuck = vm.creation_error in _CAPACITY_ERRORS or vm.since <= spill_before
+                if vm.started:
+                    self.got[vm.name] = got.get(vm.name, now_s)
+                late = now_s - self.got[vm.name] >= self.boot_deadline_s(region) if vm.started else vm.since <= spill_before
+                stuck = vm.creation_error in _CAPACITY_ERRORS or late
                 (self.stuck if stuck else self.healthy)[region].append(vm)
         self._ranks: dict[tuple[str, ...], list[str]] = {}
         # Which regions are blocked, fixed once ``learn`` is done (later steps only extend blocks).
@@ -95,8 +89,15 @@ class _Planning:
         self.idle_needed: dict[str, int] = defaultdict(int)
 
     # -- helpers -------------------------------------------------------------------------------
+    def boot_deadline_s(self, region: str) -> float:
+        """How long a VM that got capacity may take to be usable: twice the region's boot, bounded."""
+        return min(self.timing.boot_timeout_s, max(self.timing.spill_after_s, 2 * self.boot_s(region)))
+
     def _age(self, vm: Vm) -> float:
         return (self.now - vm.since).total_seconds()
+
+    def _got_s(self, vm: Vm) -> float:  # seconds since a started VM was first seen with capacity
+        return self.now.timestamp() - self.got[vm.name]
 
     def _blocked(self, region: str) -> bool:
         if self._blocked_after_learn is not None:
@@ -122,10 +123,8 @@ class _Planning:
         return self.timing.boot_estimate_s if learned is None else learned
 
     def risk(self, region: str) -> float:
-        """How likely a VM asked here now does not come up in time (0..1), from the region's stockout
-        history: 0 without one, else decaying from 1 with the stockout's age (halved once the region
-        delivered after it). A region with no history is not penalised in the rank (preference
-        decides), but it is uncertain: see :meth:`uncertain`."""
+        """How likely a VM asked here now does not come up in time (0..1): 0 without a stockout, else
+        decaying from 1 with its age (halved once the region delivered after it). See :meth:`uncertain`."""
         memory = self.memory[region]
         if memory.last_stockout_at is None:
             return 0.0
@@ -192,10 +191,8 @@ class _Planning:
         asked = dict(zip(memory.booting, memory.booting_since))
         average = memory.boot_s
         for vm in booted:
-            if vm.name not in asked:
-                continue
-            seconds = vm.since.timestamp() - asked[vm.name]
-            if seconds <= 0:
+            seconds = vm.since.timestamp() - asked[vm.name] if vm.name in asked else 0
+            if seconds <= 0:  # not seen booting; or
                 continue  # the phase's start is not the boot's end (e.g. a VM known busy from the start)
             average = seconds if average is None else (1 - _BOOT_WEIGHT) * average + _BOOT_WEIGHT * seconds
         return average
@@ -292,30 +289,51 @@ class _Planning:
                 missing -= take
                 self._decide(Action.ADD, region, f"keep min_vms={self.s.cluster.min_vms}", take)
 
-    def prune_stuck(self) -> None:
+    def prune_silent(self) -> None:
+        """Idle VMs, or busy by their agent's word only (no job in the database: e.g. requeued by the lost-job
+        sweep), unheard for ``agent_silence_s`` (agent crashed, VM hung): no supply, deleted (drained first)."""
+        if math.isinf(self.timing.agent_silence_s):
+            return  # off (the simulator's agents never go silent)
+        before = self.now - timedelta(seconds=self.timing.agent_silence_s)
+        for (region, phase), vms in self.index.phases.items():
+            dead = [vm for vm in vms if (phase is VmPhase.IDLE or phase is VmPhase.BUSY) and vm.job_id is None
+                    and vm.heard_at is not None and vm.heard_at < before]
+            if dead and phase is VmPhase.IDLE:
+                self.idle[region] = tuple(vm for vm in vms if vm not in dead)
+            for vm in dead:
+                self.plan.delete.append((region, vm.name))
+                self._decide(Action.DELETE, region, f"its agent ({vm.phase.value.lower()}, no job) was not heard "
+                             f"for {(self.now - vm.heard_at).total_seconds():.0f}s", vm=vm.name)
+
+    def prune_stuck(self) -> None:  # all but one probe per region wanted: waiting, else started < boot_timeout_s
         wanted = {r for group in self.groups for r in group.regions}
         for region in self.regions:
             if not self.stuck[region]:
                 continue
-            stuck = sorted(self.stuck[region], key=lambda vm: vm.since)
-            keep = 1 if region in wanted else 0  # the free probe
+            stuck = sorted(self.stuck[region], key=lambda vm: (vm.started, vm.since))
+            probe = not stuck[0].started or self._got_s(stuck[0]) < self.timing.boot_timeout_s
+            keep = int(region in wanted and probe)
             for vm in stuck[keep:]:
                 self.plan.delete.append((region, vm.name))
-                self._decide(Action.DELETE, region, f"stuck booting for {self._age(vm):.0f}s; not needed as a probe",
-                             vm=vm.name)
+                why = (f"not usable {self._got_s(vm):.0f}s after it got capacity" if vm.started
+                       else f"stuck booting for {self._age(vm):.0f}s; not needed as a probe")
+                self._decide(Action.DELETE, region, why, vm=vm.name)
             if stuck[:keep] and self._blocked(region):
                 memory = self.memory[region]
                 extended = max(memory.blocked_until, self.now + timedelta(seconds=self.timing.block_s))
                 self.memory[region] = _with(memory, blocked_until=extended)
 
     def cancel_losers(self) -> None:
-        """Booting VMs no queued job needs, once a VM asked no later than them is usable: the race is over."""
-        latest_win = self.latest_win
-        if latest_win is None:
-            return
+        """Booting VMs no queued job needs, once a VM the same demand could use (in a region a queued group
+        allows with theirs; any, if none allows theirs) became usable after they were asked: the race is over."""
+        near = defaultdict(set)
+        for group, region in ((g, r) for g in self.groups for r in g.regions):
+            near[region].update(group.regions)
         for region in sorted(self.regions, key=lambda r: -self.order[r]):
             extra = self.booting_left.get(region, 0)
-            if extra <= 0:
+            latest_win = None if extra <= 0 else self.latest_win if region not in near else max(
+                (vm.since for r in near[region] for vm in self.index.usable(r)), default=None)
+            if latest_win is None:
                 continue
             healthy = sorted(self.healthy[region], key=lambda vm: vm.since, reverse=True)  # the youngest cost least
             for vm in healthy:
@@ -364,20 +382,19 @@ class _Planning:
     def run(self) -> Plan:
         self.learn()
         self._blocked_after_learn = {r for r in self.regions if self._blocked(r)}
+        self.prune_silent()
         uncovered = self.match()
         self.ask(uncovered)
         self.prune_stuck()
         self.cancel_losers()
         self.shrink_idle()
         for region, m in self.memory.items():
-            booting = self.stuck[region] + self.healthy[region]
-            if booting:
-                booting.sort(key=lambda vm: vm.name)
-            names = tuple(vm.name for vm in booting) if booting else ()
+            booting = sorted(self.stuck[region] + self.healthy[region], key=lambda vm: vm.name)
+            names, got = tuple(vm.name for vm in booting), tuple(vm.name for vm in booting if vm.started)
             known = self.index.names(region)
-            if names != m.booting or known != m.known:
+            if names != m.booting or known != m.known or got != m.started:
                 m = _with(m, booting=names, booting_since=tuple(vm.since.timestamp() for vm in booting),
-                            known=known)
+                          known=known, started=got, started_since=tuple(self.got[name] for name in got))
             self.plan.memory[region] = m
         return self.plan
 

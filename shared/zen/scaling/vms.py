@@ -14,6 +14,19 @@ from zen.scaling.model import RegionVms, Vm, VmPhase, remember_index
 from zen.scaling.port import MigInstance
 
 
+# The agent's VM heartbeat period (``zen.agent.settings``: ZEN_AGENT_VM_HEARTBEAT_S, 60 s by default).
+AGENT_VM_HEARTBEAT_S = 60.0
+
+
+def agent_silence_s(heartbeat_timeout_s: float, vm_heartbeat_s: float = AGENT_VM_HEARTBEAT_S) -> float:
+    """How long an agent may go unheard before its VM is no supply and, holding no job, is deleted:
+    three VM heartbeats (two lost or late ones are no death; the agent also reports every change),
+    and never less than Zen's ``deadlines.heartbeat_timeout_s``, after which a job on a silent VM is
+    LOST: a busy agent is not judged dead before its job is. 180 s by default, the same age after
+    which routing stops trusting a VM's warm cache (``zen.store.fleet.WARM_VM_SEEN_S``)."""
+    return max(heartbeat_timeout_s, 3 * vm_heartbeat_s)
+
+
 def classify(instance: MigInstance, region: str, first_seen: datetime, held: Mapping, agents: Mapping,
              drained: bool = False) -> Vm:
     """The planner's view of one instance. DELETING: going away, not supply, counted against the limits
@@ -24,7 +37,12 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
     An agent's STOPPING (its VM is shutting down, e.g. preempted) counts only while the instance is
     RUNNING with no current action: a preempted spot VM is recreated by its MIG under the same name
     (``instance_termination_action = DELETE``), and the new instance's own state decides (CREATING:
-    booting, a probe or a strike in a stockout; not a ghost counted against the limits forever)."""
+    booting, a probe or a strike in a stockout; not a ghost counted against the limits forever).
+    ``started``: a booting instance that got capacity (RUNNING, or a status and no creation error: the
+    MIG is not retrying it), so it is billed (from RUNNING) and no free probe.
+    ``heard_at``: when the agent was last heard, its row's ``last_seen_at`` (when missing, the
+    instance's first sighting), or its ``heard_since`` when later: when Zen could hear again after an
+    outage of its own (``zen.store.fleet.agents``); the planner judges the silence (``Timing.agent_silence_s``)."""
     agent = agents.get(instance.name)
     state = agent["state"] if agent else None
     if instance.deleting or drained or state == "RETIRED" or (state == "STOPPING" and instance.running):
@@ -38,11 +56,19 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
         since = max(first_seen, agent["last_seen_at"] or first_seen) if agent else first_seen
         phase = VmPhase.BOOTING
     elif agent["state"] == "IDLE":
-        phase, since = VmPhase.IDLE, agent["idle_since"] or agent["last_seen_at"]
+        phase, since = VmPhase.IDLE, agent["idle_since"] or agent["last_seen_at"] or first_seen
     else:
-        phase, since = VmPhase.BUSY, agent["last_seen_at"]  # the agent says busy (e.g. claiming)
+        phase, since = VmPhase.BUSY, agent["last_seen_at"] or first_seen  # the agent says busy (e.g. claiming)
+    heard = None
+    if agent is not None:
+        heard = agent["last_seen_at"] or first_seen
+        back = agent.get("heard_since")
+        heard = back if back is not None and back > heard else heard
+    booting = phase is VmPhase.BOOTING
     return Vm(instance.name, region, phase, since, zone=instance.zone, job_id=held.get(instance.name),
-              creation_error=instance.creation_error if phase is VmPhase.BOOTING else None)
+              creation_error=instance.creation_error if booting else None,
+              started=booting and (instance.status == "RUNNING" or bool(instance.status) and not instance.creation_error),
+              heard_at=heard)
 
 
 def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], tuple | None], planned: set[str]

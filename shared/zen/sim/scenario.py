@@ -42,6 +42,7 @@ scenario file's directory. A scenario whose trace files are absent raises :class
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -173,7 +174,9 @@ class Scenario:
 
     @property
     def timing(self) -> Timing:
-        return Timing(**self.spec.timing)
+        # Simulated agents never die and report only their changes (no VM heartbeats are simulated: an
+        # agent's last_seen_at is its last change), so the liveness deadline is off unless a scenario sets it.
+        return Timing(**{"agent_silence_s": math.inf, **self.spec.timing})
 
     def resolve(self, path: str) -> Path:
         return resolve_path(path, self.base_dir)

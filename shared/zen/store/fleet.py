@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 # A VM's warm cache counts for routing while its agent was heard from this recently: three of the
 # agent's VM heartbeats (every 60 s by default, ZEN_AGENT_VM_HEARTBEAT_S).
 WARM_VM_SEEN_S = 180.0
+# A gap in the ticks (no tick for this long, nor 1.5 of their interval): Zen may have been down. The
+# sweep's is ``deadlines.heartbeat_timeout_s`` / 2, 60 s by default.
+TICK_GAP_S = 60.0
 
 
 def try_cluster_lock(session: Session, cluster: str) -> bool:
@@ -47,8 +50,28 @@ def held_vms(session: Session, cluster: str) -> dict[str, str]:
 
 
 def agents(session: Session, cluster: str) -> dict[str, dict[str, Any]]:
-    """VM name -> what its agent last said (``state``, ``idle_since``, ``last_seen_at``, ...)."""
-    return {r["name"]: r for r in session.run("vms_of_cluster", cluster=cluster)}
+    """VM name -> what its agent last said (``state``, ``idle_since``, ``last_seen_at``, ...), and
+    ``heard_since``: when Zen could hear again after an outage of its own (``heard_since``)."""
+    rows = session.run("vms_of_cluster", cluster=cluster)
+    since = heard_since(session.one("read_tick_clock"), [r["last_seen_at"] for r in rows])
+    return {r["name"]: {**r, "heard_since": since} for r in rows}
+
+
+def heard_since(clock: dict[str, Any] | None, seen: list[datetime | None]) -> datetime | None:
+    """Since when an agent's silence says something about its VM, as the lost-job sweep counts a
+    job's (``zen.sweeps.sweep_lost``): while Zen itself was down, no heartbeat could be recorded.
+    ``clock``: the tick clock's row (``record_tick``, which the tick's sweep runs before its scaling
+    pass): its ``back_at``, the first tick after a gap. Before that tick (a submission's pass right
+    after an outage), when heartbeats are recorded again (``seen``: the cluster's agents' last ones)
+    further past the last tick than a gap, silence counts from the newest of them. None: no tick yet."""
+    if clock is None:
+        return None
+    back = clock["back_at"]
+    newest = max((at for at in seen if at is not None), default=None)
+    gap = timedelta(seconds=max(TICK_GAP_S, 1.5 * (clock["interval_s"] or 0)))
+    if newest is not None and newest > clock["last_at"] + gap and (back is None or newest > back):
+        return newest
+    return back
 
 
 def drained_vms(session: Session, cluster: str) -> frozenset[str]:

@@ -295,6 +295,10 @@ SELECT vm, job_id FROM jobs WHERE cluster = :cluster AND status IN ('ASSIGNED','
 -- name: vms_of_cluster
 SELECT name, state, job_id, idle_since, last_seen_at FROM vms WHERE cluster = :cluster;
 
+-- name: read_tick_clock
+-- The scale tick's clock as the last tick left it (record_tick): a scaling pass's judge of agents' silence.
+SELECT last_at, interval_s, back_at FROM tick_clock;
+
 -- name: drained_vms_of_cluster
 -- Drained by a scale-down (claims refused); the mark goes when the instance leaves its MIG
 -- (forget_vanished_instances), so a row here whose instance is still listed is a delete that failed.
