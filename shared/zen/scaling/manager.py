@@ -5,7 +5,7 @@ The manager reaches Compute only through ``MigPort`` and the database only throu
 simulator its simulated MIGs and fleet (so it runs this very class), unit tests recording fakes.
 
 A pass for one cluster, under a per-cluster lock (an advisory lock in production: the tick and a
-post-submission run never overlap; a second one skips):
+post-submission run never overlap; a second one asks the holder to run again, ``zen.scaling.asks``):
 1. Snapshot: queued jobs aggregated by (priority, allowed regions); every regional MIG's target
    size, instances and new errors (the regions' calls at once); which VMs hold a job (jobs table)
    or are idle (agents' VM heartbeats); when each instance was first seen (boot age); the planner's
@@ -38,7 +38,8 @@ from zen import telemetry
 from zen.clock import Clock
 from zen.config import ClusterConfig, ZenConfig
 from zen.scaling.fleetdb import FleetDb
-from zen.scaling.port import FleetPort, MigApiError, MigPort, MigState, MigSummary
+from zen.scaling.asks import PassAsksDb
+from zen.scaling.port import FleetPort, MigApiError, MigPort, MigState, MigSummary, PassAsks
 from zen.scaling.model import (
     COVERAGE_TRUST_S, Action, ClusterLimits, ClusterSnapshot, Coverage, Decision, Plan, Policy, RegionMemory, Timing,
     VmPhase, vm_index,
@@ -56,6 +57,7 @@ log = logging.getLogger("zen.scaling")
 # Compute calls made at once (reads of different MIGs): the tick's time is MIGs / this, and 8 keeps a
 # 100-MIG tick's ~300 reads far inside the Compute API's per-project read-request rate.
 COMPUTE_CONCURRENCY = 8
+MAX_RERUNS = 2  # passes run again for asks made during a pass; more wait for the tick (a minute)
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
@@ -79,11 +81,24 @@ class ClusterReport:
     decisions: list[Decision] = field(default_factory=list)
     coverage: Coverage | None = None  # what the pass says about one more job (see Coverage)
 
+    def merge(self, later: ClusterReport) -> ClusterReport:
+        """This report and a later pass's (a rerun), as one."""
+        for region, count in later.added.items():
+            self.added[region] = self.added.get(region, 0) + count
+        self.deleted += later.deleted
+        self.kept_busy += later.kept_busy
+        self.errors += later.errors
+        self.decisions += later.decisions
+        self.coverage = None if later.errors else later.coverage  # the latest pass's view, if it read everything
+        return self
+
 
 class ClusterManager:
     def __init__(self, cluster: ClusterConfig, fleet: FleetPort, migs: dict[str, MigPort], clock: Clock,
-                 timing: Timing, policy: Policy | None = None, telemetry: bool = True, concurrent: bool = True):
+                 timing: Timing, policy: Policy | None = None, telemetry: bool = True, concurrent: bool = True,
+                 asks: PassAsks | None = None):
         self.cluster = cluster
+        self._asks = asks  # passes asked for while this one held the cluster (None: never rerun)
         self._telemetry = telemetry  # the per-pass operator log lines (zen.telemetry); the simulator skips them
         # Several MIGs are read at once on the Compute pool; the simulator's MIGs are in memory, where
         # handing each read to a thread only costs (a third of a 30-day replay's time).
@@ -98,19 +113,40 @@ class ClusterManager:
     def run(self, states: dict[str, MigState | MigApiError] | None = None,
             read_at: datetime | None = None) -> ClusterReport:
         """One pass; ``states`` are the MIGs' states if already read (the tick reads all at once, from
-        ``read_at`` on, before it takes this cluster's lock: see ``snapshot``)."""
-        report = ClusterReport(self.cluster.name)
-        with self._fleet.cluster_lock(self.cluster.name) as locked:
+        ``read_at`` on, before it takes this cluster's lock: see ``snapshot``). Finding the lock held,
+        it asks the holder for one more pass and tries once again; holding it, it runs again (at most
+        ``MAX_RERUNS`` times) while passes were asked since it began (``zen.scaling.asks``)."""
+        name, asks = self.cluster.name, self._asks
+        report, passes, asked = ClusterReport(name), 0, False
+        seen = asks.asked(name) if asks is not None else 0  # read before the snapshot
+        while True:
+            with self._fleet.cluster_lock(name) as locked:
+                if locked:
+                    one = self._pass(states, read_at)
+                    report = one if not passes else report.merge(one)
+                    passes += 1
             if not locked:
-                report.skipped = True
+                if asks is None or asked or passes:
+                    report.skipped = not passes
+                    return report
+                seen, asked = asks.ask(name), True  # the holder runs again, or it has let go by now
+                continue
+            if asks is None or passes > MAX_RERUNS:
                 return report
-            snapshot, zones = self.snapshot(report, states, read_at)
-            plan = self._retire(self.policy.plan(snapshot), snapshot)
-            self.apply(plan, snapshot, zones, report)
-            self.record(plan, report, snapshot.unread)
-            if self._telemetry:
-                telemetry.log_pass(log, snapshot, plan)
-            report.coverage = Coverage.after(snapshot, sum(report.added.values()), report.deleted)
+            now_asked = asks.asked(name)  # after letting go: see zen.scaling.asks
+            if now_asked == seen:
+                return report
+            seen, states, read_at = now_asked, None, None
+
+    def _pass(self, states: dict[str, MigState | MigApiError] | None, read_at: datetime | None) -> ClusterReport:
+        report = ClusterReport(self.cluster.name)
+        snapshot, zones = self.snapshot(report, states, read_at)
+        plan = self._retire(self.policy.plan(snapshot), snapshot)
+        self.apply(plan, snapshot, zones, report)
+        self.record(plan, report, snapshot.unread)
+        if self._telemetry:
+            telemetry.log_pass(log, snapshot, plan)
+        report.coverage = Coverage.after(snapshot, sum(report.added.values()), report.deleted)
         return report
 
     @property
@@ -271,6 +307,7 @@ class ClusterOrchestrator:
                  mig_factory: Callable[[str, str, str], MigPort], policy: Policy | None = None):
         self._config = config
         self._fleet = FleetDb(db)
+        self._asks = PassAsksDb(db)
         self._clock = clock
         self._mig_factory = mig_factory
         self._policy = policy
@@ -289,7 +326,8 @@ class ClusterOrchestrator:
         if cluster not in self._managers:
             config = self._config.cluster(cluster)
             migs = {r: self._mig_factory(self._config.project, r, config.mig_name(r)) for r in config.regions}
-            self._managers[cluster] = ClusterManager(config, self._fleet, migs, self._clock, self._timing, self._policy)
+            self._managers[cluster] = ClusterManager(config, self._fleet, migs, self._clock, self._timing, self._policy,
+                                                    asks=self._asks)
         return self._managers[cluster]
 
     def tick(self) -> dict[str, ClusterReport]:
