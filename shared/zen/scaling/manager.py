@@ -46,6 +46,7 @@ from zen.scaling.model import (
 )
 from zen.scaling.planner import ZenPlanner
 from zen.scaling.sharing import absorb
+from zen.scaling.unread import last_known_size, planner_view
 from zen.scaling.vms import VmViews, leftovers
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
@@ -109,6 +110,7 @@ class ClusterManager:
         self._timing = timing
         self.policy = policy or ZenPlanner()
         self._views = VmViews()  # the VMs as the last pass saw them (rebuilt only where their inputs changed)
+        self._sizes: dict[str, int] = {}  # region -> its MIG's target size as last read
 
     def run(self, states: dict[str, MigState | MigApiError] | None = None,
             read_at: datetime | None = None) -> ClusterReport:
@@ -141,7 +143,11 @@ class ClusterManager:
     def _pass(self, states: dict[str, MigState | MigApiError] | None, read_at: datetime | None) -> ClusterReport:
         report = ClusterReport(self.cluster.name)
         snapshot, zones = self.snapshot(report, states, read_at)
-        plan = self._retire(self.policy.plan(snapshot), snapshot)
+        view, waiting = planner_view(snapshot)  # an unread MIG's region: no adds, its last known size
+        plan = self._retire(self.policy.plan(view), snapshot)
+        if snapshot.unread:  # its memory not kept (see record), nor the block planner_view showed
+            plan = replace(plan, memory={r: m for r, m in plan.memory.items() if r not in snapshot.unread},
+                           decisions=plan.decisions + waiting)
         self.apply(plan, snapshot, zones, report)
         self.record(plan, report, snapshot.unread)
         if self._telemetry:
@@ -188,11 +194,11 @@ class ClusterManager:
         for region in self._migs:
             state = states[region]
             if isinstance(state, MigApiError):
-                # Unknown state: claim the region is at its limit so nothing is added there blindly.
+                # Unknown state: nothing is added there, and it counts as its last known size (zen.scaling.unread).
                 report.errors.append(f"{region}: {state}")
-                targets[region] = self.cluster.max_vms_per_region
+                targets[region] = last_known_size(region, facts.memory, self._sizes)
                 continue
-            targets[region] = state.target_size
+            targets[region] = self._sizes[region] = state.target_size
             errors += state.errors
             seen[region] = self._views.names_of(region, state.instances)
         first_seen = self._fleet.see_instances(name, seen, now)
@@ -234,8 +240,8 @@ class ClusterManager:
             mig = self._migs[region]
             try:
                 current = fresh[region]
-                if isinstance(current, MigApiError):
-                    raise current
+                if isinstance(current, MigApiError) or region in snapshot.unread:  # never added blindly
+                    raise current if isinstance(current, MigApiError) else MigApiError("not read this pass")
                 size = min(current + count, self.cluster.max_vms_per_region,
                            current + max(0, self.cluster.max_vms - total))
                 if size > current:
