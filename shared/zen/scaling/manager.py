@@ -322,11 +322,11 @@ class ClusterOrchestrator:
         self._coverage: dict[str, Coverage] = {}  # cluster -> what this instance's last pass saw
         self._coverage_lock = threading.Lock()
 
-    def covered(self, cluster: str) -> bool:
-        """Is one more queued job of ``cluster`` already provided for (see ``Coverage``)?"""
+    def covered(self, cluster: str, regions: tuple[str, ...] | None = None) -> bool:
+        """Is one more queued job of ``cluster`` allowing ``regions`` already provided for (``Coverage``)?"""
         with self._coverage_lock:
             coverage = self._coverage.get(cluster)
-            return coverage is not None and coverage.covers(self._clock(), COVERAGE_TRUST_S)
+            return coverage is not None and coverage.covers(self._clock(), COVERAGE_TRUST_S, regions)
 
     def manager(self, cluster: str) -> ClusterManager:
         if cluster not in self._managers:
