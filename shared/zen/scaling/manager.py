@@ -22,7 +22,8 @@ post-submission run never overlap; a second one asks the holder to run again, ``
    advisory lock and checks it holds no job; a claim from a drained VM is refused, see
    ``JobService``), so a VM that picks up a job at the last moment is never deleted under it; the
    drained ones are deleted with one ``deleteInstances`` per region.
-4. Record: the planner's memory, and each decision in ``scaling_decisions`` and a log line.
+4. Record: the planner's memory, and each decision as applied (``zen.scaling.applied``) in
+   ``scaling_decisions`` and a log line.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from zen import telemetry
 from zen.clock import Clock
 from zen.config import ClusterConfig, ZenConfig
 from zen.scaling.fleetdb import FleetDb
+from zen.scaling.applied import as_applied
 from zen.scaling.asks import PassAsksDb
 from zen.scaling.port import FleetPort, MigApiError, MigPort, MigState, MigSummary, PassAsks
 from zen.scaling.model import (
@@ -81,15 +83,15 @@ class ClusterReport:
     errors: list[str] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
     coverage: Coverage | None = None  # what the pass says about one more job (see Coverage)
+    short: dict[str, str] = field(default_factory=dict)  # region -> why fewer VMs than planned were added
+    undeleted: dict[str, str] = field(default_factory=dict)  # VM -> why its planned deletion did not happen
 
     def merge(self, later: ClusterReport) -> ClusterReport:
         """This report and a later pass's (a rerun), as one."""
-        for region, count in later.added.items():
-            self.added[region] = self.added.get(region, 0) + count
-        self.deleted += later.deleted
-        self.kept_busy += later.kept_busy
-        self.errors += later.errors
-        self.decisions += later.decisions
+        self.added = {r: self.added.get(r, 0) + later.added.get(r, 0) for r in {**self.added, **later.added}}
+        for name in ("deleted", "kept_busy", "errors", "decisions"):
+            getattr(self, name).extend(getattr(later, name))
+        self.short, self.undeleted = {**self.short, **later.short}, {**self.undeleted, **later.undeleted}
         self.coverage = None if later.errors else later.coverage  # the latest pass's view, if it read everything
         return self
 
@@ -133,10 +135,8 @@ class ClusterManager:
                     return report
                 seen, asked = asks.ask(name), True  # the holder runs again, or it has let go by now
                 continue
-            if asks is None or passes > MAX_RERUNS:
-                return report
-            now_asked = asks.asked(name)  # after letting go: see zen.scaling.asks
-            if now_asked == seen:
+            now_asked = None if asks is None or passes > MAX_RERUNS else asks.asked(name)  # after letting go
+            if now_asked is None or now_asked == seen:
                 return report
             seen, states, read_at = now_asked, None, None
 
@@ -145,11 +145,13 @@ class ClusterManager:
         snapshot, zones = self.snapshot(report, states, read_at)
         view, waiting = planner_view(snapshot)  # an unread MIG's region: no adds, its last known size
         plan = self._retire(self.policy.plan(view), snapshot)
-        if snapshot.unread:  # its memory not kept (see record), nor the block planner_view showed
+        if snapshot.unread:  # no memory of an unread region is kept: the plan saw no VMs there, and the
+            # next pass would take its usable VMs for fresh boots (a stockout block lifted, strikes reset)
             plan = replace(plan, memory={r: m for r, m in plan.memory.items() if r not in snapshot.unread},
                            decisions=plan.decisions + waiting)
         self.apply(plan, snapshot, zones, report)
-        self.record(plan, report, snapshot.unread)
+        plan = replace(plan, decisions=as_applied(plan.decisions, report.added, report.short, report.undeleted))
+        self.record(plan, report)
         if self._telemetry:
             telemetry.log_pass(log, snapshot, plan)
         report.coverage = Coverage.after(snapshot, sum(report.added.values()), report.deleted)
@@ -248,20 +250,27 @@ class ClusterManager:
                     mig.resize(size)
                     report.added[region] = size - current
                     total += size - current
+                if size - current < count:
+                    report.short[region] = ("the per-region limit reached" if size >= self.cluster.max_vms_per_region
+                                            else f"the cluster limit of {self.cluster.max_vms} VMs reached")
             except MigApiError as exc:
                 report.errors.append(f"resize {region}: {exc}")
+                report.short[region] = f"resize failed: {exc}"
         by_region: dict[str, list[str]] = {}
         for region, vm in plan.delete:
             if self._drain(vm, region):
                 by_region.setdefault(region, []).append(vm)
             else:
                 report.kept_busy.append(vm)
+                report.undeleted[vm] = "it took a job before it was drained"
         for region, names in by_region.items():
             try:
                 self._migs[region].delete_instances(names, zones)
                 report.deleted += names
             except MigApiError as exc:
                 report.errors.append(f"delete in {region}: {exc}")
+                report.undeleted.update({vm: f"drained, but the delete failed ({exc}); tried again next pass"
+                                         for vm in names})
 
     @staticmethod
     def _target(mig: MigPort) -> int | MigApiError:
@@ -275,14 +284,10 @@ class ClusterManager:
         return self._fleet.drain_unless_busy(vm, self.cluster.name, region, self._clock())
 
     # -- 4. record -----------------------------------------------------------------------------
-    def record(self, plan: Plan, report: ClusterReport, unread: frozenset[str] = frozenset()) -> None:
-        """The plan's memory is kept except for the regions whose MIG could not be read: the plan saw no
-        VMs there, and the next pass would take every usable VM of the region as a fresh boot (a
-        stocked-out region unblocked, its strikes reset) had it been saved so."""
+    def record(self, plan: Plan, report: ClusterReport) -> None:
         now = self._clock()
         report.decisions = plan.decisions
-        memory = {r: m for r, m in plan.memory.items() if r not in unread} if unread else plan.memory
-        self._fleet.record(self.cluster.name, memory, plan.decisions, now)
+        self._fleet.record(self.cluster.name, plan.memory, plan.decisions, now)
         for decision in plan.decisions if log.isEnabledFor(logging.INFO) else ():  # formatted only if logged
             telemetry.emit(log, telemetry.SCALING_DECISION, f"scaling {decision.action.value.lower()}",
                            cluster=self.cluster.name, region=decision.region, action=decision.action.value,
