@@ -34,7 +34,8 @@ class Scaler(Protocol):
 
     def scale(self, cluster: str) -> object: ...  # one cluster, right after a submission
 
-    def covered(self, cluster: str) -> bool: ...  # is one more job already provided for (cheap)?
+    def covered(self, cluster: str, regions: tuple[str, ...] | None = None) -> bool:
+        """Is one more job (allowing ``regions``) already provided for? Cheap: no database, no Compute."""
 
 
 @dataclass
@@ -90,7 +91,7 @@ class Zen:
             outcome = self._with_envelope(self.config.topics.job_submitted, event_id, event_type, data,
                                           self.jobs.submit)
             if (outcome.result == "created" and outcome.cluster and self.scaler is not None
-                    and not self.scaler.covered(outcome.cluster)):
+                    and not self.scaler.covered(outcome.cluster, outcome.regions)):
                 # New demand that no spare VM covers: scale now rather than at the next tick (which
                 # also runs it; a pass already under way for this cluster makes this one skip).
                 self.scaler.scale(outcome.cluster)

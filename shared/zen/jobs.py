@@ -61,6 +61,7 @@ class Outcome:
     job_id: str | None = None
     reason: str | None = None
     cluster: str | None = None
+    regions: tuple[str, ...] | None = None  # a created job's allowed regions (the cheap coverage check)
 
 
 class JobService(TickSweeps, VmBeats):
@@ -169,7 +170,7 @@ class JobService(TickSweeps, VmBeats):
     def _created(self, job: Job, ids: list[Enqueued]) -> Outcome:
         self._relay.flush_quietly(ids)
         log.info("job submitted", extra={"job_id": job.job_id, "cluster": job.cluster})
-        return Outcome("created", job.job_id, cluster=job.cluster)
+        return Outcome("created", job.job_id, cluster=job.cluster, regions=tuple(job.regions))
 
     # -- heartbeat -----------------------------------------------------------------------------
     def heartbeat(self, envelope: PubSubEnvelope) -> Outcome:

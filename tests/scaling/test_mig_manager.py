@@ -97,3 +97,38 @@ def test_slow_operations_are_waited_on(cloud):
     mig.resize(1)  # returns only once the operation is DONE
     timer.join()
     assert mig.target_size() == 1
+
+
+class SlowOperations:
+    """A RegionOperationsClient whose ``wait`` answers only after ``takes_s`` (Compute's can take ~2 min)
+    unless the caller's timeout is shorter, and never with the operation done."""
+
+    def __init__(self, takes_s: float):
+        self.takes_s, self.timeouts = takes_s, []
+
+    def wait(self, project, region, operation, timeout=None):
+        import time
+        from types import SimpleNamespace
+
+        self.timeouts.append(timeout)
+        if timeout is not None and timeout < self.takes_s:
+            time.sleep(timeout)
+            raise TimeoutError("read timed out")
+        time.sleep(self.takes_s)
+        return SimpleNamespace(name=operation, status="RUNNING", error=None)
+
+
+def test_each_wait_on_an_operation_is_bounded_by_what_is_left_of_the_deadline():
+    import time
+    from types import SimpleNamespace
+
+    from zen.scaling.mig import MigApiError
+
+    operations = SlowOperations(takes_s=3.0)
+    migs = SimpleNamespace(resize_unary=lambda **request: SimpleNamespace(name="op-1", status="RUNNING", error=None))
+    mig = MigManager(PROJECT, REGION, MIG, migs, operations, operation_timeout_s=0.4)
+    began = time.monotonic()
+    with pytest.raises(MigApiError, match="still running after 0.4s"):
+        mig.resize(1)
+    assert time.monotonic() - began < 1.0  # not the 3 s one wait would have taken
+    assert operations.timeouts and all(t is not None and t <= 0.4 for t in operations.timeouts)

@@ -5,7 +5,7 @@ The manager reaches Compute only through ``MigPort`` and the database only throu
 simulator its simulated MIGs and fleet (so it runs this very class), unit tests recording fakes.
 
 A pass for one cluster, under a per-cluster lock (an advisory lock in production: the tick and a
-post-submission run never overlap; a second one skips):
+post-submission run never overlap; a second one asks the holder to run again, ``zen.scaling.asks``):
 1. Snapshot: queued jobs aggregated by (priority, allowed regions); every regional MIG's target
    size, instances and new errors (the regions' calls at once); which VMs hold a job (jobs table)
    or are idle (agents' VM heartbeats); when each instance was first seen (boot age); the planner's
@@ -22,7 +22,8 @@ post-submission run never overlap; a second one skips):
    advisory lock and checks it holds no job; a claim from a drained VM is refused, see
    ``JobService``), so a VM that picks up a job at the last moment is never deleted under it; the
    drained ones are deleted with one ``deleteInstances`` per region.
-4. Record: the planner's memory, and each decision in ``scaling_decisions`` and a log line.
+4. Record: the planner's memory, and each decision as applied (``zen.scaling.applied``) in
+   ``scaling_decisions`` and a log line.
 """
 
 from __future__ import annotations
@@ -38,13 +39,16 @@ from zen import telemetry
 from zen.clock import Clock
 from zen.config import ClusterConfig, ZenConfig
 from zen.scaling.fleetdb import FleetDb
-from zen.scaling.port import FleetPort, MigApiError, MigPort, MigState, MigSummary
+from zen.scaling.applied import as_applied
+from zen.scaling.asks import PassAsksDb
+from zen.scaling.port import FleetPort, MigApiError, MigPort, MigState, MigSummary, PassAsks
 from zen.scaling.model import (
     COVERAGE_TRUST_S, Action, ClusterLimits, ClusterSnapshot, Coverage, Decision, Plan, Policy, RegionMemory, Timing,
     VmPhase, vm_index,
 )
 from zen.scaling.planner import ZenPlanner
 from zen.scaling.sharing import absorb
+from zen.scaling.unread import last_known_size, planner_view
 from zen.scaling.vms import VmViews, leftovers
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
@@ -56,6 +60,7 @@ log = logging.getLogger("zen.scaling")
 # Compute calls made at once (reads of different MIGs): the tick's time is MIGs / this, and 8 keeps a
 # 100-MIG tick's ~300 reads far inside the Compute API's per-project read-request rate.
 COMPUTE_CONCURRENCY = 8
+MAX_RERUNS = 2  # passes run again for asks made during a pass; more wait for the tick (a minute)
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
@@ -78,12 +83,25 @@ class ClusterReport:
     errors: list[str] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
     coverage: Coverage | None = None  # what the pass says about one more job (see Coverage)
+    short: dict[str, str] = field(default_factory=dict)  # region -> why fewer VMs than planned were added
+    undeleted: dict[str, str] = field(default_factory=dict)  # VM -> why its planned deletion did not happen
+
+    def merge(self, later: ClusterReport) -> ClusterReport:
+        """This report and a later pass's (a rerun), as one."""
+        self.added = {r: self.added.get(r, 0) + later.added.get(r, 0) for r in {**self.added, **later.added}}
+        for name in ("deleted", "kept_busy", "errors", "decisions"):
+            getattr(self, name).extend(getattr(later, name))
+        self.short, self.undeleted = {**self.short, **later.short}, {**self.undeleted, **later.undeleted}
+        self.coverage = None if later.errors else later.coverage  # the latest pass's view, if it read everything
+        return self
 
 
 class ClusterManager:
     def __init__(self, cluster: ClusterConfig, fleet: FleetPort, migs: dict[str, MigPort], clock: Clock,
-                 timing: Timing, policy: Policy | None = None, telemetry: bool = True, concurrent: bool = True):
+                 timing: Timing, policy: Policy | None = None, telemetry: bool = True, concurrent: bool = True,
+                 asks: PassAsks | None = None):
         self.cluster = cluster
+        self._asks = asks  # passes asked for while this one held the cluster (None: never rerun)
         self._telemetry = telemetry  # the per-pass operator log lines (zen.telemetry); the simulator skips them
         # Several MIGs are read at once on the Compute pool; the simulator's MIGs are in memory, where
         # handing each read to a thread only costs (a third of a 30-day replay's time).
@@ -94,23 +112,49 @@ class ClusterManager:
         self._timing = timing
         self.policy = policy or ZenPlanner()
         self._views = VmViews()  # the VMs as the last pass saw them (rebuilt only where their inputs changed)
+        self._sizes: dict[str, int] = {}  # region -> its MIG's target size as last read
 
     def run(self, states: dict[str, MigState | MigApiError] | None = None,
             read_at: datetime | None = None) -> ClusterReport:
         """One pass; ``states`` are the MIGs' states if already read (the tick reads all at once, from
-        ``read_at`` on, before it takes this cluster's lock: see ``snapshot``)."""
-        report = ClusterReport(self.cluster.name)
-        with self._fleet.cluster_lock(self.cluster.name) as locked:
+        ``read_at`` on, before it takes this cluster's lock: see ``snapshot``). Finding the lock held,
+        it asks the holder for one more pass and tries once again; holding it, it runs again (at most
+        ``MAX_RERUNS`` times) while passes were asked since it began (``zen.scaling.asks``)."""
+        name, asks = self.cluster.name, self._asks
+        report, passes, asked = ClusterReport(name), 0, False
+        seen = asks.asked(name) if asks is not None else 0  # read before the snapshot
+        while True:
+            with self._fleet.cluster_lock(name) as locked:
+                if locked:
+                    one = self._pass(states, read_at)
+                    report = one if not passes else report.merge(one)
+                    passes += 1
             if not locked:
-                report.skipped = True
+                if asks is None or asked or passes:
+                    report.skipped = not passes
+                    return report
+                seen, asked = asks.ask(name), True  # the holder runs again, or it has let go by now
+                continue
+            now_asked = None if asks is None or passes > MAX_RERUNS else asks.asked(name)  # after letting go
+            if now_asked is None or now_asked == seen:
                 return report
-            snapshot, zones = self.snapshot(report, states, read_at)
-            plan = self._retire(self.policy.plan(snapshot), snapshot)
-            self.apply(plan, snapshot, zones, report)
-            self.record(plan, report, snapshot.unread)
-            if self._telemetry:
-                telemetry.log_pass(log, snapshot, plan)
-            report.coverage = Coverage.after(snapshot, sum(report.added.values()), report.deleted)
+            seen, states, read_at = now_asked, None, None
+
+    def _pass(self, states: dict[str, MigState | MigApiError] | None, read_at: datetime | None) -> ClusterReport:
+        report = ClusterReport(self.cluster.name)
+        snapshot, zones = self.snapshot(report, states, read_at)
+        view, waiting = planner_view(snapshot)  # an unread MIG's region: no adds, its last known size
+        plan = self._retire(self.policy.plan(view), snapshot)
+        if snapshot.unread:  # no memory of an unread region is kept: the plan saw no VMs there, and the
+            # next pass would take its usable VMs for fresh boots (a stockout block lifted, strikes reset)
+            plan = replace(plan, memory={r: m for r, m in plan.memory.items() if r not in snapshot.unread},
+                           decisions=plan.decisions + waiting)
+        self.apply(plan, snapshot, zones, report)
+        plan = replace(plan, decisions=as_applied(plan.decisions, report.added, report.short, report.undeleted))
+        self.record(plan, report)
+        if self._telemetry:
+            telemetry.log_pass(log, snapshot, plan)
+        report.coverage = Coverage.after(snapshot, sum(report.added.values()), report.deleted)
         return report
 
     @property
@@ -152,11 +196,11 @@ class ClusterManager:
         for region in self._migs:
             state = states[region]
             if isinstance(state, MigApiError):
-                # Unknown state: claim the region is at its limit so nothing is added there blindly.
+                # Unknown state: nothing is added there, and it counts as its last known size (zen.scaling.unread).
                 report.errors.append(f"{region}: {state}")
-                targets[region] = self.cluster.max_vms_per_region
+                targets[region] = last_known_size(region, facts.memory, self._sizes)
                 continue
-            targets[region] = state.target_size
+            targets[region] = self._sizes[region] = state.target_size
             errors += state.errors
             seen[region] = self._views.names_of(region, state.instances)
         first_seen = self._fleet.see_instances(name, seen, now)
@@ -198,28 +242,35 @@ class ClusterManager:
             mig = self._migs[region]
             try:
                 current = fresh[region]
-                if isinstance(current, MigApiError):
-                    raise current
+                if isinstance(current, MigApiError) or region in snapshot.unread:  # never added blindly
+                    raise current if isinstance(current, MigApiError) else MigApiError("not read this pass")
                 size = min(current + count, self.cluster.max_vms_per_region,
                            current + max(0, self.cluster.max_vms - total))
                 if size > current:
                     mig.resize(size)
                     report.added[region] = size - current
                     total += size - current
+                if size - current < count:
+                    report.short[region] = ("the per-region limit reached" if size >= self.cluster.max_vms_per_region
+                                            else f"the cluster limit of {self.cluster.max_vms} VMs reached")
             except MigApiError as exc:
                 report.errors.append(f"resize {region}: {exc}")
+                report.short[region] = f"resize failed: {exc}"
         by_region: dict[str, list[str]] = {}
         for region, vm in plan.delete:
             if self._drain(vm, region):
                 by_region.setdefault(region, []).append(vm)
             else:
                 report.kept_busy.append(vm)
+                report.undeleted[vm] = "it took a job before it was drained"
         for region, names in by_region.items():
             try:
                 self._migs[region].delete_instances(names, zones)
                 report.deleted += names
             except MigApiError as exc:
                 report.errors.append(f"delete in {region}: {exc}")
+                report.undeleted.update({vm: f"drained, but the delete failed ({exc}); tried again next pass"
+                                         for vm in names})
 
     @staticmethod
     def _target(mig: MigPort) -> int | MigApiError:
@@ -233,14 +284,10 @@ class ClusterManager:
         return self._fleet.drain_unless_busy(vm, self.cluster.name, region, self._clock())
 
     # -- 4. record -----------------------------------------------------------------------------
-    def record(self, plan: Plan, report: ClusterReport, unread: frozenset[str] = frozenset()) -> None:
-        """The plan's memory is kept except for the regions whose MIG could not be read: the plan saw no
-        VMs there, and the next pass would take every usable VM of the region as a fresh boot (a
-        stocked-out region unblocked, its strikes reset) had it been saved so."""
+    def record(self, plan: Plan, report: ClusterReport) -> None:
         now = self._clock()
         report.decisions = plan.decisions
-        memory = {r: m for r, m in plan.memory.items() if r not in unread} if unread else plan.memory
-        self._fleet.record(self.cluster.name, memory, plan.decisions, now)
+        self._fleet.record(self.cluster.name, plan.memory, plan.decisions, now)
         for decision in plan.decisions if log.isEnabledFor(logging.INFO) else ():  # formatted only if logged
             telemetry.emit(log, telemetry.SCALING_DECISION, f"scaling {decision.action.value.lower()}",
                            cluster=self.cluster.name, region=decision.region, action=decision.action.value,
@@ -271,6 +318,7 @@ class ClusterOrchestrator:
                  mig_factory: Callable[[str, str, str], MigPort], policy: Policy | None = None):
         self._config = config
         self._fleet = FleetDb(db)
+        self._asks = PassAsksDb(db)
         self._clock = clock
         self._mig_factory = mig_factory
         self._policy = policy
@@ -279,17 +327,18 @@ class ClusterOrchestrator:
         self._coverage: dict[str, Coverage] = {}  # cluster -> what this instance's last pass saw
         self._coverage_lock = threading.Lock()
 
-    def covered(self, cluster: str) -> bool:
-        """Is one more queued job of ``cluster`` already provided for (see ``Coverage``)?"""
+    def covered(self, cluster: str, regions: tuple[str, ...] | None = None) -> bool:
+        """Is one more queued job of ``cluster`` allowing ``regions`` already provided for (``Coverage``)?"""
         with self._coverage_lock:
             coverage = self._coverage.get(cluster)
-            return coverage is not None and coverage.covers(self._clock(), COVERAGE_TRUST_S)
+            return coverage is not None and coverage.covers(self._clock(), COVERAGE_TRUST_S, regions)
 
     def manager(self, cluster: str) -> ClusterManager:
         if cluster not in self._managers:
             config = self._config.cluster(cluster)
             migs = {r: self._mig_factory(self._config.project, r, config.mig_name(r)) for r in config.regions}
-            self._managers[cluster] = ClusterManager(config, self._fleet, migs, self._clock, self._timing, self._policy)
+            self._managers[cluster] = ClusterManager(config, self._fleet, migs, self._clock, self._timing, self._policy,
+                                                    asks=self._asks)
         return self._managers[cluster]
 
     def tick(self) -> dict[str, ClusterReport]:

@@ -8,7 +8,8 @@ credentials refresh error; a later page of a pager, fetched while iterating it, 
 the translation; a reply that does not parse): the manager leaves that MIG alone for the pass, and
 one MIG's failure never fails the tick of every cluster. Every call is safe to retry: resizes
 are to an absolute size computed from the target just read, deletes name exact instances and skip
-ones already gone. Long operations are waited on through ``regionOperations.wait`` with a timeout.
+ones already gone. Long operations are waited on through ``regionOperations.wait``, each call bounded by what is left
+of ``operation_timeout_s``.
 
 ``ZEN_COMPUTE_ENDPOINT`` (``HOST:PORT``) points the official client at the local Compute stand-in
 (REST over plain HTTP, anonymous credentials); unset, the client talks to Compute Engine with the
@@ -176,13 +177,18 @@ class MigManager:
     def _wait(self, operation) -> None:
         name = getattr(operation, "name", None)
         deadline = time.monotonic() + self._timeout_s
+        late = f"operation {name} on {self.name} still running after {self._timeout_s:g}s"
         while name and operation.status != compute_v1.Operation.Status.DONE:
-            if time.monotonic() > deadline:
-                raise MigApiError(f"operation {name} on {self.name} still running after {self._timeout_s:g}s")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise MigApiError(late)
             self.api_calls += 1
-            try:
-                operation = self._operations.wait(project=self.project, region=self.region, operation=name)
+            try:  # regionOperations.wait itself may take ~2 min: each call gets what is left, no more
+                operation = self._operations.wait(project=self.project, region=self.region, operation=name,
+                                                  timeout=left)
             except Exception as exc:  # noqa: BLE001 - any failure (see the module's docstring)
+                if time.monotonic() >= deadline:
+                    raise MigApiError(late) from exc
                 raise MigApiError(f"waiting for {name} failed: {type(exc).__name__}: {exc}") from exc
         error = getattr(operation, "error", None)
         errors = getattr(error, "errors", None) if error else None

@@ -295,36 +295,52 @@ COVERAGE_TRUST_S = 10.0  # how long a pass's view of a cluster may spare later s
 @dataclass
 class Coverage:
     """What a cluster's last pass says about one more queued job: covered when that pass left an
-    idle VM beyond the queued jobs (which the new job then takes) or found the cluster at its VM
-    limit (a pass could add nothing). The cheap check that spares a submission a full pass; the
-    periodic tick re-plans every cluster regardless. Only idle VMs count as spare: a booting one may
-    be a hedge, or stuck in a stockout that the next pass would see."""
+    idle VM beyond the queued jobs in one of the job's allowed regions (which the new job then
+    takes) or found the cluster at its VM limit (a pass could add nothing). The cheap check that
+    spares a submission a full pass; the periodic tick re-plans every cluster regardless. Only idle
+    VMs count as spare: a booting one may be a hedge, or stuck in a stockout that the next pass
+    would see."""
 
     at: datetime
-    spare: int
+    spares: dict[str, int]  # region -> idle VMs no queued job takes (the most constrained jobs served first)
     saturated: bool
+
+    @property
+    def spare(self) -> int:
+        return sum(self.spares.values())
 
     @classmethod
     def after(cls, snapshot: "ClusterSnapshot", added: int, deleted: Iterable[str] = ()) -> "Coverage":
         """``added``: VMs the pass asked for; ``deleted``: the ones it deleted, which the snapshot still
         shows (an idle one deleted is no spare; nor does a deleted VM count against the cluster's limit)."""
         index = vm_index(snapshot.vms)  # the policy's grouping, if it made one
-        idle = index.count(VmPhase.IDLE)
         gone = set(deleted)
-        if gone:
-            idle -= sum(vm.name in gone for (_, phase), group in index.phases.items()
-                        if phase is VmPhase.IDLE for vm in group)
-        demand = sum(group.count for group in snapshot.demand_groups())
+        spares = {region: len(group) - (sum(vm.name in gone for vm in group) if gone else 0)
+                  for (region, phase), group in index.phases.items() if phase is VmPhase.IDLE}
+        if any(spares.values()):  # the queued jobs take them first, those allowing fewest regions first
+            for group in sorted(snapshot.demand_groups(), key=lambda g: len(g.regions)):
+                left = group.count
+                for region in group.regions:
+                    take = min(left, spares.get(region, 0))
+                    if take:
+                        spares[region] -= take
+                        left -= take
+                        if not left:
+                            break
         saturated = sum(snapshot.target_sizes.values()) + added - len(gone) >= snapshot.cluster.max_vms
-        return cls(snapshot.now, idle - demand, saturated)
+        return cls(snapshot.now, {region: n for region, n in spares.items() if n > 0}, saturated)
 
-    def covers(self, now: datetime, trust_s: float = COVERAGE_TRUST_S) -> bool:
-        """Whether one more job is provided for; a covered job takes a spare VM."""
+    def covers(self, now: datetime, trust_s: float = COVERAGE_TRUST_S, regions: Iterable[str] | None = None) -> bool:
+        """Whether one more job allowing ``regions`` (None: any) is provided for; a covered job takes a
+        spare VM of one of them."""
         if (now - self.at).total_seconds() > trust_s:
             return False
-        if self.spare > 0:
-            self.spare -= 1
-            return True
+        spares = self.spares
+        if spares:
+            for region in spares if regions is None else regions:
+                if spares.get(region, 0) > 0:
+                    spares[region] -= 1
+                    return True
         return self.saturated
 
 

@@ -101,6 +101,16 @@ class FleetFacts:
     last_pass_at: datetime | None = None
 
 
+class PassAsks(Protocol):
+    """Passes asked for while another held the cluster (``zen.scaling.asks``; none in the simulator,
+    whose passes never overlap)."""
+
+    def ask(self, cluster: str) -> int:
+        """Count one ask; returns the new count."""
+
+    def asked(self, cluster: str) -> int: ...
+
+
 class FleetPort(Protocol):
     """The fleet's records as ``ClusterManager`` needs them: ``zen.scaling.fleetdb.FleetDb`` over
     Postgres in production, the simulated world's records in ``zen.sim.ports``."""

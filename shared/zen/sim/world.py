@@ -377,7 +377,7 @@ class Simulation(InstanceWorld):
             self._offer(admitted)  # with queues, only what its queue's quota admits now
         cluster = self.clusters[job.spec.cluster]
         cluster.arrivals.append(self.now)
-        if cluster.coverage is None or not cluster.coverage.covers(self.dt(self.now)):
+        if cluster.coverage is None or not cluster.coverage.covers(self.dt(self.now), regions=job.spec.regions):
             self._request_pass(cluster)  # as production: only for demand no spare VM covers
 
     def _preempt(self, vm: _Vm, created_s: float) -> None:

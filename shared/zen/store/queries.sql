@@ -487,3 +487,12 @@ RETURNING job_id;
 -- name: share_attempt_vm
 -- An attempt that shared its VM with others (max_jobs_per_vm > 1) is charged its share of the VM's time.
 UPDATE attempt_usage SET vm_share = :vm_share WHERE job_id = :job_id AND attempt = :attempt;
+
+-- name: ask_scaling_pass
+-- A pass found the cluster's lock held: count the ask (zen.scaling.asks); returns the new count.
+INSERT INTO scaling_pass_asks (cluster, asks) VALUES (:cluster, 1)
+ON CONFLICT (cluster) DO UPDATE SET asks = scaling_pass_asks.asks + 1
+RETURNING asks;
+
+-- name: scaling_pass_asks
+SELECT asks FROM scaling_pass_asks WHERE cluster = :cluster;

@@ -1,0 +1,38 @@
+"""The decisions as applied: what ``ClusterManager.apply`` did, not only what the plan asked.
+
+A plan's ADD may be capped (the per-MIG or cluster limit, read again at apply time) or fail (a
+resize error, a MIG not read this pass); a DELETE may be refused (the VM took a job before it was
+drained) or fail (the VM stays drained and a later pass deletes it again). ``zen explain`` and the
+``scaling_decisions`` table get what happened: a capped ADD counts the VMs added and says why the
+rest were not; an ADD of which nothing was added, and a DELETE that did not happen, become a HOLD
+that says so, the plan's reason kept after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from zen.scaling.model import Action, Decision
+
+
+def as_applied(decisions: list[Decision], added: dict[str, int], short: dict[str, str],
+               undeleted: dict[str, str]) -> list[Decision]:
+    """``added``: region -> VMs added; ``short``: region -> why fewer than asked were; ``undeleted``: VM ->
+    why a planned deletion did not happen."""
+    if not short and not undeleted:
+        return decisions
+    left = dict(added)  # handed to the region's ADD decisions in plan order (jobs before hedges)
+    out = []
+    for d in decisions:
+        if d.action is Action.ADD and d.region in short:
+            done = min(d.count, left.get(d.region, 0))
+            left[d.region] = left.get(d.region, 0) - done
+            why = short[d.region]
+            if done == 0:
+                d = Decision(Action.HOLD, d.region, f"{d.count} VM(s) not added: {why} (planned: {d.reason})", d.count)
+            elif done < d.count:
+                d = replace(d, count=done, reason=f"{d.reason} ({done} of {d.count} added: {why})")
+        elif d.action is Action.DELETE and d.vm in undeleted:
+            d = Decision(Action.HOLD, d.region, f"not deleted: {undeleted[d.vm]} (planned: {d.reason})", vm=d.vm)
+        out.append(d)
+    return out
