@@ -64,6 +64,9 @@ def test_the_planners_hedging_and_keeping_knobs_reach_its_timing():
                                                 "preference_s": 5})
     timing = timing_from_config(config.model_copy(update={"scaling": scaling}))
     assert (timing.hedge_risk, timing.keep_factor, timing.trust_s, timing.preference_s) == (0.5, 0.0, 600, 5)
+    # A silent agent is judged dead no sooner than a job on it is LOST (the default 180 s otherwise).
+    slow = config.deadlines.model_copy(update={"heartbeat_timeout_s": 300})
+    assert timing_from_config(config.model_copy(update={"deadlines": slow})).agent_silence_s == 300
 
 
 def test_pull_limits_per_cluster_default_to_none_and_refuse_what_is_not_a_limit(tmp_path):

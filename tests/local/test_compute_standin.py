@@ -219,7 +219,9 @@ def test_delete_instances_removes_exactly_those_and_lowers_target_size(make_clou
     instances = cloud.instances()
     doomed = [instances[0], instances[2]]
     kept = {instances[1].name, instances[3].name}
-    cloud.delete([doomed[0].instance, doomed[1].name])  # a full URL and a bare name
+    with pytest.raises(gexc.BadRequest, match="Expected a URL"):  # a bare name fails the whole call, as in Compute
+        cloud.delete([doomed[0].instance, doomed[1].name])
+    cloud.delete([doomed[0].instance, "zones/" + doomed[1].instance.split("/zones/")[1]])  # a URL, a partial one
     assert cloud.target_size() == 2
     states = {i.name: (i.current_action, i.instance_status) for i in cloud.instances()}
     assert states == {
@@ -228,7 +230,7 @@ def test_delete_instances_removes_exactly_those_and_lowers_target_size(make_clou
     }
     cloud.advance(20)
     assert {i.name for i in cloud.instances()} == kept
-    cloud.delete([doomed[0].name], skip=True)  # already gone: skipped, nothing changes
+    cloud.delete([doomed[0].instance], skip=True)  # already gone: skipped, nothing changes
     assert cloud.target_size() == 2 and len(cloud.instances()) == 2
 
 
@@ -260,16 +262,17 @@ def test_unknown_mig_or_project_is_not_found(make_cloud):
         )
 
 
-def test_rate_limited_calls_raise_too_many_requests(make_cloud):
+def test_rate_limited_calls_are_refused_403_rate_limit_exceeded_as_compute_engine_does(make_cloud):
     cloud = make_cloud({"faults": {"rate_limit": {"windows": [{"from_s": 0, "to_s": 100}], "methods": ["get"]}}})
-    with pytest.raises(gexc.TooManyRequests):
+    with pytest.raises(gexc.Forbidden) as refused:
         cloud.migs.get(**cloud.kw())
+    assert refused.value.errors[0]["reason"] == "rateLimitExceeded"
     assert cloud.instances() == []  # other methods are not limited
     cloud.advance(100)
     assert cloud.migs.get(**cloud.kw()).name == MIG
 
     everything = make_cloud({"faults": {"rate_limit": {"fraction": 1.0}}})
-    with pytest.raises(gexc.TooManyRequests):
+    with pytest.raises(gexc.Forbidden):
         everything.migs.resize(size=1, **everything.kw())
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from zen.local.compute import ComputeStandIn, ManualClock
-from zen.scaling.mig import MigManager, MigNotFound, MigRateLimited, compute_clients_from_env
+from zen.scaling.mig import MigApiError, MigManager, MigNotFound, MigRateLimited, compute_clients_from_env
 from zen.scaling.model import ErrorKind
 
 PROJECT, REGION, MIG = "test-proj", "us-central1", "zen-4xa100-40gb-us-central1"
@@ -75,6 +75,18 @@ def test_delete_instances_removes_exactly_the_named_ones(cloud):
     assert mig.target_size() == 2
     mig.delete_instances([victim.name], {victim.name: victim.zone})  # a retry: already gone, no error
     assert mig.target_size() == 2
+
+
+def test_a_name_without_a_zone_does_not_stop_the_others_deletion(cloud):
+    """Compute refuses a whole deleteInstances call holding a reference that is not a URL; a name the
+    listing gave no zone for was sent bare with the others, so none of them was deleted, every pass."""
+    standin, mig = cloud()
+    mig.resize(2)
+    standin.advance(61)
+    first, second = mig.instances()
+    with pytest.raises(MigApiError):
+        mig.delete_instances([first.name, second.name], {first.name: first.zone, second.name: None})
+    assert [i.name for i in mig.instances()] == [second.name] and mig.target_size() == 1
 
 
 def test_unknown_mig_and_rate_limits_are_translated(cloud):

@@ -93,8 +93,10 @@ class MigManager:
             raise
         except gexc.NotFound as exc:
             raise MigNotFound(f"MIG {self.name} in {self.region} not found: {exc.message}") from exc
-        except gexc.TooManyRequests as exc:
-            raise MigRateLimited(f"rate limited on {self.name}: {exc.message}") from exc
+        except (gexc.TooManyRequests, gexc.Forbidden) as exc:
+            if isinstance(exc, gexc.TooManyRequests) or _rate_limit(exc):  # Compute says 403 rateLimitExceeded
+                raise MigRateLimited(f"rate limited on {self.name}: {exc.message}") from exc
+            raise MigApiError(f"{what} on {self.name} failed: {type(exc).__name__}: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - transport, auth, parse: the next pass tries again
             raise MigApiError(f"{what} on {self.name} failed: {type(exc).__name__}: {exc}") from exc
 
@@ -167,12 +169,15 @@ class MigManager:
         """Delete exactly these instances (lowering the target size); ones already gone are skipped."""
         if not names:
             return
-        urls = [f"zones/{zones[n]}/instances/{n}" if zones.get(n) else n for n in names]
-        request = compute_v1.RegionInstanceGroupManagersDeleteInstancesRequest(
-            instances=urls, skip_instances_on_validation_error=True)
-        operation = self._call(self._migs.delete_instances_unary,
-                               region_instance_group_managers_delete_instances_request_resource=request)
-        self._wait(operation)
+        # Compute wants zones/Z/instances/N; a name the listing gave no zone for (an instance not created
+        # yet) goes in a call of its own, so that, should Compute refuse it, the others are deleted.
+        known = [f"zones/{zones[n]}/instances/{n}" for n in names if zones.get(n)]
+        for refs in (known, [n for n in names if not zones.get(n)]):
+            if refs:
+                request = compute_v1.RegionInstanceGroupManagersDeleteInstancesRequest(
+                    instances=refs, skip_instances_on_validation_error=True)
+                self._wait(self._call(self._migs.delete_instances_unary,
+                                      region_instance_group_managers_delete_instances_request_resource=request))
 
     def _wait(self, operation) -> None:
         name = getattr(operation, "name", None)
@@ -194,3 +199,10 @@ class MigManager:
         errors = getattr(error, "errors", None) if error else None
         if errors:
             raise MigApiError(f"operation {name} on {self.name} failed: {errors[0].code}: {errors[0].message}")
+
+
+def _rate_limit(exc: Exception) -> bool:
+    """A 403 that is a rate limit (``rateLimitExceeded`` / ``userRateLimitExceeded``), not a permission."""
+    reasons = {getattr(exc, "reason", None)} | {e.get("reason") for e in getattr(exc, "errors", None) or ()
+                                                if isinstance(e, dict)}
+    return bool(reasons & {"rateLimitExceeded", "userRateLimitExceeded"})

@@ -66,7 +66,8 @@ class QuotaRules:
 
 
 class RateLimiter:
-    """Decides which API calls are answered ``429 rateLimitExceeded``."""
+    """Decides which API calls are answered ``403 rateLimitExceeded`` (what Compute Engine answers a
+    project over a rate quota: cloud.google.com/compute/api-quota; not 429)."""
 
     def __init__(self, spec: RateLimitSpec, rng: random.Random):
         self.spec = spec
@@ -75,7 +76,7 @@ class RateLimiter:
         self.limited = 0
 
     def check(self, method: str, t: float) -> None:
-        """Raise the 429 :class:`ApiError` when this call is to be rate limited."""
+        """Raise the 403 :class:`ApiError` when this call is to be rate limited."""
         spec = self.spec
         if spec.methods is not None and method not in spec.methods:
             return
@@ -86,4 +87,4 @@ class RateLimiter:
         if hit:
             with self._lock:
                 self.limited += 1
-            raise ApiError(429, "rateLimitExceeded", "Rate Limit Exceeded")
+            raise ApiError(403, "rateLimitExceeded", "Rate Limit Exceeded")

@@ -43,7 +43,7 @@ since the stand-in started (``time_scale`` relates them to real time). Example::
       quota:                      # QUOTA_EXCEEDED once a region holds `limit` VMs of that type
         - {region: us-west1, machine_type: a2-highgpu-8g, limit: 0, from_s: 0, to_s: 3600,
            metric: NVIDIA_A100_GPUS}
-      rate_limit:                 # API calls answered 429 rateLimitExceeded
+      rate_limit:                 # API calls answered 403 rateLimitExceeded
         fraction: 0.1             # of all calls, drawn from the seeded RNG
         windows: [{from_s: 300, to_s: 360}]   # every call inside a window
         methods: [resize]         # optional: only these methods (default: all)

@@ -15,7 +15,8 @@ Served paths (all under ``/compute/v1/projects/{project}``), as the official
 
 The other regionInstanceGroupManagers methods answer 501 ``notImplemented``; any other path
 answers 404 ``notFound``. Errors use Google's JSON error body, so the client raises
-``NotFound``, ``BadRequest``, ``TooManyRequests``, ... ``filter`` and ``orderBy`` are ignored.
+``NotFound``, ``BadRequest``, ``Forbidden`` (a rate limit: 403 ``rateLimitExceeded``, as Compute
+Engine answers), ... ``filter`` and ``orderBy`` are ignored.
 """
 
 from __future__ import annotations

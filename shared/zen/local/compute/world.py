@@ -346,8 +346,11 @@ class World:
         chosen: dict[str, Instance] = {}
         for ref in refs:
             zone, name = r.parse_instance_ref(str(ref))
+            if zone is None:  # Compute: "always fails if the request contains a malformed instance URL"
+                raise r.invalid(f"Invalid value for field 'instances': '{ref}'. Expected a URL or a partial "
+                                "URL such as zones/ZONE/instances/NAME.")
             inst = mig.instances.get(name)
-            if inst is None or inst.removed:
+            if inst is None or inst.removed or inst.zone != zone:
                 if skip_invalid:
                     continue
                 raise r.invalid(
