@@ -55,7 +55,7 @@ class DeliveryPolicy:
     max_delivery_attempts: int = 5  # Pub/Sub allows 5..100
     minimum_backoff_s: float = 1.0  # Eventarc's defaults are 10 s .. 600 s; shorter locally
     maximum_backoff_s: float = 60.0
-    ack_deadline_s: int = 60  # how long a function may take before the message is redelivered
+    ack_deadline_s: int = 60  # how long a push waits for the function's answer (as terraform sets it: its timeout)
     binary_mode: bool = False  # structured mode (application/cloudevents+json) by default
     request_timeout_s: float = 60.0
 
@@ -153,8 +153,11 @@ class EventBridge:
     def post(self, url: str, event: dict) -> tuple[bool, str]:
         body, headers = (eventarc.binary_request if self.policy.binary_mode else eventarc.structured_request)(event)
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        # A push waits for the answer only as long as the subscription's ack deadline; past it the message
+        # is nacked and comes back, though the function may still be serving it (a second delivery).
+        timeout = min(self.policy.request_timeout_s, self.policy.ack_deadline_s)
         try:
-            with urllib.request.urlopen(request, timeout=self.policy.request_timeout_s) as response:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
                 return 200 <= response.status < 300, f"HTTP {response.status}"
         except urllib.error.HTTPError as exc:
             return False, f"HTTP {exc.code}"
