@@ -298,6 +298,11 @@ def test_zen_queues_and_zen_explain_show_quota_and_why_a_job_waits(queued_zen, d
         f"a4: PENDING - waiting for quota: queue team-a holds 16 GPUs of {CLUSTER} (quota 8, 8 borrowed), the job needs 4; "
         "cohort lab: 16/16 GPUs in use")
     assert zen_cli("explain", "a0").startswith(f"a0: QUEUED - admitted by queue team-a; waiting for a VM of {CLUSTER}")
+    # An ended job in one line: its final report's message (the output's tail, many lines) was printed.
+    *beats, final = agent_run("a0", final="FAILED", exit_code=3)
+    for beat in beats + [{**final, "message": "step 1\nTraceback (most recent call last):\n  boom"}]:
+        functions.heartbeat(beat)
+    assert zen_cli("explain", "a0") == "a0: FAILED - ended: exit code 3; its output: `zen logs a0`\n"
 
 
 def run_until_running(functions, job_id, vm, attempt=1):

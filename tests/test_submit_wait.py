@@ -60,3 +60,42 @@ def test_the_same_request_sent_again_follows_the_job_it_duplicates(functions, ze
     for beat in agent_run("again", final="SUCCEEDED"):
         functions.heartbeat(beat)
     assert _follow(zen, "again", "m-b", _published(request), io.StringIO()) == 0
+
+
+def test_following_without_a_database_says_so_and_starts_none(no_database, capsys, monkeypatch):
+    """A user of a deployed Zen who set only ZEN_PROJECT: following a job started an embedded Postgres
+    in ./.zen and failed with a raw database error (relation "jobs" does not exist)."""
+    from zen import cli
+
+    monkeypatch.setenv("ZEN_JOB_LOGS_DIR", str(no_database / "joblogs"))
+    assert cli.main(["logs", "-f", "some-job"]) == 1
+    assert "no database to read" in capsys.readouterr().err
+    assert not (no_database / ".zen").exists()
+
+
+class FlakyOutput:
+    """A reader whose reads fail for a while (Cloud Logging throttling a project), then work."""
+
+    def __init__(self, failures: int):
+        self.failures = failures
+
+    def new_entries(self, job_id, attempt=None):
+        from zen.joblogs import SinkError
+
+        if self.failures:
+            self.failures -= 1
+            raise SinkError("cannot read Cloud Logging: 429 RESOURCE_EXHAUSTED")
+        return []
+
+
+def test_a_read_that_fails_for_a_moment_does_not_end_the_follow(functions, zen):
+    """One throttled read ended `zen submit --wait` with exit 1 while the job ran on: `... && next` saw
+    a failed job. Reads are tried again until they have failed for PATIENCE_S."""
+    request = job_request("flaky", user_id="alice")
+    functions.submit(request, message_id="m-1")
+    for beat in agent_run("flaky", final="SUCCEEDED"):
+        functions.heartbeat(beat)
+    err = io.StringIO()
+    code = follow("flaky", FlakyOutput(3), JobStatusSource(zen.db), out=io.StringIO(), err=err, poll_s=0.01,
+                  settle_s=0.0, appear_timeout_s=2.0, message_id="m-1", request_hash=_published(request))
+    assert code == 0 and "SUCCEEDED" in err.getvalue()

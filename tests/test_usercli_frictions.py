@@ -157,3 +157,19 @@ def test_the_readme_example_job_file_is_accepted(zen_cli, publisher):
     assert result.returncode == 0, result.stderr
     [message] = publisher.on("zen-job-submitted")
     assert json.loads(message.data)["labels"] == {"team": "vision"}
+
+
+def test_a_failed_publish_names_the_job_and_how_to_try_again_without_a_second_job(monkeypatch, capsys):
+    """The publish timed out (its answer may be lost while the message landed): the error did not say
+    the generated id, so trying again made a new id, and maybe a second job."""
+    from zen import cli, usercli
+    from zen.clikit import CliError
+
+    def times_out(topic_field, payload):
+        raise CliError("could not publish to projects/p/topics/zen-job-submitted: TimeoutError")
+
+    monkeypatch.setattr(usercli, "_publish", times_out)
+    assert cli.main(["submit", "--cluster", "1xl4", "--", "true"]) == 1
+    err = capsys.readouterr().err
+    job_id = err.split("job ")[1].split(" ")[0]
+    assert f"submit it again with --job-id {job_id}" in err and len(err.strip().splitlines()) == 1

@@ -9,7 +9,8 @@ alone; ``--json``: one entry per line). Without ``-f`` it prints what is there a
 there is nothing for that job). With ``-f`` it also reads the job's status from Postgres (as ``zen
 jobs get`` does, through ``zen.store``), prints each status change on stderr, keeps printing lines
 until the job is SUCCEEDED, FAILED or CANCELLED and its last attempt's final entry has been read
-(or ``settle_s`` passed without it: an agent killed outright writes none), then exits with the
+(or ``settle_s`` passed without it: an agent killed outright writes none; a job never on a VM has
+none to wait for), then exits with the
 job's exit code: the program's own for SUCCEEDED and FAILED, 143/137 for a stopped one, 1 when
 there is none (cancelled before it started, refused, lost for good). A retried job's attempts
 follow each other.
@@ -18,6 +19,11 @@ follow each other.
 not the one published (``request_hash``: the id is another request's) is not taken for it, and only
 the refusal of the message it published (``message_id``) ends it: one of an earlier message with the
 same id (refused, then fixed and sent again) does not.
+
+It reads every ``POLL_S`` from the local stack, every ``CLOUD_POLL_S`` from Cloud Logging (whose read
+quota is about one request a second per project); a read that fails (throttled, the database away)
+is tried again until reads have failed for ``PATIENCE_S``: one failure must not look like the job's.
+It never starts a database (``zen.clikit.database``).
 """
 
 from __future__ import annotations
@@ -28,12 +34,15 @@ import sys
 import time
 from typing import Callable, TextIO
 
-from zen.errors import ZenError
+from zen.clikit import CliError
+from zen.errors import TransientError, ZenError
 from zen.joblogs import OutputEntry, Reader, SinkError, reader_from_env
 from zen.models import Job, JobStatus
 
 APPEAR_TIMEOUT_S = 60.0  # a submitted job shows up in the database within seconds
 POLL_S = 0.5
+CLOUD_POLL_S = 5.0  # Cloud Logging allows a project about one read a second: one per attempt per 5 s
+PATIENCE_S = 120.0  # reads that keep failing this long end the follow (one failure only waits)
 
 
 def format_entry(entry: OutputEntry, style: str) -> str:
@@ -54,10 +63,10 @@ class JobStatusSource:
     """The job's row and its rejection, from Postgres (``zen.store``)."""
 
     def __init__(self, db=None):
-        if db is None:
-            from zen.store.db import Database
+        if db is None:  # never starts or creates one (a user of a deployed Zen has no local stack)
+            from zen.clikit import database
 
-            db = Database.from_env()
+            db = database()
         self._db = db
 
     def job(self, job_id: str) -> Job | None:
@@ -86,8 +95,18 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
     finals: set[int] = set()
     last_state: tuple | None = None
     ended_at: float | None = None
+    failing_since: float | None = None
     while True:
-        job = status.job(job_id)
+        try:
+            job, entries = _read(job_id, reader, status, attempt)
+        except (SinkError, TransientError) as exc:  # a throttled or failed read: the job may be fine
+            failing_since = failing_since if failing_since is not None else clock()
+            if clock() - failing_since >= PATIENCE_S:
+                raise TransientError(f"lost track of job {job_id} ({exc}); it may still be running: "
+                                     f"`zen jobs get {job_id}`") from None
+            time.sleep(poll_s)
+            continue
+        failing_since = None
         if job is not None and request_hash is not None and job.request_hash != request_hash:
             job = None  # the id is another request's: the function refuses the one published
         if job is None:
@@ -103,18 +122,25 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
             last_state = (job.status, job.attempt)
             where = f" on {job.vm}" if job.vm and job.status.holds_vm else ""
             print(f"zen: {job_id} {job.status.value} (attempt {job.attempt}{where})", file=err, flush=True)
-        attempts = [attempt] if attempt is not None else list(range(1, (job.attempt if job else 0) + 1))
-        for number in attempts:
-            for entry in reader.new_entries(job_id, number):
-                print(format_entry(entry, style), file=out, flush=True)
-                if entry.final:
-                    finals.add(entry.attempt)
+        for entry in entries:
+            print(format_entry(entry, style), file=out, flush=True)
+            if entry.final:
+                finals.add(entry.attempt)
         if job is not None and job.status.terminal:
             target = attempt if attempt is not None else job.attempt
             ended_at = ended_at if ended_at is not None else clock()
-            if target in finals or job.started_at is None or clock() - ended_at >= settle_s:
+            never_on_a_vm = job.started_at is None and job.vm is None  # (stopped while staging: it was)
+            if target in finals or never_on_a_vm or clock() - ended_at >= settle_s:
                 return exit_code_of(job)
         time.sleep(poll_s)
+
+
+def _read(job_id: str, reader: Reader, status: JobStatusSource, attempt: int | None
+          ) -> tuple[Job | None, list[OutputEntry]]:
+    """The job's row and the output entries not printed yet (every attempt so far, or ``attempt``)."""
+    job = status.job(job_id)
+    attempts = [attempt] if attempt is not None else list(range(1, (job.attempt if job else 0) + 1))
+    return job, [entry for number in attempts for entry in reader.new_entries(job_id, number)]
 
 
 def print_once(job_id: str, reader: Reader, attempt: int | None, style: str, out: TextIO, err: TextIO) -> int:
@@ -136,11 +162,12 @@ def _project() -> str:
     return load_config().project
 
 
-def open_reader() -> tuple[Reader, float]:
-    """The reader for this environment and how long to wait for an attempt's final entry after the
-    job's end (Cloud Logging shows entries a few seconds after they are written)."""
+def open_reader() -> tuple[Reader, float, float]:
+    """The reader for this environment, how long to wait for an attempt's final entry after the
+    job's end (Cloud Logging shows entries a few seconds after they are written), and how often to read."""
     reader = reader_from_env(os.environ, _project())
-    return reader, (5.0 if os.environ.get("ZEN_JOB_LOGS_DIR") else 30.0)
+    local = bool(os.environ.get("ZEN_JOB_LOGS_DIR"))
+    return reader, (5.0 if local else 30.0), (POLL_S if local else CLOUD_POLL_S)
 
 
 def _run(action: Callable[[], int], what: str) -> int:
@@ -155,6 +182,9 @@ def _run(action: Callable[[], int], what: str) -> int:
     except (SinkError, ZenError) as exc:
         print(f"{what}: {exc}", file=sys.stderr)
         return 1
+    except CliError as exc:  # no database configured, ...
+        print(f"{what}: {exc}", file=sys.stderr)
+        return exc.code
     except Exception as exc:  # noqa: BLE001 - e.g. no Google credentials for Cloud Logging
         from google.auth.exceptions import DefaultCredentialsError
 
@@ -167,11 +197,11 @@ def _run(action: Callable[[], int], what: str) -> int:
 
 def cmd_logs(args) -> int:
     def body() -> int:
-        reader, settle_s = open_reader()
+        reader, settle_s, poll_s = open_reader()
         if not args.follow:
             return print_once(args.job_id, reader, args.attempt, args.style, sys.stdout, sys.stderr)
         return follow(args.job_id, reader, JobStatusSource(), attempt=args.attempt, style=args.style,
-                      settle_s=settle_s)
+                      settle_s=settle_s, poll_s=poll_s)
 
     return _run(body, "zen logs")
 
@@ -180,9 +210,9 @@ def follow_submitted(job_id: str, message_id: str, request_hash: str, style: str
     """``zen submit --wait``: follow the job just published (that message, that request) to its end;
     its exit code."""
     def body() -> int:
-        reader, settle_s = open_reader()
-        return follow(job_id, reader, JobStatusSource(), style=style, settle_s=settle_s, message_id=message_id,
-                      request_hash=request_hash)
+        reader, settle_s, poll_s = open_reader()
+        return follow(job_id, reader, JobStatusSource(), style=style, settle_s=settle_s, poll_s=poll_s,
+                      message_id=message_id, request_hash=request_hash)
 
     return _run(body, "zen submit --wait")
 

@@ -71,8 +71,12 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
                 last = decisions[0]
                 why += (f"; the cluster's latest scaling decision ({last['at']:%H:%M:%S}): {last['action']} "
                         f"{last['region'] or ''} {last['reason']}".rstrip())
-        elif job.status.terminal:
-            why = f"ended: {job.message or job.status.value}"
+        elif job.status.terminal:  # one line: the change that ended it (its message holds the output's tail)
+            history = repository.job_history(session, job.job_id)
+            last = history[-1]["reason"].splitlines()[0] if history else job.status.value
+            if job.exit_code is not None and f"exit code {job.exit_code}" not in last:
+                last += f" (exit code {job.exit_code})"
+            why = f"ended: {last}; its output: `zen logs {job.job_id}`"
         else:
             why = f"on VM {job.vm} in {job.region}" if job.vm else job.status.value
     data = _data_line(config, job)

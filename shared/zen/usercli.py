@@ -131,7 +131,12 @@ def check_request(request: JobRequest) -> tuple[str, list[str]]:
 def cmd_submit(args) -> int:
     request = build_request(args)
     cluster, regions = check_request(request)
-    message_id = _publish("job_submitted", request.to_bytes())
+    try:
+        message_id = _publish("job_submitted", request.to_bytes())
+    except CliError as exc:  # it may have been published all the same (the answer lost): same id, one job
+        raise CliError(f"{exc}; job {request.job_id} may have been published all the same: to try again "
+                       f"without making a second job, submit it again with --job-id {request.job_id}",
+                       exc.code) from None
     print(f"submitted {request.job_id} to cluster {cluster} (regions {', '.join(regions)}; message {message_id})",
           flush=True)
     print(f"  status: zen jobs get {request.job_id}    stop: zen stop {request.job_id}")
