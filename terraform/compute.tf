@@ -95,6 +95,8 @@ resource "google_compute_region_instance_group_manager" "zen" {
   region             = each.value.region
   # VMs are named <base>-xxxx (4 random characters per MIG): the region in the base keeps names unique
   # across a cluster's regions, which Zen needs (its rows, drains and control subscriptions are by name).
+  # The provider replaces a MIG whose base changes (deleting its VMs, jobs and all): a MIG created
+  # before keeps its base (ignore_changes below) until it is drained and recreated.
   base_instance_name = each.value.mig_name
   description        = "Zen ${each.value.cluster} in ${each.value.region}; sized by the Zen scheduler"
 
@@ -120,7 +122,7 @@ resource "google_compute_region_instance_group_manager" "zen" {
   }
 
   lifecycle {
-    ignore_changes = [target_size]
+    ignore_changes = [target_size, base_instance_name]
 
     precondition {
       condition     = local.clusters_match

@@ -160,6 +160,20 @@ def test_a_preempted_vm_spends_no_attempt_even_on_the_last_one(functions, zen, p
     assert [to for _, to in history(zen, "job-1")][-2:] == ["LOST", "QUEUED"]
 
 
+def test_preemptions_are_free_only_so_many_times(functions, zen):
+    """The agent says PREEMPTED on any SIGTERM: a job that shuts its own VM down was requeued for free on
+    new VMs for ever. After FREE_PREEMPTIONS, a preemption spends an attempt as a lost VM does."""
+    from zen.lifecycle import FREE_PREEMPTIONS
+
+    functions.submit(job_request("job-1", max_attempts=1))
+    for attempt in range(1, FREE_PREEMPTIONS + 2):
+        for status, seq in (("CLAIMED", 1), ("RUNNING", 2), ("PREEMPTED", 3)):
+            functions.heartbeat(heartbeat("job-1", status, seq, attempt=attempt, vm=f"vm-{attempt}"))
+    record = job(zen, "job-1")
+    assert (record.status.value, record.attempt, record.preemptions) == ("FAILED", FREE_PREEMPTIONS + 1,
+                                                                         FREE_PREEMPTIONS + 1)
+
+
 def test_two_vms_claiming_the_same_attempt_one_wins(functions, zen, publisher):
     functions.submit(job_request("job-1"))
     functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))

@@ -99,3 +99,38 @@ def test_a_read_that_fails_for_a_moment_does_not_end_the_follow(functions, zen):
     code = follow("flaky", FlakyOutput(3), JobStatusSource(zen.db), out=io.StringIO(), err=err, poll_s=0.01,
                   settle_s=0.0, appear_timeout_s=2.0, message_id="m-1", request_hash=_published(request))
     assert code == 0 and "SUCCEEDED" in err.getvalue()
+
+
+class ThrottledSecondAttempt:
+    """Each attempt's read moves its own cursor (as Cloud Logging's reader does); attempt 2's first
+    read is throttled."""
+
+    def __init__(self):
+        from zen.joblogs import OutputEntry
+
+        self.pending = {n: [OutputEntry(job_id="retried", attempt=n, stream="stdout", vm="vm-a", seq=1,
+                                        time="2026-11-24T00:00:00Z", text=f"from attempt {n}", final=True)]
+                        for n in (1, 2)}
+        self.throttle = 1
+
+    def new_entries(self, job_id, attempt=None):
+        from zen.joblogs import SinkError
+
+        if attempt == 2 and self.throttle:
+            self.throttle -= 1
+            raise SinkError("cannot read Cloud Logging: 429")
+        entries, self.pending[attempt] = self.pending[attempt], []
+        return entries
+
+
+def test_a_failed_read_of_one_attempt_loses_no_line_of_another(functions, zen):
+    """Attempt 1's lines were read (its cursor moved on), attempt 2's read failed, and the retry threw
+    the batch away: attempt 1's lines were never printed."""
+    request = job_request("retried", user_id="alice")
+    functions.submit(request, message_id="m-1")
+    for beat in agent_run("retried", final="PREEMPTED") + agent_run("retried", attempt=2, vm="vm-b"):
+        functions.heartbeat(beat)
+    out = io.StringIO()
+    assert follow("retried", ThrottledSecondAttempt(), JobStatusSource(zen.db), out=out, err=io.StringIO(),
+                  poll_s=0.01, settle_s=0.0, appear_timeout_s=2.0) == 0
+    assert "from attempt 1" in out.getvalue() and "from attempt 2" in out.getvalue()

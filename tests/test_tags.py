@@ -144,3 +144,16 @@ def test_the_agent_reports_its_configured_tags_in_job_heartbeats(config, tmp_pat
     done = subprocess.run([sys.executable, "-m", "zen.agent", "--check"], env=env, capture_output=True, text=True,
                           timeout=60)
     assert json.loads(done.stdout)["identity"]["tags"] == ["hipaa"], done.stderr
+
+
+def test_narrowing_keeps_the_jobs_own_region_order(config):
+    """The regions a job may use now keep its order (its data's region first, zen.locality), which the
+    planner ranks by; they were re-sorted in the cluster's order."""
+    from zen.models import Job
+    from zen.placement import regions_cleared_now
+
+    cluster = config.cluster("4xa100-40gb")
+    data_first = list(reversed(cluster.regions))
+    job = Job.model_construct(cluster="4xa100-40gb", regions=data_first, request={"requires_tags": ["hipaa"]})
+    moved = with_region_tags(config, {r: ["hipaa"] for r in cluster.regions[1:]})
+    assert regions_cleared_now(moved, job) == [r for r in data_first if r != cluster.regions[0]]

@@ -98,7 +98,28 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
     failing_since: float | None = None
     while True:
         try:
-            job, entries = _read(job_id, reader, status, attempt)
+            job = status.job(job_id)
+            if job is not None and request_hash is not None and job.request_hash != request_hash:
+                job = None  # the id is another request's: the function refuses the one published
+            if job is None:
+                reason = status.rejection(job_id, message_id)
+                if reason:
+                    print(f"zen: job {job_id} was refused: {reason}", file=err)
+                    return 1
+                if clock() - started > appear_timeout_s:
+                    print(f"zen: no job {job_id} after {appear_timeout_s:g} s (`zen rejected` lists refused ones)",
+                          file=err)
+                    return 1
+            elif (job.status, job.attempt) != last_state:
+                last_state = (job.status, job.attempt)
+                where = f" on {job.vm}" if job.vm and job.status.holds_vm else ""
+                print(f"zen: {job_id} {job.status.value} (attempt {job.attempt}{where})", file=err, flush=True)
+            attempts = [attempt] if attempt is not None else list(range(1, (job.attempt if job else 0) + 1))
+            for number in attempts:  # each attempt's lines printed as read: a later read may fail
+                for entry in reader.new_entries(job_id, number):
+                    print(format_entry(entry, style), file=out, flush=True)
+                    if entry.final:
+                        finals.add(entry.attempt)
         except (SinkError, TransientError) as exc:  # a throttled or failed read: the job may be fine
             failing_since = failing_since if failing_since is not None else clock()
             if clock() - failing_since >= PATIENCE_S:
@@ -107,25 +128,6 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
             time.sleep(poll_s)
             continue
         failing_since = None
-        if job is not None and request_hash is not None and job.request_hash != request_hash:
-            job = None  # the id is another request's: the function refuses the one published
-        if job is None:
-            reason = status.rejection(job_id, message_id)
-            if reason:
-                print(f"zen: job {job_id} was refused: {reason}", file=err)
-                return 1
-            if clock() - started > appear_timeout_s:
-                print(f"zen: no job {job_id} after {appear_timeout_s:g} s (`zen rejected` lists refused ones)",
-                      file=err)
-                return 1
-        elif (job.status, job.attempt) != last_state:
-            last_state = (job.status, job.attempt)
-            where = f" on {job.vm}" if job.vm and job.status.holds_vm else ""
-            print(f"zen: {job_id} {job.status.value} (attempt {job.attempt}{where})", file=err, flush=True)
-        for entry in entries:
-            print(format_entry(entry, style), file=out, flush=True)
-            if entry.final:
-                finals.add(entry.attempt)
         if job is not None and job.status.terminal:
             target = attempt if attempt is not None else job.attempt
             ended_at = ended_at if ended_at is not None else clock()
@@ -133,14 +135,6 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
             if target in finals or never_on_a_vm or clock() - ended_at >= settle_s:
                 return exit_code_of(job)
         time.sleep(poll_s)
-
-
-def _read(job_id: str, reader: Reader, status: JobStatusSource, attempt: int | None
-          ) -> tuple[Job | None, list[OutputEntry]]:
-    """The job's row and the output entries not printed yet (every attempt so far, or ``attempt``)."""
-    job = status.job(job_id)
-    attempts = [attempt] if attempt is not None else list(range(1, (job.attempt if job else 0) + 1))
-    return job, [entry for number in attempts for entry in reader.new_entries(job_id, number)]
 
 
 def print_once(job_id: str, reader: Reader, attempt: int | None, style: str, out: TextIO, err: TextIO) -> int:

@@ -58,6 +58,9 @@ def _control(job: Job, hb_or_vm: Heartbeat | str, action: ControlAction, reason:
     return ControlMessage(vm=vm, job_id=job.job_id, attempt=attempt, action=action, reason=reason)
 
 
+FREE_PREEMPTIONS = 10  # preemptions of a job (its VM's or a queue's) that spend no attempt (``_advance``)
+
+
 def _clamp(moment: datetime, low: datetime, high: datetime) -> datetime:
     return max(low, min(moment, high))
 
@@ -255,12 +258,18 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
             return
         # The VM says it is going away (spot preemption, maintenance): the cloud's doing, not the job's,
         # so the attempt is requeued without spending the budget (a silent VM, which may be the job's
-        # doing, still spends one: decide_silence). No STOP to send a VM going away.
-        held = job.model_copy(update={"vm": None, "max_attempts": job.max_attempts + 1})
-        lost = lose_attempt(held, f"VM {hb.vm} was preempted (no attempt spent)")
+        # doing, still spends one: decide_silence), FREE_PREEMPTIONS times: the agent says PREEMPTED on
+        # any SIGTERM, and a job that shuts its own VM down must not loop on new VMs for ever.
+        # No STOP to send a VM going away.
+        free = job.preemptions < FREE_PREEMPTIONS
+        held = job.model_copy(update={"vm": None, "max_attempts": job.max_attempts + free})
+        lost = lose_attempt(held, f"VM {hb.vm} was preempted" + (" (no attempt spent)" if free else
+                                                                 f" ({FREE_PREEMPTIONS} preemptions were free)"))
         decision.changes.extend(lost.changes)
-        decision.fields.update(lost.fields, max_attempts=held.max_attempts)
+        decision.fields.update(lost.fields, max_attempts=held.max_attempts, preemptions=job.preemptions + 1)
         decision.publish_start = lost.publish_start
+        if lost.changes[-1].to is JobStatus.FAILED:
+            decision.fields["finished_at"] = now
 
 
 _TARGET = {

@@ -93,7 +93,9 @@ def regions_cleared_now(config: ZenConfig, job: Job) -> list[str]:
     if cluster is None:
         return []
     asked, required = job.request.get("regions"), set(job.request.get("requires_tags") or ())
-    return [r for r in cluster.regions if (asked is None or r in asked) and required <= set(cluster.tags_of(r))]
+    cleared = [r for r in cluster.regions if (asked is None or r in asked) and required <= set(cluster.tags_of(r))]
+    # In the job's own order first (its data's regions lead: zen.locality), then any cleared since.
+    return [r for r in job.regions if r in cleared] + [r for r in cleared if r not in job.regions]
 
 
 def _one_cluster(config: ZenConfig, request: JobRequest) -> ClusterConfig:

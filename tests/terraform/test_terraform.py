@@ -269,6 +269,8 @@ def test_each_cluster_region_has_a_template_and_a_mig(module, tfvars, config):
     # VMs are named after the base plus 4 random characters: without the region in it, two regions of
     # one cluster could name a VM alike, and Zen keys VMs by name.
     assert expression(migs["zen"]["base_instance_name"]) == "each.value.mig_name"
+    # ... and a MIG made with the old base is kept as it is: changing the base replaces the MIG, VMs and all.
+    assert "base_instance_name" in block(migs["zen"]["lifecycle"])["ignore_changes"]
 
 
 def test_migs_are_sized_by_zen_only(module):

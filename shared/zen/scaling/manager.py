@@ -11,17 +11,15 @@ post-submission run never overlap; a second one asks the holder to run again, ``
    or are idle (agents' VM heartbeats); when each instance was first seen (boot age); the planner's
    memory. Where VMs run several jobs at once, the queued jobs that fit busy VMs' room are taken
    out of the demand (``zen.scaling.sharing``).
-2. Plan: the policy (``ZenPlanner``) decides; each VM whose agent is RETIRED (past its pull limit,
-   ``zen.agent.limits``), or drained by an earlier pass whose delete failed, and holds no job is
-   deleted too (``_retire``, ``zen.scaling.vms``).
+2. Plan: the policy (``ZenPlanner``) decides; each VM that holds no job and whose agent is RETIRED
+   (``zen.agent.limits``), or drained by a pass whose delete failed, is deleted too (``_retire``).
 3. Apply, adds first: each region's MIG is resized to ``min(target + add, max_vms_per_region)``
    (absolute, from the target just read), within the cluster's ``max_vms`` counted from every MIG's
    target read again then. The tick reads its MIGs before it takes the lock: if another pass planned
    the cluster since, those states are dropped and read again (``snapshot``).
-   Then deletions: each VM is *drained* first (in production a transaction that takes the VM's
-   advisory lock and checks it holds no job; a claim from a drained VM is refused, see
-   ``JobService``), so a VM that picks up a job at the last moment is never deleted under it; the
-   drained ones are deleted with one ``deleteInstances`` per region.
+   Then deletions: each VM is *drained* first (a transaction under the VM's advisory lock that checks
+   it holds no job; a drained VM's claim is refused), so a VM that picks up a job at the last moment
+   is never deleted under it; the drained ones go in one ``deleteInstances`` per region.
 4. Record: the planner's memory, and each decision as applied (``zen.scaling.applied``) in
    ``scaling_decisions`` and a log line.
 """
@@ -30,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -61,6 +60,7 @@ log = logging.getLogger("zen.scaling")
 # 100-MIG tick's ~300 reads far inside the Compute API's per-project read-request rate.
 COMPUTE_CONCURRENCY = 8
 MAX_RERUNS = 2  # passes run again for asks made during a pass; more wait for the tick (a minute)
+RERUN_WITHIN_S = 10.0  # nor once passes took this long: a submission's function has 60 s in all
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
@@ -121,7 +121,7 @@ class ClusterManager:
         it asks the holder for one more pass and tries once again; holding it, it runs again (at most
         ``MAX_RERUNS`` times) while passes were asked since it began (``zen.scaling.asks``)."""
         name, asks = self.cluster.name, self._asks
-        report, passes, asked = ClusterReport(name), 0, False
+        report, passes, asked, began = ClusterReport(name), 0, False, time.monotonic()
         seen = asks.asked(name) if asks is not None else 0  # read before the snapshot
         while True:
             with self._fleet.cluster_lock(name) as locked:
@@ -135,7 +135,8 @@ class ClusterManager:
                     return report
                 seen, asked = asks.ask(name), True  # the holder runs again, or it has let go by now
                 continue
-            now_asked = None if asks is None or passes > MAX_RERUNS else asks.asked(name)  # after letting go
+            done = asks is None or passes > MAX_RERUNS or time.monotonic() - began > RERUN_WITHIN_S
+            now_asked = None if done else asks.asked(name)  # read after letting go
             if now_asked is None or now_asked == seen:
                 return report
             seen, states, read_at = now_asked, None, None
