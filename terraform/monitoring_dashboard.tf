@@ -25,8 +25,10 @@ locals {
       [format(local.log_metric_type, "zen_time_to_start"), "ALIGN_DELTA", "REDUCE_PERCENTILE_50", ["metric.label.cluster", "metric.label.region"]],
       [format(local.log_metric_type, "zen_time_to_start"), "ALIGN_DELTA", "REDUCE_PERCENTILE_95", ["metric.label.cluster", "metric.label.region"]],
     ] },
-    { title = "VMs per region by state", sets = [
-      [format(local.log_metric_type, "zen_vms"), "ALIGN_MEAN", "REDUCE_SUM", ["metric.label.region", "metric.label.state"]],
+    # Every scaling pass logs the fleet, in the tick's function and in submissions' (one series each):
+    # the largest of them per (cluster, region, state), not their sum, which counted each VM twice.
+    { title = "VMs per cluster, region and state", sets = [
+      [format(local.log_metric_type, "zen_vms"), "ALIGN_MEAN", "REDUCE_MAX", ["metric.label.cluster", "metric.label.region", "metric.label.state"]],
     ] },
     { title = "Blocked (stocked-out) regions per cluster", sets = [
       [format(local.log_metric_type, "zen_region_blocked"), "ALIGN_MEAN", "REDUCE_MAX", ["metric.label.cluster", "metric.label.region"]],

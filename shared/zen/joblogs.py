@@ -68,6 +68,10 @@ class SinkError(Exception):
     """The sink refused or could not take a batch (the caller keeps it and retries)."""
 
 
+class SinkRefused(SinkError):
+    """The sink refuses the batch as invalid (an entry too large): sending it again cannot help."""
+
+
 class LocalSink:
     def __init__(self, directory: str | os.PathLike):
         self.directory = Path(directory)

@@ -18,12 +18,17 @@ has seen, oldest first, over the last 31 days (the client alone would look back 
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime, timedelta, timezone
 from typing import Mapping
 
-from zen.joblogs import LOG_NAME, OutputEntry, SinkError
+from zen.joblogs import LOG_NAME, OutputEntry, SinkError, SinkRefused
 
 MAX_BATCH_ENTRIES = 1000
+READ_PAGES = 5  # pages (of page_size entries) one read takes at most: each is a request of the read quota
+# An entry past a missing seq waits this long for it (Cloud Logging may show a later entry first);
+# after that the missing one is taken as lost and the rest is printed.
+SETTLE_S = 10.0
 # Without a timestamp clause the client only lists the last 24 hours; _Default keeps 30 days.
 READ_BACK = timedelta(days=31)
 _SEVERITY = {"stdout": "INFO", "stderr": "WARNING", "zen": "NOTICE"}
@@ -69,6 +74,7 @@ class CloudSink:
 
     def write(self, entries: list[OutputEntry]) -> None:
         from google.api_core import exceptions as gexc
+        from google.auth.exceptions import GoogleAuthError
 
         for start in range(0, len(entries), MAX_BATCH_ENTRIES):
             batch = self._logger.batch()
@@ -82,7 +88,9 @@ class CloudSink:
                                  insert_id=f"{entry.job_id}-{entry.attempt}-{entry.seq}")
             try:
                 batch.commit()
-            except (gexc.GoogleAPIError, OSError) as exc:
+            except gexc.InvalidArgument as exc:  # e.g. an entry over 256 KB: the same batch fails again
+                raise SinkRefused(f"Cloud Logging refused a batch as invalid: {exc}") from None
+            except (gexc.GoogleAPIError, GoogleAuthError, OSError) as exc:  # incl. a token refresh that failed
                 raise SinkError(f"Cloud Logging refused a batch: {exc}") from None
 
 
@@ -102,9 +110,10 @@ class CloudReader:
         after = self._seen.get(attempt, 0) if attempt is not None else None
         since = (datetime.now(timezone.utc) - READ_BACK).strftime("%Y-%m-%dT%H:%M:%SZ")
         query = f'{job_filter(self._project, job_id, attempt, after)} AND timestamp>="{since}"'
-        try:
-            listed = list(self._client.list_entries(resource_names=[f"projects/{self._project}"], filter_=query,
-                                                    order_by=ASCENDING, page_size=self._page_size))
+        try:  # at most READ_PAGES requests: a long attempt is read over several calls
+            listed = list(itertools.islice(self._client.list_entries(
+                resource_names=[f"projects/{self._project}"], filter_=query, order_by=ASCENDING,
+                page_size=self._page_size), self._page_size * READ_PAGES))
         except (gexc.GoogleAPIError, OSError) as exc:
             raise SinkError(f"cannot read Cloud Logging: {exc}") from None
         entries = []
@@ -118,7 +127,24 @@ class CloudReader:
                                 text=str(payload.get("message", "")), final=bool(payload.get("final", False)))
             if entry.seq > self._seen.get(entry.attempt, 0):
                 entries.append(entry)
-        entries.sort(key=lambda e: (e.attempt, e.seq))
+        return self._in_order(sorted(entries, key=lambda e: (e.attempt, e.seq)), now=datetime.now(timezone.utc))
+
+    def _in_order(self, entries: list[OutputEntry], now: datetime) -> list[OutputEntry]:
+        """The entries that follow what was read without a gap, and those past a gap older than
+        ``SETTLE_S`` (the missing one is lost); the rest waits for the next read. ``_seen`` moves only
+        over what is returned, so a line that shows up late is not skipped for good."""
+        out, held = [], set()
         for entry in entries:
-            self._seen[entry.attempt] = max(self._seen.get(entry.attempt, 0), entry.seq)
-        return entries
+            last = self._seen.get(entry.attempt, 0)
+            if entry.attempt in held or entry.seq <= last:
+                continue
+            try:
+                settled = (now - datetime.fromisoformat(entry.time)).total_seconds() >= SETTLE_S
+            except ValueError:
+                settled = True
+            if entry.seq != last + 1 and not settled:
+                held.add(entry.attempt)
+                continue
+            out.append(entry)
+            self._seen[entry.attempt] = entry.seq
+        return out

@@ -18,13 +18,15 @@ flush_s`` lines per send: that is the rate limit. Two limits, enforced without e
   window still holds is shipped after a ``zen`` line counting what fell out of it (if anything did).
 
 The attempt's last entry is a ``zen`` line with ``final`` set: a reader that has it has everything.
-Sink errors are retried (the queue waits); at the end the agent tries for a bounded time and logs
-how many lines it could not ship. The agent also keeps the last ``tail_bytes`` of both streams for
+Sink errors are retried (the queue waits; one send carries at most ``REQUEST_BYTES``); an entry the
+sink refuses as invalid is dropped and logged, not retried for ever; at the end the agent ships
+what is left within its budget and logs how many lines it could not ship. The agent also keeps the last ``tail_bytes`` of both streams for
 the final heartbeat's ``message`` (``zen jobs get``), as before.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import select
@@ -35,9 +37,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable
 
-from zen.joblogs import OutputEntry, Sink, SinkError
+from zen.joblogs import OutputEntry, Sink, SinkError, SinkRefused
 
 log = logging.getLogger("zen.agent.output")
+# Cloud Logging takes at most 10 MB per entries.write request: a send stays under 8 MB of text, with
+# room for each entry's labels and fields.
+REQUEST_BYTES = 8 * 1024 * 1024
+ENTRY_OVERHEAD_BYTES = 512
 
 
 @dataclass(frozen=True)
@@ -75,8 +81,9 @@ class _Recent:
         self._bytes = 0
 
     def add(self, text: str, newline: bool) -> None:
-        self._lines.append(text + "\n" if newline else text)
-        self._bytes += _size(text)
+        piece = text + "\n" if newline else text
+        self._lines.append(piece)
+        self._bytes += len(piece.encode("utf-8", errors="replace"))  # what popping it takes off again
         while self._bytes > self._limit and len(self._lines) > 1:
             self._bytes -= len(self._lines.popleft().encode("utf-8", errors="replace"))
 
@@ -105,6 +112,8 @@ class AttemptOutput:
         self._over_size = False
         self._behind = False
         self.shipped = 0
+        self.refused = 0  # entries the sink refused as invalid, dropped
+        self._shipping = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if sink is not None:
@@ -168,9 +177,9 @@ class AttemptOutput:
             try:
                 self._ship_once(self._limits.batch_lines)
                 pause = self._limits.flush_s
-            except SinkError as exc:
+            except Exception as exc:  # noqa: BLE001 - a dead shipper would stall the output for good
                 log.warning("job output not shipped; retrying", extra={
-                    "job_id": self.job_id, "attempt": self.attempt, "error": str(exc)})
+                    "job_id": self.job_id, "attempt": self.attempt, "error": f"{type(exc).__name__}: {exc}"})
                 pause = min(pause * 2, 30.0)
             with self._lock:
                 if self._behind and not self._over_size and len(self._queue) < self._limits.max_queued // 2:
@@ -178,23 +187,49 @@ class AttemptOutput:
                     self._release_window(f"output came faster than {self._limits.rate_lines} lines/s "
                                          f"for more than {self._limits.hold_s:g} s")
 
-    def _ship_once(self, most: int) -> int:
-        with self._lock:
-            batch = [self._queue[i] for i in range(min(most, len(self._queue)))]
-        if batch:
-            self._sink.write(batch)
+    def _ship_once(self, most: int, wait_s: float = -1) -> int:
+        """Ship up to ``most`` entries of at most ``REQUEST_BYTES`` from the head of the queue (one
+        shipper at a time: ``close`` may overlap a write the ship thread still has under way; it waits
+        ``wait_s`` for it, -1 for ever). A batch the sink refuses as invalid (``SinkRefused``: an
+        entry over Cloud Logging's size limit) is halved until the entry is alone, and that entry is
+        dropped: retrying it would hold up everything behind it for good."""
+        if not self._shipping.acquire(timeout=wait_s):
+            raise SinkError("the ship thread is still writing")
+        try:
+            with self._lock:
+                batch, size = [], 0
+                for entry in itertools.islice(self._queue, most):
+                    size += _size(entry.text) + ENTRY_OVERHEAD_BYTES
+                    if batch and size > REQUEST_BYTES:
+                        break
+                    batch.append(entry)
+            while batch:
+                try:
+                    self._sink.write(batch)
+                    break
+                except SinkRefused as exc:
+                    if len(batch) > 1:
+                        batch = batch[:len(batch) // 2]
+                        continue
+                    log.error("job output entry dropped: the sink refuses it", extra={
+                        "job_id": self.job_id, "attempt": self.attempt, "seq": batch[0].seq, "error": str(exc)})
+                    self.refused += 1
+                    break
             with self._lock:
                 for _ in batch:
                     self._queue.popleft()
             self.shipped += len(batch)
-        return len(batch)
+            return len(batch)
+        finally:
+            self._shipping.release()
 
     def close(self, note: str | None = None, budget_s: float = 60.0) -> int:
         """Ship what is left, then the final entry. Returns how many entries could not be shipped."""
         if self._thread is None:
             return 0
+        deadline = time.monotonic() + budget_s
         self._stop.set()
-        self._thread.join()
+        self._thread.join(max(0.0, budget_s / 2))  # a write under way: close ships the rest itself
         now = datetime.fromtimestamp(self._wall_clock(), timezone.utc).isoformat()
         with self._lock:
             why = (f"over the limit of {self._limits.limit_bytes} bytes per attempt" if self._over_size else
@@ -202,19 +237,20 @@ class AttemptOutput:
             self._release_window(why)
             self._enqueue("zen", f"[zen] end of attempt {self.attempt} on {self.vm}" + (f": {note}" if note else ""),
                           now, final=True)
-        deadline = time.monotonic() + budget_s
-        pause = 0.2
-        while True:
+        pause, error = 0.2, "out of time"
+        while True:  # within the budget, however fast or slow the sink answers
+            left_s = deadline - time.monotonic()
+            if left_s <= 0:
+                left = len(self._queue)
+                log.error("job output lost: not shipped within the budget", extra={
+                    "job_id": self.job_id, "attempt": self.attempt, "entries": left, "error": error})
+                return left
             try:
-                if not self._ship_once(10_000):
+                if not self._ship_once(10_000, wait_s=left_s):
                     return 0
-            except SinkError as exc:
-                if time.monotonic() + pause > deadline:
-                    left = len(self._queue)
-                    log.error("job output lost: the sink kept refusing it", extra={
-                        "job_id": self.job_id, "attempt": self.attempt, "entries": left, "error": str(exc)})
-                    return left
-                time.sleep(pause)
+            except Exception as exc:  # noqa: BLE001 - counted as lost once the budget is spent
+                error = f"{type(exc).__name__}: {exc}"
+                time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
                 pause = min(pause * 2, 5.0)
 
 

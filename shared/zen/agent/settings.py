@@ -51,6 +51,7 @@ from zen.agent.limits import parse_limit
 from zen.agent.output import OutputLimits
 from zen.errors import ConfigError
 
+MAX_LINE_BYTES = 200 * 1024  # an output line is one Cloud Logging entry (256 KB at most, labels included)
 MAX_TAIL_BYTES = 7000  # Heartbeat.message holds 8192 characters; leave room for a one-line preface
 
 
@@ -146,4 +147,7 @@ def output_limits(number) -> OutputLimits:
         raise ConfigError("ZEN_AGENT_LOG_TAIL_BYTES must be at most half of ZEN_AGENT_LOG_LIMIT_BYTES")
     if limits.line_bytes > limits.tail_bytes:
         raise ConfigError("ZEN_AGENT_LOG_LINE_BYTES must be at most ZEN_AGENT_LOG_TAIL_BYTES")
+    if limits.line_bytes > MAX_LINE_BYTES:
+        raise ConfigError(f"ZEN_AGENT_LOG_LINE_BYTES must be at most {MAX_LINE_BYTES}: a line is one Cloud "
+                          "Logging entry, which takes 256 KB at most with its labels")
     return limits
