@@ -50,3 +50,12 @@ def test_the_target_table_says_no_when_a_ratio_misses_its_target():
     _, targets = ratios_and_targets(results, capacity_somewhere=False)
     assert targets["p50 <= 1.00x ask"] and targets["p95 <= 1.10x ask"] and targets["waste <= 0.25x ask"]
     assert targets["p95 <= 1.25x unlimited"] is None
+
+
+def test_starts_are_compared_job_by_job_and_zero_waste_meets_its_target():
+    """Equal counts of jobs never started passed, though zen left unstarted a job ask-every-region
+    started; and 0 wasted minutes against 0 was a ratio of 1.0, so "NO"."""
+    zen, ask = RunResult(policy="zen", horizon_s=1_000), RunResult(policy="ask", horizon_s=1_000)
+    zen.starts, ask.starts = [(0.0, None), (0.0, 50.0)], [(0.0, 40.0), (0.0, None)]
+    _, targets = ratios_and_targets({"zen": zen, "ask-every-region": ask}, capacity_somewhere=False)
+    assert targets["starts all ask starts"] is False and targets["waste <= 0.25x ask"] is True

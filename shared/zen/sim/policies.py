@@ -1,8 +1,11 @@
 """The policies the simulator compares; each is a ``zen.scaling.model.Policy`` (``plan(snapshot)``).
 
 - ``zen``: Zen's planner (``zen.scaling.planner.ZenPlanner``), when importable.
-- ``ask-every-region``: the original system, as ARCHITECTURE.md and issue 11 describe it (its code
-  is not in this repository): every pass each allowed region is asked for ``min(pending jobs
+- ``ask-every-region``: the original system (its code is not in this repository). The team's
+  handbook (``../shared/handbook/ARCHITECTURE.md``, Scaling) says only that it "asked every region
+  for every pending job at once: fast, but it boots and throws away many GPU VMs"; issue 11 that it
+  throws the extras away. When it throws them away is not said: modelled charitably (its waste as
+  small as the rule allows), every pass each allowed region is asked for ``min(pending jobs
   allowed there, per-MIG limit)`` VMs; the first VM to become usable takes a job, and *at that
   moment* the job's outstanding requests in its other allowed regions are cancelled
   (``cancel_losers_on_start``: the world deletes one still-booting instance per other region
