@@ -176,3 +176,23 @@ def test_input_read_from_another_region_than_its_data_is_counted(tmp_path):
     result = run_policies(sc, jobs, ["ask-every-region"])["ask-every-region"]
     assert all(start is not None for _, start in result.starts)  # all ran in us-central1, the only one with GPUs
     assert (result.input_gb, result.input_gb_cross_region) == (65, 40)
+
+
+def test_a_vm_is_billed_from_running_not_from_getting_capacity():
+    """GCE bills from RUNNING; the simulator billed from capacity, the whole boot, which made losers
+    cancelled mid-boot (ask-every-region's) cost more than they do. A fixed 100 s boot: half of it
+    unbilled saves 50 s of the one VM's bill, and an ask-every-region loser deleted before RUNNING
+    costs nothing."""
+    def billed(fraction, policy, boot="{dist: fixed, s: 100}"):
+        sc = scenario("default: 4", per_region=1, max_vms=3, jobs="""
+  kind: synthetic
+  count: 1
+  arrivals: {kind: burst, at_s: 1}
+  duration: {dist: fixed, s: 600}""", extra=f"boot: {boot}\nunbilled_boot_fraction: {fraction}")
+        return run(sc, policy).vm_seconds
+
+    assert billed(0.0, SingleRegion()) - billed(0.5, SingleRegion()) == pytest.approx(50, abs=0.01)
+    # Three regions asked at once, boots of 20-40 s: the losers, cancelled the moment the winner is
+    # usable, are mostly still before RUNNING when 90% of each boot is unbilled.
+    spread = "{dist: uniform, low_s: 20, high_s: 40}"
+    assert billed(0.9, make_policy("ask-every-region"), spread) < billed(0.0, make_policy("ask-every-region"), spread)

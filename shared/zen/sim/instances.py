@@ -109,6 +109,7 @@ class InstanceWorld:
         self._billed(+1)
         draws = len(mig.cluster.migs) if self.unlimited else 1
         delay = min(sample(self.scenario.spec.boot, self.boot_rng) for _ in range(draws))
+        vm.running_s = self.now + self.scenario.spec.unbilled_boot_fraction * delay  # billed from here
         vm.epoch += 1
         self._push(self.now + delay, _BOOTED, self._booted, vm, vm.epoch)
         rate = self.scenario.spec.preemption.rate_per_hour
@@ -214,15 +215,18 @@ class InstanceWorld:
             series.append((self.now, result.billed_now))
 
     def _account(self, vm: _Vm, end: float) -> None:
-        """Add one VM incarnation's paid and wasted seconds (waste: all of it if it never ran a job,
-        else the time it sat idle or was being deleted; its boot served a job)."""
-        paid = end - vm.created_s
+        """Add one VM incarnation's paid and wasted seconds: paid from RUNNING (``running_s``, the
+        scenario's ``unbilled_boot_fraction`` into its boot) until it is gone, nothing if it was deleted
+        before RUNNING. Waste: all of it if it never ran a job, else the time it sat idle or was being
+        deleted (its billed boot served a job)."""
+        deleted_early = vm.phase is VmPhase.DELETING and vm.since < vm.running_s
+        paid = 0.0 if deleted_early else max(0.0, end - vm.running_s)
         busy = vm.busy_s + (end - vm.job_start_s if vm.job is not None else 0.0)
         self.result.vm_seconds += paid
         if vm.jobs_run == 0 and vm.job is None:
             self.result.wasted_seconds += paid
         else:
-            self.result.wasted_seconds += paid - busy - (vm.booted_s - vm.created_s)
+            self.result.wasted_seconds += paid - busy - (vm.booted_s - vm.running_s)
 
     def _delete(self, vm: _Vm) -> None:
         mig, cluster = vm.mig, vm.mig.cluster

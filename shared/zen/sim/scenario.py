@@ -23,6 +23,8 @@ simulated time since the start of the run. Example (every key but ``clusters`` i
         - {file: "${traces}/gcp-a100-availability/us-west1-b_a100_40gb_8.json",
            zone: us-west1-b, scale: 2, offset_s: 0, loop: true}
     boot: {dist: lognormal, median_s: 90, sigma: 0.3}   # or {dist: fixed, s: 60}, uniform low_s/high_s
+    unbilled_boot_fraction: 0.25 # of each boot (capacity to usable), the part before RUNNING (provisioning,
+                                 # staging): GCE bills from RUNNING, so a VM deleted before it costs nothing
     retry_interval_s: 30         # a creation waiting for capacity is retried (and fails) this often
     list_errors_delay_s: 20      # a failed creation shows in listErrors (and on the instance) this much later
     preempt_on_capacity_drop: true   # spot: capacity falling below what runs in a zone preempts VMs there
@@ -118,6 +120,9 @@ class ScenarioSpec(_Spec):
     zones: dict[str, list[str]] = {}
     capacity: CapacitySpec = CapacitySpec()
     boot: BootSpec = LognormalBoot(dist="lognormal", median_s=90, sigma=0.3)
+    # A GPU VM is PROVISIONING/STAGING for ~20-30 s of a ~90 s boot before RUNNING (then the OS, the
+    # driver and the agent): a quarter, unbilled. 0 bills the whole boot (the simulator before).
+    unbilled_boot_fraction: float = Field(default=0.25, ge=0, lt=1)
     retry_interval_s: float = Field(default=30, gt=0)
     list_errors_delay_s: float = Field(default=20, ge=0)
     preempt_on_capacity_drop: bool = True

@@ -23,7 +23,7 @@ class SimJobState:
 
 
 class SimVm:
-    __slots__ = ("name", "mig", "phase", "since", "zone", "created_s", "booted_s", "job", "job_start_s",
+    __slots__ = ("name", "mig", "phase", "since", "zone", "created_s", "running_s", "booted_s", "job", "job_start_s",
                  "error", "wait_since", "jobs_run", "busy_s", "epoch", "view", "first_seen", "cache")
 
     def __init__(self, name: str, mig: "SimMig", now: float):
@@ -34,7 +34,8 @@ class SimVm:
     def _reset(self, now: float) -> None:
         self.phase, self.since, self.zone = VmPhase.BOOTING, now, None
         self.touch()
-        self.created_s = self.booted_s = self.job = self.job_start_s = self.error = self.wait_since = None
+        self.created_s = self.running_s = self.booted_s = self.job = self.job_start_s = self.error = None
+        self.wait_since = None
         self.jobs_run, self.busy_s = 0, 0.0
         self.cache: OrderedDict[str, float] = OrderedDict()  # its warm cache: dataset -> GB, least recent first
 

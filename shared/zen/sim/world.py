@@ -15,8 +15,9 @@ heap of events; nothing sleeps). What it models, per cluster:
   again every ``retry_interval_s`` on a grid per MIG; a read reports each instance's new failures
   as one ``MigError(STOCKOUT)`` with their ``count`` (``at`` the last). Those retries are evaluated lazily: only when capacity may have grown (a schedule step, or a VM gone
   from that zone), so a month-long stockout costs a handful of events, not one every 30 s.
-- **Billing.** A VM costs from the moment it holds capacity (created) until it is gone, which is
-  ``delete_s`` after its deletion (DELETING still holds the capacity). Waiting for capacity is free.
+- **Billing.** A VM costs from RUNNING (``unbilled_boot_fraction`` of its boot after it got capacity:
+  GCE does not bill provisioning and staging) until it is gone, which is ``delete_s`` after its
+  deletion (DELETING still holds the capacity). Waiting for capacity, or a deletion before RUNNING, is free.
 - **Boots.** A created VM boots after a draw from the scenario's distribution, then is IDLE. A
   policy with ``ignores_capacity`` (the ``unlimited`` reference) never waits for capacity, is not
   held to the limits, and each boot is the fastest of one draw per region of the cluster.
