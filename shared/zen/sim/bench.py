@@ -3,11 +3,12 @@ ask-every-region with the issue's targets, and whether each holds.
 
 Scenarios: the fixed ones (``SCENARIOS``) and ``zen.sim.heldout``'s generated draws (``HELDOUT_SEEDS``:
 the shared GCP A100 trace re-zoned, time-shifted and re-scaled; never used for tuning). For each it
-prints the policies' table, then one summary table of zen / ask-every-region with its targets:
+prints the policies' table (``SEEDS`` seeds pooled: one seed's p95 moved by ~0.1), then one summary
+table of zen / ask-every-region with its targets:
 
 - p50 time-to-start <= 1.00x ask-every-region's; p95 <= 1.10x;
 - wasted GPU VM-minutes <= 0.25x ask-every-region's;
-- no job that ask-every-region starts is left unstarted (zen never-started <= ask's);
+- no job that ask-every-region starts is left unstarted (job by job);
 - p95 <= 1.25x the ``unlimited`` reference, where capacity exists somewhere at every moment (else n/a).
 
 Then it replays the 30-day scenario (Philly jobs on the looped GCP A100 trace) and prints how long
@@ -32,7 +33,8 @@ from zen.sim.heldout import HELDOUT_SEEDS, heldout_scenario
 from zen.sim.scenario import Scenario, TraceUnavailable, load_scenario
 
 SCENARIOS = ("region-out", "rolling-stockouts", "all-out-30min", "gcp-a100-trace", "burst-200")
-LONG_SCENARIO = "gcp-a100-30d"
+LONG_SCENARIO = "gcp-a100-30d"  # one seed: its replay time is a target of its own (< 20 s a policy)
+SEEDS = 5  # seeds pooled per scenario but the 30-day one
 DATA_SCENARIO = "data-locality"  # reported apart: GB of input across regions (issue 15), no targets
 
 
@@ -120,7 +122,23 @@ def summary_table(rows: list[tuple[str, dict[str, RunResult], dict[str, bool | N
     return lines
 
 
-def run_scenario(name: str, load=load_scenario) -> tuple[Scenario, dict[str, RunResult], float] | None:
+def pooled(runs: list[RunResult]) -> RunResult:
+    """Several seeds' runs of one policy as one: every job's wait (percentiles over all of them), the
+    minutes and counts added up (ratios between policies are what the targets judge)."""
+    out = RunResult(policy=runs[0].policy, horizon_s=runs[0].horizon_s)
+    for run in runs:
+        out.starts += run.starts
+        for key in ("vm_seconds", "wasted_seconds", "api_calls", "limit_violations", "busy_delete_attempts",
+                    "preemptions", "vms_created", "wall_s", "input_gb", "input_gb_cross_region"):
+            setattr(out, key, getattr(out, key) + getattr(run, key))
+        out.peak_vms = max(out.peak_vms, run.peak_vms)
+    return out
+
+
+def run_scenario(name: str, load=load_scenario, seeds: int = SEEDS) -> tuple[Scenario, dict[str, RunResult], float] | None:
+    """Every policy on the scenario with ``seeds`` seeds (the scenario's and the next ones: boots,
+    preemptions and victims drawn again, the same jobs), pooled: p95 over 400 jobs moved by ~0.1 with
+    the seed alone, so one seed's verdict was a coin toss near the target."""
     try:
         scenario = load(name)
     except TraceUnavailable as exc:
@@ -129,9 +147,12 @@ def run_scenario(name: str, load=load_scenario) -> tuple[Scenario, dict[str, Run
     jobs = load_jobs(scenario)
     started = time.perf_counter()
     skipped: list[str] = []
-    results = run_policies(scenario, jobs, list(POLICY_NAMES), skipped=skipped)
+    runs = [run_policies(scenario, jobs, list(POLICY_NAMES), seed=scenario.spec.seed + k, skipped=skipped)
+            for k in range(seeds)]
+    results = {policy: pooled([run[policy] for run in runs]) for policy in runs[0]}
     elapsed = time.perf_counter() - started
-    print(f"== {scenario.name}: {scenario.spec.description} ({len(jobs)} jobs, seed {scenario.spec.seed})")
+    seeded = f"seed {scenario.spec.seed}" if seeds == 1 else f"seeds {scenario.spec.seed}..{scenario.spec.seed + seeds - 1} pooled"
+    print(f"== {scenario.name}: {scenario.spec.description} ({len(jobs)} jobs, {seeded})")
     if skipped:
         print(f"  (skipped: {', '.join(skipped)}: not importable)")
     print(format_table(results))
@@ -147,8 +168,8 @@ def main() -> int:
     runs = [(name, load_scenario) for name in SCENARIOS]
     runs += [(seed, heldout_scenario) for seed in HELDOUT_SEEDS]
     runs += [(LONG_SCENARIO, load_scenario)]
-    for name, load in runs:
-        ran = run_scenario(name, load)
+    for name, load in runs:  # the 30-day replay with one seed (its time is measured per policy)
+        ran = run_scenario(name, load, seeds=1 if name == LONG_SCENARIO else SEEDS)
         if ran is None:
             continue
         scenario, results, elapsed = ran

@@ -124,7 +124,7 @@ class Simulation(InstanceWorld):
         self.watched: set[tuple[str, str]] = set()  # zones with a capacity-drop check scheduled
         self.start = spec.start_time
         seed = spec.seed if seed is None else seed
-        self.boot_rng, self.preempt_rng = random.Random(f"boot-{seed}"), random.Random(f"preempt-{seed}")
+        self.boot_seed, self._boot_streams, self.preempt_rng = seed, {}, random.Random(f"preempt-{seed}")
         self.victim_rng = random.Random(f"victims-{seed}")  # which spot VMs a capacity drop takes
         last_submit = max((j.submit_s for j in jobs), default=0.0)
         self.horizon = horizon_s or spec.horizon_s or last_submit + spec.drain_s
