@@ -123,3 +123,21 @@ def test_a_retired_vm_refuses_claims_is_deleted_by_the_next_pass_and_its_work_go
 def repository_job(zen, job_id: str):
     with zen.db.transaction() as session:
         return repository.get_job(session, job_id)
+
+
+def test_a_vm_whose_agent_said_stopping_and_went_silent_while_it_runs_is_deleted():
+    """Its agent said STOPPING (the VM going away) and nothing since, and the instance still runs: it
+    was DELETING for the planner (no supply), and nobody deleted it: billed for ever. Past the silence
+    deadline, and holding no job, it is deleted with the reason; one heard lately is left to go."""
+    from datetime import timedelta
+
+    m, calls, _ = manager(Fixed(Plan()), instances=[instance("gone"), instance("going")],
+                          states={"gone": "STOPPING", "going": "STOPPING"})
+    agents = m._fleet.facts("c", NOW).agents
+    agents["gone"]["last_seen_at"] = NOW - timedelta(seconds=Timing().agent_silence_s + 1)
+
+    report = m.run()
+
+    assert deletions(calls) == [("delete_instances", "us-central1", ["gone"])]
+    assert [d.reason for d in report.decisions] == [
+        f"its agent said it was shutting down, then nothing for {Timing().agent_silence_s:g}s, and it still runs"]

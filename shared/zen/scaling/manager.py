@@ -11,8 +11,8 @@ post-submission run never overlap; a second one asks the holder to run again, ``
    or are idle (agents' VM heartbeats); when each instance was first seen (boot age); the planner's
    memory. Where VMs run several jobs at once, the queued jobs that fit busy VMs' room are taken
    out of the demand (``zen.scaling.sharing``).
-2. Plan: the policy (``ZenPlanner``) decides; each VM that holds no job and whose agent is RETIRED
-   (``zen.agent.limits``), or drained by a pass whose delete failed, is deleted too (``_retire``).
+2. Plan: the policy (``ZenPlanner``) decides; VMs on their way out that nobody deletes (RETIRED, drained
+   by a pass whose delete failed, silent after STOPPING) and hold no job are deleted too (``_retire``).
 3. Apply, adds first: each region's MIG is resized to ``min(target + add, max_vms_per_region)``
    (absolute, from the target just read), within the cluster's ``max_vms`` counted from every MIG's
    target read again then. The tick reads its MIGs before it takes the lock: if another pass planned
@@ -20,8 +20,7 @@ post-submission run never overlap; a second one asks the holder to run again, ``
    Then deletions: each VM is *drained* first (a transaction under the VM's advisory lock that checks
    it holds no job; a drained VM's claim is refused), so a VM that picks up a job at the last moment
    is never deleted under it; the drained ones go in one ``deleteInstances`` per region.
-4. Record: the planner's memory, and each decision as applied (``zen.scaling.applied``) in
-   ``scaling_decisions`` and a log line.
+4. Record: the planner's memory, each decision as applied (``zen.scaling.applied``): the table, a log line.
 """
 
 from __future__ import annotations
@@ -218,19 +217,20 @@ class ClusterManager:
         return snapshot, zones
 
     def _retire(self, plan: Plan, snapshot: ClusterSnapshot) -> Plan:
-        """The plan, plus deleting each VM that holds no job and whose agent is RETIRED or that a scale-down
-        drained and its MIG still runs (unless the plan or its MIG already deletes it): see ``leftovers``."""
+        """The plan, plus deleting the VMs on their way out that nobody deletes (``leftovers``)."""
         deleting = (vm for (_, phase), group in vm_index(snapshot.vms).phases.items()
                     if phase is VmPhase.DELETING for vm in group)  # the policy's grouping: no walk of every VM
-        found = leftovers(deleting, self._views.view, {name for _, name in plan.delete})
+        silence = self._timing.agent_silence_s  # (infinite in the simulator, whose agents only report changes)
+        found = leftovers(deleting, self._views.view, {name for _, name in plan.delete},
+                          None if silence == float("inf") else snapshot.now - timedelta(seconds=silence))
         if not found:
             return plan
         limits = self.cluster.pull_limits_text()
-        retired = f"reached its pull limit ({'set on the VM' if limits == 'no limit' else limits})"
-        drained = "drained for a scale-down but still in its MIG (the delete failed): deleted again"
-        return replace(plan, delete=plan.delete + [(vm.region, vm.name) for vm, _ in found],
-                       decisions=plan.decisions + [Decision(Action.DELETE, vm.region, retired if r else drained,
-                                                            vm=vm.name) for vm, r in found])
+        why = {"retired": f"reached its pull limit ({'set on the VM' if limits == 'no limit' else limits})",
+               "drained": "drained for a scale-down but still in its MIG (the delete failed): deleted again",
+               "silent": f"its agent said it was shutting down, then nothing for {silence:g}s, and it still runs"}
+        return replace(plan, delete=plan.delete + [(vm.region, vm.name) for vm, _ in found], decisions=plan.decisions
+                       + [Decision(Action.DELETE, vm.region, why[kind], vm=vm.name) for vm, kind in found])
 
     # -- 3. apply ------------------------------------------------------------------------------
     def apply(self, plan: Plan, snapshot: ClusterSnapshot, zones: dict[str, str | None], report: ClusterReport):

@@ -71,21 +71,26 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
               heard_at=heard)
 
 
-def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], tuple | None], planned: set[str]
-              ) -> list[tuple[Vm, bool]]:
-    """The DELETING VMs that nobody else deletes, each with whether its agent is RETIRED (else it is
-    drained): they hold no job, the plan does not delete them, and their MIG is not deleting them.
-    A RETIRED agent only waits to be deleted; a drained VM whose delete failed is deleted again every
-    pass until it leaves its MIG (the drain stays: a delete that timed out may still go through).
+def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], tuple | None], planned: set[str],
+              silent_before: datetime | None = None) -> list[tuple[Vm, str]]:
+    """The DELETING VMs that nobody else deletes, each with why: ``retired`` (its agent is RETIRED: it
+    only waits to be deleted), ``drained`` (a scale-down drained it and its delete failed: deleted again
+    every pass until it leaves its MIG; the drain stays, a delete that timed out may still go through),
+    or ``silent`` (its agent said STOPPING, the VM going away, and was not heard since
+    ``silent_before`` while its instance still runs: the VM did not go, and would be billed for ever).
+    Each holds no job, the plan does not delete it, and its MIG is not deleting it.
     ``view_of``: a VM's (instance, first seen, job, agent, Vm, drained) as the manager read it."""
     out = []
     for vm in deleting:
         view = view_of(vm)
         if vm.job_id is not None or vm.name in planned or view is None or view[0].deleting:
             continue
-        retired = view[3] is not None and view[3]["state"] == "RETIRED"
-        if retired or view[5]:
-            out.append((vm, retired))
+        state = view[3]["state"] if view[3] is not None else None
+        if state == "RETIRED" or view[5]:
+            out.append((vm, "retired" if state == "RETIRED" else "drained"))
+        elif (state == "STOPPING" and silent_before is not None and vm.heard_at is not None
+              and vm.heard_at < silent_before):
+            out.append((vm, "silent"))
     return out
 
 
