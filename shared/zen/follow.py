@@ -115,8 +115,10 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
                 where = f" on {job.vm}" if job.vm and job.status.holds_vm else ""
                 print(f"zen: {job_id} {job.status.value} (attempt {job.attempt}{where})", file=err, flush=True)
             attempts = [attempt] if attempt is not None else list(range(1, (job.attempt if job else 0) + 1))
+            got = False
             for number in attempts:  # each attempt's lines printed as read: a later read may fail
                 for entry in reader.new_entries(job_id, number):
+                    got = True
                     print(format_entry(entry, style), file=out, flush=True)
                     if entry.final:
                         finals.add(entry.attempt)
@@ -130,17 +132,21 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
         failing_since = None
         if job is not None and job.status.terminal:
             target = attempt if attempt is not None else job.attempt
-            ended_at = ended_at if ended_at is not None else clock()
+            # The settle time counts from a read that brought nothing: a long output is read page by page.
+            ended_at = None if got else (ended_at if ended_at is not None else clock())
             never_on_a_vm = job.started_at is None and job.vm is None  # (stopped while staging: it was)
-            if target in finals or never_on_a_vm or clock() - ended_at >= settle_s:
+            if target in finals or never_on_a_vm or (ended_at is not None and clock() - ended_at >= settle_s):
                 return exit_code_of(job)
         time.sleep(poll_s)
 
 
 def print_once(job_id: str, reader: Reader, attempt: int | None, style: str, out: TextIO, err: TextIO) -> int:
-    entries = reader.new_entries(job_id, attempt)
-    for entry in entries:
-        print(format_entry(entry, style), file=out)
+    entries, batch = [], reader.new_entries(job_id, attempt)
+    while batch:  # one attempt is read a few pages a call (joblogs_cloud.READ_PAGES): every call, to the end
+        entries += batch
+        for entry in batch:
+            print(format_entry(entry, style), file=out)
+        batch = reader.new_entries(job_id, attempt) if attempt is not None else []
     if not entries:
         which = f" attempt {attempt}" if attempt is not None else ""
         print(f"zen logs: no output for job {job_id}{which} (not started yet? see `zen jobs get {job_id}`)", file=err)

@@ -19,6 +19,7 @@ has seen, oldest first, over the last 31 days (the client alone would look back 
 from __future__ import annotations
 
 import itertools
+import time
 from datetime import datetime, timedelta, timezone
 from typing import Mapping
 
@@ -88,7 +89,7 @@ class CloudSink:
                                  insert_id=f"{entry.job_id}-{entry.attempt}-{entry.seq}")
             try:
                 batch.commit()
-            except gexc.InvalidArgument as exc:  # e.g. an entry over 256 KB: the same batch fails again
+            except gexc.BadRequest as exc:  # 400 (INVALID_ARGUMENT over HTTP): an entry too large, for good
                 raise SinkRefused(f"Cloud Logging refused a batch as invalid: {exc}") from None
             except (gexc.GoogleAPIError, GoogleAuthError, OSError) as exc:  # incl. a token refresh that failed
                 raise SinkError(f"Cloud Logging refused a batch: {exc}") from None
@@ -102,6 +103,7 @@ class CloudReader:
         self._project = project
         self._page_size = page_size
         self._seen: dict[int, int] = {}
+        self._gaps: dict[tuple[int, int], float] = {}  # (attempt, missing seq) -> when first seen missing
 
     def new_entries(self, job_id: str, attempt: int | None = None) -> list[OutputEntry]:
         from google.api_core import exceptions as gexc
@@ -110,12 +112,16 @@ class CloudReader:
         after = self._seen.get(attempt, 0) if attempt is not None else None
         since = (datetime.now(timezone.utc) - READ_BACK).strftime("%Y-%m-%dT%H:%M:%SZ")
         query = f'{job_filter(self._project, job_id, attempt, after)} AND timestamp>="{since}"'
-        try:  # at most READ_PAGES requests: a long attempt is read over several calls
+        # Following one attempt, a call takes at most READ_PAGES requests (the next call goes on from
+        # the last seq): each is one of the project's ~1 read a second. A whole job (no attempt) is read at once.
+        most = self._page_size * READ_PAGES if attempt is not None else None
+        try:
             listed = list(itertools.islice(self._client.list_entries(
                 resource_names=[f"projects/{self._project}"], filter_=query, order_by=ASCENDING,
-                page_size=self._page_size), self._page_size * READ_PAGES))
+                page_size=self._page_size), most))
         except (gexc.GoogleAPIError, OSError) as exc:
             raise SinkError(f"cannot read Cloud Logging: {exc}") from None
+        cut = most is not None and len(listed) >= most  # more to read: a gap may be filled by the rest
         entries = []
         for item in listed:
             labels = item.labels or {}
@@ -127,24 +133,23 @@ class CloudReader:
                                 text=str(payload.get("message", "")), final=bool(payload.get("final", False)))
             if entry.seq > self._seen.get(entry.attempt, 0):
                 entries.append(entry)
-        return self._in_order(sorted(entries, key=lambda e: (e.attempt, e.seq)), now=datetime.now(timezone.utc))
+        return self._in_order(sorted(entries, key=lambda e: (e.attempt, e.seq)), cut)
 
-    def _in_order(self, entries: list[OutputEntry], now: datetime) -> list[OutputEntry]:
-        """The entries that follow what was read without a gap, and those past a gap older than
-        ``SETTLE_S`` (the missing one is lost); the rest waits for the next read. ``_seen`` moves only
-        over what is returned, so a line that shows up late is not skipped for good."""
-        out, held = [], set()
+    def _in_order(self, entries: list[OutputEntry], cut: bool) -> list[OutputEntry]:
+        """The entries that follow what was read without a gap, and those past a gap this reader has
+        seen for ``SETTLE_S`` (its own clock: the VM's may differ) in a listing that was not cut short
+        (the missing one is lost); the rest waits for the next read. ``_seen`` moves only over what is
+        returned, so a line that shows up late is not skipped for good."""
+        out, held, now = [], set(), time.monotonic()
         for entry in entries:
             last = self._seen.get(entry.attempt, 0)
             if entry.attempt in held or entry.seq <= last:
                 continue
-            try:
-                settled = (now - datetime.fromisoformat(entry.time)).total_seconds() >= SETTLE_S
-            except ValueError:
-                settled = True
-            if entry.seq != last + 1 and not settled:
-                held.add(entry.attempt)
-                continue
+            if entry.seq != last + 1:
+                since = self._gaps.setdefault((entry.attempt, last + 1), now)
+                if cut or now - since < SETTLE_S:
+                    held.add(entry.attempt)
+                    continue
             out.append(entry)
             self._seen[entry.attempt] = entry.seq
         return out

@@ -27,6 +27,7 @@ the final heartbeat's ``message`` (``zen jobs get``), as before.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import os
 import select
@@ -198,8 +199,8 @@ class AttemptOutput:
         try:
             with self._lock:
                 batch, size = [], 0
-                for entry in itertools.islice(self._queue, most):
-                    size += _size(entry.text) + ENTRY_OVERHEAD_BYTES
+                for entry in itertools.islice(self._queue, most):  # as sent: JSON, non-ASCII escaped
+                    size += len(json.dumps(entry.text)) + ENTRY_OVERHEAD_BYTES
                     if batch and size > REQUEST_BYTES:
                         break
                     batch.append(entry)
