@@ -7,7 +7,8 @@ Definitions (all per run of one policy):
   the run, so these are lower bounds when ``never_started > 0`` and a policy cannot look fast by
   starving jobs.
 - ``never_started``: jobs submitted before the horizon that never started.
-- ``vm_minutes``: GPU VM-minutes paid, from RUNNING (the scenario's ``unbilled_boot_fraction`` into its boot) until it is gone.
+- ``vm_minutes``: GPU VM-minutes paid, from RUNNING (the scenario's ``unbilled_boot_fraction`` into
+  its boot) until it is gone.
   An instance still waiting for capacity costs nothing.
 - ``wasted_vm_minutes``: the paid minutes of VMs that never ran a job, plus the idle (and deleting)
   minutes of VMs that did.
