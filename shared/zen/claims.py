@@ -24,10 +24,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from zen.config import ZenConfig
-from zen.lifecycle import Change, Decision
+from zen.lifecycle import Change, Decision, refusal
 from zen.placement import regions_cleared_now
 from zen.routing import next_route
-from zen.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus
+from zen.models import Heartbeat, Job, JobStatus
 from zen.store import repository
 
 if TYPE_CHECKING:
@@ -51,13 +51,11 @@ def refuse_claim(session: Session, config: ZenConfig, job: Job, hb: Heartbeat,
         reason = no_room(config, job, hb.vm, lambda: repository.jobs_on_vm(session, hb.vm))
     if reason is None:
         return None
-    action = ControlAction.RELEASE if hb.status is AgentStatus.CLAIMED else ControlAction.STOP
     fields, note = {}, None
     if job.start_vms and hb.vm in job.start_vms:
         route = next_route(config, job, now)
         fields, note = route.fields(), f"{route.note} (its claim refused: {reason})"
-    return Decision(ignored=reason, publish_start=True, fields=fields, note=note, controls=[
-        ControlMessage(vm=hb.vm, job_id=job.job_id, attempt=hb.attempt, action=action, reason=reason)])
+    return Decision(ignored=reason, publish_start=True, fields=fields, note=note, controls=[refusal(job, hb, reason)])
 
 
 def _not_cleared(config: ZenConfig, job: Job, hb: Heartbeat, cleared: list[str], now: datetime) -> Decision:
@@ -69,8 +67,7 @@ def _not_cleared(config: ZenConfig, job: Job, hb: Heartbeat, cleared: list[str],
     required = sorted(job.request.get("requires_tags") or ())
     reason = (f"region {hb.region} no longer carries the tags {required} the job requires" if required else
               f"cluster {job.cluster} no longer uses region {hb.region}") + " (the configuration changed)"
-    action = ControlAction.RELEASE if hb.status is AgentStatus.CLAIMED else ControlAction.STOP
-    controls = [ControlMessage(vm=hb.vm, job_id=job.job_id, attempt=hb.attempt, action=action, reason=reason)]
+    controls = [refusal(job, hb, reason)]
     if not cleared:
         return Decision(changes=[Change(JobStatus.CANCELLED, f"none of its regions can run it now: {reason}; "
                                                              "submit it again")],

@@ -61,6 +61,12 @@ def _control(job: Job, hb_or_vm: Heartbeat | str, action: ControlAction, reason:
 FREE_PREEMPTIONS = 10  # preemptions of a job (its VM's or a queue's) that spend no attempt (``_advance``)
 
 
+def refusal(job: Job, hb: Heartbeat, reason: str) -> ControlMessage:
+    """The order to a VM whose report about ``job`` is refused: RELEASE a claim (drop the start), STOP
+    an attempt it says it runs."""
+    return _control(job, hb, ControlAction.RELEASE if hb.status is AgentStatus.CLAIMED else ControlAction.STOP, reason)
+
+
 def _clamp(moment: datetime, low: datetime, high: datetime) -> datetime:
     return max(low, min(moment, high))
 
@@ -144,16 +150,14 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         if hb.region not in job.regions:
             # This VM should never have seen the start message (its subscription filters by region);
             # tell it to drop its copy, and publish a fresh one so the job cannot be stranded.
-            action = ControlAction.RELEASE if hb.status is AgentStatus.CLAIMED else ControlAction.STOP
-            decision.controls.append(_control(job, hb, action, f"region {hb.region} is not allowed for this job"))
+            decision.controls.append(refusal(job, hb, f"region {hb.region} is not allowed for this job"))
             decision.ignored = f"VM {hb.vm} in region {hb.region} is outside the job's regions {job.regions}"
             decision.publish_start = True
             return decision
         missing = sorted(set(job.request.get("requires_tags") or ()) - set(hb.tags or ()))
         if missing:
             # Enforced again at the claim: a misrouted start message cannot run the job elsewhere.
-            action = ControlAction.RELEASE if hb.status is AgentStatus.CLAIMED else ControlAction.STOP
-            decision.controls.append(_control(job, hb, action, f"this VM lacks the job's tags {missing}"))
+            decision.controls.append(refusal(job, hb, f"this VM lacks the job's tags {missing}"))
             decision.ignored = f"VM {hb.vm} lacks the tags {missing} the job requires"
             decision.publish_start = True
             return decision

@@ -92,8 +92,9 @@ def regions_cleared_now(config: ZenConfig, job: Job) -> list[str]:
     cluster = config.cluster(job.cluster)
     if cluster is None:
         return []
-    asked, required = job.request.get("regions"), set(job.request.get("requires_tags") or ())
-    cleared = [r for r in cluster.regions if (asked is None or r in asked) and required <= set(cluster.tags_of(r))]
+    asked = job.request.get("regions")
+    cleared = _carrying(cluster, [r for r in cluster.regions if asked is None or r in asked],
+                        job.request.get("requires_tags"))
     # In the job's own order first (its data's regions lead: zen.locality), then any cleared since.
     return [r for r in job.regions if r in cleared] + [r for r in cleared if r not in job.regions]
 
@@ -121,11 +122,16 @@ def _regions(cluster: ClusterConfig, allowed: list[str] | None) -> list[str]:
     return [r for r in cluster.regions if r in allowed]
 
 
+def _carrying(cluster: ClusterConfig, regions: list[str], required: list[str] | None) -> list[str]:
+    """Those of ``regions`` whose VMs carry every tag in ``required``."""
+    return [r for r in regions if set(required or ()) <= set(cluster.tags_of(r))]
+
+
 def _tagged(cluster: ClusterConfig, regions: list[str], required: list[str] | None) -> list[str]:
     """The regions whose VMs carry every tag in ``required`` (execution groups), or ``Rejected``."""
     if not required:
         return regions
-    cleared = [r for r in regions if set(required) <= set(cluster.tags_of(r))]
+    cleared = _carrying(cluster, regions, required)
     if not cleared:
         groups = "; ".join(f"{r}: {', '.join(cluster.tags_of(r)) or 'none'}" for r in regions)
         raise Rejected(f"no allowed region of cluster {cluster.name} carries the tags {sorted(required)} "
