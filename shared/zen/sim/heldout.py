@@ -22,7 +22,10 @@ from zen.sim.scenario import Scenario, parse_scenario, traces_dir
 TRACE_ZONES = ("us-central1-a", "us-central1-b", "us-west1-b", "us-east1-b", "europe-west4-a", "asia-northeast1-a")
 TRACE_SECONDS = 770 * 150  # the trace's length
 REGIONS = ("us-central1", "europe-west4", "asia-northeast1")
-HELDOUT_SEEDS = (20261, 20262)  # run by make bench only: never tune on these
+# Run by make bench only: never tune on these. Drawn at random on 2026-11-24 (ninth session) to replace
+# 20261 and 20262, whose figures had been printed in the README session after session (watched, if
+# not tuned on); the old ones remain valid draws of the same generator for anyone's tuning loop.
+HELDOUT_SEEDS = (69148, 87463, 92312)
 TUNING_SEED = 7
 
 
