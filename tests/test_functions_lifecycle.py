@@ -416,8 +416,8 @@ def test_a_vm_claiming_again_the_attempt_it_holds_is_answered_and_nothing_change
     assert job(zen, "job-1").last_heartbeat_at == stopped.last_heartbeat_at  # the stop deadline stands
 
 
-@pytest.mark.parametrize("seqs", [(1, 2, 3, 4), (1_800_000_000_000, 1_800_000_000_001, 1_800_000_030_000,
-                                                1_800_000_060_000)], ids=["older-agent", "epoch-ms-agent"])
+@pytest.mark.parametrize("seqs", [(1, 2, 3, 4), (1_767_225_600_000, 1_767_225_600_001, 1_767_225_630_000,
+                                                1_767_225_660_000)], ids=["older-agent", "epoch-ms-agent"])
 def test_a_claim_answered_late_runs_when_the_start_comes_back_instead_of_spending_the_attempt(
         functions, zen, publisher, clock, seqs):
     """Finding A: with one attempt to spend, the job must run on the VM that claims it again, not
@@ -448,7 +448,7 @@ def test_a_second_copy_of_a_start_after_the_run_is_released_whatever_its_seq(fun
     for beat in agent_run("job-1"):  # CLAIMED 1, RUNNING 2, 3, SUCCEEDED 4 from vm-a
         functions.heartbeat(beat)
     ended, steps, answered = job(zen, "job-1"), history(zen, "job-1"), len(controls(publisher, "vm-a"))
-    for seq in (1, 2, 3, 1_800_000_000_000):  # an older agent's claim, then one sending epoch milliseconds
+    for seq in (1, 2, 3, 1_767_225_600_000):  # an older agent's claim, then one sending epoch milliseconds
         functions.heartbeat(heartbeat("job-1", "CLAIMED", seq))
     assert [c["action"] for c in controls(publisher, "vm-a")[answered:]] == ["RELEASE"] * 4
     after = job(zen, "job-1")

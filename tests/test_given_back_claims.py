@@ -15,7 +15,7 @@ import json
 from tests.messages import heartbeat, job_request
 from zen.store import repository, usage
 
-T = 1_800_000_000_000  # agents' seqs: epoch milliseconds from one counter per VM
+T = 1_767_225_600_000  # agents' seqs: epoch milliseconds from one counter per VM
 
 
 def job(zen, job_id):

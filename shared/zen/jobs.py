@@ -37,7 +37,7 @@ from zen.store import fleet, queues as queue_rows, repository, usage as usage_ro
 from zen.sweeps import TickSweeps
 from zen.text import escape_unstorable
 from zen.vm_beats import VmBeats
-from zen.vm_heartbeat import VmHeartbeat
+from zen.vm_heartbeat import VmHeartbeat, check_seq
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
     from zen.store.db import Database, Session
@@ -183,6 +183,7 @@ class JobService(TickSweeps, VmBeats):
             is_vm = isinstance(data, dict) and data.get("kind", "job" if "job_id" in data else "vm") == "vm"
             message = decode_payload(envelope, VmHeartbeat if is_vm else Heartbeat,
                               self._config.limits.max_message_bytes, data)
+            check_seq(message.seq, self._clock())
         except Rejected as rejection:
             return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.message_ignored")
         if isinstance(message, VmHeartbeat):

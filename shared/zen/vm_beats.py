@@ -38,7 +38,8 @@ class VmBeats:
         with self._db.transaction() as session:
             applied = repository.upsert_vm(
                 session, name=hb.vm, cluster=hb.cluster, region=hb.region, zone=hb.zone, state=hb.state.value,
-                job_id=hb.job_id, attempt=hb.attempt, seq=hb.seq, sent_at=hb.sent_at, now=self._clock(),
+                job_id=hb.job_id, attempt=hb.attempt, seq=hb.seq, now=(now := self._clock()),
+                sent_at=min(hb.sent_at, now),  # idle since: never later than now (a clock ahead)
                 jobs=None if hb.jobs is None else [held.model_dump() for held in hb.jobs],
                 cached_inputs=hb.cached_inputs, images=hb.images,
             )

@@ -1,12 +1,15 @@
 """The VM heartbeat: what an agent says about its VM on ``zen-heartbeats`` (its own module to keep
-``zen.models`` short; the job heartbeat is ``zen.models.Heartbeat``)."""
+``zen.models`` short; the job heartbeat is ``zen.models.Heartbeat``), and the bound on any heartbeat's
+``seq`` (:func:`check_seq`)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
+from zen.errors import Rejected
 from zen.models import INT32_MAX, INT64_MAX, GsUri, JobId, Message, UtcTimestamp, VmState
 
 
@@ -50,3 +53,21 @@ class VmHeartbeat(Message):
     # Its warm cache (zen.agent.cache): job inputs whose every object it holds, images it ran; recent first.
     cached_inputs: list[GsUri] | None = Field(default=None, max_length=16)
     images: list[Annotated[str, Field(min_length=1, max_length=1024)]] | None = Field(default=None, max_length=16)
+
+
+SEQ_AHEAD_S = 300  # how far ahead of Zen's clock a heartbeat's seq (epoch ms) may be
+
+
+def check_seq(seq: int, now: datetime) -> None:
+    """Refuse (``Rejected``) a heartbeat, a job's or a VM's, whose ``seq`` is more than ``SEQ_AHEAD_S``
+    ahead of Zen's clock in epoch milliseconds, the agents' unit. Only a higher ``seq`` changes a row,
+    so one message with a huge ``seq`` (INT64_MAX was accepted) made every later report of the
+    attempt or the VM a duplicate: the job's end was never recorded and the sweep ran it again, or a
+    VM stayed frozen as whatever that message said. GCE keeps VM clocks in step with its metadata
+    server, and a delayed message has an older ``seq``, not a newer one; a VM whose clock runs
+    5 minutes ahead has its reports refused and recorded with this reason, goes silent to the
+    planner, and is replaced. Senders that count from 1 are far below the bound."""
+    bound = int(now.timestamp() * 1000) + SEQ_AHEAD_S * 1000
+    if seq > bound:
+        raise Rejected(f"seq {seq} is more than {SEQ_AHEAD_S} s ahead of Zen's clock (agents send epoch "
+                       f"milliseconds; now is {bound - SEQ_AHEAD_S * 1000}): the sender's clock is wrong")
