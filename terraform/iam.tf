@@ -193,8 +193,9 @@ resource "google_storage_bucket_iam_member" "function_locates_inputs" {
 }
 
 # -- agent ---------------------------------------------------------------------------------------
-# The agent publishes heartbeats, pulls from its (cluster, region) start subscription, and creates,
-# consumes and deletes its own control subscription zen-vm-control-<vm> on zen-vm-control.
+# The agent publishes heartbeats, pulls from its (cluster, region) start subscription, and creates
+# and consumes its own control subscription zen-vm-control-<vm> on zen-vm-control (never deletes it:
+# see agent_subscriptions below).
 
 resource "google_pubsub_topic_iam_member" "agent_heartbeats" {
   topic  = google_pubsub_topic.zen["heartbeats"].name
@@ -218,16 +219,26 @@ resource "google_pubsub_topic_iam_member" "agent_vm_control" {
 }
 
 # The control subscriptions are created at run time, one per VM, so no subscription-level binding
-# can exist beforehand, and Pub/Sub does not honour resource names in IAM conditions. The narrowest
-# grant left is this custom role on the project: create, consume and delete subscriptions, nothing
-# else (roles/pubsub.editor would add topics, snapshots and IAM-less publishing; roles/pubsub.subscriber
-# on the project would let it attach to every topic). It does let an agent consume any subscription
-# in the project: deploy Zen in a project of its own.
+# can exist beforehand, and Pub/Sub does not honour resource names in IAM conditions (the IAM
+# Conditions resource attributes list pubsublite.googleapis.com, not pubsub.googleapis.com), so no
+# condition can limit this to zen-vm-control-*. The narrowest grant left is this custom role on the
+# project: create and consume subscriptions, nothing else (roles/pubsub.editor would add topics,
+# snapshots and IAM-less publishing; roles/pubsub.subscriber on the project would let it attach to
+# every topic). Creating still needs pubsub.topics.attachSubscription, held on zen-vm-control alone.
+#
+# No pubsub.subscriptions.delete: project-wide it would let any VM, or any job's code on it, delete
+# the Eventarc trigger subscriptions (submissions, heartbeats and stops would stop arriving, silently)
+# and the dead-letter subscriptions. The agent survives a refused delete at shutdown (it logs it) and
+# its control subscription expires after a day without pulls (CONTROL_TTL in zen.agent.transport).
+#
+# What is left: consume lets an agent pull (and ack, i.e. drain) any pull subscription of the
+# project: the dead letters, zen-job-events-all, any other VM's control subscription. Deploy Zen in a
+# project of its own, and treat the GPU VMs' code as trusted with the queue.
 resource "google_project_iam_custom_role" "agent_subscriptions" {
   role_id     = "${replace(var.name_prefix, "-", "_")}AgentSubscriptions"
   title       = "Zen agent control subscriptions"
-  description = "Create, consume and delete the per-VM zen-vm-control-<vm> subscriptions."
-  permissions = ["pubsub.subscriptions.consume", "pubsub.subscriptions.create", "pubsub.subscriptions.delete"]
+  description = "Create and consume the per-VM zen-vm-control-<vm> subscriptions (they expire by themselves)."
+  permissions = ["pubsub.subscriptions.consume", "pubsub.subscriptions.create"]
 }
 
 resource "google_project_iam_member" "agent_subscriptions" {
