@@ -17,6 +17,8 @@
 # |                            |                                               | gcf-v2-sources copy), image  |
 # |                            |                                               | repo                         |
 # | Pub/Sub service agent      | dead-letters, signs Eventarc pushes           | publisher on dead letters    |
+# | var.submitters (people)    | submit and stop jobs                          | publisher on job-submitted,  |
+# |                            |                                               | job-stop                     |
 
 resource "google_service_account" "function" {
   for_each     = local.functions
@@ -82,6 +84,28 @@ resource "google_pubsub_topic_iam_member" "dead_letter_publisher" {
   topic    = google_pubsub_topic.dead_letter[each.key].name
   role     = "roles/pubsub.publisher"
   member   = "serviceAccount:${local.pubsub_service_agent}"
+}
+
+# -- people: submitting and stopping jobs --------------------------------------------------------
+# `zen submit` and `zen stop` publish on zen-job-submitted and zen-job-stop: var.submitters get
+# Publisher on those two topics and nothing else. The other topics are the system's own: a publisher
+# on zen-heartbeats or zen-vm-control could report jobs finished, or order VMs to stop them.
+
+locals {
+  submitter_topics = ["job_submitted", "job_stop"]
+  submitter_bindings = {
+    for pair in setproduct(local.submitter_topics, var.submitters) : "${pair[0]}/${pair[1]}" => {
+      topic  = pair[0]
+      member = pair[1]
+    }
+  }
+}
+
+resource "google_pubsub_topic_iam_member" "submitters" {
+  for_each = local.submitter_bindings
+  topic    = google_pubsub_topic.zen[each.value.topic].name
+  role     = "roles/pubsub.publisher"
+  member   = each.value.member
 }
 
 # -- functions: Cloud SQL ------------------------------------------------------------------------

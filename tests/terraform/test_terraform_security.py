@@ -1,0 +1,68 @@
+"""Who may do what, read in terraform/: submitters publish on the two user topics only, the
+read-only database role leaves the outbox's message bodies out, and pgaudit logs something."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import textwrap
+
+import pytest
+
+from tests.terraform.hcl import Module, block
+
+
+@pytest.fixture(scope="module")
+def module() -> Module:
+    return Module.load()
+
+
+# -- submitters ----------------------------------------------------------------------------------
+
+def test_submitters_may_publish_on_the_submission_and_stop_topics_only(module):
+    """Without a binding, operators grant roles/pubsub.publisher on the project, which also covers
+    zen-heartbeats and zen-vm-control: a user could forge heartbeats and orders to VMs."""
+    variable = module.variables["submitters"]
+    assert variable["type"] == "${list(string)}" and variable["default"] == []
+    assert module.locals["submitter_topics"] == ["job_submitted", "job_stop"]
+    bindings = {name: body for name, body in module.resources_of("google_pubsub_topic_iam_member").items()
+                if "submitter" in json.dumps(body) or "submitter" in name}
+    assert list(bindings) == ["submitters"]
+    binding = bindings["submitters"]
+    assert binding["for_each"] == "${local.submitter_bindings}"
+    assert binding["topic"] == "${google_pubsub_topic.zen[each.value.topic].name}"
+    assert binding["role"] == "roles/pubsub.publisher"
+    assert binding["member"] == "${each.value.member}"
+    # Nothing else mentions var.submitters (no project-level or other topic binding).
+    uses = [name for (rtype, name), body in module.resources.items() if "var.submitters" in json.dumps(body)]
+    assert uses == [], uses
+
+
+@pytest.mark.skipif(shutil.which("terraform") is None, reason="the terraform binary is not installed")
+def test_terraform_expands_submitters_to_one_binding_per_topic_and_member(module, tmp_path):
+    expression = module.locals["submitter_bindings"]
+    assert expression.startswith("${") and expression.endswith("}")
+    (tmp_path / "main.tf").write_text(textwrap.dedent("""
+        variable "submitters" {
+          default = ["user:alice@example.com", "group:ml@example.com"]
+        }
+        locals {
+          submitter_topics   = %s
+          submitter_bindings = %s
+        }
+        """) % (json.dumps(module.locals["submitter_topics"]), expression[2:-1]))
+    result = subprocess.run(["terraform", "console"], input="jsonencode(local.submitter_bindings)\n", cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    bindings = json.loads(json.loads(result.stdout.strip().splitlines()[-1]))
+    assert sorted((b["topic"], b["member"]) for b in bindings.values()) == [
+        ("job_stop", "group:ml@example.com"), ("job_stop", "user:alice@example.com"),
+        ("job_submitted", "group:ml@example.com"), ("job_submitted", "user:alice@example.com"),
+    ]
+
+
+def test_submitters_must_be_iam_members(module):
+    conditions = [v["condition"] for v in module.variables["submitters"]["validation"]]
+    assert any("regex" in c and "user|group|serviceAccount" in c for c in conditions)
