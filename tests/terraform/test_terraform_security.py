@@ -66,3 +66,31 @@ def test_terraform_expands_submitters_to_one_binding_per_topic_and_member(module
 def test_submitters_must_be_iam_members(module):
     conditions = [v["condition"] for v in module.variables["submitters"]["validation"]]
     assert any("regex" in c and "user|group|serviceAccount" in c for c in conditions)
+
+
+# -- the read-only database role -----------------------------------------------------------------
+
+def reader_statements() -> list[str]:
+    """db_grants_sql's zen_reader lines, in order (as test_terraform_deploy_risks reads them)."""
+    from tests.terraform.hcl import TERRAFORM
+
+    text = (TERRAFORM / "outputs.tf").read_text()
+    return [s.replace('\\"', '"') for s in re.findall(r'^\s*"(.*zen_reader.*;)",$', text, flags=re.M) if "${" not in s]
+
+
+def test_readers_do_not_see_the_outbox_message_bodies():
+    """outbox.data is every message the functions publish, start messages with each job's request
+    (its env) among them; `zen stats` reads only the backlog's count and age."""
+    from zen.store import stats
+
+    statements = reader_statements()
+    everything = statements.index("GRANT SELECT ON ALL TABLES IN SCHEMA public TO zen_reader;")
+    revoke = statements.index("REVOKE SELECT ON outbox FROM zen_reader;")
+    assert revoke > everything
+    [columns] = [re.fullmatch(r"GRANT SELECT \(([\w, ]+)\) ON outbox TO zen_reader;", s).group(1)
+                 for s in statements[revoke + 1:] if s.startswith("GRANT SELECT (")]
+    granted = {c.strip() for c in columns.split(",")}
+    assert not granted & {"data", "attributes"}
+    read = set(re.findall(r"\b(\w+)\b", stats.QUERIES["outbox_backlog"])) & {
+        "id", "topic", "data", "attributes", "created_at", "sent_at", "publish_attempts", "last_error"}
+    assert read <= granted, read - granted
