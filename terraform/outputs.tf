@@ -92,6 +92,8 @@ output "function_db_users" {
 output "db_grants_sql" {
   description = "SQL to run once as the schema owner (postgres) after the first `zen db migrate` (and again after adding db_reader_users): IAM users start with no privileges on tables others create."
   value = join("\n", flatten([
+    # pgAudit (sql.tf: the flags load it and say what it logs; the extension is created in SQL).
+    "CREATE EXTENSION IF NOT EXISTS pgaudit;",
     # zen_reader: read-only, for people running the `zen` read commands (db_reader_users).
     "DO $$ BEGIN CREATE ROLE zen_reader NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;",
     "GRANT USAGE ON SCHEMA public TO zen_reader;",

@@ -94,3 +94,18 @@ def test_readers_do_not_see_the_outbox_message_bodies():
     read = set(re.findall(r"\b(\w+)\b", stats.QUERIES["outbox_backlog"])) & {
         "id", "topic", "data", "attributes", "created_at", "sent_at", "publish_attempts", "last_error"}
     assert read <= granted, read - granted
+
+
+# -- database audit ------------------------------------------------------------------------------
+
+def test_pgaudit_logs_schema_and_privilege_changes(module):
+    """cloudsql.enable_pgaudit alone audits nothing: pgaudit.log defaults to none on Cloud SQL, and
+    the extension is created by SQL (Cloud SQL does not let terraform create it)."""
+    settings = block(module.resources_of("google_sql_database_instance")["zen"]["settings"])
+    flags = {f["name"]: f["value"] for f in settings["database_flags"]}
+    assert flags["cloudsql.enable_pgaudit"] == "on"
+    classes = set(flags["pgaudit.log"].split(","))
+    assert {"ddl", "role"} <= classes
+    # Not every statement: each heartbeat writes, and the log would cost more than the database.
+    assert not classes & {"all", "read", "write"}
+    assert "CREATE EXTENSION IF NOT EXISTS pgaudit;" in module.outputs["db_grants_sql"]["value"]
