@@ -255,9 +255,14 @@ resource "google_pubsub_topic_iam_member" "agent_vm_control" {
 # and the dead-letter subscriptions. The agent survives a refused delete at shutdown (it logs it) and
 # its control subscription expires after a day without pulls (CONTROL_TTL in zen.agent.transport).
 #
-# What is left: consume lets an agent pull (and ack, i.e. drain) any pull subscription of the
-# project: the dead letters, zen-job-events-all, any other VM's control subscription. Deploy Zen in a
-# project of its own, and treat the GPU VMs' code as trusted with the queue.
+# What is left, on every subscription of the project: consume authorises pull, acknowledge and seek,
+# so an agent (or a job's code on its VM) can drain the dead letters, zen-job-events-all and any other
+# VM's control subscription, and seek an Eventarc trigger subscription past its backlog (the
+# submissions, heartbeats or stops waiting there are acknowledged unprocessed). create, with
+# attachSubscription on zen-vm-control, lets it subscribe to every VM's orders, or take another VM's
+# control subscription name first. All VMs share this one identity, so one VM can also publish
+# heartbeats for another. Deploy Zen in a project of its own, and treat the code the GPU VMs run as
+# trusted with the queue.
 resource "google_project_iam_custom_role" "agent_subscriptions" {
   role_id     = "${replace(var.name_prefix, "-", "_")}AgentSubscriptions"
   title       = "Zen agent control subscriptions"
