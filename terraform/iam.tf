@@ -17,6 +17,8 @@
 # |                            |                                               | gcf-v2-sources copy), image  |
 # |                            |                                               | repo                         |
 # | Pub/Sub service agent      | dead-letters, signs Eventarc pushes           | publisher on dead letters    |
+# | var.submitters (people)    | submit and stop jobs                          | publisher on job-submitted,  |
+# |                            |                                               | job-stop                     |
 
 resource "google_service_account" "function" {
   for_each     = local.functions
@@ -82,6 +84,28 @@ resource "google_pubsub_topic_iam_member" "dead_letter_publisher" {
   topic    = google_pubsub_topic.dead_letter[each.key].name
   role     = "roles/pubsub.publisher"
   member   = "serviceAccount:${local.pubsub_service_agent}"
+}
+
+# -- people: submitting and stopping jobs --------------------------------------------------------
+# `zen submit` and `zen stop` publish on zen-job-submitted and zen-job-stop: var.submitters get
+# Publisher on those two topics and nothing else. The other topics are the system's own: a publisher
+# on zen-heartbeats or zen-vm-control could report jobs finished, or order VMs to stop them.
+
+locals {
+  submitter_topics = ["job_submitted", "job_stop"]
+  submitter_bindings = {
+    for pair in setproduct(local.submitter_topics, var.submitters) : "${pair[0]}/${pair[1]}" => {
+      topic  = pair[0]
+      member = pair[1]
+    }
+  }
+}
+
+resource "google_pubsub_topic_iam_member" "submitters" {
+  for_each = local.submitter_bindings
+  topic    = google_pubsub_topic.zen[each.value.topic].name
+  role     = "roles/pubsub.publisher"
+  member   = each.value.member
 }
 
 # -- functions: Cloud SQL ------------------------------------------------------------------------
@@ -193,8 +217,9 @@ resource "google_storage_bucket_iam_member" "function_locates_inputs" {
 }
 
 # -- agent ---------------------------------------------------------------------------------------
-# The agent publishes heartbeats, pulls from its (cluster, region) start subscription, and creates,
-# consumes and deletes its own control subscription zen-vm-control-<vm> on zen-vm-control.
+# The agent publishes heartbeats, pulls from its (cluster, region) start subscription, and creates
+# and consumes its own control subscription zen-vm-control-<vm> on zen-vm-control (never deletes it:
+# see agent_subscriptions below).
 
 resource "google_pubsub_topic_iam_member" "agent_heartbeats" {
   topic  = google_pubsub_topic.zen["heartbeats"].name
@@ -218,16 +243,31 @@ resource "google_pubsub_topic_iam_member" "agent_vm_control" {
 }
 
 # The control subscriptions are created at run time, one per VM, so no subscription-level binding
-# can exist beforehand, and Pub/Sub does not honour resource names in IAM conditions. The narrowest
-# grant left is this custom role on the project: create, consume and delete subscriptions, nothing
-# else (roles/pubsub.editor would add topics, snapshots and IAM-less publishing; roles/pubsub.subscriber
-# on the project would let it attach to every topic). It does let an agent consume any subscription
-# in the project: deploy Zen in a project of its own.
+# can exist beforehand, and Pub/Sub does not honour resource names in IAM conditions (the IAM
+# Conditions resource attributes list pubsublite.googleapis.com, not pubsub.googleapis.com), so no
+# condition can limit this to zen-vm-control-*. The narrowest grant left is this custom role on the
+# project: create and consume subscriptions, nothing else (roles/pubsub.editor would add topics,
+# snapshots and IAM-less publishing; roles/pubsub.subscriber on the project would let it attach to
+# every topic). Creating still needs pubsub.topics.attachSubscription, held on zen-vm-control alone.
+#
+# No pubsub.subscriptions.delete: project-wide it would let any VM, or any job's code on it, delete
+# the Eventarc trigger subscriptions (submissions, heartbeats and stops would stop arriving, silently)
+# and the dead-letter subscriptions. The agent survives a refused delete at shutdown (it logs it) and
+# its control subscription expires after a day without pulls (CONTROL_TTL in zen.agent.transport).
+#
+# What is left, on every subscription of the project: consume authorises pull, acknowledge and seek,
+# so an agent (or a job's code on its VM) can drain the dead letters, zen-job-events-all and any other
+# VM's control subscription, and seek an Eventarc trigger subscription past its backlog (the
+# submissions, heartbeats or stops waiting there are acknowledged unprocessed). create, with
+# attachSubscription on zen-vm-control, lets it subscribe to every VM's orders, or take another VM's
+# control subscription name first. All VMs share this one identity, so one VM can also publish
+# heartbeats for another. Deploy Zen in a project of its own, and treat the code the GPU VMs run as
+# trusted with the queue.
 resource "google_project_iam_custom_role" "agent_subscriptions" {
   role_id     = "${replace(var.name_prefix, "-", "_")}AgentSubscriptions"
   title       = "Zen agent control subscriptions"
-  description = "Create, consume and delete the per-VM zen-vm-control-<vm> subscriptions."
-  permissions = ["pubsub.subscriptions.consume", "pubsub.subscriptions.create", "pubsub.subscriptions.delete"]
+  description = "Create and consume the per-VM zen-vm-control-<vm> subscriptions (they expire by themselves)."
+  permissions = ["pubsub.subscriptions.consume", "pubsub.subscriptions.create"]
 }
 
 resource "google_project_iam_member" "agent_subscriptions" {

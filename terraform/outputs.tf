@@ -92,10 +92,22 @@ output "function_db_users" {
 output "db_grants_sql" {
   description = "SQL to run once as the schema owner (postgres) after the first `zen db migrate` (and again after adding db_reader_users): IAM users start with no privileges on tables others create."
   value = join("\n", flatten([
+    # pgAudit (sql.tf: the flags load it and say what it logs; the extension is created in SQL).
+    "CREATE EXTENSION IF NOT EXISTS pgaudit;",
     # zen_reader: read-only, for people running the `zen` read commands (db_reader_users).
     "DO $$ BEGIN CREATE ROLE zen_reader NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;",
     "GRANT USAGE ON SCHEMA public TO zen_reader;",
+    # Every table, whole, with two columns that hold each job's env: jobs.request and
+    # rejected_messages.payload. Both stay readable: the read commands select them (`zen jobs
+    # list/get/explain` and `zen watch` read `SELECT * FROM jobs`, and filter on request->'labels';
+    # `zen rejected` selects payload). Hiding env from readers takes a code change first: queries
+    # that name their columns and a request without env (or a view of it), then column grants here.
     "GRANT SELECT ON ALL TABLES IN SCHEMA public TO zen_reader;",
+    # The outbox's bodies (data: start messages carry the whole request, env included) are no
+    # reader's business: `zen stats` reads the backlog's count and age. Revoking the table privilege
+    # first, then granting columns, keeps this idempotent (rerunning it re-grants the table above).
+    "REVOKE SELECT ON outbox FROM zen_reader;",
+    "GRANT SELECT (id, topic, created_at, sent_at, publish_attempts, last_error) ON outbox TO zen_reader;",
     "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO zen_reader;",
     [for user in google_sql_user.readers : "GRANT zen_reader TO \"${user.name}\";"],
     [for user in google_sql_user.functions : [

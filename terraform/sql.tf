@@ -93,9 +93,18 @@ resource "google_sql_database_instance" "zen" {
       name  = "log_min_duration_statement"
       value = "-1"
     }
+    # pgAudit: the flag loads it, db_grants_sql creates the extension (Cloud SQL does not let terraform
+    # create it), and pgaudit.log says what to audit: its default is none, i.e. nothing. Schema changes
+    # and privilege changes (CREATE/ALTER/DROP, GRANT/REVOKE, roles): who changed the schema or gave
+    # whom access. Not read/write/all: every heartbeat writes, every `zen` read command reads, and
+    # each statement would be a log entry (Cloud Logging volume and cost, disk while it ships).
     database_flags {
       name  = "cloudsql.enable_pgaudit"
       value = "on"
+    }
+    database_flags {
+      name  = "pgaudit.log"
+      value = "ddl,role"
     }
 
     backup_configuration {

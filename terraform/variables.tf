@@ -182,6 +182,17 @@ variable "db_admin_users" {
   description = "E-mails of people who may connect to this instance (Cloud SQL Client and Instance User on it only, and a Cloud SQL IAM user each), e.g. to inspect the database, or to start the Cloud SQL Auth Proxy for migrations. Migrations run as the built-in `postgres` user, not as these IAM users (README, Deploy step 3: `zen db migrate` and db_grants_sql through the proxy): an IAM user owns nothing, may not create in schema public (PostgreSQL 16), and db_grants_sql's default privileges cover only what `postgres` creates. Their IAM users get no table privileges: to read the tables, list them in db_reader_users too."
 }
 
+variable "submitters" {
+  type        = list(string)
+  default     = []
+  description = "IAM members (user:, group:, serviceAccount:, domain:) who may submit and stop jobs (`zen submit`, `zen stop`): Pub/Sub Publisher on zen-job-submitted and zen-job-stop only. Do not grant roles/pubsub.publisher on the project instead: it also covers zen-heartbeats and zen-vm-control, so a user could forge heartbeats and orders to the VMs."
+
+  validation {
+    condition     = alltrue([for m in var.submitters : can(regex("^(user|group|serviceAccount|domain|principal|principalSet):.+", m))])
+    error_message = "submitters are IAM members, e.g. \"user:alice@example.com\" or \"group:ml-team@example.com\"."
+  }
+}
+
 variable "db_reader_users" {
   type        = list(string)
   default     = []

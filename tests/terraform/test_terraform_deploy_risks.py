@@ -71,8 +71,8 @@ def test_the_example_names_the_zones_of_every_cluster_region():
 
 
 def test_the_read_only_role_reads_jobs_and_writes_nothing(db, db_target, tmp_path):
-    """db_grants_sql's zen_reader lines, run on a real Postgres: a reader runs `zen jobs list`, and
-    cannot change a row."""
+    """db_grants_sql's zen_reader lines, run on a real Postgres: a reader runs `zen jobs list`, `zen
+    rejected` and `zen stats`, cannot change a row, and cannot read the outbox's message bodies."""
     import os
     import subprocess
     import sys
@@ -82,19 +82,23 @@ def test_the_read_only_role_reads_jobs_and_writes_nothing(db, db_target, tmp_pat
     text = (TERRAFORM / "outputs.tf").read_text()
     statements = [s.replace('\\"', '"') for s in re.findall(r'^\s*"(.*zen_reader.*;)",$', text, flags=re.M)
                   if "${" not in s]
-    assert len(statements) == 4
+    assert len(statements) == 6
     with db.session() as session:
         for statement in statements + ["CREATE ROLE reader_alice LOGIN", "GRANT zen_reader TO reader_alice"]:
             session.execute(statement)
     url = f"postgresql://reader_alice@/{db_target.database}?host={os.path.dirname(db_target.unix_sock)}"
-    result = subprocess.run([sys.executable, "-m", "zen.cli", "jobs", "list"], cwd=tmp_path, capture_output=True,
-                            text=True, env={**os.environ, "ZEN_DATABASE_URL": url}, timeout=120)
-    assert result.returncode == 0 and result.stdout.startswith("JOB_ID"), result.stderr
+    for command, first in ((["jobs", "list"], "JOB_ID"), (["rejected"], "AT"), (["stats", "--json"], "{")):
+        result = subprocess.run([sys.executable, "-m", "zen.cli", *command], cwd=tmp_path, capture_output=True,
+                                text=True, env={**os.environ, "ZEN_DATABASE_URL": url}, timeout=120)
+        assert result.returncode == 0 and result.stdout.startswith(first), (command, result.stderr)
     reader = Database.from_target(db_target.__class__(**{**db_target.__dict__, "user": "reader_alice"}))
     try:
         with pytest.raises(Exception, match="permission denied"):
             with reader.session() as session:
                 session.execute("DELETE FROM jobs")
+        with pytest.raises(Exception, match="permission denied"):
+            with reader.session() as session:
+                session.execute("SELECT data FROM outbox")
     finally:
         reader.close()
         with db.session() as session:
