@@ -19,6 +19,10 @@ a few times, then nack (give the message back). The start message is acked only 
 so if this VM dies first the message is redelivered to another. A start that comes back, or another
 copy of one, is claimed afresh; its reports' ``seq`` still follow every earlier one of the attempt
 (epoch milliseconds: ``zen.agent.reports``), so Zen answers it rather than taking it for a duplicate.
+But a copy of a start this VM holds or has run (``Slots.ran``: a failed ack, a narrowed start widened,
+a warm offer and its region's copy) is acked and dropped, never claimed: Zen's reports may lag (the
+run's own reports delayed), and a claim it confirmed would run the same attempt twice here. A new
+run of a job is a new attempt, with a new number, so dropping a copy never loses a job.
 
 A claim given back unanswered may have won meanwhile: Zen then holds the job ASSIGNED to this VM,
 which does not run it. The VM heartbeat sent at once after (and every one after that, until the
@@ -234,9 +238,10 @@ class Agent(RunsAttempts):
                     "job_id": start.job_id, "attempt": start.attempt, "reason": mismatch})
                 return True
             key = (start.job_id, start.attempt)
-            if self.slots.holds(key):  # a copy (widened, republished) of a start held here: the held one decides
-                self.log.info("second copy of a start this VM holds; dropped", extra={
-                    "job_id": start.job_id, "attempt": start.attempt})
+            copy_of = "holds" if self.slots.holds(key) else "ran" if self.slots.ran(key) else None
+            if copy_of:  # another copy of a start held or run here: never claimed (it would run twice)
+                self.log.info(f"another copy of a start this VM {copy_of}; dropped", extra={
+                    "job_id": start.job_id, "attempt": start.attempt, "message_id": delivery.message_id})
                 self._quietly(self.transport.ack, delivery, "ack")
                 settled = True
                 return True
