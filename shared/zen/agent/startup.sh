@@ -7,8 +7,8 @@
 #
 # Assumptions (the instance template provides them):
 # - The image has the NVIDIA driver, Docker and the NVIDIA Container Toolkit (`docker run --gpus all`
-#   works), and python3 >= 3.11 with venv; e.g. a Deep Learning VM image. Without python3.11 the
-#   script tries apt-get.
+#   works), iptables, and python3 >= 3.11 with venv; e.g. a Deep Learning VM image. Without
+#   python3.11 the script tries apt-get.
 # - Instance attributes:
 #     zen-cluster        the cluster this MIG belongs to, e.g. 4xa100-40gb (read by the agent itself)
 #     zen-tags, zen-max-jobs-per-day, zen-max-gpu-hours-per-day
@@ -187,6 +187,31 @@ if command -v gcloud >/dev/null 2>&1; then
     run gcloud auth configure-docker --quiet "$REGION-docker.pkg.dev,us-docker.pkg.dev,europe-docker.pkg.dev,asia-docker.pkg.dev"
   fi
 fi
+
+# Job containers must not reach the metadata server: it gives any caller the VM's service-account
+# token, with which job code could publish forged heartbeats, pull other clusters' start messages, etc.
+# Docker sends a container's traffic through the FORWARD chain, which jumps first to DOCKER-USER (the
+# chain docker leaves to the host's own rules and never flushes); the agent, on the host (OUTPUT),
+# keeps its access. Before the agent starts (it runs no job before), and idempotent: this script runs
+# on every boot, and rules do not survive one. DOCKER-USER exists once docker has started; if it does
+# not yet, it is created here and docker adopts it (adding FORWARD's jump) when it starts. Docker's
+# default bridge has no IPv6 (the metadata server's fd20:ce::254), so IPv4 is all there is to block.
+# No iptables: the script fails, and the agent does not start: jobs would get the VM's credentials.
+check() {  # check COMMAND...: whether it succeeds (in a dry run: shown, and false unless the stand-in says)
+  if [[ "$DRY_RUN" == "1" ]]; then
+    printf 'would check:'; printf ' %q' "$@"; printf '\n'
+    [[ -n "${ZEN_STARTUP_DRY_RUN_EXEC:-}" ]] && "$ZEN_STARTUP_DRY_RUN_EXEC" "$@"
+  else
+    "$@" >/dev/null 2>&1
+  fi
+}
+if [[ "$DRY_RUN" != "1" ]] && ! command -v iptables >/dev/null 2>&1; then
+  log "no iptables: job containers could reach the metadata server (the VM's credentials); not starting the agent"
+  exit 1
+fi
+METADATA_REJECT=(DOCKER-USER -d 169.254.169.254/32 -j REJECT)
+check iptables -w -n -L DOCKER-USER || run iptables -w -N DOCKER-USER
+check iptables -w -C "${METADATA_REJECT[@]}" || run iptables -w -I "${METADATA_REJECT[@]}"
 
 if [[ -d /run/systemd/system || "$DRY_RUN" == "1" ]]; then
   cat > "$UNIT" <<EOF
