@@ -128,8 +128,8 @@ class FakeTransport:
         self.published.append(message)
         self.controls.extend(self.answer(message))
 
-    def close(self, *, delete_control: bool) -> None:
-        self.closed_with = {"delete_control": delete_control}
+    def close(self, **options) -> None:
+        self.closed_with = options  # {}: the agent asks for nothing more (it never deletes its subscription)
 
 
 def confirm_claims(vm: str) -> Callable[[Message], list[ControlMessage]]:

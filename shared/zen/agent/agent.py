@@ -176,7 +176,7 @@ class Agent(RunsAttempts, Claims):
         self.controls.drop_offers("the VM is shutting down")
         self.reporter.vm(VmState.STOPPING, budget_s=self._shutdown_budget(-VM_STOPPING_S),
                          given_back=self.slots.given_back)
-        self.transport.close(delete_control=True)
+        self.transport.close()  # the control subscription is left to expire (PubSubTransport.close)
 
     # -- idle ------------------------------------------------------------------------------------
     def _retire(self) -> None:

@@ -19,15 +19,16 @@
 #     zen-config         optional: the YAML configuration (topic and subscription names, clusters);
 #                        absent (404), the default shipped with the package is used
 # - The VM's service account may pull from Artifact Registry, read the wheel's bucket, publish to
-#   zen-heartbeats, create/delete subscriptions zen-vm-control-<vm> on zen-vm-control and consume
-#   them, consume zen-job-start-<cluster>-<region>, and write log entries (roles/logging.logWriter):
+#   zen-heartbeats, create subscriptions zen-vm-control-<vm> on zen-vm-control and consume them (never
+#   deleted: they expire after a day unread), consume zen-job-start-<cluster>-<region>, and write log
+#   entries (roles/logging.logWriter):
 #   the agent ships every job's output to Cloud Logging (log zen-jobs), never only to this disk.
 #   The agent uses the metadata server's credentials (Application Default Credentials); no key files.
 # - The VM name, zone, project come from the metadata server (the agent asks it directly).
 #
 # Shutdown: GCE sends ACPI shutdown on preemption or deletion; systemd then sends SIGTERM to the agent
 # only (KillMode=mixed), which stops the job (SIGTERM, grace, SIGKILL), reports PREEMPTED and the VM
-# STOPPING, and deletes its control subscription; whatever is left gets SIGKILL after TimeoutStopSec.
+# STOPPING, and closes its control stream; whatever is left gets SIGKILL after TimeoutStopSec.
 # Spot VMs get about 30 s in all, so the stop grace stays well below that.
 #
 # Metadata reads: only a 404 means "not set". Any other answer (5xx, a timeout, no connection) is
