@@ -3,7 +3,7 @@
 - ``FakeTransport``: the agent's Transport port; records every call, scripts the scheduler's answers,
   and can inject the next errors. Waiting on the control queue advances a manual clock instead of
   sleeping (``virtual_time``), so claim timeouts and lease extensions are tested instantly.
-- ``FakeMetadata``: a GCE metadata server on 127.0.0.1.
+- ``FakeMetadata``: a GCE metadata server on 127.0.0.1 (``failures``: the error statuses a path's next reads get).
 """
 
 from __future__ import annotations
@@ -128,8 +128,8 @@ class FakeTransport:
         self.published.append(message)
         self.controls.extend(self.answer(message))
 
-    def close(self, *, delete_control: bool) -> None:
-        self.closed_with = {"delete_control": delete_control}
+    def close(self, **options) -> None:
+        self.closed_with = options  # {}: the agent asks for nothing more (it never deletes its subscription)
 
 
 def confirm_claims(vm: str) -> Callable[[Message], list[ControlMessage]]:
@@ -149,6 +149,7 @@ class FakeMetadata:
 
     def __init__(self, values: dict[str, str]):
         self.values = values
+        self.failures: dict[str, list[int]] = {}  # path -> the statuses its next reads get (500, 503...)
         self.requests: list[str] = []
         fake = self
 
@@ -159,6 +160,9 @@ class FakeMetadata:
                     self.send_error(403)
                     return
                 path = self.path.removeprefix("/computeMetadata/v1/").split("?")[0]
+                if fake.failures.get(path):
+                    self.send_error(fake.failures[path].pop(0))
+                    return
                 if path not in fake.values:
                     self.send_error(404)
                     return

@@ -77,7 +77,8 @@ def test_local_mode_ignores_the_image_and_runs_the_command():
 
 @pytest.mark.parametrize("spec, local, reason", [
     (JobSpec(job_id="j", attempt=1, image="img:1"), True, "local mode runs no containers"),
-    (JobSpec(job_id="j", attempt=1), False, "no command"),
+    (JobSpec(job_id="j", attempt=1), True, "no command"),
+    (JobSpec(job_id="j", attempt=1), False, "the job has no image"),
 ])
 def test_a_job_that_cannot_run_here_says_why(spec, local, reason):
     with pytest.raises(CannotRun, match=reason):

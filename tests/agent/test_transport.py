@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 
 import pytest
@@ -26,7 +27,7 @@ def transport(config, pubsub_clients):
     # Its own clients: close() shuts them down, and the session's clients are shared.
     transport = PubSubTransport(config, identity)
     yield transport
-    transport.close(delete_control=True)
+    transport.close()
 
 
 def publish(pubsub_clients, config, topic: str, data: bytes, **attributes) -> None:
@@ -68,6 +69,61 @@ def test_a_control_subscription_deleted_underneath_is_recreated(transport, confi
     order = wait_for(delivered, 20, 0, what="control stream back")
     order.ack()
     assert json.loads(order.data)["job_id"] == "after"
+
+
+def test_close_leaves_the_control_subscription_to_expire_by_itself(transport, pubsub_clients):
+    """The agent's role has no ``pubsub.subscriptions.delete``: it never deletes its subscription."""
+    transport.open_control()
+    transport.close()
+    subscription = pubsub_clients[1].get_subscription(subscription=transport.control_subscription)
+    assert subscription.expiration_policy.ttl == timedelta(days=1)
+
+
+class Refusing:
+    """Publisher and subscriber clients whose every call is refused, and whose stream never ends."""
+
+    def __init__(self):
+        self.calls = []
+
+    def topic_path(self, project, name):
+        return f"projects/{project}/topics/{name}"
+
+    def subscription_path(self, project, name):
+        return f"projects/{project}/subscriptions/{name}"
+
+    def subscribe(self, *args, **kwargs):
+        class Stream:
+            def cancel(self):
+                pass
+
+            def result(self, timeout=None):
+                time.sleep(min(timeout, 30))
+                raise TimeoutError
+
+        return Stream()
+
+    def __getattr__(self, name):
+        def refused(*args, **kwargs):
+            self.calls.append(name)
+            raise gexc.PermissionDenied(f"{name}: refused")
+
+        return refused
+
+
+def test_close_never_asks_to_delete_and_keeps_to_its_budget(config):
+    from zen.agent.transport import STREAM_CLOSE_S
+
+    clients = Refusing()
+    identity = Identity(project=config.project, vm=VM, cluster="4xa100-40gb", region="us-central1",
+                        zone="us-central1-a", from_environment=True)
+    transport = PubSubTransport(config, identity, publisher=clients, subscriber=clients)
+    transport._open_stream()
+    began = time.monotonic()
+
+    transport.close()
+
+    assert time.monotonic() - began < STREAM_CLOSE_S + 1
+    assert "delete_subscription" not in clients.calls and {"stop", "close"} <= set(clients.calls)
 
 
 def test_start_messages_are_pulled_one_at_a_time_and_nack_gives_them_back(transport, config, pubsub_clients):

@@ -8,6 +8,7 @@ each with its own GPUs: ``zen.agent.slots``)::
                       │ RELEASE / STOP / no answer           │ STOP ──▶ STOPPED
                       └──▶ IDLE                              │ max_runtime_s ──▶ FAILED
     IDLE ──a pull limit reached (zen.agent.limits)──▶ RETIRED: no more pulls, VM heartbeats until deleted
+    IDLE ──pulls failing for PULL_OUTAGE_S (zen.agent.outage)──▶ no IDLE heartbeats until a pull works
     any state ──SIGTERM / preempted──▶ PREEMPTED (current attempt), VM STOPPING, exit 0
 
 Claiming (the scheduler's side is ``zen.lifecycle.decide_heartbeat``): send CLAIMED for the start
@@ -19,6 +20,10 @@ a few times, then nack (give the message back). The start message is acked only 
 so if this VM dies first the message is redelivered to another. A start that comes back, or another
 copy of one, is claimed afresh; its reports' ``seq`` still follow every earlier one of the attempt
 (epoch milliseconds: ``zen.agent.reports``), so Zen answers it rather than taking it for a duplicate.
+But a copy of a start this VM holds or has run (``Slots.ran``: a failed ack, a narrowed start widened,
+a warm offer and its region's copy) is acked and dropped, never claimed: Zen's reports may lag (the
+run's own reports delayed), and a claim it confirmed would run the same attempt twice here. A new
+run of a job is a new attempt, with a new number, so dropping a copy never loses a job.
 
 A claim given back unanswered may have won meanwhile: Zen then holds the job ASSIGNED to this VM,
 which does not run it. The VM heartbeat sent at once after (and every one after that, until the
@@ -56,9 +61,11 @@ from typing import Callable, Mapping
 
 from pydantic import ValidationError
 
-from zen.agent.attempt import FINAL_BUDGET_S, SHUTDOWN_BUDGET_S, SLICE_S, VM_STOPPING_S, RunsAttempts
+from zen.agent.attempt import SLICE_S, VM_STOPPING_S, RunsAttempts
+from zen.agent.claim import Claims
 from zen.agent.identity import Identity
 from zen.agent.limits import DailyPulls, PullLimits
+from zen.agent.outage import PullOutage
 from zen.agent.reports import AttemptReport, Reporter
 from zen.agent.runner import remove_image
 from zen.agent.settings import AgentSettings
@@ -67,7 +74,7 @@ from zen.agent.slots import ControlRouter, Key, Slots
 from zen.agent.transport import StartDelivery, Transport, TransportError
 from zen.errors import describe_validation_error
 from zen.joblogs import Sink
-from zen.models import AgentStatus, ControlAction, StartMessage, VmState
+from zen.models import StartMessage, VmState
 
 log = logging.getLogger("zen.agent")
 
@@ -86,7 +93,7 @@ class _Log(logging.LoggerAdapter):
         return msg, kwargs
 
 
-class Agent(RunsAttempts):
+class Agent(RunsAttempts, Claims):
     def __init__(self, identity: Identity, settings: AgentSettings, transport: Transport, *, local: bool,
                  clock: Callable[[], float] = time.monotonic, base_env: Mapping[str, str] | None = None,
                  sink: Sink | None = None, pulls: DailyPulls | None = None, slots: Slots | None = None):
@@ -102,6 +109,7 @@ class Agent(RunsAttempts):
         self.slots = slots or Slots()  # one job at a time by default
         self.controls = ControlRouter(transport, identity.vm, self.log, takes_offers=self._takes_offers)
         self._clock = clock
+        self._outage = PullOutage(clock)  # pulls failing: no IDLE said (zen.agent.outage)
         self._base_env = base_env
         self._shutdown_reason: str | None = None
         self._shutdown_at: float | None = None  # when asked for (the clock's): the deadline counts from it
@@ -142,10 +150,14 @@ class Agent(RunsAttempts):
                         pulled = self.transport.pull_start()
                     except TransportError as exc:
                         self.log.warning("pull failed; backing off", extra={"error": str(exc), "pause_s": pause})
+                        self._outage.failed()
                         self._idle_wait(pause)
                         pause = min(pause * 2, 60.0)
                         continue
                     pause = self.settings.poll_s
+                    if (lasted := self._outage.succeeded()) is not None:
+                        self.log.warning("pulls work again; saying IDLE again", extra={"failed_for_s": round(lasted)})
+                        self._next_vm_beat = 0.0
                     delivery = self._offered_meanwhile(pulled)
                 if delivery is None:
                     self._idle_wait(self.settings.poll_s)
@@ -164,7 +176,7 @@ class Agent(RunsAttempts):
         self.controls.drop_offers("the VM is shutting down")
         self.reporter.vm(VmState.STOPPING, budget_s=self._shutdown_budget(-VM_STOPPING_S),
                          given_back=self.slots.given_back)
-        self.transport.close(delete_control=True)
+        self.transport.close()  # the control subscription is left to expire (PubSubTransport.close)
 
     # -- idle ------------------------------------------------------------------------------------
     def _retire(self) -> None:
@@ -206,12 +218,18 @@ class Agent(RunsAttempts):
     def _vm_beat(self, state: VmState | None = None, *, force: bool = False) -> None:
         """The VM heartbeat when due (or ``force``): ``state``, else RETIRED, BUSY or IDLE as it is,
         naming the attempts it runs, those whose claim it gave back unanswered, and what its warm
-        cache holds."""
+        cache holds. Never IDLE while pulls have been failing too long (``zen.agent.outage``): nothing then."""
         with self._lock:
             now = self._clock()
             if force or now >= self._next_vm_beat:
                 held = self.slots.held()
                 state = state or (VmState.RETIRED if self._retired else VmState.BUSY if held else VmState.IDLE)
+                if state is VmState.IDLE and (failing := self._outage.mutes_idle()) is not None:
+                    if now >= self._next_vm_beat:  # once per period: the loop comes here often
+                        self.log.warning("start pulls keep failing: no IDLE heartbeat (Zen deletes a silent VM)",
+                                         extra={"failing_for_s": round(failing)})
+                    self._next_vm_beat = now + self.settings.vm_heartbeat_s
+                    return
                 self.reporter.vm(state, budget_s=10.0, held=held, list_all=self.slots.capacity.shared,
                                  cached=self.cache.report(), given_back=self.slots.given_back)
                 self._next_vm_beat = now + self.settings.vm_heartbeat_s
@@ -234,9 +252,10 @@ class Agent(RunsAttempts):
                     "job_id": start.job_id, "attempt": start.attempt, "reason": mismatch})
                 return True
             key = (start.job_id, start.attempt)
-            if self.slots.holds(key):  # a copy (widened, republished) of a start held here: the held one decides
-                self.log.info("second copy of a start this VM holds; dropped", extra={
-                    "job_id": start.job_id, "attempt": start.attempt})
+            copy_of = "holds" if self.slots.holds(key) else "ran" if self.slots.ran(key) else None
+            if copy_of:  # another copy of a start held or run here: never claimed (it would run twice)
+                self.log.info(f"another copy of a start this VM {copy_of}; dropped", extra={
+                    "job_id": start.job_id, "attempt": start.attempt, "message_id": delivery.message_id})
                 self._quietly(self.transport.ack, delivery, "ack")
                 settled = True
                 return True
@@ -315,55 +334,6 @@ class Agent(RunsAttempts):
             return f"job allows regions {start.regions}, this VM is in {self.identity.region}"
         return self.slots.never_fits(start.gpus)
 
-    def _claim(self, delivery: StartDelivery, attempt: AttemptReport) -> str:
-        """CLAIMED, then wait for the answer. Returns confirm | release | stop | timeout | shutdown."""
-        fields = {"job_id": attempt.job_id, "attempt": attempt.attempt}
-        # Lease it for our own deadline now, whatever the subscription's ack deadline is.
-        lease_every = self.settings.lease_s / 3
-        self._quietly(self.transport.extend, delivery, "extend lease", self.settings.lease_s)
-        next_lease = self._clock() + lease_every
-        first_seq = None
-        for try_number in range(1, self.settings.claim_tries + 1):
-            self.reporter.job(attempt, AgentStatus.CLAIMED, budget_s=min(10.0, self.settings.claim_timeout_s))
-            first_seq = first_seq or attempt.seq
-            deadline = self._clock() + self.settings.claim_timeout_s
-            while (remaining := deadline - self._clock()) > 0:
-                if self.stopping:
-                    self._quietly(self.transport.nack, delivery, "nack")
-                    # If our claim won, this requeues the attempt now instead of after the deadline.
-                    self.reporter.job(attempt, AgentStatus.PREEMPTED, budget_s=SHUTDOWN_BUDGET_S,
-                                      message=f"VM {self.identity.vm} is shutting down")
-                    return "shutdown"
-                if self._clock() >= next_lease:
-                    self._quietly(self.transport.extend, delivery, "extend lease", self.settings.lease_s)
-                    next_lease = self._clock() + lease_every
-                received = self.controls.next((attempt.job_id, attempt.attempt), min(SLICE_S, remaining))
-                if received is None:
-                    continue
-                control, order = received
-                control.ack()
-                late = _answered(control.attributes)
-                if late is not None and late < first_seq:  # to a claim of this attempt given up before
-                    self.log.info("late answer to an earlier claim ignored", extra={
-                        **fields, "action": order.action.value, "answers": late, "claim_seq": first_seq})
-                    continue
-                if order.action is ControlAction.CONFIRM:
-                    self.log.info("claim confirmed", extra=fields)
-                    self._quietly(self.transport.ack, delivery, "ack")
-                    return "confirm"
-                self._quietly(self.transport.ack, delivery, "ack")
-                self.log.info("claim refused; start message dropped",
-                              extra={**fields, "action": order.action.value, "reason": order.reason})
-                if order.action is ControlAction.STOP:
-                    self.reporter.job(attempt, AgentStatus.STOPPED, budget_s=FINAL_BUDGET_S,
-                                      message="stopped before it started")
-                    return "stop"
-                return "release"
-            self.log.warning("no answer to CLAIMED", extra={**fields, "try": try_number})
-        self.log.warning("claim unanswered; giving the start message back", extra=fields)
-        self._quietly(self.transport.nack, delivery, "nack")
-        return "timeout"
-
     def _after_job(self, key: Key) -> None:
         with self._lock:
             self.jobs_run += 1
@@ -386,10 +356,3 @@ class Agent(RunsAttempts):
             self.log.warning(f"{what} failed", extra={"message_id": delivery.message_id, "error": str(exc)})
             return False
 
-
-def _answered(attributes: Mapping[str, str]) -> int | None:
-    """The ``seq`` of the report a control message answers (its attribute ``answers``), if it says."""
-    try:
-        return int(attributes["answers"])
-    except (KeyError, ValueError):
-        return None

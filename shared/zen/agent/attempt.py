@@ -24,8 +24,8 @@ SHUTDOWN_BUDGET_S = 5.0  # per report while shutting down, at most (a preempted 
 OUTPUT_BUDGET_S = 20.0  # shipping the rest of a job's output before its final report (heartbeat timeout: 120 s)
 # A shutdown has one deadline: SHUTDOWN_S past the job's stop grace (ZEN_AGENT_STOP_GRACE_S), from the
 # request, every final report is sent. systemd kills the agent at the grace + 15 s (TimeoutStopSec,
-# startup.sh): VM_STOPPING_S of the rest go to the VM's STOPPING, the last to deleting the control
-# subscription. Each step takes what is left of it, keeping the time of the steps after it.
+# startup.sh): VM_STOPPING_S of the rest go to the VM's STOPPING, the last to closing the control
+# stream. Each step takes what is left of it, keeping the time of the steps after it.
 SHUTDOWN_S = 10.0
 VM_STOPPING_S = 2.0
 UPLOAD_GRACE_S = 15.0  # the most an upload of outputs is given once the VM is shutting down

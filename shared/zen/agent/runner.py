@@ -3,7 +3,7 @@
 
 Two ways to run a job, never through a shell:
 - a plain subprocess: the ``command`` list, with the agent's environment plus the job's ``env``
-  (local mode, or a job without an image);
+  (local mode only: on a VM a job without an image is refused, ``plan_launch``);
 - a container: ``docker run --rm --gpus all --name zen-<attempt_name> -e K=V ... -- IMAGE CMD...``
   (``--gpus '"device=4,5"'`` instead of ``all`` for a job that shares its VM: ``JobSpec.gpu_ids``).
 
@@ -117,9 +117,19 @@ def docker_argv(spec: JobSpec, docker: str = "docker") -> list[str]:
 
 
 def plan_launch(spec: JobSpec, *, local: bool, docker: str = "docker") -> Launch:
-    """Choose how to run ``spec``: a container when it has an image and we are not local."""
+    """Choose how to run ``spec``: a container when it has an image and we are not local; a plain
+    process locally (images ignored: the local stack and the tests have no docker).
+
+    On a VM a job without an image is refused: as a plain process it would run as root beside the
+    agent, with the VM's credentials (the metadata server gives any process on the host the agent's
+    service-account token: forged heartbeats, other clusters' start messages). A container cannot
+    reach the metadata server (``startup.sh`` rejects its traffic there), so on a VM jobs run only
+    in containers."""
     if spec.image and not local:
         return Launch(docker_argv(spec, docker), {}, container_name(spec.job_id, spec.attempt))
+    if not local:
+        raise CannotRun("the job has no image: on a VM jobs run only in a container (as a plain process a job "
+                        "would run as root with the VM's credentials); submit it with an image (--image)")
     if not spec.command:
         raise CannotRun(f"image {spec.image} given without a command, and local mode runs no containers"
                         if spec.image else "no command to run")

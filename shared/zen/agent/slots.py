@@ -11,7 +11,8 @@ the GPUs each attempt holds, and the control messages each one is sent.
   ``ZEN_GPU_IDS``, ``zen.agent.runner``): ``StartMessage.gpus`` of them, all the VM's when unset.
   A start message that does not fit now is given back at once (``Agent._take``), for a VM with room.
   It also keeps the attempts whose claim went unanswered (``given_back``, named in VM heartbeats, so
-  that Zen requeues one its database still shows held here) and those this VM ran (never named so).
+  that Zen requeues one its database still shows held here) and those this VM ran (``ran``: never
+  named so, and never claimed again: ``Agent._take`` drops another copy of their start).
 - ``ControlRouter``: a VM has one control subscription; whichever attempt (or the idle loop) waits
   on it reads the next message and hands it to the attempt it is about. Messages about no attempt
   the VM holds are acked and logged, as they always were. A start offered to this VM alone (a warm
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from zen.agent.transport import ControlDelivery, Transport
 
 GIVEN_BACK_KEPT = 16  # VmHeartbeat.given_back holds at most 16
-RAN_KEPT = 256  # attempts remembered as run here: a copy of one claimed later is never said given back
+RAN_KEPT = 256  # attempts remembered as run here: a copy of one's start is dropped, never claimed
 GPUS_ATTRIBUTE = "zen-gpu-count"
 MAX_JOBS_ATTRIBUTE = "zen-max-jobs-per-vm"
 Key = tuple[str, int]  # (job_id, attempt)
@@ -93,6 +94,12 @@ class Slots:
     def holds(self, key: Key) -> bool:
         with self._lock:
             return key in self._gpus
+
+    def ran(self, key: Key) -> bool:
+        """Whether this VM ran ``key`` (confirmed; among the last ``RAN_KEPT``). Running the same attempt
+        again here is never right: a new run of a job is a new attempt, with a new number."""
+        with self._lock:
+            return key in self._ran
 
     def take(self, key: Key, gpus: int | None) -> tuple[int, ...] | None:
         """Hold a slot for ``key``: its GPU indices (``()`` when the VM runs one job at a time: all of

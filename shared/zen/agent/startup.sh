@@ -7,8 +7,8 @@
 #
 # Assumptions (the instance template provides them):
 # - The image has the NVIDIA driver, Docker and the NVIDIA Container Toolkit (`docker run --gpus all`
-#   works), and python3 >= 3.11 with venv; e.g. a Deep Learning VM image. Without python3.11 the
-#   script tries apt-get.
+#   works), iptables, and python3 >= 3.11 with venv; e.g. a Deep Learning VM image. Without
+#   python3.11 the script tries apt-get.
 # - Instance attributes:
 #     zen-cluster        the cluster this MIG belongs to, e.g. 4xa100-40gb (read by the agent itself)
 #     zen-tags, zen-max-jobs-per-day, zen-max-gpu-hours-per-day
@@ -17,21 +17,30 @@
 #     zen-agent-package  what to install: a pip requirement (zen==0.1.0, a wheel URL) or a gs:// URL of
 #                        a wheel, copied with `gcloud storage cp`
 #     zen-config         optional: the YAML configuration (topic and subscription names, clusters);
-#                        absent, the default shipped with the package is used
+#                        absent (404), the default shipped with the package is used
 # - The VM's service account may pull from Artifact Registry, read the wheel's bucket, publish to
-#   zen-heartbeats, create/delete subscriptions zen-vm-control-<vm> on zen-vm-control and consume
-#   them, consume zen-job-start-<cluster>-<region>, and write log entries (roles/logging.logWriter):
+#   zen-heartbeats, create subscriptions zen-vm-control-<vm> on zen-vm-control and consume them (never
+#   deleted: they expire after a day unread), consume zen-job-start-<cluster>-<region>, and write log
+#   entries (roles/logging.logWriter):
 #   the agent ships every job's output to Cloud Logging (log zen-jobs), never only to this disk.
 #   The agent uses the metadata server's credentials (Application Default Credentials); no key files.
 # - The VM name, zone, project come from the metadata server (the agent asks it directly).
 #
 # Shutdown: GCE sends ACPI shutdown on preemption or deletion; systemd then sends SIGTERM to the agent
 # only (KillMode=mixed), which stops the job (SIGTERM, grace, SIGKILL), reports PREEMPTED and the VM
-# STOPPING, and deletes its control subscription; whatever is left gets SIGKILL after TimeoutStopSec.
+# STOPPING, and closes its control stream; whatever is left gets SIGKILL after TimeoutStopSec.
 # Spot VMs get about 30 s in all, so the stop grace stays well below that.
 #
+# Metadata reads: only a 404 means "not set". Any other answer (5xx, a timeout, no connection) is
+# retried (METADATA_TRIES, pausing longer each time); still unreadable, the script fails (non-zero)
+# rather than guess: a zen-config read as unset would run the agent on the default configuration.
+# Exception: zen-config unreadable on a boot that already has /etc/zen/config.yaml keeps that file.
+# Downloads and pip installs are retried a few times too (INSTALL_TRIES).
+#
 # Testing hooks (not used on GCE): ZEN_STARTUP_ROOT prefixes every path written, ZEN_STARTUP_DRY_RUN=1
-# prints the commands that install and start instead of running them, GCE_METADATA_HOST points at
+# prints the commands that install and start instead of running them (ZEN_STARTUP_DRY_RUN_EXEC, if
+# set, is run with each such command as its arguments and gives its exit status: a test's stand-in),
+# ZEN_STARTUP_RETRY_S is the first pause between tries (2 s; 0 in tests), GCE_METADATA_HOST points at
 # another metadata server.
 set -euo pipefail
 
@@ -43,20 +52,67 @@ VENV="$PREFIX/venv"
 CONFIG_DIR="$ROOT/etc/zen"
 UNIT="$ROOT/etc/systemd/system/zen-agent.service"
 STOP_GRACE_S="${ZEN_AGENT_STOP_GRACE_S:-10}"
+RETRY_S="${ZEN_STARTUP_RETRY_S:-2}"
+METADATA_TRIES=10  # pauses 2, 4, ... 18 s: 90 s in all before the script gives up
+INSTALL_TRIES=4
 
 log() { echo "zen-startup: $*" >&2; }
 
 run() {  # run a command, or only show it in a dry run
   if [[ "$DRY_RUN" == "1" ]]; then
     printf 'would run:'; printf ' %q' "$@"; printf '\n'
+    [[ -z "${ZEN_STARTUP_DRY_RUN_EXEC:-}" ]] || "$ZEN_STARTUP_DRY_RUN_EXEC" "$@"
   else
     "$@"
   fi
 }
 
-attribute() {  # an instance attribute, or empty when it is not set
-  curl --silent --fail --max-time 5 -H "Metadata-Flavor: Google" \
-    "$METADATA/instance/attributes/$1" 2>/dev/null || true
+retry() {  # retry TRIES COMMAND...: until it succeeds, at most TRIES times, pausing longer each time
+  local tries="$1" try
+  shift
+  for ((try = 1; ; try++)); do
+    if "$@"; then return 0; fi
+    if ((try >= tries)); then
+      log "failed $tries times, giving up: $*"
+      return 1
+    fi
+    log "failed (try $try of $tries), again in $((RETRY_S * try)) s: $*"
+    sleep "$((RETRY_S * try))"
+  done
+}
+
+# metadata PATH: prints its value and returns 0; returns 1 when it is not set (404, the only answer
+# that means so) and 2 when it cannot be read (any other answer, a timeout) after METADATA_TRIES tries.
+metadata() {
+  local body code try
+  body="$(mktemp)"
+  for ((try = 1; try <= METADATA_TRIES; try++)); do
+    # curl's own failure (no connection, a timeout, even one after a 200's headers) is no answer.
+    if ! code="$(curl --silent --max-time 5 -H "Metadata-Flavor: Google" -o "$body" -w '%{http_code}' \
+        "$METADATA/$1" 2>/dev/null)"; then
+      code="no answer"
+    fi
+    case "$code" in
+      200) cat "$body"; rm -f "$body"; return 0 ;;
+      404) rm -f "$body"; return 1 ;;
+    esac
+    log "metadata $1: HTTP $code (try $try of $METADATA_TRIES)"
+    ((try == METADATA_TRIES)) || sleep "$((RETRY_S * try))"
+  done
+  rm -f "$body"
+  return 2
+}
+
+# attribute NAME [unreadable-ok]: the instance attribute's value in VALUE, returning 0; 1 when it is not
+# set. Unreadable after the retries: the script fails, unless unreadable-ok (then it returns 2).
+attribute() {
+  local status=0
+  VALUE="$(metadata "instance/attributes/$1")" || status=$?
+  if ((status == 2)) && [[ "${2:-}" != "unreadable-ok" ]]; then
+    log "cannot read instance attribute $1 from the metadata server; giving up"
+    exit 1
+  fi
+  return "$status"
 }
 
 python_bin() {
@@ -69,12 +125,13 @@ python_bin() {
   return 1
 }
 
-PACKAGE="$(attribute zen-agent-package)"
+PACKAGE=""
+if attribute zen-agent-package; then PACKAGE="$VALUE"; fi
 if [[ -z "$PACKAGE" ]]; then
   log "instance attribute zen-agent-package is not set; nothing to start"
   exit 1
 fi
-if [[ -z "$(attribute zen-cluster)" ]]; then
+if ! attribute zen-cluster || [[ -z "$VALUE" ]]; then
   log "instance attribute zen-cluster is not set; the agent would not know its cluster"
   exit 1
 fi
@@ -82,10 +139,19 @@ fi
 mkdir -p "$PREFIX" "$CONFIG_DIR" "$(dirname "$UNIT")"
 
 # Configuration: not secret (names and limits). Written on every boot, so a new template takes effect.
+# Unreadable now (the metadata server failing past the retries): the one an earlier boot wrote, if any.
 CONFIG_ENV=""
-CONFIG_YAML="$(attribute zen-config)"
-if [[ -n "$CONFIG_YAML" ]]; then
-  printf '%s\n' "$CONFIG_YAML" > "$CONFIG_DIR/config.yaml"
+CONFIG_READ=0
+attribute zen-config unreadable-ok || CONFIG_READ=$?
+if ((CONFIG_READ == 0)) && [[ -n "$VALUE" ]]; then
+  printf '%s\n' "$VALUE" > "$CONFIG_DIR/config.yaml"
+  CONFIG_ENV="Environment=ZEN_CONFIG=/etc/zen/config.yaml"
+elif ((CONFIG_READ == 2)); then
+  if [[ ! -s "$CONFIG_DIR/config.yaml" ]]; then
+    log "cannot read instance attribute zen-config, and no earlier boot left one; giving up"
+    exit 1
+  fi
+  log "cannot read instance attribute zen-config; keeping the one an earlier boot wrote"
   CONFIG_ENV="Environment=ZEN_CONFIG=/etc/zen/config.yaml"
 fi
 
@@ -101,22 +167,52 @@ if [[ "$(cat "$PREFIX/installed" 2>/dev/null || true)" != "$PACKAGE" ]]; then
   SPEC="$PACKAGE"
   if [[ "$PACKAGE" == gs://* ]]; then
     SPEC="$PREFIX/$(basename "$PACKAGE")"
-    run gcloud storage cp "$PACKAGE" "$SPEC"
+    retry "$INSTALL_TRIES" run gcloud storage cp "$PACKAGE" "$SPEC"
   fi
   run "$PYTHON" -m venv "$VENV"
-  run "$VENV/bin/pip" install --quiet --upgrade pip
-  run "$VENV/bin/pip" install --quiet "$SPEC"
+  retry "$INSTALL_TRIES" run "$VENV/bin/pip" install --quiet --upgrade pip
+  retry "$INSTALL_TRIES" run "$VENV/bin/pip" install --quiet "$SPEC"
   [[ "$DRY_RUN" == "1" ]] || echo "$PACKAGE" > "$PREFIX/installed"
 fi
 
 # Docker may pull job images from Artifact Registry with the VM's service account.
 if command -v gcloud >/dev/null 2>&1; then
-  ZONE="$(curl --silent --fail --max-time 5 -H "Metadata-Flavor: Google" "$METADATA/instance/zone" || true)"
+  ZONE_READ=0
+  ZONE="$(metadata instance/zone)" || ZONE_READ=$?
+  if ((ZONE_READ == 2)); then
+    log "cannot read the instance's zone from the metadata server; giving up"
+    exit 1
+  fi
   REGION="${ZONE##*/}"; REGION="${REGION%-*}"
   if [[ -n "$REGION" ]]; then
     run gcloud auth configure-docker --quiet "$REGION-docker.pkg.dev,us-docker.pkg.dev,europe-docker.pkg.dev,asia-docker.pkg.dev"
   fi
 fi
+
+# Job containers must not reach the metadata server: it gives any caller the VM's service-account
+# token, with which job code could publish forged heartbeats, pull other clusters' start messages, etc.
+# Docker sends a container's traffic through the FORWARD chain, which jumps first to DOCKER-USER (the
+# chain docker leaves to the host's own rules and never flushes); the agent, on the host (OUTPUT),
+# keeps its access. Before the agent starts (it runs no job before), and idempotent: this script runs
+# on every boot, and rules do not survive one. DOCKER-USER exists once docker has started; if it does
+# not yet, it is created here and docker adopts it (adding FORWARD's jump) when it starts. Docker's
+# default bridge has no IPv6 (the metadata server's fd20:ce::254), so IPv4 is all there is to block.
+# No iptables: the script fails, and the agent does not start: jobs would get the VM's credentials.
+check() {  # check COMMAND...: whether it succeeds (in a dry run: shown, and false unless the stand-in says)
+  if [[ "$DRY_RUN" == "1" ]]; then
+    printf 'would check:'; printf ' %q' "$@"; printf '\n'
+    [[ -n "${ZEN_STARTUP_DRY_RUN_EXEC:-}" ]] && "$ZEN_STARTUP_DRY_RUN_EXEC" "$@"
+  else
+    "$@" >/dev/null 2>&1
+  fi
+}
+if [[ "$DRY_RUN" != "1" ]] && ! command -v iptables >/dev/null 2>&1; then
+  log "no iptables: job containers could reach the metadata server (the VM's credentials); not starting the agent"
+  exit 1
+fi
+METADATA_REJECT=(DOCKER-USER -d 169.254.169.254/32 -j REJECT)
+check iptables -w -n -L DOCKER-USER || run iptables -w -N DOCKER-USER
+check iptables -w -C "${METADATA_REJECT[@]}" || run iptables -w -I "${METADATA_REJECT[@]}"
 
 if [[ -d /run/systemd/system || "$DRY_RUN" == "1" ]]; then
   cat > "$UNIT" <<EOF

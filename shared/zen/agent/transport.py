@@ -6,8 +6,8 @@
   streaming one, because a stream keeps leasing messages to a busy agent (flow control only bounds
   how many), and those would wait behind the running job instead of going to an idle VM;
 - the agent's own control subscription ``config.vm_control_subscription(vm)`` on ``zen-vm-control``
-  with filter ``attributes.vm = "<vm>"`` and a 1-day expiration policy (the minimum), so one left
-  behind by a VM that died disappears by itself. It is consumed through a streaming pull (prompt,
+  with filter ``attributes.vm = "<vm>"`` and a 1-day expiration policy (the minimum): the agent never
+  deletes it (``close``), and a day without a reader removes it. It is consumed through a streaming pull (prompt,
   cheap) into an in-process queue; the agent loop acks each message once it has acted on it. A
   stream that dies is reopened (and the subscription recreated if it expired). Besides the orders
   (``ControlMessage``), it carries the starts offered to this VM alone (``zen.routing``), which the
@@ -47,6 +47,7 @@ TRANSIENT = (
 CONTROL_TTL = timedelta(days=1)  # Pub/Sub's minimum expiration TTL
 CONTROL_RETENTION = timedelta(hours=1)  # orders older than this are moot
 CONTROL_ACK_DEADLINE_S = 30
+STREAM_CLOSE_S = 2.0  # the most close() waits for the control stream to end (the VM is shutting down)
 
 
 class TransportError(ZenError):
@@ -110,7 +111,7 @@ class Transport(Protocol):
     def ack(self, delivery: StartDelivery) -> None: ...
     def nack(self, delivery: StartDelivery) -> None: ...
     def publish(self, message: Message, *, budget_s: float) -> None: ...
-    def close(self, *, delete_control: bool) -> None: ...
+    def close(self) -> None: ...
 
 
 class PubSubTransport:
@@ -242,22 +243,22 @@ class PubSubTransport:
         call_with_retries("publish a heartbeat", once, budget_s=budget_s)
 
     # -- shutdown --------------------------------------------------------------------------------
-    def close(self, *, delete_control: bool) -> None:
+    def close(self) -> None:
+        """Stop the control stream and the clients; never raises, and takes at most ``STREAM_CLOSE_S``
+        besides the clients' own close.
+
+        The control subscription is left: it expires after a day unread (``CONTROL_TTL``), and a VM
+        recreated under the same name (a preempted spot VM, a restarted agent) reuses it. Deleting it
+        at shutdown needed ``pubsub.subscriptions.delete``, which the agent's role no longer grants:
+        every delete would fail, and a failing one was retried for up to 10 s of the few seconds a
+        preempted VM has. Orders left in it (kept an hour at most, ``CONTROL_RETENTION``) are about
+        attempts the next agent there does not hold, and are ignored (``ControlRouter``)."""
         if self._stream is not None:
             self._stream.cancel()
             try:
-                self._stream.result(timeout=10)
+                self._stream.result(timeout=STREAM_CLOSE_S)
             except Exception:  # noqa: BLE001 - a cancelled stream's future raises; that is expected
                 pass
-        if delete_control:
-            try:
-                call_with_retries("delete the control subscription", lambda: self._subscriber.delete_subscription(
-                    subscription=self.control_subscription), budget_s=10)
-                log.info("control subscription deleted", extra={"vm": self._vm})
-            except TransportError as exc:
-                if not isinstance(exc.__cause__, gexc.NotFound):
-                    log.warning("control subscription not deleted; it expires by itself",
-                                extra={"vm": self._vm, "error": str(exc)})
         for close in (self._publisher.stop, self._subscriber.close):
             try:
                 close()

@@ -1,0 +1,71 @@
+"""Job code must not get the VM's credentials (review finding): a container on docker's default
+bridge could reach the metadata server and take the agent's service-account token (forged heartbeats,
+other clusters' start messages), and a job without an image ran as a plain process, as root, beside
+the agent. The startup script rejects containers' traffic to the metadata server before the agent
+starts; on a VM a job without an image is refused (locally it still runs as a process)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.agent.fakes import FakeTransport, confirm_claims
+from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, start_message
+from tests.agent.test_startup_retries import metadata, run_script  # noqa: F401 (a fixture)
+from zen.agent.agent import Agent
+from zen.agent.runner import CannotRun, JobSpec, plan_launch
+
+REJECT = "DOCKER-USER -d 169.254.169.254/32 -j REJECT"
+
+
+def test_on_a_vm_a_job_without_an_image_is_refused_with_what_to_do():
+    spec = JobSpec(job_id="j", attempt=1, command=["python", "train.py"])
+    with pytest.raises(CannotRun, match=r"no image: .* VM's credentials.* with an image"):
+        plan_launch(spec, local=False)
+    assert plan_launch(spec, local=True).argv == ["python", "train.py"]  # the local stack has no docker
+
+
+def test_a_vm_agent_fails_an_image_less_job_without_running_it(tmp_path):
+    ran = tmp_path / "ran"
+    transport = FakeTransport(VM, virtual_time=False)
+    transport.add_start(start_message(command=[sys.executable, "-c", f"open({str(ran)!r}, 'w')"]))
+    transport.answer = confirm_claims(VM)
+    agent = Agent(IDENTITY, SETTINGS, transport, local=False)
+    transport.when_idle = lambda: agent.request_shutdown("test over")
+
+    assert agent.run() == 0
+
+    assert not ran.exists()
+    [final] = [m for m in transport.published if getattr(m, "status", None) and m.status.value == "FAILED"]
+    assert final.exit_code == 127 and "the job has no image" in final.message
+
+
+def stand_in(tmp_path: Path, present: bool) -> str:
+    """A dry run's stand-in for the commands: iptables's checks (-L, -C) say the chain and the rule
+    exist or not; every other command succeeds."""
+    script = tmp_path / "stand-in"
+    script.write_text(f"#!{sys.executable}\nimport sys\n"
+                      f"checks = sys.argv[1] == 'iptables' and ('-L' in sys.argv or '-C' in sys.argv)\n"
+                      f"sys.exit(0 if {present} or not checks else 1)\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_containers_are_kept_from_the_metadata_server_before_the_agent_starts(metadata, tmp_path):  # noqa: F811
+    result = run_script(metadata.host, tmp_path / "root", ZEN_STARTUP_DRY_RUN_EXEC=stand_in(tmp_path, False))
+
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    create, reject = "would run: iptables -w -N DOCKER-USER", f"would run: iptables -w -I {REJECT}"
+    assert create in lines and reject in lines  # the chain created if docker has not yet
+    assert lines.index(create) < lines.index(reject) < lines.index("would run: systemctl restart zen-agent.service")
+
+
+def test_the_rule_is_inserted_once_whatever_the_boots(metadata, tmp_path):  # noqa: F811
+    result = run_script(metadata.host, tmp_path / "root", ZEN_STARTUP_DRY_RUN_EXEC=stand_in(tmp_path, True))
+
+    assert result.returncode == 0, result.stderr
+    assert f"would check: iptables -w -C {REJECT}" in result.stdout
+    assert "would run: iptables" not in result.stdout  # the chain and the rule are there already
