@@ -252,8 +252,8 @@ resource "google_pubsub_topic_iam_member" "agent_vm_control" {
 #
 # No pubsub.subscriptions.delete: project-wide it would let any VM, or any job's code on it, delete
 # the Eventarc trigger subscriptions (submissions, heartbeats and stops would stop arriving, silently)
-# and the dead-letter subscriptions. The agent survives a refused delete at shutdown (it logs it) and
-# its control subscription expires after a day without pulls (CONTROL_TTL in zen.agent.transport).
+# and the dead-letter subscriptions. The agent never deletes one: its control subscription expires
+# after a day without pulls (CONTROL_TTL in zen.agent.transport).
 #
 # What is left, on every subscription of the project: consume authorises pull, acknowledge and seek,
 # so an agent (or a job's code on its VM) can drain the dead letters, zen-job-events-all and any other

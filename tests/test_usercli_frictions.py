@@ -121,9 +121,17 @@ def test_an_unreachable_database_is_one_line(zen_cli, tmp_path):
 
 
 def test_submit_without_a_stack_or_credentials_is_one_line(zen_cli):
-    result = zen_cli("submit", "--cluster", "1xl4", "--", "true", drop=("PUBSUB_EMULATOR_HOST",
-                                                                        "GOOGLE_APPLICATION_CREDENTIALS"))
+    result = zen_cli("submit", "--cluster", "1xl4", "--image", "python:3.11", "--", "true",
+                     drop=("PUBSUB_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS"))
     assert result.returncode == 1 and "no Google credentials" in one_line(result)
+
+
+def test_a_job_without_an_image_is_refused_before_publishing_to_a_deployed_zen(zen_cli, publisher):
+    """A deployed Zen's agents run jobs in containers only (zen.agent.runner.plan_launch): refused
+    here, with the reason, rather than failing on a GPU VM booted for it."""
+    result = zen_cli("submit", "--cluster", "1xl4", "--", "true", drop=("PUBSUB_EMULATOR_HOST",))
+    assert result.returncode == 1 and "runs jobs in containers only" in one_line(result)
+    assert publisher.on("zen-job-submitted") == []
 
 
 def test_help_never_acts(zen_cli):

@@ -131,6 +131,10 @@ def check_request(request: JobRequest) -> tuple[str, list[str]]:
 def cmd_submit(args) -> int:
     request = build_request(args)
     cluster, regions = check_request(request)
+    if not request.image and not os.environ.get("PUBSUB_EMULATOR_HOST"):  # a deployed Zen's agents refuse it
+        raise CliError("a deployed Zen runs jobs in containers only (without an image a job would run on the VM "
+                       "as root with the VM's credentials; README Security model): give --image IMAGE, or "
+                       "image: in the job file", 1)
     try:
         message_id = _publish("job_submitted", request.to_bytes())
     except CliError as exc:  # it may have been published all the same (the answer lost): same id, one job

@@ -351,27 +351,9 @@ AGENT_SUBSCRIPTION_PERMISSIONS = {
     "delete_subscription": "pubsub.subscriptions.delete",
     "subscribe": "pubsub.subscriptions.consume",
 }
-# Calls the agent makes but may fail without harm, so the role leaves them out on purpose. Deleting
-# its control subscription at shutdown: the agent catches the refusal (TransportError, logged "it
-# expires by itself") and the subscription expires after CONTROL_TTL without pulls. Granting
-# pubsub.subscriptions.delete project-wide (Pub/Sub honours no resource name in an IAM condition)
-# would let any VM, or any job on it, delete the Eventarc trigger subscriptions and the dead-letter ones.
-AGENT_CALLS_ALLOWED_TO_FAIL = {"delete_subscription"}
-
-
-def _tolerated_calls(source: str) -> set[str]:
-    """``self._subscriber.<call>`` made inside a ``try`` whose handler catches TransportError and
-    raises nothing."""
-    tolerated = set()
-    for node in ast.walk(ast.parse(source)):
-        if not isinstance(node, ast.Try):
-            continue
-        catches = any("TransportError" in ast.unparse(h.type) for h in node.handlers if h.type is not None)
-        reraises = any(isinstance(n, ast.Raise) for h in node.handlers for n in ast.walk(h))
-        if catches and not reraises:
-            for stmt in node.body:
-                tolerated |= set(re.findall(r"self\._subscriber\.(\w+)", ast.unparse(stmt)))
-    return tolerated
+# The agent never deletes a subscription: its control subscription expires after CONTROL_TTL
+# without pulls. pubsub.subscriptions.delete project-wide (Pub/Sub honours no resource name in an IAM
+# condition) would let any VM, or any job on it, delete the Eventarc trigger and dead-letter ones.
 
 
 def test_compute_custom_roles_hold_exactly_what_the_scheduler_calls(module):
@@ -392,10 +374,9 @@ def test_compute_custom_roles_hold_exactly_what_the_scheduler_calls(module):
 def test_agent_custom_role_holds_exactly_what_the_agent_calls(module):
     source = (ROOT / "shared" / "zen" / "agent" / "transport.py").read_text()
     calls = set(re.findall(r"self\._subscriber\.(\w+)", source)) & set(AGENT_SUBSCRIPTION_PERMISSIONS)
-    allowed_to_fail = calls & AGENT_CALLS_ALLOWED_TO_FAIL
-    assert allowed_to_fail <= _tolerated_calls(source), "the agent no longer survives a refused call the role omits"
+    assert "delete_subscription" not in calls
     role = module.resources_of("google_project_iam_custom_role")["agent_subscriptions"]
-    assert set(role["permissions"]) == {AGENT_SUBSCRIPTION_PERMISSIONS[c] for c in calls - allowed_to_fail}
+    assert set(role["permissions"]) == {AGENT_SUBSCRIPTION_PERMISSIONS[c] for c in calls}
     assert "pubsub.subscriptions.delete" not in role["permissions"]
     topic_bindings = module.resources_of("google_pubsub_topic_iam_member")
     assert topic_bindings["agent_vm_control"]["topic"] == '${google_pubsub_topic.zen["vm_control"].name}'
