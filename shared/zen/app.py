@@ -13,7 +13,7 @@ from typing import Protocol
 
 from zen.clock import Clock, utc_now
 from zen.config import ZenConfig, load_config
-from zen.errors import DataRejected, Rejected
+from zen.errors import DataRejected, Rejected, TransientError
 from zen.events import PubSubEnvelope, envelope_from_cloud_event
 from zen import telemetry
 from zen.jobs import JobService, Outcome
@@ -21,6 +21,7 @@ from zen.messaging import OutboxRelay, Publisher
 from zen.publisher import PubSubPublisher
 from zen.store import repository
 from zen.store.db import Database
+from zen.store.migrate import schema_lag
 from zen.text import escape_unstorable
 
 log = logging.getLogger("zen.app")
@@ -60,6 +61,18 @@ class Zen:
                                  urgent=frozenset({config.topics.job_start, config.topics.vm_control}))
         self.jobs = JobService(db, config, self.relay, clock)
         self.scaler = scaler
+        self._schema_ok = False
+
+    def _schema_ready(self) -> None:
+        """Work only on a schema as new as this code (``zen.store.migrate``): checked until it holds,
+        then never again in this instance (migrations only add, so it keeps holding)."""
+        if self._schema_ok:
+            return
+        with self.db.session() as session:
+            lag = schema_lag(session)
+        if lag:
+            raise TransientError(lag)  # 500: Pub/Sub redelivers once the schema is migrated
+        self._schema_ok = True
 
     @classmethod
     def from_env(cls) -> "Zen":
@@ -109,6 +122,7 @@ class Zen:
     def on_scale_tick(self) -> TickReport:
         """Resend the outbox, sweep lost jobs, republish and widen unclaimed starts, admit, scale. A
         second concurrent tick skips."""
+        self._schema_ready()  # else no sweep: a job's reports cannot be recorded meanwhile
         with self.relay.request(), self.db.session() as session:
             if not repository.try_tick_lock(session, TICK_LOCK_KEY):
                 log.info("another scale tick holds the lock; skipping")
@@ -129,6 +143,7 @@ class Zen:
                 repository.tick_unlock(session, TICK_LOCK_KEY)
 
     def _with_envelope(self, source: str, event_id: str, event_type: str | None, data, handler) -> Outcome:
+        self._schema_ready()
         try:
             envelope = envelope_from_cloud_event(event_id, event_type, data)
         except Rejected as rejection:

@@ -3,17 +3,33 @@
 Each file runs once, in its own transaction, recorded in ``schema_migrations`` with its checksum.
 An advisory lock makes concurrent runs (two deploys) safe; running again applies nothing. Never run
 on a function's cold start.
+
+Upgrades migrate first, then deploy the code (README Deploy, "Upgrading"): migrations only add
+(columns, tables, indexes), so the running code works on the new schema, while new code on the old
+schema would fail on what is missing. The functions refuse to work on a schema older than their
+code (:func:`schema_lag`: the request answers 500 with the reason and Pub/Sub redelivers; the tick
+does nothing, so no job is swept as silent while its reports cannot be recorded).
+
+Each file waits at most ``LOCK_TIMEOUT_S`` for its table locks (tried ``LOCK_TRIES`` times): an
+``ALTER TABLE`` waiting behind a long transaction would otherwise queue every function's writes
+behind it. A new file numbered below one already applied is refused: it would run after the later
+ones here and before them on a fresh database.
 """
 
 from __future__ import annotations
 
 import hashlib
+import time
+from functools import lru_cache
 from pathlib import Path
 
 from zen.store.db import Database
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 _LOCK_KEY = 7_301_001  # arbitrary, fixed: the migration advisory lock
+LOCK_TIMEOUT_S = 5
+LOCK_TRIES = 5
+_LOCK_NOT_AVAILABLE = "55P03"
 
 _BOOKKEEPING = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -38,7 +54,7 @@ def migration_files(directory: Path = MIGRATIONS_DIR) -> list[tuple[int, str, Pa
     return found
 
 
-def migrate(db: Database, directory: Path = MIGRATIONS_DIR) -> list[str]:
+def migrate(db: Database, directory: Path = MIGRATIONS_DIR, *, pause_s: float = 2.0) -> list[str]:
     """Apply the migrations not applied yet; return the names applied (empty when up to date)."""
     applied_now: list[str] = []
     with db.session() as session:
@@ -54,21 +70,64 @@ def migrate(db: Database, directory: Path = MIGRATIONS_DIR) -> list[str]:
                     if applied[version] != checksum:
                         raise RuntimeError(f"migration {path.name} changed after it was applied; add a new one")
                     continue
-                session.execute("BEGIN")
-                try:
-                    session.execute(sql)
-                    session.sql(
-                        "INSERT INTO schema_migrations (version, name, checksum) VALUES (:v, :n, :c)",
-                        v=version, n=name, c=checksum,
-                    )
-                    session.execute("COMMIT")
-                except Exception:
-                    session.execute("ROLLBACK")
-                    raise
+                if applied and version < max(applied):
+                    raise RuntimeError(f"migration {path.name} is numbered below {max(applied)}, already applied: "
+                                       f"renumber it above {max(applied)}")
+                _apply(session, path, sql, version, name, checksum, pause_s)
                 applied_now.append(path.name)
         finally:
             session.sql("SELECT pg_advisory_unlock(:key)", key=_LOCK_KEY)
     return applied_now
+
+
+def _apply(session, path: Path, sql: str, version: int, name: str, checksum: str, pause_s: float) -> None:
+    for attempt in range(1, LOCK_TRIES + 1):
+        session.execute("BEGIN")
+        try:
+            session.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT_S}s'")
+            session.execute(sql)
+            session.sql("INSERT INTO schema_migrations (version, name, checksum) VALUES (:v, :n, :c)",
+                        v=version, n=name, c=checksum)
+            session.execute("COMMIT")
+            return
+        except Exception as exc:
+            session.execute("ROLLBACK")
+            if _sqlstate(exc) != _LOCK_NOT_AVAILABLE:
+                raise RuntimeError(f"migration {path.name} failed, nothing of it applied: {exc}") from exc
+            if attempt == LOCK_TRIES:
+                raise RuntimeError(
+                    f"migration {path.name} waited {LOCK_TIMEOUT_S} s for a table lock {LOCK_TRIES} times: a long "
+                    "transaction holds it (see pg_stat_activity); nothing of it applied, run zen db migrate again"
+                ) from exc
+            time.sleep(pause_s)
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a server error, however the store wrapped it."""
+    while exc is not None:
+        fields = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else None
+        if fields and "C" in fields:
+            return str(fields["C"])
+        if _LOCK_NOT_AVAILABLE in str(exc):
+            return _LOCK_NOT_AVAILABLE
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+@lru_cache(maxsize=4)
+def latest_version(directory: Path = MIGRATIONS_DIR) -> int:
+    return max((version for version, _, _ in migration_files(directory)), default=0)
+
+
+def schema_lag(session, directory: Path = MIGRATIONS_DIR) -> str | None:
+    """Why the database's schema is older than this code's migrations; None when it is not."""
+    needed = latest_version(directory)
+    at = (session.sql("SELECT COALESCE(max(version), 0) AS v FROM schema_migrations")[0]["v"]
+          if has_table(session, "schema_migrations") else 0)
+    if at >= needed:
+        return None
+    return (f"the database schema is at migration {at} and this code needs {needed}: run `zen db migrate` "
+            "(upgrades migrate before deploying: README Deploy)")
 
 
 def has_table(session, table: str) -> bool:
