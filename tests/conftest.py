@@ -61,6 +61,20 @@ def db_target(pg_server, template_db):
 
 
 @pytest.fixture
+def empty_db(pg_server):
+    """A database of its own with no schema at all (a first deploy, a migration's test); yields its
+    ConnectionTarget."""
+    name = f"empty_{os.getpid()}_{next(_counter)}"
+    admin = Database.from_target(pg_server)
+    with admin.session() as session:
+        session.execute(f"CREATE DATABASE {name}")
+    yield pg_server.with_database(name)
+    with admin.session() as session:
+        session.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    admin.close()
+
+
+@pytest.fixture
 def db_url(db_target):
     """The per-test database as a ZEN_DATABASE_URL (unix-socket form)."""
     socket_dir = os.path.dirname(db_target.unix_sock)

@@ -5,9 +5,6 @@ new migration numbered below one applied is refused."""
 
 from __future__ import annotations
 
-import itertools
-import os
-
 import pytest
 
 from tests.messages import heartbeat, job_request
@@ -15,8 +12,6 @@ from tests.test_functions_lifecycle import job
 from zen.store import migrate as migrations
 from zen.store.db import Database
 from zen.store.migrate import MIGRATIONS_DIR, migrate
-
-_counter = itertools.count()
 
 
 def _behind(db) -> dict:
@@ -57,19 +52,6 @@ def test_functions_answer_500_with_the_reason_on_an_older_schema_and_nothing_is_
     functions.heartbeat(heartbeat("run-1", "SUCCEEDED", 3, exit_code=0))  # redelivered
     functions.submit(job_request("new-1"))
     assert job(zen, "run-1").status.value == "SUCCEEDED" and job(zen, "new-1") is not None
-
-
-@pytest.fixture
-def empty_db(pg_server):
-    """A database of its own with no schema at all; yields its ConnectionTarget."""
-    name = f"empty_{os.getpid()}_{next(_counter)}"
-    admin = Database.from_target(pg_server)
-    with admin.session() as session:
-        session.execute(f"CREATE DATABASE {name}")
-    yield pg_server.with_database(name)
-    with admin.session() as session:
-        session.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    admin.close()
 
 
 def _numbered(tmp_path, *files: tuple[str, str]):

@@ -70,18 +70,8 @@ def wheel_venv(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def empty_database(pg_server):
-    from zen.store.db import Database
-
-    name = f"wheel_{os.getpid()}"
-    admin = Database.from_target(pg_server)
-    with admin.session() as session:
-        session.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        session.execute(f"CREATE DATABASE {name}")
-    yield f"postgresql://{pg_server.user}@/{name}?host={os.path.dirname(pg_server.unix_sock)}"
-    with admin.session() as session:
-        session.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    admin.close()
+def empty_database(empty_db):
+    return f"postgresql://{empty_db.user}@/{empty_db.database}?host={os.path.dirname(empty_db.unix_sock)}"
 
 
 def _zen(venv: Path, cwd: Path, *argv: str, **env: str) -> subprocess.CompletedProcess:
