@@ -63,6 +63,8 @@ resource "google_cloudfunctions2_function" "zen" {
         ZEN_DB_MAX_OPEN = tostring(local.db_max_open[each.key])
         # Heartbeats and stops never scale; without Compute permissions they must not try.
         ZEN_SCALING = each.value.scaling ? "on" : "off"
+        # Heartbeats must carry their VM's Google-signed identity token naming the VM they report for.
+        ZEN_VM_PROOF = var.vm_proof
       },
       local.zen_config_shipped ? { ZEN_CONFIG = local.shipped_config_path } : {},
     )

@@ -110,6 +110,17 @@ variable "functions" {
   }
 }
 
+variable "vm_proof" {
+  type        = string
+  default     = "required"
+  description = "required: a heartbeat is applied only when it carries (attribute vm_proof) the Google-signed identity token of the VM it names, so nothing else that can publish on zen-heartbeats can report for a VM. off: the VM named in a heartbeat is believed (agents older than the check send no token; set off while they run, then back to required)."
+
+  validation {
+    condition     = contains(["off", "required"], var.vm_proof)
+    error_message = "vm_proof is off or required."
+  }
+}
+
 variable "max_delivery_attempts" {
   type        = number
   default     = 10

@@ -38,6 +38,7 @@ from zen.sweeps import TickSweeps
 from zen.text import escape_unstorable
 from zen.vm_beats import VmBeats
 from zen.vm_heartbeat import VmHeartbeat, check_seq
+from zen.vm_proof import ProofChecker
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
     from zen.store.db import Database, Session
@@ -73,6 +74,7 @@ class JobService(TickSweeps, VmBeats):
         self._queues = Queueing(config) if config.queues else None  # no queues: all admitted at once
         self._topics = config.topics
         self._announce = Announcements(config)
+        self._proof = ProofChecker.from_env(config.project, clock)  # ZEN_VM_PROOF (zen.vm_proof)
 
     # -- submit --------------------------------------------------------------------------------
     def submit(self, envelope: PubSubEnvelope) -> Outcome:
@@ -184,6 +186,7 @@ class JobService(TickSweeps, VmBeats):
             message = decode_payload(envelope, VmHeartbeat if is_vm else Heartbeat,
                               self._config.limits.max_message_bytes, data)
             check_seq(message.seq, self._clock())
+            self._proof.check(envelope.attributes, message.vm, message.zone, self._config.project)
         except Rejected as rejection:
             return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.message_ignored")
         if isinstance(message, VmHeartbeat):
@@ -219,21 +222,16 @@ class JobService(TickSweeps, VmBeats):
             return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.message_ignored")
         kept = []
 
-        def keep(session: Session, now) -> str:
+        def keep(session: Session, now) -> str:  # Pub/Sub does not order across topics: the submit may come later
             kept.append(request.job_id)
-            return self._remember_early_stop(session, request, now)
+            repository.remember_early_stop(session, request.job_id, request.reason or "stop requested", now)
+            return "the stop is kept and applies if the job is submitted later"
 
         outcome = self._on_job(envelope, source, request.job_id, "user",
                                lambda job, now: lifecycle.decide_stop(job, request, now), on_unknown=keep)
         if kept:  # the submission may have committed meanwhile without seeing the kept stop
             self.apply_early_stops(kept)
         return outcome
-
-    @staticmethod
-    def _remember_early_stop(session: Session, request: StopRequest, now) -> str:
-        # Pub/Sub does not order across topics: the submit may still be on its way.
-        repository.remember_early_stop(session, request.job_id, request.reason or "stop requested", now)
-        return "the stop is kept and applies if the job is submitted later"
 
     # -- shared machinery ----------------------------------------------------------------------
     def _on_job(self, envelope: PubSubEnvelope, source: str, job_id: str, actor: str,

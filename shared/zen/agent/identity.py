@@ -17,12 +17,18 @@ The local Compute stand-in sets exactly these variables, so locally the metadata
 asked. ``GCE_METADATA_HOST`` (``host[:port]``, the variable Google's own libraries honour) points the
 adapter elsewhere, e.g. at a fake in tests. Preemption: ``instance/preempted`` turns ``TRUE``
 shortly before a preempted VM is shut down; :func:`watch_preemption` long-polls it.
+
+Proof (``zen.vm_proof``): :class:`ProofSource` fetches the VM's Google-signed identity token
+(``instance/service-accounts/default/identity``), which the agent attaches to every heartbeat. It
+asks the metadata server of ``ZEN_VM_PROOF_METADATA_HOST`` when set (the local Compute stand-in
+gives each of its VMs one), else, on GCE (an identity not from the environment), the VM's own.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -30,6 +36,7 @@ from typing import Callable, Mapping
 
 from zen.config import TAG_PATTERN
 from zen.errors import ZenError
+from zen.vm_proof import IDENTITY_PATH, identity_query, unverified_claims
 
 log = logging.getLogger("zen.agent.identity")
 METADATA_HOST = "metadata.google.internal"
@@ -189,3 +196,48 @@ def watch_preemption(metadata: MetadataServer, on_preempted: Callable[[], None],
     thread = threading.Thread(target=watch, name="zen-preemption-watch", daemon=True)
     thread.start()
     return thread
+
+
+class ProofSource:
+    """This VM's identity token for heartbeats (``zen.vm_proof``): fetched once, kept until
+    ``refresh_before_s`` before it expires (tokens last an hour). A fetch that fails is logged and
+    not tried again for ``retry_pause_s``: heartbeats go without a token meanwhile (Zen rejects them
+    if it requires one) rather than wait on the metadata server."""
+
+    def __init__(self, metadata: MetadataServer, project: str, *, refresh_before_s: float = 300.0,
+                 retry_pause_s: float = 30.0, clock: Callable[[], float] = time.time):
+        self._metadata = metadata
+        self._path = IDENTITY_PATH + identity_query(project)
+        self._refresh_before_s = refresh_before_s
+        self._retry_pause_s = retry_pause_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._token: str | None = None
+        self._refresh_at = self._expires_at = float("-inf")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], identity: Identity) -> "ProofSource | None":
+        """From ``ZEN_VM_PROOF_METADATA_HOST``, else the metadata server on GCE; None: no token to get."""
+        host = env.get("ZEN_VM_PROOF_METADATA_HOST", "").strip()
+        if host:
+            return cls(MetadataServer(host), identity.project)
+        if identity.from_environment:
+            return None  # not on GCE (tests, a local stack without proofs)
+        return cls(MetadataServer.from_env(env), identity.project)
+
+    def token(self) -> str | None:
+        with self._lock:
+            now = self._clock()
+            if now < self._refresh_at:
+                return self._token if self._token and now < self._expires_at else None
+            try:
+                token = self._metadata.required(self._path)
+                expires = float(unverified_claims(token)["exp"])
+            except (IdentityError, ValueError, KeyError, TypeError) as exc:
+                log.warning("no VM identity token; heartbeats go without one for now",
+                            extra={"error": str(exc)[:300]})
+                self._refresh_at = now + self._retry_pause_s
+                return self._token if self._token and now < self._expires_at else None
+            self._token, self._expires_at = token, expires
+            self._refresh_at = max(now + self._retry_pause_s, expires - self._refresh_before_s)
+            return token

@@ -12,7 +12,8 @@
   stream that dies is reopened (and the subscription recreated if it expired). Besides the orders
   (``ControlMessage``), it carries the starts offered to this VM alone (``zen.routing``), which the
   agent takes as it takes a pulled one (a ``StartDelivery`` with ``offer`` set);
-- publishing heartbeats.
+- publishing heartbeats, each with the VM's identity token as the attribute ``vm_proof`` when it
+  has one (``zen.agent.identity.ProofSource``, ``zen.vm_proof``).
 
 Transient errors (UNAVAILABLE, DEADLINE_EXCEEDED, ...) are retried with capped exponential backoff
 and jitter within a time budget; past it, or on a permanent error, ``TransportError`` is raised.
@@ -21,6 +22,7 @@ and jitter within a time budget; past it, or on a permanent error, ``TransportEr
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import random
 import time
@@ -32,10 +34,11 @@ from google.api_core import exceptions as gexc
 from google.cloud import pubsub_v1
 from google.pubsub_v1 import types as T
 
-from zen.agent.identity import Identity
+from zen.agent.identity import Identity, ProofSource
 from zen.config import ZenConfig
 from zen.errors import ZenError
 from zen.models import Message
+from zen.vm_proof import ATTRIBUTE as PROOF_ATTRIBUTE
 
 log = logging.getLogger("zen.agent.transport")
 Result = TypeVar("Result")
@@ -119,8 +122,9 @@ class PubSubTransport:
     # between pulls, so this bounds how long an offer waits for an idle VM (zen.agent.agent).
     def __init__(self, config: ZenConfig, identity: Identity, *, pull_timeout_s: float = 3.0,
                  publisher: pubsub_v1.PublisherClient | None = None,
-                 subscriber: pubsub_v1.SubscriberClient | None = None):
+                 subscriber: pubsub_v1.SubscriberClient | None = None, proof: ProofSource | None = None):
         self._publisher = publisher or pubsub_v1.PublisherClient()
+        self._proof = proof or ProofSource.from_env(os.environ, identity)  # None: heartbeats carry no token
         self._subscriber = subscriber or pubsub_v1.SubscriberClient()
         project = identity.project
         self.start_subscription = self._subscriber.subscription_path(
@@ -235,6 +239,9 @@ class PubSubTransport:
     def publish(self, message: Message, *, budget_s: float) -> None:
         data = message.to_bytes()
         attributes = {"kind": getattr(message, "kind", "job"), "vm": self._vm}
+        token = self._proof.token() if self._proof else None
+        if token:
+            attributes[PROOF_ATTRIBUTE] = token
 
         def once():
             return self._publisher.publish(self._heartbeats, data, **attributes).result(

@@ -10,7 +10,9 @@ Started in order, each logging to ``.zen/logs/<name>.log``:
 4. the Compute stand-in with a MIG per (cluster, region); each VM it boots runs the real agent
    (``python -m zen.agent``), logging to ``.zen/logs/vms/<vm>.log``; jobs' output goes to
    ``.zen/joblogs/<job>/attempt-<n>.jsonl`` (``ZEN_JOB_LOGS_DIR``, read by ``zen logs``);
-5. the four functions, each under functions-framework on its own port;
+5. the four functions, each under functions-framework on its own port, requiring each heartbeat to
+   carry its VM's identity token (``ZEN_VM_PROOF=required``; the Compute stand-in issues the tokens
+   and serves their certificates: ``zen.local.compute.issuer``);
 6. the event bridge (Eventarc-style delivery of each topic to its function) and the scale ticker.
 ``.zen/stack.json`` records the processes and endpoints, so ``zen local down`` (or the next
 ``zen`` command) finds them. Stopping the stack stops its Postgres too (data stays in
@@ -176,10 +178,14 @@ class LocalStack:
             compute_cmd += ["--time-scale", str(self.time_scale)]
         self._spawn("compute", compute_cmd, extra_env=self.agent_env)
         wait_for_port(self.ports.compute, 30, self._popen("compute"))
+        # Heartbeats must carry their VM's identity token (zen.vm_proof), which the Compute stand-in issues
+        # and whose certificates it serves; ZEN_VM_PROOF=off in the environment turns the check off.
+        proof = {"ZEN_VM_PROOF": os.environ.get("ZEN_VM_PROOF") or "required",
+                 "ZEN_VM_PROOF_CERTS_URL": f"http://{compute}/oauth2/v1/certs"}
         routes = []
         for index, (target, topic_field) in enumerate(FUNCTIONS.items()):
             port = self.ports.functions + index
-            self._spawn(target, function_command(target, port))
+            self._spawn(target, function_command(target, port), extra_env=proof)
             routes += ["--route", f"{getattr(self.config.topics, topic_field)}=http://127.0.0.1:{port}/"]
         for index, target in enumerate(FUNCTIONS):
             wait_for_port(self.ports.functions + index, 60, self._popen(target))

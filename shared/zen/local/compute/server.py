@@ -13,6 +13,9 @@ Served paths (all under ``/compute/v1/projects/{project}``), as the official
 - ``GET  regions/{r}/instanceGroupManagers/{m}/listErrors`` (paged)
 - ``GET  regions/{r}/operations[/{op}]``, ``POST regions/{r}/operations/{op}/wait``
 
+Besides, VM identity tokens and their certificates (``zen.local.compute.issuer``):
+``GET /oauth2/v1/certs`` and ``GET /zen-local/vms/{vm}/computeMetadata/v1/instance/service-accounts/default/identity``.
+
 The other regionInstanceGroupManagers methods answer 501 ``notImplemented``; any other path
 answers 404 ``notFound``. Errors use Google's JSON error body, so the client raises
 ``NotFound``, ``BadRequest``, ``Forbidden`` (a rate limit: 403 ``rateLimitExceeded``, as Compute
@@ -24,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -32,6 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 from zen.local.compute import resources as r
 from zen.local.compute import views
 from zen.local.compute.faults import RateLimiter
+from zen.local.compute.issuer import TokenIssuer
 from zen.local.compute.world import World
 
 log = logging.getLogger("zen.local.compute")
@@ -67,6 +72,8 @@ _UNIMPLEMENTED = [
 _COMPILED = [(m, re.compile(p), name) for m, p, name in _ROUTES]
 _COMPILED_501 = [(m, re.compile(p)) for m, p in _UNIMPLEMENTED]
 MAX_WAIT_REAL_S = 30.0
+CERTS_PATH = "/oauth2/v1/certs"
+_IDENTITY = re.compile(r"^/zen-local/vms/(?P<vm>[^/]+)/computeMetadata/v1/instance/service-accounts/default/identity$")
 
 
 class ComputeApi:
@@ -75,6 +82,33 @@ class ComputeApi:
     def __init__(self, world: World, rate_limiter: RateLimiter):
         self.world = world
         self.rate_limiter = rate_limiter
+        self._issuer: TokenIssuer | None = None  # made at the first use (a key takes a moment)
+        self._issuer_lock = threading.Lock()
+
+    @property
+    def issuer(self) -> TokenIssuer:
+        with self._issuer_lock:
+            if self._issuer is None:
+                self._issuer = TokenIssuer()
+            return self._issuer
+
+    def proof(self, path: str, query: dict[str, str]) -> tuple[int, str, dict[str, str]] | None:
+        """The certificates or a running VM's identity token; None for any other path."""
+        if path == CERTS_PATH:
+            return 200, json.dumps(self.issuer.certs()), {"Content-Type": "application/json; charset=UTF-8",
+                                                          "Cache-Control": "public, max-age=3600"}
+        match = _IDENTITY.match(path)
+        if match is None:
+            return None
+        with self.world.lock:
+            inst = self.world.running(match["vm"])
+        if inst is None:
+            return 404, f"no running VM {match['vm']}", {"Metadata-Flavor": "Google"}
+        if not query.get("audience"):
+            return 400, "non-empty audience parameter required", {"Metadata-Flavor": "Google"}
+        token = self.issuer.token(vm=inst.name, zone=inst.zone, project=self.world.project,
+                                  audience=query["audience"], instance_id=inst.vm_id or 0)
+        return 200, token, {"Metadata-Flavor": "Google", "Content-Type": "application/text"}
 
     def handle(self, method: str, path: str, query: dict[str, str], body: bytes) -> tuple[int, dict[str, Any]]:
         try:
@@ -199,10 +233,16 @@ class _Handler(BaseHTTPRequestHandler):
         query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length > 0 else b""
-        status, payload = self.server.api.handle(self.command, parts.path, query, body)  # type: ignore[attr-defined]
-        data = json.dumps(payload).encode()
+        proof = self.server.api.proof(parts.path, query) if self.command == "GET" else None  # type: ignore[attr-defined]
+        if proof is not None:
+            status, text, headers = proof
+            data = text.encode()
+        else:
+            status, payload = self.server.api.handle(self.command, parts.path, query, body)  # type: ignore[attr-defined]
+            data, headers = json.dumps(payload).encode(), {"Content-Type": "application/json; charset=UTF-8"}
         self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        for name, value in headers.items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)

@@ -86,6 +86,7 @@ class ComputeStandIn:
         if self._server is not None:
             return self
         self._server = ComputeHTTPServer((self._host, self._port), self.api)
+        self.world.proof_host = f"{self.endpoint}/zen-local/vms"  # each VM's agent asks for its own token
         serve = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1},
                                  name="compute-standin-http", daemon=True)
         ticker = threading.Thread(target=self._ticker, name="compute-standin-clock", daemon=True)
@@ -133,6 +134,11 @@ class ComputeStandIn:
     def endpoint(self) -> str:
         """``HOST:PORT`` for ``ZEN_COMPUTE_ENDPOINT`` and the REST transport's ``host``."""
         return f"{self._host}:{self.port}"
+
+    @property
+    def certs_url(self) -> str:
+        """``ZEN_VM_PROOF_CERTS_URL`` for functions that check this stand-in's VMs' tokens."""
+        return f"http://{self.endpoint}/oauth2/v1/certs"
 
     def advance(self, seconds: float) -> float:
         """Move a manual clock forward by ``seconds`` cloud seconds and run what became due."""

@@ -74,6 +74,7 @@ class World:
         self.processes = processes
         self.ts = timestamps or r.Timestamps(scenario.start_time)
         self.lock = threading.RLock()
+        self.proof_host: str | None = None  # HOST:PORT/zen-local/vms: each VM's identity token (issuer.py)
         self.now = clock.now()
         seed = scenario.seed
         self._names_rng = random.Random(f"{seed}/names")
@@ -220,7 +221,13 @@ class World:
             "ZEN_VM_NAME": inst.name, "ZEN_CLUSTER": inst.mig.spec.cluster or "",
             "ZEN_REGION": inst.mig.spec.region, "ZEN_ZONE": inst.zone,
             "ZEN_PROJECT": self.project, "ZEN_MIG": inst.mig.name,
+            **({"ZEN_VM_PROOF_METADATA_HOST": f"{self.proof_host}/{inst.name}"} if self.proof_host else {}),
         }
+
+    def running(self, name: str) -> Instance | None:
+        """The running VM of that name, if any."""
+        found = [m.instances.get(name) for m in self.migs.values()]
+        return next((i for i in found if i is not None and not i.removed and i.phase == RUNNING), None)
 
     # ----- deletion and preemption ---------------------------------------------------------
     def _stop_vm(self, inst: Instance) -> None:

@@ -1,0 +1,197 @@
+"""A heartbeat's proof of its sender: a Google-signed identity token of the VM it names.
+
+Without it, whoever may publish on ``zen-heartbeats`` could report for any VM (mark another VM's job
+SUCCEEDED, claim a tagged job from a VM that lacks the tag). So the agent attaches, as the message
+attribute ``vm_proof`` (:data:`ATTRIBUTE`), the token its metadata server issues for
+:func:`audience` (``instance/service-accounts/default/identity?audience=...&format=full``:
+RS256, issuer Google, one hour long, claims ``google.compute_engine.{instance_name, zone,
+project_id, ...}``). Only the VM itself can get its token; Zen checks (:class:`ProofChecker`) that
+it verifies against Google's certificates and names the VM, zone and project the heartbeat names.
+
+``ZEN_VM_PROOF``: ``off`` (the default: nothing checked; tests, deployments older than the check)
+or ``required`` (a heartbeat without a valid token naming its VM is rejected). The certificates
+come from ``ZEN_VM_PROOF_CERTS_URL`` (default Google's; the local Compute stand-in serves its own).
+
+The hot path (a RUNNING heartbeat) costs a dictionary lookup: a verified token is remembered until
+it expires (an agent sends the same one for ~55 minutes), the certificates as long as Google's
+``Cache-Control: max-age`` says. Only this module's checker imports ``google.auth`` (lazily).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import re
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import datetime
+from typing import Any, Callable, Mapping
+
+from zen.errors import ConfigError, Rejected, TransientError
+from zen.text import escape_unstorable
+
+log = logging.getLogger("zen.vm_proof")
+
+ATTRIBUTE = "vm_proof"  # the Pub/Sub message attribute that carries the token
+MODES = ("off", "required")
+GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
+ISSUERS = ("https://accounts.google.com", "accounts.google.com")
+IDENTITY_PATH = "instance/service-accounts/default/identity"  # under computeMetadata/v1/
+CLOCK_SKEW_S = 60  # how far a token's iat may be ahead of Zen's clock, and its exp behind it
+REFETCH_PAUSE_S = 60.0  # an unknown key id refetches the certificates at most this often
+DEFAULT_MAX_AGE_S = 3600.0  # the certificates' lifetime when the answer does not say
+MAX_REMEMBERED = 10_000  # verified tokens remembered at most (one per VM and hour)
+
+Fetch = Callable[[str], tuple[dict[str, str], float]]  # url -> ({kid: PEM}, max-age seconds)
+
+
+def audience(project: str) -> str:
+    """The audience agents ask their token for and Zen requires: one per project, so a token made
+    for anything else (or another Zen) is refused."""
+    return f"zen-heartbeats:{project}"
+
+
+def identity_query(project: str) -> str:
+    """The metadata server's query for this project's token (``format=full``: the VM's claims)."""
+    return f"?audience={urllib.parse.quote(audience(project), safe='')}&format=full"
+
+
+def unverified_claims(token: str) -> dict[str, Any]:
+    """The claims of a JWT, unverified (the agent reads its own token's ``exp``)."""
+    return _decode(token)[1]
+
+
+def _b64(part: str) -> bytes:
+    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+
+def _decode(token: str) -> tuple[dict[str, Any], dict[str, Any], bytes, bytes]:
+    parts = token.split(".")
+    if len(parts) != 3:
+        raise ValueError("not a JWT (three dot-separated parts)")
+    header, claims = (json.loads(_b64(p)) for p in parts[:2])
+    if not isinstance(header, dict) or not isinstance(claims, dict):
+        raise ValueError("a JWT's header and claims are JSON objects")
+    return header, claims, f"{parts[0]}.{parts[1]}".encode("ascii"), _b64(parts[2])
+
+
+def fetch_certs(url: str, timeout_s: float = 10.0) -> tuple[dict[str, str], float]:
+    """Google's v1 certificates (``{kid: PEM}``) and how long they may be kept (``max-age``)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            certs = json.loads(response.read())
+            cache_control = response.headers.get("Cache-Control") or ""
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise TransientError(f"cannot fetch the certificates that verify VM identity tokens from {url}: {exc}") from None
+    if not isinstance(certs, dict) or not all(isinstance(v, str) for v in certs.values()):
+        raise TransientError(f"{url} did not answer {{key id: certificate}}")
+    match = re.search(r"max-age=(\d+)", cache_control)
+    return certs, float(match.group(1)) if match else DEFAULT_MAX_AGE_S
+
+
+class ProofChecker:
+    """Checks the ``vm_proof`` of heartbeats (see the module's docstring); thread-safe."""
+
+    def __init__(self, mode: str, certs_url: str = GOOGLE_CERTS_URL, audience: str = "",
+                 clock: Callable[[], datetime] | None = None, fetch: Fetch = fetch_certs,
+                 monotonic: Callable[[], float] = time.monotonic):
+        if mode not in MODES:
+            raise ConfigError(f"ZEN_VM_PROOF={mode!r}: use one of {', '.join(MODES)}")
+        self.mode = mode
+        self.certs_url = certs_url
+        self.audience = audience
+        self._clock = clock
+        self._fetch = fetch
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._certs: dict[str, str] = {}
+        self._certs_until = float("-inf")  # monotonic time the certificates are good until
+        self._fetched_at = float("-inf")
+        self._verified: dict[str, dict[str, Any]] = {}  # token -> its claims, until its exp
+        self.verifications = 0  # signatures checked (tests: a remembered token is not checked again)
+
+    @classmethod
+    def from_env(cls, project: str, clock: Callable[[], datetime],
+                 env: Mapping[str, str] = os.environ) -> "ProofChecker":
+        return cls((env.get("ZEN_VM_PROOF") or "off").strip().lower(),
+                   env.get("ZEN_VM_PROOF_CERTS_URL") or GOOGLE_CERTS_URL, audience(project), clock)
+
+    def check(self, attributes: Mapping[str, str], vm: str, zone: str, project: str) -> None:
+        """Raise ``Rejected`` unless the message's token proves it comes from ``vm`` in ``zone`` of
+        ``project`` (mode ``required``); ``TransientError`` when the certificates cannot be fetched."""
+        if self.mode == "off":
+            return
+        token = attributes.get(ATTRIBUTE)
+        if not token:
+            raise Rejected(f"the heartbeat carries no {ATTRIBUTE} attribute (the identity token of VM {vm}); "
+                           "Zen requires one (ZEN_VM_PROOF=required): upgrade the VM's agent, or set vm_proof "
+                           "to off while older agents run")
+        now = self._clock().timestamp()
+        claims = self._verified.get(token)
+        if claims is None or claims["exp"] <= now - CLOCK_SKEW_S:
+            claims = self._verify(token, now)
+        compute = (claims.get("google") or {}).get("compute_engine") or {}
+        named = {"VM": vm, "zone": zone, "project": project}
+        proven = {"VM": compute.get("instance_name"), "zone": compute.get("zone"),
+                  "project": compute.get("project_id")}
+        for what, value in named.items():
+            if proven[what] != value:
+                raise Rejected(f"the heartbeat names {what} {escape_unstorable(str(value), 200)!r} but its "
+                               f"{ATTRIBUTE} token is for {what} {escape_unstorable(str(proven[what]), 200)!r}: "
+                               "a VM may only report for itself")
+
+    def _verify(self, token: str, now: float) -> dict[str, Any]:
+        from google.auth import crypt  # the adapter library, only where tokens are checked
+
+        try:
+            header, claims, signed, signature = _decode(token)
+        except (ValueError, UnicodeDecodeError):
+            raise Rejected(f"the {ATTRIBUTE} attribute is not a JWT") from None
+        if header.get("alg") != "RS256":
+            raise Rejected(f"the {ATTRIBUTE} token is signed with {str(header.get('alg'))[:20]!r}, not RS256")
+        kid = str(header.get("kid"))
+        cert = self._cert(kid)
+        if cert is None:
+            raise Rejected(f"the {ATTRIBUTE} token is signed by key {kid[:64]!r}, which {self.certs_url} does "
+                           "not list: it is not a Google-signed identity token")
+        self.verifications += 1
+        if not crypt.RSAVerifier.from_string(cert).verify(signed, signature):
+            raise Rejected(f"the {ATTRIBUTE} token's signature does not verify: it is not a Google-signed "
+                           "identity token")
+        if claims.get("iss") not in ISSUERS:
+            raise Rejected(f"the {ATTRIBUTE} token's issuer {str(claims.get('iss'))[:100]!r} is not Google's")
+        if claims.get("aud") != self.audience:
+            raise Rejected(f"the {ATTRIBUTE} token is for audience {str(claims.get('aud'))[:200]!r}, not "
+                           f"{self.audience!r}: the agent asks for the wrong audience (another project's Zen?)")
+        exp, iat = claims.get("exp"), claims.get("iat", 0)
+        if not isinstance(exp, (int, float)) or not isinstance(iat, (int, float)):
+            raise Rejected(f"the {ATTRIBUTE} token has no numeric exp and iat")
+        if exp <= now - CLOCK_SKEW_S:
+            raise Rejected(f"the {ATTRIBUTE} token expired at {datetime.fromtimestamp(exp).isoformat()} "
+                           f"({now - exp:.0f} s ago): the agent must fetch a new one")
+        if iat > now + CLOCK_SKEW_S:
+            raise Rejected(f"the {ATTRIBUTE} token was issued {iat - now:.0f} s in the future")
+        with self._lock:
+            if len(self._verified) >= MAX_REMEMBERED:
+                self._verified = {t: c for t, c in self._verified.items() if c["exp"] > now}
+                if len(self._verified) >= MAX_REMEMBERED:
+                    self._verified.clear()
+            self._verified[token] = claims
+        return claims
+
+    def _cert(self, kid: str) -> str | None:
+        with self._lock:
+            moment = self._monotonic()
+            stale = moment >= self._certs_until
+            unknown = kid not in self._certs and moment - self._fetched_at >= REFETCH_PAUSE_S
+            if stale or unknown:
+                certs, max_age = self._fetch(self.certs_url)
+                self._certs, self._fetched_at = certs, moment
+                self._certs_until = moment + max_age
+                log.info("VM identity certificates fetched", extra={"url": self.certs_url, "keys": len(certs)})
+            return self._certs.get(kid)

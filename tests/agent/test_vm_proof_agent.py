@@ -1,0 +1,116 @@
+"""The agent's side of ``zen.vm_proof``: it fetches its VM's identity token from the metadata server
+(for Zen's audience, ``format=full``), keeps it until shortly before it expires, and attaches it to
+every heartbeat it publishes as the attribute ``vm_proof``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timezone
+
+import pytest
+
+from tests.agent.fakes import FakeMetadata
+from zen.agent.identity import Identity, MetadataServer, ProofSource
+from zen.agent.transport import PubSubTransport
+from zen.local.compute.issuer import TokenIssuer
+from zen.models import AgentStatus, Heartbeat
+from zen.vm_proof import ATTRIBUTE, IDENTITY_PATH, audience, unverified_claims
+
+PROJECT = "zen-agent-proof"
+IDENTITY = Identity(project=PROJECT, vm="vm-a", cluster="4xa100-40gb", region="us-central1",
+                    zone="us-central1-a", from_environment=True)
+NOW = 1_800_000_000.0
+
+
+@pytest.fixture(scope="module")
+def issuer():
+    return TokenIssuer()
+
+
+@pytest.fixture
+def metadata(issuer):
+    fake = FakeMetadata({IDENTITY_PATH: issuer.token(vm="vm-a", zone="us-central1-a", project=PROJECT,
+                                                     audience=audience(PROJECT), now=NOW)})
+    yield fake
+    fake.close()
+
+
+class _Done:
+    def result(self, timeout=None):
+        return "1"
+
+
+class RecordingClients:
+    """Publisher and subscriber stand-ins that record what is published."""
+
+    def __init__(self):
+        self.published: list[tuple[str, bytes, dict[str, str]]] = []
+
+    def topic_path(self, project, topic):
+        return f"projects/{project}/topics/{topic}"
+
+    def subscription_path(self, project, subscription):
+        return f"projects/{project}/subscriptions/{subscription}"
+
+    def publish(self, topic, data, **attributes):
+        self.published.append((topic, data, attributes))
+        return _Done()
+
+    def stop(self):
+        pass
+
+    close = stop
+
+
+def beat(seq: int) -> Heartbeat:
+    return Heartbeat(job_id="job-1", attempt=1, vm="vm-a", region="us-central1", zone="us-central1-a",
+                     status=AgentStatus.RUNNING, seq=seq, sent_at=datetime.now(timezone.utc))
+
+
+def test_every_heartbeat_carries_the_token_the_agent_fetched(config, metadata):
+    clients = RecordingClients()
+    source = ProofSource(MetadataServer(metadata.host), PROJECT, clock=lambda: NOW)
+    transport = PubSubTransport(config, IDENTITY, publisher=clients, subscriber=clients, proof=source)
+    transport.publish(beat(1), budget_s=5)
+    transport.publish(beat(2), budget_s=5)
+    tokens = [attributes.get(ATTRIBUTE) for _, _, attributes in clients.published]
+    assert tokens == [metadata.values[IDENTITY_PATH]] * 2
+    assert clients.published[0][2]["vm"] == "vm-a" and clients.published[0][2]["kind"] == "job"
+    # Asked once, for Zen's audience and the VM's claims.
+    assert metadata.requests == [f"/computeMetadata/v1/{IDENTITY_PATH}?audience=zen-heartbeats%3A{PROJECT}"
+                                 "&format=full"]
+    assert unverified_claims(tokens[0])["google"]["compute_engine"]["instance_name"] == "vm-a"
+
+
+def test_the_token_is_refreshed_five_minutes_before_it_expires(metadata):
+    now = [NOW]
+    source = ProofSource(MetadataServer(metadata.host), PROJECT, clock=lambda: now[0])
+    first = source.token()
+    now[0] = NOW + 3600 - 301
+    assert source.token() == first and len(metadata.requests) == 1
+    now[0] = NOW + 3600 - 299
+    source.token()
+    assert len(metadata.requests) == 2
+
+
+def test_without_a_token_heartbeats_still_go_and_the_server_is_asked_again_later(config, metadata):
+    metadata.failures[IDENTITY_PATH] = [503]
+    now = [NOW]
+    clients = RecordingClients()
+    source = ProofSource(MetadataServer(metadata.host), PROJECT, clock=lambda: now[0])
+    transport = PubSubTransport(config, IDENTITY, publisher=clients, subscriber=clients, proof=source)
+    transport.publish(beat(1), budget_s=5)
+    transport.publish(beat(2), budget_s=5)
+    assert [ATTRIBUTE in attributes for _, _, attributes in clients.published] == [False, False]
+    assert len(metadata.requests) == 1  # not asked at every heartbeat while it fails
+    now[0] += 31
+    transport.publish(beat(3), budget_s=5)
+    assert clients.published[-1][2][ATTRIBUTE] == metadata.values[IDENTITY_PATH]
+
+
+def test_where_the_token_comes_from(metadata):
+    assert ProofSource.from_env({}, IDENTITY) is None  # the identity came from the environment: tests
+    local = ProofSource.from_env({"ZEN_VM_PROOF_METADATA_HOST": metadata.host}, IDENTITY)
+    assert local is not None and local.token() == metadata.values[IDENTITY_PATH]
+    on_gce = ProofSource.from_env({"GCE_METADATA_HOST": metadata.host}, replace(IDENTITY, from_environment=False))
+    assert on_gce is not None and on_gce.token() == metadata.values[IDENTITY_PATH]
