@@ -14,7 +14,10 @@ come from ``ZEN_VM_PROOF_CERTS_URL`` (default Google's; the local Compute stand-
 
 The hot path (a RUNNING heartbeat) costs a dictionary lookup: a verified token is remembered until
 it expires (an agent sends the same one for ~55 minutes), the certificates as long as Google's
-``Cache-Control: max-age`` says. Only this module's checker imports ``google.auth`` (lazily).
+``Cache-Control: max-age`` says. Only this module's checker imports ``google.auth`` (lazily): its
+``crypt`` checks the signature; the claims (issuer, audience, expiry) are checked here against Zen's
+own clock, which ``google.auth.jwt.decode`` would take from the system (the tests and the simulator
+move Zen's clock by hand).
 """
 
 from __future__ import annotations
