@@ -1,23 +1,28 @@
 """One attempt's life on the VM once its claim is confirmed, mixed into ``zen.agent.agent.Agent``:
 stage its inputs (``zen.agent.staging``), run it (``zen.agent.runner``), supervise it (RUNNING
 heartbeats, the orders its control messages bring, the VM's shutdown), ship its output
-(``zen.agent.output``), upload its outputs and report how it ended. The loop that pulls and is
+(``zen.agent.output``), upload its outputs and report how it ended; ``transfer`` runs a staging or an
+upload in the background while the attempt heartbeats. The loop that pulls and is
 offered starts, claims them and keeps the VM's slots, pull limits and VM heartbeats is ``Agent``'s.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import threading
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from zen.agent.output import AttemptOutput
 from zen.agent.reports import AttemptReport
 from zen.agent.runner import CannotRun, JobSpec, RunningJob
-from zen.agent.staging import AttemptData, Progress, transfer
+from zen.agent.staging import AttemptData, Progress, TransferError
 from zen.models import AgentStatus, ControlAction, ControlMessage, StartMessage
 from zen.text import escape_unstorable
 
+log = logging.getLogger("zen.agent.attempt")
+SHUTDOWN_JOIN_S = 1.0  # a transfer the VM's shutdown cut short is waited for this long at most
 SLICE_S = 0.2  # longest uninterrupted wait: how fast a shutdown request is noticed
 FINAL_BUDGET_S = 300.0  # how long a final report is retried (a lost one costs a rerun)
 SHUTDOWN_BUDGET_S = 5.0  # per report while shutting down, at most (a preempted VM has ~30 s in all)
@@ -143,7 +148,7 @@ class RunsAttempts:
     def _transfer(self, attempt: AttemptReport, data: AttemptData, what: str, progress: Progress,
                   work: Callable[[], None], shutdown_grace_s: float = 0.0,
                   stops: bool = True) -> tuple[AgentStatus, str] | None:
-        """``zen.agent.staging.transfer``, heartbeating this attempt; the status and note if it was cut or failed."""
+        """``transfer``, heartbeating this attempt; the status and note if it was cut or failed."""
         cut = transfer(data, what, progress, work, listen=lambda *a, **kw: self._listen(attempt, *a, **kw),
                        stopping=lambda: self.stopping, clock=self._clock, vm=self.identity.vm,
                        shutdown_grace_s=shutdown_grace_s, grace_s=self.settings.stop_grace_s, stops=stops,
@@ -230,3 +235,78 @@ def _seconds(text: str | None) -> float | None:
     except ValueError:
         return None
     return value if value is not None and math.isfinite(value) and value >= 0 else None
+
+
+def run_in_background(work: Callable[[], None], tick: Callable[[], bool], cancel: threading.Event,
+                      grace_s: float | Callable[[], float] = 10.0) -> BaseException | None:
+    """Run ``work`` in a thread, calling ``tick`` (which waits a little, e.g. for a control message)
+    until it ends. When ``tick`` returns True the work is cancelled and waited for ``grace_s`` at most
+    (a callable: asked then); past it, it is left to end by itself (a daemon thread). Returns the
+    work's exception, if any."""
+    outcome: dict[str, BaseException] = {}
+
+    def target() -> None:
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="zen-transfer", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        if tick():
+            cancel.set()
+            thread.join(grace_s() if callable(grace_s) else grace_s)
+            break
+    return outcome.get("error")
+
+
+def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[], Any], *, listen: Callable,
+             stopping: Callable[[], bool], clock: Callable[[], float], vm: str, shutdown_grace_s: float = 0.0,
+             grace_s: float = 10.0, stops: bool = True, shutdown_left: Callable[[], float] = lambda: math.inf,
+             report_left: Callable[[], float] = lambda: math.inf) -> tuple[AgentStatus, str] | None:
+    """Run one transfer (``work``: staging or uploading) in the background while the agent's ``listen``
+    heartbeats the attempt with its progress. Returns the status and note when it failed (FAILED), a
+    STOP came (STOPPED), or the agent is shutting down and ``shutdown_grace_s`` ran out, or
+    ``shutdown_left()`` (the seconds by which the transfer must be over) came within ``SHUTDOWN_JOIN_S``
+    (PREEMPTED). A transfer cut by a shutdown is waited for ``SHUTDOWN_JOIN_S`` at most, else ``grace_s``.
+
+    ``stops`` False (the upload after the job ended): a STOP is acked and ignored. The job has ended
+    or was stopped already, and Zen answers every RUNNING heartbeat of a stopping job with STOP again:
+    a STOP that cut the upload lost a stopped job's checkpoint (written on SIGTERM). What bounds that
+    upload is ``report_left()``: the seconds until Zen must have the stopped job's final report (a
+    STOP's ``answer_within_s``, less the report's own time); at 0 the upload is cut (STOPPED), so the
+    report tells the truth before Zen ends the job without it."""
+    cut: list[tuple[AgentStatus, str]] = []
+    next_beat, shutdown_at, join_s = clock(), None, grace_s
+
+    def tick() -> bool:
+        nonlocal next_beat, shutdown_at, join_s
+        if stopping():
+            shutdown_at = shutdown_at or clock() + shutdown_grace_s
+            if clock() >= shutdown_at or shutdown_left() <= SHUTDOWN_JOIN_S:
+                cut.append((AgentStatus.PREEMPTED, f"zen: VM {vm} shut down while {what}"))
+                join_s = min(grace_s, SHUTDOWN_JOIN_S)
+                return True
+        if report_left() <= 0:
+            cut.append((AgentStatus.STOPPED, f"zen: stopped while {what}: cut when Zen's stop deadline came "
+                                             f"({progress.describe()} done)"))
+            join_s = min(grace_s, SHUTDOWN_JOIN_S)
+            return True
+        next_beat, order = listen(next_beat, message=f"zen: {what}: {progress.describe()} so far",
+                                  data=data.heartbeat_fields())
+        if order is not None and order.action is ControlAction.STOP:
+            if stops:
+                cut.append((AgentStatus.STOPPED, f"zen: stopped while {what} ({order.reason or 'stop requested'})"))
+            else:
+                log.info(f"stop ignored while {what}: the job has ended", extra={
+                    "job_id": data.job_id, "attempt": data.attempt, "reason": order.reason})
+        return bool(cut)
+
+    error = run_in_background(work, tick, data.cancel, lambda: join_s)
+    if cut:
+        return cut[0]
+    if error is not None:
+        reason = str(error) if isinstance(error, TransferError) else f"zen agent error: {error!r}"
+        return AgentStatus.FAILED, f"zen: {reason}"
+    return None

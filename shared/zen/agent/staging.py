@@ -19,14 +19,13 @@ job runs, naming the URI; so does any download error. An object the VM's warm ca
 (FAILED even when the job exited 0), naming the file and the reason (a name that is not UTF-8 is one,
 escaped). Both directories are removed afterwards.
 
-Transfers run in a worker thread (``run_in_background``) so the agent keeps heartbeating, with the
-bytes and seconds so far; ``cancel`` stops them between objects, or mid-download.
+Transfers run in a worker thread (``zen.agent.attempt.run_in_background``) so the agent keeps
+heartbeating, with the bytes and seconds so far; ``cancel`` stops them between objects, or mid-download.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import re
 import shutil
@@ -39,11 +38,10 @@ from typing import Any, Callable
 from zen.agent.cache import InputCache, object_key
 from zen.agent.runner import attempt_name
 from zen.gcs import input_name, output_destination, split_uri
-from zen.models import AgentStatus, ControlAction, InputSpec
+from zen.models import InputSpec
 from zen.text import escape_unstorable, unstorable_problem
 
 log = logging.getLogger("zen.agent.staging")
-SHUTDOWN_JOIN_S = 1.0  # a transfer the VM's shutdown cut short is waited for this long at most
 
 
 class TransferError(Exception):
@@ -292,78 +290,3 @@ class AttemptData:
         if self.outputs and self.uploaded.started is not None:
             parts.append(f"uploaded {self.uploaded.describe()} to {self.destination()}")
         return f"zen: {'; '.join(parts)}" if parts else ""
-
-
-def run_in_background(work: Callable[[], None], tick: Callable[[], bool], cancel: threading.Event,
-                      grace_s: float | Callable[[], float] = 10.0) -> BaseException | None:
-    """Run ``work`` in a thread, calling ``tick`` (which waits a little, e.g. for a control message)
-    until it ends. When ``tick`` returns True the work is cancelled and waited for ``grace_s`` at most
-    (a callable: asked then); past it, it is left to end by itself (a daemon thread). Returns the
-    work's exception, if any."""
-    outcome: dict[str, BaseException] = {}
-
-    def target() -> None:
-        try:
-            work()
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=target, name="zen-transfer", daemon=True)
-    thread.start()
-    while thread.is_alive():
-        if tick():
-            cancel.set()
-            thread.join(grace_s() if callable(grace_s) else grace_s)
-            break
-    return outcome.get("error")
-
-
-def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[], Any], *, listen: Callable,
-             stopping: Callable[[], bool], clock: Callable[[], float], vm: str, shutdown_grace_s: float = 0.0,
-             grace_s: float = 10.0, stops: bool = True, shutdown_left: Callable[[], float] = lambda: math.inf,
-             report_left: Callable[[], float] = lambda: math.inf) -> tuple[AgentStatus, str] | None:
-    """Run one transfer (``work``: staging or uploading) in the background while the agent's ``listen``
-    heartbeats the attempt with its progress. Returns the status and note when it failed (FAILED), a
-    STOP came (STOPPED), or the agent is shutting down and ``shutdown_grace_s`` ran out, or
-    ``shutdown_left()`` (the seconds by which the transfer must be over) came within ``SHUTDOWN_JOIN_S``
-    (PREEMPTED). A transfer cut by a shutdown is waited for ``SHUTDOWN_JOIN_S`` at most, else ``grace_s``.
-
-    ``stops`` False (the upload after the job ended): a STOP is acked and ignored. The job has ended
-    or was stopped already, and Zen answers every RUNNING heartbeat of a stopping job with STOP again:
-    a STOP that cut the upload lost a stopped job's checkpoint (written on SIGTERM). What bounds that
-    upload is ``report_left()``: the seconds until Zen must have the stopped job's final report (a
-    STOP's ``answer_within_s``, less the report's own time); at 0 the upload is cut (STOPPED), so the
-    report tells the truth before Zen ends the job without it."""
-    cut: list[tuple[AgentStatus, str]] = []
-    next_beat, shutdown_at, join_s = clock(), None, grace_s
-
-    def tick() -> bool:
-        nonlocal next_beat, shutdown_at, join_s
-        if stopping():
-            shutdown_at = shutdown_at or clock() + shutdown_grace_s
-            if clock() >= shutdown_at or shutdown_left() <= SHUTDOWN_JOIN_S:
-                cut.append((AgentStatus.PREEMPTED, f"zen: VM {vm} shut down while {what}"))
-                join_s = min(grace_s, SHUTDOWN_JOIN_S)
-                return True
-        if report_left() <= 0:
-            cut.append((AgentStatus.STOPPED, f"zen: stopped while {what}: cut when Zen's stop deadline came "
-                                             f"({progress.describe()} done)"))
-            join_s = min(grace_s, SHUTDOWN_JOIN_S)
-            return True
-        next_beat, order = listen(next_beat, message=f"zen: {what}: {progress.describe()} so far",
-                                  data=data.heartbeat_fields())
-        if order is not None and order.action is ControlAction.STOP:
-            if stops:
-                cut.append((AgentStatus.STOPPED, f"zen: stopped while {what} ({order.reason or 'stop requested'})"))
-            else:
-                log.info(f"stop ignored while {what}: the job has ended", extra={
-                    "job_id": data.job_id, "attempt": data.attempt, "reason": order.reason})
-        return bool(cut)
-
-    error = run_in_background(work, tick, data.cancel, lambda: join_s)
-    if cut:
-        return cut[0]
-    if error is not None:
-        reason = str(error) if isinstance(error, TransferError) else f"zen agent error: {error!r}"
-        return AgentStatus.FAILED, f"zen: {reason}"
-    return None
