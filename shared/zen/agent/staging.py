@@ -15,7 +15,10 @@ attempt (two jobs running at once never share a directory).
 An input names an object when one has exactly that name (and its path does not end in ``/``), else
 the prefix: every object under ``<path>/``. An input that is neither fails the attempt before the
 job runs, naming the URI; so does any download error. An object the VM's warm cache holds
-(``zen.agent.cache``) is copied from there instead of downloaded. An upload error fails the attempt
+(``zen.agent.cache``) is copied from there instead of downloaded. Only regular files are uploaded:
+a symbolic link (to a file or a folder) or a special file in ``ZEN_OUTPUT_DIR`` is never followed
+(the agent is root; a link would upload a host file or another job's data) and is named in the final
+report's summary as not uploaded. An upload error fails the attempt
 (FAILED even when the job exited 0), naming the file and the reason (a name that is not UTF-8 is one,
 escaped). Both directories are removed afterwards.
 
@@ -25,10 +28,13 @@ heartbeating, with the bytes and seconds so far; ``cancel`` stops them between o
 
 from __future__ import annotations
 
+import errno
 import logging
+import mimetypes
 import os
 import re
 import shutil
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -42,6 +48,7 @@ from zen.models import InputSpec
 from zen.text import escape_unstorable, unstorable_problem
 
 log = logging.getLogger("zen.agent.staging")
+SKIPPED_NAMED = 5  # outputs not uploaded (not regular files) named in the final report, at most
 
 
 class TransferError(Exception):
@@ -89,6 +96,40 @@ def _reason(exc: BaseException) -> str:
     return (text or type(exc).__name__)[:500]
 
 
+class _Skipped(Exception):
+    """An output that is not a regular file when opened; the message says what it is."""
+
+
+def _not_regular(mode: int) -> str:
+    return "a symbolic link, not followed" if stat.S_ISLNK(mode) else "not a regular file"
+
+
+def _open_regular(root: Path, relative: str):
+    """``root/relative`` opened for reading, each folder and the file itself opened without following a
+    symbolic link (``O_NOFOLLOW``, relative to the folder opened before it), and only if it is a regular
+    file (``fstat``); raises ``_Skipped`` saying why not."""
+    *folders, name = relative.split("/")
+    nofollow, handle = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, None
+    try:
+        handle = os.open(root, nofollow | os.O_DIRECTORY)
+        for folder in folders:
+            inner = os.open(folder, nofollow | os.O_DIRECTORY, dir_fd=handle)
+            os.close(handle)
+            handle = inner
+        fd = os.open(name, nofollow | os.O_NONBLOCK, dir_fd=handle)  # O_NONBLOCK: a fifo swapped in never blocks
+    except OSError as exc:  # ELOOP / ENOTDIR: a link where a file or a folder was
+        raise _Skipped("a symbolic link, not followed" if exc.errno in (errno.ELOOP, errno.ENOTDIR)
+                       else f"unreadable: {exc.strerror}") from None
+    finally:
+        if handle is not None:
+            os.close(handle)
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise _Skipped(_not_regular(mode))
+    return os.fdopen(fd, "rb")
+
+
 class _CountingWriter:
     """A file the client downloads into: counts the bytes, and stops the download when cancelled."""
 
@@ -120,6 +161,7 @@ class AttemptData:
     staged: Progress = field(default_factory=Progress)
     uploaded: Progress = field(default_factory=Progress)
     cancel: threading.Event = field(default_factory=threading.Event)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # outputs not uploaded: (path, why)
     _client: Any = None
 
     @property
@@ -232,18 +274,34 @@ class AttemptData:
 
     # -- uploading -------------------------------------------------------------------------------
     def output_files(self) -> list[tuple[str, Path]]:
-        """(path under ZEN_OUTPUT_DIR, file) for every regular file, in name order."""
-        files = []
-        for folder, dirs, names in os.walk(self.output_dir):
+        """(path under ZEN_OUTPUT_DIR, file) for every regular file, in name order. Nothing else is
+        followed or uploaded (the agent runs as root: a job's link to a host file, another job's input or
+        a cache entry would upload that file): each symbolic link (to a file or a folder) and each
+        special file is put in ``skipped`` instead, with why."""
+        files, self.skipped = [], []
+        if self.output_dir.is_symlink():
+            self.skipped.append((".", "ZEN_OUTPUT_DIR itself is a symbolic link, not followed"))
+            return files
+        for folder, dirs, names in os.walk(self.output_dir):  # followlinks=False: a linked folder is not entered
             dirs.sort()
-            for name in sorted(names):
+            for name in sorted(dirs + names):
                 path = Path(folder, name)
-                if path.is_file():
-                    files.append((path.relative_to(self.output_dir).as_posix(), path))
+                relative = path.relative_to(self.output_dir).as_posix()
+                try:
+                    mode = path.lstat().st_mode
+                except OSError as exc:
+                    self.skipped.append((relative, f"unreadable: {exc.strerror}"))
+                    continue
+                if stat.S_ISREG(mode):
+                    files.append((relative, path))
+                elif not stat.S_ISDIR(mode):
+                    self.skipped.append((relative, _not_regular(mode)))
         return files
 
     def upload(self) -> None:
-        """Upload every file of ``output_dir`` under ``destination()``; raises ``TransferError``."""
+        """Upload every file of ``output_dir`` under ``destination()``; raises ``TransferError``. Each file
+        is opened without following a link, and only a regular file is sent (from the file opened): a file
+        the job swaps for a link after the listing is skipped too."""
         self.uploaded.started = time.monotonic()
         try:
             destination = self.destination()
@@ -256,22 +314,33 @@ class AttemptData:
             bucket = self.client().bucket(bucket_name)
             from google.cloud.storage.retry import DEFAULT_RETRY  # with the client: only for jobs with outputs
 
-            for relative, path in files:
+            for relative, _ in files:
                 if self.cancel.is_set():
                     raise Cancelled(f"upload cancelled after {self.uploaded.files} of {len(files)} files")
                 if unstorable_problem(relative):  # a name that is not UTF-8 (os.walk: lone surrogates)
                     raise TransferError(f"upload of {escape_unstorable(relative)} failed after {self.uploaded.files} "
                                         f"of {len(files)} files: its name is not UTF-8, as Cloud Storage's must be")
                 try:
-                    # Retried on transient errors: the name is this attempt's alone, so a repeat is harmless.
-                    bucket.blob(prefix + relative).upload_from_filename(str(path), retry=DEFAULT_RETRY)
-                except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
-                    raise TransferError(f"upload of {relative} to {destination}{relative} failed after "
-                                        f"{self.uploaded.files} of {len(files)} files: {_reason(exc)}") from None
+                    file = _open_regular(self.output_dir, relative)
+                except _Skipped as skipped:
+                    self.skipped.append((relative, str(skipped)))
+                    continue
+                with file:
+                    size = os.fstat(file.fileno()).st_size
+                    try:
+                        # Retried on transient errors: the name is this attempt's alone, so a repeat is harmless.
+                        bucket.blob(prefix + relative).upload_from_file(
+                            file, size=size, content_type=mimetypes.guess_type(relative)[0], retry=DEFAULT_RETRY)
+                    except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
+                        raise TransferError(f"upload of {relative} to {destination}{relative} failed after "
+                                            f"{self.uploaded.files} of {len(files)} files: {_reason(exc)}") from None
                 self.uploaded.files += 1
-                self.uploaded.bytes += path.stat().st_size
+                self.uploaded.bytes += size
         finally:
             self.uploaded.ended = time.monotonic()
+            if self.skipped:
+                log.warning("outputs not uploaded: not regular files", extra={
+                    "job_id": self.job_id, "attempt": self.attempt, "skipped": self.skipped[:SKIPPED_NAMED]})
 
     # -- reports ---------------------------------------------------------------------------------
     def heartbeat_fields(self) -> dict[str, int | float]:
@@ -289,4 +358,8 @@ class AttemptData:
             parts.append(f"staged {self.staged.describe()}")
         if self.outputs and self.uploaded.started is not None:
             parts.append(f"uploaded {self.uploaded.describe()} to {self.destination()}")
+        if self.skipped:
+            named = ", ".join(f"{escape_unstorable(name)} ({why})" for name, why in self.skipped[:SKIPPED_NAMED])
+            more = f" and {len(self.skipped) - SKIPPED_NAMED} more" if len(self.skipped) > SKIPPED_NAMED else ""
+            parts.append(f"not uploaded (only regular files are): {named}{more}")
         return f"zen: {'; '.join(parts)}" if parts else ""
