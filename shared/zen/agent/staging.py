@@ -13,8 +13,9 @@ where ``<name>`` is ``zen.agent.runner.attempt_name``: ``<job>-<hash of the job 
 attempt (two jobs running at once never share a directory).
 
 An input names an object when one has exactly that name (and its path does not end in ``/``), else
-the prefix: every object under ``<path>/``. An input that is neither fails the attempt before the
-job runs, naming the URI; so does any download error. An object the VM's warm cache holds
+the prefix: every object under ``<path>/`` (folder placeholders, names ending in ``/``, are no files:
+a prefix holding only those is empty). An input that is neither fails the attempt before the job
+runs, naming the URI; so does any download error. An object the VM's warm cache holds
 (``zen.agent.cache``) is copied from there instead of downloaded. Only regular files are uploaded:
 a symbolic link (to a file or a folder) or a special file in ``ZEN_OUTPUT_DIR`` is never followed
 (the agent is root; a link would upload a host file or another job's data) and is named in the final
@@ -238,18 +239,21 @@ class AttemptData:
                 self._staged(uri, keys)
                 return
         prefix = f"{path.rstrip('/')}/" if path.strip("/") else ""
-        found = False
+        found = placeholders = 0
         for blob in client.list_blobs(bucket_name, prefix=prefix):
-            found = True
             relative = blob.name[len(prefix):]
             if relative.endswith("/") or not relative:
-                continue  # a folder placeholder
+                placeholders += 1  # a folder placeholder: no file; the prefix counts as empty without others
+                continue
             parts = relative.split("/")
             if any(part in ("", ".", "..") for part in parts):
                 raise TransferError(f"object {blob.name} cannot be staged as a file (empty, '.' or '..' in its path)")
             keys.add(self._download(blob, target.joinpath(*parts)))
+            found += 1
         if not found:
-            raise TransferError("no such object, and no object under it as a prefix")
+            raise TransferError("no such object, and no object under it as a prefix" +
+                                (f" (only {placeholders} folder placeholder{'s' if placeholders > 1 else ''})"
+                                 if placeholders else ""))
         self._staged(uri, keys)
 
     def _staged(self, uri: str, keys: set[str | None]) -> None:
