@@ -52,7 +52,7 @@ def test_a_file_or_folder_swapped_for_a_link_after_the_listing_is_not_followed(c
     (out / "d").mkdir()
     (out / "d" / "secret.txt").write_text("harmless")
     listed = data.output_files()
-    assert [name for name, _ in listed] == ["a.txt", "b.txt", "d/secret.txt"]
+    assert [name for name, *_ in listed] == ["a.txt", "b.txt", "d/secret.txt"]
     (out / "b.txt").unlink()
     os.symlink(secret, out / "b.txt")  # the job swaps them while the agent uploads
     (out / "d" / "secret.txt").unlink()
@@ -64,7 +64,7 @@ def test_a_file_or_folder_swapped_for_a_link_after_the_listing_is_not_followed(c
 
     assert objects(client, "out-bkt") == {"r/j1/attempt-1/a.txt": b"a"}
     assert data.skipped == [("b.txt", "a symbolic link, not followed"),
-                            ("d/secret.txt", "a symbolic link, not followed")]
+                            ("d/secret.txt", "replaced after it was listed, not followed")]
 
 
 def test_the_final_report_names_the_links_not_uploaded_and_the_job_still_succeeds(client, tmp_path):  # noqa: F811

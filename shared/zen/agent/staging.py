@@ -30,7 +30,6 @@ heartbeating, with the bytes and seconds so far; ``cancel`` stops them between o
 from __future__ import annotations
 
 import errno
-import logging
 import mimetypes
 import os
 import re
@@ -48,7 +47,6 @@ from zen.gcs import input_name, output_destination, split_uri
 from zen.models import InputSpec
 from zen.text import escape_unstorable, unstorable_problem
 
-log = logging.getLogger("zen.agent.staging")
 SKIPPED_NAMED = 5  # outputs not uploaded (not regular files) named in the final report, at most
 
 
@@ -98,36 +96,26 @@ def _reason(exc: BaseException) -> str:
 
 
 class _Skipped(Exception):
-    """An output that is not a regular file when opened; the message says what it is."""
+    """An output not uploaded: the message says why."""
 
 
 def _not_regular(mode: int) -> str:
     return "a symbolic link, not followed" if stat.S_ISLNK(mode) else "not a regular file"
 
 
-def _open_regular(root: Path, relative: str):
-    """``root/relative`` opened for reading, each folder and the file itself opened without following a
-    symbolic link (``O_NOFOLLOW``, relative to the folder opened before it), and only if it is a regular
-    file (``fstat``); raises ``_Skipped`` saying why not."""
-    *folders, name = relative.split("/")
-    nofollow, handle = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, None
+def _open_listed(path: Path, listed: os.stat_result):
+    """``path`` opened for reading without following a link (``O_NOFOLLOW``; ``O_NONBLOCK``: a fifo never
+    blocks), only if it is a regular file (``fstat``) and still the file listed (device and inode: a
+    folder on its way swapped for a link leads elsewhere); raises ``_Skipped`` saying why not."""
     try:
-        handle = os.open(root, nofollow | os.O_DIRECTORY)
-        for folder in folders:
-            inner = os.open(folder, nofollow | os.O_DIRECTORY, dir_fd=handle)
-            os.close(handle)
-            handle = inner
-        fd = os.open(name, nofollow | os.O_NONBLOCK, dir_fd=handle)  # O_NONBLOCK: a fifo swapped in never blocks
-    except OSError as exc:  # ELOOP / ENOTDIR: a link where a file or a folder was
-        raise _Skipped("a symbolic link, not followed" if exc.errno in (errno.ELOOP, errno.ENOTDIR)
-                       else f"unreadable: {exc.strerror}") from None
-    finally:
-        if handle is not None:
-            os.close(handle)
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise _Skipped(_not_regular(stat.S_IFLNK) if exc.errno == errno.ELOOP else f"unreadable: {exc.strerror}")
+    found = os.fstat(fd)
+    if not stat.S_ISREG(found.st_mode) or (found.st_dev, found.st_ino) != (listed.st_dev, listed.st_ino):
         os.close(fd)
-        raise _Skipped(_not_regular(mode))
+        raise _Skipped(_not_regular(found.st_mode) if not stat.S_ISREG(found.st_mode) else "replaced after it "
+                       "was listed, not followed")
     return os.fdopen(fd, "rb")
 
 
@@ -277,8 +265,8 @@ class AttemptData:
             blob.download_to_file(_CountingWriter(file, self.staged, self.cancel))
 
     # -- uploading -------------------------------------------------------------------------------
-    def output_files(self) -> list[tuple[str, Path]]:
-        """(path under ZEN_OUTPUT_DIR, file) for every regular file, in name order. Nothing else is
+    def output_files(self) -> list[tuple[str, Path, os.stat_result]]:
+        """(path under ZEN_OUTPUT_DIR, file, its lstat) for every regular file, in name order. Nothing else is
         followed or uploaded (the agent runs as root: a job's link to a host file, another job's input or
         a cache entry would upload that file): each symbolic link (to a file or a folder) and each
         special file is put in ``skipped`` instead, with why."""
@@ -292,20 +280,20 @@ class AttemptData:
                 path = Path(folder, name)
                 relative = path.relative_to(self.output_dir).as_posix()
                 try:
-                    mode = path.lstat().st_mode
+                    listed = path.lstat()
                 except OSError as exc:
                     self.skipped.append((relative, f"unreadable: {exc.strerror}"))
                     continue
-                if stat.S_ISREG(mode):
-                    files.append((relative, path))
-                elif not stat.S_ISDIR(mode):
-                    self.skipped.append((relative, _not_regular(mode)))
+                if stat.S_ISREG(listed.st_mode):
+                    files.append((relative, path, listed))
+                elif not stat.S_ISDIR(listed.st_mode):
+                    self.skipped.append((relative, _not_regular(listed.st_mode)))
         return files
 
     def upload(self) -> None:
         """Upload every file of ``output_dir`` under ``destination()``; raises ``TransferError``. Each file
-        is opened without following a link, and only a regular file is sent (from the file opened): a file
-        the job swaps for a link after the listing is skipped too."""
+        is opened without following a link, and only the regular file listed is sent (from the file opened):
+        a file or folder the job swaps for a link after the listing is skipped too."""
         self.uploaded.started = time.monotonic()
         try:
             destination = self.destination()
@@ -318,14 +306,14 @@ class AttemptData:
             bucket = self.client().bucket(bucket_name)
             from google.cloud.storage.retry import DEFAULT_RETRY  # with the client: only for jobs with outputs
 
-            for relative, _ in files:
+            for relative, path, listed in files:
                 if self.cancel.is_set():
                     raise Cancelled(f"upload cancelled after {self.uploaded.files} of {len(files)} files")
                 if unstorable_problem(relative):  # a name that is not UTF-8 (os.walk: lone surrogates)
                     raise TransferError(f"upload of {escape_unstorable(relative)} failed after {self.uploaded.files} "
                                         f"of {len(files)} files: its name is not UTF-8, as Cloud Storage's must be")
                 try:
-                    file = _open_regular(self.output_dir, relative)
+                    file = _open_listed(path, listed)
                 except _Skipped as skipped:
                     self.skipped.append((relative, str(skipped)))
                     continue
@@ -342,9 +330,6 @@ class AttemptData:
                 self.uploaded.bytes += size
         finally:
             self.uploaded.ended = time.monotonic()
-            if self.skipped:
-                log.warning("outputs not uploaded: not regular files", extra={
-                    "job_id": self.job_id, "attempt": self.attempt, "skipped": self.skipped[:SKIPPED_NAMED]})
 
     # -- reports ---------------------------------------------------------------------------------
     def heartbeat_fields(self) -> dict[str, int | float]:
