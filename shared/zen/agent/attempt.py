@@ -17,7 +17,7 @@ from typing import Any, Callable
 from zen.agent.output import AttemptOutput
 from zen.agent.reports import AttemptReport
 from zen.agent.runner import CannotRun, JobSpec, RunningJob
-from zen.agent.staging import AttemptData, Progress, TransferError
+from zen.agent.staging import AttemptData, Progress, TransferError, Unavailable
 from zen.models import AgentStatus, ControlAction, ControlMessage, StartMessage
 from zen.text import escape_unstorable
 
@@ -57,7 +57,8 @@ class RunsAttempts:
                                settings.tail_bytes)
         data = self._attempt_data(start)
         if data is not None:
-            cut = self._transfer(attempt, data, "staging inputs", data.staged, lambda: (data.prepare(), data.stage()))
+            cut = self._transfer(attempt, data, "staging inputs", data.staged, lambda: (data.prepare(), data.stage()),
+                                 unavailable=f"zen: VM {self.identity.vm} could not stage the job's inputs (requeued)")
             if cut is not None:  # the job never ran: nothing to upload
                 self._end(attempt, output, None, *cut, data=data)
                 return
@@ -146,12 +147,13 @@ class RunsAttempts:
                            Path(self.settings.work_dir), project=self.identity.project, cache=self.cache)
 
     def _transfer(self, attempt: AttemptReport, data: AttemptData, what: str, progress: Progress,
-                  work: Callable[[], None], shutdown_grace_s: float = 0.0,
-                  stops: bool = True) -> tuple[AgentStatus, str] | None:
+                  work: Callable[[], None], shutdown_grace_s: float = 0.0, stops: bool = True,
+                  unavailable: str | None = None) -> tuple[AgentStatus, str] | None:
         """``transfer``, heartbeating this attempt; the status and note if it was cut or failed."""
         cut = transfer(data, what, progress, work, listen=lambda *a, **kw: self._listen(attempt, *a, **kw),
                        stopping=lambda: self.stopping, clock=self._clock, vm=self.identity.vm,
                        shutdown_grace_s=shutdown_grace_s, grace_s=self.settings.stop_grace_s, stops=stops,
+                       unavailable=unavailable,
                        shutdown_left=lambda: self._shutdown_left(SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S),
                        report_left=lambda: attempt.report_by - self._clock())
         if cut is not None:
@@ -264,7 +266,8 @@ def run_in_background(work: Callable[[], None], tick: Callable[[], bool], cancel
 def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[], Any], *, listen: Callable,
              stopping: Callable[[], bool], clock: Callable[[], float], vm: str, shutdown_grace_s: float = 0.0,
              grace_s: float = 10.0, stops: bool = True, shutdown_left: Callable[[], float] = lambda: math.inf,
-             report_left: Callable[[], float] = lambda: math.inf) -> tuple[AgentStatus, str] | None:
+             report_left: Callable[[], float] = lambda: math.inf,
+             unavailable: str | None = None) -> tuple[AgentStatus, str] | None:
     """Run one transfer (``work``: staging or uploading) in the background while the agent's ``listen``
     heartbeats the attempt with its progress. Returns the status and note when it failed (FAILED), a
     STOP came (STOPPED), or the agent is shutting down and ``shutdown_grace_s`` ran out, or
@@ -276,7 +279,11 @@ def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[]
     a STOP that cut the upload lost a stopped job's checkpoint (written on SIGTERM). What bounds that
     upload is ``report_left()``: the seconds until Zen must have the stopped job's final report (a
     STOP's ``answer_within_s``, less the report's own time); at 0 the upload is cut (STOPPED), so the
-    report tells the truth before Zen ends the job without it."""
+    report tells the truth before Zen ends the job without it.
+
+    ``unavailable`` (staging): the note, before the reason, of a transfer that failed by the VM's or the
+    service's fault (``zen.agent.staging.Unavailable``), reported PREEMPTED so Zen requeues the job
+    without spending an attempt (``zen.lifecycle.FREE_PREEMPTIONS`` times); any other failure is FAILED."""
     cut: list[tuple[AgentStatus, str]] = []
     next_beat, shutdown_at, join_s = clock(), None, grace_s
 
@@ -306,6 +313,8 @@ def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[]
     error = run_in_background(work, tick, data.cancel, lambda: join_s)
     if cut:
         return cut[0]
+    if isinstance(error, Unavailable) and unavailable:
+        return AgentStatus.PREEMPTED, f"{unavailable}: {error}"
     if error is not None:
         reason = str(error) if isinstance(error, TransferError) else f"zen agent error: {error!r}"
         return AgentStatus.FAILED, f"zen: {reason}"

@@ -15,7 +15,8 @@ attempt (two jobs running at once never share a directory).
 An input names an object when one has exactly that name (and its path does not end in ``/``), else
 the prefix: every object under ``<path>/`` (folder placeholders, names ending in ``/``, are no files:
 a prefix holding only those is empty). An input that is neither fails the attempt before the job
-runs, naming the URI; so does any download error. An object the VM's warm cache holds
+runs, naming the URI; so does any download error: FAILED when the job's (no such input, access
+denied, a bad name, inputs larger than the disk), PREEMPTED when the VM's or the service's (``Unavailable``). An object the VM's warm cache holds
 (``zen.agent.cache``) is copied from there instead of downloaded. Only regular files are uploaded:
 a symbolic link (to a file or a folder) or a special file in ``ZEN_OUTPUT_DIR`` is never followed
 (the agent is root; a link would upload a host file or another job's data) and is named in the final
@@ -30,6 +31,7 @@ heartbeating, with the bytes and seconds so far; ``cancel`` stops them between o
 from __future__ import annotations
 
 import errno
+import math
 import mimetypes
 import os
 import re
@@ -56,6 +58,30 @@ class TransferError(Exception):
 
 class Cancelled(TransferError):
     pass
+
+
+class Unavailable(TransferError):
+    """Staging failed by the VM's or the service's fault, not the job's (reported PREEMPTED: requeued,
+    no attempt spent): the VM's disk (ENOSPC, EIO), the network, Cloud Storage (5xx, 429, timeouts, after
+    the client's own retries), the VM's credentials, an object replaced while it was staged."""
+
+
+_JOBS_ERRNOS = {errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.EILSEQ, errno.EINVAL}
+
+
+def _not_the_jobs(exc: BaseException) -> bool:
+    """Whether a staging error is the VM's or the service's (``Unavailable``) rather than the job's."""
+    if isinstance(exc, OSError):  # the VM's disk, or the network (requests' errors are OSErrors)
+        return exc.errno not in _JOBS_ERRNOS  # those: names this filesystem cannot hold, or that clash
+    code = getattr(exc, "code", None)  # google.api_core's errors: the HTTP status
+    if isinstance(code, int):
+        return code in (401, 408, 429) or code >= 500  # 400 (a bad name), 403, 404...: the job's
+    from http.client import HTTPException  # a response cut short
+    from google.api_core.exceptions import RetryError  # the client's retries ran out of time
+    from google.auth.exceptions import GoogleAuthError  # the VM's credentials
+    from google.cloud.storage.exceptions import DataCorruption, InvalidResponse
+
+    return isinstance(exc, (RetryError, GoogleAuthError, DataCorruption, InvalidResponse, HTTPException))
 
 
 @dataclass
@@ -151,6 +177,7 @@ class AttemptData:
     uploaded: Progress = field(default_factory=Progress)
     cancel: threading.Event = field(default_factory=threading.Event)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # outputs not uploaded: (path, why)
+    _needed: int = 0  # bytes of the objects staged so far, against the disk's size
     _client: Any = None
 
     @property
@@ -175,7 +202,7 @@ class AttemptData:
             self.input_dir.mkdir(parents=True)
             self.output_dir.mkdir()
         except OSError as exc:
-            raise TransferError(f"cannot prepare {self.root}: {exc}") from None
+            raise Unavailable(f"cannot prepare {self.root}: {exc}") from None
 
     def cleanup(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -190,7 +217,7 @@ class AttemptData:
 
                     self._client = storage.Client(project=self.project)
             except Exception as exc:  # noqa: BLE001 - e.g. no credentials
-                raise TransferError(f"no Cloud Storage client: {_reason(exc)}") from None
+                raise Unavailable(f"no Cloud Storage client: {_reason(exc)}") from None
         return self._client
 
     def destination(self) -> str | None:
@@ -201,20 +228,23 @@ class AttemptData:
 
     # -- staging ---------------------------------------------------------------------------------
     def stage(self) -> None:
-        """Download every input into ``input_dir``; raises ``TransferError`` naming the input."""
+        """Download every input into ``input_dir``; raises ``TransferError`` naming the input (``Unavailable``
+        when the VM or the service failed, not the job)."""
         self.staged.started = time.monotonic()
+        disk = shutil.disk_usage(self.input_dir).total if self.input_dir.is_dir() else math.inf  # all it could hold
         try:
             for spec in self.inputs:
                 try:
-                    self._stage_one(spec.uri)
+                    self._stage_one(spec.uri, disk)
                 except TransferError as exc:
-                    raise TransferError(f"input {spec.uri}: {exc}") from None
+                    raise type(exc)(f"input {spec.uri}: {exc}") from None
                 except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
-                    raise TransferError(f"input {spec.uri}: {_reason(exc)}") from None
+                    kind = Unavailable if _not_the_jobs(exc) else TransferError
+                    raise kind(f"input {spec.uri}: {_reason(exc)}") from None
         finally:
             self.staged.ended = time.monotonic()
 
-    def _stage_one(self, uri: str) -> None:
+    def _stage_one(self, uri: str, disk: float) -> None:
         bucket_name, path = split_uri(uri)
         client = self.client()
         bucket = client.bucket(bucket_name)
@@ -223,7 +253,7 @@ class AttemptData:
         if path and not path.endswith("/"):
             blob = bucket.get_blob(path)
             if blob is not None:
-                keys.add(self._download(blob, target))
+                keys.add(self._download(blob, target, disk))
                 self._staged(uri, keys)
                 return
         prefix = f"{path.rstrip('/')}/" if path.strip("/") else ""
@@ -236,7 +266,7 @@ class AttemptData:
             parts = relative.split("/")
             if any(part in ("", ".", "..") for part in parts):
                 raise TransferError(f"object {blob.name} cannot be staged as a file (empty, '.' or '..' in its path)")
-            keys.add(self._download(blob, target.joinpath(*parts)))
+            keys.add(self._download(blob, target.joinpath(*parts), disk))
             found += 1
         if not found:
             raise TransferError("no such object, and no object under it as a prefix" +
@@ -248,10 +278,15 @@ class AttemptData:
         if self.cache is not None:
             self.cache.staged(uri, keys)
 
-    def _download(self, blob, target: Path) -> str | None:
-        """Stage one object (from the cache when it holds it); returns its cache key (None: not kept)."""
+    def _download(self, blob, target: Path, disk: float = math.inf) -> str | None:
+        """Stage one object (from the cache when it holds it); returns its cache key (None: not kept).
+        Inputs that need more than the whole disk (``disk`` bytes) fail as the job's fault."""
         if self.cancel.is_set():
             raise Cancelled("cancelled")
+        self._needed += blob.size or 0
+        if self._needed > disk:
+            raise TransferError(f"the inputs need more than this VM's disk holds in all ({human_bytes(int(disk))}): "
+                                f"{human_bytes(self._needed)} up to {blob.name}")
         target.parent.mkdir(parents=True, exist_ok=True)
         if self.cache is None:
             self._fetch(blob, target)
@@ -262,7 +297,13 @@ class AttemptData:
 
     def _fetch(self, blob, target: Path) -> None:
         with open(target, "wb") as file:
-            blob.download_to_file(_CountingWriter(file, self.staged, self.cancel))
+            try:
+                blob.download_to_file(_CountingWriter(file, self.staged, self.cancel))
+            except Exception as exc:
+                if getattr(exc, "code", None) == 404:  # the generation listed is gone: replaced or deleted since
+                    raise Unavailable(f"object {blob.name} changed while it was staged (generation "
+                                      f"{blob.generation} is gone)") from None
+                raise
 
     # -- uploading -------------------------------------------------------------------------------
     def output_files(self) -> list[tuple[str, Path, os.stat_result]]:
