@@ -13,16 +13,16 @@ where ``<name>`` is ``zen.agent.runner.attempt_name``: ``<job>-<hash of the job 
 attempt (two jobs running at once never share a directory).
 
 An input names an object when one has exactly that name (and its path does not end in ``/``), else
-the prefix: every object under ``<path>/`` (folder placeholders, names ending in ``/``, are no files:
-a prefix holding only those is empty). An input that is neither fails the attempt before the job
-runs, naming the URI; so does any download error: FAILED when the job's (no such input, access
-denied, a bad name, inputs larger than the disk), PREEMPTED when the VM's or the service's (``Unavailable``). An object the VM's warm cache holds
-(``zen.agent.cache``) is copied from there instead of downloaded. Only regular files are uploaded:
-a symbolic link (to a file or a folder) or a special file in ``ZEN_OUTPUT_DIR`` is never followed
-(the agent is root; a link would upload a host file or another job's data) and is named in the final
-report's summary as not uploaded. An upload error fails the attempt
-(FAILED even when the job exited 0), naming the file and the reason (a name that is not UTF-8 is one,
-escaped). Both directories are removed afterwards.
+the prefix: every object under ``<path>/`` (folder placeholders, names ending in ``/``, are no files).
+An input that is neither fails the attempt before the job runs, naming the URI; so does any download
+error: FAILED when the job's (no such input, access denied, a bad name, inputs larger than the disk),
+PREEMPTED when the VM's or the service's (``Unavailable``). An object the VM's warm cache holds
+(``zen.agent.cache``) is copied from there instead of downloaded. Only regular files are uploaded: a
+link (the agent is root: to a host file, another job's data) or a special file is never followed and is
+named in the final report. An upload error fails the attempt (FAILED even when the job exited 0),
+naming the file and the reason (a name that is not UTF-8 is one, escaped). Both directories are removed
+afterwards; while in use the attempt's directory is locked (``flock``): an agent starting removes those
+a dead agent left (``Agent._sweep_work_dir``), never another's.
 
 Transfers run in a worker thread (``zen.agent.attempt.run_in_background``) so the agent keeps
 heartbeating, with the bytes and seconds so far; ``cancel`` stops them between objects, or mid-download.
@@ -31,6 +31,7 @@ heartbeating, with the bytes and seconds so far; ``cancel`` stops them between o
 from __future__ import annotations
 
 import errno
+import fcntl
 import math
 import mimetypes
 import os
@@ -40,6 +41,7 @@ import stat
 import threading
 import time
 from dataclasses import dataclass, field
+from http.client import HTTPException  # a response cut short: the service's fault (_not_the_jobs)
 from pathlib import Path
 from typing import Any, Callable
 
@@ -61,9 +63,8 @@ class Cancelled(TransferError):
 
 
 class Unavailable(TransferError):
-    """Staging failed by the VM's or the service's fault, not the job's (reported PREEMPTED: requeued,
-    no attempt spent): the VM's disk (ENOSPC, EIO), the network, Cloud Storage (5xx, 429, timeouts, after
-    the client's own retries), the VM's credentials, an object replaced while it was staged."""
+    """Staging failed by the VM's or the service's fault, not the job's (reported PREEMPTED): its disk (ENOSPC,
+    EIO), the network, Cloud Storage (5xx, 429: after the client's retries), its credentials, a replaced object."""
 
 
 _JOBS_ERRNOS = {errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.EILSEQ, errno.EINVAL}
@@ -76,11 +77,9 @@ def _not_the_jobs(exc: BaseException) -> bool:
     code = getattr(exc, "code", None)  # google.api_core's errors: the HTTP status
     if isinstance(code, int):
         return code in (401, 408, 429) or code >= 500  # 400 (a bad name), 403, 404...: the job's
-    from http.client import HTTPException  # a response cut short
     from google.api_core.exceptions import RetryError  # the client's retries ran out of time
     from google.auth.exceptions import GoogleAuthError  # the VM's credentials
     from google.cloud.storage.exceptions import DataCorruption, InvalidResponse
-
     return isinstance(exc, (RetryError, GoogleAuthError, DataCorruption, InvalidResponse, HTTPException))
 
 
@@ -178,6 +177,7 @@ class AttemptData:
     cancel: threading.Event = field(default_factory=threading.Event)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # outputs not uploaded: (path, why)
     _needed: int = 0  # bytes of the objects staged so far, against the disk's size
+    _held: int | None = None  # the attempt's directory, open and locked while in use (zen.agent.agent sweeps)
     _client: Any = None
 
     @property
@@ -196,16 +196,23 @@ class AttemptData:
         return {"ZEN_INPUT_DIR": str(self.input_dir), "ZEN_OUTPUT_DIR": str(self.output_dir)}
 
     def prepare(self) -> None:
-        """Fresh, empty directories (a previous run of the same attempt left nothing behind)."""
+        """Fresh, empty directories (a previous run of the same attempt left nothing behind); the attempt's
+        own is locked (``flock``) until ``cleanup``: an agent starting sweeps only unlocked ones away."""
         try:
             shutil.rmtree(self.root, ignore_errors=True)
-            self.input_dir.mkdir(parents=True)
+            self.root.mkdir(parents=True)
+            self._held = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fcntl.flock(self._held, fcntl.LOCK_EX)
+            self.input_dir.mkdir()
             self.output_dir.mkdir()
         except OSError as exc:
             raise Unavailable(f"cannot prepare {self.root}: {exc}") from None
 
     def cleanup(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+        if self._held is not None:
+            os.close(self._held)  # the lock goes with it
+            self._held = None
 
     def client(self):
         if self._client is None:
@@ -228,8 +235,7 @@ class AttemptData:
 
     # -- staging ---------------------------------------------------------------------------------
     def stage(self) -> None:
-        """Download every input into ``input_dir``; raises ``TransferError`` naming the input (``Unavailable``
-        when the VM or the service failed, not the job)."""
+        """Download every input into ``input_dir``; raises ``TransferError`` naming the input (``Unavailable``)."""
         self.staged.started = time.monotonic()
         disk = shutil.disk_usage(self.input_dir).total if self.input_dir.is_dir() else math.inf  # all it could hold
         try:
@@ -269,9 +275,8 @@ class AttemptData:
             keys.add(self._download(blob, target.joinpath(*parts), disk))
             found += 1
         if not found:
-            raise TransferError("no such object, and no object under it as a prefix" +
-                                (f" (only {placeholders} folder placeholder{'s' if placeholders > 1 else ''})"
-                                 if placeholders else ""))
+            only = f" (only {placeholders} folder placeholder{'s' * (placeholders > 1)})" if placeholders else ""
+            raise TransferError(f"no such object, and no object under it as a prefix{only}")
         self._staged(uri, keys)
 
     def _staged(self, uri: str, keys: set[str | None]) -> None:
@@ -308,9 +313,8 @@ class AttemptData:
     # -- uploading -------------------------------------------------------------------------------
     def output_files(self) -> list[tuple[str, Path, os.stat_result]]:
         """(path under ZEN_OUTPUT_DIR, file, its lstat) for every regular file, in name order. Nothing else is
-        followed or uploaded (the agent runs as root: a job's link to a host file, another job's input or
-        a cache entry would upload that file): each symbolic link (to a file or a folder) and each
-        special file is put in ``skipped`` instead, with why."""
+        followed or uploaded (the agent is root: a link to a host file, another job's input or a cache entry
+        would upload that file): each link (to a file or a folder) and special file goes in ``skipped``."""
         files, self.skipped = [], []
         if self.output_dir.is_symlink():
             self.skipped.append((".", "ZEN_OUTPUT_DIR itself is a symbolic link, not followed"))
