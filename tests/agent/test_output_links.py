@@ -81,3 +81,18 @@ def test_the_final_report_names_the_links_not_uploaded_and_the_job_still_succeed
     assert objects(client, "out-bkt") == {"r/ln-1/attempt-1/ok.txt": b"ok"}
     assert "not uploaded (only regular files are): x (a symbolic link, not followed)" in final.message
     assert host_file.read_text() == "credentials: do-not-leak"
+
+
+def test_an_output_dir_replaced_by_a_link_uploads_nothing(client, tmp_path):  # noqa: F811
+    """A plain-process job (local mode) can replace ZEN_OUTPUT_DIR itself: its link is not followed."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "secret.txt").write_text("not the job's")
+    data = attempt_data(tmp_path, outputs="gs://out-bkt/r")
+    data.output_dir.rmdir()
+    os.symlink(elsewhere, data.output_dir)
+
+    data.upload()
+
+    assert objects(client, "out-bkt") == {}
+    assert data.skipped == [(".", "ZEN_OUTPUT_DIR itself is a symbolic link, not followed")]
