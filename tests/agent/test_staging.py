@@ -219,3 +219,23 @@ def test_two_jobs_whose_ids_differ_only_by_colon_and_dash_keep_their_own_outputs
               and m.status.value not in ("CLAIMED", "RUNNING")}
     assert finals == {"exp:1": "SUCCEEDED", "exp-1": "SUCCEEDED"}
     assert objects(client, "out-bkt") == {"r/exp:1/attempt-1/result": b"exp:1", "r/exp-1/attempt-1/result": b"exp-1"}
+
+
+def test_a_prefix_holding_only_folder_placeholders_fails_and_is_not_reported_warm(client, tmp_path):
+    """The placeholders (``empty/``, ``empty/sub/``: what the Console's "create folder" makes) once counted
+    as found: the job ran on an empty directory and the warm cache advertised the input as held."""
+    from zen.agent.cache import InputCache
+
+    bucket = client.bucket("data-bkt")
+    bucket.blob("empty/").upload_from_string(b"")
+    bucket.blob("empty/sub/").upload_from_string(b"")
+    cache = InputCache(tmp_path / "cache", 10_000)
+    data = AttemptData("j1", 1, [InputSpec(uri="gs://data-bkt/empty/")], None, tmp_path / "work", cache=cache)
+    data.prepare()
+
+    with pytest.raises(TransferError) as raised:
+        data.stage()
+
+    assert str(raised.value) == ("input gs://data-bkt/empty/: no such object, and no object under it as a prefix "
+                                 "(only 2 folder placeholders)")
+    assert cache.report() == (None, None)

@@ -54,9 +54,14 @@ the agent exits once all have reported. With one job at a time nothing runs in a
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
+import re
+import shutil
 import threading
 import time
+from pathlib import Path
 from typing import Callable, Mapping
 
 from pydantic import ValidationError
@@ -77,6 +82,7 @@ from zen.joblogs import Sink
 from zen.models import StartMessage, VmState
 
 log = logging.getLogger("zen.agent")
+_ATTEMPT_DIR = re.compile(r"[A-Za-z0-9_.-]+-[0-9a-f]{12}-[0-9]+")  # zen.agent.runner.attempt_name
 
 
 def _about_the_attempt(exc: ValidationError) -> bool:
@@ -134,6 +140,7 @@ class Agent(RunsAttempts, Claims):
 
     def run(self) -> int:
         """Serve jobs until asked to shut down. Returns the process exit code."""
+        self._sweep_work_dir()
         self.transport.open_control()
         self.log.info("agent started", extra={"local": self.local})
         self._vm_beat(force=True)
@@ -177,6 +184,35 @@ class Agent(RunsAttempts, Claims):
         self.reporter.vm(VmState.STOPPING, budget_s=self._shutdown_budget(-VM_STOPPING_S),
                          given_back=self.slots.given_back)
         self.transport.close()  # the control subscription is left to expire (PubSubTransport.close)
+
+    def _sweep_work_dir(self) -> None:
+        """Remove the attempt directories an agent that died left in the work directory (an attempt's is
+        removed when it ends; after a crash, never): those named as attempts whose lock no live agent holds
+        (``zen.agent.staging.AttemptData.prepare``; several agents may share one work directory, as the
+        local stack's do). Never the cache, a link, or anything outside the work directory."""
+        work = Path(self.settings.work_dir).resolve()
+        cache = Path(self.settings.cache_path(self.identity.vm)).resolve()
+        try:
+            found = [e.name for e in os.scandir(work)
+                     if _ATTEMPT_DIR.fullmatch(e.name) and e.is_dir(follow_symlinks=False)]
+        except OSError:
+            return  # no work directory yet
+        for name in found:
+            path = work / name
+            if path == cache or path in cache.parents:
+                continue
+            try:
+                held = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a live agent's attempt
+                shutil.rmtree(path, ignore_errors=True)
+                self.log.warning("attempt directory left by an agent that died removed", extra={"path": str(path)})
+            except OSError:
+                pass
+            finally:
+                os.close(held)
 
     # -- idle ------------------------------------------------------------------------------------
     def _retire(self) -> None:

@@ -1,23 +1,29 @@
 """One attempt's life on the VM once its claim is confirmed, mixed into ``zen.agent.agent.Agent``:
 stage its inputs (``zen.agent.staging``), run it (``zen.agent.runner``), supervise it (RUNNING
 heartbeats, the orders its control messages bring, the VM's shutdown), ship its output
-(``zen.agent.output``), upload its outputs and report how it ended. The loop that pulls and is
+(``zen.agent.output``), upload its outputs and report how it ended; ``transfer`` runs a staging or an
+upload in the background while the attempt heartbeats. The loop that pulls and is
 offered starts, claims them and keeps the VM's slots, pull limits and VM heartbeats is ``Agent``'s.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import threading
+import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from zen.agent.output import AttemptOutput
 from zen.agent.reports import AttemptReport
 from zen.agent.runner import CannotRun, JobSpec, RunningJob
-from zen.agent.staging import AttemptData, Progress, transfer
+from zen.agent.staging import AttemptData, Progress, TransferError, Unavailable
 from zen.models import AgentStatus, ControlAction, ControlMessage, StartMessage
 from zen.text import escape_unstorable
 
+log = logging.getLogger("zen.agent.attempt")
+SHUTDOWN_JOIN_S = 1.0  # a transfer the VM's shutdown cut short is waited for this long at most
 SLICE_S = 0.2  # longest uninterrupted wait: how fast a shutdown request is noticed
 FINAL_BUDGET_S = 300.0  # how long a final report is retried (a lost one costs a rerun)
 SHUTDOWN_BUDGET_S = 5.0  # per report while shutting down, at most (a preempted VM has ~30 s in all)
@@ -50,14 +56,25 @@ class RunsAttempts:
         settings = self.settings
         output = AttemptOutput(start.job_id, start.attempt, self.identity.vm, self.sink, settings.output,
                                settings.tail_bytes)
-        data = self._attempt_data(start)
+        data, limit = self._attempt_data(start), start.max_runtime_s
+        runtime, over = limit, f"zen: killed after exceeding max_runtime_s={limit}"
         if data is not None:
-            cut = self._transfer(attempt, data, "staging inputs", data.staged, lambda: (data.prepare(), data.stage()))
+            began = time.monotonic()
+            cut = self._transfer(attempt, data, "staging inputs", data.staged, lambda: (data.prepare(), data.stage()),
+                                 unavailable=f"zen: VM {self.identity.vm} could not stage the job's inputs (requeued)",
+                                 limit_s=limit, over=f"zen: staging exceeded max_runtime_s={limit}")
             if cut is not None:  # the job never ran: nothing to upload
                 self._end(attempt, output, None, *cut, data=data)
                 return
+            if limit is not None and data.inputs:  # staging counts against it: the job has what is left
+                runtime = limit - (staged_s := time.monotonic() - began)
+                over += f" (staging its inputs took {staged_s:.1f} s of it)"
+                if runtime <= 0:  # done just past it, between two looks
+                    self._end(attempt, output, None, AgentStatus.FAILED, f"zen: staging exceeded max_runtime_s={limit} "
+                              f"({data.staged.describe()} done)", data=data)
+                    return
         spec = JobSpec(job_id=start.job_id, attempt=start.attempt, command=start.command, image=start.image,
-                       env=dict(start.env), max_runtime_s=start.max_runtime_s,
+                       env=dict(start.env), max_runtime_s=runtime,
                        stop_grace_s=settings.stop_grace_s, data_dirs=data.env() if data else {},
                        gpu_ids=gpu_ids or None)  # (): the VM runs one job at a time, the job sees every GPU
         try:
@@ -66,7 +83,8 @@ class RunsAttempts:
         except CannotRun as exc:
             self.log.error("job cannot run here", extra={**fields, "reason": str(exc)})
             output.add("zen", f"zen agent: {exc}")
-            self._end(attempt, output, 127, AgentStatus.FAILED, f"zen agent: {exc}", data=data, upload=True)
+            self._end(attempt, output, 127, AgentStatus.FAILED, f"zen agent: {exc}", data=data, upload=True,
+                      limit_s=limit)
             return
         if job.launch.container:
             self.cache.ran_image(spec.image)  # the image is on this VM now
@@ -74,7 +92,7 @@ class RunsAttempts:
         self.log.info("job started", extra={**fields, "pid": job.pid, "container": job.launch.container,
                                              "command": spec.command, "image": spec.image, "gpu_ids": spec.gpu_ids})
         try:
-            final, note = self._supervise(job, attempt)
+            final, note = self._supervise(job, attempt, over)
         except BaseException:
             job.stop(settings.stop_grace_s)  # never leave a job running unsupervised
             self._close_output(output, "zen agent error; the attempt was stopped", SHUTDOWN_BUDGET_S)
@@ -88,27 +106,33 @@ class RunsAttempts:
             final = AgentStatus.SUCCEEDED if outcome.exit_code == 0 else AgentStatus.FAILED
         self.log.info("job ended", extra={**fields, "status": final.value, "exit_code": outcome.exit_code,
                                           "elapsed_s": round(job.elapsed_s(), 3), "pid": job.pid})
-        self._end(attempt, output, outcome.exit_code, final, note, data=data, upload=True, tail=outcome.tail)
+        self._end(attempt, output, outcome.exit_code, final, note, data=data, upload=True, tail=outcome.tail,
+                  limit_s=limit)
 
     def _end(self, attempt: AttemptReport, output: AttemptOutput, exit_code: int | None, final: AgentStatus,
-             note: str | None, *, data: AttemptData | None, upload: bool = False, tail: str = "") -> None:
+             note: str | None, *, data: AttemptData | None, upload: bool = False, tail: str = "",
+             limit_s: float | None = None) -> None:
         """Upload the outputs, close the output, send the final report; the attempt's directories are
         removed and its end counted whatever happens meanwhile.
 
         The status reported is the job's own (``final``: its exit code, or how the agent ended it), never
         the upload's: a STOP during the upload is ignored (the job has ended or was stopped already; Zen
         repeats STOP to every RUNNING heartbeat of a stopping job, and a STOP that cut the upload lost a
-        stopped job's checkpoint), and only the VM's shutdown cuts it. An upload that failed or was cut
-        fails a job that exited 0 (its outputs are incomplete) and leaves any other status as it was, with
-        a note. The exception: a job that exited 0 whose upload the VM's shutdown cut is PREEMPTED, so Zen
-        requeues it (a preemption spends no attempt), as it would had the VM died without a word (the
-        sweep's LOST): its outputs are not all saved, and an infrastructure event must not fail it for
-        good. A job that failed on its own stays FAILED with its exit code (requeued it would run its
-        failure again); one stopped or preempted before stays STOPPED or PREEMPTED."""
+        stopped job's checkpoint); only the VM's shutdown cuts it, or its budget: ``limit_s`` (the job's
+        ``max_runtime_s``) from the job's end. A job may run that long; its outputs get as long again, so an
+        attempt holds its VM about twice ``max_runtime_s`` at most, however its upload goes (a constant
+        would be too short for a long job's checkpoints, and no bound for a short one's). An upload that
+        failed or was cut fails a job that exited 0 (its outputs are incomplete) and leaves any other
+        status as it was, with a note. The exception: a job that exited 0 whose upload the VM's shutdown
+        cut is PREEMPTED, so Zen requeues it (a preemption spends no attempt), as it would had the VM died
+        without a word (the sweep's LOST): its outputs are not all saved, and an infrastructure event must
+        not fail it for good. A job that failed on its own stays FAILED with its exit code (requeued it
+        would run its failure again); one stopped or preempted before stays STOPPED or PREEMPTED."""
         try:
             if data is not None and upload:
                 cut = self._transfer(attempt, data, "uploading outputs", data.uploaded, data.upload,
-                                     shutdown_grace_s=UPLOAD_GRACE_S, stops=False)
+                                     shutdown_grace_s=UPLOAD_GRACE_S, stops=False, limit_s=limit_s,
+                                     over=f"zen: uploading outputs exceeded its budget, max_runtime_s={limit_s}")
                 if cut is not None and final is AgentStatus.SUCCEEDED:
                     final = cut[0] if cut[0] in (AgentStatus.PREEMPTED, AgentStatus.STOPPED) else AgentStatus.FAILED
                 if cut is not None:
@@ -141,12 +165,14 @@ class RunsAttempts:
                            Path(self.settings.work_dir), project=self.identity.project, cache=self.cache)
 
     def _transfer(self, attempt: AttemptReport, data: AttemptData, what: str, progress: Progress,
-                  work: Callable[[], None], shutdown_grace_s: float = 0.0,
-                  stops: bool = True) -> tuple[AgentStatus, str] | None:
-        """``zen.agent.staging.transfer``, heartbeating this attempt; the status and note if it was cut or failed."""
+                  work: Callable[[], None], shutdown_grace_s: float = 0.0, stops: bool = True,
+                  unavailable: str | None = None, limit_s: float | None = None,
+                  over: str = "") -> tuple[AgentStatus, str] | None:
+        """``transfer``, heartbeating this attempt; the status and note if it was cut or failed."""
         cut = transfer(data, what, progress, work, listen=lambda *a, **kw: self._listen(attempt, *a, **kw),
                        stopping=lambda: self.stopping, clock=self._clock, vm=self.identity.vm,
                        shutdown_grace_s=shutdown_grace_s, grace_s=self.settings.stop_grace_s, stops=stops,
+                       unavailable=unavailable, limit_s=limit_s, over=over,
                        shutdown_left=lambda: self._shutdown_left(SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S),
                        report_left=lambda: attempt.report_by - self._clock())
         if cut is not None:
@@ -154,11 +180,11 @@ class RunsAttempts:
                                                          "status": cut[0].value, "reason": cut[1]})
         return cut
 
-    def _supervise(self, job: RunningJob, attempt: AttemptReport) -> tuple[AgentStatus | None, str | None]:
+    def _supervise(self, job: RunningJob, attempt: AttemptReport, over: str) -> tuple[AgentStatus | None, str | None]:
         """Heartbeat until the job ends, is stopped, runs out of time, or the agent shuts down.
 
         Returns the final status when the agent decided it (else the exit code decides) and a note
-        to put before the output tail.
+        to put before the output tail (``over``: the job ran out of time).
         """
         settings = self.settings
         fields = {"job_id": attempt.job_id, "attempt": attempt.attempt}
@@ -173,7 +199,7 @@ class RunsAttempts:
                 self.log.warning("stopping the job: max_runtime_s exceeded", extra={
                     **fields, "max_runtime_s": job.spec.max_runtime_s})
                 job.stop(settings.stop_grace_s)
-                return AgentStatus.FAILED, f"zen: killed after exceeding max_runtime_s={job.spec.max_runtime_s}"
+                return AgentStatus.FAILED, over
             next_beat, order = self._listen(attempt, next_beat)
             if order is None:
                 continue
@@ -230,3 +256,94 @@ def _seconds(text: str | None) -> float | None:
     except ValueError:
         return None
     return value if value is not None and math.isfinite(value) and value >= 0 else None
+
+
+def run_in_background(work: Callable[[], None], tick: Callable[[], bool], cancel: threading.Event,
+                      grace_s: float | Callable[[], float] = 10.0) -> BaseException | None:
+    """Run ``work`` in a thread, calling ``tick`` (which waits a little, e.g. for a control message)
+    until it ends. When ``tick`` returns True the work is cancelled and waited for ``grace_s`` at most
+    (a callable: asked then); past it, it is left to end by itself (a daemon thread). Returns the
+    work's exception, if any."""
+    outcome: dict[str, BaseException] = {}
+
+    def target() -> None:
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="zen-transfer", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        if tick():
+            cancel.set()
+            thread.join(grace_s() if callable(grace_s) else grace_s)
+            break
+    return outcome.get("error")
+
+
+def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[], Any], *, listen: Callable,
+             stopping: Callable[[], bool], clock: Callable[[], float], vm: str, shutdown_grace_s: float = 0.0,
+             grace_s: float = 10.0, stops: bool = True, shutdown_left: Callable[[], float] = lambda: math.inf,
+             report_left: Callable[[], float] = lambda: math.inf, unavailable: str | None = None,
+             limit_s: float | None = None, over: str = "") -> tuple[AgentStatus, str] | None:
+    """Run one transfer (``work``: staging or uploading) in the background while the agent's ``listen``
+    heartbeats the attempt with its progress. Returns the status and note when it failed (FAILED), a
+    STOP came (STOPPED), or the agent is shutting down and ``shutdown_grace_s`` ran out, or
+    ``shutdown_left()`` (the seconds by which the transfer must be over) came within ``SHUTDOWN_JOIN_S``
+    (PREEMPTED). A transfer cut by a shutdown is waited for ``SHUTDOWN_JOIN_S`` at most, else ``grace_s``.
+
+    ``stops`` False (the upload after the job ended): a STOP is acked and ignored. The job has ended
+    or was stopped already, and Zen answers every RUNNING heartbeat of a stopping job with STOP again:
+    a STOP that cut the upload lost a stopped job's checkpoint (written on SIGTERM). What bounds that
+    upload is ``report_left()``: the seconds until Zen must have the stopped job's final report (a
+    STOP's ``answer_within_s``, less the report's own time); at 0 the upload is cut (STOPPED), so the
+    report tells the truth before Zen ends the job without it.
+
+    ``unavailable`` (staging): the note, before the reason, of a transfer that failed by the VM's or the
+    service's fault (``zen.agent.staging.Unavailable``), reported PREEMPTED so Zen requeues the job
+    without spending an attempt (``zen.lifecycle.FREE_PREEMPTIONS`` times); any other failure is FAILED.
+
+    ``limit_s``: the transfer's own bound (``max_runtime_s``: a stage that takes longer ends the attempt,
+    as would the job running longer), in real seconds (``time.monotonic``, as ``RunningJob`` counts the
+    job's); past it the transfer is cut, FAILED with ``over`` and what was done."""
+    cut: list[tuple[AgentStatus, str]] = []
+    next_beat, shutdown_at, join_s = clock(), None, grace_s
+    limit_at = time.monotonic() + limit_s if limit_s is not None else math.inf
+
+    def tick() -> bool:
+        nonlocal next_beat, shutdown_at, join_s
+        if stopping():
+            shutdown_at = shutdown_at or clock() + shutdown_grace_s
+            if clock() >= shutdown_at or shutdown_left() <= SHUTDOWN_JOIN_S:
+                cut.append((AgentStatus.PREEMPTED, f"zen: VM {vm} shut down while {what}"))
+                join_s = min(grace_s, SHUTDOWN_JOIN_S)
+                return True
+        if report_left() <= 0:
+            cut.append((AgentStatus.STOPPED, f"zen: stopped while {what}: cut when Zen's stop deadline came "
+                                             f"({progress.describe()} done)"))
+            join_s = min(grace_s, SHUTDOWN_JOIN_S)
+            return True
+        if time.monotonic() >= limit_at:
+            cut.append((AgentStatus.FAILED, f"{over} ({progress.describe()} done)"))
+            join_s = min(grace_s, SHUTDOWN_JOIN_S)
+            return True
+        next_beat, order = listen(next_beat, message=f"zen: {what}: {progress.describe()} so far",
+                                  data=data.heartbeat_fields())
+        if order is not None and order.action is ControlAction.STOP:
+            if stops:
+                cut.append((AgentStatus.STOPPED, f"zen: stopped while {what} ({order.reason or 'stop requested'})"))
+            else:
+                log.info(f"stop ignored while {what}: the job has ended", extra={
+                    "job_id": data.job_id, "attempt": data.attempt, "reason": order.reason})
+        return bool(cut)
+
+    error = run_in_background(work, tick, data.cancel, lambda: join_s)
+    if cut:
+        return cut[0]
+    if isinstance(error, Unavailable) and unavailable:
+        return AgentStatus.PREEMPTED, f"{unavailable}: {error}"
+    if error is not None:
+        reason = str(error) if isinstance(error, TransferError) else f"zen agent error: {error!r}"
+        return AgentStatus.FAILED, f"zen: {reason}"
+    return None

@@ -10,8 +10,10 @@ it pulled, so Zen can send the next job that needs them here first (``zen.routin
   its copy; the cache keeps its own). A miss is downloaded into ``ZEN_INPUT_DIR``, then copied in.
 - **Bounded, LRU.** ``ZEN_AGENT_CACHE_BYTES`` (default 20 GB; 0: no cache) bounds the files under
   ``ZEN_AGENT_CACHE_DIR`` (default ``<work dir>/.cache/<VM name>``): the least recently used go
-  first, and an object larger than the bound is not kept. The directory outlives the agent: a restarted agent
-  finds its entries again (their modification time is their last use).
+  first, and an object larger than the bound is not kept. The bytes held are a running total, updated as
+  entries come and go: keeping an object costs what it evicts, never a pass over every entry (the lock
+  it holds also guards the VM heartbeat's ``report``). The directory outlives the agent: a restarted
+  agent finds its entries again (their modification time is their last use).
 - **Reported** in every VM heartbeat (``VmHeartbeat.cached_inputs``): the job inputs, as jobs name
   them (``gs://`` object or prefix URIs), whose every object the cache holds, most recently used
   first, at most ``REPORTED``. Inputs rather than object digests because Zen knows a job's inputs by
@@ -60,6 +62,7 @@ class InputCache:
         self.images_keep, self._forget_image = images_keep, forget_image
         self._lock = threading.Lock()
         self._entries: OrderedDict[str, int] = OrderedDict()  # key -> bytes, least recently used first
+        self._bytes = 0  # sum of _entries' sizes, kept as they change (summing them on each keep was quadratic)
         self._inputs: OrderedDict[str, frozenset[str]] = OrderedDict()  # input URI -> its objects' keys
         self._images: OrderedDict[str, None] = OrderedDict()
         self.hits = self.misses = self.hit_bytes = 0
@@ -77,6 +80,7 @@ class InputCache:
                 found.append((stat.st_mtime, path.name, stat.st_size))
         for _, key, size in sorted(found):
             self._entries[key] = size
+            self._bytes += size
         self._evict()
 
     def fetch(self, blob: Any, target: Path, download: Callable[[Path], None]) -> bool:
@@ -123,6 +127,7 @@ class InputCache:
             log.warning("object not cached", extra={"key": key, "error": str(exc)})
             return
         with self._lock:
+            self._bytes += size - self._entries.get(key, 0)  # the same key kept twice (two misses at once) counts once
             self._entries[key] = size
             self._entries.move_to_end(key)
         self._evict()
@@ -130,15 +135,16 @@ class InputCache:
     def _evict(self) -> None:
         with self._lock:
             gone = []
-            while self._entries and sum(self._entries.values()) > self.max_bytes:
-                key, _ = self._entries.popitem(last=False)
+            while self._entries and self._bytes > self.max_bytes:
+                key, size = self._entries.popitem(last=False)
+                self._bytes -= size
                 gone.append(key)
         for key in gone:
             (self.directory / key).unlink(missing_ok=True)
 
     def _drop(self, key: str) -> None:
         with self._lock:
-            self._entries.pop(key, None)
+            self._bytes -= self._entries.pop(key, 0)
         (self.directory / key).unlink(missing_ok=True)
 
     def staged(self, uri: str, keys: set[str | None]) -> None:

@@ -13,37 +13,45 @@ where ``<name>`` is ``zen.agent.runner.attempt_name``: ``<job>-<hash of the job 
 attempt (two jobs running at once never share a directory).
 
 An input names an object when one has exactly that name (and its path does not end in ``/``), else
-the prefix: every object under ``<path>/``. An input that is neither fails the attempt before the
-job runs, naming the URI; so does any download error. An object the VM's warm cache holds
-(``zen.agent.cache``) is copied from there instead of downloaded. An upload error fails the attempt
-(FAILED even when the job exited 0), naming the file and the reason (a name that is not UTF-8 is one,
-escaped). Both directories are removed afterwards.
+the prefix: every object under ``<path>/`` (folder placeholders, names ending in ``/``, are no files).
+An input that is neither fails the attempt before the job runs, naming the URI; so does any download
+error: FAILED when the job's (no such input, access denied, a bad name, inputs larger than the disk),
+PREEMPTED when the VM's or the service's (``Unavailable``). An object the VM's warm cache holds
+(``zen.agent.cache``) is copied from there instead of downloaded. Only regular files are uploaded: a
+link (the agent is root: to a host file, another job's data) or a special file is never followed and is
+named in the final report. An upload error fails the attempt (FAILED even when the job exited 0),
+naming the file and the reason (a name that is not UTF-8 is one, escaped). Both directories are removed
+afterwards; while in use the attempt's directory is locked (``flock``): an agent starting removes those
+a dead agent left (``Agent._sweep_work_dir``), never another's.
 
-Transfers run in a worker thread (``run_in_background``) so the agent keeps heartbeating, with the
-bytes and seconds so far; ``cancel`` stops them between objects, or mid-download.
+Transfers run in a worker thread (``zen.agent.attempt.run_in_background``) so the agent keeps
+heartbeating, with the bytes and seconds so far; ``cancel`` stops them between objects, or mid-download.
 """
 
 from __future__ import annotations
 
-import logging
+import errno
+import fcntl
 import math
+import mimetypes
 import os
 import re
 import shutil
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
+from http.client import HTTPException  # a response cut short: the service's fault (_not_the_jobs)
 from pathlib import Path
 from typing import Any, Callable
 
 from zen.agent.cache import InputCache, object_key
 from zen.agent.runner import attempt_name
 from zen.gcs import input_name, output_destination, split_uri
-from zen.models import AgentStatus, ControlAction, InputSpec
+from zen.models import InputSpec
 from zen.text import escape_unstorable, unstorable_problem
 
-log = logging.getLogger("zen.agent.staging")
-SHUTDOWN_JOIN_S = 1.0  # a transfer the VM's shutdown cut short is waited for this long at most
+SKIPPED_NAMED = 5  # outputs not uploaded (not regular files) named in the final report, at most
 
 
 class TransferError(Exception):
@@ -52,6 +60,27 @@ class TransferError(Exception):
 
 class Cancelled(TransferError):
     pass
+
+
+class Unavailable(TransferError):
+    """Staging failed by the VM's or the service's fault, not the job's (reported PREEMPTED): its disk (ENOSPC,
+    EIO), the network, Cloud Storage (5xx, 429: after the client's retries), its credentials, a replaced object."""
+
+
+_JOBS_ERRNOS = {errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.EILSEQ, errno.EINVAL}
+
+
+def _not_the_jobs(exc: BaseException) -> bool:
+    """Whether a staging error is the VM's or the service's (``Unavailable``) rather than the job's."""
+    if isinstance(exc, OSError):  # the VM's disk, or the network (requests' errors are OSErrors)
+        return exc.errno not in _JOBS_ERRNOS  # those: names this filesystem cannot hold, or that clash
+    code = getattr(exc, "code", None)  # google.api_core's errors: the HTTP status
+    if isinstance(code, int):
+        return code in (401, 408, 429) or code >= 500  # 400 (a bad name), 403, 404...: the job's
+    from google.api_core.exceptions import RetryError  # the client's retries ran out of time
+    from google.auth.exceptions import GoogleAuthError  # the VM's credentials
+    from google.cloud.storage.exceptions import DataCorruption, InvalidResponse
+    return isinstance(exc, (RetryError, GoogleAuthError, DataCorruption, InvalidResponse, HTTPException))
 
 
 @dataclass
@@ -91,6 +120,30 @@ def _reason(exc: BaseException) -> str:
     return (text or type(exc).__name__)[:500]
 
 
+class _Skipped(Exception):
+    """An output not uploaded: the message says why."""
+
+
+def _not_regular(mode: int) -> str:
+    return "a symbolic link, not followed" if stat.S_ISLNK(mode) else "not a regular file"
+
+
+def _open_listed(path: Path, listed: os.stat_result):
+    """``path`` opened for reading without following a link (``O_NOFOLLOW``; ``O_NONBLOCK``: a fifo never
+    blocks), only if it is a regular file (``fstat``) and still the file listed (device and inode: a
+    folder on its way swapped for a link leads elsewhere); raises ``_Skipped`` saying why not."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise _Skipped(_not_regular(stat.S_IFLNK) if exc.errno == errno.ELOOP else f"unreadable: {exc.strerror}")
+    found = os.fstat(fd)
+    if not stat.S_ISREG(found.st_mode) or (found.st_dev, found.st_ino) != (listed.st_dev, listed.st_ino):
+        os.close(fd)
+        raise _Skipped(_not_regular(found.st_mode) if not stat.S_ISREG(found.st_mode) else "replaced after it "
+                       "was listed, not followed")
+    return os.fdopen(fd, "rb")
+
+
 class _CountingWriter:
     """A file the client downloads into: counts the bytes, and stops the download when cancelled."""
 
@@ -122,6 +175,9 @@ class AttemptData:
     staged: Progress = field(default_factory=Progress)
     uploaded: Progress = field(default_factory=Progress)
     cancel: threading.Event = field(default_factory=threading.Event)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # outputs not uploaded: (path, why)
+    _needed: int = 0  # bytes of the objects staged so far, against the disk's size
+    _held: int | None = None  # the attempt's directory, open and locked while in use (zen.agent.agent sweeps)
     _client: Any = None
 
     @property
@@ -140,16 +196,23 @@ class AttemptData:
         return {"ZEN_INPUT_DIR": str(self.input_dir), "ZEN_OUTPUT_DIR": str(self.output_dir)}
 
     def prepare(self) -> None:
-        """Fresh, empty directories (a previous run of the same attempt left nothing behind)."""
+        """Fresh, empty directories (a previous run of the same attempt left nothing behind); the attempt's
+        own is locked (``flock``) until ``cleanup``: an agent starting sweeps only unlocked ones away."""
         try:
             shutil.rmtree(self.root, ignore_errors=True)
-            self.input_dir.mkdir(parents=True)
+            self.root.mkdir(parents=True)
+            self._held = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fcntl.flock(self._held, fcntl.LOCK_EX)
+            self.input_dir.mkdir()
             self.output_dir.mkdir()
         except OSError as exc:
-            raise TransferError(f"cannot prepare {self.root}: {exc}") from None
+            raise Unavailable(f"cannot prepare {self.root}: {exc}") from None
 
     def cleanup(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+        if self._held is not None:
+            os.close(self._held)  # the lock goes with it
+            self._held = None
 
     def client(self):
         if self._client is None:
@@ -161,7 +224,7 @@ class AttemptData:
 
                     self._client = storage.Client(project=self.project)
             except Exception as exc:  # noqa: BLE001 - e.g. no credentials
-                raise TransferError(f"no Cloud Storage client: {_reason(exc)}") from None
+                raise Unavailable(f"no Cloud Storage client: {_reason(exc)}") from None
         return self._client
 
     def destination(self) -> str | None:
@@ -172,20 +235,22 @@ class AttemptData:
 
     # -- staging ---------------------------------------------------------------------------------
     def stage(self) -> None:
-        """Download every input into ``input_dir``; raises ``TransferError`` naming the input."""
+        """Download every input into ``input_dir``; raises ``TransferError`` naming the input (``Unavailable``)."""
         self.staged.started = time.monotonic()
+        disk = shutil.disk_usage(self.input_dir).total if self.input_dir.is_dir() else math.inf  # all it could hold
         try:
             for spec in self.inputs:
                 try:
-                    self._stage_one(spec.uri)
+                    self._stage_one(spec.uri, disk)
                 except TransferError as exc:
-                    raise TransferError(f"input {spec.uri}: {exc}") from None
+                    raise type(exc)(f"input {spec.uri}: {exc}") from None
                 except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
-                    raise TransferError(f"input {spec.uri}: {_reason(exc)}") from None
+                    kind = Unavailable if _not_the_jobs(exc) else TransferError
+                    raise kind(f"input {spec.uri}: {_reason(exc)}") from None
         finally:
             self.staged.ended = time.monotonic()
 
-    def _stage_one(self, uri: str) -> None:
+    def _stage_one(self, uri: str, disk: float) -> None:
         bucket_name, path = split_uri(uri)
         client = self.client()
         bucket = client.bucket(bucket_name)
@@ -194,32 +259,39 @@ class AttemptData:
         if path and not path.endswith("/"):
             blob = bucket.get_blob(path)
             if blob is not None:
-                keys.add(self._download(blob, target))
+                keys.add(self._download(blob, target, disk))
                 self._staged(uri, keys)
                 return
         prefix = f"{path.rstrip('/')}/" if path.strip("/") else ""
-        found = False
+        found = placeholders = 0
         for blob in client.list_blobs(bucket_name, prefix=prefix):
-            found = True
             relative = blob.name[len(prefix):]
             if relative.endswith("/") or not relative:
-                continue  # a folder placeholder
+                placeholders += 1  # a folder placeholder: no file; the prefix counts as empty without others
+                continue
             parts = relative.split("/")
             if any(part in ("", ".", "..") for part in parts):
                 raise TransferError(f"object {blob.name} cannot be staged as a file (empty, '.' or '..' in its path)")
-            keys.add(self._download(blob, target.joinpath(*parts)))
+            keys.add(self._download(blob, target.joinpath(*parts), disk))
+            found += 1
         if not found:
-            raise TransferError("no such object, and no object under it as a prefix")
+            only = f" (only {placeholders} folder placeholder{'s' * (placeholders > 1)})" if placeholders else ""
+            raise TransferError(f"no such object, and no object under it as a prefix{only}")
         self._staged(uri, keys)
 
     def _staged(self, uri: str, keys: set[str | None]) -> None:
         if self.cache is not None:
             self.cache.staged(uri, keys)
 
-    def _download(self, blob, target: Path) -> str | None:
-        """Stage one object (from the cache when it holds it); returns its cache key (None: not kept)."""
+    def _download(self, blob, target: Path, disk: float = math.inf) -> str | None:
+        """Stage one object (from the cache when it holds it); returns its cache key (None: not kept).
+        Inputs that need more than the whole disk (``disk`` bytes) fail as the job's fault."""
         if self.cancel.is_set():
             raise Cancelled("cancelled")
+        self._needed += blob.size or 0
+        if self._needed > disk:
+            raise TransferError(f"the inputs need more than this VM's disk holds in all ({human_bytes(int(disk))}): "
+                                f"{human_bytes(self._needed)} up to {blob.name}")
         target.parent.mkdir(parents=True, exist_ok=True)
         if self.cache is None:
             self._fetch(blob, target)
@@ -230,22 +302,43 @@ class AttemptData:
 
     def _fetch(self, blob, target: Path) -> None:
         with open(target, "wb") as file:
-            blob.download_to_file(_CountingWriter(file, self.staged, self.cancel))
+            try:
+                blob.download_to_file(_CountingWriter(file, self.staged, self.cancel))
+            except Exception as exc:
+                if getattr(exc, "code", None) == 404:  # the generation listed is gone: replaced or deleted since
+                    raise Unavailable(f"object {blob.name} changed while it was staged (generation "
+                                      f"{blob.generation} is gone)") from None
+                raise
 
     # -- uploading -------------------------------------------------------------------------------
-    def output_files(self) -> list[tuple[str, Path]]:
-        """(path under ZEN_OUTPUT_DIR, file) for every regular file, in name order."""
-        files = []
-        for folder, dirs, names in os.walk(self.output_dir):
+    def output_files(self) -> list[tuple[str, Path, os.stat_result]]:
+        """(path under ZEN_OUTPUT_DIR, file, its lstat) for every regular file, in name order. Nothing else is
+        followed or uploaded (the agent is root: a link to a host file, another job's input or a cache entry
+        would upload that file): each link (to a file or a folder) and special file goes in ``skipped``."""
+        files, self.skipped = [], []
+        if self.output_dir.is_symlink():
+            self.skipped.append((".", "ZEN_OUTPUT_DIR itself is a symbolic link, not followed"))
+            return files
+        for folder, dirs, names in os.walk(self.output_dir):  # followlinks=False: a linked folder is not entered
             dirs.sort()
-            for name in sorted(names):
+            for name in sorted(dirs + names):
                 path = Path(folder, name)
-                if path.is_file():
-                    files.append((path.relative_to(self.output_dir).as_posix(), path))
+                relative = path.relative_to(self.output_dir).as_posix()
+                try:
+                    listed = path.lstat()
+                except OSError as exc:
+                    self.skipped.append((relative, f"unreadable: {exc.strerror}"))
+                    continue
+                if stat.S_ISREG(listed.st_mode):
+                    files.append((relative, path, listed))
+                elif not stat.S_ISDIR(listed.st_mode):
+                    self.skipped.append((relative, _not_regular(listed.st_mode)))
         return files
 
     def upload(self) -> None:
-        """Upload every file of ``output_dir`` under ``destination()``; raises ``TransferError``."""
+        """Upload every file of ``output_dir`` under ``destination()``; raises ``TransferError``. Each file
+        is opened without following a link, and only the regular file listed is sent (from the file opened):
+        a file or folder the job swaps for a link after the listing is skipped too."""
         self.uploaded.started = time.monotonic()
         try:
             destination = self.destination()
@@ -258,20 +351,28 @@ class AttemptData:
             bucket = self.client().bucket(bucket_name)
             from google.cloud.storage.retry import DEFAULT_RETRY  # with the client: only for jobs with outputs
 
-            for relative, path in files:
+            for relative, path, listed in files:
                 if self.cancel.is_set():
                     raise Cancelled(f"upload cancelled after {self.uploaded.files} of {len(files)} files")
                 if unstorable_problem(relative):  # a name that is not UTF-8 (os.walk: lone surrogates)
                     raise TransferError(f"upload of {escape_unstorable(relative)} failed after {self.uploaded.files} "
                                         f"of {len(files)} files: its name is not UTF-8, as Cloud Storage's must be")
                 try:
-                    # Retried on transient errors: the name is this attempt's alone, so a repeat is harmless.
-                    bucket.blob(prefix + relative).upload_from_filename(str(path), retry=DEFAULT_RETRY)
-                except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
-                    raise TransferError(f"upload of {relative} to {destination}{relative} failed after "
-                                        f"{self.uploaded.files} of {len(files)} files: {_reason(exc)}") from None
+                    file = _open_listed(path, listed)
+                except _Skipped as skipped:
+                    self.skipped.append((relative, str(skipped)))
+                    continue
+                with file:
+                    size = os.fstat(file.fileno()).st_size
+                    try:
+                        # Retried on transient errors: the name is this attempt's alone, so a repeat is harmless.
+                        bucket.blob(prefix + relative).upload_from_file(
+                            file, size=size, content_type=mimetypes.guess_type(relative)[0], retry=DEFAULT_RETRY)
+                    except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
+                        raise TransferError(f"upload of {relative} to {destination}{relative} failed after "
+                                            f"{self.uploaded.files} of {len(files)} files: {_reason(exc)}") from None
                 self.uploaded.files += 1
-                self.uploaded.bytes += path.stat().st_size
+                self.uploaded.bytes += size
         finally:
             self.uploaded.ended = time.monotonic()
 
@@ -291,79 +392,8 @@ class AttemptData:
             parts.append(f"staged {self.staged.describe()}")
         if self.outputs and self.uploaded.started is not None:
             parts.append(f"uploaded {self.uploaded.describe()} to {self.destination()}")
+        if self.skipped:
+            named = ", ".join(f"{escape_unstorable(name)} ({why})" for name, why in self.skipped[:SKIPPED_NAMED])
+            more = f" and {len(self.skipped) - SKIPPED_NAMED} more" if len(self.skipped) > SKIPPED_NAMED else ""
+            parts.append(f"not uploaded (only regular files are): {named}{more}")
         return f"zen: {'; '.join(parts)}" if parts else ""
-
-
-def run_in_background(work: Callable[[], None], tick: Callable[[], bool], cancel: threading.Event,
-                      grace_s: float | Callable[[], float] = 10.0) -> BaseException | None:
-    """Run ``work`` in a thread, calling ``tick`` (which waits a little, e.g. for a control message)
-    until it ends. When ``tick`` returns True the work is cancelled and waited for ``grace_s`` at most
-    (a callable: asked then); past it, it is left to end by itself (a daemon thread). Returns the
-    work's exception, if any."""
-    outcome: dict[str, BaseException] = {}
-
-    def target() -> None:
-        try:
-            work()
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=target, name="zen-transfer", daemon=True)
-    thread.start()
-    while thread.is_alive():
-        if tick():
-            cancel.set()
-            thread.join(grace_s() if callable(grace_s) else grace_s)
-            break
-    return outcome.get("error")
-
-
-def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[], Any], *, listen: Callable,
-             stopping: Callable[[], bool], clock: Callable[[], float], vm: str, shutdown_grace_s: float = 0.0,
-             grace_s: float = 10.0, stops: bool = True, shutdown_left: Callable[[], float] = lambda: math.inf,
-             report_left: Callable[[], float] = lambda: math.inf) -> tuple[AgentStatus, str] | None:
-    """Run one transfer (``work``: staging or uploading) in the background while the agent's ``listen``
-    heartbeats the attempt with its progress. Returns the status and note when it failed (FAILED), a
-    STOP came (STOPPED), or the agent is shutting down and ``shutdown_grace_s`` ran out, or
-    ``shutdown_left()`` (the seconds by which the transfer must be over) came within ``SHUTDOWN_JOIN_S``
-    (PREEMPTED). A transfer cut by a shutdown is waited for ``SHUTDOWN_JOIN_S`` at most, else ``grace_s``.
-
-    ``stops`` False (the upload after the job ended): a STOP is acked and ignored. The job has ended
-    or was stopped already, and Zen answers every RUNNING heartbeat of a stopping job with STOP again:
-    a STOP that cut the upload lost a stopped job's checkpoint (written on SIGTERM). What bounds that
-    upload is ``report_left()``: the seconds until Zen must have the stopped job's final report (a
-    STOP's ``answer_within_s``, less the report's own time); at 0 the upload is cut (STOPPED), so the
-    report tells the truth before Zen ends the job without it."""
-    cut: list[tuple[AgentStatus, str]] = []
-    next_beat, shutdown_at, join_s = clock(), None, grace_s
-
-    def tick() -> bool:
-        nonlocal next_beat, shutdown_at, join_s
-        if stopping():
-            shutdown_at = shutdown_at or clock() + shutdown_grace_s
-            if clock() >= shutdown_at or shutdown_left() <= SHUTDOWN_JOIN_S:
-                cut.append((AgentStatus.PREEMPTED, f"zen: VM {vm} shut down while {what}"))
-                join_s = min(grace_s, SHUTDOWN_JOIN_S)
-                return True
-        if report_left() <= 0:
-            cut.append((AgentStatus.STOPPED, f"zen: stopped while {what}: cut when Zen's stop deadline came "
-                                             f"({progress.describe()} done)"))
-            join_s = min(grace_s, SHUTDOWN_JOIN_S)
-            return True
-        next_beat, order = listen(next_beat, message=f"zen: {what}: {progress.describe()} so far",
-                                  data=data.heartbeat_fields())
-        if order is not None and order.action is ControlAction.STOP:
-            if stops:
-                cut.append((AgentStatus.STOPPED, f"zen: stopped while {what} ({order.reason or 'stop requested'})"))
-            else:
-                log.info(f"stop ignored while {what}: the job has ended", extra={
-                    "job_id": data.job_id, "attempt": data.attempt, "reason": order.reason})
-        return bool(cut)
-
-    error = run_in_background(work, tick, data.cancel, lambda: join_s)
-    if cut:
-        return cut[0]
-    if error is not None:
-        reason = str(error) if isinstance(error, TransferError) else f"zen agent error: {error!r}"
-        return AgentStatus.FAILED, f"zen: {reason}"
-    return None

@@ -7,7 +7,9 @@ Served (objects live in memory):
 - buckets: ``POST /storage/v1/b`` (create), ``GET /storage/v1/b/BUCKET`` (with its ``location``);
 - objects: ``GET /storage/v1/b/BUCKET/o`` (list: ``prefix``, ``pageToken``, ``maxResults``),
   ``GET|DELETE /storage/v1/b/BUCKET/o/OBJECT``, content with ``?alt=media`` there or under
-  ``/download/storage/v1/...`` (the objects' ``mediaLink``), ``Range: bytes=N-[M]`` honoured;
+  ``/download/storage/v1/...`` (the objects' ``mediaLink``), ``Range: bytes=N-[M]`` honoured, and
+  ``generation=N`` (the ``mediaLink`` carries it): 404 when N is not the live generation, as Cloud
+  Storage answers (no versioning: an overwritten or deleted generation is gone);
 - uploads: ``POST /upload/storage/v1/b/BUCKET/o?uploadType=media|multipart|resumable``, and the
   resumable session's ``PUT`` chunks (``Content-Range``; 308 with ``Range`` until the last one).
 
@@ -88,17 +90,21 @@ class StorageState:
             self.objects(bucket)[name] = stored
             return stored
 
-    def get(self, bucket: str, name: str) -> StoredObject:
+    def get(self, bucket: str, name: str, generation: str | None = None) -> StoredObject:
+        """The live object; with ``generation`` (as ``?generation=`` gives it), only if it is that one:
+        a generation no longer live is a 404, as in a bucket without versioning."""
         with self._lock:
             found = self.objects(bucket).get(name)
-        if found is None:
-            raise ApiError(404, f"No such object: {bucket}/{name}")
+        if found is None or (generation is not None and generation != str(found.generation)):
+            raise ApiError(404, f"No such object: {bucket}/{name}" + (f"#{generation}" if generation else ""))
         return found
 
-    def delete(self, bucket: str, name: str) -> None:
+    def delete(self, bucket: str, name: str, generation: str | None = None) -> None:
         with self._lock:
-            if self.objects(bucket).pop(name, None) is None:
-                raise ApiError(404, f"No such object: {bucket}/{name}")
+            found = self.objects(bucket).get(name)
+            if found is None or (generation is not None and generation != str(found.generation)):
+                raise ApiError(404, f"No such object: {bucket}/{name}" + (f"#{generation}" if generation else ""))
+            del self.objects(bucket)[name]
 
     def names(self, bucket: str, prefix: str, after: str, limit: int) -> tuple[list[str], bool]:
         with self._lock:
@@ -179,9 +185,9 @@ class _Handler(BaseHTTPRequestHandler):
         if match := re.fullmatch(r"(/download)?/storage/v1/b/([^/]+)/o/(.+)", path):
             bucket, name = unquote(match[2]), unquote(match[3])
             if method == "DELETE":
-                state.delete(bucket, name)
+                state.delete(bucket, name, query.get("generation"))
                 return self._send(204)
-            stored = state.get(bucket, name)
+            stored = state.get(bucket, name, query.get("generation"))
             if query.get("alt") == "media" or match[1]:
                 with state._lock:
                     state.downloads[f"{bucket}/{name}"] += 1

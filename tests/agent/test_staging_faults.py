@@ -1,0 +1,124 @@
+"""Whose fault a staging failure is (zen.agent.staging.Unavailable, zen.agent.attempt.transfer): the job's
+(no such input, access denied, a bad name, inputs larger than the VM's disk) stays FAILED, final; the
+VM's or the service's (its disk full or failing, the network, Cloud Storage's 5xx after the client's
+retries, its credentials, an object replaced while staged) is reported PREEMPTED, which Zen requeues
+without spending an attempt. Every staging error was FAILED: a full disk or an outage ended jobs for good."""
+
+from __future__ import annotations
+
+import errno
+import sys
+
+import pytest
+import requests
+from google.api_core import exceptions as gexc
+from google.auth.exceptions import RefreshError
+
+from tests.agent.test_agent_loop import VM, start_message
+from tests.agent.test_staging import attempt_data, client, run_one  # noqa: F401 (fixture)
+from zen.agent import staging
+from zen.agent.staging import AttemptData
+from zen.models import InputSpec
+
+
+class FailingClient:
+    """A Cloud Storage client whose every call fails with ``error``."""
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+    def bucket(self, name):
+        return self
+
+    def get_blob(self, path):
+        raise self.error
+
+    def list_blobs(self, bucket, prefix=""):
+        raise self.error
+
+
+@pytest.mark.parametrize("error, vms", [
+    (gexc.ServiceUnavailable("backend down"), True),
+    (gexc.InternalServerError("oops"), True),
+    (gexc.TooManyRequests("slow down"), True),
+    (gexc.Unauthorized("the VM's token was refused"), True),
+    (gexc.RetryError("Timeout of 120.0s exceeded", cause=None), True),
+    (requests.exceptions.ConnectionError("connection refused"), True),
+    (RefreshError("metadata server unreachable"), True),
+    (OSError(errno.ENOSPC, "No space left on device"), True),
+    (OSError(errno.EIO, "Input/output error"), True),
+    (gexc.NotFound("The specified bucket does not exist"), False),
+    (gexc.Forbidden("agents@ does not have storage.objects.list access"), False),
+    (gexc.BadRequest("Invalid object name"), False),
+    (OSError(errno.ENAMETOOLONG, "File name too long"), False),
+    (ValueError("something else"), False),
+])
+def test_an_error_is_the_vms_or_the_services_or_else_the_jobs(tmp_path, error, vms):
+    data = AttemptData("j1", 1, [InputSpec(uri="gs://data-bkt/x/")], None, tmp_path / "work",
+                       client_factory=lambda: FailingClient(error))
+    data.prepare()
+
+    with pytest.raises(staging.TransferError) as raised:
+        data.stage()
+
+    assert type(raised.value).__name__ == ("Unavailable" if vms else "TransferError")
+    assert str(raised.value).startswith("input gs://data-bkt/x/: ")
+
+
+def test_a_full_disk_while_staging_is_reported_preempted_not_failed(client, tmp_path, monkeypatch):  # noqa: F811
+    marker = tmp_path / "ran"
+
+    def full(self, blob, target):
+        raise OSError(errno.ENOSPC, "No space left on device", str(target))
+
+    monkeypatch.setattr(AttemptData, "_fetch", full)
+    reports = run_one(tmp_path, start_message("disk-1", command=[sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
+                                              inputs=[InputSpec(uri="gs://data-bkt/corpus/words.txt")]))
+
+    final = reports[-1]
+    assert final.status.value == "PREEMPTED" and final.exit_code is None
+    assert final.message.startswith(f"zen: VM {VM} could not stage the job's inputs (requeued): input "
+                                    "gs://data-bkt/corpus/words.txt: [Errno 28] No space left on device")
+    assert not marker.exists()
+    assert [p.name for p in (tmp_path / "work").iterdir()] == [".cache"]
+
+
+def test_an_object_replaced_while_it_is_staged_is_the_services_fault(client, tmp_path, monkeypatch):  # noqa: F811
+    """Its listed generation is gone (Cloud Storage answers 404, as the stand-in now does): run again, the
+    attempt stages the new one (or fails for a missing input if it was deleted)."""
+    fetch = AttemptData._fetch
+
+    def replaced_first(self, blob, target):
+        client.bucket("data-bkt").blob(blob.name).upload_from_string(b"rewritten\n")
+        return fetch(self, blob, target)
+
+    monkeypatch.setattr(AttemptData, "_fetch", replaced_first)
+    reports = run_one(tmp_path, start_message("gen-1", inputs=[InputSpec(uri="gs://data-bkt/corpus/words.txt")]))
+
+    final = reports[-1]
+    assert final.status.value == "PREEMPTED"
+    assert "input gs://data-bkt/corpus/words.txt: object corpus/words.txt changed while it was staged (generation " \
+           in final.message and final.message.splitlines()[0].endswith(" is gone)")
+
+
+def test_inputs_larger_than_the_whole_disk_are_the_jobs_fault(client, tmp_path, monkeypatch):  # noqa: F811
+    usage = staging.shutil.disk_usage
+    monkeypatch.setattr(staging.shutil, "disk_usage", lambda path: usage(path)._replace(total=30))
+    data = attempt_data(tmp_path, ["gs://data-bkt/corpus/words.txt", "gs://data-bkt/shards/"])
+
+    with pytest.raises(staging.TransferError) as raised:
+        data.stage()
+
+    assert type(raised.value) is staging.TransferError
+    assert str(raised.value) == ("input gs://data-bkt/shards/: the inputs need more than this VM's disk holds in all "
+                                 "(30 B): 31 B up to shards/deep/part-1")
+    assert data.staged.files == 1  # words.txt (11 B); shards/deep/part-1 (20 B) would pass the 30 B
+
+
+def test_a_missing_bucket_stays_failed(client, tmp_path):  # noqa: F811
+    reports = run_one(tmp_path, start_message("miss-1", inputs=[InputSpec(uri="gs://no-such-bkt/x")]))
+
+    final = reports[-1]
+    assert final.status.value == "FAILED"
+    assert final.message.startswith("zen: input gs://no-such-bkt/x: 404 ")
+    assert "The specified bucket does not exist: no-such-bkt" in final.message
