@@ -260,9 +260,9 @@ resource "google_pubsub_topic_iam_member" "agent_vm_control" {
 # VM's control subscription, and seek an Eventarc trigger subscription past its backlog (the
 # submissions, heartbeats or stops waiting there are acknowledged unprocessed). create, with
 # attachSubscription on zen-vm-control, lets it subscribe to every VM's orders, or take another VM's
-# control subscription name first. All VMs share this one identity, so one VM can also publish
-# heartbeats for another. Deploy Zen in a project of its own, and treat the code the GPU VMs run as
-# trusted with the queue.
+# control subscription name first. All VMs share this one identity; what stops one VM from
+# publishing heartbeats for another is the identity token each heartbeat carries (vm_proof).
+# Deploy Zen in a project of its own, and treat the code the GPU VMs run as trusted with the queue.
 resource "google_project_iam_custom_role" "agent_subscriptions" {
   role_id     = "${replace(var.name_prefix, "-", "_")}AgentSubscriptions"
   title       = "Zen agent control subscriptions"

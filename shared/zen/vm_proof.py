@@ -53,6 +53,29 @@ MAX_REMEMBERED = 10_000  # verified tokens remembered at most (one per VM and ho
 Fetch = Callable[[str], tuple[dict[str, str], float]]  # url -> ({kid: PEM}, max-age seconds)
 
 
+PIECE_CHARS = 1000  # Pub/Sub caps an attribute's value at 1,024 bytes; a real token is ~1,050-1,100
+
+
+def token_attributes(token: str) -> dict[str, str]:
+    """The token as message attributes: ``vm_proof``, then ``vm_proof_1``, ``vm_proof_2``... of at most
+    ``PIECE_CHARS`` each (a JWT is ASCII). A ``format=full`` token with the instance's email and ids
+    outgrows one attribute, and Pub/Sub refuses the whole message (InvalidArgument) rather than cut it."""
+    pieces = [token[i:i + PIECE_CHARS] for i in range(0, len(token), PIECE_CHARS)] or [""]
+    return {ATTRIBUTE if n == 0 else f"{ATTRIBUTE}_{n}": piece for n, piece in enumerate(pieces)}
+
+
+def joined_token(attributes: Mapping[str, str]) -> str | None:
+    """The token :func:`token_attributes` cut into pieces, whole again; None when there is none."""
+    first = attributes.get(ATTRIBUTE)
+    if not first:
+        return None
+    pieces, n = [first], 1
+    while (piece := attributes.get(f"{ATTRIBUTE}_{n}")) is not None and n < 16:
+        pieces.append(piece)
+        n += 1
+    return "".join(pieces)
+
+
 def audience(project: str) -> str:
     """The audience agents ask their token for and Zen requires: one per project, so a token made
     for anything else (or another Zen) is refused."""
@@ -124,17 +147,25 @@ class ProofChecker:
         return cls((env.get("ZEN_VM_PROOF") or "off").strip().lower(),
                    env.get("ZEN_VM_PROOF_CERTS_URL") or GOOGLE_CERTS_URL, audience(project), clock)
 
-    def check(self, attributes: Mapping[str, str], vm: str, zone: str, project: str) -> None:
+    def check(self, attributes: Mapping[str, str], vm: str, zone: str, project: str,
+              published_at: datetime | None = None) -> None:
         """Raise ``Rejected`` unless the message's token proves it comes from ``vm`` in ``zone`` of
-        ``project`` (mode ``required``); ``TransientError`` when the certificates cannot be fetched."""
+        ``project`` (mode ``required``); ``TransientError`` when the certificates cannot be fetched.
+
+        The token must have been valid when the message was published (``published_at``, set by
+        Pub/Sub, which no sender can forge), not when it is delivered: a heartbeat held back by an
+        outage of Zen's (Pub/Sub redelivering for up to an hour and more) keeps its proof, and a final
+        report is not dropped for a token that expired in the queue."""
         if self.mode == "off":
             return
-        token = attributes.get(ATTRIBUTE)
+        token = joined_token(attributes)
         if not token:
             raise Rejected(f"the heartbeat carries no {ATTRIBUTE} attribute (the identity token of VM {vm}); "
                            "Zen requires one (ZEN_VM_PROOF=required): upgrade the VM's agent, or set vm_proof "
                            "to off while older agents run")
         now = self._clock().timestamp()
+        if published_at is not None:
+            now = min(now, published_at.timestamp())
         claims = self._verified.get(token)
         if claims is None or claims["exp"] <= now - CLOCK_SKEW_S:
             claims = self._verify(token, now)
@@ -158,7 +189,10 @@ class ProofChecker:
         if header.get("alg") != "RS256":
             raise Rejected(f"the {ATTRIBUTE} token is signed with {str(header.get('alg'))[:20]!r}, not RS256")
         kid = str(header.get("kid"))
-        cert = self._cert(kid)
+        cert, fetched = self._cert(kid)
+        if cert is None and not fetched:  # a key newer than the certificates fetched a moment ago
+            raise TransientError(f"the {ATTRIBUTE} token's key {kid[:64]!r} is not among the certificates "
+                                 f"fetched less than {REFETCH_PAUSE_S:.0f} s ago: they are fetched again after that")
         if cert is None:
             raise Rejected(f"the {ATTRIBUTE} token is signed by key {kid[:64]!r}, which {self.certs_url} does "
                            "not list: it is not a Google-signed identity token")
@@ -187,7 +221,8 @@ class ProofChecker:
             self._verified[token] = claims
         return claims
 
-    def _cert(self, kid: str) -> str | None:
+    def _cert(self, kid: str) -> tuple[str | None, bool]:
+        """The key's certificate, and whether the certificates were fetched for this answer."""
         with self._lock:
             moment = self._monotonic()
             stale = moment >= self._certs_until
@@ -197,4 +232,4 @@ class ProofChecker:
                 self._certs, self._fetched_at = certs, moment
                 self._certs_until = moment + max_age
                 log.info("VM identity certificates fetched", extra={"url": self.certs_url, "keys": len(certs)})
-            return self._certs.get(kid)
+            return self._certs.get(kid), stale or unknown

@@ -69,3 +69,68 @@ def test_the_rule_is_inserted_once_whatever_the_boots(metadata, tmp_path):  # no
     assert result.returncode == 0, result.stderr
     assert f"would check: iptables -w -C {REJECT}" in result.stdout
     assert "would run: iptables" not in result.stdout  # the chain and the rule are there already
+
+
+DNS = ("DOCKER-USER -d 169.254.169.254/32 -p udp --dport 53 -j RETURN",
+       "DOCKER-USER -d 169.254.169.254/32 -p tcp --dport 53 -j RETURN")
+
+
+def test_containers_keep_dns_through_the_metadata_address(metadata, tmp_path):  # noqa: F811
+    """169.254.169.254 is also the VPC's name server: a REJECT of all of it took DNS from every job."""
+    result = run_script(metadata.host, tmp_path / "root", ZEN_STARTUP_DRY_RUN_EXEC=stand_in(tmp_path, False))
+
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    inserted = [line for line in lines if line.startswith("would run: iptables -w -I")]
+    # Each inserted at the top: the RETURNs, inserted after the REJECT, come before it in the chain.
+    assert inserted == [f"would run: iptables -w -I {rule}" for rule in (REJECT, *DNS)]
+
+
+def fake_iptables(tmp_path: Path) -> Path:
+    """An iptables keeping DOCKER-USER's rules in a file: -N creates, -C checks, -I inserts at the top."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    state = tmp_path / "chain"
+    script = bin_dir / "iptables"
+    script.write_text(f"""#!{sys.executable}
+import json, os, sys
+path = {str(state)!r}
+args = [a for a in sys.argv[1:] if a != "-w"]
+chain = json.load(open(path)) if os.path.exists(path) else None
+op, rule = args[0], " ".join(args[1:])
+if op == "-N":
+    json.dump([], open(path, "w")); sys.exit(0)
+if op == "-L":
+    sys.exit(0 if chain is not None else 1)
+if chain is None:
+    sys.exit(1)
+if op == "-C":
+    sys.exit(0 if rule in chain else 1)
+if op == "-I":
+    json.dump([rule] + chain, open(path, "w")); sys.exit(0)
+sys.exit(2)
+""")
+    script.chmod(0o755)
+    return state
+
+
+def test_the_unit_guards_the_metadata_server_before_every_agent_start(metadata, tmp_path):  # noqa: F811
+    """After a reboot the enabled unit may start the agent before the startup script runs again (rules
+    do not survive one): its ExecStartPre puts them back, DNS first, and leaves them as they are."""
+    import json
+    import os
+    import subprocess
+
+    root = tmp_path / "root"
+    result = run_script(metadata.host, root, ZEN_STARTUP_DRY_RUN_EXEC=stand_in(tmp_path, True))
+    assert result.returncode == 0, result.stderr
+    unit = (root / "etc/systemd/system/zen-agent.service").read_text()
+    assert "ExecStartPre=/opt/zen/guard-metadata.sh\n" in unit
+    guard = root / "opt/zen/guard-metadata.sh"
+
+    state = fake_iptables(tmp_path)
+    env = {**os.environ, "PATH": f"{state.parent / 'bin'}:{os.environ['PATH']}"}
+    for _ in range(2):  # every start: the second changes nothing
+        subprocess.run([str(guard)], env=env, check=True, timeout=30)
+        chain = json.loads(state.read_text())
+        assert chain == [DNS[1], DNS[0], REJECT]  # DNS returns to docker's rules before the REJECT

@@ -11,10 +11,10 @@ import pytest
 
 from tests.agent.fakes import FakeMetadata
 from zen.agent.identity import Identity, MetadataServer, ProofSource
-from zen.agent.transport import PubSubTransport
+from zen.agent.transport import PubSubTransport, TransportError
 from zen.local.compute.issuer import TokenIssuer
 from zen.models import AgentStatus, Heartbeat
-from zen.vm_proof import ATTRIBUTE, IDENTITY_PATH, audience, unverified_claims
+from zen.vm_proof import IDENTITY_PATH, audience, joined_token, unverified_claims
 
 PROJECT = "zen-agent-proof"
 IDENTITY = Identity(project=PROJECT, vm="vm-a", cluster="4xa100-40gb", region="us-central1",
@@ -73,7 +73,8 @@ def test_every_heartbeat_carries_the_token_the_agent_fetched(config, metadata):
     transport = PubSubTransport(config, IDENTITY, publisher=clients, subscriber=clients, proof=source)
     transport.publish(beat(1), budget_s=5)
     transport.publish(beat(2), budget_s=5)
-    tokens = [attributes.get(ATTRIBUTE) for _, _, attributes in clients.published]
+    tokens = [joined_token(attributes) for _, _, attributes in clients.published]
+    assert all(len(value.encode()) <= 1024 for _, _, attributes in clients.published for value in attributes.values())
     assert tokens == [metadata.values[IDENTITY_PATH]] * 2
     assert clients.published[0][2]["vm"] == "vm-a" and clients.published[0][2]["kind"] == "job"
     # Asked once, for Zen's audience and the VM's claims.
@@ -93,19 +94,22 @@ def test_the_token_is_refreshed_five_minutes_before_it_expires(metadata):
     assert len(metadata.requests) == 2
 
 
-def test_without_a_token_heartbeats_still_go_and_the_server_is_asked_again_later(config, metadata):
+def test_without_a_token_no_heartbeat_goes_and_the_server_is_asked_again_later(config, metadata):
+    """Zen would reject and ack a heartbeat without its token (a final report lost): publishing fails
+    as a transient error instead, retried within the report's budget, and the metadata server is not
+    asked at every try."""
     metadata.failures[IDENTITY_PATH] = [503]
     now = [NOW]
     clients = RecordingClients()
     source = ProofSource(MetadataServer(metadata.host), PROJECT, clock=lambda: now[0])
     transport = PubSubTransport(config, IDENTITY, publisher=clients, subscriber=clients, proof=source)
-    transport.publish(beat(1), budget_s=5)
-    transport.publish(beat(2), budget_s=5)
-    assert [ATTRIBUTE in attributes for _, _, attributes in clients.published] == [False, False]
-    assert len(metadata.requests) == 1  # not asked at every heartbeat while it fails
+    for seq in (1, 2):
+        with pytest.raises(TransportError, match="no VM identity token"):
+            transport.publish(beat(seq), budget_s=0.5)
+    assert clients.published == [] and len(metadata.requests) == 1
     now[0] += 31
     transport.publish(beat(3), budget_s=5)
-    assert clients.published[-1][2][ATTRIBUTE] == metadata.values[IDENTITY_PATH]
+    assert joined_token(clients.published[-1][2]) == metadata.values[IDENTITY_PATH]
 
 
 def test_where_the_token_comes_from(metadata):

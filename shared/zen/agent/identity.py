@@ -201,8 +201,9 @@ def watch_preemption(metadata: MetadataServer, on_preempted: Callable[[], None],
 class ProofSource:
     """This VM's identity token for heartbeats (``zen.vm_proof``): fetched once, kept until
     ``refresh_before_s`` before it expires (tokens last an hour). A fetch that fails is logged and
-    not tried again for ``retry_pause_s``: heartbeats go without a token meanwhile (Zen rejects them
-    if it requires one) rather than wait on the metadata server."""
+    not tried again for ``retry_pause_s``; meanwhile the token kept is used while it lasts, and with
+    none no heartbeat goes (``PubSubTransport.publish`` retries within the report's budget): Zen would
+    reject one without a token and ack it."""
 
     def __init__(self, metadata: MetadataServer, project: str, *, refresh_before_s: float = 300.0,
                  retry_pause_s: float = 30.0, clock: Callable[[], float] = time.time):

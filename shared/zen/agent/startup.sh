@@ -210,9 +210,33 @@ if [[ "$DRY_RUN" != "1" ]] && ! command -v iptables >/dev/null 2>&1; then
   log "no iptables: job containers could reach the metadata server (the VM's credentials); not starting the agent"
   exit 1
 fi
+# 169.254.169.254 is also the VPC's name server, which every VM (and so every container, inheriting
+# the host's resolver) must use: DNS to it (port 53) returns to docker's rules before the REJECT;
+# each RETURN is inserted above it, so the order holds on a VM whose REJECT came from an older script.
 METADATA_REJECT=(DOCKER-USER -d 169.254.169.254/32 -j REJECT)
+DNS_UDP=(DOCKER-USER -d 169.254.169.254/32 -p udp --dport 53 -j RETURN)
+DNS_TCP=(DOCKER-USER -d 169.254.169.254/32 -p tcp --dport 53 -j RETURN)
 check iptables -w -n -L DOCKER-USER || run iptables -w -N DOCKER-USER
 check iptables -w -C "${METADATA_REJECT[@]}" || run iptables -w -I "${METADATA_REJECT[@]}"
+check iptables -w -C "${DNS_UDP[@]}" || run iptables -w -I "${DNS_UDP[@]}"
+check iptables -w -C "${DNS_TCP[@]}" || run iptables -w -I "${DNS_TCP[@]}"
+# The same, as the unit's ExecStartPre: after a reboot (an on-demand VM restarted by host maintenance
+# boots on the same disk) the enabled unit may start the agent before this script has run again, and
+# rules do not survive a reboot.
+GUARD="$PREFIX/guard-metadata.sh"
+cat > "$GUARD" <<'GUARD_EOF'
+#!/bin/bash
+# Written by the Zen startup script: keep job containers from the metadata server, DNS excepted.
+set -eu
+iptables -w -n -L DOCKER-USER >/dev/null 2>&1 || iptables -w -N DOCKER-USER
+iptables -w -C DOCKER-USER -d 169.254.169.254/32 -j REJECT 2>/dev/null \
+  || iptables -w -I DOCKER-USER -d 169.254.169.254/32 -j REJECT
+for proto in udp tcp; do
+  iptables -w -C DOCKER-USER -d 169.254.169.254/32 -p "$proto" --dport 53 -j RETURN 2>/dev/null \
+    || iptables -w -I DOCKER-USER -d 169.254.169.254/32 -p "$proto" --dport 53 -j RETURN
+done
+GUARD_EOF
+chmod 0755 "$GUARD"
 
 if [[ -d /run/systemd/system || "$DRY_RUN" == "1" ]]; then
   cat > "$UNIT" <<EOF
@@ -222,6 +246,7 @@ Wants=network-online.target docker.service
 After=network-online.target docker.service
 
 [Service]
+ExecStartPre=/opt/zen/guard-metadata.sh
 ExecStart=/opt/zen/venv/bin/python -m zen.agent
 $CONFIG_ENV
 Environment=ZEN_AGENT_STOP_GRACE_S=$STOP_GRACE_S

@@ -12,8 +12,9 @@
   stream that dies is reopened (and the subscription recreated if it expired). Besides the orders
   (``ControlMessage``), it carries the starts offered to this VM alone (``zen.routing``), which the
   agent takes as it takes a pulled one (a ``StartDelivery`` with ``offer`` set);
-- publishing heartbeats, each with the VM's identity token as the attribute ``vm_proof`` when it
-  has one (``zen.agent.identity.ProofSource``, ``zen.vm_proof``).
+- publishing heartbeats, each with the VM's identity token in the attributes ``vm_proof``,
+  ``vm_proof_1``... (``zen.agent.identity.ProofSource``, ``zen.vm_proof.token_attributes``); a VM
+  that proves its heartbeats sends none without its token.
 
 Transient errors (UNAVAILABLE, DEADLINE_EXCEEDED, ...) are retried with capped exponential backoff
 and jitter within a time budget; past it, or on a permanent error, ``TransportError`` is raised.
@@ -38,7 +39,7 @@ from zen.agent.identity import Identity, ProofSource
 from zen.config import ZenConfig
 from zen.errors import ZenError
 from zen.models import Message
-from zen.vm_proof import ATTRIBUTE as PROOF_ATTRIBUTE
+from zen.vm_proof import token_attributes
 
 log = logging.getLogger("zen.agent.transport")
 Result = TypeVar("Result")
@@ -239,11 +240,15 @@ class PubSubTransport:
     def publish(self, message: Message, *, budget_s: float) -> None:
         data = message.to_bytes()
         attributes = {"kind": getattr(message, "kind", "job"), "vm": self._vm}
-        token = self._proof.token() if self._proof else None
-        if token:
-            attributes[PROOF_ATTRIBUTE] = token
 
         def once():
+            # A VM that proves its heartbeats (zen.vm_proof) sends none without its token: Zen would
+            # reject it and ack it, and a final report would be lost. No token yet is a transient
+            # failure (the metadata server unreachable), retried within the report's budget.
+            if self._proof is not None:
+                if not (token := self._proof.token()):
+                    raise ConnectionError("no VM identity token from the metadata server yet")
+                attributes.update(token_attributes(token))
             return self._publisher.publish(self._heartbeats, data, **attributes).result(
                 timeout=max(1.0, min(budget_s, 30.0)))
 
