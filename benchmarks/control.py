@@ -9,7 +9,9 @@ Paths (each a Zen method called in-process with the CloudEvent data Eventarc del
 function body without HTTP; the Pub/Sub stand-in receives what is published):
 - ``on_job_submitted`` with 1, 4 and 8 threads, scaling off;
 - ``on_job_submitted`` with scaling on (Compute stand-in), with 0 and with 100k jobs already queued;
-- ``on_heartbeat`` RUNNING (a running job's progress report) with 1 and 4 threads;
+- ``on_heartbeat`` RUNNING (a running job's progress report) with 1 and 4 threads, each heartbeat
+  carrying its VM's identity token and checked as a deployment checks it (``ZEN_VM_PROOF=required``,
+  terraform's default: ``zen.vm_proof``; each VM's token verified once, then remembered);
 - ``on_job_submitted`` with a ``queues:`` configuration (every submission runs an admission pass):
   a quota that admits everything, and a full quota (the flood waits PENDING).
 Run: ``make bench-control`` (``--seconds`` per measurement, ``--rounds``; ``--quick`` for a smoke run).
@@ -42,6 +44,7 @@ from zen.events import PUBSUB_EVENT_TYPE
 from zen.publisher import PubSubPublisher
 from zen.store.db import Database, parse_database_url
 from zen.store.migrate import migrate
+from zen.vm_proof import token_attributes
 
 CLUSTER = "4xa100-40gb"
 _ids = itertools.count(1)
@@ -242,14 +245,25 @@ class ControlBench:
         return measure
 
     def heartbeats(self, threads: int, jobs_per_thread: int = 50) -> Callable[[], float]:
+        from zen.local.compute.issuer import TokenIssuer
+        from zen.vm_proof import ProofChecker, audience
+
+        issuer = TokenIssuer()
+
         def measure() -> float:
             zen = self.zen(pool=threads)
+            zen.jobs._proof = ProofChecker("required", "bench://certs", audience(self.project),
+                                           zen.clock, fetch=lambda _: (issuer.certs(), 3600.0))
+            self.tokens = {}
             jobs = [[f"hb-{next(_ids)}" for _ in range(jobs_per_thread)] for _ in range(threads)]
             seq = {}
             for job_id in itertools.chain.from_iterable(jobs):  # each job RUNNING on its own VM
+                self.tokens[f"vm-{job_id}"] = issuer.token(vm=f"vm-{job_id}", zone="us-central1-a",
+                                                           project=self.project, audience=audience(self.project))
                 zen.on_job_submitted(job_id, PUBSUB_EVENT_TYPE, self.submit_data(job_id))
                 for status, n in (("CLAIMED", 1), ("RUNNING", 2)):
-                    zen.on_heartbeat(f"{job_id}-{n}", PUBSUB_EVENT_TYPE, self.beat(job_id, status, n))
+                    outcome = zen.on_heartbeat(f"{job_id}-{n}", PUBSUB_EVENT_TYPE, self.beat(job_id, status, n))
+                    assert outcome.result == "applied", outcome  # proven, not rejected
                 seq[job_id] = 2
 
             turns = [0] * threads  # each thread owns its jobs: no two beats of a job race
@@ -303,8 +317,10 @@ class ControlBench:
         payload = json.dumps({"job_id": job_id, "attempt": 1, "vm": f"vm-{job_id}", "region": "us-central1",
                               "zone": "us-central1-a", "status": status, "seq": seq,
                               "sent_at": "2026-11-21T10:00:00Z"}).encode()
+        token = getattr(self, "tokens", {}).get(f"vm-{job_id}")
         return eventarc.pubsub_cloud_event(payload, message_id=f"{job_id}-{seq}", topic="zen-heartbeats",
-                                           project=self.project)["data"]
+                                           project=self.project,
+                                           attributes=token_attributes(token) if token else None)["data"]
 
 
 ROWS = [
