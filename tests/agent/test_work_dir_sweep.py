@@ -77,3 +77,29 @@ def test_a_cache_directory_named_like_an_attempt_is_never_swept(tmp_path):
     assert agent.run() == 0
 
     assert (cache / "entry").read_text() == "cached"
+
+
+def test_an_agent_starting_while_another_prepares_an_attempt_leaves_it(tmp_path, monkeypatch):
+    """The directory bears the attempt's name only once locked: an agent starting between its making
+    and its lock (the local stack's VMs share a work directory) took it, and the attempt failed."""
+    import fcntl
+
+    from zen.agent import staging
+
+    work = tmp_path / "work"
+    sweeper = make_agent(FakeTransport(VM), AgentSettings(poll_s=0.05, vm_heartbeat_s=1000, work_dir=str(work)))
+    real_flock = fcntl.flock
+    swept = []
+
+    def flock_after_a_sweep(fd, operation):
+        if not swept:  # another agent starts at this very moment
+            swept.append(True)
+            sweeper._sweep_work_dir()
+        return real_flock(fd, operation)
+
+    monkeypatch.setattr(staging.fcntl, "flock", flock_after_a_sweep)
+    data = AttemptData("j1", 1, [], None, work)
+    data.prepare()
+    monkeypatch.setattr(staging.fcntl, "flock", real_flock)
+    assert swept and data.input_dir.is_dir() and data.output_dir.is_dir()
+    data.cleanup()

@@ -21,8 +21,8 @@ PREEMPTED when the VM's or the service's (``Unavailable``). An object the VM's w
 link (the agent is root: to a host file, another job's data) or a special file is never followed and is
 named in the final report. An upload error fails the attempt (FAILED even when the job exited 0),
 naming the file and the reason (a name that is not UTF-8 is one, escaped). Both directories are removed
-afterwards; while in use the attempt's directory is locked (``flock``): an agent starting removes those
-a dead agent left (``Agent._sweep_work_dir``), never another's.
+afterwards; while in use the attempt's directory is locked (``flock``, before it bears its name): an agent
+starting removes those a dead agent left (``Agent._sweep_work_dir``), never another's.
 
 Transfers run in a worker thread (``zen.agent.attempt.run_in_background``) so the agent keeps
 heartbeating, with the bytes and seconds so far; ``cancel`` stops them between objects, or mid-download.
@@ -92,9 +92,7 @@ class Progress:
     cached_bytes: int = 0  # staged from the agent's cache instead (zen.agent.cache)
 
     def seconds(self) -> float:
-        if self.started is None:
-            return 0.0
-        return round((self.ended or time.monotonic()) - self.started, 3)
+        return 0.0 if self.started is None else round((self.ended or time.monotonic()) - self.started, 3)
 
     def describe(self) -> str:
         cached = f" (and {human_bytes(self.cached_bytes)} from the cache)" if self.cached_bytes else ""
@@ -196,13 +194,15 @@ class AttemptData:
         return {"ZEN_INPUT_DIR": str(self.input_dir), "ZEN_OUTPUT_DIR": str(self.output_dir)}
 
     def prepare(self) -> None:
-        """Fresh, empty directories (a previous run of the same attempt left nothing behind); the attempt's
-        own is locked (``flock``) until ``cleanup``: an agent starting sweeps only unlocked ones away."""
+        """Fresh, empty directories, locked (``flock``) until ``cleanup``: made as ``<name>.new`` and renamed
+        once locked, so an agent starting (it sweeps unlocked attempts' directories) never takes one."""
         try:
-            shutil.rmtree(self.root, ignore_errors=True)
-            self.root.mkdir(parents=True)
-            self._held = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            for path in (self.root, new := self.root.with_name(self.root.name + ".new")):
+                shutil.rmtree(path, ignore_errors=True)
+            new.mkdir(parents=True)
+            self._held = os.open(new, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             fcntl.flock(self._held, fcntl.LOCK_EX)
+            new.rename(self.root)
             self.input_dir.mkdir()
             self.output_dir.mkdir()
         except OSError as exc:
