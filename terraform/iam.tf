@@ -261,7 +261,8 @@ resource "google_pubsub_topic_iam_member" "agent_vm_control" {
 # submissions, heartbeats or stops waiting there are acknowledged unprocessed). create, with
 # attachSubscription on zen-vm-control, lets it subscribe to every VM's orders, or take another VM's
 # control subscription name first. All VMs share this one identity; what stops one VM from
-# publishing heartbeats for another is the identity token each heartbeat carries (vm_proof).
+# publishing heartbeats for another is the identity token each heartbeat carries (vm_proof), but for
+# a token read from the heartbeats' dead letters, good for the rest of its hour.
 # Deploy Zen in a project of its own, and treat the code the GPU VMs run as trusted with the queue.
 resource "google_project_iam_custom_role" "agent_subscriptions" {
   role_id     = "${replace(var.name_prefix, "-", "_")}AgentSubscriptions"

@@ -226,3 +226,13 @@ def test_a_token_valid_when_the_message_was_published_is_accepted_when_delivered
     checker.check({ATTRIBUTE: proof}, VM, ZONE, PROJECT, published)
     with pytest.raises(Rejected, match="expired"):  # published now, with an old token: a replay
         checker.check({ATTRIBUTE: proof}, VM, ZONE, PROJECT, clock())
+
+
+def test_an_unknown_key_on_a_token_older_than_the_certificates_is_refused_at_once(issuer, clock):
+    """A token issued before the last fetch was signed by a key that fetch would have listed: refused,
+    not retried (a 5xx on every delivery would dead-letter it)."""
+    checker = make_checker(clock, Certs(issuer))
+    checker.check({ATTRIBUTE: token(issuer, clock)}, VM, ZONE, PROJECT)  # the certificates fetched now
+    old = token(TokenIssuer(), clock, iat=int(clock().timestamp()) - 600)
+    with pytest.raises(Rejected, match="does not list"):
+        checker.check({ATTRIBUTE: old}, VM, ZONE, PROJECT)

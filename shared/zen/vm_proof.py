@@ -138,6 +138,7 @@ class ProofChecker:
         self._certs: dict[str, str] = {}
         self._certs_until = float("-inf")  # monotonic time the certificates are good until
         self._fetched_at = float("-inf")
+        self._fetched_wall = float("-inf")  # the same, by Zen's clock (a token issued before it: no new key)
         self._verified: dict[str, dict[str, Any]] = {}  # token -> its claims, until its exp
         self.verifications = 0  # signatures checked (tests: a remembered token is not checked again)
 
@@ -190,7 +191,10 @@ class ProofChecker:
             raise Rejected(f"the {ATTRIBUTE} token is signed with {str(header.get('alg'))[:20]!r}, not RS256")
         kid = str(header.get("kid"))
         cert, fetched = self._cert(kid)
-        if cert is None and not fetched:  # a key newer than the certificates fetched a moment ago
+        issued = claims.get("iat") if isinstance(claims.get("iat"), (int, float)) else 0
+        if cert is None and not fetched and issued > self._fetched_wall - CLOCK_SKEW_S:
+            # A key newer than the certificates fetched a moment ago (Google rotating): again later.
+            # A token issued before that fetch was signed by a key it would have listed: refused.
             raise TransientError(f"the {ATTRIBUTE} token's key {kid[:64]!r} is not among the certificates "
                                  f"fetched less than {REFETCH_PAUSE_S:.0f} s ago: they are fetched again after that")
         if cert is None:
@@ -230,6 +234,7 @@ class ProofChecker:
             if stale or unknown:
                 certs, max_age = self._fetch(self.certs_url)
                 self._certs, self._fetched_at = certs, moment
+                self._fetched_wall = self._clock().timestamp() if self._clock else time.time()
                 self._certs_until = moment + max_age
                 log.info("VM identity certificates fetched", extra={"url": self.certs_url, "keys": len(certs)})
             return self._certs.get(kid), stale or unknown

@@ -118,3 +118,48 @@ def test_where_the_token_comes_from(metadata):
     assert local is not None and local.token() == metadata.values[IDENTITY_PATH]
     on_gce = ProofSource.from_env({"GCE_METADATA_HOST": metadata.host}, replace(IDENTITY, from_environment=False))
     assert on_gce is not None and on_gce.token() == metadata.values[IDENTITY_PATH]
+
+
+def test_a_heartbeat_whose_budget_ends_before_the_next_fetch_fails_at_once(config, metadata):
+    """After a failed fetch the metadata server is asked again 30 s later: a 10 s VM heartbeat cannot
+    get a token by retrying, and burning its budget held the agent's lock meanwhile."""
+    import time
+
+    metadata.failures[IDENTITY_PATH] = [503]
+    clients = RecordingClients()
+    source = ProofSource(MetadataServer(metadata.host), PROJECT, clock=lambda: NOW)
+    transport = PubSubTransport(config, IDENTITY, publisher=clients, subscriber=clients, proof=source)
+    began = time.monotonic()
+    with pytest.raises(TransportError, match="none asked for again within this heartbeat's 10 s"):
+        transport.publish(beat(1), budget_s=10)
+    assert time.monotonic() - began < 5 and clients.published == [] and len(metadata.requests) == 1
+
+
+class _Shrinking:
+    """A token source whose token changes length between two tries (a refresh mid-retry)."""
+
+    def __init__(self):
+        self.tokens = ["a" * 1500, "b" * 900]
+
+    def token(self):
+        return self.tokens.pop(0) if len(self.tokens) > 1 else self.tokens[0]
+
+    def next_fetch_in(self):
+        return 0.0
+
+
+def test_each_try_sends_only_the_pieces_of_its_own_token(config):
+    clients = RecordingClients()
+    failed = []
+    original = clients.publish
+
+    def publish_failing_once(topic, data, **attributes):
+        if not failed:
+            failed.append(attributes)
+            raise ConnectionError("a transient failure")
+        return original(topic, data, **attributes)
+
+    clients.publish = publish_failing_once
+    transport = PubSubTransport(config, IDENTITY, publisher=clients, subscriber=clients, proof=_Shrinking())
+    transport.publish(beat(1), budget_s=5)
+    assert joined_token(clients.published[0][2]) == "b" * 900

@@ -226,6 +226,11 @@ class ProofSource:
             return None  # not on GCE (tests, a local stack without proofs)
         return cls(MetadataServer.from_env(env), identity.project)
 
+    def next_fetch_in(self) -> float:
+        """Seconds until :meth:`token` asks the metadata server again (0: at the next call)."""
+        with self._lock:
+            return max(0.0, self._refresh_at - self._clock())
+
     def token(self) -> str | None:
         with self._lock:
             now = self._clock()

@@ -239,14 +239,19 @@ class PubSubTransport:
     # -- heartbeats ------------------------------------------------------------------------------
     def publish(self, message: Message, *, budget_s: float) -> None:
         data = message.to_bytes()
-        attributes = {"kind": getattr(message, "kind", "job"), "vm": self._vm}
+        base = {"kind": getattr(message, "kind", "job"), "vm": self._vm}
+        proof = self._proof
+        if proof is not None and not proof.token() and proof.next_fetch_in() >= budget_s:
+            raise TransportError("no VM identity token from the metadata server, and none asked for again "
+                                 f"within this heartbeat's {budget_s:g} s")
 
         def once():
             # A VM that proves its heartbeats (zen.vm_proof) sends none without its token: Zen would
             # reject it and ack it, and a final report would be lost. No token yet is a transient
             # failure (the metadata server unreachable), retried within the report's budget.
-            if self._proof is not None:
-                if not (token := self._proof.token()):
+            attributes = dict(base)  # afresh each try: a new token may come in fewer pieces
+            if proof is not None:
+                if not (token := proof.token()):
                     raise ConnectionError("no VM identity token from the metadata server yet")
                 attributes.update(token_attributes(token))
             return self._publisher.publish(self._heartbeats, data, **attributes).result(
