@@ -44,11 +44,8 @@ class PullOutage:
 
     def succeeded(self) -> float | None:
         """A pull worked: the outage (if any) is over. Returns how long it lasted, if it had muted IDLE."""
-        since, self._since = self._since, None
-        if since is None:
-            return None
-        lasted = self._clock() - since
-        return lasted if lasted >= self._bound_s else None
+        lasted, self._since = self.mutes_idle(), None
+        return lasted
 
     def mutes_idle(self) -> float | None:
         """How long pulls have been failing, when that is past the bound (no IDLE may be said); else None."""

@@ -216,26 +216,28 @@ fi
 METADATA_REJECT=(DOCKER-USER -d 169.254.169.254/32 -j REJECT)
 DNS_UDP=(DOCKER-USER -d 169.254.169.254/32 -p udp --dport 53 -j RETURN)
 DNS_TCP=(DOCKER-USER -d 169.254.169.254/32 -p tcp --dport 53 -j RETURN)
+RULES=(METADATA_REJECT DNS_UDP DNS_TCP)  # inserted in this order, each at the top
 check iptables -w -n -L DOCKER-USER || run iptables -w -N DOCKER-USER
-check iptables -w -C "${METADATA_REJECT[@]}" || run iptables -w -I "${METADATA_REJECT[@]}"
-check iptables -w -C "${DNS_UDP[@]}" || run iptables -w -I "${DNS_UDP[@]}"
-check iptables -w -C "${DNS_TCP[@]}" || run iptables -w -I "${DNS_TCP[@]}"
+for rule in "${RULES[@]}"; do
+  declare -n parts="$rule"
+  check iptables -w -C "${parts[@]}" || run iptables -w -I "${parts[@]}"
+  unset -n parts
+done
 # The same, as the unit's ExecStartPre: after a reboot (an on-demand VM restarted by host maintenance
 # boots on the same disk) the enabled unit may start the agent before this script has run again, and
 # rules do not survive a reboot.
 GUARD="$PREFIX/guard-metadata.sh"
-cat > "$GUARD" <<'GUARD_EOF'
-#!/bin/bash
-# Written by the Zen startup script: keep job containers from the metadata server, DNS excepted.
-set -eu
-iptables -w -n -L DOCKER-USER >/dev/null 2>&1 || iptables -w -N DOCKER-USER
-iptables -w -C DOCKER-USER -d 169.254.169.254/32 -j REJECT 2>/dev/null \
-  || iptables -w -I DOCKER-USER -d 169.254.169.254/32 -j REJECT
-for proto in udp tcp; do
-  iptables -w -C DOCKER-USER -d 169.254.169.254/32 -p "$proto" --dport 53 -j RETURN 2>/dev/null \
-    || iptables -w -I DOCKER-USER -d 169.254.169.254/32 -p "$proto" --dport 53 -j RETURN
-done
-GUARD_EOF
+{
+  echo '#!/bin/bash'
+  echo '# Written by the Zen startup script: keep job containers from the metadata server, DNS excepted.'
+  echo 'set -eu'
+  echo 'iptables -w -n -L DOCKER-USER >/dev/null 2>&1 || iptables -w -N DOCKER-USER'
+  for rule in "${RULES[@]}"; do
+    declare -n parts="$rule"
+    printf 'iptables -w -C %s 2>/dev/null || iptables -w -I %s\n' "${parts[*]}" "${parts[*]}"
+    unset -n parts
+  done
+} > "$GUARD"
 chmod 0755 "$GUARD"
 
 if [[ -d /run/systemd/system || "$DRY_RUN" == "1" ]]; then

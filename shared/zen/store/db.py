@@ -147,10 +147,24 @@ def load_queries(path: Path = QUERIES_FILE) -> dict[str, str]:
     return queries
 
 
+def _server_fields(exc: BaseException) -> dict | None:
+    """The server's ErrorResponse fields (``C``: the SQLSTATE, ``M``: the message) of a driver error."""
+    return exc.args[0] if isinstance(exc, DatabaseError) and exc.args and isinstance(exc.args[0], dict) else None
+
+
+def sqlstate(exc: BaseException | None) -> str | None:
+    """The SQLSTATE of a server error, raised by the driver or as ``_classified`` wrapped it."""
+    while exc is not None:
+        if (fields := _server_fields(exc)) is not None:
+            return str(fields.get("C", "")) or None
+        exc = exc.__cause__
+    return None
+
+
 def _classified(exc: Exception) -> tuple[Exception | None, bool]:
     """What the caller sees for an error the driver raised, and whether the connection is unusable.
     ``None``: raise ``exc`` itself (a server error that is neither transient nor about the data)."""
-    fields = exc.args[0] if isinstance(exc, DatabaseError) and exc.args and isinstance(exc.args[0], dict) else None
+    fields = _server_fields(exc)
     if fields is not None:  # the server's ErrorResponse: the driver read up to ReadyForQuery
         code = str(fields.get("C", ""))
         if code == "0A000":

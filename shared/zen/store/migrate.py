@@ -23,7 +23,7 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
-from zen.store.db import Database
+from zen.store.db import Database, sqlstate
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 _LOCK_KEY = 7_301_001  # arbitrary, fixed: the migration advisory lock
@@ -92,7 +92,7 @@ def _apply(session, path: Path, sql: str, version: int, name: str, checksum: str
             return
         except Exception as exc:
             session.execute("ROLLBACK")
-            if _sqlstate(exc) != _LOCK_NOT_AVAILABLE:
+            if sqlstate(exc) != _LOCK_NOT_AVAILABLE:
                 raise RuntimeError(f"migration {path.name} failed, nothing of it applied: {exc}") from exc
             if attempt == LOCK_TRIES:
                 raise RuntimeError(
@@ -100,18 +100,6 @@ def _apply(session, path: Path, sql: str, version: int, name: str, checksum: str
                     "transaction holds it (see pg_stat_activity); nothing of it applied, run zen db migrate again"
                 ) from exc
             time.sleep(pause_s)
-
-
-def _sqlstate(exc: BaseException) -> str | None:
-    """The SQLSTATE of a server error, however the store wrapped it."""
-    while exc is not None:
-        fields = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else None
-        if fields and "C" in fields:
-            return str(fields["C"])
-        if _LOCK_NOT_AVAILABLE in str(exc):
-            return _LOCK_NOT_AVAILABLE
-        exc = exc.__cause__ or exc.__context__
-    return None
 
 
 @lru_cache(maxsize=4)
