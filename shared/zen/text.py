@@ -54,3 +54,12 @@ def find_unstorable(value: Any, path: str = "", depth: int = 0) -> str | None:
             if found:
                 return found
     return None
+
+
+def human_bytes(count: float) -> str:
+    """``11 B``, ``1.2 kB``, ``3.4 GB`` (powers of 1,000, as Cloud Storage's console counts)."""
+    for unit in ("B", "kB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return f"{count:g} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1000
+    return str(count)

@@ -14,11 +14,14 @@ import requests
 from google.api_core import exceptions as gexc
 from google.auth.exceptions import RefreshError
 
-from tests.agent.test_agent_loop import VM, start_message
+from tests.agent.fakes import FakeTransport, confirm_claims
+from tests.agent.test_agent_loop import VM, make_agent, start_message
 from tests.agent.test_staging import attempt_data, client, run_one  # noqa: F401 (fixture)
 from zen.agent import staging
+from zen.agent.limits import DailyPulls, PullLimits
+from zen.agent.settings import AgentSettings
 from zen.agent.staging import AttemptData
-from zen.models import InputSpec
+from zen.models import Heartbeat, InputSpec, VmState
 
 
 class FailingClient:
@@ -122,3 +125,75 @@ def test_a_missing_bucket_stays_failed(client, tmp_path):  # noqa: F811
     assert final.status.value == "FAILED"
     assert final.message.startswith("zen: input gs://no-such-bkt/x: 404 ")
     assert "The specified bucket does not exist: no-such-bkt" in final.message
+
+
+def retiring_agent(tmp_path, transport):
+    """An agent that is shut down once it has said RETIRED (the VM is deleted), or when nothing is left."""
+    agent = make_agent(transport, AgentSettings(heartbeat_s=0.2, stop_grace_s=1, poll_s=0.02, claim_timeout_s=5,
+                                                lease_s=10, vm_heartbeat_s=1000, work_dir=str(tmp_path / "work")))
+    confirm = confirm_claims(VM)
+
+    def answer(message):
+        if not isinstance(message, Heartbeat) and message.state is VmState.RETIRED:
+            agent.request_shutdown("deleted")
+        return confirm(message)
+
+    transport.answer = answer
+    return agent
+
+
+def test_a_vm_whose_disk_fails_three_stagings_in_a_row_retires(client, tmp_path, monkeypatch):  # noqa: F811
+    """Each such attempt is PREEMPTED (requeued for free, up to FREE_PREEMPTIONS): one bad VM went on
+    taking job after job and spending each one's free preemptions. A missing input (the job's fault)
+    between two disk faults neither counts nor resets them; a staging that works resets them."""
+    broken = {"disk": True}
+    download = AttemptData._download
+
+    def worn(self, blob, target, disk):
+        if broken["disk"]:  # a write to this VM's disk, from Cloud Storage or from the cache
+            raise OSError(errno.EIO, "Input/output error", str(target))
+        return download(self, blob, target, disk)
+
+    monkeypatch.setattr(AttemptData, "_download", worn)
+    words = [InputSpec(uri="gs://data-bkt/corpus/words.txt")]
+    transport = FakeTransport(VM, virtual_time=False)
+    for job_id in ("d1", "d2"):
+        transport.add_start(start_message(job_id, inputs=words))
+    transport.add_start(start_message("ok", inputs=words))
+    transport.add_start(start_message("d3", inputs=words))
+    transport.add_start(start_message("miss", inputs=[InputSpec(uri="gs://data-bkt/nothing/here")]))
+    transport.add_start(start_message("d4", inputs=words))
+    transport.add_start(start_message("d5", inputs=words))
+    left = transport.add_start(start_message("never", inputs=words))
+    agent = retiring_agent(tmp_path, transport)
+    transport.when_idle = lambda: agent.request_shutdown("nothing left")
+    original = agent._run
+
+    def run(start, attempt, gpu_ids):
+        broken["disk"] = start.job_id != "ok"
+        return original(start, attempt, gpu_ids)
+
+    monkeypatch.setattr(agent, "_run", run)
+    assert agent.run() == 0
+
+    ended = {job_id: status for job_id, _, status, _ in transport.job_reports() if status != "CLAIMED"
+             and status != "RUNNING"}
+    assert ended == {"d1": "PREEMPTED", "d2": "PREEMPTED", "ok": "SUCCEEDED", "d3": "PREEMPTED",
+                     "miss": "FAILED", "d4": "PREEMPTED", "d5": "PREEMPTED"}
+    assert [start.ack_id for start in transport.starts] == [left]  # never pulled: left for another VM
+    assert agent._shutdown_reason == "deleted" and "RETIRED" in transport.vm_states()
+    assert agent.pulls.exhausted().startswith("3 attempts in a row could not stage: this VM's disk (input "
+                                              "gs://data-bkt/corpus/words.txt: [Errno 5] Input/output error: ")
+
+
+def test_cloud_storage_outages_do_not_retire_the_vm(tmp_path):
+    pulls = DailyPulls(PullLimits(), gpus=1)
+    data = AttemptData("j1", 1, [InputSpec(uri="gs://data-bkt/x/")], None, tmp_path / "work",
+                       client_factory=lambda: FailingClient(gexc.ServiceUnavailable("backend down")))
+    data.prepare()
+    for _ in range(5):
+        with pytest.raises(staging.Unavailable):
+            data.stage()
+        assert data.disk_fault is None
+        pulls.staged(data.disk_fault)
+    assert pulls.exhausted() is None

@@ -63,6 +63,8 @@ class RunsAttempts:
             cut = self._transfer(attempt, data, "staging inputs", data.staged, lambda: (data.prepare(), data.stage()),
                                  unavailable=f"zen: VM {self.identity.vm} could not stage the job's inputs (requeued)",
                                  limit_s=limit, over=f"zen: staging exceeded max_runtime_s={limit}")
+            if cut is None or data.disk_fault is not None:  # a worn disk retires the VM (zen.agent.limits)
+                self.pulls.staged(data.disk_fault)
             if cut is not None:  # the job never ran: nothing to upload
                 self._end(attempt, output, None, *cut, data=data)
                 return

@@ -1,4 +1,5 @@
-"""Per-day pull limits of one agent (issue 15): after N jobs or G GPU-hours in 24 h it takes no more.
+"""Per-day pull limits of one agent (issue 15): after N jobs or G GPU-hours in 24 h it takes no more;
+nor after its disk failed the staging of several attempts in a row.
 
 The rules, where the issue is silent:
 - **What counts:** every attempt this VM ran (its claim confirmed), recorded when it ends, whatever
@@ -21,6 +22,12 @@ The rules, where the issue is silent:
   work again would race the deletion.
 - **Memory only:** the counts live in the agent process; a restarted agent (a crash, a reboot)
   counts from zero.
+- **A failing disk:** ``MAX_DISK_FAULTS`` attempts in a row whose staging this VM's disk failed (it could
+  not make the attempt's directories, or a write failed with EIO, EROFS, ENOSPC or EDQUOT: ``staged``)
+  retire the VM as a limit does. Each such attempt is PREEMPTED, requeued at the cost of one of the
+  job's free preemptions (``zen.lifecycle.FREE_PREEMPTIONS``): without this one bad VM went on eating
+  them, job after job. A staging that works resets the count; the network's or Cloud Storage's faults
+  (also PREEMPTED) neither count nor reset it: an outage is not this VM's to retire for.
 
 Where each limit comes from (:func:`resolve_pull_limits`): ``ZEN_AGENT_MAX_JOBS_PER_DAY`` /
 ``ZEN_AGENT_MAX_GPU_HOURS_PER_DAY`` when set; else, on GCE, the instance attribute the template
@@ -48,6 +55,7 @@ if TYPE_CHECKING:
 DAY_S = 86_400.0
 JOBS_ATTRIBUTE = "zen-max-jobs-per-day"
 GPU_HOURS_ATTRIBUTE = "zen-max-gpu-hours-per-day"
+MAX_DISK_FAULTS = 3  # attempts in a row this VM's disk failed to stage: then it retires
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,7 @@ class DailyPulls:
         self._running: dict[object, tuple[float, int]] = {}  # attempt -> (began at, its GPUs)
         self._claims: dict[object, None] = {}  # attempts whose claim waits for its answer
         self._reached: str | None = None
+        self._disk_faults = 0  # attempts in a row whose staging this VM's disk failed
         # Attempt threads begin and end while the agent's loop asks whether a limit is reached.
         self._lock = threading.RLock()
 
@@ -95,6 +104,14 @@ class DailyPulls:
             if began is not None:
                 now = self._clock()
                 self.record(now, began[1] * max(0.0, now - began[0]))
+
+    def staged(self, disk_fault: str | None) -> None:
+        """An attempt's staging worked (None), or this VM's disk failed it (why): ``MAX_DISK_FAULTS`` in a
+        row retire the VM for good."""
+        with self._lock:
+            self._disk_faults = 0 if disk_fault is None else self._disk_faults + 1
+            if self._disk_faults >= MAX_DISK_FAULTS and self._reached is None:
+                self._reached = f"{self._disk_faults} attempts in a row could not stage: this VM's disk ({disk_fault})"
 
     def record(self, ended_at: float, gpu_seconds: float) -> None:
         with self._lock:

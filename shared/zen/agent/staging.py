@@ -49,7 +49,7 @@ from zen.agent.cache import InputCache, object_key
 from zen.agent.runner import attempt_name
 from zen.gcs import input_name, output_destination, split_uri
 from zen.models import InputSpec
-from zen.text import escape_unstorable, unstorable_problem
+from zen.text import escape_unstorable, human_bytes, unstorable_problem
 
 SKIPPED_NAMED = 5  # outputs not uploaded (not regular files) named in the final report, at most
 
@@ -68,6 +68,7 @@ class Unavailable(TransferError):
 
 
 _JOBS_ERRNOS = {errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.EILSEQ, errno.EINVAL}
+_DISK_ERRNOS = {errno.EIO, errno.EROFS, errno.ENOSPC, errno.EDQUOT}  # this VM's disk: failing, read-only or full
 
 
 def _not_the_jobs(exc: BaseException) -> bool:
@@ -98,14 +99,6 @@ class Progress:
         cached = f" (and {human_bytes(self.cached_bytes)} from the cache)" if self.cached_bytes else ""
         return (f"{self.files} file{'s' if self.files != 1 else ''}, {human_bytes(self.bytes)}{cached} "
                 f"in {self.seconds():g} s")
-
-
-def human_bytes(count: int) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if count < 1000 or unit == "GB":
-            return f"{count:g} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1000
-    return str(count)
 
 
 def _reason(exc: BaseException) -> str:
@@ -174,6 +167,7 @@ class AttemptData:
     uploaded: Progress = field(default_factory=Progress)
     cancel: threading.Event = field(default_factory=threading.Event)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # outputs not uploaded: (path, why)
+    disk_fault: str | None = None  # why staging failed by this VM's disk (zen.agent.limits.DailyPulls.staged)
     _needed: int = 0  # bytes of the objects staged so far, against the disk's size
     _held: int | None = None  # the attempt's directory, open and locked while in use (zen.agent.agent sweeps)
     _client: Any = None
@@ -206,7 +200,8 @@ class AttemptData:
             self.input_dir.mkdir()
             self.output_dir.mkdir()
         except OSError as exc:
-            raise Unavailable(f"cannot prepare {self.root}: {exc}") from None
+            self.disk_fault = f"cannot prepare {self.root}: {exc}"
+            raise Unavailable(self.disk_fault) from None
 
     def cleanup(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -246,6 +241,8 @@ class AttemptData:
                     raise type(exc)(f"input {spec.uri}: {exc}") from None
                 except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
                     kind = Unavailable if _not_the_jobs(exc) else TransferError
+                    if isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS:
+                        self.disk_fault = f"input {spec.uri}: {exc}"
                     raise kind(f"input {spec.uri}: {_reason(exc)}") from None
         finally:
             self.staged.ended = time.monotonic()
