@@ -120,6 +120,29 @@ def test_where_the_token_comes_from(metadata):
     assert on_gce is not None and on_gce.token() == metadata.values[IDENTITY_PATH]
 
 
+def test_where_zen_does_not_require_tokens_a_heartbeat_goes_without_one_it_could_not_get(config, metadata):
+    """Zen's ``vm_proof = off`` reaches the agent as the template's ``zen-vm-proof`` attribute (or
+    ``ZEN_VM_PROOF``): a metadata outage then costs the token, not the heartbeat (withheld for minutes,
+    Zen took the VM's jobs for lost). Required (the attribute ``required``, or absent) withholds as before."""
+    on_gce = replace(IDENTITY, from_environment=False)
+    metadata.values["instance/attributes/zen-vm-proof"] = "off"
+    off = ProofSource.from_env({"GCE_METADATA_HOST": metadata.host}, on_gce)
+    assert not off.required and off.token() == metadata.values[IDENTITY_PATH]  # a token it can get still goes
+    assert ProofSource.from_env({"GCE_METADATA_HOST": metadata.host, "ZEN_VM_PROOF": "required"}, on_gce).required
+    metadata.values["instance/attributes/zen-vm-proof"] = "required"
+    assert ProofSource.from_env({"GCE_METADATA_HOST": metadata.host}, on_gce).required
+    del metadata.values["instance/attributes/zen-vm-proof"]
+    assert ProofSource.from_env({"GCE_METADATA_HOST": metadata.host}, on_gce).required
+    assert not ProofSource.from_env({"GCE_METADATA_HOST": metadata.host, "ZEN_VM_PROOF": "off"}, on_gce).required
+
+    metadata.failures[IDENTITY_PATH] = [503]
+    clients = RecordingClients()
+    source = ProofSource(MetadataServer(metadata.host), PROJECT, clock=lambda: NOW, required=False)
+    transport = PubSubTransport(config, IDENTITY, publisher=clients, subscriber=clients, proof=source)
+    transport.publish(beat(1), budget_s=10)
+    assert [attributes for _, _, attributes in clients.published] == [{"kind": "job", "vm": "vm-a"}]
+
+
 def test_a_heartbeat_whose_budget_ends_before_the_next_fetch_fails_at_once(config, metadata):
     """After a failed fetch the metadata server is asked again 30 s later: a 10 s VM heartbeat cannot
     get a token by retrying, and burning its budget held the agent's lock meanwhile."""
@@ -137,6 +160,8 @@ def test_a_heartbeat_whose_budget_ends_before_the_next_fetch_fails_at_once(confi
 
 class _Shrinking:
     """A token source whose token changes length between two tries (a refresh mid-retry)."""
+
+    required = True
 
     def __init__(self):
         self.tokens = ["a" * 1500, "b" * 900]

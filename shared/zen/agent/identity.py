@@ -22,6 +22,10 @@ Proof (``zen.vm_proof``): :class:`ProofSource` fetches the VM's Google-signed id
 (``instance/service-accounts/default/identity``), which the agent attaches to every heartbeat. It
 asks the metadata server of ``ZEN_VM_PROOF_METADATA_HOST`` when set (the local Compute stand-in
 gives each of its VMs one), else, on GCE (an identity not from the environment), the VM's own.
+Whether Zen requires it (its ``vm_proof``) comes from ``ZEN_VM_PROOF``, else the template's instance
+attribute ``zen-vm-proof`` (terraform sets it from the same variable), else ``required``: a VM whose Zen
+requires tokens sends no heartbeat without one; one whose Zen runs ``off`` sends it bare rather than
+lose it (a metadata outage of minutes would have had Zen take its jobs for lost).
 """
 
 from __future__ import annotations
@@ -198,15 +202,20 @@ def watch_preemption(metadata: MetadataServer, on_preempted: Callable[[], None],
     return thread
 
 
+PROOF_MODE = "zen-vm-proof"  # the instance attribute: Zen's vm_proof (off / required)
+
+
 class ProofSource:
     """This VM's identity token for heartbeats (``zen.vm_proof``): fetched once, kept until
     ``refresh_before_s`` before it expires (tokens last an hour). A fetch that fails is logged and
     not tried again for ``retry_pause_s``; meanwhile the token kept is used while it lasts, and with
     none no heartbeat goes (``PubSubTransport.publish`` retries within the report's budget): Zen would
-    reject one without a token and ack it."""
+    reject one without a token and ack it. Unless ``required`` is False (Zen runs ``vm_proof = off``):
+    then a heartbeat goes without the token it could not get."""
 
     def __init__(self, metadata: MetadataServer, project: str, *, refresh_before_s: float = 300.0,
-                 retry_pause_s: float = 30.0, clock: Callable[[], float] = time.time):
+                 retry_pause_s: float = 30.0, clock: Callable[[], float] = time.time, required: bool = True):
+        self.required = required
         self._metadata = metadata
         self._path = IDENTITY_PATH + identity_query(project)
         self._refresh_before_s = refresh_before_s
@@ -218,13 +227,17 @@ class ProofSource:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], identity: Identity) -> "ProofSource | None":
-        """From ``ZEN_VM_PROOF_METADATA_HOST``, else the metadata server on GCE; None: no token to get."""
+        """From ``ZEN_VM_PROOF_METADATA_HOST``, else the metadata server on GCE; None: no token to get.
+        Required unless ``ZEN_VM_PROOF``, else the instance attribute ``zen-vm-proof``, says ``off``."""
         host = env.get("ZEN_VM_PROOF_METADATA_HOST", "").strip()
         if host:
-            return cls(MetadataServer(host), identity.project)
-        if identity.from_environment:
+            metadata = MetadataServer(host)
+        elif identity.from_environment:
             return None  # not on GCE (tests, a local stack without proofs)
-        return cls(MetadataServer.from_env(env), identity.project)
+        else:
+            metadata = MetadataServer.from_env(env)
+        mode = env.get("ZEN_VM_PROOF") or template_attribute(metadata, identity, f"instance/attributes/{PROOF_MODE}")
+        return cls(metadata, identity.project, required=(mode or "required").strip().lower() != "off")
 
     def next_fetch_in(self) -> float:
         """Seconds until :meth:`token` asks the metadata server again (0: at the next call)."""

@@ -241,19 +241,21 @@ class PubSubTransport:
         data = message.to_bytes()
         base = {"kind": getattr(message, "kind", "job"), "vm": self._vm}
         proof = self._proof
-        if proof is not None and not proof.token() and proof.next_fetch_in() >= budget_s:
+        if proof is not None and proof.required and not proof.token() and proof.next_fetch_in() >= budget_s:
             raise TransportError("no VM identity token from the metadata server, and none asked for again "
                                  f"within this heartbeat's {budget_s:g} s")
 
         def once():
-            # A VM that proves its heartbeats (zen.vm_proof) sends none without its token: Zen would
-            # reject it and ack it, and a final report would be lost. No token yet is a transient
-            # failure (the metadata server unreachable), retried within the report's budget.
+            # A VM that proves its heartbeats (zen.vm_proof) sends none without its token while Zen
+            # requires one: Zen would reject it and ack it, and a final report would be lost. No token
+            # yet is a transient failure (the metadata server unreachable), retried within the report's
+            # budget. With Zen's vm_proof off, the heartbeat goes bare.
             attributes = dict(base)  # afresh each try: a new token may come in fewer pieces
             if proof is not None:
-                if not (token := proof.token()):
+                if token := proof.token():
+                    attributes.update(token_attributes(token))
+                elif proof.required:
                     raise ConnectionError("no VM identity token from the metadata server yet")
-                attributes.update(token_attributes(token))
             return self._publisher.publish(self._heartbeats, data, **attributes).result(
                 timeout=max(1.0, min(budget_s, 30.0)))
 
