@@ -103,3 +103,19 @@ def test_an_agent_starting_while_another_prepares_an_attempt_leaves_it(tmp_path,
     monkeypatch.setattr(staging.fcntl, "flock", real_flock)
     assert swept and data.input_dir.is_dir() and data.output_dir.is_dir()
     data.cleanup()
+
+
+def test_a_directory_left_between_its_making_and_its_rename_is_swept_once_old(tmp_path):
+    """An agent that died between ``mkdir <name>.new`` and its rename left an empty directory no sweep
+    took; one just made (another agent about to lock it) stays."""
+    work = tmp_path / "work"
+    old = work / (attempt_name("crashed", 1) + ".new")
+    fresh = work / (attempt_name("making", 1) + ".new")
+    old.mkdir(parents=True)
+    fresh.mkdir()
+    os.utime(old, (os.stat(old).st_atime, os.stat(old).st_mtime - 120))
+
+    agent = make_agent(FakeTransport(VM), AgentSettings(poll_s=0.05, vm_heartbeat_s=1000, work_dir=str(work)))
+    assert agent.run() == 0
+
+    assert not old.exists() and fresh.is_dir()

@@ -82,7 +82,8 @@ from zen.joblogs import Sink
 from zen.models import StartMessage, VmState
 
 log = logging.getLogger("zen.agent")
-_ATTEMPT_DIR = re.compile(r"[A-Za-z0-9_.-]+-[0-9a-f]{12}-[0-9]+")  # zen.agent.runner.attempt_name
+_ATTEMPT_DIR = re.compile(r"[A-Za-z0-9_.-]+-[0-9a-f]{12}-[0-9]+(\.new)?")  # zen.agent.runner.attempt_name
+MAKING_S = 60.0  # a <name>.new older than this was left by a crash between its mkdir and its rename
 
 
 def _about_the_attempt(exc: ValidationError) -> bool:
@@ -189,12 +190,14 @@ class Agent(RunsAttempts, Claims):
         """Remove the attempt directories an agent that died left in the work directory (an attempt's is
         removed when it ends; after a crash, never): those named as attempts whose lock no live agent holds
         (``zen.agent.staging.AttemptData.prepare``; several agents may share one work directory, as the
-        local stack's do). Never the cache, a link, or anything outside the work directory."""
+        local stack's do), and a ``<name>.new`` only once older than ``MAKING_S`` (it is locked just after
+        its mkdir). Never the cache, a link, or anything outside the work directory."""
         work = Path(self.settings.work_dir).resolve()
         cache = Path(self.settings.cache_path(self.identity.vm)).resolve()
         try:
-            found = [e.name for e in os.scandir(work)
-                     if _ATTEMPT_DIR.fullmatch(e.name) and e.is_dir(follow_symlinks=False)]
+            found = [e.name for e in os.scandir(work) if (named := _ATTEMPT_DIR.fullmatch(e.name))
+                     and e.is_dir(follow_symlinks=False)
+                     and (not named[1] or time.time() - e.stat(follow_symlinks=False).st_mtime > MAKING_S)]
         except OSError:
             return  # no work directory yet
         for name in found:
