@@ -179,7 +179,7 @@ class QueueConfig(_Strict):
         default=None, description="Cluster -> most GPUs it may borrow from its cohort (unset: no limit)")
     users: list[str] = Field(default_factory=list, description="Users whose default queue this is")
     preemption: Literal["never", "lower-priority", "reclaim-borrowed"] = Field(
-        default="never", description="What a job within its nominal quota may preempt (not enforced yet)")
+        default="never", description="What a job within its nominal quota may preempt (zen.queueing)")
 
     @field_validator("name", "cohort")
     @classmethod

@@ -16,7 +16,7 @@ Started in order, each logging to ``.zen/logs/<name>.log``:
 6. the event bridge (Eventarc-style delivery of each topic to its function) and the scale ticker.
 ``.zen/stack.json`` records the processes and endpoints, so ``zen local down`` (or the next
 ``zen`` command) finds them. Stopping the stack stops its Postgres too (data stays in
-``.zen/pgdata``; a later ``zen`` command starts it again when it needs it). ``up`` refuses to start while a previous stack is alive or a port is
+``.zen/pgdata``; ``zen local up`` starts it again: no other command starts a database). ``up`` refuses to start while a previous stack is alive or a port is
 taken. Stopping goes in reverse order: SIGTERM to each process group, then SIGKILL after a grace.
 """
 
