@@ -146,17 +146,40 @@ def test_an_unknown_key_refetches_the_certificates_at_most_once_a_minute(issuer,
     moment[0] = 61.0
     with pytest.raises(Rejected, match="does not list"):  # refetched for it, and still unknown
         checker.check({ATTRIBUTE: token(rotated, clock)}, VM, ZONE, PROJECT)
-    for _ in range(2):  # not refetched yet: redelivered later, not refused for good
-        with pytest.raises(TransientError, match="fetched again after that"):
+    for _ in range(2):  # not refetched within the pause: a fetch that recent lists every key in use
+        with pytest.raises(Rejected, match="does not list"):
             checker.check({ATTRIBUTE: token(rotated, clock)}, VM, ZONE, PROJECT)
     assert certs.calls == 2  # one refetch for the unknown key, not one per message
-    certs.certs.update(rotated.certs())
-    moment[0] = 100.0  # not yet a minute since that refetch
-    with pytest.raises(TransientError, match="fetched again after that"):
-        checker.check({ATTRIBUTE: token(rotated, clock)}, VM, ZONE, PROJECT)
+    certs.certs.update(rotated.certs())  # Google lists the new key
     moment[0] = 122.0
     checker.check({ATTRIBUTE: token(rotated, clock)}, VM, ZONE, PROJECT)
     assert certs.calls == 3
+
+
+def test_an_unknown_key_with_a_forged_future_iat_is_refused_not_retried(issuer, clock):
+    """The retry was decided on the token's own, unverified iat: a forger setting it in the future
+    earned a 5xx on every delivery within a minute of a fetch (then the dead letters, nothing recorded)."""
+    checker = make_checker(clock, Certs(issuer))
+    checker.check({ATTRIBUTE: token(issuer, clock)}, VM, ZONE, PROJECT)  # the certificates fetched now
+    forged = token(TokenIssuer(), clock, iat=4_000_000_000)
+    for _ in range(3):
+        with pytest.raises(Rejected, match="does not list"):
+            checker.check({ATTRIBUTE: forged}, VM, ZONE, PROJECT)
+
+
+def test_a_publish_time_without_a_zone_is_not_trusted(issuer, clock):
+    """Pub/Sub's publishTime is UTC with a Z; a bare one (year 1: ``timestamp()`` raised ValueError, a
+    500) is ignored, and the token judged by Zen's clock."""
+    from datetime import datetime
+
+    from zen.events import envelope_from_cloud_event
+
+    checker = make_checker(clock, Certs(issuer))
+    checker.check({ATTRIBUTE: token(issuer, clock)}, VM, ZONE, PROJECT, datetime(1, 1, 1))  # no ValueError
+    published = "google.cloud.pubsub.topic.v1.messagePublished"
+    envelope = envelope_from_cloud_event("e1", published, {"message": {"data": "e30=", "messageId": "1",
+                                                                       "publishTime": "0001-01-01T00:00:00"}})
+    assert envelope.publish_time is None
 
 
 class _CertsServer:

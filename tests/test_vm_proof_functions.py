@@ -83,3 +83,33 @@ def test_a_vm_heartbeat_with_another_vm_token_is_rejected(functions, zen, clock,
     functions.heartbeat(vm_beat("IDLE", ms(clock) + 1, clock()), attributes=proof(issuer, clock, project, "vm-b"))
     with zen.db.transaction() as session:
         assert [row["state"] for row in repository.list_vms(session) if row["name"] == "vm-b"] == ["IDLE"]
+
+
+def test_a_claim_from_outside_the_region_it_names_is_rejected(functions, zen, clock, issuer, project):
+    """The token proves the zone; a claim's allowed regions (and tags, set per region) are judged by the
+    heartbeat's region, which must therefore be the zone's: a us-central1 VM claimed a europe-west4-only
+    job by naming europe-west4."""
+    functions.submit(job_request("eu-only", regions=["europe-west4"]))
+    lying = heartbeat("eu-only", "CLAIMED", ms(clock), vm="vm-a", region="europe-west4", zone="us-central1-a")
+    assert functions.send("on_heartbeat", lying, attributes=proof(issuer, clock, project, "vm-a")).status_code == 200
+    assert job(zen, "eu-only").status.value == "QUEUED"
+    [reason] = rejections(zen)
+    assert "names region 'europe-west4' and zone 'us-central1-a', which is not in it" in reason
+
+
+def test_a_token_nested_too_deep_or_too_long_is_rejected_not_a_500(functions, zen, clock):
+    """A header of 2,900 '[' (under 4,096 characters) made json raise RecursionError: 500 on every
+    delivery, then the dead letters; one far longer than any real token is refused undecoded."""
+    import base64
+
+    from zen.vm_proof import token_attributes
+
+    deep = base64.urlsafe_b64encode(b"[" * 2900).decode().rstrip("=") + ".e30.c2ln"
+    for n, forged in enumerate((deep, "a" * 20_000 + ".e30.c2ln")):
+        functions.submit(job_request(f"deep-{n}"))
+        beat = heartbeat(f"deep-{n}", "CLAIMED", ms(clock) + n, vm="vm-a")
+        assert functions.send("on_heartbeat", beat, attributes=token_attributes(forged)).status_code == 200
+        assert job(zen, f"deep-{n}").status.value == "QUEUED"
+    deep_reason, long_reason = rejections(zen)
+    assert "the vm_proof attribute is not a JWT" in deep_reason
+    assert "characters long, over 4096: not a VM identity token" in long_reason

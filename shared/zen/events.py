@@ -64,6 +64,8 @@ def envelope_from_cloud_event(event_id: str, event_type: str | None, data: Any) 
         published = datetime.fromisoformat(publish_time.replace("Z", "+00:00")) if publish_time else None
     except (AttributeError, ValueError):
         published = None
+    if published is not None and published.tzinfo is None:  # Pub/Sub's is UTC, "Z": a bare one is not it
+        published = None
     return PubSubEnvelope(
         message_id=str(message_id), data=payload, attributes=dict(attributes), publish_time=published,
         subscription=data["subscription"] if isinstance(data.get("subscription"), str) else None,

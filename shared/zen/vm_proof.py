@@ -6,7 +6,8 @@ attribute ``vm_proof`` (:data:`ATTRIBUTE`), the token its metadata server issues
 :func:`audience` (``instance/service-accounts/default/identity?audience=...&format=full``:
 RS256, issuer Google, one hour long, claims ``google.compute_engine.{instance_name, zone,
 project_id, ...}``). Only the VM itself can get its token; Zen checks (:class:`ProofChecker`) that
-it verifies against Google's certificates and names the VM, zone and project the heartbeat names.
+it verifies against Google's certificates and names the VM, zone and project the heartbeat names,
+and that the heartbeat's region is that zone's (claims are judged by the region).
 
 ``ZEN_VM_PROOF``: ``off`` (the default: nothing checked; tests, deployments older than the check)
 or ``required`` (a heartbeat without a valid token naming its VM is rejected). The certificates
@@ -53,6 +54,7 @@ MAX_REMEMBERED = 10_000  # verified tokens remembered at most (one per VM and ho
 Fetch = Callable[[str], tuple[dict[str, str], float]]  # url -> ({kid: PEM}, max-age seconds)
 
 
+MAX_TOKEN_CHARS = 4096  # a real token is ~1,050-1,100; anything far longer is refused undecoded
 PIECE_CHARS = 1000  # Pub/Sub caps an attribute's value at 1,024 bytes; a real token is ~1,050-1,100
 
 
@@ -138,7 +140,6 @@ class ProofChecker:
         self._certs: dict[str, str] = {}
         self._certs_until = float("-inf")  # monotonic time the certificates are good until
         self._fetched_at = float("-inf")
-        self._fetched_wall = float("-inf")  # the same, by Zen's clock (a token issued before it: no new key)
         self._verified: dict[str, dict[str, Any]] = {}  # token -> its claims, until its exp
         self.verifications = 0  # signatures checked (tests: a remembered token is not checked again)
 
@@ -149,9 +150,11 @@ class ProofChecker:
                    env.get("ZEN_VM_PROOF_CERTS_URL") or GOOGLE_CERTS_URL, audience(project), clock)
 
     def check(self, attributes: Mapping[str, str], vm: str, zone: str, project: str,
-              published_at: datetime | None = None) -> None:
+              published_at: datetime | None = None, region: str | None = None) -> None:
         """Raise ``Rejected`` unless the message's token proves it comes from ``vm`` in ``zone`` of
-        ``project`` (mode ``required``); ``TransientError`` when the certificates cannot be fetched.
+        ``project`` (mode ``required``), and ``zone`` is in ``region`` (given: the heartbeat's; a claim's
+        allowed regions and tags are judged by it); ``TransientError`` when the certificates cannot be
+        fetched.
 
         The token must have been valid when the message was published (``published_at``, set by
         Pub/Sub, which no sender can forge), not when it is delivered: a heartbeat held back by an
@@ -164,8 +167,11 @@ class ProofChecker:
             raise Rejected(f"the heartbeat carries no {ATTRIBUTE} attribute (the identity token of VM {vm}); "
                            "Zen requires one (ZEN_VM_PROOF=required): upgrade the VM's agent, or set vm_proof "
                            "to off while older agents run")
+        if region is not None and not zone.startswith(f"{region}-"):  # the token proves the zone; the region must be the zone's
+            raise Rejected(f"the heartbeat names region {escape_unstorable(region, 64)!r} and zone "
+                           f"{escape_unstorable(zone, 64)!r}, which is not in it: a VM reports its own region")
         now = self._clock().timestamp()
-        if published_at is not None:
+        if published_at is not None and published_at.tzinfo is not None:
             now = min(now, published_at.timestamp())
         claims = self._verified.get(token)
         if claims is None or claims["exp"] <= now - CLOCK_SKEW_S:
@@ -183,20 +189,21 @@ class ProofChecker:
     def _verify(self, token: str, now: float) -> dict[str, Any]:
         from google.auth import crypt  # the adapter library, only where tokens are checked
 
+        if len(token) > MAX_TOKEN_CHARS:
+            raise Rejected(f"the {ATTRIBUTE} token is {len(token)} characters long, over {MAX_TOKEN_CHARS}: "
+                           "not a VM identity token")
         try:
             header, claims, signed, signature = _decode(token)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: JSON nested too deep
             raise Rejected(f"the {ATTRIBUTE} attribute is not a JWT") from None
         if header.get("alg") != "RS256":
             raise Rejected(f"the {ATTRIBUTE} token is signed with {str(header.get('alg'))[:20]!r}, not RS256")
         kid = str(header.get("kid"))
-        cert, fetched = self._cert(kid)
-        issued = claims.get("iat") if isinstance(claims.get("iat"), (int, float)) else 0
-        if cert is None and not fetched and issued > self._fetched_wall - CLOCK_SKEW_S:
-            # A key newer than the certificates fetched a moment ago (Google rotating): again later.
-            # A token issued before that fetch was signed by a key it would have listed: refused.
-            raise TransientError(f"the {ATTRIBUTE} token's key {kid[:64]!r} is not among the certificates "
-                                 f"fetched less than {REFETCH_PAUSE_S:.0f} s ago: they are fetched again after that")
+        # An unknown key refetches the certificates (at most once a REFETCH_PAUSE_S); still unknown, or
+        # unknown within the pause, the token is refused: Google lists a key before it signs with it, so
+        # a fetch less than a minute old lists every key a real token can have. (Retrying, on the
+        # token's own word that it was issued after the fetch, let a forged iat earn 5xx after 5xx.)
+        cert, _ = self._cert(kid)
         if cert is None:
             raise Rejected(f"the {ATTRIBUTE} token is signed by key {kid[:64]!r}, which {self.certs_url} does "
                            "not list: it is not a Google-signed identity token")
@@ -234,7 +241,6 @@ class ProofChecker:
             if stale or unknown:
                 certs, max_age = self._fetch(self.certs_url)
                 self._certs, self._fetched_at = certs, moment
-                self._fetched_wall = self._clock().timestamp() if self._clock else time.time()
                 self._certs_until = moment + max_age
                 log.info("VM identity certificates fetched", extra={"url": self.certs_url, "keys": len(certs)})
             return self._certs.get(kid), stale or unknown
