@@ -5,7 +5,8 @@ update guarded by the expected status and attempt, job_events rows, outbox messa
 
 Rules that make Pub/Sub's at-least-once, any-order delivery safe:
 - A heartbeat names ``(job_id, attempt)``. An older attempt is stale: it changes nothing, and the VM
-  that sent it is told to drop (RELEASE) or stop (STOP) that attempt, so a job never runs twice.
+  that sent it is told to drop (RELEASE) or stop (STOP) that attempt, so a job never runs twice (a VM
+  cut off from Pub/Sub, which hears no STOP, stops it itself first: ``zen.agent.fence``).
 - Within an attempt, ``seq`` orders heartbeats; one at or below the last applied ``seq`` is a
   duplicate. Status only moves forward through ``TRANSITIONS``; terminal states absorb, so a late
   RUNNING never undoes a stop or a finish.

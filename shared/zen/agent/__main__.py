@@ -1,7 +1,9 @@
 """``python -m zen.agent`` (and ``zen agent``): run this VM's agent until SIGTERM.
 
 Reads the configuration (``ZEN_CONFIG``, else the shipped default), the VM's identity (environment,
-else the GCE metadata server) and the ``ZEN_AGENT_*`` tunables; logs JSON lines to stderr.
+else the GCE metadata server) and the ``ZEN_AGENT_*`` tunables; logs JSON lines to stderr. Of the
+configuration's deadlines the agent keeps ``heartbeat_timeout_s``: it stops a job whose heartbeats
+have not reached Zen for most of it (``zen.agent.fence``).
 Exit codes: 0 after a clean shutdown (SIGTERM, SIGINT, preemption), 1 when Pub/Sub stayed
 unreachable at start, 2 on a configuration or identity problem.
 """
@@ -18,6 +20,7 @@ import threading
 from dataclasses import asdict, replace
 from typing import Sequence
 
+from zen.agent.fence import fence_s
 from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_preemption
 from zen.agent.limits import DailyPulls, resolve_pull_limits
 from zen.agent.settings import AgentSettings
@@ -69,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = AgentSettings.from_env(env)
         config = load_config()
+        settings = replace(settings, heartbeat_timeout_s=config.deadlines.heartbeat_timeout_s)  # zen.agent.fence
         identity = resolve_identity(env, metadata, default_project=config.project)
         cluster = config.cluster(identity.cluster)
         if cluster is None:
@@ -90,7 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     local = settings.local if settings.local is not None else identity.from_environment
     if args.check:
         print(json.dumps({"identity": asdict(identity), "settings": asdict(settings), "local": local,
-                          "pull_limits": asdict(limits), "capacity": asdict(capacity)}, indent=2))
+                          "pull_limits": asdict(limits), "capacity": asdict(capacity),
+                          "fence_s": fence_s(settings)}, indent=2))
         return 0
 
     # Imported here: the client library is heavy, and --check / errors above do not need it.
@@ -103,7 +108,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if removed:
             log.warning("removed containers left by a previous agent", extra={"containers": removed})
     log.info("pull limits", extra={"limits": limits.describe(), "gpus": capacity.gpus,
-                                   "max_jobs_per_vm": capacity.max_jobs})
+                                   "max_jobs_per_vm": capacity.max_jobs, "fence_s": fence_s(settings)})
+    if fence_s(settings) + settings.stop_grace_s >= settings.heartbeat_timeout_s:  # the floor of zen.agent.fence
+        log.warning("heartbeats too far apart for Zen's heartbeat_timeout_s: a job cut off from Zen may still run "
+                    "when Zen runs it elsewhere", extra={"heartbeat_s": settings.heartbeat_s,
+                                                         "heartbeat_timeout_s": settings.heartbeat_timeout_s})
     agent = Agent(identity, settings, PubSubTransport(config, identity), local=local,
                   sink=_output_sink(env, identity, local), pulls=DailyPulls(limits, capacity.gpus),
                   slots=Slots(capacity))

@@ -7,6 +7,7 @@ each with its own GPUs: ``zen.agent.slots``)::
     IDLE ──pull──▶ CLAIMING ──CONFIRM──▶ RUNNING ──exit──▶ SUCCEEDED | FAILED ──▶ IDLE (warm reuse)
                       │ RELEASE / STOP / no answer           │ STOP ──▶ STOPPED
                       └──▶ IDLE                              │ max_runtime_s ──▶ FAILED
+                                                             │ no report reaching Zen (zen.agent.fence) ──▶ PREEMPTED
     IDLE ──a pull limit reached (zen.agent.limits)──▶ RETIRED: no more pulls, VM heartbeats until deleted
     IDLE ──pulls failing for PULL_OUTAGE_S (zen.agent.outage)──▶ no IDLE heartbeats until a pull works
     any state ──SIGTERM / preempted──▶ PREEMPTED (current attempt), VM STOPPING, exit 0
@@ -109,7 +110,7 @@ class Agent(RunsAttempts, Claims):
         self.settings = settings
         self.transport = transport
         self.local = local
-        self.reporter = Reporter(identity, transport.publish)
+        self.reporter = Reporter(identity, transport.publish, clock=clock)
         self.log = _Log(log, identity.log_fields())
         self.jobs_run = 0
         self.pulls = pulls or DailyPulls(PullLimits(), 0, clock)  # per-day limits; none by default

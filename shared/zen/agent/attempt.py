@@ -4,6 +4,12 @@ heartbeats, the orders its control messages bring, the VM's shutdown), ship its 
 (``zen.agent.output``), upload its outputs and report how it ended; ``transfer`` runs a staging or an
 upload in the background while the attempt heartbeats. The loop that pulls and is
 offered starts, claims them and keeps the VM's slots, pull limits and VM heartbeats is ``Agent``'s.
+
+The fence (``zen.agent.fence``): a running attempt none of whose reports Pub/Sub accepted for
+``fence_s`` (Zen's ``heartbeat_timeout_s`` less the stop grace and a margin: 95 s by default) is
+stopped by the agent itself, as a STOP would stop it, its staging or upload cut, and reported
+PREEMPTED: Zen is about to take it for lost and run the job elsewhere, and a VM cut off from Pub/Sub
+would never get the STOP Zen sends it then.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from zen.agent import fence
 from zen.agent.output import AttemptOutput
 from zen.agent.reports import AttemptReport
 from zen.agent.runner import CannotRun, JobSpec, RunningJob
@@ -50,6 +57,8 @@ class RunsAttempts:
     def _run(self, start: StartMessage, attempt: AttemptReport, gpu_ids: tuple[int, ...]) -> None:
         fields = {"job_id": start.job_id, "attempt": start.attempt}
         key = (start.job_id, start.attempt)
+        if attempt.accepted_at is None:  # no CLAIMED accepted, yet Zen heard one: its lease starts now
+            attempt.accepted_at = self._clock()
         self.slots.running(key)
         self._vm_beat(force=True)
         self.pulls.began(key, len(gpu_ids) if gpu_ids else None)
@@ -120,7 +129,7 @@ class RunsAttempts:
         The status reported is the job's own (``final``: its exit code, or how the agent ended it), never
         the upload's: a STOP during the upload is ignored (the job has ended or was stopped already; Zen
         repeats STOP to every RUNNING heartbeat of a stopping job, and a STOP that cut the upload lost a
-        stopped job's checkpoint); only the VM's shutdown cuts it, or its budget: ``limit_s`` (the job's
+        stopped job's checkpoint); only the VM's shutdown or the fence cut it, or its budget: ``limit_s`` (the job's
         ``max_runtime_s``) from the job's end. A job may run that long; its outputs get as long again, so an
         attempt holds its VM about twice ``max_runtime_s`` at most, however its upload goes (a constant
         would be too short for a long job's checkpoints, and no bound for a short one's). An upload that
@@ -175,6 +184,7 @@ class RunsAttempts:
                        stopping=lambda: self.stopping, clock=self._clock, vm=self.identity.vm,
                        shutdown_grace_s=shutdown_grace_s, grace_s=self.settings.stop_grace_s, stops=stops,
                        unavailable=unavailable, limit_s=limit_s, over=over,
+                       fenced=lambda: fence.fenced(attempt, self.settings, self._clock(), what),
                        shutdown_left=lambda: self._shutdown_left(SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S),
                        report_left=lambda: attempt.report_by - self._clock())
         if cut is not None:
@@ -202,6 +212,11 @@ class RunsAttempts:
                     **fields, "max_runtime_s": job.spec.max_runtime_s})
                 job.stop(settings.stop_grace_s)
                 return AgentStatus.FAILED, over
+            if (fenced := fence.fenced(attempt, settings, self._clock())) is not None:
+                self.log.warning("stopping the job: no heartbeat reached Zen", extra={
+                    **fields, "fence_s": fence.fence_s(settings)})
+                job.stop(settings.stop_grace_s)
+                return AgentStatus.PREEMPTED, fenced
             next_beat, order = self._listen(attempt, next_beat)
             if order is None:
                 continue
@@ -217,10 +232,16 @@ class RunsAttempts:
 
     def _listen(self, attempt: AttemptReport, next_beat: float, **report) -> tuple[float, ControlMessage | None]:
         """One slice of a running attempt: its RUNNING heartbeat when due (at ``next_beat``; returns the
-        next), the VM's, and the control message about it, if one came (acked)."""
+        next), the VM's, and the control message about it, if one came (acked). Its heartbeat takes no
+        longer than what is left of the attempt's fence, and once that fell the caller stops it first."""
+        settings = self.settings
         if self._clock() >= next_beat:
-            self.reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, self.settings.heartbeat_s), **report)
-            next_beat = self._clock() + self.settings.heartbeat_s
+            left = fence.fence_left(attempt, settings, self._clock())
+            self.reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, settings.heartbeat_s, max(1.0, left)),
+                              **report)
+            next_beat = self._clock() + settings.heartbeat_s
+        if fence.fence_left(attempt, settings, self._clock()) <= 0:
+            return next_beat, None
         self._vm_beat()
         received = self.controls.next((attempt.job_id, attempt.attempt), SLICE_S)
         if received is None:
@@ -288,7 +309,8 @@ def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[]
              stopping: Callable[[], bool], clock: Callable[[], float], vm: str, shutdown_grace_s: float = 0.0,
              grace_s: float = 10.0, stops: bool = True, shutdown_left: Callable[[], float] = lambda: math.inf,
              report_left: Callable[[], float] = lambda: math.inf, unavailable: str | None = None,
-             limit_s: float | None = None, over: str = "") -> tuple[AgentStatus, str] | None:
+             limit_s: float | None = None, over: str = "",
+             fenced: Callable[[], str | None] = lambda: None) -> tuple[AgentStatus, str] | None:
     """Run one transfer (``work``: staging or uploading) in the background while the agent's ``listen``
     heartbeats the attempt with its progress. Returns the status and note when it failed (FAILED), a
     STOP came (STOPPED), or the agent is shutting down and ``shutdown_grace_s`` ran out, or
@@ -308,7 +330,10 @@ def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[]
 
     ``limit_s``: the transfer's own bound (``max_runtime_s``: a stage that takes longer ends the attempt,
     as would the job running longer), in real seconds (``time.monotonic``, as ``RunningJob`` counts the
-    job's); past it the transfer is cut, FAILED with ``over`` and what was done."""
+    job's); past it the transfer is cut, FAILED with ``over`` and what was done.
+
+    ``fenced()``: the note once the attempt's fence fell (``zen.agent.fence``): the transfer is cut,
+    PREEMPTED, whether it stages or uploads (Zen is about to run the job elsewhere)."""
     cut: list[tuple[AgentStatus, str]] = []
     next_beat, shutdown_at, join_s = clock(), None, grace_s
     limit_at = time.monotonic() + limit_s if limit_s is not None else math.inf
@@ -321,6 +346,10 @@ def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[]
                 cut.append((AgentStatus.PREEMPTED, f"zen: VM {vm} shut down while {what}"))
                 join_s = min(grace_s, SHUTDOWN_JOIN_S)
                 return True
+        if (note := fenced()) is not None:
+            cut.append((AgentStatus.PREEMPTED, f"{note} ({progress.describe()} done)"))
+            join_s = min(grace_s, SHUTDOWN_JOIN_S)
+            return True
         if report_left() <= 0:
             cut.append((AgentStatus.STOPPED, f"zen: stopped while {what}: cut when Zen's stop deadline came "
                                              f"({progress.describe()} done)"))

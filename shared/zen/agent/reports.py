@@ -60,20 +60,25 @@ class Publish(Protocol):
 
 @dataclass
 class AttemptReport:
-    """The agent's side of one attempt: which one, the last ``seq`` used for it (``Reporter.job``), and
-    by when (the agent's clock) Zen must have its final report once a STOP said so (``answer_within_s``)."""
+    """The agent's side of one attempt: which one, the last ``seq`` used for it (``Reporter.job``), by
+    when (the agent's clock) Zen must have its final report once a STOP said so (``answer_within_s``),
+    and when (the agent's clock) the publish of its last report that Pub/Sub accepted began: what
+    renews its lease (``zen.agent.fence``)."""
 
     job_id: str
     attempt: int
     seq: int = 0
     report_by: float = math.inf
+    accepted_at: float | None = None
 
 
 class Reporter:
-    def __init__(self, identity: Identity, publish: Publish, wall_clock: Callable[[], float] = time.time):
+    def __init__(self, identity: Identity, publish: Publish, wall_clock: Callable[[], float] = time.time,
+                 clock: Callable[[], float] = time.monotonic):
         self._identity = identity
         self._publish = publish
         self._wall_clock = wall_clock
+        self._clock = clock  # the agent's, for AttemptReport.accepted_at
         self._seq = 0
         self._seq_lock = threading.Lock()  # attempts report from threads of their own (several at once)
         self._extra = identity.log_fields()
@@ -86,8 +91,10 @@ class Reporter:
 
     def job(self, attempt: AttemptReport, status: AgentStatus, *, budget_s: float, exit_code: int | None = None,
             message: str | None = None, data: dict[str, int | float] | None = None) -> bool:
-        """``data``: the attempt's transfers so far (``staged_bytes`` ...; ``zen.agent.staging``)."""
+        """``data``: the attempt's transfers so far (``staged_bytes`` ...; ``zen.agent.staging``). Once
+        Pub/Sub accepted it, ``attempt.accepted_at`` is when its publish began."""
         identity = self._identity
+        began = self._clock()
         attempt.seq = self._next_seq()
         required = dict(job_id=attempt.job_id, attempt=attempt.attempt, vm=identity.vm, region=identity.region,
                         zone=identity.zone, status=status, seq=attempt.seq, sent_at=datetime.now(timezone.utc),
@@ -100,8 +107,11 @@ class Reporter:
             log.error("heartbeat stripped of its message, tags and data: Zen would refuse them", extra={
                 **self._extra, "job_id": attempt.job_id, "attempt": attempt.attempt, "status": status.value,
                 "reason": describe_validation_error(exc)})
-        return self._send(heartbeat, budget_s, job_id=attempt.job_id, attempt=attempt.attempt,
+        sent = self._send(heartbeat, budget_s, job_id=attempt.job_id, attempt=attempt.attempt,
                           status=status.value, seq=heartbeat.seq)
+        if sent:
+            attempt.accepted_at = began
+        return sent
 
     def vm(self, state: VmState, *, budget_s: float, held: Sequence[tuple[str, int]] = (),
            list_all: bool = False, cached: tuple[list[str] | None, list[str] | None] = (None, None),

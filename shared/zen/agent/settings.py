@@ -35,6 +35,10 @@
 | ``ZEN_AGENT_LOG_LIMIT_BYTES`` | 33554432 | output shipped per attempt at most (32 MiB)             |
 | ``ZEN_AGENT_LOG_TAIL_BYTES``  | 1048576 | of that limit, the end of the output always shipped      |
 
+``heartbeat_timeout_s`` is no tunable: it is the configuration's ``deadlines.heartbeat_timeout_s``
+(set by ``zen.agent.__main__``; its default elsewhere), after which Zen takes a silent attempt for
+lost. The agent stops a job whose heartbeats stop reaching Zen before then (``zen.agent.fence``).
+
 Where the output goes is ``ZEN_JOB_LOGS_DIR`` / ``ZEN_LOGGING_ENDPOINT`` (``zen.joblogs``); how the
 limits work is ``zen.agent.output``.
 """
@@ -49,6 +53,7 @@ from typing import Mapping
 from zen.agent.cache import IMAGES_KEEP, REPORTED
 from zen.agent.limits import parse_limit
 from zen.agent.output import OutputLimits
+from zen.config import Deadlines
 from zen.errors import ConfigError
 
 MAX_LINE_BYTES = 200 * 1024  # an output line is one Cloud Logging entry (256 KB at most, labels included)
@@ -76,6 +81,7 @@ class AgentSettings:
     cache_dir: str | None = None  # None: <work_dir>/.cache/<VM name>
     cache_bytes: int = 20_000_000_000
     images_keep: int = IMAGES_KEEP
+    heartbeat_timeout_s: float = float(Deadlines.model_fields["heartbeat_timeout_s"].default)  # the configuration's
 
     def cache_path(self, vm: str) -> str:
         """One cache per VM, even where VMs share a disk (the local stack's)."""

@@ -1,0 +1,60 @@
+"""The fence: an attempt whose heartbeats no longer reach Zen is stopped before Zen runs its job elsewhere.
+
+Zen takes an attempt whose VM has been silent for ``deadlines.heartbeat_timeout_s`` for lost: the sweep
+(``zen.lifecycle.decide_silence``) requeues the job as the next attempt and sends this one STOP. A VM cut
+off from Pub/Sub never gets that STOP, and its job ran on beside the new attempt: the same job twice.
+
+So each attempt holds a lease on its job, renewed by every report of it that Pub/Sub accepted (its
+publish returned without error; the CLAIMED that Zen answered with CONFIRM is the first):
+``AttemptReport.accepted_at``, the agent's clock when that publish began (Zen heard it no earlier).
+Once none has been accepted for ``fence_s`` the agent stops the job itself, as a STOP would (SIGTERM,
+the stop grace, SIGKILL), or cuts the staging or the upload under way, so the job is dead before
+Zen's deadline, and reports the attempt PREEMPTED with why (the final report retried within its
+budget as any other)::
+
+    fence_s = heartbeat_timeout_s - stop_grace_s - MARGIN_S, never below MIN_BEATS heartbeat periods
+
+By default 120 - 10 - 15 = 95 s. ``MARGIN_S`` covers what may run past the fence before the agent
+looks: a VM heartbeat under way when it falls (a report's budget is 10 s at most; a RUNNING heartbeat's
+own is cut to what is left of the fence), a control-message slice, the kill. The floor keeps a
+configuration whose deadline leaves no room (the local stack's: 3 s) from stopping a job on one failed
+heartbeat: two in a row may fail (such a job may then outlive Zen's deadline by the stop grace).
+
+Why PREEMPTED: by then the sweep has most likely requeued the job, and this attempt's final report is
+stale to Zen and ignored (``zen.lifecycle._stale_attempt``). If it reaches Zen sooner (the network came
+back just before the deadline), PREEMPTED does what the sweep's LOST would have done: the job is
+requeued (``zen.lifecycle._advance``: without spending an attempt, ``FREE_PREEMPTIONS`` times; a job
+being stopped ends CANCELLED, one being preempted for a queue goes back to PENDING). FAILED would end
+the job for good for the network's fault, STOPPED would cancel it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from zen.agent.reports import AttemptReport
+from zen.agent.settings import AgentSettings
+
+MARGIN_S = 15.0
+MIN_BEATS = 3
+
+
+def fence_s(settings: AgentSettings) -> float:
+    """Seconds without an accepted report after which an attempt is stopped (the rule above)."""
+    return max(settings.heartbeat_timeout_s - settings.stop_grace_s - MARGIN_S, MIN_BEATS * settings.heartbeat_s)
+
+
+def fence_left(attempt: AttemptReport, settings: AgentSettings, now: float) -> float:
+    """Seconds until the attempt's fence falls (0 or less: fallen); infinite before any report of it was accepted."""
+    if attempt.accepted_at is None:
+        return math.inf
+    return attempt.accepted_at + fence_s(settings) - now
+
+
+def fenced(attempt: AttemptReport, settings: AgentSettings, now: float, what: str = "") -> str | None:
+    """The final report's note once the attempt's fence fell (``what``: the transfer it cut); else None."""
+    if fence_left(attempt, settings, now) > 0:
+        return None
+    silent = now - attempt.accepted_at
+    return (f"zen: stopped{f' while {what}' if what else ''}: no heartbeat reached Zen for {silent:.0f} s "
+            "(it would have taken the job for lost and run it elsewhere)")

@@ -1,0 +1,177 @@
+"""The fence (``zen.agent.fence``): a VM cut off from Pub/Sub while its job runs stops the job itself
+before Zen takes the attempt for lost and runs the job elsewhere. Its job ran on beside the next
+attempt: the STOP Zen sends the lost attempt never reached it (review finding). Real jobs, a fake
+Pub/Sub transport whose publishes fail for spans of the agent's manual clock."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from tests.agent.fakes import FakeTransport, confirm_claims
+from tests.agent.helpers import alive, job_command
+from tests.agent.test_agent_loop import VM, make_agent, start_message
+from zen.agent.settings import AgentSettings
+from zen.agent.staging import AttemptData, Cancelled
+from zen.agent.transport import TransportError
+from zen.config import load_config
+from zen.models import AgentStatus, Heartbeat, InputSpec
+
+FINAL = (AgentStatus.SUCCEEDED, AgentStatus.FAILED, AgentStatus.STOPPED, AgentStatus.PREEMPTED)
+SAYS_WHY = r"no heartbeat reached Zen for (\d+) s \(it would have taken the job for lost and run it elsewhere\)"
+
+
+class Partition(FakeTransport):
+    """Zen confirms every claim. Publishes fail within ``windows``: spans (from, to) of the agent's
+    clock, in seconds after the first message ``after`` accepts went through (``began``). Its control
+    waits take no time on the agent's clock until ``ready()`` (the job is up). ``tried``: every
+    publish, with when."""
+
+    def __init__(self, windows=((0.0, math.inf),), after=lambda m: m.status is AgentStatus.CLAIMED,
+                 ready=lambda: True):
+        super().__init__(VM)
+        self.answer = confirm_claims(VM)
+        self.windows, self.after, self.ready = windows, after, ready
+        self.began: float | None = None
+        self.tried: list[tuple[float, object]] = []
+        self.on_accepted = lambda message: None
+
+    def publish(self, message, *, budget_s):
+        now = self.clock()
+        self.tried.append((now, message))
+        if self.began is not None and any(self.began + a <= now < self.began + b for a, b in self.windows):
+            raise TransportError("network partition")
+        super().publish(message, budget_s=budget_s)
+        if self.began is None and isinstance(message, Heartbeat) and self.after(message):
+            self.began = now
+        self.on_accepted(message)
+
+    def next_control(self, timeout_s):
+        if not self.controls and not self.ready():
+            time.sleep(0.005)
+            return None
+        return super().next_control(timeout_s)
+
+    def final(self) -> tuple[float, Heartbeat]:
+        [(at, report)] = [(at, m) for at, m in self.tried if isinstance(m, Heartbeat) and m.status in FINAL]
+        return at, report
+
+    def running(self, accepted: bool) -> list[float]:
+        """When RUNNING heartbeats were tried, those that went through (``accepted``) or not."""
+        published = {id(m) for m in self.published}
+        return [at for at, m in self.tried if isinstance(m, Heartbeat) and m.status is AgentStatus.RUNNING
+                and (id(m) in published) == accepted]
+
+
+def settings(tmp_path, **fields) -> AgentSettings:
+    return AgentSettings(**{"heartbeat_s": 5, "stop_grace_s": 1, "poll_s": 0.05, "claim_timeout_s": 5,
+                            "lease_s": 10, "vm_heartbeat_s": 30, "work_dir": str(tmp_path / "work"), **fields})
+
+
+@pytest.mark.parametrize("timeout_s, fence_s", [(120.0, 104.0), (60.0, 44.0)])
+def test_a_job_whose_heartbeats_stop_reaching_zen_is_stopped_before_zen_takes_it_for_lost(tmp_path, timeout_s,
+                                                                                            fence_s):
+    """Publishes fail from just after CONFIRM (the CLAIMED went through): the agent stops the job (SIGTERM)
+    ``fence_s`` after it, timeout - grace - 15 s, its grace done 10 s and more before Zen's deadline,
+    and its final report says why. Zen's deadline is the configuration's (``zen.agent.__main__``)."""
+    pidfile, trace = tmp_path / "pid", tmp_path / "trace"
+    transport = Partition(ready=pidfile.exists)
+    transport.add_start(start_message(command=job_command("--pidfile", str(pidfile), "--append", str(trace), "j1",
+                                                          "--sleep", "8")))
+    zens = {"heartbeat_timeout_s": timeout_s} if timeout_s != 120 else {}  # 120: the default
+    agent = make_agent(transport, settings(tmp_path, **zens))
+    began = time.monotonic()
+
+    assert agent.run() == 0
+
+    assert time.monotonic() - began < 5  # not the job's 8 s: it was stopped
+    assert not alive(int(pidfile.read_text())) and "j1 end" not in trace.read_text()  # SIGTERM'd mid-sleep
+    stopped_at, final = transport.final()
+    assert (final.status, final.exit_code) == (AgentStatus.PREEMPTED, 143)
+    assert re.search(f"zen: stopped: {SAYS_WHY}", final.message), final.message
+    silent = stopped_at - transport.began
+    assert fence_s <= silent <= fence_s + 1 and silent + agent.settings.stop_grace_s < timeout_s - 10
+    assert transport.running(accepted=False) and not transport.running(accepted=True)
+
+
+def test_a_partition_shorter_than_the_fence_stops_nothing_and_the_fence_counts_from_the_last_heartbeat(tmp_path):
+    """Publishes fail for 90 s from CONFIRM (the fence: 104 s), then go through again; the job runs on.
+    Cut off again 300 s after CONFIRM, it is stopped 104 s after its last heartbeat that went through,
+    not 104 s after the first partition began."""
+    pidfile = tmp_path / "pid"
+    transport = Partition(windows=((0.0, 90.0), (300.0, math.inf)), ready=pidfile.exists)
+    alive_when_healed: list[bool] = []
+    transport.on_accepted = lambda m: (
+        not alive_when_healed and transport.began is not None and isinstance(m, Heartbeat)
+        and m.status is AgentStatus.RUNNING and alive_when_healed.append(alive(int(pidfile.read_text()))))
+    transport.add_start(start_message(command=job_command("--pidfile", str(pidfile), "--sleep", "8")))
+    agent = make_agent(transport, settings(tmp_path))
+
+    assert agent.run() == 0
+
+    assert alive_when_healed == [True]  # the first partition, 90 s, stopped nothing
+    failed, accepted = transport.running(accepted=False), transport.running(accepted=True)
+    assert any(at - transport.began < 90 for at in failed) and any(90 <= at - transport.began < 300 for at in accepted)
+    stopped_at, final = transport.final()
+    assert final.status is AgentStatus.PREEMPTED and re.search(SAYS_WHY, final.message), final.message
+    last = max(accepted)
+    assert 104 <= stopped_at - last <= 105 and stopped_at - transport.began > 300 + 90
+    assert not alive(int(pidfile.read_text()))
+
+
+@pytest.mark.parametrize("what", ["staging inputs", "uploading outputs"])
+def test_a_staging_or_an_upload_whose_heartbeats_stop_reaching_zen_is_cut(tmp_path, monkeypatch, what):
+    """They heartbeat as the job does: the fence cuts them (Zen runs the job elsewhere), PREEMPTED.
+    A staging cut: the job never ran. An upload cut (the job exited 0): PREEMPTED, not SUCCEEDED."""
+    def blocks(self):  # until the agent cancels it
+        if not self.cancel.wait(6):
+            return
+        raise Cancelled("cancelled")
+
+    marker = tmp_path / "ran"
+    monkeypatch.setattr(AttemptData, "stage" if what == "staging inputs" else "upload", blocks)
+    after = ((lambda m: m.status is AgentStatus.CLAIMED) if what == "staging inputs" else
+             (lambda m: (m.message or "").startswith("zen: uploading outputs")))
+    transport = Partition(after=after)
+    data = ({"inputs": [InputSpec(uri="gs://data-bkt/corpus/words.txt")]} if what == "staging inputs" else
+            {"outputs": "gs://out-bkt/r"})
+    transport.add_start(start_message(command=[sys.executable, "-c", f"open({str(marker)!r}, 'w')"], **data))
+    began = time.monotonic()
+
+    assert make_agent(transport, settings(tmp_path)).run() == 0
+
+    assert time.monotonic() - began < 5
+    stopped_at, final = transport.final()
+    assert final.status is AgentStatus.PREEMPTED
+    assert re.search(f"zen: stopped while {what}: {SAYS_WHY}", final.message), final.message
+    assert 104 <= stopped_at - transport.began <= 105
+    assert marker.exists() == (what == "uploading outputs")
+
+
+@pytest.mark.parametrize("timeout_s, tuning, fence_s", [
+    (60, {"ZEN_AGENT_HEARTBEAT_S": "10"}, 35.0),  # 60 - the stop grace (10) - 15
+    (300, {"ZEN_AGENT_STOP_GRACE_S": "30"}, 255.0),
+    (60, {}, 90.0),  # never below 3 heartbeats (30 s): the configuration is too tight for them
+    (3, {"ZEN_AGENT_HEARTBEAT_S": "0.5", "ZEN_AGENT_STOP_GRACE_S": "2"}, 1.5),  # the local stack's
+])
+def test_the_fence_comes_from_the_configurations_heartbeat_timeout(tmp_path, timeout_s, tuning, fence_s):
+    raw = json.loads(load_config().model_dump_json())
+    raw["deadlines"]["heartbeat_timeout_s"] = timeout_s
+    path = tmp_path / "zen.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    env = {"ZEN_CONFIG": str(path), "ZEN_VM_NAME": "vm-1", "ZEN_ZONE": "us-central1-a", "ZEN_CLUSTER": "4xa100-40gb",
+           "ZEN_PROJECT": "p", "PATH": "/usr/bin:/bin", **tuning,
+           **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}
+    done = subprocess.run([sys.executable, "-m", "zen.agent", "--check"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    checked = json.loads(done.stdout or "{}")
+    assert checked.get("settings", {}).get("heartbeat_timeout_s") == timeout_s, done.stderr
+    assert checked["fence_s"] == fence_s
