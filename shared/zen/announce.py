@@ -47,8 +47,10 @@ class Announcements:
         rows, messages = [], []
         previous = from_status
         for change in changes:
-            # LOST belongs to the attempt that was lost; the requeue to the new attempt.
-            attempt = after.attempt if change.to is JobStatus.QUEUED and previous is JobStatus.LOST else before.attempt
+            # LOST belongs to the attempt that was lost; the requeue to the new attempt; a lost attempt's late
+            # final report (the job's attempt goes back to it: zen.late_final) to that attempt.
+            requeue = change.to is JobStatus.QUEUED and previous is JobStatus.LOST
+            attempt = after.attempt if requeue or after.attempt < before.attempt else before.attempt
             rows.append(dict(job_id=before.job_id, at=now, actor=actor, attempt=attempt,
                              from_status=previous.value if previous else None, to_status=change.to.value,
                              reason=change.reason))

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from zen import lifecycle, telemetry
 from zen.claims import refuse_claim
+from zen.late_final import late_final
 from zen.clock import Clock
 from zen.config import ZenConfig
 from zen.errors import Rejected, TransientError
@@ -199,9 +200,9 @@ class JobService(TickSweeps, VmBeats):
                                               now=self._clock()):
                     return Outcome("applied", message.job_id)
         return self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
-                            lambda job, now: lifecycle.decide_heartbeat(job, message, now),
-                            guard=lambda session, job: refuse_claim(session, self._config, job, message,
-                                                                    self._clock()), answering=message)
+                            lambda job, now: lifecycle.decide_heartbeat(job, message, now), answering=message,
+                            guard=lambda session, job: (refuse_claim(session, self._config, job, message, self._clock())
+                                                        or late_final(session, job, message, self._clock())))
 
     def _vm_heartbeat(self, envelope: PubSubEnvelope, hb: VmHeartbeat) -> Outcome:
         if self._config.cluster(hb.cluster) is None:

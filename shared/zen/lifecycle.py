@@ -6,16 +6,20 @@ update guarded by the expected status and attempt, job_events rows, outbox messa
 Rules that make Pub/Sub's at-least-once, any-order delivery safe:
 - A heartbeat names ``(job_id, attempt)``. An older attempt is stale: it changes nothing, and the VM
   that sent it is told to drop (RELEASE) or stop (STOP) that attempt, so a job never runs twice (a VM
-  cut off from Pub/Sub, which hears no STOP, stops it itself first: ``zen.agent.fence``).
+  cut off from Pub/Sub, which hears no STOP, stops it itself first: ``zen.agent.fence``). One
+  exception (``zen.late_final``): the final report (SUCCEEDED, FAILED) of the attempt the sweep took
+  for lost, from its VM, while no later attempt has been claimed (the job QUEUED or PENDING), ends
+  the job with that outcome as that attempt (``attempt`` goes back to it; the unclaimed start is told
+  RELEASE when claimed). Once a later attempt is claimed the rerun goes on; a job the sweep FAILED
+  (budget spent) stays FAILED.
 - Within an attempt, ``seq`` orders heartbeats; one at or below the last applied ``seq`` is a
   duplicate. Status only moves forward through ``TRANSITIONS``; terminal states absorb, so a late
   RUNNING never undoes a stop or a finish.
 - A claim is won by the first VM whose CLAIMED (or any later report) finds the attempt QUEUED; every
   other VM is told RELEASE.
 - A user-visible failure of the job itself (non-zero exit) is final: FAILED is not retried. Only a
-  lost attempt (silent VM, preemption) is retried, while the attempt budget lasts. An attempt whose
-  VM gave its claim back unanswered never ran: it is requeued as the same attempt
-  (``decide_given_back``), costing nothing.
+  lost attempt (silent VM, preemption) is retried, while the attempt budget lasts. An attempt whose VM
+  gave its claim back unanswered never ran: requeued as the same attempt (``decide_given_back``), free.
 """
 
 from __future__ import annotations
@@ -135,16 +139,15 @@ def back_to_pending(job: Job, reason: str) -> Decision:
 
 def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
     """Apply an agent's report about ``(job, attempt)``."""
-    if hb.attempt > job.attempt:
+    if hb.attempt > job.attempt and not job.status.terminal:  # over: a late final ended it (zen.late_final)
         return Decision(ignored=f"heartbeat for attempt {hb.attempt}, but the job is at attempt {job.attempt}")
     if hb.attempt < job.attempt:
         return _stale_attempt(job, hb)
     if job.status.terminal:
         return _after_the_end(job, hb)
     if job.status is JobStatus.PENDING:
-        return Decision(
-            ignored="job is not admitted yet", controls=[_control(job, hb, ControlAction.RELEASE, "not admitted")]
-        )
+        return Decision(ignored="job is not admitted yet",
+                        controls=[_control(job, hb, ControlAction.RELEASE, "not admitted")])
 
     decision = Decision()
     if job.status is JobStatus.QUEUED:
@@ -315,7 +318,7 @@ def _stale_attempt(job: Job, hb: Heartbeat) -> Decision:
     elif hb.status is AgentStatus.RUNNING:
         decision.controls.append(_control(job, hb, ControlAction.STOP, decision.ignored))
     else:
-        decision.duplicate = True  # a late final report of an attempt already given up: nothing to do
+        decision.duplicate = True  # a late report of an attempt given up (a lost one's final: zen.late_final)
         decision.ignored = None
     return decision
 

@@ -16,6 +16,7 @@ Job lifecycle (the one transition table, ``TRANSITIONS``)::
        └──────────┴──────────┴─▶ CANCELLED
     ASSIGNED|RUNNING ─▶ LOST ─▶ QUEUED (attempt + 1) | FAILED (attempt budget spent)
     ASSIGNED ─▶ QUEUED (the same attempt: its VM gave the claim back unanswered and never ran it)
+    QUEUED|PENDING ─▶ SUCCEEDED | FAILED (a lost attempt's late final report, no attempt since: zen.late_final)
 
 Terminal states (SUCCEEDED, FAILED, CANCELLED) absorb: nothing leaves them.
 """
@@ -29,10 +30,8 @@ import re
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, Strict, field_validator,
-    model_validator,
-)
+from pydantic import (AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, Strict,
+                      field_validator, model_validator)
 
 from zen.gcs import check_input_names, check_uri
 from zen.images import check_image
@@ -70,8 +69,8 @@ TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED
 
 _S = JobStatus  # the table below reads as one row per state
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
-    _S.PENDING: frozenset({_S.QUEUED, _S.CANCELLED}),
-    _S.QUEUED: frozenset({_S.ASSIGNED, _S.CANCELLED, _S.PENDING}),
+    _S.PENDING: frozenset({_S.QUEUED, _S.CANCELLED, _S.SUCCEEDED, _S.FAILED}),
+    _S.QUEUED: frozenset({_S.ASSIGNED, _S.CANCELLED, _S.PENDING, _S.SUCCEEDED, _S.FAILED}),
     _S.ASSIGNED: frozenset({_S.RUNNING, _S.SUCCEEDED, _S.FAILED, _S.STOPPING, _S.LOST, _S.CANCELLED, _S.QUEUED}),
     _S.RUNNING: frozenset({_S.SUCCEEDED, _S.FAILED, _S.STOPPING, _S.LOST, _S.CANCELLED}),
     _S.STOPPING: frozenset({_S.CANCELLED, _S.SUCCEEDED, _S.FAILED, _S.PENDING}),
