@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -37,7 +37,7 @@ from zen import telemetry
 from zen.clock import Clock
 from zen.config import ClusterConfig, ZenConfig
 from zen.scaling.fleetdb import FleetDb
-from zen.scaling.applied import as_applied
+from zen.scaling.applied import ClusterReport, as_applied
 from zen.scaling.asks import PassAsksDb
 from zen.scaling.port import FleetPort, MigApiError, MigPort, MigState, MigSummary, PassAsks
 from zen.scaling.model import (
@@ -70,29 +70,6 @@ def compute_pool() -> ThreadPoolExecutor:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=COMPUTE_CONCURRENCY, thread_name_prefix="zen-compute")
         return _pool
-
-
-@dataclass
-class ClusterReport:
-    cluster: str
-    skipped: bool = False
-    added: dict[str, int] = field(default_factory=dict)
-    deleted: list[str] = field(default_factory=list)
-    kept_busy: list[str] = field(default_factory=list)  # planned deletions refused: the VM took a job
-    errors: list[str] = field(default_factory=list)
-    decisions: list[Decision] = field(default_factory=list)
-    coverage: Coverage | None = None  # what the pass says about one more job (see Coverage)
-    short: dict[str, str] = field(default_factory=dict)  # region -> why fewer VMs than planned were added
-    undeleted: dict[str, str] = field(default_factory=dict)  # VM -> why its planned deletion did not happen
-
-    def merge(self, later: ClusterReport) -> ClusterReport:
-        """This report and a later pass's (a rerun), as one."""
-        self.added = {r: self.added.get(r, 0) + later.added.get(r, 0) for r in {**self.added, **later.added}}
-        for name in ("deleted", "kept_busy", "errors", "decisions"):
-            getattr(self, name).extend(getattr(later, name))
-        self.short, self.undeleted = {**self.short, **later.short}, {**self.undeleted, **later.undeleted}
-        self.coverage = None if later.errors else later.coverage  # the latest pass's view, if it read everything
-        return self
 
 
 class ClusterManager:
