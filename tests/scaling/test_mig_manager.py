@@ -144,3 +144,21 @@ def test_each_wait_on_an_operation_is_bounded_by_what_is_left_of_the_deadline():
         mig.resize(1)
     assert time.monotonic() - began < 1.0  # not the 3 s one wait would have taken
     assert operations.timeouts and all(t is not None and t <= 0.4 for t in operations.timeouts)
+
+
+def test_every_call_in_a_region_answering_503_fails_within_its_bound(cloud):
+    """google-cloud-compute's defaults retried a 503 for 600 s (get, list, listErrors) and gave every
+    call 600 s: one region's outage held the tick for ten minutes. Each call now has the bound in all."""
+    import time
+
+    standin, _ = cloud(faults={"unavailable": [{"region": REGION}]})
+    mig = MigManager(PROJECT, REGION, MIG, *compute_clients_from_env(), call_bound_s=0.5)
+    calls = {"get": mig.target_size, "listManagedInstances": mig.instances, "listErrors": mig.errors,
+             "list": mig.region_summaries, "resize": lambda: mig.resize(1),
+             "deleteInstances": lambda: mig.delete_instances(["vm"], {"vm": f"{REGION}-a"})}
+    for name, call in calls.items():
+        refused, began = standin.outages.refused, time.monotonic()
+        with pytest.raises(MigApiError):
+            call()
+        assert time.monotonic() - began < 3, name  # the bound (0.5 s) and one last request
+        assert standin.outages.refused - refused >= 2, name  # a 5xx is retried within the bound

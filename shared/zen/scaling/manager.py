@@ -214,14 +214,15 @@ class ClusterManager:
         # Both limits hold whatever a policy asks: per MIG, and across the cluster (counted from every
         # MIG's target size read again now, not the snapshot's, deletions of this pass not yet
         # subtracted: never above the cap; a MIG that cannot be read counts as the snapshot says).
-        fresh = dict(zip(self._migs, self._map(self._target, self._migs.values()))) if plan.add else {}
-        total = sum(snapshot.target_sizes.get(r, 0) if isinstance(t, MigApiError) else t for r, t in fresh.items())
+        read = [r for r in self._migs if r not in snapshot.unread] if plan.add else []  # an unread one: not again
+        fresh = dict(zip(read, self._map(lambda r: self._target(self._migs[r]), read)))
+        total = sum(t if isinstance(t := fresh.get(r), int) else snapshot.target_sizes.get(r, 0) for r in self._migs)
         for region, count in plan.add.items():
             mig = self._migs[region]
             try:
-                current = fresh[region]
-                if isinstance(current, MigApiError) or region in snapshot.unread:  # never added blindly
-                    raise current if isinstance(current, MigApiError) else MigApiError("not read this pass")
+                current = fresh.get(region, MigApiError("not read this pass"))
+                if isinstance(current, MigApiError):  # never added blindly
+                    raise current
                 size = min(current + count, self.cluster.max_vms_per_region,
                            current + max(0, self.cluster.max_vms - total))
                 if size > current:

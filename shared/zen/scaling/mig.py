@@ -6,7 +6,10 @@ become ``MigNotFound`` / ``MigRateLimited`` / ``MigApiError``, and so does any o
 (a connection reset or read timeout, which the REST transport raises as ``requests`` errors; a
 credentials refresh error; a later page of a pager, fetched while iterating it, which is done inside
 the translation; a reply that does not parse): the manager leaves that MIG alone for the pass, and
-one MIG's failure never fails the tick of every cluster. Every call is safe to retry: resizes
+one MIG's failure never fails the tick of every cluster. Every call is bounded: google-cloud-compute's
+defaults give each call 600 s and retry a 503 for 600 s (a region whose Compute answers 5xx held the
+tick and the cluster's lock for ten minutes), so each is given ``CALL_BOUND_S`` (10 s) in all, 5xx
+answers retried with backoff within it. Every call is safe to retry: resizes
 are to an absolute size computed from the target just read, deletes name exact instances and skip
 ones already gone. Long operations are waited on through ``regionOperations.wait``, each call bounded by what is left
 of ``operation_timeout_s``.
@@ -25,12 +28,18 @@ from datetime import datetime
 from typing import Iterator
 
 from google.api_core import exceptions as gexc
+from google.api_core.retry import Retry, if_exception_type
 from google.cloud import compute_v1
 
 from zen.scaling.model import ErrorKind, MigError
 from zen.scaling.port import (  # noqa: F401 - the port's types, importable from the adapter too
     MigApiError, MigInstance, MigNotFound, MigRateLimited, MigState, MigSummary,
 )
+
+# Each Compute call's time in all (its requests' timeout, and the deadline of retrying its 5xx answers):
+# a region whose Compute fails costs a pass about this per call, not google-cloud-compute's 600 s.
+CALL_BOUND_S = 10.0
+_RETRIED = if_exception_type(gexc.InternalServerError, gexc.BadGateway, gexc.ServiceUnavailable, gexc.GatewayTimeout)
 
 _STOCKOUT_CODES = {
     "ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "RESOURCE_POOL_EXHAUSTED",
@@ -77,11 +86,14 @@ def compute_clients_from_env() -> tuple[compute_v1.RegionInstanceGroupManagersCl
 class MigManager:
     def __init__(self, project: str, region: str, name: str,
                  migs: compute_v1.RegionInstanceGroupManagersClient,
-                 operations: compute_v1.RegionOperationsClient, operation_timeout_s: float = 60.0):
+                 operations: compute_v1.RegionOperationsClient, operation_timeout_s: float = 60.0,
+                 call_bound_s: float | None = None):
         self.project, self.region, self.name = project, region, name
         self._migs = migs
         self._operations = operations
         self._timeout_s = operation_timeout_s
+        self._bound_s = CALL_BOUND_S if call_bound_s is None else call_bound_s
+        self._retry = Retry(predicate=_RETRIED, initial=0.25, maximum=2.0, multiplier=2.0, timeout=self._bound_s)
         self.api_calls = 0
 
     @contextmanager
@@ -100,10 +112,12 @@ class MigManager:
         except Exception as exc:  # noqa: BLE001 - transport, auth, parse: the next pass tries again
             raise MigApiError(f"{what} on {self.name} failed: {type(exc).__name__}: {exc}") from exc
 
-    def _call(self, method, **request):
+    def _call(self, method, **fields):
+        """One call on this MIG, bounded (``CALL_BOUND_S``)."""
         self.api_calls += 1
+        request = {"project": self.project, "region": self.region, "instance_group_manager": self.name, **fields}
         with self._translated(method.__name__):
-            return method(project=self.project, region=self.region, instance_group_manager=self.name, **request)
+            return method(request=request, retry=self._retry, timeout=self._bound_s)
 
     def target_size(self) -> int:
         return self._call(self._migs.get).target_size
@@ -141,8 +155,9 @@ class MigManager:
         """Every MIG of this region (one ``list`` call, paged): name -> target size and stability."""
         self.api_calls += 1
         try:
-            return {m.name: MigSummary(m.target_size, bool(m.status and m.status.is_stable))
-                    for m in self._migs.list(project=self.project, region=self.region)}
+            pages = self._migs.list(request={"project": self.project, "region": self.region},
+                                    retry=self._retry, timeout=self._bound_s)
+            return {m.name: MigSummary(m.target_size, bool(m.status and m.status.is_stable)) for m in pages}
         except Exception as exc:  # noqa: BLE001 - any failure (see the module's docstring): read each MIG instead
             raise MigApiError(f"listing the MIGs of {self.region} failed: {type(exc).__name__}: {exc}") from exc
 
