@@ -59,3 +59,21 @@ def test_one_region_answering_503_costs_the_tick_about_the_bound_and_the_others_
     assert 0 < standin.outages.refused < 40
     assert len(instances("us-west1")) == 1 and len(instances("us-west1", "8xa100-40gb")) == 1  # both scaled
     assert any("europe-west4" in error for error in reports[CLUSTER].errors)
+
+
+def test_a_pass_never_waits_for_its_operations(make_stack):
+    """A resize's operation is DONE once its actions are scheduled; waiting on it (regionOperations.wait,
+    up to 60 s per write, one after another) held the pass and the cluster's lock idle."""
+    from zen.local.invoke import FunctionsInvoker
+
+    zen, advance, instances, standin = make_stack(api={"operation_delay_s": 30})
+    waits: list = []
+    wait = standin.api._wait
+    standin.api._wait = lambda *args: waits.append(args) or wait(*args)
+    fn = FunctionsInvoker(zen)
+    try:
+        _, took = within(lambda: fn.submit(job_request("a")), 45)  # its pass: a VM and its hedge
+    finally:
+        standin.advance(60)  # the operations end: a pass still waiting (the old code's) can finish
+    assert took < 10 and waits == []
+    assert len(instances("us-central1")) == 1 and len(instances("us-west1")) == 1

@@ -11,8 +11,11 @@ defaults give each call 600 s and retry a 503 for 600 s (a region whose Compute 
 tick and the cluster's lock for ten minutes), so each is given ``CALL_BOUND_S`` (10 s) in all, 5xx
 answers retried with backoff within it. Every call is safe to retry: resizes
 are to an absolute size computed from the target just read, deletes name exact instances and skip
-ones already gone. Long operations are waited on through ``regionOperations.wait``, each call bounded by what is left
-of ``operation_timeout_s``.
+ones already gone. A write's operation is never waited on (``regionOperations.wait`` held the pass,
+and its locks, idle up to a minute per write): a resize's or delete's operation is DONE once its
+actions are scheduled, and how they go shows in ``listManagedInstances`` and ``listErrors``, which
+the next pass reads. An error Compute reports in the operation at once still fails the write: the
+operation as answered, or read once more (``regionOperations.get``, which does not wait) if not DONE.
 
 ``ZEN_COMPUTE_ENDPOINT`` (``HOST:PORT``) points the official client at the local Compute stand-in
 (REST over plain HTTP, anonymous credentials); unset, the client talks to Compute Engine with the
@@ -22,7 +25,6 @@ function's own service account.
 from __future__ import annotations
 
 import os
-import time
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Iterator
@@ -86,12 +88,10 @@ def compute_clients_from_env() -> tuple[compute_v1.RegionInstanceGroupManagersCl
 class MigManager:
     def __init__(self, project: str, region: str, name: str,
                  migs: compute_v1.RegionInstanceGroupManagersClient,
-                 operations: compute_v1.RegionOperationsClient, operation_timeout_s: float = 60.0,
-                 call_bound_s: float | None = None):
+                 operations: compute_v1.RegionOperationsClient, call_bound_s: float | None = None):
         self.project, self.region, self.name = project, region, name
         self._migs = migs
         self._operations = operations
-        self._timeout_s = operation_timeout_s
         self._bound_s = CALL_BOUND_S if call_bound_s is None else call_bound_s
         self._retry = Retry(predicate=_RETRIED, initial=0.25, maximum=2.0, multiplier=2.0, timeout=self._bound_s)
         self.api_calls = 0
@@ -177,8 +177,7 @@ class MigManager:
 
     def resize(self, size: int) -> None:
         """Set the target size (absolute, so a retry after a timeout changes nothing)."""
-        operation = self._call(self._migs.resize_unary, size=size)
-        self._wait(operation)
+        self._check(self._call(self._migs.resize_unary, size=size))
 
     def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:
         """Delete exactly these instances (lowering the target size); ones already gone are skipped."""
@@ -191,25 +190,18 @@ class MigManager:
             if refs:
                 request = compute_v1.RegionInstanceGroupManagersDeleteInstancesRequest(
                     instances=refs, skip_instances_on_validation_error=True)
-                self._wait(self._call(self._migs.delete_instances_unary,
-                                      region_instance_group_managers_delete_instances_request_resource=request))
+                self._check(self._call(self._migs.delete_instances_unary,
+                                       region_instance_group_managers_delete_instances_request_resource=request))
 
-    def _wait(self, operation) -> None:
+    def _check(self, operation) -> None:
+        """Fail on an error a write's operation reports at once; never wait for it to be DONE (see the
+        module's docstring): one ``regionOperations.get``, answered at once, if it is not DONE yet."""
         name = getattr(operation, "name", None)
-        deadline = time.monotonic() + self._timeout_s
-        late = f"operation {name} on {self.name} still running after {self._timeout_s:g}s"
-        while name and operation.status != compute_v1.Operation.Status.DONE:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise MigApiError(late)
+        if name and operation.status != compute_v1.Operation.Status.DONE:
             self.api_calls += 1
-            try:  # regionOperations.wait itself may take ~2 min: each call gets what is left, no more
-                operation = self._operations.wait(project=self.project, region=self.region, operation=name,
-                                                  timeout=left)
-            except Exception as exc:  # noqa: BLE001 - any failure (see the module's docstring)
-                if time.monotonic() >= deadline:
-                    raise MigApiError(late) from exc
-                raise MigApiError(f"waiting for {name} failed: {type(exc).__name__}: {exc}") from exc
+            with self._translated(f"reading operation {name}"):
+                operation = self._operations.get(request={"project": self.project, "region": self.region,
+                                                          "operation": name}, retry=None, timeout=self._bound_s)
         error = getattr(operation, "error", None)
         errors = getattr(error, "errors", None) if error else None
         if errors:
