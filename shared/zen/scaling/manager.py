@@ -39,7 +39,7 @@ from zen.config import ClusterConfig, ZenConfig
 from zen.scaling.fleetdb import FleetDb
 from zen.scaling.applied import ClusterReport, as_applied
 from zen.scaling.asks import PassAsksDb
-from zen.scaling.port import FleetPort, MigApiError, MigPort, MigState, MigSummary, PassAsks
+from zen.scaling.port import FleetPort, MigApiError, MigPort, MigState, MigSummary, MigUnconfirmed, PassAsks
 from zen.scaling.model import (
     COVERAGE_TRUST_S, Action, ClusterLimits, ClusterSnapshot, Coverage, Decision, Plan, Policy, RegionMemory, Timing,
     VmPhase, vm_index,
@@ -232,6 +232,10 @@ class ClusterManager:
                 if size - current < count:
                     report.short[region] = ("the per-region limit reached" if size >= self.cluster.max_vms_per_region
                                             else f"the cluster limit of {self.cluster.max_vms} VMs reached")
+            except MigUnconfirmed as exc:  # it may yet be carried out: counted toward max_vms all the same
+                total += size - current
+                report.errors.append(f"resize {region}: {exc}")
+                report.short[region] = f"the resize to {size} was not confirmed, counted toward the limits: {exc}"
             except MigApiError as exc:
                 report.errors.append(f"resize {region}: {exc}")
                 report.short[region] = f"resize failed: {exc}"

@@ -2,7 +2,7 @@
 
 The only scaling module that imports ``google.*``. Compute specifics are translated here: error codes
 become ``ErrorKind``, ``currentAction``/``instanceStatus`` become a ``MigInstance``, API exceptions
-become ``MigNotFound`` / ``MigRateLimited`` / ``MigApiError``, and so does any other exception of a call
+become ``MigNotFound`` / ``MigRateLimited`` / ``MigUnconfirmed`` / ``MigApiError``, and so does any other exception of a call
 (a connection reset or read timeout, which the REST transport raises as ``requests`` errors; a
 credentials refresh error; a later page of a pager, fetched while iterating it, which is done inside
 the translation; a reply that does not parse): the manager leaves that MIG alone for the pass, and
@@ -11,11 +11,17 @@ defaults give each call 600 s and retry a 503 for 600 s (a region whose Compute 
 tick and the cluster's lock for ten minutes), so each is given ``CALL_BOUND_S`` (10 s) in all, 5xx
 answers retried with backoff within it. Every call is safe to retry: resizes
 are to an absolute size computed from the target just read, deletes name exact instances and skip
-ones already gone. A write's operation is never waited on (``regionOperations.wait`` held the pass,
-and its locks, idle up to a minute per write): a resize's or delete's operation is DONE once its
+ones already gone, and each write carries a ``requestId`` (a retry of it is the same request, which
+Compute carries out once). A write's operation is never waited on (``regionOperations.wait`` held the
+pass, and its locks, idle up to a minute per write): a resize's or delete's operation is DONE once its
 actions are scheduled, and how they go shows in ``listManagedInstances`` and ``listErrors``, which
 the next pass reads. An error Compute reports in the operation at once still fails the write: the
 operation as answered, or read once more (``regionOperations.get``, which does not wait) if not DONE.
+A write Compute did not refuse (a 4xx) but that could not be confirmed (that error, an operation not
+read, a timeout or 5xx after retries) is ``MigUnconfirmed``: it may yet be carried out, so the manager
+counts such a resize toward ``max_vms``. A delete whose instances ``skip_instances_on_validation_error``
+skipped (gone, or not of this MIG or zone) is not told apart from one that deleted them: the manager's
+report may name such a VM as deleted; one that is still there stays drained, and the next pass deletes it again.
 
 ``ZEN_COMPUTE_ENDPOINT`` (``HOST:PORT``) points the official client at the local Compute stand-in
 (REST over plain HTTP, anonymous credentials); unset, the client talks to Compute Engine with the
@@ -25,6 +31,7 @@ function's own service account.
 from __future__ import annotations
 
 import os
+import uuid
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Iterator
@@ -35,7 +42,7 @@ from google.cloud import compute_v1
 
 from zen.scaling.model import ErrorKind, MigError
 from zen.scaling.port import (  # noqa: F401 - the port's types, importable from the adapter too
-    MigApiError, MigInstance, MigNotFound, MigRateLimited, MigState, MigSummary,
+    MigApiError, MigInstance, MigNotFound, MigRateLimited, MigState, MigSummary, MigUnconfirmed,
 )
 
 # Each Compute call's time in all (its requests' timeout, and the deadline of retrying its 5xx answers):
@@ -177,7 +184,7 @@ class MigManager:
 
     def resize(self, size: int) -> None:
         """Set the target size (absolute, so a retry after a timeout changes nothing)."""
-        self._check(self._call(self._migs.resize_unary, size=size))
+        self._write(self._migs.resize_unary, size=size)
 
     def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:
         """Delete exactly these instances (lowering the target size); ones already gone are skipped."""
@@ -190,8 +197,18 @@ class MigManager:
             if refs:
                 request = compute_v1.RegionInstanceGroupManagersDeleteInstancesRequest(
                     instances=refs, skip_instances_on_validation_error=True)
-                self._check(self._call(self._migs.delete_instances_unary,
-                                       region_instance_group_managers_delete_instances_request_resource=request))
+                self._write(self._migs.delete_instances_unary,
+                            region_instance_group_managers_delete_instances_request_resource=request)
+
+    def _write(self, method, **fields) -> None:
+        """A resize or delete (its own ``requestId``), then what its operation says at once (``_check``)."""
+        try:
+            operation = self._call(method, request_id=str(uuid.uuid4()), **fields)
+        except MigApiError as exc:
+            if isinstance(exc.__cause__, gexc.ClientError):  # refused (a 4xx): nothing was done
+                raise
+            raise MigUnconfirmed(f"{exc} (sent: it may still be carried out)") from exc
+        self._check(operation)
 
     def _check(self, operation) -> None:
         """Fail on an error a write's operation reports at once; never wait for it to be DONE (see the
@@ -199,13 +216,16 @@ class MigManager:
         name = getattr(operation, "name", None)
         if name and operation.status != compute_v1.Operation.Status.DONE:
             self.api_calls += 1
-            with self._translated(f"reading operation {name}"):
-                operation = self._operations.get(request={"project": self.project, "region": self.region,
-                                                          "operation": name}, retry=None, timeout=self._bound_s)
+            try:
+                with self._translated(f"reading operation {name}"):
+                    operation = self._operations.get(request={"project": self.project, "region": self.region,
+                                                              "operation": name}, retry=None, timeout=self._bound_s)
+            except MigApiError as exc:
+                raise MigUnconfirmed(f"{exc} (accepted: it may still be carried out)") from exc
         error = getattr(operation, "error", None)
         errors = getattr(error, "errors", None) if error else None
         if errors:
-            raise MigApiError(f"operation {name} on {self.name} failed: {errors[0].code}: {errors[0].message}")
+            raise MigUnconfirmed(f"operation {name} on {self.name} reports {errors[0].code}: {errors[0].message}")
 
 
 def _rate_limit(exc: Exception) -> bool:
