@@ -15,8 +15,9 @@ post-submission run never overlap; a second one asks the holder to run again, ``
    by a pass whose delete failed, silent after STOPPING) and hold no job are deleted too (``_retire``).
 3. Apply, adds first: each region's MIG is resized to ``min(target + add, max_vms_per_region)``
    (absolute, from the target just read), within the cluster's ``max_vms`` counted from every MIG's
-   target read again then. The tick reads its MIGs before it takes the lock: if another pass planned
-   the cluster since, those states are dropped and read again (``snapshot``).
+   target read again then (a resize sent but not confirmed, ``MigUnconfirmed``, counts as done). No
+   write is waited on (``zen.scaling.mig``). The tick reads its MIGs before it takes the lock: if
+   another pass planned the cluster since, those states are dropped and read again (``snapshot``).
    Then deletions: each VM is *drained* first (a transaction under the VM's advisory lock that checks
    it holds no job; a drained VM's claim is refused), so a VM that picks up a job at the last moment
    is never deleted under it; the drained ones go in one ``deleteInstances`` per region.
