@@ -141,7 +141,7 @@ resource "google_project_iam_member" "sql" {
 # -- functions: Compute (the scheduler) ----------------------------------------------------------
 # zen.scaling.mig calls instanceGroupManagers get, resize, listManagedInstances, listErrors and
 # deleteInstances (and list: see compute_reader below) (get -> compute.instanceGroupManagers.get, the rest ->
-# compute.instanceGroupManagers.update) and regionOperations.wait (compute.regionOperations.get).
+# compute.instanceGroupManagers.update) and regionOperations.get (compute.regionOperations.get).
 # roles/compute.instanceAdmin.v1 would also let it create VMs, templates and disks anywhere.
 # Compute has no IAM policy on MIGs, so the custom role is bound on the project with a condition
 # limiting it to MIGs named zen-* (the names ZenConfig.mig_name gives them).
@@ -161,7 +161,7 @@ resource "google_project_iam_custom_role" "mig_scaler" {
 resource "google_project_iam_custom_role" "compute_reader" {
   role_id     = "${replace(var.name_prefix, "-", "_")}ComputeReader"
   title       = "Zen Compute reader"
-  description = "Wait for regional Compute operations and list the regional MIGs."
+  description = "Read regional Compute operations and list the regional MIGs."
   permissions = ["compute.regionOperations.get", "compute.instanceGroupManagers.list"]
 }
 

@@ -276,6 +276,18 @@ def test_rate_limited_calls_are_refused_403_rate_limit_exceeded_as_compute_engin
         everything.migs.resize(size=1, **everything.kw())
 
 
+def test_an_outage_answers_503_in_its_region_and_window_only(make_cloud):
+    cloud = make_cloud({"faults": {"unavailable": [{"region": REGION, "to_s": 100, "methods": ["get"]}]}})
+    with pytest.raises(gexc.ServiceUnavailable) as refused:
+        cloud.migs.get(**cloud.kw(), retry=None)  # the client's default retries a 503 for 600 s
+    assert refused.value.errors[0]["reason"] == "backendError" and cloud.standin.outages.refused == 1
+    assert cloud.instances() == []  # other methods answer
+    with pytest.raises(gexc.NotFound):  # other regions answer (this one has no such MIG)
+        cloud.migs.get(**cloud.kw(region="us-west1"), retry=None)
+    cloud.advance(100)
+    assert cloud.migs.get(**cloud.kw(), retry=None).name == MIG
+
+
 def test_quota_exceeded_is_a_creation_error(make_cloud):
     quota = [{"region": REGION, "machine_type": "a2-highgpu-4g", "limit": 1, "metric": "NVIDIA_A100_GPUS"}]
     cloud = make_cloud({"faults": {"quota": quota}})

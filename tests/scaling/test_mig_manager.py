@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from google.cloud import compute_v1
 
 from zen.local.compute import ComputeStandIn, ManualClock
 from zen.scaling.mig import MigApiError, MigManager, MigNotFound, MigRateLimited, compute_clients_from_env
@@ -99,48 +100,75 @@ def test_unknown_mig_and_rate_limits_are_translated(cloud):
         missing.instances()
 
 
-def test_slow_operations_are_waited_on(cloud):
-    standin, mig = cloud(api={"operation_delay_s": 5})
-    standin_clock_advance = standin.advance
-    import threading
+def test_a_write_returns_without_waiting_for_its_operation(cloud):
+    """Compute's resize is DONE once its actions are scheduled, and regionOperations.wait promises no
+    more: waiting on it only held the pass, and its locks, idle (up to a minute per write)."""
+    import time
 
-    timer = threading.Timer(0.3, lambda: standin_clock_advance(6))
-    timer.start()
-    mig.resize(1)  # returns only once the operation is DONE
-    timer.join()
+    standin, mig = cloud(api={"operation_delay_s": 30})
+    calls, began = mig.api_calls, time.monotonic()
+    mig.resize(2)  # the operation stays RUNNING for 30 s of the stand-in's (manual) clock
+    victim = mig.instances()[0]
+    mig.delete_instances([victim.name], {victim.name: victim.zone})
+    assert time.monotonic() - began < 5
+    assert mig.api_calls - calls == 5  # resize, get its operation; listManagedInstances; delete, get
     assert mig.target_size() == 1
 
 
-class SlowOperations:
-    """A RegionOperationsClient whose ``wait`` answers only after ``takes_s`` (Compute's can take ~2 min)
-    unless the caller's timeout is shorter, and never with the operation done."""
+class Operations:
+    """A RegionOperationsClient whose ``get`` answers ``answer`` (or raises it), and records its calls."""
 
-    def __init__(self, takes_s: float):
-        self.takes_s, self.timeouts = takes_s, []
+    def __init__(self, answer):
+        self.answer, self.requests = answer, []
 
-    def wait(self, project, region, operation, timeout=None):
-        import time
-        from types import SimpleNamespace
-
-        self.timeouts.append(timeout)
-        if timeout is not None and timeout < self.takes_s:
-            time.sleep(timeout)
-            raise TimeoutError("read timed out")
-        time.sleep(self.takes_s)
-        return SimpleNamespace(name=operation, status="RUNNING", error=None)
+    def get(self, request, retry=None, timeout=None):
+        self.requests.append((request, retry, timeout))
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
 
 
-def test_each_wait_on_an_operation_is_bounded_by_what_is_left_of_the_deadline():
-    import time
+def operation(status, code=None):
     from types import SimpleNamespace
 
-    from zen.scaling.mig import MigApiError
+    error = SimpleNamespace(errors=[SimpleNamespace(code=code, message="no")]) if code else None
+    return SimpleNamespace(name="op-1", status=status, error=error)
 
-    operations = SlowOperations(takes_s=3.0)
-    migs = SimpleNamespace(resize_unary=lambda **request: SimpleNamespace(name="op-1", status="RUNNING", error=None))
-    mig = MigManager(PROJECT, REGION, MIG, migs, operations, operation_timeout_s=0.4)
-    began = time.monotonic()
-    with pytest.raises(MigApiError, match="still running after 0.4s"):
+
+@pytest.mark.parametrize("answered, read, fails", [
+    (operation("RUNNING"), operation("RUNNING"), False),  # read once, no error yet: done with it
+    (operation("RUNNING"), operation("RUNNING", "RESOURCE_NOT_READY"), True),  # the error, read at once
+    (operation("RUNNING"), TimeoutError("read timed out"), True),  # could not be read
+    (operation(compute_v1.Operation.Status.DONE, "RESOURCE_NOT_READY"), None, True),  # the answer says it: no read
+])
+def test_an_error_an_operation_reports_at_once_fails_the_write_which_never_waits(answered, read, fails):
+    from types import SimpleNamespace
+
+    operations = Operations(read)
+    migs = SimpleNamespace(resize_unary=lambda **request: answered)
+    mig = MigManager(PROJECT, REGION, MIG, migs, operations, call_bound_s=0.5)
+    if fails:
+        with pytest.raises(MigApiError):
+            mig.resize(1)
+    else:
         mig.resize(1)
-    assert time.monotonic() - began < 1.0  # not the 3 s one wait would have taken
-    assert operations.timeouts and all(t is not None and t <= 0.4 for t in operations.timeouts)
+    assert [(r["operation"], retry, timeout) for r, retry, timeout in operations.requests] == \
+        ([] if read is None else [("op-1", None, 0.5)])  # at most one get, no wait, bounded
+
+
+def test_every_call_in_a_region_answering_503_fails_within_its_bound(cloud):
+    """google-cloud-compute's defaults retried a 503 for 600 s (get, list, listErrors) and gave every
+    call 600 s: one region's outage held the tick for ten minutes. Each call now has the bound in all."""
+    import time
+
+    standin, _ = cloud(faults={"unavailable": [{"region": REGION}]})
+    mig = MigManager(PROJECT, REGION, MIG, *compute_clients_from_env(), call_bound_s=0.5)
+    calls = {"get": mig.target_size, "listManagedInstances": mig.instances, "listErrors": mig.errors,
+             "list": mig.region_summaries, "resize": lambda: mig.resize(1),
+             "deleteInstances": lambda: mig.delete_instances(["vm"], {"vm": f"{REGION}-a"})}
+    for name, call in calls.items():
+        refused, began = standin.outages.refused, time.monotonic()
+        with pytest.raises(MigApiError):
+            call()
+        assert time.monotonic() - began < 3, name  # the bound (0.5 s) and one last request
+        assert standin.outages.refused - refused >= 2, name  # a 5xx is retried within the bound

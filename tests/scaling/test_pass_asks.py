@@ -113,8 +113,8 @@ def test_the_holder_runs_again_while_passes_are_asked_at_most_max_reruns_times()
 
 
 def test_passes_that_took_long_leave_the_asks_to_the_tick(monkeypatch):
-    """Each pass may wait on Compute operations: reruns after a slow pass could take a submission past
-    its function's timeout (and Pub/Sub would push it again). Past RERUN_WITHIN_S, no rerun."""
+    """A pass may take long (each Compute call up to CALL_BOUND_S): reruns after a slow pass could take a
+    submission past its function's timeout (and Pub/Sub would push it again). Past RERUN_WITHIN_S, no rerun."""
     from zen.scaling import manager as module
 
     monkeypatch.setattr(module, "RERUN_WITHIN_S", 0.0)

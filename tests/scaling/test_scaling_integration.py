@@ -22,14 +22,16 @@ CLUSTER = "4xa100-40gb"  # regions: us-central1, us-west1, europe-west4
 BOOT_S = 60
 
 
-@pytest.fixture
-def stack(config, db, publisher, clock, monkeypatch, tmp_path):
-    """Zen wired to a Compute stand-in whose us-central1 has no GPUs; both clocks move together."""
+def build_stack(config, db, publisher, clock, monkeypatch, tmp_path, **extra):
+    """Zen wired to a Compute stand-in whose us-central1 has no GPUs; both clocks move together.
+    ``extra``: more of the scenario (e.g. ``faults``, ``api``). Returns (zen, advance, instances,
+    the stand-in), ``instances(region, cluster=CLUSTER)`` listing a MIG's instances."""
     scenario = {
         "project": config.project, "seed": 2,
         "capacity": {"default": 4, "schedule": [
             {"at_s": 0, "zone": f"us-central1-{z}", "capacity": 0} for z in "abc"]},
         "timings": {"boot": {"dist": "fixed", "s": BOOT_S}, "retry_interval_s": 30, "delete_s": 0},
+        **extra,
     }
     cloud_clock = CloudClock()
     standin = ComputeStandIn(scenario, clock=cloud_clock, config=config, log_dir=tmp_path).start()
@@ -42,9 +44,16 @@ def stack(config, db, publisher, clock, monkeypatch, tmp_path):
         clock.advance(seconds)
         standin.advance(seconds)
 
-    def instances(region):
-        return MigManager(config.project, region, config.cluster(CLUSTER).mig_name(region), *clients).instances()
+    def instances(region, cluster=CLUSTER):
+        return MigManager(config.project, region, config.cluster(cluster).mig_name(region), *clients).instances()
 
+    return zen, advance, instances, standin
+
+
+@pytest.fixture
+def stack(config, db, publisher, clock, monkeypatch, tmp_path):
+    """Zen wired to a Compute stand-in whose us-central1 has no GPUs; both clocks move together."""
+    zen, advance, instances, standin = build_stack(config, db, publisher, clock, monkeypatch, tmp_path)
     yield zen, advance, instances
     standin.stop()
 

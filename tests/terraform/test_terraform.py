@@ -343,8 +343,9 @@ COMPUTE_PERMISSIONS = {
     "resize_unary": "compute.instanceGroupManagers.update",
     "delete_instances": "compute.instanceGroupManagers.update",
     "delete_instances_unary": "compute.instanceGroupManagers.update",
-    "wait": "compute.regionOperations.get",
 }
+# RegionOperationsClient method (zen.scaling.mig) -> permission.
+OPERATION_PERMISSIONS = {"get": "compute.regionOperations.get", "wait": "compute.regionOperations.get"}
 # Pub/Sub subscriber method (zen.agent.transport) on subscriptions it creates -> permission.
 AGENT_SUBSCRIPTION_PERMISSIONS = {
     "create_subscription": "pubsub.subscriptions.create",
@@ -358,10 +359,11 @@ AGENT_SUBSCRIPTION_PERMISSIONS = {
 
 def test_compute_custom_roles_hold_exactly_what_the_scheduler_calls(module):
     source = (ROOT / "shared" / "zen" / "scaling" / "mig.py").read_text()
-    calls = set(re.findall(r"self\._(?:migs|operations)\.(\w+)", source))
+    calls = set(re.findall(r"self\._(migs|operations)\.(\w+)", source))
     assert calls, "no Compute call found in mig.py"
-    assert calls <= set(COMPUTE_PERMISSIONS), f"unmapped Compute calls: {calls - set(COMPUTE_PERMISSIONS)}"
-    needed = {COMPUTE_PERMISSIONS[c] for c in calls}
+    known = {("migs", c) for c in COMPUTE_PERMISSIONS} | {("operations", c) for c in OPERATION_PERMISSIONS}
+    assert calls <= known, f"unmapped Compute calls: {calls - known}"
+    needed = {(COMPUTE_PERMISSIONS if client == "migs" else OPERATION_PERMISSIONS)[c] for client, c in calls}
     roles = module.resources_of("google_project_iam_custom_role")
     granted = set(roles["mig_scaler"]["permissions"]) | set(roles["compute_reader"]["permissions"])
     assert granted == needed

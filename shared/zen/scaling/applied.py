@@ -5,14 +5,15 @@ resize error, a MIG not read this pass); a DELETE may be refused (the VM took a 
 drained) or fail (the VM stays drained and a later pass deletes it again). ``zen explain`` and the
 ``scaling_decisions`` table get what happened: a capped ADD counts the VMs added and says why the
 rest were not; an ADD of which nothing was added, and a DELETE that did not happen, become a HOLD
-that says so, the plan's reason kept after it.
+that says so, the plan's reason kept after it. ``ClusterReport``: what a pass did, as ``ClusterManager.run``
+returns it.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
-from zen.scaling.model import Action, Decision
+from zen.scaling.model import Action, Coverage, Decision
 
 
 def as_applied(decisions: list[Decision], added: dict[str, int], short: dict[str, str],
@@ -36,3 +37,26 @@ def as_applied(decisions: list[Decision], added: dict[str, int], short: dict[str
             d = Decision(Action.HOLD, d.region, f"not deleted: {undeleted[d.vm]} (planned: {d.reason})", vm=d.vm)
         out.append(d)
     return out
+
+
+@dataclass
+class ClusterReport:
+    cluster: str
+    skipped: bool = False
+    added: dict[str, int] = field(default_factory=dict)
+    deleted: list[str] = field(default_factory=list)
+    kept_busy: list[str] = field(default_factory=list)  # planned deletions refused: the VM took a job
+    errors: list[str] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+    coverage: Coverage | None = None  # what the pass says about one more job (see Coverage)
+    short: dict[str, str] = field(default_factory=dict)  # region -> why fewer VMs than planned were added
+    undeleted: dict[str, str] = field(default_factory=dict)  # VM -> why its planned deletion did not happen
+
+    def merge(self, later: ClusterReport) -> ClusterReport:
+        """This report and a later pass's (a rerun), as one."""
+        self.added = {r: self.added.get(r, 0) + later.added.get(r, 0) for r in {**self.added, **later.added}}
+        for name in ("deleted", "kept_busy", "errors", "decisions"):
+            getattr(self, name).extend(getattr(later, name))
+        self.short, self.undeleted = {**self.short, **later.short}, {**self.undeleted, **later.undeleted}
+        self.coverage = None if later.errors else later.coverage  # the latest pass's view, if it read everything
+        return self

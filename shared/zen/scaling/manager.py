@@ -15,8 +15,9 @@ post-submission run never overlap; a second one asks the holder to run again, ``
    by a pass whose delete failed, silent after STOPPING) and hold no job are deleted too (``_retire``).
 3. Apply, adds first: each region's MIG is resized to ``min(target + add, max_vms_per_region)``
    (absolute, from the target just read), within the cluster's ``max_vms`` counted from every MIG's
-   target read again then. The tick reads its MIGs before it takes the lock: if another pass planned
-   the cluster since, those states are dropped and read again (``snapshot``).
+   target read again then (a resize sent but not confirmed, ``MigUnconfirmed``, counts as done). No
+   write is waited on (``zen.scaling.mig``). The tick reads its MIGs before it takes the lock: if
+   another pass planned the cluster since, those states are dropped and read again (``snapshot``).
    Then deletions: each VM is *drained* first (a transaction under the VM's advisory lock that checks
    it holds no job; a drained VM's claim is refused), so a VM that picks up a job at the last moment
    is never deleted under it; the drained ones go in one ``deleteInstances`` per region.
@@ -29,7 +30,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -37,9 +38,9 @@ from zen import telemetry
 from zen.clock import Clock
 from zen.config import ClusterConfig, ZenConfig
 from zen.scaling.fleetdb import FleetDb
-from zen.scaling.applied import as_applied
+from zen.scaling.applied import ClusterReport, as_applied
 from zen.scaling.asks import PassAsksDb
-from zen.scaling.port import FleetPort, MigApiError, MigPort, MigState, MigSummary, PassAsks
+from zen.scaling.port import FleetPort, MigApiError, MigPort, MigState, MigSummary, MigUnconfirmed, PassAsks
 from zen.scaling.model import (
     COVERAGE_TRUST_S, Action, ClusterLimits, ClusterSnapshot, Coverage, Decision, Plan, Policy, RegionMemory, Timing,
     VmPhase, vm_index,
@@ -70,29 +71,6 @@ def compute_pool() -> ThreadPoolExecutor:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=COMPUTE_CONCURRENCY, thread_name_prefix="zen-compute")
         return _pool
-
-
-@dataclass
-class ClusterReport:
-    cluster: str
-    skipped: bool = False
-    added: dict[str, int] = field(default_factory=dict)
-    deleted: list[str] = field(default_factory=list)
-    kept_busy: list[str] = field(default_factory=list)  # planned deletions refused: the VM took a job
-    errors: list[str] = field(default_factory=list)
-    decisions: list[Decision] = field(default_factory=list)
-    coverage: Coverage | None = None  # what the pass says about one more job (see Coverage)
-    short: dict[str, str] = field(default_factory=dict)  # region -> why fewer VMs than planned were added
-    undeleted: dict[str, str] = field(default_factory=dict)  # VM -> why its planned deletion did not happen
-
-    def merge(self, later: ClusterReport) -> ClusterReport:
-        """This report and a later pass's (a rerun), as one."""
-        self.added = {r: self.added.get(r, 0) + later.added.get(r, 0) for r in {**self.added, **later.added}}
-        for name in ("deleted", "kept_busy", "errors", "decisions"):
-            getattr(self, name).extend(getattr(later, name))
-        self.short, self.undeleted = {**self.short, **later.short}, {**self.undeleted, **later.undeleted}
-        self.coverage = None if later.errors else later.coverage  # the latest pass's view, if it read everything
-        return self
 
 
 class ClusterManager:
@@ -237,14 +215,15 @@ class ClusterManager:
         # Both limits hold whatever a policy asks: per MIG, and across the cluster (counted from every
         # MIG's target size read again now, not the snapshot's, deletions of this pass not yet
         # subtracted: never above the cap; a MIG that cannot be read counts as the snapshot says).
-        fresh = dict(zip(self._migs, self._map(self._target, self._migs.values()))) if plan.add else {}
-        total = sum(snapshot.target_sizes.get(r, 0) if isinstance(t, MigApiError) else t for r, t in fresh.items())
+        read = [r for r in self._migs if r not in snapshot.unread] if plan.add else []  # an unread one: not again
+        fresh = dict(zip(read, self._map(lambda r: self._target(self._migs[r]), read)))
+        total = sum(t if isinstance(t := fresh.get(r), int) else snapshot.target_sizes.get(r, 0) for r in self._migs)
         for region, count in plan.add.items():
             mig = self._migs[region]
             try:
-                current = fresh[region]
-                if isinstance(current, MigApiError) or region in snapshot.unread:  # never added blindly
-                    raise current if isinstance(current, MigApiError) else MigApiError("not read this pass")
+                current = fresh.get(region, MigApiError("not read this pass"))
+                if isinstance(current, MigApiError):  # never added blindly
+                    raise current
                 size = min(current + count, self.cluster.max_vms_per_region,
                            current + max(0, self.cluster.max_vms - total))
                 if size > current:
@@ -254,6 +233,10 @@ class ClusterManager:
                 if size - current < count:
                     report.short[region] = ("the per-region limit reached" if size >= self.cluster.max_vms_per_region
                                             else f"the cluster limit of {self.cluster.max_vms} VMs reached")
+            except MigUnconfirmed as exc:  # it may yet be carried out: counted toward max_vms all the same
+                total += size - current
+                report.errors.append(f"resize {region}: {exc}")
+                report.short[region] = f"the resize to {size} was not confirmed, counted toward the limits: {exc}"
             except MigApiError as exc:
                 report.errors.append(f"resize {region}: {exc}")
                 report.short[region] = f"resize failed: {exc}"

@@ -2,14 +2,26 @@
 
 The only scaling module that imports ``google.*``. Compute specifics are translated here: error codes
 become ``ErrorKind``, ``currentAction``/``instanceStatus`` become a ``MigInstance``, API exceptions
-become ``MigNotFound`` / ``MigRateLimited`` / ``MigApiError``, and so does any other exception of a call
+become ``MigNotFound`` / ``MigRateLimited`` / ``MigUnconfirmed`` / ``MigApiError``, and so does any other exception of a call
 (a connection reset or read timeout, which the REST transport raises as ``requests`` errors; a
 credentials refresh error; a later page of a pager, fetched while iterating it, which is done inside
 the translation; a reply that does not parse): the manager leaves that MIG alone for the pass, and
-one MIG's failure never fails the tick of every cluster. Every call is safe to retry: resizes
+one MIG's failure never fails the tick of every cluster. Every call is bounded: google-cloud-compute's
+defaults give each call 600 s and retry a 503 for 600 s (a region whose Compute answers 5xx held the
+tick and the cluster's lock for ten minutes), so each is given ``CALL_BOUND_S`` (10 s) in all, 5xx
+answers retried with backoff within it. Every call is safe to retry: resizes
 are to an absolute size computed from the target just read, deletes name exact instances and skip
-ones already gone. Long operations are waited on through ``regionOperations.wait``, each call bounded by what is left
-of ``operation_timeout_s``.
+ones already gone, and each write carries a ``requestId`` (a retry of it is the same request, which
+Compute carries out once). A write's operation is never waited on (``regionOperations.wait`` held the
+pass, and its locks, idle up to a minute per write): a resize's or delete's operation is DONE once its
+actions are scheduled, and how they go shows in ``listManagedInstances`` and ``listErrors``, which
+the next pass reads. An error Compute reports in the operation at once still fails the write: the
+operation as answered, or read once more (``regionOperations.get``, which does not wait) if not DONE.
+A write Compute did not refuse (a 4xx) but that could not be confirmed (that error, an operation not
+read, a timeout or 5xx after retries) is ``MigUnconfirmed``: it may yet be carried out, so the manager
+counts such a resize toward ``max_vms``. A delete whose instances ``skip_instances_on_validation_error``
+skipped (gone, or not of this MIG or zone) is not told apart from one that deleted them: the manager's
+report may name such a VM as deleted; one that is still there stays drained, and the next pass deletes it again.
 
 ``ZEN_COMPUTE_ENDPOINT`` (``HOST:PORT``) points the official client at the local Compute stand-in
 (REST over plain HTTP, anonymous credentials); unset, the client talks to Compute Engine with the
@@ -19,18 +31,24 @@ function's own service account.
 from __future__ import annotations
 
 import os
-import time
+import uuid
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Iterator
 
 from google.api_core import exceptions as gexc
+from google.api_core.retry import Retry, if_exception_type
 from google.cloud import compute_v1
 
 from zen.scaling.model import ErrorKind, MigError
 from zen.scaling.port import (  # noqa: F401 - the port's types, importable from the adapter too
-    MigApiError, MigInstance, MigNotFound, MigRateLimited, MigState, MigSummary,
+    MigApiError, MigInstance, MigNotFound, MigRateLimited, MigState, MigSummary, MigUnconfirmed,
 )
+
+# Each Compute call's time in all (its requests' timeout, and the deadline of retrying its 5xx answers):
+# a region whose Compute fails costs a pass about this per call, not google-cloud-compute's 600 s.
+CALL_BOUND_S = 10.0
+_RETRIED = if_exception_type(gexc.InternalServerError, gexc.BadGateway, gexc.ServiceUnavailable, gexc.GatewayTimeout)
 
 _STOCKOUT_CODES = {
     "ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "RESOURCE_POOL_EXHAUSTED",
@@ -77,11 +95,12 @@ def compute_clients_from_env() -> tuple[compute_v1.RegionInstanceGroupManagersCl
 class MigManager:
     def __init__(self, project: str, region: str, name: str,
                  migs: compute_v1.RegionInstanceGroupManagersClient,
-                 operations: compute_v1.RegionOperationsClient, operation_timeout_s: float = 60.0):
+                 operations: compute_v1.RegionOperationsClient, call_bound_s: float | None = None):
         self.project, self.region, self.name = project, region, name
         self._migs = migs
         self._operations = operations
-        self._timeout_s = operation_timeout_s
+        self._bound_s = CALL_BOUND_S if call_bound_s is None else call_bound_s
+        self._retry = Retry(predicate=_RETRIED, initial=0.25, maximum=2.0, multiplier=2.0, timeout=self._bound_s)
         self.api_calls = 0
 
     @contextmanager
@@ -100,10 +119,12 @@ class MigManager:
         except Exception as exc:  # noqa: BLE001 - transport, auth, parse: the next pass tries again
             raise MigApiError(f"{what} on {self.name} failed: {type(exc).__name__}: {exc}") from exc
 
-    def _call(self, method, **request):
+    def _call(self, method, **fields):
+        """One call on this MIG, bounded (``CALL_BOUND_S``)."""
         self.api_calls += 1
+        request = {"project": self.project, "region": self.region, "instance_group_manager": self.name, **fields}
         with self._translated(method.__name__):
-            return method(project=self.project, region=self.region, instance_group_manager=self.name, **request)
+            return method(request=request, retry=self._retry, timeout=self._bound_s)
 
     def target_size(self) -> int:
         return self._call(self._migs.get).target_size
@@ -141,8 +162,9 @@ class MigManager:
         """Every MIG of this region (one ``list`` call, paged): name -> target size and stability."""
         self.api_calls += 1
         try:
-            return {m.name: MigSummary(m.target_size, bool(m.status and m.status.is_stable))
-                    for m in self._migs.list(project=self.project, region=self.region)}
+            pages = self._migs.list(request={"project": self.project, "region": self.region},
+                                    retry=self._retry, timeout=self._bound_s)
+            return {m.name: MigSummary(m.target_size, bool(m.status and m.status.is_stable)) for m in pages}
         except Exception as exc:  # noqa: BLE001 - any failure (see the module's docstring): read each MIG instead
             raise MigApiError(f"listing the MIGs of {self.region} failed: {type(exc).__name__}: {exc}") from exc
 
@@ -162,8 +184,7 @@ class MigManager:
 
     def resize(self, size: int) -> None:
         """Set the target size (absolute, so a retry after a timeout changes nothing)."""
-        operation = self._call(self._migs.resize_unary, size=size)
-        self._wait(operation)
+        self._write(self._migs.resize_unary, size=size)
 
     def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:
         """Delete exactly these instances (lowering the target size); ones already gone are skipped."""
@@ -176,29 +197,35 @@ class MigManager:
             if refs:
                 request = compute_v1.RegionInstanceGroupManagersDeleteInstancesRequest(
                     instances=refs, skip_instances_on_validation_error=True)
-                self._wait(self._call(self._migs.delete_instances_unary,
-                                      region_instance_group_managers_delete_instances_request_resource=request))
+                self._write(self._migs.delete_instances_unary,
+                            region_instance_group_managers_delete_instances_request_resource=request)
 
-    def _wait(self, operation) -> None:
+    def _write(self, method, **fields) -> None:
+        """A resize or delete (its own ``requestId``), then what its operation says at once (``_check``)."""
+        try:
+            operation = self._call(method, request_id=str(uuid.uuid4()), **fields)
+        except MigApiError as exc:
+            if isinstance(exc.__cause__, gexc.ClientError):  # refused (a 4xx): nothing was done
+                raise
+            raise MigUnconfirmed(f"{exc} (sent: it may still be carried out)") from exc
+        self._check(operation)
+
+    def _check(self, operation) -> None:
+        """Fail on an error a write's operation reports at once; never wait for it to be DONE (see the
+        module's docstring): one ``regionOperations.get``, answered at once, if it is not DONE yet."""
         name = getattr(operation, "name", None)
-        deadline = time.monotonic() + self._timeout_s
-        late = f"operation {name} on {self.name} still running after {self._timeout_s:g}s"
-        while name and operation.status != compute_v1.Operation.Status.DONE:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise MigApiError(late)
+        if name and operation.status != compute_v1.Operation.Status.DONE:
             self.api_calls += 1
-            try:  # regionOperations.wait itself may take ~2 min: each call gets what is left, no more
-                operation = self._operations.wait(project=self.project, region=self.region, operation=name,
-                                                  timeout=left)
-            except Exception as exc:  # noqa: BLE001 - any failure (see the module's docstring)
-                if time.monotonic() >= deadline:
-                    raise MigApiError(late) from exc
-                raise MigApiError(f"waiting for {name} failed: {type(exc).__name__}: {exc}") from exc
+            try:
+                with self._translated(f"reading operation {name}"):
+                    operation = self._operations.get(request={"project": self.project, "region": self.region,
+                                                              "operation": name}, retry=None, timeout=self._bound_s)
+            except MigApiError as exc:
+                raise MigUnconfirmed(f"{exc} (accepted: it may still be carried out)") from exc
         error = getattr(operation, "error", None)
         errors = getattr(error, "errors", None) if error else None
         if errors:
-            raise MigApiError(f"operation {name} on {self.name} failed: {errors[0].code}: {errors[0].message}")
+            raise MigUnconfirmed(f"operation {name} on {self.name} reports {errors[0].code}: {errors[0].message}")
 
 
 def _rate_limit(exc: Exception) -> bool:

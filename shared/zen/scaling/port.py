@@ -31,6 +31,12 @@ class MigRateLimited(MigApiError):
     pass
 
 
+class MigUnconfirmed(MigApiError):
+    """A write that may have been carried out though the call could not confirm it: Compute accepted it
+    (answered with an operation) and then the operation reported an error or could not be read, or no
+    answer came (a timeout, a 5xx). A resize so counts toward the cluster's ``max_vms`` all the same."""
+
+
 @dataclass(frozen=True)
 class MigInstance:
     name: str
@@ -75,10 +81,11 @@ class MigPort(Protocol):
     def target_size(self) -> int: ...
 
     def resize(self, size: int) -> None:
-        """Set the target size (absolute)."""
+        """Set the target size (absolute); returns once Compute accepted it, without waiting for it to be
+        done. Raises ``MigUnconfirmed`` when it may have been carried out, another ``MigApiError`` when not."""
 
     def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:
-        """Delete exactly these instances, lowering the target size."""
+        """Delete exactly these instances, lowering the target size (as ``resize``: never waited on)."""
 
 
 @dataclass(frozen=True)

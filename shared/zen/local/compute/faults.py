@@ -1,4 +1,4 @@
-"""Random draws and injected faults: boot delays, quota limits, API rate limiting.
+"""Random draws and injected faults: boot delays, quota limits, API rate limiting, regional outages (5xx).
 
 Each uses its own seeded ``random.Random`` so that, for example, the number of API calls a test
 makes does not change the boot delays it sees.
@@ -16,6 +16,7 @@ from zen.local.compute.scenario import (
     BootSpec,
     FixedBoot,
     LognormalBoot,
+    OutageSpec,
     QuotaSpec,
     RateLimitSpec,
     UniformBoot,
@@ -88,3 +89,22 @@ class RateLimiter:
             with self._lock:
                 self.limited += 1
             raise ApiError(403, "rateLimitExceeded", "Rate Limit Exceeded")
+
+
+class Outages:
+    """Decides which API calls are answered ``503 backendError``: a region's Compute API down for a
+    while (the client raises ``ServiceUnavailable``, which google-cloud-compute retries by default)."""
+
+    def __init__(self, specs: list[OutageSpec]):
+        self.specs = specs
+        self._lock = threading.Lock()
+        self.refused = 0
+
+    def check(self, method: str, region: str | None, t: float) -> None:
+        """Raise the 503 :class:`ApiError` when this call falls in an outage."""
+        for spec in self.specs:
+            if (spec.region is None or spec.region == region) and (spec.methods is None or method in spec.methods) \
+                    and spec.contains(t):
+                with self._lock:
+                    self.refused += 1
+                raise ApiError(503, "backendError", "The service is currently unavailable.")

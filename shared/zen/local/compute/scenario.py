@@ -47,6 +47,10 @@ since the stand-in started (``time_scale`` relates them to real time). Example::
         fraction: 0.1             # of all calls, drawn from the seeded RNG
         windows: [{from_s: 300, to_s: 360}]   # every call inside a window
         methods: [resize]         # optional: only these methods (default: all)
+      unavailable:                # API calls answered 503 backendError (a region's Compute down)
+        - {region: europe-west4, from_s: 0, to_s: 600, methods: [get, list]}
+                                  # region, to_s, methods optional (default: every region, for
+                                  # ever, every method); inside a window every such call fails
       preemptions:
         at: [{at_s: 900, mig: zen-4xa100-40gb-us-central1, zone: null, instance: null, count: 1}]
         rate_per_hour: 0.0        # per running VM (exponential lifetimes)
@@ -205,6 +209,11 @@ class RateLimitSpec(_Spec):
     methods: list[Literal[RATE_LIMITABLE_METHODS]] | None = None  # type: ignore[valid-type]
 
 
+class OutageSpec(WindowSpec):
+    region: str | None = None  # None: every region (and the calls that name none)
+    methods: list[Literal[RATE_LIMITABLE_METHODS]] | None = None  # type: ignore[valid-type]
+
+
 class PreemptAtSpec(_Spec):
     at_s: float = Field(ge=0)
     mig: str | None = None
@@ -223,6 +232,7 @@ class PreemptionSpec(_Spec):
 class FaultsSpec(_Spec):
     quota: list[QuotaSpec] = []
     rate_limit: RateLimitSpec = RateLimitSpec()
+    unavailable: list[OutageSpec] = []
     preemptions: PreemptionSpec = PreemptionSpec()
 
 

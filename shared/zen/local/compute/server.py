@@ -19,7 +19,8 @@ Besides, VM identity tokens and their certificates (``zen.local.compute.issuer``
 The other regionInstanceGroupManagers methods answer 501 ``notImplemented``; any other path
 answers 404 ``notFound``. Errors use Google's JSON error body, so the client raises
 ``NotFound``, ``BadRequest``, ``Forbidden`` (a rate limit: 403 ``rateLimitExceeded``, as Compute
-Engine answers), ... ``filter`` and ``orderBy`` are ignored.
+Engine answers), ``ServiceUnavailable`` (a scenario's outage: 503 ``backendError``), ... ``filter``
+and ``orderBy`` are ignored.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from zen.local.compute import resources as r
 from zen.local.compute import views
-from zen.local.compute.faults import RateLimiter
+from zen.local.compute.faults import Outages, RateLimiter
 from zen.local.compute.issuer import TokenIssuer
 from zen.local.compute.world import World
 
@@ -79,9 +80,10 @@ _IDENTITY = re.compile(r"^/zen-local/vms/(?P<vm>[^/]+)/computeMetadata/v1/instan
 class ComputeApi:
     """Routes one request to the world; returns ``(status, json_body)``. No HTTP plumbing."""
 
-    def __init__(self, world: World, rate_limiter: RateLimiter):
+    def __init__(self, world: World, rate_limiter: RateLimiter, outages: Outages | None = None):
         self.world = world
         self.rate_limiter = rate_limiter
+        self.outages = outages if outages is not None else Outages([])
         self._issuer: TokenIssuer | None = None  # made at the first use (a key takes a moment)
         self._issuer_lock = threading.Lock()
 
@@ -115,6 +117,7 @@ class ComputeApi:
             for verb, pattern, name in _COMPILED:
                 match = pattern.match(path)
                 if match and verb == method:
+                    self.outages.check(name, match.groupdict().get("region"), self.world.clock.now())
                     self.rate_limiter.check(name, self.world.clock.now())
                     return 200, self._call(name, match.groupdict(), query, body)
             for verb, pattern in _COMPILED_501:

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 from zen.config import ZenConfig, load_config
 from zen.local.compute.build import MigDef, build_capacity, project_of, resolve_migs
 from zen.local.compute.clock import ScaledClock
-from zen.local.compute.faults import RateLimiter
+from zen.local.compute.faults import Outages, RateLimiter
 from zen.local.compute.processes import VmProcesses
 from zen.local.compute.scenario import Scenario, load_scenario, scenario_from_dict
 from zen.local.compute.server import ComputeApi, ComputeHTTPServer
@@ -74,7 +74,8 @@ class ComputeStandIn:
             scenario=self.scenario, clock=self.clock, processes=self.processes,
         )
         self.rate_limiter = RateLimiter(self.scenario.faults.rate_limit, random.Random(f"{self.scenario.seed}/ratelimit"))
-        self.api = ComputeApi(self.world, self.rate_limiter)
+        self.outages = Outages(self.scenario.faults.unavailable)
+        self.api = ComputeApi(self.world, self.rate_limiter, self.outages)
         self._host, self._port = host, port
         self._server: ComputeHTTPServer | None = None
         self._threads: list[threading.Thread] = []
