@@ -103,10 +103,11 @@ class Zen:
         with self.relay.request():
             outcome = self._with_envelope(self.config.topics.job_submitted, event_id, event_type, data,
                                           self.jobs.submit)
-            if (outcome.result == "created" and outcome.cluster and self.scaler is not None
+            if (outcome.result == "created" and outcome.admitted and outcome.cluster and self.scaler is not None
                     and not self.scaler.covered(outcome.cluster, outcome.regions)):
                 # New demand that no spare VM covers: scale now rather than at the next tick (which
-                # also runs it; a pass already under way for this cluster makes this one skip).
+                # also runs it; a pass already under way for this cluster makes this one skip). A job
+                # left PENDING by its queue is no demand yet: the pass that admits it is the tick's.
                 self.scaler.scale(outcome.cluster)
             return outcome
 

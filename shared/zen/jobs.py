@@ -1,9 +1,7 @@
-"""The job service: submit, heartbeat, stop, the tick's sweeps (``zen.sweeps``) and the VM
-heartbeat (``zen.vm_beats``).
-
-Each call decodes one Pub/Sub message (validated once, here at the edge), locks the job row, asks
-``zen.lifecycle`` what to do, and writes the change, its history and its outgoing messages in one
-transaction; after commit the outbox rows are published.
+"""The job service: submit, heartbeat, stop, the tick's sweeps (``zen.sweeps``) and the VM heartbeat
+(``zen.vm_beats``). Each call decodes one Pub/Sub message (validated once, here at the edge), locks
+the job row, asks ``zen.lifecycle`` what to do, and writes the change, its history and its outgoing
+messages in one transaction; after commit the outbox rows are published.
 
 A message that can never succeed is *rejected*: a structured log line with the reason, a row in
 ``rejected_messages`` (once per message id), a ``job.rejected`` / ``job.message_ignored`` event on
@@ -44,7 +42,6 @@ from zen.vm_proof import ProofChecker
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
     from zen.store.db import Database, Session
 
-
 log = logging.getLogger("zen.jobs")
 
 SUBMITTED = lifecycle.Change(JobStatus.PENDING, "submitted")
@@ -64,6 +61,7 @@ class Outcome:
     reason: str | None = None
     cluster: str | None = None
     regions: tuple[str, ...] | None = None  # a created job's allowed regions (the cheap coverage check)
+    admitted: bool = True  # False: created PENDING (its queue's quota is full): no demand to scale for
 
 
 class JobService(TickSweeps, VmBeats):
@@ -107,7 +105,7 @@ class JobService(TickSweeps, VmBeats):
                       last_heartbeat_at=None, submitted_at=now, queued_at=None, started_at=None, finished_at=None,
                       exit_code=None, message=None, updated_at=now, queue=resolved.queue,
                       gpus=self._config.cluster(resolved.cluster).gpus_held(request.gpu_count))
-        actor = f"user:{request.user_id}"
+        actor, waiting = f"user:{request.user_id}", False
         if self._queues is None and len(resolved.shapes) == 1:
             ids = self._submit_queued(pending, actor, now)
             if ids:
@@ -137,6 +135,7 @@ class JobService(TickSweeps, VmBeats):
                                        actor="admission", now=now)
                 else:
                     ids += self._admit(session, pending.queue, pending.cluster, now)
+                    waiting = repository.get_job(session, job_id).status is JobStatus.PENDING
             else:
                 existing = repository.get_job(session, job_id)
         if not created:
@@ -145,7 +144,7 @@ class JobService(TickSweeps, VmBeats):
                                     job_id, "job.rejected")
             log.info("duplicate submit ignored", extra={"job_id": job_id})
             return Outcome("duplicate", job_id)
-        return self._created(pending, ids)
+        return self._created(pending, ids, admitted=not waiting)
 
     def _submit_queued(self, pending: Job, actor: str, now) -> list[Enqueued]:
         """The common submission in one statement, one round trip and one commit: the job admitted
@@ -170,10 +169,10 @@ class JobService(TickSweeps, VmBeats):
         return first_route(self._config, job, now, lambda: fleet.blocked_regions(session, job.cluster, now),
                            lambda: fleet.vms_holding(session, job.cluster, job.regions, *warm_keys(job), now))
 
-    def _created(self, job: Job, ids: list[Enqueued]) -> Outcome:
+    def _created(self, job: Job, ids: list[Enqueued], admitted: bool = True) -> Outcome:
         self._relay.flush_quietly(ids)
-        log.info("job submitted", extra={"job_id": job.job_id, "cluster": job.cluster})
-        return Outcome("created", job.job_id, cluster=job.cluster, regions=tuple(job.regions))
+        log.info("job submitted", extra={"job_id": job.job_id, "cluster": job.cluster, "admitted": admitted})
+        return Outcome("created", job.job_id, cluster=job.cluster, regions=tuple(job.regions), admitted=admitted)
 
     # -- heartbeat -----------------------------------------------------------------------------
     def heartbeat(self, envelope: PubSubEnvelope) -> Outcome:
@@ -306,8 +305,10 @@ class JobService(TickSweeps, VmBeats):
         if decision.publish_start:
             messages += self._announce.start(after)
         ids = enqueue(session, messages, now)
-        if admit and self._queues and job.queue and job.status in _HOLDS_QUOTA and after.status not in _HOLDS_QUOTA:
-            ids += self._admit(session, job.queue, job.cluster, now, released=job.gpus)  # who is next
+        frees = job.status in _HOLDS_QUOTA and after.status not in _HOLDS_QUOTA
+        if admit and self._queues and job.queue and (frees or job.status is JobStatus.PENDING and after.status.terminal):
+            # Who is next: into the quota freed, or past a waiting head that left (it held back those behind)
+            ids += self._admit(session, job.queue, job.cluster, now, released=job.gpus if frees else 0)
         return ids
 
     def _record_usage(self, session: Session, job: Job, after: Job, decision: Decision, now) -> None:

@@ -387,7 +387,9 @@ SELECT pg_try_advisory_lock(hashtext('zen-scale:' || :cluster)) AS locked;
 SELECT pg_advisory_unlock(hashtext('zen-scale:' || :cluster)) AS unlocked;
 
 -- name: arrivals_since
-SELECT count(*) AS n FROM jobs WHERE cluster = :cluster AND submitted_at > :since;
+-- Jobs submitted since that were admitted (queued_at set): a job waiting on its queue's quota, or
+-- cancelled while it waited, is no demand for the warm pool (zen.scaling.planner.shrink_idle).
+SELECT count(*) AS n FROM jobs WHERE cluster = :cluster AND submitted_at > :since AND queued_at IS NOT NULL;
 
 -- name: list_mig_instances
 SELECT name, cluster, region, first_seen_at FROM mig_instances ORDER BY cluster, region, name;

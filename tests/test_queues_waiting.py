@@ -1,0 +1,89 @@
+"""Waiting jobs (PENDING on their queue's quota) through the functions: one that leaves the line
+lets the jobs behind it in at once, not at the next tick; and a waiting job is no demand: its
+submission runs no scaling pass, and the warm pool's arrival count leaves it out."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from tests.test_queues import CLUSTER, statuses
+from tests.test_queues_preemption import a100s, halves_config
+from zen.store import fleet, repository
+
+
+def make(config, db, publisher, clock, queues, scaler=None):
+    from zen.app import Zen
+    from zen.local.invoke import FunctionsInvoker
+
+    zen = Zen(halves_config(config, queues), db, publisher, clock, scaler=scaler)
+    return zen, FunctionsInvoker(zen)
+
+
+RESEARCH = [{"name": "research", "quota": {CLUSTER: 4}, "users": ["alice"]}]
+
+
+def test_a_waiting_head_that_is_stopped_lets_the_job_behind_it_in_at_once(config, db, publisher, clock):
+    """2 of 4 GPUs held; the head wants 4 and waits, the 2-GPU job behind it waits behind it (no one
+    jumps the line). The head stopped, that job fits: admitted by the stop itself, not a minute later."""
+    zen, functions = make(config, db, publisher, clock, RESEARCH)
+    for job_id, gpus in (("x", 2), ("big", 4), ("small", 2)):
+        functions.submit(a100s(job_id, gpus, 0))
+        clock.advance(1)
+    assert statuses(zen, "x", "big", "small") == ["QUEUED", "PENDING", "PENDING"]
+
+    functions.stop({"job_id": "big"})
+
+    assert statuses(zen, "x", "big", "small") == ["QUEUED", "CANCELLED", "QUEUED"]
+
+
+def test_a_lenders_waiting_head_that_is_stopped_lets_its_cohort_borrow_again(config, db, publisher, clock):
+    """While a lender's own job waits for its lent quota, nobody in the cohort may borrow; that job
+    stopped, the borrower's next job is admitted by the stop."""
+    cohort = [{"name": "team-a", "cohort": "lab", "quota": {CLUSTER: 4}, "users": ["alice"]},
+              {"name": "team-b", "cohort": "lab", "quota": {CLUSTER: 4}, "users": ["bob"]}]
+    zen, functions = make(config, db, publisher, clock, cohort)
+    for n in range(3):  # team-b borrows 2 of team-a's 4
+        functions.submit({**a100s(f"b{n}", 2, 0), "user_id": "bob"})
+        clock.advance(1)
+    functions.submit(a100s("a-big", 4, 0))  # team-a's own quota, lent: it waits for it
+    clock.advance(1)
+    functions.submit({**a100s("b3", 2, 0), "user_id": "bob"})  # would fit the cohort, but team-a waits
+    assert statuses(zen, "a-big", "b3") == ["PENDING", "PENDING"]
+
+    functions.stop({"job_id": "a-big"})
+
+    assert statuses(zen, "a-big", "b3") == ["CANCELLED", "QUEUED"]
+
+
+class CountingScaler:
+    """Zen's scaler port, recording the passes asked (the passes themselves are tests/scaling's)."""
+
+    def __init__(self):
+        self.passes: list[str] = []
+
+    def covered(self, cluster, regions=None):
+        return False
+
+    def scale(self, cluster, *args, **kwargs):
+        self.passes.append(cluster)
+
+    def tick(self):
+        return {}
+
+
+def test_a_submission_left_waiting_runs_no_scaling_pass_and_is_no_arrival(config, db, publisher, clock):
+    """A flood of 1,000 waiting jobs ran 1,000 passes (each reading every MIG from Compute), and kept
+    idle VMs warm for demand that could not start."""
+    scaler = CountingScaler()
+    zen, functions = make(config, db, publisher, clock, RESEARCH, scaler)
+    since = clock() - timedelta(seconds=1)
+    functions.submit(a100s("x", 4, 0))
+    for n in range(5):
+        clock.advance(1)
+        functions.submit(a100s(f"p{n}", 4, 0))
+    functions.stop({"job_id": "p4"})
+
+    assert statuses(zen, "x", "p0", "p4") == ["QUEUED", "PENDING", "CANCELLED"]
+    assert len(scaler.passes) == 1  # x's, the one admitted
+    with zen.db.transaction() as session:
+        assert fleet.arrivals_since(session, repository.get_job(session, "x").cluster, since) == 1
