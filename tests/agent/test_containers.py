@@ -1,8 +1,8 @@
 """A job's container never outlives the agent's belief that it stopped (review finding): the docker
 CLI is not the container, and ``docker kill`` may fail. After a container job ends or is stopped its
 container is removed by name and checked gone; one docker cannot remove keeps the attempt's GPUs and
-retires the VM; the agent's start removes leftovers before anything that could fail. Against a
-stand-in docker (``fakedocker``)."""
+retires the VM; a STOP for an attempt this agent does not hold removes its container; the agent's
+start removes leftovers before anything that could fail. Against a stand-in docker (``fakedocker``)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from tests.agent.helpers import wait_for
 from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, start_message
 from zen.agent.agent import Agent
 from zen.agent.runner import JobSpec, RunningJob, container_name
+from zen.models import ControlAction
 from zen.vm_heartbeat import VmHeartbeat
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,6 +82,27 @@ def test_a_container_docker_cannot_remove_keeps_its_gpus_and_retires_the_vm(dock
     assert {r[0] for r in transport.job_reports()} == {"first"}  # the second was never claimed
     assert agent.slots.holds(("first", 1)) and agent.slots.full()  # its GPUs never given to another job
     assert "could not be removed" in agent.pulls.exhausted()
+
+
+def test_a_stop_for_an_attempt_not_held_here_removes_its_container_then_is_acked(docker, tmp_path):
+    """After an agent crash the new agent holds nothing, but the old attempt's container may run."""
+    orphan = container_name("old", 3)
+    docker.add(orphan, "c-old")
+    docker.add(container_name("other", 1), "c-other")
+    transport = FakeTransport(VM)
+    transport.order("old", 3, ControlAction.STOP)
+    agent = Agent(IDENTITY, dataclasses.replace(SETTINGS, docker=docker.path), transport, local=False,
+                  clock=transport.clock)
+    agent._idle_wait(1.0)
+
+    assert docker.names() == [container_name("other", 1)]
+    assert ("control_ack", "old", "STOP") in transport.calls
+
+    local = FakeDocker(tmp_path / "local")
+    transport.order("old", 3, ControlAction.STOP)
+    Agent(IDENTITY, dataclasses.replace(SETTINGS, docker=local.path), transport, local=True,
+          clock=transport.clock)._idle_wait(1.0)
+    assert local.calls() == []  # the local stack runs no containers: no docker
 
 
 def agent_env(docker: FakeDocker, **env: str) -> dict[str, str]:

@@ -39,10 +39,11 @@ inputs or image: ``zen.routing``) is taken before pulling, and before a start pu
 dropped, as the tick widens the job's start (``ControlRouter``). A pull waits at most 3 s, so an
 offer waits about that long for an idle VM.
 
-Control messages about any other (job, attempt) are acked and ignored. The loop never exits on one
-bad message: an undecodable start message is logged and acked (it can never succeed; so is one whose
-job id or attempt no heartbeat could carry: ``StartMessage`` bounds them as ``Heartbeat`` does), one for
-another cluster or region is nacked, a Pub/Sub failure is retried with backoff. When an attempt ends in container mode, its container must
+Control messages about any other (job, attempt) are acked and ignored (a STOP's container removed
+first: ``ControlRouter``). The loop never exits on one bad message: an undecodable start message is
+logged and acked (it can never succeed; so is one whose job id or attempt no heartbeat could carry:
+``StartMessage`` bounds them as ``Heartbeat`` does), one for another cluster or region is nacked, a
+Pub/Sub failure is retried with backoff. When an attempt ends in container mode, its container must
 be gone (``zen.agent.runner.remove_container``): one docker cannot remove keeps the attempt's GPUs and
 retires the VM.
 
@@ -110,7 +111,8 @@ class Agent(RunsAttempts, Claims):
         self.jobs_run = 0
         self.pulls = pulls or DailyPulls(PullLimits(), 0, clock)  # per-day limits; none by default
         self.slots = slots or Slots()  # one job at a time by default
-        self.controls = ControlRouter(transport, identity.vm, self.log, takes_offers=self._takes_offers)
+        self.controls = ControlRouter(transport, identity.vm, self.log, takes_offers=self._takes_offers,
+                                      docker=None if local else settings.docker)  # strays' containers removed
         self._clock = clock
         self._outage = PullOutage(clock)  # pulls failing: no IDLE said (zen.agent.outage)
         self._base_env = base_env
