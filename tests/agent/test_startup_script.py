@@ -66,3 +66,13 @@ def test_without_the_package_attribute_it_refuses_with_a_reason(metadata, tmp_pa
     del metadata.values["instance/attributes/zen-agent-package"]
     result = run_script(metadata, tmp_path)
     assert result.returncode == 1 and "zen-agent-package is not set" in result.stderr
+
+
+def test_the_unit_removes_leftover_job_containers_before_the_agent_starts(metadata, tmp_path):
+    """An orphan (the agent crashed, the VM rebooted) is gone before the agent runs, even if the agent
+    then fails to start; a failure of this step ("-") does not keep it from starting."""
+    assert run_script(metadata, tmp_path).returncode == 0
+    lines = (tmp_path / "etc/systemd/system/zen-agent.service").read_text().splitlines()
+    sweep = "ExecStartPre=-/bin/sh -c 'docker ps -aq --filter name=^zen- | xargs -r docker rm -f'"
+    assert sweep in lines and lines.index(sweep) < lines.index("ExecStart=/opt/zen/venv/bin/python -m zen.agent")
+

@@ -249,6 +249,9 @@ After=network-online.target docker.service
 
 [Service]
 ExecStartPre=/opt/zen/guard-metadata.sh
+# Job containers an agent before this one left (it crashed, or the VM rebooted): removed before it starts
+# (the agent does it too, first thing). "-": a failure here does not keep the agent from starting.
+ExecStartPre=-/bin/sh -c 'docker ps -aq --filter name=^zen- | xargs -r docker rm -f'
 ExecStart=/opt/zen/venv/bin/python -m zen.agent
 $CONFIG_ENV
 Environment=ZEN_AGENT_STOP_GRACE_S=$STOP_GRACE_S
