@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import signal
 import subprocess
@@ -14,11 +13,12 @@ import time
 
 import pytest
 
+from tests.agent.fakedocker import FakeDocker
 from tests.agent.helpers import alive, job_command, read_pid, wait_for
 from zen.agent.output import AttemptOutput
 from zen.agent.runner import (
-    CannotRun, JobSpec, RunningJob, attempt_name, container_name, docker_argv, plan_launch, remove_image,
-    remove_leftover_containers,
+    CannotRun, ContainersLeft, JobSpec, RunningJob, attempt_name, container_name, docker_argv, plan_launch,
+    remove_image, remove_leftover_containers,
 )
 from zen.joblogs import LocalReader, LocalSink
 
@@ -186,32 +186,10 @@ def test_a_job_dies_with_an_agent_that_is_killed_outright(tmp_path):
 # -- containers, with a fake docker CLI ------------------------------------------------------------
 @pytest.fixture
 def fake_docker(tmp_path):
-    """An executable that records its argv; ``run`` ignores SIGTERM (as a container stuck in
-    shutdown would) until ``kill`` is called."""
-    calls = tmp_path / "calls.jsonl"
-    killed = tmp_path / "killed"
-    script = tmp_path / "docker"
-    script.write_text(textwrap.dedent(f"""\
-        #!{sys.executable}
-        import json, os, signal, sys, time
-        with open({str(calls)!r}, "a") as out:
-            out.write(json.dumps(sys.argv[1:]) + "\\n")
-        if sys.argv[1] == "run":
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            while not os.path.exists({str(killed)!r}):
-                time.sleep(0.05)
-            sys.exit(137)
-        if sys.argv[1] == "kill":
-            open({str(killed)!r}, "w").close()
-        if sys.argv[1] == "ps":
-            print("c1\\nc2")
-    """))
-    script.chmod(0o755)
-
-    def read_calls():
-        return [json.loads(line) for line in calls.read_text().splitlines()] if calls.exists() else []
-
-    return str(script), read_calls
+    """A stand-in docker CLI (``tests.agent.fakedocker``: ``run`` ignores SIGTERM until ``kill``): its path,
+    and the argv of its calls so far."""
+    fake = FakeDocker(tmp_path)
+    return fake.path, fake.calls
 
 
 def test_stopping_a_container_escalates_to_docker_kill(fake_docker):
@@ -224,14 +202,27 @@ def test_stopping_a_container_escalates_to_docker_kill(fake_docker):
     assert ["kill", container_name("gpu", 1)] in calls()
 
 
-def test_leftover_zen_containers_are_removed_at_start(fake_docker):
-    docker, calls = fake_docker
-    assert remove_leftover_containers(docker) == ["c1", "c2"]
-    assert calls() == [["ps", "-aq", "--filter", "name=^zen-"], ["rm", "-f", "c1", "c2"]]
+def test_leftover_zen_containers_are_removed_at_start(tmp_path):
+    docker = FakeDocker(tmp_path)
+    for name, container_id in (("zen-a-1", "c1"), ("zen-b-2", "c2"), ("other", "c3")):
+        docker.add(name, container_id)
+    assert remove_leftover_containers(docker.path) == ["c1", "c2"]
+    assert docker.names() == ["other"]
+    listing = ["ps", "-aq", "--filter", "name=^zen-"]
+    assert docker.calls() == [listing, ["rm", "-f", "c1", "c2"], listing]  # and checked gone
 
 
-def test_without_docker_leftover_cleanup_does_nothing():
-    assert remove_leftover_containers("/nonexistent/docker") == []
+def test_leftovers_docker_cannot_list_or_remove_are_said_to_be_left(tmp_path, monkeypatch):
+    """Without docker, or with one failing, they may run on: the agent retires its VM (``zen.agent.__main__``)."""
+    monkeypatch.setattr("zen.agent.runner.REMOVE_PAUSE_S", 0.0)
+    with pytest.raises(ContainersLeft, match="docker cannot list them"):
+        remove_leftover_containers("/nonexistent/docker")
+    docker = FakeDocker(tmp_path)
+    docker.add("zen-a-1", "c1")
+    docker.fail("rm")
+    with pytest.raises(ContainersLeft, match=r"\(c1\)"):
+        remove_leftover_containers(docker.path)
+    assert [call[0] for call in docker.calls()] == ["ps", "rm", "ps", "rm", "ps", "rm", "ps"]  # REMOVE_TRIES
 
 
 def test_the_job_inherits_the_agents_environment_in_local_mode(monkeypatch):

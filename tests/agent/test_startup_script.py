@@ -66,3 +66,35 @@ def test_without_the_package_attribute_it_refuses_with_a_reason(metadata, tmp_pa
     del metadata.values["instance/attributes/zen-agent-package"]
     result = run_script(metadata, tmp_path)
     assert result.returncode == 1 and "zen-agent-package is not set" in result.stderr
+
+
+def test_the_unit_removes_leftover_job_containers_before_the_agent_starts(metadata, tmp_path):
+    """An orphan (the agent crashed, the VM rebooted) is gone before the agent runs, even if the agent
+    then fails to start; a failure of this step ("-") does not keep it from starting."""
+    assert run_script(metadata, tmp_path).returncode == 0
+    lines = (tmp_path / "etc/systemd/system/zen-agent.service").read_text().splitlines()
+    sweep = "ExecStartPre=-/bin/sh -c 'docker ps -aq --filter name=^zen- | xargs -r docker rm -f'"
+    assert sweep in lines and lines.index(sweep) < lines.index("ExecStart=/opt/zen/venv/bin/python -m zen.agent")
+
+
+def test_a_reboot_leaves_the_running_agent_alone_unless_what_it_runs_changed(metadata, tmp_path):
+    """On a reboot the enabled unit starts the agent, which may claim a job before this script runs: a
+    restart then ended that job PREEMPTED (review finding). Only a new package, configuration or unit
+    restarts it."""
+
+    def last_command() -> str:
+        result = run_script(metadata, tmp_path)
+        assert result.returncode == 0, result.stderr
+        (tmp_path / "opt/zen/installed").write_text(metadata.values["instance/attributes/zen-agent-package"] + "\n")
+        return result.stdout.splitlines()[-1]
+
+    assert last_command() == "would run: systemctl restart zen-agent.service"  # the first boot
+    assert last_command() == "would run: systemctl start zen-agent.service"  # a reboot: nothing changed
+    metadata.values["instance/attributes/zen-config"] = CONFIG_YAML + "# changed\n"
+    assert last_command() == "would run: systemctl restart zen-agent.service"
+    assert last_command() == "would run: systemctl start zen-agent.service"
+    metadata.values["instance/attributes/zen-agent-package"] = "gs://my-bucket/zen-0.2.0-py3-none-any.whl"
+    assert last_command() == "would run: systemctl restart zen-agent.service"
+    del metadata.values["instance/attributes/zen-config"]  # the unit changes (no ZEN_CONFIG)
+    assert last_command() == "would run: systemctl restart zen-agent.service"
+    assert last_command() == "would run: systemctl start zen-agent.service"

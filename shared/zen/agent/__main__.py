@@ -6,6 +6,11 @@ configuration's deadlines the agent keeps ``heartbeat_timeout_s``: it stops a jo
 have not reached Zen for most of it (``zen.agent.fence``).
 Exit codes: 0 after a clean shutdown (SIGTERM, SIGINT, preemption), 1 when Pub/Sub stayed
 unreachable at start, 2 on a configuration or identity problem.
+
+In container mode the first thing it does is remove the ``zen-*`` containers an agent before it left
+(``zen.agent.runner.remove_leftover_containers``), before any read that could fail and exit it (systemd
+restarts it every 5 s; an orphan would run on meanwhile). Those that cannot be removed, or a docker
+that cannot list them, retire the VM (``DailyPulls.retire``): one of them may hold its GPUs.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Sequence
 from zen.agent.fence import fence_s
 from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_preemption
 from zen.agent.limits import DailyPulls, resolve_pull_limits
+from zen.agent.runner import ContainersLeft, remove_leftover_containers
 from zen.agent.settings import AgentSettings
 from zen.agent.slots import Slots, resolve_capacity
 from zen.config import load_config
@@ -61,6 +67,30 @@ def _output_sink(env, identity, local: bool):
     return sink
 
 
+def _runs_containers(env) -> bool:
+    """Container mode, from the environment alone (no metadata read), as ``main`` decides it below:
+    ``ZEN_AGENT_LOCAL`` when set, else not local unless the identity is all in the environment."""
+    local = env.get("ZEN_AGENT_LOCAL", "").strip().lower()
+    if local in ("1", "true", "yes", "0", "false", "no"):
+        return local in ("0", "false", "no")
+    return not all(env.get(name, "").strip() for name in ("ZEN_VM_NAME", "ZEN_ZONE", "ZEN_CLUSTER"))
+
+
+def _remove_leftovers(env) -> str | None:
+    """Remove the containers an earlier agent left (container mode only): why some may be left, else None."""
+    if not _runs_containers(env):
+        return None
+    try:
+        removed = remove_leftover_containers(env.get("ZEN_AGENT_DOCKER") or "docker")
+    except ContainersLeft as exc:
+        log.error("containers left by a previous agent could not be removed; the VM retires",
+                  extra={"reason": str(exc)})
+        return str(exc)
+    if removed:
+        log.warning("removed containers left by a previous agent", extra={"containers": removed})
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="zen agent", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true",
@@ -68,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_logging()
     env = os.environ
+    left = None if args.check else _remove_leftovers(env)  # first: any read below may fail and exit
     metadata = MetadataServer.from_env(env)
     try:
         settings = AgentSettings.from_env(env)
@@ -100,13 +131,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # Imported here: the client library is heavy, and --check / errors above do not need it.
     from zen.agent.agent import Agent
-    from zen.agent.runner import remove_leftover_containers
     from zen.agent.transport import PubSubTransport, TransportError
 
-    if not local:
-        removed = remove_leftover_containers(settings.docker)
-        if removed:
-            log.warning("removed containers left by a previous agent", extra={"containers": removed})
+    pulls = DailyPulls(limits, capacity.gpus)
+    if left is not None and not local:
+        pulls.retire(left)
     log.info("pull limits", extra={"limits": limits.describe(), "gpus": capacity.gpus,
                                    "max_jobs_per_vm": capacity.max_jobs, "fence_s": fence_s(settings)})
     if fence_s(settings) + settings.stop_grace_s >= settings.heartbeat_timeout_s:  # the floor of zen.agent.fence
@@ -114,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "when Zen runs it elsewhere", extra={"heartbeat_s": settings.heartbeat_s,
                                                          "heartbeat_timeout_s": settings.heartbeat_timeout_s})
     agent = Agent(identity, settings, PubSubTransport(config, identity), local=local,
-                  sink=_output_sink(env, identity, local), pulls=DailyPulls(limits, capacity.gpus),
+                  sink=_output_sink(env, identity, local), pulls=pulls,
                   slots=Slots(capacity))
     signal.signal(signal.SIGTERM, lambda *_: agent.request_shutdown("SIGTERM"))
     signal.signal(signal.SIGINT, lambda *_: agent.request_shutdown("SIGINT"))

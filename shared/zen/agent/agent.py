@@ -1,13 +1,11 @@
 """The agent loop: pull one start message, claim it, run it, report, go back for the next one. What
 happens once a claim is confirmed (stage, run, supervise, upload, report) is ``zen.agent.attempt``.
-
-States of one attempt (a VM runs one at a time, or up to its cluster's ``max_jobs_per_vm`` at once,
-each with its own GPUs: ``zen.agent.slots``)::
+States of one attempt (one at a time, or ``max_jobs_per_vm`` at once, each with its GPUs: ``slots``)::
 
     IDLE ──pull──▶ CLAIMING ──CONFIRM──▶ RUNNING ──exit──▶ SUCCEEDED | FAILED ──▶ IDLE (warm reuse)
                       │ RELEASE / STOP / no answer           │ STOP ──▶ STOPPED
                       └──▶ IDLE                              │ max_runtime_s ──▶ FAILED
-                                                             │ no report reaching Zen (zen.agent.fence) ──▶ PREEMPTED
+                                                             │ no report reaches Zen (fence) ──▶ PREEMPTED
     IDLE ──a pull limit reached (zen.agent.limits)──▶ RETIRED: no more pulls, VM heartbeats until deleted
     IDLE ──pulls failing for PULL_OUTAGE_S (zen.agent.outage)──▶ no IDLE heartbeats until a pull works
     any state ──SIGTERM / preempted──▶ PREEMPTED (current attempt), VM STOPPING, exit 0
@@ -40,10 +38,13 @@ inputs or image: ``zen.routing``) is taken before pulling, and before a start pu
 dropped, as the tick widens the job's start (``ControlRouter``). A pull waits at most 3 s, so an
 offer waits about that long for an idle VM.
 
-Control messages about any other (job, attempt) are acked and ignored. The loop never exits on one
-bad message: an undecodable start message is logged and acked (it can never succeed; so is one whose
-job id or attempt no heartbeat could carry: ``StartMessage`` bounds them as ``Heartbeat`` does), one for
-another cluster or region is nacked, a Pub/Sub failure is retried with backoff.
+Control messages about any other (job, attempt) are acked and ignored (a STOP's container removed
+first: ``ControlRouter``). The loop never exits on one bad message: an undecodable start message is
+logged and acked (it can never succeed; so is one whose job id or attempt no heartbeat could carry:
+``StartMessage`` bounds them as ``Heartbeat`` does), one for another cluster or region is nacked, a
+Pub/Sub failure is retried with backoff. When an attempt ends in container mode, its container must
+be gone (``zen.agent.runner.remove_container``): one docker cannot remove keeps the attempt's GPUs and
+retires the VM.
 
 Several at once (``max_jobs_per_vm`` > 1): the loop pulls while the VM has a free slot and GPUs; a
 start message that does not fit the GPUs left is nacked at once (given back for a VM with room), one
@@ -68,14 +69,14 @@ from typing import Callable, Mapping
 from pydantic import ValidationError
 
 from zen.agent.attempt import SLICE_S, VM_STOPPING_S, RunsAttempts
-from zen.agent.claim import Claims
+from zen.agent.claim import Claims, about_the_attempt
 from zen.agent.identity import Identity
 from zen.agent.limits import DailyPulls, PullLimits
 from zen.agent.outage import PullOutage
 from zen.agent.reports import AttemptReport, Reporter
-from zen.agent.runner import remove_image
-from zen.agent.settings import AgentSettings
 from zen.agent.cache import InputCache
+from zen.agent.runner import container_name, remove_container, remove_image
+from zen.agent.settings import AgentSettings
 from zen.agent.slots import ControlRouter, Key, Slots
 from zen.agent.transport import StartDelivery, Transport, TransportError
 from zen.errors import describe_validation_error
@@ -83,14 +84,8 @@ from zen.joblogs import Sink
 from zen.models import StartMessage, VmState
 
 log = logging.getLogger("zen.agent")
-_ATTEMPT_DIR = re.compile(r"[A-Za-z0-9_.-]+-[0-9a-f]{12}-[0-9]+(\.new)?")  # zen.agent.runner.attempt_name
-MAKING_S = 60.0  # a <name>.new older than this was left by a crash between its mkdir and its rename
-
-
-def _about_the_attempt(exc: ValidationError) -> bool:
-    """Whether a report failed for its job id or attempt number alone (the start's fault, not this VM's:
-    a start is given back when this VM cannot name itself, for another VM to claim)."""
-    return all(error["loc"][:1] in (("job_id",), ("attempt",)) for error in exc.errors())
+_ATTEMPT_DIR = re.compile(r"[A-Za-z0-9_.-]+-[0-9a-f]{12}-[0-9]+(\.new)?")  # runner.attempt_name; .new: MAKING_S
+MAKING_S = 60.0  # an older <name>.new was left by a crash between its mkdir and its rename
 
 
 class _Log(logging.LoggerAdapter):
@@ -115,7 +110,8 @@ class Agent(RunsAttempts, Claims):
         self.jobs_run = 0
         self.pulls = pulls or DailyPulls(PullLimits(), 0, clock)  # per-day limits; none by default
         self.slots = slots or Slots()  # one job at a time by default
-        self.controls = ControlRouter(transport, identity.vm, self.log, takes_offers=self._takes_offers)
+        self.controls = ControlRouter(transport, identity.vm, self.log, takes_offers=self._takes_offers,
+                                      docker=None if local else settings.docker)  # strays' containers removed
         self._clock = clock
         self._outage = PullOutage(clock)  # pulls failing: no IDLE said (zen.agent.outage)
         self._base_env = base_env
@@ -220,7 +216,7 @@ class Agent(RunsAttempts, Claims):
 
     # -- idle ------------------------------------------------------------------------------------
     def _retire(self) -> None:
-        """Past a pull limit: RETIRED, pulling nothing, until shut down (Zen deletes the VM; no job was stopped)."""
+        """Past a pull limit, or a container left (``_hold``): RETIRED, pulling nothing, until shut down."""
         if not self.stopping:
             self.log.warning("pull limit reached: taking no more jobs", extra={"reason": self.pulls.exhausted()})
             self._next_vm_beat = 0.0  # say RETIRED now
@@ -328,7 +324,8 @@ class Agent(RunsAttempts, Claims):
 
     def _hold(self, delivery: StartDelivery, start: StartMessage, gpu_ids: tuple[int, ...]) -> None:
         """Claim and run one attempt in the slot taken for it (``gpu_ids``: its GPUs when the VM runs
-        several at once); never raises. The message ends acked or nacked, the slot given back."""
+        several at once); never raises. The message ends acked or nacked, the slot given back
+        (not if its container could not be removed)."""
         key = (start.job_id, start.attempt)
         attempt = AttemptReport(start.job_id, start.attempt)
         settled, answer = False, None
@@ -341,7 +338,7 @@ class Agent(RunsAttempts, Claims):
             elif answer == "timeout":  # our claim may have won: VM heartbeats name it until claimed again
                 self.slots.unanswered(key)
         except ValidationError as exc:
-            if settled or not _about_the_attempt(exc):
+            if settled or not about_the_attempt(exc):
                 self.log.exception("error while handling a start message", extra={"message_id": delivery.message_id})
             else:  # no CLAIMED can name it: no VM can ever claim it, and given back it would come back forever
                 self.log.error("start message dropped: no heartbeat can name its attempt", extra={
@@ -354,7 +351,11 @@ class Agent(RunsAttempts, Claims):
                 self._quietly(self.transport.nack, delivery, "nack")
             self.controls.close(key)
             self.pulls.ended(key)  # drops its claim; counts it only if it began and _run did not count its end
-            self.slots.give_back(key)
+            ran = answer == "confirm" and start.image and not self.local  # in a container: it must be gone
+            if not ran or remove_container(container_name(*key), self.settings.docker):
+                self.slots.give_back(key)
+            else:  # it may run on (logged): its GPUs are never another job's, and the VM retires
+                self.pulls.retire(f"the container of {key[0]} attempt {key[1]} could not be removed")
         if answer == "timeout":
             self._beat_now()  # Zen requeues the attempt now, if our claim won, not at the next VM heartbeat
 

@@ -28,6 +28,9 @@ The rules, where the issue is silent:
   job's free preemptions (``zen.lifecycle.FREE_PREEMPTIONS``): without this one bad VM went on eating
   them, job after job. A staging that works resets the count; the network's or Cloud Storage's faults
   (also PREEMPTED) neither count nor reset it: an outage is not this VM's to retire for.
+- **A container left running:** a job's container that docker could not be made to remove, at the
+  attempt's end or at agent start (``zen.agent.runner.remove_container``), may still hold GPUs: the VM
+  retires at once (``retire``), as a limit does, and Zen deletes it.
 
 Where each limit comes from (:func:`resolve_pull_limits`): ``ZEN_AGENT_MAX_JOBS_PER_DAY`` /
 ``ZEN_AGENT_MAX_GPU_HOURS_PER_DAY`` when set; else, on GCE, the instance attribute the template
@@ -112,6 +115,13 @@ class DailyPulls:
             self._disk_faults = 0 if disk_fault is None else self._disk_faults + 1
             if self._disk_faults >= MAX_DISK_FAULTS and self._reached is None:
                 self._reached = f"{self._disk_faults} attempts in a row could not stage: this VM's disk ({disk_fault})"
+
+    def retire(self, reason: str) -> None:
+        """Take no more jobs, for good, for ``reason`` (e.g. a job's container docker could not remove:
+        ``zen.agent.runner``); the first reason given stays."""
+        with self._lock:
+            if self._reached is None:
+                self._reached = reason
 
     def record(self, ended_at: float, gpu_seconds: float) -> None:
         with self._lock:

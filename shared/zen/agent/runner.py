@@ -13,6 +13,16 @@ SIGTERM to the group, a grace period, then SIGKILL (for a container, ``docker ki
 docker CLI forwards SIGTERM to the container but cannot forward SIGKILL). When a job's main process
 ends, whatever it left running in its group is killed, so nothing leaks into the next job.
 
+A container is not the docker CLI: killing the CLI leaves it running on the GPUs, and ``docker kill``
+may fail or hang. So once a container job has ended or been stopped, its container is removed by name
+(``remove_container``: ``docker rm -f zen-<attempt_name>`` until ``docker ps -a`` shows no container of
+that name, ``REMOVE_TRIES`` times at most, each call with a short timeout). One that docker cannot be
+made to remove is logged as an error (``RunningJob.container_gone`` False), and the agent checks again
+when the attempt ends (``Agent._hold``): still there, the VM retires (``DailyPulls.retire``: Zen
+deletes it) and the attempt's GPUs are never given to another job. ``remove_leftover_containers`` does
+the same for every ``zen-*`` container at agent start (``zen.agent.__main__``; the systemd unit's
+``ExecStartPre`` too, ``startup.sh``).
+
 Exit codes follow the shell convention: killed by signal N reports ``128 + N`` (143 for SIGTERM,
 137 for SIGKILL), as ``docker run`` does.
 """
@@ -37,6 +47,9 @@ log = logging.getLogger("zen.agent.runner")
 LAUNCH = Path(__file__).with_name("launch.py")
 _CONTAINER_UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]")
 NAME_ID_CHARS = 64  # of the job id, in an attempt's name (the hash keeps longer ids apart)
+REMOVE_TRIES = 3  # docker rm -f of a container still there, at most
+REMOVE_PAUSE_S = 1.0  # between two tries
+DOCKER_TIMEOUT_S = 10.0  # each docker ps / rm of a removal
 
 
 class CannotRun(Exception):
@@ -159,6 +172,7 @@ class RunningJob:
         self._captures = captures
         self._docker = docker
         self._outcome: Outcome | None = None
+        self.container_gone: bool | None = None  # its container's removal (None: not tried, or no container)
 
     @classmethod
     def start(cls, spec: JobSpec, *, local: bool, tail_bytes: int = 4096, docker: str = "docker",
@@ -199,7 +213,8 @@ class RunningJob:
         return limit is not None and self.elapsed_s() >= limit
 
     def stop(self, grace_s: float) -> int:
-        """SIGTERM the group, wait ``grace_s``, then kill it. Returns the normalized exit code."""
+        """SIGTERM the group, wait ``grace_s``, then kill it; a container is then removed (``remove_container``).
+        Returns the normalized exit code."""
         if self.process.poll() is None:
             self._signal_group(signal.SIGTERM)
             try:
@@ -211,13 +226,16 @@ class RunningJob:
                     self._docker_kill()
                 self._signal_group(signal.SIGKILL)
                 self.process.wait(timeout=30)
+        self._remove_container()
         return normalized_exit_code(self.process.returncode)
 
     def outcome(self) -> Outcome:
-        """Wait for the end, kill leftovers in the group, and return the exit code and output tail."""
+        """Wait for the end, kill leftovers in the group (and the container), and return the exit code and
+        output tail."""
         if self._outcome is None:
             code = normalized_exit_code(self.process.wait())
             self._signal_group(signal.SIGKILL)  # background children the job left behind
+            self._remove_container()
             for capture in self._captures:
                 capture.finish()
             self._outcome = Outcome(code, self.output.recent_text())
@@ -230,11 +248,66 @@ class RunningJob:
             pass
 
     def _docker_kill(self) -> None:
+        """SIGKILL to the container; whether it worked or not, ``_remove_container`` follows."""
         try:
             subprocess.run([self._docker, "kill", self.launch.container], stdin=subprocess.DEVNULL,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=15, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             log.warning("docker kill failed", extra={"job_id": self.spec.job_id, "error": str(exc)})
+
+    def _remove_container(self) -> None:
+        if self.launch.container is None or self.container_gone:
+            return
+        self.container_gone = remove_container(self.launch.container, self._docker)
+
+
+def _containers(docker: str, pattern: str) -> list[str] | None:
+    """The ids of the containers, running or not, whose name matches ``pattern`` (docker's regular
+    expression); None when docker cannot say (no docker, an error, a timeout)."""
+    try:
+        listed = subprocess.run([docker, "ps", "-aq", "--filter", f"name={pattern}"], stdin=subprocess.DEVNULL,
+                                capture_output=True, text=True, timeout=DOCKER_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("docker ps failed", extra={"error": str(exc)})
+        return None
+    if listed.returncode != 0:
+        log.warning("docker ps failed", extra={"error": listed.stderr.strip()[-300:]})
+        return None
+    return listed.stdout.split()
+
+
+def _remove(docker: str, pattern: str, tries: int, name: str | None = None) -> tuple[list[str], bool]:
+    """``docker rm -f`` the containers matching ``pattern`` (by ``name`` if given, even when docker cannot
+    list them; else by the ids listed) until docker lists none, ``tries`` times at most: (the ids
+    found, whether none is left)."""
+    found: list[str] = []
+    for n in range(tries + 1):
+        if n:
+            time.sleep(REMOVE_PAUSE_S)
+        ids = _containers(docker, pattern)
+        if ids == []:
+            return found, True
+        found += [cid for cid in ids or () if cid not in found]
+        targets = [name] if name else ids
+        if n == tries or not targets:
+            continue
+        try:
+            subprocess.run([docker, "rm", "-f", *targets], stdin=subprocess.DEVNULL, capture_output=True,
+                           timeout=DOCKER_TIMEOUT_S, check=False)
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.warning("docker rm failed", extra={"containers": targets, "error": str(exc)})
+    return found, False
+
+
+def remove_container(name: str, docker: str = "docker", *, tries: int = REMOVE_TRIES) -> bool:
+    """Make sure no container is named ``name``: ``docker rm -f`` it until ``docker ps -a`` lists none of
+    that name, ``tries`` times at most. True once docker says it is gone; False (logged as an error) when
+    it is still there or docker cannot say. Never raises."""
+    found, gone = _remove(docker, "^" + name.replace(".", r"\.") + "$", tries, name)
+    if not gone:
+        log.error("a job's container could not be removed: it may still run", extra={
+            "container": name, "containers": found})
+    return gone
 
 
 def remove_image(image: str, docker: str = "docker") -> bool:
@@ -251,19 +324,18 @@ def remove_image(image: str, docker: str = "docker") -> bool:
     return done.returncode == 0
 
 
-def remove_leftover_containers(docker: str = "docker") -> list[str]:
-    """Remove ``zen-*`` containers a previous agent left running (it crashed, or was killed).
+class ContainersLeft(Exception):
+    """Containers of earlier attempts that could not be removed (or docker could not say)."""
 
-    Called once at agent start in container mode. Best effort: without docker it does nothing.
-    """
-    try:
-        listed = subprocess.run([docker, "ps", "-aq", "--filter", "name=^zen-"], capture_output=True, text=True,
-                                timeout=30, check=True)
-        ids = listed.stdout.split()
-        if ids:
-            subprocess.run([docker, "rm", "-f", *ids], capture_output=True, timeout=60, check=False)
-        return ids
-    except (OSError, subprocess.SubprocessError) as exc:
-        log.warning("could not list leftover containers", extra={"error": str(exc)})
-        return []
+
+def remove_leftover_containers(docker: str = "docker", *, tries: int = REMOVE_TRIES) -> list[str]:
+    """Remove the ``zen-*`` containers a previous agent left (it crashed, or was killed), as
+    ``remove_container`` does one: returns the ids removed. Raises ``ContainersLeft`` when some are still
+    there, or docker cannot list them (no docker): the agent then retires its VM, as one of them may
+    hold its GPUs. Called first thing at agent start in container mode (``zen.agent.__main__``)."""
+    found, gone = _remove(docker, "^zen-", tries)
+    if not gone:
+        left = " ".join(found) if found else "docker cannot list them"
+        raise ContainersLeft(f"containers of earlier attempts could not be removed ({left}): one may hold the GPUs")
+    return found
 

@@ -15,7 +15,10 @@ the GPUs each attempt holds, and the control messages each one is sent.
   named so, and never claimed again: ``Agent._take`` drops another copy of their start).
 - ``ControlRouter``: a VM has one control subscription; whichever attempt (or the idle loop) waits
   on it reads the next message and hands it to the attempt it is about. Messages about no attempt
-  the VM holds are acked and logged, as they always were. A start offered to this VM alone (a warm
+  the VM holds are acked and logged, as they always were; but a STOP for this VM naming an attempt it
+  does not hold first has that attempt's container removed (container mode only; best effort, one
+  ``docker rm -f zen-<attempt_name>``): after an agent crash the attempt's container may still run,
+  unsupervised, until the new agent's leftover sweep (``zen.agent.runner``). A start offered to this VM alone (a warm
   cache, ``zen.routing``; attribute ``kind=start``) is never an order: it waits for the idle loop,
   which takes it exactly as a start it pulled (``Agent._take``: same checks, same claim).
 """
@@ -31,10 +34,11 @@ from typing import TYPE_CHECKING, Callable
 from pydantic import ValidationError
 
 from zen.agent.limits import given_or_attribute
+from zen.agent.runner import container_name, remove_container
 from zen.config import ClusterConfig
 from zen.errors import ConfigError, describe_validation_error
 from zen.agent.transport import StartDelivery
-from zen.models import START_OFFER, ControlMessage
+from zen.models import START_OFFER, ControlAction, ControlMessage
 
 if TYPE_CHECKING:
     from zen.agent.identity import Identity, MetadataServer
@@ -182,8 +186,9 @@ class ControlRouter:
     a slot frees would fill the control stream (flow control) that carries the orders."""
 
     def __init__(self, transport: Transport, vm: str, log: logging.LoggerAdapter,
-                 takes_offers: Callable[[], bool] = lambda: False):
+                 takes_offers: Callable[[], bool] = lambda: False, docker: str | None = None):
         self._transport = transport
+        self._docker = docker  # the docker CLI in container mode (a stray STOP's container is removed); None: local
         self._vm = vm
         self._log = log
         self._takes_offers = takes_offers
@@ -266,8 +271,18 @@ class ControlRouter:
                 self._inboxes[about].append((control, order))
                 self._ready.notify_all()
                 return None
+        if order.vm == self._vm and order.action is ControlAction.STOP and self._docker is not None:
+            self._remove_stray(order)  # held by no attempt here (an inbox is open from claim to end)
         self.ignore(control, order, "no job in hand" if key is None else f"not about {key[0]} attempt {key[1]}")
         return None
+
+    def _remove_stray(self, order: ControlMessage) -> None:
+        """Remove the container of an attempt this VM was told to STOP but does not hold (an agent before
+        this one ran it, and crashed): best effort, one ``docker rm -f`` (never raises)."""
+        name = container_name(order.job_id, order.attempt)
+        gone = remove_container(name, self._docker, tries=1)
+        self._log.warning("STOP for an attempt not held here: its container removed", extra={
+            "job_id": order.job_id, "attempt": order.attempt, "container": name, "gone": gone})
 
     def read_waiting(self, most: int = 32) -> None:
         """Queue the starts offered to this VM that are already waiting (``offer``), without waiting for

@@ -138,13 +138,27 @@ fi
 
 mkdir -p "$PREFIX" "$CONFIG_DIR" "$(dirname "$UNIT")"
 
+# What the running agent uses changed (its package, configuration or unit): it is restarted at the end.
+# Nothing changed (a reboot of the same template): it is only started, a no-op when it runs already.
+CHANGED=0
+write_if_changed() {  # write_if_changed FILE: stdin into FILE, and CHANGED=1 unless FILE held exactly that
+  local new
+  new="$(mktemp)"
+  cat > "$new"
+  if ! cmp -s "$new" "$1"; then
+    cat "$new" > "$1"
+    CHANGED=1
+  fi
+  rm -f "$new"
+}
+
 # Configuration: not secret (names and limits). Written on every boot, so a new template takes effect.
 # Unreadable now (the metadata server failing past the retries): the one an earlier boot wrote, if any.
 CONFIG_ENV=""
 CONFIG_READ=0
 attribute zen-config unreadable-ok || CONFIG_READ=$?
 if ((CONFIG_READ == 0)) && [[ -n "$VALUE" ]]; then
-  printf '%s\n' "$VALUE" > "$CONFIG_DIR/config.yaml"
+  write_if_changed "$CONFIG_DIR/config.yaml" <<< "$VALUE"  # (not in a pipe: a subshell would lose CHANGED)
   CONFIG_ENV="Environment=ZEN_CONFIG=/etc/zen/config.yaml"
 elif ((CONFIG_READ == 2)); then
   if [[ ! -s "$CONFIG_DIR/config.yaml" ]]; then
@@ -157,6 +171,7 @@ fi
 
 # Install once per package spec: a reboot of the same template reuses the virtualenv.
 if [[ "$(cat "$PREFIX/installed" 2>/dev/null || true)" != "$PACKAGE" ]]; then
+  CHANGED=1
   PYTHON="$(python_bin || true)"
   if [[ -z "$PYTHON" ]]; then
     log "no python >= 3.11; installing python3.11 with apt-get"
@@ -224,7 +239,8 @@ for rule in "${RULES[@]}"; do
   unset -n parts
 done
 # The same, as the unit's ExecStartPre: after a reboot (an on-demand VM restarted by host maintenance
-# boots on the same disk) the enabled unit may start the agent before this script has run again, and
+# boots on the same disk) the enabled unit starts the agent, which may claim a job, before this script
+# has run again (and this script leaves it running unless what it runs changed: see the end), and
 # rules do not survive a reboot.
 GUARD="$PREFIX/guard-metadata.sh"
 {
@@ -241,7 +257,7 @@ GUARD="$PREFIX/guard-metadata.sh"
 chmod 0755 "$GUARD"
 
 if [[ -d /run/systemd/system || "$DRY_RUN" == "1" ]]; then
-  cat > "$UNIT" <<EOF
+  write_if_changed "$UNIT" <<EOF
 [Unit]
 Description=Zen VM agent (pulls, runs and reports GPU jobs)
 Wants=network-online.target docker.service
@@ -249,6 +265,9 @@ After=network-online.target docker.service
 
 [Service]
 ExecStartPre=/opt/zen/guard-metadata.sh
+# Job containers an agent before this one left (it crashed, or the VM rebooted): removed before it starts
+# (the agent does it too, first thing). "-": a failure here does not keep the agent from starting.
+ExecStartPre=-/bin/sh -c 'docker ps -aq --filter name=^zen- | xargs -r docker rm -f'
 ExecStart=/opt/zen/venv/bin/python -m zen.agent
 $CONFIG_ENV
 Environment=ZEN_AGENT_STOP_GRACE_S=$STOP_GRACE_S
@@ -266,8 +285,16 @@ WantedBy=multi-user.target
 EOF
   run systemctl daemon-reload
   run systemctl enable zen-agent.service
-  run systemctl restart zen-agent.service
-  log "zen-agent service started"
+  # On a reboot the enabled unit has started the agent already, and it may have claimed a job: a
+  # restart would end that job PREEMPTED (spending one of its free preemptions). Only a new package,
+  # configuration or unit needs one; else start is a no-op when it runs (and starts it when it does not).
+  if ((CHANGED)); then
+    run systemctl restart zen-agent.service
+    log "zen-agent service restarted (its package, configuration or unit changed)"
+  else
+    run systemctl start zen-agent.service
+    log "zen-agent service started (unchanged since the last boot)"
+  fi
 else
   log "no systemd: starting the agent as a background process (log: /var/log/zen-agent.log)"
   export ZEN_AGENT_STOP_GRACE_S="$STOP_GRACE_S"

@@ -1,0 +1,79 @@
+"""A stand-in docker CLI for the agent tests: a script that records its argv and keeps its containers
+as files (``containers/<name>``, holding the id), so that a container outlives its ``docker run``
+as a real one does.
+
+- ``run --name NAME ...``: the container exists until ``kill`` or ``rm -f`` removes it; the CLI ignores
+  SIGTERM meanwhile (a container stuck in shutdown), then exits 137. With ``leaves()``, the CLI exits 0
+  at once and leaves its container running (as if it had died while the container ran on).
+- ``kill NAME``: removes the container; ``rm -f X...``: removes those named or with those ids.
+- ``ps -aq --filter name=RE``: the ids of the containers whose name matches.
+- ``fail(command)``: that command (``kill``, ``rm``, ``ps``) exits 1 and does nothing from now on.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+SCRIPT = """\
+#!{python}
+import json, os, pathlib, re, signal, sys, time
+root = pathlib.Path({root!r})
+containers = root / "containers"
+args = sys.argv[1:]
+if args[0] == "run" and not (root / "leaves").exists():
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # before the call is seen: a test waiting for it may stop it
+with open(root / "calls.jsonl", "a") as out:
+    out.write(json.dumps(args) + "\\n")
+if (root / ("fail-" + args[0])).exists():
+    print("Error response from daemon: injected failure", file=sys.stderr)
+    sys.exit(1)
+if args[0] == "run":
+    name = args[args.index("--name") + 1]
+    (containers / name).write_text("id-" + name)
+    if (root / "leaves").exists():
+        sys.exit(0)
+    while (containers / name).exists():
+        time.sleep(0.05)
+    sys.exit(137)
+if args[0] == "kill":
+    (containers / args[1]).unlink(missing_ok=True)
+if args[0] == "rm":
+    for path in containers.iterdir():
+        if path.name in args[2:] or path.read_text() in args[2:]:
+            path.unlink()
+if args[0] == "ps":
+    pattern = args[args.index("--filter") + 1].removeprefix("name=")
+    print("\\n".join(p.read_text() for p in sorted(containers.iterdir()) if re.search(pattern, p.name)))
+"""
+
+
+class FakeDocker:
+    def __init__(self, root: Path):
+        self.root = root
+        self.containers = root / "containers"
+        self.containers.mkdir(parents=True, exist_ok=True)
+        script = root / "docker"
+        script.write_text(textwrap.dedent(SCRIPT.format(python=sys.executable, root=str(root))))
+        script.chmod(0o755)
+        self.path = str(script)
+
+    def calls(self) -> list[list[str]]:
+        path = self.root / "calls.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def fail(self, command: str) -> None:
+        (self.root / f"fail-{command}").touch()
+
+    def leaves(self) -> None:
+        (self.root / "leaves").touch()
+
+    def add(self, name: str, container_id: str) -> None:
+        """A container some earlier agent started."""
+        (self.containers / name).write_text(container_id)
+
+    def names(self) -> list[str]:
+        """The containers that exist (running or not)."""
+        return sorted(path.name for path in self.containers.iterdir())
