@@ -11,6 +11,7 @@ each with its own GPUs: ``zen.agent.slots``)::
     IDLE ──a pull limit reached (zen.agent.limits)──▶ RETIRED: no more pulls, VM heartbeats until deleted
     IDLE ──pulls failing for PULL_OUTAGE_S (zen.agent.outage)──▶ no IDLE heartbeats until a pull works
     any state ──SIGTERM / preempted──▶ PREEMPTED (current attempt), VM STOPPING, exit 0
+    start ──▶ the final reports a dead agent of this VM left in the journal published (zen.agent.journal)
 
 Claiming (the scheduler's side is ``zen.lifecycle.decide_heartbeat``): send CLAIMED for the start
 message's (job, attempt) and keep the message leased while waiting for the answer on the control
@@ -68,8 +69,9 @@ from typing import Callable, Mapping
 from pydantic import ValidationError
 
 from zen.agent.attempt import SLICE_S, VM_STOPPING_S, RunsAttempts
-from zen.agent.claim import Claims
+from zen.agent.claim import Claims, about_the_attempt
 from zen.agent.identity import Identity
+from zen.agent.journal import Journal
 from zen.agent.limits import DailyPulls, PullLimits
 from zen.agent.outage import PullOutage
 from zen.agent.reports import AttemptReport, Reporter
@@ -85,12 +87,6 @@ from zen.models import StartMessage, VmState
 log = logging.getLogger("zen.agent")
 _ATTEMPT_DIR = re.compile(r"[A-Za-z0-9_.-]+-[0-9a-f]{12}-[0-9]+(\.new)?")  # zen.agent.runner.attempt_name
 MAKING_S = 60.0  # a <name>.new older than this was left by a crash between its mkdir and its rename
-
-
-def _about_the_attempt(exc: ValidationError) -> bool:
-    """Whether a report failed for its job id or attempt number alone (the start's fault, not this VM's:
-    a start is given back when this VM cannot name itself, for another VM to claim)."""
-    return all(error["loc"][:1] in (("job_id",), ("attempt",)) for error in exc.errors())
 
 
 class _Log(logging.LoggerAdapter):
@@ -110,7 +106,8 @@ class Agent(RunsAttempts, Claims):
         self.settings = settings
         self.transport = transport
         self.local = local
-        self.reporter = Reporter(identity, transport.publish, clock=clock)
+        self.reporter = Reporter(identity, transport.publish, clock=clock,  # final reports journaled till sent
+                                 journal=Journal(settings.work_dir, identity.vm, identity.log_fields()))
         self.log = _Log(log, identity.log_fields())
         self.jobs_run = 0
         self.pulls = pulls or DailyPulls(PullLimits(), 0, clock)  # per-day limits; none by default
@@ -143,6 +140,7 @@ class Agent(RunsAttempts, Claims):
     def run(self) -> int:
         """Serve jobs until asked to shut down. Returns the process exit code."""
         self._sweep_work_dir()
+        self.reporter.journal.replay(self.transport.publish)  # final reports a dead agent left, before any pull
         self.transport.open_control()
         self.log.info("agent started", extra={"local": self.local})
         self._vm_beat(force=True)
@@ -341,7 +339,7 @@ class Agent(RunsAttempts, Claims):
             elif answer == "timeout":  # our claim may have won: VM heartbeats name it until claimed again
                 self.slots.unanswered(key)
         except ValidationError as exc:
-            if settled or not _about_the_attempt(exc):
+            if settled or not about_the_attempt(exc):
                 self.log.exception("error while handling a start message", extra={"message_id": delivery.message_id})
             else:  # no CLAIMED can name it: no VM can ever claim it, and given back it would come back forever
                 self.log.error("start message dropped: no heartbeat can name its attempt", extra={

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from pydantic import ValidationError
+
 from zen.agent.attempt import FINAL_BUDGET_S, SHUTDOWN_BUDGET_S, SLICE_S
 from zen.agent.reports import AttemptReport
 from zen.agent.transport import StartDelivery
@@ -76,3 +78,9 @@ def _answered(attributes: Mapping[str, str]) -> int | None:
         return int(attributes["answers"])
     except (KeyError, ValueError):
         return None
+
+
+def about_the_attempt(exc: ValidationError) -> bool:
+    """Whether a report failed for its job id or attempt number alone (the start's fault, not this VM's:
+    a start is given back when this VM cannot name itself, for another VM to claim)."""
+    return all(error["loc"][:1] in (("job_id",), ("attempt",)) for error in exc.errors())
