@@ -96,7 +96,9 @@ class Journal:
             self.dir.mkdir(parents=True, exist_ok=True)
             fd, temp = tempfile.mkstemp(dir=self.dir, prefix=".", suffix=".tmp")
             fcntl.flock(fd, fcntl.LOCK_EX)  # held across the rename, until removed: a replay leaves it
-            os.write(fd, json.dumps(record).encode())
+            data = memoryview(json.dumps(record).encode())
+            while data:
+                data = data[os.write(fd, data):]
             os.fsync(fd)
             os.rename(temp, path)
             _fsync_dir(self.dir)
