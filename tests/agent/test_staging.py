@@ -144,7 +144,8 @@ def test_the_agent_runs_the_job_on_its_inputs_and_uploads_its_outputs(client, tm
     assert (final.staged_bytes, final.uploaded_bytes) == (11, 11) and final.staged_s >= 0 and final.uploaded_s >= 0
     assert "zen: staged 1 file, 11 B in" in final.message and "to gs://out-bkt/res/up-1/attempt-1/" in final.message
     assert any(r.status.value == "RUNNING" and (r.message or "").startswith("zen: staging inputs") for r in reports)
-    assert [p.name for p in (tmp_path / "work").iterdir()] == [".cache"]  # the attempt's directories are removed
+    # the attempt's directories are removed (the journal of final reports, emptied, stays)
+    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [".cache", ".reports"]
 
 
 def test_a_missing_input_fails_the_attempt_before_the_job_runs(client, tmp_path):
@@ -183,7 +184,8 @@ def test_an_output_named_in_bytes_that_are_not_utf8_fails_the_attempt_with_a_fin
     assert ("zen: upload of caf\\udce9.txt failed after 1 of 2 files: its name is not UTF-8, as Cloud Storage's "
             "must be") in final.message
     assert objects(client, "out-bkt") == {"r/nu-1/attempt-1/a.txt": b"a"}
-    assert [p.name for p in (tmp_path / "work").iterdir()] == [".cache"]  # the attempt's directories are removed
+    # the attempt's directories are removed (the journal of final reports, emptied, stays)
+    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [".cache", ".reports"]
 
 
 def test_the_job_sees_both_directories_and_a_container_gets_them_mounted_at_the_same_path(tmp_path):

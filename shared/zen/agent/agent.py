@@ -9,6 +9,7 @@ States of one attempt (one at a time, or ``max_jobs_per_vm`` at once, each with 
     IDLE ──a pull limit reached (zen.agent.limits)──▶ RETIRED: no more pulls, VM heartbeats until deleted
     IDLE ──pulls failing for PULL_OUTAGE_S (zen.agent.outage)──▶ no IDLE heartbeats until a pull works
     any state ──SIGTERM / preempted──▶ PREEMPTED (current attempt), VM STOPPING, exit 0
+    start ──▶ the final reports a dead agent of this VM left in the journal published (zen.agent.journal)
 
 Claiming (the scheduler's side is ``zen.lifecycle.decide_heartbeat``): send CLAIMED for the start
 message's (job, attempt) and keep the message leased while waiting for the answer on the control
@@ -56,11 +57,7 @@ the agent exits once all have reported. With one job at a time nothing runs in a
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
-import re
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -71,6 +68,7 @@ from pydantic import ValidationError
 from zen.agent.attempt import SLICE_S, VM_STOPPING_S, RunsAttempts
 from zen.agent.claim import Claims, about_the_attempt
 from zen.agent.identity import Identity
+from zen.agent.journal import Journal
 from zen.agent.limits import DailyPulls, PullLimits
 from zen.agent.outage import PullOutage
 from zen.agent.reports import AttemptReport, Reporter
@@ -79,13 +77,12 @@ from zen.agent.runner import container_name, remove_container, remove_image
 from zen.agent.settings import AgentSettings
 from zen.agent.slots import ControlRouter, Key, Slots
 from zen.agent.transport import StartDelivery, Transport, TransportError
+from zen.agent.workdir import sweep_work_dir
 from zen.errors import describe_validation_error
 from zen.joblogs import Sink
 from zen.models import StartMessage, VmState
 
 log = logging.getLogger("zen.agent")
-_ATTEMPT_DIR = re.compile(r"[A-Za-z0-9_.-]+-[0-9a-f]{12}-[0-9]+(\.new)?")  # runner.attempt_name; .new: MAKING_S
-MAKING_S = 60.0  # an older <name>.new was left by a crash between its mkdir and its rename
 
 
 class _Log(logging.LoggerAdapter):
@@ -105,7 +102,8 @@ class Agent(RunsAttempts, Claims):
         self.settings = settings
         self.transport = transport
         self.local = local
-        self.reporter = Reporter(identity, transport.publish, clock=clock)
+        self.reporter = Reporter(identity, transport.publish, clock=clock,  # final reports journaled till sent
+                                 journal=Journal(settings.work_dir, identity.vm, identity.log_fields()))
         self.log = _Log(log, identity.log_fields())
         self.jobs_run = 0
         self.pulls = pulls or DailyPulls(PullLimits(), 0, clock)  # per-day limits; none by default
@@ -139,6 +137,7 @@ class Agent(RunsAttempts, Claims):
     def run(self) -> int:
         """Serve jobs until asked to shut down. Returns the process exit code."""
         self._sweep_work_dir()
+        self.reporter.journal.replay(self.transport.publish)  # final reports a dead agent left, before any pull
         self.transport.open_control()
         self.log.info("agent started", extra={"local": self.local})
         self._vm_beat(force=True)
@@ -184,35 +183,8 @@ class Agent(RunsAttempts, Claims):
         self.transport.close()  # the control subscription is left to expire (PubSubTransport.close)
 
     def _sweep_work_dir(self) -> None:
-        """Remove the attempt directories an agent that died left in the work directory (an attempt's is
-        removed when it ends; after a crash, never): those named as attempts whose lock no live agent holds
-        (``zen.agent.staging.AttemptData.prepare``; several agents may share one work directory, as the
-        local stack's do), and a ``<name>.new`` only once older than ``MAKING_S`` (it is locked just after
-        its mkdir). Never the cache, a link, or anything outside the work directory."""
-        work = Path(self.settings.work_dir).resolve()
-        cache = Path(self.settings.cache_path(self.identity.vm)).resolve()
-        try:
-            found = [e.name for e in os.scandir(work) if (named := _ATTEMPT_DIR.fullmatch(e.name))
-                     and e.is_dir(follow_symlinks=False)
-                     and (not named[1] or time.time() - e.stat(follow_symlinks=False).st_mtime > MAKING_S)]
-        except OSError:
-            return  # no work directory yet
-        for name in found:
-            path = work / name
-            if path == cache or path in cache.parents:
-                continue
-            try:
-                held = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            except OSError:
-                continue
-            try:
-                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a live agent's attempt
-                shutil.rmtree(path, ignore_errors=True)
-                self.log.warning("attempt directory left by an agent that died removed", extra={"path": str(path)})
-            except OSError:
-                pass
-            finally:
-                os.close(held)
+        """The attempt directories an agent that died left, removed (``zen.agent.workdir``)."""
+        sweep_work_dir(Path(self.settings.work_dir), Path(self.settings.cache_path(self.identity.vm)), self.log)
 
     # -- idle ------------------------------------------------------------------------------------
     def _retire(self) -> None:

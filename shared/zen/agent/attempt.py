@@ -32,7 +32,9 @@ from zen.text import escape_unstorable
 log = logging.getLogger("zen.agent.attempt")
 SHUTDOWN_JOIN_S = 1.0  # a transfer the VM's shutdown cut short is waited for this long at most
 SLICE_S = 0.2  # longest uninterrupted wait: how fast a shutdown request is noticed
-FINAL_BUDGET_S = 300.0  # how long a final report is retried (a lost one costs a rerun)
+# How long a final report is retried (a lost one costs a rerun): past Zen's heartbeat_timeout_s (120 s), with
+# nothing heartbeating meanwhile, it arrives late, and is taken while the next attempt is unclaimed (zen.agent.journal).
+FINAL_BUDGET_S = 300.0
 SHUTDOWN_BUDGET_S = 5.0  # per report while shutting down, at most (a preempted VM has ~30 s in all)
 OUTPUT_BUDGET_S = 20.0  # shipping the rest of a job's output before its final report (heartbeat timeout: 120 s)
 # A shutdown has one deadline: SHUTDOWN_S past the job's stop grace (ZEN_AGENT_STOP_GRACE_S), from the

@@ -15,6 +15,10 @@
   after its ``seq`` is drawn) is later than every CLAIMED of that claim and earlier than any CLAIMED
   of a claim made again after the list was read (``zen.vm_heartbeat``).
 
+A job's final report (any but CLAIMED and RUNNING) is written to the reporter's journal before it is
+first published, and removed once published or given up (``zen.agent.journal``): an agent that dies
+meanwhile leaves it for the next one to publish.
+
 Sending never raises: a report that cannot be published within its budget is logged and reported
 as ``False`` to the caller (the next heartbeat, or the scheduler's deadline, covers for it). A job
 report whose message, tags or data Zen would refuse is sent without them (logged): a final report
@@ -35,6 +39,7 @@ from typing import Callable, Protocol, Sequence
 from pydantic import ValidationError
 
 from zen.agent.identity import Identity
+from zen.agent.journal import NOT_FINAL, Journal
 from zen.errors import ZenError, describe_validation_error
 from zen.models import AgentStatus, Heartbeat, Message, VmState
 from zen.text import escape_unstorable
@@ -74,8 +79,9 @@ class AttemptReport:
 
 class Reporter:
     def __init__(self, identity: Identity, publish: Publish, wall_clock: Callable[[], float] = time.time,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, journal: Journal | None = None):
         self._identity = identity
+        self.journal = journal  # final reports kept until published (zen.agent.journal); None: none kept
         self._publish = publish
         self._wall_clock = wall_clock
         self._clock = clock  # the agent's, for AttemptReport.accepted_at
@@ -107,8 +113,14 @@ class Reporter:
             log.error("heartbeat stripped of its message, tags and data: Zen would refuse them", extra={
                 **self._extra, "job_id": attempt.job_id, "attempt": attempt.attempt, "status": status.value,
                 "reason": describe_validation_error(exc)})
-        sent = self._send(heartbeat, budget_s, job_id=attempt.job_id, attempt=attempt.attempt,
-                          status=status.value, seq=heartbeat.seq)
+        kept = self.journal.keep(heartbeat) if self.journal is not None and status not in NOT_FINAL else None
+        sent = None
+        try:
+            sent = self._send(heartbeat, budget_s, job_id=attempt.job_id, attempt=attempt.attempt,
+                              status=status.value, seq=heartbeat.seq)
+        finally:  # an agent that dies meanwhile never comes here: the file stays for the next one
+            if kept is not None:
+                kept.done(sent)
         if sent:
             attempt.accepted_at = began
         return sent

@@ -22,7 +22,7 @@ link (the agent is root: to a host file, another job's data) or a special file i
 named in the final report. An upload error fails the attempt (FAILED even when the job exited 0),
 naming the file and the reason (a name that is not UTF-8 is one, escaped). Both directories are removed
 afterwards; while in use the attempt's directory is locked (``flock``, before it bears its name): an agent
-starting removes those a dead agent left (``Agent._sweep_work_dir``), never another's.
+starting removes those a dead agent left (``zen.agent.workdir``), never another's.
 
 Transfers run in a worker thread (``zen.agent.attempt.run_in_background``) so the agent keeps
 heartbeating, with the bytes and seconds so far; ``cancel`` stops them between objects, or mid-download.

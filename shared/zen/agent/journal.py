@@ -1,0 +1,187 @@
+"""The journal of final reports: an attempt's final report outlives the agent that sends it.
+
+The rule: an attempt's final report (SUCCEEDED, FAILED, STOPPED or PREEMPTED: any report but CLAIMED
+and RUNNING, whether ``zen.agent.attempt`` or ``zen.agent.claim`` sends it) is written to the journal
+before it is first published, and removed once Pub/Sub accepted it, or once its budget ran out (logged
+as lost). An agent that dies meanwhile (SIGKILL, the OOM killer, a crash) leaves it there, and the
+agent systemd restarts (``Restart=on-failure``, 5 s later) publishes it again when it starts, before it
+pulls a start (``replay``), then removes it. Without it the new agent knew nothing of the attempt: Zen,
+hearing nothing, took it for lost after ``heartbeat_timeout_s`` (120 s) and ran the job again. An agent
+that dies before the report is built (while it uploads the job's outputs) leaves none: the outputs are
+not all saved, and Zen's rerun is right, as when a shutdown cuts the upload (PREEMPTED).
+
+On time or late: a report republished within ``heartbeat_timeout_s`` of the attempt's last one is on
+time; one later is a lost attempt's late final report, which Zen takes (SUCCEEDED or FAILED, from its
+VM) while the job's next attempt is unclaimed (``zen.late_final``); STOPPED and PREEMPTED then stay
+stale, and the requeue is right for both. ``zen.agent.attempt.FINAL_BUDGET_S`` (300 s) is longer than
+``heartbeat_timeout_s`` (120 s), and nothing heartbeats the attempt while its final report is retried:
+past 120 s the report is a late one too, taken on the same terms.
+
+Its ``seq`` is kept: epoch milliseconds drawn when the report was built, strictly above every earlier
+report of the attempt (``zen.agent.reports``), and the journal's report is the attempt's last. Zen drops
+a report at or below the last ``seq`` it applied for the attempt (``zen.lifecycle``), so a republished
+report Zen already had is a duplicate, and one it never had is applied as it would have been.
+
+Where: ``<work_dir>/.reports/<VM name>/<attempt name>.json`` (``{"written_at": epoch s, "report":
+the Heartbeat}``). Not in an attempt's directory: the work-dir sweep removes those of a dead agent
+(``zen.agent.workdir.ATTEMPT_DIR`` matches only top-level attempt names, never ``.reports``). One
+directory per VM: the local stack's agents share one work directory, and each republishes its own
+VM's reports alone. A file is written atomically (a temp file, fsync, rename, fsync of the directory)
+and locked (``flock``) by the agent writing it until it is removed: a replay leaves a locked one (an
+agent alive sends it). A replay gives each report ``REPLAY_BUDGET_S``, and drops one written more than
+``MAX_AGE_S`` ago with a log line (Zen ran the job again long since); a temp file a crash left before
+its rename is removed (that report was never published). Journaling never raises: a report that
+cannot be written (a full disk) is logged and sent all the same.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+from zen.agent.runner import attempt_name
+from zen.errors import ZenError
+from zen.models import AgentStatus, Heartbeat
+
+log = logging.getLogger("zen.agent.journal")
+JOURNAL_DIR = ".reports"  # in the work directory
+REPLAY_BUDGET_S = 30.0  # each report left by a dead agent, when the next one starts
+MAX_AGE_S = 86400.0  # a report older than this is dropped unsent
+NOT_FINAL = (AgentStatus.CLAIMED, AgentStatus.RUNNING)
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+class Kept:
+    """One final report in the journal, locked until ``done``."""
+
+    def __init__(self, journal: Journal, path: Path, fd: int, heartbeat: Heartbeat):
+        self._journal, self.path, self._fd, self._heartbeat = journal, path, fd, heartbeat
+
+    def done(self, sent: bool | None) -> None:
+        """The publish is over: sent, or its budget ran out (logged as lost); the file goes either way.
+        None: the publish raised, and its fate is unknown: the file stays (unlocked) for the next agent."""
+        if sent is None:
+            os.close(self._fd)
+            return
+        if not sent:
+            hb = self._heartbeat
+            log.error("final report lost: not sent within its budget", extra={
+                **self._journal.extra, "job_id": hb.job_id, "attempt": hb.attempt, "status": hb.status.value,
+                "seq": hb.seq})
+        _remove(self.path, self._fd)
+
+
+class Journal:
+    def __init__(self, work_dir: str | os.PathLike, vm: str, extra: dict | None = None,
+                 wall_clock: Callable[[], float] = time.time):
+        name = _UNSAFE.sub("-", vm)
+        self.dir = Path(work_dir) / JOURNAL_DIR / (name if name.strip(".") else f"-{name}")
+        self.extra = extra or {}
+        self._wall_clock = wall_clock
+
+    def keep(self, heartbeat: Heartbeat) -> Kept | None:
+        """Write ``heartbeat`` (a final report about to be published) to the journal; None if it could
+        not be written (logged: the report is sent all the same)."""
+        path = self.dir / f"{attempt_name(heartbeat.job_id, heartbeat.attempt)}.json"
+        record = {"written_at": self._wall_clock(), "report": json.loads(heartbeat.to_bytes())}
+        fd = None
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(dir=self.dir, prefix=".", suffix=".tmp")
+            fcntl.flock(fd, fcntl.LOCK_EX)  # held across the rename, until removed: a replay leaves it
+            data = memoryview(json.dumps(record).encode())
+            while data:
+                data = data[os.write(fd, data):]
+            os.fsync(fd)
+            os.rename(temp, path)
+            _fsync_dir(self.dir)
+            return Kept(self, path, fd, heartbeat)
+        except OSError as exc:
+            log.error("final report not journaled: an agent restart would lose it", extra={
+                **self.extra, "job_id": heartbeat.job_id, "attempt": heartbeat.attempt, "error": str(exc)})
+            if fd is not None:
+                os.close(fd)
+            return None
+
+    def replay(self, publish: Callable[..., None]) -> int:
+        """Publish again every report of this VM a dead agent left in the journal (each within
+        ``REPLAY_BUDGET_S``), then remove it; returns how many were sent. Never raises."""
+        try:
+            names = sorted(os.listdir(self.dir))
+        except OSError:
+            return 0  # no journal yet
+        sent = 0
+        for name in names:
+            path = self.dir / name
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue  # removed meanwhile, or not a file
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # BlockingIOError: an agent alive sends it
+                os.close(fd)
+                continue
+            try:
+                if not name.endswith(".json"):  # a temp file left before its rename: never published
+                    log.warning("unfinished journal file removed", extra={**self.extra, "path": str(path)})
+                elif _same(path, fd):  # else removed (sent) while we opened it
+                    sent += self._again(path, fd, publish)
+            except Exception:  # noqa: BLE001 - a bad file must not keep the agent from starting
+                log.exception("journal file dropped", extra={**self.extra, "path": str(path)})
+            _remove(path, fd)
+        return sent
+
+    def _again(self, path: Path, fd: int, publish: Callable[..., None]) -> bool:
+        with os.fdopen(os.dup(fd), "rb") as file:
+            record = json.loads(file.read())
+        heartbeat = Heartbeat.model_validate(record["report"])
+        fields = {**self.extra, "job_id": heartbeat.job_id, "attempt": heartbeat.attempt,
+                  "status": heartbeat.status.value, "seq": heartbeat.seq}
+        age = self._wall_clock() - float(record["written_at"])
+        if age > MAX_AGE_S:
+            log.warning("final report left by a dead agent dropped: too old", extra={**fields, "age_s": round(age)})
+            return False
+        try:
+            publish(heartbeat, budget_s=REPLAY_BUDGET_S)
+        except ZenError as exc:
+            log.error("final report left by a dead agent lost: not sent", extra={**fields, "error": str(exc)})
+            return False
+        log.warning("final report left by a dead agent sent", extra={**fields, "age_s": round(age)})
+        return True
+
+
+def _same(path: Path, fd: int) -> bool:
+    """Whether ``path`` still names the file open as ``fd``."""
+    try:
+        named, held = os.stat(path, follow_symlinks=False), os.fstat(fd)
+    except OSError:
+        return False
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _remove(path: Path, fd: int) -> None:
+    """Remove ``path`` if it still names ``fd``'s file (a later report of the attempt may have replaced
+    it), then close ``fd`` (its lock goes with it)."""
+    try:
+        if _same(path, fd):
+            os.unlink(path)
+    except OSError as exc:
+        log.warning("journal file not removed", extra={"path": str(path), "error": str(exc)})
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

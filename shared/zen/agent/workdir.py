@@ -1,0 +1,52 @@
+"""The agent's work directory after a crash: the attempt directories a dead agent left are removed when
+the next one starts (``Agent._sweep_work_dir``, before its first pull).
+
+An attempt's directories (``zen.agent.staging.AttemptData``: its staged inputs and its outputs) are
+removed when the attempt ends; after a crash, never, and each crash mid-attempt leaked its inputs on
+the VM's disk for good. Swept: the directories named as attempts (``zen.agent.runner.attempt_name``)
+whose lock no live agent holds (``AttemptData.prepare`` locks each until its cleanup; several agents
+may share one work directory, as the local stack's do), and a ``<name>.new`` (made, then locked, then
+renamed) only once older than ``MAKING_S``: one a crash left between its mkdir and its rename. Never
+the cache, the journal of final reports (``zen.agent.journal``: ``.reports``), a link, or anything
+outside the work directory.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+ATTEMPT_DIR = re.compile(r"[A-Za-z0-9_.-]+-[0-9a-f]{12}-[0-9]+(\.new)?")  # zen.agent.runner.attempt_name
+MAKING_S = 60.0  # a <name>.new older than this was left by a crash between its mkdir and its rename
+
+
+def sweep_work_dir(work_dir: Path, cache_path: Path, log: logging.Logger | logging.LoggerAdapter) -> None:
+    """Remove what a dead agent left in ``work_dir`` (the rules above); never raises."""
+    work, cache = work_dir.resolve(), cache_path.resolve()
+    try:
+        found = [e.name for e in os.scandir(work) if (named := ATTEMPT_DIR.fullmatch(e.name))
+                 and e.is_dir(follow_symlinks=False)
+                 and (not named[1] or time.time() - e.stat(follow_symlinks=False).st_mtime > MAKING_S)]
+    except OSError:
+        return  # no work directory yet
+    for name in found:
+        path = work / name
+        if path == cache or path in cache.parents:
+            continue
+        try:
+            held = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a live agent's attempt
+            shutil.rmtree(path, ignore_errors=True)
+            log.warning("attempt directory left by an agent that died removed", extra={"path": str(path)})
+        except OSError:
+            pass
+        finally:
+            os.close(held)
