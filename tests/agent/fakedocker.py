@@ -7,7 +7,8 @@ as a real one does.
   at once and leaves its container running (as if it had died while the container ran on).
 - ``kill NAME``: removes the container; ``rm -f X...``: removes those named or with those ids.
 - ``ps -aq --filter name=RE``: the ids of the containers whose name matches.
-- ``fail(command)``: that command (``kill``, ``rm``, ``ps``) exits 1 and does nothing from now on.
+- ``fail(command)``: that command (``kill``, ``rm``, ``ps``) exits 1 and does nothing from now on;
+  ``hang(command)``: it never answers; ``removing(name)``: docker is removing that container.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ with open(root / "calls.jsonl", "a") as out:
 if (root / ("fail-" + args[0])).exists():
     print("Error response from daemon: injected failure", file=sys.stderr)
     sys.exit(1)
+if (root / ("hang-" + args[0])).exists():
+    time.sleep(3600)
 if args[0] == "run":
     name = args[args.index("--name") + 1]
     (containers / name).write_text("id-" + name)
@@ -40,13 +43,20 @@ if args[0] == "run":
     sys.exit(137)
 if args[0] == "kill":
     (containers / args[1]).unlink(missing_ok=True)
+removing = set(p.name.removeprefix("removing-") for p in root.glob("removing-*"))
 if args[0] == "rm":
     for path in containers.iterdir():
         if path.name in args[2:] or path.read_text() in args[2:]:
+            if path.name in removing:
+                print("Error response from daemon: removal of container is already in progress", file=sys.stderr)
+                sys.exit(1)
             path.unlink()
 if args[0] == "ps":
     pattern = args[args.index("--filter") + 1].removeprefix("name=")
-    print("\\n".join(p.read_text() for p in sorted(containers.iterdir()) if re.search(pattern, p.name)))
+    states = [a.removeprefix("--filter=status=") for a in args if a.startswith("--filter=status=")]
+    shown = [p for p in sorted(containers.iterdir()) if re.search(pattern, p.name)
+             and not (states and "removing" not in states and p.name in removing)]
+    print("\\n".join(p.read_text() for p in shown))
 """
 
 
@@ -66,6 +76,15 @@ class FakeDocker:
 
     def fail(self, command: str) -> None:
         (self.root / f"fail-{command}").touch()
+
+    def hang(self, command: str) -> None:
+        """That command (``kill``, ``rm``, ``ps``) never answers (a hung daemon) from now on."""
+        (self.root / f"hang-{command}").touch()
+
+    def removing(self, name: str) -> None:
+        """Docker is removing that container (``run --rm`` after a kill): ``ps`` shows it only without a
+        status filter, ``rm -f`` of it fails ("already in progress")."""
+        (self.root / f"removing-{name}").touch()
 
     def leaves(self) -> None:
         (self.root / "leaves").touch()

@@ -161,6 +161,8 @@ def test_a_staging_or_an_upload_whose_heartbeats_stop_reaching_zen_is_cut(tmp_pa
     (300, {"ZEN_AGENT_STOP_GRACE_S": "30"}, 255.0),
     (60, {}, 90.0),  # never below 3 heartbeats (30 s): the configuration is too tight for them
     (3, {"ZEN_AGENT_HEARTBEAT_S": "0.5", "ZEN_AGENT_STOP_GRACE_S": "2"}, 1.5),  # the local stack's
+    # the demo's: a quarter of the timeout for margin (a fixed 15 s left the floor, 6 s, of Zen's 20 s)
+    (20, {"ZEN_AGENT_HEARTBEAT_S": "2", "ZEN_AGENT_STOP_GRACE_S": "2"}, 13.0),
 ])
 def test_the_fence_comes_from_the_configurations_heartbeat_timeout(tmp_path, timeout_s, tuning, fence_s):
     raw = json.loads(load_config().model_dump_json())

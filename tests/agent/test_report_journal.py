@@ -200,3 +200,18 @@ def test_a_report_left_too_long_ago_is_dropped_unsent(tmp_path, caplog):
 
     assert any("too old" in r.getMessage() for r in caplog.records if r.name == "zen.agent.journal")
     assert journal_files(work) == []
+
+
+def test_a_report_the_next_agent_cannot_send_either_is_kept_for_the_one_after(tmp_path):
+    """Pub/Sub unreachable when the agent starts: the report was removed unsent, and a late final report
+    (which Zen still takes while the job's next attempt is unclaimed) was lost for good."""
+    work = tmp_path / "work"
+    lost = dies_stopped_while_claiming(work)
+    cut_off = Recording(VM, work=work)
+    cut_off.fail_publish = 10**6  # every publish fails, the replay's too
+    agent_on(cut_off).run()
+    assert len(journal_files(work)) == 1
+
+    again = restart(work)
+
+    assert again.events[0] == ("publish", lost) and journal_files(work) == []

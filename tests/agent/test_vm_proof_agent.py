@@ -133,6 +133,11 @@ def test_where_zen_does_not_require_tokens_a_heartbeat_goes_without_one_it_could
     assert ProofSource.from_env({"GCE_METADATA_HOST": metadata.host}, on_gce).required
     del metadata.values["instance/attributes/zen-vm-proof"]
     assert ProofSource.from_env({"GCE_METADATA_HOST": metadata.host}, on_gce).required
+    metadata.values["instance/attributes/zen-vm-proof"] = "off"
+    metadata.failures["instance/attributes/zen-vm-proof"] = [503] * 20  # unreadable: required, no traceback
+    assert ProofSource.from_env({"GCE_METADATA_HOST": metadata.host}, on_gce).required
+    metadata.failures.clear()
+    del metadata.values["instance/attributes/zen-vm-proof"]
     assert not ProofSource.from_env({"GCE_METADATA_HOST": metadata.host, "ZEN_VM_PROOF": "off"}, on_gce).required
 
     metadata.failures[IDENTITY_PATH] = [503]

@@ -324,7 +324,8 @@ class Agent(RunsAttempts, Claims):
             self.controls.close(key)
             self.pulls.ended(key)  # drops its claim; counts it only if it began and _run did not count its end
             ran = answer == "confirm" and start.image and not self.local  # in a container: it must be gone
-            if not ran or remove_container(container_name(*key), self.settings.docker):
+            # Shutting down: the VM is going (or the next agent removes what is left): no time for it.
+            if not ran or self.stopping or remove_container(container_name(*key), self.settings.docker):
                 self.slots.give_back(key)
             else:  # it may run on (logged): its GPUs are never another job's, and the VM retires
                 self.pulls.retire(f"the container of {key[0]} attempt {key[1]} could not be removed")

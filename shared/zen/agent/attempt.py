@@ -207,7 +207,8 @@ class RunsAttempts:
         while job.poll() is None:
             if self.stopping:
                 self.log.warning("stopping the job: agent shutting down", extra=fields)
-                job.stop(min(settings.stop_grace_s, max(0.0, self._shutdown_left(SHUTDOWN_S))))  # its grace is left
+                job.stop(min(settings.stop_grace_s, max(0.0, self._shutdown_left(SHUTDOWN_S))),  # its grace is left
+                         within_s=max(0.0, self._shutdown_left(SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S)))
                 return AgentStatus.PREEMPTED, f"zen: VM {self.identity.vm} shut down ({self._shutdown_reason})"
             if job.over_time():
                 self.log.warning("stopping the job: max_runtime_s exceeded", extra={

@@ -236,7 +236,11 @@ class ProofSource:
             return None  # not on GCE (tests, a local stack without proofs)
         else:
             metadata = MetadataServer.from_env(env)
-        mode = env.get("ZEN_VM_PROOF") or template_attribute(metadata, identity, f"instance/attributes/{PROOF_MODE}")
+        try:
+            mode = env.get("ZEN_VM_PROOF") or template_attribute(metadata, identity, f"instance/attributes/{PROOF_MODE}")
+        except IdentityError as exc:  # unreadable now: the safe mode (no heartbeat Zen would refuse)
+            log.warning("Zen's vm_proof mode unknown; taking it as required", extra={"error": str(exc)[:300]})
+            mode = None
         return cls(metadata, identity.project, required=(mode or "required").strip().lower() != "off")
 
     def next_fetch_in(self) -> float:

@@ -5,7 +5,7 @@ and RUNNING, whether ``zen.agent.attempt`` or ``zen.agent.claim`` sends it) is w
 before it is first published, and removed once Pub/Sub accepted it, or once its budget ran out (logged
 as lost). An agent that dies meanwhile (SIGKILL, the OOM killer, a crash) leaves it there, and the
 agent systemd restarts (``Restart=on-failure``, 5 s later) publishes it again when it starts, before it
-pulls a start (``replay``), then removes it. Without it the new agent knew nothing of the attempt: Zen,
+pulls a start (``replay``), then removes it (one it cannot send is kept for the next start). Without it the new agent knew nothing of the attempt: Zen,
 hearing nothing, took it for lost after ``heartbeat_timeout_s`` (120 s) and ran the job again. An agent
 that dies before the report is built (while it uploads the job's outputs) leaves none: the outputs are
 not all saved, and Zen's rerun is right, as when a shutdown cuts the upload (PREEMPTED).
@@ -129,17 +129,23 @@ class Journal:
             except OSError:  # BlockingIOError: an agent alive sends it
                 os.close(fd)
                 continue
+            outcome: bool | None = False
             try:
                 if not name.endswith(".json"):  # a temp file left before its rename: never published
                     log.warning("unfinished journal file removed", extra={**self.extra, "path": str(path)})
                 elif _same(path, fd):  # else removed (sent) while we opened it
-                    sent += self._again(path, fd, publish)
+                    outcome = self._again(path, fd, publish)
+                    sent += bool(outcome)
             except Exception:  # noqa: BLE001 - a bad file must not keep the agent from starting
                 log.exception("journal file dropped", extra={**self.extra, "path": str(path)})
-            _remove(path, fd)
+            if outcome is None:  # not sent (Pub/Sub unreachable): kept for the next start
+                os.close(fd)
+            else:
+                _remove(path, fd)
         return sent
 
-    def _again(self, path: Path, fd: int, publish: Callable[..., None]) -> bool:
+    def _again(self, path: Path, fd: int, publish: Callable[..., None]) -> bool | None:
+        """Publish the report again: True once sent, False when dropped (too old), None when not sent."""
         with os.fdopen(os.dup(fd), "rb") as file:
             record = json.loads(file.read())
         heartbeat = Heartbeat.model_validate(record["report"])
@@ -151,9 +157,9 @@ class Journal:
             return False
         try:
             publish(heartbeat, budget_s=REPLAY_BUDGET_S)
-        except ZenError as exc:
-            log.error("final report left by a dead agent lost: not sent", extra={**fields, "error": str(exc)})
-            return False
+        except ZenError as exc:  # kept: the next agent to start tries again (a late report still counts)
+            log.error("final report left by a dead agent not sent; kept", extra={**fields, "error": str(exc)})
+            return None
         log.warning("final report left by a dead agent sent", extra={**fields, "age_s": round(age)})
         return True
 

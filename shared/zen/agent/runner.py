@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import re
 import signal
@@ -212,22 +213,28 @@ class RunningJob:
         limit = self.spec.max_runtime_s
         return limit is not None and self.elapsed_s() >= limit
 
-    def stop(self, grace_s: float) -> int:
+    def stop(self, grace_s: float, within_s: float = math.inf) -> int:
         """SIGTERM the group, wait ``grace_s``, then kill it; a container is then removed (``remove_container``).
-        Returns the normalized exit code."""
+        ``within_s``: all of it, the kill and the removal included (a shutdown's deadline: a hung docker
+        took the agent past systemd's, and its PREEMPTED report with it); what is not done by then is
+        left (a container: the next agent removes it first thing). Returns the normalized exit code."""
+        deadline = time.monotonic() + within_s
         if self.process.poll() is None:
             self._signal_group(signal.SIGTERM)
             try:
-                self.process.wait(timeout=grace_s)
+                self.process.wait(timeout=min(grace_s, max(0.0, deadline - time.monotonic())))
             except subprocess.TimeoutExpired:
                 log.warning("job ignored SIGTERM for %gs; killing it", grace_s,
                             extra={"job_id": self.spec.job_id, "attempt": self.spec.attempt})
                 if self.launch.container:
-                    self._docker_kill()
+                    self._docker_kill(min(15.0, max(1.0, deadline - time.monotonic())))
                 self._signal_group(signal.SIGKILL)
-                self.process.wait(timeout=30)
-        self._remove_container()
-        return normalized_exit_code(self.process.returncode)
+                try:
+                    self.process.wait(timeout=min(30.0, max(1.0, deadline - time.monotonic())))
+                except subprocess.TimeoutExpired:  # the docker CLI, stuck on a hung daemon
+                    log.error("job still not ended after SIGKILL", extra={"job_id": self.spec.job_id})
+        self._remove_container(deadline - time.monotonic())
+        return normalized_exit_code(self.process.returncode if self.process.returncode is not None else -9)
 
     def outcome(self) -> Outcome:
         """Wait for the end, kill leftovers in the group (and the container), and return the exit code and
@@ -247,26 +254,33 @@ class RunningJob:
         except (ProcessLookupError, PermissionError):
             pass
 
-    def _docker_kill(self) -> None:
+    def _docker_kill(self, timeout_s: float = 15.0) -> None:
         """SIGKILL to the container; whether it worked or not, ``_remove_container`` follows."""
         try:
             subprocess.run([self._docker, "kill", self.launch.container], stdin=subprocess.DEVNULL,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=15, check=False)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout_s, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             log.warning("docker kill failed", extra={"job_id": self.spec.job_id, "error": str(exc)})
 
-    def _remove_container(self) -> None:
-        if self.launch.container is None or self.container_gone:
+    def _remove_container(self, budget_s: float = math.inf) -> None:
+        if self.launch.container is None or self.container_gone or budget_s <= 0:
             return
-        self.container_gone = remove_container(self.launch.container, self._docker)
+        self.container_gone = remove_container(self.launch.container, self._docker, budget_s=budget_s)
 
 
-def _containers(docker: str, pattern: str) -> list[str] | None:
-    """The ids of the containers, running or not, whose name matches ``pattern`` (docker's regular
-    expression); None when docker cannot say (no docker, an error, a timeout)."""
+# Every state but "removing": a container docker is removing (``run --rm`` after its kill; a big layer
+# takes a while) is as good as gone, and ``rm -f`` of it fails ("already in progress").
+NOT_REMOVING = [f"--filter=status={state}" for state in ("created", "restarting", "running", "paused", "exited",
+                                                          "dead")]
+
+
+def _containers(docker: str, pattern: str, timeout_s: float = DOCKER_TIMEOUT_S) -> list[str] | None:
+    """The ids of the containers, running or not (but not being removed), whose name matches ``pattern``
+    (docker's regular expression); None when docker cannot say (no docker, an error, a timeout)."""
     try:
-        listed = subprocess.run([docker, "ps", "-aq", "--filter", f"name={pattern}"], stdin=subprocess.DEVNULL,
-                                capture_output=True, text=True, timeout=DOCKER_TIMEOUT_S, check=False)
+        listed = subprocess.run([docker, "ps", "-aq", "--filter", f"name={pattern}", *NOT_REMOVING],
+                                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s,
+                                check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         log.warning("docker ps failed", extra={"error": str(exc)})
         return None
@@ -276,34 +290,46 @@ def _containers(docker: str, pattern: str) -> list[str] | None:
     return listed.stdout.split()
 
 
-def _remove(docker: str, pattern: str, tries: int, name: str | None = None) -> tuple[list[str], bool]:
+def _remove(docker: str, pattern: str, tries: int, name: str | None = None,
+            budget_s: float = math.inf) -> tuple[list[str], bool]:
     """``docker rm -f`` the containers matching ``pattern`` (by ``name`` if given, even when docker cannot
-    list them; else by the ids listed) until docker lists none, ``tries`` times at most: (the ids
-    found, whether none is left)."""
+    list them; else by the ids listed) until docker lists none, ``tries`` times at most and within
+    ``budget_s`` (each docker call's timeout cut to what is left): (the ids found, whether none is left)."""
     found: list[str] = []
+    deadline = time.monotonic() + budget_s
+
+    def left() -> float:
+        return min(DOCKER_TIMEOUT_S, deadline - time.monotonic())
+
     for n in range(tries + 1):
         if n:
-            time.sleep(REMOVE_PAUSE_S)
-        ids = _containers(docker, pattern)
+            time.sleep(min(REMOVE_PAUSE_S, max(0.0, left())))
+        if left() <= 0:
+            break
+        ids = _containers(docker, pattern, left())
         if ids == []:
             return found, True
         found += [cid for cid in ids or () if cid not in found]
         targets = [name] if name else ids
         if n == tries or not targets:
             continue
+        if left() <= 0:
+            break
         try:
             subprocess.run([docker, "rm", "-f", *targets], stdin=subprocess.DEVNULL, capture_output=True,
-                           timeout=DOCKER_TIMEOUT_S, check=False)
+                           timeout=left(), check=False)
         except (OSError, subprocess.SubprocessError) as exc:
             log.warning("docker rm failed", extra={"containers": targets, "error": str(exc)})
     return found, False
 
 
-def remove_container(name: str, docker: str = "docker", *, tries: int = REMOVE_TRIES) -> bool:
+def remove_container(name: str, docker: str = "docker", *, tries: int = REMOVE_TRIES,
+                     budget_s: float = math.inf) -> bool:
     """Make sure no container is named ``name``: ``docker rm -f`` it until ``docker ps -a`` lists none of
-    that name, ``tries`` times at most. True once docker says it is gone; False (logged as an error) when
-    it is still there or docker cannot say. Never raises."""
-    found, gone = _remove(docker, "^" + name.replace(".", r"\.") + "$", tries, name)
+    that name (or only one docker is removing), ``tries`` times at most, within ``budget_s``. True once
+    docker says it is gone; False (logged as an error) when it is still there or docker cannot say.
+    Never raises."""
+    found, gone = _remove(docker, "^" + name.replace(".", r"\.") + "$", tries, name, budget_s)
     if not gone:
         log.error("a job's container could not be removed: it may still run", extra={
             "container": name, "containers": found})
