@@ -63,3 +63,29 @@ def test_a_queue_that_loses_its_quota_for_a_cluster_keeps_its_jobs_there_pending
     assert explain(moved, db, "j2", tmp_path, monkeypatch, capsys) == (
         f"j2: PENDING - waiting for quota: queue research has no quota for cluster {CLUSTER} (its clusters: "
         "8xa100-40gb): the job waits until it has, or stop it and submit it again")
+
+
+def test_passes_of_two_configurations_over_the_same_queue_take_the_same_lock(config, db, clock):
+    """A deploy that moves a queue into a cohort runs old and new instances side by side. A pass took its
+    cohort's lock (or the lone queue's), so the old instance's pass over queue a (alone) and the new
+    one's (a in cohort lab) held different locks: each read a's admitted GPUs before the other's commit
+    and both could admit into its free quota. Now a pass holds each member queue's lock (name order):
+    both hold a's."""
+    from zen.queueing import Queueing
+
+    alone = with_queues(config, [{"name": "a", "quota": {CLUSTER: 8}, "users": ["alice"]}])
+    cohort = with_queues(config, [{"name": "a", "cohort": "lab", "quota": {CLUSTER: 8}, "users": ["alice"]},
+                                  {"name": "b", "cohort": "lab", "quota": {CLUSTER: 8}, "users": ["bob"]}])
+
+    def locks_held(configuration) -> set[int]:
+        with db.transaction() as session:
+            Queueing(configuration).admit(session, "a", CLUSTER, clock())
+            return {row["objid"] for row in session.sql(
+                "SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()")}
+
+    def key(name: str) -> int:
+        with db.transaction() as session:
+            return session.sql("SELECT hashtext('zen-queue:' || :name) AS k", name=name)[0]["k"] & 0xFFFFFFFF
+
+    assert locks_held(alone) == {key("queue:a")}
+    assert locks_held(cohort) == {key("queue:a"), key("queue:b")}

@@ -170,11 +170,8 @@ class Queueing:
         return min(queue.limit(cluster), cohort_total)
 
     # -- the admission pass --------------------------------------------------------------------
-    def lock_key(self, queue: QueueConfig) -> str:
-        return f"cohort:{queue.cohort}" if queue.cohort else f"queue:{queue.name}"
-
     def admit(self, session: Session, queue_name: str, cluster: str, now, released: int = 0) -> Pass:
-        """One pass for the cohort of ``queue_name`` on ``cluster``, under the cohort's lock: the jobs
+        """One pass for the cohort of ``queue_name`` on ``cluster``, under its member queues' locks: the jobs
         to admit now and the jobs to preempt (locked rows, in order) with the reasons to record. The
         caller applies them. ``released``: GPUs of ``queue_name`` that a job gave back in this
         transaction (the change that runs this pass); they were held until now, for fair sharing."""
@@ -182,7 +179,11 @@ class Queueing:
         if queue is None or cluster not in queue.quota:  # gone, or no quota here: its jobs wait (why_pending)
             return Pass()
         members = self._config.cohort_of(queue, cluster)
-        rows.lock(session, self.lock_key(queue))
+        # Each member queue's lock, in name order (no deadlock), not the cohort's: while a deploy moves a
+        # queue to another cohort, old and new instances' passes over the same queues took different
+        # cohort locks and both admitted into the same free quota.
+        for name in sorted(q.name for q in members):
+            rows.lock(session, f"queue:{name}")
         names = [q.name for q in members]
         held = rows.admitted(session, names, cluster)
         used = {r["queue"]: r["gpus"] for r in held}
