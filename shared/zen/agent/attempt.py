@@ -99,12 +99,13 @@ class RunsAttempts:
             self._end(attempt, output, 127, AgentStatus.FAILED, f"zen agent: {exc}", data=data, upload=True,
                       limit_s=limit)
             return
-        if job.launch.container:
-            self.cache.ran_image(spec.image)  # the image is on this VM now
-        # The command, not the argv: env values (``-e K=V`` for docker) may be credentials.
-        self.log.info("job started", extra={**fields, "pid": job.pid, "container": job.launch.container,
-                                             "command": spec.command, "image": spec.image, "gpu_ids": spec.gpu_ids})
-        try:
+        try:  # from the job's start: nothing may leave it running unsupervised
+            if job.launch.container:
+                self.cache.ran_image(spec.image)  # the image is on this VM now
+            # The command, not the argv: env values (``-e K=V`` for docker) may be credentials.
+            self.log.info("job started", extra={**fields, "pid": job.pid, "container": job.launch.container,
+                                                 "command": spec.command, "image": spec.image,
+                                                 "gpu_ids": spec.gpu_ids})
             final, note = self._supervise(job, attempt, over)
         except BaseException:
             job.stop(settings.stop_grace_s)  # never leave a job running unsupervised
