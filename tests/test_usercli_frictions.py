@@ -181,3 +181,31 @@ def test_a_failed_publish_names_the_job_and_how_to_try_again_without_a_second_jo
     err = capsys.readouterr().err
     job_id = err.split("job ")[1].split(" ")[0]
     assert f"submit it again with --job-id {job_id}" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_stop_goes_out_when_the_database_cannot_be_read(zen_cli, publisher, db, db_url, tmp_path):
+    """`zen stop` checked the database before publishing and gave up when it could not read it: a
+    runaway GPU job could not be stopped, even with --force. The check is advice; the stop is sent."""
+    role = f"noread_{os.getpid()}"
+    with db.session() as session:
+        session.execute(f"DROP ROLE IF EXISTS {role}")
+        session.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        no_grant = db_url.replace("postgresql://postgres@", f"postgresql://{role}@", 1)
+        assert no_grant != db_url
+        cases = {
+            "gone": dict(ZEN_DATABASE_URL=f"postgresql://postgres@/zen?host={tmp_path}"),
+            "no-user": dict(ZEN_CLOUDSQL_INSTANCE="p:us-central1:zen", drop=("ZEN_DATABASE_URL", "ZEN_DB_USER")),
+            "no-grant": dict(ZEN_DATABASE_URL=no_grant),
+        }
+        for job_id, env in cases.items():
+            for force in ((), ("--force",)):
+                result = zen_cli("stop", *force, job_id, **env)
+                assert result.returncode == 0, (job_id, result.stderr)
+                assert f"stop requested for {job_id}" in result.stdout
+                assert f"could not check whether job {job_id} exists" in result.stdout
+        assert [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-stop")] == [
+            "gone", "gone", "no-user", "no-user", "no-grant", "no-grant"]
+    finally:
+        with db.session() as session:
+            session.execute(f"DROP ROLE IF EXISTS {role}")

@@ -161,12 +161,18 @@ def _stop_outlook(job_id: str) -> str:
         return f"could not check whether job {job_id} exists (no database configured); if it does not, {kept}"
     from zen.store import repository
 
-    db = database()
-    try:
-        with db.transaction() as session:
-            job = repository.get_job(session, job_id)
-    finally:
-        db.close()
+    try:  # a stop must go out even when the check cannot be made (a runaway job on a GPU VM)
+        db = database()
+        try:
+            with db.transaction() as session:
+                job = repository.get_job(session, job_id)
+        finally:
+            db.close()
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - unreachable, no ZEN_DB_USER, no read grant, no credentials
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"could not check whether job {job_id} exists (the database could not be read: {why}); if it does not, {kept}"
     if job is None:
         return f"no job {job_id} is known (yet): {kept}. Check the id with `zen jobs list`"
     if job.status.value in ("SUCCEEDED", "FAILED", "CANCELLED"):
