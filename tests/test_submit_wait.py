@@ -22,7 +22,8 @@ def _published(payload: dict) -> str:
 
 def _follow(zen, job_id: str, message_id: str, request_hash: str, err: io.StringIO) -> int:
     return follow(job_id, NoOutput(), JobStatusSource(zen.db), out=io.StringIO(), err=err, poll_s=0.01,
-                  settle_s=0.0, appear_timeout_s=2.0, message_id=message_id, request_hash=request_hash)
+                  settle_s=0.0, appear_timeout_s=1.0, give_up_s=2.0, message_id=message_id,
+                  request_hash=request_hash)
 
 
 def test_a_reused_id_is_reported_refused_not_as_the_other_users_job(functions, zen):
@@ -44,7 +45,7 @@ def test_an_earlier_refusal_of_the_same_id_does_not_end_the_fixed_submission(fun
     # `zen submit --wait` of the fixed file polls before the function has its message: the old
     # refusal is not this message's, so it waits for the job (here: gives up after 2 s, exit 1)
     assert _follow(zen, "fixme", "m-2", _published(fixed), err) == 1
-    assert "was refused" not in err.getvalue() and "no job fixme after" in err.getvalue()
+    assert "was refused" not in err.getvalue() and "fixme has not appeared after" in err.getvalue()
     functions.submit(fixed, message_id="m-2")
     for beat in agent_run("fixme", final="SUCCEEDED"):
         functions.heartbeat(beat)
@@ -134,3 +135,35 @@ def test_a_failed_read_of_one_attempt_loses_no_line_of_another(functions, zen):
     assert follow("retried", ThrottledSecondAttempt(), JobStatusSource(zen.db), out=out, err=io.StringIO(),
                   poll_s=0.01, settle_s=0.0, appear_timeout_s=2.0) == 0
     assert "from attempt 1" in out.getvalue() and "from attempt 2" in out.getvalue()
+
+
+def test_a_published_job_that_is_late_is_waited_for_without_inviting_a_resubmit(functions, zen):
+    """`zen submit --wait` gave up after 60 s with exit 1 (the message published, Pub/Sub still delivering
+    it) and hinted at `zen rejected`: a script retrying on failure made a second job. It now says the job
+    was published and may still arrive, how to follow it later, and keeps waiting."""
+    import threading
+    import time
+
+    request = job_request("late", user_id="alice")
+    err, result = io.StringIO(), {}
+
+    def wait() -> None:
+        result["code"] = follow("late", NoOutput(), JobStatusSource(zen.db), out=io.StringIO(), err=err,
+                                poll_s=0.01, settle_s=0.0, appear_timeout_s=0.3, message_id="m-late",
+                                request_hash=_published(request))
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    deadline = time.monotonic() + 10
+    while "was published" not in err.getvalue() and waiter.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # well past the appear timeout: still waiting
+    assert waiter.is_alive(), err.getvalue()
+    note = err.getvalue()
+    assert "job late was published (message m-late)" in note and "may still arrive" in note
+    assert "zen logs -f late" in note and "zen jobs get late" in note and "zen rejected" not in note
+    functions.submit(request, message_id="m-late")  # Pub/Sub delivered it at last
+    for beat in agent_run("late", final="SUCCEEDED"):
+        functions.heartbeat(beat)
+    waiter.join(timeout=30)
+    assert result.get("code") == 0 and "late SUCCEEDED" in err.getvalue()

@@ -209,3 +209,24 @@ def test_a_stop_goes_out_when_the_database_cannot_be_read(zen_cli, publisher, db
     finally:
         with db.session() as session:
             session.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+def test_submit_wait_that_cannot_follow_publishes_nothing(zen_cli, publisher, tmp_path):
+    """`zen submit --wait` published first and found out afterwards that it could not follow (exit 1):
+    a script retrying on failure submitted a second job. It now fails before publishing."""
+    logs = str(tmp_path / "joblogs")
+    cases = [
+        (dict(ZEN_JOB_LOGS_DIR=logs, drop=("ZEN_DATABASE_URL",)), "no database to read"),
+        (dict(ZEN_JOB_LOGS_DIR=logs, ZEN_CLOUDSQL_INSTANCE="p:us-central1:zen",
+              drop=("ZEN_DATABASE_URL", "ZEN_DB_USER")), "ZEN_DB_USER is not"),
+        (dict(ZEN_JOB_LOGS_DIR=logs, ZEN_DATABASE_URL=f"postgresql://postgres@/zen?host={tmp_path}"),
+         "cannot reach the database"),
+        (dict(drop=("ZEN_JOB_LOGS_DIR", "ZEN_LOGGING_ENDPOINT", "GOOGLE_APPLICATION_CREDENTIALS")),
+         "no Google credentials to read Cloud Logging"),
+    ]
+    for env, reason in cases:
+        result = zen_cli("submit", "--wait", "--cluster", "1xl4", "--", "true", **env)
+        line = one_line(result)
+        assert result.returncode == 1 and result.stdout == "", result
+        assert "cannot follow the job, so it was not published" in line and reason in line, line
+    assert publisher.on("zen-job-submitted") == []

@@ -88,10 +88,13 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
            style: str = "labelled", out: TextIO = sys.stdout, err: TextIO = sys.stderr, poll_s: float = POLL_S,
            settle_s: float = 5.0, appear_timeout_s: float = APPEAR_TIMEOUT_S,
            clock: Callable[[], float] = time.monotonic, message_id: str | None = None,
-           request_hash: str | None = None) -> int:
+           request_hash: str | None = None, give_up_s: float | None = None) -> int:
     """Print the job's output until it ends; return its exit code (see the module docstring;
-    ``message_id`` and ``request_hash``: what ``zen submit --wait`` published)."""
+    ``message_id`` and ``request_hash``: what ``zen submit --wait`` published). A job that has not
+    appeared after ``appear_timeout_s`` ends ``zen logs -f`` (exit 1); a published one (``message_id``)
+    is waited for on, after saying so once, until ``give_up_s`` (default: for ever): it may still arrive."""
     started = clock()
+    told_late = False
     finals: set[int] = set()
     last_state: tuple | None = None
     ended_at: float | None = None
@@ -106,9 +109,17 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
                 if reason:
                     print(f"zen: job {job_id} was refused: {reason}", file=err)
                     return 1
-                if clock() - started > appear_timeout_s:
+                waited = clock() - started
+                if message_id is None and waited > appear_timeout_s:
                     print(f"zen: no job {job_id} after {appear_timeout_s:g} s (`zen rejected` lists refused ones)",
                           file=err)
+                    return 1
+                if message_id is not None and waited > appear_timeout_s and not told_late:
+                    told_late = True
+                    print(late_note(job_id, message_id, appear_timeout_s), file=err, flush=True)
+                if give_up_s is not None and waited > give_up_s:
+                    print(f"zen: job {job_id} has not appeared after {give_up_s:g} s; its submission was published "
+                          f"and may still arrive: `zen jobs get {job_id}`", file=err)
                     return 1
             elif (job.status, job.attempt) != last_state:
                 last_state = (job.status, job.attempt)
@@ -138,6 +149,13 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
             if target in finals or never_on_a_vm or (ended_at is not None and clock() - ended_at >= settle_s):
                 return exit_code_of(job)
         time.sleep(poll_s)
+
+
+def late_note(job_id: str, message_id: str, waited_s: float) -> str:
+    return (f"zen: job {job_id} was published (message {message_id}) but is not in the database after {waited_s:g} s; "
+            "it may still arrive (Pub/Sub delivers it again until the function takes it). Still waiting: "
+            f"Ctrl-C stops only this wait, not the job; see it later with `zen logs -f {job_id}` or "
+            f"`zen jobs get {job_id}` (submitting it again could make a second job)")
 
 
 def print_once(job_id: str, reader: Reader, attempt: int | None, style: str, out: TextIO, err: TextIO) -> int:
@@ -206,15 +224,39 @@ def cmd_logs(args) -> int:
     return _run(body, "zen logs")
 
 
-def follow_submitted(job_id: str, message_id: str, request_hash: str, style: str = "labelled") -> int:
-    """``zen submit --wait``: follow the job just published (that message, that request) to its end;
-    its exit code."""
-    def body() -> int:
-        reader, settle_s, poll_s = open_reader()
-        return follow(job_id, reader, JobStatusSource(), style=style, settle_s=settle_s, poll_s=poll_s,
-                      message_id=message_id, request_hash=request_hash)
+class Following:
+    """What ``zen submit --wait`` follows with, opened and read once BEFORE it publishes: a submission
+    it could not follow is not published (a script retrying a failed ``--wait`` would make a second job)."""
 
-    return _run(body, "zen submit --wait")
+    def __init__(self, job_id: str):
+        try:
+            self.reader, self.settle_s, self.poll_s = open_reader()
+            self.status = JobStatusSource()
+            self.existing = self.status.job(job_id)  # a read: an unreachable database fails here
+            self.reader.new_entries(job_id, 0)  # attempts start at 1: a read that finds nothing, or fails
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the database, Cloud Logging, credentials: one line
+            raise CliError(f"--wait cannot follow the job, so it was not published: {_why(exc)}",
+                           exc.code if isinstance(exc, CliError) else 1) from None
+
+    def follow(self, job_id: str, message_id: str, request_hash: str, style: str = "labelled") -> int:
+        """Follow the job just published (that message, that request) to its end; its exit code."""
+        return _run(lambda: follow(job_id, self.reader, self.status, style=style, settle_s=self.settle_s,
+                                   poll_s=self.poll_s, message_id=message_id, request_hash=request_hash),
+                    "zen submit --wait")
+
+
+def _why(exc: Exception) -> str:
+    from google.auth.exceptions import DefaultCredentialsError
+
+    if isinstance(exc, DefaultCredentialsError):
+        return ("no Google credentials to read Cloud Logging: run `gcloud auth application-default login`, "
+                "or run zen in the directory of a local stack (`zen local up`)")
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, TransientError):
+        return f"cannot reach the database: {text}"
+    return text
 
 
 def add_parser(sub) -> None:

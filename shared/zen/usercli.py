@@ -135,6 +135,11 @@ def cmd_submit(args) -> int:
         raise CliError("a deployed Zen runs jobs in containers only (without an image a job would run on the VM "
                        "as root with the VM's credentials; README Security model): give --image IMAGE, or "
                        "image: in the job file", 1)
+    following = None
+    if args.wait:  # opened (and read once) before publishing: a submission it cannot follow is not sent
+        from zen.follow import Following
+
+        following = Following(request.job_id)
     try:
         message_id = _publish("job_submitted", request.to_bytes())
     except CliError as exc:  # it may have been published all the same (the answer lost): same id, one job
@@ -144,12 +149,10 @@ def cmd_submit(args) -> int:
     print(f"submitted {request.job_id} to cluster {cluster} (regions {', '.join(regions)}; message {message_id})",
           flush=True)
     print(f"  status: zen jobs get {request.job_id}    stop: zen stop {request.job_id}")
-    if args.wait:
-        from zen.follow import follow_submitted
-
+    if following is not None:
         from zen.models import request_fingerprint
 
-        return follow_submitted(request.job_id, message_id, request_fingerprint(request.canonical(request.job_id)))
+        return following.follow(request.job_id, message_id, request_fingerprint(request.canonical(request.job_id)))
     return 0
 
 
