@@ -230,3 +230,21 @@ def test_submit_wait_that_cannot_follow_publishes_nothing(zen_cli, publisher, tm
         assert result.returncode == 1 and result.stdout == "", result
         assert "cannot follow the job, so it was not published" in line and reason in line, line
     assert publisher.on("zen-job-submitted") == []
+
+
+def test_submitting_an_existing_job_id_again_is_refused_before_publishing(zen_cli, publisher, functions, tmp_path):
+    """A job file with a fixed job_id, submitted again: zen said "submitted" while the function took it
+    for a duplicate and ran nothing, and --wait replayed the old job's output as if it were new."""
+    functions.submit(job_request("fixed-id", user_id="alice"))
+    spec = tmp_path / "job.yaml"
+    spec.write_text("job_id: fixed-id\ncluster: 1xl4\ncommand: [python, train.py]\n")
+    for wait in ((), ("--wait",)):
+        result = zen_cli("submit", *wait, str(spec), ZEN_JOB_LOGS_DIR=str(tmp_path / "joblogs"))
+        line = one_line(result)
+        assert result.returncode == 1 and result.stdout == "", result
+        assert "job fixed-id already exists (QUEUED): the same request runs nothing new; use a new job_id" in line
+    assert publisher.on("zen-job-submitted") == []
+    # the database unreadable: published as before (the function decides)
+    gone = zen_cli("submit", str(spec), ZEN_DATABASE_URL=f"postgresql://postgres@/zen?host={tmp_path}")
+    assert gone.returncode == 0 and "submitted fixed-id" in gone.stdout, gone.stderr
+    assert [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-submitted")] == ["fixed-id"]

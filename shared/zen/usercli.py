@@ -140,6 +140,11 @@ def cmd_submit(args) -> int:
         from zen.follow import Following
 
         following = Following(request.job_id)
+    existing = following.existing if following is not None else _known_job(request.job_id)
+    if existing is not None:  # the function would take it for a duplicate (or refuse it): nothing would run
+        raise CliError(f"job {request.job_id} already exists ({existing.status.value}): the same request runs "
+                       "nothing new; use a new job_id (or none: zen makes one). Not published (retrying a "
+                       f"submit whose publish failed? it got through: zen jobs get {request.job_id})", 1)
     try:
         message_id = _publish("job_submitted", request.to_bytes())
     except CliError as exc:  # it may have been published all the same (the answer lost): same id, one job
@@ -154,6 +159,26 @@ def cmd_submit(args) -> int:
 
         return following.follow(request.job_id, message_id, request_fingerprint(request.canonical(request.job_id)))
     return 0
+
+
+def _known_job(job_id: str):
+    """The job of that id when the database can be read and has it; else ``None`` (no database, or it
+    cannot be read: the submission is published as before, and the function decides)."""
+    if not database_configured():
+        return None
+    from zen.store import repository
+
+    try:
+        db = database()
+        try:
+            with db.transaction() as session:
+                return repository.get_job(session, job_id)
+        finally:
+            db.close()
+    except KeyboardInterrupt:
+        raise
+    except Exception:  # noqa: BLE001 - a check only
+        return None
 
 
 def _stop_outlook(job_id: str) -> str:
