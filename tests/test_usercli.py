@@ -75,3 +75,30 @@ def test_clusters_shows_jobs_per_vm_and_the_execution_groups_by_region(tmp_path,
     assert main(["clusters"]) == 0
     table = capsys.readouterr().out
     assert "JOBS_PER_VM" in table and "us-central1: hipaa" in table
+
+
+@pytest.fixture
+def nameless_uid(monkeypatch):
+    """A container's uid: no $USER (nor LOGNAME...), and no passwd entry (pwd raises KeyError)."""
+    import pwd
+
+    for name in ("USER", "LOGNAME", "LNAME", "USERNAME"):
+        monkeypatch.delenv(name, raising=False)
+
+    def no_entry(uid):
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+
+
+def test_submit_without_a_known_user_takes_user_or_asks_for_it(user_env, nameless_uid, capsys):
+    """`zen submit --user bob` crashed with a KeyError from getpass.getuser: the default was computed
+    although --user was given."""
+    assert main(["submit", "--user", "bob", "--cluster", "1xl4", "--", "true"]) == 0
+    [message] = user_env.on("zen-job-submitted")
+    assert json.loads(message.data)["user_id"] == "bob"
+    capsys.readouterr()
+    assert main(["submit", "--cluster", "1xl4", "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot tell who you are" in err and "give --user NAME" in err and len(err.strip().splitlines()) == 1
+    assert len(user_env.on("zen-job-submitted")) == 1

@@ -68,6 +68,16 @@ def _read_job_file(path: str) -> dict:
     return data
 
 
+def _default_user() -> str:
+    """``$USER`` (else the login name), or ``CliError`` asking for --user when neither is known (a
+    container's uid without a passwd entry)."""
+    try:
+        return os.environ.get("USER") or getpass.getuser() or "local"
+    except (KeyError, OSError):
+        raise CliError(f"cannot tell who you are ($USER is not set and uid {os.getuid()} has no passwd entry): "
+                       "give --user NAME (or user_id: in the job file)", 2) from None
+
+
 def build_request(args) -> JobRequest:
     """A JobRequest from a YAML/JSON file, with flags filling or overriding fields; ``CliError`` (usage)
     with one line naming the field when it is not a valid request."""
@@ -101,7 +111,8 @@ def build_request(args) -> JobRequest:
             if bad:
                 raise CliError(f"--{'env' if name == 'env' else 'label'} {bad[0]!r}: expected KEY=VALUE", 2)
             data[name] = {**(data.get(name) or {}), **dict(item.split("=", 1) for item in pairs)}
-    data.setdefault("user_id", os.environ.get("USER") or getpass.getuser() or "local")
+    if data.get("user_id") is None:  # only then: the default may not be known (a container's uid)
+        data["user_id"] = _default_user()
     if not data.get("job_id"):
         data["job_id"] = default_job_id(str(data["user_id"]))
     try:
