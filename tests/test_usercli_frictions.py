@@ -248,3 +248,21 @@ def test_submitting_an_existing_job_id_again_is_refused_before_publishing(zen_cl
     gone = zen_cli("submit", str(spec), ZEN_DATABASE_URL=f"postgresql://postgres@/zen?host={tmp_path}")
     assert gone.returncode == 0 and "submitted fixed-id" in gone.stdout, gone.stderr
     assert [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-submitted")] == ["fixed-id"]
+
+
+def test_shape_flags_override_the_job_files_shape(zen_cli, publisher, tmp_path):
+    """The README says flags override the file, but `zen submit examples/hello.yaml --gpu-type T --gpu-count N`
+    was refused (exit 2: a cluster and a GPU type, not both): the file's cluster stayed."""
+    from tests.conftest import ROOT
+
+    hello = str(ROOT / "examples" / "hello.yaml")
+    by_type = zen_cli("submit", hello, "--gpu-type", "nvidia-l4", "--gpu-count", "1")
+    assert by_type.returncode == 0, by_type.stderr
+    spec = tmp_path / "typed.yaml"
+    spec.write_text("gpu_types: [nvidia-l4]\ngpu_count: 1\ncommand: [python, train.py]\n")
+    by_cluster = zen_cli("submit", str(spec), "--cluster", "1xl4")
+    assert by_cluster.returncode == 0, by_cluster.stderr
+    first, second = (json.loads(m.data) for m in publisher.on("zen-job-submitted"))
+    assert (first.get("cluster"), first["gpu_type"], first["gpu_count"]) == (None, "nvidia-l4", 1)
+    assert first["labels"] == {"team": "vision"}  # the rest of the file stays
+    assert (second["cluster"], second.get("gpu_types"), second.get("gpu_count")) == ("1xl4", None, None)

@@ -100,6 +100,9 @@ def build_request(args) -> JobRequest:
                        f"give the words separately (-- {' '.join(parts)}), or -- sh -c {words[0]!r}", 2)
     if args.file:
         data = _read_job_file(args.file)
+        if any(v is not None for v in (args.cluster, args.gpu_type, args.gpu_count)):
+            for field in ("cluster", "gpu_type", "gpu_types", "gpu_count"):  # the shape is the flags' alone
+                data.pop(field, None)
     flags = {"job_id": args.job_id, "user_id": args.user, "cluster": args.cluster, "gpu_type": args.gpu_type,
              "gpu_count": args.gpu_count, "image": args.image, "priority": args.priority,
              "max_runtime_s": args.max_runtime, "max_attempts": args.max_attempts,
