@@ -146,3 +146,13 @@ def test_the_scripted_demo_module_imports():
     import zen.demo  # `zen demo --scripted` once failed on a helper the CLI had renamed
 
     assert callable(zen.demo.main)
+
+
+def test_queues_json_without_queues_is_an_empty_list(db_url, monkeypatch, capsys):
+    """`zen queues --json` with no queues configured printed nothing on stdout: not JSON."""
+    from zen.config import load_config
+
+    assert not load_config().queues
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    assert main(["queues", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
