@@ -87,3 +87,24 @@ def test_a_submission_left_waiting_runs_no_scaling_pass_and_is_no_arrival(config
     assert len(scaler.passes) == 1  # x's, the one admitted
     with zen.db.transaction() as session:
         assert fleet.arrivals_since(session, repository.get_job(session, "x").cluster, since) == 1
+
+
+def test_a_waiting_job_held_elsewhere_for_a_moment_is_not_overtaken(config, db, publisher, clock):
+    """Only the head was checked: with p2's row held by another delivery (a late report of a preempted
+    attempt, a stop being applied), freeing 4 GPUs admitted p1 and p3, and p2, older, waited on."""
+    import threading
+
+    zen, functions = make(config, db, publisher, clock, RESEARCH)
+    functions.submit(a100s("r1", 4, 0))
+    for job_id in ("p1", "p2", "p3"):
+        clock.advance(1)
+        functions.submit(a100s(job_id, 2, 0))
+    with db.transaction() as session:  # another delivery holds p2's row meanwhile
+        session.run("lock_job", job_id="p2")
+        stop = threading.Thread(target=lambda: functions.stop({"job_id": "r1"}))
+        stop.start()
+        stop.join()
+
+    assert statuses(zen, "p1", "p2", "p3") == ["QUEUED", "PENDING", "PENDING"]  # p3 waits behind p2
+    zen.on_scale_tick()  # the next pass: p2 first
+    assert statuses(zen, "p1", "p2", "p3") == ["QUEUED", "QUEUED", "PENDING"]

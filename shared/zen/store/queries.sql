@@ -414,13 +414,16 @@ GROUP BY queue;
 
 -- name: pending_of_queue
 -- A queue's waiting jobs of one cluster in admission order; rows another transaction holds are
--- skipped (a stop being applied): the admission pass never waits on a job while holding the lock.
--- Jobs larger than the queue can now ever hold (its quota lowered since) are left out: they wait
--- without blocking the jobs behind them. head_id: the first of them, locked or not (when it was
--- skipped, the queue waits for this pass rather than let a later job jump it).
-SELECT jobs.*, (SELECT h.job_id FROM jobs h
+-- skipped (a stop being applied, a late report of a preempted attempt): the admission pass never
+-- waits on a job while holding the lock. Jobs larger than the queue can now ever hold (its quota
+-- lowered since) are left out: they wait without blocking the jobs behind them. ahead: how many of
+-- them, locked or not, come before the row (the caller admits only the rows with none skipped
+-- before them, so a job locked elsewhere is never jumped: the queue waits for the next pass).
+SELECT jobs.*, (SELECT count(*) FROM jobs h
                 WHERE h.queue = :queue AND h.cluster = :cluster AND h.status = 'PENDING' AND h.gpus <= :most
-                ORDER BY h.priority DESC, h.submitted_at, h.job_id LIMIT 1) AS head_id
+                  AND h.queue IS NOT NULL
+                  AND (h.priority > jobs.priority OR (h.priority = jobs.priority
+                       AND (h.submitted_at, h.job_id) < (jobs.submitted_at, jobs.job_id)))) AS ahead
 FROM jobs
 WHERE queue = :queue AND cluster = :cluster AND status = 'PENDING' AND queue IS NOT NULL AND gpus <= :most
 ORDER BY priority DESC, submitted_at, job_id

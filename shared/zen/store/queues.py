@@ -43,13 +43,17 @@ def preemption_candidates(session: Session, queues: list[str], cluster: str, lim
 
 
 def pending(session: Session, queue: str, cluster: str, limit: int, most: int) -> list[Job]:
-    """The queue's PENDING jobs of ``cluster`` of at most ``most`` GPUs in admission order, locked (rows
-    locked elsewhere skipped); none while its head is locked elsewhere (a stop being applied): the
-    queue waits for the next pass rather than let the job behind the head jump it."""
+    """The queue's PENDING jobs of ``cluster`` of at most ``most`` GPUs in admission order, locked, up to
+    the first one locked elsewhere (a stop being applied, a late report of a preempted attempt): the
+    queue waits for the next pass rather than let a job behind it jump it (only the head was checked:
+    a job locked elsewhere further down was overtaken by the ones behind it)."""
     rows = session.run("pending_of_queue", queue=queue, cluster=cluster, limit=limit, most=most)
-    if rows and rows[0]["job_id"] != rows[0]["head_id"]:
-        return []
-    return [job_from_row(r) for r in rows]
+    jobs = []
+    for n, row in enumerate(rows):
+        if row["ahead"] != n:  # a job before this one is held elsewhere
+            break
+        jobs.append(job_from_row(row))
+    return jobs
 
 
 def waiting_queues(session: Session) -> list[tuple[str, str]]:
