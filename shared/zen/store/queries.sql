@@ -416,18 +416,20 @@ GROUP BY queue;
 -- A queue's waiting jobs of one cluster in admission order; rows another transaction holds are
 -- skipped (a stop being applied, a late report of a preempted attempt): the admission pass never
 -- waits on a job while holding the lock. Jobs larger than the queue can now ever hold (its quota
--- lowered since) are left out: they wait without blocking the jobs behind them. ahead: how many of
--- them, locked or not, come before the row (the caller admits only the rows with none skipped
--- before them, so a job locked elsewhere is never jumped: the queue waits for the next pass).
-SELECT jobs.*, (SELECT count(*) FROM jobs h
-                WHERE h.queue = :queue AND h.cluster = :cluster AND h.status = 'PENDING' AND h.gpus <= :most
-                  AND h.queue IS NOT NULL
-                  AND (h.priority > jobs.priority OR (h.priority = jobs.priority
-                       AND (h.submitted_at, h.job_id) < (jobs.submitted_at, jobs.job_id)))) AS ahead
-FROM jobs
-WHERE queue = :queue AND cluster = :cluster AND status = 'PENDING' AND queue IS NOT NULL AND gpus <= :most
-ORDER BY priority DESC, submitted_at, job_id
-LIMIT :limit
+-- lowered since) are left out: they wait without blocking the jobs behind them. ahead: the row's
+-- place in the line read without locks (held rows included), so the caller admits only the rows
+-- with none skipped before them: a job held elsewhere is never jumped (its queue waits for the next
+-- pass). The line is the first :limit by the index; the lock re-checks each row's status.
+WITH line AS (
+    SELECT job_id, row_number() OVER (ORDER BY priority DESC, submitted_at, job_id) - 1 AS ahead
+    FROM (SELECT job_id, priority, submitted_at FROM jobs
+          WHERE queue = :queue AND cluster = :cluster AND status = 'PENDING' AND queue IS NOT NULL
+            AND gpus <= :most
+          ORDER BY priority DESC, submitted_at, job_id
+          LIMIT :limit) AS first)
+SELECT jobs.*, line.ahead FROM jobs JOIN line ON line.job_id = jobs.job_id
+WHERE jobs.status = 'PENDING'
+ORDER BY line.ahead
 FOR UPDATE OF jobs SKIP LOCKED;
 
 -- name: preemption_candidates
