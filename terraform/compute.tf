@@ -84,6 +84,10 @@ resource "google_compute_instance_template" "zen" {
       # sends a heartbeat without one rather than lose it (tostring: a bare var.vm_proof here makes
       # checkov's evaluator lose this map, and with it block-project-ssh-keys: CKV_GCP_32)
       zen-vm-proof = tostring(var.vm_proof)
+      # the locations of the job image repositories, a JSON list (startup.sh sets docker's credentials
+      # for <location>-docker.pkg.dev): a regional repository is reached only through its region's host,
+      # from VMs of any region (jsonencode: checkov's evaluator loses this map with a join or a for)
+      zen-image-locations = jsonencode(distinct(var.agent_image_repositories[*].location))
     },
     local.zen_config_shipped ? { zen-config = file(var.zen_config_file) } : {},
   )

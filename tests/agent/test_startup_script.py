@@ -98,3 +98,24 @@ def test_a_reboot_leaves_the_running_agent_alone_unless_what_it_runs_changed(met
     del metadata.values["instance/attributes/zen-config"]  # the unit changes (no ZEN_CONFIG)
     assert last_command() == "would run: systemctl restart zen-agent.service"
     assert last_command() == "would run: systemctl start zen-agent.service"
+
+
+def test_docker_gets_credentials_for_the_image_repositories_regions_too(metadata, tmp_path):
+    """A regional Artifact Registry repository is reached only through its region's host: docker had
+    credentials for the VM's own region and the multi-regions only, so a VM in us-east4 could not pull
+    from a repository in us-central1 that terraform let it read (zen-image-locations, from
+    agent_image_repositories)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gcloud").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "gcloud").chmod(0o755)
+    metadata.values["instance/zone"] = "projects/123/zones/us-east4-b"
+    metadata.values["instance/attributes/zen-image-locations"] = '["us-central1","europe"]'
+    env = {**os.environ, "GCE_METADATA_HOST": metadata.host, "ZEN_STARTUP_ROOT": str(tmp_path / "root"),
+           "ZEN_STARTUP_DRY_RUN": "1", "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    result = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
+
+    assert result.returncode == 0, result.stderr
+    [configure] = [line for line in result.stdout.splitlines() if "configure-docker" in line]
+    hosts = configure.split()[-1].replace("\\", "").split(",")  # printf %q escapes the commas
+    assert hosts[0] == "us-east4-docker.pkg.dev" and "us-central1-docker.pkg.dev" in hosts

@@ -14,6 +14,8 @@
 #     zen-tags, zen-max-jobs-per-day, zen-max-gpu-hours-per-day
 #                        its execution groups and pull limits (read by the agent itself; see
 #                        zen.agent.identity and zen.agent.limits)
+#     zen-image-locations  optional: a JSON list of Artifact Registry locations; docker gets credentials
+#                        for their hosts, besides the VM's region's and the multi-regions
 #     zen-agent-package  what to install: a pip requirement (zen==0.1.0, a wheel URL) or a gs:// URL of
 #                        a wheel, copied with `gcloud storage cp`
 #     zen-config         optional: the YAML configuration (topic and subscription names, clusters);
@@ -175,8 +177,10 @@ if [[ "$(cat "$PREFIX/installed" 2>/dev/null || true)" != "$PACKAGE" ]]; then
   PYTHON="$(python_bin || true)"
   if [[ -z "$PYTHON" ]]; then
     log "no python >= 3.11; installing python3.11 with apt-get"
-    run apt-get update -q
-    run apt-get install -y -q python3.11 python3.11-venv
+    # Retried, and waiting for a dpkg lock another boot-time job holds: one failure here left a VM
+    # without its agent, billed until Zen deleted it as never booted.
+    retry "$INSTALL_TRIES" run apt-get -o DPkg::Lock::Timeout=120 update -q
+    retry "$INSTALL_TRIES" run apt-get -o DPkg::Lock::Timeout=120 install -y -q python3.11 python3.11-venv
     PYTHON=python3.11
   fi
   SPEC="$PACKAGE"
@@ -200,7 +204,16 @@ if command -v gcloud >/dev/null 2>&1; then
   fi
   REGION="${ZONE##*/}"; REGION="${REGION%-*}"
   if [[ -n "$REGION" ]]; then
-    run gcloud auth configure-docker --quiet "$REGION-docker.pkg.dev,us-docker.pkg.dev,europe-docker.pkg.dev,asia-docker.pkg.dev"
+    HOSTS="$REGION-docker.pkg.dev,us-docker.pkg.dev,europe-docker.pkg.dev,asia-docker.pkg.dev"
+    # And the hosts of the repositories jobs may pull from (terraform's agent_image_repositories, their
+    # locations as a JSON list of names): a regional repository is reached only through its own
+    # region's host, from VMs of any region.
+    if attribute zen-image-locations unreadable-ok; then
+      for location in $(tr -d '[]" ' <<< "$VALUE" | tr ',' ' '); do
+        if [[ "$location" =~ ^[a-z0-9-]+$ ]]; then HOSTS="$HOSTS,$location-docker.pkg.dev"; fi
+      done
+    fi
+    run gcloud auth configure-docker --quiet "$HOSTS"
   fi
 fi
 
