@@ -4,6 +4,10 @@
 Filters: the conjunctions Zen writes (``field="value" AND ... AND jsonPayload.seq>N AND
 timestamp>="..."``), where a field is ``logName``, ``labels.K`` or ``jsonPayload.K``; anything else
 is answered 400, as a typo would be by the real service. ``orderBy`` ``timestamp asc`` (the default) or ``timestamp desc``.
+
+Read quota (``LoggingStandIn(list_quota=(N, WINDOW_S))``): an ``entries:list`` request after N answered
+ones within the last WINDOW_S seconds is answered 429 RESOURCE_EXHAUSTED, as the real service does
+past the project's read quota (``throttled`` counts them).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -47,9 +52,13 @@ def _time(text: str) -> datetime:
 
 
 class LoggingStandIn:
-    def __init__(self):
+    def __init__(self, list_quota: tuple[int, float] | None = None):
         self.entries: list[dict] = []
         self.writes = 0
+        self.lists = 0  # entries:list requests answered
+        self.throttled = 0  # entries:list requests refused (429)
+        self._quota = list_quota
+        self._listed_at: list[float] = []
         self._lock = threading.Lock()
         standin = self
 
@@ -64,6 +73,9 @@ class LoggingStandIn:
                     if path == "/v2/entries:write":
                         answer = standin.write(body)
                     elif path == "/v2/entries:list":
+                        if not standin.take_list_quota():
+                            return self._send(429, {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED",
+                                                              "message": "Quota exceeded for read requests"}})
                         answer = standin.list(body)
                     else:
                         return self._send(404, {"error": {"code": 404, "message": self.path}})
@@ -96,6 +108,19 @@ class LoggingStandIn:
                 entry["labels"] = {**(body.get("labels") or {}), **(entry.get("labels") or {})}
                 self.entries.append(entry)
         return {}
+
+    def take_list_quota(self) -> bool:
+        with self._lock:
+            if self._quota is not None:
+                most, window = self._quota
+                now = time.monotonic()
+                self._listed_at = [t for t in self._listed_at if now - t < window]
+                if len(self._listed_at) >= most:
+                    self.throttled += 1
+                    return False
+                self._listed_at.append(now)
+            self.lists += 1
+            return True
 
     def list(self, body: dict) -> dict:
         query = body.get("filter", "")

@@ -21,8 +21,11 @@ the refusal of the message it published (``message_id``) ends it: one of an earl
 same id (refused, then fixed and sent again) does not.
 
 It reads every ``POLL_S`` from the local stack, every ``CLOUD_POLL_S`` from Cloud Logging (whose read
-quota is about one request a second per project); a read that fails (throttled, the database away)
-is tried again until reads have failed for ``PATIENCE_S``: one failure must not look like the job's.
+quota is about one request a second per project): there, page by page, each printed as it is read,
+the reader's requests at least ``joblogs_cloud.REQUEST_INTERVAL_S`` apart and a throttled one (429)
+made again after a backoff; an attempt whose final entry was printed is not read again. A read that
+fails (throttled, the database away) is tried again until reads have failed for ``PATIENCE_S``: one
+failure must not look like the job's.
 It never starts a database (``zen.clikit.database``).
 """
 
@@ -32,7 +35,7 @@ import json
 import os
 import sys
 import time
-from typing import Callable, TextIO
+from typing import Callable, Iterator, TextIO
 
 from zen.clikit import CliError
 from zen.errors import TransientError, ZenError
@@ -128,11 +131,15 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
             attempts = [attempt] if attempt is not None else list(range(1, (job.attempt if job else 0) + 1))
             got = False
             for number in attempts:  # each attempt's lines printed as read: a later read may fail
-                for entry in reader.new_entries(job_id, number):
-                    got = True
-                    print(format_entry(entry, style), file=out, flush=True)
-                    if entry.final:
-                        finals.add(entry.attempt)
+                if number in finals:  # read to its final entry: nothing more (a read spends quota)
+                    continue
+                for batch in _batches(reader, job_id, number, to_the_end=False):
+                    for entry in batch:
+                        got = True
+                        print(format_entry(entry, style), file=out)
+                        if entry.final:
+                            finals.add(entry.attempt)
+                    out.flush()
         except (SinkError, TransientError) as exc:  # a throttled or failed read: the job may be fine
             failing_since = failing_since if failing_since is not None else clock()
             if clock() - failing_since >= PATIENCE_S:
@@ -158,14 +165,28 @@ def late_note(job_id: str, message_id: str, waited_s: float) -> str:
             f"`zen jobs get {job_id}` (submitting it again could make a second job)")
 
 
+def _batches(reader: Reader, job_id: str, attempt: int | None, to_the_end: bool) -> Iterator[list[OutputEntry]]:
+    """The reader's new entries, a batch at a time: from Cloud Logging one page per batch, paced and
+    retried when throttled (``CloudReader.read``); ``to_the_end``: all there is now (one attempt is
+    otherwise read ``joblogs_cloud.READ_PAGES`` pages a call)."""
+    read = getattr(reader, "read", None)
+    if read is not None:
+        yield from (read(job_id, attempt, most=None, flush=True) if to_the_end else read(job_id, attempt))
+        return
+    batch = reader.new_entries(job_id, attempt)
+    while batch:
+        yield batch
+        batch = reader.new_entries(job_id, attempt) if attempt is not None and to_the_end else []
+
+
 def print_once(job_id: str, reader: Reader, attempt: int | None, style: str, out: TextIO, err: TextIO) -> int:
-    entries, batch = [], reader.new_entries(job_id, attempt)
-    while batch:  # one attempt is read a few pages a call (joblogs_cloud.READ_PAGES): every call, to the end
-        entries += batch
+    printed = 0
+    for batch in _batches(reader, job_id, attempt, to_the_end=True):  # printed as read: a long output is long to read
         for entry in batch:
             print(format_entry(entry, style), file=out)
-        batch = reader.new_entries(job_id, attempt) if attempt is not None else []
-    if not entries:
+        printed += len(batch)
+        out.flush()
+    if not printed:
         which = f" attempt {attempt}" if attempt is not None else ""
         print(f"zen logs: no output for job {job_id}{which} (not started yet? see `zen jobs get {job_id}`)", file=err)
         return 1

@@ -14,6 +14,17 @@ The agent writes in batches (one ``entries:write`` per batch, at most ``MAX_BATC
 ``zen logs`` reads with ``entries:list`` filtered on the labels and ``jsonPayload.seq`` above what it
 has seen, oldest first, over the last 31 days (the client alone would look back one day only). The HTTP/JSON transport is used (not gRPC): ``ZEN_LOGGING_ENDPOINT``
 (``HOST:PORT``) then points it at a stand-in with anonymous credentials, as the tests do.
+
+Pacing (the project's read quota is about 60 ``entries:list`` requests a minute, shared by everyone
+reading): ``CloudReader.read`` reads one page (``page_size`` entries, one request) at a time and
+hands each page's entries over as soon as they can be printed, so a long output (an attempt may hold
+~300k lines) prints as it is read; a request starts at least ``REQUEST_INTERVAL_S`` after the
+reader's previous one (at most 50 a minute). A request answered 429 (``TooManyRequests`` /
+``ResourceExhausted``) is made again after a backoff (``RETRY_FIRST_S``, doubling up to
+``RETRY_MAX_S``) until requests have been refused for ``RETRY_FOR_S``; the listing goes on from
+where it stopped (after the last ``seq`` printed for one attempt; from the last entry's timestamp for
+a whole job), and entries read twice are taken once. An attempt whose final entry was read is not
+read again.
 """
 
 from __future__ import annotations
@@ -21,12 +32,16 @@ from __future__ import annotations
 import itertools
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from zen.joblogs import LOG_NAME, OutputEntry, SinkError, SinkRefused
 
 MAX_BATCH_ENTRIES = 1000
-READ_PAGES = 5  # pages (of page_size entries) one read takes at most: each is a request of the read quota
+READ_PAGES = 5  # pages (of page_size entries) one read of a followed attempt takes at most (then the next attempt)
+REQUEST_INTERVAL_S = 1.2  # between two entries:list requests of a reader: 50 a minute, under the ~60 of the quota
+RETRY_FIRST_S = 2.0  # a request answered 429 is made again after this, doubling ...
+RETRY_MAX_S = 32.0  # ... up to this
+RETRY_FOR_S = 180.0  # requests refused (429) this long make the read fail (SinkError)
 # An entry past a missing seq waits this long for it (Cloud Logging may show a later entry first);
 # after that the missing one is taken as lost and the rest is printed.
 SETTLE_S = 10.0
@@ -96,33 +111,77 @@ class CloudSink:
 
 
 class CloudReader:
-    """``entries:list`` for one job; remembers the last ``seq`` seen per attempt."""
+    """``entries:list`` for one job, page by page and paced (see the module docstring); remembers the
+    last ``seq`` printed per attempt, and holds entries past a gap across pages and calls."""
 
     def __init__(self, client, project: str, page_size: int = 1000):
         self._client = client
         self._project = project
         self._page_size = page_size
+        self._last_request: float | None = None
         self._seen: dict[int, int] = {}
+        self._done: set[int] = set()  # attempts whose final entry was returned: nothing more to read
+        self._pending: dict[tuple[int, int], OutputEntry] = {}  # read, not returned yet (past a gap)
         self._gaps: dict[tuple[int, int], float] = {}  # (attempt, missing seq) -> when first seen missing
 
     def new_entries(self, job_id: str, attempt: int | None = None) -> list[OutputEntry]:
+        """What ``read`` gives, at once: one attempt at most ``READ_PAGES`` pages (the next call goes
+        on), a whole job (no attempt) to its end."""
+        most = READ_PAGES if attempt is not None else None
+        return [entry for page in self.read(job_id, attempt, most=most) for entry in page]
+
+    def read(self, job_id: str, attempt: int | None = None, *, most: int | None = READ_PAGES,
+             flush: bool = False) -> Iterator[list[OutputEntry]]:
+        """The new entries of the job (of one attempt), one list per page read, in order (by attempt,
+        then seq). ``most``: pages to read at most (None: to the end of the listing). ``flush``: at the end of the listing, entries past a gap are given too
+        (``zen logs`` without ``-f``: what is there now) instead of waiting ``SETTLE_S`` for it."""
         from google.api_core import exceptions as gexc
         from google.cloud.logging import ASCENDING
 
-        after = self._seen.get(attempt, 0) if attempt is not None else None
+        if attempt is not None and attempt in self._done:
+            return
         since = (datetime.now(timezone.utc) - READ_BACK).strftime("%Y-%m-%dT%H:%M:%SZ")
-        query = f'{job_filter(self._project, job_id, attempt, after)} AND timestamp>="{since}"'
-        # Following one attempt, a call takes at most READ_PAGES requests (the next call goes on from
-        # the last seq): each is one of the project's ~1 read a second. A whole job (no attempt) is read at once.
-        most = self._page_size * READ_PAGES if attempt is not None else None
-        try:
-            listed = list(itertools.islice(self._client.list_entries(
+        pages, refused_since, backoff, ended = 0, None, RETRY_FIRST_S, False
+        while not ended and (most is None or pages < most):
+            # (Again after a 429: after the last seq returned, or from the last entry listed.)
+            after = self._seen.get(attempt, 0) if attempt is not None else None
+            query = f'{job_filter(self._project, job_id, attempt, after)} AND timestamp>="{since}"'
+            listing = iter(self._client.list_entries(
                 resource_names=[f"projects/{self._project}"], filter_=query, order_by=ASCENDING,
-                page_size=self._page_size), most))
-        except (gexc.GoogleAPIError, OSError) as exc:
-            raise SinkError(f"cannot read Cloud Logging: {exc}") from None
-        cut = most is not None and len(listed) >= most  # more to read: a gap may be filled by the rest
-        entries = []
+                page_size=self._page_size))
+            try:
+                while most is None or pages < most:
+                    self._pace()
+                    page = list(itertools.islice(listing, self._page_size))
+                    refused_since, backoff = None, RETRY_FIRST_S
+                    pages += 1
+                    if attempt is None and page and page[-1].timestamp:
+                        since = page[-1].timestamp.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                    self._take(page, job_id)
+                    if len(page) < self._page_size:  # the listing's end (no request to learn it)
+                        ended = True
+                        break
+                    yield self._release(cut=True)
+            except gexc.TooManyRequests as exc:  # 429 (ResourceExhausted too): the read quota
+                now = time.monotonic()
+                refused_since = now if refused_since is None else refused_since
+                if now - refused_since >= RETRY_FOR_S:
+                    raise SinkError(f"cannot read Cloud Logging (throttled for {RETRY_FOR_S:g} s): {exc}") from None
+                time.sleep(backoff)
+                backoff = min(backoff * 2, RETRY_MAX_S)
+            except (gexc.GoogleAPIError, OSError) as exc:
+                raise SinkError(f"cannot read Cloud Logging: {exc}") from None
+        # A listing cut short (most pages read): a gap may be filled by the rest.
+        yield self._release(cut=not ended, flush=flush)
+
+    def _pace(self) -> None:
+        if self._last_request is not None:
+            wait = self._last_request + REQUEST_INTERVAL_S - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+        self._last_request = time.monotonic()
+
+    def _take(self, listed, job_id: str) -> None:
         for item in listed:
             labels = item.labels or {}
             payload = item.payload if isinstance(item.payload, dict) else {"message": str(item.payload)}
@@ -131,25 +190,33 @@ class CloudReader:
                                 seq=int(payload.get("seq", 0)),
                                 time=item.timestamp.isoformat() if item.timestamp else "",
                                 text=str(payload.get("message", "")), final=bool(payload.get("final", False)))
-            if entry.seq > self._seen.get(entry.attempt, 0):
-                entries.append(entry)
-        return self._in_order(sorted(entries, key=lambda e: (e.attempt, e.seq)), cut)
+            if entry.seq > self._seen.get(entry.attempt, 0):  # read twice (a listing again): taken once
+                self._pending[(entry.attempt, entry.seq)] = entry
 
-    def _in_order(self, entries: list[OutputEntry], cut: bool) -> list[OutputEntry]:
+    def _release(self, cut: bool, flush: bool = False) -> list[OutputEntry]:
+        out = self._in_order(sorted(self._pending.values(), key=lambda e: (e.attempt, e.seq)), cut, flush)
+        self._pending = {key: entry for key, entry in self._pending.items()
+                         if entry.seq > self._seen.get(entry.attempt, 0)}
+        return out
+
+    def _in_order(self, entries: list[OutputEntry], cut: bool, flush: bool = False) -> list[OutputEntry]:
         """The entries that follow what was read without a gap, and those past a gap this reader has
         seen for ``SETTLE_S`` (its own clock: the VM's may differ) in a listing that was not cut short
-        (the missing one is lost); the rest waits for the next read. ``_seen`` moves only over what is
-        returned, so a line that shows up late is not skipped for good."""
+        (the missing one is lost), or at once with ``flush``; the rest waits (in ``_pending``) for the
+        next page or read. ``_seen`` moves only over what is returned, so a line that shows up late is
+        not skipped for good."""
         out, held, now = [], set(), time.monotonic()
         for entry in entries:
             last = self._seen.get(entry.attempt, 0)
             if entry.attempt in held or entry.seq <= last:
                 continue
-            if entry.seq != last + 1:
+            if entry.seq != last + 1 and not flush:
                 since = self._gaps.setdefault((entry.attempt, last + 1), now)
                 if cut or now - since < SETTLE_S:
                     held.add(entry.attempt)
                     continue
             out.append(entry)
             self._seen[entry.attempt] = entry.seq
+            if entry.final:
+                self._done.add(entry.attempt)
         return out

@@ -14,6 +14,7 @@ from tests.agent.helpers import job_command
 from tests.logging_standin import LoggingStandIn
 from zen.agent.output import AttemptOutput, OutputLimits
 from zen.agent.runner import JobSpec, RunningJob
+from zen import joblogs_cloud
 from zen.joblogs import ENDPOINT_ENV, sink_from_env
 from zen.joblogs_cloud import CloudReader, job_filter, logging_client
 
@@ -49,7 +50,8 @@ def test_the_agent_writes_labelled_structured_entries_the_console_query_finds(cl
     assert cloud.writes < len(stored)  # batched
 
 
-def test_the_reader_returns_each_entry_once_in_order(cloud):
+def test_the_reader_returns_each_entry_once_in_order(cloud, monkeypatch):
+    monkeypatch.setattr(joblogs_cloud, "REQUEST_INTERVAL_S", 0)  # pages of 2: unpaced, or seconds
     run_job(cloud, "c-2", 1, "--print", "first run")
     run_job(cloud, "c-2", 2, "--print", "second run")
     reader = CloudReader(logging_client(PROJECT, cloud.endpoint), PROJECT, page_size=2)
