@@ -140,7 +140,7 @@ resource "google_project_iam_member" "sql" {
 
 # -- functions: Compute (the scheduler) ----------------------------------------------------------
 # zen.scaling.mig calls instanceGroupManagers get, resize, listManagedInstances, listErrors and
-# deleteInstances (and list: see compute_reader below) (get -> compute.instanceGroupManagers.get, the rest ->
+# deleteInstances (and list: see compute_lister below) (get -> compute.instanceGroupManagers.get, the rest ->
 # compute.instanceGroupManagers.update) and regionOperations.get (compute.regionOperations.get).
 # roles/compute.instanceAdmin.v1 would also let it create VMs, templates and disks anywhere.
 # Compute has no IAM policy on MIGs, so the custom role is bound on the project with a condition
@@ -155,14 +155,22 @@ resource "google_project_iam_custom_role" "mig_scaler" {
 
 # Two reads that no condition on a MIG's name can cover, granted on the project: operations have
 # generated names and no IAM of their own (reading their status reveals only the progress of
-# operations), and the tick lists each region's MIGs once (instanceGroupManagers.list: every MIG's
-# target size and stability in one call; a call on the region, not on one MIG). Both read metadata
-# and change nothing. Without the list permission the scheduler falls back to one get per MIG.
+# operations: every scaling function, whose writes look at their operation once), and the tick lists
+# each region's MIGs once (instanceGroupManagers.list: every MIG's target size and stability in one
+# call; a call on the region, not on one MIG: the tick's alone, as no other function lists). Both read
+# metadata and change nothing. Without the list permission the scheduler falls back to one get per MIG.
 resource "google_project_iam_custom_role" "compute_reader" {
   role_id     = "${replace(var.name_prefix, "-", "_")}ComputeReader"
   title       = "Zen Compute reader"
-  description = "Read regional Compute operations and list the regional MIGs."
-  permissions = ["compute.regionOperations.get", "compute.instanceGroupManagers.list"]
+  description = "Read regional Compute operations."
+  permissions = ["compute.regionOperations.get"]
+}
+
+resource "google_project_iam_custom_role" "compute_lister" {
+  role_id     = "${replace(var.name_prefix, "-", "_")}ComputeLister"
+  title       = "Zen Compute lister"
+  description = "List the regional MIGs (the scale tick's one read per region)."
+  permissions = ["compute.instanceGroupManagers.list"]
 }
 
 resource "google_project_iam_member" "mig_scaler" {
@@ -186,6 +194,12 @@ resource "google_project_iam_member" "compute_reader" {
   project  = var.project_id
   role     = google_project_iam_custom_role.compute_reader.id
   member   = "serviceAccount:${google_service_account.function[each.key].email}"
+}
+
+resource "google_project_iam_member" "compute_lister" {
+  project = var.project_id
+  role    = google_project_iam_custom_role.compute_lister.id
+  member  = "serviceAccount:${google_service_account.function["on_scale_tick"].email}"
 }
 
 # -- functions: Cloud Storage (data locality) ----------------------------------------------------

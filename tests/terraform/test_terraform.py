@@ -365,8 +365,14 @@ def test_compute_custom_roles_hold_exactly_what_the_scheduler_calls(module):
     assert calls <= known, f"unmapped Compute calls: {calls - known}"
     needed = {(COMPUTE_PERMISSIONS if client == "migs" else OPERATION_PERMISSIONS)[c] for client, c in calls}
     roles = module.resources_of("google_project_iam_custom_role")
-    granted = set(roles["mig_scaler"]["permissions"]) | set(roles["compute_reader"]["permissions"])
-    assert granted == needed
+    granted = {name: set(roles[name]["permissions"]) for name in ("mig_scaler", "compute_reader", "compute_lister")}
+    assert set().union(*granted.values()) == needed
+    # Listing every MIG of a region (no name condition can limit it) is the tick's alone: a submission's
+    # pass reads each MIG by name (get, under mig_scaler's zen-* condition).
+    assert granted["compute_lister"] == {"compute.instanceGroupManagers.list"}
+    assert "compute.instanceGroupManagers.list" not in granted["compute_reader"] | granted["mig_scaler"]
+    lister = module.resources_of("google_project_iam_member")["compute_lister"]
+    assert "for_each" not in lister and 'function["on_scale_tick"]' in lister["member"]
     binding = module.resources_of("google_project_iam_member")["mig_scaler"]
     # By name, not by resource.type (test_terraform_access: a regional MIG's type is not certain).
     assert "resource.type" not in block(binding["condition"])["expression"]
@@ -396,7 +402,7 @@ def test_no_broad_roles_and_project_bindings_are_the_justified_few(module):
     assert not [t for (t, _) in module.resources if t.endswith(("_iam_policy", "_iam_binding"))], \
         "authoritative IAM resources would remove other bindings"
     project_bindings = set(module.resources_of("google_project_iam_member"))
-    assert project_bindings == {"sql", "mig_scaler", "compute_reader", "agent_subscriptions",
+    assert project_bindings == {"sql", "mig_scaler", "compute_reader", "compute_lister", "agent_subscriptions",
                                 "agent_logs", "build_logs", "build_reads_gcf_sources"}
     for name in ("sql", "mig_scaler", "build_reads_gcf_sources"):
         assert "condition" in module.resources_of("google_project_iam_member")[name], f"{name} is unconditioned"
