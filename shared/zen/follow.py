@@ -37,7 +37,7 @@ import sys
 import time
 from typing import Callable, Iterator, TextIO
 
-from zen.clikit import CliError
+from zen.clikit import CliError, _is_credentials_error
 from zen.errors import TransientError, ZenError
 from zen.joblogs import OutputEntry, Reader, SinkError, reader_from_env
 from zen.models import Job, JobStatus
@@ -225,11 +225,8 @@ def _run(action: Callable[[], int], what: str) -> int:
         print(f"{what}: {exc}", file=sys.stderr)
         return exc.code
     except Exception as exc:  # noqa: BLE001 - e.g. no Google credentials for Cloud Logging
-        from google.auth.exceptions import DefaultCredentialsError
-
-        if isinstance(exc, DefaultCredentialsError):
-            print(f"{what}: no Google credentials to read Cloud Logging: run `gcloud auth application-default "
-                  "login`, or run zen in the directory of a local stack (`zen local up`)", file=sys.stderr)
+        if _is_credentials_error(exc):
+            print(f"{what}: {NO_CREDENTIALS}", file=sys.stderr)
             return 1
         raise
 
@@ -268,12 +265,13 @@ class Following:
                     "zen submit --wait")
 
 
-def _why(exc: Exception) -> str:
-    from google.auth.exceptions import DefaultCredentialsError
+NO_CREDENTIALS = ("no Google credentials to read Cloud Logging: run `gcloud auth application-default login`, "
+                  "or run zen in the directory of a local stack (`zen local up`)")
 
-    if isinstance(exc, DefaultCredentialsError):
-        return ("no Google credentials to read Cloud Logging: run `gcloud auth application-default login`, "
-                "or run zen in the directory of a local stack (`zen local up`)")
+
+def _why(exc: Exception) -> str:
+    if _is_credentials_error(exc):
+        return NO_CREDENTIALS
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, TransientError):
         return f"cannot reach the database: {text}"

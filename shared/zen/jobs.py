@@ -147,9 +147,8 @@ class JobService(TickSweeps, VmBeats):
         return self._created(pending, ids, admitted=not waiting)
 
     def _submit_queued(self, pending: Job, actor: str, now) -> list[Enqueued]:
-        """The common submission in one statement, one round trip and one commit: the job admitted
-        (QUEUED), its two history rows and its three messages. Nothing is written (and [] returned)
-        when the job_id exists or a stop for it came first; the general path then decides."""
+        """The common submission in one statement and one commit: the job QUEUED, its two history rows,
+        its three messages; nothing (and []) when its job_id exists or a stop came first (the general path)."""
         with self._db.session() as session:
             route = self._route(session, pending, now)
             queued = pending.model_copy(update={"status": JobStatus.QUEUED, "queued_at": now,
@@ -306,16 +305,17 @@ class JobService(TickSweeps, VmBeats):
             messages += self._announce.start(after)
         ids = enqueue(session, messages, now)
         frees = job.status in _HOLDS_QUOTA and after.status not in _HOLDS_QUOTA
-        if admit and self._queues and job.queue and (frees or job.status is JobStatus.PENDING and after.status.terminal):
-            # Who is next: into the quota freed, or past a waiting head that left (it held back those behind)
+        left = job.status is JobStatus.PENDING and after.status.terminal  # a waiting job left the line
+        if admit and self._queues and job.queue and (frees or left):  # who is next (into the quota, or past it)
             ids += self._admit(session, job.queue, job.cluster, now, released=job.gpus if frees else 0)
         return ids
 
     def _record_usage(self, session: Session, job: Job, after: Job, decision: Decision, now) -> None:
-        """The attempt's usage when this change ends a VM-held attempt (after its history rows, which
-        hold the claim's time), in the same transaction: one INSERT, only when an attempt ends."""
+        """The usage of the attempt this change ends, in its transaction (after its history rows: the claim)."""
         outcome = lifecycle.attempt_outcome(job, after, decision.changes)
         if outcome is None:
+            if after.attempt < job.attempt and after.status.terminal:  # a lost attempt's late end (zen.late_final)
+                usage_rows.record_late_outcome(session, job.job_id, after.attempt, after.status.value)
             return
         cluster = self._config.cluster(job.cluster)  # the VM's shape; the attempt held job.gpus of its GPUs
         vm_gpus = cluster.gpu_count if cluster else job.gpus

@@ -66,9 +66,7 @@ def late_final(session: Session, job: Job, hb: Heartbeat, now: datetime) -> Deci
         return Decision(ignored=f"attempt {hb.attempt}'s final report ({_outcome(hb)}) arrived after it was "
                                 f"taken for lost, which spent the attempt budget: the job stays FAILED "
                                 f"(a job that is over is not changed; submit it again to run it)")
-    decision = decide_late_final(job, hb, lost["started_at"], now)
-    usage.record_late_outcome(session, job.job_id, hb.attempt, decision.changes[-1].to.value)
-    return decision
+    return decide_late_final(job, hb, lost["started_at"], now)  # its usage row: JobService._record_usage
 
 
 def decide_late_final(job: Job, hb: Heartbeat, started_at: datetime | None, now: datetime) -> Decision:

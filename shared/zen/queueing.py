@@ -182,9 +182,9 @@ class Queueing:
         # Each member queue's lock, in name order (no deadlock), not the cohort's: while a deploy moves a
         # queue to another cohort, old and new instances' passes over the same queues took different
         # cohort locks and both admitted into the same free quota.
-        for name in sorted(q.name for q in members):
-            rows.lock(session, f"queue:{name}")
         names = [q.name for q in members]
+        for name in sorted(names):
+            rows.lock(session, f"queue:{name}")
         held = rows.admitted(session, names, cluster)
         used = {r["queue"]: r["gpus"] for r in held}
         freeing = sum(r["freeing"] for r in held)  # jobs stopping (a preemption or a user's stop): wait for them

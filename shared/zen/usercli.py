@@ -175,20 +175,26 @@ def cmd_submit(args) -> int:
     return 0
 
 
+def _read_job(job_id: str):
+    """The job of that id from the configured database (None: it has none); raises when it cannot be
+    read (unreachable, no ZEN_DB_USER, no read grant, no credentials)."""
+    from zen.store import repository
+
+    db = database()
+    try:
+        with db.transaction() as session:
+            return repository.get_job(session, job_id)
+    finally:
+        db.close()
+
+
 def _known_job(job_id: str):
     """The job of that id when the database can be read and has it; else ``None`` (no database, or it
     cannot be read: the submission is published as before, and the function decides)."""
     if not database_configured():
         return None
-    from zen.store import repository
-
     try:
-        db = database()
-        try:
-            with db.transaction() as session:
-                return repository.get_job(session, job_id)
-        finally:
-            db.close()
+        return _read_job(job_id)
     except KeyboardInterrupt:
         raise
     except Exception:  # noqa: BLE001 - a check only
@@ -201,20 +207,14 @@ def _stop_outlook(job_id: str) -> str:
             "cancelled when it arrives")
     if not database_configured():
         return f"could not check whether job {job_id} exists (no database configured); if it does not, {kept}"
-    from zen.store import repository
-
     try:  # a stop must go out even when the check cannot be made (a runaway job on a GPU VM)
-        db = database()
-        try:
-            with db.transaction() as session:
-                job = repository.get_job(session, job_id)
-        finally:
-            db.close()
+        job = _read_job(job_id)
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # noqa: BLE001 - unreachable, no ZEN_DB_USER, no read grant, no credentials
         why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return f"could not check whether job {job_id} exists (the database could not be read: {why}); if it does not, {kept}"
+        return (f"could not check whether job {job_id} exists (the database could not be read: {why}); "
+                f"if it does not, {kept}")
     if job is None:
         return f"no job {job_id} is known (yet): {kept}. Check the id with `zen jobs list`"
     if job.status.value in ("SUCCEEDED", "FAILED", "CANCELLED"):

@@ -25,7 +25,7 @@ import threading
 from dataclasses import asdict, replace
 from typing import Sequence
 
-from zen.agent.fence import fence_s
+from zen.agent.fence import fence_s, too_tight
 from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_preemption
 from zen.agent.limits import DailyPulls, resolve_pull_limits
 from zen.agent.runner import ContainersLeft, remove_leftover_containers
@@ -138,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pulls.retire(left)
     log.info("pull limits", extra={"limits": limits.describe(), "gpus": capacity.gpus,
                                    "max_jobs_per_vm": capacity.max_jobs, "fence_s": fence_s(settings)})
-    if fence_s(settings) + settings.stop_grace_s >= settings.heartbeat_timeout_s:  # the floor of zen.agent.fence
+    if too_tight(settings):
         log.warning("heartbeats too far apart for Zen's heartbeat_timeout_s: a job cut off from Zen may still run "
                     "when Zen runs it elsewhere", extra={"heartbeat_s": settings.heartbeat_s,
                                                          "heartbeat_timeout_s": settings.heartbeat_timeout_s})

@@ -300,13 +300,13 @@ class Agent(RunsAttempts, Claims):
         (not if its container could not be removed)."""
         key = (start.job_id, start.attempt)
         attempt = AttemptReport(start.job_id, start.attempt)
-        settled, answer = False, None
+        settled, answer, gone = False, None, None
         self.controls.open(key)
         try:
             answer = self._claim(delivery, attempt)
             settled = True  # _claim acks or nacks in every case
             if answer == "confirm":
-                self._run(start, attempt, gpu_ids)
+                gone = self._run(start, attempt, gpu_ids)
             elif answer == "timeout":  # our claim may have won: VM heartbeats name it until claimed again
                 self.slots.unanswered(key)
         except ValidationError as exc:
@@ -324,8 +324,9 @@ class Agent(RunsAttempts, Claims):
             self.controls.close(key)
             self.pulls.ended(key)  # drops its claim; counts it only if it began and _run did not count its end
             ran = answer == "confirm" and start.image and not self.local  # in a container: it must be gone
-            # Shutting down: the VM is going (or the next agent removes what is left): no time for it.
-            if not ran or self.stopping or remove_container(container_name(*key), self.settings.docker):
+            # Removed already (RunningJob), or shutting down (the VM is going, or the next agent removes
+            # what is left): not again.
+            if not ran or gone or self.stopping or remove_container(container_name(*key), self.settings.docker):
                 self.slots.give_back(key)
             else:  # it may run on (logged): its GPUs are never another job's, and the VM retires
                 self.pulls.retire(f"the container of {key[0]} attempt {key[1]} could not be removed")

@@ -56,7 +56,9 @@ class RunsAttempts:
     """An attempt's run, for ``Agent`` (whose identity, settings, transport, reporter, controls, cache,
     sink, clock and log it uses)."""
 
-    def _run(self, start: StartMessage, attempt: AttemptReport, gpu_ids: tuple[int, ...]) -> None:
+    def _run(self, start: StartMessage, attempt: AttemptReport, gpu_ids: tuple[int, ...]) -> bool | None:
+        """Returns whether the job's container is known gone (``RunningJob.container_gone``; None when
+        no run got that far, or removal was not tried): ``Agent._hold`` checks again only then."""
         fields = {"job_id": start.job_id, "attempt": start.attempt}
         key = (start.job_id, start.attempt)
         if attempt.accepted_at is None:  # no CLAIMED accepted, yet Zen heard one: its lease starts now
@@ -122,6 +124,7 @@ class RunsAttempts:
                                           "elapsed_s": round(job.elapsed_s(), 3), "pid": job.pid})
         self._end(attempt, output, outcome.exit_code, final, note, data=data, upload=True, tail=outcome.tail,
                   limit_s=limit)
+        return job.container_gone
 
     def _end(self, attempt: AttemptReport, output: AttemptOutput, exit_code: int | None, final: AgentStatus,
              note: str | None, *, data: AttemptData | None, upload: bool = False, tail: str = "",

@@ -48,6 +48,12 @@ def fence_s(settings: AgentSettings) -> float:
     return max(timeout - settings.stop_grace_s - min(MARGIN_S, timeout / 4), MIN_BEATS * settings.heartbeat_s)
 
 
+def too_tight(settings: AgentSettings) -> bool:
+    """Whether the floor decides (heartbeats too far apart for Zen's timeout): a job cut off from Zen
+    may then still run when Zen runs it elsewhere."""
+    return fence_s(settings) + settings.stop_grace_s >= settings.heartbeat_timeout_s
+
+
 def fence_left(attempt: AttemptReport, settings: AgentSettings, now: float) -> float:
     """Seconds until the attempt's fence falls (0 or less: fallen); infinite before any report of it was accepted."""
     if attempt.accepted_at is None:

@@ -237,7 +237,8 @@ class ProofSource:
         else:
             metadata = MetadataServer.from_env(env)
         try:
-            mode = env.get("ZEN_VM_PROOF") or template_attribute(metadata, identity, f"instance/attributes/{PROOF_MODE}")
+            mode = env.get("ZEN_VM_PROOF") or template_attribute(metadata, identity,
+                                                                 f"instance/attributes/{PROOF_MODE}")
         except IdentityError as exc:  # unreadable now: the safe mode (no heartbeat Zen would refuse)
             log.warning("Zen's vm_proof mode unknown; taking it as required", extra={"error": str(exc)[:300]})
             mode = None

@@ -5,8 +5,8 @@ and RUNNING, whether ``zen.agent.attempt`` or ``zen.agent.claim`` sends it) is w
 before it is first published, and removed once Pub/Sub accepted it, or once its budget ran out (logged
 as lost). An agent that dies meanwhile (SIGKILL, the OOM killer, a crash) leaves it there, and the
 agent systemd restarts (``Restart=on-failure``, 5 s later) publishes it again when it starts, before it
-pulls a start (``replay``), then removes it (one it cannot send is kept for the next start). Without it the new agent knew nothing of the attempt: Zen,
-hearing nothing, took it for lost after ``heartbeat_timeout_s`` (120 s) and ran the job again. An agent
+pulls a start (``replay``), then removes it (one it cannot send is kept for the next start). Without
+it the new agent knew nothing of the attempt: Zen, hearing nothing, took it for lost after ``heartbeat_timeout_s`` (120 s) and ran the job again. An agent
 that dies before the report is built (while it uploads the job's outputs) leaves none: the outputs are
 not all saved, and Zen's rerun is right, as when a shutdown cuts the upload (PREEMPTED).
 
