@@ -79,6 +79,12 @@ class Announcements:
         return outgoing(self._topics.job_events, event, {
             "type": event.type, "job_id": job.job_id, "cluster": job.cluster, "queue": job.queue or ""})
 
+    def rejection(self, event_type: str, job_id: str | None, job: Job | None, reason: str, now) -> OutgoingMessage:
+        """``job.rejected`` / ``job.message_ignored``: a message that can never succeed (``JobService.reject``)."""
+        event = JobEvent(type=event_type, job_id=job_id, attempt=job.attempt if job else None, reason=reason,
+                         at=now, cluster=job.cluster if job else None)
+        return outgoing(self._topics.job_events, event, {"type": event_type, **({"job_id": job_id} if job_id else {})})
+
     def control(self, control: ControlMessage, answering: Heartbeat | None = None,
                 stop_left_s: float | None = None) -> OutgoingMessage:
         """An order to one VM. One that answers a report of that VM about the same attempt carries the

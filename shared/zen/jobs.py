@@ -12,6 +12,7 @@ propagates so Pub/Sub redelivers.
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -24,15 +25,15 @@ from zen.errors import Rejected, TransientError
 from zen.events import PubSubEnvelope, decode_payload, job_id_hint, parse_json
 from zen.announce import Announcements, is_start
 from zen.lifecycle import Decision
-from zen.messaging import Enqueued, OutboxRelay, OutgoingMessage, enqueue, outgoing
+from zen.messaging import Enqueued, OutboxRelay, OutgoingMessage, enqueue
 from zen.models import (
-    AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobEvent, JobRequest, JobStatus, StopRequest,
+    AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobRequest, JobStatus, StopRequest,
     JOB_ID_PATTERN, illegal_step, request_fingerprint,
 )
 from zen.placement import choose, resolve_request
 from zen.queueing import Queueing
 from zen.routing import Route, first_route, warm_keys
-from zen.store import fleet, queues as queue_rows, repository, usage as usage_rows
+from zen.store import fleet, queues as queue_rows, repository, submits, usage as usage_rows
 from zen.sweeps import TickSweeps
 from zen.text import escape_unstorable
 from zen.vm_beats import VmBeats
@@ -73,6 +74,7 @@ class JobService(TickSweeps, VmBeats):
         self._queues = Queueing(config) if config.queues else None  # no queues: all admitted at once
         self._topics = config.topics
         self._announce = Announcements(config)
+        self._submits = submits.GroupCommit(db)
         self._proof = ProofChecker.from_env(config.project, clock)  # ZEN_VM_PROOF (zen.vm_proof)
 
     # -- submit --------------------------------------------------------------------------------
@@ -147,26 +149,29 @@ class JobService(TickSweeps, VmBeats):
         return self._created(pending, ids, admitted=not waiting)
 
     def _submit_queued(self, pending: Job, actor: str, now) -> list[Enqueued]:
-        """The common submission in one statement and one commit: the job QUEUED, its two history rows,
-        its three messages; nothing (and []) when its job_id exists or a stop came first (the general path)."""
-        with self._db.session() as session:
-            route = self._route(session, pending, now)
-            queued = pending.model_copy(update={"status": JobStatus.QUEUED, "queued_at": now,
-                                                "start_published_at": now, **route.fields()})
-            first, first_events = self._announce.history(pending, pending, [SUBMITTED], actor=actor, now=now,
-                                                         from_status=None)
-            admitted = lifecycle.Change(JobStatus.QUEUED, f"admitted; {route.note}") if route.note else ADMITTED
-            second, second_events = self._announce.history(pending, queued, [admitted], actor="admission", now=now,
-                                                           from_status=JobStatus.PENDING)
-            messages = first_events + second_events + self._announce.start(queued)
-            ids = repository.insert_queued_job(session, queued, first + second, messages, now)
+        """The common submission: the job QUEUED, 2 history rows, 3 messages in one statement shared with
+        concurrent ones (group commit: ``zen.store.submits``); [] if its job_id exists or a stop came first."""
+        route = self._route(pending, now)
+        queued = pending.model_copy(update={"status": JobStatus.QUEUED, "queued_at": now,
+                                            "start_published_at": now, **route.fields()})
+        first, first_events = self._announce.history(pending, pending, [SUBMITTED], actor=actor, now=now,
+                                                     from_status=None)
+        admitted = lifecycle.Change(JobStatus.QUEUED, f"admitted; {route.note}") if route.note else ADMITTED
+        second, second_events = self._announce.history(pending, queued, [admitted], actor="admission", now=now,
+                                                       from_status=JobStatus.PENDING)
+        messages = first_events + second_events + self._announce.start(queued)
+        ids = self._submits.write(queued, first + second, messages, now)
         if ids:
             telemetry.log_changes(log, pending, queued, [SUBMITTED, admitted], None)
         return ids
 
-    def _route(self, session: Session, job: Job, now) -> Route:
-        return first_route(self._config, job, now, lambda: fleet.blocked_regions(session, job.cluster, now),
-                           lambda: fleet.vms_holding(session, job.cluster, job.regions, *warm_keys(job), now))
+    def _route(self, job: Job, now, session: Session | None = None) -> Route:
+        """Where the start goes first; the fleet is read (in ``session``, else its own) only if needed."""
+        def read(query: Callable[[Session], Any]) -> Any:
+            with nullcontext(session) if session is not None else self._db.session() as own:
+                return query(own)
+        return first_route(self._config, job, now, lambda: read(lambda s: fleet.blocked_regions(s, job.cluster, now)),
+                           lambda: read(lambda s: fleet.vms_holding(s, job.cluster, job.regions, *warm_keys(job), now)))
 
     def _created(self, job: Job, ids: list[Enqueued], admitted: bool = True) -> Outcome:
         self._relay.flush_quietly(ids)
@@ -280,7 +285,7 @@ class JobService(TickSweeps, VmBeats):
         if any(c.to is JobStatus.QUEUED for c in changes):
             update["queued_at"] = now
             if decision.publish_start:  # a new attempt's start: routed afresh (zen.routing)
-                route = self._route(session, job.model_copy(update=update), now)
+                route = self._route(job.model_copy(update=update), now, session)
                 update.update(route.fields())
                 if route.note:
                     changes = changes[:-1] + [lifecycle.Change(JobStatus.QUEUED, f"{changes[-1].reason}; {route.note}")]
@@ -387,12 +392,7 @@ class JobService(TickSweeps, VmBeats):
                 payload=envelope.data, now=now,
             )
             if first_time:
-                event = JobEvent(type=event_type, job_id=job_id, attempt=job.attempt if job else None,
-                                 reason=reason, at=now, cluster=job.cluster if job else None)
-                attributes = {"type": event_type}
-                if job_id:
-                    attributes["job_id"] = job_id
-                ids = enqueue(session, [outgoing(self._topics.job_events, event, attributes)], now)
+                ids = enqueue(session, [self._announce.rejection(event_type, job_id, job, reason, now)], now)
         telemetry.emit(log, telemetry.MESSAGE_REJECTED, "message rejected", logging.WARNING, reason=reason,
                        reason_class=telemetry.reason_class(reason), source=source,
                        message_id=envelope.message_id, job_id=job_id)

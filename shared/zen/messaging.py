@@ -68,10 +68,15 @@ def outgoing(topic: str, message: Message, attributes: dict[str, str]) -> Outgoi
     return OutgoingMessage(topic, message.to_bytes(), attributes)
 
 
+def outbox_entries(messages: Sequence[OutgoingMessage]) -> list[dict]:
+    """Messages as the outbox statements read them (data in base64)."""
+    return [{"topic": m.topic, "data": base64.b64encode(m.data).decode("ascii"), "attributes": m.attributes}
+            for m in messages]
+
+
 def outbox_json(messages: Sequence[OutgoingMessage]) -> str:
-    """Messages as the JSON array the outbox statements read (one parameter, data in base64)."""
-    return json.dumps([{"topic": m.topic, "data": base64.b64encode(m.data).decode("ascii"),
-                        "attributes": m.attributes} for m in messages])
+    """Messages as the JSON array the outbox statements read (one parameter)."""
+    return json.dumps(outbox_entries(messages))
 
 
 def enqueue(session: Session, messages: Sequence[OutgoingMessage], now: datetime) -> list[Enqueued]:

@@ -47,35 +47,56 @@ FROM ROWS FROM (jsonb_to_recordset(CAST(:rows AS jsonb))
      WITH ORDINALITY AS e(job_id, at, actor, attempt, from_status, to_status, reason, n)
 ORDER BY e.n;
 
--- name: submit_job
--- A submission in one statement (one round trip, one commit): the job, already QUEUED, its history
--- and its outgoing messages (JSON arrays, inserted in their order; message data in base64). It
--- writes nothing when the job_id exists (a redelivery or a reuse) or when a stop for the job arrived
--- first: the caller then takes the general path.
-WITH job AS (
+-- name: submit_jobs
+-- Submissions in one statement and one commit (zen.store.submits: concurrent deliveries share it,
+-- a lone one is a batch of one): per job, the job already QUEUED, its history and its outgoing
+-- messages. :jobs is a JSON array, an object per submission (at: its time; its history and messages as
+-- arrays, message data in base64: zen.store.submits.submission_row). A job_id given twice is written
+-- once, by its first entry; a job whose job_id exists (a redelivery or a reuse) or for which a stop
+-- came first is not written: its caller takes the general path. Rows out: one per written job (n: its
+-- place in :jobs, from 1), then one per outbox row (id, in the written jobs' order and their messages').
+WITH input AS (
+    SELECT b.*
+    FROM ROWS FROM (jsonb_to_recordset(CAST(:jobs AS jsonb)) AS (
+             job_id text, at timestamptz, max_attempts integer, cluster text, user_id text, priority integer, regions jsonb,
+             request jsonb, request_hash text, max_runtime_s integer, gpus integer, start_regions jsonb,
+             widen_at timestamptz, start_vms jsonb, history jsonb, messages jsonb))
+         WITH ORDINALITY AS b(job_id, at, max_attempts, cluster, user_id, priority, regions, request, request_hash,
+                              max_runtime_s, gpus, start_regions, widen_at, start_vms, history, messages, n)
+), firsts AS (
+    SELECT DISTINCT ON (job_id) * FROM input ORDER BY job_id, n
+), job AS (
     INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions, request,
                       request_hash, max_runtime_s, last_seq, submitted_at, queued_at, start_published_at,
                       updated_at, gpus, start_regions, widen_at, start_vms)
-    SELECT :job_id, 'QUEUED', 1, :max_attempts, :cluster, :user_id, :priority, CAST(:regions AS jsonb),
-           CAST(:request AS jsonb), :request_hash, :max_runtime_s, 0, :now, :now, :now, :now, :gpus,
-           CAST(:start_regions AS jsonb), :widen_at, CAST(:start_vms AS jsonb)
-    WHERE NOT EXISTS (SELECT 1 FROM early_stops WHERE job_id = :job_id)
+    SELECT f.job_id, 'QUEUED', 1, f.max_attempts, f.cluster, f.user_id, f.priority, f.regions, f.request,
+           f.request_hash, f.max_runtime_s, 0, f.at, f.at, f.at, f.at, f.gpus, f.start_regions, f.widen_at,
+           f.start_vms
+    FROM firsts f
+    WHERE NOT EXISTS (SELECT 1 FROM early_stops e WHERE e.job_id = f.job_id)
+    ORDER BY f.n
     ON CONFLICT (job_id) DO NOTHING
     RETURNING job_id
+), written AS (
+    SELECT f.* FROM firsts f JOIN job USING (job_id)
 ), history AS (
     INSERT INTO job_events (job_id, at, actor, attempt, from_status, to_status, reason)
-    SELECT job.job_id, :now, h.actor, 1, h.from_status, h.to_status, h.reason
-    FROM job, ROWS FROM (jsonb_to_recordset(CAST(:history AS jsonb))
-                        AS (actor text, from_status text, to_status text, reason text))
-              WITH ORDINALITY AS h(actor, from_status, to_status, reason, n)
-    ORDER BY h.n
+    SELECT w.job_id, w.at, h.actor, 1, h.from_status, h.to_status, h.reason
+    FROM written w, ROWS FROM (jsonb_to_recordset(w.history)
+                               AS (actor text, from_status text, to_status text, reason text))
+                    WITH ORDINALITY AS h(actor, from_status, to_status, reason, k)
+    ORDER BY w.n, h.k
+), box AS (
+    INSERT INTO outbox (topic, data, attributes, created_at)
+    SELECT m.topic, decode(m.data, 'base64'), m.attributes, w.at
+    FROM written w, ROWS FROM (jsonb_to_recordset(w.messages) AS (topic text, data text, attributes jsonb))
+                    WITH ORDINALITY AS m(topic, data, attributes, k)
+    ORDER BY w.n, m.k
+    RETURNING id
 )
-INSERT INTO outbox (topic, data, attributes, created_at)
-SELECT m.topic, decode(m.data, 'base64'), m.attributes, :now
-FROM job, ROWS FROM (jsonb_to_recordset(CAST(:messages AS jsonb)) AS (topic text, data text, attributes jsonb))
-          WITH ORDINALITY AS m(topic, data, attributes, n)
-ORDER BY m.n
-RETURNING id;
+SELECT n, NULL::bigint AS id FROM written
+UNION ALL
+SELECT NULL, id FROM box;
 
 -- name: job_history
 SELECT id, at, actor, attempt, from_status, to_status, reason

@@ -10,7 +10,6 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from zen.messaging import Enqueued, OutgoingMessage, outbox_json
 from zen.models import Job, JobStatus, illegal_step
 from zen.store.encoding import to_json
 from zen.text import escape_unstorable
@@ -45,23 +44,6 @@ def insert_job(session: Session, job: Job) -> bool:
         now=job.submitted_at, queue=job.queue, gpus=job.gpus,
     )
     return row is not None
-
-
-def insert_queued_job(session: Session, job: Job, history: list[dict[str, Any]], messages: list[OutgoingMessage],
-                      now: datetime) -> list[Enqueued]:
-    """The job (already QUEUED), its history and its outbox rows in one statement (``submit_job``).
-    Returns the outbox rows, or [] when nothing was written (the job_id exists, or a stop for it came
-    first)."""
-    rows = session.run(
-        "submit_job", job_id=job.job_id, max_attempts=job.max_attempts, cluster=job.cluster,
-        user_id=job.user_id, priority=job.priority, regions=to_json(job.regions), request=to_json(job.request),
-        request_hash=job.request_hash, max_runtime_s=job.max_runtime_s, now=now, gpus=job.gpus,
-        start_regions=_json_or_null(job.start_regions), widen_at=job.widen_at, start_vms=_json_or_null(job.start_vms),
-        history=json.dumps([{key: h[key] for key in ("actor", "from_status", "to_status", "reason")} for h in history]),
-        messages=outbox_json(messages),
-    )
-    ids = sorted(r["id"] for r in rows)
-    return [Enqueued(id_, message) for id_, message in zip(ids, messages)]
 
 
 def _json_or_null(value: Any) -> str | None:

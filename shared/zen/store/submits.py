@@ -1,0 +1,121 @@
+"""Group commit of submissions: concurrent deliveries share one statement and one commit.
+
+A function instance serves several deliveries at once. Each common submission is one statement (its
+job QUEUED, its history, its outbox rows: ``submit_jobs`` in queries.sql); written one by one, most of
+the database's and the driver's work per submission is the statement's and the commit's own, not the
+rows'. ``GroupCommit.write`` queues the caller's rows; a caller that finds no write in flight leads:
+it writes what is queued (its own first, up to ``max_batch``) in one statement on one autocommit
+connection, hands every caller its result, and passes the lead to the first caller still queued. A
+caller alone waits for nothing (a batch of one); callers that arrive while a write is in flight go
+in the next one, so nothing waits on a timer and no thread works for others longer than its own batch.
+
+A failed batch of several is written again one job at a time, each by its own caller, so one job the
+database refuses (``DataRejected``) fails alone and a transient error reaches every caller as its own
+``TransientError`` (Pub/Sub redelivers). What each job gets is what the one-job statement gave it: its
+outbox rows, or [] when nothing was written (its job_id exists, a stop for it came first, or the same
+job_id came earlier in the batch): the caller then takes the general path.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from zen.messaging import Enqueued, OutgoingMessage, outbox_entries
+from zen.models import Job
+
+if TYPE_CHECKING:
+    from zen.store.db import Database, Session
+
+_HISTORY_KEYS = ("actor", "from_status", "to_status", "reason")
+
+
+class _Entry:
+    __slots__ = ("row", "messages", "done", "lead", "result", "alone")
+
+    def __init__(self, row: dict[str, Any], messages: list[OutgoingMessage]):
+        self.row, self.messages = row, messages
+        self.done = threading.Event()  # set when ``result`` is known, or the caller must lead or go alone
+        self.lead = self.alone = False
+        self.result: list[Enqueued] = []
+
+
+def submission_row(job: Job, history: list[dict[str, Any]], messages: list[OutgoingMessage],
+                   now: datetime) -> dict[str, Any]:
+    """One element of ``submit_jobs``'s ``:jobs`` array."""
+    return {"job_id": job.job_id, "at": now.isoformat(), "max_attempts": job.max_attempts, "cluster": job.cluster,
+            "user_id": job.user_id, "priority": job.priority, "regions": job.regions, "request": job.request,
+            "request_hash": job.request_hash, "max_runtime_s": job.max_runtime_s, "gpus": job.gpus,
+            "start_regions": job.start_regions, "widen_at": job.widen_at.isoformat() if job.widen_at else None,
+            "start_vms": job.start_vms, "history": [{k: h[k] for k in _HISTORY_KEYS} for h in history],
+            "messages": outbox_entries(messages)}
+
+
+def insert_queued_jobs(session: Session, batch: list[tuple[dict[str, Any], list[OutgoingMessage]]]
+                       ) -> list[list[Enqueued]]:
+    """``submit_jobs`` for ``batch`` (rows from ``submission_row`` and their messages): per entry, its
+    outbox rows in its messages' order, or [] when it was not written."""
+    rows = session.run("submit_jobs", jobs=json.dumps([row for row, _ in batch], separators=(",", ":")))
+    written = sorted(r["n"] for r in rows if r["n"] is not None)
+    ids = iter(sorted(r["id"] for r in rows if r["id"] is not None))  # in written jobs' order, then messages'
+    results: list[list[Enqueued]] = [[] for _ in batch]
+    for n in written:
+        messages = batch[n - 1][1]
+        results[n - 1] = [Enqueued(next(ids), message) for message in messages]
+    return results
+
+
+class GroupCommit:
+    max_batch = 64  # jobs in one statement: well within one request's size; more wait for the next
+
+    def __init__(self, db: Database):
+        self._db = db
+        self._lock = threading.Lock()
+        self._queue: deque[_Entry] = deque()
+        self._leading = False  # a caller is writing a batch (the lead passes to the next in the queue)
+
+    def write(self, job: Job, history: list[dict[str, Any]], messages: list[OutgoingMessage],
+              now: datetime) -> list[Enqueued]:
+        """Write one submission, in a batch with whatever else is queued; its outbox rows, or []."""
+        entry = _Entry(submission_row(job, history, messages, now), messages)
+        with self._lock:
+            self._queue.append(entry)
+            if not self._leading:
+                self._leading = entry.lead = True
+                self._queue.remove(entry)
+        if not entry.lead:
+            entry.done.wait()  # no CPU, no lock: the leader hands over a result, the lead, or "go alone"
+        if entry.lead:
+            self._lead(entry)
+        if entry.alone:
+            with self._db.session() as session:
+                return insert_queued_jobs(session, [(entry.row, entry.messages)])[0]
+        return entry.result
+
+    def _lead(self, own: _Entry) -> None:
+        with self._lock:
+            batch = [own]
+            while self._queue and len(batch) < self.max_batch:
+                batch.append(self._queue.popleft())
+        try:
+            with self._db.session() as session:
+                results = insert_queued_jobs(session, [(e.row, e.messages) for e in batch])
+            for entry, result in zip(batch, results):
+                entry.result = result
+        except BaseException:
+            if len(batch) == 1:
+                raise  # its own error, as the one-job statement raised it
+            for entry in batch:
+                entry.alone = True  # each writes its job again alone: one bad job fails only itself
+        finally:
+            with self._lock:
+                nxt = self._queue.popleft() if self._queue else None
+                self._leading = nxt is not None
+            if nxt is not None:
+                nxt.lead = True
+                nxt.done.set()
+            for entry in batch[1:]:
+                entry.done.set()

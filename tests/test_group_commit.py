@@ -1,0 +1,123 @@
+"""Group commit of submissions (``zen.store.submits``): concurrent deliveries share one statement and
+one commit, and each gets what the one-job statement gave it, against a real Postgres."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+
+import pytest
+
+from tests.messages import job_request
+from zen import eventarc
+from zen.errors import DataRejected
+from zen.events import PUBSUB_EVENT_TYPE
+from zen.messaging import OutgoingMessage
+from zen.models import Job, JobStatus
+from zen.store import repository, submits
+from zen.store.submits import GroupCommit
+
+
+def submit(zen, config, request: dict, message_id: str):
+    data = eventarc.pubsub_cloud_event(json.dumps(request).encode(), message_id=message_id,
+                                       topic=config.topics.job_submitted, project=config.project)["data"]
+    return zen.on_job_submitted(message_id, PUBSUB_EVENT_TYPE, data)
+
+
+def test_concurrent_submissions_share_statements_and_each_gets_its_own_outcome(zen, config, publisher, monkeypatch):
+    """60 distinct jobs, a job submitted twice at once (one job, one start), a job_id reused by another
+    request (rejected) and a job stopped before it arrived (cancelled), from 8 threads at once."""
+    sizes = Counter()
+    original = submits.insert_queued_jobs
+
+    def counted(session, batch):
+        sizes[len(batch)] += 1
+        time.sleep(0.005)  # a slower database: deliveries pile up behind the statement in flight
+        return original(session, batch)
+
+    monkeypatch.setattr(submits, "insert_queued_jobs", counted)
+    zen.on_stop_requested("stop-early", PUBSUB_EVENT_TYPE, eventarc.pubsub_cloud_event(
+        json.dumps({"job_id": "early", "reason": "changed my mind"}).encode(), message_id="stop-early",
+        topic=config.topics.job_stop, project=config.project)["data"])
+    work = [(job_request(f"g-{n}"), f"m-{n}") for n in range(60)]
+    work += [(job_request("twice"), "twice-1"), (job_request("twice"), "twice-2")]
+    work += [(job_request("reused"), "reused-1"), (job_request("reused", command=["other"]), "reused-2")]
+    work += [(job_request("early"), "early-1")]
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(lambda w: submit(zen, config, *w), work))
+
+    assert max(sizes) > 1, sizes  # deliveries did share statements
+    results = Counter((o.job_id, o.result) for o in outcomes)
+    assert all(results[(f"g-{n}", "created")] == 1 for n in range(60))
+    assert results[("twice", "created")] == 1 and results[("twice", "duplicate")] == 1
+    assert results[("reused", "created")] == 1 and results[("reused", "rejected")] == 1
+    with zen.db.transaction() as session:
+        for n in range(60):
+            job = repository.get_job(session, f"g-{n}")
+            assert job.status is JobStatus.QUEUED
+            history = [(r["from_status"], r["to_status"]) for r in repository.job_history(session, f"g-{n}")]
+            assert history == [(None, "PENDING"), ("PENDING", "QUEUED")]
+        assert repository.get_job(session, "early").status is JobStatus.CANCELLED
+        assert repository.get_job(session, "twice").status is JobStatus.QUEUED
+    starts = Counter(m.attributes["job_id"] for m in publisher.on("zen-job-start"))
+    assert all(starts[f"g-{n}"] == 1 for n in range(60))
+    assert starts["twice"] == 1 and starts["reused"] == 1 and starts["early"] == 0
+
+
+def _queued(job_id: str, **changes) -> Job:
+    now = datetime.now(timezone.utc)
+    job = Job(job_id=job_id, status=JobStatus.QUEUED, attempt=1, max_attempts=3, cluster="4xa100-40gb",
+              user_id="alice", priority=0, regions=["us-central1"], request={"job_id": job_id, "command": ["true"]},
+              request_hash="h", max_runtime_s=None, region=None, zone=None, vm=None, last_seq=0,
+              last_heartbeat_at=None, submitted_at=now, queued_at=now, started_at=None, finished_at=None,
+              exit_code=None, message=None, updated_at=now, gpus=4)
+    return job.model_copy(update=changes)
+
+
+HISTORY = [{"actor": "user:alice", "from_status": None, "to_status": "PENDING", "reason": "submitted"}]
+
+
+def test_a_job_the_database_refuses_fails_alone_and_its_batch_is_written(db):
+    """While a statement is in flight (held behind a transaction that inserted the same job_id), a good
+    job and one Postgres refuses (priority beyond integer) queue up and share the next statement; it
+    fails, and each is written again alone: the good one is written, the bad one gets its own error."""
+    commit = GroupCommit(db)
+    now = datetime.now(timezone.utc)
+    results: dict[str, object] = {}
+
+    def write(job: Job) -> None:
+        try:
+            results[job.job_id] = commit.write(job, HISTORY, [OutgoingMessage("t", job.job_id.encode())], now)
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            results[job.job_id] = exc
+
+    with pytest.raises(RuntimeError):  # the blocker rolls back at the end: the held statement goes on
+        with db.transaction() as blocker:
+            blocker.sql("INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, regions, "
+                        "request, request_hash, submitted_at, updated_at) VALUES ('held', 'QUEUED', 1, 1, 'c', "
+                        "'u', '[]', '{}', 'other', now(), now())")
+            first = threading.Thread(target=write, args=(_queued("held"),))
+            first.start()
+            deadline = time.monotonic() + 10
+            while not commit._leading and time.monotonic() < deadline:
+                time.sleep(0.01)
+            later = [threading.Thread(target=write, args=(job,))
+                     for job in (_queued("good"), _queued("bad", priority=2**40))]
+            for thread in later:
+                thread.start()
+            while len(commit._queue) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert len(commit._queue) == 2  # both wait behind the statement in flight
+            raise RuntimeError("roll back")
+    for thread in [first, *later]:
+        thread.join(10)
+    assert [e.message.data for e in results["held"]] == [b"held"]
+    assert [e.message.data for e in results["good"]] == [b"good"]
+    assert isinstance(results["bad"], DataRejected)
+    with db.transaction() as session:
+        assert repository.get_job(session, "good").status is JobStatus.QUEUED
+        assert repository.get_job(session, "bad") is None
