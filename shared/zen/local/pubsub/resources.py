@@ -234,16 +234,17 @@ def reject_unsupported_topic(topic: T.Topic) -> None:
 
 
 def check_messages(messages) -> int:
-    """Validate published messages; returns the total payload size in bytes."""
+    """Validate raw ``PubsubMessage`` protobufs; returns the total size in bytes."""
     if not messages:
         raise invalid("The request must contain at least one message.")
     total = 0
     for message in messages:
-        if not message.data and not message.attributes:
+        attributes = message.attributes
+        if not message.data and not attributes:
             raise invalid("Some messages are empty: a message needs data or attributes.")
-        if len(message.attributes) > MAX_ATTRIBUTES:
+        if len(attributes) > MAX_ATTRIBUTES:
             raise invalid(f"A message can have at most {MAX_ATTRIBUTES} attributes.")
-        for key, value in message.attributes.items():
+        for key, value in attributes.items():
             if not key:
                 raise invalid("Attribute keys must not be empty.")
             if len(key.encode()) > MAX_ATTRIBUTE_KEY_BYTES:
@@ -254,7 +255,7 @@ def check_messages(messages) -> int:
                 raise invalid(f"Attribute {key!r} value exceeds {MAX_ATTRIBUTE_VALUE_BYTES} bytes.")
         if len(message.ordering_key.encode()) > MAX_ORDERING_KEY_BYTES:
             raise invalid(f"Ordering keys are limited to {MAX_ORDERING_KEY_BYTES} bytes.")
-        total += T.PubsubMessage.pb(message).ByteSize()
+        total += message.ByteSize()
     if total > MAX_PUBLISH_BYTES:
         raise invalid(f"The publish request exceeds {MAX_PUBLISH_BYTES} bytes.")
     return total

@@ -1,6 +1,7 @@
 """gRPC servicers of the stand-in: google.pubsub.v1.Publisher and google.pubsub.v1.Subscriber.
 
-Owns the wire: (de)serialising the proto-plus request/response types, mapping
+Owns the wire: (de)serialising the proto-plus request/response types (Publish, the hot path,
+uses the raw protobuf classes underneath them instead: no proto-plus marshalling), mapping
 :class:`~.resources.PubSubError` to gRPC status codes, running StreamingPull (a reader thread
 applies the client's acks/modacks while the handler streams batches out), and answering
 UNIMPLEMENTED, with a clear message, for every other method of the ``google.pubsub.v1``
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 PUBLISHER = "google.pubsub.v1.Publisher"
 SUBSCRIBER = "google.pubsub.v1.Subscriber"
 _EMPTY = empty_pb2.Empty()
+_PUBLISH_REQUEST = T.PublishRequest.pb()  # raw protobuf classes
+_PUBLISH_RESPONSE = T.PublishResponse.pb()
 
 
 def _serialize_empty(message: empty_pb2.Empty) -> bytes:
@@ -42,9 +45,13 @@ def _unary(fn: Callable, request_type, response_type) -> grpc.RpcMethodHandler:
         except R.PubSubError as exc:
             _abort(context, exc)
 
-    serializer = _serialize_empty if response_type is None else response_type.serialize
+    if hasattr(request_type, "FromString"):  # a raw protobuf class, not a proto-plus one
+        deserializer, serializer = request_type.FromString, response_type.SerializeToString
+    else:
+        deserializer = request_type.deserialize
+        serializer = _serialize_empty if response_type is None else response_type.serialize
     return grpc.unary_unary_rpc_method_handler(
-        handler, request_deserializer=request_type.deserialize, response_serializer=serializer
+        handler, request_deserializer=deserializer, response_serializer=serializer
     )
 
 
@@ -52,9 +59,10 @@ class PublisherService:
     def __init__(self, state: PubSubState) -> None:
         self.state = state
 
-    def publish(self, request: T.PublishRequest) -> T.PublishResponse:
-        ids = self.state.publish(request.topic, list(request.messages))
-        return T.PublishResponse(message_ids=ids)
+    def publish(self, request):
+        """Raw ``PublishRequest`` protobuf in, raw ``PublishResponse`` out."""
+        ids = self.state.publish(request.topic, request.messages)
+        return _PUBLISH_RESPONSE(message_ids=ids)
 
     def list_topics(self, request: T.ListTopicsRequest) -> T.ListTopicsResponse:
         topics, token = self.state.list_topics(
@@ -84,7 +92,7 @@ class PublisherService:
                 lambda r: s.update_topic(r.topic, list(r.update_mask.paths)),
                 T.UpdateTopicRequest, T.Topic,
             ),
-            "Publish": _unary(self.publish, T.PublishRequest, T.PublishResponse),
+            "Publish": _unary(self.publish, _PUBLISH_REQUEST, _PUBLISH_RESPONSE),
             "GetTopic": _unary(lambda r: s.get_topic(r.topic), T.GetTopicRequest, T.Topic),
             "ListTopics": _unary(self.list_topics, T.ListTopicsRequest, T.ListTopicsResponse),
             "ListTopicSubscriptions": _unary(

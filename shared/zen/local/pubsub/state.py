@@ -5,8 +5,12 @@ waiters sleep on (woken by publishes, acks, nacks, expiries and deletions, and o
 a bounded wait). Housekeeping is lazy: each operation first expires leases, drops messages
 past retention, dead-letters exhausted messages and deletes subscriptions whose expiration
 TTL passed without activity. Delivery (pull, acks, streams) is mixed in from ``delivery``.
-Works on the proto-plus types of ``google.pubsub_v1.types`` but knows nothing about gRPC:
-failures are raised as :class:`~.resources.PubSubError`.
+Resources are the proto-plus types of ``google.pubsub_v1.types``; the publish path works on
+the raw protobuf messages underneath them (proto-plus marshalling is the costly part of a
+Publish): it validates raw ``PubsubMessage``s and, only when the topic has subscriptions,
+stores a raw copy (with id and publish time) that the subscriptions share, wrapped in
+proto-plus without copying. It knows nothing about gRPC: failures are raised as
+:class:`~.resources.PubSubError`.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from google.protobuf import timestamp_pb2
 from google.pubsub_v1 import types as T
 
 from . import resources as R
@@ -40,6 +45,20 @@ TOPIC_PATHS = {
     "labels", "message_retention_duration", "message_storage_policy", "schema_settings",
     "kms_key_name", "ingestion_data_source_settings", "message_transforms",
 }
+
+
+_MESSAGE_PB = T.PubsubMessage.pb()  # the raw protobuf class under T.PubsubMessage
+
+
+def _raw(message):
+    """The raw protobuf of a message given raw or as proto-plus (no copy)."""
+    return message if type(message) is _MESSAGE_PB else T.PubsubMessage.pb(message)
+
+
+def _timestamp(now: float) -> timestamp_pb2.Timestamp:
+    """``now`` as proto-plus stores a datetime: microsecond precision, then whole nanos."""
+    when = dt.datetime.fromtimestamp(now, tz=dt.timezone.utc)
+    return timestamp_pb2.Timestamp(seconds=int(when.timestamp()), nanos=when.microsecond * 1000)
 
 
 def _clone(message):
@@ -194,31 +213,40 @@ class PubSubState(DeliveryMixin):
                 self._subs[sub_name].resource.topic = R.DELETED_TOPIC
             del self._topics[name]
 
-    def publish(self, name: str, messages: list[T.PubsubMessage]) -> list[str]:
-        R.check_messages(messages)
+    def publish(self, name: str, messages: Iterable) -> list[str]:
+        """Publish raw ``PubsubMessage`` protobufs (proto-plus ones are accepted too)."""
+        raw = [_raw(message) for message in messages]
+        R.check_messages(raw)
         with self._lock:
             now = self._tick()
             topic = self._topic(name)
-            ids = [self._publish(topic, message, now) for message in messages]
+            ids = self._publish(topic, raw, now)
             self._cond.notify_all()
             return ids
 
-    def _publish(self, topic: _Topic, message: T.PubsubMessage, now: float) -> str:
-        seq = next(self._seq)
-        stored = T.PubsubMessage(
-            data=message.data,
-            attributes=dict(message.attributes),
-            ordering_key=message.ordering_key,
-            message_id=str(seq),
-            publish_time=dt.datetime.fromtimestamp(now, tz=dt.timezone.utc),
-        )
-        size = T.PubsubMessage.pb(stored).ByteSize()
-        attributes = stored.attributes
-        for sub_name in topic.subscriptions:
-            sub = self._subs[sub_name]
-            if sub.matcher.matches(attributes):
-                sub.queue.add(seq, stored, size, now)
-        return stored.message_id
+    def _publish(self, topic: _Topic, messages: list, now: float) -> list[str]:
+        """Give each raw message an id and a copy to every subscription whose filter matches."""
+        seqs = [next(self._seq) for _ in messages]
+        ids = [str(seq) for seq in seqs]
+        if not topic.subscriptions:
+            return ids  # nobody receives them
+        subs = [self._subs[sub_name] for sub_name in topic.subscriptions]
+        publish_time = _timestamp(now)
+        for seq, message_id, message in zip(seqs, ids, messages):
+            stored = _MESSAGE_PB(
+                data=message.data,
+                attributes=message.attributes,
+                ordering_key=message.ordering_key,
+                message_id=message_id,
+                publish_time=publish_time,
+            )
+            size = stored.ByteSize()
+            wrapped = T.PubsubMessage.wrap(stored)
+            attributes = dict(message.attributes)
+            for sub in subs:
+                if sub.matcher.matches(attributes):
+                    sub.queue.add(seq, wrapped, size, now)
+        return ids
 
     def _dead_letter(self, sub: _Sub, entry: Entry, now: float) -> None:
         target = self._topics.get(sub.resource.dead_letter_policy.dead_letter_topic)
@@ -232,10 +260,10 @@ class PubSubState(DeliveryMixin):
             "CloudPubSubDeadLetterSourceSubscriptionProject": R.project_of(sub.resource.name),
             "CloudPubSubDeadLetterSourceTopicPublishTime": original.publish_time.isoformat(),
         })
-        forwarded = T.PubsubMessage(
+        forwarded = _MESSAGE_PB(
             data=original.data, attributes=attributes, ordering_key=original.ordering_key
         )
-        self._publish(target, forwarded, now)
+        self._publish(target, [forwarded], now)
 
     # --- subscriptions ---------------------------------------------------------------------
 
