@@ -53,8 +53,8 @@ ORDER BY e.n;
 -- messages. :jobs is a JSON array, an object per submission (at: its time; its history and messages as
 -- arrays, message data in base64: zen.store.submits.submission_row). A job_id given twice is written
 -- once, by its first entry; a job whose job_id exists (a redelivery or a reuse) or for which a stop
--- came first is not written: its caller takes the general path. Rows out: one per written job (n: its
--- place in :jobs, from 1), then one per outbox row (id, in the written jobs' order and their messages').
+-- came first is not written: its caller takes the general path. One row out: the written jobs (their
+-- places in :jobs, from 1) and the outbox rows' ids (in the written jobs' order and their messages').
 WITH input AS (
     SELECT b.*
     FROM ROWS FROM (jsonb_to_recordset(CAST(:jobs AS jsonb)) AS (
@@ -94,9 +94,7 @@ WITH input AS (
     ORDER BY w.n, m.k
     RETURNING id
 )
-SELECT n, NULL::bigint AS id FROM written
-UNION ALL
-SELECT NULL, id FROM box;
+SELECT (SELECT array_agg(n ORDER BY n) FROM written) AS written, (SELECT array_agg(id ORDER BY id) FROM box) AS ids;
 
 -- name: job_history
 SELECT id, at, actor, attempt, from_status, to_status, reason

@@ -58,11 +58,10 @@ def insert_queued_jobs(session: Session, batch: list[tuple[dict[str, Any], list[
                        ) -> list[list[Enqueued]]:
     """``submit_jobs`` for ``batch`` (rows from ``submission_row`` and their messages): per entry, its
     outbox rows in its messages' order, or [] when it was not written."""
-    rows = session.run("submit_jobs", jobs=json.dumps([row for row, _ in batch], separators=(",", ":")))
-    written = sorted(r["n"] for r in rows if r["n"] is not None)
-    ids = iter(sorted(r["id"] for r in rows if r["id"] is not None))  # in written jobs' order, then messages'
+    out = session.one("submit_jobs", jobs=json.dumps([row for row, _ in batch], separators=(",", ":")))
+    ids = iter(out["ids"] or ())  # in the written jobs' order, then their messages'
     results: list[list[Enqueued]] = [[] for _ in batch]
-    for n in written:
+    for n in out["written"] or ():
         messages = batch[n - 1][1]
         results[n - 1] = [Enqueued(next(ids), message) for message in messages]
     return results
