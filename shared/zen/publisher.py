@@ -207,10 +207,13 @@ class PubSubPublisher:
 
         # The transport's Publish callable: the RPC without the client layer's retry and timeout
         # wrappers, whose CPU a busy instance feels on every message (one retry is made here; what
-        # still fails is resent by the tick).
-        request = types.PublishRequest(
+        # still fails is resent by the tick). The request is built from the protobuf classes under the
+        # client's types and wrapped, not copied: building it through proto-plus's marshalling took
+        # ~5x as long (a tenth of a busy instance's CPU); the bytes sent are the same.
+        raw, message = types.PublishRequest.pb(), types.PubsubMessage.pb()
+        request = types.PublishRequest.wrap(raw(
             topic=self._client.topic_path(self._project, topic),
-            messages=[types.PubsubMessage(data=m.data, attributes=m.attributes) for m in messages])
+            messages=[message(data=m.data, attributes=m.attributes) for m in messages]))
         outcome: list[str] | Exception = RuntimeError("not published")
         for _ in range(2):
             try:
