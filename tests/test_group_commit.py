@@ -121,3 +121,67 @@ def test_a_job_the_database_refuses_fails_alone_and_its_batch_is_written(db):
     with db.transaction() as session:
         assert repository.get_job(session, "good").status is JobStatus.QUEUED
         assert repository.get_job(session, "bad") is None
+
+
+def test_a_statement_that_does_not_end_holds_up_its_own_batch_only(db):
+    """The leader's statement waits on a lock another transaction holds; a job submitted meanwhile
+    leaves the queue after ``wait_s`` and is written alone, instead of waiting for the lock."""
+    commit = GroupCommit(db)
+    commit.wait_s = 0.2
+    now = datetime.now(timezone.utc)
+    results: dict[str, object] = {}
+
+    def write(job: Job) -> None:
+        results[job.job_id] = commit.write(job, HISTORY, [OutgoingMessage("t", job.job_id.encode())], now)
+
+    with pytest.raises(RuntimeError):
+        with db.transaction() as blocker:
+            blocker.sql("INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, regions, "
+                        "request, request_hash, submitted_at, updated_at) VALUES ('held', 'QUEUED', 1, 1, 'c', "
+                        "'u', '[]', '{}', 'other', now(), now())")
+            stuck = threading.Thread(target=write, args=(_queued("held"),))
+            stuck.start()
+            deadline = time.monotonic() + 10
+            while not commit._leading and time.monotonic() < deadline:
+                time.sleep(0.01)
+            began = time.monotonic()
+            unrelated = threading.Thread(target=write, args=(_queued("unrelated"),))
+            unrelated.start()
+            unrelated.join(5)  # written while the blocker still holds its lock
+            waited = time.monotonic() - began
+            assert [e.message.data for e in results.get("unrelated", ())] == [b"unrelated"]
+            assert "held" not in results  # still waiting on the lock
+            raise RuntimeError("roll back")
+    stuck.join(10)
+    assert 0.2 <= waited < 5
+    assert [e.message.data for e in results["held"]] == [b"held"]
+
+
+def test_when_postgres_is_unreachable_every_caller_of_the_batch_raises_a_transient_error(db_target):
+    """A batch whose connection cannot be made: each caller raises TransientError (Pub/Sub redelivers),
+    none waits for ever or writes alone."""
+    from zen.errors import TransientError
+    from zen.store.db import Database
+
+    def unreachable():
+        time.sleep(0.3)  # callers queue behind the leader meanwhile
+        raise OSError("connection refused")
+
+    commit = GroupCommit(Database(unreachable))
+    now = datetime.now(timezone.utc)
+    errors: dict[str, object] = {}
+
+    def write(job_id: str) -> None:
+        try:
+            commit.write(_queued(job_id), HISTORY, [OutgoingMessage("t", b"x")], now)
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            errors[job_id] = exc
+
+    threads = [threading.Thread(target=write, args=(f"u-{n}",)) for n in range(5)]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.02)
+    for thread in threads:
+        thread.join(10)
+    assert sorted(errors) == [f"u-{n}" for n in range(5)]
+    assert all(isinstance(e, TransientError) for e in errors.values()), errors

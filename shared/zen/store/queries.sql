@@ -74,7 +74,7 @@ WITH input AS (
            f.start_vms
     FROM firsts f
     WHERE NOT EXISTS (SELECT 1 FROM early_stops e WHERE e.job_id = f.job_id)
-    ORDER BY f.n
+    ORDER BY f.job_id  -- one order for every batch: two batches sharing job_ids cannot deadlock
     ON CONFLICT (job_id) DO NOTHING
     RETURNING job_id
 ), written AS (

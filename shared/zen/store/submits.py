@@ -9,11 +9,15 @@ connection, hands every caller its result, and passes the lead to the first call
 caller alone waits for nothing (a batch of one); callers that arrive while a write is in flight go
 in the next one, so nothing waits on a timer and no thread works for others longer than its own batch.
 
-A failed batch of several is written again one job at a time, each by its own caller, so one job the
-database refuses (``DataRejected``) fails alone and a transient error reaches every caller as its own
-``TransientError`` (Pub/Sub redelivers). What each job gets is what the one-job statement gave it: its
-outbox rows, or [] when nothing was written (its job_id exists, a stop for it came first, or the same
-job_id came earlier in the batch): the caller then takes the general path.
+A batch of several that Postgres refuses is written again one job at a time, each by its own caller,
+so one job it refuses (``DataRejected``) fails alone; when Postgres is unavailable (``TransientError``)
+every caller of the batch raises one, and Pub/Sub redelivers each. A caller queued ``wait_s`` behind
+a statement that does not end (a lock, a dead connection) leaves the queue and writes alone: one stuck
+statement holds up its own batch only. Jobs are inserted in job_id order, the same in every batch, so
+two batches sharing job_ids (redeliveries to two instances) cannot deadlock. What each job gets is what
+the one-job statement gave it: its outbox rows, or [] when nothing was written (its job_id exists, a
+stop for it came first, or the same job_id came earlier in the batch): the caller then takes the
+general path.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from collections import deque
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from zen.errors import TransientError
 from zen.messaging import Enqueued, OutgoingMessage, outbox_entries
 from zen.models import Job
 
@@ -34,13 +39,14 @@ _HISTORY_KEYS = ("actor", "from_status", "to_status", "reason")
 
 
 class _Entry:
-    __slots__ = ("row", "messages", "done", "lead", "result", "alone")
+    __slots__ = ("row", "messages", "done", "lead", "result", "alone", "error")
 
     def __init__(self, row: dict[str, Any], messages: list[OutgoingMessage]):
         self.row, self.messages = row, messages
         self.done = threading.Event()  # set when ``result`` is known, or the caller must lead or go alone
         self.lead = self.alone = False
         self.result: list[Enqueued] = []
+        self.error: TransientError | None = None  # the batch's: Postgres unavailable, redeliver
 
 
 def submission_row(job: Job, history: list[dict[str, Any]], messages: list[OutgoingMessage],
@@ -69,6 +75,7 @@ def insert_queued_jobs(session: Session, batch: list[tuple[dict[str, Any], list[
 
 class GroupCommit:
     max_batch = 64  # jobs in one statement: well within one request's size; more wait for the next
+    wait_s = 1.0  # a caller queued this long behind a statement in flight (a lock, a dead link) goes alone
 
     def __init__(self, db: Database):
         self._db = db
@@ -81,34 +88,50 @@ class GroupCommit:
         """Write one submission, in a batch with whatever else is queued; its outbox rows, or []."""
         entry = _Entry(submission_row(job, history, messages, now), messages)
         with self._lock:
-            self._queue.append(entry)
-            if not self._leading:
+            if self._leading:
+                self._queue.append(entry)
+            else:
                 self._leading = entry.lead = True
-                self._queue.remove(entry)
-        if not entry.lead:
-            entry.done.wait()  # no CPU, no lock: the leader hands over a result, the lead, or "go alone"
+        # Waiting takes no CPU and holds no lock: the leader hands over a result, the lead, or "go alone".
+        if not entry.lead and not entry.done.wait(self.wait_s):
+            with self._lock:
+                if entry in self._queue:  # not taken yet: no batch of its own waits behind a stuck one
+                    self._queue.remove(entry)
+                    entry.alone = True
+            if not entry.alone:
+                entry.done.wait()  # in the batch in flight (its outcome is this job's), or handed the lead
         if entry.lead:
             self._lead(entry)
+        if entry.error is not None:
+            raise TransientError(f"{entry.error} (a submission written with this one)") from entry.error
         if entry.alone:
             with self._db.session() as session:
                 return insert_queued_jobs(session, [(entry.row, entry.messages)])[0]
         return entry.result
 
     def _lead(self, own: _Entry) -> None:
-        with self._lock:
-            batch = [own]
-            while self._queue and len(batch) < self.max_batch:
-                batch.append(self._queue.popleft())
+        batch = [own]
         try:
+            with self._lock:
+                while self._queue and len(batch) < self.max_batch:
+                    batch.append(self._queue.popleft())
             with self._db.session() as session:
                 results = insert_queued_jobs(session, [(e.row, e.messages) for e in batch])
             for entry, result in zip(batch, results):
                 entry.result = result
-        except BaseException:
+        except TransientError as exc:  # Postgres unavailable: every job of the batch is redelivered
+            for entry in batch[1:]:
+                entry.error = exc
+            raise
+        except Exception:
             if len(batch) == 1:
                 raise  # its own error, as the one-job statement raised it
             for entry in batch:
                 entry.alone = True  # each writes its job again alone: one bad job fails only itself
+        except BaseException:
+            for entry in batch[1:]:
+                entry.alone = True
+            raise
         finally:
             with self._lock:
                 nxt = self._queue.popleft() if self._queue else None
