@@ -196,3 +196,64 @@ def test_a_vm_is_billed_from_running_not_from_getting_capacity():
     # usable, are mostly still before RUNNING when 90% of each boot is unbilled.
     spread = "{dist: uniform, low_s: 20, high_s: 40}"
     assert billed(0.9, make_policy("ask-every-region"), spread) < billed(0.0, make_policy("ask-every-region"), spread)
+
+
+def _tiny(capacity: str, regions=("r1",), extra: str = ""):
+    from zen.sim.scenario import parse_scenario
+
+    zones = "\n".join(f"  {r}: [{r}-a]" for r in regions)
+    return parse_scenario(f"""
+seed: 1
+clusters:
+  - {{name: c, gpu_count: 1, machine_type: m1, regions: [{', '.join(regions)}], max_vms_per_region: 8, max_vms: 16}}
+zones:
+{zones}
+capacity:
+  {capacity}
+boot: {{dist: fixed, s: 100}}
+{extra}
+""", name="tiny")
+
+
+def test_a_vm_recreated_after_a_capacity_drop_is_not_taken_for_stuck_before_its_error_shows():
+    """r1's only zone loses its capacity at 2030 s under a running job: its VM is preempted and the MIG
+    recreates it, waiting for capacity. Production dates the new boot from the agent's last word (its
+    STOPPING), so the region is blocked only once the stockout shows in listErrors (20 s later), not
+    at the next pass for a boot 'not booted after 1980 s' (the simulator dated it from the first listing)."""
+    from zen.sim.jobs import SimJob
+
+    sc = _tiny("""default: 2
+  schedule:
+    - {at_s: 0, zone: r1-a, capacity: 1}
+    - {at_s: 2030, zone: r1-a, capacity: 0}""", regions=("r1", "r2"), extra="horizon_s: 3000\ntick_s: 60")
+    policy = Recording(make_policy("zen"))
+    plans = []
+    inner = policy.plan
+
+    def plan(snapshot):
+        out = inner(snapshot)
+        plans.append((snapshot.now.timestamp() % 86400, out.decisions))
+        return out
+
+    policy.plan = plan
+    result = Simulation(sc, [SimJob("j1", "c", 10, 6000, ("r1", "r2"))], policy).run()
+    assert result.capacity_preemptions == 1
+    blocks = [(t, d.reason) for t, decisions in plans for d in decisions
+              if d.action.value == "BLOCK" and d.region == "r1" and t >= 2030]
+    assert blocks and blocks[0][0] >= 2030 + sc.spec.list_errors_delay_s, blocks
+    assert "stockout" in blocks[0][1]
+
+
+def test_a_capacity_drop_takes_no_running_vm_for_capacity_a_deleted_vm_gives_back():
+    """Capacity 2 -> 1 at 1215 s while one of the zone's two VMs is being deleted (until 1240 s): the
+    deletion gives the capacity back, so the busy VM keeps its job (it was preempted, its job rerun)."""
+    from zen.sim.jobs import SimJob
+
+    sc = _tiny("""default: 2
+  schedule:
+    - {at_s: 0, zone: r1-a, capacity: 2}
+    - {at_s: 1215, zone: r1-a, capacity: 1}""", extra="horizon_s: 3000\ntick_s: 60\ndelete_s: 30")
+    jobs = [SimJob("j1", "c", 10, 1100, ("r1",)), SimJob("j2", "c", 10, 2000, ("r1",))]
+    result = Simulation(sc, jobs, make_policy("ask-every-region")).run()
+    assert result.capacity_preemptions == 0
+    assert result.preemptions == 0

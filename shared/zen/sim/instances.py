@@ -199,11 +199,13 @@ class InstanceWorld:
         (if any) is queued again."""
         self.watched.discard(key)
         zone, machine_type = key
-        excess = self.used.get(key, 0) - self.capacity.capacity(zone, machine_type, self.now)
+        held = [vm for mig in self.by_zone.get(key, ()) for vm in mig.vms.values()
+                if vm.zone == zone and vm.created_s is not None]
+        # A VM being deleted gives its capacity back within seconds: GCE takes running VMs only for the rest.
+        excess = (self.used.get(key, 0) - self.capacity.capacity(zone, machine_type, self.now)
+                  - sum(1 for vm in held if vm.phase is VmPhase.DELETING))
         if excess > 0:
-            victims = sorted((vm for mig in self.by_zone.get(key, ()) for vm in mig.vms.values()
-                              if vm.zone == zone and vm.created_s is not None and vm.phase is not VmPhase.DELETING),
-                             key=lambda vm: vm.name)
+            victims = sorted((vm for vm in held if vm.phase is not VmPhase.DELETING), key=lambda vm: vm.name)
             victims = self.victim_rng.sample(victims, excess) if excess < len(victims) else victims
             for vm in victims:
                 self.result.capacity_preemptions += 1

@@ -12,9 +12,9 @@ heap of events; nothing sleeps). What it models, per cluster:
   ``deleteInstances`` per region. New instances are visible at once as ``BOOTING``.
 - **Capacity.** An instance is placed in the MIG's zone with the most free capacity
   (``CapacitySchedule``). With none free it stays BOOTING with ``creation_error=STOCKOUT`` and fails
-  again every ``retry_interval_s`` on a grid per MIG; a read reports each instance's new failures
-  as one ``MigError(STOCKOUT)`` with their ``count`` (``at`` the last). Those retries are evaluated lazily: only when capacity may have grown (a schedule step, or a VM gone
-  from that zone), so a month-long stockout costs a handful of events, not one every 30 s.
+  again every ``retry_interval_s`` on a grid per MIG; a read reports each instance's new failures as one
+  ``MigError(STOCKOUT)`` with their ``count`` (``at`` the last). Those retries are evaluated lazily: only when
+  capacity may have grown (a schedule step, or a VM gone from that zone): a month-long stockout costs a few events.
 - **Billing.** A VM costs from RUNNING (``unbilled_boot_fraction`` of its boot after it got capacity:
   GCE does not bill provisioning and staging) until it is gone, which is ``delete_s`` after its
   deletion (DELETING still holds the capacity). Waiting for capacity, or a deletion before RUNNING, is free.
@@ -25,13 +25,12 @@ heap of events; nothing sleeps). What it models, per cluster:
   ``creation_error``, only ``list_errors_delay_s`` after it happened (the real MIG reports it late);
   until then the instance is simply CREATING.
 - **Spot capacity.** With ``preempt_on_capacity_drop`` (the default) a zone whose capacity falls
-  below the VMs holding capacity there preempts that many of them, drawn at random (seeded; see
-  ``InstanceWorld._capacity_dropped``).
-- **Same passes for everyone.** Every policy plans at the periodic tick and right after
-  submissions that the last pass does not cover (``zen.scaling.model.Coverage``, as production),
-  nothing else (``RunResult.pass_times``); with ``pass_on_vm_heartbeat`` also when a
-  VM's agent reports it usable or idle again (what production would do if ``on_heartbeat`` ran a
-  pass for VM heartbeats; it does not today).
+  below the VMs holding capacity there preempts that many running ones (less those being deleted),
+  drawn at random (seeded; ``InstanceWorld._capacity_dropped``); the recreated VM's boot counts from then.
+- **Same passes for everyone.** Every policy plans at the periodic tick and right after submissions
+  that the last pass does not cover (``zen.scaling.model.Coverage``, as production), nothing else
+  (``RunResult.pass_times``); with ``pass_on_vm_heartbeat`` also when a VM's agent reports it usable
+  or idle again (what production would do if ``on_heartbeat`` ran a pass for VM heartbeats; it does not).
 - **Agents.** An IDLE VM takes the best queued job allowed in its region at once (highest
   priority, then oldest); a submission goes to an idle VM of an allowed region (most recently idle
   first) when there is one. A job runs its duration; the VM is IDLE again (warm reuse) unless the
@@ -393,6 +392,7 @@ class Simulation(InstanceWorld):
         zone = vm.zone
         vm.epoch += 1
         vm._reset(self.now)  # the MIG recreates the instance under the same name
+        vm.first_seen = self.dt(self.now)  # its boot dates from now, as production's from its agent's STOPPING
         if job is not None:
             job.preempted += 1
             self._offer(job)
