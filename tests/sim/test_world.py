@@ -238,6 +238,8 @@ def test_a_vm_recreated_after_a_capacity_drop_is_not_taken_for_stuck_before_its_
     policy.plan = plan
     result = Simulation(sc, [SimJob("j1", "c", 10, 6000, ("r1", "r2"))], policy).run()
     assert result.capacity_preemptions == 1
+    started = result.starts[0][1]  # its run up to the preemption is lost, not waste: it runs again from the start
+    assert result.extras()["lost_vm_minutes"] == round((2030 - started) / 60, 1)
     blocks = [(t, d.reason) for t, decisions in plans for d in decisions
               if d.action.value == "BLOCK" and d.region == "r1" and t >= 2030]
     assert blocks and blocks[0][0] >= 2030 + sc.spec.list_errors_delay_s, blocks

@@ -95,6 +95,9 @@ def ratios_and_targets(results: dict[str, RunResult], capacity_somewhere: bool) 
                                              if capacity_somewhere else None)
     if targets:
         lines.append("  targets: " + " | ".join(f"{name}: {_yes(ok)}" for name, ok in targets.items()))
+    if zen and ask:  # not waste (zen.sim.metrics): runs cut short by preemptions, run again from the start
+        lines.append("  lost to preemptions (VM-min, not in waste): " + ", ".join(
+            f"{n} {results[n].extras()['lost_vm_minutes']:,.0f}" for n in ("zen", "ask-every-region")))
     return lines, targets
 
 
@@ -129,7 +132,7 @@ def pooled(runs: list[RunResult]) -> RunResult:
     for run in runs:
         out.starts += run.starts
         for key in ("vm_seconds", "wasted_seconds", "api_calls", "limit_violations", "busy_delete_attempts",
-                    "preemptions", "vms_created", "wall_s", "input_gb", "input_gb_cross_region"):
+                    "preemptions", "vms_created", "wall_s", "input_gb", "input_gb_cross_region", "lost_seconds"):
             setattr(out, key, getattr(out, key) + getattr(run, key))
         out.peak_vms = max(out.peak_vms, run.peak_vms)
     return out

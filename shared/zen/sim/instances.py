@@ -228,11 +228,14 @@ class InstanceWorld:
         else:
             series.append((self.now, result.billed_now))
 
-    def _account(self, vm: _Vm, end: float) -> None:
+    def _account(self, vm: _Vm, end: float, preempted: bool = False) -> None:
         """Add one VM incarnation's paid and wasted seconds: paid from RUNNING (``running_s``, the
         scenario's ``unbilled_boot_fraction`` into its boot) until it is gone, nothing if it was deleted
         before RUNNING. Waste: all of it if it never ran a job, else the time it sat idle or was being
-        deleted (its billed boot served a job)."""
+        deleted (its billed boot served a job). A job cut short by a preemption runs again from the
+        start: its paid run so far is counted apart, as lost (``lost_seconds``), not as waste."""
+        if preempted and vm.job is not None:
+            self.result.lost_seconds += end - vm.job_start_s
         deleted_early = vm.phase is VmPhase.DELETING and vm.since < vm.running_s
         paid = 0.0 if deleted_early else max(0.0, end - vm.running_s)
         busy = vm.busy_s + (end - vm.job_start_s if vm.job is not None else 0.0)

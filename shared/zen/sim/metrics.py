@@ -10,6 +10,8 @@ Definitions (all per run of one policy):
 - ``vm_minutes``: GPU VM-minutes paid, from RUNNING (the scenario's ``unbilled_boot_fraction`` into
   its boot) until it is gone.
   An instance still waiting for capacity costs nothing.
+- ``lost_vm_minutes`` (extra): the paid minutes of job runs a preemption cut short (each job runs again
+  from its start: no checkpoint is modelled); counted as busy, not in ``wasted_vm_minutes``.
 - ``wasted_vm_minutes``: the paid minutes of VMs that never ran a job, plus the idle (and deleting)
   minutes of VMs that did.
 - ``input_gb_cross_region`` (extra): GB of job input read from another region than the one holding
@@ -32,7 +34,8 @@ from dataclasses import dataclass, field
 JSON_KEYS = ("p50_start_s", "p95_start_s", "p99_start_s", "max_start_s", "never_started",
              "vm_minutes", "wasted_vm_minutes", "peak_vms", "api_calls")
 EXTRA_KEYS = ("jobs", "limit_violations", "busy_delete_attempts", "preemptions", "vms_created", "replay_s",
-              "input_gb", "input_gb_cross_region", "cache_hits", "cache_misses", "staging_min_saved")
+              "input_gb", "input_gb_cross_region", "cache_hits", "cache_misses", "staging_min_saved",
+              "lost_vm_minutes")
 
 
 @dataclass
@@ -63,6 +66,7 @@ class RunResult:
     cache_hits: int = 0
     cache_misses: int = 0
     staging_s_saved: float = 0.0
+    lost_seconds: float = 0.0  # paid runs of jobs cut short by a preemption (they run again from the start)
 
     def waits(self) -> list[float]:
         """Time-to-start per job, never-started jobs counted until the horizon."""
@@ -92,6 +96,7 @@ class RunResult:
             "input_gb": round(self.input_gb, 1), "input_gb_cross_region": round(self.input_gb_cross_region, 1),
             "cache_hits": self.cache_hits, "cache_misses": self.cache_misses,
             "staging_min_saved": round(self.staging_s_saved / 60.0, 1),
+            "lost_vm_minutes": round(self.lost_seconds / 60.0, 1),
         }
 
 

@@ -385,7 +385,7 @@ class Simulation(InstanceWorld):
             return
         self.result.preemptions += 1
         mig, job = vm.mig, vm.job
-        self._account(vm, self.now)
+        self._account(vm, self.now, preempted=True)
         self._release(vm)
         if vm.phase is VmPhase.IDLE:
             mig.cluster.idle[mig.region].pop(vm.name, None)
