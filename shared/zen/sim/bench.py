@@ -33,7 +33,8 @@ from zen.sim.heldout import HELDOUT_SEEDS, heldout_scenario
 from zen.sim.scenario import Scenario, TraceUnavailable, load_scenario
 
 SCENARIOS = ("region-out", "rolling-stockouts", "all-out-30min", "gcp-a100-trace", "burst-200")
-LONG_SCENARIO = "gcp-a100-30d"  # one seed: its replay time is a target of its own (< 20 s a policy)
+LONG_SCENARIO = "gcp-a100-30d"  # its replay time is a target of its own (< 20 s a policy and seed)
+LONG_SEEDS = 3  # one seed's 30-day p50 ratio ranged 0.93-1.45 over seeds 16-18 (eleventh session)
 SEEDS = 5  # seeds pooled per scenario but the 30-day one
 DATA_SCENARIO = "data-locality"  # reported apart: GB of input across regions (issue 15), no targets
 
@@ -171,8 +172,8 @@ def main() -> int:
     runs = [(name, load_scenario) for name in SCENARIOS]
     runs += [(seed, heldout_scenario) for seed in HELDOUT_SEEDS]
     runs += [(LONG_SCENARIO, load_scenario)]
-    for name, load in runs:  # the 30-day replay with one seed (its time is measured per policy)
-        ran = run_scenario(name, load, seeds=1 if name == LONG_SCENARIO else SEEDS)
+    for name, load in runs:  # the 30-day replay with LONG_SEEDS seeds (its time is measured per policy)
+        ran = run_scenario(name, load, seeds=LONG_SEEDS if name == LONG_SCENARIO else SEEDS)
         if ran is None:
             continue
         scenario, results, elapsed = ran
@@ -181,10 +182,10 @@ def main() -> int:
                      ratios_and_targets(results, capacity_always_somewhere(scenario, horizon))[1]))
         if name == LONG_SCENARIO:
             days = horizon / 86400
-            per_policy = ", ".join(f"{n} {r.wall_s:.1f}s" for n, r in results.items())
-            print(f"30-day replay ({days:.0f} simulated days, {len(results)} policies): {elapsed:.1f}s total; "
-                  f"per policy: {per_policy}")
-            slowest = max((r.wall_s for r in results.values()), default=0.0)
+            per_policy = ", ".join(f"{n} {r.wall_s / LONG_SEEDS:.1f}s" for n, r in results.items())
+            print(f"30-day replay ({days:.0f} simulated days, {len(results)} policies, {LONG_SEEDS} seeds): "
+                  f"{elapsed:.1f}s total; per policy and seed: {per_policy}")
+            slowest = max((r.wall_s / LONG_SEEDS for r in results.values()), default=0.0)
             print(f"  each replay under 20 s: {_yes(slowest < 20)}\n")
     if rows:
         print("== zen / ask-every-region per scenario: ratio and whether its target holds")
