@@ -8,6 +8,7 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import datetime, timezone
 
 import pytest
@@ -81,40 +82,61 @@ def _queued(job_id: str, **changes) -> Job:
 HISTORY = [{"actor": "user:alice", "from_status": None, "to_status": "PENDING", "reason": "submitted"}]
 
 
-def test_a_job_the_database_refuses_fails_alone_and_its_batch_is_written(db):
-    """While a statement is in flight (held behind a transaction that inserted the same job_id), a good
-    job and one Postgres refuses (priority beyond integer) queue up and share the next statement; it
-    fails, and each is written again alone: the good one is written, the bad one gets its own error."""
-    commit = GroupCommit(db)
-    now = datetime.now(timezone.utc)
-    results: dict[str, object] = {}
+class Writer:
+    """``GroupCommit.write`` from threads, each job's result (or error) kept by job_id."""
 
-    def write(job: Job) -> None:
+    def __init__(self, commit: GroupCommit):
+        self.commit, self.results = commit, {}
+        self.now = datetime.now(timezone.utc)
+
+    def write(self, job: Job) -> None:
         try:
-            results[job.job_id] = commit.write(job, HISTORY, [OutgoingMessage("t", job.job_id.encode())], now)
+            self.results[job.job_id] = self.commit.write(job, HISTORY, [OutgoingMessage("t", job.job_id.encode())],
+                                                         self.now)
         except Exception as exc:  # noqa: BLE001 - the test looks at it
-            results[job.job_id] = exc
+            self.results[job.job_id] = exc
 
-    with pytest.raises(RuntimeError):  # the blocker rolls back at the end: the held statement goes on
+    def start(self, job: Job) -> threading.Thread:
+        thread = threading.Thread(target=self.write, args=(job,))
+        thread.start()
+        return thread
+
+
+@contextmanager
+def held_statement(db, writer: Writer):
+    """A statement in flight that does not end: the job 'held', whose insert waits on a transaction that
+    inserted the same job_id; that transaction rolls back when the block ends, and the statement goes on.
+    Yields the thread writing 'held'."""
+    with pytest.raises(RuntimeError):
         with db.transaction() as blocker:
             blocker.sql("INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, regions, "
                         "request, request_hash, submitted_at, updated_at) VALUES ('held', 'QUEUED', 1, 1, 'c', "
                         "'u', '[]', '{}', 'other', now(), now())")
-            first = threading.Thread(target=write, args=(_queued("held"),))
-            first.start()
-            deadline = time.monotonic() + 10
-            while not commit._leading and time.monotonic() < deadline:
-                time.sleep(0.01)
-            later = [threading.Thread(target=write, args=(job,))
-                     for job in (_queued("good"), _queued("bad", priority=2**40))]
-            for thread in later:
-                thread.start()
-            while len(commit._queue) < 2 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert len(commit._queue) == 2  # both wait behind the statement in flight
+            thread = writer.start(_queued("held"))
+            _until(lambda: writer.commit._leading)
+            yield thread
             raise RuntimeError("roll back")
-    for thread in [first, *later]:
+    thread.join(10)
+
+
+def _until(condition, timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_a_job_the_database_refuses_fails_alone_and_its_batch_is_written(db):
+    """While a statement is in flight, a good job and one Postgres refuses (priority beyond integer)
+    queue up and share the next statement; it fails, and each is written again alone: the good one is
+    written, the bad one gets its own error."""
+    writer = Writer(GroupCommit(db))
+    with held_statement(db, writer):
+        later = [writer.start(job) for job in (_queued("good"), _queued("bad", priority=2**40))]
+        _until(lambda: len(writer.commit._queue) == 2)
+        assert len(writer.commit._queue) == 2  # both wait behind the statement in flight
+    for thread in later:
         thread.join(10)
+    results = writer.results
     assert [e.message.data for e in results["held"]] == [b"held"]
     assert [e.message.data for e in results["good"]] == [b"good"]
     assert isinstance(results["bad"], DataRejected)
@@ -124,37 +146,18 @@ def test_a_job_the_database_refuses_fails_alone_and_its_batch_is_written(db):
 
 
 def test_a_statement_that_does_not_end_holds_up_its_own_batch_only(db):
-    """The leader's statement waits on a lock another transaction holds; a job submitted meanwhile
-    leaves the queue after ``wait_s`` and is written alone, instead of waiting for the lock."""
-    commit = GroupCommit(db)
-    commit.wait_s = 0.2
-    now = datetime.now(timezone.utc)
-    results: dict[str, object] = {}
-
-    def write(job: Job) -> None:
-        results[job.job_id] = commit.write(job, HISTORY, [OutgoingMessage("t", job.job_id.encode())], now)
-
-    with pytest.raises(RuntimeError):
-        with db.transaction() as blocker:
-            blocker.sql("INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, regions, "
-                        "request, request_hash, submitted_at, updated_at) VALUES ('held', 'QUEUED', 1, 1, 'c', "
-                        "'u', '[]', '{}', 'other', now(), now())")
-            stuck = threading.Thread(target=write, args=(_queued("held"),))
-            stuck.start()
-            deadline = time.monotonic() + 10
-            while not commit._leading and time.monotonic() < deadline:
-                time.sleep(0.01)
-            began = time.monotonic()
-            unrelated = threading.Thread(target=write, args=(_queued("unrelated"),))
-            unrelated.start()
-            unrelated.join(5)  # written while the blocker still holds its lock
-            waited = time.monotonic() - began
-            assert [e.message.data for e in results.get("unrelated", ())] == [b"unrelated"]
-            assert "held" not in results  # still waiting on the lock
-            raise RuntimeError("roll back")
-    stuck.join(10)
+    """A job submitted while the leader's statement waits on a lock leaves the queue after ``wait_s``
+    and is written alone, instead of waiting for the lock."""
+    writer = Writer(GroupCommit(db))
+    writer.commit.wait_s = 0.2
+    with held_statement(db, writer):
+        began = time.monotonic()
+        writer.start(_queued("unrelated")).join(5)  # written while the blocker still holds its lock
+        waited = time.monotonic() - began
+        assert [e.message.data for e in writer.results.get("unrelated", ())] == [b"unrelated"]
+        assert "held" not in writer.results  # still waiting on the lock
     assert 0.2 <= waited < 5
-    assert [e.message.data for e in results["held"]] == [b"held"]
+    assert [e.message.data for e in writer.results["held"]] == [b"held"]
 
 
 def test_when_postgres_is_unreachable_every_caller_of_the_batch_raises_a_transient_error(db_target):
