@@ -259,3 +259,17 @@ def test_a_capacity_drop_takes_no_running_vm_for_capacity_a_deleted_vm_gives_bac
     result = Simulation(sc, jobs, make_policy("ask-every-region")).run()
     assert result.capacity_preemptions == 0
     assert result.preemptions == 0
+
+
+def test_deletions_the_world_makes_for_ask_every_region_count_as_compute_calls():
+    """A single-use VM deleted when its job ends is a deleteInstances call and its operation's read,
+    as the manager's port counts zen's deletions (they were not counted: ask-every-region looked
+    cheaper in Compute calls than it is)."""
+    from zen.sim.jobs import SimJob
+
+    calls = {}
+    for horizon in (500, 1500):  # the job (submitted at 10, booted at ~110) ends at ~1110
+        sc = _tiny("default: 2", extra=f"horizon_s: {horizon}\ntick_s: 100000")
+        result = Simulation(sc, [SimJob("j1", "c", 10, 1000, ("r1",))], make_policy("ask-every-region")).run()
+        calls[horizon] = result.api_calls
+    assert calls[1500] - calls[500] == 2

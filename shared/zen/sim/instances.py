@@ -245,6 +245,12 @@ class InstanceWorld:
         else:
             self.result.wasted_seconds += paid - busy - (vm.booted_s - vm.running_s)
 
+    def _delete_at_once(self, vm: _Vm) -> None:
+        """A deletion the world makes for a policy outside its passes (a single-use VM, a cancelled
+        loser): a ``deleteInstances`` call and its operation's read, as the manager's port counts them."""
+        self.result.api_calls += 2
+        self._delete(vm)
+
     def _delete(self, vm: _Vm) -> None:
         mig, cluster = vm.mig, vm.mig.cluster
         mig.target -= 1

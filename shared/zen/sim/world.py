@@ -253,7 +253,7 @@ class Simulation(InstanceWorld):
                 self._start(vm, job)
                 return
         if self.single_use:
-            self._delete(vm)  # a single-use VM with nothing to run goes at once
+            self._delete_at_once(vm)  # a single-use VM with nothing to run goes at once
             return
         cluster.idle[region][vm.name] = vm
 
@@ -290,7 +290,7 @@ class Simulation(InstanceWorld):
             if len(booting) <= wanted:
                 continue
             loser = min(booting, key=lambda vm: (vm.created_s is not None, -vm.since, vm.name))
-            self._delete(loser)
+            self._delete_at_once(loser)
 
     def _finish(self, vm: _Vm, epoch: int) -> None:
         if vm.epoch != epoch:
@@ -304,7 +304,7 @@ class Simulation(InstanceWorld):
         vm.job = vm.job_start_s = None
         if self.single_use:
             vm.phase = VmPhase.IDLE  # for the instant of its deletion
-            self._delete(vm)
+            self._delete_at_once(vm)
             return
         vm.phase, vm.since = VmPhase.IDLE, self.now
         vm.touch()
