@@ -471,3 +471,26 @@ def test_ticks_skipped_now_and_then_do_not_put_off_a_dead_vm_s_loss(functions, z
         clock.advance(60)
         functions.tick()
     assert job(zen, "job-1").status.value == "QUEUED" and job(zen, "job-1").attempt == 2
+
+
+def test_a_vm_that_becomes_usable_runs_a_scaling_pass_for_its_cluster(functions, zen):
+    """A VM's IDLE heartbeat after it booted, or after its job, runs its cluster's scaling pass at
+    once (it deletes the boots that lost the race to this VM, as the original system cancels its
+    extra boots the moment one VM is usable); other VM heartbeats, a repeated IDLE or one delivered
+    late, run none (the tick's pass covers them)."""
+    from tests.test_queues_waiting import CountingScaler
+
+    zen.scaler = scaler = CountingScaler()
+
+    def vm_beat(state, seq):
+        return {"kind": "vm", "vm": "vm-a", "cluster": "4xa100-40gb", "region": "us-central1",
+                "zone": "us-central1-a", "state": state, "seq": seq, "sent_at": "2026-01-01T00:00:00Z"}
+
+    functions.heartbeat(vm_beat("IDLE", 100))  # booted
+    assert scaler.passes == ["4xa100-40gb"]
+    functions.heartbeat(vm_beat("IDLE", 200))  # the period's heartbeat: nothing new
+    functions.heartbeat(vm_beat("BUSY", 300))
+    assert scaler.passes == ["4xa100-40gb"]
+    functions.heartbeat(vm_beat("IDLE", 400))  # its job ended
+    functions.heartbeat(vm_beat("BUSY", 350))  # older, delivered late: changes nothing
+    assert scaler.passes == ["4xa100-40gb", "4xa100-40gb"]

@@ -113,8 +113,14 @@ class Zen:
 
     def on_heartbeat(self, event_id: str, event_type: str | None, data) -> Outcome:
         with self.relay.request():
-            return self._with_envelope(self.config.topics.heartbeats, event_id, event_type, data,
-                                       self.jobs.heartbeat)
+            outcome = self._with_envelope(self.config.topics.heartbeats, event_id, event_type, data,
+                                          self.jobs.heartbeat)
+            if outcome.cluster and self.scaler is not None:
+                # A VM became usable (booted, or idle after its job): a pass now deletes the boots that
+                # lost the race to it, and plans for it, rather than at the next tick (the original
+                # system cancels its extra boots the moment one VM is usable). README "Scaling".
+                self.scaler.scale(outcome.cluster)
+            return outcome
 
     def on_stop_requested(self, event_id: str, event_type: str | None, data) -> Outcome:
         with self.relay.request():

@@ -60,7 +60,7 @@ class Outcome:
     result: str  # "created", "duplicate", "applied", "ignored", "rejected"
     job_id: str | None = None
     reason: str | None = None
-    cluster: str | None = None
+    cluster: str | None = None  # a created job's, or a VM heartbeat's whose VM became usable: a pass follows
     regions: tuple[str, ...] | None = None  # a created job's allowed regions (the cheap coverage check)
     admitted: bool = True  # False: created PENDING (its queue's quota is full): no demand to scale for
 
@@ -209,14 +209,14 @@ class JobService(TickSweeps, VmBeats):
 
     def _vm_heartbeat(self, envelope: PubSubEnvelope, hb: VmHeartbeat) -> Outcome:
         if self._config.cluster(hb.cluster) is None:
-            return self.reject(envelope, self._topics.heartbeats, f"unknown cluster {hb.cluster!r}", None,
-                                "job.message_ignored")
+            return self.reject(envelope, self._topics.heartbeats, f"unknown cluster {hb.cluster!r}", None, "job.message_ignored")
         regions = self._config.cluster(hb.cluster).regions
         if hb.region not in regions:  # a VM Zen never scales for: no MIG, no start subscription of it
             return self.reject(envelope, self._topics.heartbeats, f"VM {hb.vm} in region {hb.region!r}: cluster "
                                f"{hb.cluster} does not use that region (its regions: {regions})", None,
                                "job.message_ignored")
-        return Outcome("applied" if self.record_vm(hb) else "duplicate", hb.job_id)  # zen.vm_beats
+        changed, usable = self.record_vm(hb)  # zen.vm_beats
+        return Outcome("applied" if changed else "duplicate", hb.job_id, cluster=hb.cluster if usable else None)
 
     # -- stop ----------------------------------------------------------------------------------
     def stop(self, envelope: PubSubEnvelope) -> Outcome:

@@ -32,11 +32,12 @@ log = logging.getLogger("zen.jobs")
 class VmBeats:
     """Mixed into ``JobService``: uses its ``_db``, ``_clock``, ``_relay`` and ``_apply``."""
 
-    def record_vm(self, hb: VmHeartbeat) -> bool:
-        """Record a VM heartbeat of a known cluster and requeue what it gave back; False when it
-        changed nothing (older than the last one recorded, and nothing to requeue)."""
+    def record_vm(self, hb: VmHeartbeat) -> tuple[bool, bool]:
+        """Record a VM heartbeat of a known cluster and requeue what it gave back: whether it changed
+        anything (not when older than the last one recorded and nothing to requeue), and whether the VM
+        became usable (IDLE, from booting or from running a job: ``Zen.on_heartbeat`` runs a pass)."""
         with self._db.transaction() as session:
-            applied = repository.upsert_vm(
+            was = repository.upsert_vm(
                 session, name=hb.vm, cluster=hb.cluster, region=hb.region, zone=hb.zone, state=hb.state.value,
                 job_id=hb.job_id, attempt=hb.attempt, seq=hb.seq, now=(now := self._clock()),
                 sent_at=min(hb.sent_at, now),  # idle since: never later than now (a clock ahead)
@@ -47,7 +48,7 @@ class VmBeats:
             # judged against each job's own reports.
             ids = self._requeue_given_back(session, hb)
         self._relay.flush_quietly(ids)
-        return applied or bool(ids)
+        return was is not None or bool(ids), was is not None and was != "IDLE" and hb.state.value == "IDLE"
 
     def _requeue_given_back(self, session: Session, hb: VmHeartbeat) -> list[Enqueued]:
         ids: list[Enqueued] = []

@@ -29,7 +29,8 @@ def run(sc, policy):
 
 @pytest.mark.parametrize("name", POLICY_NAMES)
 def test_every_policy_plans_only_at_ticks_and_right_after_submissions(name):
-    sc = scenario(REGION_OUT)
+    """Without passes on VM heartbeats (``pass_on_vm_heartbeat: false``); with them, the next test."""
+    sc = scenario(REGION_OUT, extra="pass_on_vm_heartbeat: false")
     result = run(sc, make_policy(name))
     submits = {job.submit_s for job in load_jobs(sc)}
     tick = sc.spec.tick_s
@@ -108,7 +109,9 @@ def test_ask_every_region_cancels_the_losers_the_moment_one_vm_is_usable():
 
 
 def test_with_passes_on_vm_heartbeats_every_policy_also_plans_when_a_vm_comes_up():
-    sc = scenario("default: 4", jobs=ONE_JOB, extra="pass_on_vm_heartbeat: true\nboot: {dist: fixed, s: 25}\nhorizon_s: 100")
+    """The default, as production: ``Zen.on_heartbeat`` runs a pass when a VM becomes usable."""
+    sc = scenario("default: 4", jobs=ONE_JOB, extra="boot: {dist: fixed, s: 25}\nhorizon_s: 100")
+    assert sc.spec.pass_on_vm_heartbeat
     for name in POLICY_NAMES:
         result = run(sc, make_policy(name))
         assert 35.0 in result.pass_times, name  # submitted at 10, usable at 35

@@ -28,7 +28,7 @@ simulated time since the start of the run. Example (every key but ``clusters`` i
     retry_interval_s: 30         # a creation waiting for capacity is retried (and fails) this often
     list_errors_delay_s: 20      # a failed creation shows in listErrors (and on the instance) this much later
     preempt_on_capacity_drop: true   # spot: capacity falling below what runs in a zone preempts VMs there
-    pass_on_vm_heartbeat: false  # also plan when a VM reports usable/idle (every policy; not production today)
+    pass_on_vm_heartbeat: true   # also plan when a VM becomes usable/idle (every policy; as Zen.on_heartbeat)
     delete_s: 30                 # a deleted VM is billed this long (DELETING), then frees capacity
     preemption: {rate_per_hour: 0.0}   # per created VM; the MIG recreates it (GCE behaviour)
     timing: {idle_timeout_s: 300}      # fields of zen.scaling.model.Timing given to every policy
@@ -126,7 +126,7 @@ class ScenarioSpec(_Spec):
     retry_interval_s: float = Field(default=30, gt=0)
     list_errors_delay_s: float = Field(default=20, ge=0)
     preempt_on_capacity_drop: bool = True
-    pass_on_vm_heartbeat: bool = False
+    pass_on_vm_heartbeat: bool = True  # production runs a pass when a VM becomes usable (Zen.on_heartbeat)
     delete_s: float = Field(default=30, ge=0)
     preemption: PreemptionSpec = PreemptionSpec()
     timing: dict[str, float] = {}

@@ -29,8 +29,8 @@ heap of events; nothing sleeps). What it models, per cluster:
   drawn at random (seeded; ``InstanceWorld._capacity_dropped``); the recreated VM's boot counts from then.
 - **Same passes for everyone.** Every policy plans at the periodic tick and right after submissions
   that the last pass does not cover (``zen.scaling.model.Coverage``, as production), nothing else
-  (``RunResult.pass_times``); with ``pass_on_vm_heartbeat`` also when a VM's agent reports it usable
-  or idle again (what production would do if ``on_heartbeat`` ran a pass for VM heartbeats; it does not).
+  (``RunResult.pass_times``); with ``pass_on_vm_heartbeat`` (the default) also when a VM's agent reports
+  it usable or idle again, as ``Zen.on_heartbeat`` runs a pass when a VM becomes usable in production.
 - **Agents.** An IDLE VM takes the best queued job allowed in its region at once (highest
   priority, then oldest); a submission goes to an idle VM of an allowed region (most recently idle
   first) when there is one. A job runs its duration; the VM is IDLE again (warm reuse) unless the

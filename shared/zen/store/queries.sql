@@ -245,7 +245,9 @@ WHERE job_id = :job_id AND (CAST(:message_id AS text) IS NULL OR message_id = :m
 ORDER BY id DESC LIMIT 1;
 
 -- name: upsert_vm
--- Only a newer heartbeat (higher seq) changes the row: VM heartbeats also arrive out of order.
+-- Only a newer heartbeat (higher seq) changes the row: VM heartbeats also arrive out of order. Returns
+-- the state the row had before ('' for a VM not heard from before); no row when nothing changed.
+WITH before AS (SELECT state FROM vms WHERE name = :vm_name)
 INSERT INTO vms (name, cluster, region, zone, state, job_id, attempt, jobs, last_seq, first_seen_at,
                  last_seen_at, idle_since, cached_inputs, images)
 VALUES (:vm_name, :cluster, :region, :zone, :state, :job_id, :attempt, CAST(:jobs AS jsonb), :seq, :now, :now,
@@ -259,7 +261,7 @@ SET cluster = EXCLUDED.cluster, region = EXCLUDED.region, zone = EXCLUDED.zone,
     idle_since = CASE WHEN EXCLUDED.state = 'IDLE'
                       THEN COALESCE(vms.idle_since, EXCLUDED.idle_since) END
 WHERE vms.last_seq < EXCLUDED.last_seq
-RETURNING name;
+RETURNING name, COALESCE((SELECT state FROM before), '') AS was;
 
 -- name: vms_holding
 -- A cluster's idle VMs in :regions (a JSON array) whose warm cache holds every one of :inputs (a JSON

@@ -165,16 +165,16 @@ def latest_rejection(session: Session, job_id: str, message_id: str | None = Non
 def upsert_vm(session: Session, *, name: str, cluster: str, region: str, zone: str, state: str,
               job_id: str | None, attempt: int | None, seq: int, sent_at: datetime, now: datetime,
               jobs: list[dict[str, Any]] | None = None, cached_inputs: list[str] | None = None,
-              images: list[str] | None = None) -> bool:
+              images: list[str] | None = None) -> str | None:
     """Record a VM heartbeat (``jobs``: every attempt it holds, from a VM that may hold several;
-    ``cached_inputs`` / ``images``: what its warm cache holds); False when it is older than what is
-    recorded (out of order)."""
+    ``cached_inputs`` / ``images``: what its warm cache holds): the state the VM had before ('' for a
+    VM not heard from before), or None when the heartbeat is older than what is recorded (out of order)."""
     row = session.one(
         "upsert_vm", vm_name=name, cluster=cluster, region=region, zone=zone, state=state, job_id=job_id,
         attempt=attempt, jobs=_json_or_null(jobs), seq=seq, sent_at=sent_at, now=now,
         cached_inputs=_json_or_null(cached_inputs), images=_json_or_null(images),
     )
-    return row is not None
+    return None if row is None else row["was"]
 
 
 def list_vms(session: Session) -> list[dict[str, Any]]:
