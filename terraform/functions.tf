@@ -10,7 +10,7 @@ locals {
   # soon as apply creates it, before the database is migrated (README, Deploy step 3).
   functions = {
     on_job_submitted  = { account = "submit", scaling = true, retry = true }
-    on_heartbeat      = { account = "heartbeat", scaling = false, retry = true }
+    on_heartbeat      = { account = "heartbeat", scaling = true, retry = true }
     on_stop_requested = { account = "stop", scaling = false, retry = true }
     on_scale_tick     = { account = "tick", scaling = true, retry = false }
   }
@@ -61,7 +61,8 @@ resource "google_cloudfunctions2_function" "zen" {
         ZEN_CLOUDSQL_IP_TYPE  = "PRIVATE"
         # The most connections one instance opens (sql.tf: what the plan checks against max_connections).
         ZEN_DB_MAX_OPEN = tostring(local.db_max_open[each.key])
-        # Heartbeats and stops never scale; without Compute permissions they must not try.
+        # Stops never scale; without Compute permissions they must not try. A heartbeat whose VM became
+        # usable runs its cluster's scaling pass (Zen.on_heartbeat: the boots that lost the race go).
         ZEN_SCALING = each.value.scaling ? "on" : "off"
         # Heartbeats must carry their VM's Google-signed identity token naming the VM they report for.
         ZEN_VM_PROOF = var.vm_proof

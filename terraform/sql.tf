@@ -9,12 +9,12 @@
 # or requests past the limit fail (Pub/Sub redelivers, everything slows down, operators are locked out).
 locals {
   # What one request holds at once (tests/terraform/test_terraform_db_connections.py measures it): a
-  # submission that scales holds its cluster's lock session and a transaction (zen.scaling.fleetdb);
-  # the tick its own lock session, a cluster's lock session and a transaction; a heartbeat or a stop
-  # one transaction at a time.
+  # submission that scales, or a heartbeat whose VM became usable (it runs a pass), holds its cluster's
+  # lock session and a transaction (zen.scaling.fleetdb); the tick its own lock session, a cluster's
+  # lock session and a transaction; a stop one transaction at a time.
   db_connections_per_request = {
     on_job_submitted  = 2
-    on_heartbeat      = 1
+    on_heartbeat      = 2
     on_stop_requested = 1
     on_scale_tick     = 3
   }

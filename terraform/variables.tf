@@ -82,12 +82,12 @@ variable "agent_package" {
 variable "functions" {
   description = <<-EOT
     Scaling of each function. Each instance opens at most ZEN_DB_MAX_OPEN database connections:
-    concurrency x what one request holds at once (a submission that scales 2, the tick 3, a heartbeat
-    or a stop 1), plus 1 for the instance's background outbox marks (sql.tf). The plan fails unless
+    concurrency x what one request holds at once (a submission or a heartbeat that scales 2, the tick
+    3, a stop 1), plus 1 for the instance's background outbox marks (sql.tf). The plan fails unless
     the sum over functions of max_instances x that, plus 10 for superusers and people, fits in
-    db_max_connections. Defaults: 5 x (2x4+1) + 6 x (1x4+1) + 3 x (1x2+1) + 1 x (3x1+1) = 45 + 30 + 9
-    + 4 = 88, + 10 = 98 of 100. Heartbeats are one short statement each: 6 instances x 4 at once serve
-    hundreds a second. on_scale_tick runs one at a time (an advisory lock makes a second tick skip),
+    db_max_connections. Defaults: 5 x (2x4+1) + 3 x (2x4+1) + 3 x (1x2+1) + 1 x (3x1+1) = 45 + 27 + 9
+    + 4 = 85, + 10 = 95 of 100. Heartbeats are one short statement each (a scaling pass only when a VM
+    became usable): 3 instances x 4 at once serve hundreds a second. on_scale_tick runs one at a time (an advisory lock makes a second tick skip),
     so one instance with concurrency 1 is all it can use.
   EOT
   type = map(object({
@@ -99,7 +99,7 @@ variable "functions" {
   }))
   default = {
     on_job_submitted  = { max_instances = 5, concurrency = 4 }
-    on_heartbeat      = { max_instances = 6, concurrency = 4 }
+    on_heartbeat      = { max_instances = 3, concurrency = 4 }
     on_stop_requested = { max_instances = 3, concurrency = 2 }
     on_scale_tick     = { max_instances = 1, concurrency = 1, timeout_s = 240 }
   }

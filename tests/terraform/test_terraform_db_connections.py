@@ -83,7 +83,9 @@ def test_what_one_request_holds_is_what_terraform_multiplies(module, held):
     measured = {
         "on_job_submitted": counter.request(lambda: fn.submit(job_request("a"))),  # new demand: it scales
         "on_heartbeat": max(counter.request(lambda: fn.heartbeat(beat)) for beat in (
-            heartbeat("a", "CLAIMED", 1), heartbeat("a", "RUNNING", 2), heartbeat("a", "SUCCEEDED", 3, exit_code=0))),
+            heartbeat("a", "CLAIMED", 1), heartbeat("a", "RUNNING", 2), heartbeat("a", "SUCCEEDED", 3, exit_code=0),
+            {"kind": "vm", "vm": "vm-a", "cluster": "4xa100-40gb", "region": "us-central1", "zone": "us-central1-a",
+             "state": "IDLE", "seq": 4, "sent_at": "2026-01-01T00:00:00Z"})),  # a VM became usable: it scales
         "on_stop_requested": counter.request(lambda: fn.stop({"job_id": "a", "reason": "done"})),
         "on_scale_tick": counter.request(fn.tick),
     }
@@ -109,7 +111,7 @@ def test_the_default_functions_fit_the_default_database_with_room(module):
     per_request = module.locals["db_connections_per_request"]
     reserved = module.locals["db_connections_reserved"]
     limit = module.variables["db_max_connections"]["default"]
-    assert needed(functions, per_request) == 88  # variables.tf shows the sum
+    assert needed(functions, per_request) == 85  # variables.tf shows the sum
     assert needed(functions, per_request) + reserved <= limit
     assert reserved >= 3 + 3  # superuser_reserved_connections, and a few people at once
     # The former default (10 heartbeat instances) did not fit.
@@ -159,7 +161,7 @@ def test_terraform_evaluates_the_rule_as_described(module, tmp_path):
         assert result.returncode == 0, result.stderr
         return json.loads(json.loads(result.stdout.strip().splitlines()[-1]))
 
-    assert evaluate() == [88, {"on_job_submitted": 9, "on_heartbeat": 5, "on_stop_requested": 3,
+    assert evaluate() == [85, {"on_job_submitted": 9, "on_heartbeat": 9, "on_stop_requested": 3,
                                "on_scale_tick": 4}, True]
     heartbeats = """functions = {
       on_job_submitted  = { max_instances = 5, concurrency = 4 }
@@ -167,5 +169,5 @@ def test_terraform_evaluates_the_rule_as_described(module, tmp_path):
       on_stop_requested = { max_instances = 3, concurrency = 2 }
       on_scale_tick     = { max_instances = 1, concurrency = 1 }
     }"""
-    assert evaluate(heartbeats)[0::2] == [108, False]
+    assert evaluate(heartbeats)[0::2] == [148, False]
     assert evaluate("db_max_connections = 50")[2] is False
