@@ -9,7 +9,8 @@
 # |                            |                                               | vm-control, job-events;      |
 # |                            |                                               | run.invoker on its service;  |
 # |                            |                                               | SQL client + instance user   |
-# | zen-fn-submit, zen-fn-tick | also scale the MIGs                           | MIG scaler (custom, zen-*)   |
+# | zen-fn-submit, -heartbeat, | also scale the MIGs (a heartbeat: when its VM | MIG scaler (custom, zen-*),  |
+# | zen-fn-tick                | became usable)                                | Compute reader               |
 # | zen-fn-<fn> (x4)           | locate jobs' input buckets (data locality)    | bucket locator (custom) on   |
 # |                            |                                               | each agent_input_buckets     |
 # | zen-agent                  | the GPU VMs                                   | see "agent" below            |

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -37,6 +38,9 @@ class Scaler(Protocol):
 
     def covered(self, cluster: str, regions: tuple[str, ...] | None = None) -> bool:
         """Is one more job (allowing ``regions``) already provided for? Cheap: no database, no Compute."""
+
+    def racing(self, cluster: str) -> bool:
+        """Does a VM of ``cluster`` that became usable call for a pass now (boots in flight)? Cheap."""
 
 
 @dataclass
@@ -87,10 +91,12 @@ class Zen:
             from zen.scaling.mig import MigManager, compute_clients_from_env
 
             clients: list = []
+            building = threading.Lock()  # concurrent first passes (an instance serves 4 requests) build once
 
             def mig_factory(p: str, region: str, name: str) -> MigManager:
-                if not clients:  # built on the first scaling pass, once per instance
-                    clients.extend(compute_clients_from_env())
+                with building:
+                    if not clients:  # built on the first scaling pass, once per instance
+                        clients.extend(compute_clients_from_env())
                 return MigManager(p, region, name, *clients)
 
             scaler = ClusterOrchestrator(config, db, utc_now, mig_factory)
@@ -115,10 +121,10 @@ class Zen:
         with self.relay.request():
             outcome = self._with_envelope(self.config.topics.heartbeats, event_id, event_type, data,
                                           self.jobs.heartbeat)
-            if outcome.cluster and self.scaler is not None:
-                # A VM became usable (booted, or idle after its job): a pass now deletes the boots that
-                # lost the race to it, and plans for it, rather than at the next tick (the original
-                # system cancels its extra boots the moment one VM is usable). README "Scaling".
+            if outcome.cluster and self.scaler is not None and self.scaler.racing(outcome.cluster):
+                # A VM became usable (booted, or idle after its job) while boots are in flight: a pass
+                # now deletes the boots that lost the race to it, rather than at the next tick (the
+                # original system cancels its extra boots the moment one VM is usable). README "Scaling".
                 self.scaler.scale(outcome.cluster)
             return outcome
 

@@ -43,7 +43,7 @@ from zen.scaling.asks import PassAsksDb
 from zen.scaling.port import FleetPort, MigApiError, MigPort, MigState, MigSummary, MigUnconfirmed, PassAsks
 from zen.scaling.model import (
     COVERAGE_TRUST_S, Action, ClusterLimits, ClusterSnapshot, Coverage, Decision, Plan, Policy, RegionMemory, Timing,
-    VmPhase, vm_index,
+    VmPhase, racing, vm_index,
 )
 from zen.scaling.planner import ZenPlanner
 from zen.scaling.sharing import absorb
@@ -309,6 +309,7 @@ class ClusterOrchestrator:
         self._policy = policy
         self._timing = timing_from_config(config)
         self._managers: dict[str, ClusterManager] = {}
+        self._building = threading.Lock()
         self._coverage: dict[str, Coverage] = {}  # cluster -> what this instance's last pass saw
         self._coverage_lock = threading.Lock()
 
@@ -318,13 +319,19 @@ class ClusterOrchestrator:
             coverage = self._coverage.get(cluster)
             return coverage is not None and coverage.covers(self._clock(), COVERAGE_TRUST_S, regions)
 
+    def racing(self, cluster: str) -> bool:
+        """Does a VM of ``cluster`` that became usable call for a pass now (``model.racing``)? Cheap."""
+        with self._coverage_lock:
+            return racing(self._coverage.get(cluster))
+
     def manager(self, cluster: str) -> ClusterManager:
-        if cluster not in self._managers:
-            config = self._config.cluster(cluster)
-            migs = {r: self._mig_factory(self._config.project, r, config.mig_name(r)) for r in config.regions}
-            self._managers[cluster] = ClusterManager(config, self._fleet, migs, self._clock, self._timing, self._policy,
-                                                    asks=self._asks)
-        return self._managers[cluster]
+        with self._building:  # one per cluster, even when an instance's first passes come at once
+            if cluster not in self._managers:
+                config = self._config.cluster(cluster)
+                migs = {r: self._mig_factory(self._config.project, r, config.mig_name(r)) for r in config.regions}
+                self._managers[cluster] = ClusterManager(config, self._fleet, migs, self._clock, self._timing,
+                                                         self._policy, asks=self._asks)
+            return self._managers[cluster]
 
     def tick(self) -> dict[str, ClusterReport]:
         """One pass over every cluster; it never waits (a Cloud Function must not sleep idle).

@@ -292,6 +292,14 @@ def vm_index(vms: tuple[Vm, ...] | list[Vm]) -> VmIndex:
 COVERAGE_TRUST_S = 10.0  # how long a pass's view of a cluster may spare later submissions a pass
 
 
+def racing(coverage: "Coverage | None") -> bool:
+    """Whether a VM of the cluster becoming usable calls for a pass at once: the cluster's last pass
+    left VMs booting (hedges this VM may have beaten), or no pass of it is known here. Otherwise the
+    VM takes queued work itself and the tick sees to the rest (a pass per job end would read every
+    MIG of the cluster each time: Compute calls, not outcomes)."""
+    return coverage is None or coverage.booting > 0
+
+
 @dataclass
 class Coverage:
     """What a cluster's last pass says about one more queued job: covered when that pass left an
@@ -304,6 +312,7 @@ class Coverage:
     at: datetime
     spares: dict[str, int]  # region -> idle VMs no queued job takes (the most constrained jobs served first)
     saturated: bool
+    booting: int = 0  # VMs the pass left booting (asked for included): races a VM now usable may have won
 
     @property
     def spare(self) -> int:
@@ -328,7 +337,9 @@ class Coverage:
                         if not left:
                             break
         saturated = sum(snapshot.target_sizes.values()) + added - len(gone) >= snapshot.cluster.max_vms
-        return cls(snapshot.now, {region: n for region, n in spares.items() if n > 0}, saturated)
+        booting = added + sum(vm.name not in gone for (_, phase), group in index.phases.items()
+                              if phase is VmPhase.BOOTING for vm in group)
+        return cls(snapshot.now, {region: n for region, n in spares.items() if n > 0}, saturated, booting)
 
     def covers(self, now: datetime, trust_s: float = COVERAGE_TRUST_S, regions: Iterable[str] | None = None) -> bool:
         """Whether one more job allowing ``regions`` (None: any) is provided for; a covered job takes a

@@ -65,7 +65,7 @@ from datetime import timedelta
 from zen.local.compute.capacity import CapacitySchedule
 from zen.config import ClusterConfig
 from zen.scaling.manager import ClusterManager
-from zen.scaling.model import ClusterSnapshot, Plan, Policy, VmPhase
+from zen.scaling.model import ClusterSnapshot, Plan, Policy, VmPhase, racing
 from zen.sim.instances import _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK, InstanceWorld
 from zen.sim.jobs import SimJob
 from zen.sim.metrics import RunResult
@@ -235,7 +235,7 @@ class Simulation(InstanceWorld):
         vm.phase, vm.since, vm.booted_s = VmPhase.IDLE, self.now, self.now
         vm.touch()
         self._on_idle(vm)
-        if self.pass_on_vm_heartbeat:
+        if self.pass_on_vm_heartbeat and racing(vm.mig.cluster.coverage):  # as Zen.on_heartbeat
             self._request_pass(vm.mig.cluster)
 
     def _request_pass(self, cluster: _Cluster) -> None:
@@ -310,7 +310,7 @@ class Simulation(InstanceWorld):
         vm.touch()
         vm.epoch += 1
         self._on_idle(vm)
-        if self.pass_on_vm_heartbeat:
+        if self.pass_on_vm_heartbeat and racing(vm.mig.cluster.coverage):  # as Zen.on_heartbeat
             self._request_pass(vm.mig.cluster)
 
     def _offer(self, job: _Job) -> None:
