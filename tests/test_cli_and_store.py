@@ -156,3 +156,13 @@ def test_queues_json_without_queues_is_an_empty_list(db_url, monkeypatch, capsys
     monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
     assert main(["queues", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+def test_a_query_name_given_twice_is_refused(tmp_path):
+    from zen.store.db import load_queries
+
+    sql = tmp_path / "queries.sql"
+    sql.write_text("-- name: a\nSELECT 1;\n\n-- name: b\nSELECT 2;\n\n-- name: a\nSELECT 3;\n")
+    with pytest.raises(ValueError, match="'a' is given twice"):
+        load_queries(sql)
+    assert load_queries()  # the shipped file has none

@@ -494,3 +494,35 @@ def test_a_vm_that_becomes_usable_runs_a_scaling_pass_for_its_cluster(functions,
     functions.heartbeat(vm_beat("IDLE", 400))  # its job ended
     functions.heartbeat(vm_beat("BUSY", 350))  # older, delivered late: changes nothing
     assert scaler.passes == ["4xa100-40gb", "4xa100-40gb"]
+
+
+def test_a_vm_heartbeat_written_meanwhile_is_the_state_before(db):
+    """Two heartbeats of one VM at once, BUSY(300) then IDLE(400), on IDLE(200): the second waits for
+    the first and sees BUSY before it, so the change to usable is seen (a plain read saw IDLE: missed)."""
+    import threading
+    import time
+    from datetime import datetime, timezone
+
+    now = datetime.now(timezone.utc)
+
+    def up(session, state, seq):
+        return repository.upsert_vm(session, name="vm-a", cluster="c", region="r", zone="z", state=state,
+                                    job_id=None, attempt=None, seq=seq, sent_at=now, now=now)
+
+    with db.transaction() as session:
+        assert up(session, "IDLE", 200) == ""  # not heard from before
+    seen = {}
+    writing = db.transaction()
+    first = writing.__enter__()
+    seen["BUSY"] = up(first, "BUSY", 300)  # holds the row, not committed yet
+
+    def second() -> None:
+        with db.transaction() as session:
+            seen["IDLE"] = up(session, "IDLE", 400)
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    time.sleep(0.3)  # the second waits on the row
+    writing.__exit__(None, None, None)
+    thread.join(10)
+    assert seen == {"BUSY": "IDLE", "IDLE": "BUSY"}

@@ -130,7 +130,8 @@ def _cloudsql_connect_factory(instance: str) -> Callable[[], Any]:
 
 
 def load_queries(path: Path = QUERIES_FILE) -> dict[str, str]:
-    """Split a ``-- name: X`` annotated SQL file into {name: sql}."""
+    """Split a ``-- name: X`` annotated SQL file into {name: sql}; a name given twice is refused (the
+    second would silently replace the first for every caller)."""
     queries: dict[str, str] = {}
     name: str | None = None
     lines: list[str] = []
@@ -140,6 +141,8 @@ def load_queries(path: Path = QUERIES_FILE) -> dict[str, str]:
             if name:
                 queries[name] = "\n".join(lines).strip().rstrip(";")
             name, lines = match.group(1), []
+            if name in queries:
+                raise ValueError(f"{path.name}: the query name {name!r} is given twice")
         elif name is not None:
             lines.append(line)
     if name:

@@ -244,10 +244,13 @@ SELECT id, at, source, message_id, job_id, reason FROM rejected_messages
 WHERE job_id = :job_id AND (CAST(:message_id AS text) IS NULL OR message_id = :message_id)
 ORDER BY id DESC LIMIT 1;
 
+-- name: lock_vm_row
+-- A VM's row, locked for its heartbeat's transaction: a heartbeat of the same VM being written
+-- meanwhile is waited for, and the state read is the one it wrote (repository.upsert_vm).
+SELECT state FROM vms WHERE name = :vm_name FOR UPDATE;
+
 -- name: upsert_vm
--- Only a newer heartbeat (higher seq) changes the row: VM heartbeats also arrive out of order. Returns
--- the state the row had before ('' for a VM not heard from before); no row when nothing changed.
-WITH before AS (SELECT state FROM vms WHERE name = :vm_name)
+-- Only a newer heartbeat (higher seq) changes the row: VM heartbeats also arrive out of order.
 INSERT INTO vms (name, cluster, region, zone, state, job_id, attempt, jobs, last_seq, first_seen_at,
                  last_seen_at, idle_since, cached_inputs, images)
 VALUES (:vm_name, :cluster, :region, :zone, :state, :job_id, :attempt, CAST(:jobs AS jsonb), :seq, :now, :now,
@@ -261,7 +264,7 @@ SET cluster = EXCLUDED.cluster, region = EXCLUDED.region, zone = EXCLUDED.zone,
     idle_since = CASE WHEN EXCLUDED.state = 'IDLE'
                       THEN COALESCE(vms.idle_since, EXCLUDED.idle_since) END
 WHERE vms.last_seq < EXCLUDED.last_seq
-RETURNING name, COALESCE((SELECT state FROM before), '') AS was;
+RETURNING name;
 
 -- name: vms_holding
 -- A cluster's idle VMs in :regions (a JSON array) whose warm cache holds every one of :inputs (a JSON

@@ -168,13 +168,15 @@ def upsert_vm(session: Session, *, name: str, cluster: str, region: str, zone: s
               images: list[str] | None = None) -> str | None:
     """Record a VM heartbeat (``jobs``: every attempt it holds, from a VM that may hold several;
     ``cached_inputs`` / ``images``: what its warm cache holds): the state the VM had before ('' for a
-    VM not heard from before), or None when the heartbeat is older than what is recorded (out of order)."""
+    VM not heard from before), or None when the heartbeat is older than what is recorded (out of order).
+    In a transaction, the row stays locked to its end: two heartbeats of one VM at once see each other."""
+    before = session.one("lock_vm_row", vm_name=name)
     row = session.one(
         "upsert_vm", vm_name=name, cluster=cluster, region=region, zone=zone, state=state, job_id=job_id,
         attempt=attempt, jobs=_json_or_null(jobs), seq=seq, sent_at=sent_at, now=now,
         cached_inputs=_json_or_null(cached_inputs), images=_json_or_null(images),
     )
-    return None if row is None else row["was"]
+    return None if row is None else (before["state"] if before else "")
 
 
 def list_vms(session: Session) -> list[dict[str, Any]]:
