@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -91,12 +90,12 @@ class Zen:
             from zen.scaling.mig import MigManager, compute_clients_from_env
 
             clients: list = []
-            building = threading.Lock()  # concurrent first passes (an instance serves 4 requests) build once
 
             def mig_factory(p: str, region: str, name: str) -> MigManager:
-                with building:
-                    if not clients:  # built on the first scaling pass, once per instance
-                        clients.extend(compute_clients_from_env())
+                # Built on the first scaling pass, once per instance: called only while the orchestrator
+                # builds a cluster's manager, under its lock (concurrent first passes build once).
+                if not clients:
+                    clients.extend(compute_clients_from_env())
                 return MigManager(p, region, name, *clients)
 
             scaler = ClusterOrchestrator(config, db, utc_now, mig_factory)

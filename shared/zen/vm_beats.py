@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from zen import lifecycle
 from zen.messaging import Enqueued
+from zen.models import VmState
 from zen.store import repository
 from zen.vm_heartbeat import VmHeartbeat
 
@@ -48,7 +49,8 @@ class VmBeats:
             # judged against each job's own reports.
             ids = self._requeue_given_back(session, hb)
         self._relay.flush_quietly(ids)
-        return was is not None or bool(ids), was is not None and was != "IDLE" and hb.state.value == "IDLE"
+        usable = hb.state is VmState.IDLE and was is not None and was != VmState.IDLE.value
+        return was is not None or bool(ids), usable
 
     def _requeue_given_back(self, session: Session, hb: VmHeartbeat) -> list[Enqueued]:
         ids: list[Enqueued] = []

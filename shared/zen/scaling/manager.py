@@ -325,7 +325,9 @@ class ClusterOrchestrator:
             return racing(self._coverage.get(cluster))
 
     def manager(self, cluster: str) -> ClusterManager:
-        with self._building:  # one per cluster, even when an instance's first passes come at once
+        # One per cluster, even when an instance's first passes come at once; the MIG factory is called
+        # only here, under this lock (Zen.from_env builds the Compute clients in it, once).
+        with self._building:
             if cluster not in self._managers:
                 config = self._config.cluster(cluster)
                 migs = {r: self._mig_factory(self._config.project, r, config.mig_name(r)) for r in config.regions}
