@@ -9,7 +9,7 @@ HCL_STAMP := $(VENV)/.tools-installed
 TOOLS_VENV := .venv-tools
 TOOLS_STAMP := $(TOOLS_VENV)/.installed
 
-.PHONY: venv tools test faults demo bench bench-control package checkov clean
+.PHONY: venv tools test faults demo bench bench-control bench-bound package checkov clean
 
 venv: $(STAMP)
 
@@ -53,6 +53,10 @@ bench: venv
 # Control-plane benchmark: submits, heartbeats (and the tick) against the raw database anchor, same run.
 bench-control: venv
 	$(BIN)/python -m benchmarks.control
+
+# The least waste any policy pays at light load while as fast as ask-every-region (issue 11).
+bench-bound: venv
+	$(BIN)/python -m benchmarks.bound
 
 # What terraform deploys: dist/zen-functions.zip, the agent wheel, dist/manifest.json.
 # Ship a configuration of your own with: make package CONFIG=zen.yaml
