@@ -95,8 +95,8 @@ WITH input AS (
     ORDER BY w.n, m.k
     RETURNING id
 )
--- Comma-separated text, not arrays: the driver parses an array character by character in Python (7% of
--- a busy instance's CPU at 8 concurrent submissions); split and int() are C.
+-- Comma-separated text, not arrays: the driver parses an array character by character in Python (42 us
+-- for a batch's 24 ids, ~3% of a busy instance's CPU per submission); split and int() take 2 us.
 SELECT (SELECT string_agg(CAST(n AS text), ',' ORDER BY n) FROM written) AS written,
        (SELECT string_agg(CAST(id AS text), ',' ORDER BY id) FROM box) AS ids;
 
