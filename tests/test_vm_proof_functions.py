@@ -74,15 +74,41 @@ def test_a_heartbeat_without_a_token_is_rejected(functions, zen, clock):
     assert "carries no vm_proof attribute" in reason
 
 
+VM_B = "zen-4xa100-40gb-us-central1-b0b0"  # an instance of the cluster's MIG in us-central1, as GCE names it
+
+
+def mig_beat(state: str, seq: int, sent_at, vm: str = VM_B, cluster: str = "4xa100-40gb") -> dict:
+    return {**vm_beat(state, seq, sent_at), "vm": vm, "cluster": cluster}
+
+
+def vm_names(zen) -> list[tuple[str, str, str]]:
+    with zen.db.transaction() as session:
+        return [(row["name"], row["cluster"], row["state"]) for row in repository.list_vms(session)]
+
+
 def test_a_vm_heartbeat_with_another_vm_token_is_rejected(functions, zen, clock, issuer, project):
-    functions.heartbeat(vm_beat("RETIRED", ms(clock), clock()), attributes=proof(issuer, clock, project, "vm-a"))
-    with zen.db.transaction() as session:
-        assert [row for row in repository.list_vms(session) if row["name"] == "vm-b"] == []
+    functions.heartbeat(mig_beat("RETIRED", ms(clock), clock()), attributes=proof(issuer, clock, project, "vm-a"))
+    assert vm_names(zen) == []
     [reason] = rejections(zen)
-    assert "names VM 'vm-b' but its vm_proof token is for VM 'vm-a'" in reason
-    functions.heartbeat(vm_beat("IDLE", ms(clock) + 1, clock()), attributes=proof(issuer, clock, project, "vm-b"))
-    with zen.db.transaction() as session:
-        assert [row["state"] for row in repository.list_vms(session) if row["name"] == "vm-b"] == ["IDLE"]
+    assert f"names VM '{VM_B}' but its vm_proof token is for VM 'vm-a'" in reason
+    functions.heartbeat(mig_beat("IDLE", ms(clock) + 1, clock()), attributes=proof(issuer, clock, project, VM_B))
+    assert vm_names(zen) == [(VM_B, "4xa100-40gb", "IDLE")]
+
+
+def test_a_vm_reporting_for_a_cluster_not_its_own_is_rejected(functions, zen, clock, issuer, project):
+    """Its token proves its name, not the cluster it names: an idle VM of another cluster would be that
+    cluster's supply (its planner would not scale for its queue) and would run its scaling passes."""
+    own = proof(issuer, clock, project, VM_B)
+    for n, (vm, cluster) in enumerate([(VM_B, "8xa100-40gb"), ("vm-b", "4xa100-40gb"),
+                                       ("zen-4xa100-40gb-us-central1-x-us-central1-b0b0", "4xa100-40gb")]):
+        attributes = own if vm == VM_B else proof(issuer, clock, project, vm)
+        functions.heartbeat(mig_beat("IDLE", ms(clock) + n, clock(), vm, cluster), attributes=attributes)
+    assert vm_names(zen) == []
+    reasons = rejections(zen)
+    assert len(reasons) == 3 and all("a VM reports for its own cluster" in r for r in reasons), reasons
+    assert "is not an instance of MIG zen-8xa100-40gb-us-central1, cluster 8xa100-40gb's" in reasons[0]
+    functions.heartbeat(mig_beat("IDLE", ms(clock) + 5, clock()), attributes=own)
+    assert vm_names(zen) == [(VM_B, "4xa100-40gb", "IDLE")]
 
 
 def test_a_claim_from_outside_the_region_it_names_is_rejected(functions, zen, clock, issuer, project):

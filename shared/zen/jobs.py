@@ -208,13 +208,9 @@ class JobService(TickSweeps, VmBeats):
                                                         or late_final(session, job, message, self._clock())))
 
     def _vm_heartbeat(self, envelope: PubSubEnvelope, hb: VmHeartbeat) -> Outcome:
-        if self._config.cluster(hb.cluster) is None:
-            return self.reject(envelope, self._topics.heartbeats, f"unknown cluster {hb.cluster!r}", None, "job.message_ignored")
-        regions = self._config.cluster(hb.cluster).regions
-        if hb.region not in regions:  # a VM Zen never scales for: no MIG, no start subscription of it
-            return self.reject(envelope, self._topics.heartbeats, f"VM {hb.vm} in region {hb.region!r}: cluster "
-                               f"{hb.cluster} does not use that region (its regions: {regions})", None,
-                               "job.message_ignored")
+        refusal = self.refusal(hb)  # zen.vm_beats: a cluster, region or MIG not the VM's
+        if refusal is not None:
+            return self.reject(envelope, self._topics.heartbeats, refusal, None, "job.message_ignored")
         changed, usable = self.record_vm(hb)  # zen.vm_beats
         return Outcome("applied" if changed else "duplicate", hb.job_id, cluster=hb.cluster if usable else None)
 

@@ -31,7 +31,27 @@ log = logging.getLogger("zen.jobs")
 
 
 class VmBeats:
-    """Mixed into ``JobService``: uses its ``_db``, ``_clock``, ``_relay`` and ``_apply``."""
+    """Mixed into ``JobService``: uses its ``_db``, ``_clock``, ``_relay``, ``_config``, ``_proof`` and ``_apply``."""
+
+    def refusal(self, hb: VmHeartbeat) -> str | None:
+        """Why a VM heartbeat is refused, or None. Its cluster must be known and use its region; and
+        where VMs prove their names (``ZEN_VM_PROOF=required``: ``zen.vm_proof``), the VM must be an
+        instance of that cluster's MIG in that region (GCE names them ``<MIG>-<suffix>``). The token
+        proves the VM, not the cluster it names: without this, a VM could report as an idle VM of
+        another cluster in its region, which that cluster's planner would count as supply, and make
+        that cluster's scaling passes run (``Zen.on_heartbeat``)."""
+        cluster = self._config.cluster(hb.cluster)
+        if cluster is None:
+            return f"unknown cluster {hb.cluster!r}"
+        if hb.region not in cluster.regions:  # a VM Zen never scales for: no MIG, no start subscription of it
+            return (f"VM {hb.vm} in region {hb.region!r}: cluster {hb.cluster} does not use that region "
+                    f"(its regions: {cluster.regions})")
+        mig = cluster.mig_name(hb.region)
+        mig_of_vm, _, suffix = hb.vm.rpartition("-")
+        if self._proof.mode != "off" and (mig_of_vm != mig or not suffix.isalnum()):
+            return (f"VM {hb.vm} is not an instance of MIG {mig}, cluster {hb.cluster}'s in {hb.region}: "
+                    "a VM reports for its own cluster")
+        return None
 
     def record_vm(self, hb: VmHeartbeat) -> tuple[bool, bool]:
         """Record a VM heartbeat of a known cluster and requeue what it gave back: whether it changed
