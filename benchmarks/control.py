@@ -289,8 +289,8 @@ class ControlBench:
             jobs = [[f"hb-{next(_ids)}" for _ in range(jobs_per_thread)] for _ in range(threads)]
             seq = {}
             for job_id in itertools.chain.from_iterable(jobs):  # each job RUNNING on its own VM
-                self.tokens[f"vm-{job_id}"] = issuer.token(vm=f"vm-{job_id}", zone="us-central1-a",
-                                                           project=self.project, audience=audience(self.project))
+                self.tokens[self.vm(job_id)] = issuer.token(vm=self.vm(job_id), zone="us-central1-a",
+                                                            project=self.project, audience=audience(self.project))
                 zen.on_job_submitted(job_id, PUBSUB_EVENT_TYPE, self.submit_data(job_id))
                 for status, n in (("CLAIMED", 1), ("RUNNING", 2)):
                     outcome = zen.on_heartbeat(f"{job_id}-{n}", PUBSUB_EVENT_TYPE, self.beat(job_id, status, n))
@@ -344,11 +344,15 @@ class ControlBench:
             zen.db.close()
         return statistics.median(seconds), calls[0]
 
+    def vm(self, job_id: str) -> str:
+        """The VM a job runs on: an instance of its cluster's MIG (the only VMs that may claim it)."""
+        return f"{self.config.cluster(CLUSTER).mig_name('us-central1')}-{job_id.replace('-', '')}"
+
     def beat(self, job_id: str, status: str, seq: int) -> dict:
-        payload = json.dumps({"job_id": job_id, "attempt": 1, "vm": f"vm-{job_id}", "region": "us-central1",
+        payload = json.dumps({"job_id": job_id, "attempt": 1, "vm": self.vm(job_id), "region": "us-central1",
                               "zone": "us-central1-a", "status": status, "seq": seq,
                               "sent_at": "2026-11-21T10:00:00Z"}).encode()
-        token = getattr(self, "tokens", {}).get(f"vm-{job_id}")
+        token = getattr(self, "tokens", {}).get(self.vm(job_id))
         return eventarc.pubsub_cloud_event(payload, message_id=f"{job_id}-{seq}", topic="zen-heartbeats",
                                            project=self.project,
                                            attributes=token_attributes(token) if token else None)["data"]

@@ -17,6 +17,9 @@ from zen.local.compute.issuer import TokenIssuer
 from zen.store import repository
 from zen.vm_proof import ATTRIBUTE, audience
 
+# Instances of the cluster's MIG in us-central1, as GCE names them: a VM may claim only its cluster's jobs.
+VM_A, VM_B = "zen-4xa100-40gb-us-central1-a0a0", "zen-4xa100-40gb-us-central1-b0b0"
+
 
 @pytest.fixture(scope="module")
 def issuer():
@@ -49,20 +52,20 @@ def proof(issuer, clock, project, vm, zone="us-central1-a") -> dict[str, str]:
 
 def test_a_report_for_vm_a_with_vm_b_token_is_rejected_and_vm_a_own_applies(functions, zen, clock, issuer,
                                                                               project):
-    vm_a, vm_b = proof(issuer, clock, project, "vm-a"), proof(issuer, clock, project, "vm-b")
+    vm_a, vm_b = proof(issuer, clock, project, VM_A), proof(issuer, clock, project, VM_B)
     functions.submit(job_request("victim"))
     start = ms(clock)
-    functions.heartbeat(heartbeat("victim", "CLAIMED", start, vm="vm-a"), attributes=vm_a)
-    functions.heartbeat(heartbeat("victim", "RUNNING", start + 1, vm="vm-a"), attributes=vm_a)
+    functions.heartbeat(heartbeat("victim", "CLAIMED", start, vm=VM_A), attributes=vm_a)
+    functions.heartbeat(heartbeat("victim", "RUNNING", start + 1, vm=VM_A), attributes=vm_a)
     assert job(zen, "victim").status.value == "RUNNING"
 
-    forged = heartbeat("victim", "SUCCEEDED", start + 2, vm="vm-a", exit_code=0)
+    forged = heartbeat("victim", "SUCCEEDED", start + 2, vm=VM_A, exit_code=0)
     assert functions.send("on_heartbeat", forged, attributes=vm_b).status_code == 200  # acked
     assert job(zen, "victim").status.value == "RUNNING"
     [reason] = rejections(zen)
-    assert "names VM 'vm-a' but its vm_proof token is for VM 'vm-b'" in reason
+    assert f"names VM '{VM_A}' but its vm_proof token is for VM '{VM_B}'" in reason
 
-    functions.heartbeat(heartbeat("victim", "SUCCEEDED", start + 3, vm="vm-a", exit_code=0), attributes=vm_a)
+    functions.heartbeat(heartbeat("victim", "SUCCEEDED", start + 3, vm=VM_A, exit_code=0), attributes=vm_a)
     assert job(zen, "victim").status.value == "SUCCEEDED"
 
 
@@ -72,9 +75,6 @@ def test_a_heartbeat_without_a_token_is_rejected(functions, zen, clock):
     assert job(zen, "unproven").status.value == "QUEUED"
     [reason] = rejections(zen)
     assert "carries no vm_proof attribute" in reason
-
-
-VM_B = "zen-4xa100-40gb-us-central1-b0b0"  # an instance of the cluster's MIG in us-central1, as GCE names it
 
 
 def mig_beat(state: str, seq: int, sent_at, vm: str = VM_B, cluster: str = "4xa100-40gb") -> dict:
@@ -139,3 +139,26 @@ def test_a_token_nested_too_deep_or_too_long_is_rejected_not_a_500(functions, ze
     deep_reason, long_reason = rejections(zen)
     assert "the vm_proof attribute is not a JWT" in deep_reason
     assert "characters long, over 4096: not a VM identity token" in long_reason
+
+
+def test_a_vm_of_another_cluster_cannot_claim_a_job(functions, zen, clock, issuer, project):
+    """Its token proves its name, and its name its MIG: a VM of 1xl4 must not run a job of 4xa100-40gb
+    (another machine, and a VM not cleared for the tags the job's cluster has there)."""
+    other = "zen-1xl4-us-central1-c0c0"
+    functions.submit(job_request("mine"))
+    functions.heartbeat(heartbeat("mine", "CLAIMED", ms(clock), vm=other), attributes=proof(issuer, clock, project, other))
+    refused = job(zen, "mine")
+    assert refused.status.value == "QUEUED" and refused.vm is None
+    [reason] = rejections(zen)
+    assert f"VM {other} is not an instance of cluster 4xa100-40gb's MIG in us-central1" in reason
+    functions.heartbeat(heartbeat("mine", "CLAIMED", ms(clock) + 1, vm=VM_A), attributes=proof(issuer, clock, project, VM_A))
+    assert job(zen, "mine").vm == VM_A
+
+
+def test_an_instance_name_names_its_cluster_and_region(config):
+    cluster = config.cluster("4xa100-40gb")
+    assert cluster.has_instance(VM_A, "us-central1")
+    assert cluster.has_instance("zen-4xa100-40gb-a0a0", "us-central1")  # a MIG made before names had regions
+    for other in ("zen-4xa100-40gb-us-west1-a0a0", "zen-8xa100-40gb-us-central1-a0a0", "vm-a",
+                  "zen-4xa100-40gb-us-central1-", "zen-4xa100-40gb-us-central1-x-us-central1-a0a0"):
+        assert not cluster.has_instance(other, "us-central1"), other

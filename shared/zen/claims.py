@@ -35,17 +35,24 @@ if TYPE_CHECKING:
 
 
 def refuse_claim(session: Session, config: ZenConfig, job: Job, hb: Heartbeat,
-                 now: datetime) -> Decision | None:
+                 now: datetime, proven: bool = False) -> Decision | None:
     """The refusal of a report that would win ``job``'s claim for ``hb.vm``; None when it may win.
+    With ``proven`` (the VM's name proven by its token: ``zen.vm_proof``), a VM that is not an instance
+    of the job's cluster's MIG in its region may not claim it: it would run the job on another
+    cluster's machine, and a tagged job on a VM not cleared for it (a token proves the VM's name,
+    which names its MIG, not what the heartbeat says).
 
     The start is published again. A job offered to warm VMs (``zen.routing``) that one of them could
     not take is widened at once (as the tick would later), not offered to the same VMs again: a VM
     being scaled down would refuse every time until it is gone."""
     if job.status is not JobStatus.QUEUED or hb.attempt != job.attempt:
         return None
-    if hb.region in job.regions and hb.region not in (cleared := regions_cleared_now(config, job)):
+    cluster = config.cluster(job.cluster)
+    if proven and cluster is not None and not cluster.has_instance(hb.vm, hb.region):
+        reason = f"VM {hb.vm} is not an instance of cluster {job.cluster}'s MIG in {hb.region}"
+    elif hb.region in job.regions and hb.region not in (cleared := regions_cleared_now(config, job)):
         return _not_cleared(config, job, hb, cleared, now)
-    if repository.vm_is_draining(session, hb.vm):  # a VM being scaled down is deleted next
+    elif repository.vm_is_draining(session, hb.vm):  # a VM being scaled down is deleted next
         reason = f"VM {hb.vm} is being scaled down"
     else:
         reason = no_room(config, job, hb.vm, lambda: repository.jobs_on_vm(session, hb.vm))

@@ -107,6 +107,13 @@ class ClusterConfig(_Strict):
         """Name of the regional MIG terraform creates for this cluster."""
         return f"zen-{self.name}-{region}"
 
+    def has_instance(self, vm: str, region: str) -> bool:
+        """Whether ``vm`` is named as an instance of this cluster's MIG in ``region``: GCE names a MIG's
+        instances ``<base>-<suffix>``, the base being the MIG's name (terraform), or ``zen-<cluster>``
+        for a MIG made before VMs were named after their MIG (terraform keeps its base)."""
+        base, _, suffix = vm.rpartition("-")
+        return base in (self.mig_name(region), f"zen-{self.name}") and suffix.isalnum()
+
 
 class Topics(_Strict):
     job_submitted: str = "zen-job-submitted"

@@ -46,11 +46,9 @@ class VmBeats:
         if hb.region not in cluster.regions:  # a VM Zen never scales for: no MIG, no start subscription of it
             return (f"VM {hb.vm} in region {hb.region!r}: cluster {hb.cluster} does not use that region "
                     f"(its regions: {cluster.regions})")
-        mig = cluster.mig_name(hb.region)
-        mig_of_vm, _, suffix = hb.vm.rpartition("-")
-        if self._proof.mode != "off" and (mig_of_vm != mig or not suffix.isalnum()):
-            return (f"VM {hb.vm} is not an instance of MIG {mig}, cluster {hb.cluster}'s in {hb.region}: "
-                    "a VM reports for its own cluster")
+        if self._proof.mode != "off" and not cluster.has_instance(hb.vm, hb.region):
+            return (f"VM {hb.vm} is not an instance of MIG {cluster.mig_name(hb.region)}, cluster {hb.cluster}'s in "
+                    f"{hb.region}: a VM reports for its own cluster")
         return None
 
     def record_vm(self, hb: VmHeartbeat) -> tuple[bool, bool]:
