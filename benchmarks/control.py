@@ -346,7 +346,9 @@ class ControlBench:
 
     def vm(self, job_id: str) -> str:
         """The VM a job runs on: an instance of its cluster's MIG (the only VMs that may claim it)."""
-        return f"{self.config.cluster(CLUSTER).mig_name('us-central1')}-{job_id.replace('-', '')}"
+        n, digits = int(job_id.rsplit("-", 1)[1]) % 36 ** 4, "0123456789abcdefghijklmnopqrstuvwxyz"
+        suffix = "".join(digits[n // 36 ** k % 36] for k in (3, 2, 1, 0))  # GCE's 4 characters
+        return f"{self.config.cluster(CLUSTER).mig_name('us-central1')}-{suffix}"
 
     def beat(self, job_id: str, status: str, seq: int) -> dict:
         payload = json.dumps({"job_id": job_id, "attempt": 1, "vm": self.vm(job_id), "region": "us-central1",

@@ -162,3 +162,35 @@ def test_an_instance_name_names_its_cluster_and_region(config):
     for other in ("zen-4xa100-40gb-us-west1-a0a0", "zen-8xa100-40gb-us-central1-a0a0", "vm-a",
                   "zen-4xa100-40gb-us-central1-", "zen-4xa100-40gb-us-central1-x-us-central1-a0a0"):
         assert not cluster.has_instance(other, "us-central1"), other
+
+
+def test_a_foreign_vm_in_a_region_no_longer_cleared_leaves_the_job_as_it_was(config, db, publisher, clock, issuer,
+                                                                           certs, project, monkeypatch):
+    """The VM's cluster is checked before the tags' regions: a claim of a VM cleared by nothing the job's
+    cluster knows must not narrow the job to where its tag moved (nor cancel it)."""
+    from tests.test_tags import with_region_tags
+    from zen.app import Zen
+    from zen.local.invoke import FunctionsInvoker
+
+    monkeypatch.setenv("ZEN_VM_PROOF", "required")
+    monkeypatch.setenv("ZEN_VM_PROOF_CERTS_URL", certs.url)
+    before = FunctionsInvoker(Zen(with_region_tags(config, {"us-central1": ["hipaa"]}), db, publisher, clock))
+    before.submit(job_request("phi-x", requires_tags=["hipaa"], regions=["us-central1", "us-west1"]))
+    zen = Zen(with_region_tags(config, {"us-west1": ["hipaa"]}), db, publisher, clock)  # the tag moved
+    regions = job(zen, "phi-x").regions
+    other = "zen-1xl4-us-central1-c0c0"
+    FunctionsInvoker(zen).heartbeat(heartbeat("phi-x", "CLAIMED", ms(clock), vm=other, tags=["hipaa"]),
+                                    attributes=proof(issuer, clock, project, other))
+    refused = job(zen, "phi-x")
+    assert (refused.status.value, refused.vm, refused.regions) == ("QUEUED", None, regions)
+    zen.relay.marks.flush()
+
+
+def test_clusters_whose_vms_would_be_named_alike_are_refused(config):
+    from zen.config import ZenConfig
+
+    raw = json.loads(config.model_dump_json())
+    first = raw["clusters"][0]
+    raw["clusters"].append({**first, "name": f"{first['name']}-us-central1"})  # its old VMs: zen-<it>-xxxx
+    with pytest.raises(ValueError, match="would name VMs alike"):
+        ZenConfig.model_validate(raw)

@@ -20,6 +20,7 @@ from zen.errors import ConfigError, describe_validation_error
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.yaml")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}\Z")  # \Z: "$" allows a final "\n"
+_MIG_SUFFIX = re.compile(r"[a-z0-9]{4}")  # GCE names a MIG's instances <base>-<4 of these>
 TAG_PATTERN = _NAME  # a tag (execution group): what a job may require, and all an agent reports (zen.agent.identity)
 
 
@@ -109,10 +110,11 @@ class ClusterConfig(_Strict):
 
     def has_instance(self, vm: str, region: str) -> bool:
         """Whether ``vm`` is named as an instance of this cluster's MIG in ``region``: GCE names a MIG's
-        instances ``<base>-<suffix>``, the base being the MIG's name (terraform), or ``zen-<cluster>``
-        for a MIG made before VMs were named after their MIG (terraform keeps its base)."""
+        instances ``<base>-<4 of a-z0-9>``, the base being the MIG's name (terraform), or ``zen-<cluster>``
+        for a MIG made before VMs were named after their MIG (terraform keeps its base). No two clusters
+        share a base (``ZenConfig``). It trusts that only the MIGs make VMs named so."""
         base, _, suffix = vm.rpartition("-")
-        return base in (self.mig_name(region), f"zen-{self.name}") and suffix.isalnum()
+        return base in (self.mig_name(region), f"zen-{self.name}") and _MIG_SUFFIX.fullmatch(suffix) is not None
 
 
 class Topics(_Strict):
@@ -285,6 +287,10 @@ class ZenConfig(_Strict):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"cluster names must be unique; repeated: {', '.join(duplicates)}")
+        bases = {c.name: {c.mig_name(r) for r in c.regions} | {f"zen-{c.name}"} for c in value}
+        for a, b in ((a, b) for a in names for b in names if a < b and bases[a] & bases[b]):
+            raise ValueError(f"clusters {a} and {b} would name VMs alike ({sorted(bases[a] & bases[b])[0]}-xxxx): "
+                             "a VM's name tells Zen its cluster (ClusterConfig.has_instance); rename one")
         return value
 
     @model_validator(mode="after")

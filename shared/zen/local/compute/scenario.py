@@ -13,7 +13,8 @@ since the stand-in started (``time_scale`` relates them to real time). Example::
         region: us-central1                 # entry here wins)
         zones: [us-central1-a, us-central1-b, us-central1-c]   # default: <region>-a, -b, -c
         machine_type: a2-highgpu-4g
-        cluster: 4xa100-40gb      # optional: the VM's ZEN_CLUSTER
+        cluster: 4xa100-40gb      # optional: the VM's ZEN_CLUSTER (with ZEN_VM_PROOF=required, Zen takes
+                                  # the word of its VMs only if the MIG is named zen-<cluster>-<region>)
         target_size: 0            # size at start
     zones:                        # zones of config-derived MIGs, per region (default a, b, c)
       europe-west4: [europe-west4-a, europe-west4-b]
