@@ -256,12 +256,11 @@ class ControlBench:
         spent between them, so this rate bounds what one thread can reach."""
         def measure() -> float:
             zen = self.zen(pool=1)
-            seen = []
-            commit = zen.jobs._submits
-            commit.write, write = (lambda *a: seen.append(a) or type(commit).write(commit, *a)), commit.write
+            commit, seen = zen.jobs._submits, []
+            commit.write = lambda *args: seen.append(args) or type(commit).write(commit, *args)  # one submission's
             first = self.submit_data(f"bench-{next(_ids)}")
             zen.on_job_submitted(first["message"]["messageId"], PUBSUB_EVENT_TYPE, first)
-            commit.write = write
+            del commit.write  # the class's own again
             job, history, messages, now = seen[0]
             start = [m for m in messages if m.topic == self.config.topics.job_start]
 

@@ -108,13 +108,17 @@ class ClusterConfig(_Strict):
         """Name of the regional MIG terraform creates for this cluster."""
         return f"zen-{self.name}-{region}"
 
+    def vm_bases(self, region: str) -> tuple[str, str]:
+        """What GCE names this cluster's VMs in ``region`` after (``<base>-<4 of a-z0-9>``): the MIG's name
+        (terraform's base instance name), or ``zen-<cluster>`` for a MIG made before VMs were named after
+        their MIG (terraform keeps its base). No two clusters share a base (``ZenConfig``)."""
+        return self.mig_name(region), f"zen-{self.name}"
+
     def has_instance(self, vm: str, region: str) -> bool:
-        """Whether ``vm`` is named as an instance of this cluster's MIG in ``region``: GCE names a MIG's
-        instances ``<base>-<4 of a-z0-9>``, the base being the MIG's name (terraform), or ``zen-<cluster>``
-        for a MIG made before VMs were named after their MIG (terraform keeps its base). No two clusters
-        share a base (``ZenConfig``). It trusts that only the MIGs make VMs named so."""
+        """Whether ``vm`` is named as an instance of this cluster's MIG in ``region``. It trusts that only
+        the MIGs make VMs named so."""
         base, _, suffix = vm.rpartition("-")
-        return base in (self.mig_name(region), f"zen-{self.name}") and _MIG_SUFFIX.fullmatch(suffix) is not None
+        return base in self.vm_bases(region) and _MIG_SUFFIX.fullmatch(suffix) is not None
 
 
 class Topics(_Strict):
@@ -287,9 +291,11 @@ class ZenConfig(_Strict):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"cluster names must be unique; repeated: {', '.join(duplicates)}")
-        bases = {c.name: {c.mig_name(r) for r in c.regions} | {f"zen-{c.name}"} for c in value}
-        for a, b in ((a, b) for a in names for b in names if a < b and bases[a] & bases[b]):
-            raise ValueError(f"clusters {a} and {b} would name VMs alike ({sorted(bases[a] & bases[b])[0]}-xxxx): "
+        bases = {c.name: {base for r in c.regions for base in c.vm_bases(r)} for c in value}
+        shared = next(((a, b) for a in names for b in names if a < b and bases[a] & bases[b]), None)
+        if shared:
+            a, b = shared
+            raise ValueError(f"clusters {a} and {b} would name VMs alike ({min(bases[a] & bases[b])}-xxxx): "
                              "a VM's name tells Zen its cluster (ClusterConfig.has_instance); rename one")
         return value
 

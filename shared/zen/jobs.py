@@ -205,7 +205,7 @@ class JobService(TickSweeps, VmBeats):
         return self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
                             lambda job, now: lifecycle.decide_heartbeat(job, message, now), answering=message,
                             guard=lambda session, job: (refuse_claim(session, self._config, job, message, self._clock(),
-                                                                     self._proof.mode != "off")
+                                                                     self._proof.names_proven)
                                                         or late_final(session, job, message, self._clock())))
 
     def _vm_heartbeat(self, envelope: PubSubEnvelope, hb: VmHeartbeat) -> Outcome:

@@ -46,7 +46,7 @@ class VmBeats:
         if hb.region not in cluster.regions:  # a VM Zen never scales for: no MIG, no start subscription of it
             return (f"VM {hb.vm} in region {hb.region!r}: cluster {hb.cluster} does not use that region "
                     f"(its regions: {cluster.regions})")
-        if self._proof.mode != "off" and not cluster.has_instance(hb.vm, hb.region):
+        if self._proof.names_proven and not cluster.has_instance(hb.vm, hb.region):
             return (f"VM {hb.vm} is not an instance of MIG {cluster.mig_name(hb.region)}, cluster {hb.cluster}'s in "
                     f"{hb.region}: a VM reports for its own cluster")
         return None

@@ -149,6 +149,11 @@ class ProofChecker:
         return cls((env.get("ZEN_VM_PROOF") or "off").strip().lower(),
                    env.get("ZEN_VM_PROOF_CERTS_URL") or GOOGLE_CERTS_URL, audience(project), clock)
 
+    @property
+    def names_proven(self) -> bool:
+        """Whether a heartbeat's VM name is proven (mode ``required``), so its name tells its cluster."""
+        return self.mode != "off"
+
     def check(self, attributes: Mapping[str, str], vm: str, zone: str, project: str,
               published_at: datetime | None = None, region: str | None = None) -> None:
         """Raise ``Rejected`` unless the message's token proves it comes from ``vm`` in ``zone`` of

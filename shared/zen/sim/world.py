@@ -235,8 +235,6 @@ class Simulation(InstanceWorld):
         vm.phase, vm.since, vm.booted_s = VmPhase.IDLE, self.now, self.now
         vm.touch()
         self._on_idle(vm)
-        if self.pass_on_vm_heartbeat and racing(vm.mig.cluster.coverage):  # as Zen.on_heartbeat
-            self._request_pass(vm.mig.cluster)
 
     def _request_pass(self, cluster: _Cluster) -> None:
         """A pass for this cluster now (after what else happens at this instant); one per instant."""
@@ -245,7 +243,11 @@ class Simulation(InstanceWorld):
             self._push(self.now, _TICK, self._tick, cluster)
 
     def _on_idle(self, vm: _Vm) -> None:
+        """A VM became usable (booted, or done with its job): a pass follows while boots are in flight,
+        as ``Zen.on_heartbeat`` runs one; the VM takes the best queued job, or waits (or goes: single-use)."""
         cluster, region = vm.mig.cluster, vm.mig.region
+        if self.pass_on_vm_heartbeat and racing(cluster.coverage):
+            self._request_pass(cluster)
         heap = cluster.heaps[region]
         while heap:
             _, _, qseq, job = heapq.heappop(heap)
@@ -310,8 +312,6 @@ class Simulation(InstanceWorld):
         vm.touch()
         vm.epoch += 1
         self._on_idle(vm)
-        if self.pass_on_vm_heartbeat and racing(vm.mig.cluster.coverage):  # as Zen.on_heartbeat
-            self._request_pass(vm.mig.cluster)
 
     def _offer(self, job: _Job) -> None:
         """An idle VM in a region the job's start reaches takes it at once; otherwise it is queued.
