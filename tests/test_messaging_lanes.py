@@ -217,3 +217,23 @@ def test_events_linger_only_while_other_requests_keep_the_cpu(db):
     with relay.request(), relay.request():
         relay.flush_quietly(event)
     assert publisher.lingers == [0.0, relay.events_linger_s]
+
+
+def test_starts_linger_only_while_other_requests_keep_the_cpu(db):
+    """Alone, a request's start is published inline and acknowledged before it answers; beside other
+    requests in flight it is handed over to share an RPC with theirs, for at most ``urgent_linger_s``
+    (the last request out sends what lingers at once: test_outbox_relay)."""
+    from datetime import datetime, timezone
+
+    from zen.messaging import Enqueued, OutboxRelay
+
+    publisher = _LingerRecorder()
+    relay = OutboxRelay(db, publisher, lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
+    start = [Enqueued(1, OutgoingMessage("start", b"job"))]
+    with relay.request():
+        relay.flush_quietly(start)
+    assert (publisher.inline, publisher.lingers) == (1, [])
+    with relay.request(), relay.request():
+        relay.flush_quietly(start)
+    assert (publisher.inline, publisher.lingers) == (1, [relay.urgent_linger_s])
+    assert 0 < relay.urgent_linger_s <= 0.05  # a start waits milliseconds at most, never a boot's worth
