@@ -6,7 +6,8 @@ types are strict (pydantic ``strict=True``): an integer is a JSON integer (not `
 ``1.0``), a string is a JSON string. The only conversions accepted are the ones JSON cannot avoid:
 an enum field takes its value's string, and a timestamp is an ISO 8601 string with a timezone (a
 number is refused), normalised to UTC; one that cannot be expressed in UTC (``9999-12-31T23:59:59-14:00``)
-is refused. Text cannot carry NUL or a lone UTF-16 surrogate (Postgres and UTF-8 cannot store them).
+is refused. Text the functions receive (``Received``) cannot carry NUL or a lone UTF-16 surrogate
+(Postgres and UTF-8 cannot store them); Zen's own messages are built from text that passed.
 
 Job lifecycle (the one transition table, ``TRANSITIONS``)::
 
@@ -35,7 +36,7 @@ from pydantic import (AfterValidator, AwareDatetime, BaseModel, BeforeValidator,
 
 from zen.gcs import check_input_names, check_uri
 from zen.images import check_image
-from zen.text import find_unstorable, unstorable_problem
+from zen.text import unstorable_place
 
 MESSAGE_VERSION = 1
 INT32_MAX = 2**31 - 1
@@ -157,25 +158,20 @@ class Message(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
     version: Literal[1] = MESSAGE_VERSION
 
+    def to_bytes(self) -> bytes:
+        return self.model_dump_json(exclude_none=True).encode()
+
+
+class Received(Message):
+    """A payload the functions receive, whose text may reach Postgres (Zen's own are built from these)."""
+
     @model_validator(mode="before")
     @classmethod
     def _storable_text(cls, data: Any) -> Any:
-        # Postgres text cannot hold NUL, nor UTF-8 a lone surrogate: refuse them here with a clear
-        # reason (naming the field, escaped) rather than fail in the driver later. One pass in C over
-        # the serialised message first; the walk that names the field only when it found something.
-        try:
-            text = json.dumps(data, ensure_ascii=False, default=str)  # NUL comes out as \u0000
-            if "\\u0000" not in text and not unstorable_problem(text):
-                return data
-        except (TypeError, ValueError, RecursionError):
-            pass  # not JSON-shaped (validation will say so) or too deep: walk
-        where = find_unstorable(data)
+        where = unstorable_place(data)  # refused here, naming the field, not in the driver later
         if where:
             raise ValueError(where)
         return data
-
-    def to_bytes(self) -> bytes:
-        return self.model_dump_json(exclude_none=True).encode()
 
 
 GsUri = Annotated[str, Field(max_length=1100), AfterValidator(check_uri)]
@@ -189,7 +185,7 @@ class InputSpec(BaseModel):
     size_gb: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False, description="Its weight")
 
 
-class JobRequest(Message):
+class JobRequest(Received):
     """Published by users on ``zen-job-submitted``."""
 
     job_id: JobId | None = Field(default=None, description="Idempotency key; defaults to the Pub/Sub message id")
@@ -256,14 +252,14 @@ def request_fingerprint(canonical: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
 
 
-class StopRequest(Message):
+class StopRequest(Received):
     """Published by users on ``zen-job-stop``."""
 
     job_id: JobId
     reason: str | None = Field(default=None, max_length=1024)
 
 
-class Heartbeat(Message):
+class Heartbeat(Received):
     """Published by agents on ``zen-heartbeats`` about one attempt of a job."""
 
     kind: Literal["job"] = "job"

@@ -7,6 +7,7 @@ message's own content go through ``escape_unstorable`` before they are stored or
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -30,6 +31,18 @@ def escape_unstorable(text: str, limit: int | None = None) -> str:
     if limit is not None and len(escaped) > limit:
         escaped = escaped[: limit - 3] + "..."
     return escaped
+
+
+def unstorable_place(data: Any) -> str | None:
+    """Where a parsed message holds text that cannot be stored, or None: one pass in C over the message
+    serialised first, and the walk that names the place only when that pass found something."""
+    try:
+        text = json.dumps(data, ensure_ascii=False, default=str)  # NUL comes out as \u0000
+        if "\\u0000" not in text and not unstorable_problem(text):
+            return None
+    except (TypeError, ValueError, RecursionError):
+        pass  # not JSON-shaped (validation will say so) or too deep: walk
+    return find_unstorable(data)
 
 
 def find_unstorable(value: Any, path: str = "", depth: int = 0) -> str | None:

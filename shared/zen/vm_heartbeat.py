@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from zen.errors import Rejected
-from zen.models import INT32_MAX, INT64_MAX, GsUri, JobId, Message, UtcTimestamp, VmState
+from zen.models import INT32_MAX, INT64_MAX, GsUri, JobId, Received, UtcTimestamp, VmState
 
 
 class HeldAttempt(BaseModel):
@@ -22,7 +22,7 @@ class HeldAttempt(BaseModel):
     attempt: int = Field(ge=1, le=INT32_MAX)
 
 
-class VmHeartbeat(Message):
+class VmHeartbeat(Received):
     """Published by agents on ``zen-heartbeats`` about the VM itself.
 
     ``job_id`` / ``attempt`` name the attempt it holds (the first, when it holds several); ``jobs``,
