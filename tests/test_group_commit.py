@@ -145,6 +145,30 @@ def test_a_job_the_database_refuses_fails_alone_and_its_batch_is_written(db):
         assert repository.get_job(session, "bad") is None
 
 
+def test_each_written_row_is_handed_to_the_relay_once_before_its_caller_returns(db):
+    """``committed`` (the relay) gets the rows of each statement once, in the thread that wrote it, before
+    the callers return (their requests keep the instance's CPU meanwhile); rows written again alone after
+    a refused batch are handed over too, and a job written by nobody hands over nothing."""
+    handed, returned_after = [], {}
+    writer = Writer(GroupCommit(db, lambda rows: handed.append([e.message.data for e in rows])))
+    write = writer.write
+
+    def write_and_look(job: Job) -> None:
+        write(job)
+        returned_after[job.job_id] = any(job.job_id.encode() in rows for rows in handed)
+    writer.write = write_and_look
+    with held_statement(db, writer):
+        later = [writer.start(job) for job in (_queued("good"), _queued("bad", priority=2**40))]
+        _until(lambda: len(writer.commit._queue) == 2)
+    for thread in later:
+        thread.join(10)
+    ok = [writer.start(_queued(f"ok-{n}")) for n in range(6)]
+    for thread in ok:
+        thread.join(10)
+    assert sorted(sum(handed, [])) == sorted([b"held", b"good"] + [f"ok-{n}".encode() for n in range(6)])  # once each
+    assert returned_after == {**{j: True for j in ["held", "good"] + [f"ok-{n}" for n in range(6)]}, "bad": False}
+
+
 def test_a_statement_that_does_not_end_holds_up_its_own_batch_only(db):
     """A job submitted while the leader's statement waits on a lock leaves the queue after ``wait_s``
     and is written alone, instead of waiting for the lock."""

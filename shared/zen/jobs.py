@@ -74,7 +74,7 @@ class JobService(TickSweeps, VmBeats):
         self._queues = Queueing(config) if config.queues else None  # no queues: all admitted at once
         self._topics = config.topics
         self._announce = Announcements(config)
-        self._submits = submits.GroupCommit(db)
+        self._submits = submits.GroupCommit(db, relay.flush_quietly)
         self._proof = ProofChecker.from_env(config.project, clock)  # ZEN_VM_PROOF (zen.vm_proof)
 
     # -- submit --------------------------------------------------------------------------------
@@ -108,10 +108,8 @@ class JobService(TickSweeps, VmBeats):
                       exit_code=None, message=None, updated_at=now, queue=resolved.queue,
                       gpus=self._config.cluster(resolved.cluster).gpus_held(request.gpu_count))
         actor, waiting = f"user:{request.user_id}", False
-        if self._queues is None and len(resolved.shapes) == 1:
-            ids = self._submit_queued(pending, actor, now)
-            if ids:
-                return self._created(pending, ids)
+        if self._queues is None and len(resolved.shapes) == 1 and self._submit_queued(pending, actor, now):
+            return self._created(pending, [])  # its messages went to the relay with its statement's
         # The general path: the job_id exists (a redelivery or a reuse), a stop for it came first,
         # admission has to decide, or one of several GPU shapes is to be chosen.
         with self._db.transaction() as session:
@@ -148,9 +146,10 @@ class JobService(TickSweeps, VmBeats):
             return Outcome("duplicate", job_id)
         return self._created(pending, ids, admitted=not waiting)
 
-    def _submit_queued(self, pending: Job, actor: str, now) -> list[Enqueued]:
+    def _submit_queued(self, pending: Job, actor: str, now) -> bool:
         """The common submission: the job QUEUED, 2 history rows, 3 messages in one statement shared with
-        concurrent ones (group commit: ``zen.store.submits``); [] if its job_id exists or a stop came first."""
+        concurrent ones, which publishes them (group commit: ``zen.store.submits``); False if its job_id
+        exists or a stop came first."""
         route = self._route(pending, now)
         queued = pending.model_copy(update={"status": JobStatus.QUEUED, "queued_at": now,
                                             "start_published_at": now, **route.fields()})
@@ -160,10 +159,10 @@ class JobService(TickSweeps, VmBeats):
         second, second_events = self._announce.history(pending, queued, [admitted], actor="admission", now=now,
                                                        from_status=JobStatus.PENDING)
         messages = first_events + second_events + self._announce.start(queued)
-        ids = self._submits.write(queued, first + second, messages, now)
-        if ids:
-            telemetry.log_changes(log, pending, queued, [SUBMITTED, admitted], None)
-        return ids
+        if not self._submits.write(queued, first + second, messages, now):
+            return False
+        telemetry.log_changes(log, pending, queued, [SUBMITTED, admitted], None)
+        return True
 
     def _route(self, job: Job, now, session: Session | None = None) -> Route:
         """Where the start goes first; the fleet is read (in ``session``, else its own) only if needed."""

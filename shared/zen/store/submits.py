@@ -17,7 +17,9 @@ statement holds up its own batch only. Jobs are inserted in job_id order, the sa
 two batches sharing job_ids (redeliveries to two instances) cannot deadlock. What each job gets is what
 the one-job statement gave it: its outbox rows, or [] when nothing was written (its job_id exists, a
 stop for it came first, or the same job_id came earlier in the batch): the caller then takes the
-general path.
+general path. The outbox rows a statement wrote are handed to ``committed`` (the relay: publish them)
+once per statement, by the thread that wrote it, before its callers learn their results: one hand-over
+per batch rather than one per caller (at 8 requests in flight, a tenth of their CPU).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import json
 import threading
 from collections import deque
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from zen.errors import TransientError
 from zen.messaging import Enqueued, OutgoingMessage, outbox_entries
@@ -77,15 +79,17 @@ class GroupCommit:
     max_batch = 64  # jobs in one statement: well within one request's size; more wait for the next
     wait_s = 1.0  # a caller queued this long behind a statement in flight (a lock, a dead link) goes alone
 
-    def __init__(self, db: Database):
+    def __init__(self, db: Database, committed: Callable[[list[Enqueued]], None] = lambda rows: None):
         self._db = db
+        self._committed = committed  # must not raise: the rows are committed whatever it does
         self._lock = threading.Lock()
         self._queue: deque[_Entry] = deque()
         self._leading = False  # a caller is writing a batch (the lead passes to the next in the queue)
 
     def write(self, job: Job, history: list[dict[str, Any]], messages: list[OutgoingMessage],
               now: datetime) -> list[Enqueued]:
-        """Write one submission, in a batch with whatever else is queued; its outbox rows, or []."""
+        """Write one submission, in a batch with whatever else is queued; its outbox rows (already handed
+        to ``committed``), or []."""
         entry = _Entry(submission_row(job, history, messages, now), messages)
         with self._lock:
             if self._leading:
@@ -106,11 +110,13 @@ class GroupCommit:
             raise TransientError(f"{entry.error} (a submission written with this one)") from entry.error
         if entry.alone:
             with self._db.session() as session:
-                return insert_queued_jobs(session, [(entry.row, entry.messages)])[0]
+                entry.result = insert_queued_jobs(session, [(entry.row, entry.messages)])[0]
+            if entry.result:
+                self._committed(entry.result)
         return entry.result
 
     def _lead(self, own: _Entry) -> None:
-        batch = [own]
+        batch, written = [own], []
         try:
             with self._lock:
                 while self._queue and len(batch) < self.max_batch:
@@ -119,6 +125,7 @@ class GroupCommit:
                 results = insert_queued_jobs(session, [(e.row, e.messages) for e in batch])
             for entry, result in zip(batch, results):
                 entry.result = result
+                written += result
         except TransientError as exc:  # Postgres unavailable: every job of the batch is redelivered
             for entry in batch[1:]:
                 entry.error = exc
@@ -136,8 +143,12 @@ class GroupCommit:
             with self._lock:
                 nxt = self._queue.popleft() if self._queue else None
                 self._leading = nxt is not None
-            if nxt is not None:
+            if nxt is not None:  # the next statement is written meanwhile
                 nxt.lead = True
                 nxt.done.set()
-            for entry in batch[1:]:
-                entry.done.set()
+            try:
+                if written:
+                    self._committed(written)
+            finally:
+                for entry in batch[1:]:
+                    entry.done.set()
