@@ -144,6 +144,7 @@ class PubSubPublisher:
         self._timeout_s = timeout_s
         self._lanes: dict[str, TopicLane] = {}
         self._lanes_lock = threading.Lock()
+        self._publish_rpc = None  # made on first use (``_rpc``)
 
     def publish(self, messages: Sequence[OutgoingMessage]) -> list[str | Exception]:
         settled = threading.Event()
@@ -205,19 +206,28 @@ class PubSubPublisher:
     def _publish_topic(self, topic: str, messages: list[OutgoingMessage]) -> list[str] | Exception:
         from google.pubsub_v1 import types
 
-        # The transport's Publish callable: the RPC without the client layer's retry and timeout
-        # wrappers, whose CPU a busy instance feels on every message (one retry is made here; what
-        # still fails is resent by the tick). The request is built from the protobuf classes under the
-        # client's types and wrapped, not copied: building it through proto-plus's marshalling took
-        # ~5x as long (a tenth of a busy instance's CPU); the bytes sent are the same.
         raw, message = types.PublishRequest.pb(), types.PubsubMessage.pb()
-        request = types.PublishRequest.wrap(raw(
-            topic=self._client.topic_path(self._project, topic),
-            messages=[message(data=m.data, attributes=m.attributes) for m in messages]))
+        request = raw(topic=self._client.topic_path(self._project, topic),
+                      messages=[message(data=m.data, attributes=m.attributes) for m in messages])
         outcome: list[str] | Exception = RuntimeError("not published")
         for _ in range(2):
             try:
-                return list(self._client.transport.publish(request, timeout=self._timeout_s).message_ids)
+                return list(self._rpc()(request, timeout=self._timeout_s).message_ids)
             except Exception as exc:  # noqa: BLE001 - reported per message, resent by the relay
                 outcome = exc
         return outcome
+
+    def _rpc(self):
+        """The Publish RPC on the client's own channel (its endpoint, credentials and emulator host),
+        with protobuf messages in and out. The client's layers are left out: its retry and timeout
+        wrappers and its logging interceptor, whose CPU a busy instance feels on every RPC (one retry is
+        made here; what still fails is resent by the tick), and proto-plus, whose marshalling built a
+        request ~5x as slowly (a tenth of a busy instance's CPU); the bytes sent are the same.
+        In-process A/B at 4 threads: +2-4% submissions a second against the transport's callable."""
+        if self._publish_rpc is None:
+            from google.pubsub_v1 import types
+
+            self._publish_rpc = self._client.transport.grpc_channel.unary_unary(
+                "/google.pubsub.v1.Publisher/Publish", request_serializer=types.PublishRequest.pb().SerializeToString,
+                response_deserializer=types.PublishResponse.pb().FromString)
+        return self._publish_rpc
