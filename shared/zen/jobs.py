@@ -109,7 +109,7 @@ class JobService(TickSweeps, VmBeats):
                       gpus=self._config.cluster(resolved.cluster).gpus_held(request.gpu_count))
         actor, waiting = f"user:{request.user_id}", False
         if self._queues is None and len(resolved.shapes) == 1 and self._submit_queued(pending, actor, now):
-            return self._created(pending, [])  # its messages went to the relay with its statement's
+            return self._created(pending)  # its messages went to the relay with its statement's
         # The general path: the job_id exists (a redelivery or a reuse), a stop for it came first,
         # admission has to decide, or one of several GPU shapes is to be chosen.
         with self._db.transaction() as session:
@@ -144,7 +144,8 @@ class JobService(TickSweeps, VmBeats):
                                     job_id, "job.rejected")
             log.info("duplicate submit ignored", extra={"job_id": job_id})
             return Outcome("duplicate", job_id)
-        return self._created(pending, ids, admitted=not waiting)
+        self._relay.flush_quietly(ids)
+        return self._created(pending, admitted=not waiting)
 
     def _submit_queued(self, pending: Job, actor: str, now) -> bool:
         """The common submission: the job QUEUED, 2 history rows, 3 messages in one statement shared with
@@ -172,8 +173,7 @@ class JobService(TickSweeps, VmBeats):
         return first_route(self._config, job, now, lambda: read(lambda s: fleet.blocked_regions(s, job.cluster, now)),
                            lambda: read(lambda s: fleet.vms_holding(s, job.cluster, job.regions, *warm_keys(job), now)))
 
-    def _created(self, job: Job, ids: list[Enqueued], admitted: bool = True) -> Outcome:
-        self._relay.flush_quietly(ids)
+    def _created(self, job: Job, admitted: bool = True) -> Outcome:
         log.info("job submitted", extra={"job_id": job.job_id, "cluster": job.cluster, "admitted": admitted})
         return Outcome("created", job.job_id, cluster=job.cluster, regions=tuple(job.regions), admitted=admitted)
 

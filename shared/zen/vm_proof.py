@@ -152,7 +152,7 @@ class ProofChecker:
     @property
     def names_proven(self) -> bool:
         """Whether a heartbeat's VM name is proven (mode ``required``), so its name tells its cluster."""
-        return self.mode != "off"
+        return self.mode == "required"
 
     def check(self, attributes: Mapping[str, str], vm: str, zone: str, project: str,
               published_at: datetime | None = None, region: str | None = None) -> None:

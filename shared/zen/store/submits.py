@@ -67,12 +67,17 @@ def insert_queued_jobs(session: Session, batch: list[tuple[dict[str, Any], list[
     """``submit_jobs`` for ``batch`` (rows from ``submission_row`` and their messages): per entry, its
     outbox rows in its messages' order, or [] when it was not written."""
     out = session.one("submit_jobs", jobs=json.dumps([row for row, _ in batch], separators=(",", ":")))
-    ids = iter(map(int, out["ids"].split(","))) if out["ids"] else iter(())  # written jobs' order, then messages'
+    ids = iter(_numbers(out["ids"]))  # in the written jobs' order, then their messages'
     results: list[list[Enqueued]] = [[] for _ in batch]
-    for n in map(int, out["written"].split(",")) if out["written"] else ():
+    for n in _numbers(out["written"]):
         messages = batch[n - 1][1]
         results[n - 1] = [Enqueued(next(ids), message) for message in messages]
     return results
+
+
+def _numbers(text: str | None) -> list[int]:
+    """A statement's comma-separated integers (NULL for none: ``submit_jobs``)."""
+    return [int(n) for n in text.split(",")] if text else []
 
 
 class GroupCommit:
