@@ -167,6 +167,37 @@ def test_lingering_messages_from_many_callers_share_one_rpc():
     assert rpcs == [[f"e{n}".encode() for n in range(20)]]  # one RPC, in order; without a linger: up to 20
 
 
+def test_messages_queued_behind_an_rpc_in_flight_still_linger_to_share_the_next():
+    """What queues while an RPC is in flight is not sent the moment it ends: it waits until its
+    earliest message is due, and messages handed over meanwhile go in the same RPC."""
+    entered, release, rpcs = threading.Event(), threading.Event(), []
+
+    def send(messages):
+        rpcs.append([m.data for m in messages])
+        if len(rpcs) == 1:
+            entered.set()
+            assert release.wait(10)
+        return [str(n) for n in range(len(messages))]
+
+    lane, settled = TopicLane(send), threading.Semaphore(0)
+
+    def hand_over(data: bytes, linger_s: float) -> None:
+        lane.submit([(OutgoingMessage("starts", data), lambda _: settled.release())], inline=False,
+                    linger_s=linger_s)
+
+    hand_over(b"a", 0.0)
+    assert entered.wait(10)  # a's RPC is in flight
+    hand_over(b"b", 1.0)
+    hand_over(b"c", 1.0)
+    release.set()
+    time.sleep(0.1)  # well within b's linger
+    assert rpcs == [[b"a"]], "what queued behind the RPC went out before it was due"
+    hand_over(b"d", 1.0)
+    for _ in range(4):
+        assert settled.acquire(timeout=10)
+    assert rpcs == [[b"a"], [b"b", b"c", b"d"]]
+
+
 def test_a_message_due_now_is_not_held_by_a_lingering_one():
     lane, rpcs = _recording_lane()
     settled = threading.Event()
