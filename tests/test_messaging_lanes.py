@@ -187,12 +187,12 @@ def test_messages_queued_behind_an_rpc_in_flight_still_linger_to_share_the_next(
 
     hand_over(b"a", 0.0)
     assert entered.wait(10)  # a's RPC is in flight
-    hand_over(b"b", 1.0)
-    hand_over(b"c", 1.0)
+    hand_over(b"b", 2.0)
+    hand_over(b"c", 2.0)
     release.set()
     time.sleep(0.1)  # well within b's linger
     assert rpcs == [[b"a"]], "what queued behind the RPC went out before it was due"
-    hand_over(b"d", 1.0)
+    hand_over(b"d", 2.0)
     for _ in range(4):
         assert settled.acquire(timeout=10)
     assert rpcs == [[b"a"], [b"b", b"c", b"d"]]
