@@ -54,7 +54,15 @@ from zen.store.submits import GroupCommit
 from zen.vm_proof import token_attributes
 
 CLUSTER = "4xa100-40gb"
+PROJECT = "zen-bench"
 _ids = itertools.count(1)
+
+
+def submit_event(job_id: str) -> dict:
+    """The CloudEvent Eventarc delivers for one bench submission."""
+    payload = json.dumps({"job_id": job_id, "user_id": "bench", "cluster": CLUSTER,
+                          "command": ["python", "train.py", "--lr", "0.1"], "env": {"SEED": "1"}}).encode()
+    return eventarc.pubsub_cloud_event(payload, message_id=job_id, topic="zen-job-submitted", project=PROJECT)
 
 
 @dataclass
@@ -67,7 +75,7 @@ class ControlBench:
     def __init__(self, seconds: float, rounds: int):
         self.seconds = seconds
         self.rounds = rounds
-        self.project = "zen-bench"
+        self.project = PROJECT
         self._backlog_done = False
         self.config = load_config().model_copy(update={"project": self.project})
 
@@ -237,10 +245,7 @@ class ControlBench:
 
     # -- the paths -----------------------------------------------------------------------------
     def submit_data(self, job_id: str) -> dict:
-        payload = json.dumps({"job_id": job_id, "user_id": "bench", "cluster": CLUSTER,
-                              "command": ["python", "train.py", "--lr", "0.1"], "env": {"SEED": "1"}}).encode()
-        return eventarc.pubsub_cloud_event(payload, message_id=job_id, topic="zen-job-submitted",
-                                           project=self.project)["data"]
+        return submit_event(job_id)["data"]
 
     def submits(self, threads: int, *, scaling: bool = False, backlog: int = 0,
                 queue_gpus: int | None = None) -> Callable[[], float]:
@@ -365,9 +370,7 @@ class ControlBench:
         """One function instance's resident memory over ``submissions`` (``benchmarks.memory``, a
         process of its own: functions/main.py under functions-framework, as deployed)."""
         self.fresh_schema()
-        socket_dir = os.path.dirname(self.target.unix_sock)
-        env = {**os.environ, "ZEN_DATABASE_URL": f"postgresql://{self.target.user}@/zen?host={socket_dir}",
-               "ZEN_PROJECT": self.project, "ZEN_SCALING": "off"}
+        env = {**os.environ, "ZEN_DATABASE_URL": self.target.url(), "ZEN_PROJECT": self.project, "ZEN_SCALING": "off"}
         done = subprocess.run([sys.executable, "-m", "benchmarks.memory", str(submissions), str(threads)],
                               env=env, capture_output=True, text=True, timeout=600)
         if done.returncode != 0:

@@ -22,6 +22,7 @@ import threading
 
 import functions_framework
 
+from benchmarks.control import submit_event
 from zen import eventarc
 from zen.local.invoke import FUNCTIONS_MAIN
 
@@ -51,15 +52,10 @@ def main(argv: list[str]) -> int:
                     after_warm.append(_status_mb("VmRSS"))
             if n >= total:
                 return
-            job_id = f"mem-{n}"
-            payload = json.dumps({"job_id": job_id, "user_id": "bench", "cluster": "4xa100-40gb",
-                                  "command": ["python", "train.py", "--lr", "0.1"], "env": {"SEED": "1"}}).encode()
-            event = eventarc.pubsub_cloud_event(payload, message_id=job_id, topic="zen-job-submitted",
-                                                project="zen-bench")
-            body, headers = eventarc.structured_request(event)
+            body, headers = eventarc.structured_request(submit_event(f"mem-{n}"))
             response = client.post("/", data=body, headers=headers)
             if response.status_code != 200:
-                failures.append(f"{job_id}: {response.status_code}")
+                failures.append(f"mem-{n}: {response.status_code}")
 
     workers = [threading.Thread(target=post_until_done) for _ in range(threads)]
     for worker in workers:

@@ -102,8 +102,7 @@ def empty_db(pg_server):
 @pytest.fixture
 def db_url(db_target):
     """The per-test database as a ZEN_DATABASE_URL (unix-socket form)."""
-    socket_dir = os.path.dirname(db_target.unix_sock)
-    return f"postgresql://{db_target.user}@/{db_target.database}?host={socket_dir}"
+    return db_target.url()
 
 
 @pytest.fixture

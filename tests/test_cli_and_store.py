@@ -91,6 +91,12 @@ def test_parse_database_url(url, expected):
         assert getattr(target, key) == value
 
 
+@pytest.mark.parametrize("url", ["postgresql://postgres@/zen?host=/tmp/x", "postgresql://postgres@/zen?host=/tmp/x&port=5433",
+                                 "postgresql://zen:s%40cret@db.internal:6432/zen"])
+def test_a_target_gives_back_the_url_it_was_read_from(url):
+    assert parse_database_url(url).url() == url
+
+
 def test_parse_database_url_refuses_other_schemes():
     with pytest.raises(ValueError, match="must start with postgresql://"):
         parse_database_url("mysql://x")

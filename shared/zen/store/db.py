@@ -37,7 +37,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
-from urllib.parse import parse_qs, unquote, urlparse
+from urllib.parse import parse_qs, quote, unquote, urlparse
 
 import pg8000.native
 from pg8000.exceptions import DatabaseError, InterfaceError
@@ -77,6 +77,16 @@ class ConnectionTarget:
 
     def with_database(self, database: str) -> "ConnectionTarget":
         return ConnectionTarget(self.user, database, self.password, self.host, self.port, self.unix_sock)
+
+    def url(self) -> str:
+        """This target as the ``postgresql://`` URL ``parse_database_url`` reads back."""
+        auth = quote(self.user, safe="") + (f":{quote(self.password, safe='')}" if self.password else "")
+        if self.unix_sock:
+            socket_dir, _, name = self.unix_sock.rpartition("/")
+            port = name.rsplit(".", 1)[-1]
+            return f"postgresql://{auth}@/{quote(self.database, safe='')}?host={socket_dir}" + (
+                f"&port={port}" if port != "5432" else "")
+        return f"postgresql://{auth}@{self.host}:{self.port}/{quote(self.database, safe='')}"
 
 
 def parse_database_url(url: str) -> ConnectionTarget:

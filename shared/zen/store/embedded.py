@@ -76,4 +76,4 @@ def embedded_database_url(home: str | os.PathLike | None = None, *, fresh: bool 
             admin.run(f'CREATE DATABASE "{database}"')
     finally:
         admin.close()
-    return f"postgresql://{target.user}@/{database}?host={os.path.dirname(target.unix_sock)}"
+    return target.with_database(database).url()
