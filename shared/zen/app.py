@@ -19,7 +19,7 @@ from zen import telemetry
 from zen.jobs import JobService, Outcome
 from zen.messaging import OutboxRelay, Publisher
 from zen.publisher import PubSubPublisher
-from zen.store import repository
+from zen.store import rejections, repository
 from zen.store.db import Database
 from zen.store.migrate import schema_lag
 from zen.text import escape_unstorable
@@ -51,6 +51,7 @@ class TickReport:
     widened: int = 0  # starts narrowed near their data, now sent to every allowed region (zen.routing)
     admitted: int = 0
     stopped: int = 0  # stops that raced their job's submission, applied (zen.sweeps.apply_early_stops)
+    pruned: int = 0  # rejected_messages rows past their retention, deleted (zen.store.rejections)
     scaling: object | None = None
 
 
@@ -132,8 +133,8 @@ class Zen:
             return self._with_envelope(self.config.topics.job_stop, event_id, event_type, data, self.jobs.stop)
 
     def on_scale_tick(self) -> TickReport:
-        """Resend the outbox, sweep lost jobs, republish and widen unclaimed starts, admit, scale. A
-        second concurrent tick skips."""
+        """Resend the outbox, sweep lost jobs, republish and widen unclaimed starts, admit, prune old
+        refusals, scale. A second concurrent tick skips."""
         self._schema_ready()  # else no sweep: a job's reports cannot be recorded meanwhile
         with self.relay.request(), self.db.session() as session:
             if not repository.try_tick_lock(session, TICK_LOCK_KEY):
@@ -146,6 +147,7 @@ class Zen:
                 report.republished = self.jobs.republish_unclaimed()
                 report.widened = self.jobs.widen_narrowed()
                 report.admitted = self.jobs.admit_waiting()
+                report.pruned = rejections.prune(self.db, self.clock())
                 if self.scaler is not None:
                     report.scaling = self.scaler.tick()
                 report.relayed += self.relay.flush_pending()

@@ -4,7 +4,7 @@
     zen jobs list [--user U] [--status S] [--cluster C] [--label K=V] [--since 2h] [--limit N] [--json]
     zen jobs get ID [--json]
     zen jobs history ID [--json]
-    zen rejected [--json]                  messages Zen refused, with the reason
+    zen rejected [--limit N] [--before ID] [--json]   messages Zen refused, with the reason, newest first
     zen explain [CLUSTER] [--json]         recent scaling decisions and their reasons
     zen clusters [--json]                  the GPU shapes, regions and limits a job may ask for
     zen explain JOB [--json]               why a job waits (queue quota, jobs ahead) or is not running yet
@@ -136,16 +136,22 @@ def cmd_jobs_history(args) -> int:
 
 
 def cmd_rejected(args) -> int:
-    from zen.store import repository
+    """One page of refused messages, newest first (``zen.store.rejections``); payloads only with --json."""
+    from zen.store import rejections
 
     with _db().transaction() as session:
-        rows = repository.list_rejections(session)
+        rows = rejections.page(session, limit=args.limit, before=args.before, payloads=args.json)
     for row in rows:
         row["at"] = row["at"].isoformat()
+        row["last_at"] = row["last_at"].isoformat() if row["last_at"] else None
+        if not args.json:
+            row.pop("payload")
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
-        print_table(rows, ("at", "source", "message_id", "job_id", "reason"))
+        print_table(rows, ("at", "id", "count", "last_at", "source", "message_id", "job_id", "reason"))
+    if len(rows) == args.limit:
+        print(f"older: zen rejected --before {rows[-1]['id']}", file=sys.stderr)
     return 0
 
 
@@ -276,8 +282,10 @@ def build_parser() -> argparse.ArgumentParser:
     hist.add_argument("--json", action="store_true", help="print a JSON array")
     hist.set_defaults(func=cmd_jobs_history)
 
-    rejected = sub.add_parser("rejected", help="messages Zen refused, and why")
-    rejected.add_argument("--json", action="store_true", help="print a JSON array")
+    rejected = sub.add_parser("rejected", help="messages Zen refused, and why (newest first, a page at a time)")
+    rejected.add_argument("--limit", type=_positive, default=50, help="rows in the page (default 50)")
+    rejected.add_argument("--before", type=int, metavar="ID", help="the page of rows older than row ID")
+    rejected.add_argument("--json", action="store_true", help="print a JSON array (with each message's payload)")
     rejected.set_defaults(func=cmd_rejected)
 
     explain = sub.add_parser("explain", help="why a job waits (JOB), or recent scaling decisions (CLUSTER)")

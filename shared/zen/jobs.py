@@ -3,9 +3,9 @@
 the job row, asks ``zen.lifecycle`` what to do, and writes the change, its history and its outgoing
 messages in one transaction; after commit the outbox rows are published.
 
-A message that can never succeed is *rejected*: a structured log line with the reason, a row in
-``rejected_messages`` (once per message id), a ``job.rejected`` / ``job.message_ignored`` event on
-``zen-job-events``, and a normal return so Pub/Sub acks it. ``TransientError`` (database down)
+A message that can never succeed is *rejected*: a structured log line with the reason, a row in ``rejected_messages``
+(once per message id; a VM's report refused again alike counts on its row: ``zen.store.rejections``), a
+``job.rejected`` / ``job.message_ignored`` event on ``zen-job-events`` (for a new row), and a normal return so Pub/Sub acks it. ``TransientError`` (database down)
 propagates so Pub/Sub redelivers.
 """
 
@@ -33,7 +33,7 @@ from zen.models import (
 from zen.placement import choose, resolve_request
 from zen.queueing import Queueing
 from zen.routing import Route, first_route, warm_keys
-from zen.store import fleet, queues as queue_rows, repository, submits, usage as usage_rows
+from zen.store import fleet, queues as queue_rows, rejections, repository, submits, usage as usage_rows
 from zen.sweeps import TickSweeps
 from zen.text import escape_unstorable
 from zen.vm_beats import VmBeats
@@ -253,12 +253,16 @@ class JobService(TickSweeps, VmBeats):
                 if forbidden:
                     decision = Decision(ignored=forbidden)
                 ids = self._apply(session, job, decision, actor=actor, now=now, answering=answering)
+        # A VM's refused report about one attempt is one row however often it comes (zen.store.rejections).
+        key = (lambda cause: rejections.repeat_key(answering.vm, job_id, answering.attempt, cause[:200])
+               if answering is not None else None)
         if job is None:
             reason = f"unknown job {job_id}" + (f"; {note}" if note else "")
-            return self.reject(envelope, source, reason, job_id, "job.message_ignored")
+            return self.reject(envelope, source, reason, job_id, "job.message_ignored", key=key(reason))
         self._relay.flush_quietly(ids)
         if decision.ignored:
-            return self.reject(envelope, source, decision.ignored, job_id, "job.message_ignored", job=job)
+            return self.reject(envelope, source, decision.ignored, job_id, "job.message_ignored", job=job,
+                               key=key(decision.refused or decision.ignored))
         if decision.duplicate and not decision.changes_job:
             log.debug("duplicate or late message", extra={"job_id": job_id, "source": source})
             return Outcome("duplicate", job_id)
@@ -301,7 +305,7 @@ class JobService(TickSweeps, VmBeats):
             messages += events
         left = lifecycle.stop_left_s(after, now, self._config.deadlines)
         messages += [self._announce.control(c, answering, left if (c.vm, c.attempt) == (after.vm, after.attempt)
-                                            else None) for c in decision.controls]
+                                            else None, refused=decision.refused) for c in decision.controls]
         if decision.publish_start:
             messages += self._announce.start(after)
         ids = enqueue(session, messages, now)
@@ -375,17 +379,17 @@ class JobService(TickSweeps, VmBeats):
         return admitted
 
     def reject(self, envelope: PubSubEnvelope, source: str, reason: str, job_id: str | None, event_type: str,
-                job: Job | None = None) -> Outcome:
-        """Record, announce and log a message that can never succeed; it is then acked. What the
-        rejection quotes of the message is escaped first, so the rejection itself always stores."""
+                job: Job | None = None, key: str | None = None) -> Outcome:
+        """Record, announce and log a message that can never succeed; it is then acked. What the rejection quotes
+        of the message is escaped first, so it always stores. A repeat of ``key`` counts on its row, unannounced."""
         now = self._clock()
         reason = escape_unstorable(reason, 2000)
         job_id = escape_unstorable(job_id, 200) if job_id is not None else None
         ids: list[Enqueued] = []
         with self._db.transaction() as session:
-            first_time = repository.record_rejection(
+            first_time = rejections.record(
                 session, source=source, message_id=envelope.message_id, job_id=job_id, reason=reason,
-                payload=envelope.data, now=now,
+                payload=envelope.data, now=now, key=key,
             )
             if first_time:
                 ids = enqueue(session, [self._announce.rejection(event_type, job_id, job, reason, now)], now)

@@ -51,6 +51,7 @@ class Decision:
     ignored: str | None = None  # reported to users: the message changed nothing, and why
     duplicate: bool = False  # a plain redelivery: changes nothing, reported only in logs
     note: str | None = None  # a history row that changes no status (a start widened: zen.routing)
+    refused: str | None = None  # a claim refused for this cause (zen.claims): told the VM, a repeat's key
 
     @property
     def changes_job(self) -> bool:
@@ -58,9 +59,8 @@ class Decision:
 
 
 def _control(job: Job, hb_or_vm: Heartbeat | str, action: ControlAction, reason: str, attempt: int | None = None):
-    vm = hb_or_vm if isinstance(hb_or_vm, str) else hb_or_vm.vm
-    attempt = attempt if attempt is not None else (job.attempt if isinstance(hb_or_vm, str) else hb_or_vm.attempt)
-    return ControlMessage(vm=vm, job_id=job.job_id, attempt=attempt, action=action, reason=reason)
+    vm, its = (hb_or_vm, job.attempt) if isinstance(hb_or_vm, str) else (hb_or_vm.vm, hb_or_vm.attempt)
+    return ControlMessage(vm=vm, job_id=job.job_id, attempt=its if attempt is None else attempt, action=action, reason=reason)
 
 
 FREE_PREEMPTIONS = 10  # preemptions of a job (its VM's or a queue's) that spend no attempt (``_advance``)

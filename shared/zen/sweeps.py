@@ -61,7 +61,9 @@ class TickSweeps:
 
     def widen_narrowed(self, limit: int = 500) -> int:
         """QUEUED jobs whose start went first to their data's regions and that nobody claimed within
-        ``data_wait_s``: publish their start to every allowed region (``zen.routing``). Returns how many."""
+        ``data_wait_s``: publish their start to every allowed region (``zen.routing``). Also a start held
+        back after a repeated refused claim (``zen.claims``: ``widen_at`` set to then): published again,
+        widened if it was narrowed. Returns how many."""
         now = self._clock()
         with self._db.transaction() as session:
             candidates = repository.queued_jobs_to_widen(session, now, limit)
@@ -69,6 +71,9 @@ class TickSweeps:
         def decide(_: Session, job: Job) -> Decision | None:
             if job.status is not JobStatus.QUEUED or job.widen_at is None or job.widen_at > now:
                 return None
+            if not job.start_regions and not job.start_vms:  # it reaches every allowed region already
+                return Decision(fields={"widen_at": None}, publish_start=True,
+                                note="start published again: held back after its claim was refused again")
             route = next_route(self._config, job, now)
             return Decision(fields=route.fields(), publish_start=True, note=route.note)
 

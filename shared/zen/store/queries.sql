@@ -234,13 +234,46 @@ SELECT count(*) AS deleted FROM gone;
 SELECT count(*) FROM outbox WHERE sent_at IS NULL;
 
 -- name: insert_rejected
-INSERT INTO rejected_messages (at, source, message_id, job_id, reason, payload)
-VALUES (:now, :source, :message_id, :job_id, :reason, :payload)
-ON CONFLICT (source, message_id) DO NOTHING
+-- Nothing when the message is recorded already (source, message_id), or its repeat key is
+-- (source, repeat_key: a row counting its repeats, written meanwhile by another instance).
+INSERT INTO rejected_messages (at, source, message_id, job_id, reason, payload, repeat_key)
+VALUES (:now, :source, :message_id, :job_id, :reason, :payload, :repeat_key)
+ON CONFLICT DO NOTHING
 RETURNING id;
 
+-- name: repeat_rejected
+-- A refusal seen before (the row of its repeat key) counted once more (zen.store.rejections).
+UPDATE rejected_messages SET count = count + 1, last_at = GREATEST(COALESCE(last_at, at), :now)
+WHERE source = :source AND repeat_key = :repeat_key
+RETURNING id;
+
+-- name: rejection_last_seen
+-- When a refusal of this repeat key was last recorded (the index is rejected_messages_repeats).
+SELECT COALESCE(last_at, at) AS seen FROM rejected_messages WHERE source = :source AND repeat_key = :repeat_key;
+
 -- name: list_rejected
-SELECT id, at, source, message_id, job_id, reason, payload FROM rejected_messages ORDER BY id;
+SELECT id, at, last_at, count, source, message_id, job_id, reason, payload FROM rejected_messages ORDER BY id;
+
+-- name: page_rejected
+-- One page of `zen rejected`, newest first, before the id of the last page's oldest row (NULL: the
+-- newest); payloads only when asked for.
+SELECT id, at, last_at, count, source, message_id, job_id, reason,
+       CASE WHEN CAST(:payloads AS boolean) THEN payload END AS payload
+FROM rejected_messages
+WHERE CAST(:before AS bigint) IS NULL OR id < CAST(:before AS bigint)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: prune_rejected
+-- Rows last seen before the retention's cutoff, a batch at a time, oldest first (the index is
+-- rejected_messages_last_seen): the tick deletes them (zen.store.rejections.prune).
+WITH gone AS (
+    DELETE FROM rejected_messages WHERE id IN (
+        SELECT id FROM rejected_messages WHERE COALESCE(last_at, at) < :cutoff
+        ORDER BY COALESCE(last_at, at) LIMIT :limit
+    ) RETURNING 1
+)
+SELECT count(*) AS deleted FROM gone;
 
 -- name: rejections_of_job
 -- One job's refusals, newest first (of one message only, when message_id is given).

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from zen.models import Job, JobStatus, illegal_step
 from zen.store.encoding import to_json
-from zen.text import escape_unstorable
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
     from zen.store.db import Session
@@ -138,19 +137,6 @@ def early_stops_of_submitted_jobs(session: Session, limit: int) -> list[str]:
 
 def job_history(session: Session, job_id: str) -> list[dict[str, Any]]:
     return session.run("job_history", job_id=job_id)
-
-
-def record_rejection(session: Session, *, source: str, message_id: str, job_id: str | None, reason: str,
-                     payload: bytes, now: datetime) -> bool:
-    """Record a rejected message once per (source, message id); False when already recorded."""
-    def clean(text: str | None, limit: int = 2000) -> str | None:  # quoted text may hold NUL or surrogates
-        return escape_unstorable(text, limit) if text is not None else None
-
-    row = session.one(
-        "insert_rejected", now=now, source=clean(source), message_id=clean(message_id), job_id=clean(job_id),
-        reason=clean(reason), payload=clean(payload[:4096].decode("utf-8", errors="replace"), 8192),
-    )
-    return row is not None
 
 
 def list_rejections(session: Session) -> list[dict[str, Any]]:

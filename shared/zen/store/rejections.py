@@ -1,0 +1,77 @@
+"""Rows of ``rejected_messages``: what Zen refused, and why (``JobService.reject``, ``zen rejected``).
+
+- **Once per message**: a message is recorded once per (source, message id); Pub/Sub redelivering it
+  adds nothing.
+- **Once per repeat**: a report a VM sends again and again, refused for the same cause (a drained VM
+  claiming start after start of one attempt, copies of a start claimed after the job ended), carries
+  a *repeat key* (``repeat_key``: the VM, job, attempt and cause): the first refusal writes a row,
+  each later one adds to its ``count`` and moves its ``last_at``. The row keeps the first message's
+  id, reason and payload.
+- **Retention**: rows last seen more than ``KEEP_S`` ago (7 days, as long as Pub/Sub keeps an
+  unacked message) are deleted by the scale tick, ``PRUNE_BATCH`` rows a transaction, for at most
+  ``PRUNE_BUDGET_S`` a tick (what is left goes at the next tick); no transaction holds many row locks.
+- **Pages**: ``zen rejected`` reads one page at a time, newest first, payloads only when asked for.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from zen.text import escape_unstorable
+
+if TYPE_CHECKING:
+    from zen.store.db import Database, Session
+
+KEEP_S = 7 * 86_400.0
+PRUNE_BATCH = 1000
+PRUNE_BUDGET_S = 2.0
+
+
+def repeat_key(vm: str, job_id: str, attempt: int, cause: str) -> str:
+    """The key that makes a VM's refused report about one attempt one row however often it comes."""
+    return f"{vm}/{job_id}/{attempt}/{cause}"
+
+
+def _clean(text: str | None, limit: int = 2000) -> str | None:  # quoted text may hold NUL or surrogates
+    return escape_unstorable(text, limit) if text is not None else None
+
+
+def record(session: Session, *, source: str, message_id: str, job_id: str | None, reason: str,
+           payload: bytes, now: datetime, key: str | None = None) -> bool:
+    """Record a rejected message: True when this wrote a new row (its first refusal), False when it was
+    recorded already (the same message) or counted on the row of its repeat ``key``."""
+    source, key = _clean(source), _clean(key, 400)
+    if key is not None and session.one("repeat_rejected", source=source, repeat_key=key, now=now) is not None:
+        return False
+    row = session.one("insert_rejected", now=now, source=source, message_id=_clean(message_id),
+                      job_id=_clean(job_id), reason=_clean(reason), repeat_key=key,
+                      payload=_clean(payload[:4096].decode("utf-8", errors="replace"), 8192))
+    if row is None and key is not None:  # another instance wrote the key's first row meanwhile
+        session.one("repeat_rejected", source=source, repeat_key=key, now=now)
+    return row is not None
+
+
+def last_seen(session: Session, source: str, key: str) -> datetime | None:
+    """When a refusal of ``key`` was last recorded; None: never (or pruned)."""
+    row = session.one("rejection_last_seen", source=_clean(source), repeat_key=_clean(key, 400))
+    return row["seen"] if row else None
+
+
+def page(session: Session, *, limit: int, before: int | None = None, payloads: bool = False) -> list[dict[str, Any]]:
+    """At most ``limit`` rows, newest first, with ids below ``before`` (None: from the newest)."""
+    return session.run("page_rejected", limit=limit, before=before, payloads=payloads)
+
+
+def prune(db: Database, now: datetime, keep_s: float = KEEP_S, batch: int = PRUNE_BATCH,
+          budget_s: float = PRUNE_BUDGET_S) -> int:
+    """Delete rows last seen more than ``keep_s`` before ``now``, ``batch`` a transaction, until a batch
+    comes back short or ``budget_s`` is spent. Returns how many went."""
+    cutoff, deleted, began = now - timedelta(seconds=keep_s), 0, time.monotonic()
+    while True:
+        with db.transaction() as session:
+            went = session.one("prune_rejected", cutoff=cutoff, limit=batch)["deleted"]
+        deleted += went
+        if went < batch or time.monotonic() - began >= budget_s:
+            return deleted
