@@ -111,7 +111,7 @@ class VmState(str, enum.Enum):
     IDLE = "IDLE"
     BUSY = "BUSY"
     STOPPING = "STOPPING"  # the VM is shutting down (preemption, deletion)
-    RETIRED = "RETIRED"  # a pull limit reached (zen.agent.limits): takes no more jobs, waits to be deleted
+    RETIRED = "RETIRED"  # a pull limit reached (zen.agent.limits), or told it is being scaled down: takes no more jobs, waits to be deleted
 
 
 class ControlAction(str, enum.Enum):

@@ -66,14 +66,15 @@ class FakeTransport:
     def order(self, job_id: str, attempt: int, action: ControlAction, reason: str = "test") -> None:
         self.controls.append(ControlMessage(vm=self.vm, job_id=job_id, attempt=attempt, action=action, reason=reason))
 
-    def answer_to(self, report: Heartbeat, action: ControlAction, *, answers: int | None = None) -> ControlDelivery:
+    def answer_to(self, report: Heartbeat, action: ControlAction, *, answers: int | None = None,
+                  refused: str | None = None) -> ControlDelivery:
         """Zen's order about ``report``'s attempt, carrying the attribute ``answers`` (the seq of the report
-        it answers: ``report``'s unless given) as zen.announce sends it; its ack is recorded as
-        ("control_ack", job_id, action)."""
+        it answers: ``report``'s unless given) as zen.announce sends it, and ``refused`` (a refused
+        claim's cause) when given; its ack is recorded as ("control_ack", job_id, action)."""
         order = ControlMessage(vm=self.vm, job_id=report.job_id, attempt=report.attempt, action=action,
                                reason="test")
-        return ControlDelivery(f"c-{id(order)}", order.to_bytes(),
-                               {"vm": self.vm, "answers": str(report.seq if answers is None else answers)},
+        attributes = {"vm": self.vm, "answers": str(report.seq if answers is None else answers)}
+        return ControlDelivery(f"c-{id(order)}", order.to_bytes(), attributes | ({"refused": refused} if refused else {}),
                                lambda: self.calls.append(("control_ack", order.job_id, order.action.value)))
 
     def job_reports(self) -> list[tuple[str, int, str, int]]:

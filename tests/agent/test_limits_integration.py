@@ -24,7 +24,7 @@ def test_an_agent_limited_to_two_jobs_a_day_runs_two_retires_and_the_third_stays
     assert {job.vm for job in ended.values() if job.status.value == "SUCCEEDED"} == {"vm-a"}
     [waiting] = [job_id for job_id, job in ended.items() if job.status.value == "QUEUED"]
     assert [status for _, status, _ in scheduler.history(waiting)] == ["PENDING", "QUEUED"]  # never claimed
-    [retired] = agent.said("pull limit reached: taking no more jobs", vm="vm-a")
+    [retired] = agent.said("taking no more jobs", vm="vm-a")
     assert retired["reason"] == "2 jobs in 24 h (limit 2)"
     assert agent.process.poll() is None  # alive, waiting to be deleted
     assert len((tmp_path / "runs.txt").read_text().splitlines()) == 4  # two jobs, start and end each

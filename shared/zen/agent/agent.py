@@ -7,6 +7,8 @@ States of one attempt (one at a time, or ``max_jobs_per_vm`` at once, each with 
                       └──▶ IDLE                              │ max_runtime_s ──▶ FAILED
                                                              │ no report reaches Zen (fence) ──▶ PREEMPTED
     IDLE ──a pull limit reached (zen.agent.limits)──▶ RETIRED: no more pulls, VM heartbeats until deleted
+    CLAIMING ──refused: the VM is being scaled down (zen.agent.backoff)──▶ RETIRED
+    CLAIMING ──refused for another cause──▶ IDLE, the next pull after a wait growing per refusal in a row
     IDLE ──pulls failing for PULL_OUTAGE_S (zen.agent.outage)──▶ no IDLE heartbeats until a pull works
     any state ──SIGTERM / preempted──▶ PREEMPTED (current attempt), VM STOPPING, exit 0
     start ──▶ the final reports a dead agent of this VM left in the journal published (zen.agent.journal)
@@ -66,6 +68,7 @@ from typing import Callable, Mapping
 from pydantic import ValidationError
 
 from zen.agent.attempt import SLICE_S, VM_STOPPING_S, RunsAttempts
+from zen.agent.backoff import ClaimBackoff
 from zen.agent.claim import Claims, about_the_attempt
 from zen.agent.identity import Identity
 from zen.agent.journal import Journal
@@ -108,6 +111,7 @@ class Agent(RunsAttempts, Claims):
         self.jobs_run = 0
         self.pulls = pulls or DailyPulls(PullLimits(), 0, clock)  # per-day limits; none by default
         self.slots = slots or Slots()  # one job at a time by default
+        self.backoff = ClaimBackoff(clock)  # claims Zen refused: the next pull waits (zen.agent.backoff)
         self.controls = ControlRouter(transport, identity.vm, self.log, takes_offers=self._takes_offers,
                                       docker=None if local else settings.docker)  # strays' containers removed
         self._clock = clock
@@ -145,7 +149,8 @@ class Agent(RunsAttempts, Claims):
         try:
             while not self.stopping and not self.pulls.exhausted():
                 self._vm_beat()
-                if self.slots.full() or self.pulls.blocked():  # all slots taken, or claims may reach a limit: wait
+                # All slots taken, claims may reach a limit, or claims were refused just now: wait.
+                if self.slots.full() or self.pulls.blocked() or self.backoff.waiting():
                     self._idle_wait(self.settings.poll_s)
                     continue
                 delivery = self.controls.offer()  # a start offered to this VM alone (a warm cache) first
@@ -188,9 +193,10 @@ class Agent(RunsAttempts, Claims):
 
     # -- idle ------------------------------------------------------------------------------------
     def _retire(self) -> None:
-        """Past a pull limit, or a container left (``_hold``): RETIRED, pulling nothing, until shut down."""
+        """Past a pull limit, a container left (``_hold``), or told it is being scaled down (``_refused``):
+        RETIRED, pulling nothing, until shut down."""
         if not self.stopping:
-            self.log.warning("pull limit reached: taking no more jobs", extra={"reason": self.pulls.exhausted()})
+            self.log.warning("taking no more jobs", extra={"reason": self.pulls.exhausted()})
             self._next_vm_beat = 0.0  # say RETIRED now
         self._retired = True
         while not self.stopping:
@@ -221,7 +227,8 @@ class Agent(RunsAttempts, Claims):
 
     def _takes_offers(self) -> bool:
         """Whether the idle loop would take a start now: a start offered to this VM waits for it meanwhile."""
-        return not self.stopping and not self._retired and not self.pulls.blocked() and not self.slots.full()
+        return (not self.stopping and not self._retired and not self.pulls.blocked() and not self.slots.full()
+                and not self.backoff.waiting())
 
     def _vm_beat(self, state: VmState | None = None, *, force: bool = False) -> None:
         """The VM heartbeat when due (or ``force``): ``state``, else RETIRED, BUSY or IDLE as it is,

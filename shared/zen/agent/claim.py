@@ -2,6 +2,9 @@
 reporter, controls, clock and log it uses): CLAIMED, the start message kept leased, then wait for
 Zen's answer on the control subscription (the protocol is described in ``zen.agent.agent``).
 
+A claim Zen refused says why (the RELEASE's attribute ``refused``): a VM being scaled down retires,
+and other causes make the next pull wait, longer for each in a row (``zen.agent.backoff``).
+
 A claim made again of an attempt whose earlier claim was given back unanswered takes only the
 answers to its own CLAIMEDs: an order whose ``answers`` attribute (the ``seq`` of the report it
 answers) is below its first CLAIMED's is a late answer to the claim given up, and is ignored.
@@ -14,6 +17,7 @@ from typing import Mapping
 from pydantic import ValidationError
 
 from zen.agent.attempt import FINAL_BUDGET_S, SHUTDOWN_BUDGET_S, SLICE_S
+from zen.agent.backoff import DRAINING
 from zen.agent.reports import AttemptReport
 from zen.agent.transport import StartDelivery
 from zen.models import AgentStatus, ControlAction
@@ -61,12 +65,14 @@ class Claims:
                         **fields, "action": order.action.value, "answers": late, "claim_seq": first_seq})
                     continue
                 if order.action is ControlAction.CONFIRM:
+                    self.backoff.confirmed()
                     self.log.info("claim confirmed", extra=fields)
                     self._quietly(self.transport.ack, delivery, "ack")
                     return "confirm"
                 self._quietly(self.transport.ack, delivery, "ack")
                 self.log.info("claim refused; start message dropped",
                               extra={**fields, "action": order.action.value, "reason": order.reason})
+                self._refused(control.attributes.get("refused"), order.reason, fields)
                 if order.action is ControlAction.STOP:
                     self.reporter.job(attempt, AgentStatus.STOPPED, budget_s=FINAL_BUDGET_S,
                                       message="stopped before it started")
@@ -76,6 +82,16 @@ class Claims:
         self.log.warning("claim unanswered; giving the start message back", extra=fields)
         self._quietly(self.transport.nack, delivery, "nack")
         return "timeout"
+
+    def _refused(self, cause: str | None, reason: str | None, fields: dict) -> None:
+        """Zen refused the claim for ``cause`` (``zen.agent.backoff``): being scaled down, take no more
+        jobs; else wait longer before the next pull for each claim refused for it in a row."""
+        if cause == DRAINING:
+            self.pulls.retire(f"Zen is scaling this VM down ({reason})")
+        elif cause:
+            wait = self.backoff.refused(cause)
+            self.log.info("claim refused; waiting before the next pull", extra={
+                **fields, "cause": cause, "pause_s": wait})
 
 
 def _answered(attributes: Mapping[str, str]) -> int | None:

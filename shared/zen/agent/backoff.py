@@ -1,0 +1,49 @@
+"""How long the agent waits before its next pull after Zen refused its claims (issue 34, no storms).
+
+Zen tells a VM why it refused a claim (the RELEASE's attribute ``refused``: ``zen.claims``):
+- ``draining``: the VM is being scaled down and is deleted next. It takes no more jobs, for good: the
+  agent retires (``DailyPulls.retire``: RETIRED VM heartbeats, no pulls), as past a pull limit. Before,
+  it pulled again at once, claimed, and was refused, hundreds of times a start while its delete failed.
+- any other cause (no room for the job now, its region no longer cleared for it, ...): the next pull
+  waits ``FIRST_S``, doubled for each further claim refused for the same cause in a row, at most
+  ``MOST_S``. A claim refused for another cause starts again at ``FIRST_S``; a confirmed claim ends
+  the wait. A RELEASE without the attribute (a claim another VM won, a copy of a start whose job has
+  ended, an older Zen) changes nothing: those come from copies of starts, not from this VM.
+Shared by the attempts' threads of a VM that runs several jobs at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+FIRST_S = 1.0
+MOST_S = 30.0
+DRAINING = "draining"  # zen.claims.DRAINING (the agent does not import Zen's side)
+
+
+class ClaimBackoff:
+    def __init__(self, clock: Callable[[], float], first_s: float = FIRST_S, most_s: float = MOST_S):
+        self._clock, self._first_s, self._most_s = clock, first_s, most_s
+        self._cause: str | None = None
+        self._in_a_row = 0
+        self._until = 0.0
+        self._lock = threading.Lock()
+
+    def refused(self, cause: str) -> float:
+        """A claim refused for ``cause``: the seconds the next pull waits."""
+        with self._lock:
+            self._in_a_row = self._in_a_row + 1 if cause == self._cause else 1
+            self._cause = cause
+            wait = min(self._first_s * 2 ** (self._in_a_row - 1), self._most_s)
+            self._until = self._clock() + wait
+            return wait
+
+    def confirmed(self) -> None:
+        with self._lock:
+            self._cause, self._in_a_row, self._until = None, 0, 0.0
+
+    def waiting(self) -> bool:
+        """Whether the next pull must wait still."""
+        with self._lock:
+            return self._clock() < self._until
