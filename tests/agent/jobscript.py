@@ -63,7 +63,9 @@ def main() -> int:
     if args.partial is not None:
         sys.stdout.write(args.partial)
     if args.print_ppid:
-        print(f"ppid={os.getppid()}")
+        # The job's parent is its supervisor (zen.agent.launch); the agent is the supervisor's parent.
+        with open(f"/proc/{os.getppid()}/stat") as stat:
+            print(f"ppid={stat.read().rsplit(')', 1)[1].split()[1]}")
     for name in args.print_env:
         print(f"{name}={os.environ.get(name, '')}")
     if args.partial is None:

@@ -10,11 +10,12 @@ Modules, by responsibility:
   settings.py   tunables from ``ZEN_AGENT_*`` environment variables
   identity.py   who this VM is (environment, or the GCE metadata server) and preemption notices
   runner.py     runs one job: argv (process or ``docker run``), process group, output tail, stop
-  launch.py     tiny exec shim that ties a job's life to the agent's (Linux parent-death signal)
+  launch.py     the job's supervisor: dies with the agent (parent-death signal), and fences the job
+                when the agent stops renewing the attempt's lease (zen.agent.fence)
   transport.py  the Pub/Sub adapter (official client only) with bounded retries
   reports.py    builds heartbeats: per-attempt ``seq``, VM ``seq`` = epoch milliseconds
   agent.py      the loop: pull, claim, run, heartbeat, stop, reuse, shut down
   startup.sh    the instance template's startup script
 
-This package module imports nothing heavy: ``launch.py`` runs between fork and exec of every job.
+This package module imports nothing heavy: ``launch.py`` runs beside every job (standard library only).
 """

@@ -94,7 +94,8 @@ class RunsAttempts:
                        gpu_ids=gpu_ids or None)  # (): the VM runs one job at a time, the job sees every GPU
         try:
             job = RunningJob.start(spec, local=self.local, tail_bytes=settings.tail_bytes, docker=settings.docker,
-                                   output=output, limits=settings.output, base_env=self._base_env)
+                                   output=output, limits=settings.output, base_env=self._base_env,
+                                   lease_s=fence.fence_left(attempt, settings, self._clock()))
         except CannotRun as exc:
             self.log.error("job cannot run here", extra={**fields, "reason": str(exc)})
             output.add("zen", f"zen agent: {exc}")
@@ -208,7 +209,11 @@ class RunsAttempts:
         fields = {"job_id": attempt.job_id, "attempt": attempt.attempt}
         self.reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, settings.heartbeat_s))
         next_beat = self._clock() + settings.heartbeat_s
+        renewed = None
         while job.poll() is None:
+            if attempt.accepted_at != renewed:  # the job's supervisor keeps the lease too (zen.agent.launch)
+                renewed = attempt.accepted_at
+                job.renew(fence.fence_left(attempt, settings, self._clock()))
             if self.stopping:
                 self.log.warning("stopping the job: agent shutting down", extra=fields)
                 job.stop(min(settings.stop_grace_s, max(0.0, self._shutdown_left(SHUTDOWN_S))),  # its grace is left
@@ -235,6 +240,12 @@ class RunsAttempts:
                 break  # it ended on its own just now: report how it ended
             self.log.info("control message for the running attempt ignored",
                           extra={**fields, "action": order.action.value, "reason": order.reason})
+        if job.fenced():  # the agent could not run (stopped, starved) and its job's supervisor fenced the job
+            self.log.warning("the job was stopped by its supervisor: the agent did not renew its lease in time",
+                             extra={**fields, "fence_s": fence.fence_s(settings)})
+            return AgentStatus.PREEMPTED, (fence.fenced(attempt, settings, self._clock()) or
+                                           "zen: stopped by its supervisor: the agent did not renew the attempt's "
+                                           "lease in time (Zen would have taken it for lost and run it elsewhere)")
         return None, None
 
     def _listen(self, attempt: AttemptReport, next_beat: float, **report) -> tuple[float, ControlMessage | None]:

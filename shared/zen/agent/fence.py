@@ -23,6 +23,25 @@ own is cut to what is left of the fence), a control-message slice, the kill. The
 configuration whose deadline leaves no room (the local stack's: 3 s) from stopping a job on one failed
 heartbeat: two in a row may fail (such a job may then outlive Zen's deadline by the stop grace).
 
+The agent is not the only one to hold the lease: an agent that is alive but cannot run (stopped,
+deadlocked, starved of CPU, stalled on a disk) cannot stop its job, whose process runs on in a session of
+its own. So the job's supervisor (``zen.agent.launch``) keeps the lease too: the agent renews it at every
+accepted report (``RunningJob.renew``: the seconds left, stamped with CLOCK_MONOTONIC), and when it runs
+out the supervisor stops the job itself on the same deadline and the same steps (SIGTERM, the stop grace,
+``docker kill``, SIGKILL of the job's whole process group).
+
+Why this ends the old process before Zen runs the next attempt (the lease arithmetic, in real time):
+let ``A`` be when the publish of the attempt's last accepted report began (the agent's clock). Zen
+records a report when it handles it (``last_heartbeat_at``, its own clock), which is after ``A``; the
+sweep takes the attempt for lost no sooner than ``heartbeat_timeout_s`` after that, and only then
+publishes the next attempt's start, which a VM must still pull and claim. The supervisor sends SIGTERM
+at ``A + fence_s`` and SIGKILL at ``A + fence_s + stop_grace_s`` = ``A + heartbeat_timeout_s - margin``:
+the old process is dead at least ``min(15 s, timeout / 4)`` before Zen can even decide. No clock is
+compared across machines: each side measures an interval from one report, the agent from before it was
+sent, Zen from after it arrived; the margin covers the clocks' rates, the kill itself, and Zen's sweep
+and heartbeat handlers running on different instances. What the margin does not cover, and is refused
+at start (``zen.config.Deadlines``): a configuration where the floor decides (``too_tight``).
+
 Why PREEMPTED: by then the sweep has most likely requeued the job, and this attempt's final report is
 stale to Zen and ignored (``zen.lifecycle._stale_attempt``). If it reaches Zen sooner (the network came
 back just before the deadline), PREEMPTED does what the sweep's LOST would have done: the job is

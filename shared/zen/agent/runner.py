@@ -7,8 +7,9 @@ Two ways to run a job, never through a shell:
 - a container: ``docker run --rm --gpus all --name zen-<attempt_name> -e K=V ... -- IMAGE CMD...``
   (``--gpus '"device=4,5"'`` instead of ``all`` for a job that shares its VM: ``JobSpec.gpu_ids``).
 
-Every job is started through ``launch.py`` (the parent-death shim) in a new session, so it leads its
-own process group: a stop signals the whole group (the job and everything it forked). Stopping is
+Every job is started through ``launch.py`` (its supervisor: it dies with the agent, and keeps the
+attempt's lease, ``RunningJob.renew``) in a new session, so the supervisor leads the process group the
+job and everything it forks belong to: a stop signals the whole group. Stopping is
 SIGTERM to the group, a grace period, then SIGKILL (for a container, ``docker kill`` first: the
 docker CLI forwards SIGTERM to the container but cannot forward SIGKILL). When a job's main process
 ends, whatever it left running in its group is killed, so nothing leaks into the next job.
@@ -35,6 +36,7 @@ import math
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -164,7 +166,7 @@ class RunningJob:
     """One started job. ``poll`` / ``stop`` / ``outcome``; not thread-safe (the agent loop owns it)."""
 
     def __init__(self, spec: JobSpec, launch: Launch, process: subprocess.Popen, output: AttemptOutput,
-                 captures: list[StreamCapture], docker: str = "docker"):
+                 captures: list[StreamCapture], docker: str = "docker", lease: socket.socket | None = None):
         self.spec = spec
         self.launch = launch
         self.process = process
@@ -174,28 +176,67 @@ class RunningJob:
         self._docker = docker
         self._outcome: Outcome | None = None
         self.container_gone: bool | None = None  # its container's removal (None: not tried, or no container)
+        self._lease = lease  # the agent's end of the supervisor's lease socket (None: no watchdog)
+        self._fenced = False
+
+    def renew(self, left_s: float) -> None:
+        """Tell the supervisor the attempt's lease has ``left_s`` seconds left from now. Never blocks: a
+        supervisor that reads nothing (it has ended) loses nothing by a renewal not written."""
+        if self._lease is None:
+            return
+        try:
+            self._lease.send(f"{time.monotonic():.6f} {left_s:.6f}\n".encode())
+        except OSError:
+            pass
+
+    def fenced(self) -> bool:
+        """Whether the supervisor stopped the job because its lease ran out (the agent could not renew it)."""
+        if self._lease is not None and not self._fenced:
+            try:
+                self._fenced = b"fenced" in self._lease.recv(4096)
+            except OSError:
+                pass
+        return self._fenced
 
     @classmethod
     def start(cls, spec: JobSpec, *, local: bool, tail_bytes: int = 4096, docker: str = "docker",
               output: AttemptOutput | None = None, limits: OutputLimits = OutputLimits(),
-              base_env: Mapping[str, str] | None = None) -> "RunningJob":
+              base_env: Mapping[str, str] | None = None, lease_s: float | None = None) -> "RunningJob":
         """Start the job; raises ``CannotRun`` if it cannot be (the caller reports it as FAILED).
+
+        ``lease_s``: seconds left on the attempt's lease (``zen.agent.fence``). Given, the job's supervisor
+        (``launch.py``) keeps the lease as well, and stops the job when the agent renews it (``renew``)
+        no more: the job cannot outlive its lease whether or not the agent can run.
 
         ``output`` ships the lines (the agent passes one with its sink); without it only the last
         ``tail_bytes`` are kept, for the outcome.
         """
         launch = plan_launch(spec, local=local, docker=docker)
         env = {**(os.environ if base_env is None else base_env), **launch.env}
-        argv = [sys.executable, "-I", str(LAUNCH), str(os.getpid()), "--", *launch.argv]
+        watchdog: list[str] = []
+        ours = theirs = None
+        if lease_s is not None:  # the supervisor keeps the attempt's lease too (launch.py, zen.agent.fence)
+            ours, theirs = socket.socketpair()
+            ours.setblocking(False)
+            watchdog = ["--lease", str(theirs.fileno()), repr(float(lease_s)), repr(float(spec.stop_grace_s or 0.0))]
+            if launch.container:
+                watchdog += [launch.container, docker]
+        argv = [sys.executable, "-I", str(LAUNCH), str(os.getpid()), *watchdog, "--", *launch.argv]
         output = output or AttemptOutput(spec.job_id, spec.attempt, "", None, limits, tail_bytes)
         try:
             process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, start_new_session=True)
+                                       stderr=subprocess.PIPE, start_new_session=True,
+                                       pass_fds=(theirs.fileno(),) if theirs else ())
         except OSError as exc:
+            if ours is not None:
+                ours.close()
             raise CannotRun(f"cannot start the job: {exc}") from None
+        finally:
+            if theirs is not None:
+                theirs.close()
         captures = [StreamCapture(process.stdout, "stdout", output, limits),
                     StreamCapture(process.stderr, "stderr", output, limits)]
-        return cls(spec, launch, process, output, captures, docker)
+        return cls(spec, launch, process, output, captures, docker, ours)
 
     @property
     def pid(self) -> int:
@@ -245,6 +286,10 @@ class RunningJob:
             self._remove_container()
             for capture in self._captures:
                 capture.finish()
+            self.fenced()
+            if self._lease is not None:
+                self._lease.close()
+                self._lease = None
             self._outcome = Outcome(code, self.output.recent_text())
         return self._outcome
 
