@@ -34,6 +34,30 @@ def describe_pull_limits(max_jobs: int | None, max_gpu_hours: float | None) -> s
     return " / ".join(p for p in parts if p) + " in 24 h" if any(parts) else "no limit"
 
 
+_RUN_AS = re.compile(r"^(image|[0-9]{1,10}:[0-9]{1,10})\Z")
+
+
+class ContainerPolicy(_Strict):
+    """How a cluster's agents confine job containers (zen.agent.container): by default a job runs as
+    nobody, with no capabilities, a read-only root filesystem, its slot's memory, CPU and task limits,
+    on a network of its own."""
+
+    run_as: str = Field(default="65534:65534", description=(
+        "uid:gid a job's container runs as; 'image': the image's own USER (root for most: the opt-out)"))
+    network: Literal["job", "none"] = Field(default="job", description=(
+        "'job': a bridge network per slot (internet, no neighbours); 'none': no network at all"))
+    read_only_root: bool = Field(default=True, description=(
+        "A read-only root filesystem (/tmp and ZEN_OUTPUT_DIR writable); false for a GPU runtime whose hooks "
+        "write into it"))
+
+    @field_validator("run_as")
+    @classmethod
+    def _run_as_shape(cls, value: str) -> str:
+        if not _RUN_AS.match(value):
+            raise ValueError("run_as is uid:gid in numbers (e.g. 65534:65534), or 'image'")
+        return value
+
+
 class ClusterConfig(_Strict):
     """One machine shape, e.g. ``4xa100-40gb``: 4 A100 40GB per VM."""
 
@@ -54,6 +78,8 @@ class ClusterConfig(_Strict):
     # Jobs one VM runs at once (zen.agent.slots): each holds its own GPUs, so a VM takes another job
     # only while its jobs' GPUs plus the new one's fit its gpu_count. 1: a VM runs one job at a time.
     max_jobs_per_vm: int = Field(default=1, ge=1, le=16, description="Jobs one VM runs at once")
+    # How its agents confine job containers (zen.agent.container): run_as 'image' is the opt-out from nobody.
+    containers: ContainerPolicy = Field(default_factory=ContainerPolicy)
 
     @field_validator("name")
     @classmethod

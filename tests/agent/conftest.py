@@ -40,6 +40,7 @@ DEADLINES = Deadlines(heartbeat_timeout_s=3, boot_timeout_s=600, idle_timeout_s=
 AGENT_TUNING = {
     "ZEN_AGENT_HEARTBEAT_S": "0.5", "ZEN_AGENT_STOP_GRACE_S": "2", "ZEN_AGENT_POLL_S": "0.1",
     "ZEN_AGENT_CLAIM_TIMEOUT_S": "5", "ZEN_AGENT_VM_HEARTBEAT_S": "5",
+    "ZEN_AGENT_LOCAL": "1",  # plain processes: no docker here (an agent runs containers unless told)
 }
 
 

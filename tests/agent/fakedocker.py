@@ -7,6 +7,7 @@ as a real one does.
   at once and leaves its container running (as if it had died while the container ran on).
 - ``kill NAME``: removes the container; ``rm -f X...``: removes those named or with those ids.
 - ``ps -aq --filter name=RE``: the ids of the containers whose name matches.
+- ``network inspect NAME``: exits 1 unless ``network create ... NAME`` made it (``networks/<name>``).
 - ``fail(command)``: that command (``kill``, ``rm``, ``ps``) exits 1 and does nothing from now on;
   ``hang(command)``: it never answers; ``removing(name)``: docker is removing that container.
 """
@@ -33,6 +34,15 @@ if (root / ("fail-" + args[0])).exists():
     sys.exit(1)
 if (root / ("hang-" + args[0])).exists():
     time.sleep(3600)
+if args[0] == "network":
+    network = root / "networks" / args[-1]
+    if args[1] == "inspect" and not network.exists():
+        print("Error response from daemon: network " + args[-1] + " not found", file=sys.stderr)
+        sys.exit(1)
+    if args[1] == "create":
+        network.parent.mkdir(exist_ok=True)
+        network.touch()
+    sys.exit(0)
 if args[0] == "run":
     name = args[args.index("--name") + 1]
     (containers / name).write_text("id-" + name)
@@ -92,6 +102,11 @@ class FakeDocker:
     def add(self, name: str, container_id: str) -> None:
         """A container some earlier agent started."""
         (self.containers / name).write_text(container_id)
+
+    def networks(self) -> list[str]:
+        """The networks made with ``network create``."""
+        made = self.root / "networks"
+        return sorted(path.name for path in made.iterdir()) if made.exists() else []
 
     def names(self) -> list[str]:
         """The containers that exist (running or not)."""

@@ -34,7 +34,9 @@ def test_docker_argv_passes_image_command_and_env_as_separate_arguments():
                                                                                       "NOTE": "a b=c"})
     assert docker_argv(spec) == [
         "docker", "run", "--rm", "--gpus", "all", "--name", container_name("train-42", 2),
-        "-e", "ZEN_JOB_ID=train-42", "-e", "ZEN_JOB_ATTEMPT=2", "-e", "WANDB_MODE=offline", "-e", "NOTE=a b=c",
+        "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--read-only", "--oom-score-adj", "500",
+        "--tmpfs", "/tmp:rw,exec,nosuid,nodev,mode=1777", "--user", "65534:65534", "-e", "HOME=/tmp",
+        "--network", "zen-net", "-e", "ZEN_JOB_ID=train-42", "-e", "ZEN_JOB_ATTEMPT=2", "-e", "WANDB_MODE=offline", "-e", "NOTE=a b=c",
         "--", "us-docker.pkg.dev/p/r/train:1", "python", "train.py", "--name", "$USER; rm -rf /",
     ]
 
@@ -197,7 +199,7 @@ def test_stopping_a_container_escalates_to_docker_kill(fake_docker):
     job = RunningJob.start(JobSpec(job_id="gpu", attempt=1, image="img:1", command=["train"]), local=False,
                            docker=docker)
     wait_for(lambda: calls(), 5, what="docker run called")
-    assert calls()[0][:7] == ["run", "--rm", "--gpus", "all", "--name", container_name("gpu", 1), "-e"]
+    assert calls()[0][:7] == ["run", "--rm", "--gpus", "all", "--name", container_name("gpu", 1), "--cap-drop"]
     assert job.stop(grace_s=0.3) in (137, 128 + signal.SIGKILL)
     assert ["kill", container_name("gpu", 1)] in calls()
 

@@ -196,8 +196,8 @@ def test_the_job_sees_both_directories_and_a_container_gets_them_mounted_at_the_
 
     assert spec.job_env()["ZEN_OUTPUT_DIR"] == str(data.output_dir) == str(data.root / "outputs")  # the agent's wins
     argv = docker_argv(spec)
-    assert ["-v", f"{data.input_dir}:{data.input_dir}"] == argv[argv.index("-v"):argv.index("-v") + 2]
-    assert f"{data.output_dir}:{data.output_dir}" in argv
+    assert ["-v", f"{data.input_dir}:{data.input_dir}:ro"] == argv[argv.index("-v"):argv.index("-v") + 2]
+    assert ["-v", f"{data.output_dir}:{data.output_dir}"] == argv[argv.index("-v") + 2:argv.index("-v") + 4]
 
 
 def test_two_jobs_whose_ids_differ_only_by_colon_and_dash_keep_their_own_outputs(client, tmp_path):

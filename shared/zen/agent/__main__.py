@@ -10,7 +10,14 @@ unreachable at start, 2 on a configuration or identity problem.
 In container mode the first thing it does is remove the ``zen-*`` containers an agent before it left
 (``zen.agent.runner.remove_leftover_containers``), before any read that could fail and exit it (systemd
 restarts it every 5 s; an orphan would run on meanwhile). Those that cannot be removed, or a docker
-that cannot list them, retire the VM (``DailyPulls.retire``): one of them may hold its GPUs.
+that cannot list them, retire the VM (``DailyPulls.retire``): one of them may hold its GPUs. It then
+reads the VM's shape (``zen.agent.container.Shape.of_host``: memory, CPUs, the kernel's task limit) for
+its containers' limits and makes its slots' job networks (``ensure_networks``; a docker that cannot
+retires the VM too).
+
+Jobs run as plain processes on the host (local mode: the local stack, tests) only when
+``ZEN_AGENT_LOCAL=1`` says so; anything else, an identity taken from the environment included, runs
+containers.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import threading
 from dataclasses import asdict, replace
 from typing import Sequence
 
+from zen.agent.container import Sandbox, Shape, ensure_networks
 from zen.agent.fence import fence_s, too_tight
 from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_preemption
 from zen.agent.limits import DailyPulls, resolve_pull_limits
@@ -69,11 +77,8 @@ def _output_sink(env, identity, local: bool):
 
 def _runs_containers(env) -> bool:
     """Container mode, from the environment alone (no metadata read), as ``main`` decides it below:
-    ``ZEN_AGENT_LOCAL`` when set, else not local unless the identity is all in the environment."""
-    local = env.get("ZEN_AGENT_LOCAL", "").strip().lower()
-    if local in ("1", "true", "yes", "0", "false", "no"):
-        return local in ("0", "false", "no")
-    return not all(env.get(name, "").strip() for name in ("ZEN_VM_NAME", "ZEN_ZONE", "ZEN_CLUSTER"))
+    always, unless ``ZEN_AGENT_LOCAL`` says local (host processes only by explicit configuration)."""
+    return env.get("ZEN_AGENT_LOCAL", "").strip().lower() not in ("1", "true", "yes")
 
 
 def _remove_leftovers(env) -> str | None:
@@ -117,16 +122,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         limits = resolve_pull_limits(settings, metadata, identity, cluster)
         # Its GPUs and jobs at once: ZEN_AGENT_GPUS / _MAX_JOBS_PER_VM, else its template's, else the configuration's.
         capacity = resolve_capacity(settings, metadata, identity, cluster)
-    except (ConfigError, IdentityError) as exc:
+        # Its containers' confinement: the cluster's choices, limits from this VM's shape (zen.agent.container).
+        sandbox = Sandbox(run_as=cluster.containers.run_as, network=cluster.containers.network,
+                          shape=Shape.of_host(capacity.gpus, capacity.max_jobs),
+                          read_only_root=cluster.containers.read_only_root)
+    except (ConfigError, IdentityError, OSError, ValueError) as exc:
         log.error("agent cannot start", extra={"reason": str(exc)})
         return 2
     for handler in logging.getLogger("zen").handlers:
         handler.addFilter(_IdentityFields(identity.log_fields()))
-    local = settings.local if settings.local is not None else identity.from_environment
+    local = settings.local is True  # host processes only when ZEN_AGENT_LOCAL=1 says so
     if args.check:
         print(json.dumps({"identity": asdict(identity), "settings": asdict(settings), "local": local,
                           "pull_limits": asdict(limits), "capacity": asdict(capacity),
-                          "fence_s": fence_s(settings)}, indent=2))
+                          "fence_s": fence_s(settings), "sandbox": asdict(sandbox)}, indent=2))
         return 0
 
     # Imported here: the client library is heavy, and --check / errors above do not need it.
@@ -136,6 +145,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     pulls = DailyPulls(limits, capacity.gpus)
     if left is not None and not local:
         pulls.retire(left)
+    networks = None if local else ensure_networks(sandbox, settings.docker)  # the slots' job networks
+    if networks is not None:
+        log.error("job networks could not be made; the VM retires", extra={"reason": networks})
+        pulls.retire(networks)
     log.info("pull limits", extra={"limits": limits.describe(), "gpus": capacity.gpus,
                                    "max_jobs_per_vm": capacity.max_jobs, "fence_s": fence_s(settings)})
     if too_tight(settings):
@@ -144,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                          "heartbeat_timeout_s": settings.heartbeat_timeout_s})
     agent = Agent(identity, settings, PubSubTransport(config, identity), local=local,
                   sink=_output_sink(env, identity, local), pulls=pulls,
-                  slots=Slots(capacity))
+                  slots=Slots(capacity), sandbox=sandbox)
     signal.signal(signal.SIGTERM, lambda *_: agent.request_shutdown("SIGTERM"))
     signal.signal(signal.SIGINT, lambda *_: agent.request_shutdown("SIGINT"))
     done = threading.Event()

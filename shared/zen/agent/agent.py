@@ -70,6 +70,7 @@ from pydantic import ValidationError
 from zen.agent.attempt import SLICE_S, VM_STOPPING_S, RunsAttempts
 from zen.agent.backoff import ClaimBackoff
 from zen.agent.claim import Claims, about_the_attempt
+from zen.agent.container import Sandbox
 from zen.agent.identity import Identity
 from zen.agent.journal import Journal
 from zen.agent.limits import DailyPulls, PullLimits
@@ -99,7 +100,8 @@ class _Log(logging.LoggerAdapter):
 class Agent(RunsAttempts, Claims):
     def __init__(self, identity: Identity, settings: AgentSettings, transport: Transport, *, local: bool,
                  clock: Callable[[], float] = time.monotonic, base_env: Mapping[str, str] | None = None,
-                 sink: Sink | None = None, pulls: DailyPulls | None = None, slots: Slots | None = None):
+                 sink: Sink | None = None, pulls: DailyPulls | None = None, slots: Slots | None = None,
+                 sandbox: Sandbox | None = None):
         self.identity = identity
         self.sink = sink  # where job output goes (zen.joblogs); None: only the tail in the final report
         self.settings = settings
@@ -111,6 +113,7 @@ class Agent(RunsAttempts, Claims):
         self.jobs_run = 0
         self.pulls = pulls or DailyPulls(PullLimits(), 0, clock)  # per-day limits; none by default
         self.slots = slots or Slots()  # one job at a time by default
+        self.sandbox = sandbox or Sandbox()  # how containers are confined (zen.agent.container); no limits by default
         self.backoff = ClaimBackoff(clock)  # claims Zen refused: the next pull waits (zen.agent.backoff)
         self.controls = ControlRouter(transport, identity.vm, self.log, takes_offers=self._takes_offers,
                                       docker=None if local else settings.docker)  # strays' containers removed

@@ -91,7 +91,8 @@ class RunsAttempts:
         spec = JobSpec(job_id=start.job_id, attempt=start.attempt, command=start.command, image=start.image,
                        env=dict(start.env), max_runtime_s=runtime,
                        stop_grace_s=settings.stop_grace_s, data_dirs=data.env() if data else {},
-                       gpu_ids=gpu_ids or None)  # (): the VM runs one job at a time, the job sees every GPU
+                       gpu_ids=gpu_ids or None,  # (): the VM runs one job at a time, the job sees every GPU
+                       sandbox=self.sandbox)  # its container's confinement (zen.agent.container)
         try:
             job = RunningJob.start(spec, local=self.local, tail_bytes=settings.tail_bytes, docker=settings.docker,
                                    output=output, limits=settings.output, base_env=self._base_env,

@@ -4,8 +4,10 @@
 Two ways to run a job, never through a shell:
 - a plain subprocess: the ``command`` list, with the agent's environment plus the job's ``env``
   (local mode only: on a VM a job without an image is refused, ``plan_launch``);
-- a container: ``docker run --rm --gpus all --name zen-<attempt_name> -e K=V ... -- IMAGE CMD...``
-  (``--gpus '"device=4,5"'`` instead of ``all`` for a job that shares its VM: ``JobSpec.gpu_ids``).
+- a container: ``docker run --rm --gpus all --name zen-<attempt_name> OPTIONS -e K=V ... -- IMAGE CMD...``
+  (``--gpus '"device=4,5"'`` instead of ``all`` for a job that shares its VM: ``JobSpec.gpu_ids``), where
+  OPTIONS confine it (``zen.agent.container``: a user not root, no capabilities, a read-only root
+  filesystem, its slot's memory, CPU and task limits, a network of its own, its data directories).
 
 Every job is started through ``launch.py`` (its supervisor: it dies with the agent, and keeps the
 attempt's lease, ``RunningJob.renew``) in a new session, so the supervisor leads the process group the
@@ -44,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from zen.agent.container import Sandbox, container_options
 from zen.agent.output import AttemptOutput, OutputLimits, StreamCapture
 
 log = logging.getLogger("zen.agent.runner")
@@ -70,6 +73,7 @@ class JobSpec:
     stop_grace_s: float | None = None
     data_dirs: dict[str, str] = field(default_factory=dict)  # ZEN_INPUT_DIR, ZEN_OUTPUT_DIR (zen.agent.staging)
     gpu_ids: tuple[int, ...] | None = None  # its GPUs on a VM that runs several jobs (zen.agent.slots); None: all
+    sandbox: Sandbox | None = None  # how its container is confined (zen.agent.container); None: the defaults
 
     def job_env(self, *, container: bool = False) -> dict[str, str]:
         """What the job sees besides its own ``env``: which job and attempt it is, how long it has
@@ -125,8 +129,7 @@ def docker_argv(spec: JobSpec, docker: str = "docker") -> list[str]:
         raise CannotRun(f"image {spec.image[:100]!r} is not an image reference (it starts with '-')")
     gpus = "all" if spec.gpu_ids is None else '"device=%s"' % ",".join(str(index) for index in spec.gpu_ids)
     argv = [docker, "run", "--rm", "--gpus", gpus, "--name", container_name(spec.job_id, spec.attempt)]
-    for path in spec.data_dirs.values():  # the same path inside the container
-        argv += ["-v", f"{path}:{path}"]
+    argv += container_options(spec, spec.sandbox)  # user, capabilities, limits, network, mounts
     for key, value in spec.job_env(container=True).items():
         argv += ["-e", f"{key}={value}"]
     return argv + ["--", spec.image] + list(spec.command or [])

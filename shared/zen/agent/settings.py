@@ -10,9 +10,9 @@
 | ``ZEN_AGENT_LEASE_S``         | 60      | ack deadline the agent keeps on the start message it holds |
 | ``ZEN_AGENT_VM_HEARTBEAT_S``  | 60      | VM heartbeat period (besides every state change)         |
 | ``ZEN_AGENT_TAIL_BYTES``      | 4096    | how much of the end of a job's output is reported        |
-| ``ZEN_AGENT_LOCAL``           | auto    | 1: commands as plain subprocesses, images ignored; 0: images |
-|                               |         | run with docker. Unset: 1 when the identity came from the |
-|                               |         | environment (the local stack), else 0                    |
+| ``ZEN_AGENT_LOCAL``           | 0       | 1: commands as plain subprocesses (as the agent's user), |
+|                               |         | images ignored (the local stack and tests set it); else |
+|                               |         | images run with docker, confined (zen.agent.container) |
 | ``ZEN_AGENT_DOCKER``          | docker  | the docker CLI                                           |
 | ``ZEN_AGENT_WORK_DIR``        | TMPDIR/zen-agent | where jobs' inputs and outputs are kept (zen.agent.staging) |
 | ``ZEN_AGENT_CACHE_DIR``       | WORK_DIR/.cache/VM | the warm cache of staged inputs (zen.agent.cache) |
@@ -70,7 +70,7 @@ class AgentSettings:
     lease_s: int = 60
     vm_heartbeat_s: float = 60.0
     tail_bytes: int = 4096
-    local: bool | None = None  # None: decided from where the identity came from
+    local: bool | None = None  # True (ZEN_AGENT_LOCAL=1) only: host processes; else containers
     docker: str = "docker"
     output: OutputLimits = OutputLimits()
     work_dir: str = field(default_factory=lambda: os.path.join(tempfile.gettempdir(), "zen-agent"))

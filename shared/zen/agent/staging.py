@@ -199,6 +199,7 @@ class AttemptData:
             new.rename(self.root)
             self.input_dir.mkdir()
             self.output_dir.mkdir()
+            self.output_dir.chmod(0o777)  # the job's container runs as nobody (zen.agent.container); inputs: read-only
         except OSError as exc:
             self.disk_fault = f"cannot prepare {self.root}: {exc}"
             raise Unavailable(self.disk_fault) from None

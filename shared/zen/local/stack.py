@@ -163,6 +163,9 @@ class LocalStack:
             "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{self.ports.storage}",
             # The VMs' disks: jobs' data and each agent's warm cache (<dir>/.cache/<vm>: zen.agent.cache).
             "ZEN_AGENT_WORK_DIR": str(self.home / "vms"),
+            # The agents run jobs as plain processes (no docker here): said explicitly, as an agent that is
+            # not told runs containers (zen.agent.__main__).
+            "ZEN_AGENT_LOCAL": "1",
         }
         self._spawn("pubsub", [sys.executable, "-m", "zen.local.pubsub", "--port", str(self.ports.pubsub)])
         wait_for_port(self.ports.pubsub, 30, self._popen("pubsub"))

@@ -1,0 +1,211 @@
+"""What a job's container may do to its VM and its neighbours: as little as docker allows.
+
+``container_options(spec, sandbox)`` is what ``zen.agent.runner.docker_argv`` puts between ``docker run``
+and the image. By default (``ClusterConfig.containers``, the cluster's ``containers:``) a job's container:
+
+- runs as ``65534:65534`` (nobody), not as root, with ``HOME=/tmp`` (unless the job's ``env`` sets it);
+  ``run_as: image`` is the cluster's opt-out: the image's own ``USER`` (root for most images);
+- has every capability dropped (``--cap-drop ALL``: no ``NET_RAW``, so no raw sockets to sniff or
+  spoof with, no ``CHOWN`` or ``SETUID``) and cannot gain any (``--security-opt no-new-privileges``:
+  a setuid binary in the image runs as the job's user);
+- has a read-only root filesystem (``--read-only``): what it may write is ``/tmp`` (a tmpfs, counted in
+  its memory limit, at most half of it), ``ZEN_OUTPUT_DIR`` (its outputs, on the VM's disk, uploaded
+  after it ends), and ``/dev/shm``; ``ZEN_INPUT_DIR`` is mounted read-only. ``read_only_root: false``
+  is the cluster's way out for a GPU runtime whose hooks write into the container's root (NVIDIA's CDI
+  ``update-ldcache`` hook has been reported to fail so; docker's ``--gpus`` hook runs before the root is
+  made read-only);
+- has a memory limit (swap included, so no swap), a CPU limit and a task (PID) limit, its slot's share
+  of the VM (``slot_limits``), and an OOM score of ``OOM_SCORE_ADJ``: when the VM runs out of memory
+  anyway, the kernel kills a job's process before the agent or docker;
+- is alone on a bridge network of its own (``network_name``): it reaches the internet (the metadata
+  server excepted: ``startup.sh``), but no neighbour's container. Docker isolates its bridge networks
+  from one another; with ``network: none`` (the cluster's opt-in) it has no network at all.
+
+**Shape.** The VM's memory and CPUs are read by the agent at start (``Shape.of_host``: ``/proc/meminfo``,
+``os.cpu_count()``, the kernel's task limit), not taken from ``machine_type`` (the configuration does
+not know what a machine type holds, and a VM knows its own); its GPUs and ``max_jobs_per_vm`` are its
+``Capacity`` (``zen.agent.slots``). A slot's share is its GPUs over the VM's (``JobSpec.gpu_ids``), the
+whole VM when it runs one job at a time. Of that share, a job gets:
+
+- memory: the VM's memory less what is kept for the system, the agent and docker
+  (``reserved_memory``: 5 % of it, at least 1 GiB and at most 4 GiB), times the share;
+- CPUs: the VM's CPUs less ``RESERVED_CPUS`` (half a CPU, on VMs with 2 or more), times the share
+  (``--cpus``: a quota; a job never takes a neighbour's CPU time, nor the agent's);
+- tasks: ``TASK_SHARE`` (3/4) of the kernel's limit (the smaller of ``kernel.pid_max`` and
+  ``kernel.threads-max``), times the share: a fork bomb ends in its own container, and the VM keeps a
+  quarter for everything else.
+
+**Networks, one per slot.** Two containers that run at the same time never hold the same GPU, so a
+network named after the first GPU a slot holds (``zen-net-<index>``; ``zen-net`` on a VM that runs one
+job at a time) is one job's at a time. The agent makes them at start (``ensure_networks``; a docker
+that cannot make them retires the VM), and never removes them: no network to create or leak per
+attempt. Containers on one network across time is harmless: a container docker could not remove
+keeps its GPUs (``zen.agent.limits``), hence its network, from any other job.
+
+**Disk.** Not limited per job: docker's per-container size (``--storage-opt size=``) needs overlay2 on
+xfs with project quotas, and GCE's images use ext4. The read-only root filesystem keeps a job off the
+container layer and ``/tmp`` is memory, so what a job can fill is its ``ZEN_OUTPUT_DIR`` (the VM's
+work disk): a job that fills it fails its neighbours' staging and, after ``MAX_DISK_FAULTS``, retires the
+VM (``zen.agent.limits``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from zen.agent.runner import JobSpec
+
+log = logging.getLogger("zen.agent.container")
+
+NOBODY = "65534:65534"  # uid:gid of the unprivileged user most images know (and any image may run as)
+IMAGE_USER = "image"  # run_as: the image's own USER (the opt-out; root for most images)
+GIB = 1024 ** 3
+MIB = 1024 ** 2
+RESERVED_MEMORY_SHARE = 0.05  # of the VM's memory, kept for the system, the agent and docker ...
+RESERVED_MEMORY_MIN = 1 * GIB  # ... at least this ...
+RESERVED_MEMORY_MAX = 4 * GIB  # ... and at most this
+RESERVED_CPUS = 0.5  # kept for the agent and docker, on VMs of 2 CPUs or more
+TASK_SHARE = 0.75  # of the kernel's task limit, shared among the slots
+MIN_TASKS = 256  # a job's task limit, however small the VM's
+OOM_SCORE_ADJ = 500  # a job's processes go before the agent's (0) when the VM runs out of memory
+NETWORK_OPTIONS = ["--driver", "bridge", "--opt", "com.docker.network.bridge.enable_icc=false"]
+DOCKER_TIMEOUT_S = 30.0  # each docker network call
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The VM a job's slot is a share of."""
+
+    memory_bytes: int
+    cpus: int
+    gpus: int = 1
+    max_jobs: int = 1
+    tasks: int = 32768  # the kernel's task limit: min(kernel.pid_max, kernel.threads-max)
+
+    @classmethod
+    def of_host(cls, gpus: int, max_jobs: int, proc: Path = Path("/proc")) -> "Shape":
+        """This machine's memory (``MemTotal``), CPUs and task limit, with the VM's GPUs and jobs at once."""
+        memory = None
+        for line in (proc / "meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory = int(line.split()[1]) * 1024  # kB
+        if memory is None:
+            raise ValueError(f"no MemTotal in {proc / 'meminfo'}")
+        limits = []
+        for name in ("pid_max", "threads-max"):
+            try:
+                limits.append(int((proc / "sys" / "kernel" / name).read_text().split()[0]))
+            except (OSError, ValueError, IndexError):
+                pass
+        return cls(memory_bytes=memory, cpus=os.cpu_count() or 1, gpus=gpus, max_jobs=max_jobs,
+                   tasks=min(limits) if limits else cls.tasks)
+
+
+@dataclass(frozen=True)
+class SlotLimits:
+    memory_bytes: int
+    cpus: float
+    tasks: int
+
+
+def reserved_memory(memory_bytes: int) -> int:
+    """What a VM keeps for its system, the agent and docker: 5 %, at least 1 GiB, at most 4 GiB, and never
+    more than half of it."""
+    kept = min(max(memory_bytes * RESERVED_MEMORY_SHARE, RESERVED_MEMORY_MIN), RESERVED_MEMORY_MAX)
+    return int(min(kept, memory_bytes / 2))
+
+
+def share(shape: Shape, gpu_ids: tuple[int, ...] | None) -> float:
+    """The slot's share of the VM: its GPUs over the VM's; the whole VM when it holds all of them (None)."""
+    if gpu_ids is None:
+        return 1.0
+    return min(1.0, len(gpu_ids) / max(1, shape.gpus))
+
+
+def slot_limits(shape: Shape, gpu_ids: tuple[int, ...] | None) -> SlotLimits:
+    """A job's memory, CPUs and tasks on a VM of ``shape``, holding ``gpu_ids`` (None: the whole VM)."""
+    part = share(shape, gpu_ids)
+    memory = (shape.memory_bytes - reserved_memory(shape.memory_bytes)) * part
+    cpus = (shape.cpus - (RESERVED_CPUS if shape.cpus >= 2 else 0.0)) * part
+    return SlotLimits(memory_bytes=max(64 * MIB, int(memory // MIB) * MIB),
+                      cpus=max(0.01, math.floor(cpus * 100) / 100),
+                      tasks=max(MIN_TASKS, int(shape.tasks * TASK_SHARE * part)))
+
+
+def network_name(gpu_ids: tuple[int, ...] | None) -> str:
+    """The slot's network: ``zen-net-<its first GPU>``, or ``zen-net`` when the job holds the whole VM."""
+    return "zen-net" if not gpu_ids else f"zen-net-{min(gpu_ids)}"
+
+
+def network_names(gpus: int, max_jobs: int) -> list[str]:
+    """Every network a VM of ``gpus`` running ``max_jobs`` at once may put a job on."""
+    return [network_name(None)] if max_jobs <= 1 else [network_name((index,)) for index in range(gpus)]
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How this VM's agent runs containers: the cluster's choices (``ClusterConfig.containers``) and the
+    VM's shape (None: no memory, CPU or task limit; the agent always knows it, ``zen.agent.__main__``)."""
+
+    run_as: str = NOBODY  # uid:gid, or "image" (the image's USER)
+    network: Literal["job", "none"] = "job"
+    shape: Shape | None = None
+    read_only_root: bool = True
+
+
+def container_options(spec: JobSpec, sandbox: Sandbox | None = None) -> list[str]:
+    """The ``docker run`` options that confine ``spec``'s container (the module's docstring), its data
+    directories' mounts included (``ZEN_INPUT_DIR`` read-only, ``ZEN_OUTPUT_DIR`` writable, each at the
+    same path inside); ``sandbox`` None: the defaults, with no resource limits."""
+    sandbox = sandbox or Sandbox()
+    options = ["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
+    if sandbox.read_only_root:
+        options.append("--read-only")
+    limits = slot_limits(sandbox.shape, spec.gpu_ids) if sandbox.shape is not None else None
+    tmp = "rw,exec,nosuid,nodev,mode=1777"
+    if limits is not None:
+        tmp += f",size={limits.memory_bytes // 2 // MIB}m"
+        options += ["--memory", f"{limits.memory_bytes // MIB}m", "--memory-swap", f"{limits.memory_bytes // MIB}m",
+                    "--cpus", f"{limits.cpus:g}", "--pids-limit", str(limits.tasks)]
+    options += ["--oom-score-adj", str(OOM_SCORE_ADJ), "--tmpfs", f"/tmp:{tmp}"]
+    if sandbox.run_as != IMAGE_USER:
+        options += ["--user", sandbox.run_as]
+        if "HOME" not in spec.env:  # nobody's HOME is not writable (or does not exist): caches go to /tmp
+            options += ["-e", "HOME=/tmp"]
+    options += ["--network", "none" if sandbox.network == "none" else network_name(spec.gpu_ids)]
+    for key, path in spec.data_dirs.items():  # the same path inside the container
+        options += ["-v", f"{path}:{path}:ro" if key == "ZEN_INPUT_DIR" else f"{path}:{path}"]
+    return options
+
+
+def ensure_networks(sandbox: Sandbox, docker: str = "docker") -> str | None:
+    """Make the slots' networks that do not exist yet (``network: job``): None when they all exist, else
+    why not (the agent then retires the VM: its jobs could not start). Never raises."""
+    if sandbox.network == "none":
+        return None
+    shape = sandbox.shape or Shape(memory_bytes=0, cpus=1)
+    for name in network_names(shape.gpus, shape.max_jobs):
+        if _docker(docker, "network", "inspect", name) is None:
+            continue
+        failed = _docker(docker, "network", "create", *NETWORK_OPTIONS, name)
+        if failed is not None and _docker(docker, "network", "inspect", name) is not None:
+            return f"cannot make the job network {name}: {failed}"
+        log.info("job network made", extra={"network": name})
+    return None
+
+
+def _docker(docker: str, *args: str) -> str | None:
+    """Run ``docker ARGS``: None when it worked, else why not."""
+    try:
+        done = subprocess.run([docker, *args], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=DOCKER_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return str(exc)
+    return None if done.returncode == 0 else (done.stderr.strip()[-300:] or f"exit {done.returncode}")
