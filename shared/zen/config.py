@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from zen.errors import ConfigError, describe_validation_error
+from zen.lease import Deadlines
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.yaml")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}\Z")  # \Z: "$" allows a final "\n"
@@ -162,16 +163,6 @@ class Subscriptions(_Strict):
 
     job_start_prefix: str = "zen-job-start-"
     vm_control_prefix: str = "zen-vm-control-"
-
-
-class Deadlines(_Strict):
-    heartbeat_timeout_s: float = Field(default=120, gt=0, description="Silence after which a job is LOST")
-    boot_timeout_s: float = Field(default=600, gt=0, description="A VM still booting after this is suspect")
-    idle_timeout_s: float = Field(default=300, ge=0, description="Idle VMs are deleted after this")
-    stop_timeout_s: float = Field(default=120, gt=0, description="STOPPING with no answer becomes CANCELLED")
-    start_republish_s: float = Field(default=3600, gt=0, description="Republish an unclaimed job's start message")
-    data_wait_s: float = Field(default=30, ge=0, description=(
-        "A start sent first to its data's regions (zen.routing) is widened by the first tick after this; 0: never narrowed"))
 
 
 class Scaling(_Strict):

@@ -36,9 +36,10 @@ from zen.store import repository
 
 CLUSTER = "4xa100-40gb"
 FAST = DeliveryPolicy(max_delivery_attempts=5, minimum_backoff_s=0.1, maximum_backoff_s=0.4, ack_deadline_s=10)
-DEADLINES = Deadlines(heartbeat_timeout_s=3, boot_timeout_s=600, idle_timeout_s=300, stop_timeout_s=8)
+DEADLINES = Deadlines(heartbeat_timeout_s=3, boot_timeout_s=600, idle_timeout_s=300, stop_timeout_s=8,
+                      agent_heartbeat_s=0.3, stop_grace_s=0.5)
 AGENT_TUNING = {
-    "ZEN_AGENT_HEARTBEAT_S": "0.5", "ZEN_AGENT_STOP_GRACE_S": "2", "ZEN_AGENT_POLL_S": "0.1",
+    "ZEN_AGENT_HEARTBEAT_S": "0.5", "ZEN_AGENT_STOP_GRACE_S": "0.5", "ZEN_AGENT_POLL_S": "0.1",
     "ZEN_AGENT_CLAIM_TIMEOUT_S": "5", "ZEN_AGENT_VM_HEARTBEAT_S": "5",
     "ZEN_AGENT_LOCAL": "1",  # plain processes: no docker here (an agent runs containers unless told)
 }

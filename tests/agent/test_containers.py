@@ -32,7 +32,7 @@ SHARED = Path(zen.__file__).resolve().parents[1]  # the zen package these tests 
 
 @pytest.fixture
 def docker(tmp_path, monkeypatch):
-    monkeypatch.setattr("zen.agent.runner.REMOVE_PAUSE_S", 0.0, raising=False)  # retries at once
+    monkeypatch.setattr("zen.agent.removal.REMOVE_PAUSE_S", 0.0, raising=False)  # retries at once
     return FakeDocker(tmp_path / "docker")
 
 
@@ -179,7 +179,7 @@ def test_a_stop_under_a_shutdown_deadline_ends_by_it_even_with_a_hung_docker(doc
 def test_a_container_docker_is_removing_counts_as_gone(docker):
     """``run --rm`` after a kill: docker removes the container itself (a big layer takes a while), lists it
     as "removal in progress" and refuses ``rm -f`` of it; that retired a healthy VM."""
-    from zen.agent.runner import remove_container
+    from zen.agent.removal import remove_container
 
     docker.add("zen-big-1", "c1")
     docker.removing("zen-big-1")

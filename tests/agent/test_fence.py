@@ -23,6 +23,7 @@ from zen.agent.settings import AgentSettings
 from zen.agent.staging import AttemptData, Cancelled
 from zen.agent.transport import TransportError
 from zen.config import load_config
+from zen.errors import ConfigError
 from zen.models import AgentStatus, Heartbeat, InputSpec
 
 FINAL = (AgentStatus.SUCCEEDED, AgentStatus.FAILED, AgentStatus.STOPPED, AgentStatus.PREEMPTED)
@@ -156,17 +157,18 @@ def test_a_staging_or_an_upload_whose_heartbeats_stop_reaching_zen_is_cut(tmp_pa
     assert marker.exists() == (what == "uploading outputs")
 
 
-@pytest.mark.parametrize("timeout_s, tuning, fence_s", [
-    (60, {"ZEN_AGENT_HEARTBEAT_S": "10"}, 35.0),  # 60 - the stop grace (10) - 15
-    (300, {"ZEN_AGENT_STOP_GRACE_S": "30"}, 255.0),
-    (60, {}, 90.0),  # never below 3 heartbeats (30 s): the configuration is too tight for them
-    (3, {"ZEN_AGENT_HEARTBEAT_S": "0.5", "ZEN_AGENT_STOP_GRACE_S": "2"}, 1.5),  # the local stack's
+@pytest.mark.parametrize("timeout_s, periods, tuning, fence_s", [
+    (60, {"agent_heartbeat_s": 10}, {}, 35.0),  # 60 - the stop grace (10) - 15
+    (300, {}, {"ZEN_AGENT_STOP_GRACE_S": "30"}, 255.0),  # a VM's own grace, checked the same
+    (3, {"agent_heartbeat_s": 0.5, "stop_grace_s": 0.5}, {}, 1.75),  # the agent tests' stack: 3 - 0.5 - 0.75
     # the demo's: a quarter of the timeout for margin (a fixed 15 s left the floor, 6 s, of Zen's 20 s)
-    (20, {"ZEN_AGENT_HEARTBEAT_S": "2", "ZEN_AGENT_STOP_GRACE_S": "2"}, 13.0),
+    (20, {"agent_heartbeat_s": 2, "stop_grace_s": 2}, {}, 13.0),
+    # too tight for the fence (3 heartbeats of 40 s > 120 - 10 - 15): the agent does not start
+    (120, {}, {"ZEN_AGENT_HEARTBEAT_S": "40"}, None),
 ])
-def test_the_fence_comes_from_the_configurations_heartbeat_timeout(tmp_path, timeout_s, tuning, fence_s):
+def test_the_fence_comes_from_the_configurations_deadlines(tmp_path, timeout_s, periods, tuning, fence_s):
     raw = json.loads(load_config().model_dump_json())
-    raw["deadlines"]["heartbeat_timeout_s"] = timeout_s
+    raw["deadlines"].update(heartbeat_timeout_s=timeout_s, **periods)
     path = tmp_path / "zen.yaml"
     path.write_text(yaml.safe_dump(raw))
     env = {"ZEN_CONFIG": str(path), "ZEN_VM_NAME": "vm-1", "ZEN_ZONE": "us-central1-a", "ZEN_CLUSTER": "4xa100-40gb",
@@ -174,6 +176,21 @@ def test_the_fence_comes_from_the_configurations_heartbeat_timeout(tmp_path, tim
            **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}
     done = subprocess.run([sys.executable, "-m", "zen.agent", "--check"], env=env, capture_output=True, text=True,
                           timeout=60)
+    if fence_s is None:
+        assert done.returncode == 2 and "the agent's periods do not fit Zen's deadlines" in done.stderr, done.stderr
+        assert "heartbeat at most every 31.6667 s" in done.stderr
+        return
     checked = json.loads(done.stdout or "{}")
     assert checked.get("settings", {}).get("heartbeat_timeout_s") == timeout_s, done.stderr
     assert checked["fence_s"] == fence_s
+    assert checked["settings"]["heartbeat_s"] == float(tuning.get("ZEN_AGENT_HEARTBEAT_S",
+                                                                  periods.get("agent_heartbeat_s", 30)))
+
+
+def test_a_configuration_whose_periods_leave_the_fence_no_room_is_refused_at_load(tmp_path):
+    raw = json.loads(load_config().model_dump_json())
+    raw["deadlines"]["heartbeat_timeout_s"] = 60  # the default heartbeat (30 s) needs 90 s of fence
+    path = tmp_path / "zen.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"deadlines.*heartbeat at most every 11\.6667 s, or shorten the stop grace"):
+        load_config(path)

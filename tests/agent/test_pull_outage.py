@@ -12,7 +12,10 @@ from tests.agent.fakes import FakeTransport, confirm_claims
 from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, start_message
 from zen.agent.agent import Agent
 from zen.models import Heartbeat
-from zen.scaling.vms import AGENT_VM_HEARTBEAT_S, agent_silence_s
+from zen.config import Deadlines
+from zen.lease import agent_silence_s
+
+AGENT_VM_HEARTBEAT_S = Deadlines().vm_heartbeat_s
 
 BEATING = replace(SETTINGS, vm_heartbeat_s=AGENT_VM_HEARTBEAT_S)
 SAYS_IDLE_AT_MOST_S = 2 * AGENT_VM_HEARTBEAT_S  # while pulls fail (zen.agent.outage.PULL_OUTAGE_S)
@@ -34,7 +37,7 @@ class Timed(FakeTransport):
 def test_the_bound_outlasts_a_brief_outage_and_is_below_the_silence_zen_judges():
     from zen.agent.outage import PULL_OUTAGE_S
 
-    assert AGENT_VM_HEARTBEAT_S < PULL_OUTAGE_S <= SAYS_IDLE_AT_MOST_S < agent_silence_s(0)
+    assert AGENT_VM_HEARTBEAT_S < PULL_OUTAGE_S <= SAYS_IDLE_AT_MOST_S < agent_silence_s(0, AGENT_VM_HEARTBEAT_S)
 
 
 def test_an_agent_whose_pulls_keep_failing_stops_saying_idle_and_says_it_again_once_they_work():
@@ -55,7 +58,7 @@ def test_an_agent_whose_pulls_keep_failing_stops_saying_idle_and_says_it_again_o
     failing = [(at, state) for at, state in transport.beats if at < recovered]
     assert failing and all(state == "IDLE" for _, state in failing)
     assert max(at for at, _ in failing) - started <= SAYS_IDLE_AT_MOST_S  # no IDLE past the bound...
-    assert recovered - max(at for at, _ in failing) > agent_silence_s(0)  # ...long enough for Zen to drop the VM
+    assert recovered - max(at for at, _ in failing) > agent_silence_s(0, AGENT_VM_HEARTBEAT_S)  # ...long enough for Zen to drop the VM
     assert agent.jobs_run == 1  # it pulled and ran the job once pulls worked, then says IDLE again
     assert [state for at, state in transport.beats if at >= recovered][-2:] == ["IDLE", "STOPPING"]
 

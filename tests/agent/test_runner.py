@@ -16,9 +16,9 @@ import pytest
 from tests.agent.fakedocker import FakeDocker
 from tests.agent.helpers import alive, job_command, read_pid, wait_for
 from zen.agent.output import AttemptOutput
+from zen.agent.removal import NOT_REMOVING, ContainersLeft, remove_leftover_containers
 from zen.agent.runner import (
-    CannotRun, ContainersLeft, JobSpec, RunningJob, attempt_name, container_name, docker_argv, plan_launch,
-    NOT_REMOVING, remove_image, remove_leftover_containers,
+    CannotRun, JobSpec, RunningJob, attempt_name, container_name, docker_argv, plan_launch, remove_image,
 )
 from zen.joblogs import LocalReader, LocalSink
 
@@ -216,7 +216,7 @@ def test_leftover_zen_containers_are_removed_at_start(tmp_path):
 
 def test_leftovers_docker_cannot_list_or_remove_are_said_to_be_left(tmp_path, monkeypatch):
     """Without docker, or with one failing, they may run on: the agent retires its VM (``zen.agent.__main__``)."""
-    monkeypatch.setattr("zen.agent.runner.REMOVE_PAUSE_S", 0.0)
+    monkeypatch.setattr("zen.agent.removal.REMOVE_PAUSE_S", 0.0)
     with pytest.raises(ContainersLeft, match="docker cannot list them"):
         remove_leftover_containers("/nonexistent/docker")
     docker = FakeDocker(tmp_path)

@@ -74,9 +74,7 @@ def test_a_hung_agent_never_lets_its_job_run_beside_the_next_attempt(home, tmp_p
 
     stack = LocalStack(home=home, config_path=FIXTURES / "hung-agent.yaml",
                        scenario=FIXTURES / "hung-agent-scenario.yaml", tick_every_s=1.0,
-                       ports=Ports.from_base(free_base_port(start=25000)), fresh=True,
-                       agent_env={"ZEN_AGENT_HEARTBEAT_S": "1", "ZEN_AGENT_STOP_GRACE_S": "1",
-                                  "ZEN_AGENT_VM_HEARTBEAT_S": "2"})
+                       ports=Ports.from_base(free_base_port(start=25000)), fresh=True)
     runs = tmp_path / "runs.txt"
     agent = None
     record = stack.up()

@@ -11,8 +11,7 @@ from datetime import datetime, timedelta, timezone
 from tests.messages import heartbeat
 from tests.scaling.fakes import FakeFleet, RecordingMig
 from tests.scaling.test_scaling_integration import _jobs, stack, vm_beat, vm_claiming  # noqa: F401 - the fixture
-from zen.config import ClusterConfig
-from zen.scaling import vms
+from zen.config import ClusterConfig, Deadlines
 from zen.scaling.manager import ClusterManager, ClusterReport
 from zen.scaling.model import (
     Action, ClusterLimits, ClusterSnapshot, DemandGroup, ErrorKind, RegionMemory, Timing, Vm, VmPhase,
@@ -59,8 +58,8 @@ def deleted(calls):
 
 # -- 1, 2: agents gone silent --------------------------------------------------------------------
 def test_the_liveness_deadline_is_three_vm_heartbeats_and_never_shorter_than_the_jobs():
-    assert Timing().agent_silence_s == vms.agent_silence_s(120) == 180  # the defaults: 60 s beats, 120 s for a job
-    assert vms.agent_silence_s(600) == 600  # a busy agent is not judged dead before its job is
+    assert Timing().agent_silence_s == Deadlines().agent_silence_s == 180  # the defaults: 60 s beats, 120 s for a job
+    assert Deadlines(heartbeat_timeout_s=600).agent_silence_s == 600  # a busy agent is not judged dead before its job is
 
 
 def test_an_idle_vm_whose_agent_went_silent_is_no_supply_and_is_deleted():

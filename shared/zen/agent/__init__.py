@@ -12,6 +12,9 @@ Modules, by responsibility:
   runner.py     runs one job: argv (process or ``docker run``), process group, output tail, stop
   launch.py     the job's supervisor: dies with the agent (parent-death signal), and fences the job
                 when the agent stops renewing the attempt's lease (zen.agent.fence)
+  container.py  what a job's container may do: user, capabilities, read-only root, limits, network
+  removal.py    removes a job's container after it, and those an earlier agent left
+  backoff.py    waits between claims Zen refused (and retires a VM told it is draining)
   transport.py  the Pub/Sub adapter (official client only) with bounded retries
   reports.py    builds heartbeats: per-attempt ``seq``, VM ``seq`` = epoch milliseconds
   agent.py      the loop: pull, claim, run, heartbeat, stop, reuse, shut down

@@ -8,7 +8,7 @@ Exit codes: 0 after a clean shutdown (SIGTERM, SIGINT, preemption), 1 when Pub/S
 unreachable at start, 2 on a configuration or identity problem.
 
 In container mode the first thing it does is remove the ``zen-*`` containers an agent before it left
-(``zen.agent.runner.remove_leftover_containers``), before any read that could fail and exit it (systemd
+(``zen.agent.removal.remove_leftover_containers``), before any read that could fail and exit it (systemd
 restarts it every 5 s; an orphan would run on meanwhile). Those that cannot be removed, or a docker
 that cannot list them, retire the VM (``DailyPulls.retire``): one of them may hold its GPUs. It then
 reads the VM's shape (``zen.agent.container.Shape.of_host``: memory, CPUs, the kernel's task limit) for
@@ -33,11 +33,11 @@ from dataclasses import asdict, replace
 from typing import Sequence
 
 from zen.agent.container import Sandbox, Shape, ensure_networks
-from zen.agent.fence import fence_s, too_tight
+from zen.agent.fence import fence_s
 from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_preemption
 from zen.agent.limits import DailyPulls, resolve_pull_limits
-from zen.agent.runner import ContainersLeft, remove_leftover_containers
-from zen.agent.settings import AgentSettings
+from zen.agent.removal import ContainersLeft, remove_leftover_containers
+from zen.agent.settings import AgentSettings, with_deadlines
 from zen.agent.slots import Slots, resolve_capacity
 from zen.config import load_config
 from zen.errors import ConfigError
@@ -108,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = AgentSettings.from_env(env)
         config = load_config()
-        settings = replace(settings, heartbeat_timeout_s=config.deadlines.heartbeat_timeout_s)  # zen.agent.fence
+        settings = with_deadlines(settings, config.deadlines, env)  # zen.agent.fence
         identity = resolve_identity(env, metadata, default_project=config.project)
         cluster = config.cluster(identity.cluster)
         if cluster is None:
@@ -151,10 +151,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         pulls.retire(networks)
     log.info("pull limits", extra={"limits": limits.describe(), "gpus": capacity.gpus,
                                    "max_jobs_per_vm": capacity.max_jobs, "fence_s": fence_s(settings)})
-    if too_tight(settings):
-        log.warning("heartbeats too far apart for Zen's heartbeat_timeout_s: a job cut off from Zen may still run "
-                    "when Zen runs it elsewhere", extra={"heartbeat_s": settings.heartbeat_s,
-                                                         "heartbeat_timeout_s": settings.heartbeat_timeout_s})
     agent = Agent(identity, settings, PubSubTransport(config, identity), local=local,
                   sink=_output_sink(env, identity, local), pulls=pulls,
                   slots=Slots(capacity), sandbox=sandbox)

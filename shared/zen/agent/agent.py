@@ -46,7 +46,7 @@ first: ``ControlRouter``). The loop never exits on one bad message: an undecodab
 logged and acked (it can never succeed; so is one whose job id or attempt no heartbeat could carry:
 ``StartMessage`` bounds them as ``Heartbeat`` does), one for another cluster or region is nacked, a
 Pub/Sub failure is retried with backoff. When an attempt ends in container mode, its container must
-be gone (``zen.agent.runner.remove_container``): one docker cannot remove keeps the attempt's GPUs and
+be gone (``zen.agent.removal.remove_container``): one docker cannot remove keeps the attempt's GPUs and
 retires the VM.
 
 Several at once (``max_jobs_per_vm`` > 1): the loop pulls while the VM has a free slot and GPUs; a
@@ -77,7 +77,8 @@ from zen.agent.limits import DailyPulls, PullLimits
 from zen.agent.outage import PullOutage
 from zen.agent.reports import AttemptReport, Reporter
 from zen.agent.cache import InputCache
-from zen.agent.runner import container_name, remove_container, remove_image
+from zen.agent.removal import remove_container
+from zen.agent.runner import container_name, remove_image
 from zen.agent.settings import AgentSettings
 from zen.agent.slots import ControlRouter, Key, Slots
 from zen.agent.transport import StartDelivery, Transport, TransportError

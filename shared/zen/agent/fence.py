@@ -17,7 +17,7 @@ budget as any other)::
 
 By default 120 - 10 - 15 = 95 s; the demo's (20 s, 2 s grace, 2 s heartbeats) 20 - 2 - 5 = 13 s (a
 fixed 15 s margin left only the floor, 6 s: three slow publishes on a loaded machine stopped a job Zen
-still held for 14 s more). ``MARGIN_S`` covers what may run past the fence before the agent
+still held for 14 s more). ``zen.lease.MARGIN_S`` covers what may run past the fence before the agent
 looks: a VM heartbeat under way when it falls (a report's budget is 10 s at most; a RUNNING heartbeat's
 own is cut to what is left of the fence), a control-message slice, the kill. The floor keeps a
 configuration whose deadline leaves no room (the local stack's: 3 s) from stopping a job on one failed
@@ -40,7 +40,8 @@ the old process is dead at least ``min(15 s, timeout / 4)`` before Zen can even 
 compared across machines: each side measures an interval from one report, the agent from before it was
 sent, Zen from after it arrived; the margin covers the clocks' rates, the kill itself, and Zen's sweep
 and heartbeat handlers running on different instances. What the margin does not cover, and is refused
-at start (``zen.config.Deadlines``): a configuration where the floor decides (``too_tight``).
+at load (``zen.config.Deadlines``) and at the agent's start (an environment that overrides the periods):
+periods where the floor decides (``zen.lease.too_tight``).
 
 Why PREEMPTED: by then the sweep has most likely requeued the job, and this attempt's final report is
 stale to Zen and ignored (``zen.lifecycle._stale_attempt``). If it reaches Zen sooner (the network came
@@ -54,23 +55,19 @@ from __future__ import annotations
 
 import math
 
+from zen import lease
 from zen.agent.reports import AttemptReport
 from zen.agent.settings import AgentSettings
 
-MARGIN_S = 15.0
-MIN_BEATS = 3
-
-
 def fence_s(settings: AgentSettings) -> float:
-    """Seconds without an accepted report after which an attempt is stopped (the rule above)."""
-    timeout = settings.heartbeat_timeout_s
-    return max(timeout - settings.stop_grace_s - min(MARGIN_S, timeout / 4), MIN_BEATS * settings.heartbeat_s)
+    """Seconds without an accepted report after which an attempt is stopped (the rule above, ``zen.lease``)."""
+    return lease.fence_s(settings.heartbeat_timeout_s, settings.stop_grace_s, settings.heartbeat_s)
 
 
-def too_tight(settings: AgentSettings) -> bool:
-    """Whether the floor decides (heartbeats too far apart for Zen's timeout): a job cut off from Zen
-    may then still run when Zen runs it elsewhere."""
-    return fence_s(settings) + settings.stop_grace_s >= settings.heartbeat_timeout_s
+def tight_reason(settings: AgentSettings) -> str | None:
+    """Why these periods leave the fence no room (the floor would decide: a job cut off from Zen could
+    still run when Zen runs it elsewhere); None when they fit. The agent refuses to start then."""
+    return lease.tight_reason(settings.heartbeat_timeout_s, settings.stop_grace_s, settings.heartbeat_s)
 
 
 def fence_left(attempt: AttemptReport, settings: AgentSettings, now: float) -> float:

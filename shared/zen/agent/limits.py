@@ -29,7 +29,7 @@ The rules, where the issue is silent:
   them, job after job. A staging that works resets the count; the network's or Cloud Storage's faults
   (also PREEMPTED) neither count nor reset it: an outage is not this VM's to retire for.
 - **A container left running:** a job's container that docker could not be made to remove, at the
-  attempt's end or at agent start (``zen.agent.runner.remove_container``), may still hold GPUs: the VM
+  attempt's end or at agent start (``zen.agent.removal.remove_container``), may still hold GPUs: the VM
   retires at once (``retire``), as a limit does, and Zen deletes it.
 
 Where each limit comes from (:func:`resolve_pull_limits`): ``ZEN_AGENT_MAX_JOBS_PER_DAY`` /

@@ -37,7 +37,9 @@
 
 ``heartbeat_timeout_s`` is no tunable: it is the configuration's ``deadlines.heartbeat_timeout_s``
 (set by ``zen.agent.__main__``; its default elsewhere), after which Zen takes a silent attempt for
-lost. The agent stops a job whose heartbeats stop reaching Zen before then (``zen.agent.fence``).
+lost. The heartbeat periods and the stop grace are the configuration's too (``deadlines.agent_heartbeat_s``,
+``vm_heartbeat_s``, ``stop_grace_s``: the defaults above), unless their variable is set; either way they
+are checked against that deadline when the agent starts (``with_deadlines``). The agent stops a job whose heartbeats stop reaching Zen before then (``zen.agent.fence``).
 
 Where the output goes is ``ZEN_JOB_LOGS_DIR`` / ``ZEN_LOGGING_ENDPOINT`` (``zen.joblogs``); how the
 limits work is ``zen.agent.output``.
@@ -47,9 +49,10 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
+from zen import lease
 from zen.agent.cache import IMAGES_KEEP, REPORTED
 from zen.agent.limits import parse_limit
 from zen.agent.output import OutputLimits
@@ -60,15 +63,20 @@ MAX_LINE_BYTES = 200 * 1024  # an output line is one Cloud Logging entry (256 KB
 MAX_TAIL_BYTES = 7000  # Heartbeat.message holds 8192 characters; leave room for a one-line preface
 
 
+def _deadline(name: str) -> float:
+    """The default of one of the configuration's deadlines (written once, in ``zen.config.Deadlines``)."""
+    return float(Deadlines.model_fields[name].default)
+
+
 @dataclass(frozen=True)
 class AgentSettings:
-    heartbeat_s: float = 30.0
-    stop_grace_s: float = 10.0
+    heartbeat_s: float = _deadline("agent_heartbeat_s")  # the configuration's (with_deadlines), unless set here
+    stop_grace_s: float = _deadline("stop_grace_s")
     poll_s: float = 1.0
     claim_timeout_s: float = 20.0
     claim_tries: int = 3
     lease_s: int = 60
-    vm_heartbeat_s: float = 60.0
+    vm_heartbeat_s: float = _deadline("vm_heartbeat_s")
     tail_bytes: int = 4096
     local: bool | None = None  # True (ZEN_AGENT_LOCAL=1) only: host processes; else containers
     docker: str = "docker"
@@ -81,7 +89,7 @@ class AgentSettings:
     cache_dir: str | None = None  # None: <work_dir>/.cache/<VM name>
     cache_bytes: int = 20_000_000_000
     images_keep: int = IMAGES_KEEP
-    heartbeat_timeout_s: float = float(Deadlines.model_fields["heartbeat_timeout_s"].default)  # the configuration's
+    heartbeat_timeout_s: float = _deadline("heartbeat_timeout_s")  # the configuration's
 
     def cache_path(self, vm: str) -> str:
         """One cache per VM, even where VMs share a disk (the local stack's)."""
@@ -137,6 +145,25 @@ class AgentSettings:
                                         integer=True),
             gpus=parse_limit("ZEN_AGENT_GPUS", env.get("ZEN_AGENT_GPUS", ""), integer=True),
         )
+
+
+# The periods Zen's configuration sets for every agent (``zen.config.Deadlines``), and the variables that
+# override them on one VM: (variable, AgentSettings field, Deadlines field).
+PERIODS = (("ZEN_AGENT_HEARTBEAT_S", "heartbeat_s", "agent_heartbeat_s"),
+           ("ZEN_AGENT_VM_HEARTBEAT_S", "vm_heartbeat_s", "vm_heartbeat_s"),
+           ("ZEN_AGENT_STOP_GRACE_S", "stop_grace_s", "stop_grace_s"))
+
+
+def with_deadlines(settings: AgentSettings, deadlines: Deadlines, env: Mapping[str, str]) -> AgentSettings:
+    """``settings`` with Zen's deadline and the configuration's periods, but those the environment set;
+    raises ``ConfigError`` when the result leaves the fence no room (``zen.lease.too_tight``): such an
+    agent could not stop a job cut off from Zen before Zen runs it elsewhere, so it does not start."""
+    periods = {field: getattr(deadlines, key) for variable, field, key in PERIODS if not env.get(variable, "").strip()}
+    settings = replace(settings, heartbeat_timeout_s=deadlines.heartbeat_timeout_s, **periods)
+    reason = lease.tight_reason(settings.heartbeat_timeout_s, settings.stop_grace_s, settings.heartbeat_s)
+    if reason is not None:
+        raise ConfigError(f"the agent's periods do not fit Zen's deadlines: {reason}")
+    return settings
 
 
 def output_limits(number) -> OutputLimits:

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Callable
 from pydantic import ValidationError
 
 from zen.agent.limits import given_or_attribute
-from zen.agent.runner import container_name, remove_container
+from zen.agent.removal import remove_container
+from zen.agent.runner import container_name
 from zen.config import ClusterConfig
 from zen.errors import ConfigError, describe_validation_error
 from zen.agent.transport import StartDelivery

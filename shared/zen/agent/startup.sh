@@ -193,6 +193,15 @@ if [[ "$(cat "$PREFIX/installed" 2>/dev/null || true)" != "$PACKAGE" ]]; then
   retry "$INSTALL_TRIES" run "$VENV/bin/pip" install --quiet "$SPEC"
   [[ "$DRY_RUN" == "1" ]] || echo "$PACKAGE" > "$PREFIX/installed"
 fi
+# The stop grace: the VM's own ZEN_AGENT_STOP_GRACE_S, else the configuration's deadlines.stop_grace_s (in
+# whole seconds, up: systemd's stop timeout is counted from it), else 10 s. The agent checks it against
+# the configuration's heartbeat deadline when it starts (zen.lease).
+if [[ -z "${ZEN_AGENT_STOP_GRACE_S:-}" && -n "$CONFIG_ENV" && -x "$VENV/bin/python" ]]; then
+  STOP_GRACE_S="$("$VENV/bin/python" -c 'import math, sys; from zen.config import load_config
+print(math.ceil(load_config(sys.argv[1]).deadlines.stop_grace_s))' "$CONFIG_DIR/config.yaml" 2>/dev/null)" ||
+    STOP_GRACE_S=10
+  [[ "$STOP_GRACE_S" =~ ^[0-9]+$ ]] || STOP_GRACE_S=10
+fi
 
 # Docker may pull job images from Artifact Registry with the VM's service account.
 if command -v gcloud >/dev/null 2>&1; then

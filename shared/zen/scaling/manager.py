@@ -48,7 +48,7 @@ from zen.scaling.model import (
 from zen.scaling.planner import ZenPlanner
 from zen.scaling.sharing import absorb
 from zen.scaling.unread import last_known_size, planner_view
-from zen.scaling.vms import VmViews, agent_silence_s, leftovers
+from zen.scaling.vms import VmViews, leftovers
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
     from zen.store.db import Database
@@ -289,7 +289,7 @@ def timing_from_config(config: ZenConfig) -> Timing:
                   spill_after_s=scaling.spill_after_s, boot_estimate_s=scaling.boot_estimate_s,
                   idle_grace_s=scaling.idle_grace_s, hedge_risk=scaling.hedge_risk, keep_factor=scaling.keep_factor,
                   trust_s=scaling.stockout_memory_s, preference_s=scaling.preference_s,
-                  agent_silence_s=agent_silence_s(config.deadlines.heartbeat_timeout_s))
+                  agent_silence_s=config.deadlines.agent_silence_s)
 
 
 class ClusterOrchestrator:

@@ -14,19 +14,6 @@ from zen.scaling.model import RegionVms, Vm, VmPhase, remember_index
 from zen.scaling.port import MigInstance
 
 
-# The agent's VM heartbeat period (``zen.agent.settings``: ZEN_AGENT_VM_HEARTBEAT_S, 60 s by default).
-AGENT_VM_HEARTBEAT_S = 60.0
-
-
-def agent_silence_s(heartbeat_timeout_s: float, vm_heartbeat_s: float = AGENT_VM_HEARTBEAT_S) -> float:
-    """How long an agent may go unheard before its VM is no supply and, holding no job, is deleted:
-    three VM heartbeats (two lost or late ones are no death; the agent also reports every change),
-    and never less than Zen's ``deadlines.heartbeat_timeout_s``, after which a job on a silent VM is
-    LOST: a busy agent is not judged dead before its job is. 180 s by default, the same age after
-    which routing stops trusting a VM's warm cache (``zen.store.fleet.WARM_VM_SEEN_S``)."""
-    return max(heartbeat_timeout_s, 3 * vm_heartbeat_s)
-
-
 def classify(instance: MigInstance, region: str, first_seen: datetime, held: Mapping, agents: Mapping,
              drained: bool = False) -> Vm:
     """The planner's view of one instance. DELETING: going away, not supply, counted against the limits

@@ -106,7 +106,6 @@ def run(home: Path = Path(".zen/demo"), base_port: int = 8185, second_wave: bool
     """Bring the stack up, play the scenario, tear it down; returns what happened."""
     stack = LocalStack(home=home, config_path=HERE / "zen-demo.yaml", scenario=HERE / "scenario.yaml",
                        tick_every_s=2.0, ports=Ports.from_base(base_port), fresh=True,
-                       agent_env={"ZEN_AGENT_HEARTBEAT_S": "2", "ZEN_AGENT_STOP_GRACE_S": "2"},
                        buckets=placement.BUCKETS)
     record = stack.up()
     try:
