@@ -7,9 +7,14 @@
   how many), and those would wait behind the running job instead of going to an idle VM;
 - the agent's own control subscription ``config.vm_control_subscription(vm)`` on ``zen-vm-control``
   with filter ``attributes.vm = "<vm>"`` and a 1-day expiration policy (the minimum): the agent never
-  deletes it (``close``), and a day without a reader removes it. It is consumed through a streaming pull (prompt,
-  cheap) into an in-process queue; the agent loop acks each message once it has acted on it. A
-  stream that dies is reopened (and the subscription recreated if it expired). Besides the orders
+  deletes it at shutdown (``close``), and a day without a reader removes it. Whoever made it, the agent
+  checks it before use (``_ensure_control``): one on another topic or with another filter (made by
+  someone else to swallow this VM's orders) is deleted and made again, and an agent that may not
+  delete it refuses to start. Where the agent may not create subscriptions (a deployment where Zen
+  makes them: ``zen.control_subscriptions``), it waits up to ``CONTROL_WAIT_S`` for Zen's. It is
+  consumed through a streaming pull (prompt, cheap) into an in-process queue; the agent loop acks each
+  message once it has acted on it. A stream that dies is reopened (and the subscription checked, and
+  made again if it expired). Besides the orders
   (``ControlMessage``), it carries the starts offered to this VM alone (``zen.routing``), which the
   agent takes as it takes a pulled one (a ``StartDelivery`` with ``offer`` set);
 - publishing heartbeats, each with the VM's identity token in the attributes ``vm_proof``,
@@ -51,6 +56,8 @@ TRANSIENT = (
 CONTROL_TTL = timedelta(days=1)  # Pub/Sub's minimum expiration TTL
 CONTROL_RETENTION = timedelta(hours=1)  # orders older than this are moot
 CONTROL_ACK_DEADLINE_S = 30
+CONTROL_WAIT_S = 600.0  # how long an agent that may not make its control subscription waits for Zen's
+CONTROL_POLL_S = 2.0
 STREAM_CLOSE_S = 2.0  # the most close() waits for the control stream to end (the VM is shutting down)
 
 
@@ -143,12 +150,43 @@ class PubSubTransport:
         self._reopen_pause_s = 1.0
 
     # -- control subscription --------------------------------------------------------------------
-    def open_control(self, budget_s: float = 120.0) -> None:
-        """Create (or reuse) this VM's control subscription and start consuming it."""
-        call_with_retries("create the control subscription", self._create_control, budget_s=budget_s)
+    def open_control(self, budget_s: float = 120.0, wait_s: float = CONTROL_WAIT_S) -> None:
+        """Make (or check and reuse) this VM's control subscription and start consuming it; where Zen makes
+        it, wait for it at most ``wait_s``."""
+        deadline = time.monotonic() + wait_s
+        while not call_with_retries("set up the control subscription", self._ensure_control, budget_s=budget_s):
+            if time.monotonic() >= deadline:
+                raise TransportError(f"control subscription {self.control_subscription} not made by Zen "
+                                     f"within {wait_s:g} s, and this VM may not make it")
+            time.sleep(CONTROL_POLL_S)
         self._open_stream()
 
-    def _create_control(self) -> None:
+    def _ensure_control(self) -> bool:
+        """True once this VM's control subscription exists on ``zen-vm-control`` with this VM's filter;
+        False while it is missing and this agent may not create it (Zen makes it). A subscription of that
+        name on another topic or with another filter would swallow this VM's orders (a claim never
+        confirmed, a stop never obeyed): it is deleted and made again, or, where the agent may not
+        delete it, the agent refuses to start (``TransportError``)."""
+        try:
+            current = self._subscriber.get_subscription(subscription=self.control_subscription)
+        except gexc.NotFound:
+            current = None
+        if current is not None:
+            if current.topic == self._control_topic and current.filter == self._control_filter:
+                log.info("control subscription reused", extra={"vm": self._vm, "subscription": self.control_subscription})
+                return True
+            log.error("control subscription has the wrong topic or filter; replacing it", extra={
+                "vm": self._vm, "subscription": self.control_subscription, "topic": current.topic,
+                "filter": current.filter, "expected_filter": self._control_filter})
+            try:
+                self._subscriber.delete_subscription(subscription=self.control_subscription)
+            except gexc.NotFound:
+                pass
+            except gexc.PermissionDenied as exc:
+                raise TransportError(
+                    f"control subscription {self.control_subscription} has topic {current.topic!r} and filter "
+                    f"{current.filter!r}, not {self._control_filter!r}, and this VM may not delete it: "
+                    "refusing to start (the VM would never get its confirms and stops)") from exc
         subscription = T.Subscription(
             name=self.control_subscription, topic=self._control_topic, filter=self._control_filter,
             ack_deadline_seconds=CONTROL_ACK_DEADLINE_S, message_retention_duration=CONTROL_RETENTION,
@@ -156,10 +194,14 @@ class PubSubTransport:
         )
         try:
             self._subscriber.create_subscription(request=subscription)
-            log.info("control subscription created", extra={"vm": self._vm, "subscription": self.control_subscription})
         except gexc.AlreadyExists:
-            # Same VM name as before (agent restart, MIG recreation): same filter, reuse it.
-            log.info("control subscription reused", extra={"vm": self._vm, "subscription": self.control_subscription})
+            return False  # made meanwhile (by Zen, or by someone else): checked on the next call
+        except gexc.PermissionDenied:
+            log.info("waiting for Zen to make the control subscription", extra={
+                "vm": self._vm, "subscription": self.control_subscription})
+            return False
+        log.info("control subscription created", extra={"vm": self._vm, "subscription": self.control_subscription})
+        return True
 
     def _open_stream(self) -> None:
         self._stream = self._subscriber.subscribe(
@@ -179,9 +221,9 @@ class PubSubTransport:
         self._reopen_at = time.monotonic() + self._reopen_pause_s
         self._reopen_pause_s = min(self._reopen_pause_s * 2, 30.0)
         try:
-            self._create_control()  # it may have expired, or been deleted
-            self._open_stream()
-            self._reopen_pause_s = 1.0
+            if self._ensure_control():  # it may have expired, been deleted, or been replaced
+                self._open_stream()
+                self._reopen_pause_s = 1.0
         except (gexc.GoogleAPICallError, *TRANSIENT) as exc:
             log.warning("control stream not reopened yet", extra={"vm": self._vm, "error": str(exc)})
 
