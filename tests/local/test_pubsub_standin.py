@@ -763,8 +763,26 @@ def test_unimplemented_features_answer_unimplemented(env: Env) -> None:
             subscription=sub, push_config={"push_endpoint": "http://127.0.0.1:9/push"}
         )
     env.subscriber.modify_push_config(subscription=sub, push_config={})  # pull: accepted
-    with pytest.raises(gexc.MethodNotImplemented, match="GetIamPolicy"):
-        env.publisher.get_iam_policy(request={"resource": topic})
+    assert not env.publisher.get_iam_policy(request={"resource": topic}).bindings  # IAM: kept, not enforced
+
+
+def test_iam_policies_are_kept_per_resource_and_go_with_it(env) -> None:
+    topic = env.topic()
+    sub = env.subscription(topic)
+    member = "serviceAccount:a@p.iam.gserviceaccount.com"
+    policy = env.subscriber.get_iam_policy(request={"resource": sub})
+    policy.bindings.add(role="roles/pubsub.subscriber", members=[member])
+    env.subscriber.set_iam_policy(request={"resource": sub, "policy": policy})
+
+    read = env.subscriber.get_iam_policy(request={"resource": sub})
+    assert [(b.role, list(b.members)) for b in read.bindings] == [("roles/pubsub.subscriber", [member])]
+    with pytest.raises(gexc.Aborted):  # written meanwhile: the stale etag is refused
+        env.subscriber.set_iam_policy(request={"resource": sub, "policy": policy})
+    env.subscriber.delete_subscription(subscription=sub)
+    with pytest.raises(gexc.NotFound):
+        env.subscriber.get_iam_policy(request={"resource": sub})
+    env.subscriber.create_subscription(request={"name": sub, "topic": topic})
+    assert not env.subscriber.get_iam_policy(request={"resource": sub}).bindings
 
 
 # --- lifecycle -------------------------------------------------------------------------------

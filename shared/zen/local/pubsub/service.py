@@ -5,7 +5,7 @@ uses the raw protobuf classes underneath them instead: no proto-plus marshalling
 :class:`~.resources.PubSubError` to gRPC status codes, running StreamingPull (a reader thread
 applies the client's acks/modacks while the handler streams batches out), and answering
 UNIMPLEMENTED, with a clear message, for every other method of the ``google.pubsub.v1``
-services (snapshots, seek, schemas, ...). No code generation: handlers are registered with
+services (snapshots, seek, schemas, ...); google.iam.v1.IAMPolicy is ``.iam``'s. No code generation: handlers are registered with
 ``grpc.method_handlers_generic_handler``.
 """
 
@@ -214,7 +214,7 @@ class SubscriberService:
 
 
 class UnimplementedService(grpc.GenericRpcHandler):
-    """UNIMPLEMENTED for other google.pubsub.v1 methods (snapshots, seek, schemas) and IAM."""
+    """UNIMPLEMENTED for other google.pubsub.v1 methods (snapshots, seek, schemas); IAM is ``.iam``'s."""
 
     def service(self, handler_call_details):
         method = handler_call_details.method or ""
@@ -232,8 +232,11 @@ class UnimplementedService(grpc.GenericRpcHandler):
 
 
 def all_handlers(state: PubSubState) -> list[grpc.GenericRpcHandler]:
+    from .iam import IamPolicyService  # imports this module's _unary
+
     return [
         PublisherService(state).handlers(),
         SubscriberService(state).handlers(),
+        IamPolicyService(state).handlers(),
         UnimplementedService(),
     ]
