@@ -19,7 +19,7 @@ from zen import telemetry
 from zen.jobs import JobService, Outcome
 from zen.messaging import OutboxRelay, Publisher
 from zen.publisher import PubSubPublisher
-from zen.store import rejections, repository
+from zen.store import fleet, rejections, repository
 from zen.store.db import Database
 from zen.store.migrate import schema_lag
 from zen.text import escape_unstorable
@@ -42,6 +42,12 @@ class Scaler(Protocol):
         """Does a VM of ``cluster`` that became usable call for a pass now (boots in flight)? Cheap."""
 
 
+class ControlMaker(Protocol):
+    """Makes the VMs' control subscriptions (``zen.control_subscriptions.ControlSubscriptions``)."""
+
+    def ensure(self, instances) -> int: ...  # (vm, cluster) pairs; how many were made now
+
+
 @dataclass
 class TickReport:
     skipped: bool = False
@@ -52,12 +58,13 @@ class TickReport:
     admitted: int = 0
     stopped: int = 0  # stops that raced their job's submission, applied (zen.sweeps.apply_early_stops)
     pruned: int = 0  # rejected_messages rows past their retention, deleted (zen.store.rejections)
+    controls: int = 0  # VMs' control subscriptions made and granted (zen.control_subscriptions)
     scaling: object | None = None
 
 
 class Zen:
     def __init__(self, config: ZenConfig, db: Database, publisher: Publisher, clock: Clock = utc_now,
-                 scaler: Scaler | None = None):
+                 scaler: Scaler | None = None, controls: ControlMaker | None = None):
         self.config = config
         self.db = db
         self.clock = clock
@@ -65,6 +72,7 @@ class Zen:
                                  urgent=frozenset({config.topics.job_start, config.topics.vm_control}))
         self.jobs = JobService(db, config, self.relay, clock)
         self.scaler = scaler
+        self.controls = controls  # None: the agents make their own control subscriptions
         self._schema_ok = False
 
     def _schema_ready(self) -> None:
@@ -100,7 +108,12 @@ class Zen:
                 return MigManager(p, region, name, *clients)
 
             scaler = ClusterOrchestrator(config, db, utc_now, mig_factory)
-        return cls(config, db, PubSubPublisher(project), scaler=scaler)
+        from zen.control_subscriptions import ControlSubscriptions, accounts_from_env
+
+        controls = None
+        if (accounts := accounts_from_env(os.environ)) is not None:  # set by terraform: one account per cluster
+            controls = ControlSubscriptions(config, project, accounts)
+        return cls(config, db, PubSubPublisher(project), scaler=scaler, controls=controls)
 
     # -- one method per Cloud Function ---------------------------------------------------------
     # Each runs inside ``relay.request()``: the instance's last request in flight waits for the
@@ -150,6 +163,9 @@ class Zen:
                 report.pruned = rejections.prune(self.db, self.clock())
                 if self.scaler is not None:
                     report.scaling = self.scaler.tick()
+                if self.controls is not None:  # the instances the passes just listed, booting ones too
+                    with self.db.transaction() as instances:
+                        report.controls = self.controls.ensure(fleet.mig_instance_names(instances))
                 report.relayed += self.relay.flush_pending()
                 telemetry.log_tick(log, self.db, [c.name for c in self.config.clusters], self.clock(), report)
                 return report

@@ -125,6 +125,11 @@ def see_instances(session: Session, cluster: str, region: str, names: list[str],
     return first_seen
 
 
+def mig_instance_names(session: Session) -> list[tuple[str, str]]:
+    """(name, cluster) of every instance the MIGs listed at the last passes, newest first."""
+    return [(r["name"], r["cluster"]) for r in session.run("mig_instance_names")]
+
+
 def drain_unless_busy(session: Session, vm: str, cluster: str, region: str, now: datetime) -> bool:
     """Mark ``vm`` as going away unless it holds a job, under the VM's advisory lock (which a claim
     by that VM also takes: see ``repository.vm_is_draining``). True when drained."""

@@ -349,6 +349,11 @@ SELECT name, :cluster, :region, :now, :now FROM unnest(CAST(:names AS text[])) A
 ON CONFLICT (name) DO UPDATE SET last_seen_at = EXCLUDED.last_seen_at
 RETURNING name, first_seen_at;
 
+-- name: mig_instance_names
+-- Every instance the MIGs listed at the last scaling passes, newest first: the VMs whose control
+-- subscriptions Zen makes (zen.control_subscriptions).
+SELECT name, cluster FROM mig_instances ORDER BY first_seen_at DESC;
+
 -- name: held_vms_of_cluster
 -- VMs that hold a job: never removed.
 SELECT vm, job_id FROM jobs WHERE cluster = :cluster AND status IN ('ASSIGNED','RUNNING','STOPPING') AND vm IS NOT NULL;
