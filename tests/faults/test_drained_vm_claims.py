@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_local_stack import free_base_port, home  # noqa: F401 - the fixture
+from tests.faults.stack import until
 from zen.local.environment import overridden_environ
 from zen.local.stack import LocalStack, Ports
 
@@ -24,14 +25,6 @@ pytestmark = pytest.mark.e2e
 FIXTURES = Path(__file__).parent / "fixtures"
 JOB = "import time; time.sleep(1)"
 
-
-def _until(what, timeout_s: float, step_s: float = 0.3):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if (value := what()):
-            return value
-        time.sleep(step_s)
-    return None
 
 
 def _rows(db, sql: str, **params) -> list[dict]:
@@ -82,16 +75,16 @@ def test_vms_drained_while_deletes_fail_make_no_claim_storm(home, tmp_path):  # 
 
             for i in range(3):
                 submit(f"first-{i}")
-            assert _until(lambda: ended("first-", 3), 120), "the first wave never ended"
+            assert until(lambda: ended("first-", 3), 120), "the first wave never ended"
             first_vms = {row["vm"] for row in ended("first-", 3)}
-            drained = _until(lambda: {r["name"] for r in _rows(db, "SELECT name FROM vm_drains")} >= first_vms
+            drained = until(lambda: {r["name"] for r in _rows(db, "SELECT name FROM vm_drains")} >= first_vms
                              and first_vms, 60)
             assert drained, f"the first wave's VMs {first_vms} were not drained"
 
             began = time.monotonic()
             for i in range(8):
                 submit(f"second-{i}")
-            second = _until(lambda: ended("second-", 8), 180)
+            second = until(lambda: ended("second-", 8), 180)
             assert second, f"the second wave never ended: {_rows(db, 'SELECT job_id, status, vm FROM jobs')}"
             took = time.monotonic() - began
             per_start = refused_per_start(db)

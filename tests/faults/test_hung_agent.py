@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_local_stack import free_base_port, home  # noqa: F401 - the fixture
+from tests.faults.stack import until
 from zen.local.environment import overridden_environ
 from zen.local.stack import LocalStack, Ports
 
@@ -58,14 +59,6 @@ def _job(db, job_id: str) -> dict:
     return job.public_view() if job else {}
 
 
-def _until(what, timeout_s: float, step_s: float = 0.2):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if (value := what()):
-            return value
-        time.sleep(step_s)
-    return None
-
 
 def test_a_hung_agent_never_lets_its_job_run_beside_the_next_attempt(home, tmp_path):  # noqa: F811
     from google.cloud import pubsub_v1
@@ -86,18 +79,18 @@ def test_a_hung_agent_never_lets_its_job_run_beside_the_next_attempt(home, tmp_p
                     "command": [sys.executable, "-c", JOB, str(runs), "20"]}
             publisher.publish(publisher.topic_path(stack.config.project, stack.config.topics.job_submitted),
                               json.dumps(body).encode()).result(30)
-            began = _until(lambda: [row for row in _lines(runs) if row[:2] == ["pid", "1"]], 120)
+            began = until(lambda: [row for row in _lines(runs) if row[:2] == ["pid", "1"]], 120)
             assert began, f"attempt 1 never ran: {_job(db, 'hung-1')}"
             time.sleep(2)  # a few heartbeats in: the attempt is RUNNING, its lease renewed
             agent = _agent_of(int(began[0][2]))
             os.kill(agent, signal.SIGSTOP)
             stopped_at = time.time()
-            second = _until(lambda: [row for row in _lines(runs) if row[:2] == ["pid", "2"]], 60)
+            second = until(lambda: [row for row in _lines(runs) if row[:2] == ["pid", "2"]], 60)
             assert second, f"Zen never ran attempt 2: {_job(db, 'hung-1')}"
             time.sleep(3)  # both would run together now, were attempt 1 not fenced
             os.kill(agent, signal.SIGCONT)
             resumed_at, agent = time.time(), None
-            done = _until(lambda: (job := _job(db, "hung-1")).get("status") in ("SUCCEEDED", "FAILED") and job, 90)
+            done = until(lambda: (job := _job(db, "hung-1")).get("status") in ("SUCCEEDED", "FAILED") and job, 90)
             assert done and done["status"] == "SUCCEEDED" and done["attempt"] == 2, done
     finally:
         if agent is not None:
