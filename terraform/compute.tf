@@ -55,7 +55,7 @@ resource "google_compute_instance_template" "zen" {
   }
 
   service_account {
-    email  = google_service_account.agent.email
+    email  = google_service_account.agent[each.value.cluster].email # its cluster's own (iam.tf)
     scopes = ["cloud-platform"] # access is decided by the service account's IAM roles alone
   }
 

@@ -68,6 +68,11 @@ resource "google_cloudfunctions2_function" "zen" {
         ZEN_VM_PROOF = var.vm_proof
       },
       local.zen_config_shipped ? { ZEN_CONFIG = local.shipped_config_path } : {},
+      # The tick makes each VM's control subscription and grants it to its cluster's agents alone
+      # (zen.control_subscriptions, iam.tf): cluster -> agent service account.
+      each.key == "on_scale_tick" ? {
+        ZEN_AGENT_ACCOUNTS = jsonencode({ for cluster, account in google_service_account.agent : cluster => account.email })
+      } : {},
     )
   }
 

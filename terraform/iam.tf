@@ -13,7 +13,9 @@
 # | zen-fn-tick                | became usable)                                | Compute reader               |
 # | zen-fn-<fn> (x4)           | locate jobs' input buckets (data locality)    | bucket locator (custom) on   |
 # |                            |                                               | each agent_input_buckets     |
-# | zen-agent                  | the GPU VMs                                   | see "agent" below            |
+# | zen-fn-tick                | makes each VM's control subscription, grants  | subscription maker (custom), |
+# |                            | it to the VM's cluster's agents               | attach on vm-control         |
+# | zen-ag-<cluster> (x each)  | the GPU VMs of one cluster                    | see "agent" below            |
 # | zen-fn-build               | builds the functions                          | source objects (ours and the |
 # |                            |                                               | gcf-v2-sources copy), image  |
 # |                            |                                               | repo                         |
@@ -28,10 +30,19 @@ resource "google_service_account" "function" {
   description  = "Runs the Zen Cloud Function ${each.key} and is the identity of its Eventarc trigger."
 }
 
+# One account per cluster: IAM then tells one cluster's VMs from another's (start subscriptions, control
+# subscriptions). account_id: 6-30 characters; a long cluster name is replaced by a digest of it.
+locals {
+  agent_clusters = { for c in var.clusters : c.name => (
+    length("${var.name_prefix}-ag-${c.name}") <= 30 ? "${var.name_prefix}-ag-${c.name}" : "${var.name_prefix}-ag-${substr(sha1(c.name), 0, 12)}"
+  ) }
+}
+
 resource "google_service_account" "agent" {
-  account_id   = "${var.name_prefix}-agent"
-  display_name = "Zen VM agent"
-  description  = "Identity of the Zen GPU VMs (zen agent): pulls start messages, heartbeats, own control subscription."
+  for_each     = local.agent_clusters
+  account_id   = each.value
+  display_name = "Zen VM agent, cluster ${each.key}"
+  description  = "Identity of the Zen GPU VMs of cluster ${each.key}: pulls its start messages, heartbeats, reads the control subscriptions Zen grants it."
 }
 
 resource "google_service_account" "build" {
@@ -231,80 +242,93 @@ resource "google_storage_bucket_iam_member" "function_locates_inputs" {
   member   = "serviceAccount:${google_service_account.function[each.value.function].email}"
 }
 
+# -- control subscriptions: made by Zen ------------------------------------------------------------
+# The scale tick makes zen-vm-control-<vm> for every instance its MIGs list (zen.control_subscriptions:
+# filter attributes.vm = "<vm>") and grants roles/pubsub.subscriber on it to that VM's cluster's agent
+# account alone (ZEN_AGENT_ACCOUNTS, functions.tf). The agents then need no project-wide right to
+# create or consume subscriptions. Pub/Sub honours no IAM condition on a subscription's name (the IAM
+# Conditions resource attributes list pubsublite.googleapis.com, not pubsub.googleapis.com, and
+# Pub/Sub refuses conditional role bindings on its resources), so the tick's role below is
+# project-wide: create, read, and set the IAM policy of any subscription; it holds no consume and no
+# delete. Its holder is the tick's account, a trusted part of the control plane; an agent has none of it.
+resource "google_project_iam_custom_role" "control_subscriptions" {
+  role_id     = "${replace(var.name_prefix, "-", "_")}ControlSubscriptions"
+  title       = "Zen control subscription maker"
+  description = "Make each VM's zen-vm-control-<vm> subscription and grant it to the VM's cluster's agents."
+  permissions = ["pubsub.subscriptions.create", "pubsub.subscriptions.get", "pubsub.subscriptions.getIamPolicy",
+  "pubsub.subscriptions.setIamPolicy"]
+}
+
+resource "google_project_iam_member" "control_subscriptions" {
+  project = var.project_id
+  role    = google_project_iam_custom_role.control_subscriptions.id
+  member  = "serviceAccount:${google_service_account.function["on_scale_tick"].email}"
+}
+
+# Making a subscription on zen-vm-control takes pubsub.topics.attachSubscription on that topic.
+resource "google_pubsub_topic_iam_member" "tick_attaches_control" {
+  topic  = google_pubsub_topic.zen["vm_control"].name
+  role   = "roles/pubsub.subscriber"
+  member = "serviceAccount:${google_service_account.function["on_scale_tick"].email}"
+}
+
 # -- agent ---------------------------------------------------------------------------------------
-# The agent publishes heartbeats, pulls from its (cluster, region) start subscription, and creates
-# and consumes its own control subscription zen-vm-control-<vm> on zen-vm-control (never deletes it:
-# see agent_subscriptions below).
+# Each cluster's agents publish heartbeats, pull from their cluster's (cluster, region) start
+# subscriptions only, and consume the control subscriptions Zen granted their cluster.
+#
+# What is enforced: a VM cannot pull, ack or seek another cluster's start subscriptions, nor any
+# control subscription of another cluster's VMs, the dead letters, zen-job-events-all or the Eventarc
+# trigger subscriptions (no project-wide consume); it cannot create or delete subscriptions. What is
+# not: VMs of one cluster share an account (a MIG gives all its VMs its template's), so a VM may
+# consume its own cluster's other VMs' control subscriptions (steal their confirms and stops) and the
+# starts of its cluster's other regions; heartbeats for another VM are refused by the identity token
+# (zen.vm_proof), not by IAM. And pubsub.subscriptions.get on the project (the agent checks its
+# control subscription's topic and filter, zen.agent.transport) reads any subscription's
+# configuration, never its messages.
 
 resource "google_pubsub_topic_iam_member" "agent_heartbeats" {
-  topic  = google_pubsub_topic.zen["heartbeats"].name
-  role   = "roles/pubsub.publisher"
-  member = "serviceAccount:${google_service_account.agent.email}"
+  for_each = google_service_account.agent
+  topic    = google_pubsub_topic.zen["heartbeats"].name
+  role     = "roles/pubsub.publisher"
+  member   = "serviceAccount:${each.value.email}"
 }
 
 resource "google_pubsub_subscription_iam_member" "agent_job_start" {
   for_each     = google_pubsub_subscription.job_start
   subscription = each.value.name
   role         = "roles/pubsub.subscriber"
-  member       = "serviceAccount:${google_service_account.agent.email}"
+  member       = "serviceAccount:${google_service_account.agent[local.mig_targets[each.key].cluster].email}"
 }
 
-# Creating a subscription on a topic takes pubsub.topics.attachSubscription on that topic: granted
-# on zen-vm-control only (roles/pubsub.subscriber on a topic grants just that).
-resource "google_pubsub_topic_iam_member" "agent_vm_control" {
-  topic  = google_pubsub_topic.zen["vm_control"].name
-  role   = "roles/pubsub.subscriber"
-  member = "serviceAccount:${google_service_account.agent.email}"
-}
-
-# The control subscriptions are created at run time, one per VM, so no subscription-level binding
-# can exist beforehand, and Pub/Sub does not honour resource names in IAM conditions (the IAM
-# Conditions resource attributes list pubsublite.googleapis.com, not pubsub.googleapis.com), so no
-# condition can limit this to zen-vm-control-*. The narrowest grant left is this custom role on the
-# project: create and consume subscriptions, nothing else (roles/pubsub.editor would add topics,
-# snapshots and IAM-less publishing; roles/pubsub.subscriber on the project would let it attach to
-# every topic). Creating still needs pubsub.topics.attachSubscription, held on zen-vm-control alone.
-#
-# No pubsub.subscriptions.delete: project-wide it would let any VM, or any job's code on it, delete
-# the Eventarc trigger subscriptions (submissions, heartbeats and stops would stop arriving, silently)
-# and the dead-letter subscriptions. The agent never deletes one: its control subscription expires
-# after a day without pulls (CONTROL_TTL in zen.agent.transport).
-#
-# What is left, on every subscription of the project: consume authorises pull, acknowledge and seek,
-# so an agent (or a job's code on its VM) can drain the dead letters, zen-job-events-all and any other
-# VM's control subscription, and seek an Eventarc trigger subscription past its backlog (the
-# submissions, heartbeats or stops waiting there are acknowledged unprocessed). create, with
-# attachSubscription on zen-vm-control, lets it subscribe to every VM's orders, or take another VM's
-# control subscription name first. All VMs share this one identity; what stops one VM from
-# publishing heartbeats for another is the identity token each heartbeat carries (vm_proof), but for
-# a token read from the heartbeats' dead letters, good for the rest of its hour.
-# Deploy Zen in a project of its own, and treat the code the GPU VMs run as trusted with the queue.
 resource "google_project_iam_custom_role" "agent_subscriptions" {
   role_id     = "${replace(var.name_prefix, "-", "_")}AgentSubscriptions"
-  title       = "Zen agent control subscriptions"
-  description = "Create and consume the per-VM zen-vm-control-<vm> subscriptions (they expire by themselves)."
-  permissions = ["pubsub.subscriptions.consume", "pubsub.subscriptions.create"]
+  title       = "Zen agent subscription check"
+  description = "Read a subscription's configuration: the agent checks its control subscription's topic and filter."
+  permissions = ["pubsub.subscriptions.get"]
 }
 
 resource "google_project_iam_member" "agent_subscriptions" {
-  project = var.project_id
-  role    = google_project_iam_custom_role.agent_subscriptions.id
-  member  = "serviceAccount:${google_service_account.agent.email}"
+  for_each = google_service_account.agent
+  project  = var.project_id
+  role     = google_project_iam_custom_role.agent_subscriptions.id
+  member   = "serviceAccount:${each.value.email}"
 }
 
 # Logs of the agent and its jobs: the agent writes every job's output to the log zen-jobs (what `zen logs`
 # and output job_logs_query read). Log writing is a project-level permission with nothing narrower to bind to.
 resource "google_project_iam_member" "agent_logs" {
-  project = var.project_id
-  role    = "roles/logging.logWriter"
-  member  = "serviceAccount:${google_service_account.agent.email}"
+  for_each = google_service_account.agent
+  project  = var.project_id
+  role     = "roles/logging.logWriter"
+  member   = "serviceAccount:${each.value.email}"
 }
 
 # The agent wheel, and nothing else in the bucket (Cloud Storage honours object-name conditions).
 resource "google_storage_bucket_iam_member" "agent_reads_wheel" {
-  bucket = google_storage_bucket.artifacts.name
-  role   = "roles/storage.objectViewer"
-  member = "serviceAccount:${google_service_account.agent.email}"
+  for_each = google_service_account.agent
+  bucket   = google_storage_bucket.artifacts.name
+  role     = "roles/storage.objectViewer"
+  member   = "serviceAccount:${each.value.email}"
 
   condition {
     title       = "zen-agent-wheel-only"
@@ -317,26 +341,44 @@ resource "google_storage_bucket_iam_member" "agent_reads_wheel" {
 # named in the variables and nothing else. Writing needs Object User, not Object Creator: the client
 # retries a failed upload, and a retry of one that did land replaces the object, which takes
 # storage.objects.delete (Object Creator cannot overwrite; the attempt would fail on a 403).
+locals {
+  agent_input_bindings = {
+    for pair in setproduct(keys(local.agent_clusters), toset(var.agent_input_buckets)) : "${pair[0]}/${pair[1]}" => {
+      cluster = pair[0], bucket = pair[1]
+    }
+  }
+  agent_output_bindings = {
+    for pair in setproduct(keys(local.agent_clusters), toset(var.agent_output_buckets)) : "${pair[0]}/${pair[1]}" => {
+      cluster = pair[0], bucket = pair[1]
+    }
+  }
+  agent_image_bindings = {
+    for pair in setproduct(keys(local.agent_clusters), var.agent_image_repositories) : "${pair[0]}/${pair[1].location}/${pair[1].repository}" => {
+      cluster = pair[0], location = pair[1].location, repository = pair[1].repository
+    }
+  }
+}
+
 resource "google_storage_bucket_iam_member" "agent_reads_inputs" {
-  for_each = toset(var.agent_input_buckets)
-  bucket   = each.value
+  for_each = local.agent_input_bindings
+  bucket   = each.value.bucket
   role     = "roles/storage.objectViewer"
-  member   = "serviceAccount:${google_service_account.agent.email}"
+  member   = "serviceAccount:${google_service_account.agent[each.value.cluster].email}"
 }
 
 resource "google_storage_bucket_iam_member" "agent_writes_outputs" {
-  for_each = toset(var.agent_output_buckets)
-  bucket   = each.value
+  for_each = local.agent_output_bindings
+  bucket   = each.value.bucket
   role     = "roles/storage.objectUser"
-  member   = "serviceAccount:${google_service_account.agent.email}"
+  member   = "serviceAccount:${google_service_account.agent[each.value.cluster].email}"
 }
 
 resource "google_artifact_registry_repository_iam_member" "agent_pulls_images" {
-  for_each   = { for repo in var.agent_image_repositories : "${repo.location}/${repo.repository}" => repo }
+  for_each   = local.agent_image_bindings
   location   = each.value.location
   repository = each.value.repository
   role       = "roles/artifactregistry.reader"
-  member     = "serviceAccount:${google_service_account.agent.email}"
+  member     = "serviceAccount:${google_service_account.agent[each.value.cluster].email}"
 }
 
 # -- function builds -----------------------------------------------------------------------------

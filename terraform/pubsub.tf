@@ -3,8 +3,8 @@
 # what would otherwise be dropped (dead letters, job events).
 #
 # The functions' own trigger subscriptions are created and owned by Eventarc (functions.tf); the
-# agents create their per-VM control subscriptions on zen-vm-control themselves (iam.tf explains the
-# permission that takes).
+# per-VM control subscriptions on zen-vm-control are made by the scale tick as the MIGs list their
+# instances, each granted to its cluster's agents alone (iam.tf, zen.control_subscriptions).
 
 locals {
   # Topic key (as in ZenConfig.topics) of the topic each function is triggered by.

@@ -298,7 +298,8 @@ def test_instance_template_starts_the_agent(module):
     identity = (ROOT / "shared" / "zen" / "agent" / "identity.py").read_text()
     assert "instance/attributes/zen-cluster" in identity
     assert block(template["guest_accelerator"])["count"] == "${each.value.gpu_count}"
-    assert block(template["service_account"])["email"] == "${google_service_account.agent.email}"
+    # Each cluster's VMs run as that cluster's own agent account (iam.tf: IAM tells clusters apart).
+    assert block(template["service_account"])["email"] == "${google_service_account.agent[each.value.cluster].email}"
     shielded = block(template["shielded_instance_config"])
     assert shielded["enable_vtpm"] is True and shielded["enable_integrity_monitoring"] is True
     scheduling = block(template["scheduling"])
@@ -346,15 +347,17 @@ COMPUTE_PERMISSIONS = {
 }
 # RegionOperationsClient method (zen.scaling.mig) -> permission.
 OPERATION_PERMISSIONS = {"get": "compute.regionOperations.get", "wait": "compute.regionOperations.get"}
-# Pub/Sub subscriber method (zen.agent.transport) on subscriptions it creates -> permission.
-AGENT_SUBSCRIPTION_PERMISSIONS = {
+# Pub/Sub subscriber method (zen.agent.transport, zen.control_subscriptions) -> permission.
+SUBSCRIPTION_PERMISSIONS = {
+    "get_subscription": "pubsub.subscriptions.get",
     "create_subscription": "pubsub.subscriptions.create",
     "delete_subscription": "pubsub.subscriptions.delete",
-    "subscribe": "pubsub.subscriptions.consume",
+    "get_iam_policy": "pubsub.subscriptions.getIamPolicy",
+    "set_iam_policy": "pubsub.subscriptions.setIamPolicy",
 }
-# The agent never deletes a subscription: its control subscription expires after CONTROL_TTL
-# without pulls. pubsub.subscriptions.delete project-wide (Pub/Sub honours no resource name in an IAM
-# condition) would let any VM, or any job on it, delete the Eventarc trigger and dead-letter ones.
+# Zen makes the control subscriptions; an agent only checks its own (get) and consumes what its
+# cluster was granted. Its create and delete calls are for stacks where agents may (the local one): in
+# a deployment they are refused (it waits for Zen's, or refuses to start on a wrong one).
 
 
 def test_compute_custom_roles_hold_exactly_what_the_scheduler_calls(module):
@@ -379,19 +382,38 @@ def test_compute_custom_roles_hold_exactly_what_the_scheduler_calls(module):
     assert 'startsWith("zen-")' in block(binding["condition"])["expression"]
 
 
-def test_agent_custom_role_holds_exactly_what_the_agent_calls(module):
+def test_agent_custom_role_holds_only_the_check_of_its_control_subscription(module):
     source = (ROOT / "shared" / "zen" / "agent" / "transport.py").read_text()
-    calls = set(re.findall(r"self\._subscriber\.(\w+)", source)) & set(AGENT_SUBSCRIPTION_PERMISSIONS)
-    assert "delete_subscription" not in calls
+    calls = set(re.findall(r"self\._subscriber\.(\w+)", source)) & set(SUBSCRIPTION_PERMISSIONS)
+    assert calls == {"get_subscription", "create_subscription", "delete_subscription"}
     role = module.resources_of("google_project_iam_custom_role")["agent_subscriptions"]
-    assert set(role["permissions"]) == {AGENT_SUBSCRIPTION_PERMISSIONS[c] for c in calls}
-    assert "pubsub.subscriptions.delete" not in role["permissions"]
+    assert role["permissions"] == ["pubsub.subscriptions.get"]  # no create, delete or consume project-wide
     topic_bindings = module.resources_of("google_pubsub_topic_iam_member")
-    assert topic_bindings["agent_vm_control"]["topic"] == '${google_pubsub_topic.zen["vm_control"].name}'
-    assert topic_bindings["agent_vm_control"]["role"] == "roles/pubsub.subscriber"
+    assert "agent_vm_control" not in topic_bindings  # attaching to zen-vm-control is the tick's alone
     assert topic_bindings["agent_heartbeats"]["role"] == "roles/pubsub.publisher"
     start = module.resources_of("google_pubsub_subscription_iam_member")["agent_job_start"]
     assert expression(start["for_each"]) == "google_pubsub_subscription.job_start"
+    # Each (cluster, region) start subscription is readable by that cluster's agents alone.
+    assert start["member"] == "serviceAccount:${google_service_account.agent[local.mig_targets[each.key].cluster].email}"
+    assert set(module.resources_of("google_pubsub_subscription_iam_member")) == {"agent_job_start"}
+
+
+def test_the_tick_makes_control_subscriptions_and_grants_each_to_its_clusters_agents(module):
+    source = (ROOT / "shared" / "zen" / "control_subscriptions.py").read_text()
+    calls = set(re.findall(r"self\._subscriber\.(\w+)", source)) & set(SUBSCRIPTION_PERMISSIONS)
+    role = module.resources_of("google_project_iam_custom_role")["control_subscriptions"]
+    assert set(role["permissions"]) == {SUBSCRIPTION_PERMISSIONS[c] for c in calls}
+    assert not {"pubsub.subscriptions.consume", "pubsub.subscriptions.delete"} & set(role["permissions"])
+    binding = module.resources_of("google_project_iam_member")["control_subscriptions"]
+    assert 'function["on_scale_tick"]' in binding["member"] and "for_each" not in binding
+    attach = module.resources_of("google_pubsub_topic_iam_member")["tick_attaches_control"]
+    assert attach["topic"] == '${google_pubsub_topic.zen["vm_control"].name}' and 'function["on_scale_tick"]' in attach["member"]
+    function = module.resources_of("google_cloudfunctions2_function")["zen"]
+    env = block(function["service_config"])["environment_variables"]
+    assert "ZEN_AGENT_ACCOUNTS" in env and 'each.key == "on_scale_tick"' in env
+    assert "google_service_account.agent" in env
+    agent = module.resources_of("google_service_account")["agent"]
+    assert expression(agent["for_each"]) == "local.agent_clusters"
 
 
 def test_no_broad_roles_and_project_bindings_are_the_justified_few(module):
@@ -403,7 +425,7 @@ def test_no_broad_roles_and_project_bindings_are_the_justified_few(module):
         "authoritative IAM resources would remove other bindings"
     project_bindings = set(module.resources_of("google_project_iam_member"))
     assert project_bindings == {"sql", "mig_scaler", "compute_reader", "compute_lister", "agent_subscriptions",
-                                "agent_logs", "build_logs", "build_reads_gcf_sources"}
+                                "control_subscriptions", "agent_logs", "build_logs", "build_reads_gcf_sources"}
     for name in ("sql", "mig_scaler", "build_reads_gcf_sources"):
         assert "condition" in module.resources_of("google_project_iam_member")[name], f"{name} is unconditioned"
 

@@ -19,7 +19,7 @@ import pytest
 from tests.terraform.hcl import ROOT, TERRAFORM, Module
 from zen.config import ZenConfig
 
-AGENT = "${google_service_account.agent.email}"
+AGENT = "google_service_account.agent["  # one account per cluster: google_service_account.agent[<cluster>]
 TAGGED_CONFIG = """
 clusters:
   - {name: 4xa100-40gb, gpu_type: nvidia-tesla-a100, gpu_count: 4, regions: [us-central1, us-west1, europe-west4],
@@ -34,8 +34,12 @@ def module() -> Module:
 
 
 def _agent_bindings(module: Module) -> list[tuple[str, str, dict]]:
+    def of_agents(body: dict) -> bool:
+        member = str(body.get("member", body.get("members")))
+        return AGENT in member or (body.get("for_each") == "${google_service_account.agent}" and "each.value.email" in member)
+
     return [(rtype, name, body) for (rtype, name), body in module.resources.items()
-            if rtype.endswith(("_iam_member", "_iam_binding")) and AGENT in str(body.get("member", body.get("members")))]
+            if rtype.endswith(("_iam_member", "_iam_binding")) and of_agents(body)]
 
 
 def test_each_template_carries_its_regions_tags_and_the_agent_reads_them(module):
@@ -94,9 +98,13 @@ def test_the_agent_reads_input_buckets_and_writes_output_buckets_each_by_name(mo
     assert set(storage) == {"agent_reads_wheel", "agent_reads_inputs", "agent_writes_outputs"}
     inputs, outputs = storage["agent_reads_inputs"], storage["agent_writes_outputs"]
     assert (inputs["for_each"], inputs["bucket"], inputs["role"]) == (
-        "${toset(var.agent_input_buckets)}", "${each.value}", "roles/storage.objectViewer")
+        "${local.agent_input_bindings}", "${each.value.bucket}", "roles/storage.objectViewer")
     assert (outputs["for_each"], outputs["bucket"], outputs["role"]) == (
-        "${toset(var.agent_output_buckets)}", "${each.value}", "roles/storage.objectUser")
+        "${local.agent_output_bindings}", "${each.value.bucket}", "roles/storage.objectUser")
+    # each bucket, for each cluster's agents
+    iam = (TERRAFORM / "iam.tf").read_text()
+    assert "setproduct(keys(local.agent_clusters), toset(var.agent_input_buckets))" in iam
+    assert "setproduct(keys(local.agent_clusters), toset(var.agent_output_buckets))" in iam
     for variable in ("agent_input_buckets", "agent_output_buckets"):
         assert module.variables[variable]["type"] == "${list(string)}"
         assert module.variables[variable]["default"] == []
