@@ -184,3 +184,15 @@ def test_a_container_docker_is_removing_counts_as_gone(docker):
     docker.add("zen-big-1", "c1")
     docker.removing("zen-big-1")
     assert remove_container("zen-big-1", docker.path) is True
+
+
+def test_a_container_whose_lease_runs_out_is_killed_by_its_supervisor_without_the_agent(docker):
+    """The docker CLI ignores SIGTERM (a container stuck in shutdown) and cannot forward SIGKILL: the
+    job's supervisor, alone (no ``stop`` from the agent), ``docker kill``s the container by name."""
+    spec = JobSpec(job_id="gpu", attempt=1, image="img:1", command=["train"], stop_grace_s=0.3)
+    job = RunningJob.start(spec, local=False, docker=docker.path, lease_s=1.0)
+    name = container_name("gpu", 1)
+    wait_for(lambda: docker.names() == [name], 10, what="the container running")
+    wait_for(lambda: job.poll() is not None, 10, what="the supervisor's fence")
+    assert ["kill", name] in docker.calls() and docker.names() == []
+    assert job.fenced()
