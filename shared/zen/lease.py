@@ -26,8 +26,9 @@ def fence_s(heartbeat_timeout_s: float, stop_grace_s: float, heartbeat_s: float)
 
 def too_tight(heartbeat_timeout_s: float, stop_grace_s: float, heartbeat_s: float) -> bool:
     """Whether the floor decides: heartbeats too far apart (or a grace too long) for Zen's timeout, so
-    that a job cut off from Zen could still run when Zen runs it elsewhere."""
-    return fence_s(heartbeat_timeout_s, stop_grace_s, heartbeat_s) + stop_grace_s >= heartbeat_timeout_s
+    that a job cut off from Zen would not be dead the margin before Zen may run it elsewhere."""
+    margin = min(MARGIN_S, heartbeat_timeout_s / 4)
+    return MIN_BEATS * heartbeat_s > heartbeat_timeout_s - stop_grace_s - margin
 
 
 def tight_reason(heartbeat_timeout_s: float, stop_grace_s: float, heartbeat_s: float) -> str | None:
