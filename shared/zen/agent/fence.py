@@ -19,9 +19,9 @@ By default 120 - 10 - 15 = 95 s; the demo's (20 s, 2 s grace, 2 s heartbeats) 20
 fixed 15 s margin left only the floor, 6 s: three slow publishes on a loaded machine stopped a job Zen
 still held for 14 s more). ``zen.lease.MARGIN_S`` covers what may run past the fence before the agent
 looks: a VM heartbeat under way when it falls (a report's budget is 10 s at most; a RUNNING heartbeat's
-own is cut to what is left of the fence), a control-message slice, the kill. The floor keeps a
-configuration whose deadline leaves no room (the local stack's: 3 s) from stopping a job on one failed
-heartbeat: two in a row may fail (such a job may then outlive Zen's deadline by the stop grace).
+own is cut to what is left of the fence), a control-message slice, the kill. The floor (``MIN_BEATS``
+heartbeats) keeps the fence from stopping a job on one or two failed heartbeats; periods where the floor
+would decide leave no margin, and are refused (``zen.lease.too_tight``: at load, and at agent start).
 
 The agent is not the only one to hold the lease: an agent that is alive but cannot run (stopped,
 deadlocked, starved of CPU, stalled on a disk) cannot stop its job, whose process runs on in a session of
