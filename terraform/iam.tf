@@ -315,7 +315,12 @@ resource "google_project_iam_member" "agent_subscriptions" {
 }
 
 # Logs of the agent and its jobs: the agent writes every job's output to the log zen-jobs (what `zen logs`
-# and output job_logs_query read). Log writing is a project-level permission with nothing narrower to bind to.
+# and output job_logs_query read). Log writing is a project-level permission with nothing narrower to bind to:
+# logging.logEntries.create is checked on the project, and Cloud Logging honours IAM conditions on log
+# views (reading), not on the log name or resource of an entry written. So a VM may write entries under
+# any log name, the functions' too; the metrics and alerts read the functions' log names only
+# (monitoring.tf, zen_function_logs), which keeps the agents' own lines out, not forged ones. Keeping
+# forgeries out takes a project of their own for the agents' logs (not built).
 resource "google_project_iam_member" "agent_logs" {
   for_each = google_service_account.agent
   project  = var.project_id

@@ -6,9 +6,15 @@
 # captures the lines it writes and checks every filter and extractor below against them.
 
 locals {
-  # Zen's own lines: what the four functions write (Cloud Logging parses each JSON line into
-  # jsonPayload; its severity becomes the entry's severity).
-  zen_function_logs = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=~\"^${var.name_prefix}-on-\""
+  # Zen's own lines: what the four functions write to stderr (zen.logs; Cloud Logging parses each
+  # JSON line into jsonPayload, its severity becomes the entry's severity), under the log names Cloud
+  # Run gives a service's output. The agents' lines have log names of their own (zen-jobs: jobs'
+  # output, zen.joblogs_cloud; the VM's system logs) on gce_instance: no metric or alert reads them.
+  # This keeps apart what the agents write as they are written; it does not stop a VM that forges
+  # entries: roles/logging.logWriter (logging.logEntries.create) is checked on the project, with no
+  # IAM condition on a log's name or resource, so the agents' account may write any log name on any
+  # monitored resource (iam.tf, agent_logs).
+  zen_function_logs = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=~\"^${var.name_prefix}-on-\" AND logName=~\"/logs/run.googleapis.com%2F(stderr|stdout)$\""
 
   # One entry per log-based metric: the filter (after the functions' own), the label extractors,
   # and for a distribution the value extractor and unit (default "1"). Counters count matching lines.

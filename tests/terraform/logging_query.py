@@ -6,7 +6,7 @@ outside the subset fails loudly instead of matching by accident); ``path = "text
 ``=~ "regex"`` (search), ``:`` (substring, or presence with no value), ``>=``/``>``/``<=``/``<`` on
 numbers and on ``severity``; extractors ``EXTRACT(path)`` and ``REGEXP_EXTRACT(path, "regex")``.
 
-An entry is a dict shaped like a LogEntry: ``severity``, ``resource`` and ``jsonPayload``. A JSON
+An entry is a dict shaped like a LogEntry: ``severity``, ``logName``, ``resource`` and ``jsonPayload``. A JSON
 line as Zen writes it becomes one with ``entry_from_line``, as Cloud Logging does it for Cloud Run.
 """
 
@@ -27,12 +27,12 @@ class Unsupported(ValueError):
     """The filter or extractor uses syntax this evaluator does not implement."""
 
 
-def entry_from_line(line: str, service: str = "zen-on-scale-tick") -> dict[str, Any]:
+def entry_from_line(line: str, service: str = "zen-on-scale-tick", project: str = "p") -> dict[str, Any]:
     """What Cloud Logging stores for a JSON line a Cloud Run service writes to stderr."""
     payload = json.loads(line)
     severity = payload.pop("severity", "DEFAULT")
-    return {"severity": severity, "resource": {"type": "cloud_run_revision", "labels": {"service_name": service}},
-            "jsonPayload": payload}
+    return {"severity": severity, "logName": f"projects/{project}/logs/run.googleapis.com%2Fstderr",
+            "resource": {"type": "cloud_run_revision", "labels": {"service_name": service}}, "jsonPayload": payload}
 
 
 def resolve(entry: dict[str, Any], path: str) -> Any:

@@ -139,6 +139,22 @@ def test_a_renamed_field_or_event_no_longer_matches(module):
     assert extract(metric["labels"]["reason_class"], renamed) is MISSING
 
 
+def test_lines_under_the_agents_log_names_feed_no_metric(module):
+    """Metrics read the functions' log names only: a line as an agent ships it (log zen-jobs, or the
+    VM's own logs), even one dressed as a function's (its resource and service name), matches none."""
+    assert 'logName=~"/logs/run.googleapis.com%2F(stderr|stdout)$"' in module.locals["zen_function_logs"]
+    line = ('{"severity": "WARNING", "message": "outbox backlog", "event": "outbox.backlog", "pending": 9,'
+            ' "oldest_age_s": 9999}')
+    own = entry_from_line(line, service="zen-on-scale-tick")
+    every = metrics(module)
+    assert any(matches(m["filter"], own) for m in every.values())
+    for log_name in ("zen-jobs", "zen-agent", "syslog", "run.googleapis.com%2Fstderr-not"):
+        forged = {**own, "logName": f"projects/p/logs/{log_name}"}
+        assert not [name for name, m in every.items() if matches(m["filter"], forged)], log_name
+    shipped = {**own, "logName": "projects/p/logs/zen-jobs", "resource": {"type": "gce_instance", "labels": {}}}
+    assert not [name for name, m in every.items() if matches(m["filter"], shipped)]
+
+
 def test_data_rejections_are_classed_as_data(db: Database):
     from zen.errors import DataRejected
 
