@@ -12,8 +12,9 @@ function body without HTTP; the Pub/Sub stand-in receives what is published):
   bound what one thread can reach whatever Zen's own CPU (``ControlBench.floor``);
 - ``on_job_submitted`` with scaling on (Compute stand-in), with 0 and with 100k jobs already queued;
 - ``on_heartbeat`` RUNNING (a running job's progress report) with 1 and 4 threads, each heartbeat
-  carrying its VM's identity token and checked as a deployment checks it (``ZEN_VM_PROOF=required``,
-  terraform's default: ``zen.vm_proof``; each VM's token verified once, then remembered);
+  carrying its VM's identity token and its agent's signature of it, checked as a deployment checks
+  them (``ZEN_VM_PROOF=required``, the default: ``zen.vm_proof``; each VM's token verified once, then
+  remembered; each signature verified); the agents' signatures are made before the clock starts;
 - ``on_job_submitted`` with a ``queues:`` configuration (every submission runs an admission pass):
   a quota that admits everything, and a full quota (the flood waits PENDING);
 - ``on_scale_tick`` over 100 MIGs with 1k / 10k / 100k jobs queued (seconds, Compute calls);
@@ -51,7 +52,7 @@ from zen.publisher import PubSubPublisher
 from zen.store.db import Database, parse_database_url
 from zen.store.migrate import migrate
 from zen.store.submits import GroupCommit
-from zen.vm_proof import token_attributes
+from zen.vm_proof import KEY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, token_attributes
 
 CLUSTER = "4xa100-40gb"
 PROJECT = "zen-bench"
@@ -299,25 +300,32 @@ class ControlBench:
 
     def heartbeats(self, threads: int, jobs_per_thread: int = 50) -> Callable[[], float]:
         from zen.local.compute.issuer import TokenIssuer
-        from zen.vm_proof import ProofChecker, audience
+        from zen.vm_proof import MessageKey, ProofChecker, audience
 
         issuer = TokenIssuer()
+        self.key = key = MessageKey()  # one for every VM's agent here: Zen's work per message is the same
 
         def measure() -> float:
             zen = self.zen(pool=threads)
             zen.jobs._proof = ProofChecker("required", "bench://certs", audience(self.project),
                                            zen.clock, fetch=lambda _: (issuer.certs(), 3600.0))
-            self.tokens = {}
+            self.tokens, self.signatures = {}, {}
             jobs = [[f"hb-{next(_ids)}" for _ in range(jobs_per_thread)] for _ in range(threads)]
             seq = {}
             for job_id in itertools.chain.from_iterable(jobs):  # each job RUNNING on its own VM
                 self.tokens[self.vm(job_id)] = issuer.token(vm=self.vm(job_id), zone="us-central1-a",
-                                                            project=self.project, audience=audience(self.project))
+                                                            project=self.project,
+                                                            audience=audience(self.project, key.fingerprint))
                 zen.on_job_submitted(job_id, PUBSUB_EVENT_TYPE, self.submit_data(job_id))
                 for status, n in (("CLAIMED", 1), ("RUNNING", 2)):
                     outcome = zen.on_heartbeat(f"{job_id}-{n}", PUBSUB_EVENT_TYPE, self.beat(job_id, status, n))
                     assert outcome.result == "applied", outcome  # proven, not rejected
                 seq[job_id] = 2
+            # The agents sign as they send; here that is not the path's work, so it is done now (~0.2 ms
+            # each), for more beats than a measurement takes (any beyond are signed as they go).
+            per_job = int(self.seconds * 10_000) // (threads * jobs_per_thread) + 1
+            self.signatures = {(job_id, n): key.sign(self.beat_data(job_id, "RUNNING", n), {})
+                               for job_id in seq for n in range(3, 3 + per_job)}
 
             turns = [0] * threads  # each thread owns its jobs: no two beats of a job race
 
@@ -383,14 +391,20 @@ class ControlBench:
         suffix = "".join(digits[n // 36 ** k % 36] for k in (3, 2, 1, 0))  # GCE's 4 characters
         return f"{self.config.cluster(CLUSTER).mig_name('us-central1')}-{suffix}"
 
+    def beat_data(self, job_id: str, status: str, seq: int) -> bytes:
+        return json.dumps({"job_id": job_id, "attempt": 1, "vm": self.vm(job_id), "region": "us-central1",
+                           "zone": "us-central1-a", "status": status, "seq": seq,
+                           "sent_at": "2026-11-21T10:00:00Z"}).encode()
+
     def beat(self, job_id: str, status: str, seq: int) -> dict:
-        payload = json.dumps({"job_id": job_id, "attempt": 1, "vm": self.vm(job_id), "region": "us-central1",
-                              "zone": "us-central1-a", "status": status, "seq": seq,
-                              "sent_at": "2026-11-21T10:00:00Z"}).encode()
+        payload = self.beat_data(job_id, status, seq)
         token = getattr(self, "tokens", {}).get(self.vm(job_id))
+        attributes = None
+        if token:  # as the agent sends it: its token, its key, its signature (zen.vm_proof.MessageKey)
+            signature = self.signatures.get((job_id, seq)) or self.key.sign(payload, {})
+            attributes = {**token_attributes(token), KEY_ATTRIBUTE: self.key.public, SIGNATURE_ATTRIBUTE: signature}
         return eventarc.pubsub_cloud_event(payload, message_id=f"{job_id}-{seq}", topic="zen-heartbeats",
-                                           project=self.project,
-                                           attributes=token_attributes(token) if token else None)["data"]
+                                           project=self.project, attributes=attributes)["data"]
 
 
 ROWS = [

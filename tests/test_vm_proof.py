@@ -1,5 +1,6 @@
 """A heartbeat's proof of its sender (``zen.vm_proof``): the VM's identity token, checked against the
-issuer's certificates, the audience, its lifetime, and the VM, zone and project the heartbeat names."""
+issuer's certificates, the audience, its lifetime, and the VM, zone and project the heartbeat names;
+and the signature of the very message by the key the token's audience binds."""
 
 from __future__ import annotations
 
@@ -13,10 +14,15 @@ import pytest
 from zen.clock import ManualClock
 from zen.errors import ConfigError, Rejected, TransientError
 from zen.local.compute.issuer import TokenIssuer
-from zen.vm_proof import ATTRIBUTE, ProofChecker, audience, fetch_certs, joined_token, token_attributes
+from zen.vm_proof import (
+    ATTRIBUTE, KEY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, MessageKey, ProofChecker, audience, fetch_certs, joined_token,
+    token_attributes,
+)
 
 PROJECT = "zen-proof"
 VM, ZONE = "vm-a", "us-central1-a"
+BODY = b'{"job_id": "job-1", "status": "RUNNING", "seq": 2}'  # what the VM signed (the checker reads no field of it)
+KEY = MessageKey()  # the agent's message key (one for the module: an RSA key takes a moment to make)
 
 
 @pytest.fixture(scope="module")
@@ -47,19 +53,25 @@ def make_checker(clock, fetch, mode="required", monotonic=None):
     return ProofChecker(mode, "http://certs.invalid/", audience(PROJECT), clock, fetch=fetch, **extra)
 
 
-def token(issuer, clock, vm=VM, zone=ZONE, project=PROJECT, **overrides):
-    return issuer.token(vm=vm, zone=zone, project=project, audience=audience(PROJECT),
+def token(issuer, clock, vm=VM, zone=ZONE, project=PROJECT, key=KEY, **overrides):
+    """The VM's token for Zen's audience, bound to ``key`` (the agent's message key)."""
+    return issuer.token(vm=vm, zone=zone, project=project, audience=audience(PROJECT, key.fingerprint),
                         now=clock().timestamp(), **overrides)
+
+
+def proven(proof: str, data: bytes = BODY, key=KEY, **attributes) -> dict[str, str]:
+    """What the agent publishes: its own ``attributes``, then the token, the key and its signature."""
+    return {**attributes, **key.attributes(proof, data, attributes)}
 
 
 def test_a_valid_token_naming_the_vm_is_accepted_and_verified_once(issuer, clock):
     certs = Certs(issuer)
     checker = make_checker(clock, certs)
     proof = token(issuer, clock)
-    checker.check({ATTRIBUTE: proof}, VM, ZONE, PROJECT)
+    checker.check(proven(proof), VM, ZONE, PROJECT, data=BODY)
     clock.advance(50 * 60)  # the same token, for most of its hour: a dictionary lookup
     for _ in range(5):
-        checker.check({ATTRIBUTE: proof}, VM, ZONE, PROJECT)
+        checker.check(proven(proof), VM, ZONE, PROJECT, data=BODY)
     assert checker.verifications == 1 and certs.calls == 1
 
 
@@ -72,34 +84,34 @@ def test_a_token_of_another_vm_zone_or_project_is_rejected(issuer, clock, named,
     checker = make_checker(clock, Certs(issuer))
     args = {"vm": VM, "zone": ZONE, "project": PROJECT, **named}
     with pytest.raises(Rejected, match=reason):
-        checker.check({ATTRIBUTE: token(issuer, clock)}, args["vm"], args["zone"], args["project"])
+        checker.check(proven(token(issuer, clock)), args["vm"], args["zone"], args["project"], data=BODY)
 
 
 def test_an_expired_token_is_rejected_even_once_remembered(issuer, clock):
     checker = make_checker(clock, Certs(issuer))
-    old = issuer.token(vm=VM, zone=ZONE, project=PROJECT, audience=audience(PROJECT),
+    old = issuer.token(vm=VM, zone=ZONE, project=PROJECT, audience=audience(PROJECT, KEY.fingerprint),
                        now=(clock() - timedelta(hours=2)).timestamp())
     with pytest.raises(Rejected, match="vm_proof token expired"):
-        checker.check({ATTRIBUTE: old}, VM, ZONE, PROJECT)
+        checker.check(proven(old), VM, ZONE, PROJECT, data=BODY)
     fresh = token(issuer, clock)
-    checker.check({ATTRIBUTE: fresh}, VM, ZONE, PROJECT)
+    checker.check(proven(fresh), VM, ZONE, PROJECT, data=BODY)
     clock.advance(2 * 3600)
     with pytest.raises(Rejected, match="expired"):
-        checker.check({ATTRIBUTE: fresh}, VM, ZONE, PROJECT)
+        checker.check(proven(fresh), VM, ZONE, PROJECT, data=BODY)
 
 
 def test_a_token_for_another_audience_is_rejected(issuer, clock):
     checker = make_checker(clock, Certs(issuer))
     other = issuer.token(vm=VM, zone=ZONE, project=PROJECT, audience="https://example.com",
                          now=clock().timestamp())
-    with pytest.raises(Rejected, match="for audience 'https://example.com', not 'zen-heartbeats:zen-proof'"):
-        checker.check({ATTRIBUTE: other}, VM, ZONE, PROJECT)
+    with pytest.raises(Rejected, match="for audience 'https://example.com', not zen-heartbeats:zen-proof:key:<key>"):
+        checker.check(proven(other), VM, ZONE, PROJECT, data=BODY)
 
 
 def test_a_token_not_from_google_is_rejected(issuer, clock):
     checker = make_checker(clock, Certs(issuer))
     with pytest.raises(Rejected, match="issuer 'https://evil.example' is not Google's"):
-        checker.check({ATTRIBUTE: token(issuer, clock, iss="https://evil.example")}, VM, ZONE, PROJECT)
+        checker.check(proven(token(issuer, clock, iss="https://evil.example")), VM, ZONE, PROJECT, data=BODY)
 
 
 def test_a_bad_signature_or_an_unknown_key_is_rejected(issuer, clock):
@@ -107,26 +119,26 @@ def test_a_bad_signature_or_an_unknown_key_is_rejected(issuer, clock):
     header, claims, signature = token(issuer, clock).split(".")
     forged_claims = token(issuer, clock, vm="vm-b").split(".")[1]  # vm-b's claims under vm-a's signature
     with pytest.raises(Rejected, match="signature does not verify"):
-        checker.check({ATTRIBUTE: f"{header}.{forged_claims}.{signature}"}, "vm-b", ZONE, PROJECT)
+        checker.check(proven(f"{header}.{forged_claims}.{signature}"), "vm-b", ZONE, PROJECT, data=BODY)
     stranger = TokenIssuer()  # a key the certificates do not list, fetched for this very check
     with pytest.raises(Rejected, match="which http://certs.invalid/ does not list"):
-        make_checker(clock, Certs(issuer)).check({ATTRIBUTE: token(stranger, clock)}, VM, ZONE, PROJECT)
+        make_checker(clock, Certs(issuer)).check(proven(token(stranger, clock)), VM, ZONE, PROJECT, data=BODY)
     with pytest.raises(Rejected, match="not a JWT"):
-        checker.check({ATTRIBUTE: "garbage"}, VM, ZONE, PROJECT)
+        checker.check(proven("garbage"), VM, ZONE, PROJECT, data=BODY)
 
 
 def test_required_mode_rejects_a_heartbeat_without_a_token(clock):
     checker = make_checker(clock, Certs())
     with pytest.raises(Rejected, match="carries no vm_proof attribute .*upgrade the VM's agent"):
-        checker.check({"kind": "job", "vm": VM}, VM, ZONE, PROJECT)
+        checker.check({"kind": "job", "vm": VM}, VM, ZONE, PROJECT, data=BODY)
 
 
 def test_off_mode_checks_nothing(issuer, clock):
     certs = Certs(issuer)
     checker = make_checker(clock, certs, mode="off")
-    checker.check({}, VM, ZONE, PROJECT)
-    checker.check({ATTRIBUTE: "garbage"}, VM, ZONE, PROJECT)
-    checker.check({ATTRIBUTE: token(issuer, clock, vm="vm-b")}, VM, ZONE, PROJECT)
+    checker.check({}, VM, ZONE, PROJECT, data=BODY)
+    checker.check(proven("garbage"), VM, ZONE, PROJECT, data=BODY)
+    checker.check(proven(token(issuer, clock, vm="vm-b")), VM, ZONE, PROJECT, data=BODY)
     assert certs.calls == 0
 
 
@@ -141,18 +153,18 @@ def test_an_unknown_key_refetches_the_certificates_at_most_once_a_minute(issuer,
     certs = Certs(issuer)
     moment = [0.0]
     checker = make_checker(clock, certs, monotonic=lambda: moment[0])
-    checker.check({ATTRIBUTE: token(issuer, clock)}, VM, ZONE, PROJECT)
+    checker.check(proven(token(issuer, clock)), VM, ZONE, PROJECT, data=BODY)
     rotated = TokenIssuer()  # Google rotates its keys: a token signed by the new one
     moment[0] = 61.0
     with pytest.raises(Rejected, match="does not list"):  # refetched for it, and still unknown
-        checker.check({ATTRIBUTE: token(rotated, clock)}, VM, ZONE, PROJECT)
+        checker.check(proven(token(rotated, clock)), VM, ZONE, PROJECT, data=BODY)
     for _ in range(2):  # not refetched within the pause: a fetch that recent lists every key in use
         with pytest.raises(Rejected, match="does not list"):
-            checker.check({ATTRIBUTE: token(rotated, clock)}, VM, ZONE, PROJECT)
+            checker.check(proven(token(rotated, clock)), VM, ZONE, PROJECT, data=BODY)
     assert certs.calls == 2  # one refetch for the unknown key, not one per message
     certs.certs.update(rotated.certs())  # Google lists the new key
     moment[0] = 122.0
-    checker.check({ATTRIBUTE: token(rotated, clock)}, VM, ZONE, PROJECT)
+    checker.check(proven(token(rotated, clock)), VM, ZONE, PROJECT, data=BODY)
     assert certs.calls == 3
 
 
@@ -160,11 +172,11 @@ def test_an_unknown_key_with_a_forged_future_iat_is_refused_not_retried(issuer, 
     """The retry was decided on the token's own, unverified iat: a forger setting it in the future
     earned a 5xx on every delivery within a minute of a fetch (then the dead letters, nothing recorded)."""
     checker = make_checker(clock, Certs(issuer))
-    checker.check({ATTRIBUTE: token(issuer, clock)}, VM, ZONE, PROJECT)  # the certificates fetched now
+    checker.check(proven(token(issuer, clock)), VM, ZONE, PROJECT, data=BODY)  # the certificates fetched now
     forged = token(TokenIssuer(), clock, iat=4_000_000_000)
     for _ in range(3):
         with pytest.raises(Rejected, match="does not list"):
-            checker.check({ATTRIBUTE: forged}, VM, ZONE, PROJECT)
+            checker.check(proven(forged), VM, ZONE, PROJECT, data=BODY)
 
 
 def test_a_publish_time_without_a_zone_is_not_trusted(issuer, clock):
@@ -175,7 +187,7 @@ def test_a_publish_time_without_a_zone_is_not_trusted(issuer, clock):
     from zen.events import envelope_from_cloud_event
 
     checker = make_checker(clock, Certs(issuer))
-    checker.check({ATTRIBUTE: token(issuer, clock)}, VM, ZONE, PROJECT, datetime(1, 1, 1))  # no ValueError
+    checker.check(proven(token(issuer, clock)), VM, ZONE, PROJECT, datetime(1, 1, 1), data=BODY)  # no ValueError
     published = "google.cloud.pubsub.topic.v1.messagePublished"
     envelope = envelope_from_cloud_event("e1", published, {"message": {"data": "e30=", "messageId": "1",
                                                                        "publishTime": "0001-01-01T00:00:00"}})
@@ -215,17 +227,17 @@ def test_certificates_are_fetched_over_http_and_kept_for_their_max_age(issuer, c
         assert fetch_certs(server.url) == (issuer.certs(), 120.0)
         moment = [0.0]
         checker = ProofChecker("required", server.url, audience(PROJECT), clock, monotonic=lambda: moment[0])
-        checker.check({ATTRIBUTE: token(issuer, clock)}, VM, ZONE, PROJECT)
-        checker.check({ATTRIBUTE: token(issuer, clock, sub="another")}, VM, ZONE, PROJECT)
+        checker.check(proven(token(issuer, clock)), VM, ZONE, PROJECT, data=BODY)
+        checker.check(proven(token(issuer, clock, sub="another")), VM, ZONE, PROJECT, data=BODY)
         assert server.requests == 2  # the direct fetch, then the checker's one
         moment[0] = 121.0
-        checker.check({ATTRIBUTE: token(issuer, clock, sub="a third")}, VM, ZONE, PROJECT)
+        checker.check(proven(token(issuer, clock, sub="a third")), VM, ZONE, PROJECT, data=BODY)
         assert server.requests == 3  # past max-age: fetched again
     finally:
         server.close()
     with pytest.raises(TransientError, match="cannot fetch the certificates"):
         ProofChecker("required", server.url, audience(PROJECT), clock).check(
-            {ATTRIBUTE: token(issuer, clock)}, VM, ZONE, PROJECT)
+            {ATTRIBUTE: token(issuer, clock)}, VM, ZONE, PROJECT, data=BODY)
 
 
 def test_a_token_too_long_for_one_attribute_goes_in_pieces(issuer, clock):
@@ -236,7 +248,10 @@ def test_a_token_too_long_for_one_attribute_goes_in_pieces(issuer, clock):
     pieces = token_attributes(proof)
     assert len(pieces) >= 2 and all(len(v.encode()) <= 1024 for v in pieces.values())
     assert joined_token({**pieces, "kind": "job"}) == proof
-    make_checker(clock, Certs(issuer)).check(pieces, "zen-4xa100-40gb-europe-west4-abcd", "europe-west4-a", PROJECT)
+    sent = proven(proof, kind="job")
+    assert all(len(v.encode()) <= 1024 for v in sent.values())  # the key and the signature fit an attribute each
+    make_checker(clock, Certs(issuer)).check(sent, "zen-4xa100-40gb-europe-west4-abcd", "europe-west4-a", PROJECT,
+                                             data=BODY)
 
 
 def test_a_token_valid_when_the_message_was_published_is_accepted_when_delivered_late(issuer, clock):
@@ -246,16 +261,73 @@ def test_a_token_valid_when_the_message_was_published_is_accepted_when_delivered
     proof = token(issuer, clock)
     clock.advance(3 * 3600)  # delivered three hours later, long after the token expired
     checker = make_checker(clock, Certs(issuer))
-    checker.check({ATTRIBUTE: proof}, VM, ZONE, PROJECT, published)
+    checker.check(proven(proof), VM, ZONE, PROJECT, published, data=BODY)
     with pytest.raises(Rejected, match="expired"):  # published now, with an old token: a replay
-        checker.check({ATTRIBUTE: proof}, VM, ZONE, PROJECT, clock())
+        checker.check(proven(proof), VM, ZONE, PROJECT, clock(), data=BODY)
 
 
 def test_an_unknown_key_on_a_token_older_than_the_certificates_is_refused_at_once(issuer, clock):
     """A token issued before the last fetch was signed by a key that fetch would have listed: refused,
     not retried (a 5xx on every delivery would dead-letter it)."""
     checker = make_checker(clock, Certs(issuer))
-    checker.check({ATTRIBUTE: token(issuer, clock)}, VM, ZONE, PROJECT)  # the certificates fetched now
+    checker.check(proven(token(issuer, clock)), VM, ZONE, PROJECT, data=BODY)  # the certificates fetched now
     old = token(TokenIssuer(), clock, iat=int(clock().timestamp()) - 600)
     with pytest.raises(Rejected, match="does not list"):
-        checker.check({ATTRIBUTE: old}, VM, ZONE, PROJECT)
+        checker.check(proven(old), VM, ZONE, PROJECT, data=BODY)
+
+
+def test_a_token_copied_onto_another_message_is_rejected(issuer, clock):
+    """The token alone was a bearer credential for its hour: copied from a heartbeat (the dead-letter
+    subscription keeps them) onto a report of the attacker's own, it spoke for the VM. Now the message
+    must be signed by the key the token binds, which never leaves the agent."""
+    checker = make_checker(clock, Certs(issuer))
+    sent = proven(token(issuer, clock), kind="job", vm=VM)
+    checker.check(sent, VM, ZONE, PROJECT, data=BODY)  # the VM's own message
+    forged_body = b'{"job_id": "job-1", "status": "SUCCEEDED", "seq": 3}'
+    with pytest.raises(Rejected, match="vm_sig does not verify with the key its vm_proof token binds: its body "
+                                       "or attributes are not what VM vm-a signed"):
+        checker.check(sent, VM, ZONE, PROJECT, data=forged_body)  # the captured proof, another body
+    with pytest.raises(Rejected, match="vm_sig does not verify"):  # the same body, other attributes
+        checker.check({**sent, "kind": "vm"}, VM, ZONE, PROJECT, data=BODY)
+    mine = MessageKey()  # the attacker's key, its own signature of its message, under the VM's token
+    with pytest.raises(Rejected, match="vm_sig does not verify"):
+        checker.check({**sent, **mine.attributes(joined_token(sent), forged_body, {"kind": "job", "vm": VM})},
+                      VM, ZONE, PROJECT, data=forged_body)
+    with pytest.raises(Rejected, match="vm_key is not the key its vm_proof token binds"):  # a checker not
+        make_checker(clock, Certs(issuer)).check(  # remembering the token reads the key from the message
+            {**sent, **mine.attributes(joined_token(sent), forged_body, {"kind": "job", "vm": VM})},
+            VM, ZONE, PROJECT, data=forged_body)
+
+
+def test_a_message_without_the_signature_or_key_is_rejected(issuer, clock):
+    checker = make_checker(clock, Certs(issuer))
+    sent = proven(token(issuer, clock))
+    unsigned = {k: v for k, v in sent.items() if k != SIGNATURE_ATTRIBUTE}
+    with pytest.raises(Rejected, match="carries no vm_sig attribute"):
+        checker.check(unsigned, VM, ZONE, PROJECT, data=BODY)
+    keyless = {k: v for k, v in sent.items() if k != KEY_ATTRIBUTE}
+    with pytest.raises(Rejected, match="carries no usable vm_key attribute"):
+        make_checker(clock, Certs(issuer)).check(keyless, VM, ZONE, PROJECT, data=BODY)
+    with pytest.raises(Rejected, match="vm_key is not a public key"):
+        make_checker(clock, Certs(issuer)).check({**sent, KEY_ATTRIBUTE: "bm90IGEga2V5"}, VM, ZONE, PROJECT,
+                                                 data=BODY)
+    with pytest.raises(Rejected, match="vm_sig does not verify"):
+        checker.check({**sent, SIGNATURE_ATTRIBUTE: "!!"}, VM, ZONE, PROJECT, data=BODY)
+
+
+def test_a_token_binding_no_key_is_rejected_saying_the_agent_is_too_old(issuer, clock):
+    """An agent older than signed heartbeats asks for the bare project audience: under required its
+    token proves nothing about the message, so it is refused with what to do."""
+    bare = issuer.token(vm=VM, zone=ZONE, project=PROJECT, audience=audience(PROJECT), now=clock().timestamp())
+    with pytest.raises(Rejected, match="binds no message key: the agent predates signed heartbeats"):
+        make_checker(clock, Certs(issuer)).check({ATTRIBUTE: bare, "kind": "job"}, VM, ZONE, PROJECT, data=BODY)
+
+
+def test_what_the_key_signs_leaves_out_the_proof_and_google_attributes_only():
+    from zen.vm_proof import signed_bytes
+
+    base = signed_bytes(BODY, {"kind": "job", "vm": VM})
+    assert signed_bytes(BODY, {"vm": VM, "kind": "job", ATTRIBUTE: "t", f"{ATTRIBUTE}_1": "u", KEY_ATTRIBUTE: "k",
+                               SIGNATURE_ATTRIBUTE: "s", "googclient_traceparent": "x"}) == base
+    assert signed_bytes(BODY, {"kind": "job", "vm": VM, "extra": ""}) != base
+    assert signed_bytes(BODY + b" ", {"kind": "job", "vm": VM}) != base

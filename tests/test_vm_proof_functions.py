@@ -15,7 +15,9 @@ from tests.test_heartbeat_seq import ms, rejections, vm_beat
 from tests.test_vm_proof import _CertsServer
 from zen.local.compute.issuer import TokenIssuer
 from zen.store import repository
-from zen.vm_proof import ATTRIBUTE, audience
+from zen.vm_proof import ATTRIBUTE, MessageKey, audience
+
+KEY = MessageKey()  # the agents' message key (one for the module: an RSA key takes a moment to make)
 
 # Instances of the cluster's MIG in us-central1, as GCE names them: a VM may claim only its cluster's jobs.
 VM_A, VM_B = "zen-4xa100-40gb-us-central1-a0a0", "zen-4xa100-40gb-us-central1-b0b0"
@@ -45,9 +47,17 @@ def zen(config, db, publisher, clock, certs, monkeypatch):
     zen.relay.marks.flush()
 
 
-def proof(issuer, clock, project, vm, zone="us-central1-a") -> dict[str, str]:
-    return {ATTRIBUTE: issuer.token(vm=vm, zone=zone, project=project, audience=audience(project),
-                                    now=clock().timestamp())}
+class proof:
+    """VM ``vm``'s agent: its token (bound to the agent's key) and its signature of each message it sends;
+    ``sign(payload)`` is what ``functions.heartbeat`` and ``functions.send`` take."""
+
+    def __init__(self, issuer, clock, project, vm, zone="us-central1-a"):
+        self.token = issuer.token(vm=vm, zone=zone, project=project, audience=audience(project, KEY.fingerprint),
+                                  now=clock().timestamp())
+
+    def __call__(self, payload: dict, **attributes: str) -> dict:
+        data = json.dumps(payload).encode()
+        return {"payload": data, "attributes": {**attributes, **KEY.attributes(self.token, data, attributes)}}
 
 
 def test_a_report_for_vm_a_with_vm_b_token_is_rejected_and_vm_a_own_applies(functions, zen, clock, issuer,
@@ -55,17 +65,17 @@ def test_a_report_for_vm_a_with_vm_b_token_is_rejected_and_vm_a_own_applies(func
     vm_a, vm_b = proof(issuer, clock, project, VM_A), proof(issuer, clock, project, VM_B)
     functions.submit(job_request("victim"))
     start = ms(clock)
-    functions.heartbeat(heartbeat("victim", "CLAIMED", start, vm=VM_A), attributes=vm_a)
-    functions.heartbeat(heartbeat("victim", "RUNNING", start + 1, vm=VM_A), attributes=vm_a)
+    functions.heartbeat(**vm_a(heartbeat("victim", "CLAIMED", start, vm=VM_A)))
+    functions.heartbeat(**vm_a(heartbeat("victim", "RUNNING", start + 1, vm=VM_A)))
     assert job(zen, "victim").status.value == "RUNNING"
 
     forged = heartbeat("victim", "SUCCEEDED", start + 2, vm=VM_A, exit_code=0)
-    assert functions.send("on_heartbeat", forged, attributes=vm_b).status_code == 200  # acked
+    assert functions.send("on_heartbeat", **vm_b(forged)).status_code == 200  # acked
     assert job(zen, "victim").status.value == "RUNNING"
     [reason] = rejections(zen)
     assert f"names VM '{VM_A}' but its vm_proof token is for VM '{VM_B}'" in reason
 
-    functions.heartbeat(heartbeat("victim", "SUCCEEDED", start + 3, vm=VM_A, exit_code=0), attributes=vm_a)
+    functions.heartbeat(**vm_a(heartbeat("victim", "SUCCEEDED", start + 3, vm=VM_A, exit_code=0)))
     assert job(zen, "victim").status.value == "SUCCEEDED"
 
 
@@ -87,11 +97,11 @@ def vm_names(zen) -> list[tuple[str, str, str]]:
 
 
 def test_a_vm_heartbeat_with_another_vm_token_is_rejected(functions, zen, clock, issuer, project):
-    functions.heartbeat(mig_beat("RETIRED", ms(clock), clock()), attributes=proof(issuer, clock, project, "vm-a"))
+    functions.heartbeat(**proof(issuer, clock, project, "vm-a")(mig_beat("RETIRED", ms(clock), clock())))
     assert vm_names(zen) == []
     [reason] = rejections(zen)
     assert f"names VM '{VM_B}' but its vm_proof token is for VM 'vm-a'" in reason
-    functions.heartbeat(mig_beat("IDLE", ms(clock) + 1, clock()), attributes=proof(issuer, clock, project, VM_B))
+    functions.heartbeat(**proof(issuer, clock, project, VM_B)(mig_beat("IDLE", ms(clock) + 1, clock())))
     assert vm_names(zen) == [(VM_B, "4xa100-40gb", "IDLE")]
 
 
@@ -102,12 +112,12 @@ def test_a_vm_reporting_for_a_cluster_not_its_own_is_rejected(functions, zen, cl
     for n, (vm, cluster) in enumerate([(VM_B, "8xa100-40gb"), ("vm-b", "4xa100-40gb"),
                                        ("zen-4xa100-40gb-us-central1-x-us-central1-b0b0", "4xa100-40gb")]):
         attributes = own if vm == VM_B else proof(issuer, clock, project, vm)
-        functions.heartbeat(mig_beat("IDLE", ms(clock) + n, clock(), vm, cluster), attributes=attributes)
+        functions.heartbeat(**attributes(mig_beat("IDLE", ms(clock) + n, clock(), vm, cluster)))
     assert vm_names(zen) == []
     reasons = rejections(zen)
     assert len(reasons) == 3 and all("a VM reports for its own cluster" in r for r in reasons), reasons
     assert "is not an instance of MIG zen-8xa100-40gb-us-central1, cluster 8xa100-40gb's" in reasons[0]
-    functions.heartbeat(mig_beat("IDLE", ms(clock) + 5, clock()), attributes=own)
+    functions.heartbeat(**own(mig_beat("IDLE", ms(clock) + 5, clock())))
     assert vm_names(zen) == [(VM_B, "4xa100-40gb", "IDLE")]
 
 
@@ -117,7 +127,7 @@ def test_a_claim_from_outside_the_region_it_names_is_rejected(functions, zen, cl
     job by naming europe-west4."""
     functions.submit(job_request("eu-only", regions=["europe-west4"]))
     lying = heartbeat("eu-only", "CLAIMED", ms(clock), vm="vm-a", region="europe-west4", zone="us-central1-a")
-    assert functions.send("on_heartbeat", lying, attributes=proof(issuer, clock, project, "vm-a")).status_code == 200
+    assert functions.send("on_heartbeat", **proof(issuer, clock, project, "vm-a")(lying)).status_code == 200
     assert job(zen, "eu-only").status.value == "QUEUED"
     [reason] = rejections(zen)
     assert "names region 'europe-west4' and zone 'us-central1-a', which is not in it" in reason
@@ -146,12 +156,12 @@ def test_a_vm_of_another_cluster_cannot_claim_a_job(functions, zen, clock, issue
     (another machine, and a VM not cleared for the tags the job's cluster has there)."""
     other = "zen-1xl4-us-central1-c0c0"
     functions.submit(job_request("mine"))
-    functions.heartbeat(heartbeat("mine", "CLAIMED", ms(clock), vm=other), attributes=proof(issuer, clock, project, other))
+    functions.heartbeat(**proof(issuer, clock, project, other)(heartbeat("mine", "CLAIMED", ms(clock), vm=other)))
     refused = job(zen, "mine")
     assert refused.status.value == "QUEUED" and refused.vm is None
     [reason] = rejections(zen)
     assert f"VM {other} is not an instance of cluster 4xa100-40gb's MIG in us-central1" in reason
-    functions.heartbeat(heartbeat("mine", "CLAIMED", ms(clock) + 1, vm=VM_A), attributes=proof(issuer, clock, project, VM_A))
+    functions.heartbeat(**proof(issuer, clock, project, VM_A)(heartbeat("mine", "CLAIMED", ms(clock) + 1, vm=VM_A)))
     assert job(zen, "mine").vm == VM_A
 
 
@@ -179,8 +189,8 @@ def test_a_foreign_vm_in_a_region_no_longer_cleared_leaves_the_job_as_it_was(con
     zen = Zen(with_region_tags(config, {"us-west1": ["hipaa"]}), db, publisher, clock)  # the tag moved
     regions = job(zen, "phi-x").regions
     other = "zen-1xl4-us-central1-c0c0"
-    FunctionsInvoker(zen).heartbeat(heartbeat("phi-x", "CLAIMED", ms(clock), vm=other, tags=["hipaa"]),
-                                    attributes=proof(issuer, clock, project, other))
+    FunctionsInvoker(zen).heartbeat(**proof(issuer, clock, project, other)(
+        heartbeat("phi-x", "CLAIMED", ms(clock), vm=other, tags=["hipaa"])))
     refused = job(zen, "phi-x")
     assert (refused.status.value, refused.vm, refused.regions) == ("QUEUED", None, regions)
     zen.relay.marks.flush()
@@ -194,3 +204,38 @@ def test_clusters_whose_vms_would_be_named_alike_are_refused(config):
     raw["clusters"].append({**first, "name": f"{first['name']}-us-central1"})  # its old VMs: zen-<it>-xxxx
     with pytest.raises(ValueError, match="would name VMs alike"):
         ZenConfig.model_validate(raw)
+
+
+def test_a_captured_proof_cannot_carry_another_message_and_the_captured_message_again_changes_nothing(
+        functions, zen, clock, issuer, project):
+    """Issue 34: a VM's token taken from one of its heartbeats (the dead-letter subscription keeps them)
+    spoke for that VM for the rest of its hour. Now each message is signed by the key the token binds:
+    the captured proof on a body of the attacker's is rejected (recorded, acked), and so is the token
+    alone; the captured message sent again whole is the report the VM already made, a no-op."""
+    vm_a = proof(issuer, clock, project, VM_A)
+    functions.submit(job_request("victim"))
+    start = ms(clock)
+    functions.heartbeat(**vm_a(heartbeat("victim", "CLAIMED", start, vm=VM_A)))
+    captured = vm_a(heartbeat("victim", "RUNNING", start + 1, vm=VM_A))
+    functions.heartbeat(**captured)
+    before = job(zen, "victim")
+    assert before.status.value == "RUNNING"
+
+    forged = json.dumps(heartbeat("victim", "SUCCEEDED", start + 2, vm=VM_A, exit_code=0)).encode()
+    assert functions.send("on_heartbeat", forged, attributes=captured["attributes"]).status_code == 200
+    token_only = {k: v for k, v in captured["attributes"].items() if k.startswith(ATTRIBUTE)}
+    assert functions.send("on_heartbeat", forged, attributes=token_only).status_code == 200
+    assert job(zen, "victim").status.value == "RUNNING"
+    signature, missing = rejections(zen)
+    assert f"vm_sig does not verify with the key its vm_proof token binds: its body or attributes are not what " \
+           f"VM {VM_A} signed" in signature
+    assert "carries no vm_sig attribute" in missing  # the token is remembered: its key is known
+
+    assert functions.send("on_heartbeat", message_id="replayed-1", **captured).status_code == 200
+    again = job(zen, "victim")
+    assert (again.status, again.last_seq, again.attempt) == (before.status, before.last_seq, before.attempt)
+    assert len(rejections(zen)) == 2  # a duplicate, not a refusal
+
+    functions.heartbeat(**vm_a(heartbeat("victim", "SUCCEEDED", start + 3, vm=VM_A, exit_code=0)))
+    assert job(zen, "victim").status.value == "SUCCEEDED"
+

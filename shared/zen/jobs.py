@@ -190,7 +190,7 @@ class JobService(TickSweeps, VmBeats):
                               self._config.limits.max_message_bytes, data)
             check_seq(message.seq, self._clock())
             self._proof.check(envelope.attributes, message.vm, message.zone, self._config.project,
-                              envelope.publish_time, message.region)
+                              envelope.publish_time, message.region, data=envelope.data)
         except Rejected as rejection:
             return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.message_ignored")
         if isinstance(message, VmHeartbeat):

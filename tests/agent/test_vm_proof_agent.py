@@ -1,6 +1,7 @@
 """The agent's side of ``zen.vm_proof``: it fetches its VM's identity token from the metadata server
-(for Zen's audience, ``format=full``), keeps it until shortly before it expires, and attaches it to
-every heartbeat it publishes as the attribute ``vm_proof``."""
+(for Zen's audience bound to the agent's own message key, ``format=full``), keeps it until shortly
+before it expires, and attaches it to every heartbeat it publishes as the attribute ``vm_proof``,
+with the key (``vm_key``) and the key's signature of that very heartbeat (``vm_sig``)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,19 @@ import pytest
 from tests.agent.fakes import FakeMetadata
 from zen.agent.identity import Identity, MetadataServer, ProofSource
 from zen.agent.transport import PubSubTransport, TransportError
+from zen.errors import Rejected
 from zen.local.compute.issuer import TokenIssuer
 from zen.models import AgentStatus, Heartbeat
-from zen.vm_proof import IDENTITY_PATH, audience, joined_token, unverified_claims
+from zen.vm_proof import (
+    IDENTITY_PATH, KEY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, MessageKey, ProofChecker, audience, joined_token,
+    token_attributes, unverified_claims,
+)
 
 PROJECT = "zen-agent-proof"
 IDENTITY = Identity(project=PROJECT, vm="vm-a", cluster="4xa100-40gb", region="us-central1",
                     zone="us-central1-a", from_environment=True)
 NOW = 1_800_000_000.0
+KEY = MessageKey()  # the agent's message key, given to its ProofSource (made once: RSA takes a moment)
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +36,7 @@ def issuer():
 @pytest.fixture
 def metadata(issuer):
     fake = FakeMetadata({IDENTITY_PATH: issuer.token(vm="vm-a", zone="us-central1-a", project=PROJECT,
-                                                     audience=audience(PROJECT), now=NOW)})
+                                                     audience=audience(PROJECT, KEY.fingerprint), now=NOW)})
     yield fake
     fake.close()
 
@@ -67,9 +73,9 @@ def beat(seq: int) -> Heartbeat:
                      status=AgentStatus.RUNNING, seq=seq, sent_at=datetime.now(timezone.utc))
 
 
-def test_every_heartbeat_carries_the_token_the_agent_fetched(config, metadata):
+def test_every_heartbeat_carries_the_token_the_agent_fetched(config, metadata, issuer):
     clients = RecordingClients()
-    source = ProofSource(MetadataServer(metadata.host), PROJECT, clock=lambda: NOW)
+    source = ProofSource(MetadataServer(metadata.host), PROJECT, clock=lambda: NOW, key=KEY)
     transport = PubSubTransport(config, IDENTITY, publisher=clients, subscriber=clients, proof=source)
     transport.publish(beat(1), budget_s=5)
     transport.publish(beat(2), budget_s=5)
@@ -77,10 +83,18 @@ def test_every_heartbeat_carries_the_token_the_agent_fetched(config, metadata):
     assert all(len(value.encode()) <= 1024 for _, _, attributes in clients.published for value in attributes.values())
     assert tokens == [metadata.values[IDENTITY_PATH]] * 2
     assert clients.published[0][2]["vm"] == "vm-a" and clients.published[0][2]["kind"] == "job"
-    # Asked once, for Zen's audience and the VM's claims.
+    # Asked once, for Zen's audience bound to the agent's key, and the VM's claims.
     assert metadata.requests == [f"/computeMetadata/v1/{IDENTITY_PATH}?audience=zen-heartbeats%3A{PROJECT}"
-                                 "&format=full"]
+                                 f"%3Akey%3A{KEY.fingerprint}&format=full"]
     assert unverified_claims(tokens[0])["google"]["compute_engine"]["instance_name"] == "vm-a"
+    # Each heartbeat is signed as published: Zen's checker takes it, and not its proof on the other's body.
+    checker = ProofChecker("required", "http://certs.invalid/", audience(PROJECT),
+                           lambda: datetime.fromtimestamp(NOW, timezone.utc), fetch=lambda _: (issuer.certs(), 3600))
+    (_, first, sent), (_, second, _) = clients.published
+    assert sent[KEY_ATTRIBUTE] == KEY.public and sent[SIGNATURE_ATTRIBUTE]
+    checker.check(sent, "vm-a", "us-central1-a", PROJECT, data=first)
+    with pytest.raises(Rejected, match="vm_sig does not verify"):
+        checker.check(sent, "vm-a", "us-central1-a", PROJECT, data=second)
 
 
 def test_the_token_is_refreshed_five_minutes_before_it_expires(metadata):
@@ -176,6 +190,9 @@ class _Shrinking:
 
     def next_fetch_in(self):
         return 0.0
+
+    def attributes(self, token, data, attributes):
+        return token_attributes(token)
 
 
 def test_each_try_sends_only_the_pieces_of_its_own_token(config):

@@ -1,6 +1,7 @@
 """The Compute stand-in as the issuer of its VMs' identity tokens (``zen.local.compute.issuer``): each
-booted VM's process gets ``ZEN_VM_PROOF_METADATA_HOST``, where it gets a token for itself that Zen's
-checker accepts against the stand-in's certificates; a VM that does not run gets none."""
+booted VM's process gets ``ZEN_VM_PROOF_METADATA_HOST``, where it gets a token for itself (bound to
+its agent's message key) that Zen's checker accepts, with the key's signature of a heartbeat, against
+the stand-in's certificates; a VM that does not run gets none."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from tests.local.test_compute_standin import BOOT_S, make_cloud  # noqa: F401 - the fixture
 from zen.agent.identity import Identity, IdentityError, MetadataServer, ProofSource
 from zen.errors import Rejected
-from zen.vm_proof import ATTRIBUTE, IDENTITY_PATH, ProofChecker, audience, identity_query, unverified_claims
+from zen.vm_proof import IDENTITY_PATH, ProofChecker, audience, identity_query, unverified_claims
 
 PROJECT = "test-proj"
 
@@ -32,11 +33,14 @@ def test_a_running_vm_gets_its_own_token_and_zen_accepts_it(make_cloud):
 
     identity = Identity(project=PROJECT, vm=name, cluster="4xa100", region="us-central1", zone=zone,
                         from_environment=True)
-    token = ProofSource.from_env({"ZEN_VM_PROOF_METADATA_HOST": host}, identity).token()
+    source = ProofSource.from_env({"ZEN_VM_PROOF_METADATA_HOST": host}, identity)
+    token = source.token()
     claims = unverified_claims(token)
-    assert claims["aud"] == audience(PROJECT)
+    assert claims["aud"].startswith(audience(PROJECT) + ":key:")
     assert claims["google"]["compute_engine"]["instance_name"] == name
     checker = ProofChecker("required", cloud.standin.certs_url, audience(PROJECT), lambda: datetime.now(timezone.utc))
-    checker.check({ATTRIBUTE: token}, name, zone, PROJECT)
+    data = b'{"vm": "%s", "state": "IDLE"}' % name.encode()
+    sent = source.attributes(token, data, {"kind": "vm", "vm": name})
+    checker.check({"kind": "vm", "vm": name, **sent}, name, zone, PROJECT, data=data)
     with pytest.raises(Rejected, match="a VM may only report for itself"):
-        checker.check({ATTRIBUTE: token}, "another-vm", zone, PROJECT)
+        checker.check({"kind": "vm", "vm": name, **sent}, "another-vm", zone, PROJECT, data=data)

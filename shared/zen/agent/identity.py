@@ -19,9 +19,11 @@ adapter elsewhere, e.g. at a fake in tests. Preemption: ``instance/preempted`` t
 shortly before a preempted VM is shut down; :func:`watch_preemption` long-polls it.
 
 Proof (``zen.vm_proof``): :class:`ProofSource` fetches the VM's Google-signed identity token
-(``instance/service-accounts/default/identity``), which the agent attaches to every heartbeat. It
-asks the metadata server of ``ZEN_VM_PROOF_METADATA_HOST`` when set (the local Compute stand-in
-gives each of its VMs one), else, on GCE (an identity not from the environment), the VM's own.
+(``instance/service-accounts/default/identity``) for an audience that binds the agent's own message
+key (``zen.vm_proof.MessageKey``, made at the first fetch, never stored), and with that key signs
+every heartbeat it attaches the token to (:meth:`ProofSource.attributes`). It asks the metadata
+server of ``ZEN_VM_PROOF_METADATA_HOST`` when set (the local Compute stand-in gives each of its VMs
+one), else, on GCE (an identity not from the environment), the VM's own.
 Whether Zen requires it (its ``vm_proof``) comes from ``ZEN_VM_PROOF``, else the template's instance
 attribute ``zen-vm-proof`` (terraform sets it from the same variable), else ``required``: a VM whose Zen
 requires tokens sends no heartbeat without one; one whose Zen runs ``off`` sends it bare rather than
@@ -40,7 +42,7 @@ from typing import Callable, Mapping
 
 from zen.config import TAG_PATTERN
 from zen.errors import ZenError
-from zen.vm_proof import IDENTITY_PATH, identity_query, unverified_claims
+from zen.vm_proof import IDENTITY_PATH, MessageKey, identity_query, unverified_claims
 
 log = logging.getLogger("zen.agent.identity")
 METADATA_HOST = "metadata.google.internal"
@@ -206,7 +208,8 @@ PROOF_MODE = "zen-vm-proof"  # the instance attribute: Zen's vm_proof (off / req
 
 
 class ProofSource:
-    """This VM's identity token for heartbeats (``zen.vm_proof``): fetched once, kept until
+    """This VM's identity token for heartbeats (``zen.vm_proof``), bound to this agent's message key
+    (made at the first fetch, or given): fetched once, kept until
     ``refresh_before_s`` before it expires (tokens last an hour). A fetch that fails is logged and
     not tried again for ``retry_pause_s``; meanwhile the token kept is used while it lasts, and with
     none no heartbeat goes (``PubSubTransport.publish`` retries within the report's budget): Zen would
@@ -214,10 +217,12 @@ class ProofSource:
     then a heartbeat goes without the token it could not get."""
 
     def __init__(self, metadata: MetadataServer, project: str, *, refresh_before_s: float = 300.0,
-                 retry_pause_s: float = 30.0, clock: Callable[[], float] = time.time, required: bool = True):
+                 retry_pause_s: float = 30.0, clock: Callable[[], float] = time.time, required: bool = True,
+                 key: MessageKey | None = None):
         self.required = required
         self._metadata = metadata
-        self._path = IDENTITY_PATH + identity_query(project)
+        self._project = project
+        self._key = key
         self._refresh_before_s = refresh_before_s
         self._retry_pause_s = retry_pause_s
         self._clock = clock
@@ -249,13 +254,21 @@ class ProofSource:
         with self._lock:
             return max(0.0, self._refresh_at - self._clock())
 
+    def attributes(self, token: str, data: bytes, attributes: Mapping[str, str]) -> dict[str, str]:
+        """What a heartbeat of body ``data`` and ``attributes`` carries as its proof: ``token`` (from
+        :meth:`token`, whose audience binds this agent's key), the key, and its signature."""
+        assert self._key is not None, "token() makes the key before it asks for a token"
+        return self._key.attributes(token, data, attributes)
+
     def token(self) -> str | None:
         with self._lock:
             now = self._clock()
             if now < self._refresh_at:
                 return self._token if self._token and now < self._expires_at else None
+            if self._key is None:
+                self._key = MessageKey()  # once per agent: every token it asks for binds this key
             try:
-                token = self._metadata.required(self._path)
+                token = self._metadata.required(IDENTITY_PATH + identity_query(self._project, self._key.fingerprint))
                 expires = float(unverified_claims(token)["exp"])
             except (IdentityError, ValueError, KeyError, TypeError) as exc:
                 log.warning("no VM identity token; heartbeats go without one for now",

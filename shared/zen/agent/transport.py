@@ -18,8 +18,9 @@
   (``ControlMessage``), it carries the starts offered to this VM alone (``zen.routing``), which the
   agent takes as it takes a pulled one (a ``StartDelivery`` with ``offer`` set);
 - publishing heartbeats, each with the VM's identity token in the attributes ``vm_proof``,
-  ``vm_proof_1``... (``zen.agent.identity.ProofSource``, ``zen.vm_proof.token_attributes``); a VM
-  that proves its heartbeats sends none without its token.
+  ``vm_proof_1``... and its signature by the key the token binds (``vm_key``, ``vm_sig``:
+  ``zen.agent.identity.ProofSource``, ``zen.vm_proof``); a VM that proves its heartbeats sends none
+  without its token.
 
 Transient errors (UNAVAILABLE, DEADLINE_EXCEEDED, ...) are retried with capped exponential backoff
 and jitter within a time budget; past it, or on a permanent error, ``TransportError`` is raised.
@@ -44,7 +45,6 @@ from zen.agent.identity import Identity, ProofSource
 from zen.config import ZenConfig
 from zen.errors import ZenError
 from zen.models import Message
-from zen.vm_proof import token_attributes
 
 log = logging.getLogger("zen.agent.transport")
 Result = TypeVar("Result")
@@ -295,7 +295,7 @@ class PubSubTransport:
             attributes = dict(base)  # afresh each try: a new token may come in fewer pieces
             if proof is not None:
                 if token := proof.token():
-                    attributes.update(token_attributes(token))
+                    attributes.update(proof.attributes(token, data, attributes))
                 elif proof.required:
                     raise ConnectionError("no VM identity token from the metadata server yet")
             return self._publisher.publish(self._heartbeats, data, **attributes).result(
