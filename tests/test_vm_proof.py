@@ -142,9 +142,16 @@ def test_off_mode_checks_nothing(issuer, clock):
     assert certs.calls == 0
 
 
-def test_the_mode_comes_from_the_environment_and_defaults_to_off(clock):
-    assert ProofChecker.from_env(PROJECT, clock, {}).mode == "off"
+def test_the_mode_comes_from_the_environment_and_defaults_to_required(clock, caplog):
+    """Fail closed: unset (or empty), heartbeats must prove their VM (it was off: a deployment that
+    forgot the variable believed any heartbeat); off is a choice, said loudly at start."""
+    for unset in ({}, {"ZEN_VM_PROOF": ""}):
+        assert ProofChecker.from_env(PROJECT, clock, unset).mode == "required"
     assert ProofChecker.from_env(PROJECT, clock, {"ZEN_VM_PROOF": "required"}).mode == "required"
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    assert ProofChecker.from_env(PROJECT, clock, {"ZEN_VM_PROOF": "OFF"}).mode == "off"
+    [warning] = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert "ZEN_VM_PROOF=off: heartbeats are believed without proof" in warning.getMessage()
     with pytest.raises(ConfigError, match="ZEN_VM_PROOF='maybe'"):
         ProofChecker.from_env(PROJECT, clock, {"ZEN_VM_PROOF": "maybe"})
 

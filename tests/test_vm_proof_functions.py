@@ -239,3 +239,22 @@ def test_a_captured_proof_cannot_carry_another_message_and_the_captured_message_
     functions.heartbeat(**vm_a(heartbeat("victim", "SUCCEEDED", start + 3, vm=VM_A, exit_code=0)))
     assert job(zen, "victim").status.value == "SUCCEEDED"
 
+
+def test_unset_zen_vm_proof_means_required(config, db, publisher, clock, issuer, certs, project, monkeypatch):
+    """Fail closed (issue 34): a deployment that does not set ZEN_VM_PROOF requires every heartbeat's proof
+    (it believed any heartbeat)."""
+    from zen.app import Zen
+    from zen.local.invoke import FunctionsInvoker
+
+    monkeypatch.delenv("ZEN_VM_PROOF", raising=False)
+    monkeypatch.setenv("ZEN_VM_PROOF_CERTS_URL", certs.url)
+    zen = Zen(config, db, publisher, clock)
+    functions = FunctionsInvoker(zen)
+    functions.submit(job_request("default"))
+    assert functions.send("on_heartbeat", heartbeat("default", "CLAIMED", ms(clock), vm=VM_A)).status_code == 200
+    assert job(zen, "default").status.value == "QUEUED"
+    [reason] = rejections(zen)
+    assert "carries no vm_proof attribute" in reason
+    functions.heartbeat(**proof(issuer, clock, project, VM_A)(heartbeat("default", "CLAIMED", ms(clock) + 1, vm=VM_A)))
+    assert job(zen, "default").vm == VM_A
+    zen.relay.marks.flush()
