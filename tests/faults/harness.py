@@ -97,6 +97,7 @@ class FaultStack:
             "ZEN_DATABASE_URL": f"postgresql://{self.target.user}@/zen?host={socket_dir}",
             "PUBSUB_EMULATOR_HOST": self.pubsub.address, "ZEN_PROJECT": self.project, "ZEN_SCALING": "off",
             "THREADS": str(self.threads), "ZEN_LOG_LEVEL": "ERROR",
+            "ZEN_VM_PROOF": "off",  # its heartbeats come from made-up VMs, without tokens (zen.vm_proof)
         }
         self.servers = {}
         for target in TARGETS:
