@@ -168,7 +168,6 @@ def test_a_vm_of_another_cluster_cannot_claim_a_job(functions, zen, clock, issue
 def test_an_instance_name_names_its_cluster_and_region(config):
     cluster = config.cluster("4xa100-40gb")
     assert cluster.has_instance(VM_A, "us-central1")
-    assert cluster.has_instance("zen-4xa100-40gb-a0a0", "us-central1")  # a MIG made before names had regions
     for other in ("zen-4xa100-40gb-us-west1-a0a0", "zen-8xa100-40gb-us-central1-a0a0", "vm-a",
                   "zen-4xa100-40gb-us-central1-", "zen-4xa100-40gb-us-central1-x-us-central1-a0a0"):
         assert not cluster.has_instance(other, "us-central1"), other
@@ -196,12 +195,43 @@ def test_a_foreign_vm_in_a_region_no_longer_cleared_leaves_the_job_as_it_was(con
     zen.relay.marks.flush()
 
 
+def test_a_legacy_vm_name_is_an_instance_only_in_the_regions_configured_for_it(config):
+    """A MIG made before VM names carried their region names them zen-<cluster>-xxxx in whatever region it
+    is: that name was taken as the cluster's in every region (issue 34: fail open). Now only in the
+    regions the cluster lists in legacy_vm_regions (none by default), where such a MIG is known to be."""
+    from zen.config import ConfigError, ZenConfig
+
+    legacy = "zen-4xa100-40gb-a0a0"
+    assert not any(config.cluster("4xa100-40gb").has_instance(legacy, r) for r in ("us-central1", "us-west1"))
+    raw = json.loads(config.model_dump_json())
+    cluster = next(c for c in raw["clusters"] if c["name"] == "4xa100-40gb")
+    cluster["legacy_vm_regions"] = ["us-central1"]
+    configured = ZenConfig.model_validate(raw).cluster("4xa100-40gb")
+    assert configured.has_instance(legacy, "us-central1") and configured.has_instance(VM_A, "us-central1")
+    assert not configured.has_instance(legacy, "us-west1")
+    cluster["legacy_vm_regions"] = ["mars-north1"]
+    with pytest.raises((ValueError, ConfigError), match="legacy_vm_regions names regions the cluster does not use"):
+        ZenConfig.model_validate(raw)
+
+
+def test_a_legacy_named_vm_claims_only_where_configured(functions, zen, clock, issuer, project):
+    """Through the functions, under required: a VM named zen-<cluster>-xxxx (its token proves that name)
+    may not claim the cluster's job unless its region is one of the cluster's legacy_vm_regions."""
+    legacy = "zen-4xa100-40gb-a0a0"
+    functions.submit(job_request("old-mig"))
+    functions.heartbeat(**proof(issuer, clock, project, legacy)(heartbeat("old-mig", "CLAIMED", ms(clock), vm=legacy)))
+    assert job(zen, "old-mig").status.value == "QUEUED"
+    [reason] = rejections(zen)
+    assert f"VM {legacy} is not an instance of cluster 4xa100-40gb's MIG in us-central1" in reason
+
+
 def test_clusters_whose_vms_would_be_named_alike_are_refused(config):
     from zen.config import ZenConfig
 
     raw = json.loads(config.model_dump_json())
     first = raw["clusters"][0]
-    raw["clusters"].append({**first, "name": f"{first['name']}-us-central1"})  # its old VMs: zen-<it>-xxxx
+    # its VMs of a MIG made before names had regions: zen-<first>-us-central1-xxxx, as <first>'s MIG's there
+    raw["clusters"].append({**first, "name": f"{first['name']}-us-central1", "legacy_vm_regions": ["us-central1"]})
     with pytest.raises(ValueError, match="would name VMs alike"):
         ZenConfig.model_validate(raw)
 

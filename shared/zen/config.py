@@ -72,6 +72,9 @@ class ClusterConfig(_Strict):
     min_vms: int = Field(default=0, ge=0, description="VMs kept even when idle")
     tags: list[str] = Field(default_factory=list, description="Execution groups of all its regions, e.g. [hipaa]")
     region_tags: dict[str, list[str]] = Field(default_factory=dict, description="Region -> its own extra tags")
+    # Regions whose MIG predates VM names with a region (base zen-<cluster>, kept by terraform): only there is a
+    # VM named zen-<cluster>-xxxx the cluster's (has_instance), not in any region as it was. None by default.
+    legacy_vm_regions: list[str] = Field(default_factory=list, description="Regions whose VMs are zen-<cluster>-xxxx")
     # Pull limits (zen.agent.limits): past either, in a trailing 24 h, a VM's agent takes no more jobs,
     # reports RETIRED and the scaling manager deletes the VM once it holds no job. None: no limit.
     max_jobs_per_vm_day: int | None = Field(default=None, ge=1, description="Attempts one VM runs in 24 h")
@@ -100,9 +103,9 @@ class ClusterConfig(_Strict):
     def _limits(self) -> "ClusterConfig":
         if self.min_vms > self.max_vms:
             raise ValueError(f"min_vms ({self.min_vms}) is above max_vms ({self.max_vms})")
-        outside = sorted(set(self.region_tags) - set(self.regions))
-        if outside:
-            raise ValueError(f"region_tags names regions the cluster does not use: {', '.join(outside)}")
+        for field, named in (("region_tags", self.region_tags), ("legacy_vm_regions", self.legacy_vm_regions)):
+            if outside := sorted(set(named) - set(self.regions)):
+                raise ValueError(f"{field} names regions the cluster does not use: {', '.join(outside)}")
         named = self.tags + [t for tags in self.region_tags.values() for t in tags]
         bad = sorted(t for t in named if not _NAME.match(t))
         if bad:
@@ -135,11 +138,11 @@ class ClusterConfig(_Strict):
         """Name of the regional MIG terraform creates for this cluster."""
         return f"zen-{self.name}-{region}"
 
-    def vm_bases(self, region: str) -> tuple[str, str]:
+    def vm_bases(self, region: str) -> tuple[str, ...]:
         """What GCE names this cluster's VMs in ``region`` after (``<base>-<4 of a-z0-9>``): the MIG's name
-        (terraform's base instance name), or ``zen-<cluster>`` for a MIG made before VMs were named after
-        their MIG (terraform keeps its base). No two clusters share a base (``ZenConfig``)."""
-        return self.mig_name(region), f"zen-{self.name}"
+        (terraform's base instance name), and ``zen-<cluster>`` only in ``legacy_vm_regions`` (a MIG made
+        before VMs were named after their MIG: terraform keeps its base). No two clusters share a base."""
+        return (self.mig_name(region),) + ((f"zen-{self.name}",) if region in self.legacy_vm_regions else ())
 
     def has_instance(self, vm: str, region: str) -> bool:
         """Whether ``vm`` is named as an instance of this cluster's MIG in ``region``. It trusts that only
