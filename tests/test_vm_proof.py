@@ -320,6 +320,9 @@ def test_a_message_without_the_signature_or_key_is_rejected(issuer, clock):
                                                  data=BODY)
     with pytest.raises(Rejected, match="vm_sig does not verify"):
         checker.check({**sent, SIGNATURE_ATTRIBUTE: "!!"}, VM, ZONE, PROJECT, data=BODY)
+    small = MessageKey(bits=1024)  # cheap to forge: a key's size and exponent are Zen's to choose
+    with pytest.raises(Rejected, match="vm_key is not an RSA key of 2048 to 4096 bits with exponent 3 or 65537"):
+        checker.check(proven(token(issuer, clock, key=small), key=small), VM, ZONE, PROJECT, data=BODY)
 
 
 def test_a_token_binding_no_key_is_rejected_saying_the_agent_is_too_old(issuer, clock):
