@@ -45,7 +45,7 @@ take from the system (the tests and the simulator move Zen's clock by hand). ``c
 
 from __future__ import annotations
 
-import base64
+import hmac
 import json
 import logging
 import os
@@ -53,27 +53,24 @@ import re
 import threading
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from zen.errors import ConfigError, Rejected, TransientError
+from zen.message_key import (  # noqa: F401 - the agent's half, also named here
+    ATTRIBUTE, IDENTITY_PATH, KEY_ATTRIBUTE, KEY_BITS, KEY_EXPONENTS, MAC_ATTRIBUTE, MAX_KEY_CHARS,
+    SEALED_KEY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, SIGNED_DOMAIN, MessageKey, audience, b64decode, b64encode,
+    identity_query, joined_token, key_fingerprint, mac, mac_key, oaep, rsa_scheme, signed_bytes, token_attributes,
+)
 from zen.text import escape_unstorable
 
 log = logging.getLogger("zen.vm_proof")
 
-ATTRIBUTE = "vm_proof"  # the Pub/Sub message attribute that carries the token
-KEY_ATTRIBUTE = "vm_key"  # the agent's message key (DER SubjectPublicKeyInfo, base64url)
-SIGNATURE_ATTRIBUTE = "vm_sig"  # that key's signature of the message (signed_bytes), base64url
-SIGNED_DOMAIN = b"zen-heartbeat/1\n"  # what a message key's signature is for, first in what it signs
-KEY_BITS = 2048  # a message key's size; Zen takes 2048 to 4096 (a bigger key costs Zen more per message)
-KEY_EXPONENTS = (3, 65537)  # the public exponents Zen takes (the agent's: 3, the cheapest to verify)
-MAX_KEY_CHARS = 1000  # a 4096-bit key's DER is 550 bytes (736 characters); one attribute holds 1,024
 MODES = ("off", "required")
 GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
 ISSUERS = ("https://accounts.google.com", "accounts.google.com")
-IDENTITY_PATH = "instance/service-accounts/default/identity"  # under computeMetadata/v1/
 CLOCK_SKEW_S = 60  # how far a token's iat may be ahead of Zen's clock, and its exp behind it
 REFETCH_PAUSE_S = 60.0  # an unknown key id refetches the certificates at most this often
 DEFAULT_MAX_AGE_S = 3600.0  # the certificates' lifetime when the answer does not say
@@ -83,86 +80,6 @@ Fetch = Callable[[str], tuple[dict[str, str], float]]  # url -> ({kid: PEM}, max
 
 
 MAX_TOKEN_CHARS = 4096  # a real token is ~1,050-1,100; anything far longer is refused undecoded
-PIECE_CHARS = 1000  # Pub/Sub caps an attribute's value at 1,024 bytes; a real token is ~1,050-1,100
-
-
-def token_attributes(token: str) -> dict[str, str]:
-    """The token as message attributes: ``vm_proof``, then ``vm_proof_1``, ``vm_proof_2``... of at most
-    ``PIECE_CHARS`` each (a JWT is ASCII). A ``format=full`` token with the instance's email and ids
-    outgrows one attribute, and Pub/Sub refuses the whole message (InvalidArgument) rather than cut it."""
-    pieces = [token[i:i + PIECE_CHARS] for i in range(0, len(token), PIECE_CHARS)] or [""]
-    return {ATTRIBUTE if n == 0 else f"{ATTRIBUTE}_{n}": piece for n, piece in enumerate(pieces)}
-
-
-def joined_token(attributes: Mapping[str, str]) -> str | None:
-    """The token :func:`token_attributes` cut into pieces, whole again; None when there is none."""
-    first = attributes.get(ATTRIBUTE)
-    if not first:
-        return None
-    pieces, n = [first], 1
-    while (piece := attributes.get(f"{ATTRIBUTE}_{n}")) is not None and n < 16:
-        pieces.append(piece)
-        n += 1
-    return "".join(pieces)
-
-
-def audience(project: str, fingerprint: str | None = None) -> str:
-    """The audience agents ask their token for: one per project, so a token made for anything else
-    (or another Zen) is refused; with ``fingerprint`` (:attr:`MessageKey.fingerprint`), bound to the
-    one key whose signatures it vouches for, as Zen requires."""
-    return f"zen-heartbeats:{project}" + (f":key:{fingerprint}" if fingerprint else "")
-
-
-def identity_query(project: str, fingerprint: str | None = None) -> str:
-    """The metadata server's query for this project's token (``format=full``: the VM's claims)."""
-    return f"?audience={urllib.parse.quote(audience(project, fingerprint), safe='')}&format=full"
-
-
-def _unsigned(name: str) -> bool:
-    """Attributes a message key's signature does not cover: the proof itself, and what Google's
-    clients may add (``goog`` is reserved to Google); Zen reads none of them as the message."""
-    return name.startswith((ATTRIBUTE, "goog")) or name in (KEY_ATTRIBUTE, SIGNATURE_ATTRIBUTE)
-
-
-def signed_bytes(data: bytes, attributes: Mapping[str, str]) -> bytes:
-    """What a message key signs of a heartbeat: :data:`SIGNED_DOMAIN`, its other attributes (sorted,
-    as one JSON line) and its body, byte for byte as published."""
-    kept = sorted((name, value) for name, value in attributes.items() if not _unsigned(name))
-    return SIGNED_DOMAIN + json.dumps(kept, separators=(",", ":")).encode() + b"\n" + data
-
-
-def _b64encode(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-def key_fingerprint(public: str) -> str:
-    """The fingerprint of a ``vm_key`` value: SHA-256 of its DER bytes, base64url (43 characters)."""
-    import hashlib
-
-    return _b64encode(hashlib.sha256(_b64(public)).digest())
-
-
-class MessageKey:
-    """An agent's own key for its heartbeats (module docstring): made when the agent starts, kept only
-    in its memory. :meth:`attributes` are what a heartbeat carries besides its own."""
-
-    def __init__(self, bits: int = KEY_BITS):
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.asymmetric import rsa
-
-        self._key = rsa.generate_private_key(public_exponent=KEY_EXPONENTS[0], key_size=bits)
-        self.public = _b64encode(self._key.public_key().public_bytes(
-            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo))
-        self.fingerprint = key_fingerprint(self.public)
-
-    def sign(self, data: bytes, attributes: Mapping[str, str]) -> str:
-        pad, hashing, _ = _rsa_scheme()
-        return _b64encode(self._key.sign(signed_bytes(data, attributes), pad, hashing))
-
-    def attributes(self, token: str, data: bytes, attributes: Mapping[str, str]) -> dict[str, str]:
-        """The token (in pieces), this key and its signature of ``data`` with ``attributes``."""
-        return {**token_attributes(token), KEY_ATTRIBUTE: self.public,
-                SIGNATURE_ATTRIBUTE: self.sign(data, attributes)}
 
 
 def unverified_claims(token: str) -> dict[str, Any]:
@@ -170,49 +87,50 @@ def unverified_claims(token: str) -> dict[str, Any]:
     return _decode(token)[1]
 
 
-def _b64(part: str) -> bytes:
-    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
-
-
 def _decode(token: str) -> tuple[dict[str, Any], dict[str, Any], bytes, bytes]:
     parts = token.split(".")
     if len(parts) != 3:
         raise ValueError("not a JWT (three dot-separated parts)")
-    header, claims = (json.loads(_b64(p)) for p in parts[:2])
+    header, claims = (json.loads(b64decode(p)) for p in parts[:2])
     if not isinstance(header, dict) or not isinstance(claims, dict):
         raise ValueError("a JWT's header and claims are JSON objects")
-    return header, claims, f"{parts[0]}.{parts[1]}".encode("ascii"), _b64(parts[2])
+    return header, claims, f"{parts[0]}.{parts[1]}".encode("ascii"), b64decode(parts[2])
 
 
-_scheme: tuple[Any, Any, type[Exception]] | None = None  # (PSS padding, hash, InvalidSignature), made once
+@dataclass
+class Proven:
+    """A verified token (remembered until it expires): its claims, the message key its audience binds
+    (and that key's fingerprint), and the VM's MAC keys under Zen's secrets (derived when first needed)."""
 
-
-def _rsa_scheme() -> tuple[Any, Any, type[Exception]]:
-    global _scheme
-    if _scheme is None:
-        from cryptography.exceptions import InvalidSignature
-        from cryptography.hazmat.primitives import hashes
-        from cryptography.hazmat.primitives.asymmetric import padding
-
-        _scheme = (padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=padding.PSS.DIGEST_LENGTH),
-                   hashes.SHA256(), InvalidSignature)
-    return _scheme
+    claims: dict[str, Any]
+    key: Any
+    fingerprint: str
+    mac_keys: list[bytes] | None = field(default=None, repr=False)
 
 
 def _check_signature(key: Any, data: bytes, attributes: Mapping[str, str], vm: str) -> None:
     """Raise ``Rejected`` unless ``key`` (a token's bound key) signed this message (``vm_sig``)."""
-    pad, hashing, invalid = _rsa_scheme()
+    pad, hashing, invalid = rsa_scheme()
     signature = attributes.get(SIGNATURE_ATTRIBUTE)
     if not signature:
         raise Rejected(f"the heartbeat carries no {SIGNATURE_ATTRIBUTE} attribute (its signature by the key its "
-                       f"{ATTRIBUTE} token binds): a token copied onto another message, or an agent that "
-                       "predates signed heartbeats")
+                       f"{ATTRIBUTE} token binds) and no {MAC_ATTRIBUTE}: a token copied onto another message, "
+                       "or an agent that predates signed heartbeats")
     try:
-        key.verify(_b64(signature[:MAX_KEY_CHARS]), signed_bytes(data, attributes), pad, hashing)
+        key.verify(b64decode(signature[:MAX_KEY_CHARS]), signed_bytes(data, attributes), pad, hashing)
     except (invalid, ValueError):
         raise Rejected(f"the heartbeat's {SIGNATURE_ATTRIBUTE} does not verify with the key its {ATTRIBUTE} "
                        f"token binds: its body or attributes are not what VM {escape_unstorable(vm, 200)} "
                        "signed (a token copied onto another message?)") from None
+
+
+def secrets_from(value: str | None) -> tuple[bytes, ...]:
+    """``ZEN_PROOF_SECRET``: one secret, or several separated by commas (the first makes the MAC keys Zen
+    gives; all are accepted: a rotation puts the new one first and drops the old one a day later)."""
+    secrets = tuple(s.strip().encode() for s in (value or "").split(",") if s.strip())
+    if any(len(s) < 32 for s in secrets):
+        raise ConfigError("ZEN_PROOF_SECRET: each secret is at least 32 characters (random)")
+    return secrets
 
 
 def fetch_certs(url: str, timeout_s: float = 10.0) -> tuple[dict[str, str], float]:
@@ -234,7 +152,7 @@ class ProofChecker:
 
     def __init__(self, mode: str, certs_url: str = GOOGLE_CERTS_URL, audience: str = "",
                  clock: Callable[[], datetime] | None = None, fetch: Fetch = fetch_certs,
-                 monotonic: Callable[[], float] = time.monotonic):
+                 monotonic: Callable[[], float] = time.monotonic, secrets: tuple[bytes, ...] = ()):
         if mode not in MODES:
             raise ConfigError(f"ZEN_VM_PROOF={mode!r}: use one of {', '.join(MODES)}")
         self.mode = mode
@@ -243,11 +161,12 @@ class ProofChecker:
         self._clock = clock
         self._fetch = fetch
         self._monotonic = monotonic
+        self.secrets = secrets  # Zen's MAC key secrets (ZEN_PROOF_SECRET); none: messages are signed only
         self._lock = threading.Lock()
         self._certs: dict[str, str] = {}
         self._certs_until = float("-inf")  # monotonic time the certificates are good until
         self._fetched_at = float("-inf")
-        self._verified: dict[str, tuple[dict[str, Any], Any]] = {}  # token -> (its claims, its key), until exp
+        self._verified: dict[str, Proven] = {}  # token -> its claims and key, until exp
         self.verifications = 0  # signatures checked (tests: a remembered token is not checked again)
 
     @classmethod
@@ -256,7 +175,8 @@ class ProofChecker:
         """``ZEN_VM_PROOF``, ``required`` when unset or empty: ``off`` is a choice made explicitly, and
         said loudly once per instance, since it lets anyone who may publish heartbeats speak for any VM."""
         checker = cls((env.get("ZEN_VM_PROOF") or "required").strip().lower(),
-                      env.get("ZEN_VM_PROOF_CERTS_URL") or GOOGLE_CERTS_URL, audience(project), clock)
+                      env.get("ZEN_VM_PROOF_CERTS_URL") or GOOGLE_CERTS_URL, audience(project), clock,
+                      secrets=secrets_from(env.get("ZEN_PROOF_SECRET")))
         if checker.mode == "off":
             log.warning("ZEN_VM_PROOF=off: heartbeats are believed without proof of their VM; anyone who "
                         "may publish on the heartbeats topic can report for any VM. Set ZEN_VM_PROOF=required "
@@ -269,7 +189,7 @@ class ProofChecker:
         return self.mode == "required"
 
     def check(self, attributes: Mapping[str, str], vm: str, zone: str, project: str,
-              published_at: datetime | None = None, region: str | None = None, *, data: bytes) -> None:
+              published_at: datetime | None = None, region: str | None = None, *, data: bytes) -> Proven | None:
         """Raise ``Rejected`` unless the message's token proves it comes from ``vm`` in ``zone`` of
         ``project`` (mode ``required``), the key its token binds signed this very message (``data``, its
         body, with ``attributes``), and ``zone`` is in ``region`` (given: the heartbeat's; a claim's
@@ -279,9 +199,12 @@ class ProofChecker:
         The token must have been valid when the message was published (``published_at``, set by
         Pub/Sub, which no sender can forge), not when it is delivered: a heartbeat held back by an
         outage of Zen's (Pub/Sub redelivering for up to an hour and more) keeps its proof, and a final
-        report is not dropped for a token that expired in the queue."""
+        report is not dropped for a token that expired in the queue.
+
+        The message is vouched for by its ``vm_mac`` (HMAC-SHA256 under the VM's MAC key, :meth:`seal`)
+        when it has one, else by its ``vm_sig``. Returns the verified token (None: mode ``off``)."""
         if self.mode == "off":
-            return
+            return None
         token = joined_token(attributes)
         if not token:
             raise Rejected(f"the heartbeat carries no {ATTRIBUTE} attribute (the identity token of VM {vm}); "
@@ -293,22 +216,46 @@ class ProofChecker:
         now = self._clock().timestamp()
         if published_at is not None and published_at.tzinfo is not None:
             now = min(now, published_at.timestamp())
-        verified = self._verified.get(token)
-        if verified is None or verified[0]["exp"] <= now - CLOCK_SKEW_S:
-            verified = self._verify(token, now, attributes)
-        claims, key = verified
-        compute = (claims.get("google") or {}).get("compute_engine") or {}
+        proven = self._verified.get(token)
+        if proven is None or proven.claims["exp"] <= now - CLOCK_SKEW_S:
+            proven = self._verify(token, now, attributes)
+        compute = (proven.claims.get("google") or {}).get("compute_engine") or {}
         named = {"VM": vm, "zone": zone, "project": project}
-        proven = {"VM": compute.get("instance_name"), "zone": compute.get("zone"),
-                  "project": compute.get("project_id")}
+        token_names = {"VM": compute.get("instance_name"), "zone": compute.get("zone"),
+                       "project": compute.get("project_id")}
         for what, value in named.items():
-            if proven[what] != value:
+            if token_names[what] != value:
                 raise Rejected(f"the heartbeat names {what} {escape_unstorable(str(value), 200)!r} but its "
-                               f"{ATTRIBUTE} token is for {what} {escape_unstorable(str(proven[what]), 200)!r}: "
+                               f"{ATTRIBUTE} token is for {what} {escape_unstorable(str(token_names[what]), 200)!r}: "
                                "a VM may only report for itself")
-        _check_signature(key, data, attributes, vm)
+        tag = attributes.get(MAC_ATTRIBUTE)
+        if tag is None:
+            _check_signature(proven.key, data, attributes, vm)
+            return proven
+        for key in self._mac_keys(proven, vm, project):
+            if hmac.compare_digest(mac(key, data, attributes).encode(), tag.encode()):
+                return proven
+        raise Rejected(f"the heartbeat's {MAC_ATTRIBUTE} is not the MAC of its body and attributes under VM "
+                       f"{escape_unstorable(vm, 200)}'s MAC key for the key its {ATTRIBUTE} token binds "
+                       "(a token copied onto another message?)")
 
-    def _verify(self, token: str, now: float, attributes: Mapping[str, str]) -> tuple[dict[str, Any], Any]:
+    def _mac_keys(self, proven: Proven, vm: str, project: str) -> list[bytes]:
+        """The VM's MAC keys for the token's key, one per secret (the first is the one :meth:`seal` gives)."""
+        if not self.secrets:
+            raise Rejected(f"the heartbeat carries a {MAC_ATTRIBUTE}, but this Zen has no ZEN_PROOF_SECRET and "
+                           "gives no MAC keys: it takes signed messages only")
+        if proven.mac_keys is None:  # the token names vm in project: checked before this
+            proven.mac_keys = [mac_key(secret, project, vm, proven.fingerprint) for secret in self.secrets]
+        return proven.mac_keys
+
+    def seal(self, proven: Proven | None, vm: str, project: str) -> str | None:
+        """VM ``vm``'s MAC key for the key of ``proven`` (its message's verified token), encrypted to that
+        key (RSA-OAEP SHA-256), for the CONFIRM that answers its claim; None without ZEN_PROOF_SECRET."""
+        if proven is None or not self.secrets:
+            return None
+        return b64encode(proven.key.encrypt(self._mac_keys(proven, vm, project)[0], oaep()))
+
+    def _verify(self, token: str, now: float, attributes: Mapping[str, str]) -> Proven:
         from google.auth import crypt  # the adapter library, only where tokens are checked
 
         if len(token) > MAX_TOKEN_CHARS:
@@ -335,7 +282,7 @@ class ProofChecker:
                            "identity token")
         if claims.get("iss") not in ISSUERS:
             raise Rejected(f"the {ATTRIBUTE} token's issuer {str(claims.get('iss'))[:100]!r} is not Google's")
-        key = self._bound_key(claims.get("aud"), attributes)
+        key, fingerprint = self._bound_key(claims.get("aud"), attributes)
         exp, iat = claims.get("exp"), claims.get("iat", 0)
         if not isinstance(exp, (int, float)) or not isinstance(iat, (int, float)):
             raise Rejected(f"the {ATTRIBUTE} token has no numeric exp and iat")
@@ -346,13 +293,13 @@ class ProofChecker:
             raise Rejected(f"the {ATTRIBUTE} token was issued {iat - now:.0f} s in the future")
         with self._lock:
             if len(self._verified) >= MAX_REMEMBERED:
-                self._verified = {t: c for t, c in self._verified.items() if c["exp"] > now}
+                self._verified = {t: p for t, p in self._verified.items() if p.claims["exp"] > now}
                 if len(self._verified) >= MAX_REMEMBERED:
                     self._verified.clear()
-            self._verified[token] = (claims, key)
-        return claims, key
+            proven = self._verified[token] = Proven(claims, key, fingerprint)
+        return proven
 
-    def _bound_key(self, aud: Any, attributes: Mapping[str, str]) -> Any:
+    def _bound_key(self, aud: Any, attributes: Mapping[str, str]) -> tuple[Any, str]:
         """The message key the token's audience binds (module docstring), from the ``vm_key`` attribute."""
         from cryptography.exceptions import UnsupportedAlgorithm
         from cryptography.hazmat.primitives.asymmetric import rsa
@@ -372,7 +319,7 @@ class ProofChecker:
                            "token binds, which signs the message)")
         try:
             fingerprint = key_fingerprint(public)
-            key = load_der_public_key(_b64(public))
+            key = load_der_public_key(b64decode(public))
         except (ValueError, TypeError, UnsupportedAlgorithm):
             raise Rejected(f"the heartbeat's {KEY_ATTRIBUTE} is not a public key") from None
         if fingerprint != aud[len(prefix):]:
@@ -382,7 +329,7 @@ class ProofChecker:
                 or key.public_numbers().e not in KEY_EXPONENTS):  # a costlier key would cost Zen each message
             raise Rejected(f"the heartbeat's {KEY_ATTRIBUTE} is not an RSA key of 2048 to 4096 bits with "
                            f"exponent {' or '.join(map(str, KEY_EXPONENTS))}")
-        return key
+        return key, fingerprint
 
     def _cert(self, kid: str) -> tuple[str | None, bool]:
         """The key's certificate, and whether the certificates were fetched for this answer."""
