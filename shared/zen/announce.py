@@ -10,6 +10,7 @@ from typing import Any
 
 from zen import lifecycle
 from zen.config import ZenConfig
+from zen.message_key import SEALED_KEY_ATTRIBUTE
 from zen.messaging import OutgoingMessage, outgoing
 from zen.models import START_OFFER, ControlAction, ControlMessage, Heartbeat, Job, JobEvent, JobStatus, StartMessage
 
@@ -86,14 +87,15 @@ class Announcements:
         return outgoing(self._topics.job_events, event, {"type": event_type, **({"job_id": job_id} if job_id else {})})
 
     def control(self, control: ControlMessage, answering: Heartbeat | None = None,
-                stop_left_s: float | None = None, refused: str | None = None) -> OutgoingMessage:
+                stop_left_s: float | None = None, refused: str | None = None, seal=None) -> OutgoingMessage:
         """An order to one VM. One that answers a report of that VM about the same attempt carries the
         report's ``seq`` in the attribute ``answers`` (an attribute, so older agents, which refuse
         unknown fields in the payload, still read it): an agent claiming an attempt again takes only
         the answers to its new claim, never a late one to a claim it gave up (``zen.agent.agent``).
         A STOP of the job's current attempt while it is STOPPING carries ``answer_within_s``, the
         seconds left before Zen ends the job without the VM's report (``lifecycle.stop_left_s``).
-        A RELEASE that refuses that report's claim carries its cause in ``refused`` (``zen.claims``)."""
+        A RELEASE that refuses that report's claim carries its cause in ``refused`` (``zen.claims``); a
+        CONFIRM of it, the VM's MAC key encrypted to its message key (``seal()``: ``zen.message_key``)."""
         attributes = {"vm": control.vm, "job_id": control.job_id, "attempt": str(control.attempt),
                       "action": control.action.value}
         if stop_left_s is not None and control.action is ControlAction.STOP:
@@ -103,6 +105,8 @@ class Announcements:
             attributes["answers"] = str(answering.seq)
             if refused is not None and control.action is ControlAction.RELEASE:
                 attributes["refused"] = refused
+            if seal is not None and control.action is ControlAction.CONFIRM and (sealed := seal()):
+                attributes[SEALED_KEY_ATTRIBUTE] = sealed
         return outgoing(self._topics.vm_control, control, attributes)
 
     def start(self, job: Job) -> list[OutgoingMessage]:

@@ -189,8 +189,8 @@ class JobService(TickSweeps, VmBeats):
             message = decode_payload(envelope, VmHeartbeat if is_vm else Heartbeat,
                               self._config.limits.max_message_bytes, data)
             check_seq(message.seq, self._clock())
-            self._proof.check(envelope.attributes, message.vm, message.zone, self._config.project,
-                              envelope.publish_time, message.region, data=envelope.data)
+            proven = self._proof.check(envelope.attributes, message.vm, message.zone, self._config.project,
+                                       envelope.publish_time, message.region, data=envelope.data)
         except Rejected as rejection:
             return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.message_ignored")
         if isinstance(message, VmHeartbeat):
@@ -203,6 +203,7 @@ class JobService(TickSweeps, VmBeats):
                     return Outcome("applied", message.job_id)
         return self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
                             lambda job, now: lifecycle.decide_heartbeat(job, message, now), answering=message,
+                            seal=lambda: self._proof.seal(proven, message.vm, self._config.project),
                             guard=lambda session, job: (refuse_claim(session, self._config, job, message, self._clock(),
                                                                      self._proof.names_proven)
                                                         or late_final(session, job, message, self._clock())))
@@ -239,7 +240,7 @@ class JobService(TickSweeps, VmBeats):
                 decide: Callable[[Job, Any], Decision],
                 on_unknown: Callable[[Session, Any], str] | None = None,
                 guard: Callable[[Session, Job], Decision | None] | None = None,
-                answering: Heartbeat | None = None) -> Outcome:
+                answering: Heartbeat | None = None, seal: Callable[[], str | None] | None = None) -> Outcome:
         now = self._clock()
         note = None
         with self._db.transaction() as session:
@@ -249,10 +250,9 @@ class JobService(TickSweeps, VmBeats):
                 note = on_unknown(session, now) if on_unknown else None
             else:
                 decision = (guard(session, job) if guard else None) or decide(job, now)
-                forbidden = self._forbidden(job, decision)
-                if forbidden:
+                if forbidden := self._forbidden(job, decision):
                     decision = Decision(ignored=forbidden)
-                ids = self._apply(session, job, decision, actor=actor, now=now, answering=answering)
+                ids = self._apply(session, job, decision, actor=actor, now=now, answering=answering, seal=seal)
         # A VM's refused report about one attempt is one row however often it comes (zen.store.rejections).
         key = (lambda cause: rejections.repeat_key(answering.vm, job_id, answering.attempt, cause[:200])
                if answering is not None else None)
@@ -274,9 +274,9 @@ class JobService(TickSweeps, VmBeats):
         return f"transition {bad[0].value} -> {bad[1].value} is not allowed" if bad else None
 
     def _apply(self, session: Session, job: Job, decision: Decision, *, actor: str, now,
-               admit: bool = True, answering: Heartbeat | None = None) -> list[Enqueued]:
-        """Write a decision: the row, one history row and event per change, controls (those to the VM
-        that sent ``answering`` about its attempt say which report they answer), start message."""
+               admit: bool = True, answering: Heartbeat | None = None, seal=None) -> list[Enqueued]:
+        """Write a decision: the row, one history row and event per change, controls (those to the VM that
+        sent ``answering`` about its attempt say which report they answer, a CONFIRM its ``seal()``), start."""
         if not decision.changes_job and not decision.controls and not decision.publish_start:
             return []
         status = decision.changes[-1].to if decision.changes else job.status
@@ -305,7 +305,7 @@ class JobService(TickSweeps, VmBeats):
             messages += events
         left = lifecycle.stop_left_s(after, now, self._config.deadlines)
         messages += [self._announce.control(c, answering, left if (c.vm, c.attempt) == (after.vm, after.attempt)
-                                            else None, refused=decision.refused) for c in decision.controls]
+                                            else None, refused=decision.refused, seal=seal) for c in decision.controls]
         if decision.publish_start:
             messages += self._announce.start(after)
         ids = enqueue(session, messages, now)
