@@ -129,6 +129,9 @@ class FakeTransport:
         self.published.append(message)
         self.controls.extend(self.answer(message))
 
+    def learn_mac_key(self, sealed: str) -> None:
+        self.calls.append(("learn_mac_key", sealed))
+
     def close(self, **options) -> None:
         self.closed_with = options  # {}: the agent asks for nothing more (it never deletes its subscription)
 

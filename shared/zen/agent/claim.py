@@ -20,6 +20,7 @@ from zen.agent.attempt import FINAL_BUDGET_S, SHUTDOWN_BUDGET_S, SLICE_S
 from zen.agent.backoff import DRAINING
 from zen.agent.reports import AttemptReport
 from zen.agent.transport import StartDelivery
+from zen.message_key import SEALED_KEY_ATTRIBUTE
 from zen.models import AgentStatus, ControlAction
 
 
@@ -65,6 +66,8 @@ class Claims:
                         **fields, "action": order.action.value, "answers": late, "claim_seq": first_seq})
                     continue
                 if order.action is ControlAction.CONFIRM:
+                    if sealed := control.attributes.get(SEALED_KEY_ATTRIBUTE):  # this VM's MAC key (zen.message_key)
+                        self.transport.learn_mac_key(sealed)
                     self.backoff.confirmed()
                     self.log.info("claim confirmed", extra=fields)
                     self._quietly(self.transport.ack, delivery, "ack")

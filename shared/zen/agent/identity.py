@@ -21,7 +21,9 @@ shortly before a preempted VM is shut down; :func:`watch_preemption` long-polls 
 Proof (``zen.vm_proof``): :class:`ProofSource` fetches the VM's Google-signed identity token
 (``instance/service-accounts/default/identity``) for an audience that binds the agent's own message
 key (``zen.vm_proof.MessageKey``, made at the first fetch, never stored), and with that key signs
-every heartbeat it attaches the token to (:meth:`ProofSource.attributes`). It asks the metadata
+every heartbeat it attaches the token to (:meth:`ProofSource.attributes`), or, once Zen's CONFIRM
+gave it the VM's MAC key (:meth:`ProofSource.learn`, ``zen.message_key``), authenticates it with
+HMAC-SHA256 under that key instead (cheaper for Zen to check). It asks the metadata
 server of ``ZEN_VM_PROOF_METADATA_HOST`` when set (the local Compute stand-in gives each of its VMs
 one), else, on GCE (an identity not from the environment), the VM's own.
 Whether Zen requires it (its ``vm_proof``) comes from ``ZEN_VM_PROOF``, else the template's instance
@@ -42,7 +44,8 @@ from typing import Callable, Mapping
 
 from zen.config import TAG_PATTERN
 from zen.errors import ZenError
-from zen.vm_proof import IDENTITY_PATH, MessageKey, identity_query, unverified_claims
+from zen.message_key import IDENTITY_PATH, MessageKey, identity_query
+from zen.vm_proof import unverified_claims
 
 log = logging.getLogger("zen.agent.identity")
 METADATA_HOST = "metadata.google.internal"
@@ -256,9 +259,15 @@ class ProofSource:
 
     def attributes(self, token: str, data: bytes, attributes: Mapping[str, str]) -> dict[str, str]:
         """What a heartbeat of body ``data`` and ``attributes`` carries as its proof: ``token`` (from
-        :meth:`token`, whose audience binds this agent's key), the key, and its signature."""
+        :meth:`token`, whose audience binds this agent's key), the key, and its signature (or its MAC,
+        once Zen gave this key's MAC key: :meth:`learn`)."""
         assert self._key is not None, "token() makes the key before it asks for a token"
         return self._key.attributes(token, data, attributes)
+
+    def learn(self, sealed: str) -> bool:
+        """Take the MAC key a CONFIRM carries (``vm_mac_key``, encrypted to this agent's key: its
+        messages are authenticated with it from then on); False when it does not decrypt."""
+        return self._key is not None and self._key.learn(sealed)
 
     def token(self) -> str | None:
         with self._lock:

@@ -19,8 +19,8 @@
   agent takes as it takes a pulled one (a ``StartDelivery`` with ``offer`` set);
 - publishing heartbeats, each with the VM's identity token in the attributes ``vm_proof``,
   ``vm_proof_1``... and its signature by the key the token binds (``vm_key``, ``vm_sig``:
-  ``zen.agent.identity.ProofSource``, ``zen.vm_proof``); a VM that proves its heartbeats sends none
-  without its token.
+  ``zen.agent.identity.ProofSource``, ``zen.vm_proof``), or, once a CONFIRM gave the VM's MAC key
+  (``learn_mac_key``), its MAC (``vm_mac``); a VM that proves its heartbeats sends none without its token.
 
 Transient errors (UNAVAILABLE, DEADLINE_EXCEEDED, ...) are retried with capped exponential backoff
 and jitter within a time budget; past it, or on a permanent error, ``TransportError`` is raised.
@@ -122,6 +122,7 @@ class Transport(Protocol):
     def ack(self, delivery: StartDelivery) -> None: ...
     def nack(self, delivery: StartDelivery) -> None: ...
     def publish(self, message: Message, *, budget_s: float) -> None: ...
+    def learn_mac_key(self, sealed: str) -> None: ...
     def close(self) -> None: ...
 
 
@@ -302,6 +303,11 @@ class PubSubTransport:
                 timeout=max(1.0, min(budget_s, 30.0)))
 
         call_with_retries("publish a heartbeat", once, budget_s=budget_s)
+
+    def learn_mac_key(self, sealed: str) -> None:
+        """The MAC key a CONFIRM carried (``zen.message_key``): heartbeats carry their MAC from now on."""
+        if self._proof is not None:
+            self._proof.learn(sealed)
 
     # -- shutdown --------------------------------------------------------------------------------
     def close(self) -> None:
