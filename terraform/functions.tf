@@ -74,6 +74,18 @@ resource "google_cloudfunctions2_function" "zen" {
         ZEN_AGENT_ACCOUNTS = jsonencode({ for cluster, account in google_service_account.agent : cluster => account.email })
       } : {},
     )
+
+    # The heartbeat function derives each VM's MAC key from this secret (zen.message_key): the agent
+    # then authenticates its messages with an HMAC instead of an RSA signature (proof_secret.tf).
+    dynamic "secret_environment_variables" {
+      for_each = each.key == "on_heartbeat" ? [google_secret_manager_secret.proof.secret_id] : []
+      content {
+        key        = "ZEN_PROOF_SECRET"
+        project_id = var.project_id
+        secret     = secret_environment_variables.value
+        version    = "latest"
+      }
+    }
   }
 
   event_trigger {
@@ -89,6 +101,8 @@ resource "google_cloudfunctions2_function" "zen" {
 
   depends_on = [
     google_project_service.apis,
+    terraform_data.proof_secret_version,
+    google_secret_manager_secret_iam_member.heartbeat_reads_proof_secret,
     google_storage_bucket_iam_member.build_reads_source,
     google_project_iam_member.build_reads_gcf_sources,
     google_artifact_registry_repository_iam_member.build_writes_images,

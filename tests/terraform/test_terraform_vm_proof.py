@@ -28,3 +28,18 @@ def test_agent_vms_have_the_service_account_their_identity_token_needs():
     # The metadata server issues identity tokens only to a VM with a service account attached.
     compute = (ROOT / "terraform" / "compute.tf").read_text()
     assert re.search(r"service_account\s*\{\s*email\s*=\s*google_service_account\.agent\[each\.value\.cluster\]\.email", compute)
+
+
+def test_only_the_heartbeat_function_gets_the_proof_secret_from_secret_manager(module):
+    """ZEN_PROOF_SECRET (the VMs' MAC keys: zen.message_key) comes from Secret Manager, never from a
+    terraform variable or the state, and only to the function that answers claims and checks MACs."""
+    function = (ROOT / "terraform" / "functions.tf").read_text()
+    assert re.search(r'for_each\s*=\s*each\.key == "on_heartbeat" \? \[google_secret_manager_secret\.proof\.secret_id\]',
+                     function)
+    assert re.search(r'key\s*=\s*"ZEN_PROOF_SECRET"', function)
+    secret = (ROOT / "terraform" / "proof_secret.tf").read_text()
+    assert 'google_service_account.function["on_heartbeat"].email' in secret
+    assert "secretmanager.secretAccessor" in secret and "secret_data" not in secret
+    script = (ROOT / "terraform" / "scripts" / "proof_secret.sh").read_text()
+    assert "/dev/urandom" in script and "--data-file=-" in script
+    assert '"ZEN_PROOF_SECRET"' in (ROOT / "shared" / "zen" / "vm_proof.py").read_text()

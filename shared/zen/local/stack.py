@@ -12,7 +12,8 @@ Started in order, each logging to ``.zen/logs/<name>.log``:
    ``.zen/joblogs/<job>/attempt-<n>.jsonl`` (``ZEN_JOB_LOGS_DIR``, read by ``zen logs``);
 5. the four functions, each under functions-framework on its own port, requiring each heartbeat to
    carry its VM's identity token (``ZEN_VM_PROOF=required``; the Compute stand-in issues the tokens
-   and serves their certificates: ``zen.local.compute.issuer``);
+   and serves their certificates: ``zen.local.compute.issuer``), with a ``ZEN_PROOF_SECRET`` made for
+   this stack (the VMs' MAC keys: ``zen.message_key``);
 6. the event bridge (Eventarc-style delivery of each topic to its function) and the scale ticker.
 ``.zen/stack.json`` records the processes and endpoints, so ``zen local down`` (or the next
 ``zen`` command) finds them. Stopping the stack stops its Postgres too (data stays in
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -182,9 +184,11 @@ class LocalStack:
         self._spawn("compute", compute_cmd, extra_env=self.agent_env)
         wait_for_port(self.ports.compute, 30, self._popen("compute"))
         # Heartbeats must carry their VM's identity token (zen.vm_proof), which the Compute stand-in issues
-        # and whose certificates it serves; ZEN_VM_PROOF=off in the environment turns the check off.
+        # and whose certificates it serves; ZEN_VM_PROOF=off in the environment turns the check off. A
+        # secret of this stack's own derives the VMs' MAC keys (ZEN_PROOF_SECRET: zen.message_key).
         proof = {"ZEN_VM_PROOF": os.environ.get("ZEN_VM_PROOF") or "required",
-                 "ZEN_VM_PROOF_CERTS_URL": f"http://{compute}/oauth2/v1/certs"}
+                 "ZEN_VM_PROOF_CERTS_URL": f"http://{compute}/oauth2/v1/certs",
+                 "ZEN_PROOF_SECRET": secrets.token_urlsafe(32)}
         routes = []
         for index, (target, topic_field) in enumerate(FUNCTIONS.items()):
             port = self.ports.functions + index
