@@ -97,7 +97,7 @@ def test_every_function_can_reach_the_bucket_lookup():
 def test_buckets_outside_the_binding_are_told_to_use_bucket_locations(module):
     description = module.variables["agent_input_buckets"]["description"]
     assert "data.bucket_locations" in description
-    deploy = (ROOT / "README.md").read_text().split("## Deploy", 1)[1].split("\n## ", 1)[0]
+    deploy = (ROOT / "docs" / "how-to" / "deploy.md").read_text()
     assert "agent_input_buckets" in deploy and "data.bucket_locations" in deploy
 
 

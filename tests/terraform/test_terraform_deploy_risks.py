@@ -108,16 +108,17 @@ def test_the_read_only_role_reads_jobs_and_writes_nothing(db, db_target, tmp_pat
 
 
 def test_db_admins_are_not_told_to_migrate_as_themselves(module):
-    """Migrations run as `postgres` (README, Deploy step 3): the variable and the example say so and
+    """Migrations run as `postgres` (docs/how-to/deploy.md, step 3): the variable and the example say so and
     no longer offer db_admin_users for `zen db migrate`; the read commands need db_reader_users."""
     description = module.variables["db_admin_users"]["description"]
     assert "or run `zen db migrate`" not in description
     assert "`postgres`" in description and "db_reader_users" in description
     example = (TERRAFORM / "terraform.tfvars.example").read_text()
     assert "(e.g. to run `zen db migrate`)" not in example
-    readme = (TERRAFORM.parent / "README.md").read_text()
-    assert "as the built-in `postgres` user" in readme
-    assert "or `db_admin_users`, then" not in readme
+    for page in (TERRAFORM.parent / "README.md", TERRAFORM.parent / "docs" / "how-to" / "deploy.md"):
+        text = page.read_text()
+        assert "as the built-in `postgres` user" in text, page
+        assert "or `db_admin_users`, then" not in text, page
 
 
 def test_a_login_without_grants_cannot_migrate(pg_server):
