@@ -26,7 +26,7 @@ def zen() -> Zen:
                 _zen = Zen.from_env()
                 # What startup built (modules, configuration, clients) lives as long as the instance: in
                 # the permanent generation, no full collection walks it again, in the middle of a request
-                # with the GIL held (README "Control-plane performance").
+                # with the GIL held (docs/benchmarks/control-plane.md).
                 gc.freeze()
     return _zen
 

@@ -7,7 +7,7 @@ locals {
   # dead-lettered after max_delivery_attempts. Not the tick's: ticks are interchangeable, the next
   # one comes a minute later and does the same work, so a failed one is simply dropped. Retried, every
   # fresh deploy filled its dead-letter topic (and fired the alert): the scheduler publishes ticks as
-  # soon as apply creates it, before the database is migrated (README, Deploy step 3).
+  # soon as apply creates it, before the database is migrated (docs/how-to/deploy.md, step 3).
   functions = {
     on_job_submitted  = { account = "submit", scaling = true, retry = true }
     on_heartbeat      = { account = "heartbeat", scaling = true, retry = true }

@@ -1,5 +1,5 @@
 # Operating Zen from the Cloud Console: log-based metrics over the functions' structured logs, one
-# dashboard, and alert policies with a short runbook each (README, Deploy, "Operate").
+# dashboard, and alert policies with a short runbook each (docs/how-to/operate.md).
 #
 # The events and fields are defined once, in shared/zen/telemetry.py; `zen stats` computes the same
 # figures from Postgres under the same names. tests/terraform/test_monitoring.py runs the code,

@@ -67,7 +67,7 @@ locals {
   ]
 
   links_text = join("\n", [
-    "**Zen**: metrics come from the functions' structured logs (events in `shared/zen/telemetry.py`); `zen stats` shows the same figures locally. Runbooks: each alert's documentation, and the README's Deploy / Operate.",
+    "**Zen**: metrics come from the functions' structured logs (events in `shared/zen/telemetry.py`); `zen stats` shows the same figures locally. Runbooks: each alert's documentation, and docs/how-to/operate.md.",
     "",
     "- [Zen's log lines about one job](${format(local.logs_url, urlencode(local.job_scheduler_logs_query))}) (replace JOB_ID in the query; its own output: the job_logs_url output)",
     "- [Logs of one VM](${format(local.logs_url, urlencode(local.vm_logs_query))}) (replace VM_NAME: Zen's lines about it and the VM's own agent log)",

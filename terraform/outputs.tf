@@ -45,7 +45,7 @@ output "functions" {
 }
 
 output "submit_job_command" {
-  description = "Submit an example job (edit the JSON; see README, Messages)."
+  description = "Submit an example job (edit the JSON; see docs/reference/messages.md)."
   value       = "gcloud pubsub topics publish ${google_pubsub_topic.zen["job_submitted"].name} --project=${var.project_id} --message='${local.example_job}'"
 }
 

@@ -2,7 +2,7 @@
 # functions use cloud-sql-python-connector, see zen.store.db) with IAM database authentication:
 # no passwords anywhere in Zen. Private IP by default; see var.db_public_ip.
 #
-# The schema is not created here: `zen db migrate` runs at deploy time (README, "Deploy"), never
+# The schema is not created here: `zen db migrate` runs at deploy time (docs/how-to/deploy.md), never
 # on a function's cold start.
 
 # Database connections: every instance of every function at its bound must fit in max_connections,

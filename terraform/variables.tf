@@ -190,7 +190,7 @@ variable "db_public_ip" {
 variable "db_admin_users" {
   type        = list(string)
   default     = []
-  description = "E-mails of people who may connect to this instance (Cloud SQL Client and Instance User on it only, and a Cloud SQL IAM user each), e.g. to inspect the database, or to start the Cloud SQL Auth Proxy for migrations. Migrations run as the built-in `postgres` user, not as these IAM users (README, Deploy step 3: `zen db migrate` and db_grants_sql through the proxy): an IAM user owns nothing, may not create in schema public (PostgreSQL 16), and db_grants_sql's default privileges cover only what `postgres` creates. Their IAM users get no table privileges: to read the tables, list them in db_reader_users too."
+  description = "E-mails of people who may connect to this instance (Cloud SQL Client and Instance User on it only, and a Cloud SQL IAM user each), e.g. to inspect the database, or to start the Cloud SQL Auth Proxy for migrations. Migrations run as the built-in `postgres` user, not as these IAM users (docs/how-to/deploy.md, step 3: `zen db migrate` and db_grants_sql through the proxy): an IAM user owns nothing, may not create in schema public (PostgreSQL 16), and db_grants_sql's default privileges cover only what `postgres` creates. Their IAM users get no table privileges: to read the tables, list them in db_reader_users too."
 }
 
 variable "submitters" {

@@ -1,4 +1,4 @@
-"""The deploy as the README documents it: the packaged wheel, installed into a clean virtualenv that
+"""The deploy as docs/how-to/deploy.md documents it: the packaged wheel, installed into a clean virtualenv that
 holds nothing but the runtime requirements, runs `zen db migrate` and `zen jobs list` against a real
 Postgres, and the commands that need the local stand-ins say so in one line.
 

@@ -137,7 +137,7 @@ class Zen:
             if outcome.cluster and self.scaler is not None and self.scaler.racing(outcome.cluster):
                 # A VM became usable (booted, or idle after its job) while boots are in flight: a pass
                 # now deletes the boots that lost the race to it, rather than at the next tick (the
-                # original system cancels its extra boots the moment one VM is usable). README "Scaling".
+                # original system cancels its extra boots the moment one VM is usable). docs/explanations/scaling.md.
                 self.scaler.scale(outcome.cluster)
             return outcome
 

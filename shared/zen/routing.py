@@ -37,7 +37,7 @@ its start is published again to every allowed region, and its history says so.
   routed afresh.
 - A region a stockout blocks (the planner's memory: ``fleet.blocked_regions``) is left out of the
   narrowing near data: the job would only wait there for the widening (measured on the simulator's
-  ``data-locality`` scenario: README, Simulator and benchmark).
+  ``data-locality`` scenario: docs/benchmarks/simulator.md).
 - Tags: a tagged job's regions are already its cleared regions, so narrowing and widening stay among them.
 - The tick runs every 60 s in production (Cloud Scheduler), so a narrowed start is widened between
   ``data_wait_s`` and ``data_wait_s`` + 60 s after it went out; a job offered to warm VMs that none

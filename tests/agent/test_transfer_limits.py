@@ -1,4 +1,4 @@
-"""max_runtime_s bounds the whole attempt on the VM, so no job runs unbounded (README: Messages): staging
+"""max_runtime_s bounds the whole attempt on the VM, so no job runs unbounded (docs/reference/messages.md): staging
 counts against it (a stage longer than it ends the attempt FAILED before the job runs; the job gets what
 is left), and the upload of its outputs has a budget of its own, as long again. Only the job's run was
 bounded (RunningJob's clock starts when it starts): a stalled download or upload held the VM for ever."""

@@ -23,11 +23,11 @@ or right after a submission; it never waits), per cluster (every decision carrie
 6. **Probe for free.** An instance still waiting for capacity costs nothing and the MIG keeps
    retrying it, so one is kept per blocked region while demand still wants that region: the moment
    capacity returns it boots, which lifts the block; without one, a stuck VM that got capacity (billed)
-   until ``boot_timeout_s``. Other stuck instances are deleted. Standing orders: README, "Scaling".
-7. **Keep idle VMs like ski rental** (``model.ski_rental_keep_s``, README): as many spares as jobs
+   until ``boot_timeout_s``. Other stuck instances are deleted. Standing orders: docs/explanations/scaling.md.
+7. **Keep idle VMs like ski rental** (``model.ski_rental_keep_s``, docs/explanations/scaling.md): as many spares as jobs
    expected meanwhile, the others go after ``idle_grace_s``. Busy VMs never go; ``min_vms`` are kept.
 
-Why these defaults, measured on the tuning set: README, "Scaling". Speed first (the issue: "at least
+Why these defaults, measured on the tuning set: docs/benchmarks/simulator.md. Speed first (the issue: "at least
 as fast"), so every cold boot is hedged; the waste target (0.25x) is not reached by any setting measured.
 """
 

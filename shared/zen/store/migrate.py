@@ -4,7 +4,7 @@ Each file runs once, in its own transaction, recorded in ``schema_migrations`` w
 An advisory lock makes concurrent runs (two deploys) safe; running again applies nothing. Never run
 on a function's cold start.
 
-Upgrades migrate first, then deploy the code (README Deploy, "Upgrading"): migrations only add
+Upgrades migrate first, then deploy the code (docs/how-to/deploy.md, step 3): migrations only add
 (columns, tables, indexes), so the running code works on the new schema, while new code on the old
 schema would fail on what is missing. The functions refuse to work on a schema older than their
 code (:func:`schema_lag`: the request answers 500 with the reason and Pub/Sub redelivers; the tick
