@@ -6,6 +6,7 @@ acked, and changes nothing."""
 from __future__ import annotations
 
 import json
+import secrets
 
 import pytest
 
@@ -15,6 +16,7 @@ from tests.test_heartbeat_seq import ms, rejections, vm_beat
 from tests.test_vm_proof import _CertsServer
 from zen.local.compute.issuer import TokenIssuer
 from zen.store import repository
+from zen.message_key import MAC_ATTRIBUTE, SEALED_KEY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, mac
 from zen.vm_proof import ATTRIBUTE, MessageKey, audience
 
 KEY = MessageKey()  # the agents' message key (one for the module: an RSA key takes a moment to make)
@@ -42,6 +44,7 @@ def zen(config, db, publisher, clock, certs, monkeypatch):
 
     monkeypatch.setenv("ZEN_VM_PROOF", "required")
     monkeypatch.setenv("ZEN_VM_PROOF_CERTS_URL", certs.url)
+    monkeypatch.setenv("ZEN_PROOF_SECRET", secrets.token_urlsafe(32))  # the VMs' MAC keys (zen.message_key)
     zen = Zen(config, db, publisher, clock)
     yield zen
     zen.relay.marks.flush()
@@ -51,13 +54,14 @@ class proof:
     """VM ``vm``'s agent: its token (bound to the agent's key) and its signature of each message it sends;
     ``sign(payload)`` is what ``functions.heartbeat`` and ``functions.send`` take."""
 
-    def __init__(self, issuer, clock, project, vm, zone="us-central1-a"):
-        self.token = issuer.token(vm=vm, zone=zone, project=project, audience=audience(project, KEY.fingerprint),
+    def __init__(self, issuer, clock, project, vm, zone="us-central1-a", key: MessageKey = KEY):
+        self.key = key
+        self.token = issuer.token(vm=vm, zone=zone, project=project, audience=audience(project, key.fingerprint),
                                   now=clock().timestamp())
 
     def __call__(self, payload: dict, **attributes: str) -> dict:
         data = json.dumps(payload).encode()
-        return {"payload": data, "attributes": {**attributes, **KEY.attributes(self.token, data, attributes)}}
+        return {"payload": data, "attributes": {**attributes, **self.key.attributes(self.token, data, attributes)}}
 
 
 def test_a_report_for_vm_a_with_vm_b_token_is_rejected_and_vm_a_own_applies(functions, zen, clock, issuer,
@@ -288,3 +292,48 @@ def test_unset_zen_vm_proof_means_required(config, db, publisher, clock, issuer,
     functions.heartbeat(**proof(issuer, clock, project, VM_A)(heartbeat("default", "CLAIMED", ms(clock) + 1, vm=VM_A)))
     assert job(zen, "default").vm == VM_A
     zen.relay.marks.flush()
+
+
+def confirm_of(publisher, vm: str, job_id: str):
+    [confirm] = [m for m in publisher.on("zen-vm-control") if m.attributes.get("action") == "CONFIRM"
+                 and (m.attributes["vm"], m.attributes["job_id"]) == (vm, job_id)]
+    return confirm
+
+
+def test_the_confirm_gives_the_vm_its_mac_key_and_its_heartbeats_then_carry_a_mac_only_it_can_make(
+        functions, zen, clock, issuer, project, publisher):
+    """The per-message check is an HMAC, not an RSA verification: Zen's CONFIRM of a signed claim carries
+    the VM's MAC key sealed to the agent's key; the agent's later heartbeats carry ``vm_mac`` and apply.
+    A captured token and key with a MAC of another body, none, or one under another VM's MAC key (VM B's,
+    from its own CONFIRM) are rejected and change nothing."""
+    agent_a = proof(issuer, clock, project, VM_A, key=MessageKey())
+    agent_b = proof(issuer, clock, project, VM_B, key=MessageKey())
+    functions.submit(job_request("maced"))
+    functions.submit(job_request("b-job"))
+    start = ms(clock)
+    functions.heartbeat(**agent_a(heartbeat("maced", "CLAIMED", start, vm=VM_A)))  # signed: no key yet
+    functions.heartbeat(**agent_b(heartbeat("b-job", "CLAIMED", start, vm=VM_B)))
+    sealed = confirm_of(publisher, VM_A, "maced").attributes[SEALED_KEY_ATTRIBUTE]
+    assert not agent_b.key.learn(sealed)  # VM B reads VM A's orders (one cluster), not its key
+    assert agent_a.key.learn(sealed) and agent_b.key.learn(confirm_of(publisher, VM_B, "b-job").attributes[
+        SEALED_KEY_ATTRIBUTE])
+
+    running = agent_a(heartbeat("maced", "RUNNING", start + 1, vm=VM_A))
+    assert MAC_ATTRIBUTE in running["attributes"] and SIGNATURE_ATTRIBUTE not in running["attributes"]
+    functions.heartbeat(**running)
+    functions.heartbeat(**agent_a(heartbeat("maced", "RUNNING", start + 2, vm=VM_A, message="half way")))
+    assert (job(zen, "maced").status.value, job(zen, "maced").last_seq) == ("RUNNING", start + 2)
+
+    forged = json.dumps(heartbeat("maced", "SUCCEEDED", start + 3, vm=VM_A, exit_code=0)).encode()
+    copied = {k: v for k, v in running["attributes"].items() if k != MAC_ATTRIBUTE}
+    under_b = mac(agent_b.key.mac_key, forged, {})
+    for attributes in (running["attributes"], copied, {**copied, MAC_ATTRIBUTE: under_b}):
+        assert functions.send("on_heartbeat", forged, attributes=attributes).status_code == 200
+    assert job(zen, "maced").status.value == "RUNNING"
+    other_body, missing, foreign = rejections(zen)
+    assert f"vm_mac is not the MAC of its body and attributes under VM {VM_A}'s MAC key" in other_body
+    assert "carries no vm_sig attribute" in missing and "no vm_mac" in missing
+    assert "vm_mac is not the MAC" in foreign
+
+    functions.heartbeat(**agent_a(heartbeat("maced", "SUCCEEDED", start + 4, vm=VM_A, exit_code=0)))
+    assert job(zen, "maced").status.value == "SUCCEEDED"
