@@ -210,3 +210,61 @@ def test_each_try_sends_only_the_pieces_of_its_own_token(config):
     transport = PubSubTransport(config, IDENTITY, publisher=clients, subscriber=clients, proof=_Shrinking())
     transport.publish(beat(1), budget_s=5)
     assert joined_token(clients.published[0][2]) == "b" * 900
+
+
+def test_the_agent_confirmed_with_its_mac_key_authenticates_every_later_message_with_it(config, metadata, issuer):
+    """The CONFIRM of its claim carries the VM's MAC key sealed to the agent's key (``zen.message_key``):
+    the agent (``claim.py``) takes it, and its later heartbeats, job and VM alike, carry ``vm_mac``
+    instead of ``vm_sig``; Zen's own checker takes each message as published."""
+    from tests.agent.fakes import FakeTransport
+    from tests.agent.test_agent_loop import SETTINGS, start_message
+    from zen.agent.agent import Agent
+    from zen.agent.transport import ControlDelivery
+    from zen.message_key import MAC_ATTRIBUTE, SEALED_KEY_ATTRIBUTE
+    from zen.models import ControlAction, ControlMessage
+
+    key = MessageKey()
+    metadata.values[IDENTITY_PATH] = issuer.token(vm="vm-a", zone="us-central1-a", project=PROJECT,
+                                                  audience=audience(PROJECT, key.fingerprint), now=NOW)
+    clients = RecordingClients()
+    wire = PubSubTransport(config, IDENTITY, publisher=clients, subscriber=clients,
+                           proof=ProofSource(MetadataServer(metadata.host), PROJECT, clock=lambda: NOW, key=key))
+    zen = ProofChecker("required", "http://certs.invalid/", audience(PROJECT),
+                       lambda: datetime.fromtimestamp(NOW, timezone.utc), fetch=lambda _: (issuer.certs(), 3600),
+                       secrets=(b"z" * 32,))
+    checked: list[str] = []
+
+    class Proving(FakeTransport):
+        """Publishes through the real transport (token, key, signature or MAC) as well."""
+
+        def publish(self, message, *, budget_s):
+            wire.publish(message, budget_s=budget_s)
+            super().publish(message, budget_s=budget_s)
+
+        def learn_mac_key(self, sealed):
+            super().learn_mac_key(sealed)
+            wire.learn_mac_key(sealed)
+
+    def answer(message):
+        _, data, attributes = clients.published[-1]
+        proven = zen.check(attributes, "vm-a", "us-central1-a", PROJECT, data=data)  # Rejected: the agent fails
+        checked.append(f"{getattr(message, 'status', 'vm')}:{'mac' if MAC_ATTRIBUTE in attributes else 'sig'}")
+        if getattr(message, "status", None) is not AgentStatus.CLAIMED:
+            return []
+        order = ControlMessage(vm="vm-a", job_id=message.job_id, attempt=message.attempt,
+                               action=ControlAction.CONFIRM, reason="claim won")
+        return [ControlDelivery("c-1", order.to_bytes(), {"vm": "vm-a", "answers": str(message.seq),
+                                SEALED_KEY_ATTRIBUTE: zen.seal(proven, "vm-a", PROJECT)}, lambda: None)]
+
+    transport = Proving("vm-a", virtual_time=False)
+    transport.answer = answer
+    transport.add_start(start_message(attempt=1))
+    agent = Agent(IDENTITY, SETTINGS, transport, local=True, clock=transport.clock)
+    transport.when_idle = lambda: agent.request_shutdown("test over")
+    assert agent.run() == 0
+
+    assert [c for c in transport.calls if c[0] == "learn_mac_key"] and key.mac_key is not None
+    claimed = checked.index("AgentStatus.CLAIMED:sig")
+    assert checked[:claimed + 1] == ["vm:sig", "AgentStatus.CLAIMED:sig"], checked  # before the CONFIRM
+    later = checked[claimed + 1:]
+    assert "AgentStatus.SUCCEEDED:mac" in later and all(c.endswith(":mac") for c in later), checked
