@@ -1,6 +1,6 @@
 """Pure decisions of the job state machine: given a job and a message, what changes.
 
-Nothing here does I/O. ``JobRepository.apply`` carries a ``Decision`` out in one transaction (row
+Nothing here does I/O. ``JobService._apply`` (``zen.jobs``) carries a ``Decision`` out in one transaction (row
 update guarded by the expected status and attempt, job_events rows, outbox messages).
 
 Rules that make Pub/Sub's at-least-once, any-order delivery safe:

@@ -31,7 +31,7 @@ def cmd_queues(args, db: Callable[[], Any]) -> int:
 
     config = load_config()
     if not config.queues:
-        print("no queues are configured: every job is admitted at once (see README, Queues)", file=sys.stderr)
+        print("no queues are configured: every job is admitted at once (see docs/how-to/queues.md)", file=sys.stderr)
         if args.json:
             print("[]")  # a script parsing the output gets valid JSON
         return 0

@@ -139,5 +139,5 @@ def cmd_usage(args, db: Callable[[], Any]) -> int:
         print("fleet: every VM the scaling passes saw in the window, boot and idle included")
     if report["unpriced_machine_types"] or report.get("unpriced_clusters"):
         unpriced = report["unpriced_machine_types"] + [f"cluster {c}" for c in report.get("unpriced_clusters", [])]
-        print(f"no price for {', '.join(unpriced)}: set pricing.usd_per_vm_hour (README, Configuration)")
+        print(f"no price for {', '.join(unpriced)}: set pricing.usd_per_vm_hour (docs/reference/configuration.md)")
     return 0

@@ -115,7 +115,7 @@ def schema_lag(session, directory: Path = MIGRATIONS_DIR) -> str | None:
     if at >= needed:
         return None
     return (f"the database schema is at migration {at} and this code needs {needed}: run `zen db migrate` "
-            "(upgrades migrate before deploying: README Deploy)")
+            "(upgrades migrate before deploying: docs/how-to/deploy.md)")
 
 
 def has_table(session, table: str) -> bool:
