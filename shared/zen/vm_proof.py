@@ -62,7 +62,7 @@ from zen.errors import ConfigError, Rejected, TransientError
 from zen.message_key import (  # noqa: F401 - the agent's half, also named here
     ATTRIBUTE, IDENTITY_PATH, KEY_ATTRIBUTE, KEY_BITS, KEY_EXPONENTS, MAC_ATTRIBUTE, MAX_KEY_CHARS,
     SEALED_KEY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, SIGNED_DOMAIN, MessageKey, audience, b64decode, b64encode,
-    identity_query, joined_token, key_fingerprint, mac, mac_key, oaep, rsa_scheme, signed_bytes, token_attributes,
+    identity_query, joined_token, key_fingerprint, keyed, mac, mac_key, oaep, rsa_scheme, signed_bytes, token_attributes,
 )
 from zen.text import escape_unstorable
 
@@ -106,6 +106,7 @@ class Proven:
     key: Any
     fingerprint: str
     mac_keys: list[bytes] | None = field(default=None, repr=False)
+    macs: list[Any] = field(default_factory=list, repr=False)  # the same keys, keyed (message_key.keyed)
 
 
 def _check_signature(key: Any, data: bytes, attributes: Mapping[str, str], vm: str) -> None:
@@ -232,7 +233,8 @@ class ProofChecker:
         if tag is None:
             _check_signature(proven.key, data, attributes, vm)
             return proven
-        for key in self._mac_keys(proven, vm, project):
+        self._mac_keys(proven, vm, project)
+        for key in proven.macs:
             if hmac.compare_digest(mac(key, data, attributes).encode(), tag.encode()):
                 return proven
         raise Rejected(f"the heartbeat's {MAC_ATTRIBUTE} is not the MAC of its body and attributes under VM "
@@ -245,7 +247,8 @@ class ProofChecker:
             raise Rejected(f"the heartbeat carries a {MAC_ATTRIBUTE}, but this Zen has no ZEN_PROOF_SECRET and "
                            "gives no MAC keys: it takes signed messages only")
         if proven.mac_keys is None:  # the token names vm in project: checked before this
-            proven.mac_keys = [mac_key(secret, project, vm, proven.fingerprint) for secret in self.secrets]
+            keys = [mac_key(secret, project, vm, proven.fingerprint) for secret in self.secrets]
+            proven.macs, proven.mac_keys = [keyed(key) for key in keys], keys
         return proven.mac_keys
 
     def seal(self, proven: Proven | None, vm: str, project: str) -> str | None:
