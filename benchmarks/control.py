@@ -12,9 +12,11 @@ function body without HTTP; the Pub/Sub stand-in receives what is published):
   bound what one thread can reach whatever Zen's own CPU (``ControlBench.floor``);
 - ``on_job_submitted`` with scaling on (Compute stand-in), with 0 and with 100k jobs already queued;
 - ``on_heartbeat`` RUNNING (a running job's progress report) with 1 and 4 threads, each heartbeat
-  carrying its VM's identity token and its agent's signature of it, checked as a deployment checks
-  them (``ZEN_VM_PROOF=required``, the default: ``zen.vm_proof``; each VM's token verified once, then
-  remembered; each signature verified); the agents' signatures are made before the clock starts;
+  carrying its VM's identity token and its agent's MAC of it, checked as a deployment checks them
+  (``ZEN_VM_PROOF=required``, the default, with a ``ZEN_PROOF_SECRET``: ``zen.vm_proof``; each VM's
+  token verified once, then remembered; each MAC checked). That is the steady state: the claim and
+  the first RUNNING are signed (RSA), and the CONFIRM gives each VM's agent its MAC key
+  (``zen.message_key``); the agents' MACs are made before the clock starts;
 - ``on_job_submitted`` with a ``queues:`` configuration (every submission runs an admission pass):
   a quota that admits everything, and a full quota (the flood waits PENDING);
 - ``on_scale_tick`` over 100 MIGs with 1k / 10k / 100k jobs queued (seconds, Compute calls);
@@ -52,7 +54,7 @@ from zen.publisher import PubSubPublisher
 from zen.store.db import Database, parse_database_url
 from zen.store.migrate import migrate
 from zen.store.submits import GroupCommit
-from zen.vm_proof import KEY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, token_attributes
+from zen.vm_proof import KEY_ATTRIBUTE, MAC_ATTRIBUTE, SIGNATURE_ATTRIBUTE, mac, token_attributes
 
 CLUSTER = "4xa100-40gb"
 PROJECT = "zen-bench"
@@ -300,16 +302,19 @@ class ControlBench:
 
     def heartbeats(self, threads: int, jobs_per_thread: int = 50) -> Callable[[], float]:
         from zen.local.compute.issuer import TokenIssuer
+        import secrets
+
         from zen.vm_proof import MessageKey, ProofChecker, audience
 
         issuer = TokenIssuer()
+        secret = secrets.token_urlsafe(32).encode()  # ZEN_PROOF_SECRET
         self.key = key = MessageKey()  # one for every VM's agent here: Zen's work per message is the same
 
         def measure() -> float:
             zen = self.zen(pool=threads)
             zen.jobs._proof = ProofChecker("required", "bench://certs", audience(self.project),
-                                           zen.clock, fetch=lambda _: (issuer.certs(), 3600.0))
-            self.tokens, self.signatures = {}, {}
+                                           zen.clock, fetch=lambda _: (issuer.certs(), 3600.0), secrets=(secret,))
+            self.tokens, self.macs, self.mac_keys = {}, {}, {}
             jobs = [[f"hb-{next(_ids)}" for _ in range(jobs_per_thread)] for _ in range(threads)]
             seq = {}
             for job_id in itertools.chain.from_iterable(jobs):  # each job RUNNING on its own VM
@@ -317,15 +322,25 @@ class ControlBench:
                                                             project=self.project,
                                                             audience=audience(self.project, key.fingerprint))
                 zen.on_job_submitted(job_id, PUBSUB_EVENT_TYPE, self.submit_data(job_id))
-                for status, n in (("CLAIMED", 1), ("RUNNING", 2)):
+                for status, n in (("CLAIMED", 1), ("RUNNING", 2)):  # signed: the agent has no MAC key yet
                     outcome = zen.on_heartbeat(f"{job_id}-{n}", PUBSUB_EVENT_TYPE, self.beat(job_id, status, n))
                     assert outcome.result == "applied", outcome  # proven, not rejected
                 seq[job_id] = 2
-            # The agents sign as they send; here that is not the path's work, so it is done now (~0.2 ms
-            # each), for more beats than a measurement takes (any beyond are signed as they go).
+            # The CONFIRM gave each VM's agent its MAC key (Zen's seal of it, opened with the agent's key),
+            # and the agents MAC as they send; here that is not the path's work, so it is done now, for
+            # more beats than a measurement takes (any beyond are MACed as they go).
+            proof = zen.jobs._proof
+            for job_id in seq:
+                vm = self.vm(job_id)
+                proven = proof.check({**token_attributes(self.tokens[vm]), KEY_ATTRIBUTE: key.public,
+                                      SIGNATURE_ATTRIBUTE: key.sign(b"", {})}, vm, "us-central1-a", self.project,
+                                     data=b"")
+                key.mac_key = None
+                assert key.learn(proof.seal(proven, vm, self.project))
+                self.mac_keys[vm] = key.mac_key
             per_job = int(self.seconds * 10_000) // (threads * jobs_per_thread) + 1
-            self.signatures = {(job_id, n): key.sign(self.beat_data(job_id, "RUNNING", n), {})
-                               for job_id in seq for n in range(3, 3 + per_job)}
+            self.macs = {(job_id, n): mac(self.mac_keys[self.vm(job_id)], self.beat_data(job_id, "RUNNING", n), {})
+                         for job_id in seq for n in range(3, 3 + per_job)}
 
             turns = [0] * threads  # each thread owns its jobs: no two beats of a job race
 
@@ -400,9 +415,11 @@ class ControlBench:
         payload = self.beat_data(job_id, status, seq)
         token = getattr(self, "tokens", {}).get(self.vm(job_id))
         attributes = None
-        if token:  # as the agent sends it: its token, its key, its signature (zen.vm_proof.MessageKey)
-            signature = self.signatures.get((job_id, seq)) or self.key.sign(payload, {})
-            attributes = {**token_attributes(token), KEY_ATTRIBUTE: self.key.public, SIGNATURE_ATTRIBUTE: signature}
+        if token:  # as the agent sends it: its token, its key, its MAC once confirmed, else its signature
+            vm_key = getattr(self, "mac_keys", {}).get(self.vm(job_id))  # (zen.message_key.MessageKey)
+            proof = ({MAC_ATTRIBUTE: self.macs.get((job_id, seq)) or mac(vm_key, payload, {})} if vm_key
+                     else {SIGNATURE_ATTRIBUTE: self.key.sign(payload, {})})
+            attributes = {**token_attributes(token), KEY_ATTRIBUTE: self.key.public, **proof}
         return eventarc.pubsub_cloud_event(payload, message_id=f"{job_id}-{seq}", topic="zen-heartbeats",
                                            project=self.project, attributes=attributes)["data"]
 
