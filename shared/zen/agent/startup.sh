@@ -193,9 +193,11 @@ if [[ "$(cat "$PREFIX/installed" 2>/dev/null || true)" != "$PACKAGE" ]]; then
   retry "$INSTALL_TRIES" run "$VENV/bin/pip" install --quiet "$SPEC"
   [[ "$DRY_RUN" == "1" ]] || echo "$PACKAGE" > "$PREFIX/installed"
 fi
-# The stop grace: the VM's own ZEN_AGENT_STOP_GRACE_S, else the configuration's deadlines.stop_grace_s (in
-# whole seconds, up: systemd's stop timeout is counted from it), else 10 s. The agent checks it against
-# the configuration's heartbeat deadline when it starts (zen.lease).
+# The stop grace: the VM's own ZEN_AGENT_STOP_GRACE_S (passed on to the agent), else the configuration's
+# deadlines.stop_grace_s, which the agent reads itself; STOP_GRACE_S is it in whole seconds, up, for
+# systemd's stop timeout only (rounded, it could leave the agent's periods no room: zen.lease), else 10 s.
+GRACE_ENV=""
+[[ -z "${ZEN_AGENT_STOP_GRACE_S:-}" ]] || GRACE_ENV="Environment=ZEN_AGENT_STOP_GRACE_S=$STOP_GRACE_S"
 if [[ -z "${ZEN_AGENT_STOP_GRACE_S:-}" && -n "$CONFIG_ENV" && -x "$VENV/bin/python" ]]; then
   STOP_GRACE_S="$("$VENV/bin/python" -c 'import math, sys; from zen.config import load_config
 print(math.ceil(load_config(sys.argv[1]).deadlines.stop_grace_s))' "$CONFIG_DIR/config.yaml" 2>/dev/null)" ||
@@ -292,7 +294,7 @@ ExecStartPre=/opt/zen/guard-metadata.sh
 ExecStartPre=-/bin/sh -c 'docker ps -aq --filter name=^zen- | xargs -r docker rm -f'
 ExecStart=/opt/zen/venv/bin/python -m zen.agent
 $CONFIG_ENV
-Environment=ZEN_AGENT_STOP_GRACE_S=$STOP_GRACE_S
+$GRACE_ENV
 Environment=PYTHONUNBUFFERED=1
 # SIGTERM to the agent alone: it stops the job itself and reports it; the rest is killed after the timeout.
 # The agent sends its final reports by STOP_GRACE_S + 10 s (zen.agent.attempt.SHUTDOWN_S), then its VM's.
@@ -319,7 +321,7 @@ EOF
   fi
 else
   log "no systemd: starting the agent as a background process (log: /var/log/zen-agent.log)"
-  export ZEN_AGENT_STOP_GRACE_S="$STOP_GRACE_S"
+  [[ -z "$GRACE_ENV" ]] || export ZEN_AGENT_STOP_GRACE_S="$STOP_GRACE_S"
   [[ -z "$CONFIG_ENV" ]] || export ZEN_CONFIG=/etc/zen/config.yaml
   nohup "$VENV/bin/python" -m zen.agent >> "$ROOT/var/log/zen-agent.log" 2>&1 &
 fi
