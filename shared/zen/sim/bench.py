@@ -34,7 +34,7 @@ from zen.sim.scenario import Scenario, TraceUnavailable, load_scenario
 
 SCENARIOS = ("region-out", "rolling-stockouts", "all-out-30min", "gcp-a100-trace", "burst-200")
 LONG_SCENARIO = "gcp-a100-30d"  # its replay time is a target of its own (< 20 s a policy and seed)
-LONG_SEEDS = 3  # one seed's 30-day p50 ratio ranged 0.93-1.45 over seeds 16-18 (eleventh session)
+LONG_SEEDS = 3  # one seed's 30-day p50 ratio ranged 0.93-1.45 over seeds 16-18 (2026-11-28)
 SEEDS = 5  # seeds pooled per scenario but the 30-day one
 DATA_SCENARIO = "data-locality"  # reported apart: GB of input across regions (issue 15), no targets
 

@@ -22,9 +22,9 @@ from zen.sim.scenario import Scenario, parse_scenario, traces_dir
 TRACE_ZONES = ("us-central1-a", "us-central1-b", "us-west1-b", "us-east1-b", "europe-west4-a", "asia-northeast1-a")
 TRACE_SECONDS = 770 * 150  # the trace's length
 REGIONS = ("us-central1", "europe-west4", "asia-northeast1")
-# Run by make bench only: never tune on these. Drawn at random on 2026-11-28 (eleventh session) to
-# replace 69148, 87463 and 92312 (drawn in the ninth session, replacing 20261 and 20262), whose figures
-# had been printed in the README three sessions running (watched, if not tuned on); the old ones remain
+# Run by make bench only: never tune on these. Drawn at random on 2026-11-28 to
+# replace 69148, 87463 and 92312 (drawn on 2026-11-24, replacing 20261 and 20262), whose figures
+# had been printed in the README three runs running (watched, if not tuned on); the old ones remain
 # valid draws of the same generator for anyone's tuning loop.
 HELDOUT_SEEDS = (36410, 36301, 44304)
 TUNING_SEED = 7
