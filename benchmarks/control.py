@@ -54,7 +54,7 @@ from zen.publisher import PubSubPublisher
 from zen.store.db import Database, parse_database_url
 from zen.store.migrate import migrate
 from zen.store.submits import GroupCommit
-from zen.vm_proof import KEY_ATTRIBUTE, MAC_ATTRIBUTE, SIGNATURE_ATTRIBUTE, mac, token_attributes
+from zen.message_key import KEY_ATTRIBUTE, MAC_ATTRIBUTE, SIGNATURE_ATTRIBUTE, mac, token_attributes
 
 CLUSTER = "4xa100-40gb"
 PROJECT = "zen-bench"
@@ -304,7 +304,8 @@ class ControlBench:
         from zen.local.compute.issuer import TokenIssuer
         import secrets
 
-        from zen.vm_proof import MessageKey, ProofChecker, audience
+        from zen.message_key import MessageKey, audience
+        from zen.vm_proof import ProofChecker
 
         issuer = TokenIssuer()
         secret = secrets.token_urlsafe(32).encode()  # ZEN_PROOF_SECRET

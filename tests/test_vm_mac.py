@@ -9,8 +9,8 @@ import pytest
 
 from tests.test_vm_proof import BODY, PROJECT, VM, ZONE, Certs, clock, issuer, token  # noqa: F401 - fixtures
 from zen.errors import ConfigError, Rejected
-from zen.message_key import MAC_ATTRIBUTE, SIGNATURE_ATTRIBUTE, MessageKey, joined_token, mac, mac_key
-from zen.vm_proof import ProofChecker, audience, secrets_from
+from zen.message_key import MAC_ATTRIBUTE, SIGNATURE_ATTRIBUTE, MessageKey, audience, joined_token, mac, mac_key
+from zen.vm_proof import ProofChecker, secrets_from
 
 SECRET, OLD = b"s" * 40, b"o" * 40
 

@@ -14,10 +14,10 @@ import pytest
 from zen.clock import ManualClock
 from zen.errors import ConfigError, Rejected, TransientError
 from zen.local.compute.issuer import TokenIssuer
-from zen.vm_proof import (
-    ATTRIBUTE, KEY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, MessageKey, ProofChecker, audience, fetch_certs, joined_token,
-    token_attributes,
+from zen.message_key import (
+    ATTRIBUTE, KEY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, MessageKey, audience, joined_token, token_attributes,
 )
+from zen.vm_proof import ProofChecker, fetch_certs
 
 PROJECT = "zen-proof"
 VM, ZONE = "vm-a", "us-central1-a"
@@ -334,7 +334,7 @@ def test_a_token_binding_no_key_is_rejected_saying_the_agent_is_too_old(issuer, 
 
 
 def test_what_the_key_signs_leaves_out_the_proof_and_google_attributes_only():
-    from zen.vm_proof import signed_bytes
+    from zen.message_key import signed_bytes
 
     base = signed_bytes(BODY, {"kind": "job", "vm": VM})
     assert signed_bytes(BODY, {"vm": VM, "kind": "job", ATTRIBUTE: "t", f"{ATTRIBUTE}_1": "u", KEY_ATTRIBUTE: "k",

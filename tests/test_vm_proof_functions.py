@@ -16,8 +16,9 @@ from tests.test_heartbeat_seq import ms, rejections, vm_beat
 from tests.test_vm_proof import _CertsServer
 from zen.local.compute.issuer import TokenIssuer
 from zen.store import repository
-from zen.message_key import MAC_ATTRIBUTE, SEALED_KEY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, mac
-from zen.vm_proof import ATTRIBUTE, MessageKey, audience
+from zen.message_key import (
+    ATTRIBUTE, MAC_ATTRIBUTE, SEALED_KEY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, MessageKey, audience, mac,
+)
 
 KEY = MessageKey()  # the agents' message key (one for the module: an RSA key takes a moment to make)
 
@@ -142,7 +143,7 @@ def test_a_token_nested_too_deep_or_too_long_is_rejected_not_a_500(functions, ze
     delivery, then the dead letters; one far longer than any real token is refused undecoded."""
     import base64
 
-    from zen.vm_proof import token_attributes
+    from zen.message_key import token_attributes
 
     deep = base64.urlsafe_b64encode(b"[" * 2900).decode().rstrip("=") + ".e30.c2ln"
     for n, forged in enumerate((deep, "a" * 20_000 + ".e30.c2ln")):

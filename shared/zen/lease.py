@@ -14,28 +14,31 @@ MARGIN_S = 15.0  # of Zen's deadline, kept after the fence and the stop grace (a
 MIN_BEATS = 3  # the fence is never shorter than this many heartbeat periods
 
 
+def _room(heartbeat_timeout_s: float, stop_grace_s: float) -> float:
+    """Zen's deadline less the stop grace and the margin: the longest fence that keeps the margin."""
+    return heartbeat_timeout_s - stop_grace_s - min(MARGIN_S, heartbeat_timeout_s / 4)
+
+
 def fence_s(heartbeat_timeout_s: float, stop_grace_s: float, heartbeat_s: float) -> float:
     """Seconds without an accepted report after which an attempt's job is stopped::
 
         heartbeat_timeout_s - stop_grace_s - min(MARGIN_S, heartbeat_timeout_s / 4),
         never below MIN_BEATS heartbeat periods
     """
-    margin = min(MARGIN_S, heartbeat_timeout_s / 4)
-    return max(heartbeat_timeout_s - stop_grace_s - margin, MIN_BEATS * heartbeat_s)
+    return max(_room(heartbeat_timeout_s, stop_grace_s), MIN_BEATS * heartbeat_s)
 
 
 def too_tight(heartbeat_timeout_s: float, stop_grace_s: float, heartbeat_s: float) -> bool:
     """Whether the floor decides: heartbeats too far apart (or a grace too long) for Zen's timeout, so
     that a job cut off from Zen would not be dead the margin before Zen may run it elsewhere."""
-    margin = min(MARGIN_S, heartbeat_timeout_s / 4)
-    return MIN_BEATS * heartbeat_s > heartbeat_timeout_s - stop_grace_s - margin
+    return MIN_BEATS * heartbeat_s > _room(heartbeat_timeout_s, stop_grace_s)
 
 
 def tight_reason(heartbeat_timeout_s: float, stop_grace_s: float, heartbeat_s: float) -> str | None:
     """What to change, when ``too_tight``; None when the periods leave the fence room."""
     if not too_tight(heartbeat_timeout_s, stop_grace_s, heartbeat_s):
         return None
-    room = heartbeat_timeout_s - stop_grace_s - min(MARGIN_S, heartbeat_timeout_s / 4)
+    room = _room(heartbeat_timeout_s, stop_grace_s)
     most = room / MIN_BEATS
     return (f"a heartbeat every {heartbeat_s:g} s with a {stop_grace_s:g} s stop grace leaves no room for the fence "
             f"within heartbeat_timeout_s={heartbeat_timeout_s:g} (an agent cut off from Zen stops its job after "

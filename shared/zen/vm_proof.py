@@ -77,10 +77,9 @@ from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from zen.errors import ConfigError, Rejected, TransientError
-from zen.message_key import (  # noqa: F401 - the agent's half, also named here
-    ATTRIBUTE, IDENTITY_PATH, KEY_ATTRIBUTE, KEY_BITS, KEY_EXPONENTS, MAC_ATTRIBUTE, MAX_KEY_CHARS,
-    SEALED_KEY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, SIGNED_DOMAIN, MessageKey, audience, b64decode, b64encode,
-    identity_query, joined_token, key_fingerprint, keyed, mac, mac_key, oaep, rsa_scheme, signed_bytes, token_attributes,
+from zen.message_key import (
+    ATTRIBUTE, KEY_ATTRIBUTE, KEY_EXPONENTS, MAC_ATTRIBUTE, MAX_KEY_CHARS, SIGNATURE_ATTRIBUTE, audience, b64decode,
+    b64encode, joined_token, key_fingerprint, keyed, mac, mac_key, oaep, rsa_scheme, signed_bytes,
 )
 from zen.text import escape_unstorable
 

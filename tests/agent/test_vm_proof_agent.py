@@ -16,10 +16,10 @@ from zen.agent.transport import PubSubTransport, TransportError
 from zen.errors import Rejected
 from zen.local.compute.issuer import TokenIssuer
 from zen.models import AgentStatus, Heartbeat
-from zen.vm_proof import (
-    IDENTITY_PATH, KEY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, MessageKey, ProofChecker, audience, joined_token,
-    token_attributes, unverified_claims,
+from zen.message_key import (
+    IDENTITY_PATH, KEY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, MessageKey, audience, joined_token, token_attributes,
 )
+from zen.vm_proof import ProofChecker, unverified_claims
 
 PROJECT = "zen-agent-proof"
 IDENTITY = Identity(project=PROJECT, vm="vm-a", cluster="4xa100-40gb", region="us-central1",

@@ -12,7 +12,8 @@ import pytest
 from tests.local.test_compute_standin import BOOT_S, make_cloud  # noqa: F401 - the fixture
 from zen.agent.identity import Identity, IdentityError, MetadataServer, ProofSource
 from zen.errors import Rejected
-from zen.vm_proof import IDENTITY_PATH, ProofChecker, audience, identity_query, unverified_claims
+from zen.message_key import IDENTITY_PATH, audience, identity_query
+from zen.vm_proof import ProofChecker, unverified_claims
 
 PROJECT = "test-proj"
 

@@ -59,15 +59,10 @@ from zen import lease
 from zen.agent.reports import AttemptReport
 from zen.agent.settings import AgentSettings
 
+
 def fence_s(settings: AgentSettings) -> float:
     """Seconds without an accepted report after which an attempt is stopped (the rule above, ``zen.lease``)."""
     return lease.fence_s(settings.heartbeat_timeout_s, settings.stop_grace_s, settings.heartbeat_s)
-
-
-def tight_reason(settings: AgentSettings) -> str | None:
-    """Why these periods leave the fence no room (the floor would decide: a job cut off from Zen could
-    still run when Zen runs it elsewhere); None when they fit. The agent refuses to start then."""
-    return lease.tight_reason(settings.heartbeat_timeout_s, settings.stop_grace_s, settings.heartbeat_s)
 
 
 def fence_left(attempt: AttemptReport, settings: AgentSettings, now: float) -> float:

@@ -20,7 +20,7 @@ shortly before a preempted VM is shut down; :func:`watch_preemption` long-polls 
 
 Proof (``zen.vm_proof``): :class:`ProofSource` fetches the VM's Google-signed identity token
 (``instance/service-accounts/default/identity``) for an audience that binds the agent's own message
-key (``zen.vm_proof.MessageKey``, made at the first fetch, never stored), and with that key signs
+key (``zen.message_key.MessageKey``, made at the first fetch, never stored), and with that key signs
 every heartbeat it attaches the token to (:meth:`ProofSource.attributes`), or, once Zen's CONFIRM
 gave it the VM's MAC key (:meth:`ProofSource.learn`, ``zen.message_key``), authenticates it with
 HMAC-SHA256 under that key instead (cheaper for Zen to check). It asks the metadata

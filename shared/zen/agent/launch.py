@@ -140,7 +140,7 @@ def _fence(child: int, pidfd: int | None, lease: Lease, grace_s: float, containe
     return 137  # not reached
 
 
-def supervise(agent: int, lease: Lease | None, grace_s: float, container: str | None, docker: str,
+def supervise(agent: int, lease: Lease, grace_s: float, container: str | None, docker: str,
               program: list[str]) -> int:
     for sig in IGNORED:
         signal.signal(sig, signal.SIG_IGN)
@@ -151,7 +151,7 @@ def supervise(agent: int, lease: Lease | None, grace_s: float, container: str | 
     if child == 0:
         for sig in IGNORED:
             signal.signal(sig, signal.SIG_DFL)
-        if lease is not None and lease.fd is not None:
+        if lease.fd is not None:
             os.close(lease.fd)
         if not _die_with_parent(me):
             os._exit(137)
@@ -161,8 +161,8 @@ def supervise(agent: int, lease: Lease | None, grace_s: float, container: str | 
     except (AttributeError, OSError):  # no pidfd (Linux before 5.3): look every 50 ms
         pidfd = None
     while True:
-        timeout = lease.deadline - time.monotonic() if lease is not None else LOOK_S
-        if lease is not None and timeout <= 0:
+        timeout = lease.deadline - time.monotonic()
+        if timeout <= 0:
             return _fence(child, pidfd, lease, grace_s, container, docker)
         status = _wait(child, pidfd, timeout, lease)
         if status is not None:

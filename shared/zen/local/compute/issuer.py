@@ -55,7 +55,7 @@ class TokenIssuer:
         issued = int(time.time() if now is None else now)
         claims: dict[str, Any] = {
             # As GCE's: the service account's numeric id and e-mail too, which take a real token past
-            # the 1,024 bytes of one Pub/Sub attribute (zen.vm_proof.token_attributes).
+            # the 1,024 bytes of one Pub/Sub attribute (zen.message_key.token_attributes).
             "iss": ISSUER, "aud": audience, "azp": "104514213436198513925", "sub": "104514213436198513925",
             "email": f"zen-agent@{project}.iam.gserviceaccount.com", "email_verified": True, "iat": issued,
             "exp": issued + self.lifetime_s,
