@@ -48,7 +48,7 @@ demo: venv
 
 # Simulator benchmark: zen against the baselines on fixed scenarios (ratios, not timings).
 bench: venv
-	$(BIN)/python -m zen.sim.bench
+	$(BIN)/python -m zen_dev.sim.bench
 
 # Control-plane benchmark: submits, heartbeats (and the tick) against the raw database anchor, same run.
 bench-control: venv

@@ -36,7 +36,7 @@ class Physics:
     regions: int = 3
     boot_median_s: float = 90.0
     boot_sigma: float = 0.35
-    unbilled_fraction: float = 0.25  # of a boot, before RUNNING (zen.sim.scenario: unbilled_boot_fraction)
+    unbilled_fraction: float = 0.25  # of a boot, before RUNNING (zen_dev.sim.scenario: unbilled_boot_fraction)
     delete_s: float = 30.0  # a deleted VM is billed this long
 
 

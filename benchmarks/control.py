@@ -13,10 +13,10 @@ function body without HTTP; the Pub/Sub stand-in receives what is published):
 - ``on_job_submitted`` with scaling on (Compute stand-in), with 0 and with 100k jobs already queued;
 - ``on_heartbeat`` RUNNING (a running job's progress report) with 1 and 4 threads, each heartbeat
   carrying its VM's identity token and its agent's MAC of it, checked as a deployment checks them
-  (``ZEN_VM_PROOF=required``, the default, with a ``ZEN_PROOF_SECRET``: ``zen.vm_proof``; each VM's
+  (``ZEN_VM_PROOF=required``, the default, with a ``ZEN_PROOF_SECRET``: ``zen.adapters.vm_proof``; each VM's
   token verified once, then remembered; each MAC checked). That is the steady state: the claim and
   the first RUNNING are signed (RSA), and the CONFIRM gives each VM's agent its MAC key
-  (``zen.message_key``); the agents' MACs are made before the clock starts;
+  (``zen.adapters.message_key``); the agents' MACs are made before the clock starts;
 - ``on_job_submitted`` with a ``queues:`` configuration (every submission runs an admission pass):
   a quota that admits everything, and a full quota (the flood waits PENDING);
 - ``on_scale_tick`` over 100 MIGs with 1k / 10k / 100k jobs queued (seconds, Compute calls);
@@ -46,15 +46,15 @@ from typing import Callable
 
 import pg8000.native
 
-from zen import eventarc
+from zen.adapters.message_key import KEY_ATTRIBUTE, MAC_ATTRIBUTE, SIGNATURE_ATTRIBUTE, mac, token_attributes
+from zen.adapters.pubsub import PubSubPublisher
 from zen.app import Zen
-from zen.config import load_config
-from zen.events import PUBSUB_EVENT_TYPE
-from zen.publisher import PubSubPublisher
+from zen.core import eventarc
+from zen.core.config import load_config
+from zen.core.events import PUBSUB_EVENT_TYPE
 from zen.store.db import Database, parse_database_url
 from zen.store.migrate import migrate
 from zen.store.submits import GroupCommit
-from zen.message_key import KEY_ATTRIBUTE, MAC_ATTRIBUTE, SIGNATURE_ATTRIBUTE, mac, token_attributes
 
 CLUSTER = "4xa100-40gb"
 PROJECT = "zen-bench"
@@ -87,8 +87,8 @@ class ControlBench:
         import pgserver
         from google.cloud import pubsub_v1
 
-        from zen.local.bridge import ensure_topic
-        from zen.local.functions_server import free_port, wait_for_port
+        from zen_dev.local.bridge import ensure_topic
+        from zen_dev.local.functions_server import free_port, wait_for_port
 
         self.pg_dir = tempfile.mkdtemp(prefix="zbc", dir="/tmp")
         self.pg = pgserver.get_server(self.pg_dir, cleanup_mode="stop")
@@ -101,7 +101,7 @@ class ControlBench:
         # The stand-in runs in a process of its own, as Pub/Sub is remote: its work must not take
         # the GIL from the path measured.
         port = free_port()
-        self.pubsub = subprocess.Popen([sys.executable, "-m", "zen.local.pubsub", "--port", str(port)],
+        self.pubsub = subprocess.Popen([sys.executable, "-m", "zen_dev.local.pubsub", "--port", str(port)],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for_port(port, 30, self.pubsub)
         os.environ["PUBSUB_EMULATOR_HOST"] = f"127.0.0.1:{port}"
@@ -126,7 +126,7 @@ class ControlBench:
         ``scaled_config`` (25 clusters x 4 regions = 100 MIGs)."""
         import yaml
 
-        from zen.local.functions_server import free_port, wait_for_port
+        from zen_dev.local.functions_server import free_port, wait_for_port
 
         regions = ["us-central1", "us-west1", "europe-west4", "us-east4"]
         base = self.config.clusters[0]
@@ -144,16 +144,16 @@ class ControlBench:
             "timings": {"boot": {"dist": "fixed", "s": 1}, "retry_interval_s": 30, "delete_s": 0}}))
         port = free_port()
         self.compute = subprocess.Popen(
-            [sys.executable, "-m", "zen.local.compute", "--port", str(port), "--scenario", str(scenario_path),
+            [sys.executable, "-m", "zen_dev.local.compute", "--port", str(port), "--scenario", str(scenario_path),
              "--config", str(config_path), "--log-level", "WARNING", "--log-dir", str(Path(self.pg_dir) / "vms")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for_port(port, 30, self.compute)
         os.environ["ZEN_COMPUTE_ENDPOINT"] = f"http://127.0.0.1:{port}"
 
     def scaler(self, config, db):
-        from zen.clock import utc_now
+        from zen.core.clock import utc_now
         from zen.scaling.manager import ClusterOrchestrator
-        from zen.scaling.mig import MigManager, compute_clients_from_env
+        from zen.adapters.compute import MigManager, compute_clients_from_env
 
         clients = compute_clients_from_env()
         return ClusterOrchestrator(config, db, utc_now, lambda p, r, n: MigManager(p, r, n, *clients))
@@ -276,7 +276,7 @@ class ControlBench:
     def floor(self) -> Callable[[], float]:
         """A lone submission's waits and nothing else, one after the other: its statement (one job,
         written as ``on_job_submitted`` writes it) and its start message's Publish, acknowledged (a lone
-        request must not return before it: CPU throttling, ``zen.messaging``). No CPU of Zen's own is
+        request must not return before it: CPU throttling, ``zen.jobs.messaging``). No CPU of Zen's own is
         spent between them, so this rate bounds what one thread can reach."""
         def measure() -> float:
             zen = self.zen(pool=1)
@@ -301,11 +301,11 @@ class ControlBench:
         return measure
 
     def heartbeats(self, threads: int, jobs_per_thread: int = 50) -> Callable[[], float]:
-        from zen.local.compute.issuer import TokenIssuer
+        from zen_dev.local.compute.issuer import TokenIssuer
         import secrets
 
-        from zen.message_key import MessageKey, audience
-        from zen.vm_proof import ProofChecker
+        from zen.adapters.message_key import MessageKey, audience
+        from zen.adapters.vm_proof import ProofChecker
 
         issuer = TokenIssuer()
         secret = secrets.token_urlsafe(32).encode()  # ZEN_PROOF_SECRET
@@ -361,7 +361,7 @@ class ControlBench:
     def tick_seconds(self, queued: int, rounds: int) -> tuple[float, int]:
         """Median seconds of on_scale_tick over 100 MIGs with ``queued`` jobs waiting, in the steady
         state (every cluster at its VM limit, its VMs up), and the Compute calls one tick makes."""
-        from zen.scaling.mig import MigManager
+        from zen.adapters.compute import MigManager
 
         self.fresh_schema()
         self.queue_jobs(queued, self.scaled_config)
@@ -417,7 +417,7 @@ class ControlBench:
         token = getattr(self, "tokens", {}).get(self.vm(job_id))
         attributes = None
         if token:  # as the agent sends it: its token, its key, its MAC once confirmed, else its signature
-            vm_key = getattr(self, "mac_keys", {}).get(self.vm(job_id))  # (zen.message_key.MessageKey)
+            vm_key = getattr(self, "mac_keys", {}).get(self.vm(job_id))  # (zen.adapters.message_key.MessageKey)
             proof = ({MAC_ATTRIBUTE: self.macs.get((job_id, seq)) or mac(vm_key, payload, {})} if vm_key
                      else {SIGNATURE_ATTRIBUTE: self.key.sign(payload, {})})
             attributes = {**token_attributes(token), KEY_ATTRIBUTE: self.key.public, **proof}

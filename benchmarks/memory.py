@@ -23,8 +23,8 @@ import threading
 import functions_framework
 
 from benchmarks.control import submit_event
-from zen import eventarc
-from zen.local.invoke import FUNCTIONS_MAIN
+from zen.core import eventarc
+from zen_dev.local.invoke import FUNCTIONS_MAIN
 
 
 def _status_mb(field: str) -> float:

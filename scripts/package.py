@@ -13,9 +13,9 @@ Writes into ``--out`` (default ``dist/``):
   names the uploaded objects after these hashes, so any change to the code redeploys.
 
 Both archives are reproducible: sorted entries, fixed timestamps and modes, so the hash changes only
-when the content does. Left out, because the functions and the agent never use them and they would
-pull in local-only packages (pgserver, rich) or stand-ins: ``zen/local`` (Pub/Sub and Compute
-stand-ins, the local stack), ``zen/sim`` (simulator) and ``zen/demo.py`` (imports ``zen.local``).
+when the content does. Only the ``zen`` package ships: the development-only parts (the stand-ins and
+local stack, the simulator, the demo, the embedded Postgres) are the separate ``zen_dev`` package,
+which ``zen`` never imports at module level (``tests/test_layering.py`` proves it on the wheel).
 """
 
 from __future__ import annotations
@@ -38,8 +38,6 @@ AGENT_REQUIREMENTS = ROOT / "requirements-agent.txt"  # the wheel only: google-c
 
 FUNCTIONS_ARCHIVE = "zen-functions.zip"
 CONFIG_NAME = "zen_config.yaml"
-# Relative to shared/zen: never shipped to Google Cloud.
-EXCLUDED = ("local/", "sim/", "demo.py")
 # Packages only a developer machine has; their presence in a deployed requirements file is a bug.
 LOCAL_ONLY_PACKAGES = ("pgserver", "pytest", "hypothesis", "rich")
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip entry can carry
@@ -51,8 +49,6 @@ def library_files() -> list[tuple[str, Path]]:
     for path in sorted(LIBRARY.rglob("*")):
         relative = path.relative_to(LIBRARY).as_posix()
         if path.is_dir() or "__pycache__" in path.parts or path.suffix in (".pyc", ".pyo"):
-            continue
-        if relative.startswith(EXCLUDED):
             continue
         files.append((f"zen/{relative}", path))
     return files
@@ -129,7 +125,7 @@ def build_agent_wheel(out: Path) -> Path:
     entries += [
         (f"{dist_info}/METADATA", ("\n".join(metadata) + "\n").encode()),
         (f"{dist_info}/WHEEL", ("\n".join(wheel_meta) + "\n").encode()),
-        (f"{dist_info}/entry_points.txt", b"[console_scripts]\nzen = zen.cli:main\n"),
+        (f"{dist_info}/entry_points.txt", b"[console_scripts]\nzen = zen.cli.main:main\n"),
         (f"{dist_info}/top_level.txt", b"zen\n"),
     ]
     entries.sort()
@@ -149,7 +145,7 @@ def build(out: Path, config: Path | None = None) -> dict:
     if config is not None:
         # Fail here rather than at the first event: the functions would refuse this file too.
         sys.path.insert(0, str(ROOT / "shared"))
-        from zen.config import load_config
+        from zen.core.config import load_config
 
         load_config(config)
     functions = build_functions_archive(out, config)

@@ -80,7 +80,7 @@ resource "google_compute_instance_template" "zen" {
       # several jobs per VM (zen.agent.slots): the VM's GPUs, and the jobs it runs at once, each on its own
       zen-gpu-count       = tostring(each.value.gpu_count)
       zen-max-jobs-per-vm = each.value.max_jobs_per_vm
-      # whether the functions require each heartbeat's identity token (zen.vm_proof): off, the agent
+      # whether the functions require each heartbeat's identity token (zen.adapters.vm_proof): off, the agent
       # sends a heartbeat without one rather than lose it (tostring: a bare var.vm_proof here makes
       # checkov's evaluator lose this map, and with it block-project-ssh-keys: CKV_GCP_32)
       zen-vm-proof = tostring(var.vm_proof)

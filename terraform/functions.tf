@@ -69,13 +69,13 @@ resource "google_cloudfunctions2_function" "zen" {
       },
       local.zen_config_shipped ? { ZEN_CONFIG = local.shipped_config_path } : {},
       # The tick makes each VM's control subscription and grants it to its cluster's agents alone
-      # (zen.control_subscriptions, iam.tf): cluster -> agent service account.
+      # (zen.adapters.control_subscriptions, iam.tf): cluster -> agent service account.
       each.key == "on_scale_tick" ? {
         ZEN_AGENT_ACCOUNTS = jsonencode({ for cluster, account in google_service_account.agent : cluster => account.email })
       } : {},
     )
 
-    # The heartbeat function derives each VM's MAC key from this secret (zen.message_key): the agent
+    # The heartbeat function derives each VM's MAC key from this secret (zen.adapters.message_key): the agent
     # then authenticates its messages with an HMAC instead of an RSA signature (proof_secret.tf).
     dynamic "secret_environment_variables" {
       for_each = each.key == "on_heartbeat" ? [google_secret_manager_secret.proof.secret_id] : []

@@ -151,7 +151,7 @@ resource "google_project_iam_member" "sql" {
 }
 
 # -- functions: Compute (the scheduler) ----------------------------------------------------------
-# zen.scaling.mig calls instanceGroupManagers get, resize, listManagedInstances, listErrors and
+# zen.adapters.compute calls instanceGroupManagers get, resize, listManagedInstances, listErrors and
 # deleteInstances (and list: see compute_lister below) (get -> compute.instanceGroupManagers.get, the rest ->
 # compute.instanceGroupManagers.update) and regionOperations.get (compute.regionOperations.get).
 # roles/compute.instanceAdmin.v1 would also let it create VMs, templates and disks anywhere.
@@ -215,7 +215,7 @@ resource "google_project_iam_member" "compute_lister" {
 }
 
 # -- functions: Cloud Storage (data locality) ----------------------------------------------------
-# zen.locality looks up the location of each input's bucket (storage Client.lookup_bucket, i.e.
+# zen.core.locality looks up the location of each input's bucket (storage Client.lookup_bucket, i.e.
 # buckets.get: storage.buckets.get) wherever a job is placed or its start routed: a submission, the
 # tick (sweeps, widening, admission), a heartbeat that gives a claim back or ends a queue's job (the
 # next one is admitted), a stop that frees a queue's quota. So every function's account may look up
@@ -243,7 +243,7 @@ resource "google_storage_bucket_iam_member" "function_locates_inputs" {
 }
 
 # -- control subscriptions: made by Zen ------------------------------------------------------------
-# The scale tick makes zen-vm-control-<vm> for every instance its MIGs list (zen.control_subscriptions:
+# The scale tick makes zen-vm-control-<vm> for every instance its MIGs list (zen.adapters.control_subscriptions:
 # filter attributes.vm = "<vm>") and grants roles/pubsub.subscriber on it to that VM's cluster's agent
 # account alone (ZEN_AGENT_ACCOUNTS, functions.tf). The agents then need no project-wide right to
 # create or consume subscriptions. Pub/Sub honours no IAM condition on a subscription's name (the IAM
@@ -282,7 +282,7 @@ resource "google_pubsub_topic_iam_member" "tick_attaches_control" {
 # not: VMs of one cluster share an account (a MIG gives all its VMs its template's), so a VM may
 # consume its own cluster's other VMs' control subscriptions (steal their confirms and stops) and the
 # starts of its cluster's other regions; heartbeats for another VM are refused by the identity token
-# (zen.vm_proof), not by IAM. And pubsub.subscriptions.get on the project (the agent checks its
+# (zen.adapters.vm_proof), not by IAM. And pubsub.subscriptions.get on the project (the agent checks its
 # control subscription's topic and filter, zen.agent.transport) reads any subscription's
 # configuration, never its messages.
 

@@ -9,7 +9,7 @@ locals {
   # Zen's own lines: what the four functions write to stderr (zen.logs; Cloud Logging parses each
   # JSON line into jsonPayload, its severity becomes the entry's severity), under the log names Cloud
   # Run gives a service's output. The agents' lines have log names of their own (zen-jobs: jobs'
-  # output, zen.joblogs_cloud; the VM's system logs) on gce_instance: no metric or alert reads them.
+  # output, zen.adapters.cloud_logging; the VM's system logs) on gce_instance: no metric or alert reads them.
   # This keeps apart what the agents write as they are written; it does not stop a VM that forges
   # entries: roles/logging.logWriter (logging.logEntries.create) is checked on the project, with no
   # IAM condition on a log's name or resource, so the agents' account may write any log name on any

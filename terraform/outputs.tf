@@ -15,7 +15,7 @@ locals {
     "(resource.type=\"cloud_run_revision\" AND resource.labels.service_name=~\"^${var.name_prefix}-on-\")",
     "(resource.type=\"gce_instance\" AND labels.\"compute.googleapis.com/resource_name\"=~\"^zen-\")",
   ])
-  # Job output: one entry per line the agent ships (zen.joblogs_cloud); replace JOB_ID with the job's id.
+  # Job output: one entry per line the agent ships (zen.adapters.cloud_logging); replace JOB_ID with the job's id.
   job_logs_query = "logName=\"projects/${var.project_id}/logs/zen-jobs\" AND labels.job_id=\"JOB_ID\""
 }
 

@@ -1,4 +1,4 @@
-# The secret the heartbeat function derives each VM's MAC key from (ZEN_PROOF_SECRET: zen.message_key).
+# The secret the heartbeat function derives each VM's MAC key from (ZEN_PROOF_SECRET: zen.adapters.message_key).
 # Its value never passes through terraform (no secret in the state: sql.tf, "no passwords anywhere"):
 # the first version is made by gcloud from /dev/urandom during apply, once (scripts/proof_secret.sh
 # leaves an existing version alone). Rotation: add a version "<new>,<old>" (Zen seals with the first

@@ -19,7 +19,7 @@ locals {
     on_scale_tick     = 3
   }
   # ZEN_DB_MAX_OPEN of each function: concurrency requests at once, plus the instance's one background
-  # thread that marks published outbox rows (zen.messaging.SentMarks). zen.store.db.Database opens no
+  # thread that marks published outbox rows (zen.jobs.messaging.SentMarks). zen.store.db.Database opens no
   # more; a request that finds them all in use waits at most 10 s, then answers 500 (a redelivery).
   db_max_open = {
     for name, f in var.functions : name => local.db_connections_per_request[name] * f.concurrency + 1

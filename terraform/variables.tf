@@ -28,7 +28,7 @@ variable "name_prefix" {
 variable "clusters" {
   description = <<-EOT
     GPU clusters, mirroring `clusters` of the Zen configuration the functions use (the shipped
-    `zen_config_file`, or shared/zen/default_config.yaml): a plan fails if names, regions, machine
+    `zen_config_file`, or shared/zen/core/default_config.yaml): a plan fails if names, regions, machine
     or GPU fields differ. One instance template and one regional MIG (`zen-<name>-<region>`, target
     size 0) is created per (cluster, region). Optional per cluster: `image` (defaults to
     `default_image`), `boot_disk_size_gb`, `spot` (defaults to `spot`), `zones` per region (defaults

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from zen.clock import ManualClock
-from zen.config import load_config
+from zen.core.clock import ManualClock
+from zen.core.config import load_config
 from zen.store.db import Database, parse_database_url
 from zen.store.migrate import migrate
 
@@ -40,14 +40,14 @@ def _settle_relays() -> None:
     _relays.clear()
 
 
-from zen.messaging import OutboxRelay  # noqa: E402 - recorded before any test builds one
+from zen.jobs.messaging import OutboxRelay  # noqa: E402 - recorded before any test builds one
 
 OutboxRelay.__init__ = _recorded(OutboxRelay.__init__)
 
 
 @pytest.fixture(autouse=True)
 def _vm_proof_off(request, monkeypatch):
-    """Zen requires each heartbeat's proof unless told ``ZEN_VM_PROOF=off`` (``zen.vm_proof``). The
+    """Zen requires each heartbeat's proof unless told ``ZEN_VM_PROOF=off`` (``zen.adapters.vm_proof``). The
     suite's Zens hear from made-up VMs that hold no identity token, so they are told off here; the
     proof's tests set it back (or unset it), and the local stacks (marked e2e) keep the developer's
     environment: required, as ``zen local up``."""
@@ -125,8 +125,8 @@ def db(db_target):
 @pytest.fixture(scope="session")
 def pubsub_server():
     """One Pub/Sub stand-in per test run; each test uses its own project, so topics never mix."""
-    from zen.local.environment import overridden_environ
-    from zen.local.pubsub import PubSubStandIn
+    from zen_dev.local.environment import overridden_environ
+    from zen_dev.local.pubsub import PubSubStandIn
 
     server = PubSubStandIn().start()
     with overridden_environ({"PUBSUB_EMULATOR_HOST": server.address}):
@@ -174,7 +174,7 @@ def zen(config, db, publisher, clock):
 @pytest.fixture
 def functions(zen, db_url, monkeypatch):
     """The four entry points under functions-framework, wired to this test's ``zen``."""
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
     return FunctionsInvoker(zen)

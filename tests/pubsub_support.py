@@ -12,10 +12,10 @@ from typing import Sequence
 
 from google.cloud import pubsub_v1
 
-from zen.config import ZenConfig
-from zen.local.bridge import ensure_topic
-from zen.messaging import OutgoingMessage
-from zen.publisher import PubSubPublisher
+from zen.adapters.pubsub import PubSubPublisher
+from zen.core.config import ZenConfig
+from zen.jobs.messaging import OutgoingMessage
+from zen_dev.local.bridge import ensure_topic
 
 
 class StandInPublisher:

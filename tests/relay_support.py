@@ -1,4 +1,4 @@
-"""A second request in flight beside the one a relay test makes (``zen.messaging.OutboxRelay.request``):
+"""A second request in flight beside the one a relay test makes (``zen.jobs.messaging.OutboxRelay.request``):
 while it is inside, the test's request is not alone, so its urgent messages are handed over rather
 than waited for; ``leave()`` ends it, so the test's request becomes the last one out."""
 

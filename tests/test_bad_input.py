@@ -321,7 +321,7 @@ def test_an_outputs_prefix_must_leave_room_for_the_names_of_the_jobs_files(funct
     functions.submit(job_request("longout", outputs=fits), message_id="m-fits")
     with zen.db.transaction() as session:
         assert repository.get_job(session, "longout").status.value == "QUEUED"
-    from zen.gcs import OUTPUT_NAME_ROOM, output_destination, split_uri
+    from zen.core.gcs import OUTPUT_NAME_ROOM, output_destination, split_uri
 
     split_uri(output_destination(fits, "longout", 2**31 - 1) + "f" * OUTPUT_NAME_ROOM)  # an upload's name is valid
 
@@ -332,7 +332,7 @@ def test_a_redelivered_submission_accepted_before_a_configuration_change_is_its_
     its job lives on, so the redelivery is a duplicate, not a rejection that tells the user the running
     job was refused. A new request (or another request under that job_id) meets the new rules."""
     from zen.app import Zen
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     payload = job_request("live", max_attempts=8)
     functions.submit(payload, message_id="m-1")

@@ -1,4 +1,4 @@
-"""Reading a job's output from Cloud Logging (zen.joblogs_cloud.CloudReader) against a fake client
+"""Reading a job's output from Cloud Logging (zen.adapters.cloud_logging.CloudReader) against a fake client
 that lists entries as the service does (oldest first, the seq filter applied, one page a request)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from google.api_core import exceptions as gexc
 
 from tests.logging_standin import LoggingStandIn
-from zen import joblogs_cloud
-from zen.follow import print_once
+from zen.adapters import cloud_logging as joblogs_cloud
+from zen.cli.follow import print_once
 
 
 class Client:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from zen.config import DEFAULT_CONFIG_PATH, load_config
-from zen.errors import ConfigError
+from zen.core.config import DEFAULT_CONFIG_PATH, load_config
+from zen.core.errors import ConfigError
 
 
 def test_default_config_is_valid_and_documented():

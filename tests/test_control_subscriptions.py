@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from google.pubsub_v1 import types as T
 
-from zen.control_subscriptions import ControlSubscriptions, accounts_from_env
-from zen.local.topology import ensure_topology
+from zen.adapters.control_subscriptions import ControlSubscriptions, accounts_from_env
 from zen.store import fleet
+from zen_dev.local.topology import ensure_topology
 
 ACCOUNTS = {"4xa100-40gb": "zen-agent-a@p.iam.gserviceaccount.com", "8xh100-80gb": "zen-agent-b@p.iam.gserviceaccount.com"}
 

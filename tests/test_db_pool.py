@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from zen.errors import TransientError
+from zen.core.errors import TransientError
 from zen.store.db import Database
 
 

@@ -163,7 +163,7 @@ def test_a_preempted_vm_spends_no_attempt_even_on_the_last_one(functions, zen, p
 def test_preemptions_are_free_only_so_many_times(functions, zen):
     """The agent says PREEMPTED on any SIGTERM: a job that shuts its own VM down was requeued for free on
     new VMs for ever. After FREE_PREEMPTIONS, a preemption spends an attempt as a lost VM does."""
-    from zen.lifecycle import FREE_PREEMPTIONS
+    from zen.core.lifecycle import FREE_PREEMPTIONS
 
     functions.submit(job_request("job-1", max_attempts=1))
     for attempt in range(1, FREE_PREEMPTIONS + 2):
@@ -275,7 +275,7 @@ def test_a_stop_that_races_its_submit_is_applied_as_soon_as_it_is_kept(functions
     looks again."""
     import threading
 
-    from zen import jobs as jobs_module
+    from zen.jobs import service as jobs_module
 
     remember = repository.remember_early_stop
 

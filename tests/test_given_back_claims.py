@@ -1,4 +1,4 @@
-"""A claim the VM gave back unanswered (zen.vm_beats): the functions, through functions-framework,
+"""A claim the VM gave back unanswered (zen.jobs.vm_beats): the functions, through functions-framework,
 against a real Postgres.
 
 The bug these pin down: VM A claims a job; Zen's CONFIRM reaches A after it gave up waiting, gave

@@ -14,11 +14,11 @@ from datetime import datetime, timezone
 import pytest
 
 from tests.messages import job_request
-from zen import eventarc
-from zen.errors import DataRejected
-from zen.events import PUBSUB_EVENT_TYPE
-from zen.messaging import OutgoingMessage
-from zen.models import Job, JobStatus
+from zen.core import eventarc
+from zen.core.errors import DataRejected
+from zen.core.events import PUBSUB_EVENT_TYPE
+from zen.core.models import Job, JobStatus
+from zen.jobs.messaging import OutgoingMessage
 from zen.store import repository, submits
 from zen.store.submits import GroupCommit
 
@@ -187,7 +187,7 @@ def test_a_statement_that_does_not_end_holds_up_its_own_batch_only(db):
 def test_when_postgres_is_unreachable_every_caller_of_the_batch_raises_a_transient_error(db_target):
     """A batch whose connection cannot be made: each caller raises TransientError (Pub/Sub redelivers),
     none waits for ever or writes alone."""
-    from zen.errors import TransientError
+    from zen.core.errors import TransientError
     from zen.store.db import Database
 
     def unreachable():

@@ -1,4 +1,4 @@
-"""A heartbeat's ``seq`` is bounded by Zen's clock (``zen.vm_heartbeat.check_seq``): only a higher
+"""A heartbeat's ``seq`` is bounded by Zen's clock (``zen.core.vm_heartbeat.check_seq``): only a higher
 ``seq`` changes a job's or a VM's row, so one message with a huge ``seq`` made every later report a
 duplicate. Such a message is rejected with the reason, recorded and acked; the real reports apply."""
 

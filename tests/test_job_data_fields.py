@@ -1,4 +1,4 @@
-"""A job's ``inputs`` and ``outputs`` (gs:// URIs) are validated strictly at submission (zen.gcs)."""
+"""A job's ``inputs`` and ``outputs`` (gs:// URIs) are validated strictly at submission (zen.core.gcs)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from zen.gcs import input_name
-from zen.models import MAX_INPUTS, JobRequest
+from zen.core.gcs import input_name
+from zen.core.models import MAX_INPUTS, JobRequest
 
 BASE = {"user_id": "alice", "cluster": "4xa100-40gb", "command": ["python", "train.py"]}
 
@@ -54,7 +54,7 @@ def test_bad_inputs_and_outputs_are_refused_with_the_reason(fields, says):
 
 def test_an_image_is_a_container_image_reference_never_a_docker_option():
     """The agent runs ``docker run [options] IMAGE CMD``: an image such as ``--gpus=all`` would be one
-    of the options. Docker's reference grammar (zen.images) lets every real image through."""
+    of the options. Docker's reference grammar (zen.core.images) lets every real image through."""
     for image in ("img:1", "ubuntu", "localhost:5000/a/b:v1.2", "us-docker.pkg.dev/p/r/train@sha256:" + "b" * 64,
                   "gcr.io/p/x_y__z/a-b.c:Tag_1@sha256:" + "c" * 64, "[::1]:5000/x"):
         assert request(image=image).image == image

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 
 from tests.messages import heartbeat, job_request
-from zen.config import ClusterConfig, ZenConfig
+from zen.core.config import ClusterConfig, ZenConfig
 from zen.store import repository, usage
 
 SHARED = "8xa100-40gb"  # 8 GPUs per VM, two jobs at once in these tests
@@ -35,7 +35,7 @@ def sharing(config: ZenConfig, max_jobs: int = 2) -> ZenConfig:
 @pytest.fixture
 def shared(config, db, publisher, clock, db_url, monkeypatch):
     from zen.app import Zen
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen = Zen(sharing(config), db, publisher, clock)
     monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
@@ -156,7 +156,7 @@ def test_two_attempts_sharing_a_vm_count_their_own_gpus_and_half_the_vm_each(sha
 def test_a_queue_counts_the_gpus_a_job_holds_so_two_four_gpu_jobs_fit_an_eight_gpu_quota(config, db, publisher,
                                                                                          clock, db_url, monkeypatch):
     from zen.app import Zen
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     raw = json.loads(sharing(config).model_dump_json())
     raw["queues"] = [{"name": "default", "quota": {SHARED: 8}}]

@@ -1,4 +1,4 @@
-"""A lost attempt's final report that arrives after the sweep gave the attempt up (zen.late_final):
+"""A lost attempt's final report that arrives after the sweep gave the attempt up (zen.jobs.late_final):
 the functions, through functions-framework with Eventarc envelopes, against a real Postgres.
 
 The bug these pin down: attempt 1 runs on vm-a; vm-a's heartbeats stop reaching Zen (a partition, or

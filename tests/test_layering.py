@@ -3,7 +3,7 @@
 Pure core: models, lifecycle, configuration, the planner. Services (the job service, the outbox,
 the rows, the scaling managers) see the database and the MIGs through their interfaces
 (``zen.store.db`` and ``zen.scaling.port`` types); the adapters (``zen.store.db``,
-``zen.scaling.mig``, ``zen.publisher``) are wired in by ``zen.app``."""
+``zen.adapters.compute``, ``zen.adapters.pubsub``) are wired in by ``zen.app``."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-PURE = ["zen.models", "zen.lifecycle", "zen.config", "zen.clock", "zen.scaling.model", "zen.scaling.planner"]
-SERVICES = ["zen.jobs", "zen.messaging", "zen.store.repository", "zen.scaling.port", "zen.scaling.fleetdb",
+PURE = ["zen.core.models", "zen.core.lifecycle", "zen.core.config", "zen.core.clock", "zen.scaling.model", "zen.scaling.planner"]
+SERVICES = ["zen.jobs.service", "zen.jobs.messaging", "zen.store.repository", "zen.scaling.port", "zen.scaling.fleetdb",
             "zen.scaling.manager"]
 
 
@@ -33,7 +33,7 @@ def test_pure_modules_import_no_adapter_library(module):
 
 def test_no_module_is_over_400_lines():
     """Readable in one sitting (issue 12): a module that grows past 400 lines is split by concern, as
-    ``zen.messaging`` (the outbox relay) and ``zen.publisher`` (the Pub/Sub adapter) were."""
+    ``zen.jobs.messaging`` (the outbox relay) and ``zen.adapters.pubsub`` (the Pub/Sub adapter) were."""
     root = Path(__file__).resolve().parent.parent
     long = {str(path.relative_to(root)): count
             for path in sorted((root / "shared" / "zen").rglob("*.py")) + [root / "functions" / "main.py"]

@@ -1,4 +1,4 @@
-"""The lease arithmetic (``zen.lease``, ``zen.agent.fence``): for every set of periods the configuration
+"""The lease arithmetic (``zen.core.lease``, ``zen.agent.fence``): for every set of periods the configuration
 accepts, an attempt cut off from Zen, or whose agent cannot run, is SIGKILLed at least the margin before
 Zen may take it for lost; and every set it refuses is one where that would not hold."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import example, given, settings, strategies as st
 
-from zen import lease
-from zen.lease import Deadlines
+from zen.core import lease
+from zen.core.lease import Deadlines
 
 seconds = st.floats(min_value=0.1, max_value=3600, allow_nan=False, allow_infinity=False)
 

@@ -1,4 +1,4 @@
-"""Data locality (zen.locality): a job's regions are ordered by where its inputs live, and zen explain
+"""Data locality (zen.core.locality): a job's regions are ordered by where its inputs live, and zen explain
 prices the egress; bucket locations come from the configuration or the Cloud Storage client."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ import json
 import pytest
 
 from tests.messages import job_request
-from zen.config import ZenConfig
+from zen.core.config import ZenConfig
 from zen.store import repository
 
 
 @pytest.fixture
 def located(config, db, publisher, clock, db_url, monkeypatch):
     from zen.app import Zen
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     raw = json.loads(config.model_dump_json())
     raw["data"] = {"bucket_locations": {"eu-data": "europe-west4", "eu-multi": "EU", "us-multi": "US"}}
@@ -54,7 +54,7 @@ def test_zen_explain_shows_the_data_order_and_the_egress(located, db_url, tmp_pa
                                  regions=["us-central1", "us-west1"]))
     path = tmp_path / "zen.yaml"
     path.write_text(yaml.safe_dump(json.loads(zen.config.model_dump_json())))
-    done = subprocess.run([sys.executable, "-m", "zen.cli", "explain", "d5"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "zen.cli.main", "explain", "d5"], capture_output=True, text=True,
                           env={"ZEN_CONFIG": str(path), "ZEN_DATABASE_URL": db_url, "PATH": "/usr/bin:/bin",
                                **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}},
                           timeout=60)
@@ -64,15 +64,15 @@ def test_zen_explain_shows_the_data_order_and_the_egress(located, db_url, tmp_pa
 
 
 def test_a_bucket_location_is_looked_up_with_the_storage_client_when_not_configured(config, monkeypatch):
-    from zen import locality
-    from zen.local.storage import StorageStandIn  # the GCS stand-in (STORAGE_EMULATOR_HOST)
+    from zen.core import locality
+    from zen_dev.local.storage import StorageStandIn  # the GCS stand-in (STORAGE_EMULATOR_HOST)
 
     with StorageStandIn() as standin:
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", standin.address)
         standin.state.create_bucket("far-data", location="ASIA")
         locality._looked_up.clear()
         assert locality.bucket_location(config, "far-data") == "asia"
-        from zen.models import InputSpec
+        from zen.core.models import InputSpec
 
         assert locality.order_by_data(config, ["us-central1", "asia-northeast1"],
                                       [InputSpec(uri="gs://far-data/x")]) == ["asia-northeast1", "us-central1"]
@@ -85,8 +85,8 @@ def test_a_failed_lookup_is_tried_again_later_and_an_answer_is_kept(config, monk
     import socket
     import time
 
-    from zen import locality
-    from zen.local.storage import StorageStandIn
+    from zen.core import locality
+    from zen_dev.local.storage import StorageStandIn
 
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))

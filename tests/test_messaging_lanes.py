@@ -1,4 +1,4 @@
-"""The publisher's per-topic lanes (zen.publisher.TopicLane): every message handed over, inline or for
+"""The publisher's per-topic lanes (zen.adapters.pubsub.TopicLane): every message handed over, inline or for
 later, from many threads at once, is sent exactly once and settled with its own result."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from zen.messaging import OutgoingMessage
-from zen.publisher import TopicLane
+from zen.adapters.pubsub import TopicLane
+from zen.jobs.messaging import OutgoingMessage
 
 
 def test_concurrent_inline_and_handed_over_messages_are_each_sent_once_and_settled():
@@ -67,7 +67,7 @@ class _HeldPublisher:
 def test_only_the_last_request_in_flight_waits_for_the_urgent_messages_handed_over(db):
     from datetime import datetime, timezone
 
-    from zen.messaging import Enqueued, OutboxRelay
+    from zen.jobs.messaging import Enqueued, OutboxRelay
 
     publisher = _HeldPublisher()
     relay = OutboxRelay(db, publisher, lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
@@ -113,7 +113,7 @@ def test_a_hand_over_that_fails_leaves_nothing_for_later_requests_to_wait_on(db)
     from datetime import datetime, timezone
 
     from tests.relay_support import another_request
-    from zen.messaging import Enqueued, OutboxRelay
+    from zen.jobs.messaging import Enqueued, OutboxRelay
 
     relay = OutboxRelay(db, _BrokenPublisher(), lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
     relay.wait_limit_s = 5
@@ -238,7 +238,7 @@ def test_events_linger_only_while_other_requests_keep_the_cpu(db):
     throttled after it); beside other requests in flight they may wait to share an RPC."""
     from datetime import datetime, timezone
 
-    from zen.messaging import Enqueued, OutboxRelay
+    from zen.jobs.messaging import Enqueued, OutboxRelay
 
     publisher = _LingerRecorder()
     relay = OutboxRelay(db, publisher, lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
@@ -256,7 +256,7 @@ def test_starts_linger_only_while_other_requests_keep_the_cpu(db):
     (the last request out sends what lingers at once: test_outbox_relay)."""
     from datetime import datetime, timezone
 
-    from zen.messaging import Enqueued, OutboxRelay
+    from zen.jobs.messaging import Enqueued, OutboxRelay
 
     publisher = _LingerRecorder()
     relay = OutboxRelay(db, publisher, lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))

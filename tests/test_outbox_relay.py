@@ -1,5 +1,5 @@
 """The outbox relay's duties beyond the lanes (tests/test_messaging_lanes.py): what the last request
-out waits for, and what the tick resends and prunes (``zen.messaging.OutboxRelay``)."""
+out waits for, and what the tick resends and prunes (``zen.jobs.messaging.OutboxRelay``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 from datetime import datetime, timedelta, timezone
 
 from tests.relay_support import another_request
-from zen.messaging import Enqueued, OutboxRelay, OutgoingMessage, enqueue
-from zen.publisher import TopicLane
+from zen.adapters.pubsub import TopicLane
+from zen.jobs.messaging import Enqueued, OutboxRelay, OutgoingMessage, enqueue
 
 
 class TopicDown:

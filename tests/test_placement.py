@@ -1,4 +1,4 @@
-"""Several acceptable GPU shapes per request (zen.placement): the function takes the first shape with
+"""Several acceptable GPU shapes per request (zen.jobs.placement): the function takes the first shape with
 quota free and a region in stock, else the first; shapes no queue or region allows drop out. And the
 limits a request resolves to."""
 

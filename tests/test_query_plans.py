@@ -68,7 +68,7 @@ HOT_QUERIES = [
     ("pending_jobs", {"limit": 500}),  # without queues, the tick admits jobs left PENDING by removed queues
     ("queued_demand", {"cluster": "1xl4"}),  # the planner's demand, by the regions each start reaches now
     ("vm_holds_job", {"vm_name": "vm-13"}),
-    # Each submission of a job with inputs or an image looks for warm VMs (zen.routing).
+    # Each submission of a job with inputs or an image looks for warm VMs (zen.core.routing).
     ("vms_holding", dict(cluster="1xl4", regions='["us-central1"]', inputs='["gs://b/x"]', image=None,
                          seen_after=NOW - timedelta(minutes=3), limit=20)),
     # Several jobs per VM: a claim reads the VM's jobs; a scaling pass the VMs' loads and the demand by GPUs.

@@ -1,4 +1,4 @@
-"""Kueue-style queues (zen.queueing) through the functions, against a real Postgres: quota admission,
+"""Kueue-style queues (zen.jobs.queueing) through the functions, against a real Postgres: quota admission,
 PENDING jobs that scale nothing, release on end, priority, fair sharing in a cohort, borrowing, the
 reasons users see, and quota never exceeded under concurrent deliveries."""
 
@@ -12,10 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests.messages import agent_run, job_request
-from zen.config import ZenConfig
-from zen.errors import ConfigError
-from zen.events import PUBSUB_EVENT_TYPE
-from zen.queueing import Queueing
+from zen.core.config import ZenConfig
+from zen.core.errors import ConfigError
+from zen.core.events import PUBSUB_EVENT_TYPE
+from zen.jobs.queueing import Queueing
 from zen.store import queues as queue_rows, repository
 
 CLUSTER = "4xa100-40gb"  # 4 GPUs per VM, so a job holds 4 GPUs of its queue's quota
@@ -29,7 +29,7 @@ def with_queues(config, queues, **extra) -> ZenConfig:
 def queued_zen(config, db, publisher, clock, db_url, monkeypatch, request):
     """A Zen whose configuration has the queues of the test's ``queues`` marker, and its functions."""
     from zen.app import Zen
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen = Zen(with_queues(config, request.node.get_closest_marker("queues").args[0]), db, publisher, clock)
     monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
@@ -202,7 +202,7 @@ def test_queue_configuration_errors_name_the_field(config):
     }
     import yaml
 
-    from zen.config import load_config
+    from zen.core.config import load_config
 
     for case, (queues, expected) in bad.items():
         path = f"/tmp/zen-queues-{case.replace(' ', '-')}.yaml"
@@ -235,7 +235,7 @@ def test_concurrent_submits_and_ends_never_exceed_any_quota(queued_zen, db):
     def submit(user):
         n = next(ids)
         payload = json.dumps(job_request(f"c{n}", user_id=user)).encode()
-        from zen import eventarc
+        from zen.core import eventarc
 
         data = eventarc.pubsub_cloud_event(payload, message_id=f"m{n}", topic="zen-job-submitted",
                                            project=zen.config.project)["data"]
@@ -243,7 +243,7 @@ def test_concurrent_submits_and_ends_never_exceed_any_quota(queued_zen, db):
         return f"c{n}"
 
     def stop(job_id):
-        from zen import eventarc
+        from zen.core import eventarc
 
         payload = json.dumps({"job_id": job_id}).encode()
         data = eventarc.pubsub_cloud_event(payload, message_id=f"s-{job_id}", topic="zen-job-stop",
@@ -285,7 +285,7 @@ def test_zen_queues_and_zen_explain_show_quota_and_why_a_job_waits(queued_zen, d
            **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}  # this checkout's code
 
     def zen_cli(*args):
-        done = subprocess.run([sys.executable, "-m", "zen.cli", *args], env=env, capture_output=True, text=True,
+        done = subprocess.run([sys.executable, "-m", "zen.cli.main", *args], env=env, capture_output=True, text=True,
                               timeout=60)
         assert done.returncode == 0, done.stderr
         return done.stdout
@@ -400,9 +400,9 @@ def test_a_silent_preempted_vm_gives_the_quota_back_at_the_stop_deadline(queued_
 
 def test_zen_submit_checks_the_queue_with_the_functions_rules(config):
     """``zen submit`` refuses before publishing through ``resolve_request``, the function's own rules."""
-    from zen.errors import Rejected
-    from zen.models import JobRequest
-    from zen.placement import resolve_request
+    from zen.core.errors import Rejected
+    from zen.core.models import JobRequest
+    from zen.jobs.placement import resolve_request
 
     queued = with_queues(config, ONE_QUEUE)
     assert resolve_request(queued, JobRequest.model_validate(job_request("x"))).queue == "research"

@@ -19,7 +19,7 @@ def explain(config, db, job_id, tmp_path, monkeypatch, capsys) -> str:
 
     import yaml
 
-    from zen.queuecli import explain_job
+    from zen.cli.queues import explain_job
 
     path = tmp_path / "zen.yaml"
     path.write_text(yaml.safe_dump(json.loads(config.model_dump_json())))
@@ -71,7 +71,7 @@ def test_passes_of_two_configurations_over_the_same_queue_take_the_same_lock(con
     one's (a in cohort lab) held different locks: each read a's admitted GPUs before the other's commit
     and both could admit into its free quota. Now a pass holds each member queue's lock (name order):
     both hold a's."""
-    from zen.queueing import Queueing
+    from zen.jobs.queueing import Queueing
 
     alone = with_queues(config, [{"name": "a", "quota": {CLUSTER: 8}, "users": ["alice"]}])
     cohort = with_queues(config, [{"name": "a", "cohort": "lab", "quota": {CLUSTER: 8}, "users": ["alice"]},

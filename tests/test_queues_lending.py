@@ -1,4 +1,4 @@
-"""Lent quota comes back to the lender (zen.queueing.order_admissions): while a head within its queue's
+"""Lent quota comes back to the lender (zen.jobs.queueing.order_admissions): while a head within its queue's
 nominal quota waits for quota another queue borrowed, nobody borrows. Through the functions, against
 a real Postgres; VMs of CLUSTER run two 2-GPU jobs each (``halves_config``)."""
 
@@ -21,7 +21,7 @@ def lab(preemption_a="never"):
 
 def functions_for(config, db, publisher, clock, queues):
     from zen.app import Zen
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen = Zen(halves_config(config, queues), db, publisher, clock)
     return zen, FunctionsInvoker(zen)
@@ -74,8 +74,8 @@ def test_a_job_a_lowered_quota_can_never_hold_waits_without_holding_up_the_queue
     """The operator lowers a queue's quota below a waiting job's size: that job blocked its queue's
     head for ever, and the smaller jobs behind it never started."""
     from zen.app import Zen
-    from zen.local.invoke import FunctionsInvoker
-    from zen.queueing import Queueing
+    from zen_dev.local.invoke import FunctionsInvoker
+    from zen.jobs.queueing import Queueing
 
     queues = [{"name": "research", "quota": {CLUSTER: 8}, "users": ["alice"]}]
     zen, functions = functions_for(config, db, publisher, clock, queues)
@@ -105,7 +105,7 @@ def with_quota(config, queues, gpus):
 def test_fair_share_counts_the_gpus_a_job_held_until_it_ended(queued_zen, clock):
     """The pass a job's end runs brought usage up to date with the GPUs held after the end: a 4-GPU
     job that ran an hour alone left its queue's recent usage at 0 (fair sharing ignored long jobs)."""
-    from zen.queueing import Queueing
+    from zen.jobs.queueing import Queueing
 
     zen, functions = queued_zen
     functions.submit(job_request("a0"))

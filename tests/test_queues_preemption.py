@@ -1,4 +1,4 @@
-"""Preemption (zen.queueing) in the cases that go beyond one victim at a time: a preemptor that needs
+"""Preemption (zen.jobs.queueing) in the cases that go beyond one victim at a time: a preemptor that needs
 several victims not yet on a VM, a reclaim that must not be taken again by the borrower, and a
 user's stop of a job being preempted. Through the functions, against a real Postgres."""
 
@@ -31,7 +31,7 @@ def a100s(job_id, gpus, priority):
 @pytest.fixture
 def halves_zen(config, db, publisher, clock, db_url, monkeypatch):
     from zen.app import Zen
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen = Zen(halves_config(config, HALVES), db, publisher, clock)
     monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
@@ -57,7 +57,7 @@ def test_the_tick_preempts_two_queued_victims_for_a_waiting_job(config, db, publ
     """The same preemption found by the tick (preemption turned on while the job waited): the tick
     admits it instead of failing before the scaler runs."""
     from zen.app import Zen
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen = Zen(halves_config(config, [{**HALVES[0], "preemption": "never"}]), db, publisher, clock)
     functions = FunctionsInvoker(zen)
@@ -75,7 +75,7 @@ def test_the_tick_preempts_two_queued_victims_for_a_waiting_job(config, db, publ
 def test_one_queue_whose_pass_fails_stops_neither_the_other_queues_nor_the_tick(queued_zen, config, db, publisher,
                                                                                    clock, monkeypatch):
     from zen.app import Zen
-    from zen.queueing import Queueing
+    from zen.jobs.queueing import Queueing
 
     zen, functions = queued_zen
     for job_id, user in (("a0", "alice"), ("a1", "alice"), ("b0", "bob"), ("b1", "bob")):
@@ -118,8 +118,8 @@ def test_a_head_within_its_nominal_quota_goes_before_one_that_would_borrow():
     """The pure order: a lower-priority job within its queue's nominal quota is admitted before a
     higher-priority one of another queue that would borrow."""
     from types import SimpleNamespace
-    from zen.config import QueueConfig
-    from zen.queueing import QueueState, order_admissions
+    from zen.core.config import QueueConfig
+    from zen.jobs.queueing import QueueState, order_admissions
 
     def job(job_id, priority):
         return SimpleNamespace(job_id=job_id, priority=priority, submitted_at=0, gpus=4)
@@ -152,8 +152,8 @@ def test_a_long_line_of_preemptors_is_admitted_in_one_pass_without_nesting(confi
     tick's pass takes every victim and admits every preemptor, pass after pass in a loop (a pass nested
     in the one before grew the stack by one per preemptor)."""
     from zen.app import Zen
-    from zen.jobs import JobService
-    from zen.local.invoke import FunctionsInvoker
+    from zen.jobs.service import JobService
+    from zen_dev.local.invoke import FunctionsInvoker
 
     queues = [{"name": "research", "quota": {CLUSTER: 48}, "users": ["alice"], "preemption": "never"}]
     functions = FunctionsInvoker(Zen(with_queues(config, queues), db, publisher, clock))

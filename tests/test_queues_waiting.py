@@ -13,7 +13,7 @@ from zen.store import fleet, repository
 
 def make(config, db, publisher, clock, queues, scaler=None):
     from zen.app import Zen
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen = Zen(halves_config(config, queues), db, publisher, clock, scaler=scaler)
     return zen, FunctionsInvoker(zen)

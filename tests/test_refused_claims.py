@@ -117,7 +117,7 @@ def test_refusals_are_pruned_after_their_retention_a_batch_at_a_time(zen, clock)
 
 
 def test_zen_rejected_reads_a_page_at_a_time_newest_first(zen, clock, db_url, monkeypatch, capsys):
-    from zen.cli import main
+    from zen.cli.main import main
 
     with zen.db.transaction() as session:
         for i in range(5):

@@ -1,4 +1,4 @@
-"""Start routing by data (zen.routing): a data job's first start message reaches only the regions near
+"""Start routing by data (zen.core.routing): a data job's first start message reaches only the regions near
 its data; the tick widens it to every allowed region once ``data_wait_s`` passes unclaimed; a claim from
 any allowed region wins; the planner's demand follows the narrowing; tagged jobs stay in their groups."""
 
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.messages import heartbeat, job_request
-from zen.config import ZenConfig
+from zen.core.config import ZenConfig
 from zen.store import fleet, repository
 
 DATA = [{"uri": "gs://eu-data/shards/", "size_gb": 120}]
@@ -20,7 +20,7 @@ def routed(config, db, publisher, clock, db_url, monkeypatch):
     """Zen with a europe-west4 bucket, a 30 s wait and us-central1 + europe-west4 of 4xa100-40gb
     cleared for hipaa; its functions under functions-framework."""
     from zen.app import Zen
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     raw = json.loads(config.model_dump_json())
     raw["data"] = {"bucket_locations": {"eu-data": "europe-west4", "us-data": "us-central1"}, "route_min_gb": 10}
@@ -117,7 +117,7 @@ def test_the_planners_demand_follows_the_narrowing(routed, clock):
     (DATA, 0),  # data_wait_s 0: routing off
 ])
 def test_a_start_is_not_narrowed_when_routing_would_not_pay(routed, publisher, db, clock, inputs, wait, monkeypatch):
-    from zen import locality
+    from zen.core import locality
     from zen.app import Zen
 
     zen, _ = routed
@@ -155,7 +155,7 @@ def test_a_requeued_attempt_is_narrowed_again(routed, publisher, clock):
 
 
 def _envelope(payload: dict):
-    from zen.events import PubSubEnvelope
+    from zen.core.events import PubSubEnvelope
 
     return PubSubEnvelope(message_id="m-1", data=json.dumps(payload).encode())
 
@@ -239,7 +239,7 @@ def test_an_idle_vm_that_ran_the_image_by_digest_draws_the_job(routed, publisher
 def test_zen_explain_says_where_a_narrowed_start_goes_and_until_when(routed, tmp_path, monkeypatch, capsys):
     import yaml
 
-    from zen.queuecli import explain_job
+    from zen.cli.queues import explain_job
 
     zen, functions = routed
     functions.submit(job_request("d7", inputs=DATA))
@@ -287,7 +287,7 @@ def test_a_data_start_that_skipped_a_blocked_near_region_widens_to_every_region_
     from datetime import timedelta
 
     from zen.app import Zen
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen, _ = routed
     raw = json.loads(zen.config.model_dump_json())

@@ -1,4 +1,4 @@
-"""Warm caches per VM (zen.routing): a job whose inputs an idle VM's cache holds is offered first to
+"""Warm caches per VM (zen.core.routing): a job whose inputs an idle VM's cache holds is offered first to
 that VM alone, on its control subscription (zen-vm-control, vm=<name>, kind=start), not to the
 region's start subscription where any idle VM could take it; the tick widens it to the region, then
 everywhere; a republish keeps the offer; a VM is offered one start at a time."""
@@ -74,7 +74,7 @@ def test_an_offer_a_busy_warm_vm_dropped_is_widened_to_another_vm_of_its_region(
 def test_a_republished_start_is_offered_again_to_the_same_vm_and_a_new_attempt_is_routed_afresh(
         routed, publisher, clock, db):
     from zen.app import Zen
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen, _ = routed
     deadlines = zen.config.deadlines.model_copy(update={"data_wait_s": 300, "start_republish_s": 60})
@@ -118,7 +118,7 @@ def test_a_vm_is_offered_one_start_at_a_time_and_a_burst_goes_to_its_region(rout
 def test_zen_explain_says_a_start_is_offered_to_a_warm_vm(routed, tmp_path, monkeypatch, capsys):
     import yaml
 
-    from zen.queuecli import explain_job
+    from zen.cli.queues import explain_job
 
     zen, functions = routed
     two_idle_vms_one_warm(functions)
@@ -169,7 +169,7 @@ def test_a_start_with_offered_vms_but_no_widening_due_goes_to_the_start_subscrip
     """An offer is dropped by a VM that cannot take it, trusting the widening: a job row with offered
     VMs and no widening due (written by a function older than offers, during a rollout) is never
     offered, or it could be offered to a dead VM forever."""
-    from zen.announce import Announcements
+    from zen.jobs.announce import Announcements
 
     zen, functions = routed
     functions.submit(job_request("nw1"))

@@ -9,7 +9,8 @@ import json
 from tests.scaling.test_scaling_integration import CLUSTER, stack  # noqa: F401  (the fixture)
 from tests.terraform.hcl import Module
 from tests.terraform.test_monitoring import play
-from zen import cli, statscli, telemetry
+from zen import telemetry
+from zen.cli import main as cli, stats as statscli
 
 
 def test_stats_are_the_dashboards_figures_under_its_names(stack, clock):  # noqa: F811

@@ -1,4 +1,4 @@
-"""``zen submit --wait`` follows what it published (``zen.follow``): the job of that request, the refusal
+"""``zen submit --wait`` follows what it published (``zen.cli.follow``): the job of that request, the refusal
 of that message, not just anything carrying the job_id."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import io
 
 from tests.messages import agent_run, job_request
-from zen.follow import JobStatusSource, follow
-from zen.models import JobRequest, request_fingerprint
+from zen.cli.follow import JobStatusSource, follow
+from zen.core.models import JobRequest, request_fingerprint
 
 
 class NoOutput:
@@ -66,7 +66,7 @@ def test_the_same_request_sent_again_follows_the_job_it_duplicates(functions, ze
 def test_following_without_a_database_says_so_and_starts_none(no_database, capsys, monkeypatch):
     """A user of a deployed Zen who set only ZEN_PROJECT: following a job started an embedded Postgres
     in ./.zen and failed with a raw database error (relation "jobs" does not exist)."""
-    from zen import cli
+    from zen.cli import main as cli
 
     monkeypatch.setenv("ZEN_JOB_LOGS_DIR", str(no_database / "joblogs"))
     assert cli.main(["logs", "-f", "some-job"]) == 1
@@ -81,7 +81,7 @@ class FlakyOutput:
         self.failures = failures
 
     def new_entries(self, job_id, attempt=None):
-        from zen.joblogs import SinkError
+        from zen.adapters.joblogs import SinkError
 
         if self.failures:
             self.failures -= 1
@@ -107,7 +107,7 @@ class ThrottledSecondAttempt:
     read is throttled."""
 
     def __init__(self):
-        from zen.joblogs import OutputEntry
+        from zen.adapters.joblogs import OutputEntry
 
         self.pending = {n: [OutputEntry(job_id="retried", attempt=n, stream="stdout", vm="vm-a", seq=1,
                                         time="2026-11-24T00:00:00Z", text=f"from attempt {n}", final=True)]
@@ -115,7 +115,7 @@ class ThrottledSecondAttempt:
         self.throttle = 1
 
     def new_entries(self, job_id, attempt=None):
-        from zen.joblogs import SinkError
+        from zen.adapters.joblogs import SinkError
 
         if attempt == 2 and self.throttle:
             self.throttle -= 1

@@ -9,15 +9,15 @@ import json
 import pytest
 
 from tests.messages import heartbeat, job_request
-from zen.config import ZenConfig
-from zen.errors import ConfigError
+from zen.core.config import ZenConfig
+from zen.core.errors import ConfigError
 from zen.store import repository
 
 
 @pytest.fixture
 def tagged(config, db, publisher, clock, db_url, monkeypatch):
     from zen.app import Zen
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     raw = json.loads(config.model_dump_json())
     for cluster in raw["clusters"]:
@@ -71,7 +71,7 @@ def with_region_tags(config, region_tags):
 
 def functions_with(config, db, publisher, clock, region_tags):
     from zen.app import Zen
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen = Zen(with_region_tags(config, region_tags), db, publisher, clock)
     return zen, FunctionsInvoker(zen)
@@ -117,7 +117,7 @@ def orders_of(publisher, vm):
 def test_tags_are_validated_in_the_configuration(config, tmp_path):
     import yaml
 
-    from zen.config import load_config
+    from zen.core.config import load_config
 
     raw = json.loads(config.model_dump_json())
     raw["clusters"][0]["region_tags"] = {"mars-north1": ["x"]}
@@ -147,10 +147,10 @@ def test_the_agent_reports_its_configured_tags_in_job_heartbeats(config, tmp_pat
 
 
 def test_narrowing_keeps_the_jobs_own_region_order(config):
-    """The regions a job may use now keep its order (its data's region first, zen.locality), which the
+    """The regions a job may use now keep its order (its data's region first, zen.core.locality), which the
     planner ranks by; they were re-sorted in the cluster's order."""
-    from zen.models import Job
-    from zen.placement import regions_cleared_now
+    from zen.core.models import Job
+    from zen.jobs.placement import regions_cleared_now
 
     cluster = config.cluster("4xa100-40gb")
     data_first = list(reversed(cluster.regions))

@@ -11,9 +11,9 @@ import pytest
 
 from tests.messages import agent_run, heartbeat, job_request
 from tests.test_queues import RECLAIM, borrow_all_and_reclaim, queued_zen, stop_answer  # noqa: F401 (fixture)
-from zen import cli
+from zen.cli import main as cli
+from zen.cli.usage import summarise
 from zen.store import repository, usage
-from zen.usagecli import summarise
 
 CLUSTER = "4xa100-40gb"  # a2-highgpu-4g: 4 GPUs per VM
 PRICE = 14.69  # the default price of a2-highgpu-4g per VM-hour

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.messages import agent_run, job_request
-from zen.cli import main
+from zen.cli.main import main
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def test_clusters_shows_jobs_per_vm_and_the_execution_groups_by_region(tmp_path,
     share a VM (issue 15)."""
     import yaml
 
-    from zen.config import load_config
+    from zen.core.config import load_config
 
     raw = load_config().model_dump(mode="json")
     for cluster in raw["clusters"]:

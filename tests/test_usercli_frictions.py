@@ -30,7 +30,7 @@ def zen_cli(config, publisher, db_url, tmp_path):
 
     def run(*argv: str, drop: tuple[str, ...] = (), **env: str) -> subprocess.CompletedProcess:
         full = {k: v for k, v in {**base, **env}.items() if k not in drop}
-        result = subprocess.run([sys.executable, "-m", "zen.cli", *argv], cwd=tmp_path, env=full,
+        result = subprocess.run([sys.executable, "-m", "zen.cli.main", *argv], cwd=tmp_path, env=full,
                                 capture_output=True, text=True, timeout=120)
         assert "Traceback" not in result.stderr, result.stderr
         return result
@@ -151,7 +151,7 @@ def test_usage_errors_exit_2(zen_cli):
 def test_a_closed_pipe_is_quiet(config, publisher, db_url, functions, tmp_path):
     functions.submit(job_request("job-1"))
     env = {**os.environ, "ZEN_DATABASE_URL": db_url, **LOOPBACK_METADATA}
-    process = subprocess.Popen([sys.executable, "-m", "zen.cli", "jobs", "list", "--json"], cwd=tmp_path, env=env,
+    process = subprocess.Popen([sys.executable, "-m", "zen.cli.main", "jobs", "list", "--json"], cwd=tmp_path, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     process.stdout.close()  # like `| head` that has read what it wanted before zen writes
     assert process.wait(timeout=120) in (0, 1)
@@ -170,8 +170,8 @@ def test_the_readme_example_job_file_is_accepted(zen_cli, publisher):
 def test_a_failed_publish_names_the_job_and_how_to_try_again_without_a_second_job(monkeypatch, capsys):
     """The publish timed out (its answer may be lost while the message landed): the error did not say
     the generated id, so trying again made a new id, and maybe a second job."""
-    from zen import cli, usercli
-    from zen.clikit import CliError
+    from zen.cli import main as cli, user as usercli
+    from zen.cli.kit import CliError
 
     def times_out(topic_field, payload):
         raise CliError("could not publish to projects/p/topics/zen-job-submitted: TimeoutError")

@@ -82,7 +82,7 @@ def _zen(venv: Path, cwd: Path, *argv: str, **env: str) -> subprocess.CompletedP
 
 def test_the_clean_venv_has_only_the_wheel_and_the_runtime_requirements(wheel_venv, tmp_path):
     probe = ("import importlib.util as u, zen; "
-             "print(zen.__file__); print([m for m in ('pgserver', 'rich', 'zen.local', 'zen.sim') if u.find_spec(m)])")
+             "print(zen.__file__); print([m for m in ('pgserver', 'rich', 'zen_dev') if u.find_spec(m)])")
     out = subprocess.run([str(wheel_venv / "bin" / "python"), "-c", probe], cwd=tmp_path, env={"PATH": "/usr/bin"},
                          capture_output=True, text=True, check=True).stdout.splitlines()
     assert out[0].startswith(str(wheel_venv)) and out[1] == "[]"

@@ -1,4 +1,4 @@
-"""A VM's MAC key (``zen.message_key``): Zen seals it, in the CONFIRM of a claim, to the message key the
+"""A VM's MAC key (``zen.adapters.message_key``): Zen seals it, in the CONFIRM of a claim, to the message key the
 VM's token binds; the agent's messages then carry ``vm_mac`` instead of ``vm_sig``, and Zen checks an
 HMAC under the key it derives from its secret, the VM and that key's fingerprint. Real keys, real
 tokens (the Compute stand-in's issuer), Zen's own checker."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from tests.test_vm_proof import BODY, PROJECT, VM, ZONE, Certs, clock, issuer, token  # noqa: F401 - fixtures
-from zen.errors import ConfigError, Rejected
-from zen.message_key import MAC_ATTRIBUTE, SIGNATURE_ATTRIBUTE, MessageKey, audience, joined_token, mac, mac_key
-from zen.vm_proof import ProofChecker, secrets_from
+from zen.adapters.message_key import MAC_ATTRIBUTE, SIGNATURE_ATTRIBUTE, MessageKey, audience, joined_token, mac, mac_key
+from zen.adapters.vm_proof import ProofChecker, secrets_from
+from zen.core.errors import ConfigError, Rejected
 
 SECRET, OLD = b"s" * 40, b"o" * 40
 

@@ -1,4 +1,4 @@
-"""A heartbeat's proof of its sender (``zen.vm_proof``): the VM's identity token, checked against the
+"""A heartbeat's proof of its sender (``zen.adapters.vm_proof``): the VM's identity token, checked against the
 issuer's certificates, the audience, its lifetime, and the VM, zone and project the heartbeat names;
 and the signature of the very message by the key the token's audience binds."""
 
@@ -11,13 +11,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from zen.clock import ManualClock
-from zen.errors import ConfigError, Rejected, TransientError
-from zen.local.compute.issuer import TokenIssuer
-from zen.message_key import (
+from zen.core.clock import ManualClock
+from zen.core.errors import ConfigError, Rejected, TransientError
+from zen_dev.local.compute.issuer import TokenIssuer
+from zen.adapters.message_key import (
     ATTRIBUTE, KEY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, MessageKey, audience, joined_token, token_attributes,
 )
-from zen.vm_proof import ProofChecker, fetch_certs
+from zen.adapters.vm_proof import ProofChecker, fetch_certs
 
 PROJECT = "zen-proof"
 VM, ZONE = "vm-a", "us-central1-a"
@@ -191,7 +191,7 @@ def test_a_publish_time_without_a_zone_is_not_trusted(issuer, clock):
     500) is ignored, and the token judged by Zen's clock."""
     from datetime import datetime
 
-    from zen.events import envelope_from_cloud_event
+    from zen.core.events import envelope_from_cloud_event
 
     checker = make_checker(clock, Certs(issuer))
     checker.check(proven(token(issuer, clock)), VM, ZONE, PROJECT, datetime(1, 1, 1), data=BODY)  # no ValueError
@@ -334,7 +334,7 @@ def test_a_token_binding_no_key_is_rejected_saying_the_agent_is_too_old(issuer, 
 
 
 def test_what_the_key_signs_leaves_out_the_proof_and_google_attributes_only():
-    from zen.message_key import signed_bytes
+    from zen.adapters.message_key import signed_bytes
 
     base = signed_bytes(BODY, {"kind": "job", "vm": VM})
     assert signed_bytes(BODY, {"vm": VM, "kind": "job", ATTRIBUTE: "t", f"{ATTRIBUTE}_1": "u", KEY_ATTRIBUTE: "k",

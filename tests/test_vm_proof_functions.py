@@ -14,9 +14,9 @@ from tests.messages import heartbeat, job_request
 from tests.test_functions_lifecycle import job
 from tests.test_heartbeat_seq import ms, rejections, vm_beat
 from tests.test_vm_proof import _CertsServer
-from zen.local.compute.issuer import TokenIssuer
 from zen.store import repository
-from zen.message_key import (
+from zen_dev.local.compute.issuer import TokenIssuer
+from zen.adapters.message_key import (
     ATTRIBUTE, MAC_ATTRIBUTE, SEALED_KEY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, MessageKey, audience, mac,
 )
 
@@ -45,7 +45,7 @@ def zen(config, db, publisher, clock, certs, monkeypatch):
 
     monkeypatch.setenv("ZEN_VM_PROOF", "required")
     monkeypatch.setenv("ZEN_VM_PROOF_CERTS_URL", certs.url)
-    monkeypatch.setenv("ZEN_PROOF_SECRET", secrets.token_urlsafe(32))  # the VMs' MAC keys (zen.message_key)
+    monkeypatch.setenv("ZEN_PROOF_SECRET", secrets.token_urlsafe(32))  # the VMs' MAC keys (zen.adapters.message_key)
     zen = Zen(config, db, publisher, clock)
     yield zen
     zen.relay.marks.flush()
@@ -143,7 +143,7 @@ def test_a_token_nested_too_deep_or_too_long_is_rejected_not_a_500(functions, ze
     delivery, then the dead letters; one far longer than any real token is refused undecoded."""
     import base64
 
-    from zen.message_key import token_attributes
+    from zen.adapters.message_key import token_attributes
 
     deep = base64.urlsafe_b64encode(b"[" * 2900).decode().rstrip("=") + ".e30.c2ln"
     for n, forged in enumerate((deep, "a" * 20_000 + ".e30.c2ln")):
@@ -184,7 +184,7 @@ def test_a_foreign_vm_in_a_region_no_longer_cleared_leaves_the_job_as_it_was(con
     cluster knows must not narrow the job to where its tag moved (nor cancel it)."""
     from tests.test_tags import with_region_tags
     from zen.app import Zen
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     monkeypatch.setenv("ZEN_VM_PROOF", "required")
     monkeypatch.setenv("ZEN_VM_PROOF_CERTS_URL", certs.url)
@@ -204,7 +204,7 @@ def test_a_legacy_vm_name_is_an_instance_only_in_the_regions_configured_for_it(c
     """A MIG made before VM names carried their region names them zen-<cluster>-xxxx in whatever region it
     is: that name was taken as the cluster's in every region (issue 34: fail open). Now only in the
     regions the cluster lists in legacy_vm_regions (none by default), where such a MIG is known to be."""
-    from zen.config import ConfigError, ZenConfig
+    from zen.core.config import ConfigError, ZenConfig
 
     legacy = "zen-4xa100-40gb-a0a0"
     assert not any(config.cluster("4xa100-40gb").has_instance(legacy, r) for r in ("us-central1", "us-west1"))
@@ -231,7 +231,7 @@ def test_a_legacy_named_vm_claims_only_where_configured(functions, zen, clock, i
 
 
 def test_clusters_whose_vms_would_be_named_alike_are_refused(config):
-    from zen.config import ZenConfig
+    from zen.core.config import ZenConfig
 
     raw = json.loads(config.model_dump_json())
     first = raw["clusters"][0]
@@ -279,7 +279,7 @@ def test_unset_zen_vm_proof_means_required(config, db, publisher, clock, issuer,
     """Fail closed (issue 34): a deployment that does not set ZEN_VM_PROOF requires every heartbeat's proof
     (it believed any heartbeat)."""
     from zen.app import Zen
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     monkeypatch.delenv("ZEN_VM_PROOF", raising=False)
     monkeypatch.setenv("ZEN_VM_PROOF_CERTS_URL", certs.url)

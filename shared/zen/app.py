@@ -11,18 +11,18 @@ import os
 from dataclasses import dataclass
 from typing import Protocol
 
-from zen.clock import Clock, utc_now
-from zen.config import ZenConfig, load_config
-from zen.errors import DataRejected, Rejected, TransientError
-from zen.events import PubSubEnvelope, envelope_from_cloud_event
 from zen import telemetry
-from zen.jobs import JobService, Outcome
-from zen.messaging import OutboxRelay, Publisher
-from zen.publisher import PubSubPublisher
+from zen.adapters.pubsub import PubSubPublisher
+from zen.core.clock import Clock, utc_now
+from zen.core.config import ZenConfig, load_config
+from zen.core.errors import DataRejected, Rejected, TransientError
+from zen.core.events import PubSubEnvelope, envelope_from_cloud_event
+from zen.core.text import escape_unstorable
+from zen.jobs.messaging import OutboxRelay, Publisher
+from zen.jobs.service import JobService, Outcome
 from zen.store import fleet, rejections, repository
 from zen.store.db import Database
 from zen.store.migrate import schema_lag
-from zen.text import escape_unstorable
 
 log = logging.getLogger("zen.app")
 TICK_LOCK_KEY = 7_301_002  # arbitrary, fixed: one scale tick at a time
@@ -43,7 +43,7 @@ class Scaler(Protocol):
 
 
 class ControlMaker(Protocol):
-    """Makes the VMs' control subscriptions (``zen.control_subscriptions.ControlSubscriptions``)."""
+    """Makes the VMs' control subscriptions (``zen.adapters.control_subscriptions.ControlSubscriptions``)."""
 
     def ensure(self, instances) -> int: ...  # (vm, cluster) pairs; how many were made now
 
@@ -54,11 +54,11 @@ class TickReport:
     relayed: int = 0
     swept: int = 0
     republished: int = 0
-    widened: int = 0  # starts narrowed near their data, now sent to every allowed region (zen.routing)
+    widened: int = 0  # starts narrowed near their data, now sent to every allowed region (zen.core.routing)
     admitted: int = 0
-    stopped: int = 0  # stops that raced their job's submission, applied (zen.sweeps.apply_early_stops)
+    stopped: int = 0  # stops that raced their job's submission, applied (zen.jobs.sweeps.apply_early_stops)
     pruned: int = 0  # rejected_messages rows past their retention, deleted (zen.store.rejections)
-    controls: int = 0  # VMs' control subscriptions made and granted (zen.control_subscriptions)
+    controls: int = 0  # VMs' control subscriptions made and granted (zen.adapters.control_subscriptions)
     scaling: object | None = None
 
 
@@ -96,7 +96,7 @@ class Zen:
         scaler = None
         if os.environ.get("ZEN_SCALING", "on").lower() != "off":
             from zen.scaling.manager import ClusterOrchestrator
-            from zen.scaling.mig import MigManager, compute_clients_from_env
+            from zen.adapters.compute import MigManager, compute_clients_from_env
 
             clients: list = []
 
@@ -108,7 +108,7 @@ class Zen:
                 return MigManager(p, region, name, *clients)
 
             scaler = ClusterOrchestrator(config, db, utc_now, mig_factory)
-        from zen.control_subscriptions import ControlSubscriptions, accounts_from_env
+        from zen.adapters.control_subscriptions import ControlSubscriptions, accounts_from_env
 
         controls = None
         if (accounts := accounts_from_env(os.environ)) is not None:  # set by terraform: one account per cluster
@@ -117,7 +117,7 @@ class Zen:
 
     # -- one method per Cloud Function ---------------------------------------------------------
     # Each runs inside ``relay.request()``: the instance's last request in flight waits for the
-    # urgent messages still being published (``zen.messaging``).
+    # urgent messages still being published (``zen.jobs.messaging``).
     def on_job_submitted(self, event_id: str, event_type: str | None, data) -> Outcome:
         with self.relay.request():
             outcome = self._with_envelope(self.config.topics.job_submitted, event_id, event_type, data,

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from zen.store.db import Database
-    from zen.models import Job
+    from zen.core.models import Job
     from zen.scaling.model import ClusterSnapshot, Plan
 
 EVENT = "event"  # the field naming the event on every line below

@@ -26,13 +26,13 @@ import pytest
 import yaml
 
 from tests.agent.helpers import wait_for
-from zen.clock import utc_now
-from zen.config import Deadlines, load_config
-from zen.local.bridge import DeliveryPolicy, EventBridge, Route
-from zen.local.functions_server import FunctionServer
-from zen.local.topology import ensure_topology
-from zen.models import Job
+from zen.core.clock import utc_now
+from zen.core.config import Deadlines, load_config
+from zen.core.models import Job
 from zen.store import repository
+from zen_dev.local.bridge import DeliveryPolicy, EventBridge, Route
+from zen_dev.local.functions_server import FunctionServer
+from zen_dev.local.topology import ensure_topology
 
 CLUSTER = "4xa100-40gb"
 FAST = DeliveryPolicy(max_delivery_attempts=5, minimum_backoff_s=0.1, maximum_backoff_s=0.4, ack_deadline_s=10)
@@ -217,7 +217,7 @@ def agents(config, config_file, pubsub_server, tmp_path):
 @pytest.fixture
 def storage(monkeypatch):
     """The Cloud Storage stand-in, with the official client pointed at it (STORAGE_EMULATOR_HOST)."""
-    from zen.local.storage import StorageStandIn
+    from zen_dev.local.storage import StorageStandIn
 
     with StorageStandIn() as standin:
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", standin.address)

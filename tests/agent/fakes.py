@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
 from zen.agent.transport import ControlDelivery, StartDelivery, TransportError
-from zen.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Message, StartMessage
+from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Message, StartMessage
 
 
 class ManualMonotonic:
@@ -53,7 +53,7 @@ class FakeTransport:
 
     def offer(self, start: StartMessage, vm: str | None = None) -> str:
         """A start offered to ``vm`` (this VM by default) on the control subscription, as Zen offers a
-        warm VM a job (zen.announce); returns its ack_id as the agent sees it. Its ack is recorded as
+        warm VM a job (zen.jobs.announce); returns its ack_id as the agent sees it. Its ack is recorded as
         ("offer_ack", message id)."""
         self._ids += 1
         message_id = f"o-{self._ids}"
@@ -69,7 +69,7 @@ class FakeTransport:
     def answer_to(self, report: Heartbeat, action: ControlAction, *, answers: int | None = None,
                   refused: str | None = None) -> ControlDelivery:
         """Zen's order about ``report``'s attempt, carrying the attribute ``answers`` (the seq of the report
-        it answers: ``report``'s unless given) as zen.announce sends it, and ``refused`` (a refused
+        it answers: ``report``'s unless given) as zen.jobs.announce sends it, and ``refused`` (a refused
         claim's cause) when given; its ack is recorded as ("control_ack", job_id, action)."""
         order = ControlMessage(vm=self.vm, job_id=report.job_id, attempt=report.attempt, action=action,
                                reason="test")

@@ -15,7 +15,7 @@ from zen.agent.agent import Agent
 from zen.agent.identity import Identity
 from zen.agent.settings import AgentSettings
 from zen.agent.transport import StartDelivery
-from zen.models import ControlAction, Heartbeat, StartMessage
+from zen.core.models import ControlAction, Heartbeat, StartMessage
 
 VM = "vm-test"
 IDENTITY = Identity(project="p", vm=VM, cluster="4xa100-40gb", region="us-central1", zone="us-central1-a",

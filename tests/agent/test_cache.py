@@ -11,8 +11,8 @@ from google.cloud import storage as gcs
 
 from zen.agent.cache import InputCache
 from zen.agent.staging import AttemptData
-from zen.models import InputSpec, VmState
-from zen.vm_heartbeat import VmHeartbeat
+from zen.core.models import InputSpec, VmState
+from zen.core.vm_heartbeat import VmHeartbeat
 
 
 @pytest.fixture

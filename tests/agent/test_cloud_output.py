@@ -12,11 +12,11 @@ import pytest
 
 from tests.agent.helpers import job_command
 from tests.logging_standin import LoggingStandIn
+from zen.adapters import cloud_logging as joblogs_cloud
+from zen.adapters.cloud_logging import CloudReader, job_filter, logging_client
+from zen.adapters.joblogs import ENDPOINT_ENV, sink_from_env
 from zen.agent.output import AttemptOutput, OutputLimits
 from zen.agent.runner import JobSpec, RunningJob
-from zen import joblogs_cloud
-from zen.joblogs import ENDPOINT_ENV, sink_from_env
-from zen.joblogs_cloud import CloudReader, job_filter, logging_client
 
 PROJECT = "zen-logs-test"
 LABELS = {"vm": "vm-c", "cluster": "4xa100-40gb", "region": "us-central1", "zone": "us-central1-a"}
@@ -68,7 +68,7 @@ def test_zen_logs_reads_cloud_logging_when_no_local_stack_is_in_use(cloud, tmp_p
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEN_", "PUBSUB_"))}
     env.update({"ZEN_PROJECT": PROJECT, ENDPOINT_ENV: cloud.endpoint})
 
-    shown = subprocess.run([sys.executable, "-m", "zen.cli", "logs", "c-3"], env=env, cwd=tmp_path,
+    shown = subprocess.run([sys.executable, "-m", "zen.cli.main", "logs", "c-3"], env=env, cwd=tmp_path,
                            capture_output=True, text=True, timeout=60)
 
     assert shown.returncode == 0, shown.stderr

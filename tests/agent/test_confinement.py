@@ -26,7 +26,7 @@ from zen.agent.container import (
 from zen.agent.runner import JobSpec, RunningJob, docker_argv, plan_launch
 from zen.agent.slots import Capacity, Slots
 from zen.agent.staging import AttemptData
-from zen.config import ClusterConfig, ContainerPolicy
+from zen.core.config import ClusterConfig, ContainerPolicy
 
 # a2-highgpu-8g: 8 A100, 96 vCPUs, 680 GB
 BIG = Shape(memory_bytes=680 * GIB, cpus=96, gpus=8, max_jobs=4, tasks=4_194_304)

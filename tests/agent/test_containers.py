@@ -23,8 +23,8 @@ from tests.agent.helpers import wait_for
 from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, start_message
 from zen.agent.agent import Agent
 from zen.agent.runner import JobSpec, RunningJob, container_name
-from zen.models import ControlAction
-from zen.vm_heartbeat import VmHeartbeat
+from zen.core.models import ControlAction
+from zen.core.vm_heartbeat import VmHeartbeat
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(zen.__file__).resolve().parents[1]  # the zen package these tests import

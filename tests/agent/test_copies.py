@@ -12,7 +12,7 @@ from tests.agent.fakes import FakeTransport, confirm_claims
 from tests.agent.helpers import one_running
 from tests.agent.test_agent_loop import VM, make_agent, start_message
 from tests.agent.test_offers import run_until_one_job_ran
-from zen.models import AgentStatus
+from zen.core.models import AgentStatus
 
 
 def statuses(transport: FakeTransport, job_id: str) -> list[str]:

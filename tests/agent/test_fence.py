@@ -22,9 +22,9 @@ from tests.agent.test_agent_loop import VM, make_agent, start_message
 from zen.agent.settings import AgentSettings
 from zen.agent.staging import AttemptData, Cancelled
 from zen.agent.transport import TransportError
-from zen.config import load_config
-from zen.errors import ConfigError
-from zen.models import AgentStatus, Heartbeat, InputSpec
+from zen.core.config import load_config
+from zen.core.errors import ConfigError
+from zen.core.models import AgentStatus, Heartbeat, InputSpec
 
 FINAL = (AgentStatus.SUCCEEDED, AgentStatus.FAILED, AgentStatus.STOPPED, AgentStatus.PREEMPTED)
 SAYS_WHY = r"no heartbeat reached Zen for (\d+) s \(it would have taken the job for lost and run it elsewhere\)"

@@ -1,4 +1,4 @@
-"""The agent's side of a claim given back unanswered (zen.vm_beats): its VM heartbeats name the
+"""The agent's side of a claim given back unanswered (zen.jobs.vm_beats): its VM heartbeats name the
 attempt until it is claimed again, in the order of the seqs Zen compares, and a claim made again
 takes only the answers to its own CLAIMEDs. Against the fake transport (the last test: wired to the
 real functions, whose answers it delivers or holds back); the real runner runs the jobs."""
@@ -14,9 +14,9 @@ from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, make_agent, star
 from tests.messages import job_request
 from zen.agent.agent import Agent
 from zen.agent.transport import ControlDelivery
-from zen.models import AgentStatus, ControlAction, Heartbeat
+from zen.core.models import AgentStatus, ControlAction, Heartbeat
+from zen.core.vm_heartbeat import VmHeartbeat
 from zen.store import repository
-from zen.vm_heartbeat import VmHeartbeat
 
 QUICK = replace(SETTINGS, claim_timeout_s=0.2)
 

@@ -11,8 +11,8 @@ from tests.agent.helpers import wait_for
 from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_preemption
 from zen.agent.reports import AttemptReport, Reporter
 from zen.agent.settings import AgentSettings
-from zen.errors import ConfigError
-from zen.models import AgentStatus, Heartbeat, VmState
+from zen.core.errors import ConfigError
+from zen.core.models import AgentStatus, Heartbeat, VmState
 
 LOCAL_ENV = {"ZEN_VM_NAME": "zen-4xa100-40gb-us-central1-x1z2", "ZEN_CLUSTER": "4xa100-40gb",
              "ZEN_REGION": "us-central1", "ZEN_ZONE": "us-central1-a", "ZEN_PROJECT": "p1"}

@@ -32,7 +32,7 @@ def zen_env(scheduler, db_url, config_file, pubsub_server, logs_dir):
 
 
 def zen(env, *args: str, cwd, timeout_s: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zen.cli", *args], env=env, cwd=cwd, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "zen.cli.main", *args], env=env, cwd=cwd, capture_output=True,
                           text=True, timeout=timeout_s)
 
 
@@ -66,7 +66,7 @@ def test_follow_prints_lines_while_the_job_runs_and_exits_with_its_exit_code(sch
                                                                               tmp_path):
     start_agent(agents, logs_dir)
     # Started before the job exists: -f waits for it to appear.
-    follower = subprocess.Popen([sys.executable, "-m", "zen.cli", "logs", "-f", "live-1"], env=zen_env, cwd=tmp_path,
+    follower = subprocess.Popen([sys.executable, "-m", "zen.cli.main", "logs", "-f", "live-1"], env=zen_env, cwd=tmp_path,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen: list[tuple[str, str]] = []  # (line, the job's status when the line arrived)
 

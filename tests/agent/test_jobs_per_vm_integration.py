@@ -12,7 +12,7 @@ import pytest
 
 from tests.agent.conftest import DEADLINES
 from tests.agent.helpers import job_command, wait_for
-from zen.config import ZenConfig, load_config
+from zen.core.config import ZenConfig, load_config
 
 SHARED = "8xa100-40gb"
 

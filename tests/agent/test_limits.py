@@ -14,9 +14,9 @@ from zen.agent.agent import Agent
 from zen.agent.identity import Identity, MetadataServer
 from zen.agent.limits import DAY_S, DailyPulls, PullLimits, resolve_pull_limits
 from zen.agent.settings import AgentSettings
-from zen.config import load_config
-from zen.errors import ConfigError
-from zen.models import Heartbeat, StartMessage, VmState
+from zen.core.config import load_config
+from zen.core.errors import ConfigError
+from zen.core.models import Heartbeat, StartMessage, VmState
 
 VM = "vm-limited"
 IDENTITY = Identity(project="p", vm=VM, cluster="4xa100-40gb", region="us-central1", zone="us-central1-a",

@@ -1,4 +1,4 @@
-"""Starts offered to one VM on its control subscription (a warm cache, zen.routing), against a fake
+"""Starts offered to one VM on its control subscription (a warm cache, zen.core.routing), against a fake
 transport with the real runner: an offer is claimed and run exactly as a pulled start; one the VM
 cannot take now (busy, retired) is acked and dropped once, never spun on and never taken for an
 order about the attempt it runs."""
@@ -13,7 +13,7 @@ from tests.agent.helpers import one_running
 from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, start_message
 from zen.agent.agent import Agent
 from zen.agent.limits import DailyPulls, PullLimits
-from zen.models import AgentStatus, Heartbeat
+from zen.core.models import AgentStatus, Heartbeat
 
 
 def reports(transport: FakeTransport, job_id: str) -> list[str]:
@@ -45,7 +45,7 @@ def test_a_start_offered_to_this_vm_is_claimed_and_run_like_a_pulled_one():
 def test_an_offer_a_busy_vm_cannot_take_is_dropped_once_and_never_reaches_the_running_attempt():
     """One job at a time: while "busy" runs, a start offered for another job, and a copy of the running
     attempt's own start offered again (a republish), are each acked once and dropped: the tick's
-    widening publishes the job to the start subscriptions (zen.routing). Neither is claimed, neither
+    widening publishes the job to the start subscriptions (zen.core.routing). Neither is claimed, neither
     is taken for an order to the running attempt, and nothing comes back to be dropped again."""
     transport = FakeTransport(VM, virtual_time=False)
     transport.add_start(start_message("busy", command=["python3", "-c", "import time; time.sleep(1.5)"]))

@@ -8,11 +8,11 @@ import sys
 import pytest
 
 from tests.agent.helpers import job_command, wait_for
+from zen.adapters.joblogs import LocalReader, LocalSink
 from zen.agent.output import AttemptOutput, OutputLimits
 from zen.agent.runner import JobSpec, RunningJob
 from zen.agent.settings import AgentSettings
-from zen.errors import ConfigError
-from zen.joblogs import LocalReader, LocalSink
+from zen.core.errors import ConfigError
 
 
 def entries(path, job_id):

@@ -10,7 +10,7 @@ import sys
 
 from tests.agent.test_staging import attempt_data, client, objects, run_one  # noqa: F401 (fixture)
 from tests.agent.test_agent_loop import start_message
-from zen.models import InputSpec
+from zen.core.models import InputSpec
 
 
 def test_a_link_to_another_jobs_input_is_not_uploaded_and_a_regular_file_is(client, tmp_path):  # noqa: F811

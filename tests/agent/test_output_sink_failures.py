@@ -7,8 +7,8 @@ from __future__ import annotations
 import threading
 import time
 
+from zen.adapters.joblogs import SinkRefused
 from zen.agent.output import AttemptOutput, OutputLimits, _Recent
-from zen.joblogs import SinkRefused
 
 FAST = OutputLimits(flush_s=0.05)
 

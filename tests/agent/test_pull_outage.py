@@ -11,9 +11,9 @@ from dataclasses import replace
 from tests.agent.fakes import FakeTransport, confirm_claims
 from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, start_message
 from zen.agent.agent import Agent
-from zen.models import Heartbeat
-from zen.config import Deadlines
-from zen.lease import agent_silence_s
+from zen.core.config import Deadlines
+from zen.core.lease import agent_silence_s
+from zen.core.models import Heartbeat
 
 AGENT_VM_HEARTBEAT_S = Deadlines().vm_heartbeat_s
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from tests.agent.fakes import FakeTransport
 from tests.agent.test_agent_loop import make_agent, reports, start_message
 from zen.agent.backoff import MOST_S, ClaimBackoff
-from zen.models import AgentStatus, ControlAction, Heartbeat
-from zen.vm_heartbeat import VmHeartbeat
+from zen.core.models import AgentStatus, ControlAction, Heartbeat
+from zen.core.vm_heartbeat import VmHeartbeat
 
 
 def test_a_vm_told_it_is_being_scaled_down_claims_once_then_retires():

@@ -17,7 +17,7 @@ from tests.agent.fakes import FakeTransport, confirm_claims
 from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, start_message
 from zen.agent.agent import Agent
 from zen.agent.runner import attempt_name
-from zen.models import AgentStatus, ControlAction, Heartbeat
+from zen.core.models import AgentStatus, ControlAction, Heartbeat
 
 OTHER_VM = "vm-other"
 

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from zen.agent.identity import Identity
 from zen.agent.reports import AttemptReport, Reporter, fit_message
-from zen.models import AgentStatus, Heartbeat
+from zen.core.models import AgentStatus, Heartbeat
 
 IDENTITY = Identity(project="p", vm="vm-r", cluster="4xa100-40gb", region="us-central1", zone="us-central1-a",
                     from_environment=True, tags=("hipaa",))

@@ -20,7 +20,7 @@ from zen.agent.removal import NOT_REMOVING, ContainersLeft, remove_leftover_cont
 from zen.agent.runner import (
     CannotRun, JobSpec, RunningJob, attempt_name, container_name, docker_argv, plan_launch, remove_image,
 )
-from zen.joblogs import LocalReader, LocalSink
+from zen.adapters.joblogs import LocalReader, LocalSink
 
 
 def run(spec: JobSpec, **kwargs) -> RunningJob:
@@ -43,7 +43,7 @@ def test_docker_argv_passes_image_command_and_env_as_separate_arguments():
 
 @pytest.mark.parametrize("image", ["--privileged", "--volume=/:/host", "-v"])
 def test_an_image_is_never_read_as_an_option_of_docker_run(image):
-    """Submissions refuse such images (zen.images), but a start message is the agent's only input:
+    """Submissions refuse such images (zen.core.images), but a start message is the agent's only input:
     an image after ``--`` is docker's image whatever it says, and one starting with '-' is not run."""
     spec = JobSpec(job_id="j", attempt=1, image="img:1", command=["sh"])
     argv = docker_argv(spec)
@@ -248,8 +248,8 @@ def test_images_beyond_the_bound_are_removed_from_the_vm_least_recently_run_firs
     from tests.agent.fakes import FakeTransport
     from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM
     from zen.agent.agent import Agent
-    from zen.models import VmState
-    from zen.vm_heartbeat import VmHeartbeat
+    from zen.core.models import VmState
+    from zen.core.vm_heartbeat import VmHeartbeat
 
     docker, calls = fake_docker
     settings = dataclasses.replace(SETTINGS, docker=docker, images_keep=2, work_dir=str(tmp_path / "work"))
@@ -275,7 +275,7 @@ def test_an_image_removal_never_holds_up_the_job_that_evicted_it(tmp_path):
     from tests.agent.fakes import FakeTransport, confirm_claims
     from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, start_message
     from zen.agent.agent import Agent
-    from zen.models import Heartbeat
+    from zen.core.models import Heartbeat
 
     removed = tmp_path / "removed"
     docker = tmp_path / "docker"  # run: a short job; image rm: slow
@@ -310,7 +310,7 @@ def test_removing_an_image_is_best_effort():
 
 def test_the_image_bound_is_checked_when_the_agent_starts():
     from zen.agent.settings import AgentSettings
-    from zen.errors import ConfigError
+    from zen.core.errors import ConfigError
 
     assert AgentSettings.from_env({"ZEN_AGENT_IMAGES_KEEP": "3"}).images_keep == 3
     with pytest.raises(ConfigError, match="ZEN_AGENT_IMAGES_KEEP must be at most 16"):

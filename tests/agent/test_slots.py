@@ -21,10 +21,10 @@ from zen.agent.limits import DailyPulls, PullLimits
 from zen.agent.runner import JobSpec, docker_argv, plan_launch
 from zen.agent.settings import AgentSettings
 from zen.agent.slots import Capacity, Slots, resolve_capacity
-from zen.config import load_config
-from zen.errors import ConfigError
-from zen.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, StartMessage
-from zen.vm_heartbeat import HeldAttempt, VmHeartbeat
+from zen.core.config import load_config
+from zen.core.errors import ConfigError
+from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, StartMessage
+from zen.core.vm_heartbeat import HeldAttempt, VmHeartbeat
 
 VM = "vm-shared"
 IDENTITY = Identity(project="p", vm=VM, cluster="8xa100-40gb", region="us-central1", zone="us-central1-a",

@@ -1,5 +1,5 @@
 """A job's inputs and outputs (zen.agent.staging) with the official Cloud Storage client against the
-stand-in (zen.local.storage): staging an object and a prefix, the output layout, the failures, and
+stand-in (zen_dev.local.storage): staging an object and a prefix, the output layout, the failures, and
 the agent loop reporting them (real jobs, a fake Pub/Sub transport)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from zen.agent.agent import Agent
 from zen.agent.settings import AgentSettings
 from zen.agent.slots import Capacity, Slots
 from zen.agent.staging import AttemptData, Cancelled, TransferError
-from zen.models import Heartbeat, InputSpec
+from zen.core.models import Heartbeat, InputSpec
 
 BIG = 9 * 1024 * 1024  # above the client's 8 MiB multipart limit: a resumable upload
 

@@ -21,7 +21,7 @@ from zen.agent import staging
 from zen.agent.limits import DailyPulls, PullLimits
 from zen.agent.settings import AgentSettings
 from zen.agent.staging import AttemptData
-from zen.models import Heartbeat, InputSpec, VmState
+from zen.core.models import Heartbeat, InputSpec, VmState
 
 
 class FailingClient:

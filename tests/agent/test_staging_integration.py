@@ -76,7 +76,7 @@ def test_the_vm_reports_its_warm_cache_and_the_next_job_on_that_input_goes_there
 
 def test_the_warm_vm_takes_the_job_while_an_equally_idle_cold_vm_of_its_region_does_not(scheduler, agents, storage,
                                                                                           buckets, tmp_path):
-    """Per VM, not only per region (zen.routing): the start is offered to the warm VM's control
+    """Per VM, not only per region (zen.core.routing): the start is offered to the warm VM's control
     subscription alone, so the cold VM, idle in the same region and pulling its start subscription 30
     times as often, never sees it (before offers, the region's first puller took it)."""
     from tests.waiting import wait_for

@@ -13,7 +13,7 @@ from google.cloud.storage import Blob
 from tests.agent.test_agent_loop import start_message
 from tests.agent.test_staging import client, objects, run_one  # noqa: F401 (fixture)
 from zen.agent.staging import AttemptData
-from zen.models import InputSpec
+from zen.core.models import InputSpec
 
 WORDS = [InputSpec(uri="gs://data-bkt/corpus/words.txt")]
 

@@ -12,8 +12,8 @@ from google.api_core import exceptions as gexc
 from tests.agent.helpers import wait_for
 from zen.agent.identity import Identity
 from zen.agent.transport import PubSubTransport, TransportError, call_with_retries
-from zen.local.topology import ensure_topology
-from zen.models import ControlAction, ControlMessage
+from zen.core.models import ControlAction, ControlMessage
+from zen_dev.local.topology import ensure_topology
 
 VM = "vm-t"
 

@@ -1,6 +1,6 @@
 """The upload of a job's outputs after it ended (``zen.agent.attempt._end``): what may cut it, what
 the final report says, and when it is sent while the VM shuts down. Real jobs, the Cloud Storage
-stand-in, a fake Pub/Sub transport answering as Zen does (``zen.lifecycle``: every RUNNING heartbeat
+stand-in, a fake Pub/Sub transport answering as Zen does (``zen.core.lifecycle``: every RUNNING heartbeat
 of a STOPPING job is answered with STOP)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tests.agent.test_staging import client, objects  # noqa: F401 (fixture)
 from zen.agent import attempt
 from zen.agent.agent import Agent
 from zen.agent.settings import AgentSettings
-from zen.models import AgentStatus, ControlAction, ControlMessage, Heartbeat
+from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat
 
 # Writes its checkpoint on SIGTERM and exits 0; says it is ready (its handler set) with a file.
 CHECKPOINTS = ("import os, pathlib, signal, sys, time\n"

@@ -1,4 +1,4 @@
-"""The agent's side of ``zen.vm_proof``: it fetches its VM's identity token from the metadata server
+"""The agent's side of ``zen.adapters.vm_proof``: it fetches its VM's identity token from the metadata server
 (for Zen's audience bound to the agent's own message key, ``format=full``), keeps it until shortly
 before it expires, and attaches it to every heartbeat it publishes as the attribute ``vm_proof``,
 with the key (``vm_key``) and the key's signature of that very heartbeat (``vm_sig``)."""
@@ -13,13 +13,13 @@ import pytest
 from tests.agent.fakes import FakeMetadata
 from zen.agent.identity import Identity, MetadataServer, ProofSource
 from zen.agent.transport import PubSubTransport, TransportError
-from zen.errors import Rejected
-from zen.local.compute.issuer import TokenIssuer
-from zen.models import AgentStatus, Heartbeat
-from zen.message_key import (
+from zen.core.errors import Rejected
+from zen.core.models import AgentStatus, Heartbeat
+from zen_dev.local.compute.issuer import TokenIssuer
+from zen.adapters.message_key import (
     IDENTITY_PATH, KEY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, MessageKey, audience, joined_token, token_attributes,
 )
-from zen.vm_proof import ProofChecker, unverified_claims
+from zen.adapters.vm_proof import ProofChecker, unverified_claims
 
 PROJECT = "zen-agent-proof"
 IDENTITY = Identity(project=PROJECT, vm="vm-a", cluster="4xa100-40gb", region="us-central1",
@@ -213,15 +213,15 @@ def test_each_try_sends_only_the_pieces_of_its_own_token(config):
 
 
 def test_the_agent_confirmed_with_its_mac_key_authenticates_every_later_message_with_it(config, metadata, issuer):
-    """The CONFIRM of its claim carries the VM's MAC key sealed to the agent's key (``zen.message_key``):
+    """The CONFIRM of its claim carries the VM's MAC key sealed to the agent's key (``zen.adapters.message_key``):
     the agent (``claim.py``) takes it, and its later heartbeats, job and VM alike, carry ``vm_mac``
     instead of ``vm_sig``; Zen's own checker takes each message as published."""
     from tests.agent.fakes import FakeTransport
     from tests.agent.test_agent_loop import SETTINGS, start_message
     from zen.agent.agent import Agent
     from zen.agent.transport import ControlDelivery
-    from zen.message_key import MAC_ATTRIBUTE, SEALED_KEY_ATTRIBUTE
-    from zen.models import ControlAction, ControlMessage
+    from zen.adapters.message_key import MAC_ATTRIBUTE, SEALED_KEY_ATTRIBUTE
+    from zen.core.models import ControlAction, ControlMessage
 
     key = MessageKey()
     metadata.values[IDENTITY_PATH] = issuer.token(vm="vm-a", zone="us-central1-a", project=PROJECT,

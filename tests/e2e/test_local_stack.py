@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from zen.local import demo
-from zen.local.stack import LocalStack, Ports, StackError, port_free, read_stack
+from zen_dev import demo
+from zen_dev.local.stack import LocalStack, Ports, StackError, port_free, read_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -29,7 +29,7 @@ def free_base_port(start: int = 21000) -> int:
 def home():
     path = Path(tempfile.mkdtemp(prefix="ze2e", dir="/tmp"))  # short: unix socket paths are limited
     yield path
-    from zen.store.embedded import stop_embedded_server
+    from zen_dev.embedded import stop_embedded_server
 
     stop_embedded_server(path)  # already stopped with the stack, unless a test failed before that
     shutil.rmtree(path, ignore_errors=True)

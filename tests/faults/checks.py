@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from tests.faults import strategies
 from tests.faults.harness import TARGETS, Delivery, FaultStack
 from tests.messages import agent_run, job_request
-from zen.models import TERMINAL, JobStatus, illegal_step
+from zen.core.models import TERMINAL, JobStatus, illegal_step
 
 _message_ids = itertools.count(1)
 
@@ -148,7 +148,7 @@ def check_database(stack: FaultStack, result: CheckResult, deliveries: list[Deli
             result.problems.append(f"job {job_id} ended twice: {steps}")
     if expect_published:
         # Publishing is acknowledged before a function answers; the rows are marked sent a moment
-        # later, in the background (zen.messaging.SentMarks).
+        # later, in the background (zen.jobs.messaging.SentMarks).
         deadline = time.monotonic() + 15
         while (unsent := stack.query("SELECT count(*) AS n FROM outbox WHERE sent_at IS NULL")[0]["n"]) \
                 and time.monotonic() < deadline:

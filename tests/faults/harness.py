@@ -27,8 +27,8 @@ from typing import Any, Iterable
 
 import requests
 
-from zen import eventarc
-from zen.config import load_config
+from zen.core import eventarc
+from zen.core.config import load_config
 from zen.store.db import Database, parse_database_url
 from zen.store.migrate import migrate
 
@@ -69,10 +69,10 @@ class FaultStack:
         import pgserver
         from google.cloud import pubsub_v1
 
-        from zen.local.bridge import ensure_topic
-        from zen.local.environment import overridden_environ
-        from zen.local.functions_server import FunctionServer
-        from zen.local.pubsub import PubSubStandIn
+        from zen_dev.local.bridge import ensure_topic
+        from zen_dev.local.environment import overridden_environ
+        from zen_dev.local.functions_server import FunctionServer
+        from zen_dev.local.pubsub import PubSubStandIn
 
         self.pg_dir = tempfile.mkdtemp(prefix="zft", dir="/tmp")  # unix socket paths are short
         self.pg = pgserver.get_server(self.pg_dir, cleanup_mode="stop")
@@ -97,7 +97,7 @@ class FaultStack:
             "ZEN_DATABASE_URL": f"postgresql://{self.target.user}@/zen?host={socket_dir}",
             "PUBSUB_EMULATOR_HOST": self.pubsub.address, "ZEN_PROJECT": self.project, "ZEN_SCALING": "off",
             "THREADS": str(self.threads), "ZEN_LOG_LEVEL": "ERROR",
-            "ZEN_VM_PROOF": "off",  # its heartbeats come from made-up VMs, without tokens (zen.vm_proof)
+            "ZEN_VM_PROOF": "off",  # its heartbeats come from made-up VMs, without tokens (zen.adapters.vm_proof)
         }
         self.servers = {}
         for target in TARGETS:
@@ -187,7 +187,7 @@ class FaultStack:
 
     # -- reading back --------------------------------------------------------------------------
     def query(self, sql: str, **params: Any) -> list[dict[str, Any]]:
-        from zen.errors import TransientError
+        from zen.core.errors import TransientError
 
         for attempt in range(3):  # pooled connections die with a restart: the pool drops them
             try:

@@ -18,8 +18,8 @@ import pytest
 
 from tests.e2e.test_local_stack import free_base_port, home  # noqa: F401 - the fixture
 from tests.faults.stack import until
-from zen.local.environment import overridden_environ
-from zen.local.stack import LocalStack, Ports
+from zen_dev.local.environment import overridden_environ
+from zen_dev.local.stack import LocalStack, Ports
 
 pytestmark = pytest.mark.e2e
 FIXTURES = Path(__file__).parent / "fixtures"

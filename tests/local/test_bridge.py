@@ -12,9 +12,9 @@ import pytest
 from google.cloud import pubsub_v1
 
 from tests.waiting import wait_for
-from zen.local.bridge import DeliveryPolicy, EventBridge, Route, Ticker, ensure_topic
-from zen.local.functions_server import FunctionServer
-from zen.local.pubsub import PubSubStandIn
+from zen_dev.local.bridge import DeliveryPolicy, EventBridge, Route, Ticker, ensure_topic
+from zen_dev.local.functions_server import FunctionServer
+from zen_dev.local.pubsub import PubSubStandIn
 
 PROJECT = "zen-local"
 FLAKY = Path(__file__).parent / "fixtures" / "flaky_main.py"

@@ -13,9 +13,9 @@ from google.cloud import pubsub_v1
 from tests.local.test_bridge import FAST
 from tests.waiting import wait_for
 from tests.messages import job_request
-from zen.local.bridge import EventBridge, Route
-from zen.local.functions_server import FunctionServer
 from zen.store import repository
+from zen_dev.local.bridge import EventBridge, Route
+from zen_dev.local.functions_server import FunctionServer
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from zen.config import ZenConfig, load_config
-from zen.local.compute import (
+from zen.core.config import ZenConfig, load_config
+from zen_dev.local.compute import (
     UNLIMITED,
     CapacitySchedule,
     ScenarioError,
@@ -21,17 +21,17 @@ from zen.local.compute import (
     parse_scenario,
     resolve_migs,
 )
-from zen.local.compute.capacity import CapacityTrace, TraceError, trace_zone_from_filename
+from zen_dev.capacity.traces import CapacityTrace, TraceError, trace_zone_from_filename
 
 REPO = Path(__file__).resolve().parents[2]
 TRACES = REPO.parent / "shared" / "traces" / "gcp-a100-availability"
 TRACE = TRACES / "us-west1-b_a100_40gb_8.json"
-EXAMPLE = REPO / "shared" / "zen" / "local" / "compute" / "scenarios" / "stockout.yaml"
+EXAMPLE = REPO / "shared" / "zen_dev" / "local" / "compute" / "scenarios" / "stockout.yaml"
 
 
 def test_the_example_scenario_stocks_out_the_preferred_region_for_ten_minutes():
     scenario = load_scenario(EXAMPLE)
-    config = load_config(REPO / "shared" / "zen" / "default_config.yaml")
+    config = load_config(REPO / "shared" / "zen" / "core" / "default_config.yaml")
     migs = resolve_migs(scenario, config)
     names = {m.name for m in migs}
     assert {c.mig_name(r) for c in config.clusters for r in c.regions} == names

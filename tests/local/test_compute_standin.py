@@ -30,8 +30,8 @@ from google.cloud.compute_v1.services.region_instance_group_managers.transports.
 )
 
 from tests.waiting import wait_for
-from zen.local.compute import ComputeStandIn, ManualClock
-from zen.local.compute.client import compute_clients
+from zen_dev.local.compute import ComputeStandIn, ManualClock
+from zen_dev.local.compute.client import compute_clients
 
 REPO = Path(__file__).resolve().parents[2]
 TRACE = REPO.parent / "shared" / "traces" / "gcp-a100-availability" / "us-west1-b_a100_40gb_8.json"
@@ -488,7 +488,7 @@ def test_command_line_serves_until_sigterm(tmp_path):
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text(yaml.safe_dump(BASE))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "zen.local.compute", "--port", "0", "--scenario", str(scenario),
+        [sys.executable, "-m", "zen_dev.local.compute", "--port", "0", "--scenario", str(scenario),
          "--log-dir", str(tmp_path / "logs"), "--log-level", "WARNING"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
     )

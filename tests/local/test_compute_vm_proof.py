@@ -1,4 +1,4 @@
-"""The Compute stand-in as the issuer of its VMs' identity tokens (``zen.local.compute.issuer``): each
+"""The Compute stand-in as the issuer of its VMs' identity tokens (``zen_dev.local.compute.issuer``): each
 booted VM's process gets ``ZEN_VM_PROOF_METADATA_HOST``, where it gets a token for itself (bound to
 its agent's message key) that Zen's checker accepts, with the key's signature of a heartbeat, against
 the stand-in's certificates; a VM that does not run gets none."""
@@ -10,10 +10,10 @@ from datetime import datetime, timezone
 import pytest
 
 from tests.local.test_compute_standin import BOOT_S, make_cloud  # noqa: F401 - the fixture
+from zen.adapters.message_key import IDENTITY_PATH, audience, identity_query
+from zen.adapters.vm_proof import ProofChecker, unverified_claims
 from zen.agent.identity import Identity, IdentityError, MetadataServer, ProofSource
-from zen.errors import Rejected
-from zen.message_key import IDENTITY_PATH, audience, identity_query
-from zen.vm_proof import ProofChecker, unverified_claims
+from zen.core.errors import Rejected
 
 PROJECT = "test-proj"
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zen.local.pubsub.filters import (
+from zen_dev.local.pubsub.filters import (
     And,
     Equals,
     FilterError,

@@ -12,9 +12,9 @@ from google.cloud import pubsub_v1
 from google.protobuf import timestamp_pb2
 from google.pubsub_v1 import types as T
 
-from zen.local.pubsub import PubSubStandIn
-from zen.local.pubsub import resources as R
-from zen.local.pubsub.state import PubSubState
+from zen_dev.local.pubsub import PubSubStandIn
+from zen_dev.local.pubsub import resources as R
+from zen_dev.local.pubsub.state import PubSubState
 
 PROJECT = "projects/zen-test"
 TOPIC = f"{PROJECT}/topics/events"

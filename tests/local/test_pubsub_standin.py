@@ -18,7 +18,7 @@ from google.cloud import pubsub_v1
 from google.protobuf import field_mask_pb2
 from google.pubsub_v1 import types as T
 
-from zen.local.pubsub import PubSubStandIn
+from zen_dev.local.pubsub import PubSubStandIn
 
 PROJECT = "projects/zen-test"
 WAIT = 10.0  # upper bound for anything asynchronous
@@ -792,7 +792,7 @@ def test_main_serves_until_sigterm(monkeypatch, tmp_path) -> None:
     stderr_path = tmp_path / "stderr.txt"
     with open(stderr_path, "w") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "zen.local.pubsub", "--port", "0"],
+            [sys.executable, "-m", "zen_dev.local.pubsub", "--port", "0"],
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,

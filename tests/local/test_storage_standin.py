@@ -1,4 +1,4 @@
-"""The Cloud Storage stand-in (zen.local.storage) through the official client: a download pinned to a
+"""The Cloud Storage stand-in (zen_dev.local.storage) through the official client: a download pinned to a
 generation (the ``mediaLink`` of a listed or fetched object carries it) answers 404 once that
 generation is no longer live, as Cloud Storage does; it served the live content instead, so a test
 could never see what the agent does when an input changes while it is staged."""
@@ -9,7 +9,7 @@ import pytest
 from google.api_core import exceptions as gexc
 from google.cloud import storage as gcs
 
-from zen.local.storage import StorageStandIn
+from zen_dev.local.storage import StorageStandIn
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 
 from tests.messages import job_request
 from tests.scaling.test_scaling_integration import CLUSTER, build_stack
-from zen.scaling import mig as mig_module
+from zen.adapters import compute as mig_module
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def test_one_region_answering_503_costs_the_tick_about_the_bound_and_the_others_
     monkeypatch.setattr(mig_module, "CALL_BOUND_S", 1.0, raising=False)  # 10 s in production
     zen, advance, instances, standin = make_stack(faults={"unavailable": [{"region": "europe-west4", "to_s": 3600}]})
     scaler, zen.scaler = zen.scaler, None  # submissions without their own pass: the tick does it all
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     fn = FunctionsInvoker(zen)
     fn.submit(job_request("a", cluster="8xa100-40gb", regions=["us-west1"]))
@@ -64,7 +64,7 @@ def test_one_region_answering_503_costs_the_tick_about_the_bound_and_the_others_
 def test_a_pass_never_waits_for_its_operations(make_stack):
     """A resize's operation is DONE once its actions are scheduled; waiting on it (regionOperations.wait,
     up to 60 s per write, one after another) held the pass and the cluster's lock idle."""
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen, advance, instances, standin = make_stack(api={"operation_delay_s": 30})
     waits: list = []

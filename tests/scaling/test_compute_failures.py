@@ -16,9 +16,9 @@ import requests
 from tests.messages import job_request
 from tests.scaling.fakes import FakeFleet, RecordingMig
 from tests.scaling.test_scaling_integration import CLUSTER, stack  # noqa: F401 - the fixture
-from zen.config import ClusterConfig
+from zen.adapters.compute import MigManager
+from zen.core.config import ClusterConfig
 from zen.scaling.manager import ClusterManager
-from zen.scaling.mig import MigManager
 from zen.scaling.model import Action, DemandGroup, RegionMemory, Timing
 from zen.scaling.planner import ZenPlanner
 from zen.scaling.port import FleetFacts, MigApiError, MigInstance, MigRateLimited
@@ -90,7 +90,7 @@ def test_a_failed_listing_of_a_region_is_a_mig_api_error():
 
 
 def test_a_transport_error_in_one_region_fails_no_cluster_s_tick(stack, monkeypatch):
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen, advance, instances = stack
     scaler, zen.scaler = zen.scaler, None  # submissions without their own pass

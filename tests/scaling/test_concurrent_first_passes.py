@@ -10,7 +10,7 @@ import time
 
 
 def test_concurrent_first_passes_build_the_compute_clients_and_each_manager_once(db_url, monkeypatch):
-    import zen.scaling.mig as mig
+    import zen.adapters.compute as mig
     from zen.app import Zen
 
     for name, value in {"ZEN_DATABASE_URL": db_url, "ZEN_COMPUTE_ENDPOINT": "127.0.0.1:9",
@@ -52,7 +52,7 @@ def test_a_vm_usable_calls_for_a_pass_only_while_boots_are_in_flight(config, db,
     from tests.messages import job_request
     from tests.scaling.fakes import RecordingMig
     from zen.app import Zen
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
     from zen.scaling.manager import ClusterOrchestrator
 
     calls: list = []

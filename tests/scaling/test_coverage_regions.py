@@ -38,7 +38,7 @@ def test_queued_jobs_take_the_idle_vms_of_their_regions_first():
 
 
 def test_a_submission_to_a_region_without_an_idle_vm_gets_its_pass(stack, clock):
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen, advance, instances = stack
     fn = FunctionsInvoker(zen)

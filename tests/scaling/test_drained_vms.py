@@ -11,9 +11,9 @@ from datetime import datetime, timezone
 from tests.messages import heartbeat, job_request
 from tests.scaling.fakes import FakeFleet, RecordingMig
 from tests.scaling.test_scaling_integration import BOOT_S, CLUSTER, _jobs, stack, vm_beat  # noqa: F401 - the fixture
-from zen.config import ClusterConfig
+from zen.adapters.compute import MigManager
+from zen.core.config import ClusterConfig
 from zen.scaling.manager import ClusterManager, ClusterReport
-from zen.scaling.mig import MigManager
 from zen.scaling.model import Action, DemandGroup, Timing, VmPhase
 from zen.scaling.planner import ZenPlanner
 from zen.scaling.port import FleetFacts, MigApiError, MigInstance
@@ -42,7 +42,7 @@ def test_a_drained_vm_still_running_is_no_supply_and_is_deleted_again():
 
 
 def test_a_vm_whose_delete_failed_after_the_drain_is_deleted_later_and_the_queue_moves(stack, clock, monkeypatch):
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen, advance, instances = stack
     fn = FunctionsInvoker(zen)

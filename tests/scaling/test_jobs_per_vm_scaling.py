@@ -13,7 +13,7 @@ import pytest
 from tests.messages import heartbeat, job_request
 from tests.scaling.fakes import FakeFleet, RecordingMig
 from tests.scaling.test_scaling_integration import BOOT_S, CLUSTER, stack, vm_beat  # noqa: F401 - the fixture
-from zen.config import ClusterConfig, ZenConfig
+from zen.core.config import ClusterConfig, ZenConfig
 from zen.scaling.manager import ClusterManager
 from zen.scaling.model import DemandGroup, Timing, Vm, VmPhase
 from zen.scaling.planner import ZenPlanner
@@ -90,7 +90,7 @@ def test_the_manager_boots_a_vm_for_a_job_that_does_not_fit_or_when_vms_run_one_
 @pytest.fixture
 def config(project):
     """The test stack's cluster (4 GPUs per VM) running two jobs at once."""
-    from zen.config import load_config
+    from zen.core.config import load_config
 
     raw = json.loads(load_config().model_copy(update={"project": project}).model_dump_json())
     for cluster in raw["clusters"]:
@@ -104,7 +104,7 @@ def two_gpus(job_id: str) -> dict:
 
 
 def test_a_vm_with_room_takes_the_next_job_and_no_vm_is_booted_until_one_does_not_fit(stack):
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen, advance, instances = stack
     fn = FunctionsInvoker(zen)
@@ -131,7 +131,7 @@ def test_a_vm_with_room_takes_the_next_job_and_no_vm_is_booted_until_one_does_no
 
 
 def test_the_simulator_refuses_several_jobs_per_vm_it_does_not_model():
-    from zen.sim.scenario import ClusterSpec
+    from zen_dev.sim.scenario import ClusterSpec
 
     with pytest.raises(ValueError, match="the simulator runs one job per VM"):
         ClusterSpec(name="c", gpu_count=8, regions=["r"], max_vms_per_region=1, max_vms=1, max_jobs_per_vm=2)

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 from tests.messages import heartbeat
 from tests.scaling.fakes import FakeFleet, RecordingMig
 from tests.scaling.test_scaling_integration import _jobs, stack, vm_beat, vm_claiming  # noqa: F401 - the fixture
-from zen.config import ClusterConfig, Deadlines
+from zen.core.config import ClusterConfig, Deadlines
 from zen.scaling.manager import ClusterManager, ClusterReport
 from zen.scaling.model import (
     Action, ClusterLimits, ClusterSnapshot, DemandGroup, ErrorKind, RegionMemory, Timing, Vm, VmPhase,
@@ -209,7 +209,7 @@ def test_a_hedge_is_cancelled_once_a_vm_the_same_demand_can_use_is_usable():
 def test_a_vm_whose_agent_died_with_its_job_is_deleted_once_the_job_is_requeued(stack, clock):
     """The agent claims a job and dies. The lost-job sweep requeues the job; the VM's row still says
     BUSY. Ticks every minute (no outage): the VM is deleted and the job gets a new VM."""
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen, advance, instances = stack
     fn = FunctionsInvoker(zen)

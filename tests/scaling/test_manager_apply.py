@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from zen.config import ClusterConfig
+from zen.core.config import ClusterConfig
 from zen.scaling import vms as vms_module
 from zen.scaling.manager import ClusterManager
 from zen.scaling.model import ClusterSnapshot, Plan, Timing, VmPhase

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from google.cloud import compute_v1
 
-from zen.local.compute import ComputeStandIn, ManualClock
-from zen.scaling.mig import MigApiError, MigManager, MigNotFound, MigRateLimited, compute_clients_from_env
+from zen.adapters.compute import MigApiError, MigManager, MigNotFound, MigRateLimited, compute_clients_from_env
 from zen.scaling.model import ErrorKind
+from zen_dev.local.compute import ComputeStandIn, ManualClock
 
 PROJECT, REGION, MIG = "test-proj", "us-central1", "zen-4xa100-40gb-us-central1"
 ZONES = [f"{REGION}-a", f"{REGION}-b", f"{REGION}-c"]

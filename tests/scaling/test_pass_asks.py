@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from tests.messages import job_request
 from tests.scaling.fakes import FakeFleet, RecordingMig
 from tests.scaling.test_scaling_integration import CLUSTER, stack  # noqa: F401 - the fixture
-from zen.config import ClusterConfig
+from zen.core.config import ClusterConfig
 from zen.scaling.manager import MAX_RERUNS, ClusterManager
 from zen.scaling.model import Timing
 from zen.scaling.planner import ZenPlanner
@@ -20,7 +20,7 @@ NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
 
 
 def test_a_job_submitted_during_another_s_pass_gets_its_vm_from_that_pass_s_rerun(stack, monkeypatch):
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen, advance, instances = stack
     fn = FunctionsInvoker(zen)

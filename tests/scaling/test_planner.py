@@ -219,7 +219,7 @@ def test_a_region_that_never_delivered_ranks_by_preference_once_its_stockout_fad
 
 
 def test_a_jobs_own_region_order_from_data_locality_is_used_instead_of_the_clusters():
-    near_data = ("europe-west4", "us-central1", "us-west1")  # zen.locality put its data's region first
+    near_data = ("europe-west4", "us-central1", "us-west1")  # zen.core.locality put its data's region first
     plan = ZenPlanner().plan(snap(0, queued=jobs(2, regions=near_data)))
     assert plan.add == {"europe-west4": 2}
 

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tests.scaling.fakes import FakeFleet, RecordingMig
-from zen.config import ClusterConfig
+from zen.core.config import ClusterConfig
 from zen.scaling.manager import ClusterManager
 from zen.scaling.model import Action, ErrorKind, Timing, VmPhase
 from zen.scaling.planner import ZenPlanner

@@ -11,7 +11,7 @@ from tests.messages import heartbeat, job_request
 from tests.scaling.fakes import FakeFleet, RecordingMig
 from tests.scaling.test_manager_apply import Fixed
 from tests.scaling.test_scaling_integration import BOOT_S, CLUSTER, stack, vm_beat, vm_claiming  # noqa: F401 - the fixture
-from zen.config import ClusterConfig
+from zen.core.config import ClusterConfig
 from zen.scaling.manager import ClusterManager
 from zen.scaling.model import Action, Decision, DemandGroup, Plan, Timing, VmPhase
 from zen.scaling.planner import ZenPlanner
@@ -89,7 +89,7 @@ def test_a_retired_vm_is_no_supply_the_planner_asks_for_another_vm_for_the_queue
 
 # -- end to end ------------------------------------------------------------------------------------------
 def test_a_retired_vm_refuses_claims_is_deleted_by_the_next_pass_and_its_work_goes_elsewhere(stack, clock, publisher):
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen, advance, instances = stack
     fn = FunctionsInvoker(zen)

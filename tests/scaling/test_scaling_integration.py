@@ -11,12 +11,12 @@ from collections import Counter
 import pytest
 
 from tests.messages import heartbeat, job_request
+from zen.adapters.compute import MigManager, compute_clients_from_env
 from zen.app import Zen
-from zen.local.compute import ComputeStandIn, ManualClock as CloudClock
 from zen.scaling.manager import ClusterOrchestrator
-from zen.scaling.mig import MigManager, compute_clients_from_env
 from zen.scaling.planner import ZenPlanner
 from zen.store import repository
+from zen_dev.local.compute import ComputeStandIn, ManualClock as CloudClock
 
 CLUSTER = "4xa100-40gb"  # regions: us-central1, us-west1, europe-west4
 BOOT_S = 60
@@ -64,7 +64,7 @@ def vm_beat(name, region, state, seq, sent_at="2026-01-01T00:00:00Z"):
 
 
 def test_stockout_in_the_preferred_region_brings_jobs_up_in_the_next(stack, clock):
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen, advance, instances = stack
     fn = FunctionsInvoker(zen)
@@ -118,7 +118,7 @@ def vm_claiming(fn, stack, job_id: str = "a", region: str = "us-west1"):
 
 
 def test_busy_vm_is_never_scaled_down(stack, clock):
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen, advance, instances = stack
     fn = FunctionsInvoker(zen)
@@ -131,7 +131,7 @@ def test_busy_vm_is_never_scaled_down(stack, clock):
 
 
 def test_a_vm_being_scaled_down_cannot_win_a_claim(stack, publisher):
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen, advance, instances = stack
     fn = FunctionsInvoker(zen)
@@ -155,8 +155,8 @@ def _jobs(zen):
 
 
 def test_zen_explain_lists_the_decisions_with_reasons(stack, db_url, monkeypatch, capsys):
-    from zen.cli import main
-    from zen.local.invoke import FunctionsInvoker
+    from zen.cli.main import main
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen, advance, instances = stack
     fn = FunctionsInvoker(zen)
@@ -187,7 +187,7 @@ class CountingPlanner:
 
 
 def test_a_tick_makes_one_pass_per_cluster_and_never_waits_the_next_pass_spills(stack, config, db, clock):
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen, advance, instances = stack
     # The job arrives while the submission path does not scale (e.g. its pass was skipped).
@@ -210,7 +210,7 @@ def test_a_tick_makes_one_pass_per_cluster_and_never_waits_the_next_pass_spills(
 def test_a_submission_already_provided_for_runs_no_pass(config, db, publisher, clock, monkeypatch, tmp_path):
     """At its VM limit, a cluster gains nothing from a pass per submission: the first submission's
     pass sees the limit, later ones skip the pass (no Compute call) until the tick."""
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     clusters = [c.model_copy(update={"max_vms": 1}) if c.name == CLUSTER else c for c in config.clusters]
     config = config.model_copy(update={"clusters": clusters})

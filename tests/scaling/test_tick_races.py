@@ -11,7 +11,7 @@ from tests.messages import job_request
 from tests.scaling.fakes import FakeFleet, RecordingMig
 from tests.scaling.test_manager_apply import NOW, REGIONS, Fixed, applied, running
 from tests.scaling.test_scaling_integration import CLUSTER, stack  # noqa: F401 - the fixture
-from zen.config import ClusterConfig, load_config
+from zen.core.config import ClusterConfig, load_config
 from zen.scaling.manager import ClusterManager, ClusterOrchestrator
 from zen.scaling.model import Plan, Timing
 from zen.scaling.port import FleetFacts, MigState
@@ -25,7 +25,7 @@ def config(project):
 
 
 def test_a_submission_pass_between_the_tick_s_reads_and_its_pass_is_seen(stack, monkeypatch):
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     zen, advance, instances = stack
     fn = FunctionsInvoker(zen)

@@ -13,12 +13,12 @@ import pytest
 
 from tests.scaling.fakes import FakeFleet
 from tests.scaling.test_manager_apply import Fixed
-from zen.config import ClusterConfig
-from zen.local.compute import ComputeStandIn, ManualClock
+from zen.adapters.compute import MigApiError, MigManager, compute_clients_from_env
+from zen.core.config import ClusterConfig
 from zen.scaling.manager import ClusterManager
-from zen.scaling.mig import MigApiError, MigManager, compute_clients_from_env
 from zen.scaling.model import Plan, Timing
 from zen.scaling.port import FleetFacts
+from zen_dev.local.compute import ComputeStandIn, ManualClock
 
 PROJECT, REGIONS = "test-proj", ["us-central1", "us-west1"]
 NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from tests.scaling.fakes import FakeFleet, RecordingMig
-from zen.config import ClusterConfig
+from zen.core.config import ClusterConfig
 from zen.scaling.manager import ClusterManager
 from zen.scaling.model import Action, DemandGroup, RegionMemory, Timing
 from zen.scaling.planner import ZenPlanner

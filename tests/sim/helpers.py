@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from zen.scaling.model import ClusterSnapshot, Plan, VmPhase
-from zen.sim.scenario import Scenario, parse_scenario
+from zen_dev.sim.scenario import Scenario, parse_scenario
 
 THREE_REGIONS = "[us-central1, us-west1, europe-west4]"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from zen.sim.bench import ratios_and_targets, summary_table
-from zen.sim.heldout import HELDOUT_SEEDS, TUNING_SEED, heldout_scenario, heldout_text
-from zen.sim.metrics import RunResult
-from zen.sim.scenario import TraceUnavailable
+from zen_dev.sim.bench import ratios_and_targets, summary_table
+from zen_dev.sim.heldout import HELDOUT_SEEDS, TUNING_SEED, heldout_scenario, heldout_text
+from zen_dev.sim.metrics import RunResult
+from zen_dev.sim.scenario import TraceUnavailable
 
 
 def test_heldout_draws_are_deterministic_distinct_and_not_the_tuning_draw():
@@ -64,7 +64,7 @@ def test_starts_are_compared_job_by_job_and_zero_waste_meets_its_target():
 def test_seeds_are_pooled_job_by_job():
     """One seed's p95 over 400 jobs moved by ~0.1 with the seed alone; the bench pools several seeds'
     waits (and adds up their minutes) before it judges a target."""
-    from zen.sim.bench import pooled
+    from zen_dev.sim.bench import pooled
 
     one, two = result("zen", [10, 20], 1), result("zen", [30, 40], 2, never=1)
     both = pooled([one, two])

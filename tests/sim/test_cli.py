@@ -1,4 +1,4 @@
-"""``zen simulate`` (zen.sim.cli), scenario validation, and the job trace readers."""
+"""``zen simulate`` (zen_dev.sim.cli), scenario validation, and the job trace readers."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from zen.local.compute.yamllines import ScenarioError
-from zen.sim.cli import main
-from zen.sim.jobs import JobTraceError, load_jobs
-from zen.sim.metrics import JSON_KEYS
-from zen.sim.scenario import TraceUnavailable, load_scenario, parse_scenario, traces_dir
+from zen_dev.capacity.yamllines import ScenarioError
+from zen_dev.sim.cli import main
+from zen_dev.sim.jobs import JobTraceError, load_jobs
+from zen_dev.sim.metrics import JSON_KEYS
+from zen_dev.sim.scenario import TraceUnavailable, load_scenario, parse_scenario, traces_dir
 
 from tests.sim.helpers import scenario
 

@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 
 from zen.scaling.model import ErrorKind, VmPhase
-from zen.sim.jobs import load_jobs
-from zen.sim.policies import POLICY_NAMES, SingleRegion, make_policy
-from zen.sim.world import Simulation
+from zen_dev.sim.jobs import load_jobs
+from zen_dev.sim.policies import POLICY_NAMES, SingleRegion, make_policy
+from zen_dev.sim.world import Simulation
 
 from tests.sim.helpers import Recording, scenario
 

@@ -1,4 +1,4 @@
-"""The simulator's plot (zen.sim.plot): written by ``zen simulate --out``, with the panels it promises."""
+"""The simulator's plot (zen_dev.sim.plot): written by ``zen simulate --out``, with the panels it promises."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ pytest.importorskip("matplotlib")
 
 from matplotlib.collections import PolyCollection  # noqa: E402
 
-from zen.sim.cli import main  # noqa: E402
-from zen.sim.jobs import load_jobs  # noqa: E402
-from zen.sim.plot import RIGHT_TITLES, build_figure, capacity_by_region  # noqa: E402
-from zen.sim.runner import run_policies  # noqa: E402
+from zen_dev.sim.cli import main  # noqa: E402
+from zen_dev.sim.jobs import load_jobs  # noqa: E402
+from zen_dev.sim.plot import RIGHT_TITLES, build_figure, capacity_by_region  # noqa: E402
+from zen_dev.sim.runner import run_policies  # noqa: E402
 
 from tests.sim.helpers import scenario  # noqa: E402
 

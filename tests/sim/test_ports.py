@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from zen.scaling.manager import ClusterManager, ClusterReport
 from zen.scaling.model import ClusterSnapshot, Plan, Timing, VmPhase
-from zen.sim.jobs import load_jobs
-from zen.sim.policies import make_policy
-from zen.sim.ports import SimMigPort
-from zen.sim.world import Simulation, cluster_config
+from zen_dev.sim.jobs import load_jobs
+from zen_dev.sim.policies import make_policy
+from zen_dev.sim.ports import SimMigPort
+from zen_dev.sim.world import Simulation, cluster_config
 
 from tests.scaling.fakes import ports_like
 from tests.sim.helpers import Recording, scenario

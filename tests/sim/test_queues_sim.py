@@ -1,9 +1,9 @@
-"""Queues in the simulator (zen.sim.queues): the production admission core over simulated jobs."""
+"""Queues in the simulator (zen_dev.sim.queues): the production admission core over simulated jobs."""
 
 from __future__ import annotations
 
-from zen.sim import fairness
-from zen.sim.metrics import percentile
+from zen_dev.sim import fairness
+from zen_dev.sim.metrics import percentile
 
 
 def test_a_tenants_jobs_start_within_a_cold_boot_despite_a_flood_and_no_quota_is_exceeded():

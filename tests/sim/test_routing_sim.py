@@ -1,11 +1,11 @@
-"""Zen's start routing by data in the simulator (zen.routing as zen.sim.world models it): a data job is
+"""Zen's start routing by data in the simulator (zen.core.routing as zen_dev.sim.world models it): a data job is
 offered first to its data's region, so an idle VM elsewhere does not take it, and the run reads less
 input across regions; the baselines are not routed."""
 
 from __future__ import annotations
 
-from zen.sim.jobs import load_jobs
-from zen.sim.runner import run_policies
+from zen_dev.sim.jobs import load_jobs
+from zen_dev.sim.runner import run_policies
 
 from tests.sim.helpers import scenario
 

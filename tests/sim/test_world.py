@@ -8,11 +8,11 @@ from datetime import timedelta
 import pytest
 
 from zen.scaling.model import ErrorKind, VmPhase
-from zen.sim.jobs import load_jobs
-from zen.sim.policies import BASELINES, Unlimited, SingleRegion, available_policies, make_policy
-from zen.sim.runner import run_policies
-from zen.sim.scenario import load_scenario
-from zen.sim.world import Simulation
+from zen_dev.sim.jobs import load_jobs
+from zen_dev.sim.policies import BASELINES, Unlimited, SingleRegion, available_policies, make_policy
+from zen_dev.sim.runner import run_policies
+from zen_dev.sim.scenario import load_scenario
+from zen_dev.sim.world import Simulation
 
 from tests.sim.helpers import Greedy, Recording, scenario
 
@@ -199,7 +199,7 @@ def test_a_vm_is_billed_from_running_not_from_getting_capacity():
 
 
 def _tiny(capacity: str, regions=("r1",), extra: str = ""):
-    from zen.sim.scenario import parse_scenario
+    from zen_dev.sim.scenario import parse_scenario
 
     zones = "\n".join(f"  {r}: [{r}-a]" for r in regions)
     return parse_scenario(f"""
@@ -220,7 +220,7 @@ def test_a_vm_recreated_after_a_capacity_drop_is_not_taken_for_stuck_before_its_
     recreates it, waiting for capacity. Production dates the new boot from the agent's last word (its
     STOPPING), so the region is blocked only once the stockout shows in listErrors (20 s later), not
     at the next pass for a boot 'not booted after 1980 s' (the simulator dated it from the first listing)."""
-    from zen.sim.jobs import SimJob
+    from zen_dev.sim.jobs import SimJob
 
     sc = _tiny("""default: 2
   schedule:
@@ -249,7 +249,7 @@ def test_a_vm_recreated_after_a_capacity_drop_is_not_taken_for_stuck_before_its_
 def test_a_capacity_drop_takes_no_running_vm_for_capacity_a_deleted_vm_gives_back():
     """Capacity 2 -> 1 at 1215 s while one of the zone's two VMs is being deleted (until 1240 s): the
     deletion gives the capacity back, so the busy VM keeps its job (it was preempted, its job rerun)."""
-    from zen.sim.jobs import SimJob
+    from zen_dev.sim.jobs import SimJob
 
     sc = _tiny("""default: 2
   schedule:
@@ -265,7 +265,7 @@ def test_deletions_the_world_makes_for_ask_every_region_count_as_compute_calls()
     """A single-use VM deleted when its job ends is a deleteInstances call and its operation's read,
     as the manager's port counts zen's deletions (they were not counted: ask-every-region looked
     cheaper in Compute calls than it is)."""
-    from zen.sim.jobs import SimJob
+    from zen_dev.sim.jobs import SimJob
 
     calls = {}
     for horizon in (500, 1500):  # the job (submitted at 10, booted at ~110) ends at ~1110

@@ -70,7 +70,7 @@ def captured():
 
 def play(zen, advance, clock, before_loss=lambda: None) -> None:
     """A stockout, starts, rejections of each class, a lost attempt, ticks."""
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
 
     fn = FunctionsInvoker(zen)
     fn.submit(job_request("a"))
@@ -156,7 +156,7 @@ def test_lines_under_the_agents_log_names_feed_no_metric(module):
 
 
 def test_data_rejections_are_classed_as_data(db: Database):
-    from zen.errors import DataRejected
+    from zen.core.errors import DataRejected
 
     with pytest.raises(DataRejected) as refused:
         with db.transaction() as session:

@@ -24,14 +24,14 @@ from pathlib import Path
 import pytest
 
 from tests.terraform.hcl import ROOT, TERRAFORM, Module, block, load, references
-from zen.config import Topics, ZenConfig, load_config
+from zen.core.config import Topics, ZenConfig, load_config
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import package  # noqa: E402  (scripts/package.py)
 
-DEFAULT_CONFIG = ROOT / "shared" / "zen" / "default_config.yaml"
+DEFAULT_CONFIG = ROOT / "shared" / "zen" / "core" / "default_config.yaml"
 FUNCTIONS_MAIN = ROOT / "functions" / "main.py"
-LOCAL_ONLY = ("pgserver", "pytest", "hypothesis", "rich", "zen.local", "zen.sim")
+LOCAL_ONLY = ("pgserver", "pytest", "hypothesis", "rich", "zen_dev.local", "zen_dev.sim")
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +206,7 @@ def test_functions_get_the_environment_the_library_reads(module):
     assert service["service_account_email"] == "${google_service_account.function[each.key].email}"
     assert service["ingress_settings"] == "ALLOW_INTERNAL_ONLY"
     env_text = service["environment_variables"]
-    library = "".join((ROOT / "shared" / "zen" / p).read_text() for p in ("store/db.py", "app.py", "config.py"))
+    library = "".join((ROOT / "shared" / "zen" / p).read_text() for p in ("store/db.py", "app.py", "core/config.py"))
     for name in ("ZEN_CLOUDSQL_INSTANCE", "ZEN_DB_USER", "ZEN_DB_NAME", "ZEN_CLOUDSQL_IP_TYPE", "ZEN_PROJECT",
                  "ZEN_SCALING", "ZEN_CONFIG"):
         assert f"{name} " in env_text or f"{name} =" in env_text, f"{name} not set on the functions"
@@ -334,7 +334,7 @@ def test_cloud_sql_is_iam_only_backed_up_and_protected(module):
 
 # -- IAM -----------------------------------------------------------------------------------------
 
-# Compute client method (zen.scaling.mig) -> the IAM permission it needs.
+# Compute client method (zen.adapters.compute) -> the IAM permission it needs.
 COMPUTE_PERMISSIONS = {
     "get": "compute.instanceGroupManagers.get",
     "list": "compute.instanceGroupManagers.list",
@@ -345,9 +345,9 @@ COMPUTE_PERMISSIONS = {
     "delete_instances": "compute.instanceGroupManagers.update",
     "delete_instances_unary": "compute.instanceGroupManagers.update",
 }
-# RegionOperationsClient method (zen.scaling.mig) -> permission.
+# RegionOperationsClient method (zen.adapters.compute) -> permission.
 OPERATION_PERMISSIONS = {"get": "compute.regionOperations.get", "wait": "compute.regionOperations.get"}
-# Pub/Sub subscriber method (zen.agent.transport, zen.control_subscriptions) -> permission.
+# Pub/Sub subscriber method (zen.agent.transport, zen.adapters.control_subscriptions) -> permission.
 SUBSCRIPTION_PERMISSIONS = {
     "get_subscription": "pubsub.subscriptions.get",
     "create_subscription": "pubsub.subscriptions.create",
@@ -361,7 +361,7 @@ SUBSCRIPTION_PERMISSIONS = {
 
 
 def test_compute_custom_roles_hold_exactly_what_the_scheduler_calls(module):
-    source = (ROOT / "shared" / "zen" / "scaling" / "mig.py").read_text()
+    source = (ROOT / "shared" / "zen" / "adapters" / "compute.py").read_text()
     calls = set(re.findall(r"self\._(migs|operations)\.(\w+)", source))
     assert calls, "no Compute call found in mig.py"
     known = {("migs", c) for c in COMPUTE_PERMISSIONS} | {("operations", c) for c in OPERATION_PERMISSIONS}
@@ -399,7 +399,7 @@ def test_agent_custom_role_holds_only_the_check_of_its_control_subscription(modu
 
 
 def test_the_tick_makes_control_subscriptions_and_grants_each_to_its_clusters_agents(module):
-    source = (ROOT / "shared" / "zen" / "control_subscriptions.py").read_text()
+    source = (ROOT / "shared" / "zen" / "adapters" / "control_subscriptions.py").read_text()
     calls = set(re.findall(r"self\._subscriber\.(\w+)", source)) & set(SUBSCRIPTION_PERMISSIONS)
     role = module.resources_of("google_project_iam_custom_role")["control_subscriptions"]
     assert set(role["permissions"]) == {SUBSCRIPTION_PERMISSIONS[c] for c in calls}
@@ -432,7 +432,7 @@ def test_no_broad_roles_and_project_bindings_are_the_justified_few(module):
 
 def test_functions_publish_only_to_the_outbox_topics(module):
     assert module.locals["function_publishes"] == ["job_start", "vm_control", "job_events"]
-    jobs = "".join((ROOT / "shared" / "zen" / name).read_text() for name in ("jobs.py", "announce.py"))
+    jobs = "".join((ROOT / "shared" / "zen" / "jobs" / name).read_text() for name in ("service.py", "announce.py"))
     published = set(re.findall(r"outgoing\(self\._topics\.(\w+)", jobs))
     assert published == set(module.locals["function_publishes"])
 
@@ -446,7 +446,7 @@ def test_outputs_tell_the_user_how_to_submit_and_where_to_look(module):
 
 
 def test_the_job_output_query_is_the_one_zen_logs_uses(module):
-    from zen.joblogs_cloud import job_filter
+    from zen.adapters.cloud_logging import job_filter
 
     assert {"job_logs_query", "job_logs_explorer_url"} <= set(module.outputs)
     query = module.locals["job_logs_query"].replace("${var.project_id}", "my-project").replace("JOB_ID", "job-7")
@@ -475,10 +475,10 @@ def test_package_ships_the_runtime_requirements_and_no_local_only_code(packaged)
     with zipfile.ZipFile(out / manifest["functions_archive"]) as archive:
         names = set(archive.namelist())
         requirements = archive.read("requirements.txt").decode()
-    assert {"main.py", "requirements.txt", "zen/__init__.py", "zen/default_config.yaml",
+    assert {"main.py", "requirements.txt", "zen/__init__.py", "zen/core/default_config.yaml",
             "zen/store/queries.sql", "zen/agent/startup.sh"} <= names
     assert any(n.startswith("zen/store/migrations/") for n in names)
-    assert not [n for n in names if n.startswith(("zen/local/", "zen/sim/")) or n == "zen/demo.py"]
+    assert not [n for n in names if n.startswith(("zen_dev/local/", "zen_dev/sim/")) or n == "zen_dev/demo/scripted.py"]
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert requirements == (ROOT / "requirements.txt").read_text()
     for local_only in ("pgserver", "pytest", "hypothesis", "rich"):
@@ -543,9 +543,9 @@ def test_agent_wheel_is_installable_shape(packaged):
     assert requires == package.runtime_requirements() + package.runtime_requirements(package.AGENT_REQUIREMENTS)
     assert any(r.startswith("google-cloud-logging==") for r in requires)
     assert not any(r.startswith("google-cloud-logging") for r in package.runtime_requirements())
-    assert "zen = zen.cli:main" in entry_points
+    assert "zen = zen.cli.main:main" in entry_points
     assert "zen/agent/__main__.py" in names and "zen/agent/startup.sh" in names
-    assert not [n for n in names if n.startswith(("zen/local/", "zen/sim/"))]
+    assert not [n for n in names if n.startswith(("zen_dev/local/", "zen_dev/sim/"))]
 
 
 def test_package_ships_a_given_configuration(tmp_path):

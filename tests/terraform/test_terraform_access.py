@@ -55,14 +55,14 @@ def test_function_builds_may_read_the_source_copy_cloud_functions_makes(module):
 
 # -- data locality -------------------------------------------------------------------------------
 
-# Cloud Storage client method (zen.locality) -> the IAM permission it needs.
+# Cloud Storage client method (zen.core.locality) -> the IAM permission it needs.
 STORAGE_PERMISSIONS = {"lookup_bucket": "storage.buckets.get"}
 
 
 def test_functions_may_look_up_exactly_their_input_buckets_locations(module):
-    """zen.locality reads each input bucket's location (placement, routing a start): a refused lookup
+    """zen.core.locality reads each input bucket's location (placement, routing a start): a refused lookup
     leaves it unknown, and data locality is off without a word. The role holds what the code calls."""
-    source = (ROOT / "shared" / "zen" / "locality.py").read_text()
+    source = (ROOT / "shared" / "zen" / "core" / "locality.py").read_text()
     calls = set(re.findall(r"storage\.Client\([^)]*\)\.(\w+)", source))
     assert calls, "no Cloud Storage call found in locality.py"
     assert calls <= set(STORAGE_PERMISSIONS), f"unmapped Cloud Storage calls: {calls - set(STORAGE_PERMISSIONS)}"
@@ -82,12 +82,12 @@ def test_functions_may_look_up_exactly_their_input_buckets_locations(module):
 
 def test_every_function_can_reach_the_bucket_lookup():
     """Why every function gets the role: each runs the job service, which places and routes starts
-    (zen.placement and zen.routing call zen.locality) on submission, requeue, admission and widening."""
+    (zen.jobs.placement and zen.core.routing call zen.core.locality) on submission, requeue, admission and widening."""
     shared = ROOT / "shared" / "zen"
-    assert "from zen.locality import" in (shared / "routing.py").read_text()
-    assert "from zen.locality import" in (shared / "placement.py").read_text()
-    jobs = (shared / "jobs.py").read_text()
-    assert "from zen.routing import" in jobs and "from zen.placement import" in jobs
+    assert "from zen.core.locality import" in (shared / "core" / "routing.py").read_text()
+    assert "from zen.core.locality import" in (shared / "jobs" / "placement.py").read_text()
+    jobs = (shared / "jobs" / "service.py").read_text()
+    assert "from zen.core.routing import" in jobs and "from zen.jobs.placement import" in jobs
     app = (shared / "app.py").read_text()
     for method in ("on_job_submitted", "on_heartbeat", "on_stop_requested", "on_scale_tick"):
         body = app.split(f"def {method}(", 1)[1].split("\n    def ", 1)[0]

@@ -17,7 +17,7 @@ import textwrap
 import pytest
 
 from tests.terraform.hcl import ROOT, TERRAFORM, Module
-from zen.config import ZenConfig
+from zen.core.config import ZenConfig
 
 AGENT = "google_service_account.agent["  # one account per cluster: google_service_account.agent[<cluster>]
 TAGGED_CONFIG = """

@@ -66,7 +66,7 @@ class HeldPerThread:
 def held(config, db, publisher, clock):
     from tests.scaling.fakes import RecordingMig
     from zen.app import Zen
-    from zen.local.invoke import FunctionsInvoker
+    from zen_dev.local.invoke import FunctionsInvoker
     from zen.scaling.manager import ClusterOrchestrator
 
     calls: list = []

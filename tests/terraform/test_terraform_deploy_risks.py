@@ -89,7 +89,7 @@ def test_the_read_only_role_reads_jobs_and_writes_nothing(db, db_target, tmp_pat
             session.execute(statement)
     url = f"postgresql://reader_alice@/{db_target.database}?host={os.path.dirname(db_target.unix_sock)}"
     for command, first in ((["jobs", "list"], "JOB_ID"), (["rejected"], "AT"), (["stats", "--json"], "{")):
-        result = subprocess.run([sys.executable, "-m", "zen.cli", *command], cwd=tmp_path, capture_output=True,
+        result = subprocess.run([sys.executable, "-m", "zen.cli.main", *command], cwd=tmp_path, capture_output=True,
                                 text=True, env={**os.environ, "ZEN_DATABASE_URL": url}, timeout=120)
         assert result.returncode == 0 and result.stdout.startswith(first), (command, result.stderr)
     reader = Database.from_target(db_target.__class__(**{**db_target.__dict__, "user": "reader_alice"}))

@@ -14,7 +14,7 @@ import yaml
 from tests.terraform.hcl import Module, render_local
 from zen.agent.limits import parse_limit
 from zen.agent.slots import GPUS_ATTRIBUTE, MAX_JOBS_ATTRIBUTE
-from zen.config import ZenConfig
+from zen.core.config import ZenConfig
 
 SHARED_CONFIG = """
 clusters:

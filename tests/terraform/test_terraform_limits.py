@@ -13,7 +13,7 @@ import yaml
 
 from tests.terraform.hcl import Module, render_local
 from zen.agent.limits import GPU_HOURS_ATTRIBUTE, JOBS_ATTRIBUTE, parse_limit
-from zen.config import ZenConfig
+from zen.core.config import ZenConfig
 
 LIMITED_CONFIG = """
 clusters:

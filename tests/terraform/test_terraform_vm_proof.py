@@ -1,4 +1,4 @@
-"""The deployed functions require each heartbeat's proof of its VM (``zen.vm_proof``) by default, under
+"""The deployed functions require each heartbeat's proof of its VM (``zen.adapters.vm_proof``) by default, under
 the variable the library reads, and the agents' VMs carry the service account their tokens need."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def test_the_functions_require_the_vm_proof_by_default(module):
     assert 'contains(["off", "required"], var.vm_proof)' in str(variable["validation"])
     env = block(module.resources_of("google_cloudfunctions2_function")["zen"]["service_config"])["environment_variables"]
     assert re.search(r"\bZEN_VM_PROOF\s*=\s*var\.vm_proof\b", env), env
-    assert '"ZEN_VM_PROOF"' in (ROOT / "shared" / "zen" / "vm_proof.py").read_text()
+    assert '"ZEN_VM_PROOF"' in (ROOT / "shared" / "zen" / "adapters" / "vm_proof.py").read_text()
 
 
 def test_agent_vms_have_the_service_account_their_identity_token_needs():
@@ -31,7 +31,7 @@ def test_agent_vms_have_the_service_account_their_identity_token_needs():
 
 
 def test_only_the_heartbeat_function_gets_the_proof_secret_from_secret_manager(module):
-    """ZEN_PROOF_SECRET (the VMs' MAC keys: zen.message_key) comes from Secret Manager, never from a
+    """ZEN_PROOF_SECRET (the VMs' MAC keys: zen.adapters.message_key) comes from Secret Manager, never from a
     terraform variable or the state, and only to the function that answers claims and checks MACs."""
     function = (ROOT / "terraform" / "functions.tf").read_text()
     assert re.search(r'for_each\s*=\s*each\.key == "on_heartbeat" \? \[google_secret_manager_secret\.proof\.secret_id\]',
@@ -42,4 +42,4 @@ def test_only_the_heartbeat_function_gets_the_proof_secret_from_secret_manager(m
     assert "secretmanager.secretAccessor" in secret and "secret_data" not in secret
     script = (ROOT / "terraform" / "scripts" / "proof_secret.sh").read_text()
     assert "/dev/urandom" in script and "--data-file=-" in script
-    assert '"ZEN_PROOF_SECRET"' in (ROOT / "shared" / "zen" / "vm_proof.py").read_text()
+    assert '"ZEN_PROOF_SECRET"' in (ROOT / "shared" / "zen" / "adapters" / "vm_proof.py").read_text()

@@ -39,8 +39,8 @@ from zen.agent.limits import DailyPulls, resolve_pull_limits
 from zen.agent.removal import ContainersLeft, remove_leftover_containers
 from zen.agent.settings import AgentSettings, with_deadlines
 from zen.agent.slots import Slots, resolve_capacity
-from zen.config import load_config
-from zen.errors import ConfigError
+from zen.core.config import load_config
+from zen.core.errors import ConfigError
 from zen.logs import setup_logging
 
 log = logging.getLogger("zen.agent")
@@ -61,9 +61,9 @@ class _IdentityFields(logging.Filter):
 
 
 def _output_sink(env, identity, local: bool):
-    """Where job output goes (``zen.joblogs.sink_from_env``). A sink that cannot be set up is logged
+    """Where job output goes (``zen.adapters.joblogs.sink_from_env``). A sink that cannot be set up is logged
     and the agent runs jobs without it: the final report still carries the output's tail."""
-    from zen.joblogs import sink_from_env
+    from zen.adapters.joblogs import sink_from_env
 
     try:
         sink = sink_from_env(env, identity.project, cloud_by_default=not local,

@@ -13,7 +13,7 @@ States of one attempt (one at a time, or ``max_jobs_per_vm`` at once, each with 
     any state ──SIGTERM / preempted──▶ PREEMPTED (current attempt), VM STOPPING, exit 0
     start ──▶ the final reports a dead agent of this VM left in the journal published (zen.agent.journal)
 
-Claiming (the scheduler's side is ``zen.lifecycle.decide_heartbeat``): send CLAIMED for the start
+Claiming (the scheduler's side is ``zen.core.lifecycle.decide_heartbeat``): send CLAIMED for the start
 message's (job, attempt) and keep the message leased while waiting for the answer on the control
 subscription. CONFIRM: ack the start message and run. RELEASE: ack it (someone else won, the job is
 gone, or the attempt is stale). STOP: ack it, and answer STOPPED so a stop that raced the claim does
@@ -29,14 +29,14 @@ run of a job is a new attempt, with a new number, so dropping a copy never loses
 
 A claim given back unanswered may have won meanwhile: Zen then holds the job ASSIGNED to this VM,
 which does not run it. The VM heartbeat sent at once after (and every one after that, until the
-attempt is claimed again) names it in ``given_back``, and Zen requeues it (``zen.vm_beats``) unless a
+attempt is claimed again) names it in ``given_back``, and Zen requeues it (``zen.jobs.vm_beats``) unless a
 later report of it came. So that this is never wrong, a claim made again of the same attempt takes
 only the answers to its own CLAIMEDs: an order carrying ``answers`` (the ``seq`` of the report it
 answers, an attribute Zen sets) below its first CLAIMED's is a late answer to the claim given up,
 and is ignored (orders without it, from an older Zen, are taken as before).
 
 A start offered to this VM alone on its control subscription (its warm cache holds the job's
-inputs or image: ``zen.routing``) is taken before pulling, and before a start pulled while it came
+inputs or image: ``zen.core.routing``) is taken before pulling, and before a start pulled while it came
 (given back to the region), through the same ``_take`` and claim; one it cannot take now is acked and
 dropped, as the tick widens the job's start (``ControlRouter``). A pull waits at most 3 s, so an
 offer waits about that long for an idle VM.
@@ -67,25 +67,25 @@ from typing import Callable, Mapping
 
 from pydantic import ValidationError
 
+from zen.adapters.joblogs import Sink
 from zen.agent.attempt import SLICE_S, VM_STOPPING_S, RunsAttempts
 from zen.agent.backoff import ClaimBackoff
+from zen.agent.cache import InputCache
 from zen.agent.claim import Claims, about_the_attempt
 from zen.agent.container import Sandbox
 from zen.agent.identity import Identity
 from zen.agent.journal import Journal
 from zen.agent.limits import DailyPulls, PullLimits
 from zen.agent.outage import PullOutage
-from zen.agent.reports import AttemptReport, Reporter
-from zen.agent.cache import InputCache
 from zen.agent.removal import remove_container
+from zen.agent.reports import AttemptReport, Reporter
 from zen.agent.runner import container_name, remove_image
 from zen.agent.settings import AgentSettings
 from zen.agent.slots import ControlRouter, Key, Slots
 from zen.agent.transport import StartDelivery, Transport, TransportError
 from zen.agent.workdir import sweep_work_dir
-from zen.errors import describe_validation_error
-from zen.joblogs import Sink
-from zen.models import StartMessage, VmState
+from zen.core.errors import describe_validation_error
+from zen.core.models import StartMessage, VmState
 
 log = logging.getLogger("zen.agent")
 
@@ -104,7 +104,7 @@ class Agent(RunsAttempts, Claims):
                  sink: Sink | None = None, pulls: DailyPulls | None = None, slots: Slots | None = None,
                  sandbox: Sandbox | None = None):
         self.identity = identity
-        self.sink = sink  # where job output goes (zen.joblogs); None: only the tail in the final report
+        self.sink = sink  # where job output goes (zen.adapters.joblogs); None: only the tail in the final report
         self.settings = settings
         self.transport = transport
         self.local = local

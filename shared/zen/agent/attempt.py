@@ -26,8 +26,8 @@ from zen.agent.output import AttemptOutput
 from zen.agent.reports import AttemptReport
 from zen.agent.runner import CannotRun, JobSpec, RunningJob
 from zen.agent.staging import AttemptData, Progress, TransferError, Unavailable
-from zen.models import AgentStatus, ControlAction, ControlMessage, StartMessage
-from zen.text import escape_unstorable
+from zen.core.models import AgentStatus, ControlAction, ControlMessage, StartMessage
+from zen.core.text import escape_unstorable
 
 log = logging.getLogger("zen.agent.attempt")
 SHUTDOWN_JOIN_S = 1.0  # a transfer the VM's shutdown cut short is waited for this long at most
@@ -345,7 +345,7 @@ def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[]
 
     ``unavailable`` (staging): the note, before the reason, of a transfer that failed by the VM's or the
     service's fault (``zen.agent.staging.Unavailable``), reported PREEMPTED so Zen requeues the job
-    without spending an attempt (``zen.lifecycle.FREE_PREEMPTIONS`` times); any other failure is FAILED.
+    without spending an attempt (``zen.core.lifecycle.FREE_PREEMPTIONS`` times); any other failure is FAILED.
 
     ``limit_s``: the transfer's own bound (``max_runtime_s``: a stage that takes longer ends the attempt,
     as would the job running longer), in real seconds (``time.monotonic``, as ``RunningJob`` counts the

@@ -1,6 +1,6 @@
 """How long the agent waits before its next pull after Zen refused its claims (issue 34, no storms).
 
-Zen tells a VM why it refused a claim (the RELEASE's attribute ``refused``: ``zen.claims``):
+Zen tells a VM why it refused a claim (the RELEASE's attribute ``refused``: ``zen.jobs.claims``):
 - ``draining``: the VM is being scaled down and is deleted next. It takes no more jobs, for good: the
   agent retires (``DailyPulls.retire``: RETIRED VM heartbeats, no pulls), as past a pull limit. Before,
   it pulled again at once, claimed, and was refused, hundreds of times a start while its delete failed.
@@ -19,7 +19,7 @@ from typing import Callable
 
 FIRST_S = 1.0
 MOST_S = 30.0
-DRAINING = "draining"  # zen.claims.DRAINING (the agent does not import Zen's side)
+DRAINING = "draining"  # zen.jobs.claims.DRAINING (the agent does not import Zen's side)
 
 
 class ClaimBackoff:

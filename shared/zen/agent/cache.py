@@ -1,5 +1,5 @@
 """The agent's warm cache (issue 15): staged input objects kept between jobs on this VM, and the images
-it pulled, so Zen can send the next job that needs them here first (``zen.routing``).
+it pulled, so Zen can send the next job that needs them here first (``zen.core.routing``).
 
 - **Keyed by digest.** An object's key is a digest of what its metadata says about it (from the listing
   or ``get_blob`` the agent makes anyway, no download): bucket, name, generation, crc32c, md5 and size.

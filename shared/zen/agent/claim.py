@@ -16,12 +16,12 @@ from typing import Mapping
 
 from pydantic import ValidationError
 
+from zen.adapters.message_key import SEALED_KEY_ATTRIBUTE
 from zen.agent.attempt import FINAL_BUDGET_S, SHUTDOWN_BUDGET_S, SLICE_S
 from zen.agent.backoff import DRAINING
 from zen.agent.reports import AttemptReport
 from zen.agent.transport import StartDelivery
-from zen.message_key import SEALED_KEY_ATTRIBUTE
-from zen.models import AgentStatus, ControlAction
+from zen.core.models import AgentStatus, ControlAction
 
 
 def about_the_attempt(exc: ValidationError) -> bool:
@@ -66,7 +66,7 @@ class Claims:
                         **fields, "action": order.action.value, "answers": late, "claim_seq": first_seq})
                     continue
                 if order.action is ControlAction.CONFIRM:
-                    if sealed := control.attributes.get(SEALED_KEY_ATTRIBUTE):  # this VM's MAC key (zen.message_key)
+                    if sealed := control.attributes.get(SEALED_KEY_ATTRIBUTE):  # this VM's MAC key (zen.adapters.message_key)
                         self.transport.learn_mac_key(sealed)
                     self.backoff.confirmed()
                     self.log.info("claim confirmed", extra=fields)

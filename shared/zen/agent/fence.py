@@ -1,7 +1,7 @@
 """The fence: an attempt whose heartbeats no longer reach Zen is stopped before Zen runs its job elsewhere.
 
 Zen takes an attempt whose VM has been silent for ``deadlines.heartbeat_timeout_s`` for lost: the sweep
-(``zen.lifecycle.decide_silence``) requeues the job as the next attempt and sends this one STOP. A VM cut
+(``zen.core.lifecycle.decide_silence``) requeues the job as the next attempt and sends this one STOP. A VM cut
 off from Pub/Sub never gets that STOP, and its job ran on beside the new attempt: the same job twice.
 
 So each attempt holds a lease on its job, renewed by every report of it that Pub/Sub accepted (its
@@ -17,11 +17,11 @@ budget as any other)::
 
 By default 120 - 10 - 15 = 95 s; the demo's (20 s, 2 s grace, 2 s heartbeats) 20 - 2 - 5 = 13 s (a
 fixed 15 s margin left only the floor, 6 s: three slow publishes on a loaded machine stopped a job Zen
-still held for 14 s more). ``zen.lease.MARGIN_S`` covers what may run past the fence before the agent
+still held for 14 s more). ``zen.core.lease.MARGIN_S`` covers what may run past the fence before the agent
 looks: a VM heartbeat under way when it falls (a report's budget is 10 s at most; a RUNNING heartbeat's
 own is cut to what is left of the fence), a control-message slice, the kill. The floor (``MIN_BEATS``
 heartbeats) keeps the fence from stopping a job on one or two failed heartbeats; periods where the floor
-would decide leave no margin, and are refused (``zen.lease.too_tight``: at load, and at agent start).
+would decide leave no margin, and are refused (``zen.core.lease.too_tight``: at load, and at agent start).
 
 The agent is not the only one to hold the lease: an agent that is alive but cannot run (stopped,
 deadlocked, starved of CPU, stalled on a disk) cannot stop its job, whose process runs on in a session of
@@ -40,13 +40,13 @@ the old process is dead at least ``min(15 s, timeout / 4)`` before Zen can even 
 compared across machines: each side measures an interval from one report, the agent from before it was
 sent, Zen from after it arrived; the margin covers the clocks' rates, the kill itself, and Zen's sweep
 and heartbeat handlers running on different instances. What the margin does not cover, and is refused
-at load (``zen.config.Deadlines``) and at the agent's start (an environment that overrides the periods):
-periods where the floor decides (``zen.lease.too_tight``).
+at load (``zen.core.config.Deadlines``) and at the agent's start (an environment that overrides the periods):
+periods where the floor decides (``zen.core.lease.too_tight``).
 
 Why PREEMPTED: by then the sweep has most likely requeued the job, and this attempt's final report is
-stale to Zen and ignored (``zen.lifecycle._stale_attempt``). If it reaches Zen sooner (the network came
+stale to Zen and ignored (``zen.core.lifecycle._stale_attempt``). If it reaches Zen sooner (the network came
 back just before the deadline), PREEMPTED does what the sweep's LOST would have done: the job is
-requeued (``zen.lifecycle._advance``: without spending an attempt, ``FREE_PREEMPTIONS`` times; a job
+requeued (``zen.core.lifecycle._advance``: without spending an attempt, ``FREE_PREEMPTIONS`` times; a job
 being stopped ends CANCELLED, one being preempted for a queue goes back to PENDING). FAILED would end
 the job for good for the network's fault, STOPPED would cancel it.
 """
@@ -55,13 +55,13 @@ from __future__ import annotations
 
 import math
 
-from zen import lease
 from zen.agent.reports import AttemptReport
 from zen.agent.settings import AgentSettings
+from zen.core import lease
 
 
 def fence_s(settings: AgentSettings) -> float:
-    """Seconds without an accepted report after which an attempt is stopped (the rule above, ``zen.lease``)."""
+    """Seconds without an accepted report after which an attempt is stopped (the rule above, ``zen.core.lease``)."""
     return lease.fence_s(settings.heartbeat_timeout_s, settings.stop_grace_s, settings.heartbeat_s)
 
 

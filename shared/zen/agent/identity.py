@@ -18,11 +18,11 @@ asked. ``GCE_METADATA_HOST`` (``host[:port]``, the variable Google's own librari
 adapter elsewhere, e.g. at a fake in tests. Preemption: ``instance/preempted`` turns ``TRUE``
 shortly before a preempted VM is shut down; :func:`watch_preemption` long-polls it.
 
-Proof (``zen.vm_proof``): :class:`ProofSource` fetches the VM's Google-signed identity token
+Proof (``zen.adapters.vm_proof``): :class:`ProofSource` fetches the VM's Google-signed identity token
 (``instance/service-accounts/default/identity``) for an audience that binds the agent's own message
-key (``zen.message_key.MessageKey``, made at the first fetch, never stored), and with that key signs
+key (``zen.adapters.message_key.MessageKey``, made at the first fetch, never stored), and with that key signs
 every heartbeat it attaches the token to (:meth:`ProofSource.attributes`), or, once Zen's CONFIRM
-gave it the VM's MAC key (:meth:`ProofSource.learn`, ``zen.message_key``), authenticates it with
+gave it the VM's MAC key (:meth:`ProofSource.learn`, ``zen.adapters.message_key``), authenticates it with
 HMAC-SHA256 under that key instead (cheaper for Zen to check). It asks the metadata
 server of ``ZEN_VM_PROOF_METADATA_HOST`` when set (the local Compute stand-in gives each of its VMs
 one), else, on GCE (an identity not from the environment), the VM's own.
@@ -42,10 +42,10 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from zen.config import TAG_PATTERN
-from zen.errors import ZenError
-from zen.message_key import IDENTITY_PATH, MessageKey, identity_query
-from zen.vm_proof import unverified_claims
+from zen.adapters.message_key import IDENTITY_PATH, MessageKey, identity_query
+from zen.adapters.vm_proof import unverified_claims
+from zen.core.config import TAG_PATTERN
+from zen.core.errors import ZenError
 
 log = logging.getLogger("zen.agent.identity")
 METADATA_HOST = "metadata.google.internal"
@@ -63,7 +63,7 @@ class Identity:
     region: str
     zone: str
     from_environment: bool  # every field came from the environment (the local stack, tests)
-    tags: tuple[str, ...] = ()  # execution groups, reported in job heartbeats (see zen.placement)
+    tags: tuple[str, ...] = ()  # execution groups, reported in job heartbeats (see zen.jobs.placement)
 
     def log_fields(self) -> dict[str, str]:
         return {"vm": self.vm, "cluster": self.cluster, "region": self.region}
@@ -171,7 +171,7 @@ MAX_TAGS = 64  # Heartbeat.tags
 
 def reportable_tags(tags: list[str]) -> tuple[str, ...]:
     """The tags a heartbeat can carry, sorted: those named as the configuration names tags (lowercase
-    letters, digits and '-', at most 41 characters: ``zen.config.TAG_PATTERN``, which every tag a job
+    letters, digits and '-', at most 41 characters: ``zen.core.config.TAG_PATTERN``, which every tag a job
     may require follows), at most ``MAX_TAGS``. The rest are dropped with a warning: one tag the
     heartbeat refused made every report of the VM fail, and its jobs were lost and rerun."""
     kept = sorted({tag for tag in tags if TAG_PATTERN.fullmatch(tag)})
@@ -211,7 +211,7 @@ PROOF_MODE = "zen-vm-proof"  # the instance attribute: Zen's vm_proof (off / req
 
 
 class ProofSource:
-    """This VM's identity token for heartbeats (``zen.vm_proof``), bound to this agent's message key
+    """This VM's identity token for heartbeats (``zen.adapters.vm_proof``), bound to this agent's message key
     (made at the first fetch, or given): fetched once, kept until
     ``refresh_before_s`` before it expires (tokens last an hour). A fetch that fails is logged and
     not tried again for ``retry_pause_s``; meanwhile the token kept is used while it lasts, and with

@@ -12,14 +12,14 @@ not all saved, and Zen's rerun is right, as when a shutdown cuts the upload (PRE
 
 On time or late: a report republished within ``heartbeat_timeout_s`` of the attempt's last one is on
 time; one later is a lost attempt's late final report, which Zen takes (SUCCEEDED or FAILED, from its
-VM) while the job's next attempt is unclaimed (``zen.late_final``); STOPPED and PREEMPTED then stay
+VM) while the job's next attempt is unclaimed (``zen.jobs.late_final``); STOPPED and PREEMPTED then stay
 stale, and the requeue is right for both. ``zen.agent.attempt.FINAL_BUDGET_S`` (300 s) is longer than
 ``heartbeat_timeout_s`` (120 s), and nothing heartbeats the attempt while its final report is retried:
 past 120 s the report is a late one too, taken on the same terms.
 
 Its ``seq`` is kept: epoch milliseconds drawn when the report was built, strictly above every earlier
 report of the attempt (``zen.agent.reports``), and the journal's report is the attempt's last. Zen drops
-a report at or below the last ``seq`` it applied for the attempt (``zen.lifecycle``), so a republished
+a report at or below the last ``seq`` it applied for the attempt (``zen.core.lifecycle``), so a republished
 report Zen already had is a duplicate, and one it never had is applied as it would have been.
 
 Where: ``<work_dir>/.reports/<VM name>/<attempt name>.json`` (``{"written_at": epoch s, "report":
@@ -47,8 +47,8 @@ from pathlib import Path
 from typing import Callable
 
 from zen.agent.runner import attempt_name
-from zen.errors import ZenError
-from zen.models import AgentStatus, Heartbeat
+from zen.core.errors import ZenError
+from zen.core.models import AgentStatus, Heartbeat
 
 log = logging.getLogger("zen.agent.journal")
 JOURNAL_DIR = ".reports"  # in the work directory

@@ -25,7 +25,7 @@ The rules, where the issue is silent:
 - **A failing disk:** ``MAX_DISK_FAULTS`` attempts in a row whose staging this VM's disk failed (it could
   not make the attempt's directories, or a write failed with EIO, EROFS, ENOSPC or EDQUOT: ``staged``)
   retire the VM as a limit does. Each such attempt is PREEMPTED, requeued at the cost of one of the
-  job's free preemptions (``zen.lifecycle.FREE_PREEMPTIONS``): without this one bad VM went on eating
+  job's free preemptions (``zen.core.lifecycle.FREE_PREEMPTIONS``): without this one bad VM went on eating
   them, job after job. A staging that works resets the count; the network's or Cloud Storage's faults
   (also PREEMPTED) neither count nor reset it: an outage is not this VM's to retire for.
 - **A container left running:** a job's container that docker could not be made to remove, at the
@@ -48,8 +48,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from zen.agent.identity import template_attribute
-from zen.config import ClusterConfig, describe_pull_limits
-from zen.errors import ConfigError
+from zen.core.config import ClusterConfig, describe_pull_limits
+from zen.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from zen.agent.identity import Identity, MetadataServer

@@ -6,7 +6,7 @@ lost, each piece is an entry); a partial line (a progress bar, a prompt) is ship
 ``flush_s`` without its end. The two streams are interleaved in the order the agent reads them.
 
 Shipping (``AttemptOutput``): every line gets the next ``seq`` of the attempt and waits in a queue
-that one thread sends to the sink (``zen.joblogs``) every ``flush_s``, at most ``rate_lines x
+that one thread sends to the sink (``zen.adapters.joblogs``) every ``flush_s``, at most ``rate_lines x
 flush_s`` lines per send: that is the rate limit. Two limits, enforced without ever losing the tail:
 
 - **size**: an attempt ships at most ``limit_bytes``. Once the head (``limit_bytes - tail_bytes``)
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable
 
-from zen.joblogs import OutputEntry, Sink, SinkError, SinkRefused
+from zen.adapters.joblogs import OutputEntry, Sink, SinkError, SinkRefused
 
 log = logging.getLogger("zen.agent.output")
 # Cloud Logging takes at most 10 MB per entries.write request: a send stays under 8 MB of text, with

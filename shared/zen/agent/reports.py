@@ -13,7 +13,7 @@
 - Both come from one counter, so within the process every report and VM heartbeat is ordered by
   ``seq``: a VM heartbeat that names an attempt whose claim the VM gave back (``given_back``, read
   after its ``seq`` is drawn) is later than every CLAIMED of that claim and earlier than any CLAIMED
-  of a claim made again after the list was read (``zen.vm_heartbeat``).
+  of a claim made again after the list was read (``zen.core.vm_heartbeat``).
 
 A job's final report (any but CLAIMED and RUNNING) is written to the reporter's journal before it is
 first published, and removed once published or given up (``zen.agent.journal``): an agent that dies
@@ -40,10 +40,10 @@ from pydantic import ValidationError
 
 from zen.agent.identity import Identity
 from zen.agent.journal import NOT_FINAL, Journal
-from zen.errors import ZenError, describe_validation_error
-from zen.models import AgentStatus, Heartbeat, Message, VmState
-from zen.text import escape_unstorable
-from zen.vm_heartbeat import HeldAttempt, VmHeartbeat
+from zen.core.errors import ZenError, describe_validation_error
+from zen.core.models import AgentStatus, Heartbeat, Message, VmState
+from zen.core.text import escape_unstorable
+from zen.core.vm_heartbeat import HeldAttempt, VmHeartbeat
 
 log = logging.getLogger("zen.agent.reports")
 MAX_MESSAGE_CHARS = 8192  # Heartbeat.message
@@ -132,7 +132,7 @@ class Reporter:
         ``attempt``, and with ``list_all`` (a VM that may run several) every one in ``jobs``.
         ``cached``: the inputs and images the VM's warm cache holds (``zen.agent.cache``).
         ``given_back``: the attempts whose claim the VM gave back unanswered, read once the ``seq`` is
-        drawn (``zen.vm_heartbeat``: what makes Zen's requeue of them safe)."""
+        drawn (``zen.core.vm_heartbeat``: what makes Zen's requeue of them safe)."""
         seq = self._next_seq()
         returned = [HeldAttempt(job_id=j, attempt=a) for j, a in given_back()]
         identity = self._identity

@@ -120,7 +120,7 @@ def container_name(job_id: str, attempt: int) -> str:
 def docker_argv(spec: JobSpec, docker: str = "docker") -> list[str]:
     """``docker run`` with the job's options, then ``--`` and the image: whatever the image is, docker
     reads it as the image (and refuses one that is not a reference), never as an option such as
-    ``--privileged`` (submissions are checked too: ``zen.images``; this holds for any start message)."""
+    ``--privileged`` (submissions are checked too: ``zen.core.images``; this holds for any start message)."""
     if not spec.image:
         raise CannotRun("no image to run")
     if spec.image.startswith("-"):

@@ -41,7 +41,7 @@ lost. The heartbeat periods and the stop grace are the configuration's too (``de
 ``vm_heartbeat_s``, ``stop_grace_s``: the defaults above), unless their variable is set; either way they
 are checked against that deadline when the agent starts (``with_deadlines``). The agent stops a job whose heartbeats stop reaching Zen before then (``zen.agent.fence``).
 
-Where the output goes is ``ZEN_JOB_LOGS_DIR`` / ``ZEN_LOGGING_ENDPOINT`` (``zen.joblogs``); how the
+Where the output goes is ``ZEN_JOB_LOGS_DIR`` / ``ZEN_LOGGING_ENDPOINT`` (``zen.adapters.joblogs``); how the
 limits work is ``zen.agent.output``.
 """
 
@@ -52,19 +52,19 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-from zen import lease
 from zen.agent.cache import IMAGES_KEEP, REPORTED
 from zen.agent.limits import parse_limit
 from zen.agent.output import OutputLimits
-from zen.config import Deadlines
-from zen.errors import ConfigError
+from zen.core import lease
+from zen.core.config import Deadlines
+from zen.core.errors import ConfigError
 
 MAX_LINE_BYTES = 200 * 1024  # an output line is one Cloud Logging entry (256 KB at most, labels included)
 MAX_TAIL_BYTES = 7000  # Heartbeat.message holds 8192 characters; leave room for a one-line preface
 
 
 def _deadline(name: str) -> float:
-    """The default of one of the configuration's deadlines (written once, in ``zen.config.Deadlines``)."""
+    """The default of one of the configuration's deadlines (written once, in ``zen.core.config.Deadlines``)."""
     return float(Deadlines.model_fields[name].default)
 
 
@@ -147,7 +147,7 @@ class AgentSettings:
         )
 
 
-# The periods Zen's configuration sets for every agent (``zen.config.Deadlines``), and the variables that
+# The periods Zen's configuration sets for every agent (``zen.core.config.Deadlines``), and the variables that
 # override them on one VM: (variable, AgentSettings field, Deadlines field).
 PERIODS = (("ZEN_AGENT_HEARTBEAT_S", "heartbeat_s", "agent_heartbeat_s"),
            ("ZEN_AGENT_VM_HEARTBEAT_S", "vm_heartbeat_s", "vm_heartbeat_s"),
@@ -156,7 +156,7 @@ PERIODS = (("ZEN_AGENT_HEARTBEAT_S", "heartbeat_s", "agent_heartbeat_s"),
 
 def with_deadlines(settings: AgentSettings, deadlines: Deadlines, env: Mapping[str, str]) -> AgentSettings:
     """``settings`` with Zen's deadline and the configuration's periods, but those the environment set;
-    raises ``ConfigError`` when the result leaves the fence no room (``zen.lease.too_tight``): such an
+    raises ``ConfigError`` when the result leaves the fence no room (``zen.core.lease.too_tight``): such an
     agent could not stop a job cut off from Zen before Zen runs it elsewhere, so it does not start."""
     periods = {field: getattr(deadlines, key) for variable, field, key in PERIODS if not env.get(variable, "").strip()}
     settings = replace(settings, heartbeat_timeout_s=deadlines.heartbeat_timeout_s, **periods)

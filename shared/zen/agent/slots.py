@@ -19,7 +19,7 @@ the GPUs each attempt holds, and the control messages each one is sent.
   does not hold first has that attempt's container removed (container mode only; best effort, one
   ``docker rm -f zen-<attempt_name>``): after an agent crash the attempt's container may still run,
   unsupervised, until the new agent's leftover sweep (``zen.agent.runner``). A start offered to this VM alone (a warm
-  cache, ``zen.routing``; attribute ``kind=start``) is never an order: it waits for the idle loop,
+  cache, ``zen.core.routing``; attribute ``kind=start``) is never an order: it waits for the idle loop,
   which takes it exactly as a start it pulled (``Agent._take``: same checks, same claim).
 """
 
@@ -36,10 +36,10 @@ from pydantic import ValidationError
 from zen.agent.limits import given_or_attribute
 from zen.agent.removal import remove_container
 from zen.agent.runner import container_name
-from zen.config import ClusterConfig
-from zen.errors import ConfigError, describe_validation_error
 from zen.agent.transport import StartDelivery
-from zen.models import START_OFFER, ControlAction, ControlMessage
+from zen.core.config import ClusterConfig
+from zen.core.errors import ConfigError, describe_validation_error
+from zen.core.models import START_OFFER, ControlAction, ControlMessage
 
 if TYPE_CHECKING:
     from zen.agent.identity import Identity, MetadataServer

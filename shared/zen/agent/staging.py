@@ -1,6 +1,6 @@
 """A job's data on the VM: its ``inputs`` staged into ``ZEN_INPUT_DIR`` before it runs, and
 ``ZEN_OUTPUT_DIR`` uploaded to its ``outputs`` after it ends (whatever the exit), with the official
-Cloud Storage client (``STORAGE_EMULATOR_HOST`` points it at ``zen.local.storage`` locally).
+Cloud Storage client (``STORAGE_EMULATOR_HOST`` points it at ``zen_dev.local.storage`` locally).
 
 Layout, per attempt, under the agent's work directory (``ZEN_AGENT_WORK_DIR``)::
 
@@ -47,9 +47,9 @@ from typing import Any, Callable
 
 from zen.agent.cache import InputCache, object_key
 from zen.agent.runner import attempt_name
-from zen.gcs import input_name, output_destination, split_uri
-from zen.models import InputSpec
-from zen.text import escape_unstorable, human_bytes, unstorable_problem
+from zen.core.gcs import input_name, output_destination, split_uri
+from zen.core.models import InputSpec
+from zen.core.text import escape_unstorable, human_bytes, unstorable_problem
 
 SKIPPED_NAMED = 5  # outputs not uploaded (not regular files) named in the final report, at most
 

@@ -195,11 +195,11 @@ if [[ "$(cat "$PREFIX/installed" 2>/dev/null || true)" != "$PACKAGE" ]]; then
 fi
 # The stop grace: the VM's own ZEN_AGENT_STOP_GRACE_S (passed on to the agent), else the configuration's
 # deadlines.stop_grace_s, which the agent reads itself; STOP_GRACE_S is it in whole seconds, up, for
-# systemd's stop timeout only (rounded, it could leave the agent's periods no room: zen.lease), else 10 s.
+# systemd's stop timeout only (rounded, it could leave the agent's periods no room: zen.core.lease), else 10 s.
 GRACE_ENV=""
 [[ -z "${ZEN_AGENT_STOP_GRACE_S:-}" ]] || GRACE_ENV="Environment=ZEN_AGENT_STOP_GRACE_S=$STOP_GRACE_S"
 if [[ -z "${ZEN_AGENT_STOP_GRACE_S:-}" && -n "$CONFIG_ENV" && -x "$VENV/bin/python" ]]; then
-  STOP_GRACE_S="$("$VENV/bin/python" -c 'import math, sys; from zen.config import load_config
+  STOP_GRACE_S="$("$VENV/bin/python" -c 'import math, sys; from zen.core.config import load_config
 print(math.ceil(load_config(sys.argv[1]).deadlines.stop_grace_s))' "$CONFIG_DIR/config.yaml" 2>/dev/null)" ||
     STOP_GRACE_S=10
   [[ "$STOP_GRACE_S" =~ ^[0-9]+$ ]] || STOP_GRACE_S=10

@@ -11,15 +11,15 @@
   checks it before use (``_ensure_control``): one on another topic or with another filter (made by
   someone else to swallow this VM's orders) is deleted and made again, and an agent that may not
   delete it refuses to start. Where the agent may not create subscriptions (a deployment where Zen
-  makes them: ``zen.control_subscriptions``), it waits up to ``CONTROL_WAIT_S`` for Zen's. It is
+  makes them: ``zen.adapters.control_subscriptions``), it waits up to ``CONTROL_WAIT_S`` for Zen's. It is
   consumed through a streaming pull (prompt, cheap) into an in-process queue; the agent loop acks each
   message once it has acted on it. A stream that dies is reopened (and the subscription checked, and
   made again if it expired). Besides the orders
-  (``ControlMessage``), it carries the starts offered to this VM alone (``zen.routing``), which the
+  (``ControlMessage``), it carries the starts offered to this VM alone (``zen.core.routing``), which the
   agent takes as it takes a pulled one (a ``StartDelivery`` with ``offer`` set);
 - publishing heartbeats, each with the VM's identity token in the attributes ``vm_proof``,
   ``vm_proof_1``... and its signature by the key the token binds (``vm_key``, ``vm_sig``:
-  ``zen.agent.identity.ProofSource``, ``zen.vm_proof``), or, once a CONFIRM gave the VM's MAC key
+  ``zen.agent.identity.ProofSource``, ``zen.adapters.vm_proof``), or, once a CONFIRM gave the VM's MAC key
   (``learn_mac_key``), its MAC (``vm_mac``); a VM that proves its heartbeats sends none without its token.
 
 Transient errors (UNAVAILABLE, DEADLINE_EXCEEDED, ...) are retried with capped exponential backoff
@@ -42,9 +42,9 @@ from google.cloud import pubsub_v1
 from google.pubsub_v1 import types as T
 
 from zen.agent.identity import Identity, ProofSource
-from zen.config import ZenConfig
-from zen.errors import ZenError
-from zen.models import Message
+from zen.core.config import ZenConfig
+from zen.core.errors import ZenError
+from zen.core.models import Message
 
 log = logging.getLogger("zen.agent.transport")
 Result = TypeVar("Result")
@@ -289,7 +289,7 @@ class PubSubTransport:
                                  f"within this heartbeat's {budget_s:g} s")
 
         def once():
-            # A VM that proves its heartbeats (zen.vm_proof) sends none without its token while Zen
+            # A VM that proves its heartbeats (zen.adapters.vm_proof) sends none without its token while Zen
             # requires one: Zen would reject it and ack it, and a final report would be lost. No token
             # yet is a transient failure (the metadata server unreachable), retried within the report's
             # budget. With Zen's vm_proof off, the heartbeat goes bare.
@@ -305,7 +305,7 @@ class PubSubTransport:
         call_with_retries("publish a heartbeat", once, budget_s=budget_s)
 
     def learn_mac_key(self, sealed: str) -> None:
-        """The MAC key a CONFIRM carried (``zen.message_key``): heartbeats carry their MAC from now on."""
+        """The MAC key a CONFIRM carried (``zen.adapters.message_key``): heartbeats carry their MAC from now on."""
         if self._proof is not None:
             self._proof.learn(sealed)
 

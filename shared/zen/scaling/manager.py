@@ -16,7 +16,7 @@ post-submission run never overlap; a second one asks the holder to run again, ``
 3. Apply, adds first: each region's MIG is resized to ``min(target + add, max_vms_per_region)``
    (absolute, from the target just read), within the cluster's ``max_vms`` counted from every MIG's
    target read again then (a resize sent but not confirmed, ``MigUnconfirmed``, counts as done). No
-   write is waited on (``zen.scaling.mig``). The tick reads its MIGs before it takes the lock: if
+   write is waited on (``zen.adapters.compute``). The tick reads its MIGs before it takes the lock: if
    another pass planned the cluster since, those states are dropped and read again (``snapshot``).
    Then deletions: each VM is *drained* first (a transaction under the VM's advisory lock that checks
    it holds no job; a drained VM's claim is refused), so a VM that picks up a job at the last moment
@@ -35,11 +35,11 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
 from zen import telemetry
-from zen.clock import Clock
-from zen.config import ClusterConfig, ZenConfig
-from zen.scaling.fleetdb import FleetDb
+from zen.core.clock import Clock
+from zen.core.config import ClusterConfig, ZenConfig
 from zen.scaling.applied import ClusterReport, as_applied
 from zen.scaling.asks import PassAsksDb
+from zen.scaling.fleetdb import FleetDb
 from zen.scaling.port import FleetPort, MigApiError, MigPort, MigState, MigSummary, MigUnconfirmed, PassAsks
 from zen.scaling.model import (
     COVERAGE_TRUST_S, Action, ClusterLimits, ClusterSnapshot, Coverage, Decision, Plan, Policy, RegionMemory, Timing,

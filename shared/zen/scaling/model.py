@@ -136,7 +136,7 @@ class Timing:
     hedge_risk: float = 0.0  # hedge a boot in a second region when the first's risk is above this
     preference_s: float = 15  # seconds of expected boot one step down the preference order is worth
     keep_factor: float = 1.0  # ski rental: a cold start costs keep_factor x the region's boot time
-    agent_silence_s: float = 180  # an agent unheard this long is no supply (zen.lease.agent_silence_s)
+    agent_silence_s: float = 180  # an agent unheard this long is no supply (zen.core.lease.agent_silence_s)
 
 
 @dataclass(frozen=True)

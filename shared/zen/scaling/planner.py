@@ -50,7 +50,7 @@ _with = RegionMemory.replaced  # _with(memory, **changes): dataclasses.replace, 
 
 class ZenPlanner:
     name = "zen"
-    routes_by_data = True  # Zen's job service narrows data jobs' starts (zen.routing); the simulator models it
+    routes_by_data = True  # Zen's job service narrows data jobs' starts (zen.core.routing); the simulator models it
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
         return _Planning(snapshot).run()
@@ -143,7 +143,7 @@ class _Planning:
         ranked = self._ranks.get(regions)
         if ranked is None:
             usable = [r for r in regions if r in self.memory and not self._blocked(r)]
-            # The job's own order (data locality first, zen.locality) where it is not the cluster's.
+            # The job's own order (data locality first, zen.core.locality) where it is not the cluster's.
             known = [r for r in regions if r in self.order]  # a group may name regions the cluster dropped
             order = self.order if known == sorted(known, key=self.order.__getitem__) else {
                 r: i for i, r in enumerate(known)}

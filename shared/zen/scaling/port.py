@@ -2,9 +2,9 @@
 (Zen's own records of jobs, VMs and agents).
 
 ``ClusterManager`` talks to MIGs only through ``MigPort`` and to the database only through
-``FleetPort``. In production ``zen.scaling.mig.MigManager`` is the adapter over google-cloud-compute
+``FleetPort``. In production ``zen.adapters.compute.MigManager`` is the adapter over google-cloud-compute
 (the only module that imports it) and ``zen.scaling.fleetdb.FleetDb`` wraps ``zen.store.fleet``; the
-simulator brings a simulated MIG and fleet (``zen.sim.ports``) so it runs the production manager,
+simulator brings a simulated MIG and fleet (``zen_dev.sim.ports``) so it runs the production manager,
 and the manager's unit tests a recording fake of each. The types here are plain data: importing this
 module loads no SDK.
 """
@@ -120,7 +120,7 @@ class PassAsks(Protocol):
 
 class FleetPort(Protocol):
     """The fleet's records as ``ClusterManager`` needs them: ``zen.scaling.fleetdb.FleetDb`` over
-    Postgres in production, the simulated world's records in ``zen.sim.ports``."""
+    Postgres in production, the simulated world's records in ``zen_dev.sim.ports``."""
 
     def cluster_lock(self, cluster: str) -> AbstractContextManager[bool]:
         """Held for one pass: True when this pass has the cluster, False when another one does."""

@@ -8,7 +8,7 @@ Where to connect, in order:
 2. ``ZEN_DATABASE_URL``: ``postgresql://user:pass@host:port/db`` or the unix-socket form
    ``postgresql://user@/db?host=/socket/dir``.
 3. Neither: an embedded Postgres (``pgserver``, a local-only package) under ``.zen/pgdata``
-   (``zen.store.embedded``).
+   (``zen_dev.embedded``).
 
 Errors are classified here, once, for every caller (the store boundary):
 
@@ -42,7 +42,7 @@ from urllib.parse import parse_qs, quote, unquote, urlparse
 import pg8000.native
 from pg8000.exceptions import DatabaseError, InterfaceError
 
-from zen.errors import DataRejected, TransientError
+from zen.core.errors import DataRejected, TransientError
 
 QUERIES_FILE = Path(__file__).with_name("queries.sql")
 # SQLSTATE classes that a retry can fix: connection exceptions, insufficient resources, operator
@@ -311,7 +311,7 @@ class Database:
             return cls(_cloudsql_connect_factory(instance), max_open=max_open)
         url = os.environ.get("ZEN_DATABASE_URL")
         if not url:
-            from zen.store.embedded import embedded_database_url  # local only
+            from zen_dev.embedded import embedded_database_url  # local only
 
             url = embedded_database_url()
         return cls.from_target(parse_database_url(url), max_open=max_open)

@@ -59,7 +59,7 @@ def agents(session: Session, cluster: str) -> dict[str, dict[str, Any]]:
 
 def heard_since(clock: dict[str, Any] | None, seen: list[datetime | None]) -> datetime | None:
     """Since when an agent's silence says something about its VM, as the lost-job sweep counts a
-    job's (``zen.sweeps.sweep_lost``): while Zen itself was down, no heartbeat could be recorded.
+    job's (``zen.jobs.sweeps.sweep_lost``): while Zen itself was down, no heartbeat could be recorded.
     ``clock``: the tick clock's row (``record_tick``, which the tick's sweep runs before its scaling
     pass): its ``back_at``, the first tick after a gap. Before that tick (a submission's pass right
     after an outage), when heartbeats are recorded again (``seen``: the cluster's agents' last ones)

@@ -1,4 +1,4 @@
-"""Rows of the ``outbox`` table (see ``zen.messaging`` for how they are published)."""
+"""Rows of the ``outbox`` table (see ``zen.jobs.messaging`` for how they are published)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ SELECT * FROM jobs WHERE job_id = :job_id FOR UPDATE;
 
 -- name: record_progress
 -- The most common heartbeat in one statement: RUNNING, from the VM holding the running attempt,
--- newer than the last one applied (what zen.lifecycle.decide_heartbeat does with it: record seq,
+-- newer than the last one applied (what zen.core.lifecycle.decide_heartbeat does with it: record seq,
 -- time and message). Any other heartbeat matches no row and takes the general path.
 UPDATE jobs
 SET last_seq = :seq, last_heartbeat_at = :now, message = COALESCE(:message, message), updated_at = :now
@@ -171,7 +171,7 @@ ORDER BY submitted_at, job_id
 LIMIT :limit;
 
 -- name: queued_jobs_to_widen
--- Narrowed QUEUED jobs whose wait near their data is over (zen.routing), longest-narrowed first; the
+-- Narrowed QUEUED jobs whose wait near their data is over (zen.core.routing), longest-narrowed first; the
 -- index is jobs_queued_widen. No lock here: each is re-read FOR UPDATE and re-decided.
 SELECT job_id FROM jobs
 WHERE status = 'QUEUED' AND widen_at IS NOT NULL AND widen_at <= :now
@@ -305,7 +305,7 @@ RETURNING name;
 
 -- name: vms_holding
 -- A cluster's idle VMs in :regions (a JSON array) whose warm cache holds every one of :inputs (a JSON
--- array of gs:// URIs; [] matches none), or the image :image (zen.routing): name, region, and whether
+-- array of gs:// URIs; [] matches none), or the image :image (zen.core.routing): name, region, and whether
 -- a QUEUED job's start is offered to it already (the index jobs_queued_offered); those not offered
 -- first, then the most recently heard from, at most :limit. The vms table holds one row per VM, kept
 -- after the VM is gone: only VMs heard from since :seen_after count; a VM that holds a job (claimed
@@ -336,7 +336,7 @@ SELECT pg_advisory_unlock(:key) AS unlocked;
 
 -- name: queued_demand
 -- A cluster's queued jobs aggregated by (priority, regions its start reaches now: narrowed near its
--- data, else allowed; zen.routing): the planner's demand groups. A handful of rows however long the
+-- data, else allowed; zen.core.routing): the planner's demand groups. A handful of rows however long the
 -- queue (read from the jobs_queued_demand index alone).
 SELECT priority, COALESCE(start_regions, regions) AS regions, count(*) AS jobs, min(queued_at) AS oldest FROM jobs
 WHERE cluster = :cluster AND status = 'QUEUED'
@@ -351,7 +351,7 @@ RETURNING name, first_seen_at;
 
 -- name: mig_instance_names
 -- Every instance the MIGs listed at the last scaling passes, newest first: the VMs whose control
--- subscriptions Zen makes (zen.control_subscriptions).
+-- subscriptions Zen makes (zen.adapters.control_subscriptions).
 SELECT name, cluster FROM mig_instances ORDER BY first_seen_at DESC;
 
 -- name: held_vms_of_cluster
@@ -416,7 +416,7 @@ UNION ALL SELECT 1 FROM vms WHERE name = :vm_name AND state = 'RETIRED';
 SELECT job_id FROM jobs WHERE vm = :vm_name AND status IN ('ASSIGNED','RUNNING','STOPPING') LIMIT 1;
 
 -- name: jobs_on_vm
--- The jobs a VM holds (a claim from it is checked against them: zen.claims). The partial vm index's.
+-- The jobs a VM holds (a claim from it is checked against them: zen.jobs.claims). The partial vm index's.
 SELECT job_id, gpus FROM jobs WHERE vm = :vm_name AND status IN ('ASSIGNED','RUNNING','STOPPING');
 
 -- name: vm_loads_of_cluster
@@ -427,7 +427,7 @@ GROUP BY vm;
 
 -- name: queued_demand_by_gpus
 -- queued_demand, split by the GPUs each job holds (a cluster whose VMs take several jobs at once).
--- A narrowed job (zen.routing) counts only in the regions its start reaches, as in queued_demand.
+-- A narrowed job (zen.core.routing) counts only in the regions its start reaches, as in queued_demand.
 SELECT priority, COALESCE(start_regions, regions) AS regions, gpus, count(*) AS jobs, min(queued_at) AS oldest
 FROM jobs
 WHERE cluster = :cluster AND status = 'QUEUED'

@@ -1,4 +1,4 @@
-"""Rows of admission (``zen.queueing``): the per-cohort lock, GPUs admitted per queue, waiting jobs in
+"""Rows of admission (``zen.jobs.queueing``): the per-cohort lock, GPUs admitted per queue, waiting jobs in
 admission order, and decayed usage for fair sharing. Every call runs in the caller's transaction."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from zen.models import Job
+from zen.core.models import Job
 from zen.store.repository import job_from_row
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ import time
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from zen.text import escape_unstorable
+from zen.core.text import escape_unstorable
 
 if TYPE_CHECKING:
     from zen.store.db import Database, Session

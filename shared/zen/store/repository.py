@@ -10,7 +10,7 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from zen.models import Job, JobStatus, illegal_step
+from zen.core.models import Job, JobStatus, illegal_step
 from zen.store.encoding import to_json
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
@@ -198,7 +198,7 @@ def pending_jobs(session: Session, limit: int) -> list[str]:
 
 
 def queued_jobs_to_widen(session: Session, now: datetime, limit: int) -> list[str]:
-    """QUEUED jobs whose start is narrowed near their data and due to be widened (``zen.routing``)."""
+    """QUEUED jobs whose start is narrowed near their data and due to be widened (``zen.core.routing``)."""
     return [r["job_id"] for r in session.run("queued_jobs_to_widen", now=now, limit=limit)]
 
 

@@ -19,7 +19,7 @@ QUERIES = {
         WHERE NOT CAST(:active AS boolean) OR status IN ('PENDING','QUEUED','ASSIGNED','RUNNING','STOPPING')
         GROUP BY cluster, status ORDER BY cluster, status""",
     # zen_job_status_changes: status changes in the window by cluster and new status (a history row
-    # that changes no status, such as a start widened by zen.routing, is not one).
+    # that changes no status, such as a start widened by zen.core.routing, is not one).
     "job_status_changes": """
         SELECT j.cluster, e.to_status AS status, count(*) AS changes FROM job_events e JOIN jobs j ON j.job_id = e.job_id
         WHERE e.at >= :since AND e.from_status IS DISTINCT FROM e.to_status GROUP BY j.cluster, e.to_status ORDER BY j.cluster, e.to_status""",

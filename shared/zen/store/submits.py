@@ -30,9 +30,9 @@ from collections import deque
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
-from zen.errors import TransientError
-from zen.messaging import Enqueued, OutgoingMessage, outbox_entries
-from zen.models import Job
+from zen.core.errors import TransientError
+from zen.core.models import Job
+from zen.jobs.messaging import Enqueued, OutgoingMessage, outbox_entries
 
 if TYPE_CHECKING:
     from zen.store.db import Database, Session

@@ -22,7 +22,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from zen.models import Job
+from zen.core.models import Job
 
 if TYPE_CHECKING:
     from zen.store.db import Session
@@ -108,7 +108,7 @@ def lost_attempt(session: Session, job_id: str, attempt: int) -> dict[str, Any] 
 
 
 def record_late_outcome(session: Session, job_id: str, attempt: int, outcome: str) -> bool:
-    """A lost attempt's final report came after all (``zen.late_final``): its row says ``outcome``
+    """A lost attempt's final report came after all (``zen.jobs.late_final``): its row says ``outcome``
     (SUCCEEDED or FAILED) instead of LOST. Its times stay: the VM was the attempt's until the sweep gave
     it up. False when the row does not say LOST (already corrected)."""
     return bool(run(session, "late_outcome", job_id=job_id, attempt=attempt, outcome=outcome))

@@ -1,0 +1,222 @@
+"""Job output in Cloud Logging, through the official client (``google-cloud-logging``).
+
+One log entry per line, in log ``zen-jobs`` of the project:
+
+- ``labels``: ``job_id``, ``attempt``, ``stream``, ``vm`` (plus the agent's ``cluster``, ``region``),
+  so the Console finds a job with ``logName="projects/P/logs/zen-jobs" AND labels.job_id="JOB"``
+  (terraform's output ``job_logs_query``);
+- ``jsonPayload``: ``message`` (the line: the Console shows it as the summary), ``seq``, ``final``;
+- ``severity``: INFO for stdout, WARNING for stderr, NOTICE for the agent's own ``zen`` lines;
+- ``resource``: ``generic_node`` (location = zone, namespace = cluster, node_id = VM), so no entry
+  depends on the VM still existing; ``timestamp``: when the agent read the line.
+
+The agent writes in batches (one ``entries:write`` per batch, at most ``MAX_BATCH_ENTRIES``);
+``zen logs`` reads with ``entries:list`` filtered on the labels and ``jsonPayload.seq`` above what it
+has seen, oldest first, over the last 31 days (the client alone would look back one day only). The HTTP/JSON transport is used (not gRPC): ``ZEN_LOGGING_ENDPOINT``
+(``HOST:PORT``) then points it at a stand-in with anonymous credentials, as the tests do.
+
+Pacing (the project's read quota is about 60 ``entries:list`` requests a minute, shared by everyone
+reading): ``CloudReader.read`` reads one page (``page_size`` entries, one request) at a time and
+hands each page's entries over as soon as they can be printed, so a long output (an attempt may hold
+~300k lines) prints as it is read; a request starts at least ``REQUEST_INTERVAL_S`` after the
+reader's previous one (at most 50 a minute). A request answered 429 (``TooManyRequests`` /
+``ResourceExhausted``) is made again after a backoff (``RETRY_FIRST_S``, doubling up to
+``RETRY_MAX_S``) until requests have been refused for ``RETRY_FOR_S``; the listing goes on from
+where it stopped (after the last ``seq`` printed for one attempt; from the last entry's timestamp for
+a whole job), and entries read twice are taken once. An attempt whose final entry was read is not
+read again.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from datetime import datetime, timedelta, timezone
+from typing import Iterator, Mapping
+
+from zen.adapters.joblogs import LOG_NAME, OutputEntry, SinkError, SinkRefused
+
+MAX_BATCH_ENTRIES = 1000
+READ_PAGES = 5  # pages (of page_size entries) one read of a followed attempt takes at most (then the next attempt)
+REQUEST_INTERVAL_S = 1.2  # between two entries:list requests of a reader: 50 a minute, under the ~60 of the quota
+RETRY_FIRST_S = 2.0  # a request answered 429 is made again after this, doubling ...
+RETRY_MAX_S = 32.0  # ... up to this
+RETRY_FOR_S = 180.0  # requests refused (429) this long make the read fail (SinkError)
+# An entry past a missing seq waits this long for it (Cloud Logging may show a later entry first);
+# after that the missing one is taken as lost and the rest is printed.
+SETTLE_S = 10.0
+# Without a timestamp clause the client only lists the last 24 hours; _Default keeps 30 days.
+READ_BACK = timedelta(days=31)
+_SEVERITY = {"stdout": "INFO", "stderr": "WARNING", "zen": "NOTICE"}
+
+
+def logging_client(project: str, endpoint: str | None = None):
+    from google.cloud import logging as cloud_logging
+
+    if not endpoint:
+        return cloud_logging.Client(project=project, _use_grpc=False)
+    from google.auth.credentials import AnonymousCredentials
+
+    base = endpoint if endpoint.startswith(("http://", "https://")) else f"http://{endpoint}"
+    return cloud_logging.Client(project=project, credentials=AnonymousCredentials(), _use_grpc=False,
+                                client_options={"api_endpoint": base})
+
+
+def _filter_quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def job_filter(project: str, job_id: str, attempt: int | None = None, after_seq: int | None = None) -> str:
+    """The Logging query for one job (optionally one attempt, and lines after ``after_seq``)."""
+    parts = [f"logName={_filter_quote(f'projects/{project}/logs/{LOG_NAME}')}",
+             f"labels.job_id={_filter_quote(job_id)}"]
+    if attempt is not None:
+        parts.append(f"labels.attempt={_filter_quote(str(attempt))}")
+    if after_seq:
+        parts.append(f"jsonPayload.seq>{int(after_seq)}")
+    return " AND ".join(parts)
+
+
+class CloudSink:
+    def __init__(self, client, project: str, labels: Mapping[str, str]):
+        from google.cloud.logging import Resource
+
+        self._labels = dict(labels)
+        # Given on every entry: a batch's entries otherwise default to the "global" resource.
+        self._resource = Resource(type="generic_node", labels={
+            "project_id": project, "location": self._labels.get("zone", ""),
+            "namespace": self._labels.get("cluster", ""), "node_id": self._labels.get("vm", "")})
+        self._logger = client.logger(LOG_NAME, resource=self._resource)
+
+    def write(self, entries: list[OutputEntry]) -> None:
+        from google.api_core import exceptions as gexc
+        from google.auth.exceptions import GoogleAuthError
+
+        for start in range(0, len(entries), MAX_BATCH_ENTRIES):
+            batch = self._logger.batch()
+            for entry in entries[start:start + MAX_BATCH_ENTRIES]:
+                labels = {**self._labels, "job_id": entry.job_id, "attempt": str(entry.attempt),
+                          "stream": entry.stream, "vm": entry.vm}
+                batch.log_struct({"message": entry.text, "seq": entry.seq, "final": entry.final},
+                                 labels=labels, resource=self._resource,
+                                 severity=_SEVERITY.get(entry.stream, "DEFAULT"),
+                                 timestamp=datetime.fromisoformat(entry.time),
+                                 insert_id=f"{entry.job_id}-{entry.attempt}-{entry.seq}")
+            try:
+                batch.commit()
+            except gexc.BadRequest as exc:  # 400 (INVALID_ARGUMENT over HTTP): an entry too large, for good
+                raise SinkRefused(f"Cloud Logging refused a batch as invalid: {exc}") from None
+            except (gexc.GoogleAPIError, GoogleAuthError, OSError) as exc:  # incl. a token refresh that failed
+                raise SinkError(f"Cloud Logging refused a batch: {exc}") from None
+
+
+class CloudReader:
+    """``entries:list`` for one job, page by page and paced (see the module docstring); remembers the
+    last ``seq`` printed per attempt, and holds entries past a gap across pages and calls."""
+
+    def __init__(self, client, project: str, page_size: int = 1000):
+        self._client = client
+        self._project = project
+        self._page_size = page_size
+        self._last_request: float | None = None
+        self._seen: dict[int, int] = {}
+        self._done: set[int] = set()  # attempts whose final entry was returned: nothing more to read
+        self._pending: dict[tuple[int, int], OutputEntry] = {}  # read, not returned yet (past a gap)
+        self._gaps: dict[tuple[int, int], float] = {}  # (attempt, missing seq) -> when first seen missing
+
+    def new_entries(self, job_id: str, attempt: int | None = None) -> list[OutputEntry]:
+        """What ``read`` gives, at once: one attempt at most ``READ_PAGES`` pages (the next call goes
+        on), a whole job (no attempt) to its end."""
+        most = READ_PAGES if attempt is not None else None
+        return [entry for page in self.read(job_id, attempt, most=most) for entry in page]
+
+    def read(self, job_id: str, attempt: int | None = None, *, most: int | None = READ_PAGES,
+             flush: bool = False) -> Iterator[list[OutputEntry]]:
+        """The new entries of the job (of one attempt), one list per page read, in order (by attempt,
+        then seq). ``most``: pages to read at most (None: to the end of the listing). ``flush``: at the end of the listing, entries past a gap are given too
+        (``zen logs`` without ``-f``: what is there now) instead of waiting ``SETTLE_S`` for it."""
+        from google.api_core import exceptions as gexc
+        from google.cloud.logging import ASCENDING
+
+        if attempt is not None and attempt in self._done:
+            return
+        since = (datetime.now(timezone.utc) - READ_BACK).strftime("%Y-%m-%dT%H:%M:%SZ")
+        pages, refused_since, backoff, ended = 0, None, RETRY_FIRST_S, False
+        while not ended and (most is None or pages < most):
+            # (Again after a 429: after the last seq returned, or from the last entry listed.)
+            after = self._seen.get(attempt, 0) if attempt is not None else None
+            query = f'{job_filter(self._project, job_id, attempt, after)} AND timestamp>="{since}"'
+            listing = iter(self._client.list_entries(
+                resource_names=[f"projects/{self._project}"], filter_=query, order_by=ASCENDING,
+                page_size=self._page_size))
+            try:
+                while most is None or pages < most:
+                    self._pace()
+                    page = list(itertools.islice(listing, self._page_size))
+                    refused_since, backoff = None, RETRY_FIRST_S
+                    pages += 1
+                    if attempt is None and page and page[-1].timestamp:
+                        since = page[-1].timestamp.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                    self._take(page, job_id)
+                    if len(page) < self._page_size:  # the listing's end (no request to learn it)
+                        ended = True
+                        break
+                    yield self._release(cut=True)
+            except gexc.TooManyRequests as exc:  # 429 (ResourceExhausted too): the read quota
+                now = time.monotonic()
+                refused_since = now if refused_since is None else refused_since
+                if now - refused_since >= RETRY_FOR_S:
+                    raise SinkError(f"cannot read Cloud Logging (throttled for {RETRY_FOR_S:g} s): {exc}") from None
+                time.sleep(backoff)
+                backoff = min(backoff * 2, RETRY_MAX_S)
+            except (gexc.GoogleAPIError, OSError) as exc:
+                raise SinkError(f"cannot read Cloud Logging: {exc}") from None
+        # A listing cut short (most pages read): a gap may be filled by the rest.
+        yield self._release(cut=not ended, flush=flush)
+
+    def _pace(self) -> None:
+        if self._last_request is not None:
+            wait = self._last_request + REQUEST_INTERVAL_S - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+        self._last_request = time.monotonic()
+
+    def _take(self, listed, job_id: str) -> None:
+        for item in listed:
+            labels = item.labels or {}
+            payload = item.payload if isinstance(item.payload, dict) else {"message": str(item.payload)}
+            entry = OutputEntry(job_id=labels.get("job_id", job_id), attempt=int(labels.get("attempt", 0)),
+                                stream=labels.get("stream", ""), vm=labels.get("vm", ""),
+                                seq=int(payload.get("seq", 0)),
+                                time=item.timestamp.isoformat() if item.timestamp else "",
+                                text=str(payload.get("message", "")), final=bool(payload.get("final", False)))
+            if entry.seq > self._seen.get(entry.attempt, 0):  # read twice (a listing again): taken once
+                self._pending[(entry.attempt, entry.seq)] = entry
+
+    def _release(self, cut: bool, flush: bool = False) -> list[OutputEntry]:
+        out = self._in_order(sorted(self._pending.values(), key=lambda e: (e.attempt, e.seq)), cut, flush)
+        self._pending = {key: entry for key, entry in self._pending.items()
+                         if entry.seq > self._seen.get(entry.attempt, 0)}
+        return out
+
+    def _in_order(self, entries: list[OutputEntry], cut: bool, flush: bool = False) -> list[OutputEntry]:
+        """The entries that follow what was read without a gap, and those past a gap this reader has
+        seen for ``SETTLE_S`` (its own clock: the VM's may differ) in a listing that was not cut short
+        (the missing one is lost), or at once with ``flush``; the rest waits (in ``_pending``) for the
+        next page or read. ``_seen`` moves only over what is returned, so a line that shows up late is
+        not skipped for good."""
+        out, held, now = [], set(), time.monotonic()
+        for entry in entries:
+            last = self._seen.get(entry.attempt, 0)
+            if entry.attempt in held or entry.seq <= last:
+                continue
+            if entry.seq != last + 1 and not flush:
+                since = self._gaps.setdefault((entry.attempt, last + 1), now)
+                if cut or now - since < SETTLE_S:
+                    held.add(entry.attempt)
+                    continue
+            out.append(entry)
+            self._seen[entry.attempt] = entry.seq
+            if entry.final:
+                self._done.add(entry.attempt)
+        return out

@@ -1,0 +1,118 @@
+"""Zen makes each GPU VM's control subscription, and lets only the agents of that VM's cluster read it.
+
+The Pub/Sub adapter behind the scale tick (``zen.app``): for every instance its MIGs list (the
+``mig_instances`` rows of the scaling passes: names Compute gave, each in the MIG of one cluster),
+``zen-vm-control-<vm>`` on ``zen-vm-control`` with the VM's filter (``attributes.vm = "<vm>"``), the
+agent's retention and a 1-day expiration (``zen.agent.transport``), and ``roles/pubsub.subscriber`` on
+it for that cluster's agent service account alone (``ZEN_AGENT_ACCOUNTS``, a JSON object cluster ->
+email, set by terraform). The agents then need no project-wide Pub/Sub role: a VM can consume its own
+cluster's start subscriptions and its cluster's VMs' control subscriptions, nothing else (terraform
+iam.tf). An instance is made once per function instance (remembered); a failure is logged and tried
+again at the next tick, within ``budget_s`` per tick, and the VM's agent waits for it meanwhile.
+
+A subscription of that name on another topic or with another filter (nobody but Zen may make one
+where this runs) is logged as an error and left alone, without a grant: the VM's agent refuses it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from datetime import timedelta
+from typing import Callable, Iterable, Mapping
+
+from google.api_core import exceptions as gexc
+from google.cloud import pubsub_v1
+from google.pubsub_v1 import types as T
+
+from zen.core.config import ZenConfig
+
+log = logging.getLogger("zen.adapters.control_subscriptions")
+SUBSCRIBER_ROLE = "roles/pubsub.subscriber"
+CONTROL_TTL = timedelta(days=1)  # as zen.agent.transport's (the agent package is not imported here)
+CONTROL_RETENTION = timedelta(hours=1)
+CONTROL_ACK_DEADLINE_S = 30
+
+
+def accounts_from_env(environ: Mapping[str, str]) -> dict[str, str] | None:
+    """``ZEN_AGENT_ACCOUNTS`` (cluster -> agent service account email), or None when unset."""
+    raw = environ.get("ZEN_AGENT_ACCOUNTS", "").strip()
+    if not raw:
+        return None
+    accounts = json.loads(raw)
+    if not isinstance(accounts, dict) or not all(isinstance(v, str) and v for v in accounts.values()):
+        raise ValueError("ZEN_AGENT_ACCOUNTS must be a JSON object of cluster name -> service account email")
+    return accounts
+
+
+class ControlSubscriptions:
+    def __init__(self, config: ZenConfig, project: str, accounts: Mapping[str, str],
+                 subscriber: pubsub_v1.SubscriberClient | None = None, budget_s: float = 20.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self._config = config
+        self._project = project
+        self._accounts = dict(accounts)
+        self._subscriber = subscriber or pubsub_v1.SubscriberClient()
+        self._topic = f"projects/{project}/topics/{config.topics.vm_control}"
+        self._budget_s = budget_s
+        self._clock = clock
+        self._made: set[tuple[str, str]] = set()  # (vm, cluster) done by this function instance
+
+    def ensure(self, instances: Iterable[tuple[str, str]]) -> int:
+        """Make and grant the control subscription of each (vm, cluster) not done yet; how many were done now."""
+        deadline = self._clock() + self._budget_s
+        done = 0
+        for vm, cluster in instances:
+            if (vm, cluster) in self._made:
+                continue
+            if self._clock() >= deadline:
+                log.warning("control subscriptions left for the next tick", extra={"budget_s": self._budget_s})
+                break
+            try:
+                if self._ensure_one(vm, cluster):
+                    self._made.add((vm, cluster))
+                    done += 1
+            except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
+                log.warning("control subscription not made yet", extra={
+                    "vm": vm, "cluster": cluster, "error": f"{type(exc).__name__}: {exc}"})
+        return done
+
+    def _ensure_one(self, vm: str, cluster: str) -> bool:
+        account = self._accounts.get(cluster)
+        if account is None:
+            log.error("no agent service account for this cluster in ZEN_AGENT_ACCOUNTS", extra={"cluster": cluster})
+            return False
+        path = f"projects/{self._project}/subscriptions/{self._config.vm_control_subscription(vm)}"
+        wanted = self._config.vm_control_filter(vm)
+        try:
+            current = self._subscriber.get_subscription(subscription=path)
+        except gexc.NotFound:
+            current = None
+        if current is None:
+            try:
+                self._subscriber.create_subscription(request=T.Subscription(
+                    name=path, topic=self._topic, filter=wanted, ack_deadline_seconds=CONTROL_ACK_DEADLINE_S,
+                    message_retention_duration=CONTROL_RETENTION,
+                    expiration_policy=T.ExpirationPolicy(ttl=CONTROL_TTL)))
+                log.info("control subscription made", extra={"vm": vm, "cluster": cluster})
+            except gexc.AlreadyExists:
+                current = self._subscriber.get_subscription(subscription=path)
+        if current is not None and (current.topic != self._topic or current.filter != wanted):
+            log.error("control subscription has the wrong topic or filter; not granted", extra={
+                "vm": vm, "cluster": cluster, "topic": current.topic, "filter": current.filter})
+            return False
+        self._grant(path, f"serviceAccount:{account}")
+        return True
+
+    def _grant(self, path: str, member: str) -> None:
+        policy = self._subscriber.get_iam_policy(request={"resource": path})
+        for binding in policy.bindings:
+            if binding.role == SUBSCRIBER_ROLE:
+                if member in binding.members:
+                    return
+                binding.members.append(member)
+                break
+        else:
+            policy.bindings.add(role=SUBSCRIBER_ROLE, members=[member])
+        self._subscriber.set_iam_policy(request={"resource": path, "policy": policy})

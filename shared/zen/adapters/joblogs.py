@@ -1,0 +1,151 @@
+"""Job output as log entries: what one entry is, where entries go, and how they are read back.
+
+The agent ships a job's stdout and stderr line by line (``zen.agent.output``); every line becomes
+one ``OutputEntry`` labelled with the job id, the attempt, the stream and the VM, numbered by ``seq``
+(1, 2, 3... within the attempt, in the order shipped, so a reader sees gaps). The last entry of an
+attempt has ``final`` set and stream ``zen``: a reader that has seen it has seen everything.
+
+Where entries go (the same place ``zen logs`` reads; never only the VM's disk):
+
+- **local**: ``ZEN_JOB_LOGS_DIR`` set (the local stack sets it to ``.zen/joblogs`` for its agents and
+  for the ``zen`` commands run in its directory): one JSON-lines file per attempt,
+  ``<dir>/<job_id>/attempt-<n>.jsonl`` (job ids start with a letter or digit and hold no ``/``, so
+  the path is safe). Written by the agent's single shipping thread, one ``write`` per batch.
+- **Cloud Logging** otherwise: log ``zen-jobs`` in the project (``zen.adapters.cloud_logging``), found in the
+  Console with ``logName="projects/P/logs/zen-jobs" AND labels.job_id="JOB"``.
+  ``ZEN_LOGGING_ENDPOINT`` (``HOST:PORT``) points the official client at a stand-in instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Mapping, Protocol
+
+LOG_NAME = "zen-jobs"
+DIR_ENV = "ZEN_JOB_LOGS_DIR"
+ENDPOINT_ENV = "ZEN_LOGGING_ENDPOINT"
+STREAMS = ("stdout", "stderr", "zen")  # zen: lines the agent adds (limits, the end of the attempt)
+
+
+@dataclass(frozen=True)
+class OutputEntry:
+    job_id: str
+    attempt: int
+    stream: str
+    vm: str
+    seq: int
+    time: str  # ISO 8601, UTC, when the agent read the line
+    text: str
+    final: bool = False
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "OutputEntry":
+        return cls(job_id=str(data["job_id"]), attempt=int(data["attempt"]), stream=str(data["stream"]),
+                   vm=str(data.get("vm") or ""), seq=int(data["seq"]), time=str(data.get("time") or ""),
+                   text=str(data.get("text") or ""), final=bool(data.get("final", False)))
+
+
+class Sink(Protocol):
+    """Where the agent writes entries (one attempt's, in ``seq`` order). Raises ``SinkError``."""
+
+    def write(self, entries: list[OutputEntry]) -> None: ...
+
+
+class Reader(Protocol):
+    """Entries of one job, each returned once: every call gives what arrived since the last one,
+    sorted by (attempt, seq)."""
+
+    def new_entries(self, job_id: str, attempt: int | None = None) -> list[OutputEntry]: ...
+
+
+class SinkError(Exception):
+    """The sink refused or could not take a batch (the caller keeps it and retries)."""
+
+
+class SinkRefused(SinkError):
+    """The sink refuses the batch as invalid (an entry too large): sending it again cannot help."""
+
+
+class LocalSink:
+    def __init__(self, directory: str | os.PathLike):
+        self.directory = Path(directory)
+
+    def path(self, job_id: str, attempt: int) -> Path:
+        return attempt_path(self.directory, job_id, attempt)
+
+    def write(self, entries: list[OutputEntry]) -> None:
+        by_file: dict[Path, list[str]] = {}
+        for entry in entries:
+            by_file.setdefault(self.path(entry.job_id, entry.attempt), []).append(entry.to_json() + "\n")
+        try:
+            for path, lines in by_file.items():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with open(path, "a", encoding="utf-8") as out:
+                    out.write("".join(lines))
+        except OSError as exc:
+            raise SinkError(f"cannot write job output under {self.directory}: {exc}") from None
+
+
+def attempt_path(directory: Path, job_id: str, attempt: int) -> Path:
+    return directory / job_id / f"attempt-{attempt}.jsonl"
+
+
+class LocalReader:
+    """Reads the local sink's files, remembering how far it got in each (complete lines only: the
+    agent may be writing the next batch)."""
+
+    def __init__(self, directory: str | os.PathLike):
+        self.directory = Path(directory)
+        self._offsets: dict[Path, int] = {}
+
+    def attempts(self, job_id: str) -> list[int]:
+        folder = self.directory / job_id
+        if not folder.is_dir():
+            return []
+        numbers = [p.name[len("attempt-"):-len(".jsonl")] for p in folder.glob("attempt-*.jsonl")]
+        return sorted(int(n) for n in numbers if n.isdigit())
+
+    def new_entries(self, job_id: str, attempt: int | None = None) -> list[OutputEntry]:
+        entries: list[OutputEntry] = []
+        for number in ([attempt] if attempt is not None else self.attempts(job_id)):
+            path = attempt_path(self.directory, job_id, number)
+            try:
+                with open(path, "rb") as source:
+                    source.seek(self._offsets.get(path, 0))
+                    data = source.read()
+            except FileNotFoundError:
+                continue
+            complete = data[: data.rfind(b"\n") + 1]
+            self._offsets[path] = self._offsets.get(path, 0) + len(complete)
+            for line in complete.decode("utf-8", errors="replace").splitlines():
+                if line.strip():
+                    entries.append(OutputEntry.from_dict(json.loads(line)))
+        return sorted(entries, key=lambda e: (e.attempt, e.seq))
+
+
+def sink_from_env(env: Mapping[str, str], project: str, *, cloud_by_default: bool,
+                  labels: Mapping[str, str] | None = None) -> Sink | None:
+    """The agent's sink: local when ``ZEN_JOB_LOGS_DIR`` is set, Cloud Logging on a real VM (or
+    when ``ZEN_LOGGING_ENDPOINT`` names a stand-in), else none (output only in the heartbeat tail)."""
+    if env.get(DIR_ENV):
+        return LocalSink(env[DIR_ENV])
+    if cloud_by_default or env.get(ENDPOINT_ENV):
+        from zen.adapters.cloud_logging import CloudSink, logging_client
+
+        return CloudSink(logging_client(project, env.get(ENDPOINT_ENV)), project, dict(labels or {}))
+    return None
+
+
+def reader_from_env(env: Mapping[str, str], project: str) -> Reader:
+    """``zen logs``' source: the local stack's directory when one is in use, else Cloud Logging."""
+    if env.get(DIR_ENV):
+        return LocalReader(env[DIR_ENV])
+    from zen.adapters.cloud_logging import CloudReader, logging_client
+
+    return CloudReader(logging_client(project, env.get(ENDPOINT_ENV)), project)

@@ -1,0 +1,365 @@
+"""A heartbeat's proof of its sender: a Google-signed identity token of the VM it names, binding a key
+that signs the message itself (or, once Zen gave the VM its MAC key, authenticates it with an HMAC).
+The agent's half (token attributes, audience, what is signed, :class:`MessageKey`) is
+``zen.adapters.message_key``; Zen's checker is here.
+
+Without it, whoever may publish on ``zen-heartbeats`` could report for any VM (mark another VM's job
+SUCCEEDED, claim a tagged job from a VM that lacks the tag). So the agent attaches, as the message
+attribute ``vm_proof`` (:data:`ATTRIBUTE`), the token its metadata server issues for
+:func:`audience` (``instance/service-accounts/default/identity?audience=...&format=full``:
+RS256, issuer Google, one hour long, claims ``google.compute_engine.{instance_name, zone,
+project_id, ...}``). Only the VM itself can get its token; Zen checks (:class:`ProofChecker`) that
+it verifies against Google's certificates and names the VM, zone and project the heartbeat names,
+and that the heartbeat's region is that zone's (claims are judged by the region).
+
+A token alone would be a bearer credential: copied from any heartbeat (the dead-letter subscription
+keeps them), it would let its holder speak as that VM for the rest of its hour. So it is bound to
+the messages it vouches for. The agent makes a key of its own when it starts (:class:`MessageKey`,
+RSA 2048 with public exponent 3, signing with PSS; it never leaves the process), asks for its token
+with the key's fingerprint in the audience (``zen-heartbeats:<project>:key:<SHA-256 of the public
+key>``), and signs each heartbeat's body and attributes (:func:`signed_bytes`) with it: attributes ``vm_key`` (the public key) and
+``vm_sig`` (the signature). Zen verifies the token once (remembered until it expires, with its key)
+and the signature of every message. A token copied onto another message has no signature that
+verifies; a message copied whole is the same report again: its ``seq`` was applied (only a higher
+one changes a row), and its token had to be valid when Pub/Sub took it (``published_at``), so it
+can be re-sent for its token's hour at most, as a no-op. Zen verifies every heartbeat while an agent
+signs only its own (~0.2 ms each, every few seconds at most), so the scheme is the cheapest to
+verify: RSA, whose verification is a few multiplications, with exponent 3 (one squaring and one
+multiplication instead of 17; 9 us per verification against 18 with 65537 and 63 with Ed25519 on
+the 2-core test machine), and PSS, whose verification does not rest on parsing a padding strictly,
+as PKCS#1 v1.5's with exponent 3 does. Zen takes exponents 3 and 65537 only.
+
+Cheaper still, per message, is a MAC. With ``ZEN_PROOF_SECRET`` set (one secret of 32 characters or
+more, or several separated by commas for a rotation: the first makes the keys Zen gives, all are
+accepted), Zen derives each VM's MAC key, statelessly, from the secret, the project, the VM and the
+fingerprint of the key its token binds (``zen.adapters.message_key.mac_key``), and the CONFIRM that answers a
+claim carries it encrypted to that key (attribute ``vm_mac_key``, RSA-OAEP SHA-256: :meth:`ProofChecker.seal`;
+other VMs of the cluster may read the VM's orders, not the key). The agent then sends ``vm_mac``
+(HMAC-SHA256 of :func:`signed_bytes` under it) instead of ``vm_sig``; Zen checks a ``vm_mac`` when
+there is one (compared in constant time with the MAC under the key derived for the VM and the
+fingerprint of its verified token), else the ``vm_sig``. Until it is confirmed (its claims, VM
+heartbeats before any claim, final reports re-sent by a restarted agent, whose key is new) an agent
+signs. Without ``ZEN_PROOF_SECRET`` Zen gives no key, takes no ``vm_mac``, and agents sign every
+message. Its secret is all that makes a MAC key: a Zen whose secrets lose the one an agent's key was
+made from rejects that agent's heartbeats, so a rotation keeps the old secret second until every
+agent has been confirmed again.
+
+``ZEN_VM_PROOF``: ``required`` (the default, also when unset: a heartbeat without a valid token
+naming its VM, and a valid signature by the key it binds, is rejected, recorded and acked) or
+``off`` (nothing checked: a stack of made-up VMs, or while agents older than the check run; logged
+as a warning when Zen starts). The certificates come from ``ZEN_VM_PROOF_CERTS_URL`` (default
+Google's; the local Compute stand-in serves its own).
+
+The hot path (a RUNNING heartbeat) costs a dictionary lookup and one HMAC (``check``: 5.3 us with a
+MAC, 14.6 with a signature, 2 before messages were signed, on the 2-core test machine; in ``make
+bench-control``, RUNNING heartbeats with MACs ran within the machine's noise of those before signed
+messages): a verified token is remembered until it expires (an agent sends the same one for ~55 minutes), the
+certificates as long as Google's ``Cache-Control: max-age`` says. Only this module's checker
+imports ``google.auth`` (lazily): its ``crypt`` checks the token's signature; the claims (issuer,
+audience, expiry) are checked here against Zen's own clock, which ``google.auth.jwt.decode`` would
+take from the system (the tests and the simulator move Zen's clock by hand). ``cryptography``
+(google-auth's own dependency, pinned in constraints.txt) makes and checks the message keys.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import os
+import re
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Mapping
+
+from zen.core.errors import ConfigError, Rejected, TransientError
+from zen.adapters.message_key import (
+    ATTRIBUTE, KEY_ATTRIBUTE, KEY_EXPONENTS, MAC_ATTRIBUTE, MAX_KEY_CHARS, SIGNATURE_ATTRIBUTE, audience, b64decode,
+    b64encode, joined_token, key_fingerprint, keyed, mac, mac_key, oaep, rsa_scheme, signed_bytes,
+)
+from zen.core.text import escape_unstorable
+
+log = logging.getLogger("zen.adapters.vm_proof")
+
+MODES = ("off", "required")
+GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
+ISSUERS = ("https://accounts.google.com", "accounts.google.com")
+CLOCK_SKEW_S = 60  # how far a token's iat may be ahead of Zen's clock, and its exp behind it
+REFETCH_PAUSE_S = 60.0  # an unknown key id refetches the certificates at most this often
+DEFAULT_MAX_AGE_S = 3600.0  # the certificates' lifetime when the answer does not say
+MAX_REMEMBERED = 10_000  # verified tokens remembered at most (one per VM and hour)
+
+Fetch = Callable[[str], tuple[dict[str, str], float]]  # url -> ({kid: PEM}, max-age seconds)
+
+
+MAX_TOKEN_CHARS = 4096  # a real token is ~1,050-1,100; anything far longer is refused undecoded
+
+
+def unverified_claims(token: str) -> dict[str, Any]:
+    """The claims of a JWT, unverified (the agent reads its own token's ``exp``)."""
+    return _decode(token)[1]
+
+
+def _decode(token: str) -> tuple[dict[str, Any], dict[str, Any], bytes, bytes]:
+    parts = token.split(".")
+    if len(parts) != 3:
+        raise ValueError("not a JWT (three dot-separated parts)")
+    header, claims = (json.loads(b64decode(p)) for p in parts[:2])
+    if not isinstance(header, dict) or not isinstance(claims, dict):
+        raise ValueError("a JWT's header and claims are JSON objects")
+    return header, claims, f"{parts[0]}.{parts[1]}".encode("ascii"), b64decode(parts[2])
+
+
+@dataclass
+class Proven:
+    """A verified token (remembered until it expires): its claims, the message key its audience binds
+    (and that key's fingerprint), and the VM's MAC keys under Zen's secrets (derived when first needed)."""
+
+    claims: dict[str, Any]
+    key: Any
+    fingerprint: str
+    mac_keys: list[bytes] | None = field(default=None, repr=False)
+    macs: list[Any] = field(default_factory=list, repr=False)  # the same keys, keyed (message_key.keyed)
+
+
+def _check_signature(key: Any, data: bytes, attributes: Mapping[str, str], vm: str) -> None:
+    """Raise ``Rejected`` unless ``key`` (a token's bound key) signed this message (``vm_sig``)."""
+    pad, hashing, invalid = rsa_scheme()
+    signature = attributes.get(SIGNATURE_ATTRIBUTE)
+    if not signature:
+        raise Rejected(f"the heartbeat carries no {SIGNATURE_ATTRIBUTE} attribute (its signature by the key its "
+                       f"{ATTRIBUTE} token binds) and no {MAC_ATTRIBUTE}: a token copied onto another message, "
+                       "or an agent that predates signed heartbeats")
+    try:
+        key.verify(b64decode(signature[:MAX_KEY_CHARS]), signed_bytes(data, attributes), pad, hashing)
+    except (invalid, ValueError):
+        raise Rejected(f"the heartbeat's {SIGNATURE_ATTRIBUTE} does not verify with the key its {ATTRIBUTE} "
+                       f"token binds: its body or attributes are not what VM {escape_unstorable(vm, 200)} "
+                       "signed (a token copied onto another message?)") from None
+
+
+def secrets_from(value: str | None) -> tuple[bytes, ...]:
+    """``ZEN_PROOF_SECRET``: one secret, or several separated by commas (the first makes the MAC keys Zen
+    gives; all are accepted: a rotation puts the new one first and drops the old one a day later)."""
+    secrets = tuple(s.strip().encode() for s in (value or "").split(",") if s.strip())
+    if any(len(s) < 32 for s in secrets):
+        raise ConfigError("ZEN_PROOF_SECRET: each secret is at least 32 characters (random)")
+    return secrets
+
+
+def fetch_certs(url: str, timeout_s: float = 10.0) -> tuple[dict[str, str], float]:
+    """Google's v1 certificates (``{kid: PEM}``) and how long they may be kept (``max-age``)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            certs = json.loads(response.read())
+            cache_control = response.headers.get("Cache-Control") or ""
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise TransientError(f"cannot fetch the certificates that verify VM identity tokens from {url}: {exc}") from None
+    if not isinstance(certs, dict) or not all(isinstance(v, str) for v in certs.values()):
+        raise TransientError(f"{url} did not answer {{key id: certificate}}")
+    match = re.search(r"max-age=(\d+)", cache_control)
+    return certs, float(match.group(1)) if match else DEFAULT_MAX_AGE_S
+
+
+class ProofChecker:
+    """Checks the ``vm_proof`` of heartbeats (see the module's docstring); thread-safe."""
+
+    def __init__(self, mode: str, certs_url: str = GOOGLE_CERTS_URL, audience: str = "",
+                 clock: Callable[[], datetime] | None = None, fetch: Fetch = fetch_certs,
+                 monotonic: Callable[[], float] = time.monotonic, secrets: tuple[bytes, ...] = ()):
+        if mode not in MODES:
+            raise ConfigError(f"ZEN_VM_PROOF={mode!r}: use one of {', '.join(MODES)}")
+        self.mode = mode
+        self.certs_url = certs_url
+        self.audience = audience
+        self._clock = clock
+        self._fetch = fetch
+        self._monotonic = monotonic
+        self.secrets = secrets  # Zen's MAC key secrets (ZEN_PROOF_SECRET); none: messages are signed only
+        self._lock = threading.Lock()
+        self._certs: dict[str, str] = {}
+        self._certs_until = float("-inf")  # monotonic time the certificates are good until
+        self._fetched_at = float("-inf")
+        self._verified: dict[str, Proven] = {}  # token -> its claims and key, until exp
+        self.verifications = 0  # signatures checked (tests: a remembered token is not checked again)
+
+    @classmethod
+    def from_env(cls, project: str, clock: Callable[[], datetime],
+                 env: Mapping[str, str] = os.environ) -> "ProofChecker":
+        """``ZEN_VM_PROOF``, ``required`` when unset or empty: ``off`` is a choice made explicitly, and
+        said loudly once per instance, since it lets anyone who may publish heartbeats speak for any VM."""
+        checker = cls((env.get("ZEN_VM_PROOF") or "required").strip().lower(),
+                      env.get("ZEN_VM_PROOF_CERTS_URL") or GOOGLE_CERTS_URL, audience(project), clock,
+                      secrets=secrets_from(env.get("ZEN_PROOF_SECRET")))
+        if checker.mode == "off":
+            log.warning("ZEN_VM_PROOF=off: heartbeats are believed without proof of their VM; anyone who "
+                        "may publish on the heartbeats topic can report for any VM. Set ZEN_VM_PROOF=required "
+                        "(the default) once every agent signs its heartbeats", extra={"vm_proof": "off"})
+        return checker
+
+    @property
+    def names_proven(self) -> bool:
+        """Whether a heartbeat's VM name is proven (mode ``required``), so its name tells its cluster."""
+        return self.mode == "required"
+
+    def check(self, attributes: Mapping[str, str], vm: str, zone: str, project: str,
+              published_at: datetime | None = None, region: str | None = None, *, data: bytes) -> Proven | None:
+        """Raise ``Rejected`` unless the message's token proves it comes from ``vm`` in ``zone`` of
+        ``project`` (mode ``required``), the key its token binds signed this very message (``data``, its
+        body, with ``attributes``), and ``zone`` is in ``region`` (given: the heartbeat's; a claim's
+        allowed regions and tags are judged by it); ``TransientError`` when the certificates cannot be
+        fetched.
+
+        The token must have been valid when the message was published (``published_at``, set by
+        Pub/Sub, which no sender can forge), not when it is delivered: a heartbeat held back by an
+        outage of Zen's (Pub/Sub redelivering for up to an hour and more) keeps its proof, and a final
+        report is not dropped for a token that expired in the queue.
+
+        The message is vouched for by its ``vm_mac`` (HMAC-SHA256 under the VM's MAC key, :meth:`seal`)
+        when it has one, else by its ``vm_sig``. Returns the verified token (None: mode ``off``)."""
+        if self.mode == "off":
+            return None
+        token = joined_token(attributes)
+        if not token:
+            raise Rejected(f"the heartbeat carries no {ATTRIBUTE} attribute (the identity token of VM {vm}); "
+                           "Zen requires one (ZEN_VM_PROOF=required): upgrade the VM's agent, or set vm_proof "
+                           "to off while older agents run")
+        if region is not None and not zone.startswith(f"{region}-"):  # the token proves the zone; the region must be the zone's
+            raise Rejected(f"the heartbeat names region {escape_unstorable(region, 64)!r} and zone "
+                           f"{escape_unstorable(zone, 64)!r}, which is not in it: a VM reports its own region")
+        now = self._clock().timestamp()
+        if published_at is not None and published_at.tzinfo is not None:
+            now = min(now, published_at.timestamp())
+        proven = self._verified.get(token)
+        if proven is None or proven.claims["exp"] <= now - CLOCK_SKEW_S:
+            proven = self._verify(token, now, attributes)
+        compute = (proven.claims.get("google") or {}).get("compute_engine") or {}
+        named = {"VM": vm, "zone": zone, "project": project}
+        token_names = {"VM": compute.get("instance_name"), "zone": compute.get("zone"),
+                       "project": compute.get("project_id")}
+        for what, value in named.items():
+            if token_names[what] != value:
+                raise Rejected(f"the heartbeat names {what} {escape_unstorable(str(value), 200)!r} but its "
+                               f"{ATTRIBUTE} token is for {what} {escape_unstorable(str(token_names[what]), 200)!r}: "
+                               "a VM may only report for itself")
+        tag = attributes.get(MAC_ATTRIBUTE)
+        if tag is None:
+            _check_signature(proven.key, data, attributes, vm)
+            return proven
+        self._mac_keys(proven, vm, project)
+        for key in proven.macs:
+            if hmac.compare_digest(mac(key, data, attributes).encode(), tag.encode()):
+                return proven
+        raise Rejected(f"the heartbeat's {MAC_ATTRIBUTE} is not the MAC of its body and attributes under VM "
+                       f"{escape_unstorable(vm, 200)}'s MAC key for the key its {ATTRIBUTE} token binds "
+                       "(a token copied onto another message?)")
+
+    def _mac_keys(self, proven: Proven, vm: str, project: str) -> list[bytes]:
+        """The VM's MAC keys for the token's key, one per secret (the first is the one :meth:`seal` gives)."""
+        if not self.secrets:
+            raise Rejected(f"the heartbeat carries a {MAC_ATTRIBUTE}, but this Zen has no ZEN_PROOF_SECRET and "
+                           "gives no MAC keys: it takes signed messages only")
+        if proven.mac_keys is None:  # the token names vm in project: checked before this
+            keys = [mac_key(secret, project, vm, proven.fingerprint) for secret in self.secrets]
+            proven.macs, proven.mac_keys = [keyed(key) for key in keys], keys
+        return proven.mac_keys
+
+    def seal(self, proven: Proven | None, vm: str, project: str) -> str | None:
+        """VM ``vm``'s MAC key for the key of ``proven`` (its message's verified token), encrypted to that
+        key (RSA-OAEP SHA-256), for the CONFIRM that answers its claim; None without ZEN_PROOF_SECRET."""
+        if proven is None or not self.secrets:
+            return None
+        return b64encode(proven.key.encrypt(self._mac_keys(proven, vm, project)[0], oaep()))
+
+    def _verify(self, token: str, now: float, attributes: Mapping[str, str]) -> Proven:
+        from google.auth import crypt  # the adapter library, only where tokens are checked
+
+        if len(token) > MAX_TOKEN_CHARS:
+            raise Rejected(f"the {ATTRIBUTE} token is {len(token)} characters long, over {MAX_TOKEN_CHARS}: "
+                           "not a VM identity token")
+        try:
+            header, claims, signed, signature = _decode(token)
+        except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: JSON nested too deep
+            raise Rejected(f"the {ATTRIBUTE} attribute is not a JWT") from None
+        if header.get("alg") != "RS256":
+            raise Rejected(f"the {ATTRIBUTE} token is signed with {str(header.get('alg'))[:20]!r}, not RS256")
+        kid = str(header.get("kid"))
+        # An unknown key refetches the certificates (at most once a REFETCH_PAUSE_S); still unknown, or
+        # unknown within the pause, the token is refused: Google lists a key before it signs with it, so
+        # a fetch less than a minute old lists every key a real token can have. (Retrying, on the
+        # token's own word that it was issued after the fetch, let a forged iat earn 5xx after 5xx.)
+        cert, _ = self._cert(kid)
+        if cert is None:
+            raise Rejected(f"the {ATTRIBUTE} token is signed by key {kid[:64]!r}, which {self.certs_url} does "
+                           "not list: it is not a Google-signed identity token")
+        self.verifications += 1
+        if not crypt.RSAVerifier.from_string(cert).verify(signed, signature):
+            raise Rejected(f"the {ATTRIBUTE} token's signature does not verify: it is not a Google-signed "
+                           "identity token")
+        if claims.get("iss") not in ISSUERS:
+            raise Rejected(f"the {ATTRIBUTE} token's issuer {str(claims.get('iss'))[:100]!r} is not Google's")
+        key, fingerprint = self._bound_key(claims.get("aud"), attributes)
+        exp, iat = claims.get("exp"), claims.get("iat", 0)
+        if not isinstance(exp, (int, float)) or not isinstance(iat, (int, float)):
+            raise Rejected(f"the {ATTRIBUTE} token has no numeric exp and iat")
+        if exp <= now - CLOCK_SKEW_S:
+            raise Rejected(f"the {ATTRIBUTE} token expired at {datetime.fromtimestamp(exp).isoformat()} "
+                           f"({now - exp:.0f} s ago): the agent must fetch a new one")
+        if iat > now + CLOCK_SKEW_S:
+            raise Rejected(f"the {ATTRIBUTE} token was issued {iat - now:.0f} s in the future")
+        with self._lock:
+            if len(self._verified) >= MAX_REMEMBERED:
+                self._verified = {t: p for t, p in self._verified.items() if p.claims["exp"] > now}
+                if len(self._verified) >= MAX_REMEMBERED:
+                    self._verified.clear()
+            proven = self._verified[token] = Proven(claims, key, fingerprint)
+        return proven
+
+    def _bound_key(self, aud: Any, attributes: Mapping[str, str]) -> tuple[Any, str]:
+        """The message key the token's audience binds (module docstring), from the ``vm_key`` attribute."""
+        from cryptography.exceptions import UnsupportedAlgorithm
+        from cryptography.hazmat.primitives.asymmetric import rsa
+        from cryptography.hazmat.primitives.serialization import load_der_public_key
+
+        prefix = f"{self.audience}:key:"
+        if aud == self.audience:
+            raise Rejected(f"the {ATTRIBUTE} token's audience {self.audience!r} binds no message key: the agent "
+                           "predates signed heartbeats (a token alone could be replayed onto any message); "
+                           "upgrade the VM's agent, or set vm_proof to off while older agents run")
+        if not isinstance(aud, str) or not aud.startswith(prefix):
+            raise Rejected(f"the {ATTRIBUTE} token is for audience {str(aud)[:200]!r}, not {prefix}<key>: the "
+                           "agent asks for the wrong audience (another project's Zen?)")
+        public = attributes.get(KEY_ATTRIBUTE) or ""
+        if not public or len(public) > MAX_KEY_CHARS:
+            raise Rejected(f"the heartbeat carries no usable {KEY_ATTRIBUTE} attribute (the key its {ATTRIBUTE} "
+                           "token binds, which signs the message)")
+        try:
+            fingerprint = key_fingerprint(public)
+            key = load_der_public_key(b64decode(public))
+        except (ValueError, TypeError, UnsupportedAlgorithm):
+            raise Rejected(f"the heartbeat's {KEY_ATTRIBUTE} is not a public key") from None
+        if fingerprint != aud[len(prefix):]:
+            raise Rejected(f"the heartbeat's {KEY_ATTRIBUTE} is not the key its {ATTRIBUTE} token binds: a token "
+                           "vouches only for the messages of the agent that asked for it")
+        if (not isinstance(key, rsa.RSAPublicKey) or not 2048 <= key.key_size <= 4096
+                or key.public_numbers().e not in KEY_EXPONENTS):  # a costlier key would cost Zen each message
+            raise Rejected(f"the heartbeat's {KEY_ATTRIBUTE} is not an RSA key of 2048 to 4096 bits with "
+                           f"exponent {' or '.join(map(str, KEY_EXPONENTS))}")
+        return key, fingerprint
+
+    def _cert(self, kid: str) -> tuple[str | None, bool]:
+        """The key's certificate, and whether the certificates were fetched for this answer."""
+        with self._lock:
+            moment = self._monotonic()
+            stale = moment >= self._certs_until
+            unknown = kid not in self._certs and moment - self._fetched_at >= REFETCH_PAUSE_S
+            if stale or unknown:
+                certs, max_age = self._fetch(self.certs_url)
+                self._certs, self._fetched_at = certs, moment
+                self._certs_until = moment + max_age
+                log.info("VM identity certificates fetched", extra={"url": self.certs_url, "keys": len(certs)})
+            return self._certs.get(kid), stale or unknown

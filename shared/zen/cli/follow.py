@@ -1,0 +1,294 @@
+"""``zen logs JOB [--attempt N] [-f]`` and ``zen submit --wait``: a job's output, as it runs.
+
+Where it reads (``zen.adapters.joblogs.reader_from_env``): the local stack's ``.zen/joblogs`` when a stack is
+in use (``ZEN_JOB_LOGS_DIR``, which ``zen`` takes from ``.zen/stack.json``), else Cloud Logging in
+``ZEN_PROJECT`` (or the configuration's project) with the user's own Google credentials.
+
+Lines print as ``[ATTEMPT VM STREAM] text`` in the order the agent shipped them (``--raw``: the text
+alone; ``--json``: one entry per line). Without ``-f`` it prints what is there and exits (0, or 1 when
+there is nothing for that job). With ``-f`` it also reads the job's status from Postgres (as ``zen
+jobs get`` does, through ``zen.store``), prints each status change on stderr, keeps printing lines
+until the job is SUCCEEDED, FAILED or CANCELLED and its last attempt's final entry has been read
+(or ``settle_s`` passed without it: an agent killed outright writes none; a job never on a VM has
+none to wait for), then exits with the
+job's exit code: the program's own for SUCCEEDED and FAILED, 143/137 for a stopped one, 1 when
+there is none (cancelled before it started, refused, lost for good). A retried job's attempts
+follow each other.
+
+``zen submit --wait`` follows what it published, not merely a job of that id: a job whose request is
+not the one published (``request_hash``: the id is another request's) is not taken for it, and only
+the refusal of the message it published (``message_id``) ends it: one of an earlier message with the
+same id (refused, then fixed and sent again) does not.
+
+It reads every ``POLL_S`` from the local stack, every ``CLOUD_POLL_S`` from Cloud Logging (whose read
+quota is about one request a second per project): there, page by page, each printed as it is read,
+the reader's requests at least ``joblogs_cloud.REQUEST_INTERVAL_S`` apart and a throttled one (429)
+made again after a backoff; an attempt whose final entry was printed is not read again. A read that
+fails (throttled, the database away) is tried again until reads have failed for ``PATIENCE_S``: one
+failure must not look like the job's.
+It never starts a database (``zen.cli.kit.database``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Callable, Iterator, TextIO
+
+from zen.adapters.joblogs import OutputEntry, Reader, SinkError, reader_from_env
+from zen.cli.kit import CliError, _is_credentials_error
+from zen.core.errors import TransientError, ZenError
+from zen.core.models import Job, JobStatus
+
+APPEAR_TIMEOUT_S = 60.0  # a submitted job shows up in the database within seconds
+POLL_S = 0.5
+CLOUD_POLL_S = 5.0  # Cloud Logging allows a project about one read a second: one per attempt per 5 s
+PATIENCE_S = 120.0  # reads that keep failing this long end the follow (one failure only waits)
+
+
+def format_entry(entry: OutputEntry, style: str) -> str:
+    if style == "json":
+        return entry.to_json()
+    if style == "raw":
+        return entry.text
+    return f"[{entry.attempt} {entry.vm} {entry.stream}] {entry.text}"
+
+
+def exit_code_of(job: Job) -> int:
+    if job.status is JobStatus.SUCCEEDED:
+        return job.exit_code or 0
+    return job.exit_code if job.exit_code else 1
+
+
+class JobStatusSource:
+    """The job's row and its rejection, from Postgres (``zen.store``)."""
+
+    def __init__(self, db=None):
+        if db is None:  # never starts or creates one (a user of a deployed Zen has no local stack)
+            from zen.cli.kit import database
+
+            db = database()
+        self._db = db
+
+    def job(self, job_id: str) -> Job | None:
+        from zen.store import repository
+
+        with self._db.transaction() as session:
+            return repository.get_job(session, job_id)
+
+    def rejection(self, job_id: str, message_id: str | None = None) -> str | None:
+        """The latest refusal of ``job_id`` (of that message only, with ``message_id``)."""
+        from zen.store import repository
+
+        with self._db.transaction() as session:
+            row = repository.latest_rejection(session, job_id, message_id)
+        return row["reason"] if row else None
+
+
+def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int | None = None,
+           style: str = "labelled", out: TextIO = sys.stdout, err: TextIO = sys.stderr, poll_s: float = POLL_S,
+           settle_s: float = 5.0, appear_timeout_s: float = APPEAR_TIMEOUT_S,
+           clock: Callable[[], float] = time.monotonic, message_id: str | None = None,
+           request_hash: str | None = None, give_up_s: float | None = None) -> int:
+    """Print the job's output until it ends; return its exit code (see the module docstring;
+    ``message_id`` and ``request_hash``: what ``zen submit --wait`` published). A job that has not
+    appeared after ``appear_timeout_s`` ends ``zen logs -f`` (exit 1); a published one (``message_id``)
+    is waited for on, after saying so once, until ``give_up_s`` (default: for ever): it may still arrive."""
+    started = clock()
+    told_late = False
+    finals: set[int] = set()
+    last_state: tuple | None = None
+    ended_at: float | None = None
+    failing_since: float | None = None
+    while True:
+        try:
+            job = status.job(job_id)
+            if job is not None and request_hash is not None and job.request_hash != request_hash:
+                job = None  # the id is another request's: the function refuses the one published
+            if job is None:
+                reason = status.rejection(job_id, message_id)
+                if reason:
+                    print(f"zen: job {job_id} was refused: {reason}", file=err)
+                    return 1
+                waited = clock() - started
+                if message_id is None and waited > appear_timeout_s:
+                    print(f"zen: no job {job_id} after {appear_timeout_s:g} s (`zen rejected` lists refused ones)",
+                          file=err)
+                    return 1
+                if message_id is not None and waited > appear_timeout_s and not told_late:
+                    told_late = True
+                    print(late_note(job_id, message_id, appear_timeout_s), file=err, flush=True)
+                if give_up_s is not None and waited > give_up_s:
+                    print(f"zen: job {job_id} has not appeared after {give_up_s:g} s; its submission was published "
+                          f"and may still arrive: `zen jobs get {job_id}`", file=err)
+                    return 1
+            elif (job.status, job.attempt) != last_state:
+                last_state = (job.status, job.attempt)
+                where = f" on {job.vm}" if job.vm and job.status.holds_vm else ""
+                print(f"zen: {job_id} {job.status.value} (attempt {job.attempt}{where})", file=err, flush=True)
+            attempts = [attempt] if attempt is not None else list(range(1, (job.attempt if job else 0) + 1))
+            got = False
+            for number in attempts:  # each attempt's lines printed as read: a later read may fail
+                if number in finals:  # read to its final entry: nothing more (a read spends quota)
+                    continue
+                for batch in _batches(reader, job_id, number, to_the_end=False):
+                    for entry in batch:
+                        got = True
+                        print(format_entry(entry, style), file=out)
+                        if entry.final:
+                            finals.add(entry.attempt)
+                    out.flush()
+        except (SinkError, TransientError) as exc:  # a throttled or failed read: the job may be fine
+            failing_since = failing_since if failing_since is not None else clock()
+            if clock() - failing_since >= PATIENCE_S:
+                raise TransientError(f"lost track of job {job_id} ({exc}); it may still be running: "
+                                     f"`zen jobs get {job_id}`") from None
+            time.sleep(poll_s)
+            continue
+        failing_since = None
+        if job is not None and job.status.terminal:
+            target = attempt if attempt is not None else job.attempt
+            # The settle time counts from a read that brought nothing: a long output is read page by page.
+            ended_at = None if got else (ended_at if ended_at is not None else clock())
+            never_on_a_vm = job.started_at is None and job.vm is None  # (stopped while staging: it was)
+            if target in finals or never_on_a_vm or (ended_at is not None and clock() - ended_at >= settle_s):
+                return exit_code_of(job)
+        time.sleep(poll_s)
+
+
+def late_note(job_id: str, message_id: str, waited_s: float) -> str:
+    return (f"zen: job {job_id} was published (message {message_id}) but is not in the database after {waited_s:g} s; "
+            "it may still arrive (Pub/Sub delivers it again until the function takes it). Still waiting: "
+            f"Ctrl-C stops only this wait, not the job; see it later with `zen logs -f {job_id}` or "
+            f"`zen jobs get {job_id}` (submitting it again could make a second job)")
+
+
+def _batches(reader: Reader, job_id: str, attempt: int | None, to_the_end: bool) -> Iterator[list[OutputEntry]]:
+    """The reader's new entries, a batch at a time: from Cloud Logging one page per batch, paced and
+    retried when throttled (``CloudReader.read``); ``to_the_end``: all there is now (one attempt is
+    otherwise read ``joblogs_cloud.READ_PAGES`` pages a call)."""
+    read = getattr(reader, "read", None)
+    if read is not None:
+        yield from (read(job_id, attempt, most=None, flush=True) if to_the_end else read(job_id, attempt))
+        return
+    batch = reader.new_entries(job_id, attempt)
+    while batch:
+        yield batch
+        batch = reader.new_entries(job_id, attempt) if attempt is not None and to_the_end else []
+
+
+def print_once(job_id: str, reader: Reader, attempt: int | None, style: str, out: TextIO, err: TextIO) -> int:
+    printed = 0
+    for batch in _batches(reader, job_id, attempt, to_the_end=True):  # printed as read: a long output is long to read
+        for entry in batch:
+            print(format_entry(entry, style), file=out)
+        printed += len(batch)
+        out.flush()
+    if not printed:
+        which = f" attempt {attempt}" if attempt is not None else ""
+        print(f"zen logs: no output for job {job_id}{which} (not started yet? see `zen jobs get {job_id}`)", file=err)
+        return 1
+    return 0
+
+
+def _project() -> str:
+    if os.environ.get("ZEN_PROJECT"):
+        return os.environ["ZEN_PROJECT"]
+    from zen.core.config import load_config
+
+    return load_config().project
+
+
+def open_reader() -> tuple[Reader, float, float]:
+    """The reader for this environment, how long to wait for an attempt's final entry after the
+    job's end (Cloud Logging shows entries a few seconds after they are written), and how often to read."""
+    reader = reader_from_env(os.environ, _project())
+    local = bool(os.environ.get("ZEN_JOB_LOGS_DIR"))
+    return reader, (5.0 if local else 30.0), (POLL_S if local else CLOUD_POLL_S)
+
+
+def _run(action: Callable[[], int], what: str) -> int:
+    """Run a command body, turning the failures a user can meet into one line (exit 1, or 130)."""
+    try:
+        return action()
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        sys.stderr.close()
+        return 0
+    except (SinkError, ZenError) as exc:
+        print(f"{what}: {exc}", file=sys.stderr)
+        return 1
+    except CliError as exc:  # no database configured, ...
+        print(f"{what}: {exc}", file=sys.stderr)
+        return exc.code
+    except Exception as exc:  # noqa: BLE001 - e.g. no Google credentials for Cloud Logging
+        if _is_credentials_error(exc):
+            print(f"{what}: {NO_CREDENTIALS}", file=sys.stderr)
+            return 1
+        raise
+
+
+def cmd_logs(args) -> int:
+    def body() -> int:
+        reader, settle_s, poll_s = open_reader()
+        if not args.follow:
+            return print_once(args.job_id, reader, args.attempt, args.style, sys.stdout, sys.stderr)
+        return follow(args.job_id, reader, JobStatusSource(), attempt=args.attempt, style=args.style,
+                      settle_s=settle_s, poll_s=poll_s)
+
+    return _run(body, "zen logs")
+
+
+class Following:
+    """What ``zen submit --wait`` follows with, opened and read once BEFORE it publishes: a submission
+    it could not follow is not published (a script retrying a failed ``--wait`` would make a second job)."""
+
+    def __init__(self, job_id: str):
+        try:
+            self.reader, self.settle_s, self.poll_s = open_reader()
+            self.status = JobStatusSource()
+            self.existing = self.status.job(job_id)  # a read: an unreachable database fails here
+            self.reader.new_entries(job_id, 0)  # attempts start at 1: a read that finds nothing, or fails
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the database, Cloud Logging, credentials: one line
+            raise CliError(f"--wait cannot follow the job, so it was not published: {_why(exc)}",
+                           exc.code if isinstance(exc, CliError) else 1) from None
+
+    def follow(self, job_id: str, message_id: str, request_hash: str, style: str = "labelled") -> int:
+        """Follow the job just published (that message, that request) to its end; its exit code."""
+        return _run(lambda: follow(job_id, self.reader, self.status, style=style, settle_s=self.settle_s,
+                                   poll_s=self.poll_s, message_id=message_id, request_hash=request_hash),
+                    "zen submit --wait")
+
+
+NO_CREDENTIALS = ("no Google credentials to read Cloud Logging: run `gcloud auth application-default login`, "
+                  "or run zen in the directory of a local stack (`zen local up`)")
+
+
+def _why(exc: Exception) -> str:
+    if _is_credentials_error(exc):
+        return NO_CREDENTIALS
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, TransientError):
+        return f"cannot reach the database: {text}"
+    return text
+
+
+def add_parser(sub) -> None:
+    logs = sub.add_parser("logs", help="a job's output (stdout and stderr of every attempt)",
+                          description="Print a job's output, every attempt in order; with -f, follow it until "
+                                      "the job ends and exit with the job's exit code.")
+    logs.add_argument("job_id", metavar="JOB", help="the job's id (as `zen submit` printed it)")
+    logs.add_argument("--attempt", type=int, metavar="N", help="only this attempt (default: all, in order)")
+    logs.add_argument("-f", "--follow", action="store_true",
+                      help="keep printing until the job ends, then exit with its exit code")
+    style = logs.add_mutually_exclusive_group()
+    style.add_argument("--raw", dest="style", action="store_const", const="raw",
+                       help="the lines alone, without the [attempt vm stream] label")
+    style.add_argument("--json", dest="style", action="store_const", const="json",
+                       help="one JSON entry per line (job_id, attempt, stream, vm, seq, time, text, final)")
+    logs.set_defaults(func=cmd_logs, style="labelled")

@@ -1,0 +1,130 @@
+"""What every ``zen`` command shares: one-line errors instead of tracebacks, where the database is,
+and plain text tables (no local-only package: the CLI runs from the deployable wheel alone).
+
+Exit codes: 0 done, 1 a failure (the database or Pub/Sub unreachable, no such job, a refused
+request), 2 a usage error (bad flags or arguments, an invalid job file).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime, timezone
+from typing import Any, Callable, Sequence
+
+NO_DATABASE = ("no database to read: no local stack is running in this directory (start one with `zen local up`), "
+               "and neither ZEN_DATABASE_URL nor ZEN_CLOUDSQL_INSTANCE is set (see docs/how-to/deploy.md, 'Using a deployed Zen')")
+NO_CREDENTIALS = ("no Google credentials: run `gcloud auth application-default login` to use a deployed Zen, "
+                  "or start a local stack in this directory with `zen local up`")
+
+
+class CliError(Exception):
+    """A failure the user can act on: printed as one line, then exit ``code`` (1, or 2 for usage)."""
+
+    def __init__(self, message: str, code: int = 1):
+        super().__init__(message)
+        self.code = code
+
+
+def database_configured() -> bool:
+    return bool(os.environ.get("ZEN_CLOUDSQL_INSTANCE") or os.environ.get("ZEN_DATABASE_URL"))
+
+
+def database():
+    """The database a read command uses. Never starts or creates one: a running local stack (whose
+    record sets ZEN_DATABASE_URL), ZEN_DATABASE_URL, or Cloud SQL (ZEN_CLOUDSQL_INSTANCE), else
+    ``CliError``."""
+    if not database_configured():
+        raise CliError(NO_DATABASE)
+    if os.environ.get("ZEN_CLOUDSQL_INSTANCE") and not os.environ.get("ZEN_DB_USER"):
+        raise CliError("ZEN_CLOUDSQL_INSTANCE is set but ZEN_DB_USER is not: set it to your Google account's "
+                       "e-mail (your IAM database user)")
+    from zen.store.db import Database
+
+    try:
+        return Database.from_env()
+    except ValueError as exc:  # a malformed ZEN_DATABASE_URL
+        raise CliError(str(exc), 2) from None
+
+
+def run(action: Callable[[], int]) -> int:
+    """Run a command: known failures become one line on stderr and an exit code, never a traceback."""
+    from zen.core.errors import ConfigError, TransientError
+
+    try:
+        code = action()
+        sys.stdout.flush()  # a closed pipe (`| head`) shows here, not in the interpreter's exit
+        return code
+    except CliError as exc:
+        return _fail(str(exc), exc.code)
+    except ConfigError as exc:
+        return _fail(f"configuration: {exc}", 1)
+    except TransientError as exc:
+        return _fail(f"cannot reach the database: {exc} (is the stack up? `zen local up`, or check "
+                     "ZEN_DATABASE_URL / ZEN_CLOUDSQL_INSTANCE)", 1)
+    except BrokenPipeError:
+        # The reader went away (`zen jobs list | head`): stop quietly, and keep Python from
+        # complaining when it flushes stdout at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the last line of defence against a traceback
+        if _is_credentials_error(exc):
+            return _fail(NO_CREDENTIALS, 1)
+        if os.environ.get("ZEN_DEBUG"):
+            raise
+        return _fail(f"{type(exc).__name__}: {exc} (set ZEN_DEBUG=1 to see where)", 1)
+
+
+def _is_credentials_error(exc: Exception) -> bool:
+    try:
+        from google.auth.exceptions import DefaultCredentialsError
+    except ImportError:
+        return False
+    return isinstance(exc, DefaultCredentialsError)
+
+
+def _fail(message: str, code: int) -> int:
+    first = message.strip().splitlines()[0] if message.strip() else "failed"
+    print(f"zen: {first}", file=sys.stderr)
+    return code
+
+
+def print_table(rows: list[dict[str, Any]], columns: Sequence[str], out=None) -> None:
+    out = out or sys.stdout
+    text = [[("" if row.get(c) is None else str(row.get(c))) for c in columns] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in text]) for i, c in enumerate(columns)]
+    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip(), file=out)
+    for row in text:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip(), file=out)
+
+
+def span(seconds: float | None) -> str:
+    """A duration a person reads at a glance: 42s, 3m05s, 2h10m, 3d04h."""
+    if seconds is None:
+        return ""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+
+
+def job_row(job, now: datetime | None = None) -> dict[str, Any]:
+    """A job as a table row: who, where, status, how long it waited and ran."""
+    now = now or datetime.now(timezone.utc)
+    started, finished = job.started_at, job.finished_at
+    waited_until = started or finished or now
+    return {
+        "job_id": job.job_id, "user": job.user_id, "cluster": job.cluster, "region": job.region or "",
+        "status": job.status.value, "attempt": job.attempt,
+        "submitted": job.submitted_at.astimezone().strftime("%m-%d %H:%M:%S"),
+        "wait": span((waited_until - job.submitted_at).total_seconds()),
+        "duration": span(((finished or now) - started).total_seconds()) if started else "",
+        "exit": job.exit_code,
+    }

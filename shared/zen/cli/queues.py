@@ -1,0 +1,106 @@
+"""``zen queues`` and ``zen explain JOB``: what each queue holds, and why a job waits.
+
+    zen queues [--json]        per queue and cluster: quota, admitted (borrowed) GPUs, pending,
+                               queued, running jobs, recent usage (decayed GPU-hours)
+    zen explain JOB [--json]   why a job is PENDING (its queue's quota, jobs ahead of it) or QUEUED
+                               but not running (its cluster's latest scaling decisions)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Callable
+
+from zen.cli.kit import print_table
+from zen.core.config import load_config
+from zen.core.models import JobStatus
+
+QUEUE_COLUMNS = ("queue", "cohort", "cluster", "quota_gpus", "admitted_gpus", "borrowed_gpus", "pending", "queued",
+                 "running", "recent_gpu_hours")
+
+
+def add_parsers(sub, db: Callable[[], Any]) -> None:
+    queues = sub.add_parser("queues", help="queues: quota, admitted and borrowed GPUs, waiting and running jobs")
+    queues.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    queues.set_defaults(func=lambda args: cmd_queues(args, db))
+
+
+def cmd_queues(args, db: Callable[[], Any]) -> int:
+    from zen.jobs.queueing import Queueing
+
+    config = load_config()
+    if not config.queues:
+        print("no queues are configured: every job is admitted at once (see docs/how-to/queues.md)", file=sys.stderr)
+        if args.json:
+            print("[]")  # a script parsing the output gets valid JSON
+        return 0
+    with db().transaction() as session:
+        rows = Queueing(config).summary(session)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print_table(rows, QUEUE_COLUMNS)
+    return 0
+
+
+def explain_job(job_id: str, as_json: bool, db) -> int:
+    """``zen explain JOB``: the job's status and why it is there."""
+    from zen.jobs.queueing import Queueing
+    from zen.store import fleet, repository
+
+    config = load_config()
+    with db.transaction() as session:
+        job = repository.get_job(session, job_id)
+        if job is None:
+            print(f"no job or cluster named {job_id}", file=sys.stderr)
+            return 1
+        if job.status is JobStatus.PENDING and job.queue and config.queues:
+            why = "waiting for quota: " + Queueing(config).why_pending(session, job)
+        elif job.status is JobStatus.PENDING and not config.queues:  # left by queues since removed
+            why = "no queues are configured: admitted at the next scale tick"
+        elif job.status is JobStatus.QUEUED:
+            decisions = fleet.recent_decisions(session, job.cluster, 1)
+            why = (f"admitted{f' by queue {job.queue}' if job.queue else ''}; waiting for a VM of {job.cluster} "
+                   f"in {', '.join(job.start_regions or job.regions)}")
+            if job.start_vms and job.widen_at:  # zen.core.routing: offered to warm VMs
+                why += f" (its start is offered to {', '.join(job.start_vms)} first, whose caches are warm; widened " \
+                       f"at the first tick after {job.widen_at:%H:%M:%S})"
+            elif job.start_regions and job.widen_at:
+                why += f" (its start goes there first; to every allowed region at the first tick after " \
+                       f"{job.widen_at:%H:%M:%S})"
+            if decisions:
+                last = decisions[0]
+                why += (f"; the cluster's latest scaling decision ({last['at']:%H:%M:%S}): {last['action']} "
+                        f"{last['region'] or ''} {last['reason']}".rstrip())
+        elif job.status.terminal:  # one line: the change that ended it (its message holds the output's tail)
+            history = repository.job_history(session, job.job_id)
+            last = history[-1]["reason"].splitlines()[0] if history else job.status.value
+            if job.exit_code is not None and f"exit code {job.exit_code}" not in last:
+                last += f" (exit code {job.exit_code})"
+            why = f"ended: {last}; its output: `zen logs {job.job_id}`"
+        else:
+            why = f"on VM {job.vm} in {job.region}" if job.vm else job.status.value
+    data = _data_line(config, job)
+    if data:
+        why += f"; {data}"
+    if as_json:
+        print(json.dumps({"job_id": job.job_id, "status": job.status.value, "queue": job.queue, "why": why}))
+    else:
+        print(f"{job.job_id}: {job.status.value} - {why}")
+    return 0
+
+
+def _data_line(config, job) -> str | None:
+    """Where its inputs are and what reading them costs from its region (or its first choice)."""
+    from zen.core.locality import egress_usd
+    from zen.core.models import InputSpec
+
+    inputs = [InputSpec.model_validate(spec) for spec in job.request.get("inputs") or ()]
+    region = job.region or (job.regions[0] if job.regions else None)
+    priced = egress_usd(config, region, inputs) if region else None
+    if priced is None:
+        return None
+    crossing, usd = priced
+    return (f"data: regions ordered by input location ({', '.join(job.regions)}); from {region} "
+            f"{crossing:g} GB of input cross regions, about ${usd:.2f} egress")

@@ -1,0 +1,98 @@
+"""``zen stats``: the operator's figures from Postgres, under the names of the Cloud Monitoring
+metrics (``zen.telemetry.METRICS``; terraform/monitoring.tf), so the local stack and the Console
+speak one vocabulary.
+
+    zen stats [--window MINUTES] [--json]
+
+Gauges are read now (jobs by status, VMs by state, blocked regions, the oldest QUEUED job, the
+outbox); counters and percentiles cover the window (default: the last hour). Two metrics have no
+Postgres source and show only in Cloud Monitoring: ``zen_mig_errors`` (MIG errors are read from
+Compute, not stored; their BLOCK decisions are) and ``zen_scale_ticks``.
+
+A read command: it never starts or creates a database; it reads what every read command reads
+(``zen.cli.kit.database``: a running local stack's, ``ZEN_DATABASE_URL`` or Cloud SQL).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import datetime, timedelta
+from typing import Any
+
+from zen import telemetry
+from zen.core.clock import utc_now
+
+
+def add_parsers(sub) -> None:
+    stats = sub.add_parser("stats", help="jobs, starts, VMs, stockouts, rejections, outbox: the dashboard's figures")
+    stats.add_argument("--window", type=float, default=60.0, help="minutes counted by counters and percentiles")
+    stats.add_argument("--json", action="store_true", help="print one JSON object keyed by metric name")
+    stats.set_defaults(func=cmd_stats)
+
+
+def collect(session, clusters: dict[str, list[str]], now: datetime, window_s: float) -> dict[str, Any]:
+    """Every figure ``zen stats`` shows, keyed by metric name. ``clusters``: name -> regions."""
+    from zen.store import stats
+
+    since = now - timedelta(seconds=window_s)
+    jobs = stats.run(session, "jobs_by_status", active=False)
+    blocked = stats.run(session, "blocked_regions", now=now)
+    queued = {r["cluster"]: r["jobs"] for r in jobs if r["status"] == "QUEUED"}
+    blocked_by_cluster = Counter(r["cluster"] for r in blocked if r["region"] in clusters.get(r["cluster"], []))
+    rejected = Counter((r["source"], telemetry.reason_class(r["reason"]))
+                       for r in stats.run(session, "rejected_messages", since=since))
+    return {
+        "zen_jobs": jobs,
+        "zen_job_status_changes": stats.run(session, "job_status_changes", since=since),
+        "zen_time_to_start": stats.run(session, "time_to_start", since=since),
+        "zen_vms": stats.run(session, "vms_by_state"),
+        "zen_region_blocked": blocked,
+        "zen_cluster_stocked_out": [
+            {"cluster": name, "queued_jobs": queued.get(name, 0), "blocked_regions": blocked_by_cluster[name],
+             "regions": len(regions),
+             "stocked_out": int(queued.get(name, 0) > 0 and blocked_by_cluster[name] == len(regions))}
+            for name, regions in clusters.items()],
+        "zen_oldest_queued": stats.run(session, "oldest_queued", now=now),
+        "zen_scaling_decisions": stats.run(session, "scaling_decisions", since=since),
+        "zen_rejected_messages": [{"source": s, "reason_class": c, "messages": n}
+                                  for (s, c), n in sorted(rejected.items())],
+        "zen_lost_attempts": stats.run(session, "lost_attempts", since=since),
+        "zen_outbox_backlog_age": [stats.outbox_backlog(session, now)],
+    }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, float) or type(value).__name__ == "Decimal":
+        return round(float(value), 1)
+    return value
+
+
+def cmd_stats(args) -> int:
+    from zen.cli.kit import CliError, database, print_table
+    from zen.core.config import load_config
+    from zen.store.migrate import has_table
+
+    db = database()
+    config = load_config()
+    try:
+        with db.transaction() as session:
+            if not has_table(session, "jobs"):
+                raise CliError("the database has no Zen schema yet: run zen db migrate")
+            figures = collect(session, {c.name: list(c.regions) for c in config.clusters}, utc_now(),
+                              args.window * 60)
+    finally:
+        db.close()
+    figures = {name: [{k: _plain(v) for k, v in row.items()} for row in rows] for name, rows in figures.items()}
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return 0
+    for name, rows in figures.items():
+        print(f"\n{name}: {telemetry.METRICS[name]}")
+        if rows:
+            print_table(rows, list(rows[0]))
+        else:
+            print("  (none)")
+    return 0

@@ -1,0 +1,320 @@
+"""The user-facing ``zen`` commands that talk to a running Zen: submit, stop, local up/down (``zen watch``
+is in ``zen.cli.watch``).
+
+They publish through the official Pub/Sub client (``PUBSUB_EMULATOR_HOST`` for a local stack, which
+``zen`` reads from ``.zen/stack.json`` when a stack is running). ``zen submit`` checks the request with
+the function's own rules (``zen.core.events.decode_payload`` and ``zen.jobs.placement.resolve_request``, against
+``ZEN_CONFIG``) before publishing, and always sends a unique job id; the function still checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import re
+import secrets
+import signal
+import string
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+from zen.cli.kit import CliError, database, database_configured
+from zen.core.config import load_config
+from zen.core.events import PubSubEnvelope
+from zen.core.models import JobRequest, StopRequest
+
+JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+EARLY_STOP_KEPT_DAYS = 7  # zen.jobs.service forgets a stop for a job it never saw after this long
+
+
+def _publish(topic_field: str, payload: bytes) -> str:
+    from google.cloud import pubsub_v1
+
+    config = load_config()
+    project = os.environ.get("ZEN_PROJECT") or config.project
+    client = pubsub_v1.PublisherClient()
+    topic = client.topic_path(project, getattr(config.topics, topic_field))
+    try:
+        return client.publish(topic, payload).result(timeout=30)
+    except Exception as exc:  # noqa: BLE001 - any publishing failure is told in one line
+        if type(exc).__name__ == "DefaultCredentialsError":
+            raise
+        raise CliError(f"could not publish to {topic}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                       " (is the stack up? `zen local up`)") from None
+
+
+def default_job_id(user: str, now: datetime | None = None) -> str:
+    """``<user>-<yyyymmdd-hhmmss>-<4 chars>``: readable, sortable, and unique without asking anyone."""
+    now = now or datetime.now(timezone.utc)
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", user).strip("-._")[:64] or "user"
+    suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(4))
+    return f"{name}-{now:%Y%m%d-%H%M%S}-{suffix}"
+
+
+def _read_job_file(path: str) -> dict:
+    try:
+        text = Path(path).read_text()
+        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise CliError(f"{path}: cannot read it as {'JSON' if path.endswith('.json') else 'YAML'}: "
+                       f"{str(exc).splitlines()[0]}", 2) from None
+    if not isinstance(data, dict):
+        raise CliError(f"{path}: expected a mapping of job fields (cluster, command, ...)", 2)
+    return data
+
+
+def _default_user() -> str:
+    """``$USER`` (else the login name), or ``CliError`` asking for --user when neither is known (a
+    container's uid without a passwd entry)."""
+    try:
+        return os.environ.get("USER") or getpass.getuser() or "local"
+    except (KeyError, OSError):
+        raise CliError(f"cannot tell who you are ($USER is not set and uid {os.getuid()} has no passwd entry): "
+                       "give --user NAME (or user_id: in the job file)", 2) from None
+
+
+def build_request(args) -> JobRequest:
+    """A JobRequest from a YAML/JSON file, with flags filling or overriding fields; ``CliError`` (usage)
+    with one line naming the field when it is not a valid request."""
+    from zen.core.errors import describe_validation_error
+    from pydantic import ValidationError
+
+    data: dict = {}
+    positional, trailing = list(args.words), list(getattr(args, "trailing", []))
+    args.file = None
+    if positional and positional[0].endswith(JOB_FILE_SUFFIXES):
+        if not Path(positional[0]).is_file():
+            raise CliError(f"job file {positional[0]} does not exist (a command goes after --: "
+                           "zen submit --cluster C -- PROGRAM ARGS)", 2)
+        args.file = positional.pop(0)
+    words = positional + trailing
+    args.command = words
+    if len(words) == 1 and " " in words[0].strip():
+        parts = words[0].split()
+        raise CliError(f"the command {words[0]!r} is one word with spaces, and no program is called that: "
+                       f"give the words separately (-- {' '.join(parts)}), or -- sh -c {words[0]!r}", 2)
+    if args.file:
+        data = _read_job_file(args.file)
+        if any(v is not None for v in (args.cluster, args.gpu_type, args.gpu_count)):
+            for field in ("cluster", "gpu_type", "gpu_types", "gpu_count"):  # the shape is the flags' alone
+                data.pop(field, None)
+    flags = {"job_id": args.job_id, "user_id": args.user, "cluster": args.cluster, "gpu_type": args.gpu_type,
+             "gpu_count": args.gpu_count, "image": args.image, "priority": args.priority,
+             "max_runtime_s": args.max_runtime, "max_attempts": args.max_attempts,
+             "regions": args.region or None, "command": args.command or None}
+    data.update({k: v for k, v in flags.items() if v is not None})
+    for name, pairs in (("env", args.env), ("labels", args.label)):
+        if pairs:
+            bad = [item for item in pairs if "=" not in item]
+            if bad:
+                raise CliError(f"--{'env' if name == 'env' else 'label'} {bad[0]!r}: expected KEY=VALUE", 2)
+            data[name] = {**(data.get(name) or {}), **dict(item.split("=", 1) for item in pairs)}
+    if data.get("user_id") is None:  # only then: the default may not be known (a container's uid)
+        data["user_id"] = _default_user()
+    if not data.get("job_id"):
+        data["job_id"] = default_job_id(str(data["user_id"]))
+    try:
+        return JobRequest.model_validate(data)
+    except ValidationError as exc:
+        where = f"{args.file}: " if args.file else ""
+        raise CliError(f"invalid job request: {where}{describe_validation_error(exc)}", 2) from None
+
+
+def check_request(request: JobRequest) -> tuple[str, list[str]]:
+    """The function's own checks (size, shape, cluster, regions, limits) against ZEN_CONFIG; the
+    cluster and regions it would use, or ``CliError`` with the reason it would refuse the job."""
+    from zen.core.errors import Rejected
+    from zen.core.events import decode_payload
+    from zen.jobs.placement import resolve_request
+
+    config = load_config()
+    envelope = PubSubEnvelope(message_id="zen-submit", data=request.to_bytes())
+    try:
+        checked = decode_payload(envelope, JobRequest, config.limits.max_message_bytes)
+        resolved = resolve_request(config, checked)
+    except Rejected as rejection:
+        raise CliError(f"Zen would refuse this job: {rejection.reason} (see `zen clusters`)", 1) from None
+    return resolved.cluster, resolved.regions
+
+
+def cmd_submit(args) -> int:
+    request = build_request(args)
+    cluster, regions = check_request(request)
+    if not request.image and not os.environ.get("PUBSUB_EMULATOR_HOST"):  # a deployed Zen's agents refuse it
+        raise CliError("a deployed Zen runs jobs in containers only (without an image a job would run on the VM "
+                       "as root with the VM's credentials; docs/explanations/security.md): give --image IMAGE, or "
+                       "image: in the job file", 1)
+    following = None
+    if args.wait:  # opened (and read once) before publishing: a submission it cannot follow is not sent
+        from zen.cli.follow import Following
+
+        following = Following(request.job_id)
+    existing = following.existing if following is not None else _known_job(request.job_id)
+    if existing is not None:  # the function would take it for a duplicate (or refuse it): nothing would run
+        raise CliError(f"job {request.job_id} already exists ({existing.status.value}): the same request runs "
+                       "nothing new; use a new job_id (or none: zen makes one). Not published (retrying a "
+                       f"submit whose publish failed? it got through: zen jobs get {request.job_id})", 1)
+    try:
+        message_id = _publish("job_submitted", request.to_bytes())
+    except CliError as exc:  # it may have been published all the same (the answer lost): same id, one job
+        raise CliError(f"{exc}; job {request.job_id} may have been published all the same: to try again "
+                       f"without making a second job, submit it again with --job-id {request.job_id}",
+                       exc.code) from None
+    print(f"submitted {request.job_id} to cluster {cluster} (regions {', '.join(regions)}; message {message_id})",
+          flush=True)
+    print(f"  status: zen jobs get {request.job_id}    stop: zen stop {request.job_id}")
+    if following is not None:
+        from zen.core.models import request_fingerprint
+
+        return following.follow(request.job_id, message_id, request_fingerprint(request.canonical(request.job_id)))
+    return 0
+
+
+def _read_job(job_id: str):
+    """The job of that id from the configured database (None: it has none); raises when it cannot be
+    read (unreachable, no ZEN_DB_USER, no read grant, no credentials)."""
+    from zen.store import repository
+
+    db = database()
+    try:
+        with db.transaction() as session:
+            return repository.get_job(session, job_id)
+    finally:
+        db.close()
+
+
+def _known_job(job_id: str):
+    """The job of that id when the database can be read and has it; else ``None`` (no database, or it
+    cannot be read: the submission is published as before, and the function decides)."""
+    if not database_configured():
+        return None
+    try:
+        return _read_job(job_id)
+    except KeyboardInterrupt:
+        raise
+    except Exception:  # noqa: BLE001 - a check only
+        return None
+
+
+def _stop_outlook(job_id: str) -> str:
+    """What the stop will do, from the database when it can be read."""
+    kept = (f"Zen keeps the stop for {EARLY_STOP_KEPT_DAYS} days: a job submitted with that id in that time is "
+            "cancelled when it arrives")
+    if not database_configured():
+        return f"could not check whether job {job_id} exists (no database configured); if it does not, {kept}"
+    try:  # a stop must go out even when the check cannot be made (a runaway job on a GPU VM)
+        job = _read_job(job_id)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - unreachable, no ZEN_DB_USER, no read grant, no credentials
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return (f"could not check whether job {job_id} exists (the database could not be read: {why}); "
+                f"if it does not, {kept}")
+    if job is None:
+        return f"no job {job_id} is known (yet): {kept}. Check the id with `zen jobs list`"
+    if job.status.value in ("SUCCEEDED", "FAILED", "CANCELLED"):
+        return f"job {job_id} has already ended ({job.status.value}): the stop changes nothing"
+    return f"job {job_id} is {job.status.value}: it will be stopped (follow with `zen jobs get {job_id}`)"
+
+
+def cmd_stop(args) -> int:
+    outlook = _stop_outlook(args.job_id)
+    if outlook.startswith("no job") and not args.force:
+        raise CliError(f"{outlook}; to send it anyway: zen stop --force {args.job_id}", 1)
+    message_id = _publish("job_stop", StopRequest(job_id=args.job_id, reason=args.reason).to_bytes())
+    print(f"stop requested for {args.job_id} (message {message_id}): {outlook}")
+    return 0
+
+
+def cmd_local_up(argv: list[str]) -> int:
+    from zen_dev.local.stack import LocalStack, Ports, StackError
+
+    parser = argparse.ArgumentParser(prog="zen local up")
+    parser.add_argument("--scenario", type=Path, help="Compute scenario (default: preferred region stocked out)")
+    parser.add_argument("--time-scale", type=float, help="cloud seconds per real second (overrides the scenario)")
+    parser.add_argument("--config", type=Path, help="Zen config (default: $ZEN_CONFIG or the shipped one)")
+    parser.add_argument("--base-port", type=int, default=8085,
+                        help="first of the ports the stand-ins and functions listen on (default 8085)")
+    parser.add_argument("--tick-every", type=float, default=5.0, help="scale tick period, seconds (default 5)")
+    parser.add_argument("--fresh", action="store_true", help="start with an empty database")
+    parser.add_argument("--bucket", action="append", default=[], metavar="NAME=LOCATION",
+                        help="a bucket to create in the storage stand-in besides the configured data.bucket_locations "
+                             "(e.g. my-data=europe-west4; repeatable)")
+    args = parser.parse_args(argv)
+    buckets = dict(b.partition("=")[::2] for b in args.bucket)
+    stack = LocalStack(config_path=args.config, scenario=args.scenario, time_scale=args.time_scale,
+                       tick_every_s=args.tick_every, ports=Ports.from_base(args.base_port), fresh=args.fresh,
+                       buckets={name: location or "US" for name, location in buckets.items()})
+    try:
+        record = stack.up()
+    except StackError as exc:
+        raise CliError(f"zen local up: {exc}") from None
+    print("Zen is running locally:")
+    for name, port in record["ports"].items():
+        print(f"  {name:<18} 127.0.0.1:{port}")
+    print(f"  {'postgres':<18} {record['env']['ZEN_DATABASE_URL']}")
+    print(f"  logs               {record['logs']}/")
+    print("Submit a job:  zen submit --cluster 1xl4 -- python -c 'print(42)'")
+    print("Watch:         zen watch      Stop everything: Ctrl-C here, or `zen local down`")
+    from zen_dev.local.stack import read_stack
+
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    try:
+        # Until Ctrl-C, SIGTERM, or `zen local down` from elsewhere (the record disappears).
+        while not done.wait(1.0) and read_stack(stack.home) is not None:
+            pass
+    except KeyboardInterrupt:
+        pass
+    print("stopping...")
+    stack.down()
+    return 0
+
+
+def cmd_local_down(argv: list[str]) -> int:
+    from zen_dev.local.stack import down
+
+    argparse.ArgumentParser(prog="zen local down", description="Stop the local stack running from this "
+                            "directory (.zen/stack.json) and its Postgres; the data stays in .zen/pgdata.").parse_args(argv)
+    stopped = down()
+    print("stopped: " + ", ".join(stopped) if stopped else "no local stack is running")
+    return 0
+
+
+def add_parsers(sub) -> None:
+    submit = sub.add_parser(
+        "submit", help="publish a job (a YAML/JSON job file, and/or flags); prints its id",
+        description="Check a job against Zen's configuration and rules, then publish it. Examples: "
+                    "zen submit examples/hello.yaml;  zen submit --cluster 1xl4 -- python train.py --lr 3")
+    submit.add_argument("--job-id", help="the job's id (default: <user>-<yyyymmdd-hhmmss>-<4 chars>)")
+    submit.add_argument("--user", help="user_id (default: $USER)")
+    submit.add_argument("--cluster", help="cluster to run on (`zen clusters` lists them)")
+    submit.add_argument("--gpu-type", help="instead of --cluster: a GPU type, e.g. nvidia-l4 (with --gpu-count)")
+    submit.add_argument("--gpu-count", type=int, help="instead of --cluster: GPUs per VM (with --gpu-type)")
+    submit.add_argument("--image", help="container image to run (optional; the command runs in it)")
+    submit.add_argument("--priority", type=int, help="-1000..1000, higher starts first (default 0)")
+    submit.add_argument("--max-runtime", type=int, metavar="SECONDS", help="stop the job after this long (default: the configured cap, limits.max_runtime_s)")
+    submit.add_argument("--max-attempts", type=int, help="attempts before it is FAILED (a VM gone silent spends one; a preempted VM does not)")
+    submit.add_argument("--region", action="append", help="allowed region (repeatable; default: all of the cluster's)")
+    submit.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")
+    submit.add_argument("--label", action="append", metavar="KEY=VALUE",
+                        help="label, for `zen jobs list --label` (repeatable)")
+    submit.add_argument("-f", "--wait", "--follow", dest="wait", action="store_true",
+                        help="follow the job to its end, printing its output; exit with its exit code")
+    submit.add_argument("words", nargs="*", metavar="[FILE] [-- PROGRAM ARGS]",
+                        help="a job file (.yaml/.yml/.json), and/or the command after --")
+    submit.set_defaults(func=cmd_submit)
+    stop = sub.add_parser("stop", help="ask to stop a job (says what will happen to it)")
+    stop.add_argument("job_id", help="the job's id (printed by zen submit)")
+    stop.add_argument("--reason", help="recorded in the job's history")
+    stop.add_argument("--force", action="store_true",
+                      help="send the stop although no such job is known yet (it then waits for the job)")
+    stop.set_defaults(func=cmd_stop)
+    from zen.cli.watch import add_parser as add_watch
+
+    add_watch(sub)

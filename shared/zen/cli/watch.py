@@ -1,0 +1,76 @@
+"""``zen watch``: the active jobs, then the latest finished ones, and the VMs per region, in one screen.
+
+Plain text sized to the terminal (24 rows fit): the VM table first claims its rows, the jobs get the
+rest, active ones before finished ones. Reads the database only (``zen.cli.kit.database``): with no
+stack running it says so instead of starting one.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import sys
+import time
+from datetime import datetime, timezone
+
+from zen.cli.kit import database, job_row, print_table
+
+JOB_COLUMNS = ("job_id", "user", "cluster", "region", "status", "attempt", "wait", "duration", "exit")
+VM_STATES = ("BOOTING", "IDLE", "BUSY", "STOPPING", "RETIRED")
+
+
+def frame(db, rows: int = 24, now: datetime | None = None) -> str:
+    """One screen of at most ``rows`` lines."""
+    from zen.store import fleet, repository
+
+    now = now or datetime.now(timezone.utc)
+    budget = max(rows - 1, 8)  # the last row stays free for the cursor
+    with db.transaction() as session:
+        active, active_total = repository.active_jobs(session, limit=budget)
+        finished = [j for j in repository.recent_jobs(session, limit=budget) if j.finished_at is not None]
+        vms = repository.list_vms(session)
+        instances = fleet.mig_instances(session)
+    states = {vm["name"]: vm["state"] for vm in vms}
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    for instance in instances:
+        by_state = counts.setdefault((instance["cluster"], instance["region"]), {})
+        state = states.get(instance["name"], "BOOTING")
+        by_state[state] = by_state.get(state, 0) + 1
+    vm_rows = [{"cluster": c, "region": r, **{s.lower(): by_state.get(s, 0) for s in VM_STATES}}
+               for (c, r), by_state in sorted(counts.items())]
+    vm_rows = vm_rows[:max(budget // 3, 1)]
+    job_budget = max(budget - (len(vm_rows) + 3) - 3, 1)  # VM title, header, rows, blank; jobs title, header
+    shown = (active + finished)[:job_budget]
+    out = io.StringIO()
+    hidden = active_total - min(len(active), job_budget)
+    more = f", {hidden} more not shown" if hidden > 0 else ""
+    print(f"Jobs: {active_total} active{more}; then the latest finished    {now.astimezone():%H:%M:%S}", file=out)
+    print_table([job_row(j, now) for j in shown], JOB_COLUMNS, out)
+    print("", file=out)
+    print(f"VMs per region ({len(instances)} in all)", file=out)
+    print_table(vm_rows, ("cluster", "region", *(s.lower() for s in VM_STATES)), out)
+    return out.getvalue()
+
+
+def cmd_watch(args) -> int:
+    db = database()
+    try:
+        if args.once:
+            sys.stdout.write(frame(db, shutil.get_terminal_size((100, 24)).lines))
+            return 0
+        while True:
+            screen = frame(db, shutil.get_terminal_size((100, 24)).lines)
+            sys.stdout.write("\x1b[H\x1b[2J" + screen)  # home and clear, then the frame
+            sys.stdout.flush()
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        db.close()
+
+
+def add_parser(sub) -> None:
+    watch = sub.add_parser("watch", help="active jobs first, then VMs per region; refreshes until Ctrl-C")
+    watch.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default 1)")
+    watch.add_argument("--once", action="store_true", help="print one screen and exit")
+    watch.set_defaults(func=cmd_watch)

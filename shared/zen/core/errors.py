@@ -1,0 +1,39 @@
+"""Error types shared by the library.
+
+``TransientError`` means "try again later": entry points let it propagate so Pub/Sub redelivers.
+``Rejected`` means "this message can never succeed": it is recorded, announced and acked.
+"""
+
+from zen.core.text import escape_unstorable
+
+
+def describe_validation_error(exc, *, top: str = "(message)", limit: int = 2000) -> str:
+    """One line a person can act on from a pydantic ValidationError: ``field.path: problem; ...``.
+    What it quotes of the input (field names are the message's own keys) is escaped and bounded."""
+    text = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or top}: {err['msg']}" for err in exc.errors())
+    return escape_unstorable(text, limit)
+
+
+class ZenError(Exception):
+    """Base class for Zen's own errors."""
+
+
+class TransientError(ZenError):
+    """A dependency (database, Pub/Sub) failed in a way that a retry may fix."""
+
+
+class Rejected(ZenError):
+    """A message is invalid for good; ``reason`` says what a person should fix."""
+
+    def __init__(self, reason: str, *, job_id: str | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.job_id = job_id
+
+
+class DataRejected(Rejected):
+    """Postgres refused a message's data (SQLSTATE class 22/23): it will never succeed; reject it."""
+
+
+class ConfigError(ZenError):
+    """The configuration file is missing or invalid."""

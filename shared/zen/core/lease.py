@@ -1,0 +1,86 @@
+"""An attempt's lease, as numbers: how long an agent may go unheard before it must have stopped its job
+(the fence), and before its VM counts as gone; and the configuration's ``deadlines`` (``Deadlines``),
+whose periods are checked against these at load. Pure; the agent (``zen.agent.fence``) and the supervisor of each
+job (``zen.agent.launch``) keep the fence, and scaling (``zen.scaling.vms``) the VM's silence.
+
+Why the fence ends a job before Zen reruns it is written in ``zen.agent.fence``.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+MARGIN_S = 15.0  # of Zen's deadline, kept after the fence and the stop grace (a quarter of it at most)
+MIN_BEATS = 3  # the fence is never shorter than this many heartbeat periods
+
+
+def _room(heartbeat_timeout_s: float, stop_grace_s: float) -> float:
+    """Zen's deadline less the stop grace and the margin: the longest fence that keeps the margin."""
+    return heartbeat_timeout_s - stop_grace_s - min(MARGIN_S, heartbeat_timeout_s / 4)
+
+
+def fence_s(heartbeat_timeout_s: float, stop_grace_s: float, heartbeat_s: float) -> float:
+    """Seconds without an accepted report after which an attempt's job is stopped::
+
+        heartbeat_timeout_s - stop_grace_s - min(MARGIN_S, heartbeat_timeout_s / 4),
+        never below MIN_BEATS heartbeat periods
+    """
+    return max(_room(heartbeat_timeout_s, stop_grace_s), MIN_BEATS * heartbeat_s)
+
+
+def too_tight(heartbeat_timeout_s: float, stop_grace_s: float, heartbeat_s: float) -> bool:
+    """Whether the floor decides: heartbeats too far apart (or a grace too long) for Zen's timeout, so
+    that a job cut off from Zen would not be dead the margin before Zen may run it elsewhere."""
+    return MIN_BEATS * heartbeat_s > _room(heartbeat_timeout_s, stop_grace_s)
+
+
+def tight_reason(heartbeat_timeout_s: float, stop_grace_s: float, heartbeat_s: float) -> str | None:
+    """What to change, when ``too_tight``; None when the periods leave the fence room."""
+    if not too_tight(heartbeat_timeout_s, stop_grace_s, heartbeat_s):
+        return None
+    room = _room(heartbeat_timeout_s, stop_grace_s)
+    most = room / MIN_BEATS
+    return (f"a heartbeat every {heartbeat_s:g} s with a {stop_grace_s:g} s stop grace leaves no room for the fence "
+            f"within heartbeat_timeout_s={heartbeat_timeout_s:g} (an agent cut off from Zen stops its job after "
+            f"timeout - grace - margin = {room:g} s, which must be at least {MIN_BEATS} heartbeats): "
+            + (f"heartbeat at most every {most:g} s, or " if most > 0 else "")
+            + "shorten the stop grace or raise heartbeat_timeout_s")
+
+
+def agent_silence_s(heartbeat_timeout_s: float, vm_heartbeat_s: float) -> float:
+    """How long an agent may go unheard before its VM is no supply and, holding no job, is deleted:
+    three VM heartbeats (two lost or late ones are no death; the agent also reports every change),
+    and never less than ``heartbeat_timeout_s``, after which a job on a silent VM is LOST: a busy
+    agent is not judged dead before its job is. 180 s by default."""
+    return max(heartbeat_timeout_s, 3 * vm_heartbeat_s)
+
+
+class Deadlines(BaseModel):
+    """The configuration's ``deadlines`` (seconds): Zen's, and the agents' periods that must fit them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    heartbeat_timeout_s: float = Field(default=120, gt=0, description="Silence after which a job is LOST")
+    boot_timeout_s: float = Field(default=600, gt=0, description="A VM still booting after this is suspect")
+    idle_timeout_s: float = Field(default=300, ge=0, description="Idle VMs are deleted after this")
+    stop_timeout_s: float = Field(default=120, gt=0, description="STOPPING with no answer becomes CANCELLED")
+    start_republish_s: float = Field(default=3600, gt=0, description="Republish an unclaimed job's start message")
+    data_wait_s: float = Field(default=30, ge=0, description=(
+        "A start sent first to its data's regions (zen.core.routing) is widened by the first tick after this; 0: never narrowed"))
+    # The agents' periods, with the deadlines they must fit (zen.core.lease): checked against each other here.
+    agent_heartbeat_s: float = Field(default=30, gt=0, description=(
+        "A running attempt's heartbeat period (an agent's ZEN_AGENT_HEARTBEAT_S overrides it, checked the same)"))
+    vm_heartbeat_s: float = Field(default=60, gt=0, description=(
+        "An agent's VM heartbeat period; an agent unheard for 3 of them (at least heartbeat_timeout_s) is gone"))
+    stop_grace_s: float = Field(default=10, ge=0, description="SIGTERM to SIGKILL when an agent stops a job")
+
+    @model_validator(mode="after")
+    def _lease_fits(self) -> "Deadlines":
+        reason = tight_reason(self.heartbeat_timeout_s, self.stop_grace_s, self.agent_heartbeat_s)
+        if reason is not None:
+            raise ValueError(reason)
+        return self
+
+    @property
+    def agent_silence_s(self) -> float:
+        return agent_silence_s(self.heartbeat_timeout_s, self.vm_heartbeat_s)

@@ -1,0 +1,400 @@
+"""Pure decisions of the job state machine: given a job and a message, what changes.
+
+Nothing here does I/O. ``JobService._apply`` (``zen.jobs.service``) carries a ``Decision`` out in one transaction (row
+update guarded by the expected status and attempt, job_events rows, outbox messages).
+
+Rules that make Pub/Sub's at-least-once, any-order delivery safe:
+- A heartbeat names ``(job_id, attempt)``. An older attempt is stale: it changes nothing, and the VM
+  that sent it is told to drop (RELEASE) or stop (STOP) that attempt, so a job never runs twice (a VM
+  cut off from Pub/Sub, which hears no STOP, stops it itself first: ``zen.agent.fence``). One
+  exception (``zen.jobs.late_final``): the final report (SUCCEEDED, FAILED) of the attempt the sweep took
+  for lost, from its VM, while no later attempt has been claimed (the job QUEUED or PENDING), ends
+  the job with that outcome as that attempt (``attempt`` goes back to it; the unclaimed start is told
+  RELEASE when claimed). Once a later attempt is claimed the rerun goes on; a job the sweep FAILED
+  (budget spent) stays FAILED.
+- Within an attempt, ``seq`` orders heartbeats; one at or below the last applied ``seq`` is a
+  duplicate. Status only moves forward through ``TRANSITIONS``; terminal states absorb, so a late
+  RUNNING never undoes a stop or a finish.
+- A claim is won by the first VM whose CLAIMED (or any later report) finds the attempt QUEUED; every
+  other VM is told RELEASE.
+- A user-visible failure of the job itself (non-zero exit) is final: FAILED is not retried. Only a
+  lost attempt (silent VM, preemption) is retried, while the attempt budget lasts. An attempt whose VM
+  gave its claim back unanswered never ran: requeued as the same attempt (``decide_given_back``), free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from zen.core.config import Deadlines
+from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
+
+
+@dataclass(frozen=True)
+class Change:
+    """One status change, in the order it happens."""
+
+    to: JobStatus
+    reason: str
+
+
+@dataclass
+class Decision:
+    """What a message does to a job. Empty means "nothing" (see ``ignored`` for why)."""
+
+    changes: list[Change] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=dict)
+    controls: list[ControlMessage] = field(default_factory=list)
+    publish_start: bool = False  # publish a StartMessage for the (new) current attempt
+    ignored: str | None = None  # reported to users: the message changed nothing, and why
+    duplicate: bool = False  # a plain redelivery: changes nothing, reported only in logs
+    note: str | None = None  # a history row that changes no status (a start widened: zen.core.routing)
+    refused: str | None = None  # a claim refused for this cause (zen.jobs.claims): told the VM, a repeat's key
+
+    @property
+    def changes_job(self) -> bool:
+        return bool(self.changes or self.fields)
+
+
+def _control(job: Job, hb_or_vm: Heartbeat | str, action: ControlAction, reason: str, attempt: int | None = None):
+    vm, its = (hb_or_vm, job.attempt) if isinstance(hb_or_vm, str) else (hb_or_vm.vm, hb_or_vm.attempt)
+    return ControlMessage(vm=vm, job_id=job.job_id, attempt=its if attempt is None else attempt, action=action, reason=reason)
+
+
+FREE_PREEMPTIONS = 10  # preemptions of a job (its VM's or a queue's) that spend no attempt (``_advance``)
+
+
+def refusal(job: Job, hb: Heartbeat, reason: str) -> ControlMessage:
+    """The order to a VM whose report about ``job`` is refused: RELEASE a claim (drop the start), STOP
+    an attempt it says it runs."""
+    return _control(job, hb, ControlAction.RELEASE if hb.status is AgentStatus.CLAIMED else ControlAction.STOP, reason)
+
+
+def _clamp(moment: datetime, low: datetime, high: datetime) -> datetime:
+    return max(low, min(moment, high))
+
+
+def lose_attempt(job: Job, reason: str) -> Decision:
+    """The current attempt is lost: requeue with attempt + 1, or FAILED once the budget is spent."""
+    decision = Decision(changes=[Change(JobStatus.LOST, reason)])
+    if job.vm:
+        # The VM may be alive but cut off; make sure it does not go on running a given-up attempt.
+        decision.controls.append(_control(job, job.vm, ControlAction.STOP, f"attempt {job.attempt} was lost"))
+    if job.attempt >= job.max_attempts:
+        decision.changes.append(
+            Change(JobStatus.FAILED, f"attempt budget spent ({job.attempt} of {job.max_attempts} attempts lost)")
+        )
+        return decision
+    decision.changes.append(Change(JobStatus.QUEUED, f"requeued as attempt {job.attempt + 1}"))
+    decision.fields.update(
+        attempt=job.attempt + 1, vm=None, region=None, zone=None, last_seq=0, last_heartbeat_at=None,
+        started_at=None, exit_code=None,
+    )
+    decision.publish_start = True
+    return decision
+
+
+def decide_given_back(job: Job, vm: str, attempt: int, seq: int) -> Decision | None:
+    """A VM heartbeat (``seq``) says ``vm`` gave back the start of the job's ``attempt`` with its
+    claim unanswered (``VmHeartbeat.given_back``). None when that changes nothing.
+
+    The job goes back to QUEUED as the same attempt, its start published again: the attempt never ran,
+    so it costs nothing from the budget and waits no ``heartbeat_timeout_s`` for the sweep. Only while
+    the job is ASSIGNED to that VM for that attempt, and only if no report of it from the VM is later
+    than the heartbeat (``last_seq``): a later one is a claim the VM made again after it read the list,
+    answered on its own. A RUNNING job is left to the sweep: the VM's reports say it ran."""
+    if job.status is not JobStatus.ASSIGNED or job.vm != vm or job.attempt != attempt or seq <= job.last_seq:
+        return None
+    # last_seq 0: the next claim may come from a VM whose clock is behind this one's.
+    return Decision(
+        changes=[Change(JobStatus.QUEUED, f"{vm} gave its claim back unanswered (VM heartbeat {seq}, its last "
+                                          f"report {job.last_seq}); attempt {job.attempt} never ran: requeued")],
+        fields=dict(vm=None, region=None, zone=None, last_seq=0, last_heartbeat_at=None),
+        publish_start=True,
+    )
+
+
+def decide_preempt(job: Job, reason: str, now: datetime) -> Decision:
+    """Admission takes the job's quota back (``zen.jobs.queueing``): it goes back to PENDING for a new
+    attempt that does not count against its budget. A job on a VM is stopped first (the agent's
+    SIGTERM and grace: time to checkpoint) and goes back when the VM answers or goes silent."""
+    if job.status is JobStatus.QUEUED:
+        return back_to_pending(job, f"preempted: {reason}")
+    return Decision(
+        changes=[Change(JobStatus.STOPPING, f"preempted: {reason}")],
+        fields={"last_heartbeat_at": now, "preempted_by": reason},
+        controls=[_control(job, job.vm, ControlAction.STOP, f"preempted: {reason}")],
+    )
+
+
+def back_to_pending(job: Job, reason: str) -> Decision:
+    """A preempted attempt is over: PENDING as attempt + 1, the budget raised by one (not spent)."""
+    return Decision(changes=[Change(JobStatus.PENDING, reason)], fields=dict(
+        attempt=job.attempt + 1, max_attempts=job.max_attempts + 1, vm=None, region=None, zone=None, last_seq=0,
+        last_heartbeat_at=None, started_at=None, exit_code=None, preempted_by=None,
+        preemptions=job.preemptions + 1))
+
+
+def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
+    """Apply an agent's report about ``(job, attempt)``."""
+    if hb.attempt > job.attempt and not job.status.terminal:  # over: a late final ended it (zen.jobs.late_final)
+        return Decision(ignored=f"heartbeat for attempt {hb.attempt}, but the job is at attempt {job.attempt}")
+    if hb.attempt < job.attempt:
+        return _stale_attempt(job, hb)
+    if job.status.terminal:
+        return _after_the_end(job, hb)
+    if job.status is JobStatus.PENDING:
+        return Decision(ignored="job is not admitted yet",
+                        controls=[_control(job, hb, ControlAction.RELEASE, "not admitted")])
+
+    decision = Decision()
+    if job.status is JobStatus.QUEUED:
+        if hb.region not in job.regions:
+            # This VM should never have seen the start message (its subscription filters by region);
+            # tell it to drop its copy, and publish a fresh one so the job cannot be stranded.
+            decision.controls.append(refusal(job, hb, f"region {hb.region} is not allowed for this job"))
+            decision.ignored = f"VM {hb.vm} in region {hb.region} is outside the job's regions {job.regions}"
+            decision.publish_start = True
+            return decision
+        missing = sorted(set(job.request.get("requires_tags") or ()) - set(hb.tags or ()))
+        if missing:
+            # Enforced again at the claim: a misrouted start message cannot run the job elsewhere.
+            decision.controls.append(refusal(job, hb, f"this VM lacks the job's tags {missing}"))
+            decision.ignored = f"VM {hb.vm} lacks the tags {missing} the job requires"
+            decision.publish_start = True
+            return decision
+        # First report of this attempt wins the claim, whatever its status: a later report from the
+        # same VM can overtake its CLAIMED in Pub/Sub, and must not be lost.
+        decision.changes.append(Change(JobStatus.ASSIGNED, f"claimed by {hb.vm}"))
+        decision.fields.update(vm=hb.vm, region=hb.region, zone=hb.zone)
+        if hb.status in (AgentStatus.CLAIMED, AgentStatus.RUNNING):
+            decision.controls.append(_control(job, hb, ControlAction.CONFIRM, "claim won"))
+        current = JobStatus.ASSIGNED
+    elif job.vm != hb.vm:
+        if hb.status is AgentStatus.CLAIMED:
+            # An ordinary race (every copy of a start message is claimed by someone): not worth a
+            # rejection record or a user event; the loser is told to drop its copy.
+            decision.controls.append(_control(job, hb, ControlAction.RELEASE, f"claimed by {job.vm}"))
+            decision.duplicate = True
+        elif hb.status is AgentStatus.RUNNING:
+            decision.controls.append(_control(job, hb, ControlAction.STOP, f"attempt is held by {job.vm}"))
+            decision.ignored = f"{hb.vm} reports attempt {job.attempt} that is held by {job.vm}"
+        else:
+            decision.ignored = f"{hb.vm} reports {hb.status.value} for an attempt held by {job.vm}"
+        return decision
+    else:
+        current = job.status
+        if hb.seq <= job.last_seq:
+            return _seen_already(job, hb)
+
+    decision.fields.update(last_seq=max(job.last_seq, hb.seq), last_heartbeat_at=now)
+    if hb.message is not None:
+        decision.fields["message"] = hb.message
+    if current is JobStatus.STOPPING:
+        # The stop stands and its deadline keeps counting from the stop, whatever the VM reports;
+        # a VM that still claims or runs the attempt is told again to stop.
+        decision.fields.pop("last_heartbeat_at")
+        if hb.status is AgentStatus.RUNNING:
+            decision.controls.append(_control(job, hb, ControlAction.STOP, "stop requested"))
+    _advance(decision, current, job, hb, now)
+    return decision
+
+
+def _seen_already(job: Job, hb: Heartbeat) -> Decision:
+    """A report from the VM holding the attempt at or below the last applied ``seq`` changes nothing.
+
+    A CLAIMED is still answered as a fresh one is (CONFIRM while ASSIGNED, STOP while STOPPING,
+    nothing once RUNNING): besides a redelivery, it may be the holder claiming again after our answer
+    came too late. An agent gives a start back after a few unanswered CLAIMEDs; an older agent, whose
+    ``seq`` starts again at 1 for each claim, sends the same numbers when the start comes back, and
+    unanswered it would give the start back forever while the job waits ASSIGNED to an idle VM until
+    the sweep spends its attempt. Answering a redelivery again is harmless: the same order, which a
+    VM already running the attempt ignores."""
+    answer = _answer_to_holder(job, hb, job.status)
+    return Decision(duplicate=True, controls=[answer] if answer else [])
+
+
+def _answer_to_holder(job: Job, hb: Heartbeat, current: JobStatus) -> ControlMessage | None:
+    """What a CLAIMED from the VM holding the attempt is told, new or seen before (it may have missed
+    our answer): CONFIRM while ASSIGNED, STOP while STOPPING, nothing once RUNNING."""
+    if hb.status is not AgentStatus.CLAIMED:
+        return None
+    if current is JobStatus.ASSIGNED:
+        return _control(job, hb, ControlAction.CONFIRM, "claim won")
+    if current is JobStatus.STOPPING:
+        return _control(job, hb, ControlAction.STOP, "stop requested")
+    return None
+
+
+def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, now: datetime) -> None:
+    """Move a job held by ``hb.vm`` forward according to the agent's status."""
+    sent_at = _clamp(hb.sent_at, job.submitted_at, now)
+    status = hb.status
+    if status is AgentStatus.CLAIMED:
+        answer = None if decision.changes else _answer_to_holder(job, hb, current)  # a new claim: answered
+        if answer:
+            decision.controls.append(answer)
+        return
+    if status is AgentStatus.RUNNING:
+        if current is JobStatus.ASSIGNED:
+            decision.changes.append(Change(JobStatus.RUNNING, f"running on {hb.vm}"))
+            decision.fields["started_at"] = sent_at
+        return
+    if status in (AgentStatus.SUCCEEDED, AgentStatus.FAILED):
+        target = JobStatus.SUCCEEDED if status is AgentStatus.SUCCEEDED else JobStatus.FAILED
+        reason = f"exit code {hb.exit_code}" if hb.exit_code is not None else status.value.lower()
+        if job.started_at is None and "started_at" not in decision.fields:
+            decision.fields["started_at"] = sent_at
+        decision.changes.append(Change(target, reason))
+        decision.fields.update(exit_code=hb.exit_code, finished_at=now)
+        return
+    if current is JobStatus.STOPPING and job.preempted_by and status in (AgentStatus.STOPPED, AgentStatus.PREEMPTED):
+        pending = back_to_pending(job, f"preempted: {job.preempted_by}")
+        decision.changes.extend(pending.changes)
+        decision.fields.update(pending.fields)
+        return
+    if status is AgentStatus.STOPPED:
+        decision.changes.append(Change(JobStatus.CANCELLED, "stopped on request"))
+        decision.fields.update(exit_code=hb.exit_code, finished_at=now)
+        return
+    if status is AgentStatus.PREEMPTED:
+        if current is JobStatus.STOPPING:
+            decision.changes.append(Change(JobStatus.CANCELLED, "VM went away while stopping"))
+            decision.fields["finished_at"] = now
+            return
+        # The VM says it is going away (spot preemption, maintenance): the cloud's doing, not the job's,
+        # so the attempt is requeued without spending the budget (a silent VM, which may be the job's
+        # doing, still spends one: decide_silence), FREE_PREEMPTIONS times: the agent says PREEMPTED on
+        # any SIGTERM, and a job that shuts its own VM down must not loop on new VMs for ever.
+        # No STOP to send a VM going away.
+        free = job.preemptions < FREE_PREEMPTIONS
+        held = job.model_copy(update={"vm": None, "max_attempts": job.max_attempts + free})
+        lost = lose_attempt(held, f"VM {hb.vm} was preempted" + (" (no attempt spent)" if free else
+                                                                 f" ({FREE_PREEMPTIONS} preemptions were free)"))
+        decision.changes.extend(lost.changes)
+        decision.fields.update(lost.fields, max_attempts=held.max_attempts, preemptions=job.preemptions + 1)
+        decision.publish_start = lost.publish_start
+        if lost.changes[-1].to is JobStatus.FAILED:
+            decision.fields["finished_at"] = now
+
+
+_TARGET = {
+    AgentStatus.CLAIMED: JobStatus.ASSIGNED, AgentStatus.RUNNING: JobStatus.RUNNING,
+    AgentStatus.SUCCEEDED: JobStatus.SUCCEEDED, AgentStatus.FAILED: JobStatus.FAILED,
+    AgentStatus.STOPPED: JobStatus.CANCELLED, AgentStatus.PREEMPTED: JobStatus.LOST,
+}
+
+
+def _after_the_end(job: Job, hb: Heartbeat) -> Decision:
+    """A report about the current attempt of a job that is already over: terminal states absorb.
+
+    A CLAIMED is told RELEASE whatever its ``seq``: the VM that ran the attempt may pull another copy
+    of its start (a redelivery, the narrowed and the widened copy, a republish), and an agent whose
+    ``seq`` starts again at 1 for each claim (an older one) would otherwise wait for an answer, give
+    the copy back, and get it again. A RELEASE is harmless to a VM that no longer holds the attempt."""
+    if hb.vm == job.vm and hb.seq <= job.last_seq:
+        # A redelivery or a report overtaken by the final one; a claim still gets its answer.
+        decision = Decision(duplicate=True)
+        if hb.status is AgentStatus.CLAIMED:
+            decision.controls.append(_control(job, hb, ControlAction.RELEASE, f"job is already {job.status.value}"))
+        return decision
+    target = _TARGET[hb.status]
+    decision = Decision(ignored=f"transition {job.status.value} -> {target.value} is not allowed "
+                                f"({hb.status.value} from {hb.vm}; the job is over)")
+    if hb.status is AgentStatus.CLAIMED:
+        decision.controls.append(_control(job, hb, ControlAction.RELEASE, f"job is already {job.status.value}"))
+    elif hb.status is AgentStatus.RUNNING:
+        # Someone still runs an attempt that is over (e.g. cancelled after a silent stop): stop it.
+        decision.controls.append(_control(job, hb, ControlAction.STOP, f"job is already {job.status.value}"))
+    return decision
+
+
+def _stale_attempt(job: Job, hb: Heartbeat) -> Decision:
+    decision = Decision(ignored=f"stale attempt {hb.attempt}: the job is at attempt {job.attempt}")
+    if hb.status is AgentStatus.CLAIMED:
+        decision.controls.append(_control(job, hb, ControlAction.RELEASE, decision.ignored))
+    elif hb.status is AgentStatus.RUNNING:
+        decision.controls.append(_control(job, hb, ControlAction.STOP, decision.ignored))
+    else:
+        decision.duplicate = True  # a late report of an attempt given up (a lost one's final: zen.jobs.late_final)
+        decision.ignored = None
+    return decision
+
+
+def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
+    """A user asks to stop the job."""
+    reason = stop.reason or "stop requested"
+    if job.status.terminal:
+        return Decision(ignored=f"job is already {job.status.value}")
+    if job.status is JobStatus.STOPPING:
+        # Stopped for a preemption: the user's stop wins, the job ends CANCELLED instead of waiting.
+        if job.preempted_by:
+            return Decision(fields={"preempted_by": None}, note=f"{reason} (during a preemption: it ends CANCELLED)")
+        return Decision(duplicate=True)
+    if job.status in (JobStatus.PENDING, JobStatus.QUEUED):
+        return Decision(changes=[Change(JobStatus.CANCELLED, reason)], fields={"finished_at": now})
+    # ASSIGNED or RUNNING: the VM must stop it; STOPPING until it answers (or goes silent).
+    return Decision(
+        changes=[Change(JobStatus.STOPPING, reason)],
+        fields={"last_heartbeat_at": now},  # the stop deadline counts from here
+        controls=[_control(job, job.vm, ControlAction.STOP, reason)],
+    )
+
+
+def decide_silence(job: Job, now: datetime, deadlines: Deadlines,
+                   heard_since: datetime | None = None) -> Decision | None:
+    """The sweep: a job whose VM went silent past its deadline. ``None`` when the job is fine.
+    ``heard_since``: when Zen could record heartbeats again after an outage; silence counts from then."""
+    if not job.status.holds_vm:
+        return None
+    last = job.last_heartbeat_at or job.updated_at
+    if heard_since is not None and heard_since > last:
+        last = heard_since
+    if job.status is JobStatus.STOPPING:
+        if now - last < timedelta(seconds=deadlines.stop_timeout_s):
+            return None
+        if job.preempted_by:  # its VM is silent: the attempt is over (a later report of it is stale)
+            return back_to_pending(job, f"preempted: {job.preempted_by}; no answer from {job.vm}")
+        return Decision(
+            changes=[Change(JobStatus.CANCELLED, f"no answer from {job.vm} within {deadlines.stop_timeout_s:g}s of stop")],
+            fields={"finished_at": now},
+        )
+    if now - last < timedelta(seconds=deadlines.heartbeat_timeout_s):
+        return None
+    decision = lose_attempt(job, f"no heartbeat from {job.vm} for {deadlines.heartbeat_timeout_s:g}s")
+    if decision.changes[-1].to is JobStatus.FAILED:
+        decision.fields["finished_at"] = now
+    return decision
+
+
+def stop_left_s(job: Job, now: datetime, deadlines: Deadlines) -> float | None:
+    """Seconds the VM holding a STOPPING job has left to report how it ended before the sweep ends the
+    job without its word (``decide_silence``: ``stop_timeout_s`` from the stop); None for any other job.
+    Every STOP of the attempt carries it (attribute ``answer_within_s``), so that the agent ends in
+    time what it does after stopping the job (the upload of its outputs: a checkpoint written on
+    SIGTERM) instead of uploading on after Zen has called the job CANCELLED."""
+    if job.status is not JobStatus.STOPPING or job.last_heartbeat_at is None:
+        return None
+    return max(0.0, deadlines.stop_timeout_s - (now - job.last_heartbeat_at).total_seconds())
+
+
+def attempt_outcome(job: Job, after: Job, changes: list[Change]) -> str | None:
+    """How the attempt ``job`` is at ended, when this change ends one that held a VM (its usage is then
+    recorded: ``zen.store.usage``); None when no VM-held attempt ends. SUCCEEDED and FAILED: the job's
+    own exit; STOPPED: stopped on request (or its VM went away while stopping); LOST: its VM went
+    silent or was preempted by the cloud (requeued, or FAILED once the budget is spent); PREEMPTED:
+    admission took it back (``decide_preempt``). An attempt never claimed by a VM used nothing."""
+    if not job.status.holds_vm or not job.vm:
+        return None
+    if not after.status.terminal and after.attempt == job.attempt:
+        return None
+    steps = {change.to for change in changes}
+    if JobStatus.LOST in steps:
+        return "LOST"
+    if JobStatus.PENDING in steps:
+        return "PREEMPTED"
+    if after.status is JobStatus.CANCELLED:
+        return "STOPPED"
+    return after.status.value

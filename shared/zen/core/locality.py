@@ -1,0 +1,111 @@
+"""Data locality: order a job's allowed regions by where its ``inputs`` live, and price the egress.
+
+Each input's bucket has a location: the configuration's ``data.bucket_locations`` first, else looked
+up with the official Cloud Storage client (``STORAGE_EMULATOR_HOST`` locally): an answer (its location,
+or no such bucket) is cached for the life of the process; a lookup that failed (no credentials, a
+network blip, a 503) leaves the location unknown for ``RETRY_UNKNOWN_S`` and is tried again after, so
+one blip does not switch locality off for the instance. The lookup runs on the submission path: it
+waits at most ``LOOKUP_TIMEOUT_S``, without retries. An unknown location weighs nothing.
+A region's distance to a location is 0 in the same region, 1 inside the same multi-region or
+dual-region (``US``/``NAM4`` for ``us-*`` and ``northamerica-*``, ``EU``/``EUR4`` for ``europe-*``,
+``ASIA``/``ASIA1`` for ``asia-*``), 2 elsewhere. A job's regions are ordered by the sum over its
+inputs of ``size_gb`` (1 when not given) x distance, ties kept in the cluster's preference order; the
+planner uses this order where it used the cluster's (``ZenPlanner.rank``). ``egress_usd`` prices a
+region with ``data.egress_usd_per_gb`` (same region, same multi-region, other), which ``zen explain``
+shows. ``nearest_regions`` are where a data job's start message goes first (``zen.core.routing``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from zen.core.config import ZenConfig
+from zen.core.gcs import split_uri
+
+log = logging.getLogger("zen.core.locality")
+_MULTI = {"us": ("us-", "northamerica-"), "nam4": ("us-",), "eu": ("europe-",), "eur4": ("europe-",),
+          "asia": ("asia-",), "asia1": ("asia-",)}
+_looked_up: dict[str, str | None] = {}
+_failed_at: dict[str, float] = {}  # bucket -> when its lookup last failed (time.monotonic)
+_lock = threading.Lock()
+RETRY_UNKNOWN_S = 300.0
+LOOKUP_TIMEOUT_S = 5.0
+
+
+def bucket_location(config: ZenConfig, bucket: str) -> str | None:
+    configured = config.data.bucket_locations.get(bucket)
+    if configured:
+        return configured.lower()
+    with _lock:
+        if bucket in _looked_up:
+            return _looked_up[bucket]
+        failed = _failed_at.get(bucket)
+        if failed is not None and time.monotonic() - failed < RETRY_UNKNOWN_S:
+            return None
+    try:
+        from google.cloud import storage
+
+        found = storage.Client(project=config.project).lookup_bucket(bucket, timeout=LOOKUP_TIMEOUT_S, retry=None)
+    except Exception as exc:  # noqa: BLE001 - no credentials, no network: unknown for now, asked again later
+        log.info("bucket location unknown for now", extra={"bucket": bucket, "error": str(exc)})
+        with _lock:
+            _failed_at[bucket] = time.monotonic()
+        return None
+    location = found.location.lower() if found is not None and found.location else None
+    with _lock:
+        _looked_up[bucket] = location
+        _failed_at.pop(bucket, None)
+    return location
+
+
+def distance(region: str, location: str | None) -> int | None:
+    """0 same region, 1 same multi-region, 2 elsewhere; None when the location is unknown."""
+    if location is None:
+        return None
+    if location == region:
+        return 0
+    if region.startswith(_MULTI.get(location, ("\0",))):
+        return 1
+    return 2
+
+
+def _weighted(config: ZenConfig, inputs) -> list[tuple[float, str | None]]:
+    return [(spec.size_gb if spec.size_gb is not None else 1.0, bucket_location(config, split_uri(spec.uri)[0]))
+            for spec in inputs or ()]
+
+
+def _cost(weighted: list[tuple[float, str | None]], region: str) -> float:
+    return sum(w * (distance(region, loc) or 0) for w, loc in weighted)
+
+
+def order_by_data(config: ZenConfig, regions: list[str], inputs) -> list[str]:
+    """``regions`` (in the cluster's order) sorted by their weighted distance to the inputs."""
+    weighted = _weighted(config, inputs)
+    if not weighted:
+        return regions
+    return sorted(regions, key=lambda r: (_cost(weighted, r), regions.index(r)))
+
+
+def nearest_regions(config: ZenConfig, regions: list[str], inputs) -> list[str]:
+    """The regions of ``regions`` nearest the inputs (the least weighted distance), where a job's start
+    goes first (``zen.core.routing``); [] when that would change nothing: no input of a known location, the
+    located inputs weigh less than ``data.route_min_gb``, or every region is as near as the others."""
+    located = [(w, loc) for w, loc in _weighted(config, inputs) if loc is not None]
+    if not located or sum(w for w, _ in located) < config.data.route_min_gb:
+        return []
+    costs = {r: _cost(located, r) for r in regions}
+    nearest = [r for r in regions if costs[r] == min(costs.values())]
+    return nearest if len(nearest) < len(regions) else []
+
+
+def egress_usd(config: ZenConfig, region: str, inputs) -> tuple[float, float] | None:
+    """(GB of input that would cross into ``region``, their price), or None without inputs."""
+    weighted = _weighted(config, inputs)
+    if not weighted:
+        return None
+    rates = config.data.egress_usd_per_gb
+    price = (rates.same_region, rates.same_multi_region, rates.other)
+    crossing = sum(w for w, loc in weighted if (distance(region, loc) or 0) > 0)
+    return crossing, sum(w * price[distance(region, loc) or 0] for w, loc in weighted)

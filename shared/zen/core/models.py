@@ -1,0 +1,395 @@
+"""Messages, records and the job state machine.
+
+Every Pub/Sub payload is a versioned pydantic model validated once, at the edge. Unknown fields are
+refused (``extra="forbid"``) so that a typo such as ``comand`` is reported instead of ignored, and
+types are strict (pydantic ``strict=True``): an integer is a JSON integer (not ``"1"``, ``true`` or
+``1.0``), a string is a JSON string. The only conversions accepted are the ones JSON cannot avoid:
+an enum field takes its value's string, and a timestamp is an ISO 8601 string with a timezone (a
+number is refused), normalised to UTC; one that cannot be expressed in UTC (``9999-12-31T23:59:59-14:00``)
+is refused. Text the functions receive (``Received``) cannot carry NUL or a lone UTF-16 surrogate
+(Postgres and UTF-8 cannot store them); Zen's own messages are built from text that passed.
+
+Job lifecycle (the one transition table, ``TRANSITIONS``)::
+
+    PENDING ─▶ QUEUED ─▶ ASSIGNED ─▶ RUNNING ─▶ SUCCEEDED | FAILED
+       │          │          │  ╲        │
+       │          │          │   ╲───────┴─▶ STOPPING ─▶ CANCELLED (or SUCCEEDED/FAILED if it ended first)
+       └──────────┴──────────┴─▶ CANCELLED
+    ASSIGNED|RUNNING ─▶ LOST ─▶ QUEUED (attempt + 1) | FAILED (attempt budget spent)
+    ASSIGNED ─▶ QUEUED (the same attempt: its VM gave the claim back unanswered and never ran it)
+    QUEUED|PENDING ─▶ SUCCEEDED | FAILED (a lost attempt's late final report, no attempt since: zen.jobs.late_final)
+
+Terminal states (SUCCEEDED, FAILED, CANCELLED) absorb: nothing leaves them.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import re
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
+
+from pydantic import (AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, Strict,
+                      field_validator, model_validator)
+
+from zen.core.gcs import check_input_names, check_uri
+from zen.core.images import check_image
+from zen.core.text import unstorable_place
+
+MESSAGE_VERSION = 1
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}\Z")  # \Z: "$" allows a final "\n"
+MAX_INPUTS = 16
+
+
+class JobStatus(str, enum.Enum):
+    PENDING = "PENDING"
+    QUEUED = "QUEUED"
+    ASSIGNED = "ASSIGNED"
+    RUNNING = "RUNNING"
+    STOPPING = "STOPPING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    LOST = "LOST"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+    @property
+    def holds_vm(self) -> bool:
+        """A VM is (or may be) working on the current attempt."""
+        return self in (JobStatus.ASSIGNED, JobStatus.RUNNING, JobStatus.STOPPING)
+
+
+TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
+
+_S = JobStatus  # the table below reads as one row per state
+TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
+    _S.PENDING: frozenset({_S.QUEUED, _S.CANCELLED, _S.SUCCEEDED, _S.FAILED}),
+    _S.QUEUED: frozenset({_S.ASSIGNED, _S.CANCELLED, _S.PENDING, _S.SUCCEEDED, _S.FAILED}),
+    _S.ASSIGNED: frozenset({_S.RUNNING, _S.SUCCEEDED, _S.FAILED, _S.STOPPING, _S.LOST, _S.CANCELLED, _S.QUEUED}),
+    _S.RUNNING: frozenset({_S.SUCCEEDED, _S.FAILED, _S.STOPPING, _S.LOST, _S.CANCELLED}),
+    _S.STOPPING: frozenset({_S.CANCELLED, _S.SUCCEEDED, _S.FAILED, _S.PENDING}),
+    _S.LOST: frozenset({_S.QUEUED, _S.FAILED}),
+    _S.SUCCEEDED: frozenset(),
+    _S.FAILED: frozenset(),
+    _S.CANCELLED: frozenset(),
+}
+
+
+def can_transition(source: JobStatus, target: JobStatus) -> bool:
+    return target in TRANSITIONS[source]
+
+
+def illegal_step(start: JobStatus, path: list[JobStatus]) -> tuple[JobStatus, JobStatus] | None:
+    """The first step of ``start -> path[0] -> path[1] ...`` that the table forbids, if any."""
+    current = start
+    for target in path:
+        if not can_transition(current, target):
+            return current, target
+        current = target
+    return None
+
+
+class AgentStatus(str, enum.Enum):
+    """What an agent reports about one attempt of a job."""
+
+    CLAIMED = "CLAIMED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"
+    PREEMPTED = "PREEMPTED"
+
+
+class VmState(str, enum.Enum):
+    IDLE = "IDLE"
+    BUSY = "BUSY"
+    STOPPING = "STOPPING"  # the VM is shutting down (preemption, deletion)
+    RETIRED = "RETIRED"  # a pull limit reached (zen.agent.limits), or told it is being scaled down: takes no more jobs, waits to be deleted
+
+
+class ControlAction(str, enum.Enum):
+    CONFIRM = "CONFIRM"  # your claim won: run the attempt
+    RELEASE = "RELEASE"  # your claim lost (or the job is gone): drop the start message
+    STOP = "STOP"  # stop this attempt now
+
+
+def _job_id(value: str) -> str:
+    if not JOB_ID_PATTERN.match(value):
+        raise ValueError(
+            "job_id must be 1-128 characters of letters, digits, '.', '_', ':' or '-', "
+            "starting with a letter or digit"
+        )
+    return value
+
+
+JobId = Annotated[str, AfterValidator(_job_id)]
+Label = Annotated[str, Field(min_length=1, max_length=63)]
+
+
+def _iso_8601_text(value: Any) -> Any:
+    # JSON has no timestamp type: accept its ISO 8601 string (or a datetime from Python callers), never
+    # a number, which pydantic's lax mode would read as seconds since the epoch.
+    if isinstance(value, (str, datetime)):
+        return value
+    raise ValueError("must be an ISO 8601 string with a timezone, e.g. 2026-11-21T10:00:00Z")
+
+
+def _in_utc(value: datetime) -> datetime:
+    try:
+        return value.astimezone(timezone.utc)
+    except OverflowError:
+        raise ValueError("is outside the range of UTC timestamps (years 1-9999 once converted to UTC)") from None
+
+
+# A timestamp on the wire: ISO 8601 with a timezone, stored and compared in UTC.
+UtcTimestamp = Annotated[AwareDatetime, Strict(False), BeforeValidator(_iso_8601_text), AfterValidator(_in_utc)]
+
+
+class Message(BaseModel):
+    """Base of every payload: strict, immutable, versioned."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    version: Literal[1] = MESSAGE_VERSION
+
+    def to_bytes(self) -> bytes:
+        return self.model_dump_json(exclude_none=True).encode()
+
+
+class Received(Message):
+    """A payload the functions receive, whose text may reach Postgres (Zen's own are built from these)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable_text(cls, data: Any) -> Any:
+        where = unstorable_place(data)  # refused here, naming the field, not in the driver later
+        if where:
+            raise ValueError(where)
+        return data
+
+
+GsUri = Annotated[str, Field(max_length=1100), AfterValidator(check_uri)]
+
+
+class InputSpec(BaseModel):
+    """One of a job's ``inputs``: an object or a prefix (``zen.core.gcs``), staged into ``ZEN_INPUT_DIR``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    uri: GsUri
+    size_gb: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False, description="Its weight")
+
+
+class JobRequest(Received):
+    """Published by users on ``zen-job-submitted``."""
+
+    job_id: JobId | None = Field(default=None, description="Idempotency key; defaults to the Pub/Sub message id")
+    user_id: str = Field(min_length=1, max_length=128)
+    cluster: str | None = None
+    gpu_type: str | None = None
+    gpu_count: int | None = Field(default=None, ge=1, le=16)
+    gpu_types: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = Field(
+        default=None, min_length=1, max_length=8, description="Acceptable GPU types, preferred first (zen.jobs.placement)")
+    image: Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(check_image)] | None = Field(
+        default=None, description="A container image reference (zen.core.images), never read as a docker option")
+    command: list[Annotated[str, Field(max_length=16384)]] | None = Field(default=None, max_length=1024)
+    env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(default_factory=dict)
+    priority: int = Field(default=0, ge=-1000, le=1000)
+    regions: list[str] | None = Field(default=None, min_length=1, description="Allow-list of regions")
+    max_runtime_s: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    max_attempts: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    labels: dict[Label, Annotated[str, Field(max_length=63)]] = Field(default_factory=dict)
+    requires_tags: list[Annotated[str, Field(min_length=1, max_length=41)]] | None = Field(
+        default=None, max_length=16, description="Run only on VMs of these execution groups (zen.jobs.placement)")
+    queue: str | None = Field(default=None, min_length=1, max_length=41,
+                              description="The queue whose quota admits it; default: the user's queue")
+    inputs: list[InputSpec] | None = Field(default=None, min_length=1, max_length=MAX_INPUTS,
+                                           description="Staged into ZEN_INPUT_DIR before the job")
+    outputs: GsUri | None = Field(default=None, description="ZEN_OUTPUT_DIR is uploaded under it after the job")
+
+    @field_validator("inputs")
+    @classmethod
+    def _distinct_inputs(cls, value: list[InputSpec] | None) -> list[InputSpec] | None:
+        if value:
+            check_input_names([spec.uri for spec in value])
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _command_not_empty(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and (not value or not value[0].strip()):
+            raise ValueError("command must be a non-empty list of strings whose first item is the program")
+        return value
+
+    @model_validator(mode="after")
+    def _shape(self) -> "JobRequest":
+        if self.image is None and self.command is None:
+            raise ValueError("give an image, a command (a list of strings), or both")
+        by_type = self.gpu_type is not None or self.gpu_types is not None
+        if self.cluster is None and (not by_type or self.gpu_count is None):
+            raise ValueError("give a cluster, or gpu_count with gpu_type (or gpu_types)")
+        if self.cluster is not None and (by_type or self.gpu_count is not None):
+            raise ValueError("give either a cluster or gpu_count with gpu_type (or gpu_types), not both")
+        if self.gpu_type is not None and self.gpu_types is not None:
+            raise ValueError("give gpu_type or gpu_types, not both")
+        return self
+
+    def canonical(self, job_id: str) -> dict[str, Any]:
+        """The request as ``job_id``'s row keeps it (``Job.request``), its job_id filled in."""
+        canonical = self.model_dump(mode="json", exclude_none=True)
+        canonical["job_id"] = job_id
+        return canonical
+
+
+def request_fingerprint(canonical: dict[str, Any]) -> str:
+    """``Job.request_hash`` of a canonical request (``JobRequest.canonical``): a redelivery, or the same
+    request sent again, has the same; a reuse of the job_id by another request does not."""
+    return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
+
+
+class StopRequest(Received):
+    """Published by users on ``zen-job-stop``."""
+
+    job_id: JobId
+    reason: str | None = Field(default=None, max_length=1024)
+
+
+class Heartbeat(Received):
+    """Published by agents on ``zen-heartbeats`` about one attempt of a job."""
+
+    kind: Literal["job"] = "job"
+    job_id: JobId
+    attempt: int = Field(ge=1, le=INT32_MAX)
+    vm: str = Field(min_length=1, max_length=128)
+    region: str = Field(min_length=1, max_length=64)
+    zone: str = Field(min_length=1, max_length=64)
+    status: Annotated[AgentStatus, Strict(False)]
+    seq: int = Field(ge=1, le=INT64_MAX, description="Increasing within the attempt; agents send epoch milliseconds")
+    sent_at: UtcTimestamp
+    exit_code: int | None = Field(default=None, ge=-INT32_MAX, le=INT32_MAX)
+    message: str | None = Field(default=None, max_length=8192, description="e.g. the output tail")
+    tags: list[Annotated[str, Field(max_length=41)]] | None = Field(
+        default=None, max_length=64, description="The VM's execution groups (checked against a job's requires_tags)")
+    # The attempt's data (zen.agent.staging): inputs staged and outputs uploaded so far.
+    staged_bytes: int | None = Field(default=None, ge=0, le=INT64_MAX)
+    staged_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    uploaded_bytes: int | None = Field(default=None, ge=0, le=INT64_MAX)
+    uploaded_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+
+# The ``kind`` attribute of a start message offered to one VM on zen-vm-control (zen.core.routing), which
+# tells the agent a start offer from an order (ControlMessage) on its control subscription.
+START_OFFER = "start"
+
+
+class StartMessage(Message):
+    """Published by Zen on ``zen-job-start`` for agents of ``cluster``.
+
+    Attributes (for subscription filters): ``cluster``, ``job_id``, ``attempt``, ``regions``
+    (comma-separated, or ``*``), and one ``allow_<region with '-' as '_'>`` = ``"1"`` per region it
+    reaches (``allow_any`` = ``"1"`` when that is every region of the cluster): the allowed regions, or
+    while a data job's start is narrowed (``zen.core.routing``) the regions near its data; ``regions`` in the
+    payload are always the allowed ones. While the start is offered to warm VMs instead (``zen.core.routing``),
+    one copy per VM goes to ``zen-vm-control`` with attributes ``vm``, ``kind`` (``START_OFFER``),
+    ``cluster``, ``job_id`` and ``attempt``.
+
+    ``job_id`` and ``attempt`` are bounded as a ``Heartbeat``'s are: an agent refuses (acks, with the
+    reason) a start no report of its could name, which it would otherwise give back forever.
+    """
+
+    job_id: JobId
+    attempt: int = Field(ge=1, le=INT32_MAX)
+    cluster: str
+    user_id: str
+    image: str | None = None
+    command: list[str] | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    regions: list[str]
+    max_runtime_s: int | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    inputs: list[InputSpec] | None = None
+    outputs: str | None = None
+    gpus: int | None = Field(default=None, ge=1, description="GPUs it holds on its VM; None: all of them")
+
+
+class ControlMessage(Message):
+    """Published by Zen on ``zen-vm-control`` with attribute ``vm``: one VM's orders."""
+
+    vm: str
+    job_id: str
+    attempt: int
+    action: Annotated[ControlAction, Strict(False)]
+    reason: str | None = None
+
+
+class JobEvent(Message):
+    """Published by Zen on ``zen-job-events``: every status change, rejection and ignored message."""
+
+    type: Literal["job.status_changed", "job.rejected", "job.message_ignored", "job.admitted", "job.preempted"]
+    job_id: str | None = None
+    attempt: int | None = None
+    from_status: Annotated[JobStatus, Strict(False)] | None = None
+    to_status: Annotated[JobStatus, Strict(False)] | None = None
+    reason: str
+    at: UtcTimestamp
+    cluster: str | None = None
+    region: str | None = None
+    vm: str | None = None
+    exit_code: int | None = None
+    queue: str | None = None
+
+
+class Job(BaseModel):
+    """A row of the jobs table."""
+
+    model_config = ConfigDict(frozen=True)
+    job_id: str
+    status: JobStatus
+    attempt: int
+    max_attempts: int
+    cluster: str
+    user_id: str
+    priority: int
+    regions: list[str]
+    request: dict[str, Any]
+    request_hash: str
+    max_runtime_s: int | None
+    region: str | None
+    zone: str | None
+    vm: str | None
+    last_seq: int
+    last_heartbeat_at: datetime | None
+    submitted_at: datetime
+    queued_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    exit_code: int | None
+    message: str | None
+    start_published_at: datetime | None = None
+    updated_at: datetime
+    queue: str | None = None  # the queue whose quota it holds while admitted (None: no queues)
+    gpus: int = 0  # GPUs it holds while admitted (ClusterConfig.gpus_held; 0: an old row, the VM's GPUs)
+    preempted_by: str | None = None  # set while its VM stops it for a preemption (see zen.jobs.queueing)
+    preemptions: int = 0
+    # Where its start message reaches while narrowed (zen.core.routing), and when the tick widens it (None: everywhere).
+    start_regions: list[str] | None = None
+    widen_at: datetime | None = None
+    # The warm VMs its start is offered to meanwhile, on their control subscriptions (None: no offer).
+    start_vms: list[str] | None = None
+
+    def public_view(self) -> dict[str, Any]:
+        """The JSON a user sees (``zen jobs get --json``)."""
+        return {key: _plain(getattr(self, key)) for key in _PUBLIC}
+
+
+def _plain(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value.value if isinstance(value, enum.Enum) else value
+
+
+_PUBLIC = ("job_id", "status", "attempt", "max_attempts", "cluster", "user_id", "priority", "regions", "region",
+           "zone", "vm", "submitted_at", "started_at", "finished_at", "exit_code", "message")

@@ -1,0 +1,146 @@
+"""Where a job's start message goes first (issue 15: data locality, warm caches).
+
+A job's ``regions`` are where it may run; its start message reaches the start subscriptions of its
+``start_regions`` while they are set, else of every allowed region (``zen.jobs.announce.start_attributes``).
+Each time a job is queued for an attempt (admitted, or requeued after a lost attempt), ``first_route``
+narrows its start to the allowed regions nearest its inputs (``zen.core.locality.nearest_regions``: inputs of
+a known location weighing at least ``data.route_min_gb``) for ``deadlines.data_wait_s`` (0: never
+narrowed). Meanwhile an idle VM elsewhere does not take a data-heavy job that a VM near its data may
+take, and the planner scales only near the data (its demand groups by the regions a start reaches:
+``queued_demand``). The scale tick then widens each narrowed job whose wait is over (``next_route``):
+its start is published again to every allowed region, and its history says so.
+
+- Warm caches (``zen.agent.cache``): an idle VM whose cache holds all of a job's inputs (or its image,
+  when given by digest) is better still, and it is preferred per VM, not only per region. The start
+  is first *offered* to those VMs alone (``start_vms``: at most ``MAX_OFFERS``, most recently heard
+  from first, each heard from within ``fleet.WARM_VM_SEEN_S`` and holding no job, even one claimed
+  since its last VM heartbeat said IDLE): one copy per VM on ``zen-vm-control``
+  with ``vm=<name>`` and ``kind=start`` (``zen.jobs.announce``), which only that VM's control subscription
+  receives, and none on ``zen-job-start``. ``start_regions`` holds their regions meanwhile, so the
+  planner counts the job there. Widened after ``data_wait_s``: to the start subscriptions of those
+  regions and its data's regions; after another ``data_wait_s``, to every allowed region (when the
+  first widening did not reach them all already). The agent takes an offer through the same claim as
+  a start it pulled (``zen.agent.slots``); an offer it cannot take now is dropped, and the widening
+  publishes the start again.
+- A VM is offered one start at a time, best effort (read without a lock: two submissions at one
+  instant may both offer to a VM, which takes one and drops the other, widened later): while a QUEUED
+  job's offer names it, a later job on the same data is not offered to it. A VM being scaled down
+  (``vm_drains``) is offered nothing; a claim by an offered VM that is refused widens the start at
+  once (``zen.jobs.claims.refuse_claim``). With no free warm VM left, such a job goes to the warm VMs' regions first
+  (as before offers existed), then to its data's, then everywhere, ``data_wait_s`` each; so a burst of
+  jobs on the same data does not wait on a few VMs.
+- The claim check accepts a claim from any allowed region, narrowed or not (``lifecycle.decide_heartbeat``):
+  once widened, any allowed VM may take it; the narrow copy still in the data region's subscription
+  (or a warm VM's control subscription) only loses the claim race (RELEASE), as every duplicate start does.
+- A start republished for the same attempt (unclaimed for ``start_republish_s``, a refused claim) keeps
+  the attempt's routing (offered to the same VMs again while ``start_vms`` is set); a new attempt is
+  routed afresh.
+- A region a stockout blocks (the planner's memory: ``fleet.blocked_regions``) is left out of the
+  narrowing near data: the job would only wait there for the widening (measured on the simulator's
+  ``data-locality`` scenario: docs/benchmarks/simulator.md).
+- Tags: a tagged job's regions are already its cleared regions, so narrowing and widening stay among them.
+- The tick runs every 60 s in production (Cloud Scheduler), so a narrowed start is widened between
+  ``data_wait_s`` and ``data_wait_s`` + 60 s after it went out; a job offered to warm VMs that none
+  takes reaches every allowed region at most 2 x (``data_wait_s`` + 60 s) after it was queued.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Callable
+
+from zen.core.config import ZenConfig
+from zen.core.locality import nearest_regions
+from zen.core.models import InputSpec, Job
+
+
+MAX_OFFERS = 3  # warm VMs a start is offered to at once
+
+
+@dataclass(frozen=True)
+class Route:
+    start_regions: list[str] | None  # the regions the start reaches; None: every allowed region
+    widen_at: datetime | None  # when the tick widens it (None: not narrowed)
+    note: str | None = None  # for the job's history: where the start went and why
+    start_vms: list[str] | None = None  # the warm VMs it is offered to alone (then start_regions: theirs)
+
+    def fields(self) -> dict[str, Any]:
+        return {"start_regions": self.start_regions, "widen_at": self.widen_at, "start_vms": self.start_vms}
+
+
+EVERYWHERE = Route(None, None)
+
+
+def _near(config: ZenConfig, job: Job) -> list[str]:
+    inputs = [InputSpec.model_validate(spec) for spec in job.request.get("inputs") or ()]
+    return nearest_regions(config, job.regions, inputs)
+
+
+def warm_keys(job: Job) -> tuple[list[str], str | None]:
+    """What a VM's warm cache must hold for the job: its input URIs, and its image when given by digest
+    (a tag may move; a digest pins what is cached). ([], None): nothing to look for."""
+    image = job.request.get("image")
+    return [spec["uri"] for spec in job.request.get("inputs") or ()], image if image and "@sha256:" in image else None
+
+
+def first_route(config: ZenConfig, job: Job, now: datetime, blocked: Callable[[], set[str]],
+                holding: Callable[[], list[tuple[str, str, bool]]]) -> Route:
+    """Where a new attempt's start goes first, for ``data_wait_s``. Warm first (``holding()``: idle VMs
+    whose cache holds its inputs or image, as (VM, region, offered another job's start already), those
+    free first; read only when the job has either): offered to the free ones, else sent to the regions
+    of those offered other jobs already (a burst on the same data waits on no VM, and stays where the
+    caches are). Else the regions nearest its data, less those a stockout blocks now (``blocked()``,
+    read only for a data job): the job would only wait there. Else (or with ``data_wait_s`` 0) everywhere."""
+    wait = config.deadlines.data_wait_s
+    if not wait:
+        return EVERYWHERE
+    inputs, image = warm_keys(job)
+    warm = [vm for vm in (holding() if inputs or image else ()) if vm[1] in job.regions]
+    free = [(name, region) for name, region, offered in warm if not offered][:MAX_OFFERS]
+    regions = [r for r in job.regions if any(vm[1] == r for vm in (free or warm))]
+    if free:
+        vms = [name for name, _ in free]
+        why = ("whose warm cache holds its inputs or which ran its image" if inputs and image else
+               "whose warm cache holds its inputs" if inputs else "which ran its image")
+        return Route(regions, now + timedelta(seconds=wait),
+                     f"start offered to {_vms(vms)} in {', '.join(regions)} first, {why}; widened after {wait:g} s "
+                     "unclaimed", start_vms=vms)
+    if warm and len(regions) < len(job.regions):  # its warm VMs are offered other jobs' starts now
+        why = "whose idle VMs hold its inputs" if inputs else "whose idle VMs have its image"
+        return Route(regions, now + timedelta(seconds=wait),
+                     f"start sent to {', '.join(regions)} first, {why}; widened after {wait:g} s unclaimed")
+    near = _near(config, job)
+    if near:
+        stocked_out = blocked()
+        near = [r for r in near if r not in stocked_out]
+    if not near:
+        return EVERYWHERE
+    return Route(near, now + timedelta(seconds=wait),
+                 f"start sent to {', '.join(near)} first, where its data is; widened after {wait:g} s unclaimed")
+
+
+def next_route(config: ZenConfig, job: Job, now: datetime) -> Route:
+    """A narrowed start whose wait is over, with the note for its history: from warm VMs to their
+    regions and its data's (for another ``data_wait_s``) unless those are every allowed region; from
+    regions to its data's as well when those add regions; else to every allowed region."""
+    waited = (now - (job.start_published_at or job.queued_at or now)).total_seconds()
+    where = f"on {_vms(job.start_vms)}" if job.start_vms else f"in {', '.join(job.start_regions or ())}"
+    near = _near(config, job)
+    grown = [r for r in job.regions if r in (job.start_regions or ()) or r in near]
+    if job.start_vms and len(grown) < len(job.regions):
+        data = " and its data" if any(r not in (job.start_regions or ()) for r in grown) else ""
+        return Route(grown, now + timedelta(seconds=config.deadlines.data_wait_s),
+                     f"start widened to {', '.join(grown)}, where its warm VMs{data} are: unclaimed {waited:.0f} s "
+                     f"{where}")
+    # Sent to regions of warm VMs first: its data's regions next. Sent to its data's regions already
+    # (less those a stockout blocked then): every region, not the blocked one for another wait.
+    if (not job.start_vms and not set(job.start_regions or ()) <= set(near)
+            and len(job.start_regions or ()) < len(grown) < len(job.regions)):
+        return Route(grown, now + timedelta(seconds=config.deadlines.data_wait_s),
+                     f"start widened to {', '.join(grown)}, where its data is: unclaimed {waited:.0f} s {where}")
+    return Route(None, None, f"start widened to every allowed region: unclaimed {waited:.0f} s {where}")
+
+
+def _vms(vms: list[str]) -> str:
+    return f"VM{'s' if len(vms) > 1 else ''} {', '.join(vms)}"

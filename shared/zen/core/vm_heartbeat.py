@@ -1,0 +1,73 @@
+"""The VM heartbeat: what an agent says about its VM on ``zen-heartbeats`` (its own module to keep
+``zen.core.models`` short; the job heartbeat is ``zen.core.models.Heartbeat``), and the bound on any heartbeat's
+``seq`` (:func:`check_seq`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, Strict
+
+from zen.core.errors import Rejected
+from zen.core.models import INT32_MAX, INT64_MAX, GsUri, JobId, Received, UtcTimestamp, VmState
+
+
+class HeldAttempt(BaseModel):
+    """One attempt a VM heartbeat names: one it holds (``jobs``) or one whose claim it gave back
+    (``given_back``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    job_id: JobId
+    attempt: int = Field(ge=1, le=INT32_MAX)
+
+
+class VmHeartbeat(Received):
+    """Published by agents on ``zen-heartbeats`` about the VM itself.
+
+    ``job_id`` / ``attempt`` name the attempt it holds (the first, when it holds several); ``jobs``,
+    sent only by a VM that may run several at once (``max_jobs_per_vm`` > 1), names every one of
+    them, so a message from a VM that runs one job at a time is what it always was.
+
+    ``given_back`` names the attempts whose start the VM gave back because no answer to its CLAIMEDs
+    came, and that it never ran (most recent first). The list is read after the heartbeat's ``seq``
+    is drawn from the counter the VM's job reports share, and a claim the VM makes of such an attempt
+    again takes it off the list before its CLAIMED draws a ``seq``: so if the database still shows
+    the attempt held by the VM with no report of it later than this ``seq``, the VM does not run it
+    and will not without a new claim, and Zen requeues it (``zen.core.lifecycle.decide_given_back``).
+    Older agents do not send it, and nothing changes for them."""
+
+    kind: Literal["vm"]
+    vm: str = Field(min_length=1, max_length=128)
+    cluster: str = Field(min_length=1, max_length=64)
+    region: str = Field(min_length=1, max_length=64)  # and one its cluster uses (JobService._vm_heartbeat)
+    zone: str = Field(min_length=1, max_length=64)
+    state: Annotated[VmState, Strict(False)]
+    seq: int = Field(ge=1, le=INT64_MAX, description="Increasing per VM; agents send epoch milliseconds")
+    sent_at: UtcTimestamp
+    job_id: JobId | None = None
+    attempt: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    jobs: list[HeldAttempt] | None = Field(default=None, max_length=16, description="Every attempt it holds")
+    given_back: list[HeldAttempt] | None = Field(default=None, max_length=16,
+                                                 description="Attempts whose claim it gave back unanswered")
+    # Its warm cache (zen.agent.cache): job inputs whose every object it holds, images it ran; recent first.
+    cached_inputs: list[GsUri] | None = Field(default=None, max_length=16)
+    images: list[Annotated[str, Field(min_length=1, max_length=1024)]] | None = Field(default=None, max_length=16)
+
+
+SEQ_AHEAD_S = 300  # how far ahead of Zen's clock a heartbeat's seq (epoch ms) may be
+
+
+def check_seq(seq: int, now: datetime) -> None:
+    """Refuse (``Rejected``) a heartbeat, a job's or a VM's, whose ``seq`` is more than ``SEQ_AHEAD_S``
+    ahead of Zen's clock in epoch milliseconds, the agents' unit. Only a higher ``seq`` changes a row,
+    so one message with a huge ``seq`` (INT64_MAX was accepted) made every later report of the
+    attempt or the VM a duplicate: the job's end was never recorded and the sweep ran it again, or a
+    VM stayed frozen as whatever that message said. GCE keeps VM clocks in step with its metadata
+    server, and a delayed message has an older ``seq``, not a newer one; a VM whose clock runs
+    5 minutes ahead has its reports refused and recorded with this reason, goes silent to the
+    planner, and is replaced. Senders that count from 1 are far below the bound."""
+    bound = int(now.timestamp() * 1000) + SEQ_AHEAD_S * 1000
+    if seq > bound:
+        raise Rejected(f"seq {seq} is more than {SEQ_AHEAD_S} s ahead of Zen's clock (agents send epoch "
+                       f"milliseconds; now is {bound - SEQ_AHEAD_S * 1000}): the sender's clock is wrong")

@@ -1,0 +1,1 @@
+"""The job service: submit, heartbeat, stop, claims, the tick's sweeps, and the outbox relay."""

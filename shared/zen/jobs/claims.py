@@ -1,0 +1,134 @@
+"""Checks a claim must pass besides the job's own state (``zen.core.lifecycle.decide_heartbeat``): the VM
+is not going away, and it has room for the job.
+
+Both read the VM's rows under its advisory lock (``repository.vm_is_draining`` takes it), which a
+scale-down's drain and every other claim by the same VM also take: two claims from one VM are
+checked one after the other, each seeing the job the other won.
+
+Room (a cluster's ``max_jobs_per_vm``, issue 15): a VM that holds other jobs takes one more only
+while it would hold at most ``max_jobs_per_vm`` jobs and their GPUs (``Job.gpus``, which
+``ClusterConfig.gpus_held`` set at submission) fit the VM's ``gpu_count``. A VM that holds nothing
+takes any job of its cluster. Where the issue is silent:
+- The check runs for clusters whose VMs may take several jobs. An agent of a cluster with
+  ``max_jobs_per_vm: 1`` claims only when it holds nothing, so a job the database still shows on
+  its VM is one whose end report is on its way (Pub/Sub does not order it before the next claim);
+  refusing would only delay the next job, so that claim is accepted as it always was.
+- With several jobs per VM the same race can refuse a claim that would fit once the end report
+  lands: the VM is told RELEASE and the start message is published again, so the job waits a
+  moment, and is never lost or run twice.
+
+No storms (issue 34). A refused claim's RELEASE carries its cause in the attribute ``refused``
+(``DRAINING``, ``NO_ROOM``, ``NOT_INSTANCE``, ``NOT_CLEARED``; an attribute, so older agents, which
+refuse unknown payload fields, still read the order). An agent told ``draining`` takes no more jobs
+(it retires: ``zen.agent.claim``); one told another cause waits longer after each claim refused for
+the same cause (``zen.agent.backoff``). The refusal is recorded once per (VM, job, attempt, cause),
+with a count (``zen.store.rejections``). The start is published again once per cause and VM: a claim
+refused for a cause that this VM's claim of the same attempt was refused for already, since the start
+was last published, publishes nothing now; the job's ``widen_at`` is set to now instead, so the next
+scale tick publishes its start again (``zen.jobs.sweeps.widen_narrowed``; the VM that claimed it acked its
+copy). So an agent that goes on claiming (an older one) makes at most about two refused claims of a
+start per tick, not hundreds, and the job waits at most one tick longer; it is never lost: it stays
+QUEUED, and the tick publishes its start.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from zen.core.config import ZenConfig
+from zen.core.lifecycle import Change, Decision, refusal
+from zen.core.models import Heartbeat, Job, JobStatus
+from zen.core.routing import next_route
+from zen.jobs.placement import regions_cleared_now
+from zen.store import rejections, repository
+
+if TYPE_CHECKING:
+    from zen.store.db import Session
+
+# Causes of a refused claim, told the VM in the RELEASE's attribute ``refused``.
+DRAINING = "draining"  # the VM is being scaled down: it takes no more jobs
+NO_ROOM = "no-room"  # the VM holds as many jobs or GPUs as it may
+NOT_INSTANCE = "not-instance"  # the VM is no instance of the job's cluster's MIG in its region
+NOT_CLEARED = "not-cleared"  # the VM's region no longer may run the job
+
+
+def refuse_claim(session: Session, config: ZenConfig, job: Job, hb: Heartbeat,
+                 now: datetime, proven: bool = False) -> Decision | None:
+    """The refusal of a report that would win ``job``'s claim for ``hb.vm``; None when it may win.
+    With ``proven`` (the VM's name proven by its token: ``zen.adapters.vm_proof``), a VM that is not an instance
+    of the job's cluster's MIG in its region may not claim it: it would run the job on another
+    cluster's machine, and a tagged job on a VM not cleared for it (a token proves the VM's name,
+    which names its MIG, not what the heartbeat says).
+
+    The start is published again, once per cause and VM (the module's docstring). A job offered to warm
+    VMs (``zen.core.routing``) that one of them could not take is widened at once (as the tick would later),
+    not offered to the same VMs again: a VM being scaled down would refuse every time until it is gone."""
+    if job.status is not JobStatus.QUEUED or hb.attempt != job.attempt:
+        return None
+    cluster = config.cluster(job.cluster)
+    if proven and cluster is not None and not cluster.has_instance(hb.vm, hb.region):
+        reason, cause = f"VM {hb.vm} is not an instance of cluster {job.cluster}'s MIG in {hb.region}", NOT_INSTANCE
+    elif hb.region in job.regions and hb.region not in (cleared := regions_cleared_now(config, job)):
+        return _not_cleared(config, job, hb, cleared, now)
+    elif repository.vm_is_draining(session, hb.vm):  # a VM being scaled down is deleted next
+        reason, cause = f"VM {hb.vm} is being scaled down", DRAINING
+    else:
+        reason, cause = no_room(config, job, hb.vm, lambda: repository.jobs_on_vm(session, hb.vm)), NO_ROOM
+    if reason is None:
+        return None
+    controls = [refusal(job, hb, reason)]
+    if _refused_since_published(session, config, job, hb, cause):  # the tick publishes it again
+        due = job.widen_at is not None and job.widen_at <= now
+        return Decision(ignored=reason, refused=cause, controls=controls, fields={} if due else {"widen_at": now})
+    fields, note = {}, None
+    if job.start_vms and hb.vm in job.start_vms:
+        route = next_route(config, job, now)
+        fields, note = route.fields(), f"{route.note} (its claim refused: {reason})"
+    return Decision(ignored=reason, publish_start=True, fields=fields, note=note, controls=controls, refused=cause)
+
+
+def _refused_since_published(session: Session, config: ZenConfig, job: Job, hb: Heartbeat, cause: str) -> bool:
+    """Whether a claim of this attempt by ``hb.vm`` was refused for ``cause`` since the job's start was
+    last published (the refusal's row: ``zen.store.rejections``, written after the refusal that published it)."""
+    if job.start_published_at is None:
+        return False
+    key = rejections.repeat_key(hb.vm, job.job_id, hb.attempt, cause)
+    seen = rejections.last_seen(session, config.topics.heartbeats, key)
+    return seen is not None and seen >= job.start_published_at
+
+
+def _not_cleared(config: ZenConfig, job: Job, hb: Heartbeat, cleared: list[str], now: datetime) -> Decision:
+    """A claim from one of the job's regions that the configuration no longer allows it (a tag moved, or
+    the region left its cluster, after the job was accepted): the VM's own word about its tags comes from
+    the template it booted with, and a tagged job must not run where the tag is not now. The job is
+    narrowed to the regions still allowed and its start published there (else the same VMs would claim
+    it again and again); with none left it cannot run, and is cancelled with the reason."""
+    required = sorted(job.request.get("requires_tags") or ())
+    reason = (f"region {hb.region} no longer carries the tags {required} the job requires" if required else
+              f"cluster {job.cluster} no longer uses region {hb.region}") + " (the configuration changed)"
+    controls = [refusal(job, hb, reason)]
+    if not cleared:
+        return Decision(changes=[Change(JobStatus.CANCELLED, f"none of its regions can run it now: {reason}; "
+                                                             "submit it again")],
+                        fields={"finished_at": now}, controls=controls)
+    return Decision(ignored=reason, publish_start=True, controls=controls, note=f"regions now {cleared}: {reason}",
+                    fields=dict(regions=cleared, start_regions=None, start_vms=None, widen_at=None), refused=NOT_CLEARED)
+
+
+def no_room(config: ZenConfig, job: Job, vm: str, jobs_on_vm) -> str | None:
+    """Why ``vm`` has no room for ``job`` (``jobs_on_vm()``: job id -> GPUs of the jobs it holds,
+    read only for a cluster whose VMs take several jobs); None when it has room."""
+    cluster = config.cluster(job.cluster)
+    if cluster is None or cluster.max_jobs_per_vm == 1:
+        return None
+    others = [gpus or cluster.gpu_count for job_id, gpus in jobs_on_vm().items() if job_id != job.job_id]
+    if not others:
+        return None
+    if len(others) >= cluster.max_jobs_per_vm:
+        return (f"VM {vm} already runs {len(others)} jobs, the most cluster {cluster.name} allows "
+                f"(max_jobs_per_vm {cluster.max_jobs_per_vm})")
+    free, needs = cluster.gpu_count - sum(others), job.gpus or cluster.gpu_count
+    if needs > free:
+        return f"VM {vm} has {max(free, 0)} of its {cluster.gpu_count} GPUs free; the job needs {needs}"
+    return None

@@ -1,0 +1,205 @@
+"""Where a request may run: its cluster, allowed regions, attempt limit and queue, and, when it lists
+several acceptable GPU shapes, which one it gets.
+
+Execution groups (tags): a cluster's ``tags`` (all its regions) and ``region_tags`` (one region's
+own) say which groups its VMs belong to; a request with ``requires_tags`` may run only in regions
+whose VMs carry all of them: its allowed regions are narrowed to those (so its start message's
+``allow_<region>`` attributes, which the start subscriptions filter on, reach no other VM, and it
+is never scaled for elsewhere), and a request no region could ever run is rejected with the reason.
+The claim is checked again (``lifecycle.decide_heartbeat``): a VM whose heartbeat does not carry
+the tags is told RELEASE. Agents report their tags in every job heartbeat (``Heartbeat.tags``).
+
+``resolve_request`` is the rule ``on_job_submitted`` applies, shared with ``zen submit``'s check
+before publishing: it needs only the configuration, and raises ``Rejected`` with the reason. It
+also applies the limits: ``max_attempts`` and ``max_runtime_s`` at most the configured caps (a
+request without ``max_runtime_s`` gets the cap: no job runs unbounded), and an ``outputs`` prefix
+that leaves room for the job's file names (``zen.core.gcs.output_room_problem``).
+
+Flavor fungibility (Kueue with Karpenter): a request may give ``gpu_types`` (preferred first) with
+``gpu_count`` instead of one ``gpu_type``. Each type maps to its smallest fitting cluster; shapes
+its queue could never hold, or whose regions the request's ``regions`` exclude, drop out (none
+left: rejected; so is a request naming a region no remaining shape's cluster uses). At submission
+the function then takes the first remaining shape (``choose``) whose queue has quota free for the
+job now (within its own nominal quota plus what it may borrow, and its cohort's) and whose allowed
+regions are not all blocked by stockouts (the planner's memory); when none qualifies, the first
+shape, where the job waits like any other. The choice is
+made once, at submission: a job waiting on one shape does not move to another that frees later
+(Kueue re-evaluates flavors at each admission attempt; not done here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from zen.core.config import ClusterConfig, ZenConfig
+from zen.core.errors import Rejected
+from zen.core.gcs import output_room_problem
+from zen.core.locality import order_by_data
+from zen.core.models import Job, JobRequest
+from zen.jobs.queueing import Queueing
+
+if TYPE_CHECKING:
+    from zen.store.db import Session
+
+
+@dataclass(frozen=True)
+class Shape:
+    cluster: str
+    regions: list[str]
+    gpus: int | None = None  # the GPUs a job holds on this shape's VMs (ClusterConfig.gpus_held); None: all
+
+
+@dataclass(frozen=True)
+class Resolved:
+    cluster: str  # the first acceptable shape's (``choose`` may pick another of ``shapes``)
+    regions: list[str]
+    max_attempts: int
+    queue: str | None  # None without ``queues:``
+    max_runtime_s: int = 0  # the request's, else the configured cap (limits.max_runtime_s)
+    shapes: list[Shape] = field(default_factory=list)  # every acceptable shape, preferred first
+
+
+def resolve_request(config: ZenConfig, request: JobRequest, job_id: str | None = None) -> Resolved:
+    """The cluster, regions, attempt limit and queue of a valid request, or ``Rejected``. ``job_id``:
+    the one it gets when the request names none (the message id)."""
+    job_id = request.job_id or job_id
+    if request.outputs is not None and job_id is not None:
+        problem = output_room_problem(request.outputs, job_id)
+        if problem:
+            raise Rejected(problem)
+    max_attempts = request.max_attempts or config.attempts.default_max_attempts
+    if max_attempts > config.attempts.max_max_attempts:
+        raise Rejected(f"max_attempts {max_attempts} is above the limit {config.attempts.max_max_attempts}")
+    if request.max_runtime_s is not None and request.max_runtime_s > config.limits.max_runtime_s:
+        raise Rejected(f"max_runtime_s {request.max_runtime_s} is above the limit {config.limits.max_runtime_s}")
+    if request.gpu_types is None:
+        cluster = _one_cluster(config, request)
+        regions = _tagged(cluster, _regions(cluster, request.regions), request.requires_tags)
+        shapes = [Shape(cluster.name, order_by_data(config, regions, request.inputs))]
+        queue = _queue(config, request, cluster)
+    else:
+        shapes, queue = _acceptable_shapes(config, request)
+    max_runtime_s = config.limits.max_runtime_s if request.max_runtime_s is None else request.max_runtime_s
+    return Resolved(shapes[0].cluster, shapes[0].regions, max_attempts, queue, max_runtime_s, shapes)
+
+
+def regions_cleared_now(config: ZenConfig, job: Job) -> list[str]:
+    """The regions the configuration allows the job now, as its submission would have chosen them
+    (its cluster's regions it asked for, with the tags it requires): the configuration may change while
+    it waits, and the claim check (``zen.jobs.claims``) holds a claim to these."""
+    cluster = config.cluster(job.cluster)
+    if cluster is None:
+        return []
+    asked = job.request.get("regions")
+    cleared = _carrying(cluster, [r for r in cluster.regions if asked is None or r in asked],
+                        job.request.get("requires_tags"))
+    # In the job's own order first (its data's regions lead: zen.core.locality), then any cleared since.
+    return [r for r in job.regions if r in cleared] + [r for r in cleared if r not in job.regions]
+
+
+def _one_cluster(config: ZenConfig, request: JobRequest) -> ClusterConfig:
+    if request.cluster is not None:
+        cluster = config.cluster(request.cluster)
+        if cluster is None:
+            known = ", ".join(c.name for c in config.clusters)
+            raise Rejected(f"unknown cluster {request.cluster!r}; known clusters: {known}")
+        return cluster
+    cluster = config.smallest_fitting_cluster(request.gpu_type, request.gpu_count)
+    if cluster is None:
+        raise Rejected(f"no cluster has {request.gpu_count} or more {request.gpu_type} GPUs per VM; "
+                       f"offered: {_offered(config)}")
+    return cluster
+
+
+def _regions(cluster: ClusterConfig, allowed: list[str] | None) -> list[str]:
+    if allowed is None:
+        return list(cluster.regions)
+    outside = [r for r in allowed if r not in cluster.regions]
+    if outside:
+        raise Rejected(f"regions {outside} are not used by cluster {cluster.name} (its regions: {cluster.regions})")
+    return [r for r in cluster.regions if r in allowed]
+
+
+def _carrying(cluster: ClusterConfig, regions: list[str], required: list[str] | None) -> list[str]:
+    """Those of ``regions`` whose VMs carry every tag in ``required``."""
+    return [r for r in regions if set(required or ()) <= set(cluster.tags_of(r))]
+
+
+def _tagged(cluster: ClusterConfig, regions: list[str], required: list[str] | None) -> list[str]:
+    """The regions whose VMs carry every tag in ``required`` (execution groups), or ``Rejected``."""
+    if not required:
+        return regions
+    cleared = _carrying(cluster, regions, required)
+    if not cleared:
+        groups = "; ".join(f"{r}: {', '.join(cluster.tags_of(r)) or 'none'}" for r in regions)
+        raise Rejected(f"no allowed region of cluster {cluster.name} carries the tags {sorted(required)} "
+                       f"(tags by region: {groups})")
+    return cleared
+
+
+def _queue(config: ZenConfig, request: JobRequest, cluster: ClusterConfig) -> str | None:
+    if not config.queues:
+        return None
+    gpus = cluster.gpus_held(request.gpu_count)
+    return Queueing(config).resolve(request.queue, request.user_id, cluster.name, gpus).name
+
+
+def _acceptable_shapes(config: ZenConfig, request: JobRequest) -> tuple[list[Shape], str | None]:
+    shapes, why_not, queue = [], [], None
+    for gpu_type in dict.fromkeys(request.gpu_types):
+        cluster = config.smallest_fitting_cluster(gpu_type, request.gpu_count)
+        if cluster is None:
+            why_not.append(f"{gpu_type}: no cluster has {request.gpu_count} or more per VM")
+            continue
+        if any(s.cluster == cluster.name for s in shapes):
+            continue
+        regions = [r for r in cluster.regions if request.regions is None or r in request.regions]
+        if not regions:
+            why_not.append(f"{gpu_type}: cluster {cluster.name} has none of the regions {request.regions}")
+            continue
+        try:
+            regions = order_by_data(config, _tagged(cluster, regions, request.requires_tags), request.inputs)
+            queue = _queue(config, request, cluster)
+        except Rejected as rejection:
+            why_not.append(f"{gpu_type}: {rejection.reason}")
+            continue
+        shapes.append(Shape(cluster.name, regions, cluster.gpus_held(request.gpu_count)))
+    if not shapes:
+        raise Rejected(f"none of the GPU types can take the job ({'; '.join(why_not)}); offered: {_offered(config)}")
+    clusters = [config.cluster(shape.cluster) for shape in shapes]
+    outside = [r for r in request.regions or [] if not any(r in cluster.regions for cluster in clusters)]
+    if outside:  # as with one cluster (_regions): a typo is reported, not dropped
+        used = "; ".join(f"{cluster.name}: {cluster.regions}" for cluster in clusters)
+        raise Rejected(f"regions {outside} are not used by the clusters of the acceptable GPU shapes "
+                       f"(their regions: {used})")
+    return shapes, queue
+
+
+def _offered(config: ZenConfig) -> str:
+    return ", ".join(f"{c.gpu_count}x {c.gpu_type}" for c in config.clusters)
+
+
+def choose(session: Session, config: ZenConfig, resolved: Resolved, now: datetime) -> tuple[Shape, str | None]:
+    """Of several acceptable shapes, the first with quota free now and a region not blocked by a
+    stockout; else the first. Returns the shape and, when there was a choice, why it was taken."""
+    from zen.store import fleet
+
+    if len(resolved.shapes) == 1:
+        return resolved.shapes[0], None
+    skipped = []
+    for shape in resolved.shapes:
+        cluster = config.cluster(shape.cluster)
+        if resolved.queue is not None:
+            full = Queueing(config).no_room(session, config.queue(resolved.queue), shape.cluster,
+                                            shape.gpus or cluster.gpu_count)
+            if full:
+                skipped.append(f"{shape.cluster}: {full}")
+                continue
+        if set(shape.regions) <= fleet.blocked_regions(session, shape.cluster, now):
+            skipped.append(f"{shape.cluster}: every allowed region is stocked out")
+            continue
+        return shape, f"GPU shape {shape.cluster}" + (f" ({'; '.join(skipped)})" if skipped else "")
+    first = resolved.shapes[0]
+    return first, f"GPU shape {first.cluster}, the first: none had room ({'; '.join(skipped)})"

@@ -1,0 +1,327 @@
+"""Kueue-style queues with GPU quotas: which PENDING jobs may be admitted (QUEUED) now, and why not.
+
+With ``queues:`` in the configuration every job belongs to a queue (its ``queue``, else its user's
+queue, else the queue named ``default``) and holds its cluster's GPUs per VM of that queue's quota
+from admission until it ends. A job that does not fit stays PENDING: it is not demand, so it scales
+nothing. Without ``queues:`` every job is admitted at once, as before (those left PENDING when the
+section was removed: at the next tick, ``JobService.admit_unqueued``).
+
+What fits (per cluster, the Kueue model without lending limits):
+- a queue holds at most its nominal ``quota`` plus what it may borrow (``borrowing_limit``; no
+  limit when unset; nothing outside a cohort);
+- the queues of a cohort together hold at most the sum of their nominal quotas: a queue borrows
+  only what the others leave unused, and gets its own back as borrowed jobs end.
+
+Order (one *admission pass* for a cohort and a cluster): among the queues' head jobs, those that fit
+their own queue's nominal quota before those that would borrow (Kueue's order: quota lent is taken
+back before anyone borrows again, so a reclaim is not undone by the borrower's next job; while such
+a head waits for its lent quota, no head borrows: quota that comes free goes back to the lender); then the
+highest priority first; between queues at the same priority, the lowest *dominant share* first: (decayed
+GPU-seconds admitted / half-life + GPUs admitted now) / nominal quota, on the pass's own cluster (a
+pass is for one cluster; Kueue takes the largest share over resources, which this does not); then the oldest. Within a
+queue, jobs go strictly in (priority, age) order: a head that does not fit blocks its queue for
+this pass (no small job jumps a big one, so a big one is never starved), never the other queues.
+
+When a pass runs: at submission (in the submitting transaction), whenever an admitted job leaves the
+admitted set (ends, is cancelled, fails), in that same transaction, and on every scale tick for
+queues with waiting jobs (quota raised in the configuration, anything missed). Passes of one cohort
+are serialised by a transaction-scoped advisory lock taken before the GPUs are summed, so two passes
+never admit against the same free quota: no quota is ever exceeded, whatever the concurrency.
+
+Usage for fair sharing is GPU-seconds of admitted quota, decayed with ``queueing.usage_half_life_s``
+and brought up to date at each pass with the GPUs admitted at that moment (a step approximation:
+admissions and releases all run a pass).
+
+Preemption (a queue's ``preemption``: ``never``, the default; ``reclaim-borrowed``; ``lower-priority``):
+when a queue's head does not fit, the pass may pick victims (see ``Queueing._victims``), only if
+they free enough and no job of the cohort is stopping (a preemption or a user's stop under way: its
+quota is on its way back). A victim not yet on a VM goes back to PENDING at once; one on a VM gets
+STOP with the reason (the agent's SIGTERM and grace) and goes back to PENDING when the VM answers,
+as a new attempt that does not spend its budget (``lifecycle.decide_preempt``); its next start
+carries ``ZEN_PREEMPTED=1``. The preemptor stays PENDING until the quota is free, and the pass that
+frees it admits it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from zen.core.config import QueueConfig, ZenConfig
+from zen.core.errors import Rejected
+from zen.core.models import Job
+from zen.store import queues as rows
+
+if TYPE_CHECKING:
+    from zen.store.db import Session
+
+PASS_LIMIT = 200  # waiting jobs read per queue per pass; a later pass takes the next ones
+
+
+@dataclass
+class Pass:
+    """What one admission pass decided: jobs to admit and jobs to preempt, each with its reason."""
+
+    admitted: list[tuple[Job, str]] = field(default_factory=list)
+    preempted: list[tuple[Job, str]] = field(default_factory=list)
+
+
+@dataclass
+class QueueState:
+    """One queue in an admission pass: its quota on the pass's cluster, what it holds, its waiting
+    jobs in order (anything with ``priority``, ``submitted_at``, ``job_id`` and ``gpus``)."""
+
+    config: QueueConfig
+    nominal: int
+    limit: float  # nominal + what it may borrow
+    used: int
+    usage_gpus: float  # decayed GPU-seconds / half-life: "recent usage" in GPUs
+    waiting: list
+
+    @classmethod
+    def of(cls, config: QueueConfig, cluster: str, used: int, usage_gpus: float, waiting: list) -> "QueueState":
+        return cls(config, config.quota[cluster], config.limit(cluster), used, usage_gpus, waiting)
+
+    def borrows_for(self, job) -> bool:
+        """Whether admitting ``job`` takes the queue beyond its nominal quota (borrowing)."""
+        return self.used + job.gpus > self.nominal
+
+    @property
+    def share(self) -> float:
+        return (self.usage_gpus + self.used) / max(self.nominal, 1)
+
+
+def order_admissions(state: list[QueueState], cohort_used: int, cohort_quota: int,
+                     blocked: Callable[[QueueState, Any, int], None] | None = None
+                     ) -> list[tuple[QueueState, Any, int]]:
+    """The pure core of a pass (production and the simulator share it): admit heads while they fit,
+    heads within their queue's nominal quota before heads that would borrow, then highest priority,
+    then lowest share, then oldest; a head that does not fit stops its queue
+    (``blocked(queue, head, cohort_used)`` is told). Once a head within its queue's nominal quota is
+    blocked by the cohort (its quota is lent), nobody borrows in this pass: what comes free goes back
+    to the lender, else borrowers' small jobs would take each 2 GPUs freed before a lender's 4-GPU job
+    ever fits (and undo a reclaim). Returns (queue, job, GPUs the queue holds with it); updates each
+    queue's ``used``."""
+    admitted = []
+    active = [q for q in state if q.waiting]
+    lent_back = False  # a head within its nominal quota waits for its lent quota
+    while active:
+        best = min(active, key=lambda q: (q.borrows_for(q.waiting[0]), -q.waiting[0].priority, q.share,
+                                          q.waiting[0].submitted_at, q.waiting[0].job_id))
+        job = best.waiting[0]
+        if lent_back and best.borrows_for(job):
+            break  # every head left would borrow (they sort after those that would not)
+        if best.used + job.gpus > best.limit or cohort_used + job.gpus > cohort_quota:
+            lent_back = lent_back or not best.borrows_for(job)
+            active.remove(best)  # its head does not fit: the queue waits, the others go on
+            if blocked is not None:
+                blocked(best, job, cohort_used)
+            continue
+        best.waiting.pop(0)
+        best.used += job.gpus
+        cohort_used += job.gpus
+        admitted.append((best, job, best.used))
+        if not best.waiting:
+            active.remove(best)
+    return admitted
+
+
+def decay(gpu_seconds: float, elapsed_s: float, held_gpus: int, half_life_s: float) -> float:
+    """A queue's usage brought forward by ``elapsed_s``: decayed, plus what it held meanwhile."""
+    return gpu_seconds * 0.5 ** (elapsed_s / half_life_s) + held_gpus * elapsed_s
+
+
+def admission_reason(queue: QueueState, held: int, cluster: str) -> str:
+    borrowed = max(0, held - queue.nominal)
+    return (f"admitted by queue {queue.config.name}: {held}/{queue.nominal} GPUs of {cluster}"
+            + (f" ({borrowed} borrowed)" if borrowed else ""))
+
+
+class Queueing:
+    def __init__(self, config: ZenConfig):
+        self._config = config
+        self._half_life = config.queueing.usage_half_life_s
+
+    # -- at submission -------------------------------------------------------------------------
+    def resolve(self, requested: str | None, user: str, cluster: str, gpus: int) -> QueueConfig:
+        """The queue a new job belongs to, or ``Rejected`` with the reason."""
+        config = self._config
+        if requested is not None:
+            queue = config.queue(requested)
+            if queue is None:
+                raise Rejected(f"unknown queue {requested!r}; queues: {', '.join(q.name for q in config.queues)}")
+        else:
+            queue = config.default_queue(user)
+            if queue is None:
+                raise Rejected(f"no queue for user {user!r}: give queue (one of "
+                               f"{', '.join(q.name for q in config.queues)}) or configure a queue named default")
+        if cluster not in queue.quota:
+            raise Rejected(f"queue {queue.name} has no quota for cluster {cluster} "
+                           f"(its clusters: {', '.join(queue.quota)})")
+        most = self._most_ever(queue, cluster)
+        if gpus > most:
+            raise Rejected(f"the job needs {gpus} GPUs of {cluster} but queue {queue.name} can never hold more "
+                           f"than {most}")
+        return queue
+
+    def _most_ever(self, queue: QueueConfig, cluster: str) -> float:
+        cohort_total = sum(q.quota.get(cluster, 0) for q in self._config.cohort_of(queue))
+        return min(queue.limit(cluster), cohort_total)
+
+    # -- the admission pass --------------------------------------------------------------------
+    def admit(self, session: Session, queue_name: str, cluster: str, now, released: int = 0) -> Pass:
+        """One pass for the cohort of ``queue_name`` on ``cluster``, under its member queues' locks: the jobs
+        to admit now and the jobs to preempt (locked rows, in order) with the reasons to record. The
+        caller applies them. ``released``: GPUs of ``queue_name`` that a job gave back in this
+        transaction (the change that runs this pass); they were held until now, for fair sharing."""
+        queue = self._config.queue(queue_name)
+        if queue is None or cluster not in queue.quota:  # gone, or no quota here: its jobs wait (why_pending)
+            return Pass()
+        members = self._config.cohort_of(queue, cluster)
+        # Each member queue's lock, in name order (no deadlock), not the cohort's: while a deploy moves a
+        # queue to another cohort, old and new instances' passes over the same queues took different
+        # cohort locks and both admitted into the same free quota.
+        names = [q.name for q in members]
+        for name in sorted(names):
+            rows.lock(session, f"queue:{name}")
+        held = rows.admitted(session, names, cluster)
+        used = {r["queue"]: r["gpus"] for r in held}
+        freeing = sum(r["freeing"] for r in held)  # jobs stopping (a preemption or a user's stop): wait for them
+        cohort_quota = sum(q.quota[cluster] for q in members)
+        cohort_used = sum(used.values())
+        shape = self._config.cluster(cluster)
+        gpus = shape.gpus_held(1) if shape else 1  # the fewest GPUs one of its jobs holds
+        room = (cohort_quota - cohort_used) // max(gpus, 1)  # jobs that could still fit: read no more
+        if room <= 0 and (freeing or all(q.preemption == "never" for q in members)):
+            return Pass()  # the cohort is full: nothing to read (a flood of waiting jobs costs nothing here)
+        held_until_now = {**used, queue_name: used.get(queue_name, 0) + released}
+        usage = self._bring_usage_up_to_date(session, names, cluster, held_until_now, now)
+        state = []
+        for q in members:
+            # room jobs could fit; one more shows the head that does not, which a preemption may serve
+            preempts = q.preemption != "never" and not freeing
+            waiting = rows.pending(session, q.name, cluster, max(0, min(room, PASS_LIMIT)) + preempts,
+                                   int(self._most_ever(q, cluster)))
+            state.append(QueueState.of(q, cluster, used.get(q.name, 0), usage.get(q.name, 0.0), waiting))
+        result = Pass()
+
+        def blocked(queue: QueueState, job: Job, cohort_used_now: int) -> None:
+            if not freeing and not result.preempted and queue.config.preemption != "never":
+                result.preempted = self._victims(session, queue, job, state, cohort_used_now, cohort_quota)
+
+        for queue, job, held in order_admissions(state, cohort_used, cohort_quota, blocked):
+            result.admitted.append((job, admission_reason(queue, held, cluster)))
+        return result
+
+    def _victims(self, session: Session, queue: QueueState, job: Job, state: list[QueueState], cohort_used: int,
+                 cohort_quota: int) -> list[tuple[Job, str]]:
+        """Admitted jobs whose quota ``job`` may take back under its queue's ``preemption`` rule, or []
+        when they would not free enough (never preempt for nothing):
+        - ``reclaim-borrowed``: the job fits its queue's nominal quota; victims are jobs of other queues
+          of the cohort beyond their own nominal quota (borrowed), cheapest first;
+        - ``lower-priority``: victims are jobs of its own queue of lower priority, cheapest first.
+        Cheapest: lowest priority, then the most recently admitted (Kueue's order)."""
+        name = queue.config.name
+        if queue.config.preemption == "reclaim-borrowed":
+            if queue.used + job.gpus > queue.nominal:
+                return []
+            need = cohort_used + job.gpus - cohort_quota
+            lent = {q.config.name: q.used - q.nominal for q in state if q is not queue and q.used > q.nominal}
+            candidates = rows.preemption_candidates(session, list(lent), job.cluster, 50) if lent else []
+        else:
+            need = max(queue.used + job.gpus - queue.limit, cohort_used + job.gpus - cohort_quota)
+            lent = {name: math.inf}
+            candidates = [c for c in rows.preemption_candidates(session, [name], job.cluster, 50)
+                          if c.priority < job.priority]
+        victims = []
+        for candidate in candidates:
+            if need <= 0:
+                break
+            if lent[candidate.queue] >= candidate.gpus:
+                lent[candidate.queue] -= candidate.gpus
+                need -= candidate.gpus
+                victims.append((candidate, f"job {job.job_id} of queue {name} (priority {job.priority}) "
+                                           f"takes back {queue.config.preemption.replace('-', ' ')} quota"))
+        return victims if need <= 0 else []
+
+    def _bring_usage_up_to_date(self, session: Session, names: list[str], cluster: str, used: dict[str, int],
+                                now) -> dict[str, float]:
+        """Decay each queue's GPU-seconds to ``now``, add what it held since; returns usage in GPUs."""
+        known = rows.usage(session, names)
+        out = {}
+        for name in names:
+            seconds, since = known.get((name, cluster), (0.0, now))
+            seconds = decay(seconds, max(0.0, (now - since).total_seconds()), used.get(name, 0), self._half_life)
+            rows.save_usage(session, name, cluster, seconds, now)
+            out[name] = seconds / self._half_life
+        return out
+
+    # -- explanations --------------------------------------------------------------------------
+    def why_pending(self, session: Session, job: Job) -> str:
+        """Why a PENDING job waits: its queue's quota, what it may borrow, jobs ahead of it. A job whose
+        queue left the configuration, or no longer has quota for the job's cluster, is never admitted
+        by another queue's quota (that would bypass what the operator configured, as Kueue leaves
+        such a workload inadmissible): it waits until the quota is back, or its user stops it and
+        submits it again."""
+        queue = self._config.queue(job.queue) if job.queue else None
+        if queue is None:
+            return f"queue {job.queue!r} is not in the configuration: the job waits until it is back"
+        if job.cluster not in queue.quota:
+            return (f"queue {queue.name} has no quota for cluster {job.cluster} (its clusters: "
+                    f"{', '.join(queue.quota) or 'none'}): the job waits until it has, or stop it and submit "
+                    f"it again")
+        most = self._most_ever(queue, job.cluster)
+        if job.gpus > most:
+            return (f"the job needs {job.gpus} GPUs of {job.cluster} but queue {queue.name} can now hold at most "
+                    f"{most:g} (its quota was lowered): it waits, without holding up the jobs behind it, until "
+                    f"the quota is raised, or stop it and submit a smaller one")
+        used, total = self.cohort_use(session, queue, job.cluster)
+        mine, nominal = used.get(queue.name, 0), queue.quota[job.cluster]
+        borrowed = f", {mine - nominal} borrowed" if mine > nominal else ""
+        text = (f"queue {queue.name} holds {mine} GPUs of {job.cluster} (quota {nominal}{borrowed}), "
+                f"the job needs {job.gpus}")
+        if queue.cohort:
+            text += f"; cohort {queue.cohort}: {sum(used.values())}/{total} GPUs in use"
+        ahead = rows.jobs_ahead(session, job)
+        if ahead:
+            text += f"; {ahead} job{'s' if ahead != 1 else ''} ahead of it in the queue"
+        return text
+
+    def no_room(self, session: Session, queue: QueueConfig, cluster: str, gpus: int) -> str | None:
+        """Why a job of ``gpus`` GPUs of ``cluster`` would not be admitted in ``queue`` now, or None when
+        it would: both what a pass checks, the queue's own limit (nominal quota plus what it may
+        borrow) and the cohort's free quota (read without the cohort's lock: for choices, not for
+        admission)."""
+        used, total = self.cohort_use(session, queue, cluster)
+        mine, most = used.get(queue.name, 0), queue.limit(cluster)
+        if sum(used.values()) + gpus > total:
+            return f"queue {queue.name}'s cohort has no quota free"
+        if mine + gpus > most:
+            return f"queue {queue.name} has no quota free ({mine} GPUs held, at most {most:g} with borrowing)"
+        return None
+
+    def cohort_use(self, session: Session, queue: QueueConfig, cluster: str) -> tuple[dict[str, int], int]:
+        """GPUs each queue of ``queue``'s cohort holds on ``cluster``, and the cohort's nominal quota there
+        (read without the cohort's lock: for explanations and choices, not for admission)."""
+        members = self._config.cohort_of(queue, cluster)
+        return rows.admitted_gpus(session, [q.name for q in members], cluster), sum(q.quota[cluster] for q in members)
+
+    def summary(self, session: Session) -> list[dict]:
+        """Per queue and cluster: quota, borrowing limit, admitted GPUs and jobs by state (``zen queues``)."""
+        counts = {(r["queue"], r["cluster"]): r for r in rows.counts(session)}
+        usage = rows.usage(session, [q.name for q in self._config.queues])
+        out = []
+        for queue in self._config.queues:
+            for cluster, nominal in queue.quota.items():
+                row = counts.get((queue.name, cluster), {})
+                admitted = row.get("admitted_gpus", 0)
+                seconds = usage.get((queue.name, cluster), (0.0, None))[0]
+                out.append({
+                    "queue": queue.name, "cohort": queue.cohort, "cluster": cluster, "quota_gpus": nominal,
+                    "borrowing_limit": queue.may_borrow(cluster), "admitted_gpus": admitted,
+                    "borrowed_gpus": max(0, admitted - nominal), "pending": row.get("pending", 0),
+                    "queued": row.get("admitted_waiting", 0), "running": row.get("running", 0),
+                    "recent_gpu_hours": round(seconds / 3600.0, 2),
+                })
+        return out

@@ -1,0 +1,140 @@
+"""The scale tick's work over jobs (a part of ``zen.jobs.service.JobService``): the lost-job sweep, the
+republish of unclaimed start messages, the widening of starts narrowed near their data
+(``zen.core.routing``), stops that raced their job's submission, and, without queues, the admission of
+jobs left PENDING by removed queues. Each finds its candidates with one indexed query, then re-reads
+each job under lock, decides and applies it on its own, so one bad job never blocks the others."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import TYPE_CHECKING, Callable
+
+from zen.core import lifecycle
+from zen.core.errors import TransientError
+from zen.core.lifecycle import Decision
+from zen.core.models import Job, JobStatus, StopRequest
+from zen.core.routing import next_route
+from zen.jobs.messaging import Enqueued
+from zen.store import repository
+
+if TYPE_CHECKING:
+    from zen.store.db import Session
+
+log = logging.getLogger("zen.jobs.service")
+
+
+class TickSweeps:
+    """Mixed into ``JobService``: uses its ``_db``, ``_config``, ``_clock``, ``_relay`` and ``_apply``."""
+
+    def sweep_lost(self, limit: int = 500) -> int:
+        """Jobs whose VM went silent past the deadline: LOST -> requeued (or FAILED). Returns changes.
+
+        Silence is counted from when Zen could hear again: while Postgres (or the way to it) was down,
+        heartbeats were refused and wait in Pub/Sub's backoff, and the ticks failed too. The first
+        tick after a gap in the ticks (``repository.record_tick``) starts every held job's deadline
+        afresh, so an outage longer than the heartbeat timeout does not stop and rerun every healthy
+        job; a VM that is really gone is found one timeout after Zen is back."""
+        deadlines = self._config.deadlines
+        now = self._clock()
+        cutoff = now - timedelta(seconds=min(deadlines.heartbeat_timeout_s, deadlines.stop_timeout_s))
+        with self._db.transaction() as session:
+            back_at = repository.record_tick(session, now, deadlines.heartbeat_timeout_s / 2)
+            candidates = repository.held_jobs_silent_since(session, cutoff, limit)
+        return self._for_each_job(candidates, "sweep",
+                                  lambda _, job: lifecycle.decide_silence(job, now, deadlines, heard_since=back_at))
+
+    def republish_unclaimed(self, limit: int = 500) -> int:
+        """QUEUED jobs nobody claimed for ``start_republish_s``: publish their start message again, so
+        a start message that was lost, expired or dropped can never strand a job. Returns how many."""
+        now = self._clock()
+        cutoff = now - timedelta(seconds=self._config.deadlines.start_republish_s)
+        with self._db.transaction() as session:
+            candidates = repository.queued_jobs_published_before(session, cutoff, limit)
+            repository.forget_early_stops(session, now - timedelta(days=7))
+
+        def decide(_: Session, job: Job) -> Decision | None:
+            stale = job.status is JobStatus.QUEUED and (job.start_published_at or job.queued_at) < cutoff
+            return Decision(publish_start=True) if stale else None
+
+        return self._for_each_job(candidates, "republish", decide)
+
+    def widen_narrowed(self, limit: int = 500) -> int:
+        """QUEUED jobs whose start went first to their data's regions and that nobody claimed within
+        ``data_wait_s``: publish their start to every allowed region (``zen.core.routing``). Also a start held
+        back after a repeated refused claim (``zen.jobs.claims``: ``widen_at`` set to then): published again,
+        widened if it was narrowed. Returns how many."""
+        now = self._clock()
+        with self._db.transaction() as session:
+            candidates = repository.queued_jobs_to_widen(session, now, limit)
+
+        def decide(_: Session, job: Job) -> Decision | None:
+            if job.status is not JobStatus.QUEUED or job.widen_at is None or job.widen_at > now:
+                return None
+            if not job.start_regions and not job.start_vms:  # it reaches every allowed region already
+                return Decision(fields={"widen_at": None}, publish_start=True,
+                                note="start published again: held back after its claim was refused again")
+            route = next_route(self._config, job, now)
+            return Decision(fields=route.fields(), publish_start=True, note=route.note)
+
+        return self._for_each_job(candidates, "routing", decide)
+
+    def apply_early_stops(self, job_ids: list[str] | None = None, limit: int = 500) -> int:
+        """Stops kept because their job was unknown when they came, whose job exists now, applied as
+        the user's stop. A submission honours a kept stop it sees; one that raced it (the stop's
+        transaction and the submission's statement each missed the other's uncommitted row) is
+        caught here: right after the stop is kept (``job_ids``: its job), and at every tick (any job).
+        Returns how many were applied."""
+        if job_ids is None:
+            with self._db.transaction() as session:
+                job_ids = repository.early_stops_of_submitted_jobs(session, limit)
+        now = self._clock()
+
+        def decide(session: Session, job: Job) -> Decision | None:
+            reason = repository.take_early_stop(session, job.job_id)
+            if reason is None:
+                return None
+            decision = lifecycle.decide_stop(job, StopRequest(job_id=job.job_id, reason=reason), now)
+            return None if decision.ignored or decision.duplicate else decision
+
+        return self._for_each_job(job_ids, "user", decide)
+
+    def admit_unqueued(self, limit: int = 500) -> int:
+        """Without ``queues:`` every job is admitted at once, but jobs still PENDING from when there
+        were queues (the operator removed the section) would wait forever: nothing else admits them,
+        and new submissions would go ahead of them. Each is admitted as any submission is now (QUEUED,
+        its start published), oldest first. Returns how many."""
+        with self._db.transaction() as session:
+            candidates = repository.pending_jobs(session, limit)
+
+        def decide(_: Session, job: Job) -> Decision | None:
+            if job.status is not JobStatus.PENDING:
+                return None
+            return Decision(changes=[lifecycle.Change(JobStatus.QUEUED, "admitted: no queues are configured")],
+                            publish_start=True)
+
+        return self._for_each_job(candidates, "admission", decide)
+
+    def _for_each_job(self, job_ids: list[str], actor: str,
+                      decide: Callable[[Session, Job], Decision | None]) -> int:
+        """Re-read each job under lock, decide, apply; one bad job never blocks the others."""
+        changed = 0
+        for job_id in job_ids:
+            ids: list[Enqueued] = []
+            try:
+                with self._db.transaction() as session:
+                    job = repository.get_job(session, job_id, lock=True)
+                    decision = decide(session, job) if job else None
+                    if decision is not None:
+                        ids = self._apply(session, job, decision, actor=actor, now=self._clock())
+                        changed += 1
+                        log.warning(f"{actor}: job changed", extra={
+                            "job_id": job_id, "vm": job.vm,
+                            "reason": decision.changes[0].reason if decision.changes
+                            else decision.note or "start republished"})
+            except TransientError:
+                raise
+            except Exception:  # noqa: BLE001 - logged with the job; the tick goes on with the others
+                log.exception(f"{actor}: job could not be processed", extra={"job_id": job_id})
+            self._relay.flush_quietly(ids)
+        return changed

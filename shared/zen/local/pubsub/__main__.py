@@ -1,5 +1,0 @@
-"""``python -m zen.local.pubsub [--host H] [--port N]``: run the Pub/Sub stand-in."""
-
-from .server import main
-
-raise SystemExit(main())

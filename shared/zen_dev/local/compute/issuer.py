@@ -1,0 +1,68 @@
+"""The stand-in's VM identity tokens (``zen.adapters.vm_proof``): what the GCE metadata server and Google's
+certificate endpoint are to real VMs.
+
+An RSA key made when the stand-in starts signs each VM's token (RS256, issuer Google's, claims
+``google.compute_engine.{instance_name, instance_id, zone, project_id, project_number}`` as in
+``format=full``); :meth:`TokenIssuer.certs` is its certificate in the format of Google's
+``oauth2/v1/certs`` (``{kid: PEM}``). Served by ``zen_dev.local.compute.server``:
+
+- ``GET /oauth2/v1/certs``: the certificates (``ZEN_VM_PROOF_CERTS_URL`` of the local functions);
+- ``GET /zen-local/vms/{vm}/computeMetadata/v1/instance/service-accounts/default/identity?audience=A&format=full``:
+  that VM's token, only while it runs. Each VM's agent gets ``ZEN_VM_PROOF_METADATA_HOST`` =
+  ``HOST:PORT/zen-local/vms/{vm}``: as a real VM asks only its own metadata server, the agent asks
+  only for its own token (locally nothing stops a process from asking for another's: the stand-in
+  proves the check runs, not that local VMs are isolated).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+import time
+from typing import Any
+
+TOKEN_LIFETIME_S = 3600
+ISSUER = "https://accounts.google.com"
+
+
+class TokenIssuer:
+    def __init__(self, lifetime_s: int = TOKEN_LIFETIME_S):
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+        from cryptography.x509.oid import NameOID
+
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "zen-local-compute-standin")])
+        now = dt.datetime.now(dt.timezone.utc)
+        cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+                .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(days=1))
+                .not_valid_after(now + dt.timedelta(days=365)).sign(key, hashes.SHA256()))
+        self.kid = secrets.token_hex(20)
+        self.lifetime_s = lifetime_s
+        self._cert_pem = cert.public_bytes(serialization.Encoding.PEM).decode()
+        self._key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()).decode()
+
+    def certs(self) -> dict[str, str]:
+        return {self.kid: self._cert_pem}
+
+    def token(self, *, vm: str, zone: str, project: str, audience: str, instance_id: int | str = 0,
+              now: float | None = None, **overrides: Any) -> str:
+        """A signed ``format=full`` token; ``overrides`` replace claims (tests make bad ones)."""
+        from google.auth import crypt, jwt
+
+        issued = int(time.time() if now is None else now)
+        claims: dict[str, Any] = {
+            # As GCE's: the service account's numeric id and e-mail too, which take a real token past
+            # the 1,024 bytes of one Pub/Sub attribute (zen.adapters.message_key.token_attributes).
+            "iss": ISSUER, "aud": audience, "azp": "104514213436198513925", "sub": "104514213436198513925",
+            "email": f"zen-agent@{project}.iam.gserviceaccount.com", "email_verified": True, "iat": issued,
+            "exp": issued + self.lifetime_s,
+            "google": {"compute_engine": {"instance_name": vm, "instance_id": str(instance_id), "zone": zone,
+                                          "project_id": project, "project_number": 0,
+                                          "instance_creation_timestamp": issued}},
+        }
+        claims.update(overrides)
+        signer = crypt.RSASigner.from_string(self._key_pem, key_id=self.kid)
+        return jwt.encode(signer, claims).decode()

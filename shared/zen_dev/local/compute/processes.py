@@ -1,0 +1,126 @@
+"""The "guest OS" of a stand-in VM: one startup subprocess per booted VM.
+
+The command is an argv list (never a shell). It runs in its own process group with the parent's
+environment plus ``ZEN_VM_NAME``, ``ZEN_CLUSTER``, ``ZEN_REGION``, ``ZEN_ZONE``, ``ZEN_PROJECT`` and
+``ZEN_MIG``; stdout and stderr are appended to ``<log_dir>/<vm>.log``. Stopping a VM sends SIGTERM
+to the group and SIGKILL after ``grace_s`` real seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Mapping, Sequence
+
+log = logging.getLogger("zen_dev.local.compute")
+
+
+class VmProcess:
+    def __init__(self, vm: str, proc: subprocess.Popen):
+        self.vm = vm
+        self.proc = proc
+        self.exited = threading.Event()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def signal_group(self, sig: int) -> None:
+        """Signal the whole process group (the group outlives its leader while children run)."""
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class VmProcesses:
+    """Starts and stops VM startup processes; does nothing when ``command`` is None."""
+
+    def __init__(
+        self,
+        command: Sequence[str] | None,
+        log_dir: str | os.PathLike,
+        *,
+        grace_s: float = 5.0,
+        extra_env: Mapping[str, str] | None = None,
+    ):
+        self.command = list(command) if command else None
+        self.log_dir = Path(log_dir)
+        self.grace_s = grace_s
+        self.extra_env = dict(extra_env or {})
+        self._lock = threading.Lock()
+        self._current: dict[str, VmProcess] = {}
+        self._all: list[VmProcess] = []
+
+    def start(self, vm: str, env: Mapping[str, str], note: str = "") -> VmProcess | None:
+        if not self.command:
+            return None
+        self.stop(vm)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_dir / f"{vm}.log"
+        full_env = {**os.environ, **self.extra_env, **env}
+        with open(log_path, "ab") as out:
+            out.write(f"=== zen compute stand-in: starting {vm} {note}===\n".encode())
+            out.flush()
+            try:
+                proc = subprocess.Popen(
+                    self.command, env=full_env, stdin=subprocess.DEVNULL, stdout=out,
+                    stderr=subprocess.STDOUT, start_new_session=True,
+                )
+            except OSError as exc:
+                out.write(f"=== cannot start {self.command!r}: {exc} ===\n".encode())
+                log.error("VM %s: cannot start its startup command: %s", vm, exc)
+                return None
+        handle = VmProcess(vm, proc)
+        threading.Thread(target=self._reap, args=(handle,), name=f"reap-{vm}", daemon=True).start()
+        with self._lock:
+            self._current[vm] = handle
+            self._all.append(handle)
+        log.info("VM %s: startup command running as pid %d (log %s)", vm, proc.pid, log_path)
+        return handle
+
+    def _reap(self, handle: VmProcess) -> None:
+        code = handle.proc.wait()
+        handle.exited.set()
+        log.info("VM %s: startup process %d exited with %s", handle.vm, handle.pid, code)
+        with self._lock:
+            if self._current.get(handle.vm) is handle:
+                del self._current[handle.vm]
+
+    def pid(self, vm: str) -> int | None:
+        with self._lock:
+            handle = self._current.get(vm)
+        return handle.pid if handle else None
+
+    def stop(self, vm: str) -> None:
+        """SIGTERM the VM's process group now, SIGKILL it after the grace period."""
+        with self._lock:
+            handle = self._current.pop(vm, None)
+        if handle is None or handle.exited.is_set():
+            return
+        handle.signal_group(signal.SIGTERM)
+        threading.Thread(target=self._kill_later, args=(handle,), name=f"kill-{vm}", daemon=True).start()
+
+    def _kill_later(self, handle: VmProcess) -> None:
+        if not handle.exited.wait(self.grace_s):
+            log.warning("VM %s: pid %d ignored SIGTERM; sending SIGKILL", handle.vm, handle.pid)
+        handle.signal_group(signal.SIGKILL)  # also catches children left in the group
+
+    def stop_all(self) -> None:
+        """Stop every VM process and wait (at most the grace period, then SIGKILL) for them."""
+        with self._lock:
+            handles = [h for h in self._all if not h.exited.is_set()]
+            self._current.clear()
+        for handle in handles:
+            handle.signal_group(signal.SIGTERM)
+        deadline = time.monotonic() + self.grace_s
+        for handle in handles:
+            handle.exited.wait(max(0.0, deadline - time.monotonic()))
+        for handle in handles:
+            handle.signal_group(signal.SIGKILL)
+            handle.exited.wait(5.0)

@@ -1,0 +1,297 @@
+"""``zen local up`` / ``zen local down``: the whole system on one machine, as separate processes.
+
+Started in order, each logging to ``.zen/logs/<name>.log``:
+1. the embedded Postgres (``pgserver``, under ``.zen/pgdata``), database ``zen``, migrated;
+2. the Pub/Sub stand-in, then every topic and agent subscription terraform would create;
+3. the Cloud Storage stand-in (``zen_dev.local.storage``) with the configuration's ``data.bucket_locations``
+   buckets and any others asked for, each created in its location; every process gets
+   ``STORAGE_EMULATOR_HOST`` (the official client's switch), so agents stage ``inputs`` and upload
+   ``outputs`` there and the functions look bucket locations up there (``zen.core.locality``);
+4. the Compute stand-in with a MIG per (cluster, region); each VM it boots runs the real agent
+   (``python -m zen.agent``), logging to ``.zen/logs/vms/<vm>.log``; jobs' output goes to
+   ``.zen/joblogs/<job>/attempt-<n>.jsonl`` (``ZEN_JOB_LOGS_DIR``, read by ``zen logs``);
+5. the four functions, each under functions-framework on its own port, requiring each heartbeat to
+   carry its VM's identity token (``ZEN_VM_PROOF=required``; the Compute stand-in issues the tokens
+   and serves their certificates: ``zen_dev.local.compute.issuer``), with a ``ZEN_PROOF_SECRET`` made for
+   this stack (the VMs' MAC keys: ``zen.adapters.message_key``);
+6. the event bridge (Eventarc-style delivery of each topic to its function) and the scale ticker.
+``.zen/stack.json`` records the processes and endpoints, so ``zen local down`` (or the next
+``zen`` command) finds them. Stopping the stack stops its Postgres too (data stays in
+``.zen/pgdata``; ``zen local up`` starts it again: no other command starts a database). ``up`` refuses to start while a previous stack is alive or a port is
+taken. Stopping goes in reverse order: SIGTERM to each process group, then SIGKILL after a grace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from zen.core.config import DEFAULT_CONFIG_PATH, load_config
+from zen_dev.local.bridge import DeliveryPolicy, EventBridge, Route
+from zen_dev.local.environment import overridden_environ
+from zen_dev.local.functions_server import function_command, wait_for_port
+
+FUNCTIONS = {
+    "on_job_submitted": "job_submitted",
+    "on_heartbeat": "heartbeats",
+    "on_stop_requested": "job_stop",
+    "on_scale_tick": "scale_tick",
+}
+DEFAULT_SCENARIO = Path(__file__).parent / "compute" / "scenarios" / "stockout.yaml"
+BRIDGE_POLICY = DeliveryPolicy(minimum_backoff_s=0.5, maximum_backoff_s=10.0)
+
+
+class StackError(RuntimeError):
+    """The stack cannot start (port taken, a stack already running) or a part failed to come up."""
+
+
+@dataclass(frozen=True)
+class Ports:
+    pubsub: int = 8085
+    compute: int = 8086
+    functions: int = 8091  # four consecutive ports
+    storage: int = 8087
+
+    @classmethod
+    def from_base(cls, base: int) -> "Ports":
+        return cls(base, base + 1, base + 6, base + 2)
+
+    def all(self) -> dict[str, int]:
+        ports = {"pubsub stand-in": self.pubsub, "compute stand-in": self.compute, "storage stand-in": self.storage}
+        ports.update({name: self.functions + i for i, name in enumerate(FUNCTIONS)})
+        return ports
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def stack_file(home: Path) -> Path:
+    return home / "stack.json"
+
+
+def read_stack(home: Path) -> dict | None:
+    """The running stack's record, or None (a record whose processes are all gone is removed)."""
+    path = stack_file(home)
+    if not path.exists():
+        return None
+    record = json.loads(path.read_text())
+    if not any(_alive(p["pid"]) for p in record["processes"]):
+        path.unlink()
+        return None
+    return record
+
+
+def stack_env(home: Path = Path(".zen")) -> dict[str, str]:
+    """Environment that points a client (``zen submit``, ``zen jobs``) at the running stack."""
+    record = read_stack(home)
+    return dict(record["env"]) if record else {}
+
+
+class LocalStack:
+    def __init__(self, home: Path = Path(".zen"), config_path: Path | None = None, scenario: Path | None = None,
+                 time_scale: float | None = None, tick_every_s: float = 5.0, ports: Ports = Ports(),
+                 fresh: bool = False, agent_env: dict[str, str] | None = None,
+                 buckets: dict[str, str] | None = None):
+        self.home = home.resolve()
+        self.config_path = (config_path or Path(os.environ.get("ZEN_CONFIG") or DEFAULT_CONFIG_PATH)).resolve()
+        self.config = load_config(self.config_path)
+        self.scenario = (scenario or DEFAULT_SCENARIO).resolve()
+        self.time_scale = time_scale
+        self.tick_every_s = tick_every_s
+        self.ports = ports
+        self.fresh = fresh
+        self.agent_env = agent_env or {}
+        # Bucket -> location to create in the storage stand-in: the configured ones, then those asked for.
+        self.buckets = {**self.config.data.bucket_locations, **(buckets or {})}
+        self.logs = self.home / "logs"
+        self.processes: list[dict] = []
+        self.env: dict[str, str] = {}
+
+    # -- up ------------------------------------------------------------------------------------
+    def up(self) -> dict:
+        previous = read_stack(self.home)
+        if previous:
+            pids = ", ".join(str(p["pid"]) for p in previous["processes"])
+            raise StackError(f"a stack is already running (pids {pids}); stop it with `zen local down`")
+        taken = [f"{port} ({what})" for what, port in self.ports.all().items() if not port_free(port)]
+        if taken:
+            raise StackError(f"port(s) taken: {', '.join(taken)}; free them or pick others with --base-port")
+        (self.logs / "vms").mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.home / "vms", ignore_errors=True)  # new VMs boot with empty disks (no warm cache)
+        try:
+            self._start_all()
+        except BaseException:
+            self.down()
+            raise
+        return self.record()
+
+    def _start_all(self) -> None:
+        database_url = self._database()
+        project = self.config.project
+        pubsub = f"127.0.0.1:{self.ports.pubsub}"
+        compute = f"127.0.0.1:{self.ports.compute}"
+        self.env = {
+            "PUBSUB_EMULATOR_HOST": pubsub, "ZEN_COMPUTE_ENDPOINT": compute, "ZEN_DATABASE_URL": database_url,
+            "ZEN_CONFIG": str(self.config_path), "ZEN_PROJECT": project,
+            # Job output (zen.adapters.joblogs): the agents the Compute stand-in boots write it here, `zen logs` reads it.
+            "ZEN_JOB_LOGS_DIR": str(self.home / "joblogs"),
+            # Cloud Storage (zen_dev.local.storage): the official client uses it, with anonymous credentials.
+            "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{self.ports.storage}",
+            # The VMs' disks: jobs' data and each agent's warm cache (<dir>/.cache/<vm>: zen.agent.cache).
+            "ZEN_AGENT_WORK_DIR": str(self.home / "vms"),
+            # The agents run jobs as plain processes (no docker here): said explicitly, as an agent that is
+            # not told runs containers (zen.agent.__main__).
+            "ZEN_AGENT_LOCAL": "1",
+        }
+        self._spawn("pubsub", [sys.executable, "-m", "zen_dev.local.pubsub", "--port", str(self.ports.pubsub)])
+        wait_for_port(self.ports.pubsub, 30, self._popen("pubsub"))
+        self._topology()
+        self._spawn("storage", [sys.executable, "-m", "zen_dev.local.storage", "--port", str(self.ports.storage),
+                                *(arg for name, where in self.buckets.items() for arg in ("--bucket", f"{name}={where}"))])
+        wait_for_port(self.ports.storage, 30, self._popen("storage"))
+        compute_cmd = [sys.executable, "-m", "zen_dev.local.compute", "--port", str(self.ports.compute),
+                       "--scenario", str(self.scenario), "--config", str(self.config_path),
+                       "--startup-command", json.dumps([sys.executable, "-m", "zen.agent"]),
+                       "--log-dir", str(self.logs / "vms")]
+        if self.time_scale:
+            compute_cmd += ["--time-scale", str(self.time_scale)]
+        self._spawn("compute", compute_cmd, extra_env=self.agent_env)
+        wait_for_port(self.ports.compute, 30, self._popen("compute"))
+        # Heartbeats must carry their VM's identity token (zen.adapters.vm_proof), which the Compute stand-in issues
+        # and whose certificates it serves; ZEN_VM_PROOF=off in the environment turns the check off. A
+        # secret of this stack's own derives the VMs' MAC keys (ZEN_PROOF_SECRET: zen.adapters.message_key).
+        proof = {"ZEN_VM_PROOF": os.environ.get("ZEN_VM_PROOF") or "required",
+                 "ZEN_VM_PROOF_CERTS_URL": f"http://{compute}/oauth2/v1/certs",
+                 "ZEN_PROOF_SECRET": secrets.token_urlsafe(32)}
+        routes = []
+        for index, (target, topic_field) in enumerate(FUNCTIONS.items()):
+            port = self.ports.functions + index
+            self._spawn(target, function_command(target, port), extra_env=proof)
+            routes += ["--route", f"{getattr(self.config.topics, topic_field)}=http://127.0.0.1:{port}/"]
+        for index, target in enumerate(FUNCTIONS):
+            wait_for_port(self.ports.functions + index, 60, self._popen(target))
+        # The functions' trigger subscriptions exist before `up` returns (terraform creates them in
+        # production): a message published right after `up` must not be missed.
+        self._with_pubsub(lambda: EventBridge(project, [
+            Route(getattr(self.config.topics, field), "http://unused/") for field in FUNCTIONS.values()
+        ], BRIDGE_POLICY).ensure_subscriptions())
+        self._spawn("bridge", [sys.executable, "-m", "zen_dev.local.bridge", "--project", project, *routes,
+                               "--tick-topic", self.config.topics.scale_tick, "--tick-every", str(self.tick_every_s),
+                               "--min-backoff", str(BRIDGE_POLICY.minimum_backoff_s),
+                               "--max-backoff", str(BRIDGE_POLICY.maximum_backoff_s)])
+        self._save()
+
+    def _database(self) -> str:
+        from zen.store.db import Database, parse_database_url
+        from zen_dev.embedded import embedded_database_url
+        from zen.store.migrate import migrate
+
+        url = embedded_database_url(self.home, fresh=self.fresh)
+        db = Database.from_target(parse_database_url(url))
+        migrate(db)
+        db.close()
+        return url
+
+    def _topology(self) -> None:
+        from zen_dev.local.topology import ensure_topology
+
+        self._with_pubsub(lambda: ensure_topology(self.config))
+
+    def _with_pubsub(self, action) -> None:
+        """Run ``action`` with the official client pointed at this stack's Pub/Sub stand-in."""
+        with overridden_environ({"PUBSUB_EMULATOR_HOST": self.env["PUBSUB_EMULATOR_HOST"]}):
+            action()
+
+    def _spawn(self, name: str, argv: list[str], extra_env: dict[str, str] | None = None) -> None:
+        log = open(self.logs / f"{name}.log", "ab")
+        env = {**os.environ, **self.env, **(extra_env or {}), "PYTHONUNBUFFERED": "1"}
+        process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+        log.close()
+        self.processes.append({"name": name, "pid": process.pid, "argv": argv, "_popen": process})
+        self._save()
+
+    def _popen(self, name: str) -> subprocess.Popen:
+        return next(p["_popen"] for p in self.processes if p["name"] == name)
+
+    def record(self) -> dict:
+        return {
+            "env": self.env,
+            "ports": self.ports.all(),
+            "logs": str(self.logs),
+            "processes": [{k: v for k, v in p.items() if not k.startswith("_")} for p in self.processes],
+        }
+
+    def _save(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        stack_file(self.home).write_text(json.dumps(self.record(), indent=2))
+
+    # -- down ----------------------------------------------------------------------------------
+    def down(self, grace_s: float = 10.0) -> list[str]:
+        stopped = stop_processes(self.processes, grace_s, stack_file(self.home))
+        return stopped + _stop_database(self.home)
+
+
+def stop_processes(processes: list[dict], grace_s: float, record: Path | None) -> list[str]:
+    """SIGTERM each process group (last started first), wait, then SIGKILL what is left."""
+    stopped = []
+    for process in reversed(processes):
+        try:
+            os.killpg(process["pid"], signal.SIGTERM)
+            stopped.append(process["name"])
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace_s
+    for process in processes:
+        popen = process.get("_popen")
+        while _alive(process["pid"]) and time.monotonic() < deadline:
+            if popen is not None and popen.poll() is not None:
+                break
+            time.sleep(0.05)
+        if _alive(process["pid"]) and (popen is None or popen.poll() is None):
+            try:
+                os.killpg(process["pid"], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    if record is not None and record.exists():
+        record.unlink()
+    return stopped
+
+
+def _stop_database(home: Path) -> list[str]:
+    from zen_dev.embedded import stop_embedded_server
+
+    return ["postgres"] if stop_embedded_server(home) else []
+
+
+def down(home: Path = Path(".zen")) -> list[str]:
+    """``zen local down``: stop a stack left behind, from its record, and its Postgres."""
+    record = read_stack(home.resolve())
+    stopped = stop_processes(record["processes"], 10.0, stack_file(home.resolve())) if record else []
+    return stopped + _stop_database(home.resolve())

@@ -1,0 +1,303 @@
+"""Job traces for the simulator: a synthetic generator, the Philly trace, and Zen's own CSV.
+
+The ``jobs:`` section of a scenario (or ``--jobs``) picks one of:
+
+``kind: synthetic`` (the default)::
+
+    kind: synthetic
+    count: 300                   # jobs
+    start_s: 0                   # first possible arrival
+    arrivals: {kind: poisson, rate_per_hour: 60}    # or {kind: burst, at_s: 600, spread_s: 0}
+    duration: {dist: lognormal, median_s: 1800, sigma: 0.8}   # or fixed (s) / uniform (low_s, high_s)
+    clusters: {4xa100: 3, 8xa100: 1}     # weights of the cluster mix; default: equal
+    allow:                        # region allow-lists and their weights; regions: null = any
+      - {weight: 3, regions: null}
+      - {weight: 1, regions: [europe-west4]}
+    priorities: {0: 9, 10: 1}     # priority -> weight
+    data: {fraction: 0.5, size_gb: 50, datasets: 4}   # optional: that share of jobs reads size_gb of
+                                  # input kept in one of its allowed regions (uniform); its regions are
+                                  # then ordered data first, as zen.core.locality orders a real job's. With
+                                  # datasets, each reads one of that many datasets per region (picked by
+                                  # its job id: the rest of the trace is unchanged), so VMs' warm caches
+                                  # can hold it; without, every job reads its own
+
+``kind: philly`` reads ``philly_jobs_ge4gpu.csv`` (columns ``jobid,submitted_time,first_start_time,
+last_end_time,num_gpus,runtime_min,n_attempts,queue_delay_s``): arrivals from ``submitted_time``,
+durations from ``runtime_min``, both divided by ``compression``; ``num_gpus`` maps to the cluster
+with the fewest GPUs per VM that still fits (larger jobs go to the largest cluster, one VM)::
+
+    kind: philly
+    file: ${traces}/philly-jobs/philly_jobs_ge4gpu.csv   # the default
+    compression: 10              # 10: ten days of trace in one simulated day
+    max_jobs: 500                # first N jobs by submission time (null: all)
+
+``kind: csv`` reads Zen's job CSV, header ``job_id,submit_s,duration_s,cluster,regions,priority``:
+``regions`` is ``;``-separated (empty: any region of the cluster), ``priority`` may be empty (0);
+optional ``input_gb``, ``data_region`` (the region holding the job's input; its regions are then
+ordered data first) and ``dataset`` (a name: jobs naming the same one read the same input).
+A file given to ``--jobs`` is read as Philly or Zen CSV by its header. Allowed regions are kept in
+the cluster's preference order; a job allowed nowhere its cluster runs is rejected.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import random
+import zlib
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from zen_dev.capacity.scenario import BootSpec, FixedBoot, LognormalBoot, UniformBoot
+from zen_dev.sim.scenario import Scenario, SimCluster, resolve_path
+
+PHILLY_FILE = "${traces}/philly-jobs/philly_jobs_ge4gpu.csv"
+PHILLY_COLUMNS = ("jobid", "submitted_time", "num_gpus", "runtime_min")
+ZEN_COLUMNS = ("job_id", "submit_s", "duration_s", "cluster")
+
+DistSpec = BootSpec  # fixed / lognormal / uniform, in seconds
+
+
+class JobTraceError(ValueError):
+    """A job trace cannot be used; the message says which file or field and why."""
+
+
+@dataclass(frozen=True)
+class SimJob:
+    job_id: str
+    cluster: str
+    submit_s: float
+    duration_s: float
+    regions: tuple[str, ...]  # allowed, in the cluster's preference order
+    priority: int = 0
+    user: str | None = None  # for queues (a scenario's ``queues:``): the user's queue admits it
+    input_gb: float = 0.0  # input read at start; it crosses regions unless it runs in data_region
+    data_region: str | None = None
+    dataset: str | None = None  # what a VM's warm cache keeps (zen_dev.sim.world): same name, same input
+
+
+def sample(dist: DistSpec, rng: random.Random) -> float:
+    """One draw, in seconds."""
+    if isinstance(dist, FixedBoot):
+        return dist.s
+    if isinstance(dist, UniformBoot):
+        return rng.uniform(dist.low_s, dist.high_s)
+    return rng.lognormvariate(math.log(dist.median_s), dist.sigma) if dist.sigma else dist.median_s
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PoissonArrivals(_Spec):
+    kind: Literal["poisson"] = "poisson"
+    rate_per_hour: float = Field(gt=0)
+
+
+class BurstArrivals(_Spec):
+    kind: Literal["burst"]
+    at_s: float = Field(default=0, ge=0)
+    spread_s: float = Field(default=0, ge=0)
+
+
+class AllowSpec(_Spec):
+    weight: float = Field(default=1, gt=0)
+    regions: list[str] | None = None
+
+
+class DataSpec(_Spec):
+    fraction: float = Field(default=1.0, ge=0, le=1)
+    size_gb: float = Field(gt=0)
+    datasets: int | None = Field(default=None, ge=1, description="Distinct datasets per region; None: one per job")
+
+
+class SyntheticJobs(_Spec):
+    kind: Literal["synthetic"] = "synthetic"
+    count: int = Field(default=300, ge=0, le=1_000_000)
+    start_s: float = Field(default=0, ge=0)
+    arrivals: PoissonArrivals | BurstArrivals = PoissonArrivals(rate_per_hour=60)
+    duration: DistSpec = LognormalBoot(dist="lognormal", median_s=1800, sigma=0.8)
+    clusters: dict[str, float] | None = None
+    allow: list[AllowSpec] = [AllowSpec()]
+    priorities: dict[int, float] = {0: 1}
+    data: DataSpec | None = None
+
+
+class PhillyJobs(_Spec):
+    kind: Literal["philly"]
+    file: str = PHILLY_FILE
+    compression: float = Field(default=10, gt=0)
+    max_jobs: int | None = Field(default=None, ge=1)
+
+
+class CsvJobs(_Spec):
+    kind: Literal["csv"]
+    file: str
+
+
+JobsSpec = TypeAdapter(SyntheticJobs | PhillyJobs | CsvJobs)
+
+
+def parse_jobs_spec(raw: dict[str, Any] | None) -> SyntheticJobs | PhillyJobs | CsvJobs:
+    try:
+        return JobsSpec.validate_python(raw or {"kind": "synthetic"})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise JobTraceError(f"jobs.{where}: {first['msg']}") from None
+
+
+def load_jobs(scenario: Scenario, source: str | None = None, *, seed: int | None = None,
+              compression: float | None = None, max_jobs: int | None = None) -> list[SimJob]:
+    """The job trace: ``source`` is ``synthetic``, ``philly``, a CSV path, or None (the scenario's)."""
+    spec_raw = scenario.spec.jobs
+    if source == "synthetic" and (spec_raw or {}).get("kind", "synthetic") != "synthetic":
+        spec_raw = None
+    elif source == "philly":
+        spec_raw = {"kind": "philly"}
+    elif source not in (None, "synthetic"):
+        spec_raw = {"kind": "csv", "file": source}
+    spec = parse_jobs_spec(spec_raw)
+    if isinstance(spec, SyntheticJobs):
+        return synthetic_jobs(spec, scenario.clusters, scenario.spec.seed if seed is None else seed)
+    path = scenario.resolve(spec.file) if source is None else resolve_path(spec.file, Path.cwd())
+    if isinstance(spec, PhillyJobs):
+        spec = spec.model_copy(update={k: v for k, v in (("compression", compression), ("max_jobs", max_jobs)) if v})
+        return philly_jobs(path, scenario.clusters, spec.compression, spec.max_jobs)
+    return csv_jobs(path, scenario.clusters, compression=compression or 1.0, max_jobs=max_jobs)
+
+
+def _allowed(regions: list[str] | tuple[str, ...] | None, cluster: SimCluster) -> tuple[str, ...]:
+    if not regions:
+        return cluster.limits.regions
+    return tuple(r for r in cluster.limits.regions if r in regions)
+
+
+def _weighted(rng: random.Random, items: list[Any], weights: list[float]) -> Any:
+    return rng.choices(items, weights=weights, k=1)[0]
+
+
+def synthetic_jobs(spec: SyntheticJobs, clusters: list[SimCluster], seed: int) -> list[SimJob]:
+    """Jobs from ``spec``; the same seed gives the same trace."""
+    rng = random.Random(f"jobs-{seed}")
+    by_name = {c.limits.name: c for c in clusters}
+    mix = spec.clusters or {name: 1.0 for name in by_name}
+    unknown = set(mix) - set(by_name)
+    if unknown:
+        raise JobTraceError(f"jobs.clusters names unknown cluster(s): {', '.join(sorted(unknown))}")
+    names, weights = list(mix), list(mix.values())
+    for allow in spec.allow:
+        for name in names:
+            if not _allowed(allow.regions, by_name[name]):
+                raise JobTraceError(f"jobs.allow {allow.regions} leaves cluster {name} no region")
+    prios, prio_weights = list(spec.priorities), list(spec.priorities.values())
+    jobs, t = [], spec.start_s
+    for i in range(spec.count):
+        if isinstance(spec.arrivals, PoissonArrivals):
+            t += rng.expovariate(spec.arrivals.rate_per_hour / 3600.0)
+            submit = t
+        else:
+            submit = spec.arrivals.at_s + (rng.uniform(0, spec.arrivals.spread_s) if spec.arrivals.spread_s else 0.0)
+        cluster = by_name[_weighted(rng, names, weights)]
+        allow = _weighted(rng, spec.allow, [a.weight for a in spec.allow])
+        jobs.append(SimJob(
+            job_id=f"job-{i:06d}", cluster=cluster.limits.name, submit_s=submit,
+            duration_s=max(1.0, sample(spec.duration, rng)),
+            regions=_allowed(allow.regions, cluster), priority=_weighted(rng, prios, prio_weights),
+        ))
+    if spec.data:
+        jobs = _with_data(jobs, spec.data, random.Random(f"data-{seed}"))  # its own draws: the rest stays the same
+    jobs.sort(key=lambda j: (j.submit_s, j.job_id))
+    return jobs
+
+
+def _data_first(job: SimJob, region: str, input_gb: float, dataset: str | None = None) -> SimJob:
+    ordered = (region,) + tuple(r for r in job.regions if r != region)
+    return replace(job, regions=ordered, input_gb=input_gb, data_region=region,
+                   dataset=dataset or f"{region}/{job.job_id}")
+
+
+def _with_data(jobs: list[SimJob], data: DataSpec, rng: random.Random) -> list[SimJob]:
+    def dataset(job: SimJob, region: str) -> str | None:
+        return f"{region}/d{zlib.crc32(job.job_id.encode()) % data.datasets}" if data.datasets else None
+
+    return [_data_first(job, region := rng.choice(job.regions), data.size_gb, dataset(job, region))
+            if rng.random() < data.fraction else job for job in jobs]
+
+
+def _read_csv(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
+    try:
+        with path.open(newline="") as handle:
+            reader = csv.DictReader(handle)
+            missing = [c for c in required if c not in (reader.fieldnames or [])]
+            if missing:
+                raise JobTraceError(f"{path}: missing column(s) {', '.join(missing)}")
+            return list(reader)
+    except OSError as exc:
+        raise JobTraceError(f"cannot read job trace {path}: {exc.strerror or exc}") from None
+
+
+def philly_jobs(path: Path, clusters: list[SimCluster], compression: float = 10,
+                max_jobs: int | None = None) -> list[SimJob]:
+    """The Philly trace, time-compressed, first ``max_jobs`` by submission time."""
+    rows = _read_csv(path, PHILLY_COLUMNS)
+    by_size = sorted(clusters, key=lambda c: c.gpu_count)
+    parsed = []
+    for n, row in enumerate(rows, start=2):
+        try:
+            submitted = datetime.fromisoformat(row["submitted_time"])
+            gpus, runtime_min = int(row["num_gpus"]), float(row["runtime_min"])
+        except (TypeError, ValueError) as exc:
+            raise JobTraceError(f"{path} line {n}: {exc}") from None
+        parsed.append((submitted, row["jobid"], gpus, runtime_min))
+    parsed.sort()
+    parsed = parsed[:max_jobs] if max_jobs else parsed
+    if not parsed:
+        return []
+    t0 = parsed[0][0]
+    jobs = []
+    for submitted, job_id, gpus, runtime_min in parsed:
+        cluster = next((c for c in by_size if c.gpu_count >= gpus), by_size[-1])
+        jobs.append(SimJob(
+            job_id=job_id, cluster=cluster.limits.name,
+            submit_s=(submitted - t0).total_seconds() / compression,
+            duration_s=max(1.0, runtime_min * 60.0 / compression), regions=cluster.limits.regions,
+        ))
+    return jobs
+
+
+def csv_jobs(path: Path, clusters: list[SimCluster], *, compression: float = 1.0,
+             max_jobs: int | None = None) -> list[SimJob]:
+    """Zen's job CSV, or a Philly-format file (recognised by its header)."""
+    with_header = _read_csv(path, ())
+    if with_header and all(c in with_header[0] for c in PHILLY_COLUMNS):
+        return philly_jobs(path, clusters, compression, max_jobs)
+    rows = _read_csv(path, ZEN_COLUMNS)
+    by_name = {c.limits.name: c for c in clusters}
+    jobs = []
+    for n, row in enumerate(rows, start=2):
+        cluster = by_name.get(row["cluster"])
+        if cluster is None:
+            raise JobTraceError(f"{path} line {n}: unknown cluster {row['cluster']!r}")
+        wanted = [r.strip() for r in (row.get("regions") or "").split(";") if r.strip()]
+        regions = _allowed(wanted, cluster)
+        if not regions:
+            raise JobTraceError(f"{path} line {n}: regions {wanted} are not regions of {cluster.limits.name}")
+        try:
+            job = SimJob(row["job_id"], cluster.limits.name, float(row["submit_s"]) / compression,
+                         max(1.0, float(row["duration_s"]) / compression), regions, int(row.get("priority") or 0))
+            data_region = (row.get("data_region") or "").strip()
+            if data_region:
+                if data_region not in regions:
+                    raise ValueError(f"data_region {data_region!r} is not one of the job's regions {list(regions)}")
+                job = _data_first(job, data_region, float(row.get("input_gb") or 0),
+                                  (row.get("dataset") or "").strip() or None)
+            jobs.append(job)
+        except ValueError as exc:
+            raise JobTraceError(f"{path} line {n}: {exc}") from None
+    jobs.sort(key=lambda j: (j.submit_s, j.job_id))
+    return jobs[:max_jobs] if max_jobs else jobs

@@ -1,0 +1,114 @@
+"""What one simulated run measured, and the per-policy summary the reports print.
+
+Definitions (all per run of one policy):
+
+- ``*_start_s``: time-to-start percentiles, seconds from submission to the job's first start
+  (linear interpolation between ranks). A job that never started counts as waiting until the end of
+  the run, so these are lower bounds when ``never_started > 0`` and a policy cannot look fast by
+  starving jobs.
+- ``never_started``: jobs submitted before the horizon that never started.
+- ``vm_minutes``: GPU VM-minutes paid, from RUNNING (the scenario's ``unbilled_boot_fraction`` into
+  its boot) until it is gone.
+  An instance still waiting for capacity costs nothing.
+- ``lost_vm_minutes`` (extra): the paid minutes of job runs a preemption cut short (each job runs again
+  from its start: no checkpoint is modelled); counted as busy, not in ``wasted_vm_minutes``.
+- ``wasted_vm_minutes``: the paid minutes of VMs that never ran a job, plus the idle (and deleting)
+  minutes of VMs that did.
+- ``input_gb_cross_region`` (extra): GB of job input read from another region than the one holding
+  it, counted at each start (a rerun reads it again; a warm cache's hit reads nothing); ``input_gb``
+  (extra): all the input jobs needed at their starts, read or not.
+- ``cache_hits`` / ``cache_misses`` (extra): data jobs' starts on a VM whose warm cache held their
+  dataset, or not (misses counted only when the scenario gives VMs a cache); ``staging_min_saved``
+  (extra): the minutes the hits did not spend staging (their GB at the scenario's ``staging_mb_s``).
+- ``peak_vms``: most VMs paid for at once. ``api_calls``: Compute API calls (see ``zen_dev.sim.world``).
+- ``limit_violations``: VMs a plan asked for beyond the per-MIG limit or the cluster's ``max_vms``
+  (refused by the manager's resize); ``busy_delete_attempts``: deletions of VMs holding a job a plan asked for
+  (refused by the manager's drain).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+JSON_KEYS = ("p50_start_s", "p95_start_s", "p99_start_s", "max_start_s", "never_started",
+             "vm_minutes", "wasted_vm_minutes", "peak_vms", "api_calls")
+EXTRA_KEYS = ("jobs", "limit_violations", "busy_delete_attempts", "preemptions", "vms_created", "replay_s",
+              "input_gb", "input_gb_cross_region", "cache_hits", "cache_misses", "staging_min_saved",
+              "lost_vm_minutes")
+
+
+@dataclass
+class RunResult:
+    policy: str
+    horizon_s: float
+    starts: list[tuple[float, float | None]] = field(default_factory=list)  # (submit_s, first_start_s)
+    vm_seconds: float = 0.0
+    wasted_seconds: float = 0.0
+    billed_now: int = 0
+    peak_vms: int = 0
+    api_calls: int = 0
+    limit_violations: int = 0
+    busy_delete_attempts: int = 0
+    unknown_deletes: int = 0
+    preemptions: int = 0
+    preempted_jobs: int = 0
+    vms_created: int = 0
+    ticks: int = 0
+    planner_s: float = 0.0
+    wall_s: float = 0.0
+    vm_series: list[tuple[float, int]] = field(default_factory=list)  # (t, VMs paid for) at each change
+    pass_times: list[float] = field(default_factory=list)  # when a planning pass ran (any cluster)
+    capacity_preemptions: int = 0  # of those preemptions, VMs taken back because a zone's capacity fell
+    start_regions: list[tuple[float, str]] = field(default_factory=list)  # (t, region) at each job's first start
+    input_gb: float = 0.0
+    input_gb_cross_region: float = 0.0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    staging_s_saved: float = 0.0
+    lost_seconds: float = 0.0  # paid runs of jobs cut short by a preemption (they run again from the start)
+
+    def waits(self) -> list[float]:
+        """Time-to-start per job, never-started jobs counted until the horizon."""
+        return [(start if start is not None else self.horizon_s) - submit for submit, start in self.starts]
+
+    def summary(self) -> dict[str, float | int | None]:
+        waits = sorted(self.waits())
+        out: dict[str, float | int | None] = {
+            "p50_start_s": _round(percentile(waits, 50)),
+            "p95_start_s": _round(percentile(waits, 95)),
+            "p99_start_s": _round(percentile(waits, 99)),
+            "max_start_s": _round(waits[-1] if waits else None),
+            "never_started": sum(1 for _, start in self.starts if start is None),
+            "vm_minutes": round(self.vm_seconds / 60.0, 1),
+            "wasted_vm_minutes": round(max(0.0, self.wasted_seconds) / 60.0, 1),
+            "peak_vms": self.peak_vms,
+            "api_calls": self.api_calls,
+        }
+        assert tuple(out) == JSON_KEYS
+        return out
+
+    def extras(self) -> dict[str, float | int]:
+        return {
+            "jobs": len(self.starts), "limit_violations": self.limit_violations,
+            "busy_delete_attempts": self.busy_delete_attempts, "preemptions": self.preemptions,
+            "vms_created": self.vms_created, "replay_s": round(self.wall_s, 3),
+            "input_gb": round(self.input_gb, 1), "input_gb_cross_region": round(self.input_gb_cross_region, 1),
+            "cache_hits": self.cache_hits, "cache_misses": self.cache_misses,
+            "staging_min_saved": round(self.staging_s_saved / 60.0, 1),
+            "lost_vm_minutes": round(self.lost_seconds / 60.0, 1),
+        }
+
+
+def percentile(sorted_values: list[float], q: float) -> float | None:
+    """The q-th percentile of an ascending list (linear interpolation), None when empty."""
+    if not sorted_values:
+        return None
+    rank = (len(sorted_values) - 1) * q / 100.0
+    low = math.floor(rank)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (rank - low)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)

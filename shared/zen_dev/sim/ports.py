@@ -1,0 +1,303 @@
+"""The simulated world behind the production manager's ports (``zen.scaling.port``).
+
+``Simulation`` runs the production ``ClusterManager`` on every pass; what the manager would get from
+Compute and Postgres it gets from here:
+
+- ``SimMigPort`` (a ``MigPort``) over one ``SimMig``. ``read`` lists its instances as
+  ``MigInstance``s: an instance waiting for capacity is ``CREATING`` with no status, one booting is
+  ``CREATING``/``STAGING``, a usable one ``NONE``/``RUNNING``, a deleted one ``DELETING``; its
+  ``creation_error`` and the MIG's errors show a failed creation only ``list_errors_delay_s`` after it
+  (``listErrors`` reports late). Each error is reported once (the real ``listErrors`` repeats old
+  ones; the manager's ``since`` and the planners' memory skip those). ``resize`` creates instances,
+  ``delete_instances`` deletes exactly the named ones (unknown or already-deleting names are skipped,
+  as ``skip_instances_on_validation_error`` does, and counted).
+- ``SimFleet`` (a ``FleetPort``) over the world's jobs, VMs and agents: queued demand, which VMs hold
+  a job, what each booted VM's agent says, when each instance was first seen by a pass, the
+  planner's memory (kept per region, as ``scaling_memory`` rows are), and drains (a VM holding a job
+  is refused).
+
+Compute calls are counted as ``zen.adapters.compute.MigManager`` makes them: ``region_summaries`` 1;
+``read`` 0 for an empty, stable MIG listed by the tick, else ``get`` (unless listed) +
+``listManagedInstances`` + ``listErrors`` (unless every instance is settled); ``target_size`` 1;
+``resize`` and ``deleteInstances`` 2 each (the call and one wait for its operation).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from contextlib import nullcontext
+from datetime import datetime
+
+from zen.scaling.model import Decision, DemandGroup, ErrorKind, MigError, RegionMemory, VmPhase
+from zen.scaling.port import FleetFacts, MigInstance, MigState, MigSummary
+from zen_dev.sim.state import SimClusterState, SimMig, SimVm
+
+_EMPTY = MigState(0, [], [])
+_LOCKED = nullcontext(True)  # one pass at a time: the simulated world is single-threaded
+
+
+def _instance(name: str, zone: str | None, action: str, status: str, error: ErrorKind | None) -> MigInstance:
+    """``MigInstance(name, zone, action, status, error)`` without the frozen ``__init__``, which sets
+    each field through ``object.__setattr__`` (half the cost): a long replay lists millions."""
+    made = object.__new__(MigInstance)
+    made.__dict__.update(name=name, zone=zone, current_action=action, status=status, creation_error=error)
+    return made
+
+
+def _error(region: str, at: datetime, instance: str, count: int) -> MigError:
+    """``MigError(region, STOCKOUT, at, instance, count)``, the same way as :func:`_instance`."""
+    made = object.__new__(MigError)
+    made.__dict__.update(region=region, kind=ErrorKind.STOCKOUT, at=at, instance=instance, count=count)
+    return made
+
+
+# Both set every field: they follow the dataclasses.
+assert list(MigInstance.__dataclass_fields__) == ["name", "zone", "current_action", "status", "creation_error"]
+assert list(MigError.__dataclass_fields__) == ["region", "kind", "at", "instance", "count"]
+
+
+def views(world, vm: SimVm) -> tuple[MigInstance, dict | None]:
+    """The VM as its MIG lists it, and what its agent last said (None before it is usable), cached
+    on the VM until it changes; a failure not yet visible in listErrors is not cached."""
+    if vm.view is not None:
+        return vm.view
+    phase = vm.phase
+    if vm.created_s is None:  # waiting for capacity
+        visible = vm.error is not None and world.now >= vm.wait_since + world.error_delay
+        instance = _instance(vm.name, None, "CREATING", "", vm.error if visible else None)
+        if not visible and vm.error is not None:
+            return instance, None
+        view = (instance, None)
+    elif phase is VmPhase.DELETING:
+        view = (_instance(vm.name, vm.zone, "DELETING", "STOPPING", None), None)
+    elif phase is VmPhase.BOOTING:
+        view = (_instance(vm.name, vm.zone, "CREATING", "STAGING", None), None)
+    else:
+        since = world.dt(vm.since)
+        agent = {"state": phase.value, "idle_since": since if phase is VmPhase.IDLE else None, "last_seen_at": since}
+        view = (_instance(vm.name, vm.zone, "NONE", "RUNNING", None), agent)
+    vm.view = view
+    return view
+
+
+class _Cut:
+    """Compares failures' simulated times with a moment as their datetimes compare (``world.dt``
+    rounds to microseconds): by the seconds, unless too close to tell."""
+
+    def __init__(self, world, seconds: float, moment: datetime):
+        self.world, self.seconds, self.moment = world, seconds, moment
+
+    def count(self, times: tuple[float, ...]) -> int:
+        """How many of ``times`` (ascending) have ``world.dt(t) <= moment``."""
+        i = bisect.bisect_right(times, self.seconds - 1e-5)
+        while i < len(times) and times[i] <= self.seconds + 1e-5 and self.world.dt(times[i]) <= self.moment:
+            i += 1
+        return i
+
+
+class SimMigPort:
+    """A ``MigPort`` over one simulated regional MIG."""
+
+    def __init__(self, world, mig: SimMig, project: str = "sim"):
+        self.project, self.region, self.name = project, mig.region, mig.name
+        self._world, self._mig = world, mig
+        self._summary: tuple = (None, None, None)  # (target, stable, what region_summaries returned)
+        self._settled: MigState | None = None  # the last read of the MIG with every instance settled
+        self._after: _Cut | None = None  # the last ``since`` errors were read after
+
+    def _calls(self, n: int) -> None:
+        self._world.result.api_calls += n
+
+    def region_summaries(self) -> dict[str, MigSummary]:
+        self._calls(1)
+        mig = self._mig
+        stable = not mig.vms or self._listing()[1]
+        target, was_stable, last = self._summary
+        if target != mig.target or was_stable != stable:
+            last = {mig.name: MigSummary(mig.target, stable)}
+            self._summary = (mig.target, stable, last)
+        return last  # the same values as last time: the same (unchanged) objects
+
+    def read(self, since: datetime | None = None, summary: MigSummary | None = None) -> MigState:
+        if summary is not None and summary.target_size == 0 and summary.stable:
+            return _EMPTY
+        mig = self._mig
+        instances, stable = self._listing()
+        settled = stable and len(instances) == mig.target
+        self._calls((summary is None) + 1 + (not settled))
+        if not settled:
+            return MigState(mig.target, instances, self._errors(since))
+        last = self._settled  # no errors to read: the last such state again while the listing is
+        if last is None or last.instances is not instances or last.target_size != mig.target:
+            last = self._settled = MigState(mig.target, instances, [])
+        return last
+
+    def _listing(self) -> tuple[list[MigInstance], bool]:
+        """The MIG's instances and whether none is being created or deleted; kept until one of its
+        VMs changes (``SimVm.touch``) or a failure becomes visible."""
+        mig, world = self._mig, self._world
+        listing = mig.listing
+        if listing is not None and world.now < listing[2]:
+            return listing[0], listing[1]
+        instances, stable, until = [], True, math.inf
+        for vm in mig.vms.values():
+            view = vm.view or views(world, vm)
+            instances.append(view[0])
+            stable = stable and view[0].current_action == "NONE"
+            if vm.view is None:  # a failure not yet visible: list again once it is
+                until = min(until, vm.wait_since + world.error_delay)
+        mig.listing = (instances, stable, until)
+        return instances, stable
+
+    def _errors(self, since: datetime | None) -> list[MigError]:
+        """Failures visible by now (``list_errors_delay_s`` after them) and after ``since``; each once.
+        An instance's failures are folded into one ``MigError`` (``count`` of them, ``at`` the last)."""
+        world, mig = self._world, self._mig
+        visible_until = world.now - world.error_delay
+        if mig.waiting and visible_until > mig.errors_until:
+            world._retry_errors(mig, mig.errors_until, visible_until, mig.errors)
+            mig.errors_until = visible_until
+        if not mig.errors:
+            return []
+        horizon = world._horizon_at
+        if horizon is None or horizon.seconds != visible_until:  # one per instant, for every MIG read then
+            horizon = world._horizon_at = _Cut(world, visible_until, world.dt(visible_until))
+        after = self._after
+        if since is None:
+            after = None
+        elif after is None or after.moment != since:  # the planner's memory: the same moment pass after pass
+            after = self._after = _Cut(world, (since - world.start).total_seconds(), since)
+        out, later, seen = [], {}, {}
+        for name, times in mig.errors.items():  # each instance's failure times are ascending
+            # Instances waiting together have equal times (often the same tuple): counted once.
+            counted = seen.get(times)
+            if counted is None:
+                visible = horizon.count(times)
+                shown = visible - (0 if after is None else min(visible, after.count(times)))
+                counted = seen[times] = (shown, world.dt(times[visible - 1]) if shown > 0 else None, times[visible:])
+            shown, at, rest = counted
+            if shown > 0:
+                out.append(_error(mig.region, at, name, shown))
+            if rest:
+                later[name] = rest
+        mig.errors = later
+        return out
+
+    def target_size(self) -> int:
+        self._calls(1)
+        return self._mig.target
+
+    def resize(self, size: int) -> None:
+        mig, world = self._mig, self._world
+        if size < mig.target:
+            raise NotImplementedError("the simulated MIG only grows by resize (ClusterManager never shrinks one)")
+        self._calls(2)
+        grow = size - mig.target
+        mig.target = size
+        world._create(mig, grow)
+
+    def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:
+        if not names:
+            return
+        self._calls(2)
+        mig, world = self._mig, self._world
+        for name in names:
+            vm = mig.vms.get(name)
+            if vm is None or vm.phase is VmPhase.DELETING:
+                world.result.unknown_deletes += 1
+            elif vm.job is not None:  # never happens through the manager, which drains first
+                world.result.busy_delete_attempts += 1
+            else:
+                world._delete(vm)
+
+
+class SimFleet:
+    """A ``FleetPort`` over the simulated world's jobs, VMs and agents (every cluster)."""
+
+    def __init__(self, world):
+        self._world = world
+
+    def cluster_lock(self, cluster: str):
+        return _LOCKED
+
+    def facts(self, cluster: str, arrivals_since: datetime) -> FleetFacts:
+        world, state = self._world, self._world.clusters[cluster]
+        if state.fleet_view is None or state.changed:
+            # The VMs that changed since the last facts looked at again; new dicts only where an entry
+            # differs (the manager keeps its views of the VMs while it gets the same dicts).
+            held, agents = state.fleet_view or ({}, {})
+            new_held = new_agents = None
+            for name in (state.vms if state.fleet_view is None else state.changed):
+                vm = state.vms.get(name)  # None: gone
+                job = None if vm is None or vm.job is None else vm.job.spec.job_id
+                agent = None if vm is None else (vm.view or views(world, vm))[1]
+                if held.get(name) != job:
+                    new_held = dict(held) if new_held is None else new_held
+                    new_held[name] = job
+                    if job is None:
+                        del new_held[name]
+                if agents.get(name) is not agent:
+                    new_agents = dict(agents) if new_agents is None else new_agents
+                    new_agents[name] = agent
+                    if agent is None:
+                        del new_agents[name]
+            if state.fleet_view is not None:  # what changed since, for the manager (FleetFacts.changed)
+                state.fleet_since = (held, agents, frozenset(state.changed))
+            state.changed = {}
+            state.fleet_view = (held if new_held is None else new_held, agents if new_agents is None else new_agents)
+        held, agents = state.fleet_view
+        arrivals = state.arrivals
+        cutoff = (arrivals_since - world.start).total_seconds()
+        while arrivals and arrivals[0] < cutoff:
+            arrivals.popleft()
+        facts, demand = state.facts_view, self._demand(state)
+        if (facts is None or facts.demand is not demand or facts.held is not held or facts.agents is not agents
+                or facts.memory is not state.memory or facts.arrivals != len(arrivals)):
+            facts = state.facts_view = FleetFacts(demand, held, agents, state.memory, len(arrivals), state.fleet_since)
+        return facts  # the last one again when all of it is
+
+    def _demand(self, state: SimClusterState) -> tuple[DemandGroup, ...]:
+        if state.demand_view is None:
+            # The oldest of a group is its first queued job (a requeued job may be older: close enough
+            # for ordering groups of one priority).
+            state.demand_view = tuple(
+                DemandGroup(regions, len(jobs), self._world.dt(next(iter(jobs.values()))), priority)
+                for (priority, regions), jobs in state.groups.items() if jobs)
+        return state.demand_view
+
+    def memory(self, cluster: str) -> dict[str, RegionMemory]:
+        return self._world.clusters[cluster].memory
+
+    def see_instances(self, cluster: str, instances: dict[str, list[str]], now: datetime) -> dict[str, datetime]:
+        """The same dict as last time when given the same name lists (the manager's, kept while a
+        MIG's listing is): nothing new to see, and the manager reuses its views of the VMs."""
+        state = self._world.clusters[cluster]
+        last = state.seen_view
+        if last is not None and last[0].keys() == instances.keys():
+            changed = [(last[0][region], names) for region, names in instances.items() if last[0][region] is not names]
+            if not changed:
+                return last[1]
+            out = dict(last[1])  # a new dict: only the regions whose names changed looked at again
+            for gone, _ in changed:
+                for name in gone:
+                    del out[name]
+        else:
+            out, changed = {}, [((), names) for names in instances.values()]
+        vms = state.vms
+        for _, names in changed:
+            for name in names:
+                vm = vms[name]
+                if vm.first_seen is None:
+                    vm.first_seen = now
+                out[name] = vm.first_seen
+        state.seen_view = (dict(instances), out)
+        return out
+
+    def drain_unless_busy(self, vm: str, cluster: str, region: str, now: datetime) -> bool:
+        found = self._world.clusters[cluster].vms.get(vm)
+        return found is None or found.job is None
+
+    def record(self, cluster: str, memory: dict[str, RegionMemory], decisions: list[Decision], now: datetime) -> None:
+        state = self._world.clusters[cluster]
+        state.memory = {**state.memory, **memory}

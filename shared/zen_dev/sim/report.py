@@ -1,0 +1,102 @@
+"""Reports of a simulation: a terminal table, the JSON object, CSV/JSON files and a PNG plot.
+
+``--out DIR`` writes:
+
+- ``summary.csv``: one row per policy, the JSON keys plus jobs, violations, preemptions, replay time;
+- ``report.json``: ``{"scenario", "jobs_source", "seed", "policies": {NAME: {...summary, ...extras}}}``;
+- ``starts.csv``: ``policy,submit_s,start_s`` per job (``start_s`` empty when it never started);
+- ``vms.csv``: ``policy,t_s,vms`` (VMs paid for, at each change);
+- ``plot.png``: per policy, VMs paid over time in front of the scenario's capacity (stockouts marked)
+  with job starts by region; beside them the time-to-start ECDF, VM-minutes paid and wasted, and
+  starts per region (``zen_dev.sim.plot``). matplotlib is optional: without it the other files are
+  written and a message says so.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from zen_dev.sim.metrics import EXTRA_KEYS, JSON_KEYS, RunResult
+from zen_dev.sim.scenario import Scenario
+
+TABLE_COLUMNS = (
+    ("policy", "policy"), ("p50_start_s", "p50 s"), ("p95_start_s", "p95 s"), ("p99_start_s", "p99 s"),
+    ("max_start_s", "max s"), ("never_started", "never"), ("vm_minutes", "VM-min"),
+    ("wasted_vm_minutes", "wasted"), ("peak_vms", "peak"), ("api_calls", "API calls"),
+    ("limit_violations", "limit viol"), ("busy_delete_attempts", "busy del"),
+)
+
+
+def json_report(results: dict[str, RunResult]) -> dict[str, Any]:
+    """Exactly ``{"policies": {NAME: {JSON_KEYS...}}}`` (what ``--json`` prints)."""
+    return {"policies": {name: result.summary() for name, result in results.items()}}
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.1f}" if abs(value) < 1e6 else f"{value:,.0f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def format_table(results: dict[str, RunResult]) -> str:
+    rows = []
+    for name, result in results.items():
+        values = {"policy": name, **result.summary(), **result.extras()}
+        rows.append([_fmt(values[key]) for key, _ in TABLE_COLUMNS])
+    headers = [title for _, title in TABLE_COLUMNS]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(headers, widths)))]
+    for row in rows:
+        lines.append("  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths))))
+    return "\n".join(lines)
+
+
+def write_report(results: dict[str, RunResult], out_dir: str | Path, meta: dict[str, Any],
+                 scenario: Scenario | None = None) -> list[str]:
+    """Write the files listed in the module docstring (the plot shows ``scenario``'s capacity when
+    given); returns messages for the user."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "summary.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(("policy",) + JSON_KEYS + EXTRA_KEYS)
+        for name, result in results.items():
+            values = {**result.summary(), **result.extras()}
+            writer.writerow([name] + ["" if values[k] is None else values[k] for k in JSON_KEYS + EXTRA_KEYS])
+    full = {**meta, "policies": {n: {**r.summary(), **r.extras()} for n, r in results.items()}}
+    (out / "report.json").write_text(json.dumps(full, indent=2, default=str) + "\n")
+    with (out / "starts.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(("policy", "submit_s", "start_s"))
+        for name, result in results.items():
+            for submit, start in result.starts:
+                writer.writerow((name, round(submit, 3), "" if start is None else round(start, 3)))
+    with (out / "vms.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(("policy", "t_s", "vms"))
+        for name, result in results.items():
+            writer.writerows((name, round(t, 3), n) for t, n in result.vm_series)
+    messages = [f"wrote {out / 'summary.csv'}, report.json, starts.csv, vms.csv"]
+    title = str(meta.get("scenario", ""))
+    if scenario is not None and scenario.spec.description:
+        title += f": {scenario.spec.description}"
+    messages.append(write_plot(results, out / "plot.png", title=title, scenario=scenario))
+    return messages
+
+
+def write_plot(results: dict[str, RunResult], path: Path, title: str = "", scenario: Scenario | None = None) -> str:
+    """``plot.png`` (see ``zen_dev.sim.plot``), or a message saying why it was skipped."""
+    try:
+        from zen_dev.sim.plot import build_figure, save_figure
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("matplotlib"):
+            raise
+        return ("plot skipped: matplotlib is not installed (pip install matplotlib to get plot.png; "
+                "the CSV files hold the same data)")
+    save_figure(build_figure(results, scenario, title), path)
+    return f"wrote {path}"

@@ -1,0 +1,56 @@
+"""The simulated side of Zen's start routing (``zen.core.routing``) and of the agents' warm caches
+(``zen.agent.cache``), for ``zen_dev.sim.world``: which idle VM holds a job's dataset, whether a stockout
+blocks its data's region, and what staging a job's input on a VM reads, hits and saves.
+
+Warm caches: production offers the start to the idle VMs whose cache holds the job's inputs, on their
+own control subscriptions (at most 3, most recently heard from first; the first to claim wins), and to
+no other VM until the tick widens it. The simulator hands the job at once to one such VM
+(``warm_vm``): that is what an offer does when the VM takes it, less the claim round trip, and with
+the most recently idle VM standing in for the most recently heard from. It does not model a VM that
+drops an offer (busy since its last heartbeat), nor the one-offer-per-VM rule (a simulated warm VM
+leaves the idle set as it takes its job, so it is never offered two)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from zen_dev.sim.jobs import SimJob
+from zen_dev.sim.metrics import RunResult
+from zen_dev.sim.state import SimClusterState, SimVm
+
+
+def warm_vm(cluster: SimClusterState, spec: SimJob) -> SimVm | None:
+    """The most recently idle VM of an allowed region whose warm cache holds the job's dataset: the VM
+    production's offer goes to first (``zen.core.routing``; see the module's docstring)."""
+    for region in spec.regions:
+        for vm in reversed(cluster.idle[region].values()):
+            if spec.dataset in vm.cache:
+                return vm
+    return None
+
+
+def blocked(cluster: SimClusterState, region: str, now: datetime) -> bool:
+    """The planner's memory blocks ``region`` (a stockout), as ``fleet.blocked_regions`` reads it."""
+    memory = cluster.memory.get(region)
+    return memory is not None and memory.blocked_until is not None and memory.blocked_until > now
+
+
+def stage(result: RunResult, vm: SimVm, spec: SimJob, cache_gb: float, staging_mb_s: float) -> None:
+    """A data job's input on ``vm``: from its warm cache when it holds the dataset (nothing read, the
+    staging time saved), else read (across regions unless in its data's region) and kept (LRU, at most
+    ``cache_gb``; 0: no cache)."""
+    cache = vm.cache
+    result.input_gb += spec.input_gb
+    if spec.dataset in cache:
+        cache.move_to_end(spec.dataset)
+        result.cache_hits += 1
+        result.staging_s_saved += spec.input_gb * 1000 / staging_mb_s
+        return
+    if vm.mig.region != spec.data_region:
+        result.input_gb_cross_region += spec.input_gb
+    if cache_gb:
+        result.cache_misses += 1
+        if spec.input_gb <= cache_gb:
+            cache[spec.dataset] = spec.input_gb
+            while sum(cache.values()) > cache_gb:
+                cache.popitem(last=False)

@@ -1,0 +1,25 @@
+"""Run several policies on the same scenario, job trace and seed, side by side."""
+
+from __future__ import annotations
+
+from zen_dev.sim.jobs import SimJob
+from zen_dev.sim.metrics import RunResult
+from zen_dev.sim.policies import PolicyUnavailable, make_policy
+from zen_dev.sim.scenario import Scenario
+from zen_dev.sim.world import Simulation
+
+
+def run_policies(scenario: Scenario, jobs: list[SimJob], policies: list[str], *, seed: int | None = None,
+                 horizon_s: float | None = None, skipped: list[str] | None = None) -> dict[str, RunResult]:
+    """One :class:`RunResult` per policy name; unavailable ones (``zen`` before its planner exists)
+    are left out and named in ``skipped`` when given."""
+    results: dict[str, RunResult] = {}
+    for name in policies:
+        try:
+            policy = make_policy(name)
+        except PolicyUnavailable:
+            if skipped is not None:
+                skipped.append(name)
+            continue
+        results[name] = Simulation(scenario, jobs, policy, seed=seed, horizon_s=horizon_s).run()
+    return results

@@ -1,0 +1,269 @@
+"""Simulator scenario files: format, validation, and the built-in scenarios.
+
+A scenario is a YAML mapping describing the cloud a policy is tested against. Times are seconds of
+simulated time since the start of the run. Example (every key but ``clusters`` is optional)::
+
+    description: us-central1 has no A100s for the first four hours
+    seed: 7                      # seeds boot delays, preemptions and the synthetic job trace
+    start_time: 2026-01-01T00:00:00Z   # wall clock of t=0 (snapshots carry datetimes)
+    horizon_s: 28800             # end of the run; default: last submission + drain_s
+    drain_s: 3600
+    tick_s: 60                   # the Cloud Scheduler tick (a tick also follows each submission)
+    clusters:                    # like zen.core.config.ClusterConfig (gpu_type defaults to A100)
+      - {name: 4xa100, gpu_count: 4, machine_type: a2-highgpu-4g,
+         regions: [us-central1, us-west1, europe-west4], max_vms_per_region: 8, max_vms: 16}
+    zones:                       # per region; default <region>-a, -b, -c
+      us-west1: [us-west1-a, us-west1-b]
+    capacity:                    # same format as the Compute stand-in (zen_dev.capacity.scenario)
+      default: 4                 # VMs per zone and machine type; an int or "unlimited"
+      schedule:                  # steps (at_s, zone, optional machine_type, capacity)
+        - {at_s: 0, zone: us-central1-a, capacity: 0}
+        - {at_s: 14400, zone: us-central1-a, capacity: 4}
+      traces:                    # shared/traces/gcp-a100-availability JSON, one file per zone
+        - {file: "${traces}/gcp-a100-availability/us-west1-b_a100_40gb_8.json",
+           zone: us-west1-b, scale: 2, offset_s: 0, loop: true}
+    boot: {dist: lognormal, median_s: 90, sigma: 0.3}   # or {dist: fixed, s: 60}, uniform low_s/high_s
+    unbilled_boot_fraction: 0.25 # of each boot (capacity to usable), the part before RUNNING (provisioning,
+                                 # staging): GCE bills from RUNNING, so a VM deleted before it costs nothing
+    retry_interval_s: 30         # a creation waiting for capacity is retried (and fails) this often
+    list_errors_delay_s: 20      # a failed creation shows in listErrors (and on the instance) this much later
+    preempt_on_capacity_drop: true   # spot: capacity falling below what runs in a zone preempts VMs there
+    pass_on_vm_heartbeat: true   # also plan when a VM becomes usable/idle (every policy; as Zen.on_heartbeat)
+    delete_s: 30                 # a deleted VM is billed this long (DELETING), then frees capacity
+    preemption: {rate_per_hour: 0.0}   # per created VM; the MIG recreates it (GCE behaviour)
+    timing: {idle_timeout_s: 300}      # fields of zen.scaling.model.Timing given to every policy
+    jobs: {...}                  # the default job trace; see zen_dev.sim.jobs
+    routing: {data_wait_s: 30, route_min_gb: 10, cache_gb: 0, staging_mb_s: 200}   # start routing by data
+                                 # (zen.core.routing) and warm caches: see RoutingSpec
+
+``${traces}`` in a file name is the shared trace directory: ``$ZEN_TRACES_DIR``, else
+``../shared/traces`` next to the repository. Other relative paths are resolved against the
+scenario file's directory. A scenario whose trace files are absent raises :class:`TraceUnavailable`
+(callers skip it); any other problem raises ``ScenarioError`` as ``FILE line N: reason``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from zen.core.config import ClusterConfig, DataConfig, Deadlines, QueueConfig, Queueing
+from zen.scaling.model import ClusterLimits, Timing
+from zen_dev.capacity.scenario import BootSpec, CapacitySpec, LognormalBoot
+from zen_dev.capacity.traces import CapacitySchedule, TraceError, load_trace
+from zen_dev.capacity.yamllines import LineMap, ScenarioError, problems_from_validation
+
+SCENARIO_DIR = Path(__file__).with_name("scenarios")
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def traces_dir() -> Path:
+    """Where the shared traces live: ``$ZEN_TRACES_DIR``, else ``<repo>/../shared/traces``."""
+    return Path(os.environ.get("ZEN_TRACES_DIR") or REPO_ROOT.parent / "shared" / "traces")
+
+
+class TraceUnavailable(ScenarioError):
+    """A trace file the scenario needs is absent: skip the scenario rather than fail."""
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClusterSpec(ClusterConfig):
+    """A cluster as in ``zen.core.config`` (same names and limits); the GPU type may be left out. The
+    simulated world runs one job per VM: ``max_jobs_per_vm`` stays 1."""
+
+    gpu_type: str = "nvidia-tesla-a100"
+
+    @field_validator("max_jobs_per_vm")
+    @classmethod
+    def _one_job_per_vm(cls, value: int) -> int:
+        if value != 1:
+            raise ValueError("the simulator runs one job per VM: leave max_jobs_per_vm at 1")
+        return value
+
+
+class PreemptionSpec(_Spec):
+    rate_per_hour: float = Field(default=0.0, ge=0)
+
+
+class RoutingSpec(_Spec):
+    """Zen's start routing by data (``zen.core.routing``), with the configuration's defaults: a job whose input
+    weighs ``route_min_gb`` is offered first to its data's region, widened at the first tick after
+    ``data_wait_s`` (0: never narrowed). Only for policies with ``routes_by_data`` (zen)."""
+
+    data_wait_s: float = Field(default=Deadlines().data_wait_s, ge=0)
+    route_min_gb: float = Field(default=DataConfig().route_min_gb, ge=0)
+    # Warm caches (zen.agent.cache), every policy's VMs: each keeps this many GB of datasets (LRU; 0:
+    # none); a hit reads nothing and saves its staging time at staging_mb_s (measured, not simulated:
+    # a job runs its trace duration either way). Zen also offers a job first to an idle VM holding it.
+    cache_gb: float = Field(default=0, ge=0)
+    staging_mb_s: float = Field(default=200, gt=0)
+
+
+class ScenarioSpec(_Spec):
+    description: str = ""
+    seed: int = 0
+    start_time: datetime = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    horizon_s: float | None = Field(default=None, gt=0)
+    drain_s: float = Field(default=3600, ge=0)
+    tick_s: float = Field(default=60, gt=0)
+    clusters: list[ClusterSpec] = Field(min_length=1)
+    zones: dict[str, list[str]] = {}
+    capacity: CapacitySpec = CapacitySpec()
+    boot: BootSpec = LognormalBoot(dist="lognormal", median_s=90, sigma=0.3)
+    # A GPU VM is PROVISIONING/STAGING for ~20-30 s of a ~90 s boot before RUNNING (then the OS, the
+    # driver and the agent): a quarter, unbilled. 0 bills the whole boot (the simulator before).
+    unbilled_boot_fraction: float = Field(default=0.25, ge=0, lt=1)
+    retry_interval_s: float = Field(default=30, gt=0)
+    list_errors_delay_s: float = Field(default=20, ge=0)
+    preempt_on_capacity_drop: bool = True
+    pass_on_vm_heartbeat: bool = True  # production runs a pass when a VM becomes usable (Zen.on_heartbeat)
+    delete_s: float = Field(default=30, ge=0)
+    preemption: PreemptionSpec = PreemptionSpec()
+    timing: dict[str, float] = {}
+    jobs: dict[str, Any] | None = None
+    queues: list[QueueConfig] = []  # as in zen.core.config: admission by quota (zen_dev.sim.queues); none: all admitted
+    queueing: Queueing = Queueing()
+    routing: RoutingSpec = RoutingSpec()
+
+    @model_validator(mode="after")
+    def _checks(self) -> "ScenarioSpec":
+        names = [c.name for c in self.clusters]
+        if len(set(names)) != len(names):
+            raise ValueError("cluster names must be unique")
+        if self.start_time.tzinfo is None:
+            raise ValueError("start_time needs a timezone (e.g. 2026-01-01T00:00:00Z)")
+        unknown = set(self.timing) - set(Timing.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown timing field(s): {', '.join(sorted(unknown))}; "
+                             f"known: {', '.join(Timing.__dataclass_fields__)}")
+        for queue in self.queues:
+            unknown_clusters = sorted(set(queue.quota) - set(names))
+            if unknown_clusters:
+                raise ValueError(f"queue {queue.name}: quota names unknown clusters: {', '.join(unknown_clusters)}")
+        for region, zones in self.zones.items():
+            for zone in zones:
+                if not zone.startswith(region + "-"):
+                    raise ValueError(f"zone {zone} is not in region {region}")
+        return self
+
+
+@dataclass(frozen=True)
+class SimCluster:
+    """A cluster ready for the simulator: limits for snapshots, machine type, zones per region."""
+
+    limits: ClusterLimits
+    machine_type: str
+    gpu_count: int
+    zones: dict[str, tuple[str, ...]]
+
+
+@dataclass
+class Scenario:
+    """A validated scenario with its capacity schedule built (trace files read)."""
+
+    name: str
+    spec: ScenarioSpec
+    clusters: list[SimCluster]
+    capacity: CapacitySchedule
+    base_dir: Path
+
+    @property
+    def timing(self) -> Timing:
+        # Simulated agents never die and report only their changes (no VM heartbeats are simulated: an
+        # agent's last_seen_at is its last change), so the liveness deadline is off unless a scenario sets it.
+        return Timing(**{"agent_silence_s": math.inf, **self.spec.timing})
+
+    def resolve(self, path: str) -> Path:
+        return resolve_path(path, self.base_dir)
+
+
+def resolve_path(path: str, base_dir: Path) -> Path:
+    expanded = os.path.expanduser(path.replace("${traces}", str(traces_dir())))
+    p = Path(expanded)
+    return p if p.is_absolute() else base_dir / p
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
+
+
+def load_scenario(name_or_path: str | os.PathLike) -> Scenario:
+    """A built-in scenario by name (see :func:`builtin_names`) or a YAML file by path."""
+    path = Path(name_or_path)
+    if not path.suffix and (SCENARIO_DIR / f"{path.name}.yaml").exists():
+        path = SCENARIO_DIR / f"{path.name}.yaml"
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        hint = f" (built-in scenarios: {', '.join(builtin_names())})" if not path.suffix else ""
+        raise ScenarioError(str(name_or_path), [(None, f"cannot read the scenario: {exc.strerror or exc}{hint}")]) from None
+    return parse_scenario(text, source=path.name, base_dir=path.resolve().parent, name=path.stem)
+
+
+def parse_scenario(text: str, source: str = "scenario", base_dir: Path | None = None, name: str | None = None) -> Scenario:
+    """Validate YAML text and build the capacity schedule; errors name the line."""
+    try:
+        lines = LineMap.from_text(text)
+        raw = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise ScenarioError(source, [(mark.line + 1 if mark else None, f"invalid YAML: {exc.problem or exc}")]) from None
+    except yaml.YAMLError as exc:
+        raise ScenarioError(source, [(None, f"invalid YAML: {exc}")]) from None
+    if lines.duplicates:
+        raise ScenarioError(source, lines.duplicates)
+    if not isinstance(raw, dict):
+        raise ScenarioError(source, [(None, "a scenario is a YAML mapping (key: value) with at least 'clusters'")])
+    try:
+        spec = ScenarioSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise ScenarioError(source, problems_from_validation(exc.errors(), lines)) from None
+    base_dir = base_dir or Path.cwd()
+    capacity = _build_capacity(spec, source, base_dir, lines)
+    clusters = [
+        SimCluster(
+            limits=ClusterLimits(c.name, tuple(c.regions), c.max_vms_per_region, c.max_vms, c.min_vms),
+            machine_type=c.machine_type,
+            gpu_count=c.gpu_count,
+            zones={r: tuple(spec.zones.get(r) or (f"{r}-a", f"{r}-b", f"{r}-c")) for r in c.regions},
+        )
+        for c in spec.clusters
+    ]
+    return Scenario(name or Path(source).stem, spec, clusters, capacity, base_dir)
+
+
+def _build_capacity(spec: ScenarioSpec, source: str, base_dir: Path, lines: LineMap) -> CapacitySchedule:
+    schedule = CapacitySchedule(default=spec.capacity.default)
+    steps: dict[tuple[str, str | None], list[tuple[float, int]]] = {}
+    for step in spec.capacity.schedule:
+        steps.setdefault((step.zone, step.machine_type), []).append((step.at_s, step.capacity))
+    try:
+        for (zone, machine_type), items in steps.items():
+            schedule.add_steps(zone, machine_type, items)
+    except ValueError as exc:
+        raise ScenarioError(source, [(lines.line(("capacity", "schedule")), str(exc))]) from None
+    for i, trace_spec in enumerate(spec.capacity.traces):
+        where = lines.line(("capacity", "traces", i, "file"))
+        path = resolve_path(trace_spec.file, base_dir)
+        if not path.exists():
+            raise TraceUnavailable(source, [(where, f"trace file {path} is absent")])
+        try:
+            trace = load_trace(path)
+            zone = trace_spec.zone or trace.zone
+            if zone is None:
+                raise TraceError("zone is required (the file name does not start with a zone)")
+            schedule.add_trace(zone, trace_spec.machine_type, trace, scale=trace_spec.scale,
+                               offset_s=trace_spec.offset_s, loop=trace_spec.loop)
+        except (TraceError, ValueError) as exc:
+            raise ScenarioError(source, [(where, str(exc))]) from None
+    return schedule

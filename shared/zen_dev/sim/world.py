@@ -1,0 +1,400 @@
+"""The discrete-event world: simulated regional MIGs, zone capacity, VMs, agents and jobs.
+
+One :class:`Simulation` runs one policy over one scenario and job trace on a simulated clock (a
+heap of events; nothing sleeps). What it models, per cluster:
+
+- **MIGs.** One regional MIG per region. Plans are applied by the production ``ClusterManager``
+  (``zen.scaling.manager``), the same class as in production, over the simulated MIGs and fleet of
+  ``zen_dev.sim.ports``: adds first, each region resized to ``min(target + add, max_vms_per_region)``
+  (every VM refused is a limit violation, and so is every VM the resize puts beyond the cluster's
+  ``max_vms``, which the manager leaves to the planner); then each deletion is drained first (a VM
+  holding a job is refused: a busy-delete attempt) and the drained ones are deleted with one
+  ``deleteInstances`` per region. New instances are visible at once as ``BOOTING``.
+- **Capacity.** An instance is placed in the MIG's zone with the most free capacity
+  (``CapacitySchedule``). With none free it stays BOOTING with ``creation_error=STOCKOUT`` and fails
+  again every ``retry_interval_s`` on a grid per MIG; a read reports each instance's new failures as one
+  ``MigError(STOCKOUT)`` with their ``count`` (``at`` the last). Those retries are evaluated lazily: only when
+  capacity may have grown (a schedule step, or a VM gone from that zone): a month-long stockout costs a few events.
+- **Billing.** A VM costs from RUNNING (``unbilled_boot_fraction`` of its boot after it got capacity:
+  GCE does not bill provisioning and staging) until it is gone, which is ``delete_s`` after its
+  deletion (DELETING still holds the capacity). Waiting for capacity, or a deletion before RUNNING, is free.
+- **Boots.** A created VM boots after a draw from the scenario's distribution, then is IDLE. A
+  policy with ``ignores_capacity`` (the ``unlimited`` reference) never waits for capacity, is not
+  held to the limits, and each boot is the fastest of one draw per region of the cluster.
+- **listErrors delay.** A failed creation shows in the MIG's errors, and as the instance's
+  ``creation_error``, only ``list_errors_delay_s`` after it happened (the real MIG reports it late);
+  until then the instance is simply CREATING.
+- **Spot capacity.** With ``preempt_on_capacity_drop`` (the default) a zone whose capacity falls
+  below the VMs holding capacity there preempts that many running ones (less those being deleted),
+  drawn at random (seeded; ``InstanceWorld._capacity_dropped``); the recreated VM's boot counts from then.
+- **Same passes for everyone.** Every policy plans at the periodic tick and right after submissions
+  that the last pass does not cover (``zen.scaling.model.Coverage``, as production), nothing else
+  (``RunResult.pass_times``); with ``pass_on_vm_heartbeat`` (the default) also when a VM's agent reports
+  it usable or idle again, as ``Zen.on_heartbeat`` runs a pass when a VM becomes usable in production.
+- **Agents.** An IDLE VM takes the best queued job allowed in its region at once (highest
+  priority, then oldest); a submission goes to an idle VM of an allowed region (most recently idle
+  first) when there is one. A job runs its duration; the VM is IDLE again (warm reuse) unless the
+  policy is ``single_use``, in which case the VM is deleted right after its job, or as soon as it
+  comes up with nothing to run. A policy with ``cancel_losers_on_start`` (ask-every-region) has the
+  job's surplus requests in its other regions cancelled the moment the job starts.
+- **Routing by data and warm caches** (the scenario's ``routing:``): for a policy with
+  ``routes_by_data`` (zen), a data job is offered first to an idle VM of an allowed region whose warm
+  cache holds its dataset, else only to its data's region (unless a stockout blocks it) until the
+  first tick after ``data_wait_s``, as ``zen.core.routing`` routes start messages. Every policy's VMs
+  keep ``cache_gb`` of datasets (LRU): a hit reads no input (``zen_dev.sim.metrics``).
+- **Preemptions** (optional): exponential lifetimes per created VM; a busy VM's job is queued again
+  (its first start still counts for time-to-start) and the MIG recreates the VM, as GCE does.
+- **Ticks.** Every ``tick_s`` for every cluster and right after submissions (same instant: one
+  tick). A tick is one ``ClusterManager`` pass: the periodic one lists each region's MIGs first
+  and then reads them (as ``ClusterOrchestrator.tick``), one after a submission reads each MIG
+  (as ``ClusterManager.run()``); the manager builds the ``ClusterSnapshot`` (demand groups, VMs with
+  phases and ``since`` from when a pass first saw each instance, target sizes, the MIG errors after
+  the memory's ``seen_errors_until``, the memory kept per region, ``Timing``), calls
+  ``policy.plan`` once, applies the plan and records the memory. Compute API calls are counted as
+  ``zen.adapters.compute.MigManager`` makes them (see ``zen_dev.sim.ports``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+import time
+from datetime import timedelta
+
+from zen.core.config import ClusterConfig
+from zen.scaling.manager import ClusterManager
+from zen.scaling.model import ClusterSnapshot, Plan, Policy, VmPhase, racing
+from zen_dev.capacity.traces import CapacitySchedule
+from zen_dev.sim.instances import _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK, InstanceWorld
+from zen_dev.sim.jobs import SimJob
+from zen_dev.sim.metrics import RunResult
+from zen_dev.sim.ports import SimFleet, SimMigPort
+from zen_dev.sim.queues import SimQueues
+from zen_dev.sim.routing import blocked, stage, warm_vm
+from zen_dev.sim.scenario import Scenario, SimCluster
+from zen_dev.sim.state import SimClusterState as _Cluster, SimJobState as _Job, SimMig as _Mig, SimVm as _Vm
+
+_QUEUED, _RUNNING, _DONE = "QUEUED", "RUNNING", "DONE"
+_NO_LIMIT = 10**9
+
+
+def cluster_config(spec: SimCluster, unlimited: bool = False) -> ClusterConfig:
+    """The scenario's cluster as the manager's configuration (no limits for ``ignores_capacity``)."""
+    limits = spec.limits
+    per_region, total = (_NO_LIMIT, _NO_LIMIT) if unlimited else (limits.max_vms_per_region, limits.max_vms)
+    return ClusterConfig.model_construct(
+        name=limits.name, gpu_type="simulated", gpu_count=spec.gpu_count, machine_type=spec.machine_type,
+        regions=list(limits.regions), max_vms_per_region=per_region, max_vms=total, min_vms=limits.min_vms)
+
+
+class _TimedPolicy:
+    """The policy as the manager calls it: each plan timed (``planner_s``) and the last one kept."""
+
+    def __init__(self, policy: Policy, world: "Simulation"):
+        self.name, self._policy, self._result, self.last = policy.name, policy, world.result, Plan()
+
+    def plan(self, snapshot: ClusterSnapshot) -> Plan:
+        started = time.perf_counter()
+        self.last = self._policy.plan(snapshot)
+        self._result.planner_s += time.perf_counter() - started
+        return self.last
+
+
+class Simulation(InstanceWorld):
+    """One policy against one scenario and job trace; :meth:`run` returns a :class:`RunResult`."""
+
+    def __init__(self, scenario: Scenario, jobs: list[SimJob], policy: Policy, *,
+                 seed: int | None = None, horizon_s: float | None = None):
+        spec = scenario.spec
+        self.policy, self.scenario = policy, scenario
+        self.single_use = bool(getattr(policy, "single_use", False))
+        self.cancel_losers = bool(getattr(policy, "cancel_losers_on_start", False))
+        # Start routing by data (zen.core.routing) for the policies that have it: 0 s is none.
+        self.data_wait = spec.routing.data_wait_s if getattr(policy, "routes_by_data", False) else 0.0
+        self.route_min_gb = spec.routing.route_min_gb
+        self.cache_gb, self.staging_mb_s = spec.routing.cache_gb, spec.routing.staging_mb_s
+        self.unlimited = bool(getattr(policy, "ignores_capacity", False))
+        self.capacity: CapacitySchedule = scenario.capacity
+        self.timing = scenario.timing
+        self.error_delay = spec.list_errors_delay_s
+        self.pass_on_vm_heartbeat = spec.pass_on_vm_heartbeat
+        self.preempt_on_drop = spec.preempt_on_capacity_drop and not self.unlimited
+        self.watched: set[tuple[str, str]] = set()  # zones with a capacity-drop check scheduled
+        self.start = spec.start_time
+        seed = spec.seed if seed is None else seed
+        self.boot_seed, self._boot_streams, self.preempt_rng = seed, {}, random.Random(f"preempt-{seed}")
+        self.victim_rng = random.Random(f"victims-{seed}")  # which spot VMs a capacity drop takes
+        last_submit = max((j.submit_s for j in jobs), default=0.0)
+        self.horizon = horizon_s or spec.horizon_s or last_submit + spec.drain_s
+        self.clusters = {c.limits.name: _Cluster(c) for c in scenario.clusters}
+        self.jobs = [_Job(j) for j in jobs if j.submit_s <= self.horizon]
+        unknown = {j.spec.cluster for j in self.jobs} - set(self.clusters)
+        if unknown:
+            raise ValueError(f"jobs name cluster(s) the scenario does not define: {', '.join(sorted(unknown))}")
+        self.by_zone: dict[tuple[str, str], list[_Mig]] = {}
+        for cluster in self.clusters.values():
+            for mig in cluster.migs.values():
+                for zone in mig.zones:
+                    self.by_zone.setdefault((zone, mig.machine_type), []).append(mig)
+        self.used: dict[tuple[str, str], int] = {}
+        self.heap: list = []
+        self.seq = itertools.count()
+        self.names = itertools.count(1)
+        self.now = 0.0
+        self.result = RunResult(policy=policy.name, horizon_s=self.horizon)
+        self.admission = SimQueues(spec.queues, {c.limits.name: c.gpu_count for c in scenario.clusters},
+                                   spec.queueing.usage_half_life_s) if spec.queues else None
+        planner, fleet = _TimedPolicy(policy, self), SimFleet(self)
+        self._clock_at: tuple = (None, None)
+        self._dt_at: tuple = (None, None)
+        self._capacity_at: tuple = (None, {})  # (instant, zone capacities looked up then)
+        self._horizon_at = None  # the failures visible now, for every MIG read at this instant (zen_dev.sim.ports)
+        for sim_cluster in scenario.clusters:
+            cluster = self.clusters[sim_cluster.limits.name]
+            migs = {region: SimMigPort(self, mig) for region, mig in cluster.migs.items()}
+            cluster.manager = ClusterManager(cluster_config(sim_cluster, self.unlimited), fleet, migs, self.clock,
+                                             self.timing, planner, telemetry=False, concurrent=False)
+
+    # -- the loop -------------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        wall = time.perf_counter()
+        for job in self.jobs:
+            self._push(job.spec.submit_s, _SUBMIT, self._submit, job)
+        self._push(0.0, _TICK, self._periodic_tick)
+        heap, pop = self.heap, heapq.heappop
+        while heap and heap[0][0] <= self.horizon:
+            t, _, _, fn, args = pop(heap)
+            self.now = t
+            fn(*args)
+        self.now = self.horizon
+        self._finish_run()
+        self.result.wall_s = time.perf_counter() - wall
+        return self.result
+
+    def _finish_run(self) -> None:
+        for cluster in self.clusters.values():
+            for vm in cluster.vms.values():
+                if vm.created_s is not None:
+                    self._account(vm, self.horizon)
+        self.result.starts = [(j.spec.submit_s, j.first_start_s) for j in self.jobs]
+        self.result.preempted_jobs = sum(1 for j in self.jobs if j.preempted)
+
+    def dt(self, t: float):
+        """The datetime of simulated second ``t``; the last one is kept (a read asks for the same
+        moment for every failure of a retry round, and a pass for the same instant many times)."""
+        last = self._dt_at
+        if last[0] == t:
+            return last[1]
+        moment = self.start + timedelta(seconds=t)
+        self._dt_at = (t, moment)
+        return moment
+
+    def clock(self):
+        """The simulated time as the manager's clock (one datetime per instant)."""
+        if self._clock_at[0] != self.now:
+            self._clock_at = (self.now, self.dt(self.now))
+        return self._clock_at[1]
+
+    # -- ticks ----------------------------------------------------------------------------------
+    def _periodic_tick(self) -> None:
+        for cluster in self.clusters.values():
+            if cluster.narrowed:  # the tick widens unclaimed starts first, then scales (as Zen.on_scale_tick)
+                self._widen(cluster)
+            self._tick(cluster, listed=True)
+        self._push(self.now + self.scenario.spec.tick_s, _TICK, self._periodic_tick)
+
+    def _tick(self, cluster: _Cluster, listed: bool = False) -> None:
+        """One pass of the production ``ClusterManager`` over this cluster. ``listed``: the periodic
+        tick, which (as ``ClusterOrchestrator.tick``) lists each region's MIGs first, then reads them;
+        a pass after a submission reads each MIG without the list (``ClusterManager.run()``)."""
+        if cluster.last_tick == self.now:
+            return  # one tick per instant (the advisory lock makes a second one skip)
+        manager = cluster.manager
+        memory = manager.memory()
+        summaries: dict = {}
+        if listed:
+            for region in manager.regions:
+                summaries.update(manager.mig(region).region_summaries())
+        states = {region: manager.read_mig(region, memory, summaries) for region in manager.regions}
+        report = manager.run(states)
+        plan = manager.policy.last
+        result = self.result
+        result.ticks += 1
+        cluster.last_tick = self.now
+        result.pass_times.append(self.now)
+        # Refused by the manager: adds beyond the per-MIG or cluster limit, deletions of busy VMs.
+        result.limit_violations += sum(max(0, n) for n in plan.add.values()) - sum(report.added.values())
+        result.busy_delete_attempts += len(report.kept_busy)
+        cluster.coverage = report.coverage
+
+    # -- agents and jobs ------------------------------------------------------------------------
+    def _booted(self, vm: _Vm, epoch: int) -> None:
+        if vm.epoch != epoch:
+            return
+        vm.phase, vm.since, vm.booted_s = VmPhase.IDLE, self.now, self.now
+        vm.touch()
+        self._on_idle(vm)
+
+    def _request_pass(self, cluster: _Cluster) -> None:
+        """A pass for this cluster now (after what else happens at this instant); one per instant."""
+        if cluster.tick_at != self.now:
+            cluster.tick_at = self.now
+            self._push(self.now, _TICK, self._tick, cluster)
+
+    def _on_idle(self, vm: _Vm) -> None:
+        """A VM became usable (booted, or done with its job): a pass follows while boots are in flight,
+        as ``Zen.on_heartbeat`` runs one; the VM takes the best queued job, or waits (or goes: single-use)."""
+        cluster, region = vm.mig.cluster, vm.mig.region
+        if self.pass_on_vm_heartbeat and racing(cluster.coverage):
+            self._request_pass(cluster)
+        heap = cluster.heaps[region]
+        while heap:
+            _, _, qseq, job = heapq.heappop(heap)
+            if job.state is _QUEUED and job.qseq == qseq:
+                self._start(vm, job)
+                return
+        if self.single_use:
+            self._delete_at_once(vm)  # a single-use VM with nothing to run goes at once
+            return
+        cluster.idle[region][vm.name] = vm
+
+    def _start(self, vm: _Vm, job: _Job) -> None:
+        cluster = vm.mig.cluster
+        job.state = _RUNNING
+        if job.first_start_s is None:
+            job.first_start_s = self.now
+            self.result.start_regions.append((self.now, vm.mig.region))
+        if job.spec.input_gb:
+            stage(self.result, vm, job.spec, self.cache_gb, self.staging_mb_s)
+        del cluster.queued[job.spec.job_id]
+        jobs = cluster.groups.get((job.spec.priority, job.reach))
+        if jobs is not None and jobs.pop(job.spec.job_id, None) is not None:
+            cluster.demand_view = None
+        if job.widen_at is not None:
+            cluster.narrowed.pop(job.spec.job_id, None)
+            job.widen_at = None
+        if self.cancel_losers:
+            self._cancel_losers(cluster, job, vm.mig.region)
+        vm.phase, vm.since, vm.job, vm.job_start_s = VmPhase.BUSY, self.now, job, self.now
+        vm.touch()
+        vm.epoch += 1
+        self._push(self.now + job.spec.duration_s, _FINISH, self._finish, vm, vm.epoch)
+
+    def _cancel_losers(self, cluster: _Cluster, job: _Job, won_in: str) -> None:
+        """The job's requests in its other regions lost: cancel one surplus instance in each (one
+        the remaining queue does not want there), waiting-for-capacity ones first, then the newest."""
+        for region in job.spec.regions:
+            if region == won_in:
+                continue
+            booting = [vm for vm in cluster.migs[region].vms.values() if vm.phase is VmPhase.BOOTING]
+            wanted = sum(len(jobs) for (_, regions), jobs in cluster.groups.items() if region in regions)
+            if len(booting) <= wanted:
+                continue
+            loser = min(booting, key=lambda vm: (vm.created_s is not None, -vm.since, vm.name))
+            self._delete_at_once(loser)
+
+    def _finish(self, vm: _Vm, epoch: int) -> None:
+        if vm.epoch != epoch:
+            return
+        vm.job.state = _DONE
+        vm.busy_s += self.now - vm.job_start_s
+        vm.jobs_run += 1
+        if self.admission:
+            for admitted in self.admission.release(vm.job, self.now):  # its quota goes to the next
+                self._offer(admitted)
+        vm.job = vm.job_start_s = None
+        if self.single_use:
+            vm.phase = VmPhase.IDLE  # for the instant of its deletion
+            self._delete_at_once(vm)
+            return
+        vm.phase, vm.since = VmPhase.IDLE, self.now
+        vm.touch()
+        vm.epoch += 1
+        self._on_idle(vm)
+
+    def _offer(self, job: _Job) -> None:
+        """An idle VM in a region the job's start reaches takes it at once; otherwise it is queued.
+        With ``routes_by_data`` (zen) a job whose input weighs ``route_min_gb`` reaches only its data's
+        region until the first tick after ``data_wait_s`` widens it (``_widen``), as ``zen.core.routing``
+        routes a new attempt's start message; its demand meanwhile is for that region only."""
+        cluster, spec = self.clusters[job.spec.cluster], job.spec
+        job.state, job.reach = _QUEUED, spec.regions
+        holder = warm_vm(cluster, spec) if self.data_wait and self.cache_gb and spec.dataset else None
+        if holder is not None:  # zen offers it first to the idle VMs holding its input: that VM takes it
+            job.reach = (holder.mig.region,)
+            cluster.queued[spec.job_id] = job
+            del cluster.idle[holder.mig.region][holder.name]
+            self._start(holder, job)
+            return
+        if (self.data_wait and spec.data_region and spec.input_gb >= self.route_min_gb and len(spec.regions) > 1
+                and not blocked(cluster, spec.data_region, self.clock())):
+            job.reach, job.widen_at = (spec.data_region,), self.now + self.data_wait
+            cluster.narrowed[spec.job_id] = job
+        cluster.queued[spec.job_id] = job
+        if self._take_idle(cluster, job, job.reach):
+            return
+        job.qseq = next(self.seq)
+        cluster.groups.setdefault((spec.priority, job.reach), {})[spec.job_id] = spec.submit_s
+        cluster.demand_view = None
+        for region in job.reach:
+            heapq.heappush(cluster.heaps[region], (-spec.priority, spec.submit_s, job.qseq, job))
+
+    def _take_idle(self, cluster: _Cluster, job: _Job, regions: tuple[str, ...]) -> bool:
+        """The most recently idle VM of the first of ``regions`` that has one starts the job."""
+        for region in regions:
+            idle = cluster.idle.get(region)
+            if idle:
+                _, vm = idle.popitem()
+                self._start(vm, job)
+                return True
+        return False
+
+    def _widen(self, cluster: _Cluster) -> None:
+        """Starts narrowed near their data whose wait is over now reach every allowed region: an idle
+        VM there takes the job at once, else the job waits in every region's queue and the planner's
+        demand for it covers them all."""
+        narrowed = cluster.narrowed
+        while narrowed:
+            job = next(iter(narrowed.values()))  # offered in time order, so due in that order
+            if job.widen_at > self.now:
+                return
+            spec = job.spec
+            del narrowed[spec.job_id]
+            job.widen_at = None
+            cluster.groups[(spec.priority, job.reach)].pop(spec.job_id)
+            cluster.demand_view = None
+            others = tuple(r for r in spec.regions if r not in job.reach)
+            job.reach = spec.regions
+            if self._take_idle(cluster, job, others):
+                continue
+            cluster.groups.setdefault((spec.priority, spec.regions), {})[spec.job_id] = spec.submit_s
+            for region in others:
+                heapq.heappush(cluster.heaps[region], (-spec.priority, spec.submit_s, job.qseq, job))
+
+    def _submit(self, job: _Job) -> None:
+        for admitted in (self.admission.submit(job, self.now) if self.admission else [job]):
+            self._offer(admitted)  # with queues, only what its queue's quota admits now
+        cluster = self.clusters[job.spec.cluster]
+        cluster.arrivals.append(self.now)
+        if cluster.coverage is None or not cluster.coverage.covers(self.dt(self.now), regions=job.spec.regions):
+            self._request_pass(cluster)  # as production: only for demand no spare VM covers
+
+    def _preempt(self, vm: _Vm, created_s: float) -> None:
+        if vm.created_s != created_s or vm.phase is VmPhase.DELETING or vm.mig.vms.get(vm.name) is not vm:
+            return
+        self.result.preemptions += 1
+        mig, job = vm.mig, vm.job
+        self._account(vm, self.now, preempted=True)
+        self._release(vm)
+        if vm.phase is VmPhase.IDLE:
+            mig.cluster.idle[mig.region].pop(vm.name, None)
+        zone = vm.zone
+        vm.epoch += 1
+        vm._reset(self.now)  # the MIG recreates the instance under the same name
+        vm.first_seen = self.dt(self.now)  # its boot dates from now, as production's from its agent's STOPPING
+        if job is not None:
+            job.preempted += 1
+            self._offer(job)
+        self._attempt(mig, vm)
+        self._capacity_freed(zone, mig.machine_type)
