@@ -216,7 +216,7 @@ class AttemptData:
                 if self.client_factory is not None:
                     self._client = self.client_factory()
                 else:
-                    from google.cloud import storage  # heavy: only for jobs with data
+                    import google.cloud.storage as storage  # heavy: only for jobs with data
 
                     self._client = storage.Client(project=self.project)
             except Exception as exc:  # noqa: BLE001 - e.g. no credentials

@@ -377,7 +377,7 @@ class ZenConfig(_Strict):
         return min(fitting, key=lambda c: c.gpu_count, default=None)
 
 
-def load_config(path: str | os.PathLike | None = None) -> ZenConfig:
+def load_config(path: str | os.PathLike[str] | None = None) -> ZenConfig:
     """Load and validate the configuration; ``path`` defaults to ``$ZEN_CONFIG``, then the default."""
     path = Path(path or os.environ.get("ZEN_CONFIG") or DEFAULT_CONFIG_PATH)
     try:
