@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from zen.scaling.port import PassAsks
+
 if TYPE_CHECKING:
     from zen.store.db import Database
 
@@ -33,3 +35,6 @@ class PassAsksDb:
         with self._db.transaction() as session:
             row = session.one("scaling_pass_asks", cluster=cluster)
         return 0 if row is None else int(row["asks"])
+
+
+_ADAPTS: type[PassAsks] = PassAsksDb  # the type checker holds the adapter to its port

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from zen.scaling.model import Decision, DemandGroup, RegionMemory
-from zen.scaling.port import FleetFacts
+from zen.scaling.port import FleetFacts, FleetPort
 from zen.store import fleet
 from zen.store.encoding import to_json
 
@@ -96,3 +96,6 @@ class FleetDb:
                 fleet.add_scaling_decision(session, cluster=cluster, region=decision.region,
                                            action=decision.action.value, count=decision.count, vm=decision.vm,
                                            reason=decision.reason, now=now)
+
+
+_ADAPTS: type[FleetPort] = FleetDb  # the type checker holds the adapter to its port
