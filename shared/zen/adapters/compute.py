@@ -34,7 +34,7 @@ import os
 import uuid
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry, if_exception_type
@@ -42,12 +42,13 @@ from google.cloud import compute_v1
 
 from zen.scaling.model import ErrorKind, MigError
 from zen.scaling.port import (  # noqa: F401 - the port's types, importable from the adapter too
-    MigApiError, MigInstance, MigNotFound, MigRateLimited, MigState, MigSummary, MigUnconfirmed,
+    MigApiError, MigInstance, MigNotFound, MigPort, MigRateLimited, MigState, MigSummary, MigUnconfirmed,
 )
 
 # Each Compute call's time in all (its requests' timeout, and the deadline of retrying its 5xx answers):
 # a region whose Compute fails costs a pass about this per call, not google-cloud-compute's 600 s.
 CALL_BOUND_S = 10.0
+_R = TypeVar("_R")  # what a Compute call returns
 _RETRIED = if_exception_type(gexc.InternalServerError, gexc.BadGateway, gexc.ServiceUnavailable, gexc.GatewayTimeout)
 
 _STOCKOUT_CODES = {
@@ -119,7 +120,7 @@ class MigManager:
         except Exception as exc:  # noqa: BLE001 - transport, auth, parse: the next pass tries again
             raise MigApiError(f"{what} on {self.name} failed: {type(exc).__name__}: {exc}") from exc
 
-    def _call(self, method, **fields):
+    def _call(self, method: Callable[..., _R], **fields: Any) -> _R:
         """One call on this MIG, bounded (``CALL_BOUND_S``)."""
         self.api_calls += 1
         request = {"project": self.project, "region": self.region, "instance_group_manager": self.name, **fields}
@@ -200,7 +201,7 @@ class MigManager:
                 self._write(self._migs.delete_instances_unary,
                             region_instance_group_managers_delete_instances_request_resource=request)
 
-    def _write(self, method, **fields) -> None:
+    def _write(self, method: Callable[..., compute_v1.Operation], **fields: Any) -> None:
         """A resize or delete (its own ``requestId``), then what its operation says at once (``_check``)."""
         try:
             operation = self._call(method, request_id=str(uuid.uuid4()), **fields)
@@ -210,7 +211,7 @@ class MigManager:
             raise MigUnconfirmed(f"{exc} (sent: it may still be carried out)") from exc
         self._check(operation)
 
-    def _check(self, operation) -> None:
+    def _check(self, operation: compute_v1.Operation) -> None:
         """Fail on an error a write's operation reports at once; never wait for it to be DONE (see the
         module's docstring): one ``regionOperations.get``, answered at once, if it is not DONE yet."""
         name = getattr(operation, "name", None)
@@ -227,6 +228,8 @@ class MigManager:
         if errors:
             raise MigUnconfirmed(f"operation {name} on {self.name} reports {errors[0].code}: {errors[0].message}")
 
+
+_ADAPTS: type[MigPort] = MigManager  # the type checker holds the adapter to its port
 
 def _rate_limit(exc: Exception) -> bool:
     """A 403 that is a rate limit (``rateLimitExceeded`` / ``userRateLimitExceeded``), not a permission."""

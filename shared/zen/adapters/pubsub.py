@@ -143,7 +143,7 @@ class PubSubPublisher:
     """
 
     def __init__(self, project: str, client=None, timeout_s: float = 30.0):
-        from google.cloud import pubsub_v1
+        import google.cloud.pubsub_v1 as pubsub_v1
 
         self._project = project
         self._client = client or pubsub_v1.PublisherClient()

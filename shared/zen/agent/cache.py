@@ -56,14 +56,14 @@ def object_key(blob: Any) -> str | None:
 class InputCache:
     """Thread-safe: staging runs in a worker thread while the agent's loop reads ``report``."""
 
-    def __init__(self, directory: Path, max_bytes: int, images_keep: int = IMAGES_KEEP,
+    def __init__(self, directory: str | Path, max_bytes: int, images_keep: int = IMAGES_KEEP,
                  forget_image: Callable[[str], Any] | None = None):
         self.directory, self.max_bytes = Path(directory), max_bytes
         self.images_keep, self._forget_image = images_keep, forget_image
         self._lock = threading.Lock()
         self._entries: OrderedDict[str, int] = OrderedDict()  # key -> bytes, least recently used first
         self._bytes = 0  # sum of _entries' sizes, kept as they change (summing them on each keep was quadratic)
-        self._inputs: OrderedDict[str, frozenset[str]] = OrderedDict()  # input URI -> its objects' keys
+        self._inputs: OrderedDict[str, frozenset[str | None]] = OrderedDict()  # input URI -> its objects' keys
         self._images: OrderedDict[str, None] = OrderedDict()
         self.hits = self.misses = self.hit_bytes = 0
         if max_bytes > 0:
@@ -168,12 +168,14 @@ class InputCache:
             # In a thread of its own: ``docker image rm`` may take minutes, and this is called as a job
             # starts. Run there, it held the job's supervision (heartbeats, stops, its runtime limit, the
             # VM's shutdown), long enough for Zen's sweep to call the running job lost and rerun it.
-            threading.Thread(target=self._forget, args=(evicted,), name="zen-image-rm", daemon=True).start()
+            threading.Thread(target=self._forget, args=(self._forget_image, evicted), name="zen-image-rm",
+                             daemon=True).start()
 
-    def _forget(self, images: list[str]) -> None:
+    @staticmethod
+    def _forget(forget_image: Callable[[str], Any], images: list[str]) -> None:
         for image in images:
             try:
-                self._forget_image(image)
+                forget_image(image)
             except Exception:  # noqa: BLE001 - best effort: the image stays on the disk
                 log.exception("image not removed", extra={"image": image})
 

@@ -140,7 +140,7 @@ def resolve_identity(env: Mapping[str, str], metadata: MetadataServer | None = N
     region = region or region_of_zone(zone)
     if not zone.startswith(region + "-"):
         raise IdentityError(f"zone {zone} is not in region {region}")
-    project = project or default_project
+    project = project or default_project or ""
     if not project:
         raise IdentityError("no project: set ZEN_PROJECT")
     return Identity(project=project, vm=vm, cluster=cluster, region=region, zone=zone,

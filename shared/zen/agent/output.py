@@ -198,7 +198,8 @@ class AttemptOutput:
             raise SinkError("the ship thread is still writing")
         try:
             with self._lock:
-                batch, size = [], 0
+                batch: list[OutputEntry] = []
+                size = 0
                 for entry in itertools.islice(self._queue, most):  # as sent: JSON, non-ASCII escaped
                     size += len(json.dumps(entry.text)) + ENTRY_OVERHEAD_BYTES
                     if batch and size > REQUEST_BYTES:

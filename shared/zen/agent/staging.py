@@ -216,7 +216,7 @@ class AttemptData:
                 if self.client_factory is not None:
                     self._client = self.client_factory()
                 else:
-                    from google.cloud import storage  # heavy: only for jobs with data
+                    import google.cloud.storage as storage  # heavy: only for jobs with data
 
                     self._client = storage.Client(project=self.project)
             except Exception as exc:  # noqa: BLE001 - e.g. no credentials
@@ -313,7 +313,8 @@ class AttemptData:
         """(path under ZEN_OUTPUT_DIR, file, its lstat) for every regular file, in name order. Nothing else is
         followed or uploaded (the agent is root: a link to a host file, another job's input or a cache entry
         would upload that file): each link (to a file or a folder) and special file goes in ``skipped``."""
-        files, self.skipped = [], []
+        files: list[tuple[str, Path, os.stat_result]] = []
+        self.skipped = []
         if self.output_dir.is_symlink():
             self.skipped.append((".", "ZEN_OUTPUT_DIR itself is a symbolic link, not followed"))
             return files

@@ -38,7 +38,7 @@ from datetime import timedelta
 from typing import Callable, Protocol, TypeVar
 
 from google.api_core import exceptions as gexc
-from google.cloud import pubsub_v1
+import google.cloud.pubsub_v1 as pubsub_v1
 from google.pubsub_v1 import types as T
 
 from zen.agent.identity import Identity, ProofSource

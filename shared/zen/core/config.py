@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from zen.core.errors import ConfigError, describe_validation_error
-from zen.core.lease import Deadlines
+from zen.core.lease import Deadlines as Deadlines  # the `deadlines:` section, exported here with the rest
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.yaml")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}\Z")  # \Z: "$" allows a final "\n"
@@ -377,7 +377,7 @@ class ZenConfig(_Strict):
         return min(fitting, key=lambda c: c.gpu_count, default=None)
 
 
-def load_config(path: str | os.PathLike | None = None) -> ZenConfig:
+def load_config(path: str | os.PathLike[str] | None = None) -> ZenConfig:
     """Load and validate the configuration; ``path`` defaults to ``$ZEN_CONFIG``, then the default."""
     path = Path(path or os.environ.get("ZEN_CONFIG") or DEFAULT_CONFIG_PATH)
     try:

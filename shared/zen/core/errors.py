@@ -4,10 +4,12 @@
 ``Rejected`` means "this message can never succeed": it is recorded, announced and acked.
 """
 
+from pydantic import ValidationError
+
 from zen.core.text import escape_unstorable
 
 
-def describe_validation_error(exc, *, top: str = "(message)", limit: int = 2000) -> str:
+def describe_validation_error(exc: ValidationError, *, top: str = "(message)", limit: int = 2000) -> str:
     """One line a person can act on from a pydantic ValidationError: ``field.path: problem; ...``.
     What it quotes of the input (field names are the message's own keys) is escaped and bounded."""
     text = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or top}: {err['msg']}" for err in exc.errors())

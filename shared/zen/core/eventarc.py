@@ -10,13 +10,14 @@ from __future__ import annotations
 import base64
 import json
 from datetime import datetime, timezone
+from typing import Any
 
 from zen.core.events import PUBSUB_EVENT_TYPE
 
 
 def pubsub_cloud_event(data: bytes, *, message_id: str, topic: str, project: str,
                        attributes: dict[str, str] | None = None, publish_time: datetime | None = None,
-                       subscription: str | None = None) -> dict:
+                       subscription: str | None = None) -> dict[str, Any]:
     """A structured-mode CloudEvent (``application/cloudevents+json``) as a dict."""
     published = (publish_time or datetime.now(timezone.utc)).isoformat().replace("+00:00", "Z")
     return {
@@ -38,12 +39,12 @@ def pubsub_cloud_event(data: bytes, *, message_id: str, topic: str, project: str
     }
 
 
-def structured_request(event: dict) -> tuple[bytes, dict[str, str]]:
+def structured_request(event: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
     """Body and headers of a structured-mode HTTP delivery."""
     return json.dumps(event).encode(), {"Content-Type": "application/cloudevents+json"}
 
 
-def binary_request(event: dict) -> tuple[bytes, dict[str, str]]:
+def binary_request(event: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
     """Body and headers of a binary-mode HTTP delivery (attributes as ``ce-`` headers)."""
     headers = {f"ce-{k}": str(v) for k, v in event.items() if k not in ("data", "datacontenttype")}
     headers["Content-Type"] = event.get("datacontenttype", "application/json")

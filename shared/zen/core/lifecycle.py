@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from zen.core.config import Deadlines
+from zen.core.lease import Deadlines
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 
 
@@ -58,8 +58,9 @@ class Decision:
         return bool(self.changes or self.fields)
 
 
-def _control(job: Job, hb_or_vm: Heartbeat | str, action: ControlAction, reason: str, attempt: int | None = None):
-    vm, its = (hb_or_vm, job.attempt) if isinstance(hb_or_vm, str) else (hb_or_vm.vm, hb_or_vm.attempt)
+def _control(job: Job, hb_or_vm: Heartbeat | str | None, action: ControlAction, reason: str, attempt: int | None = None) -> ControlMessage:
+    vm, its = (hb_or_vm.vm, hb_or_vm.attempt) if isinstance(hb_or_vm, Heartbeat) else (hb_or_vm, job.attempt)
+    assert vm is not None, "a job that holds a VM names it (set with ASSIGNED, by the claim)"
     return ControlMessage(vm=vm, job_id=job.job_id, attempt=its if attempt is None else attempt, action=action, reason=reason)
 
 
@@ -133,8 +134,7 @@ def back_to_pending(job: Job, reason: str) -> Decision:
     """A preempted attempt is over: PENDING as attempt + 1, the budget raised by one (not spent)."""
     return Decision(changes=[Change(JobStatus.PENDING, reason)], fields=dict(
         attempt=job.attempt + 1, max_attempts=job.max_attempts + 1, vm=None, region=None, zone=None, last_seq=0,
-        last_heartbeat_at=None, started_at=None, exit_code=None, preempted_by=None,
-        preemptions=job.preemptions + 1))
+        last_heartbeat_at=None, started_at=None, exit_code=None, preempted_by=None, preemptions=job.preemptions + 1))
 
 
 def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
@@ -312,11 +312,11 @@ def _after_the_end(job: Job, hb: Heartbeat) -> Decision:
 
 
 def _stale_attempt(job: Job, hb: Heartbeat) -> Decision:
-    decision = Decision(ignored=f"stale attempt {hb.attempt}: the job is at attempt {job.attempt}")
+    decision = Decision(ignored=(stale := f"stale attempt {hb.attempt}: the job is at attempt {job.attempt}"))
     if hb.status is AgentStatus.CLAIMED:
-        decision.controls.append(_control(job, hb, ControlAction.RELEASE, decision.ignored))
+        decision.controls.append(_control(job, hb, ControlAction.RELEASE, stale))
     elif hb.status is AgentStatus.RUNNING:
-        decision.controls.append(_control(job, hb, ControlAction.STOP, decision.ignored))
+        decision.controls.append(_control(job, hb, ControlAction.STOP, stale))
     else:
         decision.duplicate = True  # a late report of an attempt given up (a lost one's final: zen.jobs.late_final)
         decision.ignored = None
@@ -397,4 +397,4 @@ def attempt_outcome(job: Job, after: Job, changes: list[Change]) -> str | None:
         return "PREEMPTED"
     if after.status is JobStatus.CANCELLED:
         return "STOPPED"
-    return after.status.value
+    return str(after.status.value)  # a narrowed enum's value reads as Any to mypy; it is the str

@@ -20,9 +20,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable, Sequence
 
 from zen.core.config import ZenConfig
 from zen.core.gcs import split_uri
+from zen.core.models import InputSpec
 
 log = logging.getLogger("zen.core.locality")
 _MULTI = {"us": ("us-", "northamerica-"), "nam4": ("us-",), "eu": ("europe-",), "eur4": ("europe-",),
@@ -45,7 +47,7 @@ def bucket_location(config: ZenConfig, bucket: str) -> str | None:
         if failed is not None and time.monotonic() - failed < RETRY_UNKNOWN_S:
             return None
     try:
-        from google.cloud import storage
+        import google.cloud.storage as storage
 
         found = storage.Client(project=config.project).lookup_bucket(bucket, timeout=LOOKUP_TIMEOUT_S, retry=None)
     except Exception as exc:  # noqa: BLE001 - no credentials, no network: unknown for now, asked again later
@@ -71,16 +73,16 @@ def distance(region: str, location: str | None) -> int | None:
     return 2
 
 
-def _weighted(config: ZenConfig, inputs) -> list[tuple[float, str | None]]:
+def _weighted(config: ZenConfig, inputs: Iterable[InputSpec] | None) -> list[tuple[float, str | None]]:
     return [(spec.size_gb if spec.size_gb is not None else 1.0, bucket_location(config, split_uri(spec.uri)[0]))
             for spec in inputs or ()]
 
 
-def _cost(weighted: list[tuple[float, str | None]], region: str) -> float:
+def _cost(weighted: Sequence[tuple[float, str | None]], region: str) -> float:
     return sum(w * (distance(region, loc) or 0) for w, loc in weighted)
 
 
-def order_by_data(config: ZenConfig, regions: list[str], inputs) -> list[str]:
+def order_by_data(config: ZenConfig, regions: list[str], inputs: Iterable[InputSpec] | None) -> list[str]:
     """``regions`` (in the cluster's order) sorted by their weighted distance to the inputs."""
     weighted = _weighted(config, inputs)
     if not weighted:
@@ -88,7 +90,7 @@ def order_by_data(config: ZenConfig, regions: list[str], inputs) -> list[str]:
     return sorted(regions, key=lambda r: (_cost(weighted, r), regions.index(r)))
 
 
-def nearest_regions(config: ZenConfig, regions: list[str], inputs) -> list[str]:
+def nearest_regions(config: ZenConfig, regions: list[str], inputs: Iterable[InputSpec] | None) -> list[str]:
     """The regions of ``regions`` nearest the inputs (the least weighted distance), where a job's start
     goes first (``zen.core.routing``); [] when that would change nothing: no input of a known location, the
     located inputs weigh less than ``data.route_min_gb``, or every region is as near as the others."""
@@ -100,7 +102,7 @@ def nearest_regions(config: ZenConfig, regions: list[str], inputs) -> list[str]:
     return nearest if len(nearest) < len(regions) else []
 
 
-def egress_usd(config: ZenConfig, region: str, inputs) -> tuple[float, float] | None:
+def egress_usd(config: ZenConfig, region: str, inputs: Iterable[InputSpec] | None) -> tuple[float, float] | None:
     """(GB of input that would cross into ``region``, their price), or None without inputs."""
     weighted = _weighted(config, inputs)
     if not weighted:

@@ -29,7 +29,7 @@ import hashlib
 import json
 import re
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, Strict,
                       field_validator, model_validator)
@@ -38,7 +38,7 @@ from zen.core.gcs import check_input_names, check_uri
 from zen.core.images import check_image
 from zen.core.text import unstorable_place
 
-MESSAGE_VERSION = 1
+MESSAGE_VERSION: Final = 1
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}\Z")  # \Z: "$" allows a final "\n"

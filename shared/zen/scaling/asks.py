@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from zen.scaling.port import PassAsks
+
 if TYPE_CHECKING:
     from zen.store.db import Database
 
@@ -24,10 +26,15 @@ class PassAsksDb:
     def ask(self, cluster: str) -> int:
         """Count one ask for a pass of ``cluster``; returns the new count."""
         with self._db.transaction() as session:
-            return session.one("ask_scaling_pass", cluster=cluster)["asks"]
+            row = session.one("ask_scaling_pass", cluster=cluster)
+        assert row is not None, "the upsert returns its row"
+        return int(row["asks"])
 
     def asked(self, cluster: str) -> int:
         """How many passes of ``cluster`` were asked for so far."""
         with self._db.transaction() as session:
             row = session.one("scaling_pass_asks", cluster=cluster)
-        return 0 if row is None else row["asks"]
+        return 0 if row is None else int(row["asks"])
+
+
+_ADAPTS: type[PassAsks] = PassAsksDb  # the type checker holds the adapter to its port

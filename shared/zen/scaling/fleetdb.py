@@ -10,23 +10,23 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import asdict, fields
 from datetime import datetime
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from zen.scaling.model import Decision, DemandGroup, RegionMemory
-from zen.scaling.port import FleetFacts
+from zen.scaling.port import FleetFacts, FleetPort
 from zen.store import fleet
 from zen.store.encoding import to_json
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
-    from zen.store.db import Database
+    from zen.store.db import Database, Session
 
 
 def memory_to_json(memory: RegionMemory) -> str:
     return to_json({k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in asdict(memory).items()})
 
 
-def memory_from_json(raw: dict) -> RegionMemory:
-    values = {}
+def memory_from_json(raw: Mapping[str, Any]) -> RegionMemory:
+    values: dict[str, Any] = {}
     for f in fields(RegionMemory):
         value = raw.get(f.name)
         if value is not None and f.name.endswith(("_until", "_at")):
@@ -65,7 +65,7 @@ class FleetDb:
             last_pass_at = fleet.last_scaling_pass(session, cluster)
         return FleetFacts(demand, held, agents, memory, arrivals, drained=drained, last_pass_at=last_pass_at)
 
-    def shared_load(self, cluster: str) -> tuple[list[dict], dict[str, tuple[int, int]]]:
+    def shared_load(self, cluster: str) -> tuple[list[dict[str, Any]], dict[str, tuple[int, int]]]:
         with self._db.transaction() as session:
             return fleet.queued_demand_by_gpus(session, cluster), fleet.vm_loads(session, cluster)
 
@@ -74,7 +74,7 @@ class FleetDb:
             return self._memory(session, cluster)
 
     @staticmethod
-    def _memory(session, cluster: str) -> dict[str, RegionMemory]:
+    def _memory(session: Session, cluster: str) -> dict[str, RegionMemory]:
         return {region: memory_from_json(raw) for region, raw in fleet.scaling_memory(session, cluster).items()}
 
     def see_instances(self, cluster: str, instances: dict[str, list[str]], now: datetime) -> dict[str, datetime]:
@@ -96,3 +96,6 @@ class FleetDb:
                 fleet.add_scaling_decision(session, cluster=cluster, region=decision.region,
                                            action=decision.action.value, count=decision.count, vm=decision.vm,
                                            reason=decision.reason, now=now)
+
+
+_ADAPTS: type[FleetPort] = FleetDb  # the type checker holds the adapter to its port

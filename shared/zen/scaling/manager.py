@@ -40,7 +40,7 @@ from zen.core.config import ClusterConfig, ZenConfig
 from zen.scaling.applied import ClusterReport, as_applied
 from zen.scaling.asks import PassAsksDb
 from zen.scaling.fleetdb import FleetDb
-from zen.scaling.port import FleetPort, MigApiError, MigPort, MigState, MigSummary, MigUnconfirmed, PassAsks
+from zen.scaling.port import FleetPort, MigApiError, MigInstance, MigPort, MigState, MigSummary, MigUnconfirmed, PassAsks
 from zen.scaling.model import (
     COVERAGE_TRUST_S, Action, ClusterLimits, ClusterSnapshot, Coverage, Decision, Plan, Policy, RegionMemory, Timing,
     VmPhase, racing, vm_index,
@@ -113,7 +113,7 @@ class ClusterManager:
                 seen, asked = asks.ask(name), True  # the holder runs again, or it has let go by now
                 continue
             done = asks is None or passes > MAX_RERUNS or time.monotonic() - began > RERUN_WITHIN_S
-            now_asked = None if done else asks.asked(name)  # read after letting go
+            now_asked = None if done or asks is None else asks.asked(name)  # read after letting go
             if now_asked is None or now_asked == seen:
                 return report
             seen, states, read_at = now_asked, None, None
@@ -171,6 +171,7 @@ class ClusterManager:
         targets: dict[str, int] = {}
         errors = []
         seen: dict[str, list[str]] = {}
+        listings: dict[str, list[MigInstance]] = {}  # the regions read, as ``seen``
         for region in self._migs:
             state = states[region]
             if isinstance(state, MigApiError):
@@ -181,8 +182,9 @@ class ClusterManager:
             targets[region] = self._sizes[region] = state.target_size
             errors += state.errors
             seen[region] = self._views.names_of(region, state.instances)
+            listings[region] = state.instances
         first_seen = self._fleet.see_instances(name, seen, now)
-        vms, zones = self._views.build({region: states[region].instances for region in seen}, first_seen, facts)
+        vms, zones = self._views.build(listings, first_seen, facts)
         limits = ClusterLimits(name, tuple(self.cluster.regions), self.cluster.max_vms_per_region,
                                self.cluster.max_vms, self.cluster.min_vms)
         demand = facts.demand
@@ -211,7 +213,7 @@ class ClusterManager:
                        + [Decision(Action.DELETE, vm.region, why[kind], vm=vm.name) for vm, kind in found])
 
     # -- 3. apply ------------------------------------------------------------------------------
-    def apply(self, plan: Plan, snapshot: ClusterSnapshot, zones: dict[str, str | None], report: ClusterReport):
+    def apply(self, plan: Plan, snapshot: ClusterSnapshot, zones: dict[str, str | None], report: ClusterReport) -> None:
         # Both limits hold whatever a policy asks: per MIG, and across the cluster (counted from every
         # MIG's target size read again now, not the snapshot's, deletions of this pass not yet
         # subtracted: never above the cap; a MIG that cannot be read counts as the snapshot says).
@@ -330,6 +332,7 @@ class ClusterOrchestrator:
         with self._building:
             if cluster not in self._managers:
                 config = self._config.cluster(cluster)
+                assert config is not None, f"no cluster {cluster!r} in the configuration"
                 migs = {r: self._mig_factory(self._config.project, r, config.mig_name(r)) for r in config.regions}
                 self._managers[cluster] = ClusterManager(config, self._fleet, migs, self._clock, self._timing,
                                                          self._policy, asks=self._asks)
@@ -355,7 +358,7 @@ class ClusterOrchestrator:
                 log.exception("could not prepare a scaling pass", extra={"cluster": cluster.name})
         read_at = self._clock()  # a pass of a cluster planned from then on may have changed its MIGs
         # One list call per region gives every MIG's target size and stability ...
-        listers = {}
+        listers: dict[str, MigPort] = {}
         for manager, _ in managers.values():
             for region in manager.regions:
                 listers.setdefault(region, manager.mig(region))
@@ -372,14 +375,15 @@ class ClusterOrchestrator:
             summaries.update(found)
         # ... then each non-empty MIG's instances (and errors, while instances are being created).
         reads = [(name, region) for name, (manager, _) in managers.items() for region in manager.regions]
-        states: dict[str, dict] = {name: {} for name in managers}
+        states: dict[str, dict[str, MigState | MigApiError]] = {name: {} for name in managers}
         for (name, region), state in zip(reads, compute_pool().map(
                 lambda read: managers[read[0]][0].read_mig(read[1], managers[read[0]][1], summaries), reads)):
             states[name][region] = state
         return {cluster.name: self.scale(cluster.name, states.get(cluster.name), read_at)
                 for cluster in self._config.clusters}
 
-    def scale(self, cluster: str, states: dict | None = None, read_at: datetime | None = None) -> ClusterReport:
+    def scale(self, cluster: str, states: dict[str, MigState | MigApiError] | None = None,
+              read_at: datetime | None = None) -> ClusterReport:
         """One pass over one cluster (right after a submission, and from ``tick``)."""
         try:
             report = self.manager(cluster).run(states, read_at)

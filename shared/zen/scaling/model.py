@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from datetime import datetime
-from typing import Iterable, Protocol
+from typing import Any, Iterable, Protocol
 
 
 class ErrorKind(str, enum.Enum):
@@ -45,6 +45,10 @@ class Vm:
     creation_error: ErrorKind | None = None  # last failed creation attempt, while BOOTING
     started: bool = False  # BOOTING with capacity (PROVISIONING/STAGING/RUNNING): billed soon or now, no free probe
     heard_at: datetime | None = None  # its agent last heard (silence counts from here; see zen.scaling.vms)
+
+    def silent_s(self, now: datetime) -> float:
+        """Seconds its agent has not been heard at ``now``; 0 when it never was."""
+        return 0.0 if self.heard_at is None else (now - self.heard_at).total_seconds()
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ class DemandGroup:
 
 def group_demand(queued: tuple[QueuedJob, ...]) -> tuple[DemandGroup, ...]:
     """Aggregate queued jobs by (priority, allowed regions)."""
-    groups: dict[tuple[int, tuple[str, ...]], list] = {}
+    groups: dict[tuple[int, tuple[str, ...]], list[Any]] = {}  # [count, oldest]
     for job in queued:
         group = groups.get((job.priority, job.regions))
         if group is None:
@@ -105,7 +109,7 @@ class RegionMemory:
     started: tuple[str, ...] = ()  # booting VMs that had got capacity (``Vm.started``) at the last plan
     started_since: tuple[float, ...] = ()  # when a plan first saw each of ``started`` so (epoch seconds)
 
-    def replaced(self, **changes) -> RegionMemory:
+    def replaced(self, **changes: Any) -> RegionMemory:
         """``dataclasses.replace(self, **changes)`` without the frozen ``__init__``, which sets each
         of the fields through ``object.__setattr__`` (planners make a few per region and pass).
         ``changes`` names fields only."""

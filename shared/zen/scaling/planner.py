@@ -38,7 +38,7 @@ from collections import defaultdict
 from datetime import timedelta
 
 from zen.scaling.model import (
-    Action, ClusterSnapshot, Decision, DemandGroup, ErrorKind, Plan, RegionMemory, Vm, VmPhase, ski_rental_keep_s,
+    Action, ClusterSnapshot, Decision, DemandGroup, ErrorKind, MigError, Plan, RegionMemory, Vm, VmPhase, ski_rental_keep_s,
     vm_index,
 )
 
@@ -71,7 +71,7 @@ class _Planning:
         self.by_region = defaultdict(tuple, index.by_region)
         self.idle = defaultdict(tuple, {r: v for (r, phase), v in index.phases.items() if phase is VmPhase.IDLE})
         self.alive, self.latest_win = index.alive, index.latest_win  # not being deleted; last to become usable
-        self.stuck, self.healthy = defaultdict(list), defaultdict(list)  # booting VMs: stuck or not
+        self.stuck, self.healthy = defaultdict[str, list[Vm]](list), defaultdict[str, list[Vm]](list)  # booting VMs: stuck or not
         spill_before, now_s = self.now - timedelta(seconds=self.timing.spill_after_s), self.now.timestamp()
         self.got: dict[str, float] = {}
         for (region, phase), vms in index.phases.items():
@@ -105,7 +105,7 @@ class _Planning:
         until = self.memory[region].blocked_until
         return until is not None and until > self.now
 
-    def _decide(self, action: Action, region: str | None, reason: str, count: int = 0, vm: str | None = None):
+    def _decide(self, action: Action, region: str | None, reason: str, count: int = 0, vm: str | None = None) -> None:
         self.plan.decisions.append(Decision(action, region, reason, count, vm))
 
     def _strike(self, region: str, why: str) -> None:
@@ -154,7 +154,7 @@ class _Planning:
 
     # -- steps ---------------------------------------------------------------------------------
     def learn(self) -> None:
-        new_errors: dict[str, list] = defaultdict(list)
+        new_errors: dict[str, list[MigError]] = defaultdict(list)
         for error in self.s.errors:
             seen = self.memory.get(error.region, _FRESH).seen_errors_until
             if error.region in self.memory and (seen is None or error.at > seen):
@@ -224,7 +224,7 @@ class _Planning:
         counts = {r: max(len(self.by_region[r]), self.s.target_sizes.get(r, 0)) for r in self.regions}
         total = sum(counts.values())
         limits = self.s.cluster
-        add, hedge = self.plan.add, defaultdict(int)
+        add, hedge = self.plan.add, defaultdict[str, int](int)
         held: dict[str, int] = defaultdict(int)
         hedgeable: list[tuple[list[str], int]] = []
 
@@ -303,7 +303,7 @@ class _Planning:
             for vm in dead:
                 self.plan.delete.append((region, vm.name))
                 self._decide(Action.DELETE, region, f"its agent ({vm.phase.value.lower()}, no job) was not heard "
-                             f"for {(self.now - vm.heard_at).total_seconds():.0f}s", vm=vm.name)
+                             f"for {vm.silent_s(self.now):.0f}s", vm=vm.name)
 
     def prune_stuck(self) -> None:  # all but one probe per region wanted: waiting, else started < boot_timeout_s
         wanted = {r for group in self.groups for r in group.regions}
@@ -320,13 +320,13 @@ class _Planning:
                 self._decide(Action.DELETE, region, why, vm=vm.name)
             if stuck[:keep] and self._blocked(region):
                 memory = self.memory[region]
-                extended = max(memory.blocked_until, self.now + timedelta(seconds=self.timing.block_s))
+                extended = max(memory.blocked_until or self.now, self.now + timedelta(seconds=self.timing.block_s))
                 self.memory[region] = _with(memory, blocked_until=extended)
 
     def cancel_losers(self) -> None:
         """Booting VMs no queued job needs, once a VM the same demand could use (in a region a queued group
         allows with theirs; any, if none allows theirs) became usable after they were asked: the race is over."""
-        near = defaultdict(set)
+        near = defaultdict[str, set[str]](set)
         for group, region in ((g, r) for g in self.groups for r in g.regions):
             near[region].update(group.regions)
         for region in sorted(self.regions, key=lambda r: -self.order[r]):

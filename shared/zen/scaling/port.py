@@ -94,12 +94,12 @@ class FleetFacts:
 
     demand: tuple[DemandGroup, ...]  # queued jobs by (priority, allowed regions)
     held: dict[str, str]  # VM name -> the job it holds (assigned, running or stopping)
-    agents: dict[str, Mapping[str, Any]]  # VM name -> its agent's last word: state, idle_since, last_seen_at
+    agents: Mapping[str, Mapping[str, Any]]  # VM name -> its agent's last word: state, idle_since, last_seen_at
     memory: dict[str, RegionMemory]  # region -> the planner's memory
     arrivals: int  # jobs submitted since the time asked for
     # Optional, from an adapter that knows (the simulator's): (held, agents) of an earlier FleetFacts of
     # this cluster, and the names of the VMs whose entries may differ since. None: unknown.
-    changed: tuple[dict[str, str], dict[str, Mapping[str, Any]], frozenset[str]] | None = None
+    changed: tuple[dict[str, str], Mapping[str, Mapping[str, Any]], frozenset[str]] | None = None
     # VMs a scale-down drained (``vm_drains``): they refuse claims, so they are no supply even while their
     # MIG still runs them (a delete that failed). The simulator's deletes never fail: none.
     drained: frozenset[str] = frozenset()

@@ -32,7 +32,7 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
             jobs, gpus = loads[vm.name]
             if jobs < max_jobs and gpus < vm_gpus:
                 room.setdefault(vm.region, []).append([max_jobs - jobs, vm_gpus - gpus])
-    left: dict[tuple[int, tuple[str, ...]], list] = {}
+    left: dict[tuple[int, tuple[str, ...]], list[Any]] = {}  # [count, oldest]
     for row in sorted(queued, key=lambda r: (-r["priority"], r["oldest"])):
         count, need = row["jobs"], row["gpus"] or vm_gpus
         for region in row["regions"]:

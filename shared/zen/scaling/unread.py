@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from zen.scaling.model import Action, ClusterSnapshot, Decision, RegionMemory
+from zen.scaling.model import Action, ClusterSnapshot, Decision, DemandGroup, RegionMemory
 
 _FRESH = RegionMemory()
 
@@ -36,7 +36,8 @@ def planner_view(snapshot: ClusterSnapshot) -> tuple[ClusterSnapshot, list[Decis
         remembered = memory.get(region, _FRESH)
         if remembered.blocked_until is None or remembered.blocked_until < until:
             memory[region] = remembered.replaced(blocked_until=until)
-    demand, waiting = [], {}
+    demand: list[DemandGroup] = []
+    waiting: dict[tuple[str, ...], int] = {}
     for group in snapshot.demand_groups():
         regions = tuple(r for r in group.regions if r not in unread)
         if regions:

@@ -8,14 +8,23 @@ VM between passes while the inputs are the same.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, KeysView, Mapping
 
 from zen.scaling.model import RegionVms, Vm, VmPhase, remember_index
-from zen.scaling.port import MigInstance
+from zen.scaling.port import FleetFacts, MigInstance
+
+Agent = Mapping[str, Any]  # an agent's last word (``FleetFacts.agents``): state, idle_since, last_seen_at, ...
+# A VM as a pass read it: (instance, first seen, the job it holds, its agent, its Vm, drained).
+View = tuple[MigInstance, datetime, str | None, Agent | None, Vm, bool]
+# A region's part: (its instances as read, their Vms, zones, names, and per name its View).
+Part = tuple[list[MigInstance], RegionVms, dict[str, str | None], KeysView[str], dict[str, View]]
+# The last pass's inputs (regions, their listings, first seen, held, agents), VMs, zones and drains.
+Pass = tuple[tuple[str, ...], tuple[list[MigInstance], ...], dict[str, datetime] | None, Mapping[str, str] | None,
+             Mapping[str, Agent] | None, tuple[Vm, ...], dict[str, str | None], frozenset[str]]
 
 
-def classify(instance: MigInstance, region: str, first_seen: datetime, held: Mapping, agents: Mapping,
-             drained: bool = False) -> Vm:
+def classify(instance: MigInstance, region: str, first_seen: datetime, held: Mapping[str, str],
+             agents: Mapping[str, Agent], drained: bool = False) -> Vm:
     """The planner's view of one instance. DELETING: going away, not supply, counted against the limits
     until gone. A *drained* instance (a scale-down marked it and refuses its claims) is DELETING even
     while the MIG still lists it as running: its delete may have failed (or the pass died between the
@@ -58,7 +67,7 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
               heard_at=heard)
 
 
-def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], tuple | None], planned: set[str],
+def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], planned: set[str],
               silent_before: datetime | None = None) -> list[tuple[Vm, str]]:
     """The DELETING VMs that nobody else deletes, each with why: ``retired`` (its agent is RETIRED: it
     only waits to be deleted), ``drained`` (a scale-down drained it and its delete failed: deleted again
@@ -85,12 +94,11 @@ class VmViews:
     """The manager's views of a cluster's VMs, kept between passes so that only what changed is
     classified again (the simulator's adapters hand over the same objects for what did not)."""
 
-    def __init__(self):
-        # region -> (its instances as last read, their Vms (RegionVms), zones, names, and per VM name its view:
-        # (instance, first seen, job, agent, its Vm, drained))
-        self._parts: dict[str, tuple] = {}
-        self._names: dict[str, tuple] = {}  # region -> (its instances as last read, their names)
-        self._last: tuple = ((), (), None, None, None, (), {}, frozenset())  # last pass's inputs, VMs, zones, drains
+    def __init__(self) -> None:
+        self._parts: dict[str, Part] = {}  # region -> its part
+        # region -> (its instances as last read, their names)
+        self._names: dict[str, tuple[list[MigInstance], list[str]]] = {}
+        self._last: Pass = ((), (), None, None, None, (), {}, frozenset())
 
     def names_of(self, region: str, instances: list[MigInstance]) -> list[str]:
         cached = self._names.get(region)
@@ -98,8 +106,8 @@ class VmViews:
             cached = self._names[region] = (instances, [i.name for i in instances])
         return cached[1]
 
-    def build(self, listings: dict[str, list[MigInstance]], first_seen: dict[str, datetime], facts
-             ) -> tuple[tuple[Vm, ...], dict[str, str | None]]:
+    def build(self, listings: dict[str, list[MigInstance]], first_seen: dict[str, datetime], facts: FleetFacts
+              ) -> tuple[tuple[Vm, ...], dict[str, str | None]]:
         """The VMs as the planner sees them, and each one's zone, rebuilt only where their inputs changed:
         an adapter that returns the same objects for unchanged instances, first-seen times and agents (the
         simulator's) spares the work per VM, per region (the same listing, none of its VMs ``_changed``) or pass."""
@@ -124,11 +132,13 @@ class VmViews:
         remember_index(self._last[5], {region: part[1] for region, part in self._parts.items() if part[1].vms})
         return self._last[5], zones
 
-    def _region(self, region: str, instances: list[MigInstance], last: tuple | None, first_seen: dict[str, datetime],
-                held: dict, agents: dict, drained: frozenset[str]) -> tuple:
+    def _region(self, region: str, instances: list[MigInstance], last: Part | None, first_seen: dict[str, datetime],
+                held: Mapping[str, str], agents: Mapping[str, Agent], drained: frozenset[str]) -> Part:
         """One region's part: (its instances, their Vms (``RegionVms``), zones, names, and per name its
         view); a VM's view is kept from ``last`` while its instance, first-seen time, job, agent and drain are."""
-        views, kept, zones = last[4] if last is not None else {}, {}, {}
+        views: dict[str, View] = last[4] if last is not None else {}
+        kept: dict[str, View] = {}
+        zones: dict[str, str | None] = {}
         for instance in instances:
             name = instance.name
             zones[name] = instance.zone
@@ -140,19 +150,19 @@ class VmViews:
             kept[name] = view
         return instances, RegionVms(view[4] for view in kept.values()), zones, kept.keys(), kept
 
-    def _changed(self, facts) -> frozenset[str] | None:
+    def _changed(self, facts: FleetFacts) -> frozenset[str] | None:
         """The VMs whose job, agent or drain may differ from what the last pass read; None: unknown, so
         every VM is checked (Postgres cannot say; the simulator's ``FleetFacts.changed`` does)."""
         last, hint = self._last, facts.changed
         if last[3] is facts.held and last[4] is facts.agents:
-            changed = frozenset()
+            changed: frozenset[str] = frozenset()
         elif hint is not None and hint[0] is last[3] and hint[1] is last[4]:
             changed = hint[2]
         else:
             return None
         return changed if last[7] == facts.drained else changed | (last[7] ^ facts.drained)
 
-    def view(self, vm: Vm) -> tuple | None:
+    def view(self, vm: Vm) -> View | None:
         """(instance, first seen, job, agent, Vm, drained) as the last pass read ``vm``."""
         part = self._parts.get(vm.region)
         return None if part is None else part[4].get(vm.name)
