@@ -1,31 +1,11 @@
 """MigManager: the adapter over ``google-cloud-compute`` for one regional Managed Instance Group.
 
-The only scaling module that imports ``google.*``. Compute specifics are translated here: error codes
-become ``ErrorKind``, ``currentAction``/``instanceStatus`` become a ``MigInstance``, API exceptions
-become ``MigNotFound`` / ``MigRateLimited`` / ``MigUnconfirmed`` / ``MigApiError``, and so does any other exception of a call
-(a connection reset or read timeout, which the REST transport raises as ``requests`` errors; a
-credentials refresh error; a later page of a pager, fetched while iterating it, which is done inside
-the translation; a reply that does not parse): the manager leaves that MIG alone for the pass, and
-one MIG's failure never fails the tick of every cluster. Every call is bounded: google-cloud-compute's
-defaults give each call 600 s and retry a 503 for 600 s (a region whose Compute answers 5xx held the
-tick and the cluster's lock for ten minutes), so each is given ``CALL_BOUND_S`` (10 s) in all, 5xx
-answers retried with backoff within it. Every call is safe to retry: resizes
-are to an absolute size computed from the target just read, deletes name exact instances and skip
-ones already gone, and each write carries a ``requestId`` (a retry of it is the same request, which
-Compute carries out once). A write's operation is never waited on (``regionOperations.wait`` held the
-pass, and its locks, idle up to a minute per write): a resize's or delete's operation is DONE once its
-actions are scheduled, and how they go shows in ``listManagedInstances`` and ``listErrors``, which
-the next pass reads. An error Compute reports in the operation at once still fails the write: the
-operation as answered, or read once more (``regionOperations.get``, which does not wait) if not DONE.
-A write Compute did not refuse (a 4xx) but that could not be confirmed (that error, an operation not
-read, a timeout or 5xx after retries) is ``MigUnconfirmed``: it may yet be carried out, so the manager
-counts such a resize toward ``max_vms``. A delete whose instances ``skip_instances_on_validation_error``
-skipped (gone, or not of this MIG or zone) is not told apart from one that deleted them: the manager's
-report may name such a VM as deleted; one that is still there stays drained, and the next pass deletes it again.
-
-``ZEN_COMPUTE_ENDPOINT`` (``HOST:PORT``) points the official client at the local Compute stand-in
-(REST over plain HTTP, anonymous credentials); unset, the client talks to Compute Engine with the
-function's own service account.
+The only scaling module that imports ``google.*``: Compute error codes become ``ErrorKind``,
+``currentAction``/``instanceStatus`` a ``MigInstance``, and any failure of a call one of
+``MigNotFound`` / ``MigRateLimited`` / ``MigUnconfirmed`` / ``MigApiError``. Every call is bounded
+(``CALL_BOUND_S``) and safe to retry; writes carry a ``requestId`` and their operations are not
+waited on. ``ZEN_COMPUTE_ENDPOINT`` (``HOST:PORT``) points the client at the local Compute stand-in.
+Why: docs/explanations/scaling.md (the bullets on Compute calls)
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""The agent's half of a heartbeat's proof (``zen.adapters.vm_proof``, whose docstring tells the scheme): the
-token as message attributes, the audience that binds it to the agent's key, what is signed of a
-message (:func:`signed_bytes`), and the agent's :class:`MessageKey`, which signs it (RSA) or, once Zen
-has given the agent its MAC key, authenticates it with HMAC-SHA256.
-
-The MAC key: Zen derives one per VM and message key, statelessly, from a secret of its own
-(:func:`mac_key`: ``HMAC-SHA256(secret, "zen-vm-mac:<project>:<vm>:<key fingerprint>")``), and sends
-it to the agent in the CONFIRM that answers its claim (attribute ``vm_mac_key``), encrypted to the
-agent's public key (RSA-OAEP, SHA-256): other VMs of the cluster, which may read that VM's orders,
-cannot read it. From then on the agent sends ``vm_mac`` (HMAC-SHA256 of :func:`signed_bytes` under
-that key) instead of ``vm_sig``: Zen checks one HMAC per message instead of an RSA signature.
+"""The agent's half of a heartbeat's proof (``zen.adapters.vm_proof``): the token as message attributes,
+the audience that binds it to the agent's key, what is signed of a message (:func:`signed_bytes`),
+the per-VM MAC key Zen derives from its secret (:func:`mac_key`), and the agent's :class:`MessageKey`,
+which signs a message (RSA-PSS) or, once Zen has given it its MAC key, authenticates it with HMAC-SHA256.
+Fields: docs/reference/messages.md#heartbeat; why: docs/explanations/security.md#why-a-heartbeats-proof-is-made-so
 """
 
 from __future__ import annotations

@@ -1,64 +1,10 @@
-"""A heartbeat's proof of its sender: a Google-signed identity token of the VM it names, binding a key
-that signs the message itself (or, once Zen gave the VM its MAC key, authenticates it with an HMAC).
-The agent's half (token attributes, audience, what is signed, :class:`MessageKey`) is
-``zen.adapters.message_key``; Zen's checker is here.
-
-Without it, whoever may publish on ``zen-heartbeats`` could report for any VM (mark another VM's job
-SUCCEEDED, claim a tagged job from a VM that lacks the tag). So the agent attaches, as the message
-attribute ``vm_proof`` (:data:`ATTRIBUTE`), the token its metadata server issues for
-:func:`audience` (``instance/service-accounts/default/identity?audience=...&format=full``:
-RS256, issuer Google, one hour long, claims ``google.compute_engine.{instance_name, zone,
-project_id, ...}``). Only the VM itself can get its token; Zen checks (:class:`ProofChecker`) that
-it verifies against Google's certificates and names the VM, zone and project the heartbeat names,
-and that the heartbeat's region is that zone's (claims are judged by the region).
-
-A token alone would be a bearer credential: copied from any heartbeat (the dead-letter subscription
-keeps them), it would let its holder speak as that VM for the rest of its hour. So it is bound to
-the messages it vouches for. The agent makes a key of its own when it starts (:class:`MessageKey`,
-RSA 2048 with public exponent 3, signing with PSS; it never leaves the process), asks for its token
-with the key's fingerprint in the audience (``zen-heartbeats:<project>:key:<SHA-256 of the public
-key>``), and signs each heartbeat's body and attributes (:func:`signed_bytes`) with it: attributes ``vm_key`` (the public key) and
-``vm_sig`` (the signature). Zen verifies the token once (remembered until it expires, with its key)
-and the signature of every message. A token copied onto another message has no signature that
-verifies; a message copied whole is the same report again: its ``seq`` was applied (only a higher
-one changes a row), and its token had to be valid when Pub/Sub took it (``published_at``), so it
-can be re-sent for its token's hour at most, as a no-op. Zen verifies every heartbeat while an agent
-signs only its own (~0.2 ms each, every few seconds at most), so the scheme is the cheapest to
-verify: RSA, whose verification is a few multiplications, with exponent 3 (one squaring and one
-multiplication instead of 17; 9 us per verification against 18 with 65537 and 63 with Ed25519 on
-the 2-core test machine), and PSS, whose verification does not rest on parsing a padding strictly,
-as PKCS#1 v1.5's with exponent 3 does. Zen takes exponents 3 and 65537 only.
-
-Cheaper still, per message, is a MAC. With ``ZEN_PROOF_SECRET`` set (one secret of 32 characters or
-more, or several separated by commas for a rotation: the first makes the keys Zen gives, all are
-accepted), Zen derives each VM's MAC key, statelessly, from the secret, the project, the VM and the
-fingerprint of the key its token binds (``zen.adapters.message_key.mac_key``), and the CONFIRM that answers a
-claim carries it encrypted to that key (attribute ``vm_mac_key``, RSA-OAEP SHA-256: :meth:`ProofChecker.seal`;
-other VMs of the cluster may read the VM's orders, not the key). The agent then sends ``vm_mac``
-(HMAC-SHA256 of :func:`signed_bytes` under it) instead of ``vm_sig``; Zen checks a ``vm_mac`` when
-there is one (compared in constant time with the MAC under the key derived for the VM and the
-fingerprint of its verified token), else the ``vm_sig``. Until it is confirmed (its claims, VM
-heartbeats before any claim, final reports re-sent by a restarted agent, whose key is new) an agent
-signs. Without ``ZEN_PROOF_SECRET`` Zen gives no key, takes no ``vm_mac``, and agents sign every
-message. Its secret is all that makes a MAC key: a Zen whose secrets lose the one an agent's key was
-made from rejects that agent's heartbeats, so a rotation keeps the old secret second until every
-agent has been confirmed again.
-
-``ZEN_VM_PROOF``: ``required`` (the default, also when unset: a heartbeat without a valid token
-naming its VM, and a valid signature by the key it binds, is rejected, recorded and acked) or
-``off`` (nothing checked: a stack of made-up VMs, or while agents older than the check run; logged
-as a warning when Zen starts). The certificates come from ``ZEN_VM_PROOF_CERTS_URL`` (default
-Google's; the local Compute stand-in serves its own).
-
-The hot path (a RUNNING heartbeat) costs a dictionary lookup and one HMAC (``check``: 5.3 us with a
-MAC, 14.6 with a signature, 2 before messages were signed, on the 2-core test machine; in ``make
-bench-control``, RUNNING heartbeats with MACs ran within the machine's noise of those before signed
-messages): a verified token is remembered until it expires (an agent sends the same one for ~55 minutes), the
-certificates as long as Google's ``Cache-Control: max-age`` says. Only this module's checker
-imports ``google.auth`` (lazily): its ``crypt`` checks the token's signature; the claims (issuer,
-audience, expiry) are checked here against Zen's own clock, which ``google.auth.jwt.decode`` would
-take from the system (the tests and the simulator move Zen's clock by hand). ``cryptography``
-(google-auth's own dependency, pinned in constraints.txt) makes and checks the message keys.
+"""A heartbeat's proof of its sender, Zen's side: :class:`ProofChecker` checks that the VM's
+Google-signed identity token (attribute ``vm_proof``) verifies and names the VM, zone and project the
+heartbeat names, and that the message is signed by the key the token binds (``vm_sig``), or carries
+the HMAC under the VM's MAC key (``vm_mac``; with ``ZEN_PROOF_SECRET``, sealed into the CONFIRM by
+:meth:`ProofChecker.seal`). ``ZEN_VM_PROOF``: ``required`` (the default) or ``off``. The agent's half
+is ``zen.adapters.message_key``.
+Fields: docs/reference/messages.md#heartbeat; why: docs/explanations/security.md#why-a-heartbeats-proof-is-made-so
 """
 
 from __future__ import annotations

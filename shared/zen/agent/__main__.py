@@ -1,23 +1,11 @@
 """``python -m zen.agent`` (and ``zen agent``): run this VM's agent until SIGTERM.
 
-Reads the configuration (``ZEN_CONFIG``, else the shipped default), the VM's identity (environment,
-else the GCE metadata server) and the ``ZEN_AGENT_*`` tunables; logs JSON lines to stderr. Of the
-configuration's deadlines the agent keeps ``heartbeat_timeout_s``: it stops a job whose heartbeats
-have not reached Zen for most of it (``zen.agent.fence``).
-Exit codes: 0 after a clean shutdown (SIGTERM, SIGINT, preemption), 1 when Pub/Sub stayed
-unreachable at start, 2 on a configuration or identity problem.
-
-In container mode the first thing it does is remove the ``zen-*`` containers an agent before it left
-(``zen.agent.removal.remove_leftover_containers``), before any read that could fail and exit it (systemd
-restarts it every 5 s; an orphan would run on meanwhile). Those that cannot be removed, or a docker
-that cannot list them, retire the VM (``DailyPulls.retire``): one of them may hold its GPUs. It then
-reads the VM's shape (``zen.agent.container.Shape.of_host``: memory, CPUs, the kernel's task limit) for
-its containers' limits and makes its slots' job networks (``ensure_networks``; a docker that cannot
-retires the VM too).
-
-Jobs run as plain processes on the host (local mode: the local stack, tests) only when
-``ZEN_AGENT_LOCAL=1`` says so; anything else, an identity taken from the environment included, runs
-containers.
+Reads the configuration (``ZEN_CONFIG``, else the shipped default), the VM's identity and the
+``ZEN_AGENT_*`` tunables, removes the ``zen-*`` containers an earlier agent left (first thing, in
+container mode), reads the VM's shape and makes its job networks, then runs the loop; logs JSON lines
+to stderr. Jobs run as plain processes only with ``ZEN_AGENT_LOCAL=1``. Exit codes: 0 after a clean
+shutdown, 1 when Pub/Sub stayed unreachable at start, 2 on a configuration or identity problem.
+Startup, step by step: docs/reference/agent.md
 """
 
 from __future__ import annotations

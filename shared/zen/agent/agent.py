@@ -1,60 +1,9 @@
-"""The agent loop: pull one start message, claim it, run it, report, go back for the next one. What
-happens once a claim is confirmed (stage, run, supervise, upload, report) is ``zen.agent.attempt``.
-States of one attempt (one at a time, or ``max_jobs_per_vm`` at once, each with its GPUs: ``slots``)::
-
-    IDLE ──pull──▶ CLAIMING ──CONFIRM──▶ RUNNING ──exit──▶ SUCCEEDED | FAILED ──▶ IDLE (warm reuse)
-                      │ RELEASE / STOP / no answer           │ STOP ──▶ STOPPED
-                      └──▶ IDLE                              │ max_runtime_s ──▶ FAILED
-                                                             │ no report reaches Zen (fence) ──▶ PREEMPTED
-    IDLE ──a pull limit reached (zen.agent.limits)──▶ RETIRED: no more pulls, VM heartbeats until deleted
-    CLAIMING ──refused: the VM is being scaled down (zen.agent.backoff)──▶ RETIRED
-    CLAIMING ──refused for another cause──▶ IDLE, the next pull after a wait growing per refusal in a row
-    IDLE ──pulls failing for PULL_OUTAGE_S (zen.agent.outage)──▶ no IDLE heartbeats until a pull works
-    any state ──SIGTERM / preempted──▶ PREEMPTED (current attempt), VM STOPPING, exit 0
-    start ──▶ the final reports a dead agent of this VM left in the journal published (zen.agent.journal)
-
-Claiming (the scheduler's side is ``zen.core.lifecycle.decide_heartbeat``): send CLAIMED for the start
-message's (job, attempt) and keep the message leased while waiting for the answer on the control
-subscription. CONFIRM: ack the start message and run. RELEASE: ack it (someone else won, the job is
-gone, or the attempt is stale). STOP: ack it, and answer STOPPED so a stop that raced the claim does
-not wait for its deadline. No answer within the claim timeout: CLAIMED again with the next ``seq``,
-a few times, then nack (give the message back). The start message is acked only after the answer,
-so if this VM dies first the message is redelivered to another. A start that comes back, or another
-copy of one, is claimed afresh; its reports' ``seq`` still follow every earlier one of the attempt
-(epoch milliseconds: ``zen.agent.reports``), so Zen answers it rather than taking it for a duplicate.
-But a copy of a start this VM holds or has run (``Slots.ran``: a failed ack, a narrowed start widened,
-a warm offer and its region's copy) is acked and dropped, never claimed: Zen's reports may lag (the
-run's own reports delayed), and a claim it confirmed would run the same attempt twice here. A new
-run of a job is a new attempt, with a new number, so dropping a copy never loses a job.
-
-A claim given back unanswered may have won meanwhile: Zen then holds the job ASSIGNED to this VM,
-which does not run it. The VM heartbeat sent at once after (and every one after that, until the
-attempt is claimed again) names it in ``given_back``, and Zen requeues it (``zen.jobs.vm_beats``) unless a
-later report of it came. So that this is never wrong, a claim made again of the same attempt takes
-only the answers to its own CLAIMEDs: an order carrying ``answers`` (the ``seq`` of the report it
-answers, an attribute Zen sets) below its first CLAIMED's is a late answer to the claim given up,
-and is ignored (orders without it, from an older Zen, are taken as before).
-
-A start offered to this VM alone on its control subscription (its warm cache holds the job's
-inputs or image: ``zen.core.routing``) is taken before pulling, and before a start pulled while it came
-(given back to the region), through the same ``_take`` and claim; one it cannot take now is acked and
-dropped, as the tick widens the job's start (``ControlRouter``). A pull waits at most 3 s, so an
-offer waits about that long for an idle VM.
-
-Control messages about any other (job, attempt) are acked and ignored (a STOP's container removed
-first: ``ControlRouter``). The loop never exits on one bad message: an undecodable start message is
-logged and acked (it can never succeed; so is one whose job id or attempt no heartbeat could carry:
-``StartMessage`` bounds them as ``Heartbeat`` does), one for another cluster or region is nacked, a
-Pub/Sub failure is retried with backoff. When an attempt ends in container mode, its container must
-be gone (``zen.agent.removal.remove_container``): one docker cannot remove keeps the attempt's GPUs and
-retires the VM.
-
-Several at once (``max_jobs_per_vm`` > 1): the loop pulls while the VM has a free slot and GPUs; a
-start message that does not fit the GPUs left is nacked at once (given back for a VM with room), one
-that fits takes its slot (its GPU indices) before its CLAIMED, and is claimed and run in a thread of
-its own, with its own heartbeats, output, staging and stop; the control subscription's messages go
-to the attempt they are about (``ControlRouter``). A shutdown ends every attempt as PREEMPTED, and
-the agent exits once all have reported. With one job at a time nothing runs in another thread.
+"""The agent loop: pull one start message (or take one offered to this VM alone), claim it, run it,
+report, go back for the next one; one attempt at a time, or ``max_jobs_per_vm`` at once, each in a
+thread with its GPUs (``zen.agent.slots``). Claiming is ``zen.agent.claim``; what happens once a claim
+is confirmed (stage, run, supervise, upload, report) is ``zen.agent.attempt``. The loop also keeps the
+VM's heartbeats, pull limits, refusal waits and shutdown, and never exits on one bad message.
+States and why: docs/reference/agent.md#the-loop-and-the-claim
 """
 
 from __future__ import annotations

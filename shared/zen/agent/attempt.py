@@ -1,15 +1,8 @@
 """One attempt's life on the VM once its claim is confirmed, mixed into ``zen.agent.agent.Agent``:
 stage its inputs (``zen.agent.staging``), run it (``zen.agent.runner``), supervise it (RUNNING
-heartbeats, the orders its control messages bring, the VM's shutdown), ship its output
-(``zen.agent.output``), upload its outputs and report how it ended; ``transfer`` runs a staging or an
-upload in the background while the attempt heartbeats. The loop that pulls and is
-offered starts, claims them and keeps the VM's slots, pull limits and VM heartbeats is ``Agent``'s.
-
-The fence (``zen.agent.fence``): a running attempt none of whose reports Pub/Sub accepted for
-``fence_s`` (Zen's ``heartbeat_timeout_s`` less the stop grace and a margin: 95 s by default) is
-stopped by the agent itself, as a STOP would stop it, its staging or upload cut, and reported
-PREEMPTED: Zen is about to take it for lost and run the job elsewhere, and a VM cut off from Pub/Sub
-would never get the STOP Zen sends it then.
+heartbeats, the orders its control messages bring, the VM's shutdown, the fence: ``zen.agent.fence``),
+ship its output (``zen.agent.output``), upload its outputs and report how it ended; ``transfer`` runs a
+staging or an upload in the background while the attempt heartbeats.
 """
 
 from __future__ import annotations

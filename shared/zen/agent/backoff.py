@@ -1,15 +1,9 @@
 """How long the agent waits before its next pull after Zen refused its claims (issue 34, no storms).
 
-Zen tells a VM why it refused a claim (the RELEASE's attribute ``refused``: ``zen.jobs.claims``):
-- ``draining``: the VM is being scaled down and is deleted next. It takes no more jobs, for good: the
-  agent retires (``DailyPulls.retire``: RETIRED VM heartbeats, no pulls), as past a pull limit. Before,
-  it pulled again at once, claimed, and was refused, hundreds of times a start while its delete failed.
-- any other cause (no room for the job now, its region no longer cleared for it, ...): the next pull
-  waits ``FIRST_S``, doubled for each further claim refused for the same cause in a row, at most
-  ``MOST_S``. A claim refused for another cause starts again at ``FIRST_S``; a confirmed claim ends
-  the wait. A RELEASE without the attribute (a claim another VM won, a copy of a start whose job has
-  ended, an older Zen) changes nothing: those come from copies of starts, not from this VM.
-Shared by the attempts' threads of a VM that runs several jobs at once.
+A refusal saying ``draining`` retires the agent (``DailyPulls.retire``); one for any other cause makes
+the next pull wait ``FIRST_S``, doubled per refusal of that cause in a row, at most ``MOST_S``. A
+RELEASE without the ``refused`` attribute changes nothing. Shared by the attempts' threads of a VM.
+Why: docs/reference/agent.md#the-loop-and-the-claim
 """
 
 from __future__ import annotations

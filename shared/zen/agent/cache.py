@@ -1,29 +1,9 @@
 """The agent's warm cache (issue 15): staged input objects kept between jobs on this VM, and the images
-it pulled, so Zen can send the next job that needs them here first (``zen.core.routing``).
-
-- **Keyed by digest.** An object's key is a digest of what its metadata says about it (from the listing
-  or ``get_blob`` the agent makes anyway, no download): bucket, name, generation, crc32c, md5 and size.
-  A new generation or new content is a new key, so a stale copy is never used. An object whose
-  metadata has no generation or checksum is downloaded and not kept.
-- **A hit is never downloaded again.** Its size is checked against the metadata first (a mismatch drops
-  the entry and downloads); the cached file is then copied into ``ZEN_INPUT_DIR`` (the job may change
-  its copy; the cache keeps its own). A miss is downloaded into ``ZEN_INPUT_DIR``, then copied in.
-- **Bounded, LRU.** ``ZEN_AGENT_CACHE_BYTES`` (default 20 GB; 0: no cache) bounds the files under
-  ``ZEN_AGENT_CACHE_DIR`` (default ``<work dir>/.cache/<VM name>``): the least recently used go
-  first, and an object larger than the bound is not kept. The bytes held are a running total, updated as
-  entries come and go: keeping an object costs what it evicts, never a pass over every entry (the lock
-  it holds also guards the VM heartbeat's ``report``). The directory outlives the agent: a restarted
-  agent finds its entries again (their modification time is their last use).
-- **Reported** in every VM heartbeat (``VmHeartbeat.cached_inputs``): the job inputs, as jobs name
-  them (``gs://`` object or prefix URIs), whose every object the cache holds, most recently used
-  first, at most ``REPORTED``. Inputs rather than object digests because Zen knows a job's inputs by
-  URI only; the digests keep the cache itself exact. ``VmHeartbeat.images``: images the agent ran in
-  containers, most recent first (as the job named them; by digest when it gave ``image@sha256:...``).
-  The local runner runs no containers, so locally images are reported only when docker is used.
-- **Images are bounded too.** Docker keeps every image it pulled; the agent keeps the
-  ``ZEN_AGENT_IMAGES_KEEP`` (default 8) most recently run and removes the least recently run one
-  beyond that (``docker image rm``, ``zen.agent.runner.remove_image``, in a thread of its own, never
-  on a job's path), so a VM serving many different images does not fill its disk.
+it pulled, so Zen can send the next job that needs them here first (``zen.core.routing``). Objects are
+keyed by a digest of their metadata, bounded by ``ZEN_AGENT_CACHE_BYTES`` (least recently used out
+first), and reported in VM heartbeats as the inputs they complete; images beyond
+``ZEN_AGENT_IMAGES_KEEP`` are removed in the background.
+Rules: docs/reference/agent.md (the warm cache)
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Claiming one start message, mixed into ``zen.agent.agent.Agent`` (whose settings, transport,
 reporter, controls, clock and log it uses): CLAIMED, the start message kept leased, then wait for
-Zen's answer on the control subscription (the protocol is described in ``zen.agent.agent``).
-
-A claim Zen refused says why (the RELEASE's attribute ``refused``): a VM being scaled down retires,
-and other causes make the next pull wait, longer for each in a row (``zen.agent.backoff``).
-
-A claim made again of an attempt whose earlier claim was given back unanswered takes only the
-answers to its own CLAIMEDs: an order whose ``answers`` attribute (the ``seq`` of the report it
-answers) is below its first CLAIMED's is a late answer to the claim given up, and is ignored.
+Zen's answer on the control subscription, taking only the answers to this claim's own CLAIMEDs. A
+refused claim retires a VM being scaled down, or makes the next pull wait (``zen.agent.backoff``).
+The protocol and why: docs/reference/agent.md#the-loop-and-the-claim
 """
 
 from __future__ import annotations

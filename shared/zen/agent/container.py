@@ -1,52 +1,10 @@
 """What a job's container may do to its VM and its neighbours: as little as docker allows.
 
 ``container_options(spec, sandbox)`` is what ``zen.agent.runner.docker_argv`` puts between ``docker run``
-and the image. By default (``ClusterConfig.containers``, the cluster's ``containers:``) a job's container:
-
-- runs as ``65534:65534`` (nobody), not as root, with ``HOME=/tmp`` (unless the job's ``env`` sets it);
-  ``run_as: image`` is the cluster's opt-out: the image's own ``USER`` (root for most images);
-- has every capability dropped (``--cap-drop ALL``: no ``NET_RAW``, so no raw sockets to sniff or
-  spoof with, no ``CHOWN`` or ``SETUID``) and cannot gain any (``--security-opt no-new-privileges``:
-  a setuid binary in the image runs as the job's user);
-- has a read-only root filesystem (``--read-only``): what it may write is ``/tmp`` (a tmpfs, counted in
-  its memory limit, at most half of it), ``ZEN_OUTPUT_DIR`` (its outputs, on the VM's disk, uploaded
-  after it ends), and ``/dev/shm``; ``ZEN_INPUT_DIR`` is mounted read-only. ``read_only_root: false``
-  is the cluster's way out for a GPU runtime whose hooks write into the container's root (NVIDIA's CDI
-  ``update-ldcache`` hook has been reported to fail so; docker's ``--gpus`` hook runs before the root is
-  made read-only);
-- has a memory limit (swap included, so no swap), a CPU limit and a task (PID) limit, its slot's share
-  of the VM (``slot_limits``), and an OOM score of ``OOM_SCORE_ADJ``: when the VM runs out of memory
-  anyway, the kernel kills a job's process before the agent or docker;
-- is alone on a bridge network of its own (``network_name``): it reaches the internet (the metadata
-  server excepted: ``startup.sh``), but no neighbour's container. Docker isolates its bridge networks
-  from one another; with ``network: none`` (the cluster's opt-in) it has no network at all.
-
-**Shape.** The VM's memory and CPUs are read by the agent at start (``Shape.of_host``: ``/proc/meminfo``,
-``os.cpu_count()``, the kernel's task limit), not taken from ``machine_type`` (the configuration does
-not know what a machine type holds, and a VM knows its own); its GPUs and ``max_jobs_per_vm`` are its
-``Capacity`` (``zen.agent.slots``). A slot's share is its GPUs over the VM's (``JobSpec.gpu_ids``), the
-whole VM when it runs one job at a time. Of that share, a job gets:
-
-- memory: the VM's memory less what is kept for the system, the agent and docker
-  (``reserved_memory``: 5 % of it, at least 1 GiB and at most 4 GiB), times the share;
-- CPUs: the VM's CPUs less ``RESERVED_CPUS`` (half a CPU, on VMs with 2 or more), times the share
-  (``--cpus``: a quota; a job never takes a neighbour's CPU time, nor the agent's);
-- tasks: ``TASK_SHARE`` (3/4) of the kernel's limit (the smaller of ``kernel.pid_max`` and
-  ``kernel.threads-max``), times the share: a fork bomb ends in its own container, and the VM keeps a
-  quarter for everything else.
-
-**Networks, one per slot.** Two containers that run at the same time never hold the same GPU, so a
-network named after the first GPU a slot holds (``zen-net-<index>``; ``zen-net`` on a VM that runs one
-job at a time) is one job's at a time. The agent makes them at start (``ensure_networks``; a docker
-that cannot make them retires the VM), and never removes them: no network to create or leak per
-attempt. Containers on one network across time is harmless: a container docker could not remove
-keeps its GPUs (``zen.agent.limits``), hence its network, from any other job.
-
-**Disk.** Not limited per job: docker's per-container size (``--storage-opt size=``) needs overlay2 on
-xfs with project quotas, and GCE's images use ext4. The read-only root filesystem keeps a job off the
-container layer and ``/tmp`` is memory, so what a job can fill is its ``ZEN_OUTPUT_DIR`` (the VM's
-work disk): a job that fills it fails its neighbours' staging and, after ``MAX_DISK_FAULTS``, retires the
-VM (``zen.agent.limits``).
+and the image: a user not root, no capabilities, a read-only root, its slot's share of the VM's memory,
+CPUs and tasks (``Shape``, ``slot_limits``), and a network of its own per slot (``ensure_networks``);
+the cluster's ``containers:`` opts out of some of it.
+Why: docs/reference/agent.md#a-jobs-container
 """
 
 from __future__ import annotations

@@ -1,35 +1,10 @@
-"""Who this VM is: project, VM name, cluster, region, zone; and whether it is being preempted.
+"""Who this VM is: project, VM name, cluster, region, zone, tags; and whether it is being preempted.
 
-Each field comes from the environment when set, otherwise from the GCE metadata server:
-
-| field   | environment   | metadata server (``computeMetadata/v1/...``)                          |
-| ------- | ------------- | --------------------------------------------------------------------- |
-| vm      | ZEN_VM_NAME   | ``instance/name``                                                     |
-| zone    | ZEN_ZONE      | ``instance/zone`` (``projects/123/zones/us-central1-a`` -> last part) |
-| region  | ZEN_REGION    | the zone without its last ``-x`` part                                 |
-| cluster | ZEN_CLUSTER   | ``instance/attributes/zen-cluster`` (set by the instance template)    |
-| project | ZEN_PROJECT   | ``project/project-id``; failing both, the configuration's project     |
-| tags    | ZEN_VM_TAGS   | ``instance/attributes/zen-tags`` (comma-separated, set by the instance |
-|         |               | template from the cluster's tags and region_tags); failing both, the  |
-|         |               | configuration's ``tags_of(region)`` (``resolve_tags``)                 |
-
-The local Compute stand-in sets exactly these variables, so locally the metadata server is never
-asked. ``GCE_METADATA_HOST`` (``host[:port]``, the variable Google's own libraries honour) points the
-adapter elsewhere, e.g. at a fake in tests. Preemption: ``instance/preempted`` turns ``TRUE``
-shortly before a preempted VM is shut down; :func:`watch_preemption` long-polls it.
-
-Proof (``zen.adapters.vm_proof``): :class:`ProofSource` fetches the VM's Google-signed identity token
-(``instance/service-accounts/default/identity``) for an audience that binds the agent's own message
-key (``zen.adapters.message_key.MessageKey``, made at the first fetch, never stored), and with that key signs
-every heartbeat it attaches the token to (:meth:`ProofSource.attributes`), or, once Zen's CONFIRM
-gave it the VM's MAC key (:meth:`ProofSource.learn`, ``zen.adapters.message_key``), authenticates it with
-HMAC-SHA256 under that key instead (cheaper for Zen to check). It asks the metadata
-server of ``ZEN_VM_PROOF_METADATA_HOST`` when set (the local Compute stand-in gives each of its VMs
-one), else, on GCE (an identity not from the environment), the VM's own.
-Whether Zen requires it (its ``vm_proof``) comes from ``ZEN_VM_PROOF``, else the template's instance
-attribute ``zen-vm-proof`` (terraform sets it from the same variable), else ``required``: a VM whose Zen
-requires tokens sends no heartbeat without one; one whose Zen runs ``off`` sends it bare rather than
-lose it (a metadata outage of minutes would have had Zen take its jobs for lost).
+Each field comes from the environment when set (the local Compute stand-in sets them all), otherwise
+from the GCE metadata server (``GCE_METADATA_HOST`` points elsewhere). :class:`ProofSource` fetches the
+VM's identity token for an audience binding the agent's message key, and signs (or MACs) each
+heartbeat it attaches it to (``zen.adapters.message_key``).
+Fields and sources: docs/reference/agent.md#who-the-vm-is
 """
 
 from __future__ import annotations

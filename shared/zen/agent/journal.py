@@ -1,37 +1,9 @@
 """The journal of final reports: an attempt's final report outlives the agent that sends it.
 
-The rule: an attempt's final report (SUCCEEDED, FAILED, STOPPED or PREEMPTED: any report but CLAIMED
-and RUNNING, whether ``zen.agent.attempt`` or ``zen.agent.claim`` sends it) is written to the journal
-before it is first published, and removed once Pub/Sub accepted it, or once its budget ran out (logged
-as lost). An agent that dies meanwhile (SIGKILL, the OOM killer, a crash) leaves it there, and the
-agent systemd restarts (``Restart=on-failure``, 5 s later) publishes it again when it starts, before it
-pulls a start (``replay``), then removes it (one it cannot send is kept for the next start). Without
-it the new agent knew nothing of the attempt: Zen, hearing nothing, took it for lost after ``heartbeat_timeout_s`` (120 s) and ran the job again. An agent
-that dies before the report is built (while it uploads the job's outputs) leaves none: the outputs are
-not all saved, and Zen's rerun is right, as when a shutdown cuts the upload (PREEMPTED).
-
-On time or late: a report republished within ``heartbeat_timeout_s`` of the attempt's last one is on
-time; one later is a lost attempt's late final report, which Zen takes (SUCCEEDED or FAILED, from its
-VM) while the job's next attempt is unclaimed (``zen.jobs.late_final``); STOPPED and PREEMPTED then stay
-stale, and the requeue is right for both. ``zen.agent.attempt.FINAL_BUDGET_S`` (300 s) is longer than
-``heartbeat_timeout_s`` (120 s), and nothing heartbeats the attempt while its final report is retried:
-past 120 s the report is a late one too, taken on the same terms.
-
-Its ``seq`` is kept: epoch milliseconds drawn when the report was built, strictly above every earlier
-report of the attempt (``zen.agent.reports``), and the journal's report is the attempt's last. Zen drops
-a report at or below the last ``seq`` it applied for the attempt (``zen.core.lifecycle``), so a republished
-report Zen already had is a duplicate, and one it never had is applied as it would have been.
-
-Where: ``<work_dir>/.reports/<VM name>/<attempt name>.json`` (``{"written_at": epoch s, "report":
-the Heartbeat}``). Not in an attempt's directory: the work-dir sweep removes those of a dead agent
-(``zen.agent.workdir.ATTEMPT_DIR`` matches only top-level attempt names, never ``.reports``). One
-directory per VM: the local stack's agents share one work directory, and each republishes its own
-VM's reports alone. A file is written atomically (a temp file, fsync, rename, fsync of the directory)
-and locked (``flock``) by the agent writing it until it is removed: a replay leaves a locked one (an
-agent alive sends it). A replay gives each report ``REPLAY_BUDGET_S``, and drops one written more than
-``MAX_AGE_S`` ago with a log line (Zen ran the job again long since); a temp file a crash left before
-its rename is removed (that report was never published). Journaling never raises: a report that
-cannot be written (a full disk) is logged and sent all the same.
+Any report but CLAIMED and RUNNING is written to ``<work_dir>/.reports/<VM name>/`` before it is first
+published, and removed once Pub/Sub accepted it or its budget ran out; the agent systemd restarts
+after a crash publishes what its VM's dead agent left (``replay``) before it pulls a start.
+Why, and the file format: docs/reference/agent.md#final-reports-outlive-the-agent
 """
 
 from __future__ import annotations

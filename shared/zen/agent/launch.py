@@ -1,30 +1,10 @@
 """The job's supervisor on the VM: ``python -I launch.py AGENT_PID [LEASE] -- PROGRAM ARGS...``.
 
-Every job is started through it, in a session of its own (``zen.agent.runner``). It does two things
-the agent cannot do for itself:
-
-1. **Dies with the agent.** It asks the kernel to SIGKILL it when the agent dies (``PR_SET_PDEATHSIG``)
-   and its job to be SIGKILLed when it dies, so a job never outlives an agent that was killed outright
-   (the OOM killer, SIGKILL after a stop timeout, the local Compute stand-in deleting a VM).
-2. **Fences the job when the agent cannot** (``LEASE`` = ``--lease FD LEFT_S GRACE_S [CONTAINER DOCKER]``).
-   The agent holds a lease on its attempt (``zen.agent.fence``): it is renewed by every report of the
-   attempt that Pub/Sub accepted, and once it runs out Zen may take the attempt for lost and run the
-   job elsewhere. An agent that is alive but cannot run (stopped, deadlocked, starved, stalled on a
-   disk) cannot stop its job then, and the job ran on beside the next attempt. So the lease is kept
-   here as well: ``FD`` is one end of a socket pair whose other end the agent writes a line to at
-   every renewal, ``"<CLOCK_MONOTONIC at the write> <seconds left>"`` (``LEFT_S``: the seconds left at
-   start). When the lease runs out with no renewal, this process stops the job as the agent's fence
-   would: it writes ``fenced`` back on the socket (the agent reports the attempt PREEMPTED when it
-   runs again), SIGTERMs the job's group, waits ``GRACE_S``, ``docker kill``s the job's container if
-   it has one, and SIGKILLs the group, itself included. The arithmetic that makes this end the job
-   before Zen's deadline is ``zen.agent.fence``'s.
-
-It ignores SIGTERM, SIGINT and SIGHUP, which a stop sends the whole group (the job gets them and
-this process exits with the job's status); a SIGKILL of the group ends both. The job's exit status is
-passed on: its exit code, or ``128 + N`` when signal N killed it.
-
-Run as a script (``-I``: no user site, ``PYTHON*`` variables ignored, so a job's own ``PYTHONPATH``
-cannot break it); it imports only the standard library, and nothing that may block while it waits.
+Every job is started through it, in a session of its own (``zen.agent.runner``). It dies with the agent
+(``PR_SET_PDEATHSIG``) and takes the job with it, and it keeps the attempt's lease (``LEASE`` = ``--lease
+FD LEFT_S GRACE_S [CONTAINER DOCKER]``, renewed by the agent over a socket): when it runs out, it stops
+the job as the agent's fence would (``zen.agent.fence``). Standard library only.
+Why, and the protocol: docs/reference/agent.md#the-fence
 """
 
 import ctypes

@@ -1,25 +1,9 @@
 """An agent whose pulls keep failing says nothing rather than IDLE (``Agent._vm_beat``).
 
-An agent that cannot pull its start subscription (NotFound: the subscription is missing;
-PermissionDenied: its service account lost the role) can never take a job. Yet its VM heartbeats
-said IDLE, and the planner counts an IDLE VM as supply covering the queued jobs of its region: those
-jobs waited for ever while the VM was billed. So once pulls have failed for ``PULL_OUTAGE_S`` without
-a success, the agent sends no VM heartbeat that would say IDLE. Silent, the VM is no supply after
-``zen.scaling.vms.agent_silence_s`` (180 s by default) and, holding no job, is deleted; the planner
-asks for another VM where the queue needs one. Heartbeats that are not IDLE still go (BUSY naming the
-attempts it runs, RETIRED, STOPPING): those are true, and no queued job counts on them. As soon as a
-pull succeeds the agent says IDLE again at once.
-
-Why silence and not exiting non-zero: systemd restarts a failed agent (``Restart=on-failure``,
-5 s later; ``startup.sh``), and every start says IDLE at once, so a crash loop would keep the VM heard,
-and idle, for ever. Silence lets the control plane's own rule remove it, and a pull failing for a
-minute (a Pub/Sub hiccup the transport's retries did not cover) costs nothing: the agent resumes.
-
-Why 120 s: two VM heartbeats at the default 60 s (``ZEN_AGENT_VM_HEARTBEAT_S``). Shorter, a brief
-Pub/Sub outage would cost a VM (a new one boots for minutes); longer, the planner keeps trusting
-the VM for this bound plus its 180 s of silence. A transient error is retried inside one pull (up
-to 30 s, ``zen.agent.transport``); a permanent one fails at once and the loop retries it with backoff
-(at most 60 s apart), so 120 s is always several failed pulls in a row, never one.
+Once pulls of the start subscription have failed for ``PULL_OUTAGE_S`` without a success, the agent
+sends no VM heartbeat that would say IDLE (others still go), so Zen stops counting the VM as supply
+and deletes it; the first pull that works makes it say IDLE again.
+Why silence, and why 120 s: docs/reference/agent.md#when-pulls-fail
 """
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
 """A job's output on its way out of the VM: read line by line, labelled, limited, shipped.
 
-Capture: stdout and stderr are separate pipes, each read by its own thread (``StreamCapture``). A
-line ends at ``\\n``; a line longer than ``line_bytes`` is cut into pieces of that size (nothing is
-lost, each piece is an entry); a partial line (a progress bar, a prompt) is shipped after
-``flush_s`` without its end. The two streams are interleaved in the order the agent reads them.
-
-Shipping (``AttemptOutput``): every line gets the next ``seq`` of the attempt and waits in a queue
-that one thread sends to the sink (``zen.adapters.joblogs``) every ``flush_s``, at most ``rate_lines x
-flush_s`` lines per send: that is the rate limit. Two limits, enforced without ever losing the tail:
-
-- **size**: an attempt ships at most ``limit_bytes``. Once the head (``limit_bytes - tail_bytes``)
-  is used, a ``zen`` line says so and later lines are held in a window of the last ``tail_bytes``;
-  when the attempt ends, a ``zen`` line says how many lines and bytes were dropped from the middle,
-  then the window (the tail) is shipped.
-- **rate**: when more than ``rate_lines x hold_s`` lines wait (the job writes faster than the rate,
-  or the sink is down), new lines go to the same window; when the queue has drained, what the
-  window still holds is shipped after a ``zen`` line counting what fell out of it (if anything did).
-
-The attempt's last entry is a ``zen`` line with ``final`` set: a reader that has it has everything.
-Sink errors are retried (the queue waits; one send carries at most ``REQUEST_BYTES``); an entry the
-sink refuses as invalid is dropped and logged, not retried for ever; at the end the agent ships
-what is left within its budget and logs how many lines it could not ship. The agent also keeps the last ``tail_bytes`` of both streams for
-the final heartbeat's ``message`` (``zen jobs get``), as before.
+``StreamCapture`` reads stdout and stderr (a thread each), cutting long lines and flushing partial
+ones; ``AttemptOutput`` numbers every line and ships it to the sink (``zen.adapters.joblogs``) at a
+bounded rate and size, never losing the tail, ending with a ``final`` ``zen`` line. The agent also keeps
+the last ``tail_bytes`` for the final heartbeat's ``message``.
+Limits: docs/reference/agent.md#job-output
 """
 
 from __future__ import annotations

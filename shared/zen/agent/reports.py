@@ -1,29 +1,9 @@
-"""Heartbeats the agent sends on ``zen-heartbeats``, with the sequence numbers the scheduler orders by.
-
-- A job heartbeat is about one attempt; the scheduler drops one at or below the last ``seq`` it
-  applied for that attempt (duplicates, reordered reports). Its ``seq`` is the wall clock in epoch
-  milliseconds, strictly increasing within the process across all attempts, so an attempt claimed
-  again by this VM (the answer to its CLAIMEDs came after the agent gave the start back and the start
-  came back here, or another copy of it) reports after every earlier report of that attempt. A
-  counter per ``AttemptReport`` started again at 1: Zen took the new claim for a duplicate and left
-  it unanswered, and the job waited for the sweep, which spent its attempt.
-- A VM heartbeat's ``seq`` is the wall clock in epoch milliseconds too: it keeps increasing across
-  agent restarts and across a VM deleted and recreated by its MIG under the same name, where a
-  counter would start again at 1 and be ignored.
-- Both come from one counter, so within the process every report and VM heartbeat is ordered by
-  ``seq``: a VM heartbeat that names an attempt whose claim the VM gave back (``given_back``, read
-  after its ``seq`` is drawn) is later than every CLAIMED of that claim and earlier than any CLAIMED
-  of a claim made again after the list was read (``zen.core.vm_heartbeat``).
-
-A job's final report (any but CLAIMED and RUNNING) is written to the reporter's journal before it is
-first published, and removed once published or given up (``zen.agent.journal``): an agent that dies
-meanwhile leaves it for the next one to publish.
-
-Sending never raises: a report that cannot be published within its budget is logged and reported
-as ``False`` to the caller (the next heartbeat, or the scheduler's deadline, covers for it). A job
-report whose message, tags or data Zen would refuse is sent without them (logged): a final report
-lost so costs a rerun. Only one whose ids (job id, attempt, the VM's name, region, zone) no heartbeat
-can carry raises ``pydantic.ValidationError``.
+"""Heartbeats the agent sends on ``zen-heartbeats``, with the sequence numbers the scheduler orders by:
+a job report's and a VM heartbeat's ``seq`` are epoch milliseconds from one counter, strictly
+increasing within the process. A final report is journalled before it is published
+(``zen.agent.journal``). Sending never raises; a report Zen would refuse is sent without what it
+refuses, and only one whose ids no heartbeat can carry raises ``pydantic.ValidationError``.
+Why: docs/reference/agent.md#report-sequence-numbers
 """
 
 from __future__ import annotations

@@ -1,33 +1,9 @@
-"""Runs one job: builds its argv, starts it in its own process group, hands its stdout and stderr
-(separate pipes) to ``zen.agent.output``, stops it on request, and reports its exit code.
-
-Two ways to run a job, never through a shell:
-- a plain subprocess: the ``command`` list, with the agent's environment plus the job's ``env``
-  (local mode only: on a VM a job without an image is refused, ``plan_launch``);
-- a container: ``docker run --rm --gpus all --name zen-<attempt_name> OPTIONS -e K=V ... -- IMAGE CMD...``
-  (``--gpus '"device=4,5"'`` instead of ``all`` for a job that shares its VM: ``JobSpec.gpu_ids``), where
-  OPTIONS confine it (``zen.agent.container``: a user not root, no capabilities, a read-only root
-  filesystem, its slot's memory, CPU and task limits, a network of its own, its data directories).
-
-Every job is started through ``launch.py`` (its supervisor: it dies with the agent, and keeps the
-attempt's lease, ``RunningJob.renew``) in a new session, so the supervisor leads the process group the
-job and everything it forks belong to: a stop signals the whole group. Stopping is
-SIGTERM to the group, a grace period, then SIGKILL (for a container, ``docker kill`` first: the
-docker CLI forwards SIGTERM to the container but cannot forward SIGKILL). When a job's main process
-ends, whatever it left running in its group is killed, so nothing leaks into the next job.
-
-A container is not the docker CLI: killing the CLI leaves it running on the GPUs, and ``docker kill``
-may fail or hang. So once a container job has ended or been stopped, its container is removed by name
-(``zen.agent.removal.remove_container``: ``docker rm -f zen-<attempt_name>`` until ``docker ps -a`` shows no container of
-that name, ``REMOVE_TRIES`` times at most, each call with a short timeout). One that docker cannot be
-made to remove is logged as an error (``RunningJob.container_gone`` False), and the agent checks again
-when the attempt ends (``Agent._hold``): still there, the VM retires (``DailyPulls.retire``: Zen
-deletes it) and the attempt's GPUs are never given to another job. ``remove_leftover_containers`` does
-the same for every ``zen-*`` container at agent start (``zen.agent.__main__``; the systemd unit's
-``ExecStartPre`` too, ``startup.sh``).
-
-Exit codes follow the shell convention: killed by signal N reports ``128 + N`` (143 for SIGTERM,
-137 for SIGKILL), as ``docker run`` does.
+"""Runs one job: builds its argv (a plain process in local mode only, else ``docker run ... -- IMAGE
+CMD``, confined by ``zen.agent.container``), starts it through its supervisor (``launch.py``) in a
+process group of its own, hands its stdout and stderr to ``zen.agent.output``, stops it (SIGTERM, a
+grace, ``docker kill``, SIGKILL), reports its exit code (``128 + N`` for signal N), and has a
+container job's container removed after it (``zen.agent.removal``).
+Why: docs/reference/agent.md#a-jobs-container
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
-"""Several attempts on one VM at once (issue 15, a cluster's ``max_jobs_per_vm``): the VM's capacity,
-the GPUs each attempt holds, and the control messages each one is sent.
-
-- ``Capacity``: the VM's GPUs and the most jobs it runs at once. Each comes from the first source
-  that has it (:func:`resolve_capacity`): ``ZEN_AGENT_GPUS`` / ``ZEN_AGENT_MAX_JOBS_PER_VM``; else, on
-  GCE, the instance attribute its template carries (``zen-gpu-count`` / ``zen-max-jobs-per-vm``);
-  else the cluster's ``gpu_count`` / ``max_jobs_per_vm``.
-- ``Slots``: which attempts the VM holds and which GPU indices each one has. With ``max_jobs`` 1 an
-  attempt holds the whole VM and is given no device list (the job sees every GPU, as always). With
-  more, each attempt gets its own disjoint indices, lowest first (``CUDA_VISIBLE_DEVICES`` and
-  ``ZEN_GPU_IDS``, ``zen.agent.runner``): ``StartMessage.gpus`` of them, all the VM's when unset.
-  A start message that does not fit now is given back at once (``Agent._take``), for a VM with room.
-  It also keeps the attempts whose claim went unanswered (``given_back``, named in VM heartbeats, so
-  that Zen requeues one its database still shows held here) and those this VM ran (``ran``: never
-  named so, and never claimed again: ``Agent._take`` drops another copy of their start).
-- ``ControlRouter``: a VM has one control subscription; whichever attempt (or the idle loop) waits
-  on it reads the next message and hands it to the attempt it is about. Messages about no attempt
-  the VM holds are acked and logged, as they always were; but a STOP for this VM naming an attempt it
-  does not hold first has that attempt's container removed (container mode only; best effort, one
-  ``docker rm -f zen-<attempt_name>``): after an agent crash the attempt's container may still run,
-  unsupervised, until the new agent's leftover sweep (``zen.agent.runner``). A start offered to this VM alone (a warm
-  cache, ``zen.core.routing``; attribute ``kind=start``) is never an order: it waits for the idle loop,
-  which takes it exactly as a start it pulled (``Agent._take``: same checks, same claim).
+"""Several attempts on one VM at once (issue 15, a cluster's ``max_jobs_per_vm``): ``Capacity`` (the
+VM's GPUs and the most jobs it runs at once, from ``ZEN_AGENT_*``, the template's attributes or the
+configuration: :func:`resolve_capacity`), ``Slots`` (the attempts held and their disjoint GPU indices,
+lowest first; the claims given back and the attempts run), and ``ControlRouter`` (hands each message of
+the VM's one control subscription to the attempt it is about, or an offered start to the idle loop).
+Behaviour: docs/reference/agent.md (``max_jobs_per_vm``); why ``given_back``/``ran``: #the-loop-and-the-claim
 """
 
 from __future__ import annotations

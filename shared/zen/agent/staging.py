@@ -1,31 +1,8 @@
-"""A job's data on the VM: its ``inputs`` staged into ``ZEN_INPUT_DIR`` before it runs, and
-``ZEN_OUTPUT_DIR`` uploaded to its ``outputs`` after it ends (whatever the exit), with the official
-Cloud Storage client (``STORAGE_EMULATOR_HOST`` points it at ``zen_dev.local.storage`` locally).
-
-Layout, per attempt, under the agent's work directory (``ZEN_AGENT_WORK_DIR``)::
-
-    <work>/<name>/inputs    ZEN_INPUT_DIR: gs://b/data/train.csv -> inputs/train.csv
-                                           gs://b/data/set/      -> inputs/set/<rest of each name>
-    <work>/<name>/outputs   ZEN_OUTPUT_DIR: every file, uploaded as
-                            <outputs>/<job_id>/attempt-<attempt>/<path under ZEN_OUTPUT_DIR>
-
-where ``<name>`` is ``zen.agent.runner.attempt_name``: ``<job>-<hash of the job id>-<attempt>``, one per
-attempt (two jobs running at once never share a directory).
-
-An input names an object when one has exactly that name (and its path does not end in ``/``), else
-the prefix: every object under ``<path>/`` (folder placeholders, names ending in ``/``, are no files).
-An input that is neither fails the attempt before the job runs, naming the URI; so does any download
-error: FAILED when the job's (no such input, access denied, a bad name, inputs larger than the disk),
-PREEMPTED when the VM's or the service's (``Unavailable``). An object the VM's warm cache holds
-(``zen.agent.cache``) is copied from there instead of downloaded. Only regular files are uploaded: a
-link (the agent is root: to a host file, another job's data) or a special file is never followed and is
-named in the final report. An upload error fails the attempt (FAILED even when the job exited 0),
-naming the file and the reason (a name that is not UTF-8 is one, escaped). Both directories are removed
-afterwards; while in use the attempt's directory is locked (``flock``, before it bears its name): an agent
-starting removes those a dead agent left (``zen.agent.workdir``), never another's.
-
-Transfers run in a worker thread (``zen.agent.attempt.run_in_background``) so the agent keeps
-heartbeating, with the bytes and seconds so far; ``cancel`` stops them between objects, or mid-download.
+"""A job's data on the VM: its ``inputs`` staged into ``ZEN_INPUT_DIR`` before it runs (from the warm
+cache, ``zen.agent.cache``, when it holds them), and ``ZEN_OUTPUT_DIR`` uploaded to its ``outputs`` after
+it ends, with the official Cloud Storage client, under ``<work dir>/<attempt name>/`` (locked while in
+use). Transfers run in a worker thread so the agent keeps heartbeating; ``cancel`` stops them.
+Layout and failures: docs/reference/messages.md (inputs, outputs) and docs/reference/agent.md
 """
 
 from __future__ import annotations

@@ -1,29 +1,9 @@
-"""The agent's Pub/Sub adapter, over the official ``google-cloud-pubsub`` client only.
-
-``PUBSUB_EMULATOR_HOST`` (the client's own switch) points it at the local stand-in. It owns:
-- the start subscription ``config.job_start_subscription(cluster, region)`` (created by deployment):
-  synchronous pull of ONE message, lease extension, ack, nack. A synchronous pull rather than a
-  streaming one, because a stream keeps leasing messages to a busy agent (flow control only bounds
-  how many), and those would wait behind the running job instead of going to an idle VM;
-- the agent's own control subscription ``config.vm_control_subscription(vm)`` on ``zen-vm-control``
-  with filter ``attributes.vm = "<vm>"`` and a 1-day expiration policy (the minimum): the agent never
-  deletes it at shutdown (``close``), and a day without a reader removes it. Whoever made it, the agent
-  checks it before use (``_ensure_control``): one on another topic or with another filter (made by
-  someone else to swallow this VM's orders) is deleted and made again, and an agent that may not
-  delete it refuses to start. Where the agent may not create subscriptions (a deployment where Zen
-  makes them: ``zen.adapters.control_subscriptions``), it waits up to ``CONTROL_WAIT_S`` for Zen's. It is
-  consumed through a streaming pull (prompt, cheap) into an in-process queue; the agent loop acks each
-  message once it has acted on it. A stream that dies is reopened (and the subscription checked, and
-  made again if it expired). Besides the orders
-  (``ControlMessage``), it carries the starts offered to this VM alone (``zen.core.routing``), which the
-  agent takes as it takes a pulled one (a ``StartDelivery`` with ``offer`` set);
-- publishing heartbeats, each with the VM's identity token in the attributes ``vm_proof``,
-  ``vm_proof_1``... and its signature by the key the token binds (``vm_key``, ``vm_sig``:
-  ``zen.agent.identity.ProofSource``, ``zen.adapters.vm_proof``), or, once a CONFIRM gave the VM's MAC key
-  (``learn_mac_key``), its MAC (``vm_mac``); a VM that proves its heartbeats sends none without its token.
-
-Transient errors (UNAVAILABLE, DEADLINE_EXCEEDED, ...) are retried with capped exponential backoff
-and jitter within a time budget; past it, or on a permanent error, ``TransportError`` is raised.
+"""The agent's Pub/Sub adapter, over the official ``google-cloud-pubsub`` client only
+(``PUBSUB_EMULATOR_HOST`` points it at the local stand-in): a synchronous pull of one start message at
+a time, the VM's control subscription (checked, made where the agent may, read by a streaming pull;
+it also carries starts offered to this VM alone), and heartbeats published with their proof. Transient
+errors are retried with backoff within a budget; past it, ``TransportError``.
+Why: docs/reference/agent.md#pubsub
 """
 
 from __future__ import annotations

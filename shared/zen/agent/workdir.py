@@ -1,14 +1,8 @@
 """The agent's work directory after a crash: the attempt directories a dead agent left are removed when
-the next one starts (``Agent._sweep_work_dir``, before its first pull).
-
-An attempt's directories (``zen.agent.staging.AttemptData``: its staged inputs and its outputs) are
-removed when the attempt ends; after a crash, never, and each crash mid-attempt leaked its inputs on
-the VM's disk for good. Swept: the directories named as attempts (``zen.agent.runner.attempt_name``)
-whose lock no live agent holds (``AttemptData.prepare`` locks each until its cleanup; several agents
-may share one work directory, as the local stack's do), and a ``<name>.new`` (made, then locked, then
-renamed) only once older than ``MAKING_S``: one a crash left between its mkdir and its rename. Never
-the cache, the journal of final reports (``zen.agent.journal``: ``.reports``), a link, or anything
-outside the work directory.
+the next one starts (``Agent._sweep_work_dir``, before its first pull): those whose lock no live agent
+holds, and a ``<name>.new`` only once older than ``MAKING_S``; never the cache, the journal of final
+reports, a link, or anything outside the work directory.
+Why: docs/reference/agent.md#final-reports-outlive-the-agent
 """
 
 from __future__ import annotations

@@ -1,79 +1,10 @@
 """Scenario files for the local Compute stand-in: format, parsing and validation (pure).
 
-A scenario is a YAML mapping. Every key is optional; times and delays are **cloud seconds**
-since the stand-in started (``time_scale`` relates them to real time). Example::
-
-    project: zen-local            # default: the Zen config's project, else "zen-local"
-    seed: 7                       # seeds names, boot delays, preemptions, rate limiting
-    time_scale: 60                # cloud seconds per real second (60: a real second is a minute)
-    start_time: 2025-01-01T00:00:00Z   # wall clock of cloud t=0 for timestamps (default: now)
-
-    migs:                         # regional MIGs; with --config, zen-<cluster>-<region> for
-      - name: zen-4xa100-40gb-us-central1   # every cluster x region are added (same name: the
-        region: us-central1                 # entry here wins)
-        zones: [us-central1-a, us-central1-b, us-central1-c]   # default: <region>-a, -b, -c
-        machine_type: a2-highgpu-4g
-        cluster: 4xa100-40gb      # optional: the VM's ZEN_CLUSTER (with ZEN_VM_PROOF=required, Zen takes
-                                  # the word of its VMs only if the MIG is named zen-<cluster>-<region>)
-        target_size: 0            # size at start
-    zones:                        # zones of config-derived MIGs, per region (default a, b, c)
-      europe-west4: [europe-west4-a, europe-west4-b]
-
-    capacity:                     # how many VMs of a machine type fit in a zone, over time
-      default: unlimited          # for zones/machine types not listed: an int or "unlimited"
-      schedule:                   # steps; before a key's first step the default applies
-        - {at_s: 0, zone: us-central1-a, machine_type: a2-highgpu-4g, capacity: 0}
-        - {at_s: 600, zone: us-central1-a, machine_type: a2-highgpu-4g, capacity: 4}
-        - {at_s: 0, zone: us-central1-b, capacity: 0}     # no machine_type: every machine type
-      traces:                     # replay files in the shared/traces/gcp-a100-availability format
-        - file: ../shared/traces/gcp-a100-availability/us-west1-b_a100_40gb_8.json
-          zone: us-west1-b        # target zone; default: the zone in the file name
-          machine_type: a2-highgpu-8g   # default: every machine type in that zone
-          scale: 1                # capacity = floor(value * scale)
-          offset_s: 0             # cloud t reads the trace at t + offset_s
-          loop: false             # after the end: repeat (true) or keep the last value
-
-    timings:
-      boot: {dist: lognormal, median_s: 90, sigma: 0.3}  # or {dist: fixed, s: 60}
-                                  # or {dist: uniform, low_s: 60, high_s: 120}
-      retry_interval_s: 30        # a creation that failed (stockout, quota) is retried this often
-      delete_s: 30                # a deleted VM shows DELETING this long, then is gone
-      preempt_stop_s: 30          # a preempted VM shows STOPPING this long
-
-    faults:
-      quota:                      # QUOTA_EXCEEDED once a region holds `limit` VMs of that type
-        - {region: us-west1, machine_type: a2-highgpu-8g, limit: 0, from_s: 0, to_s: 3600,
-           metric: NVIDIA_A100_GPUS}
-      rate_limit:                 # API calls answered 403 rateLimitExceeded
-        fraction: 0.1             # of all calls, drawn from the seeded RNG
-        windows: [{from_s: 300, to_s: 360}]   # every call inside a window
-        methods: [resize]         # optional: only these methods (default: all)
-      unavailable:                # API calls answered 503 backendError (a region's Compute down)
-        - {region: europe-west4, from_s: 0, to_s: 600, methods: [get, list]}
-                                  # region, to_s, methods optional (default: every region, for
-                                  # ever, every method); inside a window every such call fails
-      preemptions:
-        at: [{at_s: 900, mig: zen-4xa100-40gb-us-central1, zone: null, instance: null, count: 1}]
-        rate_per_hour: 0.0        # per running VM (exponential lifetimes)
-        recreate: true            # true: the MIG recreates the VM (GCE's behaviour for
-                                  # preempted MIG instances); false: it is removed, targetSize -1
-        when_capacity_drops: false   # true: VMs above a zone's new capacity are preempted;
-                                     # false: running VMs keep running
-
-    startup:                      # run when a VM finishes booting (argv list, no shell)
-      command: [python, -m, zen.agent]
-      env: {EXTRA: "1"}           # added to the parent env with ZEN_VM_NAME, ZEN_CLUSTER,
-                                  # ZEN_REGION, ZEN_ZONE, ZEN_PROJECT, ZEN_MIG
-      log_dir: .zen/compute-vms   # one <vm>.log per VM (stdout and stderr)
-      stop_grace_s: 5             # REAL seconds between SIGTERM and SIGKILL
-
-    api:
-      operation_delay_s: 0        # operations are RUNNING this long, then DONE
-      max_errors_per_mig: 1000    # listErrors keeps the newest this many
-
-Relative paths (trace files, log_dir) are resolved against the scenario file's directory.
-A file that breaks these rules is rejected with :class:`ScenarioError`, whose message reads
-``scenario.yaml line 12: capacity must be >= 0``.
+A scenario (YAML) sets the stand-in's MIGs and zones, capacity over time (schedules or trace
+replay), boot and deletion timings, faults (quota, rate limits, regional outages, preemptions), the
+time scale and each VM's startup command. A file that breaks the rules raises :class:`ScenarioError`
+as ``scenario.yaml line 12: reason``.
+Format: docs/reference/simulator.md#the-compute-stand-ins-scenario-file
 """
 
 from __future__ import annotations

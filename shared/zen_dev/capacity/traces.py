@@ -1,23 +1,9 @@
 """GPU capacity per (zone, machine type) over time. Pure: no clock, no I/O except trace loading.
 
-A :class:`CapacitySchedule` answers "how many VMs of this machine type can exist in this zone at
-cloud time ``t``" (``t`` in seconds since the start of the scenario). It is shared by the Compute
-stand-in and meant to be reused by a discrete-event simulator::
-
-    schedule = CapacitySchedule(default=UNLIMITED)
-    schedule.add_steps("us-central1-a", "a2-highgpu-4g", [(0, 0), (600, 4)])
-    schedule.add_trace("us-west1-b", "a2-highgpu-8g", load_trace(path), scale=2)
-    schedule.capacity("us-central1-a", "a2-highgpu-4g", 300)       # -> 0
-    schedule.next_change("us-central1-a", "a2-highgpu-4g", 300)    # -> 600.0
-
-A series may be registered for one machine type or, with ``machine_type=None``, for every machine
-type in the zone. The exact machine type's series wins over the zone-wide one once it has
-started (before its first step the zone-wide series applies), and otherwise ``default`` applies. "Unlimited" is the large integer :data:`UNLIMITED`, so callers can
-keep doing integer arithmetic.
-
-Trace files are the JSON format of ``shared/traces/gcp-a100-availability``:
-``{"metadata": {"gap_seconds": 150}, "data": [n0, n1, ...]}`` named ``ZONE_...json``; ``data[i]``
-holds from ``i * gap`` to ``(i + 1) * gap`` seconds of trace time.
+A :class:`CapacitySchedule` answers how many VMs of a machine type can exist in a zone at time
+``t``, from steps (``add_steps``) and replayed traces (``add_trace``, ``load_trace``:
+``shared/traces/gcp-a100-availability`` JSON); the Compute stand-in and the simulator share it.
+Rules and the trace format: docs/reference/simulator.md#capacity-schedules-and-traces
 """
 
 from __future__ import annotations

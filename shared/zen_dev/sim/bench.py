@@ -1,21 +1,8 @@
 """``make bench``: every policy on the fixed scenarios and on held-out capacity traces; zen's ratios to
-ask-every-region with the issue's targets, and whether each holds.
-
-Scenarios: the fixed ones (``SCENARIOS``) and ``zen_dev.sim.heldout``'s generated draws (``HELDOUT_SEEDS``:
-the shared GCP A100 trace re-zoned, time-shifted and re-scaled; never used for tuning). For each it
-prints the policies' table (``SEEDS`` seeds pooled: one seed's p95 moved by ~0.1), then one summary
-table of zen / ask-every-region with its targets:
-
-- p50 time-to-start <= 1.00x ask-every-region's; p95 <= 1.10x;
-- wasted GPU VM-minutes <= 0.25x ask-every-region's;
-- no job that ask-every-region starts is left unstarted (job by job);
-- p95 <= 1.25x the ``unlimited`` reference, where capacity exists somewhere at every moment (else n/a).
-
-Then it replays the 30-day scenario (Philly jobs on the looped GCP A100 trace) and prints how long
-each policy's replay took, the GB of job input each policy reads across regions on the
-data-locality scenario (with warm-cache hits and staging minutes saved), and the two-tenant flood with and without queues (``zen_dev.sim.fairness``).
-Scenarios whose traces are absent are skipped with a note. Not a test:
-it reports, it does not fail on a missed target (exit 0 unless something breaks).
+ask-every-region with the issue's targets, and whether each holds; then the 30-day replay, the
+replay times, data locality and the two-tenant flood. It reports and does not fail on a missed
+target (exit 0 unless something breaks); scenarios whose traces are absent are skipped.
+What it runs, the targets and the figures: docs/benchmarks/simulator.md
 """
 
 from __future__ import annotations

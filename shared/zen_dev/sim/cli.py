@@ -1,14 +1,9 @@
 """``zen simulate``: run policies side by side on one scenario and job trace.
 
-    zen simulate [--scenario FILE|NAME] [--jobs synthetic|philly|FILE] [--policies a,b,c]
-                 [--seed N] [--horizon-s S] [--compression F] [--max-jobs N] [--json] [--out DIR]
-    zen simulate --list
-
-Without ``--jobs`` the scenario's own ``jobs:`` section is used (synthetic when it has none).
-``--json`` prints one object ``{"policies": {NAME: {"p50_start_s", ...}}}``; otherwise a table.
-``--out DIR`` also writes CSV/JSON reports and a PNG plot (see ``zen_dev.sim.report``).
-Formats: scenarios in ``zen_dev.sim.scenario``, job traces in ``zen_dev.sim.jobs``.
-Exit status: 0 on success, 2 on bad input (message on stderr), 3 when a needed trace is absent.
+Prints a table (``--json``: one object keyed by policy); ``--out DIR`` also writes CSV/JSON reports
+and a PNG plot (``zen_dev.sim.report``). Exit status: 0 on success, 2 on bad input (message on
+stderr), 3 when a needed trace is absent.
+Usage and formats: docs/reference/simulator.md
 """
 
 from __future__ import annotations

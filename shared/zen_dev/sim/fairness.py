@@ -1,15 +1,8 @@
-"""The two-tenant flood (issue 14), for ``make bench``: team-a submits 1,000 jobs at once, then
-team-b submits 20. Without queues (FIFO, what Zen did before) team-b's jobs wait behind the flood;
-with queues, team-b's own quota admits them at once and they start after a cold boot.
-
-The cluster: 1 GPU per VM, two regions, 40 VMs at most, capacity to spare; boots lognormal, median
-90 s. Queues: team-a and team-b, 20 GPUs each, no cohort: neither borrows, so neither needs preemption,
-which the simulator does not model. A third run puts them in a cohort: team-a borrows team-b's
-idle quota and team-b waits for borrowed jobs to end (production would reclaim them with
-``preemption: reclaim-borrowed``). Target: team-b's p95 time-to-start within one
-boot: at most the p95 of the boot distribution plus one tick (the slowest a cold start that no
-queue delays can be). Also printed: team-a's p50 (what the flood pays for the fairness) and quota
-violations at any event (must be 0).
+"""The two-tenant flood (issue 14), for ``make bench``: team-a submits 1,000 jobs at once, then team-b
+20, without queues (FIFO), with a 20-GPU queue each, and with both queues in a cohort. Target:
+team-b's p95 time-to-start within one cold boot; also printed: team-a's p50 and quota violations
+at any event (must be 0).
+Setup and figures: docs/benchmarks/simulator.md#two-tenant-flood-queues
 """
 
 from __future__ import annotations

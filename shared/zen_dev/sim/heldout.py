@@ -2,15 +2,9 @@
 and re-scaling it, for ``make bench``.
 
 The planner must not be tuned on these: ``HELDOUT_SEEDS`` are only run by the benchmark. Tune on the
-fixed scenarios and on :data:`TUNING_SEED` (same generator, another draw).
-
-Each generated scenario is the issue's light-load setting: one 1-GPU cluster in three regions of two
-zones each, every zone replaying one of the six per-zone trace files (drawn with replacement, so a
-zone may be empty throughout like us-east1-b), shifted by a random offset within the trace's 32 hours
-and looped, times a random scale of 1 to 3 VMs per unit; lognormal boots; 400 jobs at 6 to 12 an hour
-with lognormal durations (median 20 to 60 minutes), any region allowed. Nothing here reads a file
-until :func:`heldout_scenario` parses the text, which raises ``TraceUnavailable`` when the traces
-are absent (the benchmark then skips it).
+fixed scenarios and on :data:`TUNING_SEED` (same generator, another draw). :func:`heldout_scenario`
+raises ``TraceUnavailable`` when the traces are absent (the benchmark then skips it).
+What a draw holds: docs/benchmarks/simulator.md#what-it-runs
 """
 
 from __future__ import annotations

@@ -1,42 +1,8 @@
 """Job traces for the simulator: a synthetic generator, the Philly trace, and Zen's own CSV.
 
-The ``jobs:`` section of a scenario (or ``--jobs``) picks one of:
-
-``kind: synthetic`` (the default)::
-
-    kind: synthetic
-    count: 300                   # jobs
-    start_s: 0                   # first possible arrival
-    arrivals: {kind: poisson, rate_per_hour: 60}    # or {kind: burst, at_s: 600, spread_s: 0}
-    duration: {dist: lognormal, median_s: 1800, sigma: 0.8}   # or fixed (s) / uniform (low_s, high_s)
-    clusters: {4xa100: 3, 8xa100: 1}     # weights of the cluster mix; default: equal
-    allow:                        # region allow-lists and their weights; regions: null = any
-      - {weight: 3, regions: null}
-      - {weight: 1, regions: [europe-west4]}
-    priorities: {0: 9, 10: 1}     # priority -> weight
-    data: {fraction: 0.5, size_gb: 50, datasets: 4}   # optional: that share of jobs reads size_gb of
-                                  # input kept in one of its allowed regions (uniform); its regions are
-                                  # then ordered data first, as zen.core.locality orders a real job's. With
-                                  # datasets, each reads one of that many datasets per region (picked by
-                                  # its job id: the rest of the trace is unchanged), so VMs' warm caches
-                                  # can hold it; without, every job reads its own
-
-``kind: philly`` reads ``philly_jobs_ge4gpu.csv`` (columns ``jobid,submitted_time,first_start_time,
-last_end_time,num_gpus,runtime_min,n_attempts,queue_delay_s``): arrivals from ``submitted_time``,
-durations from ``runtime_min``, both divided by ``compression``; ``num_gpus`` maps to the cluster
-with the fewest GPUs per VM that still fits (larger jobs go to the largest cluster, one VM)::
-
-    kind: philly
-    file: ${traces}/philly-jobs/philly_jobs_ge4gpu.csv   # the default
-    compression: 10              # 10: ten days of trace in one simulated day
-    max_jobs: 500                # first N jobs by submission time (null: all)
-
-``kind: csv`` reads Zen's job CSV, header ``job_id,submit_s,duration_s,cluster,regions,priority``:
-``regions`` is ``;``-separated (empty: any region of the cluster), ``priority`` may be empty (0);
-optional ``input_gb``, ``data_region`` (the region holding the job's input; its regions are then
-ordered data first) and ``dataset`` (a name: jobs naming the same one read the same input).
-A file given to ``--jobs`` is read as Philly or Zen CSV by its header. Allowed regions are kept in
-the cluster's preference order; a job allowed nowhere its cluster runs is rejected.
+The ``jobs:`` section of a scenario (or ``--jobs``) picks one; a file given to ``--jobs`` is read as
+Philly or Zen CSV by its header.
+Formats: docs/reference/simulator.md#job-traces
 """
 
 from __future__ import annotations

@@ -1,29 +1,9 @@
 """What one simulated run measured, and the per-policy summary the reports print.
 
-Definitions (all per run of one policy):
-
-- ``*_start_s``: time-to-start percentiles, seconds from submission to the job's first start
-  (linear interpolation between ranks). A job that never started counts as waiting until the end of
-  the run, so these are lower bounds when ``never_started > 0`` and a policy cannot look fast by
-  starving jobs.
-- ``never_started``: jobs submitted before the horizon that never started.
-- ``vm_minutes``: GPU VM-minutes paid, from RUNNING (the scenario's ``unbilled_boot_fraction`` into
-  its boot) until it is gone.
-  An instance still waiting for capacity costs nothing.
-- ``lost_vm_minutes`` (extra): the paid minutes of job runs a preemption cut short (each job runs again
-  from its start: no checkpoint is modelled); counted as busy, not in ``wasted_vm_minutes``.
-- ``wasted_vm_minutes``: the paid minutes of VMs that never ran a job, plus the idle (and deleting)
-  minutes of VMs that did.
-- ``input_gb_cross_region`` (extra): GB of job input read from another region than the one holding
-  it, counted at each start (a rerun reads it again; a warm cache's hit reads nothing); ``input_gb``
-  (extra): all the input jobs needed at their starts, read or not.
-- ``cache_hits`` / ``cache_misses`` (extra): data jobs' starts on a VM whose warm cache held their
-  dataset, or not (misses counted only when the scenario gives VMs a cache); ``staging_min_saved``
-  (extra): the minutes the hits did not spend staging (their GB at the scenario's ``staging_mb_s``).
-- ``peak_vms``: most VMs paid for at once. ``api_calls``: Compute API calls (see ``zen_dev.sim.world``).
-- ``limit_violations``: VMs a plan asked for beyond the per-MIG limit or the cluster's ``max_vms``
-  (refused by the manager's resize); ``busy_delete_attempts``: deletions of VMs holding a job a plan asked for
-  (refused by the manager's drain).
+Time-to-start percentiles (a job never started counts as waiting until the end of the run), jobs
+never started, GPU VM-minutes paid, wasted and lost to preemptions, input read across regions, warm
+cache hits, peak VMs, Compute API calls, limit violations and busy-delete attempts.
+Definitions: docs/reference/simulator.md#what-a-run-measures
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """The simulator's plot (``plot.png`` of ``zen simulate --out``), built with matplotlib (dev-only).
 
-Left, one panel per policy on a shared time axis (small multiples; each panel's y axis reaches the
-larger of the policy's peak and the capacity or limit ceiling):
-
-- the scenario's capacity behind it: VMs the zones can hold for the clusters' machine types,
-  summed per region and stacked (shaded, one colour per region); a region with unlimited capacity is
-  not drawn (the legend says so);
-- a hatched strip along the top while a region has no capacity at all (a stockout);
-- the clusters' ``max_vms`` summed (dashed) and the GPU VMs paid for (step line);
-- a rug of job starts along the bottom, coloured by the region the job started in (grey when the
-  run did not record regions).
-
-Right: the time-to-start ECDF per policy (log x when the range is wide; jobs that never started
-count until the end of the run, as in the summary), GPU VM-minutes paid and wasted per policy (the
-cost), and jobs started per region per policy.
+Per policy, the GPU VMs paid for over time in front of the scenario's capacity per region (stockouts
+hatched, ``max_vms`` dashed, job starts as a rug by region); beside them the time-to-start ECDF,
+VM-minutes paid and wasted, and starts per region.
+What it shows: docs/reference/simulator.md#zen-simulate
 """
 
 from __future__ import annotations

@@ -1,31 +1,9 @@
 """The policies the simulator compares; each is a ``zen.scaling.model.Policy`` (``plan(snapshot)``).
 
-- ``zen``: Zen's planner (``zen.scaling.planner.ZenPlanner``), when importable.
-- ``ask-every-region``: the original system (its code is not in this repository). The team's
-  handbook (``../shared/handbook/ARCHITECTURE.md``, Scaling) says only that it "asked every region
-  for every pending job at once: fast, but it boots and throws away many GPU VMs"; issue 11 that it
-  throws the extras away. When it throws them away is not said: modelled charitably (its waste as
-  small as the rule allows), every pass each allowed region is asked for ``min(pending jobs
-  allowed there, per-MIG limit)`` VMs; the first VM to become usable takes a job, and *at that
-  moment* the job's outstanding requests in its other allowed regions are cancelled
-  (``cancel_losers_on_start``: the world deletes one still-booting instance per other region
-  beyond what the remaining queue still wants there, waiting-for-capacity ones first, so a
-  cancelled loser costs only what it was billed from RUNNING). VMs are single-use (deleted right
-  after their job); a VM that comes up with nothing to run is deleted at once. Modelled
-  charitably: busy VMs are not counted as "pending" capacity, so it never shrinks onto them.
-- ``failover``: one region at a time in preference order (SkyPilot-like). A new stockout or quota
-  error, or an instance booting past ``boot_timeout_s``, blocks that region for ``block_s``
-  (fixed, no backoff) and its waiting instances are deleted, so demand moves to the next region;
-  a blocked region is tried again after the block. Idle VMs are deleted after ``idle_timeout_s``.
-- ``single-region``: each job's first allowed region only; waits out stockouts.
-- ``unlimited`` (formerly ``oracle``): a *reference, not a bound*: demand-sized with warm reuse in
-  the first allowed region, and the simulator gives it unlimited capacity, no per-MIG or cluster
-  limits, and each boot the fastest of one draw per region (``ignores_capacity``). It shows what
-  the workload costs when nothing is ever stocked out. No policy-independent lower bound on
-  time-to-start exists (a policy that keeps enough warm VMs starts every job at 0 s), so the old
-  name promised something it was not.
-
-The baselines keep within the limits themselves, so their violation counts are 0.
+``zen`` (Zen's planner, when importable) and the baselines: ``ask-every-region`` (the original
+system, modelled charitably), ``failover``, ``single-region``, and ``unlimited`` (a reference, not a
+bound). The baselines keep within the limits themselves, so their violation counts are 0.
+What each does and why: docs/reference/simulator.md#the-policies
 """
 
 from __future__ import annotations

@@ -1,25 +1,10 @@
 """The simulated world behind the production manager's ports (``zen.scaling.port``).
 
 ``Simulation`` runs the production ``ClusterManager`` on every pass; what the manager would get from
-Compute and Postgres it gets from here:
-
-- ``SimMigPort`` (a ``MigPort``) over one ``SimMig``. ``read`` lists its instances as
-  ``MigInstance``s: an instance waiting for capacity is ``CREATING`` with no status, one booting is
-  ``CREATING``/``STAGING``, a usable one ``NONE``/``RUNNING``, a deleted one ``DELETING``; its
-  ``creation_error`` and the MIG's errors show a failed creation only ``list_errors_delay_s`` after it
-  (``listErrors`` reports late). Each error is reported once (the real ``listErrors`` repeats old
-  ones; the manager's ``since`` and the planners' memory skip those). ``resize`` creates instances,
-  ``delete_instances`` deletes exactly the named ones (unknown or already-deleting names are skipped,
-  as ``skip_instances_on_validation_error`` does, and counted).
-- ``SimFleet`` (a ``FleetPort``) over the world's jobs, VMs and agents: queued demand, which VMs hold
-  a job, what each booted VM's agent says, when each instance was first seen by a pass, the
-  planner's memory (kept per region, as ``scaling_memory`` rows are), and drains (a VM holding a job
-  is refused).
-
-Compute calls are counted as ``zen.adapters.compute.MigManager`` makes them: ``region_summaries`` 1;
-``read`` 0 for an empty, stable MIG listed by the tick, else ``get`` (unless listed) +
-``listManagedInstances`` + ``listErrors`` (unless every instance is settled); ``target_size`` 1;
-``resize`` and ``deleteInstances`` 2 each (the call and one wait for its operation).
+Compute and Postgres it gets from here: ``SimMigPort`` (a ``MigPort`` over one ``SimMig``) and
+``SimFleet`` (a ``FleetPort`` over the world's jobs, VMs and agents). Compute calls are counted as
+``zen.adapters.compute.MigManager`` makes them.
+What they answer: docs/reference/simulator.md#what-the-simulator-models
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""Reports of a simulation: a terminal table, the JSON object, CSV/JSON files and a PNG plot.
-
-``--out DIR`` writes:
-
-- ``summary.csv``: one row per policy, the JSON keys plus jobs, violations, preemptions, replay time;
-- ``report.json``: ``{"scenario", "jobs_source", "seed", "policies": {NAME: {...summary, ...extras}}}``;
-- ``starts.csv``: ``policy,submit_s,start_s`` per job (``start_s`` empty when it never started);
-- ``vms.csv``: ``policy,t_s,vms`` (VMs paid for, at each change);
-- ``plot.png``: per policy, VMs paid over time in front of the scenario's capacity (stockouts marked)
-  with job starts by region; beside them the time-to-start ECDF, VM-minutes paid and wasted, and
-  starts per region (``zen_dev.sim.plot``). matplotlib is optional: without it the other files are
-  written and a message says so.
+"""Reports of a simulation: a terminal table, the JSON object, and with ``--out DIR`` the files
+``summary.csv``, ``report.json``, ``starts.csv``, ``vms.csv`` and ``plot.png`` (``zen_dev.sim.plot``;
+without matplotlib the others are written and a message says so).
+The files' columns: docs/reference/simulator.md#zen-simulate
 """
 
 from __future__ import annotations

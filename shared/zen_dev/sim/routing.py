@@ -1,14 +1,8 @@
 """The simulated side of Zen's start routing (``zen.core.routing``) and of the agents' warm caches
 (``zen.agent.cache``), for ``zen_dev.sim.world``: which idle VM holds a job's dataset, whether a stockout
 blocks its data's region, and what staging a job's input on a VM reads, hits and saves.
-
-Warm caches: production offers the start to the idle VMs whose cache holds the job's inputs, on their
-own control subscriptions (at most 3, most recently heard from first; the first to claim wins), and to
-no other VM until the tick widens it. The simulator hands the job at once to one such VM
-(``warm_vm``): that is what an offer does when the VM takes it, less the claim round trip, and with
-the most recently idle VM standing in for the most recently heard from. It does not model a VM that
-drops an offer (busy since its last heartbeat), nor the one-offer-per-VM rule (a simulated warm VM
-leaves the idle set as it takes its job, so it is never offered two)."""
+How it differs from production's offers: docs/reference/simulator.md#what-the-simulator-models
+"""
 
 from __future__ import annotations
 

@@ -1,45 +1,10 @@
-"""Simulator scenario files: format, validation, and the built-in scenarios.
+"""Simulator scenario files: format, validation, and the built-in scenarios (``scenarios/``).
 
-A scenario is a YAML mapping describing the cloud a policy is tested against. Times are seconds of
-simulated time since the start of the run. Example (every key but ``clusters`` is optional)::
-
-    description: us-central1 has no A100s for the first four hours
-    seed: 7                      # seeds boot delays, preemptions and the synthetic job trace
-    start_time: 2026-01-01T00:00:00Z   # wall clock of t=0 (snapshots carry datetimes)
-    horizon_s: 28800             # end of the run; default: last submission + drain_s
-    drain_s: 3600
-    tick_s: 60                   # the Cloud Scheduler tick (a tick also follows each submission)
-    clusters:                    # like zen.core.config.ClusterConfig (gpu_type defaults to A100)
-      - {name: 4xa100, gpu_count: 4, machine_type: a2-highgpu-4g,
-         regions: [us-central1, us-west1, europe-west4], max_vms_per_region: 8, max_vms: 16}
-    zones:                       # per region; default <region>-a, -b, -c
-      us-west1: [us-west1-a, us-west1-b]
-    capacity:                    # same format as the Compute stand-in (zen_dev.capacity.scenario)
-      default: 4                 # VMs per zone and machine type; an int or "unlimited"
-      schedule:                  # steps (at_s, zone, optional machine_type, capacity)
-        - {at_s: 0, zone: us-central1-a, capacity: 0}
-        - {at_s: 14400, zone: us-central1-a, capacity: 4}
-      traces:                    # shared/traces/gcp-a100-availability JSON, one file per zone
-        - {file: "${traces}/gcp-a100-availability/us-west1-b_a100_40gb_8.json",
-           zone: us-west1-b, scale: 2, offset_s: 0, loop: true}
-    boot: {dist: lognormal, median_s: 90, sigma: 0.3}   # or {dist: fixed, s: 60}, uniform low_s/high_s
-    unbilled_boot_fraction: 0.25 # of each boot (capacity to usable), the part before RUNNING (provisioning,
-                                 # staging): GCE bills from RUNNING, so a VM deleted before it costs nothing
-    retry_interval_s: 30         # a creation waiting for capacity is retried (and fails) this often
-    list_errors_delay_s: 20      # a failed creation shows in listErrors (and on the instance) this much later
-    preempt_on_capacity_drop: true   # spot: capacity falling below what runs in a zone preempts VMs there
-    pass_on_vm_heartbeat: true   # also plan when a VM becomes usable/idle (every policy; as Zen.on_heartbeat)
-    delete_s: 30                 # a deleted VM is billed this long (DELETING), then frees capacity
-    preemption: {rate_per_hour: 0.0}   # per created VM; the MIG recreates it (GCE behaviour)
-    timing: {idle_timeout_s: 300}      # fields of zen.scaling.model.Timing given to every policy
-    jobs: {...}                  # the default job trace; see zen_dev.sim.jobs
-    routing: {data_wait_s: 30, route_min_gb: 10, cache_gb: 0, staging_mb_s: 200}   # start routing by data
-                                 # (zen.core.routing) and warm caches: see RoutingSpec
-
-``${traces}`` in a file name is the shared trace directory: ``$ZEN_TRACES_DIR``, else
-``../shared/traces`` next to the repository. Other relative paths are resolved against the
-scenario file's directory. A scenario whose trace files are absent raises :class:`TraceUnavailable`
-(callers skip it); any other problem raises ``ScenarioError`` as ``FILE line N: reason``.
+A scenario (YAML) describes the cloud a policy is tested against: clusters, zones, capacity
+(``zen_dev.capacity``), boots, billing, preemptions, the tick, the default job trace and routing by
+data. Trace files that are absent raise :class:`TraceUnavailable` (callers skip the scenario); any
+other problem raises ``ScenarioError`` as ``FILE line N: reason``.
+Format: docs/reference/simulator.md#the-simulators-scenario-file
 """
 
 from __future__ import annotations

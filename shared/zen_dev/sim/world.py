@@ -1,57 +1,10 @@
 """The discrete-event world: simulated regional MIGs, zone capacity, VMs, agents and jobs.
 
-One :class:`Simulation` runs one policy over one scenario and job trace on a simulated clock (a
-heap of events; nothing sleeps). What it models, per cluster:
-
-- **MIGs.** One regional MIG per region. Plans are applied by the production ``ClusterManager``
-  (``zen.scaling.manager``), the same class as in production, over the simulated MIGs and fleet of
-  ``zen_dev.sim.ports``: adds first, each region resized to ``min(target + add, max_vms_per_region)``
-  (every VM refused is a limit violation, and so is every VM the resize puts beyond the cluster's
-  ``max_vms``, which the manager leaves to the planner); then each deletion is drained first (a VM
-  holding a job is refused: a busy-delete attempt) and the drained ones are deleted with one
-  ``deleteInstances`` per region. New instances are visible at once as ``BOOTING``.
-- **Capacity.** An instance is placed in the MIG's zone with the most free capacity
-  (``CapacitySchedule``). With none free it stays BOOTING with ``creation_error=STOCKOUT`` and fails
-  again every ``retry_interval_s`` on a grid per MIG; a read reports each instance's new failures as one
-  ``MigError(STOCKOUT)`` with their ``count`` (``at`` the last). Those retries are evaluated lazily: only when
-  capacity may have grown (a schedule step, or a VM gone from that zone): a month-long stockout costs a few events.
-- **Billing.** A VM costs from RUNNING (``unbilled_boot_fraction`` of its boot after it got capacity:
-  GCE does not bill provisioning and staging) until it is gone, which is ``delete_s`` after its
-  deletion (DELETING still holds the capacity). Waiting for capacity, or a deletion before RUNNING, is free.
-- **Boots.** A created VM boots after a draw from the scenario's distribution, then is IDLE. A
-  policy with ``ignores_capacity`` (the ``unlimited`` reference) never waits for capacity, is not
-  held to the limits, and each boot is the fastest of one draw per region of the cluster.
-- **listErrors delay.** A failed creation shows in the MIG's errors, and as the instance's
-  ``creation_error``, only ``list_errors_delay_s`` after it happened (the real MIG reports it late);
-  until then the instance is simply CREATING.
-- **Spot capacity.** With ``preempt_on_capacity_drop`` (the default) a zone whose capacity falls
-  below the VMs holding capacity there preempts that many running ones (less those being deleted),
-  drawn at random (seeded; ``InstanceWorld._capacity_dropped``); the recreated VM's boot counts from then.
-- **Same passes for everyone.** Every policy plans at the periodic tick and right after submissions
-  that the last pass does not cover (``zen.scaling.model.Coverage``, as production), nothing else
-  (``RunResult.pass_times``); with ``pass_on_vm_heartbeat`` (the default) also when a VM's agent reports
-  it usable or idle again, as ``Zen.on_heartbeat`` runs a pass when a VM becomes usable in production.
-- **Agents.** An IDLE VM takes the best queued job allowed in its region at once (highest
-  priority, then oldest); a submission goes to an idle VM of an allowed region (most recently idle
-  first) when there is one. A job runs its duration; the VM is IDLE again (warm reuse) unless the
-  policy is ``single_use``, in which case the VM is deleted right after its job, or as soon as it
-  comes up with nothing to run. A policy with ``cancel_losers_on_start`` (ask-every-region) has the
-  job's surplus requests in its other regions cancelled the moment the job starts.
-- **Routing by data and warm caches** (the scenario's ``routing:``): for a policy with
-  ``routes_by_data`` (zen), a data job is offered first to an idle VM of an allowed region whose warm
-  cache holds its dataset, else only to its data's region (unless a stockout blocks it) until the
-  first tick after ``data_wait_s``, as ``zen.core.routing`` routes start messages. Every policy's VMs
-  keep ``cache_gb`` of datasets (LRU): a hit reads no input (``zen_dev.sim.metrics``).
-- **Preemptions** (optional): exponential lifetimes per created VM; a busy VM's job is queued again
-  (its first start still counts for time-to-start) and the MIG recreates the VM, as GCE does.
-- **Ticks.** Every ``tick_s`` for every cluster and right after submissions (same instant: one
-  tick). A tick is one ``ClusterManager`` pass: the periodic one lists each region's MIGs first
-  and then reads them (as ``ClusterOrchestrator.tick``), one after a submission reads each MIG
-  (as ``ClusterManager.run()``); the manager builds the ``ClusterSnapshot`` (demand groups, VMs with
-  phases and ``since`` from when a pass first saw each instance, target sizes, the MIG errors after
-  the memory's ``seen_errors_until``, the memory kept per region, ``Timing``), calls
-  ``policy.plan`` once, applies the plan and records the memory. Compute API calls are counted as
-  ``zen.adapters.compute.MigManager`` makes them (see ``zen_dev.sim.ports``).
+One :class:`Simulation` runs one policy over one scenario and job trace on a simulated clock (a heap
+of events; nothing sleeps), applying its plans through the production ``ClusterManager`` over the
+ports of ``zen_dev.sim.ports``, with the same passes, capacity, boots, billing and preemptions for
+every policy.
+What it models, and why: docs/reference/simulator.md#what-the-simulator-models
 """
 
 from __future__ import annotations

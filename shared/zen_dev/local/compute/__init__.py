@@ -1,16 +1,10 @@
 """Local Compute Engine stand-in for regional managed instance groups, with GPU stockouts.
 
-The official ``google-cloud-compute`` client reaches it over REST with anonymous credentials;
-see :mod:`zen_dev.capacity.scenario` for the scenario file format and
-:mod:`zen_dev.local.compute.world` for what the simulated MIGs do. Modules:
-
-- ``scenario``: scenario format, parsing, validation (with line numbers)
-- ``capacity``: capacity per zone and machine type over time (pure; reusable by a simulator)
-- ``build``: MIGs from a Zen config and the scenario; the capacity schedule
-- ``world``: MIGs, instances, boots, stockouts, preemptions, on an injectable clock
-- ``server`` / ``views`` / ``resources``: the REST surface and its JSON
-- ``standin``: ``ComputeStandIn`` (server + world + clock); ``__main__``: the command
-- ``client``: official clients pointed at a stand-in
+The official ``google-cloud-compute`` client reaches it over REST with anonymous credentials. The
+scenario is ``zen_dev.capacity.scenario``; ``build`` makes the MIGs from a Zen config and the scenario,
+``world`` simulates them on an injectable clock, ``server`` / ``views`` / ``resources`` serve the REST
+surface, ``standin`` composes them (``__main__``: the command), ``client`` points official clients at it.
+Format and model: docs/reference/simulator.md
 """
 
 from zen_dev.capacity.scenario import Scenario, load_scenario, parse_scenario

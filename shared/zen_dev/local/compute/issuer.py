@@ -1,17 +1,10 @@
 """The stand-in's VM identity tokens (``zen.adapters.vm_proof``): what the GCE metadata server and Google's
 certificate endpoint are to real VMs.
 
-An RSA key made when the stand-in starts signs each VM's token (RS256, issuer Google's, claims
-``google.compute_engine.{instance_name, instance_id, zone, project_id, project_number}`` as in
-``format=full``); :meth:`TokenIssuer.certs` is its certificate in the format of Google's
-``oauth2/v1/certs`` (``{kid: PEM}``). Served by ``zen_dev.local.compute.server``:
-
-- ``GET /oauth2/v1/certs``: the certificates (``ZEN_VM_PROOF_CERTS_URL`` of the local functions);
-- ``GET /zen-local/vms/{vm}/computeMetadata/v1/instance/service-accounts/default/identity?audience=A&format=full``:
-  that VM's token, only while it runs. Each VM's agent gets ``ZEN_VM_PROOF_METADATA_HOST`` =
-  ``HOST:PORT/zen-local/vms/{vm}``: as a real VM asks only its own metadata server, the agent asks
-  only for its own token (locally nothing stops a process from asking for another's: the stand-in
-  proves the check runs, not that local VMs are isolated).
+An RSA key made when the stand-in starts signs each VM's token (RS256, Google's issuer, the claims of
+``format=full``); :meth:`TokenIssuer.certs` is its certificate as Google's ``oauth2/v1/certs`` gives
+it. Served by ``zen_dev.local.compute.server``, each VM's token only while it runs.
+Paths and what it proves: docs/reference/simulator.md#what-the-compute-stand-in-simulates
 """
 
 from __future__ import annotations

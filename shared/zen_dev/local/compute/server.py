@@ -1,26 +1,10 @@
 """The Compute REST surface (JSON over HTTP/1.1) on the stdlib ``ThreadingHTTPServer``.
 
-Served paths (all under ``/compute/v1/projects/{project}``), as the official
-``google-cloud-compute`` REST transport sends them:
-
-- ``GET  regions/{r}/instanceGroupManagers`` (list, paged by maxResults/pageToken)
-- ``GET  aggregated/instanceGroupManagers`` (aggregatedList)
-- ``GET  regions/{r}/instanceGroupManagers/{m}`` (get)
-- ``POST regions/{r}/instanceGroupManagers/{m}/resize?size=N[&requestId=..]``
-- ``POST regions/{r}/instanceGroupManagers/{m}/deleteInstances`` body
-  ``{"instances": [...], "skipInstancesOnValidationError": false}``
-- ``POST regions/{r}/instanceGroupManagers/{m}/listManagedInstances`` (paged)
-- ``GET  regions/{r}/instanceGroupManagers/{m}/listErrors`` (paged)
-- ``GET  regions/{r}/operations[/{op}]``, ``POST regions/{r}/operations/{op}/wait``
-
-Besides, VM identity tokens and their certificates (``zen_dev.local.compute.issuer``):
-``GET /oauth2/v1/certs`` and ``GET /zen-local/vms/{vm}/computeMetadata/v1/instance/service-accounts/default/identity``.
-
-The other regionInstanceGroupManagers methods answer 501 ``notImplemented``; any other path
-answers 404 ``notFound``. Errors use Google's JSON error body, so the client raises
-``NotFound``, ``BadRequest``, ``Forbidden`` (a rate limit: 403 ``rateLimitExceeded``, as Compute
-Engine answers), ``ServiceUnavailable`` (a scenario's outage: 503 ``backendError``), ... ``filter``
-and ``orderBy`` are ignored.
+The regionInstanceGroupManagers and regionOperations paths the official ``google-cloud-compute`` REST
+transport sends, with Google's JSON error bodies (so the client raises ``NotFound``, ``Forbidden``,
+``ServiceUnavailable``, ...), and the VM identity tokens and their certificates
+(``zen_dev.local.compute.issuer``). Other methods answer 501, other paths 404.
+The paths: docs/reference/simulator.md#what-the-compute-stand-in-simulates
 """
 
 from __future__ import annotations

@@ -1,35 +1,10 @@
 """The simulated cloud behind the stand-in: regional MIGs, their instances, GPU capacity, boots,
 stockouts, quota errors, preemptions and deletions, driven by an injectable cloud clock.
 
-It is event driven: every change is an event at a cloud time, and :meth:`World.advance` runs all
-events due up to the clock's ``now`` (the server calls it before every request and a ticker
-thread calls it a few times a second). With a :class:`~zen_dev.local.compute.clock.ManualClock`
-nothing happens until the test moves the clock, so tests are deterministic without sleeping.
-
-Life of an instance (``currentAction`` / ``instanceStatus`` as ``listManagedInstances`` shows):
-
-- created by a resize: ``CREATING`` / (none). Each creation attempt needs quota and a zone of the
-  MIG's region with free capacity for its machine type (capacity is shared by all MIGs). The
-  instance keeps its zone when that zone has room, else goes to the zone with room holding the
-  fewest of the MIG's instances. A failed attempt sets ``lastAttempt.errors``
-  (``ZONE_RESOURCE_POOL_EXHAUSTED`` or ``QUOTA_EXCEEDED``), appends a ``listErrors`` item, and
-  is retried every ``retry_interval_s``, as GCE keeps retrying.
-- placed: ``CREATING`` / ``PROVISIONING`` then ``STAGING``; after the boot delay ``NONE`` /
-  ``RUNNING``, and the startup command starts.
-- deleted (``deleteInstances`` or a resize down): ``DELETING`` / ``STOPPING`` for ``delete_s``,
-  then gone; an instance with no VM yet disappears at once. A resize down removes instances
-  without a VM first, then booting ones, then running ones, newest first.
-- preempted (scripted, by rate, or above a lowered capacity when ``when_capacity_drops``): the
-  startup process gets SIGTERM, ``STOPPING`` for ``preempt_stop_s``; then with ``recreate``
-  (default, what GCE does for preempted MIG VMs) ``RECREATING`` / ``TERMINATED`` and a new VM of
-  the same name is created as above; otherwise the instance is removed and targetSize drops by 1.
-- capacity falling below the number of VMs in a zone does not stop them (unless
-  ``when_capacity_drops``); it only blocks new creations.
-
-``listErrors`` lists a MIG's failed attempts oldest first (the newest ``max_errors_per_mig``).
-Operations (resize, deleteInstances) take effect at once; their operation resource reports DONE
-after ``api.operation_delay_s`` (default 0). A repeated ``requestId`` returns the first
-operation and changes nothing.
+Event driven: :meth:`World.advance` runs every event due up to the clock's ``now`` (the server calls
+it before every request, a ticker thread a few times a second); with a
+:class:`~zen_dev.local.compute.clock.ManualClock` nothing happens until a test moves the clock.
+The life of an instance: docs/reference/simulator.md#what-the-compute-stand-in-simulates
 """
 
 from __future__ import annotations
