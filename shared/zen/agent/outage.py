@@ -5,7 +5,7 @@ PermissionDenied: its service account lost the role) can never take a job. Yet i
 said IDLE, and the planner counts an IDLE VM as supply covering the queued jobs of its region: those
 jobs waited for ever while the VM was billed. So once pulls have failed for ``PULL_OUTAGE_S`` without
 a success, the agent sends no VM heartbeat that would say IDLE. Silent, the VM is no supply after
-``zen.scaling.vms.agent_silence_s`` (180 s by default) and, holding no job, is deleted; the planner
+``zen.core.lease.agent_silence_s`` (180 s by default) and, holding no job, is deleted; the planner
 asks for another VM where the queue needs one. Heartbeats that are not IDLE still go (BUSY naming the
 attempts it runs, RETIRED, STOPPING): those are true, and no queued job counts on them. As soon as a
 pull succeeds the agent says IDLE again at once.
