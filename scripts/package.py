@@ -15,7 +15,8 @@ Writes into ``--out`` (default ``dist/``):
 Both archives are reproducible: sorted entries, fixed timestamps and modes, so the hash changes only
 when the content does. Only the ``zen`` package ships: the development-only parts (the stand-ins and
 local stack, the simulator, the demo, the embedded Postgres) are the separate ``zen_dev`` package,
-which ``zen`` never imports at module level (``tests/test_layering.py`` proves it on the wheel).
+which ``zen`` imports only inside the ``zen`` command's local-only functions (``tests/test_layering.py``);
+``tests/test_usercli_wheel.py`` imports every module of both archives without it.
 """
 
 from __future__ import annotations

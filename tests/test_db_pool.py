@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from zen.core.errors import TransientError
+from zen.core.errors import ConfigError, TransientError
 from zen.store.db import Database
 
 
@@ -140,3 +140,10 @@ def test_the_bound_comes_from_zen_db_max_open(db_url, monkeypatch):
         monkeypatch.setenv("ZEN_DB_MAX_OPEN", bad)
         with pytest.raises(ValueError, match="ZEN_DB_MAX_OPEN"):
             Database.from_env()
+
+
+def test_without_a_database_variable_from_env_names_both_and_starts_nothing(no_database):
+    """Deployed code never starts a database: the embedded Postgres is the local stack's to start."""
+    with pytest.raises(ConfigError, match="ZEN_CLOUDSQL_INSTANCE.*ZEN_DATABASE_URL"):
+        Database.from_env()
+    assert not (no_database / ".zen").exists()

@@ -1,6 +1,7 @@
 """The deploy as docs/how-to/deploy.md documents it: the packaged wheel, installed into a clean virtualenv that
 holds nothing but the runtime requirements, runs `zen db migrate` and `zen jobs list` against a real
-Postgres, and the commands that need the local stand-ins say so in one line.
+Postgres, and the commands that need the local stand-ins say so in one line. Every module the wheel and
+the functions' archive ship imports there, without the development-only ``zen_dev``.
 
 The clean virtualenv reuses the packages already installed here (no network): a directory holding
 only the runtime requirements and what they need, found through their metadata, is put on its path
@@ -10,10 +11,12 @@ by a .pth file. Local-only packages (pgserver, rich) and the repository's source
 from __future__ import annotations
 
 import importlib.metadata as metadata
+import json
 import os
 import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -111,3 +114,47 @@ def test_local_only_commands_say_what_they_need_from_the_wheel(wheel_venv, tmp_p
     nothing = _zen(wheel_venv, tmp_path, "jobs", "list")
     assert nothing.returncode == 1 and "no local stack is running" in nothing.stderr
     assert not (tmp_path / ".zen").exists()
+
+
+# Imports every module of the ``zen`` package found first on the path (and ``main``, the functions'
+# entry points, when it is there); prints where zen came from, the modules and what failed.
+IMPORT_EVERYTHING = """
+import importlib, importlib.util, json, pkgutil, sys, traceback
+import zen
+names = ['zen'] + [m.name for m in pkgutil.walk_packages(zen.__path__, 'zen.') if m.name.rpartition('.')[2] != '__main__']
+if importlib.util.find_spec('main') is not None:
+    names.append('main')
+failed = {}
+for name in names:
+    try:
+        importlib.import_module(name)
+    except Exception:
+        failed[name] = traceback.format_exc(limit=-1).strip().splitlines()[-1]
+dev = sorted(m for m in sys.modules if m.split('.')[0] == 'zen_dev') + (['zen_dev'] if importlib.util.find_spec('zen_dev') else [])
+print(json.dumps({'zen': zen.__file__, 'modules': names, 'failed': failed, 'zen_dev': dev}))
+"""
+
+
+def _import_everything(python: Path, cwd: Path) -> dict:
+    done = subprocess.run([str(python), "-c", IMPORT_EVERYTHING], cwd=cwd, env={"PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_every_module_of_the_wheel_imports_without_zen_dev(wheel_venv, tmp_path):
+    """The agent's wheel (``zen agent``, ``zen db migrate`` on a VM): nothing it ships reaches dev-only code."""
+    found = _import_everything(wheel_venv / "bin" / "python", tmp_path)
+    assert found["zen"].startswith(str(wheel_venv))
+    assert {"zen.app", "zen.agent.agent", "zen.cli.main", "zen.store.db"} <= set(found["modules"])
+    assert found["failed"] == {} and found["zen_dev"] == []
+
+
+def test_every_module_of_the_functions_archive_imports_without_zen_dev(wheel_venv, tmp_path):
+    """The Cloud Functions' source, unpacked as Cloud Functions does, with the runtime requirements only."""
+    with zipfile.ZipFile(wheel_venv.parent / "dist" / "zen-functions.zip") as archive:
+        archive.extractall(tmp_path)
+    found = _import_everything(wheel_venv / "bin" / "python", tmp_path)
+    assert found["zen"].startswith(str(tmp_path))
+    assert {"main", "zen.app", "zen.jobs.service", "zen.scaling.manager"} <= set(found["modules"])
+    assert found["failed"] == {} and found["zen_dev"] == []

@@ -13,8 +13,8 @@ import pytest
 from tests.agent.helpers import job_command
 from tests.logging_standin import LoggingStandIn
 from zen.adapters import cloud_logging as joblogs_cloud
-from zen.adapters.cloud_logging import CloudReader, job_filter, logging_client
-from zen.adapters.joblogs import ENDPOINT_ENV, sink_from_env
+from zen.adapters.cloud_logging import CloudReader, job_filter, logging_client, sink_from_env
+from zen.adapters.joblogs import ENDPOINT_ENV
 from zen.agent.output import AttemptOutput, OutputLimits
 from zen.agent.runner import JobSpec, RunningJob
 

@@ -10,8 +10,9 @@ from tests.agent.fakes import FakeMetadata
 from tests.agent.helpers import wait_for
 from zen.agent.identity import IdentityError, MetadataServer, resolve_identity, resolve_tags, watch_preemption
 from zen.agent.reports import AttemptReport, Reporter
-from zen.agent.settings import AgentSettings
+from zen.agent.settings import AgentSettings, with_deadlines
 from zen.core.errors import ConfigError
+from zen.core.lease import Deadlines
 from zen.core.models import AgentStatus, Heartbeat, VmState
 
 LOCAL_ENV = {"ZEN_VM_NAME": "zen-4xa100-40gb-us-central1-x1z2", "ZEN_CLUSTER": "4xa100-40gb",
@@ -121,6 +122,19 @@ def test_settings_defaults_and_overrides():
     settings = AgentSettings.from_env({"ZEN_AGENT_HEARTBEAT_S": "0.5", "ZEN_AGENT_STOP_GRACE_S": "2",
                                        "ZEN_AGENT_CLAIM_TRIES": "2", "ZEN_AGENT_LOCAL": "1"})
     assert (settings.heartbeat_s, settings.stop_grace_s, settings.claim_tries, settings.local) == (0.5, 2.0, 2, True)
+
+
+def test_the_periods_are_the_configurations_unless_the_vm_sets_its_own():
+    """Each period is written once, in the configuration's ``deadlines``; the agent's defaults are its defaults."""
+    assert (AgentSettings().heartbeat_s, AgentSettings().vm_heartbeat_s, AgentSettings().stop_grace_s) == (
+        Deadlines().agent_heartbeat_s, Deadlines().vm_heartbeat_s, Deadlines().stop_grace_s)
+    deadlines = Deadlines(heartbeat_timeout_s=300, agent_heartbeat_s=20, vm_heartbeat_s=45, stop_grace_s=5)
+    configured = with_deadlines(AgentSettings(), deadlines, {})
+    assert (configured.heartbeat_s, configured.vm_heartbeat_s, configured.stop_grace_s,
+            configured.heartbeat_timeout_s) == (20, 45, 5, 300)
+    env = {"ZEN_AGENT_VM_HEARTBEAT_S": "15"}
+    own = with_deadlines(AgentSettings.from_env(env), deadlines, env)
+    assert (own.vm_heartbeat_s, own.heartbeat_s) == (15, 20)
 
 
 @pytest.mark.parametrize("env, problem", [

@@ -57,7 +57,7 @@ def test_pulled_message_carries_every_published_field_and_nothing_else(state) ->
     client_set = MessagePb(data=b"d3", message_id="client", publish_time={"seconds": 5})
     ids = state.publish(TOPIC, [raw, plus, client_set])
     assert ids == ["1", "2", "3"]
-    got = {r.message.message_id: T.PubsubMessage.pb(r.message) for r in state.pull(SUB, 10)}
+    got = {r.message.message_id: T.PubsubMessage.pb(r.message) for r in state.delivery.pull(SUB, 10)}
     assert got == {
         "1": _expected(b"d1", {"a": "1", "b": ""}, "k", "1", START),
         "2": _expected(b"", {"only": "attrs"}, "", "2", START),
@@ -94,7 +94,7 @@ def test_filters_see_published_attributes_and_do_not_change_them(state) -> None:
     ])
     pulled = {
         name: {r.message.data: dict(r.message.attributes)
-               for r in state.pull(f"{PROJECT}/subscriptions/f-{name}", 10)}
+               for r in state.delivery.pull(f"{PROJECT}/subscriptions/f-{name}", 10)}
         for name in subs
     }
     assert pulled == {
@@ -115,10 +115,10 @@ def test_dead_lettered_copy_is_a_new_message_with_source_attributes(state) -> No
     ))
     state.publish(TOPIC, [MessagePb(data=b"poison", attributes={"o": "t"}, ordering_key="k")])
     for _ in range(5):
-        [received] = state.pull(SUB, 10)
+        [received] = state.delivery.pull(SUB, 10)
         state.clock.now += 1.5
-        state.modify_ack_deadline(SUB, [received.ack_id], 0)
-    [dead] = state.pull(dead_sub, 10)
+        state.delivery.modify_ack_deadline(SUB, [received.ack_id], 0)
+    [dead] = state.delivery.pull(dead_sub, 10)
     first = received.message.publish_time
     assert T.PubsubMessage.pb(dead.message) == _expected(b"poison", {
         "o": "t",

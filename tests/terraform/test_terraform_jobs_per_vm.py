@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.terraform.hcl import Module, render_local
-from zen.agent.limits import parse_limit
+from zen.agent.settings import parse_limit
 from zen.agent.slots import GPUS_ATTRIBUTE, MAX_JOBS_ATTRIBUTE
 from zen.core.config import ZenConfig
 

@@ -25,6 +25,9 @@ reader's previous one (at most 50 a minute). A request answered 429 (``TooManyRe
 where it stopped (after the last ``seq`` printed for one attempt; from the last entry's timestamp for
 a whole job), and entries read twice are taken once. An attempt whose final entry was read is not
 read again.
+
+``sink_from_env`` (the agent) and ``reader_from_env`` (``zen logs``) choose, from the environment,
+between the local directory of ``zen.adapters.joblogs`` and Cloud Logging.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Iterator, Mapping
 
-from zen.adapters.joblogs import LOG_NAME, OutputEntry, SinkError, SinkRefused
+from zen.adapters.joblogs import (DIR_ENV, ENDPOINT_ENV, LOG_NAME, LocalReader, LocalSink, OutputEntry, Reader, Sink,
+                                  SinkError, SinkRefused)
 
 MAX_BATCH_ENTRIES = 1000
 READ_PAGES = 5  # pages (of page_size entries) one read of a followed attempt takes at most (then the next attempt)
@@ -220,3 +224,21 @@ class CloudReader:
             if entry.final:
                 self._done.add(entry.attempt)
         return out
+
+
+def sink_from_env(env: Mapping[str, str], project: str, *, cloud_by_default: bool,
+                  labels: Mapping[str, str] | None = None) -> Sink | None:
+    """The agent's sink: local when ``ZEN_JOB_LOGS_DIR`` is set, Cloud Logging on a real VM (or
+    when ``ZEN_LOGGING_ENDPOINT`` names a stand-in), else none (output only in the heartbeat tail)."""
+    if env.get(DIR_ENV):
+        return LocalSink(env[DIR_ENV])
+    if cloud_by_default or env.get(ENDPOINT_ENV):
+        return CloudSink(logging_client(project, env.get(ENDPOINT_ENV)), project, dict(labels or {}))
+    return None
+
+
+def reader_from_env(env: Mapping[str, str], project: str) -> Reader:
+    """``zen logs``' source: the local stack's directory when one is in use, else Cloud Logging."""
+    if env.get(DIR_ENV):
+        return LocalReader(env[DIR_ENV])
+    return CloudReader(logging_client(project, env.get(ENDPOINT_ENV)), project)

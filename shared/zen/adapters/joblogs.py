@@ -14,6 +14,9 @@ Where entries go (the same place ``zen logs`` reads; never only the VM's disk):
 - **Cloud Logging** otherwise: log ``zen-jobs`` in the project (``zen.adapters.cloud_logging``), found in the
   Console with ``logName="projects/P/logs/zen-jobs" AND labels.job_id="JOB"``.
   ``ZEN_LOGGING_ENDPOINT`` (``HOST:PORT``) points the official client at a stand-in instead.
+
+``zen.adapters.cloud_logging.sink_from_env`` / ``reader_from_env`` make that choice from the environment
+(this module knows nothing of Cloud Logging).
 """
 
 from __future__ import annotations
@@ -128,24 +131,3 @@ class LocalReader:
                     entries.append(OutputEntry.from_dict(json.loads(line)))
         return sorted(entries, key=lambda e: (e.attempt, e.seq))
 
-
-def sink_from_env(env: Mapping[str, str], project: str, *, cloud_by_default: bool,
-                  labels: Mapping[str, str] | None = None) -> Sink | None:
-    """The agent's sink: local when ``ZEN_JOB_LOGS_DIR`` is set, Cloud Logging on a real VM (or
-    when ``ZEN_LOGGING_ENDPOINT`` names a stand-in), else none (output only in the heartbeat tail)."""
-    if env.get(DIR_ENV):
-        return LocalSink(env[DIR_ENV])
-    if cloud_by_default or env.get(ENDPOINT_ENV):
-        from zen.adapters.cloud_logging import CloudSink, logging_client
-
-        return CloudSink(logging_client(project, env.get(ENDPOINT_ENV)), project, dict(labels or {}))
-    return None
-
-
-def reader_from_env(env: Mapping[str, str], project: str) -> Reader:
-    """``zen logs``' source: the local stack's directory when one is in use, else Cloud Logging."""
-    if env.get(DIR_ENV):
-        return LocalReader(env[DIR_ENV])
-    from zen.adapters.cloud_logging import CloudReader, logging_client
-
-    return CloudReader(logging_client(project, env.get(ENDPOINT_ENV)), project)

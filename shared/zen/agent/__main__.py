@@ -49,9 +49,9 @@ class _IdentityFields(logging.Filter):
 
 
 def _output_sink(env, identity, local: bool):
-    """Where job output goes (``zen.adapters.joblogs.sink_from_env``). A sink that cannot be set up is logged
+    """Where job output goes (``zen.adapters.cloud_logging.sink_from_env``). A sink that cannot be set up is logged
     and the agent runs jobs without it: the final report still carries the output's tail."""
-    from zen.adapters.joblogs import sink_from_env
+    from zen.adapters.cloud_logging import sink_from_env
 
     try:
         sink = sink_from_env(env, identity.project, cloud_by_default=not local,

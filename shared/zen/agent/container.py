@@ -15,10 +15,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
-
-if TYPE_CHECKING:
-    from zen.agent.runner import JobSpec
+from typing import Literal, Mapping, Protocol
 
 log = logging.getLogger("zen.agent.container")
 
@@ -118,7 +115,20 @@ class Sandbox:
     read_only_root: bool = True
 
 
-def container_options(spec: JobSpec, sandbox: Sandbox | None = None) -> list[str]:
+class ContainedJob(Protocol):
+    """What of a job (``zen.agent.runner.JobSpec``) its confinement depends on."""
+
+    @property
+    def env(self) -> Mapping[str, str]: ...
+
+    @property
+    def data_dirs(self) -> Mapping[str, str]: ...
+
+    @property
+    def gpu_ids(self) -> tuple[int, ...] | None: ...
+
+
+def container_options(spec: ContainedJob, sandbox: Sandbox | None = None) -> list[str]:
     """The ``docker run`` options that confine ``spec``'s container (the module's docstring), its data
     directories' mounts included (``ZEN_INPUT_DIR`` read-only, ``ZEN_OUTPUT_DIR`` writable, each at the
     same path inside); ``sandbox`` None: the defaults, with no resource limits."""

@@ -48,12 +48,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from zen.agent.identity import template_attribute
+from zen.agent.settings import AgentSettings, parse_limit
 from zen.core.config import ClusterConfig, describe_pull_limits
-from zen.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from zen.agent.identity import Identity, MetadataServer
-    from zen.agent.settings import AgentSettings
 
 DAY_S = 86_400.0
 JOBS_ATTRIBUTE = "zen-max-jobs-per-day"
@@ -168,20 +167,6 @@ class DailyPulls:
         cutoff = self._clock() - self._window_s
         while self._ended and self._ended[0][0] <= cutoff:
             self._ended.popleft()
-
-
-def parse_limit(source: str, raw: str, *, integer: bool) -> int | float | None:
-    """A limit as written in a variable or attribute: empty is no limit, else a number above 0."""
-    text = raw.strip()
-    if not text:
-        return None
-    try:
-        value = int(text) if integer else float(text)
-    except ValueError:
-        raise ConfigError(f"{source}={raw!r} is not a {'whole ' if integer else ''}number") from None
-    if not value > 0:  # also refuses NaN
-        raise ConfigError(f"{source}={raw!r} must be above 0 (leave it empty for no limit)")
-    return value
 
 
 def given_or_attribute(given: int | float | None, metadata: MetadataServer | None, identity: Identity,

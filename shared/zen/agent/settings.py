@@ -53,7 +53,6 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from zen.agent.cache import IMAGES_KEEP, REPORTED
-from zen.agent.limits import parse_limit
 from zen.agent.output import OutputLimits
 from zen.core import lease
 from zen.core.config import Deadlines
@@ -145,6 +144,20 @@ class AgentSettings:
                                         integer=True),
             gpus=parse_limit("ZEN_AGENT_GPUS", env.get("ZEN_AGENT_GPUS", ""), integer=True),
         )
+
+
+def parse_limit(source: str, raw: str, *, integer: bool) -> int | float | None:
+    """A limit as written in a variable or attribute: empty is no limit, else a number above 0."""
+    text = raw.strip()
+    if not text:
+        return None
+    try:
+        value = int(text) if integer else float(text)
+    except ValueError:
+        raise ConfigError(f"{source}={raw!r} is not a {'whole ' if integer else ''}number") from None
+    if not value > 0:  # also refuses NaN
+        raise ConfigError(f"{source}={raw!r} must be above 0 (leave it empty for no limit)")
+    return value
 
 
 # The periods Zen's configuration sets for every agent (``zen.core.config.Deadlines``), and the variables that

@@ -1,6 +1,6 @@
 """``zen logs JOB [--attempt N] [-f]`` and ``zen submit --wait``: a job's output, as it runs.
 
-Where it reads (``zen.adapters.joblogs.reader_from_env``): the local stack's ``.zen/joblogs`` when a stack is
+Where it reads (``zen.adapters.cloud_logging.reader_from_env``): the local stack's ``.zen/joblogs`` when a stack is
 in use (``ZEN_JOB_LOGS_DIR``, which ``zen`` takes from ``.zen/stack.json``), else Cloud Logging in
 ``ZEN_PROJECT`` (or the configuration's project) with the user's own Google credentials.
 
@@ -22,7 +22,7 @@ same id (refused, then fixed and sent again) does not.
 
 It reads every ``POLL_S`` from the local stack, every ``CLOUD_POLL_S`` from Cloud Logging (whose read
 quota is about one request a second per project): there, page by page, each printed as it is read,
-the reader's requests at least ``joblogs_cloud.REQUEST_INTERVAL_S`` apart and a throttled one (429)
+the reader's requests at least ``cloud_logging.REQUEST_INTERVAL_S`` apart and a throttled one (429)
 made again after a backoff; an attempt whose final entry was printed is not read again. A read that
 fails (throttled, the database away) is tried again until reads have failed for ``PATIENCE_S``: one
 failure must not look like the job's.
@@ -37,7 +37,8 @@ import sys
 import time
 from typing import Callable, Iterator, TextIO
 
-from zen.adapters.joblogs import OutputEntry, Reader, SinkError, reader_from_env
+from zen.adapters.cloud_logging import reader_from_env
+from zen.adapters.joblogs import OutputEntry, Reader, SinkError
 from zen.cli.kit import CliError, _is_credentials_error
 from zen.core.errors import TransientError, ZenError
 from zen.core.models import Job, JobStatus
@@ -168,7 +169,7 @@ def late_note(job_id: str, message_id: str, waited_s: float) -> str:
 def _batches(reader: Reader, job_id: str, attempt: int | None, to_the_end: bool) -> Iterator[list[OutputEntry]]:
     """The reader's new entries, a batch at a time: from Cloud Logging one page per batch, paced and
     retried when throttled (``CloudReader.read``); ``to_the_end``: all there is now (one attempt is
-    otherwise read ``joblogs_cloud.READ_PAGES`` pages a call)."""
+    otherwise read ``cloud_logging.READ_PAGES`` pages a call)."""
     read = getattr(reader, "read", None)
     if read is not None:
         yield from (read(job_id, attempt, most=None, flush=True) if to_the_end else read(job_id, attempt))

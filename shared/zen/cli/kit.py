@@ -115,6 +115,11 @@ def span(seconds: float | None) -> str:
     return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
 
 
+# The columns of `zen jobs list` (and of the demo's closing table): the keys of job_row.
+JOB_COLUMNS = ("job_id", "user", "cluster", "region", "status", "attempt", "submitted", "wait", "duration",
+               "exit")
+
+
 def job_row(job, now: datetime | None = None) -> dict[str, Any]:
     """A job as a table row: who, where, status, how long it waited and ran."""
     now = now or datetime.now(timezone.utc)

@@ -36,7 +36,7 @@ import sys
 from datetime import datetime, timedelta, timezone
 from typing import Sequence
 
-from zen.cli.kit import CliError, job_row, print_table, run
+from zen.cli.kit import JOB_COLUMNS, CliError, job_row, print_table, run
 from zen.core.models import JobStatus
 
 
@@ -44,10 +44,6 @@ def _db():
     from zen.cli.kit import database
 
     return database()
-
-
-JOB_COLUMNS = ("job_id", "user", "cluster", "region", "status", "attempt", "submitted", "wait", "duration",
-               "exit")
 
 
 def _since(text: str) -> datetime:

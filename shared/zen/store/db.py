@@ -7,8 +7,8 @@ Where to connect, in order:
    (default ``zen``), the IP type ``ZEN_CLOUDSQL_IP_TYPE`` (``PRIVATE`` by default). No password.
 2. ``ZEN_DATABASE_URL``: ``postgresql://user:pass@host:port/db`` or the unix-socket form
    ``postgresql://user@/db?host=/socket/dir``.
-3. Neither: an embedded Postgres (``pgserver``, a local-only package) under ``.zen/pgdata``
-   (``zen_dev.embedded``).
+3. Neither: ``ConfigError``. Deployed code never starts a database; on a developer machine the
+   local stack (``zen_dev.local.stack``) starts the embedded Postgres and sets ``ZEN_DATABASE_URL``.
 
 Errors are classified here, once, for every caller (the store boundary):
 
@@ -42,7 +42,7 @@ from urllib.parse import parse_qs, quote, unquote, urlparse
 import pg8000.native
 from pg8000.exceptions import DatabaseError, InterfaceError
 
-from zen.core.errors import DataRejected, TransientError
+from zen.core.errors import ConfigError, DataRejected, TransientError
 
 QUERIES_FILE = Path(__file__).with_name("queries.sql")
 # SQLSTATE classes that a retry can fix: connection exceptions, insufficient resources, operator
@@ -311,9 +311,8 @@ class Database:
             return cls(_cloudsql_connect_factory(instance), max_open=max_open)
         url = os.environ.get("ZEN_DATABASE_URL")
         if not url:
-            from zen_dev.embedded import embedded_database_url  # local only
-
-            url = embedded_database_url()
+            raise ConfigError("no database: set ZEN_CLOUDSQL_INSTANCE (Cloud SQL) or ZEN_DATABASE_URL "
+                              "(postgresql://...)")
         return cls.from_target(parse_database_url(url), max_open=max_open)
 
     def _acquire(self) -> pg8000.native.Connection:

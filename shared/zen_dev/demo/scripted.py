@@ -18,8 +18,7 @@ from datetime import datetime, timezone
 from typing import Callable, Sequence
 
 from zen.app import Zen
-from zen.cli.kit import job_row, print_table
-from zen.cli.main import JOB_COLUMNS
+from zen.cli.kit import JOB_COLUMNS, job_row, print_table
 from zen.core.clock import ManualClock
 from zen.core.config import load_config
 from zen.jobs.messaging import OutgoingMessage

@@ -15,6 +15,7 @@ import grpc
 from google.iam.v1 import iam_policy_pb2, policy_pb2
 
 from . import resources as R
+from .service import _unary
 from .state import PubSubState
 
 IAM = "google.iam.v1.IAMPolicy"
@@ -29,7 +30,7 @@ class IamPolicyService:
     def _resource(self, name: str) -> object:
         """The resource's current incarnation (its configuration object); NOT_FOUND when there is none."""
         if "/subscriptions/" in name:
-            return self.state._sub(name)
+            return self.state.subscription(name)
         if "/topics/" in name:
             return self.state._topic(name)
         raise R.invalid(f"Invalid resource name given (name={name}).")
@@ -64,8 +65,6 @@ class IamPolicyService:
         return iam_policy_pb2.TestIamPermissionsResponse(permissions=list(request.permissions))
 
     def handlers(self) -> grpc.GenericRpcHandler:
-        from .service import _unary
-
         return grpc.method_handlers_generic_handler(IAM, {
             "GetIamPolicy": _unary(self.get, iam_policy_pb2.GetIamPolicyRequest, policy_pb2.Policy),
             "SetIamPolicy": _unary(self.set, iam_policy_pb2.SetIamPolicyRequest, policy_pb2.Policy),

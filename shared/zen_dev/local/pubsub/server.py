@@ -17,11 +17,21 @@ import grpc
 
 from zen.logs import setup_logging
 
-from .service import all_handlers
+from .iam import IamPolicyService
+from .service import PublisherService, SubscriberService, UnimplementedService
 from .state import PubSubState
 
 DEFAULT_PORT = 8085  # the port the official emulator uses by default
 MAX_WORKERS = 64  # every open StreamingPull holds one worker for its lifetime
+
+
+def all_handlers(state: PubSubState) -> list[grpc.GenericRpcHandler]:
+    return [
+        PublisherService(state).handlers(),
+        SubscriberService(state).handlers(),
+        IamPolicyService(state).handlers(),
+        UnimplementedService(),
+    ]
 
 
 class PubSubStandIn:

@@ -122,15 +122,15 @@ class SubscriberService:
         return _EMPTY
 
     def pull(self, request: T.PullRequest) -> T.PullResponse:
-        received = self.state.pull(request.subscription, request.max_messages)
+        received = self.state.delivery.pull(request.subscription, request.max_messages)
         return T.PullResponse(received_messages=received)
 
     def acknowledge(self, request: T.AcknowledgeRequest):
-        self.state.acknowledge(request.subscription, list(request.ack_ids))
+        self.state.delivery.acknowledge(request.subscription, list(request.ack_ids))
         return _EMPTY
 
     def modify_ack_deadline(self, request: T.ModifyAckDeadlineRequest):
-        self.state.modify_ack_deadline(
+        self.state.delivery.modify_ack_deadline(
             request.subscription, list(request.ack_ids), request.ack_deadline_seconds
         )
         return _EMPTY
@@ -147,10 +147,10 @@ class SubscriberService:
         except StopIteration:
             return
         try:
-            stream = self.state.open_stream(first)
+            stream = self.state.delivery.open_stream(first)
         except R.PubSubError as exc:
             _abort(context, exc)
-        context.add_callback(lambda: self.state.close_stream(stream))
+        context.add_callback(lambda: self.state.delivery.close_stream(stream))
         reader = threading.Thread(
             target=self._read_requests, args=(requests, stream),
             name="pubsub-standin-stream-reader", daemon=True,
@@ -159,7 +159,7 @@ class SubscriberService:
         try:
             while True:
                 try:
-                    response = self.state.next_batch(stream)
+                    response = self.state.delivery.next_batch(stream)
                 except R.PubSubError as exc:
                     _abort(context, exc)
                 if response is None:
@@ -168,20 +168,20 @@ class SubscriberService:
                     return
                 yield response
         finally:
-            self.state.close_stream(stream)
+            self.state.delivery.close_stream(stream)
         context.abort(grpc.StatusCode.UNAVAILABLE, "The Pub/Sub stand-in is shutting down.")
 
     def _read_requests(self, requests: Iterator[T.StreamingPullRequest], stream) -> None:
         try:
             for request in requests:
-                self.state.stream_request(stream, request)
+                self.state.delivery.stream_request(stream, request)
                 if stream.error is not None or stream.closed:
                     break
         except Exception as exc:  # the client went away: cancellation surfaces here
             log.debug("StreamingPull request stream ended: %r", exc)
         finally:
             if stream.error is None:
-                self.state.close_stream(stream)
+                self.state.delivery.close_stream(stream)
 
     def handlers(self) -> grpc.GenericRpcHandler:
         s = self.state
@@ -230,13 +230,3 @@ class UnimplementedService(grpc.GenericRpcHandler):
 
         return grpc.unary_unary_rpc_method_handler(handler)
 
-
-def all_handlers(state: PubSubState) -> list[grpc.GenericRpcHandler]:
-    from .iam import IamPolicyService  # imports this module's _unary
-
-    return [
-        PublisherService(state).handlers(),
-        SubscriberService(state).handlers(),
-        IamPolicyService(state).handlers(),
-        UnimplementedService(),
-    ]

@@ -4,7 +4,7 @@ Owns every resource and message under one lock, with a condition variable that S
 waiters sleep on (woken by publishes, acks, nacks, expiries and deletions, and otherwise after
 a bounded wait). Housekeeping is lazy: each operation first expires leases, drops messages
 past retention, dead-letters exhausted messages and deletes subscriptions whose expiration
-TTL passed without activity. Delivery (pull, acks, streams) is mixed in from ``delivery``.
+TTL passed without activity. Delivery (pull, acks, streams) is the ``delivery`` it holds.
 Resources are the proto-plus types of ``google.pubsub_v1.types``; the publish path works on
 the raw protobuf messages underneath them (proto-plus marshalling is the costly part of a
 Publish): it validates raw ``PubsubMessage``s and, only when the topic has subscriptions,
@@ -29,7 +29,7 @@ from google.pubsub_v1 import types as T
 
 from . import resources as R
 from .backlog import Entry, SubscriptionQueue
-from .delivery import DeliveryMixin, Stream
+from .delivery import Delivery, LiveSubscription
 from .filters import FilterError, parse_filter
 
 DEFAULT_PAGE_SIZE = 100
@@ -71,30 +71,33 @@ class _Topic:
     subscriptions: set[str] = field(default_factory=set)
 
 
-@dataclass(eq=False)
-class _Sub:
-    resource: T.Subscription
-    queue: SubscriptionQueue
-    matcher: object
-    ack_deadline: int
-    ttl: float | None
-    last_active: float
-    streams: set["Stream"] = field(default_factory=set)
-
-
-class PubSubState(DeliveryMixin):
+class PubSubState:
     def __init__(self, clock: Callable[[], float] | None = None) -> None:
         self.clock = clock or time.time
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._topics: dict[str, _Topic] = {}
-        self._subs: dict[str, _Sub] = {}
+        self._subs: dict[str, LiveSubscription] = {}
         self._seq = itertools.count(1)
         self._closed = False
+        self.delivery = Delivery(self)  # pull, acks, streams
+
+    # --- what delivery sees (``delivery.Subscriptions``) -------------------------------------
+
+    @property
+    def cond(self) -> threading.Condition:
+        return self._cond
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def is_current(self, sub: LiveSubscription) -> bool:
+        return self._subs.get(sub.resource.name) is sub
 
     # --- housekeeping ----------------------------------------------------------------------
 
-    def _tick(self) -> float:
+    def tick(self) -> float:
         now = self.clock()
         changed = False
         for sub in list(self._subs.values()):
@@ -108,7 +111,7 @@ class PubSubState(DeliveryMixin):
             expired, dead = sub.queue.expire_leases(now)
             changed |= expired > 0
             for entry in dead:
-                self._dead_letter(sub, entry, now)
+                self.dead_letter(sub, entry, now)
         if changed:
             self._cond.notify_all()
         return now
@@ -116,7 +119,7 @@ class PubSubState(DeliveryMixin):
     def wake(self) -> None:
         """Re-check time-based rules now (e.g. after advancing an injected clock)."""
         with self._lock:
-            self._tick()
+            self.tick()
             self._cond.notify_all()
 
     def shutdown(self) -> None:
@@ -133,7 +136,7 @@ class PubSubState(DeliveryMixin):
             raise R.not_found(name)
         return topic
 
-    def _sub(self, name: str) -> _Sub:
+    def subscription(self, name: str) -> LiveSubscription:
         R.check_subscription_name(name)
         sub = self._subs.get(name)
         if sub is None:
@@ -162,7 +165,7 @@ class PubSubState(DeliveryMixin):
         R.check_topic_name(topic.name)
         R.reject_unsupported_topic(topic)
         with self._lock:
-            self._tick()
+            self.tick()
             if topic.name in self._topics:
                 raise R.already_exists(topic.name)
             stored = _clone(topic)
@@ -172,14 +175,14 @@ class PubSubState(DeliveryMixin):
 
     def get_topic(self, name: str) -> T.Topic:
         with self._lock:
-            self._tick()
+            self.tick()
             return _clone(self._topic(name).resource)
 
     def update_topic(self, topic: T.Topic, paths: list[str]) -> T.Topic:
         if not paths:
             raise R.invalid("The update_mask must name at least one field.")
         with self._lock:
-            self._tick()
+            self.tick()
             current = self._topic(topic.name)
             updated = _clone(current.resource)
             for path in paths:
@@ -193,7 +196,7 @@ class PubSubState(DeliveryMixin):
     def list_topics(self, project: str, page_size: int, token: str) -> tuple[list[T.Topic], str]:
         R.check_project(project)
         with self._lock:
-            self._tick()
+            self.tick()
             names = [n for n in self._topics if n.startswith(project + "/topics/")]
             page, next_token = self._page(names, page_size, token)
             return [_clone(self._topics[n].resource) for n in page], next_token
@@ -202,12 +205,12 @@ class PubSubState(DeliveryMixin):
         self, name: str, page_size: int, token: str
     ) -> tuple[list[str], str]:
         with self._lock:
-            self._tick()
+            self.tick()
             return self._page(self._topic(name).subscriptions, page_size, token)
 
     def delete_topic(self, name: str) -> None:
         with self._lock:
-            self._tick()
+            self.tick()
             topic = self._topic(name)
             for sub_name in topic.subscriptions:
                 self._subs[sub_name].resource.topic = R.DELETED_TOPIC
@@ -218,7 +221,7 @@ class PubSubState(DeliveryMixin):
         raw = [_raw(message) for message in messages]
         R.check_messages(raw)
         with self._lock:
-            now = self._tick()
+            now = self.tick()
             topic = self._topic(name)
             ids = self._publish(topic, raw, now)
             self._cond.notify_all()
@@ -248,7 +251,7 @@ class PubSubState(DeliveryMixin):
                     sub.queue.add(seq, wrapped, size, now)
         return ids
 
-    def _dead_letter(self, sub: _Sub, entry: Entry, now: float) -> None:
+    def dead_letter(self, sub: LiveSubscription, entry: Entry, now: float) -> None:
         target = self._topics.get(sub.resource.dead_letter_policy.dead_letter_topic)
         if target is None:
             return  # dead-letter topic deleted since: the message is dropped, as in GCP
@@ -306,7 +309,7 @@ class PubSubState(DeliveryMixin):
         except FilterError as exc:
             raise R.invalid(str(exc)) from None
         with self._lock:
-            now = self._tick()
+            now = self.tick()
             if request.name in self._subs:
                 raise R.already_exists(request.name)
             topic = self._topic(request.topic)
@@ -319,7 +322,7 @@ class PubSubState(DeliveryMixin):
                 backoff=config["backoff"],
                 retention=config["retention"],
             )
-            self._subs[request.name] = _Sub(
+            self._subs[request.name] = LiveSubscription(
                 resource, queue, matcher, resource.ack_deadline_seconds, config["ttl"], now
             )
             topic.subscriptions.add(request.name)
@@ -327,15 +330,15 @@ class PubSubState(DeliveryMixin):
 
     def get_subscription(self, name: str) -> T.Subscription:
         with self._lock:
-            self._tick()
-            return _clone(self._sub(name).resource)
+            self.tick()
+            return _clone(self.subscription(name).resource)
 
     def update_subscription(self, request: T.Subscription, paths: list[str]) -> T.Subscription:
         if not paths:
             raise R.invalid("The update_mask must name at least one field.")
         with self._lock:
-            self._tick()
-            sub = self._sub(request.name)
+            self.tick()
+            sub = self.subscription(request.name)
             updated = _clone(sub.resource)
             for path in paths:
                 if path in IMMUTABLE_SUBSCRIPTION_PATHS:
@@ -358,18 +361,18 @@ class PubSubState(DeliveryMixin):
     ) -> tuple[list[T.Subscription], str]:
         R.check_project(project)
         with self._lock:
-            self._tick()
+            self.tick()
             names = [n for n in self._subs if n.startswith(project + "/subscriptions/")]
             page, next_token = self._page(names, page_size, token)
             return [_clone(self._subs[n].resource) for n in page], next_token
 
     def delete_subscription(self, name: str) -> None:
         with self._lock:
-            self._tick()
-            self._drop_subscription(self._sub(name))
+            self.tick()
+            self._drop_subscription(self.subscription(name))
             self._cond.notify_all()
 
-    def _drop_subscription(self, sub: _Sub) -> None:
+    def _drop_subscription(self, sub: LiveSubscription) -> None:
         del self._subs[sub.resource.name]
         topic = self._topics.get(sub.resource.topic)
         if topic is not None:
@@ -378,8 +381,8 @@ class PubSubState(DeliveryMixin):
 
     def detach_subscription(self, name: str) -> None:
         with self._lock:
-            self._tick()
-            sub = self._sub(name)
+            self.tick()
+            sub = self.subscription(name)
             topic = self._topics.get(sub.resource.topic)
             if topic is not None:
                 topic.subscriptions.discard(name)
