@@ -39,7 +39,7 @@ from typing import Callable, Iterator, TextIO
 
 from zen.adapters.cloud_logging import reader_from_env
 from zen.adapters.joblogs import OutputEntry, Reader, SinkError
-from zen.cli.kit import CliError, _is_credentials_error
+from zen.cli.kit import CliError, Context, _is_credentials_error
 from zen.core.errors import TransientError, ZenError
 from zen.core.models import Job, JobStatus
 
@@ -279,7 +279,7 @@ def _why(exc: Exception) -> str:
     return text
 
 
-def add_parser(sub) -> None:
+def register(sub, ctx: Context) -> None:
     logs = sub.add_parser("logs", help="a job's output (stdout and stderr of every attempt)",
                           description="Print a job's output, every attempt in order; with -f, follow it until "
                                       "the job ends and exit with the job's exit code.")

@@ -7,9 +7,12 @@ request), 2 a usage error (bad flags or arguments, an invalid job file).
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
 import sys
-from datetime import datetime, timezone
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Sequence
 
 NO_DATABASE = ("no database to read: no local stack is running in this directory (start one with `zen local up`), "
@@ -45,6 +48,46 @@ def database():
         return Database.from_env()
     except ValueError as exc:  # a malformed ZEN_DATABASE_URL
         raise CliError(str(exc), 2) from None
+
+
+def since(text: str) -> datetime:
+    """``--since``: an age (90s, 30m, 2h, 7d) or an ISO date/time (2026-11-20, 2026-11-20T08:00)."""
+    match = re.fullmatch(r"(\d+)([smhd])", text.strip())
+    if match:
+        unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+        return datetime.now(timezone.utc) - timedelta(seconds=int(match.group(1)) * unit)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither an age (30m, 2h, 7d) nor a date (2026-11-20)") from None
+    return moment if moment.tzinfo else moment.astimezone()
+
+
+def positive(text: str) -> int:
+    """``--limit`` and the like: a whole number from 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return value
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the commands share, handed to each command module's ``register(sub, ctx)``: where the
+    database is, and the argument types several commands parse."""
+
+    database: Callable[[], Any] = database  # the database a command reads; never starts or creates one
+    since: Callable[[str], datetime] = since  # --since AGE|DATE
+    positive: Callable[[str], int] = positive  # --limit N
+
+
+def local_only(what: str) -> CliError:
+    """The error of a development-only command (``zen local``, ``simulate``, ``demo``) run from the wheel."""
+    return CliError(f"`zen {what}` needs the development checkout (its local stand-ins are not in the deployable "
+                    "wheel): run it from the repository after `make venv`")
 
 
 def run(action: Callable[[], int]) -> int:

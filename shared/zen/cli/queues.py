@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any, Callable
 
-from zen.cli.kit import print_table
+from zen.cli.kit import Context, print_table
 from zen.core.config import load_config
 from zen.core.models import JobStatus
 
@@ -20,10 +20,10 @@ QUEUE_COLUMNS = ("queue", "cohort", "cluster", "quota_gpus", "admitted_gpus", "b
                  "running", "recent_gpu_hours")
 
 
-def add_parsers(sub, db: Callable[[], Any]) -> None:
+def register(sub, ctx: Context) -> None:
     queues = sub.add_parser("queues", help="queues: quota, admitted and borrowed GPUs, waiting and running jobs")
     queues.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    queues.set_defaults(func=lambda args: cmd_queues(args, db))
+    queues.set_defaults(func=lambda args: cmd_queues(args, ctx.database))
 
 
 def cmd_queues(args, db: Callable[[], Any]) -> int:

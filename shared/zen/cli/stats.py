@@ -18,17 +18,18 @@ from __future__ import annotations
 import json
 from collections import Counter
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Callable
 
 from zen import telemetry
+from zen.cli.kit import Context
 from zen.core.clock import utc_now
 
 
-def add_parsers(sub) -> None:
+def register(sub, ctx: Context) -> None:
     stats = sub.add_parser("stats", help="jobs, starts, VMs, stockouts, rejections, outbox: the dashboard's figures")
     stats.add_argument("--window", type=float, default=60.0, help="minutes counted by counters and percentiles")
     stats.add_argument("--json", action="store_true", help="print one JSON object keyed by metric name")
-    stats.set_defaults(func=cmd_stats)
+    stats.set_defaults(func=lambda args: cmd_stats(args, ctx.database))
 
 
 def collect(session, clusters: dict[str, list[str]], now: datetime, window_s: float) -> dict[str, Any]:
@@ -70,8 +71,8 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def cmd_stats(args) -> int:
-    from zen.cli.kit import CliError, database, print_table
+def cmd_stats(args, database: Callable[[], Any]) -> int:
+    from zen.cli.kit import CliError, print_table
     from zen.core.config import load_config
     from zen.store.migrate import has_table
 

@@ -20,22 +20,22 @@ import json
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-from zen.cli.kit import CliError, print_table
+from zen.cli.kit import CliError, Context, print_table
 
 DEFAULT_SINCE = timedelta(days=7)
 COLUMNS = ("jobs", "attempts", "gpu_hours", "vm_hours", "est_usd")
 FLEET_COLUMNS = ("fleet_vm_hours", "fleet_est_usd")
 
 
-def add_parsers(sub, db: Callable[[], Any], since: Callable[[str], datetime]) -> None:
+def register(sub, ctx: Context) -> None:
     from zen.store.usage import GROUPINGS
 
     usage = sub.add_parser("usage", help="GPU-hours, VM-hours and estimated cost per user, queue or region")
-    usage.add_argument("--since", type=since, metavar="AGE|DATE",
+    usage.add_argument("--since", type=ctx.since, metavar="AGE|DATE",
                        help="attempts that ended since: an age (24h, 7d) or a date (2026-11-20); default 7d")
     usage.add_argument("--by", choices=GROUPINGS, default="user", help="group by (default: user)")
     usage.add_argument("--json", action="store_true", help="print one JSON object")
-    usage.set_defaults(func=lambda args: cmd_usage(args, db))
+    usage.set_defaults(func=lambda args: cmd_usage(args, ctx.database))
 
 
 def summarise(by: str, groups: list[dict[str, Any]], machine_seconds: list[dict[str, Any]],

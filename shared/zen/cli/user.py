@@ -1,5 +1,5 @@
-"""The user-facing ``zen`` commands that talk to a running Zen: submit, stop, local up/down (``zen watch``
-is in ``zen.cli.watch``).
+"""The user-facing ``zen`` commands that talk to a running Zen: submit and stop (``zen watch`` is in
+``zen.cli.watch``, ``zen local up/down`` in ``zen.cli.programs``).
 
 They publish through the official Pub/Sub client (``PUBSUB_EMULATOR_HOST`` for a local stack, which
 ``zen`` reads from ``.zen/stack.json`` when a stack is running). ``zen submit`` checks the request with
@@ -9,21 +9,18 @@ the function's own rules (``zen.core.events.decode_payload`` and ``zen.jobs.plac
 
 from __future__ import annotations
 
-import argparse
 import getpass
 import json
 import os
 import re
 import secrets
-import signal
 import string
-import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
 
-from zen.cli.kit import CliError, database, database_configured
+from zen.cli.kit import CliError, Context, database, database_configured
 from zen.core.config import load_config
 from zen.core.events import PubSubEnvelope
 from zen.core.models import JobRequest, StopRequest
@@ -231,62 +228,7 @@ def cmd_stop(args) -> int:
     return 0
 
 
-def cmd_local_up(argv: list[str]) -> int:
-    from zen_dev.local.stack import LocalStack, Ports, StackError
-
-    parser = argparse.ArgumentParser(prog="zen local up")
-    parser.add_argument("--scenario", type=Path, help="Compute scenario (default: preferred region stocked out)")
-    parser.add_argument("--time-scale", type=float, help="cloud seconds per real second (overrides the scenario)")
-    parser.add_argument("--config", type=Path, help="Zen config (default: $ZEN_CONFIG or the shipped one)")
-    parser.add_argument("--base-port", type=int, default=8085,
-                        help="first of the ports the stand-ins and functions listen on (default 8085)")
-    parser.add_argument("--tick-every", type=float, default=5.0, help="scale tick period, seconds (default 5)")
-    parser.add_argument("--fresh", action="store_true", help="start with an empty database")
-    parser.add_argument("--bucket", action="append", default=[], metavar="NAME=LOCATION",
-                        help="a bucket to create in the storage stand-in besides the configured data.bucket_locations "
-                             "(e.g. my-data=europe-west4; repeatable)")
-    args = parser.parse_args(argv)
-    buckets = dict(b.partition("=")[::2] for b in args.bucket)
-    stack = LocalStack(config_path=args.config, scenario=args.scenario, time_scale=args.time_scale,
-                       tick_every_s=args.tick_every, ports=Ports.from_base(args.base_port), fresh=args.fresh,
-                       buckets={name: location or "US" for name, location in buckets.items()})
-    try:
-        record = stack.up()
-    except StackError as exc:
-        raise CliError(f"zen local up: {exc}") from None
-    print("Zen is running locally:")
-    for name, port in record["ports"].items():
-        print(f"  {name:<18} 127.0.0.1:{port}")
-    print(f"  {'postgres':<18} {record['env']['ZEN_DATABASE_URL']}")
-    print(f"  logs               {record['logs']}/")
-    print("Submit a job:  zen submit --cluster 1xl4 -- python -c 'print(42)'")
-    print("Watch:         zen watch      Stop everything: Ctrl-C here, or `zen local down`")
-    from zen_dev.local.stack import read_stack
-
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    try:
-        # Until Ctrl-C, SIGTERM, or `zen local down` from elsewhere (the record disappears).
-        while not done.wait(1.0) and read_stack(stack.home) is not None:
-            pass
-    except KeyboardInterrupt:
-        pass
-    print("stopping...")
-    stack.down()
-    return 0
-
-
-def cmd_local_down(argv: list[str]) -> int:
-    from zen_dev.local.stack import down
-
-    argparse.ArgumentParser(prog="zen local down", description="Stop the local stack running from this "
-                            "directory (.zen/stack.json) and its Postgres; the data stays in .zen/pgdata.").parse_args(argv)
-    stopped = down()
-    print("stopped: " + ", ".join(stopped) if stopped else "no local stack is running")
-    return 0
-
-
-def add_parsers(sub) -> None:
+def register(sub, ctx: Context) -> None:
     submit = sub.add_parser(
         "submit", help="publish a job (a YAML/JSON job file, and/or flags); prints its id",
         description="Check a job against Zen's configuration and rules, then publish it. Examples: "
@@ -315,6 +257,3 @@ def add_parsers(sub) -> None:
     stop.add_argument("--force", action="store_true",
                       help="send the stop although no such job is known yet (it then waits for the job)")
     stop.set_defaults(func=cmd_stop)
-    from zen.cli.watch import add_parser as add_watch
-
-    add_watch(sub)

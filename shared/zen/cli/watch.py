@@ -12,8 +12,9 @@ import shutil
 import sys
 import time
 from datetime import datetime, timezone
+from typing import Any, Callable
 
-from zen.cli.kit import database, job_row, print_table
+from zen.cli.kit import Context, job_row, print_table
 
 JOB_COLUMNS = ("job_id", "user", "cluster", "region", "status", "attempt", "wait", "duration", "exit")
 VM_STATES = ("BOOTING", "IDLE", "BUSY", "STOPPING", "RETIRED")
@@ -52,7 +53,7 @@ def frame(db, rows: int = 24, now: datetime | None = None) -> str:
     return out.getvalue()
 
 
-def cmd_watch(args) -> int:
+def cmd_watch(args, database: Callable[[], Any]) -> int:
     db = database()
     try:
         if args.once:
@@ -69,8 +70,8 @@ def cmd_watch(args) -> int:
         db.close()
 
 
-def add_parser(sub) -> None:
+def register(sub, ctx: Context) -> None:
     watch = sub.add_parser("watch", help="active jobs first, then VMs per region; refreshes until Ctrl-C")
     watch.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default 1)")
     watch.add_argument("--once", action="store_true", help="print one screen and exit")
-    watch.set_defaults(func=cmd_watch)
+    watch.set_defaults(func=lambda args: cmd_watch(args, ctx.database))

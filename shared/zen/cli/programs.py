@@ -1,0 +1,120 @@
+"""``zen local``, ``zen agent`` and ``zen simulate``: commands that hand their own flags to another
+program (the local stack and its stand-ins, the VM agent, the simulator). The local-only ones need
+``zen_dev``, imported inside these functions only: from the deployable wheel they say so
+(``kit.local_only``). See docs/how-to/local.md and docs/reference/cli.md."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from pathlib import Path
+
+from zen.cli.kit import CliError, Context, local_only
+
+LOCAL_COMPONENTS = ("up", "down", "pubsub", "compute", "bridge")
+
+
+def cmd_agent(args, rest: list[str]) -> int:
+    from zen.agent.__main__ import main as agent_main
+
+    return agent_main(rest) or 0
+
+
+def cmd_simulate(args, rest: list[str]) -> int:
+    try:
+        from zen_dev.sim.cli import main as simulate_main
+    except ImportError:
+        raise local_only("simulate") from None
+    return simulate_main(rest) or 0
+
+
+def cmd_local(args, rest: list[str]) -> int:
+    try:
+        from zen_dev.local import stack  # noqa: F401 - only to learn whether the stand-ins are installed
+    except ImportError:
+        raise local_only("local") from None
+    if args.component == "up":
+        return cmd_local_up(rest)
+    if args.component == "down":
+        return cmd_local_down(rest)
+    if args.component == "pubsub":
+        from zen_dev.local.pubsub import main as pubsub_main
+
+        return pubsub_main(rest) or 0
+    if args.component == "bridge":
+        from zen_dev.local.bridge import main as bridge_main
+
+        return bridge_main(rest) or 0
+    from zen_dev.local.compute import main as compute_main
+
+    return compute_main(rest) or 0
+
+
+def cmd_local_up(argv: list[str]) -> int:
+    from zen_dev.local.stack import LocalStack, Ports, StackError
+
+    parser = argparse.ArgumentParser(prog="zen local up")
+    parser.add_argument("--scenario", type=Path, help="Compute scenario (default: preferred region stocked out)")
+    parser.add_argument("--time-scale", type=float, help="cloud seconds per real second (overrides the scenario)")
+    parser.add_argument("--config", type=Path, help="Zen config (default: $ZEN_CONFIG or the shipped one)")
+    parser.add_argument("--base-port", type=int, default=8085,
+                        help="first of the ports the stand-ins and functions listen on (default 8085)")
+    parser.add_argument("--tick-every", type=float, default=5.0, help="scale tick period, seconds (default 5)")
+    parser.add_argument("--fresh", action="store_true", help="start with an empty database")
+    parser.add_argument("--bucket", action="append", default=[], metavar="NAME=LOCATION",
+                        help="a bucket to create in the storage stand-in besides the configured data.bucket_locations "
+                             "(e.g. my-data=europe-west4; repeatable)")
+    args = parser.parse_args(argv)
+    buckets = dict(b.partition("=")[::2] for b in args.bucket)
+    stack = LocalStack(config_path=args.config, scenario=args.scenario, time_scale=args.time_scale,
+                       tick_every_s=args.tick_every, ports=Ports.from_base(args.base_port), fresh=args.fresh,
+                       buckets={name: location or "US" for name, location in buckets.items()})
+    try:
+        record = stack.up()
+    except StackError as exc:
+        raise CliError(f"zen local up: {exc}") from None
+    print("Zen is running locally:")
+    for name, port in record["ports"].items():
+        print(f"  {name:<18} 127.0.0.1:{port}")
+    print(f"  {'postgres':<18} {record['env']['ZEN_DATABASE_URL']}")
+    print(f"  logs               {record['logs']}/")
+    print("Submit a job:  zen submit --cluster 1xl4 -- python -c 'print(42)'")
+    print("Watch:         zen watch      Stop everything: Ctrl-C here, or `zen local down`")
+    from zen_dev.local.stack import read_stack
+
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    try:
+        # Until Ctrl-C, SIGTERM, or `zen local down` from elsewhere (the record disappears).
+        while not done.wait(1.0) and read_stack(stack.home) is not None:
+            pass
+    except KeyboardInterrupt:
+        pass
+    print("stopping...")
+    stack.down()
+    return 0
+
+
+def cmd_local_down(argv: list[str]) -> int:
+    from zen_dev.local.stack import down
+
+    argparse.ArgumentParser(prog="zen local down", description="Stop the local stack running from this "
+                            "directory (.zen/stack.json) and its Postgres; the data stays in .zen/pgdata.").parse_args(argv)
+    stopped = down()
+    print("stopped: " + ", ".join(stopped) if stopped else "no local stack is running")
+    return 0
+
+
+def register(sub, ctx: Context) -> None:
+    local = sub.add_parser("local", help="the whole system on this machine, or one stand-in",
+                           description="zen local up|down: the whole system on this machine; "
+                                       "zen local pubsub|compute|bridge: one stand-in. `zen local up --help` for its flags.")
+    local.add_argument("component", choices=LOCAL_COMPONENTS, help="up, down, or one stand-in")
+    local.set_defaults(func=cmd_local, passthrough=True)
+
+    agent = sub.add_parser("agent", add_help=False, help="the VM agent: pull, claim, run, heartbeat")
+    agent.set_defaults(func=cmd_agent, passthrough=True)
+
+    simulate = sub.add_parser("simulate", add_help=False, help="replay traces against the planner and baselines")
+    simulate.set_defaults(func=cmd_simulate, passthrough=True)

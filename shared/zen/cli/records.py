@@ -1,0 +1,127 @@
+"""``zen db migrate``, ``zen jobs list|get|history`` and ``zen rejected``: the schema, and what the
+database holds about jobs and refused messages (docs/reference/cli.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from zen.cli.kit import JOB_COLUMNS, Context, job_row, print_table
+from zen.core.models import JobStatus
+
+
+def _label(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
+def cmd_db_migrate(args, ctx: Context) -> int:
+    from zen.store.migrate import migrate
+
+    applied = migrate(ctx.database())
+    print("applied: " + ", ".join(applied) if applied else "schema is up to date")
+    return 0
+
+
+def cmd_jobs_list(args, ctx: Context) -> int:
+    from zen.store import repository
+
+    with ctx.database().transaction() as session:
+        jobs = repository.recent_jobs(session, status=args.status, cluster=args.cluster, user_id=args.user,
+                                      labels=dict(args.label or []), since=args.since, limit=args.limit)
+    if args.json:
+        print(json.dumps([j.public_view() for j in jobs], indent=2))
+    else:
+        print_table([job_row(j) for j in jobs], JOB_COLUMNS)
+    return 0
+
+
+def cmd_jobs_get(args, ctx: Context) -> int:
+    from zen.store import repository
+
+    with ctx.database().transaction() as session:
+        job = repository.get_job(session, args.job_id)
+    if job is None:
+        print(f"no job {args.job_id}", file=sys.stderr)
+        return 1
+    view = job.public_view()
+    if args.json:
+        print(json.dumps(view, indent=2))
+    else:
+        for key, value in view.items():
+            print(f"{key:>13}: {'' if value is None else value}")
+    return 0
+
+
+def cmd_jobs_history(args, ctx: Context) -> int:
+    from zen.store import repository
+
+    with ctx.database().transaction() as session:
+        if repository.get_job(session, args.job_id) is None:
+            print(f"no job {args.job_id}", file=sys.stderr)
+            return 1
+        rows = repository.job_history(session, args.job_id)
+    for row in rows:
+        row["at"] = row["at"].isoformat()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print_table(rows, ("at", "attempt", "from_status", "to_status", "actor", "reason"))
+    return 0
+
+
+def cmd_rejected(args, ctx: Context) -> int:
+    """One page of refused messages, newest first (``zen.store.rejections``); payloads only with --json."""
+    from zen.store import rejections
+
+    with ctx.database().transaction() as session:
+        rows = rejections.page(session, limit=args.limit, before=args.before, payloads=args.json)
+    for row in rows:
+        row["at"] = row["at"].isoformat()
+        row["last_at"] = row["last_at"].isoformat() if row["last_at"] else None
+        if not args.json:
+            row.pop("payload")
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print_table(rows, ("at", "id", "count", "last_at", "source", "message_id", "job_id", "reason"))
+    if len(rows) == args.limit:
+        print(f"older: zen rejected --before {rows[-1]['id']}", file=sys.stderr)
+    return 0
+
+
+def register(sub, ctx: Context) -> None:
+    db = sub.add_parser("db", help="database administration").add_subparsers(dest="db_command", required=True)
+    db.add_parser("migrate", help="apply schema migrations (ZEN_DATABASE_URL or ZEN_CLOUDSQL_INSTANCE)"
+                  ).set_defaults(func=lambda args: cmd_db_migrate(args, ctx))
+
+    jobs = sub.add_parser("jobs", help="inspect jobs").add_subparsers(dest="jobs_command", required=True)
+    listing = jobs.add_parser("list", help="jobs, newest first")
+    listing.add_argument("--user", help="only this user's jobs (user_id)")
+    listing.add_argument("--status", choices=[s.value for s in JobStatus], help="only jobs in this status")
+    listing.add_argument("--cluster", help="only jobs of this cluster")
+    listing.add_argument("--label", action="append", type=_label, metavar="KEY=VALUE",
+                         help="only jobs carrying this label (repeatable: all must match)")
+    listing.add_argument("--since", type=ctx.since, metavar="AGE|DATE",
+                         help="only jobs submitted since: an age (30m, 2h, 7d) or a date (2026-11-20)")
+    listing.add_argument("--limit", type=ctx.positive, default=50,
+                         help="at most this many, newest first (default 50)")
+    listing.add_argument("--json", action="store_true", help="print a JSON array")
+    listing.set_defaults(func=lambda args: cmd_jobs_list(args, ctx))
+    get = jobs.add_parser("get", help="one job")
+    get.add_argument("job_id", help="the job's id (printed by zen submit)")
+    get.add_argument("--json", action="store_true", help="print a JSON object")
+    get.set_defaults(func=lambda args: cmd_jobs_get(args, ctx))
+    hist = jobs.add_parser("history", help="a job's status changes, and why")
+    hist.add_argument("job_id", help="the job's id")
+    hist.add_argument("--json", action="store_true", help="print a JSON array")
+    hist.set_defaults(func=lambda args: cmd_jobs_history(args, ctx))
+
+    rejected = sub.add_parser("rejected", help="messages Zen refused, and why (newest first, a page at a time)")
+    rejected.add_argument("--limit", type=ctx.positive, default=50, help="rows in the page (default 50)")
+    rejected.add_argument("--before", type=int, metavar="ID", help="the page of rows older than row ID")
+    rejected.add_argument("--json", action="store_true", help="print a JSON array (with each message's payload)")
+    rejected.set_defaults(func=lambda args: cmd_rejected(args, ctx))
