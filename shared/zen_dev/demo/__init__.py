@@ -328,7 +328,7 @@ def main() -> int:
         # On a terminal: the live table of jobs and VMs per region (zen watch) under the progress lines.
         from rich.live import Live
 
-        from zen.cli.user import watch_frame
+        from zen.cli.watch import frame as watch_frame
 
         with Live(refresh_per_second=2) as live:
             result = run(progress=live.console.print, view=lambda db: live.update(watch_frame(db)))
