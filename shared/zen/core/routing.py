@@ -1,47 +1,11 @@
 """Where a job's start message goes first (issue 15: data locality, warm caches).
 
-A job's ``regions`` are where it may run; its start message reaches the start subscriptions of its
-``start_regions`` while they are set, else of every allowed region (``zen.jobs.announce.start_attributes``).
-Each time a job is queued for an attempt (admitted, or requeued after a lost attempt), ``first_route``
-narrows its start to the allowed regions nearest its inputs (``zen.core.locality.nearest_regions``: inputs of
-a known location weighing at least ``data.route_min_gb``) for ``deadlines.data_wait_s`` (0: never
-narrowed). Meanwhile an idle VM elsewhere does not take a data-heavy job that a VM near its data may
-take, and the planner scales only near the data (its demand groups by the regions a start reaches:
-``queued_demand``). The scale tick then widens each narrowed job whose wait is over (``next_route``):
-its start is published again to every allowed region, and its history says so.
-
-- Warm caches (``zen.agent.cache``): an idle VM whose cache holds all of a job's inputs (or its image,
-  when given by digest) is better still, and it is preferred per VM, not only per region. The start
-  is first *offered* to those VMs alone (``start_vms``: at most ``MAX_OFFERS``, most recently heard
-  from first, each heard from within ``fleet.WARM_VM_SEEN_S`` and holding no job, even one claimed
-  since its last VM heartbeat said IDLE): one copy per VM on ``zen-vm-control``
-  with ``vm=<name>`` and ``kind=start`` (``zen.jobs.announce``), which only that VM's control subscription
-  receives, and none on ``zen-job-start``. ``start_regions`` holds their regions meanwhile, so the
-  planner counts the job there. Widened after ``data_wait_s``: to the start subscriptions of those
-  regions and its data's regions; after another ``data_wait_s``, to every allowed region (when the
-  first widening did not reach them all already). The agent takes an offer through the same claim as
-  a start it pulled (``zen.agent.slots``); an offer it cannot take now is dropped, and the widening
-  publishes the start again.
-- A VM is offered one start at a time, best effort (read without a lock: two submissions at one
-  instant may both offer to a VM, which takes one and drops the other, widened later): while a QUEUED
-  job's offer names it, a later job on the same data is not offered to it. A VM being scaled down
-  (``vm_drains``) is offered nothing; a claim by an offered VM that is refused widens the start at
-  once (``zen.jobs.claims.refuse_claim``). With no free warm VM left, such a job goes to the warm VMs' regions first
-  (as before offers existed), then to its data's, then everywhere, ``data_wait_s`` each; so a burst of
-  jobs on the same data does not wait on a few VMs.
-- The claim check accepts a claim from any allowed region, narrowed or not (``lifecycle.decide_heartbeat``):
-  once widened, any allowed VM may take it; the narrow copy still in the data region's subscription
-  (or a warm VM's control subscription) only loses the claim race (RELEASE), as every duplicate start does.
-- A start republished for the same attempt (unclaimed for ``start_republish_s``, a refused claim) keeps
-  the attempt's routing (offered to the same VMs again while ``start_vms`` is set); a new attempt is
-  routed afresh.
-- A region a stockout blocks (the planner's memory: ``fleet.blocked_regions``) is left out of the
-  narrowing near data: the job would only wait there for the widening (measured on the simulator's
-  ``data-locality`` scenario: docs/benchmarks/simulator.md).
-- Tags: a tagged job's regions are already its cleared regions, so narrowing and widening stay among them.
-- The tick runs every 60 s in production (Cloud Scheduler), so a narrowed start is widened between
-  ``data_wait_s`` and ``data_wait_s`` + 60 s after it went out; a job offered to warm VMs that none
-  takes reaches every allowed region at most 2 x (``data_wait_s`` + 60 s) after it was queued.
+``first_route``: each time a job is queued for an attempt, its start is offered to the idle VMs whose
+warm cache holds its inputs or image (``start_vms``, at most ``MAX_OFFERS``), else sent to the allowed
+regions nearest its data (``start_regions``), for ``deadlines.data_wait_s``. ``next_route``: the scale
+tick then widens it, to those regions and its data's, then to every allowed region. No I/O: the caller
+passes what the fleet holds (``blocked``, ``holding``).
+How, why and the timings: docs/how-to/data-placement.md (Routing by data, Warm caches).
 """
 
 from __future__ import annotations

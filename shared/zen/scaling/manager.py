@@ -3,25 +3,8 @@
 The manager reaches Compute only through ``MigPort`` and the database only through ``FleetPort``
 (``zen.scaling.port``): production wires the google-cloud-compute adapter and ``FleetDb``, the
 simulator its simulated MIGs and fleet (so it runs this very class), unit tests recording fakes.
-
-A pass for one cluster, under a per-cluster lock (an advisory lock in production: the tick and a
-post-submission run never overlap; a second one asks the holder to run again, ``zen.scaling.asks``):
-1. Snapshot: queued jobs aggregated by (priority, allowed regions); every regional MIG's target
-   size, instances and new errors (the regions' calls at once); which VMs hold a job (jobs table)
-   or are idle (agents' VM heartbeats); when each instance was first seen (boot age); the planner's
-   memory. Where VMs run several jobs at once, the queued jobs that fit busy VMs' room are taken
-   out of the demand (``zen.scaling.sharing``).
-2. Plan: the policy (``ZenPlanner``) decides; VMs on their way out that nobody deletes (RETIRED, drained
-   by a pass whose delete failed, silent after STOPPING) and hold no job are deleted too (``_retire``).
-3. Apply, adds first: each region's MIG is resized to ``min(target + add, max_vms_per_region)``
-   (absolute, from the target just read), within the cluster's ``max_vms`` counted from every MIG's
-   target read again then (a resize sent but not confirmed, ``MigUnconfirmed``, counts as done). No
-   write is waited on (``zen.adapters.compute``). The tick reads its MIGs before it takes the lock: if
-   another pass planned the cluster since, those states are dropped and read again (``snapshot``).
-   Then deletions: each VM is *drained* first (a transaction under the VM's advisory lock that checks
-   it holds no job; a drained VM's claim is refused), so a VM that picks up a job at the last moment
-   is never deleted under it; the drained ones go in one ``deleteInstances`` per region.
-4. Record: the planner's memory, each decision as applied (``zen.scaling.applied``): the table, a log line.
+A pass for one cluster, under the cluster's lock: snapshot, plan (``ZenPlanner``), retire, apply
+(adds first, then drained deletions), record. Step by step: docs/explanations/scaling.md ("In the code").
 """
 
 from __future__ import annotations

@@ -1,34 +1,11 @@
 """Zen's scaling planner: ``ZenPlanner().plan(snapshot) -> Plan``. Pure: no I/O, time from the snapshot.
 
-A pass works on demand aggregated by (priority, allowed regions) (``ClusterSnapshot.demand_groups``),
-never on single jobs, so it costs O(groups x regions) however long the queue is. Each pass (a tick,
-or right after a submission; it never waits), per cluster (every decision carries a reason):
-1. **Learn** from what happened since the last plan. A VM that was booting and is now usable is a
-   boot: the region delivers again (block lifted, strikes reset) and its asked-to-usable time feeds
-   the region's moving-average boot time. A new stockout/quota error, or a stuck boot (see 3), is a
-   strike: the region is blocked for ``block_s`` doubling per strike up to ``max_block_s``.
-2. **Rank** unblocked regions by expected seconds to a usable VM = learned boot time + risk x
-   ``spill_after_s`` + preference index x ``preference_s`` (the job's own order, data first, if any).
-3. **Match** demand (highest priority, then oldest) to idle VMs (warm reuse), then VMs booting
-   normally in an unblocked region. Not supply: a VM whose agent went silent (``agent_silence_s``;
-   deleted once it holds no job), a *stuck* boot (its job spills over): a stockout error, waiting for
-   capacity past ``spill_after_s``, or not usable twice the region's learned boot (``spill_after_s``
-   .. ``boot_timeout_s``) after it got capacity (e.g. a RUNNING VM whose agent never starts).
-4. **Ask** for one VM per unmatched job in its best-ranked region with room; none -> HOLD, with the
-   reason. **Hedge**: when that region is uncertain (never seen to deliver, or its risk is at
-   least ``hedge_risk``; 0 by default: every cold boot), one more VM is asked in the next-ranked
-   region (after every job's first ask, so hedges never take a slot from a job).
-5. **Cancel the losers.** A booting VM beyond what the queue needs, once a VM the same demand could
-   use became usable after it was asked (the race it hedged is decided), is deleted.
-6. **Probe for free.** An instance still waiting for capacity costs nothing and the MIG keeps
-   retrying it, so one is kept per blocked region while demand still wants that region: the moment
-   capacity returns it boots, which lifts the block; without one, a stuck VM that got capacity (billed)
-   until ``boot_timeout_s``. Other stuck instances are deleted. Standing orders: docs/explanations/scaling.md.
-7. **Keep idle VMs like ski rental** (``model.ski_rental_keep_s``, docs/explanations/scaling.md): as many spares as jobs
-   expected meanwhile, the others go after ``idle_grace_s``. Busy VMs never go; ``min_vms`` are kept.
-
-Why these defaults, measured on the tuning set: docs/benchmarks/simulator.md. Speed first (the issue: "at least
-as fast"), so every cold boot is hedged; the waste target (0.25x) is not reached by any setting measured.
+A pass works on demand aggregated by (priority, allowed regions), never on single jobs, so it costs
+O(groups x regions) however long the queue is. Per cluster it learns from what happened since the last
+plan (boots, stockouts, stuck boots), ranks the unblocked regions, matches demand to idle and healthy
+booting VMs, asks for VMs (hedging uncertain regions), cancels the boots that lost their race, keeps
+one free probe per blocked region, and keeps idle VMs like ski rental; every decision carries a reason.
+Why, the formulas and the defaults: docs/explanations/scaling.md; measured: docs/benchmarks/simulator.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """Room on busy VMs as supply, for a cluster whose VMs run several jobs at once (``max_jobs_per_vm``
-> 1, issue 15): an 8-GPU VM running one 4-GPU job still takes a queued 4-GPU job, so no VM should be
-booted for it.
-
-The planner counts idle VMs as supply for queued jobs; a VM that holds a job is BUSY and never idle
-(so never deleted, and never kept or dropped by the ski rental). Its room is accounted here instead,
-before the planner runs: the queued jobs that fit the room of busy VMs in their allowed regions
-are taken out of the demand, and the planner sees only the rest. Greedy, highest priority and
-oldest first, each job's regions in the cluster's preference order: the VMs' agents pull start
-messages themselves, so this only estimates which jobs the room will absorb, as idle VMs are an
-estimate. Cost: two queries per pass (``FleetDb.shared_load``), O(demand groups x VMs) work, and
-nothing at all for a cluster with ``max_jobs_per_vm: 1`` (the simulator's).
+> 1, issue 15): before the planner runs, the queued jobs that fit the room of busy VMs in their allowed
+regions are taken out of the demand, so no VM is booted for a job an 8-GPU VM running one 4-GPU job
+can still take. How (greedy, an estimate) and what it costs: docs/explanations/scaling.md.
 """
 
 from __future__ import annotations
