@@ -1,32 +1,10 @@
 """``zen logs JOB [--attempt N] [-f]`` and ``zen submit --wait``: a job's output, as it runs.
 
-Where it reads (``zen.adapters.cloud_logging.reader_from_env``): the local stack's ``.zen/joblogs`` when a stack is
-in use (``ZEN_JOB_LOGS_DIR``, which ``zen`` takes from ``.zen/stack.json``), else Cloud Logging in
-``ZEN_PROJECT`` (or the configuration's project) with the user's own Google credentials.
-
-Lines print as ``[ATTEMPT VM STREAM] text`` in the order the agent shipped them (``--raw``: the text
-alone; ``--json``: one entry per line). Without ``-f`` it prints what is there and exits (0, or 1 when
-there is nothing for that job). With ``-f`` it also reads the job's status from Postgres (as ``zen
-jobs get`` does, through ``zen.store``), prints each status change on stderr, keeps printing lines
-until the job is SUCCEEDED, FAILED or CANCELLED and its last attempt's final entry has been read
-(or ``settle_s`` passed without it: an agent killed outright writes none; a job never on a VM has
-none to wait for), then exits with the
-job's exit code: the program's own for SUCCEEDED and FAILED, 143/137 for a stopped one, 1 when
-there is none (cancelled before it started, refused, lost for good). A retried job's attempts
-follow each other.
-
-``zen submit --wait`` follows what it published, not merely a job of that id: a job whose request is
-not the one published (``request_hash``: the id is another request's) is not taken for it, and only
-the refusal of the message it published (``message_id``) ends it: one of an earlier message with the
-same id (refused, then fixed and sent again) does not.
-
-It reads every ``POLL_S`` from the local stack, every ``CLOUD_POLL_S`` from Cloud Logging (whose read
-quota is about one request a second per project): there, page by page, each printed as it is read,
-the reader's requests at least ``cloud_logging.REQUEST_INTERVAL_S`` apart and a throttled one (429)
-made again after a backoff; an attempt whose final entry was printed is not read again. A read that
-fails (throttled, the database away) is tried again until reads have failed for ``PATIENCE_S``: one
-failure must not look like the job's.
-It never starts a database (``zen.cli.kit.database``).
+It reads the local stack's output or Cloud Logging (``zen.adapters.cloud_logging.reader_from_env``)
+and, with ``-f``, the job's status from Postgres, printing lines until the job has ended and its last
+attempt's final entry was read; then it exits with the job's exit code. ``zen submit --wait`` follows
+only the request and the message it published. What it prints, when it stops, its timings and exit
+codes: docs/reference/cli.md. It never starts a database (``zen.cli.kit.database``).
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
-"""``zen stats``: the operator's figures from Postgres, under the names of the Cloud Monitoring
-metrics (``zen.telemetry.METRICS``; terraform/monitoring.tf), so the local stack and the Console
-speak one vocabulary.
-
-    zen stats [--window MINUTES] [--json]
-
-Gauges are read now (jobs by status, VMs by state, blocked regions, the oldest QUEUED job, the
-outbox); counters and percentiles cover the window (default: the last hour). Two metrics have no
-Postgres source and show only in Cloud Monitoring: ``zen_mig_errors`` (MIG errors are read from
-Compute, not stored; their BLOCK decisions are) and ``zen_scale_ticks``.
-
-A read command: it never starts or creates a database; it reads what every read command reads
-(``zen.cli.kit.database``: a running local stack's, ``ZEN_DATABASE_URL`` or Cloud SQL).
+"""``zen stats [--window MINUTES] [--json]``: the operator's figures from Postgres, under the names of
+the Cloud Monitoring metrics (``zen.telemetry.METRICS``; terraform/monitoring.tf), so the local stack
+and the Console speak one vocabulary. Gauges are read now, counters and percentiles over the window
+(default: the last hour). Which metrics it has and lacks: docs/reference/metrics.md. A read command:
+it never starts or creates a database (``zen.cli.kit.database``).
 """
 
 from __future__ import annotations

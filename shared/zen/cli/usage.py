@@ -1,17 +1,8 @@
-"""``zen usage``: GPU-hours, VM-hours and their estimated cost per user, queue or region.
-
-    zen usage [--since AGE|DATE] [--by user|queue|region] [--json]
-
-Read from ``attempt_usage`` (``zen.store.usage``): every attempt a VM claimed, counted once when it
-ended, retried and preempted attempts included. The window holds the attempts that *ended* since
-``--since`` (default 7d), each counted whole. The estimate is VM-hours times the configured price of
-the attempt's machine type (``pricing.usd_per_vm_hour``, GPUs included); a machine type without a
-price makes its group unpriced (null), never a guess. Idle and booting VM time is no job's, so it is
-not in these figures; ``--by region`` adds the fleet's VM-hours (every MIG instance the scaling
-passes saw in the window, boot and idle included) and their estimate: what the VMs cost, next to
-what the jobs used.
-
-A read command: it never starts or creates a database (``zen.cli.kit.database``).
+"""``zen usage [--since AGE|DATE] [--by user|queue|region] [--json]``: GPU-hours, VM-hours and their
+estimated cost per user, queue or region, read from ``attempt_usage`` (``zen.store.usage``), with the
+fleet's VM-hours ``--by region``. What is counted, the window and the estimate:
+docs/explanations/accounting.md. A read command: it never starts or creates a database
+(``zen.cli.kit.database``).
 """
 
 from __future__ import annotations
