@@ -1,17 +1,8 @@
 """``gs://`` URIs as jobs name their ``inputs`` and ``outputs``: parsing, and Cloud Storage's naming
-rules checked up front so that a typo is refused at submission rather than found on the VM.
-
-A URI is ``gs://BUCKET`` or ``gs://BUCKET/PATH``; the path names an object, or a prefix when it ends
-in ``/`` or when no object has exactly that name (the agent decides by listing; see
-``zen.agent.staging``). Bucket names: 3-63 characters (up to 222 when dotted, each dot-separated
-part at most 63) of lowercase letters, digits, ``-``, ``_`` and ``.``, starting and ending with a
-letter or digit, not an IP address, not starting with ``goog``. Object names: at most 1024 bytes of
-UTF-8 without carriage return or line feed.
-
-A job's ``outputs`` prefix must leave room under it: the agent uploads each file as
-``<outputs>/<job_id>/attempt-<n>/<path>`` (``output_destination``), so a prefix that leaves fewer than
-``OUTPUT_NAME_ROOM`` bytes of the 1024 for the file's path once the job id and the largest attempt
-number are added is refused at submission (``output_room_problem``), not found by a failed upload.
+rules checked up front so that a typo is refused at submission rather than found on the VM; an
+``outputs`` prefix must leave ``OUTPUT_NAME_ROOM`` bytes for the files' paths under
+``<outputs>/<job_id>/attempt-<n>/`` (``output_destination``, ``output_room_problem``).
+The rules: docs/reference/messages.md (``inputs`` and ``outputs``).
 """
 
 from __future__ import annotations

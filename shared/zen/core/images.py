@@ -1,19 +1,7 @@
 """Container image references as jobs name their ``image``: checked at submission against Docker's
-reference grammar, so that nothing but an image reaches ``docker run`` (``zen.agent.runner`` puts it
-after the options, where a value such as ``--privileged`` or ``--volume=/:/host`` would otherwise
-be read as one of them).
-
-The grammar (distribution/reference, which ``docker`` itself applies)::
-
-    reference        := name [ ":" tag ] [ "@" digest ]
-    name             := [ domain "/" ] path-component [ "/" path-component ]*
-    domain           := host [ ":" port ]     host: DNS labels joined by ".", or "[" IPv6 "]"
-    path-component   := [a-z0-9]+ ( separator [a-z0-9]+ )*     separator: "." | "_" | "__" | "-"+
-    tag              := [A-Za-z0-9_] [A-Za-z0-9_.-]{0,127}
-    digest           := algorithm ":" hex     e.g. sha256:<64 hex digits>
-
-The name (without tag or digest) is at most 255 characters. So a reference never starts with ``-``,
-and its path is lowercase (``docker`` refuses ``MyImage``).
+reference grammar (distribution/reference), so that nothing but an image reaches ``docker run``
+(``zen.agent.runner`` puts it after the options, where a value such as ``--privileged`` would
+otherwise be read as one of them). The grammar: docs/reference/messages.md (``image``).
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
-"""Pure decisions of the job state machine: given a job and a message, what changes.
+"""Pure decisions of the job state machine: given a job and a message, what changes (a ``Decision``).
 
-Nothing here does I/O. ``JobService._apply`` (``zen.jobs.service``) carries a ``Decision`` out in one transaction (row
-update guarded by the expected status and attempt, job_events rows, outbox messages).
-
-Rules that make Pub/Sub's at-least-once, any-order delivery safe:
-- A heartbeat names ``(job_id, attempt)``. An older attempt is stale: it changes nothing, and the VM
-  that sent it is told to drop (RELEASE) or stop (STOP) that attempt, so a job never runs twice (a VM
-  cut off from Pub/Sub, which hears no STOP, stops it itself first: ``zen.agent.fence``). One
-  exception (``zen.jobs.late_final``): the final report (SUCCEEDED, FAILED) of the attempt the sweep took
-  for lost, from its VM, while no later attempt has been claimed (the job QUEUED or PENDING), ends
-  the job with that outcome as that attempt (``attempt`` goes back to it; the unclaimed start is told
-  RELEASE when claimed). Once a later attempt is claimed the rerun goes on; a job the sweep FAILED
-  (budget spent) stays FAILED.
-- Within an attempt, ``seq`` orders heartbeats; one at or below the last applied ``seq`` is a
-  duplicate. Status only moves forward through ``TRANSITIONS``; terminal states absorb, so a late
-  RUNNING never undoes a stop or a finish.
-- A claim is won by the first VM whose CLAIMED (or any later report) finds the attempt QUEUED; every
-  other VM is told RELEASE.
-- A user-visible failure of the job itself (non-zero exit) is final: FAILED is not retried. Only a
-  lost attempt (silent VM, preemption) is retried, while the attempt budget lasts. An attempt whose VM
-  gave its claim back unanswered never ran: requeued as the same attempt (``decide_given_back``), free.
+Nothing here does I/O: ``JobService._apply`` (``zen.jobs.service``) carries a ``Decision`` out in one
+transaction. The transitions are ``zen.core.models.TRANSITIONS``. The rules that make Pub/Sub's
+at-least-once, any-order delivery safe (stale attempts, ``seq``, the claim race, what is retried, a
+lost attempt's late final report): docs/explanations/delivery-guarantees.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Data locality: order a job's allowed regions by where its ``inputs`` live, and price the egress.
 
-Each input's bucket has a location: the configuration's ``data.bucket_locations`` first, else looked
-up with the official Cloud Storage client (``STORAGE_EMULATOR_HOST`` locally): an answer (its location,
-or no such bucket) is cached for the life of the process; a lookup that failed (no credentials, a
-network blip, a 503) leaves the location unknown for ``RETRY_UNKNOWN_S`` and is tried again after, so
-one blip does not switch locality off for the instance. The lookup runs on the submission path: it
-waits at most ``LOOKUP_TIMEOUT_S``, without retries. An unknown location weighs nothing.
-A region's distance to a location is 0 in the same region, 1 inside the same multi-region or
-dual-region (``US``/``NAM4`` for ``us-*`` and ``northamerica-*``, ``EU``/``EUR4`` for ``europe-*``,
-``ASIA``/``ASIA1`` for ``asia-*``), 2 elsewhere. A job's regions are ordered by the sum over its
-inputs of ``size_gb`` (1 when not given) x distance, ties kept in the cluster's preference order; the
-planner uses this order where it used the cluster's (``ZenPlanner.rank``). ``egress_usd`` prices a
-region with ``data.egress_usd_per_gb`` (same region, same multi-region, other), which ``zen explain``
-shows. ``nearest_regions`` are where a data job's start message goes first (``zen.core.routing``).
+A bucket's location is the configuration's ``data.bucket_locations``, else looked up with the official
+Cloud Storage client (cached; bounded by ``LOOKUP_TIMEOUT_S``, a failure retried after ``RETRY_UNKNOWN_S``).
+``egress_usd`` prices reading the inputs from a region (``zen explain``); ``nearest_regions`` are where a
+data job's start goes first (``zen.core.routing``). The distances and the order: docs/how-to/data-placement.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Messages, records and the job state machine.
 
-Every Pub/Sub payload is a versioned pydantic model validated once, at the edge. Unknown fields are
-refused (``extra="forbid"``) so that a typo such as ``comand`` is reported instead of ignored, and
-types are strict (pydantic ``strict=True``): an integer is a JSON integer (not ``"1"``, ``true`` or
-``1.0``), a string is a JSON string. The only conversions accepted are the ones JSON cannot avoid:
-an enum field takes its value's string, and a timestamp is an ISO 8601 string with a timezone (a
-number is refused), normalised to UTC; one that cannot be expressed in UTC (``9999-12-31T23:59:59-14:00``)
-is refused. Text the functions receive (``Received``) cannot carry NUL or a lone UTF-16 surrogate
-(Postgres and UTF-8 cannot store them); Zen's own messages are built from text that passed.
+Every Pub/Sub payload is a versioned pydantic model validated once, at the edge: unknown fields
+refused, types strict, text that Postgres can store (``Received``); the rules: docs/reference/messages.md.
 
-Job lifecycle (the one transition table, ``TRANSITIONS``)::
+Job lifecycle (the one transition table, ``TRANSITIONS``; why: docs/explanations/delivery-guarantees.md)::
 
     PENDING ─▶ QUEUED ─▶ ASSIGNED ─▶ RUNNING ─▶ SUCCEEDED | FAILED
        │          │          │  ╲        │
