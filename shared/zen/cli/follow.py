@@ -9,7 +9,6 @@ codes: docs/reference/cli.md. It never starts a database (``zen.cli.kit.database
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
