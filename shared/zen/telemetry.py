@@ -1,14 +1,8 @@
 """The structured log events operators count: one place for their names, fields and helpers.
 
-Every line below is a JSON object on stderr (``zen.logs.JsonFormatter``), which Cloud Logging
-stores as ``jsonPayload``. ``terraform/monitoring.tf`` builds its log-based metrics from exactly
-these events (``jsonPayload.event``) and fields, and ``zen stats`` computes the same figures from
-Postgres under the same names (``METRICS``). ``tests/terraform/test_monitoring.py`` runs the code,
-captures its lines and checks every metric's filter and extractors against them.
-
-Counts are at least once: a status change is logged as its transaction writes it, so a commit
-that fails (database down; the message is redelivered) may log the change twice.
-"""
+``terraform/monitoring.tf`` builds its log-based metrics from exactly these events and fields, and
+``zen stats`` computes the same figures from Postgres under the same names (``METRICS``); the metrics
+and why counts are at least once: docs/reference/metrics.md."""
 
 from __future__ import annotations
 

@@ -1,27 +1,9 @@
 """``make demo``: the whole system on this machine, doing its job for real.
 
-It brings up the local stack (``zen_dev.local.stack``) with ``zen-demo.yaml`` (two clusters, three
-regions each) against ``scenario.yaml`` (the preferred region us-central1 has no GPUs for the first
-60 seconds), then, through the official Pub/Sub client as a user would:
-- submits eight jobs: quick ones on both clusters, one restricted to europe-west4, one that exits 3,
-  one the user stops once it runs, one whose spot VM is preempted while it runs (Compute's
-  ``simulateMaintenanceEvent``): it is requeued as attempt 2 and finishes on the recreated VM; the
-  demo queue's quota (3 L4 GPUs, 12 A100 GPUs) holds the last job of each cluster PENDING, with its
-  reason, until an earlier one ends and frees quota;
-- after the stockout, submits four more, which go back to the preferred region (the demo config
-  blocks a stocked-out region for only 30 s, so the planner tries it again);
-- places two jobs by what they need besides GPUs (``placement``): ``hipaa-13`` requires the tag
-  hipaa, which only us-central1 of 4xa100-40gb carries, so it waits for that region while the others
-  run anywhere; ``near-data-14`` (submitted last, once its cluster is quiet) reads an input in a
-  europe-west4 bucket of the storage stand-in, runs in europe-west4 next to it (the demo config
-  hedges only risky regions: a hedge that won elsewhere would take it from its data), with the
-  input staged onto the VM and its output uploaded after;
-- waits until every job is over and every idle VM has been scaled away;
-and prints each job's outcome, region, attempt and time-to-start, the scaling decisions with their
-reasons, where the two placement jobs ran and why, and GPU VM-minutes paid against used. It exits
-non-zero if any job ends unexpectedly, if a job ran in us-central1 during its stockout, if the tagged
-job ran outside its cleared region or the data job away from its data, or if VMs are left at the end.
-"""
+Brings up the local stack with ``zen-demo.yaml`` against ``scenario.yaml`` (us-central1 out of GPUs
+for the first minute), submits its jobs through the official Pub/Sub client as a user would, waits for
+every job to end and every idle VM to go, prints what happened and why, and exits non-zero on any
+unexpected outcome. The scenario, job by job: docs/README.md ("What works today")."""
 
 from __future__ import annotations
 

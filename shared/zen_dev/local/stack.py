@@ -1,25 +1,9 @@
 """``zen local up`` / ``zen local down``: the whole system on one machine, as separate processes.
 
-Started in order, each logging to ``.zen/logs/<name>.log``:
-1. the embedded Postgres (``pgserver``, under ``.zen/pgdata``), database ``zen``, migrated;
-2. the Pub/Sub stand-in, then every topic and agent subscription terraform would create;
-3. the Cloud Storage stand-in (``zen_dev.local.storage``) with the configuration's ``data.bucket_locations``
-   buckets and any others asked for, each created in its location; every process gets
-   ``STORAGE_EMULATOR_HOST`` (the official client's switch), so agents stage ``inputs`` and upload
-   ``outputs`` there and the functions look bucket locations up there (``zen.core.locality``);
-4. the Compute stand-in with a MIG per (cluster, region); each VM it boots runs the real agent
-   (``python -m zen.agent``), logging to ``.zen/logs/vms/<vm>.log``; jobs' output goes to
-   ``.zen/joblogs/<job>/attempt-<n>.jsonl`` (``ZEN_JOB_LOGS_DIR``, read by ``zen logs``);
-5. the four functions, each under functions-framework on its own port, requiring each heartbeat to
-   carry its VM's identity token (``ZEN_VM_PROOF=required``; the Compute stand-in issues the tokens
-   and serves their certificates: ``zen_dev.local.compute.issuer``), with a ``ZEN_PROOF_SECRET`` made for
-   this stack (the VMs' MAC keys: ``zen.adapters.message_key``);
-6. the event bridge (Eventarc-style delivery of each topic to its function) and the scale ticker.
-``.zen/stack.json`` records the processes and endpoints, so ``zen local down`` (or the next
-``zen`` command) finds them. Stopping the stack stops its Postgres too (data stays in
-``.zen/pgdata``; ``zen local up`` starts it again: no other command starts a database). ``up`` refuses to start while a previous stack is alive or a port is
-taken. Stopping goes in reverse order: SIGTERM to each process group, then SIGKILL after a grace.
-"""
+Started in order (the embedded Postgres, the Pub/Sub stand-in and the topology, the Cloud Storage
+stand-in, the Compute stand-in whose VMs run the real agent, the four functions, the bridge and the
+ticker), recorded in ``.zen/stack.json``, stopped in reverse order. What each does and where it logs:
+docs/how-to/local.md."""
 
 from __future__ import annotations
 

@@ -1,22 +1,7 @@
 """A Cloud Storage stand-in: the part of the JSON API the official client uses to stage a job's inputs
-and upload its outputs. Point the client at it with ``STORAGE_EMULATOR_HOST=http://HOST:PORT`` (the
-client then uses anonymous credentials); ``python -m zen_dev.local.storage --port N --bucket NAME[=LOCATION]``
-(the local stack starts it so; a bucket's location defaults to ``US``).
-
-Served (objects live in memory):
-- buckets: ``POST /storage/v1/b`` (create), ``GET /storage/v1/b/BUCKET`` (with its ``location``);
-- objects: ``GET /storage/v1/b/BUCKET/o`` (list: ``prefix``, ``pageToken``, ``maxResults``),
-  ``GET|DELETE /storage/v1/b/BUCKET/o/OBJECT``, content with ``?alt=media`` there or under
-  ``/download/storage/v1/...`` (the objects' ``mediaLink``), ``Range: bytes=N-[M]`` honoured, and
-  ``generation=N`` (the ``mediaLink`` carries it): 404 when N is not the live generation, as Cloud
-  Storage answers (no versioning: an overwritten or deleted generation is gone);
-- uploads: ``POST /upload/storage/v1/b/BUCKET/o?uploadType=media|multipart|resumable``, and the
-  resumable session's ``PUT`` chunks (``Content-Range``; 308 with ``Range`` until the last one).
-
-Objects carry ``crc32c`` and ``md5Hash`` (and ``x-goog-hash`` on downloads) so the client's
-checksums are checked for real; a multipart upload whose declared checksum differs is refused (400).
-Errors have the API's shape: ``{"error": {"code", "message", "errors": [{"reason"}]}}``.
-"""
+and upload its outputs, objects in memory. Point the client at it with
+``STORAGE_EMULATOR_HOST=http://HOST:PORT``; run alone with ``python -m zen_dev.local.storage --port N
+--bucket NAME[=LOCATION]``. What it serves and how it answers: docs/reference/simulator.md."""
 
 from __future__ import annotations
 
