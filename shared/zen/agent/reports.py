@@ -27,6 +27,9 @@ from zen.core.vm_heartbeat import HeldAttempt, VmHeartbeat
 
 log = logging.getLogger("zen.agent.reports")
 MAX_MESSAGE_CHARS = 8192  # Heartbeat.message
+# How long a final report is retried (a lost one costs a rerun): past Zen's heartbeat_timeout_s (120 s), with
+# nothing heartbeating meanwhile, it arrives late, and is taken while the next attempt is unclaimed (zen.agent.journal).
+FINAL_BUDGET_S = 300.0
 
 
 def fit_message(text: str | None) -> str | None:
