@@ -80,24 +80,30 @@ class AttemptRunner:
         output = AttemptOutput(start.job_id, start.attempt, self._identity.vm, self._sink, settings.output,
                                settings.tail_bytes)
         data, limit = self._attempt_data(start), start.max_runtime_s
-        runtime, over = limit, f"zen: killed after exceeding max_runtime_s={limit}"
+        runtime: float | None = limit
+        over = f"zen: killed after exceeding max_runtime_s={limit}"
         if data is not None:
             began = time.monotonic()
-            cut = self._transfer(attempt, data, "staging inputs", data.staged, lambda: (data.prepare(), data.stage()),
+
+            def stage() -> None:
+                data.prepare()
+                data.stage()
+
+            cut = self._transfer(attempt, data, "staging inputs", data.staged, stage,
                                  unavailable=f"zen: VM {self._identity.vm} could not stage the job's inputs (requeued)",
                                  limit_s=limit, over=f"zen: staging exceeded max_runtime_s={limit}")
             if cut is None or data.disk_fault is not None:  # a worn disk retires the VM (zen.agent.limits)
                 self._pulls.staged(data.disk_fault)
             if cut is not None:  # the job never ran: nothing to upload
                 self._end(attempt, output, None, *cut, data=data)
-                return
+                return None
             if limit is not None and data.inputs:  # staging counts against it: the job has what is left
                 runtime = limit - (staged_s := time.monotonic() - began)
                 over += f" (staging its inputs took {staged_s:.1f} s of it)"
                 if runtime <= 0:  # done just past it, between two looks
                     self._end(attempt, output, None, AgentStatus.FAILED, f"zen: staging exceeded max_runtime_s={limit} "
                               f"({data.staged.describe()} done)", data=data)
-                    return
+                    return None
         spec = JobSpec(job_id=start.job_id, attempt=start.attempt, command=start.command, image=start.image,
                        env=dict(start.env), max_runtime_s=runtime,
                        stop_grace_s=settings.stop_grace_s, data_dirs=data.env() if data else {},
@@ -112,14 +118,14 @@ class AttemptRunner:
             output.add("zen", f"zen agent: {exc}")
             self._end(attempt, output, 127, AgentStatus.FAILED, f"zen agent: {exc}", data=data, upload=True,
                       limit_s=limit)
-            return
+            return None
         try:  # from the job's start: nothing may leave it running unsupervised
-            if job.launch.container:
+            if job.launch.container and spec.image:  # (a container runs an image: zen.agent.runner.plan_launch)
                 self._cache.ran_image(spec.image)  # the image is on this VM now
             # The command, not the argv: env values (``-e K=V`` for docker) may be credentials.
             self._log.info("job started", extra={**fields, "pid": job.pid, "container": job.launch.container,
-                                                 "command": spec.command, "image": spec.image,
-                                                 "gpu_ids": spec.gpu_ids})
+                                                  "command": spec.command, "image": spec.image,
+                                                  "gpu_ids": spec.gpu_ids})
             final, note = self._supervise(job, attempt, over)
         except BaseException:
             job.stop(settings.stop_grace_s)  # never leave a job running unsupervised
@@ -259,15 +265,16 @@ class AttemptRunner:
                                            "lease in time (Zen would have taken it for lost and run it elsewhere)")
         return None, None
 
-    def _listen(self, attempt: AttemptReport, next_beat: float, **report) -> tuple[float, ControlMessage | None]:
-        """One slice of a running attempt: its RUNNING heartbeat when due (at ``next_beat``; returns the
-        next), the VM's, and the control message about it, if one came (acked). Its heartbeat takes no
+    def _listen(self, attempt: AttemptReport, next_beat: float, *, message: str | None = None,
+                data: dict[str, int | float] | None = None) -> tuple[float, ControlMessage | None]:
+        """One slice of a running attempt: its RUNNING heartbeat when due (at ``next_beat``, with ``message``
+        and ``data``: a transfer's progress; returns the next), the VM's, and the control message about it, if one came (acked). Its heartbeat takes no
         longer than what is left of the attempt's fence, and once that fell the caller stops it first."""
         settings = self._settings
         if self._clock() >= next_beat:
             left = fence.fence_left(attempt, settings, self._clock())
             self._reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, settings.heartbeat_s, max(1.0, left)),
-                               **report)
+                               message=message, data=data)
             next_beat = self._clock() + settings.heartbeat_s
         if fence.fence_left(attempt, settings, self._clock()) <= 0:
             return next_beat, None

@@ -23,7 +23,7 @@ class Leases:
     def nack(self, delivery: StartDelivery) -> bool:
         return self._quietly(lambda: self._transport.nack(delivery), delivery, "nack")
 
-    def extend(self, delivery: StartDelivery, seconds: float) -> bool:
+    def extend(self, delivery: StartDelivery, seconds: int) -> bool:
         return self._quietly(lambda: self._transport.extend(delivery, seconds), delivery, "extend lease")
 
     def _quietly(self, call: Callable[[], None], delivery: StartDelivery, what: str) -> bool:
