@@ -106,7 +106,7 @@ def test_the_vm_heartbeat_reports_the_inputs_held_and_the_images_run(client, tmp
     agent = make_agent(transport, dataclasses.replace(SETTINGS, work_dir=str(tmp_path / "work"), cache_bytes=10_000))
     stage(tmp_path, agent.cache, ["gs://data-bkt/shards/"], "j1")
     agent.cache.ran_image("us-docker.pkg.dev/p/r/train@sha256:" + "a" * 64)
-    agent._vm_beat(VmState.IDLE, force=True)
+    agent.vm_beats.beat(VmState.IDLE, force=True)
 
     [beat] = [m for m in transport.published if isinstance(m, VmHeartbeat)]
     assert beat.cached_inputs == ["gs://data-bkt/shards/"]

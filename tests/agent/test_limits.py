@@ -164,7 +164,7 @@ def test_after_two_jobs_the_agent_reports_retired_keeps_beating_and_never_pulls_
     ended = [(job_id, status) for job_id, _, status, _ in transport.job_reports() if status == "SUCCEEDED"]
     assert ended == [("j1", "SUCCEEDED"), ("j2", "SUCCEEDED")]
     assert [start.ack_id for start in transport.starts] == [third]  # never pulled: left for another VM
-    assert agent.stopping and agent._shutdown_reason == "test over"
+    assert agent.stopping and agent.shutdown.reason == "test over"
     states = transport.vm_states()
     assert collapsed(states) == ["IDLE", "BUSY", "IDLE", "BUSY", "RETIRED", "STOPPING"]
     assert states.count("RETIRED") >= 3  # it keeps saying so while it waits to be deleted

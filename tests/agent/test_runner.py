@@ -259,7 +259,7 @@ def test_images_beyond_the_bound_are_removed_from_the_vm_least_recently_run_firs
         agent.cache.ran_image(image)
     wait_for(calls, 5, what="docker image rm (in the background)")
     assert calls() == [["image", "rm", "img-b:1"]]  # a ran again after b: b is the least recently run
-    agent._vm_beat(VmState.IDLE, force=True)
+    agent.vm_beats.beat(VmState.IDLE, force=True)
     [beat] = [m for m in transport.published if isinstance(m, VmHeartbeat)]
     assert beat.images == ["img-c:2", "img-a@sha256:" + "a" * 64]
 

@@ -1,4 +1,4 @@
-"""Whose fault a staging failure is (zen.agent.staging.Unavailable, zen.agent.attempt.transfer): the job's
+"""Whose fault a staging failure is (zen.agent.staging.Unavailable, zen.agent.transfer.transfer): the job's
 (no such input, access denied, a bad name, inputs larger than the VM's disk) stays FAILED, final; the
 VM's or the service's (its disk full or failing, the network, Cloud Storage's 5xx after the client's
 retries, its credentials, an object replaced while staged) is reported PREEMPTED, which Zen requeues
@@ -167,13 +167,13 @@ def test_a_vm_whose_disk_fails_three_stagings_in_a_row_retires(client, tmp_path,
     left = transport.add_start(start_message("never", inputs=words))
     agent = retiring_agent(tmp_path, transport)
     transport.when_idle = lambda: agent.request_shutdown("nothing left")
-    original = agent._run
+    original = agent.attempts.run
 
     def run(start, attempt, gpu_ids):
         broken["disk"] = start.job_id != "ok"
         return original(start, attempt, gpu_ids)
 
-    monkeypatch.setattr(agent, "_run", run)
+    monkeypatch.setattr(agent.attempts, "run", run)
     assert agent.run() == 0
 
     ended = {job_id: status for job_id, _, status, _ in transport.job_reports() if status != "CLAIMED"
@@ -181,7 +181,7 @@ def test_a_vm_whose_disk_fails_three_stagings_in_a_row_retires(client, tmp_path,
     assert ended == {"d1": "PREEMPTED", "d2": "PREEMPTED", "ok": "SUCCEEDED", "d3": "PREEMPTED",
                      "miss": "FAILED", "d4": "PREEMPTED", "d5": "PREEMPTED"}
     assert [start.ack_id for start in transport.starts] == [left]  # never pulled: left for another VM
-    assert agent._shutdown_reason == "deleted" and "RETIRED" in transport.vm_states()
+    assert agent.shutdown.reason == "deleted" and "RETIRED" in transport.vm_states()
     assert agent.pulls.exhausted().startswith("3 attempts in a row could not stage: this VM's disk (input "
                                               "gs://data-bkt/corpus/words.txt: [Errno 5] Input/output error: ")
 

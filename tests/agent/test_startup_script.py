@@ -56,7 +56,7 @@ def test_it_installs_the_agent_and_runs_it_as_a_systemd_service(metadata, tmp_pa
 def test_the_agents_shutdown_deadline_comes_well_before_systemd_kills_it():
     """systemd SIGKILLs the agent TimeoutStopSec after its SIGTERM; the agent's final reports must be
     out before, with time left for its VM's STOPPING and closing its control stream."""
-    from zen.agent.attempt import SHUTDOWN_S, VM_STOPPING_S
+    from zen.agent.shutdown import SHUTDOWN_S, VM_STOPPING_S
 
     margin = int(re.search(r"TimeoutStopSec=\$\(\(STOP_GRACE_S \+ (\d+)\)\)", SCRIPT.read_text())[1])
     assert SHUTDOWN_S + VM_STOPPING_S + 3 <= margin

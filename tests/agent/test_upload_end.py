@@ -1,4 +1,4 @@
-"""The upload of a job's outputs after it ended (``zen.agent.attempt._end``): what may cut it, what
+"""The upload of a job's outputs after it ended (``zen.agent.attempt.AttemptRunner``): what may cut it, what
 the final report says, and when it is sent while the VM shuts down. Real jobs, the Cloud Storage
 stand-in, a fake Pub/Sub transport answering as Zen does (``zen.core.lifecycle``: every RUNNING heartbeat
 of a STOPPING job is answered with STOP)."""
@@ -15,7 +15,7 @@ import pytest
 from tests.agent.fakes import FakeTransport
 from tests.agent.test_agent_loop import IDENTITY, VM, make_agent, start_message
 from tests.agent.test_staging import client, objects  # noqa: F401 (fixture)
-from zen.agent import attempt
+from zen.agent import shutdown
 from zen.agent.agent import Agent
 from zen.agent.settings import AgentSettings
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat
@@ -114,7 +114,7 @@ def stalled_storage(monkeypatch):
 def test_a_shutdown_sends_the_final_report_by_its_deadline_whatever_the_upload(stalled_storage, tmp_path):
     """The job's stop grace, then 15 s of upload, then a 10 s join: the PREEMPTED report came ~35 s
     after SIGTERM, past systemd's kill at the grace + 15 s (TimeoutStopSec, startup.sh). Now every step
-    takes what is left of one deadline, ``attempt.SHUTDOWN_S`` past the grace."""
+    takes what is left of one deadline, ``shutdown.SHUTDOWN_S`` past the grace."""
     transport = FakeTransport(VM)  # its control waits are skipped; the agent's clock adds them to real time
     clock = lambda: time.monotonic() + transport.clock.now  # noqa: E731
     ready, grace = tmp_path / "ready", 0.5
@@ -141,7 +141,7 @@ def test_a_shutdown_sends_the_final_report_by_its_deadline_whatever_the_upload(s
 
     final = finals(transport)["ck"]
     assert final.status is AgentStatus.PREEMPTED and "shut down while uploading outputs" in final.message
-    assert at["preempted"] - at["sigterm"] <= grace + attempt.SHUTDOWN_S
+    assert at["preempted"] - at["sigterm"] <= grace + shutdown.SHUTDOWN_S
     assert transport.vm_states()[-1] == "STOPPING"
 
 

@@ -1,8 +1,10 @@
 """The agent loop: pull one start message (or take one offered to this VM alone), claim it, run it,
 report, go back for the next one; one attempt at a time, or ``max_jobs_per_vm`` at once, each in a
-thread with its GPUs (``zen.agent.slots``). Claiming is ``zen.agent.claim``; what happens once a claim
-is confirmed (stage, run, supervise, upload, report) is ``zen.agent.attempt``. The loop also keeps the
-VM's heartbeats, pull limits, refusal waits and shutdown, and never exits on one bad message.
+thread with its GPUs (``zen.agent.slots``). ``Agent`` builds its parts and holds them: the claim
+(``zen.agent.claim.Claimer``), the attempt once confirmed (``zen.agent.attempt.AttemptRunner``: stage,
+run, supervise, upload, report), the VM's heartbeats (``zen.agent.vmbeat``), the shutdown
+(``zen.agent.shutdown``); the loop itself keeps the pull limits, refusal waits and retirement, and
+never exits on one bad message.
 States and why: docs/reference/agent.md#the-loop-and-the-claim
 """
 
@@ -12,26 +14,29 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping, MutableMapping
 
 from pydantic import ValidationError
 
 from zen.adapters.joblogs import Sink
-from zen.agent.attempt import SLICE_S, VM_STOPPING_S, RunsAttempts
+from zen.agent.attempt import AttemptRunner
 from zen.agent.backoff import ClaimBackoff
 from zen.agent.cache import InputCache
-from zen.agent.claim import Claims, about_the_attempt
+from zen.agent.claim import Answer, Claimer, about_the_attempt
 from zen.agent.container import Sandbox
 from zen.agent.identity import Identity
 from zen.agent.journal import Journal
+from zen.agent.leases import Leases
 from zen.agent.limits import DailyPulls, PullLimits
 from zen.agent.outage import PullOutage
 from zen.agent.removal import remove_container
 from zen.agent.reports import AttemptReport, Reporter
 from zen.agent.runner import container_name, remove_image
 from zen.agent.settings import AgentSettings
-from zen.agent.slots import ControlRouter, Key, Slots
+from zen.agent.shutdown import SLICE_S, VM_STOPPING_S, Shutdown
+from zen.agent.slots import ControlRouter, Slots
 from zen.agent.transport import StartDelivery, Transport, TransportError
+from zen.agent.vmbeat import VmBeats
 from zen.agent.workdir import sweep_work_dir
 from zen.core.errors import describe_validation_error
 from zen.core.models import StartMessage, VmState
@@ -39,69 +44,73 @@ from zen.core.models import StartMessage, VmState
 log = logging.getLogger("zen.agent")
 
 
-class _Log(logging.LoggerAdapter):
+class _Log(logging.LoggerAdapter[logging.Logger]):
     """Adds vm / cluster / region to every line, keeping the call's own fields (job_id, ...)."""
 
-    def process(self, msg, kwargs):
-        kwargs["extra"] = {**self.extra, **(kwargs.get("extra") or {})}
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
+        kwargs["extra"] = {**(self.extra or {}), **(kwargs.get("extra") or {})}
         return msg, kwargs
 
 
-class Agent(RunsAttempts, Claims):
+class Agent:
+    """The loop, and the parts it is built of (each constructed here with what it uses)."""
+
     def __init__(self, identity: Identity, settings: AgentSettings, transport: Transport, *, local: bool,
                  clock: Callable[[], float] = time.monotonic, base_env: Mapping[str, str] | None = None,
                  sink: Sink | None = None, pulls: DailyPulls | None = None, slots: Slots | None = None,
                  sandbox: Sandbox | None = None):
         self.identity = identity
-        self.sink = sink  # where job output goes (zen.adapters.joblogs); None: only the tail in the final report
         self.settings = settings
         self.transport = transport
         self.local = local
-        self.reporter = Reporter(identity, transport.publish, clock=clock,  # final reports journaled till sent
-                                 journal=Journal(settings.work_dir, identity.vm, identity.log_fields()))
         self.log = _Log(log, identity.log_fields())
-        self.jobs_run = 0
+        self.shutdown = Shutdown(clock, settings.stop_grace_s)
+        self.journal = Journal(settings.work_dir, identity.vm, identity.log_fields())  # final reports till sent
+        self.reporter = Reporter(identity, transport.publish, clock=clock, journal=self.journal)
         self.pulls = pulls or DailyPulls(PullLimits(), 0, clock)  # per-day limits; none by default
         self.slots = slots or Slots()  # one job at a time by default
-        self.sandbox = sandbox or Sandbox()  # how containers are confined (zen.agent.container); no limits by default
         self.backoff = ClaimBackoff(clock)  # claims Zen refused: the next pull waits (zen.agent.backoff)
-        self.controls = ControlRouter(transport, identity.vm, self.log, takes_offers=self._takes_offers,
-                                      docker=None if local else settings.docker)  # strays' containers removed
-        self._clock = clock
-        self._outage = PullOutage(clock)  # pulls failing: no IDLE said (zen.agent.outage)
-        self._base_env = base_env
-        self._shutdown_reason: str | None = None
-        self._shutdown_at: float | None = None  # when asked for (the clock's): the deadline counts from it
-        self._next_vm_beat = 0.0
-        self._retired = False
-        self._lock = threading.Lock()  # VM heartbeats and counters, from every attempt's thread
-        self._threads: list[threading.Thread] = []  # attempts running besides the loop (several at once)
         # Warm inputs and images (zen.agent.cache); images are removed from the VM only where docker runs them.
         self.cache = InputCache(settings.cache_path(identity.vm), settings.cache_bytes, settings.images_keep,
                                 None if local else lambda image: remove_image(image, settings.docker))
+        self._outage = PullOutage(clock)  # pulls failing: no IDLE said (zen.agent.outage)
+        self.vm_beats = VmBeats(self.reporter, self.slots, self.cache, self.pulls, self._outage, self.shutdown,
+                                clock, settings.vm_heartbeat_s, self.log)
+        self.controls = ControlRouter(transport, identity.vm, self.log, takes_offers=self._takes_offers,
+                                      docker=None if local else settings.docker)  # strays' containers removed
+        self.leases = Leases(transport, self.log)
+        self.claimer = Claimer(settings, transport, self.leases, self.reporter, self.controls, self.backoff,
+                               self.pulls, self.shutdown, identity.vm, clock, self.log)
+        self.attempts = AttemptRunner(identity, settings, self.reporter, self.controls, self.vm_beats, self.slots,
+                                      self.pulls, self.cache, sandbox or Sandbox(),  # no limits by default
+                                      self.shutdown, clock, self.log, local=local, sink=sink, base_env=base_env)
+        self._clock = clock
+        self._threads: list[threading.Thread] = []  # attempts running besides the loop (several at once)
+
+    @property
+    def jobs_run(self) -> int:
+        return self.attempts.jobs_run
 
     # -- lifecycle -------------------------------------------------------------------------------
     def request_shutdown(self, reason: str) -> None:
-        """Safe from a signal handler or another thread: only sets a field the loop polls."""
-        if self._shutdown_reason is None:
-            self._shutdown_at = self._clock()
-            self._shutdown_reason = reason
+        """Safe from a signal handler or another thread: only sets fields the loop polls."""
+        self.shutdown.request(reason)
 
     @property
     def stopping(self) -> bool:
-        return self._shutdown_reason is not None
+        return self.shutdown.stopping
 
     def run(self) -> int:
         """Serve jobs until asked to shut down. Returns the process exit code."""
         self._sweep_work_dir()
-        self.reporter.journal.replay(self.transport.publish)  # final reports a dead agent left, before any pull
+        self.journal.replay(self.transport.publish)  # final reports a dead agent left, before any pull
         self.transport.open_control()
         self.log.info("agent started", extra={"local": self.local})
-        self._vm_beat(force=True)
+        self.vm_beats.beat(force=True)
         pause = self.settings.poll_s
         try:
             while not self.stopping and not self.pulls.exhausted():
-                self._vm_beat()
+                self.vm_beats.beat()
                 # All slots taken, claims may reach a limit, or claims were refused just now: wait.
                 if self.slots.full() or self.pulls.blocked() or self.backoff.waiting():
                     self._idle_wait(self.settings.poll_s)
@@ -119,7 +128,7 @@ class Agent(RunsAttempts, Claims):
                     pause = self.settings.poll_s
                     if (lasted := self._outage.succeeded()) is not None:
                         self.log.warning("pulls work again; saying IDLE again", extra={"failed_for_s": round(lasted)})
-                        self._next_vm_beat = 0.0
+                        self.vm_beats.due()
                     delivery = self._offered_meanwhile(pulled)
                 if delivery is None:
                     self._idle_wait(self.settings.poll_s)
@@ -134,9 +143,9 @@ class Agent(RunsAttempts, Claims):
         return 0
 
     def _shut_down(self) -> None:
-        self.log.info("agent shutting down", extra={"reason": self._shutdown_reason})
+        self.log.info("agent shutting down", extra={"reason": self.shutdown.reason})
         self.controls.drop_offers("the VM is shutting down")
-        self.reporter.vm(VmState.STOPPING, budget_s=self._shutdown_budget(-VM_STOPPING_S),
+        self.reporter.vm(VmState.STOPPING, budget_s=self.shutdown.budget(-VM_STOPPING_S),
                          given_back=self.slots.given_back)
         self.transport.close()  # the control subscription is left to expire (PubSubTransport.close)
 
@@ -150,10 +159,10 @@ class Agent(RunsAttempts, Claims):
         RETIRED, pulling nothing, until shut down."""
         if not self.stopping:
             self.log.warning("taking no more jobs", extra={"reason": self.pulls.exhausted()})
-            self._next_vm_beat = 0.0  # say RETIRED now
-        self._retired = True
+            self.vm_beats.due()  # say RETIRED now
+        self.vm_beats.retire()
         while not self.stopping:
-            self._vm_beat(VmState.RETIRED)
+            self.vm_beats.beat(VmState.RETIRED)
             self._idle_wait(self.settings.poll_s)
 
     def _idle_wait(self, seconds: float) -> None:
@@ -175,32 +184,13 @@ class Agent(RunsAttempts, Claims):
         if offered is None:
             return pulled
         if pulled is not None:
-            self._quietly(self.transport.nack, pulled, "nack")
+            self.leases.nack(pulled)
         return offered
 
     def _takes_offers(self) -> bool:
         """Whether the idle loop would take a start now: a start offered to this VM waits for it meanwhile."""
-        return (not self.stopping and not self._retired and not self.pulls.blocked() and not self.slots.full()
+        return (not self.stopping and not self.vm_beats.retired and not self.pulls.blocked() and not self.slots.full()
                 and not self.backoff.waiting())
-
-    def _vm_beat(self, state: VmState | None = None, *, force: bool = False) -> None:
-        """The VM heartbeat when due (or ``force``): ``state``, else RETIRED, BUSY or IDLE as it is,
-        naming the attempts it runs, those whose claim it gave back unanswered, and what its warm
-        cache holds. Never IDLE while pulls have been failing too long (``zen.agent.outage``): nothing then."""
-        with self._lock:
-            now = self._clock()
-            if force or now >= self._next_vm_beat:
-                held = self.slots.held()
-                state = state or (VmState.RETIRED if self._retired else VmState.BUSY if held else VmState.IDLE)
-                if state is VmState.IDLE and (failing := self._outage.mutes_idle()) is not None:
-                    if now >= self._next_vm_beat:  # once per period: the loop comes here often
-                        self.log.warning("start pulls keep failing: no IDLE heartbeat (Zen deletes a silent VM)",
-                                         extra={"failing_for_s": round(failing)})
-                    self._next_vm_beat = now + self.settings.vm_heartbeat_s
-                    return
-                self.reporter.vm(state, budget_s=10.0, held=held, list_all=self.slots.capacity.shared,
-                                 cached=self.cache.report(), given_back=self.slots.given_back)
-                self._next_vm_beat = now + self.settings.vm_heartbeat_s
 
     # -- one start message -----------------------------------------------------------------------
     def _take(self, delivery: StartDelivery) -> bool:
@@ -224,7 +214,7 @@ class Agent(RunsAttempts, Claims):
             if copy_of:  # another copy of a start held or run here: never claimed (it would run twice)
                 self.log.info(f"another copy of a start this VM {copy_of}; dropped", extra={
                     "job_id": start.job_id, "attempt": start.attempt, "message_id": delivery.message_id})
-                self._quietly(self.transport.ack, delivery, "ack")
+                self.leases.ack(delivery)
                 settled = True
                 return True
             gpu_ids = self.slots.take(key, start.gpus)
@@ -251,7 +241,7 @@ class Agent(RunsAttempts, Claims):
             self.log.exception("error while handling a start message", extra={"message_id": delivery.message_id})
         finally:
             if not settled:
-                self._quietly(self.transport.nack, delivery, "nack")
+                self.leases.nack(delivery)
         return True
 
     def _hold(self, delivery: StartDelivery, start: StartMessage, gpu_ids: tuple[int, ...]) -> None:
@@ -260,13 +250,15 @@ class Agent(RunsAttempts, Claims):
         (not if its container could not be removed)."""
         key = (start.job_id, start.attempt)
         attempt = AttemptReport(start.job_id, start.attempt)
-        settled, answer, gone = False, None, None
+        settled = False
+        answer: Answer | None = None
+        gone: bool | None = None
         self.controls.open(key)
         try:
-            answer = self._claim(delivery, attempt)
+            answer = self.claimer.claim(delivery, attempt)
             settled = True  # _claim acks or nacks in every case
             if answer == "confirm":
-                gone = self._run(start, attempt, gpu_ids)
+                gone = self.attempts.run(start, attempt, gpu_ids)
             elif answer == "timeout":  # our claim may have won: VM heartbeats name it until claimed again
                 self.slots.unanswered(key)
         except ValidationError as exc:
@@ -275,12 +267,12 @@ class Agent(RunsAttempts, Claims):
             else:  # no CLAIMED can name it: no VM can ever claim it, and given back it would come back forever
                 self.log.error("start message dropped: no heartbeat can name its attempt", extra={
                     "message_id": delivery.message_id, "reason": describe_validation_error(exc)})
-                settled = self._quietly(self.transport.ack, delivery, "ack")
+                settled = self.leases.ack(delivery)
         except Exception:  # noqa: BLE001 - one bad message must not end the loop
             self.log.exception("error while handling a start message", extra={"message_id": delivery.message_id})
         finally:
             if not settled:
-                self._quietly(self.transport.nack, delivery, "nack")
+                self.leases.nack(delivery)
             self.controls.close(key)
             self.pulls.ended(key)  # drops its claim; counts it only if it began and _run did not count its end
             ran = answer == "confirm" and start.image and not self.local  # in a container: it must be gone
@@ -291,7 +283,7 @@ class Agent(RunsAttempts, Claims):
             else:  # it may run on (logged): its GPUs are never another job's, and the VM retires
                 self.pulls.retire(f"the container of {key[0]} attempt {key[1]} could not be removed")
         if answer == "timeout":
-            self._beat_now()  # Zen requeues the attempt now, if our claim won, not at the next VM heartbeat
+            self.vm_beats.changed()  # Zen requeues the attempt now, if our claim won, not at the next VM heartbeat
 
     def _decode_start(self, delivery: StartDelivery) -> StartMessage | None:
         try:
@@ -299,7 +291,7 @@ class Agent(RunsAttempts, Claims):
         except ValidationError as exc:
             self.log.error("invalid start message dropped", extra={
                 "message_id": delivery.message_id, "reason": describe_validation_error(exc)})
-            self._quietly(self.transport.ack, delivery, "ack")
+            self.leases.ack(delivery)
             return None
 
     def _mismatch(self, start: StartMessage) -> str | None:
@@ -308,26 +300,3 @@ class Agent(RunsAttempts, Claims):
         if self.identity.region not in start.regions:
             return f"job allows regions {start.regions}, this VM is in {self.identity.region}"
         return self.slots.never_fits(start.gpus)
-
-    def _after_job(self, key: Key) -> None:
-        with self._lock:
-            self.jobs_run += 1
-        self.pulls.ended(key)
-        self.slots.ended(key)
-        self._beat_now()
-
-    def _beat_now(self) -> None:
-        """A VM heartbeat now, the VM's state having changed (unless the loop says RETIRED next)."""
-        if not self.stopping and (self._retired or not self.pulls.exhausted()):
-            self._vm_beat(force=True)
-
-    # -- helpers ---------------------------------------------------------------------------------
-    def _quietly(self, call, delivery: StartDelivery, what: str, *args) -> bool:
-        """A lease operation whose failure is survivable (the lease simply runs out): log it."""
-        try:
-            call(delivery, *args)
-            return True
-        except TransportError as exc:
-            self.log.warning(f"{what} failed", extra={"message_id": delivery.message_id, "error": str(exc)})
-            return False
-

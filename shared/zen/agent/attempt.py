@@ -1,8 +1,7 @@
-"""One attempt's life on the VM once its claim is confirmed, mixed into ``zen.agent.agent.Agent``:
-stage its inputs (``zen.agent.staging``), run it (``zen.agent.runner``), supervise it (RUNNING
-heartbeats, the orders its control messages bring, the VM's shutdown, the fence: ``zen.agent.fence``),
-ship its output (``zen.agent.output``), upload its outputs and report how it ended; ``transfer`` runs a
-staging or an upload in the background while the attempt heartbeats.
+"""One attempt's life on the VM once its claim is confirmed (``AttemptRunner``): stage its inputs
+(``zen.agent.staging``, in the background: ``zen.agent.transfer``), run it (``zen.agent.runner``),
+supervise it (RUNNING heartbeats, the orders its control messages bring, the VM's shutdown, the fence:
+``zen.agent.fence``), ship its output (``zen.agent.output``), upload its outputs and report how it ended.
 """
 
 from __future__ import annotations
@@ -12,30 +11,27 @@ import math
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable, Mapping
 
+from zen.adapters.joblogs import Sink
 from zen.agent import fence
+from zen.agent.cache import InputCache
+from zen.agent.container import Sandbox
+from zen.agent.identity import Identity
+from zen.agent.limits import DailyPulls
 from zen.agent.output import AttemptOutput
-from zen.agent.reports import AttemptReport
+from zen.agent.reports import FINAL_BUDGET_S, AttemptReport, Reporter
 from zen.agent.runner import CannotRun, JobSpec, RunningJob
-from zen.agent.staging import AttemptData, Progress, TransferError, Unavailable
+from zen.agent.settings import AgentSettings
+from zen.agent.shutdown import SHUTDOWN_BUDGET_S, SHUTDOWN_S, SLICE_S, Shutdown
+from zen.agent.slots import ControlRouter, Key, Slots
+from zen.agent.staging import AttemptData, Progress
+from zen.agent.transfer import transfer
+from zen.agent.vmbeat import VmBeats
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, StartMessage
 from zen.core.text import escape_unstorable
 
-log = logging.getLogger("zen.agent.attempt")
-SHUTDOWN_JOIN_S = 1.0  # a transfer the VM's shutdown cut short is waited for this long at most
-SLICE_S = 0.2  # longest uninterrupted wait: how fast a shutdown request is noticed
-# How long a final report is retried (a lost one costs a rerun): past Zen's heartbeat_timeout_s (120 s), with
-# nothing heartbeating meanwhile, it arrives late, and is taken while the next attempt is unclaimed (zen.agent.journal).
-FINAL_BUDGET_S = 300.0
-SHUTDOWN_BUDGET_S = 5.0  # per report while shutting down, at most (a preempted VM has ~30 s in all)
 OUTPUT_BUDGET_S = 20.0  # shipping the rest of a job's output before its final report (heartbeat timeout: 120 s)
-# A shutdown has one deadline: SHUTDOWN_S past the job's stop grace (ZEN_AGENT_STOP_GRACE_S), from the
-# request, every final report is sent. systemd kills the agent at the grace + 15 s (TimeoutStopSec,
-# startup.sh): VM_STOPPING_S of the rest go to the VM's STOPPING, the last to closing the control
-# stream. Each step takes what is left of it, keeping the time of the steps after it.
-SHUTDOWN_S = 10.0
-VM_STOPPING_S = 2.0
 UPLOAD_GRACE_S = 15.0  # the most an upload of outputs is given once the VM is shutting down
 SHUTDOWN_OUTPUT_S = 2.0  # kept, after an upload cut short, for the rest of the job's output
 SHUTDOWN_REPORT_S = 3.0  # kept, after that, for the final report
@@ -45,78 +41,105 @@ STOP_REPORT_S = SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S
 PREFACE_CHARS = 1100  # zen's lines before the output tail in the final report (Heartbeat.message: 8192)
 
 
-class RunsAttempts:
-    """An attempt's run, for ``Agent`` (whose identity, settings, transport, reporter, controls, cache,
-    sink, clock and log it uses)."""
+class AttemptRunner:
+    """Runs each confirmed attempt in the thread that claimed it (``run``), and counts those that ended."""
 
-    def _run(self, start: StartMessage, attempt: AttemptReport, gpu_ids: tuple[int, ...]) -> bool | None:
+    def __init__(self, identity: Identity, settings: AgentSettings, reporter: Reporter, controls: ControlRouter,
+                 vm_beats: VmBeats, slots: Slots, pulls: DailyPulls, cache: InputCache, sandbox: Sandbox,
+                 shutdown: Shutdown, clock: Callable[[], float], log: logging.LoggerAdapter[logging.Logger], *,
+                 local: bool, sink: Sink | None, base_env: Mapping[str, str] | None) -> None:
+        self._identity = identity
+        self._settings = settings
+        self._reporter = reporter
+        self._controls = controls
+        self._vm_beats = vm_beats
+        self._slots = slots
+        self._pulls = pulls
+        self._cache = cache
+        self._sandbox = sandbox  # how containers are confined (zen.agent.container)
+        self._shutdown = shutdown
+        self._clock = clock
+        self._log = log
+        self._local = local
+        self._sink = sink  # where job output goes (zen.adapters.joblogs); None: only the tail in the final report
+        self._base_env = base_env
+        self.jobs_run = 0
+        self._lock = threading.Lock()  # jobs_run, from every attempt's thread
+
+    def run(self, start: StartMessage, attempt: AttemptReport, gpu_ids: tuple[int, ...]) -> bool | None:
         """Returns whether the job's container is known gone (``RunningJob.container_gone``; None when
         no run got that far, or removal was not tried): ``Agent._hold`` checks again only then."""
         fields = {"job_id": start.job_id, "attempt": start.attempt}
         key = (start.job_id, start.attempt)
         if attempt.accepted_at is None:  # no CLAIMED accepted, yet Zen heard one: its lease starts now
             attempt.accepted_at = self._clock()
-        self.slots.running(key)
-        self._vm_beat(force=True)
-        self.pulls.began(key, len(gpu_ids) if gpu_ids else None)
-        settings = self.settings
-        output = AttemptOutput(start.job_id, start.attempt, self.identity.vm, self.sink, settings.output,
+        self._slots.running(key)
+        self._vm_beats.beat(force=True)
+        self._pulls.began(key, len(gpu_ids) if gpu_ids else None)
+        settings = self._settings
+        output = AttemptOutput(start.job_id, start.attempt, self._identity.vm, self._sink, settings.output,
                                settings.tail_bytes)
         data, limit = self._attempt_data(start), start.max_runtime_s
-        runtime, over = limit, f"zen: killed after exceeding max_runtime_s={limit}"
+        runtime: float | None = limit
+        over = f"zen: killed after exceeding max_runtime_s={limit}"
         if data is not None:
             began = time.monotonic()
-            cut = self._transfer(attempt, data, "staging inputs", data.staged, lambda: (data.prepare(), data.stage()),
-                                 unavailable=f"zen: VM {self.identity.vm} could not stage the job's inputs (requeued)",
+
+            def stage() -> None:
+                data.prepare()
+                data.stage()
+
+            cut = self._transfer(attempt, data, "staging inputs", data.staged, stage,
+                                 unavailable=f"zen: VM {self._identity.vm} could not stage the job's inputs (requeued)",
                                  limit_s=limit, over=f"zen: staging exceeded max_runtime_s={limit}")
             if cut is None or data.disk_fault is not None:  # a worn disk retires the VM (zen.agent.limits)
-                self.pulls.staged(data.disk_fault)
+                self._pulls.staged(data.disk_fault)
             if cut is not None:  # the job never ran: nothing to upload
                 self._end(attempt, output, None, *cut, data=data)
-                return
+                return None
             if limit is not None and data.inputs:  # staging counts against it: the job has what is left
                 runtime = limit - (staged_s := time.monotonic() - began)
                 over += f" (staging its inputs took {staged_s:.1f} s of it)"
                 if runtime <= 0:  # done just past it, between two looks
                     self._end(attempt, output, None, AgentStatus.FAILED, f"zen: staging exceeded max_runtime_s={limit} "
                               f"({data.staged.describe()} done)", data=data)
-                    return
+                    return None
         spec = JobSpec(job_id=start.job_id, attempt=start.attempt, command=start.command, image=start.image,
                        env=dict(start.env), max_runtime_s=runtime,
                        stop_grace_s=settings.stop_grace_s, data_dirs=data.env() if data else {},
                        gpu_ids=gpu_ids or None,  # (): the VM runs one job at a time, the job sees every GPU
-                       sandbox=self.sandbox)  # its container's confinement (zen.agent.container)
+                       sandbox=self._sandbox)  # its container's confinement (zen.agent.container)
         try:
-            job = RunningJob.start(spec, local=self.local, tail_bytes=settings.tail_bytes, docker=settings.docker,
+            job = RunningJob.start(spec, local=self._local, tail_bytes=settings.tail_bytes, docker=settings.docker,
                                    output=output, limits=settings.output, base_env=self._base_env,
                                    lease_s=fence.fence_left(attempt, settings, self._clock()))
         except CannotRun as exc:
-            self.log.error("job cannot run here", extra={**fields, "reason": str(exc)})
+            self._log.error("job cannot run here", extra={**fields, "reason": str(exc)})
             output.add("zen", f"zen agent: {exc}")
             self._end(attempt, output, 127, AgentStatus.FAILED, f"zen agent: {exc}", data=data, upload=True,
                       limit_s=limit)
-            return
+            return None
         try:  # from the job's start: nothing may leave it running unsupervised
-            if job.launch.container:
-                self.cache.ran_image(spec.image)  # the image is on this VM now
+            if job.launch.container and spec.image:  # (a container runs an image: zen.agent.runner.plan_launch)
+                self._cache.ran_image(spec.image)  # the image is on this VM now
             # The command, not the argv: env values (``-e K=V`` for docker) may be credentials.
-            self.log.info("job started", extra={**fields, "pid": job.pid, "container": job.launch.container,
-                                                 "command": spec.command, "image": spec.image,
-                                                 "gpu_ids": spec.gpu_ids})
+            self._log.info("job started", extra={**fields, "pid": job.pid, "container": job.launch.container,
+                                                  "command": spec.command, "image": spec.image,
+                                                  "gpu_ids": spec.gpu_ids})
             final, note = self._supervise(job, attempt, over)
         except BaseException:
             job.stop(settings.stop_grace_s)  # never leave a job running unsupervised
             self._close_output(output, "zen agent error; the attempt was stopped", SHUTDOWN_BUDGET_S)
-            self.reporter.job(attempt, AgentStatus.PREEMPTED, budget_s=SHUTDOWN_BUDGET_S,
-                              message="zen agent error; the attempt was stopped")
+            self._reporter.job(attempt, AgentStatus.PREEMPTED, budget_s=SHUTDOWN_BUDGET_S,
+                               message="zen agent error; the attempt was stopped")
             if data is not None:
                 data.cleanup()
             raise
         outcome = job.outcome()
         if final is None:
             final = AgentStatus.SUCCEEDED if outcome.exit_code == 0 else AgentStatus.FAILED
-        self.log.info("job ended", extra={**fields, "status": final.value, "exit_code": outcome.exit_code,
-                                          "elapsed_s": round(job.elapsed_s(), 3), "pid": job.pid})
+        self._log.info("job ended", extra={**fields, "status": final.value, "exit_code": outcome.exit_code,
+                                           "elapsed_s": round(job.elapsed_s(), 3), "pid": job.pid})
         self._end(attempt, output, outcome.exit_code, final, note, data=data, upload=True, tail=outcome.tail,
                   limit_s=limit)
         return job.container_gone
@@ -158,23 +181,23 @@ class RunsAttempts:
             ended = final.value if exit_code is None else f"{final.value}, exit code {exit_code}"
             brief = note.splitlines()[-1].removeprefix("zen: ").removeprefix("zen agent: ") if note else ""
             self._close_output(output, f"{ended} ({brief})" if brief else ended,
-                               self._shutdown_budget(SHUTDOWN_REPORT_S) if self.stopping else
+                               self._shutdown.budget(SHUTDOWN_REPORT_S) if self._shutdown.stopping else
                                min(OUTPUT_BUDGET_S, max(1.0, attempt.report_by + SHUTDOWN_OUTPUT_S - self._clock())))
-            budget = self._shutdown_budget(0.0) if self.stopping else FINAL_BUDGET_S
-            self.reporter.job(attempt, final, budget_s=budget, exit_code=exit_code, message=message,
-                              data=data.heartbeat_fields() if data is not None else None)
+            budget = self._shutdown.budget(0.0) if self._shutdown.stopping else FINAL_BUDGET_S
+            self._reporter.job(attempt, final, budget_s=budget, exit_code=exit_code, message=message,
+                               data=data.heartbeat_fields() if data is not None else None)
         finally:
             if data is not None:
-                self.log.info("job data", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
-                                                 **data.heartbeat_fields()})
+                self._log.info("job data", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
+                                                  **data.heartbeat_fields()})
                 data.cleanup()
-            self._after_job((attempt.job_id, attempt.attempt))
+            self._ended((attempt.job_id, attempt.attempt))
 
     def _attempt_data(self, start: StartMessage) -> AttemptData | None:
         if not start.inputs and not start.outputs:
             return None
         return AttemptData(start.job_id, start.attempt, list(start.inputs or []), start.outputs,
-                           Path(self.settings.work_dir), project=self.identity.project, cache=self.cache)
+                           Path(self._settings.work_dir), project=self._identity.project, cache=self._cache)
 
     def _transfer(self, attempt: AttemptReport, data: AttemptData, what: str, progress: Progress,
                   work: Callable[[], None], shutdown_grace_s: float = 0.0, stops: bool = True,
@@ -182,14 +205,14 @@ class RunsAttempts:
                   over: str = "") -> tuple[AgentStatus, str] | None:
         """``transfer``, heartbeating this attempt; the status and note if it was cut or failed."""
         cut = transfer(data, what, progress, work, listen=lambda *a, **kw: self._listen(attempt, *a, **kw),
-                       stopping=lambda: self.stopping, clock=self._clock, vm=self.identity.vm,
-                       shutdown_grace_s=shutdown_grace_s, grace_s=self.settings.stop_grace_s, stops=stops,
+                       stopping=lambda: self._shutdown.stopping, clock=self._clock, vm=self._identity.vm,
+                       shutdown_grace_s=shutdown_grace_s, grace_s=self._settings.stop_grace_s, stops=stops,
                        unavailable=unavailable, limit_s=limit_s, over=over,
-                       fenced=lambda: fence.fenced(attempt, self.settings, self._clock(), what),
-                       shutdown_left=lambda: self._shutdown_left(SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S),
+                       fenced=lambda: fence.fenced(attempt, self._settings, self._clock(), what),
+                       shutdown_left=lambda: self._shutdown.left(SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S),
                        report_left=lambda: attempt.report_by - self._clock())
         if cut is not None:
-            self.log.error(f"{what} cut or failed", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
+            self._log.error(f"{what} cut or failed", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
                                                          "status": cut[0].value, "reason": cut[1]})
         return cut
 
@@ -199,27 +222,27 @@ class RunsAttempts:
         Returns the final status when the agent decided it (else the exit code decides) and a note
         to put before the output tail (``over``: the job ran out of time).
         """
-        settings = self.settings
+        settings = self._settings
         fields = {"job_id": attempt.job_id, "attempt": attempt.attempt}
-        self.reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, settings.heartbeat_s))
+        self._reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, settings.heartbeat_s))
         next_beat = self._clock() + settings.heartbeat_s
         renewed = None
         while job.poll() is None:
             if attempt.accepted_at != renewed:  # the job's supervisor keeps the lease too (zen.agent.launch)
                 renewed = attempt.accepted_at
                 job.renew(fence.fence_left(attempt, settings, self._clock()))
-            if self.stopping:
-                self.log.warning("stopping the job: agent shutting down", extra=fields)
-                job.stop(min(settings.stop_grace_s, max(0.0, self._shutdown_left(SHUTDOWN_S))),  # its grace is left
-                         within_s=max(0.0, self._shutdown_left(SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S)))
-                return AgentStatus.PREEMPTED, f"zen: VM {self.identity.vm} shut down ({self._shutdown_reason})"
+            if self._shutdown.stopping:
+                self._log.warning("stopping the job: agent shutting down", extra=fields)
+                job.stop(min(settings.stop_grace_s, max(0.0, self._shutdown.left(SHUTDOWN_S))),  # its grace is left
+                         within_s=max(0.0, self._shutdown.left(SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S)))
+                return AgentStatus.PREEMPTED, f"zen: VM {self._identity.vm} shut down ({self._shutdown.reason})"
             if job.over_time():
-                self.log.warning("stopping the job: max_runtime_s exceeded", extra={
+                self._log.warning("stopping the job: max_runtime_s exceeded", extra={
                     **fields, "max_runtime_s": job.spec.max_runtime_s})
                 job.stop(settings.stop_grace_s)
                 return AgentStatus.FAILED, over
             if (fenced := fence.fenced(attempt, settings, self._clock())) is not None:
-                self.log.warning("stopping the job: no heartbeat reached Zen", extra={
+                self._log.warning("stopping the job: no heartbeat reached Zen", extra={
                     **fields, "fence_s": fence.fence_s(settings)})
                 job.stop(settings.stop_grace_s)
                 return AgentStatus.PREEMPTED, fenced
@@ -227,35 +250,36 @@ class RunsAttempts:
             if order is None:
                 continue
             if order.action is ControlAction.STOP and job.poll() is None:
-                self.log.info("stopping the job on request", extra={**fields, "reason": order.reason})
+                self._log.info("stopping the job on request", extra={**fields, "reason": order.reason})
                 job.stop(settings.stop_grace_s)
                 return AgentStatus.STOPPED, f"zen: stopped ({order.reason or 'stop requested'})"
             if order.action is ControlAction.STOP:
                 break  # it ended on its own just now: report how it ended
-            self.log.info("control message for the running attempt ignored",
-                          extra={**fields, "action": order.action.value, "reason": order.reason})
+            self._log.info("control message for the running attempt ignored",
+                           extra={**fields, "action": order.action.value, "reason": order.reason})
         if job.fenced():  # the agent could not run (stopped, starved) and its job's supervisor fenced the job
-            self.log.warning("the job was stopped by its supervisor: the agent did not renew its lease in time",
-                             extra={**fields, "fence_s": fence.fence_s(settings)})
+            self._log.warning("the job was stopped by its supervisor: the agent did not renew its lease in time",
+                              extra={**fields, "fence_s": fence.fence_s(settings)})
             return AgentStatus.PREEMPTED, (fence.fenced(attempt, settings, self._clock()) or
                                            "zen: stopped by its supervisor: the agent did not renew the attempt's "
                                            "lease in time (Zen would have taken it for lost and run it elsewhere)")
         return None, None
 
-    def _listen(self, attempt: AttemptReport, next_beat: float, **report) -> tuple[float, ControlMessage | None]:
-        """One slice of a running attempt: its RUNNING heartbeat when due (at ``next_beat``; returns the
-        next), the VM's, and the control message about it, if one came (acked). Its heartbeat takes no
+    def _listen(self, attempt: AttemptReport, next_beat: float, *, message: str | None = None,
+                data: dict[str, int | float] | None = None) -> tuple[float, ControlMessage | None]:
+        """One slice of a running attempt: its RUNNING heartbeat when due (at ``next_beat``, with ``message``
+        and ``data``: a transfer's progress; returns the next), the VM's, and the control message about it, if one came (acked). Its heartbeat takes no
         longer than what is left of the attempt's fence, and once that fell the caller stops it first."""
-        settings = self.settings
+        settings = self._settings
         if self._clock() >= next_beat:
             left = fence.fence_left(attempt, settings, self._clock())
-            self.reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, settings.heartbeat_s, max(1.0, left)),
-                              **report)
+            self._reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, settings.heartbeat_s, max(1.0, left)),
+                               message=message, data=data)
             next_beat = self._clock() + settings.heartbeat_s
         if fence.fence_left(attempt, settings, self._clock()) <= 0:
             return next_beat, None
-        self._vm_beat()
-        received = self.controls.next((attempt.job_id, attempt.attempt), SLICE_S)
+        self._vm_beats.beat()
+        received = self._controls.next((attempt.job_id, attempt.attempt), SLICE_S)
         if received is None:
             return next_beat, None
         control, order = received
@@ -265,23 +289,18 @@ class RunsAttempts:
             attempt.report_by = min(attempt.report_by, self._clock() + within - STOP_REPORT_S)
         return next_beat, order
 
-    def _shutdown_left(self, keep_s: float = 0.0) -> float:
-        """Seconds left until the shutdown's deadline (``SHUTDOWN_S`` past the stop grace, from the
-        request), less ``keep_s`` kept for the steps after; infinite while not shutting down."""
-        if self._shutdown_at is None:
-            return math.inf
-        return self._shutdown_at + self.settings.stop_grace_s + SHUTDOWN_S - keep_s - self._clock()
-
-    def _shutdown_budget(self, keep_s: float) -> float:
-        """One report's budget while shutting down: what is left before ``keep_s`` of the deadline, at most
-        ``SHUTDOWN_BUDGET_S``, and one second at least (late is better than never; systemd has the last word)."""
-        return min(SHUTDOWN_BUDGET_S, max(1.0, self._shutdown_left(keep_s)))
+    def _ended(self, key: Key) -> None:
+        with self._lock:
+            self.jobs_run += 1
+        self._pulls.ended(key)
+        self._slots.ended(key)
+        self._vm_beats.changed()
 
     def _close_output(self, output: AttemptOutput, note: str, budget_s: float = OUTPUT_BUDGET_S) -> None:
         try:
             output.close(note, budget_s)
         except Exception:  # noqa: BLE001 - output is worth less than the report that follows
-            self.log.exception("job output not closed", extra={"job_id": output.job_id, "attempt": output.attempt})
+            self._log.exception("job output not closed", extra={"job_id": output.job_id, "attempt": output.attempt})
 
 
 def _seconds(text: str | None) -> float | None:
@@ -291,102 +310,3 @@ def _seconds(text: str | None) -> float | None:
     except ValueError:
         return None
     return value if value is not None and math.isfinite(value) and value >= 0 else None
-
-
-def run_in_background(work: Callable[[], None], tick: Callable[[], bool], cancel: threading.Event,
-                      grace_s: float | Callable[[], float] = 10.0) -> BaseException | None:
-    """Run ``work`` in a thread, calling ``tick`` (which waits a little, e.g. for a control message)
-    until it ends. When ``tick`` returns True the work is cancelled and waited for ``grace_s`` at most
-    (a callable: asked then); past it, it is left to end by itself (a daemon thread). Returns the
-    work's exception, if any."""
-    outcome: dict[str, BaseException] = {}
-
-    def target() -> None:
-        try:
-            work()
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=target, name="zen-transfer", daemon=True)
-    thread.start()
-    while thread.is_alive():
-        if tick():
-            cancel.set()
-            thread.join(grace_s() if callable(grace_s) else grace_s)
-            break
-    return outcome.get("error")
-
-
-def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[], Any], *, listen: Callable,
-             stopping: Callable[[], bool], clock: Callable[[], float], vm: str, shutdown_grace_s: float = 0.0,
-             grace_s: float = 10.0, stops: bool = True, shutdown_left: Callable[[], float] = lambda: math.inf,
-             report_left: Callable[[], float] = lambda: math.inf, unavailable: str | None = None,
-             limit_s: float | None = None, over: str = "",
-             fenced: Callable[[], str | None] = lambda: None) -> tuple[AgentStatus, str] | None:
-    """Run one transfer (``work``: staging or uploading) in the background while the agent's ``listen``
-    heartbeats the attempt with its progress. Returns the status and note when it failed (FAILED), a
-    STOP came (STOPPED), or the agent is shutting down and ``shutdown_grace_s`` ran out, or
-    ``shutdown_left()`` (the seconds by which the transfer must be over) came within ``SHUTDOWN_JOIN_S``
-    (PREEMPTED). A transfer cut by a shutdown is waited for ``SHUTDOWN_JOIN_S`` at most, else ``grace_s``.
-
-    ``stops`` False (the upload after the job ended): a STOP is acked and ignored. The job has ended
-    or was stopped already, and Zen answers every RUNNING heartbeat of a stopping job with STOP again:
-    a STOP that cut the upload lost a stopped job's checkpoint (written on SIGTERM). What bounds that
-    upload is ``report_left()``: the seconds until Zen must have the stopped job's final report (a
-    STOP's ``answer_within_s``, less the report's own time); at 0 the upload is cut (STOPPED), so the
-    report tells the truth before Zen ends the job without it.
-
-    ``unavailable`` (staging): the note, before the reason, of a transfer that failed by the VM's or the
-    service's fault (``zen.agent.staging.Unavailable``), reported PREEMPTED so Zen requeues the job
-    without spending an attempt (``zen.core.lifecycle.FREE_PREEMPTIONS`` times); any other failure is FAILED.
-
-    ``limit_s``: the transfer's own bound (``max_runtime_s``: a stage that takes longer ends the attempt,
-    as would the job running longer), in real seconds (``time.monotonic``, as ``RunningJob`` counts the
-    job's); past it the transfer is cut, FAILED with ``over`` and what was done.
-
-    ``fenced()``: the note once the attempt's fence fell (``zen.agent.fence``): the transfer is cut,
-    PREEMPTED, whether it stages or uploads (Zen is about to run the job elsewhere)."""
-    cut: list[tuple[AgentStatus, str]] = []
-    next_beat, shutdown_at, join_s = clock(), None, grace_s
-    limit_at = time.monotonic() + limit_s if limit_s is not None else math.inf
-
-    def tick() -> bool:
-        nonlocal next_beat, shutdown_at, join_s
-        if stopping():
-            shutdown_at = shutdown_at or clock() + shutdown_grace_s
-            if clock() >= shutdown_at or shutdown_left() <= SHUTDOWN_JOIN_S:
-                cut.append((AgentStatus.PREEMPTED, f"zen: VM {vm} shut down while {what}"))
-                join_s = min(grace_s, SHUTDOWN_JOIN_S)
-                return True
-        if (note := fenced()) is not None:
-            cut.append((AgentStatus.PREEMPTED, f"{note} ({progress.describe()} done)"))
-            join_s = min(grace_s, SHUTDOWN_JOIN_S)
-            return True
-        if report_left() <= 0:
-            cut.append((AgentStatus.STOPPED, f"zen: stopped while {what}: cut when Zen's stop deadline came "
-                                             f"({progress.describe()} done)"))
-            join_s = min(grace_s, SHUTDOWN_JOIN_S)
-            return True
-        if time.monotonic() >= limit_at:
-            cut.append((AgentStatus.FAILED, f"{over} ({progress.describe()} done)"))
-            join_s = min(grace_s, SHUTDOWN_JOIN_S)
-            return True
-        next_beat, order = listen(next_beat, message=f"zen: {what}: {progress.describe()} so far",
-                                  data=data.heartbeat_fields())
-        if order is not None and order.action is ControlAction.STOP:
-            if stops:
-                cut.append((AgentStatus.STOPPED, f"zen: stopped while {what} ({order.reason or 'stop requested'})"))
-            else:
-                log.info(f"stop ignored while {what}: the job has ended", extra={
-                    "job_id": data.job_id, "attempt": data.attempt, "reason": order.reason})
-        return bool(cut)
-
-    error = run_in_background(work, tick, data.cancel, lambda: join_s)
-    if cut:
-        return cut[0]
-    if isinstance(error, Unavailable) and unavailable:
-        return AgentStatus.PREEMPTED, f"{unavailable}: {error}"
-    if error is not None:
-        reason = str(error) if isinstance(error, TransferError) else f"zen agent error: {error!r}"
-        return AgentStatus.FAILED, f"zen: {reason}"
-    return None

@@ -1,5 +1,4 @@
-"""Claiming one start message, mixed into ``zen.agent.agent.Agent`` (whose settings, transport,
-reporter, controls, clock and log it uses): CLAIMED, the start message kept leased, then wait for
+"""Claiming one start message (``Claimer``): CLAIMED, the start message kept leased, then wait for
 Zen's answer on the control subscription, taking only the answers to this claim's own CLAIMEDs. A
 refused claim retires a VM being scaled down, or makes the next pull wait (``zen.agent.backoff``).
 The protocol and why: docs/reference/agent.md#the-loop-and-the-claim
@@ -7,16 +6,26 @@ The protocol and why: docs/reference/agent.md#the-loop-and-the-claim
 
 from __future__ import annotations
 
-from typing import Mapping
+import logging
+from typing import TYPE_CHECKING, Callable, Literal, Mapping
 
 from pydantic import ValidationError
 
 from zen.adapters.message_key import SEALED_KEY_ATTRIBUTE
-from zen.agent.attempt import FINAL_BUDGET_S, SHUTDOWN_BUDGET_S, SLICE_S
-from zen.agent.backoff import DRAINING
-from zen.agent.reports import AttemptReport
+from zen.agent.backoff import DRAINING, ClaimBackoff
+from zen.agent.leases import Leases
+from zen.agent.limits import DailyPulls
+from zen.agent.reports import FINAL_BUDGET_S, AttemptReport, Reporter
+from zen.agent.settings import AgentSettings
+from zen.agent.shutdown import SHUTDOWN_BUDGET_S, SLICE_S, Shutdown
+from zen.agent.slots import ControlRouter
 from zen.agent.transport import StartDelivery
 from zen.core.models import AgentStatus, ControlAction
+
+if TYPE_CHECKING:
+    from zen.agent.transport import Transport
+
+Answer = Literal["confirm", "release", "stop", "timeout", "shutdown"]
 
 
 def about_the_attempt(exc: ValidationError) -> bool:
@@ -25,70 +34,85 @@ def about_the_attempt(exc: ValidationError) -> bool:
     return all(error["loc"][:1] in (("job_id",), ("attempt",)) for error in exc.errors())
 
 
-class Claims:
-    """``Agent._claim`` (in its own module: the loop's is long enough)."""
+class Claimer:
+    """Claims the starts the loop takes, one per attempt's thread (``claim``)."""
 
-    def _claim(self, delivery: StartDelivery, attempt: AttemptReport) -> str:
+    def __init__(self, settings: AgentSettings, transport: Transport, leases: Leases, reporter: Reporter,
+                 controls: ControlRouter, backoff: ClaimBackoff, pulls: DailyPulls, shutdown: Shutdown,
+                 vm: str, clock: Callable[[], float], log: logging.LoggerAdapter[logging.Logger]) -> None:
+        self._settings = settings
+        self._transport = transport  # only to learn the VM's MAC key from a CONFIRM
+        self._leases = leases
+        self._reporter = reporter
+        self._controls = controls
+        self._backoff = backoff
+        self._pulls = pulls
+        self._shutdown = shutdown
+        self._vm = vm
+        self._clock = clock
+        self._log = log
+
+    def claim(self, delivery: StartDelivery, attempt: AttemptReport) -> Answer:
         """CLAIMED, then wait for the answer. Returns confirm | release | stop | timeout | shutdown."""
         fields = {"job_id": attempt.job_id, "attempt": attempt.attempt}
         # Lease it for our own deadline now, whatever the subscription's ack deadline is.
-        lease_every = self.settings.lease_s / 3
-        self._quietly(self.transport.extend, delivery, "extend lease", self.settings.lease_s)
+        lease_every = self._settings.lease_s / 3
+        self._leases.extend(delivery, self._settings.lease_s)
         next_lease = self._clock() + lease_every
-        first_seq = None
-        for try_number in range(1, self.settings.claim_tries + 1):
-            self.reporter.job(attempt, AgentStatus.CLAIMED, budget_s=min(10.0, self.settings.claim_timeout_s))
+        first_seq = 0  # the seq of this claim's first CLAIMED, once sent
+        for try_number in range(1, self._settings.claim_tries + 1):
+            self._reporter.job(attempt, AgentStatus.CLAIMED, budget_s=min(10.0, self._settings.claim_timeout_s))
             first_seq = first_seq or attempt.seq
-            deadline = self._clock() + self.settings.claim_timeout_s
+            deadline = self._clock() + self._settings.claim_timeout_s
             while (remaining := deadline - self._clock()) > 0:
-                if self.stopping:
-                    self._quietly(self.transport.nack, delivery, "nack")
+                if self._shutdown.stopping:
+                    self._leases.nack(delivery)
                     # If our claim won, this requeues the attempt now instead of after the deadline.
-                    self.reporter.job(attempt, AgentStatus.PREEMPTED, budget_s=SHUTDOWN_BUDGET_S,
-                                      message=f"VM {self.identity.vm} is shutting down")
+                    self._reporter.job(attempt, AgentStatus.PREEMPTED, budget_s=SHUTDOWN_BUDGET_S,
+                                       message=f"VM {self._vm} is shutting down")
                     return "shutdown"
                 if self._clock() >= next_lease:
-                    self._quietly(self.transport.extend, delivery, "extend lease", self.settings.lease_s)
+                    self._leases.extend(delivery, self._settings.lease_s)
                     next_lease = self._clock() + lease_every
-                received = self.controls.next((attempt.job_id, attempt.attempt), min(SLICE_S, remaining))
+                received = self._controls.next((attempt.job_id, attempt.attempt), min(SLICE_S, remaining))
                 if received is None:
                     continue
                 control, order = received
                 control.ack()
                 late = _answered(control.attributes)
                 if late is not None and late < first_seq:  # to a claim of this attempt given up before
-                    self.log.info("late answer to an earlier claim ignored", extra={
+                    self._log.info("late answer to an earlier claim ignored", extra={
                         **fields, "action": order.action.value, "answers": late, "claim_seq": first_seq})
                     continue
                 if order.action is ControlAction.CONFIRM:
                     if sealed := control.attributes.get(SEALED_KEY_ATTRIBUTE):  # this VM's MAC key (zen.adapters.message_key)
-                        self.transport.learn_mac_key(sealed)
-                    self.backoff.confirmed()
-                    self.log.info("claim confirmed", extra=fields)
-                    self._quietly(self.transport.ack, delivery, "ack")
+                        self._transport.learn_mac_key(sealed)
+                    self._backoff.confirmed()
+                    self._log.info("claim confirmed", extra=fields)
+                    self._leases.ack(delivery)
                     return "confirm"
-                self._quietly(self.transport.ack, delivery, "ack")
-                self.log.info("claim refused; start message dropped",
-                              extra={**fields, "action": order.action.value, "reason": order.reason})
+                self._leases.ack(delivery)
+                self._log.info("claim refused; start message dropped",
+                               extra={**fields, "action": order.action.value, "reason": order.reason})
                 self._refused(control.attributes.get("refused"), order.reason, fields)
                 if order.action is ControlAction.STOP:
-                    self.reporter.job(attempt, AgentStatus.STOPPED, budget_s=FINAL_BUDGET_S,
-                                      message="stopped before it started")
+                    self._reporter.job(attempt, AgentStatus.STOPPED, budget_s=FINAL_BUDGET_S,
+                                       message="stopped before it started")
                     return "stop"
                 return "release"
-            self.log.warning("no answer to CLAIMED", extra={**fields, "try": try_number})
-        self.log.warning("claim unanswered; giving the start message back", extra=fields)
-        self._quietly(self.transport.nack, delivery, "nack")
+            self._log.warning("no answer to CLAIMED", extra={**fields, "try": try_number})
+        self._log.warning("claim unanswered; giving the start message back", extra=fields)
+        self._leases.nack(delivery)
         return "timeout"
 
-    def _refused(self, cause: str | None, reason: str | None, fields: dict) -> None:
+    def _refused(self, cause: str | None, reason: str | None, fields: dict[str, object]) -> None:
         """Zen refused the claim for ``cause`` (``zen.agent.backoff``): being scaled down, take no more
         jobs; else wait longer before the next pull for each claim refused for it in a row."""
         if cause == DRAINING:
-            self.pulls.retire(f"Zen is scaling this VM down ({reason})")
+            self._pulls.retire(f"Zen is scaling this VM down ({reason})")
         elif cause:
-            wait = self.backoff.refused(cause)
-            self.log.info("claim refused; waiting before the next pull", extra={
+            wait = self._backoff.refused(cause)
+            self._log.info("claim refused; waiting before the next pull", extra={
                 **fields, "cause": cause, "pause_s": wait})
 
 

@@ -30,7 +30,7 @@ def fence_left(attempt: AttemptReport, settings: AgentSettings, now: float) -> f
 
 def fenced(attempt: AttemptReport, settings: AgentSettings, now: float, what: str = "") -> str | None:
     """The final report's note once the attempt's fence fell (``what``: the transfer it cut); else None."""
-    if fence_left(attempt, settings, now) > 0:
+    if attempt.accepted_at is None or fence_left(attempt, settings, now) > 0:
         return None
     silent = now - attempt.accepted_at
     return (f"zen: stopped{f' while {what}' if what else ''}: no heartbeat reached Zen for {silent:.0f} s "

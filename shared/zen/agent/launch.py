@@ -59,6 +59,8 @@ class Lease:
         self._partial = b""
 
     def read(self) -> None:
+        if self.fd is None:  # the agent's end closed: nothing more comes
+            return
         try:
             data = os.read(self.fd, 4096)
         except BlockingIOError:
@@ -171,6 +173,7 @@ def main(argv: list[str]) -> int:
         if not _die_with_parent(agent):
             return 137
         return _exec(program)
+    assert lease.fd is not None  # made from FD just now: only a read of a closed socket clears it
     os.set_blocking(lease.fd, False)
     return supervise(agent, lease, grace_s, container, docker, program)
 

@@ -45,7 +45,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Literal, overload
 
 from zen.agent.identity import template_attribute
 from zen.agent.settings import AgentSettings, parse_limit
@@ -167,6 +167,14 @@ class DailyPulls:
         cutoff = self._clock() - self._window_s
         while self._ended and self._ended[0][0] <= cutoff:
             self._ended.popleft()
+
+
+@overload
+def given_or_attribute(given: int | None, metadata: MetadataServer | None, identity: Identity,
+                       attribute: str, *, integer: Literal[True]) -> tuple[bool, int | None]: ...
+@overload
+def given_or_attribute(given: int | float | None, metadata: MetadataServer | None, identity: Identity,
+                       attribute: str, *, integer: bool) -> tuple[bool, int | float | None]: ...
 
 
 def given_or_attribute(given: int | float | None, metadata: MetadataServer | None, identity: Identity,

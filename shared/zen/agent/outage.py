@@ -1,4 +1,4 @@
-"""An agent whose pulls keep failing says nothing rather than IDLE (``Agent._vm_beat``).
+"""An agent whose pulls keep failing says nothing rather than IDLE (``zen.agent.vmbeat.VmBeats.beat``).
 
 Once pulls of the start subscription have failed for ``PULL_OUTAGE_S`` without a success, the agent
 sends no VM heartbeat that would say IDLE (others still go), so Zen stops counting the VM as supply

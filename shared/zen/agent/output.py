@@ -177,6 +177,9 @@ class AttemptOutput:
         ``wait_s`` for it, -1 for ever). A batch the sink refuses as invalid (``SinkRefused``: an
         entry over Cloud Logging's size limit) is halved until the entry is alone, and that entry is
         dropped: retrying it would hold up everything behind it for good."""
+        sink = self._sink
+        if sink is None:  # never: only an output with a sink queues entries and ships them
+            return 0
         if not self._shipping.acquire(timeout=wait_s):
             raise SinkError("the ship thread is still writing")
         try:
@@ -190,7 +193,7 @@ class AttemptOutput:
                     batch.append(entry)
             while batch:
                 try:
-                    self._sink.write(batch)
+                    sink.write(batch)
                     break
                 except SinkRefused as exc:
                     if len(batch) > 1:

@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from pydantic import ValidationError
 
@@ -27,6 +27,9 @@ from zen.core.vm_heartbeat import HeldAttempt, VmHeartbeat
 
 log = logging.getLogger("zen.agent.reports")
 MAX_MESSAGE_CHARS = 8192  # Heartbeat.message
+# How long a final report is retried (a lost one costs a rerun): past Zen's heartbeat_timeout_s (120 s), with
+# nothing heartbeating meanwhile, it arrives late, and is taken while the next attempt is unclaimed (zen.agent.journal).
+FINAL_BUDGET_S = 300.0
 
 
 def fit_message(text: str | None) -> str | None:
@@ -82,14 +85,17 @@ class Reporter:
         identity = self._identity
         began = self._clock()
         attempt.seq = self._next_seq()
-        required = dict(job_id=attempt.job_id, attempt=attempt.attempt, vm=identity.vm, region=identity.region,
-                        zone=identity.zone, status=status, seq=attempt.seq, sent_at=datetime.now(timezone.utc),
-                        exit_code=exit_code)
+        sent_at = datetime.now(timezone.utc)
+
+        def heartbeat_with(**optional: Any) -> Heartbeat:
+            return Heartbeat(job_id=attempt.job_id, attempt=attempt.attempt, vm=identity.vm, region=identity.region,
+                             zone=identity.zone, status=status, seq=attempt.seq, sent_at=sent_at,
+                             exit_code=exit_code, **optional)
+
         try:
-            heartbeat = Heartbeat(**required, message=fit_message(message), tags=list(identity.tags) or None,
-                                  **(data or {}))
+            heartbeat = heartbeat_with(message=fit_message(message), tags=list(identity.tags) or None, **(data or {}))
         except ValidationError as exc:  # sent without them: a report not sent at all costs the attempt
-            heartbeat = Heartbeat(**required)  # raises when its ids are what no heartbeat can carry
+            heartbeat = heartbeat_with()  # raises when its ids are what no heartbeat can carry
             log.error("heartbeat stripped of its message, tags and data: Zen would refuse them", extra={
                 **self._extra, "job_id": attempt.job_id, "attempt": attempt.attempt, "status": status.value,
                 "reason": describe_validation_error(exc)})
@@ -126,7 +132,7 @@ class Reporter:
         return self._send(heartbeat, budget_s, vm_state=state.value, job_id=job_id,
                           jobs=len(held) if list_all else None, given_back=len(returned) or None)
 
-    def _send(self, message: Message, budget_s: float, **fields) -> bool:
+    def _send(self, message: Message, budget_s: float, **fields: object) -> bool:
         try:
             self._publish(message, budget_s=budget_s)
         except ZenError as exc:

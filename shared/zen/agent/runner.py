@@ -43,7 +43,7 @@ class JobSpec:
     command: list[str] | None = None
     image: str | None = None
     env: dict[str, str] = field(default_factory=dict)
-    max_runtime_s: int | None = None
+    max_runtime_s: float | None = None  # what staging left of the start's max_runtime_s
     stop_grace_s: float | None = None
     data_dirs: dict[str, str] = field(default_factory=dict)  # ZEN_INPUT_DIR, ZEN_OUTPUT_DIR (zen.agent.staging)
     gpu_ids: tuple[int, ...] | None = None  # its GPUs on a VM that runs several jobs (zen.agent.slots); None: all
@@ -245,7 +245,7 @@ class RunningJob:
                 log.warning("job ignored SIGTERM for %gs; killing it", grace_s,
                             extra={"job_id": self.spec.job_id, "attempt": self.spec.attempt})
                 if self.launch.container:
-                    self._docker_kill(min(15.0, max(1.0, deadline - time.monotonic())))
+                    self._docker_kill(self.launch.container, min(15.0, max(1.0, deadline - time.monotonic())))
                 self._signal_group(signal.SIGKILL)
                 try:
                     self.process.wait(timeout=min(30.0, max(1.0, deadline - time.monotonic())))
@@ -276,10 +276,10 @@ class RunningJob:
         except (ProcessLookupError, PermissionError):
             pass
 
-    def _docker_kill(self, timeout_s: float = 15.0) -> None:
+    def _docker_kill(self, container: str, timeout_s: float = 15.0) -> None:
         """SIGKILL to the container; whether it worked or not, ``_remove_container`` follows."""
         try:
-            subprocess.run([self._docker, "kill", self.launch.container], stdin=subprocess.DEVNULL,
+            subprocess.run([self._docker, "kill", container], stdin=subprocess.DEVNULL,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout_s, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             log.warning("docker kill failed", extra={"job_id": self.spec.job_id, "error": str(exc)})

@@ -50,7 +50,7 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from typing import Literal, Mapping, overload
 
 from zen.agent.cache import IMAGES_KEEP, REPORTED
 from zen.agent.output import OutputLimits
@@ -144,6 +144,12 @@ class AgentSettings:
                                         integer=True),
             gpus=parse_limit("ZEN_AGENT_GPUS", env.get("ZEN_AGENT_GPUS", ""), integer=True),
         )
+
+
+@overload
+def parse_limit(source: str, raw: str, *, integer: Literal[True]) -> int | None: ...
+@overload
+def parse_limit(source: str, raw: str, *, integer: bool) -> int | float | None: ...
 
 
 def parse_limit(source: str, raw: str, *, integer: bool) -> int | float | None:

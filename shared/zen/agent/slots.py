@@ -211,11 +211,13 @@ class ControlRouter:
                                               attributes, 1, offer=control.ack))
             self._ready.notify_all()
 
-    def _drop_offer(self, message_id: str, attributes: dict[str, str], ack: Callable[[], None], why: str) -> None:
+    def _drop_offer(self, message_id: str, attributes: dict[str, str], ack: Callable[[], None] | None,
+                    why: str) -> None:
         self._log.info("start offer dropped; the tick widens its start", extra={
             "message_id": message_id, "why": why, "job_id": attributes.get("job_id"),
             "attempt": attributes.get("attempt")})
-        ack()
+        if ack is not None:  # an offer's StartDelivery always carries its control message's ack
+            ack()
 
     def open(self, key: Key) -> None:
         with self._ready:
@@ -256,15 +258,15 @@ class ControlRouter:
                 self._ready.notify_all()
                 return None
         if order.vm == self._vm and order.action is ControlAction.STOP and self._docker is not None:
-            self._remove_stray(order)  # held by no attempt here (an inbox is open from claim to end)
+            self._remove_stray(order, self._docker)  # held by no attempt here (an inbox is open from claim to end)
         self.ignore(control, order, "no job in hand" if key is None else f"not about {key[0]} attempt {key[1]}")
         return None
 
-    def _remove_stray(self, order: ControlMessage) -> None:
+    def _remove_stray(self, order: ControlMessage, docker: str) -> None:
         """Remove the container of an attempt this VM was told to STOP but does not hold (an agent before
         this one ran it, and crashed): best effort, one ``docker rm -f`` (never raises)."""
         name = container_name(order.job_id, order.attempt)
-        gone = remove_container(name, self._docker, tries=1)
+        gone = remove_container(name, docker, tries=1)
         self._log.warning("STOP for an attempt not held here: its container removed", extra={
             "job_id": order.job_id, "attempt": order.attempt, "container": name, "gone": gone})
 
