@@ -152,7 +152,7 @@ def test_a_long_line_of_preemptors_is_admitted_in_one_pass_without_nesting(confi
     tick's pass takes every victim and admits every preemptor, pass after pass in a loop (a pass nested
     in the one before grew the stack by one per preemptor)."""
     from zen.app import Zen
-    from zen.jobs.service import JobService
+    from zen.jobs.decisions import DecisionWriter
     from zen_dev.local.invoke import FunctionsInvoker
 
     queues = [{"name": "research", "quota": {CLUSTER: 48}, "users": ["alice"], "preemption": "never"}]
@@ -164,7 +164,7 @@ def test_a_long_line_of_preemptors_is_admitted_in_one_pass_without_nesting(confi
         functions.submit(job_request(f"high{n}", priority=9))
         clock.advance(1)
     depth, deepest = [0], [0]
-    admit = JobService._admit
+    admit = DecisionWriter.admit
 
     def counted(self, *args, **kwargs):
         depth[0] += 1
@@ -174,7 +174,7 @@ def test_a_long_line_of_preemptors_is_admitted_in_one_pass_without_nesting(confi
         finally:
             depth[0] -= 1
 
-    monkeypatch.setattr(JobService, "_admit", counted)
+    monkeypatch.setattr(DecisionWriter, "admit", counted)
     zen = Zen(with_queues(config, [{**queues[0], "preemption": "lower-priority"}]), db, publisher, clock)
     zen.on_scale_tick()
     assert set(statuses(zen, *[f"high{n}" for n in range(12)])) == {"QUEUED"}

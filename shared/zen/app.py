@@ -155,10 +155,10 @@ class Zen:
                 return TickReport(skipped=True)
             try:
                 report = TickReport(relayed=self.relay.flush_pending())
-                report.swept = self.jobs.sweep_lost()
-                report.stopped = self.jobs.apply_early_stops()
-                report.republished = self.jobs.republish_unclaimed()
-                report.widened = self.jobs.widen_narrowed()
+                report.swept = self.jobs.sweeps.sweep_lost()
+                report.stopped = self.jobs.sweeps.apply_early_stops()
+                report.republished = self.jobs.sweeps.republish_unclaimed()
+                report.widened = self.jobs.sweeps.widen_narrowed()
                 report.admitted = self.jobs.admit_waiting()
                 report.pruned = rejections.prune(self.db, self.clock())
                 if self.scaler is not None:

@@ -1,4 +1,4 @@
-"""The scale tick's work over jobs (a part of ``zen.jobs.service.JobService``): the lost-job sweep, the
+"""The scale tick's work over jobs (``JobService.sweeps``): the lost-job sweep, the
 republish of unclaimed start messages, the widening of starts narrowed near their data
 (``zen.core.routing``), stops that raced their job's submission, and, without queues, the admission of
 jobs left PENDING by removed queues. Each finds its candidates with one indexed query, then re-reads
@@ -11,21 +11,29 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Callable
 
 from zen.core import lifecycle
+from zen.core.clock import Clock
+from zen.core.config import ZenConfig
 from zen.core.errors import TransientError
 from zen.core.lifecycle import Decision
 from zen.core.models import Job, JobStatus, StopRequest
 from zen.core.routing import next_route
-from zen.jobs.messaging import Enqueued
+from zen.jobs.decisions import DecisionWriter
+from zen.jobs.messaging import Enqueued, OutboxRelay
 from zen.store import repository
 
 if TYPE_CHECKING:
-    from zen.store.db import Session
+    from zen.store.db import Database, Session
 
 log = logging.getLogger("zen.jobs.service")
 
 
-class TickSweeps:
-    """Mixed into ``JobService``: uses its ``_db``, ``_config``, ``_clock``, ``_relay`` and ``_apply``."""
+class Sweeps:
+    def __init__(self, db: Database, config: ZenConfig, clock: Clock, relay: OutboxRelay, decisions: DecisionWriter):
+        self._db = db
+        self._config = config
+        self._clock = clock
+        self._relay = relay
+        self._decisions = decisions
 
     def sweep_lost(self, limit: int = 500) -> int:
         """Jobs whose VM went silent past the deadline: LOST -> requeued (or FAILED). Returns changes.
@@ -126,7 +134,7 @@ class TickSweeps:
                     job = repository.get_job(session, job_id, lock=True)
                     decision = decide(session, job) if job else None
                     if decision is not None:
-                        ids = self._apply(session, job, decision, actor=actor, now=self._clock())
+                        ids = self._decisions.apply(session, job, decision, actor=actor, now=self._clock())
                         changed += 1
                         log.warning(f"{actor}: job changed", extra={
                             "job_id": job_id, "vm": job.vm,

@@ -1,4 +1,4 @@
-"""The VM heartbeat's handling (a part of ``zen.jobs.service.JobService``): record what the VM says about
+"""The VM heartbeat's handling (``JobService.vm_beats``): record what the VM says about
 itself, and requeue the attempts it says it gave back with their claim unanswered.
 
 Why the second part: a VM sends CLAIMED and waits for the answer; when the answer comes too late it
@@ -19,23 +19,31 @@ import logging
 from typing import TYPE_CHECKING
 
 from zen.core import lifecycle
+from zen.core.clock import Clock
+from zen.core.config import ZenConfig
 from zen.core.models import VmState
 from zen.core.vm_heartbeat import VmHeartbeat
-from zen.jobs.messaging import Enqueued
+from zen.jobs.decisions import DecisionWriter
+from zen.jobs.messaging import Enqueued, OutboxRelay
 from zen.store import repository
 
 if TYPE_CHECKING:
-    from zen.store.db import Session
+    from zen.store.db import Database, Session
 
 log = logging.getLogger("zen.jobs.service")
 
 
 class VmBeats:
-    """Mixed into ``JobService``: uses its ``_db``, ``_clock``, ``_relay``, ``_config``, ``_proof`` and ``_apply``."""
+    def __init__(self, db: Database, config: ZenConfig, clock: Clock, relay: OutboxRelay, decisions: DecisionWriter):
+        self._db = db
+        self._config = config
+        self._clock = clock
+        self._relay = relay
+        self._decisions = decisions
 
-    def refusal(self, hb: VmHeartbeat) -> str | None:
+    def refusal(self, hb: VmHeartbeat, names_proven: bool) -> str | None:
         """Why a VM heartbeat is refused, or None. Its cluster must be known and use its region; and
-        where VMs prove their names (``ZEN_VM_PROOF=required``: ``zen.adapters.vm_proof``), the VM must be an
+        where VMs prove their names (``names_proven``, ``ZEN_VM_PROOF=required``: ``zen.adapters.vm_proof``), the VM must be an
         instance of that cluster's MIG in that region (GCE names them ``<MIG>-<suffix>``). The token
         proves the VM, not the cluster it names: without this, a VM could report as an idle VM of
         another cluster in its region, which that cluster's planner would count as supply, and make
@@ -46,7 +54,7 @@ class VmBeats:
         if hb.region not in cluster.regions:  # a VM Zen never scales for: no MIG, no start subscription of it
             return (f"VM {hb.vm} in region {hb.region!r}: cluster {hb.cluster} does not use that region "
                     f"(its regions: {cluster.regions})")
-        if self._proof.names_proven and not cluster.has_instance(hb.vm, hb.region):
+        if names_proven and not cluster.has_instance(hb.vm, hb.region):
             return (f"VM {hb.vm} is not an instance of MIG {cluster.mig_name(hb.region)}, cluster {hb.cluster}'s in "
                     f"{hb.region}: a VM reports for its own cluster")
         return None
@@ -79,5 +87,5 @@ class VmBeats:
                 continue
             log.warning("claim given back: job requeued", extra={
                 "job_id": job_id, "attempt": attempt, "vm": hb.vm, "seq": hb.seq, "claim_seq": job.last_seq})
-            ids += self._apply(session, job, decision, actor=f"vm:{hb.vm}", now=self._clock())
+            ids += self._decisions.apply(session, job, decision, actor=f"vm:{hb.vm}", now=self._clock())
         return ids
