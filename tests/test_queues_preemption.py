@@ -73,23 +73,20 @@ def test_the_tick_preempts_two_queued_victims_for_a_waiting_job(config, db, publ
 @pytest.mark.queues([{"name": "one", "quota": {CLUSTER: 4}, "users": ["alice"]},
                      {"name": "two", "quota": {CLUSTER: 4}, "users": ["bob"]}])
 def test_one_queue_whose_pass_fails_stops_neither_the_other_queues_nor_the_tick(queued_zen, config, db, publisher,
-                                                                                   clock, monkeypatch):
+                                                                                   clock):
     from zen.app import Zen
-    from zen.jobs.queueing import Queueing
 
     zen, functions = queued_zen
     for job_id, user in (("a0", "alice"), ("a1", "alice"), ("b0", "bob"), ("b1", "bob")):
         functions.submit(job_request(job_id, user_id=user))
     raised = Zen(with_queues(config, [{"name": "one", "quota": {CLUSTER: 8}, "users": ["alice"]},
                                       {"name": "two", "quota": {CLUSTER: 8}, "users": ["bob"]}]), db, publisher, clock)
-    admit = Queueing.admit
 
-    def broken_for_one(self, session, queue, cluster, now, released=0):
-        if queue == "one":
+    def broken_for_one(key):
+        if key == "queue:one":
             raise RuntimeError("a bug in one queue's pass")
-        return admit(self, session, queue, cluster, now, released=released)
 
-    monkeypatch.setattr(Queueing, "admit", broken_for_one)
+    raised.store.hooks.before("queue_lock", broken_for_one)
     assert raised.on_scale_tick().admitted == 1
     assert statuses(zen, "a1", "b1") == ["PENDING", "QUEUED"]
 

@@ -20,10 +20,9 @@ from zen.core.routing import Route, first_route, warm_keys
 from zen.jobs.announce import Announcements
 from zen.jobs.messaging import Enqueued, OutgoingMessage, enqueue
 from zen.jobs.queueing import Queueing
-from zen.store import fleet, usage as usage_rows, repository
 
 if TYPE_CHECKING:
-    from zen.store.db import Database, Session
+    from zen.jobs.store import JobStore, JobTx
 
 log = logging.getLogger("zen.jobs.service")
 
@@ -34,21 +33,21 @@ _HOLDS_QUOTA = frozenset({JobStatus.QUEUED, JobStatus.ASSIGNED, JobStatus.RUNNIN
 
 
 class DecisionWriter:
-    def __init__(self, db: Database, config: ZenConfig, announce: Announcements, queues: Queueing | None):
-        self._db = db
+    def __init__(self, store: JobStore, config: ZenConfig, announce: Announcements, queues: Queueing | None):
+        self._store = store
         self._config = config
         self._announce = announce
         self._queues = queues  # None: no queues, every job admitted at once
 
-    def route(self, job: Job, now: datetime, session: Session | None = None) -> Route:
-        """Where the start goes first; the fleet is read (in ``session``, else its own) only if needed."""
-        def read(query: Callable[[Session], Any]) -> Any:
-            with nullcontext(session) if session is not None else self._db.session() as own:
+    def route(self, job: Job, now: datetime, tx: JobTx | None = None) -> Route:
+        """Where the start goes first; the fleet is read (in ``tx``, else on its own) only if needed."""
+        def read(query: Callable[[JobTx], Any]) -> Any:
+            with nullcontext(tx) if tx is not None else self._store.session() as own:
                 return query(own)
-        return first_route(self._config, job, now, lambda: read(lambda s: fleet.blocked_regions(s, job.cluster, now)),
-                           lambda: read(lambda s: fleet.vms_holding(s, job.cluster, job.regions, *warm_keys(job), now)))
+        return first_route(self._config, job, now, lambda: read(lambda t: t.blocked_regions(job.cluster, now)),
+                           lambda: read(lambda t: t.vms_holding(job.cluster, job.regions, *warm_keys(job), now)))
 
-    def apply(self, session: Session, job: Job, decision: Decision, *, actor: str, now: datetime,
+    def apply(self, tx: JobTx, job: Job, decision: Decision, *, actor: str, now: datetime,
               admit: bool = True, answering: Heartbeat | None = None,
               seal: Callable[[], str | None] | None = None) -> list[Enqueued]:
         """Write a decision: the row, one history row and event per change, controls (those to the VM that
@@ -61,7 +60,7 @@ class DecisionWriter:
         if any(c.to is JobStatus.QUEUED for c in changes):
             update["queued_at"] = now
             if decision.publish_start:  # a new attempt's start: routed afresh (zen.core.routing)
-                route = self.route(job.model_copy(update=update), now, session)
+                route = self.route(job.model_copy(update=update), now, tx)
                 update.update(route.fields())
                 if route.note:
                     changes = changes[:-1] + [lifecycle.Change(JobStatus.QUEUED, f"{changes[-1].reason}; {route.note}")]
@@ -70,13 +69,13 @@ class DecisionWriter:
         after = job.model_copy(update=update)
         messages: list[OutgoingMessage] = []
         if decision.changes_job or decision.publish_start:
-            repository.save_job(session, job, after, [c.to for c in changes], now)
+            tx.save_job(job, after, [c.to for c in changes], now)
             history, events = self._announce.history(job, after, changes, actor=actor, now=now,
                                                      from_status=job.status)
             if decision.note:
                 history.append(self._announce.note(after, decision.note, actor=actor, now=now))
-            repository.add_job_events(session, history)
-            self._record_usage(session, job, after, decision, now)
+            tx.add_job_events(history)
+            self._record_usage(tx, job, after, decision, now)
             telemetry.log_changes(log, job, after, changes, job.status)
             messages += events
         left = lifecycle.stop_left_s(after, now, self._config.deadlines)
@@ -84,29 +83,29 @@ class DecisionWriter:
                                             else None, refused=decision.refused, seal=seal) for c in decision.controls]
         if decision.publish_start:
             messages += self._announce.start(after)
-        ids = enqueue(session, messages, now)
+        ids = enqueue(tx, messages, now)
         frees = job.status in _HOLDS_QUOTA and after.status not in _HOLDS_QUOTA
         left_line = job.status is JobStatus.PENDING and after.status.terminal  # a waiting job left the line
         if admit and self._queues and job.queue and (frees or left_line):  # who is next (into the quota, or past it)
-            ids += self.admit(session, job.queue, job.cluster, now, released=job.gpus if frees else 0)
+            ids += self.admit(tx, job.queue, job.cluster, now, released=job.gpus if frees else 0)
         return ids
 
-    def _record_usage(self, session: Session, job: Job, after: Job, decision: Decision, now: datetime) -> None:
+    def _record_usage(self, tx: JobTx, job: Job, after: Job, decision: Decision, now: datetime) -> None:
         """The usage of the attempt this change ends, in its transaction (after its history rows: the claim)."""
         outcome = lifecycle.attempt_outcome(job, after, decision.changes)
         if outcome is None:
             if after.attempt < job.attempt and after.status.terminal:  # a lost attempt's late end (zen.jobs.late_final)
-                usage_rows.record_late_outcome(session, job.job_id, after.attempt, after.status.value)
+                tx.record_late_outcome(job.job_id, after.attempt, after.status.value)
             return
         cluster = self._config.cluster(job.cluster)  # the VM's shape; the attempt held job.gpus of its GPUs
         vm_gpus = cluster.gpu_count if cluster else job.gpus
         gpus = job.gpus or vm_gpus  # 0: a row from before jobs recorded their GPUs, which held the whole VM
-        usage_rows.record_attempt(
-            session, job, outcome=outcome, machine_type=cluster.machine_type if cluster else None, gpus=gpus,
+        tx.record_attempt(
+            job, outcome=outcome, machine_type=cluster.machine_type if cluster else None, gpus=gpus,
             ran_from=after.started_at if after.attempt == job.attempt else job.started_at, now=now,
             vm_share=min(1.0, gpus / vm_gpus) if vm_gpus else 1.0)
 
-    def admit(self, session: Session, queue: str, cluster: str, now: datetime, released: int = 0) -> list[Enqueued]:
+    def admit(self, tx: JobTx, queue: str, cluster: str, now: datetime, released: int = 0) -> list[Enqueued]:
         """Run the admission pass of ``queue``'s cohort on ``cluster`` and admit what it picks.
 
         Victims are applied without the pass a release runs (``apply(admit=False)``): a victim not
@@ -120,15 +119,15 @@ class DecisionWriter:
         # A loop, not a recursion (a long line of preemptors must not exhaust the stack), and bounded: a
         # pass that undid the last one's choice would hold the cohort's lock forever (the tick goes on).
         while freed and (passes := passes + 1) <= ADMISSION_PASSES:
-            decided = self._queues.admit(session, queue, cluster, now, released=released)
+            decided = self._queues.admit(tx, queue, cluster, now, released=released)
             released = 0  # given back before the first pass, which counted it
             for job, reason in decided.admitted:
-                ids += self.apply(session, job, Decision(changes=[lifecycle.Change(JobStatus.QUEUED, reason)],
+                ids += self.apply(tx, job, Decision(changes=[lifecycle.Change(JobStatus.QUEUED, reason)],
                                                          publish_start=True), actor="admission", now=now)
-                ids += enqueue(session, [self._announce.queue_event("job.admitted", job, reason, now)], now)
+                ids += enqueue(tx, [self._announce.queue_event("job.admitted", job, reason, now)], now)
             for job, reason in decided.preempted:
-                ids += enqueue(session, [self._announce.queue_event("job.preempted", job, reason, now)], now)
-                ids += self.apply(session, job, lifecycle.decide_preempt(job, reason, now), actor="admission",
+                ids += enqueue(tx, [self._announce.queue_event("job.preempted", job, reason, now)], now)
+                ids += self.apply(tx, job, lifecycle.decide_preempt(job, reason, now), actor="admission",
                                   now=now, admit=False)
             freed = any(job.status is JobStatus.QUEUED for job, _ in decided.preempted)  # who is next
         return ids

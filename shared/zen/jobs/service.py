@@ -4,7 +4,7 @@ the job row, asks ``zen.core.lifecycle`` what to do, and writes the change, its 
 messages in one transaction; after commit the outbox rows are published.
 
 A message that can never succeed is *rejected*: a structured log line with the reason, a row in ``rejected_messages``
-(once per message id; a VM's report refused again alike counts on its row: ``zen.store.rejections``), a
+(once per message id; a VM's report refused again alike counts on its row: ``JobTx.record_rejection``), a
 ``job.rejected`` / ``job.message_ignored`` event on ``zen-job-events`` (for a new row), and a normal return so Pub/Sub acks it. ``TransientError`` (database down)
 propagates so Pub/Sub redelivers.
 """
@@ -12,6 +12,7 @@ propagates so Pub/Sub redelivers.
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -36,10 +37,10 @@ from zen.jobs.placement import choose, resolve_request
 from zen.jobs.queueing import Queueing
 from zen.jobs.sweeps import Sweeps
 from zen.jobs.vm_beats import VmBeats
-from zen.store import queues as queue_rows, rejections, repository, submits
+from zen.jobs.store import repeat_key
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
-    from zen.store.db import Database, Session
+    from zen.jobs.store import JobStore, JobTx
 
 log = logging.getLogger("zen.jobs.service")
 
@@ -63,19 +64,19 @@ class JobService:
     """Its collaborators: ``decisions`` writes every change (``zen.jobs.decisions``), ``sweeps`` is the
     tick's work over jobs (``zen.jobs.sweeps``), ``vm_beats`` the VM heartbeat (``zen.jobs.vm_beats``)."""
 
-    def __init__(self, db: Database, config: ZenConfig, relay: OutboxRelay, clock: Clock):
-        self._db = db
+    def __init__(self, store: JobStore, config: ZenConfig, relay: OutboxRelay, clock: Clock):
+        self._store = store
         self._config = config
         self._relay = relay
         self._clock = clock
         self._queues = Queueing(config) if config.queues else None  # no queues: all admitted at once
         self._topics = config.topics
         self._announce = Announcements(config)
-        self._submits = submits.GroupCommit(db, relay.flush_quietly)
+        self._submits = store.submissions(relay.flush_quietly)  # group commit
         self._proof = ProofChecker.from_env(config.project, clock)  # ZEN_VM_PROOF (zen.adapters.vm_proof)
-        self.decisions = DecisionWriter(db, config, self._announce, self._queues)
-        self.sweeps = Sweeps(db, config, clock, relay, self.decisions)
-        self.vm_beats = VmBeats(db, config, clock, relay, self.decisions)
+        self.decisions = DecisionWriter(store, config, self._announce, self._queues)
+        self.sweeps = Sweeps(store, config, clock, relay, self.decisions)
+        self.vm_beats = VmBeats(store, config, clock, relay, self.decisions)
 
     # -- submit --------------------------------------------------------------------------------
     def submit(self, envelope: PubSubEnvelope) -> Outcome:
@@ -93,8 +94,8 @@ class JobService:
         try:
             resolved = resolve_request(self._config, request, job_id)
         except Rejected as rejection:  # unless Pub/Sub redelivers a request accepted before a configuration change
-            with self._db.transaction() as session:
-                existing = repository.get_job(session, job_id)
+            with self._store.transaction() as tx:
+                existing = tx.get_job(job_id)
             if existing is None or existing.request_hash != request_hash:
                 return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected")
             log.info("duplicate submit ignored", extra={"job_id": job_id})
@@ -112,32 +113,32 @@ class JobService:
             return self._created(pending)  # its messages went to the relay with its statement's
         # The general path: the job_id exists (a redelivery or a reuse), a stop for it came first,
         # admission has to decide, or one of several GPU shapes is to be chosen.
-        with self._db.transaction() as session:
-            shape, chosen = choose(session, self._config, resolved, now)
+        with self._store.transaction() as tx:
+            shape, chosen = choose(tx, self._config, resolved, now)
             pending = pending.model_copy(update={"cluster": shape.cluster, "regions": shape.regions,
                                                  "gpus": self._config.cluster(shape.cluster).gpus_held(
                                                      request.gpu_count)})
-            created = repository.insert_job(session, pending)
+            created = tx.insert_job(pending)
             if created:
                 submitted = lifecycle.Change(JobStatus.PENDING, f"submitted; {chosen}") if chosen else SUBMITTED
                 history, events = self._announce.history(pending, pending, [submitted], actor=actor, now=now,
                                                          from_status=None)
-                repository.add_job_events(session, history)
+                tx.add_job_events(history)
                 telemetry.log_changes(log, pending, pending, [submitted], None)
-                ids = enqueue(session, events, now)
-                early_stop = repository.take_early_stop(session, job_id)
+                ids = enqueue(tx, events, now)
+                early_stop = tx.take_early_stop(job_id)
                 if early_stop is not None:
-                    ids += self.decisions.apply(session, pending, Decision(
+                    ids += self.decisions.apply(tx, pending, Decision(
                         changes=[lifecycle.Change(JobStatus.CANCELLED, f"stopped before it arrived: {early_stop}")],
                         fields={"finished_at": now}), actor="user", now=now)
                 elif self._queues is None:
-                    ids += self.decisions.apply(session, pending, Decision(changes=[ADMITTED], publish_start=True),
+                    ids += self.decisions.apply(tx, pending, Decision(changes=[ADMITTED], publish_start=True),
                                        actor="admission", now=now)
                 else:
-                    ids += self.decisions.admit(session, pending.queue, pending.cluster, now)
-                    waiting = repository.get_job(session, job_id).status is JobStatus.PENDING
+                    ids += self.decisions.admit(tx, pending.queue, pending.cluster, now)
+                    waiting = (tx.get_job(job_id) or pending).status is JobStatus.PENDING
             else:
-                existing = repository.get_job(session, job_id)
+                existing = tx.get_job(job_id)
         if not created:
             if existing.request_hash != request_hash:
                 return self.reject(envelope, source, f"job_id {job_id} is already used by a different request",
@@ -149,7 +150,7 @@ class JobService:
 
     def _submit_queued(self, pending: Job, actor: str, now) -> bool:
         """The common submission: the job QUEUED, 2 history rows, 3 messages in one statement shared with
-        concurrent ones, which publishes them (group commit: ``zen.store.submits``); False if its job_id
+        concurrent ones, which publishes them (group commit: ``JobStore.submissions``); False if its job_id
         exists or a stop came first."""
         route = self.decisions.route(pending, now)
         queued = pending.model_copy(update={"status": JobStatus.QUEUED, "queued_at": now,
@@ -188,17 +189,17 @@ class JobService:
         if isinstance(message, VmHeartbeat):
             return self._vm_heartbeat(envelope, message)
         if message.status is AgentStatus.RUNNING:
-            with self._db.session() as session:  # one statement, its own commit
-                if repository.record_progress(session, job_id=message.job_id, attempt=message.attempt,
+            with self._store.session() as tx:  # one statement, its own commit
+                if tx.record_progress(job_id=message.job_id, attempt=message.attempt,
                                               vm=message.vm, seq=message.seq, message=message.message,
                                               now=self._clock()):
                     return Outcome("applied", message.job_id)
         return self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
                             lambda job, now: lifecycle.decide_heartbeat(job, message, now), answering=message,
                             seal=lambda: self._proof.seal(proven, message.vm, self._config.project),
-                            guard=lambda session, job: (refuse_claim(session, self._config, job, message, self._clock(),
+                            guard=lambda tx, job: (refuse_claim(tx, self._config, job, message, self._clock(),
                                                                      self._proof.names_proven)
-                                                        or late_final(session, job, message, self._clock())))
+                                                   or late_final(tx, job, message, self._clock())))
 
     def _vm_heartbeat(self, envelope: PubSubEnvelope, hb: VmHeartbeat) -> Outcome:
         refusal = self.vm_beats.refusal(hb, self._proof.names_proven)  # a cluster, region or MIG not the VM's
@@ -216,9 +217,9 @@ class JobService:
             return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.message_ignored")
         kept = []
 
-        def keep(session: Session, now) -> str:  # Pub/Sub does not order across topics: the submit may come later
+        def keep(tx: JobTx, now: datetime) -> str:  # Pub/Sub does not order across topics: the submit may come later
             kept.append(request.job_id)
-            repository.remember_early_stop(session, request.job_id, request.reason or "stop requested", now)
+            tx.remember_early_stop(request.job_id, request.reason or "stop requested", now)
             return "the stop is kept and applies if the job is submitted later"
 
         outcome = self._on_job(envelope, source, request.job_id, "user",
@@ -230,23 +231,23 @@ class JobService:
     # -- shared machinery ----------------------------------------------------------------------
     def _on_job(self, envelope: PubSubEnvelope, source: str, job_id: str, actor: str,
                 decide: Callable[[Job, Any], Decision],
-                on_unknown: Callable[[Session, Any], str] | None = None,
-                guard: Callable[[Session, Job], Decision | None] | None = None,
+                on_unknown: Callable[[JobTx, datetime], str] | None = None,
+                guard: Callable[[JobTx, Job], Decision | None] | None = None,
                 answering: Heartbeat | None = None, seal: Callable[[], str | None] | None = None) -> Outcome:
         now = self._clock()
         note = None
-        with self._db.transaction() as session:
-            job = repository.get_job(session, job_id, lock=True)
+        with self._store.transaction() as tx:
+            job = tx.get_job(job_id, lock=True)
             if job is None:
                 decision = None
-                note = on_unknown(session, now) if on_unknown else None
+                note = on_unknown(tx, now) if on_unknown else None
             else:
-                decision = (guard(session, job) if guard else None) or decide(job, now)
+                decision = (guard(tx, job) if guard else None) or decide(job, now)
                 if forbidden := self._forbidden(job, decision):
                     decision = Decision(ignored=forbidden)
-                ids = self.decisions.apply(session, job, decision, actor=actor, now=now, answering=answering, seal=seal)
+                ids = self.decisions.apply(tx, job, decision, actor=actor, now=now, answering=answering, seal=seal)
         # A VM's refused report about one attempt is one row however often it comes (zen.store.rejections).
-        key = (lambda cause: rejections.repeat_key(answering.vm, job_id, answering.attempt, cause[:200])
+        key = (lambda cause: repeat_key(answering.vm, job_id, answering.attempt, cause[:200])
                if answering is not None else None)
         if job is None:
             reason = f"unknown job {job_id}" + (f"; {note}" if note else "")
@@ -270,13 +271,13 @@ class JobService:
         without queues, the jobs left PENDING when they were removed (``admit_unqueued``)."""
         if self._queues is None:
             return self.sweeps.admit_unqueued()
-        with self._db.transaction() as session:
-            waiting = queue_rows.waiting_queues(session)
+        with self._store.transaction() as tx:
+            waiting = tx.waiting_queues()
         admitted = 0
         for queue, cluster in waiting:
             try:
-                with self._db.transaction() as session:
-                    ids = self.decisions.admit(session, queue, cluster, self._clock())
+                with self._store.transaction() as tx:
+                    ids = self.decisions.admit(tx, queue, cluster, self._clock())
             except TransientError:
                 raise
             except Exception:  # noqa: BLE001 - logged; the other queues' passes and the scaler still run
@@ -294,13 +295,13 @@ class JobService:
         reason = escape_unstorable(reason, 2000)
         job_id = escape_unstorable(job_id, 200) if job_id is not None else None
         ids: list[Enqueued] = []
-        with self._db.transaction() as session:
-            first_time = rejections.record(
-                session, source=source, message_id=envelope.message_id, job_id=job_id, reason=reason,
+        with self._store.transaction() as tx:
+            first_time = tx.record_rejection(
+                source=source, message_id=envelope.message_id, job_id=job_id, reason=reason,
                 payload=envelope.data, now=now, key=key,
             )
             if first_time:
-                ids = enqueue(session, [self._announce.rejection(event_type, job_id, job, reason, now)], now)
+                ids = enqueue(tx, [self._announce.rejection(event_type, job_id, job, reason, now)], now)
         telemetry.emit(log, telemetry.MESSAGE_REJECTED, "message rejected", logging.WARNING, reason=reason,
                        reason_class=telemetry.reason_class(reason), source=source,
                        message_id=envelope.message_id, job_id=job_id)

@@ -25,17 +25,16 @@ from zen.core.models import VmState
 from zen.core.vm_heartbeat import VmHeartbeat
 from zen.jobs.decisions import DecisionWriter
 from zen.jobs.messaging import Enqueued, OutboxRelay
-from zen.store import repository
 
 if TYPE_CHECKING:
-    from zen.store.db import Database, Session
+    from zen.jobs.store import JobStore, JobTx
 
 log = logging.getLogger("zen.jobs.service")
 
 
 class VmBeats:
-    def __init__(self, db: Database, config: ZenConfig, clock: Clock, relay: OutboxRelay, decisions: DecisionWriter):
-        self._db = db
+    def __init__(self, store: JobStore, config: ZenConfig, clock: Clock, relay: OutboxRelay, decisions: DecisionWriter):
+        self._store = store
         self._config = config
         self._clock = clock
         self._relay = relay
@@ -63,9 +62,9 @@ class VmBeats:
         """Record a VM heartbeat of a known cluster and requeue what it gave back: whether it changed
         anything (not when older than the last one recorded and nothing to requeue), and whether the VM
         became usable (IDLE, from booting or from running a job: ``Zen.on_heartbeat`` runs a pass)."""
-        with self._db.transaction() as session:
-            was = repository.upsert_vm(
-                session, name=hb.vm, cluster=hb.cluster, region=hb.region, zone=hb.zone, state=hb.state.value,
+        with self._store.transaction() as tx:
+            was = tx.upsert_vm(
+                name=hb.vm, cluster=hb.cluster, region=hb.region, zone=hb.zone, state=hb.state.value,
                 job_id=hb.job_id, attempt=hb.attempt, seq=hb.seq, now=(now := self._clock()),
                 sent_at=min(hb.sent_at, now),  # idle since: never later than now (a clock ahead)
                 jobs=None if hb.jobs is None else [held.model_dump() for held in hb.jobs],
@@ -73,19 +72,19 @@ class VmBeats:
             )
             # Whether or not the row took it (it may be older than the last one recorded): the list is
             # judged against each job's own reports.
-            ids = self._requeue_given_back(session, hb)
+            ids = self._requeue_given_back(tx, hb)
         self._relay.flush_quietly(ids)
         usable = hb.state is VmState.IDLE and was is not None and was != VmState.IDLE.value
         return was is not None or bool(ids), usable
 
-    def _requeue_given_back(self, session: Session, hb: VmHeartbeat) -> list[Enqueued]:
+    def _requeue_given_back(self, tx: JobTx, hb: VmHeartbeat) -> list[Enqueued]:
         ids: list[Enqueued] = []
         for job_id, attempt in sorted({(held.job_id, held.attempt) for held in hb.given_back or ()}):
-            job = repository.get_job(session, job_id, lock=True)
+            job = tx.get_job(job_id, lock=True)
             decision = lifecycle.decide_given_back(job, hb.vm, attempt, hb.seq) if job else None
-            if decision is None:
+            if job is None or decision is None:
                 continue
             log.warning("claim given back: job requeued", extra={
                 "job_id": job_id, "attempt": attempt, "vm": hb.vm, "seq": hb.seq, "claim_seq": job.last_seq})
-            ids += self._decisions.apply(session, job, decision, actor=f"vm:{hb.vm}", now=self._clock())
+            ids += self._decisions.apply(tx, job, decision, actor=f"vm:{hb.vm}", now=self._clock())
         return ids
