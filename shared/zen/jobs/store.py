@@ -18,7 +18,7 @@ Semantics every store keeps (``tests/test_jobstore_contract.py`` checks both of 
 - a ``repeat_key`` makes a VM's repeated refused report one row.
 
 Adapters: ``zen.store.jobstore.PostgresJobStore`` (production) and ``zen_dev.fakes.jobstore.InMemoryJobStore``
-(tests, simulator). Both carry ``StoreHooks`` so that tests inject a race or an error at a named operation
+(tests). Both carry ``StoreHooks`` so that tests inject a race or an error at a named operation
 instead of patching modules.
 """
 
