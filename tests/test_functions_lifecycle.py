@@ -269,23 +269,18 @@ def test_stop_that_arrives_before_its_submit_cancels_the_job_on_arrival(function
     assert publisher.on("zen-job-start") == []
 
 
-def test_a_stop_that_races_its_submit_is_applied_as_soon_as_it_is_kept(functions, zen, publisher, monkeypatch):
+def test_a_stop_that_races_its_submit_is_applied_as_soon_as_it_is_kept(functions, zen, publisher):
     """The stop finds no job; before its transaction commits, the submission (another instance, another
     connection) commits without seeing the kept stop. Neither saw the other's row: the stop, once kept,
-    looks again."""
+    looks again. The race is injected through the store's hook (two real Postgres transactions)."""
     import threading
 
-    from zen.jobs import service as jobs_module
-
-    remember = repository.remember_early_stop
-
-    def remember_while_the_submit_commits(session, job_id, reason, now):
-        remember(session, job_id, reason, now)
+    def submit_while_the_stop_is_uncommitted(result, job_id, reason, now):
         submitter = threading.Thread(target=functions.submit, args=(job_request("job-1"),))
         submitter.start()
         submitter.join(30)
 
-    monkeypatch.setattr(jobs_module.repository, "remember_early_stop", remember_while_the_submit_commits)
+    zen.store.hooks.after("remember_early_stop", submit_while_the_stop_is_uncommitted)
     functions.stop({"job_id": "job-1", "reason": "changed my mind"})
     assert job(zen, "job-1").status.value == "CANCELLED"  # not QUEUED, to run although stopped
     assert history(zen, "job-1") == [(None, "PENDING"), ("PENDING", "QUEUED"), ("QUEUED", "CANCELLED")]

@@ -19,7 +19,7 @@ from zen.core.errors import DataRejected
 from zen.core.events import PUBSUB_EVENT_TYPE
 from zen.core.models import Job, JobStatus
 from zen.jobs.messaging import OutgoingMessage
-from zen.store import repository, submits
+from zen.store import repository
 from zen.store.submits import GroupCommit
 
 
@@ -29,18 +29,16 @@ def submit(zen, config, request: dict, message_id: str):
     return zen.on_job_submitted(message_id, PUBSUB_EVENT_TYPE, data)
 
 
-def test_concurrent_submissions_share_statements_and_each_gets_its_own_outcome(zen, config, publisher, monkeypatch):
+def test_concurrent_submissions_share_statements_and_each_gets_its_own_outcome(zen, config, publisher):
     """60 distinct jobs, a job submitted twice at once (one job, one start), a job_id reused by another
     request (rejected) and a job stopped before it arrived (cancelled), from 8 threads at once."""
     sizes = Counter()
-    original = submits.insert_queued_jobs
 
-    def counted(session, batch):
+    def counted(batch):
         sizes[len(batch)] += 1
         time.sleep(0.005)  # a slower database: deliveries pile up behind the statement in flight
-        return original(session, batch)
 
-    monkeypatch.setattr(submits, "insert_queued_jobs", counted)
+    zen.store.hooks.before("submit_jobs", counted)
     zen.on_stop_requested("stop-early", PUBSUB_EVENT_TYPE, eventarc.pubsub_cloud_event(
         json.dumps({"job_id": "early", "reason": "changed my mind"}).encode(), message_id="stop-early",
         topic=config.topics.job_stop, project=config.project)["data"])

@@ -148,22 +148,20 @@ def test_only_the_final_report_of_the_lost_attempt_from_its_vm_counts_and_only_w
 
 
 def test_a_claim_of_the_next_attempt_waiting_on_the_row_lock_is_refused_once_the_late_report_ends_the_job(
-        functions, zen, publisher, clock, monkeypatch):
+        functions, zen, publisher, clock):
     """The report and a claim of attempt 2 are ordered by the job's row lock: the claim that waited
     for it finds a job that is over and is told RELEASE."""
     functions.submit(job_request("job-1"))
     run_then_go_silent(functions, clock, "job-1")
-    read = usage.lost_attempt
     claimer = []
 
-    def read_while_a_claim_waits(session, job_id, attempt):
+    def read_while_a_claim_waits(job_id, attempt):
         claimer.append(threading.Thread(target=functions.heartbeat,
                                         args=(heartbeat("job-1", "CLAIMED", 1, attempt=2, vm="vm-b"),)))
         claimer[0].start()
         time.sleep(0.5)  # the claim is now waiting for the row this transaction holds
-        return read(session, job_id, attempt)
 
-    monkeypatch.setattr(usage, "lost_attempt", read_while_a_claim_waits)
+    zen.store.hooks.before("lost_attempt", read_while_a_claim_waits)
     functions.heartbeat(final("job-1"))
     claimer[0].join(30)
     assert not claimer[0].is_alive()

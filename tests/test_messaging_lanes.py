@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from zen.adapters.pubsub import TopicLane
 from zen.jobs.messaging import OutgoingMessage
+from zen.store.jobstore import PostgresJobStore
 
 
 def test_concurrent_inline_and_handed_over_messages_are_each_sent_once_and_settled():
@@ -70,7 +71,7 @@ def test_only_the_last_request_in_flight_waits_for_the_urgent_messages_handed_ov
     from zen.jobs.messaging import Enqueued, OutboxRelay
 
     publisher = _HeldPublisher()
-    relay = OutboxRelay(db, publisher, lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
+    relay = OutboxRelay(PostgresJobStore(db), publisher, lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
     start = [Enqueued(1, OutgoingMessage("start", b"job"))]
     left = []
     second_inside, first_left = threading.Event(), threading.Event()
@@ -115,7 +116,7 @@ def test_a_hand_over_that_fails_leaves_nothing_for_later_requests_to_wait_on(db)
     from tests.relay_support import another_request
     from zen.jobs.messaging import Enqueued, OutboxRelay
 
-    relay = OutboxRelay(db, _BrokenPublisher(), lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
+    relay = OutboxRelay(PostgresJobStore(db), _BrokenPublisher(), lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
     relay.wait_limit_s = 5
     with another_request(relay), relay.request():
         relay.flush_quietly([Enqueued(1, OutgoingMessage("start", b"job"))])  # logged, left for the tick
@@ -241,7 +242,7 @@ def test_events_linger_only_while_other_requests_keep_the_cpu(db):
     from zen.jobs.messaging import Enqueued, OutboxRelay
 
     publisher = _LingerRecorder()
-    relay = OutboxRelay(db, publisher, lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
+    relay = OutboxRelay(PostgresJobStore(db), publisher, lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
     event = [Enqueued(1, OutgoingMessage("events", b"queued"))]
     with relay.request():
         relay.flush_quietly(event)
@@ -259,7 +260,7 @@ def test_starts_linger_only_while_other_requests_keep_the_cpu(db):
     from zen.jobs.messaging import Enqueued, OutboxRelay
 
     publisher = _LingerRecorder()
-    relay = OutboxRelay(db, publisher, lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
+    relay = OutboxRelay(PostgresJobStore(db), publisher, lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
     start = [Enqueued(1, OutgoingMessage("start", b"job"))]
     with relay.request():
         relay.flush_quietly(start)

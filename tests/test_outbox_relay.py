@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 from tests.relay_support import another_request
 from zen.adapters.pubsub import TopicLane
 from zen.jobs.messaging import Enqueued, OutboxRelay, OutgoingMessage, enqueue
+from zen.store.jobstore import PostgresJobStore, PostgresJobTx
 
 
 class TopicDown:
@@ -36,10 +37,10 @@ def test_a_topic_that_keeps_failing_does_not_starve_the_resend_of_others(db):
     now = datetime.now(timezone.utc)
     old = now - timedelta(minutes=5)
     with db.transaction() as s:
-        enqueue(s, [OutgoingMessage("events", b"e%d" % n) for n in range(1000)], old)
-        enqueue(s, [OutgoingMessage("control", b"stop vm-1")], old)  # a stop order whose first publish was lost
+        enqueue(PostgresJobTx(s), [OutgoingMessage("events", b"e%d" % n) for n in range(1000)], old)
+        enqueue(PostgresJobTx(s), [OutgoingMessage("control", b"stop vm-1")], old)  # its first publish was lost
     pub = TopicDown()
-    relay = OutboxRelay(db, pub, lambda: now, urgent=frozenset({"control"}))
+    relay = OutboxRelay(PostgresJobStore(db), pub, lambda: now, urgent=frozenset({"control"}))
     for _ in range(5):  # five ticks, two resends each
         relay.flush_pending()
         relay.flush_pending()
@@ -78,7 +79,7 @@ def test_a_late_callback_after_a_timed_out_wait_does_not_release_a_newer_one(db)
     """The last request out gave up on a slow publish (wait_limit_s); its late callback must not count
     for a newer hand-over, whose last request must still wait for it."""
     pub = ManualPublisher()
-    relay = OutboxRelay(db, pub, lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
+    relay = OutboxRelay(PostgresJobStore(db), pub, lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
     relay.wait_limit_s = 0.3
     # 1. a slow publish: the last request out gives up after wait_limit_s and resets the count
     m1, left1 = _two_requests(relay, [Enqueued(1, OutgoingMessage("start", b"s1"))])
@@ -124,7 +125,7 @@ def test_lingering_events_are_sent_before_the_last_request_answers(db):
     """Events and starts handed over beside another request linger to share an RPC; once the last
     request leaves nobody will: they go at once, and it waits for them (the CPU is throttled after it)."""
     pub = LanePublisher()
-    relay = OutboxRelay(db, pub, lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
+    relay = OutboxRelay(PostgresJobStore(db), pub, lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
     with relay.request():
         with relay.request():  # another request in flight: events linger
             relay.flush_quietly([Enqueued(1, OutgoingMessage("events", b"job.submitted")),
@@ -146,7 +147,7 @@ def test_a_tick_prunes_every_old_sent_row_not_one_batch(db):
     with db.transaction() as s:
         s.sql("INSERT INTO outbox (topic, data, created_at, sent_at) "
               "SELECT 't', '\\x00'::bytea, :old, :old FROM generate_series(1, 30000)", old=now - timedelta(days=2))
-    relay = OutboxRelay(db, Ok(), lambda: now)
+    relay = OutboxRelay(PostgresJobStore(db), Ok(), lambda: now)
     relay.flush_pending(); relay.flush_pending()  # one scale tick
     with db.transaction() as s:
         left = s.sql("SELECT count(*) AS n FROM outbox")[0]["n"]

@@ -17,6 +17,7 @@ from zen.core.errors import ConfigError
 from zen.core.events import PUBSUB_EVENT_TYPE
 from zen.jobs.queueing import Queueing
 from zen.store import queues as queue_rows, repository
+from zen.store.jobstore import PostgresJobTx
 
 CLUSTER = "4xa100-40gb"  # 4 GPUs per VM, so a job holds 4 GPUs of its queue's quota
 
@@ -66,7 +67,7 @@ def test_a_job_beyond_quota_stays_pending_and_is_admitted_when_quota_frees(queue
     assert started(publisher) == ["j1", "j2"]  # the PENDING job is not demand: no start message
     with zen.db.transaction() as session:
         assert not [r for r in repository_demand(session) if r["jobs"] == 3]
-        why = Queueing(zen.config).why_pending(session, repository.get_job(session, "j3"))
+        why = Queueing(zen.config).why_pending(PostgresJobTx(session), repository.get_job(session, "j3"))
     assert why == f"queue research holds 8 GPUs of {CLUSTER} (quota 8), the job needs 4"
 
     run_to_end(functions, "j1", "vm-a")  # its end frees 4 GPUs: j3 is admitted in the same delivery
@@ -107,7 +108,7 @@ def test_higher_priority_is_admitted_first_then_the_oldest(queued_zen, clock):
     functions.stop({"job_id": "run2"})
     assert statuses(zen, "old-low", "newer-low") == ["QUEUED", "PENDING"]
     with zen.db.transaction() as session:
-        why = Queueing(zen.config).why_pending(session, repository.get_job(session, "newer-low"))
+        why = Queueing(zen.config).why_pending(PostgresJobTx(session), repository.get_job(session, "newer-low"))
     assert why == f"queue research holds 8 GPUs of {CLUSTER} (quota 8), the job needs 4"  # nobody ahead now
 
 
@@ -162,7 +163,7 @@ def test_a_flood_borrows_unused_quota_and_the_other_tenant_goes_first_when_quota
     # team-b's dominant share is 0, team-a's is above 1: team-b's jobs go first, oldest first
     assert statuses(zen, "b1", "b2", "a4") == ["QUEUED", "QUEUED", "PENDING"]
     with zen.db.transaction() as session:
-        summary = {row["queue"]: row for row in Queueing(zen.config).summary(session)}
+        summary = {row["queue"]: row for row in Queueing(zen.config).summary(PostgresJobTx(session))}
     assert (summary["team-a"]["admitted_gpus"], summary["team-a"]["borrowed_gpus"]) == (8, 0)
     assert (summary["team-b"]["admitted_gpus"], summary["team-b"]["pending"]) == (8, 0)
     assert summary["team-a"]["pending"] == 6

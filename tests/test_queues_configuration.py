@@ -11,6 +11,7 @@ from tests.test_queues import (  # noqa: F401 - fixture
     CLUSTER, ONE_QUEUE, queued_zen, started, statuses, with_queues,
 )
 from zen.store import repository
+from zen.store.jobstore import PostgresJobTx
 
 
 def explain(config, db, job_id, tmp_path, monkeypatch, capsys) -> str:
@@ -79,7 +80,7 @@ def test_passes_of_two_configurations_over_the_same_queue_take_the_same_lock(con
 
     def locks_held(configuration) -> set[int]:
         with db.transaction() as session:
-            Queueing(configuration).admit(session, "a", CLUSTER, clock())
+            Queueing(configuration).admit(PostgresJobTx(session), "a", CLUSTER, clock())
             return {row["objid"] for row in session.sql(
                 "SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()")}
 

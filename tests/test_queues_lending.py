@@ -12,6 +12,7 @@ from tests.test_queues import (  # noqa: F401 - fixture
 )
 from tests.test_queues_preemption import a100s, halves_config
 from zen.store import repository
+from zen.store.jobstore import PostgresJobTx
 
 
 def lab(preemption_a="never"):
@@ -94,7 +95,7 @@ def test_a_job_a_lowered_quota_can_never_hold_waits_without_holding_up_the_queue
     zen.on_scale_tick()
     assert statuses(zen, "big", "small") == ["PENDING", "QUEUED"]
     with db.transaction() as session:
-        why = Queueing(lowered).why_pending(session, repository.get_job(session, "big"))
+        why = Queueing(lowered).why_pending(PostgresJobTx(session), repository.get_job(session, "big"))
     assert "can now hold at most 3" in why and "quota was lowered" in why
 
 
@@ -112,7 +113,7 @@ def test_fair_share_counts_the_gpus_a_job_held_until_it_ended(queued_zen, clock)
     clock.advance(3600)
     run_to_end(functions, "a0", "vm-0")
     with zen.db.transaction() as session:
-        hours = {r["queue"]: r["recent_gpu_hours"] for r in Queueing(zen.config).summary(session)}
+        hours = {r["queue"]: r["recent_gpu_hours"] for r in Queueing(zen.config).summary(PostgresJobTx(session))}
     assert hours["team-a"] == 4.0  # 4 GPUs for an hour (usage decays from the end of each step)
 
 

@@ -73,23 +73,20 @@ def test_the_tick_preempts_two_queued_victims_for_a_waiting_job(config, db, publ
 @pytest.mark.queues([{"name": "one", "quota": {CLUSTER: 4}, "users": ["alice"]},
                      {"name": "two", "quota": {CLUSTER: 4}, "users": ["bob"]}])
 def test_one_queue_whose_pass_fails_stops_neither_the_other_queues_nor_the_tick(queued_zen, config, db, publisher,
-                                                                                   clock, monkeypatch):
+                                                                                   clock):
     from zen.app import Zen
-    from zen.jobs.queueing import Queueing
 
     zen, functions = queued_zen
     for job_id, user in (("a0", "alice"), ("a1", "alice"), ("b0", "bob"), ("b1", "bob")):
         functions.submit(job_request(job_id, user_id=user))
     raised = Zen(with_queues(config, [{"name": "one", "quota": {CLUSTER: 8}, "users": ["alice"]},
                                       {"name": "two", "quota": {CLUSTER: 8}, "users": ["bob"]}]), db, publisher, clock)
-    admit = Queueing.admit
 
-    def broken_for_one(self, session, queue, cluster, now, released=0):
-        if queue == "one":
+    def broken_for_one(key):
+        if key == "queue:one":
             raise RuntimeError("a bug in one queue's pass")
-        return admit(self, session, queue, cluster, now, released=released)
 
-    monkeypatch.setattr(Queueing, "admit", broken_for_one)
+    raised.store.hooks.before("queue_lock", broken_for_one)
     assert raised.on_scale_tick().admitted == 1
     assert statuses(zen, "a1", "b1") == ["PENDING", "QUEUED"]
 
@@ -152,7 +149,7 @@ def test_a_long_line_of_preemptors_is_admitted_in_one_pass_without_nesting(confi
     tick's pass takes every victim and admits every preemptor, pass after pass in a loop (a pass nested
     in the one before grew the stack by one per preemptor)."""
     from zen.app import Zen
-    from zen.jobs.service import JobService
+    from zen.jobs.decisions import DecisionWriter
     from zen_dev.local.invoke import FunctionsInvoker
 
     queues = [{"name": "research", "quota": {CLUSTER: 48}, "users": ["alice"], "preemption": "never"}]
@@ -164,7 +161,7 @@ def test_a_long_line_of_preemptors_is_admitted_in_one_pass_without_nesting(confi
         functions.submit(job_request(f"high{n}", priority=9))
         clock.advance(1)
     depth, deepest = [0], [0]
-    admit = JobService._admit
+    admit = DecisionWriter.admit
 
     def counted(self, *args, **kwargs):
         depth[0] += 1
@@ -174,7 +171,7 @@ def test_a_long_line_of_preemptors_is_admitted_in_one_pass_without_nesting(confi
         finally:
             depth[0] -= 1
 
-    monkeypatch.setattr(JobService, "_admit", counted)
+    monkeypatch.setattr(DecisionWriter, "admit", counted)
     zen = Zen(with_queues(config, [{**queues[0], "preemption": "lower-priority"}]), db, publisher, clock)
     zen.on_scale_tick()
     assert set(statuses(zen, *[f"high{n}" for n in range(12)])) == {"QUEUED"}

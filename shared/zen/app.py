@@ -20,8 +20,9 @@ from zen.core.events import PubSubEnvelope, envelope_from_cloud_event
 from zen.core.text import escape_unstorable
 from zen.jobs.messaging import OutboxRelay, Publisher
 from zen.jobs.service import JobService, Outcome
-from zen.store import fleet, rejections, repository
+from zen.store import fleet
 from zen.store.db import Database
+from zen.store.jobstore import PostgresJobStore
 from zen.store.migrate import schema_lag
 
 log = logging.getLogger("zen.app")
@@ -67,10 +68,11 @@ class Zen:
                  scaler: Scaler | None = None, controls: ControlMaker | None = None):
         self.config = config
         self.db = db
+        self.store = PostgresJobStore(db)  # the job service's port (zen.jobs.store) over Postgres
         self.clock = clock
-        self.relay = OutboxRelay(db, publisher, clock,
+        self.relay = OutboxRelay(self.store, publisher, clock,
                                  urgent=frozenset({config.topics.job_start, config.topics.vm_control}))
-        self.jobs = JobService(db, config, self.relay, clock)
+        self.jobs = JobService(self.store, config, self.relay, clock)
         self.scaler = scaler
         self.controls = controls  # None: the agents make their own control subscriptions
         self._schema_ok = False
@@ -149,28 +151,25 @@ class Zen:
         """Resend the outbox, sweep lost jobs, republish and widen unclaimed starts, admit, prune old
         refusals, scale. A second concurrent tick skips."""
         self._schema_ready()  # else no sweep: a job's reports cannot be recorded meanwhile
-        with self.relay.request(), self.db.session() as session:
-            if not repository.try_tick_lock(session, TICK_LOCK_KEY):
+        with self.relay.request(), self.store.tick_lock(TICK_LOCK_KEY) as locked:
+            if not locked:
                 log.info("another scale tick holds the lock; skipping")
                 return TickReport(skipped=True)
-            try:
-                report = TickReport(relayed=self.relay.flush_pending())
-                report.swept = self.jobs.sweep_lost()
-                report.stopped = self.jobs.apply_early_stops()
-                report.republished = self.jobs.republish_unclaimed()
-                report.widened = self.jobs.widen_narrowed()
-                report.admitted = self.jobs.admit_waiting()
-                report.pruned = rejections.prune(self.db, self.clock())
-                if self.scaler is not None:
-                    report.scaling = self.scaler.tick()
-                if self.controls is not None:  # the instances the passes just listed, booting ones too
-                    with self.db.transaction() as instances:
-                        report.controls = self.controls.ensure(fleet.mig_instance_names(instances))
-                report.relayed += self.relay.flush_pending()
-                telemetry.log_tick(log, self.db, [c.name for c in self.config.clusters], self.clock(), report)
-                return report
-            finally:
-                repository.tick_unlock(session, TICK_LOCK_KEY)
+            report = TickReport(relayed=self.relay.flush_pending())
+            report.swept = self.jobs.sweeps.sweep_lost()
+            report.stopped = self.jobs.sweeps.apply_early_stops()
+            report.republished = self.jobs.sweeps.republish_unclaimed()
+            report.widened = self.jobs.sweeps.widen_narrowed()
+            report.admitted = self.jobs.admit_waiting()
+            report.pruned = self.store.prune_rejections(self.clock())
+            if self.scaler is not None:
+                report.scaling = self.scaler.tick()
+            if self.controls is not None:  # the instances the passes just listed, booting ones too
+                with self.db.transaction() as instances:
+                    report.controls = self.controls.ensure(fleet.mig_instance_names(instances))
+            report.relayed += self.relay.flush_pending()
+            telemetry.log_tick(log, self.db, [c.name for c in self.config.clusters], self.clock(), report)
+            return report
 
     def _with_envelope(self, source: str, event_id: str, event_type: str | None, data, handler) -> Outcome:
         self._schema_ready()

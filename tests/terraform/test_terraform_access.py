@@ -86,8 +86,8 @@ def test_every_function_can_reach_the_bucket_lookup():
     shared = ROOT / "shared" / "zen"
     assert "from zen.core.locality import" in (shared / "core" / "routing.py").read_text()
     assert "from zen.core.locality import" in (shared / "jobs" / "placement.py").read_text()
-    jobs = (shared / "jobs" / "service.py").read_text()
-    assert "from zen.core.routing import" in jobs and "from zen.jobs.placement import" in jobs
+    assert "from zen.core.routing import" in (shared / "jobs" / "decisions.py").read_text()
+    assert "from zen.jobs.placement import" in (shared / "jobs" / "service.py").read_text()
     app = (shared / "app.py").read_text()
     for method in ("on_job_submitted", "on_heartbeat", "on_stop_requested", "on_scale_tick"):
         body = app.split(f"def {method}(", 1)[1].split("\n    def ", 1)[0]

@@ -28,6 +28,7 @@ def register(sub, ctx: Context) -> None:
 
 def cmd_queues(args, db: Callable[[], Any]) -> int:
     from zen.jobs.queueing import Queueing
+    from zen.store.jobstore import PostgresJobTx
 
     config = load_config()
     if not config.queues:
@@ -36,7 +37,7 @@ def cmd_queues(args, db: Callable[[], Any]) -> int:
             print("[]")  # a script parsing the output gets valid JSON
         return 0
     with db().transaction() as session:
-        rows = Queueing(config).summary(session)
+        rows = Queueing(config).summary(PostgresJobTx(session))
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
@@ -48,6 +49,7 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
     """``zen explain JOB``: the job's status and why it is there."""
     from zen.jobs.queueing import Queueing
     from zen.store import fleet, repository
+    from zen.store.jobstore import PostgresJobTx
 
     config = load_config()
     with db.transaction() as session:
@@ -56,7 +58,7 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
             print(f"no job or cluster named {job_id}", file=sys.stderr)
             return 1
         if job.status is JobStatus.PENDING and job.queue and config.queues:
-            why = "waiting for quota: " + Queueing(config).why_pending(session, job)
+            why = "waiting for quota: " + Queueing(config).why_pending(PostgresJobTx(session), job)
         elif job.status is JobStatus.PENDING and not config.queues:  # left by queues since removed
             why = "no queues are configured: admitted at the next scale tick"
         elif job.status is JobStatus.QUEUED:

@@ -1,7 +1,7 @@
 """Checks a claim must pass besides the job's own state (``zen.core.lifecycle.decide_heartbeat``): the VM
 is not going away, and it has room for the job.
 
-Both read the VM's rows under its advisory lock (``repository.vm_is_draining`` takes it), which a
+Both read the VM's rows under its advisory lock (``JobTx.vm_is_draining`` takes it), which a
 scale-down's drain and every other claim by the same VM also take: two claims from one VM are
 checked one after the other, each seeing the job the other won.
 
@@ -22,7 +22,7 @@ No storms (issue 34). A refused claim's RELEASE carries its cause in the attribu
 refuse unknown payload fields, still read the order). An agent told ``draining`` takes no more jobs
 (it retires: ``zen.agent.claim``); one told another cause waits longer after each claim refused for
 the same cause (``zen.agent.backoff``). The refusal is recorded once per (VM, job, attempt, cause),
-with a count (``zen.store.rejections``). The start is published again once per cause and VM: a claim
+with a count (``JobTx.record_rejection``). The start is published again once per cause and VM: a claim
 refused for a cause that this VM's claim of the same attempt was refused for already, since the start
 was last published, publishes nothing now; the job's ``widen_at`` is set to now instead, so the next
 scale tick publishes its start again (``zen.jobs.sweeps.widen_narrowed``; the VM that claimed it acked its
@@ -41,10 +41,10 @@ from zen.core.lifecycle import Change, Decision, refusal
 from zen.core.models import Heartbeat, Job, JobStatus
 from zen.core.routing import next_route
 from zen.jobs.placement import regions_cleared_now
-from zen.store import rejections, repository
+from zen.jobs.store import repeat_key
 
 if TYPE_CHECKING:
-    from zen.store.db import Session
+    from zen.jobs.store import JobTx
 
 # Causes of a refused claim, told the VM in the RELEASE's attribute ``refused``.
 DRAINING = "draining"  # the VM is being scaled down: it takes no more jobs
@@ -53,7 +53,7 @@ NOT_INSTANCE = "not-instance"  # the VM is no instance of the job's cluster's MI
 NOT_CLEARED = "not-cleared"  # the VM's region no longer may run the job
 
 
-def refuse_claim(session: Session, config: ZenConfig, job: Job, hb: Heartbeat,
+def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
                  now: datetime, proven: bool = False) -> Decision | None:
     """The refusal of a report that would win ``job``'s claim for ``hb.vm``; None when it may win.
     With ``proven`` (the VM's name proven by its token: ``zen.adapters.vm_proof``), a VM that is not an instance
@@ -71,14 +71,14 @@ def refuse_claim(session: Session, config: ZenConfig, job: Job, hb: Heartbeat,
         reason, cause = f"VM {hb.vm} is not an instance of cluster {job.cluster}'s MIG in {hb.region}", NOT_INSTANCE
     elif hb.region in job.regions and hb.region not in (cleared := regions_cleared_now(config, job)):
         return _not_cleared(config, job, hb, cleared, now)
-    elif repository.vm_is_draining(session, hb.vm):  # a VM being scaled down is deleted next
+    elif tx.vm_is_draining(hb.vm):  # a VM being scaled down is deleted next
         reason, cause = f"VM {hb.vm} is being scaled down", DRAINING
     else:
-        reason, cause = no_room(config, job, hb.vm, lambda: repository.jobs_on_vm(session, hb.vm)), NO_ROOM
+        reason, cause = no_room(config, job, hb.vm, lambda: tx.jobs_on_vm(hb.vm)), NO_ROOM
     if reason is None:
         return None
     controls = [refusal(job, hb, reason)]
-    if _refused_since_published(session, config, job, hb, cause):  # the tick publishes it again
+    if _refused_since_published(tx, config, job, hb, cause):  # the tick publishes it again
         due = job.widen_at is not None and job.widen_at <= now
         return Decision(ignored=reason, refused=cause, controls=controls, fields={} if due else {"widen_at": now})
     fields, note = {}, None
@@ -88,13 +88,13 @@ def refuse_claim(session: Session, config: ZenConfig, job: Job, hb: Heartbeat,
     return Decision(ignored=reason, publish_start=True, fields=fields, note=note, controls=controls, refused=cause)
 
 
-def _refused_since_published(session: Session, config: ZenConfig, job: Job, hb: Heartbeat, cause: str) -> bool:
+def _refused_since_published(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat, cause: str) -> bool:
     """Whether a claim of this attempt by ``hb.vm`` was refused for ``cause`` since the job's start was
-    last published (the refusal's row: ``zen.store.rejections``, written after the refusal that published it)."""
+    last published (the refusal's row, written after the refusal that published it)."""
     if job.start_published_at is None:
         return False
-    key = rejections.repeat_key(hb.vm, job.job_id, hb.attempt, cause)
-    seen = rejections.last_seen(session, config.topics.heartbeats, key)
+    key = repeat_key(hb.vm, job.job_id, hb.attempt, cause)
+    seen = tx.rejection_last_seen(config.topics.heartbeats, key)
     return seen is not None and seen >= job.start_published_at
 
 

@@ -40,15 +40,14 @@ from typing import TYPE_CHECKING
 
 from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, Heartbeat, Job, JobStatus
-from zen.store import usage
 
 if TYPE_CHECKING:
-    from zen.store.db import Session
+    from zen.jobs.store import UsageRows
 
 FINAL = {AgentStatus.SUCCEEDED: JobStatus.SUCCEEDED, AgentStatus.FAILED: JobStatus.FAILED}
 
 
-def late_final(session: Session, job: Job, hb: Heartbeat, now: datetime) -> Decision | None:
+def late_final(rows: UsageRows, job: Job, hb: Heartbeat, now: datetime) -> Decision | None:
     """What ``hb`` does when it is a lost attempt's late final report (above); None when it is not one
     (``lifecycle.decide_heartbeat`` decides). Reads only for a final report of an older attempt of a
     job that waits, or of the current attempt of a job that FAILED, from that attempt's VM."""
@@ -59,7 +58,7 @@ def late_final(session: Session, job: Job, hb: Heartbeat, now: datetime) -> Deci
              and hb.seq > job.last_seq)
     if not (waiting or spent):
         return None
-    lost = usage.lost_attempt(session, job.job_id, hb.attempt)
+    lost = rows.lost_attempt(job.job_id, hb.attempt)
     if lost is None or not lost["by_sweep"] or lost["later_held"] or lost["vm"] != hb.vm:
         return None
     if spent:

@@ -29,10 +29,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable, Iterator, Protocol, Sequence
 
 from zen.core.models import Message
-from zen.store import outbox
 
-if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
-    from zen.store.db import Database, Session
+if TYPE_CHECKING:  # the port (zen.jobs.store) names these types of this module
+    from zen.jobs.store import JobStore, OutboxRows
 
 
 log = logging.getLogger("zen.jobs.messaging")
@@ -68,7 +67,7 @@ def outgoing(topic: str, message: Message, attributes: dict[str, str]) -> Outgoi
     return OutgoingMessage(topic, message.to_bytes(), attributes)
 
 
-def outbox_entries(messages: Sequence[OutgoingMessage]) -> list[dict]:
+def outbox_entries(messages: Sequence[OutgoingMessage]) -> list[dict[str, object]]:
     """Messages as the outbox statements read them (data in base64)."""
     return [{"topic": m.topic, "data": base64.b64encode(m.data).decode("ascii"), "attributes": m.attributes}
             for m in messages]
@@ -79,11 +78,11 @@ def outbox_json(messages: Sequence[OutgoingMessage]) -> str:
     return json.dumps(outbox_entries(messages))
 
 
-def enqueue(session: Session, messages: Sequence[OutgoingMessage], now: datetime) -> list[Enqueued]:
-    """Add messages to the outbox in one statement, inside the caller's transaction."""
+def enqueue(rows: OutboxRows, messages: Sequence[OutgoingMessage], now: datetime) -> list[Enqueued]:
+    """Add messages to the outbox in one statement, inside the caller's unit of work."""
     if not messages:
         return []
-    ids = outbox.insert(session, outbox_json(messages), now)  # ids follow the list's order
+    ids = rows.add_outbox(messages, now)  # ids follow the list's order
     return [Enqueued(id_, message) for id_, message in zip(ids, messages)]
 
 
@@ -92,8 +91,8 @@ class SentMarks:
     the request's path, with an asynchronous commit: losing a mark (a crash) only means the tick
     sends that message once more, which at-least-once delivery allows."""
 
-    def __init__(self, db: Database, clock: Callable[[], datetime], delay_s: float = 0.2):
-        self._db = db
+    def __init__(self, store: JobStore, clock: Callable[[], datetime], delay_s: float = 0.2):
+        self._store = store
         self._clock = clock
         self._delay_s = delay_s
         self._ids: list[int] = []
@@ -124,8 +123,8 @@ class SentMarks:
         if not ids and not failed:
             return
         try:
-            with self._db.transaction() as session:
-                _mark(session, ids, failed, self._clock(), durable=False)
+            with self._store.transaction() as rows:
+                _mark(rows, ids, failed, self._clock(), durable=False)
         except Exception as exc:  # noqa: BLE001 - at worst the tick sends a message once more
             log.warning("could not mark outbox rows", extra={"error": str(exc), "rows": len(ids) + len(failed)})
 
@@ -157,10 +156,10 @@ class OutboxRelay:
     prune_batch = 5000
     prune_budget_s = 5.0  # of a tick spent deleting old sent rows (more is left for the next)
 
-    def __init__(self, db: Database, publisher: Publisher, clock: Callable[[], datetime],
+    def __init__(self, store: JobStore, publisher: Publisher, clock: Callable[[], datetime],
                  urgent: frozenset[str] = frozenset()):
-        self._db, self._publisher, self._clock, self._urgent = db, publisher, clock, urgent
-        self.marks = SentMarks(db, clock)
+        self._store, self._publisher, self._clock, self._urgent = store, publisher, clock, urgent
+        self.marks = SentMarks(store, clock)
         self._flow = threading.Condition()
         self._in_flight = 0  # requests inside ``request()``
         self._unsettled: set[int] = set()  # hand-overs not settled yet (tokens: a late callback clears only its own)
@@ -242,15 +241,14 @@ class OutboxRelay:
         self.marks.flush()
         now = self._clock()
         self._prune(now - timedelta(seconds=self.keep_sent_s))
-        with self._db.transaction() as session:
-            rows = outbox.unsent(session, now - timedelta(seconds=self.in_flight_s), limit)
+        with self._store.transaction() as tx:
+            rows = tx.unsent_outbox(now - timedelta(seconds=self.in_flight_s), limit)
             if not rows:
                 return 0
-            messages = [OutgoingMessage(r["topic"], bytes(r["data"]), dict(r["attributes"] or {})) for r in rows]
-            results = self._publisher.publish(messages)
-            sent = [row["id"] for row, result in zip(rows, results) if not isinstance(result, Exception)]
-            _mark(session, sent, [(row["id"], result) for row, result in zip(rows, results)
-                                  if isinstance(result, Exception)], self._clock())
+            results = self._publisher.publish([row.message for row in rows])
+            sent = [row.id for row, result in zip(rows, results) if not isinstance(result, Exception)]
+            _mark(tx, sent, [(row.id, result) for row, result in zip(rows, results)
+                             if isinstance(result, Exception)], self._clock())
             return len(sent)
 
     def _prune(self, cutoff: datetime) -> None:
@@ -258,17 +256,17 @@ class OutboxRelay:
         or ``prune_budget_s`` is spent: one batch a tick fell behind above ~50 submissions a second."""
         began = time.monotonic()
         while time.monotonic() - began < self.prune_budget_s:
-            with self._db.transaction() as session:
-                if outbox.prune(session, cutoff, self.prune_batch) < self.prune_batch:
+            with self._store.transaction() as tx:
+                if tx.prune_outbox(cutoff, self.prune_batch) < self.prune_batch:
                     return
 
 
-def _mark(session: Session, sent: list[int], failed: list[tuple[int, Exception]], now: datetime, *,
+def _mark(rows: OutboxRows, sent: list[int], failed: list[tuple[int, Exception]], now: datetime, *,
           durable: bool = True) -> None:
     """Record how publishing outbox rows ended: sent, or failed (left for the tick, with the error)."""
     if sent:
-        outbox.mark_sent(session, sent, now, durable=durable)
+        rows.mark_outbox_sent(sent, now, durable=durable)
     for id_, error in failed:
-        outbox.mark_failed(session, id_, f"{type(error).__name__}: {error}")
+        rows.mark_outbox_failed(id_, f"{type(error).__name__}: {error}")
     if failed:
         log.warning("outbox publish failed for %d message(s); left for the next tick", len(failed))

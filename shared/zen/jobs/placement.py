@@ -41,7 +41,7 @@ from zen.core.models import Job, JobRequest
 from zen.jobs.queueing import Queueing
 
 if TYPE_CHECKING:
-    from zen.store.db import Session
+    from zen.jobs.store import JobTx
 
 
 @dataclass(frozen=True)
@@ -181,23 +181,21 @@ def _offered(config: ZenConfig) -> str:
     return ", ".join(f"{c.gpu_count}x {c.gpu_type}" for c in config.clusters)
 
 
-def choose(session: Session, config: ZenConfig, resolved: Resolved, now: datetime) -> tuple[Shape, str | None]:
+def choose(tx: JobTx, config: ZenConfig, resolved: Resolved, now: datetime) -> tuple[Shape, str | None]:
     """Of several acceptable shapes, the first with quota free now and a region not blocked by a
     stockout; else the first. Returns the shape and, when there was a choice, why it was taken."""
-    from zen.store import fleet
-
     if len(resolved.shapes) == 1:
         return resolved.shapes[0], None
     skipped = []
     for shape in resolved.shapes:
         cluster = config.cluster(shape.cluster)
         if resolved.queue is not None:
-            full = Queueing(config).no_room(session, config.queue(resolved.queue), shape.cluster,
+            full = Queueing(config).no_room(tx, config.queue(resolved.queue), shape.cluster,
                                             shape.gpus or cluster.gpu_count)
             if full:
                 skipped.append(f"{shape.cluster}: {full}")
                 continue
-        if set(shape.regions) <= fleet.blocked_regions(session, shape.cluster, now):
+        if set(shape.regions) <= tx.blocked_regions(shape.cluster, now):
             skipped.append(f"{shape.cluster}: every allowed region is stocked out")
             continue
         return shape, f"GPU shape {shape.cluster}" + (f" ({'; '.join(skipped)})" if skipped else "")

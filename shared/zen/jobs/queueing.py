@@ -51,10 +51,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from zen.core.config import QueueConfig, ZenConfig
 from zen.core.errors import Rejected
 from zen.core.models import Job
-from zen.store import queues as rows
-
 if TYPE_CHECKING:
-    from zen.store.db import Session
+    from zen.jobs.store import AdmissionRows
 
 PASS_LIMIT = 200  # waiting jobs read per queue per pass; a later pass takes the next ones
 
@@ -170,7 +168,7 @@ class Queueing:
         return min(queue.limit(cluster), cohort_total)
 
     # -- the admission pass --------------------------------------------------------------------
-    def admit(self, session: Session, queue_name: str, cluster: str, now, released: int = 0) -> Pass:
+    def admit(self, tx: AdmissionRows, queue_name: str, cluster: str, now, released: int = 0) -> Pass:
         """One pass for the cohort of ``queue_name`` on ``cluster``, under its member queues' locks: the jobs
         to admit now and the jobs to preempt (locked rows, in order) with the reasons to record. The
         caller applies them. ``released``: GPUs of ``queue_name`` that a job gave back in this
@@ -184,8 +182,8 @@ class Queueing:
         # cohort locks and both admitted into the same free quota.
         names = [q.name for q in members]
         for name in sorted(names):
-            rows.lock(session, f"queue:{name}")
-        held = rows.admitted(session, names, cluster)
+            tx.queue_lock(f"queue:{name}")
+        held = tx.admitted(names, cluster)
         used = {r["queue"]: r["gpus"] for r in held}
         freeing = sum(r["freeing"] for r in held)  # jobs stopping (a preemption or a user's stop): wait for them
         cohort_quota = sum(q.quota[cluster] for q in members)
@@ -196,25 +194,25 @@ class Queueing:
         if room <= 0 and (freeing or all(q.preemption == "never" for q in members)):
             return Pass()  # the cohort is full: nothing to read (a flood of waiting jobs costs nothing here)
         held_until_now = {**used, queue_name: used.get(queue_name, 0) + released}
-        usage = self._bring_usage_up_to_date(session, names, cluster, held_until_now, now)
+        usage = self._bring_usage_up_to_date(tx, names, cluster, held_until_now, now)
         state = []
         for q in members:
             # room jobs could fit; one more shows the head that does not, which a preemption may serve
             preempts = q.preemption != "never" and not freeing
-            waiting = rows.pending(session, q.name, cluster, max(0, min(room, PASS_LIMIT)) + preempts,
+            waiting = tx.pending_of_queue(q.name, cluster, max(0, min(room, PASS_LIMIT)) + preempts,
                                    int(self._most_ever(q, cluster)))
             state.append(QueueState.of(q, cluster, used.get(q.name, 0), usage.get(q.name, 0.0), waiting))
         result = Pass()
 
         def blocked(queue: QueueState, job: Job, cohort_used_now: int) -> None:
             if not freeing and not result.preempted and queue.config.preemption != "never":
-                result.preempted = self._victims(session, queue, job, state, cohort_used_now, cohort_quota)
+                result.preempted = self._victims(tx, queue, job, state, cohort_used_now, cohort_quota)
 
         for queue, job, held in order_admissions(state, cohort_used, cohort_quota, blocked):
             result.admitted.append((job, admission_reason(queue, held, cluster)))
         return result
 
-    def _victims(self, session: Session, queue: QueueState, job: Job, state: list[QueueState], cohort_used: int,
+    def _victims(self, tx: AdmissionRows, queue: QueueState, job: Job, state: list[QueueState], cohort_used: int,
                  cohort_quota: int) -> list[tuple[Job, str]]:
         """Admitted jobs whose quota ``job`` may take back under its queue's ``preemption`` rule, or []
         when they would not free enough (never preempt for nothing):
@@ -228,11 +226,11 @@ class Queueing:
                 return []
             need = cohort_used + job.gpus - cohort_quota
             lent = {q.config.name: q.used - q.nominal for q in state if q is not queue and q.used > q.nominal}
-            candidates = rows.preemption_candidates(session, list(lent), job.cluster, 50) if lent else []
+            candidates = tx.preemption_candidates(list(lent), job.cluster, 50) if lent else []
         else:
             need = max(queue.used + job.gpus - queue.limit, cohort_used + job.gpus - cohort_quota)
             lent = {name: math.inf}
-            candidates = [c for c in rows.preemption_candidates(session, [name], job.cluster, 50)
+            candidates = [c for c in tx.preemption_candidates([name], job.cluster, 50)
                           if c.priority < job.priority]
         victims = []
         for candidate in candidates:
@@ -245,20 +243,20 @@ class Queueing:
                                            f"takes back {queue.config.preemption.replace('-', ' ')} quota"))
         return victims if need <= 0 else []
 
-    def _bring_usage_up_to_date(self, session: Session, names: list[str], cluster: str, used: dict[str, int],
+    def _bring_usage_up_to_date(self, tx: AdmissionRows, names: list[str], cluster: str, used: dict[str, int],
                                 now) -> dict[str, float]:
         """Decay each queue's GPU-seconds to ``now``, add what it held since; returns usage in GPUs."""
-        known = rows.usage(session, names)
+        known = tx.queue_usage(names)
         out = {}
         for name in names:
             seconds, since = known.get((name, cluster), (0.0, now))
             seconds = decay(seconds, max(0.0, (now - since).total_seconds()), used.get(name, 0), self._half_life)
-            rows.save_usage(session, name, cluster, seconds, now)
+            tx.save_queue_usage(name, cluster, seconds, now)
             out[name] = seconds / self._half_life
         return out
 
     # -- explanations --------------------------------------------------------------------------
-    def why_pending(self, session: Session, job: Job) -> str:
+    def why_pending(self, tx: AdmissionRows, job: Job) -> str:
         """Why a PENDING job waits: its queue's quota, what it may borrow, jobs ahead of it. A job whose
         queue left the configuration, or no longer has quota for the job's cluster, is never admitted
         by another queue's quota (that would bypass what the operator configured, as Kueue leaves
@@ -276,24 +274,24 @@ class Queueing:
             return (f"the job needs {job.gpus} GPUs of {job.cluster} but queue {queue.name} can now hold at most "
                     f"{most:g} (its quota was lowered): it waits, without holding up the jobs behind it, until "
                     f"the quota is raised, or stop it and submit a smaller one")
-        used, total = self.cohort_use(session, queue, job.cluster)
+        used, total = self.cohort_use(tx, queue, job.cluster)
         mine, nominal = used.get(queue.name, 0), queue.quota[job.cluster]
         borrowed = f", {mine - nominal} borrowed" if mine > nominal else ""
         text = (f"queue {queue.name} holds {mine} GPUs of {job.cluster} (quota {nominal}{borrowed}), "
                 f"the job needs {job.gpus}")
         if queue.cohort:
             text += f"; cohort {queue.cohort}: {sum(used.values())}/{total} GPUs in use"
-        ahead = rows.jobs_ahead(session, job)
+        ahead = tx.jobs_ahead(job)
         if ahead:
             text += f"; {ahead} job{'s' if ahead != 1 else ''} ahead of it in the queue"
         return text
 
-    def no_room(self, session: Session, queue: QueueConfig, cluster: str, gpus: int) -> str | None:
+    def no_room(self, tx: AdmissionRows, queue: QueueConfig, cluster: str, gpus: int) -> str | None:
         """Why a job of ``gpus`` GPUs of ``cluster`` would not be admitted in ``queue`` now, or None when
         it would: both what a pass checks, the queue's own limit (nominal quota plus what it may
         borrow) and the cohort's free quota (read without the cohort's lock: for choices, not for
         admission)."""
-        used, total = self.cohort_use(session, queue, cluster)
+        used, total = self.cohort_use(tx, queue, cluster)
         mine, most = used.get(queue.name, 0), queue.limit(cluster)
         if sum(used.values()) + gpus > total:
             return f"queue {queue.name}'s cohort has no quota free"
@@ -301,16 +299,17 @@ class Queueing:
             return f"queue {queue.name} has no quota free ({mine} GPUs held, at most {most:g} with borrowing)"
         return None
 
-    def cohort_use(self, session: Session, queue: QueueConfig, cluster: str) -> tuple[dict[str, int], int]:
+    def cohort_use(self, tx: AdmissionRows, queue: QueueConfig, cluster: str) -> tuple[dict[str, int], int]:
         """GPUs each queue of ``queue``'s cohort holds on ``cluster``, and the cohort's nominal quota there
         (read without the cohort's lock: for explanations and choices, not for admission)."""
         members = self._config.cohort_of(queue, cluster)
-        return rows.admitted_gpus(session, [q.name for q in members], cluster), sum(q.quota[cluster] for q in members)
+        held = {r["queue"]: r["gpus"] for r in tx.admitted([q.name for q in members], cluster)}
+        return held, sum(q.quota[cluster] for q in members)
 
-    def summary(self, session: Session) -> list[dict]:
+    def summary(self, tx: AdmissionRows) -> list[dict]:
         """Per queue and cluster: quota, borrowing limit, admitted GPUs and jobs by state (``zen queues``)."""
-        counts = {(r["queue"], r["cluster"]): r for r in rows.counts(session)}
-        usage = rows.usage(session, [q.name for q in self._config.queues])
+        counts = {(r["queue"], r["cluster"]): r for r in tx.queue_counts()}
+        usage = tx.queue_usage([q.name for q in self._config.queues])
         out = []
         for queue in self._config.queues:
             for cluster, nominal in queue.quota.items():

@@ -4,7 +4,7 @@ the job row, asks ``zen.core.lifecycle`` what to do, and writes the change, its 
 messages in one transaction; after commit the outbox rows are published.
 
 A message that can never succeed is *rejected*: a structured log line with the reason, a row in ``rejected_messages``
-(once per message id; a VM's report refused again alike counts on its row: ``zen.store.rejections``), a
+(once per message id; a VM's report refused again alike counts on its row: ``JobTx.record_rejection``), a
 ``job.rejected`` / ``job.message_ignored`` event on ``zen-job-events`` (for a new row), and a normal return so Pub/Sub acks it. ``TransientError`` (database down)
 propagates so Pub/Sub redelivers.
 """
@@ -12,7 +12,7 @@ propagates so Pub/Sub redelivers.
 from __future__ import annotations
 
 import logging
-from contextlib import nullcontext
+from datetime import datetime
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -26,30 +26,26 @@ from zen.core.events import PubSubEnvelope, decode_payload, job_id_hint, parse_j
 from zen.jobs.announce import Announcements, is_start
 from zen.jobs.claims import refuse_claim
 from zen.jobs.late_final import late_final
-from zen.jobs.messaging import Enqueued, OutboxRelay, OutgoingMessage, enqueue
+from zen.jobs.decisions import DecisionWriter
+from zen.jobs.messaging import Enqueued, OutboxRelay, enqueue
 from zen.core.models import (AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobRequest, JobStatus,
                              StopRequest, JOB_ID_PATTERN, illegal_step, request_fingerprint)
 from zen.adapters.vm_proof import ProofChecker
-from zen.core.routing import Route, first_route, warm_keys
 from zen.core.text import escape_unstorable
 from zen.core.vm_heartbeat import VmHeartbeat, check_seq
 from zen.jobs.placement import choose, resolve_request
 from zen.jobs.queueing import Queueing
-from zen.jobs.sweeps import TickSweeps
+from zen.jobs.sweeps import Sweeps
 from zen.jobs.vm_beats import VmBeats
-from zen.store import fleet, queues as queue_rows, rejections, repository, submits, usage as usage_rows
+from zen.jobs.store import repeat_key
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
-    from zen.store.db import Database, Session
+    from zen.jobs.store import JobStore, JobTx
 
 log = logging.getLogger("zen.jobs.service")
 
 SUBMITTED = lifecycle.Change(JobStatus.PENDING, "submitted")
 ADMITTED = lifecycle.Change(JobStatus.QUEUED, "admitted")
-ADMISSION_PASSES = 200  # passes one change runs at most, each freeing the quota for one preemptor
-# Statuses that hold a queue's quota: from admission to the end (LOST is on its way back to QUEUED).
-_HOLDS_QUOTA = frozenset({JobStatus.QUEUED, JobStatus.ASSIGNED, JobStatus.RUNNING, JobStatus.STOPPING,
-                          JobStatus.LOST})
 
 
 @dataclass(frozen=True)
@@ -64,17 +60,23 @@ class Outcome:
     admitted: bool = True  # False: created PENDING (its queue's quota is full): no demand to scale for
 
 
-class JobService(TickSweeps, VmBeats):
-    def __init__(self, db: Database, config: ZenConfig, relay: OutboxRelay, clock: Clock):
-        self._db = db
+class JobService:
+    """Its collaborators: ``decisions`` writes every change (``zen.jobs.decisions``), ``sweeps`` is the
+    tick's work over jobs (``zen.jobs.sweeps``), ``vm_beats`` the VM heartbeat (``zen.jobs.vm_beats``)."""
+
+    def __init__(self, store: JobStore, config: ZenConfig, relay: OutboxRelay, clock: Clock):
+        self._store = store
         self._config = config
         self._relay = relay
         self._clock = clock
         self._queues = Queueing(config) if config.queues else None  # no queues: all admitted at once
         self._topics = config.topics
         self._announce = Announcements(config)
-        self._submits = submits.GroupCommit(db, relay.flush_quietly)
+        self._submits = store.submissions(relay.flush_quietly)  # group commit
         self._proof = ProofChecker.from_env(config.project, clock)  # ZEN_VM_PROOF (zen.adapters.vm_proof)
+        self.decisions = DecisionWriter(store, config, self._announce, self._queues)
+        self.sweeps = Sweeps(store, config, clock, relay, self.decisions)
+        self.vm_beats = VmBeats(store, config, clock, relay, self.decisions)
 
     # -- submit --------------------------------------------------------------------------------
     def submit(self, envelope: PubSubEnvelope) -> Outcome:
@@ -92,8 +94,8 @@ class JobService(TickSweeps, VmBeats):
         try:
             resolved = resolve_request(self._config, request, job_id)
         except Rejected as rejection:  # unless Pub/Sub redelivers a request accepted before a configuration change
-            with self._db.transaction() as session:
-                existing = repository.get_job(session, job_id)
+            with self._store.transaction() as tx:
+                existing = tx.get_job(job_id)
             if existing is None or existing.request_hash != request_hash:
                 return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected")
             log.info("duplicate submit ignored", extra={"job_id": job_id})
@@ -111,32 +113,32 @@ class JobService(TickSweeps, VmBeats):
             return self._created(pending)  # its messages went to the relay with its statement's
         # The general path: the job_id exists (a redelivery or a reuse), a stop for it came first,
         # admission has to decide, or one of several GPU shapes is to be chosen.
-        with self._db.transaction() as session:
-            shape, chosen = choose(session, self._config, resolved, now)
+        with self._store.transaction() as tx:
+            shape, chosen = choose(tx, self._config, resolved, now)
             pending = pending.model_copy(update={"cluster": shape.cluster, "regions": shape.regions,
                                                  "gpus": self._config.cluster(shape.cluster).gpus_held(
                                                      request.gpu_count)})
-            created = repository.insert_job(session, pending)
+            created = tx.insert_job(pending)
             if created:
                 submitted = lifecycle.Change(JobStatus.PENDING, f"submitted; {chosen}") if chosen else SUBMITTED
                 history, events = self._announce.history(pending, pending, [submitted], actor=actor, now=now,
                                                          from_status=None)
-                repository.add_job_events(session, history)
+                tx.add_job_events(history)
                 telemetry.log_changes(log, pending, pending, [submitted], None)
-                ids = enqueue(session, events, now)
-                early_stop = repository.take_early_stop(session, job_id)
+                ids = enqueue(tx, events, now)
+                early_stop = tx.take_early_stop(job_id)
                 if early_stop is not None:
-                    ids += self._apply(session, pending, Decision(
+                    ids += self.decisions.apply(tx, pending, Decision(
                         changes=[lifecycle.Change(JobStatus.CANCELLED, f"stopped before it arrived: {early_stop}")],
                         fields={"finished_at": now}), actor="user", now=now)
                 elif self._queues is None:
-                    ids += self._apply(session, pending, Decision(changes=[ADMITTED], publish_start=True),
+                    ids += self.decisions.apply(tx, pending, Decision(changes=[ADMITTED], publish_start=True),
                                        actor="admission", now=now)
                 else:
-                    ids += self._admit(session, pending.queue, pending.cluster, now)
-                    waiting = repository.get_job(session, job_id).status is JobStatus.PENDING
+                    ids += self.decisions.admit(tx, pending.queue, pending.cluster, now)
+                    waiting = (tx.get_job(job_id) or pending).status is JobStatus.PENDING
             else:
-                existing = repository.get_job(session, job_id)
+                existing = tx.get_job(job_id)
         if not created:
             if existing.request_hash != request_hash:
                 return self.reject(envelope, source, f"job_id {job_id} is already used by a different request",
@@ -148,9 +150,9 @@ class JobService(TickSweeps, VmBeats):
 
     def _submit_queued(self, pending: Job, actor: str, now) -> bool:
         """The common submission: the job QUEUED, 2 history rows, 3 messages in one statement shared with
-        concurrent ones, which publishes them (group commit: ``zen.store.submits``); False if its job_id
+        concurrent ones, which publishes them (group commit: ``JobStore.submissions``); False if its job_id
         exists or a stop came first."""
-        route = self._route(pending, now)
+        route = self.decisions.route(pending, now)
         queued = pending.model_copy(update={"status": JobStatus.QUEUED, "queued_at": now,
                                             "start_published_at": now, **route.fields()})
         first, first_events = self._announce.history(pending, pending, [SUBMITTED], actor=actor, now=now,
@@ -163,14 +165,6 @@ class JobService(TickSweeps, VmBeats):
             return False
         telemetry.log_changes(log, pending, queued, [SUBMITTED, admitted], None)
         return True
-
-    def _route(self, job: Job, now, session: Session | None = None) -> Route:
-        """Where the start goes first; the fleet is read (in ``session``, else its own) only if needed."""
-        def read(query: Callable[[Session], Any]) -> Any:
-            with nullcontext(session) if session is not None else self._db.session() as own:
-                return query(own)
-        return first_route(self._config, job, now, lambda: read(lambda s: fleet.blocked_regions(s, job.cluster, now)),
-                           lambda: read(lambda s: fleet.vms_holding(s, job.cluster, job.regions, *warm_keys(job), now)))
 
     def _created(self, job: Job, admitted: bool = True) -> Outcome:
         log.info("job submitted", extra={"job_id": job.job_id, "cluster": job.cluster, "admitted": admitted})
@@ -195,23 +189,23 @@ class JobService(TickSweeps, VmBeats):
         if isinstance(message, VmHeartbeat):
             return self._vm_heartbeat(envelope, message)
         if message.status is AgentStatus.RUNNING:
-            with self._db.session() as session:  # one statement, its own commit
-                if repository.record_progress(session, job_id=message.job_id, attempt=message.attempt,
+            with self._store.session() as tx:  # one statement, its own commit
+                if tx.record_progress(job_id=message.job_id, attempt=message.attempt,
                                               vm=message.vm, seq=message.seq, message=message.message,
                                               now=self._clock()):
                     return Outcome("applied", message.job_id)
         return self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
                             lambda job, now: lifecycle.decide_heartbeat(job, message, now), answering=message,
                             seal=lambda: self._proof.seal(proven, message.vm, self._config.project),
-                            guard=lambda session, job: (refuse_claim(session, self._config, job, message, self._clock(),
+                            guard=lambda tx, job: (refuse_claim(tx, self._config, job, message, self._clock(),
                                                                      self._proof.names_proven)
-                                                        or late_final(session, job, message, self._clock())))
+                                                   or late_final(tx, job, message, self._clock())))
 
     def _vm_heartbeat(self, envelope: PubSubEnvelope, hb: VmHeartbeat) -> Outcome:
-        refusal = self.refusal(hb)  # zen.jobs.vm_beats: a cluster, region or MIG not the VM's
+        refusal = self.vm_beats.refusal(hb, self._proof.names_proven)  # a cluster, region or MIG not the VM's
         if refusal is not None:
             return self.reject(envelope, self._topics.heartbeats, refusal, None, "job.message_ignored")
-        changed, usable = self.record_vm(hb)  # zen.jobs.vm_beats
+        changed, usable = self.vm_beats.record_vm(hb)
         return Outcome("applied" if changed else "duplicate", hb.job_id, cluster=hb.cluster if usable else None)
 
     # -- stop ----------------------------------------------------------------------------------
@@ -223,37 +217,37 @@ class JobService(TickSweeps, VmBeats):
             return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.message_ignored")
         kept = []
 
-        def keep(session: Session, now) -> str:  # Pub/Sub does not order across topics: the submit may come later
+        def keep(tx: JobTx, now: datetime) -> str:  # Pub/Sub does not order across topics: the submit may come later
             kept.append(request.job_id)
-            repository.remember_early_stop(session, request.job_id, request.reason or "stop requested", now)
+            tx.remember_early_stop(request.job_id, request.reason or "stop requested", now)
             return "the stop is kept and applies if the job is submitted later"
 
         outcome = self._on_job(envelope, source, request.job_id, "user",
                                lambda job, now: lifecycle.decide_stop(job, request, now), on_unknown=keep)
         if kept:  # the submission may have committed meanwhile without seeing the kept stop
-            self.apply_early_stops(kept)
+            self.sweeps.apply_early_stops(kept)
         return outcome
 
     # -- shared machinery ----------------------------------------------------------------------
     def _on_job(self, envelope: PubSubEnvelope, source: str, job_id: str, actor: str,
                 decide: Callable[[Job, Any], Decision],
-                on_unknown: Callable[[Session, Any], str] | None = None,
-                guard: Callable[[Session, Job], Decision | None] | None = None,
+                on_unknown: Callable[[JobTx, datetime], str] | None = None,
+                guard: Callable[[JobTx, Job], Decision | None] | None = None,
                 answering: Heartbeat | None = None, seal: Callable[[], str | None] | None = None) -> Outcome:
         now = self._clock()
         note = None
-        with self._db.transaction() as session:
-            job = repository.get_job(session, job_id, lock=True)
+        with self._store.transaction() as tx:
+            job = tx.get_job(job_id, lock=True)
             if job is None:
                 decision = None
-                note = on_unknown(session, now) if on_unknown else None
+                note = on_unknown(tx, now) if on_unknown else None
             else:
-                decision = (guard(session, job) if guard else None) or decide(job, now)
+                decision = (guard(tx, job) if guard else None) or decide(job, now)
                 if forbidden := self._forbidden(job, decision):
                     decision = Decision(ignored=forbidden)
-                ids = self._apply(session, job, decision, actor=actor, now=now, answering=answering, seal=seal)
+                ids = self.decisions.apply(tx, job, decision, actor=actor, now=now, answering=answering, seal=seal)
         # A VM's refused report about one attempt is one row however often it comes (zen.store.rejections).
-        key = (lambda cause: rejections.repeat_key(answering.vm, job_id, answering.attempt, cause[:200])
+        key = (lambda cause: repeat_key(answering.vm, job_id, answering.attempt, cause[:200])
                if answering is not None else None)
         if job is None:
             reason = f"unknown job {job_id}" + (f"; {note}" if note else "")
@@ -272,102 +266,18 @@ class JobService(TickSweeps, VmBeats):
         bad = illegal_step(job.status, [c.to for c in decision.changes])
         return f"transition {bad[0].value} -> {bad[1].value} is not allowed" if bad else None
 
-    def _apply(self, session: Session, job: Job, decision: Decision, *, actor: str, now,
-               admit: bool = True, answering: Heartbeat | None = None, seal=None) -> list[Enqueued]:
-        """Write a decision: the row, one history row and event per change, controls (those to the VM that
-        sent ``answering`` about its attempt say which report they answer, a CONFIRM its ``seal()``), start."""
-        if not decision.changes_job and not decision.controls and not decision.publish_start:
-            return []
-        status = decision.changes[-1].to if decision.changes else job.status
-        update = dict(decision.fields, status=status)
-        changes = decision.changes
-        if any(c.to is JobStatus.QUEUED for c in changes):
-            update["queued_at"] = now
-            if decision.publish_start:  # a new attempt's start: routed afresh (zen.core.routing)
-                route = self._route(job.model_copy(update=update), now, session)
-                update.update(route.fields())
-                if route.note:
-                    changes = changes[:-1] + [lifecycle.Change(JobStatus.QUEUED, f"{changes[-1].reason}; {route.note}")]
-        if decision.publish_start:
-            update["start_published_at"] = now
-        after = job.model_copy(update=update)
-        messages: list[OutgoingMessage] = []
-        if decision.changes_job or decision.publish_start:
-            repository.save_job(session, job, after, [c.to for c in changes], now)
-            history, events = self._announce.history(job, after, changes, actor=actor, now=now,
-                                                     from_status=job.status)
-            if decision.note:
-                history.append(self._announce.note(after, decision.note, actor=actor, now=now))
-            repository.add_job_events(session, history)
-            self._record_usage(session, job, after, decision, now)
-            telemetry.log_changes(log, job, after, changes, job.status)
-            messages += events
-        left = lifecycle.stop_left_s(after, now, self._config.deadlines)
-        messages += [self._announce.control(c, answering, left if (c.vm, c.attempt) == (after.vm, after.attempt)
-                                            else None, refused=decision.refused, seal=seal) for c in decision.controls]
-        if decision.publish_start:
-            messages += self._announce.start(after)
-        ids = enqueue(session, messages, now)
-        frees = job.status in _HOLDS_QUOTA and after.status not in _HOLDS_QUOTA
-        left = job.status is JobStatus.PENDING and after.status.terminal  # a waiting job left the line
-        if admit and self._queues and job.queue and (frees or left):  # who is next (into the quota, or past it)
-            ids += self._admit(session, job.queue, job.cluster, now, released=job.gpus if frees else 0)
-        return ids
-
-    def _record_usage(self, session: Session, job: Job, after: Job, decision: Decision, now) -> None:
-        """The usage of the attempt this change ends, in its transaction (after its history rows: the claim)."""
-        outcome = lifecycle.attempt_outcome(job, after, decision.changes)
-        if outcome is None:
-            if after.attempt < job.attempt and after.status.terminal:  # a lost attempt's late end (zen.jobs.late_final)
-                usage_rows.record_late_outcome(session, job.job_id, after.attempt, after.status.value)
-            return
-        cluster = self._config.cluster(job.cluster)  # the VM's shape; the attempt held job.gpus of its GPUs
-        vm_gpus = cluster.gpu_count if cluster else job.gpus
-        gpus = job.gpus or vm_gpus  # 0: a row from before jobs recorded their GPUs, which held the whole VM
-        usage_rows.record_attempt(
-            session, job, outcome=outcome, machine_type=cluster.machine_type if cluster else None, gpus=gpus,
-            ran_from=after.started_at if after.attempt == job.attempt else job.started_at, now=now,
-            vm_share=min(1.0, gpus / vm_gpus) if vm_gpus else 1.0)
-
-    # -- admission (queues) --------------------------------------------------------------------
-    def _admit(self, session: Session, queue: str, cluster: str, now, released: int = 0) -> list[Enqueued]:
-        """Run the admission pass of ``queue``'s cohort on ``cluster`` and admit what it picks.
-
-        Victims are applied without the pass a release runs (``_apply(admit=False)``): a victim not
-        yet on a VM goes back to PENDING at once, and a pass nested in that change would preempt the
-        next victim itself, leaving this loop a stale copy of it (``ConcurrentChange``: the
-        submission or the tick fails, again at every redelivery). One pass after all of them admits
-        into the quota they freed; victims stopping on a VM free theirs when the VM answers."""
-        ids: list[Enqueued] = []
-        freed, passes = True, 0
-        # A loop, not a recursion (a long line of preemptors must not exhaust the stack), and bounded: a
-        # pass that undid the last one's choice would hold the cohort's lock forever (the tick goes on).
-        while freed and (passes := passes + 1) <= ADMISSION_PASSES:
-            decided = self._queues.admit(session, queue, cluster, now, released=released)
-            released = 0  # given back before the first pass, which counted it
-            for job, reason in decided.admitted:
-                ids += self._apply(session, job, Decision(changes=[lifecycle.Change(JobStatus.QUEUED, reason)],
-                                                          publish_start=True), actor="admission", now=now)
-                ids += enqueue(session, [self._announce.queue_event("job.admitted", job, reason, now)], now)
-            for job, reason in decided.preempted:
-                ids += enqueue(session, [self._announce.queue_event("job.preempted", job, reason, now)], now)
-                ids += self._apply(session, job, lifecycle.decide_preempt(job, reason, now), actor="admission",
-                                   now=now, admit=False)
-            freed = any(job.status is JobStatus.QUEUED for job, _ in decided.preempted)  # who is next
-        return ids
-
     def admit_waiting(self) -> int:
         """The tick's admission passes: every queue with waiting jobs (quota raised, anything missed);
         without queues, the jobs left PENDING when they were removed (``admit_unqueued``)."""
         if self._queues is None:
-            return self.admit_unqueued()
-        with self._db.transaction() as session:
-            waiting = queue_rows.waiting_queues(session)
+            return self.sweeps.admit_unqueued()
+        with self._store.transaction() as tx:
+            waiting = tx.waiting_queues()
         admitted = 0
         for queue, cluster in waiting:
             try:
-                with self._db.transaction() as session:
-                    ids = self._admit(session, queue, cluster, self._clock())
+                with self._store.transaction() as tx:
+                    ids = self.decisions.admit(tx, queue, cluster, self._clock())
             except TransientError:
                 raise
             except Exception:  # noqa: BLE001 - logged; the other queues' passes and the scaler still run
@@ -385,13 +295,13 @@ class JobService(TickSweeps, VmBeats):
         reason = escape_unstorable(reason, 2000)
         job_id = escape_unstorable(job_id, 200) if job_id is not None else None
         ids: list[Enqueued] = []
-        with self._db.transaction() as session:
-            first_time = rejections.record(
-                session, source=source, message_id=envelope.message_id, job_id=job_id, reason=reason,
+        with self._store.transaction() as tx:
+            first_time = tx.record_rejection(
+                source=source, message_id=envelope.message_id, job_id=job_id, reason=reason,
                 payload=envelope.data, now=now, key=key,
             )
             if first_time:
-                ids = enqueue(session, [self._announce.rejection(event_type, job_id, job, reason, now)], now)
+                ids = enqueue(tx, [self._announce.rejection(event_type, job_id, job, reason, now)], now)
         telemetry.emit(log, telemetry.MESSAGE_REJECTED, "message rejected", logging.WARNING, reason=reason,
                        reason_class=telemetry.reason_class(reason), source=source,
                        message_id=envelope.message_id, job_id=job_id)

@@ -1,4 +1,4 @@
-"""The scale tick's work over jobs (a part of ``zen.jobs.service.JobService``): the lost-job sweep, the
+"""The scale tick's work over jobs (``JobService.sweeps``): the lost-job sweep, the
 republish of unclaimed start messages, the widening of starts narrowed near their data
 (``zen.core.routing``), stops that raced their job's submission, and, without queues, the admission of
 jobs left PENDING by removed queues. Each finds its candidates with one indexed query, then re-reads
@@ -11,36 +11,43 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Callable
 
 from zen.core import lifecycle
+from zen.core.clock import Clock
+from zen.core.config import ZenConfig
 from zen.core.errors import TransientError
 from zen.core.lifecycle import Decision
 from zen.core.models import Job, JobStatus, StopRequest
 from zen.core.routing import next_route
-from zen.jobs.messaging import Enqueued
-from zen.store import repository
+from zen.jobs.decisions import DecisionWriter
+from zen.jobs.messaging import Enqueued, OutboxRelay
 
 if TYPE_CHECKING:
-    from zen.store.db import Session
+    from zen.jobs.store import JobStore, JobTx
 
 log = logging.getLogger("zen.jobs.service")
 
 
-class TickSweeps:
-    """Mixed into ``JobService``: uses its ``_db``, ``_config``, ``_clock``, ``_relay`` and ``_apply``."""
+class Sweeps:
+    def __init__(self, store: JobStore, config: ZenConfig, clock: Clock, relay: OutboxRelay, decisions: DecisionWriter):
+        self._store = store
+        self._config = config
+        self._clock = clock
+        self._relay = relay
+        self._decisions = decisions
 
     def sweep_lost(self, limit: int = 500) -> int:
         """Jobs whose VM went silent past the deadline: LOST -> requeued (or FAILED). Returns changes.
 
         Silence is counted from when Zen could hear again: while Postgres (or the way to it) was down,
         heartbeats were refused and wait in Pub/Sub's backoff, and the ticks failed too. The first
-        tick after a gap in the ticks (``repository.record_tick``) starts every held job's deadline
+        tick after a gap in the ticks (``JobTx.record_tick``) starts every held job's deadline
         afresh, so an outage longer than the heartbeat timeout does not stop and rerun every healthy
         job; a VM that is really gone is found one timeout after Zen is back."""
         deadlines = self._config.deadlines
         now = self._clock()
         cutoff = now - timedelta(seconds=min(deadlines.heartbeat_timeout_s, deadlines.stop_timeout_s))
-        with self._db.transaction() as session:
-            back_at = repository.record_tick(session, now, deadlines.heartbeat_timeout_s / 2)
-            candidates = repository.held_jobs_silent_since(session, cutoff, limit)
+        with self._store.transaction() as tx:
+            back_at = tx.record_tick(now, deadlines.heartbeat_timeout_s / 2)
+            candidates = tx.held_jobs_silent_since(cutoff, limit)
         return self._for_each_job(candidates, "sweep",
                                   lambda _, job: lifecycle.decide_silence(job, now, deadlines, heard_since=back_at))
 
@@ -49,11 +56,11 @@ class TickSweeps:
         a start message that was lost, expired or dropped can never strand a job. Returns how many."""
         now = self._clock()
         cutoff = now - timedelta(seconds=self._config.deadlines.start_republish_s)
-        with self._db.transaction() as session:
-            candidates = repository.queued_jobs_published_before(session, cutoff, limit)
-            repository.forget_early_stops(session, now - timedelta(days=7))
+        with self._store.transaction() as tx:
+            candidates = tx.queued_jobs_published_before(cutoff, limit)
+            tx.forget_early_stops(now - timedelta(days=7))
 
-        def decide(_: Session, job: Job) -> Decision | None:
+        def decide(_: JobTx, job: Job) -> Decision | None:
             stale = job.status is JobStatus.QUEUED and (job.start_published_at or job.queued_at) < cutoff
             return Decision(publish_start=True) if stale else None
 
@@ -65,10 +72,10 @@ class TickSweeps:
         back after a repeated refused claim (``zen.jobs.claims``: ``widen_at`` set to then): published again,
         widened if it was narrowed. Returns how many."""
         now = self._clock()
-        with self._db.transaction() as session:
-            candidates = repository.queued_jobs_to_widen(session, now, limit)
+        with self._store.transaction() as tx:
+            candidates = tx.queued_jobs_to_widen(now, limit)
 
-        def decide(_: Session, job: Job) -> Decision | None:
+        def decide(_: JobTx, job: Job) -> Decision | None:
             if job.status is not JobStatus.QUEUED or job.widen_at is None or job.widen_at > now:
                 return None
             if not job.start_regions and not job.start_vms:  # it reaches every allowed region already
@@ -86,12 +93,12 @@ class TickSweeps:
         caught here: right after the stop is kept (``job_ids``: its job), and at every tick (any job).
         Returns how many were applied."""
         if job_ids is None:
-            with self._db.transaction() as session:
-                job_ids = repository.early_stops_of_submitted_jobs(session, limit)
+            with self._store.transaction() as tx:
+                job_ids = tx.early_stops_of_submitted_jobs(limit)
         now = self._clock()
 
-        def decide(session: Session, job: Job) -> Decision | None:
-            reason = repository.take_early_stop(session, job.job_id)
+        def decide(tx: JobTx, job: Job) -> Decision | None:
+            reason = tx.take_early_stop(job.job_id)
             if reason is None:
                 return None
             decision = lifecycle.decide_stop(job, StopRequest(job_id=job.job_id, reason=reason), now)
@@ -104,10 +111,10 @@ class TickSweeps:
         were queues (the operator removed the section) would wait forever: nothing else admits them,
         and new submissions would go ahead of them. Each is admitted as any submission is now (QUEUED,
         its start published), oldest first. Returns how many."""
-        with self._db.transaction() as session:
-            candidates = repository.pending_jobs(session, limit)
+        with self._store.transaction() as tx:
+            candidates = tx.pending_jobs(limit)
 
-        def decide(_: Session, job: Job) -> Decision | None:
+        def decide(_: JobTx, job: Job) -> Decision | None:
             if job.status is not JobStatus.PENDING:
                 return None
             return Decision(changes=[lifecycle.Change(JobStatus.QUEUED, "admitted: no queues are configured")],
@@ -116,17 +123,17 @@ class TickSweeps:
         return self._for_each_job(candidates, "admission", decide)
 
     def _for_each_job(self, job_ids: list[str], actor: str,
-                      decide: Callable[[Session, Job], Decision | None]) -> int:
+                      decide: Callable[[JobTx, Job], Decision | None]) -> int:
         """Re-read each job under lock, decide, apply; one bad job never blocks the others."""
         changed = 0
         for job_id in job_ids:
             ids: list[Enqueued] = []
             try:
-                with self._db.transaction() as session:
-                    job = repository.get_job(session, job_id, lock=True)
-                    decision = decide(session, job) if job else None
-                    if decision is not None:
-                        ids = self._apply(session, job, decision, actor=actor, now=self._clock())
+                with self._store.transaction() as tx:
+                    job = tx.get_job(job_id, lock=True)
+                    decision = decide(tx, job) if job else None
+                    if job is not None and decision is not None:
+                        ids = self._decisions.apply(tx, job, decision, actor=actor, now=self._clock())
                         changed += 1
                         log.warning(f"{actor}: job changed", extra={
                             "job_id": job_id, "vm": job.vm,

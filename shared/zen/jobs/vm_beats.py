@@ -1,4 +1,4 @@
-"""The VM heartbeat's handling (a part of ``zen.jobs.service.JobService``): record what the VM says about
+"""The VM heartbeat's handling (``JobService.vm_beats``): record what the VM says about
 itself, and requeue the attempts it says it gave back with their claim unanswered.
 
 Why the second part: a VM sends CLAIMED and waits for the answer; when the answer comes too late it
@@ -19,23 +19,30 @@ import logging
 from typing import TYPE_CHECKING
 
 from zen.core import lifecycle
+from zen.core.clock import Clock
+from zen.core.config import ZenConfig
 from zen.core.models import VmState
 from zen.core.vm_heartbeat import VmHeartbeat
-from zen.jobs.messaging import Enqueued
-from zen.store import repository
+from zen.jobs.decisions import DecisionWriter
+from zen.jobs.messaging import Enqueued, OutboxRelay
 
 if TYPE_CHECKING:
-    from zen.store.db import Session
+    from zen.jobs.store import JobStore, JobTx
 
 log = logging.getLogger("zen.jobs.service")
 
 
 class VmBeats:
-    """Mixed into ``JobService``: uses its ``_db``, ``_clock``, ``_relay``, ``_config``, ``_proof`` and ``_apply``."""
+    def __init__(self, store: JobStore, config: ZenConfig, clock: Clock, relay: OutboxRelay, decisions: DecisionWriter):
+        self._store = store
+        self._config = config
+        self._clock = clock
+        self._relay = relay
+        self._decisions = decisions
 
-    def refusal(self, hb: VmHeartbeat) -> str | None:
+    def refusal(self, hb: VmHeartbeat, names_proven: bool) -> str | None:
         """Why a VM heartbeat is refused, or None. Its cluster must be known and use its region; and
-        where VMs prove their names (``ZEN_VM_PROOF=required``: ``zen.adapters.vm_proof``), the VM must be an
+        where VMs prove their names (``names_proven``, ``ZEN_VM_PROOF=required``: ``zen.adapters.vm_proof``), the VM must be an
         instance of that cluster's MIG in that region (GCE names them ``<MIG>-<suffix>``). The token
         proves the VM, not the cluster it names: without this, a VM could report as an idle VM of
         another cluster in its region, which that cluster's planner would count as supply, and make
@@ -46,7 +53,7 @@ class VmBeats:
         if hb.region not in cluster.regions:  # a VM Zen never scales for: no MIG, no start subscription of it
             return (f"VM {hb.vm} in region {hb.region!r}: cluster {hb.cluster} does not use that region "
                     f"(its regions: {cluster.regions})")
-        if self._proof.names_proven and not cluster.has_instance(hb.vm, hb.region):
+        if names_proven and not cluster.has_instance(hb.vm, hb.region):
             return (f"VM {hb.vm} is not an instance of MIG {cluster.mig_name(hb.region)}, cluster {hb.cluster}'s in "
                     f"{hb.region}: a VM reports for its own cluster")
         return None
@@ -55,9 +62,9 @@ class VmBeats:
         """Record a VM heartbeat of a known cluster and requeue what it gave back: whether it changed
         anything (not when older than the last one recorded and nothing to requeue), and whether the VM
         became usable (IDLE, from booting or from running a job: ``Zen.on_heartbeat`` runs a pass)."""
-        with self._db.transaction() as session:
-            was = repository.upsert_vm(
-                session, name=hb.vm, cluster=hb.cluster, region=hb.region, zone=hb.zone, state=hb.state.value,
+        with self._store.transaction() as tx:
+            was = tx.upsert_vm(
+                name=hb.vm, cluster=hb.cluster, region=hb.region, zone=hb.zone, state=hb.state.value,
                 job_id=hb.job_id, attempt=hb.attempt, seq=hb.seq, now=(now := self._clock()),
                 sent_at=min(hb.sent_at, now),  # idle since: never later than now (a clock ahead)
                 jobs=None if hb.jobs is None else [held.model_dump() for held in hb.jobs],
@@ -65,19 +72,19 @@ class VmBeats:
             )
             # Whether or not the row took it (it may be older than the last one recorded): the list is
             # judged against each job's own reports.
-            ids = self._requeue_given_back(session, hb)
+            ids = self._requeue_given_back(tx, hb)
         self._relay.flush_quietly(ids)
         usable = hb.state is VmState.IDLE and was is not None and was != VmState.IDLE.value
         return was is not None or bool(ids), usable
 
-    def _requeue_given_back(self, session: Session, hb: VmHeartbeat) -> list[Enqueued]:
+    def _requeue_given_back(self, tx: JobTx, hb: VmHeartbeat) -> list[Enqueued]:
         ids: list[Enqueued] = []
         for job_id, attempt in sorted({(held.job_id, held.attempt) for held in hb.given_back or ()}):
-            job = repository.get_job(session, job_id, lock=True)
+            job = tx.get_job(job_id, lock=True)
             decision = lifecycle.decide_given_back(job, hb.vm, attempt, hb.seq) if job else None
-            if decision is None:
+            if job is None or decision is None:
                 continue
             log.warning("claim given back: job requeued", extra={
                 "job_id": job_id, "attempt": attempt, "vm": hb.vm, "seq": hb.seq, "claim_seq": job.last_seq})
-            ids += self._apply(session, job, decision, actor=f"vm:{hb.vm}", now=self._clock())
+            ids += self._decisions.apply(tx, job, decision, actor=f"vm:{hb.vm}", now=self._clock())
         return ids

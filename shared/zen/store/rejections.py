@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from zen.core.text import escape_unstorable
+from zen.jobs.store import repeat_key as repeat_key  # the job side names a repeat (zen.jobs.claims)
 
 if TYPE_CHECKING:
     from zen.store.db import Database, Session
@@ -27,11 +28,6 @@ if TYPE_CHECKING:
 KEEP_S = 7 * 86_400.0
 PRUNE_BATCH = 1000
 PRUNE_BUDGET_S = 2.0
-
-
-def repeat_key(vm: str, job_id: str, attempt: int, cause: str) -> str:
-    """The key that makes a VM's refused report about one attempt one row however often it comes."""
-    return f"{vm}/{job_id}/{attempt}/{cause}"
 
 
 def _clean(text: str | None, limit: int = 2000) -> str | None:  # quoted text may hold NUL or surrogates

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from zen.core.models import Job, JobStatus, illegal_step
+from zen.jobs.store import ConcurrentChange
 from zen.store.encoding import to_json
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
@@ -24,10 +25,6 @@ def _isoformat(value: Any) -> str:
     if isinstance(value, datetime):
         return value.isoformat()
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-class ConcurrentChange(RuntimeError):
-    """The row changed between read and write: a bug, since rows are locked (rolls back)."""
 
 
 def job_from_row(row: dict[str, Any]) -> Job:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from zen.core.errors import TransientError
 from zen.core.models import Job
 from zen.jobs.messaging import Enqueued, OutgoingMessage, outbox_entries
+from zen.jobs.store import StoreHooks
 
 if TYPE_CHECKING:
     from zen.store.db import Database, Session
@@ -84,9 +85,11 @@ class GroupCommit:
     max_batch = 64  # jobs in one statement: well within one request's size; more wait for the next
     wait_s = 1.0  # a caller queued this long behind a statement in flight (a lock, a dead link) goes alone
 
-    def __init__(self, db: Database, committed: Callable[[list[Enqueued]], None] = lambda rows: None):
+    def __init__(self, db: Database, committed: Callable[[list[Enqueued]], None] = lambda rows: None,
+                 hooks: StoreHooks | None = None):
         self._db = db
         self._committed = committed  # must not raise: the rows are committed whatever it does
+        self.hooks = hooks if hooks is not None else StoreHooks()  # tests: "submit_jobs", called with the batch
         self._lock = threading.Lock()
         self._queue: deque[_Entry] = deque()
         self._leading = False  # a caller is writing a batch (the lead passes to the next in the queue)
@@ -115,10 +118,19 @@ class GroupCommit:
             raise TransientError(f"{entry.error} (a submission written with this one)") from entry.error
         if entry.alone:
             with self._db.session() as session:
-                entry.result = insert_queued_jobs(session, [(entry.row, entry.messages)])[0]
+                entry.result = self._insert(session, [(entry.row, entry.messages)])[0]
             if entry.result:
                 self._committed(entry.result)
         return entry.result
+
+    def _insert(self, session: Session, batch: list[tuple[dict[str, Any], list[OutgoingMessage]]]
+                ) -> list[list[Enqueued]]:
+        if not self.hooks.active:
+            return insert_queued_jobs(session, batch)
+        self.hooks.run_before("submit_jobs", (batch,), {})
+        results = insert_queued_jobs(session, batch)
+        self.hooks.run_after("submit_jobs", results, (batch,), {})
+        return results
 
     def _lead(self, own: _Entry) -> None:
         batch, written = [own], []
@@ -127,7 +139,7 @@ class GroupCommit:
                 while self._queue and len(batch) < self.max_batch:
                     batch.append(self._queue.popleft())
             with self._db.session() as session:
-                results = insert_queued_jobs(session, [(e.row, e.messages) for e in batch])
+                results = self._insert(session, [(e.row, e.messages) for e in batch])
             for entry, result in zip(batch, results):
                 entry.result = result
                 written += result

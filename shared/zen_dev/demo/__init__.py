@@ -195,13 +195,14 @@ def _report_placement(rows: dict[str, dict], seen: dict[str, str], say) -> None:
 def _report_queue(db, config, rows: dict[str, dict], waited: dict[str, str], say) -> None:
     """A line when a job waits PENDING for quota (with the reason), and when it is admitted."""
     from zen.jobs.queueing import Queueing
+    from zen.store.jobstore import PostgresJobTx
 
     for job_id, row in rows.items():
         before, now = waited.get(job_id), row["status"]
         if now == "PENDING" and before != "PENDING":
             with db.transaction() as session:
                 job = repository.get_job(session, job_id)
-                say(f"{job_id} waits PENDING: {Queueing(config).why_pending(session, job)}")
+                say(f"{job_id} waits PENDING: {Queueing(config).why_pending(PostgresJobTx(session), job)}")
         elif before == "PENDING" and now != "PENDING":
             say(f"{job_id} admitted: quota freed ({now})")
         waited[job_id] = now

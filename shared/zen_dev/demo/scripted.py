@@ -12,48 +12,22 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections import Counter
 from datetime import datetime, timezone
-from typing import Callable, Sequence
 
 from zen.app import Zen
 from zen.cli.kit import JOB_COLUMNS, job_row, print_table
 from zen.core.clock import ManualClock
 from zen.core.config import load_config
-from zen.jobs.messaging import OutgoingMessage
 from zen.store import repository
 from zen.store.db import Database, parse_database_url
 from zen.store.migrate import migrate
 from zen_dev.embedded import embedded_database_url
+from zen_dev.fakes.publisher import RecordingPublisher
 from zen_dev.local.environment import overridden_environ
 from zen_dev.local.invoke import FunctionsInvoker
 
 DEMO_DB = "zen_demo"
-
-
-class RecordingPublisher:
-    """In-memory publisher (``zen.jobs.messaging.Publisher``): the scripted demo shows what was sent."""
-
-    def __init__(self) -> None:
-        self.sent: list[OutgoingMessage] = []
-        self._lock = threading.Lock()
-
-    def publish(self, messages: Sequence[OutgoingMessage]) -> list[str | Exception]:
-        results: list[str | Exception] = []
-        with self._lock:
-            for message in messages:
-                self.sent.append(message)
-                results.append(str(len(self.sent)))
-        return results
-
-    def publish_soon(self, messages: Sequence[OutgoingMessage],
-                     done: Callable[[list[str | Exception]], None], *, linger_s: float = 0.0) -> None:
-        done(self.publish(messages))
-
-    def on(self, topic: str) -> list[OutgoingMessage]:
-        with self._lock:
-            return [m for m in self.sent if m.topic == topic]
 
 
 def _fresh_database() -> Database:

@@ -1,0 +1,133 @@
+"""Writing a decision (``zen.core.lifecycle.Decision``) inside the caller's transaction: the job's row, one
+history row and event per change, the usage of the attempt it ends, the VM's orders, the start message
+(routed afresh: ``zen.core.routing``), and, when the change frees a queue's quota or a waiting job leaves
+the line, the admission pass that follows (``zen.jobs.queueing``). The job service, its sweeps and the
+VM heartbeat all write through one ``DecisionWriter``."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import nullcontext
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable
+
+from zen import telemetry
+from zen.core import lifecycle
+from zen.core.config import ZenConfig
+from zen.core.lifecycle import Decision
+from zen.core.models import Heartbeat, Job, JobStatus
+from zen.core.routing import Route, first_route, warm_keys
+from zen.jobs.announce import Announcements
+from zen.jobs.messaging import Enqueued, OutgoingMessage, enqueue
+from zen.jobs.queueing import Queueing
+
+if TYPE_CHECKING:
+    from zen.jobs.store import JobStore, JobTx
+
+log = logging.getLogger("zen.jobs.service")
+
+ADMISSION_PASSES = 200  # passes one change runs at most, each freeing the quota for one preemptor
+# Statuses that hold a queue's quota: from admission to the end (LOST is on its way back to QUEUED).
+_HOLDS_QUOTA = frozenset({JobStatus.QUEUED, JobStatus.ASSIGNED, JobStatus.RUNNING, JobStatus.STOPPING,
+                          JobStatus.LOST})
+
+
+class DecisionWriter:
+    def __init__(self, store: JobStore, config: ZenConfig, announce: Announcements, queues: Queueing | None):
+        self._store = store
+        self._config = config
+        self._announce = announce
+        self._queues = queues  # None: no queues, every job admitted at once
+
+    def route(self, job: Job, now: datetime, tx: JobTx | None = None) -> Route:
+        """Where the start goes first; the fleet is read (in ``tx``, else on its own) only if needed."""
+        def read(query: Callable[[JobTx], Any]) -> Any:
+            with nullcontext(tx) if tx is not None else self._store.session() as own:
+                return query(own)
+        return first_route(self._config, job, now, lambda: read(lambda t: t.blocked_regions(job.cluster, now)),
+                           lambda: read(lambda t: t.vms_holding(job.cluster, job.regions, *warm_keys(job), now)))
+
+    def apply(self, tx: JobTx, job: Job, decision: Decision, *, actor: str, now: datetime,
+              admit: bool = True, answering: Heartbeat | None = None,
+              seal: Callable[[], str | None] | None = None) -> list[Enqueued]:
+        """Write a decision: the row, one history row and event per change, controls (those to the VM that
+        sent ``answering`` about its attempt say which report they answer, a CONFIRM its ``seal()``), start."""
+        if not decision.changes_job and not decision.controls and not decision.publish_start:
+            return []
+        status = decision.changes[-1].to if decision.changes else job.status
+        update: dict[str, Any] = dict(decision.fields, status=status)
+        changes = decision.changes
+        if any(c.to is JobStatus.QUEUED for c in changes):
+            update["queued_at"] = now
+            if decision.publish_start:  # a new attempt's start: routed afresh (zen.core.routing)
+                route = self.route(job.model_copy(update=update), now, tx)
+                update.update(route.fields())
+                if route.note:
+                    changes = changes[:-1] + [lifecycle.Change(JobStatus.QUEUED, f"{changes[-1].reason}; {route.note}")]
+        if decision.publish_start:
+            update["start_published_at"] = now
+        after = job.model_copy(update=update)
+        messages: list[OutgoingMessage] = []
+        if decision.changes_job or decision.publish_start:
+            tx.save_job(job, after, [c.to for c in changes], now)
+            history, events = self._announce.history(job, after, changes, actor=actor, now=now,
+                                                     from_status=job.status)
+            if decision.note:
+                history.append(self._announce.note(after, decision.note, actor=actor, now=now))
+            tx.add_job_events(history)
+            self._record_usage(tx, job, after, decision, now)
+            telemetry.log_changes(log, job, after, changes, job.status)
+            messages += events
+        left = lifecycle.stop_left_s(after, now, self._config.deadlines)
+        messages += [self._announce.control(c, answering, left if (c.vm, c.attempt) == (after.vm, after.attempt)
+                                            else None, refused=decision.refused, seal=seal) for c in decision.controls]
+        if decision.publish_start:
+            messages += self._announce.start(after)
+        ids = enqueue(tx, messages, now)
+        frees = job.status in _HOLDS_QUOTA and after.status not in _HOLDS_QUOTA
+        left_line = job.status is JobStatus.PENDING and after.status.terminal  # a waiting job left the line
+        if admit and self._queues and job.queue and (frees or left_line):  # who is next (into the quota, or past it)
+            ids += self.admit(tx, job.queue, job.cluster, now, released=job.gpus if frees else 0)
+        return ids
+
+    def _record_usage(self, tx: JobTx, job: Job, after: Job, decision: Decision, now: datetime) -> None:
+        """The usage of the attempt this change ends, in its transaction (after its history rows: the claim)."""
+        outcome = lifecycle.attempt_outcome(job, after, decision.changes)
+        if outcome is None:
+            if after.attempt < job.attempt and after.status.terminal:  # a lost attempt's late end (zen.jobs.late_final)
+                tx.record_late_outcome(job.job_id, after.attempt, after.status.value)
+            return
+        cluster = self._config.cluster(job.cluster)  # the VM's shape; the attempt held job.gpus of its GPUs
+        vm_gpus = cluster.gpu_count if cluster else job.gpus
+        gpus = job.gpus or vm_gpus  # 0: a row from before jobs recorded their GPUs, which held the whole VM
+        tx.record_attempt(
+            job, outcome=outcome, machine_type=cluster.machine_type if cluster else None, gpus=gpus,
+            ran_from=after.started_at if after.attempt == job.attempt else job.started_at, now=now,
+            vm_share=min(1.0, gpus / vm_gpus) if vm_gpus else 1.0)
+
+    def admit(self, tx: JobTx, queue: str, cluster: str, now: datetime, released: int = 0) -> list[Enqueued]:
+        """Run the admission pass of ``queue``'s cohort on ``cluster`` and admit what it picks.
+
+        Victims are applied without the pass a release runs (``apply(admit=False)``): a victim not
+        yet on a VM goes back to PENDING at once, and a pass nested in that change would preempt the
+        next victim itself, leaving this loop a stale copy of it (``ConcurrentChange``: the
+        submission or the tick fails, again at every redelivery). One pass after all of them admits
+        into the quota they freed; victims stopping on a VM free theirs when the VM answers."""
+        assert self._queues is not None  # called only with queues configured
+        ids: list[Enqueued] = []
+        freed, passes = True, 0
+        # A loop, not a recursion (a long line of preemptors must not exhaust the stack), and bounded: a
+        # pass that undid the last one's choice would hold the cohort's lock forever (the tick goes on).
+        while freed and (passes := passes + 1) <= ADMISSION_PASSES:
+            decided = self._queues.admit(tx, queue, cluster, now, released=released)
+            released = 0  # given back before the first pass, which counted it
+            for job, reason in decided.admitted:
+                ids += self.apply(tx, job, Decision(changes=[lifecycle.Change(JobStatus.QUEUED, reason)],
+                                                         publish_start=True), actor="admission", now=now)
+                ids += enqueue(tx, [self._announce.queue_event("job.admitted", job, reason, now)], now)
+            for job, reason in decided.preempted:
+                ids += enqueue(tx, [self._announce.queue_event("job.preempted", job, reason, now)], now)
+                ids += self.apply(tx, job, lifecycle.decide_preempt(job, reason, now), actor="admission",
+                                  now=now, admit=False)
+            freed = any(job.status is JobStatus.QUEUED for job, _ in decided.preempted)  # who is next
+        return ids

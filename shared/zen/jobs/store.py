@@ -1,0 +1,298 @@
+"""The job store port: everything the job service asks of its database, as a few narrow Protocols.
+
+A ``JobStore`` opens units of work (``transaction()``; ``session()`` for a lone statement that commits
+on its own), writes common submissions with group commit (``submissions()``), and holds the one tick
+lock (``tick_lock()``). Inside a unit of work, a ``JobTx`` reads and writes rows: the jobs and their
+history (``JobRows``), stops that came before their job (``EarlyStops``), the tick's clock
+(``TickClock``), the outbox (``OutboxRows``), admission (``AdmissionRows``), accounting (``UsageRows``),
+refused messages (``RejectionRows``) and the few fleet rows a job's start and claim depend on
+(``FleetRows``). One decision is written in one unit of work: its row, its history and its outbox rows
+commit together or not at all; any error rolls the unit back.
+
+Semantics every store keeps (``tests/test_jobstore_contract.py`` checks both of them):
+- ``get_job(lock=True)`` holds the job's row until the unit ends: decisions about one job are serialised;
+- ``save_job`` writes only over the status and attempt the decision was read with (else ``ConcurrentChange``);
+- ``insert_job`` and ``SubmissionWriter.write`` never write a job_id twice; a submission is not written
+  while a stop for its job is kept;
+- outbox ids grow in the order the messages were given;
+- a ``repeat_key`` makes a VM's repeated refused report one row.
+
+Adapters: ``zen.store.jobstore.PostgresJobStore`` (production) and ``zen_dev.fakes.jobstore.InMemoryJobStore``
+(tests). Both carry ``StoreHooks`` so that tests inject a race or an error at a named operation
+instead of patching modules.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any, Callable, Protocol, Sequence, TypeVar
+
+from zen.core.models import Job, JobStatus
+from zen.jobs.messaging import Enqueued, OutgoingMessage
+
+
+class ConcurrentChange(RuntimeError):
+    """The row changed between read and write: a bug, since rows are locked (rolls back)."""
+
+
+def repeat_key(vm: str, job_id: str, attempt: int, cause: str) -> str:
+    """The key that makes a VM's refused report about one attempt one row however often it comes."""
+    return f"{vm}/{job_id}/{attempt}/{cause}"
+
+
+class JobRows(Protocol):
+    def get_job(self, job_id: str, *, lock: bool = False) -> Job | None:
+        """The job (``lock``: its row held until the unit of work ends), or None."""
+
+    def insert_job(self, job: Job) -> bool:
+        """Insert a new job; False when its job_id exists already (a redelivery or a reuse)."""
+
+    def save_job(self, before: Job, after: Job, path: list[JobStatus], now: datetime) -> None:
+        """Write ``after`` over the row read as ``before`` (its status and attempt still); ``path``: the
+        statuses it went through, each step legal. Else ``ConcurrentChange``."""
+
+    def add_job_events(self, rows: list[dict[str, Any]]) -> None:
+        """History rows (``job_id, at, actor, attempt, from_status, to_status, reason``), in order."""
+
+    def job_history(self, job_id: str) -> list[dict[str, Any]]:
+        """The job's history rows, in the order written."""
+
+    def record_progress(self, *, job_id: str, attempt: int, vm: str, seq: int, message: str | None,
+                        now: datetime) -> bool:
+        """A RUNNING heartbeat of the running attempt from its VM, newer than the last; False otherwise."""
+
+    def held_jobs_silent_since(self, cutoff: datetime, limit: int) -> list[str]:
+        """Jobs held by a VM silent since before ``cutoff``, oldest silence first."""
+
+    def queued_jobs_published_before(self, cutoff: datetime, limit: int) -> list[str]:
+        """QUEUED jobs whose start went out before ``cutoff``, longest-waiting first."""
+
+    def queued_jobs_to_widen(self, now: datetime, limit: int) -> list[str]:
+        """QUEUED jobs whose ``widen_at`` is due, longest-narrowed first."""
+
+    def pending_jobs(self, limit: int) -> list[str]:
+        """PENDING jobs, oldest first."""
+
+
+class EarlyStops(Protocol):
+    def remember_early_stop(self, job_id: str, reason: str, now: datetime) -> None:
+        """Keep a stop for a job not known yet (the first one kept wins)."""
+
+    def take_early_stop(self, job_id: str) -> str | None:
+        """The kept stop's reason, consumed; None when there is none."""
+
+    def forget_early_stops(self, cutoff: datetime) -> None:
+        """Drop stops kept before ``cutoff``."""
+
+    def early_stops_of_submitted_jobs(self, limit: int) -> list[str]:
+        """Jobs that exist although a stop for them was kept (a stop that raced its submit), oldest stop first."""
+
+
+class TickClock(Protocol):
+    def record_tick(self, now: datetime, gap_s: float) -> datetime | None:
+        """Record this tick; when Zen came back after its last gap longer than ``gap_s`` (None: none seen)."""
+
+
+class OutboxRows(Protocol):
+    def add_outbox(self, messages: Sequence[OutgoingMessage], now: datetime) -> list[int]:
+        """Messages to publish after commit; their ids, growing in the messages' order."""
+
+    def unsent_outbox(self, cutoff: datetime, limit: int) -> list[Enqueued]:
+        """Rows to resend, held until the unit ends: failed ones, and those created before ``cutoff``
+        (least tried first, then oldest); rows another unit holds are skipped."""
+
+    def mark_outbox_sent(self, ids: list[int], now: datetime, *, durable: bool = True) -> None:
+        """``durable=False``: the mark may be lost in a crash (the row is then sent once more)."""
+
+    def mark_outbox_failed(self, id_: int, error: str) -> None: ...
+
+    def prune_outbox(self, cutoff: datetime, limit: int) -> int:
+        """Delete at most ``limit`` rows sent before ``cutoff``; how many went."""
+
+
+class AdmissionRows(Protocol):
+    def queue_lock(self, key: str) -> None:
+        """Admission for ``key`` one unit of work at a time (held until it ends)."""
+
+    def admitted(self, queues: list[str], cluster: str) -> list[dict[str, Any]]:
+        """Per queue holding quota on ``cluster``: ``queue``, ``gpus``, ``jobs``, ``freeing`` (of STOPPING jobs)."""
+
+    def preemption_candidates(self, queues: list[str], cluster: str, limit: int) -> list[Job]:
+        """Admitted jobs of ``queues`` not being preempted, cheapest first, held; held elsewhere: skipped."""
+
+    def pending_of_queue(self, queue: str, cluster: str, limit: int, most: int) -> list[Job]:
+        """The queue's PENDING jobs of ``cluster`` of at most ``most`` GPUs in admission order, held, up to
+        the first one held elsewhere."""
+
+    def waiting_queues(self) -> list[tuple[str, str]]:
+        """(queue, cluster) pairs with PENDING jobs."""
+
+    def jobs_ahead(self, job: Job) -> int:
+        """PENDING jobs of the job's queue and cluster admitted before it."""
+
+    def queue_usage(self, queues: list[str]) -> dict[tuple[str, str], tuple[float, datetime]]:
+        """(queue, cluster) -> (decayed GPU-seconds, when last brought up to date)."""
+
+    def save_queue_usage(self, queue: str, cluster: str, gpu_seconds: float, now: datetime) -> None: ...
+
+    def queue_counts(self) -> list[dict[str, Any]]:
+        """Per (queue, cluster): ``pending``, ``admitted_waiting``, ``running``, ``admitted_gpus``."""
+
+
+class UsageRows(Protocol):
+    def record_attempt(self, job: Job, *, outcome: str, machine_type: str | None, gpus: int,
+                       ran_from: datetime | None, now: datetime, vm_share: float = 1.0) -> bool:
+        """The usage of ``job``'s current attempt, ending now (from its last claim, else ``ran_from``);
+        False when recorded already."""
+
+    def lost_attempt(self, job_id: str, attempt: int) -> dict[str, Any] | None:
+        """The attempt if recorded LOST: ``vm``, ``started_at``, ``by_sweep``, ``later_held``; else None."""
+
+    def record_late_outcome(self, job_id: str, attempt: int, outcome: str) -> bool:
+        """A LOST attempt's row says ``outcome`` instead; False when it does not say LOST."""
+
+
+class RejectionRows(Protocol):
+    def record_rejection(self, *, source: str, message_id: str, job_id: str | None, reason: str,
+                         payload: bytes, now: datetime, key: str | None = None) -> bool:
+        """Record a refused message; True when this wrote a new row (not a repeat of ``key``, nor the
+        same message again)."""
+
+    def rejection_last_seen(self, source: str, key: str) -> datetime | None:
+        """When a refusal of ``key`` was last recorded; None: never."""
+
+
+class FleetRows(Protocol):
+    def blocked_regions(self, cluster: str, now: datetime) -> set[str]:
+        """The cluster's regions blocked by a stockout until after ``now`` (the planner's memory)."""
+
+    def vms_holding(self, cluster: str, regions: list[str], inputs: list[str], image: str | None,
+                    now: datetime, limit: int = 20) -> list[tuple[str, str, bool]]:
+        """(name, region, offered) of idle, recently heard, undrained VMs holding no job whose warm cache
+        holds all of ``inputs`` (non-empty) or ``image``; those not offered a start first, then the most
+        recently heard from."""
+
+    def upsert_vm(self, *, name: str, cluster: str, region: str, zone: str, state: str, job_id: str | None,
+                  attempt: int | None, seq: int, sent_at: datetime, now: datetime,
+                  jobs: list[dict[str, Any]] | None = None, cached_inputs: list[str] | None = None,
+                  images: list[str] | None = None) -> str | None:
+        """Record a VM heartbeat: the VM's state before ('' when new), or None when older than the last."""
+
+    def vm_is_draining(self, vm: str) -> bool:
+        """Whether a scale-down marked ``vm`` or its agent retired it; serialised with its drain."""
+
+    def jobs_on_vm(self, vm: str) -> dict[str, int]:
+        """Job id -> GPUs held, for the jobs ``vm`` holds (ASSIGNED, RUNNING or STOPPING)."""
+
+
+class JobTx(JobRows, EarlyStops, TickClock, OutboxRows, AdmissionRows, UsageRows, RejectionRows, FleetRows,
+            Protocol):
+    """One unit of work of a ``JobStore``."""
+
+
+class SubmissionWriter(Protocol):
+    def write(self, job: Job, history: list[dict[str, Any]], messages: list[OutgoingMessage],
+              now: datetime) -> list[Enqueued]:
+        """Write a QUEUED submission with its history and messages (possibly sharing a commit with
+        concurrent ones); its outbox rows, already handed to the writer's ``committed``, or [] when it
+        was not written (its job_id exists, or a stop for it is kept)."""
+
+
+class JobStore(Protocol):
+    hooks: StoreHooks
+
+    def transaction(self) -> AbstractContextManager[JobTx]:
+        """A unit of work: committed at its end, rolled back on any error."""
+
+    def session(self) -> AbstractContextManager[JobTx]:
+        """Each call commits on its own (a lone statement)."""
+
+    def submissions(self, committed: Callable[[list[Enqueued]], None]) -> SubmissionWriter:
+        """The group-commit writer of submissions; ``committed`` gets the outbox rows of each commit."""
+
+    def tick_lock(self, key: int) -> AbstractContextManager[bool]:
+        """Held for the block when True; False: another tick holds it."""
+
+    def prune_rejections(self, now: datetime) -> int:
+        """Delete refusals past their retention, a batch a unit of work, within a time budget; how many."""
+
+
+Hook = Callable[..., None]
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+class StoreHooks:
+    """Calls injected around a store's named operations (the ``JobTx`` method names, and
+    ``submit_jobs`` for one group-commit statement): how a test makes a race or an error happen at an
+    exact point, in the in-memory fake or in the Postgres adapter, without patching modules.
+
+    ``before(op, call)``: ``call(*args, **kwargs)`` runs before each ``op``; ``after(op, call)``:
+    ``call(result, *args, **kwargs)`` after it; ``fail_next(op, error)``: the next ``op`` raises ``error``
+    (once) instead of running. A store without hooks pays one attribute test per call."""
+
+    def __init__(self) -> None:
+        self._before: dict[str, list[Hook]] = {}
+        self._after: dict[str, list[Hook]] = {}
+        self._errors: dict[str, list[BaseException]] = {}
+        self._lock = threading.Lock()
+        self.active = False
+
+    def before(self, operation: str, call: Hook) -> None:
+        with self._lock:
+            self._before.setdefault(operation, []).append(call)
+            self.active = True
+
+    def after(self, operation: str, call: Hook) -> None:
+        with self._lock:
+            self._after.setdefault(operation, []).append(call)
+            self.active = True
+
+    def fail_next(self, operation: str, error: BaseException) -> None:
+        with self._lock:
+            self._errors.setdefault(operation, []).append(error)
+            self.active = True
+
+    def clear(self) -> None:
+        with self._lock:
+            self._before.clear()
+            self._after.clear()
+            self._errors.clear()
+            self.active = False
+
+    def run_before(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        with self._lock:
+            errors = self._errors.get(operation)
+            error = errors.pop(0) if errors else None
+            calls = list(self._before.get(operation, ()))
+        if error is not None:
+            raise error
+        for call in calls:
+            call(*args, **kwargs)
+
+    def run_after(self, operation: str, result: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        with self._lock:
+            calls = list(self._after.get(operation, ()))
+        for call in calls:
+            call(result, *args, **kwargs)
+
+
+def hooked(operation: str) -> Callable[[_Method], _Method]:
+    """Runs a store's ``hooks`` (an attribute of the object the method is on) around the method."""
+
+    def wrap(method: _Method) -> _Method:
+        @functools.wraps(method)
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            hooks: StoreHooks = self.hooks
+            if not hooks.active:
+                return method(self, *args, **kwargs)
+            hooks.run_before(operation, args, kwargs)
+            result = method(self, *args, **kwargs)
+            hooks.run_after(operation, result, args, kwargs)
+            return result
+
+        return call  # type: ignore[return-value]
+
+    return wrap

@@ -1,0 +1,236 @@
+"""The job store port (``zen.jobs.store``) over Postgres: each ``JobTx`` method is one of the store's
+functions (``repository``, ``queues``, ``usage``, ``rejections``, ``outbox``, ``fleet``, ``submits``) on
+the unit of work's ``Session``, so the SQL, the transactions and the statements per message are those
+functions' own. ``hooks`` (``zen.jobs.store.StoreHooks``) run around each operation where a test set some."""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime
+from typing import Any, Callable, Iterator, Sequence
+
+from zen.core.models import Job, JobStatus
+from zen.jobs.messaging import Enqueued, OutgoingMessage, outbox_json
+from zen.jobs.store import StoreHooks, hooked
+from zen.store import fleet, outbox, queues, rejections, repository, submits, usage
+from zen.store.db import Database, Session
+
+
+class PostgresJobTx:
+    """A ``zen.jobs.store.JobTx`` over one ``Session`` (a transaction, or autocommit)."""
+
+    def __init__(self, session: Session, hooks: StoreHooks | None = None):
+        self.session = session  # the raw session, for reads the port does not name (the CLI, tests)
+        self.hooks = hooks if hooks is not None else StoreHooks()
+
+    # -- jobs and history -------------------------------------------------------------------
+    @hooked("get_job")
+    def get_job(self, job_id: str, *, lock: bool = False) -> Job | None:
+        return repository.get_job(self.session, job_id, lock=lock)
+
+    @hooked("insert_job")
+    def insert_job(self, job: Job) -> bool:
+        return repository.insert_job(self.session, job)
+
+    @hooked("save_job")
+    def save_job(self, before: Job, after: Job, path: list[JobStatus], now: datetime) -> None:
+        repository.save_job(self.session, before, after, path, now)
+
+    @hooked("add_job_events")
+    def add_job_events(self, rows: list[dict[str, Any]]) -> None:
+        repository.add_job_events(self.session, rows)
+
+    @hooked("job_history")
+    def job_history(self, job_id: str) -> list[dict[str, Any]]:
+        return repository.job_history(self.session, job_id)
+
+    @hooked("record_progress")
+    def record_progress(self, *, job_id: str, attempt: int, vm: str, seq: int, message: str | None,
+                        now: datetime) -> bool:
+        return repository.record_progress(self.session, job_id=job_id, attempt=attempt, vm=vm, seq=seq,
+                                          message=message, now=now)
+
+    @hooked("held_jobs_silent_since")
+    def held_jobs_silent_since(self, cutoff: datetime, limit: int) -> list[str]:
+        return repository.held_jobs_silent_since(self.session, cutoff, limit)
+
+    @hooked("queued_jobs_published_before")
+    def queued_jobs_published_before(self, cutoff: datetime, limit: int) -> list[str]:
+        return repository.queued_jobs_published_before(self.session, cutoff, limit)
+
+    @hooked("queued_jobs_to_widen")
+    def queued_jobs_to_widen(self, now: datetime, limit: int) -> list[str]:
+        return repository.queued_jobs_to_widen(self.session, now, limit)
+
+    @hooked("pending_jobs")
+    def pending_jobs(self, limit: int) -> list[str]:
+        return repository.pending_jobs(self.session, limit)
+
+    # -- early stops, the tick's clock ------------------------------------------------------
+    @hooked("remember_early_stop")
+    def remember_early_stop(self, job_id: str, reason: str, now: datetime) -> None:
+        repository.remember_early_stop(self.session, job_id, reason, now)
+
+    @hooked("take_early_stop")
+    def take_early_stop(self, job_id: str) -> str | None:
+        return repository.take_early_stop(self.session, job_id)
+
+    @hooked("forget_early_stops")
+    def forget_early_stops(self, cutoff: datetime) -> None:
+        repository.forget_early_stops(self.session, cutoff)
+
+    @hooked("early_stops_of_submitted_jobs")
+    def early_stops_of_submitted_jobs(self, limit: int) -> list[str]:
+        return repository.early_stops_of_submitted_jobs(self.session, limit)
+
+    @hooked("record_tick")
+    def record_tick(self, now: datetime, gap_s: float) -> datetime | None:
+        return repository.record_tick(self.session, now, gap_s)
+
+    # -- outbox -----------------------------------------------------------------------------
+    @hooked("add_outbox")
+    def add_outbox(self, messages: Sequence[OutgoingMessage], now: datetime) -> list[int]:
+        return outbox.insert(self.session, outbox_json(messages), now)
+
+    @hooked("unsent_outbox")
+    def unsent_outbox(self, cutoff: datetime, limit: int) -> list[Enqueued]:
+        return [Enqueued(r["id"], OutgoingMessage(r["topic"], bytes(r["data"]), dict(r["attributes"] or {})))
+                for r in outbox.unsent(self.session, cutoff, limit)]
+
+    @hooked("mark_outbox_sent")
+    def mark_outbox_sent(self, ids: list[int], now: datetime, *, durable: bool = True) -> None:
+        outbox.mark_sent(self.session, ids, now, durable=durable)
+
+    @hooked("mark_outbox_failed")
+    def mark_outbox_failed(self, id_: int, error: str) -> None:
+        outbox.mark_failed(self.session, id_, error)
+
+    @hooked("prune_outbox")
+    def prune_outbox(self, cutoff: datetime, limit: int) -> int:
+        return outbox.prune(self.session, cutoff, limit)
+
+    # -- admission --------------------------------------------------------------------------
+    @hooked("queue_lock")
+    def queue_lock(self, key: str) -> None:
+        queues.lock(self.session, key)
+
+    @hooked("admitted")
+    def admitted(self, queue_names: list[str], cluster: str) -> list[dict[str, Any]]:
+        return queues.admitted(self.session, queue_names, cluster)
+
+    @hooked("preemption_candidates")
+    def preemption_candidates(self, queue_names: list[str], cluster: str, limit: int) -> list[Job]:
+        return queues.preemption_candidates(self.session, queue_names, cluster, limit)
+
+    @hooked("pending_of_queue")
+    def pending_of_queue(self, queue: str, cluster: str, limit: int, most: int) -> list[Job]:
+        return queues.pending(self.session, queue, cluster, limit, most)
+
+    @hooked("waiting_queues")
+    def waiting_queues(self) -> list[tuple[str, str]]:
+        return queues.waiting_queues(self.session)
+
+    @hooked("jobs_ahead")
+    def jobs_ahead(self, job: Job) -> int:
+        return queues.jobs_ahead(self.session, job)
+
+    @hooked("queue_usage")
+    def queue_usage(self, queue_names: list[str]) -> dict[tuple[str, str], tuple[float, datetime]]:
+        return queues.usage(self.session, queue_names)
+
+    @hooked("save_queue_usage")
+    def save_queue_usage(self, queue: str, cluster: str, gpu_seconds: float, now: datetime) -> None:
+        queues.save_usage(self.session, queue, cluster, gpu_seconds, now)
+
+    @hooked("queue_counts")
+    def queue_counts(self) -> list[dict[str, Any]]:
+        return queues.counts(self.session)
+
+    # -- usage ------------------------------------------------------------------------------
+    @hooked("record_attempt")
+    def record_attempt(self, job: Job, *, outcome: str, machine_type: str | None, gpus: int,
+                       ran_from: datetime | None, now: datetime, vm_share: float = 1.0) -> bool:
+        return usage.record_attempt(self.session, job, outcome=outcome, machine_type=machine_type, gpus=gpus,
+                                    ran_from=ran_from, now=now, vm_share=vm_share)
+
+    @hooked("lost_attempt")
+    def lost_attempt(self, job_id: str, attempt: int) -> dict[str, Any] | None:
+        return usage.lost_attempt(self.session, job_id, attempt)
+
+    @hooked("record_late_outcome")
+    def record_late_outcome(self, job_id: str, attempt: int, outcome: str) -> bool:
+        return usage.record_late_outcome(self.session, job_id, attempt, outcome)
+
+    # -- rejections -------------------------------------------------------------------------
+    @hooked("record_rejection")
+    def record_rejection(self, *, source: str, message_id: str, job_id: str | None, reason: str,
+                         payload: bytes, now: datetime, key: str | None = None) -> bool:
+        return rejections.record(self.session, source=source, message_id=message_id, job_id=job_id,
+                                 reason=reason, payload=payload, now=now, key=key)
+
+    @hooked("rejection_last_seen")
+    def rejection_last_seen(self, source: str, key: str) -> datetime | None:
+        return rejections.last_seen(self.session, source, key)
+
+    # -- fleet ------------------------------------------------------------------------------
+    @hooked("blocked_regions")
+    def blocked_regions(self, cluster: str, now: datetime) -> set[str]:
+        return fleet.blocked_regions(self.session, cluster, now)
+
+    @hooked("vms_holding")
+    def vms_holding(self, cluster: str, regions: list[str], inputs: list[str], image: str | None,
+                    now: datetime, limit: int = 20) -> list[tuple[str, str, bool]]:
+        return fleet.vms_holding(self.session, cluster, regions, inputs, image, now, limit)
+
+    @hooked("upsert_vm")
+    def upsert_vm(self, *, name: str, cluster: str, region: str, zone: str, state: str, job_id: str | None,
+                  attempt: int | None, seq: int, sent_at: datetime, now: datetime,
+                  jobs: list[dict[str, Any]] | None = None, cached_inputs: list[str] | None = None,
+                  images: list[str] | None = None) -> str | None:
+        return repository.upsert_vm(self.session, name=name, cluster=cluster, region=region, zone=zone,
+                                    state=state, job_id=job_id, attempt=attempt, seq=seq, sent_at=sent_at,
+                                    now=now, jobs=jobs, cached_inputs=cached_inputs, images=images)
+
+    @hooked("vm_is_draining")
+    def vm_is_draining(self, vm: str) -> bool:
+        return repository.vm_is_draining(self.session, vm)
+
+    @hooked("jobs_on_vm")
+    def jobs_on_vm(self, vm: str) -> dict[str, int]:
+        return repository.jobs_on_vm(self.session, vm)
+
+
+class PostgresJobStore:
+    """A ``zen.jobs.store.JobStore`` over a ``Database`` (its pool, transactions and error classes)."""
+
+    def __init__(self, db: Database):
+        self.db = db
+        self.hooks = StoreHooks()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[PostgresJobTx]:
+        with self.db.transaction() as session:
+            yield PostgresJobTx(session, self.hooks)
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[PostgresJobTx]:
+        with self.db.session() as session:
+            yield PostgresJobTx(session, self.hooks)
+
+    def submissions(self, committed: Callable[[list[Enqueued]], None]) -> submits.GroupCommit:
+        return submits.GroupCommit(self.db, committed, hooks=self.hooks)
+
+    @contextlib.contextmanager
+    def tick_lock(self, key: int) -> Iterator[bool]:
+        """A session-level advisory lock on one connection, held for the block."""
+        with self.db.session() as session:
+            if not repository.try_tick_lock(session, key):
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                repository.tick_unlock(session, key)
+
+    def prune_rejections(self, now: datetime) -> int:
+        return rejections.prune(self.db, now)

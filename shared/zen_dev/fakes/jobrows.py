@@ -1,0 +1,397 @@
+"""The rows of the in-memory job store (``zen_dev.fakes.jobstore``) and its unit of work, ``InMemoryJobTx``:
+each ``zen.jobs.store.JobTx`` operation as its query in ``zen/store/queries.sql`` filters and orders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Sequence
+
+from zen.core.errors import DataRejected
+from zen.core.models import Job, JobStatus, VmState, illegal_step
+from zen.core.text import escape_unstorable
+from zen.jobs.messaging import Enqueued, OutgoingMessage
+from zen.jobs.store import ConcurrentChange, hooked
+
+if TYPE_CHECKING:
+    from zen_dev.fakes.jobstore import InMemoryJobStore
+
+HELD = (JobStatus.ASSIGNED, JobStatus.RUNNING, JobStatus.STOPPING)  # on a VM
+HOLDS_QUOTA = (JobStatus.QUEUED, JobStatus.ASSIGNED, JobStatus.RUNNING, JobStatus.STOPPING, JobStatus.LOST)
+VM_STATES = frozenset(state.value for state in VmState)
+WARM_VM_SEEN_S = 180.0  # as zen.store.fleet's
+REJECTIONS_KEEP_S = 7 * 86_400.0  # as zen.store.rejections'
+# What ``save_job`` writes (update_job's SET list); the rest of the row is the inserted one's.
+SAVED = ("status", "attempt", "max_attempts", "vm", "region", "zone", "last_seq", "last_heartbeat_at", "queued_at",
+         "started_at", "finished_at", "exit_code", "message", "start_published_at", "preempted_by", "preemptions",
+         "start_regions", "widen_at", "start_vms", "regions")
+
+
+@dataclass
+class Tables:
+    """The rows. Rows are never changed in place (a change replaces the row), so a shallow copy of each
+    table is a snapshot a unit of work rolls back to."""
+
+    jobs: dict[str, Job] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    early_stops: dict[str, tuple[str, datetime]] = field(default_factory=dict)
+    tick_clock: dict[str, Any] | None = None
+    outbox: dict[int, dict[str, Any]] = field(default_factory=dict)
+    queue_usage: dict[tuple[str, str], tuple[float, datetime]] = field(default_factory=dict)
+    attempt_usage: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    rejections: list[dict[str, Any]] = field(default_factory=list)
+    vms: dict[str, dict[str, Any]] = field(default_factory=dict)
+    drained: frozenset[str] = frozenset()
+    blocked: dict[tuple[str, str], datetime] = field(default_factory=dict)  # (cluster, region) -> until
+
+    def copy(self) -> Tables:
+        return Tables(**{f.name: _shallow(getattr(self, f.name)) for f in fields(self)})
+
+
+def _shallow(value: Any) -> Any:
+    return value.copy() if isinstance(value, (dict, list)) else value
+
+
+class InMemoryJobTx:
+    """One unit of work of ``InMemoryJobStore`` (a ``zen.jobs.store.JobTx``)."""
+
+    def __init__(self, store: InMemoryJobStore):
+        self._store = store
+        self.hooks = store.hooks
+
+    @property
+    def _t(self) -> Tables:
+        return self._store.tables
+
+    # -- jobs and history -------------------------------------------------------------------
+    @hooked("get_job")
+    def get_job(self, job_id: str, *, lock: bool = False) -> Job | None:
+        return self._t.jobs.get(job_id)
+
+    @hooked("insert_job")
+    def insert_job(self, job: Job) -> bool:
+        if job.job_id in self._t.jobs:
+            return False
+        self._t.jobs[job.job_id] = fresh(job, status=job.status, at=job.submitted_at)
+        return True
+
+    @hooked("save_job")
+    def save_job(self, before: Job, after: Job, path: list[JobStatus], now: datetime) -> None:
+        bad = illegal_step(before.status, path)
+        if bad or (path and path[-1] != after.status) or (not path and after.status != before.status):
+            raise ConcurrentChange(f"illegal transition for {before.job_id}: {before.status.value} -> {path}")
+        stored = self._t.jobs.get(before.job_id)
+        if stored is None or (stored.status, stored.attempt) != (before.status, before.attempt):
+            raise ConcurrentChange(f"job {before.job_id} changed under a lock")
+        self._t.jobs[before.job_id] = stored.model_copy(
+            update={**{name: getattr(after, name) for name in SAVED}, "updated_at": now})
+
+    @hooked("add_job_events")
+    def add_job_events(self, rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            self.event(row["job_id"], row["at"], row["actor"], row["attempt"], row["from_status"],
+                        row["to_status"], row["reason"])
+
+    def event(self, job_id: str, at: datetime, actor: str, attempt: int, from_status: str | None,
+               to_status: str, reason: str) -> None:
+        self._t.events.append({"id": self._store.next_id(), "job_id": job_id, "at": at, "actor": actor,
+                               "attempt": attempt, "from_status": _value(from_status),
+                               "to_status": _value(to_status), "reason": reason})
+
+    @hooked("job_history")
+    def job_history(self, job_id: str) -> list[dict[str, Any]]:
+        return [{k: v for k, v in e.items() if k != "job_id"} for e in self._t.events if e["job_id"] == job_id]
+
+    @hooked("record_progress")
+    def record_progress(self, *, job_id: str, attempt: int, vm: str, seq: int, message: str | None,
+                        now: datetime) -> bool:
+        job = self._t.jobs.get(job_id)
+        if job is None or (job.status, job.attempt, job.vm) != (JobStatus.RUNNING, attempt, vm) or job.last_seq >= seq:
+            return False
+        self._t.jobs[job_id] = job.model_copy(update={"last_seq": seq, "last_heartbeat_at": now, "updated_at": now,
+                                                      "message": job.message if message is None else message})
+        return True
+
+    @hooked("held_jobs_silent_since")
+    def held_jobs_silent_since(self, cutoff: datetime, limit: int) -> list[str]:
+        silent = [(j.last_heartbeat_at or j.updated_at, j.job_id) for j in self._t.jobs.values()
+                  if j.status in HELD and (j.last_heartbeat_at or j.updated_at) < cutoff]
+        return [job_id for _, job_id in sorted(silent)[:limit]]
+
+    @hooked("queued_jobs_published_before")
+    def queued_jobs_published_before(self, cutoff: datetime, limit: int) -> list[str]:
+        waiting = [(published, j.job_id) for j in self._t.jobs.values()
+                   if j.status is JobStatus.QUEUED and (published := j.start_published_at or j.queued_at) is not None
+                   and published < cutoff]
+        return [job_id for _, job_id in sorted(waiting)[:limit]]
+
+    @hooked("queued_jobs_to_widen")
+    def queued_jobs_to_widen(self, now: datetime, limit: int) -> list[str]:
+        due = [(j.widen_at, j.job_id) for j in self._t.jobs.values()
+               if j.status is JobStatus.QUEUED and j.widen_at is not None and j.widen_at <= now]
+        return [job_id for _, job_id in sorted(due)[:limit]]
+
+    @hooked("pending_jobs")
+    def pending_jobs(self, limit: int) -> list[str]:
+        return [j.job_id for j in sorted((j for j in self._t.jobs.values() if j.status is JobStatus.PENDING),
+                                         key=lambda j: (j.submitted_at, j.job_id))][:limit]
+
+    # -- early stops, the tick's clock ------------------------------------------------------
+    @hooked("remember_early_stop")
+    def remember_early_stop(self, job_id: str, reason: str, now: datetime) -> None:
+        self._t.early_stops.setdefault(job_id, (reason, now))
+
+    @hooked("take_early_stop")
+    def take_early_stop(self, job_id: str) -> str | None:
+        kept = self._t.early_stops.pop(job_id, None)
+        return kept[0] if kept else None
+
+    @hooked("forget_early_stops")
+    def forget_early_stops(self, cutoff: datetime) -> None:
+        for job_id, (_, at) in list(self._t.early_stops.items()):
+            if at < cutoff:
+                del self._t.early_stops[job_id]
+
+    @hooked("early_stops_of_submitted_jobs")
+    def early_stops_of_submitted_jobs(self, limit: int) -> list[str]:
+        kept = sorted((at, job_id) for job_id, (_, at) in self._t.early_stops.items() if job_id in self._t.jobs)
+        return [job_id for _, job_id in kept[:limit]]
+
+    @hooked("record_tick")
+    def record_tick(self, now: datetime, gap_s: float) -> datetime | None:
+        clock = self._t.tick_clock
+        if clock is None:
+            self._t.tick_clock = {"last_at": now, "back_at": None, "interval_s": None}
+            return None
+        elapsed = (now - clock["last_at"]).total_seconds()
+        interval = clock["interval_s"]
+        back_at = now if interval is not None and elapsed > max(gap_s, 1.5 * interval) else clock["back_at"]
+        self._t.tick_clock = {"last_at": now, "back_at": back_at, "interval_s": max(elapsed, 0.9 * (interval or 0))}
+        return back_at
+
+    # -- outbox -----------------------------------------------------------------------------
+    @hooked("add_outbox")
+    def add_outbox(self, messages: Sequence[OutgoingMessage], now: datetime) -> list[int]:
+        ids = []
+        for message in messages:
+            id_ = self._store.next_id()
+            self._t.outbox[id_] = {"id": id_, "message": message, "created_at": now, "sent_at": None,
+                                   "publish_attempts": 0, "last_error": None}
+            ids.append(id_)
+        return ids
+
+    @hooked("unsent_outbox")
+    def unsent_outbox(self, cutoff: datetime, limit: int) -> list[Enqueued]:
+        rows = sorted((r for r in self._t.outbox.values()
+                       if r["sent_at"] is None and (r["publish_attempts"] > 0 or r["created_at"] < cutoff)),
+                      key=lambda r: (r["publish_attempts"], r["id"]))
+        return [Enqueued(r["id"], r["message"]) for r in rows[:limit]]
+
+    @hooked("mark_outbox_sent")
+    def mark_outbox_sent(self, ids: list[int], now: datetime, *, durable: bool = True) -> None:
+        for id_ in ids:
+            if (row := self._t.outbox.get(id_)) is not None:
+                self._t.outbox[id_] = {**row, "sent_at": now, "publish_attempts": row["publish_attempts"] + 1,
+                                       "last_error": None}
+
+    @hooked("mark_outbox_failed")
+    def mark_outbox_failed(self, id_: int, error: str) -> None:
+        if (row := self._t.outbox.get(id_)) is not None:
+            self._t.outbox[id_] = {**row, "publish_attempts": row["publish_attempts"] + 1, "last_error": error[:1000]}
+
+    @hooked("prune_outbox")
+    def prune_outbox(self, cutoff: datetime, limit: int) -> int:
+        gone = sorted((r["sent_at"], r["id"]) for r in self._t.outbox.values()
+                      if r["sent_at"] is not None and r["sent_at"] < cutoff)[:limit]
+        for _, id_ in gone:
+            del self._t.outbox[id_]
+        return len(gone)
+
+    # -- admission --------------------------------------------------------------------------
+    @hooked("queue_lock")
+    def queue_lock(self, key: str) -> None:
+        """Units of work never overlap here: nothing to wait for."""
+
+    @hooked("admitted")
+    def admitted(self, queue_names: list[str], cluster: str) -> list[dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for job in self._t.jobs.values():
+            if job.queue in queue_names and job.cluster == cluster and job.status in HOLDS_QUOTA:
+                row = out.setdefault(job.queue, {"queue": job.queue, "gpus": 0, "jobs": 0, "freeing": 0})
+                row["gpus"] += job.gpus
+                row["jobs"] += 1
+                row["freeing"] += job.gpus if job.status is JobStatus.STOPPING else 0
+        return list(out.values())
+
+    @hooked("preemption_candidates")
+    def preemption_candidates(self, queue_names: list[str], cluster: str, limit: int) -> list[Job]:
+        candidates = [j for j in self._t.jobs.values()
+                      if j.queue in queue_names and j.cluster == cluster and j.preempted_by is None
+                      and j.status in (JobStatus.QUEUED, JobStatus.ASSIGNED, JobStatus.RUNNING)]
+        candidates.sort(key=lambda j: j.job_id, reverse=True)
+        candidates.sort(key=lambda j: j.queued_at or datetime.max.replace(tzinfo=j.submitted_at.tzinfo), reverse=True)
+        candidates.sort(key=lambda j: j.priority)
+        return candidates[:limit]
+
+    @hooked("pending_of_queue")
+    def pending_of_queue(self, queue: str, cluster: str, limit: int, most: int) -> list[Job]:
+        line = [j for j in self._t.jobs.values() if j.queue == queue and j.cluster == cluster
+                and j.status is JobStatus.PENDING and j.gpus <= most]
+        return sorted(line, key=_admission_order)[:limit]
+
+    @hooked("waiting_queues")
+    def waiting_queues(self) -> list[tuple[str, str]]:
+        return sorted({(j.queue, j.cluster) for j in self._t.jobs.values()
+                       if j.status is JobStatus.PENDING and j.queue is not None})
+
+    @hooked("jobs_ahead")
+    def jobs_ahead(self, job: Job) -> int:
+        return sum(1 for j in self._t.jobs.values() if j.queue is not None and j.queue == job.queue
+                   and j.cluster == job.cluster and j.status is JobStatus.PENDING
+                   and _admission_order(j) < _admission_order(job))
+
+    @hooked("queue_usage")
+    def queue_usage(self, queue_names: list[str]) -> dict[tuple[str, str], tuple[float, datetime]]:
+        return {key: value for key, value in self._t.queue_usage.items() if key[0] in queue_names}
+
+    @hooked("save_queue_usage")
+    def save_queue_usage(self, queue: str, cluster: str, gpu_seconds: float, now: datetime) -> None:
+        self._t.queue_usage[(queue, cluster)] = (gpu_seconds, now)
+
+    @hooked("queue_counts")
+    def queue_counts(self) -> list[dict[str, Any]]:
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        for j in self._t.jobs.values():
+            if j.queue is None or not (j.status is JobStatus.PENDING or j.status in HOLDS_QUOTA):
+                continue
+            row = out.setdefault((j.queue, j.cluster), {"queue": j.queue, "cluster": j.cluster, "pending": 0,
+                                                        "admitted_waiting": 0, "running": 0, "admitted_gpus": 0})
+            row["pending"] += j.status is JobStatus.PENDING
+            row["admitted_waiting"] += j.status in (JobStatus.QUEUED, JobStatus.ASSIGNED, JobStatus.LOST)
+            row["running"] += j.status in (JobStatus.RUNNING, JobStatus.STOPPING)
+            row["admitted_gpus"] += j.gpus if j.status in HOLDS_QUOTA else 0
+        return [out[key] for key in sorted(out)]
+
+    # -- usage ------------------------------------------------------------------------------
+    @hooked("record_attempt")
+    def record_attempt(self, job: Job, *, outcome: str, machine_type: str | None, gpus: int,
+                       ran_from: datetime | None, now: datetime, vm_share: float = 1.0) -> bool:
+        key = (job.job_id, job.attempt)
+        if key in self._t.attempt_usage:
+            return False
+        claims = [e["at"] for e in self._t.events if e["job_id"] == job.job_id and e["attempt"] == job.attempt
+                  and e["to_status"] == JobStatus.ASSIGNED.value]
+        started = min(max(claims) if claims else ran_from or now, now)
+        self._t.attempt_usage[key] = {
+            "job_id": job.job_id, "attempt": job.attempt, "user_id": job.user_id, "queue": job.queue,
+            "cluster": job.cluster, "machine_type": machine_type, "region": job.region, "vm": job.vm, "gpus": gpus,
+            "started_at": started, "ended_at": now, "outcome": outcome, "vm_share": vm_share,
+            "gpu_seconds": gpus * max(0.0, (now - started).total_seconds())}
+        return True
+
+    @hooked("lost_attempt")
+    def lost_attempt(self, job_id: str, attempt: int) -> dict[str, Any] | None:
+        row = self._t.attempt_usage.get((job_id, attempt))
+        if row is None or row["outcome"] != JobStatus.LOST.value:
+            return None
+        return {"vm": row["vm"], "started_at": row["started_at"],
+                "by_sweep": any(e["job_id"] == job_id and e["attempt"] == attempt and e["actor"] == "sweep"
+                                and e["to_status"] == JobStatus.LOST.value for e in self._t.events),
+                "later_held": any(j == job_id and a > attempt for j, a in self._t.attempt_usage)}
+
+    @hooked("record_late_outcome")
+    def record_late_outcome(self, job_id: str, attempt: int, outcome: str) -> bool:
+        row = self._t.attempt_usage.get((job_id, attempt))
+        if row is None or row["outcome"] != JobStatus.LOST.value:
+            return False
+        self._t.attempt_usage[(job_id, attempt)] = {**row, "outcome": outcome}
+        return True
+
+    # -- rejections -------------------------------------------------------------------------
+    @hooked("record_rejection")
+    def record_rejection(self, *, source: str, message_id: str, job_id: str | None, reason: str,
+                         payload: bytes, now: datetime, key: str | None = None) -> bool:
+        rows = self._t.rejections
+        for n, row in enumerate(rows):
+            if key is not None and row["source"] == source and row["repeat_key"] == key:
+                rows[n] = {**row, "count": row["count"] + 1, "last_at": max(row["last_at"] or row["at"], now)}
+                return False
+        if any(row["source"] == source and row["message_id"] == message_id for row in rows):
+            return False
+        rows.append({"id": self._store.next_id(), "at": now, "source": source, "message_id": message_id,
+                     "job_id": job_id, "reason": reason, "repeat_key": key, "count": 1, "last_at": None,
+                     "payload": escape_unstorable(payload[:4096].decode("utf-8", errors="replace"), 8192)})
+        return True
+
+    @hooked("rejection_last_seen")
+    def rejection_last_seen(self, source: str, key: str) -> datetime | None:
+        seen = [row["last_at"] or row["at"] for row in self._t.rejections
+                if row["source"] == source and row["repeat_key"] == key]
+        return seen[0] if seen else None
+
+    # -- fleet ------------------------------------------------------------------------------
+    @hooked("blocked_regions")
+    def blocked_regions(self, cluster: str, now: datetime) -> set[str]:
+        return {region for (c, region), until in self._t.blocked.items() if c == cluster and until > now}
+
+    @hooked("vms_holding")
+    def vms_holding(self, cluster: str, regions: list[str], inputs: list[str], image: str | None,
+                    now: datetime, limit: int = 20) -> list[tuple[str, str, bool]]:
+        seen_after = now - timedelta(seconds=WARM_VM_SEEN_S)
+        held = {j.vm for j in self._t.jobs.values() if j.status in HELD}
+        offered = {vm for j in self._t.jobs.values() if j.cluster == cluster and j.status is JobStatus.QUEUED
+                   for vm in j.start_vms or ()}
+        warm = [vm for vm in self._t.vms.values()
+                if vm["cluster"] == cluster and vm["state"] == "IDLE" and vm["last_seen_at"] > seen_after
+                and vm["region"] in regions and vm["name"] not in held and vm["name"] not in self._t.drained
+                and ((inputs and set(inputs) <= set(vm["cached_inputs"] or ()))
+                     or (image is not None and image in (vm["images"] or ())))]
+        warm.sort(key=lambda vm: vm["name"])
+        warm.sort(key=lambda vm: vm["last_seen_at"], reverse=True)
+        warm.sort(key=lambda vm: vm["name"] in offered)
+        return [(vm["name"], vm["region"], vm["name"] in offered) for vm in warm[:limit]]
+
+    @hooked("upsert_vm")
+    def upsert_vm(self, *, name: str, cluster: str, region: str, zone: str, state: str, job_id: str | None,
+                  attempt: int | None, seq: int, sent_at: datetime, now: datetime,
+                  jobs: list[dict[str, Any]] | None = None, cached_inputs: list[str] | None = None,
+                  images: list[str] | None = None) -> str | None:
+        if state not in VM_STATES:  # Postgres's check constraint
+            raise DataRejected(f"the database refused the data (23514): VM state {state!r}")
+        before = self._t.vms.get(name)
+        if before is not None and before["last_seq"] >= seq:
+            return None
+        idle_since = ((before or {}).get("idle_since") or sent_at) if state == "IDLE" else None
+        self._t.vms[name] = {
+            "name": name, "cluster": cluster, "region": region, "zone": zone, "state": state, "job_id": job_id,
+            "attempt": attempt, "jobs": jobs, "last_seq": seq, "last_seen_at": now, "idle_since": idle_since,
+            "first_seen_at": before["first_seen_at"] if before else now, "cached_inputs": cached_inputs,
+            "images": images}
+        return before["state"] if before else ""
+
+    @hooked("vm_is_draining")
+    def vm_is_draining(self, vm: str) -> bool:
+        return vm in self._t.drained or self._t.vms.get(vm, {}).get("state") == "RETIRED"
+
+    @hooked("jobs_on_vm")
+    def jobs_on_vm(self, vm: str) -> dict[str, int]:
+        return {j.job_id: j.gpus for j in self._t.jobs.values() if j.vm == vm and j.status in HELD}
+
+
+def fresh(job: Job, *, status: JobStatus, at: datetime, queued: bool = False) -> Job:
+    """A job row as an insert writes it (insert_job / submit_jobs: only the request's fields kept)."""
+    return job.model_copy(update={
+        "status": status, "attempt": 1, "last_seq": 0, "submitted_at": at, "updated_at": at, "region": None,
+        "zone": None, "vm": None, "last_heartbeat_at": None, "started_at": None, "finished_at": None,
+        "exit_code": None, "message": None, "preempted_by": None, "preemptions": 0,
+        "queued_at": at if queued else None, "start_published_at": at if queued else None,
+        "queue": None if queued else job.queue,
+        **({} if queued else {"start_regions": None, "widen_at": None, "start_vms": None})})
+
+
+def _admission_order(job: Job) -> tuple[int, datetime, str]:
+    return (-job.priority, job.submitted_at, job.job_id)
+
+
+def _value(status: Any) -> Any:
+    return status.value if isinstance(status, JobStatus) else status

@@ -1,0 +1,120 @@
+"""An in-memory job store (``zen.jobs.store.JobStore``) for tests: the job service runs
+on it unchanged, in microseconds per message, with no Postgres.
+
+What it keeps of the Postgres adapter's semantics (``tests/test_jobstore_contract.py`` runs the same
+cases against both): units of work are serialised (one at a time, in any thread: stronger than the row
+locks the job side relies on) and roll back on any error; ``save_job`` is guarded by the status and
+attempt it was read with and by the transition table; job ids are unique; a kept stop holds back a
+submission; outbox ids grow in the order messages are given; the tick lock is held by one tick at a
+time; the queries order and filter as their SQL does.
+
+What it does not model: isolation between concurrent units (they never overlap here), so a race
+that needs two open transactions is injected as its outcome: a hook (``hooks``, ``StoreHooks``) runs
+at the named operation, inside the unit of work, and may write what the other party would have
+committed (``put_job``), or run another unit in the same thread (it nests: it sees this unit's rows and
+rolls back with it). ``hooks.fail_next(op, error)`` makes the next ``op`` raise, as Postgres would
+(``TransientError``, ``DataRejected``). Seeding for tests: ``put_job``, ``block_region``, ``drain_vm``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+from datetime import datetime, timedelta
+from typing import Any, Callable, Iterator
+
+from zen.core.models import Job, JobStatus
+from zen.jobs.messaging import Enqueued, OutgoingMessage
+from zen.jobs.store import StoreHooks
+from zen_dev.fakes.jobrows import REJECTIONS_KEEP_S, InMemoryJobTx, Tables, fresh
+
+class InMemorySubmissions:
+    """The group-commit writer's contract (``zen.jobs.store.SubmissionWriter``), one submission a unit of work."""
+
+    def __init__(self, store: InMemoryJobStore, committed: Callable[[list[Enqueued]], None]):
+        self._store = store
+        self._committed = committed
+
+    def write(self, job: Job, history: list[dict[str, Any]], messages: list[OutgoingMessage],
+              now: datetime) -> list[Enqueued]:
+        hooks, batch = self._store.hooks, [(job, messages)]  # a batch of one (the hook sees one entry)
+        with self._store.transaction() as tx:
+            if hooks.active:
+                hooks.run_before("submit_jobs", (batch,), {})
+            tables = self._store.tables
+            written: list[Enqueued] = []
+            if job.job_id not in tables.jobs and job.job_id not in tables.early_stops:
+                tables.jobs[job.job_id] = fresh(job, status=JobStatus.QUEUED, at=now, queued=True)
+                for h in history:
+                    tx.event(job.job_id, now, h["actor"], 1, h["from_status"], h["to_status"], h["reason"])
+                written = [Enqueued(id_, m) for id_, m in zip(tx.add_outbox(messages, now), messages)]
+            if hooks.active:
+                hooks.run_after("submit_jobs", [written], (batch,), {})
+        if written:
+            self._committed(written)
+        return written
+
+
+class InMemoryJobStore:
+    """A ``zen.jobs.store.JobStore`` in memory (the module docstring)."""
+
+    def __init__(self) -> None:
+        self.hooks = StoreHooks()
+        self.tables = Tables()
+        self._units = threading.RLock()  # one unit of work at a time; a hook's nested unit re-enters
+        self._tick = threading.Lock()
+        self._ids = itertools.count(1)
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[InMemoryJobTx]:
+        with self._units:
+            snapshot = self.tables.copy()
+            try:
+                yield InMemoryJobTx(self)
+            except BaseException:
+                self.tables = snapshot
+                raise
+
+    def session(self) -> contextlib.AbstractContextManager[InMemoryJobTx]:
+        return self.transaction()  # each call commits on its own; here, the block is one unit
+
+    def submissions(self, committed: Callable[[list[Enqueued]], None]) -> InMemorySubmissions:
+        return InMemorySubmissions(self, committed)
+
+    @contextlib.contextmanager
+    def tick_lock(self, key: int) -> Iterator[bool]:
+        if not self._tick.acquire(blocking=False):
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            self._tick.release()
+
+    def prune_rejections(self, now: datetime) -> int:
+        with self._units:
+            cutoff = now - timedelta(seconds=REJECTIONS_KEEP_S)
+            kept = [r for r in self.tables.rejections if (r["last_at"] or r["at"]) >= cutoff]
+            gone = len(self.tables.rejections) - len(kept)
+            self.tables.rejections = kept
+            return gone
+
+    # -- seeding (tests) ----------------------------------------------------------------------
+    def put_job(self, job: Job) -> None:
+        """Write a job row as another writer would have committed it (a race's outcome)."""
+        with self._units:
+            self.tables.jobs[job.job_id] = job
+
+    def block_region(self, cluster: str, region: str, until: datetime) -> None:
+        """The planner's memory: ``region`` of ``cluster`` stocked out until ``until``."""
+        with self._units:
+            self.tables.blocked[(cluster, region)] = until
+
+    def drain_vm(self, vm: str) -> None:
+        """A scale-down marked ``vm`` as going away."""
+        with self._units:
+            self.tables.drained = self.tables.drained | {vm}

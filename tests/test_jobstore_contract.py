@@ -1,0 +1,375 @@
+"""The job store port's contract (``zen.jobs.store``): the same cases against the Postgres adapter (the
+embedded Postgres) and the in-memory fake (``zen_dev.fakes.jobstore``), so the fake cannot drift from
+what the job service relies on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterator
+
+import pytest
+
+from zen.core.errors import DataRejected, TransientError
+from zen.core.models import Job, JobStatus
+from zen.jobs.messaging import Enqueued, OutgoingMessage
+from zen.jobs.store import ConcurrentChange, JobStore, repeat_key
+from zen_dev.fakes.jobstore import InMemoryJobStore
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+CLUSTER, REGION = "4xa100-40gb", "us-central1"
+
+
+class Seeding:
+    """What a test sets up that the job side only reads (the scaling side writes it)."""
+
+    def __init__(self, store: JobStore):
+        self.store = store
+
+    def block_region(self, cluster: str, region: str, until: datetime) -> None:
+        if isinstance(self.store, InMemoryJobStore):
+            self.store.block_region(cluster, region, until)
+            return
+        from zen.store import fleet
+
+        with self.store.db.transaction() as session:  # type: ignore[attr-defined]
+            fleet.save_scaling_memory(session, cluster, region, json.dumps({"blocked_until": until.isoformat()}), NOW)
+
+    def drain_vm(self, vm: str) -> None:
+        if isinstance(self.store, InMemoryJobStore):
+            self.store.drain_vm(vm)
+            return
+        with self.store.db.transaction() as session:  # type: ignore[attr-defined]
+            session.run("drain_vm", vm_name=vm, cluster=CLUSTER, region=REGION, now=NOW)
+
+
+@pytest.fixture(params=["postgres", "memory"])
+def store(request: pytest.FixtureRequest) -> Iterator[JobStore]:
+    if request.param == "memory":
+        yield InMemoryJobStore()
+        return
+    from zen.store.jobstore import PostgresJobStore
+
+    yield PostgresJobStore(request.getfixturevalue("db"))
+
+
+@pytest.fixture
+def seed(store: JobStore) -> Seeding:
+    return Seeding(store)
+
+
+def a_job(job_id: str, status: JobStatus = JobStatus.PENDING, at: datetime = NOW, **changes: Any) -> Job:
+    job = Job(job_id=job_id, status=status, attempt=1, max_attempts=3, cluster=CLUSTER, user_id="alice",
+              priority=0, regions=[REGION], request={"job_id": job_id, "command": ["true"]}, request_hash="h",
+              max_runtime_s=3600, region=None, zone=None, vm=None, last_seq=0, last_heartbeat_at=None,
+              submitted_at=at, queued_at=None, started_at=None, finished_at=None, exit_code=None, message=None,
+              updated_at=at, gpus=4)
+    return job.model_copy(update=changes)
+
+
+def inserted(store: JobStore, *jobs: Job) -> None:
+    with store.transaction() as tx:
+        for job in jobs:
+            assert tx.insert_job(job)
+
+
+def moved(store: JobStore, job_id: str, path: list[JobStatus], at: datetime = NOW, **fields: Any) -> Job:
+    with store.transaction() as tx:
+        before = tx.get_job(job_id, lock=True)
+        assert before is not None
+        status = path[-1] if path else before.status  # []: the status stays (a republish, a widening)
+        tx.save_job(before, before.model_copy(update={"status": status, **fields}), path, at)
+        after = tx.get_job(job_id)
+    assert after is not None
+    return after
+
+
+def event(job_id: str, to: str, at: datetime = NOW, actor: str = "vm:vm-a", attempt: int = 1,
+          frm: str | None = None) -> dict[str, Any]:
+    return {"job_id": job_id, "at": at, "actor": actor, "attempt": attempt, "from_status": frm, "to_status": to,
+            "reason": f"to {to}"}
+
+
+def test_a_job_id_is_written_once_and_read_back_as_written(store):
+    inserted(store, a_job("j1", queue="q"))
+    with store.transaction() as tx:
+        assert not tx.insert_job(a_job("j1", priority=9))  # a redelivery or a reuse writes nothing
+        job = tx.get_job("j1")
+        assert tx.get_job("nobody") is None
+    assert job is not None
+    assert (job.status, job.attempt, job.priority, job.queue, job.gpus, job.regions) == (
+        JobStatus.PENDING, 1, 0, "q", 4, [REGION])
+    assert (job.submitted_at, job.updated_at, job.queued_at, job.last_seq) == (NOW, NOW, None, 0)
+
+
+def test_a_save_is_guarded_by_the_status_and_attempt_it_was_read_with_and_by_the_table(store):
+    inserted(store, a_job("j1", JobStatus.QUEUED))
+    later = NOW + timedelta(seconds=5)
+    with store.transaction() as tx:
+        read = tx.get_job("j1", lock=True)
+    assigned = moved(store, "j1", [JobStatus.ASSIGNED], later, vm="vm-a", region=REGION, last_seq=1)
+    assert (assigned.status, assigned.vm, assigned.last_seq, assigned.updated_at) == (
+        JobStatus.ASSIGNED, "vm-a", 1, later)
+    assert assigned.cluster == CLUSTER and assigned.request == {"job_id": "j1", "command": ["true"]}
+    with pytest.raises(ConcurrentChange), store.transaction() as tx:  # read before the change: stale
+        tx.save_job(read, read.model_copy(update={"status": JobStatus.CANCELLED}), [JobStatus.CANCELLED], later)
+    with pytest.raises(ConcurrentChange), store.transaction() as tx:  # not in the transition table
+        tx.save_job(assigned, assigned.model_copy(update={"status": JobStatus.PENDING}), [JobStatus.PENDING], later)
+    with store.transaction() as tx:
+        assert tx.get_job("j1").status is JobStatus.ASSIGNED
+
+
+def test_a_unit_of_work_that_fails_leaves_nothing_behind(store):
+    with pytest.raises(RuntimeError), store.transaction() as tx:
+        tx.insert_job(a_job("j1"))
+        tx.remember_early_stop("j2", "stop", NOW)
+        tx.add_outbox([OutgoingMessage("t", b"x")], NOW)
+        raise RuntimeError("a bug after the writes")
+    with store.transaction() as tx:
+        assert tx.get_job("j1") is None and tx.take_early_stop("j2") is None
+        assert tx.unsent_outbox(NOW + timedelta(hours=1), 10) == []
+
+
+def test_history_rows_come_back_in_the_order_written(store):
+    inserted(store, a_job("j1"))
+    with store.transaction() as tx:
+        tx.add_job_events([event("j1", "PENDING", actor="user:alice"), event("j1", "QUEUED", frm="PENDING")])
+        tx.add_job_events([event("j1", "CANCELLED", NOW + timedelta(seconds=1), frm="QUEUED", actor="user")])
+        rows = tx.job_history("j1")
+    assert [(r["actor"], r["from_status"], r["to_status"], r["attempt"]) for r in rows] == [
+        ("user:alice", None, "PENDING", 1), ("vm:vm-a", "PENDING", "QUEUED", 1), ("user", "QUEUED", "CANCELLED", 1)]
+    assert rows[0]["id"] < rows[1]["id"] < rows[2]["id"] and rows[2]["at"] == NOW + timedelta(seconds=1)
+
+
+def test_a_kept_stop_is_taken_once_and_found_when_its_job_exists(store):
+    with store.transaction() as tx:
+        tx.remember_early_stop("j1", "first", NOW)
+        tx.remember_early_stop("j1", "second", NOW + timedelta(seconds=1))  # the first one kept wins
+        tx.remember_early_stop("j2", "old", NOW - timedelta(days=8))
+        tx.remember_early_stop("j3", "unknown", NOW)
+    inserted(store, a_job("j1"), a_job("j2"))
+    with store.transaction() as tx:
+        assert tx.early_stops_of_submitted_jobs(10) == ["j2", "j1"]  # oldest stop first; j3 has no job
+        tx.forget_early_stops(NOW - timedelta(days=7))
+        assert tx.early_stops_of_submitted_jobs(10) == ["j1"]
+        assert tx.take_early_stop("j1") == "first"
+        assert tx.take_early_stop("j1") is None
+
+
+def test_a_submission_is_written_once_queued_with_its_history_and_outbox_rows_in_order(store):
+    committed: list[Enqueued] = []
+    writer = store.submissions(committed.extend)
+    queued = a_job("s1", JobStatus.QUEUED, queued_at=NOW, start_published_at=NOW, start_regions=[REGION])
+    history = [{"actor": "user:alice", "from_status": None, "to_status": "PENDING", "reason": "submitted"},
+               {"actor": "admission", "from_status": "PENDING", "to_status": "QUEUED", "reason": "admitted"}]
+    messages = [OutgoingMessage("events", b"e1"), OutgoingMessage("events", b"e2"),
+                OutgoingMessage("start", b"s", {"job_id": "s1"})]
+    rows = writer.write(queued, history, messages, NOW)
+    assert [row.message for row in rows] == messages and rows == committed
+    assert [row.id for row in rows] == sorted(row.id for row in rows)
+    assert writer.write(queued, history, messages, NOW) == []  # its job_id exists
+    with store.transaction() as tx:
+        tx.remember_early_stop("s2", "stopped first", NOW)
+    assert writer.write(queued.model_copy(update={"job_id": "s2"}), history, messages, NOW) == []
+    with store.transaction() as tx:
+        job = tx.get_job("s1")
+        assert tx.get_job("s2") is None
+        steps = [(r["actor"], r["from_status"], r["to_status"], r["attempt"]) for r in tx.job_history("s1")]
+        unsent = tx.unsent_outbox(NOW + timedelta(minutes=5), 10)
+    assert job is not None and (job.status, job.queued_at, job.start_published_at, job.start_regions) == (
+        JobStatus.QUEUED, NOW, NOW, [REGION])
+    assert steps == [("user:alice", None, "PENDING", 1), ("admission", "PENDING", "QUEUED", 1)]
+    assert [(row.id, row.message) for row in unsent] == [(row.id, row.message) for row in rows]
+
+
+def test_the_outbox_resends_failed_and_old_rows_least_tried_first_and_prunes_sent_ones(store):
+    old = NOW - timedelta(minutes=5)
+    with store.transaction() as tx:
+        first = tx.add_outbox([OutgoingMessage("a", b"1", {"k": "v"}), OutgoingMessage("b", b"2")], old)
+        second = tx.add_outbox([OutgoingMessage("c", b"3")], NOW)
+    assert first[0] < first[1] < second[0]
+    with store.transaction() as tx:
+        assert [(r.id, r.message) for r in tx.unsent_outbox(NOW - timedelta(minutes=1), 10)] == [
+            (first[0], OutgoingMessage("a", b"1", {"k": "v"})), (first[1], OutgoingMessage("b", b"2"))]
+        tx.mark_outbox_failed(first[0], "RuntimeError: down")
+        tx.mark_outbox_sent([first[1]], NOW)
+    with store.transaction() as tx:
+        assert [r.id for r in tx.unsent_outbox(NOW - timedelta(minutes=10), 10)] == [first[0]]  # failed: any age
+        assert [r.id for r in tx.unsent_outbox(NOW + timedelta(minutes=1), 10)] == [second[0], first[0]]
+        assert tx.prune_outbox(NOW + timedelta(seconds=1), 10) == 1
+        assert tx.prune_outbox(NOW + timedelta(seconds=1), 10) == 0
+
+
+def test_progress_is_recorded_only_for_the_running_attempt_from_its_vm_and_newer(store):
+    inserted(store, a_job("j1", JobStatus.QUEUED))
+    moved(store, "j1", [JobStatus.ASSIGNED], vm="vm-a", last_seq=1)
+    moved(store, "j1", [JobStatus.RUNNING], last_seq=2, message="started")
+    later = NOW + timedelta(seconds=30)
+    with store.session() as tx:
+        assert tx.record_progress(job_id="j1", attempt=1, vm="vm-a", seq=3, message=None, now=later)
+        assert not tx.record_progress(job_id="j1", attempt=1, vm="vm-a", seq=3, message="again", now=later)
+        assert not tx.record_progress(job_id="j1", attempt=1, vm="vm-b", seq=4, message=None, now=later)
+        assert not tx.record_progress(job_id="j1", attempt=2, vm="vm-a", seq=4, message=None, now=later)
+        job = tx.get_job("j1")
+    assert (job.last_seq, job.last_heartbeat_at, job.message) == (3, later, "started")
+
+
+def test_sweep_candidates_come_oldest_first(store):
+    inserted(store, a_job("held", JobStatus.QUEUED), a_job("queued", JobStatus.QUEUED),
+             a_job("narrowed", JobStatus.QUEUED), a_job("p2", at=NOW + timedelta(seconds=1)), a_job("p1"))
+    moved(store, "held", [JobStatus.ASSIGNED], vm="vm-a", last_heartbeat_at=NOW - timedelta(minutes=5))
+    moved(store, "queued", [], queued_at=NOW, start_published_at=NOW - timedelta(minutes=9))
+    moved(store, "narrowed", [], queued_at=NOW, start_published_at=NOW,
+          widen_at=NOW - timedelta(seconds=1))
+    with store.transaction() as tx:
+        assert tx.held_jobs_silent_since(NOW - timedelta(minutes=1), 10) == ["held"]
+        assert tx.held_jobs_silent_since(NOW - timedelta(minutes=6), 10) == []
+        assert tx.queued_jobs_published_before(NOW - timedelta(minutes=1), 10) == ["queued"]
+        assert tx.queued_jobs_to_widen(NOW, 10) == ["narrowed"]
+        assert tx.pending_jobs(10) == ["p1", "p2"] and tx.pending_jobs(1) == ["p1"]
+
+
+def test_the_tick_clock_sees_a_gap_in_the_ticks(store):
+    with store.transaction() as tx:
+        assert tx.record_tick(NOW, 60.0) is None
+        assert tx.record_tick(NOW + timedelta(seconds=30), 60.0) is None
+        assert tx.record_tick(NOW + timedelta(seconds=60), 60.0) is None
+        back = NOW + timedelta(seconds=300)
+        assert tx.record_tick(back, 60.0) == back  # 240 s without a tick: Zen may have been down
+        assert tx.record_tick(back + timedelta(seconds=30), 60.0) == back
+
+
+def test_one_tick_holds_the_lock_at_a_time(store):
+    with store.tick_lock(7) as first:
+        assert first
+        with store.tick_lock(7) as second:
+            assert not second
+    with store.tick_lock(7) as again:
+        assert again
+
+
+def test_admission_reads_the_line_and_the_quota_held(store):
+    inserted(store, a_job("p1", queue="q"), a_job("p2", queue="q", priority=5, at=NOW + timedelta(seconds=1)),
+             a_job("big", queue="q", gpus=8, at=NOW + timedelta(seconds=2)),
+             a_job("a1", JobStatus.QUEUED, queue="q"), a_job("s1", JobStatus.QUEUED, queue="q"),
+             a_job("other", queue="r"))
+    moved(store, "s1", [JobStatus.ASSIGNED, JobStatus.RUNNING, JobStatus.STOPPING], vm="vm-s")
+    with store.transaction() as tx:
+        tx.queue_lock("queue:q")
+        assert [j.job_id for j in tx.pending_of_queue("q", CLUSTER, 10, 4)] == ["p2", "p1"]
+        assert [j.job_id for j in tx.pending_of_queue("q", CLUSTER, 1, 8)] == ["p2"]
+        assert tx.admitted(["q"], CLUSTER) == [{"queue": "q", "gpus": 8, "jobs": 2, "freeing": 4}]
+        assert tx.admitted(["r"], CLUSTER) == []
+        assert sorted(tx.waiting_queues()) == [("q", CLUSTER), ("r", CLUSTER)]
+        assert [tx.jobs_ahead(tx.get_job(j)) for j in ("p2", "p1", "big")] == [0, 1, 2]
+        assert [j.job_id for j in tx.preemption_candidates(["q"], CLUSTER, 10)] == ["a1"]
+        tx.save_queue_usage("q", CLUSTER, 120.0, NOW)
+        assert tx.queue_usage(["q", "r"]) == {("q", CLUSTER): (120.0, NOW)}
+        counts = {(r["queue"], r["cluster"]): r for r in tx.queue_counts()}
+    assert {k: v for k, v in counts[("q", CLUSTER)].items() if k not in ("queue", "cluster")} == {
+        "pending": 3, "admitted_waiting": 1, "running": 1, "admitted_gpus": 8}
+
+
+def test_an_attempt_is_used_from_its_claim_counted_once_and_a_lost_one_can_be_told_its_outcome(store):
+    claimed = NOW + timedelta(seconds=10)
+    inserted(store, a_job("j1", JobStatus.QUEUED))
+    job = moved(store, "j1", [JobStatus.ASSIGNED], claimed, vm="vm-a", region=REGION)
+    with store.transaction() as tx:
+        tx.add_job_events([event("j1", "ASSIGNED", claimed, frm="QUEUED")])
+        assert tx.record_attempt(job, outcome="LOST", machine_type="a2-highgpu-4g", gpus=4, ran_from=None,
+                                 now=NOW + timedelta(seconds=70))
+        assert not tx.record_attempt(job, outcome="SUCCEEDED", machine_type=None, gpus=4, ran_from=None,
+                                     now=NOW + timedelta(seconds=80))
+        assert tx.lost_attempt("j1", 1) == {"vm": "vm-a", "started_at": claimed, "by_sweep": False,
+                                            "later_held": False}
+        tx.add_job_events([event("j1", "LOST", NOW + timedelta(seconds=70), actor="sweep", frm="ASSIGNED")])
+        assert tx.lost_attempt("j1", 1)["by_sweep"]
+        assert tx.record_late_outcome("j1", 1, "SUCCEEDED")
+        assert not tx.record_late_outcome("j1", 1, "SUCCEEDED")
+        assert tx.lost_attempt("j1", 1) is None
+
+
+def test_a_repeated_refusal_counts_on_one_row_and_old_ones_are_pruned(store):
+    key = repeat_key("vm-a", "j1", 1, "draining")
+    with store.transaction() as tx:
+        assert tx.record_rejection(source="hb", message_id="m1", job_id="j1", reason="bad", payload=b"{}", now=NOW)
+        assert not tx.record_rejection(source="hb", message_id="m1", job_id="j1", reason="bad", payload=b"{}", now=NOW)
+        assert tx.record_rejection(source="hb", message_id="m2", job_id="j1", reason="drained", payload=b"{}",
+                                   now=NOW, key=key)
+        assert not tx.record_rejection(source="hb", message_id="m3", job_id="j1", reason="drained", payload=b"{}",
+                                       now=NOW + timedelta(seconds=5), key=key)
+        assert tx.rejection_last_seen("hb", key) == NOW + timedelta(seconds=5)
+        assert tx.rejection_last_seen("hb", "another") is None
+    assert store.prune_rejections(NOW + timedelta(days=7, seconds=1)) == 1  # m1; the key's row was seen later
+    assert store.prune_rejections(NOW + timedelta(days=8)) == 1
+
+
+def test_a_vm_row_takes_only_newer_heartbeats_and_a_claim_sees_its_drain_and_its_jobs(store, seed):
+    beat = dict(cluster=CLUSTER, region=REGION, zone=f"{REGION}-a", job_id=None, attempt=None, sent_at=NOW, now=NOW)
+    with store.transaction() as tx:
+        assert tx.upsert_vm(name="vm-a", state="BUSY", seq=5, **beat) == ""
+        assert tx.upsert_vm(name="vm-a", state="IDLE", seq=4, **beat) is None  # older, delivered late
+        assert tx.upsert_vm(name="vm-a", state="IDLE", seq=6, **beat) == "BUSY"
+        assert not tx.vm_is_draining("vm-a")
+        assert tx.upsert_vm(name="vm-a", state="RETIRED", seq=7, **beat) == "IDLE"
+        assert tx.vm_is_draining("vm-a")
+    with pytest.raises(DataRejected), store.transaction() as tx:  # the states a VM reports, and no other
+        tx.upsert_vm(name="vm-x", state="BOOTING", seq=1, **beat)
+    seed.drain_vm("vm-b")
+    inserted(store, a_job("j1", JobStatus.QUEUED), a_job("j2", JobStatus.QUEUED, gpus=2))
+    moved(store, "j1", [JobStatus.ASSIGNED], vm="vm-b")
+    moved(store, "j2", [JobStatus.ASSIGNED, JobStatus.RUNNING], vm="vm-b")
+    with store.transaction() as tx:
+        assert tx.vm_is_draining("vm-b") and not tx.vm_is_draining("vm-c")
+        assert tx.jobs_on_vm("vm-b") == {"j1": 4, "j2": 2} and tx.jobs_on_vm("vm-c") == {}
+
+
+def test_warm_vms_are_idle_recent_free_and_undrained_and_stockouts_block_regions(store, seed):
+    warm = dict(cluster=CLUSTER, region=REGION, zone=f"{REGION}-a", state="IDLE", job_id=None, attempt=None, seq=1,
+                sent_at=NOW, cached_inputs=["gs://b/x", "gs://b/y"], images=["img:1"])
+    with store.transaction() as tx:
+        tx.upsert_vm(name="vm-old", now=NOW - timedelta(minutes=10), **warm)
+        tx.upsert_vm(name="vm-a", now=NOW - timedelta(seconds=20), **warm)
+        tx.upsert_vm(name="vm-b", now=NOW - timedelta(seconds=10), **warm)
+        tx.upsert_vm(name="vm-c", now=NOW, **{**warm, "region": "europe-west4"})
+    later = NOW + timedelta(seconds=5)
+    with store.transaction() as tx:
+        assert tx.vms_holding(CLUSTER, [REGION], ["gs://b/x"], None, later) == [
+            ("vm-b", REGION, False), ("vm-a", REGION, False)]  # the most recently heard from first
+        assert tx.vms_holding(CLUSTER, [REGION], [], "img:1", later, limit=1) == [("vm-b", REGION, False)]
+        assert tx.vms_holding(CLUSTER, [REGION], ["gs://b/z"], "img:2", later) == []
+        assert tx.vms_holding(CLUSTER, [REGION], [], None, later) == []
+    seed.drain_vm("vm-b")
+    inserted(store, a_job("offer", JobStatus.QUEUED))
+    moved(store, "offer", [], start_vms=["vm-a"])
+    with store.transaction() as tx:
+        assert tx.vms_holding(CLUSTER, [REGION], ["gs://b/x"], None, later) == [("vm-a", REGION, True)]
+        assert tx.blocked_regions(CLUSTER, NOW) == set()
+    seed.block_region(CLUSTER, REGION, NOW + timedelta(minutes=10))
+    with store.transaction() as tx:
+        assert tx.blocked_regions(CLUSTER, NOW) == {REGION}
+        assert tx.blocked_regions(CLUSTER, NOW + timedelta(minutes=11)) == set()
+
+
+def test_hooks_inject_the_next_error_once_and_run_around_an_operation(store):
+    seen: list[tuple[str, Any]] = []
+    store.hooks.fail_next("insert_job", TransientError("Postgres is unavailable"))
+    with pytest.raises(TransientError), store.transaction() as tx:
+        tx.remember_early_stop("j0", "stop", NOW)
+        tx.insert_job(a_job("j1"))
+    store.hooks.before("insert_job", lambda job: seen.append(("before", job.job_id)))
+    store.hooks.after("insert_job", lambda written, job: seen.append(("after", written)))
+    inserted(store, a_job("j1"))  # the error was for the next call only
+    with store.transaction() as tx:
+        assert tx.take_early_stop("j0") is None  # the failed unit rolled back
+    assert seen == [("before", "j1"), ("after", True)]
+
+
+def test_the_job_service_imports_no_store_adapter():
+    """``zen.jobs`` talks to the port only; ``zen.app`` wires the Postgres adapter in."""
+    code = ("import sys, zen.jobs.service, zen.jobs.messaging, zen.jobs.sweeps, zen.jobs.vm_beats; "
+            "print(','.join(sorted(m for m in sys.modules if m.startswith(('zen.store', 'zen_dev', 'pg8000')))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == ""
