@@ -40,7 +40,7 @@ def _settle_relays() -> None:
     _relays.clear()
 
 
-from zen.jobs.messaging import OutboxRelay  # noqa: E402 - recorded before any test builds one
+from zen.jobs.messaging import OutboxRelay
 
 OutboxRelay.__init__ = _recorded(OutboxRelay.__init__)
 

@@ -14,7 +14,7 @@ from google.cloud import pubsub_v1
 
 from zen.adapters.pubsub import PubSubPublisher
 from zen.core.config import ZenConfig
-from zen.jobs.messaging import OutgoingMessage
+from zen.jobs.outgoing import OutgoingMessage
 from zen_dev.local.bridge import ensure_topic
 
 

@@ -18,7 +18,7 @@ from zen.core import eventarc
 from zen.core.errors import DataRejected
 from zen.core.events import PUBSUB_EVENT_TYPE
 from zen.core.models import Job, JobStatus
-from zen.jobs.messaging import OutgoingMessage
+from zen.jobs.outgoing import OutgoingMessage
 from zen.store import repository
 from zen.store.submits import GroupCommit
 

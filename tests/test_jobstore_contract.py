@@ -14,7 +14,7 @@ import pytest
 
 from zen.core.errors import DataRejected, TransientError
 from zen.core.models import Job, JobStatus
-from zen.jobs.messaging import Enqueued, OutgoingMessage
+from zen.jobs.outgoing import Enqueued, OutgoingMessage
 from zen.jobs.store import ConcurrentChange, JobStore, repeat_key
 from zen_dev.fakes.jobstore import InMemoryJobStore
 

@@ -30,17 +30,18 @@ ALLOWED: dict[str, set[str]] = {
         "zen.store",
     },
     "zen.jobs": {
-        "zen.core", "zen.telemetry",
-        "zen.store",  # until the job-store port: the service then sees Postgres only through it
+        "zen.core", "zen.telemetry",  # and never zen.store: Postgres only through the port, zen.jobs.store
         # the service builds its VM-proof checker (ProofChecker.from_env), and announce names the
         # CONFIRM's sealed-key attribute, instead of being handed them by zen.app
         "zen.adapters.vm_proof", "zen.adapters.message_key",
     },
     "zen.store": {
         "zen.core",
-        "zen.jobs.messaging",  # submits writes a submission's outbox rows in messaging's shape
+        "zen.jobs.store",  # the job-store port that zen.store.jobstore implements
+        "zen.jobs.outgoing",  # the outgoing messages the port's outbox rows hold
     },
-    "zen.adapters": {"zen.core", "zen.jobs.messaging", "zen.scaling.model", "zen.scaling.port"},  # the ports they serve
+    "zen.adapters": {"zen.core", "zen.jobs.messaging", "zen.jobs.outgoing", "zen.scaling.model",
+                     "zen.scaling.port"},  # the ports they serve, and what they carry
     "zen.agent": {"zen.core", "zen.adapters"},
     "zen.telemetry": {
         "zen.core", "zen.scaling.model",  # the types of what it logs
@@ -200,7 +201,8 @@ def test_the_import_reader_sees_every_kind_of_import():
 
 
 PURE = ["zen.core.models", "zen.core.lifecycle", "zen.core.config", "zen.core.clock", "zen.scaling.model", "zen.scaling.planner"]
-SERVICES = ["zen.jobs.service", "zen.jobs.messaging", "zen.store.repository", "zen.scaling.port", "zen.scaling.fleetdb",
+SERVICES = ["zen.jobs.service", "zen.jobs.decisions", "zen.jobs.sweeps", "zen.jobs.vm_beats", "zen.jobs.store",
+            "zen.jobs.messaging", "zen.store.repository", "zen.scaling.port", "zen.scaling.fleetdb",
             "zen.scaling.manager"]
 
 

@@ -8,7 +8,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from zen.adapters.pubsub import TopicLane
-from zen.jobs.messaging import OutgoingMessage
+from zen.jobs.outgoing import OutgoingMessage
 from zen.store.jobstore import PostgresJobStore
 
 
@@ -68,7 +68,9 @@ class _HeldPublisher:
 def test_only_the_last_request_in_flight_waits_for_the_urgent_messages_handed_over(db):
     from datetime import datetime, timezone
 
-    from zen.jobs.messaging import Enqueued, OutboxRelay
+    from zen.jobs.messaging import OutboxRelay
+
+    from zen.jobs.outgoing import Enqueued
 
     publisher = _HeldPublisher()
     relay = OutboxRelay(PostgresJobStore(db), publisher, lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
@@ -114,7 +116,8 @@ def test_a_hand_over_that_fails_leaves_nothing_for_later_requests_to_wait_on(db)
     from datetime import datetime, timezone
 
     from tests.relay_support import another_request
-    from zen.jobs.messaging import Enqueued, OutboxRelay
+    from zen.jobs.messaging import OutboxRelay
+    from zen.jobs.outgoing import Enqueued
 
     relay = OutboxRelay(PostgresJobStore(db), _BrokenPublisher(), lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
     relay.wait_limit_s = 5
@@ -239,7 +242,9 @@ def test_events_linger_only_while_other_requests_keep_the_cpu(db):
     throttled after it); beside other requests in flight they may wait to share an RPC."""
     from datetime import datetime, timezone
 
-    from zen.jobs.messaging import Enqueued, OutboxRelay
+    from zen.jobs.messaging import OutboxRelay
+
+    from zen.jobs.outgoing import Enqueued
 
     publisher = _LingerRecorder()
     relay = OutboxRelay(PostgresJobStore(db), publisher, lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))
@@ -257,7 +262,9 @@ def test_starts_linger_only_while_other_requests_keep_the_cpu(db):
     (the last request out sends what lingers at once: test_outbox_relay)."""
     from datetime import datetime, timezone
 
-    from zen.jobs.messaging import Enqueued, OutboxRelay
+    from zen.jobs.messaging import OutboxRelay
+
+    from zen.jobs.outgoing import Enqueued
 
     publisher = _LingerRecorder()
     relay = OutboxRelay(PostgresJobStore(db), publisher, lambda: datetime.now(timezone.utc), urgent=frozenset({"start"}))

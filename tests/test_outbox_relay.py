@@ -9,7 +9,8 @@ from datetime import datetime, timedelta, timezone
 
 from tests.relay_support import another_request
 from zen.adapters.pubsub import TopicLane
-from zen.jobs.messaging import Enqueued, OutboxRelay, OutgoingMessage, enqueue
+from zen.jobs.messaging import OutboxRelay, enqueue
+from zen.jobs.outgoing import Enqueued, OutgoingMessage
 from zen.store.jobstore import PostgresJobStore, PostgresJobTx
 
 

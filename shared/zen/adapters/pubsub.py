@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Callable, Sequence
 
-from zen.jobs.messaging import OutgoingMessage
+from zen.jobs.outgoing import OutgoingMessage
 
 log = logging.getLogger("zen.adapters.pubsub")
 

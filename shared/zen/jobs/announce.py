@@ -12,7 +12,7 @@ from zen.adapters.message_key import SEALED_KEY_ATTRIBUTE
 from zen.core import lifecycle
 from zen.core.config import ZenConfig
 from zen.core.models import START_OFFER, ControlAction, ControlMessage, Heartbeat, Job, JobEvent, JobStatus, StartMessage
-from zen.jobs.messaging import OutgoingMessage, outgoing
+from zen.jobs.outgoing import OutgoingMessage, outgoing
 
 log = logging.getLogger("zen.jobs.service")
 

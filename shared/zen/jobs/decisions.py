@@ -18,7 +18,8 @@ from zen.core.lifecycle import Decision
 from zen.core.models import Heartbeat, Job, JobStatus
 from zen.core.routing import Route, first_route, warm_keys
 from zen.jobs.announce import Announcements
-from zen.jobs.messaging import Enqueued, OutgoingMessage, enqueue
+from zen.jobs.messaging import enqueue
+from zen.jobs.outgoing import Enqueued, OutgoingMessage
 from zen.jobs.queueing import Queueing
 
 if TYPE_CHECKING:

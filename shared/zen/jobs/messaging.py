@@ -17,31 +17,21 @@ the last one out waits for them too; the marking of rows as sent never holds a r
 
 from __future__ import annotations
 
-import base64
 import itertools
-import json
 import logging
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable, Iterator, Protocol, Sequence
 
-from zen.core.models import Message
+from zen.jobs.outgoing import Enqueued, OutgoingMessage
 
 if TYPE_CHECKING:  # the port (zen.jobs.store) names these types of this module
     from zen.jobs.store import JobStore, OutboxRows
 
 
 log = logging.getLogger("zen.jobs.messaging")
-
-
-@dataclass(frozen=True)
-class OutgoingMessage:
-    topic: str  # short name, e.g. "zen-job-start"
-    data: bytes
-    attributes: dict[str, str] = field(default_factory=dict)
 
 
 class Publisher(Protocol):
@@ -53,29 +43,6 @@ class Publisher(Protocol):
         """Hand the messages over and return; ``done(results)`` is called once all are settled. With
         ``linger_s``, they may wait that long to share an RPC with messages handed over after them
         (a publisher that lingers also has ``hurry()``: send what lingers now)."""
-
-
-@dataclass(frozen=True)
-class Enqueued:
-    """An outbox row: its id and the message it holds."""
-
-    id: int
-    message: OutgoingMessage
-
-
-def outgoing(topic: str, message: Message, attributes: dict[str, str]) -> OutgoingMessage:
-    return OutgoingMessage(topic, message.to_bytes(), attributes)
-
-
-def outbox_entries(messages: Sequence[OutgoingMessage]) -> list[dict[str, object]]:
-    """Messages as the outbox statements read them (data in base64)."""
-    return [{"topic": m.topic, "data": base64.b64encode(m.data).decode("ascii"), "attributes": m.attributes}
-            for m in messages]
-
-
-def outbox_json(messages: Sequence[OutgoingMessage]) -> str:
-    """Messages as the JSON array the outbox statements read (one parameter)."""
-    return json.dumps(outbox_entries(messages))
 
 
 def enqueue(rows: OutboxRows, messages: Sequence[OutgoingMessage], now: datetime) -> list[Enqueued]:

@@ -27,7 +27,8 @@ from zen.jobs.announce import Announcements, is_start
 from zen.jobs.claims import refuse_claim
 from zen.jobs.late_final import late_final
 from zen.jobs.decisions import DecisionWriter
-from zen.jobs.messaging import Enqueued, OutboxRelay, enqueue
+from zen.jobs.messaging import OutboxRelay, enqueue
+from zen.jobs.outgoing import Enqueued
 from zen.core.models import (AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobRequest, JobStatus,
                              StopRequest, JOB_ID_PATTERN, illegal_step, request_fingerprint)
 from zen.adapters.vm_proof import ProofChecker

@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 from zen.core.models import Job, JobStatus
-from zen.jobs.messaging import Enqueued, OutgoingMessage
+from zen.jobs.outgoing import Enqueued, OutgoingMessage
 
 
 class ConcurrentChange(RuntimeError):

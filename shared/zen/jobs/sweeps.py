@@ -18,7 +18,8 @@ from zen.core.lifecycle import Decision
 from zen.core.models import Job, JobStatus, StopRequest
 from zen.core.routing import next_route
 from zen.jobs.decisions import DecisionWriter
-from zen.jobs.messaging import Enqueued, OutboxRelay
+from zen.jobs.messaging import OutboxRelay
+from zen.jobs.outgoing import Enqueued
 
 if TYPE_CHECKING:
     from zen.jobs.store import JobStore, JobTx
@@ -61,7 +62,8 @@ class Sweeps:
             tx.forget_early_stops(now - timedelta(days=7))
 
         def decide(_: JobTx, job: Job) -> Decision | None:
-            stale = job.status is JobStatus.QUEUED and (job.start_published_at or job.queued_at) < cutoff
+            published = job.start_published_at or job.queued_at  # a QUEUED job has been queued
+            stale = job.status is JobStatus.QUEUED and published is not None and published < cutoff
             return Decision(publish_start=True) if stale else None
 
         return self._for_each_job(candidates, "republish", decide)

@@ -24,7 +24,8 @@ from zen.core.config import ZenConfig
 from zen.core.models import VmState
 from zen.core.vm_heartbeat import VmHeartbeat
 from zen.jobs.decisions import DecisionWriter
-from zen.jobs.messaging import Enqueued, OutboxRelay
+from zen.jobs.messaging import OutboxRelay
+from zen.jobs.outgoing import Enqueued
 
 if TYPE_CHECKING:
     from zen.jobs.store import JobStore, JobTx

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterator, Sequence
 
 from zen.core.models import Job, JobStatus
-from zen.jobs.messaging import Enqueued, OutgoingMessage, outbox_json
+from zen.jobs.outgoing import Enqueued, OutgoingMessage, outbox_json
 from zen.jobs.store import StoreHooks, hooked
 from zen.store import fleet, outbox, queues, rejections, repository, submits, usage
 from zen.store.db import Database, Session

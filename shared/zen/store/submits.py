@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from zen.core.errors import TransientError
 from zen.core.models import Job
-from zen.jobs.messaging import Enqueued, OutgoingMessage, outbox_entries
+from zen.jobs.outgoing import Enqueued, OutgoingMessage, outbox_entries
 from zen.jobs.store import StoreHooks
 
 if TYPE_CHECKING:

@@ -5,22 +5,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Protocol, Sequence
 
 from zen.core.errors import DataRejected
 from zen.core.models import Job, JobStatus, VmState, illegal_step
 from zen.core.text import escape_unstorable
-from zen.jobs.messaging import Enqueued, OutgoingMessage
-from zen.jobs.store import ConcurrentChange, hooked
-
-if TYPE_CHECKING:
-    from zen_dev.fakes.jobstore import InMemoryJobStore
+from zen.jobs.outgoing import Enqueued, OutgoingMessage
+from zen.jobs.store import ConcurrentChange, StoreHooks, hooked
+from zen.store.fleet import WARM_VM_SEEN_S  # the same rules as the Postgres store's
+from zen.store.rejections import KEEP_S as REJECTIONS_KEEP_S
 
 HELD = (JobStatus.ASSIGNED, JobStatus.RUNNING, JobStatus.STOPPING)  # on a VM
 HOLDS_QUOTA = (JobStatus.QUEUED, JobStatus.ASSIGNED, JobStatus.RUNNING, JobStatus.STOPPING, JobStatus.LOST)
 VM_STATES = frozenset(state.value for state in VmState)
-WARM_VM_SEEN_S = 180.0  # as zen.store.fleet's
-REJECTIONS_KEEP_S = 7 * 86_400.0  # as zen.store.rejections'
 # What ``save_job`` writes (update_job's SET list); the rest of the row is the inserted one's.
 SAVED = ("status", "attempt", "max_attempts", "vm", "region", "zone", "last_seq", "last_heartbeat_at", "queued_at",
          "started_at", "finished_at", "exit_code", "message", "start_published_at", "preempted_by", "preemptions",
@@ -52,10 +49,19 @@ def _shallow(value: Any) -> Any:
     return value.copy() if isinstance(value, (dict, list)) else value
 
 
+class _Store(Protocol):
+    """What a unit of work sees of ``zen_dev.fakes.jobstore.InMemoryJobStore``."""
+
+    hooks: StoreHooks
+    tables: Tables
+
+    def next_id(self) -> int: ...
+
+
 class InMemoryJobTx:
     """One unit of work of ``InMemoryJobStore`` (a ``zen.jobs.store.JobTx``)."""
 
-    def __init__(self, store: InMemoryJobStore):
+    def __init__(self, store: _Store):
         self._store = store
         self.hooks = store.hooks
 

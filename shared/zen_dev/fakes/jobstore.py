@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Iterator
 
 from zen.core.models import Job, JobStatus
-from zen.jobs.messaging import Enqueued, OutgoingMessage
+from zen.jobs.outgoing import Enqueued, OutgoingMessage
 from zen.jobs.store import StoreHooks
 from zen_dev.fakes.jobrows import REJECTIONS_KEEP_S, InMemoryJobTx, Tables, fresh
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Callable, Sequence
 
-from zen.jobs.messaging import OutgoingMessage
+from zen.jobs.outgoing import OutgoingMessage
 
 
 class RecordingPublisher:
