@@ -1,33 +1,10 @@
-"""Job output in Cloud Logging, through the official client (``google-cloud-logging``).
+"""Job output in Cloud Logging, through the official client (``google-cloud-logging``): the agent's sink
+(one entry per line in log ``zen-jobs``, written in batches) and ``zen logs``' paced reader, which reads
+page by page within the project's read quota and retries 429s with a backoff. ``sink_from_env`` and
+``reader_from_env`` choose between it and the local directory of ``zen.adapters.joblogs``.
 
-One log entry per line, in log ``zen-jobs`` of the project:
-
-- ``labels``: ``job_id``, ``attempt``, ``stream``, ``vm`` (plus the agent's ``cluster``, ``region``),
-  so the Console finds a job with ``logName="projects/P/logs/zen-jobs" AND labels.job_id="JOB"``
-  (terraform's output ``job_logs_query``);
-- ``jsonPayload``: ``message`` (the line: the Console shows it as the summary), ``seq``, ``final``;
-- ``severity``: INFO for stdout, WARNING for stderr, NOTICE for the agent's own ``zen`` lines;
-- ``resource``: ``generic_node`` (location = zone, namespace = cluster, node_id = VM), so no entry
-  depends on the VM still existing; ``timestamp``: when the agent read the line.
-
-The agent writes in batches (one ``entries:write`` per batch, at most ``MAX_BATCH_ENTRIES``);
-``zen logs`` reads with ``entries:list`` filtered on the labels and ``jsonPayload.seq`` above what it
-has seen, oldest first, over the last 31 days (the client alone would look back one day only). The HTTP/JSON transport is used (not gRPC): ``ZEN_LOGGING_ENDPOINT``
-(``HOST:PORT``) then points it at a stand-in with anonymous credentials, as the tests do.
-
-Pacing (the project's read quota is about 60 ``entries:list`` requests a minute, shared by everyone
-reading): ``CloudReader.read`` reads one page (``page_size`` entries, one request) at a time and
-hands each page's entries over as soon as they can be printed, so a long output (an attempt may hold
-~300k lines) prints as it is read; a request starts at least ``REQUEST_INTERVAL_S`` after the
-reader's previous one (at most 50 a minute). A request answered 429 (``TooManyRequests`` /
-``ResourceExhausted``) is made again after a backoff (``RETRY_FIRST_S``, doubling up to
-``RETRY_MAX_S``) until requests have been refused for ``RETRY_FOR_S``; the listing goes on from
-where it stopped (after the last ``seq`` printed for one attempt; from the last entry's timestamp for
-a whole job), and entries read twice are taken once. An attempt whose final entry was read is not
-read again.
-
-``sink_from_env`` (the agent) and ``reader_from_env`` (``zen logs``) choose, from the environment,
-between the local directory of ``zen.adapters.joblogs`` and Cloud Logging.
+The entry's labels, payload, severity and resource: docs/reference/agent.md, "Job output"; the reader's
+pacing and retries: docs/reference/cli.md, ``zen logs``.
 """
 
 from __future__ import annotations

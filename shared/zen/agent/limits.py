@@ -1,41 +1,9 @@
-"""Per-day pull limits of one agent (issue 15): after N jobs or G GPU-hours in 24 h it takes no more;
-nor after its disk failed the staging of several attempts in a row.
+"""Per-day pull limits of one agent (issue 15): after N jobs or G GPU-hours in a trailing 24 h, after
+``MAX_DISK_FAULTS`` stagings in a row failed by its disk, or with a job's container docker could not
+remove, the agent takes no more jobs and its VM retires for good.
 
-The rules, where the issue is silent:
-- **What counts:** every attempt this VM ran (its claim confirmed), recorded when it ends, whatever
-  its outcome, with GPU-seconds = the GPUs it held x the attempt's wall time (staging and upload
-  included: the GPUs were held throughout); the GPUs it held are the VM's, unless the VM runs
-  several jobs at once (``zen.agent.slots``). An attempt counts whole at its end time: a 30-hour job
-  that ends now counts 30 hours now. Attempts still running count too (as one job each, and their
-  GPU-hours so far), so a VM running several at once never starts one past its limit.
-- **Claims in flight:** an attempt whose claim waits for its answer (``claimed``) may or may not run:
-  the agent pulls nothing while those claims, were they all confirmed, would reach ``max_jobs``
-  (``blocked``), and waits for their answers; a confirmed one counts from then on (``began``), a
-  refused or unanswered one never counts. Not counting them let a VM running several at once pull
-  past its limit while its confirmations were on their way.
-- **Window:** the trailing 24 h (``window_s``): an attempt that ended longer ago no longer counts.
-- **Reached:** attempts in the window >= ``max_jobs``, or GPU-hours >= ``max_gpu_hours``. It is
-  asked only before a pull, so a running job is never stopped for a limit: it finishes, and may
-  take the VM past the GPU-hour limit.
-- **Final:** once reached, the agent is retired for good (``VmState.RETIRED``; the scaling manager
-  deletes the VM once it holds no job), even if the window later rolls below the limit: taking
-  work again would race the deletion.
-- **Memory only:** the counts live in the agent process; a restarted agent (a crash, a reboot)
-  counts from zero.
-- **A failing disk:** ``MAX_DISK_FAULTS`` attempts in a row whose staging this VM's disk failed (it could
-  not make the attempt's directories, or a write failed with EIO, EROFS, ENOSPC or EDQUOT: ``staged``)
-  retire the VM as a limit does. Each such attempt is PREEMPTED, requeued at the cost of one of the
-  job's free preemptions (``zen.core.lifecycle.FREE_PREEMPTIONS``): without this one bad VM went on eating
-  them, job after job. A staging that works resets the count; the network's or Cloud Storage's faults
-  (also PREEMPTED) neither count nor reset it: an outage is not this VM's to retire for.
-- **A container left running:** a job's container that docker could not be made to remove, at the
-  attempt's end or at agent start (``zen.agent.removal.remove_container``), may still hold GPUs: the VM
-  retires at once (``retire``), as a limit does, and Zen deletes it.
-
-Where each limit comes from (:func:`resolve_pull_limits`): ``ZEN_AGENT_MAX_JOBS_PER_DAY`` /
-``ZEN_AGENT_MAX_GPU_HOURS_PER_DAY`` when set; else, on GCE, the instance attribute the template
-carries (``zen-max-jobs-per-day`` / ``zen-max-gpu-hours-per-day``: set, even empty, it decides, as
-``zen-tags`` does); else the cluster's ``max_jobs_per_vm_day`` / ``max_gpu_hours_per_vm_day``.
+The rules (what counts, claims in flight, the window, counts in memory only, where each limit comes
+from): docs/reference/agent.md, "with a pull limit"; the disk: docs/reference/messages.md, staging.
 """
 
 from __future__ import annotations

@@ -1,48 +1,8 @@
-"""The agent's tunables, read once from ``ZEN_AGENT_*`` environment variables.
+"""The agent's tunables, read once from ``ZEN_AGENT_*`` environment variables (``AgentSettings.from_env``),
+and the configuration's periods and deadline laid over them (``with_deadlines``), refused when they
+leave the fence no room.
 
-| variable                      | default | meaning                                                  |
-| ----------------------------- | ------- | -------------------------------------------------------- |
-| ``ZEN_AGENT_HEARTBEAT_S``     | 30      | RUNNING heartbeat period (well below heartbeat_timeout_s) |
-| ``ZEN_AGENT_STOP_GRACE_S``    | 10      | SIGTERM -> SIGKILL grace when stopping a job             |
-| ``ZEN_AGENT_POLL_S``          | 1       | pause between pulls of the start subscription when idle  |
-| ``ZEN_AGENT_CLAIM_TIMEOUT_S`` | 20      | wait for the answer to one CLAIMED                       |
-| ``ZEN_AGENT_CLAIM_TRIES``     | 3       | CLAIMED sends before the start message is given back     |
-| ``ZEN_AGENT_LEASE_S``         | 60      | ack deadline the agent keeps on the start message it holds |
-| ``ZEN_AGENT_VM_HEARTBEAT_S``  | 60      | VM heartbeat period (besides every state change)         |
-| ``ZEN_AGENT_TAIL_BYTES``      | 4096    | how much of the end of a job's output is reported        |
-| ``ZEN_AGENT_LOCAL``           | 0       | 1: commands as plain subprocesses (as the agent's user), |
-|                               |         | images ignored (the local stack and tests set it); else |
-|                               |         | images run with docker, confined (zen.agent.container) |
-| ``ZEN_AGENT_DOCKER``          | docker  | the docker CLI                                           |
-| ``ZEN_AGENT_WORK_DIR``        | TMPDIR/zen-agent | where jobs' inputs and outputs are kept (zen.agent.staging) |
-| ``ZEN_AGENT_CACHE_DIR``       | WORK_DIR/.cache/VM | the warm cache of staged inputs (zen.agent.cache) |
-| ``ZEN_AGENT_CACHE_BYTES``     | 20000000000 | its bound (least recently used go first); 0: no cache |
-| ``ZEN_AGENT_IMAGES_KEEP``     | 8       | container images kept on the VM (1-16); the least recently |
-|                               |         | run beyond that is removed (``docker image rm``)          |
-| ``ZEN_AGENT_MAX_JOBS_PER_DAY`` | unset | pull limit: jobs per trailing 24 h, then the VM is RETIRED |
-|                               |         | (unset: the template's attribute, else the configuration; |
-|                               |         | see ``zen.agent.limits``)                                 |
-| ``ZEN_AGENT_MAX_GPU_HOURS_PER_DAY`` | unset | the same by GPU-hours (GPUs x wall time)        |
-| ``ZEN_AGENT_MAX_JOBS_PER_VM`` | unset   | jobs this VM runs at once, each on its own GPUs (unset: |
-|                               |         | the template's attribute, else the configuration's       |
-|                               |         | ``max_jobs_per_vm``; see ``zen.agent.slots``)             |
-| ``ZEN_AGENT_GPUS``            | unset   | the VM's GPUs (unset: the template's, else ``gpu_count``) |
-| ``ZEN_AGENT_LOG_LINE_BYTES``  | 16384   | longest output line; longer ones are cut into pieces     |
-| ``ZEN_AGENT_LOG_FLUSH_S``     | 1       | how often output is shipped; a partial line waits this long |
-| ``ZEN_AGENT_LOG_RATE_LINES``  | 1000    | lines shipped per second at most                         |
-| ``ZEN_AGENT_LOG_HOLD_S``      | 30      | seconds of backlog (at that rate) before lines are held  |
-|                               |         | in the tail window                                       |
-| ``ZEN_AGENT_LOG_LIMIT_BYTES`` | 33554432 | output shipped per attempt at most (32 MiB)             |
-| ``ZEN_AGENT_LOG_TAIL_BYTES``  | 1048576 | of that limit, the end of the output always shipped      |
-
-``heartbeat_timeout_s`` is no tunable: it is the configuration's ``deadlines.heartbeat_timeout_s``
-(set by ``zen.agent.__main__``; its default elsewhere), after which Zen takes a silent attempt for
-lost. The heartbeat periods and the stop grace are the configuration's too (``deadlines.agent_heartbeat_s``,
-``vm_heartbeat_s``, ``stop_grace_s``: the defaults above), unless their variable is set; either way they
-are checked against that deadline when the agent starts (``with_deadlines``). The agent stops a job whose heartbeats stop reaching Zen before then (``zen.agent.fence``).
-
-Where the output goes is ``ZEN_JOB_LOGS_DIR`` / ``ZEN_LOGGING_ENDPOINT`` (``zen.adapters.joblogs``); how the
-limits work is ``zen.agent.output``.
+Every variable, its default and its range: docs/reference/agent.md, "Tunables".
 """
 
 from __future__ import annotations

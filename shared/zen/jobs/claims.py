@@ -1,34 +1,11 @@
 """Checks a claim must pass besides the job's own state (``zen.core.lifecycle.decide_heartbeat``): the VM
-is not going away, and it has room for the job.
+is not going away, it is an instance of the job's cluster in a region the job may run in, and it has
+room for the job (a cluster's ``max_jobs_per_vm``). Both read the VM's rows under its advisory lock,
+so two claims from one VM, or a claim and the VM's drain, are checked one after the other.
 
-Both read the VM's rows under its advisory lock (``JobTx.vm_is_draining`` takes it), which a
-scale-down's drain and every other claim by the same VM also take: two claims from one VM are
-checked one after the other, each seeing the job the other won.
-
-Room (a cluster's ``max_jobs_per_vm``, issue 15): a VM that holds other jobs takes one more only
-while it would hold at most ``max_jobs_per_vm`` jobs and their GPUs (``Job.gpus``, which
-``ClusterConfig.gpus_held`` set at submission) fit the VM's ``gpu_count``. A VM that holds nothing
-takes any job of its cluster. Where the issue is silent:
-- The check runs for clusters whose VMs may take several jobs. An agent of a cluster with
-  ``max_jobs_per_vm: 1`` claims only when it holds nothing, so a job the database still shows on
-  its VM is one whose end report is on its way (Pub/Sub does not order it before the next claim);
-  refusing would only delay the next job, so that claim is accepted as it always was.
-- With several jobs per VM the same race can refuse a claim that would fit once the end report
-  lands: the VM is told RELEASE and the start message is published again, so the job waits a
-  moment, and is never lost or run twice.
-
-No storms (issue 34). A refused claim's RELEASE carries its cause in the attribute ``refused``
-(``DRAINING``, ``NO_ROOM``, ``NOT_INSTANCE``, ``NOT_CLEARED``; an attribute, so older agents, which
-refuse unknown payload fields, still read the order). An agent told ``draining`` takes no more jobs
-(it retires: ``zen.agent.claim``); one told another cause waits longer after each claim refused for
-the same cause (``zen.agent.backoff``). The refusal is recorded once per (VM, job, attempt, cause),
-with a count (``JobTx.record_rejection``). The start is published again once per cause and VM: a claim
-refused for a cause that this VM's claim of the same attempt was refused for already, since the start
-was last published, publishes nothing now; the job's ``widen_at`` is set to now instead, so the next
-scale tick publishes its start again (``zen.jobs.sweeps.widen_narrowed``; the VM that claimed it acked its
-copy). So an agent that goes on claiming (an older one) makes at most about two refused claims of a
-start per tick, not hundreds, and the job waits at most one tick longer; it is never lost: it stays
-QUEUED, and the tick publishes its start.
+A refusal's RELEASE names its cause (``refused``), recorded once per VM, job, attempt and cause, and
+republishes the start once per cause and VM. Why: docs/reference/configuration.md (several jobs per
+VM), docs/explanations/scaling.md (no claim storm), docs/reference/messages.md (ControlMessage).
 """
 
 from __future__ import annotations

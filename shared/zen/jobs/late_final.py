@@ -1,36 +1,9 @@
 """A lost attempt's final report that comes after the sweep gave the attempt up (``zen.core.lifecycle``'s
-one exception to "an older attempt is stale").
+one exception to "an older attempt is stale"): a SUCCEEDED or FAILED from the VM that held the attempt,
+while no later attempt was claimed, ends the job as that attempt; anything else stays stale.
 
-An agent cut off from Zen (a network partition; an agent killed and restarted after its job exited)
-may send an attempt's final report after ``heartbeat_timeout_s``, once the sweep has taken the attempt
-for lost and requeued the job as the next one (``lifecycle.lose_attempt``); it retries a final report
-for up to 300 s. Taken as stale, it let a job that succeeded, or that failed on its own (which Zen
-never retries), run again. The report is the job's outcome when all of these hold, read under the
-job's row lock (``JobService._on_job``), so a claim of the next attempt and the report are ordered:
-- it is final: SUCCEEDED or FAILED, the job's own outcome. STOPPED (the job stopped by the STOP the
-  sweep sent) and PREEMPTED (the VM went away mid-run) stay stale: the requeue is right for both;
-- it names an attempt older than the job's that the sweep took for lost: its ``attempt_usage`` row says
-  LOST and its LOST history row is the sweep's (``actor`` sweep; not a preemption its VM reported);
-- it comes from the VM that held that attempt (the row's ``vm``);
-- no later attempt was held by a VM since (no later ``attempt_usage`` row) and none is now: the job is
-  QUEUED or PENDING (an attempt whose claim was given back unanswered never ran). Once a later attempt
-  is claimed the rerun goes on, and the report stays stale, as do reports from another VM, of older
-  attempts, and the non-final ones.
-The job then ends SUCCEEDED or FAILED with the report's exit code, message and ``finished_at``, as that
-attempt: ``attempt`` goes back to it, with its VM, region and zone (the report's) and ``started_at``
-(when its VM took it: the usage row). So ``zen jobs get``, the history row (``reason``: attempt N's
-final report arrived after it was taken for lost; attempt N+1 never started) and the
-``job.status_changed`` event all name the attempt that ran, and ``zen logs -f`` waits for that
-attempt's final output entry, not for one of an attempt that never started. The next attempt's start
-message (published, or still in the outbox) is harmless: a claim of it names an attempt above the
-job's, of a job that is over, and is told RELEASE (``lifecycle.decide_heartbeat``; a RUNNING is told
-STOP). The attempt's ``attempt_usage`` row says the outcome instead of LOST; its times stay (the VM was
-the attempt's until the sweep gave it up). A redelivered report is then a duplicate of the last one.
-
-Not undone: a job the sweep FAILED because that loss spent its attempt budget. FAILED is terminal and
-was announced (``zen submit --wait`` returned, the queue's quota went to the next job, the user may
-have resubmitted), and a job ends once (the transition table; the fault checks count a job that ends
-twice as run twice): the report is ignored, with a reason saying what it was.
+The conditions, what the job and its history then say, and what is not undone:
+docs/explanations/delivery-guarantees.md, "a lost attempt's late final report".
 """
 
 from __future__ import annotations

@@ -1,45 +1,9 @@
 """Kueue-style queues with GPU quotas: which PENDING jobs may be admitted (QUEUED) now, and why not.
 
-With ``queues:`` in the configuration every job belongs to a queue (its ``queue``, else its user's
-queue, else the queue named ``default``) and holds its cluster's GPUs per VM of that queue's quota
-from admission until it ends. A job that does not fit stays PENDING: it is not demand, so it scales
-nothing. Without ``queues:`` every job is admitted at once, as before (those left PENDING when the
-section was removed: at the next tick, ``JobService.admit_unqueued``).
-
-What fits (per cluster, the Kueue model without lending limits):
-- a queue holds at most its nominal ``quota`` plus what it may borrow (``borrowing_limit``; no
-  limit when unset; nothing outside a cohort);
-- the queues of a cohort together hold at most the sum of their nominal quotas: a queue borrows
-  only what the others leave unused, and gets its own back as borrowed jobs end.
-
-Order (one *admission pass* for a cohort and a cluster): among the queues' head jobs, those that fit
-their own queue's nominal quota before those that would borrow (Kueue's order: quota lent is taken
-back before anyone borrows again, so a reclaim is not undone by the borrower's next job; while such
-a head waits for its lent quota, no head borrows: quota that comes free goes back to the lender); then the
-highest priority first; between queues at the same priority, the lowest *dominant share* first: (decayed
-GPU-seconds admitted / half-life + GPUs admitted now) / nominal quota, on the pass's own cluster (a
-pass is for one cluster; Kueue takes the largest share over resources, which this does not); then the oldest. Within a
-queue, jobs go strictly in (priority, age) order: a head that does not fit blocks its queue for
-this pass (no small job jumps a big one, so a big one is never starved), never the other queues.
-
-When a pass runs: at submission (in the submitting transaction), whenever an admitted job leaves the
-admitted set (ends, is cancelled, fails), in that same transaction, and on every scale tick for
-queues with waiting jobs (quota raised in the configuration, anything missed). Passes of one cohort
-are serialised by a transaction-scoped advisory lock taken before the GPUs are summed, so two passes
-never admit against the same free quota: no quota is ever exceeded, whatever the concurrency.
-
-Usage for fair sharing is GPU-seconds of admitted quota, decayed with ``queueing.usage_half_life_s``
-and brought up to date at each pass with the GPUs admitted at that moment (a step approximation:
-admissions and releases all run a pass).
-
-Preemption (a queue's ``preemption``: ``never``, the default; ``reclaim-borrowed``; ``lower-priority``):
-when a queue's head does not fit, the pass may pick victims (see ``Queueing._victims``), only if
-they free enough and no job of the cohort is stopping (a preemption or a user's stop under way: its
-quota is on its way back). A victim not yet on a VM goes back to PENDING at once; one on a VM gets
-STOP with the reason (the agent's SIGTERM and grace) and goes back to PENDING when the VM answers,
-as a new attempt that does not spend its budget (``lifecycle.decide_preempt``); its next start
-carries ``ZEN_PREEMPTED=1``. The preemptor stays PENDING until the quota is free, and the pass that
-frees it admits it.
+One admission pass per cohort and cluster, serialised by advisory locks: what fits a queue's nominal
+quota, what it may borrow in its cohort, the order (lent quota back first, priority, dominant share,
+age), and the victims of a preemption (``Queueing._victims``). Without ``queues:`` every job is admitted
+at once. The rules and their reasons: docs/how-to/queues.md.
 """
 
 from __future__ import annotations
