@@ -1,22 +1,9 @@
-"""Job output as log entries: what one entry is, where entries go, and how they are read back.
+"""Job output as log entries: what one entry is (``OutputEntry``: job, attempt, stream, VM, ``seq``; the
+attempt's last entry ``final``), and the local directory of JSON-lines files it is written to and read
+back from when ``ZEN_JOB_LOGS_DIR`` is set. ``zen.adapters.cloud_logging`` holds the Cloud Logging side
+and the choice between the two (this module knows nothing of Cloud Logging).
 
-The agent ships a job's stdout and stderr line by line (``zen.agent.output``); every line becomes
-one ``OutputEntry`` labelled with the job id, the attempt, the stream and the VM, numbered by ``seq``
-(1, 2, 3... within the attempt, in the order shipped, so a reader sees gaps). The last entry of an
-attempt has ``final`` set and stream ``zen``: a reader that has seen it has seen everything.
-
-Where entries go (the same place ``zen logs`` reads; never only the VM's disk):
-
-- **local**: ``ZEN_JOB_LOGS_DIR`` set (the local stack sets it to ``.zen/joblogs`` for its agents and
-  for the ``zen`` commands run in its directory): one JSON-lines file per attempt,
-  ``<dir>/<job_id>/attempt-<n>.jsonl`` (job ids start with a letter or digit and hold no ``/``, so
-  the path is safe). Written by the agent's single shipping thread, one ``write`` per batch.
-- **Cloud Logging** otherwise: log ``zen-jobs`` in the project (``zen.adapters.cloud_logging``), found in the
-  Console with ``logName="projects/P/logs/zen-jobs" AND labels.job_id="JOB"``.
-  ``ZEN_LOGGING_ENDPOINT`` (``HOST:PORT``) points the official client at a stand-in instead.
-
-``zen.adapters.cloud_logging.sink_from_env`` / ``reader_from_env`` make that choice from the environment
-(this module knows nothing of Cloud Logging).
+Where output goes and what an entry holds: docs/reference/agent.md, "Job output".
 """
 
 from __future__ import annotations

@@ -1,30 +1,10 @@
-"""Where a request may run: its cluster, allowed regions, attempt limit and queue, and, when it lists
-several acceptable GPU shapes, which one it gets.
+"""Where a request may run: its cluster, allowed regions (narrowed to the execution groups it requires),
+attempt limit, run time cap and queue, and, when it lists several acceptable GPU shapes, which one it
+gets (``choose``, once, at submission). ``resolve_request`` needs only the configuration, so
+``zen submit`` applies it before publishing; it raises ``Rejected`` with the reason.
 
-Execution groups (tags): a cluster's ``tags`` (all its regions) and ``region_tags`` (one region's
-own) say which groups its VMs belong to; a request with ``requires_tags`` may run only in regions
-whose VMs carry all of them: its allowed regions are narrowed to those (so its start message's
-``allow_<region>`` attributes, which the start subscriptions filter on, reach no other VM, and it
-is never scaled for elsewhere), and a request no region could ever run is rejected with the reason.
-The claim is checked again (``lifecycle.decide_heartbeat``): a VM whose heartbeat does not carry
-the tags is told RELEASE. Agents report their tags in every job heartbeat (``Heartbeat.tags``).
-
-``resolve_request`` is the rule ``on_job_submitted`` applies, shared with ``zen submit``'s check
-before publishing: it needs only the configuration, and raises ``Rejected`` with the reason. It
-also applies the limits: ``max_attempts`` and ``max_runtime_s`` at most the configured caps (a
-request without ``max_runtime_s`` gets the cap: no job runs unbounded), and an ``outputs`` prefix
-that leaves room for the job's file names (``zen.core.gcs.output_room_problem``).
-
-Flavor fungibility (Kueue with Karpenter): a request may give ``gpu_types`` (preferred first) with
-``gpu_count`` instead of one ``gpu_type``. Each type maps to its smallest fitting cluster; shapes
-its queue could never hold, or whose regions the request's ``regions`` exclude, drop out (none
-left: rejected; so is a request naming a region no remaining shape's cluster uses). At submission
-the function then takes the first remaining shape (``choose``) whose queue has quota free for the
-job now (within its own nominal quota plus what it may borrow, and its cohort's) and whose allowed
-regions are not all blocked by stockouts (the planner's memory); when none qualifies, the first
-shape, where the job waits like any other. The choice is
-made once, at submission: a job waiting on one shape does not move to another that frees later
-(Kueue re-evaluates flavors at each admission attempt; not done here).
+Tags: docs/how-to/data-placement.md; GPU shapes: docs/how-to/queues.md, "Several GPU shapes"; the
+limits: docs/reference/messages.md, JobRequest.
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
 """The job store port: everything the job service asks of its database, as a few narrow Protocols.
 
-A ``JobStore`` opens units of work (``transaction()``; ``session()`` for a lone statement that commits
-on its own), writes common submissions with group commit (``submissions()``), and holds the one tick
-lock (``tick_lock()``). Inside a unit of work, a ``JobTx`` reads and writes rows: the jobs and their
-history (``JobRows``), stops that came before their job (``EarlyStops``), the tick's clock
-(``TickClock``), the outbox (``OutboxRows``), admission (``AdmissionRows``), accounting (``UsageRows``),
-refused messages (``RejectionRows``) and the few fleet rows a job's start and claim depend on
-(``FleetRows``). One decision is written in one unit of work: its row, its history and its outbox rows
-commit together or not at all; any error rolls the unit back.
-
-Semantics every store keeps (``tests/test_jobstore_contract.py`` checks both of them):
-- ``get_job(lock=True)`` holds the job's row until the unit ends: decisions about one job are serialised;
-- ``save_job`` writes only over the status and attempt the decision was read with (else ``ConcurrentChange``);
-- ``insert_job`` and ``SubmissionWriter.write`` never write a job_id twice; a submission is not written
-  while a stop for its job is kept;
-- outbox ids grow in the order the messages were given;
-- a ``repeat_key`` makes a VM's repeated refused report one row.
-
-Adapters: ``zen.store.jobstore.PostgresJobStore`` (production) and ``zen_dev.fakes.jobstore.InMemoryJobStore``
-(tests). Both carry ``StoreHooks`` so that tests inject a race or an error at a named operation
-instead of patching modules.
+A ``JobStore`` opens units of work (``transaction()``, ``session()``), writes common submissions with
+group commit (``submissions()``) and holds the tick lock (``tick_lock()``); inside a unit, a ``JobTx``
+reads and writes jobs, history, early stops, the tick's clock, the outbox, admission, usage, refused
+messages and the few fleet rows a start and a claim depend on. Adapters: ``zen.store.jobstore``
+(Postgres) and ``zen_dev.fakes.jobstore`` (tests). The semantics every store keeps, checked on both:
+docs/how-to/test.md, "the job store port".
 """
 
 from __future__ import annotations

@@ -1,31 +1,10 @@
-"""Postgres access: where to connect, a small connection pool, transactions and named queries.
+"""Postgres access: where to connect (Cloud SQL with IAM authentication, else ``ZEN_DATABASE_URL``), a
+small connection pool, transactions and named queries. Errors are classified here, once, for every
+caller (``_classified``): an infrastructure fault becomes ``TransientError`` (redelivered), an error
+caused by a statement's data ``DataRejected`` (recorded and acked), anything else propagates.
 
-Where to connect, in order:
-1. ``ZEN_CLOUDSQL_INSTANCE`` (``project:region:instance``): Cloud SQL through
-   ``cloud-sql-python-connector`` with IAM database authentication; the user is ``ZEN_DB_USER``
-   (for a service account, its e-mail without ``.gserviceaccount.com``), the database ``ZEN_DB_NAME``
-   (default ``zen``), the IP type ``ZEN_CLOUDSQL_IP_TYPE`` (``PRIVATE`` by default). No password.
-2. ``ZEN_DATABASE_URL``: ``postgresql://user:pass@host:port/db`` or the unix-socket form
-   ``postgresql://user@/db?host=/socket/dir``.
-3. Neither: ``ConfigError``. Deployed code never starts a database; on a developer machine the
-   local stack (``zen_dev.local.stack``) starts the embedded Postgres and sets ``ZEN_DATABASE_URL``.
-
-Errors are classified here, once, for every caller (the store boundary):
-
-- an infrastructure fault (connection lost or refused, server shutting down, out of resources,
-  serialization failure, deadlock: SQLSTATE 08, 53, 57, 40001, 40P01; pg8000 ``InterfaceError``;
-  ``OSError``) becomes ``TransientError``: the function answers 500 and Pub/Sub redelivers;
-- an error caused by the data a statement carries becomes ``DataRejected`` (the message is
-  rejected, recorded and acked): the server's data exceptions and integrity violations (SQLSTATE
-  22, 23), and any error the driver raises while converting a parameter (``OverflowError`` for a
-  timestamp beyond the server's range, ``UnicodeEncodeError`` for a lone surrogate, ...), since
-  sending the same values again would fail the same way;
-- anything else (a bug in Zen's own code) propagates unchanged.
-
-A connection is handed to the next caller only when its protocol state is known: the last
-statement succeeded, or the server reported an error and the ``ROLLBACK`` after it succeeded. A
-connection on which the driver raised anything else (it may have stopped between two protocol
-messages, leaving replies unread) is closed; the server rolls its transaction back.
+The variables: docs/reference/configuration.md; which SQLSTATEs and driver errors go where, and when a
+connection goes back to the pool: docs/reference/messages.md, "Rules".
 """
 
 from __future__ import annotations

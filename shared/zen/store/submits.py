@@ -1,25 +1,10 @@
-"""Group commit of submissions: concurrent deliveries share one statement and one commit.
+"""Group commit of submissions: concurrent deliveries share one statement and one commit. A caller that
+finds no write in flight leads: it writes what is queued (its own first) in one statement, hands every
+caller its result and the relay the outbox rows, and passes the lead on; a refused batch is written
+again job by job, and a job the statement did not write takes the general path.
 
-A function instance serves several deliveries at once. Each common submission is one statement (its
-job QUEUED, its history, its outbox rows: ``submit_jobs`` in queries.sql); written one by one, most of
-the database's and the driver's work per submission is the statement's and the commit's own, not the
-rows'. ``GroupCommit.write`` queues the caller's rows; a caller that finds no write in flight leads:
-it writes what is queued (its own first, up to ``max_batch``) in one statement on one autocommit
-connection, hands every caller its result, and passes the lead to the first caller still queued. A
-caller alone waits for nothing (a batch of one); callers that arrive while a write is in flight go
-in the next one, so nothing waits on a timer and no thread works for others longer than its own batch.
-
-A batch of several that Postgres refuses is written again one job at a time, each by its own caller,
-so one job it refuses (``DataRejected``) fails alone; when Postgres is unavailable (``TransientError``)
-every caller of the batch raises one, and Pub/Sub redelivers each. A caller queued ``wait_s`` behind
-a statement that does not end (a lock, a dead connection) leaves the queue and writes alone: one stuck
-statement holds up its own batch only. Jobs are inserted in job_id order, the same in every batch, so
-two batches sharing job_ids (redeliveries to two instances) cannot deadlock. What each job gets is what
-the one-job statement gave it: its outbox rows, or [] when nothing was written (its job_id exists, a
-stop for it came first, or the same job_id came earlier in the batch): the caller then takes the
-general path. The outbox rows a statement wrote are handed to ``committed`` (the relay: publish them)
-once per statement, by the thread that wrote it, before its callers learn their results: one hand-over
-per batch rather than one per caller (at 8 requests in flight, a tenth of their CPU).
+Why, and the rules for failures, stuck statements and deadlocks: docs/benchmarks/control-plane.md
+(where the time went).
 """
 
 from __future__ import annotations
