@@ -1,17 +1,8 @@
-"""Zen makes each GPU VM's control subscription, and lets only the agents of that VM's cluster read it.
+"""Zen makes each GPU VM's control subscription (``zen-vm-control-<vm>``, filtered on the VM's name), and
+lets only the agents of that VM's cluster read it: the Pub/Sub adapter behind the scale tick, for every
+instance its MIGs list, within a time budget per tick.
 
-The Pub/Sub adapter behind the scale tick (``zen.app``): for every instance its MIGs list (the
-``mig_instances`` rows of the scaling passes: names Compute gave, each in the MIG of one cluster),
-``zen-vm-control-<vm>`` on ``zen-vm-control`` with the VM's filter (``attributes.vm = "<vm>"``), the
-agent's retention and a 1-day expiration (``zen.agent.transport``), and ``roles/pubsub.subscriber`` on
-it for that cluster's agent service account alone (``ZEN_AGENT_ACCOUNTS``, a JSON object cluster ->
-email, set by terraform). The agents then need no project-wide Pub/Sub role: a VM can consume its own
-cluster's start subscriptions and its cluster's VMs' control subscriptions, nothing else (terraform
-iam.tf). An instance is made once per function instance (remembered); a failure is logged and tried
-again at the next tick, within ``budget_s`` per tick, and the VM's agent waits for it meanwhile.
-
-A subscription of that name on another topic or with another filter (nobody but Zen may make one
-where this runs) is logged as an error and left alone, without a grant: the VM's agent refuses it.
+Why, and what it grants: docs/explanations/security.md, "A VM reads its own cluster's messages only".
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Outgoing messages: the publisher port and the outbox relay (the Pub/Sub adapter is ``zen.adapters.pubsub``).
+Handlers never publish directly: they enqueue into the ``outbox`` table in the transaction of their
+state change; after commit the relay publishes them, and the scale tick resends whatever is left, so
+delivery is at least once. Urgent messages (starts, a VM's orders) are acknowledged before the
+instance's last request in flight returns (``OutboxRelay.request``).
 
-Handlers never publish directly. They ``enqueue`` messages into the ``outbox`` table in the same
-transaction as their state change; after commit, ``OutboxRelay.flush_quietly`` publishes them and
-they are marked sent. Whatever is left (publish failed, process died between commit and publish) is
-sent by ``OutboxRelay.flush_pending()`` on the next scale tick. Delivery is therefore at least once;
-every consumer is idempotent on ``(job_id, attempt, ...)``.
-
-Messages that make work happen (a job's start, a VM's orders) must be acknowledged by Pub/Sub before
-the instance's last request in flight returns: on Cloud Functions the instance's CPU is throttled
-once no request is in flight, so a message merely handed over could sit there until the next
-request, and a job's start with it. While other requests are in flight the CPU stays allocated, so a
-handler hands its urgent messages over and returns; the last one out waits for whatever is still
-being published (``OutboxRelay.request``). Job events never hold a request that others follow, but
-the last one out waits for them too; the marking of rows as sent never holds a request.
+Why, and what it costs: docs/explanations/delivery-guarantees.md (the outbox) and
+docs/benchmarks/control-plane.md (where the time went).
 """
 
 from __future__ import annotations

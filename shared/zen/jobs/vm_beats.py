@@ -1,16 +1,8 @@
-"""The VM heartbeat's handling (``JobService.vm_beats``): record what the VM says about
-itself, and requeue the attempts it says it gave back with their claim unanswered.
+"""The VM heartbeat's handling (``JobService.vm_beats``): record what the VM says about itself, and
+requeue at once the attempts it says it gave back with their claim unanswered
+(``zen.core.lifecycle.decide_given_back`` says when that is safe), all in one transaction.
 
-Why the second part: a VM sends CLAIMED and waits for the answer; when the answer comes too late it
-gives the start back and goes on idle. If its claim had won meanwhile, the job is ASSIGNED to a VM
-that does not hold it, every other VM that claims it is told RELEASE, and it waited for the lost-job
-sweep, which spent one of its attempts (``heartbeat_timeout_s`` later). The agent now names such
-attempts in its VM heartbeats (``VmHeartbeat.given_back``), and the attempt goes back to QUEUED at
-once (``zen.core.lifecycle.decide_given_back`` says when that is safe).
-
-Both parts run in one transaction: the VM's row, then each named job's row under its lock (in
-job order, so two heartbeats of one VM never wait on each other's rows), its history and outbox.
-A named job that does not exist, or that the VM does not hold, changes nothing.
+Why: docs/explanations/delivery-guarantees.md, "A claim answered too late".
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
-"""Ordered schema migrations: ``store/migrations/NNNN_name.sql``, applied by ``zen db migrate``.
+"""Ordered schema migrations: ``store/migrations/NNNN_name.sql``, applied by ``zen db migrate`` (never on
+a function's cold start), each once and recorded with its checksum; ``schema_lag`` tells the functions
+when the schema is older than their code, so they refuse to work on it.
 
-Each file runs once, in its own transaction, recorded in ``schema_migrations`` with its checksum.
-An advisory lock makes concurrent runs (two deploys) safe; running again applies nothing. Never run
-on a function's cold start.
-
-Upgrades migrate first, then deploy the code (docs/how-to/deploy.md, step 3): migrations only add
-(columns, tables, indexes), so the running code works on the new schema, while new code on the old
-schema would fail on what is missing. The functions refuse to work on a schema older than their
-code (:func:`schema_lag`: the request answers 500 with the reason and Pub/Sub redelivers; the tick
-does nothing, so no job is swept as silent while its reports cannot be recorded).
-
-Each file waits at most ``LOCK_TIMEOUT_S`` for its table locks (tried ``LOCK_TRIES`` times): an
-``ALTER TABLE`` waiting behind a long transaction would otherwise queue every function's writes
-behind it. A new file numbered below one already applied is refused: it would run after the later
-ones here and before them on a fresh database.
+The rules (checksums, numbering, the lock, lock timeouts) and the upgrade order: docs/how-to/deploy.md,
+step 3.
 """
 
 from __future__ import annotations

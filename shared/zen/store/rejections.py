@@ -1,16 +1,8 @@
-"""Rows of ``rejected_messages``: what Zen refused, and why (``JobService.reject``, ``zen rejected``).
+"""Rows of ``rejected_messages``: what Zen refused, and why (``JobService.reject``, ``zen rejected``):
+once per message, once per repeat (a VM's report refused again for the same cause counts on its first
+row), pruned by the scale tick after ``KEEP_S``, read a page at a time.
 
-- **Once per message**: a message is recorded once per (source, message id); Pub/Sub redelivering it
-  adds nothing.
-- **Once per repeat**: a report a VM sends again and again, refused for the same cause (a drained VM
-  claiming start after start of one attempt, copies of a start claimed after the job ended), carries
-  a *repeat key* (``repeat_key``: the VM, job, attempt and cause): the first refusal writes a row,
-  each later one adds to its ``count`` and moves its ``last_at``. The row keeps the first message's
-  id, reason and payload.
-- **Retention**: rows last seen more than ``KEEP_S`` ago (7 days, as long as Pub/Sub keeps an
-  unacked message) are deleted by the scale tick, ``PRUNE_BATCH`` rows a transaction, for at most
-  ``PRUNE_BUDGET_S`` a tick (what is left goes at the next tick); no transaction holds many row locks.
-- **Pages**: ``zen rejected`` reads one page at a time, newest first, payloads only when asked for.
+The rules and the retention: docs/reference/messages.md, "Rules".
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
-"""Accounting rows: what each attempt used, recorded as it ends, and the sums ``zen usage`` reports.
+"""Accounting rows: what each attempt used, recorded as it ends (one ``attempt_usage`` row per attempt a
+VM claimed, in the transaction that ends it; a redelivered end counts once), and the sums ``zen usage``
+reports, with the fleet's own VM-hours per region (``fleet_by_region``).
 
-One ``attempt_usage`` row per attempt that a VM claimed, written by the job service in the same
-transaction as the status change that ends the attempt (one INSERT, no extra read). Attempts, not
-jobs: work lost to a silent or preempted VM and then retried is counted as well. The primary key
-``(job_id, attempt)`` with ON CONFLICT DO NOTHING makes a redelivered end count once.
-
-Units: an attempt's wall time on its VM runs from the VM's claim (or the start of the run, if its
-report came first) to when Zen ended the attempt; for a silent VM that is when the sweep gave it
-up, up to ``deadlines.heartbeat_timeout_s`` after its last report. Its GPU-seconds are the GPUs it
-held (``ClusterConfig.gpus_held``: the VM's all when a VM runs one job at a time, else its own
-``gpu_count``) times that wall time. Its VM-seconds are the wall time times its share of the VM
-(``vm_share`` = its GPUs / the VM's GPUs): 1 for an attempt that held the whole VM, so two 4-GPU
-attempts that share an 8-GPU VM for an hour are charged half a VM-hour each, and the estimated cost
-of a shared VM is split by GPUs. A shared VM's GPUs or slots no attempt held (a 4-GPU job alone on an
-8-GPU VM) are not attributed, like the VM time no attempt held (boot, idle, drain); the fleet's own
-VM-hours per region (``fleet_by_region``) come from the MIG instances the scaling passes saw.
+Units (wall time, GPU-seconds, VM-seconds and a shared VM's split): docs/explanations/accounting.md.
 """
 
 from __future__ import annotations

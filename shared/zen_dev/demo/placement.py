@@ -1,19 +1,8 @@
-"""The demo's two placement jobs: one cleared for an execution group, one placed next to its data.
+"""The demo's two placement jobs: ``hipaa-13``, cleared for an execution group (us-central1 of
+``4xa100-40gb`` alone), and ``near-data-14``, placed next to its data in europe-west4. ``check`` lists
+what went wrong (a job outside its region, the output missing); ``describe`` says where each ran and why.
 
-- ``hipaa-13`` requires the tag ``hipaa``, which ``zen-demo.yaml`` gives to us-central1 of
-  ``4xa100-40gb`` alone: its only region is the one stocked out at the start, so it waits QUEUED
-  (never scaled for, nor claimed, elsewhere) while the other jobs run in any region, and runs in
-  us-central1 once it has GPUs again.
-- ``near-data-14`` reads ``gs://zen-demo-eu-data/corpus/words.txt``. The bucket's location
-  (europe-west4) is not in the configuration: the functions look it up in the storage stand-in with
-  the official client, and order the job's regions by it (europe-west4 first). It is submitted once
-  the ``1xl4`` cluster is quiet (its first-wave jobs over, its VMs gone), so that the VM Zen boots
-  for it, not an idle VM left elsewhere, takes it. The agent stages the input into
-  ``ZEN_INPUT_DIR`` and uploads ``ZEN_OUTPUT_DIR`` to ``gs://zen-demo-results/runs`` afterwards.
-
-``check`` lists what went wrong (the tagged job outside its cleared region, the data job away from
-its data although that region had GPUs throughout the scenario, the output missing); ``describe``
-says where each ran and why.
+The scenario and what each job shows: docs/README.md, "What works today" (``make demo``).
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
-"""An in-memory job store (``zen.jobs.store.JobStore``) for tests: the job service runs
-on it unchanged, in microseconds per message, with no Postgres.
+"""An in-memory job store (``zen.jobs.store.JobStore``) for tests: the job service runs on it unchanged,
+in microseconds per message, with no Postgres. Units of work never overlap, so a race is injected as
+its outcome through ``hooks`` (``StoreHooks``), and ``hooks.fail_next`` raises as Postgres would.
 
-What it keeps of the Postgres adapter's semantics (``tests/test_jobstore_contract.py`` runs the same
-cases against both): units of work are serialised (one at a time, in any thread: stronger than the row
-locks the job side relies on) and roll back on any error; ``save_job`` is guarded by the status and
-attempt it was read with and by the transition table; job ids are unique; a kept stop holds back a
-submission; outbox ids grow in the order messages are given; the tick lock is held by one tick at a
-time; the queries order and filter as their SQL does.
-
-What it does not model: isolation between concurrent units (they never overlap here), so a race
-that needs two open transactions is injected as its outcome: a hook (``hooks``, ``StoreHooks``) runs
-at the named operation, inside the unit of work, and may write what the other party would have
-committed (``put_job``), or run another unit in the same thread (it nests: it sees this unit's rows and
-rolls back with it). ``hooks.fail_next(op, error)`` makes the next ``op`` raise, as Postgres would
-(``TransientError``, ``DataRejected``). Seeding for tests: ``put_job``, ``block_region``, ``drain_vm``.
+What it keeps of the Postgres adapter's semantics and what it does not model: docs/how-to/test.md,
+"the job store port".
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
-"""The local event bridge: delivers Pub/Sub messages to functions as Eventarc does for gen2 functions.
+"""The local event bridge: delivers Pub/Sub messages to functions as Eventarc does for gen2 functions
+(one subscription per route, CloudEvents over HTTP, 2xx acks), and ticks ``zen-scale-tick`` as Cloud
+Scheduler does, through the official client only.
 
-For each route (topic -> function URL) it keeps a subscription ``eventarc-<topic>`` with the same
-policies an Eventarc Pub/Sub trigger gets in production (terraform): a retry policy with exponential
-backoff, and a dead-letter policy that moves a message to ``<topic>-dead-letter`` after N delivery
-attempts. Each message is POSTed as a ``google.cloud.pubsub.topic.v1.messagePublished`` CloudEvent
-(structured or binary mode) to a functions-framework server; a 2xx answer acks it, anything else
-(or no answer) nacks it, so the subscription's backoff decides when it comes back.
-
-A ticker publishes to ``zen-scale-tick`` every N seconds, as Cloud Scheduler does in production.
-
-Everything goes through the official ``google-cloud-pubsub`` client, so it works against the local
-stand-in (``PUBSUB_EMULATOR_HOST``) exactly as against Pub/Sub.
+The policies and modes: docs/how-to/local.md.
 """
 
 from __future__ import annotations

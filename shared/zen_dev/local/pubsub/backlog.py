@@ -1,14 +1,7 @@
-"""One subscription's backlog: message copies, leases, redelivery and flow control (pure).
+"""One subscription's backlog: message copies, leases, redelivery and flow control (pure; times passed in
+by the caller). :class:`StreamBudget` tracks what one StreamingPull connection has outstanding.
 
-Owns the per-subscription delivery rules, with times passed in by the caller:
-a delivered message is *leased* until its ack deadline; an ack removes it; a nack (deadline 0)
-or an expired deadline counts a failed attempt and makes it available again (after the
-retry-policy backoff, if any) or hands it back for dead lettering once ``max_attempts`` is
-reached; messages older than the retention are dropped. Available messages go out oldest
-first. With ordering enabled only the oldest pending message of each ordering key can be
-delivered, so at most one per key is outstanding and a redelivery comes before later ones.
-Heaps keep every operation proportional to the messages it touches, not to the backlog.
-:class:`StreamBudget` tracks what one StreamingPull connection has outstanding.
+The delivery rules: docs/reference/simulator.md, "The Pub/Sub stand-in".
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""Pub/Sub subscription filter language: parser and evaluator (pure, no I/O).
+"""Pub/Sub subscription filter language: parser and evaluator (pure, no I/O). Errors raise
+:class:`FilterError` (a ``ValueError``).
 
-Owns the documented attribute-filter syntax of Cloud Pub/Sub subscriptions:
-
-    attributes.KEY = "v"          attribute KEY exists and equals "v"
-    attributes.KEY != "v"         NOT (attributes.KEY = "v"): also true when KEY is absent
-    attributes:KEY                attribute KEY exists
-    hasPrefix(attributes.KEY, "p")  KEY exists and its value starts with "p"
-    AND, OR, NOT, unary -, ( )    boolean structure (keywords are upper case)
-
-Keys are bare (letters, digits, ``_`` and ``-``) or string literals (``attributes."my key"``).
-String literals use double or single quotes with C-style escapes. As in the real service,
-AND and OR may not be mixed at one level without parentheses, and a filter is at most 256 bytes.
-An empty filter matches every message. Errors raise :class:`FilterError` (a ``ValueError``).
+The syntax and its limits: docs/reference/simulator.md, "The Pub/Sub stand-in".
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
-"""Topics, subscriptions and publishing of the Pub/Sub stand-in (pure logic, injectable clock).
+"""Topics, subscriptions and publishing of the Pub/Sub stand-in (pure logic, injectable clock): every
+resource and message under one lock, housekeeping done lazily by each operation, delivery left to the
+``delivery`` it holds. It knows nothing about gRPC: failures raise :class:`~.resources.PubSubError`.
 
-Owns every resource and message under one lock, with a condition variable that StreamingPull
-waiters sleep on (woken by publishes, acks, nacks, expiries and deletions, and otherwise after
-a bounded wait). Housekeeping is lazy: each operation first expires leases, drops messages
-past retention, dead-letters exhausted messages and deletes subscriptions whose expiration
-TTL passed without activity. Delivery (pull, acks, streams) is the ``delivery`` it holds.
-Resources are the proto-plus types of ``google.pubsub_v1.types``; the publish path works on
-the raw protobuf messages underneath them (proto-plus marshalling is the costly part of a
-Publish): it validates raw ``PubsubMessage``s and, only when the topic has subscriptions,
-stores a raw copy (with id and publish time) that the subscriptions share, wrapped in
-proto-plus without copying. It knows nothing about gRPC: failures are raised as
-:class:`~.resources.PubSubError`.
+How: docs/reference/simulator.md, "The Pub/Sub stand-in".
 """
 
 from __future__ import annotations
