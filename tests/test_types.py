@@ -1,6 +1,7 @@
 """The type checker passes (issue 32): mypy over ``shared/zen`` as pyproject.toml configures it, strict
-where a port meets its adapters (zen.core, zen.scaling, the Compute adapter) and on the agent's loop
-and its parts, so that a port, its adapter and its callers cannot drift apart unnoticed.
+where a port meets its adapters (zen.core, zen.scaling, the Compute adapter), on the job service
+(zen.jobs) and its Postgres store (zen.store), and on the agent's loop and its parts, so that a port,
+its adapter and its callers cannot drift apart unnoticed.
 
 It runs from an empty cache each time: mypy's incremental cache has given order-dependent answers
 on the ``google.cloud`` namespace package (mypy issue 10360), and a cold run takes seconds."""

@@ -177,6 +177,8 @@ class ProofChecker:
         if region is not None and not zone.startswith(f"{region}-"):  # the token proves the zone; the region must be the zone's
             raise Rejected(f"the heartbeat names region {escape_unstorable(region, 64)!r} and zone "
                            f"{escape_unstorable(zone, 64)!r}, which is not in it: a VM reports its own region")
+        if self._clock is None:
+            raise ConfigError("a ProofChecker that checks proofs (mode required) needs a clock")
         now = self._clock().timestamp()
         if published_at is not None and published_at.tzinfo is not None:
             now = min(now, published_at.timestamp())

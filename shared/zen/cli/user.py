@@ -141,6 +141,9 @@ def check_request(request: JobRequest) -> tuple[str, list[str]]:
 
 def cmd_submit(args) -> int:
     request = build_request(args)
+    job_id = request.job_id
+    if job_id is None:  # build_request gives every request one
+        raise CliError("the job request has no job_id", 2)
     cluster, regions = check_request(request)
     if not request.image and not os.environ.get("PUBSUB_EMULATOR_HOST"):  # a deployed Zen's agents refuse it
         raise CliError("a deployed Zen runs jobs in containers only (without an image a job would run on the VM "
@@ -150,25 +153,25 @@ def cmd_submit(args) -> int:
     if args.wait:  # opened (and read once) before publishing: a submission it cannot follow is not sent
         from zen.cli.follow import Following
 
-        following = Following(request.job_id)
-    existing = following.existing if following is not None else _known_job(request.job_id)
+        following = Following(job_id)
+    existing = following.existing if following is not None else _known_job(job_id)
     if existing is not None:  # the function would take it for a duplicate (or refuse it): nothing would run
-        raise CliError(f"job {request.job_id} already exists ({existing.status.value}): the same request runs "
+        raise CliError(f"job {job_id} already exists ({existing.status.value}): the same request runs "
                        "nothing new; use a new job_id (or none: zen makes one). Not published (retrying a "
-                       f"submit whose publish failed? it got through: zen jobs get {request.job_id})", 1)
+                       f"submit whose publish failed? it got through: zen jobs get {job_id})", 1)
     try:
         message_id = _publish("job_submitted", request.to_bytes())
     except CliError as exc:  # it may have been published all the same (the answer lost): same id, one job
-        raise CliError(f"{exc}; job {request.job_id} may have been published all the same: to try again "
-                       f"without making a second job, submit it again with --job-id {request.job_id}",
+        raise CliError(f"{exc}; job {job_id} may have been published all the same: to try again "
+                       f"without making a second job, submit it again with --job-id {job_id}",
                        exc.code) from None
-    print(f"submitted {request.job_id} to cluster {cluster} (regions {', '.join(regions)}; message {message_id})",
+    print(f"submitted {job_id} to cluster {cluster} (regions {', '.join(regions)}; message {message_id})",
           flush=True)
-    print(f"  status: zen jobs get {request.job_id}    stop: zen stop {request.job_id}")
+    print(f"  status: zen jobs get {job_id}    stop: zen stop {job_id}")
     if following is not None:
         from zen.core.models import request_fingerprint
 
-        return following.follow(request.job_id, message_id, request_fingerprint(request.canonical(request.job_id)))
+        return following.follow(job_id, message_id, request_fingerprint(request.canonical(job_id)))
     return 0
 
 

@@ -6,13 +6,17 @@ start is offered to warm VMs, one copy per VM on ``zen-vm-control``: ``zen.core.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from datetime import datetime
+from typing import Any, Callable, Literal
 
 from zen.adapters.message_key import SEALED_KEY_ATTRIBUTE
 from zen.core import lifecycle
-from zen.core.config import ZenConfig
+from zen.core.config import Topics, ZenConfig
 from zen.core.models import START_OFFER, ControlAction, ControlMessage, Heartbeat, Job, JobEvent, JobStatus, StartMessage
 from zen.jobs.outgoing import OutgoingMessage, outgoing
+
+QueueEvent = Literal["job.admitted", "job.preempted"]
+RejectionEvent = Literal["job.rejected", "job.message_ignored"]
 
 log = logging.getLogger("zen.jobs.service")
 
@@ -42,7 +46,7 @@ class Announcements:
         self._config = config
         self._topics = config.topics
 
-    def history(self, before: Job, after: Job, changes: list[lifecycle.Change], *, actor: str, now,
+    def history(self, before: Job, after: Job, changes: list[lifecycle.Change], *, actor: str, now: datetime,
                  from_status: JobStatus | None) -> tuple[list[dict[str, Any]], list[OutgoingMessage]]:
         """History rows and ``zen-job-events`` messages for each change, in order."""
         rows, messages = [], []
@@ -67,12 +71,12 @@ class Announcements:
         return rows, messages
 
     @staticmethod
-    def note(job: Job, reason: str, *, actor: str, now) -> dict[str, Any]:
+    def note(job: Job, reason: str, *, actor: str, now: datetime) -> dict[str, Any]:
         """A history row that changes no status (a start widened by ``zen.core.routing``)."""
         return dict(job_id=job.job_id, at=now, actor=actor, attempt=job.attempt, from_status=job.status.value,
                     to_status=job.status.value, reason=reason)
 
-    def queue_event(self, kind: str, job: Job, reason: str, now) -> OutgoingMessage:
+    def queue_event(self, kind: QueueEvent, job: Job, reason: str, now: datetime) -> OutgoingMessage:
         """``job.admitted`` (a queue's quota took the job) or ``job.preempted`` (admission takes it
         back); the status changes are announced as well."""
         event = JobEvent(type=kind, job_id=job.job_id, attempt=job.attempt, reason=reason, at=now,
@@ -80,14 +84,16 @@ class Announcements:
         return outgoing(self._topics.job_events, event, {
             "type": event.type, "job_id": job.job_id, "cluster": job.cluster, "queue": job.queue or ""})
 
-    def rejection(self, event_type: str, job_id: str | None, job: Job | None, reason: str, now) -> OutgoingMessage:
+    def rejection(self, event_type: RejectionEvent, job_id: str | None, job: Job | None, reason: str,
+                  now: datetime) -> OutgoingMessage:
         """``job.rejected`` / ``job.message_ignored``: a message that can never succeed (``JobService.reject``)."""
         event = JobEvent(type=event_type, job_id=job_id, attempt=job.attempt if job else None, reason=reason,
                          at=now, cluster=job.cluster if job else None)
         return outgoing(self._topics.job_events, event, {"type": event_type, **({"job_id": job_id} if job_id else {})})
 
     def control(self, control: ControlMessage, answering: Heartbeat | None = None,
-                stop_left_s: float | None = None, refused: str | None = None, seal=None) -> OutgoingMessage:
+                stop_left_s: float | None = None, refused: str | None = None,
+                seal: Callable[[], str | None] | None = None) -> OutgoingMessage:
         """An order to one VM. One that answers a report of that VM about the same attempt carries the
         report's ``seq`` in the attribute ``answers`` (an attribute, so older agents, which refuse
         unknown fields in the payload, still read it): an agent claiming an attempt again takes only
@@ -137,7 +143,7 @@ class Announcements:
         return [outgoing(self._topics.job_start, message, start_attributes(job, cluster_regions))]
 
 
-def is_start(message: OutgoingMessage, topics) -> bool:
+def is_start(message: OutgoingMessage, topics: Topics) -> bool:
     """A job's start message, published to start subscriptions or offered to a VM."""
     return message.topic == topics.job_start or (
         message.topic == topics.vm_control and message.attributes.get("kind") == START_OFFER)

@@ -11,7 +11,7 @@ VM), docs/explanations/scaling.md (no claim storm), docs/reference/messages.md (
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from zen.core.config import ZenConfig
 from zen.core.lifecycle import Change, Decision, refusal
@@ -43,7 +43,7 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
     not offered to the same VMs again: a VM being scaled down would refuse every time until it is gone."""
     if job.status is not JobStatus.QUEUED or hb.attempt != job.attempt:
         return None
-    cluster = config.cluster(job.cluster)
+    cluster, reason = config.cluster(job.cluster), None
     if proven and cluster is not None and not cluster.has_instance(hb.vm, hb.region):
         reason, cause = f"VM {hb.vm} is not an instance of cluster {job.cluster}'s MIG in {hb.region}", NOT_INSTANCE
     elif hb.region in job.regions and hb.region not in (cleared := regions_cleared_now(config, job)):
@@ -93,7 +93,7 @@ def _not_cleared(config: ZenConfig, job: Job, hb: Heartbeat, cleared: list[str],
                     fields=dict(regions=cleared, start_regions=None, start_vms=None, widen_at=None), refused=NOT_CLEARED)
 
 
-def no_room(config: ZenConfig, job: Job, vm: str, jobs_on_vm) -> str | None:
+def no_room(config: ZenConfig, job: Job, vm: str, jobs_on_vm: Callable[[], dict[str, int]]) -> str | None:
     """Why ``vm`` has no room for ``job`` (``jobs_on_vm()``: job id -> GPUs of the jobs it holds,
     read only for a cluster whose VMs take several jobs); None when it has room."""
     cluster = config.cluster(job.cluster)

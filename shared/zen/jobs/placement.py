@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from zen.core.config import ClusterConfig, ZenConfig
-from zen.core.errors import Rejected
+from zen.core.config import ClusterConfig, QueueConfig, ZenConfig
+from zen.core.errors import ConfigError, Rejected
 from zen.core.gcs import output_room_problem
 from zen.core.locality import order_by_data
 from zen.core.models import Job, JobRequest
@@ -86,6 +86,8 @@ def _one_cluster(config: ZenConfig, request: JobRequest) -> ClusterConfig:
             known = ", ".join(c.name for c in config.clusters)
             raise Rejected(f"unknown cluster {request.cluster!r}; known clusters: {known}")
         return cluster
+    if request.gpu_type is None or request.gpu_count is None:  # JobRequest's own check refuses this
+        raise Rejected("give a cluster, or gpu_count with gpu_type (or gpu_types)")
     cluster = config.smallest_fitting_cluster(request.gpu_type, request.gpu_count)
     if cluster is None:
         raise Rejected(f"no cluster has {request.gpu_count} or more {request.gpu_type} GPUs per VM; "
@@ -127,7 +129,11 @@ def _queue(config: ZenConfig, request: JobRequest, cluster: ClusterConfig) -> st
 
 
 def _acceptable_shapes(config: ZenConfig, request: JobRequest) -> tuple[list[Shape], str | None]:
-    shapes, why_not, queue = [], [], None
+    if request.gpu_types is None or request.gpu_count is None:  # JobRequest's own check refuses this
+        raise Rejected("give a cluster, or gpu_count with gpu_type (or gpu_types)")
+    shapes: list[Shape] = []
+    why_not: list[str] = []
+    queue: str | None = None
     for gpu_type in dict.fromkeys(request.gpu_types):
         cluster = config.smallest_fitting_cluster(gpu_type, request.gpu_count)
         if cluster is None:
@@ -148,7 +154,7 @@ def _acceptable_shapes(config: ZenConfig, request: JobRequest) -> tuple[list[Sha
         shapes.append(Shape(cluster.name, regions, cluster.gpus_held(request.gpu_count)))
     if not shapes:
         raise Rejected(f"none of the GPU types can take the job ({'; '.join(why_not)}); offered: {_offered(config)}")
-    clusters = [config.cluster(shape.cluster) for shape in shapes]
+    clusters = [configured_cluster(config, shape.cluster) for shape in shapes]
     outside = [r for r in request.regions or [] if not any(r in cluster.regions for cluster in clusters)]
     if outside:  # as with one cluster (_regions): a typo is reported, not dropped
         used = "; ".join(f"{cluster.name}: {cluster.regions}" for cluster in clusters)
@@ -168,10 +174,9 @@ def choose(tx: JobTx, config: ZenConfig, resolved: Resolved, now: datetime) -> t
         return resolved.shapes[0], None
     skipped = []
     for shape in resolved.shapes:
-        cluster = config.cluster(shape.cluster)
         if resolved.queue is not None:
-            full = Queueing(config).no_room(tx, config.queue(resolved.queue), shape.cluster,
-                                            shape.gpus or cluster.gpu_count)
+            full = Queueing(config).no_room(tx, configured_queue(config, resolved.queue), shape.cluster,
+                                            shape.gpus or configured_cluster(config, shape.cluster).gpu_count)
             if full:
                 skipped.append(f"{shape.cluster}: {full}")
                 continue
@@ -181,3 +186,19 @@ def choose(tx: JobTx, config: ZenConfig, resolved: Resolved, now: datetime) -> t
         return shape, f"GPU shape {shape.cluster}" + (f" ({'; '.join(skipped)})" if skipped else "")
     first = resolved.shapes[0]
     return first, f"GPU shape {first.cluster}, the first: none had room ({'; '.join(skipped)})"
+
+
+def configured_cluster(config: ZenConfig, name: str) -> ClusterConfig:
+    """The cluster ``name`` that a resolved request names (so the configuration has it)."""
+    cluster = config.cluster(name)
+    if cluster is None:
+        raise ConfigError(f"cluster {name!r} is not in the configuration")
+    return cluster
+
+
+def configured_queue(config: ZenConfig, name: str) -> QueueConfig:
+    """The queue ``name`` that a resolved request names (so the configuration has it)."""
+    queue = config.queue(name)
+    if queue is None:
+        raise ConfigError(f"queue {name!r} is not in the configuration")
+    return queue

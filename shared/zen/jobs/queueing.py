@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
 from zen.core.config import QueueConfig, ZenConfig
@@ -39,13 +40,13 @@ class QueueState:
     limit: float  # nominal + what it may borrow
     used: int
     usage_gpus: float  # decayed GPU-seconds / half-life: "recent usage" in GPUs
-    waiting: list
+    waiting: list[Job]
 
     @classmethod
-    def of(cls, config: QueueConfig, cluster: str, used: int, usage_gpus: float, waiting: list) -> "QueueState":
+    def of(cls, config: QueueConfig, cluster: str, used: int, usage_gpus: float, waiting: list[Job]) -> "QueueState":
         return cls(config, config.quota[cluster], config.limit(cluster), used, usage_gpus, waiting)
 
-    def borrows_for(self, job) -> bool:
+    def borrows_for(self, job: Job) -> bool:
         """Whether admitting ``job`` takes the queue beyond its nominal quota (borrowing)."""
         return self.used + job.gpus > self.nominal
 
@@ -91,7 +92,8 @@ def order_admissions(state: list[QueueState], cohort_used: int, cohort_quota: in
 
 def decay(gpu_seconds: float, elapsed_s: float, held_gpus: int, half_life_s: float) -> float:
     """A queue's usage brought forward by ``elapsed_s``: decayed, plus what it held meanwhile."""
-    return gpu_seconds * 0.5 ** (elapsed_s / half_life_s) + held_gpus * elapsed_s
+    decayed: float = gpu_seconds * 0.5 ** (elapsed_s / half_life_s)  # (float ** float is Any to mypy)
+    return decayed + held_gpus * elapsed_s
 
 
 def admission_reason(queue: QueueState, held: int, cluster: str) -> str:
@@ -132,7 +134,7 @@ class Queueing:
         return min(queue.limit(cluster), cohort_total)
 
     # -- the admission pass --------------------------------------------------------------------
-    def admit(self, tx: AdmissionRows, queue_name: str, cluster: str, now, released: int = 0) -> Pass:
+    def admit(self, tx: AdmissionRows, queue_name: str, cluster: str, now: datetime, released: int = 0) -> Pass:
         """One pass for the cohort of ``queue_name`` on ``cluster``, under its member queues' locks: the jobs
         to admit now and the jobs to preempt (locked rows, in order) with the reasons to record. The
         caller applies them. ``released``: GPUs of ``queue_name`` that a job gave back in this
@@ -172,8 +174,8 @@ class Queueing:
             if not freeing and not result.preempted and queue.config.preemption != "never":
                 result.preempted = self._victims(tx, queue, job, state, cohort_used_now, cohort_quota)
 
-        for queue, job, held in order_admissions(state, cohort_used, cohort_quota, blocked):
-            result.admitted.append((job, admission_reason(queue, held, cluster)))
+        for admitting, job, gpus_held in order_admissions(state, cohort_used, cohort_quota, blocked):
+            result.admitted.append((job, admission_reason(admitting, gpus_held, cluster)))
         return result
 
     def _victims(self, tx: AdmissionRows, queue: QueueState, job: Job, state: list[QueueState], cohort_used: int,
@@ -188,8 +190,9 @@ class Queueing:
         if queue.config.preemption == "reclaim-borrowed":
             if queue.used + job.gpus > queue.nominal:
                 return []
-            need = cohort_used + job.gpus - cohort_quota
-            lent = {q.config.name: q.used - q.nominal for q in state if q is not queue and q.used > q.nominal}
+            need: float = cohort_used + job.gpus - cohort_quota
+            lent: dict[str, float] = {q.config.name: q.used - q.nominal for q in state
+                                      if q is not queue and q.used > q.nominal}
             candidates = tx.preemption_candidates(list(lent), job.cluster, 50) if lent else []
         else:
             need = max(queue.used + job.gpus - queue.limit, cohort_used + job.gpus - cohort_quota)
@@ -200,7 +203,7 @@ class Queueing:
         for candidate in candidates:
             if need <= 0:
                 break
-            if lent[candidate.queue] >= candidate.gpus:
+            if candidate.queue is not None and lent[candidate.queue] >= candidate.gpus:
                 lent[candidate.queue] -= candidate.gpus
                 need -= candidate.gpus
                 victims.append((candidate, f"job {job.job_id} of queue {name} (priority {job.priority}) "
@@ -208,7 +211,7 @@ class Queueing:
         return victims if need <= 0 else []
 
     def _bring_usage_up_to_date(self, tx: AdmissionRows, names: list[str], cluster: str, used: dict[str, int],
-                                now) -> dict[str, float]:
+                                now: datetime) -> dict[str, float]:
         """Decay each queue's GPU-seconds to ``now``, add what it held since; returns usage in GPUs."""
         known = tx.queue_usage(names)
         out = {}
@@ -270,7 +273,7 @@ class Queueing:
         held = {r["queue"]: r["gpus"] for r in tx.admitted([q.name for q in members], cluster)}
         return held, sum(q.quota[cluster] for q in members)
 
-    def summary(self, tx: AdmissionRows) -> list[dict]:
+    def summary(self, tx: AdmissionRows) -> list[dict[str, Any]]:
         """Per queue and cluster: quota, borrowing limit, admitted GPUs and jobs by state (``zen queues``)."""
         counts = {(r["queue"], r["cluster"]): r for r in tx.queue_counts()}
         usage = tx.queue_usage([q.name for q in self._config.queues])

@@ -23,7 +23,7 @@ from zen.core.clock import Clock
 from zen.core.config import ZenConfig
 from zen.core.errors import Rejected, TransientError
 from zen.core.events import PubSubEnvelope, decode_payload, job_id_hint, parse_json
-from zen.jobs.announce import Announcements, is_start
+from zen.jobs.announce import Announcements, RejectionEvent, is_start
 from zen.jobs.claims import refuse_claim
 from zen.jobs.late_final import late_final
 from zen.jobs.decisions import DecisionWriter
@@ -34,7 +34,7 @@ from zen.core.models import (AgentStatus, ControlAction, ControlMessage, Heartbe
 from zen.adapters.vm_proof import ProofChecker
 from zen.core.text import escape_unstorable
 from zen.core.vm_heartbeat import VmHeartbeat, check_seq
-from zen.jobs.placement import choose, resolve_request
+from zen.jobs.placement import choose, configured_cluster, resolve_request
 from zen.jobs.queueing import Queueing
 from zen.jobs.sweeps import Sweeps
 from zen.jobs.vm_beats import VmBeats
@@ -108,7 +108,7 @@ class JobService:
                       max_runtime_s=resolved.max_runtime_s, region=None, zone=None, vm=None, last_seq=0,
                       last_heartbeat_at=None, submitted_at=now, queued_at=None, started_at=None, finished_at=None,
                       exit_code=None, message=None, updated_at=now, queue=resolved.queue,
-                      gpus=self._config.cluster(resolved.cluster).gpus_held(request.gpu_count))
+                      gpus=configured_cluster(self._config, resolved.cluster).gpus_held(request.gpu_count))
         actor, waiting = f"user:{request.user_id}", False
         if self._queues is None and len(resolved.shapes) == 1 and self._submit_queued(pending, actor, now):
             return self._created(pending)  # its messages went to the relay with its statement's
@@ -117,8 +117,8 @@ class JobService:
         with self._store.transaction() as tx:
             shape, chosen = choose(tx, self._config, resolved, now)
             pending = pending.model_copy(update={"cluster": shape.cluster, "regions": shape.regions,
-                                                 "gpus": self._config.cluster(shape.cluster).gpus_held(
-                                                     request.gpu_count)})
+                                                 "gpus": configured_cluster(self._config, shape.cluster)
+                                                 .gpus_held(request.gpu_count)})
             created = tx.insert_job(pending)
             if created:
                 submitted = lifecycle.Change(JobStatus.PENDING, f"submitted; {chosen}") if chosen else SUBMITTED
@@ -136,11 +136,14 @@ class JobService:
                     ids += self.decisions.apply(tx, pending, Decision(changes=[ADMITTED], publish_start=True),
                                        actor="admission", now=now)
                 else:
+                    assert pending.queue is not None  # resolve_request names one when queues are configured
                     ids += self.decisions.admit(tx, pending.queue, pending.cluster, now)
                     waiting = (tx.get_job(job_id) or pending).status is JobStatus.PENDING
             else:
                 existing = tx.get_job(job_id)
         if not created:
+            if existing is None:  # its insert met the row, in this same transaction
+                raise TransientError(f"job {job_id} was neither inserted nor found")
             if existing.request_hash != request_hash:
                 return self.reject(envelope, source, f"job_id {job_id} is already used by a different request",
                                     job_id, "job.rejected")
@@ -149,7 +152,7 @@ class JobService:
         self._relay.flush_quietly(ids)
         return self._created(pending, admitted=not waiting)
 
-    def _submit_queued(self, pending: Job, actor: str, now) -> bool:
+    def _submit_queued(self, pending: Job, actor: str, now: datetime) -> bool:
         """The common submission: the job QUEUED, 2 history rows, 3 messages in one statement shared with
         concurrent ones, which publishes them (group commit: ``JobStore.submissions``); False if its job_id
         exists or a stop came first."""
@@ -247,10 +250,11 @@ class JobService:
                 if forbidden := self._forbidden(job, decision):
                     decision = Decision(ignored=forbidden)
                 ids = self.decisions.apply(tx, job, decision, actor=actor, now=now, answering=answering, seal=seal)
-        # A VM's refused report about one attempt is one row however often it comes (zen.store.rejections).
-        key = (lambda cause: repeat_key(answering.vm, job_id, answering.attempt, cause[:200])
-               if answering is not None else None)
-        if job is None:
+
+        def key(cause: str) -> str | None:  # a VM's refused report about one attempt: one row (zen.store.rejections)
+            return repeat_key(answering.vm, job_id, answering.attempt, cause[:200]) if answering is not None else None
+
+        if job is None or decision is None:  # (no decision without a job)
             reason = f"unknown job {job_id}" + (f"; {note}" if note else "")
             return self.reject(envelope, source, reason, job_id, "job.message_ignored", key=key(reason))
         self._relay.flush_quietly(ids)
@@ -288,8 +292,8 @@ class JobService:
             self._relay.flush_quietly(ids)
         return admitted
 
-    def reject(self, envelope: PubSubEnvelope, source: str, reason: str, job_id: str | None, event_type: str,
-                job: Job | None = None, key: str | None = None) -> Outcome:
+    def reject(self, envelope: PubSubEnvelope, source: str, reason: str, job_id: str | None,
+               event_type: RejectionEvent, job: Job | None = None, key: str | None = None) -> Outcome:
         """Record, announce and log a message that can never succeed; it is then acked. What the rejection quotes
         of the message is escaped first, so it always stores. A repeat of ``key`` counts on its row, unannounced."""
         now = self._clock()

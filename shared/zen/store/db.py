@@ -141,7 +141,7 @@ def load_queries(path: Path = QUERIES_FILE) -> dict[str, str]:
     return queries
 
 
-def _server_fields(exc: BaseException) -> dict | None:
+def _server_fields(exc: BaseException) -> dict[str, Any] | None:
     """The server's ErrorResponse fields (``C``: the SQLSTATE, ``M``: the message) of a driver error."""
     return exc.args[0] if isinstance(exc, DatabaseError) and exc.args and isinstance(exc.args[0], dict) else None
 
@@ -179,9 +179,8 @@ def _classified(exc: Exception) -> tuple[Exception | None, bool]:
 
 
 def _prepared(conn: Any, sql: str) -> Any:
-    """``sql`` prepared once per connection (a server-side named statement): each later run is one
-    round trip (bind, execute, sync) instead of three, and pg8000 parses the ``:name`` placeholders
-    once instead of on every call."""
+    """``sql`` prepared once per connection (a server-side named statement): each later run is one round
+    trip (bind, execute, sync) instead of three, and pg8000 parses the ``:name`` placeholders once."""
     cache = getattr(conn, "_zen_prepared", None)
     if cache is None:
         cache = conn._zen_prepared = {}
@@ -193,10 +192,8 @@ def _prepared(conn: Any, sql: str) -> Any:
 
 class Session:
     """One connection inside ``Database.transaction()``: runs named queries, returns dict rows.
-
-    ``poisoned`` is set when the connection must not be reused: the driver raised anything but a
-    server-reported error (its protocol state is unknown), or the error was transient.
-    """
+    ``poisoned``: the connection must not be reused (the driver raised anything but a server-reported
+    error, so its protocol state is unknown, or the error was transient)."""
 
     def __init__(self, conn: pg8000.native.Connection, queries: dict[str, str]):
         self._conn = conn
@@ -234,6 +231,12 @@ class Session:
     def one(self, name: str, /, **params: Any) -> dict[str, Any] | None:
         rows = self.run(name, **params)
         return rows[0] if rows else None
+
+    def one_row(self, name: str, /, **params: Any) -> dict[str, Any]:
+        """The row of a statement that always returns one (an aggregate, a lock, a count of deletes)."""
+        if (row := self.one(name, **params)) is None:
+            raise LookupError(f"the query {name!r} returned no row, and it always returns one")
+        return row
 
     def execute(self, sql: str) -> None:
         """Run a script with no parameters (several statements allowed: migrations)."""

@@ -22,7 +22,8 @@ TICK_GAP_S = 60.0
 
 def try_cluster_lock(session: Session, cluster: str) -> bool:
     """One scaling pass per cluster at a time (session-level advisory lock; False: someone has it)."""
-    return session.one("try_cluster_lock", cluster=cluster)["locked"]
+    locked: bool = session.one_row("try_cluster_lock", cluster=cluster)["locked"]
+    return locked
 
 
 def cluster_unlock(session: Session, cluster: str) -> None:
@@ -66,7 +67,7 @@ def heard_since(clock: dict[str, Any] | None, seen: list[datetime | None]) -> da
     further past the last tick than a gap, silence counts from the newest of them. None: no tick yet."""
     if clock is None:
         return None
-    back = clock["back_at"]
+    back: datetime | None = clock["back_at"]
     newest = max((at for at in seen if at is not None), default=None)
     gap = timedelta(seconds=max(TICK_GAP_S, 1.5 * (clock["interval_s"] or 0)))
     if newest is not None and newest > clock["last_at"] + gap and (back is None or newest > back):
@@ -80,7 +81,8 @@ def drained_vms(session: Session, cluster: str) -> frozenset[str]:
 
 
 def arrivals_since(session: Session, cluster: str, since: datetime) -> int:
-    return session.one("arrivals_since", cluster=cluster, since=since)["n"]
+    arrivals: int = session.one_row("arrivals_since", cluster=cluster, since=since)["n"]
+    return arrivals
 
 
 def scaling_memory(session: Session, cluster: str) -> dict[str, Any]:
@@ -108,7 +110,8 @@ def vms_holding(session: Session, cluster: str, regions: list[str], inputs: list
 
 def last_scaling_pass(session: Session, cluster: str) -> datetime | None:
     """When a scaling pass last recorded the cluster's memory (every pass does, for each region it read)."""
-    return session.one("last_scaling_pass", cluster=cluster)["at"]
+    at: datetime | None = session.one_row("last_scaling_pass", cluster=cluster)["at"]
+    return at
 
 
 def save_scaling_memory(session: Session, cluster: str, region: str, memory: str, now: datetime) -> None:

@@ -13,7 +13,7 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
-from zen.store.db import Database, sqlstate
+from zen.store.db import Database, Session, sqlstate
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 _LOCK_KEY = 7_301_001  # arbitrary, fixed: the migration advisory lock
@@ -70,7 +70,7 @@ def migrate(db: Database, directory: Path = MIGRATIONS_DIR, *, pause_s: float = 
     return applied_now
 
 
-def _apply(session, path: Path, sql: str, version: int, name: str, checksum: str, pause_s: float) -> None:
+def _apply(session: Session, path: Path, sql: str, version: int, name: str, checksum: str, pause_s: float) -> None:
     for attempt in range(1, LOCK_TRIES + 1):
         session.execute("BEGIN")
         try:
@@ -97,7 +97,7 @@ def latest_version(directory: Path = MIGRATIONS_DIR) -> int:
     return max((version for version, _, _ in migration_files(directory)), default=0)
 
 
-def schema_lag(session, directory: Path = MIGRATIONS_DIR) -> str | None:
+def schema_lag(session: Session, directory: Path = MIGRATIONS_DIR) -> str | None:
     """Why the database's schema is older than this code's migrations; None when it is not."""
     needed = latest_version(directory)
     at = (session.sql("SELECT COALESCE(max(version), 0) AS v FROM schema_migrations")[0]["v"]
@@ -108,6 +108,6 @@ def schema_lag(session, directory: Path = MIGRATIONS_DIR) -> str | None:
             "(upgrades migrate before deploying: docs/how-to/deploy.md)")
 
 
-def has_table(session, table: str) -> bool:
+def has_table(session: Session, table: str) -> bool:
     """Whether ``table`` exists yet (read commands say "run zen db migrate" rather than fail on SQL)."""
     return bool(session.sql("SELECT to_regclass(:name) IS NOT NULL AS ready", name=table)[0]["ready"])

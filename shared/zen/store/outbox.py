@@ -32,4 +32,5 @@ def mark_failed(session: Session, id_: int, error: str) -> None:
 
 def prune(session: Session, cutoff: datetime, limit: int = 5000) -> int:
     """Delete rows sent before ``cutoff``, at most ``limit`` of them; how many went."""
-    return session.one("prune_outbox", cutoff=cutoff, limit=limit)["deleted"]
+    deleted: int = session.one_row("prune_outbox", cutoff=cutoff, limit=limit)["deleted"]
+    return deleted

@@ -61,8 +61,9 @@ def waiting_queues(session: Session) -> list[tuple[str, str]]:
 
 
 def jobs_ahead(session: Session, job: Job) -> int:
-    return session.one("jobs_ahead", queue=job.queue, cluster=job.cluster, priority=job.priority,
-                       submitted_at=job.submitted_at, job_id=job.job_id)["n"]
+    ahead: int = session.one_row("jobs_ahead", queue=job.queue, cluster=job.cluster, priority=job.priority,
+                                 submitted_at=job.submitted_at, job_id=job.job_id)["n"]
+    return ahead
 
 
 def usage(session: Session, queues: list[str]) -> dict[tuple[str, str], tuple[float, datetime]]:

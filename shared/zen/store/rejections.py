@@ -30,7 +30,7 @@ def record(session: Session, *, source: str, message_id: str, job_id: str | None
            payload: bytes, now: datetime, key: str | None = None) -> bool:
     """Record a rejected message: True when this wrote a new row (its first refusal), False when it was
     recorded already (the same message) or counted on the row of its repeat ``key``."""
-    source, key = _clean(source), _clean(key, 400)
+    source, key = escape_unstorable(source, 2000), _clean(key, 400)
     if key is not None and session.one("repeat_rejected", source=source, repeat_key=key, now=now) is not None:
         return False
     row = session.one("insert_rejected", now=now, source=source, message_id=_clean(message_id),
@@ -59,7 +59,7 @@ def prune(db: Database, now: datetime, keep_s: float = KEEP_S, batch: int = PRUN
     cutoff, deleted, began = now - timedelta(seconds=keep_s), 0, time.monotonic()
     while True:
         with db.transaction() as session:
-            went = session.one("prune_rejected", cutoff=cutoff, limit=batch)["deleted"]
+            went: int = session.one_row("prune_rejected", cutoff=cutoff, limit=batch)["deleted"]
         deleted += went
         if went < batch or time.monotonic() - began >= budget_s:
             return deleted

@@ -68,7 +68,7 @@ def recent_jobs(session: Session, *, status: str | None = None, cluster: str | N
 def active_jobs(session: Session, limit: int) -> tuple[list[Job], int]:
     """The newest ``limit`` unfinished jobs, and how many there are in all (``zen watch``)."""
     jobs = [job_from_row(r) for r in session.run("active_jobs", limit=limit)]
-    return jobs, session.one("count_active_jobs")["n"]
+    return jobs, session.one_row("count_active_jobs")["n"]
 
 
 def record_progress(session: Session, *, job_id: str, attempt: int, vm: str, seq: int, message: str | None,
@@ -205,7 +205,8 @@ def forget_early_stops(session: Session, cutoff: datetime) -> None:
 
 def try_tick_lock(session: Session, key: int) -> bool:
     """One scale tick at a time (session-level advisory lock; False: another tick holds it)."""
-    return session.one("try_tick_lock", key=key)["locked"]
+    locked: bool = session.one_row("try_tick_lock", key=key)["locked"]
+    return locked
 
 
 def tick_unlock(session: Session, key: int) -> None:

@@ -52,7 +52,7 @@ def insert_queued_jobs(session: Session, batch: list[tuple[dict[str, Any], list[
                        ) -> list[list[Enqueued]]:
     """``submit_jobs`` for ``batch`` (rows from ``submission_row`` and their messages): per entry, its
     outbox rows in its messages' order, or [] when it was not written."""
-    out = session.one("submit_jobs", jobs=json.dumps([row for row, _ in batch], separators=(",", ":")))
+    out = session.one_row("submit_jobs", jobs=json.dumps([row for row, _ in batch], separators=(",", ":")))
     ids = iter(_numbers(out["ids"]))  # in the written jobs' order, then their messages'
     results: list[list[Enqueued]] = [[] for _ in batch]
     for n in _numbers(out["written"]):
