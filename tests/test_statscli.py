@@ -58,3 +58,21 @@ def test_zen_stats_never_starts_or_creates_a_database(no_database, capsys):
     assert cli.main(["stats"]) == 1
     assert "no database to read" in capsys.readouterr().err
     assert list(no_database.iterdir()) == []
+
+
+def test_zen_jobs_counts_only_jobs_in_flight_as_the_dashboard_does(db):
+    """``zen_jobs`` is ``jobs.count``: jobs still in flight (PENDING .. STOPPING), never the ended ones
+    of all time, whatever the window."""
+    from datetime import timedelta
+
+    from tests.test_jobstore_contract import CLUSTER as C, NOW, a_job
+    from zen.core.models import JobStatus
+    from zen.store import repository
+
+    with db.transaction() as session:
+        for job_id, status in (("done", JobStatus.SUCCEEDED), ("failed", JobStatus.FAILED),
+                               ("waiting", JobStatus.PENDING)):
+            assert repository.insert_job(session, a_job(job_id, status))
+    with db.transaction() as session:
+        figures = statscli.collect(session, {C: ["us-central1"]}, NOW + timedelta(minutes=1), window_s=300)
+    assert {(r["cluster"], r["status"]): r["jobs"] for r in figures["zen_jobs"]} == {(C, "PENDING"): 1}

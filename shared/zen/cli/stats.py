@@ -29,7 +29,7 @@ def collect(session, clusters: dict[str, list[str]], now: datetime, window_s: fl
     from zen.store import stats
 
     since = now - timedelta(seconds=window_s)
-    jobs = stats.run(session, "jobs_by_status", active=False)
+    jobs = stats.active_jobs(session)  # in flight only, as the dashboard's zen_jobs (jobs.count) counts
     blocked = stats.run(session, "blocked_regions", now=now)
     queued = {r["cluster"]: r["jobs"] for r in jobs if r["status"] == "QUEUED"}
     blocked_by_cluster = Counter(r["cluster"] for r in blocked if r["region"] in clusters.get(r["cluster"], []))
