@@ -172,3 +172,15 @@ def test_a_query_name_given_twice_is_refused(tmp_path):
     with pytest.raises(ValueError, match="'a' is given twice"):
         load_queries(sql)
     assert load_queries()  # the shipped file has none
+
+
+def test_jobs_list_takes_a_status_in_any_case_and_stats_refuses_a_window_not_above_0(capsys):
+    from zen.cli.main import build_parser
+
+    assert build_parser().parse_args(["jobs", "list", "--status", "succeeded"]).status == "SUCCEEDED"
+    for window in ("-5", "0", "nan", "soon"):
+        with pytest.raises(SystemExit) as exit_:
+            build_parser().parse_args(["stats", "--window", window])
+        assert exit_.value.code == 2
+        assert f"{window!r} is not a number above 0" in capsys.readouterr().err
+    assert build_parser().parse_args(["stats", "--window", "5"]).window == 5.0

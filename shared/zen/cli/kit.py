@@ -74,6 +74,17 @@ def positive(text: str) -> int:
     return value
 
 
+def positive_number(text: str) -> float:
+    """``--window MINUTES`` and the like: a number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0")
+    return value
+
+
 @dataclass(frozen=True)
 class Context:
     """What the commands share, handed to each command module's ``register(sub, ctx)``: where the
@@ -82,6 +93,7 @@ class Context:
     database: Callable[[], Any] = database  # the database a command reads; never starts or creates one
     since: Callable[[str], datetime] = since  # --since AGE|DATE
     positive: Callable[[str], int] = positive  # --limit N
+    positive_number: Callable[[str], float] = positive_number  # --window MINUTES
 
 
 def local_only(what: str) -> CliError:

@@ -101,7 +101,8 @@ def register(sub, ctx: Context) -> None:
     jobs = sub.add_parser("jobs", help="inspect jobs").add_subparsers(dest="jobs_command", required=True)
     listing = jobs.add_parser("list", help="jobs, newest first")
     listing.add_argument("--user", help="only this user's jobs (user_id)")
-    listing.add_argument("--status", choices=[s.value for s in JobStatus], help="only jobs in this status")
+    listing.add_argument("--status", type=str.upper, choices=[s.value for s in JobStatus],
+                         help="only jobs in this status (any case)")
     listing.add_argument("--cluster", help="only jobs of this cluster")
     listing.add_argument("--label", action="append", type=_label, metavar="KEY=VALUE",
                          help="only jobs carrying this label (repeatable: all must match)")

@@ -19,7 +19,7 @@ from zen.core.clock import utc_now
 
 def register(sub, ctx: Context) -> None:
     stats = sub.add_parser("stats", help="jobs, starts, VMs, stockouts, rejections, outbox: the dashboard's figures")
-    stats.add_argument("--window", type=float, default=60.0, help="minutes counted by counters and percentiles")
+    stats.add_argument("--window", type=ctx.positive_number, default=60.0, help="minutes counted by counters and percentiles")
     stats.add_argument("--json", action="store_true", help="print one JSON object keyed by metric name")
     stats.set_defaults(func=lambda args: cmd_stats(args, ctx.database))
 
