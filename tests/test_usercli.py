@@ -53,6 +53,25 @@ def test_watch_once_shows_jobs_and_vms(user_env, functions, capsys):
     assert "job-1" in screen and "SUCCEEDED" in screen and "VMs per region" in screen
 
 
+def test_watch_into_a_pipe_writes_frames_without_control_codes(user_env, functions, capsys, monkeypatch):
+    """``zen watch > file`` (or piped): frames one after the other, no clear-screen codes in the file."""
+    from zen.cli import watch
+
+    functions.submit(job_request("job-1"))
+    capsys.readouterr()
+    naps = []
+
+    def nap(seconds):  # the second nap is Ctrl-C
+        naps.append(seconds)
+        if len(naps) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(watch.time, "sleep", nap)
+    assert main(["watch", "--interval", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and out.count("VMs per region") == 2 and naps == [0.5, 0.5]
+
+
 def test_clusters_shows_jobs_per_vm_and_the_execution_groups_by_region(tmp_path, monkeypatch, capsys):
     """What a user may ask for includes which regions are cleared for tagged jobs and how many jobs
     share a VM (issue 15)."""

@@ -59,10 +59,15 @@ def cmd_watch(args, database: Callable[[], Any]) -> int:
         if args.once:
             sys.stdout.write(frame(db, shutil.get_terminal_size((100, 24)).lines))
             return 0
+        # On a terminal each frame replaces the last (home and clear); into a file or a pipe, frames
+        # follow each other after a blank line, with no control codes.
+        clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else "\n"
+        first = True
         while True:
             screen = frame(db, shutil.get_terminal_size((100, 24)).lines)
-            sys.stdout.write("\x1b[H\x1b[2J" + screen)  # home and clear, then the frame
+            sys.stdout.write(("" if first and clear == "\n" else clear) + screen)
             sys.stdout.flush()
+            first = False
             time.sleep(args.interval)
     except KeyboardInterrupt:
         return 0
@@ -72,6 +77,6 @@ def cmd_watch(args, database: Callable[[], Any]) -> int:
 
 def register(sub, ctx: Context) -> None:
     watch = sub.add_parser("watch", help="active jobs first, then VMs per region; refreshes until Ctrl-C")
-    watch.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default 1)")
+    watch.add_argument("--interval", type=ctx.positive_number, default=1.0, help="seconds between refreshes (default 1)")
     watch.add_argument("--once", action="store_true", help="print one screen and exit")
     watch.set_defaults(func=lambda args: cmd_watch(args, ctx.database))
