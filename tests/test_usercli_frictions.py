@@ -266,3 +266,11 @@ def test_shape_flags_override_the_job_files_shape(zen_cli, publisher, tmp_path):
     assert (first.get("cluster"), first["gpu_type"], first["gpu_count"]) == (None, "nvidia-l4", 1)
     assert first["labels"] == {"team": "vision"}  # the rest of the file stays
     assert (second["cluster"], second.get("gpu_types"), second.get("gpu_count")) == ("1xl4", None, None)
+
+
+def test_a_command_with_its_own_flags_but_no_double_dash_is_told_where_it_goes(capsys):
+    from zen.cli.main import main
+
+    assert main(["submit", "--cluster", "1xl4", "python", "-c", "print(1)"]) == 2
+    err = capsys.readouterr().err
+    assert "a job's command goes after --: zen submit ... -- python -c 'print(1)'" in err

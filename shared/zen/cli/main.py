@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from typing import Sequence
 
@@ -50,7 +51,10 @@ def _dispatch(argv: list[str]) -> int:
     if getattr(args, "passthrough", False):
         return args.func(args, rest)
     if rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        hint = ""
+        if argv[:1] == ["submit"] and not trailing:  # a job's own flags (python -c ...) without the --
+            hint = f" (a job's command goes after --: zen submit ... -- {shlex.join(args.words + rest)})"
+        parser.error(f"unrecognized arguments: {' '.join(rest)}{hint}")
     return args.func(args)
 
 
