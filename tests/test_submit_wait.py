@@ -167,3 +167,19 @@ def test_a_published_job_that_is_late_is_waited_for_without_inviting_a_resubmit(
         functions.heartbeat(beat)
     waiter.join(timeout=30)
     assert result.get("code") == 0 and "late SUCCEEDED" in err.getvalue()
+
+
+def test_zen_logs_reads_a_stopped_local_stacks_output(no_database, monkeypatch, capsys):
+    """After `zen local up` has stopped, the jobs' output is still on disk: zen logs reads it there
+    rather than asking for Google credentials."""
+    from zen.adapters.joblogs import OutputEntry
+    from zen.cli.main import main
+
+    monkeypatch.delenv("ZEN_JOB_LOGS_DIR", raising=False)
+    attempt = no_database / ".zen" / "joblogs" / "job-1" / "attempt-1.jsonl"
+    attempt.parent.mkdir(parents=True)
+    entries = [OutputEntry("job-1", 1, "stdout", "vm-1", 1, "2026-11-29T10:00:00Z", "hello from a past run"),
+               OutputEntry("job-1", 1, "stdout", "vm-1", 2, "2026-11-29T10:00:01Z", "", final=True)]
+    attempt.write_text("".join(e.to_json() + "\n" for e in entries))
+    assert main(["logs", "job-1"]) == 0
+    assert "hello from a past run" in capsys.readouterr().out

@@ -92,9 +92,15 @@ def read_stack(home: Path) -> dict | None:
 
 
 def stack_env(home: Path = Path(".zen")) -> dict[str, str]:
-    """Environment that points a client (``zen submit``, ``zen jobs``) at the running stack."""
+    """Environment that points a client (``zen submit``, ``zen jobs``) at the running stack. A stopped
+    stack's job output stays readable (``zen logs``) unless the client is pointed at a database."""
     record = read_stack(home)
-    return dict(record["env"]) if record else {}
+    if record:
+        return dict(record["env"])
+    logs = home / "joblogs"
+    if logs.is_dir() and not (os.environ.get("ZEN_DATABASE_URL") or os.environ.get("ZEN_CLOUDSQL_INSTANCE")):
+        return {"ZEN_JOB_LOGS_DIR": str(logs.resolve())}
+    return {}
 
 
 class LocalStack:
