@@ -23,6 +23,14 @@ _DROP, _RETRY, _GONE, _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK = range(8)
 _EPS = 1e-9
 
 
+def billed_seconds(paid_s: float) -> int:
+    """GCE's billing of ``paid_s`` seconds of RUNNING: none for none, else a one-minute minimum and
+    per second after (a started second counts)."""
+    if paid_s <= 0:
+        return 0
+    return max(60, math.ceil(paid_s - _EPS))
+
+
 class InstanceWorld:
     """Instances, capacity and billing; mixed into ``Simulation``."""
 
@@ -233,12 +241,23 @@ class InstanceWorld:
         scenario's ``unbilled_boot_fraction`` into its boot) until it is gone, nothing if it was deleted
         before RUNNING. Waste: all of it if it never ran a job, else the time it sat idle or was being
         deleted (its billed boot served a job). A job cut short by a preemption runs again from the
-        start: its paid run so far is counted apart, as lost (``lost_seconds``), not as waste."""
-        if preempted and vm.job is not None:
-            self.result.lost_seconds += end - vm.job_start_s
+        start: its paid run so far is counted apart, as lost (``lost_seconds``), not as waste.
+
+        Dollars as GCE bills them: the paid seconds, at least one minute and per second after, at the
+        region's price for the model the VM runs as; its job runs that counted are useful GPU-seconds
+        (priced at the floor too), the one a preemption cut short is rework."""
+        result, cluster = self.result, vm.mig.cluster
+        lost = end - vm.job_start_s if preempted and vm.job is not None else 0.0
+        result.lost_seconds += lost
         deleted_early = vm.phase is VmPhase.DELETING and vm.since < vm.running_s
         paid = 0.0 if deleted_early else max(0.0, end - vm.running_s)
         busy = vm.busy_s + (end - vm.job_start_s if vm.job is not None else 0.0)
+        gpus = cluster.gpu_count
+        result.rework_gpu_seconds += lost * gpus
+        result.useful_gpu_seconds += (busy - lost) * gpus
+        result.floor_usd += (busy - lost) * gpus * cluster.floor_usd_per_gpu_s
+        if vm.mig.usd_per_hour is not None:
+            result.usd += billed_seconds(paid) * vm.mig.usd_per_hour / 3600.0
         self.result.vm_seconds += paid
         if vm.jobs_run == 0 and vm.job is None:
             self.result.wasted_seconds += paid

@@ -2,7 +2,8 @@
 
 Time-to-start percentiles (a job never started counts as waiting until the end of the run), jobs
 never started, GPU VM-minutes paid, wasted and lost to preemptions, input read across regions, warm
-cache hits, peak VMs, Compute API calls, limit violations and busy-delete attempts.
+cache hits, peak VMs, Compute API calls, limit violations and busy-delete attempts; with prices, the
+dollars paid, per useful GPU-hour, against the price floor, and the GPU-hours of rework.
 Definitions: docs/reference/simulator.md#what-a-run-measures
 """
 
@@ -16,6 +17,9 @@ JSON_KEYS = ("p50_start_s", "p95_start_s", "p99_start_s", "max_start_s", "never_
 EXTRA_KEYS = ("jobs", "limit_violations", "busy_delete_attempts", "preemptions", "vms_created", "replay_s",
               "input_gb", "input_gb_cross_region", "cache_hits", "cache_misses", "staging_min_saved",
               "lost_vm_minutes")
+# With the scenario's prices only (zen_dev.sim.scenario ``prices:``): beside JSON_KEYS and EXTRA_KEYS.
+DOLLAR_KEYS = ("usd", "usd_per_useful_gpu_hour", "useful_gpu_hours", "rework_gpu_hours",
+               "floor_usd_per_useful_gpu_hour", "usd_vs_floor")
 
 
 @dataclass
@@ -47,6 +51,11 @@ class RunResult:
     cache_misses: int = 0
     staging_s_saved: float = 0.0
     lost_seconds: float = 0.0  # paid runs of jobs cut short by a preemption (they run again from the start)
+    priced: bool = False  # the scenario has prices: dollars() is reported
+    usd: float = 0.0  # billed as GCE bills (from RUNNING, one-minute minimum, per second)
+    useful_gpu_seconds: float = 0.0  # job runs that counted (not thrown away by a preemption), x GPUs per VM
+    rework_gpu_seconds: float = 0.0  # job runs cut short by a preemption, x GPUs per VM
+    floor_usd: float = 0.0  # the useful GPU-seconds at each cluster's cheapest listed price
 
     def waits(self) -> list[float]:
         """Time-to-start per job, never-started jobs counted until the horizon."""
@@ -80,6 +89,23 @@ class RunResult:
         }
 
 
+    def dollars(self) -> dict[str, float | None]:
+        """The DOLLAR_KEYS (ratios None without useful work)."""
+        useful_h = self.useful_gpu_seconds / 3600.0
+        per_useful = self.usd / useful_h if useful_h > 0 else None
+        floor = self.floor_usd / useful_h if useful_h > 0 else None
+        out = {
+            "usd": round(self.usd, 2),
+            "usd_per_useful_gpu_hour": _round(per_useful, 4),
+            "useful_gpu_hours": round(useful_h, 2),
+            "rework_gpu_hours": round(self.rework_gpu_seconds / 3600.0, 2),
+            "floor_usd_per_useful_gpu_hour": _round(floor, 4),
+            "usd_vs_floor": _round(self.usd / self.floor_usd, 3) if self.floor_usd > 0 else None,
+        }
+        assert tuple(out) == DOLLAR_KEYS
+        return out
+
+
 def percentile(sorted_values: list[float], q: float) -> float | None:
     """The q-th percentile of an ascending list (linear interpolation), None when empty."""
     if not sorted_values:
@@ -90,5 +116,5 @@ def percentile(sorted_values: list[float], q: float) -> float | None:
     return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (rank - low)
 
 
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 1)
+def _round(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value, digits)

@@ -1,5 +1,5 @@
 """Reports of a simulation: a terminal table, the JSON object, and with ``--out DIR`` the files
-``summary.csv``, ``report.json``, ``starts.csv``, ``vms.csv`` and ``plot.png`` (``zen_dev.sim.plot``;
+``summary.csv``, ``report.json`` (with the dollar keys when the scenario has prices), ``starts.csv``, ``vms.csv`` and ``plot.png`` (``zen_dev.sim.plot``;
 without matplotlib the others are written and a message says so).
 The files' columns: docs/reference/simulator.md#zen-simulate
 """
@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from zen_dev.sim.metrics import EXTRA_KEYS, JSON_KEYS, RunResult
+from zen_dev.sim.metrics import DOLLAR_KEYS, EXTRA_KEYS, JSON_KEYS, RunResult
 from zen_dev.sim.scenario import Scenario
 
 TABLE_COLUMNS = (
@@ -20,11 +20,21 @@ TABLE_COLUMNS = (
     ("wasted_vm_minutes", "wasted"), ("peak_vms", "peak"), ("api_calls", "API calls"),
     ("limit_violations", "limit viol"), ("busy_delete_attempts", "busy del"),
 )
+DOLLAR_COLUMNS = (
+    ("usd", "USD"), ("usd_per_useful_gpu_hour", "USD/useful GPU-h"), ("usd_vs_floor", "x floor"),
+    ("rework_gpu_hours", "rework GPU-h"),
+)
+
+
+def _values(result: RunResult) -> dict[str, Any]:
+    """Every key of a result: the summary, the extras, and the dollars when the scenario has prices."""
+    return {**result.summary(), **result.extras(), **(result.dollars() if result.priced else {})}
 
 
 def json_report(results: dict[str, RunResult]) -> dict[str, Any]:
-    """Exactly ``{"policies": {NAME: {JSON_KEYS...}}}`` (what ``--json`` prints)."""
-    return {"policies": {name: result.summary() for name, result in results.items()}}
+    """Exactly ``{"policies": {NAME: {JSON_KEYS..., DOLLAR_KEYS... with prices}}}`` (what ``--json`` prints)."""
+    return {"policies": {name: {**result.summary(), **(result.dollars() if result.priced else {})}
+                         for name, result in results.items()}}
 
 
 def _fmt(value: Any) -> str:
@@ -35,12 +45,20 @@ def _fmt(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
+def _fmt_dollars(key: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.3f}" if key in ("usd_per_useful_gpu_hour", "usd_vs_floor") else f"{value:,.2f}"
+
+
 def format_table(results: dict[str, RunResult]) -> str:
+    columns = TABLE_COLUMNS + (DOLLAR_COLUMNS if any(r.priced for r in results.values()) else ())
     rows = []
     for name, result in results.items():
-        values = {"policy": name, **result.summary(), **result.extras()}
-        rows.append([_fmt(values[key]) for key, _ in TABLE_COLUMNS])
-    headers = [title for _, title in TABLE_COLUMNS]
+        values = {"policy": name, **_values(result)}
+        rows.append([_fmt_dollars(key, values.get(key)) if key in DOLLAR_KEYS else _fmt(values.get(key))
+                     for key, _ in columns])
+    headers = [title for _, title in columns]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(headers, widths)))]
     for row in rows:
@@ -56,11 +74,12 @@ def write_report(results: dict[str, RunResult], out_dir: str | Path, meta: dict[
     out.mkdir(parents=True, exist_ok=True)
     with (out / "summary.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(("policy",) + JSON_KEYS + EXTRA_KEYS)
+        keys = JSON_KEYS + EXTRA_KEYS + (DOLLAR_KEYS if any(r.priced for r in results.values()) else ())
+        writer.writerow(("policy",) + keys)
         for name, result in results.items():
-            values = {**result.summary(), **result.extras()}
-            writer.writerow([name] + ["" if values[k] is None else values[k] for k in JSON_KEYS + EXTRA_KEYS])
-    full = {**meta, "policies": {n: {**r.summary(), **r.extras()} for n, r in results.items()}}
+            values = _values(result)
+            writer.writerow([name] + ["" if values.get(k) is None else values[k] for k in keys])
+    full = {**meta, "policies": {n: _values(r) for n, r in results.items()}}
     (out / "report.json").write_text(json.dumps(full, indent=2, default=str) + "\n")
     with (out / "starts.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)

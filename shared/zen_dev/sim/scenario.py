@@ -1,8 +1,8 @@
 """Simulator scenario files: format, validation, and the built-in scenarios (``scenarios/``).
 
 A scenario (YAML) describes the cloud a policy is tested against: clusters, zones, capacity
-(``zen_dev.capacity``), boots, billing, preemptions, the tick, the default job trace and routing by
-data. Trace files that are absent raise :class:`TraceUnavailable` (callers skip the scenario); any
+(``zen_dev.capacity``), boots, billing, prices per region and provisioning model, preemptions, the tick,
+the default job trace and routing by data. Trace files that are absent raise :class:`TraceUnavailable` (callers skip the scenario); any
 other problem raises ``ScenarioError`` as ``FILE line N: reason``.
 Format: docs/reference/simulator.md#the-simulators-scenario-file
 """
@@ -42,11 +42,33 @@ class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# GCE's provisioning models, as a scenario's ``prices:`` and a cluster's ``provisioning:`` name them.
+MODELS = ("spot", "standard", "flex-start")
+
+
 class ClusterSpec(ClusterConfig):
     """A cluster as in ``zen.core.config`` (same names and limits); the GPU type may be left out. The
-    simulated world runs one job per VM: ``max_jobs_per_vm`` stays 1."""
+    simulated world runs one job per VM: ``max_jobs_per_vm`` stays 1. ``provisioning``: the models it may
+    use, first the one its VMs run as (default: see ``ScenarioSpec.models_of``)."""
 
     gpu_type: str = "nvidia-tesla-a100"
+    provisioning: list[str] | None = None
+    # Its own price table (as the scenario's ``prices:``), for a scenario whose clusters differ in shape.
+    prices: dict[str, dict[str, float]] | None = None
+
+    @field_validator("provisioning")
+    @classmethod
+    def _known_models(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return value
+        if not value:
+            raise ValueError("provisioning lists at least one model (or leave it out)")
+        unknown = [m for m in value if m not in MODELS]
+        if unknown:
+            raise ValueError(f"provisioning: unknown model {', '.join(map(repr, unknown))}; known: {', '.join(MODELS)}")
+        if len(set(value)) != len(value):
+            raise ValueError("provisioning names a model twice")
+        return value
 
     @field_validator("max_jobs_per_vm")
     @classmethod
@@ -99,6 +121,33 @@ class ScenarioSpec(_Spec):
     queues: list[QueueConfig] = []  # as in zen.core.config: admission by quota (zen_dev.sim.queues); none: all admitted
     queueing: Queueing = Queueing()
     routing: RoutingSpec = RoutingSpec()
+    # USD per VM-hour of the clusters' shape: region -> model -> price. None: the run counts no dollars.
+    prices: dict[str, dict[str, float]] | None = None
+
+    @property
+    def spot_vms(self) -> bool:
+        """Whether the scenario's VMs behave as spot VMs (GCE takes them back)."""
+        return self.preempt_on_capacity_drop or self.preemption.rate_per_hour > 0
+
+    def prices_of(self, cluster: ClusterSpec) -> dict[str, dict[str, float]] | None:
+        """The price table of a cluster's shape: its own, else the scenario's (None: no prices)."""
+        return cluster.prices if cluster.prices is not None else self.prices
+
+    @property
+    def priced(self) -> bool:
+        return self.prices is not None or any(c.prices is not None for c in self.clusters)
+
+    def models_of(self, cluster: ClusterSpec) -> tuple[str, ...]:
+        """The models a cluster may use, the one its VMs run as first: its ``provisioning``, else spot when
+        the scenario's VMs are spot and spot is priced (or nothing is), else the first model priced in its
+        first region, else standard."""
+        if cluster.provisioning:
+            return tuple(cluster.provisioning)
+        table = self.prices_of(cluster)
+        priced = list((table or {}).get(cluster.regions[0], {}))
+        if self.spot_vms and (table is None or "spot" in priced):
+            return ("spot",)
+        return (priced[0],) if priced else ("standard",)
 
     @model_validator(mode="after")
     def _checks(self) -> "ScenarioSpec":
@@ -119,7 +168,32 @@ class ScenarioSpec(_Spec):
             for zone in zones:
                 if not zone.startswith(region + "-"):
                     raise ValueError(f"zone {zone} is not in region {region}")
+        if self.priced:
+            self._check_prices()
         return self
+
+    def _check_prices(self) -> None:
+        tables = [("prices", self.prices)] + [(f"cluster {c.name}: prices", c.prices) for c in self.clusters]
+        for field, table in tables:
+            for region, by_model in (table or {}).items():
+                for model, price in by_model.items():
+                    if model not in MODELS:
+                        raise ValueError(f"{field}.{region}: unknown model {model!r}; known: {', '.join(MODELS)}")
+                    if not math.isfinite(price) or price < 0:
+                        raise ValueError(f"{field}.{region}.{model}: a price is USD per VM-hour, >= 0 (got {price})")
+        for cluster in self.clusters:
+            table = self.prices_of(cluster)
+            field = "prices" if cluster.prices is None else f"cluster {cluster.name}: prices"
+            if table is None:
+                raise ValueError(f"cluster {cluster.name} has no prices while others do: give it prices "
+                                 "(or a top-level prices: table)")
+            for region in cluster.regions:
+                if region not in table:
+                    raise ValueError(f"{field}: no price for region {region} (cluster {cluster.name})")
+                missing = [m for m in self.models_of(cluster) if m not in table[region]]
+                if missing:
+                    raise ValueError(f"{field}.{region}: no {', '.join(missing)} price, which cluster "
+                                     f"{cluster.name}'s provisioning lists")
 
 
 @dataclass(frozen=True)
@@ -130,6 +204,9 @@ class SimCluster:
     machine_type: str
     gpu_count: int
     zones: dict[str, tuple[str, ...]]
+    models: tuple[str, ...] = ("spot",)  # the provisioning models it may use; its VMs run as the first
+    prices: dict[str, float] | None = None  # region -> USD per VM-hour as its VMs run (None: no prices)
+    floor_usd_per_vm_hour: float | None = None  # the cheapest listed price among its regions and models
 
 
 @dataclass
@@ -201,10 +278,21 @@ def parse_scenario(text: str, source: str = "scenario", base_dir: Path | None = 
             machine_type=c.machine_type,
             gpu_count=c.gpu_count,
             zones={r: tuple(spec.zones.get(r) or (f"{r}-a", f"{r}-b", f"{r}-c")) for r in c.regions},
+            **_pricing(spec, c),
         )
         for c in spec.clusters
     ]
     return Scenario(name or Path(source).stem, spec, clusters, capacity, base_dir)
+
+
+def _pricing(spec: ScenarioSpec, cluster: ClusterSpec) -> dict[str, Any]:
+    """A cluster's models, the price its VMs pay per region and the price floor (validated before)."""
+    models, table = spec.models_of(cluster), spec.prices_of(cluster)
+    if table is None:
+        return {"models": models}
+    tables = [table[r] for r in cluster.regions]
+    return {"models": models, "prices": {r: table[r][models[0]] for r in cluster.regions},
+            "floor_usd_per_vm_hour": min(t[m] for t in tables for m in models)}
 
 
 def _build_capacity(spec: ScenarioSpec, source: str, base_dir: Path, lines: LineMap) -> CapacitySchedule:

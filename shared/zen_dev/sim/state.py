@@ -50,12 +50,13 @@ class SimVm:
 class SimMig:
     __slots__ = ("cluster", "region", "name", "zones", "machine_type", "vms", "target", "waiting",
                  "anchor", "retry_at", "errors", "errors_until", "round_robin", "listing",
-                 "next_capacity_change")
+                 "next_capacity_change", "usd_per_hour")
 
     def __init__(self, cluster: "SimClusterState", region: str, zones: tuple[str, ...]):
         self.cluster, self.region, self.zones = cluster, region, zones
         self.name = f"zen-{cluster.limits.name}-{region}"
         self.machine_type = cluster.machine_type
+        self.usd_per_hour = cluster.prices[region] if cluster.prices else None  # as its VMs run (None: unpriced)
         self.vms: dict[str, SimVm] = {}  # every instance, DELETING included (they count against limits)
         self.waiting: dict[str, SimVm] = {}  # instances without capacity yet
         self.target, self.anchor, self.retry_at, self.round_robin = 0, 0.0, None, 0
@@ -68,7 +69,11 @@ class SimMig:
 
 class SimClusterState:
     def __init__(self, sim: SimCluster):
-        self.limits, self.machine_type = sim.limits, sim.machine_type
+        self.limits, self.machine_type, self.gpu_count = sim.limits, sim.machine_type, sim.gpu_count
+        self.prices = sim.prices
+        # The price floor per GPU-second: the cheapest listed VM-hour among its regions and models.
+        self.floor_usd_per_gpu_s = (sim.floor_usd_per_vm_hour / 3600.0 / sim.gpu_count
+                                    if sim.floor_usd_per_vm_hour is not None else 0.0)
         self.migs = {r: SimMig(self, r, sim.zones[r]) for r in sim.limits.regions}
         self.queued: dict[str, SimJobState] = {}
         # Queued jobs by (priority, regions their start reaches): job id -> submit time, in queueing order.

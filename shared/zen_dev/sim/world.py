@@ -95,7 +95,7 @@ class Simulation(InstanceWorld):
         self.seq = itertools.count()
         self.names = itertools.count(1)
         self.now = 0.0
-        self.result = RunResult(policy=policy.name, horizon_s=self.horizon)
+        self.result = RunResult(policy=policy.name, horizon_s=self.horizon, priced=spec.priced)
         self.admission = SimQueues(spec.queues, {c.limits.name: c.gpu_count for c in scenario.clusters},
                                    spec.queueing.usage_half_life_s) if spec.queues else None
         planner, fleet = _TimedPolicy(policy, self), SimFleet(self)

@@ -1,0 +1,126 @@
+"""Dollars in the simulator: prices and provisioning models in the scenario, GCE's billing, the keys."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from zen_dev.capacity.yamllines import ScenarioError
+from zen_dev.sim.cli import main
+from zen_dev.sim.instances import billed_seconds
+from zen_dev.sim.jobs import SimJob
+from zen_dev.sim.metrics import DOLLAR_KEYS, JSON_KEYS
+from zen_dev.sim.policies import make_policy
+from zen_dev.sim.scenario import builtin_names, load_scenario, parse_scenario
+from zen_dev.sim.world import Simulation
+
+CLUSTER = "clusters: [{name: c, gpu_count: 4, machine_type: a2-highgpu-4g, regions: [r1, r2], " \
+          "max_vms_per_region: 1, max_vms: 1%s}]\n"
+
+
+def _scenario(prices: str = "", provisioning: str = "", extra: str = ""):
+    text = (CLUSTER % provisioning) + "zones: {r1: [r1-a], r2: [r2-a]}\ncapacity: {default: 1}\n" \
+        "boot: {dist: fixed, s: 100}\nunbilled_boot_fraction: 0.25\ndelete_s: 0\n" + prices + extra
+    return parse_scenario(text, source="t.yaml", name="t")
+
+
+PRICES = "prices: {r1: {spot: 3.6, standard: 9.0}, r2: {spot: 1.8, standard: 7.2}}\n"
+
+
+def test_gce_billing_minimum_minute_then_per_second():
+    assert billed_seconds(0) == 0
+    assert billed_seconds(1) == 60
+    assert billed_seconds(59.5) == 60
+    assert billed_seconds(60) == 60
+    assert billed_seconds(90.2) == 91
+
+
+def _run(scenario, jobs, horizon_s):
+    return Simulation(scenario, jobs, make_policy("single-region"), horizon_s=horizon_s).run()
+
+
+def test_a_job_is_billed_from_running_at_its_regions_spot_price():
+    # One 4-GPU VM in r1: capacity at 0 s, RUNNING at 25 s (a quarter of the 100 s boot), usable at
+    # 100 s, the job runs 3600 s, idle 300 s, deleted at the 4020 s tick: 3995 s at $3.6/h.
+    result = _run(_scenario(PRICES), [SimJob("j", "c", 0.0, 3600.0, ("r1",))], 10_000)
+    assert result.priced
+    assert result.vm_seconds == pytest.approx(3995)
+    assert result.usd == pytest.approx(3995 * 3.6 / 3600)
+    assert result.useful_gpu_seconds == pytest.approx(3600 * 4)
+    assert result.rework_gpu_seconds == 0
+    dollars = result.dollars()
+    assert dollars["usd_per_useful_gpu_hour"] == pytest.approx(3.995 / 4, abs=1e-4)
+    # The floor: the cheapest listed price among the cluster's regions and models (r2 spot, $1.8/h).
+    assert dollars["floor_usd_per_useful_gpu_hour"] == pytest.approx(1.8 / 4)
+    assert dollars["usd_vs_floor"] == pytest.approx(3995 * 3.6 / (3600 * 1.8), abs=1e-3)
+
+
+def test_a_short_run_pays_the_one_minute_minimum():
+    # A 200 s boot (RUNNING at 50 s) and a run that ends at 80 s, before the VM was usable: 30 s of
+    # RUNNING, billed as a minute.
+    text = (CLUSTER % "") + "zones: {r1: [r1-a], r2: [r2-a]}\ncapacity: {default: 1}\n" \
+        "boot: {dist: fixed, s: 200}\ndelete_s: 0\n" + PRICES
+    result = _run(parse_scenario(text), [SimJob("j", "c", 0.0, 10.0, ("r1",))], 80)
+    assert result.vm_seconds == pytest.approx(30)
+    assert result.usd == pytest.approx(60 * 3.6 / 3600)
+
+
+def test_provisioning_picks_the_model_billed():
+    result = _run(_scenario(PRICES, provisioning=", provisioning: [standard, spot]"),
+                  [SimJob("j", "c", 0.0, 3600.0, ("r1",))], 10_000)
+    assert result.usd == pytest.approx(3995 * 9.0 / 3600)
+    assert result.dollars()["floor_usd_per_useful_gpu_hour"] == pytest.approx(1.8 / 4)
+
+
+def test_a_preempted_run_is_rework_not_useful():
+    # r1's only zone loses its capacity at 1000 s: the spot VM is taken back 900 s into its job.
+    text = (CLUSTER % "") + "zones: {r1: [r1-a], r2: [r2-a]}\n" \
+        "capacity: {default: 1, schedule: [{at_s: 1000, zone: r1-a, capacity: 0}]}\n" \
+        "boot: {dist: fixed, s: 100}\ndelete_s: 0\n" + PRICES
+    result = _run(parse_scenario(text), [SimJob("j", "c", 0.0, 3600.0, ("r1",))], 2_000)
+    assert result.preemptions == 1
+    assert result.rework_gpu_seconds == pytest.approx(900 * 4)  # ran 100 s to 1000 s
+    assert result.useful_gpu_seconds == 0
+    assert result.usd == pytest.approx(975 * 3.6 / 3600)
+
+
+@pytest.mark.parametrize("prices, provisioning, message", [
+    ("prices: {r1: {spott: 1.0}, r2: {spot: 1.0}}\n", "", "prices.r1: unknown model 'spott'"),
+    ("prices: {r1: {spot: 1.0}}\n", "", "prices: no price for region r2 (cluster c)"),
+    (PRICES, ", provisioning: [flex-start]", "prices.r1: no flex-start price"),
+    ("", ", provisioning: [preemptible]", "provisioning: unknown model 'preemptible'"),
+    ("prices: {r1: {spot: -1}, r2: {spot: 1}}\n", "", "prices.r1.spot: a price is USD per VM-hour"),
+])
+def test_bad_prices_and_models_are_refused_naming_the_field(prices, provisioning, message):
+    with pytest.raises(ScenarioError, match=message.replace(".", r"\.").replace("(", r"\(").replace(")", r"\)")):
+        _scenario(prices, provisioning)
+
+
+def test_default_model_is_spot_for_spot_vms_else_the_first_priced():
+    assert load_scenario("region-out").clusters[0].models == ("spot",)
+    standard_first = _scenario("prices: {r1: {standard: 2, spot: 1}, r2: {standard: 2, spot: 1}}\n",
+                               extra="preempt_on_capacity_drop: false\n")
+    assert standard_first.clusters[0].models == ("standard",)
+    assert standard_first.clusters[0].prices == {"r1": 2, "r2": 2}
+    assert _scenario("prices: {r1: {standard: 2}, r2: {standard: 3}}\n").clusters[0].models == ("standard",)
+
+
+def test_todays_scenarios_load_unchanged_and_report_no_dollars(capsys):
+    for name in builtin_names():
+        if name != "region-out-priced":
+            try:
+                scenario = load_scenario(name)
+            except ScenarioError:
+                continue  # a trace it needs is absent here
+            assert not scenario.spec.priced and all(c.prices is None for c in scenario.clusters)
+    assert main(["--scenario", "all-out-30min", "--policies", "failover", "--json"]) == 0
+    assert tuple(json.loads(capsys.readouterr().out)["policies"]["failover"]) == JSON_KEYS
+
+
+def test_json_has_the_dollar_keys_beside_todays_with_prices(capsys):
+    assert main(["--scenario", "region-out-priced", "--policies", "zen,ask-every-region", "--json"]) == 0
+    policies = json.loads(capsys.readouterr().out)["policies"]
+    for summary in policies.values():
+        assert tuple(summary) == JSON_KEYS + DOLLAR_KEYS
+        assert summary["usd"] > 0 and summary["usd_vs_floor"] >= 1.0
