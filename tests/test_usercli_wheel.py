@@ -111,6 +111,8 @@ def test_local_only_commands_say_what_they_need_from_the_wheel(wheel_venv, tmp_p
         assert result.returncode == 1, (argv, result.stderr)
         assert result.stderr.startswith("zen: ") and "development checkout" in result.stderr
         assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
+    listed = _zen(wheel_venv, tmp_path, "--help").stdout
+    assert "jobs" in listed and not {"local", "demo", "simulate"} & set(listed.split()), listed
     nothing = _zen(wheel_venv, tmp_path, "jobs", "list")
     assert nothing.returncode == 1 and "no local stack is running" in nothing.stderr
     assert not (tmp_path / ".zen").exists()

@@ -3,7 +3,7 @@ lifecycle through the functions; both are ``zen_dev.demo`` (docs/README.md, "Wha
 
 from __future__ import annotations
 
-from zen.cli.kit import Context, local_only
+from zen.cli.kit import Context, dev_help, local_only
 
 
 def cmd_demo(args) -> int:
@@ -19,7 +19,7 @@ def cmd_demo(args) -> int:
 
 
 def register(sub, ctx: Context) -> None:
-    demo = sub.add_parser("demo", help="the whole system on this machine, a scripted scenario, a summary")
+    demo = sub.add_parser("demo", **dev_help("the whole system on this machine, a scripted scenario, a summary"))
     demo.add_argument("--scripted", action="store_true",
                       help="only the in-process lifecycle through the functions (seconds, no stand-ins)")
     demo.set_defaults(func=cmd_demo)

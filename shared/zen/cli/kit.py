@@ -96,6 +96,15 @@ class Context:
     positive_number: Callable[[str], float] = positive_number  # --window MINUTES
 
 
+def dev_help(text: str) -> dict[str, str]:
+    """A development-only command's help line, as ``add_parser`` keywords: given in a checkout, none in
+    the deployable wheel, so ``zen --help`` does not list the command there (run, it still answers with
+    ``local_only``'s error)."""
+    import importlib.util
+
+    return {"help": text} if importlib.util.find_spec("zen_dev") is not None else {}
+
+
 def local_only(what: str) -> CliError:
     """The error of a development-only command (``zen local``, ``simulate``, ``demo``) run from the wheel."""
     return CliError(f"`zen {what}` needs the development checkout (its local stand-ins are not in the deployable "

@@ -10,7 +10,7 @@ import signal
 import threading
 from pathlib import Path
 
-from zen.cli.kit import CliError, Context, local_only
+from zen.cli.kit import CliError, Context, dev_help, local_only
 
 LOCAL_COMPONENTS = ("up", "down", "pubsub", "compute", "bridge")
 
@@ -107,7 +107,7 @@ def cmd_local_down(argv: list[str]) -> int:
 
 
 def register(sub, ctx: Context) -> None:
-    local = sub.add_parser("local", help="the whole system on this machine, or one stand-in",
+    local = sub.add_parser("local", **dev_help("the whole system on this machine, or one stand-in"),
                            description="zen local up|down: the whole system on this machine; "
                                        "zen local pubsub|compute|bridge: one stand-in. `zen local up --help` for its flags.")
     local.add_argument("component", choices=LOCAL_COMPONENTS, help="up, down, or one stand-in")
@@ -116,5 +116,6 @@ def register(sub, ctx: Context) -> None:
     agent = sub.add_parser("agent", add_help=False, help="the VM agent: pull, claim, run, heartbeat")
     agent.set_defaults(func=cmd_agent, passthrough=True)
 
-    simulate = sub.add_parser("simulate", add_help=False, help="replay traces against the planner and baselines")
+    simulate = sub.add_parser("simulate", add_help=False,
+                              **dev_help("replay traces against the planner and baselines"))
     simulate.set_defaults(func=cmd_simulate, passthrough=True)
