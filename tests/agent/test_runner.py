@@ -235,6 +235,15 @@ def test_the_job_inherits_the_agents_environment_in_local_mode(monkeypatch):
     assert os.environ["ZEN_TEST_MARKER"] == "from-agent"
 
 
+def test_the_job_never_inherits_the_control_planes_secrets(monkeypatch):
+    """A local stack's agents hold its database URL (a superuser's) and proof secret: a job must not."""
+    for name in ("ZEN_DATABASE_URL", "ZEN_CLOUDSQL_INSTANCE", "ZEN_PROOF_SECRET"):
+        monkeypatch.setenv(name, "secret")
+    probe = "import os; print(sorted(k for k in os.environ if k in ('ZEN_DATABASE_URL', 'ZEN_CLOUDSQL_INSTANCE', 'ZEN_PROOF_SECRET')))"
+    outcome = run(JobSpec(job_id="s", attempt=1, command=[sys.executable, "-c", probe])).outcome()
+    assert outcome.tail.strip() == "[]"
+
+
 def test_the_job_sees_its_id_attempt_and_stop_grace_in_its_environment():
     from zen.agent.runner import JobSpec
 

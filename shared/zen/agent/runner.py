@@ -32,6 +32,11 @@ _CONTAINER_UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]")
 NAME_ID_CHARS = 64  # of the job id, in an attempt's name (the hash keeps longer ids apart)
 
 
+# The control plane's own secrets, which an agent's environment may hold on a developer machine (the
+# local stack's): never passed on to a job, whose code is not Zen's.
+NOT_INHERITED = frozenset({"ZEN_DATABASE_URL", "ZEN_CLOUDSQL_INSTANCE", "ZEN_PROOF_SECRET"})
+
+
 class CannotRun(Exception):
     """The job cannot be started here (e.g. an image-only job in local mode)."""
 
@@ -189,7 +194,8 @@ class RunningJob:
         ``tail_bytes`` are kept, for the outcome.
         """
         launch = plan_launch(spec, local=local, docker=docker)
-        env = {**(os.environ if base_env is None else base_env), **launch.env}
+        inherited = os.environ if base_env is None else base_env
+        env = {**{k: v for k, v in inherited.items() if k not in NOT_INHERITED}, **launch.env}
         watchdog: list[str] = []
         ours = theirs = None
         if lease_s is not None:  # the supervisor keeps the attempt's lease too (launch.py, zen.agent.fence)
