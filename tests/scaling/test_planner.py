@@ -151,6 +151,8 @@ def test_the_loser_of_a_hedge_is_cancelled_once_a_vm_is_usable():
     assert plan.delete == [("us-west1", "w1")]
     racing = ZenPlanner().plan(snap(50, queued=jobs(1), vms=booting + [vm("c1", "us-central1", VmPhase.BOOTING)]))
     assert racing.delete == []  # nothing usable yet: both still race for the job
+    [why] = [d.reason for d in plan.decisions if d.vm == "w1"]
+    assert why.startswith("no queued job waits for it any more")  # its job ran elsewhere, or was cancelled
 
 
 def test_boot_times_are_learned_per_region():

@@ -320,7 +320,9 @@ class _Planning:
                     continue  # asked after the last win: its race is still open
                 extra -= 1
                 self.plan.delete.append((region, vm.name))
-                self._decide(Action.DELETE, region, "lost the race: another VM is already usable", vm=vm.name)
+                why = ("lost the race: another VM is already usable" if region in near else
+                       "no queued job waits for it any more (served by another VM, stopped or cancelled)")
+                self._decide(Action.DELETE, region, why, vm=vm.name)
 
     def keep_s(self, vm: Vm) -> float:
         return ski_rental_keep_s(vm.name, self.timing.keep_factor * self.boot_s(vm.region), self.timing.idle_timeout_s)
