@@ -28,7 +28,7 @@ BAD_SUBMISSIONS = [
     (b"{not json", "not valid UTF-8 JSON"),
     (b"\xff\xfe", "not valid UTF-8 JSON"),
     (b"[1, 2]", "must be a JSON object"),
-    (json.dumps(job_request("j", comand=["x"])).encode(), "comand: Extra inputs are not permitted"),
+    (json.dumps(job_request("j", comand=["x"])).encode(), "comand: Extra inputs are not permitted (did you mean command?)"),
     (json.dumps(job_request("j", priority="high")).encode(), "priority: Input should be a valid integer"),
     (json.dumps(job_request("j", command="python train.py")).encode(), "command: Input should be a valid list"),
     (json.dumps(job_request("j", cluster="9xh100")).encode(), "unknown cluster '9xh100'"),

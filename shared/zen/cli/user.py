@@ -119,7 +119,7 @@ def build_request(args) -> JobRequest:
         return JobRequest.model_validate(data)
     except ValidationError as exc:
         where = f"{args.file}: " if args.file else ""
-        raise CliError(f"invalid job request: {where}{describe_validation_error(exc)}", 2) from None
+        raise CliError(f"invalid job request: {where}{describe_validation_error(exc, model=JobRequest)}", 2) from None
 
 
 def check_request(request: JobRequest) -> tuple[str, list[str]]:

@@ -4,16 +4,28 @@
 ``Rejected`` means "this message can never succeed": it is recorded, announced and acked.
 """
 
-from pydantic import ValidationError
+import difflib
+
+from pydantic import BaseModel, ValidationError
 
 from zen.core.text import escape_unstorable
 
 
-def describe_validation_error(exc: ValidationError, *, top: str = "(message)", limit: int = 2000) -> str:
+def describe_validation_error(exc: ValidationError, *, top: str = "(message)", limit: int = 2000,
+                              model: type[BaseModel] | None = None) -> str:
     """One line a person can act on from a pydantic ValidationError: ``field.path: problem; ...``.
-    What it quotes of the input (field names are the message's own keys) is escaped and bounded."""
-    text = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or top}: {err['msg']}" for err in exc.errors())
-    return escape_unstorable(text, limit)
+    What it quotes of the input (field names are the message's own keys) is escaped and bounded. Given
+    the ``model``, an unknown top-level field names the field it is closest to (``comand``: command)."""
+    known = list(model.model_fields) if model is not None else []
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or top
+        hint = ""
+        if err["type"] == "extra_forbidden" and len(err["loc"]) == 1 and known:
+            close = difflib.get_close_matches(str(err["loc"][0]), known, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+        parts.append(f"{where}: {err['msg']}{hint}")
+    return escape_unstorable("; ".join(parts), limit)
 
 
 class ZenError(Exception):

@@ -87,7 +87,7 @@ def decode_payload(envelope: PubSubEnvelope, model: type[BaseModel], max_bytes: 
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise Rejected(f"invalid {model.__name__}: {describe_validation_error(exc)}") from None
+        raise Rejected(f"invalid {model.__name__}: {describe_validation_error(exc, model=model)}") from None
 
 
 def parse_json(raw: bytes) -> Any:
