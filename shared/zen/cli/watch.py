@@ -61,13 +61,12 @@ def cmd_watch(args, database: Callable[[], Any]) -> int:
             return 0
         # On a terminal each frame replaces the last (home and clear); into a file or a pipe, frames
         # follow each other after a blank line, with no control codes.
-        clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else "\n"
-        first = True
+        terminal = sys.stdout.isatty()
+        before = "\x1b[H\x1b[2J" if terminal else ""
         while True:
-            screen = frame(db, shutil.get_terminal_size((100, 24)).lines)
-            sys.stdout.write(("" if first and clear == "\n" else clear) + screen)
+            sys.stdout.write(before + frame(db, shutil.get_terminal_size((100, 24)).lines))
             sys.stdout.flush()
-            first = False
+            before = before if terminal else "\n"
             time.sleep(args.interval)
     except KeyboardInterrupt:
         return 0

@@ -7,10 +7,10 @@ memory is stored as JSON per (cluster, region); it is encoded and decoded here.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import asdict, fields
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from zen.scaling.model import Decision, DemandGroup, RegionMemory
 from zen.scaling.port import FleetFacts, FleetPort
@@ -42,16 +42,9 @@ class FleetDb:
     def __init__(self, db: Database):
         self._db = db
 
-    @contextmanager
-    def cluster_lock(self, cluster: str) -> Iterator[bool]:
-        with self._db.session() as session:
-            if not fleet.try_cluster_lock(session, cluster):
-                yield False
-                return
-            try:
-                yield True
-            finally:
-                fleet.cluster_unlock(session, cluster)
+    def cluster_lock(self, cluster: str) -> AbstractContextManager[bool]:
+        return self._db.session_lock(lambda s: fleet.try_cluster_lock(s, cluster),
+                                     lambda s: fleet.cluster_unlock(s, cluster))
 
     def facts(self, cluster: str, arrivals_since: datetime) -> FleetFacts:
         with self._db.transaction() as session:

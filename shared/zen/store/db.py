@@ -370,6 +370,19 @@ class Database:
         finally:
             self._release(conn, broken or session.poisoned)
 
+    @contextlib.contextmanager
+    def session_lock(self, take: Callable[[Session], bool], give_back: Callable[[Session], None]) -> Iterator[bool]:
+        """A session-level advisory lock, held on one connection for the block: yields whether ``take``
+        got it, and then ``give_back`` releases it (the tick's lock, a cluster's scaling lock)."""
+        with self.session() as session:
+            if not take(session):
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                give_back(session)
+
     def close(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, []

@@ -6,6 +6,7 @@ functions' own. ``hooks`` (``zen.jobs.store.StoreHooks``) run around each operat
 from __future__ import annotations
 
 import contextlib
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Callable, Iterator, Sequence
 
@@ -220,17 +221,10 @@ class PostgresJobStore:
     def submissions(self, committed: Callable[[list[Enqueued]], None]) -> submits.GroupCommit:
         return submits.GroupCommit(self.db, committed, hooks=self.hooks)
 
-    @contextlib.contextmanager
-    def tick_lock(self, key: int) -> Iterator[bool]:
+    def tick_lock(self, key: int) -> AbstractContextManager[bool]:
         """A session-level advisory lock on one connection, held for the block."""
-        with self.db.session() as session:
-            if not repository.try_tick_lock(session, key):
-                yield False
-                return
-            try:
-                yield True
-            finally:
-                repository.tick_unlock(session, key)
+        return self.db.session_lock(lambda s: repository.try_tick_lock(s, key),
+                                    lambda s: repository.tick_unlock(s, key))
 
     def prune_rejections(self, now: datetime) -> int:
         return rejections.prune(self.db, now)

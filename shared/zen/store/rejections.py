@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from zen.core.text import escape_unstorable
-from zen.jobs.store import repeat_key as repeat_key  # the job side names a repeat (zen.jobs.claims)
 
 if TYPE_CHECKING:
     from zen.store.db import Database, Session
