@@ -1,0 +1,45 @@
+"""GCE's provisioning models as Zen names them, and the pools a cluster's VMs come from.
+
+A cluster may use several models (its ``provisioning`` list, the first one its primary). Each (region,
+model) is one pool: one regional MIG in production, one simulated MIG in ``zen simulate``, one key of
+the scaling planner's per-"region" maps. The primary model's pool is keyed by the bare region, as every
+pool was before a cluster could list models, so a cluster with one model keeps its MIG names, planner
+memory and decisions unchanged; another model's pool is ``<region>/<model>``.
+
+- ``spot``: Spot VMs, the cheapest, preemptible at any time with about 30 s notice;
+- ``standard``: on-demand VMs, never preempted;
+- ``flex-start``: Dynamic Workload Scheduler, asked for through MIG resize requests that are granted
+  all at once when capacity frees up, at a discount, for a bounded run duration.
+"""
+
+from __future__ import annotations
+
+MODELS = ("spot", "standard", "flex-start")
+ANY = "any"  # a job that accepts every model its cluster lists
+_SEP = "/"
+MIG_SUFFIX = {"spot": "spot", "standard": "std", "flex-start": "flex"}  # a secondary pool's MIG: <primary MIG>-<suffix>
+
+
+def check_model(model: str, field: str = "provisioning") -> str:
+    """``model`` when GCE has it, else a ValueError naming ``field`` and the known models."""
+    if model not in MODELS:
+        raise ValueError(f"{field}: unknown provisioning model {model!r}; known: {', '.join(MODELS)}")
+    return model
+
+
+def pool_key(region: str, model: str, primary: str) -> str:
+    """The pool of ``model`` VMs in ``region`` of a cluster whose first model is ``primary``."""
+    return region if model == primary else f"{region}{_SEP}{model}"
+
+
+def split_pool(pool: str, primary: str) -> tuple[str, str]:
+    """(region, model) of a pool key made by :func:`pool_key`."""
+    region, sep, model = pool.partition(_SEP)
+    return (region, model) if sep else (region, primary)
+
+
+def pools_of(regions: list[str] | tuple[str, ...], models: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """Every pool of a cluster using ``models`` (its first the primary) in ``regions``: region by region
+    in the cluster's preference order, each region's models in the cluster's order."""
+    primary = models[0]
+    return tuple(pool_key(r, m, primary) for r in regions for m in models)
