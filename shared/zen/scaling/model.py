@@ -63,9 +63,11 @@ class MigError:
 @dataclass(frozen=True)
 class QueuedJob:
     job_id: str
-    regions: tuple[str, ...]  # allowed regions, in the cluster's preference order
+    regions: tuple[str, ...]  # allowed pools (zen.core.provisioning: regions x models), in preference order
     queued_at: datetime
     priority: int = 0
+    max_wait_s: float | None = None  # how long it may wait for a start before a costlier pool is worth it
+    checkpoints: bool = False  # it saves its work: a preemption costs a rerun's boot, not its run so far
 
 
 @dataclass(frozen=True)
@@ -73,24 +75,27 @@ class DemandGroup:
     """Queued jobs that allow the same regions at the same priority: the planner's unit of demand,
     so a pass costs O(groups x regions) however long the queue is."""
 
-    regions: tuple[str, ...]  # allowed regions, in the cluster's preference order
+    regions: tuple[str, ...]  # allowed pools (regions x models), in the cluster's preference order
     count: int
     oldest: datetime  # queued_at of the oldest job of the group (orders groups of equal priority)
     priority: int = 0
+    max_wait_s: float | None = None  # QueuedJob.max_wait_s of its jobs (None: the cluster's default)
+    checkpoints: bool = False  # QueuedJob.checkpoints of its jobs
 
 
 def group_demand(queued: tuple[QueuedJob, ...]) -> tuple[DemandGroup, ...]:
-    """Aggregate queued jobs by (priority, allowed regions)."""
-    groups: dict[tuple[int, tuple[str, ...]], list[Any]] = {}  # [count, oldest]
+    """Aggregate queued jobs by (priority, allowed pools, start bound, checkpointing)."""
+    groups: dict[tuple[int, tuple[str, ...], float | None, bool], list[Any]] = {}  # [count, oldest]
     for job in queued:
-        group = groups.get((job.priority, job.regions))
+        key = (job.priority, job.regions, job.max_wait_s, job.checkpoints)
+        group = groups.get(key)
         if group is None:
-            groups[(job.priority, job.regions)] = [1, job.queued_at]
+            groups[key] = [1, job.queued_at]
         else:
             group[0] += 1
             group[1] = min(group[1], job.queued_at)
-    return tuple(DemandGroup(regions, count, oldest, priority)
-                 for (priority, regions), (count, oldest) in groups.items())
+    return tuple(DemandGroup(regions, count, oldest, priority, max_wait, checkpoints)
+                 for (priority, regions, max_wait, checkpoints), (count, oldest) in groups.items())
 
 
 @dataclass(frozen=True)
@@ -119,12 +124,27 @@ class RegionMemory:
 
 
 @dataclass(frozen=True)
+class Pool:
+    """Where a cluster's VMs come from: one provisioning model in one region (``zen.core.provisioning``),
+    one MIG. The planners' per-"region" maps are keyed by pool (the primary model's by the bare region)."""
+
+    region: str
+    model: str = "standard"
+    usd_per_hour: float | None = None  # the VM's price in this pool; None: unpriced
+
+
+@dataclass(frozen=True)
 class ClusterLimits:
     name: str
-    regions: tuple[str, ...]  # preference order
-    max_vms_per_region: int
+    regions: tuple[str, ...]  # its pools (zen.core.provisioning; with one model, its regions), preference order
+    max_vms_per_region: int  # per pool
     max_vms: int
     min_vms: int = 0
+    pools: dict[str, Pool] | None = None  # pool key -> what it is; None: each key a region of one unpriced model
+
+    def pool(self, key: str) -> Pool:
+        found = self.pools.get(key) if self.pools is not None else None
+        return found if found is not None else Pool(key)
 
 
 @dataclass(frozen=True)

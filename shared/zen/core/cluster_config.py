@@ -1,0 +1,160 @@
+"""A cluster's configuration: one machine shape, its regions and provisioning models, its limits, and how
+its agents confine jobs. Part of ``zen.core.config`` (which exports it), kept apart for its size."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from zen.core.provisioning import MIG_SUFFIX, check_model, pools_of
+
+NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}\Z")  # \Z: "$" allows a final "\n"
+_MIG_SUFFIX = re.compile(r"[a-z0-9]{4}")  # GCE names a MIG's instances <base>-<4 of these>
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def describe_pull_limits(max_jobs: int | None, max_gpu_hours: float | None) -> str:
+    """``2 jobs / 40 GPU-hours in 24 h``: a VM's pull limits as decisions and logs quote them."""
+    parts = [f"{max_jobs} jobs" if max_jobs else "", f"{max_gpu_hours:g} GPU-hours" if max_gpu_hours else ""]
+    return " / ".join(p for p in parts if p) + " in 24 h" if any(parts) else "no limit"
+
+
+_RUN_AS = re.compile(r"^(image|[0-9]{1,10}:[0-9]{1,10})\Z")
+
+
+class ContainerPolicy(Strict):
+    """How a cluster's agents confine job containers (zen.agent.container): by default a job runs as
+    nobody, with no capabilities, a read-only root filesystem, its slot's memory, CPU and task limits,
+    on a network of its own."""
+
+    run_as: str = Field(default="65534:65534", description=(
+        "uid:gid a job's container runs as; 'image': the image's own USER (root for most: the opt-out)"))
+    network: Literal["job", "none"] = Field(default="job", description=(
+        "'job': a bridge network per slot (internet, no neighbours); 'none': no network at all"))
+    read_only_root: bool = Field(default=True, description=(
+        "A read-only root filesystem (/tmp and ZEN_OUTPUT_DIR writable); false for a GPU runtime whose hooks "
+        "write into it"))
+
+    @field_validator("run_as")
+    @classmethod
+    def _run_as_shape(cls, value: str) -> str:
+        if not _RUN_AS.match(value):
+            raise ValueError("run_as is uid:gid in numbers (e.g. 65534:65534), or 'image'")
+        return value
+
+
+class ClusterConfig(Strict):
+    """One machine shape, e.g. ``4xa100-40gb``: 4 A100 40GB per VM."""
+
+    name: str
+    gpu_type: str = Field(description="Accelerator type, e.g. nvidia-tesla-a100")
+    gpu_count: int = Field(ge=1, le=16, description="GPUs per VM")
+    machine_type: str = "a2-highgpu-1g"
+    regions: list[str] = Field(min_length=1, description="Allowed regions, most preferred first")
+    max_vms_per_region: int = Field(ge=0, description="Upper bound on each regional MIG")
+    max_vms: int = Field(ge=0, description="Upper bound on the cluster across regions")
+    min_vms: int = Field(default=0, ge=0, description="VMs kept even when idle")
+    tags: list[str] = Field(default_factory=list, description="Execution groups of all its regions, e.g. [hipaa]")
+    region_tags: dict[str, list[str]] = Field(default_factory=dict, description="Region -> its own extra tags")
+    # Regions whose MIG predates VM names with a region (base zen-<cluster>, kept by terraform): only there is a
+    # VM named zen-<cluster>-xxxx the cluster's (has_instance), not in any region as it was. None by default.
+    legacy_vm_regions: list[str] = Field(default_factory=list, description="Regions whose VMs are zen-<cluster>-xxxx")
+    # Pull limits (zen.agent.limits): past either, in a trailing 24 h, a VM's agent takes no more jobs,
+    # reports RETIRED and the scaling manager deletes the VM once it holds no job. None: no limit.
+    max_jobs_per_vm_day: int | None = Field(default=None, ge=1, description="Attempts one VM runs in 24 h")
+    max_gpu_hours_per_vm_day: float | None = Field(default=None, gt=0, description="GPUs x hours one VM runs in 24 h")
+    # Jobs one VM runs at once (zen.agent.slots): each holds its own GPUs, so a VM takes another job
+    # only while its jobs' GPUs plus the new one's fit its gpu_count. 1: a VM runs one job at a time.
+    max_jobs_per_vm: int = Field(default=1, ge=1, le=16, description="Jobs one VM runs at once")
+    # How its agents confine job containers (zen.agent.container): run_as 'image' is the opt-out from nobody.
+    containers: ContainerPolicy = Field(default_factory=ContainerPolicy)
+    # The provisioning models its VMs may use (zen.core.provisioning), the first its primary: one MIG per
+    # region and model. Its primary pool keeps the MIG name a cluster with one model has always had.
+    provisioning: list[str] = Field(default_factory=lambda: ["standard"], min_length=1,
+                                    description="Provisioning models it may use: spot, standard, flex-start")
+
+    @field_validator("provisioning")
+    @classmethod
+    def _known_models(cls, value: list[str]) -> list[str]:
+        for model in value:
+            check_model(model)
+        if len(set(value)) != len(value):
+            raise ValueError("provisioning names a model twice")
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _name_shape(cls, value: str) -> str:
+        if not NAME.match(value):
+            raise ValueError("cluster names are lowercase letters, digits and '-', e.g. 4xa100-40gb")
+        return value
+
+    @field_validator("regions")
+    @classmethod
+    def _unique_regions(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("a region is listed twice")
+        return value
+
+    @model_validator(mode="after")
+    def _limits(self) -> "ClusterConfig":
+        if self.min_vms > self.max_vms:
+            raise ValueError(f"min_vms ({self.min_vms}) is above max_vms ({self.max_vms})")
+        for field, named in (("region_tags", self.region_tags), ("legacy_vm_regions", self.legacy_vm_regions)):
+            if outside := sorted(set(named) - set(self.regions)):
+                raise ValueError(f"{field} names regions the cluster does not use: {', '.join(outside)}")
+        named = self.tags + [t for tags in self.region_tags.values() for t in tags]
+        bad = sorted(t for t in named if not NAME.match(t))
+        if bad:
+            raise ValueError(f"tags are lowercase letters, digits and '-': {', '.join(bad)}")
+        too_long = [self.mig_name(r, m) for r in self.regions for m in self.provisioning
+                    if len(self.mig_name(r, m)) > 58]
+        if too_long:  # GCE appends "-xxxx" to a MIG's base instance name, 58 characters at most
+            raise ValueError(f"the MIG name {too_long[0]!r} is over 58 characters (its VMs are "
+                             "named after it): use a shorter cluster name")
+        if self.max_jobs_per_vm > self.gpu_count:
+            raise ValueError(f"max_jobs_per_vm ({self.max_jobs_per_vm}) is above gpu_count ({self.gpu_count}): "
+                             "each job holds at least one GPU")
+        return self
+
+    def gpus_held(self, gpu_count: int | None) -> int:
+        """The GPUs a job asking for ``gpu_count`` (None: it named the cluster) holds on a VM of this
+        cluster: every one of them while a VM runs one job at a time (nobody else may use the rest),
+        else its own ``gpu_count``. Queue quotas, the claim check and usage all count this."""
+        if self.max_jobs_per_vm == 1 or gpu_count is None:
+            return self.gpu_count
+        return min(gpu_count, self.gpu_count)
+
+    def tags_of(self, region: str) -> list[str]:
+        """The execution groups a VM of this cluster in ``region`` belongs to (sorted)."""
+        return sorted(set(self.tags) | set(self.region_tags.get(region, [])))
+
+    def pull_limits_text(self) -> str:
+        return describe_pull_limits(self.max_jobs_per_vm_day, self.max_gpu_hours_per_vm_day)
+
+    def mig_name(self, region: str, model: str | None = None) -> str:
+        """Name of the regional MIG terraform creates for this cluster (for ``model``: its pool's; the
+        primary model's is the cluster's MIG as it always was, another's has the model's suffix)."""
+        base = f"zen-{self.name}-{region}"
+        return base if model is None or model == self.provisioning[0] else f"{base}-{MIG_SUFFIX[model]}"
+
+    def pools(self) -> tuple[str, ...]:
+        """Its pool keys (zen.core.provisioning): with one model, its regions."""
+        return pools_of(self.regions, self.provisioning)
+
+    def vm_bases(self, region: str) -> tuple[str, ...]:
+        """What GCE names this cluster's VMs in ``region`` after (``<base>-<4 of a-z0-9>``): the MIG's name
+        (terraform's base instance name), and ``zen-<cluster>`` only in ``legacy_vm_regions`` (a MIG made
+        before VMs were named after their MIG: terraform keeps its base). No two clusters share a base."""
+        return (self.mig_name(region),) + ((f"zen-{self.name}",) if region in self.legacy_vm_regions else ())
+
+    def has_instance(self, vm: str, region: str) -> bool:
+        """Whether ``vm`` is named as an instance of this cluster's MIG in ``region``. It trusts that only
+        the MIGs make VMs named so."""
+        base, _, suffix = vm.rpartition("-")
+        return base in self.vm_bases(region) and _MIG_SUFFIX.fullmatch(suffix) is not None
