@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from pathlib import Path
 from typing import Annotated, Literal
 
