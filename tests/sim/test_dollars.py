@@ -102,7 +102,7 @@ def test_default_model_is_spot_for_spot_vms_else_the_first_priced():
     standard_first = _scenario("prices: {r1: {standard: 2, spot: 1}, r2: {standard: 2, spot: 1}}\n",
                                extra="preempt_on_capacity_drop: false\n")
     assert standard_first.clusters[0].models == ("standard",)
-    assert standard_first.clusters[0].prices == {"r1": 2, "r2": 2}
+    assert {k: p.usd_per_hour for k, p in standard_first.clusters[0].pools().items()} == {"r1": 2, "r2": 2}
     assert _scenario("prices: {r1: {standard: 2}, r2: {standard: 3}}\n").clusters[0].models == ("standard",)
 
 
@@ -113,7 +113,7 @@ def test_todays_scenarios_load_unchanged_and_report_no_dollars(capsys):
                 scenario = load_scenario(name)
             except ScenarioError:
                 continue  # a trace it needs is absent here
-            assert not scenario.spec.priced and all(c.prices is None for c in scenario.clusters)
+            assert not scenario.spec.priced and all(c.table is None for c in scenario.clusters)
     assert main(["--scenario", "all-out-30min", "--policies", "failover", "--json"]) == 0
     assert tuple(json.loads(capsys.readouterr().out)["policies"]["failover"]) == JSON_KEYS
 

@@ -112,7 +112,7 @@ class ClusterConfig(Strict):
         bad = sorted(t for t in named if not NAME.match(t))
         if bad:
             raise ValueError(f"tags are lowercase letters, digits and '-': {', '.join(bad)}")
-        too_long = [self.mig_name(r, m) for r in self.regions for m in self.provisioning
+        too_long = [self.mig_name(r, m) for r in self.regions for m in self.provisioning or ()
                     if len(self.mig_name(r, m)) > 58]
         if too_long:  # GCE appends "-xxxx" to a MIG's base instance name, 58 characters at most
             raise ValueError(f"the MIG name {too_long[0]!r} is over 58 characters (its VMs are "

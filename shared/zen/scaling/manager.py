@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any, Callable
 from zen import telemetry
 from zen.core.clock import Clock
 from zen.core.config import ClusterConfig, ZenConfig
+from zen.core.provisioning import pool_key
 from zen.scaling.applied import ClusterReport, as_applied
 from zen.scaling.asks import PassAsksDb
 from zen.scaling.fleetdb import FleetDb
 from zen.scaling.port import FleetPort, MigApiError, MigInstance, MigPort, MigState, MigSummary, MigUnconfirmed, PassAsks
 from zen.scaling.model import (
-    COVERAGE_TRUST_S, Action, ClusterLimits, ClusterSnapshot, Coverage, Decision, Plan, Policy, RegionMemory, Timing,
-    VmPhase, racing, vm_index,
+    COVERAGE_TRUST_S, Action, ClusterLimits, ClusterSnapshot, Coverage, Decision, Plan, Policy, Pool, RegionMemory,
+    Timing, VmPhase, racing, vm_index,
 )
 from zen.scaling.planner import ZenPlanner
 from zen.scaling.sharing import absorb
@@ -48,6 +49,14 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
+def cluster_pools(cluster: ClusterConfig, prices: dict[str, float] | None = None) -> dict[str, Pool]:
+    """The cluster's pools in its order (``zen.core.provisioning``), priced from ``prices`` (pool -> USD per
+    VM-hour) where given."""
+    models, prices = cluster.provisioning, prices or {}
+    return {pool_key(r, m, models[0]): Pool(r, m, prices.get(pool_key(r, m, models[0])))
+            for r in cluster.regions for m in models}
+
+
 def compute_pool() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
@@ -59,8 +68,11 @@ def compute_pool() -> ThreadPoolExecutor:
 class ClusterManager:
     def __init__(self, cluster: ClusterConfig, fleet: FleetPort, migs: dict[str, MigPort], clock: Clock,
                  timing: Timing, policy: Policy | None = None, telemetry: bool = True, concurrent: bool = True,
-                 asks: PassAsks | None = None):
+                 asks: PassAsks | None = None, pools: dict[str, Pool] | None = None):
+        """``migs``: one port per pool of the cluster (``ClusterConfig.pools``; with one model, per region);
+        ``pools``: what each pool is, priced (None: the cluster's pools, unpriced)."""
         self.cluster = cluster
+        self.pools = pools if pools is not None else cluster_pools(cluster)
         self._asks = asks  # passes asked for while this one held the cluster (None: never rerun)
         self._telemetry = telemetry  # the per-pass operator log lines (zen.telemetry); the simulator skips them
         # Several MIGs are read at once on the Compute pool; the simulator's MIGs are in memory, where
@@ -163,13 +175,14 @@ class ClusterManager:
                 targets[region] = last_known_size(region, facts.memory, self._sizes)
                 continue
             targets[region] = self._sizes[region] = state.target_size
-            errors += state.errors
+            # A secondary pool's MIG reports its errors by region: the planner keeps them by pool.
+            errors += state.errors if region in self.cluster.regions else [replace(e, region=region) for e in state.errors]
             seen[region] = self._views.names_of(region, state.instances)
             listings[region] = state.instances
         first_seen = self._fleet.see_instances(name, seen, now)
         vms, zones = self._views.build(listings, first_seen, facts)
-        limits = ClusterLimits(name, tuple(self.cluster.regions), self.cluster.max_vms_per_region,
-                               self.cluster.max_vms, self.cluster.min_vms)
+        limits = ClusterLimits(name, tuple(self.pools), self.cluster.max_vms_per_region,
+                               self.cluster.max_vms, self.cluster.min_vms, pools=self.pools)
         demand = facts.demand
         if self.cluster.max_jobs_per_vm > 1:  # busy VMs with room take queued jobs too (zen.scaling.sharing)
             demand = absorb(*self._fleet.shared_load(name), vms, self.cluster.gpu_count, self.cluster.max_jobs_per_vm)

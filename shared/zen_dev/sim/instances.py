@@ -85,7 +85,7 @@ class InstanceWorld:
             return mig.zones[mig.round_robin % len(mig.zones)]
         best, best_free = None, 0
         for zone in mig.zones:
-            key = (zone, mig.machine_type)
+            key = (zone, mig.capacity_type)
             free = self._capacity_now(key) - self.used.get(key, 0)
             if free > best_free:
                 best, best_free = zone, free
@@ -104,7 +104,7 @@ class InstanceWorld:
         return capacity
 
     def _place(self, mig: _Mig, vm: _Vm, zone: str) -> None:
-        key = (zone, mig.machine_type)
+        key = (zone, mig.capacity_type)
         self.used[key] = self.used.get(key, 0) + 1
         if self.preempt_on_drop and key not in self.watched:
             self._watch(key)
@@ -121,7 +121,7 @@ class InstanceWorld:
         vm.epoch += 1
         self._push(self.now + delay, _BOOTED, self._booted, vm, vm.epoch)
         rate = self.scenario.spec.preemption.rate_per_hour
-        if rate > 0:
+        if rate > 0 and mig.preemptible:
             life = self.preempt_rng.expovariate(rate / 3600.0)
             if self.now + life <= self.horizon:
                 self._push(self.now + life, _PREEMPT, self._preempt, vm, self.now)
@@ -165,7 +165,7 @@ class InstanceWorld:
         known = mig.next_capacity_change
         if known is None or known[0] != self.now:  # the schedule is fixed: one look per MIG and instant
             changes = [t for zone in mig.zones
-                       if (t := self.capacity.next_change(zone, mig.machine_type, self.now)) is not None]
+                       if (t := self.capacity.next_change(zone, mig.capacity_type, self.now)) is not None]
             known = mig.next_capacity_change = (self.now, min(changes) if changes else None)
         if known[1] is not None:
             self._retry_at(mig, self._next_grid(mig, known[1]))
@@ -213,7 +213,8 @@ class InstanceWorld:
         excess = (self.used.get(key, 0) - self.capacity.capacity(zone, machine_type, self.now)
                   - sum(1 for vm in held if vm.phase is VmPhase.DELETING))
         if excess > 0:
-            victims = sorted((vm for vm in held if vm.phase is not VmPhase.DELETING), key=lambda vm: vm.name)
+            victims = sorted((vm for vm in held if vm.phase is not VmPhase.DELETING and vm.mig.preemptible),
+                             key=lambda vm: vm.name)
             victims = self.victim_rng.sample(victims, excess) if excess < len(victims) else victims
             for vm in victims:
                 self.result.capacity_preemptions += 1
@@ -275,7 +276,7 @@ class InstanceWorld:
         mig.target -= 1
         vm.epoch += 1
         if vm.phase is VmPhase.IDLE:
-            cluster.idle[mig.region].pop(vm.name, None)
+            cluster.idle[mig.key].pop(vm.name, None)
         if vm.created_s is None:  # never got capacity: gone at once, never paid
             vm.touch()
             mig.waiting.pop(vm.name, None)
@@ -295,9 +296,9 @@ class InstanceWorld:
         self._release(vm)
         vm.touch()
         del mig.vms[vm.name], mig.cluster.vms[vm.name]
-        self._capacity_freed(vm.zone, mig.machine_type)
+        self._capacity_freed(vm.zone, mig.capacity_type)
 
     def _release(self, vm: _Vm) -> None:
-        key = (vm.zone, vm.mig.machine_type)
+        key = (vm.zone, vm.mig.capacity_type)
         self.used[key] -= 1
         self._billed(-1)

@@ -163,7 +163,7 @@ class SimMigPort:
                 counted = seen[times] = (shown, world.dt(times[visible - 1]) if shown > 0 else None, times[visible:])
             shown, at, rest = counted
             if shown > 0:
-                out.append(_error(mig.region, at, name, shown))
+                out.append(_error(mig.key, at, name, shown))
             if rest:
                 later[name] = rest
         mig.errors = later

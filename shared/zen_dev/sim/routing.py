@@ -10,23 +10,27 @@ from datetime import datetime
 
 from zen_dev.sim.jobs import SimJob
 from zen_dev.sim.metrics import RunResult
-from zen_dev.sim.state import SimClusterState, SimVm
+from zen_dev.sim.state import SimClusterState, SimJobState, SimVm
 
 
-def warm_vm(cluster: SimClusterState, spec: SimJob) -> SimVm | None:
-    """The most recently idle VM of an allowed region whose warm cache holds the job's dataset: the VM
+def warm_vm(cluster: SimClusterState, job: SimJobState) -> SimVm | None:
+    """The most recently idle VM of an allowed pool whose warm cache holds the job's dataset: the VM
     production's offer goes to first (``zen.core.routing``; see the module's docstring)."""
-    for region in spec.regions:
-        for vm in reversed(cluster.idle[region].values()):
-            if spec.dataset in vm.cache:
+    for pool in job.pools:
+        for vm in reversed(cluster.idle[pool].values()):
+            if job.spec.dataset in vm.cache:
                 return vm
     return None
 
 
-def blocked(cluster: SimClusterState, region: str, now: datetime) -> bool:
-    """The planner's memory blocks ``region`` (a stockout), as ``fleet.blocked_regions`` reads it."""
-    memory = cluster.memory.get(region)
-    return memory is not None and memory.blocked_until is not None and memory.blocked_until > now
+def blocked(cluster: SimClusterState, pools: tuple[str, ...], now: datetime) -> bool:
+    """The planner's memory blocks every one of ``pools`` (a region's: a stockout), as
+    ``fleet.blocked_regions`` reads it."""
+    for pool in pools:
+        memory = cluster.memory.get(pool)
+        if memory is None or memory.blocked_until is None or memory.blocked_until <= now:
+            return False
+    return True
 
 
 def stage(result: RunResult, vm: SimVm, spec: SimJob, cache_gb: float, staging_mb_s: float) -> None:

@@ -20,7 +20,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from zen.core.config import ClusterConfig, DataConfig, Deadlines, QueueConfig, Queueing
-from zen.scaling.model import ClusterLimits, Timing
+from zen.core.provisioning import MODELS, pool_key
+from zen.scaling.model import ClusterLimits, Pool, Timing
 from zen_dev.capacity.scenario import BootSpec, CapacitySpec, LognormalBoot
 from zen_dev.capacity.traces import CapacitySchedule, TraceError, load_trace
 from zen_dev.capacity.yamllines import LineMap, ScenarioError, problems_from_validation
@@ -40,10 +41,6 @@ class TraceUnavailable(ScenarioError):
 
 class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-# GCE's provisioning models, as a scenario's ``prices:`` and a cluster's ``provisioning:`` name them.
-MODELS = ("spot", "standard", "flex-start")
 
 
 class ClusterSpec(ClusterConfig):
@@ -198,15 +195,29 @@ class ScenarioSpec(_Spec):
 
 @dataclass(frozen=True)
 class SimCluster:
-    """A cluster ready for the simulator: limits for snapshots, machine type, zones per region."""
+    """A cluster ready for the simulator: limits for snapshots (its regions), machine type, zones per
+    region, the provisioning models it may use and their prices. Each policy's world has one MIG per
+    pool (region x model) it uses: :meth:`pools`."""
 
     limits: ClusterLimits
     machine_type: str
     gpu_count: int
     zones: dict[str, tuple[str, ...]]
-    models: tuple[str, ...] = ("spot",)  # the provisioning models it may use; its VMs run as the first
-    prices: dict[str, float] | None = None  # region -> USD per VM-hour as its VMs run (None: no prices)
+    models: tuple[str, ...] = ("spot",)  # the provisioning models it may use, the primary first
+    table: dict[str, dict[str, float]] | None = None  # region -> model -> USD per VM-hour (None: no prices)
     floor_usd_per_vm_hour: float | None = None  # the cheapest listed price among its regions and models
+
+    def pools(self, models: tuple[str, ...] | None = None) -> dict[str, Pool]:
+        """Pool key -> pool for ``models`` (None: the cluster's), region by region in its order, each
+        priced from its table. The cluster's primary model keys its pools by the bare region."""
+        models = models or self.models
+        primary = models[0]
+        return {pool_key(r, m, primary): Pool(r, m, (self.table or {}).get(r, {}).get(m))
+                for r in self.limits.regions for m in models}
+
+    def priced_for(self, model: str) -> bool:
+        """Whether every region of the cluster lists a price for ``model`` (or nothing is priced)."""
+        return self.table is None or all(model in self.table.get(r, {}) for r in self.limits.regions)
 
 
 @dataclass
@@ -291,7 +302,7 @@ def _pricing(spec: ScenarioSpec, cluster: ClusterSpec) -> dict[str, Any]:
     if table is None:
         return {"models": models}
     tables = [table[r] for r in cluster.regions]
-    return {"models": models, "prices": {r: table[r][models[0]] for r in cluster.regions},
+    return {"models": models, "table": {r: dict(table[r]) for r in cluster.regions},
             "floor_usd_per_vm_hour": min(t[m] for t in tables for m in models)}
 
 

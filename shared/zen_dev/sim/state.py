@@ -8,18 +8,22 @@ from __future__ import annotations
 import math
 from collections import OrderedDict, deque
 
-from zen.scaling.model import DemandGroup, VmPhase
+from zen.core.provisioning import MIG_SUFFIX, pool_key
+from zen.scaling.model import DemandGroup, Pool, VmPhase
 from zen_dev.sim.jobs import SimJob
 from zen_dev.sim.scenario import SimCluster
 
 
 class SimJobState:
-    __slots__ = ("spec", "state", "first_start_s", "qseq", "view", "preempted", "reach", "widen_at")
+    __slots__ = ("spec", "state", "first_start_s", "qseq", "view", "preempted", "reach", "widen_at", "pools",
+                 "left_s")
 
-    def __init__(self, spec: SimJob):
+    def __init__(self, spec: SimJob, pools: tuple[str, ...]):
         self.spec, self.state, self.first_start_s, self.qseq, self.preempted = spec, None, None, 0, 0
         self.view = None
-        self.reach, self.widen_at = spec.regions, None  # the regions its start reaches now (zen.core.routing)
+        self.pools = pools  # where it may run: its regions x the models it accepts (zen.core.provisioning)
+        self.reach, self.widen_at = pools, None  # the pools its start reaches now (zen.core.routing)
+        self.left_s = spec.duration_s  # run time still to do (less after a checkpoint survives a preemption)
 
 
 class SimVm:
@@ -48,15 +52,18 @@ class SimVm:
 
 
 class SimMig:
-    __slots__ = ("cluster", "region", "name", "zones", "machine_type", "vms", "target", "waiting",
+    __slots__ = ("cluster", "region", "key", "model", "name", "zones", "machine_type", "vms", "target", "waiting",
                  "anchor", "retry_at", "errors", "errors_until", "round_robin", "listing",
-                 "next_capacity_change", "usd_per_hour")
+                 "next_capacity_change", "usd_per_hour", "preemptible", "capacity_type")
 
-    def __init__(self, cluster: "SimClusterState", region: str, zones: tuple[str, ...]):
-        self.cluster, self.region, self.zones = cluster, region, zones
-        self.name = f"zen-{cluster.limits.name}-{region}"
+    def __init__(self, cluster: "SimClusterState", key: str, pool: Pool, zones: tuple[str, ...], primary: bool,
+                 capacity_type: str):
+        self.cluster, self.region, self.key, self.model, self.zones = cluster, pool.region, key, pool.model, zones
+        self.name = f"zen-{cluster.limits.name}-{pool.region}" + ("" if primary else f"-{MIG_SUFFIX[pool.model]}")
         self.machine_type = cluster.machine_type
-        self.usd_per_hour = cluster.prices[region] if cluster.prices else None  # as its VMs run (None: unpriced)
+        self.capacity_type = capacity_type  # the capacity it draws on: its machine type's, or its model's own
+        self.usd_per_hour = pool.usd_per_hour  # as its VMs run (None: unpriced)
+        self.preemptible = pool.model == "spot"  # GCE takes spot VMs back; standard and flex-start run on
         self.vms: dict[str, SimVm] = {}  # every instance, DELETING included (they count against limits)
         self.waiting: dict[str, SimVm] = {}  # instances without capacity yet
         self.target, self.anchor, self.retry_at, self.round_robin = 0, 0.0, None, 0
@@ -68,13 +75,17 @@ class SimMig:
 
 
 class SimClusterState:
-    def __init__(self, sim: SimCluster):
+    def __init__(self, sim: SimCluster, models: tuple[str, ...], capacity_types: dict[str, str]):
+        """``models``: the provisioning models the policy's world has MIGs for (the primary first);
+        ``capacity_types``: model -> the capacity its VMs draw on (``zen_dev.capacity``)."""
         self.limits, self.machine_type, self.gpu_count = sim.limits, sim.machine_type, sim.gpu_count
-        self.prices = sim.prices
         # The price floor per GPU-second: the cheapest listed VM-hour among its regions and models.
         self.floor_usd_per_gpu_s = (sim.floor_usd_per_vm_hour / 3600.0 / sim.gpu_count
                                     if sim.floor_usd_per_vm_hour is not None else 0.0)
-        self.migs = {r: SimMig(self, r, sim.zones[r]) for r in sim.limits.regions}
+        self.models, self.pools = models, sim.pools(models)
+        self.migs = {key: SimMig(self, key, pool, sim.zones[pool.region], pool.model == models[0],
+                                 capacity_types.get(pool.model, sim.machine_type))
+                     for key, pool in self.pools.items()}
         self.queued: dict[str, SimJobState] = {}
         # Queued jobs by (priority, regions their start reaches): job id -> submit time, in queueing order.
         self.groups: dict[tuple[int, tuple[str, ...]], dict[str, float]] = {}
@@ -85,11 +96,16 @@ class SimClusterState:
         self.facts_view = None  # the FleetFacts zen_dev.sim.ports last gave
         self.seen_view = None  # (name lists, first seen) as zen_dev.sim.ports.SimFleet.see_instances last gave them
         self.narrowed: dict[str, SimJobState] = {}  # queued jobs offered near their data only, widen_at order
-        self.heaps: dict[str, list] = {r: [] for r in sim.limits.regions}
-        self.idle: dict[str, dict[str, SimVm]] = {r: {} for r in sim.limits.regions}
+        self.heaps: dict[str, list] = {key: [] for key in self.pools}
+        self.idle: dict[str, dict[str, SimVm]] = {key: {} for key in self.pools}
         self.vms: dict[str, SimVm] = {}
         self.memory: dict = {}
         self.manager = None  # the production ClusterManager over this cluster's simulated MIGs (zen_dev.sim.world)
         self.last_tick, self.tick_at = -math.inf, None
         self.coverage = None  # what the last pass said about one more job (zen.scaling.model.Coverage)
         self.arrivals: deque[float] = deque()  # submission times, for the planner's warm pool
+
+    def pools_in(self, regions: tuple[str, ...]) -> tuple[str, ...]:
+        """The pools of ``regions`` (in that order), each region's models in the cluster's order."""
+        models = self.models
+        return tuple(pool_key(r, m, models[0]) for r in regions for m in models)

@@ -17,6 +17,7 @@ from datetime import timedelta
 
 from zen.core.config import ClusterConfig
 from zen.scaling.manager import ClusterManager
+from zen.core.provisioning import MODELS
 from zen.scaling.model import ClusterSnapshot, Plan, Policy, VmPhase, racing
 from zen_dev.capacity.traces import CapacitySchedule
 from zen_dev.sim.instances import _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK, InstanceWorld
@@ -32,13 +33,35 @@ _QUEUED, _RUNNING, _DONE = "QUEUED", "RUNNING", "DONE"
 _NO_LIMIT = 10**9
 
 
-def cluster_config(spec: SimCluster, unlimited: bool = False) -> ClusterConfig:
-    """The scenario's cluster as the manager's configuration (no limits for ``ignores_capacity``)."""
+def cluster_config(spec: SimCluster, models: tuple[str, ...] | None = None, unlimited: bool = False) -> ClusterConfig:
+    """The scenario's cluster as the manager's configuration, with the provisioning ``models`` the
+    policy uses (None: the cluster's; no limits for ``ignores_capacity``)."""
     limits = spec.limits
     per_region, total = (_NO_LIMIT, _NO_LIMIT) if unlimited else (limits.max_vms_per_region, limits.max_vms)
     return ClusterConfig.model_construct(
         name=limits.name, gpu_type="simulated", gpu_count=spec.gpu_count, machine_type=spec.machine_type,
-        regions=list(limits.regions), max_vms_per_region=per_region, max_vms=total, min_vms=limits.min_vms)
+        regions=list(limits.regions), max_vms_per_region=per_region, max_vms=total, min_vms=limits.min_vms,
+        provisioning=list(models or spec.models))
+
+
+def policy_models(policy: Policy, cluster: SimCluster) -> tuple[str, ...]:
+    """The provisioning models a policy's world has MIGs for: the policy's ``models(cluster_models)``
+    when it has one (a baseline that keeps to one model), else every model the cluster lists."""
+    choose = getattr(policy, "models", None)
+    return tuple(choose(cluster.models)) if choose is not None else cluster.models
+
+
+def capacity_types(scenario: Scenario, cluster: SimCluster) -> dict[str, str]:
+    """Model -> the capacity its VMs draw on: its own where the scenario gives one (a step or trace
+    with ``model:``), else the machine type's, shared by every model."""
+    named = {machine_type for _, machine_type in scenario.capacity.keys() if machine_type}
+    out = {}
+    for model in MODELS:
+        for key in (f"{cluster.machine_type}@{model}", f"@{model}"):
+            if key in named:
+                out[model] = key
+                break
+    return out
 
 
 class _TimedPolicy:
@@ -80,16 +103,17 @@ class Simulation(InstanceWorld):
         self.victim_rng = random.Random(f"victims-{seed}")  # which spot VMs a capacity drop takes
         last_submit = max((j.submit_s for j in jobs), default=0.0)
         self.horizon = horizon_s or spec.horizon_s or last_submit + spec.drain_s
-        self.clusters = {c.limits.name: _Cluster(c) for c in scenario.clusters}
-        self.jobs = [_Job(j) for j in jobs if j.submit_s <= self.horizon]
-        unknown = {j.spec.cluster for j in self.jobs} - set(self.clusters)
+        self.clusters = {c.limits.name: _Cluster(c, policy_models(policy, c), capacity_types(scenario, c))
+                         for c in scenario.clusters}
+        unknown = {j.cluster for j in jobs} - set(self.clusters)
         if unknown:
             raise ValueError(f"jobs name cluster(s) the scenario does not define: {', '.join(sorted(unknown))}")
+        self.jobs = [_Job(j, self.clusters[j.cluster].pools_in(j.regions)) for j in jobs if j.submit_s <= self.horizon]
         self.by_zone: dict[tuple[str, str], list[_Mig]] = {}
         for cluster in self.clusters.values():
             for mig in cluster.migs.values():
                 for zone in mig.zones:
-                    self.by_zone.setdefault((zone, mig.machine_type), []).append(mig)
+                    self.by_zone.setdefault((zone, mig.capacity_type), []).append(mig)
         self.used: dict[tuple[str, str], int] = {}
         self.heap: list = []
         self.seq = itertools.count()
@@ -105,9 +129,10 @@ class Simulation(InstanceWorld):
         self._horizon_at = None  # the failures visible now, for every MIG read at this instant (zen_dev.sim.ports)
         for sim_cluster in scenario.clusters:
             cluster = self.clusters[sim_cluster.limits.name]
-            migs = {region: SimMigPort(self, mig) for region, mig in cluster.migs.items()}
-            cluster.manager = ClusterManager(cluster_config(sim_cluster, self.unlimited), fleet, migs, self.clock,
-                                             self.timing, planner, telemetry=False, concurrent=False)
+            migs = {key: SimMigPort(self, mig) for key, mig in cluster.migs.items()}
+            cluster.manager = ClusterManager(cluster_config(sim_cluster, cluster.models, self.unlimited), fleet, migs,
+                                             self.clock, self.timing, planner, telemetry=False, concurrent=False,
+                                             pools=cluster.pools)
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -198,7 +223,7 @@ class Simulation(InstanceWorld):
     def _on_idle(self, vm: _Vm) -> None:
         """A VM became usable (booted, or done with its job): a pass follows while boots are in flight,
         as ``Zen.on_heartbeat`` runs one; the VM takes the best queued job, or waits (or goes: single-use)."""
-        cluster, region = vm.mig.cluster, vm.mig.region
+        cluster, region = vm.mig.cluster, vm.mig.key
         if self.pass_on_vm_heartbeat and racing(cluster.coverage):
             self._request_pass(cluster)
         heap = cluster.heaps[region]
@@ -228,16 +253,16 @@ class Simulation(InstanceWorld):
             cluster.narrowed.pop(job.spec.job_id, None)
             job.widen_at = None
         if self.cancel_losers:
-            self._cancel_losers(cluster, job, vm.mig.region)
+            self._cancel_losers(cluster, job, vm.mig.key)
         vm.phase, vm.since, vm.job, vm.job_start_s = VmPhase.BUSY, self.now, job, self.now
         vm.touch()
         vm.epoch += 1
-        self._push(self.now + job.spec.duration_s, _FINISH, self._finish, vm, vm.epoch)
+        self._push(self.now + job.left_s, _FINISH, self._finish, vm, vm.epoch)
 
     def _cancel_losers(self, cluster: _Cluster, job: _Job, won_in: str) -> None:
         """The job's requests in its other regions lost: cancel one surplus instance in each (one
         the remaining queue does not want there), waiting-for-capacity ones first, then the newest."""
-        for region in job.spec.regions:
+        for region in job.pools:
             if region == won_in:
                 continue
             booting = [vm for vm in cluster.migs[region].vms.values() if vm.phase is VmPhase.BOOTING]
@@ -272,17 +297,17 @@ class Simulation(InstanceWorld):
         region until the first tick after ``data_wait_s`` widens it (``_widen``), as ``zen.core.routing``
         routes a new attempt's start message; its demand meanwhile is for that region only."""
         cluster, spec = self.clusters[job.spec.cluster], job.spec
-        job.state, job.reach = _QUEUED, spec.regions
-        holder = warm_vm(cluster, spec) if self.data_wait and self.cache_gb and spec.dataset else None
+        job.state, job.reach = _QUEUED, job.pools
+        holder = warm_vm(cluster, job) if self.data_wait and self.cache_gb and spec.dataset else None
         if holder is not None:  # zen offers it first to the idle VMs holding its input: that VM takes it
-            job.reach = (holder.mig.region,)
+            job.reach = (holder.mig.key,)
             cluster.queued[spec.job_id] = job
-            del cluster.idle[holder.mig.region][holder.name]
+            del cluster.idle[holder.mig.key][holder.name]
             self._start(holder, job)
             return
         if (self.data_wait and spec.data_region and spec.input_gb >= self.route_min_gb and len(spec.regions) > 1
-                and not blocked(cluster, spec.data_region, self.clock())):
-            job.reach, job.widen_at = (spec.data_region,), self.now + self.data_wait
+                and not blocked(cluster, cluster.pools_in((spec.data_region,)), self.clock())):
+            job.reach, job.widen_at = cluster.pools_in((spec.data_region,)), self.now + self.data_wait
             cluster.narrowed[spec.job_id] = job
         cluster.queued[spec.job_id] = job
         if self._take_idle(cluster, job, job.reach):
@@ -317,11 +342,11 @@ class Simulation(InstanceWorld):
             job.widen_at = None
             cluster.groups[(spec.priority, job.reach)].pop(spec.job_id)
             cluster.demand_view = None
-            others = tuple(r for r in spec.regions if r not in job.reach)
-            job.reach = spec.regions
+            others = tuple(r for r in job.pools if r not in job.reach)
+            job.reach = job.pools
             if self._take_idle(cluster, job, others):
                 continue
-            cluster.groups.setdefault((spec.priority, spec.regions), {})[spec.job_id] = spec.submit_s
+            cluster.groups.setdefault((spec.priority, job.pools), {})[spec.job_id] = spec.submit_s
             for region in others:
                 heapq.heappush(cluster.heaps[region], (-spec.priority, spec.submit_s, job.qseq, job))
 
@@ -330,7 +355,7 @@ class Simulation(InstanceWorld):
             self._offer(admitted)  # with queues, only what its queue's quota admits now
         cluster = self.clusters[job.spec.cluster]
         cluster.arrivals.append(self.now)
-        if cluster.coverage is None or not cluster.coverage.covers(self.dt(self.now), regions=job.spec.regions):
+        if cluster.coverage is None or not cluster.coverage.covers(self.dt(self.now), regions=job.pools):
             self._request_pass(cluster)  # as production: only for demand no spare VM covers
 
     def _preempt(self, vm: _Vm, created_s: float) -> None:
@@ -341,7 +366,7 @@ class Simulation(InstanceWorld):
         self._account(vm, self.now, preempted=True)
         self._release(vm)
         if vm.phase is VmPhase.IDLE:
-            mig.cluster.idle[mig.region].pop(vm.name, None)
+            mig.cluster.idle[mig.key].pop(vm.name, None)
         zone = vm.zone
         vm.epoch += 1
         vm._reset(self.now)  # the MIG recreates the instance under the same name
@@ -350,4 +375,4 @@ class Simulation(InstanceWorld):
             job.preempted += 1
             self._offer(job)
         self._attempt(mig, vm)
-        self._capacity_freed(zone, mig.machine_type)
+        self._capacity_freed(zone, mig.capacity_type)
