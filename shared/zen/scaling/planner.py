@@ -59,7 +59,9 @@ class _Planning:
                 late = now_s - self.got[vm.name] >= self.boot_deadline_s(region) if vm.started else vm.since <= spill_before
                 stuck = vm.creation_error in _CAPACITY_ERRORS or late
                 (self.stuck if stuck else self.healthy)[region].append(vm)
-        self._ranks: dict[tuple[str, ...], list[str]] = {}
+        self._ranks: dict[tuple[tuple[str, ...], bool], list[str]] = {}
+        pools = snapshot.cluster.pools
+        self.priced = pools is not None and any(p.usd_per_hour is not None for p in pools.values())
         # Which regions are blocked, fixed once ``learn`` is done (later steps only extend blocks).
         self._blocked_after_learn: set[str] | None = None
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
@@ -114,20 +116,54 @@ class _Planning:
         """Worth a hedge: never seen to deliver, or its risk is at least ``hedge_risk``."""
         return self.memory[region].last_boot_at is None or self.risk(region) >= self.timing.hedge_risk
 
-    def rank(self, regions: tuple[str, ...]) -> list[str]:
-        """Allowed, unblocked regions, best first (expected seconds to a usable VM). Computed after
-        ``learn``, which is the only step that changes what it depends on."""
-        ranked = self._ranks.get(regions)
+    def rank(self, regions: tuple[str, ...], patient: bool = True) -> list[str]:
+        """Allowed, unblocked pools, best first. By expected seconds to a usable VM (boot, stockout risk,
+        one ``preference_s`` per step down the region order); where pools are priced and the demand is
+        ``patient``, the pools expected within ``cost_slack_s`` of the fastest come first, cheapest first
+        (the rest after, fastest first). Computed after ``learn``, the only step that changes its inputs."""
+        ranked = self._ranks.get((regions, patient))
         if ranked is None:
             usable = [r for r in regions if r in self.memory and not self._blocked(r)]
             # The job's own order (data locality first, zen.core.locality) where it is not the cluster's.
             known = [r for r in regions if r in self.order]  # a group may name regions the cluster dropped
             order = self.order if known == sorted(known, key=self.order.__getitem__) else {
                 r: i for i, r in enumerate(known)}
-            ranked = self._ranks[regions] = sorted(usable, key=lambda r: (
-                self.boot_s(r) + self.risk(r) * self.timing.spill_after_s
-                + order[r] * self.timing.preference_s, order[r]))
+            step = self._region_steps(known, order)
+            eta = {r: self.boot_s(r) + self.risk(r) * self.timing.spill_after_s + step[r] * self.timing.preference_s
+                   for r in usable}
+            ranked = sorted(usable, key=lambda r: (eta[r], order[r]))
+            if patient and self.priced and ranked:
+                fastest = eta[ranked[0]] + self.timing.cost_slack_s
+                soon = [r for r in ranked if eta[r] <= fastest]
+                ranked = sorted(soon, key=lambda r: (self.price(r), eta[r], order[r])) + ranked[len(soon):]
+            self._ranks[(regions, patient)] = ranked
         return ranked
+
+    def _region_steps(self, known: list[str], order: dict[str, int]) -> dict[str, int]:
+        """Each pool's step down the order of regions (a region's pools share it: models are no step)."""
+        pools = self.s.cluster.pools
+        if pools is None:
+            return order
+        regions: dict[str, int] = {}
+        for r in sorted(known, key=order.__getitem__):
+            regions.setdefault(self.s.cluster.pool(r).region, len(regions))
+        return {r: regions[self.s.cluster.pool(r).region] for r in known}
+
+    def price(self, pool: str) -> float:
+        """USD per VM-hour in ``pool``; unpriced pools rank after every priced one."""
+        usd = self.s.cluster.pool(pool).usd_per_hour
+        return math.inf if usd is None else usd
+
+    def hedge_priced(self, pool: str, first: str) -> bool:
+        """Whether ``pool`` may hedge a boot asked in ``first``: the hedge may win and run the job, so it
+        costs at most ``hedge_price_ratio`` x the first choice's price (unpriced: any)."""
+        return not self.priced or self.price(pool) <= self.timing.hedge_price_ratio * self.price(first)
+
+    def patient(self, group: DemandGroup) -> bool:
+        """Whether a group may still wait for its cheapest pools: its oldest job has waited less than its
+        start bound (``max_wait_s``, else ``Timing.max_start_wait_s``). Past it, speed ranks first."""
+        bound = self.timing.max_start_wait_s if group.max_wait_s is None else group.max_wait_s
+        return (self.now - group.oldest).total_seconds() < bound
 
     # -- steps ---------------------------------------------------------------------------------
     def learn(self) -> None:
@@ -182,7 +218,7 @@ class _Planning:
         for group in self.groups:
             left, blocked = group.count, [r for r in group.regions if self._blocked(r)]
             for pool, needed in ((idle, self.idle_needed), (booting, None)):
-                for region in self.rank(group.regions) + blocked:
+                for region in self.rank(group.regions, self.patient(group)) + blocked:
                     if left == 0:
                         break
                     take = min(left, pool.get(region, 0))
@@ -210,7 +246,7 @@ class _Planning:
                        limits.max_vms - total - sum(add.values()))
 
         for group, left in uncovered:
-            ranked = self.rank(group.regions)
+            ranked = self.rank(group.regions, self.patient(group))
             for region in ranked:
                 take = min(left, room(region))
                 if take <= 0:
@@ -218,7 +254,7 @@ class _Planning:
                 add[region] = add.get(region, 0) + take
                 left -= take
                 if self.uncertain(region):
-                    others = [r for r in ranked if r != region]
+                    others = [r for r in ranked if r != region and self.hedge_priced(r, region)]
                     if others:
                         hedgeable.append((others, take))
                 if left == 0:

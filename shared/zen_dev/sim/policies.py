@@ -1,13 +1,18 @@
 """The policies the simulator compares; each is a ``zen.scaling.model.Policy`` (``plan(snapshot)``).
 
 ``zen`` (Zen's planner, when importable) and the baselines: ``ask-every-region`` (the original
-system, modelled charitably), ``failover``, ``single-region``, and ``unlimited`` (a reference, not a
-bound). The baselines keep within the limits themselves, so their violation counts are 0.
+system, modelled charitably, on the cluster's first provisioning model), ``ask-every-region-standard``
+(the same on standard VMs: the original system as it ran), ``cheapest-first`` (pools in price order,
+moving on after a stockout, as SkyPilot's optimizer does), ``failover``, ``single-region``, and
+``unlimited`` (a reference, not a bound). Every baseline but ``cheapest-first`` keeps to one model
+(``models``); zen and ``cheapest-first`` may use every model the cluster lists. The baselines keep within
+the limits themselves, so their violation counts are 0.
 What each does and why: docs/reference/simulator.md#the-policies
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from dataclasses import replace
 from datetime import timedelta
@@ -16,7 +21,8 @@ from zen.scaling.model import (
     Action, ClusterSnapshot, Decision, DemandGroup, ErrorKind, Plan, Policy, RegionMemory, VmIndex, VmPhase, vm_index,
 )
 
-BASELINES = ("ask-every-region", "failover", "single-region", "unlimited")
+BASELINES = ("ask-every-region", "ask-every-region-standard", "cheapest-first", "failover", "single-region",
+             "unlimited")
 POLICY_NAMES = ("zen",) + BASELINES
 _CAPACITY_ERRORS = (ErrorKind.STOCKOUT, ErrorKind.QUOTA)
 _NO_MEMORY = RegionMemory()  # a region not yet remembered (frozen: one shared value)
@@ -33,8 +39,9 @@ def make_policy(name: str) -> Policy:
         except ImportError as exc:
             raise PolicyUnavailable(f"policy zen is unavailable: {exc}") from None
         return ZenPlanner()
-    factories = {"ask-every-region": AskEveryRegion, "failover": Failover,
-                 "single-region": SingleRegion, "unlimited": Unlimited}
+    factories = {"ask-every-region": AskEveryRegion, "ask-every-region-standard": AskEveryRegionStandard,
+                 "cheapest-first": CheapestFirst, "failover": Failover, "single-region": SingleRegion,
+                 "unlimited": Unlimited}
     if name not in factories:
         raise KeyError(f"unknown policy {name!r}; known: {', '.join(POLICY_NAMES)}")
     return factories[name]()
@@ -56,10 +63,16 @@ def _ordered_demand(snapshot: ClusterSnapshot) -> list[DemandGroup]:
     return sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
 
 
+def primary_model(models: tuple[str, ...]) -> tuple[str, ...]:
+    """The cluster's first provisioning model only: a baseline that knows one kind of VM."""
+    return models[:1]
+
+
 class AskEveryRegion:
     name = "ask-every-region"
     single_use = True
     cancel_losers_on_start = True
+    models = staticmethod(primary_model)
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
         limits, index = snapshot.cluster, vm_index(snapshot.vms)
@@ -91,11 +104,22 @@ class AskEveryRegion:
         return plan
 
 
+class AskEveryRegionStandard(AskEveryRegion):
+    """The original system as it ran: every region asked at once, on standard (on-demand) VMs."""
+
+    name = "ask-every-region-standard"
+
+    @staticmethod
+    def models(models: tuple[str, ...]) -> tuple[str, ...]:
+        return ("standard",)
+
+
 class _DemandSized:
     """One VM per queued job not covered by idle or booting VMs, in the region ``candidates``
     picks; idle VMs go after ``idle_timeout_s`` (keeping ``min_vms``)."""
 
     name = "demand-sized"
+    models = staticmethod(primary_model)
 
     def candidates(self, regions: tuple[str, ...], snapshot: ClusterSnapshot,
                    memory: dict[str, RegionMemory]) -> tuple[str, ...]:
@@ -184,6 +208,24 @@ class Failover(_DemandSized):
                         plan.delete.append((region, vm.name))
             memory[region] = mem
         return memory
+
+
+class CheapestFirst(Failover):
+    """Pools (regions x the cluster's models) in price order, the cheapest unblocked first; a stockout
+    or a boot past its deadline blocks a pool and its demand moves to the next (SkyPilot's optimizer
+    with failover). Unpriced pools keep the cluster's order after the priced ones."""
+
+    name = "cheapest-first"
+    models = None  # every model the cluster lists
+
+    def candidates(self, regions, snapshot, memory):
+        limits = snapshot.cluster
+        order = {r: i for i, r in enumerate(regions)}
+
+        def price(pool: str) -> float:
+            usd = limits.pool(pool).usd_per_hour
+            return math.inf if usd is None else usd
+        return tuple(sorted(super().candidates(regions, snapshot, memory), key=lambda r: (price(r), order[r])))
 
 
 class SingleRegion(_DemandSized):

@@ -23,6 +23,7 @@ from zen_dev.capacity.traces import CapacitySchedule
 from zen_dev.sim.instances import _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK, InstanceWorld
 from zen_dev.sim.jobs import SimJob
 from zen_dev.sim.metrics import RunResult
+from zen_dev.sim.policies import PolicyUnavailable
 from zen_dev.sim.ports import SimFleet, SimMigPort
 from zen_dev.sim.queues import SimQueues
 from zen_dev.sim.routing import blocked, stage, warm_vm
@@ -48,7 +49,12 @@ def policy_models(policy: Policy, cluster: SimCluster) -> tuple[str, ...]:
     """The provisioning models a policy's world has MIGs for: the policy's ``models(cluster_models)``
     when it has one (a baseline that keeps to one model), else every model the cluster lists."""
     choose = getattr(policy, "models", None)
-    return tuple(choose(cluster.models)) if choose is not None else cluster.models
+    models = tuple(choose(cluster.models)) if choose is not None else cluster.models
+    unpriced = [m for m in models if not cluster.priced_for(m)]
+    if unpriced:
+        raise PolicyUnavailable(f"policy {policy.name} runs {', '.join(unpriced)} VMs, which the scenario does not "
+                                f"price for cluster {cluster.limits.name}")
+    return models
 
 
 def capacity_types(scenario: Scenario, cluster: SimCluster) -> dict[str, str]:
