@@ -14,6 +14,7 @@ import math
 from collections import defaultdict
 from datetime import timedelta
 
+from zen.scaling.ranking import Ranking
 from zen.scaling.model import (
     Action, ClusterSnapshot, Decision, DemandGroup, ErrorKind, MigError, Plan, RegionMemory, Vm, VmPhase, ski_rental_keep_s,
     vm_index,
@@ -43,6 +44,9 @@ class _Planning:
         self.regions = snapshot.cluster.regions
         self.order = {r: i for i, r in enumerate(self.regions)}
         self.memory = {r: snapshot.memory.get(r, _FRESH) for r in self.regions}
+        self.ranking = ranking = Ranking(snapshot, self.memory, self._blocked)
+        self.rank, self.boot_s, self.risk, self.uncertain = ranking.rank, ranking.boot_s, ranking.risk, ranking.uncertain
+        self.patient, self.hedge_priced = ranking.patient, ranking.hedge_priced
         self.plan = Plan()
         self.index = index = vm_index(snapshot.vms)  # kept while the manager hands over the same VMs
         self.by_region = defaultdict(tuple, index.by_region)
@@ -59,9 +63,6 @@ class _Planning:
                 late = now_s - self.got[vm.name] >= self.boot_deadline_s(region) if vm.started else vm.since <= spill_before
                 stuck = vm.creation_error in _CAPACITY_ERRORS or late
                 (self.stuck if stuck else self.healthy)[region].append(vm)
-        self._ranks: dict[tuple[tuple[str, ...], bool], list[str]] = {}
-        pools = snapshot.cluster.pools
-        self.priced = pools is not None and any(p.usd_per_hour is not None for p in pools.values())
         # Which regions are blocked, fixed once ``learn`` is done (later steps only extend blocks).
         self._blocked_after_learn: set[str] | None = None
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
@@ -96,74 +97,6 @@ class _Planning:
         self.memory[region] = _with(memory, strikes=strikes, last_stockout_at=self.now,
                                       blocked_until=self.now + timedelta(seconds=block))
         self._decide(Action.BLOCK, region, f"{why}; blocked for {block:g}s (strike {strikes})")
-
-    def boot_s(self, region: str) -> float:
-        learned = self.memory[region].boot_s
-        return self.timing.boot_estimate_s if learned is None else learned
-
-    def risk(self, region: str) -> float:
-        """How likely a VM asked here now does not come up in time (0..1): 0 without a stockout, else
-        decaying from 1 with its age (halved once the region delivered after it). See :meth:`uncertain`."""
-        memory = self.memory[region]
-        if memory.last_stockout_at is None:
-            return 0.0
-        age = (self.now - memory.last_stockout_at).total_seconds()
-        risk = math.exp(-max(0.0, age) / self.timing.trust_s)
-        delivered_since = memory.last_boot_at is not None and memory.last_boot_at > memory.last_stockout_at
-        return risk / 2 if delivered_since else risk
-
-    def uncertain(self, region: str) -> bool:
-        """Worth a hedge: never seen to deliver, or its risk is at least ``hedge_risk``."""
-        return self.memory[region].last_boot_at is None or self.risk(region) >= self.timing.hedge_risk
-
-    def rank(self, regions: tuple[str, ...], patient: bool = True) -> list[str]:
-        """Allowed, unblocked pools, best first. By expected seconds to a usable VM (boot, stockout risk,
-        one ``preference_s`` per step down the region order); where pools are priced and the demand is
-        ``patient``, the pools expected within ``cost_slack_s`` of the fastest come first, cheapest first
-        (the rest after, fastest first). Computed after ``learn``, the only step that changes its inputs."""
-        ranked = self._ranks.get((regions, patient))
-        if ranked is None:
-            usable = [r for r in regions if r in self.memory and not self._blocked(r)]
-            # The job's own order (data locality first, zen.core.locality) where it is not the cluster's.
-            known = [r for r in regions if r in self.order]  # a group may name regions the cluster dropped
-            order = self.order if known == sorted(known, key=self.order.__getitem__) else {
-                r: i for i, r in enumerate(known)}
-            step = self._region_steps(known, order)
-            eta = {r: self.boot_s(r) + self.risk(r) * self.timing.spill_after_s + step[r] * self.timing.preference_s
-                   for r in usable}
-            ranked = sorted(usable, key=lambda r: (eta[r], order[r]))
-            if patient and self.priced and ranked:
-                fastest = eta[ranked[0]] + self.timing.cost_slack_s
-                soon = [r for r in ranked if eta[r] <= fastest]
-                ranked = sorted(soon, key=lambda r: (self.price(r), eta[r], order[r])) + ranked[len(soon):]
-            self._ranks[(regions, patient)] = ranked
-        return ranked
-
-    def _region_steps(self, known: list[str], order: dict[str, int]) -> dict[str, int]:
-        """Each pool's step down the order of regions (a region's pools share it: models are no step)."""
-        pools = self.s.cluster.pools
-        if pools is None:
-            return order
-        regions: dict[str, int] = {}
-        for r in sorted(known, key=order.__getitem__):
-            regions.setdefault(self.s.cluster.pool(r).region, len(regions))
-        return {r: regions[self.s.cluster.pool(r).region] for r in known}
-
-    def price(self, pool: str) -> float:
-        """USD per VM-hour in ``pool``; unpriced pools rank after every priced one."""
-        usd = self.s.cluster.pool(pool).usd_per_hour
-        return math.inf if usd is None else usd
-
-    def hedge_priced(self, pool: str, first: str) -> bool:
-        """Whether ``pool`` may hedge a boot asked in ``first``: the hedge may win and run the job, so it
-        costs at most ``hedge_price_ratio`` x the first choice's price (unpriced: any)."""
-        return not self.priced or self.price(pool) <= self.timing.hedge_price_ratio * self.price(first)
-
-    def patient(self, group: DemandGroup) -> bool:
-        """Whether a group may still wait for its cheapest pools: its oldest job has waited less than its
-        start bound (``max_wait_s``, else ``Timing.max_start_wait_s``). Past it, speed ranks first."""
-        bound = self.timing.max_start_wait_s if group.max_wait_s is None else group.max_wait_s
-        return (self.now - group.oldest).total_seconds() < bound
 
     # -- steps ---------------------------------------------------------------------------------
     def learn(self) -> None:

@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator,
+)
 
+from zen.core.provisioning import check_model
 from zen_dev.capacity.traces import UNLIMITED, TraceError, load_trace
 from zen_dev.capacity.yamllines import LineMap, ScenarioError, problems_from_validation
 
@@ -59,17 +62,33 @@ class MigSpec(_Spec):
     target_size: int = Field(default=0, ge=0, le=1000)
 
 
-class StepSpec(_Spec):
+class _Keyed(_Spec):
+    """A capacity series' key: a zone's capacity for a machine type (None: any) and, optionally, for one
+    provisioning model only (``model``; zen.core.provisioning). Without ``model`` every model draws on it."""
+
+    machine_type: str | None = None
+    model: str | None = None
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, value: str | None) -> str | None:
+        return value if value is None else check_model(value, "model")
+
+    @property
+    def capacity_key(self) -> str | None:
+        """The machine-type key of its series: ``<machine type>@<model>`` for one model's own capacity."""
+        return self.machine_type if self.model is None else f"{self.machine_type or ''}@{self.model}"
+
+
+class StepSpec(_Keyed):
     at_s: float = Field(ge=0)
     zone: str
-    machine_type: str | None = None
     capacity: Capacity
 
 
-class TraceSpec(_Spec):
+class TraceSpec(_Keyed):
     file: str
     zone: str | None = None
-    machine_type: str | None = None
     scale: float = Field(default=1.0, gt=0)
     offset_s: float = Field(default=0.0, ge=0)
     loop: bool = False

@@ -310,7 +310,7 @@ def _build_capacity(spec: ScenarioSpec, source: str, base_dir: Path, lines: Line
     schedule = CapacitySchedule(default=spec.capacity.default)
     steps: dict[tuple[str, str | None], list[tuple[float, int]]] = {}
     for step in spec.capacity.schedule:
-        steps.setdefault((step.zone, step.machine_type), []).append((step.at_s, step.capacity))
+        steps.setdefault((step.zone, step.capacity_key), []).append((step.at_s, step.capacity))
     try:
         for (zone, machine_type), items in steps.items():
             schedule.add_steps(zone, machine_type, items)
@@ -326,7 +326,7 @@ def _build_capacity(spec: ScenarioSpec, source: str, base_dir: Path, lines: Line
             zone = trace_spec.zone or trace.zone
             if zone is None:
                 raise TraceError("zone is required (the file name does not start with a zone)")
-            schedule.add_trace(zone, trace_spec.machine_type, trace, scale=trace_spec.scale,
+            schedule.add_trace(zone, trace_spec.capacity_key, trace, scale=trace_spec.scale,
                                offset_s=trace_spec.offset_s, loop=trace_spec.loop)
         except (TraceError, ValueError) as exc:
             raise ScenarioError(source, [(where, str(exc))]) from None

@@ -100,7 +100,7 @@ def build_capacity(scenario: Scenario) -> CapacitySchedule:
     schedule = CapacitySchedule(default=spec.default)
     steps: dict[tuple[str, str | None], list[tuple[float, int]]] = {}
     for step in spec.schedule:
-        steps.setdefault((step.zone, step.machine_type), []).append((step.at_s, step.capacity))
+        steps.setdefault((step.zone, step.capacity_key), []).append((step.at_s, step.capacity))
     for (zone, machine_type), items in steps.items():
         schedule.add_steps(zone, machine_type, items)
     for trace_spec in spec.traces:
@@ -108,7 +108,7 @@ def build_capacity(scenario: Scenario) -> CapacitySchedule:
         zone = trace_spec.zone or trace.zone
         assert zone is not None, "validated by the scenario parser"
         schedule.add_trace(
-            zone, trace_spec.machine_type, trace,
+            zone, trace_spec.capacity_key, trace,
             scale=trace_spec.scale, offset_s=trace_spec.offset_s, loop=trace_spec.loop,
         )
     return schedule
