@@ -31,6 +31,14 @@ def billed_seconds(paid_s: float) -> int:
     return max(60, math.ceil(paid_s - _EPS))
 
 
+def kept_s(job, ran_s: float) -> float:
+    """Of ``ran_s`` seconds a job ran before a preemption, what its checkpoints keep: up to its last
+    checkpoint (every ``checkpoint_every_s`` since the attempt started; none without). Restoring is not
+    timed: the rerun's boot and staging stand for it."""
+    every = job.spec.checkpoint_every_s
+    return 0.0 if not every else min(job.left_s, math.floor(ran_s / every + _EPS) * every)
+
+
 class InstanceWorld:
     """Instances, capacity and billing; mixed into ``Simulation``."""
 
@@ -242,13 +250,14 @@ class InstanceWorld:
         scenario's ``unbilled_boot_fraction`` into its boot) until it is gone, nothing if it was deleted
         before RUNNING. Waste: all of it if it never ran a job, else the time it sat idle or was being
         deleted (its billed boot served a job). A job cut short by a preemption runs again from the
-        start: its paid run so far is counted apart, as lost (``lost_seconds``), not as waste.
+        start, or from its last checkpoint: the paid run since is counted apart, as lost (``lost_seconds``), not as waste.
 
         Dollars as GCE bills them: the paid seconds, at least one minute and per second after, at the
         region's price for the model the VM runs as; its job runs that counted are useful GPU-seconds
         (priced at the floor too), the one a preemption cut short is rework."""
         result, cluster = self.result, vm.mig.cluster
-        lost = end - vm.job_start_s if preempted and vm.job is not None else 0.0
+        ran = end - vm.job_start_s if preempted and vm.job is not None else 0.0
+        lost = ran - kept_s(vm.job, ran) if ran else 0.0
         result.lost_seconds += lost
         deleted_early = vm.phase is VmPhase.DELETING and vm.since < vm.running_s
         paid = 0.0 if deleted_early else max(0.0, end - vm.running_s)

@@ -44,6 +44,7 @@ class SimJob:
     input_gb: float = 0.0  # input read at start; it crosses regions unless it runs in data_region
     data_region: str | None = None
     dataset: str | None = None  # what a VM's warm cache keeps (zen_dev.sim.world): same name, same input
+    checkpoint_every_s: float | None = None  # it saves its work this often: a preemption loses only the rest
 
 
 def sample(dist: DistSpec, rng: random.Random) -> float:
@@ -91,6 +92,7 @@ class SyntheticJobs(_Spec):
     allow: list[AllowSpec] = [AllowSpec()]
     priorities: dict[int, float] = {0: 1}
     data: DataSpec | None = None
+    checkpoint_every_s: float | None = Field(default=None, gt=0, description="Every job checkpoints this often")
 
 
 class PhillyJobs(_Spec):
@@ -174,6 +176,7 @@ def synthetic_jobs(spec: SyntheticJobs, clusters: list[SimCluster], seed: int) -
             job_id=f"job-{i:06d}", cluster=cluster.limits.name, submit_s=submit,
             duration_s=max(1.0, sample(spec.duration, rng)),
             regions=_allowed(allow.regions, cluster), priority=_weighted(rng, prios, prio_weights),
+            checkpoint_every_s=spec.checkpoint_every_s,
         ))
     if spec.data:
         jobs = _with_data(jobs, spec.data, random.Random(f"data-{seed}"))  # its own draws: the rest stays the same
@@ -256,6 +259,11 @@ def csv_jobs(path: Path, clusters: list[SimCluster], *, compression: float = 1.0
         try:
             job = SimJob(row["job_id"], cluster.limits.name, float(row["submit_s"]) / compression,
                          max(1.0, float(row["duration_s"]) / compression), regions, int(row.get("priority") or 0))
+            every = (row.get("checkpoint_every_s") or "").strip()
+            if every:
+                if not float(every) > 0:
+                    raise ValueError(f"checkpoint_every_s is seconds > 0 (got {every})")
+                job = replace(job, checkpoint_every_s=float(every))
             data_region = (row.get("data_region") or "").strip()
             if data_region:
                 if data_region not in regions:

@@ -247,8 +247,9 @@ class SimFleet:
             # The oldest of a group is its first queued job (a requeued job may be older: close enough
             # for ordering groups of one priority).
             state.demand_view = tuple(
-                DemandGroup(regions, len(jobs), self._world.dt(next(iter(jobs.values()))), priority)
-                for (priority, regions), jobs in state.groups.items() if jobs)
+                DemandGroup(regions, len(jobs), self._world.dt(next(iter(jobs.values()))), priority,
+                            checkpoints=checkpoints)
+                for (priority, regions, checkpoints), jobs in state.groups.items() if jobs)
         return state.demand_view
 
     def memory(self, cluster: str) -> dict[str, RegionMemory]:

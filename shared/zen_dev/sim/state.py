@@ -16,7 +16,7 @@ from zen_dev.sim.scenario import SimCluster
 
 class SimJobState:
     __slots__ = ("spec", "state", "first_start_s", "qseq", "view", "preempted", "reach", "widen_at", "pools",
-                 "left_s")
+                 "left_s", "checkpoints")
 
     def __init__(self, spec: SimJob, pools: tuple[str, ...]):
         self.spec, self.state, self.first_start_s, self.qseq, self.preempted = spec, None, None, 0, 0
@@ -24,6 +24,7 @@ class SimJobState:
         self.pools = pools  # where it may run: its regions x the models it accepts (zen.core.provisioning)
         self.reach, self.widen_at = pools, None  # the pools its start reaches now (zen.core.routing)
         self.left_s = spec.duration_s  # run time still to do (less after a checkpoint survives a preemption)
+        self.checkpoints = spec.checkpoint_every_s is not None
 
 
 class SimVm:
@@ -87,8 +88,9 @@ class SimClusterState:
                                  capacity_types.get(pool.model, sim.machine_type))
                      for key, pool in self.pools.items()}
         self.queued: dict[str, SimJobState] = {}
-        # Queued jobs by (priority, regions their start reaches): job id -> submit time, in queueing order.
-        self.groups: dict[tuple[int, tuple[str, ...]], dict[str, float]] = {}
+        # Queued jobs by (priority, pools their start reaches, whether they checkpoint): job id -> submit
+        # time, in queueing order.
+        self.groups: dict[tuple[int, tuple[str, ...], bool], dict[str, float]] = {}
         self.demand_view: tuple[DemandGroup, ...] | None = None
         self.fleet_view = None  # (held, agents) as zen_dev.sim.ports last built them
         self.fleet_since = None  # (the held and agents before, the VMs changed since): FleetFacts.changed

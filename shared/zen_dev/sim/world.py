@@ -20,7 +20,7 @@ from zen.scaling.manager import ClusterManager
 from zen.core.provisioning import MODELS
 from zen.scaling.model import ClusterSnapshot, Plan, Policy, VmPhase, racing
 from zen_dev.capacity.traces import CapacitySchedule
-from zen_dev.sim.instances import _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK, InstanceWorld
+from zen_dev.sim.instances import _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK, InstanceWorld, kept_s
 from zen_dev.sim.jobs import SimJob
 from zen_dev.sim.metrics import RunResult
 from zen_dev.sim.policies import PolicyUnavailable
@@ -252,7 +252,7 @@ class Simulation(InstanceWorld):
         if job.spec.input_gb:
             stage(self.result, vm, job.spec, self.cache_gb, self.staging_mb_s)
         del cluster.queued[job.spec.job_id]
-        jobs = cluster.groups.get((job.spec.priority, job.reach))
+        jobs = cluster.groups.get((job.spec.priority, job.reach, job.checkpoints))
         if jobs is not None and jobs.pop(job.spec.job_id, None) is not None:
             cluster.demand_view = None
         if job.widen_at is not None:
@@ -272,7 +272,7 @@ class Simulation(InstanceWorld):
             if region == won_in:
                 continue
             booting = [vm for vm in cluster.migs[region].vms.values() if vm.phase is VmPhase.BOOTING]
-            wanted = sum(len(jobs) for (_, regions), jobs in cluster.groups.items() if region in regions)
+            wanted = sum(len(jobs) for (_, regions, _), jobs in cluster.groups.items() if region in regions)
             if len(booting) <= wanted:
                 continue
             loser = min(booting, key=lambda vm: (vm.created_s is not None, -vm.since, vm.name))
@@ -319,7 +319,7 @@ class Simulation(InstanceWorld):
         if self._take_idle(cluster, job, job.reach):
             return
         job.qseq = next(self.seq)
-        cluster.groups.setdefault((spec.priority, job.reach), {})[spec.job_id] = spec.submit_s
+        cluster.groups.setdefault((spec.priority, job.reach, job.checkpoints), {})[spec.job_id] = spec.submit_s
         cluster.demand_view = None
         for region in job.reach:
             heapq.heappush(cluster.heaps[region], (-spec.priority, spec.submit_s, job.qseq, job))
@@ -346,13 +346,13 @@ class Simulation(InstanceWorld):
             spec = job.spec
             del narrowed[spec.job_id]
             job.widen_at = None
-            cluster.groups[(spec.priority, job.reach)].pop(spec.job_id)
+            cluster.groups[(spec.priority, job.reach, job.checkpoints)].pop(spec.job_id)
             cluster.demand_view = None
             others = tuple(r for r in job.pools if r not in job.reach)
             job.reach = job.pools
             if self._take_idle(cluster, job, others):
                 continue
-            cluster.groups.setdefault((spec.priority, job.pools), {})[spec.job_id] = spec.submit_s
+            cluster.groups.setdefault((spec.priority, job.pools, job.checkpoints), {})[spec.job_id] = spec.submit_s
             for region in others:
                 heapq.heappush(cluster.heaps[region], (-spec.priority, spec.submit_s, job.qseq, job))
 
@@ -369,7 +369,10 @@ class Simulation(InstanceWorld):
             return
         self.result.preemptions += 1
         mig, job = vm.mig, vm.job
+        kept = kept_s(job, self.now - vm.job_start_s) if job is not None else 0.0
         self._account(vm, self.now, preempted=True)
+        if job is not None:
+            job.left_s -= kept  # the rerun resumes from its last checkpoint
         self._release(vm)
         if vm.phase is VmPhase.IDLE:
             mig.cluster.idle[mig.key].pop(vm.name, None)
