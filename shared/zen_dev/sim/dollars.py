@@ -1,0 +1,158 @@
+"""``make bench``'s dollar section: zen against the original system on standard VMs
+(``ask-every-region-standard``) and against ``cheapest-first``, in dollars per useful GPU-hour against the
+price floor, on the fixed and held-out capacity scenarios with generated price tables.
+
+Each scenario gets a price table drawn from a seed (:func:`price_table`): per region a standard price
+(a per-GPU list price times a region factor of 1.00-1.30), spot at 0.25-0.60x of it and flex-start at
+0.45-0.55x, drawn per region, so spot's cheapest region is not the standard one's. Every cluster may
+use spot and standard (spot first: ``ask-every-region`` asks spot). ``TUNING_PRICE_SEEDS`` are for
+anyone's tuning loop; ``HELDOUT_PRICE_SEEDS`` only run here. A second pass gives every job a checkpoint
+every 10 minutes, for the rework target on scenarios where spot VMs are taken back.
+Targets and figures: docs/benchmarks/simulator.md#dollars
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from zen_dev.sim.jobs import SimJob, load_jobs
+from zen_dev.sim.metrics import RunResult
+from zen_dev.sim.scenario import Scenario, SimCluster
+
+USD_PER_GPU_HOUR = 3.0  # standard, before the region factor: about the A100 list price per GPU
+TUNING_PRICE_SEEDS = (1, 2)
+HELDOUT_PRICE_SEEDS = (36317,)  # drawn at random on 2026-11-29; never tune on it
+POLICIES = ("zen", "ask-every-region-standard", "cheapest-first", "ask-every-region")
+CHECKPOINT_EVERY_S = 600.0
+SEEDS = 3  # run seeds pooled per scenario and price table
+
+TARGETS = (  # (label, what it checks)
+    ("x floor <= 1.30", "zen's dollars per useful GPU-hour over the price floor"),
+    ("p95 <= 1.10x std", "zen's p95 start over ask-every-region-standard's"),
+    ("p50 <= 1.00x std", "zen's p50 start over ask-every-region-standard's"),
+    ("never <= std", "no job ask-every-region-standard starts is left unstarted by zen"),
+    ("usd <= 0.90x cheapest", "zen's dollars over cheapest-first's"),
+    ("p95 <= 0.80x cheapest", "zen's p95 start over cheapest-first's"),
+)
+
+
+def price_table(regions: tuple[str, ...], gpus: int, seed: int) -> dict[str, dict[str, float]]:
+    """Region -> model -> USD per VM-hour for a VM of ``gpus`` GPUs (deterministic in ``seed``)."""
+    rng = random.Random(f"prices-{seed}")
+    table = {}
+    for region in regions:
+        standard = USD_PER_GPU_HOUR * gpus * rng.uniform(1.0, 1.3)
+        table[region] = {"standard": round(standard, 3), "spot": round(standard * rng.uniform(0.25, 0.6), 3),
+                         "flex-start": round(standard * rng.uniform(0.45, 0.55), 3)}
+    return table
+
+
+def priced(scenario: Scenario, seed: int, models: tuple[str, ...] = ("spot", "standard")) -> Scenario:
+    """The scenario with every cluster priced from ``seed`` and using ``models`` (its first the primary)."""
+    clusters: list[SimCluster] = []
+    tables: dict[str, dict[str, dict[str, float]]] = {}
+    for cluster in scenario.clusters:
+        table = price_table(cluster.limits.regions, cluster.gpu_count, seed * 1000 + len(clusters))
+        tables[cluster.limits.name] = table
+        floor = min(table[r][m] for r in cluster.limits.regions for m in models)
+        clusters.append(replace(cluster, models=models, table=table, floor_usd_per_vm_hour=floor))
+    spec = scenario.spec.model_copy(update={"prices": next(iter(tables.values()))})
+    return replace(scenario, spec=spec, clusters=clusters, name=f"{scenario.name} @prices {seed}")
+
+
+def with_checkpoints(jobs: list[SimJob], every_s: float = CHECKPOINT_EVERY_S) -> list[SimJob]:
+    return [replace(job, checkpoint_every_s=every_s) for job in jobs]
+
+
+def pooled(runs: list[RunResult]) -> RunResult:
+    """Several seeds' runs of one policy as one: every job's wait, the dollars and GPU-hours summed."""
+    out = RunResult(policy=runs[0].policy, horizon_s=runs[0].horizon_s, priced=True)
+    for run in runs:
+        out.starts += run.starts
+        for key in ("usd", "useful_gpu_seconds", "rework_gpu_seconds", "floor_usd", "preemptions", "lost_seconds"):
+            setattr(out, key, getattr(out, key) + getattr(run, key))
+    return out
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b == 0 else a / b
+
+
+def verdicts(results: dict[str, RunResult]) -> dict[str, tuple[float | None, bool | None]]:
+    """Each target: (the ratio it judges, whether it holds; None when a policy is missing)."""
+    zen, std, cheap = (results.get(n) for n in ("zen", "ask-every-region-standard", "cheapest-first"))
+    out: dict[str, tuple[float | None, bool | None]] = {}
+    if zen is None:
+        return out
+    z, zd = zen.summary(), zen.dollars()
+    vs_floor = zd["usd_vs_floor"]
+    out["x floor <= 1.30"] = (vs_floor, None if vs_floor is None else vs_floor <= 1.30)
+    if std is not None:
+        s = std.summary()
+        for label, key, limit in (("p95 <= 1.10x std", "p95_start_s", 1.10), ("p50 <= 1.00x std", "p50_start_s", 1.00)):
+            ratio = _ratio(z[key], s[key])
+            out[label] = (ratio, z[key] is not None and s[key] is not None and z[key] <= limit * s[key])
+        never = any(zs is None and ss is not None for (_, zs), (_, ss) in zip(zen.starts, std.starts))
+        out["never <= std"] = (float(z["never_started"]) - float(s["never_started"] or 0), not never)
+    if cheap is not None:
+        c = cheap.summary()
+        ratio = _ratio(zen.usd, cheap.usd)
+        out["usd <= 0.90x cheapest"] = (ratio, None if ratio is None else ratio <= 0.90)
+        p95 = _ratio(z["p95_start_s"], c["p95_start_s"])
+        out["p95 <= 0.80x cheapest"] = (p95, None if p95 is None else p95 <= 0.80)
+    return out
+
+
+def rework_share(result: RunResult) -> float | None:
+    """Rework over useful GPU-hours (None without useful work)."""
+    return result.rework_gpu_seconds / result.useful_gpu_seconds if result.useful_gpu_seconds > 0 else None
+
+
+def run(scenario: Scenario, jobs: list[SimJob] | None = None, seeds: int = SEEDS) -> dict[str, RunResult]:
+    from zen_dev.sim.runner import run_policies
+    jobs = load_jobs(scenario) if jobs is None else jobs
+    runs = [run_policies(scenario, jobs, list(POLICIES), seed=scenario.spec.seed + k) for k in range(seeds)]
+    return {policy: pooled([r[policy] for r in runs]) for policy in runs[0]}
+
+
+def _cell(value: float | None, ok: bool | None) -> str:
+    shown = "-" if value is None else f"{value:.2f}"
+    return f"{shown} {'n/a' if ok is None else ('yes' if ok else 'NO')}"
+
+
+def report(scenarios: list[tuple[Scenario, bool]], seeds: int = SEEDS) -> list[str]:
+    """The dollar section: per scenario and price table, each policy's dollars against the floor and
+    each target's ratio and verdict; then rework with checkpoints where preemptions happened.
+    ``scenarios``: (scenario, held out)."""
+    lines = ["== dollars: zen vs ask-every-region-standard (the original system) and cheapest-first, "
+             f"spot+standard, {seeds} seeds pooled per price table"]
+    head = f"{'scenario @ price table':<44}" + "".join(f"{label:>24}" for label, _ in TARGETS)
+    lines.append(head)
+    held: dict[bool, list[bool]] = {False: [], True: []}
+    rework_lines = []
+    for base, heldout in scenarios:
+        for seed in (HELDOUT_PRICE_SEEDS if heldout else TUNING_PRICE_SEEDS):
+            scenario = priced(base, seed)
+            jobs = load_jobs(scenario)
+            results = run(scenario, jobs, seeds)
+            verdict = verdicts(results)
+            name = scenario.name + (" (held out)" if heldout else "")
+            lines.append(f"{name[:43]:<44}" + "".join(f"{_cell(*verdict.get(label, (None, None))):>24}"
+                                                       for label, _ in TARGETS))
+            lines.append("    " + "   ".join(
+                f"{p} ${r.usd:,.0f} ({r.dollars()['usd_vs_floor']}x floor)" for p, r in results.items()))
+            held[heldout] += [ok for _, ok in verdict.values() if ok is not None]
+            if results["zen"].preemptions:
+                checkpointed = run(scenario, with_checkpoints(jobs), seeds)["zen"]
+                share, before = rework_share(checkpointed), rework_share(results["zen"])
+                rework_lines.append(
+                    f"  {name[:43]:<44} rework {share or 0:.1%} of useful GPU-h with a checkpoint every "
+                    f"{CHECKPOINT_EVERY_S / 60:.0f} min ({before or 0:.1%} without): "
+                    f"{'yes' if share is not None and share <= 0.05 else 'NO'} (<= 5%)")
+    lines += ["  rework with checkpoints (zen), scenarios where spot VMs were taken back:"] + (
+        rework_lines or ["  (no preemptions in these runs)"])
+    for key, label in ((False, "tuning"), (True, "held out")):
+        if held[key]:
+            lines.append(f"  {label}: {sum(held[key])} of {len(held[key])} target checks hold")
+    return lines
