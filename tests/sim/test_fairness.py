@@ -29,8 +29,9 @@ def run(sc, policy):
 
 @pytest.mark.parametrize("name", POLICY_NAMES)
 def test_every_policy_plans_only_at_ticks_and_right_after_submissions(name):
-    """Without passes on VM heartbeats (``pass_on_vm_heartbeat: false``); with them, the next test."""
-    sc = scenario(REGION_OUT, extra="pass_on_vm_heartbeat: false")
+    """Without passes on VM heartbeats and RUNNING VMs (``pass_on_vm_heartbeat``, ``pass_on_vm_running``:
+    false); with them, the next test."""
+    sc = scenario(REGION_OUT, extra="pass_on_vm_heartbeat: false\npass_on_vm_running: false")
     result = run(sc, make_policy(name))
     submits = {job.submit_s for job in load_jobs(sc)}
     tick = sc.spec.tick_s

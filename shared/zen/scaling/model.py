@@ -45,6 +45,7 @@ class Vm:
     creation_error: ErrorKind | None = None  # last failed creation attempt, while BOOTING
     started: bool = False  # BOOTING with capacity (PROVISIONING/STAGING/RUNNING): billed soon or now, no free probe
     heard_at: datetime | None = None  # its agent last heard (silence counts from here; see zen.scaling.vms)
+    running: bool = False  # BOOTING and Compute lists it RUNNING: billed, its guest booting, usable soon
 
     def silent_s(self, now: datetime) -> float:
         """Seconds its agent has not been heard at ``now``; 0 when it never was."""

@@ -29,6 +29,7 @@ _with = RegionMemory.replaced  # _with(memory, **changes): dataclasses.replace, 
 class ZenPlanner:
     name = "zen"
     routes_by_data = True  # Zen's job service narrows data jobs' starts (zen.core.routing); the simulator models it
+    hears_running = True  # a pass when a racing VM turns RUNNING (its guest's first word: zen.agent.startup)
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
         return _Planning(snapshot).run()
@@ -146,11 +147,14 @@ class _Planning:
     def match(self) -> list[tuple[DemandGroup, int]]:
         """Cover demand with idle, then healthy booting VMs; return (group, jobs left uncovered)."""
         idle = {r: len(self.idle[r]) for r in self.regions}
-        booting = {r: 0 if self._blocked(r) else len(self.healthy[r]) for r in self.regions}
+        # Booting VMs Compute lists as RUNNING cover demand before those still waiting or provisioning:
+        # they will be usable first, and the others are what a race lost (cancel_losers, unbilled yet).
+        running = {r: 0 if self._blocked(r) else sum(vm.running for vm in self.healthy[r]) for r in self.regions}
+        pending = {r: 0 if self._blocked(r) else len(self.healthy[r]) - running[r] for r in self.regions}
         uncovered = []
         for group in self.groups:
             left, blocked = group.count, [r for r in group.regions if self._blocked(r)]
-            for pool, needed in ((idle, self.idle_needed), (booting, None)):
+            for pool, needed in ((idle, self.idle_needed), (running, None), (pending, None)):
                 for region in self.rank(group.regions, self.patient(group)) + blocked:
                     if left == 0:
                         break
@@ -162,7 +166,7 @@ class _Planning:
                             needed[region] += take
             if left:
                 uncovered.append((group, left))
-        self.booting_left = booting  # booting VMs no queued job needs (candidates to cancel)
+        self.booting_left = {r: running[r] + pending[r] for r in self.regions}  # no queued job needs them
         return uncovered
 
     def ask(self, uncovered: list[tuple[DemandGroup, int]]) -> None:
@@ -271,22 +275,33 @@ class _Planning:
 
     def cancel_losers(self) -> None:
         """Booting VMs no queued job needs, once a VM the same demand could use (in a region a queued group
-        allows with theirs; any, if none allows theirs) became usable after they were asked: the race is over."""
+        allows with theirs; any, if none allows theirs) became usable after they were asked, or is listed
+        RUNNING now (it is usable within its guest boot: the race is over as soon as Compute says so).
+        Those not yet RUNNING go first (deleted before RUNNING, a VM is never billed), the dearest, then the
+        youngest."""
         near = defaultdict[str, set[str]](set)
         for group, region in ((g, r) for g in self.groups for r in g.regions):
             near[region].update(group.regions)
+        # Each VM listed RUNNING wins one race: it may end one boot asked before it got capacity.
+        wins = {r: [self.got[vm.name] for vm in self.healthy[r] if vm.running] for r in self.regions}
         for region in sorted(self.regions, key=lambda r: -self.order[r]):
             extra = self.booting_left.get(region, 0)
-            latest_win = None if extra <= 0 else self.latest_win if region not in near else max(
-                (vm.since for r in near[region] for vm in self.index.usable(r)), default=None)
-            if latest_win is None:
+            if extra <= 0:
                 continue
-            healthy = sorted(self.healthy[region], key=lambda vm: vm.since, reverse=True)  # the youngest cost least
+            latest_win = self.latest_win if region not in near else max(
+                (vm.since for r in near[region] for vm in self.index.usable(r)), default=None)
+            running = sorted((got, r) for r in (near[region] if region in near else self.regions) for got in wins[r])
+            price = self.ranking.price(region) if self.ranking.priced else 0.0
+            healthy = sorted(self.healthy[region], key=lambda vm: (vm.running, -price, -vm.since.timestamp()))
             for vm in healthy:
                 if extra <= 0:
                     break
-                if vm.since > latest_win:
-                    continue  # asked after the last win: its race is still open
+                if latest_win is None or vm.since > latest_win:  # no usable VM since it was asked: a RUNNING one?
+                    beat = next(((got, r) for got, r in running if vm.since.timestamp() <= got and not vm.running), None)
+                    if beat is None:
+                        continue  # its race is still open
+                    running.remove(beat)
+                    wins[beat[1]].remove(beat[0])
                 extra -= 1
                 self.plan.delete.append((region, vm.name))
                 why = ("lost the race: another VM is already usable" if region in near else

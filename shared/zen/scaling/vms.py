@@ -64,7 +64,7 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
     return Vm(instance.name, region, phase, since, zone=instance.zone, job_id=held.get(instance.name),
               creation_error=instance.creation_error if booting else None,
               started=booting and (instance.status == "RUNNING" or bool(instance.status) and not instance.creation_error),
-              heard_at=heard)
+              heard_at=heard, running=booting and instance.status == "RUNNING")
 
 
 def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], planned: set[str],

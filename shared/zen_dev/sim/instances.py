@@ -124,27 +124,42 @@ class InstanceWorld:
         vm.touch()
         self.result.vms_created += 1
         self._billed(+1)
-        delay = self._boot(mig)
-        vm.running_s = self.now + self.scenario.spec.unbilled_boot_fraction * delay  # billed from here
+        provisioning, guest = self._boot(mig)
+        vm.running_s = self.now + provisioning  # RUNNING in its MIG's listing, and billed, from here
         vm.epoch += 1
-        self._push(self.now + delay, _BOOTED, self._booted, vm, vm.epoch)
+        self._push(vm.running_s, _BOOTED, self._running, vm, vm.epoch)
+        self._push(vm.running_s + guest, _BOOTED, self._booted, vm, vm.epoch)
         rate = self.scenario.spec.preemption.rate_per_hour
         if rate > 0 and mig.preemptible:
             life = self.preempt_rng.expovariate(rate / 3600.0)
             if self.now + life <= self.horizon:
                 self._push(self.now + life, _PREEMPT, self._preempt, vm, self.now)
 
-    def _boot(self, mig: _Mig) -> float:
+    def _boot(self, mig: _Mig) -> tuple[float, float]:
+        """(provisioning, guest boot) of the next VM of ``mig``: until RUNNING (unbilled), then until its
+        agent is up. With the scenario's ``guest_boot``, two draws (its ``boot`` is the provisioning);
+        without, one ``boot`` draw split by ``unbilled_boot_fraction``."""
+        spec = self.scenario.spec
+        total = self._draw_boot(mig)
+        if spec.guest_boot is None:
+            return spec.unbilled_boot_fraction * total, (1 - spec.unbilled_boot_fraction) * total
+        return total, sample(spec.guest_boot, self._stream(f"guest-{mig.name}"))
+
+    def _stream(self, key: str) -> random.Random:
+        streams = self._boot_streams
+        if key not in streams:
+            streams[key] = random.Random(f"boot-{self.boot_seed}-{key}")
+        return streams[key]
+
+    def _draw_boot(self, mig: _Mig) -> float:
         """The next boot of ``mig``'s VMs. Each MIG draws from a stream of its own, so every policy's
         n-th VM in a region boots as long (common random numbers): policies differ by what they ask, not
         by which draws they happen to get (with one stream, each policy's order of asks dealt the draws
         differently, and the zen / ask-every-region ratios moved by ~0.1 with the seed alone)."""
-        streams = self._boot_streams
-        if mig.name not in streams:
-            streams[mig.name] = random.Random(f"boot-{self.boot_seed}-{mig.name}")
+        stream = self._stream(mig.name)
         if self.unlimited:  # the reference: the fastest of one draw per region
-            return min(sample(self.scenario.spec.boot, streams[mig.name]) for _ in range(len(mig.cluster.migs)))
-        return sample(self.scenario.spec.boot, streams[mig.name])
+            return min(sample(self.scenario.spec.boot, stream) for _ in range(len(mig.cluster.migs)))
+        return sample(self.scenario.spec.boot, stream)
 
     def _retry_errors(self, mig: _Mig, after: float, until: float, out: dict, only: _Vm | None = None) -> None:
         """One STOCKOUT failure per waiting instance per retry in ``(after, until]``: their times, added

@@ -56,8 +56,10 @@ def views(world, vm: SimVm) -> tuple[MigInstance, dict | None]:
         view = (instance, None)
     elif phase is VmPhase.DELETING:
         view = (_instance(vm.name, vm.zone, "DELETING", "STOPPING", None), None)
-    elif phase is VmPhase.BOOTING:
-        view = (_instance(vm.name, vm.zone, "CREATING", "STAGING", None), None)
+    elif phase is VmPhase.BOOTING:  # RUNNING from its running_s on (zen_dev.sim.world touches it then)
+        running = world.now >= vm.running_s
+        view = (_instance(vm.name, vm.zone, "NONE" if running else "CREATING", "RUNNING" if running else "STAGING",
+                          None), None)
     else:
         since = world.dt(vm.since)
         agent = {"state": phase.value, "idle_since": since if phase is VmPhase.IDLE else None, "last_seen_at": since}

@@ -107,10 +107,13 @@ class ScenarioSpec(_Spec):
     # A GPU VM is PROVISIONING/STAGING for ~20-30 s of a ~90 s boot before RUNNING (then the OS, the
     # driver and the agent): a quarter, unbilled. 0 bills the whole boot (the simulator before).
     unbilled_boot_fraction: float = Field(default=0.25, ge=0, lt=1)
+    # Drawn apart instead (``boot`` then is the provisioning, until RUNNING): the guest's boot to its agent.
+    guest_boot: BootSpec | None = None
     retry_interval_s: float = Field(default=30, gt=0)
     list_errors_delay_s: float = Field(default=20, ge=0)
     preempt_on_capacity_drop: bool = True
     pass_on_vm_heartbeat: bool = True  # production runs a pass when a VM becomes usable (Zen.on_heartbeat)
+    pass_on_vm_running: bool = True  # and, for policies that hear it, when a racing VM turns RUNNING
     delete_s: float = Field(default=30, ge=0)
     preemption: PreemptionSpec = PreemptionSpec()
     timing: dict[str, float] = {}

@@ -101,6 +101,7 @@ class Simulation(InstanceWorld):
         self.timing = scenario.timing
         self.error_delay = spec.list_errors_delay_s
         self.pass_on_vm_heartbeat = spec.pass_on_vm_heartbeat
+        self.pass_on_vm_running = spec.pass_on_vm_running and getattr(policy, "hears_running", False)
         self.preempt_on_drop = spec.preempt_on_capacity_drop and not self.unlimited
         self.watched: set[tuple[str, str]] = set()  # zones with a capacity-drop check scheduled
         self.start = spec.start_time
@@ -219,6 +220,17 @@ class Simulation(InstanceWorld):
         vm.phase, vm.since, vm.booted_s = VmPhase.IDLE, self.now, self.now
         vm.touch()
         self._on_idle(vm)
+
+    def _running(self, vm: _Vm, epoch: int) -> None:
+        """The VM is RUNNING in its MIG's listing (billed; its guest boots). While boots race, Zen hears
+        it at once (the guest's first word, before its agent: ``pass_on_vm_running``) and runs a pass,
+        which cancels the boots it beat before they bill."""
+        if vm.epoch != epoch:
+            return
+        vm.touch()
+        cluster = vm.mig.cluster
+        if self.pass_on_vm_running and racing(cluster.coverage):
+            self._request_pass(cluster)
 
     def _request_pass(self, cluster: _Cluster) -> None:
         """A pass for this cluster now (after what else happens at this instant); one per instant."""
