@@ -8,8 +8,9 @@ from datetime import datetime, timedelta, timezone
 
 from tests.messages import heartbeat, job_request
 from tests.scaling.test_scaling_integration import CLUSTER, stack, vm_beat, vm_claiming  # noqa: F401 - the fixture
+from zen.scaling.coverage import Coverage
 from zen.scaling.model import (
-    ClusterLimits, ClusterSnapshot, Coverage, DemandGroup, Vm, VmPhase,
+    ClusterLimits, ClusterSnapshot, DemandGroup, Vm, VmPhase,
 )
 
 NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)

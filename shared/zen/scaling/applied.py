@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from zen.scaling.model import Action, Coverage, Decision
+from zen.scaling.coverage import Coverage
+from zen.scaling.model import Action, Decision
 
 
 def as_applied(decisions: list[Decision], added: dict[str, int], short: dict[str, str],

@@ -23,11 +23,11 @@ from zen.core.config import ClusterConfig, ZenConfig
 from zen.core.provisioning import pool_key
 from zen.scaling.applied import ClusterReport, as_applied
 from zen.scaling.asks import PassAsksDb
+from zen.scaling.coverage import COVERAGE_TRUST_S, Coverage, racing
 from zen.scaling.fleetdb import FleetDb
 from zen.scaling.port import FleetPort, MigApiError, MigInstance, MigPort, MigState, MigSummary, MigUnconfirmed, PassAsks
 from zen.scaling.model import (
-    COVERAGE_TRUST_S, Action, ClusterLimits, ClusterSnapshot, Coverage, Decision, Plan, Policy, Pool, RegionMemory,
-    Timing, VmPhase, racing, vm_index,
+    Action, ClusterLimits, ClusterSnapshot, Decision, Plan, Policy, Pool, RegionMemory, Timing, VmPhase, vm_index,
 )
 from zen.scaling.planner import ZenPlanner
 from zen.scaling.sharing import absorb
@@ -318,7 +318,7 @@ class ClusterOrchestrator:
             return coverage is not None and coverage.covers(self._clock(), COVERAGE_TRUST_S, regions)
 
     def racing(self, cluster: str) -> bool:
-        """Does a VM of ``cluster`` that became usable call for a pass now (``model.racing``)? Cheap."""
+        """Does a VM of ``cluster`` that became usable call for a pass now (``zen.scaling.coverage.racing``)? Cheap."""
         with self._coverage_lock:
             return racing(self._coverage.get(cluster))
 

@@ -14,6 +14,7 @@ import math
 from collections import defaultdict
 from datetime import timedelta
 
+from zen.scaling import preemptions
 from zen.scaling.ranking import Ranking
 from zen.scaling.model import (
     Action, ClusterSnapshot, Decision, DemandGroup, ErrorKind, MigError, Plan, RegionMemory, Vm, VmPhase, ski_rental_keep_s,
@@ -61,7 +62,9 @@ class _Planning:
             for vm in vms if phase is VmPhase.BOOTING else ():
                 if vm.started:
                     self.got[vm.name] = got.get(vm.name, now_s)
-                late = now_s - self.got[vm.name] >= self.boot_deadline_s(region) if vm.started else vm.since <= spill_before
+                late = (now_s - self.got[vm.name] >= self.boot_deadline_s(region) if vm.started
+                        else vm.since <= (self.now - timedelta(seconds=self.grant_deadline_s(region))
+                                          if ranking.flex(region) else spill_before))
                 stuck = vm.creation_error in _CAPACITY_ERRORS or late
                 (self.stuck if stuck else self.healthy)[region].append(vm)
         # Which regions are blocked, fixed once ``learn`` is done (later steps only extend blocks).
@@ -73,6 +76,11 @@ class _Planning:
     def boot_deadline_s(self, region: str) -> float:
         """How long a VM that got capacity may take to be usable: twice the region's boot, bounded."""
         return min(self.timing.boot_timeout_s, max(self.timing.spill_after_s, 2 * self.boot_s(region)))
+
+    def grant_deadline_s(self, pool: str) -> float:
+        """How long a flex-start request may wait for its grant before it counts as not delivering: twice
+        the pool's learned (or estimated) asked-to-usable time, at least ``spill_after_s``."""
+        return max(self.timing.spill_after_s, 2 * self.boot_s(pool))
 
     def _age(self, vm: Vm) -> float:
         return (self.now - vm.since).total_seconds()
@@ -122,7 +130,7 @@ class _Planning:
                     self._decide(Action.UNBLOCK, region, f"{booted[0].name} booted: the region delivers again")
                 memory = _with(memory, strikes=0, blocked_until=None, last_boot_at=self.now,
                                  boot_s=self._learn_boot(memory, booted))
-            self.memory[region] = memory
+            self.memory[region] = memory = preemptions.learn(memory, self.index.region(region), self.now, self.timing)
             if booted or self._blocked(region):
                 continue  # it delivers; or it is blocked, struck once per episode (see _strike)
             capacity_errors = [e for e in errors if e.kind in _CAPACITY_ERRORS]
@@ -155,7 +163,7 @@ class _Planning:
         for group in self.groups:
             left, blocked = group.count, [r for r in group.regions if self._blocked(r)]
             for pool, needed in ((idle, self.idle_needed), (running, None), (pending, None)):
-                for region in self.rank(group.regions, self.patient(group)) + blocked:
+                for region in self.ranking.for_group(group) + blocked:
                     if left == 0:
                         break
                     take = min(left, pool.get(region, 0))
@@ -182,12 +190,14 @@ class _Planning:
             return min(limits.max_vms_per_region - counts[region] - add.get(region, 0),
                        limits.max_vms - total - sum(add.values()))
 
+        compared: dict[str, list[str]] = {}  # a pool asked for -> the ranking it was chosen from
         for group, left in uncovered:
-            ranked = self.rank(group.regions, self.patient(group))
+            ranked = self.ranking.for_group(group)
             for region in ranked:
                 take = min(left, room(region))
                 if take <= 0:
                     continue
+                compared.setdefault(region, ranked)
                 add[region] = add.get(region, 0) + take
                 left -= take
                 if self.uncertain(region):
@@ -210,7 +220,8 @@ class _Planning:
         for region, count in add.items():
             hedged = hedge.get(region, 0)
             if count - hedged:
-                self._decide(Action.ADD, region, f"{count - hedged} queued job(s) without a VM", count - hedged)
+                self._decide(Action.ADD, region, f"{count - hedged} queued job(s) without a VM"
+                             + self.ranking.prices_compared(region, compared.get(region, ())), count - hedged)
             if hedged:
                 self._decide(Action.ADD, region, f"{hedged} hedge(s): the first choice's delivery is uncertain",
                              hedged)

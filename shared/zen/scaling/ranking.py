@@ -10,6 +10,7 @@ import math
 from datetime import datetime
 from typing import Callable
 
+from zen.scaling import preemptions
 from zen.scaling.model import ClusterSnapshot, DemandGroup, RegionMemory
 
 
@@ -22,13 +23,20 @@ class Ranking:
         self.now: datetime = snapshot.now
         self.timing = snapshot.timing
         self.order = {r: i for i, r in enumerate(snapshot.cluster.regions)}
-        self._ranks: dict[tuple[tuple[str, ...], bool], list[str]] = {}
+        self._ranks: dict[tuple[tuple[str, ...], bool, float | None, bool], list[str]] = {}
         pools = snapshot.cluster.pools
         self.priced = pools is not None and any(p.usd_per_hour is not None for p in pools.values())
 
     def boot_s(self, region: str) -> float:
+        """Asked-to-usable seconds in a pool: learned, else the estimate (a flex-start pool's: its grant)."""
         learned = self.memory[region].boot_s
-        return self.timing.boot_estimate_s if learned is None else learned
+        if learned is not None:
+            return learned
+        return self.timing.flex_start_estimate_s if self.flex(region) else self.timing.boot_estimate_s
+
+    def flex(self, pool: str) -> bool:
+        """A flex-start pool: grown by resize requests granted whole, after a queue (no stockouts)."""
+        return self.s.cluster.pools is not None and self.s.cluster.pool(pool).model == "flex-start"
 
     def risk(self, region: str) -> float:
         """How likely a VM asked here now does not come up in time (0..1): 0 without a stockout, else
@@ -45,12 +53,15 @@ class Ranking:
         """Worth a hedge: never seen to deliver, or its risk is at least ``hedge_risk``."""
         return self.memory[region].last_boot_at is None or self.risk(region) >= self.timing.hedge_risk
 
-    def rank(self, regions: tuple[str, ...], patient: bool = True) -> list[str]:
+    def rank(self, regions: tuple[str, ...], patient: bool = True, slack_s: float | None = None,
+             checkpoints: bool = False) -> list[str]:
         """Allowed, unblocked pools, best first. By expected seconds to a usable VM (boot, stockout risk,
         one ``preference_s`` per step down the region order); where pools are priced and the demand is
-        ``patient``, the pools expected within ``cost_slack_s`` of the fastest come first, cheapest first
-        (the rest after, fastest first). Computed after ``learn``, the only step that changes its inputs."""
-        ranked = self._ranks.get((regions, patient))
+        ``patient``, the pools expected within ``slack_s`` (None: ``cost_slack_s``) of the fastest come
+        first, cheapest first (the rest after, fastest first). Computed after ``learn``, the only step
+        that changes its inputs."""
+        key = (regions, patient, slack_s, checkpoints)
+        ranked = self._ranks.get(key)
         if ranked is None:
             usable = [r for r in regions if r in self.memory and not self._blocked(r)]
             # The job's own order (data locality first, zen.core.locality) where it is not the cluster's.
@@ -62,10 +73,10 @@ class Ranking:
                    for r in usable}
             ranked = sorted(usable, key=lambda r: (eta[r], order[r]))
             if patient and self.priced and ranked:
-                fastest = eta[ranked[0]] + self.timing.cost_slack_s
+                fastest = eta[ranked[0]] + (self.timing.cost_slack_s if slack_s is None else slack_s)
                 soon = [r for r in ranked if eta[r] <= fastest]
-                ranked = sorted(soon, key=lambda r: (self.price(r), eta[r], order[r])) + ranked[len(soon):]
-            self._ranks[(regions, patient)] = ranked
+                ranked = sorted(soon, key=lambda r: (self.cost(r, checkpoints), eta[r], order[r])) + ranked[len(soon):]
+            self._ranks[key] = ranked
         return ranked
 
     def _region_steps(self, known: list[str], order: dict[str, int]) -> dict[str, int]:
@@ -78,15 +89,42 @@ class Ranking:
             regions.setdefault(self.s.cluster.pool(r).region, len(regions))
         return {r: regions[self.s.cluster.pool(r).region] for r in known}
 
+    def cost(self, pool: str, checkpoints: bool = False) -> float:
+        """USD per useful VM-hour expected in ``pool``: its price times what its preemptions were seen to
+        throw away and re-boot (``zen.scaling.preemptions``; 1 where none were)."""
+        return self.price(pool) * preemptions.cost_factor(self.memory[pool], checkpoints, self.boot_s(pool),
+                                                          self.timing.checkpoint_every_s)
+
     def price(self, pool: str) -> float:
         """USD per VM-hour in ``pool``; unpriced pools rank after every priced one."""
         usd = self.s.cluster.pool(pool).usd_per_hour
         return math.inf if usd is None else usd
 
+    def prices_compared(self, pool: str, ranked: list[str] | tuple[str, ...], shown: int = 3) -> str:
+        """``: $2.37/h (spot), before us-west1 $2.96/h (standard), ...``: a priced choice's reason names
+        the prices it was compared with (its ranking's next pools); empty where nothing is priced."""
+        if not self.priced:
+            return ""
+        def usd(p: str) -> str:
+            price, model = self.price(p), self.s.cluster.pool(p).model
+            return f"unpriced ({model})" if math.isinf(price) else f"${price:.2f}/h ({model})"
+        others = [p for p in ranked if p != pool][:shown]
+        return f": {usd(pool)}" + (f", before {', '.join(f'{p} {usd(p)}' for p in others)}" if others else "")
+
     def hedge_priced(self, pool: str, first: str) -> bool:
         """Whether ``pool`` may hedge a boot asked in ``first``: the hedge may win and run the job, so it
         costs at most ``hedge_price_ratio`` x the first choice's price (unpriced: any)."""
         return not self.priced or self.price(pool) <= self.timing.hedge_price_ratio * self.price(first)
+
+    def for_group(self, group: DemandGroup) -> list[str]:
+        """:meth:`rank` for a demand group: patient while within its start bound; a group that named its
+        own bound (``max_wait_s``) may take any pool expected within what is left of it, cheapest first
+        (a flex-start pool's queue included), else within ``cost_slack_s`` of the fastest."""
+        patient = self.patient(group)
+        slack = None
+        if patient and group.max_wait_s is not None:
+            slack = max(self.timing.cost_slack_s, group.max_wait_s - (self.now - group.oldest).total_seconds())
+        return self.rank(group.regions, patient, slack, group.checkpoints)
 
     def patient(self, group: DemandGroup) -> bool:
         """Whether a group may still wait for its cheapest pools: its oldest job has waited less than its

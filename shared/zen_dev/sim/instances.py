@@ -42,6 +42,8 @@ def kept_s(job, ran_s: float) -> float:
 class InstanceWorld:
     """Instances, capacity and billing; mixed into ``Simulation``."""
 
+    GRANT = _RETRY  # a flex-start request's grant (zen_dev.sim.flexstart) orders as a MIG's retry
+
     def _push(self, t: float, prio: int, fn, *args) -> None:
         heapq.heappush(self.heap, (t, prio, next(self.seq), fn, args))
 
@@ -50,6 +52,9 @@ class InstanceWorld:
         waiting for it, as ``_attempt`` does one by one. Once no zone has room, none has for the rest
         at this instant (placing only uses capacity up): they wait together, failed at the same
         moment (one failure tuple shared, one retry scheduled)."""
+        if mig.model == "flex-start":
+            self.flex.request(mig, count)  # a resize request, granted whole later
+            return
         now, vms, everywhere = self.now, mig.vms, mig.cluster.vms
         for left in range(count, 0, -1):
             vm = _Vm(f"{mig.name}-{next(self.names):06d}", mig, now)
@@ -249,6 +254,15 @@ class InstanceWorld:
         for mig in self.by_zone.get((zone, machine_type), ()):
             if mig.waiting:
                 self._retry_at(mig, self._next_grid(mig, self.now))
+            if mig.model == "flex-start":
+                self.flex.capacity_freed(mig)
+
+    def _watch_for_room(self, mig: _Mig) -> None:
+        """A flex-start request waits for room: look again when a zone's capacity next changes (a VM
+        going also frees room: ``_capacity_freed``)."""
+        changes = [t for zone in mig.zones if (t := self.capacity.next_change(zone, mig.capacity_type, self.now)) is not None]
+        if changes and min(changes) <= self.horizon:
+            self._push(min(changes), _RETRY, self.flex.capacity_freed, mig)
 
     def _billed(self, delta: int) -> None:
         result = self.result

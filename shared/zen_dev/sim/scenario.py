@@ -93,6 +93,13 @@ class RoutingSpec(_Spec):
     staging_mb_s: float = Field(default=200, gt=0)
 
 
+class FlexStartSpec(_Spec):
+    """Flex-start pools' resize requests: queued for a delay drawn from ``grant``, then granted all at once
+    when the zones hold them all (zen_dev.sim.flexstart)."""
+
+    grant: BootSpec = LognormalBoot(dist="lognormal", median_s=900, sigma=0.7)
+
+
 class ScenarioSpec(_Spec):
     description: str = ""
     seed: int = 0
@@ -116,6 +123,7 @@ class ScenarioSpec(_Spec):
     pass_on_vm_running: bool = True  # and, for policies that hear it, when a racing VM turns RUNNING
     delete_s: float = Field(default=30, ge=0)
     preemption: PreemptionSpec = PreemptionSpec()
+    flex_start: FlexStartSpec = FlexStartSpec()
     timing: dict[str, float] = {}
     jobs: dict[str, Any] | None = None
     queues: list[QueueConfig] = []  # as in zen.core.config: admission by quota (zen_dev.sim.queues); none: all admitted

@@ -104,7 +104,7 @@ class SimClusterState:
         self.memory: dict = {}
         self.manager = None  # the production ClusterManager over this cluster's simulated MIGs (zen_dev.sim.world)
         self.last_tick, self.tick_at = -math.inf, None
-        self.coverage = None  # what the last pass said about one more job (zen.scaling.model.Coverage)
+        self.coverage = None  # what the last pass said about one more job (zen.scaling.coverage.Coverage)
         self.arrivals: deque[float] = deque()  # submission times, for the planner's warm pool
 
     def pools_in(self, regions: tuple[str, ...]) -> tuple[str, ...]:

@@ -18,9 +18,11 @@ from datetime import timedelta
 from zen.core.config import ClusterConfig
 from zen.scaling.manager import ClusterManager
 from zen.core.provisioning import MODELS
-from zen.scaling.model import ClusterSnapshot, Plan, Policy, VmPhase, racing
+from zen.scaling.coverage import racing
+from zen.scaling.model import ClusterSnapshot, Plan, Policy, VmPhase
 from zen_dev.capacity.traces import CapacitySchedule
 from zen_dev.sim.instances import _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK, InstanceWorld, kept_s
+from zen_dev.sim.flexstart import FlexGrants
 from zen_dev.sim.jobs import SimJob
 from zen_dev.sim.metrics import RunResult
 from zen_dev.sim.policies import PolicyUnavailable
@@ -108,6 +110,7 @@ class Simulation(InstanceWorld):
         seed = spec.seed if seed is None else seed
         self.boot_seed, self._boot_streams, self.preempt_rng = seed, {}, random.Random(f"preempt-{seed}")
         self.victim_rng = random.Random(f"victims-{seed}")  # which spot VMs a capacity drop takes
+        self.flex = FlexGrants(self, seed)
         last_submit = max((j.submit_s for j in jobs), default=0.0)
         self.horizon = horizon_s or spec.horizon_s or last_submit + spec.drain_s
         self.clusters = {c.limits.name: _Cluster(c, policy_models(policy, c), capacity_types(scenario, c))

@@ -1,0 +1,60 @@
+"""What preemptions cost in each pool, learned by the planner from the VMs it sees (pure, no I/O).
+
+A busy VM leaves BUSY either because its job ended (IDLE) or because it went away under the job (its
+MIG recreates it, or it is gone or going): Zen never deletes a busy VM, so the second is a preemption
+(or a VM that failed, which costs the same). Each pool's memory keeps, decayed with ``Timing.trust_s``,
+the busy seconds its VMs ran, the seconds of runs cut short and how many were; and the average job
+run. From those, :func:`cost_factor` is what one useful VM-hour there costs in VM-hours: the runs thrown
+away (a job without checkpoints loses its run so far; one with checkpoints about half an interval) and
+the rerun's billed boot. The planner multiplies a pool's price by it (``zen.scaling.ranking``).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+from zen.scaling.model import RegionMemory, Timing, Vm, VmPhase
+
+_RUN_WEIGHT = 0.2  # weight of a finished run in the moving average of run times
+
+
+def learn(memory: RegionMemory, vms: tuple[Vm, ...], now: datetime, timing: Timing) -> RegionMemory:
+    """The pool's memory after this pass: runs that ended since the last one folded in, the busy VMs
+    now remembered. Unchanged (the same object) while no VM started or left a job."""
+    busy = tuple(vm.name for vm in vms if vm.phase is VmPhase.BUSY)
+    if busy == memory.busy:
+        return memory
+    now_s = now.timestamp()
+    since = dict(zip(memory.busy, memory.busy_since))
+    phase = {vm.name: vm.phase for vm in vms}
+    spell_s, lost_s, preempted, run_s = 0.0, 0.0, 0.0, memory.run_s
+    for name, started in since.items():
+        if name in busy:
+            continue
+        ran = max(0.0, now_s - started)
+        spell_s += ran
+        if phase.get(name) is VmPhase.IDLE:
+            run_s = ran if run_s is None else (1 - _RUN_WEIGHT) * run_s + _RUN_WEIGHT * ran
+        else:  # recreated (booting), going or gone under its job: taken back
+            lost_s, preempted = lost_s + ran, preempted + 1
+    decay = math.exp(-max(0.0, now_s - (memory.runs_seen_s or now_s)) / timing.trust_s)
+    return memory.replaced(  # a run is timed from the first pass that sees it (within a tick of its start)
+        busy=busy, busy_since=tuple(since.get(name, now_s) for name in busy), runs_seen_s=now_s, run_s=run_s,
+        busy_s=memory.busy_s * decay + spell_s, lost_s=memory.lost_s * decay + lost_s,
+        preempted=memory.preempted * decay + preempted)
+
+
+def cost_factor(memory: RegionMemory, checkpoints: bool, boot_s: float, checkpoint_every_s: float) -> float:
+    """VM-hours paid per useful VM-hour in the pool, as its preemptions go: 1 where none were seen.
+    Without checkpoints a preemption throws the run so far away (as learned); with them, half a
+    checkpoint interval (at most the run); each also pays the rerun's boot."""
+    if memory.busy_s <= 0 or memory.preempted <= 0:
+        return 1.0
+    if checkpoints:
+        lost = memory.preempted * min(checkpoint_every_s / 2, memory.lost_s / memory.preempted)
+    else:
+        lost = memory.lost_s
+    lost += memory.preempted * boot_s
+    useful = max(memory.busy_s - lost, 0.05 * memory.busy_s)  # at most 20x: a pool that only loses stays ranked
+    return memory.busy_s / useful

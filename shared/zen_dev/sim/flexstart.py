@@ -1,0 +1,60 @@
+"""Flex-start in the simulated world: a flex-start pool's MIG grows by resize requests (Dynamic Workload
+Scheduler), each queued for a delay drawn from the scenario's ``flex_start.grant`` and then granted all at
+once, as soon as the MIG's zones hold every VM of it; never a stockout error, never preempted.
+
+A request's VMs wait without capacity (CREATING, no error: the planner sees them booting, not started);
+deleting one takes it out of its request (the rest is granted without it), deleting all cancels it.
+How it compares with production's resize requests: docs/reference/simulator.md#what-the-simulator-models
+"""
+
+from __future__ import annotations
+
+import random
+
+from zen_dev.sim.jobs import sample
+from zen_dev.sim.state import SimMig, SimVm
+
+
+class FlexGrants:
+    """The flex-start requests of one simulated world (``zen_dev.sim.world.Simulation``), which calls
+    :meth:`request` for a flex-start MIG's resize and :meth:`capacity_freed` when a zone frees room."""
+
+    def __init__(self, world, seed: int):
+        self._world = world
+        self._rng = random.Random(f"flex-{seed}")
+        self._ready: dict[str, list[list[SimVm]]] = {}  # MIG name -> requests past their delay, oldest first
+
+    def request(self, mig: SimMig, count: int) -> None:
+        """One resize request of ``count`` VMs: queued, then granted whole (:meth:`_due`)."""
+        world = self._world
+        batch = []
+        for _ in range(count):
+            vm = SimVm(f"{mig.name}-{next(world.names):06d}", mig, world.now)
+            mig.vms[vm.name] = mig.cluster.vms[vm.name] = vm
+            batch.append(vm)
+        delay = sample(world.scenario.spec.flex_start.grant, self._rng)
+        world._push(world.now + delay, world.GRANT, self._due, mig, batch)
+
+    def _due(self, mig: SimMig, batch: list[SimVm]) -> None:
+        self._ready.setdefault(mig.name, []).append(batch)
+        self._grant(mig)
+
+    def capacity_freed(self, mig: SimMig) -> None:
+        if self._ready.get(mig.name):
+            self._grant(mig)
+
+    def _grant(self, mig: SimMig) -> None:
+        """Grant the MIG's due requests in order while its zones hold all of a request's VMs; a request
+        that does not fit waits for room (and keeps the later ones waiting: the queue is in order)."""
+        world, ready = self._world, self._ready.get(mig.name, [])
+        while ready:
+            alive = [vm for vm in ready[0] if mig.vms.get(vm.name) is vm and vm.created_s is None]
+            if alive:
+                free = sum(max(0, world._capacity_now((zone, mig.capacity_type)) - world.used.get((zone, mig.capacity_type), 0))
+                           for zone in mig.zones)
+                if free < len(alive) and not world.unlimited:
+                    world._watch_for_room(mig)
+                    return
+                for vm in alive:
+                    world._place(mig, vm, world._free_zone(mig))
+            ready.pop(0)
