@@ -172,7 +172,7 @@ class Timing:
     preference_s: float = 15  # seconds of expected boot one step down the preference order is worth
     keep_factor: float = 1.0  # ski rental: a cold start costs keep_factor x the region's boot time
     agent_silence_s: float = 180  # an agent unheard this long is no supply (zen.core.lease.agent_silence_s)
-    cost_slack_s: float = 30  # priced pools: one expected this much slower than the fastest may win on price
+    cost_slack_s: float = 120  # priced pools: one expected this much slower than the fastest may win on price
     hedge_price_ratio: float = 1.25  # priced pools: a hedge costs at most this x its first choice's price
     checkpoint_every_s: float = 600  # how often a job that checkpoints is taken to save (what a preemption loses)
     flex_start_estimate_s: float = 900  # a flex-start pool's asked-to-usable time before one is learned

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 
-from zen_dev.sim import fairness
+from zen_dev.sim import dollars, fairness
 from zen_dev.sim.heldout import HELDOUT_SEEDS, heldout_scenario
 from zen_dev.sim.jobs import load_jobs
 from zen_dev.sim.metrics import RunResult
@@ -177,9 +177,18 @@ def main() -> int:
     if rows:
         print("== zen / ask-every-region per scenario: ratio and whether its target holds")
         print("\n".join(summary_table(rows)))
+    print("\n" + "\n".join(dollars.report(  # prices (issue 33): the fixed scenarios to tune on, the held-out draws
+        [(load_scenario(name), False) for name in SCENARIOS] + _heldout_draws())))
     print("\n" + "\n".join(data_locality_report()))  # issue 15
     print("\n" + "\n".join(fairness.report()))  # queues (issue 14)
     return 0
+
+
+def _heldout_draws() -> list[tuple[Scenario, bool]]:
+    try:
+        return [(heldout_scenario(seed), True) for seed in HELDOUT_SEEDS]
+    except TraceUnavailable:
+        return []
 
 
 def data_locality_report(name: str = DATA_SCENARIO) -> list[str]:
