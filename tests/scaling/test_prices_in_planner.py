@@ -1,0 +1,94 @@
+"""The planner with priced pools: the cheapest pool within the time slack, hedges near its price, the
+reason naming the prices, losers ended at RUNNING, flex-start's queue, and preemptions' learned cost."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from zen.scaling import preemptions
+from zen.scaling.model import ClusterLimits, Pool, QueuedJob, RegionMemory, Timing, Vm, VmPhase
+from zen.scaling.planner import ZenPlanner
+
+from tests.scaling.test_planner import at, snap, trusted
+
+POOLS = {"us-central1": Pool("us-central1", "spot", 2.37), "us-central1/standard": Pool("us-central1", "standard", 5.92),
+         "us-west1": Pool("us-west1", "spot", 2.04), "us-west1/standard": Pool("us-west1", "standard", 5.92),
+         "europe-west4": Pool("europe-west4", "spot", 2.61)}
+LIMITS = ClusterLimits("8xa100", tuple(POOLS), max_vms_per_region=4, max_vms=12, pools=POOLS)
+
+
+def queued(n: int, pools=tuple(POOLS), queued_at: float = 0, max_wait_s=None) -> tuple[QueuedJob, ...]:
+    return tuple(QueuedJob(f"j{i}", pools, at(queued_at), max_wait_s=max_wait_s) for i in range(n))
+
+
+def plan(now=0.0, jobs=(), vms=(), memory=None, timing=Timing(hedge_risk=0.5), limits=LIMITS):
+    return ZenPlanner().plan(snap(now, queued=jobs, vms=vms, memory=memory or trusted(limits.regions),
+                                  limits=limits, timing=timing))
+
+
+def test_the_cheapest_pool_within_the_slack_wins_and_its_reason_names_the_prices():
+    result = plan(jobs=queued(2))
+    assert result.add == {"us-west1": 2}  # $2.04 spot beats the preferred region's $2.37
+    [decision] = [d for d in result.decisions if d.action.value == "ADD"]
+    assert decision.reason.startswith("2 queued job(s) without a VM: $2.04/h (spot), before us-central1 $2.37/h (spot)")
+    # A pool expected much slower (a recent stockout's risk: 240 s more) is outside the 120 s slack.
+    memory = trusted(LIMITS.regions)
+    memory["us-west1"] = RegionMemory(last_boot_at=at(-4000), last_stockout_at=at(-10))
+    assert plan(jobs=queued(1), memory=memory).add == {"us-central1": 1}
+
+
+def test_past_its_start_bound_a_group_ranks_by_speed_and_a_named_bound_widens_the_choice():
+    slow = dict(trusted(LIMITS.regions), **{"us-west1": RegionMemory(last_boot_at=at(-60), boot_s=300)})
+    assert plan(jobs=queued(1), memory=slow).add == {"us-central1": 1}  # 300 s boot: beyond the slack
+    assert plan(jobs=queued(1, max_wait_s=900), memory=slow).add == {"us-west1": 1}  # it may wait for the cheapest
+    assert plan(now=700, jobs=queued(1, max_wait_s=600), memory=slow).add == {"us-central1": 1}  # past it
+
+
+def test_a_hedge_goes_only_to_a_pool_near_the_first_choices_price():
+    # Nothing delivered yet: every pool is uncertain and hedged, but not into standard (2.9x spot).
+    memory = {r: RegionMemory() for r in LIMITS.regions}
+    result = plan(jobs=queued(1), memory=memory, timing=Timing())
+    assert result.add == {"us-west1": 1, "us-central1": 1}
+    assert not any("/standard" in pool for pool in result.add)
+
+
+def test_a_running_vm_ends_a_boot_asked_before_it_got_capacity():
+    # One job, two boots (the first choice and its hedge); us-west1's is RUNNING: us-central1's goes
+    # now, before it is billed, not when the winner's agent first speaks.
+    winner = Vm("w", "us-west1", VmPhase.BOOTING, at(0), started=True, running=True)
+    loser = Vm("l", "us-central1", VmPhase.BOOTING, at(0), started=False)
+    result = plan(now=30, jobs=queued(1), vms=(winner, loser))
+    assert ("us-central1", "l") in result.delete and ("us-west1", "w") not in result.delete
+    # Without a RUNNING VM both race on.
+    racing = plan(now=30, jobs=queued(1), vms=(replace(winner, running=False), loser))
+    assert not racing.delete
+
+
+def test_a_flex_start_pool_waits_its_queue_and_serves_when_every_other_pool_is_out():
+    pools = {"us-central1": Pool("us-central1", "spot", 2.37), "us-central1/flex-start": Pool("us-central1", "flex-start", 3.0)}
+    limits = ClusterLimits("8xa100", tuple(pools), 4, 8, pools=pools)
+    memory = {"us-central1": RegionMemory(last_boot_at=at(-60)), "us-central1/flex-start": RegionMemory()}
+    assert plan(jobs=queued(1, tuple(pools)), memory=memory, limits=limits).add == {"us-central1": 1}
+    memory["us-central1"] = RegionMemory(blocked_until=at(600), strikes=1, last_stockout_at=at(-5))
+    assert plan(jobs=queued(1, tuple(pools)), memory=memory, limits=limits).add == {"us-central1/flex-start": 1}
+    # A request waiting 10 minutes for its grant is not stuck (twice the 900 s estimate is its deadline).
+    waiting = Vm("f", "us-central1/flex-start", VmPhase.BOOTING, at(0))
+    later = plan(now=600, jobs=queued(1, tuple(pools)), vms=(waiting,), memory=memory, limits=limits)
+    assert not later.delete and not later.add
+
+
+def test_preemptions_are_learned_per_pool_and_priced_in():
+    timing = Timing()
+    memory = RegionMemory()
+    busy = (Vm("a", "p", VmPhase.BUSY, at(0)), Vm("b", "p", VmPhase.BUSY, at(0)))
+    memory = preemptions.learn(memory, busy, at(0), timing)
+    assert memory.busy == ("a", "b")
+    assert preemptions.learn(memory, busy, at(10), timing) is memory  # nothing changed: the same memory
+    # At 3600 s "a" finished (idle) and "b" was taken back (recreated, booting): one preemption, 3600 s lost.
+    after = (Vm("a", "p", VmPhase.IDLE, at(3600)), Vm("b", "p", VmPhase.BOOTING, at(3600)))
+    memory = preemptions.learn(memory, after, at(3600), timing)
+    assert memory.preempted == 1 and memory.lost_s == 3600 and memory.busy_s == 7200 and memory.run_s == 3600
+    # Paid per useful: 7200 / (7200 - 3600 lost - 120 boot); with checkpoints every 600 s, only 300 s lost.
+    assert preemptions.cost_factor(memory, False, 120, 600) == 7200 / (7200 - 3720)
+    assert preemptions.cost_factor(memory, True, 120, 600) == 7200 / (7200 - 420)
+    assert preemptions.cost_factor(RegionMemory(), False, 120, 600) == 1.0

@@ -1,0 +1,132 @@
+"""Provisioning models in the simulator: a MIG per pool, spot alone preempted, capacity per model,
+flex-start requests granted whole, checkpoints, and the baselines that keep to one model."""
+
+from __future__ import annotations
+
+import pytest
+
+from zen.scaling.model import Plan, VmPhase
+from zen_dev.capacity.yamllines import ScenarioError
+from zen_dev.sim.jobs import SimJob
+from zen_dev.sim.policies import make_policy
+from zen_dev.sim.runner import run_policies
+from zen_dev.sim.scenario import parse_scenario
+from zen_dev.sim.world import Simulation
+
+PRICES = "prices: {r1: {spot: 2.0, standard: 6.0, flex-start: 3.0}, r2: {spot: 1.0, standard: 5.0, flex-start: 2.5}}\n"
+
+
+def _scenario(models: str = "[spot, standard]", capacity: str = "{default: 4}", extra: str = "",
+              prices: str = PRICES, per_region: int = 4):
+    text = (f"clusters: [{{name: c, gpu_count: 1, machine_type: a2-highgpu-1g, regions: [r1, r2], "
+            f"max_vms_per_region: {per_region}, max_vms: 16, provisioning: {models}}}]\n"
+            f"zones: {{r1: [r1-a], r2: [r2-a]}}\ncapacity: {capacity}\nboot: {{dist: fixed, s: 100}}\n"
+            f"delete_s: 0\n{prices}{extra}")
+    return parse_scenario(text, source="t.yaml", name="t")
+
+
+class Scripted:
+    """Asks for what ``script`` says at the first pass (pool -> VMs), deletes nothing, records snapshots."""
+
+    name = "scripted"
+
+    def __init__(self, script: dict[str, int]):
+        self.script, self.snapshots = script, []
+
+    def plan(self, snapshot):
+        self.snapshots.append(snapshot)
+        plan, self.script = Plan(add=dict(self.script)), {}
+        return plan
+
+
+def _world(scenario, policy, jobs=(), horizon_s=3000.0):
+    return Simulation(scenario, list(jobs), policy, horizon_s=horizon_s)
+
+
+def test_each_pool_is_a_mig_named_as_production_names_it_and_priced():
+    world = _world(_scenario("[spot, standard, flex-start]"), make_policy("zen"))
+    migs = world.clusters["c"].migs
+    assert list(migs) == ["r1", "r1/standard", "r1/flex-start", "r2", "r2/standard", "r2/flex-start"]
+    assert [m.name for m in migs.values()] == ["zen-c-r1", "zen-c-r1-std", "zen-c-r1-flex", "zen-c-r2",
+                                               "zen-c-r2-std", "zen-c-r2-flex"]
+    assert [m.usd_per_hour for m in migs.values()] == [2.0, 6.0, 3.0, 1.0, 5.0, 2.5]
+    assert [m.preemptible for m in migs.values()] == [True, False, False, True, False, False]
+    # The baselines keep to one model: ask-every-region the primary, its -standard twin standard.
+    assert list(_world(_scenario(), make_policy("ask-every-region")).clusters["c"].migs) == ["r1", "r2"]
+    standard = _world(_scenario(), make_policy("ask-every-region-standard")).clusters["c"]
+    assert list(standard.migs) == ["r1", "r2"] and {m.model for m in standard.migs.values()} == {"standard"}
+
+
+def test_a_baseline_on_a_model_the_scenario_does_not_price_is_skipped():
+    unpriced_standard = _scenario("[spot]", prices="prices: {r1: {spot: 2.0}, r2: {spot: 1.0}}\n")
+    skipped: list[str] = []
+    results = run_policies(unpriced_standard, [SimJob("j", "c", 0.0, 60.0, ("r1", "r2"))],
+                           ["zen", "ask-every-region-standard"], horizon_s=600, skipped=skipped)
+    assert list(results) == ["zen"] and skipped == ["ask-every-region-standard"]
+
+
+def test_a_capacity_drop_takes_back_spot_vms_only():
+    # r1-a holds 2 VMs, then none from 500 s: the spot VM's job is queued again, the standard one runs on.
+    scenario = _scenario(capacity="{default: 0, schedule: [{at_s: 0, zone: r1-a, capacity: 2}, "
+                                  "{at_s: 500, zone: r1-a, capacity: 0}]}")
+    world = _world(scenario, Scripted({"r1": 1, "r1/standard": 1}),
+                   [SimJob("a", "c", 0.0, 2000.0, ("r1",)), SimJob("b", "c", 0.0, 2000.0, ("r1",))])
+    result = world.run()
+    assert result.preemptions == 1
+    survivors = [vm.mig.key for vm in world.clusters["c"].vms.values() if vm.phase is VmPhase.BUSY]
+    assert survivors == ["r1/standard"]
+
+
+def test_a_model_may_have_its_own_capacity():
+    # Spot has room for none in r1-a, standard (the machine type's capacity) for 2.
+    scenario = _scenario(capacity="{default: 0, schedule: [{at_s: 0, zone: r1-a, capacity: 2}, "
+                                  "{at_s: 0, zone: r1-a, machine_type: a2-highgpu-1g, model: spot, capacity: 0}]}")
+    world = _world(scenario, Scripted({"r1": 1, "r1/standard": 1}), horizon_s=300)
+    world.run()
+    placed = {vm.mig.key: vm.created_s is not None for vm in world.clusters["c"].vms.values()}
+    assert placed == {"r1": False, "r1/standard": True}
+    with pytest.raises(ScenarioError, match="model: unknown provisioning model 'preemptible'"):
+        _scenario(capacity="{default: 1, schedule: [{at_s: 0, zone: r1-a, model: preemptible, capacity: 1}]}")
+
+
+def test_a_flex_start_request_is_granted_whole_after_its_queue():
+    # Room for 2 in r1-a; a request for 3 waits its 300 s queue, then for room (a third slot at 800 s).
+    scenario = _scenario("[flex-start]", capacity="{default: 0, schedule: [{at_s: 0, zone: r1-a, capacity: 2}, "
+                         "{at_s: 800, zone: r1-a, capacity: 3}]}",
+                         extra="flex_start: {grant: {dist: fixed, s: 300}}\n")
+    world = _world(scenario, Scripted({"r1": 3}), horizon_s=1200)
+    world.run()
+    vms = list(world.clusters["c"].vms.values())
+    assert len(vms) == 3 and {vm.created_s for vm in vms} == {800.0}
+    listed = Scripted({"r1": 2})  # before the grant: booting, no capacity, no error (not a stockout)
+    _world(_scenario("[flex-start]", extra="flex_start: {grant: {dist: fixed, s: 300}}\n"), listed,
+           horizon_s=200).run()
+    later = listed.snapshots[-1]
+    assert [(vm.phase, vm.started, vm.creation_error) for vm in later.vms] == [(VmPhase.BOOTING, False, None)] * 2
+    assert not later.errors
+
+
+def test_a_checkpointing_job_resumes_from_its_last_checkpoint():
+    # A 3000 s job on spot from 100 s; capacity gone at 1500 s: 1400 s run, 1200 s kept (every 600 s),
+    # 200 s reworked; it resumes at 2000 s with 1800 s to go and finishes at 3900 s.
+    capacity = ("{default: 0, schedule: [{at_s: 0, zone: r1-a, capacity: 1}, {at_s: 1500, zone: r1-a, capacity: 0}, "
+                "{at_s: 1900, zone: r1-a, capacity: 1}]}")
+    job = SimJob("j", "c", 0.0, 3000.0, ("r1",), checkpoint_every_s=600.0)
+    result = Simulation(_scenario("[spot]", capacity=capacity), [job], make_policy("zen"), horizon_s=6000).run()
+    assert result.preemptions == 1
+    assert result.rework_gpu_seconds == pytest.approx(200)
+    assert result.useful_gpu_seconds == pytest.approx(3000)
+    plain = Simulation(_scenario("[spot]", capacity=capacity), [SimJob("j", "c", 0.0, 3000.0, ("r1",))],
+                       make_policy("zen"), horizon_s=6000).run()
+    assert plain.rework_gpu_seconds == pytest.approx(1400)
+
+
+def test_zen_runs_on_the_cheapest_pool_and_cheapest_first_too():
+    jobs = [SimJob(f"j{i}", "c", 10.0 * i, 600.0, ("r1", "r2")) for i in range(3)]
+    results = run_policies(_scenario(), jobs, ["zen", "cheapest-first", "ask-every-region-standard"], horizon_s=3000)
+    # r2 spot ($1/h) is the cheapest: zen and cheapest-first start every job there; zen pays about the
+    # floor, the original on standard about 5x it.
+    assert {region for _, region in results["zen"].start_regions} == {"r2"}
+    assert {region for _, region in results["cheapest-first"].start_regions} == {"r2"}
+    assert results["zen"].dollars()["usd_vs_floor"] < 1.3
+    assert results["ask-every-region-standard"].dollars()["usd_vs_floor"] > 4
