@@ -13,7 +13,7 @@ What each does and why: docs/reference/simulator.md#the-policies
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import replace
 from datetime import timedelta
 
@@ -134,13 +134,14 @@ class _DemandSized:
         plan = Plan()
         memory = self.learn(snapshot, index, plan)
         deleted = {name for _, name in plan.delete}
-        dropped = Counter(region for region, _ in plan.delete)  # learn's deletions, each once
         idle, supply, live = {}, {}, {}
         for r in limits.regions:
             booting = index.phase(r, VmPhase.BOOTING)
             idle[r] = len(index.phase(r, VmPhase.IDLE))
-            supply[r], live[r] = idle[r] + len(booting), len(index.region(r)) - dropped[r]
-            if deleted:  # what learn deletes is no supply and does not count against the limits
+            # What learn deletes is no supply, but counts against the limits until gone: the manager
+            # applies a plan's adds before its deletions.
+            supply[r], live[r] = idle[r] + len(booting), len(index.region(r))
+            if deleted:
                 supply[r] -= sum(1 for vm in booting if vm.name in deleted)
         total = sum(live.values())
         used_idle: dict[str, int] = defaultdict(int)
