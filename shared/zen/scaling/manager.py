@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any, Callable
 from zen import telemetry
 from zen.core.clock import Clock
 from zen.core.config import ClusterConfig, ZenConfig
+from zen.core.provisioning import split_pool
 from zen.scaling.applied import ClusterReport, as_applied
 from zen.scaling.asks import PassAsksDb
 from zen.scaling.fleetdb import FleetDb
 from zen.scaling.port import FleetPort, MigApiError, MigInstance, MigPort, MigState, MigSummary, MigUnconfirmed, PassAsks
 from zen.scaling.model import (
-    COVERAGE_TRUST_S, Action, ClusterLimits, ClusterSnapshot, Coverage, Decision, Plan, Policy, RegionMemory, Timing,
-    VmPhase, racing, vm_index,
+    COVERAGE_TRUST_S, Action, ClusterLimits, ClusterSnapshot, Coverage, Decision, Plan, Policy, Pool, RegionMemory,
+    Timing, VmPhase, racing, vm_index,
 )
 from zen.scaling.planner import ZenPlanner
 from zen.scaling.sharing import absorb
@@ -168,8 +169,8 @@ class ClusterManager:
             listings[region] = state.instances
         first_seen = self._fleet.see_instances(name, seen, now)
         vms, zones = self._views.build(listings, first_seen, facts)
-        limits = ClusterLimits(name, tuple(self.cluster.regions), self.cluster.max_vms_per_region,
-                               self.cluster.max_vms, self.cluster.min_vms)
+        limits = ClusterLimits(name, self.cluster.pools(), self.cluster.max_vms_per_region,
+                               self.cluster.max_vms, self.cluster.min_vms, pools=pools_by_key(self.cluster))
         demand = facts.demand
         if self.cluster.max_jobs_per_vm > 1:  # busy VMs with room take queued jobs too (zen.scaling.sharing)
             demand = absorb(*self._fleet.shared_load(name), vms, self.cluster.gpu_count, self.cluster.max_jobs_per_vm)
@@ -267,6 +268,11 @@ class ClusterManager:
             log.warning("scaling call failed", extra={"cluster": self.cluster.name, "error": error})
 
 
+def pools_by_key(cluster: ClusterConfig) -> dict[str, Pool]:
+    """Its pools (``zen.core.provisioning``) by key, in the cluster's order: each one MIG (unpriced here)."""
+    return {key: Pool(*split_pool(key, cluster.provisioning[0])) for key in cluster.pools()}
+
+
 def timing_from_config(config: ZenConfig) -> Timing:
     scaling = config.scaling
     return Timing(boot_timeout_s=config.deadlines.boot_timeout_s, idle_timeout_s=config.deadlines.idle_timeout_s,
@@ -285,9 +291,9 @@ class ClusterOrchestrator:
     """
 
     def __init__(self, config: ZenConfig, db: Database, clock: Clock,
-                 mig_factory: Callable[[str, str, str], MigPort], policy: Policy | None = None):
+                 mig_factory: Callable[[str, str, str, str], MigPort], policy: Policy | None = None):
         self._config = config
-        self._fleet = FleetDb(db)
+        self._fleet = FleetDb(db, {c.name: c for c in config.clusters})
         self._asks = PassAsksDb(db)
         self._clock = clock
         self._mig_factory = mig_factory
@@ -316,7 +322,9 @@ class ClusterOrchestrator:
             if cluster not in self._managers:
                 config = self._config.cluster(cluster)
                 assert config is not None, f"no cluster {cluster!r} in the configuration"
-                migs = {r: self._mig_factory(self._config.project, r, config.mig_name(r)) for r in config.regions}
+                migs = {key: self._mig_factory(self._config.project, pool.region,  # one MIG per pool
+                                               config.mig_name(pool.region, pool.model), pool.model)
+                        for key, pool in pools_by_key(config).items()}
                 self._managers[cluster] = ClusterManager(config, self._fleet, migs, self._clock, self._timing,
                                                          self._policy, asks=self._asks)
             return self._managers[cluster]
@@ -343,8 +351,8 @@ class ClusterOrchestrator:
         # One list call per region gives every MIG's target size and stability ...
         listers: dict[str, MigPort] = {}
         for manager, _ in managers.values():
-            for region in manager.regions:
-                listers.setdefault(region, manager.mig(region))
+            for key in manager.regions:  # pool keys: one list call per real region
+                listers.setdefault(manager.mig(key).region, manager.mig(key))
 
         def summaries_of(mig: MigPort) -> dict[str, MigSummary]:
             try:
