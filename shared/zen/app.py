@@ -115,7 +115,8 @@ class Zen:
                 if not flex:
                     flex.append(resize_requests_client_from_env())
                 cluster = next(c for c in config.clusters if c.mig_name(region, model) == name)
-                return FlexStartMig(p, region, name, *clients, flex[0], run_s=cluster.flex_start_run_s)
+                return FlexStartMig(p, region, name, clients[0], clients[1], flex[0],
+                                    run_s=cluster.flex_start_run_s)
 
             scaler = ClusterOrchestrator(config, db, utc_now, mig_factory)
         from zen.adapters.control_subscriptions import ControlSubscriptions, accounts_from_env
