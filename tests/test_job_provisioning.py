@@ -9,7 +9,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from tests.messages import job_request
+from tests.messages import heartbeat, job_request
 from tests.test_bad_input import snapshot
 from zen.cli.main import main
 from zen.core.config import ClusterConfig, ZenConfig
@@ -127,3 +127,16 @@ def test_zen_submit_sends_and_checks_the_choices(config, publisher, db_url, monk
         "provisioning": "standard", "max_start_wait_s": 120}
     assert main(["submit", "--cluster", "1xl4", "--provisioning", "cheap", "--", "true"]) == 2
     assert "--provisioning: invalid choice: 'cheap'" in capsys.readouterr().err
+
+
+def test_a_vm_of_a_model_the_job_does_not_accept_may_not_claim_it(mixed):
+    zen, functions = mixed
+    functions.submit(job_request("k1", provisioning="spot"))
+    functions.heartbeat(heartbeat("k1", "CLAIMED", 1, vm="zen-4xa100-40gb-us-central1-std-ab12"))
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "k1").status.value == "QUEUED"
+        [refused] = repository.list_rejections(session)
+    assert "is a standard VM, and the job accepts spot VMs only" in refused["reason"]
+    functions.heartbeat(heartbeat("k1", "CLAIMED", 2, vm="zen-4xa100-40gb-us-central1-ab12"))  # a spot VM
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "k1").status.value == "ASSIGNED"
