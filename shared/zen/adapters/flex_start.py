@@ -10,7 +10,9 @@ cluster's ``flex_start_run_s`` at most. The regional client, not the zonal one: 
 To the scaling manager a pending request's VMs are instances like any other: BOOTING and not started
 (no status, so not billed), named ``<MIG>+<request>+<n>`` (``pending_name``; ``+`` is in no GCE name, so
 no agent, claim or control subscription ever takes one for a VM), counted in the target size, so the
-cluster's limits hold. Deleting any of them cancels its request (``cancel``, possible while it is
+cluster's limits hold (should Compute list a queued request's instances itself, CREATING with no VM, as
+its documentation of the CREATING state suggests, those stand for it instead and none is made up: see
+``read``). Deleting any of them cancels its request (``cancel``, possible while it is
 ACCEPTED): a request is granted all at once or not at all, so it goes whole; the planner sees the rest
 go too and asks again if it still wants VMs. Everything else (errors, deletes of real VMs, operations)
 is ``MigManager``'s.
@@ -79,7 +81,7 @@ class FlexStartMig(MigManager):
 
     def target_size(self) -> int:
         """The MIG's target size plus the VMs its pending requests ask for (what the limits count)."""
-        return super().target_size() + sum(self.pending().values())
+        return self.read().target_size
 
     def read(self, since: datetime | None = None, summary: MigSummary | None = None) -> MigState:
         """As ``MigManager.read``, plus the pending requests' VMs; never skipped on a summary (a MIG of
@@ -89,7 +91,11 @@ class FlexStartMig(MigManager):
         settled = len(instances) == target and all(i.current_action == "NONE" for i in instances)
         errors = [] if settled else self.errors(since)
         pending = self.pending()
-        return MigState(target + sum(pending.values()), instances + self._pending_instances(pending), errors)
+        # Should Compute list a queued request's instances itself (CREATING, no VM yet), they stand for it
+        # and are counted in its target size already: only the VMs it does not list are added.
+        listed = sum(1 for i in instances if i.current_action == "CREATING" and not i.status and not i.creation_error)
+        unlisted = self._pending_instances(pending)[listed:]
+        return MigState(target + len(unlisted), instances + unlisted, errors)
 
     def resize(self, size: int) -> None:
         """Ask for ``size`` less the VMs there are and asked for: one resize request, granted all at once."""
