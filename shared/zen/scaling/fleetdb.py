@@ -43,6 +43,17 @@ def memory_from_json(raw: Mapping[str, Any]) -> RegionMemory:
     return RegionMemory(**values)
 
 
+def pools_of_row(row: Mapping[str, Any], cluster: ClusterConfig | None) -> tuple[tuple[str, ...], float | None]:
+    """A demand row's pools (its ``regions`` x the models its ``provisioning`` accepts, in the cluster's
+    order) and start bound (its ``max_start_wait_s``, else the cluster's); ``cluster`` None: its regions."""
+    regions, wait = tuple(row["regions"]), row.get("max_start_wait_s")
+    if cluster is None:
+        return regions, None if wait is None else float(wait)
+    models, primary = accepted_models(row.get("provisioning"), cluster.provisioning), cluster.provisioning[0]
+    return (tuple(pool_key(r, m, primary) for r in regions for m in models),
+            float(cluster.max_start_wait_s if wait is None else wait))
+
+
 def demand_groups(rows: list[dict[str, Any]], cluster: ClusterConfig | None) -> tuple[DemandGroup, ...]:
     """The planner's demand from ``queued_demand``'s rows (a handful, however long the queue): each row's
     pools are its regions x the models its jobs accept, region by region, each region's models in the
@@ -51,18 +62,11 @@ def demand_groups(rows: list[dict[str, Any]], cluster: ClusterConfig | None) -> 
     (the configuration changed while it waited) is left out. ``cluster`` None: pools are the regions."""
     groups: dict[tuple[int, tuple[str, ...], float | None, bool], list[Any]] = {}  # key -> [count, oldest]
     for row in rows:
-        regions = tuple(row["regions"])
-        if cluster is None:
-            pools, wait = regions, row.get("max_start_wait_s")
-        else:
-            models, primary = accepted_models(row.get("provisioning"), cluster.provisioning), cluster.provisioning[0]
-            pools = tuple(pool_key(r, m, primary) for r in regions for m in models)
-            wait = row.get("max_start_wait_s")
-            wait = cluster.max_start_wait_s if wait is None else wait
+        pools, wait = pools_of_row(row, cluster)
         checkpoints = False  # the job's checkpoint field will say (a column grouped here, as provisioning is)
         if not pools:
             continue
-        key = (row["priority"], pools, None if wait is None else float(wait), checkpoints)
+        key = (row["priority"], pools, wait, checkpoints)
         group = groups.get(key)
         if group is None:
             groups[key] = [row["jobs"], row["oldest"]]
@@ -95,7 +99,10 @@ class FleetDb:
 
     def shared_load(self, cluster: str) -> tuple[list[dict[str, Any]], dict[str, tuple[int, int]]]:
         with self._db.transaction() as session:
-            return fleet.queued_demand_by_gpus(session, cluster), fleet.vm_loads(session, cluster)
+            rows, loads = fleet.queued_demand_by_gpus(session, cluster), fleet.vm_loads(session, cluster)
+        config = self._clusters.get(cluster)  # each row's regions become its pools, as in demand_groups
+        return [{**row, "regions": pools, "max_wait_s": wait} for row in rows
+                for pools, wait in [pools_of_row(row, config)] if pools], loads
 
     def memory(self, cluster: str) -> dict[str, RegionMemory]:
         with self._db.transaction() as session:

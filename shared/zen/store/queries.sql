@@ -430,10 +430,11 @@ GROUP BY vm;
 -- name: queued_demand_by_gpus
 -- queued_demand, split by the GPUs each job holds (a cluster whose VMs take several jobs at once).
 -- A narrowed job (zen.core.routing) counts only in the regions its start reaches, as in queued_demand.
-SELECT priority, COALESCE(start_regions, regions) AS regions, gpus, count(*) AS jobs, min(queued_at) AS oldest
+SELECT priority, COALESCE(start_regions, regions) AS regions, provisioning, max_start_wait_s, gpus, count(*) AS jobs,
+       min(queued_at) AS oldest
 FROM jobs
 WHERE cluster = :cluster AND status = 'QUEUED'
-GROUP BY priority, COALESCE(start_regions, regions), gpus;
+GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wait_s, gpus;
 
 -- name: drain_vm
 INSERT INTO vm_drains (name, cluster, region, at) VALUES (:vm_name, :cluster, :region, :now)
