@@ -156,7 +156,7 @@ class ControlBench:
         from zen.adapters.compute import MigManager, compute_clients_from_env
 
         clients = compute_clients_from_env()
-        return ClusterOrchestrator(config, db, utc_now, lambda p, r, n: MigManager(p, r, n, *clients))
+        return ClusterOrchestrator(config, db, utc_now, lambda p, r, n, model: MigManager(p, r, n, *clients))
 
     def queue_jobs(self, n: int, config) -> None:
         """``n`` QUEUED jobs spread over the clusters of ``config`` (written in SQL: fast)."""

@@ -1,4 +1,5 @@
-# GPU capacity: per (cluster, region) an instance template and a regional MIG that Zen resizes.
+# GPU capacity: per pool (cluster, region, provisioning model; main.tf's mig_targets) an instance template
+# and a regional MIG that Zen resizes (a flex-start MIG: by resize requests, zen.adapters.flex_start).
 #
 # The MIGs start at target size 0 and terraform never touches their size again (ignore_changes):
 # the scheduler (shared/zen/scaling) sets it, deletes idle instances by name, and reads
@@ -13,10 +14,10 @@ locals {
 
 resource "google_compute_instance_template" "zen" {
   for_each     = local.mig_targets
-  name_prefix  = "zen-${each.value.cluster}-${each.value.region}-"
+  name_prefix  = "${each.value.mig_name}-"
   region       = each.value.region
   machine_type = each.value.machine_type
-  description  = "Zen ${each.value.cluster} GPU VM in ${each.value.region}"
+  description  = "Zen ${each.value.cluster} ${each.value.model} GPU VM in ${each.value.region}"
   labels       = merge(local.labels, { zen-cluster = each.value.cluster })
 
   disk {
@@ -45,13 +46,22 @@ resource "google_compute_instance_template" "zen" {
 
   # GPU VMs cannot live-migrate. Spot VMs are deleted on preemption (the agent reports PREEMPTED
   # and Zen reruns the job); the MIG then recreates the instance, which Zen counts as booting
-  # supply or deletes when no longer needed.
+  # supply or deletes when no longer needed. Flex-start VMs (Dynamic Workload Scheduler) come from
+  # the MIG's resize requests and are deleted when their run duration (the cluster's
+  # flex_start_run_s, which each resize request asks for too) is over. Standard VMs restart.
   scheduling {
     on_host_maintenance         = "TERMINATE"
-    automatic_restart           = !each.value.spot
-    preemptible                 = each.value.spot
-    provisioning_model          = each.value.spot ? "SPOT" : "STANDARD"
-    instance_termination_action = each.value.spot ? "DELETE" : null
+    automatic_restart           = each.value.model == "standard"
+    preemptible                 = each.value.model == "spot"
+    provisioning_model          = local.provisioning_models[each.value.model]
+    instance_termination_action = each.value.model == "standard" ? null : "DELETE"
+
+    dynamic "max_run_duration" {
+      for_each = each.value.model == "flex-start" ? [each.value.flex_start_run_s] : []
+      content {
+        seconds = max_run_duration.value
+      }
+    }
   }
 
   service_account {
@@ -106,7 +116,7 @@ resource "google_compute_region_instance_group_manager" "zen" {
   # The provider replaces a MIG whose base changes (deleting its VMs, jobs and all): a MIG created
   # before keeps its base (ignore_changes below) until it is drained and recreated.
   base_instance_name = each.value.mig_name
-  description        = "Zen ${each.value.cluster} in ${each.value.region}; sized by the Zen scheduler"
+  description        = "Zen ${each.value.cluster} ${each.value.model} VMs in ${each.value.region}; sized by the Zen scheduler"
 
   version {
     name              = "primary"
@@ -118,8 +128,18 @@ resource "google_compute_region_instance_group_manager" "zen" {
 
   # Batch: single-VM jobs, any zone with capacity will do. ANY lets the MIG put each new VM
   # wherever the GPUs are (and retry elsewhere on a zonal stockout) instead of balancing zones.
-  distribution_policy_target_shape = "ANY"
+  # A flex-start MIG's resize requests are granted all at once in one zone (ANY_SINGLE_ZONE), and a VM
+  # that fails to be created is left to the request rather than recreated (DO_NOTHING), as GCE asks of
+  # MIGs that take resize requests.
+  distribution_policy_target_shape = each.value.model == "flex-start" ? "ANY_SINGLE_ZONE" : "ANY"
   distribution_policy_zones        = length(each.value.zones) > 0 ? each.value.zones : null
+
+  dynamic "instance_lifecycle_policy" {
+    for_each = each.value.model == "flex-start" ? [1] : []
+    content {
+      default_action_on_failure = "DO_NOTHING"
+    }
+  }
 
   # A new template must never replace a VM that is running a job: OPPORTUNISTIC applies it only to
   # VMs created later, and nothing is moved between zones (required with target shape ANY).
@@ -134,7 +154,7 @@ resource "google_compute_region_instance_group_manager" "zen" {
 
     precondition {
       condition     = local.clusters_match
-      error_message = "var.clusters differs from the clusters of the Zen configuration (${local.zen_config_path}): names, regions, machine and GPU fields and VM limits must be the same."
+      error_message = "var.clusters differs from the clusters of the Zen configuration (${local.zen_config_path}): names, regions, machine and GPU fields, VM limits and provisioning models must be the same."
     }
   }
 }

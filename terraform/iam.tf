@@ -153,7 +153,10 @@ resource "google_project_iam_member" "sql" {
 # -- functions: Compute (the scheduler) ----------------------------------------------------------
 # zen.adapters.compute calls instanceGroupManagers get, resize, listManagedInstances, listErrors and
 # deleteInstances (and list: see compute_lister below) (get -> compute.instanceGroupManagers.get, the rest ->
-# compute.instanceGroupManagers.update) and regionOperations.get (compute.regionOperations.get).
+# compute.instanceGroupManagers.update) and regionOperations.get (compute.regionOperations.get); for a
+# flex-start pool, zen.adapters.flex_start lists, inserts and cancels the MIG's resize requests
+# (regionInstanceGroupManagerResizeRequests), which Compute authorizes on the MIG itself with the same two
+# permissions (list: get; insert, cancel: update), so the same role and condition cover them.
 # roles/compute.instanceAdmin.v1 would also let it create VMs, templates and disks anywhere.
 # Compute has no IAM policy on MIGs, so the custom role is bound on the project with a condition
 # limiting it to MIGs named zen-* (the names ZenConfig.mig_name gives them).
@@ -161,7 +164,7 @@ resource "google_project_iam_member" "sql" {
 resource "google_project_iam_custom_role" "mig_scaler" {
   role_id     = "${replace(var.name_prefix, "-", "_")}MigScaler"
   title       = "Zen MIG scaler"
-  description = "Read and resize the Zen regional MIGs and delete their instances."
+  description = "Read and resize the Zen regional MIGs (flex-start ones by resize requests) and delete their instances."
   permissions = ["compute.instanceGroupManagers.get", "compute.instanceGroupManagers.update"]
 }
 

@@ -55,31 +55,52 @@ locals {
     for c in local.zen_config.clusters : c.name => format("%d", try(c.max_jobs_per_vm, null) == null ? 1 : c.max_jobs_per_vm)
   }
 
-  # One entry per (cluster, region): its instance template, MIG and start subscription.
-  # The MIG name is ZenConfig.mig_name: the scheduler finds each MIG by it.
+  # A cluster's provisioning models (zen.core.provisioning), its primary first: its own `provisioning`,
+  # else the Zen configuration's, else the deprecated `spot` bool (spot = true: ["spot"], false: ["standard"]).
+  config_provisioning = { for c in local.zen_config.clusters : c.name => try(c.provisioning, null) }
+  cluster_provisioning = {
+    for c in var.clusters : c.name => (
+      c.provisioning != null ? c.provisioning :
+      try(local.config_provisioning[c.name], null) != null ? local.config_provisioning[c.name] :
+      (c.spot != null ? c.spot : var.spot) ? ["spot"] : ["standard"]
+    )
+  }
+  # A flex-start VM's run duration (the cluster's flex_start_run_s; 7 days when absent).
+  config_flex_start_run_s = { for c in local.zen_config.clusters : c.name => try(c.flex_start_run_s, 604800) }
+  # Each model's GCE provisioning model, and a secondary pool's MIG suffix (zen.core.provisioning.MIG_SUFFIX).
+  provisioning_models = { spot = "SPOT", standard = "STANDARD", "flex-start" = "FLEX_START" }
+  mig_suffix          = { spot = "spot", standard = "std", "flex-start" = "flex" }
+
+  # One entry per pool (cluster, region, model): its instance template and MIG. The primary model's pool
+  # keeps the key and MIG name a cluster of one model always had (cluster/region, zen-<cluster>-<region>);
+  # another model's is cluster/region/model, its MIG zen-<cluster>-<region>-<suffix>. The MIG name is
+  # ClusterConfig.mig_name: the scheduler finds each MIG by it.
   mig_targets = merge([
-    for cluster in var.clusters : {
-      for region in cluster.regions : "${cluster.name}/${region}" => {
-        cluster      = cluster.name
-        region       = region
-        mig_name     = "zen-${cluster.name}-${region}"
-        machine_type = cluster.machine_type
-        gpu_type     = cluster.gpu_type
-        gpu_count    = cluster.gpu_count
-        image        = cluster.image != null ? cluster.image : var.default_image
-        disk_size_gb = cluster.boot_disk_size_gb
-        spot         = cluster.spot != null ? cluster.spot : var.spot
-        zones        = lookup(cluster.zones, region, [])
-        subnetwork   = lookup(var.subnetworks, region, null)
-        tags = join(",", sort(distinct(concat(
-          try(local.config_tags[cluster.name].tags, []),
-          try(local.config_tags[cluster.name].region_tags[region], []),
-        ))))
-        max_jobs_per_day      = try(local.config_pull_limits[cluster.name].jobs, "")
-        max_gpu_hours_per_day = try(local.config_pull_limits[cluster.name].gpu_hours, "")
-        max_jobs_per_vm       = try(local.config_jobs_per_vm[cluster.name], "1")
+    for cluster in var.clusters : merge([
+      for i, model in local.cluster_provisioning[cluster.name] : {
+        for region in cluster.regions : (i == 0 ? "${cluster.name}/${region}" : "${cluster.name}/${region}/${model}") => {
+          cluster          = cluster.name
+          region           = region
+          model            = model
+          mig_name         = i == 0 ? "zen-${cluster.name}-${region}" : "zen-${cluster.name}-${region}-${local.mig_suffix[model]}"
+          flex_start_run_s = try(local.config_flex_start_run_s[cluster.name], 604800)
+          machine_type     = cluster.machine_type
+          gpu_type         = cluster.gpu_type
+          gpu_count        = cluster.gpu_count
+          image            = cluster.image != null ? cluster.image : var.default_image
+          disk_size_gb     = cluster.boot_disk_size_gb
+          zones            = lookup(cluster.zones, region, [])
+          subnetwork       = lookup(var.subnetworks, region, null)
+          tags = join(",", sort(distinct(concat(
+            try(local.config_tags[cluster.name].tags, []),
+            try(local.config_tags[cluster.name].region_tags[region], []),
+          ))))
+          max_jobs_per_day      = try(local.config_pull_limits[cluster.name].jobs, "")
+          max_gpu_hours_per_day = try(local.config_pull_limits[cluster.name].gpu_hours, "")
+          max_jobs_per_vm       = try(local.config_jobs_per_vm[cluster.name], "1")
+        }
       }
-    }
+    ]...)
   ]...)
   gpu_regions = toset(distinct(flatten([for cluster in var.clusters : cluster.regions])))
 
@@ -88,14 +109,19 @@ locals {
   clusters_from_variable = {
     for c in var.clusters : c.name => {
       gpu_type = c.gpu_type, gpu_count = c.gpu_count, machine_type = c.machine_type, regions = c.regions,
-      max_vms_per_region = c.max_vms_per_region, max_vms = c.max_vms, min_vms = c.min_vms
+      max_vms_per_region = c.max_vms_per_region, max_vms = c.max_vms, min_vms = c.min_vms,
+      provisioning = local.cluster_provisioning[c.name]
     }
   }
   clusters_from_config = {
     for c in local.zen_config.clusters : c.name => {
       gpu_type = c.gpu_type, gpu_count = c.gpu_count, machine_type = try(c.machine_type, "a2-highgpu-1g"),
       regions = c.regions, max_vms_per_region = c.max_vms_per_region, max_vms = c.max_vms,
-      min_vms = try(c.min_vms, 0)
+      min_vms = try(c.min_vms, 0),
+      # A configuration that lists no provisioning has one model: any one model terraform gives its MIGs
+      # (spot = true included) names them as it does; several models it must list itself.
+      provisioning = (try(c.provisioning, null) != null ? c.provisioning :
+        length(try(local.cluster_provisioning[c.name], [])) == 1 ? local.cluster_provisioning[c.name] : ["standard"])
     }
   }
   clusters_match = jsonencode(local.clusters_from_variable) == jsonencode(local.clusters_from_config)

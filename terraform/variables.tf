@@ -29,10 +29,13 @@ variable "clusters" {
   description = <<-EOT
     GPU clusters, mirroring `clusters` of the Zen configuration the functions use (the shipped
     `zen_config_file`, or shared/zen/core/default_config.yaml): a plan fails if names, regions, machine
-    or GPU fields differ. One instance template and one regional MIG (`zen-<name>-<region>`, target
-    size 0) is created per (cluster, region). Optional per cluster: `image` (defaults to
-    `default_image`), `boot_disk_size_gb`, `spot` (defaults to `spot`), `zones` per region (defaults
-    to every zone of the region; list only zones that offer the GPU).
+    or GPU fields differ. One instance template and one regional MIG (target size 0) is created per
+    pool: (cluster, region, provisioning model), the first model's MIG `zen-<name>-<region>`, another's
+    `zen-<name>-<region>-<spot|std|flex>`. Optional per cluster: `provisioning` (the models, first the
+    primary: spot, standard, flex-start; defaults to the Zen configuration's, else to `spot`), `image`
+    (defaults to `default_image`), `boot_disk_size_gb`, `zones` per region (defaults to every zone of the
+    region; list only zones that offer the GPU). Deprecated: `spot` (true is provisioning = ["spot"],
+    false ["standard"]), read only when no provisioning is given.
   EOT
   type = list(object({
     name               = string
@@ -45,9 +48,17 @@ variable "clusters" {
     min_vms            = optional(number, 0)
     image              = optional(string)
     boot_disk_size_gb  = optional(number, 200)
-    spot               = optional(bool)
+    provisioning       = optional(list(string))
+    spot               = optional(bool) # deprecated: provisioning
     zones              = optional(map(list(string)), {})
   }))
+
+  validation {
+    condition = alltrue([for c in var.clusters : c.provisioning == null ? true : (
+      length(c.provisioning) > 0 && length(distinct(c.provisioning)) == length(c.provisioning) &&
+    alltrue([for m in c.provisioning : contains(["spot", "standard", "flex-start"], m)]))])
+    error_message = "a cluster's provisioning lists spot, standard or flex-start, each at most once, and at least one."
+  }
 
   validation {
     condition     = length(var.clusters) > 0 && length(distinct([for c in var.clusters : c.name])) == length(var.clusters)
@@ -265,7 +276,7 @@ variable "default_image" {
 variable "spot" {
   type        = bool
   default     = true
-  description = "Run GPU VMs as Spot VMs (much cheaper; may be preempted: the agent reports PREEMPTED and Zen reruns the job as the next attempt). A cluster may override it."
+  description = "Deprecated (a cluster's provisioning replaces it): for a cluster that lists no provisioning, here or in the Zen configuration, true runs its GPU VMs as Spot VMs (provisioning = [\"spot\"]: much cheaper; may be preempted: the agent reports PREEMPTED and Zen reruns the job as the next attempt), false as standard VMs."
 }
 
 variable "secure_boot" {

@@ -121,7 +121,7 @@ def test_a_vm_reporting_for_a_cluster_not_its_own_is_rejected(functions, zen, cl
     assert vm_names(zen) == []
     reasons = rejections(zen)
     assert len(reasons) == 3 and all("a VM reports for its own cluster" in r for r in reasons), reasons
-    assert "is not an instance of MIG zen-8xa100-40gb-us-central1, cluster 8xa100-40gb's" in reasons[0]
+    assert "is not an instance of cluster 8xa100-40gb's MIGs in us-central1 (zen-8xa100-40gb-us-central1)" in reasons[0]
     functions.heartbeat(**own(mig_beat("IDLE", ms(clock) + 5, clock())))
     assert vm_names(zen) == [(VM_B, "4xa100-40gb", "IDLE")]
 

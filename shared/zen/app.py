@@ -101,13 +101,22 @@ class Zen:
             from zen.adapters.compute import MigManager, compute_clients_from_env
 
             clients: list = []
+            flex: list = []  # the resize-requests client, for flex-start pools only
 
-            def mig_factory(p: str, region: str, name: str) -> MigManager:
+            def mig_factory(p: str, region: str, name: str, model: str) -> MigManager:
                 # Built on the first scaling pass, once per instance: called only while the orchestrator
                 # builds a cluster's manager, under its lock (concurrent first passes build once).
                 if not clients:
                     clients.extend(compute_clients_from_env())
-                return MigManager(p, region, name, *clients)
+                if model != "flex-start":
+                    return MigManager(p, region, name, *clients)
+                from zen.adapters.flex_start import FlexStartMig, resize_requests_client_from_env
+
+                if not flex:
+                    flex.append(resize_requests_client_from_env())
+                cluster = next(c for c in config.clusters if c.mig_name(region, model) == name)
+                return FlexStartMig(p, region, name, clients[0], clients[1], flex[0],
+                                    run_s=cluster.flex_start_run_s)
 
             scaler = ClusterOrchestrator(config, db, utc_now, mig_factory)
         from zen.adapters.control_subscriptions import ControlSubscriptions, accounts_from_env

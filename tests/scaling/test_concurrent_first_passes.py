@@ -56,7 +56,7 @@ def test_a_vm_usable_calls_for_a_pass_only_while_boots_are_in_flight(config, db,
     from zen.scaling.manager import ClusterOrchestrator
 
     calls: list = []
-    scaler = ClusterOrchestrator(config, db, clock, lambda project, region, name: RecordingMig(region, calls))
+    scaler = ClusterOrchestrator(config, db, clock, lambda project, region, name, model: RecordingMig(region, calls))
     zen = Zen(config, db, publisher, clock, scaler=scaler)
     cluster = "4xa100-40gb"
     assert scaler.racing(cluster)  # nothing known yet: a pass

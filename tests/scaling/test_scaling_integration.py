@@ -37,7 +37,7 @@ def build_stack(config, db, publisher, clock, monkeypatch, tmp_path, **extra):
     standin = ComputeStandIn(scenario, clock=cloud_clock, config=config, log_dir=tmp_path).start()
     monkeypatch.setenv("ZEN_COMPUTE_ENDPOINT", standin.endpoint)
     clients = compute_clients_from_env()
-    scaler = ClusterOrchestrator(config, db, clock, lambda p, r, n: MigManager(p, r, n, *clients))
+    scaler = ClusterOrchestrator(config, db, clock, lambda p, r, n, model: MigManager(p, r, n, *clients))
     zen = Zen(config, db, publisher, clock, scaler=scaler)
 
     def advance(seconds):
@@ -221,7 +221,7 @@ def test_a_submission_already_provided_for_runs_no_pass(config, db, publisher, c
     clients = compute_clients_from_env()
     migs = []
 
-    def mig_factory(project, region, name):
+    def mig_factory(project, region, name, model):
         migs.append(MigManager(project, region, name, *clients))
         return migs[-1]
 

@@ -25,6 +25,7 @@ import pytest
 
 from tests.terraform.hcl import ROOT, TERRAFORM, Module, block, load, references
 from zen.core.config import Topics, ZenConfig, load_config
+from zen.core.provisioning import MIG_SUFFIX
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import package  # noqa: E402  (scripts/package.py)
@@ -258,13 +259,22 @@ def test_each_cluster_region_has_a_template_and_a_mig(module, tfvars, config):
     # local.mig_targets: one entry per region of each cluster of var.clusters, named like the code.
     mig_targets = module.locals["mig_targets"]
     assert "for cluster in var.clusters" in mig_targets and "for region in cluster.regions" in mig_targets
-    name_template = re.search(r'mig_name\s*=\s*"([^"]+)"', mig_targets).group(1)
+    assert "for i, model in local.cluster_provisioning[cluster.name]" in mig_targets  # a MIG per pool
+    primary, secondary = re.search(r'mig_name\s*=\s*i == 0 \? "([^"]+)" : "([^"]+)"', mig_targets).groups()
     keys = {(c["name"], r) for c in tfvars["clusters"] for r in c["regions"]}
     expected = {(c.name, r) for c in config.clusters for r in c.regions}
     assert keys == expected
+    suffixes = module.locals["mig_suffix"]
+    assert suffixes == MIG_SUFFIX  # the code's rule (zen.core.provisioning)
     for cluster in config.clusters:
         for region in cluster.regions:
-            assert render(name_template, cluster.name, region, module, config) == cluster.mig_name(region)
+            assert render(primary, cluster.name, region, module, config) == cluster.mig_name(region)
+            for model in ("spot", "standard", "flex-start"):  # another model's pool: its MIG's suffix
+                other = cluster.model_copy(update={"provisioning": [m for m in ("standard", "spot") if m != model]
+                                                   + [model]})
+                named = render(secondary.replace("${local.mig_suffix[model]}", suffixes[model]), cluster.name,
+                               region, module, config)
+                assert named == other.mig_name(region, model)
     assert expression(migs["zen"]["name"]) == "each.value.mig_name"
     # VMs are named after the base plus 4 random characters: without the region in it, two regions of
     # one cluster could name a VM alike, and Zen keys VMs by name.
@@ -278,7 +288,7 @@ def test_migs_are_sized_by_zen_only(module):
     assert mig["target_size"] == 0
     assert "target_size" in block(mig["lifecycle"])["ignore_changes"]
     assert "auto_healing_policies" not in mig
-    assert mig["distribution_policy_target_shape"] in ("ANY", "ANY_SINGLE_ZONE")
+    assert set(re.findall(r"ANY[A-Z_]*", mig["distribution_policy_target_shape"])) == {"ANY", "ANY_SINGLE_ZONE"}
     assert block(mig["update_policy"])["type"] == "OPPORTUNISTIC"
     autoscalers = [t for (t, _) in module.resources if "autoscaler" in t]
     assert autoscalers == []

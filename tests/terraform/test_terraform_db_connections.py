@@ -70,7 +70,7 @@ def held(config, db, publisher, clock):
     from zen.scaling.manager import ClusterOrchestrator
 
     calls: list = []
-    scaler = ClusterOrchestrator(config, db, clock, lambda project, region, name: RecordingMig(region, calls))
+    scaler = ClusterOrchestrator(config, db, clock, lambda project, region, name, model: RecordingMig(region, calls))
     zen = Zen(config, db, publisher, clock, scaler=scaler)
     counter = HeldPerThread(db)
     yield counter, FunctionsInvoker(zen)

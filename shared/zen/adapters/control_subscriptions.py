@@ -17,6 +17,7 @@ from google.api_core import exceptions as gexc
 import google.cloud.pubsub_v1 as pubsub_v1
 from google.pubsub_v1 import types as T
 
+from zen.core.provisioning import PENDING_SEP
 from zen.core.config import ZenConfig
 
 log = logging.getLogger("zen.adapters.control_subscriptions")
@@ -55,7 +56,7 @@ class ControlSubscriptions:
         deadline = self._clock() + self._budget_s
         done = 0
         for vm, cluster in instances:
-            if (vm, cluster) in self._made:
+            if (vm, cluster) in self._made or PENDING_SEP in vm:  # a flex-start VM not granted yet: none
                 continue
             if self._clock() >= deadline:
                 log.warning("control subscriptions left for the next tick", extra={"budget_s": self._budget_s})

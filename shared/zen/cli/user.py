@@ -24,6 +24,7 @@ from zen.cli.kit import CliError, Context, database, database_configured
 from zen.core.config import load_config
 from zen.core.events import PubSubEnvelope
 from zen.core.models import JobRequest, StopRequest
+from zen.core.provisioning import ANY, MODELS
 
 JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 EARLY_STOP_KEPT_DAYS = 7  # zen.jobs.service forgets a stop for a job it never saw after this long
@@ -103,7 +104,8 @@ def build_request(args) -> JobRequest:
     flags = {"job_id": args.job_id, "user_id": args.user, "cluster": args.cluster, "gpu_type": args.gpu_type,
              "gpu_count": args.gpu_count, "image": args.image, "priority": args.priority,
              "max_runtime_s": args.max_runtime, "max_attempts": args.max_attempts,
-             "regions": args.region or None, "command": args.command or None}
+             "regions": args.region or None, "command": args.command or None,
+             "provisioning": args.provisioning, "max_start_wait_s": args.max_start_wait}
     data.update({k: v for k, v in flags.items() if v is not None})
     for name, pairs in (("env", args.env), ("labels", args.label)):
         if pairs:
@@ -245,6 +247,10 @@ def register(sub, ctx: Context) -> None:
     submit.add_argument("--priority", type=int, help="-1000..1000, higher starts first (default 0)")
     submit.add_argument("--max-runtime", type=int, metavar="SECONDS", help="stop the job after this long (default: the configured cap, limits.max_runtime_s)")
     submit.add_argument("--max-attempts", type=int, help="attempts before it is FAILED (a VM gone silent spends one; a preempted VM does not)")
+    submit.add_argument("--provisioning", choices=(*MODELS, ANY),
+                        help="the VMs it may run on (default: any of its cluster's provisioning models)")
+    submit.add_argument("--max-start-wait", type=int, metavar="SECONDS", help="how long it may wait for a start "
+                        "before Zen uses a costlier model (default: its cluster's max_start_wait_s)")
     submit.add_argument("--region", action="append", help="allowed region (repeatable; default: all of the cluster's)")
     submit.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")
     submit.add_argument("--label", action="append", metavar="KEY=VALUE",

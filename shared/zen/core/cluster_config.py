@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from zen.core.provisioning import MIG_SUFFIX, check_model, pools_of
+from zen.core.provisioning import MIG_SUFFIX, check_model, pool_key, pools_of
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}\Z")  # \Z: "$" allows a final "\n"
 _MIG_SUFFIX = re.compile(r"[a-z0-9]{4}")  # GCE names a MIG's instances <base>-<4 of these>
@@ -77,6 +77,17 @@ class ClusterConfig(Strict):
     # region and model. Its primary pool keeps the MIG name a cluster with one model has always had.
     provisioning: list[str] = Field(default_factory=lambda: ["standard"], min_length=1,
                                     description="Provisioning models it may use: spot, standard, flex-start")
+    # How long a job may wait for a start before Zen falls back to a costlier model (a job's own
+    # max_start_wait_s overrides it), and the least wait flex-start can be counted on to need: a job that
+    # accepts flex-start alone must allow at least that (zen.jobs.placement).
+    max_start_wait_s: int = Field(default=600, ge=0, le=2**31 - 1,
+                                  description="A job's start bound unless it gives its own (seconds)")
+    flex_start_min_wait_s: int = Field(default=300, ge=0, le=2**31 - 1,
+                                       description="The least max_start_wait_s of a job that accepts only flex-start")
+    # A flex-start VM's run duration (its resize request's requested run duration, terraform's max_run_duration):
+    # GCE deletes it after this. At most 7 days.
+    flex_start_run_s: int = Field(default=7 * 86400, ge=600, le=7 * 86400,
+                                  description="How long a flex-start VM may run (seconds, at most 7 days)")
 
     @field_validator("provisioning")
     @classmethod
@@ -117,6 +128,10 @@ class ClusterConfig(Strict):
         if too_long:  # GCE appends "-xxxx" to a MIG's base instance name, 58 characters at most
             raise ValueError(f"the MIG name {too_long[0]!r} is over 58 characters (its VMs are "
                              "named after it): use a shorter cluster name")
+        if self.provisioning == ["flex-start"] and self.max_start_wait_s < self.flex_start_min_wait_s:
+            raise ValueError(f"max_start_wait_s ({self.max_start_wait_s}) is below flex_start_min_wait_s "
+                             f"({self.flex_start_min_wait_s}) and flex-start is the cluster's only model: every job "
+                             "giving no max_start_wait_s would be refused")
         if self.max_jobs_per_vm > self.gpu_count:
             raise ValueError(f"max_jobs_per_vm ({self.max_jobs_per_vm}) is above gpu_count ({self.gpu_count}): "
                              "each job holds at least one GPU")
@@ -148,13 +163,29 @@ class ClusterConfig(Strict):
         return pools_of(self.regions, self.provisioning)
 
     def vm_bases(self, region: str) -> tuple[str, ...]:
-        """What GCE names this cluster's VMs in ``region`` after (``<base>-<4 of a-z0-9>``): the MIG's name
-        (terraform's base instance name), and ``zen-<cluster>`` only in ``legacy_vm_regions`` (a MIG made
-        before VMs were named after their MIG: terraform keeps its base). No two clusters share a base."""
-        return (self.mig_name(region),) + ((f"zen-{self.name}",) if region in self.legacy_vm_regions else ())
+        """What GCE names this cluster's VMs in ``region`` after (``<base>-<4 of a-z0-9>``): each of its pools'
+        MIG names there (terraform's base instance names, the primary model's first), and ``zen-<cluster>``
+        only in ``legacy_vm_regions`` (a MIG made before VMs were named after their MIG: terraform keeps its
+        base). No two clusters share a base."""
+        return tuple(self.mig_name(region, m) for m in self.provisioning) + (
+            (f"zen-{self.name}",) if region in self.legacy_vm_regions else ())
+
+    def model_of(self, vm: str, region: str) -> str | None:
+        """The provisioning model of the pool whose MIG named ``vm`` in ``region``; None: not this cluster's.
+        A legacy-named VM is the primary model's."""
+        base, _, suffix = vm.rpartition("-")
+        if _MIG_SUFFIX.fullmatch(suffix) is None:
+            return None
+        if region in self.legacy_vm_regions and base == f"zen-{self.name}":
+            return self.provisioning[0]
+        return next((m for m in self.provisioning if self.mig_name(region, m) == base), None)
+
+    def pool_of(self, vm: str, region: str) -> str | None:
+        """The pool key (zen.core.provisioning) of ``vm`` in ``region``; None: not this cluster's."""
+        model = self.model_of(vm, region)
+        return None if model is None else pool_key(region, model, self.provisioning[0])
 
     def has_instance(self, vm: str, region: str) -> bool:
         """Whether ``vm`` is named as an instance of this cluster's MIG in ``region``. It trusts that only
         the MIGs make VMs named so."""
-        base, _, suffix = vm.rpartition("-")
-        return base in self.vm_bases(region) and _MIG_SUFFIX.fullmatch(suffix) is not None
+        return self.model_of(vm, region) is not None

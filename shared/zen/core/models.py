@@ -30,6 +30,7 @@ from pydantic import (AfterValidator, AwareDatetime, BaseModel, BeforeValidator,
 
 from zen.core.gcs import check_input_names, check_uri
 from zen.core.images import check_image
+from zen.core.provisioning import check_accepted
 from zen.core.text import unstorable_place
 
 MESSAGE_VERSION: Final = 1
@@ -205,6 +206,10 @@ class JobRequest(Received):
     inputs: list[InputSpec] | None = Field(default=None, min_length=1, max_length=MAX_INPUTS,
                                            description="Staged into ZEN_INPUT_DIR before the job")
     outputs: GsUri | None = Field(default=None, description="ZEN_OUTPUT_DIR is uploaded under it after the job")
+    provisioning: Annotated[str, AfterValidator(check_accepted)] | None = Field(
+        default=None, description="spot, standard, flex-start or any (None: any) of its cluster's models")
+    max_start_wait_s: int | None = Field(default=None, ge=0, le=INT32_MAX, description=(
+        "Seconds it may wait for a start before a costlier model is used; None: its cluster's max_start_wait_s"))
 
     @field_validator("inputs")
     @classmethod
@@ -377,8 +382,10 @@ class Job(BaseModel):
     start_vms: list[str] | None = None
 
     def public_view(self) -> dict[str, Any]:
-        """The JSON a user sees (``zen jobs get --json``)."""
-        return {key: _plain(getattr(self, key)) for key in _PUBLIC}
+        """The JSON a user sees (``zen jobs get --json``); max_start_wait_s None: its cluster's default."""
+        view = {key: _plain(getattr(self, key)) for key in _PUBLIC}
+        return {**view, "provisioning": self.request.get("provisioning", "any"),
+                "max_start_wait_s": self.request.get("max_start_wait_s")}
 
 
 def _plain(value: Any) -> Any:

@@ -17,6 +17,7 @@ from __future__ import annotations
 MODELS = ("spot", "standard", "flex-start")
 ANY = "any"  # a job that accepts every model its cluster lists
 _SEP = "/"
+PENDING_SEP = "+"  # in the names flex-start VMs go by while their resize request waits: <MIG>+<request>+<n>
 MIG_SUFFIX = {"spot": "spot", "standard": "std", "flex-start": "flex"}  # a secondary pool's MIG: <primary MIG>-<suffix>
 
 
@@ -25,6 +26,22 @@ def check_model(model: str, field: str = "provisioning") -> str:
     if model not in MODELS:
         raise ValueError(f"{field}: unknown provisioning model {model!r}; known: {', '.join(MODELS)}")
     return model
+
+
+def check_accepted(value: str, field: str = "provisioning") -> str:
+    """What a job accepts: one model, or ``any`` (every model its cluster lists)."""
+    return value if value == ANY else check_model(value, field)
+
+
+def accepted_models(accepts: str | None, models: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """The models of a cluster listing ``models`` that a job accepting ``accepts`` (None: any) may use,
+    in the cluster's order."""
+    return tuple(models) if accepts in (None, ANY) else tuple(m for m in models if m == accepts)
+
+
+def region_of(pool: str) -> str:
+    """The region of a pool key (the bare region, or ``<region>/<model>``)."""
+    return pool.partition(_SEP)[0]
 
 
 def pool_key(region: str, model: str, primary: str) -> str:

@@ -1,5 +1,6 @@
 """Checks a claim must pass besides the job's own state (``zen.core.lifecycle.decide_heartbeat``): the VM
-is not going away, it is an instance of the job's cluster in a region the job may run in, and it has
+is not going away, it is an instance of the job's cluster in a region the job may run in, of a provisioning
+model the job accepts (told by the VM's name: its pool's MIG), and it has
 room for the job (a cluster's ``max_jobs_per_vm``). Both read the VM's rows under its advisory lock,
 so two claims from one VM, or a claim and the VM's drain, are checked one after the other.
 
@@ -13,9 +14,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Callable
 
-from zen.core.config import ZenConfig
+from zen.core.config import ClusterConfig, ZenConfig
 from zen.core.lifecycle import Change, Decision, refusal
 from zen.core.models import Heartbeat, Job, JobStatus
+from zen.core.provisioning import accepted_models
 from zen.core.routing import next_route
 from zen.jobs.placement import regions_cleared_now
 from zen.jobs.store import repeat_key
@@ -28,6 +30,7 @@ DRAINING = "draining"  # the VM is being scaled down: it takes no more jobs
 NO_ROOM = "no-room"  # the VM holds as many jobs or GPUs as it may
 NOT_INSTANCE = "not-instance"  # the VM is no instance of the job's cluster's MIG in its region
 NOT_CLEARED = "not-cleared"  # the VM's region no longer may run the job
+NOT_ACCEPTED = "not-accepted"  # the VM's provisioning model is not one the job accepts
 
 
 def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
@@ -46,6 +49,9 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
     cluster, reason = config.cluster(job.cluster), None
     if proven and cluster is not None and not cluster.has_instance(hb.vm, hb.region):
         reason, cause = f"VM {hb.vm} is not an instance of cluster {job.cluster}'s MIG in {hb.region}", NOT_INSTANCE
+    elif cluster is not None and (model := _unaccepted_model(cluster, job, hb)) is not None:
+        accepts = job.request["provisioning"]
+        reason, cause = f"VM {hb.vm} is a {model} VM, and the job accepts {accepts} VMs only", NOT_ACCEPTED
     elif hb.region in job.regions and hb.region not in (cleared := regions_cleared_now(config, job)):
         return _not_cleared(config, job, hb, cleared, now)
     elif tx.vm_is_draining(hb.vm):  # a VM being scaled down is deleted next
@@ -63,6 +69,14 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
         route = next_route(config, job, now)
         fields, note = route.fields(), f"{route.note} (its claim refused: {reason})"
     return Decision(ignored=reason, publish_start=True, fields=fields, note=note, controls=controls, refused=cause)
+
+
+def _unaccepted_model(cluster: ClusterConfig, job: Job, hb: Heartbeat) -> str | None:
+    """The provisioning model of ``hb.vm`` (told by its name: its pool's MIG) when the job does not accept
+    it; None when it does, or when the name tells no model (a VM of no MIG of the cluster's)."""
+    model = cluster.model_of(hb.vm, hb.region)
+    return model if model is not None and model not in accepted_models(
+        job.request.get("provisioning"), cluster.provisioning) else None
 
 
 def _refused_since_published(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat, cause: str) -> bool:

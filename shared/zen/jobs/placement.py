@@ -18,6 +18,7 @@ from zen.core.errors import ConfigError, Rejected
 from zen.core.gcs import output_room_problem
 from zen.core.locality import order_by_data
 from zen.core.models import Job, JobRequest
+from zen.core.provisioning import accepted_models
 from zen.jobs.queueing import Queueing
 
 if TYPE_CHECKING:
@@ -54,14 +55,15 @@ def resolve_request(config: ZenConfig, request: JobRequest, job_id: str | None =
         raise Rejected(f"max_attempts {max_attempts} is above the limit {config.attempts.max_max_attempts}")
     if request.max_runtime_s is not None and request.max_runtime_s > config.limits.max_runtime_s:
         raise Rejected(f"max_runtime_s {request.max_runtime_s} is above the limit {config.limits.max_runtime_s}")
+    max_runtime_s = config.limits.max_runtime_s if request.max_runtime_s is None else request.max_runtime_s
     if request.gpu_types is None:
         cluster = _one_cluster(config, request)
+        check_provisioning(cluster, request, max_runtime_s)
         regions = _tagged(cluster, _regions(cluster, request.regions), request.requires_tags)
         shapes = [Shape(cluster.name, order_by_data(config, regions, request.inputs))]
         queue = _queue(config, request, cluster)
     else:
-        shapes, queue = _acceptable_shapes(config, request)
-    max_runtime_s = config.limits.max_runtime_s if request.max_runtime_s is None else request.max_runtime_s
+        shapes, queue = _acceptable_shapes(config, request, max_runtime_s)
     return Resolved(shapes[0].cluster, shapes[0].regions, max_attempts, queue, max_runtime_s, shapes)
 
 
@@ -77,6 +79,31 @@ def regions_cleared_now(config: ZenConfig, job: Job) -> list[str]:
                         job.request.get("requires_tags"))
     # In the job's own order first (its data's regions lead: zen.core.locality), then any cleared since.
     return [r for r in job.regions if r in cleared] + [r for r in cleared if r not in job.regions]
+
+
+def check_provisioning(cluster: ClusterConfig, request: JobRequest, max_runtime_s: int) -> None:
+    """``Rejected``, naming the field, unless ``cluster`` lists a model the job accepts that can meet its
+    start bound. The rule: flex-start's resize requests are granted when capacity frees, so a job that
+    accepts flex-start alone must allow at least the cluster's ``flex_start_min_wait_s`` (its own
+    ``max_start_wait_s``, else the cluster's), and run no longer than a flex-start VM lives
+    (``flex_start_run_s``); spot and standard meet any bound (past it Zen moves to a costlier model)."""
+    models = accepted_models(request.provisioning, cluster.provisioning)
+    if not models:
+        raise Rejected(f"provisioning: cluster {cluster.name} does not use {request.provisioning} VMs "
+                       f"(its models: {', '.join(cluster.provisioning)})")
+    if models != ("flex-start",):
+        return
+    own = request.max_start_wait_s is not None
+    wait = request.max_start_wait_s if request.max_start_wait_s is not None else cluster.max_start_wait_s
+    if wait < cluster.flex_start_min_wait_s:
+        raise Rejected(f"max_start_wait_s: {wait} s{'' if own else f' (cluster {cluster.name} default)'} is below "
+                       f"the {cluster.flex_start_min_wait_s} s flex-start needs at least in cluster {cluster.name} "
+                       "(flex_start_min_wait_s), and flex-start is the only model the job accepts: allow longer, "
+                       "or accept another model (provisioning)")
+    if max_runtime_s > cluster.flex_start_run_s:
+        raise Rejected(f"max_runtime_s: {max_runtime_s} s is above how long a flex-start VM of cluster "
+                       f"{cluster.name} runs ({cluster.flex_start_run_s} s, flex_start_run_s), and flex-start is the "
+                       "only model the job accepts (provisioning)")
 
 
 def _one_cluster(config: ZenConfig, request: JobRequest) -> ClusterConfig:
@@ -128,7 +155,8 @@ def _queue(config: ZenConfig, request: JobRequest, cluster: ClusterConfig) -> st
     return Queueing(config).resolve(request.queue, request.user_id, cluster.name, gpus).name
 
 
-def _acceptable_shapes(config: ZenConfig, request: JobRequest) -> tuple[list[Shape], str | None]:
+def _acceptable_shapes(config: ZenConfig, request: JobRequest, max_runtime_s: int
+                       ) -> tuple[list[Shape], str | None]:
     if request.gpu_types is None or request.gpu_count is None:  # JobRequest's own check refuses this
         raise Rejected("give a cluster, or gpu_count with gpu_type (or gpu_types)")
     shapes: list[Shape] = []
@@ -146,6 +174,7 @@ def _acceptable_shapes(config: ZenConfig, request: JobRequest) -> tuple[list[Sha
             why_not.append(f"{gpu_type}: cluster {cluster.name} has none of the regions {request.regions}")
             continue
         try:
+            check_provisioning(cluster, request, max_runtime_s)
             regions = order_by_data(config, _tagged(cluster, regions, request.requires_tags), request.inputs)
             queue = _queue(config, request, cluster)
         except Rejected as rejection:

@@ -47,8 +47,9 @@ class VmBeats:
             return (f"VM {hb.vm} in region {hb.region!r}: cluster {hb.cluster} does not use that region "
                     f"(its regions: {cluster.regions})")
         if names_proven and not cluster.has_instance(hb.vm, hb.region):
-            return (f"VM {hb.vm} is not an instance of MIG {cluster.mig_name(hb.region)}, cluster {hb.cluster}'s in "
-                    f"{hb.region}: a VM reports for its own cluster")
+            migs = ", ".join(cluster.mig_name(hb.region, m) for m in cluster.provisioning)
+            return (f"VM {hb.vm} is not an instance of cluster {hb.cluster}'s MIGs in {hb.region} ({migs}): a VM "
+                    "reports for its own cluster")
         return None
 
     def record_vm(self, hb: VmHeartbeat) -> tuple[bool, bool]:

@@ -2,7 +2,10 @@
 
 Each call is one transaction (the snapshot's facts are read together), except the cluster lock,
 which is a session-level advisory lock held on its own session for the whole pass. The planner's
-memory is stored as JSON per (cluster, region); it is encoded and decoded here.
+memory is stored as JSON per (cluster, pool key); it is encoded and decoded here. Demand comes grouped
+from SQL by (priority, regions, accepted models, start bound); ``demand_groups`` turns each group's
+regions and models into the pool keys the planner plans (``zen.core.provisioning``), in the cluster's
+order: with one model, its regions, as before models existed.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from dataclasses import asdict, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Mapping
 
+from zen.core.cluster_config import ClusterConfig
+from zen.core.provisioning import accepted_models, pool_key
 from zen.scaling.model import Decision, DemandGroup, RegionMemory
 from zen.scaling.port import FleetFacts, FleetPort
 from zen.store import fleet
@@ -38,9 +43,44 @@ def memory_from_json(raw: Mapping[str, Any]) -> RegionMemory:
     return RegionMemory(**values)
 
 
+def pools_of_row(row: Mapping[str, Any], cluster: ClusterConfig | None) -> tuple[tuple[str, ...], float | None]:
+    """A demand row's pools (its ``regions`` x the models its ``provisioning`` accepts, in the cluster's
+    order) and start bound (its ``max_start_wait_s``, else the cluster's); ``cluster`` None: its regions."""
+    regions, wait = tuple(row["regions"]), row.get("max_start_wait_s")
+    if cluster is None:
+        return regions, None if wait is None else float(wait)
+    models, primary = accepted_models(row.get("provisioning"), cluster.provisioning), cluster.provisioning[0]
+    return (tuple(pool_key(r, m, primary) for r in regions for m in models),
+            float(cluster.max_start_wait_s if wait is None else wait))
+
+
+def demand_groups(rows: list[dict[str, Any]], cluster: ClusterConfig | None) -> tuple[DemandGroup, ...]:
+    """The planner's demand from ``queued_demand``'s rows (a handful, however long the queue): each row's
+    pools are its regions x the models its jobs accept, region by region, each region's models in the
+    cluster's order; its start bound the jobs' own, else the cluster's ``max_start_wait_s``. Rows that
+    come to the same pools and bound are one group. A group no model of the cluster serves any longer
+    (the configuration changed while it waited) is left out. ``cluster`` None: pools are the regions."""
+    groups: dict[tuple[int, tuple[str, ...], float | None, bool], list[Any]] = {}  # key -> [count, oldest]
+    for row in rows:
+        pools, wait = pools_of_row(row, cluster)
+        checkpoints = False  # the job's checkpoint field will say (a column grouped here, as provisioning is)
+        if not pools:
+            continue
+        key = (row["priority"], pools, wait, checkpoints)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [row["jobs"], row["oldest"]]
+        else:
+            group[0] += row["jobs"]
+            group[1] = min(group[1], row["oldest"])
+    return tuple(DemandGroup(pools, count, oldest, priority, wait, checkpoints)
+                 for (priority, pools, wait, checkpoints), (count, oldest) in groups.items())
+
+
 class FleetDb:
-    def __init__(self, db: Database):
+    def __init__(self, db: Database, clusters: Mapping[str, ClusterConfig] | None = None):
         self._db = db
+        self._clusters = clusters or {}  # name -> its configuration: the pools of its demand (demand_groups)
 
     def cluster_lock(self, cluster: str) -> AbstractContextManager[bool]:
         return self._db.session_lock(lambda s: fleet.try_cluster_lock(s, cluster),
@@ -48,8 +88,7 @@ class FleetDb:
 
     def facts(self, cluster: str, arrivals_since: datetime) -> FleetFacts:
         with self._db.transaction() as session:
-            demand = tuple(DemandGroup(tuple(r["regions"]), r["jobs"], r["oldest"], r["priority"])
-                           for r in fleet.queued_demand(session, cluster))
+            demand = demand_groups(fleet.queued_demand(session, cluster), self._clusters.get(cluster))
             held = fleet.held_vms(session, cluster)
             agents = fleet.agents(session, cluster)
             memory = self._memory(session, cluster)
@@ -60,7 +99,10 @@ class FleetDb:
 
     def shared_load(self, cluster: str) -> tuple[list[dict[str, Any]], dict[str, tuple[int, int]]]:
         with self._db.transaction() as session:
-            return fleet.queued_demand_by_gpus(session, cluster), fleet.vm_loads(session, cluster)
+            rows, loads = fleet.queued_demand_by_gpus(session, cluster), fleet.vm_loads(session, cluster)
+        config = self._clusters.get(cluster)  # each row's regions become its pools, as in demand_groups
+        return [{**row, "regions": pools, "max_wait_s": wait} for row in rows
+                for pools, wait in [pools_of_row(row, config)] if pools], loads
 
     def memory(self, cluster: str) -> dict[str, RegionMemory]:
         with self._db.transaction() as session:

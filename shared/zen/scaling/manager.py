@@ -298,9 +298,9 @@ class ClusterOrchestrator:
     """
 
     def __init__(self, config: ZenConfig, db: Database, clock: Clock,
-                 mig_factory: Callable[[str, str, str], MigPort], policy: Policy | None = None):
+                 mig_factory: Callable[[str, str, str, str], MigPort], policy: Policy | None = None):
         self._config = config
-        self._fleet = FleetDb(db)
+        self._fleet = FleetDb(db, {c.name: c for c in config.clusters})
         self._asks = PassAsksDb(db)
         self._clock = clock
         self._mig_factory = mig_factory
@@ -329,7 +329,9 @@ class ClusterOrchestrator:
             if cluster not in self._managers:
                 config = self._config.cluster(cluster)
                 assert config is not None, f"no cluster {cluster!r} in the configuration"
-                migs = {r: self._mig_factory(self._config.project, r, config.mig_name(r)) for r in config.regions}
+                migs = {key: self._mig_factory(self._config.project, pool.region,  # one MIG per pool
+                                               config.mig_name(pool.region, pool.model), pool.model)
+                        for key, pool in cluster_pools(config).items()}
                 self._managers[cluster] = ClusterManager(config, self._fleet, migs, self._clock, self._timing,
                                                          self._policy, asks=self._asks)
             return self._managers[cluster]
@@ -356,8 +358,8 @@ class ClusterOrchestrator:
         # One list call per region gives every MIG's target size and stability ...
         listers: dict[str, MigPort] = {}
         for manager, _ in managers.values():
-            for region in manager.regions:
-                listers.setdefault(region, manager.mig(region))
+            for key in manager.regions:  # pool keys: one list call per real region
+                listers.setdefault(manager.mig(key).region, manager.mig(key))
 
         def summaries_of(mig: MigPort) -> dict[str, MigSummary]:
             try:

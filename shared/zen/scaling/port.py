@@ -92,7 +92,7 @@ class MigPort(Protocol):
 class FleetFacts:
     """What a snapshot needs from Zen's own records, read at once (one transaction in production)."""
 
-    demand: tuple[DemandGroup, ...]  # queued jobs by (priority, allowed regions)
+    demand: tuple[DemandGroup, ...]  # queued jobs by (priority, allowed pools, start bound)
     held: dict[str, str]  # VM name -> the job it holds (assigned, running or stopping)
     agents: Mapping[str, Mapping[str, Any]]  # VM name -> its agent's last word: state, idle_since, last_seen_at
     memory: dict[str, RegionMemory]  # region -> the planner's memory
@@ -130,8 +130,9 @@ class FleetPort(Protocol):
     def memory(self, cluster: str) -> dict[str, RegionMemory]: ...
 
     def shared_load(self, cluster: str) -> tuple[list[dict[str, Any]], dict[str, tuple[int, int]]]:
-        """Queued jobs by (priority, regions, GPUs held) and VM name -> (jobs, GPUs) it holds. Asked
-        only for a cluster whose VMs run several jobs at once (``zen.scaling.sharing``)."""
+        """Queued jobs by (priority, pools as ``regions``, start bound as ``max_wait_s``, GPUs held) and VM
+        name -> (jobs, GPUs) it holds. Asked only for a cluster whose VMs run several jobs at once
+        (``zen.scaling.sharing``)."""
 
     def see_instances(self, cluster: str, instances: dict[str, list[str]], now: datetime) -> dict[str, datetime]:
         """Record each region's MIG instances as seen ``now`` (forgetting the vanished ones);

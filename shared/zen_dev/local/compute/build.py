@@ -1,7 +1,7 @@
 """Turn a validated scenario (and optionally a Zen config) into the stand-in's inputs.
 
-- :func:`migs_from_zen_config` gives one regional MIG ``zen-<cluster>-<region>`` per cluster x
-  region, in zones ``<region>-a, -b, -c`` unless told otherwise.
+- :func:`migs_from_zen_config` gives one regional MIG per pool of each cluster (region x provisioning
+  model: ``ClusterConfig.mig_name``), in zones ``<region>-a, -b, -c`` unless told otherwise.
 - :func:`resolve_migs` merges those with the scenario's own ``migs`` (the scenario wins on the
   same name and region) and checks that scripted preemptions name existing MIGs and zones.
 - :func:`build_capacity` builds the :class:`CapacitySchedule` (reading trace files).
@@ -29,6 +29,10 @@ class MigDef:
     machine_type: str
     cluster: str | None = None
     target_size: int = 0
+    # Its template's provisioning model (zen.core.provisioning): spot VMs are preempted, standard and
+    # flex-start ones never; flex-start MIGs grow by resize requests. None: a MIG named by a scenario file,
+    # or of a cluster that lists no provisioning: preemptible, as every MIG of the stand-in was before models.
+    model: str | None = None
 
 
 def default_zones(region: str) -> tuple[str, ...]:
@@ -38,18 +42,22 @@ def default_zones(region: str) -> tuple[str, ...]:
 def migs_from_zen_config(
     config: ZenConfig, zones: Mapping[str, Sequence[str]] | None = None
 ) -> list[MigDef]:
-    """``zen-<cluster>-<region>`` for every cluster x region of ``config``, at size 0."""
+    """One MIG per pool of every cluster of ``config`` (its regions x its provisioning models, named by
+    ``ClusterConfig.mig_name``), at size 0. A cluster that lists no provisioning keeps the stand-in's
+    preemptible MIGs (``MigDef.model`` None)."""
     zones = zones or {}
     return [
         MigDef(
-            name=cluster.mig_name(region),
+            name=cluster.mig_name(region, model),
             region=region,
             zones=tuple(zones.get(region) or default_zones(region)),
             machine_type=cluster.machine_type,
             cluster=cluster.name,
+            model=model if "provisioning" in cluster.model_fields_set else None,
         )
         for cluster in config.clusters
         for region in cluster.regions
+        for model in cluster.provisioning
     ]
 
 

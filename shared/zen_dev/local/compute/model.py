@@ -51,6 +51,16 @@ class Mig:
     def name(self) -> str:
         return self.spec.name
 
+    @property
+    def preemptible(self) -> bool:
+        """Spot VMs are (and a MIG of no stated model, as the stand-in always had); standard and flex-start never."""
+        return self.spec.model in (None, "spot")
+
+    @property
+    def provisioning_model(self) -> str:
+        """Its template's ``scheduling.provisioningModel`` as Compute spells it."""
+        return {"standard": "STANDARD", "flex-start": "FLEX_START"}.get(self.spec.model or "spot", "SPOT")
+
     def live(self) -> list[Instance]:
         return [i for i in self.instances.values() if not i.doomed]
 

@@ -37,6 +37,12 @@ _ROUTES = [
     ("POST", _M + r"/deleteInstances$", "deleteInstances"),
     ("POST", _M + r"/listManagedInstances$", "listManagedInstances"),
     ("GET", _M + r"/listErrors$", "listErrors"),
+    ("GET", _M + r"/resizeRequests$", "resizeRequests.list"),
+    ("POST", _M + r"/resizeRequests$", "resizeRequests.insert"),
+    ("GET", _M + r"/resizeRequests/(?P<rr>[^/]+)$", "resizeRequests.get"),
+    ("POST", _M + r"/resizeRequests/(?P<rr>[^/]+)/cancel$", "resizeRequests.cancel"),
+    ("DELETE", _M + r"/resizeRequests/(?P<rr>[^/]+)$", "resizeRequests.delete"),
+    ("GET", _P + r"/global/instanceTemplates/(?P<template>[^/]+)$", "instanceTemplates.get"),
     ("GET", _R + r"/operations$", "operations.list"),
     ("GET", _R + r"/operations/(?P<op>[^/]+)$", "operations.get"),
     ("POST", _R + r"/operations/(?P<op>[^/]+)/wait$", "operations.wait"),
@@ -133,7 +139,11 @@ class ComputeApi:
                 return views.operation_resource(world, world.find_operation(p["project"], p["region"], p["op"]))
             if name == "simulateMaintenanceEvent":
                 return self._simulate_maintenance_event(p["project"], p["zone"], p["instance"])
+            if name == "instanceTemplates.get":
+                return views.instance_template(world, world.find_template(p["project"], p["template"]))
             mig = world.find_mig(p["project"], p["region"], p["mig"])
+            if name.startswith("resizeRequests."):
+                return self._resize_requests(name, mig, p.get("rr"), query, body)
             if name == "get":
                 return views.mig_resource(world, mig)
             if name == "listManagedInstances":
@@ -153,14 +163,30 @@ class ComputeApi:
                 return views.operation_resource(world, op)
         raise r.ApiError(404, "notFound", f"unknown method {name}")  # pragma: no cover
 
+    def _resize_requests(self, name: str, mig: Any, request: str | None, query: dict[str, str],
+                         body: bytes) -> dict[str, Any]:
+        requests, world = self.world.resize_requests, self.world
+        if name == "resizeRequests.list":
+            return requests.listing(mig, query)
+        if name == "resizeRequests.get":
+            return requests.resource(requests.find(mig, request or ""))
+        if name == "resizeRequests.insert":
+            op = requests.insert(mig, _json_object(body), query.get("requestId"))
+        elif name == "resizeRequests.cancel":
+            op = requests.cancel(mig, request or "", query.get("requestId"))
+        else:
+            op = requests.delete(mig, request or "", query.get("requestId"))
+        return views.operation_resource(world, op)
+
     def _simulate_maintenance_event(self, project: str, zone: str, name: str) -> dict[str, Any]:
-        """Preempt the named VM (Zen's MIG VMs are spot VMs), as GCE does for this call."""
+        """Preempt the named spot VM, as GCE does for this call; a standard or flex-start VM is migrated
+        live by GCE: nothing happens to it."""
         world = self.world
         world.check_project(project)
         for mig in world.migs.values():
             instance = mig.instances.get(name)
             if instance is not None and not instance.removed:
-                if not world.preempt(instance, "preempted (simulateMaintenanceEvent)"):
+                if mig.preemptible and not world.preempt(instance, "preempted (simulateMaintenanceEvent)"):
                     raise r.ApiError(400, "resourceNotReady", f"The resource '{name}' is not running")
                 link = f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}"
                 return {"kind": "compute#operation", "id": str(instance.id if hasattr(instance, "id") else 0),

@@ -115,3 +115,18 @@ def operation_list(world: World, region: str, query: dict[str, str]) -> dict[str
     body = r.page(ops, query, "items")
     body.update(kind="compute#operationList", id=f"projects/{world.project}/regions/{region}/operations")
     return body
+
+
+def instance_template(world: World, mig: Mig) -> dict[str, Any]:
+    """The MIG's instance template as ``instanceTemplates.get`` answers: its machine type and scheduling
+    (the provisioning model: SPOT VMs are deleted when preempted; FLEX_START ones at their run's end)."""
+    model = mig.provisioning_model
+    scheduling: dict[str, Any] = {"provisioningModel": model, "automaticRestart": model == "STANDARD",
+                                  "onHostMaintenance": "MIGRATE" if model == "STANDARD" else "TERMINATE"}
+    if model != "STANDARD":
+        scheduling["instanceTerminationAction"] = "DELETE"
+    if model == "SPOT":
+        scheduling["preemptible"] = True
+    return {"kind": "compute#instanceTemplate", "name": f"{mig.name}-template",
+            "selfLink": r.template_url(world.project, mig.name),
+            "properties": {"machineType": mig.spec.machine_type, "scheduling": scheduling}}

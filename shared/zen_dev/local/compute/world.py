@@ -26,6 +26,7 @@ from zen_dev.local.compute.model import (
 )
 from zen_dev.capacity.scenario import Scenario
 from zen_dev.local.compute.processes import VmProcesses
+from zen_dev.local.compute.resize_requests import ResizeRequests
 
 log = logging.getLogger("zen_dev.local.compute")
 
@@ -65,6 +66,7 @@ class World:
         self._operations: dict[tuple[str, str], Operation] = {}
         self._requests: dict[str, Operation] = {}
         self.migs: dict[tuple[str, str], Mig] = {}
+        self.resize_requests = ResizeRequests(self)  # flex-start MIGs grow by these
         for spec in migs:
             mig = Mig(spec, project, next(self._ids), self.now, scenario.api.max_errors_per_mig)
             self.migs[(spec.region, spec.name)] = mig
@@ -231,7 +233,7 @@ class World:
 
     def preempt(self, inst: Instance, why: str = "preempted") -> bool:
         """Preempt a VM that exists (booting or running); False when there is none."""
-        if inst.removed or inst.doomed or inst.phase not in (BOOTING, RUNNING):
+        if inst.removed or inst.doomed or inst.phase not in (BOOTING, RUNNING) or not inst.mig.preemptible:
             return False
         inst.gen += 1
         self._stop_vm(inst)
@@ -283,7 +285,7 @@ class World:
         if excess > 0:
             victims = sorted(
                 (i for m in self.migs.values() if m.spec.machine_type == mt for i in m.instances.values()
-                 if i.zone == zone and i.phase in (BOOTING, RUNNING) and not i.doomed),
+                 if i.zone == zone and i.phase in (BOOTING, RUNNING) and not i.doomed and m.preemptible),
                 key=lambda i: (i.phase == RUNNING, -i.seq),
             )
             for inst in victims[:excess]:
@@ -306,6 +308,14 @@ class World:
         mig = self.migs.get((region, name))
         if mig is None:
             raise r.not_found(r.mig_path(project, region, name))
+        return mig
+
+    def find_template(self, project: str, name: str) -> Mig:
+        """The MIG whose instance template is ``name`` (``<MIG>-template``)."""
+        self.check_project(project)
+        mig = next((m for m in self.migs.values() if f"{m.name}-template" == name), None)
+        if mig is None:
+            raise r.not_found(f"projects/{project}/global/instanceTemplates/{name}")
         return mig
 
     def check_project(self, project: str) -> None:

@@ -1,0 +1,118 @@
+"""FlexStartMig: the MIG port over a flex-start pool's regional MIG, grown by resize requests.
+
+Dynamic Workload Scheduler's flex-start VMs are not asked for by target size: each ``resize`` inserts a
+resize request (``regionInstanceGroupManagerResizeRequests.insert``, google-cloud-compute's
+``RegionInstanceGroupManagerResizeRequestsClient``, in the pinned 1.57.0 as in the v1 API) for the VMs
+it adds. Compute queues it (CREATING, then ACCEPTED) and grants it all at once when capacity frees up:
+its VMs then join the MIG, whose target size grows by the request's ``resizeBy``, and run for the
+cluster's ``flex_start_run_s`` at most. The regional client, not the zonal one: Zen's MIGs are regional.
+
+To the scaling manager a pending request's VMs are instances like any other: BOOTING and not started
+(no status, so not billed), named ``<MIG>+<request>+<n>`` (``pending_name``; ``+`` is in no GCE name, so
+no agent, claim or control subscription ever takes one for a VM), counted in the target size, so the
+cluster's limits hold (should Compute list a queued request's instances itself, CREATING with no VM, as
+its documentation of the CREATING state suggests, those stand for it instead and none is made up: see
+``read``). Deleting any of them cancels its request (``cancel``, possible while it is
+ACCEPTED): a request is granted all at once or not at all, so it goes whole; the planner sees the rest
+go too and asks again if it still wants VMs. Everything else (errors, deletes of real VMs, operations)
+is ``MigManager``'s.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from datetime import datetime
+
+from google.cloud import compute_v1
+
+from zen.adapters.compute import MigManager
+from zen.core.provisioning import PENDING_SEP
+from zen.scaling.port import MigInstance, MigPort, MigState, MigSummary
+
+_PENDING = {"CREATING", "ACCEPTED"}  # queued: no VM yet (CREATING: the request itself is being created)
+
+
+def resize_requests_client_from_env() -> compute_v1.RegionInstanceGroupManagerResizeRequestsClient:
+    """The resize-requests client, pointed at ``ZEN_COMPUTE_ENDPOINT`` (the local stand-in) when set."""
+    endpoint = os.environ.get("ZEN_COMPUTE_ENDPOINT")
+    if not endpoint:
+        return compute_v1.RegionInstanceGroupManagerResizeRequestsClient()
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud.compute_v1.services.region_instance_group_manager_resize_requests.transports.rest import (
+        RegionInstanceGroupManagerResizeRequestsRestTransport,
+    )
+
+    return compute_v1.RegionInstanceGroupManagerResizeRequestsClient(
+        transport=RegionInstanceGroupManagerResizeRequestsRestTransport(
+            host=endpoint.removeprefix("http://"), credentials=AnonymousCredentials(), url_scheme="http"))
+
+
+def pending_name(mig: str, request: str, index: int) -> str:
+    """The name a pending request's ``index``-th VM goes by until the request is granted."""
+    return f"{mig}{PENDING_SEP}{request}{PENDING_SEP}{index}"
+
+
+def request_of(name: str) -> str | None:
+    """The resize request a pending VM's name stands for; None: a real instance's name."""
+    parts = name.split(PENDING_SEP)
+    return parts[1] if len(parts) == 3 else None
+
+
+class FlexStartMig(MigManager):
+    def __init__(self, project: str, region: str, name: str, migs: compute_v1.RegionInstanceGroupManagersClient,
+                 operations: compute_v1.RegionOperationsClient,
+                 requests: compute_v1.RegionInstanceGroupManagerResizeRequestsClient, run_s: int,
+                 call_bound_s: float | None = None):
+        super().__init__(project, region, name, migs, operations, call_bound_s)
+        self._requests = requests
+        self.run_s = run_s  # each request's requested run duration: its VMs are deleted after it
+
+    def pending(self) -> dict[str, int]:
+        """The requests not granted yet (CREATING or ACCEPTED): name -> VMs it asks for, oldest first."""
+        pages = self._call(self._requests.list)
+        with self._translated("listing resize requests"):  # later pages are fetched while iterating
+            items = sorted(pages, key=lambda r: (r.creation_timestamp, r.name))
+            return {r.name: r.resize_by for r in items if r.state in _PENDING}
+
+    def _pending_instances(self, pending: dict[str, int]) -> list[MigInstance]:
+        return [MigInstance(pending_name(self.name, request, i), None, "CREATING", "", None)
+                for request, count in pending.items() for i in range(count)]
+
+    def target_size(self) -> int:
+        """The MIG's target size plus the VMs its pending requests ask for (what the limits count)."""
+        return self.read().target_size
+
+    def read(self, since: datetime | None = None, summary: MigSummary | None = None) -> MigState:
+        """As ``MigManager.read``, plus the pending requests' VMs; never skipped on a summary (a MIG of
+        target 0 may have requests queued)."""
+        target = super().target_size()
+        instances = self.instances()
+        settled = len(instances) == target and all(i.current_action == "NONE" for i in instances)
+        errors = [] if settled else self.errors(since)
+        pending = self.pending()
+        # Should Compute list a queued request's instances itself (CREATING, no VM yet), they stand for it
+        # and are counted in its target size already: only the VMs it does not list are added.
+        listed = sum(1 for i in instances if i.current_action == "CREATING" and not i.status and not i.creation_error)
+        unlisted = self._pending_instances(pending)[listed:]
+        return MigState(target + len(unlisted), instances + unlisted, errors)
+
+    def resize(self, size: int) -> None:
+        """Ask for ``size`` less the VMs there are and asked for: one resize request, granted all at once."""
+        more = size - self.target_size()
+        if more <= 0:
+            return
+        request = compute_v1.InstanceGroupManagerResizeRequest(
+            name=f"zen-{uuid.uuid4().hex[:12]}", resize_by=more,
+            requested_run_duration=compute_v1.Duration(seconds=self.run_s))
+        self._write(self._requests.insert_unary, instance_group_manager_resize_request_resource=request)
+
+    def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:
+        """Real instances are deleted; a pending one cancels its whole request (once per request)."""
+        super().delete_instances([n for n in names if request_of(n) is None], zones)
+        for request in dict.fromkeys(r for n in names if (r := request_of(n)) is not None):
+            self._write(self._requests.cancel_unary, resize_request=request)  # refused once granted: the
+            # MIG then lists its VMs, which the next pass sees and deletes as any other
+
+
+_ADAPTS: type[MigPort] = FlexStartMig  # the type checker holds the adapter to its port

@@ -1,0 +1,104 @@
+"""End to end: a cluster that lists two provisioning models ([spot, standard]) on the whole local stack.
+The Compute stand-in serves one MIG per pool; a job that accepts standard VMs only runs on a VM of the
+standard pool's MIG (``<MIG>-std-xxxx``), one that accepts any runs, and the idle VMs go. Run alone with
+`pytest -m e2e`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_local_stack import free_base_port
+from zen_dev.local.environment import overridden_environ
+from zen_dev.local.stack import LocalStack, Ports
+
+pytestmark = pytest.mark.e2e
+
+CONFIG = """
+project: zen-pools
+clusters:
+  - name: 1xl4
+    gpu_type: nvidia-l4
+    gpu_count: 1
+    machine_type: g2-standard-8
+    regions: [us-central1, us-east4]
+    max_vms_per_region: 2
+    max_vms: 4
+    provisioning: [spot, standard]
+deadlines:
+  heartbeat_timeout_s: 20
+  boot_timeout_s: 120
+  idle_timeout_s: 10
+  stop_timeout_s: 30
+  agent_heartbeat_s: 2
+  stop_grace_s: 2
+scaling:
+  boot_estimate_s: 5
+"""
+
+SCENARIO = """
+project: zen-pools
+seed: 3
+time_scale: 10
+capacity:
+  default: 4
+timings:
+  boot: {dist: fixed, s: 40}
+  retry_interval_s: 30
+  delete_s: 10
+"""
+
+
+@pytest.fixture
+def home():
+    path = Path(tempfile.mkdtemp(prefix="zpool", dir="/tmp"))  # short: unix socket paths are limited
+    yield path
+    from zen_dev.embedded import stop_embedded_server
+
+    stop_embedded_server(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_two_model_cluster_runs_each_job_on_a_vm_it_accepts(home):
+    (home / "zen.yaml").write_text(CONFIG)
+    (home / "scenario.yaml").write_text(SCENARIO)
+    stack = LocalStack(home=home / "stack", config_path=home / "zen.yaml", scenario=home / "scenario.yaml",
+                       tick_every_s=2.0, ports=Ports.from_base(free_base_port(start=25000)), fresh=True)
+    record = stack.up()
+    try:
+        with overridden_environ(record["env"]):
+            from google.cloud import pubsub_v1
+
+            from zen.store import repository
+            from zen.store.db import Database
+
+            publisher = pubsub_v1.PublisherClient()
+            topic = publisher.topic_path("zen-pools", stack.config.topics.job_submitted)
+            command = [sys.executable, "-c", "print('hello from a pool')"]
+            for job_id, accepts in (("std-1", "standard"), ("any-2", "any")):
+                body = {"job_id": job_id, "user_id": "demo", "cluster": "1xl4", "command": command,
+                        "provisioning": accepts}
+                publisher.publish(topic, json.dumps(body).encode()).result(30)
+            db = Database.from_env()
+            deadline = time.monotonic() + 150
+            while time.monotonic() < deadline:
+                with db.transaction() as session:
+                    jobs = {j: repository.get_job(session, j) for j in ("std-1", "any-2")}
+                if all(job is not None and job.status.terminal for job in jobs.values()):
+                    break
+                time.sleep(1)
+            with db.transaction() as session:
+                decisions = session.sql("SELECT region, action FROM scaling_decisions WHERE action = 'ADD'")
+    finally:
+        stack.down()
+    assert {j: (job.status.value if job else None) for j, job in jobs.items()} == {
+        "std-1": "SUCCEEDED", "any-2": "SUCCEEDED"}, (jobs, decisions)
+    std = jobs["std-1"]
+    assert std is not None and std.vm is not None and std.vm.startswith(f"zen-1xl4-{std.region}-std-")
+    assert any(d["region"].endswith("/standard") for d in decisions)  # the standard pool was asked for

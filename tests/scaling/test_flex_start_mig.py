@@ -1,0 +1,165 @@
+"""Pools of several provisioning models against the Compute stand-in, through the official clients:
+flex-start MIGs grown by resize requests (FlexStartMig), spot VMs preempted and standard ones not."""
+
+from __future__ import annotations
+
+import pytest
+from google.api_core import exceptions as gexc
+from google.cloud import compute_v1
+
+from zen.adapters.compute import MigApiError, MigManager, compute_clients_from_env
+from zen.adapters.flex_start import FlexStartMig, pending_name, request_of, resize_requests_client_from_env
+from zen.core.config import ZenConfig, load_config
+from zen.scaling.model import VmPhase
+from zen.scaling.vms import classify
+from zen_dev.local.compute import ComputeStandIn, ManualClock
+
+PROJECT, REGION = "test-proj", "us-central1"
+ZONES = [f"{REGION}-a", f"{REGION}-b", f"{REGION}-c"]
+CLUSTER = {"name": "4xa100", "gpu_type": "nvidia-tesla-a100", "gpu_count": 4, "machine_type": "a2-highgpu-4g",
+           "regions": [REGION], "max_vms_per_region": 8, "max_vms": 8,
+           "provisioning": ["spot", "standard", "flex-start"]}
+
+
+def config() -> ZenConfig:
+    return ZenConfig.model_validate({**load_config().model_dump(), "project": PROJECT, "clusters": [CLUSTER],
+                                     "queues": []})
+
+
+def scenario(capacity: int) -> dict:
+    return {"project": PROJECT, "seed": 1,
+            "timings": {"boot": {"dist": "fixed", "s": 60}, "retry_interval_s": 30, "delete_s": 0},
+            "capacity": {"schedule": [{"at_s": 0, "zone": z, "capacity": capacity} for z in ZONES]}}
+
+
+@pytest.fixture
+def cloud(monkeypatch, tmp_path):
+    started = []
+
+    def make(capacity: int = 10):
+        standin = ComputeStandIn(scenario(capacity), config=config(), clock=ManualClock(), log_dir=tmp_path).start()
+        started.append(standin)
+        monkeypatch.setenv("ZEN_COMPUTE_ENDPOINT", standin.endpoint)
+        cluster = config().clusters[0]
+        flex = FlexStartMig(PROJECT, REGION, cluster.mig_name(REGION, "flex-start"), *compute_clients_from_env(),
+                            resize_requests_client_from_env(), run_s=cluster.flex_start_run_s)
+        return standin, flex, cluster
+
+    yield make
+    for standin in started:
+        standin.stop()
+
+
+def test_the_standin_makes_one_mig_per_pool_with_its_model_in_the_template(cloud):
+    standin, _, cluster = cloud()
+    assert {m.name for m in standin.migs} == {"zen-4xa100-us-central1", "zen-4xa100-us-central1-std",
+                                              "zen-4xa100-us-central1-flex"}
+    templates = compute_v1.InstanceTemplatesClient(transport=compute_v1.services.instance_templates.transports.rest
+                                                   .InstanceTemplatesRestTransport(
+                                                       host=standin.endpoint.removeprefix("http://"),
+                                                       credentials=_anonymous(), url_scheme="http"))
+    models = {m: templates.get(project=PROJECT, instance_template=f"{cluster.mig_name(REGION, m)}-template")
+              .properties.scheduling for m in cluster.provisioning}
+    assert models["spot"].provisioning_model == "SPOT" and models["spot"].instance_termination_action == "DELETE"
+    assert models["standard"].provisioning_model == "STANDARD"
+    assert models["flex-start"].provisioning_model == "FLEX_START"
+
+
+def test_a_resize_request_is_pending_as_booting_vms_then_granted_all_at_once(cloud):
+    standin, flex, _ = cloud(capacity=1)  # 3 zones of 1: room for 3 VMs
+    flex.resize(2)
+    state = flex.read()
+    assert state.target_size == 2 and len(state.instances) == 2
+    assert all(request_of(i.name) and i.current_action == "CREATING" and i.status == "" for i in state.instances)
+    [request] = {request_of(i.name) for i in state.instances}
+    assert {i.name for i in state.instances} == {pending_name(flex.name, request, n) for n in (0, 1)}
+    vm = classify(state.instances[0], REGION, standin.world.ts.start, {}, {})  # type: ignore[arg-type]
+    assert vm.phase is VmPhase.BOOTING and not vm.started
+    flex.resize(2)  # as many as there are and are asked for: no second request
+    assert list(flex.pending()) == [request]
+    standin.advance(31)  # granted after its delay: both VMs at once, the MIG's target grown by 2
+    state = flex.read()
+    assert flex.pending() == {} and state.target_size == 2
+    assert len(state.instances) == 2 and all(request_of(i.name) is None for i in state.instances)
+    standin.advance(61)
+    assert all(i.running for i in flex.read().instances)
+
+
+def test_a_request_waits_until_the_region_holds_all_of_its_vms(cloud):
+    standin, flex, _ = cloud(capacity=1)
+    flex.resize(4)  # 4 VMs, room for 3: never granted in part
+    standin.advance(600)
+    assert sum(flex.pending().values()) == 4 and flex.read().target_size == 4
+    assert not [i for i in flex.read().instances if request_of(i.name) is None]
+
+
+def test_deleting_a_pending_vm_cancels_its_request(cloud):
+    standin, flex, _ = cloud()
+    flex.resize(3)
+    names = [i.name for i in flex.read().instances]
+    flex.delete_instances(names[:1], {})
+    assert flex.pending() == {} and flex.read().instances == [] and flex.target_size() == 0
+    [request] = standin.world.resize_requests.of(next(m for m in standin.world.migs.values() if m.name == flex.name))
+    assert request.state == "CANCELLED"
+    standin.advance(60)  # a cancelled request is never granted
+    assert flex.read().target_size == 0
+
+
+def test_a_granted_request_cannot_be_cancelled_and_its_vms_are_deleted_as_any(cloud):
+    standin, flex, _ = cloud()
+    flex.resize(1)
+    pending = flex.read().instances[0].name
+    standin.advance(31)
+    with pytest.raises(MigApiError):
+        flex.delete_instances([pending], {})  # granted meanwhile: Compute refuses the cancel
+    [vm] = flex.read().instances
+    standin.advance(61)
+    flex.delete_instances([vm.name], {vm.name: flex.read().instances[0].zone})
+    assert flex.read().target_size == 0
+
+
+def test_the_resize_request_api_answers_as_compute_does(cloud):
+    standin, flex, _ = cloud()
+    client = resize_requests_client_from_env()
+    op = client.insert_unary(project=PROJECT, region=REGION, instance_group_manager=flex.name,
+                             instance_group_manager_resize_request_resource=compute_v1.InstanceGroupManagerResizeRequest(
+                                 name="by-hand", resize_by=2, requested_run_duration=compute_v1.Duration(seconds=3600)))
+    assert op.operation_type == "compute.regionInstanceGroupManagerResizeRequests.insert"
+    got = client.get(project=PROJECT, region=REGION, instance_group_manager=flex.name, resize_request="by-hand")
+    assert (got.state, got.resize_by, got.requested_run_duration.seconds) == ("ACCEPTED", 2, 3600)
+    with pytest.raises(gexc.BadRequest):  # still active
+        client.delete_unary(project=PROJECT, region=REGION, instance_group_manager=flex.name, resize_request="by-hand")
+    with pytest.raises(gexc.BadRequest):
+        client.insert_unary(project=PROJECT, region=REGION, instance_group_manager=flex.name,
+                            instance_group_manager_resize_request_resource=compute_v1.InstanceGroupManagerResizeRequest(
+                                name="Not_RFC1035", resize_by=1))
+    standin.advance(31)
+    assert [r.state for r in client.list(project=PROJECT, region=REGION, instance_group_manager=flex.name)] \
+        == ["SUCCEEDED"]
+    standin.advance(3600 + 61)  # its run duration over: its VMs are deleted
+    assert flex.read().target_size == 0
+    client.delete_unary(project=PROJECT, region=REGION, instance_group_manager=flex.name, resize_request="by-hand")
+    assert list(client.list(project=PROJECT, region=REGION, instance_group_manager=flex.name)) == []
+
+
+def test_spot_vms_are_preempted_when_capacity_falls_and_standard_ones_are_not(cloud, monkeypatch):
+    standin, _, cluster = cloud()
+    spot = MigManager(PROJECT, REGION, cluster.mig_name(REGION, "spot"), *compute_clients_from_env())
+    standard = MigManager(PROJECT, REGION, cluster.mig_name(REGION, "standard"), *compute_clients_from_env())
+    spot.resize(1)
+    standard.resize(1)
+    standin.advance(61)
+    world = standin.world
+    with world.lock:
+        for mig in world.migs.values():
+            for inst in list(mig.instances.values()):
+                world.preempt(inst, "preempted (test)")
+    standin.advance(1)
+    assert [i.current_action for i in spot.instances()] != ["NONE"]  # stopping, to be recreated or deleted
+    assert [i.running for i in standard.instances()] == [True]
+
+
+def _anonymous():
+    from google.auth.credentials import AnonymousCredentials
+
+    return AnonymousCredentials()

@@ -1,0 +1,142 @@
+"""A job's provisioning models and start bound: refused with the field named when its cluster cannot
+serve them, stored with the job, shown by `zen jobs get`, and counted as demand by pool (the cluster's
+regions x the models the jobs accept) with the jobs' start bound."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from tests.messages import heartbeat, job_request
+from tests.test_bad_input import snapshot
+from zen.cli.main import main
+from zen.core.config import ClusterConfig, ZenConfig
+from zen.scaling.fleetdb import FleetDb
+from zen.scaling.manager import cluster_pools
+from zen.store import repository
+
+MIXED = "4xa100-40gb"  # given [spot, standard, flex-start] here; 8xa100-40gb keeps its one model (standard)
+
+
+@pytest.fixture
+def mixed(config, db, publisher, clock, db_url, monkeypatch):
+    from zen.app import Zen
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    raw = json.loads(config.model_dump_json())
+    for cluster in raw["clusters"]:
+        if cluster["name"] == MIXED:
+            cluster.update(provisioning=["spot", "standard", "flex-start"], max_start_wait_s=900,
+                           flex_start_min_wait_s=300, flex_start_run_s=86400)
+    zen = Zen(ZenConfig.model_validate(raw), db, publisher, clock)
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    return zen, FunctionsInvoker(zen)
+
+
+REFUSED = [
+    (dict(provisioning="ondemand"), "provisioning: Value error, provisioning: unknown provisioning model 'ondemand'"),
+    (dict(cluster="8xa100-40gb", provisioning="spot"),
+     "provisioning: cluster 8xa100-40gb does not use spot VMs (its models: standard)"),
+    (dict(provisioning="flex-start", max_start_wait_s=60), "max_start_wait_s: 60 s is below the 300 s flex-start"),
+    (dict(provisioning="flex-start", max_start_wait_s=600, max_runtime_s=2 * 86400),
+     "max_runtime_s: 172800 s is above how long a flex-start VM of cluster 4xa100-40gb runs (86400 s"),
+    (dict(max_start_wait_s=-1), "max_start_wait_s: Input should be greater than or equal to 0"),
+    (dict(cluster=None, gpu_types=["nvidia-tesla-a100"], gpu_count=8, provisioning="spot"),
+     "8xa100-40gb does not use spot VMs"),
+]
+
+
+@pytest.mark.parametrize("fields, reason", REFUSED, ids=[r for _, r in REFUSED])
+def test_what_no_model_of_the_cluster_can_serve_is_refused_naming_the_field(mixed, fields, reason):
+    zen, functions = mixed
+    response = functions.send("on_job_submitted", json.dumps(job_request("p1", **fields)).encode(), message_id="m1")
+    assert response.status_code == 200  # refused for good: acked
+    jobs, history, rejected = snapshot(zen)
+    assert jobs == [] and history == []  # nothing half-applied
+    assert len(rejected) == 1 and reason in rejected[0]["reason"], rejected
+
+
+def test_accepted_choices_are_stored_and_shown(mixed, capsys):
+    zen, functions = mixed
+    functions.submit(job_request("p2", provisioning="flex-start", max_start_wait_s=1800, max_runtime_s=3600))
+    functions.submit(job_request("p3"))
+    assert main(["jobs", "get", "p2", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert (got["status"], got["provisioning"], got["max_start_wait_s"]) == ("QUEUED", "flex-start", 1800)
+    assert main(["jobs", "get", "p3"]) == 0
+    assert "provisioning: any" in capsys.readouterr().out
+
+
+def test_demand_comes_by_pool_with_each_groups_start_bound(mixed):
+    zen, functions = mixed
+    functions.submit(job_request("a1"))  # any: every pool of every region, region by region
+    functions.submit(job_request("a2"))
+    functions.submit(job_request("s1", provisioning="spot", regions=["us-west1"]))
+    functions.submit(job_request("f1", provisioning="flex-start", max_start_wait_s=3600, priority=5,
+                                   max_runtime_s=3600))
+    functions.submit(job_request("w1", provisioning="standard", max_start_wait_s=0))
+    cluster = zen.config.cluster(MIXED)
+    demand = {(g.priority, g.regions, g.max_wait_s): g.count
+              for g in FleetDb(zen.db, {MIXED: cluster}).facts(MIXED, zen.clock()).demand}
+    regions = cluster.regions
+    assert demand == {
+        (0, cluster.pools(), 900.0): 2,
+        (0, ("us-west1",), 900.0): 1,  # spot is the primary model: its pool is the bare region
+        (5, tuple(f"{r}/flex-start" for r in regions), 3600.0): 1,
+        (0, tuple(f"{r}/standard" for r in regions), 0.0): 1,
+    }
+    assert cluster.pools()[:3] == ("us-central1", "us-central1/standard", "us-central1/flex-start")
+    assert all(not g.checkpoints for g in FleetDb(zen.db, {MIXED: cluster}).facts(MIXED, zen.clock()).demand)
+
+
+def test_a_one_model_cluster_keeps_its_regions_as_pools(functions, zen):
+    functions.submit(job_request("o1", cluster="8xa100-40gb"))
+    functions.submit(job_request("o2", cluster="8xa100-40gb", provisioning="standard"))  # the same pools: one group
+    cluster = zen.config.cluster("8xa100-40gb")
+    [group] = FleetDb(zen.db, {cluster.name: cluster}).facts(cluster.name, zen.clock()).demand
+    assert (group.regions, group.count, group.max_wait_s) == (tuple(cluster.regions), 2, 600.0)
+    assert cluster_pools(cluster) == {r: cluster_pools(cluster)[r] for r in cluster.regions}
+
+
+def test_the_cluster_checks_its_start_bounds():
+    base = dict(name="c", gpu_type="nvidia-l4", gpu_count=1, regions=["us-central1"], max_vms_per_region=1,
+                max_vms=1)
+    with pytest.raises(ValidationError, match="max_start_wait_s .* is below flex_start_min_wait_s"):
+        ClusterConfig(**base, provisioning=["flex-start"], max_start_wait_s=60, flex_start_min_wait_s=300)
+    with pytest.raises(ValidationError, match="flex_start_run_s"):
+        ClusterConfig(**base, flex_start_run_s=8 * 86400)
+    mixed = ClusterConfig(**base, provisioning=["spot", "flex-start"])
+    assert mixed.has_instance("zen-c-us-central1-flex-ab12", "us-central1")
+    assert mixed.pool_of("zen-c-us-central1-flex-ab12", "us-central1") == "us-central1/flex-start"
+    assert mixed.pool_of("zen-c-us-central1-ab12", "us-central1") == "us-central1"
+    assert not mixed.has_instance("zen-c-us-central1-std-ab12", "us-central1")  # standard is not listed
+    assert not mixed.has_instance("zen-c-us-central1-flex+zen-1+0", "us-central1")  # a pending flex-start VM
+
+
+def test_zen_submit_sends_and_checks_the_choices(config, publisher, db_url, monkeypatch, capsys):
+    monkeypatch.setenv("ZEN_PROJECT", config.project)
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    assert main(["submit", "--job-id", "c1", "--cluster", "1xl4", "--provisioning", "spot", "--", "true"]) == 1
+    assert "provisioning: cluster 1xl4 does not use spot VMs" in capsys.readouterr().err
+    assert main(["submit", "--job-id", "c2", "--cluster", "1xl4", "--provisioning", "standard",
+                 "--max-start-wait", "120", "--", "true"]) == 0
+    [message] = publisher.on("zen-job-submitted")
+    assert {k: json.loads(message.data)[k] for k in ("provisioning", "max_start_wait_s")} == {
+        "provisioning": "standard", "max_start_wait_s": 120}
+    assert main(["submit", "--cluster", "1xl4", "--provisioning", "cheap", "--", "true"]) == 2
+    assert "--provisioning: invalid choice: 'cheap'" in capsys.readouterr().err
+
+
+def test_a_vm_of_a_model_the_job_does_not_accept_may_not_claim_it(mixed):
+    zen, functions = mixed
+    functions.submit(job_request("k1", provisioning="spot"))
+    functions.heartbeat(heartbeat("k1", "CLAIMED", 1, vm="zen-4xa100-40gb-us-central1-std-ab12"))
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "k1").status.value == "QUEUED"
+        [refused] = repository.list_rejections(session)
+    assert "is a standard VM, and the job accepts spot VMs only" in refused["reason"]
+    functions.heartbeat(heartbeat("k1", "CLAIMED", 2, vm="zen-4xa100-40gb-us-central1-ab12"))  # a spot VM
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "k1").status.value == "ASSIGNED"
