@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 from zen.cli.kit import Context, print_table
 
@@ -74,7 +75,7 @@ def cmd_clusters(args) -> int:
 
     config = load_config()
     table, where = known_prices(config)
-    rows = [{"cluster": c.name, "gpus": f"{c.gpu_count}x {c.gpu_type}", "machine": c.machine_type,
+    rows: list[dict[str, Any]] = [{"cluster": c.name, "gpus": f"{c.gpu_count}x {c.gpu_type}", "machine": c.machine_type,
              "regions": ",".join(c.regions), "provisioning": ",".join(c.provisioning),
              "max_vms_per_region": c.max_vms_per_region, "max_vms": c.max_vms,
              "min_vms": c.min_vms, "jobs_per_vm": c.max_jobs_per_vm,

@@ -112,7 +112,8 @@ def cmd_stats(args, database: Callable[[], Any]) -> int:
                 figures[USD_FIGURE] = attempt_dollars(session, now - timedelta(seconds=args.window * 60), pricer)
     finally:
         db.close()
-    figures = {name: [{k: _plain(v) for k, v in row.items()} for row in rows] for name, rows in figures.items()}
+    figures = {name: [{k: v if k == "usd" else _plain(v) for k, v in row.items()} for row in rows]  # cents kept
+               for name, rows in figures.items()}
     if args.json:
         print(json.dumps(figures, indent=2))
         return 0

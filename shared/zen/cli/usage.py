@@ -111,7 +111,7 @@ def collect(session, by: str, since: datetime, now: datetime, pricer: Pricer) ->
     total = totals[0] if totals else {"total": "total", "jobs": 0, "attempts": 0, "gpu_hours": 0.0,
                                       "vm_hours": 0.0, "usd": 0.0}
     total.pop("total")
-    report = {"since": since.isoformat(), "by": by, "groups": rows, "total": total}
+    report: dict[str, Any] = {"since": since.isoformat(), "by": by, "groups": rows, "total": total}
     if by == "region":
         add_fleet(rows, total, usage.run(session, "fleet_by_region", since=since, now=now), pricer)
     report["unpriced"] = sorted(pricer.unpriced)
