@@ -307,3 +307,22 @@ def test_the_billing_client_ships_with_the_functions_not_with_the_agents_wheel(t
         requires = [line for line in wheel.read(metadata).decode().splitlines() if line.startswith("Requires-Dist")]
     assert requires and not any("billing" in line for line in requires)
     assert "zen/core/price_snapshot.json" in wheel.namelist()
+
+
+def test_the_refresh_script_rebuilds_the_snapshot_from_the_catalog(catalog, tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    _, endpoint = catalog
+    out = tmp_path / "snapshot.json"
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "refresh_price_snapshot.py"), "--endpoint", endpoint,
+                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rebuilt, committed = load_snapshot(out), load_snapshot()
+    assert set(rebuilt.prices) == {k for k in committed.prices if k[0] in ("g2-standard-8", "a2-highgpu-4g",
+                                                                             "a2-highgpu-8g")}
+    for key, price in rebuilt.prices.items():
+        assert price.usd_per_hour == pytest.approx(committed.prices[key].usd_per_hour, abs=1e-5)
+    assert "Catalog API" in json.loads(out.read_text())["header"]["source"]
