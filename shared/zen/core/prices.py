@@ -131,7 +131,7 @@ class Pricing(Strict):
         for machine, regions in value.items():
             for region, models in regions.items():
                 for model in models:
-                    check_model(model, f"overrides.{machine}.{region}")
+                    check_model(model, f"{machine}.{region}")
         return value
 
     def table(self) -> PriceTable:
