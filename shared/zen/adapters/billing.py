@@ -32,7 +32,8 @@ from typing import Any
 from zen.core.prices import SHAPES, Key, Price, PriceTable, Shape, vm_price
 
 SERVICE = "services/6F81-5844-456A"  # Compute Engine
-CALL_TIMEOUT_S = 60.0
+CALL_TIMEOUT_S = 60.0  # per page
+PAGE_SIZE = 5000  # SKUs asked per page: Compute Engine's ~30k SKUs in a few calls
 _SKIPPED = ("commitment", "reserved", "calendar mode", "sole tenancy", "custom", "premium", "upgrade", "local ssd")
 _MODEL_PREFIX = (("Spot Preemptible ", "spot"), ("DWS Defined Duration ", "flex-start"))
 _PART = re.compile(r"^(?P<family>[A-Z][0-9A-Za-z]*?)(?: Instance)? (?P<part>Core|Ram) running in ")
@@ -127,7 +128,8 @@ def fetch_prices(client: Any, machine_types: Iterable[str], regions: Iterable[st
                  fetched_at: datetime) -> PriceTable:
     """Read every Compute Engine SKU (the pager follows the pages) and price ``machine_types`` in
     ``regions`` (None: every region the catalog names). Raises what the client raises."""
-    pager = client.list_skus(request={"parent": SERVICE, "currency_code": "USD"}, timeout=CALL_TIMEOUT_S)
+    pager = client.list_skus(request={"parent": SERVICE, "currency_code": "USD", "page_size": PAGE_SIZE},
+                             timeout=CALL_TIMEOUT_S)
     parts = parts_of(pager, set(regions) if regions is not None else None)
     return vm_prices(parts, machine_types, fetched_at)
 

@@ -107,10 +107,6 @@ class PriceTable:
         times = [p.fetched_at for p in self.prices.values() if p.source == source and p.fetched_at is not None]
         return min(times, default=None)
 
-    def rows(self) -> list[dict[str, Any]]:
-        return [{"machine_type": m, "region": r, "model": mo, "usd_per_hour": p.usd_per_hour, "source": p.source,
-                 "fetched_at": p.fetched_at} for (m, r, mo), p in sorted(self.prices.items())]
-
 
 _Usd = Annotated[float, Field(ge=0)]
 
