@@ -13,7 +13,7 @@ TOOLS_STAMP := $(TOOLS_VENV)/.installed
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt requirements-agent.txt requirements-dev.txt constraints.txt pyproject.toml
+$(STAMP): requirements.txt requirements-agent.txt requirements-functions.txt requirements-dev.txt constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -c constraints.txt
 	$(BIN)/python -m pip install --quiet --no-deps -e .

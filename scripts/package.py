@@ -4,9 +4,9 @@
 
 Writes into ``--out`` (default ``dist/``):
 
-- ``zen-functions.zip``: ``main.py`` (functions/main.py), ``requirements.txt`` (the runtime pins,
-  copied unchanged) and the ``zen`` package without its local-only parts; with ``--config``, the
-  configuration as ``zen_config.yaml`` (terraform then sets ``ZEN_CONFIG`` to it).
+- ``zen-functions.zip``: ``main.py`` (functions/main.py), ``requirements.txt`` (the runtime pins:
+  requirements.txt, then requirements-functions.txt) and the ``zen`` package without its local-only
+  parts; with ``--config``, the configuration as ``zen_config.yaml`` (terraform then sets ``ZEN_CONFIG``).
 - ``zen-<version>-py3-none-any.whl``: the same ``zen`` package for the agent VMs, with the runtime
   pins as its dependencies and the ``zen`` command (``zen agent``, ``zen db migrate``).
 - ``manifest.json``: file names, their SHA-256 and the configuration's SHA-256 (or null). Terraform
@@ -36,6 +36,7 @@ LIBRARY = ROOT / "shared" / "zen"
 FUNCTIONS_MAIN = ROOT / "functions" / "main.py"
 REQUIREMENTS = ROOT / "requirements.txt"
 AGENT_REQUIREMENTS = ROOT / "requirements-agent.txt"  # the wheel only: google-cloud-logging
+FUNCTIONS_REQUIREMENTS = ROOT / "requirements-functions.txt"  # the functions only: google-cloud-billing
 
 FUNCTIONS_ARCHIVE = "zen-functions.zip"
 CONFIG_NAME = "zen_config.yaml"
@@ -83,7 +84,9 @@ def sha256_file(path: Path) -> str:
 def build_functions_archive(out: Path, config: Path | None) -> Path:
     target = out / FUNCTIONS_ARCHIVE
     runtime_requirements()  # refuse a local-only package before writing anything
-    entries = [("main.py", FUNCTIONS_MAIN.read_bytes()), ("requirements.txt", REQUIREMENTS.read_bytes())]
+    runtime_requirements(FUNCTIONS_REQUIREMENTS)
+    requirements = REQUIREMENTS.read_bytes() + b"\n" + FUNCTIONS_REQUIREMENTS.read_bytes()
+    entries = [("main.py", FUNCTIONS_MAIN.read_bytes()), ("requirements.txt", requirements)]
     entries += [(name, path.read_bytes()) for name, path in library_files()]
     if config is not None:
         entries.append((CONFIG_NAME, config.read_bytes()))

@@ -139,6 +139,7 @@ data "google_project" "this" {
 resource "google_project_service" "apis" {
   for_each = toset([
     "artifactregistry.googleapis.com",
+    "cloudbilling.googleapis.com", # the Cloud Billing Catalog the scale tick reads prices from (zen.adapters.billing)
     "cloudbuild.googleapis.com",
     "cloudfunctions.googleapis.com",
     "cloudresourcemanager.googleapis.com",

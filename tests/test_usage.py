@@ -1,6 +1,6 @@
 """Accounting: every attempt a VM claimed leaves one ``attempt_usage`` row when it ends (succeeded,
 failed, stopped, lost, preempted), written with the change that ends it, counted once however often
-the end is delivered; ``zen usage`` sums them per user, queue or region with the estimated cost."""
+the end is delivered; ``zen usage`` sums them per user, queue or region with what they cost."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ import pytest
 from tests.messages import agent_run, heartbeat, job_request
 from tests.test_queues import RECLAIM, borrow_all_and_reclaim, queued_zen, stop_answer  # noqa: F401 (fixture)
 from zen.cli import main as cli
-from zen.cli.usage import summarise
+from zen.cli.usage import Pricer, summarise
+from zen.core.prices import Price, PriceTable
 from zen.store import repository, usage
 
 CLUSTER = "4xa100-40gb"  # a2-highgpu-4g: 4 GPUs per VM
-PRICE = 14.69  # the default price of a2-highgpu-4g per VM-hour
+PRICE = 14.69354  # the snapshot's price of an a2-highgpu-4g per VM-hour in us-central1 and us-west1, standard
+L4_EUROPE = 0.897202  # the snapshot's g2-standard-8 in europe-west4, standard
 
 
 def attempts(zen, job_id):
@@ -76,11 +78,11 @@ def test_a_lost_attempt_and_its_retry_are_both_counted_and_a_redelivered_end_cou
     assert retried["gpu_seconds"] == 4 * 1800
 
     report = zen_usage(capsys)
-    assert report["by"] == "user" and report["unpriced_machine_types"] == []
+    assert report["by"] == "user" and report["unpriced"] == []
     [alice] = report["groups"]
     vm_hours = (150 + 1800) / 3600
     assert alice == {"user": "alice", "jobs": 1, "attempts": 2, "gpu_hours": round(4 * vm_hours, 3),
-                     "vm_hours": round(vm_hours, 3), "est_usd": round(vm_hours * PRICE, 2)}
+                     "vm_hours": round(vm_hours, 3), "usd": round(vm_hours * PRICE, 2)}
     assert report["total"] == {k: v for k, v in alice.items() if k != "user"}
     regions = {g["region"]: (g["jobs"], g["attempts"], g["vm_hours"]) for g in zen_usage(capsys, "--by", "region")["groups"]}
     assert regions == {"us-central1": (1, 1, round(150 / 3600, 3)), "us-west1": (1, 1, 0.5)}
@@ -88,7 +90,7 @@ def test_a_lost_attempt_and_its_retry_are_both_counted_and_a_redelivered_end_cou
     # The table: one row per user and the total.
     assert cli.main(["usage", "--since", "2025-12-01"]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[1].split() == ["USER", "JOBS", "ATTEMPTS", "GPU_HOURS", "VM_HOURS", "EST_USD"]
+    assert table[1].split() == ["USER", "JOBS", "ATTEMPTS", "GPU_HOURS", "VM_HOURS", "USD"]
     assert table[2].split()[:3] == ["alice", "1", "2"] and table[3].split()[0] == "TOTAL"
 
 
@@ -162,10 +164,10 @@ def test_by_region_adds_the_fleets_vm_hours_boot_and_idle_included(functions, ze
     report = zen_usage(capsys, "--by", "region")
     europe, central = report["groups"]  # by region name
     assert (central["region"], central["jobs"], central["vm_hours"]) == ("us-central1", 1, 0.25)  # claim to end
-    assert (central["fleet_vm_hours"], central["fleet_est_usd"]) == (1.5, round(1.5 * PRICE, 2))  # vm-a 1h, vm-gone 0.5h
+    assert (central["fleet_vm_hours"], central["fleet_usd"]) == (1.5, round(1.5 * PRICE, 2))  # vm-a 1h, vm-gone 0.5h
     assert europe == {"region": "europe-west4", "jobs": 0, "attempts": 0, "gpu_hours": 0.0, "vm_hours": 0.0,
-                      "est_usd": 0.0, "fleet_vm_hours": 1.0, "fleet_est_usd": 0.85}
-    assert (report["total"]["fleet_vm_hours"], report["total"]["fleet_est_usd"]) == (2.5, round(1.5 * PRICE + 0.85, 2))
+                      "usd": 0.0, "fleet_vm_hours": 1.0, "fleet_usd": round(L4_EUROPE, 2)}
+    assert (report["total"]["fleet_vm_hours"], report["total"]["fleet_usd"]) == (2.5, round(1.5 * PRICE + L4_EUROPE, 2))
     assert cli.main(["usage", "--since", "2025-12-01", "--by", "region"]) == 0
     assert "FLEET_VM_HOURS" in capsys.readouterr().out
 
@@ -173,13 +175,19 @@ def test_by_region_adds_the_fleets_vm_hours_boot_and_idle_included(functions, ze
 def test_a_machine_type_without_a_price_is_unpriced_not_guessed():
     groups = [{"key": "alice", "jobs": 2, "attempts": 2, "gpu_seconds": 4 * 7200, "vm_seconds": 7200},
               {"key": "bob", "jobs": 1, "attempts": 1, "gpu_seconds": 3600, "vm_seconds": 3600}]
-    machines = [{"key": "alice", "machine_type": "a2-highgpu-4g", "vm_seconds": 3600},
-                {"key": "alice", "machine_type": "g2-standard-8", "vm_seconds": 3600},
-                {"key": "bob", "machine_type": "a3-highgpu-8g", "vm_seconds": 3600}]
-    rows, unpriced = summarise("user", groups, machines, {"a2-highgpu-4g": 10.0, "g2-standard-8": 1.0})
-    assert [(r["user"], r["gpu_hours"], r["vm_hours"], r["est_usd"]) for r in rows] == [
+    attempts = [{"key": "alice", "cluster": "c", "machine_type": "a2-highgpu-4g", "region": "r", "vm": "vm-1",
+                 "seconds": 3600, "vm_share": 1.0},
+                {"key": "alice", "cluster": "c", "machine_type": "g2-standard-8", "region": "r", "vm": "vm-2",
+                 "seconds": 3600, "vm_share": 1.0},
+                {"key": "bob", "cluster": "c", "machine_type": "a3-highgpu-8g", "region": "r", "vm": "vm-3",
+                 "seconds": 3600, "vm_share": 1.0}]
+    table = PriceTable({("a2-highgpu-4g", "r", "standard"): Price(10.0, "override"),
+                        ("g2-standard-8", "r", "standard"): Price(1.0, "override")})
+    pricer = Pricer(table, {})
+    rows = summarise("user", groups, attempts, pricer)
+    assert [(r["user"], r["gpu_hours"], r["vm_hours"], r["usd"]) for r in rows] == [
         ("alice", 8.0, 2.0, 11.0), ("bob", 1.0, 1.0, None)]
-    assert unpriced == ["a3-highgpu-8g"]
+    assert pricer.unpriced == {"a3-highgpu-8g in r (standard)"}
 
 
 def test_zen_usage_refuses_a_bad_window_and_needs_a_database(no_database, capsys):

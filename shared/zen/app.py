@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from typing import Protocol
+from datetime import datetime
+from typing import Callable, Protocol
 
 from zen import telemetry
 from zen.adapters.pubsub import PubSubPublisher
@@ -17,6 +18,7 @@ from zen.core.clock import Clock, utc_now
 from zen.core.config import ZenConfig, load_config
 from zen.core.errors import DataRejected, Rejected, TransientError
 from zen.core.events import PubSubEnvelope, envelope_from_cloud_event
+from zen.core.prices import PriceTable
 from zen.core.text import escape_unstorable
 from zen.jobs.messaging import OutboxRelay, Publisher
 from zen.jobs.service import JobService, Outcome
@@ -60,12 +62,14 @@ class TickReport:
     stopped: int = 0  # stops that raced their job's submission, applied (zen.jobs.sweeps.apply_early_stops)
     pruned: int = 0  # rejected_messages rows past their retention, deleted (zen.store.rejections)
     controls: int = 0  # VMs' control subscriptions made and granted (zen.adapters.control_subscriptions)
+    prices: str | None = None  # the catalog prices' refresh: fresh, refreshed, failed, waiting (zen.store.prices)
     scaling: object | None = None
 
 
 class Zen:
     def __init__(self, config: ZenConfig, db: Database, publisher: Publisher, clock: Clock = utc_now,
-                 scaler: Scaler | None = None, controls: ControlMaker | None = None):
+                 scaler: Scaler | None = None, controls: ControlMaker | None = None,
+                 price_fetch: Callable[[datetime], PriceTable] | None = None):
         self.config = config
         self.db = db
         self.store = PostgresJobStore(db)  # the job service's port (zen.jobs.store) over Postgres
@@ -75,6 +79,7 @@ class Zen:
         self.jobs = JobService(self.store, config, self.relay, clock)
         self.scaler = scaler
         self.controls = controls  # None: the agents make their own control subscriptions
+        self.price_fetch = price_fetch  # None: no catalog (the snapshot and the configuration price VMs)
         self._schema_ok = False
 
     def _schema_ready(self) -> None:
@@ -124,7 +129,12 @@ class Zen:
         controls = None
         if (accounts := accounts_from_env(os.environ)) is not None:  # set by terraform: one account per cluster
             controls = ControlSubscriptions(config, project, accounts)
-        return cls(config, db, PubSubPublisher(project), scaler=scaler, controls=controls)
+        price_fetch = None
+        if config.pricing.catalog and os.environ.get("ZEN_PRICES", "catalog").lower() != "snapshot":
+            from zen.adapters.billing import catalog_fetcher
+
+            price_fetch = catalog_fetcher(config.clusters)
+        return cls(config, db, PubSubPublisher(project), scaler=scaler, controls=controls, price_fetch=price_fetch)
 
     # -- one method per Cloud Function ---------------------------------------------------------
     # Each runs inside ``relay.request()``: the instance's last request in flight waits for the
@@ -176,9 +186,26 @@ class Zen:
             if self.controls is not None:  # the instances the passes just listed, booting ones too
                 with self.db.transaction() as instances:
                     report.controls = self.controls.ensure(fleet.mig_instance_names(instances))
+            if self.price_fetch is not None:  # once a day; else one cheap query
+                report.prices = self._refresh_prices(self.price_fetch)
             report.relayed += self.relay.flush_pending()
             telemetry.log_tick(log, self.db, [c.name for c in self.config.clusters], self.clock(), report)
             return report
+
+    def _refresh_prices(self, fetch: Callable[[datetime], PriceTable]) -> str:
+        """The catalog's prices, fetched again when older than a day; a failure logs and keeps the old ones."""
+        from zen.store.prices import refresh_if_stale
+
+        try:
+            done = refresh_if_stale(self.db, fetch, self.clock())
+        except Exception as exc:  # noqa: BLE001 - prices are never worth a failed tick
+            log.warning("could not refresh the prices", extra={"error": str(exc)})
+            return "failed"
+        if done.outcome == "failed":
+            log.warning("the billing catalog failed; the old prices stay", extra={"error": done.error})
+        elif done.outcome == "refreshed":
+            log.info("prices refreshed from the billing catalog", extra={"prices": done.prices})
+        return done.outcome
 
     def _with_envelope(self, source: str, event_id: str, event_type: str | None, data, handler) -> Outcome:
         self._schema_ready()

@@ -8,7 +8,7 @@ import pytest
 
 from zen_dev.capacity.yamllines import ScenarioError
 from zen_dev.sim.cli import main
-from zen_dev.sim.instances import billed_seconds
+from zen.core.prices import billed_seconds
 from zen_dev.sim.jobs import SimJob
 from zen_dev.sim.metrics import DOLLAR_KEYS, JSON_KEYS
 from zen_dev.sim.policies import make_policy

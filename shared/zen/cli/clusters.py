@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 from zen.cli.kit import Context, print_table
 
@@ -30,20 +31,67 @@ def cmd_explain(args, ctx: Context) -> int:
     return 0
 
 
+def known_prices(config) -> tuple[object, str]:
+    """The prices Zen uses now (``zen.store.prices.current``) and where they were read: with a database
+    (ZEN_DATABASE_URL, Cloud SQL or a local stack), its catalog prices under the configuration's
+    overrides; else, or when it cannot be read, the committed snapshot under them."""
+    from zen.cli.kit import database, database_configured
+    from zen.store.prices import current
+
+    if database_configured():
+        try:
+            db = database()
+            try:
+                with db.transaction() as session:
+                    return current(session, config.pricing), "the database's catalog prices"
+            finally:
+                db.close()
+        except Exception as exc:  # noqa: BLE001 - prices are shown from the snapshot rather than not at all
+            return current(None, config.pricing), f"the snapshot (the database could not be read: {exc})"
+    return current(None, config.pricing), "the snapshot (no database configured)"
+
+
+def price_rows(table, cluster) -> list[dict]:
+    """One row per region and provisioning model (every model GCE has; ``used``: whether the cluster's
+    ``provisioning`` lists it): USD per VM-hour and per GPU-hour, where the price came from; ``None``
+    prices where it has none."""
+    from zen.core.provisioning import MODELS
+
+    rows = []
+    for region in cluster.regions:
+        for model in MODELS:
+            price = table.lookup(cluster.machine_type, region, model)
+            rows.append({"cluster": cluster.name, "region": region, "model": model,
+                         "used": model in cluster.provisioning,
+                         "usd_per_vm_hour": round(price.usd_per_hour, 4) if price else None,
+                         "usd_per_gpu_hour": round(price.usd_per_hour / cluster.gpu_count, 4) if price else None,
+                         "source": price.source if price else None,
+                         "fetched": price.fetched_at.date().isoformat() if price and price.fetched_at else None})
+    return rows
+
+
 def cmd_clusters(args) -> int:
     from zen.core.config import load_config
 
     config = load_config()
-    rows = [{"cluster": c.name, "gpus": f"{c.gpu_count}x {c.gpu_type}", "machine": c.machine_type,
-             "regions": ",".join(c.regions), "max_vms_per_region": c.max_vms_per_region, "max_vms": c.max_vms,
+    table, where = known_prices(config)
+    rows: list[dict[str, Any]] = [{"cluster": c.name, "gpus": f"{c.gpu_count}x {c.gpu_type}", "machine": c.machine_type,
+             "regions": ",".join(c.regions), "provisioning": ",".join(c.provisioning),
+             "max_vms_per_region": c.max_vms_per_region, "max_vms": c.max_vms,
              "min_vms": c.min_vms, "jobs_per_vm": c.max_jobs_per_vm,
              "tags": "; ".join(f"{r}: {','.join(c.tags_of(r))}" for r in c.regions if c.tags_of(r))}
             for c in config.clusters]
+    prices = {c.name: price_rows(table, c) for c in config.clusters}
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps([{**row, "prices": prices[row["cluster"]]} for row in rows], indent=2))
         return 0
-    print_table(rows, ("cluster", "gpus", "machine", "regions", "max_vms_per_region", "max_vms", "min_vms",
-                       "jobs_per_vm", "tags"))
+    print_table(rows, ("cluster", "gpus", "machine", "regions", "provisioning", "max_vms_per_region", "max_vms",
+                       "min_vms", "jobs_per_vm", "tags"))
+    print(f"\nPrices per region and provisioning model (from {where}; overrides: pricing in the configuration):")
+    print_table([{**p, **{k: "unpriced" for k in ("usd_per_vm_hour", "usd_per_gpu_hour") if p[k] is None},
+                  "used": "yes" if p["used"] else "no", "source": p["source"] or "-", "fetched": p["fetched"] or "-"}
+                 for c in config.clusters for p in prices[c.name]],
+                ("cluster", "region", "model", "used", "usd_per_vm_hour", "usd_per_gpu_hour", "source", "fetched"))
     print(f"\nAsk with --cluster NAME, or --gpu-type T --gpu-count N (the smallest fitting cluster); "
           f"--region narrows a cluster's regions. Limits: max_runtime_s {config.limits.max_runtime_s}, "
           f"max_attempts {config.attempts.max_max_attempts} (configuration: {os.environ.get('ZEN_CONFIG') or 'default'}).")
@@ -58,6 +106,6 @@ def register(sub, ctx: Context) -> None:
     explain.add_argument("--json", action="store_true", help="print JSON")
     explain.set_defaults(func=lambda args: cmd_explain(args, ctx))
 
-    clusters = sub.add_parser("clusters", help="the GPU shapes, regions and limits a job may ask for")
+    clusters = sub.add_parser("clusters", help="the GPU shapes, regions, limits and prices a job may ask for")
     clusters.add_argument("--json", action="store_true", help="print a JSON array")
     clusters.set_defaults(func=cmd_clusters)

@@ -1,6 +1,7 @@
 """``zen stats [--window MINUTES] [--json]``: the operator's figures from Postgres, under the names of
 the Cloud Monitoring metrics (``zen.telemetry.METRICS``; terraform/monitoring.tf), so the local stack
-and the Console speak one vocabulary. Gauges are read now, counters and percentiles over the window
+and the Console speak one vocabulary, and ``attempt_usd``, no log metric: what the attempts that ended
+in the window cost. Gauges are read now, counters and percentiles over the window
 (default: the last hour). Which metrics it has and lacks: docs/reference/metrics.md. A read command:
 it never starts or creates a database (``zen.cli.kit.database``).
 """
@@ -55,6 +56,34 @@ def collect(session, clusters: dict[str, list[str]], now: datetime, window_s: fl
     }
 
 
+USD_FIGURE = "attempt_usd"  # not a log metric: what the attempts that ended in the window cost
+USD_DOC = ("USD of the attempts that ended in the window, per cluster, region and provisioning model, each billed "
+           "as GCE bills at its region's and model's price (not a log metric)")
+
+
+def attempt_dollars(session, since: datetime, pricer) -> list[dict[str, Any]]:
+    """What the attempts that ended since ``since`` cost, per cluster, region and provisioning model, each
+    billed as GCE bills at its own region's and model's price (``zen.cli.usage.Pricer``; ``usd`` None
+    where one was unpriced)."""
+    from zen.core.prices import model_of_vm
+    from zen.store import usage
+
+    sums: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for row in usage.run(session, "attempt_seconds", by="total", since=since):
+        config = pricer.clusters.get(row["cluster"])
+        region = row["region"] or "(none)"
+        model = model_of_vm(config, row["vm"], row["region"]) if config is not None and row["region"] else "standard"
+        target = sums.setdefault((row["cluster"], region, model), {
+            "cluster": row["cluster"], "region": region, "model": model, "attempts": 0, "vm_hours": 0.0, "usd": 0.0})
+        cost = pricer.usd(row["cluster"], row["machine_type"], row["region"], row["vm"], float(row["seconds"]),
+                          float(row["vm_share"]))
+        target["attempts"] += 1
+        target["vm_hours"] += float(row["seconds"]) * float(row["vm_share"]) / 3600
+        target["usd"] = None if cost is None or target["usd"] is None else target["usd"] + cost
+    return [{**r, "vm_hours": round(r["vm_hours"], 3), "usd": None if r["usd"] is None else round(r["usd"], 2)}
+            for _, r in sorted(sums.items())]
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.isoformat()
@@ -65,8 +94,10 @@ def _plain(value: Any) -> Any:
 
 def cmd_stats(args, database: Callable[[], Any]) -> int:
     from zen.cli.kit import CliError, print_table
+    from zen.cli.usage import Pricer
     from zen.core.config import load_config
     from zen.store.migrate import has_table
+    from zen.store.prices import current
 
     db = database()
     config = load_config()
@@ -74,16 +105,20 @@ def cmd_stats(args, database: Callable[[], Any]) -> int:
         with db.transaction() as session:
             if not has_table(session, "jobs"):
                 raise CliError("the database has no Zen schema yet: run zen db migrate")
-            figures = collect(session, {c.name: list(c.regions) for c in config.clusters}, utc_now(),
-                              args.window * 60)
+            now = utc_now()
+            figures = collect(session, {c.name: list(c.regions) for c in config.clusters}, now, args.window * 60)
+            if has_table(session, "attempt_usage"):
+                pricer = Pricer(current(session, config.pricing), {c.name: c for c in config.clusters})
+                figures[USD_FIGURE] = attempt_dollars(session, now - timedelta(seconds=args.window * 60), pricer)
     finally:
         db.close()
-    figures = {name: [{k: _plain(v) for k, v in row.items()} for row in rows] for name, rows in figures.items()}
+    figures = {name: [{k: v if k == "usd" else _plain(v) for k, v in row.items()} for row in rows]  # cents kept
+               for name, rows in figures.items()}
     if args.json:
         print(json.dumps(figures, indent=2))
         return 0
     for name, rows in figures.items():
-        print(f"\n{name}: {telemetry.METRICS[name]}")
+        print(f"\n{name}: {telemetry.METRICS.get(name, USD_DOC)}")
         if rows:
             print_table(rows, list(rows[0]))
         else:

@@ -1,8 +1,9 @@
-"""``zen usage [--since AGE|DATE] [--by user|queue|region] [--json]``: GPU-hours, VM-hours and their
-estimated cost per user, queue or region, read from ``attempt_usage`` (``zen.store.usage``), with the
-fleet's VM-hours ``--by region``. What is counted, the window and the estimate:
-docs/explanations/accounting.md. A read command: it never starts or creates a database
-(``zen.cli.kit.database``).
+"""``zen usage [--since AGE|DATE] [--by user|queue|region] [--json]``: GPU-hours, VM-hours and what they
+cost per user, queue or region, read from ``attempt_usage`` (``zen.store.usage``), with the fleet's
+VM-hours ``--by region``. Each attempt is billed as GCE bills (a one-minute minimum, per second after) at
+the price of its machine type in the region and provisioning model it ran in (``zen.core.prices``; the
+model is its VM's MIG's). What is counted, the window and the prices: docs/explanations/accounting.md.
+A read command: it never starts or creates a database (``zen.cli.kit.database``).
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from typing import Any, Callable
 from zen.cli.kit import CliError, Context, print_table
 
 DEFAULT_SINCE = timedelta(days=7)
-COLUMNS = ("jobs", "attempts", "gpu_hours", "vm_hours", "est_usd")
-FLEET_COLUMNS = ("fleet_vm_hours", "fleet_est_usd")
+COLUMNS = ("jobs", "attempts", "gpu_hours", "vm_hours", "usd")
+FLEET_COLUMNS = ("fleet_vm_hours", "fleet_usd")
 
 
 def register(sub, ctx: Context) -> None:
     from zen.store.usage import GROUPINGS
 
-    usage = sub.add_parser("usage", help="GPU-hours, VM-hours and estimated cost per user, queue or region")
+    usage = sub.add_parser("usage", help="GPU-hours, VM-hours and their cost per user, queue or region")
     usage.add_argument("--since", type=ctx.since, metavar="AGE|DATE",
                        help="attempts that ended since: an age (24h, 7d) or a date (2026-11-20); default 7d")
     usage.add_argument("--by", choices=GROUPINGS, default="user", help="group by (default: user)")
@@ -29,83 +30,98 @@ def register(sub, ctx: Context) -> None:
     usage.set_defaults(func=lambda args: cmd_usage(args, ctx.database))
 
 
-def summarise(by: str, groups: list[dict[str, Any]], machine_seconds: list[dict[str, Any]],
-              prices: dict[str, float]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Rows of the report (one per group, ``by`` naming the key column) and the machine types found
-    without a price. ``groups``: the ``usage_by`` rows; ``machine_seconds``: ``vm_seconds_by_machine``."""
-    usd: dict[Any, float | None] = {}
-    unpriced: set[str] = set()
-    for row in machine_seconds:
-        price = prices.get(row["machine_type"]) if row["machine_type"] else None
+class Pricer:
+    """What one VM's seconds cost: its machine type's price in its region and provisioning model (the model
+    from its name, ``zen.core.prices.model_of_vm``), billed as GCE bills. Remembers what it found unpriced."""
+
+    def __init__(self, table, clusters: dict[str, Any]):
+        self.table, self.clusters = table, clusters
+        self.unpriced: set[str] = set()
+
+    def usd(self, cluster: str, machine_type: str | None, region: str | None, vm: str, seconds: float,
+            share: float = 1.0) -> float | None:
+        from zen.core.prices import billed_usd, model_of_vm
+
+        config = self.clusters.get(cluster)
+        machine_type = machine_type or (config.machine_type if config else None)
+        model = model_of_vm(config, vm, region) if config is not None and region else "standard"
+        price = self.table.lookup(machine_type, region, model) if machine_type and region else None
         if price is None:
-            unpriced.add(row["machine_type"] or "(unknown)")
+            self.unpriced.add(f"{machine_type or '(unknown)'} in {region or '(no region)'} ({model})")
+            return None
+        return billed_usd(seconds, price.usd_per_hour) * share
+
+
+def summarise(by: str, groups: list[dict[str, Any]], attempts: list[dict[str, Any]],
+              pricer: Pricer) -> list[dict[str, Any]]:
+    """Rows of the report, one per group (``by`` naming the key column): ``groups`` are the ``usage_by``
+    rows, ``attempts`` the ``attempt_seconds`` rows, each billed by ``pricer``; a group with an unpriced
+    attempt has ``usd`` None, never a guess."""
+    usd: dict[Any, float | None] = {}
+    for row in attempts:
+        cost = pricer.usd(row["cluster"], row["machine_type"], row["region"], row["vm"], float(row["seconds"]),
+                          float(row["vm_share"]))
         known = usd.get(row["key"], 0.0)
-        usd[row["key"]] = None if price is None or known is None else known + float(row["vm_seconds"]) / 3600 * price
+        usd[row["key"]] = None if cost is None or known is None else known + cost
     rows = []
     for group in groups:
         cost = usd.get(group["key"])
         rows.append({by: group["key"] if group["key"] is not None else "(none)", "jobs": int(group["jobs"]),
                      "attempts": int(group["attempts"]), "gpu_hours": round(float(group["gpu_seconds"]) / 3600, 3),
                      "vm_hours": round(float(group["vm_seconds"]) / 3600, 3),
-                     "est_usd": round(cost, 2) if cost is not None else None})
-    return rows, sorted(unpriced)
+                     "usd": round(cost, 2) if cost is not None else None})
+    return rows
 
 
 def add_fleet(rows: list[dict[str, Any]], total: dict[str, Any], fleet: list[dict[str, Any]],
-              machine_types: dict[str, str], prices: dict[str, float]) -> list[str]:
-    """Per region, the fleet's VM-hours (boot and idle included) and their estimate next to the
-    jobs' (``fleet_by_region`` rows; ``machine_types``: cluster -> machine type as configured now).
-    A region with VMs but no attempt gets a row of its own. Returns the clusters without a price."""
+              pricer: Pricer) -> None:
+    """Per region, the fleet's VM-hours (boot and idle included) and their cost next to the jobs'
+    (``fleet_by_region`` rows, one per VM; each VM billed by ``pricer`` at its cluster's machine type as
+    configured now). A region with VMs but no attempt gets a row of its own."""
     by_region = {row["region"]: row for row in rows}
     for seen in fleet:
         if seen["region"] not in by_region:
             by_region[seen["region"]] = {"region": seen["region"], "jobs": 0, "attempts": 0, "gpu_hours": 0.0,
-                                         "vm_hours": 0.0, "est_usd": 0.0}
+                                         "vm_hours": 0.0, "usd": 0.0}
             rows.append(by_region[seen["region"]])
     for target in [*rows, total]:
-        target.update(fleet_vm_hours=0.0, fleet_est_usd=0.0)
-    unpriced: set[str] = set()
+        target.update(fleet_vm_hours=0.0, fleet_usd=0.0)
     for seen in fleet:
-        hours = float(seen["vm_seconds"]) / 3600
-        price = prices.get(machine_types.get(seen["cluster"], ""))
-        if price is None:
-            unpriced.add(seen["cluster"])
+        seconds = float(seen["vm_seconds"])
+        cost = pricer.usd(seen["cluster"], None, seen["region"], seen["name"], seconds)
         for target in (by_region[seen["region"]], total):
-            target["fleet_vm_hours"] += hours
-            known = target["fleet_est_usd"]
-            target["fleet_est_usd"] = None if price is None or known is None else known + hours * price
+            target["fleet_vm_hours"] += seconds / 3600
+            known = target["fleet_usd"]
+            target["fleet_usd"] = None if cost is None or known is None else known + cost
     for target in [*rows, total]:
         target["fleet_vm_hours"] = round(target["fleet_vm_hours"], 3)
-        if target["fleet_est_usd"] is not None:
-            target["fleet_est_usd"] = round(target["fleet_est_usd"], 2)
+        if target["fleet_usd"] is not None:
+            target["fleet_usd"] = round(target["fleet_usd"], 2)
     rows.sort(key=lambda row: row["region"])
-    return sorted(unpriced)
 
 
-def collect(session, by: str, since: datetime, now: datetime, prices: dict[str, float],
-            machine_types: dict[str, str]) -> dict[str, Any]:
-    """Everything ``zen usage`` prints, as one JSON-able object (``machine_types``: cluster -> machine
-    type as configured, for the fleet's VMs)."""
+def collect(session, by: str, since: datetime, now: datetime, pricer: Pricer) -> dict[str, Any]:
+    """Everything ``zen usage`` prints, as one JSON-able object."""
     from zen.store import usage
 
-    rows, unpriced = summarise(by, usage.run(session, "usage_by", by=by, since=since),
-                               usage.run(session, "vm_seconds_by_machine", by=by, since=since), prices)
-    totals, _ = summarise("total", usage.run(session, "usage_by", by="total", since=since),
-                          usage.run(session, "vm_seconds_by_machine", by="total", since=since), prices)
+    rows = summarise(by, usage.run(session, "usage_by", by=by, since=since),
+                     usage.run(session, "attempt_seconds", by=by, since=since), pricer)
+    totals = summarise("total", usage.run(session, "usage_by", by="total", since=since),
+                       usage.run(session, "attempt_seconds", by="total", since=since), pricer)
     total = totals[0] if totals else {"total": "total", "jobs": 0, "attempts": 0, "gpu_hours": 0.0,
-                                      "vm_hours": 0.0, "est_usd": 0.0}
+                                      "vm_hours": 0.0, "usd": 0.0}
     total.pop("total")
-    report = {"since": since.isoformat(), "by": by, "groups": rows, "total": total,
-              "unpriced_machine_types": unpriced}
+    report: dict[str, Any] = {"since": since.isoformat(), "by": by, "groups": rows, "total": total}
     if by == "region":
-        fleet = usage.run(session, "fleet_by_region", since=since, now=now)
-        report["unpriced_clusters"] = add_fleet(rows, total, fleet, machine_types, prices)
+        add_fleet(rows, total, usage.run(session, "fleet_by_region", since=since, now=now), pricer)
+    report["unpriced"] = sorted(pricer.unpriced)
     return report
 
 
 def cmd_usage(args, db: Callable[[], Any]) -> int:
     from zen.core.config import load_config
     from zen.store.migrate import has_table
+    from zen.store.prices import current
 
     config = load_config()
     since = args.since or datetime.now(timezone.utc) - DEFAULT_SINCE
@@ -114,8 +130,8 @@ def cmd_usage(args, db: Callable[[], Any]) -> int:
         with database.transaction() as session:
             if not has_table(session, "attempt_usage"):
                 raise CliError("the database has no usage table yet: run zen db migrate")
-            report = collect(session, args.by, since, datetime.now(timezone.utc), config.pricing.usd_per_vm_hour,
-                             {cluster.name: cluster.machine_type for cluster in config.clusters})
+            pricer = Pricer(current(session, config.pricing), {c.name: c for c in config.clusters})
+            report = collect(session, args.by, since, datetime.now(timezone.utc), pricer)
     finally:
         database.close()
     if args.json:
@@ -126,9 +142,10 @@ def cmd_usage(args, db: Callable[[], Any]) -> int:
     print(f"attempts that ended since {since.astimezone():%Y-%m-%d %H:%M %Z}, by {args.by}")
     print_table([{k: ("unpriced" if k.endswith("usd") and v is None else v) for k, v in row.items()} for row in rows],
                 columns)
+    print("usd: each attempt billed as GCE bills (one-minute minimum, per second after) at its region's and "
+          "provisioning model's price")
     if args.by == "region":
         print("fleet: every VM the scaling passes saw in the window, boot and idle included")
-    if report["unpriced_machine_types"] or report.get("unpriced_clusters"):
-        unpriced = report["unpriced_machine_types"] + [f"cluster {c}" for c in report.get("unpriced_clusters", [])]
-        print(f"no price for {', '.join(unpriced)}: set pricing.usd_per_vm_hour (docs/reference/configuration.md)")
+    if report["unpriced"]:
+        print(f"no price for {', '.join(report['unpriced'])}: set pricing.overrides (docs/reference/configuration.md)")
     return 0

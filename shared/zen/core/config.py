@@ -19,6 +19,7 @@ from zen.core.errors import ConfigError, describe_validation_error
 from zen.core.lease import Deadlines as Deadlines  # the `deadlines:` section, exported here with the rest
 from zen.core.cluster_config import NAME as _NAME, ClusterConfig as ClusterConfig, ContainerPolicy as ContainerPolicy
 from zen.core.cluster_config import Strict as _Strict, describe_pull_limits as describe_pull_limits
+from zen.core.prices import Pricing as Pricing  # the `pricing:` section
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.yaml")
 TAG_PATTERN = _NAME  # a tag (execution group): what a job may require, and all an agent reports (zen.agent.identity)
@@ -129,27 +130,6 @@ class DataConfig(_Strict):
     egress_usd_per_gb: EgressRates = EgressRates()
     route_min_gb: float = Field(default=10, ge=0, description=(
         "Located inputs weighing at least this (size_gb, 1 when not given) route a start to their regions first"))
-
-
-_Usd = Annotated[float, Field(ge=0)]
-
-# Approximate on-demand list prices in us-central1 (USD per VM-hour, GPUs included; 2024 price list):
-# no sustained- or committed-use discount, not Spot, no disk or network. Other regions list up to
-# ~15% higher. Estimates only: set your own (``pricing.usd_per_vm_hour`` replaces this table).
-LIST_PRICE_USD_PER_VM_HOUR = {
-    "g2-standard-8": 0.85,     # 1 x L4
-    "a2-highgpu-1g": 3.67,     # 1 x A100 40GB
-    "a2-highgpu-2g": 7.35,
-    "a2-highgpu-4g": 14.69,
-    "a2-highgpu-8g": 29.39,
-}
-
-
-class Pricing(_Strict):
-    """What ``zen usage`` prices VM-hours at: machine type -> USD per VM-hour (GPUs included). A
-    machine type not listed is reported as unpriced rather than guessed."""
-
-    usd_per_vm_hour: dict[str, _Usd] = Field(default_factory=lambda: dict(LIST_PRICE_USD_PER_VM_HOUR))
 
 
 def cohort_of(queues: list[QueueConfig], queue: QueueConfig, cluster: str | None = None) -> list[QueueConfig]:

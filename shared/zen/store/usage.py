@@ -29,24 +29,27 @@ QUERIES = {
                sum(extract(epoch FROM ended_at - started_at) * vm_share) AS vm_seconds
         FROM attempt_usage WHERE ended_at >= :since
         GROUP BY 1 ORDER BY 1""",
-    # VM-seconds per group and machine type: what the estimated cost is priced from.
-    "vm_seconds_by_machine": """
+    # Each attempt that ended in the window with what prices it (zen.cli.usage.attempt_usd): its group,
+    # cluster, machine type, region and VM (whose name says its provisioning model), seconds and VM share.
+    "attempt_seconds": """
         SELECT """ + _GROUP_KEY + """
-               machine_type, sum(extract(epoch FROM ended_at - started_at) * vm_share) AS vm_seconds
+               job_id, attempt, cluster, machine_type, region, vm, vm_share,
+               extract(epoch FROM ended_at - started_at) AS seconds
         FROM attempt_usage WHERE ended_at >= :since
-        GROUP BY 1, 2 ORDER BY 1, 2""",
-    # The fleet per region and cluster: seconds each MIG instance was seen in the window, boot and
-    # idle included (instances still there and those gone, ``vm_lifetimes``). An instance counts from
-    # the first scaling pass that saw it to the last, so each end may be off by up to one tick.
+        ORDER BY 1, ended_at""",
+    # The fleet: seconds each MIG instance was seen in the window, boot and idle included (instances
+    # still there and those gone, ``vm_lifetimes``), one row per instance. An instance counts from the
+    # first scaling pass that saw it to the last, so each end may be off by up to one tick.
     "fleet_by_region": """
-        SELECT region, cluster, count(*) AS vms,
-               sum(GREATEST(0, extract(epoch FROM LEAST(last_seen_at, CAST(:now AS timestamptz))
-                                                  - GREATEST(first_seen_at, CAST(:since AS timestamptz))))) AS vm_seconds
-        FROM (SELECT region, cluster, first_seen_at, last_seen_at FROM mig_instances
+        SELECT region, cluster, name,
+               GREATEST(0, extract(epoch FROM LEAST(last_seen_at, CAST(:now AS timestamptz))
+                                              - GREATEST(first_seen_at, CAST(:since AS timestamptz)))) AS vm_seconds
+        FROM (SELECT name, region, cluster, first_seen_at, last_seen_at FROM mig_instances
               UNION ALL
-              SELECT region, cluster, first_seen_at, last_seen_at FROM vm_lifetimes WHERE last_seen_at > :since) AS seen
+              SELECT name, region, cluster, first_seen_at, last_seen_at FROM vm_lifetimes
+              WHERE last_seen_at > :since) AS seen
         WHERE last_seen_at > :since
-        GROUP BY region, cluster ORDER BY region, cluster""",
+        ORDER BY region, cluster, name""",
     "attempts_of_job": """
         SELECT * FROM attempt_usage WHERE job_id = :job_id ORDER BY attempt""",
     # An attempt recorded LOST (``lost_attempt``): the VM that held it, when it took it, whether the sweep

@@ -44,13 +44,15 @@ class Ports:
     compute: int = 8086
     functions: int = 8091  # four consecutive ports
     storage: int = 8087
+    billing: int = 8088
 
     @classmethod
     def from_base(cls, base: int) -> "Ports":
-        return cls(base, base + 1, base + 6, base + 2)
+        return cls(base, base + 1, base + 6, base + 2, base + 3)
 
     def all(self) -> dict[str, int]:
-        ports = {"pubsub stand-in": self.pubsub, "compute stand-in": self.compute, "storage stand-in": self.storage}
+        ports = {"pubsub stand-in": self.pubsub, "compute stand-in": self.compute, "storage stand-in": self.storage,
+                 "billing stand-in": self.billing}
         ports.update({name: self.functions + i for i, name in enumerate(FUNCTIONS)})
         return ports
 
@@ -153,6 +155,9 @@ class LocalStack:
             "ZEN_JOB_LOGS_DIR": str(self.home / "joblogs"),
             # Cloud Storage (zen_dev.local.storage): the official client uses it, with anonymous credentials.
             "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{self.ports.storage}",
+            # The Cloud Billing Catalog (zen_dev.local.billing: SKUs of the committed price snapshot), which
+            # the scale tick reads prices from once a day through the official client.
+            "ZEN_BILLING_ENDPOINT": f"http://127.0.0.1:{self.ports.billing}",
             # The VMs' disks: jobs' data and each agent's warm cache (<dir>/.cache/<vm>: zen.agent.cache).
             "ZEN_AGENT_WORK_DIR": str(self.home / "vms"),
             # The agents run jobs as plain processes (no docker here): said explicitly, as an agent that is
@@ -165,6 +170,8 @@ class LocalStack:
         self._spawn("storage", [sys.executable, "-m", "zen_dev.local.storage", "--port", str(self.ports.storage),
                                 *(arg for name, where in self.buckets.items() for arg in ("--bucket", f"{name}={where}"))])
         wait_for_port(self.ports.storage, 30, self._popen("storage"))
+        self._spawn("billing", [sys.executable, "-m", "zen_dev.local.billing", "--port", str(self.ports.billing)])
+        wait_for_port(self.ports.billing, 30, self._popen("billing"))
         compute_cmd = [sys.executable, "-m", "zen_dev.local.compute", "--port", str(self.ports.compute),
                        "--scenario", str(self.scenario), "--config", str(self.config_path),
                        "--startup-command", json.dumps([sys.executable, "-m", "zen.agent"]),

@@ -13,6 +13,7 @@ import heapq
 import math
 import random
 
+from zen.core.prices import billed_seconds as billed_seconds  # GCE's billing, shared with zen usage
 from zen.scaling.model import ErrorKind, VmPhase
 from zen_dev.sim.jobs import sample
 from zen_dev.sim.state import SimMig as _Mig, SimVm as _Vm
@@ -21,14 +22,6 @@ from zen_dev.sim.state import SimMig as _Mig, SimVm as _Vm
 # so a tick sees everything that happened at its instant.
 _DROP, _RETRY, _GONE, _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK = range(8)
 _EPS = 1e-9
-
-
-def billed_seconds(paid_s: float) -> int:
-    """GCE's billing of ``paid_s`` seconds of RUNNING: none for none, else a one-minute minimum and
-    per second after (a started second counts)."""
-    if paid_s <= 0:
-        return 0
-    return max(60, math.ceil(paid_s - _EPS))
 
 
 def kept_s(job, ran_s: float) -> float:

@@ -1,0 +1,149 @@
+"""GPU VM prices from the Cloud Billing Catalog API, through its official client
+(``google.cloud.billing_v1.CloudCatalogClient.list_skus`` on Compute Engine, ``services/6F81-5844-456A``).
+
+GCE prices a GPU VM by its parts: vCPUs x its machine family's core price + GiB x the family's RAM price +
+GPUs x the GPU's price (``zen.core.prices.vm_price``). The catalog lists each part as one SKU per
+provisioning model, with the regions it applies to in ``service_regions``; the description says what it
+is, e.g. ``A2 Instance Core running in Americas``, ``Spot Preemptible A2 Instance Ram running in Belgium``,
+``DWS Defined Duration A2 Core running in ...`` (flex-start, Dynamic Workload Scheduler), ``Nvidia Tesla
+A100 GPU running in Americas``, ``Nvidia L4 GPU attached to Spot Preemptible VMs running in ...``.
+Commitments, reservations, Calendar Mode, sole tenancy and custom shapes are not VM prices here and are
+skipped. The unit price is the first tier's (``tiered_rates`` starting at 0), per hour for a core or GPU,
+per GiB-hour for RAM.
+
+Shapes it knows (``zen.core.prices.SHAPES``): a2-highgpu-{1,2,4,8}g and a2-megagpu-16g (A2 + Nvidia Tesla
+A100), a2-ultragpu-{1,2,4,8}g (A2 + Nvidia Tesla A100 80GB), g2-standard-{4,8,12,16,24,32,48,96} (G2 +
+Nvidia L4), a3-highgpu-{1,2,4,8}g (A3 + Nvidia H100 80GB). Another machine type stays unpriced unless
+the configuration prices it (``pricing.overrides``).
+
+``ZEN_BILLING_ENDPOINT`` (``http://host:port``) points the client at a local stand-in
+(``zen_dev.local.billing``) with anonymous credentials. The client library is imported only when a client
+is built: the agent's wheel does not carry it (it is in requirements-functions.txt).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+from zen.core.prices import SHAPES, Key, Price, PriceTable, Shape, vm_price
+
+SERVICE = "services/6F81-5844-456A"  # Compute Engine
+CALL_TIMEOUT_S = 60.0  # per page
+PAGE_SIZE = 5000  # SKUs asked per page: Compute Engine's ~30k SKUs in a few calls
+_SKIPPED = ("commitment", "reserved", "calendar mode", "sole tenancy", "custom", "premium", "upgrade", "local ssd")
+_MODEL_PREFIX = (("Spot Preemptible ", "spot"), ("DWS Defined Duration ", "flex-start"))
+_PART = re.compile(r"^(?P<family>[A-Z][0-9A-Za-z]*?)(?: Instance)? (?P<part>Core|Ram) running in ")
+_GPU = re.compile(r"^(?P<gpu>Nvidia .+?) GPU (?:running in |attached to (?P<how>Spot Preemptible|DWS Defined "
+                  r"Duration) VMs running in )")
+
+Part = tuple[str, str, str, str]  # (kind: core/ram/gpu, family or GPU name, region, model)
+
+
+def catalog_client(endpoint: str | None = None) -> Any:
+    """The official Catalog client; with ``endpoint`` (or ``ZEN_BILLING_ENDPOINT``), one talking REST to a
+    local stand-in with anonymous credentials."""
+    from google.cloud import billing_v1
+
+    endpoint = endpoint or os.environ.get("ZEN_BILLING_ENDPOINT")
+    if not endpoint:
+        return billing_v1.CloudCatalogClient()
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud.billing_v1.services.cloud_catalog.transports.rest import CloudCatalogRestTransport
+
+    scheme, _, host = endpoint.rpartition("://")
+    transport = CloudCatalogRestTransport(host=host, credentials=AnonymousCredentials(), url_scheme=scheme or "http")
+    return billing_v1.CloudCatalogClient(transport=transport)
+
+
+def classify(description: str) -> tuple[str, str, str] | None:
+    """(kind, family or GPU name, model) of a SKU by its description; None for a SKU that is no part of a
+    VM's price as Zen counts it."""
+    lowered = description.lower()
+    if any(word in lowered for word in _SKIPPED):
+        return None
+    gpu = _GPU.match(description)
+    if gpu:
+        how = gpu.group("how")
+        return "gpu", gpu.group("gpu"), "spot" if how == "Spot Preemptible" else "flex-start" if how else "standard"
+    model, rest = "standard", description
+    for prefix, named in _MODEL_PREFIX:
+        if description.startswith(prefix):
+            model, rest = named, description[len(prefix):]
+    part = _PART.match(rest)
+    if part is None:
+        return None
+    return part.group("part").lower(), part.group("family"), model
+
+
+def unit_price(sku: Any) -> float | None:
+    """USD per unit of the SKU's current price (its first tier), None when it lists none."""
+    for info in sku.pricing_info:
+        rates = sorted(info.pricing_expression.tiered_rates, key=lambda rate: rate.start_usage_amount)
+        if rates:
+            money = rates[0].unit_price
+            return float(money.units) + money.nanos / 1e9
+    return None
+
+
+def parts_of(skus: Iterable[Any], regions: set[str] | None = None) -> dict[Part, float]:
+    """Every VM part the SKUs price, by (kind, family or GPU, region, model); only ``regions`` when given."""
+    parts: dict[Part, float] = {}
+    for sku in skus:
+        what = classify(sku.description)
+        if what is None:
+            continue
+        price = unit_price(sku)
+        if price is None:
+            continue
+        kind, name, model = what
+        for region in sku.service_regions:
+            if regions is None or region in regions:
+                parts[(kind, name, region, model)] = price
+    return parts
+
+
+def vm_prices(parts: dict[Part, float], machine_types: Iterable[str], fetched_at: datetime) -> PriceTable:
+    """The price of each known machine type in each region and model all three of its parts are priced in."""
+    places = {(region, model) for (_, _, region, model) in parts}
+    prices: dict[Key, Price] = {}
+    for machine in machine_types:
+        shape: Shape | None = SHAPES.get(machine)
+        if shape is None:
+            continue
+        for region, model in sorted(places):
+            core = parts.get(("core", shape.family, region, model))
+            ram = parts.get(("ram", shape.family, region, model))
+            gpu = parts.get(("gpu", shape.gpu, region, model))
+            if core is not None and ram is not None and gpu is not None:
+                prices[(machine, region, model)] = Price(round(vm_price(shape, core, ram, gpu), 6), "catalog",
+                                                         fetched_at)
+    return PriceTable(prices)
+
+
+def fetch_prices(client: Any, machine_types: Iterable[str], regions: Iterable[str] | None,
+                 fetched_at: datetime) -> PriceTable:
+    """Read every Compute Engine SKU (the pager follows the pages) and price ``machine_types`` in
+    ``regions`` (None: every region the catalog names). Raises what the client raises."""
+    pager = client.list_skus(request={"parent": SERVICE, "currency_code": "USD", "page_size": PAGE_SIZE},
+                             timeout=CALL_TIMEOUT_S)
+    parts = parts_of(pager, set(regions) if regions is not None else None)
+    return vm_prices(parts, machine_types, fetched_at)
+
+
+def catalog_fetcher(clusters: list[Any], endpoint: str | None = None) -> Callable[[datetime], PriceTable]:
+    """What the tick calls to fetch the prices of ``clusters``' machine types in their regions (``fetch(now)
+    -> PriceTable``); the client is built on the first call, then kept."""
+    machines = sorted({c.machine_type for c in clusters})
+    regions = sorted({r for c in clusters for r in c.regions})
+    client: list[Any] = []
+
+    def fetch(now: datetime) -> PriceTable:
+        if not client:
+            client.append(catalog_client(endpoint))
+        return fetch_prices(client[0], machines, regions, now)
+
+    return fetch

@@ -1,0 +1,180 @@
+"""What a GPU VM costs: a price table (machine type, region, provisioning model) -> USD per VM-hour, where
+each price came from, the ``pricing:`` configuration section, and GCE's billing arithmetic.
+
+Sources, the later winning: the committed snapshot (``price_snapshot.json``, for offline use and the local
+stack), the Cloud Billing Catalog (``zen.adapters.billing``, kept in Postgres by ``zen.store.prices`` and
+refreshed by the scale tick once a day), then the configuration's overrides: ``pricing.usd_per_vm_hour``
+(one price for a machine type in every region and model) and ``pricing.overrides`` (machine type ->
+region -> model). A VM's price is its vCPUs x the core price + its GiB x the RAM price of its machine
+family + its GPUs x the GPU price (``vm_price``; ``SHAPES`` says what each known machine type holds).
+
+GCE bills a VM from RUNNING: a one-minute minimum, then per second (``billed_seconds``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator
+
+from zen.core.cluster_config import ClusterConfig, Strict
+from zen.core.provisioning import check_model, pool_key
+
+SNAPSHOT_PATH = Path(__file__).with_name("price_snapshot.json")
+SOURCES = ("snapshot", "catalog", "override")  # in the order they are laid over each other
+MAX_AGE_S = 24 * 3600  # catalog prices older than this are fetched again by the tick
+_EPS = 1e-9
+
+
+def billed_seconds(paid_s: float) -> int:
+    """GCE's billing of ``paid_s`` seconds of RUNNING: none for none, else a one-minute minimum and per
+    second after (a started second counts)."""
+    if paid_s <= 0:
+        return 0
+    return max(60, math.ceil(paid_s - _EPS))
+
+
+def billed_usd(paid_s: float, usd_per_hour: float) -> float:
+    """What ``paid_s`` seconds of RUNNING cost at ``usd_per_hour``, billed as GCE bills."""
+    return billed_seconds(paid_s) * usd_per_hour / 3600.0
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What one machine type holds: its family's SKUs (``A2``, ``G2``, ``A3``), vCPUs, GiB of RAM, and its
+    GPUs (the catalog's name for the GPU, e.g. ``Nvidia Tesla A100``, and how many)."""
+
+    family: str
+    vcpus: int
+    ram_gib: float
+    gpu: str
+    gpus: int
+
+
+def _shapes() -> dict[str, Shape]:
+    shapes = {f"a2-highgpu-{n}g": Shape("A2", 12 * n, 85.0 * n, "Nvidia Tesla A100", n) for n in (1, 2, 4, 8)}
+    shapes["a2-megagpu-16g"] = Shape("A2", 96, 1360.0, "Nvidia Tesla A100", 16)
+    shapes.update({f"a2-ultragpu-{n}g": Shape("A2", 12 * n, 170.0 * n, "Nvidia Tesla A100 80GB", n)
+                   for n in (1, 2, 4, 8)})
+    for vcpus, gpus in ((4, 1), (8, 1), (12, 1), (16, 1), (24, 2), (32, 1), (48, 4), (96, 8)):
+        shapes[f"g2-standard-{vcpus}"] = Shape("G2", vcpus, 4.0 * vcpus, "Nvidia L4", gpus)
+    shapes.update({f"a3-highgpu-{n}g": Shape("A3", 26 * n, 234.0 * n, "Nvidia H100 80GB", n) for n in (1, 2, 4, 8)})
+    return shapes
+
+
+SHAPES = _shapes()
+
+
+def vm_price(shape: Shape, core: float, ram: float, gpu: float) -> float:
+    """USD per hour of a VM of ``shape`` at ``core`` per vCPU-hour, ``ram`` per GiB-hour, ``gpu`` per GPU-hour."""
+    return shape.vcpus * core + shape.ram_gib * ram + shape.gpus * gpu
+
+
+@dataclass(frozen=True)
+class Price:
+    usd_per_hour: float
+    source: str  # one of SOURCES
+    fetched_at: datetime | None = None  # when the catalog (or the snapshot) said so; None for an override
+
+
+Key = tuple[str, str, str]  # (machine type, region, model)
+
+
+@dataclass
+class PriceTable:
+    """Prices by (machine type, region, model); ``any_where``: a machine type's one price for every region
+    and model (``pricing.usd_per_vm_hour``), which only an exact entry of a later source beats."""
+
+    prices: dict[Key, Price] = field(default_factory=dict)
+    any_where: dict[str, Price] = field(default_factory=dict)
+
+    def lookup(self, machine_type: str, region: str, model: str) -> Price | None:
+        exact = self.prices.get((machine_type, region, model))
+        if exact is not None and exact.source == "override":
+            return exact
+        return self.any_where.get(machine_type) or exact
+
+    def over(self, base: "PriceTable") -> "PriceTable":
+        """This table laid over ``base``: its entries win."""
+        return PriceTable({**base.prices, **self.prices}, {**base.any_where, **self.any_where})
+
+    def oldest_fetch(self, source: str = "catalog") -> datetime | None:
+        times = [p.fetched_at for p in self.prices.values() if p.source == source and p.fetched_at is not None]
+        return min(times, default=None)
+
+
+_Usd = Annotated[float, Field(ge=0)]
+
+
+class Pricing(Strict):
+    """The ``pricing:`` section: where prices come from, and the prices you set yourself."""
+
+    catalog: bool = Field(default=True, description=(
+        "Read the Cloud Billing Catalog (refreshed daily by the tick); false: the committed snapshot only"))
+    overrides: dict[str, dict[str, dict[str, _Usd]]] = Field(default_factory=dict, description=(
+        "Machine type -> region -> model (spot, standard, flex-start) -> USD per VM-hour; wins over the rest"))
+    usd_per_vm_hour: dict[str, _Usd] = Field(default_factory=dict, description=(
+        "Machine type -> USD per VM-hour in every region and model (wins over the catalog and snapshot)"))
+
+    @field_validator("overrides")
+    @classmethod
+    def _known_models(cls, value: dict[str, dict[str, dict[str, float]]]) -> dict[str, dict[str, dict[str, float]]]:
+        for machine, regions in value.items():
+            for region, models in regions.items():
+                for model in models:
+                    check_model(model, f"{machine}.{region}")
+        return value
+
+    def table(self) -> PriceTable:
+        """The configured prices as a table of source ``override``."""
+        exact = {(m, r, mo): Price(usd, "override") for m, regions in self.overrides.items()
+                 for r, models in regions.items() for mo, usd in models.items()}
+        return PriceTable(exact, {m: Price(usd, "override") for m, usd in self.usd_per_vm_hour.items()})
+
+
+def effective(pricing: Pricing, snapshot: PriceTable, catalog: PriceTable | None) -> PriceTable:
+    """The prices Zen uses: the snapshot, the catalog's over it (unless ``pricing.catalog`` is false),
+    the configuration's overrides over both."""
+    base = catalog.over(snapshot) if catalog is not None and pricing.catalog else snapshot
+    return pricing.table().over(base)
+
+
+def load_snapshot(path: Path = SNAPSHOT_PATH) -> PriceTable:
+    """The committed snapshot (``scripts/refresh_price_snapshot.py`` writes it) as a table of source
+    ``snapshot``; ``fetched_at`` is its header's ``fetched`` date."""
+    return snapshot_table(json.loads(path.read_text()))
+
+
+def snapshot_table(document: dict[str, Any]) -> PriceTable:
+    fetched = datetime.fromisoformat(document["header"]["fetched"])
+    prices: dict[Key, Price] = {}
+    for machine, regions in document["prices"].items():
+        for region, models in regions.items():
+            for model, usd in models.items():
+                check_model(model, f"prices.{machine}.{region}")
+                prices[(machine, region, model)] = Price(float(usd), "snapshot", fetched)
+    return PriceTable(prices)
+
+
+def pool_prices(table: PriceTable, cluster: ClusterConfig) -> dict[str, Price | None]:
+    """Each pool of ``cluster`` (``zen.core.provisioning.pool_key``) -> its VM's price, None when unpriced."""
+    primary = cluster.provisioning[0]
+    return {pool_key(r, m, primary): table.lookup(cluster.machine_type, r, m)
+            for r in cluster.regions for m in cluster.provisioning}
+
+
+def model_of_vm(cluster: ClusterConfig, vm: str, region: str) -> str:
+    """The provisioning model a VM of ``cluster`` in ``region`` ran as, from its name: ``<MIG name>-xxxx``
+    where each pool's MIG is ``ClusterConfig.mig_name(region, model)``. A VM of the primary MIG (or of no
+    pool's MIG: a legacy name) ran as the cluster's first model."""
+    base = vm.rpartition("-")[0]
+    for model in cluster.provisioning[1:]:
+        if base == cluster.mig_name(region, model):
+            return model
+    return cluster.provisioning[0]
+

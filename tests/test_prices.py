@@ -1,0 +1,328 @@
+"""Prices Zen knows: the committed snapshot, the Cloud Billing Catalog read through the official client
+(here against the stand-in, zen_dev.local.billing), their daily refresh by the scale tick into Postgres,
+the configuration's overrides, GCE's billing arithmetic, and what `zen clusters`, `zen usage` and
+`zen stats` show of them."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from tests.messages import agent_run, job_request
+from zen.adapters.billing import catalog_client, catalog_fetcher, classify, fetch_prices, parts_of, vm_prices
+from zen.app import Zen
+from zen.cli import main as cli
+from zen.core.config import DEFAULT_CONFIG_PATH, ZenConfig, load_config
+from zen.core.errors import ConfigError
+from zen.core.prices import (SHAPES, Price, PriceTable, Pricing, billed_seconds, billed_usd, effective, load_snapshot,
+                             model_of_vm, pool_prices)
+from zen.core.provisioning import MODELS
+from zen.store import prices as price_store
+from zen_dev.local.billing import CatalogStandIn, serve
+
+NOW = datetime(2026, 11, 29, tzinfo=timezone.utc)
+A2_4G = 14.69354  # the snapshot's a2-highgpu-4g, us-central1 and us-west1, standard
+A2_4G_SPOT = 4 * 1.293355
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    """The Catalog stand-in serving SKUs built from the committed snapshot, in pages of 7."""
+    state = CatalogStandIn.from_snapshot()
+    server = serve(state)
+    yield state, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+# -- GCE's billing ---------------------------------------------------------------------------------
+def test_gce_bills_a_one_minute_minimum_then_per_second():
+    assert [billed_seconds(s) for s in (0, -1, 1, 59, 60, 61, 90.2)] == [0, 0, 60, 60, 60, 61, 91]
+    assert billed_usd(59, 3600.0) == 60.0 and billed_usd(61, 3600.0) == 61.0
+
+
+# -- the snapshot ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("path", [DEFAULT_CONFIG_PATH, DEFAULT_CONFIG_PATH.parents[2] / "zen_dev/demo/zen-demo.yaml"])
+def test_the_snapshot_prices_every_cluster_of_the_shipped_configurations_in_every_region_and_model(path):
+    snapshot = load_snapshot()
+    for cluster in load_config(path).clusters:
+        for region in cluster.regions:
+            for model in MODELS:
+                price = snapshot.lookup(cluster.machine_type, region, model)
+                assert price is not None and price.source == "snapshot", (cluster.name, region, model)
+    header = json.loads((DEFAULT_CONFIG_PATH.parent / "price_snapshot.json").read_text())["header"]
+    assert header["fetched"] and "Catalog" in header["source"] and header["flex_start"]
+    a100 = snapshot.lookup("a2-highgpu-8g", "us-central1", "standard")
+    assert a100 is not None and a100.usd_per_hour == pytest.approx(29.387, abs=0.01)  # 8 x A100 on demand
+    spot, std = (snapshot.lookup("g2-standard-8", "us-central1", m) for m in ("spot", "standard"))
+    assert spot is not None and std is not None and spot.usd_per_hour < std.usd_per_hour
+
+
+def test_a_clusters_pools_are_priced_by_region_and_model():
+    cluster = load_config().clusters[1].model_copy(update={"provisioning": ["spot", "standard"]})
+    pools = pool_prices(load_snapshot(), cluster)
+    assert set(pools) == {"us-central1", "us-central1/standard", "us-west1", "us-west1/standard",
+                          "europe-west4", "europe-west4/standard"}
+    assert pools["us-central1"].usd_per_hour == pytest.approx(A2_4G_SPOT)
+    assert pools["us-central1/standard"].usd_per_hour == pytest.approx(A2_4G)
+
+
+def test_a_vms_model_is_its_migs():
+    cluster = load_config().clusters[1].model_copy(update={"provisioning": ["standard", "spot", "flex-start"]})
+    assert model_of_vm(cluster, "zen-4xa100-40gb-us-west1-ab12", "us-west1") == "standard"
+    assert model_of_vm(cluster, "zen-4xa100-40gb-us-west1-spot-ab12", "us-west1") == "spot"
+    assert model_of_vm(cluster, "zen-4xa100-40gb-us-west1-flex-ab12", "us-west1") == "flex-start"
+    assert model_of_vm(cluster, "vm-a", "us-west1") == "standard"  # no pool's name: the first model
+
+
+# -- the catalog's SKUs ----------------------------------------------------------------------------
+def test_sku_descriptions_say_part_family_and_model():
+    assert classify("A2 Instance Core running in Americas") == ("core", "A2", "standard")
+    assert classify("Spot Preemptible A2 Instance Ram running in Belgium") == ("ram", "A2", "spot")
+    assert classify("DWS Defined Duration A2 Core running in Americas") == ("core", "A2", "flex-start")
+    assert classify("Nvidia Tesla A100 GPU running in Americas") == ("gpu", "Nvidia Tesla A100", "standard")
+    assert classify("Nvidia L4 GPU attached to Spot Preemptible VMs running in Netherlands") == (
+        "gpu", "Nvidia L4", "spot")
+    assert classify("Nvidia Tesla A100 GPU attached to DWS Defined Duration VMs running in Americas") == (
+        "gpu", "Nvidia Tesla A100", "flex-start")
+    assert classify("Nvidia Tesla A100 80GB GPU running in Americas")[1] == "Nvidia Tesla A100 80GB"
+    for skipped in ("Commitment v1: A2 Cpu in Americas for 1 Year", "Reserved A2 Instance Core running in Americas",
+                    "N2 Custom Instance Core running in Americas", "Storage PD Capacity"):
+        assert classify(skipped) is None
+
+
+def _sku(description: str, region: str, usd: float):
+    units = int(usd)
+    money = SimpleNamespace(units=units, nanos=round((usd - units) * 1e9))
+    rate = SimpleNamespace(start_usage_amount=0, unit_price=money)
+    return SimpleNamespace(description=description, service_regions=[region],
+                           pricing_info=[SimpleNamespace(pricing_expression=SimpleNamespace(tiered_rates=[rate]))])
+
+
+def test_a_vm_is_its_vcpus_memory_and_gpus():
+    # us-central1 on demand, as the public catalog listed them: 12 x core + 85 GiB x RAM + 1 A100
+    skus = [_sku("A2 Instance Core running in Americas", "us-central1", 0.031611),
+            _sku("A2 Instance Ram running in Americas", "us-central1", 0.004237),
+            _sku("Nvidia Tesla A100 GPU running in Americas", "us-central1", 2.933908),
+            _sku("A2 Instance Core running in Americas", "us-west1", 0.031611)]  # no RAM or GPU there
+    table = vm_prices(parts_of(skus), ["a2-highgpu-1g", "a2-highgpu-8g", "x9-unknown"], NOW)
+    assert set(table.prices) == {("a2-highgpu-1g", "us-central1", "standard"), ("a2-highgpu-8g", "us-central1", "standard")}
+    one = table.prices[("a2-highgpu-1g", "us-central1", "standard")]
+    assert one.usd_per_hour == pytest.approx(3.673385, abs=1e-6) and one.source == "catalog" and one.fetched_at == NOW
+    assert table.prices[("a2-highgpu-8g", "us-central1", "standard")].usd_per_hour == pytest.approx(8 * 3.673385)
+
+
+def test_the_official_client_reads_the_stand_ins_pages_into_the_snapshots_prices(catalog):
+    state, endpoint = catalog
+    before = state.calls
+    machines = sorted({c.machine_type for c in load_config().clusters} | {"g2-standard-4", "g2-standard-32"})
+    table = fetch_prices(catalog_client(endpoint), machines, None, NOW)
+    snapshot = load_snapshot()
+    expected = {k: p for k, p in snapshot.prices.items() if k[0] in machines}
+    assert set(table.prices) == set(expected) and len(expected) == len(machines) * 4 * 3
+    for key, price in table.prices.items():
+        assert price.usd_per_hour == pytest.approx(expected[key].usd_per_hour, abs=1e-5), key
+    assert state.calls - before == -(-len(state.skus) // state.page_size)  # every page, one call each
+    only = fetch_prices(catalog_client(endpoint), ["a2-highgpu-4g"], ["us-west1"], NOW)
+    assert {k[1] for k in only.prices} == {"us-west1"}
+
+
+# -- overrides and bad input -----------------------------------------------------------------------
+def test_overrides_win_over_the_catalog_and_the_snapshot():
+    snapshot = load_snapshot()
+    catalog = PriceTable({("a2-highgpu-4g", "us-central1", "standard"): Price(13.0, "catalog", NOW)})
+    pricing = Pricing.model_validate({"overrides": {"a2-highgpu-4g": {"us-west1": {"spot": 2.5}}}})
+    table = effective(pricing, snapshot, catalog)
+    assert table.lookup("a2-highgpu-4g", "us-central1", "standard") == Price(13.0, "catalog", NOW)
+    assert table.lookup("a2-highgpu-4g", "us-west1", "spot") == Price(2.5, "override")
+    assert table.lookup("a2-highgpu-4g", "us-west1", "standard").source == "snapshot"
+    off = effective(pricing.model_copy(update={"catalog": False}), snapshot, catalog)
+    assert off.lookup("a2-highgpu-4g", "us-central1", "standard").source == "snapshot"
+    flat = effective(Pricing(usd_per_vm_hour={"a2-highgpu-4g": 9.0},
+                             overrides={"a2-highgpu-4g": {"us-west1": {"spot": 2.5}}}), snapshot, catalog)
+    assert flat.lookup("a2-highgpu-4g", "us-central1", "standard") == Price(9.0, "override")  # every region/model
+    assert flat.lookup("a2-highgpu-4g", "us-west1", "spot") == Price(2.5, "override")  # the exact one wins
+
+
+@pytest.mark.parametrize("pricing, named", [
+    ({"overrides": {"a2-highgpu-4g": {"us-west1": {"spott": 2.5}}}}, "pricing.overrides: Value error, a2-highgpu-4g.us-west1"),
+    ({"overrides": {"a2-highgpu-4g": {"us-west1": {"spot": -1}}}}, "pricing.overrides.a2-highgpu-4g.us-west1.spot"),
+    ({"usd_per_vm_hour": {"a2-highgpu-4g": -3}}, "pricing.usd_per_vm_hour.a2-highgpu-4g"),
+    ({"catalgo": False}, "pricing.catalgo"),
+])
+def test_a_bad_price_is_refused_naming_its_field(tmp_path, pricing, named):
+    raw = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text())
+    raw["pricing"] = pricing
+    path = tmp_path / "zen.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    assert named in str(refused.value)
+    if "spott" in str(pricing):
+        assert "unknown provisioning model 'spott'" in str(refused.value)
+
+
+# -- the daily refresh into Postgres ----------------------------------------------------------------
+def _stored(db) -> PriceTable:
+    with db.transaction() as session:
+        return price_store.stored(session)
+
+
+def test_refresh_stores_then_skips_while_fresh_and_keeps_old_prices_when_the_catalog_fails(db, catalog):
+    state, endpoint = catalog
+    fetch = catalog_fetcher(load_config().clusters, endpoint)
+    first = price_store.refresh_if_stale(db, fetch, NOW)
+    assert first.outcome == "refreshed" and first.prices == 3 * 3 * 3 + 3 * 3  # 2 A100 shapes x 3 regions, L4 x 3
+    stored = _stored(db)
+    assert stored.lookup("g2-standard-8", "us-east4", "spot").source == "catalog"
+    calls = state.calls
+    assert price_store.refresh_if_stale(db, fetch, NOW + timedelta(hours=23)).outcome == "fresh"
+    assert state.calls == calls  # fresh: one query of the database, no catalog call
+
+    state.fail_next = 10  # the catalog is down
+    later = NOW + timedelta(hours=25)
+    failed = price_store.refresh_if_stale(db, fetch, later)
+    assert failed.outcome == "failed" and "503" in failed.error
+    assert _stored(db).prices == stored.prices  # the old prices stay
+    waiting = price_store.refresh_if_stale(db, fetch, later + timedelta(minutes=30))
+    assert waiting.outcome == "waiting" and state.fail_next > 0  # no call again within the hour
+    state.fail_next = 0
+    again = price_store.refresh_if_stale(db, fetch, later + timedelta(hours=1, seconds=1))
+    assert again.outcome == "refreshed"
+    assert _stored(db).lookup("g2-standard-8", "us-east4", "spot").fetched_at == later + timedelta(hours=1, seconds=1)
+
+
+def test_the_scale_tick_refreshes_prices_and_a_catalog_failure_never_fails_it(config, db, publisher, clock, catalog):
+    state, endpoint = catalog
+    zen = Zen(config, db, publisher, clock, price_fetch=catalog_fetcher(config.clusters, endpoint))
+    assert zen.on_scale_tick().prices == "refreshed"
+    assert zen.on_scale_tick().prices == "fresh"
+    clock.advance(25 * 3600)
+    state.fail_next = 10
+    try:
+        assert zen.on_scale_tick().prices == "failed"
+    finally:
+        state.fail_next = 0
+    assert _stored(db).lookup("a2-highgpu-8g", "us-west1", "flex-start") is not None
+    broken = Zen(config, db, publisher, clock, price_fetch=lambda now: 1 / 0)  # a fetch that raises anything
+    clock.advance(2 * 3600)
+    assert broken.on_scale_tick().prices == "failed"
+
+
+# -- what the commands show ------------------------------------------------------------------------
+def test_zen_clusters_shows_prices_per_region_and_model(db, db_url, monkeypatch, capsys):
+    monkeypatch.delenv("ZEN_DATABASE_URL", raising=False)
+    monkeypatch.delenv("ZEN_CLOUDSQL_INSTANCE", raising=False)
+    assert cli.main(["clusters"]) == 0
+    out = capsys.readouterr().out
+    assert "from the snapshot (no database configured)" in out
+    rows = [line.split() for line in out.splitlines()]
+    assert ["4xa100-40gb", "us-west1", "spot", "no", "5.1734", "1.2934", "snapshot", "2025-03-06"] in rows
+
+    with db.transaction() as session:  # the catalog said otherwise yesterday
+        price_store.store(session, PriceTable({("a2-highgpu-4g", "us-west1", "spot"): Price(4.0, "catalog", NOW)}), NOW)
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    assert cli.main(["clusters", "--json"]) == 0
+    clusters = {c["cluster"]: c for c in json.loads(capsys.readouterr().out)}
+    spot_west = next(p for p in clusters["4xa100-40gb"]["prices"] if (p["region"], p["model"]) == ("us-west1", "spot"))
+    assert spot_west == {"cluster": "4xa100-40gb", "region": "us-west1", "model": "spot", "used": False,
+                         "usd_per_vm_hour": 4.0, "usd_per_gpu_hour": 1.0, "source": "catalog", "fetched": "2026-11-29"}
+
+
+def test_zen_clusters_marks_an_unpriced_machine_type(tmp_path, monkeypatch, capsys):
+    raw = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text())
+    raw["clusters"][0]["machine_type"] = "g9-unknown-8"
+    path = tmp_path / "zen.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    monkeypatch.setenv("ZEN_CONFIG", str(path))
+    monkeypatch.delenv("ZEN_DATABASE_URL", raising=False)
+    assert cli.main(["clusters"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert ["1xl4", "us-central1", "standard", "yes", "unpriced", "unpriced", "-", "-"] in rows
+
+
+@pytest.fixture
+def config(project, tmp_path, monkeypatch) -> ZenConfig:
+    """The default configuration, its 4xa100-40gb cluster using standard VMs and spot VMs (its MIGs
+    zen-4xa100-40gb-<region> and zen-4xa100-40gb-<region>-spot), as the commands read it too."""
+    raw = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text())
+    raw["project"] = project
+    raw["clusters"][1]["provisioning"] = ["standard", "spot"]
+    path = tmp_path / "zen.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    monkeypatch.setenv("ZEN_CONFIG", str(path))
+    return load_config(path)
+
+
+def _run(functions, clock, job_id: str, vm: str, region: str, seconds: float) -> None:
+    functions.submit(job_request(job_id))
+    beats = agent_run(job_id, vm=vm)
+    for beat in beats:
+        beat.update(region=region, zone=f"{region}-a")
+    functions.heartbeat(beats[0])
+    clock.advance(seconds)
+    for beat in beats[1:]:
+        functions.heartbeat(beat)
+
+
+def test_usage_and_stats_bill_each_attempt_at_its_regions_and_models_price(functions, clock, capsys):
+    _run(functions, clock, "std-1", "zen-4xa100-40gb-us-central1-ab12", "us-central1", 45)  # billed 60 s
+    _run(functions, clock, "spot-1", "zen-4xa100-40gb-us-west1-spot-cd34", "us-west1", 1801)
+    standard, spot = A2_4G * 60 / 3600, A2_4G_SPOT * 1801 / 3600
+    assert cli.main(["usage", "--since", "2025-12-01", "--by", "region", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    usd = {g["region"]: g["usd"] for g in report["groups"]}
+    assert usd == {"us-central1": round(standard, 2), "us-west1": round(spot, 2)}
+    assert report["total"]["usd"] == round(standard + spot, 2) and report["unpriced"] == []
+
+    assert cli.main(["stats", "--json", "--window", str(10 ** 7)]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert [(r["region"], r["model"], r["attempts"], r["usd"]) for r in figures["attempt_usd"]] == [
+        ("us-central1", "standard", 1, round(standard, 2)), ("us-west1", "spot", 1, round(spot, 2))]
+    assert cli.main(["stats", "--window", str(10 ** 7)]) == 0
+    assert "attempt_usd: USD of the attempts" in capsys.readouterr().out
+
+
+def test_every_known_shape_has_gpus_and_the_snapshot_names_only_known_models():
+    assert all(shape.gpus >= 1 and shape.vcpus >= 4 for shape in SHAPES.values())
+    assert {k[2] for k in load_snapshot().prices} == set(MODELS)
+
+
+def test_the_billing_client_ships_with_the_functions_not_with_the_agents_wheel(tmp_path):
+    import importlib.util
+    import zipfile
+
+    from tests.conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("package", ROOT / "scripts" / "package.py")
+    package = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(package)
+    with zipfile.ZipFile(package.build_functions_archive(tmp_path, None)) as archive:
+        assert "google-cloud-billing==1.21.0" in archive.read("requirements.txt").decode().splitlines()
+    with zipfile.ZipFile(package.build_agent_wheel(tmp_path)) as wheel:
+        metadata = next(n for n in wheel.namelist() if n.endswith("/METADATA"))
+        requires = [line for line in wheel.read(metadata).decode().splitlines() if line.startswith("Requires-Dist")]
+    assert requires and not any("billing" in line for line in requires)
+    assert "zen/core/price_snapshot.json" in wheel.namelist()
+
+
+def test_the_refresh_script_rebuilds_the_snapshot_from_the_catalog(catalog, tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    _, endpoint = catalog
+    out = tmp_path / "snapshot.json"
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "refresh_price_snapshot.py"), "--endpoint", endpoint,
+                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rebuilt, committed = load_snapshot(out), load_snapshot()
+    assert set(rebuilt.prices) == {k for k in committed.prices if k[0] in ("g2-standard-8", "a2-highgpu-4g",
+                                                                             "a2-highgpu-8g")}
+    for key, price in rebuilt.prices.items():
+        assert price.usd_per_hour == pytest.approx(committed.prices[key].usd_per_hour, abs=1e-5)
+    assert "Catalog API" in json.loads(out.read_text())["header"]["source"]
