@@ -14,7 +14,7 @@ from tests.test_bad_input import snapshot
 from zen.cli.main import main
 from zen.core.config import ClusterConfig, ZenConfig
 from zen.scaling.fleetdb import FleetDb
-from zen.scaling.manager import cluster_pools
+from zen.scaling.pricing import cluster_pools
 from zen.store import repository
 
 MIXED = "4xa100-40gb"  # given [spot, standard, flex-start] here; 8xa100-40gb keeps its one model (standard)

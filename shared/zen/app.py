@@ -123,7 +123,13 @@ class Zen:
                 return FlexStartMig(p, region, name, clients[0], clients[1], flex[0],
                                     run_s=cluster.flex_start_run_s)
 
-            scaler = ClusterOrchestrator(config, db, utc_now, mig_factory)
+            def prices() -> PriceTable:  # what the planner ranks pools by (zen.scaling.pricing), kept 10 min
+                from zen.store.prices import current
+
+                with db.transaction() as session:
+                    return current(session, config.pricing)
+
+            scaler = ClusterOrchestrator(config, db, utc_now, mig_factory, prices=prices)
         from zen.adapters.control_subscriptions import ControlSubscriptions, accounts_from_env
 
         controls = None

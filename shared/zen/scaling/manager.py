@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Callable
 from zen import telemetry
 from zen.core.clock import Clock
 from zen.core.config import ClusterConfig, ZenConfig
-from zen.core.provisioning import pool_key
 from zen.scaling.applied import ClusterReport, as_applied
 from zen.scaling.asks import PassAsksDb
 from zen.scaling.coverage import COVERAGE_TRUST_S, Coverage, racing
@@ -30,11 +29,13 @@ from zen.scaling.model import (
     Action, ClusterLimits, ClusterSnapshot, Decision, Plan, Policy, Pool, RegionMemory, Timing, VmPhase, vm_index,
 )
 from zen.scaling.planner import ZenPlanner
+from zen.scaling.pricing import PoolPrices, cluster_pools
 from zen.scaling.sharing import absorb
 from zen.scaling.unread import last_known_size, planner_view
 from zen.scaling.vms import VmViews, leftovers
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
+    from zen.core.prices import PriceTable
     from zen.store.db import Database
 
 
@@ -47,14 +48,6 @@ MAX_RERUNS = 2  # passes run again for asks made during a pass; more wait for th
 RERUN_WITHIN_S = 10.0  # nor once passes took this long: a submission's function has 60 s in all
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
-
-
-def cluster_pools(cluster: ClusterConfig, prices: dict[str, float] | None = None) -> dict[str, Pool]:
-    """The cluster's pools in its order (``zen.core.provisioning``), priced from ``prices`` (pool -> USD per
-    VM-hour) where given."""
-    models, prices = cluster.provisioning, prices or {}
-    return {pool_key(r, m, models[0]): Pool(r, m, prices.get(pool_key(r, m, models[0])))
-            for r in cluster.regions for m in models}
 
 
 def compute_pool() -> ThreadPoolExecutor:
@@ -298,8 +291,11 @@ class ClusterOrchestrator:
     """
 
     def __init__(self, config: ZenConfig, db: Database, clock: Clock,
-                 mig_factory: Callable[[str, str, str, str], MigPort], policy: Policy | None = None):
+                 mig_factory: Callable[[str, str, str, str], MigPort], policy: Policy | None = None,
+                 prices: Callable[[], PriceTable] | None = None):
+        """``prices``: reads the price table the planner ranks pools by (``zen.scaling.pricing``)."""
         self._config = config
+        self._prices = PoolPrices(prices)
         self._fleet = FleetDb(db, {c.name: c for c in config.clusters})
         self._asks = PassAsksDb(db)
         self._clock = clock
@@ -334,7 +330,9 @@ class ClusterOrchestrator:
                         for key, pool in cluster_pools(config).items()}
                 self._managers[cluster] = ClusterManager(config, self._fleet, migs, self._clock, self._timing,
                                                          self._policy, asks=self._asks)
-            return self._managers[cluster]
+            manager = self._managers[cluster]
+        manager.pools = self._prices.pools(manager.cluster)  # kept while the prices are (zen.scaling.pricing)
+        return manager
 
     def tick(self) -> dict[str, ClusterReport]:
         """One pass over every cluster; it never waits (a Cloud Function must not sleep idle).

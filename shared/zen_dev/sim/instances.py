@@ -13,7 +13,7 @@ import heapq
 import math
 import random
 
-from zen.core.prices import billed_seconds as billed_seconds  # GCE's billing, shared with zen usage
+from zen.core.prices import billed_seconds  # GCE's billing, shared with zen usage
 from zen.scaling.model import ErrorKind, VmPhase
 from zen_dev.sim.jobs import sample
 from zen_dev.sim.state import SimMig as _Mig, SimVm as _Vm
