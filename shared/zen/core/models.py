@@ -28,6 +28,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import (AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, Strict,
                       field_validator, model_validator)
 
+from zen.core.checkpoints import CheckpointSpec, StartCheckpoint
 from zen.core.gcs import check_input_names, check_uri
 from zen.core.images import check_image
 from zen.core.text import unstorable_place
@@ -205,6 +206,7 @@ class JobRequest(Received):
     inputs: list[InputSpec] | None = Field(default=None, min_length=1, max_length=MAX_INPUTS,
                                            description="Staged into ZEN_INPUT_DIR before the job")
     outputs: GsUri | None = Field(default=None, description="ZEN_OUTPUT_DIR is uploaded under it after the job")
+    checkpoint: CheckpointSpec | None = Field(default=None, description="ZEN_CHECKPOINT_DIR saved, restored on reruns")
 
     @field_validator("inputs")
     @classmethod
@@ -309,6 +311,7 @@ class StartMessage(Message):
     inputs: list[InputSpec] | None = None
     outputs: str | None = None
     gpus: int | None = Field(default=None, ge=1, description="GPUs it holds on its VM; None: all of them")
+    checkpoint: StartCheckpoint | None = None  # where its checkpoint lives (zen.core.checkpoints)
 
 
 class ControlMessage(Message):
