@@ -211,8 +211,11 @@ class AttemptRunner:
         to write it), before the outputs: bounded as their upload is. Its failure changes no status: it is
         said in the note, and the checkpoint saved before stays the latest (``zen.agent.checkpoint``)."""
         checkpoint.stop_periodic()
-        cut = self._transfer(attempt, data, "saving the checkpoint", checkpoint.saved,
-                             lambda: checkpoint.save("the attempt ended", data.cancel),
+
+        def save() -> None:
+            checkpoint.save("the attempt ended", data.cancel)
+
+        cut = self._transfer(attempt, data, "saving the checkpoint", checkpoint.saved, save,
                              shutdown_grace_s=UPLOAD_GRACE_S, stops=False, limit_s=limit_s,
                              over=f"zen: saving the checkpoint exceeded its budget, max_runtime_s={limit_s}")
         data.cancel.clear()  # a cut save leaves the outputs their own chance
