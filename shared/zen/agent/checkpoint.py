@@ -166,7 +166,8 @@ class Checkpoint:
                 self._bucket().blob(self._prefix + MANIFEST).upload_from_string(
                     json.dumps(manifest), content_type="application/json")
             except BaseException as exc:
-                self._delete(uploaded)  # an incomplete save: nothing names it
+                if not cancel.is_set():  # an incomplete save, which nothing names; cut: no time for it (lifecycle)
+                    self._delete(uploaded)
                 if isinstance(exc, TransferError):
                     raise type(exc)(f"checkpoint not saved ({why}): {exc}; the previous one is kept") from None
                 if isinstance(exc, Exception):
@@ -177,9 +178,9 @@ class Checkpoint:
                 self.saved.ended = time.monotonic()
             before, self._current, self._last = self._current, uploaded, files
             self.saves += 1
-            self._delete(before)
-            self._say(f"zen: checkpoint saved ({why}): {self.saved.describe()}")
-            return True
+        self._say(f"zen: checkpoint saved ({why}): {self.saved.describe()}")
+        self._delete(before)  # the save before: outside the lock, so the next save need not wait for it
+        return True
 
     def _upload(self, files: Files, generation: str, uploaded: list[str], cancel: threading.Event) -> None:
         bucket = self._bucket()
@@ -226,7 +227,7 @@ class Checkpoint:
         self._thread = threading.Thread(target=run, name="zen-checkpoint", daemon=True)
         self._thread.start()
 
-    def stop_periodic(self, wait_s: float = 5.0) -> None:
+    def stop_periodic(self, wait_s: float = 1.0) -> None:
         """No more periodic saves; one under way is cut (at its next file) and waited for ``wait_s`` at most."""
         self._stop.set()
         if self._thread is not None:
