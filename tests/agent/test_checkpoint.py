@@ -156,3 +156,23 @@ def test_the_notice_file_appears(tmp_path, client):
     assert not first.notice_path.exists()
     first.notice()
     assert abs(float(first.notice_path.read_text()) - time.time()) < 5
+
+
+def test_an_unreadable_manifest_is_the_jobs_failure_and_an_unreachable_service_is_not(tmp_path, client):
+    from zen.agent.staging import Unavailable
+
+    client.bucket("ckpt-bkt").blob(PREFIX + MANIFEST).upload_from_string(b'{"generation": "x/", "files": [{"path": "../etc"}]}')
+    with pytest.raises(TransferError, match=r"LATEST.json cannot be read") as raised:
+        attempt(tmp_path, client, 1).restore(Progress(), threading.Event())
+    assert not isinstance(raised.value, Unavailable)
+
+    from google.api_core.exceptions import ServiceUnavailable
+
+    class Down:  # Cloud Storage answering 503 after the client's retries
+        def bucket(self, name):
+            raise ServiceUnavailable("backend down")
+
+    checkpoint = Checkpoint(StartCheckpoint(uri=URI, every=600, max_bytes=100), tmp_path / "attempt-2", 2, Down)
+    checkpoint.prepare()
+    with pytest.raises(Unavailable, match=r"checkpoint gs://ckpt-bkt/checkpoints/4xa100-40gb/job-1/: 503"):
+        checkpoint.restore(Progress(), threading.Event())

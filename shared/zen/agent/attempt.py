@@ -94,8 +94,9 @@ class AttemptRunner:
                     checkpoint.prepare()
                     checkpoint.restore(data.staged, data.cancel)
 
-            cut = self._transfer(attempt, data, "staging inputs", data.staged, stage,
-                                 unavailable=f"zen: VM {self._identity.vm} could not stage the job's inputs (requeued)",
+            staged = "inputs" if data.inputs or checkpoint is None else "checkpoint"  # a checkpoint alone: restored
+            cut = self._transfer(attempt, data, f"staging {staged}", data.staged, stage,
+                                 unavailable=f"zen: VM {self._identity.vm} could not stage the job's {staged} (requeued)",
                                  limit_s=limit, over=f"zen: staging exceeded max_runtime_s={limit}")
             if cut is None or data.disk_fault is not None:  # a worn disk retires the VM (zen.agent.limits)
                 self._pulls.staged(data.disk_fault)
@@ -219,7 +220,9 @@ class AttemptRunner:
                              shutdown_grace_s=UPLOAD_GRACE_S, stops=False, limit_s=limit_s,
                              over=f"zen: saving the checkpoint exceeded its budget, max_runtime_s={limit_s}")
         data.cancel.clear()  # a cut save leaves the outputs their own chance
-        lines = [*checkpoint.notes[-2:], *([cut[1] if "kept" in cut[1] else f"{cut[1]}; the previous checkpoint is kept"] if cut else [])]
+        lines = checkpoint.notes[-2:]  # the periodic saves' failures, the last ones
+        if cut is not None:
+            lines.append(cut[1] if "kept" in cut[1] else f"{cut[1]}; the previous checkpoint is kept")
         return "\n".join(line for line in (note, *lines) if line) or None
 
     def _checkpoint(self, start: StartMessage, data: AttemptData | None,
