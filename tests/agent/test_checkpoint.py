@@ -176,3 +176,25 @@ def test_an_unreadable_manifest_is_the_jobs_failure_and_an_unreachable_service_i
     checkpoint.prepare()
     with pytest.raises(Unavailable, match=r"checkpoint gs://ckpt-bkt/checkpoints/4xa100-40gb/job-1/: 503"):
         checkpoint.restore(Progress(), threading.Event())
+
+
+def test_an_earlier_attempt_never_writes_over_a_later_attempts_checkpoint(tmp_path, client):
+    """A lost attempt runs on until its fence falls while its rerun starts elsewhere: both save."""
+    lost, rerun = attempt(tmp_path, client, 1), attempt(tmp_path, client, 2)
+    (lost.directory / "step").write_text("5")
+    lost.restore(Progress(), threading.Event())
+    rerun.restore(Progress(), threading.Event())
+    assert lost.save("every 600 s") is True  # after the rerun restored: the rerun writes over it
+    (rerun.directory / "step").write_text("7")
+    assert rerun.save("every 600 s") is True
+    assert manifest(client)["attempt"] == 2
+
+    (lost.directory / "step").write_text("6")
+    with pytest.raises(TransferError, match=r"attempt 2 of the job saved its checkpoint since, which stays the latest"):
+        lost.save("the attempt ended")
+    assert manifest(client)["attempt"] == 2
+    assert not any("attempt-1/" in name for name in names(client))  # the dropped save's files are gone
+
+    third = attempt(tmp_path, client, 3)
+    third.restore(Progress(), threading.Event())
+    assert (third.directory / "step").read_text() == "7"

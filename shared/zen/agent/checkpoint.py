@@ -7,8 +7,11 @@ Layout under the job's prefix (``gs://<bucket>/<prefix>/<cluster>/<job_id>/``): 
 under ``attempt-<n>/save-<k>/``, then writes ``LATEST.json``, the manifest naming that save and its files.
 One object's write is atomic, so a save cut short (the VM gone, the notice's time up, a file changed while
 it was read) never replaces the checkpoint before it: the manifest still names the older save, whose files
-are deleted only once a newer manifest is written. Restoring reads the manifest, then its files: no
-listing, so the agents' accounts need object rights on their cluster's prefix alone (terraform/iam.tf).
+are deleted only once a newer manifest is written. The manifest is written only over the one this attempt
+last read or wrote (``ifGenerationMatch``): when another attempt wrote one since, an earlier attempt's save
+(a lost attempt's, still running until its fence falls) is dropped, a later one's written over it; so
+a rerun never finds an older attempt's checkpoint over a newer one's. Restoring reads the manifest, then its
+files: no listing, so the agents' accounts need object rights on their cluster's prefix alone (terraform/iam.tf).
 Limits and what happens past them: docs/how-to/checkpoints.md
 """
 
@@ -56,6 +59,7 @@ class Checkpoint:
         self._lock = threading.Lock()  # one save at a time
         self._last: Files | None = None  # the files as last saved or restored: unchanged, not saved again
         self._current: list[str] = []  # the objects of the save the manifest names
+        self._generation: int | None = None  # the manifest's as last read or written (0: none); None: unknown
         self._seq = 0
         self._stop = threading.Event()  # ends the periodic saves, and cuts the one under way
         self._thread: threading.Thread | None = None
@@ -117,6 +121,7 @@ class Checkpoint:
 
     def _manifest(self) -> dict[str, Any] | None:
         blob = self._bucket().get_blob(self._prefix + MANIFEST)
+        self._generation = int(blob.generation) if blob is not None else 0
         if blob is None:
             return None
         manifest = json.loads(blob.download_as_bytes())
@@ -163,8 +168,7 @@ class Checkpoint:
                 self._upload(files, generation, uploaded, cancel)
                 manifest = {"generation": generation, "attempt": self.attempt, "reason": why,
                             "saved_at": time.time(), "files": [{"path": p, "size": files[p][0]} for p in sorted(files)]}
-                self._bucket().blob(self._prefix + MANIFEST).upload_from_string(
-                    json.dumps(manifest), content_type="application/json")
+                overwritten = self._write(manifest)
             except BaseException as exc:
                 if not cancel.is_set():  # an incomplete save, which nothing names; cut: no time for it (lifecycle)
                     self._delete(uploaded)
@@ -176,7 +180,7 @@ class Checkpoint:
                 raise
             finally:
                 self.saved.ended = time.monotonic()
-            before, self._current, self._last = self._current, uploaded, files
+            before, self._current, self._last = self._current + overwritten, uploaded, files
             self.saves += 1
         self._say(f"zen: checkpoint saved ({why}): {self.saved.describe()}")
         self._delete(before)  # the save before: outside the lock, so the next save need not wait for it
@@ -206,6 +210,33 @@ class Checkpoint:
                 raise Changed(f"{relative} changed while it was saved")
             self.saved.files += 1
             self.saved.bytes += opened.st_size
+
+    def _write(self, manifest: dict[str, Any]) -> list[str]:
+        """The manifest, over the one last read or written only; another attempt's written since: over it
+        when that attempt is an earlier one (returns the objects of that save, for deletion), else this save
+        is dropped (``TransferError``)."""
+        from google.api_core.exceptions import PreconditionFailed
+
+        overwritten: list[str] = []
+        for _ in range(3):
+            blob = self._bucket().blob(self._prefix + MANIFEST)
+            try:
+                blob.upload_from_string(json.dumps(manifest), content_type="application/json",
+                                        if_generation_match=self._generation)
+            except PreconditionFailed:
+                found = self._bucket().get_blob(self._prefix + MANIFEST)
+                other = json.loads(found.download_as_bytes()) if found is not None else {}
+                if isinstance(other, dict) and isinstance(other.get("attempt"), int) and other["attempt"] > self.attempt:
+                    raise TransferError(f"attempt {other['attempt']} of the job saved its checkpoint since, which stays "
+                                        f"the latest") from None
+                self._generation = int(found.generation) if found is not None else 0
+                if isinstance(other, dict) and isinstance(other.get("files"), list):
+                    overwritten = [f"{self._prefix}{other.get('generation')}{item.get('path')}"
+                                   for item in other["files"] if isinstance(item, dict)]
+                continue
+            self._generation = int(blob.generation) if blob.generation is not None else None
+            return overwritten
+        raise TransferError("the manifest kept changing while it was written")
 
     def _delete(self, names: list[str]) -> None:
         """Best effort: a leftover costs storage only (the bucket's lifecycle ends it), never a wrong restore."""
