@@ -306,6 +306,16 @@ variable "agent_output_buckets" {
   description = "Cloud Storage buckets jobs write `outputs` to: the agents' service account gets Storage Object User on each of these buckets only (create, and overwrite when an upload is retried)."
 }
 
+variable "checkpoint_retention_days" {
+  type        = number
+  default     = 30
+  description = "Objects of the checkpoints bucket (the configuration's checkpoints.bucket) are deleted this many days after they were written: a job must save at least this often (its checkpoint.every) for a rerun to find its checkpoint."
+  validation {
+    condition     = var.checkpoint_retention_days >= 1
+    error_message = "checkpoint_retention_days must be at least 1."
+  }
+}
+
 variable "labels" {
   type        = map(string)
   default     = {}

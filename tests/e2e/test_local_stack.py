@@ -62,6 +62,8 @@ def test_jobs_run_around_a_stockout_and_idle_vms_are_scaled_away(home):
     assert any("runs/near-data-14/attempt-1/counts.txt: [('the', 200)" in line for line in result.placement)
     assert result.jobs["eval-eu-5"]["region"] == "europe-west4"
     assert result.jobs["broken-6"]["exit_code"] == 3
+    # The preempted spot job saved its checkpoint as its VM went and resumed from it on attempt 2.
+    assert "resumed from step" in result.jobs["spot-8"]["message"], result.jobs["spot-8"]["message"]
     actions = {(d["cluster"], d["region"], d["action"]) for d in result.decisions}
     # The stockout was seen and blocked; by which cluster first depends on timing (a cluster whose
     # hedges came up before the MIG reported the errors cancels its stuck asks without a block).

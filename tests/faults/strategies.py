@@ -99,7 +99,7 @@ VALID = {
 }
 FIELDS = {
     "on_job_submitted": ["job_id", "user_id", "cluster", "gpu_type", "gpu_count", "image", "command", "env",
-                         "priority", "regions", "max_runtime_s", "max_attempts", "labels", "version"],
+                         "priority", "regions", "max_runtime_s", "max_attempts", "labels", "checkpoint", "version"],
     "on_heartbeat": ["kind", "job_id", "attempt", "vm", "cluster", "region", "zone", "status", "state", "seq",
                      "sent_at", "exit_code", "message", "version"],
     "on_stop_requested": ["job_id", "reason", "version"],

@@ -108,3 +108,20 @@ def test_the_agent_reads_input_buckets_and_writes_output_buckets_each_by_name(mo
     for variable in ("agent_input_buckets", "agent_output_buckets"):
         assert module.variables[variable]["type"] == "${list(string)}"
         assert module.variables[variable]["default"] == []
+
+
+def test_each_clusters_agents_keep_only_their_clusters_checkpoints(module):
+    """gs://<checkpoints.bucket>/<prefix>/<cluster>/<job_id>/ (zen.core.checkpoints): by name, no listing."""
+    binding = module.resources_of("google_storage_bucket_iam_member")["agent_keeps_checkpoints"]
+    [condition] = binding["condition"]
+    assert binding["role"] == "roles/storage.objectUser" and "each.key" in condition["title"]
+    assert binding["for_each"] == "${local.checkpoint_bucket == null ? {} : google_service_account.agent}"
+    assert condition["expression"] == (
+        'resource.name.startsWith("projects/_/buckets/${local.checkpoint_bucket}/objects/'
+        '${local.checkpoint_prefix}/${each.key}/")')
+    bucket = module.resources_of("google_storage_bucket")["checkpoints"]
+    assert bucket["name"] == "${local.checkpoint_bucket}" and bucket["public_access_prevention"] == "enforced"
+    assert module.locals["checkpoint_bucket"] == "${try(local.zen_config.checkpoints.bucket, null)}"
+    from zen.core.checkpoints import checkpoint_uri
+
+    assert checkpoint_uri("b", "checkpoints", "c", "j") == "gs://b/checkpoints/c/j/"

@@ -145,8 +145,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: agent.request_shutdown("SIGTERM"))
     signal.signal(signal.SIGINT, lambda *_: agent.request_shutdown("SIGINT"))
     done = threading.Event()
-    if not identity.from_environment:
-        watch_preemption(metadata, lambda: agent.request_shutdown("preempted"), done)
+    notices = env.get("ZEN_PREEMPTION_METADATA_HOST")  # another metadata server's instance/preempted (a stand-in)
+    if notices or not identity.from_environment:
+        watch_preemption(MetadataServer(notices) if notices else metadata, lambda: agent.request_shutdown("preempted"),
+                         done)
     try:
         return agent.run()
     except TransportError as exc:

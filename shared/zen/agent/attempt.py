@@ -16,6 +16,7 @@ from typing import Callable, Mapping
 from zen.adapters.joblogs import Sink
 from zen.agent import fence
 from zen.agent.cache import InputCache
+from zen.agent.checkpoint import Checkpoint
 from zen.agent.container import Sandbox
 from zen.agent.identity import Identity
 from zen.agent.limits import DailyPulls
@@ -80,6 +81,7 @@ class AttemptRunner:
         output = AttemptOutput(start.job_id, start.attempt, self._identity.vm, self._sink, settings.output,
                                settings.tail_bytes)
         data, limit = self._attempt_data(start), start.max_runtime_s
+        checkpoint = self._checkpoint(start, data, output)
         runtime: float | None = limit
         over = f"zen: killed after exceeding max_runtime_s={limit}"
         if data is not None:
@@ -88,9 +90,13 @@ class AttemptRunner:
             def stage() -> None:
                 data.prepare()
                 data.stage()
+                if checkpoint is not None:  # restored before the job runs (zen.agent.checkpoint)
+                    checkpoint.prepare()
+                    checkpoint.restore(data.staged, data.cancel)
 
-            cut = self._transfer(attempt, data, "staging inputs", data.staged, stage,
-                                 unavailable=f"zen: VM {self._identity.vm} could not stage the job's inputs (requeued)",
+            staged = "inputs" if data.inputs or checkpoint is None else "checkpoint"  # a checkpoint alone: restored
+            cut = self._transfer(attempt, data, f"staging {staged}", data.staged, stage,
+                                 unavailable=f"zen: VM {self._identity.vm} could not stage the job's {staged} (requeued)",
                                  limit_s=limit, over=f"zen: staging exceeded max_runtime_s={limit}")
             if cut is None or data.disk_fault is not None:  # a worn disk retires the VM (zen.agent.limits)
                 self._pulls.staged(data.disk_fault)
@@ -106,7 +112,8 @@ class AttemptRunner:
                     return None
         spec = JobSpec(job_id=start.job_id, attempt=start.attempt, command=start.command, image=start.image,
                        env=dict(start.env), max_runtime_s=runtime,
-                       stop_grace_s=settings.stop_grace_s, data_dirs=data.env() if data else {},
+                       stop_grace_s=settings.stop_grace_s,
+                       data_dirs={**data.env(), **(checkpoint.env() if checkpoint else {})} if data else {},
                        gpu_ids=gpu_ids or None,  # (): the VM runs one job at a time, the job sees every GPU
                        sandbox=self._sandbox)  # its container's confinement (zen.agent.container)
         try:
@@ -117,7 +124,7 @@ class AttemptRunner:
             self._log.error("job cannot run here", extra={**fields, "reason": str(exc)})
             output.add("zen", f"zen agent: {exc}")
             self._end(attempt, output, 127, AgentStatus.FAILED, f"zen agent: {exc}", data=data, upload=True,
-                      limit_s=limit)
+                      limit_s=limit, checkpoint=checkpoint)
             return None
         try:  # from the job's start: nothing may leave it running unsupervised
             if job.launch.container and spec.image:  # (a container runs an image: zen.agent.runner.plan_launch)
@@ -126,9 +133,13 @@ class AttemptRunner:
             self._log.info("job started", extra={**fields, "pid": job.pid, "container": job.launch.container,
                                                   "command": spec.command, "image": spec.image,
                                                   "gpu_ids": spec.gpu_ids})
-            final, note = self._supervise(job, attempt, over)
+            if checkpoint is not None:
+                checkpoint.start_periodic()  # in its own thread: never in the heartbeats' way
+            final, note = self._supervise(job, attempt, over, checkpoint.notice if checkpoint else None)
         except BaseException:
             job.stop(settings.stop_grace_s)  # never leave a job running unsupervised
+            if checkpoint is not None:
+                checkpoint.stop_periodic(0.0)
             self._close_output(output, "zen agent error; the attempt was stopped", SHUTDOWN_BUDGET_S)
             self._reporter.job(attempt, AgentStatus.PREEMPTED, budget_s=SHUTDOWN_BUDGET_S,
                                message="zen agent error; the attempt was stopped")
@@ -141,12 +152,12 @@ class AttemptRunner:
         self._log.info("job ended", extra={**fields, "status": final.value, "exit_code": outcome.exit_code,
                                            "elapsed_s": round(job.elapsed_s(), 3), "pid": job.pid})
         self._end(attempt, output, outcome.exit_code, final, note, data=data, upload=True, tail=outcome.tail,
-                  limit_s=limit)
+                  limit_s=limit, checkpoint=checkpoint)
         return job.container_gone
 
     def _end(self, attempt: AttemptReport, output: AttemptOutput, exit_code: int | None, final: AgentStatus,
              note: str | None, *, data: AttemptData | None, upload: bool = False, tail: str = "",
-             limit_s: float | None = None) -> None:
+             limit_s: float | None = None, checkpoint: Checkpoint | None = None) -> None:
         """Upload the outputs, close the output, send the final report; the attempt's directories are
         removed and its end counted whatever happens meanwhile.
 
@@ -164,6 +175,8 @@ class AttemptRunner:
         not fail it for good. A job that failed on its own stays FAILED with its exit code (requeued it
         would run its failure again); one stopped or preempted before stays STOPPED or PREEMPTED."""
         try:
+            if data is not None and checkpoint is not None and upload:
+                note = self._save_last(attempt, data, checkpoint, note, limit_s)
             if data is not None and upload:
                 cut = self._transfer(attempt, data, "uploading outputs", data.uploaded, data.upload,
                                      shutdown_grace_s=UPLOAD_GRACE_S, stops=False, limit_s=limit_s,
@@ -193,8 +206,34 @@ class AttemptRunner:
                 data.cleanup()
             self._ended((attempt.job_id, attempt.attempt))
 
+    def _save_last(self, attempt: AttemptReport, data: AttemptData, checkpoint: Checkpoint, note: str | None,
+                   limit_s: float | None) -> str | None:
+        """The checkpoint's last save, once the job has ended (stopped, preempted: after its stop grace, time
+        to write it), before the outputs: bounded as their upload is. Its failure changes no status: it is
+        said in the note, and the checkpoint saved before stays the latest (``zen.agent.checkpoint``)."""
+        checkpoint.stop_periodic()
+
+        def save() -> None:
+            checkpoint.save("the attempt ended", data.cancel)
+
+        cut = self._transfer(attempt, data, "saving the checkpoint", checkpoint.saved, save,
+                             shutdown_grace_s=UPLOAD_GRACE_S, stops=False, limit_s=limit_s,
+                             over=f"zen: saving the checkpoint exceeded its budget, max_runtime_s={limit_s}")
+        data.cancel.clear()  # a cut save leaves the outputs their own chance
+        lines = checkpoint.notes[-2:]  # the periodic saves' failures, the last ones
+        if cut is not None:
+            lines.append(cut[1] if "kept" in cut[1] else f"{cut[1]}; the previous checkpoint is kept")
+        return "\n".join(line for line in (note, *lines) if line) or None
+
+    def _checkpoint(self, start: StartMessage, data: AttemptData | None,
+                    output: AttemptOutput) -> Checkpoint | None:
+        if start.checkpoint is None or data is None:
+            return None
+        return Checkpoint(start.checkpoint, data.root, start.attempt, data.client,
+                          say=lambda line: output.add("zen", line))
+
     def _attempt_data(self, start: StartMessage) -> AttemptData | None:
-        if not start.inputs and not start.outputs:
+        if not start.inputs and not start.outputs and start.checkpoint is None:
             return None
         return AttemptData(start.job_id, start.attempt, list(start.inputs or []), start.outputs,
                            Path(self._settings.work_dir), project=self._identity.project, cache=self._cache)
@@ -216,7 +255,8 @@ class AttemptRunner:
                                                          "status": cut[0].value, "reason": cut[1]})
         return cut
 
-    def _supervise(self, job: RunningJob, attempt: AttemptReport, over: str) -> tuple[AgentStatus | None, str | None]:
+    def _supervise(self, job: RunningJob, attempt: AttemptReport, over: str,
+                   notice: Callable[[], None] | None = None) -> tuple[AgentStatus | None, str | None]:
         """Heartbeat until the job ends, is stopped, runs out of time, or the agent shuts down.
 
         Returns the final status when the agent decided it (else the exit code decides) and a note
@@ -233,6 +273,8 @@ class AttemptRunner:
                 job.renew(fence.fence_left(attempt, settings, self._clock()))
             if self._shutdown.stopping:
                 self._log.warning("stopping the job: agent shutting down", extra=fields)
+                if notice is not None:  # ZEN_PREEMPTION_NOTICE appears as SIGTERM goes: time to checkpoint
+                    notice()
                 job.stop(min(settings.stop_grace_s, max(0.0, self._shutdown.left(SHUTDOWN_S))),  # its grace is left
                          within_s=max(0.0, self._shutdown.left(SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S)))
                 return AgentStatus.PREEMPTED, f"zen: VM {self._identity.vm} shut down ({self._shutdown.reason})"

@@ -149,7 +149,9 @@ def container_options(spec: ContainedJob, sandbox: Sandbox | None = None) -> lis
             options += ["-e", "HOME=/tmp"]
     options += ["--network", "none" if sandbox.network == "none" else network_name(spec.gpu_ids)]
     for key, path in spec.data_dirs.items():  # the same path inside the container
-        options += ["-v", f"{path}:{path}:ro" if key == "ZEN_INPUT_DIR" else f"{path}:{path}"]
+        if key == "ZEN_PREEMPTION_NOTICE":  # a file that may appear: its folder, read-only (zen.agent.checkpoint)
+            path = os.path.dirname(path)
+        options += ["-v", f"{path}:{path}:ro" if key in ("ZEN_INPUT_DIR", "ZEN_PREEMPTION_NOTICE") else f"{path}:{path}"]
     return options
 
 

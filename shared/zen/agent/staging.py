@@ -373,3 +373,6 @@ class AttemptData:
             more = f" and {len(self.skipped) - SKIPPED_NAMED} more" if len(self.skipped) > SKIPPED_NAMED else ""
             parts.append(f"not uploaded (only regular files are): {named}{more}")
         return f"zen: {'; '.join(parts)}" if parts else ""
+
+
+not_the_jobs, reason = _not_the_jobs, _reason  # for the checkpoint's transfers (zen.agent.checkpoint)

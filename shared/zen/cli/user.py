@@ -113,6 +113,8 @@ def build_request(args) -> JobRequest:
             if bad:
                 raise CliError(f"--{'env' if name == 'env' else 'label'} {bad[0]!r}: expected KEY=VALUE", 2)
             data[name] = {**(data.get(name) or {}), **dict(item.split("=", 1) for item in pairs)}
+    if getattr(args, "checkpoint_every", None) is not None:  # the file's checkpoint: with its period replaced
+        data["checkpoint"] = {**(data.get("checkpoint") or {}), "every": args.checkpoint_every}
     if data.get("user_id") is None:  # only then: the default may not be known (a container's uid)
         data["user_id"] = _default_user()
     if not data.get("job_id"):
@@ -251,6 +253,8 @@ def register(sub, ctx: Context) -> None:
                         help="the VMs it may run on (default: any of its cluster's provisioning models)")
     submit.add_argument("--max-start-wait", type=int, metavar="SECONDS", help="how long it may wait for a start "
                         "before Zen uses a costlier model (default: its cluster's max_start_wait_s)")
+    submit.add_argument("--checkpoint-every", type=int, metavar="SECONDS",
+                        help="save $ZEN_CHECKPOINT_DIR this often, restore it in a rerun (checkpoint: {every: N})")
     submit.add_argument("--region", action="append", help="allowed region (repeatable; default: all of the cluster's)")
     submit.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")
     submit.add_argument("--label", action="append", metavar="KEY=VALUE",

@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from zen.core.checkpoints import CheckpointConfig
 from zen.core.errors import ConfigError, describe_validation_error
 from zen.core.lease import Deadlines as Deadlines  # the `deadlines:` section, exported here with the rest
 from zen.core.cluster_config import NAME as _NAME, ClusterConfig as ClusterConfig, ContainerPolicy as ContainerPolicy
@@ -156,6 +157,7 @@ class ZenConfig(_Strict):
     scaling: Scaling = Scaling()
     attempts: Attempts = Attempts()
     limits: Limits = Limits()
+    checkpoints: CheckpointConfig = CheckpointConfig()
 
     @field_validator("clusters")
     @classmethod

@@ -28,6 +28,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import (AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, Strict,
                       field_validator, model_validator)
 
+from zen.core.checkpoints import CheckpointSpec, StartCheckpoint
 from zen.core.gcs import check_input_names, check_uri
 from zen.core.images import check_image
 from zen.core.provisioning import check_accepted
@@ -210,6 +211,7 @@ class JobRequest(Received):
         default=None, description="spot, standard, flex-start or any (None: any) of its cluster's models")
     max_start_wait_s: int | None = Field(default=None, ge=0, le=INT32_MAX, description=(
         "Seconds it may wait for a start before a costlier model is used; None: its cluster's max_start_wait_s"))
+    checkpoint: CheckpointSpec | None = Field(default=None, description="ZEN_CHECKPOINT_DIR saved, restored on reruns")
 
     @field_validator("inputs")
     @classmethod
@@ -314,6 +316,7 @@ class StartMessage(Message):
     inputs: list[InputSpec] | None = None
     outputs: str | None = None
     gpus: int | None = Field(default=None, ge=1, description="GPUs it holds on its VM; None: all of them")
+    checkpoint: StartCheckpoint | None = None  # where its checkpoint lives (zen.core.checkpoints)
 
 
 class ControlMessage(Message):

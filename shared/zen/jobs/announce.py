@@ -11,6 +11,7 @@ from typing import Any, Callable, Literal
 
 from zen.adapters.message_key import SEALED_KEY_ATTRIBUTE
 from zen.core import lifecycle
+from zen.core.checkpoints import CheckpointSpec
 from zen.core.config import Topics, ZenConfig
 from zen.core.models import START_OFFER, ControlAction, ControlMessage, Heartbeat, Job, JobEvent, JobStatus, StartMessage
 from zen.jobs.outgoing import OutgoingMessage, outgoing
@@ -126,6 +127,9 @@ class Announcements:
             regions=job.regions, max_runtime_s=job.max_runtime_s, labels=request.get("labels", {}),
             inputs=request.get("inputs"), outputs=request.get("outputs"),
         )
+        if (asked := request.get("checkpoint")) is not None and (
+                checkpoint := self._config.checkpoints.start(CheckpointSpec.model_validate(asked), job.cluster, job.job_id)):
+            message = message.model_copy(update={"checkpoint": checkpoint})
         if job.preemptions:  # an attempt after a preemption: the job may resume from its checkpoint
             message = message.model_copy(update={"env": {**message.env, "ZEN_PREEMPTED": "1"}})
         cluster = self._config.cluster(job.cluster)

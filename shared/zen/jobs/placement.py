@@ -50,6 +50,8 @@ def resolve_request(config: ZenConfig, request: JobRequest, job_id: str | None =
         problem = output_room_problem(request.outputs, job_id)
         if problem:
             raise Rejected(problem)
+    if request.checkpoint is not None and config.checkpoints.bucket is None:
+        raise Rejected("checkpoint: this Zen saves no checkpoints (its configuration has no checkpoints.bucket)")
     max_attempts = request.max_attempts or config.attempts.default_max_attempts
     if max_attempts > config.attempts.max_max_attempts:
         raise Rejected(f"max_attempts {max_attempts} is above the limit {config.attempts.max_max_attempts}")

@@ -35,6 +35,8 @@ class DemoJob:
     expect_attempt: int = 1
     action: str | None = None  # "stop" or "preempt" once RUNNING
     body: dict | None = None  # the whole request, when it is more than the fields above
+    checkpoint: dict | None = None  # its checkpoint: field
+    expect_said: str | None = None  # in its final report (its output's tail)
 
     def request(self) -> dict:
         if self.body:
@@ -42,11 +44,32 @@ class DemoJob:
         body = {"job_id": self.job_id, "user_id": "demo", "cluster": self.cluster, "command": self.command}
         if self.regions:
             body["regions"] = self.regions
+        if self.checkpoint:
+            body["checkpoint"] = self.checkpoint
         return body
 
 
 def _py(code: str) -> list[str]:
     return [sys.executable, "-c", code]
+
+
+# spot-8: 60 steps of 0.25 s, each written whole to $ZEN_CHECKPOINT_DIR/step; it starts from the step its
+# checkpoint holds, and stops at SIGTERM (its VM preempted), its last step saved (docs/how-to/checkpoints.md).
+COUNTER = """
+import os, signal, time
+path = os.path.join(os.environ["ZEN_CHECKPOINT_DIR"], "step")
+step = int(open(path).read()) if os.path.exists(path) else 0
+print(f"resumed from step {step}" if step else "starting at step 0", flush=True)
+stopped = []
+signal.signal(signal.SIGTERM, lambda *_: stopped.append(1))
+while step < 60 and not stopped:
+    step += 1
+    with open(path + ".tmp", "w") as file:
+        file.write(str(step))
+    os.replace(path + ".tmp", path)
+    time.sleep(0.25)
+print(f"preempted at step {step}" if stopped else "done: 60 steps", flush=True)
+"""
 
 
 FIRST_WAVE = [
@@ -57,8 +80,8 @@ FIRST_WAVE = [
     DemoJob("eval-eu-5", "1xl4", _py("print('eval ok')"), "SUCCEEDED", regions=["europe-west4"]),
     DemoJob("broken-6", "1xl4", _py("import sys; print('bad config'); sys.exit(3)"), "FAILED"),
     DemoJob("stopped-7", "4xa100-40gb", _py("import time; time.sleep(600)"), "CANCELLED", action="stop"),
-    DemoJob("spot-8", "4xa100-40gb", _py("import time; time.sleep(15); print('done')"), "SUCCEEDED",
-            regions=["us-west1"], expect_attempt=2, action="preempt"),
+    DemoJob("spot-8", "4xa100-40gb", _py(COUNTER), "SUCCEEDED", regions=["us-west1"], expect_attempt=2,
+            action="preempt", checkpoint={"every": 30}, expect_said="resumed from step"),
 ]
 SECOND_WAVE = [
     DemoJob("late-9", "1xl4", _py("print('late 9')"), "SUCCEEDED"),
@@ -263,6 +286,9 @@ def _summarise(db, jobs: list[DemoJob]) -> DemoResult:
         if row["status"] != job.expect or row["attempt"] != job.expect_attempt:
             result.problems.append(f"{job.job_id}: {row['status']} attempt {row['attempt']} "
                                    f"(expected {job.expect} attempt {job.expect_attempt})")
+        if job.expect_said and job.expect_said not in (row.get("message") or ""):
+            result.problems.append(f"{job.job_id}: {job.expect_said!r} not in its final report "
+                                   f"({(row.get('message') or '')[-200:]!r})")
         # The first wave starts and ends well inside the stockout: none of it may run there.
         if job in FIRST_WAVE and row["region"] == STOCKOUT_REGION:
             result.problems.append(f"{job.job_id} ran in {STOCKOUT_REGION} during its stockout")

@@ -121,6 +121,8 @@ class LocalStack:
         self.agent_env = agent_env or {}
         # Bucket -> location to create in the storage stand-in: the configured ones, then those asked for.
         self.buckets = {**self.config.data.bucket_locations, **(buckets or {})}
+        if self.config.checkpoints.bucket:  # jobs' checkpoints (zen.core.checkpoints)
+            self.buckets.setdefault(self.config.checkpoints.bucket, "US")
         self.logs = self.home / "logs"
         self.processes: list[dict] = []
         self.env: dict[str, str] = {}

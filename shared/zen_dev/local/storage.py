@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import google_crc32c
 
-_REASONS = {400: "invalid", 404: "notFound", 409: "conflict", 416: "requestedRangeNotSatisfiable"}
+_REASONS = {400: "invalid", 404: "notFound", 409: "conflict", 412: "conditionNotMet", 416: "requestedRangeNotSatisfiable"}
 
 
 class ApiError(Exception):
@@ -66,10 +66,16 @@ class StorageState:
             raise ApiError(404, f"The specified bucket does not exist: {bucket}")
         return self.buckets[bucket]
 
-    def put(self, bucket: str, name: str, data: bytes, content_type: str = "application/octet-stream") -> StoredObject:
+    def put(self, bucket: str, name: str, data: bytes, content_type: str = "application/octet-stream",
+            if_generation_match: str | None = None) -> StoredObject:
+        """Store ``name``; with ``if_generation_match`` only if that is its live generation (0: none), else 412."""
         if not name:
             raise ApiError(400, "Object name is required.")
         with self._lock:
+            if if_generation_match is not None:
+                live = self.objects(bucket).get(name)
+                if str(live.generation if live else 0) != if_generation_match:
+                    raise ApiError(412, "At least one of the pre-conditions you specified did not hold.")
             stored = StoredObject(data, content_type, next(self._generations),
                                   datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"))
             self.objects(bucket)[name] = stored
@@ -206,7 +212,8 @@ class _Handler(BaseHTTPRequestHandler):
         state, kind = self.server.state, query.get("uploadType")
         state.objects(bucket)  # 404 for a missing bucket, whatever the upload type
         if kind == "media" and method == "POST":
-            return self._stored(bucket, query.get("name", ""), body, self.headers.get("Content-Type"))
+            return self._stored(bucket, query.get("name", ""), body, self.headers.get("Content-Type"),
+                                query.get("ifGenerationMatch"))
         if kind == "multipart" and method == "POST":
             metadata, data, content_type = _multipart(self.headers.get("Content-Type", ""), body)
             stored = StoredObject(data, "", 0, "")
@@ -214,13 +221,13 @@ class _Handler(BaseHTTPRequestHandler):
                 if metadata.get(key) not in (None, actual):
                     raise ApiError(400, f"Provided {key} {metadata[key]} doesn't match calculated {actual}.")
             return self._stored(bucket, metadata.get("name") or query.get("name", ""), data,
-                                metadata.get("contentType") or content_type)
+                                metadata.get("contentType") or content_type, query.get("ifGenerationMatch"))
         if kind == "resumable" and method == "POST":
             metadata = json.loads(body or b"{}")
             upload_id = uuid.uuid4().hex
             state.uploads[upload_id] = {"bucket": bucket, "name": metadata.get("name") or query.get("name", ""),
                                         "type": metadata.get("contentType") or self.headers.get("X-Upload-Content-Type"),
-                                        "data": bytearray()}
+                                        "data": bytearray(), "match": query.get("ifGenerationMatch")}
             location = f"{self.server.base_url}/upload/storage/v1/b/{bucket}/o?uploadType=resumable&upload_id={upload_id}"
             return self._send(200, b"", headers={"Location": location})
         if kind == "resumable" and method == "PUT":
@@ -239,12 +246,13 @@ class _Handler(BaseHTTPRequestHandler):
         total = sent[3]
         if total != "*" and int(total) == len(session["data"]):
             del self.server.state.uploads[upload_id]
-            return self._stored(session["bucket"], session["name"], bytes(session["data"]), session["type"])
+            return self._stored(session["bucket"], session["name"], bytes(session["data"]), session["type"],
+                                session["match"])
         received = len(session["data"])
         self._send(308, b"", headers={"Range": f"bytes=0-{received - 1}"} if received else {})
 
-    def _stored(self, bucket: str, name: str, data: bytes, content_type: str | None) -> None:
-        stored = self.server.state.put(bucket, name, data, content_type or "application/octet-stream")
+    def _stored(self, bucket: str, name: str, data: bytes, content_type: str | None, match: str | None = None) -> None:
+        stored = self.server.state.put(bucket, name, data, content_type or "application/octet-stream", match)
         self._json(200, self._resource(bucket, name, stored))
 
 

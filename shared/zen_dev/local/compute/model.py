@@ -30,6 +30,7 @@ class Instance:
         self.boot_start = self.boot_end = 0.0
         self.errors: list[tuple[str, str]] = []
         self.gen = 0
+        self.preempted = False  # its metadata's instance/preempted (notice.py)
 
     def status(self, now: float) -> str | None:
         if self.phase == WAITING:

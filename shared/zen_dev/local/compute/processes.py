@@ -97,17 +97,18 @@ class VmProcesses:
             handle = self._current.get(vm)
         return handle.pid if handle else None
 
-    def stop(self, vm: str) -> None:
-        """SIGTERM the VM's process group now, SIGKILL it after the grace period."""
+    def stop(self, vm: str, grace_s: float | None = None) -> None:
+        """SIGTERM the VM's process group now, SIGKILL it after ``grace_s`` (default: the grace period)."""
         with self._lock:
             handle = self._current.pop(vm, None)
         if handle is None or handle.exited.is_set():
             return
         handle.signal_group(signal.SIGTERM)
-        threading.Thread(target=self._kill_later, args=(handle,), name=f"kill-{vm}", daemon=True).start()
+        threading.Thread(target=self._kill_later, args=(handle, self.grace_s if grace_s is None else grace_s),
+                         name=f"kill-{vm}", daemon=True).start()
 
-    def _kill_later(self, handle: VmProcess) -> None:
-        if not handle.exited.wait(self.grace_s):
+    def _kill_later(self, handle: VmProcess, grace_s: float) -> None:
+        if not handle.exited.wait(grace_s):
             log.warning("VM %s: pid %d ignored SIGTERM; sending SIGKILL", handle.vm, handle.pid)
         handle.signal_group(signal.SIGKILL)  # also catches children left in the group
 

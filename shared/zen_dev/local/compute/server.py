@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from zen_dev.local.compute import resources as r
-from zen_dev.local.compute import views
+from zen_dev.local.compute import notice, views
 from zen_dev.local.compute.faults import Outages, RateLimiter
 from zen_dev.local.compute.issuer import TokenIssuer
 from zen_dev.local.compute.world import World
@@ -89,6 +89,8 @@ class ComputeApi:
         if path == CERTS_PATH:
             return 200, json.dumps(self.issuer.certs()), {"Content-Type": "application/json; charset=UTF-8",
                                                           "Cache-Control": "public, max-age=3600"}
+        if (preempted := notice.answer(self.world, path, query)) is not None:
+            return preempted  # instance/preempted, as the metadata server serves it
         match = _IDENTITY.match(path)
         if match is None:
             return None

@@ -53,6 +53,7 @@ class ComputeStandIn:
         startup_command: Sequence[str] | None = None,
         log_dir: str | os.PathLike | None = None,
         tick_interval_s: float = 0.05,
+        preempt_notice_s: float = 30.0,
     ):
         self.scenario = coerce_scenario(scenario)
         if config is not None and not isinstance(config, ZenConfig):
@@ -73,6 +74,9 @@ class ComputeStandIn:
             project=self.project, migs=self.migs, capacity=build_capacity(self.scenario),
             scenario=self.scenario, clock=self.clock, processes=self.processes,
         )
+        # A preempted VM's processes get SIGTERM with its notice and SIGKILL this many real seconds later
+        # (GCE: about 30 s); its metadata's instance/preempted turns TRUE meanwhile (notice.py).
+        self.world.preempt_notice_s = preempt_notice_s
         self.rate_limiter = RateLimiter(self.scenario.faults.rate_limit, random.Random(f"{self.scenario.seed}/ratelimit"))
         self.outages = Outages(self.scenario.faults.unavailable)
         self.api = ComputeApi(self.world, self.rate_limiter, self.outages)

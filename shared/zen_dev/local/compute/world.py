@@ -51,6 +51,7 @@ class World:
         self.ts = timestamps or r.Timestamps(scenario.start_time)
         self.lock = threading.RLock()
         self.proof_host: str | None = None  # HOST:PORT/zen-local/vms: each VM's identity token (issuer.py)
+        self.preempt_notice_s = 30.0  # real seconds from a preemption's notice (and SIGTERM) to SIGKILL (notice.py)
         self.now = clock.now()
         seed = scenario.seed
         self._names_rng = random.Random(f"{seed}/names")
@@ -198,7 +199,8 @@ class World:
             "ZEN_VM_NAME": inst.name, "ZEN_CLUSTER": inst.mig.spec.cluster or "",
             "ZEN_REGION": inst.mig.spec.region, "ZEN_ZONE": inst.zone,
             "ZEN_PROJECT": self.project, "ZEN_MIG": inst.mig.name,
-            **({"ZEN_VM_PROOF_METADATA_HOST": f"{self.proof_host}/{inst.name}"} if self.proof_host else {}),
+            **({"ZEN_VM_PROOF_METADATA_HOST": f"{self.proof_host}/{inst.name}",
+                "ZEN_PREEMPTION_METADATA_HOST": f"{self.proof_host}/{inst.name}"} if self.proof_host else {}),
         }
 
     def running(self, name: str) -> Instance | None:
@@ -236,7 +238,9 @@ class World:
         if inst.removed or inst.doomed or inst.phase not in (BOOTING, RUNNING) or not inst.mig.preemptible:
             return False
         inst.gen += 1
-        self._stop_vm(inst)
+        inst.preempted = True  # its metadata's instance/preempted turns TRUE (notice.py), as GCE's ACPI soft off comes
+        if self.processes is not None:
+            self.processes.stop(inst.name, grace_s=self.preempt_notice_s)
         inst.phase = STOPPING
         log.info("%s: %s %s", inst.mig.name, inst.name, why)
         if self._preemption.recreate:
@@ -253,6 +257,7 @@ class World:
             return
         self._release(inst)
         inst.phase, inst.action, inst.recreating, inst.vm_id = WAITING, "RECREATING", True, None
+        inst.preempted = False
         self._attempt(inst, inst.gen)
 
     def _scripted_preemption(self, event: Any) -> None:

@@ -1,0 +1,285 @@
+"""A job's checkpoint on the VM (its ``checkpoint:``, ``zen.core.checkpoints``): ``ZEN_CHECKPOINT_DIR``
+restored from Cloud Storage before the attempt runs, saved every ``every`` seconds in a thread of its own
+(never in the heartbeat's way), and once more when the attempt ends (after a preemption's notice too:
+the job was told, by ``ZEN_PREEMPTION_NOTICE`` and SIGTERM, and had its stop grace to write it).
+
+Layout under the job's prefix (``gs://<bucket>/<prefix>/<cluster>/<job_id>/``): each save uploads its files
+under ``attempt-<n>/save-<k>/``, then writes ``LATEST.json``, the manifest naming that save and its files.
+One object's write is atomic, so a save cut short (the VM gone, the notice's time up, a file changed while
+it was read) never replaces the checkpoint before it: the manifest still names the older save, whose files
+are deleted only once a newer manifest is written. The manifest is written only over the one this attempt
+last read or wrote (``ifGenerationMatch``): when another attempt wrote one since, an earlier attempt's save
+(a lost attempt's, still running until its fence falls) is dropped, a later one's written over it; so
+a rerun never finds an older attempt's checkpoint over a newer one's. Restoring reads the manifest, then its
+files: no listing, so the agents' accounts need object rights on their cluster's prefix alone (terraform/iam.tf).
+Limits and what happens past them: docs/how-to/checkpoints.md
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from zen.agent.staging import Cancelled, Progress, TransferError, Unavailable, not_the_jobs, reason
+from zen.core.checkpoints import StartCheckpoint
+from zen.core.gcs import split_uri
+from zen.core.text import human_bytes
+
+MANIFEST = "LATEST.json"
+NOTICE = "preempted"  # the file that appears in the notice folder when the VM is about to go away
+Files = dict[str, tuple[int, int, int]]  # path under the folder -> (size, mtime_ns, inode)
+
+
+class Changed(TransferError):
+    """A file changed while it was saved: that save is dropped, the checkpoint before it kept."""
+
+
+class Checkpoint:
+    """One attempt's checkpoint: ``prepare``, ``restore``, ``start_periodic``, ``notice``, ``save``, ``close``.
+    ``say`` writes a line to the job's output (``zen logs``); ``notes`` keeps what went wrong, for the final report."""
+
+    def __init__(self, spec: StartCheckpoint, root: Path, attempt: int, client: Callable[[], Any],
+                 say: Callable[[str], None] = lambda line: None) -> None:
+        self.spec = spec
+        self.directory = root / "checkpoint"
+        self.notice_path = root / "notice" / NOTICE
+        self.attempt = attempt
+        self._client = client
+        self._say = say
+        self.notes: list[str] = []
+        self.saved = Progress()  # the last save's
+        self.saves = 0  # saves written (a manifest written)
+        self._bucket_name, self._prefix = split_uri(spec.uri)
+        self._lock = threading.Lock()  # one save at a time
+        self._last: Files | None = None  # the files as last saved or restored: unchanged, not saved again
+        self._current: list[str] = []  # the objects of the save the manifest names
+        self._generation: int | None = None  # the manifest's as last read or written (0: none); None: unknown
+        self._seq = 0
+        self._stop = threading.Event()  # ends the periodic saves, and cuts the one under way
+        self._thread: threading.Thread | None = None
+
+    def env(self) -> dict[str, str]:
+        return {"ZEN_CHECKPOINT_DIR": str(self.directory), "ZEN_PREEMPTION_NOTICE": str(self.notice_path)}
+
+    def prepare(self) -> None:
+        """The folders, empty; the checkpoint's writable by the job's container (it runs as nobody)."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self.directory.chmod(0o777)
+            self.notice_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise Unavailable(f"cannot prepare {self.directory}: {exc}") from None
+
+    def notice(self) -> None:
+        """The VM is about to go away: ``ZEN_PREEMPTION_NOTICE`` appears (the job should checkpoint now)."""
+        try:
+            self.notice_path.write_text(f"{time.time():.3f}\n")
+        except OSError:
+            pass
+
+    # -- restore ---------------------------------------------------------------------------------
+    def restore(self, progress: Progress, cancel: threading.Event) -> None:
+        """Download the latest complete checkpoint into the folder; none yet: it stays empty."""
+        try:
+            manifest = self._manifest()
+            if manifest is None:
+                self._say("zen: no checkpoint saved yet: the job starts afresh")
+                return
+            generation, files = manifest["generation"], manifest["files"]
+            bucket = self._bucket()
+            for item in files:
+                if cancel.is_set():
+                    raise Cancelled("cancelled")
+                relative, size = item["path"], int(item["size"])
+                target = self.directory.joinpath(*_parts(relative))
+                target.parent.mkdir(parents=True, exist_ok=True)
+                bucket.blob(self._prefix + generation + relative).download_to_filename(str(target))
+                if target.stat().st_size != size:
+                    raise Unavailable(f"checkpoint file {relative} is {target.stat().st_size} bytes, not {size}")
+                target.chmod(0o666)
+                progress.files += 1
+                progress.bytes += size
+            for folder, _, _ in os.walk(self.directory):
+                os.chmod(folder, 0o777)
+            self._current = [self._prefix + generation + item["path"] for item in files]
+            self._last = self.files()
+            self._say(f"zen: checkpoint restored: {len(files)} files, {human_bytes(sum(int(i['size']) for i in files))}"
+                      f" saved by attempt {manifest.get('attempt')} ({manifest.get('reason', 'saved')})")
+        except TransferError:
+            raise
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TransferError(f"checkpoint {self.spec.uri}{MANIFEST} cannot be read: {exc!r}") from None
+        except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
+            kind = Unavailable if not_the_jobs(exc) else TransferError
+            raise kind(f"checkpoint {self.spec.uri}: {reason(exc)}") from None
+
+    def _manifest(self) -> dict[str, Any] | None:
+        blob = self._bucket().get_blob(self._prefix + MANIFEST)
+        self._generation = int(blob.generation) if blob is not None else 0
+        if blob is None:
+            return None
+        manifest = json.loads(blob.download_as_bytes())
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
+            raise ValueError("not a manifest")
+        for item in manifest["files"]:
+            _parts(item["path"])
+        return manifest
+
+    # -- save ------------------------------------------------------------------------------------
+    def files(self) -> Files:
+        """Every regular file under the folder (links and special files are never followed nor saved)."""
+        found: Files = {}
+        for folder, dirs, names in os.walk(self.directory):
+            for name in names:
+                path = Path(folder, name)
+                try:
+                    listed = path.lstat()
+                except OSError:
+                    continue
+                if stat.S_ISREG(listed.st_mode):
+                    found[path.relative_to(self.directory).as_posix()] = (
+                        listed.st_size, listed.st_mtime_ns, listed.st_ino)
+        return found
+
+    def save(self, why: str, cancel: threading.Event | None = None) -> bool:
+        """Upload the folder as the latest checkpoint, when it changed since the last save or restore and
+        fits ``max_bytes``; True when a new checkpoint was written. Cut (``cancel``) or failed: the one
+        before stays the latest; raises ``TransferError`` saying why."""
+        cancel = cancel or threading.Event()
+        with self._lock:
+            files = self.files()
+            if files == self._last or (not files and self._last is None):
+                return False
+            total = sum(size for size, _, _ in files.values())
+            if total > self.spec.max_bytes:
+                raise TransferError(f"checkpoint not saved ({why}): ZEN_CHECKPOINT_DIR holds {human_bytes(total)}, "
+                                    f"above the limit of {human_bytes(self.spec.max_bytes)}; the previous one is kept")
+            self._seq += 1
+            generation = f"attempt-{self.attempt}/save-{self._seq}/"
+            uploaded: list[str] = []
+            self.saved = Progress(started=time.monotonic())
+            try:
+                self._upload(files, generation, uploaded, cancel)
+                manifest = {"generation": generation, "attempt": self.attempt, "reason": why,
+                            "saved_at": time.time(), "files": [{"path": p, "size": files[p][0]} for p in sorted(files)]}
+                overwritten = self._write(manifest)
+            except BaseException as exc:
+                if not cancel.is_set():  # an incomplete save, which nothing names; cut: no time for it (lifecycle)
+                    self._delete(uploaded)
+                if isinstance(exc, TransferError):
+                    raise type(exc)(f"checkpoint not saved ({why}): {exc}; the previous one is kept") from None
+                if isinstance(exc, Exception):
+                    raise TransferError(f"checkpoint not saved ({why}): {reason(exc)}; the previous one is kept") \
+                        from None
+                raise
+            finally:
+                self.saved.ended = time.monotonic()
+            before, self._current, self._last = self._current + overwritten, uploaded, files
+            self.saves += 1
+        self._say(f"zen: checkpoint saved ({why}): {self.saved.describe()}")
+        self._delete(before)  # the save before: outside the lock, so the next save need not wait for it
+        return True
+
+    def _upload(self, files: Files, generation: str, uploaded: list[str], cancel: threading.Event) -> None:
+        bucket = self._bucket()
+        for relative in sorted(files):
+            if cancel.is_set():
+                raise Cancelled(f"cut after {len(uploaded)} of {len(files)} files")
+            path = self.directory / relative
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError as exc:
+                if exc.errno in (errno.ENOENT, errno.ELOOP):
+                    raise Changed(f"{relative} changed while it was saved") from None
+                raise
+            with os.fdopen(fd, "rb") as file:
+                opened = os.fstat(file.fileno())
+                if (opened.st_size, opened.st_mtime_ns, opened.st_ino) != files[relative]:
+                    raise Changed(f"{relative} changed while it was saved")
+                name = self._prefix + generation + relative
+                uploaded.append(name)
+                bucket.blob(name).upload_from_file(file, size=opened.st_size)
+                after = os.fstat(file.fileno())
+            if (after.st_size, after.st_mtime_ns) != (opened.st_size, opened.st_mtime_ns):
+                raise Changed(f"{relative} changed while it was saved")
+            self.saved.files += 1
+            self.saved.bytes += opened.st_size
+
+    def _write(self, manifest: dict[str, Any]) -> list[str]:
+        """The manifest, over the one last read or written only; another attempt's written since: over it
+        when that attempt is an earlier one (returns the objects of that save, for deletion), else this save
+        is dropped (``TransferError``)."""
+        from google.api_core.exceptions import PreconditionFailed
+
+        overwritten: list[str] = []
+        for _ in range(3):
+            blob = self._bucket().blob(self._prefix + MANIFEST)
+            try:
+                blob.upload_from_string(json.dumps(manifest), content_type="application/json",
+                                        if_generation_match=self._generation)
+            except PreconditionFailed:
+                found = self._bucket().get_blob(self._prefix + MANIFEST)
+                other = json.loads(found.download_as_bytes()) if found is not None else {}
+                if isinstance(other, dict) and isinstance(other.get("attempt"), int) and other["attempt"] > self.attempt:
+                    raise TransferError(f"attempt {other['attempt']} of the job saved its checkpoint since, which stays "
+                                        f"the latest") from None
+                self._generation = int(found.generation) if found is not None else 0
+                if isinstance(other, dict) and isinstance(other.get("files"), list):
+                    overwritten = [f"{self._prefix}{other.get('generation')}{item.get('path')}"
+                                   for item in other["files"] if isinstance(item, dict)]
+                continue
+            self._generation = int(blob.generation) if blob.generation is not None else None
+            return overwritten
+        raise TransferError("the manifest kept changing while it was written")
+
+    def _delete(self, names: list[str]) -> None:
+        """Best effort: a leftover costs storage only (the bucket's lifecycle ends it), never a wrong restore."""
+        for name in names:
+            try:
+                self._bucket().delete_blob(name)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _bucket(self) -> Any:
+        return self._client().bucket(self._bucket_name)
+
+    # -- periodic saves ----------------------------------------------------------------------------
+    def start_periodic(self) -> None:
+        def run() -> None:
+            while not self._stop.wait(self.spec.every):
+                self._quietly(f"every {self.spec.every} s", self._stop)
+
+        self._thread = threading.Thread(target=run, name="zen-checkpoint", daemon=True)
+        self._thread.start()
+
+    def stop_periodic(self, wait_s: float = 1.0) -> None:
+        """No more periodic saves; one under way is cut (at its next file) and waited for ``wait_s`` at most."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(wait_s)
+
+    def _quietly(self, why: str, cancel: threading.Event) -> None:
+        try:
+            self.save(why, cancel)
+        except TransferError as exc:
+            if not isinstance(exc, Cancelled) and not cancel.is_set():
+                self.note(str(exc))
+        except Exception as exc:  # noqa: BLE001 - a periodic save never ends the attempt
+            self.note(f"checkpoint not saved ({why}): {exc!r}; the previous one is kept")
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        self._say(f"zen: {text}")
+
+
+def _parts(relative: str) -> list[str]:
+    parts = relative.split("/") if isinstance(relative, str) else []
+    if not parts or any(part in ("", ".", "..") for part in parts):
+        raise ValueError(f"bad checkpoint path {relative!r}")
+    return parts

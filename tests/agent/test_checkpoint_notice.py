@@ -1,0 +1,90 @@
+"""A spot VM's preemption notice saves the checkpoint inside GCE's ~30 s: a real agent watches the Compute
+stand-in's ``instance/preempted`` (ZEN_PREEMPTION_METADATA_HOST), the real scheduler and the Cloud Storage
+stand-in behind it. The job checkpoints when ``ZEN_PREEMPTION_NOTICE`` appears (it ignores SIGTERM), the
+agent saves that checkpoint, reports PREEMPTED, and the rerun restores it."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import pytest
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import compute_v1
+from google.cloud import storage as gcs
+from google.cloud.compute_v1.services.instances.transports.rest import InstancesRestTransport
+
+from tests.agent.conftest import DEADLINES
+from tests.local.test_compute_standin import BASE, BOOT_S, PROJECT, Cloud
+from tests.waiting import wait_for
+from zen.core.checkpoints import CheckpointConfig
+from zen.core.config import load_config
+from zen_dev.local.compute import ComputeStandIn, ManualClock
+
+NOTICE_BOUND_S = 30.0  # GCE's notice: from it to the VM's hard stop
+
+# Steps until told: at ZEN_PREEMPTION_NOTICE it writes where it got to and exits; SIGTERM is ignored.
+# A rerun prints what it restored.
+JOB = r"""
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: None)
+folder, notice = os.environ["ZEN_CHECKPOINT_DIR"], os.environ["ZEN_PREEMPTION_NOTICE"]
+saved = os.path.join(folder, "at-notice")
+if os.path.exists(saved):
+    print("restored:", open(saved).read(), "ZEN_PREEMPTED=" + os.environ.get("ZEN_PREEMPTED", ""), flush=True)
+    sys.exit(0)
+step = 0
+while not os.path.exists(notice):
+    step += 1
+    time.sleep(0.05)
+with open(saved + ".tmp", "w") as file:
+    file.write(f"step {step}")
+os.replace(saved + ".tmp", saved)
+print("checkpointed at the notice", flush=True)
+"""
+
+
+@pytest.fixture
+def config(project):
+    return load_config().model_copy(update={"project": project, "deadlines": DEADLINES,
+                                            "checkpoints": CheckpointConfig(bucket="ckpt-bkt")})
+
+
+@pytest.fixture
+def cloud(tmp_path):
+    standin = ComputeStandIn(BASE, clock=ManualClock(), log_dir=tmp_path / "vm-logs", preempt_notice_s=NOTICE_BOUND_S)
+    yield Cloud(standin.start())
+    standin.stop()
+
+
+def test_the_preemption_notice_saves_the_checkpoint_in_time_and_the_rerun_restores_it(
+        scheduler, agents, storage, cloud, tmp_path):
+    bucket = gcs.Client().create_bucket("ckpt-bkt")
+    cloud.resize(1)
+    cloud.advance(BOOT_S + 1)
+    (inst,) = cloud.instances()
+    agent = agents.start(inst.name, STORAGE_EMULATOR_HOST=storage.address, ZEN_AGENT_WORK_DIR=str(tmp_path / "work"),
+                 ZEN_PREEMPTION_METADATA_HOST=f"{cloud.standin.endpoint}/zen-local/vms/{inst.name}")
+    scheduler.submit("spot-1", [sys.executable, "-c", JOB], checkpoint={"every": 600})
+    scheduler.wait_status("spot-1", "RUNNING")
+    time.sleep(0.5)
+
+    instances = compute_v1.InstancesClient(transport=InstancesRestTransport(
+        host=cloud.standin.endpoint, credentials=AnonymousCredentials(), url_scheme="http"))
+    zone = inst.instance.split("/zones/")[1].split("/")[0]
+    noticed = time.monotonic()
+    instances.simulate_maintenance_event_unary(project=PROJECT, zone=zone, instance=inst.name)
+
+    manifest = bucket.blob("checkpoints/4xa100-40gb/spot-1/LATEST.json")
+    wait_for(manifest.exists, timeout_s=NOTICE_BOUND_S, what="the checkpoint saved after the notice")
+    assert time.monotonic() - noticed < NOTICE_BOUND_S
+    assert agent.said("metadata server reports this VM preempted")  # the notice, not a signal (no VM process here)
+    saved = json.loads(manifest.download_as_bytes())
+    assert saved["attempt"] == 1 and [f["path"] for f in saved["files"]] == ["at-notice"]
+    job = wait_for(lambda: (j := scheduler.job("spot-1")).attempt == 2 and j, 10, what="requeued")
+    assert "was preempted" in [reason for _, status, reason in scheduler.history("spot-1") if status == "LOST"][0]
+
+    agents.start("vm-b", STORAGE_EMULATOR_HOST=storage.address, ZEN_AGENT_WORK_DIR=str(tmp_path / "work-b"))
+    job = scheduler.wait_status("spot-1", "SUCCEEDED", timeout_s=30)
+    assert "restored: step " in job.message and "ZEN_PREEMPTED=1" in job.message

@@ -1,0 +1,74 @@
+"""The Compute stand-in's preemption notice: a VM's ``instance/preempted`` answers FALSE, then TRUE once it
+is preempted, a ``wait_for_change`` long poll answering at that moment; its processes get SIGTERM with the
+notice and SIGKILL ``preempt_notice_s`` later (GCE's ~30 s), not at the stop grace. Read as the agent reads
+it (``zen.agent.identity.MetadataServer``)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import compute_v1
+from google.cloud.compute_v1.services.instances.transports.rest import InstancesRestTransport
+
+from tests.local.test_compute_standin import BASE, BOOT_S, PROJECT, Cloud, merged, pid_alive
+from tests.waiting import wait_for
+from zen.agent.identity import MetadataServer
+from zen_dev.local.compute import ComputeStandIn, ManualClock
+
+# A VM that ignores SIGTERM (an agent busy saving a checkpoint): only SIGKILL ends it.
+STUBBORN = textwrap.dedent("""
+    import os, signal, sys, time
+    signal.signal(signal.SIGTERM, lambda *_: open(sys.argv[1] + "/" + os.environ["ZEN_VM_NAME"], "w").write("term"))
+    time.sleep(300)
+""")
+
+
+@pytest.fixture
+def cloud(tmp_path):
+    scenario = merged(BASE, {"startup": {"command": [sys.executable, "-c", STUBBORN, str(tmp_path)],
+                                         "stop_grace_s": 0.2}})
+    standin = ComputeStandIn(scenario, clock=ManualClock(), log_dir=tmp_path / "vm-logs", preempt_notice_s=2.0)
+    yield Cloud(standin.start())
+    standin.stop()
+
+
+def test_a_preemption_turns_instance_preempted_true_and_answers_the_long_poll(cloud, tmp_path):
+    cloud.resize(1)
+    cloud.advance(BOOT_S + 1)
+    (inst,) = cloud.instances()
+    metadata = MetadataServer(f"{cloud.standin.endpoint}/zen-local/vms/{inst.name}")
+    pid = wait_for(lambda: cloud.standin.vm_pid(inst.name), what="the VM's process")
+    assert metadata.preempted() is False
+    answers: list[tuple[bool, float]] = []
+    waiting = threading.Thread(target=lambda: answers.append((metadata.preempted(wait_s=20), time.monotonic())))
+    waiting.start()
+    time.sleep(0.3)
+    assert not answers  # it waits for the change
+
+    instances = compute_v1.InstancesClient(transport=InstancesRestTransport(
+        host=cloud.standin.endpoint, credentials=AnonymousCredentials(), url_scheme="http"))
+    zone = inst.instance.split("/zones/")[1].split("/")[0]
+    noticed = time.monotonic()
+    instances.simulate_maintenance_event_unary(project=PROJECT, zone=zone, instance=inst.name)
+    waiting.join(10)
+
+    [(preempted, at)] = answers
+    assert preempted is True and at - noticed < 1.0
+    assert metadata.preempted() is True
+    wait_for(lambda: (tmp_path / inst.name).exists(), what="SIGTERM with the notice")
+    time.sleep(1.0)
+    assert pid_alive(pid)  # past the stop grace (0.2 s): the notice's time is the VM's
+    wait_for(lambda: not pid_alive(pid), timeout_s=5, what="SIGKILL after preempt_notice_s")
+
+    cloud.advance(10)  # preempt_stop_s: the MIG recreates it, not preempted
+    cloud.advance(BOOT_S)
+    assert metadata.preempted() is False
+
+
+def test_an_unknown_vm_has_no_metadata(cloud):
+    assert MetadataServer(f"{cloud.standin.endpoint}/zen-local/vms/nope").get("instance/preempted") is None  # 404
