@@ -63,7 +63,7 @@ def demand_groups(rows: list[dict[str, Any]], cluster: ClusterConfig | None) -> 
     groups: dict[tuple[int, tuple[str, ...], float | None, bool], list[Any]] = {}  # key -> [count, oldest]
     for row in rows:
         pools, wait = pools_of_row(row, cluster)
-        checkpoints = False  # the job's checkpoint field will say (a column grouped here, as provisioning is)
+        checkpoints = bool(row.get("checkpoints"))  # its jobs save their work (a checkpoint field)
         if not pools:
             continue
         key = (row["priority"], pools, wait, checkpoints)

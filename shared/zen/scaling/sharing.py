@@ -15,7 +15,7 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
            vm_gpus: int, max_jobs: int) -> tuple[DemandGroup, ...]:
     """The demand left once busy VMs with room took the queued jobs that fit them.
 
-    ``queued``: rows of ``priority, regions, gpus, jobs, oldest`` and optionally ``max_wait_s`` (queued
+    ``queued``: rows of ``priority, regions, gpus, jobs, oldest`` and optionally ``max_wait_s`` and ``checkpoints`` (queued
     jobs by the GPUs each holds; ``regions``: their pools); ``loads``: VM name -> (jobs, GPUs) it holds; ``vms``: the snapshot's VMs (only BUSY ones
     offer room: a VM going away takes nothing)."""
     room: dict[str, list[list[int]]] = {}  # region -> [free slots, free GPUs] per busy VM
@@ -24,7 +24,7 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
             jobs, gpus = loads[vm.name]
             if jobs < max_jobs and gpus < vm_gpus:
                 room.setdefault(vm.region, []).append([max_jobs - jobs, vm_gpus - gpus])
-    left: dict[tuple[int, tuple[str, ...], float | None], list[Any]] = {}  # [count, oldest]
+    left: dict[tuple[int, tuple[str, ...], float | None, bool], list[Any]] = {}  # [count, oldest]
     for row in sorted(queued, key=lambda r: (-r["priority"], r["oldest"])):
         count, need = row["jobs"], row["gpus"] or vm_gpus
         for region in row["regions"]:
@@ -35,9 +35,9 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
                     free[1] -= take * need
                     count -= take
         if count:
-            key = (row["priority"], tuple(row["regions"]), row.get("max_wait_s"))
+            key = (row["priority"], tuple(row["regions"]), row.get("max_wait_s"), bool(row.get("checkpoints")))
             group = left.setdefault(key, [0, row["oldest"]])
             group[0] += count
             group[1] = min(group[1], row["oldest"])
-    return tuple(DemandGroup(regions, count, oldest, priority, wait)
-                 for (priority, regions, wait), (count, oldest) in left.items())
+    return tuple(DemandGroup(regions, count, oldest, priority, wait, checkpoints)
+                 for (priority, regions, wait, checkpoints), (count, oldest) in left.items())
