@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from zen.store import fleet, repository
-from zen_dev.demo import placement
+from zen_dev.demo import dollars as demo_dollars, placement
 from zen_dev.local.environment import overridden_environ
 from zen_dev.local.stack import LocalStack, Ports
 
@@ -103,6 +103,7 @@ class DemoResult:
     vm_minutes_used: float = 0.0
     vms_left: int = 0
     placement: list[str] = field(default_factory=list)  # where the placement jobs ran, and why
+    cheaper: list[str] = field(default_factory=list)  # ADDs that chose a cheaper pool than the first region
 
 
 def run(home: Path = Path(".zen/demo"), base_port: int = 8185, second_wave: bool = True,
@@ -199,6 +200,9 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
     output_uri, output = placement.output_object()  # while the storage stand-in is up
     result.problems += placement.check(result.jobs, output)
     result.placement = placement.describe(stack.config, result.jobs, output_uri, output)
+    result.cheaper = demo_dollars.cheaper_moves(result.decisions, stack.config)
+    if not result.cheaper:
+        result.problems.append("no job was placed in a cheaper region than its cluster's first (pricing.overrides)")
     return result
 
 
@@ -320,6 +324,11 @@ def print_summary(result: DemoResult) -> None:
     if result.placement:
         print("\nPlaced by clearance and by data:")
         print("\n".join(result.placement))
+    if result.cheaper:
+        print("\nMoved to a cheaper region than the cluster's first (the reason names the prices compared):")
+        print("\n".join(result.cheaper[:3]))
+    print(f"\nDollars per policy on the simulator's {demo_dollars.SCENARIO} scenario (zen simulate):")
+    print("\n".join(demo_dollars.policy_dollars()))
     if result.problems:
         print("\nUNEXPECTED:")
         for problem in result.problems:

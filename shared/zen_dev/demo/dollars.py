@@ -1,0 +1,44 @@
+"""What ``make demo`` shows of dollars: the jobs Zen moved to a cheaper region than their cluster's
+first (read from the scaling decisions, whose reasons name the prices compared), and the dollars each
+policy pays on the simulator's priced scenario (``region-out-priced``)."""
+
+from __future__ import annotations
+
+import re
+
+from zen.core.config import ZenConfig
+
+_PRICE = re.compile(r"\$([0-9.]+)/h")
+SCENARIO = "region-out-priced"
+
+
+def cheaper_moves(decisions: list[dict], config: ZenConfig) -> list[str]:
+    """ADD decisions that chose a pool priced below the cluster's first region's (both named in the
+    reason), as lines for the summary."""
+    lines = []
+    for d in decisions:
+        cluster = config.cluster(d["cluster"])
+        if d["action"] != "ADD" or cluster is None or "$" not in d["reason"]:
+            continue
+        first = cluster.regions[0]
+        chosen = _PRICE.search(d["reason"])
+        named = re.search(rf"\b{re.escape(first)} \$([0-9.]+)/h", d["reason"])
+        if chosen and named and (d["region"] or "").split("/")[0] != first and float(chosen[1]) < float(named[1]):
+            lines.append(f"  {d['at']:%H:%M:%S} {d['cluster']}/{d['region']}: {d['reason']}")
+    return lines
+
+
+def policy_dollars() -> list[str]:
+    """Zen, the original system on standard VMs and cheapest-first on the priced simulator scenario."""
+    from zen_dev.sim.jobs import load_jobs
+    from zen_dev.sim.runner import run_policies
+    from zen_dev.sim.scenario import load_scenario
+
+    scenario = load_scenario(SCENARIO)
+    results = run_policies(scenario, load_jobs(scenario), ["zen", "ask-every-region-standard", "cheapest-first"])
+    lines = [f"  {'policy':<27} {'USD':>8} {'x floor':>8} {'p50 start':>10} {'p95 start':>10}"]
+    for name, result in results.items():
+        summary, dollars = result.summary(), result.dollars()
+        lines.append(f"  {name:<27} {dollars['usd']:>8,.2f} {dollars['usd_vs_floor']:>8.2f} "
+                     f"{summary['p50_start_s']:>9.0f}s {summary['p95_start_s']:>9.0f}s")
+    return lines
