@@ -55,6 +55,12 @@ class Scaling(_Strict):
     keep_factor: float = Field(default=1.0, ge=0, description="A cold start's price in boots (ski rental)")
     stockout_memory_s: float = Field(default=3600, gt=0, description="How long a stockout weighs on a region's rank")
     preference_s: float = Field(default=15, ge=0, description="Seconds of boot one step of preference is worth")
+    cost_slack_s: float = Field(default=120, ge=0, description=(
+        "Priced pools: one expected this much slower than the fastest may still win on price"))
+    hedge_price_ratio: float = Field(default=1.25, ge=1, description=(
+        "Priced pools: a hedge goes only to a pool at most this many times its first choice's price"))
+    flex_start_estimate_s: float = Field(default=900, gt=0, description=(
+        "A flex-start pool's asked-to-usable time until its own is learned"))
 
 
 class Attempts(_Strict):

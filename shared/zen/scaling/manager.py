@@ -280,7 +280,8 @@ def timing_from_config(config: ZenConfig) -> Timing:
                   spill_after_s=scaling.spill_after_s, boot_estimate_s=scaling.boot_estimate_s,
                   idle_grace_s=scaling.idle_grace_s, hedge_risk=scaling.hedge_risk, keep_factor=scaling.keep_factor,
                   trust_s=scaling.stockout_memory_s, preference_s=scaling.preference_s,
-                  agent_silence_s=config.deadlines.agent_silence_s)
+                  cost_slack_s=scaling.cost_slack_s, hedge_price_ratio=scaling.hedge_price_ratio,
+                  flex_start_estimate_s=scaling.flex_start_estimate_s, agent_silence_s=config.deadlines.agent_silence_s)
 
 
 class ClusterOrchestrator:
