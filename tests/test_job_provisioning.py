@@ -81,9 +81,9 @@ def test_demand_comes_by_pool_with_each_groups_start_bound(mixed):
     demand = {(g.priority, g.regions, g.max_wait_s): g.count
               for g in FleetDb(zen.db, {MIXED: cluster}).facts(MIXED, zen.clock()).demand}
     regions = cluster.regions
-    assert demand == {
-        (0, cluster.pools(), 900.0): 2,
-        (0, ("us-west1",), 900.0): 1,  # spot is the primary model: its pool is the bare region
+    assert demand == {  # a bound the jobs did not name is None: the planner holds them to the cluster's (900 s)
+        (0, cluster.pools(), None): 2,
+        (0, ("us-west1",), None): 1,  # spot is the primary model: its pool is the bare region
         (5, tuple(f"{r}/flex-start" for r in regions), 3600.0): 1,
         (0, tuple(f"{r}/standard" for r in regions), 0.0): 1,
     }
@@ -96,7 +96,7 @@ def test_a_one_model_cluster_keeps_its_regions_as_pools(functions, zen):
     functions.submit(job_request("o2", cluster="8xa100-40gb", provisioning="standard"))  # the same pools: one group
     cluster = zen.config.cluster("8xa100-40gb")
     [group] = FleetDb(zen.db, {cluster.name: cluster}).facts(cluster.name, zen.clock()).demand
-    assert (group.regions, group.count, group.max_wait_s) == (tuple(cluster.regions), 2, 600.0)
+    assert (group.regions, group.count, group.max_wait_s) == (tuple(cluster.regions), 2, None)
     assert cluster_pools(cluster) == {r: cluster_pools(cluster)[r] for r in cluster.regions}
 
 
@@ -140,3 +140,22 @@ def test_a_vm_of_a_model_the_job_does_not_accept_may_not_claim_it(mixed):
     functions.heartbeat(heartbeat("k1", "CLAIMED", 2, vm="zen-4xa100-40gb-us-central1-ab12"))  # a spot VM
     with zen.db.transaction() as session:
         assert repository.get_job(session, "k1").status.value == "ASSIGNED"
+
+
+def test_a_created_job_names_the_pools_a_spare_vm_must_be_in_to_cover_it(mixed):
+    """The cheap coverage check after a submission (zen.scaling.coverage): an idle spot VM does not
+    cover a job that accepts standard VMs only."""
+    from zen.scaling.coverage import Coverage
+
+    from zen.store import repository
+
+    zen, functions = mixed
+    regions = zen.config.cluster(MIXED).regions
+    functions.submit(job_request("std", provisioning="standard"))
+    functions.submit(job_request("any"))
+    with zen.db.transaction() as session:
+        only_standard, any_model = (zen.jobs.pools_of(repository.get_job(session, j)) for j in ("std", "any"))
+    assert only_standard == tuple(f"{r}/standard" for r in regions)
+    spare_spot = Coverage(zen.clock(), {regions[0]: 1}, saturated=False)
+    assert not spare_spot.covers(zen.clock(), regions=only_standard)
+    assert spare_spot.covers(zen.clock(), regions=any_model)

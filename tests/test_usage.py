@@ -152,6 +152,8 @@ def test_by_region_adds_the_fleets_vm_hours_boot_and_idle_included(functions, ze
     with zen.db.transaction() as session:  # what the scaling passes record of the MIGs
         fleet.see_instances(session, CLUSTER, "us-central1", ["vm-a", "vm-gone"], start)
         fleet.see_instances(session, "1xl4", "europe-west4", ["vm-idle"], start)
+        # A secondary pool's instances count in its region; a flex-start request's pending VMs not at all.
+        fleet.see_instances(session, CLUSTER, "us-central1/standard", ["vm-b", "zen-x+zen-req+0"], start)
         fleet.see_instances(session, CLUSTER, "us-central1", ["vm-a", "vm-gone"], clock.advance(1800))
     functions.submit(job_request("job-1"))
     for beat in agent_run("job-1", vm="vm-a"):
@@ -160,14 +162,15 @@ def test_by_region_adds_the_fleets_vm_hours_boot_and_idle_included(functions, ze
     with zen.db.transaction() as session:
         fleet.see_instances(session, CLUSTER, "us-central1", ["vm-a"], start + timedelta(hours=1))  # vm-gone left
         fleet.see_instances(session, "1xl4", "europe-west4", ["vm-idle"], start + timedelta(hours=1))
+        fleet.see_instances(session, CLUSTER, "us-central1/standard", ["vm-b", "zen-x+zen-req+0"], start + timedelta(hours=1))
 
     report = zen_usage(capsys, "--by", "region")
     europe, central = report["groups"]  # by region name
     assert (central["region"], central["jobs"], central["vm_hours"]) == ("us-central1", 1, 0.25)  # claim to end
-    assert (central["fleet_vm_hours"], central["fleet_usd"]) == (1.5, round(1.5 * PRICE, 2))  # vm-a 1h, vm-gone 0.5h
+    assert (central["fleet_vm_hours"], central["fleet_usd"]) == (2.5, round(2.5 * PRICE, 2))  # vm-a, vm-b 1h, vm-gone 0.5h
     assert europe == {"region": "europe-west4", "jobs": 0, "attempts": 0, "gpu_hours": 0.0, "vm_hours": 0.0,
                       "usd": 0.0, "fleet_vm_hours": 1.0, "fleet_usd": round(L4_EUROPE, 2)}
-    assert (report["total"]["fleet_vm_hours"], report["total"]["fleet_usd"]) == (2.5, round(1.5 * PRICE + L4_EUROPE, 2))
+    assert (report["total"]["fleet_vm_hours"], report["total"]["fleet_usd"]) == (3.5, round(2.5 * PRICE + L4_EUROPE, 2))
     assert cli.main(["usage", "--since", "2025-12-01", "--by", "region"]) == 0
     assert "FLEET_VM_HOURS" in capsys.readouterr().out
 

@@ -19,7 +19,7 @@ def test_a_capped_add_records_the_vms_added_and_why_not_the_rest():
     assert m.run().added == {"us-central1": 1}  # 2 there, at most 3 per region
     [add] = recorded(fleet)
     assert (add.action, add.count) == (Action.ADD, 1)
-    assert "1 of 5 added: the per-region limit reached" in add.reason
+    assert "1 of 5 added: the per-MIG limit (max_vms_per_region) reached" in add.reason
 
 
 def test_an_add_stopped_by_the_cluster_limit_is_a_hold_that_says_so():

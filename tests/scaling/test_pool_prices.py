@@ -53,3 +53,4 @@ def test_zen_from_env_prices_each_managers_pools_from_the_snapshot(db_url, monke
     pools = zen.scaler.manager(cluster.name).pools
     assert list(pools) == list(cluster.pools())
     assert any(pool.usd_per_hour for pool in pools.values())  # the committed snapshot prices its shape
+    assert zen.scaler.manager(cluster.name)._timing.max_start_wait_s == cluster.max_start_wait_s  # its jobs' bound

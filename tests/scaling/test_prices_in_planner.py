@@ -92,3 +92,12 @@ def test_preemptions_are_learned_per_pool_and_priced_in():
     assert preemptions.cost_factor(memory, False, 120, 600) == 7200 / (7200 - 3720)
     assert preemptions.cost_factor(memory, True, 120, 600) == 7200 / (7200 - 420)
     assert preemptions.cost_factor(RegionMemory(), False, 120, 600) == 1.0
+
+
+def test_a_vm_retired_after_its_job_is_no_preemption():
+    timing = Timing()
+    memory = preemptions.learn(RegionMemory(), (Vm("a", "p", VmPhase.BUSY, at(0)),), at(0), timing)
+    retired = preemptions.learn(memory, (Vm("a", "p", VmPhase.DELETING, at(600), retiring=True),), at(600), timing)
+    assert (retired.preempted, retired.run_s) == (0, 600)
+    taken = preemptions.learn(memory, (Vm("a", "p", VmPhase.DELETING, at(600)),), at(600), timing)
+    assert (taken.preempted, taken.lost_s) == (1, 600)

@@ -130,3 +130,16 @@ def test_zen_runs_on_the_cheapest_pool_and_cheapest_first_too():
     assert {region for _, region in results["cheapest-first"].start_regions} == {"r2"}
     assert results["zen"].dollars()["usd_vs_floor"] < 1.3
     assert results["ask-every-region-standard"].dollars()["usd_vs_floor"] > 4
+
+
+def test_deleting_one_waiting_flex_start_vm_cancels_its_whole_request():
+    class AskThenDeleteOne(Scripted):
+        def plan(self, snapshot):
+            if not self.script and snapshot.vms:
+                return Plan(delete=[(snapshot.vms[0].region, snapshot.vms[0].name)])
+            return super().plan(snapshot)
+
+    scenario = _scenario("[flex-start]", extra="flex_start: {grant: {dist: fixed, s: 300}}\n")
+    world = _world(scenario, AskThenDeleteOne({"r1": 3}), [SimJob("j", "c", 100.0, 60.0, ("r1",))], horizon_s=1200)
+    world.run()
+    assert not world.clusters["c"].vms and world.clusters["c"].migs["r1"].target == 0

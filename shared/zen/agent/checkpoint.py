@@ -226,6 +226,11 @@ class Checkpoint:
             except PreconditionFailed:
                 found = self._bucket().get_blob(self._prefix + MANIFEST)
                 other = json.loads(found.download_as_bytes()) if found is not None else {}
+                if isinstance(other, dict) and other.get("generation") == manifest.get("generation") \
+                        and other.get("attempt") == manifest.get("attempt"):
+                    # This very save: a retried upload whose first try landed (its answer lost).
+                    self._generation = int(found.generation)
+                    return overwritten
                 if isinstance(other, dict) and isinstance(other.get("attempt"), int) and other["attempt"] > self.attempt:
                     raise TransferError(f"attempt {other['attempt']} of the job saved its checkpoint since, which stays "
                                         f"the latest") from None

@@ -56,7 +56,8 @@ class ClusterConfig(Strict):
     gpu_count: int = Field(ge=1, le=16, description="GPUs per VM")
     machine_type: str = "a2-highgpu-1g"
     regions: list[str] = Field(min_length=1, description="Allowed regions, most preferred first")
-    max_vms_per_region: int = Field(ge=0, description="Upper bound on each regional MIG")
+    max_vms_per_region: int = Field(ge=0, description=(
+        "Upper bound on each regional MIG: per region and provisioning model (one MIG each)"))
     max_vms: int = Field(ge=0, description="Upper bound on the cluster across regions")
     min_vms: int = Field(default=0, ge=0, description="VMs kept even when idle")
     tags: list[str] = Field(default_factory=list, description="Execution groups of all its regions, e.g. [hipaa]")

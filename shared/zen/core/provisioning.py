@@ -39,20 +39,9 @@ def accepted_models(accepts: str | None, models: list[str] | tuple[str, ...]) ->
     return tuple(models) if accepts in (None, ANY) else tuple(m for m in models if m == accepts)
 
 
-def region_of(pool: str) -> str:
-    """The region of a pool key (the bare region, or ``<region>/<model>``)."""
-    return pool.partition(_SEP)[0]
-
-
 def pool_key(region: str, model: str, primary: str) -> str:
     """The pool of ``model`` VMs in ``region`` of a cluster whose first model is ``primary``."""
     return region if model == primary else f"{region}{_SEP}{model}"
-
-
-def split_pool(pool: str, primary: str) -> tuple[str, str]:
-    """(region, model) of a pool key made by :func:`pool_key`."""
-    region, sep, model = pool.partition(_SEP)
-    return (region, model) if sep else (region, primary)
 
 
 def pools_of(regions: list[str] | tuple[str, ...], models: list[str] | tuple[str, ...]) -> tuple[str, ...]:

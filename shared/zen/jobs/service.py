@@ -32,6 +32,7 @@ from zen.jobs.outgoing import Enqueued
 from zen.core.models import (AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobRequest, JobStatus,
                              StopRequest, JOB_ID_PATTERN, illegal_step, request_fingerprint)
 from zen.adapters.vm_proof import ProofChecker
+from zen.core.provisioning import accepted_models, pool_key
 from zen.core.text import escape_unstorable
 from zen.core.vm_heartbeat import VmHeartbeat, check_seq
 from zen.jobs.placement import choose, configured_cluster, resolve_request
@@ -57,7 +58,7 @@ class Outcome:
     job_id: str | None = None
     reason: str | None = None
     cluster: str | None = None  # a created job's, or a VM heartbeat's whose VM became usable: a pass follows
-    regions: tuple[str, ...] | None = None  # a created job's allowed regions (the cheap coverage check)
+    regions: tuple[str, ...] | None = None  # a created job's pools (its regions x models: the cheap coverage check)
     admitted: bool = True  # False: created PENDING (its queue's quota is full): no demand to scale for
 
 
@@ -172,7 +173,16 @@ class JobService:
 
     def _created(self, job: Job, admitted: bool = True) -> Outcome:
         log.info("job submitted", extra={"job_id": job.job_id, "cluster": job.cluster, "admitted": admitted})
-        return Outcome("created", job.job_id, cluster=job.cluster, regions=tuple(job.regions), admitted=admitted)
+        return Outcome("created", job.job_id, cluster=job.cluster, regions=self.pools_of(job), admitted=admitted)
+
+    def pools_of(self, job: Job) -> tuple[str, ...]:
+        """The pools a created job may start in (its regions x the models it accepts): what a spare VM
+        must be in to cover it (``zen.scaling.coverage``)."""
+        cluster = self._config.cluster(job.cluster)
+        if cluster is None:
+            return tuple(job.regions)
+        models = accepted_models(job.request.get("provisioning"), cluster.provisioning)
+        return tuple(pool_key(r, m, cluster.provisioning[0]) for r in job.regions for m in models)
 
     # -- heartbeat -----------------------------------------------------------------------------
     def heartbeat(self, envelope: PubSubEnvelope) -> Outcome:

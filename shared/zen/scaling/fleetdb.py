@@ -45,19 +45,21 @@ def memory_from_json(raw: Mapping[str, Any]) -> RegionMemory:
 
 def pools_of_row(row: Mapping[str, Any], cluster: ClusterConfig | None) -> tuple[tuple[str, ...], float | None]:
     """A demand row's pools (its ``regions`` x the models its ``provisioning`` accepts, in the cluster's
-    order) and start bound (its ``max_start_wait_s``, else the cluster's); ``cluster`` None: its regions."""
+    order) and start bound: its jobs' own ``max_start_wait_s``, None when they named none (the planner
+    then holds them to the cluster's, ``Timing.max_start_wait_s``, and ranks by ``cost_slack_s``: a bound
+    a job names widens its choice, the default does not); ``cluster`` None: its regions."""
     regions, wait = tuple(row["regions"]), row.get("max_start_wait_s")
+    bound = None if wait is None else float(wait)
     if cluster is None:
-        return regions, None if wait is None else float(wait)
+        return regions, bound
     models, primary = accepted_models(row.get("provisioning"), cluster.provisioning), cluster.provisioning[0]
-    return (tuple(pool_key(r, m, primary) for r in regions for m in models),
-            float(cluster.max_start_wait_s if wait is None else wait))
+    return tuple(pool_key(r, m, primary) for r in regions for m in models), bound
 
 
 def demand_groups(rows: list[dict[str, Any]], cluster: ClusterConfig | None) -> tuple[DemandGroup, ...]:
     """The planner's demand from ``queued_demand``'s rows (a handful, however long the queue): each row's
     pools are its regions x the models its jobs accept, region by region, each region's models in the
-    cluster's order; its start bound the jobs' own, else the cluster's ``max_start_wait_s``. Rows that
+    cluster's order; its start bound the jobs' own (None: the cluster's, see ``pools_of_row``). Rows that
     come to the same pools and bound are one group. A group no model of the cluster serves any longer
     (the configuration changed while it waited) is left out. ``cluster`` None: pools are the regions."""
     groups: dict[tuple[int, tuple[str, ...], float | None, bool], list[Any]] = {}  # key -> [count, oldest]

@@ -222,7 +222,8 @@ class ClusterManager:
                     report.added[region] = size - current
                     total += size - current
                 if size - current < count:
-                    report.short[region] = ("the per-region limit reached" if size >= self.cluster.max_vms_per_region
+                    report.short[region] = ("the per-MIG limit (max_vms_per_region) reached"
+                                            if size >= self.cluster.max_vms_per_region
                                             else f"the cluster limit of {self.cluster.max_vms} VMs reached")
             except MigUnconfirmed as exc:  # it may yet be carried out: counted toward max_vms all the same
                 total += size - current
@@ -329,7 +330,8 @@ class ClusterOrchestrator:
                 migs = {key: self._mig_factory(self._config.project, pool.region,  # one MIG per pool
                                                config.mig_name(pool.region, pool.model), pool.model)
                         for key, pool in cluster_pools(config).items()}
-                self._managers[cluster] = ClusterManager(config, self._fleet, migs, self._clock, self._timing,
+                timing = replace(self._timing, max_start_wait_s=config.max_start_wait_s)  # its jobs' default bound
+                self._managers[cluster] = ClusterManager(config, self._fleet, migs, self._clock, timing,
                                                          self._policy, asks=self._asks)
             manager = self._managers[cluster]
         manager.pools = self._prices.pools(manager.cluster)  # kept while the prices are (zen.scaling.pricing)

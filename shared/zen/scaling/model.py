@@ -46,6 +46,7 @@ class Vm:
     started: bool = False  # BOOTING with capacity (PROVISIONING/STAGING/RUNNING): billed soon or now, no free probe
     heard_at: datetime | None = None  # its agent last heard (silence counts from here; see zen.scaling.vms)
     running: bool = False  # BOOTING and Compute lists it RUNNING: billed, its guest booting, usable soon
+    retiring: bool = False  # DELETING because Zen retires it (a pull limit, a drain), not because GCE took it
 
     def silent_s(self, now: datetime) -> float:
         """Seconds its agent has not been heard at ``now``; 0 when it never was."""

@@ -30,7 +30,7 @@ _with = RegionMemory.replaced  # _with(memory, **changes): dataclasses.replace, 
 class ZenPlanner:
     name = "zen"
     routes_by_data = True  # Zen's job service narrows data jobs' starts (zen.core.routing); the simulator models it
-    hears_running = True  # a pass when a racing VM turns RUNNING (its guest's first word: zen.agent.startup)
+    hears_running = True  # the simulator runs a pass when a racing VM turns RUNNING (production: not yet heard)
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
         return _Planning(snapshot).run()
@@ -236,7 +236,7 @@ class _Planning:
             return f"every allowed region is stocked out ({', '.join(blocked)}); probes are waiting for capacity"
         if total + sum(self.plan.add.values()) >= self.s.cluster.max_vms:
             return f"cluster limit of {self.s.cluster.max_vms} VMs reached"
-        return "allowed regions are at their per-region limit"
+        return "allowed regions' MIGs are at their limit (max_vms_per_region, per provisioning model)"
 
     def _keep_min(self, counts: dict[str, int], total: int) -> None:
         missing = self.s.cluster.min_vms - (total + sum(self.plan.add.values()))
@@ -288,8 +288,8 @@ class _Planning:
         """Booting VMs no queued job needs, once a VM the same demand could use (in a region a queued group
         allows with theirs; any, if none allows theirs) became usable after they were asked, or is listed
         RUNNING now (it is usable within its guest boot: the race is over as soon as Compute says so).
-        Those not yet RUNNING go first (deleted before RUNNING, a VM is never billed), the dearest, then the
-        youngest."""
+        Pool by pool, the cluster's last first; in each, those not yet RUNNING go first (deleted before
+        RUNNING, a VM is never billed), then the youngest."""
         near = defaultdict[str, set[str]](set)
         for group, region in ((g, r) for g in self.groups for r in g.regions):
             near[region].update(group.regions)
@@ -301,9 +301,9 @@ class _Planning:
                 continue
             latest_win = self.latest_win if region not in near else max(
                 (vm.since for r in near[region] for vm in self.index.usable(r)), default=None)
-            running = sorted((got, r) for r in (near[region] if region in near else self.regions) for got in wins[r])
-            price = self.ranking.price(region) if self.ranking.priced else 0.0
-            healthy = sorted(self.healthy[region], key=lambda vm: (vm.running, -price, -vm.since.timestamp()))
+            running = sorted((got, r) for r in (near[region] if region in near else self.regions)
+                             for got in wins.get(r, ()))  # a group may name pools the cluster dropped
+            healthy = sorted(self.healthy[region], key=lambda vm: (vm.running, -vm.since.timestamp()))
             for vm in healthy:
                 if extra <= 0:
                     break

@@ -1,8 +1,9 @@
 """What preemptions cost in each pool, learned by the planner from the VMs it sees (pure, no I/O).
 
-A busy VM leaves BUSY either because its job ended (IDLE) or because it went away under the job (its
-MIG recreates it, or it is gone or going): Zen never deletes a busy VM, so the second is a preemption
-(or a VM that failed, which costs the same). Each pool's memory keeps, decayed with ``Timing.trust_s``,
+A busy VM leaves BUSY either because its job ended (IDLE, or retired by Zen: ``Vm.retiring``) or because
+it went away under the job (its MIG recreates it, or it is gone or going): Zen never deletes a busy VM,
+so the second is a preemption (or a VM that failed, or a flex-start VM at the end of its run duration,
+which cost the same). Each pool's memory keeps, decayed with ``Timing.trust_s``,
 the busy seconds its VMs ran, the seconds of runs cut short and how many were; and the average job
 run. From those, :func:`cost_factor` is what one useful VM-hour there costs in VM-hours: the runs thrown
 away (a job without checkpoints loses its run so far; one with checkpoints about half an interval) and
@@ -27,14 +28,15 @@ def learn(memory: RegionMemory, vms: tuple[Vm, ...], now: datetime, timing: Timi
         return memory
     now_s = now.timestamp()
     since = dict(zip(memory.busy, memory.busy_since))
-    phase = {vm.name: vm.phase for vm in vms}
+    now_vms = {vm.name: vm for vm in vms}
     spell_s, lost_s, preempted, run_s = 0.0, 0.0, 0.0, memory.run_s
     for name, started in since.items():
         if name in busy:
             continue
         ran = max(0.0, now_s - started)
         spell_s += ran
-        if phase.get(name) is VmPhase.IDLE:
+        vm = now_vms.get(name)
+        if vm is not None and (vm.phase is VmPhase.IDLE or vm.retiring):  # its job ended (then, maybe, retired)
             run_s = ran if run_s is None else (1 - _RUN_WEIGHT) * run_s + _RUN_WEIGHT * ran
         else:  # recreated (booting), going or gone under its job: taken back
             lost_s, preempted = lost_s + ran, preempted + 1

@@ -64,7 +64,8 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
     return Vm(instance.name, region, phase, since, zone=instance.zone, job_id=held.get(instance.name),
               creation_error=instance.creation_error if booting else None,
               started=booting and (instance.status == "RUNNING" or bool(instance.status) and not instance.creation_error),
-              heard_at=heard, running=booting and instance.status == "RUNNING")
+              heard_at=heard, running=booting and instance.status == "RUNNING",
+              retiring=phase is VmPhase.DELETING and (drained or state == "RETIRED"))
 
 
 def leftovers(deleting: Iterable[Vm], view_of: Callable[[Vm], View | None], planned: set[str],

@@ -39,17 +39,19 @@ QUERIES = {
         ORDER BY 1, ended_at""",
     # The fleet: seconds each MIG instance was seen in the window, boot and idle included (instances
     # still there and those gone, ``vm_lifetimes``), one row per instance. An instance counts from the
-    # first scaling pass that saw it to the last, so each end may be off by up to one tick.
+    # first scaling pass that saw it to the last, so each end may be off by up to one tick. Rows are kept by
+    # pool (zen.core.provisioning): its region is the key's before any "/" (the model is in the VM's name);
+    # a flex-start request's pending VMs (<MIG>+<request>+<n>: zen.adapters.flex_start) are not billed.
     "fleet_by_region": """
-        SELECT region, cluster, name,
+        SELECT split_part(region, '/', 1) AS region, cluster, name,
                GREATEST(0, extract(epoch FROM LEAST(last_seen_at, CAST(:now AS timestamptz))
                                               - GREATEST(first_seen_at, CAST(:since AS timestamptz)))) AS vm_seconds
         FROM (SELECT name, region, cluster, first_seen_at, last_seen_at FROM mig_instances
               UNION ALL
               SELECT name, region, cluster, first_seen_at, last_seen_at FROM vm_lifetimes
               WHERE last_seen_at > :since) AS seen
-        WHERE last_seen_at > :since
-        ORDER BY region, cluster, name""",
+        WHERE last_seen_at > :since AND strpos(name, '+') = 0
+        ORDER BY 1, cluster, name""",
     "attempts_of_job": """
         SELECT * FROM attempt_usage WHERE job_id = :job_id ORDER BY attempt""",
     # An attempt recorded LOST (``lost_attempt``): the VM that held it, when it took it, whether the sweep

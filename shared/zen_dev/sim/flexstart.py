@@ -3,7 +3,7 @@ Scheduler), each queued for a delay drawn from the scenario's ``flex_start.grant
 once, as soon as the MIG's zones hold every VM of it; never a stockout error, never preempted.
 
 A request's VMs wait without capacity (CREATING, no error: the planner sees them booting, not started);
-deleting one takes it out of its request (the rest is granted without it), deleting all cancels it.
+deleting one cancels the whole request, as production's ``FlexStartMig`` does.
 How it compares with production's resize requests: docs/reference/simulator.md#what-the-simulator-models
 """
 
@@ -23,6 +23,7 @@ class FlexGrants:
         self._world = world
         self._rng = random.Random(f"flex-{seed}")
         self._ready: dict[str, list[list[SimVm]]] = {}  # MIG name -> requests past their delay, oldest first
+        self._request_of: dict[str, list[SimVm]] = {}  # a waiting VM's name -> its request's VMs
 
     def request(self, mig: SimMig, count: int) -> None:
         """One resize request of ``count`` VMs: queued, then granted whole (:meth:`_due`)."""
@@ -32,12 +33,22 @@ class FlexGrants:
             vm = SimVm(f"{mig.name}-{next(world.names):06d}", mig, world.now)
             mig.vms[vm.name] = mig.cluster.vms[vm.name] = vm
             batch.append(vm)
+            self._request_of[vm.name] = batch
         delay = sample(world.scenario.spec.flex_start.grant, self._rng)
         world._push(world.now + delay, world.GRANT, self._due, mig, batch)
 
     def _due(self, mig: SimMig, batch: list[SimVm]) -> None:
         self._ready.setdefault(mig.name, []).append(batch)
         self._grant(mig)
+
+    def cancelled(self, vm: SimVm) -> list[SimVm]:
+        """``vm``, waiting, was deleted: its whole request is cancelled (as Zen's ``FlexStartMig`` cancels
+        a request when one of its pending VMs goes); the others of it, still waiting, to delete too."""
+        batch = self._request_of.pop(vm.name, [])
+        for other in batch:
+            self._request_of.pop(other.name, None)
+        return [other for other in batch if other is not vm and other.created_s is None
+                and other.mig.vms.get(other.name) is other]
 
     def capacity_freed(self, mig: SimMig) -> None:
         if self._ready.get(mig.name):
@@ -56,5 +67,6 @@ class FlexGrants:
                     world._watch_for_room(mig)
                     return
                 for vm in alive:
+                    self._request_of.pop(vm.name, None)
                     world._place(mig, vm, world._free_zone(mig))
             ready.pop(0)

@@ -312,6 +312,9 @@ class InstanceWorld:
             vm.touch()
             mig.waiting.pop(vm.name, None)
             del mig.vms[vm.name], cluster.vms[vm.name]
+            if mig.model == "flex-start":  # its resize request goes whole
+                for other in self.flex.cancelled(vm):
+                    self._delete(other)
             return
         vm.phase, vm.since = VmPhase.DELETING, self.now
         vm.touch()
