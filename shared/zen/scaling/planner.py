@@ -130,7 +130,8 @@ class _Planning:
                     self._decide(Action.UNBLOCK, region, f"{booted[0].name} booted: the region delivers again")
                 memory = _with(memory, strikes=0, blocked_until=None, last_boot_at=self.now,
                                  boot_s=self._learn_boot(memory, booted))
-            self.memory[region] = memory = preemptions.learn(memory, self.index.region(region), self.now, self.timing)
+            self.memory[region] = memory = preemptions.learn(memory, self.index.region(region), self.now, self.timing,
+                                                             self.index.phase(region, VmPhase.BUSY))
             if booted or self._blocked(region):
                 continue  # it delivers; or it is blocked, struck once per episode (see _strike)
             capacity_errors = [e for e in errors if e.kind in _CAPACITY_ERRORS]
@@ -240,6 +241,8 @@ class _Planning:
 
     def _keep_min(self, counts: dict[str, int], total: int) -> None:
         missing = self.s.cluster.min_vms - (total + sum(self.plan.add.values()))
+        if missing <= 0:
+            return  # nothing to keep: no ranking needed
         for region in self.rank(self.regions):
             if missing <= 0:
                 break

@@ -26,6 +26,11 @@ class Ranking:
         self._ranks: dict[tuple[tuple[str, ...], bool, float | None, bool], list[str]] = {}
         pools = snapshot.cluster.pools
         self.priced = pools is not None and any(p.usd_per_hour is not None for p in pools.values())
+        # A pool's step down the cluster's order of regions (a region's pools share it: models are no step).
+        regions: dict[str, int] = {}
+        for key in snapshot.cluster.regions:
+            regions.setdefault(snapshot.cluster.pool(key).region, len(regions))
+        self._cluster_steps = {key: regions[snapshot.cluster.pool(key).region] for key in snapshot.cluster.regions}
 
     def boot_s(self, region: str) -> float:
         """Asked-to-usable seconds in a pool: learned, else the estimate (a flex-start pool's: its grant)."""
@@ -60,7 +65,8 @@ class Ranking:
         ``patient``, the pools expected within ``slack_s`` (None: ``cost_slack_s``) of the fastest come
         first, cheapest first (the rest after, fastest first). Computed after ``learn``, the only step
         that changes its inputs."""
-        key = (regions, patient, slack_s, checkpoints)
+        # Unpriced, patience, slack and checkpoints change nothing: one ranking per pool list.
+        key = (regions, patient, slack_s, checkpoints) if self.priced else (regions, True, None, False)
         ranked = self._ranks.get(key)
         if ranked is None:
             usable = [r for r in regions if r in self.memory and not self._blocked(r)]
@@ -80,10 +86,10 @@ class Ranking:
         return ranked
 
     def _region_steps(self, known: list[str], order: dict[str, int]) -> dict[str, int]:
-        """Each pool's step down the order of regions (a region's pools share it: models are no step)."""
-        pools = self.s.cluster.pools
-        if pools is None:
-            return order
+        """Each pool's step down the order of regions, the cluster's or a job's own (a region's pools share
+        it: models are no step)."""
+        if order is self.order:
+            return self._cluster_steps
         regions: dict[str, int] = {}
         for r in sorted(known, key=order.__getitem__):
             regions.setdefault(self.s.cluster.pool(r).region, len(regions))
