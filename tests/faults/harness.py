@@ -200,8 +200,9 @@ class FaultStack:
 
 
 def _header_safe(value: str) -> bool:
-    """HTTP cannot carry control characters in a header; Eventarc's ``ce-`` headers are ASCII."""
-    return all(" " <= ch <= "~" for ch in value)
+    """HTTP cannot carry control characters in a header, nor whitespace around a value (HTTP strips it;
+    the client refuses to send it); Eventarc's ``ce-`` headers are ASCII. Others go as structured mode."""
+    return all(" " <= ch <= "~" for ch in value) and value == value.strip()
 
 
 def b64(data: bytes) -> str:
