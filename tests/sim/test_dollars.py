@@ -89,7 +89,7 @@ def test_a_preempted_run_is_rework_not_useful():
     ("prices: {r1: {spott: 1.0}, r2: {spot: 1.0}}\n", "", "prices.r1: unknown model 'spott'"),
     ("prices: {r1: {spot: 1.0}}\n", "", "prices: no price for region r2 (cluster c)"),
     (PRICES, ", provisioning: [flex-start]", "prices.r1: no flex-start price"),
-    ("", ", provisioning: [preemptible]", "provisioning: unknown model 'preemptible'"),
+    ("", ", provisioning: [preemptible]", "provisioning: unknown provisioning model 'preemptible'"),
     ("prices: {r1: {spot: -1}, r2: {spot: 1}}\n", "", "prices.r1.spot: a price is USD per VM-hour"),
 ])
 def test_bad_prices_and_models_are_refused_naming_the_field(prices, provisioning, message):

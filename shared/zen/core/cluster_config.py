@@ -14,6 +14,15 @@ NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}\Z")  # \Z: "$" allows a final "\n"
 _MIG_SUFFIX = re.compile(r"[a-z0-9]{4}")  # GCE names a MIG's instances <base>-<4 of these>
 
 
+def check_models(value: list[str]) -> list[str]:
+    """A ``provisioning`` list: known models (``zen.core.provisioning``), each once."""
+    for model in value:
+        check_model(model)
+    if len(set(value)) != len(value):
+        raise ValueError("provisioning names a model twice")
+    return value
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -93,11 +102,7 @@ class ClusterConfig(Strict):
     @field_validator("provisioning")
     @classmethod
     def _known_models(cls, value: list[str]) -> list[str]:
-        for model in value:
-            check_model(model)
-        if len(set(value)) != len(value):
-            raise ValueError("provisioning names a model twice")
-        return value
+        return check_models(value)
 
     @field_validator("name")
     @classmethod

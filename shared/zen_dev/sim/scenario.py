@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from zen.core.cluster_config import check_models
 from zen.core.config import ClusterConfig, DataConfig, Deadlines, QueueConfig, Queueing
 from zen.core.provisioning import MODELS, pool_key
 from zen.scaling.model import ClusterLimits, Pool, Timing
@@ -60,12 +61,7 @@ class ClusterSpec(ClusterConfig):
             return value
         if not value:
             raise ValueError("provisioning lists at least one model (or leave it out)")
-        unknown = [m for m in value if m not in MODELS]
-        if unknown:
-            raise ValueError(f"provisioning: unknown model {', '.join(map(repr, unknown))}; known: {', '.join(MODELS)}")
-        if len(set(value)) != len(value):
-            raise ValueError("provisioning names a model twice")
-        return value
+        return check_models(value)
 
     @field_validator("max_jobs_per_vm")
     @classmethod
