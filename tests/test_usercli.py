@@ -121,3 +121,12 @@ def test_submit_without_a_known_user_takes_user_or_asks_for_it(user_env, nameles
     err = capsys.readouterr().err
     assert "cannot tell who you are" in err and "give --user NAME" in err and len(err.strip().splitlines()) == 1
     assert len(user_env.on("zen-job-submitted")) == 1
+
+
+def test_submit_names_its_queue_with_a_flag(user_env, capsys):
+    """The flag the queue refusal points to (``zen submit --queue``): the request carries it (the default
+    configuration has no queues: every job is admitted, as docs/how-to/queues.md says)."""
+    assert main(["submit", "--job-id", "q-1", "--user", "alice", "--cluster", "1xl4", "--queue", "team-a",
+                 "--", "python", "train.py"]) == 0
+    [message] = user_env.on("zen-job-submitted")
+    assert json.loads(message.data)["queue"] == "team-a"

@@ -105,7 +105,8 @@ def build_request(args) -> JobRequest:
              "gpu_count": args.gpu_count, "image": args.image, "priority": args.priority,
              "max_runtime_s": args.max_runtime, "max_attempts": args.max_attempts,
              "regions": args.region or None, "command": args.command or None,
-             "provisioning": args.provisioning, "max_start_wait_s": args.max_start_wait}
+             "provisioning": args.provisioning, "max_start_wait_s": args.max_start_wait,
+             "queue": getattr(args, "queue", None)}
     data.update({k: v for k, v in flags.items() if v is not None})
     for name, pairs in (("env", args.env), ("labels", args.label)):
         if pairs:
@@ -255,6 +256,7 @@ def register(sub, ctx: Context) -> None:
                         "before Zen uses a costlier model (default: its cluster's max_start_wait_s)")
     submit.add_argument("--checkpoint-every", type=int, metavar="SECONDS",
                         help="save $ZEN_CHECKPOINT_DIR this often, restore it in a rerun (checkpoint: {every: N})")
+    submit.add_argument("--queue", help="the queue whose quota it runs under (default: your queue, see `zen queues`)")
     submit.add_argument("--region", action="append", help="allowed region (repeatable; default: all of the cluster's)")
     submit.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")
     submit.add_argument("--label", action="append", metavar="KEY=VALUE",

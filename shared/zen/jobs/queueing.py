@@ -118,7 +118,7 @@ class Queueing:
         else:
             queue = config.default_queue(user)
             if queue is None:
-                raise Rejected(f"no queue for user {user!r}: give queue (one of "
+                raise Rejected(f"no queue for user {user!r}: give a queue (zen submit --queue, or queue: in the job; one of "
                                f"{', '.join(q.name for q in config.queues)}) or configure a queue named default")
         if cluster not in queue.quota:
             raise Rejected(f"queue {queue.name} has no quota for cluster {cluster} "
