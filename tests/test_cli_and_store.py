@@ -73,8 +73,10 @@ def test_jobs_list_get_history(functions, db_url, monkeypatch, capsys):
 
     assert main(["jobs", "list"]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split() == ["JOB_ID", "USER", "CLUSTER", "REGION", "STATUS", "ATTEMPT", "SUBMITTED", "WAIT",
-                                "DURATION", "EXIT"] and len(table) == 3
+    assert table[0].split() == ["JOB_ID", "USER", "QUEUE", "CLUSTER", "REGION", "STATUS", "ATTEMPT", "SUBMITTED",
+                                "WAIT", "DURATION", "EXIT"] and len(table) == 3
+    assert main(["jobs", "list", "--queue", "nosuch", "--json"]) == 0  # no queues here: no job is in one
+    assert json.loads(capsys.readouterr().out) == []
 
     assert main(["jobs", "get", "nope"]) == 1
 

@@ -76,6 +76,9 @@ def test_a_job_beyond_quota_stays_pending_and_is_admitted_when_quota_frees(queue
     admitted = [json.loads(m.data) for m in publisher.on("zen-job-events") if m.attributes["type"] == "job.admitted"]
     assert [(e["job_id"], e["queue"]) for e in admitted] == [("j1", "research"), ("j2", "research"), ("j3", "research")]
     assert admitted[-1]["reason"] == f"admitted by queue research: 8/8 GPUs of {CLUSTER}"
+    with zen.db.transaction() as session:  # zen jobs list --queue
+        assert [j.job_id for j in repository.recent_jobs(session, queue="research")] == ["j3", "j2", "j1"]
+        assert repository.recent_jobs(session, queue="nosuch") == []
 
 
 def repository_demand(session):

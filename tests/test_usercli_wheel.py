@@ -99,7 +99,7 @@ def test_deploy_step_migrate_then_list_jobs_from_the_wheel(wheel_venv, empty_dat
     assert again.stdout.strip() == "schema is up to date"
     listing = _zen(wheel_venv, tmp_path, "jobs", "list", ZEN_DATABASE_URL=empty_database)
     assert listing.returncode == 0, listing.stderr
-    assert listing.stdout.split()[:4] == ["JOB_ID", "USER", "CLUSTER", "REGION"]
+    assert listing.stdout.split()[:5] == ["JOB_ID", "USER", "QUEUE", "CLUSTER", "REGION"]
     clusters = _zen(wheel_venv, tmp_path, "clusters")
     assert clusters.returncode == 0 and "1xl4" in clusters.stdout
     assert not (tmp_path / ".zen").exists()

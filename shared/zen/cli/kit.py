@@ -180,7 +180,7 @@ def span(seconds: float | None) -> str:
 
 
 # The columns of `zen jobs list` (and of the demo's closing table): the keys of job_row.
-JOB_COLUMNS = ("job_id", "user", "cluster", "region", "status", "attempt", "submitted", "wait", "duration",
+JOB_COLUMNS = ("job_id", "user", "queue", "cluster", "region", "status", "attempt", "submitted", "wait", "duration",
                "exit")
 
 
@@ -190,7 +190,8 @@ def job_row(job, now: datetime | None = None) -> dict[str, Any]:
     started, finished = job.started_at, job.finished_at
     waited_until = started or finished or now
     return {
-        "job_id": job.job_id, "user": job.user_id, "cluster": job.cluster, "region": job.region or "",
+        "job_id": job.job_id, "user": job.user_id, "queue": job.queue or "", "cluster": job.cluster,
+        "region": job.region or "",
         "status": job.status.value, "attempt": job.attempt,
         "submitted": job.submitted_at.astimezone().strftime("%m-%d %H:%M:%S"),
         "wait": span((waited_until - job.submitted_at).total_seconds()),

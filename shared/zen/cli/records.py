@@ -31,7 +31,8 @@ def cmd_jobs_list(args, ctx: Context) -> int:
 
     with ctx.database().transaction() as session:
         jobs = repository.recent_jobs(session, status=args.status, cluster=args.cluster, user_id=args.user,
-                                      labels=dict(args.label or []), since=args.since, limit=args.limit)
+                                      labels=dict(args.label or []), since=args.since, limit=args.limit,
+                                      queue=args.queue)
     if args.json:
         print(json.dumps([j.public_view() for j in jobs], indent=2))
     else:
@@ -104,6 +105,7 @@ def register(sub, ctx: Context) -> None:
     listing.add_argument("--status", type=str.upper, choices=[s.value for s in JobStatus],
                          help="only jobs in this status (any case)")
     listing.add_argument("--cluster", help="only jobs of this cluster")
+    listing.add_argument("--queue", help="only jobs of this queue")
     listing.add_argument("--label", action="append", type=_label, metavar="KEY=VALUE",
                          help="only jobs carrying this label (repeatable: all must match)")
     listing.add_argument("--since", type=ctx.since, metavar="AGE|DATE",
