@@ -80,10 +80,10 @@ HOT_QUERIES = [
     ("lock_outbox_unsent", {"cutoff": NOW - timedelta(minutes=1), "limit": 1000}),
     ("prune_outbox", {"cutoff": NOW - timedelta(days=1), "limit": 5000}),
     # What users read: `zen jobs list` (newest first, filtered) and `zen watch` (active jobs).
-    ("recent_jobs", dict(status=None, cluster=None, user_id=None, since=None, labels="{}", limit=50)),
-    ("recent_jobs", dict(status=None, cluster=None, user_id="alice", since=None, labels="{}", limit=50)),
+    ("recent_jobs", dict(status=None, cluster=None, user_id=None, since=None, labels="{}", limit=50, queue=None)),
+    ("recent_jobs", dict(status=None, cluster=None, user_id="alice", since=None, labels="{}", limit=50, queue=None)),
     ("recent_jobs", dict(status="RUNNING", cluster="1xl4", user_id=None, since=NOW - timedelta(hours=2),
-                         labels='{"team": "vision"}', limit=50)),
+                         labels='{"team": "vision"}', limit=50, queue=None)),
     ("active_jobs", {"limit": 23}),
     ("rejections_of_job", {"job_id": "job-9", "message_id": None}),  # `zen submit --wait` polls it
     ("count_active_jobs", {}),
