@@ -69,7 +69,7 @@ def test_a_two_model_cluster_runs_each_job_on_a_vm_it_accepts(home):
     (home / "zen.yaml").write_text(CONFIG)
     (home / "scenario.yaml").write_text(SCENARIO)
     stack = LocalStack(home=home / "stack", config_path=home / "zen.yaml", scenario=home / "scenario.yaml",
-                       tick_every_s=2.0, ports=Ports.from_base(free_base_port(start=25000)), fresh=True)
+                       tick_every_s=2.0, ports=Ports.from_base(free_base_port(start=28000)), fresh=True)
     record = stack.up()
     try:
         with overridden_environ(record["env"]):
