@@ -17,7 +17,9 @@ from zen.store.db import Database
 
 def connections_to(admin: Database, database: str) -> int:
     with admin.session() as session:
-        return session.sql("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = :d", d=database)[0]["n"]
+        # Client backends only: an autovacuum worker on the database shows in pg_stat_activity too.
+        return session.sql("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = :d "
+                           "AND backend_type = 'client backend'", d=database)[0]["n"]
 
 
 def busiest(db: Database, admin: Database, database: str, threads: int = 12, rounds: int = 4) -> int:
