@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from zen.core.cluster_config import ClusterConfig
 from zen.core.provisioning import accepted_models, pool_key
-from zen.scaling.model import Decision, DemandGroup, RegionMemory
+from zen.scaling.model import Decision, DemandGroup, RegionMemory, fold_demand
 from zen.scaling.port import FleetFacts, FleetPort
 from zen.store import fleet
 from zen.store.encoding import to_json
@@ -62,21 +62,12 @@ def demand_groups(rows: list[dict[str, Any]], cluster: ClusterConfig | None) -> 
     cluster's order; its start bound the jobs' own (None: the cluster's, see ``pools_of_row``). Rows that
     come to the same pools and bound are one group. A group no model of the cluster serves any longer
     (the configuration changed while it waited) is left out. ``cluster`` None: pools are the regions."""
-    groups: dict[tuple[int, tuple[str, ...], float | None, bool], list[Any]] = {}  # key -> [count, oldest]
+    parts = []
     for row in rows:
         pools, wait = pools_of_row(row, cluster)
-        checkpoints = bool(row.get("checkpoints"))  # its jobs save their work (a checkpoint field)
-        if not pools:
-            continue
-        key = (row["priority"], pools, wait, checkpoints)
-        group = groups.get(key)
-        if group is None:
-            groups[key] = [row["jobs"], row["oldest"]]
-        else:
-            group[0] += row["jobs"]
-            group[1] = min(group[1], row["oldest"])
-    return tuple(DemandGroup(pools, count, oldest, priority, wait, checkpoints)
-                 for (priority, pools, wait, checkpoints), (count, oldest) in groups.items())
+        if pools:  # its jobs save their work: a checkpoint field
+            parts.append(((row["priority"], pools, wait, bool(row.get("checkpoints"))), row["jobs"], row["oldest"]))
+    return fold_demand(parts)
 
 
 class FleetDb:

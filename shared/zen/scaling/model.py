@@ -85,19 +85,27 @@ class DemandGroup:
     checkpoints: bool = False  # QueuedJob.checkpoints of its jobs
 
 
-def group_demand(queued: tuple[QueuedJob, ...]) -> tuple[DemandGroup, ...]:
-    """Aggregate queued jobs by (priority, allowed pools, start bound, checkpointing)."""
-    groups: dict[tuple[int, tuple[str, ...], float | None, bool], list[Any]] = {}  # [count, oldest]
-    for job in queued:
-        key = (job.priority, job.regions, job.max_wait_s, job.checkpoints)
+DemandKey = tuple[int, tuple[str, ...], "float | None", bool]  # (priority, pools, start bound, checkpoints)
+
+
+def fold_demand(parts: Iterable[tuple[DemandKey, int, datetime]]) -> tuple[DemandGroup, ...]:
+    """``(key, jobs, oldest)`` parts summed into one group per key, in the order keys first come."""
+    groups: dict[DemandKey, list[Any]] = {}  # key -> [count, oldest]
+    for key, count, oldest in parts:
         group = groups.get(key)
         if group is None:
-            groups[key] = [1, job.queued_at]
+            groups[key] = [count, oldest]
         else:
-            group[0] += 1
-            group[1] = min(group[1], job.queued_at)
-    return tuple(DemandGroup(regions, count, oldest, priority, max_wait, checkpoints)
-                 for (priority, regions, max_wait, checkpoints), (count, oldest) in groups.items())
+            group[0] += count
+            group[1] = min(group[1], oldest)
+    return tuple(DemandGroup(pools, count, oldest, priority, max_wait, checkpoints)
+                 for (priority, pools, max_wait, checkpoints), (count, oldest) in groups.items())
+
+
+def group_demand(queued: tuple[QueuedJob, ...]) -> tuple[DemandGroup, ...]:
+    """Aggregate queued jobs by (priority, allowed pools, start bound, checkpointing)."""
+    return fold_demand(((job.priority, job.regions, job.max_wait_s, job.checkpoints), 1, job.queued_at)
+                       for job in queued)
 
 
 @dataclass(frozen=True)

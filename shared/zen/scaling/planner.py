@@ -44,9 +44,9 @@ class _Planning:
         self.now = snapshot.now
         self.timing = snapshot.timing
         self.regions = snapshot.cluster.regions
-        self.order = {r: i for i, r in enumerate(self.regions)}
         self.memory = {r: snapshot.memory.get(r, _FRESH) for r in self.regions}
         self.ranking = ranking = Ranking(snapshot, self.memory, self._blocked)
+        self.order = ranking.order  # pool -> its place in the cluster's order
         self.rank, self.boot_s, self.risk, self.uncertain = ranking.rank, ranking.boot_s, ranking.risk, ranking.uncertain
         self.patient, self.hedge_priced = ranking.patient, ranking.hedge_priced
         self.plan = Plan()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from zen.scaling.model import DemandGroup, Vm, VmPhase
+from zen.scaling.model import DemandGroup, Vm, VmPhase, fold_demand
 
 
 def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, int]], vms: Iterable[Vm],
@@ -24,7 +24,7 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
             jobs, gpus = loads[vm.name]
             if jobs < max_jobs and gpus < vm_gpus:
                 room.setdefault(vm.region, []).append([max_jobs - jobs, vm_gpus - gpus])
-    left: dict[tuple[int, tuple[str, ...], float | None, bool], list[Any]] = {}  # [count, oldest]
+    left = []
     for row in sorted(queued, key=lambda r: (-r["priority"], r["oldest"])):
         count, need = row["jobs"], row["gpus"] or vm_gpus
         for region in row["regions"]:
@@ -36,8 +36,5 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
                     count -= take
         if count:
             key = (row["priority"], tuple(row["regions"]), row.get("max_wait_s"), bool(row.get("checkpoints")))
-            group = left.setdefault(key, [0, row["oldest"]])
-            group[0] += count
-            group[1] = min(group[1], row["oldest"])
-    return tuple(DemandGroup(regions, count, oldest, priority, wait, checkpoints)
-                 for (priority, regions, wait, checkpoints), (count, oldest) in left.items())
+            left.append((key, count, row["oldest"]))
+    return fold_demand(left)

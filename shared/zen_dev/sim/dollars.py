@@ -5,8 +5,8 @@ price floor, on the fixed and held-out capacity scenarios with generated price t
 Each scenario gets a price table drawn from a seed (:func:`price_table`): per region a standard price
 (a per-GPU list price times a region factor of 1.00-1.30), spot at 0.25-0.60x of it and flex-start at
 0.45-0.55x, drawn per region, so spot's cheapest region is not the standard one's. Every cluster may
-use spot and standard (spot first: ``ask-every-region`` asks spot). ``TUNING_PRICE_SEEDS`` are for
-anyone's tuning loop; ``HELDOUT_PRICE_SEEDS`` only run here. A second pass gives every job a checkpoint
+use spot and standard (spot first: ``ask-every-region`` asks spot). ``TUNING_PRICE_SEEDS`` are the ones to tune
+on; ``HELDOUT_PRICE_SEEDS`` only run here. A second pass gives every job a checkpoint
 every 10 minutes, for the rework target on scenarios where spot VMs are taken back.
 Targets and figures: docs/benchmarks/simulator.md#dollars
 """

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict, deque
 
-from zen.core.provisioning import MIG_SUFFIX, pool_key
+from zen.core.provisioning import MIG_SUFFIX, pools_of
 from zen.scaling.model import DemandGroup, Pool, VmPhase
 from zen_dev.sim.jobs import SimJob
 from zen_dev.sim.scenario import SimCluster
@@ -109,5 +109,4 @@ class SimClusterState:
 
     def pools_in(self, regions: tuple[str, ...]) -> tuple[str, ...]:
         """The pools of ``regions`` (in that order), each region's models in the cluster's order."""
-        models = self.models
-        return tuple(pool_key(r, m, models[0]) for r in regions for m in models)
+        return pools_of(regions, self.models)

@@ -59,8 +59,8 @@ class ResizeRequests:
     # ----- the API's calls ------------------------------------------------------------------
     def insert(self, mig: Mig, body: dict[str, Any], request_id: str | None) -> Operation:
         world = self.world
-        if request_id and request_id in world._requests:
-            return world._requests[request_id]
+        if (done := self._replayed(request_id)) is not None:
+            return done
         name, resize_by = body.get("name"), body.get("resizeBy")
         if not isinstance(name, str) or not _NAME.match(name):
             raise r.invalid(f"Invalid value for field 'resource.name': '{name}'. Must be a match of regex "
@@ -78,10 +78,14 @@ class ResizeRequests:
         world._schedule(world.now + self.grant_delay_s, self._try_grant, request)
         return world._operation(mig, "compute.regionInstanceGroupManagerResizeRequests.insert", request_id)
 
+    def _replayed(self, request_id: str | None) -> Operation | None:
+        """The operation a call with this requestId already made (Compute carries a retried call out once)."""
+        return self.world._requests.get(request_id) if request_id else None
+
     def cancel(self, mig: Mig, name: str, request_id: str | None) -> Operation:
         world = self.world
-        if request_id and request_id in world._requests:
-            return world._requests[request_id]
+        if (done := self._replayed(request_id)) is not None:
+            return done
         request = self.find(mig, name)
         if request.state != "ACCEPTED":
             raise r.ApiError(400, "resourceNotReady", f"The resize request '{name}' is {request.state}: only an "
@@ -91,8 +95,8 @@ class ResizeRequests:
 
     def delete(self, mig: Mig, name: str, request_id: str | None) -> Operation:
         world = self.world
-        if request_id and request_id in world._requests:
-            return world._requests[request_id]
+        if (done := self._replayed(request_id)) is not None:
+            return done
         request = self.find(mig, name)
         if request.state == "ACCEPTED":
             raise r.ApiError(400, "resourceInUseByAnotherResource", f"The resize request '{name}' is still active: "
