@@ -84,7 +84,7 @@ def test_a_job_whose_heartbeats_stop_reaching_zen_is_stopped_before_zen_takes_it
     ``fence_s`` after it, timeout - grace - 15 s, its grace done 10 s and more before Zen's deadline,
     and its final report says why. Zen's deadline is the configuration's (``zen.agent.__main__``)."""
     pidfile, trace = tmp_path / "pid", tmp_path / "trace"
-    transport = Partition(ready=pidfile.exists)
+    transport = Partition(ready=trace.exists)
     transport.add_start(start_message(command=job_command("--pidfile", str(pidfile), "--append", str(trace), "j1",
                                                           "--sleep", "8")))
     zens = {"heartbeat_timeout_s": timeout_s} if timeout_s != 120 else {}  # 120: the default
