@@ -10,6 +10,8 @@ locals {
   # What startup.sh installs: the wheel uploaded from dist/, unless a package is given.
   agent_package = (var.agent_package != null ? var.agent_package :
   "gs://${google_storage_bucket.artifacts.name}/${google_storage_bucket_object.agent_wheel[0].name}")
+  # Where startup.sh sends the VM's first word (zen.core.vm_heartbeat.VmUp).
+  heartbeats_topic_id = "projects/${var.project_id}/topics/${local.topics["heartbeats"]}"
 }
 
 resource "google_compute_instance_template" "zen" {
@@ -94,6 +96,8 @@ resource "google_compute_instance_template" "zen" {
       # sends a heartbeat without one rather than lose it (tostring: a bare var.vm_proof here makes
       # checkov's evaluator lose this map, and with it block-project-ssh-keys: CKV_GCP_32)
       zen-vm-proof = tostring(var.vm_proof)
+      # where startup.sh sends the VM's first word (zen.core.vm_heartbeat.VmUp) before the agent is installed
+      zen-heartbeats-topic = tostring(local.heartbeats_topic_id)
       # the locations of the job image repositories, a JSON list (startup.sh sets docker's credentials
       # for <location>-docker.pkg.dev): a regional repository is reached only through its region's host,
       # from VMs of any region (jsonencode: checkov's evaluator loses this map with a join or a for)

@@ -162,9 +162,10 @@ class Zen:
             outcome = self._with_envelope(self.config.topics.heartbeats, event_id, event_type, data,
                                           self.jobs.heartbeat)
             if outcome.cluster and self.scaler is not None and self.scaler.racing(outcome.cluster):
-                # A VM became usable (booted, or idle after its job) while boots are in flight: a pass
-                # now deletes the boots that lost the race to it, rather than at the next tick (the
-                # original system cancels its extra boots the moment one VM is usable). docs/explanations/scaling.md.
+                # A VM said its first word (its guest is up: it is RUNNING in its MIG) or became usable
+                # (booted, or idle after its job) while boots are in flight: a pass now deletes the boots
+                # that lost the race to it, rather than at the next tick (the original system cancels
+                # its extra boots the moment one VM is usable). docs/explanations/scaling.md.
                 self.scaler.scale(outcome.cluster)
             return outcome
 

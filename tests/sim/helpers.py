@@ -55,6 +55,8 @@ class Recording:
         self.single_use = getattr(inner, "single_use", False)
         self.ignores_capacity = getattr(inner, "ignores_capacity", False)
         self.cancel_losers_on_start = getattr(inner, "cancel_losers_on_start", False)
+        self.hears_running = getattr(inner, "hears_running", False)
+        self.routes_by_data = getattr(inner, "routes_by_data", False)
         self.snapshots: list[ClusterSnapshot] = []
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:

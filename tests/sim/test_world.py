@@ -198,7 +198,7 @@ def test_a_vm_is_billed_from_running_not_from_getting_capacity():
     assert billed(0.9, make_policy("ask-every-region"), spread) < billed(0.0, make_policy("ask-every-region"), spread)
 
 
-def _tiny(capacity: str, regions=("r1",), extra: str = ""):
+def _tiny(capacity: str, regions=("r1",), extra: str = "", boot: str = "{dist: fixed, s: 100}"):
     from zen_dev.sim.scenario import parse_scenario
 
     zones = "\n".join(f"  {r}: [{r}-a]" for r in regions)
@@ -210,7 +210,7 @@ zones:
 {zones}
 capacity:
   {capacity}
-boot: {{dist: fixed, s: 100}}
+boot: {boot}
 {extra}
 """, name="tiny")
 
@@ -273,3 +273,27 @@ def test_deletions_the_world_makes_for_ask_every_region_count_as_compute_calls()
         result = Simulation(sc, [SimJob("j1", "c", 10, 1000, ("r1",))], make_policy("ask-every-region")).run()
         calls[horizon] = result.api_calls
     assert calls[1500] - calls[500] == 2
+
+
+@pytest.mark.parametrize("extra, first_word_pass", [("first_word_s: 20", 60.0), ("first_word_s: 0", 40.0),
+                                                    ("first_word_s: 500", 130.0), ("pass_on_vm_running: false", None)])
+def test_zen_looks_again_at_a_racing_vms_first_word_not_at_running(extra, first_word_pass):
+    """One job at 10 s; zen asks r1 and hedges in r2; both are RUNNING at 40 s (30 s provisioning) and
+    their agents up at 130 s. The first word (``first_word_s`` after RUNNING, never after the agent)
+    runs a pass; the tick (every 600 s) runs none in between."""
+    from zen_dev.sim.jobs import SimJob
+
+    sc = _tiny("default: 2", regions=("r1", "r2"), boot="{dist: fixed, s: 30}",
+               extra=f"guest_boot: {{dist: fixed, s: 90}}\ntick_s: 600\nhorizon_s: 400\n{extra}")
+    policy = Recording(make_policy("zen"))
+    times: list[float] = []
+    inner = policy.plan
+
+    def plan(snapshot):
+        times.append(round(snapshot.now.timestamp() % 86400, 3))
+        return inner(snapshot)
+
+    policy.plan = plan
+    Simulation(sc, [SimJob("j1", "c", 10, 200, ("r1", "r2"))], policy).run()
+    between = [t for t in times if 10 < t < 130]
+    assert between == ([] if first_word_pass is None or first_word_pass >= 130 else [first_word_pass]), times

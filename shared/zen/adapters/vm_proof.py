@@ -167,33 +167,9 @@ class ProofChecker:
 
         The message is vouched for by its ``vm_mac`` (HMAC-SHA256 under the VM's MAC key, :meth:`seal`)
         when it has one, else by its ``vm_sig``. Returns the verified token (None: mode ``off``)."""
-        if self.mode == "off":
+        proven = self._proven(attributes, vm, zone, project, published_at, region, up=False)
+        if proven is None:
             return None
-        token = joined_token(attributes)
-        if not token:
-            raise Rejected(f"the heartbeat carries no {ATTRIBUTE} attribute (the identity token of VM {vm}); "
-                           "Zen requires one (ZEN_VM_PROOF=required): upgrade the VM's agent, or set vm_proof "
-                           "to off while older agents run")
-        if region is not None and not zone.startswith(f"{region}-"):  # the token proves the zone; the region must be the zone's
-            raise Rejected(f"the heartbeat names region {escape_unstorable(region, 64)!r} and zone "
-                           f"{escape_unstorable(zone, 64)!r}, which is not in it: a VM reports its own region")
-        if self._clock is None:
-            raise ConfigError("a ProofChecker that checks proofs (mode required) needs a clock")
-        now = self._clock().timestamp()
-        if published_at is not None and published_at.tzinfo is not None:
-            now = min(now, published_at.timestamp())
-        proven = self._verified.get(token)
-        if proven is None or proven.claims["exp"] <= now - CLOCK_SKEW_S:
-            proven = self._verify(token, now, attributes)
-        compute = (proven.claims.get("google") or {}).get("compute_engine") or {}
-        named = {"VM": vm, "zone": zone, "project": project}
-        token_names = {"VM": compute.get("instance_name"), "zone": compute.get("zone"),
-                       "project": compute.get("project_id")}
-        for what, value in named.items():
-            if token_names[what] != value:
-                raise Rejected(f"the heartbeat names {what} {escape_unstorable(str(value), 200)!r} but its "
-                               f"{ATTRIBUTE} token is for {what} {escape_unstorable(str(token_names[what]), 200)!r}: "
-                               "a VM may only report for itself")
         tag = attributes.get(MAC_ATTRIBUTE)
         if tag is None:
             _check_signature(proven.key, data, attributes, vm)
@@ -205,6 +181,48 @@ class ProofChecker:
         raise Rejected(f"the heartbeat's {MAC_ATTRIBUTE} is not the MAC of its body and attributes under VM "
                        f"{escape_unstorable(vm, 200)}'s MAC key for the key its {ATTRIBUTE} token binds "
                        "(a token copied onto another message?)")
+
+    def check_up(self, attributes: Mapping[str, str], vm: str, zone: str, project: str,
+                 published_at: datetime | None = None, region: str | None = None) -> Proven | None:
+        """Raise ``Rejected`` unless a VM's first word (``zen.core.vm_heartbeat.VmUp``) carries its
+        identity token for the audience ``<audience>:up`` naming ``vm``, ``zone`` and ``project``. The
+        startup script sends it before the agent exists, so it has no message key: the token binds
+        nothing of the body, and a copy of it can only say again that this VM is up (which changes no
+        row: it may only make a scaling pass run while boots race). Its token cannot vouch for a
+        heartbeat (:meth:`check` refuses a token without a bound key). None: mode ``off``."""
+        return self._proven(attributes, vm, zone, project, published_at, region, up=True)
+
+    def _proven(self, attributes: Mapping[str, str], vm: str, zone: str, project: str,
+                published_at: datetime | None, region: str | None, *, up: bool) -> Proven | None:
+        """The message's verified token, which names ``vm``, ``zone`` and ``project`` (None: mode off)."""
+        if self.mode == "off":
+            return None
+        token = joined_token(attributes)
+        if not token:
+            raise Rejected(f"the heartbeat carries no {ATTRIBUTE} attribute (the identity token of VM {vm}); "
+                           "Zen requires one (ZEN_VM_PROOF=required): upgrade the VM's agent (its startup "
+                           "script, for a first word), or set vm_proof to off while older agents run")
+        if region is not None and not zone.startswith(f"{region}-"):  # the token proves the zone; the region must be the zone's
+            raise Rejected(f"the heartbeat names region {escape_unstorable(region, 64)!r} and zone "
+                           f"{escape_unstorable(zone, 64)!r}, which is not in it: a VM reports its own region")
+        if self._clock is None:
+            raise ConfigError("a ProofChecker that checks proofs (mode required) needs a clock")
+        now = self._clock().timestamp()
+        if published_at is not None and published_at.tzinfo is not None:
+            now = min(now, published_at.timestamp())
+        proven = self._verified.get(token)
+        if proven is None or proven.claims["exp"] <= now - CLOCK_SKEW_S or (proven.key is None) != up:
+            proven = self._verify(token, now, attributes, up)
+        compute = (proven.claims.get("google") or {}).get("compute_engine") or {}
+        named = {"VM": vm, "zone": zone, "project": project}
+        token_names = {"VM": compute.get("instance_name"), "zone": compute.get("zone"),
+                       "project": compute.get("project_id")}
+        for what, value in named.items():
+            if token_names[what] != value:
+                raise Rejected(f"the heartbeat names {what} {escape_unstorable(str(value), 200)!r} but its "
+                               f"{ATTRIBUTE} token is for {what} {escape_unstorable(str(token_names[what]), 200)!r}: "
+                               "a VM may only report for itself")
+        return proven
 
     def _mac_keys(self, proven: Proven, vm: str, project: str) -> list[bytes]:
         """The VM's MAC keys for the token's key, one per secret (the first is the one :meth:`seal` gives)."""
@@ -223,7 +241,7 @@ class ProofChecker:
             return None
         return b64encode(proven.key.encrypt(self._mac_keys(proven, vm, project)[0], oaep()))
 
-    def _verify(self, token: str, now: float, attributes: Mapping[str, str]) -> Proven:
+    def _verify(self, token: str, now: float, attributes: Mapping[str, str], up: bool = False) -> Proven:
         from google.auth import crypt  # the adapter library, only where tokens are checked
 
         if len(token) > MAX_TOKEN_CHARS:
@@ -250,7 +268,7 @@ class ProofChecker:
                            "identity token")
         if claims.get("iss") not in ISSUERS:
             raise Rejected(f"the {ATTRIBUTE} token's issuer {str(claims.get('iss'))[:100]!r} is not Google's")
-        key, fingerprint = self._bound_key(claims.get("aud"), attributes)
+        key, fingerprint = self._up_audience(claims.get("aud")) if up else self._bound_key(claims.get("aud"), attributes)
         exp, iat = claims.get("exp"), claims.get("iat", 0)
         if not isinstance(exp, (int, float)) or not isinstance(iat, (int, float)):
             raise Rejected(f"the {ATTRIBUTE} token has no numeric exp and iat")
@@ -266,6 +284,14 @@ class ProofChecker:
                     self._verified.clear()
             proven = self._verified[token] = Proven(claims, key, fingerprint)
         return proven
+
+    def _up_audience(self, aud: Any) -> tuple[None, str]:
+        """A first word's token: for ``<audience>:up``, binding no key."""
+        if aud != f"{self.audience}:up":
+            raise Rejected(f"the {ATTRIBUTE} token of a VM's first word is for audience {str(aud)[:200]!r}, not "
+                           f"{self.audience}:up: the startup script asks for the wrong audience (another "
+                           "project's Zen?)")
+        return None, ""
 
     def _bound_key(self, aud: Any, attributes: Mapping[str, str]) -> tuple[Any, str]:
         """The message key the token's audience binds (module docstring), from the ``vm_key`` attribute."""

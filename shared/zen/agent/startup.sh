@@ -138,6 +138,59 @@ if ! attribute zen-cluster || [[ -z "$VALUE" ]]; then
   exit 1
 fi
 
+CLUSTER="$VALUE"
+
+# The VM's first word (zen.core.vm_heartbeat.VmUp): "this VM is up", on the heartbeats topic, before
+# anything is installed: while boots race (hedges in several regions) it makes Zen look again at once,
+# see this VM RUNNING, and delete the boots it beat before they bill, a guest boot earlier than the
+# agent's first heartbeat. In the background (it never delays the install) and best effort: lost, the
+# agent's first heartbeat or the next tick does the same later. Standard-library python only (no
+# package is installed yet); with the VM's identity token for <audience>:up unless zen-vm-proof is off.
+# zen-heartbeats-topic (projects/P/topics/T) unset: no first word (a template older than it).
+# Testing hook: ZEN_PUBSUB_ENDPOINT (default https://pubsub.googleapis.com).
+first_word() {
+  local topic="$1" proof="$2" python
+  python="$(command -v python3 || true)"
+  [[ -n "$python" ]] || { log "no python3: no first word (the agent's first heartbeat will do)"; return 0; }
+  ZEN_METADATA="$METADATA" ZEN_TOPIC="$topic" ZEN_PROOF="$proof" ZEN_CLUSTER_NAME="$CLUSTER" \
+    timeout 30 "$python" - <<'PY' || log "first word not sent (the agent's first heartbeat will do)"
+import base64, datetime, json, os, urllib.parse, urllib.request
+
+metadata, topic = os.environ["ZEN_METADATA"], os.environ["ZEN_TOPIC"]
+
+
+def read(path):
+    request = urllib.request.Request(f"{metadata}/{path}", headers={"Metadata-Flavor": "Google"})
+    with urllib.request.urlopen(request, timeout=5) as answer:
+        return answer.read().decode()
+
+
+project = topic.split("/")[1]
+zone = read("instance/zone").rsplit("/", 1)[-1]
+body = {"kind": "up", "vm": read("instance/name"), "cluster": os.environ["ZEN_CLUSTER_NAME"],
+        "region": zone.rsplit("-", 1)[0], "zone": zone,
+        "sent_at": datetime.datetime.now(datetime.timezone.utc).isoformat()}
+attributes = {}
+if os.environ.get("ZEN_PROOF", "").lower() != "off":  # zen.adapters.message_key: vm_proof, vm_proof_1, ...
+    audience = urllib.parse.quote(f"zen-heartbeats:{project}:up", safe="")
+    token = read(f"instance/service-accounts/default/identity?audience={audience}&format=full")
+    attributes = {("vm_proof" if n == 0 else f"vm_proof_{n}"): token[i:i + 1000]
+                  for n, i in enumerate(range(0, len(token), 1000))}
+access = json.loads(read("instance/service-accounts/default/token"))["access_token"]
+endpoint = os.environ.get("ZEN_PUBSUB_ENDPOINT") or "https://pubsub.googleapis.com"
+message = {"data": base64.b64encode(json.dumps(body).encode()).decode(), "attributes": attributes}
+request = urllib.request.Request(f"{endpoint}/v1/{topic}:publish", json.dumps({"messages": [message]}).encode(),
+                                 {"Content-Type": "application/json", "Authorization": f"Bearer {access}"})
+urllib.request.urlopen(request, timeout=10).close()
+PY
+}
+if attribute zen-heartbeats-topic unreadable-ok && [[ -n "$VALUE" ]]; then
+  TOPIC="$VALUE"
+  PROOF="required"
+  if attribute zen-vm-proof unreadable-ok; then PROOF="$VALUE"; fi
+  first_word "$TOPIC" "$PROOF" &
+fi
+
 mkdir -p "$PREFIX" "$CONFIG_DIR" "$(dirname "$UNIT")"
 
 # What the running agent uses changed (its package, configuration or unit): it is restarted at the end.

@@ -55,6 +55,23 @@ class VmHeartbeat(Received):
     images: list[Annotated[str, Field(min_length=1, max_length=1024)]] | None = Field(default=None, max_length=16)
 
 
+class VmUp(Received):
+    """A VM's first word on ``zen-heartbeats``: its guest is up, its agent not yet. The instance template's
+    startup script sends it as its first act, before it installs or starts the agent, with the VM's
+    identity token for ``<audience>:up`` (``zen.adapters.vm_proof.ProofChecker.check_up``). It changes
+    no row; while the VM's cluster has boots racing (``Zen.on_heartbeat``) it makes a scaling pass run,
+    which sees the VM RUNNING in its MIG and deletes the boots it beat before they bill, a guest boot
+    earlier than the agent's first heartbeat would. Why: docs/explanations/scaling.md, "Ending the
+    boots that lost"."""
+
+    kind: Literal["up"]
+    vm: str = Field(min_length=1, max_length=128)
+    cluster: str = Field(min_length=1, max_length=64)
+    region: str = Field(min_length=1, max_length=64)
+    zone: str = Field(min_length=1, max_length=64)
+    sent_at: UtcTimestamp
+
+
 SEQ_AHEAD_S = 300  # how far ahead of Zen's clock a heartbeat's seq (epoch ms) may be
 
 

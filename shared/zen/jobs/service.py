@@ -34,7 +34,7 @@ from zen.core.models import (AgentStatus, ControlAction, ControlMessage, Heartbe
 from zen.adapters.vm_proof import ProofChecker
 from zen.core.provisioning import accepted_models, pool_key
 from zen.core.text import escape_unstorable
-from zen.core.vm_heartbeat import VmHeartbeat, check_seq
+from zen.core.vm_heartbeat import VmHeartbeat, VmUp, check_seq
 from zen.jobs.placement import choose, configured_cluster, resolve_request
 from zen.jobs.queueing import Queueing
 from zen.jobs.sweeps import Sweeps
@@ -192,9 +192,13 @@ class JobService:
                 data = None  # _decode rejects it on size before parsing
             else:
                 data = parse_json(envelope.data)
-            is_vm = isinstance(data, dict) and data.get("kind", "job" if "job_id" in data else "vm") == "vm"
-            message = decode_payload(envelope, VmHeartbeat if is_vm else Heartbeat,
-                              self._config.limits.max_message_bytes, data)
+            kind = data.get("kind", "job" if "job_id" in data else "vm") if isinstance(data, dict) else "job"
+            model: type[Heartbeat | VmHeartbeat | VmUp] = VmHeartbeat if kind == "vm" else VmUp if kind == "up" else Heartbeat
+            message = decode_payload(envelope, model, self._config.limits.max_message_bytes, data)
+            if isinstance(message, VmUp):  # a first word: no seq, and a token bound to no key
+                self._proof.check_up(envelope.attributes, message.vm, message.zone, self._config.project,
+                                     envelope.publish_time, message.region)
+                return self._vm_up(envelope, message)
             check_seq(message.seq, self._clock())
             proven = self._proof.check(envelope.attributes, message.vm, message.zone, self._config.project,
                                        envelope.publish_time, message.region, data=envelope.data)
@@ -214,6 +218,14 @@ class JobService:
                             guard=lambda tx, job: (refuse_claim(tx, self._config, job, message, self._clock(),
                                                                      self._proof.names_proven)
                                                    or late_final(tx, job, message, self._clock())))
+
+    def _vm_up(self, envelope: PubSubEnvelope, up: VmUp) -> Outcome:
+        """A VM's first word (``VmUp``): nothing is recorded; its cluster is named so that
+        ``Zen.on_heartbeat`` runs a pass while that cluster's boots race."""
+        refusal = self.vm_beats.refusal(up, self._proof.names_proven)
+        if refusal is not None:
+            return self.reject(envelope, self._topics.heartbeats, refusal, None, "job.message_ignored")
+        return Outcome("applied", None, cluster=up.cluster)
 
     def _vm_heartbeat(self, envelope: PubSubEnvelope, hb: VmHeartbeat) -> Outcome:
         refusal = self.vm_beats.refusal(hb, self._proof.names_proven)  # a cluster, region or MIG not the VM's

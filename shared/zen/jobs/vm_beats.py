@@ -14,7 +14,7 @@ from zen.core import lifecycle
 from zen.core.clock import Clock
 from zen.core.config import ZenConfig
 from zen.core.models import VmState
-from zen.core.vm_heartbeat import VmHeartbeat
+from zen.core.vm_heartbeat import VmHeartbeat, VmUp
 from zen.jobs.decisions import DecisionWriter
 from zen.jobs.messaging import OutboxRelay
 from zen.jobs.outgoing import Enqueued
@@ -33,8 +33,8 @@ class VmBeats:
         self._relay = relay
         self._decisions = decisions
 
-    def refusal(self, hb: VmHeartbeat, names_proven: bool) -> str | None:
-        """Why a VM heartbeat is refused, or None. Its cluster must be known and use its region; and
+    def refusal(self, hb: VmHeartbeat | VmUp, names_proven: bool) -> str | None:
+        """Why a VM heartbeat (or a VM's first word) is refused, or None. Its cluster must be known and use its region; and
         where VMs prove their names (``names_proven``, ``ZEN_VM_PROOF=required``: ``zen.adapters.vm_proof``), the VM must be an
         instance of that cluster's MIG in that region (GCE names them ``<MIG>-<suffix>``). The token
         proves the VM, not the cluster it names: without this, a VM could report as an idle VM of

@@ -30,7 +30,7 @@ _with = RegionMemory.replaced  # _with(memory, **changes): dataclasses.replace, 
 class ZenPlanner:
     name = "zen"
     routes_by_data = True  # Zen's job service narrows data jobs' starts (zen.core.routing); the simulator models it
-    hears_running = True  # the simulator runs a pass when a racing VM turns RUNNING (production: not yet heard)
+    hears_running = True  # a racing VM's first word runs a pass (production: Zen.on_heartbeat; the simulator: first_word_s)
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:
         return _Planning(snapshot).run()

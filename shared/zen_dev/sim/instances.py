@@ -126,6 +126,8 @@ class InstanceWorld:
         vm.running_s = self.now + provisioning  # RUNNING in its MIG's listing, and billed, from here
         vm.epoch += 1
         self._push(vm.running_s, _BOOTED, self._running, vm, vm.epoch)
+        word = min(self.scenario.spec.first_word_s, guest)  # the guest's first word: never after its agent's
+        self._push(vm.running_s + word, _BOOTED, self._first_word, vm, vm.epoch)
         self._push(vm.running_s + guest, _BOOTED, self._booted, vm, vm.epoch)
         rate = self.scenario.spec.preemption.rate_per_hour
         if rate > 0 and mig.preemptible:

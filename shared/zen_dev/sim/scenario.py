@@ -116,7 +116,10 @@ class ScenarioSpec(_Spec):
     list_errors_delay_s: float = Field(default=20, ge=0)
     preempt_on_capacity_drop: bool = True
     pass_on_vm_heartbeat: bool = True  # production runs a pass when a VM becomes usable (Zen.on_heartbeat)
-    pass_on_vm_running: bool = True  # and, for policies that hear it, when a racing VM turns RUNNING
+    pass_on_vm_running: bool = True  # and, for policies that hear it, at a racing VM's first word
+    # The guest's first word (its startup script, before the agent: zen.core.vm_heartbeat.VmUp), this
+    # long after RUNNING (the kernel and init; never later than the guest's boot to its agent).
+    first_word_s: float = Field(default=20, ge=0)
     delete_s: float = Field(default=30, ge=0)
     preemption: PreemptionSpec = PreemptionSpec()
     flex_start: FlexStartSpec = FlexStartSpec()

@@ -225,12 +225,17 @@ class Simulation(InstanceWorld):
         self._on_idle(vm)
 
     def _running(self, vm: _Vm, epoch: int) -> None:
-        """The VM is RUNNING in its MIG's listing (billed; its guest boots). While boots race, Zen hears
-        it at once (the guest's first word, before its agent: ``pass_on_vm_running``) and runs a pass,
-        which cancels the boots it beat before they bill."""
+        """The VM is RUNNING in its MIG's listing (billed; its guest boots): every pass sees it so."""
         if vm.epoch != epoch:
             return
         vm.touch()
+
+    def _first_word(self, vm: _Vm, epoch: int) -> None:
+        """The VM's startup script says it is up (``first_word_s`` after RUNNING, before its agent:
+        ``zen.core.vm_heartbeat.VmUp``). While boots race, a policy that hears it (``pass_on_vm_running``)
+        runs a pass, which deletes the boots it beat before they bill."""
+        if vm.epoch != epoch:
+            return
         cluster = vm.mig.cluster
         if self.pass_on_vm_running and racing(cluster.coverage):
             self._request_pass(cluster)
