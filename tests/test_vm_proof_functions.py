@@ -152,8 +152,8 @@ def test_a_token_nested_too_deep_or_too_long_is_rejected_not_a_500(functions, ze
         assert functions.send("on_heartbeat", beat, attributes=token_attributes(forged)).status_code == 200
         assert job(zen, f"deep-{n}").status.value == "QUEUED"
     deep_reason, long_reason = rejections(zen)
-    assert "the vm_proof attribute is not a JWT" in deep_reason
-    assert "characters long, over 4096: not a VM identity token" in long_reason
+    assert "the vm_proof token is not a JWT" in deep_reason
+    assert "characters long, over 4096: not an identity token" in long_reason
 
 
 def test_a_vm_of_another_cluster_cannot_claim_a_job(functions, zen, clock, issuer, project):

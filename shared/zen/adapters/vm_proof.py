@@ -10,19 +10,17 @@ Fields: docs/reference/messages.md#heartbeat; why: docs/explanations/security.md
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 import os
-import re
-import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Mapping
 
-from zen.core.errors import ConfigError, Rejected, TransientError
+from zen.adapters.google_tokens import (  # noqa: F401  (fetch_certs, unverified_claims: re-exported)
+    CLOCK_SKEW_S, GOOGLE_CERTS_URL, Fetch, GoogleTokens, Remembered, fetch_certs, unverified_claims,
+)
+from zen.core.errors import ConfigError, Rejected
 from zen.adapters.message_key import (
     ATTRIBUTE, KEY_ATTRIBUTE, KEY_EXPONENTS, MAC_ATTRIBUTE, MAX_KEY_CHARS, SIGNATURE_ATTRIBUTE, audience, b64decode,
     b64encode, joined_token, key_fingerprint, keyed, mac, mac_key, oaep, rsa_scheme, signed_bytes,
@@ -32,32 +30,7 @@ from zen.core.text import escape_unstorable
 log = logging.getLogger("zen.adapters.vm_proof")
 
 MODES = ("off", "required")
-GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
-ISSUERS = ("https://accounts.google.com", "accounts.google.com")
-CLOCK_SKEW_S = 60  # how far a token's iat may be ahead of Zen's clock, and its exp behind it
-REFETCH_PAUSE_S = 60.0  # an unknown key id refetches the certificates at most this often
-DEFAULT_MAX_AGE_S = 3600.0  # the certificates' lifetime when the answer does not say
 MAX_REMEMBERED = 10_000  # verified tokens remembered at most (one per VM and hour)
-
-Fetch = Callable[[str], tuple[dict[str, str], float]]  # url -> ({kid: PEM}, max-age seconds)
-
-
-MAX_TOKEN_CHARS = 4096  # a real token is ~1,050-1,100; anything far longer is refused undecoded
-
-
-def unverified_claims(token: str) -> dict[str, Any]:
-    """The claims of a JWT, unverified (the agent reads its own token's ``exp``)."""
-    return _decode(token)[1]
-
-
-def _decode(token: str) -> tuple[dict[str, Any], dict[str, Any], bytes, bytes]:
-    parts = token.split(".")
-    if len(parts) != 3:
-        raise ValueError("not a JWT (three dot-separated parts)")
-    header, claims = (json.loads(b64decode(p)) for p in parts[:2])
-    if not isinstance(header, dict) or not isinstance(claims, dict):
-        raise ValueError("a JWT's header and claims are JSON objects")
-    return header, claims, f"{parts[0]}.{parts[1]}".encode("ascii"), b64decode(parts[2])
 
 
 @dataclass
@@ -97,20 +70,6 @@ def secrets_from(value: str | None) -> tuple[bytes, ...]:
     return secrets
 
 
-def fetch_certs(url: str, timeout_s: float = 10.0) -> tuple[dict[str, str], float]:
-    """Google's v1 certificates (``{kid: PEM}``) and how long they may be kept (``max-age``)."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            certs = json.loads(response.read())
-            cache_control = response.headers.get("Cache-Control") or ""
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise TransientError(f"cannot fetch the certificates that verify VM identity tokens from {url}: {exc}") from None
-    if not isinstance(certs, dict) or not all(isinstance(v, str) for v in certs.values()):
-        raise TransientError(f"{url} did not answer {{key id: certificate}}")
-    match = re.search(r"max-age=(\d+)", cache_control)
-    return certs, float(match.group(1)) if match else DEFAULT_MAX_AGE_S
-
-
 class ProofChecker:
     """Checks the ``vm_proof`` of heartbeats (see the module's docstring); thread-safe."""
 
@@ -123,15 +82,14 @@ class ProofChecker:
         self.certs_url = certs_url
         self.audience = audience
         self._clock = clock
-        self._fetch = fetch
-        self._monotonic = monotonic
         self.secrets = secrets  # Zen's MAC key secrets (ZEN_PROOF_SECRET); none: messages are signed only
-        self._lock = threading.Lock()
-        self._certs: dict[str, str] = {}
-        self._certs_until = float("-inf")  # monotonic time the certificates are good until
-        self._fetched_at = float("-inf")
-        self._verified: dict[str, Proven] = {}  # token -> its claims and key, until exp
-        self.verifications = 0  # signatures checked (tests: a remembered token is not checked again)
+        self._tokens = GoogleTokens(certs_url, fetch, monotonic)
+        self._verified = Remembered(MAX_REMEMBERED)  # token -> its claims and key, until exp
+
+    @property
+    def verifications(self) -> int:
+        """Signatures checked (tests: a remembered token is not checked again)."""
+        return self._tokens.verifications
 
     @classmethod
     def from_env(cls, project: str, clock: Callable[[], datetime],
@@ -242,48 +200,9 @@ class ProofChecker:
         return b64encode(proven.key.encrypt(self._mac_keys(proven, vm, project)[0], oaep()))
 
     def _verify(self, token: str, now: float, attributes: Mapping[str, str], up: bool = False) -> Proven:
-        from google.auth import crypt  # the adapter library, only where tokens are checked
-
-        if len(token) > MAX_TOKEN_CHARS:
-            raise Rejected(f"the {ATTRIBUTE} token is {len(token)} characters long, over {MAX_TOKEN_CHARS}: "
-                           "not a VM identity token")
-        try:
-            header, claims, signed, signature = _decode(token)
-        except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: JSON nested too deep
-            raise Rejected(f"the {ATTRIBUTE} attribute is not a JWT") from None
-        if header.get("alg") != "RS256":
-            raise Rejected(f"the {ATTRIBUTE} token is signed with {str(header.get('alg'))[:20]!r}, not RS256")
-        kid = str(header.get("kid"))
-        # An unknown key refetches the certificates (at most once a REFETCH_PAUSE_S); still unknown, or
-        # unknown within the pause, the token is refused: Google lists a key before it signs with it, so
-        # a fetch less than a minute old lists every key a real token can have. (Retrying, on the
-        # token's own word that it was issued after the fetch, let a forged iat earn 5xx after 5xx.)
-        cert, _ = self._cert(kid)
-        if cert is None:
-            raise Rejected(f"the {ATTRIBUTE} token is signed by key {kid[:64]!r}, which {self.certs_url} does "
-                           "not list: it is not a Google-signed identity token")
-        self.verifications += 1
-        if not crypt.RSAVerifier.from_string(cert).verify(signed, signature):
-            raise Rejected(f"the {ATTRIBUTE} token's signature does not verify: it is not a Google-signed "
-                           "identity token")
-        if claims.get("iss") not in ISSUERS:
-            raise Rejected(f"the {ATTRIBUTE} token's issuer {str(claims.get('iss'))[:100]!r} is not Google's")
+        claims = self._tokens.verify(token, now, f"the {ATTRIBUTE} token", "the agent")
         key, fingerprint = self._up_audience(claims.get("aud")) if up else self._bound_key(claims.get("aud"), attributes)
-        exp, iat = claims.get("exp"), claims.get("iat", 0)
-        if not isinstance(exp, (int, float)) or not isinstance(iat, (int, float)):
-            raise Rejected(f"the {ATTRIBUTE} token has no numeric exp and iat")
-        if exp <= now - CLOCK_SKEW_S:
-            raise Rejected(f"the {ATTRIBUTE} token expired at {datetime.fromtimestamp(exp).isoformat()} "
-                           f"({now - exp:.0f} s ago): the agent must fetch a new one")
-        if iat > now + CLOCK_SKEW_S:
-            raise Rejected(f"the {ATTRIBUTE} token was issued {iat - now:.0f} s in the future")
-        with self._lock:
-            if len(self._verified) >= MAX_REMEMBERED:
-                self._verified = {t: p for t, p in self._verified.items() if p.claims["exp"] > now}
-                if len(self._verified) >= MAX_REMEMBERED:
-                    self._verified.clear()
-            proven = self._verified[token] = Proven(claims, key, fingerprint)
-        return proven
+        return self._verified.put(token, Proven(claims, key, fingerprint), now, lambda p: p.claims["exp"])
 
     def _up_audience(self, aud: Any) -> tuple[None, str]:
         """A first word's token: for ``<audience>:up``, binding no key."""
@@ -324,16 +243,3 @@ class ProofChecker:
             raise Rejected(f"the heartbeat's {KEY_ATTRIBUTE} is not an RSA key of 2048 to 4096 bits with "
                            f"exponent {' or '.join(map(str, KEY_EXPONENTS))}")
         return key, fingerprint
-
-    def _cert(self, kid: str) -> tuple[str | None, bool]:
-        """The key's certificate, and whether the certificates were fetched for this answer."""
-        with self._lock:
-            moment = self._monotonic()
-            stale = moment >= self._certs_until
-            unknown = kid not in self._certs and moment - self._fetched_at >= REFETCH_PAUSE_S
-            if stale or unknown:
-                certs, max_age = self._fetch(self.certs_url)
-                self._certs, self._fetched_at = certs, moment
-                self._certs_until = moment + max_age
-                log.info("VM identity certificates fetched", extra={"url": self.certs_url, "keys": len(certs)})
-            return self._certs.get(kid), stale or unknown
