@@ -275,7 +275,7 @@ def test_a_stop_that_races_its_submit_is_applied_as_soon_as_it_is_kept(functions
     looks again. The race is injected through the store's hook (two real Postgres transactions)."""
     import threading
 
-    def submit_while_the_stop_is_uncommitted(result, job_id, reason, now):
+    def submit_while_the_stop_is_uncommitted(result, job_id, reason, now, principal=None):
         submitter = threading.Thread(target=functions.submit, args=(job_request("job-1"),))
         submitter.start()
         submitter.join(30)

@@ -172,7 +172,7 @@ def test_a_stop_that_races_its_submission_is_applied_once_kept(fake, config, clo
     submission's row, made by another job service, at that point: the stop, once kept, looks again."""
     elsewhere = Jobs(InMemoryJobStore(), config, clock)
     elsewhere.submit(job_request("job-1"))
-    fake.store.hooks.after("remember_early_stop", lambda _, job_id, reason, now: fake.store.put_job(
+    fake.store.hooks.after("remember_early_stop", lambda _, job_id, reason, now, principal=None: fake.store.put_job(
         elsewhere.job(job_id)))
     fake.stop({"job_id": "job-1", "reason": "changed my mind"})
     assert fake.status("job-1") == ("CANCELLED", 1)

@@ -145,7 +145,7 @@ def test_history_rows_come_back_in_the_order_written(store):
 
 def test_a_kept_stop_is_taken_once_and_found_when_its_job_exists(store):
     with store.transaction() as tx:
-        tx.remember_early_stop("j1", "first", NOW)
+        tx.remember_early_stop("j1", "first", NOW, "alice@example.com")  # with its proven sender
         tx.remember_early_stop("j1", "second", NOW + timedelta(seconds=1))  # the first one kept wins
         tx.remember_early_stop("j2", "old", NOW - timedelta(days=8))
         tx.remember_early_stop("j3", "unknown", NOW)
@@ -154,7 +154,7 @@ def test_a_kept_stop_is_taken_once_and_found_when_its_job_exists(store):
         assert tx.early_stops_of_submitted_jobs(10) == ["j2", "j1"]  # oldest stop first; j3 has no job
         tx.forget_early_stops(NOW - timedelta(days=7))
         assert tx.early_stops_of_submitted_jobs(10) == ["j1"]
-        assert tx.take_early_stop("j1") == "first"
+        assert tx.take_early_stop("j1") == ("first", "alice@example.com")
         assert tx.take_early_stop("j1") is None
 
 

@@ -31,9 +31,10 @@ ALLOWED: dict[str, set[str]] = {
     },
     "zen.jobs": {
         "zen.core", "zen.telemetry",  # and never zen.store: Postgres only through the port, zen.jobs.store
-        # the service builds its VM-proof checker (ProofChecker.from_env), and announce names the
-        # CONFIRM's sealed-key attribute, instead of being handed them by zen.app
-        "zen.adapters.vm_proof", "zen.adapters.message_key",
+        # the service builds its VM-proof and submitter checkers (ProofChecker.from_env,
+        # SubmitterChecker.from_env), and announce names the CONFIRM's sealed-key attribute, instead of
+        # being handed them by zen.app
+        "zen.adapters.vm_proof", "zen.adapters.message_key", "zen.adapters.submitters",
     },
     "zen.store": {
         "zen.core",

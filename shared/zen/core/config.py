@@ -21,6 +21,7 @@ from zen.core.lease import Deadlines as Deadlines  # the `deadlines:` section, e
 from zen.core.cluster_config import NAME as _NAME, ClusterConfig as ClusterConfig, ContainerPolicy as ContainerPolicy
 from zen.core.cluster_config import Strict as _Strict, describe_pull_limits as describe_pull_limits
 from zen.core.prices import Pricing as Pricing  # the `pricing:` section
+from zen.core.principals import matches, pattern_error
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.yaml")
 TAG_PATTERN = _NAME  # a tag (execution group): what a job may require, and all an agent reports (zen.agent.identity)
@@ -94,6 +95,11 @@ class QueueConfig(_Strict):
     users: list[str] = Field(default_factory=list, description="Users whose default queue this is")
     preemption: Literal["never", "lower-priority", "reclaim-borrowed"] = Field(
         default="never", description="What a job within its nominal quota may preempt (zen.jobs.queueing)")
+    submitters: list[str] | None = Field(default=None, description=(
+        "Who may submit to it (principal patterns: zen.core.principals); unset: anyone. Its users and admins may too"))
+    admins: list[str] = Field(default_factory=list, description="Who may stop any of its jobs, and submit to it")
+    max_priority: int | None = Field(default=None, ge=-1000, le=1000,
+                                     description="The highest priority its jobs may ask for (unset: 1000)")
 
     @field_validator("name", "cohort")
     @classmethod
@@ -146,6 +152,48 @@ def cohort_of(queues: list[QueueConfig], queue: QueueConfig, cluster: str | None
     return [q for q in members if cluster is None or cluster in q.quota]
 
 
+# The OAuth clients whose user ID tokens Zen accepts by default: gcloud's own (`gcloud auth
+# print-identity-token`) and its application-default login's (`gcloud auth application-default login`,
+# which `zen` reads through google-auth). A user account cannot ask Google for a token with an audience
+# of its own choosing; service accounts ask for ``auth.audience``.
+GCLOUD_CLIENT_IDS = ("32555940559.apps.googleusercontent.com",
+                     "764086051850-6qr4p6gpi6hn506pt8ejuq83di341hur.apps.googleusercontent.com")
+
+
+class AuthConfig(_Strict):
+    """Who a submission or a stop comes from, and who may do what (zen.core.principals). Whether messages
+    must carry their sender's proof is the functions' ``ZEN_AUTH`` (zen.adapters.submitters)."""
+
+    audience: str | None = Field(default=None, description=(
+        "The audience a service account asks its ID token for (default zen:<project>)"))
+    client_ids: list[str] = Field(default_factory=lambda: list(GCLOUD_CLIENT_IDS), description=(
+        "OAuth client ids whose users' ID tokens are accepted (default: gcloud's, and its application-default login's)"))
+    admins: list[str] = Field(default_factory=list, description="Who may stop any job and submit to any queue")
+    groups: dict[str, list[str]] = Field(default_factory=dict, description="Group name -> its members' patterns")
+
+    @model_validator(mode="after")
+    def _patterns(self) -> "AuthConfig":
+        for name, members in self.groups.items():
+            if not _NAME.match(name):
+                raise ValueError(f"auth.groups: {name!r}: group names are lowercase letters, digits and '-'")
+            for member in members:
+                if member.startswith("group:"):
+                    raise ValueError(f"auth.groups.{name}: {member!r}: a group lists principals, not groups")
+                if why := pattern_error(member, self.groups):
+                    raise ValueError(f"auth.groups.{name}: {why}")
+        for pattern in self.admins:
+            if why := pattern_error(pattern, self.groups):
+                raise ValueError(f"auth.admins: {why}")
+        return self
+
+    def audience_of(self, project: str) -> str:
+        return self.audience or f"zen:{project}"
+
+    def admin(self, principal: str) -> str | None:
+        """The ``auth.admins`` pattern that makes ``principal`` an administrator of every queue, or None."""
+        return matches(principal, self.admins, self.groups)
+
+
 class Queueing(_Strict):
     usage_half_life_s: float = Field(default=3600, gt=0, description="Fair sharing: half-life of past usage")
 
@@ -164,6 +212,7 @@ class ZenConfig(_Strict):
     attempts: Attempts = Attempts()
     limits: Limits = Limits()
     checkpoints: CheckpointConfig = CheckpointConfig()
+    auth: AuthConfig = AuthConfig()
 
     @field_validator("clusters")
     @classmethod
@@ -196,6 +245,10 @@ class ZenConfig(_Strict):
                 if user in owners:
                     raise ValueError(f"user {user} is in the users of queues {owners[user]} and {queue.name}")
                 owners[user] = queue.name
+            for field, patterns in (("submitters", queue.submitters or []), ("admins", queue.admins)):
+                for pattern in patterns:
+                    if why := pattern_error(pattern, self.auth.groups):
+                        raise ValueError(f"queue {queue.name}: {field}: {why}")
         return self
 
     def cluster(self, name: str) -> ClusterConfig | None:

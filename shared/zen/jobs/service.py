@@ -24,6 +24,7 @@ from zen.core.config import ZenConfig
 from zen.core.errors import Rejected, TransientError
 from zen.core.events import PubSubEnvelope, decode_payload, job_id_hint, parse_json
 from zen.jobs.announce import Announcements, RejectionEvent, is_start
+from zen.jobs.authorization import may_stop, may_submit
 from zen.jobs.claims import refuse_claim
 from zen.jobs.late_final import late_final
 from zen.jobs.decisions import DecisionWriter
@@ -31,6 +32,7 @@ from zen.jobs.messaging import OutboxRelay, enqueue
 from zen.jobs.outgoing import Enqueued
 from zen.core.models import (AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobRequest, JobStatus,
                              StopRequest, JOB_ID_PATTERN, illegal_step, request_fingerprint)
+from zen.adapters.submitters import SubmitterChecker
 from zen.adapters.vm_proof import ProofChecker
 from zen.core.provisioning import accepted_models, pool_key
 from zen.core.text import escape_unstorable
@@ -76,6 +78,7 @@ class JobService:
         self._announce = Announcements(config)
         self._submits = store.submissions(relay.flush_quietly)  # group commit
         self._proof = ProofChecker.from_env(config.project, clock)  # ZEN_VM_PROOF (zen.adapters.vm_proof)
+        self._auth = SubmitterChecker.from_env(config, clock)  # ZEN_AUTH (zen.adapters.submitters)
         self.decisions = DecisionWriter(store, config, self._announce, self._queues)
         self.sweeps = Sweeps(store, config, clock, relay, self.decisions)
         self.vm_beats = VmBeats(store, config, clock, relay, self.decisions)
@@ -83,23 +86,33 @@ class JobService:
     # -- submit --------------------------------------------------------------------------------
     def submit(self, envelope: PubSubEnvelope) -> Outcome:
         source = self._topics.job_submitted
+        sender: str | None = None  # the proven sender, once known (recorded with a refusal)
         try:
+            sender = self._sender(envelope)
             request: JobRequest = decode_payload(envelope, JobRequest, self._config.limits.max_message_bytes)
             job_id = request.job_id or envelope.message_id
             if not JOB_ID_PATTERN.match(job_id):
                 raise Rejected(f"the request has no job_id and its message id {escape_unstorable(job_id, 200)!r} "
                                "is not a valid job_id: give a job_id")
+            if sender is not None and request.user_id.lower() != sender:
+                raise Rejected(f"the request says user_id {escape_unstorable(request.user_id, 128)!r} but its "
+                               f"zen_auth token proves {sender}: a job is submitted as its sender (`zen submit` "
+                               "sets user_id to the identity it proves)")
         except Rejected as rejection:
-            return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected")
+            return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected",
+                               principal=sender)
         canonical = request.canonical(job_id)
         request_hash = request_fingerprint(canonical)
         try:
             resolved = resolve_request(self._config, request, job_id)
+            if refused := may_submit(self._config, sender or request.user_id, resolved.queue, request.priority):
+                raise Rejected(refused)
         except Rejected as rejection:  # unless Pub/Sub redelivers a request accepted before a configuration change
             with self._store.transaction() as tx:
                 existing = tx.get_job(job_id)
             if existing is None or existing.request_hash != request_hash:
-                return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected")
+                return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected",
+                                   principal=sender)
             log.info("duplicate submit ignored", extra={"job_id": job_id})
             return Outcome("duplicate", job_id)
         now = self._clock()
@@ -110,7 +123,7 @@ class JobService:
                       last_heartbeat_at=None, submitted_at=now, queued_at=None, started_at=None, finished_at=None,
                       exit_code=None, message=None, updated_at=now, queue=resolved.queue,
                       gpus=configured_cluster(self._config, resolved.cluster).gpus_held(request.gpu_count))
-        actor, waiting = f"user:{request.user_id}", False
+        actor, waiting = f"user:{sender or request.user_id}", False
         if self._queues is None and len(resolved.shapes) == 1 and self._submit_queued(pending, actor, now):
             return self._created(pending)  # its messages went to the relay with its statement's
         # The general path: the job_id exists (a redelivery or a reuse), a stop for it came first,
@@ -128,15 +141,12 @@ class JobService:
                 tx.add_job_events(history)
                 telemetry.log_changes(log, pending, pending, [submitted], None)
                 ids = enqueue(tx, events, now)
-                early_stop = tx.take_early_stop(job_id)
-                if early_stop is not None:
-                    ids += self.decisions.apply(tx, pending, Decision(
-                        changes=[lifecycle.Change(JobStatus.CANCELLED, f"stopped before it arrived: {early_stop}")],
-                        fields={"finished_at": now}), actor="user", now=now)
-                elif self._queues is None:
+                stopped, kept = self._kept_stop(tx, pending, now)
+                ids += kept
+                if not stopped and self._queues is None:
                     ids += self.decisions.apply(tx, pending, Decision(changes=[ADMITTED], publish_start=True),
                                        actor="admission", now=now)
-                else:
+                elif not stopped:
                     assert pending.queue is not None  # resolve_request names one when queues are configured
                     ids += self.decisions.admit(tx, pending.queue, pending.cluster, now)
                     waiting = (tx.get_job(job_id) or pending).status is JobStatus.PENDING
@@ -147,11 +157,32 @@ class JobService:
                 raise TransientError(f"job {job_id} was neither inserted nor found")
             if existing.request_hash != request_hash:
                 return self.reject(envelope, source, f"job_id {job_id} is already used by a different request",
-                                    job_id, "job.rejected")
+                                    job_id, "job.rejected", principal=sender)
             log.info("duplicate submit ignored", extra={"job_id": job_id})
             return Outcome("duplicate", job_id)
         self._relay.flush_quietly(ids)
         return self._created(pending, admitted=not waiting)
+
+    def _sender(self, envelope: PubSubEnvelope) -> str | None:
+        """The e-mail the message's ``zen_auth`` token proves (``Rejected`` if it proves nothing); None
+        with ``ZEN_AUTH=off``."""
+        proven = self._auth.check(envelope.attributes, envelope.publish_time)
+        return proven.email if proven is not None else None
+
+    def _kept_stop(self, tx: JobTx, job: Job, now: datetime) -> tuple[bool, list[Enqueued]]:
+        """A stop kept because it came before ``job``, applied if its sender may stop it (else a history
+        note says why not): (whether the job was stopped, its messages)."""
+        kept = tx.take_early_stop(job.job_id)
+        if kept is None:
+            return False, []
+        reason, sender = kept
+        actor = f"user:{sender}" if sender else "user"
+        if sender is not None and (refused := may_stop(self._config, sender, job)):
+            return False, self.decisions.apply(tx, job, Decision(note=f"a stop sent before the job came is not "
+                                                                      f"applied: {refused}"), actor=actor, now=now)
+        return True, self.decisions.apply(tx, job, Decision(
+            changes=[lifecycle.Change(JobStatus.CANCELLED, f"stopped before it arrived: {reason}")],
+            fields={"finished_at": now}), actor=actor, now=now)
 
     def _submit_queued(self, pending: Job, actor: str, now: datetime) -> bool:
         """The common submission: the job QUEUED, 2 history rows, 3 messages in one statement shared with
@@ -237,19 +268,28 @@ class JobService:
     # -- stop ----------------------------------------------------------------------------------
     def stop(self, envelope: PubSubEnvelope) -> Outcome:
         source = self._topics.job_stop
+        sender: str | None = None
         try:
+            sender = self._sender(envelope)
             request: StopRequest = decode_payload(envelope, StopRequest, self._config.limits.max_message_bytes)
         except Rejected as rejection:
-            return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.message_ignored")
+            return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.message_ignored",
+                               principal=sender)
         kept = []
 
         def keep(tx: JobTx, now: datetime) -> str:  # Pub/Sub does not order across topics: the submit may come later
             kept.append(request.job_id)
-            tx.remember_early_stop(request.job_id, request.reason or "stop requested", now)
-            return "the stop is kept and applies if the job is submitted later"
+            tx.remember_early_stop(request.job_id, request.reason or "stop requested", now, sender)
+            return "the stop is kept and applies if the job is submitted later" + (
+                f" by a user {sender} may stop" if sender else "")
 
-        outcome = self._on_job(envelope, source, request.job_id, "user",
-                               lambda job, now: lifecycle.decide_stop(job, request, now), on_unknown=keep)
+        def decide(job: Job, now: datetime) -> Decision:
+            if sender is not None and (refused := may_stop(self._config, sender, job)):
+                return Decision(ignored=refused)
+            return lifecycle.decide_stop(job, request, now)
+
+        outcome = self._on_job(envelope, source, request.job_id, f"user:{sender}" if sender else "user", decide,
+                               on_unknown=keep, principal=sender)
         if kept:  # the submission may have committed meanwhile without seeing the kept stop
             self.sweeps.apply_early_stops(kept)
         return outcome
@@ -259,7 +299,8 @@ class JobService:
                 decide: Callable[[Job, Any], Decision],
                 on_unknown: Callable[[JobTx, datetime], str] | None = None,
                 guard: Callable[[JobTx, Job], Decision | None] | None = None,
-                answering: Heartbeat | None = None, seal: Callable[[], str | None] | None = None) -> Outcome:
+                answering: Heartbeat | None = None, seal: Callable[[], str | None] | None = None,
+                principal: str | None = None) -> Outcome:
         now = self._clock()
         note = None
         with self._store.transaction() as tx:
@@ -278,11 +319,12 @@ class JobService:
 
         if job is None or decision is None:  # (no decision without a job)
             reason = f"unknown job {job_id}" + (f"; {note}" if note else "")
-            return self.reject(envelope, source, reason, job_id, "job.message_ignored", key=key(reason))
+            return self.reject(envelope, source, reason, job_id, "job.message_ignored", key=key(reason),
+                               principal=principal)
         self._relay.flush_quietly(ids)
         if decision.ignored:
             return self.reject(envelope, source, decision.ignored, job_id, "job.message_ignored", job=job,
-                               key=key(decision.refused or decision.ignored))
+                               key=key(decision.refused or decision.ignored), principal=principal)
         if decision.duplicate and not decision.changes_job:
             log.debug("duplicate or late message", extra={"job_id": job_id, "source": source})
             return Outcome("duplicate", job_id)
@@ -315,7 +357,8 @@ class JobService:
         return admitted
 
     def reject(self, envelope: PubSubEnvelope, source: str, reason: str, job_id: str | None,
-               event_type: RejectionEvent, job: Job | None = None, key: str | None = None) -> Outcome:
+               event_type: RejectionEvent, job: Job | None = None, key: str | None = None,
+               principal: str | None = None) -> Outcome:
         """Record, announce and log a message that can never succeed; it is then acked. What the rejection quotes
         of the message is escaped first, so it always stores. A repeat of ``key`` counts on its row, unannounced."""
         now = self._clock()
@@ -325,7 +368,7 @@ class JobService:
         with self._store.transaction() as tx:
             first_time = tx.record_rejection(
                 source=source, message_id=envelope.message_id, job_id=job_id, reason=reason,
-                payload=envelope.data, now=now, key=key,
+                payload=envelope.data, now=now, key=key, principal=principal,
             )
             if first_time:
                 ids = enqueue(tx, [self._announce.rejection(event_type, job_id, job, reason, now)], now)

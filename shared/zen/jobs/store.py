@@ -64,11 +64,11 @@ class JobRows(Protocol):
 
 
 class EarlyStops(Protocol):
-    def remember_early_stop(self, job_id: str, reason: str, now: datetime) -> None:
-        """Keep a stop for a job not known yet (the first one kept wins)."""
+    def remember_early_stop(self, job_id: str, reason: str, now: datetime, principal: str | None = None) -> None:
+        """Keep a stop for a job not known yet, with its proven sender (the first one kept wins)."""
 
-    def take_early_stop(self, job_id: str) -> str | None:
-        """The kept stop's reason, consumed; None when there is none."""
+    def take_early_stop(self, job_id: str) -> tuple[str, str | None] | None:
+        """The kept stop's (reason, sender), consumed; None when there is none."""
 
     def forget_early_stops(self, cutoff: datetime) -> None:
         """Drop stops kept before ``cutoff``."""
@@ -143,9 +143,9 @@ class UsageRows(Protocol):
 
 class RejectionRows(Protocol):
     def record_rejection(self, *, source: str, message_id: str, job_id: str | None, reason: str,
-                         payload: bytes, now: datetime, key: str | None = None) -> bool:
-        """Record a refused message; True when this wrote a new row (not a repeat of ``key``, nor the
-        same message again)."""
+                         payload: bytes, now: datetime, key: str | None = None, principal: str | None = None) -> bool:
+        """Record a refused message (and its proven sender, if any); True when this wrote a new row (not a
+        repeat of ``key``, nor the same message again)."""
 
     def rejection_last_seen(self, source: str, key: str) -> datetime | None:
         """When a refusal of ``key`` was last recorded; None: never."""

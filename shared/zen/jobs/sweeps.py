@@ -15,6 +15,7 @@ from zen.core.clock import Clock
 from zen.core.config import ZenConfig
 from zen.core.errors import TransientError
 from zen.core.lifecycle import Decision
+from zen.jobs.authorization import may_stop
 from zen.core.models import Job, JobStatus, StopRequest
 from zen.core.routing import next_route
 from zen.jobs.decisions import DecisionWriter
@@ -100,9 +101,12 @@ class Sweeps:
         now = self._clock()
 
         def decide(tx: JobTx, job: Job) -> Decision | None:
-            reason = tx.take_early_stop(job.job_id)
-            if reason is None:
+            kept = tx.take_early_stop(job.job_id)
+            if kept is None:
                 return None
+            reason, sender = kept
+            if sender is not None and (refused := may_stop(self._config, sender, job)):
+                return Decision(note=f"a stop sent before the job came is not applied: {refused}")
             decision = lifecycle.decide_stop(job, StopRequest(job_id=job.job_id, reason=reason), now)
             return None if decision.ignored or decision.duplicate else decision
 

@@ -69,11 +69,11 @@ class PostgresJobTx:
 
     # -- early stops, the tick's clock ------------------------------------------------------
     @hooked("remember_early_stop")
-    def remember_early_stop(self, job_id: str, reason: str, now: datetime) -> None:
-        repository.remember_early_stop(self.session, job_id, reason, now)
+    def remember_early_stop(self, job_id: str, reason: str, now: datetime, principal: str | None = None) -> None:
+        repository.remember_early_stop(self.session, job_id, reason, now, principal)
 
     @hooked("take_early_stop")
-    def take_early_stop(self, job_id: str) -> str | None:
+    def take_early_stop(self, job_id: str) -> tuple[str, str | None] | None:
         return repository.take_early_stop(self.session, job_id)
 
     @hooked("forget_early_stops")
@@ -165,9 +165,9 @@ class PostgresJobTx:
     # -- rejections -------------------------------------------------------------------------
     @hooked("record_rejection")
     def record_rejection(self, *, source: str, message_id: str, job_id: str | None, reason: str,
-                         payload: bytes, now: datetime, key: str | None = None) -> bool:
+                         payload: bytes, now: datetime, key: str | None = None, principal: str | None = None) -> bool:
         return rejections.record(self.session, source=source, message_id=message_id, job_id=job_id,
-                                 reason=reason, payload=payload, now=now, key=key)
+                                 reason=reason, payload=payload, now=now, key=key, principal=principal)
 
     @hooked("rejection_last_seen")
     def rejection_last_seen(self, source: str, key: str) -> datetime | None:

@@ -180,11 +180,11 @@ ORDER BY widen_at
 LIMIT :limit;
 
 -- name: insert_early_stop
-INSERT INTO early_stops (job_id, reason, requested_at) VALUES (:job_id, :reason, :now)
+INSERT INTO early_stops (job_id, reason, requested_at, principal) VALUES (:job_id, :reason, :now, :principal)
 ON CONFLICT (job_id) DO NOTHING;
 
 -- name: take_early_stop
-DELETE FROM early_stops WHERE job_id = :job_id RETURNING reason;
+DELETE FROM early_stops WHERE job_id = :job_id RETURNING reason, principal;
 
 -- name: forget_early_stops
 DELETE FROM early_stops WHERE requested_at < :cutoff;
@@ -237,8 +237,8 @@ SELECT count(*) FROM outbox WHERE sent_at IS NULL;
 -- name: insert_rejected
 -- Nothing when the message is recorded already (source, message_id), or its repeat key is
 -- (source, repeat_key: a row counting its repeats, written meanwhile by another instance).
-INSERT INTO rejected_messages (at, source, message_id, job_id, reason, payload, repeat_key)
-VALUES (:now, :source, :message_id, :job_id, :reason, :payload, :repeat_key)
+INSERT INTO rejected_messages (at, source, message_id, job_id, reason, payload, repeat_key, principal)
+VALUES (:now, :source, :message_id, :job_id, :reason, :payload, :repeat_key, :principal)
 ON CONFLICT DO NOTHING
 RETURNING id;
 
@@ -253,12 +253,12 @@ RETURNING id;
 SELECT COALESCE(last_at, at) AS seen FROM rejected_messages WHERE source = :source AND repeat_key = :repeat_key;
 
 -- name: list_rejected
-SELECT id, at, last_at, count, source, message_id, job_id, reason, payload FROM rejected_messages ORDER BY id;
+SELECT id, at, last_at, count, source, message_id, job_id, reason, principal, payload FROM rejected_messages ORDER BY id;
 
 -- name: page_rejected
 -- One page of `zen rejected`, newest first, before the id of the last page's oldest row (NULL: the
 -- newest); payloads only when asked for.
-SELECT id, at, last_at, count, source, message_id, job_id, reason,
+SELECT id, at, last_at, count, source, message_id, job_id, reason, principal,
        CASE WHEN CAST(:payloads AS boolean) THEN payload END AS payload
 FROM rejected_messages
 WHERE CAST(:before AS bigint) IS NULL OR id < CAST(:before AS bigint)

@@ -26,14 +26,14 @@ def _clean(text: str | None, limit: int = 2000) -> str | None:  # quoted text ma
 
 
 def record(session: Session, *, source: str, message_id: str, job_id: str | None, reason: str,
-           payload: bytes, now: datetime, key: str | None = None) -> bool:
+           payload: bytes, now: datetime, key: str | None = None, principal: str | None = None) -> bool:
     """Record a rejected message: True when this wrote a new row (its first refusal), False when it was
     recorded already (the same message) or counted on the row of its repeat ``key``."""
     source, key = escape_unstorable(source, 2000), _clean(key, 400)
     if key is not None and session.one("repeat_rejected", source=source, repeat_key=key, now=now) is not None:
         return False
     row = session.one("insert_rejected", now=now, source=source, message_id=_clean(message_id),
-                      job_id=_clean(job_id), reason=_clean(reason), repeat_key=key,
+                      job_id=_clean(job_id), reason=_clean(reason), repeat_key=key, principal=_clean(principal),
                       payload=_clean(payload[:4096].decode("utf-8", errors="replace"), 8192))
     if row is None and key is not None:  # another instance wrote the key's first row meanwhile
         session.one("repeat_rejected", source=source, repeat_key=key, now=now)

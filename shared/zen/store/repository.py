@@ -110,14 +110,15 @@ def add_job_events(session: Session, rows: list[dict[str, Any]]) -> None:
     session.run("insert_job_events", rows=json.dumps(rows, default=_isoformat))
 
 
-def remember_early_stop(session: Session, job_id: str, reason: str, now: datetime) -> None:
-    session.run("insert_early_stop", job_id=job_id, reason=reason, now=now)
+def remember_early_stop(session: Session, job_id: str, reason: str, now: datetime,
+                        principal: str | None = None) -> None:
+    session.run("insert_early_stop", job_id=job_id, reason=reason, now=now, principal=principal)
 
 
-def take_early_stop(session: Session, job_id: str) -> str | None:
-    """The reason of a stop that arrived before the job, consumed; None when there was none."""
+def take_early_stop(session: Session, job_id: str) -> tuple[str, str | None] | None:
+    """The (reason, proven sender) of a stop that arrived before the job, consumed; None when there was none."""
     row = session.one("take_early_stop", job_id=job_id)
-    return row["reason"] if row else None
+    return (row["reason"], row["principal"]) if row else None
 
 
 def record_tick(session: Session, now: datetime, gap_s: float) -> datetime | None:

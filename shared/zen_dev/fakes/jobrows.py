@@ -31,7 +31,7 @@ class Tables:
 
     jobs: dict[str, Job] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
-    early_stops: dict[str, tuple[str, datetime]] = field(default_factory=dict)
+    early_stops: dict[str, tuple[str, datetime, str | None]] = field(default_factory=dict)  # reason, at, sender
     tick_clock: dict[str, Any] | None = None
     outbox: dict[int, dict[str, Any]] = field(default_factory=dict)
     queue_usage: dict[tuple[str, str], tuple[float, datetime]] = field(default_factory=dict)
@@ -144,23 +144,23 @@ class InMemoryJobTx:
 
     # -- early stops, the tick's clock ------------------------------------------------------
     @hooked("remember_early_stop")
-    def remember_early_stop(self, job_id: str, reason: str, now: datetime) -> None:
-        self._t.early_stops.setdefault(job_id, (reason, now))
+    def remember_early_stop(self, job_id: str, reason: str, now: datetime, principal: str | None = None) -> None:
+        self._t.early_stops.setdefault(job_id, (reason, now, principal))
 
     @hooked("take_early_stop")
-    def take_early_stop(self, job_id: str) -> str | None:
+    def take_early_stop(self, job_id: str) -> tuple[str, str | None] | None:
         kept = self._t.early_stops.pop(job_id, None)
-        return kept[0] if kept else None
+        return (kept[0], kept[2]) if kept else None
 
     @hooked("forget_early_stops")
     def forget_early_stops(self, cutoff: datetime) -> None:
-        for job_id, (_, at) in list(self._t.early_stops.items()):
+        for job_id, (_, at, _) in list(self._t.early_stops.items()):
             if at < cutoff:
                 del self._t.early_stops[job_id]
 
     @hooked("early_stops_of_submitted_jobs")
     def early_stops_of_submitted_jobs(self, limit: int) -> list[str]:
-        kept = sorted((at, job_id) for job_id, (_, at) in self._t.early_stops.items() if job_id in self._t.jobs)
+        kept = sorted((at, job_id) for job_id, (_, at, _) in self._t.early_stops.items() if job_id in self._t.jobs)
         return [job_id for _, job_id in kept[:limit]]
 
     @hooked("record_tick")
@@ -316,7 +316,7 @@ class InMemoryJobTx:
     # -- rejections -------------------------------------------------------------------------
     @hooked("record_rejection")
     def record_rejection(self, *, source: str, message_id: str, job_id: str | None, reason: str,
-                         payload: bytes, now: datetime, key: str | None = None) -> bool:
+                         payload: bytes, now: datetime, key: str | None = None, principal: str | None = None) -> bool:
         rows = self._t.rejections
         for n, row in enumerate(rows):
             if key is not None and row["source"] == source and row["repeat_key"] == key:
@@ -326,6 +326,7 @@ class InMemoryJobTx:
             return False
         rows.append({"id": self._store.next_id(), "at": now, "source": source, "message_id": message_id,
                      "job_id": job_id, "reason": reason, "repeat_key": key, "count": 1, "last_at": None,
+                     "principal": principal,
                      "payload": escape_unstorable(payload[:4096].decode("utf-8", errors="replace"), 8192)})
         return True
 
