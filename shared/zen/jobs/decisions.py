@@ -91,6 +91,10 @@ class DecisionWriter:
             ids += self.admit(tx, job.queue, job.cluster, now, released=job.gpus if frees else 0)
         return ids
 
+    def note(self, tx: JobTx, job: Job, text: str, *, actor: str, now: datetime) -> None:
+        """A history row that changes nothing of the job (why a message did not apply to it)."""
+        tx.add_job_events([self._announce.note(job, text, actor=actor, now=now)])
+
     def _record_usage(self, tx: JobTx, job: Job, after: Job, decision: Decision, now: datetime) -> None:
         """The usage of the attempt this change ends, in its transaction (after its history rows: the claim)."""
         outcome = lifecycle.attempt_outcome(job, after, decision.changes)

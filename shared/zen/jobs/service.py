@@ -178,8 +178,9 @@ class JobService:
         reason, sender = kept
         actor = f"user:{sender}" if sender else "user"
         if sender is not None and (refused := may_stop(self._config, sender, job)):
-            return False, self.decisions.apply(tx, job, Decision(note=f"a stop sent before the job came is not "
-                                                                      f"applied: {refused}"), actor=actor, now=now)
+            self.decisions.note(tx, job, f"a stop sent before the job came is not applied: {refused}", actor=actor,
+                                now=now)
+            return False, []
         return True, self.decisions.apply(tx, job, Decision(
             changes=[lifecycle.Change(JobStatus.CANCELLED, f"stopped before it arrived: {reason}")],
             fields={"finished_at": now}), actor=actor, now=now)

@@ -106,7 +106,9 @@ class Sweeps:
                 return None
             reason, sender = kept
             if sender is not None and (refused := may_stop(self._config, sender, job)):
-                return Decision(note=f"a stop sent before the job came is not applied: {refused}")
+                self._decisions.note(tx, job, f"a stop sent before the job came is not applied: {refused}",
+                                     actor=f"user:{sender}", now=now)
+                return None
             decision = lifecycle.decide_stop(job, StopRequest(job_id=job.job_id, reason=reason), now)
             return None if decision.ignored or decision.duplicate else decision
 

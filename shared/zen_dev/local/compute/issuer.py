@@ -1,5 +1,6 @@
-"""The stand-in's VM identity tokens (``zen.adapters.vm_proof``): what the GCE metadata server and Google's
-certificate endpoint are to real VMs.
+"""The stand-in's identity tokens: VMs' (``zen.adapters.vm_proof``), what the GCE metadata server and
+Google's certificate endpoint are to real VMs, and people's and programs' (``zen.adapters.submitters``),
+what Google's sign-in is to ``zen submit``.
 
 An RSA key made when the stand-in starts signs each VM's token (RS256, Google's issuer, the claims of
 ``format=full``); :meth:`TokenIssuer.certs` is its certificate as Google's ``oauth2/v1/certs`` gives
@@ -56,6 +57,20 @@ class TokenIssuer:
                                           "project_id": project, "project_number": 0,
                                           "instance_creation_timestamp": issued}},
         }
+        claims.update(overrides)
+        signer = crypt.RSASigner.from_string(self._key_pem, key_id=self.kid)
+        return jwt.encode(signer, claims).decode()
+
+    def user_token(self, *, email: str, audience: str, now: float | None = None, **overrides: Any) -> str:
+        """A signed ID token of a person or a service account (``zen.adapters.submitters``), as Google
+        gives one: ``email``, ``email_verified``, and ``aud`` the OAuth client (a user's) or the audience
+        asked for (a service account's); ``overrides`` replace claims (tests make bad ones)."""
+        from google.auth import crypt, jwt
+
+        issued = int(time.time() if now is None else now)
+        subject = str(int.from_bytes(email.lower().encode()[:8].ljust(8, b"0"), "big"))  # stable per e-mail
+        claims: dict[str, Any] = {"iss": ISSUER, "aud": audience, "azp": audience, "sub": subject, "email": email,
+                                  "email_verified": True, "iat": issued, "exp": issued + self.lifetime_s}
         claims.update(overrides)
         signer = crypt.RSASigner.from_string(self._key_pem, key_id=self.kid)
         return jwt.encode(signer, claims).decode()

@@ -1,0 +1,180 @@
+"""Who is asking (``zen.adapters.submitters``, ``zen.jobs.authorization``): through the functions with
+``ZEN_AUTH=required``, a submission or stop is applied only with a valid Google ID token of its sender
+(signature, issuer, audience, lifetime, a verified e-mail), the job's user is the proven one, queues
+say who may submit and at what priority, and only a job's owner or an admin may stop it. Every refusal
+is recorded with its reason (and its sender, once proven) and acked; none answers 500."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.messages import job_request
+from tests.test_queues import CLUSTER, statuses, with_queues
+from tests.test_vm_proof import _CertsServer
+from zen.adapters.submitters import auth_attributes
+from zen.core.config import GCLOUD_CLIENT_IDS
+from zen.store import repository
+from zen_dev.local.compute.issuer import TokenIssuer
+
+ALICE, BOB, LEAD, CI = "alice@lab.example", "bob@lab.example", "lead@lab.example", "ci@proj.iam.gserviceaccount.com"
+QUEUES = [
+    {"name": "research", "quota": {CLUSTER: 8}, "submitters": ["*@lab.example", "group:robots"],
+     "admins": [LEAD], "max_priority": 100},
+    {"name": "prod", "quota": {CLUSTER: 8}, "submitters": [CI]},
+]
+AUTH = {"groups": {"robots": [CI]}}
+
+
+@pytest.fixture(scope="module")
+def issuer():
+    return TokenIssuer()
+
+
+@pytest.fixture
+def certs(issuer):
+    server = _CertsServer(json.dumps(issuer.certs()).encode(), "public, max-age=3600")
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def zen(config, db, publisher, clock, certs, monkeypatch):
+    from zen.app import Zen
+
+    monkeypatch.setenv("ZEN_AUTH", "required")
+    monkeypatch.setenv("ZEN_AUTH_CERTS_URL", certs.url)
+    zen = Zen(with_queues(config, QUEUES, auth=AUTH), db, publisher, clock)
+    yield zen
+    zen.relay.marks.flush()
+
+
+@pytest.fixture
+def sign(issuer, clock, project):
+    """``sign(email, **claims)``: the attributes of a message sent by ``email`` (a user's token, with
+    gcloud's client as its audience; a service account's, for Zen's own audience)."""
+    def make(email: str, **claims) -> dict[str, str]:
+        audience = f"zen:{project}" if email.endswith("gserviceaccount.com") else GCLOUD_CLIENT_IDS[0]
+        return auth_attributes(issuer.user_token(email=email, audience=audience, now=clock().timestamp(), **claims))
+    return make
+
+
+def a100s(job_id: str, user: str, queue: str = "research", priority: int = 0) -> dict:
+    return job_request(job_id, cluster=None, gpu_type="nvidia-tesla-a100", gpu_count=4, priority=priority,
+                       user_id=user, queue=queue)
+
+
+def refusals(zen) -> list[tuple[str | None, str]]:
+    with zen.db.transaction() as session:
+        return [(row["principal"], row["reason"]) for row in repository.list_rejections(session)]
+
+
+def send(functions, target: str, payload: dict, attributes: dict[str, str]) -> int:
+    return functions.send(target, json.dumps(payload).encode(), attributes=attributes).status_code
+
+
+def test_a_job_is_its_proven_senders_and_each_queue_takes_whom_it_names(functions, zen, sign):
+    assert send(functions, "on_job_submitted", a100s("a1", ALICE), sign(ALICE)) == 200
+    assert send(functions, "on_job_submitted", a100s("c1", CI, queue="prod"), sign(CI)) == 200
+    assert send(functions, "on_job_submitted", a100s("c2", CI), sign(CI)) == 200  # research, through group:robots
+    assert send(functions, "on_job_submitted", a100s("a2", ALICE, queue="prod"), sign(ALICE)) == 200
+    assert statuses(zen, "a1", "c1", "c2") == ["QUEUED", "QUEUED", "QUEUED"]
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "a1").user_id == ALICE
+        assert repository.job_history(session, "a1")[0]["actor"] == f"user:{ALICE}"
+    [(who, why)] = refusals(zen)
+    assert who == ALICE and f"{ALICE} may not submit to queue prod (its submitters: {CI}" in why
+
+
+@pytest.mark.parametrize("claims, attributes, reason", [
+    ({}, None, "carries no zen_auth attribute"),
+    ({"exp": 0, "iat": 0}, None, "the zen_auth token expired"),
+    ({"aud": "someone-else"}, None, "is for audience 'someone-else', which this Zen does not take"),
+    ({"iss": "https://evil.example"}, None, "issuer 'https://evil.example' is not Google's"),
+    ({"email_verified": False}, None, "names no verified e-mail"),
+    (None, {"zen_auth": "x" * 900, "zen_auth_1": "y" * 900, "zen_auth_2": "z" * 900, "zen_auth_3": "w" * 900,
+            "zen_auth_4": "v" * 900}, "characters long, over 4096"),
+    (None, {"zen_auth": "not.a.jwt"}, "the zen_auth token is not a JWT"),
+])
+def test_a_submission_without_a_valid_proof_is_refused_recorded_and_acked(functions, zen, sign, issuer, clock,
+                                                                           claims, attributes, reason):
+    if attributes is None:
+        attributes = sign(ALICE, **claims) if claims else {}
+    assert send(functions, "on_job_submitted", a100s("a1", ALICE), attributes) == 200
+    [(who, why)] = refusals(zen)
+    assert reason in why and who is None
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "a1") is None
+
+
+def test_a_token_altered_or_signed_by_another_key_is_refused(functions, zen, issuer, clock):
+    """Alice's token with Bob's e-mail put in (her signature kept), and a token from a key Google's
+    certificates do not list."""
+    from zen.adapters.message_key import b64decode, b64encode
+
+    head, body, signature = issuer.user_token(email=ALICE, audience=GCLOUD_CLIENT_IDS[0],
+                                              now=clock().timestamp()).split(".")
+    claims = {**json.loads(b64decode(body)), "email": BOB}
+    altered = f"{head}.{b64encode(json.dumps(claims).encode())}.{signature}"
+    stranger = TokenIssuer().user_token(email=BOB, audience=GCLOUD_CLIENT_IDS[0], now=clock().timestamp())
+    for n, token in enumerate((altered, stranger)):
+        assert send(functions, "on_job_submitted", a100s(f"b{n}", BOB), auth_attributes(token)) == 200
+    (_, first), (_, second) = refusals(zen)
+    assert "the zen_auth token's signature does not verify" in first
+    assert "which http://" in second and "does not list: it is not a Google-signed identity token" in second
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "b0") is None and repository.get_job(session, "b1") is None
+
+
+def test_a_job_claimed_for_another_user_is_refused_naming_both(functions, zen, sign):
+    assert send(functions, "on_job_submitted", a100s("a1", BOB), sign(ALICE)) == 200
+    [(who, why)] = refusals(zen)
+    assert who == ALICE and f"says user_id '{BOB}' but its zen_auth token proves {ALICE}" in why
+
+
+def test_a_priority_above_the_queues_cap_is_refused(functions, zen, sign):
+    assert send(functions, "on_job_submitted", a100s("a1", ALICE, priority=500), sign(ALICE)) == 200
+    assert send(functions, "on_job_submitted", a100s("a2", ALICE, priority=100), sign(ALICE)) == 200
+    [(_, why)] = refusals(zen)
+    assert "priority 500 is above queue research's max_priority 100: ask for 100 or less" in why
+    assert statuses(zen, "a2") == ["QUEUED"]
+
+
+def test_only_the_owner_or_an_admin_stops_a_job(functions, zen, sign):
+    for job_id in ("a1", "a2"):
+        send(functions, "on_job_submitted", a100s(job_id, ALICE), sign(ALICE))
+    assert send(functions, "on_stop_requested", {"job_id": "a1"}, sign(BOB)) == 200
+    assert statuses(zen, "a1") == ["QUEUED"]
+    [(who, why)] = refusals(zen)
+    assert who == BOB and f"{BOB} may not stop job a1, which is {ALICE}'s" in why and LEAD in why
+    assert send(functions, "on_stop_requested", {"job_id": "a1"}, sign(ALICE)) == 200
+    assert send(functions, "on_stop_requested", {"job_id": "a2"}, sign(LEAD)) == 200  # the queue's admin
+    assert statuses(zen, "a1", "a2") == ["CANCELLED", "CANCELLED"]
+    assert send(functions, "on_stop_requested", {"job_id": "a2"}, {}) == 200  # no proof: refused
+    assert "carries no zen_auth attribute" in refusals(zen)[-1][1]
+
+
+def test_a_stop_kept_before_its_job_applies_only_if_its_sender_may_stop_it(functions, zen, sign):
+    assert send(functions, "on_stop_requested", {"job_id": "early-1"}, sign(BOB)) == 200  # not Alice's to stop
+    assert send(functions, "on_stop_requested", {"job_id": "early-2"}, sign(ALICE)) == 200
+    send(functions, "on_job_submitted", a100s("early-1", ALICE), sign(ALICE))
+    send(functions, "on_job_submitted", a100s("early-2", ALICE), sign(ALICE))
+    assert statuses(zen, "early-1", "early-2") == ["QUEUED", "CANCELLED"]
+    with zen.db.transaction() as session:
+        notes = [r["reason"] for r in repository.job_history(session, "early-1")]
+    assert any(f"a stop sent before the job came is not applied: {BOB} may not stop" in (n or "") for n in notes)
+
+
+def test_a_replayed_submission_does_nothing_new(functions, zen, sign):
+    attributes = sign(ALICE)
+    for _ in range(3):
+        assert send(functions, "on_job_submitted", a100s("a1", ALICE), attributes) == 200
+    assert statuses(zen, "a1") == ["QUEUED"] and refusals(zen) == []
+
+
+def test_a_token_is_verified_once_and_then_remembered(functions, zen, sign):
+    attributes = sign(ALICE)
+    for n in range(5):
+        send(functions, "on_job_submitted", a100s(f"a{n}", ALICE), attributes)
+    assert zen.jobs._auth.verifications == 1
