@@ -16,6 +16,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from zen.core.checkpoints import CheckpointConfig
+from zen.core.clearance import ClearanceBinding, check_bindings
 from zen.core.errors import ConfigError, describe_validation_error
 from zen.core.lease import Deadlines as Deadlines  # the `deadlines:` section, exported here with the rest
 from zen.core.cluster_config import NAME as _NAME, ClusterConfig as ClusterConfig, ContainerPolicy as ContainerPolicy
@@ -164,6 +165,9 @@ class ZenConfig(_Strict):
     attempts: Attempts = Attempts()
     limits: Limits = Limits()
     checkpoints: CheckpointConfig = CheckpointConfig()
+    # Data only some execution groups may read (zen.core.clearance); top level, not per cluster: a tag may
+    # span clusters, and a binding must hold for every cluster, including those that never heard of it.
+    data_clearance: list[ClearanceBinding] = Field(default_factory=list, description="Prefix -> tags to read it")
 
     @field_validator("clusters")
     @classmethod
@@ -196,6 +200,11 @@ class ZenConfig(_Strict):
                 if user in owners:
                     raise ValueError(f"user {user} is in the users of queues {owners[user]} and {queue.name}")
                 owners[user] = queue.name
+        return self
+
+    @model_validator(mode="after")
+    def _data_clearance(self) -> "ZenConfig":
+        check_bindings(self.data_clearance, self.clusters)
         return self
 
     def cluster(self, name: str) -> ClusterConfig | None:
