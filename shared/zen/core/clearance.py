@@ -82,7 +82,7 @@ def touches(uri: str, prefix: str) -> bool:
     """Whether staging or uploading ``uri`` may read or write an object under ``prefix``: ``uri`` lies
     under it, or, taken as a prefix as the agent does when no object has its name
     (``zen.agent.staging``), holds it."""
-    bucket, path = split_uri(uri)
+    bucket, _, path = uri.removeprefix(SCHEME).partition("/")  # checked at submission; never raises on a row
     listed = f"{SCHEME}{bucket}/{path.rstrip('/')}/" if path.strip("/") else f"{SCHEME}{bucket}/"
     return uri.startswith(prefix) or listed.startswith(prefix) or prefix.startswith(listed)
 
