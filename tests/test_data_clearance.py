@@ -191,3 +191,18 @@ def test_a_job_stored_without_the_tags_is_still_refused_to_an_uncleared_vm(confi
     assert west.status.value == "CANCELLED" and "gs://genomics-private/" in last["reason"]
     functions.heartbeat(heartbeat("gen-9", "CLAIMED", 2, vm="vm-hipaa", tags=["hipaa"]))
     assert orders_of(publisher, "vm-hipaa") == ["CONFIRM"]
+
+
+def test_zen_explain_names_the_binding_while_the_job_waits(cleared, config, db, tmp_path, monkeypatch, capsys):
+    from zen.cli.queues import explain_job
+
+    zen, functions = cleared
+    functions.submit(job_request("gen-11", inputs=INPUT))
+    path = tmp_path / "zen.yaml"
+    path.write_text(yaml.safe_dump(json.loads(configured(config).model_dump_json())))
+    monkeypatch.setenv("ZEN_CONFIG", str(path))
+    assert explain_job("gen-11", False, db) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("gen-11: QUEUED - admitted; waiting for a VM of 4xa100-40gb in us-central1")
+    assert line.endswith("; its data under gs://genomics-private/ may be read only by VMs tagged ['hipaa'] "
+                         "(data_clearance)")
