@@ -1,6 +1,6 @@
-"""Where a request may run: its cluster, allowed regions (narrowed to the execution groups it requires),
-attempt limit, run time cap and queue, and, when it lists several acceptable GPU shapes, which one it
-gets (``choose``, once, at submission). ``resolve_request`` needs only the configuration, so
+"""Where a request may run: its cluster, allowed regions (narrowed to the execution groups it requires, and
+to those its data needs: ``zen.core.clearance``), attempt limit, run time cap and queue, and, when it lists
+several acceptable GPU shapes, which one it gets (``choose``, once, at submission). ``resolve_request`` needs only the configuration, so
 ``zen submit`` applies it before publishing; it raises ``Rejected`` with the reason.
 
 Tags: docs/how-to/data-placement.md; GPU shapes: docs/how-to/queues.md, "Several GPU shapes"; the
