@@ -206,3 +206,12 @@ def test_zen_explain_names_the_binding_while_the_job_waits(cleared, config, db, 
     assert line.startswith("gen-11: QUEUED - admitted; waiting for a VM of 4xa100-40gb in us-central1")
     assert line.endswith("; its data under gs://genomics-private/ may be read only by VMs tagged ['hipaa'] "
                          "(data_clearance)")
+
+
+def test_of_several_gpu_shapes_only_those_that_can_read_the_data_remain(cleared):
+    zen, functions = cleared
+    functions.submit(job_request("gen-12", cluster=None, gpu_types=["nvidia-l4", "nvidia-tesla-a100"], gpu_count=1,
+                                 inputs=INPUT))
+    with zen.db.transaction() as session:
+        job = repository.get_job(session, "gen-12")
+    assert (job.cluster, job.regions, job.request["requires_tags"]) == ("4xa100-40gb", ["us-central1"], ["hipaa"])
