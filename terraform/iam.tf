@@ -345,20 +345,46 @@ resource "google_storage_bucket_iam_member" "agent_reads_wheel" {
   }
 }
 
+# Data clearance (the Zen configuration's data_clearance: zen.core.clearance). Zen places a job touching a
+# bound prefix only on VMs carrying all of the binding's tags; IAM grants a bucket, not a prefix, so a bucket
+# holding any bound prefix goes only to the agents of clusters that carry, in at least one of their regions,
+# all the tags of every binding on that bucket. Its other data is then cleared-only too. An agent account is
+# per cluster, shared by its regions: a cluster cleared in one region only (region_tags) is granted for all.
+locals {
+  clearance_bindings = [for b in try(local.zen_config.data_clearance, []) : {
+    bucket = regex("^gs://([^/]+)", b.prefix)[0]
+    tags   = b.tags
+  }]
+  # Cluster -> the tags of each of its regions (ClusterConfig.tags_of).
+  cluster_region_tags = {
+    for c in local.zen_config.clusters : c.name => [for r in c.regions : setunion(try(c.tags, []), try(c.region_tags[r], []))]
+  }
+  # Bucket with a bound prefix -> the clusters whose agents may read (and write) it.
+  cleared_clusters = {
+    for bucket in distinct([for b in local.clearance_bindings : b.bucket]) : bucket => [
+      for name, region_tags in local.cluster_region_tags : name if alltrue([
+        for b in local.clearance_bindings : anytrue([for tags in region_tags : length(setsubtract(b.tags, tags)) == 0])
+        if b.bucket == bucket
+      ])
+    ]
+  }
+}
+
 # Jobs' data (zen.agent.staging): read on the input buckets, write on the output buckets, each bucket
-# named in the variables and nothing else. Writing needs Object User, not Object Creator: the client
-# retries a failed upload, and a retry of one that did land replaces the object, which takes
-# storage.objects.delete (Object Creator cannot overwrite; the attempt would fail on a 403).
+# named in the variables and nothing else; a bucket with bound data (above) to its cleared clusters only.
+# Writing needs Object User, not Object Creator: the client retries a failed upload, and a retry of one that
+# did land replaces the object, which takes storage.objects.delete (Object Creator cannot overwrite; the
+# attempt would fail on a 403).
 locals {
   agent_input_bindings = {
     for pair in setproduct(keys(local.agent_clusters), toset(var.agent_input_buckets)) : "${pair[0]}/${pair[1]}" => {
       cluster = pair[0], bucket = pair[1]
-    }
+    } if contains(lookup(local.cleared_clusters, pair[1], keys(local.agent_clusters)), pair[0])
   }
   agent_output_bindings = {
     for pair in setproduct(keys(local.agent_clusters), toset(var.agent_output_buckets)) : "${pair[0]}/${pair[1]}" => {
       cluster = pair[0], bucket = pair[1]
-    }
+    } if contains(lookup(local.cleared_clusters, pair[1], keys(local.agent_clusters)), pair[0])
   }
   agent_image_bindings = {
     for pair in setproduct(keys(local.agent_clusters), var.agent_image_repositories) : "${pair[0]}/${pair[1].location}/${pair[1].repository}" => {

@@ -297,13 +297,13 @@ variable "agent_image_repositories" {
 variable "agent_input_buckets" {
   type        = list(string)
   default     = []
-  description = "Cloud Storage buckets jobs read `inputs` from: the agents' service account gets Storage Object Viewer on each of these buckets only (no project-wide storage role), and the functions may read each bucket's location (roles/storage.legacyBucketReader: metadata and object names, no contents; for data locality). For an input bucket not listed here, set its location in the Zen configuration's data.bucket_locations: its lookup would be refused and its data's location unknown."
+  description = "Cloud Storage buckets jobs read `inputs` from: the agents' service account gets Storage Object Viewer on each of these buckets only (no project-wide storage role), and the functions may read each bucket's location (roles/storage.legacyBucketReader: metadata and object names, no contents; for data locality). For an input bucket not listed here, set its location in the Zen configuration's data.bucket_locations: its lookup would be refused and its data's location unknown. A bucket holding a prefix of the configuration's data_clearance goes only to the agents of the clusters whose tags clear it (iam.tf)."
 }
 
 variable "agent_output_buckets" {
   type        = list(string)
   default     = []
-  description = "Cloud Storage buckets jobs write `outputs` to: the agents' service account gets Storage Object User on each of these buckets only (create, and overwrite when an upload is retried)."
+  description = "Cloud Storage buckets jobs write `outputs` to: the agents' service account gets Storage Object User on each of these buckets only (create, and overwrite when an upload is retried); a bucket holding a prefix of the configuration's data_clearance, only the agents of the clusters whose tags clear it."
 }
 
 variable "checkpoint_retention_days" {

@@ -13,6 +13,7 @@ import sys
 from typing import Any, Callable
 
 from zen.cli.kit import Context, print_table
+from zen.core.clearance import for_request
 from zen.core.config import load_config
 from zen.core.models import JobStatus
 
@@ -86,6 +87,9 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
     data = _data_line(config, job)
     if data:
         why += f"; {data}"
+    cleared = for_request(config.data_clearance, job.request)  # why a job that asked for no tags waits for some
+    if cleared is not None and not job.status.terminal:
+        why += f"; {cleared.because()}"
     if as_json:
         print(json.dumps({"job_id": job.job_id, "status": job.status.value, "queue": job.queue, "why": why}))
     else:

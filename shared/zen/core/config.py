@@ -16,6 +16,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from zen.core.checkpoints import CheckpointConfig
+from zen.core.clearance import ClearanceBinding, check_bindings
 from zen.core.errors import ConfigError, describe_validation_error
 from zen.core.lease import Deadlines as Deadlines  # the `deadlines:` section, exported here with the rest
 from zen.core.cluster_config import NAME as _NAME, ClusterConfig as ClusterConfig, ContainerPolicy as ContainerPolicy
@@ -213,6 +214,9 @@ class ZenConfig(_Strict):
     limits: Limits = Limits()
     checkpoints: CheckpointConfig = CheckpointConfig()
     auth: AuthConfig = AuthConfig()
+    # Data only some execution groups may read (zen.core.clearance); top level, not per cluster: a tag may
+    # span clusters, and a binding must hold for every cluster, including those that never heard of it.
+    data_clearance: list[ClearanceBinding] = Field(default_factory=list, description="Prefix -> tags to read it")
 
     @field_validator("clusters")
     @classmethod
@@ -249,6 +253,11 @@ class ZenConfig(_Strict):
                 for pattern in patterns:
                     if why := pattern_error(pattern, self.auth.groups):
                         raise ValueError(f"queue {queue.name}: {field}: {why}")
+        return self
+
+    @model_validator(mode="after")
+    def _data_clearance(self) -> "ZenConfig":
+        check_bindings(self.data_clearance, self.clusters)
         return self
 
     def cluster(self, name: str) -> ClusterConfig | None:

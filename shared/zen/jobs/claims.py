@@ -1,6 +1,7 @@
 """Checks a claim must pass besides the job's own state (``zen.core.lifecycle.decide_heartbeat``): the VM
 is not going away, it is an instance of the job's cluster in a region the job may run in, of a provisioning
-model the job accepts (told by the VM's name: its pool's MIG), and it has
+model the job accepts (told by the VM's name: its pool's MIG), it carries the tags the job's data needs
+(``zen.core.clearance``: computed from the job's data and the configuration now, not the stored tags), and it has
 room for the job (a cluster's ``max_jobs_per_vm``). Both read the VM's rows under its advisory lock,
 so two claims from one VM, or a claim and the VM's drain, are checked one after the other.
 
@@ -14,12 +15,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Callable
 
+from zen.core.clearance import for_request
 from zen.core.config import ClusterConfig, ZenConfig
 from zen.core.lifecycle import Change, Decision, refusal
 from zen.core.models import Heartbeat, Job, JobStatus
 from zen.core.provisioning import accepted_models
 from zen.core.routing import next_route
-from zen.jobs.placement import regions_cleared_now
+from zen.jobs.placement import regions_cleared_now, required_now
 from zen.jobs.store import repeat_key
 
 if TYPE_CHECKING:
@@ -31,6 +33,7 @@ NO_ROOM = "no-room"  # the VM holds as many jobs or GPUs as it may
 NOT_INSTANCE = "not-instance"  # the VM is no instance of the job's cluster's MIG in its region
 NOT_CLEARED = "not-cleared"  # the VM's region no longer may run the job
 NOT_ACCEPTED = "not-accepted"  # the VM's provisioning model is not one the job accepts
+DATA_NOT_CLEARED = "data-not-cleared"  # the VM lacks tags the job's data needs (data_clearance)
 
 
 def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
@@ -54,6 +57,8 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
         reason, cause = f"VM {hb.vm} is a {model} VM, and the job accepts {accepts} VMs only", NOT_ACCEPTED
     elif hb.region in job.regions and hb.region not in (cleared := regions_cleared_now(config, job)):
         return _not_cleared(config, job, hb, cleared, now)
+    elif (uncleared := _data_not_cleared(config, job, hb)) is not None:
+        reason, cause = uncleared, DATA_NOT_CLEARED
     elif tx.vm_is_draining(hb.vm):  # a VM being scaled down is deleted next
         reason, cause = f"VM {hb.vm} is being scaled down", DRAINING
     else:
@@ -79,6 +84,15 @@ def _unaccepted_model(cluster: ClusterConfig, job: Job, hb: Heartbeat) -> str | 
         job.request.get("provisioning"), cluster.provisioning) else None
 
 
+def _data_not_cleared(config: ZenConfig, job: Job, hb: Heartbeat) -> str | None:
+    """Why ``hb.vm`` may not read the job's data: the tags it reports (its template's) lack some the data
+    needs; None when it carries them all. Defence in depth: the stored ``requires_tags`` already hold them
+    unless the row was written without them (the submission widens them: ``zen.jobs.placement``)."""
+    clearance = for_request(config.data_clearance, job.request)
+    missing = sorted(set(clearance.tags) - set(hb.tags or ())) if clearance else []
+    return f"VM {hb.vm} lacks the tags {missing}: {clearance.because()}" if clearance and missing else None
+
+
 def _refused_since_published(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat, cause: str) -> bool:
     """Whether a claim of this attempt by ``hb.vm`` was refused for ``cause`` since the job's start was
     last published (the refusal's row, written after the refusal that published it)."""
@@ -95,8 +109,10 @@ def _not_cleared(config: ZenConfig, job: Job, hb: Heartbeat, cleared: list[str],
     the template it booted with, and a tagged job must not run where the tag is not now. The job is
     narrowed to the regions still allowed and its start published there (else the same VMs would claim
     it again and again); with none left it cannot run, and is cancelled with the reason."""
-    required = sorted(job.request.get("requires_tags") or ())
-    reason = (f"region {hb.region} no longer carries the tags {required} the job requires" if required else
+    required = required_now(config, job)
+    clearance = for_request(config.data_clearance, job.request)
+    data = f"; {clearance.because()}" if clearance else ""
+    reason = (f"region {hb.region} no longer carries the tags {required} the job requires{data}" if required else
               f"cluster {job.cluster} no longer uses region {hb.region}") + " (the configuration changed)"
     controls = [refusal(job, hb, reason)]
     if not cleared:

@@ -1,6 +1,6 @@
-"""Where a request may run: its cluster, allowed regions (narrowed to the execution groups it requires),
-attempt limit, run time cap and queue, and, when it lists several acceptable GPU shapes, which one it
-gets (``choose``, once, at submission). ``resolve_request`` needs only the configuration, so
+"""Where a request may run: its cluster, allowed regions (narrowed to the execution groups it requires, and
+to those its data needs: ``zen.core.clearance``), attempt limit, run time cap and queue, and, when it lists
+several acceptable GPU shapes, which one it gets (``choose``, once, at submission). ``resolve_request`` needs only the configuration, so
 ``zen submit`` applies it before publishing; it raises ``Rejected`` with the reason.
 
 Tags: docs/how-to/data-placement.md; GPU shapes: docs/how-to/queues.md, "Several GPU shapes"; the
@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from zen.core.clearance import Clearance, for_request
 from zen.core.config import ClusterConfig, QueueConfig, ZenConfig
 from zen.core.errors import ConfigError, Rejected
 from zen.core.gcs import output_room_problem
@@ -40,6 +41,17 @@ class Resolved:
     queue: str | None  # None without ``queues:``
     max_runtime_s: int = 0  # the request's, else the configured cap (limits.max_runtime_s)
     shapes: list[Shape] = field(default_factory=list)  # every acceptable shape, preferred first
+    # Set when its data (data_clearance) needs tags it did not ask for: the tags it runs with, and why.
+    widened_tags: list[str] | None = None
+    clearance: Clearance | None = None
+
+    def stored(self, canonical: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """The canonical request as the job's row keeps it (with the tags its data needs), and, when they
+        were added, the note its history records so that ``zen jobs history`` shows why."""
+        if self.clearance is None:
+            return canonical, None
+        return ({**canonical, "requires_tags": self.widened_tags},
+                f"requires_tags widened to {self.widened_tags}: {self.clearance.because()}")
 
 
 def resolve_request(config: ZenConfig, request: JobRequest, job_id: str | None = None) -> Resolved:
@@ -58,15 +70,29 @@ def resolve_request(config: ZenConfig, request: JobRequest, job_id: str | None =
     if request.max_runtime_s is not None and request.max_runtime_s > config.limits.max_runtime_s:
         raise Rejected(f"max_runtime_s {request.max_runtime_s} is above the limit {config.limits.max_runtime_s}")
     max_runtime_s = config.limits.max_runtime_s if request.max_runtime_s is None else request.max_runtime_s
+    request, clearance, widened = _cleared(config, request)
     if request.gpu_types is None:
         cluster = _one_cluster(config, request)
         check_provisioning(cluster, request, max_runtime_s)
-        regions = _tagged(cluster, _regions(cluster, request.regions), request.requires_tags)
+        regions = _tagged(cluster, _regions(cluster, request.regions), request.requires_tags, clearance)
         shapes = [Shape(cluster.name, order_by_data(config, regions, request.inputs))]
         queue = _queue(config, request, cluster)
     else:
-        shapes, queue = _acceptable_shapes(config, request, max_runtime_s)
-    return Resolved(shapes[0].cluster, shapes[0].regions, max_attempts, queue, max_runtime_s, shapes)
+        shapes, queue = _acceptable_shapes(config, request, max_runtime_s, clearance)
+    return Resolved(shapes[0].cluster, shapes[0].regions, max_attempts, queue, max_runtime_s, shapes,
+                    request.requires_tags if widened else None, clearance if widened else None)
+
+
+def _cleared(config: ZenConfig, request: JobRequest) -> tuple[JobRequest, Clearance | None, bool]:
+    """The request with the tags its data needs (``zen.core.clearance``) added to its ``requires_tags``,
+    whether or not it asked: widening is less surprising than refusing a job that merely did not know
+    its data is bound; it is refused only where no allowed region carries them (``_tagged``). Returns
+    the request, the clearance, and whether any tag was added."""
+    clearance = for_request(config.data_clearance, request.model_dump(mode="json", include={"inputs", "outputs"}))
+    if clearance is None or set(clearance.tags) <= set(request.requires_tags or ()):
+        return request, clearance, False
+    tags = sorted(set(request.requires_tags or ()) | set(clearance.tags))
+    return request.model_copy(update={"requires_tags": tags}), clearance, True
 
 
 def regions_cleared_now(config: ZenConfig, job: Job) -> list[str]:
@@ -78,9 +104,16 @@ def regions_cleared_now(config: ZenConfig, job: Job) -> list[str]:
         return []
     asked = job.request.get("regions")
     cleared = _carrying(cluster, [r for r in cluster.regions if asked is None or r in asked],
-                        job.request.get("requires_tags"))
+                        required_now(config, job))
     # In the job's own order first (its data's regions lead: zen.core.locality), then any cleared since.
     return [r for r in job.regions if r in cleared] + [r for r in cleared if r not in job.regions]
+
+
+def required_now(config: ZenConfig, job: Job) -> list[str]:
+    """The tags a VM must carry to run the job now: those it was stored with, and those its data needs
+    under the configuration now (a binding added after it was stored, or a row written without them)."""
+    clearance = for_request(config.data_clearance, job.request)
+    return sorted(set(job.request.get("requires_tags") or ()) | set(clearance.tags if clearance else ()))
 
 
 def check_provisioning(cluster: ClusterConfig, request: JobRequest, max_runtime_s: int) -> None:
@@ -138,15 +171,18 @@ def _carrying(cluster: ClusterConfig, regions: list[str], required: list[str] | 
     return [r for r in regions if set(required or ()) <= set(cluster.tags_of(r))]
 
 
-def _tagged(cluster: ClusterConfig, regions: list[str], required: list[str] | None) -> list[str]:
-    """The regions whose VMs carry every tag in ``required`` (execution groups), or ``Rejected``."""
+def _tagged(cluster: ClusterConfig, regions: list[str], required: list[str] | None,
+            clearance: Clearance | None = None) -> list[str]:
+    """The regions whose VMs carry every tag in ``required`` (execution groups), or ``Rejected``
+    (naming the bound data when ``clearance`` added tags)."""
     if not required:
         return regions
     cleared = _carrying(cluster, regions, required)
     if not cleared:
         groups = "; ".join(f"{r}: {', '.join(cluster.tags_of(r)) or 'none'}" for r in regions)
+        why = f": {clearance.because()}; run it where those tags are" if clearance else ""
         raise Rejected(f"no allowed region of cluster {cluster.name} carries the tags {sorted(required)} "
-                       f"(tags by region: {groups})")
+                       f"(tags by region: {groups}){why}")
     return cleared
 
 
@@ -157,8 +193,8 @@ def _queue(config: ZenConfig, request: JobRequest, cluster: ClusterConfig) -> st
     return Queueing(config).resolve(request.queue, request.user_id, cluster.name, gpus).name
 
 
-def _acceptable_shapes(config: ZenConfig, request: JobRequest, max_runtime_s: int
-                       ) -> tuple[list[Shape], str | None]:
+def _acceptable_shapes(config: ZenConfig, request: JobRequest, max_runtime_s: int,
+                       clearance: Clearance | None = None) -> tuple[list[Shape], str | None]:
     if request.gpu_types is None or request.gpu_count is None:  # JobRequest's own check refuses this
         raise Rejected("give a cluster, or gpu_count with gpu_type (or gpu_types)")
     shapes: list[Shape] = []
@@ -177,7 +213,8 @@ def _acceptable_shapes(config: ZenConfig, request: JobRequest, max_runtime_s: in
             continue
         try:
             check_provisioning(cluster, request, max_runtime_s)
-            regions = order_by_data(config, _tagged(cluster, regions, request.requires_tags), request.inputs)
+            regions = order_by_data(config, _tagged(cluster, regions, request.requires_tags, clearance),
+                                    request.inputs)
             queue = _queue(config, request, cluster)
         except Rejected as rejection:
             why_not.append(f"{gpu_type}: {rejection.reason}")

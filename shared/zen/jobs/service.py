@@ -116,6 +116,8 @@ class JobService:
             log.info("duplicate submit ignored", extra={"job_id": job_id})
             return Outcome("duplicate", job_id)
         now = self._clock()
+        canonical, widened = resolved.stored(canonical)  # its data's tags (data_clearance), and why
+        submitted = lifecycle.Change(JobStatus.PENDING, f"submitted; {widened}") if widened else SUBMITTED
         pending = Job(job_id=job_id, status=JobStatus.PENDING, attempt=1, max_attempts=resolved.max_attempts,
                       cluster=resolved.cluster, user_id=request.user_id, priority=request.priority,
                       regions=resolved.regions, request=canonical, request_hash=request_hash,
@@ -124,7 +126,7 @@ class JobService:
                       exit_code=None, message=None, updated_at=now, queue=resolved.queue,
                       gpus=configured_cluster(self._config, resolved.cluster).gpus_held(request.gpu_count))
         actor, waiting = f"user:{sender or request.user_id}", False
-        if self._queues is None and len(resolved.shapes) == 1 and self._submit_queued(pending, actor, now):
+        if self._queues is None and len(resolved.shapes) == 1 and self._submit_queued(pending, actor, now, submitted):
             return self._created(pending)  # its messages went to the relay with its statement's
         # The general path: the job_id exists (a redelivery or a reuse), a stop for it came first,
         # admission has to decide, or one of several GPU shapes is to be chosen.
@@ -135,7 +137,8 @@ class JobService:
                                                  .gpus_held(request.gpu_count)})
             created = tx.insert_job(pending)
             if created:
-                submitted = lifecycle.Change(JobStatus.PENDING, f"submitted; {chosen}") if chosen else SUBMITTED
+                if chosen:
+                    submitted = lifecycle.Change(JobStatus.PENDING, f"{submitted.reason}; {chosen}")
                 history, events = self._announce.history(pending, pending, [submitted], actor=actor, now=now,
                                                          from_status=None)
                 tx.add_job_events(history)
@@ -185,14 +188,15 @@ class JobService:
             changes=[lifecycle.Change(JobStatus.CANCELLED, f"stopped before it arrived: {reason}")],
             fields={"finished_at": now}), actor=actor, now=now)
 
-    def _submit_queued(self, pending: Job, actor: str, now: datetime) -> bool:
+    def _submit_queued(self, pending: Job, actor: str, now: datetime,
+                       submitted: lifecycle.Change = SUBMITTED) -> bool:
         """The common submission: the job QUEUED, 2 history rows, 3 messages in one statement shared with
         concurrent ones, which publishes them (group commit: ``JobStore.submissions``); False if its job_id
         exists or a stop came first."""
         route = self.decisions.route(pending, now)
         queued = pending.model_copy(update={"status": JobStatus.QUEUED, "queued_at": now,
                                             "start_published_at": now, **route.fields()})
-        first, first_events = self._announce.history(pending, pending, [SUBMITTED], actor=actor, now=now,
+        first, first_events = self._announce.history(pending, pending, [submitted], actor=actor, now=now,
                                                      from_status=None)
         admitted = lifecycle.Change(JobStatus.QUEUED, f"admitted; {route.note}") if route.note else ADMITTED
         second, second_events = self._announce.history(pending, queued, [admitted], actor="admission", now=now,
@@ -200,7 +204,7 @@ class JobService:
         messages = first_events + second_events + self._announce.start(queued)
         if not self._submits.write(queued, first + second, messages, now):
             return False
-        telemetry.log_changes(log, pending, queued, [SUBMITTED, admitted], None)
+        telemetry.log_changes(log, pending, queued, [submitted, admitted], None)
         return True
 
     def _created(self, job: Job, admitted: bool = True) -> Outcome:
