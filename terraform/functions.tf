@@ -66,6 +66,8 @@ resource "google_cloudfunctions2_function" "zen" {
         ZEN_SCALING = each.value.scaling ? "on" : "off"
         # Heartbeats must carry their VM's Google-signed identity token naming the VM they report for.
         ZEN_VM_PROOF = var.vm_proof
+        # Submissions and stops must carry their sender's Google ID token (zen.adapters.submitters).
+        ZEN_AUTH = var.submitter_auth
       },
       local.zen_config_shipped ? { ZEN_CONFIG = local.shipped_config_path } : {},
       # The tick makes each VM's control subscription and grants it to its cluster's agents alone

@@ -465,3 +465,21 @@ resource "google_project_iam_member" "build_logs" {
   role    = "roles/logging.logWriter"
   member  = "serviceAccount:${google_service_account.build.email}"
 }
+
+# Pub/Sub's data-access audit logs for publishes (DATA_WRITE), which tie each submission and stop to the
+# principal that published it, beside the sender its ID token proves (zen.adapters.submitters). Zen's own
+# publishers (the functions, the VMs' heartbeats) are exempted: they are most of the volume, and their
+# messages carry their own proof. Authoritative for pubsub.googleapis.com in this project (deploy Zen
+# in a project of its own); pubsub_audit_logs = false leaves the project's audit configuration alone.
+resource "google_project_iam_audit_config" "pubsub" {
+  count   = var.pubsub_audit_logs ? 1 : 0
+  project = var.project_id
+  service = "pubsub.googleapis.com"
+  audit_log_config {
+    log_type = "DATA_WRITE"
+    exempted_members = concat(
+      [for account in google_service_account.function : "serviceAccount:${account.email}"],
+      [for account in google_service_account.agent : "serviceAccount:${account.email}"],
+    )
+  }
+}

@@ -132,6 +132,23 @@ variable "vm_proof" {
   }
 }
 
+variable "submitter_auth" {
+  type        = string
+  default     = "required"
+  description = "required: a submission or stop is applied only with its sender's Google-signed ID token (attribute zen_auth), and the job's user is the e-mail it proves; the configuration's queue rules say who may submit where and stop what. off: the user_id a message claims is believed (anyone in submitters can act as any user)."
+
+  validation {
+    condition     = contains(["off", "required"], var.submitter_auth)
+    error_message = "submitter_auth is off or required."
+  }
+}
+
+variable "pubsub_audit_logs" {
+  type        = bool
+  default     = true
+  description = "Enable Pub/Sub's data-access audit logs for publishes (DATA_WRITE), Zen's own publishers exempted: who published each submission and stop. Authoritative for pubsub.googleapis.com in the project."
+}
+
 variable "max_delivery_attempts" {
   type        = number
   default     = 10

@@ -84,7 +84,7 @@ def test_a_two_model_cluster_runs_each_job_on_a_vm_it_accepts(home):
             for job_id, accepts in (("std-1", "standard"), ("any-2", "any")):
                 body = {"job_id": job_id, "user_id": "demo", "cluster": "1xl4", "command": command,
                         "provisioning": accepts}
-                publisher.publish(topic, json.dumps(body).encode()).result(30)
+                publisher.publish(topic, json.dumps(body).encode(), **stack.sender("demo")).result(30)
             db = Database.from_env()
             deadline = time.monotonic() + 150
             while time.monotonic() < deadline:

@@ -65,7 +65,7 @@ def test_vms_drained_while_deletes_fail_make_no_claim_storm(home, tmp_path):  # 
             def submit(job_id: str) -> None:
                 body = {"job_id": job_id, "user_id": "alice", "cluster": "1xl4",
                         "command": [sys.executable, "-c", JOB]}
-                publisher.publish(topic, json.dumps(body).encode()).result(30)
+                publisher.publish(topic, json.dumps(body).encode(), **stack.sender("alice")).result(30)
 
             def ended(prefix: str, n: int):
                 rows = _rows(db, "SELECT job_id, status, vm, attempt, submitted_at, started_at FROM jobs "

@@ -78,7 +78,7 @@ def test_a_hung_agent_never_lets_its_job_run_beside_the_next_attempt(home, tmp_p
             body = {"job_id": "hung-1", "user_id": "alice", "cluster": "1xl4", "max_attempts": 3,
                     "command": [sys.executable, "-c", JOB, str(runs), "20"]}
             publisher.publish(publisher.topic_path(stack.config.project, stack.config.topics.job_submitted),
-                              json.dumps(body).encode()).result(30)
+                              json.dumps(body).encode(), **stack.sender("alice")).result(30)
             began = until(lambda: [row for row in _lines(runs) if row[:2] == ["pid", "1"]], 120)
             assert began, f"attempt 1 never ran: {_job(db, 'hung-1')}"
             time.sleep(2)  # a few heartbeats in: the attempt is RUNNING, its lease renewed

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import yaml
 
+from zen.cli import identity
+from zen.cli.identity import Identity
 from zen.cli.kit import CliError, Context, database, database_configured
 from zen.core.config import load_config
 from zen.core.events import PubSubEnvelope
@@ -30,7 +32,7 @@ JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 EARLY_STOP_KEPT_DAYS = 7  # zen.jobs.service forgets a stop for a job it never saw after this long
 
 
-def _publish(topic_field: str, payload: bytes) -> str:
+def _publish(topic_field: str, payload: bytes, attributes: dict[str, str] | None = None) -> str:
     from google.cloud import pubsub_v1
 
     config = load_config()
@@ -38,7 +40,7 @@ def _publish(topic_field: str, payload: bytes) -> str:
     client = pubsub_v1.PublisherClient()
     topic = client.topic_path(project, getattr(config.topics, topic_field))
     try:
-        return client.publish(topic, payload).result(timeout=30)
+        return client.publish(topic, payload, **(attributes or {})).result(timeout=30)
     except Exception as exc:  # noqa: BLE001 - any publishing failure is told in one line
         if type(exc).__name__ == "DefaultCredentialsError":
             raise
@@ -76,9 +78,10 @@ def _default_user() -> str:
                        "give --user NAME (or user_id: in the job file)", 2) from None
 
 
-def build_request(args) -> JobRequest:
+def build_request(args, sender: Identity | None = None) -> JobRequest:
     """A JobRequest from a YAML/JSON file, with flags filling or overriding fields; ``CliError`` (usage)
-    with one line naming the field when it is not a valid request."""
+    with one line naming the field when it is not a valid request. Its user is ``sender``'s (the identity
+    the message will prove: ``zen.cli.identity``), else ``$USER``."""
     from zen.core.errors import describe_validation_error
     from pydantic import ValidationError
 
@@ -117,7 +120,10 @@ def build_request(args) -> JobRequest:
     if getattr(args, "checkpoint_every", None) is not None:  # the file's checkpoint: with its period replaced
         data["checkpoint"] = {**(data.get("checkpoint") or {}), "every": args.checkpoint_every}
     if data.get("user_id") is None:  # only then: the default may not be known (a container's uid)
-        data["user_id"] = _default_user()
+        data["user_id"] = sender.email if sender is not None and sender.email else _default_user()
+    elif sender is not None and sender.email and str(data["user_id"]).lower() != sender.email.lower():
+        raise CliError(f"the job says user_id {data['user_id']!r} but you are {sender.email} ({sender.source}): "
+                       "Zen takes a job's user from its sender's identity; drop --user / user_id", 2)
     if not data.get("job_id"):
         data["job_id"] = default_job_id(str(data["user_id"]))
     try:
@@ -145,7 +151,8 @@ def check_request(request: JobRequest) -> tuple[str, list[str]]:
 
 
 def cmd_submit(args) -> int:
-    request = build_request(args)
+    sender = identity.current(load_config())
+    request = build_request(args, sender)
     job_id = request.job_id
     if job_id is None:  # build_request gives every request one
         raise CliError("the job request has no job_id", 2)
@@ -165,13 +172,13 @@ def cmd_submit(args) -> int:
                        "nothing new; use a new job_id (or none: zen makes one). Not published (retrying a "
                        f"submit whose publish failed? it got through: zen jobs get {job_id})", 1)
     try:
-        message_id = _publish("job_submitted", request.to_bytes())
+        message_id = _publish("job_submitted", request.to_bytes(), identity.attributes(sender))
     except CliError as exc:  # it may have been published all the same (the answer lost): same id, one job
         raise CliError(f"{exc}; job {job_id} may have been published all the same: to try again "
                        f"without making a second job, submit it again with --job-id {job_id}",
                        exc.code) from None
-    print(f"submitted {job_id} to cluster {cluster} (regions {', '.join(regions)}; message {message_id})",
-          flush=True)
+    print(f"submitted {job_id} to cluster {cluster} (regions {', '.join(regions)}; message {message_id}) "
+          f"{identity.describe(sender)}", flush=True)
     print(f"  status: zen jobs get {job_id}    stop: zen stop {job_id}")
     if following is not None:
         from zen.core.models import request_fingerprint
@@ -231,8 +238,10 @@ def cmd_stop(args) -> int:
     outlook = _stop_outlook(args.job_id)
     if outlook.startswith("no job") and not args.force:
         raise CliError(f"{outlook}; to send it anyway: zen stop --force {args.job_id}", 1)
-    message_id = _publish("job_stop", StopRequest(job_id=args.job_id, reason=args.reason).to_bytes())
-    print(f"stop requested for {args.job_id} (message {message_id}): {outlook}")
+    sender = identity.current(load_config())
+    message_id = _publish("job_stop", StopRequest(job_id=args.job_id, reason=args.reason).to_bytes(),
+                          identity.attributes(sender))
+    print(f"stop requested for {args.job_id} (message {message_id}) {identity.describe(sender)}: {outlook}")
     return 0
 
 
@@ -242,7 +251,7 @@ def register(sub, ctx: Context) -> None:
         description="Check a job against Zen's configuration and rules, then publish it. Examples: "
                     "zen submit examples/hello.yaml;  zen submit --cluster 1xl4 -- python train.py --lr 3")
     submit.add_argument("--job-id", help="the job's id (default: <user>-<yyyymmdd-hhmmss>-<4 chars>)")
-    submit.add_argument("--user", help="user_id (default: $USER)")
+    submit.add_argument("--user", help="user_id (default: the identity the submission proves, else $USER; with a proof, it must be that identity)")
     submit.add_argument("--cluster", help="cluster to run on (`zen clusters` lists them)")
     submit.add_argument("--gpu-type", help="instead of --cluster: a GPU type, e.g. nvidia-l4 (with --gpu-count)")
     submit.add_argument("--gpu-count", type=int, help="instead of --cluster: GPUs per VM (with --gpu-type)")

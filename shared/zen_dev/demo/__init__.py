@@ -132,8 +132,15 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
     topics = stack.config.topics
     started = time.monotonic()
 
-    def publish(topic: str, body: dict) -> None:
-        publisher.publish(publisher.topic_path(project, topic), json.dumps(body).encode()).result(30)
+    owners: dict[str, str] = {}  # job -> its user, who sends its stop
+
+    def publish(topic: str, body: dict, sender: str | None = None) -> None:
+        """As ``zen submit`` / ``zen stop`` would: with the sender's ID token (the job's user's)."""
+        if "user_id" in body:
+            owners[body["job_id"]] = body["user_id"]
+        who = sender or body.get("user_id") or owners[body["job_id"]]
+        publisher.publish(publisher.topic_path(project, topic), json.dumps(body).encode(),
+                          **stack.sender(who)).result(30)
 
     waves = [FIRST_WAVE, [TAGGED, NEAR_DATA]] + ([SECOND_WAVE] if second_wave else [])
     jobs = [job for wave in waves for job in wave]

@@ -165,6 +165,9 @@ class LocalStack:
             # The agents run jobs as plain processes (no docker here): said explicitly, as an agent that is
             # not told runs containers (zen.agent.__main__).
             "ZEN_AGENT_LOCAL": "1",
+            # Who `zen submit` and `zen stop` say they are: a token the Compute stand-in signs, for $ZEN_AS
+            # (else $USER), which the functions verify as a deployed Zen verifies Google's (ZEN_AUTH).
+            "ZEN_IDENTITY_ENDPOINT": f"http://{compute}/zen-local/identity",
         }
         self._spawn("pubsub", [sys.executable, "-m", "zen_dev.local.pubsub", "--port", str(self.ports.pubsub)])
         wait_for_port(self.ports.pubsub, 30, self._popen("pubsub"))
@@ -187,7 +190,11 @@ class LocalStack:
         # secret of this stack's own derives the VMs' MAC keys (ZEN_PROOF_SECRET: zen.adapters.message_key).
         proof = {"ZEN_VM_PROOF": os.environ.get("ZEN_VM_PROOF") or "required",
                  "ZEN_VM_PROOF_CERTS_URL": f"http://{compute}/oauth2/v1/certs",
-                 "ZEN_PROOF_SECRET": secrets.token_urlsafe(32)}
+                 "ZEN_PROOF_SECRET": secrets.token_urlsafe(32),
+                 # Submissions and stops carry their sender's token (zen.adapters.submitters), signed by the
+                 # same stand-in key; ZEN_AUTH=off in the environment believes the user_id they claim.
+                 "ZEN_AUTH": os.environ.get("ZEN_AUTH") or "required",
+                 "ZEN_AUTH_CERTS_URL": f"http://{compute}/oauth2/v1/certs"}
         routes = []
         for index, (target, topic_field) in enumerate(FUNCTIONS.items()):
             port = self.ports.functions + index
@@ -248,6 +255,17 @@ class LocalStack:
             "logs": str(self.logs),
             "processes": [{k: v for k, v in p.items() if not k.startswith("_")} for p in self.processes],
         }
+
+    def sender(self, who: str) -> dict[str, str]:
+        """The attributes of a submission or stop sent by ``who``: its ID token from this stack's identity
+        endpoint (the Compute stand-in signs it, the functions verify it: zen.adapters.submitters)."""
+        from zen.cli.identity import Identity, attributes
+        import urllib.parse
+        import urllib.request
+
+        query = urllib.parse.urlencode({"email": who, "audience": self.config.auth.client_ids[0]})
+        with urllib.request.urlopen(f"{self.env['ZEN_IDENTITY_ENDPOINT']}?{query}", timeout=10) as answer:
+            return attributes(Identity(answer.read().decode(), who, "the local stack"))
 
     def _save(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)

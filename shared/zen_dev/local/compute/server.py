@@ -64,6 +64,9 @@ _COMPILED = [(m, re.compile(p), name) for m, p, name in _ROUTES]
 _COMPILED_501 = [(m, re.compile(p)) for m, p in _UNIMPLEMENTED]
 MAX_WAIT_REAL_S = 30.0
 CERTS_PATH = "/oauth2/v1/certs"
+# A person's or a program's ID token, as Google's sign-in gives one (zen.adapters.submitters): the local
+# stack's `zen` asks here, for $ZEN_AS or $USER, what it asks gcloud for against a deployed Zen.
+PEOPLE_PATH = "/zen-local/identity"
 _IDENTITY = re.compile(r"^/zen-local/vms/(?P<vm>[^/]+)/computeMetadata/v1/instance/service-accounts/default/identity$")
 
 
@@ -85,10 +88,15 @@ class ComputeApi:
             return self._issuer
 
     def proof(self, path: str, query: dict[str, str]) -> tuple[int, str, dict[str, str]] | None:
-        """The certificates or a running VM's identity token; None for any other path."""
+        """The certificates, a running VM's identity token or a person's; None for any other path."""
         if path == CERTS_PATH:
             return 200, json.dumps(self.issuer.certs()), {"Content-Type": "application/json; charset=UTF-8",
                                                           "Cache-Control": "public, max-age=3600"}
+        if path == PEOPLE_PATH:
+            if not query.get("email") or not query.get("audience"):
+                return 400, "email and audience parameters required", {}
+            return 200, self.issuer.user_token(email=query["email"], audience=query["audience"]), {
+                "Content-Type": "application/text"}
         if (preempted := notice.answer(self.world, path, query)) is not None:
             return preempted  # instance/preempted, as the metadata server serves it
         match = _IDENTITY.match(path)

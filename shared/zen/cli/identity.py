@@ -1,0 +1,107 @@
+"""Who ``zen submit`` and ``zen stop`` say they are: a Google ID token of the caller, attached to the
+message (``zen.adapters.submitters``), from the first of
+1. ``ZEN_ID_TOKEN``: a token the caller got itself (a program, a CI step: docs/how-to/submit-from-code.md);
+2. a local stack's identity endpoint (``ZEN_IDENTITY_ENDPOINT``, set from ``.zen/stack.json``): a token
+   its Compute stand-in signs for ``$ZEN_AS``, else ``$USER``;
+3. Application Default Credentials (google-auth): a service account's token for Zen's audience
+   (``auth.audience``; a key file, or the metadata server on a VM or in Cloud Build), or the token of a
+   user's ``gcloud auth application-default login``;
+4. ``gcloud auth print-identity-token`` (a user's gcloud login).
+Against a Pub/Sub emulator without an identity endpoint, none is looked for. Without any, the message
+goes without one: a Zen with ``ZEN_AUTH=off`` takes it, one that requires a
+proof refuses it and says why (``zen rejected``).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import subprocess
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+
+from zen.core.config import ZenConfig
+
+
+@dataclass(frozen=True)
+class Identity:
+    token: str
+    email: str  # what the token says (Zen checks it)
+    source: str  # where it came from, for messages
+
+
+def _email(token: str) -> str:
+    from zen.adapters.google_tokens import unverified_claims
+
+    try:
+        return str(unverified_claims(token).get("email") or "")
+    except ValueError:
+        return ""
+
+
+def _local(endpoint: str, config: ZenConfig) -> Identity:
+    who = os.environ.get("ZEN_AS") or os.environ.get("USER") or getpass.getuser()
+    query = urllib.parse.urlencode({"email": who, "audience": config.auth.client_ids[0]
+                                    if config.auth.client_ids else config.auth.audience_of(config.project)})
+    with urllib.request.urlopen(f"{endpoint}?{query}", timeout=10) as answer:
+        token = answer.read().decode()
+    return Identity(token, who, "the local stack")
+
+
+def _application_default(config: ZenConfig) -> Identity | None:
+    import google.auth
+    from google.auth.exceptions import GoogleAuthError
+    from google.auth.transport.requests import Request
+    from google.oauth2 import id_token
+
+    try:
+        credentials, _ = google.auth.default(scopes=["openid", "https://www.googleapis.com/auth/userinfo.email"])
+    except GoogleAuthError:
+        return None
+    try:
+        if hasattr(credentials, "service_account_email"):  # a key file, or a VM's / Cloud Build's metadata server
+            token = id_token.fetch_id_token(Request(), config.auth.audience_of(config.project))
+            return Identity(token, _email(token), "the service account of Application Default Credentials")
+        credentials.refresh(Request())  # a user's application-default login: Google answers with an ID token
+        token = getattr(credentials, "id_token", None)
+    except (GoogleAuthError, ValueError, OSError):
+        return None
+    return Identity(token, _email(token), "gcloud auth application-default login") if token else None
+
+
+def _gcloud() -> Identity | None:
+    if shutil.which("gcloud") is None:
+        return None
+    try:
+        done = subprocess.run(["gcloud", "auth", "print-identity-token"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    token = done.stdout.strip()
+    return Identity(token, _email(token), "gcloud auth print-identity-token") if done.returncode == 0 and token else None
+
+
+def current(config: ZenConfig) -> Identity | None:
+    """The caller's identity, from the first source that gives one (module docstring); None without any."""
+    if token := os.environ.get("ZEN_ID_TOKEN"):
+        return Identity(token.strip(), _email(token.strip()), "ZEN_ID_TOKEN")
+    if endpoint := os.environ.get("ZEN_IDENTITY_ENDPOINT"):
+        return _local(endpoint, config)
+    if os.environ.get("PUBSUB_EMULATOR_HOST"):  # a stand-in or emulator: no Google identity to prove there
+        return None
+    return _application_default(config) or _gcloud()
+
+
+def attributes(identity: Identity | None) -> dict[str, str]:
+    """The message attributes carrying ``identity``'s token (none without one)."""
+    from zen.adapters.submitters import auth_attributes
+
+    return auth_attributes(identity.token) if identity is not None else {}
+
+
+def describe(identity: Identity | None) -> str:
+    return (f"as {identity.email} ({identity.source})" if identity is not None else
+            "with no identity (no ZEN_ID_TOKEN, Application Default Credentials or gcloud login): a Zen that "
+            "requires one refuses it (zen rejected)")
+
