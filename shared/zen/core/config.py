@@ -21,6 +21,7 @@ from zen.core.lease import Deadlines as Deadlines  # the `deadlines:` section, e
 from zen.core.cluster_config import NAME as _NAME, ClusterConfig as ClusterConfig, ContainerPolicy as ContainerPolicy
 from zen.core.cluster_config import Strict as _Strict, describe_pull_limits as describe_pull_limits
 from zen.core.prices import Pricing as Pricing  # the `pricing:` section
+from zen.core.secrets import SecretPattern
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.yaml")
 TAG_PATTERN = _NAME  # a tag (execution group): what a job may require, and all an agent reports (zen.agent.identity)
@@ -94,6 +95,8 @@ class QueueConfig(_Strict):
     users: list[str] = Field(default_factory=list, description="Users whose default queue this is")
     preemption: Literal["never", "lower-priority", "reclaim-borrowed"] = Field(
         default="never", description="What a job within its nominal quota may preempt (zen.jobs.queueing)")
+    secrets: list[SecretPattern] = Field(
+        default_factory=list, description="Secret versions its jobs may name, * wildcards (zen.core.secrets); none by default")
 
     @field_validator("name", "cohort")
     @classmethod
@@ -154,6 +157,8 @@ class ZenConfig(_Strict):
     project: str = "zen-local"
     clusters: list[ClusterConfig] = Field(min_length=1)
     queues: list[QueueConfig] = Field(default_factory=list, description="No queues: every job is admitted")
+    secrets: list[SecretPattern] = Field(
+        default_factory=list, description="Without queues: the secret versions jobs may name (zen.core.secrets)")
     queueing: Queueing = Queueing()
     data: DataConfig = DataConfig()
     pricing: Pricing = Pricing()
