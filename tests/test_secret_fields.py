@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from tests.messages import job_request
 from tests.test_bad_input import rejected_events, snapshot
 from tests.test_queues import CLUSTER, with_queues
 from zen.core.config import ZenConfig
+from zen.cli.main import main
 from zen.core.errors import ConfigError
 from zen.store import repository
 
@@ -132,3 +134,39 @@ def test_zen_submit_refuses_with_the_functions_rule(config):
 def test_a_bad_pattern_in_the_configuration_names_it(config, pattern):
     with pytest.raises((ConfigError, ValueError), match="is not a pattern of secret versions"):
         with_queues(config, [{**QUEUES[0], "secrets": [pattern]}])
+
+
+# -- zen submit --secret ----------------------------------------------------------------------------------
+@pytest.fixture
+def user_env(config, publisher, db_url, monkeypatch, tmp_path):
+    """``zen submit`` against this test's project, with a configuration that allows my-project's hf-* secrets."""
+    path = tmp_path / "zen.yaml"
+    allowing = {**config.model_dump(mode="json"), "secrets": ["projects/my-project/secrets/hf-*/versions/*"]}
+    path.write_text(yaml.safe_dump(allowing, sort_keys=False))
+    monkeypatch.setenv("ZEN_CONFIG", str(path))
+    monkeypatch.setenv("ZEN_PROJECT", config.project)
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    return publisher
+
+
+def test_zen_submit_secret_flags_reach_the_request(user_env, tmp_path, capsys):
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"job_id: s-1\nuser_id: alice\ncluster: 1xl4\ncommand: [python, t.py]\nsecrets: {{A: {HF}}}\n")
+    other = "projects/my-project/secrets/hf-other/versions/2"
+
+    assert main(["submit", str(spec), "--secret", f"B={other}"]) == 0
+
+    [message] = user_env.on("zen-job-submitted")
+    assert json.loads(message.data)["secrets"] == {"A": HF, "B": other}
+
+
+@pytest.mark.parametrize("flag, code, said", [
+    ("HF_TOKEN", 2, "--secret 'HF_TOKEN': expected KEY=VALUE"),
+    ("HF_TOKEN=hf-token", 2, "HF_TOKEN: 'hf-token' is not a Secret Manager secret version"),
+    ("HF_TOKEN=projects/my-project/secrets/db/versions/1", 1,
+     "secret HF_TOKEN: this Zen (it has no queues) allows no reference projects/my-project/secrets/db/versions/1"),
+])
+def test_zen_submit_refuses_a_bad_or_unallowed_secret_before_publishing(user_env, capsys, flag, code, said):
+    assert main(["submit", "--user", "alice", "--cluster", "1xl4", "--secret", flag, "--", "python", "t.py"]) == code
+    assert said in capsys.readouterr().err
+    assert user_env.on("zen-job-submitted") == []
