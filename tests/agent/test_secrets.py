@@ -190,6 +190,14 @@ def test_each_value_of_four_characters_or_more_is_masked_in_every_line_shipped_a
     assert "abcd" not in output.recent_text()
 
 
+def test_a_value_of_several_lines_is_masked_line_by_line():
+    output = AttemptOutput("j", 1, "vm", None)
+    output.hide(["-----BEGIN KEY-----\nMIIEvQIBADANBgkq\n-----END KEY-----\n"])
+    for line in ("-----BEGIN KEY-----", "MIIEvQIBADANBgkq", "-----END KEY-----"):
+        output.add("stdout", line)
+    assert output.recent_text() == "***\n***\n***\n"
+
+
 def test_the_environment_variable_is_documented():
     """``ZEN_SECRETS_ENDPOINT`` is what points the agent at the stand-in: the agent's reference names it."""
     text = (Path(__file__).parents[2] / "docs" / "reference" / "agent.md").read_text()

@@ -111,10 +111,12 @@ class AttemptOutput:
     def hide(self, values: list[str]) -> None:
         """Write each of ``values`` (the job's secrets) as ``***`` in every line from now on, in the logs and
         the final report's tail alike. Values shorter than ``MIN_HIDDEN_CHARS`` are left: masking every
-        ``1`` or ``ab`` would garble the output and tell which short strings the secret is. The limits (a
-        value cut across two pieces of a long line, or printed transformed): docs/explanations/security.md#secrets"""
+        ``1`` or ``ab`` would garble the output and tell which short strings the secret is. A value of several
+        lines (a key file) is hidden line by line too: the output arrives a line at a time. The limits (a value
+        cut across two pieces of a long line, or printed transformed): docs/explanations/security.md#secrets"""
+        pieces = {piece for value in values for piece in (value, *value.splitlines())}
         with self._lock:
-            self._hidden = tuple(sorted({v for v in values if len(v) >= MIN_HIDDEN_CHARS}, key=len, reverse=True))
+            self._hidden = tuple(sorted({p for p in pieces if len(p) >= MIN_HIDDEN_CHARS}, key=len, reverse=True))
 
     def add(self, stream: str, text: str, newline: bool = True) -> None:
         """One line (``newline``: it ended with one; else a piece of a long or partial line)."""

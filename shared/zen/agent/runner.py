@@ -92,7 +92,7 @@ class Launch:
     """How to start a job: the argv, the extra environment of the process, the container if any."""
 
     argv: list[str]
-    env: dict[str, str]
+    env: dict[str, str] = field(repr=False)  # may hold the job's secrets
     container: str | None = None
 
 
