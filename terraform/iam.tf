@@ -370,6 +370,31 @@ locals {
   }
 }
 
+# Jobs' secrets (zen.agent.secrets): the agent reads each secret version a job names with its VM's account,
+# so each cluster's account may access the secrets agent_secrets lists for that cluster, bound on each secret
+# (never project-wide: a project-level secretAccessor reads every secret of the project, Zen's own proof
+# secret included). A job's value never passes through the functions, which get nothing here.
+locals {
+  agent_secret_bindings = merge([for cluster, secrets in var.agent_secrets : {
+    for secret in secrets : "${cluster}/${secret}" => { cluster = cluster, secret = secret }
+  }]...)
+}
+
+resource "google_secret_manager_secret_iam_member" "agent_reads_secrets" {
+  for_each  = local.agent_secret_bindings
+  project   = startswith(each.value.secret, "projects/") ? null : var.project_id
+  secret_id = each.value.secret
+  role      = "roles/secretmanager.secretAccessor"
+  member    = "serviceAccount:${google_service_account.agent[each.value.cluster].email}"
+
+  lifecycle {
+    precondition {
+      condition     = contains(keys(local.agent_clusters), each.value.cluster)
+      error_message = "agent_secrets names cluster ${each.value.cluster}, which is not one of var.clusters."
+    }
+  }
+}
+
 # Jobs' data (zen.agent.staging): read on the input buckets, write on the output buckets, each bucket
 # named in the variables and nothing else; a bucket with bound data (above) to its cleared clusters only.
 # Writing needs Object User, not Object Creator: the client retries a failed upload, and a retry of one that

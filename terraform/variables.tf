@@ -323,6 +323,17 @@ variable "agent_output_buckets" {
   description = "Cloud Storage buckets jobs write `outputs` to: the agents' service account gets Storage Object User on each of these buckets only (create, and overwrite when an upload is retried); a bucket holding a prefix of the configuration's data_clearance, only the agents of the clusters whose tags clear it."
 }
 
+variable "agent_secrets" {
+  type        = map(list(string))
+  default     = {}
+  description = "Secret Manager secrets each cluster's jobs may read (a job's `secrets`, read by the agent on the VM): cluster name -> secret ids, each `NAME` (a secret of project_id) or `projects/PROJECT/secrets/NAME`. That cluster's agents' service account gets roles/secretmanager.secretAccessor on each of these secrets only. Which references a job may name is the Zen configuration's (a queue's `secrets`, or the top-level `secrets` without queues); both must allow it."
+
+  validation {
+    condition     = alltrue([for secrets in values(var.agent_secrets) : alltrue([for s in secrets : can(regex("^(projects/[^/]+/secrets/)?[A-Za-z0-9_-]{1,255}$", s))])])
+    error_message = "agent_secrets: each secret is NAME or projects/PROJECT/secrets/NAME (letters, digits, '_' and '-'), without /versions/: access is granted on the secret."
+  }
+}
+
 variable "checkpoint_retention_days" {
   type        = number
   default     = 30

@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, MutableMapping
 from pydantic import ValidationError
 
 from zen.adapters.joblogs import Sink
+from zen.adapters.secret_manager import secret_reader
 from zen.agent.attempt import AttemptRunner
 from zen.agent.backoff import ClaimBackoff
 from zen.agent.cache import InputCache
@@ -58,7 +59,7 @@ class Agent:
     def __init__(self, identity: Identity, settings: AgentSettings, transport: Transport, *, local: bool,
                  clock: Callable[[], float] = time.monotonic, base_env: Mapping[str, str] | None = None,
                  sink: Sink | None = None, pulls: DailyPulls | None = None, slots: Slots | None = None,
-                 sandbox: Sandbox | None = None):
+                 sandbox: Sandbox | None = None, read_secret: Callable[[str], bytes] | None = None):
         self.identity = identity
         self.settings = settings
         self.transport = transport
@@ -83,7 +84,8 @@ class Agent:
                                self.pulls, self.shutdown, identity.vm, clock, self.log)
         self.attempts = AttemptRunner(identity, settings, self.reporter, self.controls, self.vm_beats, self.slots,
                                       self.pulls, self.cache, sandbox or Sandbox(),  # no limits by default
-                                      self.shutdown, clock, self.log, local=local, sink=sink, base_env=base_env)
+                                      self.shutdown, clock, self.log, local=local, sink=sink, base_env=base_env,
+                                      read_secret=read_secret or secret_reader())  # Secret Manager, lazily
         self._clock = clock
         self._threads: list[threading.Thread] = []  # attempts running besides the loop (several at once)
 

@@ -23,6 +23,7 @@ from zen.agent.limits import DailyPulls
 from zen.agent.output import AttemptOutput
 from zen.agent.reports import FINAL_BUDGET_S, AttemptReport, Reporter
 from zen.agent.runner import CannotRun, JobSpec, RunningJob
+from zen.agent.secrets import SecretsFailed, resolve
 from zen.agent.settings import AgentSettings
 from zen.agent.shutdown import SHUTDOWN_BUDGET_S, SHUTDOWN_S, SLICE_S, Shutdown
 from zen.agent.slots import ControlRouter, Key, Slots
@@ -48,7 +49,8 @@ class AttemptRunner:
     def __init__(self, identity: Identity, settings: AgentSettings, reporter: Reporter, controls: ControlRouter,
                  vm_beats: VmBeats, slots: Slots, pulls: DailyPulls, cache: InputCache, sandbox: Sandbox,
                  shutdown: Shutdown, clock: Callable[[], float], log: logging.LoggerAdapter[logging.Logger], *,
-                 local: bool, sink: Sink | None, base_env: Mapping[str, str] | None) -> None:
+                 local: bool, sink: Sink | None, base_env: Mapping[str, str] | None,
+                 read_secret: Callable[[str], bytes]) -> None:
         self._identity = identity
         self._settings = settings
         self._reporter = reporter
@@ -64,6 +66,7 @@ class AttemptRunner:
         self._local = local
         self._sink = sink  # where job output goes (zen.adapters.joblogs); None: only the tail in the final report
         self._base_env = base_env
+        self._read_secret = read_secret  # one secret version's payload (zen.adapters.secret_manager)
         self.jobs_run = 0
         self._lock = threading.Lock()  # jobs_run, from every attempt's thread
 
@@ -80,6 +83,9 @@ class AttemptRunner:
         settings = self._settings
         output = AttemptOutput(start.job_id, start.attempt, self._identity.vm, self._sink, settings.output,
                                settings.tail_bytes)
+        secrets = self._secrets(start, attempt, output)
+        if secrets is None:  # the job never ran, nor staged anything
+            return None
         data, limit = self._attempt_data(start), start.max_runtime_s
         checkpoint = self._checkpoint(start, data, output)
         runtime: float | None = limit
@@ -115,7 +121,8 @@ class AttemptRunner:
                        stop_grace_s=settings.stop_grace_s,
                        data_dirs={**data.env(), **(checkpoint.env() if checkpoint else {})} if data else {},
                        gpu_ids=gpu_ids or None,  # (): the VM runs one job at a time, the job sees every GPU
-                       sandbox=self._sandbox)  # its container's confinement (zen.agent.container)
+                       sandbox=self._sandbox,  # its container's confinement (zen.agent.container)
+                       secret_env=secrets)
         try:
             job = RunningJob.start(spec, local=self._local, tail_bytes=settings.tail_bytes, docker=settings.docker,
                                    output=output, limits=settings.output, base_env=self._base_env,
@@ -224,6 +231,22 @@ class AttemptRunner:
         if cut is not None:
             lines.append(cut[1] if "kept" in cut[1] else f"{cut[1]}; the previous checkpoint is kept")
         return "\n".join(line for line in (note, *lines) if line) or None
+
+    def _secrets(self, start: StartMessage, attempt: AttemptReport, output: AttemptOutput) -> dict[str, str] | None:
+        """The job's secrets, read before anything of it runs, and hidden in its output from the first line;
+        None when one cannot be read: the attempt has ended, reported with the reason (``zen.agent.secrets``)."""
+        if not start.secrets:
+            return {}
+        try:
+            values = resolve(start.secrets, self._read_secret)
+        except SecretsFailed as failed:
+            self._log.error("job secrets not read", extra={"job_id": start.job_id, "attempt": start.attempt,
+                                                           "status": failed.status.value, "reason": failed.note})
+            output.add("zen", failed.note)
+            self._end(attempt, output, None, failed.status, failed.note, data=None)
+            return None
+        output.hide(list(values.values()))
+        return values
 
     def _checkpoint(self, start: StartMessage, data: AttemptData | None,
                     output: AttemptOutput) -> Checkpoint | None:

@@ -28,6 +28,8 @@ log = logging.getLogger("zen.agent.output")
 # room for each entry's labels and fields.
 REQUEST_BYTES = 8 * 1024 * 1024
 ENTRY_OVERHEAD_BYTES = 512
+MASK = "***"  # what a job's secret value is written as in its output (AttemptOutput.hide)
+MIN_HIDDEN_CHARS = 4
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ class AttemptOutput:
         self._window_bytes = 0
         self._dropped = [0, 0]  # lines, bytes fallen out of the window
         self._seq = 0
+        self._hidden: tuple[str, ...] = ()  # the job's secret values (``hide``), longest first
         self._accepted_bytes = 0
         self._over_size = False
         self._behind = False
@@ -105,10 +108,23 @@ class AttemptOutput:
             self._thread.start()
 
     # -- capture side ----------------------------------------------------------------------------
+    def hide(self, values: list[str]) -> None:
+        """Write each of ``values`` (the job's secrets) as ``***`` in every line from now on, in the logs and
+        the final report's tail alike. Values shorter than ``MIN_HIDDEN_CHARS`` are left: masking every
+        ``1`` or ``ab`` would garble the output and tell which short strings the secret is. A value of several
+        lines (a key file) is hidden line by line too: the output arrives a line at a time. The limits (a value
+        cut across two pieces of a long line, or printed transformed): docs/explanations/security.md#secrets"""
+        pieces = {piece for value in values for piece in (value, *value.splitlines())}
+        with self._lock:
+            self._hidden = tuple(sorted({p for p in pieces if len(p) >= MIN_HIDDEN_CHARS}, key=len, reverse=True))
+
     def add(self, stream: str, text: str, newline: bool = True) -> None:
         """One line (``newline``: it ended with one; else a piece of a long or partial line)."""
         now = datetime.fromtimestamp(self._wall_clock(), timezone.utc).isoformat()
         with self._lock:
+            for value in self._hidden:  # longest first: a value inside another is not left half-masked
+                if value in text:
+                    text = text.replace(value, MASK)
             self._recent.add(text, newline)
             if self._sink is not None:
                 self._route(stream, text, now, _size(text))

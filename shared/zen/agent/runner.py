@@ -53,15 +53,28 @@ class JobSpec:
     data_dirs: dict[str, str] = field(default_factory=dict)  # ZEN_INPUT_DIR, ZEN_OUTPUT_DIR (zen.agent.staging)
     gpu_ids: tuple[int, ...] | None = None  # its GPUs on a VM that runs several jobs (zen.agent.slots); None: all
     sandbox: Sandbox | None = None  # how its container is confined (zen.agent.container); None: the defaults
+    # Its secrets' values (zen.agent.secrets): in its environment, never in an argv or a repr.
+    secret_env: dict[str, str] = field(default_factory=dict, repr=False)
 
     def job_env(self, *, container: bool = False) -> dict[str, str]:
         """What the job sees besides its own ``env``: which job and attempt it is, how long it has
         between SIGTERM and SIGKILL when stopped or preempted (time to checkpoint), and where its
-        inputs are and its outputs go (these win over its ``env``: the agent uploads that directory)."""
+        inputs are and its outputs go (these win over its ``env`` and secrets: the agent uploads that
+        directory). A container's secrets are not here: its docker CLI passes them by name (``docker_argv``)."""
         own = {"ZEN_JOB_ID": self.job_id, "ZEN_JOB_ATTEMPT": str(self.attempt)}
         if self.stop_grace_s is not None:
             own["ZEN_STOP_GRACE_S"] = f"{self.stop_grace_s:g}"
-        return {**own, **self.env, **self.data_dirs, **self.gpu_env(container=container)}
+        env = {**own, **self.env, **self.secret_env, **self.data_dirs, **self.gpu_env(container=container)}
+        for name in self.container_secrets() if container else ():
+            del env[name]
+        return env
+
+    def container_secrets(self) -> dict[str, str]:
+        """The secrets a container is given by name: ``-e NAME`` takes the value from the docker CLI's own
+        environment, so no value is on a command line (``ps``, /proc/PID/cmdline). Like ``env``, less the
+        variables that win over it."""
+        wins = {**self.data_dirs, **self.gpu_env(container=True)}
+        return {name: value for name, value in self.secret_env.items() if name not in wins}
 
     def gpu_env(self, *, container: bool) -> dict[str, str]:
         """Which GPUs are the job's, when it shares its VM (these win over its ``env``): ``ZEN_GPU_IDS``,
@@ -79,7 +92,7 @@ class Launch:
     """How to start a job: the argv, the extra environment of the process, the container if any."""
 
     argv: list[str]
-    env: dict[str, str]
+    env: dict[str, str] = field(repr=False)  # may hold the job's secrets
     container: str | None = None
 
 
@@ -111,6 +124,8 @@ def docker_argv(spec: JobSpec, docker: str = "docker") -> list[str]:
     argv += container_options(spec, spec.sandbox)  # user, capabilities, limits, network, mounts
     for key, value in spec.job_env(container=True).items():
         argv += ["-e", f"{key}={value}"]
+    for key in spec.container_secrets():
+        argv += ["-e", key]  # the value: in the docker CLI's environment (plan_launch)
     return argv + ["--", spec.image] + list(spec.command or [])
 
 
@@ -124,7 +139,7 @@ def plan_launch(spec: JobSpec, *, local: bool, docker: str = "docker") -> Launch
     reach the metadata server (``startup.sh`` rejects its traffic there), so on a VM jobs run only
     in containers."""
     if spec.image and not local:
-        return Launch(docker_argv(spec, docker), {}, container_name(spec.job_id, spec.attempt))
+        return Launch(docker_argv(spec, docker), spec.container_secrets(), container_name(spec.job_id, spec.attempt))
     if not local:
         raise CannotRun("the job has no image: on a VM jobs run only in a container (as a plain process a job "
                         "would run as root with the VM's credentials); submit it with an image (--image)")

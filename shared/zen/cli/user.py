@@ -111,11 +111,12 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
              "provisioning": args.provisioning, "max_start_wait_s": args.max_start_wait,
              "queue": getattr(args, "queue", None)}
     data.update({k: v for k, v in flags.items() if v is not None})
-    for name, pairs in (("env", args.env), ("labels", args.label)):
+    for name, flag, pairs in (("env", "env", args.env), ("labels", "label", args.label),
+                              ("secrets", "secret", getattr(args, "secret", None))):
         if pairs:
             bad = [item for item in pairs if "=" not in item]
             if bad:
-                raise CliError(f"--{'env' if name == 'env' else 'label'} {bad[0]!r}: expected KEY=VALUE", 2)
+                raise CliError(f"--{flag} {bad[0]!r}: expected KEY=VALUE", 2)
             data[name] = {**(data.get(name) or {}), **dict(item.split("=", 1) for item in pairs)}
     if getattr(args, "checkpoint_every", None) is not None:  # the file's checkpoint: with its period replaced
         data["checkpoint"] = {**(data.get("checkpoint") or {}), "every": args.checkpoint_every}
@@ -268,6 +269,9 @@ def register(sub, ctx: Context) -> None:
     submit.add_argument("--queue", help="the queue whose quota it runs under (default: your queue, see `zen queues`)")
     submit.add_argument("--region", action="append", help="allowed region (repeatable; default: all of the cluster's)")
     submit.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")
+    submit.add_argument("--secret", action="append", metavar="NAME=REFERENCE", help=(
+        "environment variable read from Secret Manager on the VM, e.g. "
+        "HF_TOKEN=projects/P/secrets/hf-token/versions/latest (repeatable; its queue must allow it)"))
     submit.add_argument("--label", action="append", metavar="KEY=VALUE",
                         help="label, for `zen jobs list --label` (repeatable)")
     submit.add_argument("-f", "--wait", "--follow", dest="wait", action="store_true",

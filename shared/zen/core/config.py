@@ -23,6 +23,7 @@ from zen.core.cluster_config import NAME as _NAME, ClusterConfig as ClusterConfi
 from zen.core.cluster_config import Strict as _Strict, describe_pull_limits as describe_pull_limits
 from zen.core.prices import Pricing as Pricing  # the `pricing:` section
 from zen.core.principals import matches, pattern_error
+from zen.core.secrets import SecretPattern
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.yaml")
 TAG_PATTERN = _NAME  # a tag (execution group): what a job may require, and all an agent reports (zen.agent.identity)
@@ -101,6 +102,8 @@ class QueueConfig(_Strict):
     admins: list[str] = Field(default_factory=list, description="Who may stop any of its jobs, and submit to it")
     max_priority: int | None = Field(default=None, ge=-1000, le=1000,
                                      description="The highest priority its jobs may ask for (unset: 1000)")
+    secrets: list[SecretPattern] = Field(
+        default_factory=list, description="Secret versions its jobs may name, * wildcards (zen.core.secrets); none by default")
 
     @field_validator("name", "cohort")
     @classmethod
@@ -203,6 +206,8 @@ class ZenConfig(_Strict):
     project: str = "zen-local"
     clusters: list[ClusterConfig] = Field(min_length=1)
     queues: list[QueueConfig] = Field(default_factory=list, description="No queues: every job is admitted")
+    secrets: list[SecretPattern] = Field(
+        default_factory=list, description="Without queues: the secret versions jobs may name (zen.core.secrets)")
     queueing: Queueing = Queueing()
     data: DataConfig = DataConfig()
     pricing: Pricing = Pricing()

@@ -22,16 +22,17 @@ import enum
 import hashlib
 import json
 import re
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import (AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, Strict,
-                      field_validator, model_validator)
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
 from zen.core.checkpoints import CheckpointSpec, StartCheckpoint
 from zen.core.gcs import check_input_names, check_uri
 from zen.core.images import check_image
 from zen.core.provisioning import check_accepted
+from zen.core.secrets import EnvName, Secrets, env_clash
+from zen.core.timestamps import UtcTimestamp as UtcTimestamp
 from zen.core.text import unstorable_place
 
 MESSAGE_VERSION: Final = 1
@@ -129,25 +130,6 @@ JobId = Annotated[str, AfterValidator(_job_id)]
 Label = Annotated[str, Field(min_length=1, max_length=63)]
 
 
-def _iso_8601_text(value: Any) -> Any:
-    # JSON has no timestamp type: accept its ISO 8601 string (or a datetime from Python callers), never
-    # a number, which pydantic's lax mode would read as seconds since the epoch.
-    if isinstance(value, (str, datetime)):
-        return value
-    raise ValueError("must be an ISO 8601 string with a timezone, e.g. 2026-11-21T10:00:00Z")
-
-
-def _in_utc(value: datetime) -> datetime:
-    try:
-        return value.astimezone(timezone.utc)
-    except OverflowError:
-        raise ValueError("is outside the range of UTC timestamps (years 1-9999 once converted to UTC)") from None
-
-
-# A timestamp on the wire: ISO 8601 with a timezone, stored and compared in UTC.
-UtcTimestamp = Annotated[AwareDatetime, Strict(False), BeforeValidator(_iso_8601_text), AfterValidator(_in_utc)]
-
-
 class Message(BaseModel):
     """Base of every payload: strict, immutable, versioned."""
 
@@ -194,7 +176,8 @@ class JobRequest(Received):
     image: Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(check_image)] | None = Field(
         default=None, description="A container image reference (zen.core.images), never read as a docker option")
     command: list[Annotated[str, Field(max_length=16384)]] | None = Field(default=None, max_length=1024)
-    env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(default_factory=dict)
+    env: dict[EnvName, str] = Field(default_factory=dict)
+    secrets: Secrets | None = Field(default=None, description="Variable -> secret version, read by the agent")
     priority: int = Field(default=0, ge=-1000, le=1000)
     regions: list[str] | None = Field(default=None, min_length=1, description="Allow-list of regions")
     max_runtime_s: int | None = Field(default=None, ge=1, le=INT32_MAX)
@@ -238,6 +221,8 @@ class JobRequest(Received):
             raise ValueError("give either a cluster or gpu_count with gpu_type (or gpu_types), not both")
         if self.gpu_type is not None and self.gpu_types is not None:
             raise ValueError("give gpu_type or gpu_types, not both")
+        if clash := env_clash(self.env, self.secrets):
+            raise ValueError(clash)
         return self
 
     def canonical(self, job_id: str) -> dict[str, Any]:
@@ -310,6 +295,7 @@ class StartMessage(Message):
     image: str | None = None
     command: list[str] | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    secrets: dict[str, str] | None = None  # variable -> secret version the agent reads (zen.agent.secrets)
     regions: list[str]
     max_runtime_s: int | None = None
     labels: dict[str, str] = Field(default_factory=dict)

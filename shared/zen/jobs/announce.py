@@ -125,7 +125,7 @@ class Announcements:
             job_id=job.job_id, attempt=job.attempt, cluster=job.cluster, user_id=job.user_id,
             image=request.get("image"), command=request.get("command"), env=request.get("env", {}),
             regions=job.regions, max_runtime_s=job.max_runtime_s, labels=request.get("labels", {}),
-            inputs=request.get("inputs"), outputs=request.get("outputs"),
+            inputs=request.get("inputs"), outputs=request.get("outputs"), secrets=request.get("secrets"),
         )
         if (asked := request.get("checkpoint")) is not None and (
                 checkpoint := self._config.checkpoints.start(CheckpointSpec.model_validate(asked), job.cluster, job.job_id)):

@@ -1,7 +1,7 @@
 """``zen local up`` / ``zen local down``: the whole system on one machine, as separate processes.
 
-Started in order (the embedded Postgres, the Pub/Sub stand-in and the topology, the Cloud Storage
-stand-in, the Compute stand-in whose VMs run the real agent, the four functions, the bridge and the
+Started in order (the embedded Postgres, the Pub/Sub stand-in and the topology, the Cloud Storage,
+Billing Catalog and Secret Manager stand-ins, the Compute stand-in whose VMs run the real agent, the four functions, the bridge and the
 ticker), recorded in ``.zen/stack.json``, stopped in reverse order. What each does and where it logs:
 docs/how-to/local.md."""
 
@@ -32,6 +32,12 @@ FUNCTIONS = {
 }
 DEFAULT_SCENARIO = Path(__file__).parent / "compute" / "scenarios" / "stockout.yaml"
 BRIDGE_POLICY = DeliveryPolicy(minimum_backoff_s=0.5, maximum_backoff_s=10.0)
+DEMO_SECRET_VALUE = "zen-local-demo-token"  # what a job's secret named demo_secret(project) reads
+
+
+def demo_secret(project: str) -> str:
+    """The secret the local stack's Secret Manager serves (its version 1 is also ``latest``)."""
+    return f"projects/{project}/secrets/demo-token"
 
 
 class StackError(RuntimeError):
@@ -45,14 +51,15 @@ class Ports:
     functions: int = 8091  # four consecutive ports
     storage: int = 8087
     billing: int = 8088
+    secrets: int = 8089
 
     @classmethod
     def from_base(cls, base: int) -> "Ports":
-        return cls(base, base + 1, base + 6, base + 2, base + 3)
+        return cls(base, base + 1, base + 6, base + 2, base + 3, base + 4)
 
     def all(self) -> dict[str, int]:
         ports = {"pubsub stand-in": self.pubsub, "compute stand-in": self.compute, "storage stand-in": self.storage,
-                 "billing stand-in": self.billing}
+                 "billing stand-in": self.billing, "secret manager stand-in": self.secrets}
         ports.update({name: self.functions + i for i, name in enumerate(FUNCTIONS)})
         return ports
 
@@ -160,6 +167,8 @@ class LocalStack:
             # The Cloud Billing Catalog (zen_dev.local.billing: SKUs of the committed price snapshot), which
             # the scale tick reads prices from once a day through the official client.
             "ZEN_BILLING_ENDPOINT": f"http://127.0.0.1:{self.ports.billing}",
+            # Secret Manager (zen_dev.local.secret_manager), where the agents read jobs' secrets.
+            "ZEN_SECRETS_ENDPOINT": f"127.0.0.1:{self.ports.secrets}",
             # The VMs' disks: jobs' data and each agent's warm cache (<dir>/.cache/<vm>: zen.agent.cache).
             "ZEN_AGENT_WORK_DIR": str(self.home / "vms"),
             # The agents run jobs as plain processes (no docker here): said explicitly, as an agent that is
@@ -177,6 +186,9 @@ class LocalStack:
         wait_for_port(self.ports.storage, 30, self._popen("storage"))
         self._spawn("billing", [sys.executable, "-m", "zen_dev.local.billing", "--port", str(self.ports.billing)])
         wait_for_port(self.ports.billing, 30, self._popen("billing"))
+        self._spawn("secrets", [sys.executable, "-m", "zen_dev.local.secret_manager", "--port", str(self.ports.secrets),
+                                "--secret", f"{demo_secret(project)}={DEMO_SECRET_VALUE}"])
+        wait_for_port(self.ports.secrets, 30, self._popen("secrets"))
         compute_cmd = [sys.executable, "-m", "zen_dev.local.compute", "--port", str(self.ports.compute),
                        "--scenario", str(self.scenario), "--config", str(self.config_path),
                        "--startup-command", json.dumps([sys.executable, "-m", "zen.agent"]),

@@ -1,0 +1,90 @@
+"""Reading a job's secrets: one secret version's payload through the official Secret Manager client
+(``AccessSecretVersion``), with the client's errors translated into the two kinds the agent acts on
+(``SecretDenied``: the VM may never read it; ``SecretUnavailable``: the service's or the network's fault).
+
+``ZEN_SECRETS_ENDPOINT`` (``host:port``) points the client at a local stand-in (``zen_dev.local.secrets``)
+over an insecure channel with anonymous credentials. The client library is imported only when a client is
+built: the functions never read a secret's value, and their requirements do not carry it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+ENDPOINT_ENV = "ZEN_SECRETS_ENDPOINT"
+CALL_TIMEOUT_S = 10.0  # one AccessSecretVersion; the agent retries an unavailable service itself
+
+
+class SecretDenied(Exception):
+    """The VM's service account may not read the version, or it is not there (no retry helps)."""
+
+
+class SecretUnavailable(Exception):
+    """Secret Manager did not answer in time or said to try again."""
+
+
+def secret_client(endpoint: str | None = None) -> Any:
+    """The official client; with ``endpoint`` (or ``ZEN_SECRETS_ENDPOINT``), one talking plain gRPC to a
+    local stand-in with anonymous credentials."""
+    from google.cloud import secretmanager
+
+    endpoint = endpoint or os.environ.get(ENDPOINT_ENV)
+    if not endpoint:
+        return secretmanager.SecretManagerServiceClient()
+    import grpc  # type: ignore[import-untyped]  # (no stubs; only its insecure channel is used)
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud.secretmanager_v1.services.secret_manager_service.transports.grpc import (
+        SecretManagerServiceGrpcTransport)
+
+    def insecure(host: str, **_: Any) -> Any:
+        return grpc.insecure_channel(host)
+
+    def transport(**options: Any) -> SecretManagerServiceGrpcTransport:
+        return SecretManagerServiceGrpcTransport(**{**options, "channel": insecure})
+
+    return secretmanager.SecretManagerServiceClient(
+        credentials=AnonymousCredentials(), transport=transport, client_options={"api_endpoint": endpoint})
+
+
+def secret_reader(client_factory: Callable[[], Any] = secret_client) -> Callable[[str], bytes]:
+    """A function reading one secret version's payload; the client is built at the first read (a VM
+    whose jobs name no secret never builds one)."""
+    clients: list[Any] = []
+
+    def read(name: str) -> bytes:
+        if not clients:
+            try:
+                clients.append(client_factory())
+            except Exception as exc:  # noqa: BLE001 - no credentials, no library: the VM's fault, not the job's
+                raise SecretUnavailable(f"no Secret Manager client: {exc}") from None
+        return access(clients[0], name)
+
+    return read
+
+
+def access(client: Any, name: str) -> bytes:
+    """The payload of secret version ``name``, checked against its CRC32C when the service sends one."""
+    from google.api_core import exceptions
+    import google_crc32c
+
+    try:
+        response = client.access_secret_version(request={"name": name}, timeout=CALL_TIMEOUT_S, retry=None)
+    except exceptions.PermissionDenied:
+        raise SecretDenied("permission denied (the VM's service account needs "
+                           "roles/secretmanager.secretAccessor on it)") from None
+    except exceptions.NotFound:
+        raise SecretDenied("not found (no such secret or version)") from None
+    except exceptions.FailedPrecondition as exc:  # a disabled or destroyed version
+        raise SecretDenied(f"cannot be read: {exc.message}") from None
+    except exceptions.InvalidArgument as exc:
+        raise SecretDenied(f"refused: {exc.message}") from None
+    except (exceptions.ServiceUnavailable, exceptions.DeadlineExceeded, exceptions.InternalServerError,
+            exceptions.TooManyRequests, exceptions.Unknown, exceptions.Aborted) as exc:
+        raise SecretUnavailable(f"Secret Manager unavailable: {exc.message or type(exc).__name__}") from None
+    except exceptions.GoogleAPICallError as exc:
+        raise SecretDenied(f"refused: {exc.message or type(exc).__name__}") from None
+    payload = response.payload
+    if "data_crc32c" in payload and google_crc32c.value(payload.data) != payload.data_crc32c:
+        raise SecretUnavailable("its payload arrived corrupted (CRC32C mismatch)")
+    return bytes(payload.data)

@@ -1,0 +1,85 @@
+"""A job's ``secrets``: environment variables whose values the agent reads from Secret Manager as its
+attempt starts (``zen.agent.secrets``). Zen checks and stores only the references; a value never
+reaches the functions or Postgres. Which references a job may name is its queue's rule
+(``QueueConfig.secrets``, or the top-level ``secrets`` without queues), checked at submission.
+Why and the limits: docs/explanations/security.md#secrets
+"""
+
+from __future__ import annotations
+
+import re
+from fnmatch import fnmatchcase
+from typing import Annotated, Final
+
+from pydantic import AfterValidator, Field
+
+MAX_SECRETS: Final = 16
+# projects/<project id or number>/secrets/<secret id>/versions/<version number, latest or an alias>: the
+# shapes Secret Manager accepts for a global secret's version (project ids: 6-30 lowercase letters, digits
+# and '-'; secret ids: up to 255 letters, digits, '_' and '-').
+REFERENCE = re.compile(r"projects/(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,20})"
+                       r"/secrets/[A-Za-z0-9_-]{1,255}/versions/(?:latest|[0-9]{1,20}|[A-Za-z][A-Za-z0-9_-]{0,62})")
+REFERENCE_SHAPE: Final = "projects/<project>/secrets/<name>/versions/<version number or latest>"
+# An environment variable's name: the rule for a job's ``env`` and ``secrets`` alike.
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+_PATTERN = re.compile(r"projects/[^/\s]+/secrets/[^/\s]+/versions/[^/\s]+")
+
+
+def check_reference(variable: str, reference: str) -> str:
+    """``reference`` if it names a secret version, else ``ValueError`` naming the variable."""
+    if not REFERENCE.fullmatch(reference):
+        raise ValueError(f"{variable}: {reference[:300]!r} is not a Secret Manager secret version: give "
+                         f"{REFERENCE_SHAPE}, e.g. projects/my-project/secrets/hf-token/versions/latest")
+    return reference
+
+
+def check_secrets(value: dict[str, str]) -> dict[str, str]:
+    """A job's ``secrets``: at most ``MAX_SECRETS``, each a secret version."""
+    if len(value) > MAX_SECRETS:
+        raise ValueError(f"at most {MAX_SECRETS} secrets per job ({len(value)} given)")
+    for variable, reference in value.items():
+        check_reference(variable, reference)
+    return value
+
+
+Secrets = Annotated[dict[EnvName, Annotated[str, Field(max_length=1024)]], AfterValidator(check_secrets)]
+
+
+def env_clash(env: dict[str, str], secrets: dict[str, str] | None) -> str | None:
+    """Why a job may not have these ``env`` and ``secrets``: a variable in both (which value would win?)."""
+    clash = sorted(set(secrets or {}) & set(env))
+    return f"secrets: {', '.join(clash)} also in env: name each variable in env or in secrets, not both" if clash else None
+
+
+def check_pattern(pattern: str) -> str:
+    """A configured pattern of allowed references: the reference's shape, with ``*`` wildcards."""
+    if not _PATTERN.fullmatch(pattern):
+        raise ValueError(f"secrets: {pattern!r} is not a pattern of secret versions: give "
+                         "projects/<project>/secrets/<name>/versions/<version>, each part may use * wildcards, "
+                         "e.g. projects/my-project/secrets/hf-*/versions/*")
+    return pattern
+
+
+SecretPattern = Annotated[str, AfterValidator(check_pattern)]
+
+
+def allowed(reference: str, patterns: list[str]) -> bool:
+    """Whether one of ``patterns`` allows ``reference``: part by part (between slashes), with fnmatch's
+    wildcards, so a ``*`` never reaches into another project or secret."""
+    parts = reference.split("/")
+    for pattern in patterns:
+        wanted = pattern.split("/")
+        if len(wanted) == len(parts) and all(fnmatchcase(part, want) for part, want in zip(parts, wanted)):
+            return True
+    return False
+
+
+def refused_reference(secrets: dict[str, str] | None, patterns: list[str], owner: str) -> str | None:
+    """The reason a job's ``secrets`` may not be read under ``owner``'s rule (``patterns``), or None.
+    ``owner``: "queue research", or "this Zen (no queues)"."""
+    for variable, reference in sorted((secrets or {}).items()):
+        if not allowed(reference, patterns):
+            rule = (f"its secrets: {patterns}" if patterns else
+                    "its secrets: none; the configuration's secrets: lists the references a job may name")
+            return f"secret {variable}: {owner} allows no reference {reference} ({rule})"
+    return None

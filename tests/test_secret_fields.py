@@ -1,0 +1,172 @@
+"""A job's ``secrets`` through the functions, against a real Postgres: bad references, too many, a clash
+with ``env`` and a reference its queue (or, without queues, the configuration) does not allow are
+rejected with the reason, recorded and acked; an allowed one is stored as the reference alone and
+reaches the agent in the start message."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from tests.messages import job_request
+from tests.test_bad_input import rejected_events, snapshot
+from tests.test_queues import CLUSTER, with_queues
+from zen.core.config import ZenConfig
+from zen.cli.main import main
+from zen.core.errors import ConfigError
+from zen.store import repository
+
+HF = "projects/my-project/secrets/hf-token/versions/latest"
+QUEUES = [{"name": "research", "quota": {CLUSTER: 8}, "users": ["alice"],
+           "secrets": ["projects/my-project/secrets/hf-*/versions/*"]},
+          {"name": "batch", "quota": {CLUSTER: 8}, "users": ["bob"]}]
+
+
+def submitted_functions(config, db, publisher, clock, db_url, monkeypatch):
+    from zen.app import Zen
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    zen = Zen(config, db, publisher, clock)
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    return zen, FunctionsInvoker(zen)
+
+
+def assert_rejected(functions, zen, publisher, request: dict, reason: str) -> None:
+    response = functions.send("on_job_submitted", json.dumps(request).encode(), message_id="m-1")
+    assert response.status_code == 200  # acked
+    jobs, history, rejected = snapshot(zen)
+    assert jobs == [] and history == []
+    assert len(rejected) == 1 and reason in rejected[0]["reason"], rejected
+    [event] = rejected_events(publisher)
+    assert event["type"] == "job.rejected" and reason in event["reason"]
+
+
+BAD_SECRETS = [
+    ({"HF_TOKEN": "hf-token"}, "secrets: Value error, HF_TOKEN: 'hf-token' is not a Secret Manager secret version: "
+                               "give projects/<project>/secrets/<name>/versions/<version number or latest>"),
+    ({"HF_TOKEN": "projects/my-project/secrets/hf-token"}, "HF_TOKEN: 'projects/my-project/secrets/hf-token' is not"),
+    ({"HF_TOKEN": "projects/my-project/secrets/hf token/versions/1"}, "is not a Secret Manager secret version"),
+    ({"HF_TOKEN": "projects/my-project/secrets/../versions/1"}, "is not a Secret Manager secret version"),
+    ({"HF_TOKEN": "projects/my-project/locations/us/secrets/x/versions/1"}, "is not a Secret Manager secret version"),
+    ({"1TOKEN": HF}, "secrets.1TOKEN.[key]: String should match pattern"),  # env's own rule for names
+    ({"HF-TOKEN": HF}, "secrets.HF-TOKEN.[key]: String should match pattern"),
+    ({f"T{n}": HF for n in range(17)}, "secrets: Value error, at most 16 secrets per job (17 given)"),
+    ({"HF_TOKEN": 42}, "secrets.HF_TOKEN: Input should be a valid string"),
+]
+
+
+@pytest.mark.parametrize("secrets, reason", BAD_SECRETS, ids=[r for _, r in BAD_SECRETS])
+def test_a_bad_secret_is_rejected_naming_the_field(functions, zen, publisher, secrets, reason):
+    assert_rejected(functions, zen, publisher, job_request("j", secrets=secrets), reason)
+
+
+def test_a_secret_also_in_env_is_rejected_naming_both(functions, zen, publisher):
+    assert_rejected(functions, zen, publisher, job_request("j", env={"HF_TOKEN": "x"}, secrets={"HF_TOKEN": HF}),
+                    "secrets: HF_TOKEN also in env: name each variable in env or in secrets, not both")
+
+
+def test_without_queues_no_secret_is_allowed_by_default(functions, zen, publisher):
+    assert_rejected(functions, zen, publisher, job_request("j", secrets={"HF_TOKEN": HF}),
+                    f"secret HF_TOKEN: this Zen (it has no queues) allows no reference {HF} (its secrets: none;")
+
+
+def test_a_queue_refuses_a_reference_it_does_not_allow(config, db, publisher, clock, db_url, monkeypatch):
+    zen, functions = submitted_functions(with_queues(config, QUEUES), db, publisher, clock, db_url, monkeypatch)
+    other = "projects/my-project/secrets/db-password/versions/1"
+    assert_rejected(functions, zen, publisher, job_request("j", secrets={"HF_TOKEN": HF, "DB": other}),
+                    f"secret DB: queue research allows no reference {other} "
+                    "(its secrets: ['projects/my-project/secrets/hf-*/versions/*'])")
+
+
+def test_a_queue_without_secrets_allows_none(config, db, publisher, clock, db_url, monkeypatch):
+    zen, functions = submitted_functions(with_queues(config, QUEUES), db, publisher, clock, db_url, monkeypatch)
+    assert_rejected(functions, zen, publisher, job_request("j", user_id="bob", secrets={"HF_TOKEN": HF}),
+                    f"secret HF_TOKEN: queue batch allows no reference {HF}")
+
+
+def test_a_wildcard_stays_within_its_part(config, db, publisher, clock, db_url, monkeypatch):
+    """``hf-*`` allows secrets named hf-..., never another project's (``*`` does not cross a slash)."""
+    queues = [{**QUEUES[0], "secrets": ["projects/my-*/secrets/hf-*/versions/*"]}]
+    zen, functions = submitted_functions(with_queues(config, queues), db, publisher, clock, db_url, monkeypatch)
+    elsewhere = "projects/my-project/secrets/x/versions/1"
+    assert_rejected(functions, zen, publisher, job_request("j", secrets={"T": elsewhere}),
+                    f"secret T: queue research allows no reference {elsewhere}")
+
+
+def test_an_allowed_reference_is_stored_as_the_reference_and_reaches_the_start(
+        config, db, publisher, clock, db_url, monkeypatch):
+    zen, functions = submitted_functions(with_queues(config, QUEUES), db, publisher, clock, db_url, monkeypatch)
+
+    functions.submit(job_request("j", secrets={"HF_TOKEN": HF}))
+
+    with zen.db.transaction() as session:
+        job = repository.get_job(session, "j")
+    assert job.status.value == "QUEUED" and job.request["secrets"] == {"HF_TOKEN": HF}
+    [start] = [json.loads(m.data) for m in publisher.on("zen-job-start")]
+    assert start["secrets"] == {"HF_TOKEN": HF} and "HF_TOKEN" not in start["env"]
+
+
+def test_without_queues_the_top_level_secrets_allow_references(config, db, publisher, clock, db_url, monkeypatch):
+    allowing = ZenConfig.model_validate({**config.model_dump(), "secrets": ["projects/my-project/secrets/*/versions/*"]})
+    zen, functions = submitted_functions(allowing, db, publisher, clock, db_url, monkeypatch)
+
+    functions.submit(job_request("j", secrets={"HF_TOKEN": HF}))
+
+    assert [json.loads(m.data)["secrets"] for m in publisher.on("zen-job-start")] == [{"HF_TOKEN": HF}]
+
+
+def test_zen_submit_refuses_with_the_functions_rule(config):
+    """``zen submit`` checks through ``resolve_request``, as the function does, before publishing."""
+    from zen.core.errors import Rejected
+    from zen.core.models import JobRequest
+    from zen.jobs.placement import resolve_request
+
+    queued = with_queues(config, QUEUES)
+    assert resolve_request(queued, JobRequest.model_validate(job_request("x", secrets={"T": HF}))).queue == "research"
+    with pytest.raises(Rejected, match="secret T: queue batch allows no reference"):
+        resolve_request(queued, JobRequest.model_validate(job_request("x", user_id="bob", secrets={"T": HF})))
+
+
+@pytest.mark.parametrize("pattern", ["hf-*", "projects/p/secrets/x", "projects/p/secrets/x/versions/1/more",
+                                     "projects/p/secrets/x y/versions/1"])
+def test_a_bad_pattern_in_the_configuration_names_it(config, pattern):
+    with pytest.raises((ConfigError, ValueError), match="is not a pattern of secret versions"):
+        with_queues(config, [{**QUEUES[0], "secrets": [pattern]}])
+
+
+# -- zen submit --secret ----------------------------------------------------------------------------------
+@pytest.fixture
+def user_env(config, publisher, db_url, monkeypatch, tmp_path):
+    """``zen submit`` against this test's project, with a configuration that allows my-project's hf-* secrets."""
+    path = tmp_path / "zen.yaml"
+    allowing = {**config.model_dump(mode="json"), "secrets": ["projects/my-project/secrets/hf-*/versions/*"]}
+    path.write_text(yaml.safe_dump(allowing, sort_keys=False))
+    monkeypatch.setenv("ZEN_CONFIG", str(path))
+    monkeypatch.setenv("ZEN_PROJECT", config.project)
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    return publisher
+
+
+def test_zen_submit_secret_flags_reach_the_request(user_env, tmp_path, capsys):
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"job_id: s-1\nuser_id: alice\ncluster: 1xl4\ncommand: [python, t.py]\nsecrets: {{A: {HF}}}\n")
+    other = "projects/my-project/secrets/hf-other/versions/2"
+
+    assert main(["submit", str(spec), "--secret", f"B={other}"]) == 0
+
+    [message] = user_env.on("zen-job-submitted")
+    assert json.loads(message.data)["secrets"] == {"A": HF, "B": other}
+
+
+@pytest.mark.parametrize("flag, code, said", [
+    ("HF_TOKEN", 2, "--secret 'HF_TOKEN': expected KEY=VALUE"),
+    ("HF_TOKEN=hf-token", 2, "HF_TOKEN: 'hf-token' is not a Secret Manager secret version"),
+    ("HF_TOKEN=projects/my-project/secrets/db/versions/1", 1,
+     "secret HF_TOKEN: this Zen (it has no queues) allows no reference projects/my-project/secrets/db/versions/1"),
+])
+def test_zen_submit_refuses_a_bad_or_unallowed_secret_before_publishing(user_env, capsys, flag, code, said):
+    assert main(["submit", "--user", "alice", "--cluster", "1xl4", "--secret", flag, "--", "python", "t.py"]) == code
+    assert said in capsys.readouterr().err
+    assert user_env.on("zen-job-submitted") == []
