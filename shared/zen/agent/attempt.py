@@ -1,7 +1,8 @@
 """One attempt's life on the VM once its claim is confirmed (``AttemptRunner``): stage its inputs
 (``zen.agent.staging``, in the background: ``zen.agent.transfer``), run it (``zen.agent.runner``),
 supervise it (RUNNING heartbeats, the orders its control messages bring, the VM's shutdown, the fence:
-``zen.agent.fence``, its share of the disk: ``zen.agent.diskquota``), ship its output (``zen.agent.output``), upload its outputs and report how it ended.
+``zen.agent.fence``, its share of the disk: ``zen.agent.diskquota``), ship its output
+(``zen.agent.output``), upload its outputs and report how it ended.
 """
 
 from __future__ import annotations

@@ -221,7 +221,8 @@ class DiskWatch:
             self._verdicts.update(found)
         for key, reason in found.items():
             self._log.warning("stopping the job: its disk share is spent", extra={
-                "job_id": key[0], "attempt": key[1], "used_bytes": measured[key].bytes, "entries": measured[key].entries,
+                "job_id": key[0], "attempt": key[1], "used_bytes": measured[key].bytes,
+                "entries": measured[key].entries,
                 "quota_bytes": self.share.quota_bytes, "free_bytes": free, "reason": reason})
         return found
 
