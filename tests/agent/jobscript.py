@@ -2,11 +2,12 @@
 
     python jobscript.py [--pidfile F] [--child-pidfile F] [--append F TEXT] [--print TEXT]
                         [--err TEXT] [--count N [--every S]] [--partial TEXT]
-                        [--print-ppid] [--print-env NAME]... [--bytes N] [--ignore-term] [--sleep S]
+                        [--print-ppid] [--print-env NAME]... [--bytes N] [--fill N] [--ignore-term] [--sleep S]
                         [--first-attempt-sleep S] [--exit N]
 
 ``--count`` prints ``out N`` on stdout and ``err N`` on stderr for N = 1..count, alternating, ``--every``
 seconds apart (each flushed); ``--partial`` writes TEXT with no newline and waits ``--sleep``.
+``--fill`` writes N bytes to ``$ZEN_OUTPUT_DIR/fill.bin``, 64 KiB at a time, each synced (its blocks on disk).
 
 Actions happen in the order above; ``--append`` writes ``TEXT start`` before the sleep and
 ``TEXT end`` after it, so overlapping runs are visible in the file.
@@ -32,6 +33,7 @@ def main() -> int:
     parser.add_argument("--partial")
     parser.add_argument("--print-ppid", action="store_true")
     parser.add_argument("--bytes", type=int, default=0, help="write this many bytes of 'x' lines first")
+    parser.add_argument("--fill", type=int, default=0, help="write this many bytes to $ZEN_OUTPUT_DIR/fill.bin")
     parser.add_argument("--ignore-term", action="store_true")
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--first-attempt-sleep", type=float, default=None,
@@ -52,6 +54,8 @@ def main() -> int:
     if args.bytes:
         line = "x" * 99 + "\n"
         sys.stdout.write(line * (args.bytes // 100))
+    if args.fill:
+        fill(os.path.join(os.environ["ZEN_OUTPUT_DIR"], "fill.bin"), args.fill)
     if args.text is not None:
         print(args.text)
     if args.err is not None:
@@ -84,6 +88,17 @@ def main() -> int:
             out.write(f"{args.append[1]} end {time.time():.3f}\n")
     print(f"exiting with {args.exit}", flush=True)
     return args.exit
+
+
+def fill(path: str, size: int) -> None:
+    chunk = b"x" * 65536
+    with open(path, "wb") as out:
+        while size > 0:
+            out.write(chunk[:size])
+            out.flush()
+            os.fsync(out.fileno())
+            size -= len(chunk)
+    print(f"filled {path}", flush=True)
 
 
 def write(path: str, text: str) -> None:

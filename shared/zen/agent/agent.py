@@ -25,6 +25,7 @@ from zen.agent.backoff import ClaimBackoff
 from zen.agent.cache import InputCache
 from zen.agent.claim import Answer, Claimer, about_the_attempt
 from zen.agent.container import Sandbox
+from zen.agent.diskquota import DiskShare, DiskWatch, disk_size
 from zen.agent.identity import Identity
 from zen.agent.journal import Journal
 from zen.agent.leases import Leases
@@ -82,10 +83,15 @@ class Agent:
         self.leases = Leases(transport, self.log)
         self.claimer = Claimer(settings, transport, self.leases, self.reporter, self.controls, self.backoff,
                                self.pulls, self.shutdown, identity.vm, clock, self.log)
+        # Each running attempt's share of the work disk (zen.agent.diskquota), from its size now.
+        self.disk = DiskWatch(settings.work_dir, DiskShare(
+            disk_size(settings.work_dir), self.slots.capacity.max_jobs, settings.disk_share,
+            settings.disk_per_job_bytes), look_s=settings.disk_look_s, log=self.log)
         self.attempts = AttemptRunner(identity, settings, self.reporter, self.controls, self.vm_beats, self.slots,
                                       self.pulls, self.cache, sandbox or Sandbox(),  # no limits by default
                                       self.shutdown, clock, self.log, local=local, sink=sink, base_env=base_env,
-                                      read_secret=read_secret or secret_reader())  # Secret Manager, lazily
+                                      read_secret=read_secret or secret_reader(),  # Secret Manager, lazily
+                                      disk=self.disk)
         self._clock = clock
         self._threads: list[threading.Thread] = []  # attempts running besides the loop (several at once)
 
@@ -141,6 +147,7 @@ class Agent:
         finally:
             for thread in self._threads:  # each sees the shutdown: its attempt ends PREEMPTED
                 thread.join()
+            self.disk.close()
             self._shut_down()
         return 0
 

@@ -1,7 +1,8 @@
 """One attempt's life on the VM once its claim is confirmed (``AttemptRunner``): stage its inputs
 (``zen.agent.staging``, in the background: ``zen.agent.transfer``), run it (``zen.agent.runner``),
 supervise it (RUNNING heartbeats, the orders its control messages bring, the VM's shutdown, the fence:
-``zen.agent.fence``), ship its output (``zen.agent.output``), upload its outputs and report how it ended.
+``zen.agent.fence``, its share of the disk: ``zen.agent.diskquota``), ship its output
+(``zen.agent.output``), upload its outputs and report how it ended.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from zen.agent import fence
 from zen.agent.cache import InputCache
 from zen.agent.checkpoint import Checkpoint
 from zen.agent.container import Sandbox
+from zen.agent.diskquota import DiskWatch
 from zen.agent.identity import Identity
 from zen.agent.limits import DailyPulls
 from zen.agent.output import AttemptOutput
@@ -50,7 +52,7 @@ class AttemptRunner:
                  vm_beats: VmBeats, slots: Slots, pulls: DailyPulls, cache: InputCache, sandbox: Sandbox,
                  shutdown: Shutdown, clock: Callable[[], float], log: logging.LoggerAdapter[logging.Logger], *,
                  local: bool, sink: Sink | None, base_env: Mapping[str, str] | None,
-                 read_secret: Callable[[str], bytes]) -> None:
+                 read_secret: Callable[[str], bytes], disk: DiskWatch | None = None) -> None:
         self._identity = identity
         self._settings = settings
         self._reporter = reporter
@@ -67,6 +69,7 @@ class AttemptRunner:
         self._sink = sink  # where job output goes (zen.adapters.joblogs); None: only the tail in the final report
         self._base_env = base_env
         self._read_secret = read_secret  # one secret version's payload (zen.adapters.secret_manager)
+        self._disk = disk  # each running attempt's directory against its share of the disk; None: unwatched
         self.jobs_run = 0
         self._lock = threading.Lock()  # jobs_run, from every attempt's thread
 
@@ -142,6 +145,8 @@ class AttemptRunner:
                                                   "gpu_ids": spec.gpu_ids})
             if checkpoint is not None:
                 checkpoint.start_periodic()  # in its own thread: never in the heartbeats' way
+            if data is not None and self._disk is not None:  # the job writes there from now on
+                self._disk.add(key, data.root)
             final, note = self._supervise(job, attempt, over, checkpoint.notice if checkpoint else None)
         except BaseException:
             job.stop(settings.stop_grace_s)  # never leave a job running unsupervised
@@ -152,14 +157,22 @@ class AttemptRunner:
                                message="zen agent error; the attempt was stopped")
             if data is not None:
                 data.cleanup()
+            if self._disk is not None:
+                self._disk.remove(key)
             raise
         outcome = job.outcome()
         if final is None:
             final = AgentStatus.SUCCEEDED if outcome.exit_code == 0 else AgentStatus.FAILED
         self._log.info("job ended", extra={**fields, "status": final.value, "exit_code": outcome.exit_code,
                                            "elapsed_s": round(job.elapsed_s(), 3), "pid": job.pid})
-        self._end(attempt, output, outcome.exit_code, final, note, data=data, upload=True, tail=outcome.tail,
-                  limit_s=limit, checkpoint=checkpoint)
+        # Stopped for the disk: nothing is uploaded, so its directory goes at once and its neighbours get
+        # their space back now, not after an upload of what filled it (the job is not rerun: FAILED).
+        spent = self._disk is not None and note is not None and note == self._disk.verdict(key)
+        if spent and checkpoint is not None:
+            checkpoint.stop_periodic(0.0)
+        self._end(attempt, output, outcome.exit_code, final,
+                  f"{note}; its outputs were not uploaded" if spent and data and data.outputs else note,
+                  data=data, upload=not spent, tail=outcome.tail, limit_s=limit, checkpoint=checkpoint)
         return job.container_gone
 
     def _end(self, attempt: AttemptReport, output: AttemptOutput, exit_code: int | None, final: AgentStatus,
@@ -211,6 +224,8 @@ class AttemptRunner:
                 self._log.info("job data", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
                                                   **data.heartbeat_fields()})
                 data.cleanup()
+                if self._disk is not None:
+                    self._disk.remove((attempt.job_id, attempt.attempt))
             self._ended((attempt.job_id, attempt.attempt))
 
     def _save_last(self, attempt: AttemptReport, data: AttemptData, checkpoint: Checkpoint, note: str | None,
@@ -311,6 +326,10 @@ class AttemptRunner:
                     **fields, "fence_s": fence.fence_s(settings)})
                 job.stop(settings.stop_grace_s)
                 return AgentStatus.PREEMPTED, fenced
+            if self._disk is not None and (spent := self._disk.verdict((attempt.job_id, attempt.attempt))):
+                self._log.warning("stopping the job: over its share of the disk", extra={**fields, "reason": spent})
+                job.stop(settings.stop_grace_s)  # FAILED, not rerun: it would fill its share again
+                return AgentStatus.FAILED, spent
             next_beat, order = self._listen(attempt, next_beat)
             if order is None:
                 continue

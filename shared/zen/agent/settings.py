@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, Mapping, overload
 
 from zen.agent.cache import IMAGES_KEEP, REPORTED
+from zen.agent.diskquota import DISK_SHARE, LOOK_S
 from zen.agent.output import OutputLimits
 from zen.core import lease
 from zen.core.config import Deadlines
@@ -49,6 +50,9 @@ class AgentSettings:
     cache_bytes: int = 20_000_000_000
     images_keep: int = IMAGES_KEEP
     heartbeat_timeout_s: float = _deadline("heartbeat_timeout_s")  # the configuration's
+    disk_share: float = DISK_SHARE  # of the work disk, for the jobs' directories (zen.agent.diskquota)
+    disk_per_job_bytes: int | None = None  # None: disk_share of the disk / max_jobs_per_vm
+    disk_look_s: float = LOOK_S  # between two measurements of the jobs' directories
 
     def cache_path(self, vm: str) -> str:
         """One cache per VM, even where VMs share a disk (the local stack's)."""
@@ -80,6 +84,9 @@ class AgentSettings:
         images_keep = number("ZEN_AGENT_IMAGES_KEEP", cls.images_keep, integer=True)
         if images_keep > REPORTED:
             raise ConfigError(f"ZEN_AGENT_IMAGES_KEEP must be at most {REPORTED} (what a VM heartbeat reports)")
+        disk_share = number("ZEN_AGENT_DISK_SHARE", cls.disk_share)
+        if disk_share > 1:
+            raise ConfigError("ZEN_AGENT_DISK_SHARE must be at most 1 (the jobs' part of the work disk)")
         return cls(
             heartbeat_s=number("ZEN_AGENT_HEARTBEAT_S", cls.heartbeat_s),
             stop_grace_s=number("ZEN_AGENT_STOP_GRACE_S", cls.stop_grace_s),
@@ -103,6 +110,10 @@ class AgentSettings:
             max_jobs_per_vm=parse_limit("ZEN_AGENT_MAX_JOBS_PER_VM", env.get("ZEN_AGENT_MAX_JOBS_PER_VM", ""),
                                         integer=True),
             gpus=parse_limit("ZEN_AGENT_GPUS", env.get("ZEN_AGENT_GPUS", ""), integer=True),
+            disk_share=disk_share,
+            disk_per_job_bytes=parse_limit("ZEN_AGENT_DISK_PER_JOB_BYTES",
+                                           env.get("ZEN_AGENT_DISK_PER_JOB_BYTES", ""), integer=True),
+            disk_look_s=number("ZEN_AGENT_DISK_LOOK_S", cls.disk_look_s),
         )
 
 

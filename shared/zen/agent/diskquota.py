@@ -1,0 +1,238 @@
+"""Each running attempt's share of the VM's work disk, and which attempt is stopped when it is spent
+(``DiskWatch``): docker's own per-container quota (``--storage-opt size=``) needs xfs project quotas, and
+GCE images are ext4, so the agent measures instead.
+
+- ``measure``: what an attempt's directory holds on disk (allocated blocks, so a sparse file counts what
+  it wrote, not its length), by a bounded walk;
+- ``DiskShare``: the quota of one attempt, ``ZEN_AGENT_DISK_PER_JOB_BYTES``, else the work disk's size at
+  agent start x ``ZEN_AGENT_DISK_SHARE`` / ``max_jobs_per_vm``;
+- ``decide``: pure, from one round of measurements: who is stopped, and the reason the user reads;
+- ``DiskWatch``: one thread of the agent measuring every running attempt's directory and the disk's free
+  space each ``ZEN_AGENT_DISK_LOOK_S``; each attempt's thread asks it for a verdict (``verdict``) and stops
+  its job, FAILED, with that reason (``zen.agent.attempt``).
+Why the agent and not the job's supervisor, the defaults, and the limits: docs/reference/agent.md#the-disk-quota
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Collection, Mapping, NamedTuple
+
+from zen.core.text import human_bytes
+
+log = logging.getLogger("zen.agent.diskquota")
+
+Key = tuple[str, int]  # (job_id, attempt), as zen.agent.slots.Key
+DISK_SHARE = 0.5  # of the work disk's size, for the jobs' directories; the rest: system, images, cache
+FULL_SHARE = 0.02  # the disk is nearly full below this share of it free ...
+FULL_MIN_BYTES = 1_000_000_000  # ... or below this many bytes free
+CULPRIT_SHARE = 0.1  # on a nearly full disk, an attempt holding less than this share of its quota is not stopped
+MAX_ENTRIES = 1_000_000  # files and folders a walk counts at most; past it the attempt is stopped
+LOOK_S = 5.0  # between two rounds of measurements, at least
+COST_SHARE = 0.1  # of one CPU, at most, the walks take: a round waits at least its own time / this
+
+
+class Usage(NamedTuple):
+    bytes: int  # allocated: st_blocks x 512
+    entries: int  # files, folders, links... counted
+    complete: bool  # False: the walk stopped at its bound on entries (``bytes`` is then a lower bound)
+
+
+def measure(root: str | os.PathLike[str], max_entries: int = MAX_ENTRIES) -> Usage:
+    """What ``root`` holds on disk: every entry's allocated blocks (``st_blocks * 512``; a hard-linked file
+    once), without following links or entering another filesystem, stopping after ``max_entries``. Entries
+    vanishing meanwhile are skipped: the job is writing. Never raises (a missing root holds nothing).
+
+    Cost, measured (ext4, warm cache, a loaded 2-core machine): 100,000 one-byte files in 100 folders take
+    0.27 s of CPU, 0.6 to 0.8 s of wall time (an ``lstat`` per entry: ``scandir`` gives the type, not the
+    size). Hence ``COST_SHARE``: ``DiskWatch`` waits ten times a round's own time before the next, and
+    ``MAX_ENTRIES`` (a walk of about 3 s of CPU) bounds one round."""
+    try:
+        top = os.lstat(root)
+    except OSError:
+        return Usage(0, 0, True)
+    total, entries = top.st_blocks * 512, 0
+    linked: set[tuple[int, int]] = set()
+    folders = [os.fspath(root)]
+    while folders:
+        try:
+            listing = os.scandir(folders.pop())
+        except OSError:
+            continue
+        with listing:
+            for entry in listing:
+                entries += 1
+                if entries > max_entries:
+                    return Usage(total, max_entries, False)
+                try:
+                    found = entry.stat(follow_symlinks=False)
+                    folder = entry.is_dir(follow_symlinks=False)
+                except OSError:
+                    continue
+                if found.st_nlink > 1 and not folder:
+                    if (found.st_dev, found.st_ino) in linked:
+                        continue
+                    linked.add((found.st_dev, found.st_ino))
+                total += found.st_blocks * 512
+                if folder and found.st_dev == top.st_dev:  # a mount inside is another disk's
+                    folders.append(entry.path)
+    return Usage(total, entries, True)
+
+
+@dataclass(frozen=True)
+class DiskShare:
+    """The quota of one attempt's work directory on this VM."""
+
+    total_bytes: int  # the work disk's size, read at agent start
+    max_jobs: int = 1  # max_jobs_per_vm
+    factor: float = DISK_SHARE  # ZEN_AGENT_DISK_SHARE
+    per_job_bytes: int | None = None  # ZEN_AGENT_DISK_PER_JOB_BYTES: given, the quota whatever the disk
+
+    @property
+    def quota_bytes(self) -> int:
+        if self.per_job_bytes is not None:
+            return self.per_job_bytes
+        return int(self.total_bytes * self.factor / max(1, self.max_jobs))
+
+    def describe(self) -> str:
+        """How the quota was reached, for a user reading why the job was stopped."""
+        if self.per_job_bytes is not None:
+            return f"its {human_bytes(self.quota_bytes)} share of this VM's disk (ZEN_AGENT_DISK_PER_JOB_BYTES)"
+        return (f"its {human_bytes(self.quota_bytes)} share of this VM's disk ({human_bytes(self.total_bytes)} x "
+                f"{self.factor:g} / max_jobs_per_vm {self.max_jobs})")
+
+    def advice(self) -> str:
+        if self.max_jobs > 1:
+            return "write less, or run it alone on a VM (a cluster with max_jobs_per_vm 1)"
+        return "write less, or run it on VMs with a larger disk (boot_disk_size_gb)"
+
+
+def nearly_full(free_bytes: int, total_bytes: int) -> bool:
+    return free_bytes < max(FULL_SHARE * total_bytes, FULL_MIN_BYTES)
+
+
+def decide(measured: Mapping[Key, Usage], share: DiskShare, free_bytes: int, total_bytes: int,
+           stopping: Collection[Key] = ()) -> dict[Key, str]:
+    """The attempts to stop now, and why (the final report's note), from one round of measurements.
+
+    - an attempt over its quota, or whose directory holds more entries than a walk counts, is stopped;
+    - when the disk is nearly full (``nearly_full``: jobs as nobody cannot write the part ext4 keeps for
+      root, so ``free_bytes`` is what they may still write), the attempt holding the most is stopped, not
+      whichever writes next: the one that filled it. Not while an attempt stopped earlier (``stopping``)
+      still holds its directory (its removal frees the space first), nor one holding under
+      ``CULPRIT_SHARE`` of its quota: something else filled the disk, and stopping it would free nothing.
+    """
+    quota = share.quota_bytes
+    verdicts: dict[Key, str] = {}
+    for key, usage in sorted(measured.items()):
+        if key in stopping:
+            continue
+        if not usage.complete:
+            verdicts[key] = (f"zen: stopped: the job's work directory holds over {usage.entries:,} files and "
+                             f"folders, more than the agent measures; write fewer, larger files")
+        elif usage.bytes > quota:
+            verdicts[key] = (f"zen: stopped: the job's work directory reached {human_bytes(usage.bytes)}, over "
+                             f"{share.describe()}; {share.advice()}")
+    if verdicts or any(key in measured for key in stopping) or not nearly_full(free_bytes, total_bytes):
+        return verdicts
+    candidates = [(usage.bytes, key) for key, usage in measured.items() if usage.bytes >= CULPRIT_SHARE * quota]
+    if candidates:
+        held, largest = max(candidates, key=lambda pair: (pair[0], pair[1]))
+        verdicts[largest] = (f"zen: stopped: this VM's disk was nearly full ({human_bytes(free_bytes)} free of "
+                             f"{human_bytes(total_bytes)}) and the job's work directory, {human_bytes(held)}, "
+                             f"was the largest on it (under {share.describe()}); {share.advice()}")
+    return verdicts
+
+
+def disk_size(path: str | os.PathLike[str]) -> int:
+    """The size of the filesystem that holds ``path``, or would once it is made (the work directory may
+    not exist yet when the agent starts)."""
+    where = Path(path).absolute()
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    return shutil.disk_usage(where).total
+
+
+class DiskWatch:
+    """Measures the directories of the attempts running (``add`` / ``remove``) in a thread of its own,
+    and keeps each verdict until its attempt is removed (``verdict``). One for the agent: the full-disk
+    rule compares every attempt."""
+
+    def __init__(self, work_dir: str | os.PathLike[str], share: DiskShare, *, look_s: float = LOOK_S,
+                 max_entries: int = MAX_ENTRIES,
+                 disk_usage: Callable[[str], tuple[int, int, int]] = shutil.disk_usage,
+                 log: logging.Logger | logging.LoggerAdapter[logging.Logger] = log, threaded: bool = True) -> None:
+        self.work_dir = os.fspath(work_dir)
+        self.share = share
+        self._look_s = look_s
+        self._max_entries = max_entries
+        self._disk_usage = disk_usage  # (total, used, free) of the work disk; tests give another disk
+        self._log = log
+        self._roots: dict[Key, str] = {}
+        self._verdicts: dict[Key, str] = {}
+        self._lock = threading.Lock()  # attempts' threads add, remove and ask while the watch measures
+        self._wake = threading.Event()
+        self._closed = not threaded  # False: no thread; the caller runs each round (``look``)
+        self._thread: threading.Thread | None = None
+
+    def add(self, key: Key, root: str | os.PathLike[str]) -> None:
+        """Watch ``root``, the attempt's directory, from now until ``remove``; starts the thread at the first."""
+        with self._lock:
+            self._roots[key] = os.fspath(root)
+            self._verdicts.pop(key, None)
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._run, name="zen-disk-watch", daemon=True)
+                self._thread.start()
+        self._wake.set()  # measure it at once: a job may have been given a full directory
+
+    def remove(self, key: Key) -> None:
+        """Its directory is gone (or going): no more measured, and on a full disk the next may be stopped."""
+        with self._lock:
+            self._roots.pop(key, None)
+            self._verdicts.pop(key, None)
+
+    def verdict(self, key: Key) -> str | None:
+        """Why the attempt must be stopped (the note of its FAILED report), or None."""
+        with self._lock:
+            return self._verdicts.get(key)
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+
+    def look(self) -> dict[Key, str]:
+        """One round: measure every attempt's directory and the disk, decide, keep the new verdicts (returned)."""
+        with self._lock:
+            roots = dict(self._roots)
+        measured = {key: measure(root, self._max_entries) for key, root in roots.items()}
+        try:
+            total, _, free = self._disk_usage(self.work_dir)
+        except OSError:  # the work directory is being made, or the disk failed: the quotas still hold
+            total, free = self.share.total_bytes, self.share.total_bytes
+        with self._lock:
+            measured = {key: usage for key, usage in measured.items() if key in self._roots}  # not removed since
+            found = decide(measured, self.share, free, total, stopping=set(self._verdicts))
+            self._verdicts.update(found)
+        for key, reason in found.items():
+            self._log.warning("stopping the job: its disk share is spent", extra={
+                "job_id": key[0], "attempt": key[1], "used_bytes": measured[key].bytes,
+                "entries": measured[key].entries,
+                "quota_bytes": self.share.quota_bytes, "free_bytes": free, "reason": reason})
+        return found
+
+    def _run(self) -> None:
+        while not self._closed:
+            began = time.monotonic()
+            try:
+                self.look()
+            except Exception:  # noqa: BLE001 - the watch must outlive one bad round
+                self._log.exception("disk measurement failed")
+            cost = time.monotonic() - began
+            self._wake.wait(max(self._look_s, cost / COST_SHARE))
+            self._wake.clear()

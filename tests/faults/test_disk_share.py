@@ -1,0 +1,88 @@
+"""End to end, a fault: a job that fills its disk on a shared VM (issue 34). Through the whole local stack
+(the Compute stand-in's agent, the functions, the ticker, the storage stand-in), one VM runs two jobs at
+once, each with a 4 MB share of the work disk (``ZEN_AGENT_DISK_PER_JOB_BYTES``). One writes 8 MB: it is
+stopped FAILED with the reason and not rerun; its neighbour completes with its outputs uploaded, and the
+VM takes the next job.
+
+On code without the quota the filler ran on for its whole minute, the disk filling as it pleased."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_local_stack import free_base_port, home  # noqa: F401 - the fixture
+from tests.faults.stack import until
+from zen_dev.local.environment import overridden_environ
+from zen_dev.local.stack import LocalStack, Ports
+
+pytestmark = pytest.mark.e2e
+FIXTURES = Path(__file__).parent / "fixtures"
+WRITE = """
+import os, sys, time
+with open(os.path.join(os.environ["ZEN_OUTPUT_DIR"], "written.bin"), "wb") as out:
+    for _ in range(int(sys.argv[1]) // 65536):
+        out.write(b"x" * 65536); out.flush(); os.fsync(out.fileno())
+print("written", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def _job(db, job_id: str) -> dict:
+    from zen.store import repository
+
+    with db.transaction() as session:
+        job = repository.get_job(session, job_id)
+    return job.public_view() if job else {}
+
+
+def test_a_job_that_fills_its_disk_on_a_shared_vm_is_stopped_and_its_neighbour_completes(home):  # noqa: F811
+    from google.cloud import pubsub_v1
+    from google.cloud import storage as gcs
+
+    from zen.store.db import Database
+
+    stack = LocalStack(home=home, config_path=FIXTURES / "disk-share.yaml",
+                       scenario=FIXTURES / "disk-share-scenario.yaml", tick_every_s=1.0,
+                       ports=Ports.from_base(free_base_port(start=29000)), fresh=True,
+                       buckets={"out-bkt": "US"},
+                       agent_env={"ZEN_AGENT_DISK_PER_JOB_BYTES": "4000000", "ZEN_AGENT_DISK_LOOK_S": "0.5"})
+    record = stack.up()
+    try:
+        with overridden_environ(record["env"]):
+            db = Database.from_env()
+            publisher = pubsub_v1.PublisherClient()
+            topic = publisher.topic_path(stack.config.project, stack.config.topics.job_submitted)
+
+            def submit(job_id: str, size: int, sleep_s: float) -> None:
+                body = {"job_id": job_id, "user_id": "alice", "gpu_type": "nvidia-l4", "gpu_count": 1,
+                        "command": [sys.executable, "-c", WRITE, str(size), str(sleep_s)],
+                        "outputs": "gs://out-bkt/runs"}
+                publisher.publish(topic, json.dumps(body).encode()).result(30)
+
+            def ended(job_id: str) -> dict | None:
+                job = _job(db, job_id)
+                return job if job.get("status") in ("SUCCEEDED", "FAILED", "CANCELLED") else None
+
+            submit("neighbour", 1_000_000, 15)
+            assert until(lambda: _job(db, "neighbour").get("status") == "RUNNING", 120), _job(db, "neighbour")
+            submit("filler", 8_000_000, 60)
+            filler = until(lambda: ended("filler"), 90)
+            running = _job(db, "neighbour")
+            neighbour = until(lambda: ended("neighbour"), 60)
+            submit("next", 1000, 0)
+            after = until(lambda: ended("next"), 60)
+            uploaded = {blob.name: blob.size for blob in gcs.Client().list_blobs("out-bkt")}
+    finally:
+        stack.down()
+    assert filler and filler["status"] == "FAILED" and filler["attempt"] == 1, filler  # not rerun
+    assert filler["message"].startswith("zen: stopped: the job's work directory reached "), filler["message"]
+    assert ("over its 4.0 MB share of this VM's disk (ZEN_AGENT_DISK_PER_JOB_BYTES); write less, or run it alone on "
+            "a VM (a cluster with max_jobs_per_vm 1); its outputs were not uploaded") in filler["message"]
+    assert running["status"] == "RUNNING"  # the neighbour ran beside it ...
+    assert neighbour and neighbour["status"] == "SUCCEEDED", neighbour  # ... and completed
+    assert filler["vm"] == neighbour["vm"] == after["vm"] and after["status"] == "SUCCEEDED", after  # the VM works on
+    assert uploaded == {"runs/neighbour/attempt-1/written.bin": 983040, "runs/next/attempt-1/written.bin": 0}
