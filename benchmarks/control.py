@@ -11,6 +11,8 @@ function body without HTTP; the Pub/Sub stand-in receives what is published):
   lone submission's two waits alone (its statement, then its start's Publish acknowledged), which
   bound what one thread can reach whatever Zen's own CPU (``ControlBench.floor``);
 - ``on_job_submitted`` with scaling on (Compute stand-in), with 0 and with 100k jobs already queued;
+- ``on_job_submitted`` with its sender's ID token checked (``ZEN_AUTH=required``: ``zen.adapters.submitters``;
+  one sender, its token verified once, then remembered), against the same row without;
 - ``on_heartbeat`` RUNNING (a running job's progress report) with 1 and 4 threads, each heartbeat
   carrying its VM's identity token and its agent's MAC of it, checked as a deployment checks them
   (``ZEN_VM_PROOF=required``, the default, with a ``ZEN_PROOF_SECRET``: ``zen.adapters.vm_proof``; each VM's
@@ -61,11 +63,12 @@ PROJECT = "zen-bench"
 _ids = itertools.count(1)
 
 
-def submit_event(job_id: str) -> dict:
-    """The CloudEvent Eventarc delivers for one bench submission."""
+def submit_event(job_id: str, attributes: dict[str, str] | None = None) -> dict:
+    """The CloudEvent Eventarc delivers for one bench submission (``attributes``: its sender's proof)."""
     payload = json.dumps({"job_id": job_id, "user_id": "bench", "cluster": CLUSTER,
                           "command": ["python", "train.py", "--lr", "0.1"], "env": {"SEED": "1"}}).encode()
-    return eventarc.pubsub_cloud_event(payload, message_id=job_id, topic="zen-job-submitted", project=PROJECT)
+    return eventarc.pubsub_cloud_event(payload, message_id=job_id, topic="zen-job-submitted", project=PROJECT,
+                                       attributes=attributes)
 
 
 @dataclass
@@ -80,6 +83,7 @@ class ControlBench:
         self.rounds = rounds
         self.project = PROJECT
         self._backlog_done = False
+        self.sender: dict[str, str] | None = None  # a submission's proof (ZEN_AUTH rows)
         self.config = load_config().model_copy(update={"project": self.project})
 
     # -- setup ---------------------------------------------------------------------------------
@@ -248,15 +252,30 @@ class ControlBench:
 
     # -- the paths -----------------------------------------------------------------------------
     def submit_data(self, job_id: str) -> dict:
-        return submit_event(job_id)["data"]
+        return submit_event(job_id, self.sender)["data"]
+
+    def proven(self) -> dict[str, str]:
+        """``ZEN_AUTH=required`` with certificates of a local issuer (a file: URL, read as Google's are), and
+        the attributes of a submission by ``bench`` proving it (one token: verified once, then remembered)."""
+        from zen.adapters.submitters import auth_attributes
+        from zen.core.config import GCLOUD_CLIENT_IDS
+        from zen_dev.local.compute.issuer import TokenIssuer
+
+        issuer = TokenIssuer()
+        certs = Path(self.pg_dir) / "certs.json"
+        certs.write_text(json.dumps(issuer.certs()))
+        os.environ.update(ZEN_AUTH="required", ZEN_AUTH_CERTS_URL=certs.as_uri())
+        return auth_attributes(issuer.user_token(email="bench", audience=GCLOUD_CLIENT_IDS[0]))
 
     def submits(self, threads: int, *, scaling: bool = False, backlog: int = 0,
-                queue_gpus: int | None = None) -> Callable[[], float]:
+                queue_gpus: int | None = None, proof: bool = False) -> Callable[[], float]:
         def measure() -> float:
             if backlog and not self._backlog_done:
                 self.queue_jobs(backlog, self.config)
                 self._backlog_done = True
+            self.sender = self.proven() if proof else None
             zen = self.zen(pool=threads, queue_gpus=queue_gpus)
+            os.environ.pop("ZEN_AUTH", None)  # the next rows' Zens: off, as before
             if scaling:
                 zen.scaler = self.scaler(self.config, zen.db)
             # Eventarc builds the envelopes, not the function: built before the clock starts (enough
@@ -430,6 +449,8 @@ ROWS = [
     ("on_job_submitted, 1 thread, scaling off", lambda b: b.submits(1), Goal(">= 0.50", lambda r, off, rate: r >= 0.50)),
     ("  its floor: the statement + the start's Publish alone", lambda b: b.floor(),
      Goal("(bound)", lambda r, off, rate: True)),
+    ("on_job_submitted, 1 thread, sender proven (ZEN_AUTH)", lambda b: b.submits(1, proof=True),
+     Goal(">= 0.9x off", lambda r, off, rate: off is not None and r >= 0.9 * off)),
     ("on_job_submitted, 4 threads, scaling off", lambda b: b.submits(4), Goal("> 1.00", lambda r, off, rate: r > 1.0)),
     ("on_job_submitted, 8 threads, scaling off", lambda b: b.submits(8), Goal("> 1.00", lambda r, off, rate: r > 1.0)),
     ("on_job_submitted, 1 thread, scaling on, 0 queued", lambda b: b.submits(1, scaling=True),

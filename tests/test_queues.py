@@ -285,7 +285,8 @@ def test_zen_queues_and_zen_explain_show_quota_and_why_a_job_waits(queued_zen, d
         clock.advance(1)
     path = tmp_path / "zen.yaml"
     path.write_text(yaml.safe_dump(json.loads(zen.config.model_dump_json())))
-    env = {"ZEN_CONFIG": str(path), "ZEN_DATABASE_URL": db_url, "PATH": "/usr/bin:/bin",
+    env = {"ZEN_CONFIG": str(path), "ZEN_DATABASE_URL": db_url, "PATH": "/usr/bin:/bin", "USER": "alice",
+           "NO_GCE_CHECK": "True",  # no metadata server to ask for an identity (google-auth's switch)
            **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}  # this checkout's code
 
     def zen_cli(*args):
@@ -297,6 +298,7 @@ def test_zen_queues_and_zen_explain_show_quota_and_why_a_job_waits(queued_zen, d
     rows = {r["queue"]: r for r in json.loads(zen_cli("queues", "--json"))}
     assert (rows["team-a"]["admitted_gpus"], rows["team-a"]["borrowed_gpus"], rows["team-a"]["pending"]) == (16, 8, 1)
     assert rows["team-b"]["admitted_gpus"] == 0
+    assert rows["team-a"]["you_may_submit"] == "yes" and rows["team-a"]["why_not"] is None  # no submitters: anyone
     assert "TEAM-A" not in zen_cli("queues") and "team-a" in zen_cli("queues")
     assert zen_cli("explain", "a4").strip() == (
         f"a4: PENDING - waiting for quota: queue team-a holds 16 GPUs of {CLUSTER} (quota 8, 8 borrowed), the job needs 4; "

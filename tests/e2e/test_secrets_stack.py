@@ -83,7 +83,7 @@ def test_a_job_reads_the_stacks_demo_secret_and_its_output_masks_it(home):
             command = [sys.executable, "-c", "import os; print('token:', os.environ['DEMO_TOKEN'])"]
             body = {"job_id": "secret-1", "user_id": "demo", "cluster": "1xl4", "command": command,
                     "secrets": {"DEMO_TOKEN": reference}}
-            publisher.publish(topic, json.dumps(body).encode()).result(30)
+            publisher.publish(topic, json.dumps(body).encode(), **stack.sender("demo")).result(30)
             db = Database.from_env()
             deadline = time.monotonic() + 150
             job = None

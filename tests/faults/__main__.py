@@ -8,6 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.faults.auth import AUTH_BUDGETS, AuthStack, auth_refusals
 from tests.faults.checks import BUDGETS, run_all
 from tests.faults.harness import FaultStack
 
@@ -22,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     with FaultStack(threads=args.workers, log_dir=log_dir) as stack:
         results = run_all(stack, args.budget, args.seed)
+    with AuthStack(threads=args.workers, log_dir=log_dir / "auth") as auth:  # ZEN_AUTH=required, queues with rules
+        results.append(auth_refusals(auth, AUTH_BUDGETS[args.budget], args.seed))
     total = sum(r.cases for r in results)
     for result in results:
         print(result.line())

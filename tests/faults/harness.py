@@ -48,6 +48,7 @@ class Delivery:
     message_id: str
     envelope: dict[str, Any] | None = None
     binary: bool = False
+    attributes: dict[str, str] | None = None  # the Pub/Sub message's (a sender's zen_auth token)
     note: str = ""  # what the generator meant (for reports)
     responses: list[int] = field(default_factory=list)
 
@@ -57,11 +58,14 @@ class Delivery:
 
 
 class FaultStack:
-    def __init__(self, *, threads: int = 4, project: str = "zen-faults", log_dir: Path | None = None):
+    def __init__(self, *, threads: int = 4, project: str = "zen-faults", log_dir: Path | None = None,
+                 extra_env: dict[str, str] | None = None):
         self.threads = threads
         self.project = project
-        self.config = load_config().model_copy(update={"project": project})
+        self.config = load_config(extra_env["ZEN_CONFIG"] if extra_env and "ZEN_CONFIG" in extra_env else None
+                                  ).model_copy(update={"project": project})
         self.log_dir = log_dir
+        self.extra_env = extra_env or {}  # the functions' (a configuration, ZEN_AUTH: tests.faults.auth)
         self._local = threading.local()
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -98,6 +102,7 @@ class FaultStack:
             "PUBSUB_EMULATOR_HOST": self.pubsub.address, "ZEN_PROJECT": self.project, "ZEN_SCALING": "off",
             "THREADS": str(self.threads), "ZEN_LOG_LEVEL": "ERROR",
             "ZEN_VM_PROOF": "off",  # its heartbeats come from made-up VMs, without tokens (zen.adapters.vm_proof)
+            **self.extra_env,
         }
         self.servers = {}
         for target in TARGETS:
@@ -144,7 +149,8 @@ class FaultStack:
 
     def request_of(self, delivery: Delivery) -> tuple[bytes, dict[str, str]]:
         event = eventarc.pubsub_cloud_event(delivery.payload, message_id=delivery.message_id,
-                                            topic=self.topic(delivery.target), project=self.project)
+                                            topic=self.topic(delivery.target), project=self.project,
+                                            attributes=delivery.attributes)
         if delivery.envelope:
             event.update(delivery.envelope)
         if delivery.binary:

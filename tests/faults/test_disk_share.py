@@ -61,7 +61,7 @@ def test_a_job_that_fills_its_disk_on_a_shared_vm_is_stopped_and_its_neighbour_c
                 body = {"job_id": job_id, "user_id": "alice", "gpu_type": "nvidia-l4", "gpu_count": 1,
                         "command": [sys.executable, "-c", WRITE, str(size), str(sleep_s)],
                         "outputs": "gs://out-bkt/runs"}
-                publisher.publish(topic, json.dumps(body).encode()).result(30)
+                publisher.publish(topic, json.dumps(body).encode(), **stack.sender("alice")).result(30)
 
             def ended(job_id: str) -> dict | None:
                 job = _job(db, job_id)

@@ -31,3 +31,13 @@ def test_the_fuzz_reaches_both_outcomes(results):
     """A fuzz that only ever produced rejections (or only accepted messages) would prove little."""
     submits = results["fuzz on_job_submitted"]
     assert 0 < submits.rejected < submits.cases, submits.line()
+
+
+def test_who_is_asking_refuses_every_hostile_proof_and_applies_the_valid_ones(tmp_path):
+    """With ZEN_AUTH=required (tests.faults.auth): each hostile kind refused with its reason, recorded,
+    acked, nothing created or stopped; every valid submission applied; no 5xx."""
+    from tests.faults.auth import AUTH_BUDGETS, AuthStack, auth_refusals
+
+    with AuthStack(threads=4, log_dir=tmp_path) as auth:
+        result = auth_refusals(auth, AUTH_BUDGETS["small"], seed=7)
+    assert result.ok and 0 < result.rejected < result.cases, result.line()

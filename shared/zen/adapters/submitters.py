@@ -85,12 +85,13 @@ class SubmitterChecker:
     @classmethod
     def from_env(cls, config: ZenConfig, clock: Callable[[], datetime],
                  env: Mapping[str, str] = os.environ) -> "SubmitterChecker":
-        """``ZEN_AUTH`` (unset: ``off``, so a stack without identities keeps working; terraform sets
-        ``required``, and says ``off`` loudly), ``ZEN_AUTH_CERTS_URL`` (Google's by default)."""
+        """``ZEN_AUTH`` (unset: ``off``, so a stack without identities keeps working; terraform and the
+        local stack set ``required``; ``off`` said explicitly is said loudly, as a deployment's choice),
+        ``ZEN_AUTH_CERTS_URL`` (Google's by default)."""
         mode = (env.get("ZEN_AUTH") or "off").strip().lower()
         checker = cls(mode, config.auth.audience_of(config.project), tuple(config.auth.client_ids), clock,
                       env.get("ZEN_AUTH_CERTS_URL") or GOOGLE_CERTS_URL)
-        if mode == "off":
+        if env.get("ZEN_AUTH") and mode == "off":
             log.warning("ZEN_AUTH=off: submissions and stops are believed to come from the user_id they claim; "
                         "anyone who may publish can act as any user. Set ZEN_AUTH=required (terraform's default)",
                         extra={"zen_auth": "off"})

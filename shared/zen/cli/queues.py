@@ -1,7 +1,8 @@
 """``zen queues`` and ``zen explain JOB``: what each queue holds, and why a job waits.
 
     zen queues [--json]        per queue and cluster: quota, admitted (borrowed) GPUs, pending,
-                               queued, running jobs, recent usage (decayed GPU-hours)
+                               queued, running jobs, recent usage (decayed GPU-hours), and whether
+                               the caller may submit to it (--json: why not)
     zen explain JOB [--json]   why a job is PENDING (its queue's quota, jobs ahead of it) or QUEUED
                                but not running (its cluster's latest scaling decisions)
 """
@@ -16,9 +17,10 @@ from zen.cli.kit import Context, print_table
 from zen.core.clearance import for_request
 from zen.core.config import load_config
 from zen.core.models import JobStatus
+from zen.jobs.authorization import may_submit
 
 QUEUE_COLUMNS = ("queue", "cohort", "cluster", "quota_gpus", "admitted_gpus", "borrowed_gpus", "pending", "queued",
-                 "running", "recent_gpu_hours")
+                 "running", "recent_gpu_hours", "you_may_submit")
 
 
 def register(sub, ctx: Context) -> None:
@@ -39,11 +41,31 @@ def cmd_queues(args, db: Callable[[], Any]) -> int:
         return 0
     with db().transaction() as session:
         rows = Queueing(config).summary(PostgresJobTx(session))
+    who, source = _caller(config)
+    for row in rows:  # the queue's rules for the caller (zen.jobs.authorization), as a submission would meet them
+        refused = may_submit(config, who, row["queue"], 0)
+        row["you_may_submit"] = "yes" if refused is None else "no"
+        if args.json:
+            row["why_not"] = refused
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
         print_table(rows, QUEUE_COLUMNS)
+        print(f"you_may_submit: as {who} ({source}); `zen submit --queue NAME` picks one", file=sys.stderr)
     return 0
+
+
+def _caller(config) -> tuple[str, str]:
+    """Who ``zen submit`` would submit as (``zen.cli.identity``), else ``$USER`` (as with ZEN_AUTH=off)."""
+    import getpass
+    import os
+
+    from zen.cli import identity
+
+    found = identity.current(config)
+    if found is not None and found.email:
+        return found.email, found.source
+    return os.environ.get("USER") or getpass.getuser(), "$USER: no identity found"
 
 
 def explain_job(job_id: str, as_json: bool, db) -> int:

@@ -88,7 +88,7 @@ def cmd_rejected(args, ctx: Context) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
-        print_table(rows, ("at", "id", "count", "last_at", "source", "message_id", "job_id", "reason"))
+        print_table(rows, ("at", "id", "count", "last_at", "source", "message_id", "job_id", "principal", "reason"))
     if len(rows) == args.limit:
         print(f"older: zen rejected --before {rows[-1]['id']}", file=sys.stderr)
     return 0

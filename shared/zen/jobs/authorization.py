@@ -47,8 +47,3 @@ def may_stop(config: ZenConfig, principal: str, job: Job) -> str | None:
     return (f"{principal} may not stop job {job.job_id}, which is {job.user_id}'s: only its owner, {admins}"
             f"an admin of Zen (auth.admins: {_who(auth.admins)}) may")
 
-
-def usable_queues(config: ZenConfig, principal: str) -> list[tuple[QueueConfig, str | None]]:
-    """Every queue with why ``principal`` may not submit to it at its default priority (None: it may),
-    for ``zen queues``."""
-    return [(q, may_submit(config, principal, q.name, 0)) for q in config.queues]

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from zen.store import fleet, repository
-from zen_dev.demo import dollars as demo_dollars, placement
+from zen_dev.demo import dollars as demo_dollars, placement, who
 from zen_dev.local.environment import overridden_environ
 from zen_dev.local.stack import LocalStack, Ports
 
@@ -82,6 +82,7 @@ FIRST_WAVE = [
     DemoJob("stopped-7", "4xa100-40gb", _py("import time; time.sleep(600)"), "CANCELLED", action="stop"),
     DemoJob("spot-8", "4xa100-40gb", _py(COUNTER), "SUCCEEDED", regions=["us-west1"], expect_attempt=2,
             action="preempt", checkpoint={"every": 30}, expect_said="resumed from step"),
+    DemoJob(who.SECRET_ID, "1xl4", [], "SUCCEEDED", body=who.secret_request(), expect_said=who.SECRET_SAID),
 ]
 SECOND_WAVE = [
     DemoJob("late-9", "1xl4", _py("print('late 9')"), "SUCCEEDED"),
@@ -104,6 +105,7 @@ class DemoResult:
     vms_left: int = 0
     placement: list[str] = field(default_factory=list)  # where the placement jobs ran, and why
     cheaper: list[str] = field(default_factory=list)  # ADDs that chose a cheaper pool than the first region
+    who: list[str] = field(default_factory=list)  # refusals of who may do what, and the secret kept out
 
 
 def run(home: Path = Path(".zen/demo"), base_port: int = 8185, second_wave: bool = True,
@@ -147,6 +149,7 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
     placement.upload_input()
     for job in FIRST_WAVE + [TAGGED]:
         publish(topics.job_submitted, job.request())
+    publish(topics.job_submitted, who.denied_request())  # refused: its user may not use queue prod
     progress(f"submitted {len(FIRST_WAVE) + 1} jobs; {STOCKOUT_REGION} has no GPUs for {STOCKOUT_REAL_S}s, "
              f"and is the only region cleared for {TAGGED.job_id} (requires_tags [hipaa])")
     data_sent = False
@@ -165,8 +168,10 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
             row = rows.get(job.job_id)
             if job.action and job.job_id not in done_actions and row and row["status"] == "RUNNING":
                 if job.action == "stop":
+                    publish(topics.job_stop, {"job_id": job.job_id, "reason": "not mine to stop"}, sender=who.INTRUDER)
+                    progress(f"{elapsed:5.0f}s  {who.INTRUDER} asked to stop {job.job_id} (refused: not theirs)")
                     publish(topics.job_stop, {"job_id": job.job_id, "reason": "demo: user changed their mind"})
-                    progress(f"{elapsed:5.0f}s  stop requested for {job.job_id}")
+                    progress(f"{elapsed:5.0f}s  stop requested for {job.job_id} by its user")
                 else:
                     _preempt(project, row["zone"], row["vm"])
                     progress(f"{elapsed:5.0f}s  spot VM {row['vm']} running {job.job_id} preempted")
@@ -207,6 +212,8 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
     output_uri, output = placement.output_object()  # while the storage stand-in is up
     result.problems += placement.check(result.jobs, output)
     result.placement = placement.describe(stack.config, result.jobs, output_uri, output)
+    result.who, problems = who.check(db, stack.home)
+    result.problems += problems
     result.cheaper = demo_dollars.cheaper_moves(result.decisions, stack.config)
     if not result.cheaper:
         result.problems.append("no job was placed in a cheaper region than its cluster's first (pricing.overrides)")
@@ -331,6 +338,9 @@ def print_summary(result: DemoResult) -> None:
     if result.placement:
         print("\nPlaced by clearance and by data:")
         print("\n".join(result.placement))
+    if result.who:
+        print("\nWho is asking (each message carries its sender's ID token; docs/how-to/queues.md):")
+        print("\n".join(result.who))
     if result.cheaper:
         print("\nMoved to a cheaper region than the cluster's first (the reason names the prices compared):")
         print("\n".join(result.cheaper[:3]))
