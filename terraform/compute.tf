@@ -68,7 +68,7 @@ resource "google_compute_instance_template" "zen" {
 
   service_account {
     email  = google_service_account.agent[each.value.cluster].email # its cluster's own (iam.tf)
-    scopes = ["cloud-platform"] # access is decided by the service account's IAM roles alone
+    scopes = ["cloud-platform"]                                     # access is decided by the service account's IAM roles alone
   }
 
   shielded_instance_config {
@@ -112,9 +112,9 @@ resource "google_compute_instance_template" "zen" {
 }
 
 resource "google_compute_region_instance_group_manager" "zen" {
-  for_each           = local.mig_targets
-  name               = each.value.mig_name
-  region             = each.value.region
+  for_each = local.mig_targets
+  name     = each.value.mig_name
+  region   = each.value.region
   # VMs are named <base>-xxxx (4 random characters per MIG): the region in the base keeps names unique
   # across a cluster's regions, which Zen needs (its rows, drains and control subscriptions are by name).
   # The provider replaces a MIG whose base changes (deleting its VMs, jobs and all): a MIG created

@@ -108,20 +108,20 @@ locals {
   # a MIG missing here would make the scheduler fail (MigNotFound), an extra one would never scale.
   clusters_from_variable = {
     for c in var.clusters : c.name => {
-      gpu_type = c.gpu_type, gpu_count = c.gpu_count, machine_type = c.machine_type, regions = c.regions,
+      gpu_type           = c.gpu_type, gpu_count = c.gpu_count, machine_type = c.machine_type, regions = c.regions,
       max_vms_per_region = c.max_vms_per_region, max_vms = c.max_vms, min_vms = c.min_vms,
-      provisioning = local.cluster_provisioning[c.name]
+      provisioning       = local.cluster_provisioning[c.name]
     }
   }
   clusters_from_config = {
     for c in local.zen_config.clusters : c.name => {
       gpu_type = c.gpu_type, gpu_count = c.gpu_count, machine_type = try(c.machine_type, "a2-highgpu-1g"),
-      regions = c.regions, max_vms_per_region = c.max_vms_per_region, max_vms = c.max_vms,
-      min_vms = try(c.min_vms, 0),
+      regions  = c.regions, max_vms_per_region = c.max_vms_per_region, max_vms = c.max_vms,
+      min_vms  = try(c.min_vms, 0),
       # A configuration that lists no provisioning has one model: any one model terraform gives its MIGs
       # (spot = true included) names them as it does; several models it must list itself.
       provisioning = (try(c.provisioning, null) != null ? c.provisioning :
-        length(try(local.cluster_provisioning[c.name], [])) == 1 ? local.cluster_provisioning[c.name] : ["standard"])
+      length(try(local.cluster_provisioning[c.name], [])) == 1 ? local.cluster_provisioning[c.name] : ["standard"])
     }
   }
   clusters_match = jsonencode(local.clusters_from_variable) == jsonencode(local.clusters_from_config)

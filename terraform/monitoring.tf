@@ -26,9 +26,9 @@ locals {
       value_extractor = "EXTRACT(jsonPayload.count)"
     }
     zen_job_status_changes = {
-      description     = "Job status changes, by cluster, region and new status."
-      filter          = "jsonPayload.event=\"job.status_changed\""
-      labels          = { cluster = "EXTRACT(jsonPayload.cluster)", region = "EXTRACT(jsonPayload.region)", status = "EXTRACT(jsonPayload.to_status)" }
+      description = "Job status changes, by cluster, region and new status."
+      filter      = "jsonPayload.event=\"job.status_changed\""
+      labels      = { cluster = "EXTRACT(jsonPayload.cluster)", region = "EXTRACT(jsonPayload.region)", status = "EXTRACT(jsonPayload.to_status)" }
     }
     zen_time_to_start = {
       description     = "Seconds from submission to start (of any attempt), per cluster and region."
@@ -44,9 +44,9 @@ locals {
       value_extractor = "EXTRACT(jsonPayload.count)"
     }
     zen_mig_errors = {
-      description     = "MIG instance-creation errors by cluster, region and kind (STOCKOUT, QUOTA, RATE_LIMIT, OTHER)."
-      filter          = "jsonPayload.event=\"mig.error\" AND severity>=WARNING"
-      labels          = { cluster = "EXTRACT(jsonPayload.cluster)", region = "EXTRACT(jsonPayload.region)", kind = "EXTRACT(jsonPayload.kind)" }
+      description = "MIG instance-creation errors by cluster, region and kind (STOCKOUT, QUOTA, RATE_LIMIT, OTHER)."
+      filter      = "jsonPayload.event=\"mig.error\" AND severity>=WARNING"
+      labels      = { cluster = "EXTRACT(jsonPayload.cluster)", region = "EXTRACT(jsonPayload.region)", kind = "EXTRACT(jsonPayload.kind)" }
     }
     zen_region_blocked = {
       description     = "1 while a (cluster, region) is blocked after stockouts, 0 otherwise; per scaling pass."
@@ -68,19 +68,19 @@ locals {
       unit            = "s"
     }
     zen_scaling_decisions = {
-      description     = "Scaling decisions by cluster, region and action (ADD, DELETE, BLOCK, UNBLOCK, HOLD)."
-      filter          = "jsonPayload.event=\"scaling.decision\""
-      labels          = { cluster = "EXTRACT(jsonPayload.cluster)", region = "EXTRACT(jsonPayload.region)", action = "EXTRACT(jsonPayload.action)" }
+      description = "Scaling decisions by cluster, region and action (ADD, DELETE, BLOCK, UNBLOCK, HOLD)."
+      filter      = "jsonPayload.event=\"scaling.decision\""
+      labels      = { cluster = "EXTRACT(jsonPayload.cluster)", region = "EXTRACT(jsonPayload.region)", action = "EXTRACT(jsonPayload.action)" }
     }
     zen_rejected_messages = {
-      description     = "Rejected messages by topic and reason class (malformed, unknown, forbidden, data)."
-      filter          = "jsonPayload.event=\"message.rejected\" AND severity>=WARNING"
-      labels          = { source = "EXTRACT(jsonPayload.source)", reason_class = "EXTRACT(jsonPayload.reason_class)" }
+      description = "Rejected messages by topic and reason class (malformed, unknown, forbidden, data)."
+      filter      = "jsonPayload.event=\"message.rejected\" AND severity>=WARNING"
+      labels      = { source = "EXTRACT(jsonPayload.source)", reason_class = "EXTRACT(jsonPayload.reason_class)" }
     }
     zen_lost_attempts = {
-      description     = "Job attempts whose VM went silent (LOST), by cluster and region."
-      filter          = "jsonPayload.event=\"job.status_changed\" AND jsonPayload.to_status=\"LOST\""
-      labels          = { cluster = "EXTRACT(jsonPayload.cluster)", region = "EXTRACT(jsonPayload.region)" }
+      description = "Job attempts whose VM went silent (LOST), by cluster and region."
+      filter      = "jsonPayload.event=\"job.status_changed\" AND jsonPayload.to_status=\"LOST\""
+      labels      = { cluster = "EXTRACT(jsonPayload.cluster)", region = "EXTRACT(jsonPayload.region)" }
     }
     zen_outbox_backlog_age = {
       description     = "Age in seconds of the oldest unsent outbox message; per scale tick."
@@ -89,8 +89,8 @@ locals {
       unit            = "s"
     }
     zen_scale_ticks = {
-      description     = "Scale ticks that ran to the end (outbox resend, lost-job sweep, scaling)."
-      filter          = "jsonPayload.event=\"scale_tick.done\""
+      description = "Scale ticks that ran to the end (outbox resend, lost-job sweep, scaling)."
+      filter      = "jsonPayload.event=\"scale_tick.done\""
     }
   }
 }

@@ -3,15 +3,15 @@
 # refused? is the plumbing healthy?), and links to the logs of one job and of one VM.
 
 locals {
-  log_metric_type = "metric.type=\"logging.googleapis.com/user/%s\" AND resource.type=\"cloud_run_revision\""
+  log_metric_type           = "metric.type=\"logging.googleapis.com/user/%s\" AND resource.type=\"cloud_run_revision\""
   dead_letter_subscriptions = join(", ", [for sub in google_pubsub_subscription.dead_letter : "\"${sub.name}\""])
   zen_services              = "resource.label.service_name=starts_with(\"${var.name_prefix}-on-\")"
   db_id                     = "${var.project_id}:${google_sql_database_instance.zen.name}"
 
   # Logs Explorer: replace JOB_ID / VM_NAME in the query box.
   job_scheduler_logs_query = "${local.zen_function_logs} AND jsonPayload.job_id=\"JOB_ID\""
-  vm_logs_query  = "(${local.zen_function_logs} AND jsonPayload.vm=\"VM_NAME\") OR (resource.type=\"gce_instance\" AND labels.\"compute.googleapis.com/resource_name\"=\"VM_NAME\")"
-  logs_url       = "https://console.cloud.google.com/logs/query;query=%s?project=${var.project_id}"
+  vm_logs_query            = "(${local.zen_function_logs} AND jsonPayload.vm=\"VM_NAME\") OR (resource.type=\"gce_instance\" AND labels.\"compute.googleapis.com/resource_name\"=\"VM_NAME\")"
+  logs_url                 = "https://console.cloud.google.com/logs/query;query=%s?project=${var.project_id}"
 
   # title, then (metric filter, per-series aligner, cross-series reducer, group-by labels) per line.
   charts = [

@@ -107,6 +107,17 @@ def test_a_stop_says_what_will_happen(zen_cli, publisher, functions):
     assert [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-stop")] == ["job-1", "later-job"]
 
 
+def test_a_stop_of_a_job_that_ended_is_not_sent(zen_cli, publisher, functions):
+    """It was published all the same, and recorded as a refusal (a "forbidden" message in zen stats)."""
+    functions.submit(job_request("done-1"))
+    functions.stop({"job_id": "done-1"})  # CANCELLED
+    ended = zen_cli("stop", "done-1")
+    assert ended.returncode == 0 and "has already ended (CANCELLED)" in ended.stdout and "not sent" in ended.stdout
+    assert [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-stop")] == []
+    assert zen_cli("stop", "--force", "done-1").returncode == 0
+    assert [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-stop")] == ["done-1"]
+
+
 def test_read_commands_outside_a_stack_start_nothing(zen_cli, tmp_path):
     for argv in (["jobs", "list"], ["watch", "--once"], ["rejected"], ["explain"], ["jobs", "get", "x"]):
         result = zen_cli(*argv, drop=("ZEN_DATABASE_URL",))
@@ -236,7 +247,7 @@ def test_submit_wait_that_cannot_follow_publishes_nothing(zen_cli, publisher, tm
 def test_submitting_an_existing_job_id_again_is_refused_before_publishing(zen_cli, publisher, functions, tmp_path):
     """A job file with a fixed job_id, submitted again: zen said "submitted" while the function took it
     for a duplicate and ran nothing, and --wait replayed the old job's output as if it were new."""
-    functions.submit(job_request("fixed-id", user_id="alice"))
+    functions.submit(job_request("fixed-id", user_id="alice", cluster="1xl4", command=["python", "train.py"]))
     spec = tmp_path / "job.yaml"
     spec.write_text("job_id: fixed-id\ncluster: 1xl4\ncommand: [python, train.py]\n")
     for wait in ((), ("--wait",)):
@@ -244,6 +255,11 @@ def test_submitting_an_existing_job_id_again_is_refused_before_publishing(zen_cl
         line = one_line(result)
         assert result.returncode == 1 and result.stdout == "", result
         assert "job fixed-id already exists (QUEUED): the same request runs nothing new; use a new job_id" in line
+    # Another request under the same id: it said "the same request runs nothing new" too
+    other = tmp_path / "other.yaml"
+    other.write_text("job_id: fixed-id\ncluster: 1xl4\ncommand: [python, eval.py]\n")
+    line = one_line(zen_cli("submit", str(other)))
+    assert "job_id fixed-id is taken by another request (QUEUED; zen jobs get fixed-id): Zen would refuse" in line
     assert publisher.on("zen-job-submitted") == []
     # the database unreadable: published as before (the function decides)
     gone = zen_cli("submit", str(spec), ZEN_DATABASE_URL=f"postgresql://postgres@/zen?host={tmp_path}")

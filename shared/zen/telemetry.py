@@ -71,7 +71,10 @@ _CLASSES = (
     ("forbidden", re.compile(
         r"transition |job_id \S+ is already used|regions \[.*\] are not used|max_\w+ \d+ is above the limit"
         r"|VM \S+ is being scaled down|VM \S+ in region|stale attempt|heartbeat for attempt|\S+ reports "
-        r"|job is not admitted|job is already|queue \S+ has no quota|the job needs \d+ GPUs")),
+        r"|job is not admitted|job is already|queue \S+ has no quota|the job needs \d+ GPUs"
+        # who is asking (zen.adapters.submitters, zen.jobs.authorization): a proof or a rule refused it
+        r"|the message carries no zen_auth|the zen_auth token|the request says user_id|\S+ may not (submit|stop) "
+        r"|priority -?\d+ is above queue")),
 )
 
 

@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     with FaultStack(threads=args.workers, log_dir=log_dir) as stack:
         results = run_all(stack, args.budget, args.seed)
+    (log_dir / "auth").mkdir()
     with AuthStack(threads=args.workers, log_dir=log_dir / "auth") as auth:  # ZEN_AUTH=required, queues with rules
         results.append(auth_refusals(auth, AUTH_BUDGETS[args.budget], args.seed))
     total = sum(r.cases for r in results)

@@ -66,33 +66,45 @@ def _altered(token: str) -> str:
     return f"{head}.{b64encode(json.dumps({**json.loads(b64decode(body)), 'email': OTHER}).encode())}.{signature}"
 
 
-def _cases(s: AuthStack, job_id: str, owned: str) -> list[tuple[str, str, bytes, dict[str, str], str | None]]:
-    """(kind, target, payload, attributes, what its refusal says; None: it is valid)."""
+def _proofs(s: AuthStack) -> dict[str, dict[str, str]]:
+    """Each kind's attributes, made once (a token is an RSA signature; a stranger's key takes a moment)."""
     now = time.time()
-    sign = lambda token: auth_attributes(token)  # noqa: E731
+    sign = auth_attributes
+    return {
+        "valid": sign(s.token()), "no token": {}, "expired": sign(s.token(exp=now - 7200, iat=now - 10800)),
+        "forged": sign(_altered(s.token())),
+        "unknown key": sign(TokenIssuer().user_token(email=OWNER, audience=GCLOUD_CLIENT_IDS[0])),
+        "wrong audience": sign(s.token(aud="another-service")),
+        "wrong issuer": sign(s.token(iss="https://issuer.example")),
+        "unverified": sign(s.token(email_verified=False)), "malformed": {"zen_auth": "a.b"},
+        "huge": {f"zen_auth{'' if n == 0 else f'_{n}'}": "x" * 1000 for n in range(8)},
+        "other": sign(s.token(OTHER)),
+    }
+
+
+def _cases(proofs: dict[str, dict[str, str]], job_id: str, owned: str
+           ) -> list[tuple[str, str, bytes, dict[str, str], str | None]]:
+    """(kind, target, payload, attributes, what its refusal says; None: it is valid)."""
+    valid = proofs["valid"]
     return [
-        ("valid", "on_job_submitted", _job(job_id), sign(s.token()), None),
-        ("no token", "on_job_submitted", _job(job_id), {}, "carries no zen_auth attribute"),
-        ("expired", "on_job_submitted", _job(job_id), sign(s.token(exp=now - 7200, iat=now - 10800)), "expired"),
-        ("forged", "on_job_submitted", _job(job_id, OTHER), sign(_altered(s.token())), "signature does not verify"),
-        ("unknown key", "on_job_submitted", _job(job_id), sign(TokenIssuer().user_token(
-            email=OWNER, audience=GCLOUD_CLIENT_IDS[0])), "does not list"),
-        ("wrong audience", "on_job_submitted", _job(job_id), sign(s.token(aud="another-service")),
-         "which this Zen does not take"),
-        ("wrong issuer", "on_job_submitted", _job(job_id), sign(s.token(iss="https://issuer.example")), "not Google's"),
-        ("unverified", "on_job_submitted", _job(job_id), sign(s.token(email_verified=False)), "no verified e-mail"),
-        ("malformed", "on_job_submitted", _job(job_id), {"zen_auth": "a.b"}, "not a JWT"),
-        ("huge", "on_job_submitted", _job(job_id), {f"zen_auth{'' if n == 0 else f'_{n}'}": "x" * 1000
-                                                    for n in range(8)}, "over 4096"),
-        ("another's user_id", "on_job_submitted", _job(job_id, OTHER), sign(s.token()), "but its zen_auth token proves"),
-        ("priority over the cap", "on_job_submitted", _job(job_id, priority=500), sign(s.token()),
+        ("valid", "on_job_submitted", _job(job_id), valid, None),
+        ("no token", "on_job_submitted", _job(job_id), proofs["no token"], "carries no zen_auth attribute"),
+        ("expired", "on_job_submitted", _job(job_id), proofs["expired"], "expired"),
+        ("forged", "on_job_submitted", _job(job_id, OTHER), proofs["forged"], "signature does not verify"),
+        ("unknown key", "on_job_submitted", _job(job_id), proofs["unknown key"], "does not list"),
+        ("wrong audience", "on_job_submitted", _job(job_id), proofs["wrong audience"], "which this Zen does not take"),
+        ("wrong issuer", "on_job_submitted", _job(job_id), proofs["wrong issuer"], "not Google's"),
+        ("unverified", "on_job_submitted", _job(job_id), proofs["unverified"], "no verified e-mail"),
+        ("malformed", "on_job_submitted", _job(job_id), proofs["malformed"], "not a JWT"),
+        ("huge", "on_job_submitted", _job(job_id), proofs["huge"], "over 4096"),
+        ("another's user_id", "on_job_submitted", _job(job_id, OTHER), valid, "but its zen_auth token proves"),
+        ("priority over the cap", "on_job_submitted", _job(job_id, priority=500), valid,
          "above queue research's max_priority 10"),
-        ("queue not theirs", "on_job_submitted", _job(job_id, queue="prod"), sign(s.token()),
-         "may not submit to queue prod"),
+        ("queue not theirs", "on_job_submitted", _job(job_id, queue="prod"), valid, "may not submit to queue prod"),
         ("secret not allowed", "on_job_submitted",
-         _job(job_id, secrets={"HF": "projects/zen-faults/secrets/hf-token/versions/latest"}), sign(s.token()), "secret HF"),
-        ("someone else's stop", "on_stop_requested", json.dumps({"job_id": owned}).encode(),
-         sign(s.token(OTHER)), "may not stop job"),
+         _job(job_id, secrets={"HF": "projects/zen-faults/secrets/hf-token/versions/latest"}), valid, "secret HF"),
+        ("someone else's stop", "on_stop_requested", json.dumps({"job_id": owned}).encode(), proofs["other"],
+         "may not stop job"),
     ]
 
 
@@ -103,12 +115,13 @@ def auth_refusals(s: AuthStack, n: int, seed: int) -> CheckResult:
     rng = random.Random(seed)
     owned = f"owned-{seed}"
     stack.deliver_all([Delivery("on_job_submitted", _job(owned), next_message_id(), attributes=auth_attributes(s.token()))])
-    kinds = len(_cases(s, "x", owned))
+    proofs = _proofs(s)
+    kinds = len(_cases(proofs, "x", owned))
     deliveries, expected = [], {}
     for i in range(max(n, kinds)):
         message_id = next_message_id()
-        kind, target, payload, attributes, says = _cases(s, f"au-{message_id}", owned)[i % kinds if i < kinds
-                                                                                        else rng.randrange(kinds)]
+        kind, target, payload, attributes, says = _cases(proofs, f"au-{message_id}", owned)[
+            i if i < kinds else rng.randrange(kinds)]
         deliveries.append(Delivery(target, payload, message_id, attributes=attributes, note=kind))
         expected[message_id] = (kind, says)
     rng.shuffle(deliveries)

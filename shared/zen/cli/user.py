@@ -169,6 +169,12 @@ def cmd_submit(args) -> int:
         following = Following(job_id)
     existing = following.existing if following is not None else _known_job(job_id)
     if existing is not None:  # the function would take it for a duplicate (or refuse it): nothing would run
+        from zen.core.models import request_fingerprint
+
+        if existing.request_hash != request_fingerprint(request.canonical(job_id)):
+            raise CliError(f"job_id {job_id} is taken by another request ({existing.status.value}; zen jobs get "
+                           f"{job_id}): Zen would refuse this one; use a new job_id (or none: zen makes one). "
+                           "Not published", 1)
         raise CliError(f"job {job_id} already exists ({existing.status.value}): the same request runs "
                        "nothing new; use a new job_id (or none: zen makes one). Not published (retrying a "
                        f"submit whose publish failed? it got through: zen jobs get {job_id})", 1)
@@ -239,6 +245,9 @@ def cmd_stop(args) -> int:
     outlook = _stop_outlook(args.job_id)
     if outlook.startswith("no job") and not args.force:
         raise CliError(f"{outlook}; to send it anyway: zen stop --force {args.job_id}", 1)
+    if outlook.startswith(f"job {args.job_id} has already ended") and not args.force:
+        print(f"{outlook}; not sent (Zen would only record it as refused; zen stop --force sends it anyway)")
+        return 0
     sender = identity.current(load_config())
     message_id = _publish("job_stop", StopRequest(job_id=args.job_id, reason=args.reason).to_bytes(),
                           identity.attributes(sender))
