@@ -24,26 +24,13 @@ from tests.messages import heartbeat, job_request
 from tests.test_functions_lifecycle import job
 from tests.test_heartbeat_seq import ms, rejections
 from tests.test_queues_waiting import CountingScaler
-from tests.test_vm_proof import _CertsServer
+from tests.token_support import certs, issuer  # noqa: F401  (fixtures)
 from tests.waiting import wait_for
 from zen.adapters.message_key import MessageKey, audience, token_attributes
 from zen.store import repository
-from zen_dev.local.compute.issuer import TokenIssuer
 
 SCRIPT = Path(zen.agent.__file__).with_name("startup.sh")
 VM, ZONE, CLUSTER = "zen-4xa100-40gb-us-central1-a0a0", "us-central1-a", "4xa100-40gb"
-
-
-@pytest.fixture(scope="module")
-def issuer():
-    return TokenIssuer()
-
-
-@pytest.fixture
-def certs(issuer):
-    server = _CertsServer(json.dumps(issuer.certs()).encode(), "public, max-age=3600")
-    yield server
-    server.close()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 
 from tests.messages import job_request
 from tests.test_queues import CLUSTER, statuses, with_queues
-from tests.test_vm_proof import _CertsServer
+from tests.token_support import certs, issuer  # noqa: F401  (fixtures)
 from zen.adapters.submitters import auth_attributes
 from zen.core.config import GCLOUD_CLIENT_IDS
 from zen.store import repository
@@ -25,18 +25,6 @@ QUEUES = [
     {"name": "prod", "quota": {CLUSTER: 8}, "submitters": [CI]},
 ]
 AUTH = {"groups": {"robots": [CI]}}
-
-
-@pytest.fixture(scope="module")
-def issuer():
-    return TokenIssuer()
-
-
-@pytest.fixture
-def certs(issuer):
-    server = _CertsServer(json.dumps(issuer.certs()).encode(), "public, max-age=3600")
-    yield server
-    server.close()
 
 
 @pytest.fixture

@@ -5,12 +5,11 @@ and the signature of the very message by the key the token's audience binds."""
 from __future__ import annotations
 
 import json
-import threading
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from tests.token_support import CertsServer
 from zen.core.clock import ManualClock
 from zen.core.errors import ConfigError, Rejected, TransientError
 from zen_dev.local.compute.issuer import TokenIssuer
@@ -201,35 +200,8 @@ def test_a_publish_time_without_a_zone_is_not_trusted(issuer, clock):
     assert envelope.publish_time is None
 
 
-class _CertsServer:
-    def __init__(self, body: bytes, cache_control: str):
-        served = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - http.server's naming
-                served.requests += 1
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Cache-Control", cache_control)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.requests = 0
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/oauth2/v1/certs"
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 def test_certificates_are_fetched_over_http_and_kept_for_their_max_age(issuer, clock):
-    server = _CertsServer(json.dumps(issuer.certs()).encode(), "public, max-age=120, must-revalidate")
+    server = CertsServer(json.dumps(issuer.certs()).encode(), "public, max-age=120, must-revalidate")
     try:
         assert fetch_certs(server.url) == (issuer.certs(), 120.0)
         moment = [0.0]

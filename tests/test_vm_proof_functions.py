@@ -13,9 +13,8 @@ import pytest
 from tests.messages import heartbeat, job_request
 from tests.test_functions_lifecycle import job
 from tests.test_heartbeat_seq import ms, rejections, vm_beat
-from tests.test_vm_proof import _CertsServer
+from tests.token_support import certs, issuer  # noqa: F401  (fixtures)
 from zen.store import repository
-from zen_dev.local.compute.issuer import TokenIssuer
 from zen.adapters.message_key import (
     ATTRIBUTE, MAC_ATTRIBUTE, SEALED_KEY_ATTRIBUTE, SIGNATURE_ATTRIBUTE, MessageKey, audience, mac,
 )
@@ -24,18 +23,6 @@ KEY = MessageKey()  # the agents' message key (one for the module: an RSA key ta
 
 # Instances of the cluster's MIG in us-central1, as GCE names them: a VM may claim only its cluster's jobs.
 VM_A, VM_B = "zen-4xa100-40gb-us-central1-a0a0", "zen-4xa100-40gb-us-central1-b0b0"
-
-
-@pytest.fixture(scope="module")
-def issuer():
-    return TokenIssuer()
-
-
-@pytest.fixture
-def certs(issuer):
-    server = _CertsServer(json.dumps(issuer.certs()).encode(), "public, max-age=3600")
-    yield server
-    server.close()
 
 
 @pytest.fixture

@@ -4,11 +4,8 @@ user would, through the official Pub/Sub client. Run alone with `pytest -m e2e`.
 
 from __future__ import annotations
 
-import shutil
 import socket
-import tempfile
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 
@@ -23,16 +20,6 @@ def free_base_port(start: int = 21000) -> int:
         if all(port_free(p) for p in Ports.from_base(base).all().values()):
             return base
     raise RuntimeError("no free block of ports")
-
-
-@pytest.fixture
-def home():
-    path = Path(tempfile.mkdtemp(prefix="ze2e", dir="/tmp"))  # short: unix socket paths are limited
-    yield path
-    from zen_dev.embedded import stop_embedded_server
-
-    stop_embedded_server(path)  # already stopped with the stack, unless a test failed before that
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def test_jobs_run_around_a_stockout_and_idle_vms_are_scaled_away(home):

@@ -6,11 +6,8 @@ standard pool's MIG (``<MIG>-std-xxxx``), one that accepts any runs, and the idl
 from __future__ import annotations
 
 import json
-import shutil
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
@@ -53,16 +50,6 @@ timings:
   retry_interval_s: 30
   delete_s: 10
 """
-
-
-@pytest.fixture
-def home():
-    path = Path(tempfile.mkdtemp(prefix="zpool", dir="/tmp"))  # short: unix socket paths are limited
-    yield path
-    from zen_dev.embedded import stop_embedded_server
-
-    stop_embedded_server(path)
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def test_a_two_model_cluster_runs_each_job_on_a_vm_it_accepts(home):

@@ -5,11 +5,8 @@ shows it masked, and Postgres holds the reference alone. Run alone with `pytest 
 from __future__ import annotations
 
 import json
-import shutil
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
@@ -52,16 +49,6 @@ timings:
   retry_interval_s: 30
   delete_s: 10
 """
-
-
-@pytest.fixture
-def home():
-    path = Path(tempfile.mkdtemp(prefix="zsec", dir="/tmp"))  # short: unix socket paths are limited
-    yield path
-    from zen_dev.embedded import stop_embedded_server
-
-    stop_embedded_server(path)
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def test_a_job_reads_the_stacks_demo_secret_and_its_output_masks_it(home):

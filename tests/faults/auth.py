@@ -19,7 +19,7 @@ import yaml
 
 from tests.faults.checks import CheckResult, next_message_id
 from tests.faults.harness import Delivery, FaultStack
-from tests.test_vm_proof import _CertsServer
+from tests.token_support import CertsServer
 from zen.adapters.message_key import b64decode, b64encode
 from zen.adapters.submitters import auth_attributes
 from zen.core.config import GCLOUD_CLIENT_IDS, load_config
@@ -36,7 +36,7 @@ class AuthStack:
 
     def __init__(self, threads: int = 4, log_dir: Path | None = None):
         self.issuer = TokenIssuer()
-        self.certs = _CertsServer(json.dumps(self.issuer.certs()).encode(), "public, max-age=3600")
+        self.certs = CertsServer.of(self.issuer)
         raw = load_config().model_dump(mode="json")
         raw.update(project="zen-faults", queues=QUEUES)
         self.config_path = Path(tempfile.mkdtemp(prefix="zen-faults-auth-")) / "zen.yaml"
