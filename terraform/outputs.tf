@@ -3,14 +3,11 @@
 
 locals {
   example_cluster = var.clusters[0].name
-  example_job = jsonencode({
-    version = 1
-    job_id  = "hello-1"
-    user_id = "you"
-    cluster = local.example_cluster
-    image   = "nvidia/cuda:12.4.1-base-ubuntu22.04"
-    command = ["nvidia-smi"]
-  })
+  # The example job, for the shell: its id made unique per run (a fixed one ran nothing the second time)
+  # and its user the gcloud account, whose ID token the message carries (zen_auth, cut at 1,000
+  # characters as zen.adapters.submitters reads it back), as submitter_auth requires.
+  example_job  = "{\\\"job_id\\\":\\\"hello-$(date +%s)\\\",\\\"user_id\\\":\\\"$(gcloud config get-value account)\\\",\\\"cluster\\\":\\\"${local.example_cluster}\\\",\\\"image\\\":\\\"nvidia/cuda:12.4.1-base-ubuntu22.04\\\",\\\"command\\\":[\\\"nvidia-smi\\\"]}"
+  sender_proof = "T=$(gcloud auth print-identity-token) && A=\"zen_auth=$${T:0:1000}\" && { [ $${#T} -le 1000 ] || A=\"$A,zen_auth_1=$${T:1000}\"; }"
   log_query = join(" OR ", [
     "(resource.type=\"cloud_run_revision\" AND resource.labels.service_name=~\"^${var.name_prefix}-on-\")",
     "(resource.type=\"gce_instance\" AND labels.\"compute.googleapis.com/resource_name\"=~\"^zen-\")",
@@ -46,12 +43,12 @@ output "functions" {
 
 output "submit_job_command" {
   description = "Submit an example job (edit the JSON; see docs/reference/messages.md)."
-  value       = "gcloud pubsub topics publish ${google_pubsub_topic.zen["job_submitted"].name} --project=${var.project_id} --message='${local.example_job}'"
+  value       = "${local.sender_proof} && gcloud pubsub topics publish ${google_pubsub_topic.zen["job_submitted"].name} --project=${var.project_id} --attribute=\"$A\" --message=\"${local.example_job}\""
 }
 
 output "stop_job_command" {
-  description = "Stop the example job."
-  value       = "gcloud pubsub topics publish ${google_pubsub_topic.zen["job_stop"].name} --project=${var.project_id} --message='${jsonencode({ version = 1, job_id = "hello-1", reason = "stopped by hand" })}'"
+  description = "Stop a job: set ID to its id first (ID=hello-...)."
+  value       = "${local.sender_proof} && gcloud pubsub topics publish ${google_pubsub_topic.zen["job_stop"].name} --project=${var.project_id} --attribute=\"$A\" --message=\"{\\\"job_id\\\":\\\"$ID\\\",\\\"reason\\\":\\\"stopped by hand\\\"}\""
 }
 
 output "watch_job_events_command" {

@@ -453,6 +453,9 @@ def test_outputs_tell_the_user_how_to_submit_and_where_to_look(module):
     assert {"topics", "submit_job_command", "log_query", "logs_explorer_url"} <= set(module.outputs)
     assert "gcloud pubsub topics publish" in module.outputs["submit_job_command"]["value"]
     assert 'google_pubsub_topic.zen["job_submitted"]' in module.outputs["submit_job_command"]["value"]
+    for command in ("submit_job_command", "stop_job_command"):  # with the sender's ID token (submitter_auth)
+        value = module.outputs[command]["value"]
+        assert "local.sender_proof" in value and '--attribute="$A"' in value, value
 
 
 def test_the_job_output_query_is_the_one_zen_logs_uses(module):

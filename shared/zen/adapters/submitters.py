@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable, Mapping
 
-from zen.adapters.google_tokens import GOOGLE_CERTS_URL, Fetch, GoogleTokens, Remembered, fetch_certs
+from zen.adapters.google_tokens import CLOCK_SKEW_S, GOOGLE_CERTS_URL, Fetch, GoogleTokens, Remembered, fetch_certs
 from zen.core.config import ZenConfig
 from zen.core.errors import ConfigError, Rejected
 from zen.core.text import escape_unstorable
@@ -120,7 +120,7 @@ class SubmitterChecker:
         if published_at is not None and published_at.tzinfo is not None:
             now = min(now, published_at.timestamp())  # valid when Pub/Sub took it, as a VM's token
         principal = self._verified.get(token)
-        if principal is None or principal.exp <= now - 60:
+        if principal is None or principal.exp <= now - CLOCK_SKEW_S:
             principal = self._verify(token, now)
         return principal
 
