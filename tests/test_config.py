@@ -27,9 +27,9 @@ def test_zen_config_env_points_at_a_file(tmp_path, monkeypatch):
 @pytest.mark.parametrize("text, message", [
     ("clusters: []", "clusters: List should have at least 1 item"),
     ("clusters:\n  - {name: Big, gpu_type: t, gpu_count: 1, regions: [a], max_vms_per_region: 1, max_vms: 1}",
-     "clusters.0.name: Value error, cluster names are lowercase"),
+     "clusters.0.name: cluster names are lowercase"),
     ('clusters:\n  - {name: "big\\n", gpu_type: t, gpu_count: 1, regions: [a], max_vms_per_region: 1, max_vms: 1}',
-     "clusters.0.name: Value error, cluster names are lowercase"),  # Python's "$" matched before a final newline
+     "clusters.0.name: cluster names are lowercase"),  # Python's "$" matched before a final newline
     ("clusters:\n  - {name: a, gpu_type: t, gpu_count: 1, regions: [r, r], max_vms_per_region: 1, max_vms: 1}",
      "a region is listed twice"),
     ("clusters:\n  - {name: a, gpu_type: t, gpu_count: 1, regions: [r], max_vms_per_region: 1, max_vms: 1,"

@@ -148,7 +148,7 @@ def test_overrides_win_over_the_catalog_and_the_snapshot():
 
 
 @pytest.mark.parametrize("pricing, named", [
-    ({"overrides": {"a2-highgpu-4g": {"us-west1": {"spott": 2.5}}}}, "pricing.overrides: Value error, a2-highgpu-4g.us-west1"),
+    ({"overrides": {"a2-highgpu-4g": {"us-west1": {"spott": 2.5}}}}, "pricing.overrides: a2-highgpu-4g.us-west1"),
     ({"overrides": {"a2-highgpu-4g": {"us-west1": {"spot": -1}}}}, "pricing.overrides.a2-highgpu-4g.us-west1.spot"),
     ({"usd_per_vm_hour": {"a2-highgpu-4g": -3}}, "pricing.usd_per_vm_hour.a2-highgpu-4g"),
     ({"catalgo": False}, "pricing.catalgo"),

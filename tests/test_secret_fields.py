@@ -44,7 +44,7 @@ def assert_rejected(functions, zen, publisher, request: dict, reason: str) -> No
 
 
 BAD_SECRETS = [
-    ({"HF_TOKEN": "hf-token"}, "secrets: Value error, HF_TOKEN: 'hf-token' is not a Secret Manager secret version: "
+    ({"HF_TOKEN": "hf-token"}, "secrets: HF_TOKEN: 'hf-token' is not a Secret Manager secret version: "
                                "give projects/<project>/secrets/<name>/versions/<version number or latest>"),
     ({"HF_TOKEN": "projects/my-project/secrets/hf-token"}, "HF_TOKEN: 'projects/my-project/secrets/hf-token' is not"),
     ({"HF_TOKEN": "projects/my-project/secrets/hf token/versions/1"}, "is not a Secret Manager secret version"),
@@ -52,7 +52,7 @@ BAD_SECRETS = [
     ({"HF_TOKEN": "projects/my-project/locations/us/secrets/x/versions/1"}, "is not a Secret Manager secret version"),
     ({"1TOKEN": HF}, "secrets.1TOKEN.[key]: String should match pattern"),  # env's own rule for names
     ({"HF-TOKEN": HF}, "secrets.HF-TOKEN.[key]: String should match pattern"),
-    ({f"T{n}": HF for n in range(17)}, "secrets: Value error, at most 16 secrets per job (17 given)"),
+    ({f"T{n}": HF for n in range(17)}, "secrets: at most 16 secrets per job (17 given)"),
     ({"HF_TOKEN": 42}, "secrets.HF_TOKEN: Input should be a valid string"),
 ]
 

@@ -24,7 +24,11 @@ def describe_validation_error(exc: ValidationError, *, top: str = "(message)", l
         if err["type"] == "extra_forbidden" and len(err["loc"]) == 1 and known:
             close = difflib.get_close_matches(str(err["loc"][0]), known, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
-        parts.append(f"{where}: {err['msg']}{hint}")
+        message = err["msg"]
+        if err["type"] == "value_error":  # our validators' own words: without pydantic's "Value error, " and
+            message = message.removeprefix("Value error, ")  # the field's name said again in front of them
+            message = message.removeprefix(f"{where}: ").removeprefix(f"{err['loc'][-1]}: ") if err["loc"] else message
+        parts.append(f"{where}: {message}{hint}")
     return escape_unstorable("; ".join(parts), limit)
 
 
