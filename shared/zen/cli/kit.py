@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Sequence
 
-NO_DATABASE = ("no database to read: no local stack is running in this directory (start one with `zen local up`), "
+NO_DATABASE = ("no database to read: no local stack is running in this directory or above it (start one with `zen local up`), "
                "and neither ZEN_DATABASE_URL nor ZEN_CLOUDSQL_INSTANCE is set (see docs/how-to/deploy.md, 'Using a deployed Zen')")
 NO_CREDENTIALS = ("no Google credentials: run `gcloud auth application-default login` to use a deployed Zen, "
                   "or start a local stack in this directory with `zen local up`")

@@ -159,8 +159,8 @@ def cmd_submit(args) -> int:
         raise CliError("the job request has no job_id", 2)
     cluster, regions = check_request(request)
     if not request.image and not os.environ.get("PUBSUB_EMULATOR_HOST"):  # a deployed Zen's agents refuse it
-        raise CliError("no local stack is running in this directory (`zen local up`, or run zen from the folder "
-                       "where it runs), so this goes to a deployed Zen, which runs jobs in containers only (without "
+        raise CliError("no local stack is running in this directory or above it (`zen local up`), so this goes "
+                       "to a deployed Zen, which runs jobs in containers only (without "
                        "an image a job would run on the VM as root with the VM's credentials; "
                        "docs/explanations/security.md): give --image IMAGE, or image: in the job file", 1)
     following = None

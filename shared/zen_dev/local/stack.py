@@ -100,9 +100,18 @@ def read_stack(home: Path) -> dict | None:
     return record
 
 
-def stack_env(home: Path = Path(".zen")) -> dict[str, str]:
-    """Environment that points a client (``zen submit``, ``zen jobs``) at the running stack. A stopped
-    stack's job output stays readable (``zen logs``) unless the client is pointed at a database."""
+def running_home(start: Path | None = None) -> Path | None:
+    """The ``.zen`` of the stack running in ``start`` (default: this directory) or the nearest folder
+    above it, as git finds its repository: `zen` run from a subfolder talks to that stack."""
+    here = (start or Path.cwd()).resolve()
+    return next((folder / ".zen" for folder in (here, *here.parents) if read_stack(folder / ".zen")), None)
+
+
+def stack_env(home: Path | None = None) -> dict[str, str]:
+    """Environment that points a client (``zen submit``, ``zen jobs``) at the running stack (``home``,
+    else the one :func:`running_home` finds). A stopped stack's job output stays readable (``zen
+    logs``) from its folder unless the client is pointed at a database."""
+    home = home or running_home() or Path(".zen")
     record = read_stack(home)
     if record:
         return dict(record["env"])
@@ -141,6 +150,9 @@ class LocalStack:
             pids = ", ".join(str(p["pid"]) for p in previous["processes"])
             raise StackError(f"a stack is already running (pids {pids}); stop it with `zen local down`")
         taken = [f"{port} ({what})" for what, port in self.ports.all().items() if not port_free(port)]
+        if taken and (elsewhere := running_home(self.home.resolve().parent)) is not None:
+            raise StackError(f"a stack is already running in {elsewhere.parent} (its ports: {', '.join(taken)}); "
+                             "`zen` commands from here use it; stop it there with `zen local down`")
         if taken:
             raise StackError(f"port(s) taken: {', '.join(taken)}; free them or pick others with --base-port")
         (self.logs / "vms").mkdir(parents=True, exist_ok=True)

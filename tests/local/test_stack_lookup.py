@@ -1,0 +1,30 @@
+"""`zen` finds a running local stack from a subfolder of the one it runs in, as git finds its
+repository: from a subfolder, read commands said to run `zen local up`, which then failed with
+"port(s) taken"."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from zen_dev.local.stack import running_home, stack_env, stack_file
+
+
+def test_a_stack_running_in_a_parent_folder_is_the_one_used(tmp_path, monkeypatch):
+    home = tmp_path / ".zen"
+    home.mkdir()
+    record = {"env": {"PUBSUB_EMULATOR_HOST": "127.0.0.1:8085"}, "ports": {}, "logs": "",
+              "processes": [{"name": "pubsub", "pid": os.getpid()}]}  # a live process: the stack runs
+    stack_file(home).write_text(json.dumps(record))
+    deep = tmp_path / "src" / "models"
+    deep.mkdir(parents=True)
+    monkeypatch.chdir(deep)
+
+    assert running_home() == home.resolve()
+    assert stack_env() == record["env"]
+
+
+def test_without_a_running_stack_above_nothing_is_found(tmp_path, monkeypatch):
+    (tmp_path / ".zen").mkdir()  # a stack's folder, stopped
+    monkeypatch.chdir(tmp_path)
+    assert running_home() is None and stack_env() == {}
