@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import secrets
 import signal
 import sys
 import threading
@@ -51,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-dir", help="directory for per-VM logs (default: scenario, else .zen/compute-vms)")
     parser.add_argument("--time-scale", type=float, help="override the scenario's time_scale")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument("--names-salt", default=None,
+                        help="mixed into VM names with the scenario's seed (default: drawn at start, so a restarted "
+                             "stand-in names its VMs anew; give one for names that repeat run to run)")
     return parser
 
 
@@ -69,6 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         standin = ComputeStandIn(
             scenario, host=args.host, port=args.port, config=config,
             startup_command=args.startup_command, log_dir=args.log_dir,
+            names_salt=args.names_salt if args.names_salt is not None else f"/{secrets.token_hex(4)}",
         )
     except (ScenarioError, ConfigError) as exc:
         print(f"zen local compute: {exc}", file=sys.stderr)

@@ -54,6 +54,7 @@ class ComputeStandIn:
         log_dir: str | os.PathLike | None = None,
         tick_interval_s: float = 0.05,
         preempt_notice_s: float = 30.0,
+        names_salt: str = "",
     ):
         self.scenario = coerce_scenario(scenario)
         if config is not None and not isinstance(config, ZenConfig):
@@ -72,7 +73,7 @@ class ComputeStandIn:
         )
         self.world = World(
             project=self.project, migs=self.migs, capacity=build_capacity(self.scenario),
-            scenario=self.scenario, clock=self.clock, processes=self.processes,
+            scenario=self.scenario, clock=self.clock, processes=self.processes, names_salt=names_salt,
         )
         # A preempted VM's processes get SIGTERM with its notice and SIGKILL this many real seconds later
         # (GCE: about 30 s); its metadata's instance/preempted turns TRUE meanwhile (notice.py).

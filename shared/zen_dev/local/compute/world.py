@@ -45,6 +45,7 @@ class World:
         clock: Any,
         processes: VmProcesses | None = None,
         timestamps: r.Timestamps | None = None,
+        names_salt: str = "",
     ):
         self.project, self.capacity, self.scenario, self.clock = project, capacity, scenario, clock
         self.processes = processes
@@ -54,7 +55,9 @@ class World:
         self.preempt_notice_s = 30.0  # real seconds from a preemption's notice (and SIGTERM) to SIGKILL (notice.py)
         self.now = clock.now()
         seed = scenario.seed
-        self._names_rng = random.Random(f"{seed}/names")
+        # VM names: the scenario's seed, and a salt a stand-in started anew draws (__main__), so a restarted
+        # stack's VMs are not named as the last one's were (a job's history named two VMs alike).
+        self._names_rng = random.Random(f"{seed}/names{names_salt}")
         self._preempt_rng = random.Random(f"{seed}/preemptions")
         self._boot = BootDelay(scenario.timings.boot, random.Random(f"{seed}/boot"))
         self._quota = QuotaRules(list(scenario.faults.quota))
