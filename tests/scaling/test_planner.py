@@ -247,3 +247,14 @@ def test_the_same_vms_planned_again_plan_as_fresh_ones_and_a_boot_is_still_learn
     assert booted.memory["us-central1"] == again.memory["us-central1"]  # nothing booted there
     assert RegionMemory(strikes=1).replaced(strikes=2, boot_s=5.0) == replace(RegionMemory(strikes=1), strikes=2,
                                                                              boot_s=5.0)
+
+
+def test_a_surplus_boot_where_jobs_still_wait_is_not_said_to_have_lost_a_race():
+    """Its job was cancelled while other jobs wait for the same regions: the VM went with the reason "lost
+    the race: another VM is already usable", though it raced nobody. The reason now holds either way."""
+    booting = [vm("w1", "us-west1", VmPhase.BOOTING, since=0)]
+    usable = [vm("c1", "us-central1", VmPhase.IDLE, since=80)]  # takes the one job that waits
+    plan = ZenPlanner().plan(snap(90, queued=jobs(1), vms=booting + usable))
+    assert plan.delete == [("us-west1", "w1")]
+    [why] = [d.reason for d in plan.decisions if d.vm == "w1"]
+    assert why.startswith("no queued job needs it: a VM usable since it was asked serves them") and "lost" not in why.split(":")[0]

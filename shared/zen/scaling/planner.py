@@ -318,7 +318,8 @@ class _Planning:
                     wins[beat[1]].remove(beat[0])
                 extra -= 1
                 self.plan.delete.append((region, vm.name))
-                why = ("lost the race: another VM is already usable" if region in near else
+                why = ("no queued job needs it: a VM usable since it was asked serves them (a race it lost, or "
+                       "a job that went meanwhile)" if region in near else
                        "no queued job waits for it any more (served by another VM, stopped or cancelled)")
                 self._decide(Action.DELETE, region, why, vm=vm.name)
 
