@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.messages import agent_run, job_request
+from tests.messages import agent_run, heartbeat, job_request
 from zen.cli.main import main
 from zen.store.db import Database, parse_database_url
 from zen.store.migrate import migrate, migration_files
@@ -79,6 +79,25 @@ def test_jobs_list_get_history(functions, db_url, monkeypatch, capsys):
     assert json.loads(capsys.readouterr().out) == []
 
     assert main(["jobs", "get", "nope"]) == 1
+
+
+def test_zen_jobs_get_shows_what_a_job_runs_and_only_the_tail_of_its_output(functions, db_url, monkeypatch, capsys):
+    """It showed neither the command, image, labels, env keys nor queue, and printed all 4 KiB of a
+    final report's output tail; env values and secret values are never shown (only names)."""
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    functions.submit(job_request("job-9", image="us-docker.pkg.dev/p/ml/train:1", labels={"team": "ml"},
+                                 env={"SEED": "1", "TOKEN_HINT": "do-not-print"}))
+    functions.heartbeat(heartbeat("job-9", "CLAIMED", 1, vm="vm-a"))
+    output = "\n".join(f"step {n}" for n in range(200))
+    functions.heartbeat(heartbeat("job-9", "FAILED", 2, vm="vm-a", exit_code=1, message=output))
+    assert main(["jobs", "get", "job-9"]) == 0
+    shown = capsys.readouterr().out
+    assert "command: python train.py --epochs 1" in shown and "image: us-docker.pkg.dev/p/ml/train:1" in shown
+    assert "labels: {'team': 'ml'}" in shown and "env_keys: ['SEED', 'TOKEN_HINT']" in shown
+    assert "do-not-print" not in shown and "step 199" in shown and "step 100" not in shown
+    assert "earlier line(s); the whole output: zen logs job-9" in shown
+    assert main(["jobs", "get", "job-9", "--json"]) == 0
+    assert "step 100" in json.loads(capsys.readouterr().out)["message"]  # scripts get all of it
 
 
 @pytest.mark.parametrize("url, expected", [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 
 from zen.cli.kit import JOB_COLUMNS, Context, job_row, print_table
@@ -48,13 +49,37 @@ def cmd_jobs_get(args, ctx: Context) -> int:
     if job is None:
         print(f"no job {args.job_id}", file=sys.stderr)
         return 1
-    view = job.public_view()
+    view = {**job.public_view(), **_what_it_runs(job)}
     if args.json:
         print(json.dumps(view, indent=2))
-    else:
-        for key, value in view.items():
-            print(f"{key:>13}: {'' if value is None else value}")
+        return 0
+    message = view.pop("message") or ""
+    for key, value in view.items():
+        if value not in (None, [], {}):
+            print(f"{key:>16}: {value}")
+    lines = message.rstrip("\n").splitlines()
+    if lines:  # its final report: Zen's word first, then the output's tail (the whole output: zen logs)
+        shown = lines[-MESSAGE_LINES:]
+        print(f"{'message':>16}: {shown[0]}")
+        for line in shown[1:]:
+            print(f"{'':>16}  {line}")
+        if len(lines) > len(shown):
+            print(f"{'':>16}  ({len(lines) - len(shown)} earlier line(s); the whole output: zen logs {job.job_id})")
     return 0
+
+
+MESSAGE_LINES = 8  # of a job's final report shown by `zen jobs get` (--json: all of it)
+
+
+def _what_it_runs(job) -> dict:
+    """What the job runs and where it waits, from its request: queue, image, command, labels, the names of
+    its env and secrets (never their values), the tags it needs."""
+    request = job.request
+    command = request.get("command") or []
+    return {"queue": job.queue, "image": request.get("image"),
+            "command": " ".join(shlex.quote(str(part)) for part in command) if command else None,
+            "labels": request.get("labels") or None, "env_keys": sorted(request.get("env") or {}) or None,
+            "secrets": sorted(request.get("secrets") or {}) or None, "requires_tags": request.get("requires_tags")}
 
 
 def cmd_jobs_history(args, ctx: Context) -> int:
