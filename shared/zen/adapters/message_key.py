@@ -31,21 +31,22 @@ IDENTITY_PATH = "instance/service-accounts/default/identity"  # under computeMet
 PIECE_CHARS = 1000  # Pub/Sub caps an attribute's value at 1,024 bytes; a real token is ~1,050-1,100
 
 
-def token_attributes(token: str) -> dict[str, str]:
-    """The token as message attributes: ``vm_proof``, then ``vm_proof_1``, ``vm_proof_2``... of at most
-    ``PIECE_CHARS`` each (a JWT is ASCII). A ``format=full`` token with the instance's email and ids
+def token_attributes(token: str, name: str = ATTRIBUTE) -> dict[str, str]:
+    """The token as message attributes: ``vm_proof`` (or ``name``), then ``vm_proof_1``, ``vm_proof_2``... of
+    at most ``PIECE_CHARS`` each (a JWT is ASCII). A ``format=full`` token with the instance's email and ids
     outgrows one attribute, and Pub/Sub refuses the whole message (InvalidArgument) rather than cut it."""
     pieces = [token[i:i + PIECE_CHARS] for i in range(0, len(token), PIECE_CHARS)] or [""]
-    return {ATTRIBUTE if n == 0 else f"{ATTRIBUTE}_{n}": piece for n, piece in enumerate(pieces)}
+    return {name if n == 0 else f"{name}_{n}": piece for n, piece in enumerate(pieces)}
 
 
-def joined_token(attributes: Mapping[str, str]) -> str | None:
-    """The token :func:`token_attributes` cut into pieces, whole again; None when there is none."""
-    first = attributes.get(ATTRIBUTE)
+def joined_token(attributes: Mapping[str, str], name: str = ATTRIBUTE, most: int = 16) -> str | None:
+    """The token :func:`token_attributes` cut into pieces (at most ``most``), whole again; None when there
+    is none."""
+    first = attributes.get(name)
     if not first:
         return None
     pieces, n = [first], 1
-    while (piece := attributes.get(f"{ATTRIBUTE}_{n}")) is not None and n < 16:
+    while (piece := attributes.get(f"{name}_{n}")) is not None and n < most:
         pieces.append(piece)
         n += 1
     return "".join(pieces)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable, Mapping
 
+from zen.adapters.message_key import joined_token, token_attributes
 from zen.adapters.google_tokens import CLOCK_SKEW_S, GOOGLE_CERTS_URL, Fetch, GoogleTokens, Remembered, fetch_certs
 from zen.core.config import ZenConfig
 from zen.core.errors import ConfigError, Rejected
@@ -35,28 +36,17 @@ from zen.core.text import escape_unstorable
 log = logging.getLogger("zen.adapters.submitters")
 
 ATTRIBUTE = "zen_auth"  # the message attribute (and zen_auth_1, zen_auth_2, ...) carrying the sender's ID token
-PIECE_CHARS = 1000  # Pub/Sub caps an attribute's value at 1,024 bytes
 MODES = ("off", "required")
 
 
 def auth_attributes(token: str) -> dict[str, str]:
-    """The token as message attributes: ``zen_auth``, then ``zen_auth_1``... of at most ``PIECE_CHARS``."""
-    pieces = [token[i:i + PIECE_CHARS] for i in range(0, len(token), PIECE_CHARS)] or [""]
-    return {ATTRIBUTE if n == 0 else f"{ATTRIBUTE}_{n}": piece for n, piece in enumerate(pieces)}
+    """The token as message attributes: ``zen_auth``, then ``zen_auth_1``... of at most 1,000 characters."""
+    return token_attributes(token, ATTRIBUTE)
 
 
 def joined(attributes: Mapping[str, str]) -> str | None:
     """The token :func:`auth_attributes` cut, whole again (at most 8 pieces); None without one."""
-    first = attributes.get(ATTRIBUTE)
-    if not first:
-        return None
-    pieces = [first]
-    for n in range(1, 8):
-        piece = attributes.get(f"{ATTRIBUTE}_{n}")
-        if piece is None:
-            break
-        pieces.append(piece)
-    return "".join(pieces)
+    return joined_token(attributes, ATTRIBUTE, most=8)
 
 
 @dataclass(frozen=True)
