@@ -286,7 +286,7 @@ class JobService:
             kept.append(request.job_id)
             tx.remember_early_stop(request.job_id, request.reason or "stop requested", now, sender)
             return "the stop is kept and applies if the job is submitted later" + (
-                f" by a user {sender} may stop" if sender else "")
+                f" and {sender} may stop it" if sender else "")
 
         def decide(job: Job, now: datetime) -> Decision:
             if sender is not None and (refused := may_stop(self._config, sender, job)):
