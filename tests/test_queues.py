@@ -300,6 +300,7 @@ def test_zen_queues_and_zen_explain_show_quota_and_why_a_job_waits(queued_zen, d
     assert rows["team-b"]["admitted_gpus"] == 0
     assert rows["team-a"]["you_may_submit"] == "yes" and rows["team-a"]["why_not"] is None  # no submitters: anyone
     assert "TEAM-A" not in zen_cli("queues") and "team-a" in zen_cli("queues")
+    assert "team-a:" in zen_cli("clusters")  # each cluster names the queues with quota on it
     assert zen_cli("explain", "a4").strip() == (
         f"a4: PENDING - waiting for quota: queue team-a holds 16 GPUs of {CLUSTER} (quota 8, 8 borrowed), the job needs 4; "
         "cohort lab: 16/16 GPUs in use")

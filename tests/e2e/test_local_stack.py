@@ -10,16 +10,12 @@ from datetime import datetime
 import pytest
 
 from zen_dev import demo
-from zen_dev.local.stack import LocalStack, Ports, StackError, port_free, read_stack
+from tests.stack_support import free_base_port
+from zen_dev.local.stack import LocalStack, Ports, StackError, read_stack
 
 pytestmark = pytest.mark.e2e
 
 
-def free_base_port(start: int = 21000) -> int:
-    for base in range(start, 30000, 20):
-        if all(port_free(p) for p in Ports.from_base(base).all().values()):
-            return base
-    raise RuntimeError("no free block of ports")
 
 
 def test_jobs_run_around_a_stockout_and_idle_vms_are_scaled_away(home):

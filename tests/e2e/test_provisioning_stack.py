@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.e2e.test_local_stack import free_base_port
+from tests.stack_support import free_base_port
 from zen_dev.local.environment import overridden_environ
 from zen_dev.local.stack import LocalStack, Ports
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_local_stack import free_base_port, home  # noqa: F401 - the fixture
+from tests.stack_support import free_base_port, home  # noqa: F401 - the fixture
 from tests.faults.stack import until
 from zen_dev.local.environment import overridden_environ
 from zen_dev.local.stack import LocalStack, Ports

@@ -79,14 +79,16 @@ def cmd_clusters(args) -> int:
              "regions": ",".join(c.regions), "provisioning": ",".join(c.provisioning),
              "max_vms_per_region": c.max_vms_per_region, "max_vms": c.max_vms,
              "min_vms": c.min_vms, "jobs_per_vm": c.max_jobs_per_vm,
-             "tags": "; ".join(f"{r}: {','.join(c.tags_of(r))}" for r in c.regions if c.tags_of(r))}
+             "tags": "; ".join(f"{r}: {','.join(c.tags_of(r))}" for r in c.regions if c.tags_of(r)),
+             # the queues with quota here (zen queues: what they hold now, and whether you may use them)
+             "queues": ",".join(f"{q.name}:{q.quota[c.name]}" for q in config.queues if c.name in q.quota)}
             for c in config.clusters]
     prices = {c.name: price_rows(table, c) for c in config.clusters}
     if args.json:
         print(json.dumps([{**row, "prices": prices[row["cluster"]]} for row in rows], indent=2))
         return 0
     print_table(rows, ("cluster", "gpus", "machine", "regions", "provisioning", "max_vms_per_region", "max_vms",
-                       "min_vms", "jobs_per_vm", "tags"))
+                       "min_vms", "jobs_per_vm", "tags") + (("queues",) if config.queues else ()))
     print(f"\nPrices per region and provisioning model (from {where}; overrides: pricing in the configuration):")
     print_table([{**p, **{k: "unpriced" for k in ("usd_per_vm_hour", "usd_per_gpu_hour") if p[k] is None},
                   "used": "yes" if p["used"] else "no", "source": p["source"] or "-", "fetched": p["fetched"] or "-"}
@@ -94,7 +96,9 @@ def cmd_clusters(args) -> int:
                 ("cluster", "region", "model", "used", "usd_per_vm_hour", "usd_per_gpu_hour", "source", "fetched"))
     print(f"\nAsk with --cluster NAME, or --gpu-type T --gpu-count N (the smallest fitting cluster); "
           f"--region narrows a cluster's regions. Limits: max_runtime_s {config.limits.max_runtime_s}, "
-          f"max_attempts {config.attempts.max_max_attempts} (configuration: {os.environ.get('ZEN_CONFIG') or 'default'}).")
+          f"max_attempts {config.attempts.max_max_attempts} (configuration: {os.environ.get('ZEN_CONFIG') or 'default'})."
+          + (" queues: queue:GPUs of quota on each cluster; `zen queues` shows their use and whether you may submit, "
+             "--queue NAME picks one." if config.queues else ""))
     return 0
 
 
