@@ -1,17 +1,27 @@
-"""Zen makes the VMs' control subscriptions at the scale tick, each readable by its cluster's agent account
-alone: the embedded Postgres (the MIG instances the passes listed), the Pub/Sub stand-in through the
-official client (subscriptions and their IAM policies)."""
+"""Zen makes the VMs' control subscriptions at the scale tick, each readable alone by the agent account its VM
+runs as (its cluster's, for its region's tags): the embedded Postgres (the MIG instances the passes listed),
+the Pub/Sub stand-in through the official client (subscriptions and their IAM policies)."""
 
 from __future__ import annotations
 
 import pytest
+from google.api_core.exceptions import NotFound
 from google.pubsub_v1 import types as T
 
 from zen.adapters.control_subscriptions import ControlSubscriptions, accounts_from_env
 from zen.store import fleet
 from zen_dev.local.topology import ensure_topology
 
-ACCOUNTS = {"4xa100-40gb": "zen-agent-a@p.iam.gserviceaccount.com", "8xh100-80gb": "zen-agent-b@p.iam.gserviceaccount.com"}
+# What terraform sets: cluster -> region -> the account of that region's VMs (us-central1 carries other tags).
+ACCOUNTS = {
+    "4xa100-40gb": {"us-central1": "zen-ag-4xa100-40gb-521a2a@p.iam.gserviceaccount.com",
+                    "us-west1": "zen-ag-4xa100-40gb@p.iam.gserviceaccount.com"},
+    "8xh100-80gb": {"us-central1": "zen-ag-8xh100-80gb@p.iam.gserviceaccount.com"},
+}
+# What terraform set before accounts were per tag set: one account for all a cluster's regions.
+FLAT_ACCOUNTS = {"4xa100-40gb": "zen-ag-4xa100-40gb@p.iam.gserviceaccount.com",
+                 "8xh100-80gb": "zen-ag-8xh100-80gb@p.iam.gserviceaccount.com"}
+REGION_OF = {"zen-a-1": "us-central1", "zen-a-2": "us-central1", "zen-a-3": "us-west1"}
 
 
 @pytest.fixture
@@ -21,6 +31,7 @@ def made(config, db, zen, pubsub_clients, clock):
     zen.controls = ControlSubscriptions(config, config.project, ACCOUNTS, subscriber)
     with db.transaction() as session:
         fleet.see_instances(session, "4xa100-40gb", "us-central1", ["zen-a-1", "zen-a-2"], clock())
+        fleet.see_instances(session, "4xa100-40gb", "us-west1", ["zen-a-3"], clock())
     return subscriber
 
 
@@ -32,15 +43,38 @@ def granted(subscriber, name):
     return {(b.role, m) for b in subscriber.get_iam_policy(request={"resource": name}).bindings for m in b.members}
 
 
-def test_the_tick_makes_each_instances_control_subscription_for_its_clusters_agents_alone(config, zen, made):
-    assert zen.on_scale_tick().controls == 2
+def test_the_tick_makes_each_instances_control_subscription_for_its_regions_account_alone(config, zen, made):
+    assert zen.on_scale_tick().controls == 3
 
-    for vm in ("zen-a-1", "zen-a-2"):
+    for vm, region in REGION_OF.items():
         sub = made.get_subscription(subscription=path(config, vm))
         assert sub.filter == f'attributes.vm = "{vm}"' and sub.topic.endswith("/topics/" + config.topics.vm_control)
         assert sub.expiration_policy.ttl.total_seconds() == 86_400
-        assert granted(made, path(config, vm)) == {("roles/pubsub.subscriber", f"serviceAccount:{ACCOUNTS['4xa100-40gb']}")}
+        account = ACCOUNTS["4xa100-40gb"][region]
+        assert granted(made, path(config, vm)) == {("roles/pubsub.subscriber", f"serviceAccount:{account}")}
     assert zen.on_scale_tick().controls == 0  # done once per function instance
+
+
+def test_one_account_for_all_a_clusters_regions_is_still_understood(config, zen, made):
+    zen.controls = ControlSubscriptions(config, config.project, FLAT_ACCOUNTS, made)
+
+    assert zen.on_scale_tick().controls == 3
+
+    for vm in REGION_OF:
+        assert granted(made, path(config, vm)) == {
+            ("roles/pubsub.subscriber", f"serviceAccount:{FLAT_ACCOUNTS['4xa100-40gb']}")}
+
+
+def test_a_region_without_an_account_is_not_granted(config, zen, made, caplog):
+    only_central = {"4xa100-40gb": {"us-central1": ACCOUNTS["4xa100-40gb"]["us-central1"]}}
+    zen.controls = ControlSubscriptions(config, config.project, only_central, made)
+
+    assert zen.on_scale_tick().controls == 2  # zen-a-1 and zen-a-2
+
+    with pytest.raises(NotFound):  # not even made: nobody could read it
+        made.get_subscription(subscription=path(config, "zen-a-3"))
+    assert any("no agent service account" in r.getMessage() and getattr(r, "region", None) == "us-west1"
+               for r in caplog.records)
 
 
 def test_a_subscription_someone_else_made_with_a_wrong_filter_is_not_granted(config, zen, made, pubsub_clients):
@@ -48,13 +82,23 @@ def test_a_subscription_someone_else_made_with_a_wrong_filter_is_not_granted(con
         name=path(config, "zen-a-1"), topic=pubsub_clients[0].topic_path(config.project, config.topics.vm_control),
         filter='attributes.vm = "nobody"'))
 
-    assert zen.on_scale_tick().controls == 1  # zen-a-2 only
+    assert zen.on_scale_tick().controls == 2  # zen-a-2 and zen-a-3
 
     assert granted(made, path(config, "zen-a-1")) == set()
 
 
 def test_accounts_come_from_the_environment():
     assert accounts_from_env({}) is None
-    assert accounts_from_env({"ZEN_AGENT_ACCOUNTS": '{"c": "a@p.iam.gserviceaccount.com"}'}) == {"c": "a@p.iam.gserviceaccount.com"}
-    with pytest.raises(ValueError):
-        accounts_from_env({"ZEN_AGENT_ACCOUNTS": '["a"]'})
+    by_region = '{"c": {"us-central1": "a@p.iam.gserviceaccount.com", "us-west1": "b@p.iam.gserviceaccount.com"}}'
+    assert accounts_from_env({"ZEN_AGENT_ACCOUNTS": by_region}) == {
+        "c": {"us-central1": "a@p.iam.gserviceaccount.com", "us-west1": "b@p.iam.gserviceaccount.com"}}
+    # the form before accounts per tag set (a function deployed before the apply that makes them)
+    assert accounts_from_env({"ZEN_AGENT_ACCOUNTS": '{"c": "a@p.iam.gserviceaccount.com"}'}) == {
+        "c": "a@p.iam.gserviceaccount.com"}
+
+
+@pytest.mark.parametrize("raw", ['["a"]', '{"c": ""}', '{"c": 3}', '{"c": {}}', '{"c": {"us-west1": ""}}',
+                                 '{"c": {"us-west1": ["a@p"]}}', "{c: a@p}"])
+def test_a_malformed_accounts_value_is_refused_saying_what_is_expected(raw):
+    with pytest.raises(ValueError, match=r"ZEN_AGENT_ACCOUNTS must be a JSON object of cluster name -> \{region"):
+        accounts_from_env({"ZEN_AGENT_ACCOUNTS": raw})

@@ -133,7 +133,7 @@ class Zen:
         from zen.adapters.control_subscriptions import ControlSubscriptions, accounts_from_env
 
         controls = None
-        if (accounts := accounts_from_env(os.environ)) is not None:  # set by terraform: one account per cluster
+        if (accounts := accounts_from_env(os.environ)) is not None:  # set by terraform: per cluster and region
             controls = ControlSubscriptions(config, project, accounts)
         price_fetch = None
         if config.pricing.catalog and os.environ.get("ZEN_PRICES", "catalog").lower() != "snapshot":

@@ -1,6 +1,6 @@
 """Zen makes each GPU VM's control subscription (``zen-vm-control-<vm>``, filtered on the VM's name), and
-lets only the agents of that VM's cluster read it: the Pub/Sub adapter behind the scale tick, for every
-instance its MIGs list, within a time budget per tick.
+lets only the agent service account that VM runs as (its cluster's, for its region's tags) read it: the
+Pub/Sub adapter behind the scale tick, for every instance its MIGs list, within a time budget per tick.
 
 Why, and what it grants: docs/explanations/security.md, "A VM reads its own cluster's messages only".
 """
@@ -11,7 +11,7 @@ import json
 import logging
 import time
 from datetime import timedelta
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Union
 
 from google.api_core import exceptions as gexc
 import google.cloud.pubsub_v1 as pubsub_v1
@@ -26,20 +26,36 @@ CONTROL_TTL = timedelta(days=1)  # as zen.agent.transport's (the agent package i
 CONTROL_RETENTION = timedelta(hours=1)
 CONTROL_ACK_DEADLINE_S = 30
 
+# Cluster -> the agent service account email of each of its regions (a cluster's regions with different tags
+# run as different accounts), or one email for all its regions: what terraform set before accounts were per
+# tag set, which a function deployed then still carries until the apply that makes them.
+AgentAccounts = Mapping[str, Union[str, Mapping[str, str]]]
+ACCOUNTS_FORMAT = ('ZEN_AGENT_ACCOUNTS must be a JSON object of cluster name -> {region: service account email}'
+                   ' (or -> one service account email for all its regions)')
 
-def accounts_from_env(environ: Mapping[str, str]) -> dict[str, str] | None:
-    """``ZEN_AGENT_ACCOUNTS`` (cluster -> agent service account email), or None when unset."""
+
+def accounts_from_env(environ: Mapping[str, str]) -> AgentAccounts | None:
+    """``ZEN_AGENT_ACCOUNTS`` (:data:`AgentAccounts`), or None when unset. A malformed value raises ValueError:
+    the tick then fails at its cold start, where it is seen, rather than grant nothing VM after VM."""
     raw = environ.get("ZEN_AGENT_ACCOUNTS", "").strip()
     if not raw:
         return None
-    accounts = json.loads(raw)
-    if not isinstance(accounts, dict) or not all(isinstance(v, str) and v for v in accounts.values()):
-        raise ValueError("ZEN_AGENT_ACCOUNTS must be a JSON object of cluster name -> service account email")
+    try:
+        accounts = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{ACCOUNTS_FORMAT}; not JSON: {exc}") from exc
+
+    def email(value) -> bool:
+        return isinstance(value, str) and bool(value)
+
+    if not isinstance(accounts, dict) or not all(
+            email(v) or (isinstance(v, dict) and v and all(email(e) for e in v.values())) for v in accounts.values()):
+        raise ValueError(f"{ACCOUNTS_FORMAT}; got {raw[:200]}")
     return accounts
 
 
 class ControlSubscriptions:
-    def __init__(self, config: ZenConfig, project: str, accounts: Mapping[str, str],
+    def __init__(self, config: ZenConfig, project: str, accounts: AgentAccounts,
                  subscriber: pubsub_v1.SubscriberClient | None = None, budget_s: float = 20.0,
                  clock: Callable[[], float] = time.monotonic):
         self._config = config
@@ -49,31 +65,38 @@ class ControlSubscriptions:
         self._topic = f"projects/{project}/topics/{config.topics.vm_control}"
         self._budget_s = budget_s
         self._clock = clock
-        self._made: set[tuple[str, str]] = set()  # (vm, cluster) done by this function instance
+        self._made: set[tuple[str, str, str]] = set()  # (vm, cluster, region) done by this function instance
 
-    def ensure(self, instances: Iterable[tuple[str, str]]) -> int:
-        """Make and grant the control subscription of each (vm, cluster) not done yet; how many were done now."""
+    def ensure(self, instances: Iterable[tuple[str, str, str]]) -> int:
+        """Make and grant the control subscription of each (vm, cluster, region) not done yet; how many were
+        done now."""
         deadline = self._clock() + self._budget_s
         done = 0
-        for vm, cluster in instances:
-            if (vm, cluster) in self._made or PENDING_SEP in vm:  # a flex-start VM not granted yet: none
+        for vm, cluster, region in instances:
+            if (vm, cluster, region) in self._made or PENDING_SEP in vm:  # a flex-start VM not granted yet: none
                 continue
             if self._clock() >= deadline:
                 log.warning("control subscriptions left for the next tick", extra={"budget_s": self._budget_s})
                 break
             try:
-                if self._ensure_one(vm, cluster):
-                    self._made.add((vm, cluster))
+                if self._ensure_one(vm, cluster, region):
+                    self._made.add((vm, cluster, region))
                     done += 1
             except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
                 log.warning("control subscription not made yet", extra={
                     "vm": vm, "cluster": cluster, "error": f"{type(exc).__name__}: {exc}"})
         return done
 
-    def _ensure_one(self, vm: str, cluster: str) -> bool:
-        account = self._accounts.get(cluster)
+    def account_of(self, cluster: str, region: str) -> str | None:
+        """The email of the agent service account the VMs of ``cluster`` in ``region`` run as, if known."""
+        accounts = self._accounts.get(cluster)
+        return accounts if isinstance(accounts, str) or accounts is None else accounts.get(region)
+
+    def _ensure_one(self, vm: str, cluster: str, region: str) -> bool:
+        account = self.account_of(cluster, region)
         if account is None:
-            log.error("no agent service account for this cluster in ZEN_AGENT_ACCOUNTS", extra={"cluster": cluster})
+            log.error("no agent service account for this cluster and region in ZEN_AGENT_ACCOUNTS",
+                      extra={"cluster": cluster, "region": region})
             return False
         path = f"projects/{self._project}/subscriptions/{self._config.vm_control_subscription(vm)}"
         wanted = self._config.vm_control_filter(vm)

@@ -128,9 +128,9 @@ def see_instances(session: Session, cluster: str, region: str, names: list[str],
     return first_seen
 
 
-def mig_instance_names(session: Session) -> list[tuple[str, str]]:
-    """(name, cluster) of every instance the MIGs listed at the last passes, newest first."""
-    return [(r["name"], r["cluster"]) for r in session.run("mig_instance_names")]
+def mig_instance_names(session: Session) -> list[tuple[str, str, str]]:
+    """(name, cluster, region) of every instance the MIGs listed at the last passes, newest first."""
+    return [(r["name"], r["cluster"], r["region"]) for r in session.run("mig_instance_names")]
 
 
 def drain_unless_busy(session: Session, vm: str, cluster: str, region: str, now: datetime) -> bool:

@@ -355,8 +355,8 @@ RETURNING name, first_seen_at;
 
 -- name: mig_instance_names
 -- Every instance the MIGs listed at the last scaling passes, newest first: the VMs whose control
--- subscriptions Zen makes (zen.adapters.control_subscriptions).
-SELECT name, cluster FROM mig_instances ORDER BY first_seen_at DESC;
+-- subscriptions Zen makes (zen.adapters.control_subscriptions), each granted to the account of its region.
+SELECT name, cluster, region FROM mig_instances ORDER BY first_seen_at DESC;
 
 -- name: held_vms_of_cluster
 -- VMs that hold a job: never removed.
