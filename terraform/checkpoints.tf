@@ -1,6 +1,6 @@
 # Jobs' checkpoints (zen.agent.checkpoint; docs/how-to/checkpoints.md): the bucket the configuration's
 # checkpoints.bucket names, made here when it is set (none: jobs asking for a checkpoint are refused). Each
-# cluster's agents get Storage Object User on their own cluster's prefix only,
+# cluster's agent accounts get Storage Object User on their own cluster's prefix only,
 # gs://<bucket>/<prefix>/<cluster>/ (Cloud Storage honours object-name conditions): an agent restores and
 # saves its jobs' checkpoints by name (the manifest LATEST.json names every file; nothing is listed), and
 # overwrites the manifest and deletes a replaced save, which Object Creator could not.
@@ -46,14 +46,14 @@ resource "google_storage_bucket" "checkpoints" {
 }
 
 resource "google_storage_bucket_iam_member" "agent_keeps_checkpoints" {
-  for_each = local.checkpoint_bucket == null ? {} : google_service_account.agent
+  for_each = local.checkpoint_bucket == null ? {} : local.agent_accounts
   bucket   = google_storage_bucket.checkpoints[0].name
   role     = "roles/storage.objectUser"
-  member   = "serviceAccount:${each.value.email}"
+  member   = "serviceAccount:${google_service_account.agent[each.key].email}"
 
   condition {
-    title       = "zen-checkpoints-${each.key}"
-    description = "Only the checkpoints of cluster ${each.key}'s jobs"
-    expression  = "resource.name.startsWith(\"projects/_/buckets/${local.checkpoint_bucket}/objects/${local.checkpoint_prefix}/${each.key}/\")"
+    title       = "zen-checkpoints-${each.value.cluster}"
+    description = "Only the checkpoints of cluster ${each.value.cluster}'s jobs"
+    expression  = "resource.name.startsWith(\"projects/_/buckets/${local.checkpoint_bucket}/objects/${local.checkpoint_prefix}/${each.value.cluster}/\")"
   }
 }

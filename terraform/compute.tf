@@ -66,9 +66,11 @@ resource "google_compute_instance_template" "zen" {
     }
   }
 
+  # Its cluster's account for its region's tags (iam.tf): IAM tells clusters apart, and a cluster's regions
+  # with different tags.
   service_account {
-    email  = google_service_account.agent[each.value.cluster].email # its cluster's own (iam.tf)
-    scopes = ["cloud-platform"]                                     # access is decided by the service account's IAM roles alone
+    email  = google_service_account.agent[local.agent_account_of[each.value.cluster][each.value.region]].email
+    scopes = ["cloud-platform"] # access is decided by the service account's IAM roles alone
   }
 
   shielded_instance_config {

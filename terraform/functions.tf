@@ -16,6 +16,12 @@ locals {
   }
   # Where gen2 functions keep their source at run time.
   shipped_config_path = "/workspace/${coalesce(local.manifest.config, "zen_config.yaml")}"
+  # The tick's ZEN_AGENT_ACCOUNTS: cluster -> region -> the email of the account its VMs run as (iam.tf).
+  agent_accounts_env = jsonencode({
+    for cluster, regions in local.agent_account_of : cluster => {
+      for region, key in regions : region => google_service_account.agent[key].email
+    }
+  })
 }
 
 resource "google_cloudfunctions2_function" "zen" {
@@ -70,11 +76,9 @@ resource "google_cloudfunctions2_function" "zen" {
         ZEN_AUTH = var.submitter_auth
       },
       local.zen_config_shipped ? { ZEN_CONFIG = local.shipped_config_path } : {},
-      # The tick makes each VM's control subscription and grants it to its cluster's agents alone
-      # (zen.adapters.control_subscriptions, iam.tf): cluster -> agent service account.
-      each.key == "on_scale_tick" ? {
-        ZEN_AGENT_ACCOUNTS = jsonencode({ for cluster, account in google_service_account.agent : cluster => account.email })
-      } : {},
+      # The tick makes each VM's control subscription and grants it to the account its VM runs as alone
+      # (zen.adapters.control_subscriptions, iam.tf): cluster -> region -> agent service account.
+      each.key == "on_scale_tick" ? { ZEN_AGENT_ACCOUNTS = local.agent_accounts_env } : {},
     )
 
     # The heartbeat function derives each VM's MAC key from this secret (zen.adapters.message_key): the agent

@@ -14,8 +14,9 @@
 # | zen-fn-<fn> (x4)           | locate jobs' input buckets (data locality)    | bucket locator (custom) on   |
 # |                            |                                               | each agent_input_buckets     |
 # | zen-fn-tick                | makes each VM's control subscription, grants  | subscription maker (custom), |
-# |                            | it to the VM's cluster's agents               | attach on vm-control         |
-# | zen-ag-<cluster> (x each)  | the GPU VMs of one cluster                    | see "agent" below            |
+# |                            | it to the account its VM runs as              | attach on vm-control         |
+# | zen-ag-<cluster>[-<hash>]  | the GPU VMs of one cluster's regions that     | see "agent" below            |
+# | (x each tag set)           | carry one tag set                             |                              |
 # | zen-fn-build               | builds the functions                          | source objects (ours and the |
 # |                            |                                               | gcf-v2-sources copy), image  |
 # |                            |                                               | repo                         |
@@ -30,19 +31,45 @@ resource "google_service_account" "function" {
   description  = "Runs the Zen Cloud Function ${each.key} and is the identity of its Eventarc trigger."
 }
 
-# One account per cluster: IAM then tells one cluster's VMs from another's (start subscriptions, control
-# subscriptions). account_id: 6-30 characters; a long cluster name is replaced by a digest of it.
+# One account per (cluster, tag set): IAM then tells one cluster's VMs from another's (start subscriptions,
+# control subscriptions), and a cluster's regions that carry different tags (region_tags) from each other, so
+# a bucket with bound data (data clearance, below) reaches only the regions cleared for it. account_id: 6-30
+# characters; a long cluster name is replaced by a digest of it. A cluster's regions with equal tag sets share
+# an account. The cluster's own account (agent_clusters, key: the cluster's name) serves its regions that carry
+# only its cluster-wide tags, or all its regions when they carry one tag set (a cluster without region_tags:
+# the one account it always had); each other tag set gets an account of its own, key and id suffixed with a
+# digest of the cluster and the tag set (stable while both are).
 locals {
   agent_clusters = { for c in var.clusters : c.name => (
     length("${var.name_prefix}-ag-${c.name}") <= 30 ? "${var.name_prefix}-ag-${c.name}" : "${var.name_prefix}-ag-${substr(sha1(c.name), 0, 12)}"
   ) }
+  agent_cluster_tag_sets = { for cluster, regions in local.cluster_region_tags : cluster => distinct(values(regions)) }
+  # Cluster -> tag set (zen-tags) -> the key of its account in google_service_account.agent.
+  agent_account_keys = { for cluster, tag_sets in local.agent_cluster_tag_sets : cluster => {
+    for tags in tag_sets : tags => (
+      length(tag_sets) == 1 || tags == join(",", sort(distinct(try(local.config_tags[cluster].tags, [])))) ? cluster :
+      "${cluster}/${substr(sha1("${cluster}:${tags}"), 0, 6)}"
+    )
+  } }
+  # Account key -> its cluster, the tags its VMs carry, and its account_id (the suffix after 23 characters at most).
+  agent_accounts = merge([for cluster, keys_by_tags in local.agent_account_keys : {
+    for tags, key in keys_by_tags : key => {
+      cluster    = cluster
+      tags       = compact(split(",", tags))
+      account_id = key == cluster ? local.agent_clusters[cluster] : "${substr(local.agent_clusters[cluster], 0, 23)}-${substr(sha1("${cluster}:${tags}"), 0, 6)}"
+    }
+  }]...)
+  # Cluster -> region -> the key of the account its VMs run as.
+  agent_account_of = { for cluster, regions in local.cluster_region_tags : cluster => {
+    for region, tags in regions : region => local.agent_account_keys[cluster][tags]
+  } }
 }
 
 resource "google_service_account" "agent" {
-  for_each     = local.agent_clusters
-  account_id   = each.value
-  display_name = "Zen VM agent, cluster ${each.key}"
-  description  = "Identity of the Zen GPU VMs of cluster ${each.key}: pulls its start messages, heartbeats, reads the control subscriptions Zen grants it."
+  for_each     = local.agent_accounts
+  account_id   = each.value.account_id
+  display_name = each.key == each.value.cluster ? "Zen VM agent, cluster ${each.key}" : "Zen VM agent, cluster ${each.value.cluster}, tags ${join(",", each.value.tags)}"
+  description  = "Identity of the Zen GPU VMs of cluster ${each.value.cluster}${each.key == each.value.cluster ? "" : " in its regions tagged ${join(",", each.value.tags)}"}: pulls its start messages, heartbeats, reads the control subscriptions Zen grants it."
 }
 
 resource "google_service_account" "build" {
@@ -276,15 +303,15 @@ resource "google_pubsub_topic_iam_member" "tick_attaches_control" {
 }
 
 # -- agent ---------------------------------------------------------------------------------------
-# Each cluster's agents publish heartbeats, pull from their cluster's (cluster, region) start
-# subscriptions only, and consume the control subscriptions Zen granted their cluster.
+# Each account's agents publish heartbeats, pull from the (cluster, region) start subscriptions of the
+# regions it serves only, and consume the control subscriptions Zen granted it.
 #
-# What is enforced: a VM cannot pull, ack or seek another cluster's start subscriptions, nor any
-# control subscription of another cluster's VMs, the dead letters, zen-job-events-all or the Eventarc
-# trigger subscriptions (no project-wide consume); it cannot create or delete subscriptions. What is
-# not: VMs of one cluster share an account (a MIG gives all its VMs its template's), so a VM may
-# consume its own cluster's other VMs' control subscriptions (steal their confirms and stops) and the
-# starts of its cluster's other regions; heartbeats for another VM are refused by the identity token
+# What is enforced: a VM cannot pull, ack or seek the start subscriptions of another cluster, or of its
+# cluster's regions with other tags, nor any control subscription of their VMs, the dead letters,
+# zen-job-events-all or the Eventarc trigger subscriptions (no project-wide consume); it cannot create or
+# delete subscriptions. What is not: VMs of one account share it (a MIG gives all its VMs its template's),
+# so a VM may consume the control subscriptions of the other VMs of its account (steal their confirms and
+# stops) and the starts of the other regions it serves; heartbeats for another VM are refused by the identity token
 # (zen.adapters.vm_proof), not by IAM. And pubsub.subscriptions.get on the project (the agent checks its
 # control subscription's topic and filter, zen.agent.transport) reads any subscription's
 # configuration, never its messages.
@@ -300,7 +327,7 @@ resource "google_pubsub_subscription_iam_member" "agent_job_start" {
   for_each     = google_pubsub_subscription.job_start
   subscription = each.value.name
   role         = "roles/pubsub.subscriber"
-  member       = "serviceAccount:${google_service_account.agent[local.mig_targets[each.key].cluster].email}"
+  member       = "serviceAccount:${google_service_account.agent[local.agent_account_of[local.mig_targets[each.key].cluster][local.mig_targets[each.key].region]].email}"
 }
 
 resource "google_project_iam_custom_role" "agent_subscriptions" {
@@ -347,37 +374,35 @@ resource "google_storage_bucket_iam_member" "agent_reads_wheel" {
 
 # Data clearance (the Zen configuration's data_clearance: zen.core.clearance). Zen places a job touching a
 # bound prefix only on VMs carrying all of the binding's tags; IAM grants a bucket, not a prefix, so a bucket
-# holding any bound prefix goes only to the agents of clusters that carry, in at least one of their regions,
-# all the tags of every binding on that bucket. Its other data is then cleared-only too. An agent account is
-# per cluster, shared by its regions: a cluster cleared in one region only (region_tags) is granted for all.
+# holding any bound prefix goes only to the agent accounts whose tags (those of the regions they serve) hold
+# all the tags of every binding on that bucket. Its other data is then cleared-only too. A cluster cleared in
+# some regions only (region_tags) has an account for them apart from its others', which get nothing.
 locals {
   clearance_bindings = [for b in try(local.zen_config.data_clearance, []) : {
     bucket = regex("^gs://([^/]+)", b.prefix)[0]
     tags   = b.tags
   }]
-  # Cluster -> the tags of each of its regions (ClusterConfig.tags_of).
-  cluster_region_tags = {
-    for c in local.zen_config.clusters : c.name => [for r in c.regions : setunion(try(c.tags, []), try(c.region_tags[r], []))]
-  }
-  # Bucket with a bound prefix -> the clusters whose agents may read (and write) it.
-  cleared_clusters = {
+  # Bucket with a bound prefix -> the keys of the agent accounts that may read (and write) it.
+  cleared_accounts = {
     for bucket in distinct([for b in local.clearance_bindings : b.bucket]) : bucket => [
-      for name, region_tags in local.cluster_region_tags : name if alltrue([
-        for b in local.clearance_bindings : anytrue([for tags in region_tags : length(setsubtract(b.tags, tags)) == 0])
-        if b.bucket == bucket
+      for key, account in local.agent_accounts : key if alltrue([
+        for b in local.clearance_bindings : length(setsubtract(b.tags, account.tags)) == 0 if b.bucket == bucket
       ])
     ]
   }
 }
 
 # Jobs' secrets (zen.agent.secrets): the agent reads each secret version a job names with its VM's account,
-# so each cluster's account may access the secrets agent_secrets lists for that cluster, bound on each secret
+# so each of a cluster's accounts may access the secrets agent_secrets lists for that cluster, bound on each secret
 # (never project-wide: a project-level secretAccessor reads every secret of the project, Zen's own proof
 # secret included). A job's value never passes through the functions, which get nothing here.
 locals {
-  agent_secret_bindings = merge([for cluster, secrets in var.agent_secrets : {
-    for secret in secrets : "${cluster}/${secret}" => { cluster = cluster, secret = secret }
-  }]...)
+  # A cluster not in var.clusters keeps one binding, keyed by its name, for the precondition to refuse.
+  agent_secret_bindings = merge(flatten([for cluster, secrets in var.agent_secrets : [
+    for key in try(values(local.agent_account_keys[cluster]), [cluster]) : {
+      for secret in secrets : "${key}/${secret}" => { cluster = cluster, account = key, secret = secret }
+    }
+  ]])...)
 }
 
 resource "google_secret_manager_secret_iam_member" "agent_reads_secrets" {
@@ -385,7 +410,7 @@ resource "google_secret_manager_secret_iam_member" "agent_reads_secrets" {
   project   = startswith(each.value.secret, "projects/") ? null : var.project_id
   secret_id = each.value.secret
   role      = "roles/secretmanager.secretAccessor"
-  member    = "serviceAccount:${google_service_account.agent[each.value.cluster].email}"
+  member    = "serviceAccount:${google_service_account.agent[each.value.account].email}"
 
   lifecycle {
     precondition {
@@ -396,24 +421,24 @@ resource "google_secret_manager_secret_iam_member" "agent_reads_secrets" {
 }
 
 # Jobs' data (zen.agent.staging): read on the input buckets, write on the output buckets, each bucket
-# named in the variables and nothing else; a bucket with bound data (above) to its cleared clusters only.
+# named in the variables and nothing else; a bucket with bound data (above) to its cleared accounts only.
 # Writing needs Object User, not Object Creator: the client retries a failed upload, and a retry of one that
 # did land replaces the object, which takes storage.objects.delete (Object Creator cannot overwrite; the
 # attempt would fail on a 403).
 locals {
   agent_input_bindings = {
-    for pair in setproduct(keys(local.agent_clusters), toset(var.agent_input_buckets)) : "${pair[0]}/${pair[1]}" => {
-      cluster = pair[0], bucket = pair[1]
-    } if contains(lookup(local.cleared_clusters, pair[1], keys(local.agent_clusters)), pair[0])
+    for pair in setproduct(keys(local.agent_accounts), toset(var.agent_input_buckets)) : "${pair[0]}/${pair[1]}" => {
+      account = pair[0], bucket = pair[1]
+    } if contains(lookup(local.cleared_accounts, pair[1], keys(local.agent_accounts)), pair[0])
   }
   agent_output_bindings = {
-    for pair in setproduct(keys(local.agent_clusters), toset(var.agent_output_buckets)) : "${pair[0]}/${pair[1]}" => {
-      cluster = pair[0], bucket = pair[1]
-    } if contains(lookup(local.cleared_clusters, pair[1], keys(local.agent_clusters)), pair[0])
+    for pair in setproduct(keys(local.agent_accounts), toset(var.agent_output_buckets)) : "${pair[0]}/${pair[1]}" => {
+      account = pair[0], bucket = pair[1]
+    } if contains(lookup(local.cleared_accounts, pair[1], keys(local.agent_accounts)), pair[0])
   }
   agent_image_bindings = {
-    for pair in setproduct(keys(local.agent_clusters), var.agent_image_repositories) : "${pair[0]}/${pair[1].location}/${pair[1].repository}" => {
-      cluster = pair[0], location = pair[1].location, repository = pair[1].repository
+    for pair in setproduct(keys(local.agent_accounts), var.agent_image_repositories) : "${pair[0]}/${pair[1].location}/${pair[1].repository}" => {
+      account = pair[0], location = pair[1].location, repository = pair[1].repository
     }
   }
 }
@@ -422,14 +447,14 @@ resource "google_storage_bucket_iam_member" "agent_reads_inputs" {
   for_each = local.agent_input_bindings
   bucket   = each.value.bucket
   role     = "roles/storage.objectViewer"
-  member   = "serviceAccount:${google_service_account.agent[each.value.cluster].email}"
+  member   = "serviceAccount:${google_service_account.agent[each.value.account].email}"
 }
 
 resource "google_storage_bucket_iam_member" "agent_writes_outputs" {
   for_each = local.agent_output_bindings
   bucket   = each.value.bucket
   role     = "roles/storage.objectUser"
-  member   = "serviceAccount:${google_service_account.agent[each.value.cluster].email}"
+  member   = "serviceAccount:${google_service_account.agent[each.value.account].email}"
 }
 
 resource "google_artifact_registry_repository_iam_member" "agent_pulls_images" {
@@ -437,7 +462,7 @@ resource "google_artifact_registry_repository_iam_member" "agent_pulls_images" {
   location   = each.value.location
   repository = each.value.repository
   role       = "roles/artifactregistry.reader"
-  member     = "serviceAccount:${google_service_account.agent[each.value.cluster].email}"
+  member     = "serviceAccount:${google_service_account.agent[each.value.account].email}"
 }
 
 # -- function builds -----------------------------------------------------------------------------

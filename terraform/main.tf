@@ -38,6 +38,15 @@ locals {
   config_tags = {
     for c in local.zen_config.clusters : c.name => { tags = try(c.tags, []), region_tags = try(c.region_tags, {}) }
   }
+  # Cluster -> region -> the tags its VMs carry there (ClusterConfig.tags_of), sorted and comma-joined: the
+  # instance attribute zen-tags, and what decides which agent service account the region's VMs run as (iam.tf).
+  cluster_region_tags = {
+    for c in var.clusters : c.name => {
+      for r in c.regions : r => join(",", sort(distinct(concat(
+        try(local.config_tags[c.name].tags, []), try(local.config_tags[c.name].region_tags[r], []),
+      ))))
+    }
+  }
 
   # Pull limits of each cluster in the Zen configuration (max_jobs_per_vm_day, max_gpu_hours_per_vm_day;
   # absent or null: none): each instance template carries them as the instance attributes
@@ -79,22 +88,19 @@ locals {
     for cluster in var.clusters : merge([
       for i, model in local.cluster_provisioning[cluster.name] : {
         for region in cluster.regions : (i == 0 ? "${cluster.name}/${region}" : "${cluster.name}/${region}/${model}") => {
-          cluster          = cluster.name
-          region           = region
-          model            = model
-          mig_name         = i == 0 ? "zen-${cluster.name}-${region}" : "zen-${cluster.name}-${region}-${local.mig_suffix[model]}"
-          flex_start_run_s = try(local.config_flex_start_run_s[cluster.name], 604800)
-          machine_type     = cluster.machine_type
-          gpu_type         = cluster.gpu_type
-          gpu_count        = cluster.gpu_count
-          image            = cluster.image != null ? cluster.image : var.default_image
-          disk_size_gb     = cluster.boot_disk_size_gb
-          zones            = lookup(cluster.zones, region, [])
-          subnetwork       = lookup(var.subnetworks, region, null)
-          tags = join(",", sort(distinct(concat(
-            try(local.config_tags[cluster.name].tags, []),
-            try(local.config_tags[cluster.name].region_tags[region], []),
-          ))))
+          cluster               = cluster.name
+          region                = region
+          model                 = model
+          mig_name              = i == 0 ? "zen-${cluster.name}-${region}" : "zen-${cluster.name}-${region}-${local.mig_suffix[model]}"
+          flex_start_run_s      = try(local.config_flex_start_run_s[cluster.name], 604800)
+          machine_type          = cluster.machine_type
+          gpu_type              = cluster.gpu_type
+          gpu_count             = cluster.gpu_count
+          image                 = cluster.image != null ? cluster.image : var.default_image
+          disk_size_gb          = cluster.boot_disk_size_gb
+          zones                 = lookup(cluster.zones, region, [])
+          subnetwork            = lookup(var.subnetworks, region, null)
+          tags                  = local.cluster_region_tags[cluster.name][region]
           max_jobs_per_day      = try(local.config_pull_limits[cluster.name].jobs, "")
           max_gpu_hours_per_day = try(local.config_pull_limits[cluster.name].gpu_hours, "")
           max_jobs_per_vm       = try(local.config_jobs_per_vm[cluster.name], "1")

@@ -109,10 +109,15 @@ def references(texts: list[str], pattern: str) -> set[tuple[str, ...]]:
     return found
 
 
+def main_local(name: str) -> str:
+    """The source of main.tf's multi-line map ``local.<name>`` (``  name = {`` to its closing ``  }``)."""
+    return re.search(rf"\n(  {name} = \{{\n.*?\n  \}})\n", (TERRAFORM / "main.tf").read_text(), re.S).group(1)
+
+
 def render_local(name: str, zen_config: str, tmp_path: Path) -> Any:
     """Evaluate ``local.<name>`` of main.tf with ``terraform console`` over ``zen_config`` (YAML text,
     read as main.tf reads the Zen configuration). Needs the terraform binary."""
-    block = re.search(rf"\n(  {name} = \{{\n.*?\n  \}})\n", (TERRAFORM / "main.tf").read_text(), re.S).group(1)
+    block = main_local(name)
     (tmp_path / "zen.yaml").write_text(zen_config)
     (tmp_path / "main.tf").write_text(textwrap.dedent("""
         locals {

@@ -308,8 +308,10 @@ def test_instance_template_starts_the_agent(module):
     identity = (ROOT / "shared" / "zen" / "agent" / "identity.py").read_text()
     assert "instance/attributes/zen-cluster" in identity
     assert block(template["guest_accelerator"])["count"] == "${each.value.gpu_count}"
-    # Each cluster's VMs run as that cluster's own agent account (iam.tf: IAM tells clusters apart).
-    assert block(template["service_account"])["email"] == "${google_service_account.agent[each.value.cluster].email}"
+    # Each region's VMs run as their cluster's account for that region's tags (iam.tf: IAM tells clusters,
+    # and a cluster's regions with different tags, apart).
+    assert block(template["service_account"])["email"] == (
+        "${google_service_account.agent[local.agent_account_of[each.value.cluster][each.value.region]].email}")
     shielded = block(template["shielded_instance_config"])
     assert shielded["enable_vtpm"] is True and shielded["enable_integrity_monitoring"] is True
     scheduling = block(template["scheduling"])
@@ -403,8 +405,9 @@ def test_agent_custom_role_holds_only_the_check_of_its_control_subscription(modu
     assert topic_bindings["agent_heartbeats"]["role"] == "roles/pubsub.publisher"
     start = module.resources_of("google_pubsub_subscription_iam_member")["agent_job_start"]
     assert expression(start["for_each"]) == "google_pubsub_subscription.job_start"
-    # Each (cluster, region) start subscription is readable by that cluster's agents alone.
-    assert start["member"] == "serviceAccount:${google_service_account.agent[local.mig_targets[each.key].cluster].email}"
+    # Each (cluster, region) start subscription is readable by the account of that region's VMs alone.
+    assert start["member"] == ("serviceAccount:${google_service_account.agent[local.agent_account_of["
+                               "local.mig_targets[each.key].cluster][local.mig_targets[each.key].region]].email}")
     assert set(module.resources_of("google_pubsub_subscription_iam_member")) == {"agent_job_start"}
 
 
@@ -421,9 +424,12 @@ def test_the_tick_makes_control_subscriptions_and_grants_each_to_its_clusters_ag
     function = module.resources_of("google_cloudfunctions2_function")["zen"]
     env = block(function["service_config"])["environment_variables"]
     assert "ZEN_AGENT_ACCOUNTS" in env and 'each.key == "on_scale_tick"' in env
-    assert "google_service_account.agent" in env
+    assert "local.agent_accounts_env" in env
+    # cluster -> region -> the email of the account that region's VMs run as (zen.adapters.control_subscriptions)
+    accounts_env = module.locals["agent_accounts_env"]
+    assert "local.agent_account_of" in accounts_env and "google_service_account.agent[key].email" in accounts_env
     agent = module.resources_of("google_service_account")["agent"]
-    assert expression(agent["for_each"]) == "local.agent_clusters"
+    assert expression(agent["for_each"]) == "local.agent_accounts"
 
 
 def test_no_broad_roles_and_project_bindings_are_the_justified_few(module):

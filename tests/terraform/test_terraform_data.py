@@ -16,10 +16,10 @@ import textwrap
 
 import pytest
 
-from tests.terraform.hcl import ROOT, TERRAFORM, Module
+from tests.terraform.hcl import ROOT, TERRAFORM, Module, main_local
 from zen.core.config import ZenConfig
 
-AGENT = "google_service_account.agent["  # one account per cluster: google_service_account.agent[<cluster>]
+AGENT = "google_service_account.agent["  # one account per (cluster, tag set): google_service_account.agent[<key>]
 TAGGED_CONFIG = """
 clusters:
   - {name: 4xa100-40gb, gpu_type: nvidia-tesla-a100, gpu_count: 4, regions: [us-central1, us-west1, europe-west4],
@@ -45,31 +45,33 @@ def _agent_bindings(module: Module) -> list[tuple[str, str, dict]]:
 def test_each_template_carries_its_regions_tags_and_the_agent_reads_them(module):
     template = module.resources_of("google_compute_instance_template")["zen"]
     assert re.search(r"\bzen-tags\s*=\s*each\.value\.tags\b", template["metadata"]), template["metadata"]
-    assert "tags" in module.locals["mig_targets"] and "config_tags" in module.locals
+    assert "local.cluster_region_tags[cluster.name][region]" in module.locals["mig_targets"]
+    assert "config_tags" in module.locals
     identity = (ROOT / "shared" / "zen" / "agent" / "identity.py").read_text()
     assert '"instance/attributes/zen-tags"' in identity
 
 
 @pytest.mark.skipif(shutil.which("terraform") is None, reason="the terraform binary is not installed")
 def test_the_tags_expression_gives_each_region_the_groups_the_code_computes(tmp_path):
-    main = (TERRAFORM / "main.tf").read_text()
-    config_tags = re.search(r"\n(  config_tags = \{\n.*?\n  \})\n", main, re.S).group(1)
-    tags = re.search(r"\n +tags = (join\(.*?\)\)\)\))\n", main, re.S).group(1)
+    import yaml
+
+    clusters = [{"name": c["name"], "regions": c["regions"]} for c in yaml.safe_load(TAGGED_CONFIG)["clusters"]]
     (tmp_path / "zen.yaml").write_text(TAGGED_CONFIG)
     (tmp_path / "main.tf").write_text(textwrap.dedent("""
+        variable "clusters" { default = %s }
         locals {
           zen_config = yamldecode(file("${path.module}/zen.yaml"))
         %s
-          by_region = merge([for cluster in local.zen_config.clusters : {
-            for region in cluster.regions : "${cluster.name}/${region}" => %s
+        %s
+          by_region = merge([for cluster, regions in local.cluster_region_tags : {
+            for region, tags in regions : "${cluster}/${region}" => tags
           }]...)
         }
-        """) % (config_tags, tags))
+        """) % (json.dumps(clusters), main_local("config_tags"), main_local("cluster_region_tags")))
     result = subprocess.run(["terraform", "console"], input="jsonencode(local.by_region)\n", cwd=tmp_path,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     rendered = json.loads(json.loads(result.stdout.strip().splitlines()[-1]))
-    import yaml
 
     config = ZenConfig.model_validate(yaml.safe_load(TAGGED_CONFIG))
     expected = {f"{c.name}/{r}": ",".join(c.tags_of(r)) for c in config.clusters for r in c.regions}
@@ -95,16 +97,16 @@ def test_no_project_level_storage_role_is_granted_to_the_agent(module):
 def test_the_agent_reads_input_buckets_and_writes_output_buckets_each_by_name(module):
     storage = {name: body for rtype, name, body in _agent_bindings(module)
                if rtype == "google_storage_bucket_iam_member"}
-    assert set(storage) == {"agent_reads_wheel", "agent_reads_inputs", "agent_writes_outputs"}
+    assert set(storage) == {"agent_reads_wheel", "agent_reads_inputs", "agent_writes_outputs", "agent_keeps_checkpoints"}
     inputs, outputs = storage["agent_reads_inputs"], storage["agent_writes_outputs"]
     assert (inputs["for_each"], inputs["bucket"], inputs["role"]) == (
         "${local.agent_input_bindings}", "${each.value.bucket}", "roles/storage.objectViewer")
     assert (outputs["for_each"], outputs["bucket"], outputs["role"]) == (
         "${local.agent_output_bindings}", "${each.value.bucket}", "roles/storage.objectUser")
-    # each bucket, for each cluster's agents
+    # each bucket, for each agent account
     iam = (TERRAFORM / "iam.tf").read_text()
-    assert "setproduct(keys(local.agent_clusters), toset(var.agent_input_buckets))" in iam
-    assert "setproduct(keys(local.agent_clusters), toset(var.agent_output_buckets))" in iam
+    assert "setproduct(keys(local.agent_accounts), toset(var.agent_input_buckets))" in iam
+    assert "setproduct(keys(local.agent_accounts), toset(var.agent_output_buckets))" in iam
     for variable in ("agent_input_buckets", "agent_output_buckets"):
         assert module.variables[variable]["type"] == "${list(string)}"
         assert module.variables[variable]["default"] == []
@@ -114,11 +116,13 @@ def test_each_clusters_agents_keep_only_their_clusters_checkpoints(module):
     """gs://<checkpoints.bucket>/<prefix>/<cluster>/<job_id>/ (zen.core.checkpoints): by name, no listing."""
     binding = module.resources_of("google_storage_bucket_iam_member")["agent_keeps_checkpoints"]
     [condition] = binding["condition"]
-    assert binding["role"] == "roles/storage.objectUser" and "each.key" in condition["title"]
-    assert binding["for_each"] == "${local.checkpoint_bucket == null ? {} : google_service_account.agent}"
+    assert binding["role"] == "roles/storage.objectUser" and "each.value.cluster" in condition["title"]
+    # every account of the cluster (one per tag set), each on its cluster's prefix
+    assert binding["for_each"] == "${local.checkpoint_bucket == null ? {} : local.agent_accounts}"
+    assert binding["member"] == "serviceAccount:${google_service_account.agent[each.key].email}"
     assert condition["expression"] == (
         'resource.name.startsWith("projects/_/buckets/${local.checkpoint_bucket}/objects/'
-        '${local.checkpoint_prefix}/${each.key}/")')
+        '${local.checkpoint_prefix}/${each.value.cluster}/")')
     bucket = module.resources_of("google_storage_bucket")["checkpoints"]
     assert bucket["name"] == "${local.checkpoint_bucket}" and bucket["public_access_prevention"] == "enforced"
     assert module.locals["checkpoint_bucket"] == "${try(local.zen_config.checkpoints.bucket, null)}"

@@ -27,7 +27,8 @@ def test_the_functions_require_the_vm_proof_by_default(module):
 def test_agent_vms_have_the_service_account_their_identity_token_needs():
     # The metadata server issues identity tokens only to a VM with a service account attached.
     compute = (ROOT / "terraform" / "compute.tf").read_text()
-    assert re.search(r"service_account\s*\{\s*email\s*=\s*google_service_account\.agent\[each\.value\.cluster\]\.email", compute)
+    assert re.search(r"service_account\s*\{\s*email\s*=\s*google_service_account\.agent\["
+                     r"local\.agent_account_of\[each\.value\.cluster\]\[each\.value\.region\]\]\.email", compute)
 
 
 def test_only_the_heartbeat_function_gets_the_proof_secret_from_secret_manager(module):
