@@ -274,8 +274,8 @@ resource "google_storage_bucket_iam_member" "function_locates_inputs" {
 
 # -- control subscriptions: made by Zen ------------------------------------------------------------
 # The scale tick makes zen-vm-control-<vm> for every instance its MIGs list (zen.adapters.control_subscriptions:
-# filter attributes.vm = "<vm>") and grants roles/pubsub.subscriber on it to that VM's cluster's agent
-# account alone (ZEN_AGENT_ACCOUNTS, functions.tf). The agents then need no project-wide right to
+# filter attributes.vm = "<vm>") and grants roles/pubsub.subscriber on it to the agent account of that VM's
+# cluster and region alone (ZEN_AGENT_ACCOUNTS, functions.tf). The agents then need no project-wide right to
 # create or consume subscriptions. Pub/Sub honours no IAM condition on a subscription's name (the IAM
 # Conditions resource attributes list pubsublite.googleapis.com, not pubsub.googleapis.com, and
 # Pub/Sub refuses conditional role bindings on its resources), so the tick's role below is

@@ -4,7 +4,7 @@
 #
 # The functions' own trigger subscriptions are created and owned by Eventarc (functions.tf); the
 # per-VM control subscriptions on zen-vm-control are made by the scale tick as the MIGs list their
-# instances, each granted to its cluster's agents alone (iam.tf, zen.adapters.control_subscriptions).
+# instances, each granted to its VM's agent account alone (iam.tf, zen.adapters.control_subscriptions).
 
 locals {
   # Topic key (as in ZenConfig.topics) of the topic each function is triggered by.

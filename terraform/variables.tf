@@ -314,19 +314,19 @@ variable "agent_image_repositories" {
 variable "agent_input_buckets" {
   type        = list(string)
   default     = []
-  description = "Cloud Storage buckets jobs read `inputs` from: the agents' service account gets Storage Object Viewer on each of these buckets only (no project-wide storage role), and the functions may read each bucket's location (roles/storage.legacyBucketReader: metadata and object names, no contents; for data locality). For an input bucket not listed here, set its location in the Zen configuration's data.bucket_locations: its lookup would be refused and its data's location unknown. A bucket holding a prefix of the configuration's data_clearance goes only to the agents of the clusters whose tags clear it (iam.tf)."
+  description = "Cloud Storage buckets jobs read `inputs` from: the agents' service account gets Storage Object Viewer on each of these buckets only (no project-wide storage role), and the functions may read each bucket's location (roles/storage.legacyBucketReader: metadata and object names, no contents; for data locality). For an input bucket not listed here, set its location in the Zen configuration's data.bucket_locations: its lookup would be refused and its data's location unknown. A bucket holding a prefix of the configuration's data_clearance goes only to the agent accounts whose VMs' tags clear it (iam.tf: a cluster's regions with different tags have different accounts)."
 }
 
 variable "agent_output_buckets" {
   type        = list(string)
   default     = []
-  description = "Cloud Storage buckets jobs write `outputs` to: the agents' service account gets Storage Object User on each of these buckets only (create, and overwrite when an upload is retried); a bucket holding a prefix of the configuration's data_clearance, only the agents of the clusters whose tags clear it."
+  description = "Cloud Storage buckets jobs write `outputs` to: the agents' service account gets Storage Object User on each of these buckets only (create, and overwrite when an upload is retried); a bucket holding a prefix of the configuration's data_clearance, only the agent accounts whose VMs' tags clear it."
 }
 
 variable "agent_secrets" {
   type        = map(list(string))
   default     = {}
-  description = "Secret Manager secrets each cluster's jobs may read (a job's `secrets`, read by the agent on the VM): cluster name -> secret ids, each `NAME` (a secret of project_id) or `projects/PROJECT/secrets/NAME`. That cluster's agents' service account gets roles/secretmanager.secretAccessor on each of these secrets only. Which references a job may name is the Zen configuration's (a queue's `secrets`, or the top-level `secrets` without queues); both must allow it."
+  description = "Secret Manager secrets each cluster's jobs may read (a job's `secrets`, read by the agent on the VM): cluster name -> secret ids, each `NAME` (a secret of project_id) or `projects/PROJECT/secrets/NAME`. That cluster's agents' service accounts (one per tag set of its regions) get roles/secretmanager.secretAccessor on each of these secrets only. Which references a job may name is the Zen configuration's (a queue's `secrets`, or the top-level `secrets` without queues); both must allow it."
 
   validation {
     condition     = alltrue([for secrets in values(var.agent_secrets) : alltrue([for s in secrets : can(regex("^(projects/[^/]+/secrets/)?[A-Za-z0-9_-]{1,255}$", s))])])
