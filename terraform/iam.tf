@@ -395,9 +395,9 @@ locals {
 # Jobs' secrets (zen.agent.secrets): the agent reads each secret version a job names with its VM's account,
 # so each of a cluster's accounts may access the secrets agent_secrets lists for that cluster, bound on each secret
 # (never project-wide: a project-level secretAccessor reads every secret of the project, Zen's own proof
-# secret included). A job's value never passes through the functions, which get nothing here.
+# secret included). A job's value never passes through the functions, which get nothing here. A cluster not
+# in var.clusters keeps one binding, keyed by its name, for the precondition to refuse.
 locals {
-  # A cluster not in var.clusters keeps one binding, keyed by its name, for the precondition to refuse.
   agent_secret_bindings = merge(flatten([for cluster, secrets in var.agent_secrets : [
     for key in try(values(local.agent_account_keys[cluster]), [cluster]) : {
       for secret in secrets : "${key}/${secret}" => { cluster = cluster, account = key, secret = secret }

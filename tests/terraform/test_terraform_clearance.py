@@ -66,13 +66,15 @@ def _render(tmp_path, query: str) -> list:
         variable "agent_input_buckets" { default = %s }
         variable "agent_output_buckets" { default = ["mixed"] }
         variable "agent_image_repositories" { default = [] }
+        variable "agent_secrets" { default = {"4xa100-40gb": ["hf-token"], "8xa100-40gb": ["wandb-key"]} }
         locals {
           zen_config = yamldecode(file("${path.module}/zen.yaml"))
         %s
         %s
         }
         """) % (json.dumps(clusters), json.dumps(BUCKETS), main_local("config_tags"), main_local("cluster_region_tags"))
-        + _locals_block("agent_clusters") + _locals_block("clearance_bindings") + _locals_block("agent_input_bindings"))
+        + _locals_block("agent_clusters") + _locals_block("clearance_bindings") + _locals_block("agent_input_bindings")
+        + _locals_block("agent_secret_bindings"))
     result = subprocess.run(["terraform", "console"], input=f"jsonencode({query})\n", cwd=tmp_path,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -131,3 +133,13 @@ def test_a_bound_bucket_is_granted_only_to_the_cleared_accounts(tmp_path):
     assert granted["public-data"] == sorted(set(  # unbound: every account, as before
         a for regions in account_of.values() for a in regions.values()))
     assert members(outputs) == {"mixed": sorted(["8xa100-40gb", hipaa_eu_8xh])}
+
+
+@pytest.mark.skipif(shutil.which("terraform") is None, reason="the terraform binary is not installed")
+def test_each_of_a_clusters_accounts_reads_its_clusters_secrets(tmp_path):
+    account_of, secrets = _render(tmp_path, "[local.agent_account_of, local.agent_secret_bindings]")
+
+    granted = sorted((b["account"], b["secret"]) for b in secrets.values())
+    assert granted == sorted([(account_of["4xa100-40gb"]["us-central1"], "hf-token"), ("4xa100-40gb", "hf-token"),
+                              ("8xa100-40gb", "wandb-key")])
+    assert "4xa100-40gb/hf-token" in secrets  # a cluster's own account keeps the binding it always had
