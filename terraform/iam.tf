@@ -65,11 +65,12 @@ locals {
   } }
 }
 
+# The names a cluster's own account always had; another's adds its tags, cut to IAM's limits (100, 256).
 resource "google_service_account" "agent" {
   for_each     = local.agent_accounts
   account_id   = each.value.account_id
-  display_name = each.key == each.value.cluster ? "Zen VM agent, cluster ${each.key}" : "Zen VM agent, cluster ${each.value.cluster}, tags ${join(",", each.value.tags)}"
-  description  = "Identity of the Zen GPU VMs of cluster ${each.value.cluster}${each.key == each.value.cluster ? "" : " in its regions tagged ${join(",", each.value.tags)}"}: pulls its start messages, heartbeats, reads the control subscriptions Zen grants it."
+  display_name = each.key == each.value.cluster ? "Zen VM agent, cluster ${each.key}" : substr("Zen VM agent, cluster ${each.value.cluster}, tags ${join(",", each.value.tags)}", 0, 100)
+  description  = substr("Identity of the Zen GPU VMs of cluster ${each.value.cluster}${each.key == each.value.cluster ? "" : " in its regions tagged ${join(",", each.value.tags)}"}: pulls its start messages, heartbeats, reads the control subscriptions Zen grants it.", 0, 256)
 }
 
 resource "google_service_account" "build" {
