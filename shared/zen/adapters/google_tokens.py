@@ -63,6 +63,16 @@ def fetch_certs(url: str, timeout_s: float = 10.0) -> tuple[dict[str, str], floa
     return certs, float(match.group(1)) if match else DEFAULT_MAX_AGE_S
 
 
+def judged_at(clock: Callable[[], datetime], published_at: datetime | None) -> float:
+    """When a message's token must have been valid (epoch seconds): when Pub/Sub took the message, which
+    no sender can forge, not when it is delivered. A message held back by an outage of Zen's (Pub/Sub
+    redelivering for an hour and more) keeps its proof."""
+    now = clock().timestamp()
+    if published_at is not None and published_at.tzinfo is not None:
+        now = min(now, published_at.timestamp())
+    return now
+
+
 class GoogleTokens:
     """Verifies tokens against ``certs_url``'s certificates; thread-safe."""
 

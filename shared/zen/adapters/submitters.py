@@ -28,7 +28,9 @@ from datetime import datetime
 from typing import Callable, Mapping
 
 from zen.adapters.message_key import joined_token, token_attributes
-from zen.adapters.google_tokens import CLOCK_SKEW_S, GOOGLE_CERTS_URL, Fetch, GoogleTokens, Remembered, fetch_certs
+from zen.adapters.google_tokens import (
+    CLOCK_SKEW_S, GOOGLE_CERTS_URL, Fetch, GoogleTokens, Remembered, fetch_certs, judged_at,
+)
 from zen.core.config import ZenConfig
 from zen.core.errors import ConfigError, Rejected
 from zen.core.text import escape_unstorable
@@ -106,9 +108,7 @@ class SubmitterChecker:
             raise Rejected(f"the message carries no {ATTRIBUTE} attribute (the sender's Google ID token); this Zen "
                            "requires one (ZEN_AUTH=required): submit with `zen submit`, which attaches it, or see "
                            "docs/how-to/submit-from-code.md")
-        now = self._clock().timestamp()
-        if published_at is not None and published_at.tzinfo is not None:
-            now = min(now, published_at.timestamp())  # valid when Pub/Sub took it, as a VM's token
+        now = judged_at(self._clock, published_at)  # valid when Pub/Sub took it, as a VM's
         principal = self._verified.get(token)
         if principal is None or principal.exp <= now - CLOCK_SKEW_S:
             principal = self._verify(token, now)

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from zen.adapters.google_tokens import (  # noqa: F401  (fetch_certs, unverified_claims: re-exported)
-    CLOCK_SKEW_S, GOOGLE_CERTS_URL, Fetch, GoogleTokens, Remembered, fetch_certs, unverified_claims,
+    CLOCK_SKEW_S, GOOGLE_CERTS_URL, Fetch, GoogleTokens, Remembered, fetch_certs, judged_at, unverified_claims,
 )
 from zen.core.errors import ConfigError, Rejected
 from zen.adapters.message_key import (
@@ -165,9 +165,7 @@ class ProofChecker:
                            f"{escape_unstorable(zone, 64)!r}, which is not in it: a VM reports its own region")
         if self._clock is None:
             raise ConfigError("a ProofChecker that checks proofs (mode required) needs a clock")
-        now = self._clock().timestamp()
-        if published_at is not None and published_at.tzinfo is not None:
-            now = min(now, published_at.timestamp())
+        now = judged_at(self._clock, published_at)
         proven = self._verified.get(token)
         if proven is None or proven.claims["exp"] <= now - CLOCK_SKEW_S or (proven.key is None) != up:
             proven = self._verify(token, now, attributes, up)
