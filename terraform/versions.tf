@@ -2,6 +2,11 @@
 # Eventarc retry, MIG target shapes, Cloud SQL ssl_mode and connector enforcement); 7.0 may rename
 # arguments, so it stays out until this module has been checked against it.
 terraform {
+  # The state lives in a Cloud Storage bucket, so a team shares one (locked while one apply runs), not a
+  # file on one laptop: `terraform init -backend-config="bucket=BUCKET" -backend-config="prefix=zen"`
+  # (docs/how-to/deploy.md). A trial on one machine: a backend_override.tf with `backend "local" {}`.
+  backend "gcs" {}
+
   required_version = ">= 1.5.0, < 2.0.0"
 
   required_providers {

@@ -64,6 +64,8 @@ def test_module_has_the_house_style_files_and_a_bounded_provider(module):
     google = terraform_block["required_providers"][0]["google"]
     assert google["source"] == "hashicorp/google"
     assert re.fullmatch(r">= ?[\d.]+, ?< ?[\d.]+", google["version"]), google["version"]
+    # a team shares its state in Cloud Storage, not a file on one laptop (bucket given at init)
+    assert [list(b) for b in terraform_block["backend"]] == [["gcs"]], terraform_block.get("backend")
 
 
 def test_every_variable_is_typed_and_described(module):
