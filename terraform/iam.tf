@@ -534,3 +534,13 @@ resource "google_project_iam_audit_config" "pubsub" {
     )
   }
 }
+
+# `zen logs` reads a job's output from Cloud Logging (log zen-jobs): log_readers may read the project's logs.
+# Cloud Logging grants reading by project (or log bucket view), not by log name: a reader sees every job's
+# output and the functions' logs, which is why Zen is deployed in a project of its own. Empty by default.
+resource "google_project_iam_member" "log_readers" {
+  for_each = toset(var.log_readers)
+  project  = var.project_id
+  role     = "roles/logging.viewer"
+  member   = each.value
+}

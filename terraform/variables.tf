@@ -149,6 +149,17 @@ variable "pubsub_audit_logs" {
   description = "Enable Pub/Sub's data-access audit logs for publishes (DATA_WRITE), Zen's own publishers exempted: who published each submission and stop. Authoritative for pubsub.googleapis.com in the project."
 }
 
+variable "log_readers" {
+  type        = list(string)
+  default     = []
+  description = "IAM members (user:, group:, serviceAccount:) who may read jobs' output with `zen logs`: roles/logging.viewer on the project, which shows every job's output and the functions' logs (Cloud Logging grants no narrower read by log name)."
+
+  validation {
+    condition     = alltrue([for m in var.log_readers : can(regex("^(user|group|serviceAccount|domain|principal|principalSet):.+", m))])
+    error_message = "log_readers are IAM members, e.g. \"group:ml-team@example.com\"."
+  }
+}
+
 variable "max_delivery_attempts" {
   type        = number
   default     = 10

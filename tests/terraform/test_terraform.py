@@ -443,7 +443,8 @@ def test_no_broad_roles_and_project_bindings_are_the_justified_few(module):
         "authoritative IAM resources would remove other bindings"
     project_bindings = set(module.resources_of("google_project_iam_member"))
     assert project_bindings == {"sql", "mig_scaler", "compute_reader", "compute_lister", "agent_subscriptions",
-                                "control_subscriptions", "agent_logs", "build_logs", "build_reads_gcf_sources"}
+                                "control_subscriptions", "agent_logs", "build_logs", "build_reads_gcf_sources",
+                                "log_readers"}  # zen logs: Cloud Logging grants reading by project
     for name in ("sql", "mig_scaler", "build_reads_gcf_sources"):
         assert "condition" in module.resources_of("google_project_iam_member")[name], f"{name} is unconditioned"
 
