@@ -145,7 +145,8 @@ data "google_project" "this" {
 resource "google_project_service" "apis" {
   for_each = toset([
     "artifactregistry.googleapis.com",
-    "cloudbilling.googleapis.com", # the Cloud Billing Catalog the scale tick reads prices from (zen.adapters.billing)
+    "cloudbilling.googleapis.com",   # the Cloud Billing Catalog the scale tick reads prices from (zen.adapters.billing)
+    "billingbudgets.googleapis.com", # the budget of budget.tf (with billing_account)
     "cloudbuild.googleapis.com",
     "cloudfunctions.googleapis.com",
     "cloudresourcemanager.googleapis.com",

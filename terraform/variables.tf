@@ -160,6 +160,23 @@ variable "log_readers" {
   }
 }
 
+variable "billing_account" {
+  type        = string
+  default     = null
+  description = "The billing account id (XXXXXX-XXXXXX-XXXXXX) this project bills to: given, terraform creates a monthly budget with alerts (budget.tf). Null: no budget."
+}
+
+variable "monthly_budget_usd" {
+  type        = number
+  default     = 1000
+  description = "The monthly budget's amount in USD (with billing_account): alerts at 50%, 90%, 100% and at 100% forecast. `zen clusters` prints the worst case the configuration allows."
+
+  validation {
+    condition     = var.monthly_budget_usd > 0
+    error_message = "monthly_budget_usd is above 0."
+  }
+}
+
 variable "max_delivery_attempts" {
   type        = number
   default     = 10

@@ -244,6 +244,25 @@ def test_zen_clusters_marks_an_unpriced_machine_type(tmp_path, monkeypatch, caps
     assert ["1xl4", "us-central1", "standard", "yes", "unpriced", "unpriced", "-", "-"] in rows
 
 
+def test_zen_clusters_states_the_worst_case_spend(monkeypatch, capsys):
+    """The defaults allow 20 GPU VMs, and nothing said what that may cost an hour: every cluster at its
+    max_vms, each VM at the dearest price among its regions and used models."""
+    from zen.cli.clusters import known_prices, price_rows
+    from zen.core.config import load_config
+
+    monkeypatch.delenv("ZEN_DATABASE_URL", raising=False)
+    monkeypatch.delenv("ZEN_CLOUDSQL_INSTANCE", raising=False)
+    config = load_config()
+    table, _ = known_prices(config)
+    expected = sum(c.max_vms * max(r["usd_per_vm_hour"] for r in price_rows(table, c) if r["used"])
+                   for c in config.clusters)
+    assert cli.main(["clusters"]) == 0
+    out = capsys.readouterr().out
+    vms = sum(c.max_vms for c in config.clusters)
+    assert f"At most {vms} GPU VMs at once (every cluster's max_vms): up to ${expected:,.2f} an hour" in out
+    assert "Idle, no GPU VM runs (min_vms 0)." in out
+
+
 @pytest.fixture
 def config(project, tmp_path, monkeypatch) -> ZenConfig:
     """The default configuration, its 4xa100-40gb cluster using standard VMs and spot VMs (its MIGs

@@ -666,3 +666,11 @@ def test_the_module_is_formatted_as_terraform_fmt_writes_it():
     result = subprocess.run(["terraform", "fmt", "-check", "-recursive", "-no-color", "terraform"], cwd=ROOT,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"not formatted (run terraform fmt -recursive terraform): {result.stdout}"
+
+
+def test_a_budget_alerts_on_the_projects_spend_when_a_billing_account_is_given(module):
+    """The defaults allow 20 GPU VMs (`zen clusters` prints the worst case) and nothing warned on spend."""
+    budget = module.resources[("google_billing_budget", "zen")]
+    assert budget["count"] == "${var.billing_account == null ? 0 : 1}"
+    assert budget["budget_filter"][0]["projects"] == ["projects/${data.google_project.this.number}"]
+    assert sorted(rule["threshold_percent"] for rule in budget["threshold_rules"]) == [0.5, 0.9, 1.0, 1.0]

@@ -29,6 +29,7 @@ API_OF_RESOURCE = {
     "google_storage_bucket_object": "storage", "google_vpc_access_connector": "vpcaccess",
     "google_project": "cloudresourcemanager", "google_compute_network#data": "compute",
     "google_secret_manager_secret": "secretmanager", "google_secret_manager_secret_iam_member": "secretmanager",
+    "google_billing_budget": "billingbudgets",
 }
 
 

@@ -70,6 +70,22 @@ def price_rows(table, cluster) -> list[dict]:
     return rows
 
 
+def worst_case_usd_per_hour(config, prices: dict[str, list[dict]]) -> tuple[float, int, list[str]]:
+    """What the configuration lets Zen spend in an hour at most: every cluster at its ``max_vms``, each VM
+    at the dearest price among the cluster's regions and the models it uses (a region's limit may be
+    lower; this is the bound a budget should be read against). Returns (USD per hour, VMs, the clusters
+    with a used pool Zen knows no price for)."""
+    total, vms, unpriced = 0.0, 0, []
+    for cluster in config.clusters:
+        used = [row["usd_per_vm_hour"] for row in prices[cluster.name] if row["used"]]
+        if any(price is None for price in used) or not used:
+            unpriced.append(cluster.name)
+        known = [price for price in used if price is not None]
+        total += cluster.max_vms * (max(known) if known else 0.0)
+        vms += cluster.max_vms
+    return total, vms, unpriced
+
+
 def cmd_clusters(args) -> int:
     from zen.core.config import load_config
 
@@ -94,6 +110,12 @@ def cmd_clusters(args) -> int:
                   "used": "yes" if p["used"] else "no", "source": p["source"] or "-", "fetched": p["fetched"] or "-"}
                  for c in config.clusters for p in prices[c.name]],
                 ("cluster", "region", "model", "used", "usd_per_vm_hour", "usd_per_gpu_hour", "source", "fetched"))
+    worst, vms, unpriced = worst_case_usd_per_hour(config, prices)
+    print(f"\nAt most {vms} GPU VMs at once (every cluster's max_vms): up to ${worst:,.2f} an hour, "
+          f"${worst * 24 * 30:,.0f} over a 30-day month, at the dearest price each cluster may pay"
+          + (f" (no price known for some pools of {', '.join(unpriced)}: more)" if unpriced else "")
+          + (f". Idle, {kept} VM(s) kept (min_vms)." if (kept := sum(c.min_vms for c in config.clusters))
+             else ". Idle, no GPU VM runs (min_vms 0)."))
     print(f"\nAsk with --cluster NAME, or --gpu-type T --gpu-count N (the smallest fitting cluster); "
           f"--region narrows a cluster's regions. Limits: max_runtime_s {config.limits.max_runtime_s}, "
           f"max_attempts {config.attempts.max_max_attempts} (configuration: {os.environ.get('ZEN_CONFIG') or 'default'})."
