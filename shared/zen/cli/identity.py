@@ -41,13 +41,13 @@ def _email(token: str) -> str:
         return ""
 
 
-def _local(endpoint: str, config: ZenConfig) -> Identity:
-    who = os.environ.get("ZEN_AS") or os.environ.get("USER") or getpass.getuser()
-    query = urllib.parse.urlencode({"email": who, "audience": config.auth.client_ids[0]
-                                    if config.auth.client_ids else config.auth.audience_of(config.project)})
-    with urllib.request.urlopen(f"{endpoint}?{query}", timeout=10) as answer:
-        token = answer.read().decode()
-    return Identity(token, who, "the local stack")
+def from_local_stack(endpoint: str, who: str, config: ZenConfig) -> Identity:
+    """``who``'s token from a local stack's identity endpoint (its Compute stand-in signs it as Google
+    signs a person's: audience gcloud's client), which the stack's functions verify."""
+    audience = config.auth.client_ids[0] if config.auth.client_ids else config.auth.audience_of(config.project)
+    with urllib.request.urlopen(f"{endpoint}?{urllib.parse.urlencode({'email': who, 'audience': audience})}",
+                                timeout=10) as answer:
+        return Identity(answer.read().decode(), who, "the local stack")
 
 
 def _application_default(config: ZenConfig) -> Identity | None:
@@ -87,7 +87,8 @@ def current(config: ZenConfig) -> Identity | None:
     if token := os.environ.get("ZEN_ID_TOKEN"):
         return Identity(token.strip(), _email(token.strip()), "ZEN_ID_TOKEN")
     if endpoint := os.environ.get("ZEN_IDENTITY_ENDPOINT"):
-        return _local(endpoint, config)
+        return from_local_stack(endpoint, os.environ.get("ZEN_AS") or os.environ.get("USER") or getpass.getuser(),
+                                config)
     if os.environ.get("PUBSUB_EMULATOR_HOST"):  # a stand-in or emulator: no Google identity to prove there
         return None
     return _application_default(config) or _gcloud()

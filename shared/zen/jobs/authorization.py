@@ -1,14 +1,17 @@
-"""What a principal may do with a job: submit it to its queue at its priority, and stop it. The rules
-are the configuration's (``auth:`` and each queue's ``submitters``, ``admins``, ``max_priority``;
-patterns: ``zen.core.principals``); each refusal names the rule that refused and what to do instead.
-Who the principal is comes from the message's proof (``zen.adapters.submitters``).
+"""What a principal may do with a job: submit it to its queue at its priority, name the secrets it names,
+and stop it. The rules are the configuration's (``auth:`` and each queue's ``submitters``, ``admins``,
+``max_priority``, ``secrets``; patterns: ``zen.core.principals``, ``zen.core.secrets``); each refusal
+names the rule that refused and what to do instead. Who the principal is comes from the message's
+proof (``zen.adapters.submitters``). The rules: docs/how-to/queues.md#who-may-use-a-queue, #secrets.
 """
 
 from __future__ import annotations
 
 from zen.core.config import QueueConfig, ZenConfig
+from zen.core.errors import Rejected
 from zen.core.models import Job
 from zen.core.principals import matches
+from zen.core.secrets import refused_reference
 
 
 def _who(patterns: list[str]) -> str:
@@ -47,3 +50,18 @@ def may_stop(config: ZenConfig, principal: str, job: Job) -> str | None:
     return (f"{principal} may not stop job {job.job_id}, which is {job.user_id}'s: only its owner, {admins}"
             f"an admin of Zen (auth.admins: {_who(auth.admins)}) may")
 
+
+def check_secrets(config: ZenConfig, secrets: dict[str, str] | None, queue: str | None) -> None:
+    """``Rejected``, naming the variable, the reference and the rule, unless every reference in ``secrets``
+    is allowed to a job of ``queue``: its queue's ``secrets`` patterns, or without queues (None) the
+    configuration's top-level ``secrets`` (none by default). Checked as the job is resolved
+    (``zen.jobs.placement``), so ``zen submit`` refuses it before publishing too."""
+    if not secrets:
+        return
+    rule = config.queue(queue) if queue is not None else None
+    if rule is not None:
+        reason = refused_reference(secrets, rule.secrets, f"queue {rule.name}")
+    else:
+        reason = refused_reference(secrets, config.secrets, "this Zen (it has no queues)")
+    if reason is not None:
+        raise Rejected(reason)

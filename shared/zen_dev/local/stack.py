@@ -283,13 +283,9 @@ class LocalStack:
     def sender(self, who: str) -> dict[str, str]:
         """The attributes of a submission or stop sent by ``who``: its ID token from this stack's identity
         endpoint (the Compute stand-in signs it, the functions verify it: zen.adapters.submitters)."""
-        from zen.cli.identity import Identity, attributes
-        import urllib.parse
-        import urllib.request
+        from zen.cli.identity import attributes, from_local_stack
 
-        query = urllib.parse.urlencode({"email": who, "audience": self.config.auth.client_ids[0]})
-        with urllib.request.urlopen(f"{self.env['ZEN_IDENTITY_ENDPOINT']}?{query}", timeout=10) as answer:
-            return attributes(Identity(answer.read().decode(), who, "the local stack"))
+        return attributes(from_local_stack(self.env["ZEN_IDENTITY_ENDPOINT"], who, self.config))
 
     def _save(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
@@ -326,15 +322,17 @@ def hand_back(processes: list[dict], env: dict[str, str], wait_s: float = HAND_B
     url = env.get("ZEN_DATABASE_URL")
     if not url:
         return 0
+    from zen.core.models import JobStatus
+    from zen.store import stats
     from zen.store.db import Database, parse_database_url
 
     db = Database.from_target(parse_database_url(url))
     try:
         while True:
-            with db.transaction() as session:
-                [row] = session.sql("SELECT count(*) AS n FROM jobs WHERE status IN ('ASSIGNED', 'RUNNING', 'STOPPING')")
-            if row["n"] == 0 or time.monotonic() >= deadline:
-                return int(row["n"])
+            with db.transaction() as session:  # the jobs in flight, as `zen stats` counts them
+                holding = sum(r["jobs"] for r in stats.active_jobs(session) if JobStatus(r["status"]).holds_vm)
+            if holding == 0 or time.monotonic() >= deadline:
+                return holding
             time.sleep(0.2)
     except Exception:  # noqa: BLE001 - the database may be gone already: stopping goes on
         return 0
