@@ -338,13 +338,13 @@ SELECT pg_advisory_unlock(:key) AS unlocked;
 -- name: queued_demand
 -- A cluster's queued jobs aggregated by (priority, regions its start reaches now: narrowed near its
 -- data, else allowed; zen.core.routing; the provisioning models they accept, NULL: any; their start
--- bound, NULL: the cluster's; whether they checkpoint): the planner's demand groups, which
+-- bound, NULL: the cluster's; how often they checkpoint, NULL: never): the planner's demand groups, which
 -- zen.scaling.fleetdb turns into pools. A handful of rows however long the queue (read from the
 -- jobs_queued_demand index alone).
 SELECT priority, COALESCE(start_regions, regions) AS regions, provisioning, max_start_wait_s,
-       COALESCE(checkpoints, false) AS checkpoints, count(*) AS jobs, min(queued_at) AS oldest FROM jobs
+       checkpoint_every_s, count(*) AS jobs, min(queued_at) AS oldest FROM jobs
 WHERE cluster = :cluster AND status = 'QUEUED'
-GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wait_s, COALESCE(checkpoints, false);
+GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wait_s, checkpoint_every_s;
 
 -- name: see_mig_instances
 -- Every instance of one MIG seen now: first sight recorded once; returns when each was first seen.
@@ -433,10 +433,10 @@ GROUP BY vm;
 -- queued_demand, split by the GPUs each job holds (a cluster whose VMs take several jobs at once).
 -- A narrowed job (zen.core.routing) counts only in the regions its start reaches, as in queued_demand.
 SELECT priority, COALESCE(start_regions, regions) AS regions, provisioning, max_start_wait_s,
-       COALESCE(checkpoints, false) AS checkpoints, gpus, count(*) AS jobs, min(queued_at) AS oldest
+       checkpoint_every_s, gpus, count(*) AS jobs, min(queued_at) AS oldest
 FROM jobs
 WHERE cluster = :cluster AND status = 'QUEUED'
-GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wait_s, COALESCE(checkpoints, false), gpus;
+GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wait_s, checkpoint_every_s, gpus;
 
 -- name: drain_vm
 INSERT INTO vm_drains (name, cluster, region, at) VALUES (:vm_name, :cluster, :region, :now)
