@@ -27,6 +27,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
+from zen.core.arrays import ArraySpec
 from zen.core.checkpoints import CheckpointSpec, StartCheckpoint
 from zen.core.gcs import check_input_names, check_uri
 from zen.core.images import check_image
@@ -195,6 +196,7 @@ class JobRequest(Received):
     max_start_wait_s: int | None = Field(default=None, ge=0, le=INT32_MAX, description=(
         "Seconds it may wait for a start before a costlier model is used; None: its cluster's max_start_wait_s"))
     checkpoint: CheckpointSpec | None = Field(default=None, description="ZEN_CHECKPOINT_DIR saved, restored on reruns")
+    array: ArraySpec | None = Field(default=None, description="N tasks from one submission (zen.core.arrays)")
 
     @field_validator("inputs")
     @classmethod
@@ -369,6 +371,8 @@ class Job(BaseModel):
     widen_at: datetime | None = None
     # The warm VMs its start is offered to meanwhile, on their control subscriptions (None: no offer).
     start_vms: list[str] | None = None
+    # Why it may not be admitted yet, while PENDING (zen.jobs.arrays: an array's max_parallel); None: it may.
+    hold: str | None = None
 
     def public_view(self) -> dict[str, Any]:
         """The JSON a user sees (``zen jobs get --json``); max_start_wait_s None: its cluster's default."""

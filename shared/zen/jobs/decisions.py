@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
 from zen import telemetry
-from zen.core import lifecycle
+from zen.core import arrays, lifecycle
 from zen.core.config import ZenConfig
 from zen.core.lifecycle import Decision
 from zen.core.models import Heartbeat, Job, JobStatus
@@ -85,10 +85,38 @@ class DecisionWriter:
         if decision.publish_start:
             messages += self._announce.start(after)
         ids = enqueue(tx, messages, now)
+        place = arrays.place_of(job.request)
+        if (admit and place and place.get("max_parallel") and job.hold is None and not job.status.terminal
+                and after.status.terminal):
+            ids += self.let_go(tx, place["id"], now, admit=False)  # its place in the array is free
         frees = job.status in _HOLDS_QUOTA and after.status not in _HOLDS_QUOTA
         left_line = job.status is JobStatus.PENDING and after.status.terminal  # a waiting job left the line
         if admit and self._queues and job.queue and (frees or left_line):  # who is next (into the quota, or past it)
             ids += self.admit(tx, job.queue, job.cluster, now, released=job.gpus if frees else 0)
+        return ids
+
+    def let_go(self, tx: JobTx, array_id: str, now: datetime, *, admit: bool = True) -> list[Enqueued]:
+        """Let an array's held tasks go, lowest index first, while fewer than its ``max_parallel`` are let
+        go and not ended: admitted at once without queues; with queues, into their queue's line (its
+        admission pass follows, here when ``admit``, else in the caller's). Two tasks ending at once may
+        both reach for the same next task: one lets it go, the other finds none and stops, and the tick's
+        sweep (``Sweeps.let_go_arrays``) lets the next one go."""
+        ids: list[Enqueued] = []
+        queue: tuple[str, str] | None = None
+        while (task := tx.array_next_held(array_id)) is not None:
+            limit = int((arrays.place_of(task.request) or {}).get("max_parallel") or 0)
+            if limit and tx.array_let_go(array_id) >= limit:
+                break
+            reason = f"let go: fewer than {limit} tasks of array {array_id} run"
+            if self._queues is None:
+                decision = Decision(changes=[lifecycle.Change(JobStatus.QUEUED, f"admitted; {reason}")],
+                                    fields={"hold": None}, publish_start=True)
+            else:
+                decision = Decision(fields={"hold": None}, note=reason)
+                queue = (task.queue, task.cluster) if task.queue else queue
+            ids += self.apply(tx, task, decision, actor="array", now=now, admit=False)
+        if admit and queue is not None:
+            ids += self.admit(tx, queue[0], queue[1], now)
         return ids
 
     def note(self, tx: JobTx, job: Job, text: str, *, actor: str, now: datetime) -> None:

@@ -130,6 +130,24 @@ class Sweeps:
 
         return self._for_each_job(candidates, "admission", decide)
 
+    def let_go_arrays(self, limit: int = 100) -> int:
+        """Arrays with held tasks and room under their ``max_parallel`` (a release two concurrent ends
+        both reached for: ``DecisionWriter.let_go``): the next tasks let go. Returns how many arrays were
+        looked at; each in a transaction of its own."""
+        with self._store.transaction() as tx:
+            held = tx.arrays_holding(limit)
+        for array_id in held:
+            ids: list[Enqueued] = []
+            try:
+                with self._store.transaction() as tx:
+                    ids = self._decisions.let_go(tx, array_id, self._clock())
+            except TransientError:
+                raise
+            except Exception:  # noqa: BLE001 - logged with the array; the tick goes on with the others
+                log.exception("array: tasks could not be let go", extra={"job_id": array_id})
+            self._relay.flush_quietly(ids)
+        return len(held)
+
     def _for_each_job(self, job_ids: list[str], actor: str,
                       decide: Callable[[JobTx, Job], Decision | None]) -> int:
         """Re-read each job under lock, decide, apply; one bad job never blocks the others."""

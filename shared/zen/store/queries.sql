@@ -3,9 +3,9 @@
 -- name: insert_job
 -- ON CONFLICT: a redelivered submit (same job_id) inserts nothing; the caller then compares hashes.
 INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions, request,
-                  request_hash, max_runtime_s, last_seq, submitted_at, queued_at, updated_at, queue, gpus)
+                  request_hash, max_runtime_s, last_seq, submitted_at, queued_at, updated_at, queue, gpus, hold)
 VALUES (:job_id, :status, 1, :max_attempts, :cluster, :user_id, :priority, CAST(:regions AS jsonb),
-        CAST(:request AS jsonb), :request_hash, :max_runtime_s, 0, :now, NULL, :now, :queue, :gpus)
+        CAST(:request AS jsonb), :request_hash, :max_runtime_s, 0, :now, NULL, :now, :queue, :gpus, :hold)
 ON CONFLICT (job_id) DO NOTHING
 RETURNING job_id;
 
@@ -34,7 +34,7 @@ SET status = :status, attempt = :attempt, max_attempts = :max_attempts, vm = :vm
     started_at = :started_at, finished_at = :finished_at, exit_code = :exit_code,
     message = :message, start_published_at = :start_published_at, preempted_by = :preempted_by,
     preemptions = :preemptions, start_regions = CAST(:start_regions AS jsonb), widen_at = :widen_at,
-    start_vms = CAST(:start_vms AS jsonb), regions = CAST(:regions AS jsonb), updated_at = :now
+    start_vms = CAST(:start_vms AS jsonb), regions = CAST(:regions AS jsonb), hold = :hold, updated_at = :now
 WHERE job_id = :job_id AND status = :expected_status AND attempt = :expected_attempt
 RETURNING job_id;
 
@@ -164,10 +164,10 @@ ORDER BY COALESCE(start_published_at, queued_at)
 LIMIT :limit;
 
 -- name: pending_jobs
--- PENDING jobs, oldest first: without queues: (the operator removed them) the tick admits those left
--- waiting. Read through jobs_active. No lock here: each is re-read FOR UPDATE and re-decided.
+-- PENDING jobs without a hold, oldest first: without queues: (the operator removed them) the tick admits
+-- those left waiting. Read through jobs_active. No lock here: each is re-read FOR UPDATE and re-decided.
 SELECT job_id FROM jobs
-WHERE status = 'PENDING'
+WHERE status = 'PENDING' AND hold IS NULL
 ORDER BY submitted_at, job_id
 LIMIT :limit;
 
@@ -495,7 +495,7 @@ WITH line AS (
     SELECT job_id, row_number() OVER (ORDER BY priority DESC, submitted_at, job_id) - 1 AS ahead
     FROM (SELECT job_id, priority, submitted_at FROM jobs
           WHERE queue = :queue AND cluster = :cluster AND status = 'PENDING' AND queue IS NOT NULL
-            AND gpus <= :most
+            AND hold IS NULL AND gpus <= :most
           ORDER BY priority DESC, submitted_at, job_id
           LIMIT :limit) AS first)
 SELECT jobs.*, line.ahead FROM jobs JOIN line ON line.job_id = jobs.job_id
@@ -515,12 +515,12 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: waiting_queues
 -- (queue, cluster) pairs with waiting jobs: the tick's admission passes.
-SELECT DISTINCT queue, cluster FROM jobs WHERE status = 'PENDING' AND queue IS NOT NULL;
+SELECT DISTINCT queue, cluster FROM jobs WHERE status = 'PENDING' AND queue IS NOT NULL AND hold IS NULL;
 
 -- name: jobs_ahead
 -- Waiting jobs a PENDING job waits behind in its queue (higher priority, or same and older).
 SELECT COUNT(*) AS n FROM jobs
-WHERE queue = :queue AND cluster = :cluster AND status = 'PENDING' AND queue IS NOT NULL
+WHERE queue = :queue AND cluster = :cluster AND status = 'PENDING' AND queue IS NOT NULL AND hold IS NULL
   AND (priority > :priority OR (priority = :priority AND (submitted_at, job_id) < (:submitted_at, :job_id)));
 
 -- name: queue_usage
@@ -574,3 +574,26 @@ RETURNING asks;
 
 -- name: scaling_pass_asks
 SELECT asks FROM scaling_pass_asks WHERE cluster = :cluster;
+
+-- name: array_let_go
+-- An array's tasks let go (no hold) and not ended: what its max_parallel counts (zen.jobs.arrays).
+SELECT count(*) AS n FROM jobs
+WHERE array_id = :array_id AND hold IS NULL AND status IN ('PENDING','QUEUED','ASSIGNED','RUNNING','STOPPING','LOST');
+
+-- name: array_next_held
+-- The array's held task of the lowest index, locked (a concurrent release of the same task waits, then
+-- finds it let go and returns nothing: the tick's sweep lets the next one go).
+SELECT * FROM jobs
+WHERE array_id = :array_id AND status = 'PENDING' AND hold IS NOT NULL
+ORDER BY CAST(request -> 'array' ->> 'index' AS integer)
+LIMIT 1
+FOR UPDATE;
+
+-- name: arrays_holding
+-- Arrays with held tasks, for the tick's sweep (a release two concurrent ends both reached for).
+SELECT DISTINCT array_id FROM jobs WHERE array_id IS NOT NULL AND status = 'PENDING' AND hold IS NOT NULL
+LIMIT :limit;
+
+-- name: array_tasks
+-- An array's tasks in index order (the CLI's list and progress; a stop of the array).
+SELECT * FROM jobs WHERE array_id = :array_id ORDER BY CAST(request -> 'array' ->> 'index' AS integer);

@@ -37,7 +37,7 @@ def insert_job(session: Session, job: Job) -> bool:
         "insert_job", job_id=job.job_id, status=job.status.value, max_attempts=job.max_attempts,
         cluster=job.cluster, user_id=job.user_id, priority=job.priority, regions=to_json(job.regions),
         request=to_json(job.request), request_hash=job.request_hash, max_runtime_s=job.max_runtime_s,
-        now=job.submitted_at, queue=job.queue, gpus=job.gpus,
+        now=job.submitted_at, queue=job.queue, gpus=job.gpus, hold=job.hold,
     )
     return row is not None
 
@@ -97,7 +97,7 @@ def save_job(session: Session, before: Job, after: Job, path: list[JobStatus], n
         start_published_at=after.start_published_at, max_attempts=after.max_attempts,
         preempted_by=after.preempted_by, preemptions=after.preemptions,
         start_regions=_json_or_null(after.start_regions), widen_at=after.widen_at,
-        start_vms=_json_or_null(after.start_vms), regions=to_json(after.regions), now=now,
+        start_vms=_json_or_null(after.start_vms), regions=to_json(after.regions), hold=after.hold, now=now,
     )
     if updated is None:
         raise ConcurrentChange(f"job {before.job_id} changed under a lock")
