@@ -134,3 +134,25 @@ def test_with_queues_held_tasks_wait_outside_the_line(config, db, publisher, clo
     assert jobs(zen, "other")[0].status.value == "QUEUED"  # held tasks take no place in the queue's line
     finish(fn, "q-0", "vm-a")
     assert statuses(zen, "q", 4) == ["SUCCEEDED", "QUEUED", "PENDING", "PENDING"]
+
+
+def test_the_cli_lists_explains_and_stops_an_array(zen_and_fn, db_url, monkeypatch, capsys):
+    from zen.cli.main import main
+    from zen.cli.user import _stop_outlook
+
+    zen, fn = zen_and_fn
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    fn.submit(job_request("cli", array={"count": 3, "max_parallel": 1}))
+    finish(fn, "cli-0", "vm-a", final="FAILED")
+    capsys.readouterr()
+    assert main(["jobs", "list", "--array", "cli"]) == 0
+    out = capsys.readouterr().out
+    assert "array cli: 3 tasks: 1 failed, 2 waiting (1 held by max_parallel)" in out
+    assert "cli-2" in out and "cli-0" in out
+    assert main(["explain", "cli"]) == 0
+    out = capsys.readouterr().out
+    assert "the rest wait because the array cli lets 1 task run at once" in out
+    assert "cli-1: QUEUED" in out  # then why the next task waits, in its own words
+    assert _stop_outlook("cli") == "array cli: 2 of its 3 tasks have not ended: they will be stopped"
+    assert main(["explain", "nothing-here"]) == 1
+    assert "no job, array or cluster named nothing-here" in capsys.readouterr().err

@@ -68,6 +68,18 @@ def _read_job_file(path: str) -> dict:
     return data
 
 
+def _read_params(path: str) -> list:
+    """An array's parameter sets: a YAML or JSON list of mappings (variable -> value), one per task."""
+    try:
+        text = Path(path).read_text()
+        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise CliError(f"--array-params {path}: cannot read it: {str(exc).splitlines()[0]}", 2) from None
+    if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+        raise CliError(f"--array-params {path}: expected a list of mappings (one per task: NAME: value)", 2)
+    return [{str(k): str(v) for k, v in item.items()} for item in data]
+
+
 def _default_user() -> str:
     """``$USER`` (else the login name), or ``CliError`` asking for --user when neither is known (a
     container's uid without a passwd entry)."""
@@ -118,6 +130,10 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
             if bad:
                 raise CliError(f"--{flag} {bad[0]!r}: expected KEY=VALUE", 2)
             data[name] = {**(data.get(name) or {}), **dict(item.split("=", 1) for item in pairs)}
+    array = {"count": getattr(args, "array", None), "max_parallel": getattr(args, "max_parallel", None),
+             "params": _read_params(args.array_params) if getattr(args, "array_params", None) else None}
+    if any(v is not None for v in array.values()):  # the file's array: with the flags' fields replaced
+        data["array"] = {**(data.get("array") or {}), **{k: v for k, v in array.items() if v is not None}}
     if getattr(args, "checkpoint_every", None) is not None:  # the file's checkpoint: with its period replaced
         data["checkpoint"] = {**(data.get("checkpoint") or {}), "every": args.checkpoint_every}
     if data.get("user_id") is None:  # only then: the default may not be known (a container's uid)
@@ -163,6 +179,8 @@ def cmd_submit(args) -> int:
                        "to a deployed Zen, which runs jobs in containers only (without "
                        "an image a job would run on the VM as root with the VM's credentials; "
                        "docs/explanations/security.md): give --image IMAGE, or image: in the job file", 1)
+    if request.array is not None:
+        return _submit_array(request, job_id, cluster, regions, sender, args.wait)
     following = None
     if args.wait:  # opened (and read once) before publishing: a submission it cannot follow is not sent
         from zen.cli.follow import Following
@@ -195,6 +213,24 @@ def cmd_submit(args) -> int:
     return 0
 
 
+def _submit_array(request: JobRequest, array_id: str, cluster: str, regions: list[str], sender, wait: bool) -> int:
+    """Publish an array (one message, N tasks: ``zen.core.arrays``) after the checks a job gets."""
+    assert request.array is not None
+    if wait:
+        raise CliError(f"--wait follows one job; an array's tasks are followed one by one: zen logs {array_id}-0 -f", 2)
+    size = request.array.size
+    if _known_job(array_id) is not None or _known_job(f"{array_id}-0") is not None:
+        raise CliError(f"job_id {array_id} is taken (a job, or an array's tasks {array_id}-N): use a new job_id "
+                       "(or none: zen makes one). Not published", 1)
+    message_id = _publish("job_submitted", request.to_bytes(), identity.attributes(sender))
+    print(f"submitted array {array_id}: {size} tasks, {array_id}-0 .. {array_id}-{size - 1}"
+          + (f", at most {request.array.max_parallel} at once" if request.array.max_parallel else "")
+          + f", to cluster {cluster} (regions {', '.join(regions)}; message {message_id}) {identity.describe(sender)}",
+          flush=True)
+    print(f"  progress: zen jobs list --array {array_id}    why: zen explain {array_id}    stop: zen stop {array_id}")
+    return 0
+
+
 def _read_job(job_id: str):
     """The job of that id from the configured database (None: it has none); raises when it cannot be
     read (unreachable, no ZEN_DB_USER, no read grant, no credentials)."""
@@ -204,6 +240,18 @@ def _read_job(job_id: str):
     try:
         with db.transaction() as session:
             return repository.get_job(session, job_id)
+    finally:
+        db.close()
+
+
+def _read_array(array_id: str) -> list:
+    """The tasks of the array of that id (none: no array has it)."""
+    from zen.store.jobstore import PostgresJobTx
+
+    db = database()
+    try:
+        with db.transaction() as session:
+            return PostgresJobTx(session).array_tasks(array_id)
     finally:
         db.close()
 
@@ -235,6 +283,11 @@ def _stop_outlook(job_id: str) -> str:
         why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return (f"could not check whether job {job_id} exists (the database could not be read: {why}); "
                 f"if it does not, {kept}")
+    if job is None and (tasks := _read_array(job_id)):
+        left = sum(1 for t in tasks if not t.status.terminal)
+        if not left:
+            return f"job {job_id} has already ended (an array of {len(tasks)} tasks, all ended): the stop changes nothing"
+        return f"array {job_id}: {left} of its {len(tasks)} tasks have not ended: they will be stopped"
     if job is None:
         return f"no job {job_id} is known (yet): {kept}. Check the id with `zen jobs list`"
     if job.status.value in ("SUCCEEDED", "FAILED", "CANCELLED"):
@@ -277,6 +330,11 @@ def register(sub, ctx: Context) -> None:
     submit.add_argument("--checkpoint-every", type=int, metavar="SECONDS",
                         help="save $ZEN_CHECKPOINT_DIR this often, restore it in a rerun (checkpoint: {every: N})")
     submit.add_argument("--queue", help="the queue whose quota it runs under (default: your queue, see `zen queues`)")
+    submit.add_argument("--array", type=int, metavar="N", help="N tasks from this one job, each with $ZEN_ARRAY_INDEX "
+                        "(0..N-1): jobs <id>-0 .. <id>-(N-1) (array: {count: N})")
+    submit.add_argument("--array-params", metavar="FILE", help="a YAML/JSON list of mappings: one task per entry, "
+                        "its variables in the task's environment (array: {params: [...]})")
+    submit.add_argument("--max-parallel", type=int, metavar="K", help="an array's tasks let run at once (default: all)")
     submit.add_argument("--region", action="append", help="allowed region (repeatable; default: all of the cluster's)")
     submit.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")
     submit.add_argument("--secret", action="append", metavar="NAME=REFERENCE", help=(

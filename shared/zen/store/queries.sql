@@ -118,6 +118,7 @@ WHERE (CAST(:status AS text) IS NULL OR status = :status)
   AND (CAST(:cluster AS text) IS NULL OR cluster = :cluster)
   AND (CAST(:user_id AS text) IS NULL OR user_id = :user_id)
   AND (CAST(:queue AS text) IS NULL OR queue = :queue)
+  AND (CAST(:array_id AS text) IS NULL OR array_id = :array_id)
   AND (CAST(:since AS timestamptz) IS NULL OR submitted_at >= :since)
   AND COALESCE(request -> 'labels', '{}'::jsonb) @> CAST(:labels AS jsonb)
 ORDER BY submitted_at DESC, job_id DESC

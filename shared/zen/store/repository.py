@@ -58,10 +58,10 @@ def list_jobs(session: Session, *, status: str | None = None, cluster: str | Non
 
 def recent_jobs(session: Session, *, status: str | None = None, cluster: str | None = None,
                 user_id: str | None = None, labels: dict[str, str] | None = None, since: datetime | None = None,
-                limit: int = 50, queue: str | None = None) -> list[Job]:
+                limit: int = 50, queue: str | None = None, array_id: str | None = None) -> list[Job]:
     """Newest first (``zen jobs list``)."""
     rows = session.run("recent_jobs", status=status, cluster=cluster, user_id=user_id, since=since,
-                       labels=json.dumps(labels or {}), limit=limit, queue=queue)
+                       labels=json.dumps(labels or {}), limit=limit, queue=queue, array_id=array_id)
     return [job_from_row(r) for r in rows]
 
 
