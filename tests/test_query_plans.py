@@ -55,7 +55,7 @@ HOT_QUERIES = [
                         vm="vm-7", region=None, zone=None, last_seq=3, last_heartbeat_at=NOW, queued_at=NOW,
                         started_at=NOW, finished_at=None, exit_code=None, message=None, start_published_at=NOW,
                         max_attempts=3, preempted_by=None, preemptions=0, start_regions=None, widen_at=None,
-                        start_vms=None, regions='["us-central1"]', hold=None, now=NOW)),
+                        start_vms=None, regions='["us-central1"]', hold=None, hold_until=None, retries=0, now=NOW)),
     ("take_early_stop", {"job_id": "job-7"}),
     # The end of an attempt also records its usage (its claim time read from the job's history).
     ("insert_attempt_usage", dict(job_id="job-13", attempt=1, user_id="u", queue=None, cluster="4xa100-40gb",
@@ -97,6 +97,7 @@ HOT_QUERIES = [
     ("array_let_go", {"array_id": "sweep-3"}),
     ("array_next_held", {"array_id": "sweep-3"}),
     ("arrays_holding", {"limit": 100}),
+    ("retry_due", {"now": NOW, "limit": 500}),
     ("jobs_ahead", {"queue": "q1", "cluster": "1xl4", "priority": 0, "submitted_at": NOW, "job_id": "job-9"}),
 ]
 

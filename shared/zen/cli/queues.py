@@ -83,7 +83,9 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
             return 1
         if job is None:
             return _explain_array(job_id, tasks, as_json, db)
-        if job.status is JobStatus.PENDING and job.queue and config.queues:
+        if job.status is JobStatus.PENDING and job.hold:  # an array's max_parallel, a retry's backoff
+            why = f"held: {job.hold}"
+        elif job.status is JobStatus.PENDING and job.queue and config.queues:
             why = "waiting for quota: " + Queueing(config).why_pending(PostgresJobTx(session), job)
         elif job.status is JobStatus.PENDING and not config.queues:  # left by queues since removed
             why = "no queues are configured: admitted at the next scale tick"

@@ -80,7 +80,7 @@ def cmd_jobs_get(args, ctx: Context) -> int:
         return 0
     message = view.pop("message") or ""
     for key, value in view.items():
-        if value not in (None, [], {}):
+        if value not in (None, [], {}) and not (key == "retries" and value == 0):
             print(f"{key:>16}: {value}")
     lines = message.rstrip("\n").splitlines()
     if lines:  # its final report: Zen's word first, then the output's tail (the whole output: zen logs)

@@ -121,7 +121,9 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
              "max_runtime_s": args.max_runtime, "max_attempts": args.max_attempts,
              "regions": args.region or None, "command": args.command or None,
              "provisioning": args.provisioning, "max_start_wait_s": args.max_start_wait,
-             "queue": getattr(args, "queue", None)}
+             "queue": getattr(args, "queue", None), "max_retries": getattr(args, "max_retries", None),
+             "retry_exit_codes": getattr(args, "retry_exit_code", None) or None,
+             "retry_backoff_s": getattr(args, "retry_backoff", None)}
     data.update({k: v for k, v in flags.items() if v is not None})
     for name, flag, pairs in (("env", "env", args.env), ("labels", "label", args.label),
                               ("secrets", "secret", getattr(args, "secret", None))):
@@ -335,6 +337,11 @@ def register(sub, ctx: Context) -> None:
     submit.add_argument("--array-params", metavar="FILE", help="a YAML/JSON list of mappings: one task per entry, "
                         "its variables in the task's environment (array: {params: [...]})")
     submit.add_argument("--max-parallel", type=int, metavar="K", help="an array's tasks let run at once (default: all)")
+    submit.add_argument("--max-retries", type=int, metavar="N", help="run again after a failed exit, at most N times "
+                        "(a lost or preempted attempt is rerun anyway: --max-attempts)")
+    submit.add_argument("--retry-exit-code", type=int, action="append", metavar="CODE",
+                        help="retry only these exit codes (repeatable; default: any non-zero)")
+    submit.add_argument("--retry-backoff", type=int, metavar="SECONDS", help="wait before the first retry (default 30), doubling")
     submit.add_argument("--region", action="append", help="allowed region (repeatable; default: all of the cluster's)")
     submit.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")
     submit.add_argument("--secret", action="append", metavar="NAME=REFERENCE", help=(

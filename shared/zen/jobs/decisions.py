@@ -40,6 +40,11 @@ class DecisionWriter:
         self._announce = announce
         self._queues = queues  # None: no queues, every job admitted at once
 
+    @property
+    def queued(self) -> bool:
+        """Whether jobs are admitted by queues (else at once)."""
+        return self._queues is not None
+
     def route(self, job: Job, now: datetime, tx: JobTx | None = None) -> Route:
         """Where the start goes first; the fleet is read (in ``tx``, else on its own) only if needed."""
         def read(query: Callable[[JobTx], Any]) -> Any:

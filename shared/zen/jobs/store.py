@@ -190,6 +190,9 @@ class ArrayRows(Protocol):
     def array_tasks(self, array_id: str) -> list[Job]:
         """The array's tasks in index order (no locks)."""
 
+    def retry_due(self, now: datetime, limit: int) -> list[str]:
+        """PENDING jobs whose retry's backoff is over (``hold_until`` <= ``now``), longest due first."""
+
 
 class JobTx(JobRows, EarlyStops, TickClock, OutboxRows, AdmissionRows, UsageRows, RejectionRows, FleetRows,
             ArrayRows, Protocol):

@@ -130,6 +130,24 @@ class Sweeps:
 
         return self._for_each_job(candidates, "admission", decide)
 
+    def retry_due(self, limit: int = 500) -> int:
+        """Jobs whose retry's backoff is over (``zen.core.retries``): the hold lifted, admitted at once
+        without queues, else into their queue's line (the tick's admission passes follow). Returns how many."""
+        with self._store.transaction() as tx:
+            due = tx.retry_due(self._clock(), limit)
+        queued = self._decisions.queued
+
+        def decide(_: JobTx, job: Job) -> Decision | None:
+            if job.status is not JobStatus.PENDING or job.hold_until is None:
+                return None
+            lifted = {"hold": None, "hold_until": None}
+            if queued:
+                return Decision(fields=lifted, note=f"retry {job.retries}: its backoff is over")
+            return Decision(changes=[lifecycle.Change(JobStatus.QUEUED, f"admitted: retry {job.retries}, its backoff "
+                                                      "over")], fields=lifted, publish_start=True)
+
+        return self._for_each_job(due, "retry", decide)
+
     def let_go_arrays(self, limit: int = 100) -> int:
         """Arrays with held tasks and room under their ``max_parallel`` (a release two concurrent ends
         both reached for: ``DecisionWriter.let_go``): the next tasks let go. Returns how many arrays were

@@ -142,6 +142,10 @@ class PostgresJobTx:
     def array_tasks(self, array_id: str) -> list[Job]:
         return [repository.job_from_row(r) for r in self.session.run("array_tasks", array_id=array_id)]
 
+    @hooked("retry_due")
+    def retry_due(self, now: datetime, limit: int) -> list[str]:
+        return [r["job_id"] for r in self.session.run("retry_due", now=now, limit=limit)]
+
     @hooked("pending_of_queue")
     def pending_of_queue(self, queue: str, cluster: str, limit: int, most: int) -> list[Job]:
         return queues.pending(self.session, queue, cluster, limit, most)

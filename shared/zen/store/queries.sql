@@ -34,7 +34,8 @@ SET status = :status, attempt = :attempt, max_attempts = :max_attempts, vm = :vm
     started_at = :started_at, finished_at = :finished_at, exit_code = :exit_code,
     message = :message, start_published_at = :start_published_at, preempted_by = :preempted_by,
     preemptions = :preemptions, start_regions = CAST(:start_regions AS jsonb), widen_at = :widen_at,
-    start_vms = CAST(:start_vms AS jsonb), regions = CAST(:regions AS jsonb), hold = :hold, updated_at = :now
+    start_vms = CAST(:start_vms AS jsonb), regions = CAST(:regions AS jsonb), hold = :hold,
+    hold_until = :hold_until, retries = :retries, updated_at = :now
 WHERE job_id = :job_id AND status = :expected_status AND attempt = :expected_attempt
 RETURNING job_id;
 
@@ -577,22 +578,31 @@ RETURNING asks;
 SELECT asks FROM scaling_pass_asks WHERE cluster = :cluster;
 
 -- name: array_let_go
--- An array's tasks let go (no hold) and not ended: what its max_parallel counts (zen.jobs.arrays).
+-- An array's tasks let go (no hold, or a retry's backoff: hold_until) and not ended: what its max_parallel
+-- counts (zen.jobs.arrays).
 SELECT count(*) AS n FROM jobs
-WHERE array_id = :array_id AND hold IS NULL AND status IN ('PENDING','QUEUED','ASSIGNED','RUNNING','STOPPING','LOST');
+WHERE array_id = :array_id AND (hold IS NULL OR hold_until IS NOT NULL)
+  AND status IN ('PENDING','QUEUED','ASSIGNED','RUNNING','STOPPING','LOST');
 
 -- name: array_next_held
 -- The array's held task of the lowest index, locked (a concurrent release of the same task waits, then
 -- finds it let go and returns nothing: the tick's sweep lets the next one go).
 SELECT * FROM jobs
-WHERE array_id = :array_id AND status = 'PENDING' AND hold IS NOT NULL
+WHERE array_id = :array_id AND status = 'PENDING' AND hold IS NOT NULL AND hold_until IS NULL
 ORDER BY CAST(request -> 'array' ->> 'index' AS integer)
 LIMIT 1
 FOR UPDATE;
 
 -- name: arrays_holding
 -- Arrays with held tasks, for the tick's sweep (a release two concurrent ends both reached for).
-SELECT DISTINCT array_id FROM jobs WHERE array_id IS NOT NULL AND status = 'PENDING' AND hold IS NOT NULL
+SELECT DISTINCT array_id FROM jobs
+WHERE array_id IS NOT NULL AND status = 'PENDING' AND hold IS NOT NULL AND hold_until IS NULL
+LIMIT :limit;
+
+-- name: retry_due
+-- Jobs whose retry's backoff is over (zen.core.retries), the longest due first; re-read under lock.
+SELECT job_id FROM jobs WHERE status = 'PENDING' AND hold_until IS NOT NULL AND hold_until <= :now
+ORDER BY hold_until, job_id
 LIMIT :limit;
 
 -- name: array_tasks

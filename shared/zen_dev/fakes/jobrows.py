@@ -247,21 +247,30 @@ class InMemoryJobTx:
 
     @hooked("array_let_go")
     def array_let_go(self, array_id: str) -> int:
-        return sum(1 for j in self._tasks(array_id) if j.hold is None and not j.status.terminal)
+        return sum(1 for j in self._tasks(array_id) if (j.hold is None or j.hold_until is not None)
+                   and not j.status.terminal)
 
     @hooked("array_next_held")
     def array_next_held(self, array_id: str) -> Job | None:
-        return next((j for j in self._tasks(array_id) if j.status is JobStatus.PENDING and j.hold is not None), None)
+        return next((j for j in self._tasks(array_id)
+                     if j.status is JobStatus.PENDING and j.hold is not None and j.hold_until is None), None)
 
     @hooked("arrays_holding")
     def arrays_holding(self, limit: int) -> list[str]:
         held = {j.request["array"]["id"] for j in self._t.jobs.values()
-                if j.status is JobStatus.PENDING and j.hold is not None and (j.request.get("array") or {}).get("id")}
+                if j.status is JobStatus.PENDING and j.hold is not None and j.hold_until is None
+                and (j.request.get("array") or {}).get("id")}
         return sorted(held)[:limit]
 
     @hooked("array_tasks")
     def array_tasks(self, array_id: str) -> list[Job]:
         return self._tasks(array_id)
+
+    @hooked("retry_due")
+    def retry_due(self, now: datetime, limit: int) -> list[str]:
+        due = [j for j in self._t.jobs.values()
+               if j.status is JobStatus.PENDING and j.hold_until is not None and j.hold_until <= now]
+        return [j.job_id for j in sorted(due, key=lambda j: (j.hold_until, j.job_id))][:limit]
 
     @hooked("pending_of_queue")
     def pending_of_queue(self, queue: str, cluster: str, limit: int, most: int) -> list[Job]:
