@@ -123,7 +123,8 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
              "provisioning": args.provisioning, "max_start_wait_s": args.max_start_wait,
              "queue": getattr(args, "queue", None), "max_retries": getattr(args, "max_retries", None),
              "retry_exit_codes": getattr(args, "retry_exit_code", None) or None,
-             "retry_backoff_s": getattr(args, "retry_backoff", None)}
+             "retry_backoff_s": getattr(args, "retry_backoff", None), "after": getattr(args, "after", None) or None,
+             "after_condition": "any" if getattr(args, "after_any", False) else None}
     data.update({k: v for k, v in flags.items() if v is not None})
     for name, flag, pairs in (("env", "env", args.env), ("labels", "label", args.label),
                               ("secrets", "secret", getattr(args, "secret", None))):
@@ -181,6 +182,7 @@ def cmd_submit(args) -> int:
                        "to a deployed Zen, which runs jobs in containers only (without "
                        "an image a job would run on the VM as root with the VM's credentials; "
                        "docs/explanations/security.md): give --image IMAGE, or image: in the job file", 1)
+    _await_dependencies(request.after or [])
     if request.array is not None:
         return _submit_array(request, job_id, cluster, regions, sender, args.wait)
     following = None
@@ -244,6 +246,30 @@ def _read_job(job_id: str):
             return repository.get_job(session, job_id)
     finally:
         db.close()
+
+
+def _await_dependencies(names: list[str], wait_s: float = 15.0) -> None:
+    """Each job or array ``--after`` names, known to the database before publishing: one submitted a moment
+    ago may not be stored yet (Pub/Sub does not order messages), so wait for it a little; ``CliError`` when
+    it stays unknown (the function would refuse the job). Without a readable database, the function decides."""
+    import time
+
+    if not names or not database_configured():
+        return
+    deadline = time.monotonic() + wait_s
+    for name in names:
+        while True:
+            try:
+                if _read_job(name) is not None or _read_array(name):
+                    break
+            except KeyboardInterrupt:
+                raise
+            except Exception:  # noqa: BLE001 - a check only: the function decides
+                return
+            if time.monotonic() > deadline:
+                raise CliError(f"--after {name}: no job or array {name} is known (waited {wait_s:.0f} s for it to be "
+                               "stored): submit it first. Not published", 1)
+            time.sleep(0.5)
 
 
 def _read_array(array_id: str) -> list:
@@ -337,6 +363,9 @@ def register(sub, ctx: Context) -> None:
     submit.add_argument("--array-params", metavar="FILE", help="a YAML/JSON list of mappings: one task per entry, "
                         "its variables in the task's environment (array: {params: [...]})")
     submit.add_argument("--max-parallel", type=int, metavar="K", help="an array's tasks let run at once (default: all)")
+    submit.add_argument("--after", action="append", metavar="ID", help="start only after this job or array "
+                        "SUCCEEDED (repeatable; cancelled if it does not)")
+    submit.add_argument("--after-any", action="store_true", help="with --after: start once they ended, however")
     submit.add_argument("--max-retries", type=int, metavar="N", help="run again after a failed exit, at most N times "
                         "(a lost or preempted attempt is rerun anyway: --max-attempts)")
     submit.add_argument("--retry-exit-code", type=int, action="append", metavar="CODE",

@@ -29,6 +29,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, field
 
 from zen.core.arrays import ArraySpec
 from zen.core.checkpoints import CheckpointSpec, StartCheckpoint
+from zen.core.dependencies import AfterFields
 from zen.core.retries import RetryFields
 from zen.core.gcs import check_input_names, check_uri
 from zen.core.images import check_image
@@ -166,7 +167,7 @@ class InputSpec(BaseModel):
     size_gb: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False, description="Its weight")
 
 
-class JobRequest(Received, RetryFields):
+class JobRequest(Received, RetryFields, AfterFields):
     """Published by users on ``zen-job-submitted``."""
 
     job_id: JobId | None = Field(default=None, description="Idempotency key; defaults to the Pub/Sub message id")
@@ -227,7 +228,7 @@ class JobRequest(Received, RetryFields):
             raise ValueError("give gpu_type or gpu_types, not both")
         if clash := env_clash(self.env, self.secrets):
             raise ValueError(clash)
-        if problem := self.retry_problem():
+        if problem := self.retry_problem() or self.after_problem(self.job_id):
             raise ValueError(problem)
         return self
 

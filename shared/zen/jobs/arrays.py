@@ -69,7 +69,7 @@ class ArrayJobs:
                     task = template.model_copy(update={
                         "job_id": task_id, "request": task_request, "request_hash": request_fingerprint(task_request),
                         "cluster": shape.cluster, "regions": shape.regions, "gpus": gpus,
-                        "hold": arrays.hold_reason(array_id, spec.max_parallel or 0) if held else None})
+                        "hold": template.hold or (arrays.hold_reason(array_id, spec.max_parallel or 0) if held else None)})
                     if not tx.insert_job(task):
                         existing = tx.get_job(task_id)
                         if index == 0 and existing is not None and existing.request_hash == task.request_hash:

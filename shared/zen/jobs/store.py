@@ -190,6 +190,12 @@ class ArrayRows(Protocol):
     def array_tasks(self, array_id: str) -> list[Job]:
         """The array's tasks in index order (no locks)."""
 
+    def waiting_after(self, names: list[str]) -> list[Job]:
+        """PENDING jobs held by dependencies that name one of ``names`` (jobs or arrays), rows locked."""
+
+    def held_after(self, limit: int) -> list[str]:
+        """Jobs held by dependencies, oldest first."""
+
     def retry_due(self, now: datetime, limit: int) -> list[str]:
         """PENDING jobs whose retry's backoff is over (``hold_until`` <= ``now``), longest due first."""
 

@@ -6,6 +6,7 @@ functions' own. ``hooks`` (``zen.jobs.store.StoreHooks``) run around each operat
 from __future__ import annotations
 
 import contextlib
+import json
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Callable, Iterator, Sequence
@@ -141,6 +142,14 @@ class PostgresJobTx:
     @hooked("array_tasks")
     def array_tasks(self, array_id: str) -> list[Job]:
         return [repository.job_from_row(r) for r in self.session.run("array_tasks", array_id=array_id)]
+
+    @hooked("waiting_after")
+    def waiting_after(self, names: list[str]) -> list[Job]:
+        return [repository.job_from_row(r) for r in self.session.run("waiting_after", names=json.dumps(names))]
+
+    @hooked("held_after")
+    def held_after(self, limit: int) -> list[str]:
+        return [r["job_id"] for r in self.session.run("held_after", limit=limit)]
 
     @hooked("retry_due")
     def retry_due(self, now: datetime, limit: int) -> list[str]:

@@ -588,7 +588,7 @@ WHERE array_id = :array_id AND (hold IS NULL OR hold_until IS NOT NULL)
 -- The array's held task of the lowest index, locked (a concurrent release of the same task waits, then
 -- finds it let go and returns nothing: the tick's sweep lets the next one go).
 SELECT * FROM jobs
-WHERE array_id = :array_id AND status = 'PENDING' AND hold IS NOT NULL AND hold_until IS NULL
+WHERE array_id = :array_id AND status = 'PENDING' AND hold LIKE 'array %'
 ORDER BY CAST(request -> 'array' ->> 'index' AS integer)
 LIMIT 1
 FOR UPDATE;
@@ -596,7 +596,21 @@ FOR UPDATE;
 -- name: arrays_holding
 -- Arrays with held tasks, for the tick's sweep (a release two concurrent ends both reached for).
 SELECT DISTINCT array_id FROM jobs
-WHERE array_id IS NOT NULL AND status = 'PENDING' AND hold IS NOT NULL AND hold_until IS NULL
+WHERE array_id IS NOT NULL AND status = 'PENDING' AND hold LIKE 'array %'
+LIMIT :limit;
+
+-- name: waiting_after
+-- PENDING jobs held by dependencies that name one of :names (zen.core.dependencies), locked in one order.
+SELECT * FROM jobs
+WHERE status = 'PENDING' AND hold IS NOT NULL AND hold LIKE 'after: %'
+  AND (request -> 'after') ?| ARRAY(SELECT jsonb_array_elements_text(CAST(:names AS jsonb)))
+ORDER BY job_id
+FOR UPDATE;
+
+-- name: held_after
+-- Jobs held by dependencies, the oldest first: the tick looks at them again (no lock: re-read under one).
+SELECT job_id FROM jobs WHERE status = 'PENDING' AND hold IS NOT NULL AND hold LIKE 'after: %'
+ORDER BY submitted_at, job_id
 LIMIT :limit;
 
 -- name: retry_due

@@ -253,18 +253,29 @@ class InMemoryJobTx:
     @hooked("array_next_held")
     def array_next_held(self, array_id: str) -> Job | None:
         return next((j for j in self._tasks(array_id)
-                     if j.status is JobStatus.PENDING and j.hold is not None and j.hold_until is None), None)
+                     if j.status is JobStatus.PENDING and (j.hold or "").startswith("array ")), None)
 
     @hooked("arrays_holding")
     def arrays_holding(self, limit: int) -> list[str]:
         held = {j.request["array"]["id"] for j in self._t.jobs.values()
-                if j.status is JobStatus.PENDING and j.hold is not None and j.hold_until is None
+                if j.status is JobStatus.PENDING and (j.hold or "").startswith("array ")
                 and (j.request.get("array") or {}).get("id")}
         return sorted(held)[:limit]
 
     @hooked("array_tasks")
     def array_tasks(self, array_id: str) -> list[Job]:
         return self._tasks(array_id)
+
+    @hooked("waiting_after")
+    def waiting_after(self, names: list[str]) -> list[Job]:
+        return sorted((j for j in self._t.jobs.values() if j.status is JobStatus.PENDING
+                       and (j.hold or "").startswith("after: ") and set(j.request.get("after") or ()) & set(names)),
+                      key=lambda j: j.job_id)
+
+    @hooked("held_after")
+    def held_after(self, limit: int) -> list[str]:
+        held = [j for j in self._t.jobs.values() if j.status is JobStatus.PENDING and (j.hold or "").startswith("after: ")]
+        return [j.job_id for j in sorted(held, key=lambda j: (j.submitted_at, j.job_id))][:limit]
 
     @hooked("retry_due")
     def retry_due(self, now: datetime, limit: int) -> list[str]:
