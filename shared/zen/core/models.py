@@ -30,6 +30,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, field
 from zen.core.checkpoints import CheckpointSpec, StartCheckpoint
 from zen.core.gcs import check_input_names, check_uri
 from zen.core.images import check_image
+from zen.core.notify import NotifyTargets
 from zen.core.provisioning import check_accepted
 from zen.core.secrets import EnvName, Secrets, env_clash
 from zen.core.timestamps import UtcTimestamp as UtcTimestamp
@@ -195,6 +196,8 @@ class JobRequest(Received):
     max_start_wait_s: int | None = Field(default=None, ge=0, le=INT32_MAX, description=(
         "Seconds it may wait for a start before a costlier model is used; None: its cluster's max_start_wait_s"))
     checkpoint: CheckpointSpec | None = Field(default=None, description="ZEN_CHECKPOINT_DIR saved, restored on reruns")
+    notify: NotifyTargets | None = Field(default=None, description=(
+        "Where its end and preemptions are told (zen.core.notify): Slack, webhook (secret versions), email"))
 
     @field_validator("inputs")
     @classmethod
