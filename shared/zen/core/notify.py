@@ -210,14 +210,17 @@ def url_problem(url: str) -> str | None:
         host = parts.hostname or ""
     except ValueError:
         return "its value is not a URL"
+    try:
+        literal = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        literal = None
     if parts.scheme == "https" and host:
+        if literal is not None and not literal.is_global:  # the VPC, the metadata server: not a notification's
+            return "its URL names a private address: give a public https URL"
         return None
     if parts.scheme == "http" and host:
-        try:
-            if host == "localhost" or ipaddress.ip_address(host).is_loopback:
-                return None
-        except ValueError:
-            pass
+        if host == "localhost" or (literal is not None and literal.is_loopback):
+            return None
         return "its URL is plain http: give an https URL"
     return "its value is not an https URL"
 
@@ -234,3 +237,13 @@ def verdict(status: int) -> Verdict:
     if status in (408, 425, 429) or status >= 500:
         return "retry"
     return "refused"
+
+
+# -- what can go wrong on the way ------------------------------------------------------------------
+class DeliveryRefused(Exception):
+    """This target will never take this notice (its secret is unreadable or holds no usable URL, a 4xx):
+    recorded, not retried. Its text never quotes a URL."""
+
+
+class DeliveryFailed(Exception):
+    """Not now (no answer, a 5xx, Secret Manager unavailable): the event is retried. Never quotes a URL."""
