@@ -148,10 +148,9 @@ def notice_of(event: dict[str, Any]) -> NoticeKind | None:
         return "PREEMPTED"
     if kind != "job.status_changed" or not event.get("job_id"):
         return None
-    status = event.get("to_status")
-    if status in ("SUCCEEDED", "FAILED", "CANCELLED"):
-        return status  # type: ignore[return-value]
-    return "PREEMPTED" if status == "LOST" else None
+    ends: dict[str, NoticeKind] = {"SUCCEEDED": "SUCCEEDED", "FAILED": "FAILED", "CANCELLED": "CANCELLED",
+                                   "LOST": "PREEMPTED"}
+    return ends.get(str(event.get("to_status")))
 
 
 def delivery_key(event: dict[str, Any], notice: str, target: NotifyTarget) -> str:

@@ -134,10 +134,10 @@ class Notifier:
         except BaseException:
             self._ledger.settle(key, "failed", "the notifier failed while sending", self._clock())
             raise
-        state = {"sent": "sent", "refused": "refused", "retry": "failed"}[verdict(status)]
-        self._settle(key, state, f"HTTP {status}",  # type: ignore[arg-type]
-                     {"sent": outcome.sent, "refused": outcome.refused, "failed": outcome.failed}[state],
-                     target, said, tries)
+        answer = verdict(status)
+        state: Literal["sent", "refused", "failed"] = "failed" if answer == "retry" else answer
+        into = {"sent": outcome.sent, "refused": outcome.refused, "failed": outcome.failed}[state]
+        self._settle(key, state, f"HTTP {status}", into, target, said, tries)
 
     def _settle(self, key: str, state: Literal["sent", "refused", "failed"], detail: str, into: list[str],
                 target: NotifyTarget, said: dict[str, Any], tries: int) -> None:
