@@ -263,3 +263,28 @@ def test_an_endpoint_that_keeps_failing_ends_in_the_dead_letter_topic(served, pu
     assert len(sink.on("hook")) == 5  # one POST per delivery attempt, then no more
     [row] = ledger(zen, "dl-1")
     assert (row["state"], row["tries"], row["detail"]) == ("failed", 5, "HTTP 503")
+
+
+def test_the_notifier_subscription_filter_lets_through_only_what_can_be_a_notice(notifying, publisher, config,
+                                                                                  pubsub_clients):
+    """NOTICE_FILTER (terraform's and the local stack's) on the Pub/Sub stand-in, against a job's real events."""
+    from google.pubsub_v1 import types as T
+
+    from zen.core.notify import NOTICE_FILTER, notice_of
+
+    zen, functions = notifying
+    publisher_client, subscriber = pubsub_clients
+    filtered = subscriber.subscription_path(config.project, "notices-only")
+    subscriber.create_subscription(request=T.Subscription(
+        name=filtered, topic=publisher_client.topic_path(config.project, "zen-job-events"), filter=NOTICE_FILTER))
+    functions.submit(job_request("flt-1"))
+    for status, seq in (("CLAIMED", 1), ("RUNNING", 2), ("PREEMPTED", 3)):
+        functions.heartbeat(heartbeat("flt-1", status, seq))
+    for beat in agent_run("flt-1", attempt=2, final="FAILED", exit_code=1):
+        functions.heartbeat(beat)
+
+    everything = [json.loads(m.data) for m in events(publisher)]
+    passed = [json.loads(m.message.data) for m in subscriber.pull(subscription=filtered, max_messages=100,
+                                                                   timeout=10).received_messages]
+    assert len(everything) > len(passed) >= 2
+    assert sorted(e["to_status"] for e in passed) == sorted(e["to_status"] for e in everything if notice_of(e))

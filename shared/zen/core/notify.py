@@ -153,6 +153,13 @@ def notice_of(event: dict[str, Any]) -> NoticeKind | None:
     return ends.get(str(event.get("to_status")))
 
 
+# The Pub/Sub filter of the notifier's subscription (terraform/notifications.tf, the local stack): the events
+# ``notice_of`` may make a notice of, by the attributes ``zen.jobs.announce`` gives them.
+NOTICE_FILTER: Final = ('attributes.status = "SUCCEEDED" OR attributes.status = "FAILED" OR '
+                        'attributes.status = "CANCELLED" OR attributes.status = "LOST" OR '
+                        'attributes.type = "job.preempted"')
+
+
 def delivery_key(event: dict[str, Any], notice: str, target: NotifyTarget) -> str:
     """One (event, target)'s identity: the same for a redelivered event and for an outbox row published
     twice (the payload is the same), whatever the Pub/Sub message id."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zen.core.config import DEFAULT_CONFIG_PATH, load_config
+from zen.core.notify import NOTICE_FILTER
 from zen_dev.local.bridge import DeliveryPolicy, EventBridge, Route
 from zen_dev.local.environment import overridden_environ
 from zen_dev.local.functions_server import function_command, wait_for_port
@@ -260,7 +261,9 @@ class LocalStack:
             wait_for_port(self.ports.functions + index, 60, self._popen(target))
         # The functions' trigger subscriptions exist before `up` returns (terraform creates them in
         # production): a message published right after `up` must not be missed.
-        routes_made = [Route(getattr(self.config.topics, field), "http://unused/") for field in FUNCTIONS.values()]
+        # The notifier's subscription lets through only the events that can be a notice, as terraform's does.
+        routes_made = [Route(getattr(self.config.topics, field), "http://unused/",
+                             NOTICE_FILTER if field == "job_events" else "") for field in FUNCTIONS.values()]
         self._with_pubsub(lambda: EventBridge(project, routes_made, BRIDGE_POLICY).ensure_subscriptions())
         self._with_pubsub(lambda: keep_dead_letters(project, routes_made))
         self._spawn("bridge", [sys.executable, "-m", "zen_dev.local.bridge", "--project", project, *routes,
