@@ -36,9 +36,10 @@ def secret_manager(config, sink):
     store = SecretStore({secret(config, "zen-notify-hook"): sink.url("hook"),
                          secret(config, "zen-notify-slack"): sink.url("slack"),
                          secret(config, "zen-notify-plain"): "http://example.com/hook",
-                         secret(config, "zen-notify-hidden"): sink.url("hidden")},
+                         secret(config, "zen-notify-hidden"): sink.url("hidden"),
+                         secret(config, "zen-notify-sendgrid"): f"SG.{TOKEN}"},
                         granted=[secret(config, "zen-notify-hook"), secret(config, "zen-notify-slack"),
-                                 secret(config, "zen-notify-plain")])
+                                 secret(config, "zen-notify-plain"), secret(config, "zen-notify-sendgrid")])
     with SecretManagerStandIn(store) as standin:
         yield standin
 
@@ -288,3 +289,33 @@ def test_the_notifier_subscription_filter_lets_through_only_what_can_be_a_notice
                                                                    timeout=10).received_messages]
     assert len(everything) > len(passed) >= 2
     assert sorted(e["to_status"] for e in passed) == sorted(e["to_status"] for e in everything if notice_of(e))
+
+
+def test_email_goes_through_the_sendgrid_style_api_with_the_key_from_its_secret(
+        config, db, publisher, clock, db_url, secret_manager, sink, monkeypatch, caplog):
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("ZEN_SECRETS_ENDPOINT", secret_manager.endpoint)
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    mailing = notifying_config(config).model_dump()
+    mailing["notifications"]["email"] = {
+        "api_url": sink.url("mail"), "api_key_secret": f"{secret(config, 'zen-notify-sendgrid')}/versions/latest",
+        "sender": "zen@example.com", "recipients": ["*@example.com"]}
+    zen = Zen(ZenConfig.model_validate(mailing), db, publisher, clock)
+    functions = FunctionsInvoker(zen)
+    functions.submit(job_request("mail-1", notify=[{"email": "alice@example.com", "on": ["SUCCEEDED"]}]))
+    run_to(functions, "mail-1", "SUCCEEDED")
+
+    deliver_all(functions, events(publisher))
+
+    [mail] = sink.on("mail")
+    assert mail["headers"]["Authorization"] == f"Bearer SG.{TOKEN}"
+    assert mail["body"]["personalizations"] == [{"to": [{"email": "alice@example.com"}]}]
+    assert mail["body"]["from"] == {"email": "zen@example.com"}
+    assert mail["body"]["subject"] == "Zen job mail-1 succeeded"
+    assert mail["body"]["content"][0]["value"].startswith("Zen job mail-1 succeeded (attempt 1, exit code 0")
+    [row] = ledger(zen, "mail-1")
+    assert (row["target"], row["state"]) == ("email alice@example.com", "sent")
+    assert where_in_postgres(db, TOKEN) == []
+    assert not [r for r in caplog.records if TOKEN in r.getMessage() + json.dumps(r.__dict__, default=str)]
