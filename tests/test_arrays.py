@@ -156,3 +156,17 @@ def test_the_cli_lists_explains_and_stops_an_array(zen_and_fn, db_url, monkeypat
     assert _stop_outlook("cli") == "array cli: 2 of its 3 tasks have not ended: they will be stopped"
     assert main(["explain", "nothing-here"]) == 1
     assert "no job, array or cluster named nothing-here" in capsys.readouterr().err
+
+
+def test_zen_submit_refuses_an_array_too_large_and_another_users_dependency_before_publishing(
+        zen_and_fn, db_url, monkeypatch, capsys):
+    from zen.cli.main import main
+
+    zen, fn = zen_and_fn
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    fn.submit(job_request("bobs-job", user_id="bob"))
+    assert main(["submit", "--user", "alice", "--cluster", "4xa100-40gb", "--array", "1001", "--", "true"]) == 1
+    assert "Zen would refuse this array: array: 1001 tasks, more than this Zen's limits.max_array_tasks (1000)" \
+        in capsys.readouterr().err
+    assert main(["submit", "--user", "alice", "--cluster", "4xa100-40gb", "--after", "bobs-job", "--", "true"]) == 1
+    assert "--after bobs-job: alice may not wait for job bobs-job, which is bob's" in capsys.readouterr().err

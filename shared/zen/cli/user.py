@@ -182,7 +182,7 @@ def cmd_submit(args) -> int:
                        "to a deployed Zen, which runs jobs in containers only (without "
                        "an image a job would run on the VM as root with the VM's credentials; "
                        "docs/explanations/security.md): give --image IMAGE, or image: in the job file", 1)
-    _await_dependencies(request.after or [])
+    _await_dependencies(request.after or [], request.user_id)
     if request.array is not None:
         return _submit_array(request, job_id, cluster, regions, sender, args.wait)
     following = None
@@ -222,7 +222,12 @@ def _submit_array(request: JobRequest, array_id: str, cluster: str, regions: lis
     assert request.array is not None
     if wait:
         raise CliError(f"--wait follows one job; an array's tasks are followed one by one: zen logs {array_id}-0 -f", 2)
+    from zen.core.arrays import check_array
+
     size = request.array.size
+    if problem := check_array(array_id, request.array, load_config().limits.max_array_tasks, request.env,
+                              dict(request.secrets or {})):
+        raise CliError(f"Zen would refuse this array: {problem}. Not published", 1)
     if _known_job(array_id) is not None or _known_job(f"{array_id}-0") is not None:
         raise CliError(f"job_id {array_id} is taken (a job, or an array's tasks {array_id}-N): use a new job_id "
                        "(or none: zen makes one). Not published", 1)
@@ -248,11 +253,14 @@ def _read_job(job_id: str):
         db.close()
 
 
-def _await_dependencies(names: list[str], wait_s: float = 15.0) -> None:
-    """Each job or array ``--after`` names, known to the database before publishing: one submitted a moment
-    ago may not be stored yet (Pub/Sub does not order messages), so wait for it a little; ``CliError`` when
-    it stays unknown (the function would refuse the job). Without a readable database, the function decides."""
+def _await_dependencies(names: list[str], user: str, wait_s: float = 15.0) -> None:
+    """Each job or array ``--after`` names, known to the database before publishing and one ``user`` may wait
+    for: one submitted a moment ago may not be stored yet (Pub/Sub does not order messages), so wait for it
+    a little; ``CliError`` when it stays unknown or is another's (the function would refuse the job).
+    Without a readable database, the function decides."""
     import time
+
+    from zen.jobs.authorization import may_stop
 
     if not names or not database_configured():
         return
@@ -260,8 +268,14 @@ def _await_dependencies(names: list[str], wait_s: float = 15.0) -> None:
     for name in names:
         while True:
             try:
-                if _read_job(name) is not None or _read_array(name):
+                known = _read_job(name) or next(iter(_read_array(name)), None)
+                if known is not None:
+                    if refused := may_stop(load_config(), user, known):
+                        raise CliError(f"--after {name}: {refused.replace('may not stop', 'may not wait for')}. "
+                                       "Not published", 1)
                     break
+            except CliError:
+                raise
             except KeyboardInterrupt:
                 raise
             except Exception:  # noqa: BLE001 - a check only: the function decides
