@@ -166,3 +166,60 @@ def test_zen_submit_refuses_an_array_too_large_and_another_users_dependency_befo
         in capsys.readouterr().err
     assert main(["submit", "--user", "alice", "--cluster", "4xa100-40gb", "--after", "bobs-job", "--", "true"]) == 1
     assert "--after bobs-job: alice may not wait for job bobs-job, which is bob's" in capsys.readouterr().err
+
+
+def test_concurrent_ends_never_let_more_than_max_parallel_go_and_the_tick_fills_what_they_missed(zen_and_fn, db):
+    """6 threads end an array's let-go tasks as they come while a watcher reads every committed state: never
+    more than max_parallel let go and not ended; the races that let fewer go are made up by the tick."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from zen.core import eventarc
+    from zen.core.events import PUBSUB_EVENT_TYPE
+
+    zen, fn = zen_and_fn
+    fn.submit(job_request("race", array={"count": 40, "max_parallel": 4}))
+    violations, seen = [], [0]
+    done = threading.Event()
+
+    def let_go() -> list[str]:
+        with db.transaction() as session:
+            rows = session.sql("SELECT job_id FROM jobs WHERE array_id = 'race' AND hold IS NULL "
+                               "AND status IN ('QUEUED','ASSIGNED','RUNNING','STOPPING','LOST','PENDING')")
+        return [r["job_id"] for r in rows]
+
+    def watch():
+        while not done.is_set():
+            n = len(let_go())
+            seen[0] = max(seen[0], n)
+            if n > 4:
+                violations.append(n)
+
+    ended: set[str] = set()
+    lock = threading.Lock()
+
+    def end(job_id: str) -> None:
+        for beat in agent_run(job_id, vm=f"vm-{job_id}"):
+            data = eventarc.pubsub_cloud_event(json.dumps(beat).encode(), message_id=f"{job_id}-{beat['seq']}",
+                                               topic="zen-heartbeats", project=zen.config.project)["data"]
+            zen.on_heartbeat(data["message"]["messageId"], PUBSUB_EVENT_TYPE, data)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            deadline = time.monotonic() + 60
+            while len(ended) < 40 and time.monotonic() < deadline:
+                ready = [j for j in let_go() if j not in ended]
+                if not ready:
+                    fn.tick()  # what two ends at once both reached for
+                    continue
+                with lock:
+                    ended.update(ready)
+                list(pool.map(end, ready))
+    finally:
+        done.set()
+        watcher.join()
+    assert not violations and seen[0] == 4
+    assert statuses(zen, "race", 40) == ["SUCCEEDED"] * 40
