@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from zen.cli import identity
+from zen.cli import batches, identity
 from zen.cli.identity import Identity
 from zen.cli.kit import CliError, Context, database, database_configured
 from zen.core.config import load_config
@@ -56,28 +56,21 @@ def default_job_id(user: str, now: datetime | None = None) -> str:
     return f"{name}-{now:%Y%m%d-%H%M%S}-{suffix}"
 
 
-def _read_job_file(path: str) -> dict:
+def _read_file(path: str, flag: str = ""):
+    """A YAML or JSON file's content (``flag``: the option that named it, for the error)."""
     try:
         text = Path(path).read_text()
-        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+        return json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
     except (OSError, ValueError, yaml.YAMLError) as exc:
-        raise CliError(f"{path}: cannot read it as {'JSON' if path.endswith('.json') else 'YAML'}: "
+        raise CliError(f"{flag}{path}: cannot read it as {'JSON' if path.endswith('.json') else 'YAML'}: "
                        f"{str(exc).splitlines()[0]}", 2) from None
+
+
+def _read_job_file(path: str) -> dict:
+    data = _read_file(path)
     if not isinstance(data, dict):
         raise CliError(f"{path}: expected a mapping of job fields (cluster, command, ...)", 2)
     return data
-
-
-def _read_params(path: str) -> list:
-    """An array's parameter sets: a YAML or JSON list of mappings (variable -> value), one per task."""
-    try:
-        text = Path(path).read_text()
-        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError) as exc:
-        raise CliError(f"--array-params {path}: cannot read it: {str(exc).splitlines()[0]}", 2) from None
-    if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
-        raise CliError(f"--array-params {path}: expected a list of mappings (one per task: NAME: value)", 2)
-    return [{str(k): str(v) for k, v in item.items()} for item in data]
 
 
 def _default_user() -> str:
@@ -134,7 +127,8 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
                 raise CliError(f"--{flag} {bad[0]!r}: expected KEY=VALUE", 2)
             data[name] = {**(data.get(name) or {}), **dict(item.split("=", 1) for item in pairs)}
     array = {"count": getattr(args, "array", None), "max_parallel": getattr(args, "max_parallel", None),
-             "params": _read_params(args.array_params) if getattr(args, "array_params", None) else None}
+             "params": batches.read_params(_read_file(args.array_params, "--array-params "), args.array_params)
+             if getattr(args, "array_params", None) else None}
     if any(v is not None for v in array.values()):  # the file's array: with the flags' fields replaced
         data["array"] = {**(data.get("array") or {}), **{k: v for k, v in array.items() if v is not None}}
     if getattr(args, "checkpoint_every", None) is not None:  # the file's checkpoint: with its period replaced
@@ -182,9 +176,9 @@ def cmd_submit(args) -> int:
                        "to a deployed Zen, which runs jobs in containers only (without "
                        "an image a job would run on the VM as root with the VM's credentials; "
                        "docs/explanations/security.md): give --image IMAGE, or image: in the job file", 1)
-    _await_dependencies(request.after or [], request.user_id)
+    batches.await_dependencies(request.after or [], request.user_id, _read_job)
     if request.array is not None:
-        return _submit_array(request, job_id, cluster, regions, sender, args.wait)
+        return batches.submit_array(request, job_id, cluster, regions, sender, args.wait, _publish, _known_job)
     following = None
     if args.wait:  # opened (and read once) before publishing: a submission it cannot follow is not sent
         from zen.cli.follow import Following
@@ -217,29 +211,6 @@ def cmd_submit(args) -> int:
     return 0
 
 
-def _submit_array(request: JobRequest, array_id: str, cluster: str, regions: list[str], sender, wait: bool) -> int:
-    """Publish an array (one message, N tasks: ``zen.core.arrays``) after the checks a job gets."""
-    assert request.array is not None
-    if wait:
-        raise CliError(f"--wait follows one job; an array's tasks are followed one by one: zen logs {array_id}-0 -f", 2)
-    from zen.core.arrays import check_array
-
-    size = request.array.size
-    if problem := check_array(array_id, request.array, load_config().limits.max_array_tasks, request.env,
-                              dict(request.secrets or {})):
-        raise CliError(f"Zen would refuse this array: {problem}. Not published", 1)
-    if _known_job(array_id) is not None or _known_job(f"{array_id}-0") is not None:
-        raise CliError(f"job_id {array_id} is taken (a job, or an array's tasks {array_id}-N): use a new job_id "
-                       "(or none: zen makes one). Not published", 1)
-    message_id = _publish("job_submitted", request.to_bytes(), identity.attributes(sender))
-    print(f"submitted array {array_id}: {size} tasks, {array_id}-0 .. {array_id}-{size - 1}"
-          + (f", at most {request.array.max_parallel} at once" if request.array.max_parallel else "")
-          + f", to cluster {cluster} (regions {', '.join(regions)}; message {message_id}) {identity.describe(sender)}",
-          flush=True)
-    print(f"  progress: zen jobs list --array {array_id}    why: zen explain {array_id}    stop: zen stop {array_id}")
-    return 0
-
-
 def _read_job(job_id: str):
     """The job of that id from the configured database (None: it has none); raises when it cannot be
     read (unreachable, no ZEN_DB_USER, no read grant, no credentials)."""
@@ -249,51 +220,6 @@ def _read_job(job_id: str):
     try:
         with db.transaction() as session:
             return repository.get_job(session, job_id)
-    finally:
-        db.close()
-
-
-def _await_dependencies(names: list[str], user: str, wait_s: float = 15.0) -> None:
-    """Each job or array ``--after`` names, known to the database before publishing and one ``user`` may wait
-    for: one submitted a moment ago may not be stored yet (Pub/Sub does not order messages), so wait for it
-    a little; ``CliError`` when it stays unknown or is another's (the function would refuse the job).
-    Without a readable database, the function decides."""
-    import time
-
-    from zen.jobs.authorization import may_stop
-
-    if not names or not database_configured():
-        return
-    deadline = time.monotonic() + wait_s
-    for name in names:
-        while True:
-            try:
-                known = _read_job(name) or next(iter(_read_array(name)), None)
-                if known is not None:
-                    if refused := may_stop(load_config(), user, known):
-                        raise CliError(f"--after {name}: {refused.replace('may not stop', 'may not wait for')}. "
-                                       "Not published", 1)
-                    break
-            except CliError:
-                raise
-            except KeyboardInterrupt:
-                raise
-            except Exception:  # noqa: BLE001 - a check only: the function decides
-                return
-            if time.monotonic() > deadline:
-                raise CliError(f"--after {name}: no job or array {name} is known (waited {wait_s:.0f} s for it to be "
-                               "stored): submit it first. Not published", 1)
-            time.sleep(0.5)
-
-
-def _read_array(array_id: str) -> list:
-    """The tasks of the array of that id (none: no array has it)."""
-    from zen.store.jobstore import PostgresJobTx
-
-    db = database()
-    try:
-        with db.transaction() as session:
-            return PostgresJobTx(session).array_tasks(array_id)
     finally:
         db.close()
 
@@ -325,7 +251,7 @@ def _stop_outlook(job_id: str) -> str:
         why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return (f"could not check whether job {job_id} exists (the database could not be read: {why}); "
                 f"if it does not, {kept}")
-    if job is None and (tasks := _read_array(job_id)):
+    if job is None and (tasks := batches.read_array(job_id)):
         left = sum(1 for t in tasks if not t.status.terminal)
         if not left:
             return f"job {job_id} has already ended (an array of {len(tasks)} tasks, all ended): the stop changes nothing"
