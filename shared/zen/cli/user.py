@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from zen.cli import identity
+from zen.cli import identity, submitted
 from zen.cli.identity import Identity
 from zen.cli.kit import CliError, Context, database, database_configured
 from zen.core.config import load_config
@@ -32,13 +32,17 @@ JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 EARLY_STOP_KEPT_DAYS = 7  # zen.jobs.service forgets a stop for a job it never saw after this long
 
 
+def _topic(topic_field: str) -> str:
+    config = load_config()
+    project = os.environ.get("ZEN_PROJECT") or config.project
+    return f"projects/{project}/topics/{getattr(config.topics, topic_field)}"
+
+
 def _publish(topic_field: str, payload: bytes, attributes: dict[str, str] | None = None) -> str:
     from google.cloud import pubsub_v1
 
-    config = load_config()
-    project = os.environ.get("ZEN_PROJECT") or config.project
     client = pubsub_v1.PublisherClient()
-    topic = client.topic_path(project, getattr(config.topics, topic_field))
+    topic = _topic(topic_field)
     try:
         return client.publish(topic, payload, **(attributes or {})).result(timeout=30)
     except Exception as exc:  # noqa: BLE001 - any publishing failure is told in one line
@@ -125,6 +129,7 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
     elif sender is not None and sender.email and str(data["user_id"]).lower() != sender.email.lower():
         raise CliError(f"the job says user_id {data['user_id']!r} but you are {sender.email} ({sender.source}): "
                        "Zen takes a job's user from its sender's identity; drop --user / user_id", 2)
+    args.chosen_job_id = bool(data.get("job_id"))  # the user's (it may be taken), not a fresh unique one
     if not data.get("job_id"):
         data["job_id"] = default_job_id(str(data["user_id"]))
     try:
@@ -168,30 +173,38 @@ def cmd_submit(args) -> int:
         from zen.cli.follow import Following
 
         following = Following(job_id)
-    existing = following.existing if following is not None else _known_job(job_id)
-    if existing is not None:  # the function would take it for a duplicate (or refuse it): nothing would run
-        from zen.core.models import request_fingerprint
+    from zen.core.models import request_fingerprint
 
-        if existing.request_hash != request_fingerprint(request.canonical(job_id)):
+    request_hash = request_fingerprint(request.canonical(job_id))
+    existing, readable = (following.existing, True) if following is not None else _known_job(job_id)
+    if existing is not None:  # the function would take it for a duplicate (or refuse it): nothing would run
+        if existing.request_hash != request_hash:
             raise CliError(f"job_id {job_id} is taken by another request ({existing.status.value}; zen jobs get "
                            f"{job_id}): Zen would refuse this one; use a new job_id (or none: zen makes one). "
                            "Not published", 1)
         raise CliError(f"job {job_id} already exists ({existing.status.value}): the same request runs "
                        "nothing new; use a new job_id (or none: zen makes one). Not published (retrying a "
                        f"submit whose publish failed? it got through: zen jobs get {job_id})", 1)
+    chosen = getattr(args, "chosen_job_id", True)
+    if chosen:  # not in the database (yet): an earlier `zen submit` from here may have it on its way
+        _check_in_flight(job_id, request_hash, readable)
     try:
         message_id = _publish("job_submitted", request.to_bytes(), identity.attributes(sender))
     except CliError as exc:  # it may have been published all the same (the answer lost): same id, one job
+        if chosen:
+            submitted.update(_topic("job_submitted"), job_id, request_hash, None)
         raise CliError(f"{exc}; job {job_id} may have been published all the same: to try again "
                        f"without making a second job, submit it again with --job-id {job_id}",
                        exc.code) from None
+    if chosen:
+        submitted.update(_topic("job_submitted"), job_id, request_hash, message_id)
+    caveat = "" if readable or not chosen else (f" (if job_id {job_id} is new: Zen runs nothing for an id it "
+                                                "already has, and the database could not be read to check)")
     print(f"submitted {job_id} to cluster {cluster} (regions {', '.join(regions)}; message {message_id}) "
-          f"{identity.describe(sender)}", flush=True)
+          f"{identity.describe(sender)}{caveat}", flush=True)
     print(f"  status: zen jobs get {job_id}    stop: zen stop {job_id}")
     if following is not None:
-        from zen.core.models import request_fingerprint
-
-        return following.follow(job_id, message_id, request_fingerprint(request.canonical(job_id)))
+        return following.follow(job_id, message_id, request_hash)
     return 0
 
 
@@ -209,16 +222,52 @@ def _read_job(job_id: str):
 
 
 def _known_job(job_id: str):
-    """The job of that id when the database can be read and has it; else ``None`` (no database, or it
-    cannot be read: the submission is published as before, and the function decides)."""
+    """(the job of that id, whether the database could be read): ``(None, False)`` when there is no
+    database or it cannot be read (the submission is published as before, and the function decides)."""
     if not database_configured():
-        return None
+        return None, False
     try:
-        return _read_job(job_id)
+        return _read_job(job_id), True
     except KeyboardInterrupt:
         raise
     except Exception:  # noqa: BLE001 - a check only
-        return None
+        return None, False
+
+
+def _refused(job_id: str, message_id: str) -> bool:
+    """Whether the database holds a refusal of that message (False when it cannot be read)."""
+    from zen.store import repository
+
+    try:
+        db = database()
+        try:
+            with db.transaction() as session:
+                return repository.latest_rejection(session, job_id, message_id) is not None
+        finally:
+            db.close()
+    except KeyboardInterrupt:
+        raise
+    except Exception:  # noqa: BLE001 - a check only
+        return False
+
+
+def _check_in_flight(job_id: str, request_hash: str, readable: bool) -> None:
+    """``CliError`` when an earlier ``zen submit`` from this machine published ``job_id`` moments ago and
+    the database does not show it yet (``zen.cli.submitted``); else records this one as being published."""
+    with submitted.journal(_topic("job_submitted")) as book:
+        earlier = book.recent(job_id, readable)
+        if earlier is not None and earlier.message_id and readable and _refused(job_id, earlier.message_id):
+            earlier = None  # the function refused that one: the id is still free
+        if earlier is not None:
+            how = (f"was published {earlier.age()} ago by another `zen submit` (message {earlier.message_id})"
+                   if earlier.message_id else "is being published by another `zen submit` right now")
+            where = "not in the database yet" if readable else "the database could not be read to see it"
+            if earlier.request_hash != request_hash:
+                raise CliError(f"job_id {job_id} {how} with another request ({where}): Zen would refuse one of "
+                               "the two; use a new job_id (or none: zen makes one). Not published", 1)
+            raise CliError(f"job {job_id} {how} ({where}): the same request runs nothing new, one job runs; "
+                           f"follow it with zen jobs get {job_id}. Not published", 1)
+        book.record(job_id, request_hash, None)
 
 
 def _stop_outlook(job_id: str) -> str:

@@ -1,0 +1,110 @@
+"""What ``zen submit`` published lately from this machine under a job_id the user chose: so that a second
+submit of that id, made before the first reached the database, says so instead of "submitted".
+
+The database tells whether a job_id is taken once the function has written the job; between the publish
+and that write (a second or so; longer on a cold start) only the publisher knows. Each ``zen submit`` with
+a chosen job_id records (job_id, request fingerprint, message id, time) in ``~/.cache/zen/submitted.json``
+(``$XDG_CACHE_HOME``), under the topic and database it went to, for ``WINDOW_S``; a record is written
+before publishing (``message_id`` None: being published) and dropped when the publish fails. Records are
+read and written under an exclusive lock, so two submits at once see each other. Generated ids are never
+recorded: they are unique.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+WINDOW_S = 600.0  # a record is kept this long; one the database should show by now is ignored sooner
+SHOWN_WITHIN_S = 60.0  # a published job is in a readable database well within this
+
+
+@dataclass(frozen=True)
+class Published:
+    job_id: str
+    request_hash: str
+    message_id: str | None  # None: another `zen submit` is publishing it right now
+    at: float  # time.time() when it was recorded
+
+    def age(self, now: float | None = None) -> str:
+        seconds = max(0, int((now if now is not None else time.time()) - self.at))
+        return f"{seconds} s" if seconds < 120 else f"{seconds // 60} min"
+
+
+def _path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "zen" / "submitted.json"
+
+
+def destination(topic: str) -> str:
+    """Where a submission goes: the topic (and the Pub/Sub emulator) and the database that will hold it."""
+    return " ".join(filter(None, (os.environ.get("PUBSUB_EMULATOR_HOST"), topic, os.environ.get("ZEN_DATABASE_URL"),
+                                  os.environ.get("ZEN_CLOUDSQL_INSTANCE"))))
+
+
+class Journal:
+    """The records of one destination (``destination``), open under the lock for one check-and-record."""
+
+    def __init__(self, data: dict, where: str, now: float):
+        self._data, self._where, self._now = data, where, now
+
+    def recent(self, job_id: str, database_readable: bool) -> Published | None:
+        """The record of ``job_id``, if it is recent enough to matter: within ``WINDOW_S``, or within
+        ``SHOWN_WITHIN_S`` when the database could be read and does not hold the job (it would by now)."""
+        row = self._data.get(self._where, {}).get(job_id)
+        if row is None:
+            return None
+        record = Published(job_id, row["request_hash"], row.get("message_id"), row["at"])
+        window = SHOWN_WITHIN_S if database_readable else WINDOW_S
+        return record if self._now - record.at <= window else None
+
+    def record(self, job_id: str, request_hash: str, message_id: str | None) -> None:
+        entry = {"request_hash": request_hash, "message_id": message_id, "at": self._now}
+        self._data.setdefault(self._where, {})[job_id] = entry
+
+    def forget(self, job_id: str) -> None:
+        self._data.get(self._where, {}).pop(job_id, None)
+
+
+@contextmanager
+def journal(topic: str) -> Iterator[Journal]:
+    """The records for ``topic``'s destination, locked; written back (old records dropped) on exit. A
+    journal that cannot be read or written is an empty one: the check only helps."""
+    path, now = _path(), time.time()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a+")
+    except OSError:
+        yield Journal({}, destination(topic), now)
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        try:
+            data = json.loads(handle.read() or "{}")
+            data = data if isinstance(data, dict) else {}
+        except ValueError:
+            data = {}
+        book = Journal(data, destination(topic), now)
+        yield book
+        kept = {where: {job: row for job, row in rows.items()
+                        if isinstance(row, dict) and now - row.get("at", 0) <= WINDOW_S}
+                for where, rows in data.items() if isinstance(rows, dict)}
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({where: rows for where, rows in kept.items() if rows}))
+
+
+def update(topic: str, job_id: str, request_hash: str, message_id: str | None) -> None:
+    """Record the message ``job_id`` went out in (``None``: forget it, its publish failed)."""
+    with journal(topic) as book:
+        if message_id is None:
+            book.forget(job_id)
+        else:
+            book.record(job_id, request_hash, message_id)
