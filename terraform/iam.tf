@@ -245,6 +245,22 @@ resource "google_project_iam_member" "compute_lister" {
   member  = "serviceAccount:${google_service_account.function["on_scale_tick"].email}"
 }
 
+# The tick reads the GPU quotas (zen.adapters.quotas: regions.get for a region's, projects.get for
+# GPUS_ALL_REGIONS), at most once per region a minute, so that a region whose quota leaves no room for a
+# VM is passed over without asking for one (docs/how-to/deploy.md#gpu-quotas). Both read metadata only.
+resource "google_project_iam_custom_role" "quota_reader" {
+  role_id     = "${replace(var.name_prefix, "-", "_")}QuotaReader"
+  title       = "Zen GPU quota reader"
+  description = "Read the regions' and the project's Compute quotas (the scale tick)."
+  permissions = ["compute.projects.get", "compute.regions.get"]
+}
+
+resource "google_project_iam_member" "quota_reader" {
+  project = var.project_id
+  role    = google_project_iam_custom_role.quota_reader.id
+  member  = "serviceAccount:${google_service_account.function["on_scale_tick"].email}"
+}
+
 # -- functions: Cloud Storage (data locality) ----------------------------------------------------
 # zen.core.locality looks up the location of each input's bucket (storage Client.lookup_bucket, i.e.
 # buckets.get: storage.buckets.get) wherever a job is placed or its start routed: a submission, the

@@ -129,7 +129,10 @@ class Zen:
                 with db.transaction() as session:
                     return current(session, config.pricing)
 
-            scaler = ClusterOrchestrator(config, db, utc_now, mig_factory, prices=prices)
+            from zen.adapters.quotas import QuotaReader
+
+            scaler = ClusterOrchestrator(config, db, utc_now, mig_factory, prices=prices,
+                                         quotas=QuotaReader(project))  # its clients built at the tick's first read
         from zen.adapters.control_subscriptions import ControlSubscriptions, accounts_from_env
 
         controls = None

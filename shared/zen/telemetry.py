@@ -115,6 +115,8 @@ def log_pass(logger: logging.Logger, snapshot: ClusterSnapshot, plan: Plan) -> N
     """What a scaling pass saw and left: MIG errors, VMs by state, blocked regions, the queue."""
     cluster = snapshot.cluster.name
     for error in snapshot.errors:
+        if error.detail is not None:
+            continue  # a quota read before asking, not an error Compute reported
         seen = getattr(snapshot.memory.get(error.region), "seen_errors_until", None)
         if seen is not None and error.at <= seen:
             continue  # counted by an earlier pass

@@ -396,6 +396,16 @@ def test_compute_custom_roles_hold_exactly_what_the_scheduler_calls(module):
     assert 'startsWith("zen-")' in block(binding["condition"])["expression"]
 
 
+def test_the_tick_alone_may_read_the_gpu_quotas_it_reads(module):
+    source = (ROOT / "shared" / "zen" / "adapters" / "quotas.py").read_text()
+    calls = set(re.findall(r"\b(regions|projects)\.get\(", source))
+    assert calls == {"regions", "projects"}
+    role = module.resources_of("google_project_iam_custom_role")["quota_reader"]
+    assert set(role["permissions"]) == {f"compute.{c}.get" for c in calls}
+    binding = module.resources_of("google_project_iam_member")["quota_reader"]
+    assert "for_each" not in binding and 'function["on_scale_tick"]' in binding["member"]
+
+
 def test_agent_custom_role_holds_only_the_check_of_its_control_subscription(module):
     source = (ROOT / "shared" / "zen" / "agent" / "transport.py").read_text()
     calls = set(re.findall(r"self\._subscriber\.(\w+)", source)) & set(SUBSCRIPTION_PERMISSIONS)
@@ -444,7 +454,8 @@ def test_no_broad_roles_and_project_bindings_are_the_justified_few(module):
     project_bindings = set(module.resources_of("google_project_iam_member"))
     assert project_bindings == {"sql", "mig_scaler", "compute_reader", "compute_lister", "agent_subscriptions",
                                 "control_subscriptions", "agent_logs", "build_logs", "build_reads_gcf_sources",
-                                "log_readers"}  # zen logs: Cloud Logging grants reading by project
+                                "log_readers",  # zen logs: Cloud Logging grants reading by project
+                                "quota_reader"}  # the tick's GPU quotas: regions and projects have no IAM of their own
     for name in ("sql", "mig_scaler", "build_reads_gcf_sources"):
         assert "condition" in module.resources_of("google_project_iam_member")[name], f"{name} is unconditioned"
 
