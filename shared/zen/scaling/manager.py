@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
 from zen import telemetry
+from zen.telemetry import Quiet
 from zen.core.clock import Clock
 from zen.core.config import ClusterConfig, ZenConfig
 from zen.core.quotas import Shortfall
@@ -72,7 +73,7 @@ class ClusterManager:
         self.cluster = cluster
         self.pools = pools if pools is not None else cluster_pools(cluster)
         self._asks = asks  # passes asked for while this one held the cluster (None: never rerun)
-        self._telemetry = telemetry  # the per-pass operator log lines (zen.telemetry); the simulator skips them
+        self._telemetry = Quiet() if telemetry else None  # the per-pass operator log lines; the simulator skips them
         # Several MIGs are read at once on the Compute pool; the simulator's MIGs are in memory, where
         # handing each read to a thread only costs (a third of a 30-day replay's time).
         self._map = (lambda read, items: compute_pool().map(read, items)) if concurrent else map
@@ -125,8 +126,8 @@ class ClusterManager:
         self.apply(plan, snapshot, zones, report)
         plan = replace(plan, decisions=as_applied(plan.decisions, report.added, report.short, report.undeleted))
         self.record(plan, report)
-        if self._telemetry:
-            telemetry.log_pass(log, snapshot, plan)
+        if self._telemetry is not None:
+            telemetry.log_pass(log, snapshot, plan, self._telemetry)
         report.coverage = Coverage.after(snapshot, sum(report.added.values()), report.deleted)
         return report
 
@@ -345,10 +346,9 @@ class ClusterOrchestrator:
         cluster is planned and applied: the tick's Compute time grows with MIGs / concurrency, its
         database work with MIGs and VMs, never with queued jobs (demand is aggregated in SQL).
 
-        What a follow-up pass 15 s later used to catch (a stockout on the instances just asked for)
-        is handled without waiting: the planner hedges an uncertain region with a second one at
-        once, and the errors that the MIG reports late (``listErrors``) are read by the next pass,
-        which the next submission or tick runs (see ``zen.scaling.planner``)."""
+        What a follow-up pass 15 s later used to catch (a stockout on the instances just asked for) is
+        handled without waiting: the planner hedges an uncertain region with a second one at once, and
+        errors the MIG reports late (``listErrors``) are read by the next submission's or tick's pass."""
         managers = {}
         for cluster in self._config.clusters:
             try:
