@@ -139,12 +139,13 @@ class World:
                    for inst in mig.instances.values() if inst.holds)
 
     def region_quotas(self, region: str) -> list[dict[str, Any]]:
-        """The region's GPU quotas as regions.get reports them: the metrics its MIGs' GPUs count against,
-        and those the scenario lists for it."""
+        """The region's GPU quotas as regions.get reports them: those of its MIGs' GPU families, for standard
+        and for preemptible VMs (Compute reports both whichever VMs run), and those the scenario lists for it."""
         spec = self.scenario.gpu_quotas
         listed = spec.regions.get(region, {})
-        metrics = sorted({m for mig in self.migs.values() if mig.spec.region == region
-                          and (m := self._gpu_metric(mig))} | set(listed))
+        metrics = sorted({gpu_metric(mig.spec.gpu_type, model) for mig in self.migs.values()
+                          if mig.spec.region == region and mig.spec.gpu_type for model in ("standard", "spot")}
+                         | set(listed))
         return [{"metric": m, "limit": float(listed.get(m, spec.default)), "usage": float(self._gpus_in_use(region, m))}
                 for m in metrics]
 
