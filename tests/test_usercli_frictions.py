@@ -327,3 +327,23 @@ def test_a_second_submit_of_a_job_id_still_on_its_way_says_so(zen_cli, publisher
     assert unread.returncode == 0, unread.stderr
     assert "(if job_id twice-3 is new: Zen runs nothing for an id it already has" in unread.stdout
     assert [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-submitted")] == ["twice-1", "twice-2", "twice-3"]
+
+
+def test_every_error_is_one_line_with_one_prefix(zen_cli, tmp_path):
+    """Errors said "zen: ...", "zen logs: ...", "zen submit --wait: ...", "no job X" with no prefix, and
+    argparse's usage block with "zen jobs list: error: ...": now one line, "zen: ...", whichever command."""
+    (tmp_path / "joblogs").mkdir()
+    cases = {
+        ("jobs", "list", "--status", "nope"): (2, "zen: jobs list: argument --status: invalid choice: 'NOPE'"),
+        ("frobnicate",): (2, "zen: argument COMMAND: invalid choice: 'frobnicate'"),
+        ("stats", "--window", "-5"): (2, "zen: stats: argument --window: '-5' is not a number above 0"),
+        ("submit", "--cluster", "1xl4", "python", "-c", "x"): (2, "zen: unrecognized arguments: -c x"),
+        ("jobs", "get", "nope"): (1, "zen: no job nope"),
+        ("jobs", "history", "nope"): (1, "zen: no job nope"),
+        ("explain", "nope"): (1, "zen: no job or cluster named nope"),
+        ("logs", "nope"): (1, "zen: no output for job nope"),
+    }
+    for argv, (code, start) in cases.items():
+        result = zen_cli(*argv, ZEN_JOB_LOGS_DIR=str(tmp_path / "joblogs"))
+        assert result.returncode == code and one_line(result).startswith(start), (argv, result.stderr)
+        assert "usage:" not in result.stderr

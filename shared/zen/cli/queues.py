@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any, Callable
 
-from zen.cli.kit import Context, print_table
+from zen.cli.kit import Context, fail, print_table
 from zen.core.clearance import for_request
 from zen.core.config import load_config
 from zen.core.models import JobStatus
@@ -78,8 +78,7 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
     with db.transaction() as session:
         job = repository.get_job(session, job_id)
         if job is None:
-            print(f"no job or cluster named {job_id}", file=sys.stderr)
-            return 1
+            return fail(f"no job or cluster named {job_id} (`zen jobs list`, `zen clusters`)", 1)
         if job.status is JobStatus.PENDING and job.queue and config.queues:
             why = "waiting for quota: " + Queueing(config).why_pending(PostgresJobTx(session), job)
         elif job.status is JobStatus.PENDING and not config.queues:  # left by queues since removed
