@@ -40,7 +40,7 @@ resource "google_service_account" "function" {
 # the one account it always had); each other tag set gets an account of its own, key and id suffixed with a
 # digest of the cluster and the tag set (stable while both are).
 locals {
-  agent_clusters = { for c in var.clusters : c.name => (
+  agent_clusters = { for c in local.clusters : c.name => (
     length("${var.name_prefix}-ag-${c.name}") <= 30 ? "${var.name_prefix}-ag-${c.name}" : "${var.name_prefix}-ag-${substr(sha1(c.name), 0, 12)}"
   ) }
   agent_cluster_tag_sets = { for cluster, regions in local.cluster_region_tags : cluster => distinct(values(regions)) }
@@ -413,7 +413,7 @@ locals {
 # so each of a cluster's accounts may access the secrets agent_secrets lists for that cluster, bound on each secret
 # (never project-wide: a project-level secretAccessor reads every secret of the project, Zen's own proof
 # secret included). A job's value never passes through the functions, which get nothing here. A cluster not
-# in var.clusters keeps one binding, keyed by its name, for the precondition to refuse.
+# of the Zen configuration keeps one binding, keyed by its name, for the precondition to refuse.
 locals {
   agent_secret_bindings = merge(flatten([for cluster, secrets in var.agent_secrets : [
     for key in try(values(local.agent_account_keys[cluster]), [cluster]) : {
@@ -432,7 +432,7 @@ resource "google_secret_manager_secret_iam_member" "agent_reads_secrets" {
   lifecycle {
     precondition {
       condition     = contains(keys(local.agent_clusters), each.value.cluster)
-      error_message = "agent_secrets names cluster ${each.value.cluster}, which is not one of var.clusters."
+      error_message = "agent_secrets names cluster ${each.value.cluster}, which is not a cluster of the Zen configuration."
     }
   }
 }

@@ -235,21 +235,19 @@ def test_scale_tick_job_publishes_every_minute(module):
 
 # -- compute -------------------------------------------------------------------------------------
 
-def tfvars_clusters(tfvars) -> dict[str, dict]:
-    return {c["name"]: c for c in tfvars["clusters"]}
-
-
-def test_example_tfvars_mirror_the_default_config(tfvars, config):
-    clusters = tfvars_clusters(tfvars)
-    assert list(clusters) == [c.name for c in config.clusters]
-    for cluster in config.clusters:
-        mirrored = clusters[cluster.name]
-        for field in ("gpu_type", "gpu_count", "machine_type", "regions", "max_vms_per_region", "max_vms", "min_vms"):
-            assert mirrored[field] == getattr(cluster, field), f"{cluster.name}.{field}"
-    # The same comparison guards `terraform plan`: a precondition on the MIGs.
-    compute = Module.load().resources_of("google_compute_region_instance_group_manager")["zen"]
+def test_the_clusters_are_the_configurations_and_the_example_sets_only_what_terraform_needs(tfvars, config):
+    """One list of clusters, in the Zen configuration: terraform reads it (clusters.tf); the example's
+    cluster_settings holds only what terraform alone needs (zones), for clusters the configuration has."""
+    assert "clusters" not in tfvars
+    assert set(tfvars["cluster_settings"]) <= {c.name for c in config.clusters}
+    module = Module.load()
+    assert module.variables["clusters"]["default"] is None  # deprecated, read only when given
+    assert "for c in local.zen_config.clusters" in module.locals["clusters"]
+    # A var.clusters still given is held to the configuration: a precondition on the MIGs.
+    compute = module.resources_of("google_compute_region_instance_group_manager")["zen"]
     preconditions = block(compute["lifecycle"])["precondition"]
     assert any(p["condition"] == "${local.clusters_match}" for p in preconditions)
+    assert any("unknown_cluster_settings" in p["condition"] for p in preconditions)
 
 
 def test_each_cluster_region_has_a_template_and_a_mig(module, tfvars, config):
@@ -258,14 +256,11 @@ def test_each_cluster_region_has_a_template_and_a_mig(module, tfvars, config):
     assert set(templates) == set(migs) == {"zen"}
     assert expression(templates["zen"]["for_each"]) == expression(migs["zen"]["for_each"]) == "local.mig_targets"
     assert migs["zen"]["version"][0]["instance_template"] == "${google_compute_instance_template.zen[each.key].id}"
-    # local.mig_targets: one entry per region of each cluster of var.clusters, named like the code.
+    # local.mig_targets: one entry per region of each cluster of the configuration, named like the code.
     mig_targets = module.locals["mig_targets"]
-    assert "for cluster in var.clusters" in mig_targets and "for region in cluster.regions" in mig_targets
+    assert "for cluster in local.clusters" in mig_targets and "for region in cluster.regions" in mig_targets
     assert "for i, model in local.cluster_provisioning[cluster.name]" in mig_targets  # a MIG per pool
     primary, secondary = re.search(r'mig_name\s*=\s*i == 0 \? "([^"]+)" : "([^"]+)"', mig_targets).groups()
-    keys = {(c["name"], r) for c in tfvars["clusters"] for r in c["regions"]}
-    expected = {(c.name, r) for c in config.clusters for r in c.regions}
-    assert keys == expected
     suffixes = module.locals["mig_suffix"]
     assert suffixes == MIG_SUFFIX  # the code's rule (zen.core.provisioning)
     for cluster in config.clusters:
