@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "shared" / "zen"
 FUNCTIONS_MAIN = ROOT / "functions" / "main.py"
 REQUIREMENTS = ROOT / "requirements.txt"
-AGENT_REQUIREMENTS = ROOT / "requirements-agent.txt"  # the wheel only: google-cloud-logging
+AGENT_REQUIREMENTS = ROOT / "requirements-agent.txt"
+CONSTRAINTS = ROOT / "constraints.txt"  # every package's pin, transitive ones included  # the wheel only: google-cloud-logging
 FUNCTIONS_REQUIREMENTS = ROOT / "requirements-functions.txt"  # the functions only: google-cloud-billing
 
 FUNCTIONS_ARCHIVE = "zen-functions.zip"
@@ -68,6 +69,49 @@ def runtime_requirements(path: Path = REQUIREMENTS) -> list[str]:
             raise SystemExit(f"{path.name} lists the local-only package {name}; it must not be deployed")
         lines.append(line)
     return lines
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pinned_closure(lines: list[str]) -> list[str]:
+    """``lines`` (pinned requirements), then every package they require, transitively (extras and markers
+    followed as installed here), each pinned at constraints.txt's version: the wheel's ``Requires-Dist``, so
+    that ``pip install`` of it installs the versions the tests ran with, not the newest. Fails when a package
+    of the closure is not installed here (run `make venv`) or constraints.txt does not pin it."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    pins = {}
+    for line in CONSTRAINTS.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            pins[_normal(Requirement(line).name)] = line
+    direct = [Requirement(line) for line in lines]
+    wanted = [(r.name, frozenset(r.extras)) for r in direct]
+    seen: dict[str, set[str]] = {}
+    while wanted:
+        name, extras = wanted.pop()
+        key = _normal(name)
+        new = ({""} | set(extras)) - seen.get(key, set())
+        if not new:
+            continue
+        seen.setdefault(key, set()).update(new)
+        try:
+            requires = metadata.distribution(name).requires or []
+        except metadata.PackageNotFoundError:
+            raise SystemExit(f"{name}, which the runtime requirements need, is not installed here: run `make venv`")
+        for text in requires:
+            requirement = Requirement(text)
+            if requirement.marker is None or any(requirement.marker.evaluate({"extra": e}) for e in new):
+                wanted.append((requirement.name, frozenset(requirement.extras)))
+    transitive = sorted(set(seen) - {_normal(r.name) for r in direct})
+    unpinned = [name for name in transitive if name not in pins]
+    if unpinned:
+        raise SystemExit(f"constraints.txt pins none of {', '.join(unpinned)}, which the runtime requirements need")
+    return lines + [pins[name] for name in transitive]
 
 
 def _write(archive: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) -> None:
@@ -110,7 +154,8 @@ def build_agent_wheel(out: Path) -> Path:
 
     pyproject.toml declares no dependencies, so the wheel's ``Requires-Dist`` come from the
     runtime pins in requirements.txt plus requirements-agent.txt (the Cloud Logging client that ships
-    job output): ``pip install`` on the VM then installs what the agent needs.
+    job output), and everything those require pinned at constraints.txt's versions (``pinned_closure``):
+    ``pip install`` on the VM, or on a laptop, then installs exactly what the tests ran with.
     """
     version = project_version()
     dist_info = f"zen-{version}.dist-info"
@@ -121,7 +166,7 @@ def build_agent_wheel(out: Path) -> Path:
         "Summary: Zen: a multi-region GPU job scheduler for Google Cloud (deployable part)",
         "Requires-Python: >=3.11",
         *[f"Requires-Dist: {requirement}"
-          for requirement in runtime_requirements() + runtime_requirements(AGENT_REQUIREMENTS)],
+          for requirement in pinned_closure(runtime_requirements() + runtime_requirements(AGENT_REQUIREMENTS))],
     ]
     wheel_meta = ["Wheel-Version: 1.0", "Generator: zen scripts/package.py", "Root-Is-Purelib: true",
                   "Tag: py3-none-any"]
