@@ -13,7 +13,7 @@ import re
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 NO_DATABASE = ("no database to read: no local stack is running in this directory or above it (start one with `zen local up`), "
                "and neither ZEN_DATABASE_URL nor ZEN_CLOUDSQL_INSTANCE is set (see docs/how-to/deploy.md, 'Using a deployed Zen')")
@@ -36,7 +36,7 @@ class Parser(argparse.ArgumentParser):
     """``zen``'s argument parser (its subcommands' too): a usage error is one line, ``zen: <command>:
     <what is wrong> (<command> --help)``, exit 2, instead of argparse's usage block and ``prog: error:``."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         command = self.prog.removeprefix("zen").strip()
         fail(f"{command + ': ' if command else ''}{message} (see `{self.prog} --help`)", 2)
         raise SystemExit(2)
