@@ -1,14 +1,18 @@
-"""A queued job that checkpoints is demand that says so: the planner prices preemptions by it."""
+"""A queued job that checkpoints is demand that says how often: the planner prices a pool's preemptions by
+the job's own interval (zen.scaling.preemptions)."""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
 from tests.messages import job_request
+from zen.core.checkpoints import CheckpointSpec
 from zen.scaling.fleetdb import FleetDb
+from zen.scaling.preemptions import cost_factor
+from zen.scaling.model import RegionMemory
 
 
-def test_queued_demand_says_which_jobs_checkpoint(config, db, publisher, clock):
+def test_queued_demand_carries_each_jobs_checkpoint_interval(config, db, publisher, clock):
     from zen.app import Zen
     from zen_dev.local.invoke import FunctionsInvoker
 
@@ -16,6 +20,19 @@ def test_queued_demand_says_which_jobs_checkpoint(config, db, publisher, clock):
     fn = FunctionsInvoker(Zen(checkpointing, db, publisher, clock))
     cluster = checkpointing.clusters[0]
     fn.submit(job_request("plain", cluster=cluster.name))
-    fn.submit(job_request("saves", cluster=cluster.name, checkpoint={"every": 600}))
+    fn.submit(job_request("often", cluster=cluster.name, checkpoint={"every": 60}))
+    fn.submit(job_request("hourly", cluster=cluster.name, checkpoint={"every": 3600}))
+    fn.submit(job_request("default", cluster=cluster.name, checkpoint={}))
     facts = FleetDb(db, {c.name: c for c in checkpointing.clusters}).facts(cluster.name, datetime(2026, 1, 1, tzinfo=timezone.utc))
-    assert sorted((g.count, g.checkpoints) for g in facts.demand) == [(1, False), (1, True)]
+    every = sorted((g.checkpoint_every_s or 0, g.count) for g in facts.demand)
+    # the migration's default for a checkpoint without `every` is CheckpointSpec's
+    assert every == [(0, 1), (60, 1), (600, 1), (3600, 1)]
+    assert CheckpointSpec().every == 600
+
+
+def test_a_pools_preemptions_cost_a_job_by_its_own_interval():
+    # 8 busy hours, 4 runs cut short after 30 min each on average
+    memory = RegionMemory().replaced(busy_s=3600.0 * 8, lost_s=4 * 1800.0, preempted=4.0)
+    never, often, rarely = (cost_factor(memory, every, boot_s=90.0) for every in (None, 60.0, 1800.0))
+    assert often < rarely < never  # every minute loses ~30 s a preemption, every half hour ~15 min, never the run so far
+    assert often == 3600 * 8 / (3600 * 8 - 4 * (30 + 90))

@@ -57,7 +57,7 @@ class Jobs:
             sweeps = self.service.sweeps
             return {"relayed": self.relay.flush_pending(), "swept": sweeps.sweep_lost(),
                     "stopped": sweeps.apply_early_stops(), "republished": sweeps.republish_unclaimed(),
-                    "admitted": self.service.admit_waiting()}
+                    "admitted": self.service.sweeps.admit_waiting()}
 
     def job(self, job_id: str) -> Job:
         with self.store.transaction() as tx:

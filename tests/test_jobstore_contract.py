@@ -116,7 +116,8 @@ def test_a_save_is_guarded_by_the_status_and_attempt_it_was_read_with_and_by_the
     with pytest.raises(ConcurrentChange), store.transaction() as tx:  # read before the change: stale
         tx.save_job(read, read.model_copy(update={"status": JobStatus.CANCELLED}), [JobStatus.CANCELLED], later)
     with pytest.raises(ConcurrentChange), store.transaction() as tx:  # not in the transition table
-        tx.save_job(assigned, assigned.model_copy(update={"status": JobStatus.PENDING}), [JobStatus.PENDING], later)
+        tx.save_job(assigned, assigned.model_copy(update={"status": JobStatus.RUNNING}),
+                    [JobStatus.SUCCEEDED, JobStatus.RUNNING], later)
     with store.transaction() as tx:
         assert tx.get_job("j1").status is JobStatus.ASSIGNED
 

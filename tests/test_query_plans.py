@@ -55,7 +55,7 @@ HOT_QUERIES = [
                         vm="vm-7", region=None, zone=None, last_seq=3, last_heartbeat_at=NOW, queued_at=NOW,
                         started_at=NOW, finished_at=None, exit_code=None, message=None, start_published_at=NOW,
                         max_attempts=3, preempted_by=None, preemptions=0, start_regions=None, widen_at=None,
-                        start_vms=None, regions='["us-central1"]', now=NOW)),
+                        start_vms=None, regions='["us-central1"]', hold=None, hold_until=None, retries=0, now=NOW)),
     ("take_early_stop", {"job_id": "job-7"}),
     # The end of an attempt also records its usage (its claim time read from the job's history).
     ("insert_attempt_usage", dict(job_id="job-13", attempt=1, user_id="u", queue=None, cluster="4xa100-40gb",
@@ -80,10 +80,12 @@ HOT_QUERIES = [
     ("lock_outbox_unsent", {"cutoff": NOW - timedelta(minutes=1), "limit": 1000}),
     ("prune_outbox", {"cutoff": NOW - timedelta(days=1), "limit": 5000}),
     # What users read: `zen jobs list` (newest first, filtered) and `zen watch` (active jobs).
-    ("recent_jobs", dict(status=None, cluster=None, user_id=None, since=None, labels="{}", limit=50, queue=None)),
-    ("recent_jobs", dict(status=None, cluster=None, user_id="alice", since=None, labels="{}", limit=50, queue=None)),
+    ("recent_jobs", dict(status=None, cluster=None, user_id=None, since=None, labels="{}", limit=50, queue=None, array_id=None)),
+    ("recent_jobs", dict(status=None, cluster=None, user_id="alice", since=None, labels="{}", limit=50, queue=None, array_id=None)),
     ("recent_jobs", dict(status="RUNNING", cluster="1xl4", user_id=None, since=NOW - timedelta(hours=2),
-                         labels='{"team": "vision"}', limit=50, queue=None)),
+                         labels='{"team": "vision"}', limit=50, queue=None, array_id=None)),
+    ("recent_jobs", dict(status=None, cluster=None, user_id=None, since=None, labels="{}", limit=50, queue=None,
+                         array_id="sweep-3")),
     ("active_jobs", {"limit": 23}),
     ("rejections_of_job", {"job_id": "job-9", "message_id": None}),  # `zen submit --wait` polls it
     ("count_active_jobs", {}),
@@ -91,6 +93,13 @@ HOT_QUERIES = [
     ("admitted_gpus", {"queues": '["q0", "q1"]', "cluster": "1xl4"}),
     ("waiting_queues", {}),
     ("preemption_candidates", {"queues": '["q0", "q1"]', "cluster": "1xl4", "limit": 50}),
+    # Arrays: each task's end counts its array and takes the next held task; the tick looks for held ones.
+    ("array_let_go", {"array_id": "sweep-3"}),
+    ("array_next_held", {"array_id": "sweep-3"}),
+    ("arrays_holding", {"limit": 100}),
+    ("retry_due", {"now": NOW, "limit": 500}),
+    ("waiting_after", {"names": '["job-7", "sweep-3"]'}),
+    ("held_after", {"limit": 200}),
     ("jobs_ahead", {"queue": "q1", "cluster": "1xl4", "priority": 0, "submitted_at": NOW, "job_id": "job-9"}),
 ]
 

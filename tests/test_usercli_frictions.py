@@ -325,7 +325,7 @@ def test_a_second_submit_of_a_job_id_still_on_its_way_says_so(zen_cli, publisher
     unread = zen_cli("submit", "--job-id", "twice-3", "--cluster", "1xl4", "--", "true",
                      ZEN_DATABASE_URL=f"postgresql://postgres@/zen?host={tmp_path}")
     assert unread.returncode == 0, unread.stderr
-    assert "(if job_id twice-3 is new: Zen runs nothing for an id it already has" in unread.stdout
+    assert "(if job_id twice-3 is new: the database could not be read to check)" in unread.stdout
     assert [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-submitted")] == ["twice-1", "twice-2", "twice-3"]
 
 
@@ -340,7 +340,7 @@ def test_every_error_is_one_line_with_one_prefix(zen_cli, tmp_path):
         ("submit", "--cluster", "1xl4", "python", "-c", "x"): (2, "zen: unrecognized arguments: -c x"),
         ("jobs", "get", "nope"): (1, "zen: no job nope"),
         ("jobs", "history", "nope"): (1, "zen: no job nope"),
-        ("explain", "nope"): (1, "zen: no job or cluster named nope"),
+        ("explain", "nope"): (1, "zen: no job, array or cluster named nope"),
         ("logs", "nope"): (1, "zen: no output for job nope"),
     }
     for argv, (code, start) in cases.items():

@@ -190,7 +190,10 @@ class Zen:
             report.stopped = self.jobs.sweeps.apply_early_stops()
             report.republished = self.jobs.sweeps.republish_unclaimed()
             report.widened = self.jobs.sweeps.widen_narrowed()
-            report.admitted = self.jobs.admit_waiting()
+            self.jobs.sweeps.retry_due()  # before the admission passes, which then see what was let go
+            self.jobs.sweeps.look_after()
+            self.jobs.sweeps.let_go_arrays()
+            report.admitted = self.jobs.sweeps.admit_waiting()
             report.pruned = self.store.prune_rejections(self.clock())
             if self.scaler is not None:
                 report.scaling = self.scaler.tick()

@@ -89,9 +89,9 @@ def test_preemptions_are_learned_per_pool_and_priced_in():
     memory = preemptions.learn(memory, after, at(3600), timing)
     assert memory.preempted == 1 and memory.lost_s == 3600 and memory.busy_s == 7200 and memory.run_s == 3600
     # Paid per useful: 7200 / (7200 - 3600 lost - 120 boot); with checkpoints every 600 s, only 300 s lost.
-    assert preemptions.cost_factor(memory, False, 120, 600) == 7200 / (7200 - 3720)
-    assert preemptions.cost_factor(memory, True, 120, 600) == 7200 / (7200 - 420)
-    assert preemptions.cost_factor(RegionMemory(), False, 120, 600) == 1.0
+    assert preemptions.cost_factor(memory, None, 120) == 7200 / (7200 - 3720)
+    assert preemptions.cost_factor(memory, 600, 120) == 7200 / (7200 - 420)
+    assert preemptions.cost_factor(RegionMemory(), None, 120) == 1.0
 
 
 def test_a_vm_retired_after_its_job_is_no_preemption():

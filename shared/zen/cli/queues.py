@@ -77,9 +77,14 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
     config = load_config()
     with db.transaction() as session:
         job = repository.get_job(session, job_id)
+        tasks = PostgresJobTx(session).array_tasks(job_id) if job is None else []
+        if job is None and not tasks:
+            return fail(f"no job, array or cluster named {job_id} (`zen jobs list`, `zen clusters`)", 1)
         if job is None:
-            return fail(f"no job or cluster named {job_id} (`zen jobs list`, `zen clusters`)", 1)
-        if job.status is JobStatus.PENDING and job.queue and config.queues:
+            return _explain_array(job_id, tasks, as_json, db)
+        if job.status is JobStatus.PENDING and job.hold:  # an array's max_parallel, a retry's backoff
+            why = f"held: {job.hold}"
+        elif job.status is JobStatus.PENDING and job.queue and config.queues:
             why = "waiting for quota: " + Queueing(config).why_pending(PostgresJobTx(session), job)
         elif job.status is JobStatus.PENDING and not config.queues:  # left by queues since removed
             why = "no queues are configured: admitted at the next scale tick"
@@ -115,6 +120,23 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
         print(json.dumps({"job_id": job.job_id, "status": job.status.value, "queue": job.queue, "why": why}))
     else:
         print(f"{job.job_id}: {job.status.value} - {why}")
+    return 0
+
+
+def _explain_array(array_id: str, tasks: list, as_json: bool, db) -> int:
+    """``zen explain ARRAY``: its progress, then why its first task not yet running waits."""
+    from zen.cli.records import array_progress
+
+    progress = array_progress(array_id, tasks)
+    waiting = next((t for t in tasks if t.status in (JobStatus.PENDING, JobStatus.QUEUED)), None)
+    held = next((t.hold for t in tasks if t.hold), None)
+    if as_json:
+        print(json.dumps({"array_id": array_id, "progress": progress, "held": held,
+                          "next": waiting.job_id if waiting else None}))
+        return 0
+    print(progress + (f"; the rest wait because the {held}" if held else ""))
+    if waiting is not None and not waiting.hold:
+        return explain_job(waiting.job_id, False, db)
     return 0
 
 

@@ -33,12 +33,37 @@ def cmd_jobs_list(args, ctx: Context) -> int:
     with ctx.database().transaction() as session:
         jobs = repository.recent_jobs(session, status=args.status, cluster=args.cluster, user_id=args.user,
                                       labels=dict(args.label or []), since=args.since, limit=args.limit,
-                                      queue=args.queue)
+                                      queue=args.queue, array_id=args.array)
+        tasks = ctx_array_tasks(session, args.array) if args.array else None
+    if tasks is not None:  # the whole array's progress, whatever the filters and the limit show
+        print(array_progress(args.array, tasks), file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps([j.public_view() for j in jobs], indent=2))
     else:
         print_table([job_row(j) for j in jobs], JOB_COLUMNS)
     return 0
+
+
+def ctx_array_tasks(session, array_id: str) -> list:
+    from zen.store.jobstore import PostgresJobTx
+
+    return PostgresJobTx(session).array_tasks(array_id)
+
+
+def array_progress(array_id: str, tasks: list) -> str:
+    """``array sweep: 6 tasks: 2 succeeded, 1 failed, 1 running, 2 waiting (1 held by max_parallel)``."""
+    if not tasks:
+        return f"array {array_id}: no tasks (no array has that id)"
+    counts: dict[str, int] = {}
+    for job in tasks:
+        word = {"QUEUED": "waiting", "PENDING": "waiting", "ASSIGNED": "running", "STOPPING": "running",
+                "LOST": "waiting"}.get(job.status.value, job.status.value.lower())
+        counts[word] = counts.get(word, 0) + 1
+    held = sum(1 for job in tasks if job.hold)
+    order = ("succeeded", "failed", "cancelled", "running", "waiting")
+    parts = [f"{counts[w]} {w}" + (f" ({held} held by max_parallel)" if w == "waiting" and held else "")
+             for w in order if counts.get(w)]
+    return f"array {array_id}: {len(tasks)} tasks: {', '.join(parts)}"
 
 
 def cmd_jobs_get(args, ctx: Context) -> int:
@@ -54,7 +79,7 @@ def cmd_jobs_get(args, ctx: Context) -> int:
         return 0
     message = view.pop("message") or ""
     for key, value in view.items():
-        if value not in (None, [], {}):
+        if value not in (None, [], {}) and not (key == "retries" and value == 0):
             print(f"{key:>16}: {value}")
     lines = message.rstrip("\n").splitlines()
     if lines:  # its final report: Zen's word first, then the output's tail (the whole output: zen logs)
@@ -129,6 +154,7 @@ def register(sub, ctx: Context) -> None:
                          help="only jobs in this status (any case)")
     listing.add_argument("--cluster", help="only jobs of this cluster")
     listing.add_argument("--queue", help="only jobs of this queue")
+    listing.add_argument("--array", metavar="ARRAY_ID", help="only the tasks of this array, with its progress")
     listing.add_argument("--label", action="append", type=_label, metavar="KEY=VALUE",
                          help="only jobs carrying this label (repeatable: all must match)")
     listing.add_argument("--since", type=ctx.since, metavar="AGE|DATE",

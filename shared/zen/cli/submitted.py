@@ -101,10 +101,55 @@ def journal(topic: str) -> Iterator[Journal]:
         handle.write(json.dumps({where: rows for where, rows in kept.items() if rows}))
 
 
-def update(topic: str, job_id: str, request_hash: str, message_id: str | None) -> None:
-    """Record the message ``job_id`` went out in (``None``: forget it, its publish failed)."""
+def update(topic: str | None, job_id: str, request_hash: str, message_id: str | None) -> None:
+    """Record the message ``job_id`` went out in (``None``: forget it, its publish failed); ``topic`` None: a
+    generated job_id, never recorded."""
+    if topic is None:
+        return
     with journal(topic) as book:
         if message_id is None:
             book.forget(job_id)
         else:
             book.record(job_id, request_hash, message_id)
+
+
+def _refused(job_id: str, message_id: str) -> bool:
+    """Whether the database holds a refusal of that message (False when it cannot be read)."""
+    from zen.cli.kit import database
+    from zen.store import repository
+
+    try:
+        db = database()
+        try:
+            with db.transaction() as session:
+                return repository.latest_rejection(session, job_id, message_id) is not None
+        finally:
+            db.close()
+    except KeyboardInterrupt:
+        raise
+    except Exception:  # noqa: BLE001 - a check only
+        return False
+
+
+def check_in_flight(topic: str | None, job_id: str, request_hash: str, readable: bool) -> None:
+    """``CliError`` when an earlier ``zen submit`` from this machine published ``job_id`` moments ago and the
+    database does not show it yet (``readable``: it could be read); else records this one as being published.
+    ``topic`` None: a generated job_id, unique, neither checked nor recorded."""
+    from zen.cli.kit import CliError
+
+    if topic is None:
+        return
+    with journal(topic) as book:
+        earlier = book.recent(job_id, readable)
+        if earlier is not None and earlier.message_id and readable and _refused(job_id, earlier.message_id):
+            earlier = None  # the function refused that one: the id is still free
+        if earlier is not None:
+            how = (f"was published {earlier.age()} ago by another `zen submit` (message {earlier.message_id})"
+                   if earlier.message_id else "is being published by another `zen submit` right now")
+            where = "not in the database yet" if readable else "the database could not be read to see it"
+            if earlier.request_hash != request_hash:
+                raise CliError(f"job_id {job_id} {how} with another request ({where}): Zen would refuse one of "
+                               "the two; use a new job_id (or none: zen makes one). Not published", 1)
+            raise CliError(f"job {job_id} {how} ({where}): the same request runs nothing new, one job runs; "
+                           f"follow it with zen jobs get {job_id}. Not published", 1)
+        book.record(job_id, request_hash, None)

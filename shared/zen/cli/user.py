@@ -25,7 +25,7 @@ from zen.cli.identity import Identity
 from zen.cli.kit import CliError, Context, database, database_configured
 from zen.core.config import load_config
 from zen.core.events import PubSubEnvelope
-from zen.core.models import JobRequest, StopRequest
+from zen.core.models import JobRequest, StopRequest, request_fingerprint
 from zen.core.provisioning import ANY, MODELS
 
 JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -72,6 +72,18 @@ def _read_job_file(path: str) -> dict:
     return data
 
 
+def _read_params(path: str) -> list:
+    """An array's parameter sets: a YAML or JSON list of mappings (variable -> value), one per task."""
+    try:
+        text = Path(path).read_text()
+        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise CliError(f"--array-params {path}: cannot read it: {str(exc).splitlines()[0]}", 2) from None
+    if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+        raise CliError(f"--array-params {path}: expected a list of mappings (one per task: NAME: value)", 2)
+    return [{str(k): str(v) for k, v in item.items()} for item in data]
+
+
 def _default_user() -> str:
     """``$USER`` (else the login name), or ``CliError`` asking for --user when neither is known (a
     container's uid without a passwd entry)."""
@@ -113,7 +125,10 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
              "max_runtime_s": args.max_runtime, "max_attempts": args.max_attempts,
              "regions": args.region or None, "command": args.command or None,
              "provisioning": args.provisioning, "max_start_wait_s": args.max_start_wait,
-             "queue": getattr(args, "queue", None)}
+             "queue": getattr(args, "queue", None), "max_retries": getattr(args, "max_retries", None),
+             "retry_exit_codes": getattr(args, "retry_exit_code", None) or None,
+             "retry_backoff_s": getattr(args, "retry_backoff", None), "after": getattr(args, "after", None) or None,
+             "after_condition": "any" if getattr(args, "after_any", False) else None}
     data.update({k: v for k, v in flags.items() if v is not None})
     for name, flag, pairs in (("env", "env", args.env), ("labels", "label", args.label),
                               ("secrets", "secret", getattr(args, "secret", None))):
@@ -122,6 +137,10 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
             if bad:
                 raise CliError(f"--{flag} {bad[0]!r}: expected KEY=VALUE", 2)
             data[name] = {**(data.get(name) or {}), **dict(item.split("=", 1) for item in pairs)}
+    array = {"count": getattr(args, "array", None), "max_parallel": getattr(args, "max_parallel", None),
+             "params": _read_params(args.array_params) if getattr(args, "array_params", None) else None}
+    if any(v is not None for v in array.values()):  # the file's array: with the flags' fields replaced
+        data["array"] = {**(data.get("array") or {}), **{k: v for k, v in array.items() if v is not None}}
     if getattr(args, "checkpoint_every", None) is not None:  # the file's checkpoint: with its period replaced
         data["checkpoint"] = {**(data.get("checkpoint") or {}), "every": args.checkpoint_every}
     if data.get("user_id") is None:  # only then: the default may not be known (a container's uid)
@@ -168,13 +187,14 @@ def cmd_submit(args) -> int:
                        "to a deployed Zen, which runs jobs in containers only (without "
                        "an image a job would run on the VM as root with the VM's credentials; "
                        "docs/explanations/security.md): give --image IMAGE, or image: in the job file", 1)
+    _await_dependencies(request.after or [])
+    if request.array is not None:
+        return _submit_array(request, job_id, cluster, regions, sender, args.wait)
     following = None
     if args.wait:  # opened (and read once) before publishing: a submission it cannot follow is not sent
         from zen.cli.follow import Following
 
         following = Following(job_id)
-    from zen.core.models import request_fingerprint
-
     request_hash = request_fingerprint(request.canonical(job_id))
     existing, readable = (following.existing, True) if following is not None else _known_job(job_id)
     if existing is not None:  # the function would take it for a duplicate (or refuse it): nothing would run
@@ -185,26 +205,41 @@ def cmd_submit(args) -> int:
         raise CliError(f"job {job_id} already exists ({existing.status.value}): the same request runs "
                        "nothing new; use a new job_id (or none: zen makes one). Not published (retrying a "
                        f"submit whose publish failed? it got through: zen jobs get {job_id})", 1)
-    chosen = getattr(args, "chosen_job_id", True)
-    if chosen:  # not in the database (yet): an earlier `zen submit` from here may have it on its way
-        _check_in_flight(job_id, request_hash, readable)
+    chosen = _topic("job_submitted") if getattr(args, "chosen_job_id", True) else None  # a generated id is unique
+    submitted.check_in_flight(chosen, job_id, request_hash, readable)  # on its way from an earlier `zen submit`?
     try:
         message_id = _publish("job_submitted", request.to_bytes(), identity.attributes(sender))
     except CliError as exc:  # it may have been published all the same (the answer lost): same id, one job
-        if chosen:
-            submitted.update(_topic("job_submitted"), job_id, request_hash, None)
+        submitted.update(chosen, job_id, request_hash, None)
         raise CliError(f"{exc}; job {job_id} may have been published all the same: to try again "
                        f"without making a second job, submit it again with --job-id {job_id}",
                        exc.code) from None
-    if chosen:
-        submitted.update(_topic("job_submitted"), job_id, request_hash, message_id)
-    caveat = "" if readable or not chosen else (f" (if job_id {job_id} is new: Zen runs nothing for an id it "
-                                                "already has, and the database could not be read to check)")
+    submitted.update(chosen, job_id, request_hash, message_id)
+    caveat = ("" if readable or chosen is None
+              else f" (if job_id {job_id} is new: the database could not be read to check)")
     print(f"submitted {job_id} to cluster {cluster} (regions {', '.join(regions)}; message {message_id}) "
           f"{identity.describe(sender)}{caveat}", flush=True)
     print(f"  status: zen jobs get {job_id}    stop: zen stop {job_id}")
     if following is not None:
         return following.follow(job_id, message_id, request_hash)
+    return 0
+
+
+def _submit_array(request: JobRequest, array_id: str, cluster: str, regions: list[str], sender, wait: bool) -> int:
+    """Publish an array (one message, N tasks: ``zen.core.arrays``) after the checks a job gets."""
+    assert request.array is not None
+    if wait:
+        raise CliError(f"--wait follows one job; an array's tasks are followed one by one: zen logs {array_id}-0 -f", 2)
+    size = request.array.size
+    if _known_job(array_id)[0] is not None or _known_job(f"{array_id}-0")[0] is not None:
+        raise CliError(f"job_id {array_id} is taken (a job, or an array's tasks {array_id}-N): use a new job_id "
+                       "(or none: zen makes one). Not published", 1)
+    message_id = _publish("job_submitted", request.to_bytes(), identity.attributes(sender))
+    print(f"submitted array {array_id}: {size} tasks, {array_id}-0 .. {array_id}-{size - 1}"
+          + (f", at most {request.array.max_parallel} at once" if request.array.max_parallel else "")
+          + f", to cluster {cluster} (regions {', '.join(regions)}; message {message_id}) {identity.describe(sender)}",
+          flush=True)
+    print(f"  progress: zen jobs list --array {array_id}    why: zen explain {array_id}    stop: zen stop {array_id}")
     return 0
 
 
@@ -221,9 +256,44 @@ def _read_job(job_id: str):
         db.close()
 
 
+def _await_dependencies(names: list[str], wait_s: float = 15.0) -> None:
+    """Each job or array ``--after`` names, known to the database before publishing: one submitted a moment
+    ago may not be stored yet (Pub/Sub does not order messages), so wait for it a little; ``CliError`` when
+    it stays unknown (the function would refuse the job). Without a readable database, the function decides."""
+    import time
+
+    if not names or not database_configured():
+        return
+    deadline = time.monotonic() + wait_s
+    for name in names:
+        while True:
+            try:
+                if _read_job(name) is not None or _read_array(name):
+                    break
+            except KeyboardInterrupt:
+                raise
+            except Exception:  # noqa: BLE001 - a check only: the function decides
+                return
+            if time.monotonic() > deadline:
+                raise CliError(f"--after {name}: no job or array {name} is known (waited {wait_s:.0f} s for it to be "
+                               "stored): submit it first. Not published", 1)
+            time.sleep(0.5)
+
+
+def _read_array(array_id: str) -> list:
+    """The tasks of the array of that id (none: no array has it)."""
+    from zen.store.jobstore import PostgresJobTx
+
+    db = database()
+    try:
+        with db.transaction() as session:
+            return PostgresJobTx(session).array_tasks(array_id)
+    finally:
+        db.close()
+
+
 def _known_job(job_id: str):
-    """(the job of that id, whether the database could be read): ``(None, False)`` when there is no
-    database or it cannot be read (the submission is published as before, and the function decides)."""
+    """(the job of that id, whether the database could be read); unreadable: published, the function decides."""
     if not database_configured():
         return None, False
     try:
@@ -232,42 +302,6 @@ def _known_job(job_id: str):
         raise
     except Exception:  # noqa: BLE001 - a check only
         return None, False
-
-
-def _refused(job_id: str, message_id: str) -> bool:
-    """Whether the database holds a refusal of that message (False when it cannot be read)."""
-    from zen.store import repository
-
-    try:
-        db = database()
-        try:
-            with db.transaction() as session:
-                return repository.latest_rejection(session, job_id, message_id) is not None
-        finally:
-            db.close()
-    except KeyboardInterrupt:
-        raise
-    except Exception:  # noqa: BLE001 - a check only
-        return False
-
-
-def _check_in_flight(job_id: str, request_hash: str, readable: bool) -> None:
-    """``CliError`` when an earlier ``zen submit`` from this machine published ``job_id`` moments ago and
-    the database does not show it yet (``zen.cli.submitted``); else records this one as being published."""
-    with submitted.journal(_topic("job_submitted")) as book:
-        earlier = book.recent(job_id, readable)
-        if earlier is not None and earlier.message_id and readable and _refused(job_id, earlier.message_id):
-            earlier = None  # the function refused that one: the id is still free
-        if earlier is not None:
-            how = (f"was published {earlier.age()} ago by another `zen submit` (message {earlier.message_id})"
-                   if earlier.message_id else "is being published by another `zen submit` right now")
-            where = "not in the database yet" if readable else "the database could not be read to see it"
-            if earlier.request_hash != request_hash:
-                raise CliError(f"job_id {job_id} {how} with another request ({where}): Zen would refuse one of "
-                               "the two; use a new job_id (or none: zen makes one). Not published", 1)
-            raise CliError(f"job {job_id} {how} ({where}): the same request runs nothing new, one job runs; "
-                           f"follow it with zen jobs get {job_id}. Not published", 1)
-        book.record(job_id, request_hash, None)
 
 
 def _stop_outlook(job_id: str) -> str:
@@ -284,6 +318,11 @@ def _stop_outlook(job_id: str) -> str:
         why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return (f"could not check whether job {job_id} exists (the database could not be read: {why}); "
                 f"if it does not, {kept}")
+    if job is None and (tasks := _read_array(job_id)):
+        left = sum(1 for t in tasks if not t.status.terminal)
+        if not left:
+            return f"job {job_id} has already ended (an array of {len(tasks)} tasks, all ended): the stop changes nothing"
+        return f"array {job_id}: {left} of its {len(tasks)} tasks have not ended: they will be stopped"
     if job is None:
         return f"no job {job_id} is known (yet): {kept}. Check the id with `zen jobs list`"
     if job.status.value in ("SUCCEEDED", "FAILED", "CANCELLED"):
@@ -326,6 +365,19 @@ def register(sub, ctx: Context) -> None:
     submit.add_argument("--checkpoint-every", type=int, metavar="SECONDS",
                         help="save $ZEN_CHECKPOINT_DIR this often, restore it in a rerun (checkpoint: {every: N})")
     submit.add_argument("--queue", help="the queue whose quota it runs under (default: your queue, see `zen queues`)")
+    submit.add_argument("--array", type=int, metavar="N", help="N tasks from this one job, each with $ZEN_ARRAY_INDEX "
+                        "(0..N-1): jobs <id>-0 .. <id>-(N-1) (array: {count: N})")
+    submit.add_argument("--array-params", metavar="FILE", help="a YAML/JSON list of mappings: one task per entry, "
+                        "its variables in the task's environment (array: {params: [...]})")
+    submit.add_argument("--max-parallel", type=int, metavar="K", help="an array's tasks let run at once (default: all)")
+    submit.add_argument("--after", action="append", metavar="ID", help="start only after this job or array "
+                        "SUCCEEDED (repeatable; cancelled if it does not)")
+    submit.add_argument("--after-any", action="store_true", help="with --after: start once they ended, however")
+    submit.add_argument("--max-retries", type=int, metavar="N", help="run again after a failed exit, at most N times "
+                        "(a lost or preempted attempt is rerun anyway: --max-attempts)")
+    submit.add_argument("--retry-exit-code", type=int, action="append", metavar="CODE",
+                        help="retry only these exit codes (repeatable; default: any non-zero)")
+    submit.add_argument("--retry-backoff", type=int, metavar="SECONDS", help="wait before the first retry (default 30), doubling")
     submit.add_argument("--region", action="append", help="allowed region (repeatable; default: all of the cluster's)")
     submit.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")
     submit.add_argument("--secret", action="append", metavar="NAME=REFERENCE", help=(

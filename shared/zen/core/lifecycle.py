@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from zen.core.lease import Deadlines
+from zen.core.retries import next_retry
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 
 
@@ -226,6 +227,14 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
             decision.changes.append(Change(JobStatus.RUNNING, f"running on {hb.vm}"))
             decision.fields["started_at"] = sent_at
         return
+    if status is AgentStatus.FAILED and current is not JobStatus.STOPPING and (
+            retry := next_retry(job.request, job.retries, job.attempt, hb.exit_code, now)) is not None:
+        decision.changes.append(Change(JobStatus.PENDING, retry.reason))  # its backoff's hold: Sweeps.retry_due
+        decision.fields.update(
+            attempt=job.attempt + 1, max_attempts=job.max_attempts + 1, vm=None, region=None, zone=None, last_seq=0,
+            last_heartbeat_at=None, started_at=None, exit_code=hb.exit_code, retries=retry.count, hold=retry.hold,
+            hold_until=retry.due)
+        return
     if status in (AgentStatus.SUCCEEDED, AgentStatus.FAILED):
         target = JobStatus.SUCCEEDED if status is AgentStatus.SUCCEEDED else JobStatus.FAILED
         reason = f"exit code {hb.exit_code}" if hb.exit_code is not None else status.value.lower()
@@ -377,8 +386,8 @@ def attempt_outcome(job: Job, after: Job, changes: list[Change]) -> str | None:
     steps = {change.to for change in changes}
     if JobStatus.LOST in steps:
         return "LOST"
-    if JobStatus.PENDING in steps:
-        return "PREEMPTED"
+    if JobStatus.PENDING in steps:  # taken back by admission (preempted_by), else a failure to retry
+        return "PREEMPTED" if job.preempted_by else "FAILED"
     if after.status is JobStatus.CANCELLED:
         return "STOPPED"
     return str(after.status.value)  # a narrowed enum's value reads as Any to mypy; it is the str

@@ -27,7 +27,10 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
+from zen.core.arrays import ArraySpec
 from zen.core.checkpoints import CheckpointSpec, StartCheckpoint
+from zen.core.dependencies import AfterFields
+from zen.core.retries import RetryFields
 from zen.core.gcs import check_input_names, check_uri
 from zen.core.images import check_image
 from zen.core.provisioning import check_accepted
@@ -69,8 +72,9 @@ _S = JobStatus  # the table below reads as one row per state
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     _S.PENDING: frozenset({_S.QUEUED, _S.CANCELLED, _S.SUCCEEDED, _S.FAILED}),
     _S.QUEUED: frozenset({_S.ASSIGNED, _S.CANCELLED, _S.PENDING, _S.SUCCEEDED, _S.FAILED}),
-    _S.ASSIGNED: frozenset({_S.RUNNING, _S.SUCCEEDED, _S.FAILED, _S.STOPPING, _S.LOST, _S.CANCELLED, _S.QUEUED}),
-    _S.RUNNING: frozenset({_S.SUCCEEDED, _S.FAILED, _S.STOPPING, _S.LOST, _S.CANCELLED}),
+    _S.ASSIGNED: frozenset({_S.RUNNING, _S.SUCCEEDED, _S.FAILED, _S.STOPPING, _S.LOST, _S.CANCELLED, _S.QUEUED,
+                            _S.PENDING}),
+    _S.RUNNING: frozenset({_S.SUCCEEDED, _S.FAILED, _S.STOPPING, _S.LOST, _S.CANCELLED, _S.PENDING}),
     _S.STOPPING: frozenset({_S.CANCELLED, _S.SUCCEEDED, _S.FAILED, _S.PENDING}),
     _S.LOST: frozenset({_S.QUEUED, _S.FAILED}),
     _S.SUCCEEDED: frozenset(),
@@ -163,7 +167,7 @@ class InputSpec(BaseModel):
     size_gb: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False, description="Its weight")
 
 
-class JobRequest(Received):
+class JobRequest(Received, RetryFields, AfterFields):
     """Published by users on ``zen-job-submitted``."""
 
     job_id: JobId | None = Field(default=None, description="Idempotency key; defaults to the Pub/Sub message id")
@@ -195,6 +199,7 @@ class JobRequest(Received):
     max_start_wait_s: int | None = Field(default=None, ge=0, le=INT32_MAX, description=(
         "Seconds it may wait for a start before a costlier model is used; None: its cluster's max_start_wait_s"))
     checkpoint: CheckpointSpec | None = Field(default=None, description="ZEN_CHECKPOINT_DIR saved, restored on reruns")
+    array: ArraySpec | None = Field(default=None, description="N tasks from one submission (zen.core.arrays)")
 
     @field_validator("inputs")
     @classmethod
@@ -223,6 +228,8 @@ class JobRequest(Received):
             raise ValueError("give gpu_type or gpu_types, not both")
         if clash := env_clash(self.env, self.secrets):
             raise ValueError(clash)
+        if problem := self.retry_problem() or self.after_problem(self.job_id):
+            raise ValueError(problem)
         return self
 
     def canonical(self, job_id: str) -> dict[str, Any]:
@@ -369,6 +376,11 @@ class Job(BaseModel):
     widen_at: datetime | None = None
     # The warm VMs its start is offered to meanwhile, on their control subscriptions (None: no offer).
     start_vms: list[str] | None = None
+    # Why it may not be admitted yet, while PENDING (an array's max_parallel, zen.core.arrays; a retry's backoff,
+    # zen.core.retries, until hold_until); None: it may.
+    hold: str | None = None
+    hold_until: datetime | None = None
+    retries: int = 0  # retries after failed exits so far (zen.core.retries)
 
     def public_view(self) -> dict[str, Any]:
         """The JSON a user sees (``zen jobs get --json``); max_start_wait_s None: its cluster's default."""
@@ -382,4 +394,4 @@ def _plain(value: Any) -> Any:
 
 
 _PUBLIC = ("job_id", "status", "attempt", "max_attempts", "cluster", "user_id", "priority", "regions", "region",
-           "zone", "vm", "submitted_at", "started_at", "finished_at", "exit_code", "message")
+           "zone", "vm", "submitted_at", "started_at", "finished_at", "exit_code", "message", "hold", "retries")

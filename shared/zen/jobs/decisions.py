@@ -12,12 +12,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
 from zen import telemetry
-from zen.core import lifecycle
+from zen.core import arrays, dependencies, lifecycle
 from zen.core.config import ZenConfig
 from zen.core.lifecycle import Decision
-from zen.core.models import Heartbeat, Job, JobStatus
+from zen.core.models import Heartbeat, Job, JobRequest, JobStatus
 from zen.core.routing import Route, first_route, warm_keys
 from zen.jobs.announce import Announcements
+from zen.jobs.authorization import may_stop
 from zen.jobs.messaging import enqueue
 from zen.jobs.outgoing import Enqueued, OutgoingMessage
 from zen.jobs.queueing import Queueing
@@ -39,6 +40,11 @@ class DecisionWriter:
         self._config = config
         self._announce = announce
         self._queues = queues  # None: no queues, every job admitted at once
+
+    @property
+    def queued(self) -> bool:
+        """Whether jobs are admitted by queues (else at once)."""
+        return self._queues is not None
 
     def route(self, job: Job, now: datetime, tx: JobTx | None = None) -> Route:
         """Where the start goes first; the fleet is read (in ``tx``, else on its own) only if needed."""
@@ -85,11 +91,97 @@ class DecisionWriter:
         if decision.publish_start:
             messages += self._announce.start(after)
         ids = enqueue(tx, messages, now)
+        place = arrays.place_of(job.request)
+        if (admit and place and place.get("max_parallel") and job.hold is None and not job.status.terminal
+                and after.status.terminal):
+            ids += self.let_go(tx, place["id"], now, admit=False)  # its place in the array is free
+        if after.status.terminal and not job.status.terminal:  # the jobs that wait for it (zen.core.dependencies)
+            names = [job.job_id] + ([place["id"]] if place else [])
+            for waiting in tx.waiting_after(names):
+                ids += self.after_ended(tx, waiting, now)
         frees = job.status in _HOLDS_QUOTA and after.status not in _HOLDS_QUOTA
         left_line = job.status is JobStatus.PENDING and after.status.terminal  # a waiting job left the line
         if admit and self._queues and job.queue and (frees or left_line):  # who is next (into the quota, or past it)
             ids += self.admit(tx, job.queue, job.cluster, now, released=job.gpus if frees else 0)
         return ids
+
+    def let_go(self, tx: JobTx, array_id: str, now: datetime, *, admit: bool = True) -> list[Enqueued]:
+        """Let an array's held tasks go, lowest index first, while fewer than its ``max_parallel`` are let
+        go and not ended: admitted at once without queues; with queues, into their queue's line (its
+        admission pass follows, here when ``admit``, else in the caller's). Two tasks ending at once may
+        both reach for the same next task: one lets it go, the other finds none and stops, and the tick's
+        sweep (``Sweeps.let_go_arrays``) lets the next one go."""
+        ids: list[Enqueued] = []
+        queue: tuple[str, str] | None = None
+        while (task := tx.array_next_held(array_id)) is not None:
+            limit = int((arrays.place_of(task.request) or {}).get("max_parallel") or 0)
+            if limit and tx.array_let_go(array_id) >= limit:
+                break
+            reason = f"let go: fewer than {limit} tasks of array {array_id} run"
+            if self._queues is None:
+                decision = Decision(changes=[lifecycle.Change(JobStatus.QUEUED, f"admitted; {reason}")],
+                                    fields={"hold": None}, publish_start=True)
+            else:
+                decision = Decision(fields={"hold": None}, note=reason)
+                queue = (task.queue, task.cluster) if task.queue else queue
+            ids += self.apply(tx, task, decision, actor="array", now=now, admit=False)
+        if admit and queue is not None:
+            ids += self.admit(tx, queue[0], queue[1], now)
+        return ids
+
+    def after_hold(self, request: JobRequest, job_id: str, principal: str) -> tuple[str | None, str | None]:
+        """(why a job with ``after`` is refused, the hold it starts with): every id a job or an array its
+        submitter may see, none ended already in a way that would cancel it. (None, None): it may start."""
+        with self._store.session() as tx:
+            for dep in request.after or ():
+                known = tx.get_job(dep) or next(iter(tx.array_tasks(dep)), None)
+                if known is None:
+                    return (f"after: no job or array {dep} is known (submit it first; an id Zen has not accepted "
+                            "yet is refused, so no cycle can be made)"), None
+                if refused := may_stop(self._config, principal, known):
+                    return f"after: {dep}: {refused.replace('may not stop', 'may not wait for')}", None
+            action, why = dependencies.verdict(request.after_condition or "ok", self._ends(tx, request.after or []))
+        if action == "cancel":
+            return f"after: {why}: this job could never start", None
+        return None, why
+
+    def _ends(self, tx: JobTx, names: list[str]) -> dict[str, str | None]:
+        """Each dependency's end: its status once terminal (an array: SUCCEEDED when every task did, else
+        the first other end, once all ended); None while it runs or waits."""
+        ends: dict[str, str | None] = {}
+        for name in names:
+            job = tx.get_job(name)
+            tasks = [job] if job is not None else tx.array_tasks(name)
+            if not tasks:
+                ends[name] = "gone"
+            elif any(not t.status.terminal for t in tasks):
+                ends[name] = None
+            else:
+                ends[name] = next((t.status.value for t in tasks if t.status is not JobStatus.SUCCEEDED), "SUCCEEDED")
+        return ends
+
+    def after_ended(self, tx: JobTx, job: Job, now: datetime) -> list[Enqueued]:
+        """A job held by dependencies, looked at again (one of them ended, or the tick): cancelled with the
+        reason, let go (admitted, into its queue's line, or as its array's next task), or held still."""
+        action, why = dependencies.verdict(job.request.get("after_condition") or "ok",
+                                           self._ends(tx, list(job.request.get("after") or [])))
+        actor = "dependencies"
+        if action == "wait":
+            return [] if why == job.hold else self.apply(tx, job, Decision(fields={"hold": why}), actor=actor, now=now)
+        if action == "cancel":
+            return self.apply(tx, job, Decision(changes=[lifecycle.Change(JobStatus.CANCELLED, str(why))],
+                                                fields={"finished_at": now, "hold": None}), actor=actor, now=now)
+        place = arrays.place_of(job.request)
+        if place and place.get("max_parallel"):  # its array lets it go when it has room
+            held = arrays.hold_reason(place["id"], int(place["max_parallel"]))
+            ids = self.apply(tx, job, Decision(fields={"hold": held}), actor=actor, now=now, admit=False)
+            return ids + self.let_go(tx, place["id"], now)
+        reason = "its dependencies ended as it needs"
+        if self._queues is None:
+            return self.apply(tx, job, Decision(changes=[lifecycle.Change(JobStatus.QUEUED, f"admitted: {reason}")],
+                                                fields={"hold": None}, publish_start=True), actor=actor, now=now)
+        ids = self.apply(tx, job, Decision(fields={"hold": None}, note=reason), actor=actor, now=now)
+        return ids + (self.admit(tx, job.queue, job.cluster, now) if job.queue else [])
 
     def note(self, tx: JobTx, job: Job, text: str, *, actor: str, now: datetime) -> None:
         """A history row that changes nothing of the job (why a message did not apply to it)."""

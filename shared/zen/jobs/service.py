@@ -23,7 +23,8 @@ from zen.core.clock import Clock
 from zen.core.config import ZenConfig
 from zen.core.errors import Rejected, TransientError
 from zen.core.events import PubSubEnvelope, decode_payload, job_id_hint, parse_json
-from zen.jobs.announce import Announcements, RejectionEvent, is_start
+from zen.jobs.announce import Announcements, RejectionEvent
+from zen.jobs.arrays import ArrayJobs
 from zen.jobs.authorization import may_stop, may_submit
 from zen.jobs.claims import refuse_claim
 from zen.jobs.late_final import late_final
@@ -49,6 +50,7 @@ if TYPE_CHECKING:  # the service needs only the interface; the driver loads in t
 log = logging.getLogger("zen.jobs.service")
 
 SUBMITTED = lifecycle.Change(JobStatus.PENDING, "submitted")
+
 ADMITTED = lifecycle.Change(JobStatus.QUEUED, "admitted")
 
 
@@ -82,6 +84,8 @@ class JobService:
         self.decisions = DecisionWriter(store, config, self._announce, self._queues)
         self.sweeps = Sweeps(store, config, clock, relay, self.decisions)
         self.vm_beats = VmBeats(store, config, clock, relay, self.decisions)
+        self._arrays = ArrayJobs(store, config, clock, relay, self.decisions, self._announce,
+                                 queues=self._queues is not None)
 
     # -- submit --------------------------------------------------------------------------------
     def submit(self, envelope: PubSubEnvelope) -> Outcome:
@@ -126,7 +130,20 @@ class JobService:
                       exit_code=None, message=None, updated_at=now, queue=resolved.queue,
                       gpus=configured_cluster(self._config, resolved.cluster).gpus_held(request.gpu_count))
         actor, waiting = f"user:{sender or request.user_id}", False
-        if self._queues is None and len(resolved.shapes) == 1 and self._submit_queued(pending, actor, now, submitted):
+        if request.after:  # it waits for other jobs (zen.core.dependencies): refused, or held until they end
+            refused, held = self.decisions.after_hold(request, job_id, sender or request.user_id)
+            if refused is not None:
+                return self.reject(envelope, source, refused, job_id, "job.rejected", principal=sender)
+            pending = pending.model_copy(update={"hold": held})
+        if request.array is not None:  # N tasks, created whole or refused whole (ArrayJobs.submit)
+            refused, tasks = self._arrays.submit(request, resolved, pending, canonical, actor, now, submitted,
+                                                 self._kept_stop)
+            if refused is not None:
+                return self.reject(envelope, source, refused, job_id, "job.rejected", principal=sender)
+            return Outcome("created", job_id, cluster=tasks[0].cluster, regions=self.pools_of(tasks[0]),
+                           admitted=any(t.hold is None for t in tasks)) if tasks else Outcome("duplicate", job_id)
+        if (self._queues is None and len(resolved.shapes) == 1 and pending.hold is None
+                and self._submit_queued(pending, actor, now, submitted)):
             return self._created(pending)  # its messages went to the relay with its statement's
         # The general path: the job_id exists (a redelivery or a reuse), a stop for it came first,
         # admission has to decide, or one of several GPU shapes is to be chosen.
@@ -146,7 +163,9 @@ class JobService:
                 ids = enqueue(tx, events, now)
                 stopped, kept = self._kept_stop(tx, pending, now)
                 ids += kept
-                if not stopped and self._queues is None:
+                if not stopped and pending.hold is not None:
+                    waiting = True  # until what it waits for ends (zen.core.dependencies)
+                elif not stopped and self._queues is None:
                     ids += self.decisions.apply(tx, pending, Decision(changes=[ADMITTED], publish_start=True),
                                        actor="admission", now=now)
                 elif not stopped:
@@ -280,6 +299,11 @@ class JobService:
         except Rejected as rejection:
             return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.message_ignored",
                                principal=sender)
+        if (array := self._arrays.stop(request, sender)) is not None:  # it names an array (ArrayJobs.stop)
+            count, refused = array
+            if refused is not None and not count:
+                return self.reject(envelope, source, refused, request.job_id, "job.message_ignored", principal=sender)
+            return Outcome("applied", request.job_id, reason=f"{count} task(s) of array {request.job_id} stopped")
         kept = []
 
         def keep(tx: JobTx, now: datetime) -> str:  # Pub/Sub does not order across topics: the submit may come later
@@ -339,27 +363,6 @@ class JobService:
     def _forbidden(job: Job, decision: Decision) -> str | None:
         bad = illegal_step(job.status, [c.to for c in decision.changes])
         return f"transition {bad[0].value} -> {bad[1].value} is not allowed" if bad else None
-
-    def admit_waiting(self) -> int:
-        """The tick's admission passes: every queue with waiting jobs (quota raised, anything missed);
-        without queues, the jobs left PENDING when they were removed (``admit_unqueued``)."""
-        if self._queues is None:
-            return self.sweeps.admit_unqueued()
-        with self._store.transaction() as tx:
-            waiting = tx.waiting_queues()
-        admitted = 0
-        for queue, cluster in waiting:
-            try:
-                with self._store.transaction() as tx:
-                    ids = self.decisions.admit(tx, queue, cluster, self._clock())
-            except TransientError:
-                raise
-            except Exception:  # noqa: BLE001 - logged; the other queues' passes and the scaler still run
-                log.exception("admission pass failed", extra={"queue": queue, "cluster": cluster})
-                continue
-            admitted += len({e.message.attributes.get("job_id") for e in ids if is_start(e.message, self._topics)})
-            self._relay.flush_quietly(ids)
-        return admitted
 
     def reject(self, envelope: PubSubEnvelope, source: str, reason: str, job_id: str | None,
                event_type: RejectionEvent, job: Job | None = None, key: str | None = None,

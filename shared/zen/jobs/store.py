@@ -174,8 +174,34 @@ class FleetRows(Protocol):
         """Job id -> GPUs held, for the jobs ``vm`` holds (ASSIGNED, RUNNING or STOPPING)."""
 
 
+class ArrayRows(Protocol):
+    """An array's tasks (``zen.jobs.arrays``): its ``array_id`` is its request's ``array.id``."""
+
+    def array_let_go(self, array_id: str) -> int:
+        """Tasks of the array with no hold that have not ended (what its max_parallel counts)."""
+
+    def array_next_held(self, array_id: str) -> Job | None:
+        """The held PENDING task of the lowest index, its row locked; None when there is none (or a
+        concurrent release took it)."""
+
+    def arrays_holding(self, limit: int) -> list[str]:
+        """Arrays that have held tasks."""
+
+    def array_tasks(self, array_id: str) -> list[Job]:
+        """The array's tasks in index order (no locks)."""
+
+    def waiting_after(self, names: list[str]) -> list[Job]:
+        """PENDING jobs held by dependencies that name one of ``names`` (jobs or arrays), rows locked."""
+
+    def held_after(self, limit: int) -> list[str]:
+        """Jobs held by dependencies, oldest first."""
+
+    def retry_due(self, now: datetime, limit: int) -> list[str]:
+        """PENDING jobs whose retry's backoff is over (``hold_until`` <= ``now``), longest due first."""
+
+
 class JobTx(JobRows, EarlyStops, TickClock, OutboxRows, AdmissionRows, UsageRows, RejectionRows, FleetRows,
-            Protocol):
+            ArrayRows, Protocol):
     """One unit of work of a ``JobStore``."""
 
 

@@ -10,7 +10,7 @@ import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING, Callable
 
-from zen.core import lifecycle
+from zen.core import dependencies, lifecycle
 from zen.core.clock import Clock
 from zen.core.config import ZenConfig
 from zen.core.errors import TransientError
@@ -18,6 +18,7 @@ from zen.core.lifecycle import Decision
 from zen.jobs.authorization import may_stop
 from zen.core.models import Job, JobStatus, StopRequest
 from zen.core.routing import next_route
+from zen.jobs.announce import is_start
 from zen.jobs.decisions import DecisionWriter
 from zen.jobs.messaging import OutboxRelay
 from zen.jobs.outgoing import Enqueued
@@ -114,6 +115,27 @@ class Sweeps:
 
         return self._for_each_job(job_ids, "user", decide)
 
+    def admit_waiting(self) -> int:
+        """The tick's admission passes: every queue with waiting jobs (quota raised, anything missed);
+        without queues, the jobs left PENDING when they were removed (``admit_unqueued``)."""
+        if not self._decisions.queued:
+            return self.admit_unqueued()
+        with self._store.transaction() as tx:
+            waiting = tx.waiting_queues()
+        admitted = 0
+        for queue, cluster in waiting:
+            try:
+                with self._store.transaction() as tx:
+                    ids = self._decisions.admit(tx, queue, cluster, self._clock())
+            except TransientError:
+                raise
+            except Exception:  # noqa: BLE001 - logged; the other queues' passes and the scaler still run
+                log.exception("admission pass failed", extra={"queue": queue, "cluster": cluster})
+                continue
+            admitted += len({e.message.attributes.get("job_id") for e in ids if is_start(e.message, self._config.topics)})
+            self._relay.flush_quietly(ids)
+        return admitted
+
     def admit_unqueued(self, limit: int = 500) -> int:
         """Without ``queues:`` every job is admitted at once, but jobs still PENDING from when there
         were queues (the operator removed the section) would wait forever: nothing else admits them,
@@ -129,6 +151,63 @@ class Sweeps:
                             publish_start=True)
 
         return self._for_each_job(candidates, "admission", decide)
+
+    def retry_due(self, limit: int = 500) -> int:
+        """Jobs whose retry's backoff is over (``zen.core.retries``): the hold lifted, admitted at once
+        without queues, else into their queue's line (the tick's admission passes follow). Returns how many."""
+        with self._store.transaction() as tx:
+            due = tx.retry_due(self._clock(), limit)
+        queued = self._decisions.queued
+
+        def decide(_: JobTx, job: Job) -> Decision | None:
+            if job.status is not JobStatus.PENDING or job.hold_until is None:
+                return None
+            lifted = {"hold": None, "hold_until": None}
+            if queued:
+                return Decision(fields=lifted, note=f"retry {job.retries}: its backoff is over")
+            return Decision(changes=[lifecycle.Change(JobStatus.QUEUED, f"admitted: retry {job.retries}, its backoff "
+                                                      "over")], fields=lifted, publish_start=True)
+
+        return self._for_each_job(due, "retry", decide)
+
+    def look_after(self, limit: int = 200) -> int:
+        """Jobs held by dependencies, looked at again (one that ended while the job was being submitted
+        found nothing to wake): ``DecisionWriter.after_ended``. Returns how many changed."""
+        with self._store.transaction() as tx:
+            held = tx.held_after(limit)
+        changed = 0
+        for job_id in held:
+            ids: list[Enqueued] = []
+            try:
+                with self._store.transaction() as tx:
+                    job = tx.get_job(job_id, lock=True)
+                    if job is not None and job.status is JobStatus.PENDING and dependencies.is_after_hold(job.hold):
+                        ids = self._decisions.after_ended(tx, job, self._clock())
+            except TransientError:
+                raise
+            except Exception:  # noqa: BLE001 - logged with the job; the tick goes on with the others
+                log.exception("dependencies: job could not be looked at", extra={"job_id": job_id})
+            changed += bool(ids)
+            self._relay.flush_quietly(ids)
+        return changed
+
+    def let_go_arrays(self, limit: int = 100) -> int:
+        """Arrays with held tasks and room under their ``max_parallel`` (a release two concurrent ends
+        both reached for: ``DecisionWriter.let_go``): the next tasks let go. Returns how many arrays were
+        looked at; each in a transaction of its own."""
+        with self._store.transaction() as tx:
+            held = tx.arrays_holding(limit)
+        for array_id in held:
+            ids: list[Enqueued] = []
+            try:
+                with self._store.transaction() as tx:
+                    ids = self._decisions.let_go(tx, array_id, self._clock())
+            except TransientError:
+                raise
+            except Exception:  # noqa: BLE001 - logged with the array; the tick goes on with the others
+                log.exception("array: tasks could not be let go", extra={"job_id": array_id})
+            self._relay.flush_quietly(ids)
+        return len(held)
 
     def _for_each_job(self, job_ids: list[str], actor: str,
                       decide: Callable[[JobTx, Job], Decision | None]) -> int:

@@ -65,9 +65,15 @@ def demand_groups(rows: list[dict[str, Any]], cluster: ClusterConfig | None) -> 
     parts = []
     for row in rows:
         pools, wait = pools_of_row(row, cluster)
-        if pools:  # its jobs save their work: a checkpoint field
-            parts.append(((row["priority"], pools, wait, bool(row.get("checkpoints"))), row["jobs"], row["oldest"]))
+        if pools:
+            parts.append(((row["priority"], pools, wait, _every(row)), row["jobs"], row["oldest"]))
     return fold_demand(parts)
+
+
+def _every(row: dict[str, Any]) -> float | None:
+    """How often the row's jobs save their work (the jobs' ``checkpoint_every_s`` column), None: they do not."""
+    every = row.get("checkpoint_every_s")
+    return None if every is None else float(every)
 
 
 class FleetDb:

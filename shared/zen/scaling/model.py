@@ -71,7 +71,8 @@ class QueuedJob:
     queued_at: datetime
     priority: int = 0
     max_wait_s: float | None = None  # how long it may wait for a start before a costlier pool is worth it
-    checkpoints: bool = False  # it saves its work: a preemption costs a rerun's boot, not its run so far
+    checkpoint_every_s: float | None = None  # it saves its work this often (None: it does not): a preemption
+    # costs about half an interval and a rerun's boot, not its run so far
 
 
 @dataclass(frozen=True)
@@ -84,10 +85,10 @@ class DemandGroup:
     oldest: datetime  # queued_at of the oldest job of the group (orders groups of equal priority)
     priority: int = 0
     max_wait_s: float | None = None  # QueuedJob.max_wait_s of its jobs (None: the cluster's default)
-    checkpoints: bool = False  # QueuedJob.checkpoints of its jobs
+    checkpoint_every_s: float | None = None  # QueuedJob.checkpoint_every_s of its jobs
 
 
-DemandKey = tuple[int, tuple[str, ...], "float | None", bool]  # (priority, pools, start bound, checkpoints)
+DemandKey = tuple[int, tuple[str, ...], "float | None", "float | None"]  # (priority, pools, start bound, checkpoint interval)
 
 
 def fold_demand(parts: Iterable[tuple[DemandKey, int, datetime]]) -> tuple[DemandGroup, ...]:
@@ -100,13 +101,13 @@ def fold_demand(parts: Iterable[tuple[DemandKey, int, datetime]]) -> tuple[Deman
         else:
             group[0] += count
             group[1] = min(group[1], oldest)
-    return tuple(DemandGroup(pools, count, oldest, priority, max_wait, checkpoints)
-                 for (priority, pools, max_wait, checkpoints), (count, oldest) in groups.items())
+    return tuple(DemandGroup(pools, count, oldest, priority, max_wait, every)
+                 for (priority, pools, max_wait, every), (count, oldest) in groups.items())
 
 
 def group_demand(queued: tuple[QueuedJob, ...]) -> tuple[DemandGroup, ...]:
-    """Aggregate queued jobs by (priority, allowed pools, start bound, checkpointing)."""
-    return fold_demand(((job.priority, job.regions, job.max_wait_s, job.checkpoints), 1, job.queued_at)
+    """Aggregate queued jobs by (priority, allowed pools, start bound, checkpoint interval)."""
+    return fold_demand(((job.priority, job.regions, job.max_wait_s, job.checkpoint_every_s), 1, job.queued_at)
                        for job in queued)
 
 
@@ -185,7 +186,6 @@ class Timing:
     agent_silence_s: float = 180  # an agent unheard this long is no supply (zen.core.lease.agent_silence_s)
     cost_slack_s: float = 120  # priced pools: one expected this much slower than the fastest may win on price
     hedge_price_ratio: float = 1.25  # priced pools: a hedge costs at most this x its first choice's price
-    checkpoint_every_s: float = 600  # how often a job that checkpoints is taken to save (what a preemption loses)
     flex_start_estimate_s: float = 900  # a flex-start pool's asked-to-usable time before one is learned
     max_start_wait_s: float = 600  # a job's default start bound: past it, its demand ranks pools by speed alone
 

@@ -51,13 +51,14 @@ def learn(memory: RegionMemory, vms: tuple[Vm, ...], now: datetime, timing: Timi
         preempted=memory.preempted * decay + preempted)
 
 
-def cost_factor(memory: RegionMemory, checkpoints: bool, boot_s: float, checkpoint_every_s: float) -> float:
+def cost_factor(memory: RegionMemory, checkpoint_every_s: float | None, boot_s: float) -> float:
     """VM-hours paid per useful VM-hour in the pool, as its preemptions go: 1 where none were seen.
-    Without checkpoints a preemption throws the run so far away (as learned); with them, half a
-    checkpoint interval (at most the run); each also pays the rerun's boot."""
+    Without checkpoints (``checkpoint_every_s`` None) a preemption throws the run so far away (as
+    learned); with them, half the job's own checkpoint interval (at most the run); each also pays the
+    rerun's boot."""
     if memory.busy_s <= 0 or memory.preempted <= 0:
         return 1.0
-    if checkpoints:
+    if checkpoint_every_s is not None:
         lost = memory.preempted * min(checkpoint_every_s / 2, memory.lost_s / memory.preempted)
     else:
         lost = memory.lost_s

@@ -23,7 +23,7 @@ class Ranking:
         self.now: datetime = snapshot.now
         self.timing = snapshot.timing
         self.order = {r: i for i, r in enumerate(snapshot.cluster.regions)}
-        self._ranks: dict[tuple[tuple[str, ...], bool, float | None, bool], list[str]] = {}
+        self._ranks: dict[tuple[tuple[str, ...], bool, float | None, float | None], list[str]] = {}
         pools = snapshot.cluster.pools
         self.priced = pools is not None and any(p.usd_per_hour is not None for p in pools.values())
         # A pool's step down the cluster's order of regions (a region's pools share it: models are no step).
@@ -59,14 +59,14 @@ class Ranking:
         return self.memory[region].last_boot_at is None or self.risk(region) >= self.timing.hedge_risk
 
     def rank(self, regions: tuple[str, ...], patient: bool = True, slack_s: float | None = None,
-             checkpoints: bool = False) -> list[str]:
+             checkpoint_every_s: float | None = None) -> list[str]:
         """Allowed, unblocked pools, best first. By expected seconds to a usable VM (boot, stockout risk,
         one ``preference_s`` per step down the region order); where pools are priced and the demand is
         ``patient``, the pools expected within ``slack_s`` (None: ``cost_slack_s``) of the fastest come
         first, cheapest first (the rest after, fastest first). Computed after ``learn``, the only step
         that changes its inputs."""
         # Unpriced, patience, slack and checkpoints change nothing: one ranking per pool list.
-        key = (regions, patient, slack_s, checkpoints) if self.priced else (regions, True, None, False)
+        key = (regions, patient, slack_s, checkpoint_every_s) if self.priced else (regions, True, None, None)
         ranked = self._ranks.get(key)
         if ranked is None:
             usable = [r for r in regions if r in self.memory and not self._blocked(r)]
@@ -81,7 +81,7 @@ class Ranking:
             if patient and self.priced and ranked:
                 fastest = eta[ranked[0]] + (self.timing.cost_slack_s if slack_s is None else slack_s)
                 soon = [r for r in ranked if eta[r] <= fastest]
-                ranked = sorted(soon, key=lambda r: (self.cost(r, checkpoints), eta[r], order[r])) + ranked[len(soon):]
+                ranked = sorted(soon, key=lambda r: (self.cost(r, checkpoint_every_s), eta[r], order[r])) + ranked[len(soon):]
             self._ranks[key] = ranked
         return ranked
 
@@ -95,11 +95,11 @@ class Ranking:
             regions.setdefault(self.s.cluster.pool(r).region, len(regions))
         return {r: regions[self.s.cluster.pool(r).region] for r in known}
 
-    def cost(self, pool: str, checkpoints: bool = False) -> float:
-        """USD per useful VM-hour expected in ``pool``: its price times what its preemptions were seen to
-        throw away and re-boot (``zen.scaling.preemptions``; 1 where none were)."""
-        return self.price(pool) * preemptions.cost_factor(self.memory[pool], checkpoints, self.boot_s(pool),
-                                                          self.timing.checkpoint_every_s)
+    def cost(self, pool: str, checkpoint_every_s: float | None = None) -> float:
+        """USD per useful VM-hour expected in ``pool`` for jobs that save their work every
+        ``checkpoint_every_s`` (None: never): its price times what its preemptions were seen to throw away
+        and re-boot (``zen.scaling.preemptions``; 1 where none were)."""
+        return self.price(pool) * preemptions.cost_factor(self.memory[pool], checkpoint_every_s, self.boot_s(pool))
 
     def price(self, pool: str) -> float:
         """USD per VM-hour in ``pool``; unpriced pools rank after every priced one."""
@@ -130,7 +130,7 @@ class Ranking:
         slack = None
         if patient and group.max_wait_s is not None:
             slack = max(self.timing.cost_slack_s, group.max_wait_s - (self.now - group.oldest).total_seconds())
-        return self.rank(group.regions, patient, slack, group.checkpoints)
+        return self.rank(group.regions, patient, slack, group.checkpoint_every_s)
 
     def patient(self, group: DemandGroup) -> bool:
         """Whether a group may still wait for its cheapest pools: its oldest job has waited less than its

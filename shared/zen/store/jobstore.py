@@ -6,6 +6,7 @@ functions' own. ``hooks`` (``zen.jobs.store.StoreHooks``) run around each operat
 from __future__ import annotations
 
 import contextlib
+import json
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Callable, Iterator, Sequence
@@ -122,6 +123,37 @@ class PostgresJobTx:
     @hooked("preemption_candidates")
     def preemption_candidates(self, queue_names: list[str], cluster: str, limit: int) -> list[Job]:
         return queues.preemption_candidates(self.session, queue_names, cluster, limit)
+
+    # -- arrays ----------------------------------------------------------------------------------
+    @hooked("array_let_go")
+    def array_let_go(self, array_id: str) -> int:
+        row = self.session.one("array_let_go", array_id=array_id)
+        return int(row["n"]) if row else 0
+
+    @hooked("array_next_held")
+    def array_next_held(self, array_id: str) -> Job | None:
+        row = self.session.one("array_next_held", array_id=array_id)
+        return repository.job_from_row(row) if row else None
+
+    @hooked("arrays_holding")
+    def arrays_holding(self, limit: int) -> list[str]:
+        return [r["array_id"] for r in self.session.run("arrays_holding", limit=limit)]
+
+    @hooked("array_tasks")
+    def array_tasks(self, array_id: str) -> list[Job]:
+        return [repository.job_from_row(r) for r in self.session.run("array_tasks", array_id=array_id)]
+
+    @hooked("waiting_after")
+    def waiting_after(self, names: list[str]) -> list[Job]:
+        return [repository.job_from_row(r) for r in self.session.run("waiting_after", names=json.dumps(names))]
+
+    @hooked("held_after")
+    def held_after(self, limit: int) -> list[str]:
+        return [r["job_id"] for r in self.session.run("held_after", limit=limit)]
+
+    @hooked("retry_due")
+    def retry_due(self, now: datetime, limit: int) -> list[str]:
+        return [r["job_id"] for r in self.session.run("retry_due", now=now, limit=limit)]
 
     @hooked("pending_of_queue")
     def pending_of_queue(self, queue: str, cluster: str, limit: int, most: int) -> list[Job]:

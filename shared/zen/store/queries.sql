@@ -3,9 +3,9 @@
 -- name: insert_job
 -- ON CONFLICT: a redelivered submit (same job_id) inserts nothing; the caller then compares hashes.
 INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions, request,
-                  request_hash, max_runtime_s, last_seq, submitted_at, queued_at, updated_at, queue, gpus)
+                  request_hash, max_runtime_s, last_seq, submitted_at, queued_at, updated_at, queue, gpus, hold)
 VALUES (:job_id, :status, 1, :max_attempts, :cluster, :user_id, :priority, CAST(:regions AS jsonb),
-        CAST(:request AS jsonb), :request_hash, :max_runtime_s, 0, :now, NULL, :now, :queue, :gpus)
+        CAST(:request AS jsonb), :request_hash, :max_runtime_s, 0, :now, NULL, :now, :queue, :gpus, :hold)
 ON CONFLICT (job_id) DO NOTHING
 RETURNING job_id;
 
@@ -34,7 +34,8 @@ SET status = :status, attempt = :attempt, max_attempts = :max_attempts, vm = :vm
     started_at = :started_at, finished_at = :finished_at, exit_code = :exit_code,
     message = :message, start_published_at = :start_published_at, preempted_by = :preempted_by,
     preemptions = :preemptions, start_regions = CAST(:start_regions AS jsonb), widen_at = :widen_at,
-    start_vms = CAST(:start_vms AS jsonb), regions = CAST(:regions AS jsonb), updated_at = :now
+    start_vms = CAST(:start_vms AS jsonb), regions = CAST(:regions AS jsonb), hold = :hold,
+    hold_until = :hold_until, retries = :retries, updated_at = :now
 WHERE job_id = :job_id AND status = :expected_status AND attempt = :expected_attempt
 RETURNING job_id;
 
@@ -118,6 +119,7 @@ WHERE (CAST(:status AS text) IS NULL OR status = :status)
   AND (CAST(:cluster AS text) IS NULL OR cluster = :cluster)
   AND (CAST(:user_id AS text) IS NULL OR user_id = :user_id)
   AND (CAST(:queue AS text) IS NULL OR queue = :queue)
+  AND (CAST(:array_id AS text) IS NULL OR array_id = :array_id)
   AND (CAST(:since AS timestamptz) IS NULL OR submitted_at >= :since)
   AND COALESCE(request -> 'labels', '{}'::jsonb) @> CAST(:labels AS jsonb)
 ORDER BY submitted_at DESC, job_id DESC
@@ -164,10 +166,10 @@ ORDER BY COALESCE(start_published_at, queued_at)
 LIMIT :limit;
 
 -- name: pending_jobs
--- PENDING jobs, oldest first: without queues: (the operator removed them) the tick admits those left
--- waiting. Read through jobs_active. No lock here: each is re-read FOR UPDATE and re-decided.
+-- PENDING jobs without a hold, oldest first: without queues: (the operator removed them) the tick admits
+-- those left waiting. Read through jobs_active. No lock here: each is re-read FOR UPDATE and re-decided.
 SELECT job_id FROM jobs
-WHERE status = 'PENDING'
+WHERE status = 'PENDING' AND hold IS NULL
 ORDER BY submitted_at, job_id
 LIMIT :limit;
 
@@ -338,13 +340,13 @@ SELECT pg_advisory_unlock(:key) AS unlocked;
 -- name: queued_demand
 -- A cluster's queued jobs aggregated by (priority, regions its start reaches now: narrowed near its
 -- data, else allowed; zen.core.routing; the provisioning models they accept, NULL: any; their start
--- bound, NULL: the cluster's; whether they checkpoint): the planner's demand groups, which
+-- bound, NULL: the cluster's; how often they checkpoint, NULL: never): the planner's demand groups, which
 -- zen.scaling.fleetdb turns into pools. A handful of rows however long the queue (read from the
 -- jobs_queued_demand index alone).
 SELECT priority, COALESCE(start_regions, regions) AS regions, provisioning, max_start_wait_s,
-       COALESCE(checkpoints, false) AS checkpoints, count(*) AS jobs, min(queued_at) AS oldest FROM jobs
+       checkpoint_every_s, count(*) AS jobs, min(queued_at) AS oldest FROM jobs
 WHERE cluster = :cluster AND status = 'QUEUED'
-GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wait_s, COALESCE(checkpoints, false);
+GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wait_s, checkpoint_every_s;
 
 -- name: see_mig_instances
 -- Every instance of one MIG seen now: first sight recorded once; returns when each was first seen.
@@ -433,10 +435,10 @@ GROUP BY vm;
 -- queued_demand, split by the GPUs each job holds (a cluster whose VMs take several jobs at once).
 -- A narrowed job (zen.core.routing) counts only in the regions its start reaches, as in queued_demand.
 SELECT priority, COALESCE(start_regions, regions) AS regions, provisioning, max_start_wait_s,
-       COALESCE(checkpoints, false) AS checkpoints, gpus, count(*) AS jobs, min(queued_at) AS oldest
+       checkpoint_every_s, gpus, count(*) AS jobs, min(queued_at) AS oldest
 FROM jobs
 WHERE cluster = :cluster AND status = 'QUEUED'
-GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wait_s, COALESCE(checkpoints, false), gpus;
+GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wait_s, checkpoint_every_s, gpus;
 
 -- name: drain_vm
 INSERT INTO vm_drains (name, cluster, region, at) VALUES (:vm_name, :cluster, :region, :now)
@@ -495,7 +497,7 @@ WITH line AS (
     SELECT job_id, row_number() OVER (ORDER BY priority DESC, submitted_at, job_id) - 1 AS ahead
     FROM (SELECT job_id, priority, submitted_at FROM jobs
           WHERE queue = :queue AND cluster = :cluster AND status = 'PENDING' AND queue IS NOT NULL
-            AND gpus <= :most
+            AND hold IS NULL AND gpus <= :most
           ORDER BY priority DESC, submitted_at, job_id
           LIMIT :limit) AS first)
 SELECT jobs.*, line.ahead FROM jobs JOIN line ON line.job_id = jobs.job_id
@@ -515,12 +517,12 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: waiting_queues
 -- (queue, cluster) pairs with waiting jobs: the tick's admission passes.
-SELECT DISTINCT queue, cluster FROM jobs WHERE status = 'PENDING' AND queue IS NOT NULL;
+SELECT DISTINCT queue, cluster FROM jobs WHERE status = 'PENDING' AND queue IS NOT NULL AND hold IS NULL;
 
 -- name: jobs_ahead
 -- Waiting jobs a PENDING job waits behind in its queue (higher priority, or same and older).
 SELECT COUNT(*) AS n FROM jobs
-WHERE queue = :queue AND cluster = :cluster AND status = 'PENDING' AND queue IS NOT NULL
+WHERE queue = :queue AND cluster = :cluster AND status = 'PENDING' AND queue IS NOT NULL AND hold IS NULL
   AND (priority > :priority OR (priority = :priority AND (submitted_at, job_id) < (:submitted_at, :job_id)));
 
 -- name: queue_usage
@@ -574,3 +576,49 @@ RETURNING asks;
 
 -- name: scaling_pass_asks
 SELECT asks FROM scaling_pass_asks WHERE cluster = :cluster;
+
+-- name: array_let_go
+-- An array's tasks let go (no hold, or a retry's backoff: hold_until) and not ended: what its max_parallel
+-- counts (zen.jobs.arrays).
+SELECT count(*) AS n FROM jobs
+WHERE array_id = :array_id AND (hold IS NULL OR hold_until IS NOT NULL)
+  AND status IN ('PENDING','QUEUED','ASSIGNED','RUNNING','STOPPING','LOST');
+
+-- name: array_next_held
+-- The array's held task of the lowest index, locked (a concurrent release of the same task waits, then
+-- finds it let go and returns nothing: the tick's sweep lets the next one go).
+SELECT * FROM jobs
+WHERE array_id = :array_id AND status = 'PENDING' AND hold LIKE 'array %'
+ORDER BY CAST(request -> 'array' ->> 'index' AS integer)
+LIMIT 1
+FOR UPDATE;
+
+-- name: arrays_holding
+-- Arrays with held tasks, for the tick's sweep (a release two concurrent ends both reached for).
+SELECT DISTINCT array_id FROM jobs
+WHERE array_id IS NOT NULL AND status = 'PENDING' AND hold LIKE 'array %'
+LIMIT :limit;
+
+-- name: waiting_after
+-- PENDING jobs held by dependencies that name one of :names (zen.core.dependencies), locked in one order.
+SELECT * FROM jobs
+WHERE status = 'PENDING' AND hold IS NOT NULL AND hold LIKE 'after: %'
+  AND (request -> 'after') ?| ARRAY(SELECT jsonb_array_elements_text(CAST(:names AS jsonb)))
+ORDER BY job_id
+FOR UPDATE;
+
+-- name: held_after
+-- Jobs held by dependencies, the oldest first: the tick looks at them again (no lock: re-read under one).
+SELECT job_id FROM jobs WHERE status = 'PENDING' AND hold IS NOT NULL AND hold LIKE 'after: %'
+ORDER BY submitted_at, job_id
+LIMIT :limit;
+
+-- name: retry_due
+-- Jobs whose retry's backoff is over (zen.core.retries), the longest due first; re-read under lock.
+SELECT job_id FROM jobs WHERE status = 'PENDING' AND hold_until IS NOT NULL AND hold_until <= :now
+ORDER BY hold_until, job_id
+LIMIT :limit;
+
+-- name: array_tasks
+-- An array's tasks in index order (the CLI's list and progress; a stop of the array).
+SELECT * FROM jobs WHERE array_id = :array_id ORDER BY CAST(request -> 'array' ->> 'index' AS integer);

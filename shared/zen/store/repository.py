@@ -37,7 +37,7 @@ def insert_job(session: Session, job: Job) -> bool:
         "insert_job", job_id=job.job_id, status=job.status.value, max_attempts=job.max_attempts,
         cluster=job.cluster, user_id=job.user_id, priority=job.priority, regions=to_json(job.regions),
         request=to_json(job.request), request_hash=job.request_hash, max_runtime_s=job.max_runtime_s,
-        now=job.submitted_at, queue=job.queue, gpus=job.gpus,
+        now=job.submitted_at, queue=job.queue, gpus=job.gpus, hold=job.hold,
     )
     return row is not None
 
@@ -58,10 +58,10 @@ def list_jobs(session: Session, *, status: str | None = None, cluster: str | Non
 
 def recent_jobs(session: Session, *, status: str | None = None, cluster: str | None = None,
                 user_id: str | None = None, labels: dict[str, str] | None = None, since: datetime | None = None,
-                limit: int = 50, queue: str | None = None) -> list[Job]:
+                limit: int = 50, queue: str | None = None, array_id: str | None = None) -> list[Job]:
     """Newest first (``zen jobs list``)."""
     rows = session.run("recent_jobs", status=status, cluster=cluster, user_id=user_id, since=since,
-                       labels=json.dumps(labels or {}), limit=limit, queue=queue)
+                       labels=json.dumps(labels or {}), limit=limit, queue=queue, array_id=array_id)
     return [job_from_row(r) for r in rows]
 
 
@@ -97,7 +97,8 @@ def save_job(session: Session, before: Job, after: Job, path: list[JobStatus], n
         start_published_at=after.start_published_at, max_attempts=after.max_attempts,
         preempted_by=after.preempted_by, preemptions=after.preemptions,
         start_regions=_json_or_null(after.start_regions), widen_at=after.widen_at,
-        start_vms=_json_or_null(after.start_vms), regions=to_json(after.regions), now=now,
+        start_vms=_json_or_null(after.start_vms), regions=to_json(after.regions), hold=after.hold,
+        hold_until=after.hold_until, retries=after.retries, now=now,
     )
     if updated is None:
         raise ConcurrentChange(f"job {before.job_id} changed under a lock")

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from zen.store import fleet, repository
-from zen_dev.demo import dollars as demo_dollars, placement, who
+from zen_dev.demo import dollars as demo_dollars, pipelines, placement, who
 from zen_dev.local.environment import overridden_environ
 from zen_dev.local.stack import LocalStack, Ports
 
@@ -91,6 +91,11 @@ SECOND_WAVE = [
     DemoJob("late-12", "4xa100-40gb", _py("print('late 12')"), "SUCCEEDED"),
 ]
 
+PIPELINE_JOBS = [DemoJob(task, "1xl4", [], "SUCCEEDED") for task in pipelines.TASK_IDS] + [
+    DemoJob(pipelines.PREP_ID, "1xl4", [], "SUCCEEDED"),
+    DemoJob(pipelines.TRAIN_ID, "1xl4", [], "SUCCEEDED", expect_attempt=2),
+    DemoJob(pipelines.EVAL_ID, "1xl4", [], "SUCCEEDED")]
+
 TAGGED = DemoJob(placement.TAGGED_ID, "4xa100-40gb", [], "SUCCEEDED", body=placement.tagged_request())
 NEAR_DATA = DemoJob(placement.DATA_ID, placement.DATA_CLUSTER, [], "SUCCEEDED", body=placement.data_request())
 
@@ -106,6 +111,7 @@ class DemoResult:
     placement: list[str] = field(default_factory=list)  # where the placement jobs ran, and why
     cheaper: list[str] = field(default_factory=list)  # ADDs that chose a cheaper pool than the first region
     who: list[str] = field(default_factory=list)  # refusals of who may do what, and the secret kept out
+    pipelines: list[str] = field(default_factory=list)  # the sweep's concurrency, the retried step, the wait
 
 
 def run(home: Path = Path(".zen/demo"), base_port: int = 8185, second_wave: bool = True,
@@ -144,12 +150,14 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
         publisher.publish(publisher.topic_path(project, topic), json.dumps(body).encode(),
                           **stack.sender(who)).result(30)
 
-    waves = [FIRST_WAVE, [TAGGED, NEAR_DATA]] + ([SECOND_WAVE] if second_wave else [])
+    waves = [FIRST_WAVE, [TAGGED, NEAR_DATA], PIPELINE_JOBS] + ([SECOND_WAVE] if second_wave else [])
     jobs = [job for wave in waves for job in wave]
     placement.upload_input()
     for job in FIRST_WAVE + [TAGGED]:
         publish(topics.job_submitted, job.request())
     publish(topics.job_submitted, who.denied_request())  # refused: its user may not use queue prod
+    pipeline = pipelines.Pipeline(lambda body: publish(topics.job_submitted, body))
+    pipeline.start()
     progress(f"submitted {len(FIRST_WAVE) + 1} jobs; {STOCKOUT_REGION} has no GPUs for {STOCKOUT_REAL_S}s, "
              f"and is the only region cleared for {TAGGED.job_id} (requires_tags [hipaa])")
     data_sent = False
@@ -164,6 +172,7 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
         elapsed = time.monotonic() - started
         rows = _jobs(db)
         _report_queue(db, stack.config, rows, waited, lambda text: progress(f"{elapsed:5.0f}s  {text}"))
+        pipeline.advance(rows)
         for job in jobs:
             row = rows.get(job.job_id)
             if job.action and job.job_id not in done_actions and row and row["status"] == "RUNNING":
@@ -213,6 +222,9 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
     result.problems += placement.check(result.jobs, output)
     result.placement = placement.describe(stack.config, result.jobs, output_uri, output)
     result.who, problems = who.check(db, stack.home)
+    result.problems += problems
+    with db.transaction() as session:
+        result.pipelines, problems = pipelines.check(repository.all_job_events(session))
     result.problems += problems
     result.cheaper = demo_dollars.cheaper_moves(result.decisions, stack.config)
     if not result.cheaper:
@@ -341,6 +353,9 @@ def print_summary(result: DemoResult) -> None:
     if result.who:
         print("\nWho is asking (each message carries its sender's ID token; docs/how-to/queues.md):")
         print("\n".join(result.who))
+    if result.pipelines:
+        print("\nA sweep and a pipeline (docs/how-to/arrays-and-pipelines.md):")
+        print("\n".join(result.pipelines))
     if result.cheaper:
         print("\nMoved to a cheaper region than the cluster's first (the reason names the prices compared):")
         print("\n".join(result.cheaper[:3]))

@@ -139,7 +139,8 @@ class InMemoryJobTx:
 
     @hooked("pending_jobs")
     def pending_jobs(self, limit: int) -> list[str]:
-        return [j.job_id for j in sorted((j for j in self._t.jobs.values() if j.status is JobStatus.PENDING),
+        return [j.job_id for j in sorted((j for j in self._t.jobs.values()
+                                          if j.status is JobStatus.PENDING and j.hold is None),
                                          key=lambda j: (j.submitted_at, j.job_id))][:limit]
 
     # -- early stops, the tick's clock ------------------------------------------------------
@@ -239,21 +240,64 @@ class InMemoryJobTx:
         candidates.sort(key=lambda j: j.priority)
         return candidates[:limit]
 
+    # -- arrays ----------------------------------------------------------------------------------
+    def _tasks(self, array_id: str) -> list[Job]:
+        return sorted((j for j in self._t.jobs.values() if (j.request.get("array") or {}).get("id") == array_id
+                       and "index" in j.request["array"]), key=lambda j: j.request["array"]["index"])
+
+    @hooked("array_let_go")
+    def array_let_go(self, array_id: str) -> int:
+        return sum(1 for j in self._tasks(array_id) if (j.hold is None or j.hold_until is not None)
+                   and not j.status.terminal)
+
+    @hooked("array_next_held")
+    def array_next_held(self, array_id: str) -> Job | None:
+        return next((j for j in self._tasks(array_id)
+                     if j.status is JobStatus.PENDING and (j.hold or "").startswith("array ")), None)
+
+    @hooked("arrays_holding")
+    def arrays_holding(self, limit: int) -> list[str]:
+        held = {j.request["array"]["id"] for j in self._t.jobs.values()
+                if j.status is JobStatus.PENDING and (j.hold or "").startswith("array ")
+                and (j.request.get("array") or {}).get("id")}
+        return sorted(held)[:limit]
+
+    @hooked("array_tasks")
+    def array_tasks(self, array_id: str) -> list[Job]:
+        return self._tasks(array_id)
+
+    @hooked("waiting_after")
+    def waiting_after(self, names: list[str]) -> list[Job]:
+        return sorted((j for j in self._t.jobs.values() if j.status is JobStatus.PENDING
+                       and (j.hold or "").startswith("after: ") and set(j.request.get("after") or ()) & set(names)),
+                      key=lambda j: j.job_id)
+
+    @hooked("held_after")
+    def held_after(self, limit: int) -> list[str]:
+        held = [j for j in self._t.jobs.values() if j.status is JobStatus.PENDING and (j.hold or "").startswith("after: ")]
+        return [j.job_id for j in sorted(held, key=lambda j: (j.submitted_at, j.job_id))][:limit]
+
+    @hooked("retry_due")
+    def retry_due(self, now: datetime, limit: int) -> list[str]:
+        due = [j for j in self._t.jobs.values()
+               if j.status is JobStatus.PENDING and j.hold_until is not None and j.hold_until <= now]
+        return [j.job_id for j in sorted(due, key=lambda j: (j.hold_until, j.job_id))][:limit]
+
     @hooked("pending_of_queue")
     def pending_of_queue(self, queue: str, cluster: str, limit: int, most: int) -> list[Job]:
         line = [j for j in self._t.jobs.values() if j.queue == queue and j.cluster == cluster
-                and j.status is JobStatus.PENDING and j.gpus <= most]
+                and j.status is JobStatus.PENDING and j.hold is None and j.gpus <= most]
         return sorted(line, key=_admission_order)[:limit]
 
     @hooked("waiting_queues")
     def waiting_queues(self) -> list[tuple[str, str]]:
         return sorted({(j.queue, j.cluster) for j in self._t.jobs.values()
-                       if j.status is JobStatus.PENDING and j.queue is not None})
+                       if j.status is JobStatus.PENDING and j.hold is None and j.queue is not None})
 
     @hooked("jobs_ahead")
     def jobs_ahead(self, job: Job) -> int:
         return sum(1 for j in self._t.jobs.values() if j.queue is not None and j.queue == job.queue
-                   and j.cluster == job.cluster and j.status is JobStatus.PENDING
+                   and j.cluster == job.cluster and j.status is JobStatus.PENDING and j.hold is None
                    and _admission_order(j) < _admission_order(job))
 
     @hooked("queue_usage")

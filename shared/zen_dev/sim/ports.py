@@ -250,8 +250,8 @@ class SimFleet:
             # for ordering groups of one priority).
             state.demand_view = tuple(
                 DemandGroup(regions, len(jobs), self._world.dt(next(iter(jobs.values()))), priority,
-                            checkpoints=checkpoints)
-                for (priority, regions, checkpoints), jobs in state.groups.items() if jobs)
+                            checkpoint_every_s=every)
+                for (priority, regions, every), jobs in state.groups.items() if jobs)
         return state.demand_view
 
     def memory(self, cluster: str) -> dict[str, RegionMemory]:

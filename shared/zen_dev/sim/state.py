@@ -16,7 +16,7 @@ from zen_dev.sim.scenario import SimCluster
 
 class SimJobState:
     __slots__ = ("spec", "state", "first_start_s", "qseq", "view", "preempted", "reach", "widen_at", "pools",
-                 "left_s", "checkpoints")
+                 "left_s", "checkpoint_every_s")
 
     def __init__(self, spec: SimJob, pools: tuple[str, ...]):
         self.spec, self.state, self.first_start_s, self.qseq, self.preempted = spec, None, None, 0, 0
@@ -24,7 +24,7 @@ class SimJobState:
         self.pools = pools  # where it may run: its regions x the models it accepts (zen.core.provisioning)
         self.reach, self.widen_at = pools, None  # the pools its start reaches now (zen.core.routing)
         self.left_s = spec.duration_s  # run time still to do (less after a checkpoint survives a preemption)
-        self.checkpoints = spec.checkpoint_every_s is not None
+        self.checkpoint_every_s = spec.checkpoint_every_s  # None: it does not checkpoint
 
 
 class SimVm:

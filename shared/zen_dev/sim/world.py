@@ -272,7 +272,7 @@ class Simulation(InstanceWorld):
         if job.spec.input_gb:
             stage(self.result, vm, job.spec, self.cache_gb, self.staging_mb_s)
         del cluster.queued[job.spec.job_id]
-        jobs = cluster.groups.get((job.spec.priority, job.reach, job.checkpoints))
+        jobs = cluster.groups.get((job.spec.priority, job.reach, job.checkpoint_every_s))
         if jobs is not None and jobs.pop(job.spec.job_id, None) is not None:
             cluster.demand_view = None
         if job.widen_at is not None:
@@ -339,7 +339,7 @@ class Simulation(InstanceWorld):
         if self._take_idle(cluster, job, job.reach):
             return
         job.qseq = next(self.seq)
-        cluster.groups.setdefault((spec.priority, job.reach, job.checkpoints), {})[spec.job_id] = spec.submit_s
+        cluster.groups.setdefault((spec.priority, job.reach, job.checkpoint_every_s), {})[spec.job_id] = spec.submit_s
         cluster.demand_view = None
         for region in job.reach:
             heapq.heappush(cluster.heaps[region], (-spec.priority, spec.submit_s, job.qseq, job))
@@ -366,13 +366,13 @@ class Simulation(InstanceWorld):
             spec = job.spec
             del narrowed[spec.job_id]
             job.widen_at = None
-            cluster.groups[(spec.priority, job.reach, job.checkpoints)].pop(spec.job_id)
+            cluster.groups[(spec.priority, job.reach, job.checkpoint_every_s)].pop(spec.job_id)
             cluster.demand_view = None
             others = tuple(r for r in job.pools if r not in job.reach)
             job.reach = job.pools
             if self._take_idle(cluster, job, others):
                 continue
-            cluster.groups.setdefault((spec.priority, job.pools, job.checkpoints), {})[spec.job_id] = spec.submit_s
+            cluster.groups.setdefault((spec.priority, job.pools, job.checkpoint_every_s), {})[spec.job_id] = spec.submit_s
             for region in others:
                 heapq.heappush(cluster.heaps[region], (-spec.priority, spec.submit_s, job.qseq, job))
 

@@ -1,0 +1,65 @@
+"""Retries on failure: a JobRequest's ``max_retries`` (with ``retry_exit_codes`` and ``retry_backoff_s``).
+
+A non-zero exit is the job's own failure; with ``max_retries: N`` it runs again, up to N more times, when
+its exit code is one of ``retry_exit_codes`` (absent: any non-zero code), each time after a backoff that
+doubles (``retry_backoff_s``, default 30: 30, 60, 120 ... s, at most an hour). The failed attempt ends; the job goes back to
+PENDING as attempt + 1 with a hold until the backoff is over (``Job.hold``, ``Job.hold_until``), and the
+tick lets it go when it is due (``Sweeps.retry_due``). A retry is not a rerun: a lost or preempted
+attempt is rerun as before (``max_attempts``), a retry spends neither that budget nor free preemptions;
+the history says which attempt failed how. A job whose exit code is not retried, or whose retries are
+spent, is FAILED as any job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+MAX_BACKOFF_S = 3600
+DEFAULT_BACKOFF_S = 30
+
+
+class RetryFields(BaseModel):
+    """A JobRequest's retry fields (mixed into ``zen.core.models.JobRequest``)."""
+
+    max_retries: int | None = Field(default=None, ge=0, le=100, description=(
+        "Runs again after a failed exit, at most this many times (zen.core.retries)"))
+    retry_exit_codes: list[int] | None = Field(default=None, min_length=1, max_length=64, description=(
+        "Exit codes that are retried (absent: any non-zero)"))
+    retry_backoff_s: int | None = Field(default=None, ge=0, le=MAX_BACKOFF_S, description=(
+        "Seconds before the first retry (default 30), doubling with each"))
+
+    def retry_problem(self) -> str | None:
+        if self.max_retries is None and (self.retry_exit_codes is not None or self.retry_backoff_s is not None):
+            return "retry_exit_codes and retry_backoff_s need max_retries (how many retries)"
+        return None
+
+
+@dataclass(frozen=True)
+class Retry:
+    reason: str
+    hold: str
+    due: datetime
+    count: int  # retries so far, this one included
+
+
+def next_retry(request: dict[str, Any], retries: int, attempt: int, exit_code: int | None,
+               now: datetime) -> Retry | None:
+    """The retry an attempt's failure with ``exit_code`` earns (None: it is FAILED). ``retries``: those
+    made so far."""
+    most = int(request.get("max_retries") or 0)
+    if exit_code in (None, 0) or retries >= most:
+        return None
+    wanted = request.get("retry_exit_codes")
+    if wanted is not None and exit_code not in wanted:
+        return None
+    backoff = request.get("retry_backoff_s")
+    wait = min((DEFAULT_BACKOFF_S if backoff is None else int(backoff)) * 2 ** retries, MAX_BACKOFF_S)
+    due = now + timedelta(seconds=wait)
+    count = retries + 1
+    reason = (f"attempt {attempt} failed with exit code {exit_code}: retry {count} of {most}"
+              + (f" after {wait} s" if wait else ""))
+    return Retry(reason, f"retry {count} of {most} after exit code {exit_code}, due {due:%H:%M:%S}", due, count)

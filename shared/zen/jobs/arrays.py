@@ -1,0 +1,141 @@
+"""An array's tasks in the job service (``zen.core.arrays`` says what an array is): created whole from one
+submission or refused whole, stopped together by a stop that names the array. Letting held tasks go as
+others end is the decision writer's (``DecisionWriter.let_go``), with the tick's sweep behind it
+(``Sweeps.let_go_arrays``). The user's side: docs/how-to/arrays.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable
+
+from zen.core import arrays, lifecycle
+from zen.core.clock import Clock
+from zen.core.config import ZenConfig
+from zen.core.lifecycle import Decision
+from zen.core.models import Job, JobRequest, JobStatus, StopRequest, request_fingerprint
+from zen.jobs.announce import Announcements
+from zen.jobs.authorization import may_stop
+from zen.jobs.decisions import DecisionWriter
+from zen.jobs.messaging import OutboxRelay, enqueue
+from zen.jobs.outgoing import Enqueued
+from zen.jobs.placement import choose, configured_cluster
+
+if TYPE_CHECKING:
+    from zen.jobs.store import JobStore, JobTx
+
+log = logging.getLogger("zen.jobs.service")
+
+ADMITTED = lifecycle.Change(JobStatus.QUEUED, "admitted")
+
+
+class _Refused(Exception):
+    """An array that cannot be created as a whole (its transaction rolls back)."""
+
+
+class ArrayJobs:
+    def __init__(self, store: JobStore, config: ZenConfig, clock: Clock, relay: OutboxRelay,
+                 decisions: DecisionWriter, announce: Announcements, *, queues: bool):
+        self._store, self._config, self._clock, self._relay = store, config, clock, relay
+        self._decisions, self._announce, self._queues = decisions, announce, queues
+
+    def submit(self, request: JobRequest, resolved: Any, template: Job, canonical: dict[str, Any], actor: str,
+               now: datetime, submitted: lifecycle.Change,
+               kept_stop: Callable[[JobTx, Job, datetime], tuple[bool, list[Enqueued]]]) -> tuple[str | None, list[Job]]:
+        """(why the array is refused, None if it is not; the tasks created: none for a redelivery).
+
+        All tasks in one transaction: each a PENDING job named ``<array id>-<index>``, those past
+        ``max_parallel`` held; then admitted as any submission is (at once without queues, else by the
+        queue's pass). A redelivery finds its first task with the same request and creates nothing; a
+        task id that is another job's, or an array id that is a job's, refuses the whole array."""
+        spec, array_id = request.array, template.job_id
+        assert spec is not None
+        problem = arrays.check_array(array_id, spec, self._config.limits.max_array_tasks, request.env,
+                                     dict(request.secrets or {}))
+        if problem:
+            return problem, []
+        created: list[Job] = []
+        ids: list[Enqueued] = []
+        try:
+            with self._store.transaction() as tx:
+                if tx.get_job(array_id) is not None:
+                    raise _Refused(f"job_id {array_id} is already a job's: an array's id names no job of its own")
+                shape, chosen = choose(tx, self._config, resolved, now)
+                gpus = configured_cluster(self._config, shape.cluster).gpus_held(request.gpu_count)
+                for task_id, task_request in arrays.tasks(canonical, array_id, spec):
+                    index = task_request["array"]["index"]
+                    held = spec.max_parallel is not None and index >= spec.max_parallel
+                    task = template.model_copy(update={
+                        "job_id": task_id, "request": task_request, "request_hash": request_fingerprint(task_request),
+                        "cluster": shape.cluster, "regions": shape.regions, "gpus": gpus,
+                        "hold": template.hold or (arrays.hold_reason(array_id, spec.max_parallel or 0) if held else None)})
+                    if not tx.insert_job(task):
+                        existing = tx.get_job(task_id)
+                        if index == 0 and existing is not None and existing.request_hash == task.request_hash:
+                            return None, []  # a redelivery: its first task is this array's, so all of them are
+                        raise _Refused(f"job_id {task_id} (task {index} of array {array_id}) is already used by "
+                                       "another job")
+                    reason = f"{submitted.reason}; task {index} of array {array_id}" + (
+                        f"; {chosen}" if chosen else "") + (f"; held: {task.hold}" if task.hold else "")
+                    history, events = self._announce.history(task, task, [lifecycle.Change(JobStatus.PENDING, reason)],
+                                                             actor=actor, now=now, from_status=None)
+                    tx.add_job_events(history)
+                    ids += enqueue(tx, events, now)
+                    created.append(task)
+                ids += self._admit(tx, created, now, kept_stop)
+        except _Refused as refused:
+            return str(refused), []
+        self._relay.flush_quietly(ids)
+        log.info("array submitted", extra={"job_id": array_id, "cluster": shape.cluster, "tasks": len(created)})
+        return None, created
+
+    def _admit(self, tx: JobTx, created: list[Job], now: datetime,
+               kept_stop: Callable[[JobTx, Job, datetime], tuple[bool, list[Enqueued]]]) -> list[Enqueued]:
+        ids: list[Enqueued] = []
+        for task in created:
+            stopped, kept = kept_stop(tx, task, now)  # a stop of the task that came before it
+            ids += kept
+            if not stopped and task.hold is None and not self._queues:
+                ids += self._decisions.apply(tx, task, Decision(changes=[ADMITTED], publish_start=True),
+                                             actor="admission", now=now)
+        if created and self._queues:
+            assert created[0].queue is not None  # resolve_request names one when queues are configured
+            ids += self._decisions.admit(tx, created[0].queue, created[0].cluster, now)
+        return ids
+
+    def stop(self, request: StopRequest, sender: str | None) -> tuple[int, str | None] | None:
+        """A stop that names an array (no job has its id; tasks carry it): (tasks stopped, why one was
+        not, if one was refused); None when it names no array. Each task not ended is stopped as its own
+        stop would stop it, in index order (the order releases lock them in), in one transaction; held
+        tasks end CANCELLED and none is let go meanwhile."""
+        now = self._clock()
+        ids: list[Enqueued] = []
+        stopped, refused = 0, None
+        queues: set[tuple[str, str]] = set()
+        with self._store.transaction() as tx:
+            if tx.get_job(request.job_id) is not None:
+                return None
+            tasks = tx.array_tasks(request.job_id)
+            if not tasks:
+                return None
+            for listed in tasks:
+                job = None if listed.status.terminal else tx.get_job(listed.job_id, lock=True)
+                if job is None or job.status.terminal:
+                    continue
+                if sender is not None and (why := may_stop(self._config, sender, job)):
+                    refused = why
+                    continue
+                decision = lifecycle.decide_stop(job, request.model_copy(update={"job_id": job.job_id}), now)
+                if decision.ignored or decision.duplicate:
+                    continue
+                ids += self._decisions.apply(tx, job, decision, actor=f"user:{sender}" if sender else "user",
+                                             now=now, admit=False)
+                stopped += 1
+                if job.queue:
+                    queues.add((job.queue, job.cluster))
+            for queue, cluster in sorted(queues) if self._queues else ():
+                ids += self._decisions.admit(tx, queue, cluster, now)  # the quota the tasks that ended at once held
+        self._relay.flush_quietly(ids)
+        log.info("array stopped", extra={"job_id": request.job_id, "tasks": stopped})
+        return stopped, refused

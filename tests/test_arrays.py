@@ -1,0 +1,158 @@
+"""Job arrays (zen.core.arrays, zen.jobs.arrays) through the functions against a real Postgres: one message
+becomes N tasks, each with its index and parameters; max_parallel lets K go at once and the next when one
+ends; a stop of the array stops every task; bad arrays are refused whole, with the reason."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.messages import agent_run, job_request
+from tests.test_queues import ONE_QUEUE, with_queues
+from zen.store import repository
+
+
+@pytest.fixture
+def zen_and_fn(config, db, publisher, clock):
+    from zen.app import Zen
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    zen = Zen(config, db, publisher, clock)
+    return zen, FunctionsInvoker(zen)
+
+
+def jobs(zen, *job_ids):
+    with zen.db.transaction() as session:
+        return [repository.get_job(session, j) for j in job_ids]
+
+
+def statuses(zen, prefix: str, n: int) -> list[str]:
+    return [j.status.value if j else "-" for j in jobs(zen, *(f"{prefix}-{i}" for i in range(n)))]
+
+
+def starts(publisher) -> list[str]:
+    return [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-start")]
+
+
+def finish(fn, job_id: str, vm: str, final: str = "SUCCEEDED") -> None:
+    for beat in agent_run(job_id, vm=vm, final=final, exit_code=0 if final == "SUCCEEDED" else 3):
+        fn.heartbeat(beat)
+
+
+def test_an_array_is_n_tasks_and_max_parallel_lets_k_run_at_once(zen_and_fn, publisher):
+    zen, fn = zen_and_fn
+    params = [{"LR": lr} for lr in ("0.1", "0.01", "0.001", "0.3", "0.03", "0.003")]
+    fn.submit(job_request("sweep", array={"params": params, "max_parallel": 2}))
+    assert statuses(zen, "sweep", 6) == ["QUEUED", "QUEUED", "PENDING", "PENDING", "PENDING", "PENDING"]
+    assert jobs(zen, "sweep")[0] is None  # the array's id names no job
+    task = jobs(zen, "sweep-4")[0]
+    assert task.request["env"] == {"LR": "0.03", "ZEN_ARRAY_ID": "sweep", "ZEN_ARRAY_INDEX": "4",
+                                   "ZEN_ARRAY_COUNT": "6"}
+    assert task.hold == "array sweep lets 2 tasks run at once"
+    assert sorted(starts(publisher)) == ["sweep-0", "sweep-1"]
+
+    fn.submit(job_request("sweep", array={"params": params, "max_parallel": 2}))  # a redelivery: nothing new
+    assert statuses(zen, "sweep", 6)[2:] == ["PENDING"] * 4
+
+    finish(fn, "sweep-0", "vm-a")  # one ends: the next in index order is let go
+    assert statuses(zen, "sweep", 6) == ["SUCCEEDED", "QUEUED", "QUEUED", "PENDING", "PENDING", "PENDING"]
+    assert jobs(zen, "sweep-2")[0].hold is None
+    finish(fn, "sweep-1", "vm-b", final="FAILED")  # a failure frees its place as well
+    finish(fn, "sweep-2", "vm-a")
+    assert statuses(zen, "sweep", 6) == ["SUCCEEDED", "FAILED", "SUCCEEDED", "QUEUED", "QUEUED", "PENDING"]
+    with zen.db.transaction() as session:
+        history = [r["reason"] for r in session.run("job_history", job_id="sweep-3")]
+    assert any("let go: fewer than 2 tasks of array sweep run" in r for r in history), history
+
+
+def test_a_stop_of_the_array_stops_every_task_and_lets_none_go(zen_and_fn, publisher):
+    zen, fn = zen_and_fn
+    fn.submit(job_request("arr", array={"count": 4, "max_parallel": 2}))
+    for beat in agent_run("arr-0", vm="vm-a")[:2]:  # arr-0 runs
+        fn.heartbeat(beat)
+    fn.stop({"job_id": "arr", "reason": "enough"})
+    assert statuses(zen, "arr", 4) == ["STOPPING", "CANCELLED", "CANCELLED", "CANCELLED"]
+    assert sorted(starts(publisher)) == ["arr-0", "arr-1"]  # no held task was let go on the way
+
+
+def test_the_tick_lets_go_what_a_release_missed(zen_and_fn, publisher):
+    """Two tasks ending at once may both reach for the same next task; the sweep catches it up."""
+    from zen.core import lifecycle
+    from zen.core.lifecycle import Decision
+    from zen.core.models import JobStatus
+
+    zen, fn = zen_and_fn
+    fn.submit(job_request("gap", array={"count": 3, "max_parallel": 1}))
+    with zen.db.transaction():
+        pass
+    service = zen.jobs
+    with service._store.transaction() as tx:  # gap-0 ends without the release a change runs
+        job = tx.get_job("gap-0", lock=True)
+        service.decisions.apply(tx, job, Decision(changes=[lifecycle.Change(JobStatus.CANCELLED, "test")]),
+                                actor="test", now=zen.clock(), admit=False)
+    assert statuses(zen, "gap", 3) == ["CANCELLED", "PENDING", "PENDING"]
+    fn.tick()
+    assert statuses(zen, "gap", 3) == ["CANCELLED", "QUEUED", "PENDING"]
+
+
+@pytest.mark.parametrize("array, reason", [
+    ({"count": 1001}, "array: 1001 tasks, more than this Zen's limits.max_array_tasks (1000)"),
+    ({"count": 2, "params": [{"A": "1"}]}, "count is 2 but params has 1 entries"),
+    ({"params": [{"ZEN_ARRAY_INDEX": "9"}]}, "ZEN_ARRAY_INDEX: names starting with ZEN_ are Zen's"),
+    ({"count": 2, "max_parallel": 0}, "array.max_parallel"),
+    ({}, "give count (the number of tasks) or params"),
+])
+def test_a_bad_array_is_refused_with_its_reason(zen_and_fn, array, reason):
+    zen, fn = zen_and_fn
+    fn.submit(job_request("bad", array=array))
+    assert jobs(zen, "bad-0") == [None]
+    with zen.db.transaction() as session:
+        rows = [r["reason"] for r in session.sql("SELECT reason FROM rejected_messages ORDER BY id DESC LIMIT 1")]
+    assert reason in rows[0], rows
+
+
+def test_a_task_id_another_job_holds_refuses_the_whole_array(zen_and_fn):
+    zen, fn = zen_and_fn
+    fn.submit(job_request("taken-1"))
+    fn.submit(job_request("taken", array={"count": 3}))
+    assert [j is None for j in jobs(zen, "taken-0", "taken-2")] == [True, True]
+    with zen.db.transaction() as session:
+        rows = [r["reason"] for r in session.sql("SELECT reason FROM rejected_messages ORDER BY id DESC LIMIT 1")]
+    assert "job_id taken-1 (task 1 of array taken) is already used by another job" in rows[0]
+
+
+def test_with_queues_held_tasks_wait_outside_the_line(config, db, publisher, clock):
+    from zen.app import Zen
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    zen = Zen(with_queues(config, ONE_QUEUE), db, publisher, clock)  # 8 GPUs: two 4-GPU jobs at once
+    fn = FunctionsInvoker(zen)
+    fn.submit(job_request("q", array={"count": 4, "max_parallel": 1}))
+    fn.submit(job_request("other"))
+    assert statuses(zen, "q", 4) == ["QUEUED", "PENDING", "PENDING", "PENDING"]
+    assert jobs(zen, "other")[0].status.value == "QUEUED"  # held tasks take no place in the queue's line
+    finish(fn, "q-0", "vm-a")
+    assert statuses(zen, "q", 4) == ["SUCCEEDED", "QUEUED", "PENDING", "PENDING"]
+
+
+def test_the_cli_lists_explains_and_stops_an_array(zen_and_fn, db_url, monkeypatch, capsys):
+    from zen.cli.main import main
+    from zen.cli.user import _stop_outlook
+
+    zen, fn = zen_and_fn
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    fn.submit(job_request("cli", array={"count": 3, "max_parallel": 1}))
+    finish(fn, "cli-0", "vm-a", final="FAILED")
+    capsys.readouterr()
+    assert main(["jobs", "list", "--array", "cli"]) == 0
+    out = capsys.readouterr().out
+    assert "array cli: 3 tasks: 1 failed, 2 waiting (1 held by max_parallel)" in out
+    assert "cli-2" in out and "cli-0" in out
+    assert main(["explain", "cli"]) == 0
+    out = capsys.readouterr().out
+    assert "the rest wait because the array cli lets 1 task run at once" in out
+    assert "cli-1: QUEUED" in out  # then why the next task waits, in its own words
+    assert _stop_outlook("cli") == "array cli: 2 of its 3 tasks have not ended: they will be stopped"
+    assert main(["explain", "nothing-here"]) == 1
+    assert "no job, array or cluster named nothing-here" in capsys.readouterr().err

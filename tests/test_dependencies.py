@@ -1,0 +1,105 @@
+"""Dependencies (zen.core.dependencies) through the functions against a real Postgres: a pipeline whose steps
+wait PENDING with the reason, start when what they wait for ends as needed, and are cancelled with the
+reason when it cannot; afterany; arrays as dependencies; refusals at submission; the tick behind it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.messages import agent_run, job_request
+from zen.store import repository
+
+
+@pytest.fixture
+def zen_and_fn(config, db, publisher, clock):
+    from zen.app import Zen
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    zen = Zen(config, db, publisher, clock)
+    return zen, FunctionsInvoker(zen)
+
+
+def job(zen, job_id):
+    with zen.db.transaction() as session:
+        return repository.get_job(session, job_id)
+
+
+def status(zen, *job_ids):
+    return [job(zen, j).status.value if job(zen, j) else None for j in job_ids]
+
+
+def run(fn, job_id, final="SUCCEEDED", vm="vm-a", attempt=1):
+    for beat in agent_run(job_id, vm=vm, attempt=attempt, final=final, exit_code=0 if final == "SUCCEEDED" else 2):
+        fn.heartbeat(beat)
+
+
+def last_rejection(zen) -> str:
+    with zen.db.transaction() as session:
+        return session.sql("SELECT reason FROM rejected_messages ORDER BY id DESC LIMIT 1")[0]["reason"]
+
+
+def test_a_pipeline_waits_starts_and_is_cancelled_when_a_step_fails(zen_and_fn):
+    zen, fn = zen_and_fn
+    fn.submit(job_request("prep"))
+    fn.submit(job_request("train", after=["prep"]))
+    fn.submit(job_request("eval", after=["train"]))
+    assert status(zen, "prep", "train", "eval") == ["QUEUED", "PENDING", "PENDING"]
+    assert job(zen, "train").hold == "after: waiting for prep"
+    run(fn, "prep")
+    assert status(zen, "train", "eval") == ["QUEUED", "PENDING"]
+    run(fn, "train", final="FAILED")
+    assert status(zen, "eval") == ["CANCELLED"]
+    with zen.db.transaction() as session:
+        reasons = [r["reason"] for r in session.run("job_history", job_id="eval")]
+    assert "dependency train ended FAILED (after_condition ok: it needs every one SUCCEEDED)" in reasons
+
+
+def test_afterany_starts_after_a_failure_and_a_retry_is_waited_for(zen_and_fn, clock):
+    zen, fn = zen_and_fn
+    fn.submit(job_request("flaky", max_retries=1, retry_backoff_s=0))
+    fn.submit(job_request("report", after=["flaky"], after_condition="any"))
+    fn.submit(job_request("next", after=["flaky"]))
+    run(fn, "flaky", final="FAILED")  # retried: not ended, so both still wait
+    assert status(zen, "flaky", "report", "next") == ["PENDING", "PENDING", "PENDING"]
+    fn.tick()
+    run(fn, "flaky", attempt=2, vm="vm-b")
+    assert status(zen, "flaky", "report", "next") == ["SUCCEEDED", "QUEUED", "QUEUED"]
+
+
+def test_an_array_is_waited_for_as_a_whole(zen_and_fn):
+    zen, fn = zen_and_fn
+    fn.submit(job_request("sweep", array={"count": 2}))
+    fn.submit(job_request("pick", after=["sweep"]))
+    run(fn, "sweep-0")
+    assert status(zen, "pick") == ["PENDING"]
+    run(fn, "sweep-1", vm="vm-b")
+    assert status(zen, "pick") == ["QUEUED"]
+
+
+def test_the_tick_looks_again_at_what_a_change_did_not_wake(zen_and_fn):
+    zen, fn = zen_and_fn
+    fn.submit(job_request("a"))
+    fn.submit(job_request("b", after=["a"]))
+    with zen.db.transaction() as session:  # a's end, as if it committed while b was being submitted
+        session.sql("UPDATE jobs SET status = 'SUCCEEDED' WHERE job_id = 'a'")
+    assert status(zen, "b") == ["PENDING"]
+    fn.tick()
+    assert status(zen, "b") == ["QUEUED"]
+
+
+@pytest.mark.parametrize("request_fields, reason", [
+    ({"after": ["nope"]}, "after: no job or array nope is known"),
+    ({"after": ["dep-self"], "job_id": "dep-self"}, "after: job dep-self cannot wait for itself"),
+    ({"after": ["done-bad"]}, "after: dependency done-bad ended FAILED (after_condition ok: it needs every one "
+                              "SUCCEEDED): this job could never start"),
+    ({"after": ["bobs"]}, "after: bobs: alice may not wait for job bobs, which is bob's"),
+    ({"after_condition": "any"}, "after_condition needs after"),
+])
+def test_bad_dependencies_are_refused_at_submission(zen_and_fn, request_fields, reason):
+    zen, fn = zen_and_fn
+    fn.submit(job_request("done-bad"))
+    run(fn, "done-bad", final="FAILED")
+    fn.submit(job_request("bobs", user_id="bob"))
+    fields = {"job_id": "dep-new", **request_fields}
+    fn.submit(job_request(fields.pop("job_id"), **fields))
+    assert reason in last_rejection(zen)

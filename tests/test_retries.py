@@ -1,0 +1,103 @@
+"""Retries after failed exits (zen.core.retries) through the functions against a real Postgres: a failure
+with a listed exit code goes back to PENDING as the next attempt, held for a doubling backoff that the
+tick lifts; other codes, and a spent budget, end FAILED; each failed attempt's usage says FAILED."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.messages import agent_run, job_request
+from zen.store import repository
+
+
+@pytest.fixture
+def zen_and_fn(config, db, publisher, clock):
+    from zen.app import Zen
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    zen = Zen(config, db, publisher, clock)
+    return zen, FunctionsInvoker(zen)
+
+
+def job(zen, job_id):
+    with zen.db.transaction() as session:
+        return repository.get_job(session, job_id)
+
+
+def fail(fn, job_id, attempt, exit_code, vm="vm-a"):
+    for beat in agent_run(job_id, attempt=attempt, vm=vm, final="FAILED", exit_code=exit_code):
+        fn.heartbeat(beat)
+
+
+def starts(publisher, job_id):
+    return [json.loads(m.data)["attempt"] for m in publisher.on("zen-job-start") if json.loads(m.data)["job_id"] == job_id]
+
+
+def test_a_listed_exit_code_is_retried_after_a_doubling_backoff_until_the_budget_is_spent(zen_and_fn, clock, publisher):
+    zen, fn = zen_and_fn
+    fn.submit(job_request("flaky", max_retries=2, retry_exit_codes=[3], retry_backoff_s=10))
+    fail(fn, "flaky", 1, 3)
+    held = job(zen, "flaky")
+    assert (held.status.value, held.attempt, held.retries) == ("PENDING", 2, 1)
+    assert held.hold.startswith("retry 1 of 2 after exit code 3, due ")
+    fn.tick()  # not due yet
+    assert job(zen, "flaky").status.value == "PENDING"
+    clock.advance(10)
+    fn.tick()
+    assert job(zen, "flaky").status.value == "QUEUED" and starts(publisher, "flaky") == [1, 2]
+    fail(fn, "flaky", 2, 3, vm="vm-b")
+    clock.advance(19)
+    fn.tick()
+    assert job(zen, "flaky").status.value == "PENDING"  # the second backoff is 20 s
+    clock.advance(1)
+    fn.tick()
+    assert job(zen, "flaky").status.value == "QUEUED"
+    fail(fn, "flaky", 3, 3)
+    ended = job(zen, "flaky")
+    assert (ended.status.value, ended.exit_code, ended.attempt) == ("FAILED", 3, 3)
+    with zen.db.transaction() as session:
+        reasons = [r["reason"] for r in session.run("job_history", job_id="flaky")]
+        outcomes = [r["outcome"] for r in session.sql(
+            "SELECT outcome FROM attempt_usage WHERE job_id = 'flaky' ORDER BY attempt")]
+    assert "attempt 1 failed with exit code 3: retry 1 of 2 after 10 s" in reasons
+    assert "attempt 2 failed with exit code 3: retry 2 of 2 after 20 s" in reasons
+    assert outcomes == ["FAILED", "FAILED", "FAILED"]
+
+
+@pytest.mark.parametrize("exit_code", [1, 0])
+def test_an_unlisted_code_fails_and_success_succeeds(zen_and_fn, exit_code):
+    zen, fn = zen_and_fn
+    fn.submit(job_request("once", max_retries=3, retry_exit_codes=[3]))
+    for beat in agent_run("once", final="FAILED" if exit_code else "SUCCEEDED", exit_code=exit_code):
+        fn.heartbeat(beat)
+    assert job(zen, "once").status.value == ("FAILED" if exit_code else "SUCCEEDED")
+
+
+def test_any_non_zero_code_is_retried_when_none_is_listed_and_a_stop_is_never_retried(zen_and_fn):
+    zen, fn = zen_and_fn
+    fn.submit(job_request("any", max_retries=1, retry_backoff_s=0))
+    fail(fn, "any", 1, 137)
+    assert job(zen, "any").status.value == "PENDING"
+    fn.tick()
+    assert job(zen, "any").status.value == "QUEUED"
+    fn.submit(job_request("stopped", max_retries=1))
+    beats = agent_run("stopped", final="FAILED", exit_code=143)
+    for beat in beats[:2]:
+        fn.heartbeat(beat)
+    fn.stop({"job_id": "stopped"})
+    fn.heartbeat(beats[-1])
+    assert job(zen, "stopped").status.value == "FAILED"
+
+
+@pytest.mark.parametrize("retry, field", [({"max_retries": 101}, "max_retries"),
+                                          ({"max_retries": 1, "retry_backoff_s": 7200}, "retry_backoff_s"),
+                                          ({"retry_exit_codes": [1]}, "need max_retries")])
+def test_a_bad_retry_is_refused_naming_the_field(zen_and_fn, retry, field):
+    zen, fn = zen_and_fn
+    fn.submit(job_request("bad-retry", **retry))
+    assert job(zen, "bad-retry") is None
+    with zen.db.transaction() as session:
+        reason = session.sql("SELECT reason FROM rejected_messages ORDER BY id DESC LIMIT 1")[0]["reason"]
+    assert field in reason, reason
