@@ -568,8 +568,10 @@ def test_agent_wheel_is_installable_shape(packaged):
                 assert digest == f"sha256={expected}" and int(size) == len(data), name
         assert {line.rsplit(",", 2)[0] for line in record} == set(names)
     requires = re.findall(r"^Requires-Dist: (.+)$", metadata, re.M)
-    # The agent ships job output with the Cloud Logging client; the functions do not need it.
-    assert requires == package.runtime_requirements() + package.runtime_requirements(package.AGENT_REQUIREMENTS)
+    # The agent ships job output with the Cloud Logging client; the functions do not need it. Then every
+    # package those require, pinned at constraints.txt's version (tests/test_package_pins.py).
+    direct = package.runtime_requirements() + package.runtime_requirements(package.AGENT_REQUIREMENTS)
+    assert requires[:len(direct)] == direct and requires == package.pinned_closure(direct)
     assert any(r.startswith("google-cloud-logging==") for r in requires)
     names_required = [re.split(r"[=<>!~\[ ;]", r, maxsplit=1)[0].lower() for r in requires]
     assert len(names_required) == len(set(names_required)), "a package is required twice"
