@@ -74,7 +74,8 @@ def test_the_standin_reports_and_enforces_gpu_quotas_through_the_official_client
         QuotaReader("nope").project_wide()
 
 
-def test_a_region_without_quota_is_passed_over_and_the_decision_says_why(standin, config, db, publisher, clock):
+def test_a_region_without_quota_is_passed_over_and_the_decision_says_why(standin, config, db, publisher, clock,
+                                                                         capsys):
     from zen_dev.local.invoke import FunctionsInvoker
 
     clients = compute_clients_from_env()
@@ -99,6 +100,13 @@ def test_a_region_without_quota_is_passed_over_and_the_decision_says_why(standin
     [block] = [d for d in decisions if d["action"] == "BLOCK"]
     assert block["region"] == "us-central1"
     assert block["reason"].startswith("GPU quota NVIDIA_A100_GPUS (us-central1) holds us-central1 back, not capacity")
+    # zen explain JOB says so while the job waits, whatever the cluster decided since
+    from zen.cli.queues import explain_job
+
+    capsys.readouterr()
+    assert explain_job("a", False, db) == 0
+    assert ("GPU quota NVIDIA_A100_GPUS (us-central1) holds us-central1 back, not capacity: 0 of 0 GPUs in use"
+            in capsys.readouterr().out)
 
 
 def test_zen_clusters_and_explain_say_a_quota_holds_a_region_back(standin, config, db_url, monkeypatch, capsys):

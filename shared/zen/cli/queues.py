@@ -89,7 +89,7 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
         elif job.status is JobStatus.PENDING and not config.queues:  # left by queues since removed
             why = "no queues are configured: admitted at the next scale tick"
         elif job.status is JobStatus.QUEUED:
-            decisions = fleet.recent_decisions(session, job.cluster, 1)
+            decisions = fleet.recent_decisions(session, job.cluster, 50)  # newest first
             why = (f"admitted{f' by queue {job.queue}' if job.queue else ''}; waiting for a VM of {job.cluster} "
                    f"in {', '.join(job.start_regions or job.regions)}")
             if job.start_vms and job.widen_at:  # zen.core.routing: offered to warm VMs
@@ -102,6 +102,10 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
                 last = decisions[0]
                 why += (f"; the cluster's latest scaling decision ({last['at']:%H:%M:%S}): {last['action']} "
                         f"{last['region'] or ''} {last['reason']}".rstrip())
+            latest = {d["region"]: d for d in reversed(decisions)}  # each region's newest decision
+            held = [d["reason"].split("; blocked")[0] for region, d in latest.items() if region in job.regions
+                    and d["action"] == "BLOCK" and d["reason"].startswith("GPU quota") and d is not decisions[0]]
+            why += "".join(f"; {text}" for text in held)  # a quota, not capacity (docs/how-to/deploy.md#gpu-quotas)
         elif job.status.terminal:  # one line: the change that ended it (its message holds the output's tail)
             history = repository.job_history(session, job.job_id)
             last = history[-1]["reason"].splitlines()[0] if history else job.status.value
