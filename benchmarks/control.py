@@ -63,10 +63,12 @@ PROJECT = "zen-bench"
 _ids = itertools.count(1)
 
 
-def submit_event(job_id: str, attributes: dict[str, str] | None = None) -> dict:
-    """The CloudEvent Eventarc delivers for one bench submission (``attributes``: its sender's proof)."""
+def submit_event(job_id: str, attributes: dict[str, str] | None = None, body: dict | None = None) -> dict:
+    """The CloudEvent Eventarc delivers for one bench submission (``attributes``: its sender's proof;
+    ``body``: more fields of the request)."""
     payload = json.dumps({"job_id": job_id, "user_id": "bench", "cluster": CLUSTER,
-                          "command": ["python", "train.py", "--lr", "0.1"], "env": {"SEED": "1"}}).encode()
+                          "command": ["python", "train.py", "--lr", "0.1"], "env": {"SEED": "1"},
+                          **(body or {})}).encode()
     return eventarc.pubsub_cloud_event(payload, message_id=job_id, topic="zen-job-submitted", project=PROJECT,
                                        attributes=attributes)
 
@@ -292,6 +294,23 @@ class ControlBench:
                 zen.db.close()
         return measure
 
+    def arrays(self, size: int) -> Callable[[], float]:
+        """Tasks created per second by 1-thread submissions of ``size``-task arrays (one message, one
+        transaction each: ``zen.jobs.arrays``)."""
+        def measure() -> float:
+            zen = self.zen(pool=1)
+
+            def submit(_: int) -> None:
+                array_id = f"array-{next(_ids)}"
+                data = submit_event(array_id, body={"array": {"count": size}})["data"]
+                zen.on_job_submitted(data["message"]["messageId"], PUBSUB_EVENT_TYPE, data)
+
+            try:
+                return self.rate(1, submit) * size
+            finally:
+                zen.db.close()
+        return measure
+
     def floor(self) -> Callable[[], float]:
         """A lone submission's waits and nothing else, one after the other: its statement (one job,
         written as ``on_job_submitted`` writes it) and its start message's Publish, acknowledged (a lone
@@ -451,6 +470,10 @@ ROWS = [
      Goal("(bound)", lambda r, off, rate: True)),
     ("on_job_submitted, 1 thread, sender proven (ZEN_AUTH)", lambda b: b.submits(1, proof=True),
      Goal(">= 0.9x off", lambda r, off, rate: off is not None and r >= 0.9 * off)),
+    # Arrays (issue 38): a 1,000-task array is one message and one transaction; its tasks/s against one
+    # thread's single submissions.
+    ("on_job_submitted, 1 thread, 1,000-task arrays (tasks/s)", lambda b: b.arrays(1000),
+     Goal(">= 1x off", lambda r, off, rate: off is not None and r >= off)),
     ("on_job_submitted, 4 threads, scaling off", lambda b: b.submits(4), Goal("> 1.00", lambda r, off, rate: r > 1.0)),
     ("on_job_submitted, 8 threads, scaling off", lambda b: b.submits(8), Goal("> 1.00", lambda r, off, rate: r > 1.0)),
     ("on_job_submitted, 1 thread, scaling on, 0 queued", lambda b: b.submits(1, scaling=True),

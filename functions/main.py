@@ -1,4 +1,5 @@
-"""Cloud Functions (gen2) entry points. Thin: decode the CloudEvent, call one Zen method, return.
+"""Cloud Functions (gen2) entry points: the job lifecycle's four, and the notifier (``on_job_event``, on
+zen-job-events). Thin: decode the CloudEvent, call one Zen method, return.
 
 Clients (database pool, Pub/Sub publisher) are built once per function instance, lazily, on the
 first event. A raised exception (database down) answers HTTP 500, so Eventarc redelivers; a bad
@@ -44,6 +45,11 @@ def on_heartbeat(event):
 @functions_framework.cloud_event
 def on_stop_requested(event):
     zen().on_stop_requested(event["id"], event["type"], event.data)
+
+
+@functions_framework.cloud_event
+def on_job_event(event):
+    zen().on_job_event(event["id"], event["type"], event.data)
 
 
 @functions_framework.cloud_event

@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "shared" / "zen"
 FUNCTIONS_MAIN = ROOT / "functions" / "main.py"
 REQUIREMENTS = ROOT / "requirements.txt"
-AGENT_REQUIREMENTS = ROOT / "requirements-agent.txt"
-CONSTRAINTS = ROOT / "constraints.txt"  # every package's pin, transitive ones included  # the wheel only: google-cloud-logging
-FUNCTIONS_REQUIREMENTS = ROOT / "requirements-functions.txt"  # the functions only: google-cloud-billing
+AGENT_REQUIREMENTS = ROOT / "requirements-agent.txt"  # the wheel only: google-cloud-logging
+FUNCTIONS_REQUIREMENTS = ROOT / "requirements-functions.txt"  # the functions only: billing, secret manager
+CONSTRAINTS = ROOT / "constraints.txt"  # every package's pin, transitive ones included (the wheel's closure)
 
 FUNCTIONS_ARCHIVE = "zen-functions.zip"
 CONFIG_NAME = "zen_config.yaml"

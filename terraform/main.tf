@@ -2,7 +2,8 @@
 # source archive and the agent wheel built by `make package`, in one bucket named after the project).
 #
 # Files by responsibility: pubsub.tf (topics, subscriptions, dead letters), sql.tf (Cloud SQL),
-# functions.tf (the four gen2 functions and the scale-tick scheduler job), compute.tf (instance
+# functions.tf (the four gen2 functions and the scale-tick scheduler job), notifications.tf (the notifier,
+# a fifth function, and its subscription), compute.tf (instance
 # templates and regional MIGs per (cluster, region)), network.tf (private services access, VPC
 # connector, Cloud NAT), iam.tf (service accounts and every binding), outputs.tf.
 

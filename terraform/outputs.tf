@@ -115,6 +115,10 @@ output "db_grants_sql" {
       "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO \"${user.name}\";",
       "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO \"${user.name}\";",
     ]],
+    # The notifier (notifications.tf): the schema's version, the jobs it tells of, and its own ledger, nothing else.
+    "GRANT USAGE ON SCHEMA public TO \"${google_sql_user.notifier.name}\";",
+    "GRANT SELECT ON schema_migrations, jobs TO \"${google_sql_user.notifier.name}\";",
+    "GRANT SELECT, INSERT, UPDATE, DELETE ON notifications TO \"${google_sql_user.notifier.name}\";",
   ]))
 }
 

@@ -390,3 +390,21 @@ variable "labels" {
   default     = {}
   description = "Labels added to every labelled resource."
 }
+
+variable "notifier" {
+  description = <<-EOT
+    Scaling of the notifier (on_job_event, notifications.tf). It is pushed only the events that can be a
+    notice; each request holds one database connection at a time, and an instance opens at most 2 (the
+    others wait), so its connections are max_instances x 2: with the defaults, 4, and the functions' 85 +
+    10 reserved, 99 of 100. timeout_s bounds a request: each target's POST waits at most the configuration's
+    notifications.timeout_s (10 s), so keep it above targets x that.
+  EOT
+  type = object({
+    max_instances = optional(number, 2)
+    concurrency   = optional(number, 8)
+    memory        = optional(string, "512Mi")
+    cpu           = optional(string, "1")
+    timeout_s     = optional(number, 60)
+  })
+  default = {}
+}

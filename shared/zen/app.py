@@ -21,6 +21,7 @@ from zen.core.events import PubSubEnvelope, envelope_from_cloud_event
 from zen.core.prices import PriceTable
 from zen.core.text import escape_unstorable
 from zen.jobs.messaging import OutboxRelay, Publisher
+from zen.jobs.notifications import Notifier, NotifyOutcome
 from zen.jobs.service import JobService, Outcome
 from zen.store import fleet
 from zen.store.db import Database
@@ -69,7 +70,7 @@ class TickReport:
 class Zen:
     def __init__(self, config: ZenConfig, db: Database, publisher: Publisher, clock: Clock = utc_now,
                  scaler: Scaler | None = None, controls: ControlMaker | None = None,
-                 price_fetch: Callable[[datetime], PriceTable] | None = None):
+                 price_fetch: Callable[[datetime], PriceTable] | None = None, notifier: Notifier | None = None):
         self.config = config
         self.db = db
         self.store = PostgresJobStore(db)  # the job service's port (zen.jobs.store) over Postgres
@@ -80,6 +81,7 @@ class Zen:
         self.scaler = scaler
         self.controls = controls  # None: the agents make their own control subscriptions
         self.price_fetch = price_fetch  # None: no catalog (the snapshot and the configuration price VMs)
+        self._notifier = notifier
         self._schema_ok = False
         self._quiet = telemetry.Quiet()  # the tick's gauge lines: written on a change or activity (zen.telemetry)
 
@@ -176,6 +178,29 @@ class Zen:
     def on_stop_requested(self, event_id: str, event_type: str | None, data) -> Outcome:
         with self.relay.request():
             return self._with_envelope(self.config.topics.job_stop, event_id, event_type, data, self.jobs.stop)
+
+    def on_job_event(self, event_id: str, event_type: str | None, data) -> NotifyOutcome:
+        """The notifier (``zen.jobs.notifications``): a ``zen-job-events`` message's notices. An envelope
+        that cannot be read is logged and acked (never answered on zen-job-events, which it came from)."""
+        self._schema_ready()
+        try:
+            envelope = envelope_from_cloud_event(event_id, event_type, data)
+        except Rejected as rejection:
+            log.error("a job event that cannot be read was skipped", extra={"reason": rejection.reason})
+            return NotifyOutcome()
+        return self.notifier.handle(envelope)
+
+    @property
+    def notifier(self) -> Notifier:
+        """Built at the first event (its Secret Manager client at the first read): only the notifier's
+        instances ever build one."""
+        if self._notifier is None:
+            from zen.adapters.webhooks import HttpPoster, notify_secret_reader
+            from zen.store.notifications import PostgresNotifications
+
+            self._notifier = Notifier(self.config, PostgresNotifications(self.db), notify_secret_reader(),
+                                      HttpPoster(), self.clock)
+        return self._notifier
 
     def on_scale_tick(self) -> TickReport:
         """Resend the outbox, sweep lost jobs, republish and widen unclaimed starts, admit, prune old

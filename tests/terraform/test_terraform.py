@@ -177,8 +177,8 @@ def topics_read_by_app() -> dict[str, str]:
     tree = ast.parse((ROOT / "shared" / "zen" / "app.py").read_text())
     zen_class = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Zen")
     read = {}
-    for node in zen_class.body:
-        if isinstance(node, ast.FunctionDef) and node.name.startswith("on_"):
+    for node in zen_class.body:  # the notifier's (on_job_event) is notifications.tf's: test_notifier_terraform.py
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("on_") and node.name != "on_job_event":
             fields = re.findall(r"self\.config\.topics\.(\w+)", ast.unparse(node))
             read[node.name] = fields[0] if fields else "scale_tick"
     return read
@@ -186,13 +186,14 @@ def topics_read_by_app() -> dict[str, str]:
 
 def test_each_function_entry_point_exists_in_functions_main(module):
     functions = module.resources_of("google_cloudfunctions2_function")
-    assert set(functions) == {"zen"}
+    assert set(functions) == {"zen", "notifier"}  # the notifier: notifications.tf (test_notifier_terraform.py)
     function = functions["zen"]
     assert expression(function["for_each"]) == "local.functions"
     assert block(function["build_config"])["entry_point"] == "${each.key}"
-    assert set(module.locals["functions"]) == cloud_event_functions() == {
-        "on_job_submitted", "on_heartbeat", "on_stop_requested", "on_scale_tick"}
-    assert set(module.variables["functions"]["default"]) == cloud_event_functions()
+    assert block(functions["notifier"]["build_config"])["entry_point"] == "on_job_event"
+    assert set(module.locals["functions"]) | {"on_job_event"} == cloud_event_functions() == {
+        "on_job_submitted", "on_heartbeat", "on_stop_requested", "on_scale_tick", "on_job_event"}
+    assert set(module.variables["functions"]["default"]) == cloud_event_functions() - {"on_job_event"}
 
 
 def test_each_function_is_triggered_by_the_topic_its_code_reads(module):
@@ -415,7 +416,9 @@ def test_agent_custom_role_holds_only_the_check_of_its_control_subscription(modu
     # Each (cluster, region) start subscription is readable by the account of that region's VMs alone.
     assert start["member"] == ("serviceAccount:${google_service_account.agent[local.agent_account_of["
                                "local.mig_targets[each.key].cluster][local.mig_targets[each.key].region]].email}")
-    assert set(module.resources_of("google_pubsub_subscription_iam_member")) == {"agent_job_start"}
+    # and the notifier's subscription, which the Pub/Sub service agent reads to forward dead letters
+    assert set(module.resources_of("google_pubsub_subscription_iam_member")) == {"agent_job_start",
+                                                                                 "notifier_dead_letter_subscriber"}
 
 
 def test_the_tick_makes_control_subscriptions_and_grants_each_to_its_clusters_agents(module):
@@ -450,8 +453,10 @@ def test_no_broad_roles_and_project_bindings_are_the_justified_few(module):
     assert project_bindings == {"sql", "mig_scaler", "compute_reader", "compute_lister", "agent_subscriptions",
                                 "control_subscriptions", "agent_logs", "build_logs", "build_reads_gcf_sources",
                                 "log_readers",  # zen logs: Cloud Logging grants reading by project
-                                "quota_reader"}  # the tick's GPU quotas: regions and projects have no IAM of their own
-    for name in ("sql", "mig_scaler", "build_reads_gcf_sources"):
+                                "quota_reader",  # the tick's GPU quotas: regions and projects have no IAM of their own
+                                # the notifier: Cloud SQL, and users' notification secrets (notifications.tf)
+                                "notifier_sql", "notifier_reads_notify_secrets"}
+    for name in ("sql", "mig_scaler", "build_reads_gcf_sources", "notifier_sql", "notifier_reads_notify_secrets"):
         assert "condition" in module.resources_of("google_project_iam_member")[name], f"{name} is unconditioned"
 
 
@@ -532,7 +537,8 @@ assert zen.__file__.startswith({root!r}), zen.__file__
 for info in pkgutil.walk_packages(zen.__path__, "zen."):
     if not info.name.endswith("__main__"):
         importlib.import_module(info.name)
-entry_points = sorted(n for n in ("on_job_submitted", "on_heartbeat", "on_stop_requested", "on_scale_tick")
+entry_points = sorted(n for n in ("on_job_submitted", "on_heartbeat", "on_stop_requested", "on_scale_tick",
+                                  "on_job_event")
                       if callable(getattr(main, n, None)))
 print(",".join(entry_points))
 """
@@ -547,7 +553,7 @@ def test_packaged_functions_import_without_local_only_packages(packaged, tmp_pat
     result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "on_heartbeat,on_job_submitted,on_scale_tick,on_stop_requested"
+    assert result.stdout.strip() == "on_heartbeat,on_job_event,on_job_submitted,on_scale_tick,on_stop_requested"
 
 
 def test_agent_wheel_is_installable_shape(packaged):

@@ -4,7 +4,8 @@
 
 ``ZEN_SECRETS_ENDPOINT`` (``host:port``) points the client at a local stand-in (``zen_dev.local.secrets``)
 over an insecure channel with anonymous credentials. The client library is imported only when a client is
-built: the functions never read a secret's value, and their requirements do not carry it.
+built: of the functions, only the notifier reads secrets (its endpoints' URLs: ``zen.adapters.webhooks``),
+and requirements-functions.txt carries the client for it.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""What ``zen submit`` published lately from this machine under a job_id the user chose: so that a second
-submit of that id, made before the first reached the database, says so instead of "submitted".
+"""What ``zen submit`` knows of a job_id before publishing: the job the database holds under it
+(``known_job``), and what it published lately from this machine under a job_id the user chose, so that a
+second submit of that id, made before the first reached the database, says so instead of "submitted".
 
 The database tells whether a job_id is taken once the function has written the job; between the publish
 and that write (a second or so; longer on a cold start) only the publisher knows. Each ``zen submit`` with
@@ -19,7 +20,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 WINDOW_S = 600.0  # a record is kept this long; one the database should show by now is ignored sooner
 SHOWN_WITHIN_S = 60.0  # a published job is in a readable database well within this
@@ -35,6 +36,30 @@ class Published:
     def age(self, now: float | None = None) -> str:
         seconds = max(0, int((now if now is not None else time.time()) - self.at))
         return f"{seconds} s" if seconds < 120 else f"{seconds // 60} min"
+
+
+def topic(field: str) -> str:
+    """The full name of the configuration's topic ``field`` (``job_submitted``, ...) in this project."""
+    from zen.core.config import load_config
+
+    config = load_config()
+    project = os.environ.get("ZEN_PROJECT") or config.project
+    return f"projects/{project}/topics/{getattr(config.topics, field)}"
+
+
+def known_job(job_id: str, read: Callable[[str], Any]) -> tuple[Any, bool]:
+    """(the job of that id as ``read`` finds it, whether the database could be read): ``(None, False)``
+    without a database or when it cannot be read (then a submission is published and the function decides)."""
+    from zen.cli.kit import database_configured
+
+    if not database_configured():
+        return None, False
+    try:
+        return read(job_id), True
+    except KeyboardInterrupt:
+        raise
+    except Exception:  # noqa: BLE001 - a check only
+        return None, False
 
 
 def _path() -> Path:

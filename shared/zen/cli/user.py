@@ -32,17 +32,11 @@ JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 EARLY_STOP_KEPT_DAYS = 7  # zen.jobs.service forgets a stop for a job it never saw after this long
 
 
-def _topic(topic_field: str) -> str:
-    config = load_config()
-    project = os.environ.get("ZEN_PROJECT") or config.project
-    return f"projects/{project}/topics/{getattr(config.topics, topic_field)}"
-
-
 def _publish(topic_field: str, payload: bytes, attributes: dict[str, str] | None = None) -> str:
     from google.cloud import pubsub_v1
 
     client = pubsub_v1.PublisherClient()
-    topic = _topic(topic_field)
+    topic = submitted.topic(topic_field)
     try:
         return client.publish(topic, payload, **(attributes or {})).result(timeout=30)
     except Exception as exc:  # noqa: BLE001 - any publishing failure is told in one line
@@ -187,7 +181,7 @@ def cmd_submit(args) -> int:
                        "to a deployed Zen, which runs jobs in containers only (without "
                        "an image a job would run on the VM as root with the VM's credentials; "
                        "docs/explanations/security.md): give --image IMAGE, or image: in the job file", 1)
-    _await_dependencies(request.after or [])
+    _await_dependencies(request.after or [], request.user_id)
     if request.array is not None:
         return _submit_array(request, job_id, cluster, regions, sender, args.wait)
     following = None
@@ -196,7 +190,7 @@ def cmd_submit(args) -> int:
 
         following = Following(job_id)
     request_hash = request_fingerprint(request.canonical(job_id))
-    existing, readable = (following.existing, True) if following is not None else _known_job(job_id)
+    existing, readable = (following.existing, True) if following is not None else submitted.known_job(job_id, _read_job)
     if existing is not None:  # the function would take it for a duplicate (or refuse it): nothing would run
         if existing.request_hash != request_hash:
             raise CliError(f"job_id {job_id} is taken by another request ({existing.status.value}; zen jobs get "
@@ -205,7 +199,7 @@ def cmd_submit(args) -> int:
         raise CliError(f"job {job_id} already exists ({existing.status.value}): the same request runs "
                        "nothing new; use a new job_id (or none: zen makes one). Not published (retrying a "
                        f"submit whose publish failed? it got through: zen jobs get {job_id})", 1)
-    chosen = _topic("job_submitted") if getattr(args, "chosen_job_id", True) else None  # a generated id is unique
+    chosen = submitted.topic("job_submitted") if getattr(args, "chosen_job_id", True) else None  # a generated id is unique
     submitted.check_in_flight(chosen, job_id, request_hash, readable)  # on its way from an earlier `zen submit`?
     try:
         message_id = _publish("job_submitted", request.to_bytes(), identity.attributes(sender))
@@ -230,8 +224,13 @@ def _submit_array(request: JobRequest, array_id: str, cluster: str, regions: lis
     assert request.array is not None
     if wait:
         raise CliError(f"--wait follows one job; an array's tasks are followed one by one: zen logs {array_id}-0 -f", 2)
+    from zen.core.arrays import check_array
+
     size = request.array.size
-    if _known_job(array_id)[0] is not None or _known_job(f"{array_id}-0")[0] is not None:
+    if problem := check_array(array_id, request.array, load_config().limits.max_array_tasks, request.env,
+                              dict(request.secrets or {})):
+        raise CliError(f"Zen would refuse this array: {problem}. Not published", 1)
+    if any(submitted.known_job(name, _read_job)[0] is not None for name in (array_id, f"{array_id}-0")):
         raise CliError(f"job_id {array_id} is taken (a job, or an array's tasks {array_id}-N): use a new job_id "
                        "(or none: zen makes one). Not published", 1)
     message_id = _publish("job_submitted", request.to_bytes(), identity.attributes(sender))
@@ -256,11 +255,14 @@ def _read_job(job_id: str):
         db.close()
 
 
-def _await_dependencies(names: list[str], wait_s: float = 15.0) -> None:
-    """Each job or array ``--after`` names, known to the database before publishing: one submitted a moment
-    ago may not be stored yet (Pub/Sub does not order messages), so wait for it a little; ``CliError`` when
-    it stays unknown (the function would refuse the job). Without a readable database, the function decides."""
+def _await_dependencies(names: list[str], user: str, wait_s: float = 15.0) -> None:
+    """Each job or array ``--after`` names, known to the database before publishing and one ``user`` may wait
+    for: one submitted a moment ago may not be stored yet (Pub/Sub does not order messages), so wait for it
+    a little; ``CliError`` when it stays unknown or is another's (the function would refuse the job).
+    Without a readable database, the function decides."""
     import time
+
+    from zen.jobs.authorization import may_stop
 
     if not names or not database_configured():
         return
@@ -268,8 +270,14 @@ def _await_dependencies(names: list[str], wait_s: float = 15.0) -> None:
     for name in names:
         while True:
             try:
-                if _read_job(name) is not None or _read_array(name):
+                known = _read_job(name) or next(iter(_read_array(name)), None)
+                if known is not None:
+                    if refused := may_stop(load_config(), user, known):
+                        raise CliError(f"--after {name}: {refused.replace('may not stop', 'may not wait for')}. "
+                                       "Not published", 1)
                     break
+            except CliError:
+                raise
             except KeyboardInterrupt:
                 raise
             except Exception:  # noqa: BLE001 - a check only: the function decides
@@ -290,18 +298,6 @@ def _read_array(array_id: str) -> list:
             return PostgresJobTx(session).array_tasks(array_id)
     finally:
         db.close()
-
-
-def _known_job(job_id: str):
-    """(the job of that id, whether the database could be read); unreadable: published, the function decides."""
-    if not database_configured():
-        return None, False
-    try:
-        return _read_job(job_id), True
-    except KeyboardInterrupt:
-        raise
-    except Exception:  # noqa: BLE001 - a check only
-        return None, False
 
 
 def _stop_outlook(job_id: str) -> str:

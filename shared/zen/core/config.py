@@ -23,6 +23,7 @@ from zen.core.cluster_config import NAME as _NAME, ClusterConfig as ClusterConfi
 from zen.core.cluster_config import Strict as _Strict, describe_pull_limits as describe_pull_limits
 from zen.core.prices import Pricing as Pricing  # the `pricing:` section
 from zen.core.principals import matches, pattern_error
+from zen.core.notify import NotificationsConfig, NotifyTargets, refused_target
 from zen.core.secrets import SecretPattern
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.yaml")
@@ -105,6 +106,8 @@ class QueueConfig(_Strict):
                                      description="The highest priority its jobs may ask for (unset: 1000)")
     secrets: list[SecretPattern] = Field(
         default_factory=list, description="Secret versions its jobs may name, * wildcards (zen.core.secrets); none by default")
+    notify: NotifyTargets = Field(default_factory=list, description=(
+        "Where every job of the queue's end and preemptions are told, besides its own notify (zen.core.notify)"))
 
     @field_validator("name", "cohort")
     @classmethod
@@ -219,6 +222,7 @@ class ZenConfig(_Strict):
     attempts: Attempts = Attempts()
     limits: Limits = Limits()
     checkpoints: CheckpointConfig = CheckpointConfig()
+    notifications: NotificationsConfig = NotificationsConfig()
     auth: AuthConfig = AuthConfig()
     # Data only some execution groups may read (zen.core.clearance); top level, not per cluster: a tag may
     # span clusters, and a binding must hold for every cluster, including those that never heard of it.
@@ -259,6 +263,9 @@ class ZenConfig(_Strict):
                 for pattern in patterns:
                     if why := pattern_error(pattern, self.auth.groups):
                         raise ValueError(f"queue {queue.name}: {field}: {why}")
+            for index, target in enumerate(queue.notify):
+                if why := refused_target(self.notifications, target, f"notify.{index}"):
+                    raise ValueError(f"queue {queue.name}: {why}")
         return self
 
     @model_validator(mode="after")

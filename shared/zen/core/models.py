@@ -33,6 +33,7 @@ from zen.core.dependencies import AfterFields
 from zen.core.retries import RetryFields
 from zen.core.gcs import check_input_names, check_uri
 from zen.core.images import check_image
+from zen.core.notify import NotifyTargets
 from zen.core.provisioning import check_accepted
 from zen.core.secrets import EnvName, Secrets, env_clash
 from zen.core.timestamps import UtcTimestamp as UtcTimestamp
@@ -200,6 +201,8 @@ class JobRequest(Received, RetryFields, AfterFields):
         "Seconds it may wait for a start before a costlier model is used; None: its cluster's max_start_wait_s"))
     checkpoint: CheckpointSpec | None = Field(default=None, description="ZEN_CHECKPOINT_DIR saved, restored on reruns")
     array: ArraySpec | None = Field(default=None, description="N tasks from one submission (zen.core.arrays)")
+    notify: NotifyTargets | None = Field(default=None, description=(
+        "Where its end and preemptions are told (zen.core.notify): Slack, webhook (secret versions), email"))
 
     @field_validator("inputs")
     @classmethod

@@ -1,5 +1,5 @@
-"""What a principal may do with a job: submit it to its queue at its priority, name the secrets it names,
-and stop it. The rules are the configuration's (``auth:`` and each queue's ``submitters``, ``admins``,
+"""What a principal may do with a job: submit it to its queue at its priority, name the secrets it names
+(in its ``secrets`` and its ``notify``), and stop it. The rules are the configuration's (``auth:`` and each queue's ``submitters``, ``admins``,
 ``max_priority``, ``secrets``; patterns: ``zen.core.principals``, ``zen.core.secrets``); each refusal
 names the rule that refused and what to do instead. Who the principal is comes from the message's
 proof (``zen.adapters.submitters``). The rules: docs/how-to/queues.md#who-may-use-a-queue, #secrets.
@@ -10,6 +10,7 @@ from __future__ import annotations
 from zen.core.config import QueueConfig, ZenConfig
 from zen.core.errors import Rejected
 from zen.core.models import Job
+from zen.core.notify import NotifyTarget, refused_target
 from zen.core.principals import matches
 from zen.core.secrets import refused_reference
 
@@ -65,3 +66,15 @@ def check_secrets(config: ZenConfig, secrets: dict[str, str] | None, queue: str 
         reason = refused_reference(secrets, config.secrets, "this Zen (it has no queues)")
     if reason is not None:
         raise Rejected(reason)
+
+
+def check_notify(config: ZenConfig, notify: list[NotifyTarget] | None, queue: str | None) -> None:
+    """``Rejected``, naming the field, unless the notifier could deliver to every target of ``notify``: a
+    Slack or webhook secret the queue's rule allows (as ``check_secrets``) and the notifier may read
+    (``notifications.secret_prefix``), an email address the configuration allows (``zen.core.notify``)."""
+    for index, target in enumerate(notify or ()):
+        where = f"notify.{index}"
+        if (reason := refused_target(config.notifications, target, where)) is not None:
+            raise Rejected(reason)
+        if target.secret is not None:
+            check_secrets(config, {f"{where}.{target.kind}": target.secret}, queue)

@@ -21,7 +21,7 @@ from zen.core.locality import order_by_data
 from zen.core.models import Job, JobRequest
 from zen.core.provisioning import accepted_models
 from zen.jobs.queueing import Queueing
-from zen.jobs.authorization import check_secrets
+from zen.jobs.authorization import check_notify, check_secrets
 
 if TYPE_CHECKING:
     from zen.jobs.store import JobTx
@@ -81,6 +81,7 @@ def resolve_request(config: ZenConfig, request: JobRequest, job_id: str | None =
     else:
         shapes, queue = _acceptable_shapes(config, request, max_runtime_s, clearance)
     check_secrets(config, request.secrets, queue)  # the queue's rule (zen.jobs.authorization)
+    check_notify(config, request.notify, queue)  # the same rule for the URLs' secrets; email's (zen.core.notify)
     return Resolved(shapes[0].cluster, shapes[0].regions, max_attempts, queue, max_runtime_s, shapes,
                     request.requires_tags if widened else None, clearance if widened else None)
 

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from zen.store import fleet, repository
-from zen_dev.demo import dollars as demo_dollars, pipelines, placement, who
+from zen_dev.demo import dollars as demo_dollars, notices, pipelines, placement, who
 from zen_dev.local.environment import overridden_environ
 from zen_dev.local.stack import LocalStack, Ports
 
@@ -78,7 +78,7 @@ FIRST_WAVE = [
     DemoJob("train-3", "4xa100-40gb", _py("import time; time.sleep(5); print('epoch 1/1')"), "SUCCEEDED"),
     DemoJob("train-4", "4xa100-40gb", _py("import time; time.sleep(5); print('epoch 1/1')"), "SUCCEEDED"),
     DemoJob("eval-eu-5", "1xl4", _py("print('eval ok')"), "SUCCEEDED", regions=["europe-west4"]),
-    DemoJob("broken-6", "1xl4", _py("import sys; print('bad config'); sys.exit(3)"), "FAILED"),
+    DemoJob(notices.BROKEN_ID, "1xl4", [], "FAILED", body=notices.broken_request()),  # tells the webhook sink
     DemoJob("stopped-7", "4xa100-40gb", _py("import time; time.sleep(600)"), "CANCELLED", action="stop"),
     DemoJob("spot-8", "4xa100-40gb", _py(COUNTER), "SUCCEEDED", regions=["us-west1"], expect_attempt=2,
             action="preempt", checkpoint={"every": 30}, expect_said="resumed from step"),
@@ -112,6 +112,7 @@ class DemoResult:
     cheaper: list[str] = field(default_factory=list)  # ADDs that chose a cheaper pool than the first region
     who: list[str] = field(default_factory=list)  # refusals of who may do what, and the secret kept out
     pipelines: list[str] = field(default_factory=list)  # the sweep's concurrency, the retried step, the wait
+    notices: list[str] = field(default_factory=list)  # what the webhook sink was told
 
 
 def run(home: Path = Path(".zen/demo"), base_port: int = 8185, second_wave: bool = True,
@@ -222,6 +223,8 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
     result.problems += placement.check(result.jobs, output)
     result.placement = placement.describe(stack.config, result.jobs, output_uri, output)
     result.who, problems = who.check(db, stack.home)
+    result.notices, told = notices.check(stack.home)
+    problems += told
     result.problems += problems
     with db.transaction() as session:
         result.pipelines, problems = pipelines.check(repository.all_job_events(session))
@@ -356,6 +359,9 @@ def print_summary(result: DemoResult) -> None:
     if result.pipelines:
         print("\nA sweep and a pipeline (docs/how-to/arrays-and-pipelines.md):")
         print("\n".join(result.pipelines))
+    if result.notices:
+        print("\nNotified (docs/how-to/notifications.md):")
+        print("\n".join(result.notices))
     if result.cheaper:
         print("\nMoved to a cheaper region than the cluster's first (the reason names the prices compared):")
         print("\n".join(result.cheaper[:3]))

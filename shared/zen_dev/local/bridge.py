@@ -32,6 +32,7 @@ log = logging.getLogger("zen.bridge")
 class Route:
     topic: str  # short topic name, e.g. zen-job-submitted
     url: str  # where the function listens, e.g. http://127.0.0.1:8081/
+    filter: str = ""  # the subscription's Pub/Sub filter (the notifier's: zen.core.notify.NOTICE_FILTER)
 
     @property
     def subscription(self) -> str:
@@ -80,6 +81,7 @@ class EventBridge:
             subscription = T.Subscription(
                 name=self._subscriber.subscription_path(self.project, route.subscription),
                 topic=topic,
+                filter=route.filter,
                 ack_deadline_seconds=self.policy.ack_deadline_s,
                 retry_policy=T.RetryPolicy(
                     minimum_backoff=timedelta(seconds=self.policy.minimum_backoff_s),

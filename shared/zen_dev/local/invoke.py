@@ -1,4 +1,4 @@
-"""Call the four Cloud Functions in-process through functions-framework, with Eventarc envelopes.
+"""Call the Cloud Functions in-process through functions-framework, with Eventarc envelopes.
 
 ``functions_framework.create_app`` loads ``functions/main.py`` exactly as Cloud Functions does; the
 invoker then hands that module a ``Zen`` built by the caller (the composition root's lazy global),
@@ -28,6 +28,7 @@ class FunctionsInvoker:
             "on_heartbeat": zen.config.topics.heartbeats,
             "on_stop_requested": zen.config.topics.job_stop,
             "on_scale_tick": zen.config.topics.scale_tick,
+            "on_job_event": zen.config.topics.job_events,
         }
         self._ids = itertools.count(1)
         self._clients = {}

@@ -1,8 +1,8 @@
 """``zen local up`` / ``zen local down``: the whole system on one machine, as separate processes.
 
 Started in order (the embedded Postgres, the Pub/Sub stand-in and the topology, the Cloud Storage,
-Billing Catalog and Secret Manager stand-ins, the Compute stand-in whose VMs run the real agent, the four functions, the bridge and the
-ticker), recorded in ``.zen/stack.json``, stopped in reverse order. What each does and where it logs:
+Billing Catalog and Secret Manager stand-ins, the webhook sink, the Compute stand-in whose VMs run the real agent, the
+functions (the four of the job lifecycle and the notifier), the bridge and the ticker), recorded in ``.zen/stack.json``, stopped in reverse order. What each does and where it logs:
 docs/how-to/local.md."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zen.core.config import DEFAULT_CONFIG_PATH, load_config
+from zen.core.notify import NOTICE_FILTER
 from zen_dev.local.bridge import DeliveryPolicy, EventBridge, Route
 from zen_dev.local.environment import overridden_environ
 from zen_dev.local.functions_server import function_command, wait_for_port
@@ -29,6 +30,7 @@ FUNCTIONS = {
     "on_heartbeat": "heartbeats",
     "on_stop_requested": "job_stop",
     "on_scale_tick": "scale_tick",
+    "on_job_event": "job_events",  # the notifier (zen.jobs.notifications)
 }
 DEFAULT_SCENARIO = Path(__file__).parent / "compute" / "scenarios" / "stockout.yaml"
 BRIDGE_POLICY = DeliveryPolicy(minimum_backoff_s=0.5, maximum_backoff_s=10.0)
@@ -40,6 +42,32 @@ def demo_secret(project: str) -> str:
     return f"projects/{project}/secrets/demo-token"
 
 
+# Secrets holding the webhook sink's URLs (zen_dev.local.webhook_sink), which a job's notify may name as
+# projects/<project>/secrets/<name>/versions/latest: answered 200, 500 (retried, then dead-lettered), 404 (refused).
+SINK_SECRETS = {"zen-notify-local-sink": "local-sink", "zen-notify-local-sink-500": "status/500/local-sink",
+                "zen-notify-local-sink-404": "status/404/local-sink"}
+
+
+def sink_secrets(project: str, port: int) -> dict[str, str]:
+    """Secret name -> the sink URL it holds."""
+    return {f"projects/{project}/secrets/{name}": f"http://127.0.0.1:{port}/{path}" for name, path in SINK_SECRETS.items()}
+
+
+def keep_dead_letters(project: str, routes: list[Route]) -> None:
+    """A subscription named as each dead-letter topic, as terraform makes (pubsub.tf): a topic without one
+    drops what reaches it. ``gcloud``-free inspection: pull it with the official client."""
+    from google.api_core import exceptions as gexc
+    from google.cloud import pubsub_v1
+
+    subscriber = pubsub_v1.SubscriberClient()
+    for route in routes:
+        try:
+            subscriber.create_subscription(name=subscriber.subscription_path(project, route.dead_letter_topic),
+                                           topic=f"projects/{project}/topics/{route.dead_letter_topic}")
+        except gexc.AlreadyExists:
+            pass
+
+
 class StackError(RuntimeError):
     """The stack cannot start (port taken, a stack already running) or a part failed to come up."""
 
@@ -48,18 +76,19 @@ class StackError(RuntimeError):
 class Ports:
     pubsub: int = 8085
     compute: int = 8086
-    functions: int = 8091  # four consecutive ports
+    functions: int = 8091  # one port per function, consecutive
     storage: int = 8087
     billing: int = 8088
     secrets: int = 8089
+    sink: int = 8090  # the webhook sink the notifier posts to
 
     @classmethod
     def from_base(cls, base: int) -> "Ports":
-        return cls(base, base + 1, base + 6, base + 2, base + 3, base + 4)
+        return cls(base, base + 1, base + 6, base + 2, base + 3, base + 4, base + 5)
 
     def all(self) -> dict[str, int]:
         ports = {"pubsub stand-in": self.pubsub, "compute stand-in": self.compute, "storage stand-in": self.storage,
-                 "billing stand-in": self.billing, "secret manager stand-in": self.secrets}
+                 "billing stand-in": self.billing, "secret manager stand-in": self.secrets, "webhook sink": self.sink}
         ports.update({name: self.functions + i for i, name in enumerate(FUNCTIONS)})
         return ports
 
@@ -200,8 +229,12 @@ class LocalStack:
         wait_for_port(self.ports.storage, 30, self._popen("storage"))
         self._spawn("billing", [sys.executable, "-m", "zen_dev.local.billing", "--port", str(self.ports.billing)])
         wait_for_port(self.ports.billing, 30, self._popen("billing"))
+        self._spawn("sink", [sys.executable, "-m", "zen_dev.local.webhook_sink", "--port", str(self.ports.sink),
+                             "--out", str(self.home / "notifications.jsonl")])
+        wait_for_port(self.ports.sink, 30, self._popen("sink"))
+        sinks = [arg for name, url in sink_secrets(project, self.ports.sink).items() for arg in ("--secret", f"{name}={url}")]
         self._spawn("secrets", [sys.executable, "-m", "zen_dev.local.secret_manager", "--port", str(self.ports.secrets),
-                                "--secret", f"{demo_secret(project)}={DEMO_SECRET_VALUE}"])
+                                "--secret", f"{demo_secret(project)}={DEMO_SECRET_VALUE}", *sinks])
         wait_for_port(self.ports.secrets, 30, self._popen("secrets"))
         compute_cmd = [sys.executable, "-m", "zen_dev.local.compute", "--port", str(self.ports.compute),
                        "--scenario", str(self.scenario), "--config", str(self.config_path),
@@ -230,9 +263,11 @@ class LocalStack:
             wait_for_port(self.ports.functions + index, 60, self._popen(target))
         # The functions' trigger subscriptions exist before `up` returns (terraform creates them in
         # production): a message published right after `up` must not be missed.
-        self._with_pubsub(lambda: EventBridge(project, [
-            Route(getattr(self.config.topics, field), "http://unused/") for field in FUNCTIONS.values()
-        ], BRIDGE_POLICY).ensure_subscriptions())
+        # The notifier's subscription lets through only the events that can be a notice, as terraform's does.
+        routes_made = [Route(getattr(self.config.topics, field), "http://unused/",
+                             NOTICE_FILTER if field == "job_events" else "") for field in FUNCTIONS.values()]
+        self._with_pubsub(lambda: EventBridge(project, routes_made, BRIDGE_POLICY).ensure_subscriptions())
+        self._with_pubsub(lambda: keep_dead_letters(project, routes_made))
         self._spawn("bridge", [sys.executable, "-m", "zen_dev.local.bridge", "--project", project, *routes,
                                "--tick-topic", self.config.topics.scale_tick, "--tick-every", str(self.tick_every_s),
                                "--min-backoff", str(BRIDGE_POLICY.minimum_backoff_s),

@@ -1,0 +1,86 @@
+"""The notifier's way out (``zen.jobs.notifications``): one JSON POST with the standard library, and the
+read of a URL's secret, each failure translated into ``DeliveryRefused`` (never again) or
+``DeliveryFailed`` (try again later) with a text that never quotes the URL, the host or the secret's value:
+exception texts are not passed on, only what kind of failure it was.
+
+Redirects are not followed (a 3xx is the endpoint's refusal): a URL posts where it says.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import urllib.error
+import urllib.request
+from typing import Any, Callable
+
+from zen.adapters.secret_manager import SecretDenied, SecretUnavailable, secret_reader
+from zen.core.notify import DeliveryFailed, DeliveryRefused
+
+USER_AGENT = "zen-notifier/1"
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # urllib then raises HTTPError with the 3xx
+
+
+class HttpPoster:
+    """POSTs JSON; returns the answer's status code, or raises ``DeliveryFailed`` when there is none."""
+
+    def __init__(self) -> None:
+        self._opener = urllib.request.build_opener(_NoRedirects())
+
+    def post(self, url: str, body: dict[str, Any], headers: dict[str, str], timeout_s: float) -> int:
+        data = json.dumps(body).encode()
+        request = urllib.request.Request(url, data=data, method="POST", headers={
+            "Content-Type": "application/json", "User-Agent": USER_AGENT, **headers})
+        try:
+            with self._opener.open(request, timeout=timeout_s) as response:
+                response.read(65536)
+                return int(response.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+        except urllib.error.URLError as exc:
+            raise DeliveryFailed(_why(exc.reason, timeout_s)) from None
+        except (OSError, ValueError) as exc:  # a read timing out, a connection reset midway, a malformed URL
+            raise DeliveryFailed(_why(exc, timeout_s)) from None
+
+
+def _why(reason: object, timeout_s: float) -> str:
+    """What kind of failure, never its text (which may quote the host or the URL)."""
+    if isinstance(reason, (TimeoutError, socket.timeout)):
+        return f"no answer within {timeout_s:g} s"
+    if isinstance(reason, socket.gaierror):
+        return "its host name does not resolve"
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(reason, ConnectionResetError):
+        return "connection reset"
+    if isinstance(reason, ssl.SSLError):
+        return "TLS failed"
+    if isinstance(reason, ValueError):
+        return "its URL cannot be used"
+    return f"no answer ({type(reason).__name__})"
+
+
+def notify_secret_reader(read: Callable[[str], bytes] | None = None) -> Callable[[str], str]:
+    """Reads a secret version as text through Secret Manager (``zen.adapters.secret_manager``), built at
+    the first read: ``DeliveryRefused`` when the notifier may never read it, ``DeliveryFailed`` when the
+    service did not answer."""
+    read = read or secret_reader()
+
+    def text(reference: str) -> str:
+        try:
+            value = read(reference)
+        except SecretDenied as exc:
+            raise DeliveryRefused(f"its secret: {exc}") from None
+        except SecretUnavailable as exc:
+            raise DeliveryFailed(f"its secret: {exc}") from None
+        try:
+            return value.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise DeliveryRefused("its secret is not UTF-8 text") from None
+
+    return text

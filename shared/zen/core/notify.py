@@ -1,0 +1,255 @@
+"""A job's ``notify``: where Zen tells someone that the job ended (SUCCEEDED, FAILED, CANCELLED) or was
+preempted (an attempt lost, the job rerun), and what it says. Pure: the targets and their checks, which
+``zen-job-events`` message is which notice (``notice_of``), the bodies sent (``slack_body``,
+``webhook_body``, ``email_body``), and what an endpoint's answer means (``verdict``). The delivery is
+``zen.jobs.notifications``; the reference and the guarantees: docs/how-to/notifications.md.
+
+A Slack or webhook target names a Secret Manager secret version holding its URL (a URL is a credential:
+whoever holds it may post), never the URL itself; only the notifier reads it. An email target names an
+address, which the configuration's ``notifications.email.recipients`` must allow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+from fnmatch import fnmatchcase
+from typing import Annotated, Any, Final, Literal
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from zen.core.secrets import check_reference
+
+MAX_TARGETS: Final = 4  # per job (and per queue): a handful; more is a mailing list's job
+EVENTS: Final = ("SUCCEEDED", "FAILED", "CANCELLED", "PREEMPTED")
+NoticeKind = Literal["SUCCEEDED", "FAILED", "CANCELLED", "PREEMPTED"]
+_EMAIL = re.compile(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+")
+
+
+def _event(value: str) -> str:
+    if value not in EVENTS:
+        raise ValueError(f"{value[:40]!r} is not an event Zen notifies of: give {', '.join(EVENTS)}")
+    return value
+
+
+def _email(value: str) -> str:
+    if len(value) > 254 or not _EMAIL.fullmatch(value):
+        raise ValueError(f"{value[:80]!r} is not an email address")
+    return value
+
+
+class NotifyTarget(BaseModel):
+    """One place to notify: exactly one of ``slack`` (a secret version holding a Slack incoming-webhook
+    URL), ``webhook`` (one holding an HTTPS URL, POSTed a JSON body) or ``email`` (an address); ``on``:
+    the events it hears of (default: all four)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    slack: Annotated[str, Field(max_length=1024)] | None = None
+    webhook: Annotated[str, Field(max_length=1024)] | None = None
+    email: Annotated[str, AfterValidator(_email)] | None = None
+    on: list[Annotated[str, AfterValidator(_event)]] = Field(
+        default_factory=lambda: list(EVENTS), min_length=1, max_length=len(EVENTS))
+
+    @model_validator(mode="after")
+    def _one_place(self) -> "NotifyTarget":
+        given = [kind for kind in ("slack", "webhook", "email") if getattr(self, kind) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of slack, webhook (each a secret version holding the URL) or email"
+                             + (f", not {' and '.join(given)}" if given else ""))
+        for kind in ("slack", "webhook"):
+            if (reference := getattr(self, kind)) is not None:
+                check_reference(kind, reference)
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "slack" if self.slack is not None else "webhook" if self.webhook is not None else "email"
+
+    @property
+    def secret(self) -> str | None:
+        """The secret version holding the URL (slack, webhook); None for an email."""
+        return self.slack or self.webhook
+
+    @property
+    def name(self) -> str:
+        """What logs and the notifications table say of it: the kind and the secret's name or the address."""
+        return f"{self.kind} {self.secret or self.email}"
+
+
+def check_targets(value: list[NotifyTarget]) -> list[NotifyTarget]:
+    if len(value) > MAX_TARGETS:
+        raise ValueError(f"at most {MAX_TARGETS} targets per job ({len(value)} given)")
+    return value
+
+
+NotifyTargets = Annotated[list[NotifyTarget], AfterValidator(check_targets)]
+
+
+class EmailConfig(BaseModel):
+    """``notifications.email``: a SendGrid-style HTTP API (``POST api_url`` with ``Authorization: Bearer
+    <key>`` and SendGrid's v3 JSON), its key in a secret version, the sender, and who may be mailed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    api_url: str = "https://api.sendgrid.com/v3/mail/send"
+    api_key_secret: Annotated[str, AfterValidator(lambda v: check_reference("api_key_secret", v))]
+    sender: Annotated[str, AfterValidator(_email)]
+    recipients: list[str] = Field(min_length=1, description="Patterns of addresses jobs may mail, e.g. *@example.com")
+
+
+class NotificationsConfig(BaseModel):
+    """The configuration's ``notifications:`` section."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    secret_prefix: str = Field(default="zen-notify-", pattern=r"^[A-Za-z0-9_-]*$", description=(
+        "The notifier may read only secrets whose name starts with this (terraform: notify_secret_prefix)"))
+    timeout_s: float = Field(default=10, gt=0, le=60, description="One POST to an endpoint")
+    email: EmailConfig | None = None
+
+
+def refused_target(config: NotificationsConfig, target: NotifyTarget, where: str) -> str | None:
+    """Why the notifier could never deliver to ``target`` (None: it could): a secret it may not read, an
+    email with no email configured or to an address not allowed."""
+    if target.secret is not None:
+        name = target.secret.split("/")[3]
+        if not name.startswith(config.secret_prefix):
+            return (f"{where}.{target.kind}: the notifier reads only secrets named {config.secret_prefix}*, not "
+                    f"{name}: store the URL in a secret named {config.secret_prefix}{name}")
+        return None
+    assert target.email is not None
+    if config.email is None:
+        return f"{where}.email: this Zen sends no email (its configuration has no notifications.email)"
+    if not any(fnmatchcase(target.email.lower(), p.lower()) for p in config.email.recipients):
+        return f"{where}.email: {target.email} is not among the addresses jobs may mail ({config.email.recipients})"
+    return None
+
+
+def merged(*groups: list[NotifyTarget]) -> list[NotifyTarget]:
+    """The job's and its queue's targets, one per place (the events each hears of, joined)."""
+    places: dict[tuple[str, str], NotifyTarget] = {}
+    for target in (t for group in groups for t in group):
+        place = (target.kind, target.secret or (target.email or "").lower())
+        if place in places:
+            known = places[place]
+            target = known.model_copy(update={"on": [e for e in EVENTS if e in known.on or e in target.on]})
+        places[place] = target
+    return list(places.values())
+
+
+# -- which event is which notice ------------------------------------------------------------------
+def notice_of(event: dict[str, Any]) -> NoticeKind | None:
+    """The notice a ``zen-job-events`` payload (a ``JobEvent``, as JSON) is, or None. A terminal status
+    change is its status; a preemption is the change to LOST (the VM preempted or silent: the job is rerun,
+    or FAILED when its attempts are spent, which is the FAILED notice's) and a queue's ``job.preempted``."""
+    kind = event.get("type")
+    if kind == "job.preempted":
+        return "PREEMPTED"
+    if kind != "job.status_changed" or not event.get("job_id"):
+        return None
+    ends: dict[str, NoticeKind] = {"SUCCEEDED": "SUCCEEDED", "FAILED": "FAILED", "CANCELLED": "CANCELLED",
+                                   "LOST": "PREEMPTED"}
+    return ends.get(str(event.get("to_status")))
+
+
+# The Pub/Sub filter of the notifier's subscription (terraform/notifications.tf, the local stack): the events
+# ``notice_of`` may make a notice of, by the attributes ``zen.jobs.announce`` gives them.
+NOTICE_FILTER: Final = ('attributes.status = "SUCCEEDED" OR attributes.status = "FAILED" OR '
+                        'attributes.status = "CANCELLED" OR attributes.status = "LOST" OR '
+                        'attributes.type = "job.preempted"')
+
+
+def delivery_key(event: dict[str, Any], notice: str, target: NotifyTarget) -> str:
+    """One (event, target)'s identity: the same for a redelivered event and for an outbox row published
+    twice (the payload is the same), whatever the Pub/Sub message id."""
+    identity = "\x1f".join(str(event.get(k)) for k in ("job_id", "attempt", "type", "to_status", "at"))
+    return hashlib.sha256(f"{identity}\x1f{notice}\x1f{target.name}".encode()).hexdigest()[:40]
+
+
+# -- what is sent ---------------------------------------------------------------------------------
+_VERB = {"SUCCEEDED": "succeeded", "FAILED": "failed", "CANCELLED": "was cancelled", "PREEMPTED": "was preempted"}
+
+
+def summary(notice: str, event: dict[str, Any], job: dict[str, Any]) -> str:
+    """One line: what happened to which job, where, and why."""
+    where = " ".join(p for p in (event.get("cluster"), event.get("region") and f"in {event['region']}") if p)
+    exit_code = f", exit code {event['exit_code']}" if event.get("exit_code") is not None else ""
+    rerun = ""
+    if notice == "PREEMPTED" and job.get("attempt", 0) > (event.get("attempt") or 0):
+        rerun = f"; rerun as attempt {job['attempt']}"
+    return (f"Zen job {event['job_id']} {_VERB[notice]} (attempt {event.get('attempt')}{exit_code}"
+            f"{', ' + where if where else ''}): {event.get('reason', '')}{rerun}")
+
+
+def webhook_body(notice: str, event: dict[str, Any], job: dict[str, Any], key: str) -> dict[str, Any]:
+    """The JSON a webhook receives (version 1; docs/reference/messages.md, "Notifications")."""
+    return {
+        "version": 1, "type": "zen.notification", "id": key, "event": notice, "job_id": event["job_id"],
+        "attempt": event.get("attempt"), "status": job.get("status"), "reason": event.get("reason"),
+        "exit_code": event.get("exit_code"), "cluster": event.get("cluster"), "region": event.get("region"),
+        "queue": job.get("queue"), "user_id": job.get("user_id"), "labels": job.get("labels", {}),
+        "at": event.get("at"), "text": summary(notice, event, job),
+    }
+
+
+def slack_body(notice: str, event: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
+    """A Slack incoming webhook's message: one mrkdwn line."""
+    mark = {"SUCCEEDED": ":white_check_mark:", "FAILED": ":x:", "CANCELLED": ":no_entry_sign:",
+            "PREEMPTED": ":warning:"}[notice]
+    return {"text": f"{mark} {summary(notice, event, job)}"}
+
+
+def email_body(notice: str, event: dict[str, Any], job: dict[str, Any], sender: str, to: str) -> dict[str, Any]:
+    """SendGrid's v3 ``mail/send`` JSON."""
+    text = summary(notice, event, job)
+    return {"personalizations": [{"to": [{"email": to}]}], "from": {"email": sender},
+            "subject": f"Zen job {event['job_id']} {_VERB[notice]}",
+            "content": [{"type": "text/plain", "value": text}]}
+
+
+def url_problem(url: str) -> str | None:
+    """Why a URL read from a secret is not one Zen posts to: HTTPS only (plain HTTP to a loopback address,
+    a local sink, is allowed). The answer never quotes the URL."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        return "its value is not a URL"
+    try:
+        literal = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        literal = None
+    if parts.scheme == "https" and host:
+        if literal is not None and not literal.is_global:  # the VPC, the metadata server: not a notification's
+            return "its URL names a private address: give a public https URL"
+        return None
+    if parts.scheme == "http" and host:
+        if host == "localhost" or (literal is not None and literal.is_loopback):
+            return None
+        return "its URL is plain http: give an https URL"
+    return "its value is not an https URL"
+
+
+# -- what an answer means -------------------------------------------------------------------------
+Verdict = Literal["sent", "refused", "retry"]
+
+
+def verdict(status: int) -> Verdict:
+    """2xx: sent; 408, 425, 429 and 5xx: try again (Pub/Sub redelivers); any other 4xx (and 3xx, not
+    followed): refused, recorded, never retried: the same request will be refused again."""
+    if 200 <= status < 300:
+        return "sent"
+    if status in (408, 425, 429) or status >= 500:
+        return "retry"
+    return "refused"
+
+
+# -- what can go wrong on the way ------------------------------------------------------------------
+class DeliveryRefused(Exception):
+    """This target will never take this notice (its secret is unreadable or holds no usable URL, a 4xx):
+    recorded, not retried. Its text never quotes a URL."""
+
+
+class DeliveryFailed(Exception):
+    """Not now (no answer, a 5xx, Secret Manager unavailable): the event is retried. Never quotes a URL."""

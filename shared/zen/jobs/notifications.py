@@ -1,0 +1,170 @@
+"""The notifier: from a ``zen-job-events`` message to the notices its job's targets asked for (its own
+``notify`` and its queue's), each delivered at least once and, once delivered, not again.
+
+For each target (``zen.core.notify``): claim the delivery in the ledger (a redelivered event finds it
+done and skips it; two deliveries at once do not both send), read the URL's secret (or the email API's
+key), POST, record the answer. A 2xx is sent; a refusal (a 4xx but 408/425/429, a 3xx, a secret the
+notifier may not read or holding no https URL) is recorded and never retried; anything else (no answer
+within ``notifications.timeout_s``, a 5xx, Secret Manager unavailable) is recorded as failed and, after
+every target was tried, raises ``TransientError``: the function answers 500 and Pub/Sub redelivers the
+event with backoff, up to its max delivery attempts, then to ``zen-job-events-dead-letter``. The scheduler
+never waits on any of it: the event was published after its decision was committed.
+
+A URL is read here only, and never written to a row or a log line: they name the target by its secret.
+Why and the guarantees: docs/how-to/notifications.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Literal, Protocol
+
+from zen.core.clock import Clock
+from zen.core.config import ZenConfig
+from zen.core.errors import TransientError
+from zen.core.events import PubSubEnvelope
+from zen.core.models import Job, JobStatus
+from zen.core.notify import (DeliveryFailed, DeliveryRefused, NotifyTarget, delivery_key, email_body, merged,
+                             notice_of, slack_body, url_problem, verdict, webhook_body)
+
+log = logging.getLogger("zen.notify")
+
+
+class Ledger(Protocol):
+    """What the notifier asks of Postgres (``zen.store.notifications.PostgresNotifications``)."""
+
+    def job(self, job_id: str) -> Job | None: ...
+
+    def claim(self, key: str, *, job_id: str, attempt: int | None, event: str, target: str, now: datetime,
+              hold_s: float) -> tuple[Literal["mine", "done", "busy"], int]: ...
+
+    def settle(self, key: str, state: Literal["sent", "refused", "failed"], detail: str, now: datetime) -> None: ...
+
+    def prune(self, now: datetime) -> None: ...
+
+
+class Poster(Protocol):
+    """One JSON POST (``zen.adapters.webhooks.HttpPoster``): the status code, or ``DeliveryFailed``."""
+
+    def post(self, url: str, body: dict[str, Any], headers: dict[str, str], timeout_s: float) -> int: ...
+
+
+@dataclass
+class NotifyOutcome:
+    notice: str | None = None  # None: the event is no notice (most are not)
+    sent: list[str] = field(default_factory=list)  # target names
+    refused: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # delivered (or refused) by an earlier delivery
+
+
+class Notifier:
+    def __init__(self, config: ZenConfig, ledger: Ledger, read_secret: Callable[[str], str], poster: Poster,
+                 clock: Clock):
+        self._config = config
+        self._settings = config.notifications
+        self._ledger = ledger
+        self._read_secret = read_secret
+        self._poster = poster
+        self._clock = clock
+
+    def handle(self, envelope: PubSubEnvelope) -> NotifyOutcome:
+        try:
+            event = json.loads(envelope.data)
+        except ValueError:
+            event = None
+        if not isinstance(event, dict):
+            log.error("an event that is not a JSON object was skipped", extra={"message_id": envelope.message_id})
+            return NotifyOutcome()
+        notice = notice_of(event)
+        if notice is None:
+            return NotifyOutcome()
+        job = self._ledger.job(str(event["job_id"]))
+        outcome = NotifyOutcome(notice)
+        if job is None:
+            log.warning("a job event names no job; no notice", extra={"job_id": event["job_id"], "notice": notice})
+            return outcome
+        if event.get("to_status") == JobStatus.LOST.value and job.status is JobStatus.FAILED and (
+                job.attempt == event.get("attempt")):
+            return outcome  # its attempts were spent: the FAILED notice says so, not a rerun that never came
+        targets = [t for t in self._targets(job) if notice in t.on]
+        if not targets:
+            return outcome
+        facts = {"status": job.status.value, "attempt": job.attempt, "queue": job.queue, "user_id": job.user_id,
+                 "labels": job.request.get("labels", {})}
+        for target in targets:
+            self._deliver(notice, event, facts, target, outcome)
+        self._ledger.prune(self._clock())
+        if outcome.failed:
+            raise TransientError(f"{len(outcome.failed)} of {len(targets)} notifications of job {job.job_id} "
+                                 f"({notice}) will be retried: {', '.join(outcome.failed)}")
+        return outcome
+
+    def _targets(self, job: Job) -> list[NotifyTarget]:
+        own = [NotifyTarget.model_validate(t, strict=False) for t in job.request.get("notify") or ()]
+        queue = self._config.queue(job.queue) if job.queue else None
+        return merged(own, queue.notify if queue is not None else [])
+
+    def _deliver(self, notice: str, event: dict[str, Any], facts: dict[str, Any], target: NotifyTarget,
+                 outcome: NotifyOutcome) -> None:
+        key = delivery_key(event, notice, target)
+        hold_s = 2 * self._settings.timeout_s + 30  # the secret's read and the POST, with room
+        said = {"job_id": event["job_id"], "attempt": event.get("attempt"), "notice": notice, "target": target.name,
+                "delivery": key}
+        claim, tries = self._ledger.claim(key, job_id=str(event["job_id"]), attempt=event.get("attempt"),
+                                          event=notice, target=target.name, now=self._clock(), hold_s=hold_s)
+        if claim == "done":
+            outcome.skipped.append(target.name)
+            return
+        if claim == "busy":  # another delivery of this event is sending it: ask again later
+            outcome.failed.append(target.name)
+            log.info("notification being sent by another delivery; retried later", extra=said)
+            return
+        try:
+            status = self._send(notice, event, facts, target, key)
+        except DeliveryRefused as refusal:
+            self._settle(key, "refused", str(refusal), outcome.refused, target, said, tries)
+            return
+        except DeliveryFailed as failure:
+            self._settle(key, "failed", str(failure), outcome.failed, target, said, tries)
+            return
+        except BaseException:
+            self._ledger.settle(key, "failed", "the notifier failed while sending", self._clock())
+            raise
+        answer = verdict(status)
+        state: Literal["sent", "refused", "failed"] = "failed" if answer == "retry" else answer
+        into = {"sent": outcome.sent, "refused": outcome.refused, "failed": outcome.failed}[state]
+        self._settle(key, state, f"HTTP {status}", into, target, said, tries)
+
+    def _settle(self, key: str, state: Literal["sent", "refused", "failed"], detail: str, into: list[str],
+                target: NotifyTarget, said: dict[str, Any], tries: int) -> None:
+        self._ledger.settle(key, state, detail, self._clock())
+        into.append(target.name)
+        extra = {**said, "detail": detail, "try": tries}
+        if state == "sent":
+            log.info("notification sent", extra=extra)
+        elif state == "refused":
+            log.warning("notification refused; not retried", extra=extra)
+        else:
+            log.warning("notification failed; the event will be redelivered", extra=extra)
+
+    def _send(self, notice: str, event: dict[str, Any], facts: dict[str, Any], target: NotifyTarget,
+              key: str) -> int:
+        headers = {"Zen-Delivery": key}  # the same on every retry: a receiver may drop a repeat
+        timeout_s = self._settings.timeout_s
+        if target.email is not None:
+            email = self._settings.email
+            if email is None:  # checked at submission; the configuration changed since
+                raise DeliveryRefused("this Zen sends no email now (no notifications.email)")
+            api_key = self._read_secret(email.api_key_secret)
+            body = email_body(notice, event, facts, email.sender, target.email)
+            return self._poster.post(email.api_url, body, {**headers, "Authorization": f"Bearer {api_key}"}, timeout_s)
+        assert target.secret is not None
+        url = self._read_secret(target.secret)
+        if (problem := url_problem(url)) is not None:
+            raise DeliveryRefused(f"its secret: {problem}")
+        body = slack_body(notice, event, facts) if target.slack is not None else webhook_body(notice, event, facts, key)
+        return self._poster.post(url, body, headers, timeout_s)
