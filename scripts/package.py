@@ -5,7 +5,7 @@
 Writes into ``--out`` (default ``dist/``):
 
 - ``zen-functions.zip``: ``main.py`` (functions/main.py), ``requirements.txt`` (the runtime pins:
-  requirements.txt, then requirements-functions.txt) and the ``zen`` package without its local-only
+  requirements.txt, then requirements-functions.txt, then what they require at constraints.txt's versions) and the ``zen`` package without its local-only
   parts; with ``--config``, the configuration as ``zen_config.yaml`` (terraform then sets ``ZEN_CONFIG``).
 - ``zen-<version>-py3-none-any.whl``: the same ``zen`` package for the agent VMs, with the runtime
   pins as its dependencies and the ``zen`` command (``zen agent``, ``zen db migrate``).
@@ -129,7 +129,11 @@ def build_functions_archive(out: Path, config: Path | None) -> Path:
     target = out / FUNCTIONS_ARCHIVE
     runtime_requirements()  # refuse a local-only package before writing anything
     runtime_requirements(FUNCTIONS_REQUIREMENTS)
-    requirements = REQUIREMENTS.read_bytes() + b"\n" + FUNCTIONS_REQUIREMENTS.read_bytes()
+    direct = runtime_requirements() + runtime_requirements(FUNCTIONS_REQUIREMENTS)
+    transitive = pinned_closure(direct)[len(direct):]  # installed at the tested versions, as the wheel's
+    requirements = (REQUIREMENTS.read_bytes() + b"\n" + FUNCTIONS_REQUIREMENTS.read_bytes()
+                    + b"\n# What the above require, pinned at constraints.txt's versions (scripts/package.py)\n"
+                    + "".join(f"{line}\n" for line in transitive).encode())
     entries = [("main.py", FUNCTIONS_MAIN.read_bytes()), ("requirements.txt", requirements)]
     entries += [(name, path.read_bytes()) for name, path in library_files()]
     if config is not None:

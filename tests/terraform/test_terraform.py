@@ -513,8 +513,13 @@ def test_package_ships_the_runtime_requirements_and_no_local_only_code(packaged)
     assert any(n.startswith("zen/store/migrations/") for n in names)
     assert not [n for n in names if n.startswith(("zen_dev/local/", "zen_dev/sim/")) or n == "zen_dev/demo/scripted.py"]
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
-    # the runtime pins, then the functions-only ones (the Cloud Billing client, not in the agent's wheel)
-    assert requirements == (ROOT / "requirements.txt").read_text() + "\n" + (ROOT / "requirements-functions.txt").read_text()
+    # the runtime pins, then the functions-only ones (the Cloud Billing client, not in the agent's wheel), then
+    # everything those require at constraints.txt's versions: Cloud Functions' build installs what the tests ran with
+    direct = (ROOT / "requirements.txt").read_text() + "\n" + (ROOT / "requirements-functions.txt").read_text()
+    assert requirements.startswith(direct)
+    pinned = [line for line in requirements[len(direct):].splitlines() if line and not line.startswith("#")]
+    constraints = set((ROOT / "constraints.txt").read_text().splitlines())
+    assert pinned and set(pinned) <= constraints and any(line.startswith("grpcio==") for line in pinned)
     for local_only in ("pgserver", "pytest", "hypothesis", "rich"):
         assert not re.search(rf"^{local_only}\b", requirements, re.M | re.I)
 
