@@ -20,12 +20,12 @@ from pathlib import Path
 
 import yaml
 
-from zen.cli import batches, identity
+from zen.cli import batches, identity, submitted
 from zen.cli.identity import Identity
 from zen.cli.kit import CliError, Context, database, database_configured
 from zen.core.config import load_config
 from zen.core.events import PubSubEnvelope
-from zen.core.models import JobRequest, StopRequest
+from zen.core.models import JobRequest, StopRequest, request_fingerprint
 from zen.core.provisioning import ANY, MODELS
 
 JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -35,10 +35,8 @@ EARLY_STOP_KEPT_DAYS = 7  # zen.jobs.service forgets a stop for a job it never s
 def _publish(topic_field: str, payload: bytes, attributes: dict[str, str] | None = None) -> str:
     from google.cloud import pubsub_v1
 
-    config = load_config()
-    project = os.environ.get("ZEN_PROJECT") or config.project
     client = pubsub_v1.PublisherClient()
-    topic = client.topic_path(project, getattr(config.topics, topic_field))
+    topic = submitted.topic(topic_field)
     try:
         return client.publish(topic, payload, **(attributes or {})).result(timeout=30)
     except Exception as exc:  # noqa: BLE001 - any publishing failure is told in one line
@@ -138,6 +136,7 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
     elif sender is not None and sender.email and str(data["user_id"]).lower() != sender.email.lower():
         raise CliError(f"the job says user_id {data['user_id']!r} but you are {sender.email} ({sender.source}): "
                        "Zen takes a job's user from its sender's identity; drop --user / user_id", 2)
+    args.chosen_job_id = bool(data.get("job_id"))  # the user's (it may be taken), not a fresh unique one
     if not data.get("job_id"):
         data["job_id"] = default_job_id(str(data["user_id"]))
     try:
@@ -178,36 +177,40 @@ def cmd_submit(args) -> int:
                        "docs/explanations/security.md): give --image IMAGE, or image: in the job file", 1)
     batches.await_dependencies(request.after or [], request.user_id, _read_job)
     if request.array is not None:
-        return batches.submit_array(request, job_id, cluster, regions, sender, args.wait, _publish, _known_job)
+        return batches.submit_array(request, job_id, cluster, regions, sender, args.wait, _publish,
+                                    lambda name: submitted.known_job(name, _read_job)[0])
     following = None
     if args.wait:  # opened (and read once) before publishing: a submission it cannot follow is not sent
         from zen.cli.follow import Following
 
         following = Following(job_id)
-    existing = following.existing if following is not None else _known_job(job_id)
+    request_hash = request_fingerprint(request.canonical(job_id))
+    existing, readable = (following.existing, True) if following is not None else submitted.known_job(job_id, _read_job)
     if existing is not None:  # the function would take it for a duplicate (or refuse it): nothing would run
-        from zen.core.models import request_fingerprint
-
-        if existing.request_hash != request_fingerprint(request.canonical(job_id)):
+        if existing.request_hash != request_hash:
             raise CliError(f"job_id {job_id} is taken by another request ({existing.status.value}; zen jobs get "
                            f"{job_id}): Zen would refuse this one; use a new job_id (or none: zen makes one). "
                            "Not published", 1)
         raise CliError(f"job {job_id} already exists ({existing.status.value}): the same request runs "
                        "nothing new; use a new job_id (or none: zen makes one). Not published (retrying a "
                        f"submit whose publish failed? it got through: zen jobs get {job_id})", 1)
+    chosen = submitted.topic("job_submitted") if getattr(args, "chosen_job_id", True) else None  # a generated id is unique
+    submitted.check_in_flight(chosen, job_id, request_hash, readable)  # on its way from an earlier `zen submit`?
     try:
         message_id = _publish("job_submitted", request.to_bytes(), identity.attributes(sender))
     except CliError as exc:  # it may have been published all the same (the answer lost): same id, one job
+        submitted.update(chosen, job_id, request_hash, None)
         raise CliError(f"{exc}; job {job_id} may have been published all the same: to try again "
                        f"without making a second job, submit it again with --job-id {job_id}",
                        exc.code) from None
+    submitted.update(chosen, job_id, request_hash, message_id)
+    caveat = ("" if readable or chosen is None
+              else f" (if job_id {job_id} is new: the database could not be read to check)")
     print(f"submitted {job_id} to cluster {cluster} (regions {', '.join(regions)}; message {message_id}) "
-          f"{identity.describe(sender)}", flush=True)
+          f"{identity.describe(sender)}{caveat}", flush=True)
     print(f"  status: zen jobs get {job_id}    stop: zen stop {job_id}")
     if following is not None:
-        from zen.core.models import request_fingerprint
-
-        return following.follow(job_id, message_id, request_fingerprint(request.canonical(job_id)))
+        return following.follow(job_id, message_id, request_hash)
     return 0
 
 
@@ -224,17 +227,6 @@ def _read_job(job_id: str):
         db.close()
 
 
-def _known_job(job_id: str):
-    """The job of that id when the database can be read and has it; else ``None`` (no database, or it
-    cannot be read: the submission is published as before, and the function decides)."""
-    if not database_configured():
-        return None
-    try:
-        return _read_job(job_id)
-    except KeyboardInterrupt:
-        raise
-    except Exception:  # noqa: BLE001 - a check only
-        return None
 
 
 def _stop_outlook(job_id: str) -> str:
