@@ -109,7 +109,7 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
              "max_runtime_s": args.max_runtime, "max_attempts": args.max_attempts,
              "regions": args.region or None, "command": args.command or None,
              "provisioning": args.provisioning, "max_start_wait_s": args.max_start_wait,
-             "queue": getattr(args, "queue", None)}
+             "queue": getattr(args, "queue", None), "nodes": getattr(args, "nodes", None)}
     data.update({k: v for k, v in flags.items() if v is not None})
     for name, flag, pairs in (("env", "env", args.env), ("labels", "label", args.label),
                               ("secrets", "secret", getattr(args, "secret", None))):
@@ -276,6 +276,9 @@ def register(sub, ctx: Context) -> None:
                         "before Zen uses a costlier model (default: its cluster's max_start_wait_s)")
     submit.add_argument("--checkpoint-every", type=int, metavar="SECONDS",
                         help="save $ZEN_CHECKPOINT_DIR this often, restore it in a rerun (checkpoint: {every: N})")
+    submit.add_argument("--nodes", type=int, metavar="N", help="VMs it runs on at once, in one region, each with "
+                        "ZEN_NODE_RANK, ZEN_NUM_NODES, ZEN_NODE_IPS and torchrun's MASTER_ADDR, MASTER_PORT, NNODES, "
+                        "NODE_RANK (default 1; docs/how-to/multi-node.md)")
     submit.add_argument("--queue", help="the queue whose quota it runs under (default: your queue, see `zen queues`)")
     submit.add_argument("--region", action="append", help="allowed region (repeatable; default: all of the cluster's)")
     submit.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")

@@ -28,6 +28,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
 from zen.core.checkpoints import CheckpointSpec, StartCheckpoint
+from zen.core.gang_records import GangNode, GangPlace
 from zen.core.gcs import check_input_names, check_uri
 from zen.core.images import check_image
 from zen.core.provisioning import check_accepted
@@ -40,6 +41,7 @@ INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}\Z")  # \Z: "$" allows a final "\n"
 MAX_INPUTS = 16
+MAX_NODES = 64  # a gang's VMs: its start goes out once per node, each node beats on its own
 
 
 class JobStatus(str, enum.Enum):
@@ -195,6 +197,8 @@ class JobRequest(Received):
     max_start_wait_s: int | None = Field(default=None, ge=0, le=INT32_MAX, description=(
         "Seconds it may wait for a start before a costlier model is used; None: its cluster's max_start_wait_s"))
     checkpoint: CheckpointSpec | None = Field(default=None, description="ZEN_CHECKPOINT_DIR saved, restored on reruns")
+    nodes: int = Field(default=1, ge=1, le=MAX_NODES, description=(
+        "VMs of its cluster it runs on at once, in one region (a gang: zen.core.gang); 1: an ordinary job"))
 
     @field_validator("inputs")
     @classmethod
@@ -225,9 +229,13 @@ class JobRequest(Received):
             raise ValueError(clash)
         return self
 
+    def to_bytes(self) -> bytes:  # without nodes 1: an ordinary job's message is what it was before gangs
+        return self.model_dump_json(exclude_none=True, exclude={"nodes"} if self.nodes == 1 else None).encode()
+
     def canonical(self, job_id: str) -> dict[str, Any]:
-        """The request as ``job_id``'s row keeps it (``Job.request``), its job_id filled in."""
-        canonical = self.model_dump(mode="json", exclude_none=True)
+        """The request as ``job_id``'s row keeps it (``Job.request``), its job_id filled in. ``nodes`` 1 is
+        left out, so an ordinary job's request (and its ``request_hash``) is what it was before gangs."""
+        canonical = self.model_dump(mode="json", exclude_none=True, exclude={"nodes"} if self.nodes == 1 else None)
         canonical["job_id"] = job_id
         return canonical
 
@@ -261,6 +269,7 @@ class Heartbeat(Received):
     message: str | None = Field(default=None, max_length=8192, description="e.g. the output tail")
     tags: list[Annotated[str, Field(max_length=41)]] | None = Field(
         default=None, max_length=64, description="The VM's execution groups (checked against a job's requires_tags)")
+    ip: str | None = Field(default=None, max_length=64, description="The VM's internal address (zen.core.gang)")
     # The attempt's data (zen.agent.staging): inputs staged and outputs uploaded so far.
     staged_bytes: int | None = Field(default=None, ge=0, le=INT64_MAX)
     staged_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
@@ -303,6 +312,8 @@ class StartMessage(Message):
     outputs: str | None = None
     gpus: int | None = Field(default=None, ge=1, description="GPUs it holds on its VM; None: all of them")
     checkpoint: StartCheckpoint | None = None  # where its checkpoint lives (zen.core.checkpoints)
+    nodes: int | None = Field(default=None, ge=2, description="A gang's nodes (zen.core.gang); None: one VM")
+    assemble_s: int | None = Field(default=None, ge=1, description="A gang's node waits this long for the others")
 
 
 class ControlMessage(Message):
@@ -313,6 +324,7 @@ class ControlMessage(Message):
     attempt: int
     action: Annotated[ControlAction, Strict(False)]
     reason: str | None = None
+    gang: GangPlace | None = None  # a gang's CONFIRM: this node's rank and its peers (None: one VM)
 
 
 class JobEvent(Message):
@@ -369,6 +381,8 @@ class Job(BaseModel):
     widen_at: datetime | None = None
     # The warm VMs its start is offered to meanwhile, on their control subscriptions (None: no offer).
     start_vms: list[str] | None = None
+    nodes: int = 1  # VMs it runs on at once (its request's nodes): > 1, a gang (zen.core.gang)
+    gang: list[GangNode] | None = None  # a gang's nodes of the current attempt, rank order (None: none claimed)
 
     def public_view(self) -> dict[str, Any]:
         """The JSON a user sees (``zen jobs get --json``); max_start_wait_s None: its cluster's default."""

@@ -124,7 +124,8 @@ class JobService:
                       max_runtime_s=resolved.max_runtime_s, region=None, zone=None, vm=None, last_seq=0,
                       last_heartbeat_at=None, submitted_at=now, queued_at=None, started_at=None, finished_at=None,
                       exit_code=None, message=None, updated_at=now, queue=resolved.queue,
-                      gpus=configured_cluster(self._config, resolved.cluster).gpus_held(request.gpu_count))
+                      gpus=configured_cluster(self._config, resolved.cluster).gpus_held(request.gpu_count) * request.nodes,
+                      nodes=request.nodes)
         actor, waiting = f"user:{sender or request.user_id}", False
         if self._queues is None and len(resolved.shapes) == 1 and self._submit_queued(pending, actor, now, submitted):
             return self._created(pending)  # its messages went to the relay with its statement's
@@ -134,7 +135,7 @@ class JobService:
             shape, chosen = choose(tx, self._config, resolved, now)
             pending = pending.model_copy(update={"cluster": shape.cluster, "regions": shape.regions,
                                                  "gpus": configured_cluster(self._config, shape.cluster)
-                                                 .gpus_held(request.gpu_count)})
+                                                 .gpus_held(request.gpu_count) * request.nodes})
             created = tx.insert_job(pending)
             if created:
                 if chosen:

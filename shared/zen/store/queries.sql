@@ -23,6 +23,7 @@ SELECT * FROM jobs WHERE job_id = :job_id FOR UPDATE;
 UPDATE jobs
 SET last_seq = :seq, last_heartbeat_at = :now, message = COALESCE(:message, message), updated_at = :now
 WHERE job_id = :job_id AND status = 'RUNNING' AND attempt = :attempt AND vm = :vm AND last_seq < :seq
+  AND gang IS NULL  -- a gang's node reports per node (zen.core.gang): the general path
 RETURNING job_id;
 
 -- name: update_job
@@ -34,7 +35,8 @@ SET status = :status, attempt = :attempt, max_attempts = :max_attempts, vm = :vm
     started_at = :started_at, finished_at = :finished_at, exit_code = :exit_code,
     message = :message, start_published_at = :start_published_at, preempted_by = :preempted_by,
     preemptions = :preemptions, start_regions = CAST(:start_regions AS jsonb), widen_at = :widen_at,
-    start_vms = CAST(:start_vms AS jsonb), regions = CAST(:regions AS jsonb), updated_at = :now
+    start_vms = CAST(:start_vms AS jsonb), regions = CAST(:regions AS jsonb), gang = CAST(:gang AS jsonb),
+    updated_at = :now
 WHERE job_id = :job_id AND status = :expected_status AND attempt = :expected_attempt
 RETURNING job_id;
 

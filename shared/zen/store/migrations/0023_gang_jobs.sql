@@ -1,0 +1,9 @@
+-- Multi-node jobs (gangs: zen.core.gang). nodes: the VMs a job runs on at once, from its request's `nodes`
+-- (absent: 1), generated like checkpoints (0021) so every path that writes a job fills it; the scaling
+-- tick's demand counts it (a gang of N is N VMs). gang: the current attempt's nodes as they claimed their
+-- parts (rank, VM, region, zone, address, last report), NULL for an ordinary job and before the first
+-- claim; written with the job's row under its lock, so a gang's claims are applied one at a time.
+-- Adding the generated column rewrites the jobs table once, under its lock: migrate in a quiet moment.
+ALTER TABLE jobs
+    ADD COLUMN nodes integer GENERATED ALWAYS AS (COALESCE(CAST(request ->> 'nodes' AS integer), 1)) STORED,
+    ADD COLUMN gang jsonb;
