@@ -12,11 +12,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
 from zen import telemetry
-from zen.core import lifecycle
+from zen.core import gang, lifecycle
 from zen.core.config import ZenConfig
 from zen.core.lifecycle import Decision
 from zen.core.models import Heartbeat, Job, JobStatus
-from zen.core.routing import Route, first_route, warm_keys
+from zen.core.routing import EVERYWHERE, Route, first_route, warm_keys
 from zen.jobs.announce import Announcements
 from zen.jobs.messaging import enqueue
 from zen.jobs.outgoing import Enqueued, OutgoingMessage
@@ -41,7 +41,10 @@ class DecisionWriter:
         self._queues = queues  # None: no queues, every job admitted at once
 
     def route(self, job: Job, now: datetime, tx: JobTx | None = None) -> Route:
-        """Where the start goes first; the fleet is read (in ``tx``, else on its own) only if needed."""
+        """Where the start goes first; the fleet is read (in ``tx``, else on its own) only if needed. A gang's
+        goes everywhere: the first node to claim narrows it to its region (``zen.core.gang``)."""
+        if gang.is_gang(job):
+            return EVERYWHERE
         def read(query: Callable[[JobTx], Any]) -> Any:
             with nullcontext(tx) if tx is not None else self._store.session() as own:
                 return query(own)
@@ -132,7 +135,7 @@ class DecisionWriter:
                 ids += enqueue(tx, [self._announce.queue_event("job.admitted", job, reason, now)], now)
             for job, reason in decided.preempted:
                 ids += enqueue(tx, [self._announce.queue_event("job.preempted", job, reason, now)], now)
-                ids += self.apply(tx, job, lifecycle.decide_preempt(job, reason, now), actor="admission",
+                ids += self.apply(tx, job, gang.decide_preempt(job, reason, now), actor="admission",
                                   now=now, admit=False)
             freed = any(job.status is JobStatus.QUEUED for job, _ in decided.preempted)  # who is next
         return ids

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from zen import telemetry
-from zen.core import lifecycle
+from zen.core import gang, lifecycle
 from zen.core.lifecycle import Decision
 from zen.core.clock import Clock
 from zen.core.config import ZenConfig
@@ -250,10 +250,11 @@ class JobService:
                                               now=self._clock()):
                     return Outcome("applied", message.job_id)
         return self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
-                            lambda job, now: lifecycle.decide_heartbeat(job, message, now), answering=message,
+                            lambda job, now: gang.decide_heartbeat(job, message, now, self._config.gangs),
+                            answering=message,
                             seal=lambda: self._proof.seal(proven, message.vm, self._config.project),
-                            guard=lambda tx, job: (refuse_claim(tx, self._config, job, message, self._clock(),
-                                                                     self._proof.names_proven)
+                            guard=lambda tx, job: (gang.keep_deadline(job, refuse_claim(
+                                tx, self._config, job, message, self._clock(), self._proof.names_proven))
                                                    or late_final(tx, job, message, self._clock())))
 
     def _vm_up(self, envelope: PubSubEnvelope, up: VmUp) -> Outcome:
@@ -292,7 +293,7 @@ class JobService:
         def decide(job: Job, now: datetime) -> Decision:
             if sender is not None and (refused := may_stop(self._config, sender, job)):
                 return Decision(ignored=refused)
-            return lifecycle.decide_stop(job, request, now)
+            return gang.decide_stop(job, request, now)
 
         outcome = self._on_job(envelope, source, request.job_id, f"user:{sender}" if sender else "user", decide,
                                on_unknown=keep, principal=sender)
