@@ -176,3 +176,22 @@ def test_jobs_get_and_explain_say_how_many_nodes_are_up_and_where(functions, zen
     assert main(["jobs", "get", "g", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["nodes"] == 2 and [n["vm"] for n in got["gang"]] == ["vm-1", "vm-2"]
+
+
+def test_a_gangs_nodes_hold_their_vms_and_only_its_missing_nodes_are_demand(functions, zen, publisher, clock):
+    from zen.store import fleet
+
+    functions.submit(job_request("g", nodes=3))
+    claim(functions, "vm-1")
+    with zen.db.transaction() as session:
+        [row] = fleet.queued_demand(session, "4xa100-40gb")
+        assert (row["jobs"], row["nodes"], row["vms"]) == (1, 3, 2)  # one gang, two nodes to find
+        assert fleet.held_vms(session, "4xa100-40gb") == {"vm-1": "g"}  # a part claimed holds its VM
+        assert not fleet.drain_unless_busy(session, "vm-1", "4xa100-40gb", "us-central1", clock())
+    claim(functions, "vm-2")
+    claim(functions, "vm-3")
+    with zen.db.transaction() as session:
+        assert fleet.queued_demand(session, "4xa100-40gb") == []
+        assert fleet.held_vms(session, "4xa100-40gb") == {"vm-1": "g", "vm-2": "g", "vm-3": "g"}
+        assert not fleet.drain_unless_busy(session, "vm-3", "4xa100-40gb", "us-central1", clock())
+        assert fleet.drain_unless_busy(session, "vm-9", "4xa100-40gb", "us-central1", clock())

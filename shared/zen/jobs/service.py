@@ -62,6 +62,7 @@ class Outcome:
     cluster: str | None = None  # a created job's, or a VM heartbeat's whose VM became usable: a pass follows
     regions: tuple[str, ...] | None = None  # a created job's pools (its regions x models: the cheap coverage check)
     admitted: bool = True  # False: created PENDING (its queue's quota is full): no demand to scale for
+    nodes: int = 1  # a created job's VMs: a gang (> 1) always gets a pass (a spare VM covers one node)
 
 
 class JobService:
@@ -210,7 +211,8 @@ class JobService:
 
     def _created(self, job: Job, admitted: bool = True) -> Outcome:
         log.info("job submitted", extra={"job_id": job.job_id, "cluster": job.cluster, "admitted": admitted})
-        return Outcome("created", job.job_id, cluster=job.cluster, regions=self.pools_of(job), admitted=admitted)
+        return Outcome("created", job.job_id, cluster=job.cluster, regions=self.pools_of(job), admitted=admitted,
+                       nodes=job.nodes)
 
     def pools_of(self, job: Job) -> tuple[str, ...]:
         """The pools a created job may start in (its regions x the models it accepts): what a spare VM

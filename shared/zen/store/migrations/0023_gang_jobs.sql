@@ -7,3 +7,7 @@
 ALTER TABLE jobs
     ADD COLUMN nodes integer GENERATED ALWAYS AS (COALESCE(CAST(request ->> 'nodes' AS integer), 1)) STORED,
     ADD COLUMN gang jsonb;
+-- A gang's nodes hold their VMs (held_vms_of_cluster, vm_holds_job: never scaled down): found by cluster and by VM.
+CREATE INDEX jobs_gangs ON jobs (cluster) WHERE gang IS NOT NULL AND status IN ('QUEUED','ASSIGNED','RUNNING','STOPPING');
+CREATE INDEX jobs_gang_nodes ON jobs USING gin (gang jsonb_path_ops)
+    WHERE gang IS NOT NULL AND status IN ('QUEUED','ASSIGNED','RUNNING','STOPPING');
