@@ -195,3 +195,18 @@ def test_a_gangs_nodes_hold_their_vms_and_only_its_missing_nodes_are_demand(func
         assert fleet.held_vms(session, "4xa100-40gb") == {"vm-1": "g", "vm-2": "g", "vm-3": "g"}
         assert not fleet.drain_unless_busy(session, "vm-3", "4xa100-40gb", "us-central1", clock())
         assert fleet.drain_unless_busy(session, "vm-9", "4xa100-40gb", "us-central1", clock())
+
+
+def test_a_late_final_report_of_a_lost_gang_attempt_does_not_end_the_gang(functions, zen, publisher, clock):
+    """For one VM, a lost attempt's late SUCCEEDED ends the job as that attempt (zen.jobs.late_final); one
+    node's word is not the gang's (its other node went silent), so the gang waits for its new attempt."""
+    assembled(functions, zen, publisher)
+    beat(functions, "vm-1", "RUNNING", 2)
+    beat(functions, "vm-2", "RUNNING", 2)
+    for seq in range(3, 7):
+        clock.advance(40)
+        beat(functions, "vm-1", "RUNNING", seq)
+        functions.tick()
+    assert (job(zen, "g").status.value, job(zen, "g").attempt) == ("QUEUED", 2)
+    beat(functions, "vm-1", "SUCCEEDED", 9, exit_code=0)  # rank 0, the job's vm, ends attempt 1 late
+    assert (job(zen, "g").status.value, job(zen, "g").attempt) == ("QUEUED", 2)

@@ -257,7 +257,8 @@ class JobService:
                             seal=lambda: self._proof.seal(proven, message.vm, self._config.project),
                             guard=lambda tx, job: (gang.keep_deadline(job, refuse_claim(
                                 tx, self._config, job, message, self._clock(), self._proof.names_proven))
-                                                   or late_final(tx, job, message, self._clock())))
+                                                   or (None if gang.is_gang(job)  # one node's word is not the gang's
+                                                       else late_final(tx, job, message, self._clock()))))
 
     def _vm_up(self, envelope: PubSubEnvelope, up: VmUp) -> Outcome:
         """A VM's first word (``VmUp``): nothing is recorded; its cluster is named so that
