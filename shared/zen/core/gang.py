@@ -184,7 +184,8 @@ def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode
     if job.status is JobStatus.STOPPING:
         if all(n.status in ENDED for n in nodes):  # every node answered the stop
             if job.preempted_by:
-                _merge(decision, _for_gang(job, lifecycle.back_to_pending(job, f"preempted: {job.preempted_by}")))
+                now_job = job.model_copy(update={"gang": nodes})  # the nodes that answered get no STOP
+                _merge(decision, _for_gang(now_job, lifecycle.back_to_pending(job, f"preempted: {job.preempted_by}")))
             else:
                 decision.changes.append(Change(JobStatus.CANCELLED, "every node stopped"))
                 decision.fields["finished_at"] = now
@@ -203,7 +204,7 @@ def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode
         single = job.model_copy(update={"gang": None, "vm": None})
         lost = lifecycle.decide_heartbeat(single.model_copy(update={"vm": node.vm}), hb, now)
         lost.controls = [c for c in lost.controls if c.vm != node.vm]
-        _merge(decision, _for_gang(job, lost, skip=node.vm))
+        _merge(decision, _for_gang(job.model_copy(update={"gang": nodes}), lost, skip=node.vm))
 
 
 def _end(decision: Decision, job: Job, to: JobStatus, reason: str, exit_code: int | None, now: datetime) -> None:
