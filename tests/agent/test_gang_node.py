@@ -52,3 +52,18 @@ def test_a_gang_node_never_confirmed_gives_the_start_back_after_the_gangs_wait()
     claimed = [r for r in transport.job_reports() if r[2] == "CLAIMED"]
     assert len(claimed) == 5  # 20 s / 5 s + 1: past Zen's deadline, not the usual 3 tries
     assert transport.calls[-1] == ("nack", ack_id)
+
+
+def test_a_gang_nodes_container_shares_the_vms_network_and_others_keep_their_own():
+    from zen.agent.container import Sandbox, container_options
+    from zen.agent.runner import JobSpec
+    from zen.core.gang_records import node_env
+
+    node = JobSpec(job_id="g", attempt=1, image="img", env=node_env(GangPlace(rank=0, nodes=2, ips=["a", "b"],
+                                                                            port=29600)))
+    options = container_options(node, Sandbox())
+    assert options[options.index("--network") + 1] == "host"
+    alone = container_options(JobSpec(job_id="j", attempt=1, image="img"), Sandbox())
+    assert alone[alone.index("--network") + 1] == "zen-net"
+    cut_off = container_options(node, Sandbox(network="none"))  # the cluster's choice stands
+    assert cut_off[cut_off.index("--network") + 1] == "none"
