@@ -210,3 +210,14 @@ def test_a_late_final_report_of_a_lost_gang_attempt_does_not_end_the_gang(functi
     assert (job(zen, "g").status.value, job(zen, "g").attempt) == ("QUEUED", 2)
     beat(functions, "vm-1", "SUCCEEDED", 9, exit_code=0)  # rank 0, the job's vm, ends attempt 1 late
     assert (job(zen, "g").status.value, job(zen, "g").attempt) == ("QUEUED", 2)
+
+
+def test_a_gangs_usage_counts_every_node(functions, zen, publisher):
+    assembled(functions, zen, publisher)
+    beat(functions, "vm-1", "RUNNING", 2)
+    beat(functions, "vm-2", "RUNNING", 2)
+    beat(functions, "vm-1", "SUCCEEDED", 3, exit_code=0)
+    beat(functions, "vm-2", "SUCCEEDED", 3, exit_code=0)
+    with zen.db.transaction() as session:
+        [row] = session.sql("SELECT gpus, vm_share, outcome FROM attempt_usage WHERE job_id = 'g'")
+    assert (row["gpus"], row["vm_share"], row["outcome"]) == (8, 2.0, "SUCCEEDED")  # 2 VMs of 4 GPUs

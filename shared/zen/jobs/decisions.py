@@ -111,7 +111,7 @@ class DecisionWriter:
         tx.record_attempt(
             job, outcome=outcome, machine_type=cluster.machine_type if cluster else None, gpus=gpus,
             ran_from=after.started_at if after.attempt == job.attempt else job.started_at, now=now,
-            vm_share=min(1.0, gpus / vm_gpus) if vm_gpus else 1.0)
+            vm_share=float(job.nodes) if job.nodes > 1 else min(1.0, gpus / vm_gpus) if vm_gpus else 1.0)
 
     def admit(self, tx: JobTx, queue: str, cluster: str, now: datetime, released: int = 0) -> list[Enqueued]:
         """Run the admission pass of ``queue``'s cohort on ``cluster`` and admit what it picks.

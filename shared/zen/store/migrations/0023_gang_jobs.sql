@@ -11,3 +11,7 @@ ALTER TABLE jobs
 CREATE INDEX jobs_gangs ON jobs (cluster) WHERE gang IS NOT NULL AND status IN ('QUEUED','ASSIGNED','RUNNING','STOPPING');
 CREATE INDEX jobs_gang_nodes ON jobs USING gin (gang jsonb_path_ops)
     WHERE gang IS NOT NULL AND status IN ('QUEUED','ASSIGNED','RUNNING','STOPPING');
+-- A gang's attempt holds a VM per node: its usage counts them all (vm_share, 0011: the VMs' worth it held,
+-- up to a gang's most nodes; below 1 still the share of a VM it shared).
+ALTER TABLE attempt_usage DROP CONSTRAINT attempt_usage_vm_share_check;
+ALTER TABLE attempt_usage ADD CONSTRAINT attempt_usage_vm_share_check CHECK (vm_share > 0 AND vm_share <= 64);
