@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from tests.messages import job_request
+from tests.test_usercli import user_env  # noqa: F401  (the fixture)
 from tests.test_bad_input import snapshot
 from zen.core.config import ZenConfig
 from zen.core.errors import Rejected
@@ -95,3 +96,16 @@ def test_a_gang_is_stored_with_its_nodes_and_holds_every_nodes_gpus(gang_zen, pu
     assert (gang.status.value, gang.nodes, gang.gpus, gang.gang) == ("QUEUED", 3, 12, None)
     assert (single.nodes, single.gpus) == (1, 4)
     assert columns == {"g1": 3, "s1": 1}
+
+
+
+def test_zen_submit_nodes_publishes_a_gang_and_refuses_one_no_region_holds(user_env, capsys):
+    from zen.cli.main import main
+
+    assert main(["submit", "--cluster", CLUSTER, "--nodes", "5", "--", "python", "x.py"]) == 1
+    assert "Zen would refuse this job: nodes: 5 is above cluster 4xa100-40gb's max_vms_per_region (4)" in \
+        capsys.readouterr().err
+    assert user_env.on("zen-job-submitted") == []  # refused before publishing
+    assert main(["submit", "--job-id", "pair", "--cluster", CLUSTER, "--nodes", "2", "--", "python", "x.py"]) == 0
+    [message] = user_env.on("zen-job-submitted")
+    assert json.loads(message.data)["nodes"] == 2
