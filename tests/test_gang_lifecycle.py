@@ -221,3 +221,16 @@ def test_a_gangs_usage_counts_every_node(functions, zen, publisher):
     with zen.db.transaction() as session:
         [row] = session.sql("SELECT gpus, vm_share, outcome FROM attempt_usage WHERE job_id = 'g'")
     assert (row["gpus"], row["vm_share"], row["outcome"]) == (8, 2.0, "SUCCEEDED")  # 2 VMs of 4 GPUs
+
+
+def test_zen_stats_counts_gangs_waiting_for_their_last_node(functions, zen, publisher):
+    from zen.store import stats
+
+    functions.submit(job_request("g", nodes=3))
+    claim(functions, "vm-1")
+    claim(functions, "vm-2")
+    with zen.db.transaction() as session:
+        assert stats.run(session, "gangs_waiting") == [{"cluster": "4xa100-40gb", "gangs": 1, "nodes": 2}]
+    claim(functions, "vm-3")
+    with zen.db.transaction() as session:
+        assert stats.run(session, "gangs_waiting") == []  # complete: nobody waits
