@@ -41,7 +41,7 @@ def test_idle_vms_cover_a_gang_only_where_the_whole_gang_is_idle():
     plan = plan_for(gangs(1, 2), vms=idle)
     assert plan.add == {}  # us-west1's two idle VMs take it
     plan = plan_for(gangs(1, 3), vms=idle)
-    assert plan.add == {"us-central1": 3}  # no region has 3: a whole gang asked for in the first with room
+    assert plan.add == {"us-west1": 1}  # no region has 3: completed where the most are idle
 
 
 def test_a_gang_partly_claimed_needs_only_its_missing_nodes():
@@ -62,3 +62,14 @@ def test_a_gang_is_hedged_whole_or_not_at_all():
     assert plan.add == {"us-central1": 3, "us-west1": 3}
     tight = ClusterLimits("c", REGIONS, max_vms_per_region=4, max_vms=5)
     assert plan_for(gangs(1, 3), limits=tight, memory={}, timing=Timing()).add == {"us-central1": 3}  # no room for 3 more
+
+
+def test_a_gang_is_completed_where_a_spare_vm_would_claim_its_first_part():
+    """An idle VM claims a part as soon as the start comes and the gang then assembles in its region: the
+    rest is asked for there, not a whole gang elsewhere (which would boot for nothing)."""
+    idle = [vm("w", "us-west1", VmPhase.IDLE)]
+    plan = plan_for(gangs(1, 3), vms=idle)
+    assert plan.add == {"us-west1": 2} and plan.delete == []  # the idle VM is kept for the gang
+    full = [vm(f"b{i}", "us-west1", VmPhase.BUSY, job=f"x{i}") for i in range(3)]  # us-west1: room for 0 more
+    plan = plan_for(gangs(1, 3), vms=idle + full, limits=ClusterLimits("c", REGIONS, max_vms_per_region=4, max_vms=10))
+    assert plan.add == {"us-central1": 3}  # where the whole gang fits

@@ -32,17 +32,36 @@ def match(group: DemandGroup, ranked: list[str], pools: tuple[dict[str, int], ..
 
 
 def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[[str], int],
-        add: dict[str, int], held: MutableMapping[str, int]) -> list[tuple[str, int]]:
-    """Ask for each uncovered gang (``left`` VMs of ``group``) in the first pool with room for all of it;
-    a gang no pool can hold waits (``held``, with why). Returns (pool, VMs) asked for, one per gang."""
+        add: dict[str, int], held: MutableMapping[str, int], spare: tuple[dict[str, int], ...] = (),
+        idle_needed: MutableMapping[str, int] | None = None,
+        booting_left: MutableMapping[str, int] | None = None) -> list[tuple[str, int]]:
+    """Ask for each uncovered gang (``left`` VMs of ``group``) in one pool that can hold all of it: its
+    spare VMs (``spare``: idle, running, pending that no job took, as ``match`` left them) plus the room
+    left. The pool with the most spare VMs goes first (an idle VM there claims a part as soon as the start
+    comes, and the gang then assembles in that region), ties in ``ranked`` order; only the rest is asked
+    for. A gang no pool can hold waits (``held``, with why). Returns (pool, VMs asked for), per gang."""
     asked = []
     for need in DemandGroup(group.regions, left, group.oldest, group.priority, gang=group.gang).chunks():
-        region = next((r for r in ranked if room(r) >= need), None)
+        def supply(region: str) -> int:
+            return sum(pool.get(region, 0) for pool in spare)
+
+        fits = [r for r in ranked if supply(r) + room(r) >= need]
+        region = max(fits, key=supply) if fits else None  # the most spare (the fewest to boot), then by rank
         if region is None:
             held[f"no allowed pool has room for a gang of {group.gang} VMs (max_vms_per_region, max_vms)"] += need
             continue
-        add[region] = add.get(region, 0) + need
-        asked.append((region, need))
+        for index, pool in enumerate(spare):  # the spare VMs first: idle, then booting
+            take = min(need, pool.get(region, 0))
+            if take:
+                pool[region] -= take
+                need -= take
+                if index == 0 and idle_needed is not None:
+                    idle_needed[region] += take
+                elif index > 0 and booting_left is not None:
+                    booting_left[region] -= take
+        if need:
+            add[region] = add.get(region, 0) + need
+            asked.append((region, need))
     return asked
 
 

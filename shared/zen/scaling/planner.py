@@ -180,6 +180,7 @@ class _Planning:
             if left:
                 uncovered.append((group, left))
         self.booting_left = {r: running[r] + pending[r] for r in self.regions}  # no queued job needs them
+        self.spare = (idle, running, pending)  # what no job took: a gang's ask may start from some (gangs.ask)
         return uncovered
 
     def ask(self, uncovered: list[tuple[DemandGroup, int]]) -> None:
@@ -199,7 +200,8 @@ class _Planning:
         for group, left in uncovered:
             ranked = self.ranking.for_group(group)
             if group.gang > 1:  # a gang's VMs all from one pool; its hedge a whole gang too
-                for region, need in gangs.ask(group, left, ranked, room, add, held):
+                for region, need in gangs.ask(group, left, ranked, room, add, held, self.spare, self.idle_needed,
+                                              self.booting_left):
                     compared.setdefault(region, ranked)
                     if self.uncertain(region):
                         if others := [r for r in ranked if r != region and self.hedge_priced(r, region)]:
