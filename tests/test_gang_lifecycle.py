@@ -234,3 +234,15 @@ def test_zen_stats_counts_gangs_waiting_for_their_last_node(functions, zen, publ
     claim(functions, "vm-3")
     with zen.db.transaction() as session:
         assert stats.run(session, "gangs_waiting") == []  # complete: nobody waits
+
+
+def test_a_nodes_final_report_delivered_again_after_the_end_is_a_plain_duplicate(functions, zen, publisher):
+    assembled(functions, zen, publisher)
+    beat(functions, "vm-1", "RUNNING", 2)
+    beat(functions, "vm-2", "FAILED", 3, exit_code=1)
+    beat(functions, "vm-1", "STOPPED", 4, exit_code=-15)
+    beat(functions, "vm-1", "STOPPED", 4, exit_code=-15)  # Pub/Sub delivers it again
+    beat(functions, "vm-2", "FAILED", 3, exit_code=1)
+    with zen.db.transaction() as session:
+        assert session.sql("SELECT count(*) AS n FROM rejected_messages")[0]["n"] == 0  # no noise
+    assert [(n.status, n.exit_code) for n in job(zen, "g").gang] == [("STOPPED", -15), ("FAILED", 1)]

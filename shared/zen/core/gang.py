@@ -231,7 +231,9 @@ def _after_the_end(job: Job, hb: Heartbeat) -> Decision:
     nodes = list(job.gang or [])
     node = next((n for n in nodes if n.vm == hb.vm), None)
     decision = lifecycle.decide_heartbeat(job.model_copy(update={"vm": None}), hb, job.updated_at)
-    if node is not None and hb.status.value in ENDED and hb.seq > node.seq and node.status not in ENDED:
+    if node is not None and hb.seq <= node.seq:  # a redelivery, or overtaken by the node's last report
+        return Decision(duplicate=True, controls=[c for c in decision.controls if c.action is ControlAction.RELEASE])
+    if node is not None and hb.status.value in ENDED and node.status not in ENDED:
         nodes[node.rank] = node.model_copy(update=dict(seq=hb.seq, status=hb.status.value, exit_code=hb.exit_code))
         return Decision(fields=dict(gang=nodes), duplicate=True)
     return decision
