@@ -246,3 +246,41 @@ def test_a_nodes_final_report_delivered_again_after_the_end_is_a_plain_duplicate
     with zen.db.transaction() as session:
         assert session.sql("SELECT count(*) AS n FROM rejected_messages")[0]["n"] == 0  # no noise
     assert [(n.status, n.exit_code) for n in job(zen, "g").gang] == [("STOPPED", -15), ("FAILED", 1)]
+
+
+def test_concurrent_claims_each_take_one_rank_and_every_vm_at_most_one(zen, publisher):
+    """6 VMs claim a 4-node gang at once, each claim delivered twice: the row lock applies them one at a
+    time, so ranks 0..3 go to 4 distinct VMs, each confirmed with its own place only, and the other 2 released."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.test_queues import PUBSUB_EVENT_TYPE
+    from zen.core import eventarc
+
+    def deliver(topic, payload, message_id):
+        data = eventarc.pubsub_cloud_event(json.dumps(payload).encode(), message_id=message_id, topic=topic,
+                                           project=zen.config.project)["data"]
+        handler = zen.on_job_submitted if topic == "zen-job-submitted" else zen.on_heartbeat
+        handler(message_id, PUBSUB_EVENT_TYPE, data)
+
+    deliver("zen-job-submitted", job_request("g", nodes=4), "s-1")
+    vms = [f"vm-{i}" for i in range(1, 7)]
+    start = threading.Barrier(6)
+
+    def claim_twice(vm):
+        start.wait(10)
+        for copy in range(2):
+            deliver("zen-heartbeats", heartbeat("g", "CLAIMED", 1, vm=vm, ip=f"10.0.0.{vm[-1]}"), f"{vm}-{copy}")
+
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(claim_twice, vms))
+    record = job(zen, "g")
+    assert record.status.value == "ASSIGNED" and [n.rank for n in record.gang] == [0, 1, 2, 3]
+    members = [n.vm for n in record.gang]
+    assert len(set(members)) == 4
+    confirms = [c for c in controls(publisher) if c["action"] == "CONFIRM"]
+    # A copy delivered again after the gang completed is answered again, with the same place.
+    assert {(c["vm"], c["gang"]["rank"]) for c in confirms} == {(n.vm, n.rank) for n in record.gang}
+    assert all(c["gang"]["ips"] == [n.ip for n in record.gang] for c in confirms)
+    for vm in set(vms) - set(members):
+        assert actions(publisher, vm) and set(actions(publisher, vm)) == {"RELEASE"}
