@@ -284,3 +284,15 @@ def test_concurrent_claims_each_take_one_rank_and_every_vm_at_most_one(zen, publ
     assert all(c["gang"]["ips"] == [n.ip for n in record.gang] for c in confirms)
     for vm in set(vms) - set(members):
         assert actions(publisher, vm) and set(actions(publisher, vm)) == {"RELEASE"}
+
+
+def test_a_node_preempted_while_the_gang_assembles_leaves_it_and_its_place_is_offered_again(functions, zen, publisher):
+    functions.submit(job_request("g", nodes=2))
+    claim(functions, "vm-1")
+    beat(functions, "vm-1", "PREEMPTED", 2)  # its VM went away while it waited for the second node
+    record = job(zen, "g")
+    assert (record.status.value, record.gang, record.attempt) == ("QUEUED", None, 1)
+    assert len(publisher.on("zen-job-start")) == 4  # 2 at first, then one for each place nobody holds
+    claim(functions, "vm-2")
+    claim(functions, "vm-3")
+    assert [n.vm for n in job(zen, "g").gang] == ["vm-2", "vm-3"]  # the gone VM is no node of it

@@ -76,6 +76,9 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime, config: GangConfig)
     if job.status.terminal:
         return _after_the_end(job, hb)
     if job.status is JobStatus.QUEUED:
+        if hb.status not in (AgentStatus.CLAIMED, AgentStatus.RUNNING):  # a node gone before the gang completed
+            left = decide_given_back(job, hb.vm, hb.attempt, hb.seq, f"reported {hb.status.value} while it waited")
+            return left or Decision(duplicate=True)
         checked = lifecycle.decide_heartbeat(job, hb, now)  # the region and tag checks, as for one VM
         if checked.ignored or not checked.changes:
             return checked
@@ -126,7 +129,8 @@ def keep_deadline(job: Job, refused: Decision | None) -> Decision | None:
     return refused
 
 
-def decide_given_back(job: Job, vm: str, attempt: int, seq: int) -> Decision | None:
+def decide_given_back(job: Job, vm: str, attempt: int, seq: int,
+                      why: str = "gave its part back unanswered") -> Decision | None:
     """A VM gave back its part of an assembling gang unanswered (``lifecycle.decide_given_back``): it
     leaves the gang, the ranks after it move up (none is told a rank before the gang is complete), and a
     start goes out for its place."""
@@ -138,7 +142,7 @@ def decide_given_back(job: Job, vm: str, attempt: int, seq: int) -> Decision | N
         return None
     left = [node.model_copy(update={"rank": rank}) for rank, node in enumerate(n for n in nodes if n.vm != vm)]
     return Decision(fields=dict(gang=left or None, **({} if left else dict(start_regions=None, widen_at=None))),
-                    note=f"{vm} gave its part of the gang back unanswered; {len(left)} of {job.nodes} nodes hold one",
+                    note=f"{vm} left the gang before it was complete ({why}); {len(left)} of {job.nodes} nodes hold a part",
                     publish_start=True)
 
 
