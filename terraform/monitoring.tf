@@ -88,6 +88,12 @@ locals {
       value_extractor = "EXTRACT(jsonPayload.oldest_s)"
       unit            = "s"
     }
+    zen_gangs_waiting = {
+      description     = "Multi-node jobs waiting for their last node, per cluster; per scale tick."
+      filter          = "jsonPayload.event=\"gangs.waiting\""
+      labels          = { cluster = "EXTRACT(jsonPayload.cluster)" }
+      value_extractor = "EXTRACT(jsonPayload.gangs)"
+    }
     zen_scale_ticks = {
       description = "Scale ticks that ran to the end (outbox resend, lost-job sweep, scaling)."
       filter      = "jsonPayload.event=\"scale_tick.done\""

@@ -21,6 +21,9 @@ locals {
     { title = "Oldest QUEUED job per cluster (s)", sets = [
       [format(local.log_metric_type, "zen_oldest_queued"), "ALIGN_MEAN", "REDUCE_MAX", ["metric.label.cluster"]],
     ] },
+    { title = "Gangs waiting for their last node, per cluster", sets = [
+      [format(local.log_metric_type, "zen_gangs_waiting"), "ALIGN_MEAN", "REDUCE_MAX", ["metric.label.cluster"]],
+    ] },
     { title = "Time to start p50 / p95 per cluster and region (s)", sets = [
       [format(local.log_metric_type, "zen_time_to_start"), "ALIGN_DELTA", "REDUCE_PERCENTILE_50", ["metric.label.cluster", "metric.label.region"]],
       [format(local.log_metric_type, "zen_time_to_start"), "ALIGN_DELTA", "REDUCE_PERCENTILE_95", ["metric.label.cluster", "metric.label.region"]],

@@ -15,7 +15,7 @@ from zen_dev.local.stack import Ports, port_free
 
 def free_base_port(start: int = 21000) -> int:
     """The first block of a stack's ports from ``start`` that is free (tests running at once pick apart)."""
-    for base in range(start, 30000, 20):
+    for base in range(start, max(30000, start + 2000), 20):
         if all(port_free(p) for p in Ports.from_base(base).all().values()):
             return base
     raise RuntimeError("no free block of ports")

@@ -55,7 +55,8 @@ HOT_QUERIES = [
                         vm="vm-7", region=None, zone=None, last_seq=3, last_heartbeat_at=NOW, queued_at=NOW,
                         started_at=NOW, finished_at=None, exit_code=None, message=None, start_published_at=NOW,
                         max_attempts=3, preempted_by=None, preemptions=0, start_regions=None, widen_at=None,
-                        start_vms=None, regions='["us-central1"]', hold=None, hold_until=None, retries=0, now=NOW)),
+                        start_vms=None, regions='["us-central1"]', hold=None, hold_until=None, retries=0, gang=None,
+                        now=NOW)),
     ("take_early_stop", {"job_id": "job-7"}),
     # The end of an attempt also records its usage (its claim time read from the job's history).
     ("insert_attempt_usage", dict(job_id="job-13", attempt=1, user_id="u", queue=None, cluster="4xa100-40gb",
@@ -75,7 +76,7 @@ HOT_QUERIES = [
     ("jobs_on_vm", {"vm_name": "vm-13"}),
     ("vm_loads_of_cluster", {"cluster": "1xl4"}),
     ("queued_demand_by_gpus", {"cluster": "1xl4"}),
-    ("held_vms_of_cluster", {"cluster": "1xl4"}),
+    ("held_vms_of_cluster", {"cluster": "1xl4"}),  # with a gang's nodes (jobs_gangs)
     ("arrivals_since", {"cluster": "1xl4", "since": NOW - timedelta(minutes=10)}),
     ("lock_outbox_unsent", {"cutoff": NOW - timedelta(minutes=1), "limit": 1000}),
     ("prune_outbox", {"cutoff": NOW - timedelta(days=1), "limit": 5000}),

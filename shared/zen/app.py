@@ -156,7 +156,7 @@ class Zen:
             outcome = self._with_envelope(self.config.topics.job_submitted, event_id, event_type, data,
                                           self.jobs.submit)
             if (outcome.result == "created" and outcome.admitted and outcome.cluster and self.scaler is not None
-                    and not self.scaler.covered(outcome.cluster, outcome.regions)):
+                    and (outcome.nodes > 1 or not self.scaler.covered(outcome.cluster, outcome.regions))):
                 # New demand that no spare VM covers: scale now rather than at the next tick (which
                 # also runs it; a pass already under way for this cluster makes this one skip). A job
                 # left PENDING by its queue is no demand yet: the pass that admits it is the tick's.

@@ -30,6 +30,7 @@ SCALING_CLUSTER = "scaling.cluster"  # per pass: a cluster's queue and whether e
 JOBS_COUNT = "jobs.count"  # per scale tick: a cluster's jobs in one status still in flight
 OUTBOX_BACKLOG = "outbox.backlog"  # per scale tick: unsent outbox rows and the oldest one's age
 SCALE_TICK = "scale_tick.done"  # per scale tick that ran (not skipped)
+GANGS_WAITING = "gangs.waiting"  # per scale tick: a cluster's gangs waiting for their last node (zen.core.gang)
 
 # The fields each event carries (besides ``event``, ``severity``, ``message``, ``time``, ``logger``).
 FIELDS: dict[str, tuple[str, ...]] = {
@@ -44,6 +45,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     JOBS_COUNT: ("cluster", "status", "count"),
     OUTBOX_BACKLOG: ("rows", "oldest_s"),
     SCALE_TICK: ("relayed", "swept", "republished", "widened"),
+    GANGS_WAITING: ("cluster", "gangs", "nodes"),
 }
 
 # The metrics (log-based in Cloud Monitoring: logging.googleapis.com/user/<name>; rows of `zen stats`).
@@ -60,6 +62,7 @@ METRICS = {
     "zen_rejected_messages": "rejected messages by source and reason class",
     "zen_lost_attempts": "attempts whose VM went silent (LOST), by cluster",
     "zen_outbox_backlog_age": "age in seconds of the oldest unsent outbox row",
+    "zen_gangs_waiting": "multi-node jobs waiting for their last node, per cluster (nodes: the VMs they hold meanwhile)",
     "zen_scale_ticks": "scale ticks that ran",
 }
 
@@ -184,6 +187,7 @@ def log_tick(logger: logging.Logger, db: Database, clusters: Iterable[str], now:
         with db.transaction() as session:
             backlog = stats.outbox_backlog(session, now)
             counts = {(r["cluster"], r["status"]): r["jobs"] for r in stats.active_jobs(session)}
+            gangs = {r["cluster"]: r for r in stats.run(session, "gangs_waiting")}
     except Exception as exc:  # noqa: BLE001 - figures are best effort; the next tick reports again
         logger.warning("could not read the tick's figures", extra={"error": str(exc)})
         return
@@ -192,6 +196,10 @@ def log_tick(logger: logging.Logger, db: Database, clusters: Iterable[str], now:
             count = counts.get((cluster, status), 0)
             if due(JOBS_COUNT, (cluster, status), (count,), count > 0):
                 emit(logger, JOBS_COUNT, "jobs", cluster=cluster, status=status, count=count)
+        waiting = gangs.get(cluster) or {"gangs": 0, "nodes": 0}
+        if due(GANGS_WAITING, (cluster,), (waiting["gangs"], waiting["nodes"]), waiting["gangs"] > 0):
+            emit(logger, GANGS_WAITING, "gangs waiting for their last node", cluster=cluster, gangs=waiting["gangs"],
+                 nodes=waiting["nodes"])
     if due(OUTBOX_BACKLOG, (), (backlog["rows"],), backlog["rows"] > 0):
         emit(logger, OUTBOX_BACKLOG, "outbox backlog", **backlog)
     emit(logger, SCALE_TICK, "scale tick done", relayed=report.relayed, swept=report.swept,

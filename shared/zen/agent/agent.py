@@ -264,7 +264,7 @@ class Agent:
         gone: bool | None = None
         self.controls.open(key)
         try:
-            answer = self.claimer.claim(delivery, attempt)
+            answer = self.claimer.claim(delivery, attempt, start.assemble_s)
             settled = True  # _claim acks or nacks in every case
             if answer == "confirm":
                 gone = self.attempts.run(start, attempt, gpu_ids)

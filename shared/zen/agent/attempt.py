@@ -32,6 +32,7 @@ from zen.agent.slots import ControlRouter, Key, Slots
 from zen.agent.staging import AttemptData, Progress
 from zen.agent.transfer import transfer
 from zen.agent.vmbeat import VmBeats
+from zen.core.gang_records import node_env
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, StartMessage
 from zen.core.text import escape_unstorable
 
@@ -120,7 +121,7 @@ class AttemptRunner:
                               f"({data.staged.describe()} done)", data=data)
                     return None
         spec = JobSpec(job_id=start.job_id, attempt=start.attempt, command=start.command, image=start.image,
-                       env=dict(start.env), max_runtime_s=runtime,
+                       env={**start.env, **(node_env(attempt.gang) if attempt.gang else {})}, max_runtime_s=runtime,
                        stop_grace_s=settings.stop_grace_s,
                        data_dirs={**data.env(), **(checkpoint.env() if checkpoint else {})} if data else {},
                        gpu_ids=gpu_ids or None,  # (): the VM runs one job at a time, the job sees every GPU

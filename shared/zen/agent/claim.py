@@ -7,6 +7,7 @@ The protocol and why: docs/reference/agent.md#the-loop-and-the-claim
 from __future__ import annotations
 
 import logging
+import math
 from typing import TYPE_CHECKING, Callable, Literal, Mapping
 
 from pydantic import ValidationError
@@ -52,15 +53,19 @@ class Claimer:
         self._clock = clock
         self._log = log
 
-    def claim(self, delivery: StartDelivery, attempt: AttemptReport) -> Answer:
-        """CLAIMED, then wait for the answer. Returns confirm | release | stop | timeout | shutdown."""
+    def claim(self, delivery: StartDelivery, attempt: AttemptReport, wait_s: float | None = None) -> Answer:
+        """CLAIMED, then wait for the answer. Returns confirm | release | stop | timeout | shutdown.
+        ``wait_s``: a gang's node waits that long at least (its CONFIRM comes once the last node claims)."""
         fields = {"job_id": attempt.job_id, "attempt": attempt.attempt}
         # Lease it for our own deadline now, whatever the subscription's ack deadline is.
         lease_every = self._settings.lease_s / 3
         self._leases.extend(delivery, self._settings.lease_s)
         next_lease = self._clock() + lease_every
         first_seq = 0  # the seq of this claim's first CLAIMED, once sent
-        for try_number in range(1, self._settings.claim_tries + 1):
+        tries = self._settings.claim_tries
+        if wait_s:  # CLAIMED again every claim_timeout_s meanwhile: Zen answers a repeat once the gang is complete
+            tries = max(tries, math.ceil(wait_s / self._settings.claim_timeout_s) + 1)
+        for try_number in range(1, tries + 1):
             self._reporter.job(attempt, AgentStatus.CLAIMED, budget_s=min(10.0, self._settings.claim_timeout_s))
             first_seq = first_seq or attempt.seq
             deadline = self._clock() + self._settings.claim_timeout_s
@@ -88,7 +93,9 @@ class Claimer:
                     if sealed := control.attributes.get(SEALED_KEY_ATTRIBUTE):  # this VM's MAC key (zen.adapters.message_key)
                         self._transport.learn_mac_key(sealed)
                     self._backoff.confirmed()
-                    self._log.info("claim confirmed", extra=fields)
+                    attempt.gang = order.gang  # a gang's node: its rank and peers (zen.core.gang)
+                    self._log.info("claim confirmed", extra={**fields, **(
+                        {"rank": order.gang.rank, "nodes": order.gang.nodes} if order.gang else {})})
                     self._leases.ack(delivery)
                     return "confirm"
                 self._leases.ack(delivery)

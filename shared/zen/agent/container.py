@@ -147,7 +147,10 @@ def container_options(spec: ContainedJob, sandbox: Sandbox | None = None) -> lis
         options += ["--user", sandbox.run_as]
         if "HOME" not in spec.env:  # nobody's HOME is not writable (or does not exist): caches go to /tmp
             options += ["-e", "HOME=/tmp"]
-    options += ["--network", "none" if sandbox.network == "none" else network_name(spec.gpu_ids)]
+    # A gang's node (zen.core.gang) shares the VM's network: its peers reach rank 0's MASTER_PORT, and the
+    # collectives their own ports, on the VM's address (the VM runs it alone: gangs need max_jobs_per_vm 1).
+    gang_node = "ZEN_NODE_RANK" in spec.env
+    options += ["--network", "none" if sandbox.network == "none" else "host" if gang_node else network_name(spec.gpu_ids)]
     for key, path in spec.data_dirs.items():  # the same path inside the container
         if key == "ZEN_PREEMPTION_NOTICE":  # a file that may appear: its folder, read-only (zen.agent.checkpoint)
             path = os.path.dirname(path)

@@ -39,6 +39,7 @@ class Identity:
     zone: str
     from_environment: bool  # every field came from the environment (the local stack, tests)
     tags: tuple[str, ...] = ()  # execution groups, reported in job heartbeats (see zen.jobs.placement)
+    ip: str | None = None  # its internal address, sent with a claim: a gang's nodes find each other by it (zen.core.gang)
 
     def log_fields(self) -> dict[str, str]:
         return {"vm": self.vm, "cluster": self.cluster, "region": self.region}
@@ -101,6 +102,7 @@ def resolve_identity(env: Mapping[str, str], metadata: MetadataServer | None = N
     region = env.get("ZEN_REGION", "").strip()
     cluster = env.get("ZEN_CLUSTER", "").strip()
     project = env.get("ZEN_PROJECT", "").strip()
+    ip = env.get("ZEN_VM_IP", "").strip() or None
     from_environment = bool(vm and zone and cluster)
     if not from_environment:
         if metadata is None:
@@ -112,6 +114,7 @@ def resolve_identity(env: Mapping[str, str], metadata: MetadataServer | None = N
         if not cluster:
             raise IdentityError("no cluster: set the instance attribute zen-cluster (or ZEN_CLUSTER)")
         project = project or (metadata.get("project/project-id") or "").strip()
+        ip = ip or (metadata.get("instance/network-interfaces/0/ip") or "").strip() or None
     region = region or region_of_zone(zone)
     if not zone.startswith(region + "-"):
         raise IdentityError(f"zone {zone} is not in region {region}")
@@ -119,7 +122,7 @@ def resolve_identity(env: Mapping[str, str], metadata: MetadataServer | None = N
     if not project:
         raise IdentityError("no project: set ZEN_PROJECT")
     return Identity(project=project, vm=vm, cluster=cluster, region=region, zone=zone,
-                    from_environment=from_environment)
+                    from_environment=from_environment, ip=ip)
 
 
 def template_attribute(metadata: MetadataServer | None, identity: Identity, path: str) -> str | None:

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from zen.agent.identity import Identity
 from zen.agent.journal import NOT_FINAL, Journal
 from zen.core.errors import ZenError, describe_validation_error
+from zen.core.gang_records import GangPlace
 from zen.core.models import AgentStatus, Heartbeat, Message, VmState
 from zen.core.text import escape_unstorable
 from zen.core.vm_heartbeat import HeldAttempt, VmHeartbeat
@@ -58,6 +59,7 @@ class AttemptReport:
     seq: int = 0
     report_by: float = math.inf
     accepted_at: float | None = None
+    gang: GangPlace | None = None  # a gang's node: its place, told by the CONFIRM (zen.core.gang)
 
 
 class Reporter:
@@ -93,7 +95,9 @@ class Reporter:
                              exit_code=exit_code, **optional)
 
         try:
-            heartbeat = heartbeat_with(message=fit_message(message), tags=list(identity.tags) or None, **(data or {}))
+            address = {"ip": identity.ip} if status is AgentStatus.CLAIMED and identity.ip else {}
+            heartbeat = heartbeat_with(message=fit_message(message), tags=list(identity.tags) or None, **address,
+                                       **(data or {}))
         except ValidationError as exc:  # sent without them: a report not sent at all costs the attempt
             heartbeat = heartbeat_with()  # raises when its ids are what no heartbeat can carry
             log.error("heartbeat stripped of its message, tags and data: Zen would refuse them", extra={

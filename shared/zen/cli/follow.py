@@ -76,7 +76,8 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
     is waited for on, after saying so once, until ``give_up_s`` (default: for ever): it may still arrive."""
     started = clock()
     told_late = False
-    finals: set[int] = set()
+    finals: set[int] = set()  # attempts read to their final entry: every node's, for a gang (zen.core.gang)
+    ended: dict[int, set[str]] = {}  # attempt -> the VMs whose final entry was read
     last_state: tuple | None = None
     ended_at: float | None = None
     failing_since: float | None = None
@@ -116,7 +117,9 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
                         got = True
                         print(format_entry(entry, style), file=out)
                         if entry.final:
-                            finals.add(entry.attempt)
+                            ended.setdefault(entry.attempt, set()).add(entry.vm)
+                            if len(ended[entry.attempt]) >= (job.nodes if job is not None else 1):
+                                finals.add(entry.attempt)
                     out.flush()
         except (SinkError, TransientError) as exc:  # a throttled or failed read: the job may be fine
             failing_since = failing_since if failing_since is not None else clock()
@@ -206,9 +209,39 @@ def _run(action: Callable[[], int]) -> int:
         raise
 
 
+class OneNode:
+    """A reader of one VM's entries: a gang's node (``zen logs --node K``)."""
+
+    def __init__(self, reader: Reader, vm: str):
+        self._reader, self.vm = reader, vm
+        if hasattr(reader, "read"):  # Cloud Logging's reader reads in pages (_batches)
+            self.read = lambda *args, **kw: ([e for e in batch if e.vm == vm] for batch in reader.read(*args, **kw))
+
+    def new_entries(self, job_id: str, attempt: int | None = None) -> list[OutputEntry]:
+        return [entry for entry in self._reader.new_entries(job_id, attempt) if entry.vm == self.vm]
+
+
+def node_vm(job_id: str, rank: int, attempt: int | None) -> tuple[str, int]:
+    """The VM of rank ``rank`` of a gang's current attempt, and that attempt; ``CliError`` when there is none."""
+    job = JobStatusSource().job(job_id)
+    if job is None or job.nodes == 1:
+        raise CliError(f"--node: {job_id} is {'no job' if job is None else 'a job of one VM'}", 2)
+    if attempt is not None and attempt != job.attempt:
+        raise CliError(f"--node: only the nodes of {job_id}'s current attempt ({job.attempt}) are known; "
+                       "without --node, every node's output is shown, each line with its VM", 2)
+    node = next((n for n in job.gang or [] if n.rank == rank), None)
+    if node is None:
+        raise CliError(f"--node: {job_id} attempt {job.attempt} has no node {rank} yet (its nodes: "
+                       f"{', '.join(f'{n.rank}: {n.vm}' for n in job.gang or []) or 'none claimed'})", 2)
+    return node.vm, job.attempt
+
+
 def cmd_logs(args) -> int:
     def body() -> int:
         reader, settle_s, poll_s = open_reader()
+        if getattr(args, "node", None) is not None:
+            vm, args.attempt = node_vm(args.job_id, args.node, args.attempt)
+            reader = OneNode(reader, vm)
         if not args.follow:
             return print_once(args.job_id, reader, args.attempt, args.style, sys.stdout, sys.stderr)
         return follow(args.job_id, reader, JobStatusSource(), attempt=args.attempt, style=args.style,
@@ -258,6 +291,8 @@ def register(sub, ctx: Context) -> None:
                                       "the job ends and exit with the job's exit code.")
     logs.add_argument("job_id", metavar="JOB", help="the job's id (as `zen submit` printed it)")
     logs.add_argument("--attempt", type=int, metavar="N", help="only this attempt (default: all, in order)")
+    logs.add_argument("--node", type=int, metavar="K", help="a multi-node job's node K (its rank) of the current "
+                      "attempt only (default: every node, each line with its VM)")
     logs.add_argument("-f", "--follow", action="store_true",
                       help="keep printing until the job ends, then exit with its exit code")
     style = logs.add_mutually_exclusive_group()

@@ -92,7 +92,12 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
             decisions = fleet.recent_decisions(session, job.cluster, 50)  # newest first
             why = (f"admitted{f' by queue {job.queue}' if job.queue else ''}; waiting for a VM of {job.cluster} "
                    f"in {', '.join(job.start_regions or job.regions)}")
-            if job.start_vms and job.widen_at:  # zen.core.routing: offered to warm VMs
+            if job.nodes > 1:  # a gang assembling (zen.core.gang)
+                held = job.gang or []
+                why += (f" (a gang of {job.nodes}: {len(held)} claimed in {held[0].region} ({', '.join(n.vm for n in held)}), "
+                        f"the rest until {job.widen_at:%H:%M:%S}, then released and retried)" if held and job.widen_at
+                        else f" (a gang of {job.nodes}: none claimed yet)")
+            elif job.start_vms and job.widen_at:  # zen.core.routing: offered to warm VMs
                 why += f" (its start is offered to {', '.join(job.start_vms)} first, whose caches are warm; widened " \
                        f"at the first tick after {job.widen_at:%H:%M:%S})"
             elif job.start_regions and job.widen_at:
@@ -112,6 +117,9 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
             if job.exit_code is not None and f"exit code {job.exit_code}" not in last:
                 last += f" (exit code {job.exit_code})"
             why = f"ended: {last}; its output: `zen logs {job.job_id}`"
+        elif job.gang:  # a gang's nodes: how many are up, and where
+            up = [n.vm for n in job.gang if n.status in ("CLAIMED", "RUNNING")]
+            why = f"{job.status.value.lower()}: {len(up)} of {job.nodes} nodes up in {job.region} ({', '.join(up)})"
         else:
             why = f"on VM {job.vm} in {job.region}" if job.vm else job.status.value
     data = _data_line(config, job)

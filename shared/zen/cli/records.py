@@ -73,7 +73,7 @@ def cmd_jobs_get(args, ctx: Context) -> int:
         job = repository.get_job(session, args.job_id)
     if job is None:
         return fail(f"no job {args.job_id} (`zen jobs list` lists them)", 1)
-    view = {**job.public_view(), **_what_it_runs(job)}
+    view = {**job.public_view(), **_what_it_runs(job), **_gang_view(job, args.json)}
     if args.json:
         print(json.dumps(view, indent=2))
         return 0
@@ -104,6 +104,24 @@ def _what_it_runs(job) -> dict:
             "command": " ".join(shlex.quote(str(part)) for part in command) if command else None,
             "labels": request.get("labels") or None, "env_keys": sorted(request.get("env") or {}) or None,
             "secrets": sorted(request.get("secrets") or {}) or None, "requires_tags": request.get("requires_tags")}
+
+
+def _gang_view(job, as_json: bool) -> dict:
+    """A gang's nodes (``zen.core.gang``): how many of the N are up and where, and each node's rank, VM, zone,
+    address, last status and exit code. Nothing for a job of one VM."""
+    if job.nodes == 1:
+        return {}
+    nodes = job.gang or []
+    up = [n for n in nodes if n.status in ("CLAIMED", "RUNNING")]
+    where = f" in {nodes[0].region}" if nodes else ""
+    waiting = f", waiting for the rest until {job.widen_at.isoformat()}" if job.status.value == "QUEUED" and nodes \
+        and job.widen_at else ""
+    summary = f"{len(up)} of {job.nodes} up{where}{waiting}"
+    if as_json:
+        return {"nodes": job.nodes, "nodes_up": summary, "gang": [n.model_dump(mode="json") for n in nodes]}
+    lines = {f"rank {n.rank}": f"{n.vm} {n.zone} {n.ip or '-'} {n.status}" + (
+        f" (exit code {n.exit_code})" if n.exit_code is not None else "") for n in nodes}
+    return {"nodes": f"{job.nodes}: {summary}", **lines}
 
 
 def cmd_jobs_history(args, ctx: Context) -> int:

@@ -53,6 +53,7 @@ def collect(session, clusters: dict[str, list[str]], now: datetime, window_s: fl
                                   for (s, c), n in sorted(rejected.items())],
         "zen_lost_attempts": stats.run(session, "lost_attempts", since=since),
         "zen_outbox_backlog_age": [stats.outbox_backlog(session, now)],
+        "zen_gangs_waiting": stats.run(session, "gangs_waiting"),
     }
 
 

@@ -115,7 +115,8 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
              "queue": getattr(args, "queue", None), "max_retries": getattr(args, "max_retries", None),
              "retry_exit_codes": getattr(args, "retry_exit_code", None) or None,
              "retry_backoff_s": getattr(args, "retry_backoff", None), "after": getattr(args, "after", None) or None,
-             "after_condition": "any" if getattr(args, "after_any", False) else None}
+             "after_condition": "any" if getattr(args, "after_any", False) else None,
+             "nodes": getattr(args, "nodes", None)}
     data.update({k: v for k, v in flags.items() if v is not None})
     for name, flag, pairs in (("env", "env", args.env), ("labels", "label", args.label),
                               ("secrets", "secret", getattr(args, "secret", None))):
@@ -289,6 +290,9 @@ def register(sub, ctx: Context) -> None:
                         "before Zen uses a costlier model (default: its cluster's max_start_wait_s)")
     submit.add_argument("--checkpoint-every", type=int, metavar="SECONDS",
                         help="save $ZEN_CHECKPOINT_DIR this often, restore it in a rerun (checkpoint: {every: N})")
+    submit.add_argument("--nodes", type=int, metavar="N", help="VMs it runs on at once, in one region, each with "
+                        "ZEN_NODE_RANK, ZEN_NUM_NODES, ZEN_NODE_IPS and torchrun's MASTER_ADDR, MASTER_PORT, NNODES, "
+                        "NODE_RANK (default 1; docs/how-to/multi-node.md)")
     submit.add_argument("--queue", help="the queue whose quota it runs under (default: your queue, see `zen queues`)")
     submit.add_argument("--array", type=int, metavar="N", help="N tasks from this one job, each with $ZEN_ARRAY_INDEX "
                         "(0..N-1): jobs <id>-0 .. <id>-(N-1) (array: {count: N})")

@@ -18,6 +18,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from zen.core.checkpoints import CheckpointConfig
 from zen.core.clearance import ClearanceBinding, check_bindings
 from zen.core.errors import ConfigError, describe_validation_error
+from zen.core.gang_records import GangConfig
 from zen.core.lease import Deadlines as Deadlines  # the `deadlines:` section, exported here with the rest
 from zen.core.cluster_config import NAME as _NAME, ClusterConfig as ClusterConfig, ContainerPolicy as ContainerPolicy
 from zen.core.cluster_config import Strict as _Strict, describe_pull_limits as describe_pull_limits
@@ -223,6 +224,7 @@ class ZenConfig(_Strict):
     limits: Limits = Limits()
     checkpoints: CheckpointConfig = CheckpointConfig()
     notifications: NotificationsConfig = NotificationsConfig()
+    gangs: GangConfig = GangConfig()  # multi-node jobs (zen.core.gang)
     auth: AuthConfig = AuthConfig()
     # Data only some execution groups may read (zen.core.clearance); top level, not per cluster: a tag may
     # span clusters, and a binding must hold for every cluster, including those that never heard of it.

@@ -11,6 +11,7 @@ Job lifecycle (the one transition table, ``TRANSITIONS``; why: docs/explanations
        └──────────┴──────────┴─▶ CANCELLED
     ASSIGNED|RUNNING ─▶ LOST ─▶ QUEUED (attempt + 1) | FAILED (attempt budget spent)
     ASSIGNED ─▶ QUEUED (the same attempt: its VM gave the claim back unanswered and never ran it)
+    ASSIGNED|RUNNING ─▶ PENDING (attempt + 1: a failed exit to retry, zen.core.retries)
     QUEUED|PENDING ─▶ SUCCEEDED | FAILED (a lost attempt's late final report, no attempt since: zen.jobs.late_final)
 
 Terminal states (SUCCEEDED, FAILED, CANCELLED) absorb: nothing leaves them.
@@ -28,9 +29,11 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
 from zen.core.arrays import ArraySpec
+from zen.core.reports import AgentStatus as AgentStatus, ControlAction as ControlAction, VmState as VmState
 from zen.core.checkpoints import CheckpointSpec, StartCheckpoint
 from zen.core.dependencies import AfterFields
 from zen.core.retries import RetryFields
+from zen.core.gang_records import GangNode, GangPlace
 from zen.core.gcs import check_input_names, check_uri
 from zen.core.images import check_image
 from zen.core.notify import NotifyTargets
@@ -44,6 +47,7 @@ INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}\Z")  # \Z: "$" allows a final "\n"
 MAX_INPUTS = 16
+MAX_NODES = 64  # a gang's VMs: its start goes out once per node, each node beats on its own
 
 
 class JobStatus(str, enum.Enum):
@@ -96,30 +100,6 @@ def illegal_step(start: JobStatus, path: list[JobStatus]) -> tuple[JobStatus, Jo
             return current, target
         current = target
     return None
-
-
-class AgentStatus(str, enum.Enum):
-    """What an agent reports about one attempt of a job."""
-
-    CLAIMED = "CLAIMED"
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    STOPPED = "STOPPED"
-    PREEMPTED = "PREEMPTED"
-
-
-class VmState(str, enum.Enum):
-    IDLE = "IDLE"
-    BUSY = "BUSY"
-    STOPPING = "STOPPING"  # the VM is shutting down (preemption, deletion)
-    RETIRED = "RETIRED"  # a pull limit reached (zen.agent.limits), or told it is being scaled down: takes no more jobs, waits to be deleted
-
-
-class ControlAction(str, enum.Enum):
-    CONFIRM = "CONFIRM"  # your claim won: run the attempt
-    RELEASE = "RELEASE"  # your claim lost (or the job is gone): drop the start message
-    STOP = "STOP"  # stop this attempt now
 
 
 def _job_id(value: str) -> str:
@@ -203,6 +183,8 @@ class JobRequest(Received, RetryFields, AfterFields):
     array: ArraySpec | None = Field(default=None, description="N tasks from one submission (zen.core.arrays)")
     notify: NotifyTargets | None = Field(default=None, description=(
         "Where its end and preemptions are told (zen.core.notify): Slack, webhook (secret versions), email"))
+    nodes: int = Field(default=1, ge=1, le=MAX_NODES, description=(
+        "VMs of its cluster it runs on at once, in one region (a gang: zen.core.gang); 1: an ordinary job"))
 
     @field_validator("inputs")
     @classmethod
@@ -235,9 +217,13 @@ class JobRequest(Received, RetryFields, AfterFields):
             raise ValueError(problem)
         return self
 
+    def to_bytes(self) -> bytes:  # without nodes 1: an ordinary job's message is what it was before gangs
+        return self.model_dump_json(exclude_none=True, exclude={"nodes"} if self.nodes == 1 else None).encode()
+
     def canonical(self, job_id: str) -> dict[str, Any]:
-        """The request as ``job_id``'s row keeps it (``Job.request``), its job_id filled in."""
-        canonical = self.model_dump(mode="json", exclude_none=True)
+        """The request as ``job_id``'s row keeps it (``Job.request``), its job_id filled in. ``nodes`` 1 is
+        left out, so an ordinary job's request (and its ``request_hash``) is what it was before gangs."""
+        canonical = self.model_dump(mode="json", exclude_none=True, exclude={"nodes"} if self.nodes == 1 else None)
         canonical["job_id"] = job_id
         return canonical
 
@@ -271,6 +257,7 @@ class Heartbeat(Received):
     message: str | None = Field(default=None, max_length=8192, description="e.g. the output tail")
     tags: list[Annotated[str, Field(max_length=41)]] | None = Field(
         default=None, max_length=64, description="The VM's execution groups (checked against a job's requires_tags)")
+    ip: str | None = Field(default=None, max_length=64, description="The VM's internal address (zen.core.gang)")
     # The attempt's data (zen.agent.staging): inputs staged and outputs uploaded so far.
     staged_bytes: int | None = Field(default=None, ge=0, le=INT64_MAX)
     staged_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
@@ -313,6 +300,8 @@ class StartMessage(Message):
     outputs: str | None = None
     gpus: int | None = Field(default=None, ge=1, description="GPUs it holds on its VM; None: all of them")
     checkpoint: StartCheckpoint | None = None  # where its checkpoint lives (zen.core.checkpoints)
+    nodes: int | None = Field(default=None, ge=2, description="A gang's nodes (zen.core.gang); None: one VM")
+    assemble_s: int | None = Field(default=None, ge=1, description="A gang's node waits this long for the others")
 
 
 class ControlMessage(Message):
@@ -323,6 +312,7 @@ class ControlMessage(Message):
     attempt: int
     action: Annotated[ControlAction, Strict(False)]
     reason: str | None = None
+    gang: GangPlace | None = None  # a gang's CONFIRM: this node's rank and its peers (None: one VM)
 
 
 class JobEvent(Message):
@@ -384,6 +374,8 @@ class Job(BaseModel):
     hold: str | None = None
     hold_until: datetime | None = None
     retries: int = 0  # retries after failed exits so far (zen.core.retries)
+    nodes: int = 1  # VMs it runs on at once (its request's nodes): > 1, a gang (zen.core.gang)
+    gang: list[GangNode] | None = None  # a gang's nodes of the current attempt, rank order (None: none claimed)
 
     def public_view(self) -> dict[str, Any]:
         """The JSON a user sees (``zen jobs get --json``); max_start_wait_s None: its cluster's default."""

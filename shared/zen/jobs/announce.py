@@ -139,6 +139,11 @@ class Announcements:
             # The cluster left the configuration while the job was queued: agents of a re-added
             # cluster can still take it; until then nobody does. Say so loudly.
             log.error("job's cluster is not configured", extra={"job_id": job.job_id, "cluster": job.cluster})
+        if job.nodes > 1:  # a gang: a start for each node not claimed yet, the first claim's region only (zen.core.gang)
+            message = message.model_copy(update={"nodes": job.nodes, "assemble_s": self._config.gangs.assemble_s})
+            copies = job.nodes - len(job.gang or ())
+            return [outgoing(self._topics.job_start, message, start_attributes(job, cluster.regions if cluster else []))
+                    for _ in range(copies)]
         if job.start_vms and job.widen_at is not None:  # an offer only with its widening due (zen.core.routing)
             return [outgoing(self._topics.vm_control, message, {
                 "vm": vm, "kind": START_OFFER, "job_id": job.job_id, "attempt": str(job.attempt),

@@ -12,11 +12,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
 from zen import telemetry
-from zen.core import arrays, dependencies, lifecycle
+from zen.core import arrays, dependencies, gang, lifecycle
 from zen.core.config import ZenConfig
 from zen.core.lifecycle import Decision
 from zen.core.models import Heartbeat, Job, JobRequest, JobStatus
-from zen.core.routing import Route, first_route, warm_keys
+from zen.core.routing import EVERYWHERE, Route, first_route, warm_keys
 from zen.jobs.announce import Announcements
 from zen.jobs.authorization import may_stop
 from zen.jobs.messaging import enqueue
@@ -47,7 +47,10 @@ class DecisionWriter:
         return self._queues is not None
 
     def route(self, job: Job, now: datetime, tx: JobTx | None = None) -> Route:
-        """Where the start goes first; the fleet is read (in ``tx``, else on its own) only if needed."""
+        """Where the start goes first; the fleet is read (in ``tx``, else on its own) only if needed. A gang's
+        goes everywhere: the first node to claim narrows it to its region (``zen.core.gang``)."""
+        if gang.is_gang(job):
+            return EVERYWHERE
         def read(query: Callable[[JobTx], Any]) -> Any:
             with nullcontext(tx) if tx is not None else self._store.session() as own:
                 return query(own)
@@ -200,7 +203,7 @@ class DecisionWriter:
         tx.record_attempt(
             job, outcome=outcome, machine_type=cluster.machine_type if cluster else None, gpus=gpus,
             ran_from=after.started_at if after.attempt == job.attempt else job.started_at, now=now,
-            vm_share=min(1.0, gpus / vm_gpus) if vm_gpus else 1.0)
+            vm_share=float(job.nodes) if job.nodes > 1 else min(1.0, gpus / vm_gpus) if vm_gpus else 1.0)
 
     def admit(self, tx: JobTx, queue: str, cluster: str, now: datetime, released: int = 0) -> list[Enqueued]:
         """Run the admission pass of ``queue``'s cohort on ``cluster`` and admit what it picks.
@@ -224,7 +227,7 @@ class DecisionWriter:
                 ids += enqueue(tx, [self._announce.queue_event("job.admitted", job, reason, now)], now)
             for job, reason in decided.preempted:
                 ids += enqueue(tx, [self._announce.queue_event("job.preempted", job, reason, now)], now)
-                ids += self.apply(tx, job, lifecycle.decide_preempt(job, reason, now), actor="admission",
+                ids += self.apply(tx, job, gang.decide_preempt(job, reason, now), actor="admission",
                                   now=now, admit=False)
             freed = any(job.status is JobStatus.QUEUED for job, _ in decided.preempted)  # who is next
         return ids

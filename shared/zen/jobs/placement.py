@@ -74,6 +74,7 @@ def resolve_request(config: ZenConfig, request: JobRequest, job_id: str | None =
     request, clearance, widened = _cleared(config, request)
     if request.gpu_types is None:
         cluster = _one_cluster(config, request)
+        check_nodes(cluster, request)
         check_provisioning(cluster, request, max_runtime_s)
         regions = _tagged(cluster, _regions(cluster, request.regions), request.requires_tags, clearance)
         shapes = [Shape(cluster.name, order_by_data(config, regions, request.inputs))]
@@ -144,6 +145,25 @@ def check_provisioning(cluster: ClusterConfig, request: JobRequest, max_runtime_
                        "only model the job accepts (provisioning)")
 
 
+def check_nodes(cluster: ClusterConfig, request: JobRequest) -> None:
+    """``Rejected``, naming ``nodes``, unless ``cluster`` can hold the whole gang in one region at once:
+    every node is a VM of its own (a cluster whose VMs run several jobs at once is refused: a gang holds
+    whole VMs, and its nodes would share theirs with strangers' jobs), and the gang never spans regions,
+    so it must fit the cluster's ``max_vms`` and one regional MIG's ``max_vms_per_region``."""
+    nodes = request.nodes
+    if nodes == 1:
+        return
+    if cluster.max_jobs_per_vm > 1:
+        raise Rejected(f"nodes: {nodes} nodes on cluster {cluster.name}, whose VMs run several jobs at once "
+                       f"(max_jobs_per_vm {cluster.max_jobs_per_vm}): a multi-node job holds whole VMs; use a "
+                       "cluster with max_jobs_per_vm 1")
+    if nodes > cluster.max_vms:
+        raise Rejected(f"nodes: {nodes} is above cluster {cluster.name}'s max_vms ({cluster.max_vms})")
+    if nodes > cluster.max_vms_per_region:
+        raise Rejected(f"nodes: {nodes} is above cluster {cluster.name}'s max_vms_per_region "
+                       f"({cluster.max_vms_per_region}), and a multi-node job runs in one region")
+
+
 def _one_cluster(config: ZenConfig, request: JobRequest) -> ClusterConfig:
     if request.cluster is not None:
         cluster = config.cluster(request.cluster)
@@ -192,7 +212,7 @@ def _tagged(cluster: ClusterConfig, regions: list[str], required: list[str] | No
 def _queue(config: ZenConfig, request: JobRequest, cluster: ClusterConfig) -> str | None:
     if not config.queues:
         return None
-    gpus = cluster.gpus_held(request.gpu_count)
+    gpus = cluster.gpus_held(request.gpu_count) * request.nodes  # a gang holds every node's GPUs
     return Queueing(config).resolve(request.queue, request.user_id, cluster.name, gpus).name
 
 
@@ -215,6 +235,7 @@ def _acceptable_shapes(config: ZenConfig, request: JobRequest, max_runtime_s: in
             why_not.append(f"{gpu_type}: cluster {cluster.name} has none of the regions {request.regions}")
             continue
         try:
+            check_nodes(cluster, request)
             check_provisioning(cluster, request, max_runtime_s)
             regions = order_by_data(config, _tagged(cluster, regions, request.requires_tags, clearance),
                                     request.inputs)
@@ -222,7 +243,7 @@ def _acceptable_shapes(config: ZenConfig, request: JobRequest, max_runtime_s: in
         except Rejected as rejection:
             why_not.append(f"{gpu_type}: {rejection.reason}")
             continue
-        shapes.append(Shape(cluster.name, regions, cluster.gpus_held(request.gpu_count)))
+        shapes.append(Shape(cluster.name, regions, cluster.gpus_held(request.gpu_count) * request.nodes))
     if not shapes:
         raise Rejected(f"none of the GPU types can take the job ({'; '.join(why_not)}); offered: {_offered(config)}")
     clusters = [configured_cluster(config, shape.cluster) for shape in shapes]

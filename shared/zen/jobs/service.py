@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from zen import telemetry
-from zen.core import lifecycle
+from zen.core import gang, lifecycle
 from zen.core.lifecycle import Decision
 from zen.core.clock import Clock
 from zen.core.config import ZenConfig
@@ -63,6 +63,7 @@ class Outcome:
     cluster: str | None = None  # a created job's, or a VM heartbeat's whose VM became usable: a pass follows
     regions: tuple[str, ...] | None = None  # a created job's pools (its regions x models: the cheap coverage check)
     admitted: bool = True  # False: created PENDING (its queue's quota is full): no demand to scale for
+    nodes: int = 1  # a created job's VMs: a gang (> 1) always gets a pass (a spare VM covers one node)
 
 
 class JobService:
@@ -133,7 +134,8 @@ class JobService:
                       max_runtime_s=resolved.max_runtime_s, region=None, zone=None, vm=None, last_seq=0,
                       last_heartbeat_at=None, submitted_at=now, queued_at=None, started_at=None, finished_at=None,
                       exit_code=None, message=None, updated_at=now, queue=resolved.queue, hold=held,
-                      gpus=configured_cluster(self._config, resolved.cluster).gpus_held(request.gpu_count))
+                      gpus=configured_cluster(self._config, resolved.cluster).gpus_held(request.gpu_count) * request.nodes,
+                      nodes=request.nodes)
         actor, waiting = f"user:{sender or request.user_id}", False
         if request.array is not None:  # N tasks, created whole or refused whole (ArrayJobs.submit)
             refused, tasks = self._arrays.submit(request, resolved, pending, canonical, actor, now, submitted,
@@ -151,7 +153,7 @@ class JobService:
             shape, chosen = choose(tx, self._config, resolved, now)
             pending = pending.model_copy(update={"cluster": shape.cluster, "regions": shape.regions,
                                                  "gpus": configured_cluster(self._config, shape.cluster)
-                                                 .gpus_held(request.gpu_count)})
+                                                 .gpus_held(request.gpu_count) * request.nodes})
             created = tx.insert_job(pending)
             if created:
                 if chosen:
@@ -228,7 +230,8 @@ class JobService:
 
     def _created(self, job: Job, admitted: bool = True) -> Outcome:
         log.info("job submitted", extra={"job_id": job.job_id, "cluster": job.cluster, "admitted": admitted})
-        return Outcome("created", job.job_id, cluster=job.cluster, regions=self.pools_of(job), admitted=admitted)
+        return Outcome("created", job.job_id, cluster=job.cluster, regions=self.pools_of(job), admitted=admitted,
+                       nodes=job.nodes)
 
     def pools_of(self, job: Job) -> tuple[str, ...]:
         """The pools a created job may start in (its regions x the models it accepts): what a spare VM
@@ -268,11 +271,13 @@ class JobService:
                                               now=self._clock()):
                     return Outcome("applied", message.job_id)
         return self._on_job(envelope, source, message.job_id, f"vm:{message.vm}",
-                            lambda job, now: lifecycle.decide_heartbeat(job, message, now), answering=message,
+                            lambda job, now: gang.decide_heartbeat(job, message, now, self._config.gangs),
+                            answering=message,
                             seal=lambda: self._proof.seal(proven, message.vm, self._config.project),
-                            guard=lambda tx, job: (refuse_claim(tx, self._config, job, message, self._clock(),
-                                                                     self._proof.names_proven)
-                                                   or late_final(tx, job, message, self._clock())))
+                            guard=lambda tx, job: (gang.keep_deadline(job, refuse_claim(
+                                tx, self._config, job, message, self._clock(), self._proof.names_proven))
+                                                   or (None if gang.is_gang(job)  # one node's word is not the gang's
+                                                       else late_final(tx, job, message, self._clock()))))
 
     def _vm_up(self, envelope: PubSubEnvelope, up: VmUp) -> Outcome:
         """A VM's first word (``VmUp``): nothing is recorded; its cluster is named so that
@@ -315,7 +320,7 @@ class JobService:
         def decide(job: Job, now: datetime) -> Decision:
             if sender is not None and (refused := may_stop(self._config, sender, job)):
                 return Decision(ignored=refused)
-            return lifecycle.decide_stop(job, request, now)
+            return gang.decide_stop(job, request, now)
 
         outcome = self._on_job(envelope, source, request.job_id, f"user:{sender}" if sender else "user", decide,
                                on_unknown=keep, principal=sender)

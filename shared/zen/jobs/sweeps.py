@@ -10,7 +10,7 @@ import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING, Callable
 
-from zen.core import dependencies, lifecycle
+from zen.core import dependencies, gang, lifecycle
 from zen.core.clock import Clock
 from zen.core.config import ZenConfig
 from zen.core.errors import TransientError
@@ -52,7 +52,7 @@ class Sweeps:
             back_at = tx.record_tick(now, deadlines.heartbeat_timeout_s / 2)
             candidates = tx.held_jobs_silent_since(cutoff, limit)
         return self._for_each_job(candidates, "sweep",
-                                  lambda _, job: lifecycle.decide_silence(job, now, deadlines, heard_since=back_at))
+                                  lambda _, job: gang.decide_silence(job, now, deadlines, heard_since=back_at))
 
     def republish_unclaimed(self, limit: int = 500) -> int:
         """QUEUED jobs nobody claimed for ``start_republish_s``: publish their start message again, so
@@ -82,6 +82,8 @@ class Sweeps:
         def decide(_: JobTx, job: Job) -> Decision | None:
             if job.status is not JobStatus.QUEUED or job.widen_at is None or job.widen_at > now:
                 return None
+            if job.gang:  # a gang assembling: its deadline (zen.core.gang)
+                return gang.assembly_expired(job, now, self._config.gangs)
             if not job.start_regions and not job.start_vms:  # it reaches every allowed region already
                 return Decision(fields={"widen_at": None}, publish_start=True,
                                 note="start published again: held back after its claim was refused again")
@@ -110,7 +112,7 @@ class Sweeps:
                 self._decisions.note(tx, job, f"a stop sent before the job came is not applied: {refused}",
                                      actor=f"user:{sender}", now=now)
                 return None
-            decision = lifecycle.decide_stop(job, StopRequest(job_id=job.job_id, reason=reason), now)
+            decision = gang.decide_stop(job, StopRequest(job_id=job.job_id, reason=reason), now)
             return None if decision.ignored or decision.duplicate else decision
 
         return self._for_each_job(job_ids, "user", decide)

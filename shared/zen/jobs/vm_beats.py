@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from zen.core import lifecycle
+from zen.core import gang
 from zen.core.clock import Clock
 from zen.core.config import ZenConfig
 from zen.core.models import VmState
@@ -75,7 +75,7 @@ class VmBeats:
         ids: list[Enqueued] = []
         for job_id, attempt in sorted({(held.job_id, held.attempt) for held in hb.given_back or ()}):
             job = tx.get_job(job_id, lock=True)
-            decision = lifecycle.decide_given_back(job, hb.vm, attempt, hb.seq) if job else None
+            decision = gang.decide_given_back(job, hb.vm, attempt, hb.seq) if job else None
             if job is None or decision is None:
                 continue
             log.warning("claim given back: job requeued", extra={

@@ -66,7 +66,8 @@ def demand_groups(rows: list[dict[str, Any]], cluster: ClusterConfig | None) -> 
     for row in rows:
         pools, wait = pools_of_row(row, cluster)
         if pools:
-            parts.append(((row["priority"], pools, wait, _every(row)), row["jobs"], row["oldest"]))
+            key = (row["priority"], pools, wait, _every(row), row.get("nodes") or 1)
+            parts.append((key, row.get("vms", row["jobs"]), row["oldest"]))  # a gang: its VMs not claimed yet
     return fold_demand(parts)
 
 

@@ -86,9 +86,18 @@ class DemandGroup:
     priority: int = 0
     max_wait_s: float | None = None  # QueuedJob.max_wait_s of its jobs (None: the cluster's default)
     checkpoint_every_s: float | None = None  # QueuedJob.checkpoint_every_s of its jobs
+    gang: int = 1  # the nodes of each of its jobs: > 1, gangs (zen.core.gang), count their VMs, each gang in one region
+
+    def chunks(self) -> list[int]:
+        """The VMs it needs, one entry per gang (each all in one region); one entry per VM for ordinary jobs.
+        A gang partly claimed needs fewer (its claimed nodes are not demand), counted in the last entry."""
+        if self.gang == 1:
+            return [1] * self.count
+        return [self.gang] * (self.count // self.gang) + ([self.count % self.gang] if self.count % self.gang else [])
 
 
-DemandKey = tuple[int, tuple[str, ...], "float | None", "float | None"]  # (priority, pools, start bound, checkpoint interval)
+# (priority, pools, start bound, checkpoint interval, nodes per job)
+DemandKey = tuple[int, tuple[str, ...], "float | None", "float | None", int]
 
 
 def fold_demand(parts: Iterable[tuple[DemandKey, int, datetime]]) -> tuple[DemandGroup, ...]:
@@ -101,13 +110,13 @@ def fold_demand(parts: Iterable[tuple[DemandKey, int, datetime]]) -> tuple[Deman
         else:
             group[0] += count
             group[1] = min(group[1], oldest)
-    return tuple(DemandGroup(pools, count, oldest, priority, max_wait, every)
-                 for (priority, pools, max_wait, every), (count, oldest) in groups.items())
+    return tuple(DemandGroup(pools, count, oldest, priority, max_wait, every, gang)
+                 for (priority, pools, max_wait, every, gang), (count, oldest) in groups.items())
 
 
 def group_demand(queued: tuple[QueuedJob, ...]) -> tuple[DemandGroup, ...]:
     """Aggregate queued jobs by (priority, allowed pools, start bound, checkpoint interval)."""
-    return fold_demand(((job.priority, job.regions, job.max_wait_s, job.checkpoint_every_s), 1, job.queued_at)
+    return fold_demand(((job.priority, job.regions, job.max_wait_s, job.checkpoint_every_s, 1), 1, job.queued_at)
                        for job in queued)
 
 

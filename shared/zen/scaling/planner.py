@@ -14,7 +14,7 @@ import math
 from collections import defaultdict
 from datetime import timedelta
 
-from zen.scaling import preemptions
+from zen.scaling import gangs, preemptions
 from zen.scaling.ranking import Ranking
 from zen.scaling.model import (
     Action, ClusterSnapshot, Decision, DemandGroup, ErrorKind, MigError, Plan, RegionMemory, Vm, VmPhase, ski_rental_keep_s,
@@ -163,6 +163,10 @@ class _Planning:
         pending = {r: 0 if self._blocked(r) else len(self.healthy[r]) - running[r] for r in self.regions}
         uncovered = []
         for group in self.groups:
+            if group.gang > 1:  # each gang from one region's VMs, or none
+                if left := gangs.match(group, self.ranking.for_group(group), (idle, running, pending), self.idle_needed):
+                    uncovered.append((group, left))
+                continue
             left, blocked = group.count, [r for r in group.regions if self._blocked(r)]
             for pool, needed in ((idle, self.idle_needed), (running, None), (pending, None)):
                 for region in self.ranking.for_group(group) + blocked:
@@ -177,6 +181,7 @@ class _Planning:
             if left:
                 uncovered.append((group, left))
         self.booting_left = {r: running[r] + pending[r] for r in self.regions}  # no queued job needs them
+        self.spare = (idle, running, pending)  # what no job took: a gang's ask may start from some (gangs.ask)
         return uncovered
 
     def ask(self, uncovered: list[tuple[DemandGroup, int]]) -> None:
@@ -195,6 +200,14 @@ class _Planning:
         compared: dict[str, list[str]] = {}  # a pool asked for -> the ranking it was chosen from
         for group, left in uncovered:
             ranked = self.ranking.for_group(group)
+            if group.gang > 1:  # a gang's VMs all from one pool; its hedge a whole gang too
+                for region, need in gangs.ask(group, left, ranked, room, add, held, self.spare, self.idle_needed,
+                                              self.booting_left):
+                    compared.setdefault(region, ranked)
+                    if self.uncertain(region):
+                        if others := [r for r in ranked if r != region and self.hedge_priced(r, region)]:
+                            hedgeable.append((others, -need))  # negative: whole, in one pool
+                continue
             for region in ranked:
                 take = min(left, room(region))
                 if take <= 0:
@@ -211,6 +224,9 @@ class _Planning:
             if left:
                 held[self._hold_reason(group, counts, total)] += left
         for others, count in hedgeable:  # after every job's first ask: hedges never take a job's slot
+            if count < 0:  # a gang's hedge: whole, in the first pool with room for it
+                gangs.hedge(others, -count, room, add, hedge)
+                continue
             for region in others:
                 take = min(count, room(region))
                 if take > 0:

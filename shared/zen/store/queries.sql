@@ -23,6 +23,7 @@ SELECT * FROM jobs WHERE job_id = :job_id FOR UPDATE;
 UPDATE jobs
 SET last_seq = :seq, last_heartbeat_at = :now, message = COALESCE(:message, message), updated_at = :now
 WHERE job_id = :job_id AND status = 'RUNNING' AND attempt = :attempt AND vm = :vm AND last_seq < :seq
+  AND gang IS NULL  -- a gang's node reports per node (zen.core.gang): the general path
 RETURNING job_id;
 
 -- name: update_job
@@ -35,7 +36,7 @@ SET status = :status, attempt = :attempt, max_attempts = :max_attempts, vm = :vm
     message = :message, start_published_at = :start_published_at, preempted_by = :preempted_by,
     preemptions = :preemptions, start_regions = CAST(:start_regions AS jsonb), widen_at = :widen_at,
     start_vms = CAST(:start_vms AS jsonb), regions = CAST(:regions AS jsonb), hold = :hold,
-    hold_until = :hold_until, retries = :retries, updated_at = :now
+    hold_until = :hold_until, retries = :retries, gang = CAST(:gang AS jsonb), updated_at = :now
 WHERE job_id = :job_id AND status = :expected_status AND attempt = :expected_attempt
 RETURNING job_id;
 
@@ -343,10 +344,13 @@ SELECT pg_advisory_unlock(:key) AS unlocked;
 -- bound, NULL: the cluster's; how often they checkpoint, NULL: never): the planner's demand groups, which
 -- zen.scaling.fleetdb turns into pools. A handful of rows however long the queue (read from the
 -- jobs_queued_demand index alone).
+-- A gang (nodes > 1: zen.core.gang) is its own group, and needs its nodes not claimed yet (vms).
 SELECT priority, COALESCE(start_regions, regions) AS regions, provisioning, max_start_wait_s,
-       checkpoint_every_s, count(*) AS jobs, min(queued_at) AS oldest FROM jobs
+       checkpoint_every_s, count(*) AS jobs, min(queued_at) AS oldest, nodes,
+       CAST(sum(nodes - COALESCE(jsonb_array_length(gang), 0)) AS integer) AS vms FROM jobs
 WHERE cluster = :cluster AND status = 'QUEUED'
-GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wait_s, checkpoint_every_s;
+GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wait_s, checkpoint_every_s,
+         nodes;
 
 -- name: see_mig_instances
 -- Every instance of one MIG seen now: first sight recorded once; returns when each was first seen.
@@ -361,8 +365,11 @@ RETURNING name, first_seen_at;
 SELECT name, cluster, region FROM mig_instances ORDER BY first_seen_at DESC;
 
 -- name: held_vms_of_cluster
--- VMs that hold a job: never removed.
-SELECT vm, job_id FROM jobs WHERE cluster = :cluster AND status IN ('ASSIGNED','RUNNING','STOPPING') AND vm IS NOT NULL;
+-- VMs that hold a job: never removed. Every node of a gang, and those that claimed a part of one assembling.
+SELECT vm, job_id FROM jobs WHERE cluster = :cluster AND status IN ('ASSIGNED','RUNNING','STOPPING') AND vm IS NOT NULL
+UNION ALL
+SELECT node ->> 'vm', job_id FROM jobs, jsonb_array_elements(gang) AS node
+WHERE cluster = :cluster AND gang IS NOT NULL AND status IN ('QUEUED','ASSIGNED','RUNNING','STOPPING');
 
 -- name: vms_of_cluster
 SELECT name, state, job_id, idle_since, last_seen_at FROM vms WHERE cluster = :cluster;
@@ -419,7 +426,12 @@ SELECT 1 AS draining FROM vm_drains WHERE name = :vm_name
 UNION ALL SELECT 1 FROM vms WHERE name = :vm_name AND state = 'RETIRED';
 
 -- name: vm_holds_job
-SELECT job_id FROM jobs WHERE vm = :vm_name AND status IN ('ASSIGNED','RUNNING','STOPPING') LIMIT 1;
+-- Also a node of a gang, or a VM that claimed a part of one assembling (zen.core.gang).
+SELECT job_id FROM jobs WHERE vm = :vm_name AND status IN ('ASSIGNED','RUNNING','STOPPING')
+UNION ALL
+SELECT job_id FROM jobs WHERE gang @> jsonb_build_array(jsonb_build_object('vm', CAST(:vm_name AS text)))
+  AND gang IS NOT NULL AND status IN ('QUEUED','ASSIGNED','RUNNING','STOPPING')
+LIMIT 1;
 
 -- name: jobs_on_vm
 -- The jobs a VM holds (a claim from it is checked against them: zen.jobs.claims). The partial vm index's.

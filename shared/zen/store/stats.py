@@ -56,6 +56,10 @@ QUERIES = {
     # zen_rejected_messages: rejections in the window (classified by zen.telemetry.reason_class).
     "rejected_messages": """
         SELECT source, reason FROM rejected_messages WHERE at >= :since ORDER BY id""",
+    # zen_gangs_waiting: gangs (zen.core.gang) QUEUED with some nodes claimed, and the VMs those hold meanwhile.
+    "gangs_waiting": """
+        SELECT cluster, count(*) AS gangs, CAST(sum(jsonb_array_length(gang)) AS integer) AS nodes FROM jobs
+        WHERE status = 'QUEUED' AND gang IS NOT NULL GROUP BY cluster ORDER BY cluster""",
     # zen_lost_attempts: attempts that went LOST in the window, by cluster.
     "lost_attempts": """
         SELECT j.cluster, count(*) AS attempts FROM job_events e JOIN jobs j ON j.job_id = e.job_id

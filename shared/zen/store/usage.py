@@ -73,14 +73,15 @@ QUERIES = {
 def record_attempt(session: Session, job: Job, *, outcome: str, machine_type: str | None, gpus: int,
                    ran_from: datetime | None, now: datetime, vm_share: float = 1.0) -> bool:
     """The usage of ``job``'s current attempt, which ends now (``job`` as it was before the change;
-    ``gpus``: those it held; ``vm_share``: its share of the VM, below 1 only when it shared it;
+    ``gpus``: those it held; ``vm_share``: its share of the VM, below 1 only when it shared it, a gang's
+    nodes (zen.core.gang) when it held several;
     ``ran_from``: when that attempt began running, if it did). False when already recorded."""
     row = session.one(
         "insert_attempt_usage", job_id=job.job_id, attempt=job.attempt, user_id=job.user_id, queue=job.queue,
         cluster=job.cluster, machine_type=machine_type, region=job.region, vm=job.vm, gpus=gpus,
         ran_from=ran_from, ended_at=now, outcome=outcome,
     )
-    if row is not None and vm_share < 1.0:  # one more statement, only for an attempt that shared its VM
+    if row is not None and vm_share != 1.0:  # one more statement, only for an attempt that shared its VM or a gang
         session.run("share_attempt_vm", job_id=job.job_id, attempt=job.attempt, vm_share=vm_share)
     return row is not None
 

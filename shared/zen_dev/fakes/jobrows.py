@@ -21,7 +21,7 @@ VM_STATES = frozenset(state.value for state in VmState)
 # What ``save_job`` writes (update_job's SET list); the rest of the row is the inserted one's.
 SAVED = ("status", "attempt", "max_attempts", "vm", "region", "zone", "last_seq", "last_heartbeat_at", "queued_at",
          "started_at", "finished_at", "exit_code", "message", "start_published_at", "preempted_by", "preemptions",
-         "start_regions", "widen_at", "start_vms", "regions")
+         "start_regions", "widen_at", "start_vms", "regions", "gang")
 
 
 @dataclass
@@ -113,6 +113,8 @@ class InMemoryJobTx:
                         now: datetime) -> bool:
         job = self._t.jobs.get(job_id)
         if job is None or (job.status, job.attempt, job.vm) != (JobStatus.RUNNING, attempt, vm) or job.last_seq >= seq:
+            return False
+        if job.gang:  # a gang's node reports per node (zen.core.gang): the general path
             return False
         self._t.jobs[job_id] = job.model_copy(update={"last_seq": seq, "last_heartbeat_at": now, "updated_at": now,
                                                       "message": job.message if message is None else message})

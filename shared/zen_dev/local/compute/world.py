@@ -245,6 +245,7 @@ class World:
             "ZEN_VM_NAME": inst.name, "ZEN_CLUSTER": inst.mig.spec.cluster or "",
             "ZEN_REGION": inst.mig.spec.region, "ZEN_ZONE": inst.zone,
             "ZEN_PROJECT": self.project, "ZEN_MIG": inst.mig.name,
+            "ZEN_VM_IP": "127.0.0.1",  # every stand-in VM is this machine: a gang's nodes meet on loopback
             **({"ZEN_VM_PROOF_METADATA_HOST": f"{self.proof_host}/{inst.name}",
                 "ZEN_PREEMPTION_METADATA_HOST": f"{self.proof_host}/{inst.name}"} if self.proof_host else {}),
         }

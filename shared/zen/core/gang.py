@@ -1,0 +1,294 @@
+"""Multi-node jobs (gangs): the pure decisions that make N VMs start together, find each other and end
+as one. Nothing here does I/O; ``zen.jobs`` calls these where it calls ``zen.core.lifecycle`` (which they
+wrap: a job of one node goes through unchanged).
+
+The design: one job row, one attempt number, one start message per missing node. A gang's start goes out
+``nodes`` times (``zen.jobs.announce``); each VM that pulls a copy claims it as an ordinary start is claimed
+(CLAIMED, the copy kept leased), and its claim is recorded in the row's ``gang`` (``GangNode``) under the
+row's lock, so two claims never take one rank and a VM never holds two: rank = claim order (0..N-1). The
+job stays QUEUED while it assembles, so its demand stays counted; the first claim narrows the start to
+that node's region (the gang never spans regions: a claim from elsewhere is released) and sets the
+assembly deadline (``widen_at``: first claim + ``gangs.assemble_s``). Nobody is answered until the last
+node claims: then the job goes ASSIGNED (its ``vm``/``region``/``zone``: rank 0's) and every node gets its
+CONFIRM with its place (``GangPlace``: rank, the nodes' addresses in rank order, MASTER_PORT), so no node
+runs the command before all N hold their VM. A gang not complete by the deadline (``assembly_expired``,
+from the tick) releases every claimed node (RELEASE: their agents drop the start and are idle again) and
+is retried as attempt + 1 (not spent from the budget: no node ran), its N starts published afresh.
+
+One fate: each node reports on its own (its own ``seq``, its ``beat_at``); the job's ``last_heartbeat_at``
+is the oldest node's, so the lost-job sweep sees the first node to go silent. The first node that
+fails ends the job FAILED with its exit code (a node's command exiting non-zero is the job's outcome, as
+for one VM); a node preempted or silent loses the attempt for all (requeued as one new attempt); a
+stop stops all. Every ending sends STOP to every node still running (``_each_node``); each node's last
+report and exit code stay in ``gang``. Why and the limits: docs/how-to/multi-node.md.
+"""
+
+from __future__ import annotations
+
+import zlib
+from datetime import datetime, timedelta
+from typing import Any
+
+from zen.core import lifecycle
+from zen.core.gang_records import GangConfig, GangNode, GangPlace
+from zen.core.lease import Deadlines
+from zen.core.lifecycle import Change, Decision
+from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
+
+ENDED = frozenset({AgentStatus.SUCCEEDED.value, AgentStatus.FAILED.value, AgentStatus.STOPPED.value,
+                   AgentStatus.PREEMPTED.value})
+_RESET = dict(gang=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
+
+
+def is_gang(job: Job) -> bool:
+    return job.nodes > 1
+
+
+def master_port(config: GangConfig, job_id: str, attempt: int) -> int:
+    """Rank 0's rendezvous port: one of ``gangs.ports`` from ``gangs.port``, spread by job and attempt so
+    that gangs sharing a host (the local stack) or a rerun next to a dying attempt do not collide."""
+    return config.port + zlib.crc32(f"{job_id}:{attempt}".encode()) % config.ports
+
+
+def place(job: Job, nodes: list[GangNode], rank: int, config: GangConfig) -> GangPlace:
+    return GangPlace(rank=rank, nodes=len(nodes), ips=[node.ip or node.vm for node in nodes],
+                     port=master_port(config, job.job_id, job.attempt))
+
+
+def _order(job: Job, vm: str, action: ControlAction, reason: str, **extra: Any) -> ControlMessage:
+    return ControlMessage(vm=vm, job_id=job.job_id, attempt=job.attempt, action=action, reason=reason, **extra)
+
+
+def _confirm(job: Job, nodes: list[GangNode], node: GangNode, config: GangConfig) -> ControlMessage:
+    return _order(job, node.vm, ControlAction.CONFIRM, f"gang complete: rank {node.rank} of {len(nodes)}",
+                  gang=place(job, nodes, node.rank, config))
+
+
+def _oldest_beat(nodes: list[GangNode]) -> datetime:
+    return min(node.beat_at for node in nodes)
+
+
+# -- the claim ------------------------------------------------------------------------------------
+def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> Decision:
+    """``lifecycle.decide_heartbeat`` for any job; a gang's claims and node reports decided here."""
+    if not is_gang(job) or hb.attempt != job.attempt or job.status is JobStatus.PENDING:
+        return lifecycle.decide_heartbeat(job, hb, now)
+    if job.status.terminal:
+        return _after_the_end(job, hb)
+    if job.status is JobStatus.QUEUED:
+        if hb.status not in (AgentStatus.CLAIMED, AgentStatus.RUNNING):  # a node gone before the gang completed
+            left = decide_given_back(job, hb.vm, hb.attempt, hb.seq, f"reported {hb.status.value} while it waited")
+            return left or Decision(duplicate=True)
+        checked = lifecycle.decide_heartbeat(job, hb, now)  # the region and tag checks, as for one VM
+        if checked.ignored or not checked.changes:
+            return checked
+        return _claim(job, hb, now, config)
+    return _node_report(job, hb, now, config)
+
+
+def _claim(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> Decision:
+    nodes = list(job.gang or [])
+    if any(node.vm == hb.vm for node in nodes):  # a claim repeated while the gang assembles: it waits
+        return Decision(duplicate=True)
+    if nodes and hb.region != nodes[0].region:
+        reason = f"the gang assembles in {nodes[0].region}; a node in {hb.region} cannot join it"
+        return Decision(ignored=reason, publish_start=True,
+                        controls=[_order(job, hb.vm, ControlAction.RELEASE, reason)])
+    node = GangNode(rank=len(nodes), vm=hb.vm, region=hb.region, zone=hb.zone, ip=hb.ip, seq=hb.seq, beat_at=now)
+    nodes.append(node)
+    if len(nodes) < job.nodes:
+        first = nodes[0].beat_at
+        return Decision(fields=dict(gang=nodes, start_regions=[hb.region], widen_at=first + timedelta(
+            seconds=config.assemble_s)), note=f"node {node.rank} of {job.nodes} claimed by {hb.vm} in {hb.region}")
+    vms = ", ".join(n.vm for n in nodes)
+    return Decision(changes=[Change(JobStatus.ASSIGNED, f"gang complete: {job.nodes} nodes in {hb.region} ({vms})")],
+                    fields=dict(gang=nodes, vm=nodes[0].vm, region=nodes[0].region, zone=nodes[0].zone,
+                                last_seq=0, last_heartbeat_at=_oldest_beat(nodes), start_regions=None,
+                                widen_at=None, start_vms=None),
+                    controls=[_confirm(job, nodes, n, config) for n in nodes])
+
+
+def assembly_expired(job: Job, now: datetime, config: GangConfig) -> Decision | None:
+    """The tick: a gang still QUEUED past its assembly deadline gives back the VMs that claimed a part
+    and is retried as attempt + 1 (not spent: nothing ran), its starts published afresh. None: in time."""
+    if job.status is not JobStatus.QUEUED or not job.gang or job.widen_at is None or job.widen_at > now:
+        return None
+    vms = [node.vm for node in job.gang]
+    reason = (f"gang not complete within {config.assemble_s} s: {len(vms)} of {job.nodes} nodes claimed "
+              f"({', '.join(vms)}); they are released, and the gang retried as attempt {job.attempt + 1}")
+    return Decision(fields=dict(_RESET, attempt=job.attempt + 1, max_attempts=job.max_attempts + 1),
+                    controls=[_order(job, vm, ControlAction.RELEASE, reason) for vm in vms],
+                    note=reason, publish_start=True)
+
+
+def keep_deadline(job: Job, refused: Decision | None) -> Decision | None:
+    """A refused claim (``zen.jobs.claims``) of an assembling gang keeps its assembly deadline: a refusal
+    repeated would set ``widen_at`` to now, which for a gang means the deadline passed."""
+    if refused is not None and job.gang:
+        refused.fields.pop("widen_at", None)
+    return refused
+
+
+def decide_given_back(job: Job, vm: str, attempt: int, seq: int,
+                      why: str = "gave its part back unanswered") -> Decision | None:
+    """A VM gave back its part of an assembling gang unanswered (``lifecycle.decide_given_back``): it
+    leaves the gang, the ranks after it move up (none is told a rank before the gang is complete), and a
+    start goes out for its place."""
+    if not is_gang(job):
+        return lifecycle.decide_given_back(job, vm, attempt, seq)
+    nodes = job.gang or []
+    mine = next((node for node in nodes if node.vm == vm), None)
+    if job.status is not JobStatus.QUEUED or attempt != job.attempt or mine is None or seq <= mine.seq:
+        return None
+    left = [node.model_copy(update={"rank": rank}) for rank, node in enumerate(n for n in nodes if n.vm != vm)]
+    return Decision(fields=dict(gang=left or None, **({} if left else dict(start_regions=None, widen_at=None))),
+                    note=f"{vm} left the gang before it was complete ({why}); {len(left)} of {job.nodes} nodes hold a part",
+                    publish_start=True)
+
+
+# -- the nodes' reports ---------------------------------------------------------------------------
+def _node_report(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> Decision:
+    nodes = list(job.gang or [])
+    node = next((n for n in nodes if n.vm == hb.vm), None)
+    if node is None:  # not one of the gang's: as a VM that does not hold the attempt
+        return lifecycle.decide_heartbeat(job.model_copy(update={"gang": None}), hb, now)
+    if hb.seq <= node.seq:
+        answer = _answer(job, nodes, node, hb, config)
+        return Decision(duplicate=True, controls=[answer] if answer else [])
+    status = hb.status.value
+    if node.status in ENDED and hb.status in (AgentStatus.CLAIMED, AgentStatus.RUNNING):
+        status = node.status  # a report overtaken by the node's final one does not undo it
+    node = node.model_copy(update=dict(seq=hb.seq, status=status, beat_at=now, exit_code=hb.exit_code
+                                       if hb.exit_code is not None else node.exit_code))
+    nodes[node.rank] = node
+    decision = Decision(fields=dict(gang=nodes))
+    if job.status is not JobStatus.STOPPING:  # the stop deadline counts from the stop
+        decision.fields["last_heartbeat_at"] = _oldest_beat(nodes)
+    if hb.message is not None and (node.rank == 0 or hb.status is AgentStatus.FAILED):
+        decision.fields["message"] = hb.message if node.rank == 0 else f"node {node.rank}: {hb.message}"
+    if answer := _answer(job, nodes, node, hb, config):
+        decision.controls.append(answer)
+    _advance(decision, job, nodes, node, hb, now)
+    return decision
+
+
+def _answer(job: Job, nodes: list[GangNode], node: GangNode, hb: Heartbeat, config: GangConfig) -> ControlMessage | None:
+    """A node claiming again (its CONFIRM lost) is told again: CONFIRM with its place while the gang
+    runs, STOP once it is stopping; a node running while the gang stops is told to stop again."""
+    if hb.status is AgentStatus.CLAIMED and job.status in (JobStatus.ASSIGNED, JobStatus.RUNNING):
+        return _confirm(job, nodes, node, config)
+    if job.status is JobStatus.STOPPING and hb.status in (AgentStatus.CLAIMED, AgentStatus.RUNNING):
+        return _order(job, node.vm, ControlAction.STOP, "stop requested")
+    return None
+
+
+def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode, hb: Heartbeat,
+             now: datetime) -> None:
+    status, who = hb.status, f"node {node.rank} ({node.vm})"
+    if job.status is JobStatus.STOPPING:
+        if all(n.status in ENDED for n in nodes):  # every node answered the stop
+            if job.preempted_by:
+                now_job = job.model_copy(update={"gang": nodes})  # the nodes that answered get no STOP
+                _merge(decision, _for_gang(now_job, lifecycle.back_to_pending(job, f"preempted: {job.preempted_by}")))
+            else:
+                decision.changes.append(Change(JobStatus.CANCELLED, "every node stopped"))
+                decision.fields["finished_at"] = now
+        return
+    if status is AgentStatus.RUNNING and job.status is JobStatus.ASSIGNED:
+        decision.changes.append(Change(JobStatus.RUNNING, f"running on {len(nodes)} nodes, first {who}"))
+        decision.fields["started_at"] = now
+    elif status is AgentStatus.SUCCEEDED and all(n.status == AgentStatus.SUCCEEDED.value for n in nodes):
+        _end(decision, job, JobStatus.SUCCEEDED, f"every node succeeded (exit code 0 x {len(nodes)})", 0, now)
+    elif status is AgentStatus.FAILED:
+        _end(decision, job, JobStatus.FAILED, f"{who} failed: exit code {hb.exit_code}", hb.exit_code, now)
+    elif status is AgentStatus.STOPPED:
+        _end(decision, job, JobStatus.CANCELLED, f"{who} stopped", hb.exit_code, now)
+    elif status is AgentStatus.PREEMPTED:
+        # The cloud took one node: the attempt is lost for all, requeued as one (lifecycle's rule for one VM).
+        single = job.model_copy(update={"gang": None, "vm": None})
+        lost = lifecycle.decide_heartbeat(single.model_copy(update={"vm": node.vm}), hb, now)
+        lost.controls = [c for c in lost.controls if c.vm != node.vm]
+        _merge(decision, _for_gang(job.model_copy(update={"gang": nodes}), lost, skip=node.vm))
+
+
+def _end(decision: Decision, job: Job, to: JobStatus, reason: str, exit_code: int | None, now: datetime) -> None:
+    """The gang's outcome: every node not ended yet is stopped."""
+    if job.started_at is None and "started_at" not in decision.fields:
+        decision.fields["started_at"] = now
+    decision.changes.append(Change(to, reason))
+    decision.fields.update(exit_code=exit_code, finished_at=now)
+    nodes = decision.fields["gang"]
+    decision.controls += [_order(job, n.vm, ControlAction.STOP, f"the gang ended: {reason}")
+                          for n in nodes if n.status not in ENDED]
+
+
+def _merge(decision: Decision, other: Decision) -> None:
+    decision.changes += other.changes
+    decision.fields.update(other.fields)
+    decision.controls += other.controls
+    decision.publish_start = decision.publish_start or other.publish_start
+
+
+def _after_the_end(job: Job, hb: Heartbeat) -> Decision:
+    """A report about a gang that is over: as for one VM (a CLAIMED told RELEASE, a RUNNING told STOP), and
+    a node's final report and exit code kept in ``gang``."""
+    nodes = list(job.gang or [])
+    node = next((n for n in nodes if n.vm == hb.vm), None)
+    decision = lifecycle.decide_heartbeat(job.model_copy(update={"vm": None}), hb, job.updated_at)
+    if node is not None and hb.seq <= node.seq:  # a redelivery, or overtaken by the node's last report
+        return Decision(duplicate=True, controls=[c for c in decision.controls if c.action is ControlAction.RELEASE])
+    if node is not None and hb.status.value in ENDED and node.status not in ENDED:
+        nodes[node.rank] = node.model_copy(update=dict(seq=hb.seq, status=hb.status.value, exit_code=hb.exit_code))
+        return Decision(fields=dict(gang=nodes), duplicate=True)
+    return decision
+
+
+# -- what ends or moves a whole gang --------------------------------------------------------------
+def _for_gang(job: Job, decision: Decision, skip: str | None = None) -> Decision:
+    """A decision made as for one VM (``lifecycle``) applied to the whole gang: an order to the job's VM
+    goes to every node not ended (``skip``: one that is gone); a decision that ends the attempt stops every
+    node still running (releases every node that claimed, while the gang assembles); a new attempt (or
+    none) assembles afresh."""
+    if not is_gang(job):
+        return decision
+    nodes = [n for n in job.gang or [] if n.vm != skip]
+    orders = [c for c in decision.controls if c.vm == job.vm and c.attempt == job.attempt]
+    decision.controls = [c for c in decision.controls if c not in orders]
+    steps = {change.to for change in decision.changes}
+    new_attempt = bool(steps & {JobStatus.QUEUED, JobStatus.PENDING}) or decision.fields.get(
+        "attempt", job.attempt) != job.attempt
+    over = new_attempt or JobStatus.LOST in steps or any(step.terminal for step in steps)
+    reason = decision.changes[-1].reason if decision.changes else "the gang ended"
+    if job.status is JobStatus.QUEUED:
+        if over:
+            decision.controls += [_order(job, n.vm, ControlAction.RELEASE, reason) for n in nodes]
+    elif orders:
+        decision.controls += [order.model_copy(update={"vm": n.vm}) for order in orders for n in nodes
+                              if n.status not in ENDED]
+    elif over:
+        decision.controls += [_order(job, n.vm, ControlAction.STOP, f"the gang ended: {reason}")
+                              for n in nodes if n.status not in ENDED]
+    if new_attempt:
+        decision.fields.update(_RESET)
+    return decision
+
+
+def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
+    return _for_gang(job, lifecycle.decide_stop(job, stop, now))
+
+
+def decide_preempt(job: Job, reason: str, now: datetime) -> Decision:
+    return _for_gang(job, lifecycle.decide_preempt(job, reason, now))
+
+
+def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: datetime | None = None) -> Decision | None:
+    """The sweep, for any job; a gang's silence is its most silent node's, named in the reason."""
+    if not is_gang(job) or not job.gang:
+        return lifecycle.decide_silence(job, now, deadlines, heard_since)
+    silent = min(job.gang, key=lambda n: n.beat_at)
+    decision = lifecycle.decide_silence(job.model_copy(update={"vm": silent.vm}), now, deadlines, heard_since)
+    if decision is None:
+        return None
+    decision.changes = [Change(c.to, c.reason.replace(silent.vm, f"node {silent.rank} ({silent.vm})", 1))
+                        for c in decision.changes]
+    return _for_gang(job.model_copy(update={"vm": silent.vm}), decision)

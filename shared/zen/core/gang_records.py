@@ -1,0 +1,54 @@
+"""What Zen keeps and tells about a gang's nodes (a multi-node job: ``zen.core.gang``): ``GangNode``, one
+node of an attempt as the job's row keeps it (``Job.gang``), and ``GangPlace``, a node's place in its gang
+as its CONFIRM tells it (``ControlMessage.gang``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class GangConfig(BaseModel):
+    """The configuration's ``gangs:`` (multi-node jobs)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    # 600 s: a gang's first node may claim from a warm VM while the others boot (a GPU VM boots in 2-5
+    # minutes, a stockout's retry elsewhere takes another boot); past two boots the gang is unlikely to
+    # complete soon and its claimed VMs idle at full price, so they are given back.
+    assemble_s: int = Field(default=600, ge=30, le=86400, description=(
+        "Seconds a gang's first node waits for the last; then its claimed VMs are released, the gang retried"))
+    port: int = Field(default=29500, ge=1024, le=65535 - 1000, description="First MASTER_PORT (torchrun's default)")
+    ports: int = Field(default=1000, ge=1, le=1000, description="MASTER_PORT is one of port .. port + ports - 1")
+
+
+class GangNode(BaseModel):
+    """The VM that claimed rank ``rank`` of a gang's attempt, and its last report."""
+
+    model_config = ConfigDict(frozen=True)
+    rank: int
+    vm: str
+    region: str
+    zone: str
+    ip: str | None = None  # its internal address (Heartbeat.ip), for ZEN_NODE_IPS
+    status: str = "CLAIMED"  # its last report's AgentStatus
+    seq: int = 0  # its last report's (each node counts its own: agents send epoch milliseconds)
+    beat_at: datetime  # when Zen last heard from it (its claim, first)
+    exit_code: int | None = None
+
+
+class GangPlace(BaseModel):
+    """A node's place in its gang, told with the CONFIRM once every node has claimed its part."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    rank: int = Field(ge=0)
+    nodes: int = Field(ge=2)
+    ips: list[str]  # the nodes' internal addresses, rank order
+    port: int = Field(ge=1, le=65535)  # rank 0 listens on it (MASTER_PORT)
+
+
+def node_env(place: GangPlace) -> dict[str, str]:
+    """What a gang's node's process finds in its environment: Zen's names and torchrun's."""
+    rank, master = str(place.rank), place.ips[0]
+    return {"ZEN_NODE_RANK": rank, "ZEN_NUM_NODES": str(place.nodes), "ZEN_NODE_IPS": ",".join(place.ips),
+            "MASTER_ADDR": master, "MASTER_PORT": str(place.port), "NNODES": str(place.nodes), "NODE_RANK": rank}

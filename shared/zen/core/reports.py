@@ -1,0 +1,31 @@
+"""What agents and Zen say to each other about an attempt and a VM: an agent's report of an attempt
+(``AgentStatus``), a VM's state (``VmState``) and Zen's orders to a VM (``ControlAction``). The messages that
+carry them: ``zen.core.models``."""
+
+from __future__ import annotations
+
+import enum
+
+
+class AgentStatus(str, enum.Enum):
+    """What an agent reports about one attempt of a job."""
+
+    CLAIMED = "CLAIMED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"
+    PREEMPTED = "PREEMPTED"
+
+
+class VmState(str, enum.Enum):
+    IDLE = "IDLE"
+    BUSY = "BUSY"
+    STOPPING = "STOPPING"  # the VM is shutting down (preemption, deletion)
+    RETIRED = "RETIRED"  # a pull limit reached (zen.agent.limits), or told it is being scaled down: takes no more jobs, waits to be deleted
+
+
+class ControlAction(str, enum.Enum):
+    CONFIRM = "CONFIRM"  # your claim won: run the attempt
+    RELEASE = "RELEASE"  # your claim lost (or the job is gone): drop the start message
+    STOP = "STOP"  # stop this attempt now

@@ -1,0 +1,69 @@
+"""A gang's node on the agent (zen.core.gang): it sends its address with its claim, waits for the CONFIRM
+past the usual claim tries (it comes once the last node claims, within the gang's assemble_s), and runs
+the command with its place in the environment (Zen's names and torchrun's)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+
+from tests.agent.fakes import FakeTransport
+from tests.agent.test_agent_loop import IDENTITY, SETTINGS, make_agent, start_message
+from zen.agent.agent import Agent
+from zen.core.gang_records import GangPlace
+from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat
+
+PRINT_PLACE = [sys.executable, "-c", "import os; print('place', *(os.environ[k] for k in ('ZEN_NODE_RANK', "
+               "'ZEN_NUM_NODES', 'ZEN_NODE_IPS', 'MASTER_ADDR', 'MASTER_PORT', 'NNODES', 'NODE_RANK')))"]
+
+
+def test_a_node_waits_for_its_gang_and_runs_with_its_place_in_the_environment():
+    transport = FakeTransport(IDENTITY.vm)
+    transport.add_start(start_message(command=PRINT_PLACE, nodes=2, assemble_s=60))
+    claims: list[Heartbeat] = []
+    place = GangPlace(rank=1, nodes=2, ips=["10.0.0.7", "10.1.2.3"], port=29517)
+
+    def zen(message):  # the gang completes only after the 5th CLAIMED (the usual claim gives up after 3)
+        if isinstance(message, Heartbeat) and message.status is AgentStatus.CLAIMED:
+            claims.append(message)
+            if len(claims) == 5:
+                return [ControlMessage(vm=IDENTITY.vm, job_id="j1", attempt=1, action=ControlAction.CONFIRM,
+                                       reason="gang complete", gang=place)]
+        return []
+
+    transport.answer = zen
+    agent = Agent(replace(IDENTITY, ip="10.1.2.3"), replace(SETTINGS, claim_timeout_s=5, claim_tries=3), transport,
+                  local=True, clock=transport.clock)
+    transport.when_idle = lambda: agent.request_shutdown("test over")
+    assert agent.run() == 0 and agent.jobs_run == 1
+    assert [c.ip for c in claims] == ["10.1.2.3"] * 5
+    final = [m for m in transport.published if isinstance(m, Heartbeat)][-1]
+    assert final.status is AgentStatus.SUCCEEDED
+    assert "place 1 2 10.0.0.7,10.1.2.3 10.0.0.7 29517 2 1" in (final.message or ""), final.message
+    running = [m for m in transport.published if isinstance(m, Heartbeat) and m.status is AgentStatus.RUNNING]
+    assert all(m.ip is None for m in running)  # the address goes with a claim only
+
+
+def test_a_gang_node_never_confirmed_gives_the_start_back_after_the_gangs_wait():
+    transport = FakeTransport(IDENTITY.vm)
+    ack_id = transport.add_start(start_message(nodes=2, assemble_s=20))
+    agent = make_agent(transport, replace(SETTINGS, claim_timeout_s=5, claim_tries=3))
+    assert agent.run() == 0 and agent.jobs_run == 0
+    claimed = [r for r in transport.job_reports() if r[2] == "CLAIMED"]
+    assert len(claimed) == 5  # 20 s / 5 s + 1: past Zen's deadline, not the usual 3 tries
+    assert transport.calls[-1] == ("nack", ack_id)
+
+
+def test_a_gang_nodes_container_shares_the_vms_network_and_others_keep_their_own():
+    from zen.agent.container import Sandbox, container_options
+    from zen.agent.runner import JobSpec
+    from zen.core.gang_records import node_env
+
+    node = JobSpec(job_id="g", attempt=1, image="img", env=node_env(GangPlace(rank=0, nodes=2, ips=["a", "b"],
+                                                                            port=29600)))
+    options = container_options(node, Sandbox())
+    assert options[options.index("--network") + 1] == "host"
+    alone = container_options(JobSpec(job_id="j", attempt=1, image="img"), Sandbox())
+    assert alone[alone.index("--network") + 1] == "zen-net"
+    cut_off = container_options(node, Sandbox(network="none"))  # the cluster's choice stands
+    assert cut_off[cut_off.index("--network") + 1] == "none"

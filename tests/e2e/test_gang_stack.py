@@ -1,0 +1,169 @@
+"""End to end: a two-node job (examples/two-nodes.yaml) on the whole local stack, on two real agents of two
+stand-in VMs: both nodes start only once both claimed, find each other (rank 0 listens on MASTER_PORT,
+every rank connects and reports its NODE_RANK), and succeed; and, with one node's VM preempted mid-run,
+the whole gang goes back to the queue as one new attempt, every node of the first attempt stopped, and
+succeeds. Run alone with `pytest -m e2e`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.stack_support import free_base_port
+from zen_dev.local.environment import overridden_environ
+from zen_dev.local.stack import LocalStack, Ports
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "two-nodes.yaml"
+CONFIG = """
+project: zen-gangs
+clusters:
+  - name: 1xl4
+    gpu_type: nvidia-l4
+    gpu_count: 1
+    machine_type: g2-standard-8
+    regions: [us-central1]
+    max_vms_per_region: 3
+    max_vms: 3
+    provisioning: [spot]
+deadlines:
+  heartbeat_timeout_s: 20
+  boot_timeout_s: 120
+  idle_timeout_s: 60
+  stop_timeout_s: 30
+  agent_heartbeat_s: 2
+  stop_grace_s: 2
+scaling:
+  boot_estimate_s: 5
+gangs:
+  assemble_s: 120
+  port: 32000                   # MASTER_PORT away from the ports other tests' stacks take (21000-30000)
+  ports: 500
+"""
+SCENARIO = """
+project: zen-gangs
+seed: 5
+time_scale: 10
+capacity:
+  default: 4
+timings:
+  boot: {dist: fixed, s: 40}
+  retry_interval_s: 30
+  delete_s: 10
+  preempt_stop_s: 20
+"""
+
+
+def _request(job_id: str, work_s: int) -> dict:
+    request = yaml.safe_load(EXAMPLE.read_text())
+    request.update(job_id=job_id, user_id="demo", command=[sys.executable, *request["command"][1:]],
+                   env={"WORK_S": str(work_s)})
+    return request
+
+
+def _until(what, timeout_s: float, every_s: float = 0.5):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (found := what()) is not None:
+            return found
+        time.sleep(every_s)
+    return None
+
+
+def _output(logs: Path, job_id: str) -> list[dict]:
+    return [json.loads(line) for path in sorted((logs / job_id).glob("attempt-*.jsonl"))
+            for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def gang_stack(home):
+    (home / "zen.yaml").write_text(CONFIG)
+    (home / "scenario.yaml").write_text(SCENARIO)
+    stack = LocalStack(home=home / "stack", config_path=home / "zen.yaml", scenario=home / "scenario.yaml",
+                       tick_every_s=2.0, ports=Ports.from_base(free_base_port(start=31000)), fresh=True)
+    record = stack.up()
+    try:
+        with overridden_environ(record["env"]):
+            from google.cloud import pubsub_v1
+
+            from zen.store.db import Database
+
+            publisher = pubsub_v1.PublisherClient()
+            topic = publisher.topic_path("zen-gangs", stack.config.topics.job_submitted)
+
+            def submit(request: dict) -> None:
+                publisher.publish(topic, json.dumps(request).encode(), **stack.sender("demo")).result(30)
+
+            yield stack, submit, Database.from_env(), Path(record["env"]["ZEN_JOB_LOGS_DIR"])
+    finally:
+        stack.down()
+
+
+def _job(db, job_id):
+    from zen.store import repository
+
+    with db.transaction() as session:
+        return repository.get_job(session, job_id), repository.job_history(session, job_id)
+
+
+def test_two_nodes_on_two_agents_find_each_other_and_succeed(gang_stack):
+    stack, submit, db, logs = gang_stack
+    began = time.monotonic()
+    submit(_request("pair-1", work_s=1))
+    job = _until(lambda: (j := _job(db, "pair-1")[0]) is not None and j.status.terminal and j or None, 150)
+    job, history = _job(db, "pair-1")
+    lines = [e for e in _output(logs, "pair-1") if e["stream"] == "stdout"]
+    assert job is not None and job.status.value == "SUCCEEDED", (job, history, lines)
+    ranks = {line["vm"]: line["text"] for line in lines if "rendezvous at" in line["text"]}
+    assert len(ranks) == 2 and {n.vm for n in job.gang} == set(ranks), (ranks, job.gang)
+    by_rank = {n.rank: ranks[n.vm] for n in job.gang}
+    port = by_rank[0].split("rendezvous at 127.0.0.1:")[1].split(",")[0]
+    assert by_rank[0].startswith("node 0 of 2 (127.0.0.1,127.0.0.1): rendezvous at 127.0.0.1:")
+    assert by_rank[1].startswith(f"node 1 of 2 (127.0.0.1,127.0.0.1): rendezvous at 127.0.0.1:{port}")
+    assert all(text.endswith("heard ranks [0, 1]") for text in ranks.values()), ranks
+    assert [(n.status, n.exit_code) for n in job.gang] == [("SUCCEEDED", 0), ("SUCCEEDED", 0)]
+    steps = [(row["to_status"], row["reason"]) for row in history]
+    assembled = next(reason for status, reason in steps if status == "ASSIGNED")
+    assert assembled.startswith("gang complete: 2 nodes in us-central1"), steps
+    print(f"pair-1: submitted to SUCCEEDED in {time.monotonic() - began:.1f} s; history: {steps}")
+
+
+def test_a_node_preempted_mid_run_requeues_the_gang_as_one_new_attempt_that_succeeds(gang_stack):
+    from zen_dev.demo import _preempt
+
+    stack, submit, db, logs = gang_stack
+    submit(_request("pair-2", work_s=300))  # the first attempt would work 5 minutes; its rerun resumes at once
+
+    def both_met():
+        lines = [e for e in _output(logs, "pair-2") if "rendezvous at" in e["text"] and e["attempt"] == 1]
+        return lines if len(lines) == 2 else None
+
+    assert _until(both_met, 150) is not None, _job(db, "pair-2")
+    first, _ = _job(db, "pair-2")
+    assert first is not None and first.status.value == "RUNNING" and first.attempt == 1
+    victim = first.gang[1]
+    _preempt("zen-gangs", victim.zone, victim.vm)  # GCE's simulateMaintenanceEvent on rank 1's spot VM
+    preempted = time.monotonic()
+    job = _until(lambda: (j := _job(db, "pair-2")[0]) is not None and j.status.terminal and j or None, 240)
+    job, history = _job(db, "pair-2")
+    entries = _output(logs, "pair-2")
+    assert job is not None and (job.status.value, job.attempt) == ("SUCCEEDED", 2), (job, history)
+    steps = [(row["attempt"], row["to_status"], row["reason"]) for row in history if row["to_status"]]
+    lost = [s for s in steps if s[1] == "LOST"]
+    assert len(lost) == 1 and lost[0][0] == 1 and victim.vm in lost[0][2], steps
+    assert [s[:2] for s in steps].count((2, "ASSIGNED")) == 1  # one new attempt for the whole gang
+    # Every node of attempt 1 ended (its agent's final output entry), none ran on into attempt 2.
+    ended = {e["vm"] for e in entries if e["attempt"] == 1 and e.get("final")}
+    assert ended == {n.vm for n in first.gang}, (ended, entries)
+    assert not [e for e in entries if e["attempt"] == 1 and " done" in e["text"]]  # cut short on both nodes
+    met = [e["text"] for e in entries if e["attempt"] == 2 and "rendezvous at" in e["text"]]
+    assert len(met) == 2 and all(text.endswith("heard ranks [0, 1]") for text in met), met
+    assert [(n.status, n.exit_code) for n in job.gang] == [("SUCCEEDED", 0), ("SUCCEEDED", 0)]
+    print(f"pair-2: preemption to SUCCEEDED (attempt 2) in {time.monotonic() - preempted:.1f} s; "
+          f"nodes {[n.vm for n in first.gang]} then {[n.vm for n in job.gang]}; history: {steps}")

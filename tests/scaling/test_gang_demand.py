@@ -1,0 +1,75 @@
+"""Gangs as the planner's demand (zen.scaling.gangs): N VMs of one pool at once, never a gang spread over
+regions, a pool that can give only part of a gang out for it, hedges of whole gangs; ordinary jobs'
+plans unchanged. Pure: hand-built snapshots, as tests/scaling/test_planner.py."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tests.scaling.test_planner import CAUTIOUS, LIMITS, REGIONS, at, jobs, snap, vm
+from zen.scaling.model import Action, ClusterLimits, DemandGroup, Timing, VmPhase
+from zen.scaling.planner import ZenPlanner
+
+
+def gangs(count: int, nodes: int, regions=REGIONS, claimed: int = 0) -> DemandGroup:
+    return DemandGroup(tuple(regions), count * nodes - claimed, at(0), gang=nodes)
+
+
+def plan_for(*groups, vms=(), limits=LIMITS, timing=CAUTIOUS, memory=None):
+    return ZenPlanner().plan(replace(snap(0, vms=vms, limits=limits, timing=timing, memory=memory), demand=groups))
+
+
+def test_a_gang_is_asked_for_whole_in_one_region():
+    assert plan_for(gangs(1, 3)).add == {"us-central1": 3}
+
+
+def test_a_region_that_can_give_only_part_of_a_gang_is_out_for_it():
+    busy = [vm(f"b{i}", "us-central1", VmPhase.BUSY, job=f"x{i}") for i in range(2)]  # 2 of its 4 slots taken
+    plan = plan_for(gangs(1, 3), vms=busy)
+    assert plan.add == {"us-west1": 3}  # not 2 in us-central1 and 1 elsewhere
+    ordinary = ZenPlanner().plan(snap(0, queued=jobs(3), vms=busy))
+    assert ordinary.add == {"us-central1": 2, "us-west1": 1}  # ordinary jobs still spread as before
+
+
+def test_two_gangs_never_share_one_between_regions():
+    plan = plan_for(gangs(2, 3))  # 6 VMs; 4 fit per region: one gang each
+    assert plan.add == {"us-central1": 3, "us-west1": 3}
+
+
+def test_idle_vms_cover_a_gang_only_where_the_whole_gang_is_idle():
+    idle = [vm("a", "us-central1", VmPhase.IDLE), vm("b", "us-west1", VmPhase.IDLE), vm("c", "us-west1", VmPhase.IDLE)]
+    plan = plan_for(gangs(1, 2), vms=idle)
+    assert plan.add == {}  # us-west1's two idle VMs take it
+    plan = plan_for(gangs(1, 3), vms=idle)
+    assert plan.add == {"us-west1": 1}  # no region has 3: completed where the most are idle
+
+
+def test_a_gang_partly_claimed_needs_only_its_missing_nodes():
+    assert plan_for(gangs(1, 4, claimed=3)).add == {"us-central1": 1}
+
+
+def test_a_gang_no_pool_can_hold_waits_with_a_reason():
+    limits = ClusterLimits("c", REGIONS, max_vms_per_region=2, max_vms=6)
+    plan = plan_for(gangs(1, 3), limits=limits)
+    assert plan.add == {}
+    assert any(d.action is Action.HOLD and "no allowed pool has room for a gang of 3" in d.reason
+               for d in plan.decisions)
+
+
+def test_a_gang_is_hedged_whole_or_not_at_all():
+    limits = ClusterLimits("c", REGIONS, max_vms_per_region=4, max_vms=6)
+    plan = plan_for(gangs(1, 3), limits=limits, memory={}, timing=Timing())  # every region cold: hedged
+    assert plan.add == {"us-central1": 3, "us-west1": 3}
+    tight = ClusterLimits("c", REGIONS, max_vms_per_region=4, max_vms=5)
+    assert plan_for(gangs(1, 3), limits=tight, memory={}, timing=Timing()).add == {"us-central1": 3}  # no room for 3 more
+
+
+def test_a_gang_is_completed_where_a_spare_vm_would_claim_its_first_part():
+    """An idle VM claims a part as soon as the start comes and the gang then assembles in its region: the
+    rest is asked for there, not a whole gang elsewhere (which would boot for nothing)."""
+    idle = [vm("w", "us-west1", VmPhase.IDLE)]
+    plan = plan_for(gangs(1, 3), vms=idle)
+    assert plan.add == {"us-west1": 2} and plan.delete == []  # the idle VM is kept for the gang
+    full = [vm(f"b{i}", "us-west1", VmPhase.BUSY, job=f"x{i}") for i in range(3)]  # us-west1: room for 0 more
+    plan = plan_for(gangs(1, 3), vms=idle + full, limits=ClusterLimits("c", REGIONS, max_vms_per_region=4, max_vms=10))
+    assert plan.add == {"us-central1": 3}  # where the whole gang fits

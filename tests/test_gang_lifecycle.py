@@ -1,0 +1,298 @@
+"""A gang's life through the four functions against a real Postgres (zen.core.gang): all-or-nothing
+assembly in one region with ranks in claim order, the assembly deadline, one fate (first failure, a node
+preempted or silent, a user's stop), and every node of an ended attempt told to stop."""
+
+from __future__ import annotations
+
+import json
+
+from tests.messages import heartbeat, job_request
+from tests.test_functions_lifecycle import controls, job
+from zen.core.gang import master_port
+from zen.store import repository
+
+WEST = dict(region="us-west1", zone="us-west1-b")
+
+
+def claim(functions, vm, seq=1, attempt=1, **where):
+    functions.heartbeat(heartbeat("g", "CLAIMED", seq, attempt=attempt, vm=vm, ip=f"10.0.0.{vm[-1]}", **where))
+
+
+def beat(functions, vm, status, seq, attempt=1, **extra):
+    functions.heartbeat(heartbeat("g", status, seq, attempt=attempt, vm=vm, **extra))
+
+
+def actions(publisher, vm):
+    return [c["action"] for c in controls(publisher, vm)]
+
+
+def assembled(functions, zen, publisher):
+    functions.submit(job_request("g", nodes=2))
+    claim(functions, "vm-1")
+    claim(functions, "vm-2")
+    assert job(zen, "g").status.value == "ASSIGNED"
+
+
+def test_nobody_runs_until_the_last_node_claims_in_the_first_nodes_region(functions, zen, publisher, config):
+    functions.submit(job_request("g", nodes=2))
+    starts = publisher.on("zen-job-start")
+    assert len(starts) == 2 and json.loads(starts[0].data)["nodes"] == 2  # a start for each node
+    claim(functions, "vm-1")
+    record = job(zen, "g")
+    assert (record.status.value, [n.vm for n in record.gang], record.start_regions) == (
+        "QUEUED", ["vm-1"], ["us-central1"])
+    assert controls(publisher) == []  # the first node waits: no CONFIRM yet
+    claim(functions, "vm-1", seq=2)  # its claim repeated while it waits changes nothing
+    claim(functions, "vm-3", **WEST)  # a node elsewhere cannot join: released, a start for its place goes out
+    assert actions(publisher, "vm-3") == ["RELEASE"]
+    again = publisher.on("zen-job-start")[-1]
+    assert len(publisher.on("zen-job-start")) == 3 and again.attributes["regions"] == "us-central1"
+    claim(functions, "vm-2")
+    record = job(zen, "g")
+    assert (record.status.value, record.vm, record.region) == ("ASSIGNED", "vm-1", "us-central1")
+    port = master_port(config.gangs, "g", 1)
+    places = {c["vm"]: c["gang"] for c in controls(publisher) if c["action"] == "CONFIRM"}
+    assert places == {"vm-1": {"rank": 0, "nodes": 2, "ips": ["10.0.0.1", "10.0.0.2"], "port": port},
+                      "vm-2": {"rank": 1, "nodes": 2, "ips": ["10.0.0.1", "10.0.0.2"], "port": port}}
+    claim(functions, "vm-2", seq=5)  # a node whose CONFIRM was lost claims again: told again, same place
+    assert controls(publisher, "vm-2")[-1]["gang"]["rank"] == 1
+    claim(functions, "vm-4")  # a copy of the start claimed after the gang is complete: released
+    assert actions(publisher, "vm-4") == ["RELEASE"]
+
+
+def test_the_gang_succeeds_when_every_node_succeeds(functions, zen, publisher):
+    assembled(functions, zen, publisher)
+    beat(functions, "vm-2", "RUNNING", 2)
+    assert job(zen, "g").status.value == "RUNNING"
+    beat(functions, "vm-1", "RUNNING", 2)
+    beat(functions, "vm-1", "SUCCEEDED", 3, exit_code=0)
+    assert job(zen, "g").status.value == "RUNNING"  # one node done, the other runs on
+    beat(functions, "vm-2", "SUCCEEDED", 3, exit_code=0)
+    record = job(zen, "g")
+    assert (record.status.value, record.exit_code) == ("SUCCEEDED", 0)
+    assert [(n.status, n.exit_code) for n in record.gang] == [("SUCCEEDED", 0), ("SUCCEEDED", 0)]
+    assert "STOP" not in actions(publisher, "vm-1") + actions(publisher, "vm-2")
+
+
+def test_the_first_failure_ends_the_gang_and_stops_the_other_nodes(functions, zen, publisher):
+    assembled(functions, zen, publisher)
+    beat(functions, "vm-1", "RUNNING", 2)
+    beat(functions, "vm-2", "RUNNING", 2)
+    beat(functions, "vm-2", "FAILED", 3, exit_code=3, message="boom")
+    record = job(zen, "g")
+    assert (record.status.value, record.exit_code, record.message) == ("FAILED", 3, "node 1: boom")
+    assert actions(publisher, "vm-1")[-1] == "STOP"
+    beat(functions, "vm-1", "STOPPED", 4, exit_code=-15)  # its answer: kept, per node
+    assert [(n.status, n.exit_code) for n in job(zen, "g").gang] == [("STOPPED", -15), ("FAILED", 3)]
+    beat(functions, "vm-1", "RUNNING", 5)  # a node of an ended gang still running is told to stop
+    assert actions(publisher, "vm-1")[-1] == "STOP"
+
+
+def test_a_preempted_node_requeues_the_whole_gang_as_one_new_attempt(functions, zen, publisher):
+    assembled(functions, zen, publisher)
+    beat(functions, "vm-1", "RUNNING", 2)
+    beat(functions, "vm-2", "RUNNING", 2)
+    beat(functions, "vm-2", "PREEMPTED", 3)
+    record = job(zen, "g")
+    assert (record.status.value, record.attempt, record.gang, record.vm) == ("QUEUED", 2, None, None)
+    assert actions(publisher, "vm-1")[-1] == "STOP" and actions(publisher, "vm-2") == ["CONFIRM"]
+    fresh = [json.loads(m.data) for m in publisher.on("zen-job-start")][-2:]
+    assert [s["attempt"] for s in fresh] == [2, 2]  # a start for each node of the new attempt
+    beat(functions, "vm-1", "RUNNING", 4)  # the old attempt's node still running: told to stop again
+    assert actions(publisher, "vm-1")[-1] == "STOP" and job(zen, "g").attempt == 2
+    claim(functions, "vm-1", seq=10, attempt=2)
+    claim(functions, "vm-3", attempt=2)
+    assert job(zen, "g").status.value == "ASSIGNED"
+
+
+def test_a_silent_node_loses_the_attempt_for_every_node(functions, zen, publisher, clock):
+    assembled(functions, zen, publisher)
+    beat(functions, "vm-1", "RUNNING", 2)
+    beat(functions, "vm-2", "RUNNING", 2)
+    for seq in range(3, 7):  # vm-1 beats on, vm-2 is silent
+        clock.advance(40)
+        beat(functions, "vm-1", "RUNNING", seq)
+        functions.tick()
+    record = job(zen, "g")
+    assert (record.status.value, record.attempt) == ("QUEUED", 2)
+    with zen.db.transaction() as session:
+        lost = [r["reason"] for r in repository.job_history(session, "g") if r["to_status"] == "LOST"]
+    assert lost == ["no heartbeat from node 1 (vm-2) for 120s"]
+    assert actions(publisher, "vm-1")[-1] == "STOP" and actions(publisher, "vm-2")[-1] == "STOP"
+
+
+def test_a_users_stop_stops_every_node(functions, zen, publisher):
+    assembled(functions, zen, publisher)
+    beat(functions, "vm-1", "RUNNING", 2)
+    functions.stop({"job_id": "g"})
+    assert job(zen, "g").status.value == "STOPPING"
+    assert actions(publisher, "vm-1")[-1] == actions(publisher, "vm-2")[-1] == "STOP"
+    beat(functions, "vm-1", "STOPPED", 3, exit_code=-15)
+    assert job(zen, "g").status.value == "STOPPING"  # until every node answered
+    beat(functions, "vm-2", "STOPPED", 3, exit_code=-15)
+    assert job(zen, "g").status.value == "CANCELLED"
+
+
+def test_a_stop_while_the_gang_assembles_releases_the_nodes_that_claimed(functions, zen, publisher):
+    functions.submit(job_request("g", nodes=3))
+    claim(functions, "vm-1")
+    functions.stop({"job_id": "g"})
+    assert job(zen, "g").status.value == "CANCELLED"
+    assert actions(publisher, "vm-1") == ["RELEASE"]
+
+
+def test_a_gang_not_complete_in_time_releases_its_vms_and_is_retried(functions, zen, publisher, clock, config):
+    functions.submit(job_request("g", nodes=2))
+    claim(functions, "vm-1")
+    clock.advance(config.gangs.assemble_s - 1)
+    functions.tick()
+    assert (job(zen, "g").attempt, actions(publisher, "vm-1")) == (1, [])  # not yet
+    clock.advance(2)
+    functions.tick()
+    record = job(zen, "g")
+    assert (record.status.value, record.attempt, record.max_attempts, record.gang, record.start_regions) == (
+        "QUEUED", 2, 4, None, None)  # a retry that spends no attempt: nothing ran
+    assert actions(publisher, "vm-1") == ["RELEASE"]
+    assert [json.loads(m.data)["attempt"] for m in publisher.on("zen-job-start")] == [1, 1, 2, 2]
+    claim(functions, "vm-1", seq=3)  # a late repeat of its old claim: released, joins nothing
+    assert actions(publisher, "vm-1") == ["RELEASE", "RELEASE"] and job(zen, "g").gang is None
+
+
+def test_jobs_get_and_explain_say_how_many_nodes_are_up_and_where(functions, zen, publisher, capsys):
+    from zen.cli.main import main
+
+    functions.submit(job_request("g", nodes=2))
+    claim(functions, "vm-1")
+    assert main(["explain", "g"]) == 0
+    assert "a gang of 2: 1 claimed in us-central1 (vm-1), the rest until" in capsys.readouterr().out
+    claim(functions, "vm-2")
+    beat(functions, "vm-1", "RUNNING", 2)
+    assert main(["explain", "g"]) == 0
+    assert "running: 2 of 2 nodes up in us-central1 (vm-1, vm-2)" in capsys.readouterr().out
+    assert main(["jobs", "get", "g"]) == 0
+    shown = capsys.readouterr().out
+    assert "nodes: 2: 2 of 2 up in us-central1" in shown
+    assert "rank 0: vm-1 us-central1-a 10.0.0.1 RUNNING" in shown and "rank 1: vm-2 us-central1-a 10.0.0.2 CLAIMED" in shown
+    assert main(["jobs", "get", "g", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["nodes"] == 2 and [n["vm"] for n in got["gang"]] == ["vm-1", "vm-2"]
+
+
+def test_a_gangs_nodes_hold_their_vms_and_only_its_missing_nodes_are_demand(functions, zen, publisher, clock):
+    from zen.store import fleet
+
+    functions.submit(job_request("g", nodes=3))
+    claim(functions, "vm-1")
+    with zen.db.transaction() as session:
+        [row] = fleet.queued_demand(session, "4xa100-40gb")
+        assert (row["jobs"], row["nodes"], row["vms"]) == (1, 3, 2)  # one gang, two nodes to find
+        assert fleet.held_vms(session, "4xa100-40gb") == {"vm-1": "g"}  # a part claimed holds its VM
+        assert not fleet.drain_unless_busy(session, "vm-1", "4xa100-40gb", "us-central1", clock())
+    claim(functions, "vm-2")
+    claim(functions, "vm-3")
+    with zen.db.transaction() as session:
+        assert fleet.queued_demand(session, "4xa100-40gb") == []
+        assert fleet.held_vms(session, "4xa100-40gb") == {"vm-1": "g", "vm-2": "g", "vm-3": "g"}
+        assert not fleet.drain_unless_busy(session, "vm-3", "4xa100-40gb", "us-central1", clock())
+        assert fleet.drain_unless_busy(session, "vm-9", "4xa100-40gb", "us-central1", clock())
+
+
+def test_a_late_final_report_of_a_lost_gang_attempt_does_not_end_the_gang(functions, zen, publisher, clock):
+    """For one VM, a lost attempt's late SUCCEEDED ends the job as that attempt (zen.jobs.late_final); one
+    node's word is not the gang's (its other node went silent), so the gang waits for its new attempt."""
+    assembled(functions, zen, publisher)
+    beat(functions, "vm-1", "RUNNING", 2)
+    beat(functions, "vm-2", "RUNNING", 2)
+    for seq in range(3, 7):
+        clock.advance(40)
+        beat(functions, "vm-1", "RUNNING", seq)
+        functions.tick()
+    assert (job(zen, "g").status.value, job(zen, "g").attempt) == ("QUEUED", 2)
+    beat(functions, "vm-1", "SUCCEEDED", 9, exit_code=0)  # rank 0, the job's vm, ends attempt 1 late
+    assert (job(zen, "g").status.value, job(zen, "g").attempt) == ("QUEUED", 2)
+
+
+def test_a_gangs_usage_counts_every_node(functions, zen, publisher):
+    assembled(functions, zen, publisher)
+    beat(functions, "vm-1", "RUNNING", 2)
+    beat(functions, "vm-2", "RUNNING", 2)
+    beat(functions, "vm-1", "SUCCEEDED", 3, exit_code=0)
+    beat(functions, "vm-2", "SUCCEEDED", 3, exit_code=0)
+    with zen.db.transaction() as session:
+        [row] = session.sql("SELECT gpus, vm_share, outcome FROM attempt_usage WHERE job_id = 'g'")
+    assert (row["gpus"], row["vm_share"], row["outcome"]) == (8, 2.0, "SUCCEEDED")  # 2 VMs of 4 GPUs
+
+
+def test_zen_stats_counts_gangs_waiting_for_their_last_node(functions, zen, publisher):
+    from zen.store import stats
+
+    functions.submit(job_request("g", nodes=3))
+    claim(functions, "vm-1")
+    claim(functions, "vm-2")
+    with zen.db.transaction() as session:
+        assert stats.run(session, "gangs_waiting") == [{"cluster": "4xa100-40gb", "gangs": 1, "nodes": 2}]
+    claim(functions, "vm-3")
+    with zen.db.transaction() as session:
+        assert stats.run(session, "gangs_waiting") == []  # complete: nobody waits
+
+
+def test_a_nodes_final_report_delivered_again_after_the_end_is_a_plain_duplicate(functions, zen, publisher):
+    assembled(functions, zen, publisher)
+    beat(functions, "vm-1", "RUNNING", 2)
+    beat(functions, "vm-2", "FAILED", 3, exit_code=1)
+    beat(functions, "vm-1", "STOPPED", 4, exit_code=-15)
+    beat(functions, "vm-1", "STOPPED", 4, exit_code=-15)  # Pub/Sub delivers it again
+    beat(functions, "vm-2", "FAILED", 3, exit_code=1)
+    with zen.db.transaction() as session:
+        assert session.sql("SELECT count(*) AS n FROM rejected_messages")[0]["n"] == 0  # no noise
+    assert [(n.status, n.exit_code) for n in job(zen, "g").gang] == [("STOPPED", -15), ("FAILED", 1)]
+
+
+def test_concurrent_claims_each_take_one_rank_and_every_vm_at_most_one(zen, publisher):
+    """6 VMs claim a 4-node gang at once, each claim delivered twice: the row lock applies them one at a
+    time, so ranks 0..3 go to 4 distinct VMs, each confirmed with its own place only, and the other 2 released."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.test_queues import PUBSUB_EVENT_TYPE
+    from zen.core import eventarc
+
+    def deliver(topic, payload, message_id):
+        data = eventarc.pubsub_cloud_event(json.dumps(payload).encode(), message_id=message_id, topic=topic,
+                                           project=zen.config.project)["data"]
+        handler = zen.on_job_submitted if topic == "zen-job-submitted" else zen.on_heartbeat
+        handler(message_id, PUBSUB_EVENT_TYPE, data)
+
+    deliver("zen-job-submitted", job_request("g", nodes=4), "s-1")
+    vms = [f"vm-{i}" for i in range(1, 7)]
+    start = threading.Barrier(6)
+
+    def claim_twice(vm):
+        start.wait(10)
+        for copy in range(2):
+            deliver("zen-heartbeats", heartbeat("g", "CLAIMED", 1, vm=vm, ip=f"10.0.0.{vm[-1]}"), f"{vm}-{copy}")
+
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(claim_twice, vms))
+    record = job(zen, "g")
+    assert record.status.value == "ASSIGNED" and [n.rank for n in record.gang] == [0, 1, 2, 3]
+    members = [n.vm for n in record.gang]
+    assert len(set(members)) == 4
+    confirms = [c for c in controls(publisher) if c["action"] == "CONFIRM"]
+    # A copy delivered again after the gang completed is answered again, with the same place.
+    assert {(c["vm"], c["gang"]["rank"]) for c in confirms} == {(n.vm, n.rank) for n in record.gang}
+    assert all(c["gang"]["ips"] == [n.ip for n in record.gang] for c in confirms)
+    for vm in set(vms) - set(members):
+        assert actions(publisher, vm) and set(actions(publisher, vm)) == {"RELEASE"}
+
+
+def test_a_node_preempted_while_the_gang_assembles_leaves_it_and_its_place_is_offered_again(functions, zen, publisher):
+    functions.submit(job_request("g", nodes=2))
+    claim(functions, "vm-1")
+    beat(functions, "vm-1", "PREEMPTED", 2)  # its VM went away while it waited for the second node
+    record = job(zen, "g")
+    assert (record.status.value, record.gang, record.attempt) == ("QUEUED", None, 1)
+    assert len(publisher.on("zen-job-start")) == 4  # 2 at first, then one for each place nobody holds
+    claim(functions, "vm-2")
+    claim(functions, "vm-3")
+    assert [n.vm for n in job(zen, "g").gang] == ["vm-2", "vm-3"]  # the gone VM is no node of it

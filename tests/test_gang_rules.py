@@ -1,0 +1,70 @@
+"""The pure gang rules (zen.core.gang) on hand-built jobs: a queue's preemption of a gang, a node giving
+its part back while the gang assembles, and a job of one node left exactly to zen.core.lifecycle."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from tests.messages import heartbeat
+from zen.core import gang, lifecycle
+from zen.core.gang_records import GangConfig, GangNode
+from zen.core.models import ControlAction, Heartbeat, Job, JobStatus
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def a_job(status=JobStatus.RUNNING, nodes=2, gang_vms=("vm-1", "vm-2"), **fields) -> Job:
+    members = [GangNode(rank=i, vm=vm, region="us-central1", zone="us-central1-a", ip=f"10.0.0.{i}", seq=1,
+                        beat_at=T0, status="RUNNING") for i, vm in enumerate(gang_vms)] or None
+    values = dict(job_id="g", status=status, attempt=1, max_attempts=3, cluster="4xa100-40gb", user_id="alice",
+                  priority=0, regions=["us-central1"], request={"nodes": nodes}, request_hash="h", max_runtime_s=None,
+                  region="us-central1", zone="us-central1-a", vm=gang_vms[0] if gang_vms else None, last_seq=0,
+                  last_heartbeat_at=T0, submitted_at=T0, queued_at=T0, started_at=T0, finished_at=None,
+                  exit_code=None, message=None, updated_at=T0, nodes=nodes, gang=members)
+    return Job.model_validate({**values, **fields})
+
+
+def test_a_queues_preemption_stops_every_node_and_the_gang_goes_back_once_all_answered():
+    job = a_job()
+    decision = gang.decide_preempt(job, "queue prod needs its quota", T0)
+    assert [c.to for c in decision.changes] == [JobStatus.STOPPING]
+    assert {(c.vm, c.action) for c in decision.controls} == {("vm-1", ControlAction.STOP), ("vm-2", ControlAction.STOP)}
+    stopping = job.model_copy(update={**decision.fields, "status": JobStatus.STOPPING})
+    first = gang.decide_heartbeat(stopping, Heartbeat.model_validate(heartbeat("g", "STOPPED", 5, vm="vm-1")), T0,
+                                  GangConfig())
+    assert first.changes == []  # vm-2 has not answered yet
+    both = stopping.model_copy(update=first.fields)
+    last = gang.decide_heartbeat(both, Heartbeat.model_validate(heartbeat("g", "STOPPED", 5, vm="vm-2")), T0,
+                                 GangConfig())
+    assert [c.to for c in last.changes] == [JobStatus.PENDING]
+    assert (last.fields["attempt"], last.fields["gang"], last.fields["max_attempts"]) == (2, None, 4)
+    assert last.controls == []  # both answered: no STOP again
+
+
+def test_a_node_that_gives_its_part_back_leaves_the_gang_and_the_ranks_after_it_move_up():
+    job = a_job(JobStatus.QUEUED, nodes=3, gang_vms=("vm-1", "vm-2"), widen_at=T0 + timedelta(seconds=600))
+    decision = gang.decide_given_back(job, "vm-1", 1, seq=5)
+    assert decision is not None and decision.publish_start
+    assert [(n.rank, n.vm) for n in decision.fields["gang"]] == [(0, "vm-2")]
+    assert gang.decide_given_back(job, "vm-1", 1, seq=1) is None  # a claim it made after that heartbeat stands
+    assert gang.decide_given_back(job, "vm-9", 1, seq=5) is None
+
+
+def test_a_job_of_one_node_is_decided_by_the_lifecycle_alone():
+    single = a_job(nodes=1, gang_vms=("vm-1",)).model_copy(update={"gang": None})
+    report = Heartbeat.model_validate(heartbeat("g", "FAILED", 7, vm="vm-1", exit_code=2))
+    assert gang.decide_heartbeat(single, report, T0, GangConfig()) == lifecycle.decide_heartbeat(single, report, T0)
+    assert gang.decide_silence(single, T0 + timedelta(hours=1), _deadlines()) == lifecycle.decide_silence(
+        single, T0 + timedelta(hours=1), _deadlines())
+
+
+def _deadlines():
+    from zen.core.config import load_config
+
+    return load_config().deadlines
+
+
+def test_master_port_stays_in_the_configured_range_and_differs_between_attempts():
+    config = GangConfig(port=40000, ports=50)
+    ports = {gang.master_port(config, "g", attempt) for attempt in range(1, 200)}
+    assert min(ports) >= 40000 and max(ports) < 40050 and len(ports) > 1
