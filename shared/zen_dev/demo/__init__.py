@@ -23,6 +23,7 @@ from zen_dev.local.stack import LocalStack, Ports
 HERE = Path(__file__).parent
 STOCKOUT_REGION = "us-central1"
 STOCKOUT_REAL_S = 60  # scenario.yaml: 600 cloud seconds at time_scale 10
+PREEMPT_AFTER_S = 3  # spot-8 is preempted this long after it is seen RUNNING (it saves a step each 0.25 s)
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,7 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
     data_sent = False
     placed: dict[str, str] = {}  # placement job -> status seen last
     done_actions: set[str] = set()
+    running_seen: dict[str, float] = {}  # job -> when the loop first saw it RUNNING
     waited: dict[str, str] = {}  # job -> status seen last, for the queue's PENDING/admitted lines
     paid_vm_s = 0.0
     last_sample = time.monotonic()
@@ -176,7 +178,13 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
         pipeline.advance(rows)
         for job in jobs:
             row = rows.get(job.job_id)
-            if job.action and job.job_id not in done_actions and row and row["status"] == "RUNNING":
+            if row and row["status"] == "RUNNING":
+                running_seen.setdefault(job.job_id, time.monotonic())
+            # A preemption only once the job has run a few seconds: RUNNING is reported as its process starts,
+            # before it has saved a step (on a loaded machine, seconds before).
+            settled = time.monotonic() - running_seen.get(job.job_id, time.monotonic()) >= (
+                PREEMPT_AFTER_S if job.action == "preempt" else 0)
+            if job.action and job.job_id not in done_actions and row and row["status"] == "RUNNING" and settled:
                 if job.action == "stop":
                     publish(topics.job_stop, {"job_id": job.job_id, "reason": "not mine to stop"}, sender=who.INTRUDER)
                     progress(f"{elapsed:5.0f}s  {who.INTRUDER} asked to stop {job.job_id} (refused: not theirs)")
