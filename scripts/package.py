@@ -41,7 +41,7 @@ FUNCTIONS_REQUIREMENTS = ROOT / "requirements-functions.txt"  # the functions on
 FUNCTIONS_ARCHIVE = "zen-functions.zip"
 CONFIG_NAME = "zen_config.yaml"
 # Packages only a developer machine has; their presence in a deployed requirements file is a bug.
-LOCAL_ONLY_PACKAGES = ("pgserver", "pytest", "hypothesis", "rich")
+LOCAL_ONLY_PACKAGES = ("pgserver", "pytest", "hypothesis", "rich", "playwright")
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip entry can carry
 
 

@@ -42,12 +42,13 @@ class BadRequest(Exception):
 
 def create_app(config: ZenConfig, database: Any, identify: Identify,
                reader_factory: Callable[[], Any] | None = None, clock: Callable[[], datetime] | None = None,
-               page_size: int = pages.PAGE_SIZE) -> Flask:
+               page_size: int = pages.PAGE_SIZE, refresh_s: float = REFRESH_S) -> Flask:
     """The console over ``database`` (a ``zen.store.db.Database``, best a read-only role's), with viewers
     named by ``identify`` (``zen.console.viewers``) and job output read by ``reader_factory()`` (a new
     ``zen.adapters.joblogs.Reader`` per stream; None: output is not shown)."""
     app = Flask(__name__, template_folder=str(Path(__file__).parent / "templates"))
     app.config.update(ZEN_CONFIG=config)
+    refresh_ms = max(int(refresh_s * 1000), 200)
     now = clock or (lambda: datetime.now(timezone.utc))
 
     @app.before_request
@@ -68,7 +69,7 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
 
     @app.context_processor
     def common() -> dict[str, Any]:
-        return {"viewer": getattr(g, "viewer", None), "refresh_ms": int(REFRESH_S * 1000),
+        return {"viewer": getattr(g, "viewer", None), "refresh_ms": refresh_ms,
                 "project": config.project}
 
     def render(template: str, fragment: str, **values: Any) -> str:

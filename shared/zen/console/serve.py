@@ -5,7 +5,8 @@ process, ``zen console``) or the ``console`` HTTP function (functions/main.py).
   read-only role where the deploy has one (terraform: the console's own IAM user, granted ``zen_reader``);
 - ``ZEN_CONSOLE_IAP_AUDIENCE``: the audience of Identity-Aware Proxy's signed header; a console on Cloud SQL
   refuses to start without it (it would show every job to whoever reaches it);
-- ``ZEN_JOB_LOGS_DIR`` (a local stack) or Cloud Logging: where job output is read (as ``zen logs``).
+- ``ZEN_JOB_LOGS_DIR`` (a local stack) or Cloud Logging: where job output is read (as ``zen logs``);
+- ``ZEN_CONSOLE_REFRESH_S``: how often a page fetches its live part again (default 2 s).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ AUDIENCE_ENV = "ZEN_CONSOLE_IAP_AUDIENCE"
 
 def from_env(env: Mapping[str, str] = os.environ) -> Flask:
     from zen.adapters.cloud_logging import reader_from_env
-    from zen.console.app import create_app
+    from zen.console.app import REFRESH_S, create_app
     from zen.console.viewers import iap_identity, local_identity
     from zen.core.config import load_config
     from zen.store.db import Database
@@ -40,7 +41,9 @@ def from_env(env: Mapping[str, str] = os.environ) -> Flask:
     else:
         identify = local_identity()
     project = env.get("ZEN_PROJECT") or config.project
-    return create_app(config, Database.from_env(), identify, reader_factory=lambda: reader_from_env(env, project))
+    refresh_s = float(env.get("ZEN_CONSOLE_REFRESH_S") or REFRESH_S)
+    return create_app(config, Database.from_env(), identify, reader_factory=lambda: reader_from_env(env, project),
+                      refresh_s=refresh_s)
 
 
 def serve(app: Flask, host: str, port: int) -> None:
