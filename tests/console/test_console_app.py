@@ -223,3 +223,21 @@ def test_the_listing_query_never_returns_a_job_the_viewer_may_not_see(setup, clo
                                         limit=10)
     assert [j.job_id for j in seen] == ["b1"]
     assert len(before) == 4
+
+
+def test_the_console_function_serves_the_app_through_functions_framework(config, db_url, monkeypatch):
+    """functions/main.py ``console`` as Cloud Functions runs it: IAP's header is required (none here: 401),
+    and a console on Cloud SQL without an IAP audience refuses to start."""
+    import functions_framework
+
+    from tests.conftest import ROOT
+    from zen.console.serve import from_env
+    from zen.core.errors import ConfigError
+
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    monkeypatch.setenv("ZEN_CONSOLE_IAP_AUDIENCE", "/projects/1/global/backendServices/2")
+    client = functions_framework.create_app("console", str(ROOT / "functions" / "main.py")).test_client()
+    answer = client.get("/jobs")
+    assert answer.status_code == 401 and "x-goog-iap-jwt-assertion" in answer.get_data(as_text=True)
+    with pytest.raises(ConfigError, match="ZEN_CONSOLE_IAP_AUDIENCE"):
+        from_env({"ZEN_CLOUDSQL_INSTANCE": "p:r:i"})
