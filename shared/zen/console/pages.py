@@ -81,7 +81,8 @@ def attempt_costs(session, config: ZenConfig, job_id: str) -> tuple[list[dict[st
     from zen.store.prices import current
 
     pricer = Pricer(current(session, config.pricing), {c.name: c for c in config.clusters})
-    rows, total = [], 0.0
+    rows: list[dict[str, Any]] = []
+    total: float | None = 0.0
     for row in usage.attempts_of_job(session, job_id):
         seconds = (row["ended_at"] - row["started_at"]).total_seconds()
         cost = pricer.usd(row["cluster"], row["machine_type"], row["region"], row["vm"], seconds,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import getpass
 import os
 from dataclasses import dataclass
-from typing import Callable, Mapping, Protocol
+from typing import Any, Callable, Protocol
 
 from zen.core.config import ZenConfig
 from zen.core.errors import Rejected
@@ -53,8 +53,9 @@ def viewer_of(config: ZenConfig, principal: str, source: str) -> Viewer:
 
 
 class Identify(Protocol):
-    def __call__(self, headers: Mapping[str, str]) -> tuple[str, str]:
-        """(principal, where it came from) of a request; ``zen.core.errors.Rejected`` when it proves none."""
+    def __call__(self, headers: Any) -> tuple[str, str]:
+        """(principal, where it came from) of a request (``headers``: its headers, anything with ``get``);
+        ``zen.core.errors.Rejected`` when it proves none."""
         ...
 
 
@@ -62,7 +63,7 @@ def local_identity(default: str | None = None) -> Identify:
     """A local stack's viewer: ``X-Zen-As``, else ``default``, ``$ZEN_AS`` or ``$USER``."""
     who = default or os.environ.get("ZEN_AS") or os.environ.get("USER") or getpass.getuser()
 
-    def identify(headers: Mapping[str, str]) -> tuple[str, str]:
+    def identify(headers: Any) -> tuple[str, str]:
         asked = (headers.get(LOCAL_HEADER) or "").strip()
         if asked:
             return asked[:200], f"the {LOCAL_HEADER} header (a local stack)"
@@ -75,7 +76,7 @@ def iap_identity(verify: Callable[[str | None], str]) -> Identify:
     """A deployed console's viewer: the e-mail of IAP's verified assertion (``IapAssertions.email``)."""
     from zen.adapters.iap import HEADER
 
-    def identify(headers: Mapping[str, str]) -> tuple[str, str]:
+    def identify(headers: Any) -> tuple[str, str]:
         assertion = headers.get(HEADER)
         if not assertion:
             raise NoIdentity(f"no {HEADER} header: the console is reached through Identity-Aware Proxy only")
