@@ -91,6 +91,9 @@ HOT_QUERIES = [
     ("recent_jobs", _listing(user_id="alice")),
     ("recent_jobs", _listing(status="RUNNING", cluster="1xl4", since=NOW - timedelta(hours=2), labels='{"team": "vision"}')),
     ("recent_jobs", _listing(array_id="sweep-3")),
+    # The console's queues page: the jobs waiting in a queue, as a member of two queues sees them.
+    ("recent_jobs", _listing(status="PENDING", queue="q1", limit=20, viewer="u2", viewer_queues='["q1", "q2"]')),
+    ("recent_jobs", _listing(status="QUEUED", queue="q1", limit=20, viewer="u2", viewer_queues='["q1", "q2"]')),
     ("active_jobs", {"limit": 23}),
     ("rejections_of_job", {"job_id": "job-9", "message_id": None}),  # `zen submit --wait` polls it
     ("count_active_jobs", {}),
