@@ -241,3 +241,11 @@ def test_the_console_function_serves_the_app_through_functions_framework(config,
     assert answer.status_code == 401 and "x-goog-iap-jwt-assertion" in answer.get_data(as_text=True)
     with pytest.raises(ConfigError, match="ZEN_CONSOLE_IAP_AUDIENCE"):
         from_env({"ZEN_CLOUDSQL_INSTANCE": "p:r:i"})
+
+
+def test_zen_console_without_a_database_says_what_it_needs(no_database, capsys):
+    from zen.cli.main import main
+
+    assert main(["console", "--port", "1"]) == 1
+    assert "zen console: no database: start a local stack (`zen local up`) or set ZEN_DATABASE_URL" in \
+        capsys.readouterr().err

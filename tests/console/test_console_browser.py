@@ -159,8 +159,12 @@ def test_a_job_lives_on_its_page_and_the_console_shows_each_viewer_what_they_may
     page.goto(f"{base}/queues")
     expect(page.locator('tr[data-job="waits"] .why-cell')).to_contain_text("waiting for quota: queue research holds 1")
 
-    # Filtering the list: by status, then by a label no job has.
+    # Filtering the list: by status, then by a label no job has; every field has its label, the page its landmarks.
     page.goto(f"{base}/jobs")
+    expect(page.get_by_role("navigation", name="Console pages")).to_be_visible()
+    expect(page.get_by_role("main")).to_be_visible()
+    for label in ("Job id", "User", "Queue", "Status", "Label", "Array"):
+        expect(page.get_by_label(label, exact=True)).to_have_count(1)
     page.select_option("select[name=status]", "SUCCEEDED")
     page.click("form[aria-label='Filter the jobs'] button")
     expect(page.locator("#jobs-table tbody tr[data-job]")).to_have_count(1)
