@@ -249,3 +249,13 @@ def test_zen_console_without_a_database_says_what_it_needs(no_database, capsys):
     assert main(["console", "--port", "1"]) == 1
     assert "zen console: no database: start a local stack (`zen local up`) or set ZEN_DATABASE_URL" in \
         capsys.readouterr().err
+
+
+def test_the_console_reads_in_read_only_transactions(db):
+    from zen.console.app import reading
+
+    with reading(db) as session:
+        assert session.sql("SELECT current_setting('transaction_read_only') AS ro")[0]["ro"] == "on"
+    with pytest.raises(Exception, match="read-only transaction"):
+        with reading(db) as session:
+            session.sql("DELETE FROM jobs")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -90,7 +91,7 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
             return redirect(url_for("job", job_id=wanted))
         filters = _filters()
         before = _keyset()
-        with database.transaction() as session:
+        with reading(database) as session:
             page = pages.job_list(session, viewer, filters, before, limit=page_size, now=now())
         following = None
         if page["next"] is not None:
@@ -105,7 +106,7 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
         from zen.store import repository
 
         viewer: Viewer = g.viewer
-        with database.transaction() as session:
+        with reading(database) as session:
             found = repository.get_job(session, job_id)
             if found is None or not viewer.may_see(found):  # the same answer: no hint of others' ids
                 g.missing = f"no job {job_id} that {viewer.principal} may see"
@@ -123,7 +124,7 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
         viewer: Viewer = g.viewer
         if reader_factory is None:
             abort(404)
-        with database.transaction() as session:
+        with reading(database) as session:
             found = repository.get_job(session, job_id)
         if found is None or not viewer.may_see(found):
             g.missing = f"no job {job_id} that {viewer.principal} may see"
@@ -140,7 +141,7 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
         ended_at: float | None = None
         yield "retry: 2000\n\n"
         while time.monotonic() - started < STREAM_MAX_S:
-            with database.transaction() as session:
+            with reading(database) as session:
                 current = repository.get_job(session, job_id)
             got = False
             for attempt in range(1, (current.attempt if current else 0) + 1):
@@ -162,13 +163,13 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
 
     @app.get("/queues")
     def queues():
-        with database.transaction() as session:
+        with reading(database) as session:
             rows = pages.queues(session, config, g.viewer)
         return render("queues.html", "queues_fragment.html", queues=rows, fragment_url=url_for("queues", fragment="1"))
 
     @app.get("/clusters")
     def clusters():
-        with database.transaction() as session:
+        with reading(database) as session:
             rows = pages.clusters(session, config, now())
         return render("clusters.html", "clusters_fragment.html", clusters=rows,
                       fragment_url=url_for("clusters", fragment="1"))
@@ -184,7 +185,7 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
         if window not in pages.USAGE_WINDOWS:
             raise BadRequest(f"window must be one of {', '.join(pages.USAGE_WINDOWS)}")
         moment = now()
-        with database.transaction() as session:
+        with reading(database) as session:
             report = pages.usage(session, config, by, moment - pages.USAGE_WINDOWS[window], moment)
         chart = pages.bar_chart(report["groups"], by, "gpu_hours")
         return render("usage.html", "usage_fragment.html", report=report, by=by, window=window, chart=chart,
@@ -215,6 +216,15 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
                                detail="the console failed to build this page (its log says why)"), 500
 
     return app
+
+
+@contextmanager
+def reading(database: Any) -> Iterator[Any]:
+    """A read-only transaction: whatever role the console connects as (a local stack's owns every table), a
+    statement that would write fails (``SET TRANSACTION READ ONLY``); deployed, its role is zen_reader too."""
+    with database.transaction() as session:
+        session.execute("SET TRANSACTION READ ONLY")
+        yield session
 
 
 def _filters() -> pages.JobFilters:
