@@ -259,3 +259,10 @@ def test_the_console_reads_in_read_only_transactions(db):
     with pytest.raises(Exception, match="read-only transaction"):
         with reading(db) as session:
             session.sql("DELETE FROM jobs")
+
+
+def test_a_jobs_page_names_its_env_keys_never_their_values(setup):
+    _, functions, client, _ = setup
+    functions.submit(job_request("with-env", user_id="alice", env={"WANDB_KEY": "s3cr3t-value-123"}))
+    html = page(client, "/jobs/with-env")
+    assert "WANDB_KEY" in html and "s3cr3t-value-123" not in html
