@@ -266,3 +266,13 @@ def test_a_jobs_page_names_its_env_keys_never_their_values(setup):
     functions.submit(job_request("with-env", user_id="alice", env={"WANDB_KEY": "s3cr3t-value-123"}))
     html = page(client, "/jobs/with-env")
     assert "WANDB_KEY" in html and "s3cr3t-value-123" not in html
+
+
+def test_an_arrays_id_opens_its_tasks_with_the_arrays_progress(setup):
+    _, functions, client, _ = setup
+    functions.submit(job_request("sweep", user_id="alice", array={"count": 3, "max_parallel": 1}))
+    opened = client.get("/jobs?id=sweep", follow_redirects=True)
+    html = opened.get_data(as_text=True)
+    assert opened.status_code == 200 and "array=sweep" in opened.request.full_path
+    assert 'id="array-progress">array sweep: 3 tasks:' in html and "held by max_parallel" in html
+    assert "no job sweep that bob may see" in page(client, "/jobs/sweep", who="bob", status=404)

@@ -108,6 +108,8 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
         viewer: Viewer = g.viewer
         with reading(database) as session:
             found = repository.get_job(session, job_id)
+            if found is None and pages.array_visible(session, viewer, job_id):  # an array's id: its tasks
+                return redirect(url_for("jobs", array=job_id))
             if found is None or not viewer.may_see(found):  # the same answer: no hint of others' ids
                 g.missing = f"no job {job_id} that {viewer.principal} may see"
                 abort(404)

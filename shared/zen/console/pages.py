@@ -58,6 +58,13 @@ def job_list(session, viewer: Viewer, filters: JobFilters, before: tuple[datetim
     return {"rows": [job_row(j, now) for j in jobs], "next": following, "progress": progress}
 
 
+def array_visible(session, viewer: Viewer, array_id: str) -> bool:
+    """Whether ``array_id`` names an array with a task the viewer may see (``zen explain ARRAY`` finds it so)."""
+    from zen.cli.records import ctx_array_tasks
+
+    return any(viewer.may_see(task) for task in ctx_array_tasks(session, array_id))
+
+
 def job_detail(session, config: ZenConfig, job: Job) -> dict[str, Any]:
     """A job's page: what ``zen jobs get`` prints, its history, the ``zen explain`` line, its attempts and
     what each cost (``zen usage``'s pricing)."""
