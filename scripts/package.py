@@ -5,7 +5,7 @@
 Writes into ``--out`` (default ``dist/``):
 
 - ``zen-functions.zip``: ``main.py`` (functions/main.py), ``requirements.txt`` (the runtime pins:
-  requirements.txt, then requirements-functions.txt) and the ``zen`` package without its local-only
+  requirements.txt, then requirements-functions.txt, then what they require at constraints.txt's versions) and the ``zen`` package without its local-only
   parts; with ``--config``, the configuration as ``zen_config.yaml`` (terraform then sets ``ZEN_CONFIG``).
 - ``zen-<version>-py3-none-any.whl``: the same ``zen`` package for the agent VMs, with the runtime
   pins as its dependencies and the ``zen`` command (``zen agent``, ``zen db migrate``).
@@ -37,6 +37,7 @@ FUNCTIONS_MAIN = ROOT / "functions" / "main.py"
 REQUIREMENTS = ROOT / "requirements.txt"
 AGENT_REQUIREMENTS = ROOT / "requirements-agent.txt"  # the wheel only: google-cloud-logging
 FUNCTIONS_REQUIREMENTS = ROOT / "requirements-functions.txt"  # the functions only: billing, secret manager
+CONSTRAINTS = ROOT / "constraints.txt"  # every package's pin, transitive ones included (the wheel's closure)
 
 FUNCTIONS_ARCHIVE = "zen-functions.zip"
 CONFIG_NAME = "zen_config.yaml"
@@ -70,6 +71,49 @@ def runtime_requirements(path: Path = REQUIREMENTS) -> list[str]:
     return lines
 
 
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pinned_closure(lines: list[str]) -> list[str]:
+    """``lines`` (pinned requirements), then every package they require, transitively (extras and markers
+    followed as installed here), each pinned at constraints.txt's version: the wheel's ``Requires-Dist``, so
+    that ``pip install`` of it installs the versions the tests ran with, not the newest. Fails when a package
+    of the closure is not installed here (run `make venv`) or constraints.txt does not pin it."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    pins = {}
+    for line in CONSTRAINTS.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            pins[_normal(Requirement(line).name)] = line
+    direct = [Requirement(line) for line in lines]
+    wanted = [(r.name, frozenset(r.extras)) for r in direct]
+    seen: dict[str, set[str]] = {}
+    while wanted:
+        name, extras = wanted.pop()
+        key = _normal(name)
+        new = ({""} | set(extras)) - seen.get(key, set())
+        if not new:
+            continue
+        seen.setdefault(key, set()).update(new)
+        try:
+            requires = metadata.distribution(name).requires or []
+        except metadata.PackageNotFoundError:
+            raise SystemExit(f"{name}, which the runtime requirements need, is not installed here: run `make venv`")
+        for text in requires:
+            requirement = Requirement(text)
+            if requirement.marker is None or any(requirement.marker.evaluate({"extra": e}) for e in new):
+                wanted.append((requirement.name, frozenset(requirement.extras)))
+    transitive = sorted(set(seen) - {_normal(r.name) for r in direct})
+    unpinned = [name for name in transitive if name not in pins]
+    if unpinned:
+        raise SystemExit(f"constraints.txt pins none of {', '.join(unpinned)}, which the runtime requirements need")
+    return lines + [pins[name] for name in transitive]
+
+
 def _write(archive: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) -> None:
     info = zipfile.ZipInfo(name, date_time=_FIXED_TIME)
     info.compress_type = zipfile.ZIP_DEFLATED
@@ -85,7 +129,11 @@ def build_functions_archive(out: Path, config: Path | None) -> Path:
     target = out / FUNCTIONS_ARCHIVE
     runtime_requirements()  # refuse a local-only package before writing anything
     runtime_requirements(FUNCTIONS_REQUIREMENTS)
-    requirements = REQUIREMENTS.read_bytes() + b"\n" + FUNCTIONS_REQUIREMENTS.read_bytes()
+    direct = runtime_requirements() + runtime_requirements(FUNCTIONS_REQUIREMENTS)
+    transitive = pinned_closure(direct)[len(direct):]  # installed at the tested versions, as the wheel's
+    requirements = (REQUIREMENTS.read_bytes() + b"\n" + FUNCTIONS_REQUIREMENTS.read_bytes()
+                    + b"\n# What the above require, pinned at constraints.txt's versions (scripts/package.py)\n"
+                    + "".join(f"{line}\n" for line in transitive).encode())
     entries = [("main.py", FUNCTIONS_MAIN.read_bytes()), ("requirements.txt", requirements)]
     entries += [(name, path.read_bytes()) for name, path in library_files()]
     if config is not None:
@@ -110,7 +158,8 @@ def build_agent_wheel(out: Path) -> Path:
 
     pyproject.toml declares no dependencies, so the wheel's ``Requires-Dist`` come from the
     runtime pins in requirements.txt plus requirements-agent.txt (the Cloud Logging client that ships
-    job output): ``pip install`` on the VM then installs what the agent needs.
+    job output), and everything those require pinned at constraints.txt's versions (``pinned_closure``):
+    ``pip install`` on the VM, or on a laptop, then installs exactly what the tests ran with.
     """
     version = project_version()
     dist_info = f"zen-{version}.dist-info"
@@ -121,7 +170,7 @@ def build_agent_wheel(out: Path) -> Path:
         "Summary: Zen: a multi-region GPU job scheduler for Google Cloud (deployable part)",
         "Requires-Python: >=3.11",
         *[f"Requires-Dist: {requirement}"
-          for requirement in runtime_requirements() + runtime_requirements(AGENT_REQUIREMENTS)],
+          for requirement in pinned_closure(runtime_requirements() + runtime_requirements(AGENT_REQUIREMENTS))],
     ]
     wheel_meta = ["Wheel-Version: 1.0", "Generator: zen scripts/package.py", "Root-Is-Purelib: true",
                   "Tag: py3-none-any"]

@@ -160,7 +160,11 @@ resource "google_compute_region_instance_group_manager" "zen" {
 
     precondition {
       condition     = local.clusters_match
-      error_message = "var.clusters differs from the clusters of the Zen configuration (${local.zen_config_path}): names, regions, machine and GPU fields, VM limits and provisioning models must be the same."
+      error_message = "var.clusters (deprecated: leave it unset, the clusters are read from the Zen configuration) differs from the clusters of the Zen configuration (${local.zen_config_path}): names, regions, machine and GPU fields, VM limits and provisioning models must be the same."
+    }
+    precondition {
+      condition     = length(local.unknown_cluster_settings) == 0
+      error_message = "cluster_settings names clusters the Zen configuration (${local.zen_config_path}) does not have: ${join(", ", local.unknown_cluster_settings)}."
     }
   }
 }

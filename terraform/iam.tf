@@ -40,7 +40,7 @@ resource "google_service_account" "function" {
 # the one account it always had); each other tag set gets an account of its own, key and id suffixed with a
 # digest of the cluster and the tag set (stable while both are).
 locals {
-  agent_clusters = { for c in var.clusters : c.name => (
+  agent_clusters = { for c in local.clusters : c.name => (
     length("${var.name_prefix}-ag-${c.name}") <= 30 ? "${var.name_prefix}-ag-${c.name}" : "${var.name_prefix}-ag-${substr(sha1(c.name), 0, 12)}"
   ) }
   agent_cluster_tag_sets = { for cluster, regions in local.cluster_region_tags : cluster => distinct(values(regions)) }
@@ -245,6 +245,22 @@ resource "google_project_iam_member" "compute_lister" {
   member  = "serviceAccount:${google_service_account.function["on_scale_tick"].email}"
 }
 
+# The tick reads the GPU quotas (zen.adapters.quotas: regions.get for a region's, projects.get for
+# GPUS_ALL_REGIONS), at most once per region a minute, so that a region whose quota leaves no room for a
+# VM is passed over without asking for one (docs/how-to/deploy.md#gpu-quotas). Both read metadata only.
+resource "google_project_iam_custom_role" "quota_reader" {
+  role_id     = "${replace(var.name_prefix, "-", "_")}QuotaReader"
+  title       = "Zen GPU quota reader"
+  description = "Read the regions' and the project's Compute quotas (the scale tick)."
+  permissions = ["compute.projects.get", "compute.regions.get"]
+}
+
+resource "google_project_iam_member" "quota_reader" {
+  project = var.project_id
+  role    = google_project_iam_custom_role.quota_reader.id
+  member  = "serviceAccount:${google_service_account.function["on_scale_tick"].email}"
+}
+
 # -- functions: Cloud Storage (data locality) ----------------------------------------------------
 # zen.core.locality looks up the location of each input's bucket (storage Client.lookup_bucket, i.e.
 # buckets.get: storage.buckets.get) wherever a job is placed or its start routed: a submission, the
@@ -397,7 +413,7 @@ locals {
 # so each of a cluster's accounts may access the secrets agent_secrets lists for that cluster, bound on each secret
 # (never project-wide: a project-level secretAccessor reads every secret of the project, Zen's own proof
 # secret included). A job's value never passes through the functions, which get nothing here. A cluster not
-# in var.clusters keeps one binding, keyed by its name, for the precondition to refuse.
+# of the Zen configuration keeps one binding, keyed by its name, for the precondition to refuse.
 locals {
   agent_secret_bindings = merge(flatten([for cluster, secrets in var.agent_secrets : [
     for key in try(values(local.agent_account_keys[cluster]), [cluster]) : {
@@ -416,7 +432,7 @@ resource "google_secret_manager_secret_iam_member" "agent_reads_secrets" {
   lifecycle {
     precondition {
       condition     = contains(keys(local.agent_clusters), each.value.cluster)
-      error_message = "agent_secrets names cluster ${each.value.cluster}, which is not one of var.clusters."
+      error_message = "agent_secrets names cluster ${each.value.cluster}, which is not a cluster of the Zen configuration."
     }
   }
 }

@@ -15,7 +15,7 @@ locals {
   agent_wheel       = "${local.package_dir}/${local.manifest.agent_wheel}"
 
   # The Zen configuration the functions run with: the shipped file, or the package's default.
-  zen_config_path    = var.zen_config_file != null ? var.zen_config_file : "${path.module}/../shared/zen/default_config.yaml"
+  zen_config_path    = var.zen_config_file != null ? var.zen_config_file : "${path.module}/../shared/zen/core/default_config.yaml"
   zen_config         = yamldecode(file(local.zen_config_path))
   zen_config_shipped = var.zen_config_file != null
 
@@ -42,7 +42,7 @@ locals {
   # Cluster -> region -> the tags its VMs carry there (ClusterConfig.tags_of), sorted and comma-joined: the
   # instance attribute zen-tags, and what decides which agent service account the region's VMs run as (iam.tf).
   cluster_region_tags = {
-    for c in var.clusters : c.name => {
+    for c in local.clusters : c.name => {
       for r in c.regions : r => join(",", sort(distinct(concat(
         try(local.config_tags[c.name].tags, []), try(local.config_tags[c.name].region_tags[r], []),
       ))))
@@ -65,16 +65,6 @@ locals {
     for c in local.zen_config.clusters : c.name => format("%d", try(c.max_jobs_per_vm, null) == null ? 1 : c.max_jobs_per_vm)
   }
 
-  # A cluster's provisioning models (zen.core.provisioning), its primary first: its own `provisioning`,
-  # else the Zen configuration's, else the deprecated `spot` bool (spot = true: ["spot"], false: ["standard"]).
-  config_provisioning = { for c in local.zen_config.clusters : c.name => try(c.provisioning, null) }
-  cluster_provisioning = {
-    for c in var.clusters : c.name => (
-      c.provisioning != null ? c.provisioning :
-      try(local.config_provisioning[c.name], null) != null ? local.config_provisioning[c.name] :
-      (c.spot != null ? c.spot : var.spot) ? ["spot"] : ["standard"]
-    )
-  }
   # A flex-start VM's run duration (the cluster's flex_start_run_s; 7 days when absent).
   config_flex_start_run_s = { for c in local.zen_config.clusters : c.name => try(c.flex_start_run_s, 604800) }
   # Each model's GCE provisioning model, and a secondary pool's MIG suffix (zen.core.provisioning.MIG_SUFFIX).
@@ -86,7 +76,7 @@ locals {
   # another model's is cluster/region/model, its MIG zen-<cluster>-<region>-<suffix>. The MIG name is
   # ClusterConfig.mig_name: the scheduler finds each MIG by it.
   mig_targets = merge([
-    for cluster in var.clusters : merge([
+    for cluster in local.clusters : merge([
       for i, model in local.cluster_provisioning[cluster.name] : {
         for region in cluster.regions : (i == 0 ? "${cluster.name}/${region}" : "${cluster.name}/${region}/${model}") => {
           cluster               = cluster.name
@@ -109,29 +99,7 @@ locals {
       }
     ]...)
   ]...)
-  gpu_regions = toset(distinct(flatten([for cluster in var.clusters : cluster.regions])))
-
-  # var.clusters must describe the same clusters as the configuration the functions and agents read:
-  # a MIG missing here would make the scheduler fail (MigNotFound), an extra one would never scale.
-  clusters_from_variable = {
-    for c in var.clusters : c.name => {
-      gpu_type           = c.gpu_type, gpu_count = c.gpu_count, machine_type = c.machine_type, regions = c.regions,
-      max_vms_per_region = c.max_vms_per_region, max_vms = c.max_vms, min_vms = c.min_vms,
-      provisioning       = local.cluster_provisioning[c.name]
-    }
-  }
-  clusters_from_config = {
-    for c in local.zen_config.clusters : c.name => {
-      gpu_type = c.gpu_type, gpu_count = c.gpu_count, machine_type = try(c.machine_type, "a2-highgpu-1g"),
-      regions  = c.regions, max_vms_per_region = c.max_vms_per_region, max_vms = c.max_vms,
-      min_vms  = try(c.min_vms, 0),
-      # A configuration that lists no provisioning has one model: any one model terraform gives its MIGs
-      # (spot = true included) names them as it does; several models it must list itself.
-      provisioning = (try(c.provisioning, null) != null ? c.provisioning :
-      length(try(local.cluster_provisioning[c.name], [])) == 1 ? local.cluster_provisioning[c.name] : ["standard"])
-    }
-  }
-  clusters_match = jsonencode(local.clusters_from_variable) == jsonencode(local.clusters_from_config)
+  gpu_regions = toset(distinct(flatten([for cluster in local.clusters : cluster.regions])))
 
   labels = merge({ app = "zen" }, var.labels)
 

@@ -2,7 +2,7 @@
 # to look.
 
 locals {
-  example_cluster = var.clusters[0].name
+  example_cluster = local.clusters[0].name
   # The example job, for the shell: its id made unique per run (a fixed one ran nothing the second time)
   # and its user the gcloud account, whose ID token the message carries (zen_auth, cut at 1,000
   # characters as zen.adapters.submitters reads it back), as submitter_auth requires.

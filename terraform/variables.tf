@@ -27,16 +27,13 @@ variable "name_prefix" {
 
 variable "clusters" {
   description = <<-EOT
-    GPU clusters, mirroring `clusters` of the Zen configuration the functions use (the shipped
-    `zen_config_file`, or shared/zen/core/default_config.yaml): a plan fails if names, regions, machine
-    or GPU fields differ. One instance template and one regional MIG (target size 0) is created per
-    pool: (cluster, region, provisioning model), the first model's MIG `zen-<name>-<region>`, another's
-    `zen-<name>-<region>-<spot|std|flex>`. Optional per cluster: `provisioning` (the models, first the
-    primary: spot, standard, flex-start; defaults to the Zen configuration's, else to `spot`), `image`
-    (defaults to `default_image`), `boot_disk_size_gb`, `zones` per region (defaults to every zone of the
-    region; list only zones that offer the GPU). Deprecated: `spot` (true is provisioning = ["spot"],
-    false ["standard"]), read only when no provisioning is given.
+    Deprecated: leave unset. Terraform reads the clusters from the Zen configuration the functions use
+    (the shipped `zen_config_file`, or shared/zen/core/default_config.yaml: clusters.tf), and each
+    cluster's image, boot disk size and zones from `cluster_settings`. When given, it must describe the
+    same clusters (names, regions, machine and GPU fields, VM limits, provisioning models): a plan fails
+    otherwise; its `image`, `boot_disk_size_gb`, `zones`, `provisioning` and `spot` are then used.
   EOT
+  default     = null
   type = list(object({
     name               = string
     gpu_type           = string
@@ -54,20 +51,36 @@ variable "clusters" {
   }))
 
   validation {
-    condition = alltrue([for c in var.clusters : c.provisioning == null ? true : (
+    condition = var.clusters == null ? true : alltrue([for c in var.clusters : c.provisioning == null ? true : (
       length(c.provisioning) > 0 && length(distinct(c.provisioning)) == length(c.provisioning) &&
     alltrue([for m in c.provisioning : contains(["spot", "standard", "flex-start"], m)]))])
     error_message = "a cluster's provisioning lists spot, standard or flex-start, each at most once, and at least one."
   }
 
   validation {
-    condition     = length(var.clusters) > 0 && length(distinct([for c in var.clusters : c.name])) == length(var.clusters)
+    condition     = var.clusters == null ? true : length(var.clusters) > 0 && length(distinct([for c in var.clusters : c.name])) == length(var.clusters)
     error_message = "clusters must be non-empty and cluster names unique."
   }
   validation {
-    condition     = alltrue([for c in var.clusters : can(regex("^[a-z0-9][a-z0-9-]{0,40}$", c.name)) && length(c.regions) > 0])
+    condition     = var.clusters == null ? true : alltrue([for c in var.clusters : can(regex("^[a-z0-9][a-z0-9-]{0,40}$", c.name)) && length(c.regions) > 0])
     error_message = "cluster names are lowercase letters, digits and '-' (as in the Zen configuration), each with at least one region."
   }
+}
+
+variable "cluster_settings" {
+  description = <<-EOT
+    What only terraform needs per cluster of the Zen configuration (which lists the clusters: clusters.tf),
+    keyed by cluster name: `image` (defaults to `default_image`), `boot_disk_size_gb` (200), `zones` per
+    region (defaults to every zone of the region; list only zones that offer the GPU:
+    `gcloud compute accelerator-types list --filter=name=nvidia-l4`). A name the configuration does not
+    have fails the plan.
+  EOT
+  type = map(object({
+    image             = optional(string)
+    boot_disk_size_gb = optional(number, 200)
+    zones             = optional(map(list(string)), {})
+  }))
+  default = {}
 }
 
 variable "zen_config_file" {

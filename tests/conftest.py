@@ -46,6 +46,13 @@ OutboxRelay.__init__ = _recorded(OutboxRelay.__init__)
 
 
 @pytest.fixture(autouse=True)
+def _own_cache(tmp_path_factory, monkeypatch):
+    """``zen submit`` records the job_ids it published lately in ``$XDG_CACHE_HOME/zen`` (``zen.cli.submitted``):
+    each test has its own, so one test's submissions never look in flight to another's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture(autouse=True)
 def _vm_proof_off(request, monkeypatch):
     """Zen requires each heartbeat's proof unless told ``ZEN_VM_PROOF=off`` (``zen.adapters.vm_proof``). The
     suite's Zens hear from made-up VMs that hold no identity token, so they are told off here; the

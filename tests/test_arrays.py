@@ -14,12 +14,8 @@ from zen.store import repository
 
 
 @pytest.fixture
-def zen_and_fn(config, db, publisher, clock):
-    from zen.app import Zen
-    from zen_dev.local.invoke import FunctionsInvoker
-
-    zen = Zen(config, db, publisher, clock)
-    return zen, FunctionsInvoker(zen)
+def zen_and_fn(zen, functions):  # conftest's: a Zen and its functions under functions-framework
+    return zen, functions
 
 
 def jobs(zen, *job_ids):
@@ -156,3 +152,74 @@ def test_the_cli_lists_explains_and_stops_an_array(zen_and_fn, db_url, monkeypat
     assert _stop_outlook("cli") == "array cli: 2 of its 3 tasks have not ended: they will be stopped"
     assert main(["explain", "nothing-here"]) == 1
     assert "no job, array or cluster named nothing-here" in capsys.readouterr().err
+
+
+def test_zen_submit_refuses_an_array_too_large_and_another_users_dependency_before_publishing(
+        zen_and_fn, db_url, monkeypatch, capsys):
+    from zen.cli.main import main
+
+    zen, fn = zen_and_fn
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    fn.submit(job_request("bobs-job", user_id="bob"))
+    assert main(["submit", "--user", "alice", "--cluster", "4xa100-40gb", "--array", "1001", "--", "true"]) == 1
+    assert "Zen would refuse this array: array: 1001 tasks, more than this Zen's limits.max_array_tasks (1000)" \
+        in capsys.readouterr().err
+    assert main(["submit", "--user", "alice", "--cluster", "4xa100-40gb", "--after", "bobs-job", "--", "true"]) == 1
+    assert "--after bobs-job: alice may not wait for job bobs-job, which is bob's" in capsys.readouterr().err
+
+
+def test_concurrent_ends_never_let_more_than_max_parallel_go_and_the_tick_fills_what_they_missed(zen_and_fn, db):
+    """6 threads end an array's let-go tasks as they come while a watcher reads every committed state: never
+    more than max_parallel let go and not ended; the races that let fewer go are made up by the tick."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from zen.core import eventarc
+    from zen.core.events import PUBSUB_EVENT_TYPE
+
+    zen, fn = zen_and_fn
+    fn.submit(job_request("race", array={"count": 40, "max_parallel": 4}))
+    violations, seen = [], [0]
+    done = threading.Event()
+
+    def let_go() -> list[str]:
+        with db.transaction() as session:
+            rows = session.sql("SELECT job_id FROM jobs WHERE array_id = 'race' AND hold IS NULL "
+                               "AND status IN ('QUEUED','ASSIGNED','RUNNING','STOPPING','LOST','PENDING')")
+        return [r["job_id"] for r in rows]
+
+    def watch():
+        while not done.is_set():
+            n = len(let_go())
+            seen[0] = max(seen[0], n)
+            if n > 4:
+                violations.append(n)
+
+    ended: set[str] = set()
+    lock = threading.Lock()
+
+    def end(job_id: str) -> None:
+        for beat in agent_run(job_id, vm=f"vm-{job_id}"):
+            data = eventarc.pubsub_cloud_event(json.dumps(beat).encode(), message_id=f"{job_id}-{beat['seq']}",
+                                               topic="zen-heartbeats", project=zen.config.project)["data"]
+            zen.on_heartbeat(data["message"]["messageId"], PUBSUB_EVENT_TYPE, data)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            deadline = time.monotonic() + 60
+            while len(ended) < 40 and time.monotonic() < deadline:
+                ready = [j for j in let_go() if j not in ended]
+                if not ready:
+                    fn.tick()  # what two ends at once both reached for
+                    continue
+                with lock:
+                    ended.update(ready)
+                list(pool.map(end, ready))
+    finally:
+        done.set()
+        watcher.join()
+    assert not violations and seen[0] == 4
+    assert statuses(zen, "race", 40) == ["SUCCEEDED"] * 40

@@ -11,12 +11,8 @@ from zen.store import repository
 
 
 @pytest.fixture
-def zen_and_fn(config, db, publisher, clock):
-    from zen.app import Zen
-    from zen_dev.local.invoke import FunctionsInvoker
-
-    zen = Zen(config, db, publisher, clock)
-    return zen, FunctionsInvoker(zen)
+def zen_and_fn(zen, functions):  # conftest's: a Zen and its functions under functions-framework
+    return zen, functions
 
 
 def job(zen, job_id):
@@ -103,3 +99,15 @@ def test_bad_dependencies_are_refused_at_submission(zen_and_fn, request_fields, 
     fields = {"job_id": "dep-new", **request_fields}
     fn.submit(job_request(fields.pop("job_id"), **fields))
     assert reason in last_rejection(zen)
+
+
+def test_a_redelivered_submit_of_a_cancelled_dependent_is_a_duplicate_not_a_refusal(zen_and_fn):
+    zen, fn = zen_and_fn
+    fn.submit(job_request("first"))
+    fn.submit(job_request("second", after=["first"]), message_id="m-second")
+    run(fn, "first", final="FAILED")
+    assert status(zen, "second") == ["CANCELLED"]
+    fn.submit(job_request("second", after=["first"]), message_id="m-second")  # Pub/Sub delivers it again
+    with zen.db.transaction() as session:
+        refused = session.sql("SELECT count(*) AS n FROM rejected_messages WHERE job_id = 'second'")[0]["n"]
+    assert refused == 0

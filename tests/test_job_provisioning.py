@@ -88,7 +88,7 @@ def test_demand_comes_by_pool_with_each_groups_start_bound(mixed):
         (0, tuple(f"{r}/standard" for r in regions), 0.0): 1,
     }
     assert cluster.pools()[:3] == ("us-central1", "us-central1/standard", "us-central1/flex-start")
-    assert all(not g.checkpoints for g in FleetDb(zen.db, {MIXED: cluster}).facts(MIXED, zen.clock()).demand)
+    assert all(g.checkpoint_every_s is None for g in FleetDb(zen.db, {MIXED: cluster}).facts(MIXED, zen.clock()).demand)
 
 
 def test_a_one_model_cluster_keeps_its_regions_as_pools(functions, zen):

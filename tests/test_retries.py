@@ -13,12 +13,8 @@ from zen.store import repository
 
 
 @pytest.fixture
-def zen_and_fn(config, db, publisher, clock):
-    from zen.app import Zen
-    from zen_dev.local.invoke import FunctionsInvoker
-
-    zen = Zen(config, db, publisher, clock)
-    return zen, FunctionsInvoker(zen)
+def zen_and_fn(zen, functions):  # conftest's: a Zen and its functions under functions-framework
+    return zen, functions
 
 
 def job(zen, job_id):

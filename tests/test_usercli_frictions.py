@@ -291,3 +291,59 @@ def test_a_command_with_its_own_flags_but_no_double_dash_is_told_where_it_goes(c
     assert main(["submit", "--cluster", "1xl4", "python", "-c", "print(1)"]) == 2
     err = capsys.readouterr().err
     assert "a job's command goes after --: zen submit ... -- python -c 'print(1)'" in err
+
+
+def test_a_second_submit_of_a_job_id_still_on_its_way_says_so(zen_cli, publisher, config, db_url, tmp_path):
+    """Two quick `zen submit` of one job file with a fixed job_id both printed "submitted" while one job
+    exists: the second ran before the function had written the first. Here no function runs, so the job
+    never reaches the database: only the first submit may say "submitted"."""
+    spec = tmp_path / "job.yaml"
+    spec.write_text("job_id: twice-1\ncluster: 1xl4\ncommand: [python, train.py]\n")
+    first = zen_cli("submit", str(spec))
+    assert first.returncode == 0 and "submitted twice-1 to cluster 1xl4" in first.stdout, first.stderr
+    assert "if job_id" not in first.stdout  # the database was read: the id was free
+    second = zen_cli("submit", str(spec))
+    line = one_line(second)
+    assert second.returncode == 1 and second.stdout == "", second
+    assert re.search(r"job twice-1 was published \d+ s ago by another `zen submit` \(message \S+\) \(not in the "
+                     r"database yet\): the same request runs nothing new, one job runs", line), line
+    other = tmp_path / "other.yaml"
+    other.write_text("job_id: twice-1\ncluster: 1xl4\ncommand: [python, eval.py]\n")
+    line = one_line(zen_cli("submit", str(other)))
+    assert "with another request (not in the database yet): Zen would refuse one of the two" in line, line
+    assert [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-submitted")] == ["twice-1"]
+    # Two at once: one publishes, the other says the first is on its way
+    spec.write_text("job_id: twice-2\ncluster: 1xl4\ncommand: [python, train.py]\n")
+    env = {**os.environ, "ZEN_PROJECT": config.project, "ZEN_DATABASE_URL": db_url, "USER": "alice",
+           "HOME": str(tmp_path), **LOOPBACK_METADATA}
+    both = [subprocess.Popen([sys.executable, "-m", "zen.cli.main", "submit", str(spec)], cwd=tmp_path, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = sorted((p.wait(timeout=120), p.communicate()) for p in both)
+    assert [code for code, _ in results] == [0, 1], results
+    assert "submitted twice-2" in results[0][1][0] and "job twice-2" in results[1][1][1], results
+    # Where the database cannot be read and nothing was published from here, the answer says what it assumes
+    unread = zen_cli("submit", "--job-id", "twice-3", "--cluster", "1xl4", "--", "true",
+                     ZEN_DATABASE_URL=f"postgresql://postgres@/zen?host={tmp_path}")
+    assert unread.returncode == 0, unread.stderr
+    assert "(if job_id twice-3 is new: the database could not be read to check)" in unread.stdout
+    assert [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-submitted")] == ["twice-1", "twice-2", "twice-3"]
+
+
+def test_every_error_is_one_line_with_one_prefix(zen_cli, tmp_path):
+    """Errors said "zen: ...", "zen logs: ...", "zen submit --wait: ...", "no job X" with no prefix, and
+    argparse's usage block with "zen jobs list: error: ...": now one line, "zen: ...", whichever command."""
+    (tmp_path / "joblogs").mkdir()
+    cases = {
+        ("jobs", "list", "--status", "nope"): (2, "zen: jobs list: argument --status: invalid choice: 'NOPE'"),
+        ("frobnicate",): (2, "zen: argument COMMAND: invalid choice: 'frobnicate'"),
+        ("stats", "--window", "-5"): (2, "zen: stats: argument --window: '-5' is not a number above 0"),
+        ("submit", "--cluster", "1xl4", "python", "-c", "x"): (2, "zen: unrecognized arguments: -c x"),
+        ("jobs", "get", "nope"): (1, "zen: no job nope"),
+        ("jobs", "history", "nope"): (1, "zen: no job nope"),
+        ("explain", "nope"): (1, "zen: no job, array or cluster named nope"),
+        ("logs", "nope"): (1, "zen: no output for job nope"),
+    }
+    for argv, (code, start) in cases.items():
+        result = zen_cli(*argv, ZEN_JOB_LOGS_DIR=str(tmp_path / "joblogs"))
+        assert result.returncode == code and one_line(result).startswith(start), (argv, result.stderr)
+        assert "usage:" not in result.stderr

@@ -83,6 +83,7 @@ class Zen:
         self.price_fetch = price_fetch  # None: no catalog (the snapshot and the configuration price VMs)
         self._notifier = notifier
         self._schema_ok = False
+        self._quiet = telemetry.Quiet()  # the tick's gauge lines: written on a change or activity (zen.telemetry)
 
     def _schema_ready(self) -> None:
         """Work only on a schema as new as this code (``zen.store.migrate``): checked until it holds,
@@ -131,7 +132,10 @@ class Zen:
                 with db.transaction() as session:
                     return current(session, config.pricing)
 
-            scaler = ClusterOrchestrator(config, db, utc_now, mig_factory, prices=prices)
+            from zen.adapters.quotas import QuotaReader
+
+            scaler = ClusterOrchestrator(config, db, utc_now, mig_factory, prices=prices,
+                                         quotas=QuotaReader(project))  # its clients built at the tick's first read
         from zen.adapters.control_subscriptions import ControlSubscriptions, accounts_from_env
 
         controls = None
@@ -224,7 +228,8 @@ class Zen:
             if self.price_fetch is not None:  # once a day; else one cheap query
                 report.prices = self._refresh_prices(self.price_fetch)
             report.relayed += self.relay.flush_pending()
-            telemetry.log_tick(log, self.db, [c.name for c in self.config.clusters], self.clock(), report)
+            telemetry.log_tick(log, self.db, [c.name for c in self.config.clusters], self.clock(), report,
+                               self._quiet)
             return report
 
     def _refresh_prices(self, fetch: Callable[[datetime], PriceTable]) -> str:

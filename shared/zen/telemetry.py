@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING, Any, Iterable
+import time
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -88,6 +89,30 @@ def reason_class(reason: str) -> str:
     return "malformed"
 
 
+class Quiet:
+    """Which of the gauge lines (``fleet.vms``, ``scaling.region``, ``scaling.cluster``, ``jobs.count``,
+    ``outbox.backlog``) a pass or tick writes: a series is written while it shows activity (a non-zero
+    count, a blocked region, queued jobs, a backlog), when its value changed since this process last wrote
+    it, and at least every ``refresh_s`` (so the metric keeps a point at rest); an idle tick so writes only
+    its ``scale_tick.done`` line. Kept per process: a new function instance writes every series once."""
+
+    REFRESH_S = 300.0
+
+    def __init__(self, refresh_s: float = REFRESH_S, clock: Callable[[], float] = time.monotonic):
+        self._refresh_s, self._clock = refresh_s, clock
+        self._written: dict[tuple[Any, ...], tuple[tuple[Any, ...], float]] = {}
+
+    def due(self, event: str, key: tuple[Any, ...], value: tuple[Any, ...], active: bool) -> bool:
+        now, last = self._clock(), self._written.get((event, *key))
+        if active or last is None or last[0] != value or now - last[1] >= self._refresh_s:
+            self._written[(event, *key)] = (value, now)
+            return True
+        return False
+
+
+ALWAYS = None  # log_pass / log_tick without a Quiet: every line, every time (the simulator's reports)
+
+
 def emit(logger: logging.Logger, event: str, message: str, level: int = logging.INFO, **fields: Any) -> None:
     """One event line; its fields must be exactly the event's ``FIELDS``."""
     assert set(fields) == set(FIELDS[event]), (event, sorted(fields))
@@ -111,10 +136,14 @@ def log_changes(logger: logging.Logger, before: Job, after: Job, changes: Iterab
         previous, wait = change.to, None
 
 
-def log_pass(logger: logging.Logger, snapshot: ClusterSnapshot, plan: Plan) -> None:
-    """What a scaling pass saw and left: MIG errors, VMs by state, blocked regions, the queue."""
+def log_pass(logger: logging.Logger, snapshot: ClusterSnapshot, plan: Plan, quiet: Quiet | None = ALWAYS) -> None:
+    """What a scaling pass saw and left: MIG errors, VMs by state, blocked regions, the queue (the gauges as
+    ``quiet`` lets through)."""
+    due = quiet.due if quiet is not None else (lambda event, key, value, active: True)
     cluster = snapshot.cluster.name
     for error in snapshot.errors:
+        if error.detail is not None:
+            continue  # a quota read before asking, not an error Compute reported
         seen = getattr(snapshot.memory.get(error.region), "seen_errors_until", None)
         if seen is not None and error.at <= seen:
             continue  # counted by an earlier pass
@@ -123,26 +152,32 @@ def log_pass(logger: logging.Logger, snapshot: ClusterSnapshot, plan: Plan) -> N
     for region in snapshot.cluster.regions:
         for state in VM_STATES:
             count = sum(1 for vm in snapshot.vms if vm.region == region and vm.phase.value == state)
-            emit(logger, FLEET_VMS, "fleet", cluster=cluster, region=region, state=state, count=count)
+            if due(FLEET_VMS, (cluster, region, state), (count,), count > 0):
+                emit(logger, FLEET_VMS, "fleet", cluster=cluster, region=region, state=state, count=count)
     memory = {**snapshot.memory, **plan.memory}
     blocked = [r for r in snapshot.cluster.regions
                if (until := getattr(memory.get(r), "blocked_until", None)) is not None and until > snapshot.now]
     for region in snapshot.cluster.regions:
-        emit(logger, SCALING_REGION, "region blocked" if region in blocked else "region open",
-             cluster=cluster, region=region, blocked=int(region in blocked))
+        if due(SCALING_REGION, (cluster, region), (region in blocked,), region in blocked):
+            emit(logger, SCALING_REGION, "region blocked" if region in blocked else "region open",
+                 cluster=cluster, region=region, blocked=int(region in blocked))
     groups = snapshot.demand_groups()
     queued = sum(g.count for g in groups)
     oldest = min((g.oldest for g in groups), default=None)
     stocked_out = int(queued > 0 and len(blocked) == len(snapshot.cluster.regions))
+    if not due(SCALING_CLUSTER, (cluster,), (queued, len(blocked), len(snapshot.cluster.regions)), queued > 0):
+        return
     emit(logger, SCALING_CLUSTER, "every region blocked while jobs wait" if stocked_out else "cluster queue",
          logging.WARNING if stocked_out else logging.INFO, cluster=cluster, queued_jobs=queued,
          oldest_queued_s=(snapshot.now - oldest).total_seconds() if oldest else 0.0,
          blocked_regions=len(blocked), regions=len(snapshot.cluster.regions), stocked_out=stocked_out)
 
 
-def log_tick(logger: logging.Logger, db: Database, clusters: Iterable[str], now: datetime, report: Any) -> None:
-    """After a scale tick: jobs in flight per cluster and status, the outbox backlog, the tick itself.
-    A failure here only logs: the tick's work is done."""
+def log_tick(logger: logging.Logger, db: Database, clusters: Iterable[str], now: datetime, report: Any,
+             quiet: Quiet | None = ALWAYS) -> None:
+    """After a scale tick: jobs in flight per cluster and status, the outbox backlog (as ``quiet`` lets
+    them through), the tick itself. A failure here only logs: the tick's work is done."""
+    due = quiet.due if quiet is not None else (lambda event, key, value, active: True)
     from zen.store import stats
 
     try:
@@ -154,7 +189,10 @@ def log_tick(logger: logging.Logger, db: Database, clusters: Iterable[str], now:
         return
     for cluster in sorted(set(clusters) | {c for c, _ in counts}):
         for status in stats.ACTIVE_STATUSES:
-            emit(logger, JOBS_COUNT, "jobs", cluster=cluster, status=status, count=counts.get((cluster, status), 0))
-    emit(logger, OUTBOX_BACKLOG, "outbox backlog", **backlog)
+            count = counts.get((cluster, status), 0)
+            if due(JOBS_COUNT, (cluster, status), (count,), count > 0):
+                emit(logger, JOBS_COUNT, "jobs", cluster=cluster, status=status, count=count)
+    if due(OUTBOX_BACKLOG, (), (backlog["rows"],), backlog["rows"] > 0):
+        emit(logger, OUTBOX_BACKLOG, "outbox backlog", **backlog)
     emit(logger, SCALE_TICK, "scale tick done", relayed=report.relayed, swept=report.swept,
          republished=report.republished, widened=report.widened)

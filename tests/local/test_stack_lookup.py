@@ -28,3 +28,18 @@ def test_without_a_running_stack_above_nothing_is_found(tmp_path, monkeypatch):
     (tmp_path / ".zen").mkdir()  # a stack's folder, stopped
     monkeypatch.chdir(tmp_path)
     assert running_home() is None and stack_env() == {}
+
+
+def test_a_stopped_stacks_job_output_is_found_from_a_subfolder(tmp_path, monkeypatch):
+    """`zen logs` after the stack stopped read the output only from the stack's own folder: from a subfolder
+    it asked for Google credentials to read Cloud Logging although .zen/joblogs was on disk."""
+    logs = tmp_path / ".zen" / "joblogs"
+    logs.mkdir(parents=True)
+    deep = tmp_path / "src"
+    deep.mkdir()
+    monkeypatch.chdir(deep)
+    monkeypatch.delenv("ZEN_DATABASE_URL", raising=False)
+    monkeypatch.delenv("ZEN_CLOUDSQL_INSTANCE", raising=False)
+    assert stack_env() == {"ZEN_JOB_LOGS_DIR": str(logs.resolve())}
+    monkeypatch.setenv("ZEN_DATABASE_URL", "postgresql://elsewhere/zen")  # pointed at a database: not these
+    assert stack_env() == {}

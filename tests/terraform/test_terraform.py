@@ -238,21 +238,19 @@ def test_scale_tick_job_publishes_every_minute(module):
 
 # -- compute -------------------------------------------------------------------------------------
 
-def tfvars_clusters(tfvars) -> dict[str, dict]:
-    return {c["name"]: c for c in tfvars["clusters"]}
-
-
-def test_example_tfvars_mirror_the_default_config(tfvars, config):
-    clusters = tfvars_clusters(tfvars)
-    assert list(clusters) == [c.name for c in config.clusters]
-    for cluster in config.clusters:
-        mirrored = clusters[cluster.name]
-        for field in ("gpu_type", "gpu_count", "machine_type", "regions", "max_vms_per_region", "max_vms", "min_vms"):
-            assert mirrored[field] == getattr(cluster, field), f"{cluster.name}.{field}"
-    # The same comparison guards `terraform plan`: a precondition on the MIGs.
-    compute = Module.load().resources_of("google_compute_region_instance_group_manager")["zen"]
+def test_the_clusters_are_the_configurations_and_the_example_sets_only_what_terraform_needs(tfvars, config):
+    """One list of clusters, in the Zen configuration: terraform reads it (clusters.tf); the example's
+    cluster_settings holds only what terraform alone needs (zones), for clusters the configuration has."""
+    assert "clusters" not in tfvars
+    assert set(tfvars["cluster_settings"]) <= {c.name for c in config.clusters}
+    module = Module.load()
+    assert module.variables["clusters"]["default"] is None  # deprecated, read only when given
+    assert "for c in local.zen_config.clusters" in module.locals["clusters"]
+    # A var.clusters still given is held to the configuration: a precondition on the MIGs.
+    compute = module.resources_of("google_compute_region_instance_group_manager")["zen"]
     preconditions = block(compute["lifecycle"])["precondition"]
     assert any(p["condition"] == "${local.clusters_match}" for p in preconditions)
+    assert any("unknown_cluster_settings" in p["condition"] for p in preconditions)
 
 
 def test_each_cluster_region_has_a_template_and_a_mig(module, tfvars, config):
@@ -261,14 +259,11 @@ def test_each_cluster_region_has_a_template_and_a_mig(module, tfvars, config):
     assert set(templates) == set(migs) == {"zen"}
     assert expression(templates["zen"]["for_each"]) == expression(migs["zen"]["for_each"]) == "local.mig_targets"
     assert migs["zen"]["version"][0]["instance_template"] == "${google_compute_instance_template.zen[each.key].id}"
-    # local.mig_targets: one entry per region of each cluster of var.clusters, named like the code.
+    # local.mig_targets: one entry per region of each cluster of the configuration, named like the code.
     mig_targets = module.locals["mig_targets"]
-    assert "for cluster in var.clusters" in mig_targets and "for region in cluster.regions" in mig_targets
+    assert "for cluster in local.clusters" in mig_targets and "for region in cluster.regions" in mig_targets
     assert "for i, model in local.cluster_provisioning[cluster.name]" in mig_targets  # a MIG per pool
     primary, secondary = re.search(r'mig_name\s*=\s*i == 0 \? "([^"]+)" : "([^"]+)"', mig_targets).groups()
-    keys = {(c["name"], r) for c in tfvars["clusters"] for r in c["regions"]}
-    expected = {(c.name, r) for c in config.clusters for r in c.regions}
-    assert keys == expected
     suffixes = module.locals["mig_suffix"]
     assert suffixes == MIG_SUFFIX  # the code's rule (zen.core.provisioning)
     for cluster in config.clusters:
@@ -399,6 +394,16 @@ def test_compute_custom_roles_hold_exactly_what_the_scheduler_calls(module):
     assert 'startsWith("zen-")' in block(binding["condition"])["expression"]
 
 
+def test_the_tick_alone_may_read_the_gpu_quotas_it_reads(module):
+    source = (ROOT / "shared" / "zen" / "adapters" / "quotas.py").read_text()
+    calls = set(re.findall(r"\b(regions|projects)\.get\(", source))
+    assert calls == {"regions", "projects"}
+    role = module.resources_of("google_project_iam_custom_role")["quota_reader"]
+    assert set(role["permissions"]) == {f"compute.{c}.get" for c in calls}
+    binding = module.resources_of("google_project_iam_member")["quota_reader"]
+    assert "for_each" not in binding and 'function["on_scale_tick"]' in binding["member"]
+
+
 def test_agent_custom_role_holds_only_the_check_of_its_control_subscription(module):
     source = (ROOT / "shared" / "zen" / "agent" / "transport.py").read_text()
     calls = set(re.findall(r"self\._subscriber\.(\w+)", source)) & set(SUBSCRIPTION_PERMISSIONS)
@@ -450,6 +455,7 @@ def test_no_broad_roles_and_project_bindings_are_the_justified_few(module):
     assert project_bindings == {"sql", "mig_scaler", "compute_reader", "compute_lister", "agent_subscriptions",
                                 "control_subscriptions", "agent_logs", "build_logs", "build_reads_gcf_sources",
                                 "log_readers",  # zen logs: Cloud Logging grants reading by project
+                                "quota_reader",  # the tick's GPU quotas: regions and projects have no IAM of their own
                                 # the notifier: Cloud SQL, and users' notification secrets (notifications.tf)
                                 "notifier_sql", "notifier_reads_notify_secrets",
                                 # the web console: Cloud SQL, and the jobs' output as zen logs reads it (console.tf)
@@ -512,8 +518,13 @@ def test_package_ships_the_runtime_requirements_and_no_local_only_code(packaged)
     assert any(n.startswith("zen/store/migrations/") for n in names)
     assert not [n for n in names if n.startswith(("zen_dev/local/", "zen_dev/sim/")) or n == "zen_dev/demo/scripted.py"]
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
-    # the runtime pins, then the functions-only ones (the Cloud Billing client, not in the agent's wheel)
-    assert requirements == (ROOT / "requirements.txt").read_text() + "\n" + (ROOT / "requirements-functions.txt").read_text()
+    # the runtime pins, then the functions-only ones (the Cloud Billing client, not in the agent's wheel), then
+    # everything those require at constraints.txt's versions: Cloud Functions' build installs what the tests ran with
+    direct = (ROOT / "requirements.txt").read_text() + "\n" + (ROOT / "requirements-functions.txt").read_text()
+    assert requirements.startswith(direct)
+    pinned = [line for line in requirements[len(direct):].splitlines() if line and not line.startswith("#")]
+    constraints = set((ROOT / "constraints.txt").read_text().splitlines())
+    assert pinned and set(pinned) <= constraints and any(line.startswith("grpcio==") for line in pinned)
     for local_only in ("pgserver", "pytest", "hypothesis", "rich"):
         assert not re.search(rf"^{local_only}\b", requirements, re.M | re.I)
 
@@ -573,8 +584,10 @@ def test_agent_wheel_is_installable_shape(packaged):
                 assert digest == f"sha256={expected}" and int(size) == len(data), name
         assert {line.rsplit(",", 2)[0] for line in record} == set(names)
     requires = re.findall(r"^Requires-Dist: (.+)$", metadata, re.M)
-    # The agent ships job output with the Cloud Logging client; the functions do not need it.
-    assert requires == package.runtime_requirements() + package.runtime_requirements(package.AGENT_REQUIREMENTS)
+    # The agent ships job output with the Cloud Logging client; the functions do not need it. Then every
+    # package those require, pinned at constraints.txt's version (tests/test_package_pins.py).
+    direct = package.runtime_requirements() + package.runtime_requirements(package.AGENT_REQUIREMENTS)
+    assert requires[:len(direct)] == direct and requires == package.pinned_closure(direct)
     assert any(r.startswith("google-cloud-logging==") for r in requires)
     names_required = [re.split(r"[=<>!~\[ ;]", r, maxsplit=1)[0].lower() for r in requires]
     assert len(names_required) == len(set(names_required)), "a package is required twice"

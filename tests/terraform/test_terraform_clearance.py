@@ -62,7 +62,7 @@ def _render(tmp_path, query: str) -> list:
     (tmp_path / "zen.yaml").write_text(CONFIG)
     (tmp_path / "main.tf").write_text(textwrap.dedent("""
         variable "name_prefix" { default = "zen" }
-        variable "clusters" { default = %s }
+        locals { clusters = %s }
         variable "agent_input_buckets" { default = %s }
         variable "agent_output_buckets" { default = ["mixed"] }
         variable "agent_image_repositories" { default = [] }

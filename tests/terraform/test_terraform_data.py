@@ -58,7 +58,7 @@ def test_the_tags_expression_gives_each_region_the_groups_the_code_computes(tmp_
     clusters = [{"name": c["name"], "regions": c["regions"]} for c in yaml.safe_load(TAGGED_CONFIG)["clusters"]]
     (tmp_path / "zen.yaml").write_text(TAGGED_CONFIG)
     (tmp_path / "main.tf").write_text(textwrap.dedent("""
-        variable "clusters" { default = %s }
+        locals { clusters = %s }
         locals {
           zen_config = yamldecode(file("${path.module}/zen.yaml"))
         %s

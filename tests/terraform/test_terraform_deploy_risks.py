@@ -70,12 +70,14 @@ def test_a_project_without_a_default_network_can_create_one(module):
 
 
 def test_the_example_names_the_zones_of_every_cluster_region():
+    from zen.core.config import load_config
+
     tfvars = load(TERRAFORM / "terraform.tfvars.example")
-    for cluster in tfvars["clusters"]:
-        zones = cluster["zones"]
-        assert sorted(zones) == sorted(cluster["regions"]), cluster["name"]
+    for cluster in load_config().clusters:
+        zones = tfvars["cluster_settings"][cluster.name]["zones"]
+        assert sorted(zones) == sorted(cluster.regions), cluster.name
         for region, names in zones.items():
-            assert names and all(re.fullmatch(rf"{region}-[a-z]", zone) for zone in names), (cluster["name"], region)
+            assert names and all(re.fullmatch(rf"{region}-[a-z]", zone) for zone in names), (cluster.name, region)
 
 
 def test_the_read_only_role_reads_jobs_and_writes_nothing(db, db_target, tmp_path):

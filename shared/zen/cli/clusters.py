@@ -9,10 +9,10 @@ import os
 from typing import Any
 
 from zen.cli.kit import Context, print_table
+from zen.core.config import load_config
 
 
 def cmd_explain(args, ctx: Context) -> int:
-    from zen.core.config import load_config
     from zen.store import fleet
 
     if args.cluster and load_config().cluster(args.cluster) is None:  # not a cluster: a job
@@ -26,9 +26,70 @@ def cmd_explain(args, ctx: Context) -> int:
         row["at"] = row["at"].isoformat()
     if args.json:
         print(json.dumps(rows, indent=2))
-    else:
-        print_table(rows, ("at", "cluster", "region", "action", "count", "vm", "reason"))
+        return 0
+    print_table(rows, ("at", "cluster", "region", "action", "count", "vm", "reason"))
+    config = load_config()
+    _, held, unread = quota_rows(config, [c for c in config.clusters if args.cluster in (None, c.name)])
+    for cluster, regions in held.items():  # a quota, not capacity: raising it is the fix (docs/how-to/deploy.md)
+        for text in regions.values():
+            print(f"{cluster}: {text} (docs/how-to/deploy.md#gpu-quotas)")
+    if unread:
+        print(f"GPU quotas not read: {unread}")
     return 0
+
+
+def quotas_reachable() -> str | None:
+    """Why Compute's quotas will not be read here (None: they may be): a local stack's Compute stand-in,
+    or Google credentials (a key file, gcloud's application-default login) are needed; without either
+    the client would first probe for a metadata server."""
+    from pathlib import Path
+
+    if os.environ.get("ZEN_COMPUTE_ENDPOINT") or os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"):
+        return None
+    gcloud = Path(os.environ.get("CLOUDSDK_CONFIG") or Path.home() / ".config" / "gcloud")
+    if (gcloud / "application_default_credentials.json").is_file():
+        return None
+    return "no Google credentials (`gcloud auth application-default login`) and no local stack"
+
+
+def quota_rows(config, clusters) -> tuple[list[dict], dict[str, dict[str, str]], str | None]:
+    """Compute's GPU quotas for ``clusters``' pools (``zen.adapters.quotas``, one read per region): rows
+    (cluster, region, quota, in use of the limit, VMs that fit), the pools a quota holds back by cluster
+    (region or pool -> why), and why they could not be read (None: read)."""
+    from zen.adapters.quotas import QuotaReader, QuotaUnread
+    from zen.core.quotas import ALL_REGIONS, gpu_metric, models_of, shortfall
+    from zen.scaling.pricing import cluster_pools
+
+    if (why := quotas_reachable()) is not None:
+        return [], {}, why
+    reader = QuotaReader(os.environ.get("ZEN_PROJECT") or config.project)
+    rows: list[dict] = []
+    held: dict[str, dict[str, str]] = {}
+    try:
+        project = reader.project_wide()
+        for cluster in clusters:
+            said = "provisioning" in cluster.model_fields_set
+            for key, pool in cluster_pools(cluster).items():
+                regional = reader.region(pool.region)
+                for metric in dict.fromkeys(gpu_metric(cluster.gpu_type, m) for m in models_of(pool.model, said)):
+                    quota = regional.get(metric)
+                    rows.append({"cluster": cluster.name, "region": key, "quota": metric,
+                                 "in_use": f"{quota.usage:g}/{quota.limit:g}" if quota else "not reported",
+                                 "vms_that_fit": int(quota.free // cluster.gpu_count) if quota else None})
+                short = shortfall(cluster.gpu_type, cluster.gpu_count, pool.region, models_of(pool.model, said),
+                                  regional, project)
+                if short is not None:
+                    held.setdefault(cluster.name, {})[key] = short.text()
+    except QuotaUnread as exc:
+        return [], {}, str(exc)
+    everywhere = project.get(ALL_REGIONS)
+    if everywhere is not None:
+        rows.append({"cluster": "(all)", "region": "all regions", "quota": ALL_REGIONS,
+                     "in_use": f"{everywhere.usage:g}/{everywhere.limit:g}", "vms_that_fit": None})
+    for row in rows:
+        pools = held.get(row["cluster"], {})
+        row["note"] = "holds it back" if row["region"] in pools else ""
+    return rows, held, None
 
 
 def known_prices(config) -> tuple[object, str]:
@@ -87,8 +148,6 @@ def worst_case_usd_per_hour(config, prices: dict[str, list[dict]]) -> tuple[floa
 
 
 def cmd_clusters(args) -> int:
-    from zen.core.config import load_config
-
     config = load_config()
     table, where = known_prices(config)
     rows: list[dict[str, Any]] = [{"cluster": c.name, "gpus": f"{c.gpu_count}x {c.gpu_type}", "machine": c.machine_type,
@@ -100,8 +159,11 @@ def cmd_clusters(args) -> int:
              "queues": ",".join(f"{q.name}:{q.quota[c.name]}" for q in config.queues if c.name in q.quota)}
             for c in config.clusters]
     prices = {c.name: price_rows(table, c) for c in config.clusters}
+    quotas, held, unread = quota_rows(config, config.clusters)
     if args.json:
-        print(json.dumps([{**row, "prices": prices[row["cluster"]]} for row in rows], indent=2))
+        print(json.dumps([{**row, "prices": prices[row["cluster"]],
+                           "quotas": [q for q in quotas if q["cluster"] == row["cluster"]],
+                           "quota_held_back": held.get(row["cluster"], {})} for row in rows], indent=2))
         return 0
     print_table(rows, ("cluster", "gpus", "machine", "regions", "provisioning", "max_vms_per_region", "max_vms",
                        "min_vms", "jobs_per_vm", "tags") + (("queues",) if config.queues else ()))
@@ -116,6 +178,13 @@ def cmd_clusters(args) -> int:
           + (f" (no price known for some pools of {', '.join(unpriced)}: more)" if unpriced else "")
           + (f". Idle, {kept} VM(s) kept (min_vms)." if (kept := sum(c.min_vms for c in config.clusters))
              else ". Idle, no GPU VM runs (min_vms 0)."))
+    if unread:
+        print(f"\nGPU quotas: not read ({unread}); see docs/how-to/deploy.md#gpu-quotas")
+    else:
+        print("\nGPU quotas (Compute's, read now; a VM that does not fit is refused with QUOTA_EXCEEDED whatever the "
+              "capacity, and Zen passes the region over; raise them: docs/how-to/deploy.md#gpu-quotas):")
+        print_table([{**q, "vms_that_fit": "" if q["vms_that_fit"] is None else q["vms_that_fit"]} for q in quotas],
+                    ("cluster", "region", "quota", "in_use", "vms_that_fit", "note"))
     print(f"\nAsk with --cluster NAME, or --gpu-type T --gpu-count N (the smallest fitting cluster); "
           f"--region narrows a cluster's regions. Limits: max_runtime_s {config.limits.max_runtime_s}, "
           f"max_attempts {config.attempts.max_max_attempts} (configuration: {os.environ.get('ZEN_CONFIG') or 'default'})."

@@ -16,7 +16,7 @@ from typing import Callable, Iterator, TextIO
 
 from zen.adapters.cloud_logging import reader_from_env
 from zen.adapters.joblogs import OutputEntry, Reader, SinkError
-from zen.cli.kit import CliError, Context, _is_credentials_error
+from zen.cli.kit import CliError, Context, _is_credentials_error, fail
 from zen.core.errors import TransientError, ZenError
 from zen.core.models import Job, JobStatus
 
@@ -166,7 +166,7 @@ def print_once(job_id: str, reader: Reader, attempt: int | None, style: str, out
         out.flush()
     if not printed:
         which = f" attempt {attempt}" if attempt is not None else ""
-        print(f"zen logs: no output for job {job_id}{which} (not started yet? see `zen jobs get {job_id}`)", file=err)
+        print(f"zen: no output for job {job_id}{which} (not started yet? see `zen jobs get {job_id}`)", file=err)
         return 1
     return 0
 
@@ -187,7 +187,7 @@ def open_reader() -> tuple[Reader, float, float]:
     return reader, (5.0 if local else 30.0), (POLL_S if local else CLOUD_POLL_S)
 
 
-def _run(action: Callable[[], int], what: str) -> int:
+def _run(action: Callable[[], int]) -> int:
     """Run a command body, turning the failures a user can meet into one line (exit 1, or 130)."""
     try:
         return action()
@@ -197,15 +197,12 @@ def _run(action: Callable[[], int], what: str) -> int:
         sys.stderr.close()
         return 0
     except (SinkError, ZenError) as exc:
-        print(f"{what}: {exc}", file=sys.stderr)
-        return 1
+        return fail(str(exc), 1)
     except CliError as exc:  # no database configured, ...
-        print(f"{what}: {exc}", file=sys.stderr)
-        return exc.code
+        return fail(str(exc), exc.code)
     except Exception as exc:  # noqa: BLE001 - e.g. no Google credentials for Cloud Logging
         if _is_credentials_error(exc):
-            print(f"{what}: {NO_CREDENTIALS}", file=sys.stderr)
-            return 1
+            return fail(NO_CREDENTIALS, 1)
         raise
 
 
@@ -217,7 +214,7 @@ def cmd_logs(args) -> int:
         return follow(args.job_id, reader, JobStatusSource(), attempt=args.attempt, style=args.style,
                       settle_s=settle_s, poll_s=poll_s)
 
-    return _run(body, "zen logs")
+    return _run(body)
 
 
 class Following:
@@ -239,8 +236,7 @@ class Following:
     def follow(self, job_id: str, message_id: str, request_hash: str, style: str = "labelled") -> int:
         """Follow the job just published (that message, that request) to its end; its exit code."""
         return _run(lambda: follow(job_id, self.reader, self.status, style=style, settle_s=self.settle_s,
-                                   poll_s=self.poll_s, message_id=message_id, request_hash=request_hash),
-                    "zen submit --wait")
+                                   poll_s=self.poll_s, message_id=message_id, request_hash=request_hash))
 
 
 NO_CREDENTIALS = ("no Google credentials to read Cloud Logging: run `gcloud auth application-default login`, "

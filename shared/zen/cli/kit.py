@@ -13,7 +13,7 @@ import re
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 NO_DATABASE = ("no database to read: no local stack is running in this directory or above it (start one with `zen local up`), "
                "and neither ZEN_DATABASE_URL nor ZEN_CLOUDSQL_INSTANCE is set (see docs/how-to/deploy.md, 'Using a deployed Zen')")
@@ -27,6 +27,26 @@ class CliError(Exception):
     def __init__(self, message: str, code: int = 1):
         super().__init__(message)
         self.code = code
+
+
+PREFIX = "zen: "  # every error line starts so, whichever command (``fail`` prints them)
+
+
+class Parser(argparse.ArgumentParser):
+    """``zen``'s argument parser (its subcommands' too): a usage error is one line, ``zen: <command>:
+    <what is wrong> (<command> --help)``, exit 2, instead of argparse's usage block and ``prog: error:``."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("zen").strip()
+        fail(f"{command + ': ' if command else ''}{message} (see `{self.prog} --help`)", 2)
+        raise SystemExit(2)
+
+
+def fail(message: str, code: int = 1) -> int:
+    """Print ``message``'s first line as an error line (``PREFIX``) on stderr; returns ``code``."""
+    first = message.strip().splitlines()[0] if message.strip() else "failed"
+    print(f"{PREFIX}{first}", file=sys.stderr, flush=True)
+    return code
 
 
 def database_configured() -> bool:
@@ -150,10 +170,7 @@ def _is_credentials_error(exc: Exception) -> bool:
     return isinstance(exc, DefaultCredentialsError)
 
 
-def _fail(message: str, code: int) -> int:
-    first = message.strip().splitlines()[0] if message.strip() else "failed"
-    print(f"zen: {first}", file=sys.stderr)
-    return code
+_fail = fail
 
 
 def print_table(rows: list[dict[str, Any]], columns: Sequence[str], out=None) -> None:

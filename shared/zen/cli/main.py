@@ -11,13 +11,13 @@ import sys
 from typing import Sequence
 
 from zen.cli import clusters, demo, follow, programs, queues, records, stats, usage, user, watch
-from zen.cli.kit import Context, run
+from zen.cli.kit import Context, Parser, run
 
 COMMANDS = (records, clusters, programs, user, watch, queues, follow, stats, usage, demo)
 
 
 def build_parser(ctx: Context | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="zen", description="Zen: multi-region GPU job scheduler")
+    parser = Parser(prog="zen", description="Zen: multi-region GPU job scheduler")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     ctx = ctx or Context()
     for module in COMMANDS:

@@ -10,7 +10,7 @@ import signal
 import threading
 from pathlib import Path
 
-from zen.cli.kit import CliError, Context, dev_help, local_only
+from zen.cli.kit import CliError, Context, Parser, dev_help, local_only
 
 LOCAL_COMPONENTS = ("up", "down", "pubsub", "compute", "bridge")
 
@@ -54,7 +54,7 @@ def cmd_local(args, rest: list[str]) -> int:
 def cmd_local_up(argv: list[str]) -> int:
     from zen_dev.local.stack import LocalStack, Ports, StackError
 
-    parser = argparse.ArgumentParser(prog="zen local up")
+    parser = Parser(prog="zen local up")
     parser.add_argument("--scenario", type=Path, help="Compute scenario (default: preferred region stocked out)")
     parser.add_argument("--time-scale", type=float, help="cloud seconds per real second (overrides the scenario)")
     parser.add_argument("--config", type=Path, help="Zen config (default: $ZEN_CONFIG or the shipped one)")
@@ -73,7 +73,7 @@ def cmd_local_up(argv: list[str]) -> int:
     try:
         record = stack.up()
     except StackError as exc:
-        raise CliError(f"zen local up: {exc}") from None
+        raise CliError(f"the local stack did not start: {exc}") from None
     print("Zen is running locally:")
     for name, port in record["ports"].items():
         print(f"  {name:<18} 127.0.0.1:{port}")
@@ -100,7 +100,7 @@ def cmd_local_up(argv: list[str]) -> int:
 def cmd_local_down(argv: list[str]) -> int:
     from zen_dev.local.stack import down
 
-    argparse.ArgumentParser(prog="zen local down", description="Stop the local stack running from this "
+    Parser(prog="zen local down", description="Stop the local stack running from this "
                             "directory (.zen/stack.json) and its Postgres; the data stays in .zen/pgdata.").parse_args(argv)
     stopped = down()
     print("stopped: " + ", ".join(stopped) if stopped else "no local stack is running")

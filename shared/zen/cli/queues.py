@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any, Callable
 
-from zen.cli.kit import Context, print_table
+from zen.cli.kit import Context, fail, print_table
 from zen.core.clearance import for_request
 from zen.core.config import load_config
 from zen.core.models import JobStatus
@@ -78,8 +78,7 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
         job = repository.get_job(session, job_id)
         tasks = PostgresJobTx(session).array_tasks(job_id) if job is None else []
         if job is None and not tasks:
-            print(f"no job, array or cluster named {job_id}", file=sys.stderr)
-            return 1
+            return fail(f"no job, array or cluster named {job_id} (`zen jobs list`, `zen clusters`)", 1)
         if job is None:
             return _explain_array(job_id, tasks, as_json, db)
         why = explain_line(session, config, job)
@@ -104,7 +103,7 @@ def explain_line(session, config, job) -> str:
     elif job.status is JobStatus.PENDING and not config.queues:  # left by queues since removed
         why = "no queues are configured: admitted at the next scale tick"
     elif job.status is JobStatus.QUEUED:
-        decisions = fleet.recent_decisions(session, job.cluster, 1)
+        decisions = fleet.recent_decisions(session, job.cluster, 50)  # newest first
         why = (f"admitted{f' by queue {job.queue}' if job.queue else ''}; waiting for a VM of {job.cluster} "
                f"in {', '.join(job.start_regions or job.regions)}")
         if job.start_vms and job.widen_at:  # zen.core.routing: offered to warm VMs
@@ -117,6 +116,10 @@ def explain_line(session, config, job) -> str:
             last = decisions[0]
             why += (f"; the cluster's latest scaling decision ({last['at']:%H:%M:%S}): {last['action']} "
                     f"{last['region'] or ''} {last['reason']}".rstrip())
+        latest = {d["region"]: d for d in reversed(decisions)}  # each region's newest decision
+        held = [d["reason"].split("; blocked")[0] for region, d in latest.items() if region in job.regions
+                and d["action"] == "BLOCK" and d["reason"].startswith("GPU quota") and d is not decisions[0]]
+        why += "".join(f"; {text}" for text in held)  # a quota, not capacity (docs/how-to/deploy.md#gpu-quotas)
     elif job.status.terminal:  # one line: the change that ended it (its message holds the output's tail)
         history = repository.job_history(session, job.job_id)
         last = history[-1]["reason"].splitlines()[0] if history else job.status.value

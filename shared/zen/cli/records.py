@@ -8,7 +8,7 @@ import json
 import shlex
 import sys
 
-from zen.cli.kit import JOB_COLUMNS, Context, job_row, print_table
+from zen.cli.kit import JOB_COLUMNS, Context, fail, job_row, print_table
 from zen.core.models import JobStatus
 
 
@@ -72,8 +72,7 @@ def cmd_jobs_get(args, ctx: Context) -> int:
     with ctx.database().transaction() as session:
         job = repository.get_job(session, args.job_id)
     if job is None:
-        print(f"no job {args.job_id}", file=sys.stderr)
-        return 1
+        return fail(f"no job {args.job_id} (`zen jobs list` lists them)", 1)
     view = {**job.public_view(), **_what_it_runs(job)}
     if args.json:
         print(json.dumps(view, indent=2))
@@ -112,8 +111,7 @@ def cmd_jobs_history(args, ctx: Context) -> int:
 
     with ctx.database().transaction() as session:
         if repository.get_job(session, args.job_id) is None:
-            print(f"no job {args.job_id}", file=sys.stderr)
-            return 1
+            return fail(f"no job {args.job_id} (`zen jobs list` lists them)", 1)
         rows = repository.job_history(session, args.job_id)
     for row in rows:
         row["at"] = row["at"].isoformat()

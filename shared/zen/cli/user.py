@@ -20,12 +20,12 @@ from pathlib import Path
 
 import yaml
 
-from zen.cli import identity
+from zen.cli import batches, identity, submitted
 from zen.cli.identity import Identity
 from zen.cli.kit import CliError, Context, database, database_configured
 from zen.core.config import load_config
 from zen.core.events import PubSubEnvelope
-from zen.core.models import JobRequest, StopRequest
+from zen.core.models import JobRequest, StopRequest, request_fingerprint
 from zen.core.provisioning import ANY, MODELS
 
 JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -35,10 +35,8 @@ EARLY_STOP_KEPT_DAYS = 7  # zen.jobs.service forgets a stop for a job it never s
 def _publish(topic_field: str, payload: bytes, attributes: dict[str, str] | None = None) -> str:
     from google.cloud import pubsub_v1
 
-    config = load_config()
-    project = os.environ.get("ZEN_PROJECT") or config.project
     client = pubsub_v1.PublisherClient()
-    topic = client.topic_path(project, getattr(config.topics, topic_field))
+    topic = submitted.topic(topic_field)
     try:
         return client.publish(topic, payload, **(attributes or {})).result(timeout=30)
     except Exception as exc:  # noqa: BLE001 - any publishing failure is told in one line
@@ -56,28 +54,21 @@ def default_job_id(user: str, now: datetime | None = None) -> str:
     return f"{name}-{now:%Y%m%d-%H%M%S}-{suffix}"
 
 
-def _read_job_file(path: str) -> dict:
+def _read_file(path: str, flag: str = ""):
+    """A YAML or JSON file's content (``flag``: the option that named it, for the error)."""
     try:
         text = Path(path).read_text()
-        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+        return json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
     except (OSError, ValueError, yaml.YAMLError) as exc:
-        raise CliError(f"{path}: cannot read it as {'JSON' if path.endswith('.json') else 'YAML'}: "
+        raise CliError(f"{flag}{path}: cannot read it as {'JSON' if path.endswith('.json') else 'YAML'}: "
                        f"{str(exc).splitlines()[0]}", 2) from None
+
+
+def _read_job_file(path: str) -> dict:
+    data = _read_file(path)
     if not isinstance(data, dict):
         raise CliError(f"{path}: expected a mapping of job fields (cluster, command, ...)", 2)
     return data
-
-
-def _read_params(path: str) -> list:
-    """An array's parameter sets: a YAML or JSON list of mappings (variable -> value), one per task."""
-    try:
-        text = Path(path).read_text()
-        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError) as exc:
-        raise CliError(f"--array-params {path}: cannot read it: {str(exc).splitlines()[0]}", 2) from None
-    if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
-        raise CliError(f"--array-params {path}: expected a list of mappings (one per task: NAME: value)", 2)
-    return [{str(k): str(v) for k, v in item.items()} for item in data]
 
 
 def _default_user() -> str:
@@ -134,7 +125,8 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
                 raise CliError(f"--{flag} {bad[0]!r}: expected KEY=VALUE", 2)
             data[name] = {**(data.get(name) or {}), **dict(item.split("=", 1) for item in pairs)}
     array = {"count": getattr(args, "array", None), "max_parallel": getattr(args, "max_parallel", None),
-             "params": _read_params(args.array_params) if getattr(args, "array_params", None) else None}
+             "params": batches.read_params(_read_file(args.array_params, "--array-params "), args.array_params)
+             if getattr(args, "array_params", None) else None}
     if any(v is not None for v in array.values()):  # the file's array: with the flags' fields replaced
         data["array"] = {**(data.get("array") or {}), **{k: v for k, v in array.items() if v is not None}}
     if getattr(args, "checkpoint_every", None) is not None:  # the file's checkpoint: with its period replaced
@@ -144,6 +136,7 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
     elif sender is not None and sender.email and str(data["user_id"]).lower() != sender.email.lower():
         raise CliError(f"the job says user_id {data['user_id']!r} but you are {sender.email} ({sender.source}): "
                        "Zen takes a job's user from its sender's identity; drop --user / user_id", 2)
+    args.chosen_job_id = bool(data.get("job_id"))  # the user's (it may be taken), not a fresh unique one
     if not data.get("job_id"):
         data["job_id"] = default_job_id(str(data["user_id"]))
     try:
@@ -182,56 +175,42 @@ def cmd_submit(args) -> int:
                        "to a deployed Zen, which runs jobs in containers only (without "
                        "an image a job would run on the VM as root with the VM's credentials; "
                        "docs/explanations/security.md): give --image IMAGE, or image: in the job file", 1)
-    _await_dependencies(request.after or [])
+    batches.await_dependencies(request.after or [], request.user_id, _read_job)
     if request.array is not None:
-        return _submit_array(request, job_id, cluster, regions, sender, args.wait)
+        return batches.submit_array(request, job_id, cluster, regions, sender, args.wait, _publish,
+                                    lambda name: submitted.known_job(name, _read_job)[0])
     following = None
     if args.wait:  # opened (and read once) before publishing: a submission it cannot follow is not sent
         from zen.cli.follow import Following
 
         following = Following(job_id)
-    existing = following.existing if following is not None else _known_job(job_id)
+    request_hash = request_fingerprint(request.canonical(job_id))
+    existing, readable = (following.existing, True) if following is not None else submitted.known_job(job_id, _read_job)
     if existing is not None:  # the function would take it for a duplicate (or refuse it): nothing would run
-        from zen.core.models import request_fingerprint
-
-        if existing.request_hash != request_fingerprint(request.canonical(job_id)):
+        if existing.request_hash != request_hash:
             raise CliError(f"job_id {job_id} is taken by another request ({existing.status.value}; zen jobs get "
                            f"{job_id}): Zen would refuse this one; use a new job_id (or none: zen makes one). "
                            "Not published", 1)
         raise CliError(f"job {job_id} already exists ({existing.status.value}): the same request runs "
                        "nothing new; use a new job_id (or none: zen makes one). Not published (retrying a "
                        f"submit whose publish failed? it got through: zen jobs get {job_id})", 1)
+    chosen = submitted.topic("job_submitted") if getattr(args, "chosen_job_id", True) else None  # a generated id is unique
+    submitted.check_in_flight(chosen, job_id, request_hash, readable)  # on its way from an earlier `zen submit`?
     try:
         message_id = _publish("job_submitted", request.to_bytes(), identity.attributes(sender))
     except CliError as exc:  # it may have been published all the same (the answer lost): same id, one job
+        submitted.update(chosen, job_id, request_hash, None)
         raise CliError(f"{exc}; job {job_id} may have been published all the same: to try again "
                        f"without making a second job, submit it again with --job-id {job_id}",
                        exc.code) from None
+    submitted.update(chosen, job_id, request_hash, message_id)
+    caveat = ("" if readable or chosen is None
+              else f" (if job_id {job_id} is new: the database could not be read to check)")
     print(f"submitted {job_id} to cluster {cluster} (regions {', '.join(regions)}; message {message_id}) "
-          f"{identity.describe(sender)}", flush=True)
+          f"{identity.describe(sender)}{caveat}", flush=True)
     print(f"  status: zen jobs get {job_id}    stop: zen stop {job_id}")
     if following is not None:
-        from zen.core.models import request_fingerprint
-
-        return following.follow(job_id, message_id, request_fingerprint(request.canonical(job_id)))
-    return 0
-
-
-def _submit_array(request: JobRequest, array_id: str, cluster: str, regions: list[str], sender, wait: bool) -> int:
-    """Publish an array (one message, N tasks: ``zen.core.arrays``) after the checks a job gets."""
-    assert request.array is not None
-    if wait:
-        raise CliError(f"--wait follows one job; an array's tasks are followed one by one: zen logs {array_id}-0 -f", 2)
-    size = request.array.size
-    if _known_job(array_id) is not None or _known_job(f"{array_id}-0") is not None:
-        raise CliError(f"job_id {array_id} is taken (a job, or an array's tasks {array_id}-N): use a new job_id "
-                       "(or none: zen makes one). Not published", 1)
-    message_id = _publish("job_submitted", request.to_bytes(), identity.attributes(sender))
-    print(f"submitted array {array_id}: {size} tasks, {array_id}-0 .. {array_id}-{size - 1}"
-          + (f", at most {request.array.max_parallel} at once" if request.array.max_parallel else "")
-          + f", to cluster {cluster} (regions {', '.join(regions)}; message {message_id}) {identity.describe(sender)}",
-          flush=True)
-    print(f"  progress: zen jobs list --array {array_id}    why: zen explain {array_id}    stop: zen stop {array_id}")
+        return following.follow(job_id, message_id, request_hash)
     return 0
 
 
@@ -248,53 +227,6 @@ def _read_job(job_id: str):
         db.close()
 
 
-def _await_dependencies(names: list[str], wait_s: float = 15.0) -> None:
-    """Each job or array ``--after`` names, known to the database before publishing: one submitted a moment
-    ago may not be stored yet (Pub/Sub does not order messages), so wait for it a little; ``CliError`` when
-    it stays unknown (the function would refuse the job). Without a readable database, the function decides."""
-    import time
-
-    if not names or not database_configured():
-        return
-    deadline = time.monotonic() + wait_s
-    for name in names:
-        while True:
-            try:
-                if _read_job(name) is not None or _read_array(name):
-                    break
-            except KeyboardInterrupt:
-                raise
-            except Exception:  # noqa: BLE001 - a check only: the function decides
-                return
-            if time.monotonic() > deadline:
-                raise CliError(f"--after {name}: no job or array {name} is known (waited {wait_s:.0f} s for it to be "
-                               "stored): submit it first. Not published", 1)
-            time.sleep(0.5)
-
-
-def _read_array(array_id: str) -> list:
-    """The tasks of the array of that id (none: no array has it)."""
-    from zen.store.jobstore import PostgresJobTx
-
-    db = database()
-    try:
-        with db.transaction() as session:
-            return PostgresJobTx(session).array_tasks(array_id)
-    finally:
-        db.close()
-
-
-def _known_job(job_id: str):
-    """The job of that id when the database can be read and has it; else ``None`` (no database, or it
-    cannot be read: the submission is published as before, and the function decides)."""
-    if not database_configured():
-        return None
-    try:
-        return _read_job(job_id)
-    except KeyboardInterrupt:
-        raise
-    except Exception:  # noqa: BLE001 - a check only
-        return None
 
 
 def _stop_outlook(job_id: str) -> str:
@@ -311,7 +243,7 @@ def _stop_outlook(job_id: str) -> str:
         why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return (f"could not check whether job {job_id} exists (the database could not be read: {why}); "
                 f"if it does not, {kept}")
-    if job is None and (tasks := _read_array(job_id)):
+    if job is None and (tasks := batches.read_array(job_id)):
         left = sum(1 for t in tasks if not t.status.terminal)
         if not left:
             return f"job {job_id} has already ended (an array of {len(tasks)} tasks, all ended): the stop changes nothing"

@@ -50,7 +50,6 @@ if TYPE_CHECKING:  # the service needs only the interface; the driver loads in t
 log = logging.getLogger("zen.jobs.service")
 
 SUBMITTED = lifecycle.Change(JobStatus.PENDING, "submitted")
-
 ADMITTED = lifecycle.Change(JobStatus.QUEUED, "admitted")
 
 
@@ -107,11 +106,17 @@ class JobService:
                                principal=sender)
         canonical = request.canonical(job_id)
         request_hash = request_fingerprint(canonical)
+        held = None  # what it waits for (zen.core.dependencies)
         try:
             resolved = resolve_request(self._config, request, job_id)
             if refused := may_submit(self._config, sender or request.user_id, resolved.queue, request.priority):
                 raise Rejected(refused)
-        except Rejected as rejection:  # unless Pub/Sub redelivers a request accepted before a configuration change
+            if request.after and (after := self.decisions.after_hold(request, job_id, sender or request.user_id)):
+                refused, held = after
+                if refused is not None:
+                    raise Rejected(refused)
+        except Rejected as rejection:  # unless Pub/Sub redelivers a request accepted before a change (its
+            # configuration, or how what it waits for ended)
             with self._store.transaction() as tx:
                 existing = tx.get_job(job_id)
             if existing is None or existing.request_hash != request_hash:
@@ -127,14 +132,9 @@ class JobService:
                       regions=resolved.regions, request=canonical, request_hash=request_hash,
                       max_runtime_s=resolved.max_runtime_s, region=None, zone=None, vm=None, last_seq=0,
                       last_heartbeat_at=None, submitted_at=now, queued_at=None, started_at=None, finished_at=None,
-                      exit_code=None, message=None, updated_at=now, queue=resolved.queue,
+                      exit_code=None, message=None, updated_at=now, queue=resolved.queue, hold=held,
                       gpus=configured_cluster(self._config, resolved.cluster).gpus_held(request.gpu_count))
         actor, waiting = f"user:{sender or request.user_id}", False
-        if request.after:  # it waits for other jobs (zen.core.dependencies): refused, or held until they end
-            refused, held = self.decisions.after_hold(request, job_id, sender or request.user_id)
-            if refused is not None:
-                return self.reject(envelope, source, refused, job_id, "job.rejected", principal=sender)
-            pending = pending.model_copy(update={"hold": held})
         if request.array is not None:  # N tasks, created whole or refused whole (ArrayJobs.submit)
             refused, tasks = self._arrays.submit(request, resolved, pending, canonical, actor, now, submitted,
                                                  self._kept_stop)

@@ -175,39 +175,40 @@ class Sweeps:
         found nothing to wake): ``DecisionWriter.after_ended``. Returns how many changed."""
         with self._store.transaction() as tx:
             held = tx.held_after(limit)
-        changed = 0
-        for job_id in held:
-            ids: list[Enqueued] = []
-            try:
-                with self._store.transaction() as tx:
-                    job = tx.get_job(job_id, lock=True)
-                    if job is not None and job.status is JobStatus.PENDING and dependencies.is_after_hold(job.hold):
-                        ids = self._decisions.after_ended(tx, job, self._clock())
-            except TransientError:
-                raise
-            except Exception:  # noqa: BLE001 - logged with the job; the tick goes on with the others
-                log.exception("dependencies: job could not be looked at", extra={"job_id": job_id})
-            changed += bool(ids)
-            self._relay.flush_quietly(ids)
-        return changed
+
+        def look(tx: JobTx, job_id: str) -> list[Enqueued]:
+            job = tx.get_job(job_id, lock=True)
+            if job is None or job.status is not JobStatus.PENDING or not dependencies.is_after_hold(job.hold):
+                return []
+            return self._decisions.after_ended(tx, job, self._clock())
+
+        return self._each(held, "dependencies: job could not be looked at", look)
 
     def let_go_arrays(self, limit: int = 100) -> int:
         """Arrays with held tasks and room under their ``max_parallel`` (a release two concurrent ends
-        both reached for: ``DecisionWriter.let_go``): the next tasks let go. Returns how many arrays were
-        looked at; each in a transaction of its own."""
+        both reached for: ``DecisionWriter.let_go``): the next tasks let go. Returns how many arrays let
+        one go; each in a transaction of its own."""
         with self._store.transaction() as tx:
             held = tx.arrays_holding(limit)
-        for array_id in held:
+        return self._each(held, "array: tasks could not be let go",
+                          lambda tx, array_id: self._decisions.let_go(tx, array_id, self._clock()))
+
+    def _each(self, keys: list[str], failed: str, work: Callable[[JobTx, str], list[Enqueued]]) -> int:
+        """``work`` for each key in a transaction of its own, its messages published after it commits; one
+        that fails is logged and the others go on. Returns how many sent messages."""
+        changed = 0
+        for key in keys:
             ids: list[Enqueued] = []
             try:
                 with self._store.transaction() as tx:
-                    ids = self._decisions.let_go(tx, array_id, self._clock())
+                    ids = work(tx, key)
             except TransientError:
                 raise
-            except Exception:  # noqa: BLE001 - logged with the array; the tick goes on with the others
-                log.exception("array: tasks could not be let go", extra={"job_id": array_id})
+            except Exception:  # noqa: BLE001 - logged with its key; the tick goes on with the others
+                log.exception(failed, extra={"job_id": key})
+            changed += bool(ids)
             self._relay.flush_quietly(ids)
-        return len(held)
+        return changed
 
     def _for_each_job(self, job_ids: list[str], actor: str,
                       decide: Callable[[JobTx, Job], Decision | None]) -> int:

@@ -18,19 +18,25 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
 from zen import telemetry
+from zen.telemetry import Quiet
 from zen.core.clock import Clock
 from zen.core.config import ClusterConfig, ZenConfig
+from zen.core.quotas import Shortfall
 from zen.scaling.applied import ClusterReport, as_applied
 from zen.scaling.asks import PassAsksDb
 from zen.scaling.coverage import COVERAGE_TRUST_S, Coverage, racing
 from zen.scaling.fleetdb import FleetDb
-from zen.scaling.port import FleetPort, MigApiError, MigInstance, MigPort, MigState, MigSummary, MigUnconfirmed, PassAsks
+from zen.scaling.port import FleetPort, MigApiError, MigInstance, MigPort, MigState, MigSummary, MigUnconfirmed
+from zen.scaling.port import PassAsks, QuotaPort
 from zen.scaling.model import (
-    Action, ClusterLimits, ClusterSnapshot, Decision, Plan, Policy, Pool, RegionMemory, Timing, VmPhase, vm_index,
+    Action, ClusterLimits, ClusterSnapshot, Decision, ErrorKind, MigError, Plan, Policy, Pool, RegionMemory, Timing,
+    VmPhase, vm_index,
 )
 from zen.scaling.planner import ZenPlanner
 from zen.scaling.pricing import PoolPrices, cluster_pools
+from zen.scaling.quotas import check_quotas
 from zen.scaling.sharing import absorb
+from zen.scaling.timing import timing_from_config
 from zen.scaling.unread import last_known_size, planner_view
 from zen.scaling.vms import VmViews, leftovers
 
@@ -67,7 +73,7 @@ class ClusterManager:
         self.cluster = cluster
         self.pools = pools if pools is not None else cluster_pools(cluster)
         self._asks = asks  # passes asked for while this one held the cluster (None: never rerun)
-        self._telemetry = telemetry  # the per-pass operator log lines (zen.telemetry); the simulator skips them
+        self._telemetry = Quiet() if telemetry else None  # the per-pass operator log lines; the simulator skips them
         # Several MIGs are read at once on the Compute pool; the simulator's MIGs are in memory, where
         # handing each read to a thread only costs (a third of a 30-day replay's time).
         self._map = (lambda read, items: compute_pool().map(read, items)) if concurrent else map
@@ -78,6 +84,8 @@ class ClusterManager:
         self.policy = policy or ZenPlanner()
         self._views = VmViews()  # the VMs as the last pass saw them (rebuilt only where their inputs changed)
         self._sizes: dict[str, int] = {}  # region -> its MIG's target size as last read
+        # pool -> the GPU quota no more of its VMs fit in, as the last tick read them (a submission's pass reads none)
+        self.quota_short: dict[str, Shortfall] = {}
 
     def run(self, states: dict[str, MigState | MigApiError] | None = None,
             read_at: datetime | None = None) -> ClusterReport:
@@ -118,8 +126,8 @@ class ClusterManager:
         self.apply(plan, snapshot, zones, report)
         plan = replace(plan, decisions=as_applied(plan.decisions, report.added, report.short, report.undeleted))
         self.record(plan, report)
-        if self._telemetry:
-            telemetry.log_pass(log, snapshot, plan)
+        if self._telemetry is not None:
+            telemetry.log_pass(log, snapshot, plan, self._telemetry)
         report.coverage = Coverage.after(snapshot, sum(report.added.values()), report.deleted)
         return report
 
@@ -177,6 +185,9 @@ class ClusterManager:
         limits = ClusterLimits(name, tuple(self.pools), self.cluster.max_vms_per_region,
                                self.cluster.max_vms, self.cluster.min_vms, pools=self.pools)
         demand = facts.demand
+        if demand and self.quota_short:  # a pool no VM fits in is struck as after a QUOTA_EXCEEDED, without asking
+            errors += [MigError(pool, ErrorKind.QUOTA, now, detail=short.text())
+                       for pool, short in self.quota_short.items() if pool in seen]
         if self.cluster.max_jobs_per_vm > 1:  # busy VMs with room take queued jobs too (zen.scaling.sharing)
             demand = absorb(*self._fleet.shared_load(name), vms, self.cluster.gpu_count, self.cluster.max_jobs_per_vm)
         snapshot = ClusterSnapshot(now=now, cluster=limits, queued=(), demand=demand, vms=vms,
@@ -274,17 +285,6 @@ class ClusterManager:
             log.warning("scaling call failed", extra={"cluster": self.cluster.name, "error": error})
 
 
-def timing_from_config(config: ZenConfig) -> Timing:
-    scaling = config.scaling
-    return Timing(boot_timeout_s=config.deadlines.boot_timeout_s, idle_timeout_s=config.deadlines.idle_timeout_s,
-                  block_s=scaling.stockout_block_s, max_block_s=scaling.max_stockout_block_s,
-                  spill_after_s=scaling.spill_after_s, boot_estimate_s=scaling.boot_estimate_s,
-                  idle_grace_s=scaling.idle_grace_s, hedge_risk=scaling.hedge_risk, keep_factor=scaling.keep_factor,
-                  trust_s=scaling.stockout_memory_s, preference_s=scaling.preference_s,
-                  cost_slack_s=scaling.cost_slack_s, hedge_price_ratio=scaling.hedge_price_ratio,
-                  flex_start_estimate_s=scaling.flex_start_estimate_s, agent_silence_s=config.deadlines.agent_silence_s)
-
-
 class ClusterOrchestrator:
     """Runs every cluster's manager; one cluster's failure never stops the others.
 
@@ -294,9 +294,11 @@ class ClusterOrchestrator:
 
     def __init__(self, config: ZenConfig, db: Database, clock: Clock,
                  mig_factory: Callable[[str, str, str, str], MigPort], policy: Policy | None = None,
-                 prices: Callable[[], PriceTable] | None = None):
-        """``prices``: reads the price table the planner ranks pools by (``zen.scaling.pricing``)."""
+                 prices: Callable[[], PriceTable] | None = None, quotas: QuotaPort | None = None):
+        """``prices``: reads the price table the planner ranks pools by (``zen.scaling.pricing``); ``quotas``:
+        Compute's GPU quotas, read by the tick (``zen.scaling.quotas``; None: not read)."""
         self._config = config
+        self._quotas = quotas
         self._prices = PoolPrices(prices)
         self._fleet = FleetDb(db, {c.name: c for c in config.clusters})
         self._asks = PassAsksDb(db)
@@ -344,10 +346,9 @@ class ClusterOrchestrator:
         cluster is planned and applied: the tick's Compute time grows with MIGs / concurrency, its
         database work with MIGs and VMs, never with queued jobs (demand is aggregated in SQL).
 
-        What a follow-up pass 15 s later used to catch (a stockout on the instances just asked for)
-        is handled without waiting: the planner hedges an uncertain region with a second one at
-        once, and the errors that the MIG reports late (``listErrors``) are read by the next pass,
-        which the next submission or tick runs (see ``zen.scaling.planner``)."""
+        What a follow-up pass 15 s later used to catch (a stockout on the instances just asked for) is
+        handled without waiting: the planner hedges an uncertain region with a second one at once, and
+        errors the MIG reports late (``listErrors``) are read by the next submission's or tick's pass."""
         managers = {}
         for cluster in self._config.clusters:
             try:
@@ -372,6 +373,10 @@ class ClusterOrchestrator:
         summaries: dict[str, MigSummary] = {}
         for found in compute_pool().map(summaries_of, listers.values()):
             summaries.update(found)
+        if self._quotas is not None:  # one read per region a tick at most (the reader keeps them a minute)
+            for (manager, _), short in zip(managers.values(), check_quotas(self._quotas, [
+                    (m.cluster, m.pools) for m, _ in managers.values()], list(listers), compute_pool().map)):
+                manager.quota_short = short
         # ... then each non-empty MIG's instances (and errors, while instances are being created).
         reads = [(name, region) for name, (manager, _) in managers.items() for region in manager.regions]
         states: dict[str, dict[str, MigState | MigApiError]] = {name: {} for name in managers}

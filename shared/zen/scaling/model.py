@@ -60,6 +60,8 @@ class MigError:
     at: datetime  # the failure (the last of them when ``count`` > 1)
     instance: str | None = None
     count: int = 1  # failures this stands for: Compute reports each; the simulator folds an instance's retries
+    # Not a creation error but a GPU quota read before asking (``ClusterManager.quota_short``): why, in words.
+    detail: str | None = None
 
 
 @dataclass(frozen=True)

@@ -137,7 +137,8 @@ class _Planning:
             capacity_errors = [e for e in errors if e.kind in _CAPACITY_ERRORS]
             stuck = self.stuck[region]
             if capacity_errors:
-                self._strike(region, f"{sum(e.count for e in capacity_errors)} {capacity_errors[-1].kind.value.lower()} error(s)")
+                self._strike(region, capacity_errors[-1].detail or
+                             f"{sum(e.count for e in capacity_errors)} {capacity_errors[-1].kind.value.lower()} error(s)")
             elif stuck:
                 self._strike(region, f"{stuck[0].name} has not booted after {self._age(stuck[0]):.0f}s")
 

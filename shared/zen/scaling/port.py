@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Mapping, Protocol
 
+from zen.core.quotas import Quota
 from zen.scaling.model import Decision, DemandGroup, ErrorKind, MigError, RegionMemory
 
 
@@ -86,6 +87,14 @@ class MigPort(Protocol):
 
     def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:
         """Delete exactly these instances, lowering the target size (as ``resize``: never waited on)."""
+
+
+class QuotaPort(Protocol):
+    """Compute's GPU quotas (``zen.adapters.quotas.QuotaReader``), by metric; raises when they cannot be read."""
+
+    def region(self, region: str) -> dict[str, Quota]: ...
+
+    def project_wide(self) -> dict[str, Quota]: ...
 
 
 @dataclass(frozen=True)

@@ -187,6 +187,17 @@ class FaultsSpec(_Spec):
     preemptions: PreemptionSpec = PreemptionSpec()
 
 
+class GpuQuotasSpec(_Spec):
+    """The project's GPU quotas, counted in GPUs as Compute counts them (``zen.core.quotas``): reported by
+    regions.get and projects.get, and enforced on each VM's creation (QUOTA_EXCEEDED). ``regions``: region
+    -> metric (NVIDIA_L4_GPUS, PREEMPTIBLE_NVIDIA_L4_GPUS, ...) -> limit; a metric of a MIG's GPUs not listed
+    there has ``default``; ``all_regions``: GPUS_ALL_REGIONS."""
+
+    default: int = Field(default=1000, ge=0)
+    all_regions: int = Field(default=1000, ge=0)
+    regions: dict[str, dict[str, Annotated[int, Field(ge=0)]]] = {}
+
+
 class StartupSpec(_Spec):
     command: list[str] | None = Field(default=None, min_length=1)
     env: dict[str, str] = {}
@@ -211,6 +222,7 @@ class Scenario(_Spec):
     capacity: CapacitySpec = CapacitySpec()
     timings: TimingsSpec = TimingsSpec()
     faults: FaultsSpec = FaultsSpec()
+    gpu_quotas: GpuQuotasSpec = GpuQuotasSpec()
     startup: StartupSpec = StartupSpec()
     api: ApiSpec = ApiSpec()
 

@@ -141,13 +141,15 @@ def running_home(start: Path | None = None) -> Path | None:
 def stack_env(home: Path | None = None) -> dict[str, str]:
     """Environment that points a client (``zen submit``, ``zen jobs``) at the running stack (``home``,
     else the one :func:`running_home` finds). A stopped stack's job output stays readable (``zen
-    logs``) from its folder unless the client is pointed at a database."""
-    home = home or running_home() or Path(".zen")
-    record = read_stack(home)
+    logs``) from its folder or a subfolder, unless the client is pointed at a database."""
+    home = home or running_home()
+    record = read_stack(home) if home is not None else None
     if record:
         return dict(record["env"])
-    logs = home / "joblogs"
-    if logs.is_dir() and not (os.environ.get("ZEN_DATABASE_URL") or os.environ.get("ZEN_CLOUDSQL_INSTANCE")):
+    here = Path.cwd().resolve()  # a stopped stack's output: in this folder's .zen or the nearest one above
+    found = [home / "joblogs"] if home is not None else [folder / ".zen" / "joblogs" for folder in (here, *here.parents)]
+    logs = next((folder for folder in found if folder.is_dir()), None)
+    if logs is not None and not (os.environ.get("ZEN_DATABASE_URL") or os.environ.get("ZEN_CLOUDSQL_INSTANCE")):
         return {"ZEN_JOB_LOGS_DIR": str(logs.resolve())}
     return {}
 

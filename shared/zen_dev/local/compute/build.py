@@ -33,6 +33,9 @@ class MigDef:
     # flex-start ones never; flex-start MIGs grow by resize requests. None: a MIG named by a scenario file,
     # or of a cluster that lists no provisioning: preemptible, as every MIG of the stand-in was before models.
     model: str | None = None
+    # Its VMs' GPUs (from the cluster), which the GPU quotas count; none for a MIG named by a scenario file.
+    gpu_type: str | None = None
+    gpu_count: int = 0
 
 
 def default_zones(region: str) -> tuple[str, ...]:
@@ -54,6 +57,8 @@ def migs_from_zen_config(
             machine_type=cluster.machine_type,
             cluster=cluster.name,
             model=model if "provisioning" in cluster.model_fields_set else None,
+            gpu_type=cluster.gpu_type,
+            gpu_count=cluster.gpu_count,
         )
         for cluster in config.clusters
         for region in cluster.regions

@@ -30,6 +30,8 @@ _P = r"^/compute/v1/projects/(?P<project>[^/]+)"
 _R = _P + r"/regions/(?P<region>[^/]+)"
 _M = _R + r"/instanceGroupManagers/(?P<mig>[^/]+)"
 _ROUTES = [
+    ("GET", _P + r"$", "projects.get"),
+    ("GET", _R + r"$", "regions.get"),
     ("GET", _R + r"/instanceGroupManagers$", "list"),
     ("GET", _P + r"/aggregated/instanceGroupManagers$", "aggregatedList"),
     ("GET", _M + r"$", "get"),
@@ -142,6 +144,13 @@ class ComputeApi:
             if name == "aggregatedList":
                 world.check_project(p["project"])
                 return views.mig_aggregated_list(world)
+            if name == "projects.get":  # the project-wide quotas (GPUS_ALL_REGIONS)
+                world.check_project(p["project"])
+                return {"kind": "compute#project", "name": p["project"], "quotas": world.project_quotas()}
+            if name == "regions.get":  # the region's quotas (its GPU families', by provisioning model)
+                world.check_project(p["project"])
+                return {"kind": "compute#region", "name": p["region"], "status": "UP",
+                        "quotas": world.region_quotas(p["region"])}
             if name == "operations.list":
                 world.check_project(p["project"])
                 return views.operation_list(world, p["region"], query)

@@ -20,6 +20,7 @@ from typing import Any, Callable
 from zen_dev.capacity.traces import CapacitySchedule
 from zen_dev.local.compute import resources as r
 from zen_dev.local.compute.build import MigDef
+from zen.core.quotas import ALL_REGIONS, gpu_metric
 from zen_dev.local.compute.faults import BootDelay, QuotaRules
 from zen_dev.local.compute.model import (
     BOOTING, DELETE_ORDER, DELETING, QUOTA, RUNNING, STOCKOUT, STOPPING, WAITING, Instance, Mig, Operation,
@@ -126,6 +127,44 @@ class World:
             if zone.startswith(region + "-") and (machine_type is None or mt == machine_type)
         )
 
+    # -- GPU quotas (counted in GPUs of the VMs holding capacity: zen.core.quotas) ------------------
+    @staticmethod
+    def _gpu_metric(mig: Mig) -> str | None:
+        return gpu_metric(mig.spec.gpu_type, mig.spec.model or "spot") if mig.spec.gpu_type else None
+
+    def _gpus_in_use(self, region: str | None, metric: str | None) -> int:
+        return sum(mig.spec.gpu_count for mig in self.migs.values() if mig.spec.gpu_type
+                   and (region is None or mig.spec.region == region)
+                   and (metric is None or self._gpu_metric(mig) == metric)
+                   for inst in mig.instances.values() if inst.holds)
+
+    def region_quotas(self, region: str) -> list[dict[str, Any]]:
+        """The region's GPU quotas as regions.get reports them: those of its MIGs' GPU families, for standard
+        and for preemptible VMs (Compute reports both whichever VMs run), and those the scenario lists for it."""
+        spec = self.scenario.gpu_quotas
+        listed = spec.regions.get(region, {})
+        metrics = sorted({gpu_metric(mig.spec.gpu_type, model) for mig in self.migs.values()
+                          if mig.spec.region == region and mig.spec.gpu_type for model in ("standard", "spot")}
+                         | set(listed))
+        return [{"metric": m, "limit": float(listed.get(m, spec.default)), "usage": float(self._gpus_in_use(region, m))}
+                for m in metrics]
+
+    def project_quotas(self) -> list[dict[str, Any]]:
+        return [{"metric": ALL_REGIONS, "limit": float(self.scenario.gpu_quotas.all_regions),
+                 "usage": float(self._gpus_in_use(None, None))}]
+
+    def _gpu_quota_refusal(self, mig: Mig) -> str | None:
+        """Compute's QUOTA_EXCEEDED message when one more VM of ``mig`` does not fit a GPU quota."""
+        metric = self._gpu_metric(mig)
+        if metric is None:
+            return None
+        region = mig.spec.region
+        for quota, where in ((next(q for q in self.region_quotas(region) if q["metric"] == metric), f"region {region}"),
+                             (self.project_quotas()[0], "all regions")):
+            if quota["usage"] + mig.spec.gpu_count > quota["limit"]:
+                return f"Quota '{quota['metric']}' exceeded.  Limit: {quota['limit']} in {where}."
+        return None
+
     def _zone_load(self, mig: Mig, zone: str, exclude: Instance | None = None) -> int:
         return sum(1 for i in mig.live() if i.zone == zone and i is not exclude)
 
@@ -151,6 +190,10 @@ class World:
         rule = self._quota.blocking_rule(region, mt, self.now, self._region_usage)
         if rule is not None:
             self._fail(inst, QUOTA, QuotaRules.message(rule))
+            return
+        refused = self._gpu_quota_refusal(mig)
+        if refused is not None:
+            self._fail(inst, QUOTA, refused)
             return
         zones = mig.spec.zones
         fits = [z for z in zones if self.free(z, mt) > 0]

@@ -1,0 +1,86 @@
+"""``zen submit``'s arrays and dependencies (docs/how-to/arrays-and-pipelines.md): an array's parameter file,
+its checks and its publication, and the jobs ``--after`` names, waited for a little and checked before
+publishing; ``zen stop``'s look at an array's tasks."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from zen.cli import identity
+from zen.cli.kit import CliError, database, database_configured
+from zen.core.arrays import check_array
+from zen.core.config import load_config
+from zen.core.models import JobRequest
+
+
+def read_params(data, path: str) -> list:
+    """An array's parameter sets from ``path``'s content ``data``: a list of mappings (variable -> value),
+    one per task."""
+    if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+        raise CliError(f"--array-params {path}: expected a list of mappings (one per task: NAME: value)", 2)
+    return [{str(k): str(v) for k, v in item.items()} for item in data]
+
+
+def submit_array(request: JobRequest, array_id: str, cluster: str, regions: list[str], sender, wait: bool,
+                 publish: Callable[..., str], known_job: Callable[[str], Any]) -> int:
+    """Publish an array (one message, N tasks: ``zen.core.arrays``) after the checks a job gets."""
+    assert request.array is not None
+    if wait:
+        raise CliError(f"--wait follows one job; an array's tasks are followed one by one: zen logs {array_id}-0 -f", 2)
+    size = request.array.size
+    if problem := check_array(array_id, request.array, load_config().limits.max_array_tasks, request.env,
+                              dict(request.secrets or {})):
+        raise CliError(f"Zen would refuse this array: {problem}. Not published", 1)
+    if known_job(array_id) is not None or known_job(f"{array_id}-0") is not None:
+        raise CliError(f"job_id {array_id} is taken (a job, or an array's tasks {array_id}-N): use a new job_id "
+                       "(or none: zen makes one). Not published", 1)
+    message_id = publish("job_submitted", request.to_bytes(), identity.attributes(sender))
+    print(f"submitted array {array_id}: {size} tasks, {array_id}-0 .. {array_id}-{size - 1}"
+          + (f", at most {request.array.max_parallel} at once" if request.array.max_parallel else "")
+          + f", to cluster {cluster} (regions {', '.join(regions)}; message {message_id}) {identity.describe(sender)}",
+          flush=True)
+    print(f"  progress: zen jobs list --array {array_id}    why: zen explain {array_id}    stop: zen stop {array_id}")
+    return 0
+
+
+def await_dependencies(names: list[str], user: str, read_job: Callable[[str], Any], wait_s: float = 15.0) -> None:
+    """Each job or array ``--after`` names, known to the database before publishing and one ``user`` may wait
+    for: one submitted a moment ago may not be stored yet (Pub/Sub does not order messages), so wait for it
+    a little; ``CliError`` when it stays unknown or is another's (the function would refuse the job).
+    Without a readable database, the function decides."""
+    import time
+
+    from zen.jobs.authorization import may_stop
+
+    if not names or not database_configured():
+        return
+    deadline = time.monotonic() + wait_s
+    for name in names:
+        while True:
+            try:
+                known = read_job(name) or next(iter(read_array(name)), None)
+                if known is not None:
+                    if refused := may_stop(load_config(), user, known):
+                        raise CliError(f"--after {name}: {refused.replace('may not stop', 'may not wait for')}. "
+                                       "Not published", 1)
+                    break
+            except (CliError, KeyboardInterrupt):
+                raise
+            except Exception:  # noqa: BLE001 - a check only: the function decides
+                return
+            if time.monotonic() > deadline:
+                raise CliError(f"--after {name}: no job or array {name} is known (waited {wait_s:.0f} s for it to be "
+                               "stored): submit it first. Not published", 1)
+            time.sleep(0.5)
+
+
+def read_array(array_id: str) -> list:
+    """The tasks of the array of that id (none: no array has it)."""
+    from zen.store.jobstore import PostgresJobTx
+
+    db = database()
+    try:
+        with db.transaction() as session:
+            return PostgresJobTx(session).array_tasks(array_id)
+    finally:
+        db.close()

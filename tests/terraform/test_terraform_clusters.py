@@ -1,0 +1,97 @@
+"""The cluster list is kept once, in the Zen configuration (issue 36: it was kept twice, in the tfvars and
+the YAML): terraform reads it (terraform/clusters.tf), so the MIGs it makes and the clusters the
+functions scale cannot disagree. Evaluated by terraform itself (``terraform console``) over clusters.tf's
+locals and the declared variables, for the default configuration and one of a user's."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import textwrap
+
+import pytest
+import yaml
+
+from tests.terraform.hcl import TERRAFORM
+from zen.core.config import ZenConfig, load_config
+
+pytestmark = pytest.mark.skipif(shutil.which("terraform") is None, reason="the terraform binary is not installed")
+
+OWN_CONFIG = textwrap.dedent("""
+    project: my-team
+    clusters:
+      - {name: 2xh100, gpu_type: nvidia-h100-80gb, gpu_count: 2, machine_type: a3-highgpu-2g,
+         regions: [us-east5, europe-west4], max_vms_per_region: 3, max_vms: 5, provisioning: [spot, standard]}
+      - {name: 1xl4, gpu_type: nvidia-l4, gpu_count: 1, machine_type: g2-standard-8, regions: [us-east4],
+         max_vms_per_region: 2, max_vms: 2, min_vms: 1}
+    """)
+FIELDS = ("name", "gpu_type", "gpu_count", "machine_type", "regions", "max_vms_per_region", "max_vms", "min_vms")
+
+
+def _block(path, header: str) -> str:
+    found = re.search(rf"^{re.escape(header)}\n.*?^\}}\n", path.read_text(), re.S | re.M)
+    assert found, header
+    return found.group(0)
+
+
+def evaluate(tmp_path, config_text: str, tfvars: str, query: str):
+    (tmp_path / "zen.yaml").write_text(config_text)
+    variables = TERRAFORM / "variables.tf"
+    (tmp_path / "main.tf").write_text("\n".join([
+        _block(variables, 'variable "clusters" {'), _block(variables, 'variable "cluster_settings" {'),
+        _block(variables, 'variable "spot" {'),
+        'locals {\n  zen_config = yamldecode(file("${path.module}/zen.yaml"))\n}\n',
+        _block(TERRAFORM / "clusters.tf", "locals {")]))
+    (tmp_path / "test.tfvars").write_text(tfvars)
+    result = subprocess.run(["terraform", "console", "-var-file=test.tfvars"], input=f"jsonencode({query})\n",
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1"})
+    assert result.returncode == 0, result.stderr
+    return json.loads(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize("config_text", [(TERRAFORM.parent / "shared/zen/core/default_config.yaml").read_text(),
+                                         OWN_CONFIG], ids=["default", "own"])
+def test_terraform_makes_the_clusters_of_the_configuration(tmp_path, config_text):
+    config = ZenConfig.model_validate(yaml.safe_load(config_text))
+    first = config.clusters[0]
+    settings = 'cluster_settings = { "%s" = { zones = { "%s" = ["%s-b"] }, boot_disk_size_gb = 500 } }' % (
+        first.name, first.regions[0], first.regions[0])
+    clusters, models, match = evaluate(tmp_path, config_text, settings,
+                                       "[local.clusters, local.cluster_provisioning, local.clusters_match]")
+    assert [{f: c[f] for f in FIELDS} for c in clusters] == [
+        {f: getattr(c, f) for f in FIELDS} for c in config.clusters]
+    assert clusters[0]["zones"] == {first.regions[0]: [f"{first.regions[0]}-b"]}
+    assert clusters[0]["boot_disk_size_gb"] == 500 and clusters[-1]["boot_disk_size_gb"] == 200
+    for cluster in config.clusters:  # the models the configuration lists (else the deprecated spot bool's)
+        said = "provisioning" in cluster.model_fields_set
+        assert models[cluster.name] == (list(cluster.provisioning) if said else ["spot"])
+    assert match is True
+
+
+def test_a_deprecated_clusters_variable_must_agree_with_the_configuration(tmp_path):
+    config = load_config()
+    listed = [{f: getattr(c, f) for f in FIELDS} for c in config.clusters]
+    same = "clusters = " + json.dumps(listed)
+    assert evaluate(tmp_path, (TERRAFORM.parent / "shared/zen/core/default_config.yaml").read_text(), same,
+                    "local.clusters_match") is True
+    listed[0]["max_vms"] += 1
+    differs = "clusters = " + json.dumps(listed)
+    assert evaluate(tmp_path, (TERRAFORM.parent / "shared/zen/core/default_config.yaml").read_text(), differs,
+                    "local.clusters_match") is False
+
+
+def test_settings_for_a_cluster_the_configuration_lacks_are_named(tmp_path):
+    unknown = evaluate(tmp_path, OWN_CONFIG, 'cluster_settings = { "8xa100" = { zones = {} } }',
+                       "local.unknown_cluster_settings")
+    assert unknown == ["8xa100"]
+
+
+def test_the_default_configuration_path_exists():
+    """main.tf pointed at shared/zen/default_config.yaml, which does not exist (it moved to zen/core)."""
+    main = (TERRAFORM / "main.tf").read_text()
+    path = re.search(r'"\$\{path\.module\}/\.\./(shared/zen/[^"]+default_config\.yaml)"', main).group(1)
+    assert (TERRAFORM.parent / path).is_file()
