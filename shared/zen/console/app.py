@@ -32,7 +32,7 @@ log = logging.getLogger("zen.console")
 
 MAX_PARAM_CHARS = 200  # longer than any id, user, queue or label Zen accepts
 REFRESH_S = 2.0  # how often a page's live part is fetched again
-OUTPUT_POLL_S = 0.5  # how often the output stream reads new lines
+OUTPUT_POLL_S = 0.5  # how often the output stream reads new lines (a local stack's: zen logs -f's POLL_S)
 OUTPUT_SETTLE_S = 5.0  # after a job's end, how long the stream waits for its last lines (zen logs -f)
 STREAM_MAX_S = 300.0  # a stream ends after this long; the browser reconnects where it left off
 
@@ -43,10 +43,12 @@ class BadRequest(Exception):
 
 def create_app(config: ZenConfig, database: Any, identify: Identify,
                reader_factory: Callable[[], Any] | None = None, clock: Callable[[], datetime] | None = None,
-               page_size: int = pages.PAGE_SIZE, refresh_s: float = REFRESH_S) -> Flask:
+               page_size: int = pages.PAGE_SIZE, refresh_s: float = REFRESH_S,
+               output_timing: tuple[float, float] | None = None) -> Flask:
     """The console over ``database`` (a ``zen.store.db.Database``, best a read-only role's), with viewers
     named by ``identify`` (``zen.console.viewers``) and job output read by ``reader_factory()`` (a new
-    ``zen.adapters.joblogs.Reader`` per stream; None: output is not shown)."""
+    ``zen.adapters.joblogs.Reader`` per stream; None: output is not shown), every ``output_timing`` =
+    (poll, settle) seconds as ``zen logs -f`` reads that source (default OUTPUT_POLL_S, OUTPUT_SETTLE_S)."""
     app = Flask(__name__, template_folder=str(Path(__file__).parent / "templates"))
     app.config.update(ZEN_CONFIG=config)
     refresh_ms = max(int(refresh_s * 1000), 200)
@@ -139,6 +141,7 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
         from zen.store import repository
 
         reader = reader_factory()  # type: ignore[misc]
+        poll_s, settle_s = output_timing or (OUTPUT_POLL_S, OUTPUT_SETTLE_S)
         started = time.monotonic()
         ended_at: float | None = None
         yield "retry: 2000\n\n"
@@ -156,12 +159,12 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
                     yield f"id: {entry.attempt}:{entry.seq}\nevent: line\ndata: {json.dumps(data)}\n\n"
             if current is not None and current.status.terminal:
                 ended_at = None if got else (ended_at or time.monotonic())
-                if ended_at is not None and time.monotonic() - ended_at >= OUTPUT_SETTLE_S:
+                if ended_at is not None and time.monotonic() - ended_at >= settle_s:
                     yield f"event: end\ndata: {json.dumps({'status': current.status.value})}\n\n"
                     return
             if not got:
                 yield ": waiting\n\n"  # a comment: keeps proxies from closing a quiet stream
-            time.sleep(OUTPUT_POLL_S)
+            time.sleep(poll_s)
 
     @app.get("/queues")
     def queues():

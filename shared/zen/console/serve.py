@@ -42,8 +42,13 @@ def from_env(env: Mapping[str, str] = os.environ) -> Flask:
         identify = local_identity()
     project = env.get("ZEN_PROJECT") or config.project
     refresh_s = float(env.get("ZEN_CONSOLE_REFRESH_S") or REFRESH_S)
+    # As `zen logs -f` reads (zen.cli.follow.open_reader): a local stack's files twice a second; Cloud Logging,
+    # which allows a project about one read a second, every 5 s, waiting 30 s after a job's end for its last lines.
+    from zen.cli.follow import CLOUD_POLL_S, POLL_S
+
+    timing = (POLL_S, 5.0) if env.get("ZEN_JOB_LOGS_DIR") else (CLOUD_POLL_S, 30.0)
     return create_app(config, Database.from_env(), identify, reader_factory=lambda: reader_from_env(env, project),
-                      refresh_s=refresh_s)
+                      refresh_s=refresh_s, output_timing=timing)
 
 
 def serve(app: Flask, host: str, port: int) -> None:
