@@ -9,7 +9,7 @@ HCL_STAMP := $(VENV)/.tools-installed
 TOOLS_VENV := .venv-tools
 TOOLS_STAMP := $(TOOLS_VENV)/.installed
 
-.PHONY: venv tools test faults demo bench bench-control bench-bound package checkov clean
+.PHONY: venv tools browser test faults demo bench bench-control bench-bound package checkov clean
 
 venv: $(STAMP)
 
@@ -30,12 +30,18 @@ $(TOOLS_STAMP): requirements-checkov.txt
 	$(TOOLS_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
 	touch $(TOOLS_STAMP)
 
+# The console's browser tests (tests/console) drive the system's Chromium through Playwright: installed
+# from Debian's packages when missing (CI runs as root), else left alone.
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	test -x $(CHROMIUM) || apt-get install -y chromium || (apt-get update && apt-get install -y chromium)
+
 # The tests include tests/terraform: the wiring of terraform/, the package, and checkov. Three
 # pytest-xdist workers, a test file each at a time: most tests wait on subprocesses, Postgres and
 # Pub/Sub, so three share two cores well (~9 min in one process on CI's 2 cores, ~5 with three).
 # TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 3
-test: venv tools
+test: venv tools browser
 	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 # The fault suite at its full budget (10,000+ hostile messages through the functions, 4 concurrent

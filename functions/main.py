@@ -1,5 +1,6 @@
 """Cloud Functions (gen2) entry points: the job lifecycle's four, and the notifier (``on_job_event``, on
-zen-job-events). Thin: decode the CloudEvent, call one Zen method, return.
+zen-job-events), and the web console (``console``, HTTP, behind Identity-Aware Proxy). Thin: decode the
+CloudEvent, call one Zen method, return.
 
 Clients (database pool, Pub/Sub publisher) are built once per function instance, lazily, on the
 first event. A raised exception (database down) answers HTTP 500, so Eventarc redelivers; a bad
@@ -55,3 +56,34 @@ def on_job_event(event):
 @functions_framework.cloud_event
 def on_scale_tick(event):
     zen().on_scale_tick()
+
+
+_console = None
+
+
+def console_app():
+    """The web console's Flask app (zen.console.serve.from_env), built on the first request of an instance."""
+    global _console
+    if _console is None:
+        with _zen_lock:
+            if _console is None:
+                from zen.console.serve import from_env
+
+                setup_logging()
+                _console = from_env()
+    return _console
+
+
+@functions_framework.http
+def console(request):
+    """The read-only web console behind Identity-Aware Proxy (terraform/console.tf): the request is handed to
+    its app as it came, and the answer streamed back as it is written (a job's output is a stream)."""
+    from flask import Response
+
+    answer = {}
+
+    def start_response(status, headers, exc_info=None):
+        answer.update(status=status, headers=headers)
+
+    body = console_app()(request.environ, start_response)
+    return Response(body, status=answer["status"], headers=answer["headers"])

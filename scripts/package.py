@@ -42,7 +42,7 @@ CONSTRAINTS = ROOT / "constraints.txt"  # every package's pin, transitive ones i
 FUNCTIONS_ARCHIVE = "zen-functions.zip"
 CONFIG_NAME = "zen_config.yaml"
 # Packages only a developer machine has; their presence in a deployed requirements file is a bug.
-LOCAL_ONLY_PACKAGES = ("pgserver", "pytest", "hypothesis", "rich")
+LOCAL_ONLY_PACKAGES = ("pgserver", "pytest", "hypothesis", "rich", "playwright")
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip entry can carry
 
 

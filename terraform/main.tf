@@ -123,6 +123,7 @@ resource "google_project_service" "apis" {
     "compute.googleapis.com",
     "eventarc.googleapis.com",
     "iam.googleapis.com",
+    "iap.googleapis.com", # Identity-Aware Proxy in front of the web console (console.tf)
     "logging.googleapis.com",
     "monitoring.googleapis.com",
     "pubsub.googleapis.com",

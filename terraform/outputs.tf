@@ -107,6 +107,8 @@ output "db_grants_sql" {
     "GRANT SELECT (id, topic, created_at, sent_at, publish_attempts, last_error) ON outbox TO zen_reader;",
     "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO zen_reader;",
     [for user in google_sql_user.readers : "GRANT zen_reader TO \"${user.name}\";"],
+    # The web console (console.tf) reads as the read commands do, and nothing more.
+    [for user in google_sql_user.console : "GRANT zen_reader TO \"${user.name}\";"],
     [for user in google_sql_user.functions : [
       "GRANT USAGE ON SCHEMA public TO \"${user.name}\";",
       "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO \"${user.name}\";",
@@ -125,4 +127,14 @@ output "db_grants_sql" {
 output "agent_package" {
   description = "What the GPU VMs install (instance attribute zen-agent-package)."
   value       = local.agent_package
+}
+
+output "console_address" {
+  description = "The IP address to point console_domain's DNS A record at (empty without a console)."
+  value       = local.console ? google_compute_global_address.console[0].address : ""
+}
+
+output "console_url" {
+  description = "The web console, once its certificate is provisioned (empty without a console)."
+  value       = local.console ? "https://${var.console_domain}/" : ""
 }

@@ -408,3 +408,49 @@ variable "notifier" {
   })
   default = {}
 }
+
+# -- web console ---------------------------------------------------------------------------------
+
+variable "console_domain" {
+  type        = string
+  default     = ""
+  description = "The domain the read-only web console is served on (console.tf: an HTTPS load balancer with a Google-managed certificate, behind Identity-Aware Proxy); point its DNS A record at the console_address output. Empty: no console."
+}
+
+variable "console_viewers" {
+  type        = list(string)
+  default     = []
+  description = "Who Identity-Aware Proxy lets through to the console (IAM members: user:a@example.com, group:ml@example.com, domain:example.com). What each then sees follows the queue rules (docs/how-to/console.md)."
+}
+
+variable "console_oauth_client_id" {
+  type        = string
+  default     = ""
+  description = "The OAuth client (APIs & Services > Credentials, a Web application) Identity-Aware Proxy signs viewers in with."
+}
+
+variable "console_oauth_client_secret" {
+  type        = string
+  default     = ""
+  sensitive   = true
+  description = "The secret of console_oauth_client_id."
+}
+
+variable "console" {
+  description = <<-EOT
+    Scaling of the console's function (console.tf). A page holds one database connection for one read
+    transaction at a time, and an instance opens at most db_max_open (the others wait): its connections are
+    max_instances x db_max_open, counted with the functions' against db_max_connections (the defaults
+    leave room for 1). timeout_s bounds a request, and so each stream of a job's output (the browser
+    reconnects where it left off).
+  EOT
+  type = object({
+    max_instances = optional(number, 1)
+    concurrency   = optional(number, 16)
+    db_max_open   = optional(number, 1)
+    memory        = optional(string, "512Mi")
+    cpu           = optional(string, "1")
+    timeout_s     = optional(number, 300)
+  })
+  default = {}
+}

@@ -48,6 +48,7 @@ ALLOWED: dict[str, set[str]] = {
         "zen.core", "zen.scaling.model",  # the types of what it logs
         "zen.store",  # log_tick reads the jobs in flight and the outbox backlog (zen.store.stats)
     },
+    "zen.console": {"zen"},  # the web console reads as the CLI does (zen.console.pages)
     "zen.cli": {"zen"},  # and zen_dev, inside functions only: test_zen_imports_zen_dev_only_in_the_cli
     "zen.app": {"zen"},  # the composition root
     "zen_dev": {"zen", "zen_dev"},

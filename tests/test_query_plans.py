@@ -4,6 +4,7 @@ sequential scan of ``jobs`` or ``outbox``."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -47,6 +48,12 @@ def big_db(pg_server, template_db):
     admin.close()
 
 
+def _listing(**given):
+    """``recent_jobs``'s parameters: every filter off but those given."""
+    return {**dict(status=None, cluster=None, user_id=None, since=None, labels="{}", limit=50, queue=None, array_id=None,
+                   before_at=None, before_id=None, viewer=None, viewer_queues="[]"), **given}
+
+
 HOT_QUERIES = [
     ("lock_job", {"job_id": "job-7"}),
     ("get_job", {"job_id": "job-7"}),
@@ -81,12 +88,13 @@ HOT_QUERIES = [
     ("lock_outbox_unsent", {"cutoff": NOW - timedelta(minutes=1), "limit": 1000}),
     ("prune_outbox", {"cutoff": NOW - timedelta(days=1), "limit": 5000}),
     # What users read: `zen jobs list` (newest first, filtered) and `zen watch` (active jobs).
-    ("recent_jobs", dict(status=None, cluster=None, user_id=None, since=None, labels="{}", limit=50, queue=None, array_id=None)),
-    ("recent_jobs", dict(status=None, cluster=None, user_id="alice", since=None, labels="{}", limit=50, queue=None, array_id=None)),
-    ("recent_jobs", dict(status="RUNNING", cluster="1xl4", user_id=None, since=NOW - timedelta(hours=2),
-                         labels='{"team": "vision"}', limit=50, queue=None, array_id=None)),
-    ("recent_jobs", dict(status=None, cluster=None, user_id=None, since=None, labels="{}", limit=50, queue=None,
-                         array_id="sweep-3")),
+    ("recent_jobs", _listing()),
+    ("recent_jobs", _listing(user_id="alice")),
+    ("recent_jobs", _listing(status="RUNNING", cluster="1xl4", since=NOW - timedelta(hours=2), labels='{"team": "vision"}')),
+    ("recent_jobs", _listing(array_id="sweep-3")),
+    # The console's queues page: the jobs waiting in a queue, as a member of two queues sees them.
+    ("recent_jobs", _listing(status="PENDING", queue="q1", limit=20, viewer="u2", viewer_queues='["q1", "q2"]')),
+    ("recent_jobs", _listing(status="QUEUED", queue="q1", limit=20, viewer="u2", viewer_queues='["q1", "q2"]')),
     ("active_jobs", {"limit": 23}),
     ("rejections_of_job", {"job_id": "job-9", "message_id": None}),  # `zen submit --wait` polls it
     ("count_active_jobs", {}),
@@ -110,3 +118,22 @@ def test_hot_query_reads_through_an_index(big_db, name, params):
     with big_db.transaction() as session:
         plan = "\n".join(row["QUERY PLAN"] for row in session.sql("EXPLAIN " + big_db.queries[name], **params))
     assert "Seq Scan on jobs" not in plan and "Seq Scan on outbox" not in plan, plan
+
+
+@pytest.mark.parametrize("viewer, viewer_queues", [(None, "[]"), ("u", '["q1", "q2"]')], ids=["admin", "member"])
+def test_a_console_page_far_down_the_list_enters_the_index_at_its_keyset(big_db, viewer, viewer_queues):
+    """The console's job list (``recent_jobs`` with a keyset, zen.console.pages.job_list): page 800 of 50
+    starts where the page before ended, inside jobs_recent (an Index Cond on the keyset), so it reads its
+    51 rows, not the 40,000 above them. EXPLAIN ANALYZE shows both."""
+    params = _listing(before_at=NOW - timedelta(seconds=40_000), before_id="job-40000", limit=51, viewer=viewer,
+                      viewer_queues=viewer_queues)
+    with big_db.transaction() as session:
+        plan = "\n".join(row["QUERY PLAN"] for row in session.sql(
+            "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) " + big_db.queries["recent_jobs"], **params))
+        rows = session.sql(big_db.queries["recent_jobs"], **params)
+    print(plan)
+    assert "Index Scan using jobs_recent on jobs" in plan and "Index Cond: (ROW(submitted_at, job_id) <" in plan, plan
+    assert "Seq Scan on jobs" not in plan and "Sort" not in plan, plan
+    assert [r["job_id"] for r in rows[:2]] == ["job-40001", "job-40002"]
+    read = int(re.search(r"Index Scan using jobs_recent on jobs .*?actual rows=(\d+)", plan).group(1))
+    assert read <= 51, plan

@@ -186,7 +186,9 @@ def topics_read_by_app() -> dict[str, str]:
 
 def test_each_function_entry_point_exists_in_functions_main(module):
     functions = module.resources_of("google_cloudfunctions2_function")
-    assert set(functions) == {"zen", "notifier"}  # the notifier: notifications.tf (test_notifier_terraform.py)
+    # the notifier: notifications.tf (test_notifier_terraform.py); the web console: console.tf (tests/console)
+    assert set(functions) == {"zen", "notifier", "console"}
+    assert block(functions["console"]["build_config"])["entry_point"] == "console"
     function = functions["zen"]
     assert expression(function["for_each"]) == "local.functions"
     assert block(function["build_config"])["entry_point"] == "${each.key}"
@@ -455,8 +457,11 @@ def test_no_broad_roles_and_project_bindings_are_the_justified_few(module):
                                 "log_readers",  # zen logs: Cloud Logging grants reading by project
                                 "quota_reader",  # the tick's GPU quotas: regions and projects have no IAM of their own
                                 # the notifier: Cloud SQL, and users' notification secrets (notifications.tf)
-                                "notifier_sql", "notifier_reads_notify_secrets"}
-    for name in ("sql", "mig_scaler", "build_reads_gcf_sources", "notifier_sql", "notifier_reads_notify_secrets"):
+                                "notifier_sql", "notifier_reads_notify_secrets",
+                                # the web console: Cloud SQL, and the jobs' output as zen logs reads it (console.tf)
+                                "console_sql", "console_reads_logs"}
+    for name in ("sql", "mig_scaler", "build_reads_gcf_sources", "notifier_sql", "notifier_reads_notify_secrets",
+                 "console_sql"):
         assert "condition" in module.resources_of("google_project_iam_member")[name], f"{name} is unconditioned"
 
 

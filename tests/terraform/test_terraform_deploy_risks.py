@@ -30,6 +30,11 @@ API_OF_RESOURCE = {
     "google_project": "cloudresourcemanager", "google_compute_network#data": "compute",
     "google_secret_manager_secret": "secretmanager", "google_secret_manager_secret_iam_member": "secretmanager",
     "google_billing_budget": "billingbudgets",
+    # the web console behind Identity-Aware Proxy (console.tf)
+    "google_compute_backend_service": "compute", "google_compute_global_forwarding_rule": "compute",
+    "google_compute_managed_ssl_certificate": "compute", "google_compute_region_network_endpoint_group": "compute",
+    "google_compute_ssl_policy": "compute", "google_compute_target_https_proxy": "compute",
+    "google_compute_url_map": "compute", "google_iap_web_backend_service_iam_member": "iap",
 }
 
 

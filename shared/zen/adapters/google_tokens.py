@@ -74,11 +74,14 @@ def judged_at(clock: Callable[[], datetime], published_at: datetime | None) -> f
 
 
 class GoogleTokens:
-    """Verifies tokens against ``certs_url``'s certificates; thread-safe."""
+    """Verifies tokens against ``certs_url``'s certificates; thread-safe. Google's ID tokens are RS256 from
+    ``ISSUERS``; Identity-Aware Proxy's signed headers are ES256 from its own issuer (``zen.adapters.iap``)."""
 
     def __init__(self, certs_url: str = GOOGLE_CERTS_URL, fetch: Fetch = fetch_certs,
-                 monotonic: Callable[[], float] = time.monotonic):
+                 monotonic: Callable[[], float] = time.monotonic, algorithm: str = "RS256",
+                 issuers: tuple[str, ...] = ISSUERS):
         self.certs_url = certs_url
+        self.algorithm, self.issuers = algorithm, issuers
         self._fetch = fetch
         self._monotonic = monotonic
         self._lock = threading.Lock()
@@ -99,8 +102,8 @@ class GoogleTokens:
             header, claims, signed, signature = decode(token)
         except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: JSON nested too deep
             raise Rejected(f"{what} is not a JWT") from None
-        if header.get("alg") != "RS256":
-            raise Rejected(f"{what} is signed with {str(header.get('alg'))[:20]!r}, not RS256")
+        if header.get("alg") != self.algorithm:
+            raise Rejected(f"{what} is signed with {str(header.get('alg'))[:20]!r}, not {self.algorithm}")
         kid = str(header.get("kid"))
         # An unknown key refetches the certificates (at most once a REFETCH_PAUSE_S); still unknown, or
         # unknown within the pause, the token is refused: Google lists a key before it signs with it, so
@@ -111,10 +114,12 @@ class GoogleTokens:
             raise Rejected(f"{what} is signed by key {kid[:64]!r}, which {self.certs_url} does not list: it is "
                            "not a Google-signed identity token")
         self.verifications += 1
-        if not crypt.RSAVerifier.from_string(cert).verify(signed, signature):
+        verifier = crypt.ES256Verifier if self.algorithm == "ES256" else crypt.RSAVerifier
+        if not verifier.from_string(cert).verify(signed, signature):
             raise Rejected(f"{what}'s signature does not verify: it is not a Google-signed identity token")
-        if claims.get("iss") not in ISSUERS:
-            raise Rejected(f"{what}'s issuer {str(claims.get('iss'))[:100]!r} is not Google's")
+        if claims.get("iss") not in self.issuers:
+            issuer = "Google's" if self.issuers == ISSUERS else self.issuers[0]
+            raise Rejected(f"{what}'s issuer {str(claims.get('iss'))[:100]!r} is not {issuer}")
         exp, iat = claims.get("exp"), claims.get("iat", 0)
         if not isinstance(exp, (int, float)) or not isinstance(iat, (int, float)):
             raise Rejected(f"{what} has no numeric exp and iat")

@@ -79,6 +79,7 @@ def cmd_local_up(argv: list[str]) -> int:
         print(f"  {name:<18} 127.0.0.1:{port}")
     print(f"  {'postgres':<18} {record['env']['ZEN_DATABASE_URL']}")
     print(f"  logs               {record['logs']}/")
+    print(f"  {'web console':<18} {record['console']}")
     print("Submit a job:  zen submit --cluster 1xl4 -- python -c 'print(42)'")
     print("Watch:         zen watch      Stop everything: Ctrl-C here, or `zen local down`")
     from zen_dev.local.stack import read_stack
@@ -106,6 +107,17 @@ def cmd_local_down(argv: list[str]) -> int:
     return 0
 
 
+def cmd_console(args, rest: list[str]) -> int:
+    """``zen console [--host H] [--port P]``: the web console on its own, against ZEN_DATABASE_URL (or the
+    local stack this directory runs), as ``zen local up`` serves it (docs/how-to/console.md)."""
+    from zen.cli.kit import database_configured
+    from zen.console.serve import main as console_main
+
+    if not database_configured():
+        raise CliError("zen console: no database: start a local stack (`zen local up`) or set ZEN_DATABASE_URL")
+    return console_main(rest) or 0
+
+
 def register(sub, ctx: Context) -> None:
     local = sub.add_parser("local", **dev_help("the whole system on this machine, or one stand-in"),
                            description="zen local up|down: the whole system on this machine; "
@@ -115,6 +127,9 @@ def register(sub, ctx: Context) -> None:
 
     agent = sub.add_parser("agent", add_help=False, help="the VM agent: pull, claim, run, heartbeat")
     agent.set_defaults(func=cmd_agent, passthrough=True)
+
+    console = sub.add_parser("console", add_help=False, help="serve the read-only web console (--port, --host)")
+    console.set_defaults(func=cmd_console, passthrough=True)
 
     simulate = sub.add_parser("simulate", add_help=False,
                               **dev_help("replay traces against the planner and baselines"))

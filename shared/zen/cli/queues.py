@@ -69,9 +69,8 @@ def _caller(config) -> tuple[str, str]:
 
 
 def explain_job(job_id: str, as_json: bool, db) -> int:
-    """``zen explain JOB``: the job's status and why it is there."""
-    from zen.jobs.queueing import Queueing
-    from zen.store import fleet, repository
+    """``zen explain JOB``: the job's status and why it is there (``explain_line``)."""
+    from zen.store import repository
     from zen.store.jobstore import PostgresJobTx
 
     config = load_config()
@@ -82,57 +81,68 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
             return fail(f"no job, array or cluster named {job_id} (`zen jobs list`, `zen clusters`)", 1)
         if job is None:
             return _explain_array(job_id, tasks, as_json, db)
-        if job.status is JobStatus.PENDING and job.hold:  # an array's max_parallel, a retry's backoff
-            why = f"held: {job.hold}"
-        elif job.status is JobStatus.PENDING and job.queue and config.queues:
-            why = "waiting for quota: " + Queueing(config).why_pending(PostgresJobTx(session), job)
-        elif job.status is JobStatus.PENDING and not config.queues:  # left by queues since removed
-            why = "no queues are configured: admitted at the next scale tick"
-        elif job.status is JobStatus.QUEUED:
-            decisions = fleet.recent_decisions(session, job.cluster, 50)  # newest first
-            why = (f"admitted{f' by queue {job.queue}' if job.queue else ''}; waiting for a VM of {job.cluster} "
-                   f"in {', '.join(job.start_regions or job.regions)}")
-            if job.nodes > 1:  # a gang assembling (zen.core.gang)
-                held = job.gang or []
-                why += (f" (a gang of {job.nodes}: {len(held)} claimed in {held[0].region} ({', '.join(n.vm for n in held)}), "
-                        f"the rest until {job.widen_at:%H:%M:%S}, then released and retried)" if held and job.widen_at
-                        else f" (a gang of {job.nodes}: none claimed yet)")
-            elif job.start_vms and job.widen_at:  # zen.core.routing: offered to warm VMs
-                why += f" (its start is offered to {', '.join(job.start_vms)} first, whose caches are warm; widened " \
-                       f"at the first tick after {job.widen_at:%H:%M:%S})"
-            elif job.start_regions and job.widen_at:
-                why += f" (its start goes there first; to every allowed region at the first tick after " \
-                       f"{job.widen_at:%H:%M:%S})"
-            if decisions:
-                last = decisions[0]
-                why += (f"; the cluster's latest scaling decision ({last['at']:%H:%M:%S}): {last['action']} "
-                        f"{last['region'] or ''} {last['reason']}".rstrip())
-            latest = {d["region"]: d for d in reversed(decisions)}  # each region's newest decision
-            held = [d["reason"].split("; blocked")[0] for region, d in latest.items() if region in job.regions
-                    and d["action"] == "BLOCK" and d["reason"].startswith("GPU quota") and d is not decisions[0]]
-            why += "".join(f"; {text}" for text in held)  # a quota, not capacity (docs/how-to/deploy.md#gpu-quotas)
-        elif job.status.terminal:  # one line: the change that ended it (its message holds the output's tail)
-            history = repository.job_history(session, job.job_id)
-            last = history[-1]["reason"].splitlines()[0] if history else job.status.value
-            if job.exit_code is not None and f"exit code {job.exit_code}" not in last:
-                last += f" (exit code {job.exit_code})"
-            why = f"ended: {last}; its output: `zen logs {job.job_id}`"
-        elif job.gang:  # a gang's nodes: how many are up, and where
-            up = [n.vm for n in job.gang if n.status in ("CLAIMED", "RUNNING")]
-            why = f"{job.status.value.lower()}: {len(up)} of {job.nodes} nodes up in {job.region} ({', '.join(up)})"
-        else:
-            why = f"on VM {job.vm} in {job.region}" if job.vm else job.status.value
+        why = explain_line(session, config, job)
+    if as_json:
+        print(json.dumps({"job_id": job.job_id, "status": job.status.value, "queue": job.queue, "why": why}))
+    else:
+        print(f"{job.job_id}: {job.status.value} - {why}")
+    return 0
+
+
+def explain_line(session, config, job) -> str:
+    """Why ``job`` is where it is, in one line: what ``zen explain JOB`` prints after the status, and what
+    the console shows on the job's page (``zen.console``)."""
+    from zen.jobs.queueing import Queueing
+    from zen.store import fleet, repository
+    from zen.store.jobstore import PostgresJobTx
+
+    if job.status is JobStatus.PENDING and job.hold:  # an array's max_parallel, a retry's backoff
+        why = f"held: {job.hold}"
+    elif job.status is JobStatus.PENDING and job.queue and config.queues:
+        why = "waiting for quota: " + Queueing(config).why_pending(PostgresJobTx(session), job)
+    elif job.status is JobStatus.PENDING and not config.queues:  # left by queues since removed
+        why = "no queues are configured: admitted at the next scale tick"
+    elif job.status is JobStatus.QUEUED:
+        decisions = fleet.recent_decisions(session, job.cluster, 50)  # newest first
+        why = (f"admitted{f' by queue {job.queue}' if job.queue else ''}; waiting for a VM of {job.cluster} "
+               f"in {', '.join(job.start_regions or job.regions)}")
+        if job.nodes > 1:  # a gang assembling (zen.core.gang)
+            claimed = job.gang or []
+            why += (f" (a gang of {job.nodes}: {len(claimed)} claimed in {claimed[0].region} "
+                    f"({', '.join(n.vm for n in claimed)}), the rest until {job.widen_at:%H:%M:%S}, then released "
+                    "and retried)" if claimed and job.widen_at else f" (a gang of {job.nodes}: none claimed yet)")
+        elif job.start_vms and job.widen_at:  # zen.core.routing: offered to warm VMs
+            why += f" (its start is offered to {', '.join(job.start_vms)} first, whose caches are warm; widened " \
+                   f"at the first tick after {job.widen_at:%H:%M:%S})"
+        elif job.start_regions and job.widen_at:
+            why += f" (its start goes there first; to every allowed region at the first tick after " \
+                   f"{job.widen_at:%H:%M:%S})"
+        if decisions:
+            last = decisions[0]
+            why += (f"; the cluster's latest scaling decision ({last['at']:%H:%M:%S}): {last['action']} "
+                    f"{last['region'] or ''} {last['reason']}".rstrip())
+        latest = {d["region"]: d for d in reversed(decisions)}  # each region's newest decision
+        held = [d["reason"].split("; blocked")[0] for region, d in latest.items() if region in job.regions
+                and d["action"] == "BLOCK" and d["reason"].startswith("GPU quota") and d is not decisions[0]]
+        why += "".join(f"; {text}" for text in held)  # a quota, not capacity (docs/how-to/deploy.md#gpu-quotas)
+    elif job.status.terminal:  # one line: the change that ended it (its message holds the output's tail)
+        history = repository.job_history(session, job.job_id)
+        last = history[-1]["reason"].splitlines()[0] if history else job.status.value
+        if job.exit_code is not None and f"exit code {job.exit_code}" not in last:
+            last += f" (exit code {job.exit_code})"
+        why = f"ended: {last}; its output: `zen logs {job.job_id}`"
+    elif job.gang:  # a gang's nodes: how many are up, and where
+        up = [n.vm for n in job.gang if n.status in ("CLAIMED", "RUNNING")]
+        why = f"{job.status.value.lower()}: {len(up)} of {job.nodes} nodes up in {job.region} ({', '.join(up)})"
+    else:
+        why = f"on VM {job.vm} in {job.region}" if job.vm else job.status.value
     data = _data_line(config, job)
     if data:
         why += f"; {data}"
     cleared = for_request(config.data_clearance, job.request)  # why a job that asked for no tags waits for some
     if cleared is not None and not job.status.terminal:
         why += f"; {cleared.because()}"
-    if as_json:
-        print(json.dumps({"job_id": job.job_id, "status": job.status.value, "queue": job.queue, "why": why}))
-    else:
-        print(f"{job.job_id}: {job.status.value} - {why}")
-    return 0
+    return why
 
 
 def _explain_array(array_id: str, tasks: list, as_json: bool, db) -> int:

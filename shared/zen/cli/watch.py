@@ -20,25 +20,33 @@ JOB_COLUMNS = ("job_id", "user", "cluster", "region", "status", "attempt", "wait
 VM_STATES = ("BOOTING", "IDLE", "BUSY", "STOPPING", "RETIRED")
 
 
+def vms_per_region(session) -> tuple[list[dict[str, Any]], int]:
+    """One row per cluster and region: its MIG's instances by state (an instance whose agent has not been
+    heard from yet is BOOTING); and how many instances there are in all (``zen watch``, the console)."""
+    from zen.store import fleet, repository
+
+    states = {vm["name"]: vm["state"] for vm in repository.list_vms(session)}
+    instances = fleet.mig_instances(session)
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    for instance in instances:
+        by_state = counts.setdefault((instance["cluster"], instance["region"]), {})
+        state = states.get(instance["name"], "BOOTING")
+        by_state[state] = by_state.get(state, 0) + 1
+    rows = [{"cluster": c, "region": r, **{s.lower(): by_state.get(s, 0) for s in VM_STATES}}
+            for (c, r), by_state in sorted(counts.items())]
+    return rows, len(instances)
+
+
 def frame(db, rows: int = 24, now: datetime | None = None) -> str:
     """One screen of at most ``rows`` lines."""
-    from zen.store import fleet, repository
+    from zen.store import repository
 
     now = now or datetime.now(timezone.utc)
     budget = max(rows - 1, 8)  # the last row stays free for the cursor
     with db.transaction() as session:
         active, active_total = repository.active_jobs(session, limit=budget)
         finished = [j for j in repository.recent_jobs(session, limit=budget) if j.finished_at is not None]
-        vms = repository.list_vms(session)
-        instances = fleet.mig_instances(session)
-    states = {vm["name"]: vm["state"] for vm in vms}
-    counts: dict[tuple[str, str], dict[str, int]] = {}
-    for instance in instances:
-        by_state = counts.setdefault((instance["cluster"], instance["region"]), {})
-        state = states.get(instance["name"], "BOOTING")
-        by_state[state] = by_state.get(state, 0) + 1
-    vm_rows = [{"cluster": c, "region": r, **{s.lower(): by_state.get(s, 0) for s in VM_STATES}}
-               for (c, r), by_state in sorted(counts.items())]
+        vm_rows, instances = vms_per_region(session)
     vm_rows = vm_rows[:max(budget // 3, 1)]
     job_budget = max(budget - (len(vm_rows) + 3) - 3, 1)  # VM title, header, rows, blank; jobs title, header
     shown = (active + finished)[:job_budget]
@@ -48,7 +56,7 @@ def frame(db, rows: int = 24, now: datetime | None = None) -> str:
     print(f"Jobs: {active_total} active{more}; then the latest finished    {now.astimezone():%H:%M:%S}", file=out)
     print_table([job_row(j, now) for j in shown], JOB_COLUMNS, out)
     print("", file=out)
-    print(f"VMs per region ({len(instances)} in all)", file=out)
+    print(f"VMs per region ({instances} in all)", file=out)
     print_table(vm_rows, ("cluster", "region", *(s.lower() for s in VM_STATES)), out)
     return out.getvalue()
 

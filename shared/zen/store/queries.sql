@@ -114,9 +114,16 @@ ORDER BY submitted_at, job_id
 LIMIT :limit;
 
 -- name: recent_jobs
--- `zen jobs list`: newest first, every filter optional (labels: the request's labels contain these).
+-- `zen jobs list` and the console's job list: newest first, every filter optional (labels: the request's
+-- labels contain these). A page after the first starts below the last row shown (before_at, before_id: a
+-- keyset, so the index jobs_recent is entered there, not scanned from the top); a viewer who may not see
+-- every job (zen.console.viewers) sees their own and those of the queues they belong to.
 SELECT * FROM jobs
-WHERE (CAST(:status AS text) IS NULL OR status = :status)
+WHERE (CAST(:before_at AS timestamptz) IS NULL
+       OR (submitted_at, job_id) < (CAST(:before_at AS timestamptz), CAST(:before_id AS text)))
+  AND (CAST(:viewer AS text) IS NULL OR lower(user_id) = lower(:viewer)
+       OR queue IN (SELECT jsonb_array_elements_text(CAST(:viewer_queues AS jsonb))))
+  AND (CAST(:status AS text) IS NULL OR status = :status)
   AND (CAST(:cluster AS text) IS NULL OR cluster = :cluster)
   AND (CAST(:user_id AS text) IS NULL OR user_id = :user_id)
   AND (CAST(:queue AS text) IS NULL OR queue = :queue)

@@ -58,10 +58,14 @@ def list_jobs(session: Session, *, status: str | None = None, cluster: str | Non
 
 def recent_jobs(session: Session, *, status: str | None = None, cluster: str | None = None,
                 user_id: str | None = None, labels: dict[str, str] | None = None, since: datetime | None = None,
-                limit: int = 50, queue: str | None = None, array_id: str | None = None) -> list[Job]:
-    """Newest first (``zen jobs list``)."""
+                limit: int = 50, queue: str | None = None, array_id: str | None = None,
+                before: tuple[datetime, str] | None = None, viewer: tuple[str, list[str]] | None = None) -> list[Job]:
+    """Newest first (``zen jobs list``, the console's job list). ``before``: the (submitted_at, job_id) of
+    the last row of the page before; ``viewer``: (principal, its queues) when it may not see every job."""
     rows = session.run("recent_jobs", status=status, cluster=cluster, user_id=user_id, since=since,
-                       labels=json.dumps(labels or {}), limit=limit, queue=queue, array_id=array_id)
+                       labels=json.dumps(labels or {}), limit=limit, queue=queue, array_id=array_id,
+                       before_at=before[0] if before else None, before_id=before[1] if before else None,
+                       viewer=viewer[0] if viewer else None, viewer_queues=json.dumps(viewer[1] if viewer else []))
     return [job_from_row(r) for r in rows]
 
 

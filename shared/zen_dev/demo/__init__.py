@@ -124,6 +124,7 @@ def run(home: Path = Path(".zen/demo"), base_port: int = 8185, second_wave: bool
                        tick_every_s=2.0, ports=Ports.from_base(base_port), fresh=True,
                        buckets=placement.BUCKETS)
     record = stack.up()
+    progress(f"Web console (while the demo runs): {record['console']}")
     try:
         with overridden_environ(record["env"]):  # the official clients find the stand-ins through these
             return _play(stack, second_wave, progress, timeout_s, view)

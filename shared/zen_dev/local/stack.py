@@ -2,7 +2,7 @@
 
 Started in order (the embedded Postgres, the Pub/Sub stand-in and the topology, the Cloud Storage,
 Billing Catalog and Secret Manager stand-ins, the webhook sink, the Compute stand-in whose VMs run the real agent, the
-functions (the four of the job lifecycle and the notifier), the bridge and the ticker), recorded in ``.zen/stack.json``, stopped in reverse order. What each does and where it logs:
+functions (the four of the job lifecycle and the notifier), the web console, the bridge and the ticker), recorded in ``.zen/stack.json``, stopped in reverse order. What each does and where it logs:
 docs/how-to/local.md."""
 
 from __future__ import annotations
@@ -81,15 +81,17 @@ class Ports:
     billing: int = 8088
     secrets: int = 8089
     sink: int = 8090  # the webhook sink the notifier posts to
+    console: int = 8097  # the web console (zen.console); base + 12 leaves room for more functions
 
     @classmethod
     def from_base(cls, base: int) -> "Ports":
-        return cls(base, base + 1, base + 6, base + 2, base + 3, base + 4, base + 5)
+        return cls(base, base + 1, base + 6, base + 2, base + 3, base + 4, base + 5, base + 12)
 
     def all(self) -> dict[str, int]:
         ports = {"pubsub stand-in": self.pubsub, "compute stand-in": self.compute, "storage stand-in": self.storage,
                  "billing stand-in": self.billing, "secret manager stand-in": self.secrets, "webhook sink": self.sink}
         ports.update({name: self.functions + i for i, name in enumerate(FUNCTIONS)})
+        ports["console"] = self.console
         return ports
 
 
@@ -268,6 +270,9 @@ class LocalStack:
                              NOTICE_FILTER if field == "job_events" else "") for field in FUNCTIONS.values()]
         self._with_pubsub(lambda: EventBridge(project, routes_made, BRIDGE_POLICY).ensure_subscriptions())
         self._with_pubsub(lambda: keep_dead_letters(project, routes_made))
+        # The web console, reading the stack's database and job output; viewers are $ZEN_AS or $USER.
+        self._spawn("console", [sys.executable, "-m", "zen.console", "--port", str(self.ports.console)])
+        wait_for_port(self.ports.console, 30, self._popen("console"))
         self._spawn("bridge", [sys.executable, "-m", "zen_dev.local.bridge", "--project", project, *routes,
                                "--tick-topic", self.config.topics.scale_tick, "--tick-every", str(self.tick_every_s),
                                "--min-backoff", str(BRIDGE_POLICY.minimum_backoff_s),
@@ -313,6 +318,7 @@ class LocalStack:
         return {
             "env": self.env,
             "ports": self.ports.all(),
+            "console": f"http://127.0.0.1:{self.ports.console}/",
             "logs": str(self.logs),
             "processes": [{k: v for k, v in p.items() if not k.startswith("_")} for p in self.processes],
         }

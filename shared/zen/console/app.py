@@ -1,0 +1,272 @@
+"""The console's web application (Flask, server-rendered Jinja templates): routes, input checks, errors.
+
+Pages: ``/jobs`` (filters ``user``, ``queue``, ``status``, ``label=K=V[,K=V]``, ``array``; ``id`` opens a
+job; ``before``/``before_id`` page on), ``/jobs/<id>`` (and its output as server-sent events at
+``/jobs/<id>/output``), ``/queues``, ``/clusters``, ``/usage`` (``by``, ``window``). Every page takes
+``?fragment=1`` for its live part alone, which the page's small script fetches every few seconds and
+swaps in. Read-only: every route answers GET (and HEAD) alone; nothing here writes to the database.
+Bad input (unknown ids, NUL bytes, over-long or malformed parameters, a missing or forged identity) is a
+4xx page naming the problem, never a stack trace.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from flask import Flask, Response, abort, g, redirect, render_template, request, stream_with_context, url_for
+from werkzeug.exceptions import HTTPException
+
+from zen.console import pages
+from zen.console.viewers import Identify, NoIdentity, Viewer, viewer_of
+from zen.core.config import ZenConfig
+from zen.core.errors import Rejected, TransientError
+from zen.core.models import JobStatus
+
+log = logging.getLogger("zen.console")
+
+MAX_PARAM_CHARS = 200  # longer than any id, user, queue or label Zen accepts
+REFRESH_S = 2.0  # how often a page's live part is fetched again
+OUTPUT_POLL_S = 0.5  # how often the output stream reads new lines (a local stack's: zen logs -f's POLL_S)
+OUTPUT_SETTLE_S = 5.0  # after a job's end, how long the stream waits for its last lines (zen logs -f)
+STREAM_MAX_S = 300.0  # a stream ends after this long; the browser reconnects where it left off
+
+
+class BadRequest(Exception):
+    """A parameter the console cannot use (answered 400 with this text)."""
+
+
+def create_app(config: ZenConfig, database: Any, identify: Identify,
+               reader_factory: Callable[[], Any] | None = None, clock: Callable[[], datetime] | None = None,
+               page_size: int = pages.PAGE_SIZE, refresh_s: float = REFRESH_S,
+               output_timing: tuple[float, float] | None = None) -> Flask:
+    """The console over ``database`` (a ``zen.store.db.Database``, best a read-only role's), with viewers
+    named by ``identify`` (``zen.console.viewers``) and job output read by ``reader_factory()`` (a new
+    ``zen.adapters.joblogs.Reader`` per stream; None: output is not shown), every ``output_timing`` =
+    (poll, settle) seconds as ``zen logs -f`` reads that source (default OUTPUT_POLL_S, OUTPUT_SETTLE_S)."""
+    app = Flask(__name__, template_folder=str(Path(__file__).parent / "templates"))
+    app.config.update(ZEN_CONFIG=config)
+    refresh_ms = max(int(refresh_s * 1000), 200)
+    now = clock or (lambda: datetime.now(timezone.utc))
+
+    @app.before_request
+    def checks() -> None:
+        if request.method not in ("GET", "HEAD"):
+            abort(405)
+        for name, value in [*request.args.items(multi=True), *((request.view_args or {}).items())]:
+            if len(name) > MAX_PARAM_CHARS or len(str(value)) > MAX_PARAM_CHARS:
+                raise BadRequest(f"parameter {name[:40]!r} is longer than {MAX_PARAM_CHARS} characters")
+            if "\x00" in name or "\x00" in str(value):
+                raise BadRequest(f"parameter {name[:40]!r} holds a NUL byte")
+        try:
+            principal, source = identify(request.headers)
+        except Rejected as exc:  # NoIdentity: none was given (401); else a forged, expired or foreign one (403)
+            g.identity_error = str(exc)
+            abort(401 if isinstance(exc, NoIdentity) else 403)
+        g.viewer = viewer_of(config, principal, source)
+
+    @app.context_processor
+    def common() -> dict[str, Any]:
+        return {"viewer": getattr(g, "viewer", None), "refresh_ms": refresh_ms,
+                "project": config.project}
+
+    def render(template: str, fragment: str, **values: Any) -> str:
+        """The whole page, or its live part alone (``?fragment=1``)."""
+        if request.args.get("fragment") == "1":
+            return render_template(fragment, **values)
+        return render_template(template, fragment=fragment, **values)
+
+    @app.get("/")
+    def home():
+        return redirect(url_for("jobs"))
+
+    @app.get("/jobs")
+    def jobs():
+        viewer: Viewer = g.viewer
+        wanted = request.args.get("id", "").strip()
+        if wanted:
+            return redirect(url_for("job", job_id=wanted))
+        filters = _filters()
+        before = _keyset()
+        with reading(database) as session:
+            page = pages.job_list(session, viewer, filters, before, limit=page_size, now=now())
+        following = None
+        if page["next"] is not None:
+            at, job_id = page["next"]
+            following = url_for("jobs", **filters.query(), before=at.isoformat(), before_id=job_id)
+        return render("jobs.html", "jobs_fragment.html", page=page, filters=filters, following=following,
+                      statuses=[s.value for s in JobStatus], first=before is None,
+                      fragment_url=url_for("jobs", **filters.query(), **_keyset_query(), fragment="1"))
+
+    @app.get("/jobs/<job_id>")
+    def job(job_id: str):
+        from zen.store import repository
+
+        viewer: Viewer = g.viewer
+        with reading(database) as session:
+            found = repository.get_job(session, job_id)
+            if found is None and pages.array_visible(session, viewer, job_id):  # an array's id: its tasks
+                return redirect(url_for("jobs", array=job_id))
+            if found is None or not viewer.may_see(found):  # the same answer: no hint of others' ids
+                g.missing = f"no job {job_id} that {viewer.principal} may see"
+                abort(404)
+            detail = pages.job_detail(session, config, found)
+        return render("job.html", "job_fragment.html", d=detail, output=reader_factory is not None,
+                      fragment_url=url_for("job", job_id=job_id, fragment="1"))
+
+    @app.get("/jobs/<job_id>/output")
+    def output(job_id: str):
+        """The job's output as server-sent events, as ``zen logs -f`` prints it: one ``line`` event per
+        entry (id ``attempt:seq``, so a reconnecting browser resumes after the last it got), then ``end``."""
+        from zen.store import repository
+
+        viewer: Viewer = g.viewer
+        if reader_factory is None:
+            abort(404)
+        with reading(database) as session:
+            found = repository.get_job(session, job_id)
+        if found is None or not viewer.may_see(found):
+            g.missing = f"no job {job_id} that {viewer.principal} may see"
+            abort(404)
+        after = _resume_point(request.headers.get("Last-Event-ID") or request.args.get("after") or "")
+        return Response(stream_with_context(_stream(job_id, after)), mimetype="text/event-stream",
+                        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    def _stream(job_id: str, after: tuple[int, int]) -> Iterator[str]:
+        from zen.store import repository
+
+        reader = reader_factory()  # type: ignore[misc]
+        poll_s, settle_s = output_timing or (OUTPUT_POLL_S, OUTPUT_SETTLE_S)
+        started = time.monotonic()
+        ended_at: float | None = None
+        yield "retry: 2000\n\n"
+        while time.monotonic() - started < STREAM_MAX_S:
+            with reading(database) as session:
+                current = repository.get_job(session, job_id)
+            got = False
+            for attempt in range(1, (current.attempt if current else 0) + 1):
+                for entry in reader.new_entries(job_id, attempt):
+                    if (entry.attempt, entry.seq) <= after:
+                        continue
+                    got = True
+                    data = {"attempt": entry.attempt, "stream": entry.stream, "vm": entry.vm, "text": entry.text,
+                            "final": entry.final}
+                    yield f"id: {entry.attempt}:{entry.seq}\nevent: line\ndata: {json.dumps(data)}\n\n"
+            if current is not None and current.status.terminal:
+                ended_at = None if got else (ended_at or time.monotonic())
+                if ended_at is not None and time.monotonic() - ended_at >= settle_s:
+                    yield f"event: end\ndata: {json.dumps({'status': current.status.value})}\n\n"
+                    return
+            if not got:
+                yield ": waiting\n\n"  # a comment: keeps proxies from closing a quiet stream
+            time.sleep(poll_s)
+
+    @app.get("/queues")
+    def queues():
+        with reading(database) as session:
+            rows = pages.queues(session, config, g.viewer)
+        return render("queues.html", "queues_fragment.html", queues=rows, fragment_url=url_for("queues", fragment="1"))
+
+    @app.get("/clusters")
+    def clusters():
+        with reading(database) as session:
+            rows = pages.clusters(session, config, now())
+        return render("clusters.html", "clusters_fragment.html", clusters=rows,
+                      fragment_url=url_for("clusters", fragment="1"))
+
+    @app.get("/usage")
+    def usage():
+        from zen.store.usage import GROUPINGS
+
+        by = request.args.get("by", "user")
+        window = request.args.get("window", "7d")
+        if by not in GROUPINGS:
+            raise BadRequest(f"by must be one of {', '.join(GROUPINGS)}")
+        if window not in pages.USAGE_WINDOWS:
+            raise BadRequest(f"window must be one of {', '.join(pages.USAGE_WINDOWS)}")
+        moment = now()
+        with reading(database) as session:
+            report = pages.usage(session, config, by, moment - pages.USAGE_WINDOWS[window], moment)
+        chart = pages.bar_chart(report["groups"], by, "gpu_hours")
+        return render("usage.html", "usage_fragment.html", report=report, by=by, window=window, chart=chart,
+                      groupings=GROUPINGS, windows=list(pages.USAGE_WINDOWS),
+                      fragment_url=url_for("usage", by=by, window=window, fragment="1"))
+
+    @app.errorhandler(BadRequest)
+    def bad_request(exc: BadRequest):
+        return render_template("error.html", code=400, title="Bad request", detail=str(exc)), 400
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException):
+        detail = getattr(g, "missing", None) or getattr(g, "identity_error", None) or exc.description
+        return render_template("error.html", code=exc.code, title=exc.name, detail=detail), exc.code
+
+    @app.errorhandler(TransientError)
+    def unavailable(exc: TransientError):
+        log.warning("console read failed", extra={"error": str(exc)})
+        return render_template("error.html", code=503, title="Unavailable", detail="the database cannot be read "
+                               "now; the page tries again"), 503
+
+    @app.errorhandler(Exception)
+    def failed(exc: Exception):
+        if isinstance(exc, HTTPException):
+            return http_error(exc)
+        log.exception("console page failed")
+        return render_template("error.html", code=500, title="Error",
+                               detail="the console failed to build this page (its log says why)"), 500
+
+    return app
+
+
+@contextmanager
+def reading(database: Any) -> Iterator[Any]:
+    """A read-only transaction: whatever role the console connects as (a local stack's owns every table), a
+    statement that would write fails (``SET TRANSACTION READ ONLY``); deployed, its role is zen_reader too."""
+    with database.transaction() as session:
+        session.execute("SET TRANSACTION READ ONLY")
+        yield session
+
+
+def _filters() -> pages.JobFilters:
+    args = request.args
+    status = (args.get("status") or "").strip().upper() or None
+    if status is not None and status not in {s.value for s in JobStatus}:
+        raise BadRequest(f"status must be one of {', '.join(s.value for s in JobStatus)}")
+    labels: dict[str, str] = {}
+    for text in filter(None, (args.get("label") or "").split(",")):
+        key, sep, value = text.strip().partition("=")
+        if not sep or not key:
+            raise BadRequest(f"label {text[:60]!r} is not KEY=VALUE")
+        labels[key] = value
+    return pages.JobFilters(user=(args.get("user") or "").strip() or None, queue=(args.get("queue") or "").strip() or None,
+                            status=status, array=(args.get("array") or "").strip() or None, labels=labels)
+
+
+def _keyset() -> tuple[datetime, str] | None:
+    at, job_id = request.args.get("before"), request.args.get("before_id")
+    if not at and not job_id:
+        return None
+    try:
+        moment = datetime.fromisoformat(at or "")
+    except ValueError:
+        raise BadRequest("before must be an ISO date and time (the link of the next page gives one)") from None
+    if moment.tzinfo is None or not job_id:
+        raise BadRequest("before needs a time zone, and before_id a job id")
+    return moment, job_id
+
+
+def _keyset_query() -> dict[str, str]:
+    return {k: request.args[k] for k in ("before", "before_id") if request.args.get(k)}
+
+
+def _resume_point(text: str) -> tuple[int, int]:
+    attempt, _, seq = text.partition(":")
+    try:
+        return int(attempt), int(seq)
+    except ValueError:
+        return 0, -1

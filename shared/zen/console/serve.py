@@ -1,0 +1,73 @@
+"""Building the console from the environment, and serving it: ``python -m zen.console`` (the local stack's
+process, ``zen console``) or the ``console`` HTTP function (functions/main.py).
+
+- ``ZEN_DATABASE_URL`` or ``ZEN_CLOUDSQL_INSTANCE`` (+ ``ZEN_DB_USER``): the database, read through a
+  read-only role where the deploy has one (terraform: the console's own IAM user, granted ``zen_reader``);
+- ``ZEN_CONSOLE_IAP_AUDIENCE``: the audience of Identity-Aware Proxy's signed header; a console on Cloud SQL
+  refuses to start without it (it would show every job to whoever reaches it);
+- ``ZEN_JOB_LOGS_DIR`` (a local stack) or Cloud Logging: where job output is read (as ``zen logs``);
+- ``ZEN_CONSOLE_REFRESH_S``: how often a page fetches its live part again (default 2 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Mapping
+
+from flask import Flask
+
+from zen.core.errors import ConfigError
+
+AUDIENCE_ENV = "ZEN_CONSOLE_IAP_AUDIENCE"
+
+
+def from_env(env: Mapping[str, str] = os.environ) -> Flask:
+    from zen.adapters.cloud_logging import reader_from_env
+    from zen.console.app import REFRESH_S, create_app
+    from zen.console.viewers import iap_identity, local_identity
+    from zen.core.config import load_config
+    from zen.store.db import Database
+
+    config = load_config()
+    audience = env.get(AUDIENCE_ENV)
+    if audience:
+        from zen.adapters.iap import IapAssertions
+
+        identify = iap_identity(IapAssertions(audience).email)
+    elif env.get("ZEN_CLOUDSQL_INSTANCE"):
+        raise ConfigError(f"the console reads Cloud SQL but {AUDIENCE_ENV} is not set: it serves viewers named "
+                          "by Identity-Aware Proxy's signed header only (terraform sets it)")
+    else:
+        identify = local_identity()
+    project = env.get("ZEN_PROJECT") or config.project
+    refresh_s = float(env.get("ZEN_CONSOLE_REFRESH_S") or REFRESH_S)
+    # As `zen logs -f` reads (zen.cli.follow.open_reader): a local stack's files twice a second; Cloud Logging,
+    # which allows a project about one read a second, every 5 s, waiting 30 s after a job's end for its last lines.
+    from zen.cli.follow import CLOUD_POLL_S, POLL_S
+
+    timing = (POLL_S, 5.0) if env.get("ZEN_JOB_LOGS_DIR") else (CLOUD_POLL_S, 30.0)
+    return create_app(config, Database.from_env(), identify, reader_factory=lambda: reader_from_env(env, project),
+                      refresh_s=refresh_s, output_timing=timing)
+
+
+def serve(app: Flask, host: str, port: int) -> None:
+    """Serve until interrupted, a thread per request (each page's output stream holds one)."""
+    from werkzeug.serving import make_server
+
+    make_server(host, port, app, threaded=True).serve_forever()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="zen console", description="Serve the read-only web console "
+                                     "(docs/how-to/console.md) against ZEN_DATABASE_URL or the local stack.")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8097, help="port (default 8097)")
+    args = parser.parse_args(argv)
+    app = from_env()
+    print(f"Zen console: http://{args.host}:{args.port}/", flush=True)
+    try:
+        serve(app, args.host, args.port)
+    except KeyboardInterrupt:
+        pass
+    return 0
