@@ -1,12 +1,11 @@
 """The console in a real browser (Playwright driving the system's Chromium) against the whole local stack: a
-job submitted as the CLI submits it goes QUEUED -> RUNNING -> SUCCEEDED on its page without a reload while
+job submitted with the CLI goes QUEUED -> RUNNING -> SUCCEEDED on its page without a reload while
 its output streams in, the job list filters, the queues page gives a waiting job's reason, and a viewer
 outside a queue sees none of its jobs. Skipped only when Chromium or Playwright is missing (`make test`
 installs both: the Makefile's browser target)."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -103,15 +102,12 @@ def browser():
 
 
 def submit(stack, record, job_id: str, user: str, queue: str, code: str) -> None:
-    """As ``zen submit`` publishes: the request with the sender's ID token (the stack's identity endpoint)."""
-    with overridden_environ(record["env"]):
-        from google.cloud import pubsub_v1
+    """With the CLI, as ``user`` (the stack's identity endpoint signs the sender's ID token for them)."""
+    from zen.cli.main import main
 
-        publisher = pubsub_v1.PublisherClient()
-        topic = publisher.topic_path(stack.config.project, stack.config.topics.job_submitted)
-        body = {"job_id": job_id, "user_id": user, "cluster": "1xl4", "queue": queue,
-                "command": [sys.executable, "-c", code], "labels": {"team": "console"}}
-        publisher.publish(topic, json.dumps(body).encode(), **stack.sender(user)).result(30)
+    with overridden_environ({**record["env"], "ZEN_AS": user}):
+        assert main(["submit", "--job-id", job_id, "--cluster", "1xl4", "--queue", queue, "--label", "team=console",
+                     "--", sys.executable, "-c", code]) == 0
 
 
 def test_a_job_lives_on_its_page_and_the_console_shows_each_viewer_what_they_may_see(stack, browser):
