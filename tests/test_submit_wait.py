@@ -183,3 +183,29 @@ def test_zen_logs_reads_a_stopped_local_stacks_output(no_database, monkeypatch, 
     attempt.write_text("".join(e.to_json() + "\n" for e in entries))
     assert main(["logs", "job-1"]) == 0
     assert "hello from a past run" in capsys.readouterr().out
+
+
+class LastLines:
+    """The job's last lines, read in the same poll that first finds the job ended."""
+
+    def __init__(self):
+        from zen.adapters.joblogs import OutputEntry
+
+        self.entries = [OutputEntry(job_id="tail", attempt=1, stream="stdout", vm="vm-a", seq=n,
+                                    time="2026-11-24T00:00:00Z", text=f"step {n}", final=n == 2) for n in (1, 2)]
+
+    def new_entries(self, job_id, attempt=None):
+        entries, self.entries = self.entries, []
+        return entries
+
+
+def test_the_end_is_told_after_the_lines_read_with_it(functions, zen):
+    request = job_request("tail", user_id="alice")
+    functions.submit(request, message_id="m-1")
+    for beat in agent_run("tail", final="SUCCEEDED"):
+        functions.heartbeat(beat)
+    both = io.StringIO()  # stdout and stderr on one terminal
+    code = follow("tail", LastLines(), JobStatusSource(zen.db), out=both, err=both, poll_s=0.01, settle_s=0.0,
+                  appear_timeout_s=2.0, message_id="m-1", request_hash=_published(request))
+    text = both.getvalue()
+    assert code == 0 and text.index("step 2") < text.index("SUCCEEDED"), text

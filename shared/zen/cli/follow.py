@@ -103,10 +103,13 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
                     print(f"zen: job {job_id} has not appeared after {give_up_s:g} s; its submission was published "
                           f"and may still arrive: `zen jobs get {job_id}`", file=err)
                     return 1
-            elif (job.status, job.attempt) != last_state:
-                last_state = (job.status, job.attempt)
+            changed = None
+            if job is not None and (job.status, job.attempt) != last_state:
                 where = f" on {job.vm}" if job.vm and job.status.holds_vm else ""
-                print(f"zen: {job_id} {job.status.value} (attempt {job.attempt}{where})", file=err, flush=True)
+                changed = f"zen: {job_id} {job.status.value} (attempt {job.attempt}{where})"
+                if not job.status.terminal:  # an end is told after the lines read with it, which came before it
+                    last_state = (job.status, job.attempt)
+                    print(changed, file=err, flush=True)
             attempts = [attempt] if attempt is not None else list(range(1, (job.attempt if job else 0) + 1))
             got = False
             for number in attempts:  # each attempt's lines printed as read: a later read may fail
@@ -121,6 +124,9 @@ def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int
                             if len(ended[entry.attempt]) >= (job.nodes if job is not None else 1):
                                 finals.add(entry.attempt)
                     out.flush()
+            if changed is not None and job is not None and job.status.terminal:
+                last_state = (job.status, job.attempt)
+                print(changed, file=err, flush=True)
         except (SinkError, TransientError) as exc:  # a throttled or failed read: the job may be fine
             failing_since = failing_since if failing_since is not None else clock()
             if clock() - failing_since >= PATIENCE_S:
