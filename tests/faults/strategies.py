@@ -69,6 +69,10 @@ valid_job_request = st.fixed_dictionaries(
         "max_attempts": st.integers(1, 10),
         "labels": st.dictionaries(st.sampled_from(["team", "exp"]), st.text(max_size=8), max_size=2),
         "version": st.just(1),
+        # Sweeps, pipelines and retries (zen.core.arrays, dependencies, retries): small, so a case stays cheap.
+        "array": st.fixed_dictionaries({"count": st.integers(1, 3)}, optional={"max_parallel": st.integers(1, 2)}),
+        "after": st.just([KNOWN_JOB]),
+        "max_retries": st.integers(0, 2),
     },
 ).flatmap(lambda request: st.one_of(
     st.just(request | {"cluster": "4xa100-40gb", "command": request.get("command", ["python", "train.py"])}),
@@ -99,7 +103,9 @@ VALID = {
 }
 FIELDS = {
     "on_job_submitted": ["job_id", "user_id", "cluster", "gpu_type", "gpu_count", "image", "command", "env",
-                         "priority", "regions", "max_runtime_s", "max_attempts", "labels", "checkpoint", "version"],
+                         "priority", "regions", "max_runtime_s", "max_attempts", "labels", "checkpoint", "version",
+                         "array", "after", "after_condition", "max_retries", "retry_exit_codes", "retry_backoff_s",
+                         "provisioning", "notify"],
     "on_heartbeat": ["kind", "job_id", "attempt", "vm", "cluster", "region", "zone", "status", "state", "seq",
                      "sent_at", "exit_code", "message", "version"],
     "on_stop_requested": ["job_id", "reason", "version"],
@@ -112,7 +118,7 @@ def _mutation(target: str) -> st.SearchStrategy:
         st.tuples(st.just("set"), field, hostile_value),
         st.tuples(st.just("del"), field, st.none()),
         st.tuples(st.just("add"), hostile_text, hostile_value),
-        st.tuples(st.just("set-inner"), st.sampled_from(["env", "labels", "command"]), hostile_json),
+        st.tuples(st.just("set-inner"), st.sampled_from(["env", "labels", "command", "array"]), hostile_json),
     )
 
 
