@@ -1,16 +1,22 @@
-"""Local stacks in tests: a free block of ports, and the ``home`` fixture (a short-named directory for one
-stack, its Postgres stopped and the directory removed afterwards). Import ``home`` into a test module to
-use it."""
+"""Local stacks in tests: a free block of ports, the ``home`` fixture (a short-named directory for one
+stack, its Postgres stopped and the directory removed afterwards; import ``home`` into a test module to
+use it), a stack running for the length of a ``with`` (``running_stack``), a submission as its user
+(``submit_as``) and the wait for jobs to end (``ended``)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
+import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 
-from zen_dev.local.stack import Ports, port_free
+from zen_dev.local.environment import overridden_environ
+from zen_dev.local.stack import LocalStack, Ports, port_free
 
 
 def free_base_port(start: int = 21000) -> int:
@@ -30,3 +36,46 @@ def home():
 
     stop_embedded_server(path)  # already stopped with the stack, unless a test failed before that
     shutil.rmtree(path, ignore_errors=True)
+
+
+@contextmanager
+def running_stack(home: Path, config: str, scenario: str, start: int, tick_every_s: float = 2.0) -> Iterator[LocalStack]:
+    """A local stack of the configuration and scenario texts, its ports from ``start``, with its environment
+    applied (the official clients find its stand-ins), brought down afterwards."""
+    (home / "zen.yaml").write_text(config)
+    (home / "scenario.yaml").write_text(scenario)
+    stack = LocalStack(home=home / "stack", config_path=home / "zen.yaml", scenario=home / "scenario.yaml",
+                       tick_every_s=tick_every_s, ports=Ports.from_base(free_base_port(start=start)), fresh=True)
+    record = stack.up()
+    try:
+        with overridden_environ(record["env"]):
+            yield stack
+    finally:
+        stack.down()
+
+
+def submit_as(stack: LocalStack, user: str, body: dict[str, Any]) -> None:
+    """Publish a JobRequest as ``zen submit`` does, with ``user``'s ID token (the stack's identity)."""
+    from google.cloud import pubsub_v1
+
+    publisher = pubsub_v1.PublisherClient()
+    topic = publisher.topic_path(stack.config.project, stack.config.topics.job_submitted)
+    publisher.publish(topic, json.dumps(body).encode(), **stack.sender(user)).result(30)
+
+
+def ended(job_ids: list[str], timeout_s: float) -> list[Any]:
+    """The jobs (None for one not stored) once all have ended, or as they are when ``timeout_s`` is up."""
+    from zen.store import repository
+    from zen.store.db import Database
+
+    db = Database.from_env()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            with db.transaction() as session:
+                jobs = [repository.get_job(session, j) for j in job_ids]
+            if all(job is not None and job.status.terminal for job in jobs) or time.monotonic() > deadline:
+                return jobs
+            time.sleep(1)
+    finally:
+        db.close()

@@ -4,15 +4,11 @@ although the cluster may run 3 VMs. Run alone with `pytest -m e2e`."""
 
 from __future__ import annotations
 
-import json
 import sys
-import time
 
 import pytest
 
-from tests.stack_support import free_base_port
-from zen_dev.local.environment import overridden_environ
-from zen_dev.local.stack import LocalStack, Ports
+from tests.stack_support import ended, running_stack, submit_as
 
 pytestmark = pytest.mark.e2e
 
@@ -37,6 +33,8 @@ scaling:
   boot_estimate_s: 5
 """
 
+RATES = ("0.1", "0.01", "0.001", "0.0001")
+
 SCENARIO = """
 project: zen-arrays
 seed: 5
@@ -51,42 +49,19 @@ timings:
 
 
 def test_an_array_runs_every_task_with_at_most_max_parallel_at_once(home):
-    (home / "zen.yaml").write_text(CONFIG)
-    (home / "scenario.yaml").write_text(SCENARIO)
-    stack = LocalStack(home=home / "stack", config_path=home / "zen.yaml", scenario=home / "scenario.yaml",
-                       tick_every_s=2.0, ports=Ports.from_base(free_base_port(start=27000)), fresh=True)
-    record = stack.up()
-    try:
-        with overridden_environ(record["env"]):
-            from google.cloud import pubsub_v1
+    from zen.store.db import Database
 
-            from zen.store import repository
-            from zen.store.db import Database
-
-            publisher = pubsub_v1.PublisherClient()
-            topic = publisher.topic_path("zen-arrays", stack.config.topics.job_submitted)
-            command = [sys.executable, "-c", "import os, time; time.sleep(3); "
-                       "print('task', os.environ['ZEN_ARRAY_INDEX'], 'lr', os.environ['LR'])"]
-            body = {"job_id": "sweep", "user_id": "demo", "cluster": "1xl4", "command": command,
-                    "array": {"params": [{"LR": lr} for lr in ("0.1", "0.01", "0.001", "0.0001")], "max_parallel": 2}}
-            publisher.publish(topic, json.dumps(body).encode(), **stack.sender("demo")).result(30)
-            db = Database.from_env()
-            ids = [f"sweep-{i}" for i in range(4)]
-            deadline = time.monotonic() + 180
-            jobs: list = []
-            while time.monotonic() < deadline and not (jobs and all(j and j.status.terminal for j in jobs)):
-                time.sleep(1)
-                with db.transaction() as session:
-                    jobs = [repository.get_job(session, i) for i in ids]
-            with db.transaction() as session:
-                rows = session.sql("SELECT job_id, at, to_status FROM job_events WHERE job_id LIKE 'sweep-%' "
-                                   "ORDER BY at, id")
-    finally:
-        stack.down()
+    with running_stack(home, CONFIG, SCENARIO, start=27000) as stack:
+        command = [sys.executable, "-c", "import os, time; time.sleep(3); "
+                   "print('task', os.environ['ZEN_ARRAY_INDEX'], 'lr', os.environ['LR'])"]
+        submit_as(stack, "demo", {"job_id": "sweep", "user_id": "demo", "cluster": "1xl4", "command": command,
+                                  "array": {"params": [{"LR": lr} for lr in RATES], "max_parallel": 2}})
+        jobs = ended([f"sweep-{i}" for i in range(4)], 180)
+        with Database.from_env().transaction() as session:
+            rows = session.sql("SELECT job_id, at, to_status FROM job_events WHERE job_id LIKE 'sweep-%' ORDER BY at, id")
     assert [j.status.value for j in jobs] == ["SUCCEEDED"] * 4, [(j.job_id, j.status.value, j.message) for j in jobs]
     for i, job in enumerate(jobs):
-        lr = ("0.1", "0.01", "0.001", "0.0001")[i]
-        assert f"task {i} lr {lr}" in (job.message or ""), job.message
+        assert f"task {i} lr {RATES[i]}" in (job.message or ""), job.message
     holding, most = set(), 0  # tasks let go (QUEUED) and not ended, as the history orders the changes
     for row in rows:
         if row["to_status"] == "QUEUED":

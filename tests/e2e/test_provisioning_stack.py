@@ -5,15 +5,11 @@ standard pool's MIG (``<MIG>-std-xxxx``), one that accepts any runs, and the idl
 
 from __future__ import annotations
 
-import json
 import sys
-import time
 
 import pytest
 
-from tests.stack_support import free_base_port
-from zen_dev.local.environment import overridden_environ
-from zen_dev.local.stack import LocalStack, Ports
+from tests.stack_support import ended, running_stack, submit_as
 
 pytestmark = pytest.mark.e2e
 
@@ -53,37 +49,16 @@ timings:
 
 
 def test_a_two_model_cluster_runs_each_job_on_a_vm_it_accepts(home):
-    (home / "zen.yaml").write_text(CONFIG)
-    (home / "scenario.yaml").write_text(SCENARIO)
-    stack = LocalStack(home=home / "stack", config_path=home / "zen.yaml", scenario=home / "scenario.yaml",
-                       tick_every_s=2.0, ports=Ports.from_base(free_base_port(start=28000)), fresh=True)
-    record = stack.up()
-    try:
-        with overridden_environ(record["env"]):
-            from google.cloud import pubsub_v1
+    from zen.store.db import Database
 
-            from zen.store import repository
-            from zen.store.db import Database
-
-            publisher = pubsub_v1.PublisherClient()
-            topic = publisher.topic_path("zen-pools", stack.config.topics.job_submitted)
-            command = [sys.executable, "-c", "print('hello from a pool')"]
-            for job_id, accepts in (("std-1", "standard"), ("any-2", "any")):
-                body = {"job_id": job_id, "user_id": "demo", "cluster": "1xl4", "command": command,
-                        "provisioning": accepts}
-                publisher.publish(topic, json.dumps(body).encode(), **stack.sender("demo")).result(30)
-            db = Database.from_env()
-            deadline = time.monotonic() + 150
-            while time.monotonic() < deadline:
-                with db.transaction() as session:
-                    jobs = {j: repository.get_job(session, j) for j in ("std-1", "any-2")}
-                if all(job is not None and job.status.terminal for job in jobs.values()):
-                    break
-                time.sleep(1)
-            with db.transaction() as session:
-                decisions = session.sql("SELECT region, action FROM scaling_decisions WHERE action = 'ADD'")
-    finally:
-        stack.down()
+    with running_stack(home, CONFIG, SCENARIO, start=28000) as stack:
+        command = [sys.executable, "-c", "print('hello from a pool')"]
+        for job_id, accepts in (("std-1", "standard"), ("any-2", "any")):
+            submit_as(stack, "demo", {"job_id": job_id, "user_id": "demo", "cluster": "1xl4", "command": command,
+                                      "provisioning": accepts})
+        jobs = dict(zip(("std-1", "any-2"), ended(["std-1", "any-2"], 150)))
+        with Database.from_env().transaction() as session:
+            decisions = session.sql("SELECT region, action FROM scaling_decisions WHERE action = 'ADD'")
     assert {j: (job.status.value if job else None) for j, job in jobs.items()} == {
         "std-1": "SUCCEEDED", "any-2": "SUCCEEDED"}, (jobs, decisions)
     std = jobs["std-1"]
