@@ -258,7 +258,8 @@ def _report_placement(rows: dict[str, dict], seen: dict[str, str], say) -> None:
 
 
 def _report_queue(db, config, rows: dict[str, dict], waited: dict[str, str], say) -> None:
-    """A line when a job waits PENDING for quota (with the reason), and when it is admitted."""
+    """A line when a job waits PENDING (for quota, or held by its array, a dependency or a retry's backoff,
+    with the reason), and when it leaves PENDING."""
     from zen.jobs.queueing import Queueing
     from zen.store.jobstore import PostgresJobTx
 
@@ -267,9 +268,10 @@ def _report_queue(db, config, rows: dict[str, dict], waited: dict[str, str], say
         if now == "PENDING" and before != "PENDING":
             with db.transaction() as session:
                 job = repository.get_job(session, job_id)
-                say(f"{job_id} waits PENDING: {Queueing(config).why_pending(PostgresJobTx(session), job)}")
+                why = f"held: {job.hold}" if job.hold else Queueing(config).why_pending(PostgresJobTx(session), job)
+                say(f"{job_id} waits PENDING: {why}")
         elif before == "PENDING" and now != "PENDING":
-            say(f"{job_id} admitted: quota freed ({now})")
+            say(f"{job_id} admitted ({now})")
         waited[job_id] = now
 
 
