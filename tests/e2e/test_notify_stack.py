@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.agent.test_secrets import where_in_postgres
-from zen_dev.local.environment import overridden_environ
-from zen_dev.local.stack import LocalStack, Ports, port_free
+from tests.stack_support import ended as ended_jobs, running_stack, submit_as
 
 pytestmark = pytest.mark.e2e
 
@@ -55,59 +54,40 @@ timings:
 """
 
 
-def base_port(start: int = 35000) -> int:
-    for base in range(start, start + 2000, 20):
-        if all(port_free(p) for p in Ports.from_base(base).all().values()):
-            return base
-    raise RuntimeError("no free block of ports")
-
-
 def sink_lines(home: Path) -> list[dict]:
     path = home / "notifications.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def test_a_job_tells_the_local_sink_and_a_failing_endpoint_ends_in_the_dead_letter(home):
-    (home / "zen.yaml").write_text(CONFIG)
-    (home / "scenario.yaml").write_text(SCENARIO)
     stack_home = home / "stack"
-    stack = LocalStack(home=stack_home, config_path=home / "zen.yaml", scenario=home / "scenario.yaml",
-                       tick_every_s=2.0, ports=Ports.from_base(base_port()), fresh=True)
-    record = stack.up()
-    sink_port = stack.ports.sink
-    try:
-        with overridden_environ(record["env"]):
-            from google.cloud import pubsub_v1
+    with running_stack(home, CONFIG, SCENARIO, start=35000) as stack:
+        from google.cloud import pubsub_v1
 
-            from zen.store import notifications, repository
-            from zen.store.db import Database
+        from zen.store import notifications
+        from zen.store.db import Database
 
-            publisher = pubsub_v1.PublisherClient()
-            subscriber = pubsub_v1.SubscriberClient()
-            topic = publisher.topic_path("zen-notify", stack.config.topics.job_submitted)
-            jobs = {"ok-1": (0, "zen-notify-local-sink"), "bad-2": (3, "zen-notify-local-sink-500")}
-            for job_id, (code, name) in jobs.items():
-                body = {"job_id": job_id, "user_id": "demo", "cluster": "1xl4",
-                        "command": [sys.executable, "-c", f"import sys; sys.exit({code})"],
-                        "notify": [{"webhook": f"projects/zen-notify/secrets/{name}/versions/latest"}]}
-                publisher.publish(topic, json.dumps(body).encode(), **stack.sender("demo")).result(30)
-            dead = subscriber.subscription_path("zen-notify", "zen-job-events-dead-letter")
-            db = Database.from_env()
-            deadline, dead_letters, ended = time.monotonic() + 150, [], {}
-            while time.monotonic() < deadline:
-                with db.transaction() as session:
-                    ended = {j: repository.get_job(session, j) for j in jobs}
-                if all(job is not None and job.status.terminal for job in ended.values()) and not dead_letters:
-                    dead_letters = subscriber.pull(subscription=dead, max_messages=10, timeout=5).received_messages
-                if dead_letters and any(r["path"] == "/local-sink" for r in sink_lines(stack_home)):
-                    break
-                time.sleep(1)
-            with db.transaction() as session:
-                rows = {j: notifications.of_job(session, j) for j in jobs}
-            hidden = where_in_postgres(db, f"127.0.0.1:{sink_port}")
-            db.close()
-    finally:
-        stack.down()
+        sink_port = stack.ports.sink
+        jobs = {"ok-1": (0, "zen-notify-local-sink"), "bad-2": (3, "zen-notify-local-sink-500")}
+        for job_id, (code, name) in jobs.items():
+            submit_as(stack, "demo", {"job_id": job_id, "user_id": "demo", "cluster": "1xl4",
+                                      "command": [sys.executable, "-c", f"import sys; sys.exit({code})"],
+                                      "notify": [{"webhook": f"projects/zen-notify/secrets/{name}/versions/latest"}]})
+        ended = dict(zip(jobs, ended_jobs(list(jobs), 150)))
+        subscriber = pubsub_v1.SubscriberClient()
+        dead = subscriber.subscription_path("zen-notify", "zen-job-events-dead-letter")
+        deadline, dead_letters = time.monotonic() + 60, []
+        while time.monotonic() < deadline:
+            if not dead_letters:
+                dead_letters = subscriber.pull(subscription=dead, max_messages=10, timeout=5).received_messages
+            if dead_letters and any(r["path"] == "/local-sink" for r in sink_lines(stack_home)):
+                break
+            time.sleep(1)
+        db = Database.from_env()
+        with db.transaction() as session:
+            rows = {j: notifications.of_job(session, j) for j in jobs}
+        hidden = where_in_postgres(db, f"127.0.0.1:{sink_port}")
+        db.close()
 
     assert {j: job.status.value for j, job in ended.items() if job} == {"ok-1": "SUCCEEDED", "bad-2": "FAILED"}
     received = sink_lines(stack_home)
