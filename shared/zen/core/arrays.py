@@ -19,6 +19,7 @@ from zen.core.secrets import EnvName
 
 MAX_JOB_ID = 128  # a job_id's length (zen.core.models.JOB_ID_PATTERN): a task's id is its array's and "-<index>"
 RESERVED_PREFIX = "ZEN_"
+HOLD_PREFIX = "array "  # a hold of max_parallel (queries.sql finds these holds by it: array_next_held)
 
 
 class ArraySpec(BaseModel):
@@ -89,4 +90,4 @@ def place_of(request: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def hold_reason(array_id: str, max_parallel: int) -> str:
-    return f"array {array_id} lets {max_parallel} task{'s' if max_parallel != 1 else ''} run at once"
+    return f"{HOLD_PREFIX}{array_id} lets {max_parallel} task{'s' if max_parallel != 1 else ''} run at once"

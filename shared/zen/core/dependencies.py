@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 JobIdText = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")]
 
 MAX_AFTER = 100
-HOLD_PREFIX = "after: "
+HOLD_PREFIX = "after: "  # a hold of dependencies (queries.sql finds these holds by it: waiting_after)
 
 
 class AfterFields(BaseModel):

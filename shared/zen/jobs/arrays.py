@@ -20,7 +20,7 @@ from zen.jobs.authorization import may_stop
 from zen.jobs.decisions import DecisionWriter
 from zen.jobs.messaging import OutboxRelay, enqueue
 from zen.jobs.outgoing import Enqueued
-from zen.jobs.placement import choose, configured_cluster
+from zen.jobs.placement import choose, configured_cluster, held_gpus
 
 if TYPE_CHECKING:
     from zen.jobs.store import JobStore, JobTx
@@ -62,7 +62,7 @@ class ArrayJobs:
                 if tx.get_job(array_id) is not None:
                     raise _Refused(f"job_id {array_id} is already a job's: an array's id names no job of its own")
                 shape, chosen = choose(tx, self._config, resolved, now)
-                gpus = configured_cluster(self._config, shape.cluster).gpus_held(request.gpu_count) * request.nodes
+                gpus = held_gpus(configured_cluster(self._config, shape.cluster), request)
                 for task_id, task_request in arrays.tasks(canonical, array_id, spec):
                     index = task_request["array"]["index"]
                     held = spec.max_parallel is not None and index >= spec.max_parallel

@@ -209,11 +209,16 @@ def _tagged(cluster: ClusterConfig, regions: list[str], required: list[str] | No
     return cleared
 
 
+def held_gpus(cluster: ClusterConfig, request: JobRequest) -> int:
+    """The GPUs a job of ``request`` holds on ``cluster`` while admitted: its share of a VM (``gpus_held``),
+    on each of its nodes (a gang holds every node's GPUs)."""
+    return cluster.gpus_held(request.gpu_count) * request.nodes
+
+
 def _queue(config: ZenConfig, request: JobRequest, cluster: ClusterConfig) -> str | None:
     if not config.queues:
         return None
-    gpus = cluster.gpus_held(request.gpu_count) * request.nodes  # a gang holds every node's GPUs
-    return Queueing(config).resolve(request.queue, request.user_id, cluster.name, gpus).name
+    return Queueing(config).resolve(request.queue, request.user_id, cluster.name, held_gpus(cluster, request)).name
 
 
 def _acceptable_shapes(config: ZenConfig, request: JobRequest, max_runtime_s: int,
@@ -243,7 +248,7 @@ def _acceptable_shapes(config: ZenConfig, request: JobRequest, max_runtime_s: in
         except Rejected as rejection:
             why_not.append(f"{gpu_type}: {rejection.reason}")
             continue
-        shapes.append(Shape(cluster.name, regions, cluster.gpus_held(request.gpu_count) * request.nodes))
+        shapes.append(Shape(cluster.name, regions, held_gpus(cluster, request)))
     if not shapes:
         raise Rejected(f"none of the GPU types can take the job ({'; '.join(why_not)}); offered: {_offered(config)}")
     clusters = [configured_cluster(config, shape.cluster) for shape in shapes]

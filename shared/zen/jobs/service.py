@@ -38,7 +38,7 @@ from zen.adapters.vm_proof import ProofChecker
 from zen.core.provisioning import accepted_models, pool_key
 from zen.core.text import escape_unstorable
 from zen.core.vm_heartbeat import VmHeartbeat, VmUp, check_seq
-from zen.jobs.placement import choose, configured_cluster, resolve_request
+from zen.jobs.placement import choose, configured_cluster, held_gpus, resolve_request
 from zen.jobs.queueing import Queueing
 from zen.jobs.sweeps import Sweeps
 from zen.jobs.vm_beats import VmBeats
@@ -134,7 +134,7 @@ class JobService:
                       max_runtime_s=resolved.max_runtime_s, region=None, zone=None, vm=None, last_seq=0,
                       last_heartbeat_at=None, submitted_at=now, queued_at=None, started_at=None, finished_at=None,
                       exit_code=None, message=None, updated_at=now, queue=resolved.queue, hold=held,
-                      gpus=configured_cluster(self._config, resolved.cluster).gpus_held(request.gpu_count) * request.nodes,
+                      gpus=held_gpus(configured_cluster(self._config, resolved.cluster), request),
                       nodes=request.nodes)
         actor, waiting = f"user:{sender or request.user_id}", False
         if request.array is not None:  # N tasks, created whole or refused whole (ArrayJobs.submit)
@@ -151,9 +151,8 @@ class JobService:
         # admission has to decide, or one of several GPU shapes is to be chosen.
         with self._store.transaction() as tx:
             shape, chosen = choose(tx, self._config, resolved, now)
-            pending = pending.model_copy(update={"cluster": shape.cluster, "regions": shape.regions,
-                                                 "gpus": configured_cluster(self._config, shape.cluster)
-                                                 .gpus_held(request.gpu_count) * request.nodes})
+            gpus = held_gpus(configured_cluster(self._config, shape.cluster), request)
+            pending = pending.model_copy(update={"cluster": shape.cluster, "regions": shape.regions, "gpus": gpus})
             created = tx.insert_job(pending)
             if created:
                 if chosen:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Protocol, Sequence
 
+from zen.core import arrays, dependencies
 from zen.core.errors import DataRejected
 from zen.core.models import Job, JobStatus, VmState, illegal_step
 from zen.core.text import escape_unstorable
@@ -255,12 +256,12 @@ class InMemoryJobTx:
     @hooked("array_next_held")
     def array_next_held(self, array_id: str) -> Job | None:
         return next((j for j in self._tasks(array_id)
-                     if j.status is JobStatus.PENDING and (j.hold or "").startswith("array ")), None)
+                     if j.status is JobStatus.PENDING and (j.hold or "").startswith(arrays.HOLD_PREFIX)), None)
 
     @hooked("arrays_holding")
     def arrays_holding(self, limit: int) -> list[str]:
         held = {j.request["array"]["id"] for j in self._t.jobs.values()
-                if j.status is JobStatus.PENDING and (j.hold or "").startswith("array ")
+                if j.status is JobStatus.PENDING and (j.hold or "").startswith(arrays.HOLD_PREFIX)
                 and (j.request.get("array") or {}).get("id")}
         return sorted(held)[:limit]
 
@@ -271,12 +272,12 @@ class InMemoryJobTx:
     @hooked("waiting_after")
     def waiting_after(self, names: list[str]) -> list[Job]:
         return sorted((j for j in self._t.jobs.values() if j.status is JobStatus.PENDING
-                       and (j.hold or "").startswith("after: ") and set(j.request.get("after") or ()) & set(names)),
+                       and dependencies.is_after_hold(j.hold) and set(j.request.get("after") or ()) & set(names)),
                       key=lambda j: j.job_id)
 
     @hooked("held_after")
     def held_after(self, limit: int) -> list[str]:
-        held = [j for j in self._t.jobs.values() if j.status is JobStatus.PENDING and (j.hold or "").startswith("after: ")]
+        held = [j for j in self._t.jobs.values() if j.status is JobStatus.PENDING and dependencies.is_after_hold(j.hold)]
         return [j.job_id for j in sorted(held, key=lambda j: (j.submitted_at, j.job_id))][:limit]
 
     @hooked("retry_due")
