@@ -31,8 +31,10 @@ def test_jobs_run_around_a_stockout_and_idle_vms_are_scaled_away(home):
         "hipaa-13": ("SUCCEEDED", 1), "near-data-14": ("SUCCEEDED", 1),
         **{f"sweep-17-{i}": ("SUCCEEDED", 1) for i in range(6)},  # the array, max_parallel 2
         "prep-18": ("SUCCEEDED", 1), "train-19": ("SUCCEEDED", 2), "eval-20": ("SUCCEEDED", 1),  # train retried
+        "pair-21": ("SUCCEEDED", 2),  # two nodes; rank 1's VM preempted, the gang rerun whole
     }
     assert len(result.pipelines) == 3, result.pipelines
+    assert len(result.gang) == 2 and "heard ranks [0, 1]" in result.gang[0], result.gang
     assert len(result.who) == 3, result.who  # two refusals with their senders; the secret in no table or log
     tagged = result.jobs.pop("hipaa-13")
     assert {row["region"] for row in result.jobs.values()}.isdisjoint({"us-central1"})  # stocked out

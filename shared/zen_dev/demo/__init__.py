@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from zen.store import fleet, repository
-from zen_dev.demo import dollars as demo_dollars, notices, pipelines, placement, who
+from zen_dev.demo import dollars as demo_dollars, gangs, notices, pipelines, placement, who
 from zen_dev.local.environment import overridden_environ
 from zen_dev.local.stack import LocalStack, Ports
 
@@ -95,7 +95,8 @@ SECOND_WAVE = [
 PIPELINE_JOBS = [DemoJob(task, "1xl4", [], "SUCCEEDED") for task in pipelines.TASK_IDS] + [
     DemoJob(pipelines.PREP_ID, "1xl4", [], "SUCCEEDED"),
     DemoJob(pipelines.TRAIN_ID, "1xl4", [], "SUCCEEDED", expect_attempt=2),
-    DemoJob(pipelines.EVAL_ID, "1xl4", [], "SUCCEEDED")]
+    DemoJob(pipelines.EVAL_ID, "1xl4", [], "SUCCEEDED"),
+    DemoJob(gangs.GANG_ID, "1xl4", [], "SUCCEEDED", expect_attempt=2)]  # two nodes; one preempted
 
 TAGGED = DemoJob(placement.TAGGED_ID, "4xa100-40gb", [], "SUCCEEDED", body=placement.tagged_request())
 NEAR_DATA = DemoJob(placement.DATA_ID, placement.DATA_CLUSTER, [], "SUCCEEDED", body=placement.data_request())
@@ -114,6 +115,7 @@ class DemoResult:
     who: list[str] = field(default_factory=list)  # refusals of who may do what, and the secret kept out
     pipelines: list[str] = field(default_factory=list)  # the sweep's concurrency, the retried step, the wait
     notices: list[str] = field(default_factory=list)  # what the webhook sink was told
+    gang: list[str] = field(default_factory=list)  # the two-node job: met, preempted, requeued whole, met again
 
 
 def run(home: Path = Path(".zen/demo"), base_port: int = 8185, second_wave: bool = True,
@@ -161,6 +163,8 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
     publish(topics.job_submitted, who.denied_request())  # refused: its user may not use queue prod
     pipeline = pipelines.Pipeline(lambda body: publish(topics.job_submitted, body))
     pipeline.start()
+    gang = gangs.Gang(lambda body: publish(topics.job_submitted, body), lambda zone, vm: _preempt(project, zone, vm))
+    gang.start()
     progress(f"submitted {len(FIRST_WAVE) + 1} jobs; {STOCKOUT_REGION} has no GPUs for {STOCKOUT_REAL_S}s, "
              f"and is the only region cleared for {TAGGED.job_id} (requires_tags [hipaa])")
     data_sent = False
@@ -177,6 +181,7 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
         rows = _jobs(db)
         _report_queue(db, stack.config, rows, waited, lambda text: progress(f"{elapsed:5.0f}s  {text}"))
         pipeline.advance(rows)
+        gang.advance(db, lambda text: progress(f"{elapsed:5.0f}s  {text}"))
         for job in jobs:
             row = rows.get(job.job_id)
             if row and row["status"] == "RUNNING":
@@ -237,6 +242,8 @@ def _play(stack: LocalStack, second_wave: bool, progress, timeout_s: float, view
     result.problems += problems
     with db.transaction() as session:
         result.pipelines, problems = pipelines.check(repository.all_job_events(session))
+    result.problems += problems
+    result.gang, problems = gangs.check(db)
     result.problems += problems
     result.cheaper = demo_dollars.cheaper_moves(result.decisions, stack.config)
     if not result.cheaper:
@@ -373,6 +380,9 @@ def print_summary(result: DemoResult) -> None:
     if result.notices:
         print("\nNotified (docs/how-to/notifications.md):")
         print("\n".join(result.notices))
+    if result.gang:
+        print("\nA two-node job (docs/how-to/multi-node.md):")
+        print("\n".join(result.gang))
     if result.cheaper:
         print("\nMoved to a cheaper region than the cluster's first (the reason names the prices compared):")
         print("\n".join(result.cheaper[:3]))
