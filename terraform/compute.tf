@@ -14,6 +14,19 @@ locals {
   heartbeats_topic_id = "projects/${var.project_id}/topics/${local.topics["heartbeats"]}"
 }
 
+# A compact cluster's pools (compact: true): a compact placement policy per pool (GCE places the VMs that
+# share it close together in one zone, for a gang's collectives), named by its instance template; the MIG's
+# target shape ANY_SINGLE_ZONE keeps every VM of the region in that zone.
+resource "google_compute_resource_policy" "compact" {
+  for_each = { for key, target in local.mig_targets : key => target if target.compact }
+  name     = "${each.value.mig_name}-compact"
+  region   = each.value.region
+
+  group_placement_policy {
+    collocation = "COLLOCATED"
+  }
+}
+
 resource "google_compute_instance_template" "zen" {
   for_each     = local.mig_targets
   name_prefix  = "${each.value.mig_name}-"
@@ -79,6 +92,8 @@ resource "google_compute_instance_template" "zen" {
     enable_integrity_monitoring = true
   }
 
+  resource_policies = each.value.compact ? [google_compute_resource_policy.compact[each.key].self_link] : null
+
   metadata_startup_script = file("${path.module}/../shared/zen/agent/startup.sh")
   metadata = merge(
     {
@@ -137,7 +152,8 @@ resource "google_compute_region_instance_group_manager" "zen" {
   # A flex-start MIG's resize requests are granted all at once in one zone (ANY_SINGLE_ZONE), and a VM
   # that fails to be created is left to the request rather than recreated (DO_NOTHING), as GCE asks of
   # MIGs that take resize requests.
-  distribution_policy_target_shape = each.value.model == "flex-start" ? "ANY_SINGLE_ZONE" : "ANY"
+  # A compact cluster's MIGs too (ANY_SINGLE_ZONE: every VM in the zone GCE picks for the first).
+  distribution_policy_target_shape = each.value.model == "flex-start" || each.value.compact ? "ANY_SINGLE_ZONE" : "ANY"
   distribution_policy_zones        = length(each.value.zones) > 0 ? each.value.zones : null
 
   dynamic "instance_lifecycle_policy" {

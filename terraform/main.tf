@@ -67,6 +67,8 @@ locals {
 
   # A flex-start VM's run duration (the cluster's flex_start_run_s; 7 days when absent).
   config_flex_start_run_s = { for c in local.zen_config.clusters : c.name => try(c.flex_start_run_s, 604800) }
+  # Compact clusters (compact: true, docs/how-to/multi-node.md): each region's VMs in one zone, close together.
+  config_compact = { for c in local.zen_config.clusters : c.name => try(c.compact, false) == true }
   # Each model's GCE provisioning model, and a secondary pool's MIG suffix (zen.core.provisioning.MIG_SUFFIX).
   provisioning_models = { spot = "SPOT", standard = "STANDARD", "flex-start" = "FLEX_START" }
   mig_suffix          = { spot = "spot", standard = "std", "flex-start" = "flex" }
@@ -84,6 +86,7 @@ locals {
           model                 = model
           mig_name              = i == 0 ? "zen-${cluster.name}-${region}" : "zen-${cluster.name}-${region}-${local.mig_suffix[model]}"
           flex_start_run_s      = try(local.config_flex_start_run_s[cluster.name], 604800)
+          compact               = try(local.config_compact[cluster.name], false)
           machine_type          = cluster.machine_type
           gpu_type              = cluster.gpu_type
           gpu_count             = cluster.gpu_count

@@ -23,6 +23,9 @@ def check_models(value: list[str]) -> list[str]:
     return value
 
 
+COMPACT_FAMILIES = ("a2", "a3", "a4", "g2")  # GPU machine families a compact placement policy applies to
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -98,6 +101,11 @@ class ClusterConfig(Strict):
     # GCE deletes it after this. At most 7 days.
     flex_start_run_s: int = Field(default=7 * 86400, ge=600, le=7 * 86400,
                                   description="How long a flex-start VM may run (seconds, at most 7 days)")
+    # Compact placement (docs/how-to/multi-node.md): every VM of a region's MIG in one zone (target shape
+    # ANY_SINGLE_ZONE), close together under a compact placement policy (terraform: a resource policy with
+    # collocation COLLOCATED in the template), for a gang's collectives. The price: a region's VMs share one
+    # zone's capacity. GCE takes compact placement for the GPU families COMPACT_FAMILIES only.
+    compact: bool = Field(default=False, description="A region's VMs in one zone, close together (gangs)")
 
     @field_validator("provisioning")
     @classmethod
@@ -138,6 +146,9 @@ class ClusterConfig(Strict):
             raise ValueError(f"max_start_wait_s ({self.max_start_wait_s}) is below flex_start_min_wait_s "
                              f"({self.flex_start_min_wait_s}) and flex-start is the cluster's only model: every job "
                              "giving no max_start_wait_s would be refused")
+        if self.compact and self.machine_type.split("-")[0] not in COMPACT_FAMILIES:
+            raise ValueError(f"compact: GCE places only {', '.join(COMPACT_FAMILIES)} machine types compactly, "
+                             f"not {self.machine_type}")
         if self.max_jobs_per_vm > self.gpu_count:
             raise ValueError(f"max_jobs_per_vm ({self.max_jobs_per_vm}) is above gpu_count ({self.gpu_count}): "
                              "each job holds at least one GPU")

@@ -36,6 +36,9 @@ class MigDef:
     # Its VMs' GPUs (from the cluster), which the GPU quotas count; none for a MIG named by a scenario file.
     gpu_type: str | None = None
     gpu_count: int = 0
+    # Target shape ANY_SINGLE_ZONE (a compact cluster's MIG, terraform's compute.tf): its VMs all in one zone,
+    # the one its VMs hold, or, with none, the zone with the most room.
+    single_zone: bool = False
 
 
 def default_zones(region: str) -> tuple[str, ...]:
@@ -59,6 +62,7 @@ def migs_from_zen_config(
             model=model if "provisioning" in cluster.model_fields_set else None,
             gpu_type=cluster.gpu_type,
             gpu_count=cluster.gpu_count,
+            single_zone=cluster.compact,
         )
         for cluster in config.clusters
         for region in cluster.regions

@@ -21,7 +21,7 @@ def mig_resource(world: World, mig: Mig) -> dict[str, Any]:
         "region": r.region_url(p, spec.region),
         "distributionPolicy": {
             "zones": [{"zone": r.zone_url(p, z)} for z in spec.zones],
-            "targetShape": "EVEN",
+            "targetShape": "ANY_SINGLE_ZONE" if spec.single_zone else "ANY",
         },
         "instanceTemplate": r.template_url(p, mig.name),
         "versions": [{"instanceTemplate": r.template_url(p, mig.name)}],

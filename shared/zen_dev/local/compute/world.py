@@ -168,6 +168,15 @@ class World:
     def _zone_load(self, mig: Mig, zone: str, exclude: Instance | None = None) -> int:
         return sum(1 for i in mig.live() if i.zone == zone and i is not exclude)
 
+    def _zones_for(self, mig: Mig, inst: Instance) -> tuple[str, ...]:
+        """Where a new VM of ``mig`` may go: any of its zones, or for a single-zone MIG (a compact cluster's) the
+        zone its other VMs hold, while they hold one."""
+        if mig.spec.single_zone:
+            held = sorted({i.zone for i in mig.live() if i is not inst and i.holds})
+            if held:
+                return (held[0],)
+        return tuple(mig.spec.zones)
+
     def _new_instance(self, mig: Mig) -> Instance:
         while True:
             suffix = "".join(self._names_rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(4))
@@ -195,16 +204,20 @@ class World:
         if refused is not None:
             self._fail(inst, QUOTA, refused)
             return
-        zones = mig.spec.zones
+        zones = self._zones_for(mig, inst)
         fits = [z for z in zones if self.free(z, mt) > 0]
         if not fits:
             message = (
-                f"The zone 'projects/{self.project}/zones/{inst.zone}' does not have enough resources "
-                "available to fulfill the request.  Try a different zone, or try again later."
+                f"The zone 'projects/{self.project}/zones/{inst.zone if inst.zone in zones else zones[0]}' does "
+                "not have enough resources available to fulfill the request.  Try a different zone, or try again later."
             )
             self._fail(inst, STOCKOUT, message)
             return
-        zone = inst.zone if inst.zone in fits else min(fits, key=lambda z: (self._zone_load(mig, z, inst), zones.index(z)))
+        if mig.spec.single_zone:
+            zone = max(fits, key=lambda z: (self.free(z, mt), -zones.index(z)))
+        else:
+            zone = inst.zone if inst.zone in fits else min(
+                fits, key=lambda z: (self._zone_load(mig, z, inst), zones.index(z)))
         self._hold(inst, zone)
         delay = max(0.0, self._boot.draw())
         inst.phase, inst.errors, inst.vm_id = BOOTING, [], next(self._ids)
