@@ -66,7 +66,7 @@ def test_the_standin_makes_one_mig_per_pool_with_its_model_in_the_template(cloud
 
 
 def test_a_resize_request_is_pending_as_booting_vms_then_granted_all_at_once(cloud):
-    standin, flex, _ = cloud(capacity=1)  # 3 zones of 1: room for 3 VMs
+    standin, flex, _ = cloud(capacity=2)  # 3 zones of 2: room for the request's 2 VMs in one zone
     flex.resize(2)
     state = flex.read()
     assert state.target_size == 2 and len(state.instances) == 2
@@ -85,7 +85,17 @@ def test_a_resize_request_is_pending_as_booting_vms_then_granted_all_at_once(clo
     assert all(i.running for i in flex.read().instances)
 
 
-def test_a_request_waits_until_the_region_holds_all_of_its_vms(cloud):
+def test_a_request_waits_until_one_zone_holds_all_of_its_vms(cloud):
+    standin, flex, _ = cloud(capacity=1)
+    flex.resize(2)  # 2 VMs, room for 3 in the region but 1 per zone: never granted in part or over zones
+    standin.advance(600)
+    assert sum(flex.pending().values()) == 2 and flex.read().target_size == 2
+    assert not [i for i in flex.read().instances if request_of(i.name) is None]
+    standin, flex, _ = cloud(capacity=3)
+    flex.resize(3)  # one zone holds all three: granted there
+    standin.advance(31)
+    zones = {i.zone for i in flex.read().instances if request_of(i.name) is None}
+    assert flex.pending() == {} and len(zones) == 1, zones
     standin, flex, _ = cloud(capacity=1)
     flex.resize(4)  # 4 VMs, room for 3: never granted in part
     standin.advance(600)

@@ -101,3 +101,17 @@ def test_a_vm_retired_after_its_job_is_no_preemption():
     assert (retired.preempted, retired.run_s) == (0, 600)
     taken = preemptions.learn(memory, (Vm("a", "p", VmPhase.DELETING, at(600)),), at(600), timing)
     assert (taken.preempted, taken.lost_s) == (1, 600)
+
+
+def test_a_gang_takes_a_flex_start_pool_whole_when_every_other_pool_is_out():
+    """A gang's N VMs from a flex-start pool are one ask of N (FlexStartMig.resize makes it one resize request,
+    granted all at once: tests/scaling/test_flex_start_mig.py), never part there and part in another pool."""
+    from zen.scaling.model import DemandGroup
+
+    pools = {"us-central1": Pool("us-central1", "spot", 2.37), "us-central1/flex-start": Pool("us-central1", "flex-start", 3.0)}
+    limits = ClusterLimits("8xa100", tuple(pools), 4, 8, pools=pools)
+    memory = {"us-central1": RegionMemory(blocked_until=at(600), strikes=1, last_stockout_at=at(-5)),
+              "us-central1/flex-start": RegionMemory()}
+    gang = DemandGroup(tuple(pools), 3, at(0), gang=3)
+    snapshot = replace(snap(0, memory=memory, limits=limits, timing=Timing(hedge_risk=0.5)), demand=(gang,))
+    assert ZenPlanner().plan(snapshot).add == {"us-central1/flex-start": 3}

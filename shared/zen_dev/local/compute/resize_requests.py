@@ -109,13 +109,14 @@ class ResizeRequests:
         if request.state != "ACCEPTED":
             return
         world, mig = self.world, request.mig
-        free = sum(max(0, world.free(z, mig.spec.machine_type)) for z in mig.spec.zones)
-        if free < request.resize_by:  # all at once or not yet
+        # All at once, in one zone (a flex-start MIG's target shape is ANY_SINGLE_ZONE), or not yet.
+        zones = [z for z in mig.spec.zones if world.free(z, mig.spec.machine_type) >= request.resize_by]
+        if not zones:
             world._schedule(world.now + world._timings.retry_interval_s, self._try_grant, request)
             return
         request.state = "SUCCEEDED"
         mig.target_size += request.resize_by
-        request.instances = [world._new_instance(mig) for _ in range(request.resize_by)]
+        request.instances = [world._new_instance(mig, zones[0]) for _ in range(request.resize_by)]
         if request.run_s is not None:
             world._schedule(world.now + request.run_s, self._expire, request)
 

@@ -177,14 +177,16 @@ class World:
                 return (held[0],)
         return tuple(mig.spec.zones)
 
-    def _new_instance(self, mig: Mig) -> Instance:
+    def _new_instance(self, mig: Mig, zone: str | None = None) -> Instance:
+        """A new instance of ``mig``, tried at once: in ``zone`` when given (a resize request's grant), else
+        in its least loaded zone, or another with room."""
         while True:
             suffix = "".join(self._names_rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(4))
             name = f"{mig.name}-{suffix}"
             if name not in mig.instances:
                 break
         zones = mig.spec.zones
-        zone = min(zones, key=lambda z: (self._zone_load(mig, z), zones.index(z)))
+        zone = zone or min(zones, key=lambda z: (self._zone_load(mig, z), zones.index(z)))
         inst = Instance(name, mig, zone, next(self._seq), self.now)
         mig.instances[name] = inst
         log.info("%s: creating %s", mig.name, name)
