@@ -97,12 +97,3 @@ def test_a_bad_retry_is_refused_naming_the_field(zen_and_fn, retry, field):
     with zen.db.transaction() as session:
         reason = session.sql("SELECT reason FROM rejected_messages ORDER BY id DESC LIMIT 1")[0]["reason"]
     assert field in reason, reason
-
-
-def test_a_multi_node_job_asking_for_retries_is_refused_naming_the_field(zen_and_fn):
-    zen, fn = zen_and_fn
-    fn.submit(job_request("gang-retry", nodes=2, max_retries=1))
-    assert job(zen, "gang-retry") is None
-    with zen.db.transaction() as session:
-        reason = session.sql("SELECT reason FROM rejected_messages ORDER BY id DESC LIMIT 1")[0]["reason"]
-    assert "max_retries: a multi-node job is not retried after a failed exit" in reason, reason

@@ -34,6 +34,7 @@ from zen.core.gang_records import GangConfig, GangNode, GangPlace
 from zen.core.lease import Deadlines
 from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
+from zen.core.retries import next_retry
 
 ENDED = frozenset({AgentStatus.SUCCEEDED.value, AgentStatus.FAILED.value, AgentStatus.STOPPED.value,
                    AgentStatus.PREEMPTED.value})
@@ -199,6 +200,13 @@ def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode
         decision.fields["started_at"] = now
     elif status is AgentStatus.SUCCEEDED and all(n.status == AgentStatus.SUCCEEDED.value for n in nodes):
         _end(decision, job, JobStatus.SUCCEEDED, f"every node succeeded (exit code 0 x {len(nodes)})", 0, now)
+    elif status is AgentStatus.FAILED and next_retry(job.request, job.retries, job.attempt, hb.exit_code, now):
+        # A retry (zen.core.retries) as for one VM: the whole gang back to PENDING as the next attempt, every
+        # other node stopped, a new gang assembled once the backoff is over.
+        single = job.model_copy(update={"gang": None, "vm": node.vm})
+        retried = lifecycle.decide_heartbeat(single, hb, now)
+        retried.controls = [c for c in retried.controls if c.vm != node.vm]
+        _merge(decision, _for_gang(job.model_copy(update={"gang": nodes}), retried, skip=node.vm))
     elif status is AgentStatus.FAILED:
         _end(decision, job, JobStatus.FAILED, f"{who} failed: exit code {hb.exit_code}", hb.exit_code, now)
     elif status is AgentStatus.STOPPED:

@@ -215,9 +215,6 @@ class JobRequest(Received, RetryFields, AfterFields):
             raise ValueError(clash)
         if problem := self.retry_problem() or self.after_problem(self.job_id):
             raise ValueError(problem)
-        if self.nodes > 1 and self.max_retries:  # a gang's failure ends every node (zen.core.gang): no retry yet
-            raise ValueError("max_retries: a multi-node job is not retried after a failed exit; lost or preempted "
-                             "nodes rerun the gang as before (max_attempts)")
         return self
 
     def to_bytes(self) -> bytes:  # without nodes 1: an ordinary job's message is what it was before gangs
