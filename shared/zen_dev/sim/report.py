@@ -28,12 +28,14 @@ DOLLAR_COLUMNS = (
 
 def _values(result: RunResult) -> dict[str, Any]:
     """Every key of a result: the summary, the extras, and the dollars when the scenario has prices."""
-    return {**result.summary(), **result.extras(), **(result.dollars() if result.priced else {})}
+    return {**result.summary(), **result.extras(), **(result.dollars() if result.priced else {}),
+            **(result.gang_summary() if result.gang_starts else {})}
 
 
 def json_report(results: dict[str, RunResult]) -> dict[str, Any]:
-    """Exactly ``{"policies": {NAME: {JSON_KEYS..., DOLLAR_KEYS... with prices}}}`` (what ``--json`` prints)."""
-    return {"policies": {name: {**result.summary(), **(result.dollars() if result.priced else {})}
+    """Exactly ``{"policies": {NAME: {JSON_KEYS..., DOLLAR_KEYS... with prices, GANG_KEYS... with gangs}}}`` (what ``--json`` prints)."""
+    return {"policies": {name: {**result.summary(), **(result.dollars() if result.priced else {}),
+                                **(result.gang_summary() if result.gang_starts else {})}
                          for name, result in results.items()}}
 
 
