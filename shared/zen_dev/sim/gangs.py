@@ -245,6 +245,8 @@ class Gangs:
         due = [job for job in cluster.gangs.values()
                if job.assemble_until is not None and job.assemble_until <= now]
         for job in due:
+            if job.state is not _QUEUED or job.assemble_until is None:
+                continue  # completed (or gave its parts back) while an earlier one's parts were released
             parts = list(job.parts)
             for vm in parts:
                 self._wait_ends(vm)
