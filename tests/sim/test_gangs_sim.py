@@ -162,3 +162,26 @@ def test_single_node_runs_are_unchanged_and_report_no_gang_keys():
         'vm_minutes': 907.7, 'wasted_vm_minutes': 66.0, 'peak_vms': 10, 'api_calls': 1583}
     assert results["failover"].extras()["lost_vm_minutes"] == 86.8
     assert "gangs" not in json_report(results)["policies"]["failover"]
+
+
+def test_the_bench_gang_targets_can_fail():
+    from zen_dev.sim.gangbench import gang_targets
+    ask = {"gang_start_p95_s": 100.0, "gang_idle_node_minutes": 40.0, "gangs_never_started": 1, "gangs_split": 0,
+           "nodes_left_after_gang": 0}
+    good = dict(ask, gang_start_p95_s=110.0, gang_idle_node_minutes=10.0)
+    assert all(gang_targets(good, ask).values())
+    bad = dict(ask, gang_start_p95_s=111.0, gang_idle_node_minutes=10.1, gangs_never_started=2, gangs_split=1,
+               nodes_left_after_gang=1)
+    assert not any(gang_targets(bad, ask).values())
+
+
+def test_the_held_out_gang_draw_keeps_the_trace_capacity_and_takes_the_gang_mix():
+    import pytest
+    from zen_dev.sim.gangbench import gang_heldout_scenario
+    from zen_dev.sim.scenario import TraceUnavailable
+    try:
+        sc = gang_heldout_scenario()
+    except TraceUnavailable:
+        pytest.skip("the GCP A100 trace is absent")
+    assert [c.gpu_count for c in sc.clusters] == [8]
+    assert {j.nodes for j in load_jobs(sc)} == {1, 2, 4}
