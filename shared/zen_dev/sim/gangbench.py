@@ -50,7 +50,7 @@ def pooled_gangs(runs: list[RunResult]) -> RunResult:
     for run in runs:
         out.gang_starts += run.gang_starts
         out.starts += run.starts
-        for key in ("gang_idle_seconds", "gangs_split", "nodes_left_after_gang", "gang_assembly_timeouts",
+        for key in ("gang_idle_seconds", "gang_idle_given_back_seconds", "gangs_split", "nodes_left_after_gang", "gang_assembly_timeouts",
                     "vm_seconds", "wasted_seconds", "lost_seconds"):
             setattr(out, key, getattr(out, key) + getattr(run, key))
     return out
@@ -99,7 +99,8 @@ def report(seeds: int = GANG_SEEDS) -> list[str]:
         lines.append(f"  {title} ({zen['gangs']} gangs, {time.perf_counter() - started:.1f}s)")
         for policy, s in (("zen", zen), ("ask-every-region", ask)):
             lines.append(f"    {policy:<17} gang start p50 {s['gang_start_p50_s']} s  p95 {s['gang_start_p95_s']} s"
-                         f"  idle node-min {s['gang_idle_node_minutes']}  never {s['gangs_never_started']}"
+                         f"  idle node-min {s['gang_idle_node_minutes']} ({s['gang_idle_given_back_node_minutes']} given back)"
+                         f"  never {s['gangs_never_started']}"
                          f"  split {s['gangs_split']}  left {s['nodes_left_after_gang']}"
                          f"  assembly timeouts {s['gang_assembly_timeouts']}")
         held = gang_targets(zen, ask)

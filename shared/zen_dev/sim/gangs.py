@@ -125,8 +125,13 @@ class Gangs:
         if len(here) == job.spec.nodes:
             self._start(cluster, job, here)
 
-    def _wait_ends(self, vm) -> None:
-        self.w.result.gang_idle_seconds += self.w.now - vm.claimed_s
+    def _wait_ends(self, vm, given_back: bool = False) -> None:
+        """The VM no longer waits holding a part: its wait is idle node-time (``given_back``: it ran no
+        gang from it, its part given back or lost)."""
+        waited = self.w.now - vm.claimed_s
+        self.w.result.gang_idle_seconds += waited
+        if given_back:
+            self.w.result.gang_idle_given_back_seconds += waited
         vm.part = vm.claimed_s = None
 
     def _start(self, cluster, job, nodes: list) -> None:
@@ -134,7 +139,7 @@ class Gangs:
         w, now, result = self.w, self.w.now, self.w.result
         others = [vm for vm in job.parts if vm not in nodes]
         for vm in job.parts:
-            self._wait_ends(vm)
+            self._wait_ends(vm, given_back=vm not in nodes)
         job.parts, job.gang_reach, job.assemble_until = [], None, None
         del cluster.gangs[job.spec.job_id]
         self._changed(cluster)
@@ -231,7 +236,7 @@ class Gangs:
         """A VM holding a part went away (preempted) before the gang was complete: it leaves the gang,
         whose place is offered again (``zen.core.gang.decide_given_back``)."""
         job, cluster = vm.part, vm.mig.cluster
-        self._wait_ends(vm)
+        self._wait_ends(vm, given_back=True)
         job.parts.remove(vm)
         if not job.parts:
             job.gang_reach = job.assemble_until = None
@@ -249,7 +254,7 @@ class Gangs:
                 continue  # completed (or gave its parts back) while an earlier one's parts were released
             parts = list(job.parts)
             for vm in parts:
-                self._wait_ends(vm)
+                self._wait_ends(vm, given_back=True)
             self.w.result.gang_assembly_timeouts += 1
             job.attempt += 1
             self.offer(job)  # queued afresh first: the released VMs may claim its new attempt
@@ -275,8 +280,9 @@ class Gangs:
         w = self.w
         for cluster in w.clusters.values():
             for vm in cluster.vms.values():
-                if vm.part is not None and vm.claimed_s is not None:
+                if vm.part is not None and vm.claimed_s is not None:  # still waiting: never ran from it
                     w.result.gang_idle_seconds += w.now - vm.claimed_s
+                    w.result.gang_idle_given_back_seconds += w.now - vm.claimed_s
         gangs = [job for job in jobs if job.spec.nodes > 1]
         for job in gangs:
             self.count_left(job)
