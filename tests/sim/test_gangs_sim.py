@@ -185,3 +185,14 @@ def test_the_held_out_gang_draw_keeps_the_trace_capacity_and_takes_the_gang_mix(
         pytest.skip("the GCP A100 trace is absent")
     assert [c.gpu_count for c in sc.clusters] == [8]
     assert {j.nodes for j in load_jobs(sc)} == {1, 2, 4}
+
+
+def test_zen_simulate_json_reports_the_gang_keys_beside_the_others(capsys):
+    import json
+    from zen_dev.sim.cli import main
+    from zen_dev.sim.metrics import GANG_KEYS, JSON_KEYS
+    assert main(["--scenario", "gangs-mix", "--policies", "zen,ask-every-region", "--max-jobs", "30", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["policies"]
+    for name in ("zen", "ask-every-region"):
+        assert list(out[name]) == list(JSON_KEYS + GANG_KEYS)
+        assert out[name]["gangs"] > 0 and out[name]["gangs_split"] == 0 and out[name]["nodes_left_after_gang"] == 0

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from zen_dev.sim.metrics import DOLLAR_KEYS, EXTRA_KEYS, JSON_KEYS, RunResult
+from zen_dev.sim.metrics import DOLLAR_KEYS, EXTRA_KEYS, GANG_KEYS, JSON_KEYS, RunResult
 from zen_dev.sim.scenario import Scenario
 
 TABLE_COLUMNS = (
@@ -77,6 +77,7 @@ def write_report(results: dict[str, RunResult], out_dir: str | Path, meta: dict[
     with (out / "summary.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)
         keys = JSON_KEYS + EXTRA_KEYS + (DOLLAR_KEYS if any(r.priced for r in results.values()) else ())
+        keys += GANG_KEYS if any(r.gang_starts for r in results.values()) else ()
         writer.writerow(("policy",) + keys)
         for name, result in results.items():
             values = _values(result)
