@@ -394,8 +394,9 @@ class Simulation(InstanceWorld):
             self._offer(admitted)  # with queues, only what its queue's quota admits now
         cluster = self.clusters[job.spec.cluster]
         cluster.arrivals.append(self.now)
-        if cluster.coverage is None or not cluster.coverage.covers(self.dt(self.now), regions=job.pools):
-            self._request_pass(cluster)  # as production: only for demand no spare VM covers
+        if (job.spec.nodes > 1 or cluster.coverage is None
+                or not cluster.coverage.covers(self.dt(self.now), regions=job.pools)):
+            self._request_pass(cluster)  # as production (Zen.on_job_submitted): a gang, or demand no spare VM covers
 
     def _preempt(self, vm: _Vm, created_s: float) -> None:
         if vm.created_s != created_s or vm.phase is VmPhase.DELETING or vm.mig.vms.get(vm.name) is not vm:
