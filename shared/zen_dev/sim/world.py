@@ -15,75 +15,23 @@ import random
 import time
 from datetime import timedelta
 
-from zen.core.config import ClusterConfig
 from zen.scaling.manager import ClusterManager
-from zen.core.provisioning import MODELS
 from zen.scaling.coverage import racing
-from zen.scaling.model import ClusterSnapshot, Plan, Policy, VmPhase
+from zen.scaling.model import Policy, VmPhase
 from zen_dev.capacity.traces import CapacitySchedule
 from zen_dev.sim.instances import _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK, InstanceWorld, kept_s
 from zen_dev.sim.flexstart import FlexGrants
 from zen_dev.sim.gangs import Gangs
 from zen_dev.sim.jobs import SimJob
 from zen_dev.sim.metrics import RunResult
-from zen_dev.sim.policies import PolicyUnavailable
 from zen_dev.sim.ports import SimFleet, SimMigPort
 from zen_dev.sim.queues import SimQueues
 from zen_dev.sim.routing import blocked, stage, warm_vm
-from zen_dev.sim.scenario import Scenario, SimCluster
+from zen_dev.sim.scenario import Scenario
+from zen_dev.sim.setup import TimedPolicy as _TimedPolicy, capacity_types, cluster_config, policy_models
 from zen_dev.sim.state import SimClusterState as _Cluster, SimJobState as _Job, SimMig as _Mig, SimVm as _Vm
 
 _QUEUED, _RUNNING, _DONE = "QUEUED", "RUNNING", "DONE"
-_NO_LIMIT = 10**9
-
-
-def cluster_config(spec: SimCluster, models: tuple[str, ...] | None = None, unlimited: bool = False) -> ClusterConfig:
-    """The scenario's cluster as the manager's configuration, with the provisioning ``models`` the
-    policy uses (None: the cluster's; no limits for ``ignores_capacity``)."""
-    limits = spec.limits
-    per_region, total = (_NO_LIMIT, _NO_LIMIT) if unlimited else (limits.max_vms_per_region, limits.max_vms)
-    return ClusterConfig.model_construct(
-        name=limits.name, gpu_type="simulated", gpu_count=spec.gpu_count, machine_type=spec.machine_type,
-        regions=list(limits.regions), max_vms_per_region=per_region, max_vms=total, min_vms=limits.min_vms,
-        provisioning=list(models or spec.models))
-
-
-def policy_models(policy: Policy, cluster: SimCluster) -> tuple[str, ...]:
-    """The provisioning models a policy's world has MIGs for: the policy's ``models(cluster_models)``
-    when it has one (a baseline that keeps to one model), else every model the cluster lists."""
-    choose = getattr(policy, "models", None)
-    models = tuple(choose(cluster.models)) if choose is not None else cluster.models
-    unpriced = [m for m in models if not cluster.priced_for(m)]
-    if unpriced:
-        raise PolicyUnavailable(f"policy {policy.name} runs {', '.join(unpriced)} VMs, which the scenario does not "
-                                f"price for cluster {cluster.limits.name}")
-    return models
-
-
-def capacity_types(scenario: Scenario, cluster: SimCluster) -> dict[str, str]:
-    """Model -> the capacity its VMs draw on: its own where the scenario gives one (a step or trace
-    with ``model:``), else the machine type's, shared by every model."""
-    named = {machine_type for _, machine_type in scenario.capacity.keys() if machine_type}
-    out = {}
-    for model in MODELS:
-        for key in (f"{cluster.machine_type}@{model}", f"@{model}"):
-            if key in named:
-                out[model] = key
-                break
-    return out
-
-
-class _TimedPolicy:
-    """The policy as the manager calls it: each plan timed (``planner_s``) and the last one kept."""
-
-    def __init__(self, policy: Policy, world: "Simulation"):
-        self.name, self._policy, self._result, self.last = policy.name, policy, world.result, Plan()
-
-    def plan(self, snapshot: ClusterSnapshot) -> Plan:
-        started = time.perf_counter()
-        self.last = self._policy.plan(snapshot)
-        self._result.planner_s += time.perf_counter() - started
-        return self.last
 
 
 class Simulation(InstanceWorld):
