@@ -196,3 +196,21 @@ def test_zen_simulate_json_reports_the_gang_keys_beside_the_others(capsys):
     for name in ("zen", "ask-every-region"):
         assert list(out[name]) == list(JSON_KEYS + GANG_KEYS)
         assert out[name]["gangs"] > 0 and out[name]["gangs_split"] == 0 and out[name]["nodes_left_after_gang"] == 0
+
+
+def test_job_traces_give_nodes_philly_maps_gpus_beyond_one_vm_to_nodes_and_csv_reads_them(tmp_path):
+    from zen_dev.sim.jobs import JobTraceError, csv_jobs, philly_jobs
+    sc = scenario("default: 4")  # one cluster of 4-GPU VMs
+    philly = tmp_path / "philly.csv"
+    philly.write_text("jobid,submitted_time,num_gpus,runtime_min\n"
+                      "a,2017-10-01 00:00:00,4,10\nb,2017-10-01 00:01:00,8,10\nc,2017-10-01 00:02:00,13,10\n")
+    assert [j.nodes for j in philly_jobs(philly, sc.clusters, gangs=True)] == [1, 2, 4]
+    assert [j.nodes for j in philly_jobs(philly, sc.clusters)] == [1, 1, 1]  # without gangs: one VM, as before
+    zen = tmp_path / "jobs.csv"
+    zen.write_text("job_id,submit_s,duration_s,cluster,regions,priority,nodes\n"
+                   "x,0,60,4xa100,,0,3\ny,1,60,4xa100,,0,\n")
+    assert [j.nodes for j in csv_jobs(zen, sc.clusters)] == [3, 1]
+    zen.write_text("job_id,submit_s,duration_s,cluster,regions,priority,nodes\nx,0,60,4xa100,,0,0\n")
+    import pytest
+    with pytest.raises(JobTraceError, match="nodes"):
+        csv_jobs(zen, sc.clusters)
