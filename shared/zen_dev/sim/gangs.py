@@ -73,7 +73,7 @@ class Gangs:
         """The gang is queued (submitted, or a new attempt): its parts are offered in every allowed pool,
         and the idle VMs there claim them."""
         w = self.w
-        cluster, spec = w.clusters[spec_cluster(job)], job.spec
+        cluster, spec = w.clusters[job.spec.cluster], job.spec
         job.state, job.reach = _QUEUED, job.pools
         job.parts, job.gang_reach, job.assemble_until = [], None, None
         job.qseq = next(w.seq)
@@ -264,7 +264,7 @@ class Gangs:
     def count_left(self, job) -> int:
         """Nodes still holding ``job`` (running it, or a part) that its current attempt does not hold:
         left over after an attempt ended. Counted once per VM, job and attempt."""
-        cluster = self.w.clusters[spec_cluster(job)]
+        cluster = self.w.clusters[job.spec.cluster]
         found = 0
         for vm in cluster.vms.values():
             if (vm.job is job and vm not in job.nodes_vms) or (vm.part is job and vm not in job.parts):
@@ -287,7 +287,3 @@ class Gangs:
         for job in gangs:
             self.count_left(job)
         w.result.gang_starts = [(job.spec.submit_s, job.first_start_s) for job in gangs]
-
-
-def spec_cluster(job) -> str:
-    return job.spec.cluster
