@@ -31,8 +31,9 @@ GANG_TARGETS = (  # (label, GANG_KEYS metric, zen must be at most this times ask
 
 
 def gang_heldout_scenario(seed: int = HELDOUT_SEEDS[0]) -> Scenario:
-    """The held-out capacity draw ``seed`` (re-zoned, shifted, re-scaled GCP A100 trace: 2-6 VMs a
-    region) with gangs-mix's cluster shape and job mix in place of its 1-GPU cluster and jobs."""
+    """The held-out capacity draw ``seed`` (re-zoned, shifted, re-scaled GCP A100 trace) with gangs-mix's
+    cluster shape and job mix (100 jobs at 6 an hour, 1, 2 or 4 nodes) in place of its 1-GPU cluster and
+    jobs; the draw's durations are kept."""
     raw = yaml.safe_load(heldout_text(seed))
     regions = raw["clusters"][0]["regions"]
     raw["description"] = f"held-out draw {seed} of the GCP A100 trace, 1-, 2- and 4-node gangs on 8-GPU VMs"
