@@ -1,6 +1,6 @@
 """``make bench``: every policy on the fixed scenarios and on held-out capacity traces; zen's ratios to
 ask-every-region with the issue's targets, and whether each holds; then the 30-day replay, the
-replay times, data locality and the two-tenant flood. It reports and does not fail on a missed
+replay times, data locality, the two-tenant flood and gangs. It reports and does not fail on a missed
 target (exit 0 unless something breaks); scenarios whose traces are absent are skipped.
 What it runs, the targets and the figures: docs/benchmarks/simulator.md
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 
-from zen_dev.sim import dollars, fairness
+from zen_dev.sim import dollars, fairness, gangbench
 from zen_dev.sim.heldout import HELDOUT_SEEDS, heldout_scenario
 from zen_dev.sim.jobs import load_jobs
 from zen_dev.sim.metrics import RunResult
@@ -181,6 +181,7 @@ def main() -> int:
         [(load_scenario(name), False) for name in SCENARIOS] + _heldout_draws())))
     print("\n" + "\n".join(data_locality_report()))  # issue 15
     print("\n" + "\n".join(fairness.report()))  # queues (issue 14)
+    print("\n" + "\n".join(gangbench.report()))  # gangs (issue 37)
     return 0
 
 

@@ -45,6 +45,7 @@ class SimJob:
     data_region: str | None = None
     dataset: str | None = None  # what a VM's warm cache keeps (zen_dev.sim.world): same name, same input
     checkpoint_every_s: float | None = None  # it saves its work this often: a preemption loses only the rest
+    nodes: int = 1  # > 1: a gang (multi-node job, zen.core.gang): that many VMs of its cluster, in one region
 
 
 def sample(dist: DistSpec, rng: random.Random) -> float:
@@ -93,6 +94,7 @@ class SyntheticJobs(_Spec):
     priorities: dict[int, float] = {0: 1}
     data: DataSpec | None = None
     checkpoint_every_s: float | None = Field(default=None, gt=0, description="Every job checkpoints this often")
+    nodes: dict[int, float] = Field(default={1: 1}, description="Nodes per job -> weight (> 1: gangs)")
 
 
 class PhillyJobs(_Spec):
@@ -100,6 +102,8 @@ class PhillyJobs(_Spec):
     file: str = PHILLY_FILE
     compression: float = Field(default=10, gt=0)
     max_jobs: int | None = Field(default=None, ge=1)
+    gangs: bool = Field(default=False, description=(
+        "A job asking for more GPUs than one VM of the largest cluster has runs on ceil(gpus / its GPUs) nodes"))
 
 
 class CsvJobs(_Spec):
@@ -135,7 +139,7 @@ def load_jobs(scenario: Scenario, source: str | None = None, *, seed: int | None
     path = scenario.resolve(spec.file) if source is None else resolve_path(spec.file, Path.cwd())
     if isinstance(spec, PhillyJobs):
         spec = spec.model_copy(update={k: v for k, v in (("compression", compression), ("max_jobs", max_jobs)) if v})
-        return philly_jobs(path, scenario.clusters, spec.compression, spec.max_jobs)
+        return philly_jobs(path, scenario.clusters, spec.compression, spec.max_jobs, spec.gangs)
     return csv_jobs(path, scenario.clusters, compression=compression or 1.0, max_jobs=max_jobs)
 
 
@@ -163,6 +167,10 @@ def synthetic_jobs(spec: SyntheticJobs, clusters: list[SimCluster], seed: int) -
             if not _allowed(allow.regions, by_name[name]):
                 raise JobTraceError(f"jobs.allow {allow.regions} leaves cluster {name} no region")
     prios, prio_weights = list(spec.priorities), list(spec.priorities.values())
+    if any(n < 1 for n in spec.nodes):
+        raise JobTraceError(f"jobs.nodes: nodes per job are >= 1 (got {sorted(spec.nodes)})")
+    gangs = random.Random(f"nodes-{seed}") if spec.nodes != {1: 1} else None  # its own draws: the rest unchanged
+    node_counts, node_weights = list(spec.nodes), list(spec.nodes.values())
     jobs, t = [], spec.start_s
     for i in range(spec.count):
         if isinstance(spec.arrivals, PoissonArrivals):
@@ -177,6 +185,7 @@ def synthetic_jobs(spec: SyntheticJobs, clusters: list[SimCluster], seed: int) -
             duration_s=max(1.0, sample(spec.duration, rng)),
             regions=_allowed(allow.regions, cluster), priority=_weighted(rng, prios, prio_weights),
             checkpoint_every_s=spec.checkpoint_every_s,
+            nodes=_weighted(gangs, node_counts, node_weights) if gangs else 1,
         ))
     if spec.data:
         jobs = _with_data(jobs, spec.data, random.Random(f"data-{seed}"))  # its own draws: the rest stays the same
@@ -211,8 +220,10 @@ def _read_csv(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
 
 
 def philly_jobs(path: Path, clusters: list[SimCluster], compression: float = 10,
-                max_jobs: int | None = None) -> list[SimJob]:
-    """The Philly trace, time-compressed, first ``max_jobs`` by submission time."""
+                max_jobs: int | None = None, gangs: bool = False) -> list[SimJob]:
+    """The Philly trace, time-compressed, first ``max_jobs`` by submission time. With ``gangs``, a job
+    asking for more GPUs than one VM of the largest cluster has is a gang of ceil(gpus / its GPUs) nodes
+    there; without, it runs on one VM of the largest cluster."""
     rows = _read_csv(path, PHILLY_COLUMNS)
     by_size = sorted(clusters, key=lambda c: c.gpu_count)
     parsed = []
@@ -235,6 +246,7 @@ def philly_jobs(path: Path, clusters: list[SimCluster], compression: float = 10,
             job_id=job_id, cluster=cluster.limits.name,
             submit_s=(submitted - t0).total_seconds() / compression,
             duration_s=max(1.0, runtime_min * 60.0 / compression), regions=cluster.limits.regions,
+            nodes=math.ceil(gpus / cluster.gpu_count) if gangs else 1,
         ))
     return jobs
 
@@ -259,6 +271,11 @@ def csv_jobs(path: Path, clusters: list[SimCluster], *, compression: float = 1.0
         try:
             job = SimJob(row["job_id"], cluster.limits.name, float(row["submit_s"]) / compression,
                          max(1.0, float(row["duration_s"]) / compression), regions, int(row.get("priority") or 0))
+            nodes = (row.get("nodes") or "").strip()
+            if nodes:
+                if not int(nodes) >= 1:
+                    raise ValueError(f"nodes is an integer >= 1 (got {nodes})")
+                job = replace(job, nodes=int(nodes))
             every = (row.get("checkpoint_every_s") or "").strip()
             if every:
                 if not float(every) > 0:

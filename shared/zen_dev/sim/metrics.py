@@ -18,6 +18,9 @@ EXTRA_KEYS = ("jobs", "limit_violations", "busy_delete_attempts", "preemptions",
               "input_gb", "input_gb_cross_region", "cache_hits", "cache_misses", "staging_min_saved",
               "lost_vm_minutes")
 # With the scenario's prices only (zen_dev.sim.scenario ``prices:``): beside JSON_KEYS and EXTRA_KEYS.
+# With gangs in the job trace only (zen_dev.sim.gangs): beside JSON_KEYS.
+GANG_KEYS = ("gangs", "gang_start_p50_s", "gang_start_p95_s", "gang_idle_node_minutes", "gangs_never_started",
+             "gangs_split", "nodes_left_after_gang", "gang_assembly_timeouts", "gang_idle_given_back_node_minutes")
 DOLLAR_KEYS = ("usd", "usd_per_useful_gpu_hour", "useful_gpu_hours", "rework_gpu_hours",
                "floor_usd_per_useful_gpu_hour", "usd_vs_floor")
 
@@ -56,6 +59,12 @@ class RunResult:
     useful_gpu_seconds: float = 0.0  # job runs that counted (not thrown away by a preemption), x GPUs per VM
     rework_gpu_seconds: float = 0.0  # job runs cut short by a preemption, x GPUs per VM
     floor_usd: float = 0.0  # the useful GPU-seconds at each cluster's cheapest listed price
+    gang_starts: list[tuple[float, float | None]] = field(default_factory=list)  # gangs' (submit_s, first_start_s)
+    gang_idle_seconds: float = 0.0  # node-seconds VMs held a part while their gang waited for its last node
+    gang_idle_given_back_seconds: float = 0.0  # of those, parts no gang ran from (given back, lost, still waiting)
+    gangs_split: int = 0  # gang starts whose nodes were in more than one region
+    nodes_left_after_gang: int = 0  # nodes still holding a gang after its attempt ended
+    gang_assembly_timeouts: int = 0  # gangs not complete within assemble_s: parts given back, queued again
 
     def waits(self) -> list[float]:
         """Time-to-start per job, never-started jobs counted until the horizon."""
@@ -88,6 +97,23 @@ class RunResult:
             "lost_vm_minutes": round(self.lost_seconds / 60.0, 1),
         }
 
+
+    def gang_summary(self) -> dict[str, float | int | None]:
+        """The GANG_KEYS: time-to-start of gangs (never-started ones counted until the horizon), as summary()."""
+        waits = sorted((start if start is not None else self.horizon_s) - submit for submit, start in self.gang_starts)
+        out = {
+            "gangs": len(self.gang_starts),
+            "gang_start_p50_s": _round(percentile(waits, 50)),
+            "gang_start_p95_s": _round(percentile(waits, 95)),
+            "gang_idle_node_minutes": round(self.gang_idle_seconds / 60.0, 1),
+            "gangs_never_started": sum(1 for _, start in self.gang_starts if start is None),
+            "gangs_split": self.gangs_split,
+            "nodes_left_after_gang": self.nodes_left_after_gang,
+            "gang_assembly_timeouts": self.gang_assembly_timeouts,
+            "gang_idle_given_back_node_minutes": round(self.gang_idle_given_back_seconds / 60.0, 1),
+        }
+        assert tuple(out) == GANG_KEYS
+        return out
 
     def dollars(self) -> dict[str, float | None]:
         """The DOLLAR_KEYS (ratios None without useful work)."""

@@ -72,6 +72,7 @@ class AskEveryRegion:
     name = "ask-every-region"
     single_use = True
     cancel_losers_on_start = True
+    hedges_gangs = True  # a gang: every region asked for all N at once; the first to hold N runs it
     models = staticmethod(primary_model)
 
     def plan(self, snapshot: ClusterSnapshot) -> Plan:

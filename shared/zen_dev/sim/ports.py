@@ -217,7 +217,8 @@ class SimFleet:
             new_held = new_agents = None
             for name in (state.vms if state.fleet_view is None else state.changed):
                 vm = state.vms.get(name)  # None: gone
-                job = None if vm is None or vm.job is None else vm.job.spec.job_id
+                holds = None if vm is None else (vm.job or vm.part)  # a gang's part is held too
+                job = None if holds is None else holds.spec.job_id
                 agent = None if vm is None else (vm.view or views(world, vm))[1]
                 if held.get(name) != job:
                     new_held = dict(held) if new_held is None else new_held
@@ -251,7 +252,7 @@ class SimFleet:
             state.demand_view = tuple(
                 DemandGroup(regions, len(jobs), self._world.dt(next(iter(jobs.values()))), priority,
                             checkpoint_every_s=every)
-                for (priority, regions, every), jobs in state.groups.items() if jobs)
+                for (priority, regions, every), jobs in state.groups.items() if jobs) + self._world.gangs.demand(state)
         return state.demand_view
 
     def memory(self, cluster: str) -> dict[str, RegionMemory]:
@@ -284,7 +285,7 @@ class SimFleet:
 
     def drain_unless_busy(self, vm: str, cluster: str, region: str, now: datetime) -> bool:
         found = self._world.clusters[cluster].vms.get(vm)
-        return found is None or found.job is None
+        return found is None or (found.job is None and found.part is None)
 
     def record(self, cluster: str, memory: dict[str, RegionMemory], decisions: list[Decision], now: datetime) -> None:
         state = self._world.clusters[cluster]

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from zen_dev.sim.metrics import DOLLAR_KEYS, EXTRA_KEYS, JSON_KEYS, RunResult
+from zen_dev.sim.metrics import DOLLAR_KEYS, EXTRA_KEYS, GANG_KEYS, JSON_KEYS, RunResult
 from zen_dev.sim.scenario import Scenario
 
 TABLE_COLUMNS = (
@@ -28,12 +28,14 @@ DOLLAR_COLUMNS = (
 
 def _values(result: RunResult) -> dict[str, Any]:
     """Every key of a result: the summary, the extras, and the dollars when the scenario has prices."""
-    return {**result.summary(), **result.extras(), **(result.dollars() if result.priced else {})}
+    return {**result.summary(), **result.extras(), **(result.dollars() if result.priced else {}),
+            **(result.gang_summary() if result.gang_starts else {})}
 
 
 def json_report(results: dict[str, RunResult]) -> dict[str, Any]:
-    """Exactly ``{"policies": {NAME: {JSON_KEYS..., DOLLAR_KEYS... with prices}}}`` (what ``--json`` prints)."""
-    return {"policies": {name: {**result.summary(), **(result.dollars() if result.priced else {})}
+    """Exactly ``{"policies": {NAME: {JSON_KEYS..., DOLLAR_KEYS... with prices, GANG_KEYS... with gangs}}}`` (what ``--json`` prints)."""
+    return {"policies": {name: {**result.summary(), **(result.dollars() if result.priced else {}),
+                                **(result.gang_summary() if result.gang_starts else {})}
                          for name, result in results.items()}}
 
 
@@ -75,6 +77,7 @@ def write_report(results: dict[str, RunResult], out_dir: str | Path, meta: dict[
     with (out / "summary.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)
         keys = JSON_KEYS + EXTRA_KEYS + (DOLLAR_KEYS if any(r.priced for r in results.values()) else ())
+        keys += GANG_KEYS if any(r.gang_starts for r in results.values()) else ()
         writer.writerow(("policy",) + keys)
         for name, result in results.items():
             values = _values(result)

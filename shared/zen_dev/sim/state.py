@@ -16,7 +16,7 @@ from zen_dev.sim.scenario import SimCluster
 
 class SimJobState:
     __slots__ = ("spec", "state", "first_start_s", "qseq", "view", "preempted", "reach", "widen_at", "pools",
-                 "left_s", "checkpoint_every_s")
+                 "left_s", "checkpoint_every_s", "parts", "nodes_vms", "attempt", "assemble_until", "gang_reach")
 
     def __init__(self, spec: SimJob, pools: tuple[str, ...]):
         self.spec, self.state, self.first_start_s, self.qseq, self.preempted = spec, None, None, 0, 0
@@ -25,11 +25,16 @@ class SimJobState:
         self.reach, self.widen_at = pools, None  # the pools its start reaches now (zen.core.routing)
         self.left_s = spec.duration_s  # run time still to do (less after a checkpoint survives a preemption)
         self.checkpoint_every_s = spec.checkpoint_every_s  # None: it does not checkpoint
+        # A gang's (spec.nodes > 1, zen_dev.sim.gangs): the VMs holding a part while it assembles, the
+        # VMs running it, its attempt, its assembly deadline (first claim + assemble_s), where it assembles.
+        self.parts: list[SimVm] = []
+        self.nodes_vms: list[SimVm] = []
+        self.attempt, self.assemble_until, self.gang_reach = 0, None, None
 
 
 class SimVm:
     __slots__ = ("name", "mig", "phase", "since", "zone", "created_s", "running_s", "booted_s", "job", "job_start_s",
-                 "error", "wait_since", "jobs_run", "busy_s", "epoch", "view", "first_seen", "cache")
+                 "error", "wait_since", "jobs_run", "busy_s", "epoch", "view", "first_seen", "cache", "part", "claimed_s")
 
     def __init__(self, name: str, mig: "SimMig", now: float):
         self.name, self.mig, self.epoch = name, mig, 0
@@ -41,6 +46,7 @@ class SimVm:
         self.touch()
         self.created_s = self.running_s = self.booted_s = self.job = self.job_start_s = self.error = None
         self.wait_since = None
+        self.part = self.claimed_s = None  # the gang it holds a part of while that assembles, since when
         self.jobs_run, self.busy_s = 0, 0.0
         self.cache: OrderedDict[str, float] = OrderedDict()  # its warm cache: dataset -> GB, least recent first
 
@@ -106,6 +112,7 @@ class SimClusterState:
         self.last_tick, self.tick_at = -math.inf, None
         self.coverage = None  # what the last pass said about one more job (zen.scaling.coverage.Coverage)
         self.arrivals: deque[float] = deque()  # submission times, for the planner's warm pool
+        self.gangs: dict[str, SimJobState] = {}  # queued gangs (zen_dev.sim.gangs), by job id, in queueing order
 
     def pools_in(self, regions: tuple[str, ...]) -> tuple[str, ...]:
         """The pools of ``regions`` (in that order), each region's models in the cluster's order."""

@@ -15,74 +15,23 @@ import random
 import time
 from datetime import timedelta
 
-from zen.core.config import ClusterConfig
 from zen.scaling.manager import ClusterManager
-from zen.core.provisioning import MODELS
 from zen.scaling.coverage import racing
-from zen.scaling.model import ClusterSnapshot, Plan, Policy, VmPhase
+from zen.scaling.model import Policy, VmPhase
 from zen_dev.capacity.traces import CapacitySchedule
 from zen_dev.sim.instances import _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK, InstanceWorld, kept_s
 from zen_dev.sim.flexstart import FlexGrants
+from zen_dev.sim.gangs import Gangs
 from zen_dev.sim.jobs import SimJob
 from zen_dev.sim.metrics import RunResult
-from zen_dev.sim.policies import PolicyUnavailable
 from zen_dev.sim.ports import SimFleet, SimMigPort
 from zen_dev.sim.queues import SimQueues
 from zen_dev.sim.routing import blocked, stage, warm_vm
-from zen_dev.sim.scenario import Scenario, SimCluster
+from zen_dev.sim.scenario import Scenario
+from zen_dev.sim.setup import TimedPolicy as _TimedPolicy, capacity_types, cluster_config, policy_models
 from zen_dev.sim.state import SimClusterState as _Cluster, SimJobState as _Job, SimMig as _Mig, SimVm as _Vm
 
 _QUEUED, _RUNNING, _DONE = "QUEUED", "RUNNING", "DONE"
-_NO_LIMIT = 10**9
-
-
-def cluster_config(spec: SimCluster, models: tuple[str, ...] | None = None, unlimited: bool = False) -> ClusterConfig:
-    """The scenario's cluster as the manager's configuration, with the provisioning ``models`` the
-    policy uses (None: the cluster's; no limits for ``ignores_capacity``)."""
-    limits = spec.limits
-    per_region, total = (_NO_LIMIT, _NO_LIMIT) if unlimited else (limits.max_vms_per_region, limits.max_vms)
-    return ClusterConfig.model_construct(
-        name=limits.name, gpu_type="simulated", gpu_count=spec.gpu_count, machine_type=spec.machine_type,
-        regions=list(limits.regions), max_vms_per_region=per_region, max_vms=total, min_vms=limits.min_vms,
-        provisioning=list(models or spec.models))
-
-
-def policy_models(policy: Policy, cluster: SimCluster) -> tuple[str, ...]:
-    """The provisioning models a policy's world has MIGs for: the policy's ``models(cluster_models)``
-    when it has one (a baseline that keeps to one model), else every model the cluster lists."""
-    choose = getattr(policy, "models", None)
-    models = tuple(choose(cluster.models)) if choose is not None else cluster.models
-    unpriced = [m for m in models if not cluster.priced_for(m)]
-    if unpriced:
-        raise PolicyUnavailable(f"policy {policy.name} runs {', '.join(unpriced)} VMs, which the scenario does not "
-                                f"price for cluster {cluster.limits.name}")
-    return models
-
-
-def capacity_types(scenario: Scenario, cluster: SimCluster) -> dict[str, str]:
-    """Model -> the capacity its VMs draw on: its own where the scenario gives one (a step or trace
-    with ``model:``), else the machine type's, shared by every model."""
-    named = {machine_type for _, machine_type in scenario.capacity.keys() if machine_type}
-    out = {}
-    for model in MODELS:
-        for key in (f"{cluster.machine_type}@{model}", f"@{model}"):
-            if key in named:
-                out[model] = key
-                break
-    return out
-
-
-class _TimedPolicy:
-    """The policy as the manager calls it: each plan timed (``planner_s``) and the last one kept."""
-
-    def __init__(self, policy: Policy, world: "Simulation"):
-        self.name, self._policy, self._result, self.last = policy.name, policy, world.result, Plan()
-
-    def plan(self, snapshot: ClusterSnapshot) -> Plan:
-        started = time.perf_counter()
-        self.last = self._policy.plan(snapshot)
-        self._result.planner_s += time.perf_counter() - started
-        return self.last
 
 
 class Simulation(InstanceWorld):
@@ -111,6 +60,7 @@ class Simulation(InstanceWorld):
         self.boot_seed, self._boot_streams, self.preempt_rng = seed, {}, random.Random(f"preempt-{seed}")
         self.victim_rng = random.Random(f"victims-{seed}")  # which spot VMs a capacity drop takes
         self.flex = FlexGrants(self, seed)
+        self.gangs = Gangs(self, hedged=bool(getattr(policy, "hedges_gangs", False)))
         last_submit = max((j.submit_s for j in jobs), default=0.0)
         self.horizon = horizon_s or spec.horizon_s or last_submit + spec.drain_s
         self.clusters = {c.limits.name: _Cluster(c, policy_models(policy, c), capacity_types(scenario, c))
@@ -167,6 +117,7 @@ class Simulation(InstanceWorld):
                     self._account(vm, self.horizon)
         self.result.starts = [(j.spec.submit_s, j.first_start_s) for j in self.jobs]
         self.result.preempted_jobs = sum(1 for j in self.jobs if j.preempted)
+        self.gangs.finish_run(self.jobs)
 
     def dt(self, t: float):
         """The datetime of simulated second ``t``; the last one is kept (a read asks for the same
@@ -189,6 +140,8 @@ class Simulation(InstanceWorld):
         for cluster in self.clusters.values():
             if cluster.narrowed:  # the tick widens unclaimed starts first, then scales (as Zen.on_scale_tick)
                 self._widen(cluster)
+            if cluster.gangs:  # and gives back the parts of gangs past their assembly deadline
+                self.gangs.expire(cluster)
             self._tick(cluster, listed=True)
         self._push(self.now + self.scenario.spec.tick_s, _TICK, self._periodic_tick)
 
@@ -256,6 +209,10 @@ class Simulation(InstanceWorld):
         while heap:
             _, _, qseq, job = heapq.heappop(heap)
             if job.state is _QUEUED and job.qseq == qseq:
+                if job.spec.nodes > 1:  # a gang: the VM claims a part (zen_dev.sim.gangs), or it assembles elsewhere
+                    if self.gangs.take(vm, job):
+                        return
+                    continue
                 self._start(vm, job)
                 return
         if self.single_use:
@@ -293,6 +250,7 @@ class Simulation(InstanceWorld):
                 continue
             booting = [vm for vm in cluster.migs[region].vms.values() if vm.phase is VmPhase.BOOTING]
             wanted = sum(len(jobs) for (_, regions, _), jobs in cluster.groups.items() if region in regions)
+            wanted += self.gangs.wanted(cluster, region)
             if len(booting) <= wanted:
                 continue
             loser = min(booting, key=lambda vm: (vm.created_s is not None, -vm.since, vm.name))
@@ -322,6 +280,9 @@ class Simulation(InstanceWorld):
         With ``routes_by_data`` (zen) a job whose input weighs ``route_min_gb`` reaches only its data's
         region until the first tick after ``data_wait_s`` widens it (``_widen``), as ``zen.core.routing``
         routes a new attempt's start message; its demand meanwhile is for that region only."""
+        if job.spec.nodes > 1:
+            self.gangs.offer(job)  # a gang: its parts offered, its demand the planner's (zen_dev.sim.gangs)
+            return
         cluster, spec = self.clusters[job.spec.cluster], job.spec
         job.state, job.reach = _QUEUED, job.pools
         holder = warm_vm(cluster, job) if self.data_wait and self.cache_gb and spec.dataset else None
@@ -381,8 +342,9 @@ class Simulation(InstanceWorld):
             self._offer(admitted)  # with queues, only what its queue's quota admits now
         cluster = self.clusters[job.spec.cluster]
         cluster.arrivals.append(self.now)
-        if cluster.coverage is None or not cluster.coverage.covers(self.dt(self.now), regions=job.pools):
-            self._request_pass(cluster)  # as production: only for demand no spare VM covers
+        if (job.spec.nodes > 1 or cluster.coverage is None
+                or not cluster.coverage.covers(self.dt(self.now), regions=job.pools)):
+            self._request_pass(cluster)  # as production (Zen.on_job_submitted): a gang, or demand no spare VM covers
 
     def _preempt(self, vm: _Vm, created_s: float) -> None:
         if vm.created_s != created_s or vm.phase is VmPhase.DELETING or vm.mig.vms.get(vm.name) is not vm:
@@ -391,11 +353,15 @@ class Simulation(InstanceWorld):
         mig, job = vm.mig, vm.job
         kept = kept_s(job, self.now - vm.job_start_s) if job is not None else 0.0
         self._account(vm, self.now, preempted=True)
+        # One fate: a gang's other nodes end the attempt too (freed once the gang is queued again).
+        others = self.gangs.abort(job, vm) if job is not None and job.spec.nodes > 1 else None
         if job is not None:
             job.left_s -= kept  # the rerun resumes from its last checkpoint
         self._release(vm)
         if vm.phase is VmPhase.IDLE:
             mig.cluster.idle[mig.key].pop(vm.name, None)
+        if vm.part is not None:  # it held a part of an assembling gang: it leaves it
+            self.gangs.leave(vm)
         zone = vm.zone
         vm.epoch += 1
         vm._reset(self.now)  # the MIG recreates the instance under the same name
@@ -403,5 +369,7 @@ class Simulation(InstanceWorld):
         if job is not None:
             job.preempted += 1
             self._offer(job)
+        if others is not None:
+            self.gangs.free_all(job, others)
         self._attempt(mig, vm)
         self._capacity_freed(zone, mig.capacity_type)

@@ -1,0 +1,64 @@
+"""How ``zen_dev.sim.world.Simulation`` sets a policy up over a scenario: the cluster as the manager's
+configuration, the provisioning models the policy's world has MIGs for, the capacity each model draws on,
+and the policy as the manager calls it (each plan timed)."""
+
+from __future__ import annotations
+
+import time
+
+from zen.core.config import ClusterConfig
+from zen.core.provisioning import MODELS
+from zen.scaling.model import ClusterSnapshot, Plan, Policy
+from zen_dev.sim.policies import PolicyUnavailable
+from zen_dev.sim.scenario import Scenario, SimCluster
+
+_NO_LIMIT = 10**9
+
+
+def cluster_config(spec: SimCluster, models: tuple[str, ...] | None = None, unlimited: bool = False) -> ClusterConfig:
+    """The scenario's cluster as the manager's configuration, with the provisioning ``models`` the
+    policy uses (None: the cluster's; no limits for ``ignores_capacity``)."""
+    limits = spec.limits
+    per_region, total = (_NO_LIMIT, _NO_LIMIT) if unlimited else (limits.max_vms_per_region, limits.max_vms)
+    return ClusterConfig.model_construct(
+        name=limits.name, gpu_type="simulated", gpu_count=spec.gpu_count, machine_type=spec.machine_type,
+        regions=list(limits.regions), max_vms_per_region=per_region, max_vms=total, min_vms=limits.min_vms,
+        provisioning=list(models or spec.models))
+
+
+def policy_models(policy: Policy, cluster: SimCluster) -> tuple[str, ...]:
+    """The provisioning models a policy's world has MIGs for: the policy's ``models(cluster_models)``
+    when it has one (a baseline that keeps to one model), else every model the cluster lists."""
+    choose = getattr(policy, "models", None)
+    models = tuple(choose(cluster.models)) if choose is not None else cluster.models
+    unpriced = [m for m in models if not cluster.priced_for(m)]
+    if unpriced:
+        raise PolicyUnavailable(f"policy {policy.name} runs {', '.join(unpriced)} VMs, which the scenario does not "
+                                f"price for cluster {cluster.limits.name}")
+    return models
+
+
+def capacity_types(scenario: Scenario, cluster: SimCluster) -> dict[str, str]:
+    """Model -> the capacity its VMs draw on: its own where the scenario gives one (a step or trace
+    with ``model:``), else the machine type's, shared by every model."""
+    named = {machine_type for _, machine_type in scenario.capacity.keys() if machine_type}
+    out = {}
+    for model in MODELS:
+        for key in (f"{cluster.machine_type}@{model}", f"@{model}"):
+            if key in named:
+                out[model] = key
+                break
+    return out
+
+
+class TimedPolicy:
+    """The policy as the manager calls it: each plan timed (``planner_s``) and the last one kept."""
+
+    def __init__(self, policy: Policy, world):
+        self.name, self._policy, self._result, self.last = policy.name, policy, world.result, Plan()
+
+    def plan(self, snapshot: ClusterSnapshot) -> Plan:
+        started = time.perf_counter()
+        self.last = self._policy.plan(snapshot)
+        self._result.planner_s += time.perf_counter() - started
+        return self.last

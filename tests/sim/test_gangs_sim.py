@@ -1,0 +1,216 @@
+"""Gangs (multi-node jobs) in the simulated world: start at the N-th node in one region, idle node-minutes
+while waiting, one fate on preemption, the split and left-over counts, and single-node runs unchanged."""
+
+from __future__ import annotations
+
+from zen.scaling.model import Plan, VmPhase
+from zen_dev.sim import gangs
+from zen_dev.sim.jobs import SimJob, load_jobs
+from zen_dev.sim.policies import AskEveryRegion, make_policy
+from zen_dev.sim.report import json_report
+from zen_dev.sim.runner import run_policies
+from zen_dev.sim.world import Simulation
+
+from tests.sim.helpers import scenario
+
+FIXED_BOOT = "boot: {dist: fixed, s: 100}"  # usable 100 s after getting capacity
+
+
+def gang(job_id: str = "g1", nodes: int = 2, duration_s: float = 3000, regions=("us-west1",), submit_s: float = 0.0):
+    return SimJob(job_id, "4xa100", submit_s, duration_s, tuple(regions), nodes=nodes)
+
+
+class Stepwise:
+    """One VM in us-west1 at once, the second only from t = 300 s; records the demand it was shown."""
+
+    name = "stepwise"
+
+    def __init__(self):
+        self.demand = []
+
+    def plan(self, snapshot) -> Plan:
+        self.demand.append([(g.regions, g.count, g.gang) for g in snapshot.demand_groups()])
+        live = [vm for vm in snapshot.vms if vm.region == "us-west1" and vm.phase is not VmPhase.DELETING]
+        want = 1 if (snapshot.now - snapshot.now.replace(hour=0, minute=0, second=0)).total_seconds() < 300 else 2
+        want = min(want, sum(g.count for g in snapshot.demand_groups()) + sum(vm.phase is VmPhase.BUSY for vm in live))
+        return Plan(add={"us-west1": want - len(live)} if want > len(live) else {})
+
+
+def test_a_two_node_gang_starts_when_its_second_node_is_up_and_the_first_one_idles_meanwhile():
+    sc = scenario("default: 4", extra=FIXED_BOOT)
+    policy = Stepwise()
+    sim = Simulation(sc, [gang()], policy, horizon_s=5000)
+    result = sim.run()
+    # Asked at 0 s (the submission's pass), usable at 100 s: a part claimed; the second asked at the
+    # 300 s tick, usable at 400 s: the gang starts then, on both.
+    assert result.gang_starts == [(0.0, 400.0)]
+    assert result.gang_idle_seconds == 300.0  # one node, 100 s -> 400 s
+    assert result.gang_summary()["gang_idle_node_minutes"] == 5.0
+    assert ((("us-west1",), 2, 2)) in policy.demand[0]  # the planner is asked for the whole gang
+    assert any(((("us-west1",), 1, 2)) in d for d in policy.demand)  # then its one node not claimed yet
+    assert result.gangs_split == 0 and result.nodes_left_after_gang == 0
+    assert sim.jobs[0].state == "DONE"
+
+
+def test_a_gang_waits_for_its_last_node_within_the_assembly_bound_then_gives_its_part_back():
+    # us-west1 has room for one VM only: the part claimed waits 600 s (gangs.assemble_s), is given
+    # back and claimed again, never started.
+    sc = scenario("""schedule:
+    - {at_s: 0, zone: us-west1-a, capacity: 1}
+  default: 4""", extra=FIXED_BOOT)
+    result = Simulation(sc, [gang()], make_policy("zen"), horizon_s=3000).run()
+    assert gangs.ASSEMBLE_S == 600
+    assert result.gang_starts == [(0.0, None)]
+    assert result.gang_assembly_timeouts >= 3
+    assert result.gang_idle_seconds > 2000  # the one VM held a part nearly all the run
+    assert result.gang_summary()["gangs_never_started"] == 1
+    assert result.nodes_left_after_gang == 0
+
+
+def test_a_preempted_node_ends_the_attempt_on_every_node_and_the_gang_runs_again():
+    # us-west1-a falls to 1 VM at 1000 s (spot: one node preempted), back to 2 at 2000 s.
+    sc = scenario("""schedule:
+    - {at_s: 1000, zone: us-west1-a, capacity: 1}
+    - {at_s: 2000, zone: us-west1-a, capacity: 2}
+  default: 2""", extra=FIXED_BOOT)
+    sim = Simulation(sc, [gang()], make_policy("zen"), horizon_s=9000)
+    result = sim.run()
+    job = sim.jobs[0]
+    start = result.gang_starts[0][1]
+    assert start is not None and start < 1000
+    assert result.preemptions == 1 and job.preempted == 1 and job.attempt >= 1
+    # Both nodes' runs since the start are rework (no checkpoints), not only the preempted one's.
+    assert abs(result.lost_seconds - 2 * (1000 - start)) < 1e-6
+    assert job.state == "DONE" and result.nodes_left_after_gang == 0
+    assert all(vm.job is None and vm.part is None for vm in sim.clusters["4xa100"].vms.values())
+
+
+MIX = """
+  kind: synthetic
+  count: 24
+  arrivals: {kind: poisson, rate_per_hour: 12}
+  duration: {dist: lognormal, median_s: 900, sigma: 0.5}
+  nodes: {1: 2, 2: 2, 4: 1}"""
+
+
+def test_split_and_left_over_nodes_are_counted_from_the_world_not_assumed(monkeypatch):
+    sc = scenario("default: 4", jobs=MIX, per_region=6, max_vms=18, extra=FIXED_BOOT)
+    jobs = load_jobs(sc)
+    assert {j.nodes for j in jobs} == {1, 2, 4}
+    for name in ("zen", "ask-every-region"):
+        result = Simulation(sc, jobs, make_policy(name)).run()
+        summary = result.gang_summary()
+        assert summary["gangs"] == sum(j.nodes > 1 for j in jobs)
+        assert summary["gangs_split"] == 0 and summary["nodes_left_after_gang"] == 0, name
+        assert summary["gangs_never_started"] == 0, name
+    # A world that forgot to free one node of an ended gang: counted.
+    free, skipped = gangs.Gangs._free, []
+
+    def forgetful(self, vm):
+        if not skipped and vm.job is None and vm.part is None and vm.jobs_run:
+            skipped.append(vm)
+            vm.job = next(j for j in self.w.jobs if j.spec.nodes > 1 and j.state == "DONE")
+            vm.job_start_s = self.w.now  # still running it
+            return
+        free(self, vm)
+    monkeypatch.setattr(gangs.Gangs, "_free", forgetful)
+    assert Simulation(sc, jobs, make_policy("zen")).run().nodes_left_after_gang >= 1
+    monkeypatch.setattr(gangs.Gangs, "_free", free)
+    # A world that took parts in any region and started a gang on whatever N it held: split gangs counted.
+    claim = gangs.Gangs._claim
+
+    def anywhere(self, vm, job):
+        claim(self, vm, job)
+        if job.state == "QUEUED" and len(job.parts) == job.spec.nodes:
+            self._start(vm.mig.cluster, job, list(job.parts))
+    monkeypatch.setattr(gangs.Gangs, "_claimable", lambda self, c, job, pool: len(job.parts) < job.spec.nodes)
+    monkeypatch.setattr(gangs.Gangs, "_claim", anywhere)
+    spread = scenario("default: 1", jobs=MIX, per_region=6, max_vms=18, extra=FIXED_BOOT)
+    assert Simulation(spread, load_jobs(spread), make_policy("zen")).run().gangs_split > 0
+
+
+def test_ask_every_region_asks_every_region_for_the_whole_gang_and_keeps_no_node_after_it():
+    sc = scenario("default: 4", extra=FIXED_BOOT)
+    asks = []
+
+    class Watched(AskEveryRegion):
+        def plan(self, snapshot):
+            plan = super().plan(snapshot)
+            asks.append(dict(plan.add))
+            return plan
+    regions = ("us-central1", "us-west1", "europe-west4")
+    sim = Simulation(sc, [gang(nodes=3, duration_s=600, regions=regions)], Watched(), horizon_s=3000)
+    result = sim.run()
+    assert asks[0] == {r: 3 for r in regions}
+    assert result.gang_starts[0][1] is not None and result.gangs_split == 0
+    assert result.nodes_left_after_gang == 0
+    assert not sim.clusters["4xa100"].vms  # single-use: every VM gone after the gang
+
+
+def test_single_node_runs_are_unchanged_and_report_no_gang_keys():
+    sc = scenario("""schedule:
+    - {at_s: 0, zone: us-central1-a, capacity: 0}
+    - {at_s: 1800, zone: us-central1-a, capacity: 4}
+  default: 3""", extra="preemption: {rate_per_hour: 0.5}")
+    results = run_policies(sc, load_jobs(sc), ["ask-every-region", "failover"])
+    # The figures of the world before gangs existed (same scenario, seed and trace).
+    assert results["ask-every-region"].summary() == {
+        'p50_start_s': 544.9, 'p95_start_s': 961.3, 'p99_start_s': 1042.8, 'max_start_s': 1081.0, 'never_started': 0,
+        'vm_minutes': 832.5, 'wasted_vm_minutes': 24.5, 'peak_vms': 10, 'api_calls': 1879}
+    assert results["failover"].summary() == {
+        'p50_start_s': 412.4, 'p95_start_s': 722.6, 'p99_start_s': 813.1, 'max_start_s': 837.8, 'never_started': 0,
+        'vm_minutes': 907.7, 'wasted_vm_minutes': 66.0, 'peak_vms': 10, 'api_calls': 1583}
+    assert results["failover"].extras()["lost_vm_minutes"] == 86.8
+    assert "gangs" not in json_report(results)["policies"]["failover"]
+
+
+def test_the_bench_gang_targets_can_fail():
+    from zen_dev.sim.gangbench import gang_targets
+    ask = {"gang_start_p95_s": 100.0, "gang_idle_node_minutes": 40.0, "gangs_never_started": 1, "gangs_split": 0,
+           "nodes_left_after_gang": 0}
+    good = dict(ask, gang_start_p95_s=110.0, gang_idle_node_minutes=10.0)
+    assert all(gang_targets(good, ask).values())
+    bad = dict(ask, gang_start_p95_s=111.0, gang_idle_node_minutes=10.1, gangs_never_started=2, gangs_split=1,
+               nodes_left_after_gang=1)
+    assert not any(gang_targets(bad, ask).values())
+
+
+def test_the_held_out_gang_draw_keeps_the_trace_capacity_and_takes_the_gang_mix():
+    import pytest
+    from zen_dev.sim.gangbench import gang_heldout_scenario
+    from zen_dev.sim.scenario import TraceUnavailable
+    try:
+        sc = gang_heldout_scenario()
+    except TraceUnavailable:
+        pytest.skip("the GCP A100 trace is absent")
+    assert [c.gpu_count for c in sc.clusters] == [8]
+    assert {j.nodes for j in load_jobs(sc)} == {1, 2, 4}
+
+
+def test_zen_simulate_json_reports_the_gang_keys_beside_the_others(capsys):
+    import json
+    from zen_dev.sim.cli import main
+    from zen_dev.sim.metrics import GANG_KEYS, JSON_KEYS
+    assert main(["--scenario", "gangs-mix", "--policies", "zen,ask-every-region", "--max-jobs", "30", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["policies"]
+    for name in ("zen", "ask-every-region"):
+        assert list(out[name]) == list(JSON_KEYS + GANG_KEYS)
+        assert out[name]["gangs"] > 0 and out[name]["gangs_split"] == 0 and out[name]["nodes_left_after_gang"] == 0
+
+
+def test_job_traces_give_nodes_philly_maps_gpus_beyond_one_vm_to_nodes_and_csv_reads_them(tmp_path):
+    from zen_dev.sim.jobs import JobTraceError, csv_jobs, philly_jobs
+    sc = scenario("default: 4")  # one cluster of 4-GPU VMs
+    philly = tmp_path / "philly.csv"
+    philly.write_text("jobid,submitted_time,num_gpus,runtime_min\n"
+                      "a,2017-10-01 00:00:00,4,10\nb,2017-10-01 00:01:00,8,10\nc,2017-10-01 00:02:00,13,10\n")
+    assert [j.nodes for j in philly_jobs(philly, sc.clusters, gangs=True)] == [1, 2, 4]
+    assert [j.nodes for j in philly_jobs(philly, sc.clusters)] == [1, 1, 1]  # without gangs: one VM, as before
+    zen = tmp_path / "jobs.csv"
+    zen.write_text("job_id,submit_s,duration_s,cluster,regions,priority,nodes\n"
+                   "x,0,60,4xa100,,0,3\ny,1,60,4xa100,,0,\n")
+    assert [j.nodes for j in csv_jobs(zen, sc.clusters)] == [3, 1]
+    zen.write_text("job_id,submit_s,duration_s,cluster,regions,priority,nodes\nx,0,60,4xa100,,0,0\n")
+    import pytest
+    with pytest.raises(JobTraceError, match="nodes"):
+        csv_jobs(zen, sc.clusters)
