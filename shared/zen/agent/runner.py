@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from zen.agent.container import Sandbox, container_options
+from zen.agent.container import Sandbox, container_options, slot_limits
 from zen.agent.output import AttemptOutput, OutputLimits, StreamCapture
 from zen.agent.removal import remove_container
 
@@ -174,7 +174,7 @@ class RunningJob:
         self._outcome: Outcome | None = None
         self.container_gone: bool | None = None  # its container's removal (None: not tried, or no container)
         self._lease = lease  # the agent's end of the supervisor's lease socket (None: no watchdog)
-        self._fenced = False
+        self._heard = b""  # what the supervisor said on it: "fenced", "tasks <reason>" (zen.agent.launch)
 
     def renew(self, left_s: float) -> None:
         """Tell the supervisor the attempt's lease has ``left_s`` seconds left from now. Never blocks: a
@@ -188,12 +188,25 @@ class RunningJob:
 
     def fenced(self) -> bool:
         """Whether the supervisor stopped the job because its lease ran out (the agent could not renew it)."""
-        if self._lease is not None and not self._fenced:
+        return b"fenced" in self._hear().split(b"\n")
+
+    def over_tasks(self) -> str | None:
+        """Why the supervisor stopped a host-process job over its task limit (``zen.agent.tasklimit``), or None."""
+        for line in self._hear().split(b"\n"):
+            if line.startswith(b"tasks "):
+                return line[6:].decode(errors="replace")
+        return None
+
+    def _hear(self) -> bytes:
+        while self._lease is not None:
             try:
-                self._fenced = b"fenced" in self._lease.recv(4096)
+                data = self._lease.recv(4096)
             except OSError:
-                pass
-        return self._fenced
+                break
+            if not data:
+                break
+            self._heard += data
+        return self._heard
 
     @classmethod
     def start(cls, spec: JobSpec, *, local: bool, tail_bytes: int = 4096, docker: str = "docker",
@@ -219,6 +232,9 @@ class RunningJob:
             watchdog = ["--lease", str(theirs.fileno()), repr(float(lease_s)), repr(float(spec.stop_grace_s or 0.0))]
             if launch.container:
                 watchdog += [launch.container, docker]
+        if not launch.container and spec.sandbox is not None and spec.sandbox.shape is not None:
+            # A host process's share of the VM's tasks, as its container's --pids-limit (zen.agent.tasklimit).
+            watchdog += ["--tasks", str(slot_limits(spec.sandbox.shape, spec.gpu_ids).tasks), "any"]
         argv = [sys.executable, "-I", str(LAUNCH), str(os.getpid()), *watchdog, "--", *launch.argv]
         output = output or AttemptOutput(spec.job_id, spec.attempt, "", None, limits, tail_bytes)
         try:
