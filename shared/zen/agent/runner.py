@@ -133,8 +133,8 @@ def plan_launch(spec: JobSpec, *, local: bool, docker: str = "docker") -> Launch
     """Choose how to run ``spec``: a container when it has an image and we are not local; a plain
     process locally (images ignored: the local stack and the tests have no docker).
 
-    On a VM a job without an image is refused: as a plain process it would run as root beside the
-    agent, with the VM's credentials (the metadata server gives any process on the host the agent's
+    On a VM a job without an image is refused: as a plain process it would run as the agent's user
+    beside the agent (in the docker group: root's equal), with the VM's credentials (the metadata server gives any process on the host the agent's
     service-account token: forged heartbeats, other clusters' start messages). A container cannot
     reach the metadata server (``startup.sh`` rejects its traffic there), so on a VM jobs run only
     in containers."""
@@ -142,7 +142,7 @@ def plan_launch(spec: JobSpec, *, local: bool, docker: str = "docker") -> Launch
         return Launch(docker_argv(spec, docker), spec.container_secrets(), container_name(spec.job_id, spec.attempt))
     if not local:
         raise CannotRun("the job has no image: on a VM jobs run only in a container (as a plain process a job "
-                        "would run as root with the VM's credentials); submit it with an image (--image)")
+                        "would run as the agent, root's equal, with the VM's credentials); submit it with an image (--image)")
     if not spec.command:
         raise CannotRun(f"image {spec.image} given without a command, and local mode runs no containers"
                         if spec.image else "no command to run")
