@@ -147,3 +147,27 @@ def test_own_cgroups_reads_both_hierarchies(tmp_path):
     (tmp_path / "cgroup").write_text("8:pids:/user.slice\n4:memory:/x\n0::/user.slice/session-1.scope\n")
     assert tasklimit.own_cgroups(str(tmp_path)) == [("2", "/sys/fs/cgroup/unified/user.slice/session-1.scope"),
                                                      ("1", "/sys/fs/cgroup/pids/user.slice")]
+
+
+def test_both_ways_of_counting_find_the_same_processes():
+    """Down the tree from the supervisor (``/proc/PID/task/TID/children``), or, on a kernel without it, a
+    walk of every process: the same tasks, children, a grandchild, and a child's second thread."""
+    code = """
+import os, subprocess, sys, time
+sys.path.insert(0, sys.argv[1])
+from zen.agent.tasklimit import TaskLimit
+limit = TaskLimit(100, "poll")
+quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+subprocess.Popen(["sleep", "30"], **quiet)
+subprocess.Popen(["sh", "-c", "sleep 30 & wait"], **quiet)
+subprocess.Popen([sys.executable, "-c", "import threading, time; threading.Thread(target=time.sleep, args=(30,)).start(); "
+                  "time.sleep(30)"], **quiet)
+time.sleep(0.5)
+down, walked = limit._tasks(), limit._walk_all(False, False)
+print(sorted(down.items()) == sorted(walked.items()), len(down), sum(down.values()), flush=True)
+os.killpg(0, 9)  # all of it, this process too
+"""
+    shared = str(Path(tasklimit.__file__).parents[2])
+    done = subprocess.run([sys.executable, "-c", code, shared], start_new_session=True, capture_output=True,
+                          text=True, timeout=30)
+    assert done.stdout.split() == ["True", "4", "5"], (done.stdout, done.stderr)

@@ -10,11 +10,12 @@ the local stack the developer's own programs) runs as the same user. Two mechani
   job starts, daemons included. Possible where the supervisor may write there: cgroup v2 whose own
   cgroup enables ``pids`` for its children (a delegated subtree; the supervisor does not enable it: the
   cgroup holding processes, v2 would refuse), or a writable cgroup v1 ``pids`` hierarchy (as root).
-- **Counting** (anywhere else, e.g. a developer's desktop session): every ``LOOK_S`` the supervisor walks
-  ``/proc`` and counts the tasks (threads included, like ``pids.max``) of the job's session and of every
-  process descended from the supervisor (it is a child subreaper, so a daemonized grandchild stays its
-  descendant). A job can outrun it briefly: between two looks it may start what it forks in a tenth of a
-  second (a few thousand processes for a tight fork loop) before it is stopped.
+- **Counting** (anywhere else, e.g. a developer's desktop session): every ``LOOK_S`` the supervisor counts
+  the tasks (threads included, like ``pids.max``) of every process descended from it, read down the tree
+  (``/proc/PID/task/TID/children``; a kernel without it: a walk of all of ``/proc``, the job's session
+  too). It is a child subreaper, so a daemonized grandchild stays its descendant. A job can outrun it
+  briefly: between two looks it may start what it forks in a tenth of a second (a few hundred processes
+  for a Python loop, thousands for a tight fork loop) before it is stopped.
 
 Either way the job over its limit (a fork refused by the cgroup, or more tasks counted than the limit) is
 stopped at once: every task it runs gets SIGKILL (no grace: it would only fork on), and the agent reports
@@ -174,8 +175,36 @@ class TaskLimit:
         return {int(pid) for pid in text.split() if pid.isdigit()}
 
     def _tasks(self, alive: bool = False, children: bool = False) -> dict[int, int]:
-        """The job's processes (its session's, and the supervisor's descendants) and their task counts;
-        ``alive``: zombies left out; ``children``: only the zombies the supervisor may reap."""
+        """The job's processes (the supervisor's descendants) and their task counts; ``alive``: zombies left
+        out; ``children``: only the zombies the supervisor may reap. Read down the tree from the supervisor
+        (``/proc/PID/task/TID/children``): a look costs what the job runs, not what the machine does."""
+        if not os.path.exists(f"/proc/{self._me}/task/{self._me}/children"):  # a kernel without it
+            return self._walk_all(alive, children)
+        counts: dict[int, int] = {}
+        todo = [self._me]
+        while todo:
+            parent = todo.pop()
+            try:
+                threads = os.listdir(f"/proc/{parent}/task")
+            except OSError:
+                continue
+            for tid in threads:
+                for kid in (_read(f"/proc/{parent}/task/{tid}/children") or "").split():
+                    pid = int(kid)
+                    stat = _read(f"/proc/{pid}/stat")
+                    if stat is None or pid in counts:
+                        continue
+                    fields = stat.rsplit(")", 1)[1].split()  # state ppid pgrp session ... num_threads (the 18th)
+                    if children or (alive and fields[0] == "Z"):
+                        if children and fields[0] == "Z":
+                            counts[pid] = 1
+                        continue
+                    counts[pid] = max(1, int(fields[17]))  # a zombie still holds its pid
+                    todo.append(pid)
+        return counts
+
+    def _walk_all(self, alive: bool, children: bool) -> dict[int, int]:
+        """``_tasks`` from a walk of every process: the job's session's, and the supervisor's descendants."""
         parents: dict[int, int] = {}
         counts: dict[int, int] = {}
         ours: set[int] = set()
