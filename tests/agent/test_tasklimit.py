@@ -65,10 +65,13 @@ def _supervised(by: str, limit: int, *job_args: str) -> subprocess.CompletedProc
 
 
 def _cgroup_possible() -> bool:
-    limit = tasklimit.TaskLimit(10)
-    possible = limit.group is not None
-    limit.close()
-    return possible
+    """Whether a supervisor here gets a cgroup (asked in a process of its own: without one, a TaskLimit
+    makes its process a child subreaper)."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from zen.agent.tasklimit import TaskLimit; "
+            "limit = TaskLimit(10); print(limit.group is not None); limit.close()")
+    shared = str(Path(tasklimit.__file__).parents[2])
+    return subprocess.run([sys.executable, "-c", code, shared], capture_output=True, text=True,
+                          timeout=30).stdout.strip() == "True"
 
 
 @pytest.mark.parametrize("by", ["any", "poll"])
@@ -102,10 +105,36 @@ def test_counting_sees_a_daemonized_grandchild(tmp_path):
 @pytest.mark.parametrize("by", ["any", "poll"])
 def test_a_job_within_its_limit_runs_to_its_end(by, tmp_path):
     done = _supervised(by, 40, "20", str(tmp_path / "pids"), "-", "0.5")
-    for pid in _pids(tmp_path / "pids"):  # left running by the job (the agent kills its group: not here)
-        os.kill(pid, 9)
     assert done.returncode == 0, done.stderr
     assert "started 20" in done.stdout and "zen: stopped" not in done.stderr
+    time.sleep(0.2)
+    assert not [pid for pid in _pids(tmp_path / "pids") if _alive(pid)]  # left running: gone with it
+
+
+@pytest.mark.parametrize("by", ["any", "poll"])
+def test_what_the_job_left_running_goes_with_it_a_daemon_too(by, tmp_path):
+    """The agent kills the job's process group when it ends; a daemon left it (a session of its own):
+    the supervisor kills it, from its cgroup or as its descendant."""
+    done = _supervised(by, 40, "1", str(tmp_path / "pids"), "daemon", "1")
+    forked = _pids(tmp_path / "pids")
+    time.sleep(0.2)
+    assert done.returncode == 0, done.stderr
+    assert len(forked) == 3 and not [pid for pid in forked if _alive(pid)]
+
+
+def test_a_cgroup_left_by_a_supervisor_gone_is_removed_by_the_next():
+    if not _cgroup_possible():
+        pytest.skip("no writable pids cgroup here (not root, no delegated subtree): counting is used")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    first = tasklimit.TaskLimit(10)  # (a cgroup: this process is no subreaper)
+    first.close()
+    parent = os.path.dirname(first.group or "")
+    stale = os.path.join(parent, f"zen-job-{dead.pid}")
+    os.mkdir(stale)
+    limit = tasklimit.TaskLimit(10)
+    limit.close()
+    assert not os.path.exists(stale) and not os.path.exists(limit.group)
 
 
 def test_where_a_cgroup_can_be_made_it_is_used_and_removed_after():

@@ -105,7 +105,8 @@ def _wait(child: int, pidfd: int | None, timeout_s: float, lease: Lease | None =
     return _status(status) if pid == child else None
 
 
-def _fence(child: int, pidfd: int | None, lease: Lease, grace_s: float, container: str | None, docker: str) -> int:
+def _fence(child: int, pidfd: int | None, lease: Lease, grace_s: float, container: str | None, docker: str,
+           limit=None) -> int:
     lease.tell(b"fenced\n")
     silent_s = time.monotonic() - lease.renewed_at
     sys.stderr.write(f"zen watchdog: the agent has not renewed its lease on this attempt for {silent_s:.0f} s "
@@ -123,6 +124,9 @@ def _fence(child: int, pidfd: int | None, lease: Lease, grace_s: float, containe
                            stderr=subprocess.DEVNULL, timeout=DOCKER_KILL_S, check=False)
         except (OSError, subprocess.SubprocessError):
             pass
+    if limit is not None:  # what left the group (a daemon), and its cgroup
+        limit.stop(child)
+        limit.close()
     os.killpg(0, signal.SIGKILL)  # whatever the job left in its group, and this process
     return 137  # not reached
 
@@ -181,7 +185,7 @@ def supervise(agent: int, lease: Lease, grace_s: float, container: str | None, d
         while True:
             timeout = lease.deadline - time.monotonic()
             if timeout <= 0:
-                return _fence(child, pidfd, lease, grace_s, container, docker)
+                return _fence(child, pidfd, lease, grace_s, container, docker, limit)
             if limit is not None:
                 limit.reap(child)
                 if limit.over():
@@ -190,7 +194,8 @@ def supervise(agent: int, lease: Lease, grace_s: float, container: str | None, d
             if status is not None:
                 return status
     finally:
-        if limit is not None:
+        if limit is not None:  # what the job left running (the agent kills its group too), and its cgroup
+            limit.stop(child)
             limit.close()
 
 

@@ -104,6 +104,7 @@ class TaskLimit:
         for version, parent in own_cgroups():
             if version == "2" and "pids" not in (_read(os.path.join(parent, "cgroup.subtree_control")) or "").split():
                 continue  # not delegated with pids: a child would have no pids.max
+            _sweep(parent)
             group = os.path.join(parent, f"zen-job-{self._me}")
             try:
                 os.mkdir(group)
@@ -237,6 +238,18 @@ class TaskLimit:
                 ours.update(seen)
         ours.discard(self._me)
         return {pid: counts[pid] for pid in ours}
+
+
+def _sweep(parent: str) -> None:
+    """Remove the empty cgroups of supervisors gone (one killed has no time to remove its own)."""
+    try:
+        names = [name for name in os.listdir(parent) if name.startswith("zen-job-")]
+    except OSError:
+        return
+    for name in names:
+        owner = name[len("zen-job-"):]
+        if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+            _rmdir(os.path.join(parent, name))  # refused while it holds a task: then it stays
 
 
 def _rmdir(path: str) -> None:
