@@ -230,7 +230,8 @@ class TaskLimit:
         if children:
             return counts
         for pid in parents:
-            seen, up = [], pid
+            seen: list[int] = []
+            up = pid
             while up in parents and up not in ours and up != self._me and len(seen) < 1000:
                 seen.append(up)
                 up = parents[up]
