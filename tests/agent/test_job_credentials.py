@@ -125,7 +125,7 @@ def test_the_unit_guards_the_metadata_server_before_every_agent_start(metadata, 
     result = run_script(metadata.host, root, ZEN_STARTUP_DRY_RUN_EXEC=stand_in(tmp_path, True))
     assert result.returncode == 0, result.stderr
     unit = (root / "etc/systemd/system/zen-agent.service").read_text()
-    assert "ExecStartPre=/opt/zen/guard-metadata.sh\n" in unit
+    assert "ExecStartPre=+/opt/zen/guard-metadata.sh\n" in unit  # "+": as root (the agent is not)
     guard = root / "opt/zen/guard-metadata.sh"
 
     state = fake_iptables(tmp_path)

@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         capacity = resolve_capacity(settings, metadata, identity, cluster)
         # Its containers' confinement: the cluster's choices, limits from this VM's shape (zen.agent.container).
         sandbox = Sandbox(run_as=cluster.containers.run_as, network=cluster.containers.network,
-                          shape=Shape.of_host(capacity.gpus, capacity.max_jobs),
+                          shape=Shape.of_host(capacity.gpus, capacity.max_jobs, tasks_per_job=settings.tasks_per_job),
                           read_only_root=cluster.containers.read_only_root)
     except (ConfigError, IdentityError, OSError, ValueError) as exc:
         log.error("agent cannot start", extra={"reason": str(exc)})

@@ -348,6 +348,8 @@ class AttemptRunner:
             return AgentStatus.PREEMPTED, (fence.fenced(attempt, settings, self._clock()) or
                                            "zen: stopped by its supervisor: the agent did not renew the attempt's "
                                            "lease in time (Zen would have taken it for lost and run it elsewhere)")
+        if (forked := job.over_tasks()) is not None:  # a host process over its task limit (zen.agent.tasklimit)
+            return AgentStatus.FAILED, forked
         return None, None
 
     def _listen(self, attempt: AttemptReport, next_beat: float, *, message: str | None = None,

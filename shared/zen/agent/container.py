@@ -43,9 +43,11 @@ class Shape:
     gpus: int = 1
     max_jobs: int = 1
     tasks: int = 32768  # the kernel's task limit: min(kernel.pid_max, kernel.threads-max)
+    tasks_per_job: int | None = None  # ZEN_AGENT_TASKS_PER_JOB: given, every job's task limit whatever its share
 
     @classmethod
-    def of_host(cls, gpus: int, max_jobs: int, proc: Path = Path("/proc")) -> "Shape":
+    def of_host(cls, gpus: int, max_jobs: int, proc: Path = Path("/proc"),
+                tasks_per_job: int | None = None) -> "Shape":
         """This machine's memory (``MemTotal``), CPUs and task limit, with the VM's GPUs and jobs at once."""
         memory = None
         for line in (proc / "meminfo").read_text().splitlines():
@@ -60,7 +62,7 @@ class Shape:
             except (OSError, ValueError, IndexError):
                 pass
         return cls(memory_bytes=memory, cpus=os.cpu_count() or 1, gpus=gpus, max_jobs=max_jobs,
-                   tasks=min(limits) if limits else cls.tasks)
+                   tasks=min(limits) if limits else cls.tasks, tasks_per_job=tasks_per_job)
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ def slot_limits(shape: Shape, gpu_ids: tuple[int, ...] | None) -> SlotLimits:
     cpus = (shape.cpus - (RESERVED_CPUS if shape.cpus >= 2 else 0.0)) * part
     return SlotLimits(memory_bytes=max(64 * MIB, int(memory // MIB) * MIB),
                       cpus=max(0.01, math.floor(cpus * 100) / 100),
-                      tasks=max(MIN_TASKS, int(shape.tasks * TASK_SHARE * part)))
+                      tasks=shape.tasks_per_job or max(MIN_TASKS, int(shape.tasks * TASK_SHARE * part)))
 
 
 def network_name(gpu_ids: tuple[int, ...] | None) -> str:

@@ -1,13 +1,17 @@
-"""The job's supervisor on the VM: ``python -I launch.py AGENT_PID [LEASE] -- PROGRAM ARGS...``.
+"""The job's supervisor on the VM: ``python -I launch.py AGENT_PID [LEASE] [TASKS] -- PROGRAM ARGS...``.
 
 Every job is started through it, in a session of its own (``zen.agent.runner``). It dies with the agent
 (``PR_SET_PDEATHSIG``) and takes the job with it, and it keeps the attempt's lease (``LEASE`` = ``--lease
 FD LEFT_S GRACE_S [CONTAINER DOCKER]``, renewed by the agent over a socket): when it runs out, it stops
-the job as the agent's fence would (``zen.agent.fence``). Standard library only.
-Why, and the protocol: docs/reference/agent.md#the-fence
+the job as the agent's fence would (``zen.agent.fence``). A host-process job (local mode only) is held to
+its slot's task limit (``TASKS`` = ``--tasks N any|poll``; a container has docker's ``--pids-limit``):
+``zen.agent.tasklimit``, loaded from its file (``-I`` puts no folder on the path). Standard library only.
+Why, and the protocol: docs/reference/agent.md#the-fence, docs/reference/agent.md#a-jobs-processes
 """
 
 import ctypes
+import importlib.util
+import math
 import os
 import select
 import signal
@@ -52,7 +56,7 @@ def _status(wait_status: int) -> int:
 class Lease:
     """The deadline the agent renews (CLOCK_MONOTONIC), read from its socket."""
 
-    def __init__(self, fd: int, left_s: float):
+    def __init__(self, fd: int | None, left_s: float):
         self.fd: int | None = fd
         self.renewed_at = time.monotonic()
         self.deadline = self.renewed_at + left_s
@@ -87,11 +91,12 @@ class Lease:
                 pass
 
 
-def _wait(child: int, pidfd: int | None, timeout_s: float, lease: Lease | None = None) -> int | None:
+def _wait(child: int, pidfd: int | None, timeout_s: float, lease: Lease | None = None,
+          look_s: float = LOOK_S) -> int | None:
     """Wait until the child ends (its status), the lease's socket has a line, or ``timeout_s`` passed (None)."""
     watched = [fd for fd in (pidfd, lease.fd if lease else None) if fd is not None]
     try:
-        ready, _, _ = select.select(watched, [], [], max(0.0, min(timeout_s, LOOK_S if pidfd is not None else 0.05)))
+        ready, _, _ = select.select(watched, [], [], max(0.0, min(timeout_s, look_s if pidfd is not None else 0.05)))
     except InterruptedError:
         ready = []
     if lease is not None and lease.fd in ready:
@@ -100,7 +105,8 @@ def _wait(child: int, pidfd: int | None, timeout_s: float, lease: Lease | None =
     return _status(status) if pid == child else None
 
 
-def _fence(child: int, pidfd: int | None, lease: Lease, grace_s: float, container: str | None, docker: str) -> int:
+def _fence(child: int, pidfd: int | None, lease: Lease, grace_s: float, container: str | None, docker: str,
+           limit=None) -> int:
     lease.tell(b"fenced\n")
     silent_s = time.monotonic() - lease.renewed_at
     sys.stderr.write(f"zen watchdog: the agent has not renewed its lease on this attempt for {silent_s:.0f} s "
@@ -118,44 +124,94 @@ def _fence(child: int, pidfd: int | None, lease: Lease, grace_s: float, containe
                            stderr=subprocess.DEVNULL, timeout=DOCKER_KILL_S, check=False)
         except (OSError, subprocess.SubprocessError):
             pass
+    if limit is not None:  # what left the group (a daemon), and its cgroup
+        limit.stop(child)
+        limit.close()
     os.killpg(0, signal.SIGKILL)  # whatever the job left in its group, and this process
     return 137  # not reached
 
 
+def _task_limit():
+    """``zen.agent.tasklimit``, from its file beside this one (``-I``: no folder on the path)."""
+    spec = importlib.util.spec_from_file_location("zen_tasklimit", os.path.join(os.path.dirname(__file__), "tasklimit.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _over_tasks(child: int, tasks, lease: Lease) -> int:
+    """The job went over its task limit: killed at once, everything it runs; the agent told why."""
+    reason = tasks.reason()
+    tasks.stop(child)
+    lease.tell(b"tasks " + reason.encode() + b"\n")
+    sys.stderr.write(reason + "\n")
+    sys.stderr.flush()
+    os.waitpid(child, 0)
+    return 137
+
+
 def supervise(agent: int, lease: Lease, grace_s: float, container: str | None, docker: str,
-              program: list[str]) -> int:
+              program: list[str], tasks: tuple[int, str] | None = None) -> int:
     for sig in IGNORED:
         signal.signal(sig, signal.SIG_IGN)
     if not _die_with_parent(agent):  # the agent died before the signal was armed
         return 137
     me = os.getpid()
+    limit = _task_limit().TaskLimit(*tasks) if tasks else None
+    go_read, go_write = os.pipe()  # the job's program runs once it is in its cgroup (if any)
     child = os.fork()
     if child == 0:
         for sig in IGNORED:
             signal.signal(sig, signal.SIG_DFL)
         if lease.fd is not None:
             os.close(lease.fd)
+        os.close(go_write)
+        os.read(go_read, 1)
+        os.close(go_read)
         if not _die_with_parent(me):
             os._exit(137)
         os._exit(_exec(program))
+    os.close(go_read)
+    if limit is not None:
+        limit.enter(child)
+    os.write(go_write, b"g")
+    os.close(go_write)
     try:
         pidfd = os.pidfd_open(child)
     except (AttributeError, OSError):  # no pidfd (Linux before 5.3): look every 50 ms
         pidfd = None
-    while True:
-        timeout = lease.deadline - time.monotonic()
-        if timeout <= 0:
-            return _fence(child, pidfd, lease, grace_s, container, docker)
-        status = _wait(child, pidfd, timeout, lease)
-        if status is not None:
-            return status
+    try:
+        while True:
+            timeout = lease.deadline - time.monotonic()
+            if timeout <= 0:
+                return _fence(child, pidfd, lease, grace_s, container, docker, limit)
+            if limit is not None:
+                limit.reap(child)
+                if limit.over():
+                    return _over_tasks(child, limit, lease)
+            status = _wait(child, pidfd, timeout, lease, LOOK_S if limit is None else limit.look_s)
+            if status is not None:
+                return status
+    finally:
+        if limit is not None:  # what the job left running (the agent kills its group too), and its cgroup
+            limit.stop(child)
+            limit.close()
 
 
 def main(argv: list[str]) -> int:
-    usage = "usage: launch.py AGENT_PID [--lease FD LEFT_S GRACE_S [CONTAINER DOCKER]] -- PROGRAM [ARGS...]\n"
+    usage = ("usage: launch.py AGENT_PID [--lease FD LEFT_S GRACE_S [CONTAINER DOCKER]] [--tasks N any|poll] "
+             "-- PROGRAM [ARGS...]\n")
     try:
         split = argv.index("--")
         head, program = argv[:split], argv[split + 1:]
+        tasks = None
+        if "--tasks" in head:
+            at = head.index("--tasks")
+            tasks = (int(head[at + 1]), head[at + 2])
+            if tasks[0] < 1 or tasks[1] not in ("any", "poll"):
+                raise ValueError
+            del head[at:at + 3]
         agent = int(head[0])
         lease, grace_s, container, docker = None, 0.0, None, "docker"
         if len(head) > 1:
@@ -169,13 +225,15 @@ def main(argv: list[str]) -> int:
     except (ValueError, IndexError):
         sys.stderr.write(usage)
         return 2
-    if lease is None:  # no lease to keep: become the job (same pid, no process in between)
+    if lease is None and tasks is None:  # nothing to keep: become the job (same pid, no process in between)
         if not _die_with_parent(agent):
             return 137
         return _exec(program)
-    assert lease.fd is not None  # made from FD just now: only a read of a closed socket clears it
-    os.set_blocking(lease.fd, False)
-    return supervise(agent, lease, grace_s, container, docker, program)
+    if lease is None:  # a task limit alone: a lease that never runs out
+        lease = Lease(None, math.inf)
+    elif lease.fd is not None:
+        os.set_blocking(lease.fd, False)
+    return supervise(agent, lease, grace_s, container, docker, program, tasks)
 
 
 if __name__ == "__main__":

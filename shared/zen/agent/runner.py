@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from zen.agent.container import Sandbox, container_options
+from zen.agent.container import Sandbox, container_options, slot_limits
 from zen.agent.output import AttemptOutput, OutputLimits, StreamCapture
 from zen.agent.removal import remove_container
 
@@ -133,8 +133,8 @@ def plan_launch(spec: JobSpec, *, local: bool, docker: str = "docker") -> Launch
     """Choose how to run ``spec``: a container when it has an image and we are not local; a plain
     process locally (images ignored: the local stack and the tests have no docker).
 
-    On a VM a job without an image is refused: as a plain process it would run as root beside the
-    agent, with the VM's credentials (the metadata server gives any process on the host the agent's
+    On a VM a job without an image is refused: as a plain process it would run as the agent's user
+    beside the agent (in the docker group: root's equal), with the VM's credentials (the metadata server gives any process on the host the agent's
     service-account token: forged heartbeats, other clusters' start messages). A container cannot
     reach the metadata server (``startup.sh`` rejects its traffic there), so on a VM jobs run only
     in containers."""
@@ -142,7 +142,7 @@ def plan_launch(spec: JobSpec, *, local: bool, docker: str = "docker") -> Launch
         return Launch(docker_argv(spec, docker), spec.container_secrets(), container_name(spec.job_id, spec.attempt))
     if not local:
         raise CannotRun("the job has no image: on a VM jobs run only in a container (as a plain process a job "
-                        "would run as root with the VM's credentials); submit it with an image (--image)")
+                        "would run as the agent, root's equal, with the VM's credentials); submit it with an image (--image)")
     if not spec.command:
         raise CannotRun(f"image {spec.image} given without a command, and local mode runs no containers"
                         if spec.image else "no command to run")
@@ -174,7 +174,7 @@ class RunningJob:
         self._outcome: Outcome | None = None
         self.container_gone: bool | None = None  # its container's removal (None: not tried, or no container)
         self._lease = lease  # the agent's end of the supervisor's lease socket (None: no watchdog)
-        self._fenced = False
+        self._heard = b""  # what the supervisor said on it: "fenced", "tasks <reason>" (zen.agent.launch)
 
     def renew(self, left_s: float) -> None:
         """Tell the supervisor the attempt's lease has ``left_s`` seconds left from now. Never blocks: a
@@ -188,12 +188,25 @@ class RunningJob:
 
     def fenced(self) -> bool:
         """Whether the supervisor stopped the job because its lease ran out (the agent could not renew it)."""
-        if self._lease is not None and not self._fenced:
+        return b"fenced" in self._hear().split(b"\n")
+
+    def over_tasks(self) -> str | None:
+        """Why the supervisor stopped a host-process job over its task limit (``zen.agent.tasklimit``), or None."""
+        for line in self._hear().split(b"\n"):
+            if line.startswith(b"tasks "):
+                return line[6:].decode(errors="replace")
+        return None
+
+    def _hear(self) -> bytes:
+        while self._lease is not None:
             try:
-                self._fenced = b"fenced" in self._lease.recv(4096)
+                data = self._lease.recv(4096)
             except OSError:
-                pass
-        return self._fenced
+                break
+            if not data:
+                break
+            self._heard += data
+        return self._heard
 
     @classmethod
     def start(cls, spec: JobSpec, *, local: bool, tail_bytes: int = 4096, docker: str = "docker",
@@ -219,6 +232,9 @@ class RunningJob:
             watchdog = ["--lease", str(theirs.fileno()), repr(float(lease_s)), repr(float(spec.stop_grace_s or 0.0))]
             if launch.container:
                 watchdog += [launch.container, docker]
+        if not launch.container and spec.sandbox is not None and spec.sandbox.shape is not None:
+            # A host process's share of the VM's tasks, as its container's --pids-limit (zen.agent.tasklimit).
+            watchdog += ["--tasks", str(slot_limits(spec.sandbox.shape, spec.gpu_ids).tasks), "any"]
         argv = [sys.executable, "-I", str(LAUNCH), str(os.getpid()), *watchdog, "--", *launch.argv]
         output = output or AttemptOutput(spec.job_id, spec.attempt, "", None, limits, tail_bytes)
         try:

@@ -53,6 +53,7 @@ class AgentSettings:
     disk_share: float = DISK_SHARE  # of the work disk, for the jobs' directories (zen.agent.diskquota)
     disk_per_job_bytes: int | None = None  # None: disk_share of the disk / max_jobs_per_vm
     disk_look_s: float = LOOK_S  # between two measurements of the jobs' directories
+    tasks_per_job: int | None = None  # None: the slot's share of the kernel's (zen.agent.container.slot_limits)
 
     def cache_path(self, vm: str) -> str:
         """One cache per VM, even where VMs share a disk (the local stack's)."""
@@ -114,6 +115,7 @@ class AgentSettings:
             disk_per_job_bytes=parse_limit("ZEN_AGENT_DISK_PER_JOB_BYTES",
                                            env.get("ZEN_AGENT_DISK_PER_JOB_BYTES", ""), integer=True),
             disk_look_s=number("ZEN_AGENT_DISK_LOOK_S", cls.disk_look_s),
+            tasks_per_job=parse_limit("ZEN_AGENT_TASKS_PER_JOB", env.get("ZEN_AGENT_TASKS_PER_JOB", ""), integer=True),
         )
 
 

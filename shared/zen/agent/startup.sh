@@ -5,6 +5,14 @@
 # version), writes its configuration, and runs it as the systemd service zen-agent (or, without
 # systemd, as a plain background process). It reads nothing secret: only instance metadata.
 #
+# The agent runs as the system user zen-agent, not root: a member of the docker group (it runs the jobs'
+# containers), owner of /var/lib/zen-agent (its home: its work directory, with the jobs' data, its cache
+# and its report journal, and gcloud's and docker's own files), read-only everywhere else (the unit's
+# hardening). Docker group membership is root-equivalent on the host (docker runs what it is asked, as
+# root): this contains the agent's bugs and makes clear whose files are whose; it does not contain a
+# compromised agent. What keeps jobs from their neighbours is their containers' confinement
+# (zen.agent.container). What needs root runs as root: this script and the unit's metadata guard ("+").
+#
 # Assumptions (the instance template provides them):
 # - The image has the NVIDIA driver, Docker and the NVIDIA Container Toolkit (`docker run --gpus all`
 #   works), iptables, and python3 >= 3.11 with venv; e.g. a Deep Learning VM image. Without
@@ -53,6 +61,9 @@ PREFIX="$ROOT/opt/zen"
 VENV="$PREFIX/venv"
 CONFIG_DIR="$ROOT/etc/zen"
 UNIT="$ROOT/etc/systemd/system/zen-agent.service"
+AGENT_USER=zen-agent
+AGENT_HOME=/var/lib/zen-agent  # the only folder the agent writes (ReadWritePaths)
+WORK_DIR="$AGENT_HOME/work"  # ZEN_AGENT_WORK_DIR: not under /tmp, which is the agent's own (PrivateTmp) and not docker's
 STOP_GRACE_S="${ZEN_AGENT_STOP_GRACE_S:-10}"
 RETRY_S="${ZEN_STARTUP_RETRY_S:-2}"
 METADATA_TRIES=10  # pauses 2, 4, ... 18 s: 90 s in all before the script gives up
@@ -81,6 +92,15 @@ retry() {  # retry TRIES COMMAND...: until it succeeds, at most TRIES times, pau
     log "failed (try $try of $tries), again in $((RETRY_S * try)) s: $*"
     sleep "$((RETRY_S * try))"
   done
+}
+
+check() {  # check COMMAND...: whether it succeeds (in a dry run: shown, and false unless the stand-in says)
+  if [[ "$DRY_RUN" == "1" ]]; then
+    printf 'would check:'; printf ' %q' "$@"; printf '\n'
+    [[ -n "${ZEN_STARTUP_DRY_RUN_EXEC:-}" ]] && "$ZEN_STARTUP_DRY_RUN_EXEC" "$@"
+  else
+    "$@" >/dev/null 2>&1
+  fi
 }
 
 # metadata PATH: prints its value and returns 0; returns 1 when it is not set (404, the only answer
@@ -258,7 +278,16 @@ print(math.ceil(load_config(sys.argv[1]).deadlines.stop_grace_s))' "$CONFIG_DIR/
   [[ "$STOP_GRACE_S" =~ ^[0-9]+$ ]] || STOP_GRACE_S=10
 fi
 
-# Docker may pull job images from Artifact Registry with the VM's service account.
+# The agent's user: a system user in the docker group, owning its home (and nothing else). Idempotent.
+check getent group docker || run groupadd --system docker
+if ! check id -u "$AGENT_USER"; then
+  run useradd --system --user-group --home-dir "$AGENT_HOME" --shell /usr/sbin/nologin --groups docker "$AGENT_USER"
+fi
+run usermod --append --groups docker "$AGENT_USER"  # (a user an older script made, or a group made since)
+run install -d -o "$AGENT_USER" -g "$AGENT_USER" -m 0750 "$ROOT$AGENT_HOME" "$ROOT$WORK_DIR"
+
+# Docker may pull job images from Artifact Registry with the VM's service account: credentials set up for
+# the agent's user (its ~/.docker/config.json names gcloud as the helper), whose docker CLI pulls.
 if command -v gcloud >/dev/null 2>&1; then
   ZONE_READ=0
   ZONE="$(metadata instance/zone)" || ZONE_READ=$?
@@ -277,7 +306,7 @@ if command -v gcloud >/dev/null 2>&1; then
         if [[ "$location" =~ ^[a-z0-9-]+$ ]]; then HOSTS="$HOSTS,$location-docker.pkg.dev"; fi
       done
     fi
-    run gcloud auth configure-docker --quiet "$HOSTS"
+    run runuser -u "$AGENT_USER" -- gcloud auth configure-docker --quiet "$HOSTS"
   fi
 fi
 
@@ -290,14 +319,6 @@ fi
 # not yet, it is created here and docker adopts it (adding FORWARD's jump) when it starts. Docker's
 # default bridge has no IPv6 (the metadata server's fd20:ce::254), so IPv4 is all there is to block.
 # No iptables: the script fails, and the agent does not start: jobs would get the VM's credentials.
-check() {  # check COMMAND...: whether it succeeds (in a dry run: shown, and false unless the stand-in says)
-  if [[ "$DRY_RUN" == "1" ]]; then
-    printf 'would check:'; printf ' %q' "$@"; printf '\n'
-    [[ -n "${ZEN_STARTUP_DRY_RUN_EXEC:-}" ]] && "$ZEN_STARTUP_DRY_RUN_EXEC" "$@"
-  else
-    "$@" >/dev/null 2>&1
-  fi
-}
 if [[ "$DRY_RUN" != "1" ]] && ! command -v iptables >/dev/null 2>&1; then
   log "no iptables: job containers could reach the metadata server (the VM's credentials); not starting the agent"
   exit 1
@@ -341,7 +362,12 @@ Wants=network-online.target docker.service
 After=network-online.target docker.service
 
 [Service]
-ExecStartPre=/opt/zen/guard-metadata.sh
+# As zen-agent (see the top of the startup script): docker through its group, its home its only writable
+# folder. "+": the guard alone runs as root, unconfined (iptables needs it).
+User=$AGENT_USER
+Group=$AGENT_USER
+SupplementaryGroups=docker
+ExecStartPre=+/opt/zen/guard-metadata.sh
 # Job containers an agent before this one left (it crashed, or the VM rebooted): removed before it starts
 # (the agent does it too, first thing). "-": a failure here does not keep the agent from starting.
 ExecStartPre=-/bin/sh -c 'docker ps -aq --filter name=^zen- | xargs -r docker rm -f'
@@ -349,6 +375,26 @@ ExecStart=/opt/zen/venv/bin/python -m zen.agent
 $CONFIG_ENV
 $GRACE_ENV
 Environment=PYTHONUNBUFFERED=1
+Environment=ZEN_AGENT_WORK_DIR=$WORK_DIR
+# Hardening that leaves what the agent does working: the metadata server and Google's APIs (network,
+# untouched), docker (its socket, /run/docker.sock, may be connected to on a read-only /run; containers'
+# GPUs are docker's --gpus, the agent opens no device), its work disk (below), the disk-share
+# measurement (a walk of its own directories) and signals to its jobs' process groups (its own user's).
+NoNewPrivileges=yes
+ProtectSystem=strict
+ReadWritePaths=$AGENT_HOME
+ProtectHome=yes
+PrivateTmp=yes
+PrivateDevices=yes
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectControlGroups=yes
+RestrictSUIDSGID=yes
+# A job's container writes its outputs and checkpoints as nobody, in folders of its own making: the agent
+# reads, uploads and removes them (and measures them) with this one capability, in its home alone (the
+# rest is read-only), and with no other (the bounding set).
+AmbientCapabilities=CAP_DAC_OVERRIDE
+CapabilityBoundingSet=CAP_DAC_OVERRIDE
 # SIGTERM to the agent alone: it stops the job itself and reports it; the rest is killed after the timeout.
 # The agent sends its final reports by STOP_GRACE_S + 10 s (zen.agent.attempt.SHUTDOWN_S), then its VM's.
 KillMode=mixed
@@ -373,8 +419,10 @@ EOF
     log "zen-agent service started (unchanged since the last boot)"
   fi
 else
-  log "no systemd: starting the agent as a background process (log: /var/log/zen-agent.log)"
+  log "no systemd: starting the agent as $AGENT_USER, a background process (log: /var/log/zen-agent.log)"
   [[ -z "$GRACE_ENV" ]] || export ZEN_AGENT_STOP_GRACE_S="$STOP_GRACE_S"
   [[ -z "$CONFIG_ENV" ]] || export ZEN_CONFIG=/etc/zen/config.yaml
-  nohup "$VENV/bin/python" -m zen.agent >> "$ROOT/var/log/zen-agent.log" 2>&1 &
+  export ZEN_AGENT_WORK_DIR="$WORK_DIR"
+  # (without the unit's hardening; and the guard has run above, as root)
+  nohup runuser -u "$AGENT_USER" -- "$VENV/bin/python" -m zen.agent >> "$ROOT/var/log/zen-agent.log" 2>&1 &
 fi

@@ -1,0 +1,99 @@
+"""End to end, a fault: a job that forks without limit on a shared VM (issue 34). Through the whole local
+stack (the Compute stand-in's agent, host processes: ``ZEN_AGENT_LOCAL=1``), one VM runs two jobs at once,
+each held to 100 tasks (``ZEN_AGENT_TASKS_PER_JOB``; a container's ``--pids-limit`` on a real VM). One
+starts ``sleep`` children as fast as it can: it is stopped FAILED with the reason, and not rerun; its
+neighbour, which keeps starting processes of its own meanwhile, completes, and the VM takes the next job.
+
+The forker is capped at 2,000 children (and a minute), so a limit that failed cannot endanger the machine
+running the test. On code without the limit the forker ran on for its whole minute (the test's wait for
+it ran out), its 2,000 children with it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.stack_support import free_base_port, home  # noqa: F401 - the fixture
+from tests.faults.stack import until
+from zen_dev.local.environment import overridden_environ
+from zen_dev.local.stack import LocalStack, Ports
+
+pytestmark = pytest.mark.e2e
+FIXTURES = Path(__file__).parent / "fixtures"
+FORKER = """
+import subprocess, time
+started, end = 0, time.monotonic() + 60
+while started < 2000 and time.monotonic() < end:
+    try:
+        subprocess.Popen(["sleep", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        started += 1
+    except OSError:
+        time.sleep(0.01)  # refused: a fork bomb tries again
+print("started", started, flush=True)
+time.sleep(60)
+"""
+NEIGHBOUR = """
+import subprocess, sys, time
+end, runs = time.monotonic() + float(sys.argv[1]), 0
+while time.monotonic() < end:  # processes of its own, all along: 10 a second, each waited for
+    for _ in range(10):
+        subprocess.run(["true"], check=True)
+        runs += 1
+    time.sleep(0.1)
+print("ran", runs, flush=True)
+"""
+
+
+def _job(db, job_id: str) -> dict:
+    from zen.store import repository
+
+    with db.transaction() as session:
+        job = repository.get_job(session, job_id)
+    return job.public_view() if job else {}
+
+
+def test_a_job_that_forks_without_limit_on_a_shared_vm_is_stopped_and_its_neighbour_completes(home):  # noqa: F811
+    from google.cloud import pubsub_v1
+
+    from zen.store.db import Database
+
+    stack = LocalStack(home=home, config_path=FIXTURES / "fork-share.yaml",
+                       scenario=FIXTURES / "fork-share-scenario.yaml", tick_every_s=1.0,
+                       ports=Ports.from_base(free_base_port(start=33000)), fresh=True,
+                       agent_env={"ZEN_AGENT_TASKS_PER_JOB": "100"})
+    record = stack.up()
+    try:
+        with overridden_environ(record["env"]):
+            db = Database.from_env()
+            publisher = pubsub_v1.PublisherClient()
+            topic = publisher.topic_path(stack.config.project, stack.config.topics.job_submitted)
+
+            def submit(job_id: str, code: str, *args: str) -> None:
+                body = {"job_id": job_id, "user_id": "alice", "gpu_type": "nvidia-l4", "gpu_count": 1,
+                        "command": [sys.executable, "-c", code, *args]}
+                publisher.publish(topic, json.dumps(body).encode(), **stack.sender("alice")).result(30)
+
+            def ended(job_id: str) -> dict | None:
+                job = _job(db, job_id)
+                return job if job.get("status") in ("SUCCEEDED", "FAILED", "CANCELLED") else None
+
+            submit("neighbour", NEIGHBOUR, "10")
+            assert until(lambda: _job(db, "neighbour").get("status") == "RUNNING", 60), _job(db, "neighbour")
+            submit("forker", FORKER)
+            forker = until(lambda: ended("forker"), 30)
+            running = _job(db, "neighbour")
+            neighbour = until(lambda: ended("neighbour"), 30)
+            submit("next", NEIGHBOUR, "0")
+            after = until(lambda: ended("next"), 30)
+    finally:
+        stack.down()
+    assert forker and forker["status"] == "FAILED" and forker["attempt"] == 1, forker  # not rerun
+    assert forker["message"].startswith("zen: stopped: the job forked more than 100 processes (its limit: 100 "
+                                        "processes and threads at once"), forker["message"]
+    assert "run it alone on a VM (a cluster with max_jobs_per_vm 1)" in forker["message"]
+    assert running["status"] == "RUNNING"  # the neighbour ran beside it ...
+    assert neighbour and neighbour["status"] == "SUCCEEDED", neighbour  # ... and completed
+    assert forker["vm"] == neighbour["vm"] == after["vm"] and after["status"] == "SUCCEEDED", after  # the VM works on
