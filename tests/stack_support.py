@@ -39,13 +39,16 @@ def home():
 
 
 @contextmanager
-def running_stack(home: Path, config: str, scenario: str, start: int, tick_every_s: float = 2.0) -> Iterator[LocalStack]:
+def running_stack(home: Path, config: str, scenario: str, start: int, tick_every_s: float = 2.0,
+                  **options: Any) -> Iterator[LocalStack]:
     """A local stack of the configuration and scenario texts, its ports from ``start``, with its environment
-    applied (the official clients find its stand-ins), brought down afterwards."""
+    applied (the official clients find its stand-ins), brought down afterwards. ``options``: LocalStack's
+    others (``agent_env``, ``buckets``)."""
     (home / "zen.yaml").write_text(config)
     (home / "scenario.yaml").write_text(scenario)
     stack = LocalStack(home=home / "stack", config_path=home / "zen.yaml", scenario=home / "scenario.yaml",
-                       tick_every_s=tick_every_s, ports=Ports.from_base(free_base_port(start=start)), fresh=True)
+                       tick_every_s=tick_every_s, ports=Ports.from_base(free_base_port(start=start)), fresh=True,
+                       **options)
     record = stack.up()
     try:
         with overridden_environ(record["env"]):
@@ -77,5 +80,19 @@ def ended(job_ids: list[str], timeout_s: float) -> list[Any]:
             if all(job is not None and job.status.terminal for job in jobs) or time.monotonic() > deadline:
                 return jobs
             time.sleep(1)
+    finally:
+        db.close()
+
+
+def job_view(job_id: str) -> dict[str, Any]:
+    """The job's public view as ``zen jobs get --json`` shows it ({} for a job not stored)."""
+    from zen.store import repository
+    from zen.store.db import Database
+
+    db = Database.from_env()
+    try:
+        with db.transaction() as session:
+            job = repository.get_job(session, job_id)
+        return job.public_view() if job else {}
     finally:
         db.close()

@@ -8,16 +8,13 @@ On code without the quota the filler ran on for its whole minute, the disk filli
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.stack_support import free_base_port, home  # noqa: F401 - the fixture
 from tests.faults.stack import until
-from zen_dev.local.environment import overridden_environ
-from zen_dev.local.stack import LocalStack, Ports
+from tests.stack_support import home, job_view, running_stack, submit_as  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.e2e
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -31,53 +28,32 @@ time.sleep(float(sys.argv[2]))
 """
 
 
-def _job(db, job_id: str) -> dict:
-    from zen.store import repository
-
-    with db.transaction() as session:
-        job = repository.get_job(session, job_id)
-    return job.public_view() if job else {}
+def _over(job_id: str) -> dict | None:
+    job = job_view(job_id)
+    return job if job.get("status") in ("SUCCEEDED", "FAILED", "CANCELLED") else None
 
 
 def test_a_job_that_fills_its_disk_on_a_shared_vm_is_stopped_and_its_neighbour_completes(home):  # noqa: F811
-    from google.cloud import pubsub_v1
     from google.cloud import storage as gcs
 
-    from zen.store.db import Database
-
-    stack = LocalStack(home=home, config_path=FIXTURES / "disk-share.yaml",
-                       scenario=FIXTURES / "disk-share-scenario.yaml", tick_every_s=1.0,
-                       ports=Ports.from_base(free_base_port(start=29000)), fresh=True,
+    with running_stack(home, (FIXTURES / "disk-share.yaml").read_text(),
+                       (FIXTURES / "disk-share-scenario.yaml").read_text(), start=29000, tick_every_s=1.0,
                        buckets={"out-bkt": "US"},
-                       agent_env={"ZEN_AGENT_DISK_PER_JOB_BYTES": "4000000", "ZEN_AGENT_DISK_LOOK_S": "0.5"})
-    record = stack.up()
-    try:
-        with overridden_environ(record["env"]):
-            db = Database.from_env()
-            publisher = pubsub_v1.PublisherClient()
-            topic = publisher.topic_path(stack.config.project, stack.config.topics.job_submitted)
+                       agent_env={"ZEN_AGENT_DISK_PER_JOB_BYTES": "4000000", "ZEN_AGENT_DISK_LOOK_S": "0.5"}) as stack:
+        def submit(job_id: str, size: int, sleep_s: float) -> None:
+            submit_as(stack, "alice", {"job_id": job_id, "user_id": "alice", "gpu_type": "nvidia-l4", "gpu_count": 1,
+                                       "command": [sys.executable, "-c", WRITE, str(size), str(sleep_s)],
+                                       "outputs": "gs://out-bkt/runs"})
 
-            def submit(job_id: str, size: int, sleep_s: float) -> None:
-                body = {"job_id": job_id, "user_id": "alice", "gpu_type": "nvidia-l4", "gpu_count": 1,
-                        "command": [sys.executable, "-c", WRITE, str(size), str(sleep_s)],
-                        "outputs": "gs://out-bkt/runs"}
-                publisher.publish(topic, json.dumps(body).encode(), **stack.sender("alice")).result(30)
-
-            def ended(job_id: str) -> dict | None:
-                job = _job(db, job_id)
-                return job if job.get("status") in ("SUCCEEDED", "FAILED", "CANCELLED") else None
-
-            submit("neighbour", 1_000_000, 15)
-            assert until(lambda: _job(db, "neighbour").get("status") == "RUNNING", 120), _job(db, "neighbour")
-            submit("filler", 8_000_000, 60)
-            filler = until(lambda: ended("filler"), 90)
-            running = _job(db, "neighbour")
-            neighbour = until(lambda: ended("neighbour"), 60)
-            submit("next", 1000, 0)
-            after = until(lambda: ended("next"), 60)
-            uploaded = {blob.name: blob.size for blob in gcs.Client().list_blobs("out-bkt")}
-    finally:
-        stack.down()
+        submit("neighbour", 1_000_000, 15)
+        assert until(lambda: job_view("neighbour").get("status") == "RUNNING", 120), job_view("neighbour")
+        submit("filler", 8_000_000, 60)
+        filler = until(lambda: _over("filler"), 90)
+        running = job_view("neighbour")
+        neighbour = until(lambda: _over("neighbour"), 60)
+        submit("next", 1000, 0)
+        after = until(lambda: _over("next"), 60)
+        uploaded = {blob.name: blob.size for blob in gcs.Client().list_blobs("out-bkt")}
     assert filler and filler["status"] == "FAILED" and filler["attempt"] == 1, filler  # not rerun
     assert filler["message"].startswith("zen: stopped: the job's work directory reached "), filler["message"]
     assert ("over its 4.0 MB share of this VM's disk (ZEN_AGENT_DISK_PER_JOB_BYTES); write less, or run it alone on "

@@ -10,16 +10,13 @@ it ran out), its 2,000 children with it."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.stack_support import free_base_port, home  # noqa: F401 - the fixture
 from tests.faults.stack import until
-from zen_dev.local.environment import overridden_environ
-from zen_dev.local.stack import LocalStack, Ports
+from tests.stack_support import home, job_view, running_stack, submit_as  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.e2e
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -47,49 +44,27 @@ print("ran", runs, flush=True)
 """
 
 
-def _job(db, job_id: str) -> dict:
-    from zen.store import repository
-
-    with db.transaction() as session:
-        job = repository.get_job(session, job_id)
-    return job.public_view() if job else {}
+def _over(job_id: str) -> dict | None:
+    job = job_view(job_id)
+    return job if job.get("status") in ("SUCCEEDED", "FAILED", "CANCELLED") else None
 
 
 def test_a_job_that_forks_without_limit_on_a_shared_vm_is_stopped_and_its_neighbour_completes(home):  # noqa: F811
-    from google.cloud import pubsub_v1
+    with running_stack(home, (FIXTURES / "fork-share.yaml").read_text(),
+                       (FIXTURES / "fork-share-scenario.yaml").read_text(), start=33000, tick_every_s=1.0,
+                       agent_env={"ZEN_AGENT_TASKS_PER_JOB": "100"}) as stack:
+        def submit(job_id: str, code: str, *args: str) -> None:
+            submit_as(stack, "alice", {"job_id": job_id, "user_id": "alice", "gpu_type": "nvidia-l4",
+                                       "gpu_count": 1, "command": [sys.executable, "-c", code, *args]})
 
-    from zen.store.db import Database
-
-    stack = LocalStack(home=home, config_path=FIXTURES / "fork-share.yaml",
-                       scenario=FIXTURES / "fork-share-scenario.yaml", tick_every_s=1.0,
-                       ports=Ports.from_base(free_base_port(start=33000)), fresh=True,
-                       agent_env={"ZEN_AGENT_TASKS_PER_JOB": "100"})
-    record = stack.up()
-    try:
-        with overridden_environ(record["env"]):
-            db = Database.from_env()
-            publisher = pubsub_v1.PublisherClient()
-            topic = publisher.topic_path(stack.config.project, stack.config.topics.job_submitted)
-
-            def submit(job_id: str, code: str, *args: str) -> None:
-                body = {"job_id": job_id, "user_id": "alice", "gpu_type": "nvidia-l4", "gpu_count": 1,
-                        "command": [sys.executable, "-c", code, *args]}
-                publisher.publish(topic, json.dumps(body).encode(), **stack.sender("alice")).result(30)
-
-            def ended(job_id: str) -> dict | None:
-                job = _job(db, job_id)
-                return job if job.get("status") in ("SUCCEEDED", "FAILED", "CANCELLED") else None
-
-            submit("neighbour", NEIGHBOUR, "10")
-            assert until(lambda: _job(db, "neighbour").get("status") == "RUNNING", 60), _job(db, "neighbour")
-            submit("forker", FORKER)
-            forker = until(lambda: ended("forker"), 30)
-            running = _job(db, "neighbour")
-            neighbour = until(lambda: ended("neighbour"), 30)
-            submit("next", NEIGHBOUR, "0")
-            after = until(lambda: ended("next"), 30)
-    finally:
-        stack.down()
+        submit("neighbour", NEIGHBOUR, "10")
+        assert until(lambda: job_view("neighbour").get("status") == "RUNNING", 60), job_view("neighbour")
+        submit("forker", FORKER)
+        forker = until(lambda: _over("forker"), 30)
+        running = job_view("neighbour")
+        neighbour = until(lambda: _over("neighbour"), 30)
+        submit("next", NEIGHBOUR, "0")
+        after = until(lambda: _over("next"), 30)
     assert forker and forker["status"] == "FAILED" and forker["attempt"] == 1, forker  # not rerun
     assert forker["message"].startswith("zen: stopped: the job forked more than 100 processes (its limit: 100 "
                                         "processes and threads at once"), forker["message"]
