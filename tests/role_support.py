@@ -21,13 +21,7 @@ import functools
 import threading
 from typing import Iterator
 
-# Each core entry point (functions/main.py, zen.app.Zen) and its role; terraform's local.functions too.
-ROLES = {
-    "on_job_submitted": "zen_submitter",
-    "on_heartbeat": "zen_heartbeat",
-    "on_stop_requested": "zen_stopper",
-    "on_scale_tick": "zen_ticker",
-}
+from zen_dev.local.roles import FUNCTION_ROLES as ROLES  # entry point -> role (terraform's local.functions too)
 
 _acting = threading.local()
 
