@@ -282,3 +282,32 @@ def test_a_role_is_refused_what_its_function_never_does(role, db, db_target):
         assert [s for s in FORBIDDEN[role] if not _refused(target, s)] == []
         assert [s for s in ALLOWED[role] if _refused(target, s)] == []
 
+
+
+def test_the_local_stack_logs_in_each_function_as_a_member_of_its_role(db, db_target):
+    """zen_dev.local.roles: the URLs the local stack gives its four lifecycle functions (twice: a stack
+    started again on the same data keeps its users)."""
+    from zen.store.db import parse_database_url
+    from zen_dev.local.roles import function_logins
+
+    function_logins(db_target.url())
+    urls = function_logins(db_target.url())
+    try:
+        assert sorted(urls) == sorted(ROLES)
+        for name, url in urls.items():
+            target = parse_database_url(url)
+            assert target.user == f"{ROLES[name]}_local" and target.database == db_target.database
+            pool = Database.from_target(target)
+            try:
+                with pool.session() as session:
+                    roles = session.sql("SELECT r.rolname FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid "
+                                        "WHERE m.member = to_regrole(current_user)")
+                    assert [r["rolname"] for r in roles] == [ROLES[name]]
+            finally:
+                pool.close()
+            assert _refused(target, "DELETE FROM jobs")
+    finally:
+        with db.session() as session:
+            for role in ROLES.values():
+                session.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = :u", u=f"{role}_local")
+                session.execute(f"DROP ROLE {role}_local")
