@@ -15,7 +15,7 @@
 -- What all four share: every decision about a job goes through the same code (zen.jobs.decisions:
 -- apply, admission into a queue's quota, the dependencies an ended job releases, routing a start), so
 -- each may read jobs and update their lifecycle columns, write history rows, queue usage and outgoing
--- messages, and record refused messages. No role may delete a job or a history row, or rewrite what a
+-- messages. No role may delete a job or a history row, or rewrite what a
 -- job asked for: job_id, user_id, cluster, queue, priority, gpus, request (and the columns generated
 -- from it), request_hash, max_runtime_s and submitted_at are written once, by the submitter's INSERT.
 -- A NOLOGIN role is made once per server (roles are not per database): an existing one is kept.
@@ -41,11 +41,14 @@ GRANT USAGE ON SEQUENCE job_events_id_seq TO zen_submitter, zen_heartbeat, zen_s
 -- Admission decays and saves each queue's usage, whoever runs it (zen.jobs.queueing).
 GRANT SELECT, INSERT, UPDATE (gpu_seconds, updated_at) ON queue_usage
     TO zen_submitter, zen_heartbeat, zen_stopper, zen_ticker;
--- Refused messages: recorded by all, a repeat counted on its row; pruned by the tick alone.
-GRANT SELECT, INSERT, UPDATE (count, last_at) ON rejected_messages
-    TO zen_submitter, zen_heartbeat, zen_stopper, zen_ticker;
-GRANT DELETE ON rejected_messages TO zen_ticker;
-GRANT USAGE ON SEQUENCE rejected_messages_id_seq TO zen_submitter, zen_heartbeat, zen_stopper, zen_ticker;
+-- Refused messages: recorded by the three message functions (the row's id read back); a VM's report
+-- refused again for the same cause is counted on its first row (zen.store.rejections: heartbeats only,
+-- which also read when a cause was last refused); pruned by the tick, which reads no payload.
+GRANT INSERT, SELECT (id) ON rejected_messages TO zen_submitter, zen_stopper;
+GRANT INSERT, SELECT (id, source, repeat_key, at, last_at, count), UPDATE (count, last_at) ON rejected_messages
+    TO zen_heartbeat;
+GRANT SELECT (id, at, last_at), DELETE ON rejected_messages TO zen_ticker;
+GRANT USAGE ON SEQUENCE rejected_messages_id_seq TO zen_submitter, zen_heartbeat, zen_stopper;
 -- The outbox: each function writes its messages and marks those it published (id and publish_attempts
 -- read by the marks); only the tick reads the rows' bodies (its resend) and deletes sent rows.
 GRANT INSERT, SELECT (id, publish_attempts), UPDATE (sent_at, publish_attempts, last_error) ON outbox
