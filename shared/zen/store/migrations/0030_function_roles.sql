@@ -36,7 +36,10 @@ GRANT SELECT, UPDATE (status, attempt, max_attempts, vm, region, zone, last_seq,
                       gang, updated_at)
     ON jobs TO zen_submitter, zen_heartbeat, zen_stopper, zen_ticker;
 GRANT INSERT ON jobs TO zen_submitter;
-GRANT SELECT, INSERT ON job_events TO zen_submitter, zen_heartbeat, zen_stopper, zen_ticker;
+-- History is only written; an attempt's usage reads when its VM claimed it (heartbeat, tick), and a lost
+-- attempt's late report whether the sweep lost it (heartbeat).
+GRANT INSERT ON job_events TO zen_submitter, zen_heartbeat, zen_stopper, zen_ticker;
+GRANT SELECT ON job_events TO zen_heartbeat, zen_ticker;
 GRANT USAGE ON SEQUENCE job_events_id_seq TO zen_submitter, zen_heartbeat, zen_stopper, zen_ticker;
 -- Admission decays and saves each queue's usage, whoever runs it (zen.jobs.queueing).
 GRANT SELECT, INSERT, UPDATE (gpu_seconds, updated_at) ON queue_usage
@@ -55,15 +58,15 @@ GRANT INSERT, SELECT (id, publish_attempts), UPDATE (sent_at, publish_attempts, 
     TO zen_submitter, zen_heartbeat, zen_stopper;
 GRANT SELECT, INSERT, UPDATE (sent_at, publish_attempts, last_error), DELETE ON outbox TO zen_ticker;
 GRANT USAGE ON SEQUENCE outbox_id_seq TO zen_submitter, zen_heartbeat, zen_stopper, zen_ticker;
--- Stops that came before their job: remembered by the stop, taken by the submission (or an array's
--- stop), forgotten by the tick.
+-- Stops that came before their job: remembered by the stop, taken by the submission (or by the stop
+-- itself, when its job was submitted meanwhile, and by the tick), forgotten by the tick.
 GRANT SELECT, INSERT, DELETE ON early_stops TO zen_stopper;
 GRANT SELECT, DELETE ON early_stops TO zen_submitter, zen_ticker;
 -- An attempt's usage is recorded when it ends: by a VM's report or the tick's sweep, never by a
 -- submission or a stop (a stop asks the VM; its answer ends the attempt). A lost attempt's late final
 -- report corrects its outcome (zen.jobs.late_final: heartbeats only).
 GRANT SELECT, INSERT, UPDATE (outcome, vm_share) ON attempt_usage TO zen_heartbeat;
-GRANT SELECT, INSERT, UPDATE (vm_share) ON attempt_usage TO zen_ticker;
+GRANT INSERT, SELECT (job_id, attempt), UPDATE (vm_share) ON attempt_usage TO zen_ticker;
 
 -- VMs: the heartbeat writes a VM's row from its reports; routing reads them (warm caches: any decision
 -- that publishes a start may offer it to a VM); the scaling pass forgets the rows of instances gone
