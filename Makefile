@@ -49,11 +49,9 @@ test: venv tools browser
 
 # The function tests again with each Zen entry point's statements run as its function's database role
 # (migration 0030, tests/role_support.py): a statement a role lacks a grant for fails the test, even
-# one Zen only logs (a scaling pass's). About 6.5 minutes on 2 cores.
+# one Zen only logs (a scaling pass's). About 4 minutes on 2 cores.
 test-roles: venv
-	ZEN_TEST_AS_ROLES=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile tests/test_*.py tests/scaling tests/sim \
-		--ignore=tests/test_types.py --ignore=tests/test_usercli_wheel.py --ignore=tests/test_package_pins.py \
-		--ignore=tests/test_docs_links.py --ignore=tests/test_layering.py $(PYTEST_ARGS)
+	ZEN_TEST_AS_ROLES=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile tests/test_*.py tests/scaling tests/sim $(PYTEST_ARGS)
 
 # The fault suite at its full budget (10,000+ hostile messages through the functions, 4 concurrent
 # deliveries, duplicated and reordered delivery, a database restart mid-burst): one line per check.
