@@ -8,11 +8,13 @@ locals {
   # one comes a minute later and does the same work, so a failed one is simply dropped. Retried, every
   # fresh deploy filled its dead-letter topic (and fired the alert): the scheduler publishes ticks as
   # soon as apply creates it, before the database is migrated (docs/how-to/deploy.md, step 3).
+  # db_role: the database role (shared/zen/store/migrations/0030_function_roles.sql) the function's own IAM
+  # database user is made a member of, alone (db_grants_sql): the tables and columns its statements use.
   functions = {
-    on_job_submitted  = { account = "submit", scaling = true, retry = true }
-    on_heartbeat      = { account = "heartbeat", scaling = true, retry = true }
-    on_stop_requested = { account = "stop", scaling = false, retry = true }
-    on_scale_tick     = { account = "tick", scaling = true, retry = false }
+    on_job_submitted  = { account = "submit", scaling = true, retry = true, db_role = "zen_submitter" }
+    on_heartbeat      = { account = "heartbeat", scaling = true, retry = true, db_role = "zen_heartbeat" }
+    on_stop_requested = { account = "stop", scaling = false, retry = true, db_role = "zen_stopper" }
+    on_scale_tick     = { account = "tick", scaling = true, retry = false, db_role = "zen_ticker" }
   }
   # Where gen2 functions keep their source at run time.
   shipped_config_path = "/workspace/${coalesce(local.manifest.config, "zen_config.yaml")}"

@@ -82,12 +82,12 @@ output "cloudsql_instance" {
 }
 
 output "function_db_users" {
-  description = "IAM database users of the functions (ZEN_DB_USER); grant them the tables after `zen db migrate` (db_grants_sql)."
+  description = "IAM database users of the functions (ZEN_DB_USER); each is made a member of its function's role after `zen db migrate` (db_grants_sql)."
   value       = { for key, user in google_sql_user.functions : key => user.name }
 }
 
 output "db_grants_sql" {
-  description = "SQL to run once as the schema owner (postgres) after the first `zen db migrate` (and again after adding db_reader_users): IAM users start with no privileges on tables others create."
+  description = "SQL to run as the schema owner (postgres) after the first `zen db migrate` (and again after adding db_reader_users, and after the upgrade that brings migration 0030: the functions' roles): IAM users start with no privileges on tables others create."
   value = join("\n", flatten([
     # pgAudit (sql.tf: the flags load it and say what it logs; the extension is created in SQL).
     "CREATE EXTENSION IF NOT EXISTS pgaudit;",
@@ -109,14 +109,20 @@ output "db_grants_sql" {
     [for user in google_sql_user.readers : "GRANT zen_reader TO \"${user.name}\";"],
     # The web console (console.tf) reads as the read commands do, and nothing more.
     [for user in google_sql_user.console : "GRANT zen_reader TO \"${user.name}\";"],
-    [for user in google_sql_user.functions : [
-      "GRANT USAGE ON SCHEMA public TO \"${user.name}\";",
-      "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO \"${user.name}\";",
-      "GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO \"${user.name}\";",
-      # Tables and sequences later migrations create (as the same owner) are granted too.
-      "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO \"${user.name}\";",
-      "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO \"${user.name}\";",
-    ]],
+    # Each core function's user: a member of its function's role alone (migration 0030 makes the roles and
+    # grants them what each function's statements use; later migrations grant their tables to them). The
+    # privileges an older db_grants_sql gave the user itself (every table, and default privileges on
+    # tables to come) are taken back, in the same block: a role missing (`zen db migrate` not run yet)
+    # fails the block whole, and the user keeps what it had.
+    [for key, user in google_sql_user.functions : join(" ", [
+      "DO $$ BEGIN",
+      "GRANT ${local.functions[key].db_role} TO \"${user.name}\";",
+      "REVOKE ALL ON ALL TABLES IN SCHEMA public FROM \"${user.name}\";",
+      "REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM \"${user.name}\";",
+      "ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE ALL ON TABLES FROM \"${user.name}\";",
+      "ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE ALL ON SEQUENCES FROM \"${user.name}\";",
+      "END $$;",
+    ])],
     # The notifier (notifications.tf): the schema's version, the jobs it tells of, and its own ledger, nothing else.
     "GRANT USAGE ON SCHEMA public TO \"${google_sql_user.notifier.name}\";",
     "GRANT SELECT ON schema_migrations, jobs TO \"${google_sql_user.notifier.name}\";",

@@ -62,6 +62,20 @@ def _vm_proof_off(request, monkeypatch):
         monkeypatch.setenv("ZEN_VM_PROOF", "off")
 
 
+@pytest.fixture(autouse=True)
+def _as_function_roles(monkeypatch):
+    """``ZEN_TEST_AS_ROLES=1``: each Zen entry point runs its statements as its function's database role
+    (migration 0030; tests/role_support.py), so the function tests check the roles' grants."""
+    if os.environ.get("ZEN_TEST_AS_ROLES") != "1":
+        yield
+        return
+    from tests.role_support import install
+
+    refused = install(monkeypatch)
+    yield
+    assert refused == [], "statements refused to a function's role (the test may have passed anyway)"
+
+
 @pytest.fixture(scope="session")
 def pg_server():
     import pgserver

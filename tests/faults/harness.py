@@ -3,7 +3,8 @@
 ``FaultStack`` starts, for itself alone: an embedded Postgres (its own data directory, so that it
 can be restarted mid-burst without disturbing anything else), a migrated ``zen`` database, the
 Pub/Sub stand-in with Zen's topics, and the three message functions, each under functions-framework
-as its own process (gunicorn with ``THREADS`` request threads: production's concurrency). Each
+as its own process (gunicorn with ``THREADS`` request threads: production's concurrency), logged in
+to Postgres as a member of its function's database role alone (migration 0030), as deployed. Each
 function builds its Zen lazily from the environment on its first request, as in production, with
 scaling off (this suite is about the message edge and the database, not Compute).
 
@@ -31,6 +32,7 @@ from zen.core import eventarc
 from zen.core.config import load_config
 from zen.store.db import Database, parse_database_url
 from zen.store.migrate import migrate
+from zen_dev.local.roles import function_logins
 
 TARGETS = ("on_job_submitted", "on_heartbeat", "on_stop_requested")
 
@@ -105,9 +107,11 @@ class FaultStack:
             **self.extra_env,
         }
         self.servers = {}
+        logins = function_logins(self.target.url())  # each function as its own database role, as deployed
         for target in TARGETS:
             log_path = self.log_dir / f"{target}.log" if self.log_dir else None
-            self.servers[target] = FunctionServer(target, env=env, log_path=log_path)
+            self.servers[target] = FunctionServer(target, env={**env, "ZEN_DATABASE_URL": logins[target]},
+                                                  log_path=log_path)
         for server_ in self.servers.values():
             server_.start(timeout_s=60)
         return self

@@ -24,6 +24,7 @@ from zen.core.notify import NOTICE_FILTER
 from zen_dev.local.bridge import DeliveryPolicy, EventBridge, Route
 from zen_dev.local.environment import overridden_environ
 from zen_dev.local.functions_server import function_command, wait_for_port
+from zen_dev.local.roles import function_logins
 
 FUNCTIONS = {
     "on_job_submitted": "job_submitted",
@@ -257,9 +258,11 @@ class LocalStack:
                  "ZEN_AUTH": os.environ.get("ZEN_AUTH") or "required",
                  "ZEN_AUTH_CERTS_URL": f"http://{compute}/oauth2/v1/certs"}
         routes = []
+        logins = function_logins(database_url)  # each core function as its own database role (migration 0030)
         for index, (target, topic_field) in enumerate(FUNCTIONS.items()):
             port = self.ports.functions + index
-            self._spawn(target, function_command(target, port), extra_env=proof)
+            own = {"ZEN_DATABASE_URL": logins[target]} if target in logins else {}
+            self._spawn(target, function_command(target, port), extra_env={**proof, **own})
             routes += ["--route", f"{getattr(self.config.topics, topic_field)}=http://127.0.0.1:{port}/"]
         for index, target in enumerate(FUNCTIONS):
             wait_for_port(self.ports.functions + index, 60, self._popen(target))
