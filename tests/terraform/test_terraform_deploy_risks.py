@@ -18,6 +18,7 @@ API_OF_RESOURCE = {
     "google_cloudfunctions2_function": "cloudfunctions", "google_compute_global_address": "compute",
     "google_compute_instance_template": "compute", "google_compute_network": "compute", "google_compute_firewall": "compute",
     "google_compute_region_instance_group_manager": "compute", "google_compute_router": "compute",
+    "google_compute_resource_policy": "compute",
     "google_compute_router_nat": "compute", "google_project_iam_custom_role": "iam",
     "google_project_iam_member": "cloudresourcemanager", "google_project_iam_audit_config": "cloudresourcemanager",
     "google_project_service": "serviceusage",
