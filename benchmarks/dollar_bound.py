@@ -1,0 +1,331 @@
+"""``make bench-bound``'s dollar bound: the least any policy could pay per useful GPU-hour, against the
+price floor, while meeting issue 33's speed targets (p95 start <= 1.10x and p50 <= 1.00x
+``ask-every-region-standard``'s), by a linear-programming relaxation over the simulator's own scenario,
+jobs and capacity. If it exceeds 1.30x the floor on a scenario, the dollar target cannot hold there
+together with the speed targets, whatever the policy.
+
+The relaxation, each simplification in the policy's favour (the LP optimum is at most what any policy
+pays in the simulator):
+
+- The jobs (arrival, duration, cluster, allowed regions) are ``zen_dev.sim.jobs.load_jobs``'s and the
+  capacity is the scenario's schedule, as the simulator loads them; the bench's seeds share both (they
+  draw only boots, preemptions and victims again), so the seeds pooled are identical copies of one LP
+  and one copy's optimum is theirs (average any pooled solution over the copies).
+- Boots take 0 s, passes no time; fractional assignment is allowed.
+- Time in slots of ``slot_s``. A start at ``s`` counts in slot ``ceil(s / slot_s)``: the start window
+  ``[arrival, arrival + W]`` becomes the slots ``ceil(arrival / slot_s) .. ceil((arrival + W) / slot_s)``
+  (rounded up). A run of ``d`` seconds then covers at least the ``floor(d / slot_s) - 1`` whole slots
+  from its start slot on; only those count as occupied (fewer than it really holds).
+- Only each job's final, useful run is paid, at its model's and region's price for its duration
+  (``price x d``, the simulator's per-VM-hour price): boots, idle VMs, deletions and runs a preemption
+  threw away (the bench's main table has no checkpoints) only add cost. A job still running at the
+  horizon is paid in full here, as its floor is (the simulator counts both up to the horizon).
+- Spot: in each region and slot, the spot runs covering the slot <= the sum over the region's zones of
+  each zone's MAXIMUM capacity within the slot (a spot VM above capacity is taken back, so a useful
+  run never is). Zones are pooled per region (spot's price is per region), and standard VMs, which
+  hold capacity in the simulator, are not counted against it.
+- Standard (and flex-start where a cluster lists it: none of the bench's clusters does, so it is left
+  out there; if listed, it is treated as standard, granted at once) is unlimited, but starts in a
+  region only where a zone had capacity >= 1: rule ``ever``, at some moment before the end of the start
+  slot (a standard VM made then and kept idle until the job: its idle time is not paid here), or rule
+  ``slot``, within the start slot or the one before (no standard VM kept waiting through a drop: the
+  tighter figure, a bound only for policies that do not keep standard VMs idle for later jobs).
+- A cluster's ``max_vms`` bounds its runs covering a slot (idle VMs and ``max_vms_per_region`` not counted).
+- Speed: W95 = 1.10x and W50 = 1.00x ``ask-every-region-standard``'s pooled p95 and p50 start, run in
+  the same process with the same seeds as ``zen_dev.sim.dollars``. A pooled percentile (linear
+  interpolation, ``zen_dev.sim.metrics.percentile``) at or under W needs at least ``floor((n - 1) q) + 1``
+  of the ``n`` pooled jobs within W: that share of jobs starts within W95, and of W50. A job not
+  started within W95 is "late": it costs the floor price for its duration and takes no capacity.
+- The objective is the dollars over the floor dollars (every useful run at the cluster's cheapest listed
+  price among its regions and models): ``zen_dev.sim.metrics``'s ``usd_vs_floor``, the bench's "x floor".
+
+Also printed for contrast: the same LP without the speed rows (every job may be late: 1.00 by
+construction, a check of the units), and with speed but no capacity or ``max_vms`` rows (what the jobs'
+allowed regions alone cost). Solver: SciPy's HiGHS (``linprog``), a development-only dependency.
+Figures and what follows: docs/benchmarks/bound.md#dollars
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import linprog
+from scipy.sparse import coo_matrix
+
+from zen_dev.capacity.traces import is_unlimited
+from zen_dev.sim.jobs import SimJob
+from zen_dev.sim.metrics import RunResult
+from zen_dev.sim.scenario import Scenario
+from zen_dev.sim.world import capacity_types
+
+SLOT_S = 60.0
+METHOD = "highs-ipm"  # interior point: ~10x faster than dual simplex on these (burst-200: 5 s against 50 s)
+TARGET = 1.30  # issue 33: dollars per useful GPU-hour <= 1.30x the floor
+NON_SPOT = ("standard", "flex-start")
+
+
+@dataclass(frozen=True)
+class Speed:
+    """Starts within ``w95_s`` for at least ``share95`` of the jobs and within ``w50_s`` for ``share50``."""
+
+    w95_s: float
+    w50_s: float
+    share95: float
+    share50: float
+
+
+def need(n: int, q: float) -> int:
+    """How many of ``n`` waits must be at or under W for their q-th percentile (interpolated) to be."""
+    return math.floor((n - 1) * q / 100.0) + 1 if n else 0
+
+
+def speed_of(std: RunResult, p95_limit: float = 1.10, p50_limit: float = 1.00) -> Speed:
+    """The speed targets from ``ask-every-region-standard``'s (pooled) run, as ``dollars.verdicts`` judges
+    them on rounded figures (0.05 s added for the rounding)."""
+    summary, n = std.summary(), len(std.starts)
+    return Speed(p95_limit * summary["p95_start_s"] + 0.05, p50_limit * summary["p50_start_s"] + 0.05,
+                 need(n, 95) / n, need(n, 50) / n)
+
+
+def slot_max(scenario: Scenario, zone: str, capacity_key: str, slots: int, slot_s: float) -> np.ndarray:
+    """A zone's largest capacity within each slot (inf where unlimited)."""
+    schedule = scenario.capacity
+    out = np.array([schedule.capacity(zone, capacity_key, k * slot_s) for k in range(slots)], dtype=float)
+    t = schedule.next_change(zone, capacity_key, 0.0)
+    while t is not None and t < slots * slot_s:
+        k = int(t // slot_s)
+        out[k] = max(out[k], schedule.capacity(zone, capacity_key, t))
+        t = schedule.next_change(zone, capacity_key, t)
+    out[out >= 1e9 - 0.5] = math.inf  # zen_dev.capacity.traces.UNLIMITED
+    return out
+
+
+@dataclass
+class _Lp:
+    """The LP under construction: columns with costs and bounds, constraint triples by row."""
+
+    cost: list
+    lower: list
+    upper: list
+    rows: list
+    cols: list
+    vals: list
+    equal: list  # the rows that are equalities = 1 (each job's assignment); flow rows are = 0
+    n_rows: int = 0
+
+    def column(self, cost: float, upper: float = math.inf) -> int:
+        self.cost.append(cost)
+        self.lower.append(0.0)
+        self.upper.append(upper)
+        return len(self.cost) - 1
+
+    def row(self) -> int:
+        self.n_rows += 1
+        return self.n_rows - 1
+
+    def add(self, row: int, col: int, value: float) -> None:
+        self.rows.append(row)
+        self.cols.append(col)
+        self.vals.append(value)
+
+
+class _Occupancy:
+    """Runs covering each slot of one resource (a region's spot capacity, a cluster's max_vms): a level
+    variable per slot, bounded by the capacity, and one flow row per slot (level(t) = level(t-1) +
+    runs starting at t - runs whose covered slots end before t)."""
+
+    def __init__(self, lp: _Lp, caps: np.ndarray):
+        self.lp = lp
+        self.flow = [lp.row() for _ in caps]
+        levels = [lp.column(0.0, float(c)) for c in caps]
+        for t, (row, level) in enumerate(zip(self.flow, levels)):
+            lp.add(row, level, 1.0)
+            if t:
+                lp.add(row, levels[t - 1], -1.0)
+
+    def run(self, col: int, start: int, covered: int) -> None:
+        if covered <= 0 or start >= len(self.flow):
+            return
+        self.lp.add(self.flow[start], col, -1.0)
+        if start + covered < len(self.flow):
+            self.lp.add(self.flow[start + covered], col, 1.0)
+
+
+def _region_caps(scenario: Scenario, cluster, model: str, slots: int, slot_s: float) -> dict[str, np.ndarray]:
+    key = capacity_types(scenario, cluster).get(model, cluster.machine_type)
+    return {region: sum((slot_max(scenario, zone, key, slots, slot_s) for zone in zones), np.zeros(slots))
+            for region, zones in cluster.zones.items()}
+
+
+def _allowed(caps: np.ndarray, rule: str) -> np.ndarray:
+    """Per start slot: may a standard VM start there (see the module docstring's rules)?"""
+    some = caps >= 1
+    if rule == "ever":
+        return np.maximum.accumulate(some)
+    before = np.concatenate(([False], some[:-1]))
+    return some | before
+
+
+def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s: float, *,
+          slot_s: float = SLOT_S, rule: str = "ever", capacity: bool = True) -> tuple[float, float]:
+    """(the least dollars over the floor dollars, the share of jobs late) for the jobs submitted by the
+    horizon. ``speed`` None: no speed rows (every job may be late); ``capacity`` False: no spot capacity
+    or max_vms rows (standard still starts only where the rule allows)."""
+    jobs = [j for j in jobs if j.submit_s <= horizon_s]
+    slots = math.ceil(horizon_s / slot_s) + 1
+    clusters = {c.limits.name: c for c in scenario.clusters}
+    lp = _Lp([], [], [], [], [], [], [])
+    spot: dict[tuple[str, str], _Occupancy] = {}  # (region, capacity key) -> its spot runs
+    allowed: dict[str, dict[str, dict[str, np.ndarray]]] = {}  # cluster -> non-spot model -> region -> slots
+    vms: dict[str, _Occupancy] = {}
+    for name, cluster in clusters.items():
+        allowed[name] = {m: {r: _allowed(c, rule) for r, c in _region_caps(scenario, cluster, m, slots, slot_s).items()}
+                         for m in cluster.models if m in NON_SPOT}
+        if capacity and "spot" in cluster.models:
+            key = capacity_types(scenario, cluster).get("spot", cluster.machine_type)
+            for region, region_caps in _region_caps(scenario, cluster, "spot", slots, slot_s).items():
+                if (region, key) not in spot:
+                    spot[(region, key)] = _Occupancy(lp, region_caps)
+        if capacity and cluster.limits.max_vms:
+            vms[name] = _Occupancy(lp, np.full(slots, float(cluster.limits.max_vms)))
+    floor_usd = 0.0
+    within95: list[int] = []
+    within50: list[int] = []
+    late: list[int] = []
+    for job in jobs:
+        cluster = clusters[job.cluster]
+        hours = job.duration_s / 3600.0
+        floor_usd += cluster.floor_usd_per_vm_hour * hours
+        assign = lp.row()
+        lp.equal.append(assign)
+        first = math.ceil(job.submit_s / slot_s)
+        last = math.ceil((job.submit_s + speed.w95_s) / slot_s) if speed else first - 1
+        last50 = math.ceil((job.submit_s + speed.w50_s) / slot_s) if speed else first - 1
+        covered = math.floor(job.duration_s / slot_s) - 1
+        table = cluster.table or {}
+        spot_key = capacity_types(scenario, cluster).get("spot", cluster.machine_type)
+        for k in range(first, last + 1):
+            options = []  # (price, spot region or None)
+            if "spot" in cluster.models:
+                options += [(table[r]["spot"], r) for r in job.regions]
+            cheapest_other = min((table[r][m] for m, by_region in allowed[job.cluster].items()
+                                  for r in job.regions if by_region[r][min(k, slots - 1)]), default=None)
+            if cheapest_other is not None:
+                options.append((cheapest_other, None))
+            for price, region in options:
+                col = lp.column(price * hours)
+                lp.add(assign, col, 1.0)
+                within95.append(col)
+                if k <= last50:
+                    within50.append(col)
+                if region is not None and (region, spot_key) in spot:
+                    spot[(region, spot_key)].run(col, k, covered)
+                if job.cluster in vms:
+                    vms[job.cluster].run(col, k, covered)
+        col = lp.column(cluster.floor_usd_per_vm_hour * hours)
+        lp.add(assign, col, 1.0)
+        late.append(col)
+    n = len(jobs)
+    ub_rows, b_ub = [], []
+    if speed is not None:
+        for cols, share in ((late, -(1.0 - speed.share95)), (within50, speed.share50)):
+            row = lp.row()
+            sign = 1.0 if share < 0 else -1.0  # late <= (1 - share95) n; within W50 >= share50 n
+            for col in cols:
+                lp.add(row, col, sign)
+            ub_rows.append(row)
+            b_ub.append(abs(share) * n * sign)
+    return _finish(lp, ub_rows, b_ub, late, floor_usd)
+
+
+def _finish(lp: _Lp, ub_rows: list[int], b_ub: list[float], late: list[int], floor_usd: float) -> tuple[float, float]:
+    matrix = coo_matrix((lp.vals, (lp.rows, lp.cols)), shape=(lp.n_rows, len(lp.cost))).tocsr()
+    equal = sorted(set(range(lp.n_rows)) - set(ub_rows))
+    b_eq = np.zeros(len(equal))
+    b_eq[np.searchsorted(equal, lp.equal)] = 1.0
+    result = linprog(np.array(lp.cost), A_ub=matrix[ub_rows] if ub_rows else None,
+                     b_ub=np.array(b_ub) if ub_rows else None, A_eq=matrix[equal], b_eq=b_eq,
+                     bounds=np.column_stack([lp.lower, lp.upper]), method=METHOD)
+    if result.status != 0:
+        raise RuntimeError(f"the dollar bound's LP did not solve: {result.message}")
+    late_share = float(np.sum(result.x[late])) / len(late) if late else 0.0
+    return result.fun / floor_usd, late_share
+
+
+POLICIES = ("zen", "ask-every-region-standard")
+
+
+@dataclass
+class Row:
+    name: str
+    speed: Speed
+    no_speed: float
+    no_capacity: float
+    bound: float
+    late: float  # the share of jobs late at the bound's optimum
+    bound_slot: float  # with rule "slot"
+    zen: float | None  # zen's measured x floor, same seeds
+    seconds: float
+
+
+def measure(scenario: Scenario, name: str, seeds: int, slot_s: float = SLOT_S) -> Row:
+    """The bound and its contrasts for one priced scenario, with ``seeds`` seeds of the two policies run."""
+    from zen_dev.sim.dollars import pooled
+    from zen_dev.sim.jobs import load_jobs
+    from zen_dev.sim.runner import run_policies
+    started = time.perf_counter()
+    jobs = load_jobs(scenario)
+    runs = [run_policies(scenario, jobs, list(POLICIES), seed=scenario.spec.seed + k) for k in range(seeds)]
+    results = {policy: pooled([r[policy] for r in runs]) for policy in runs[0]}
+    std = results["ask-every-region-standard"]
+    speed, horizon = speed_of(std), std.horizon_s
+    zen = results["zen"].dollars()["usd_vs_floor"] if "zen" in results else None
+    bound, late = solve(scenario, jobs, speed, horizon, slot_s=slot_s)
+    return Row(name, speed, solve(scenario, jobs, None, horizon, slot_s=slot_s)[0],
+               solve(scenario, jobs, speed, horizon, slot_s=slot_s, capacity=False)[0], bound, late,
+               solve(scenario, jobs, speed, horizon, slot_s=slot_s, rule="slot")[0], zen,
+               time.perf_counter() - started)
+
+
+def scenarios() -> list[tuple[Scenario, str]]:
+    """What ``zen_dev.sim.dollars`` prices in ``make bench``: the tuning scenarios at each tuning price
+    table, the held-out draws at the held-out one (absent traces: skipped)."""
+    from zen_dev.sim.bench import SCENARIOS
+    from zen_dev.sim.dollars import HELDOUT_PRICE_SEEDS, TUNING_PRICE_SEEDS, priced
+    from zen_dev.sim.heldout import HELDOUT_SEEDS, heldout_scenario
+    from zen_dev.sim.scenario import TraceUnavailable, load_scenario
+    out = []
+    for name, load, seeds, tag in ([(n, load_scenario, TUNING_PRICE_SEEDS, "") for n in SCENARIOS]
+                                   + [(s, heldout_scenario, HELDOUT_PRICE_SEEDS, " (held out)") for s in HELDOUT_SEEDS]):
+        try:
+            base = load(name)
+        except TraceUnavailable as exc:
+            print(f"  {name}: skipped, trace absent ({exc})")
+            continue
+        out += [(priced(base, seed), f"{base.name} @{seed}{tag}") for seed in seeds]
+    return out
+
+
+def report(seeds: int | None = None, slot_s: float = SLOT_S) -> list[str]:
+    """The table ``make bench-bound`` prints after the speed/waste bound."""
+    from zen_dev.sim.dollars import SEEDS
+    seeds = seeds or SEEDS
+    started = time.perf_counter()
+    lines = [f"== dollars: the least x floor any policy pays while p95 <= 1.10x and p50 <= 1.00x "
+             f"ask-every-region-standard (LP relaxation, {slot_s:.0f} s slots, {seeds} seeds pooled)",
+             f"{'scenario @ price table':<34}{'W50 s':>7}{'W95 s':>8}{'no speed':>9}{'no cap.':>8}"
+             f"{'bound':>7}{'late':>6}{'slot rule':>10}{'zen':>6}  target {TARGET:.2f}x"]
+    for scenario, name in scenarios():
+        row = measure(scenario, name, seeds, slot_s)
+        verdict = "out of reach (bound above it)" if row.bound > TARGET else "not excluded"
+        zen = "-" if row.zen is None else f"{row.zen:.2f}"
+        lines.append(f"{name[:33]:<34}{row.speed.w50_s:>7.0f}{row.speed.w95_s:>8.0f}{row.no_speed:>9.2f}"
+                     f"{row.no_capacity:>8.2f}{row.bound:>7.2f}{row.late:>6.0%}{row.bound_slot:>10.2f}{zen:>6}"
+                     f"  {verdict} ({row.seconds:.0f} s)")
+    lines.append(f"  {time.perf_counter() - started:.0f} s in all. bound: standard VMs start where a zone had "
+                 "capacity before (rule ever); slot rule: only where it has some in the start slot or the one "
+                 "before (no standard VM kept idle through a drop). Assumptions: benchmarks/dollar_bound.py")
+    return lines
