@@ -105,24 +105,28 @@ def slot_max(scenario: Scenario, zone: str, capacity_key: str, slots: int, slot_
 
 @dataclass
 class _Lp:
-    """The LP under construction: columns with costs and bounds, constraint triples by row."""
+    """The LP under construction: columns with costs and upper bounds, rows (= or <=, right-hand side)
+    and the constraint matrix's triples. Charnes-Cooper form: every variable is scaled by ``tau`` (1 over
+    the floor dollars), so the ratio's denominator is the row ``floor dollars = 1`` and every other row
+    is homogeneous (its right-hand side times ``tau``)."""
 
     cost: list
-    lower: list
     upper: list
     rows: list
     cols: list
     vals: list
-    equal: list  # the rows that are equalities = 1 (each job's assignment); flow rows are = 0
+    upper_rows: list  # the rows that are <= (the others are =)
+    rhs: dict  # row -> right-hand side where not 0
     n_rows: int = 0
 
-    def column(self, cost: float, upper: float = math.inf) -> int:
+    def column(self, cost: float = 0.0, upper: float = math.inf) -> int:
         self.cost.append(cost)
-        self.lower.append(0.0)
         self.upper.append(upper)
         return len(self.cost) - 1
 
-    def row(self) -> int:
+    def row(self, at_most: bool = False) -> int:
+        if at_most:
+            self.upper_rows.append(self.n_rows)
         self.n_rows += 1
         return self.n_rows - 1
 
@@ -134,17 +138,21 @@ class _Lp:
 
 class _Occupancy:
     """Runs covering each slot of one resource (a region's spot capacity, a cluster's max_vms): a level
-    variable per slot, bounded by the capacity, and one flow row per slot (level(t) = level(t-1) +
-    runs starting at t - runs whose covered slots end before t)."""
+    variable per slot, at most the capacity (times tau), and one flow row per slot (level(t) = level(t-1)
+    + runs starting at t - runs whose covered slots end before t)."""
 
-    def __init__(self, lp: _Lp, caps: np.ndarray):
+    def __init__(self, lp: _Lp, caps: np.ndarray, tau: int):
         self.lp = lp
         self.flow = [lp.row() for _ in caps]
-        levels = [lp.column(0.0, float(c)) for c in caps]
-        for t, (row, level) in enumerate(zip(self.flow, levels)):
+        levels = [lp.column() for _ in caps]
+        for t, (row, level, cap) in enumerate(zip(self.flow, levels, caps)):
             lp.add(row, level, 1.0)
             if t:
                 lp.add(row, levels[t - 1], -1.0)
+            if math.isfinite(cap):
+                limit = lp.row(at_most=True)
+                lp.add(limit, level, 1.0)
+                lp.add(limit, tau, -float(cap))
 
     def run(self, col: int, start: int, covered: int) -> None:
         if covered <= 0 or start >= len(self.flow):
@@ -169,6 +177,21 @@ def _allowed(caps: np.ndarray, rule: str) -> np.ndarray:
     return some | before
 
 
+def _useful(lp: _Lp, col: int, price: float, floor_row: int, floor: float, low_h: float, high_h: float) -> None:
+    """The VM-hours a column's run counts (its share of them): exactly ``high_h`` when it cannot reach
+    the horizon, else anywhere between (the start's place in its slot, the job cut at the horizon)."""
+    if low_h == high_h:
+        lp.cost[col] = price * high_h
+        lp.add(floor_row, col, floor * high_h)
+        return
+    hours = lp.column(price)
+    lp.add(floor_row, hours, floor)
+    for sign, bound in ((1.0, high_h), (-1.0, low_h)):  # hours <= high x; low x <= hours
+        row = lp.row(at_most=True)
+        lp.add(row, hours, sign)
+        lp.add(row, col, -sign * bound)
+
+
 def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s: float, *,
           slot_s: float = SLOT_S, rule: str = "ever", capacity: bool = True) -> tuple[float, float]:
     """(the least dollars over the floor dollars, the share of jobs late) for the jobs submitted by the
@@ -177,7 +200,10 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
     jobs = [j for j in jobs if j.submit_s <= horizon_s]
     slots = math.ceil(horizon_s / slot_s) + 1
     clusters = {c.limits.name: c for c in scenario.clusters}
-    lp = _Lp([], [], [], [], [], [], [])
+    lp = _Lp([], [], [], [], [], [], {})
+    tau = lp.column()
+    floor_row = lp.row()
+    lp.rhs[floor_row] = 1.0
     spot: dict[tuple[str, str], _Occupancy] = {}  # (region, capacity key) -> its spot runs
     allowed: dict[str, dict[str, dict[str, np.ndarray]]] = {}  # cluster -> non-spot model -> region -> slots
     vms: dict[str, _Occupancy] = {}
@@ -188,23 +214,20 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
             key = capacity_types(scenario, cluster).get("spot", cluster.machine_type)
             for region, region_caps in _region_caps(scenario, cluster, "spot", slots, slot_s).items():
                 if (region, key) not in spot:
-                    spot[(region, key)] = _Occupancy(lp, region_caps)
+                    spot[(region, key)] = _Occupancy(lp, region_caps, tau)
         if capacity and cluster.limits.max_vms:
-            vms[name] = _Occupancy(lp, np.full(slots, float(cluster.limits.max_vms)))
-    floor_usd = 0.0
-    within95: list[int] = []
+            vms[name] = _Occupancy(lp, np.full(slots, float(cluster.limits.max_vms)), tau)
     within50: list[int] = []
     late: list[int] = []
     for job in jobs:
         cluster = clusters[job.cluster]
-        hours = job.duration_s / 3600.0
-        floor_usd += cluster.floor_usd_per_vm_hour * hours
-        assign = lp.row()
-        lp.equal.append(assign)
+        floor, d = cluster.floor_usd_per_vm_hour, job.duration_s
+        assign = lp.row()  # its shares sum to tau
+        lp.add(assign, tau, -1.0)
         first = math.ceil(job.submit_s / slot_s)
         last = math.ceil((job.submit_s + speed.w95_s) / slot_s) if speed else first - 1
         last50 = math.ceil((job.submit_s + speed.w50_s) / slot_s) if speed else first - 1
-        covered = math.floor(job.duration_s / slot_s) - 1
+        covered = math.floor(d / slot_s) - 1
         table = cluster.table or {}
         spot_key = capacity_types(scenario, cluster).get("spot", cluster.machine_type)
         for k in range(first, last + 1):
@@ -215,44 +238,48 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
                                   for r in job.regions if by_region[r][min(k, slots - 1)]), default=None)
             if cheapest_other is not None:
                 options.append((cheapest_other, None))
+            # Started in ((k-1) slot, k slot], not before its arrival: it counts until the horizon at most.
+            low = min(d, max(0.0, horizon_s - k * slot_s)) / 3600.0
+            high = min(d, max(0.0, horizon_s - max(job.submit_s, (k - 1) * slot_s))) / 3600.0
             for price, region in options:
-                col = lp.column(price * hours)
+                col = lp.column()
                 lp.add(assign, col, 1.0)
-                within95.append(col)
+                _useful(lp, col, price, floor_row, floor, low, high)
                 if k <= last50:
                     within50.append(col)
                 if region is not None and (region, spot_key) in spot:
                     spot[(region, spot_key)].run(col, k, covered)
                 if job.cluster in vms:
                     vms[job.cluster].run(col, k, covered)
-        col = lp.column(cluster.floor_usd_per_vm_hour * hours)
+        col = lp.column()  # late: started after W95 (cut at the horizon) or never, at the floor price
         lp.add(assign, col, 1.0)
+        _useful(lp, col, floor, floor_row, floor, 0.0, min(d, horizon_s - job.submit_s) / 3600.0)
         late.append(col)
     n = len(jobs)
-    ub_rows, b_ub = [], []
-    if speed is not None:
-        for cols, share in ((late, -(1.0 - speed.share95)), (within50, speed.share50)):
-            row = lp.row()
-            sign = 1.0 if share < 0 else -1.0  # late <= (1 - share95) n; within W50 >= share50 n
+    if speed is not None:  # late <= (1 - share95) n tau; within W50 >= share50 n tau
+        for cols, sign, share in ((late, 1.0, 1.0 - speed.share95), (within50, -1.0, speed.share50)):
+            row = lp.row(at_most=True)
             for col in cols:
                 lp.add(row, col, sign)
-            ub_rows.append(row)
-            b_ub.append(abs(share) * n * sign)
-    return _finish(lp, ub_rows, b_ub, late, floor_usd)
+            lp.add(row, tau, -sign * share * n)
+    return _finish(lp, tau, late)
 
 
-def _finish(lp: _Lp, ub_rows: list[int], b_ub: list[float], late: list[int], floor_usd: float) -> tuple[float, float]:
+def _finish(lp: _Lp, tau: int, late: list[int]) -> tuple[float, float]:
     matrix = coo_matrix((lp.vals, (lp.rows, lp.cols)), shape=(lp.n_rows, len(lp.cost))).tocsr()
-    equal = sorted(set(range(lp.n_rows)) - set(ub_rows))
-    b_eq = np.zeros(len(equal))
-    b_eq[np.searchsorted(equal, lp.equal)] = 1.0
-    result = linprog(np.array(lp.cost), A_ub=matrix[ub_rows] if ub_rows else None,
-                     b_ub=np.array(b_ub) if ub_rows else None, A_eq=matrix[equal], b_eq=b_eq,
-                     bounds=np.column_stack([lp.lower, lp.upper]), method=METHOD)
+    at_most = np.zeros(lp.n_rows, dtype=bool)
+    at_most[lp.upper_rows] = True
+    rhs = np.zeros(lp.n_rows)
+    for row, value in lp.rhs.items():
+        rhs[row] = value
+    result = linprog(np.array(lp.cost), A_ub=matrix[at_most], b_ub=rhs[at_most], A_eq=matrix[~at_most],
+                     b_eq=rhs[~at_most], bounds=np.column_stack([np.zeros(len(lp.cost)), lp.upper]),
+                     method=METHOD)
     if result.status != 0:
         raise RuntimeError(f"the dollar bound's LP did not solve: {result.message}")
-    late_share = float(np.sum(result.x[late])) / len(late) if late else 0.0
-    return result.fun / floor_usd, late_share
+    scale = result.x[tau]
+    late_share = float(np.sum(result.x[late])) / scale / len(late) if late else 0.0
+    return float(result.fun), late_share
 
 
 POLICIES = ("zen", "ask-every-region-standard")
