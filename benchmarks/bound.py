@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             ratio, mix, ask_waste = least_waste(p, rate, after_running_s, args.samples, args.seed)
             print(f"{rate:>10}  {when:<38} {ratio:>10.2f}x  {mix} (ask-every-region: {ask_waste:.0f} s/job)")
     if not args.no_dollars:  # issue 33: the least x floor at the speed targets (an LP over the simulator's scenarios)
-        from benchmarks.dollar_bound import SLOT_S, report
+        from benchmarks.dollar_report import SLOT_S, report
         print("\n" + "\n".join(report(slot_s=args.slot_s or SLOT_S)))
     return 0
 

@@ -41,33 +41,38 @@ pays in the simulator):
   of the ``n`` pooled jobs within W: that share of jobs starts within W95, and of W50. A job not
   started within W95 is "late": it costs the floor price, takes no capacity, and counts anything
   from nothing (never started) to its duration.
+- The bench measures a job's FIRST start, and a first run on spot that a capacity drop takes back is
+  one. So a job may also meet W95 (and W50) that way: its first run holds spot capacity (and
+  ``max_vms``) from W95's end at the latest until a drop in its region takes it back, each drop takes
+  back at most the VMs it removes (the budget: per region and slot, the zones' drops), and its rerun
+  costs the floor price, takes no capacity, and counts anything up to its duration. With random
+  preemptions (``preemption.rate_per_hour``; none in the bench) the budget is unlimited. The column
+  "no takeback" leaves this out: the bound for first starts that are the useful run's.
 - The objective is the dollars over the floor dollars (every useful run at the cluster's cheapest listed
   price among its regions and models): ``zen_dev.sim.metrics``'s ``usd_vs_floor``, the bench's "x floor".
 
 Also printed for contrast: the same LP without the speed rows (every job may be late: 1.00 by
 construction, a check of the units), and with speed but no capacity or ``max_vms`` rows (what the jobs'
 allowed regions alone cost). Solver: SciPy's HiGHS (``linprog``), a development-only dependency.
-Figures and what follows: docs/benchmarks/bound.md#dollars
+The table (``make bench-bound``): benchmarks.dollar_report. Figures and what follows: docs/benchmarks/bound.md#dollars
 """
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
-from zen_dev.capacity.traces import is_unlimited
+from zen_dev.capacity.traces import UNLIMITED
 from zen_dev.sim.jobs import SimJob
 from zen_dev.sim.metrics import RunResult
 from zen_dev.sim.scenario import Scenario
 from zen_dev.sim.world import capacity_types
 
-SLOT_S = 60.0
-MAX_WINDOW_SLOTS = 64  # a longer W95 gets longer slots (a multiple of SLOT_S): each LP solves in seconds
+SLOT_S = 60.0  # benchmarks.dollar_report lengthens it where W95 spans more than 64 slots
 METHOD = "highs-ipm"  # interior point: ~10x faster than dual simplex on these (burst-200: 5 s against 50 s)
 TARGET = 1.30  # issue 33: dollars per useful GPU-hour <= 1.30x the floor
 NON_SPOT = ("standard", "flex-start")
@@ -105,7 +110,18 @@ def slot_max(scenario: Scenario, zone: str, capacity_key: str, slots: int, slot_
         k = int(t // slot_s)
         out[k] = max(out[k], schedule.capacity(zone, capacity_key, t))
         t = schedule.next_change(zone, capacity_key, t)
-    out[out >= 1e9 - 0.5] = math.inf  # zen_dev.capacity.traces.UNLIMITED
+    out[out >= UNLIMITED] = math.inf
+    return out
+
+
+def drop_units(scenario: Scenario, zone: str, capacity_key: str, slots: int, slot_s: float) -> np.ndarray:
+    """Per slot, the VMs a zone's capacity drops by within it: at most that many VMs are taken back."""
+    schedule, out = scenario.capacity, np.zeros(slots)
+    before, t = schedule.capacity(zone, capacity_key, 0.0), schedule.next_change(zone, capacity_key, 0.0)
+    while t is not None and t < slots * slot_s:
+        after = schedule.capacity(zone, capacity_key, t)
+        out[int(t // slot_s)] += max(0, min(before, UNLIMITED) - min(after, UNLIMITED))
+        before, t = after, schedule.next_change(zone, capacity_key, t)
     return out
 
 
@@ -168,13 +184,13 @@ class _Occupancy:
             self.lp.add(self.flow[start + covered], col, 1.0)
 
 
-def _region_caps(scenario: Scenario, cluster, model: str, slots: int, slot_s: float) -> dict[str, np.ndarray]:
+def region_caps(scenario: Scenario, cluster, model: str, slots: int, slot_s: float) -> dict[str, np.ndarray]:
     key = capacity_types(scenario, cluster).get(model, cluster.machine_type)
     return {region: sum((slot_max(scenario, zone, key, slots, slot_s) for zone in zones), np.zeros(slots))
             for region, zones in cluster.zones.items()}
 
 
-def _allowed(caps: np.ndarray, rule: str) -> np.ndarray:
+def allowed_starts(caps: np.ndarray, rule: str) -> np.ndarray:
     """Per start slot: may a standard VM start there (see the module docstring's rules)?"""
     some = caps >= 1
     if rule == "ever":
@@ -199,10 +215,12 @@ def _useful(lp: _Lp, col: int, price: float, floor_row: int, floor: float, low_h
 
 
 def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s: float, *,
-          slot_s: float = SLOT_S, rule: str = "ever", capacity: bool = True) -> tuple[float, float]:
+          slot_s: float = SLOT_S, rule: str = "ever", capacity: bool = True, taken_back: bool = True
+          ) -> tuple[float, float]:
     """(the least dollars over the floor dollars, the share of jobs late) for the jobs submitted by the
     horizon. ``speed`` None: no speed rows (every job may be late); ``capacity`` False: no spot capacity
-    or max_vms rows (standard still starts only where the rule allows)."""
+    or max_vms rows (standard still starts only where the rule allows); ``taken_back`` False: a job's
+    first start is its useful run's (no first run on spot that a drop takes back)."""
     jobs = [j for j in jobs if j.submit_s <= horizon_s]
     slots = math.ceil(horizon_s / slot_s) + 1
     clusters = {c.limits.name: c for c in scenario.clusters}
@@ -214,15 +232,18 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
     allowed: dict[str, dict[str, dict[str, np.ndarray]]] = {}  # cluster -> non-spot model -> region -> slots
     vms: dict[str, _Occupancy] = {}
     for name, cluster in clusters.items():
-        allowed[name] = {m: {r: _allowed(c, rule) for r, c in _region_caps(scenario, cluster, m, slots, slot_s).items()}
+        allowed[name] = {m: {r: allowed_starts(c, rule) for r, c in region_caps(scenario, cluster, m, slots, slot_s).items()}
                          for m in cluster.models if m in NON_SPOT}
         if capacity and "spot" in cluster.models:
             key = capacity_types(scenario, cluster).get("spot", cluster.machine_type)
-            for region, region_caps in _region_caps(scenario, cluster, "spot", slots, slot_s).items():
+            for region, caps in region_caps(scenario, cluster, "spot", slots, slot_s).items():
                 if (region, key) not in spot:
-                    spot[(region, key)] = _Occupancy(lp, region_caps, tau)
+                    spot[(region, key)] = _Occupancy(lp, caps, tau)
         if capacity and cluster.limits.max_vms:
             vms[name] = _Occupancy(lp, np.full(slots, float(cluster.limits.max_vms)), tau)
+    drops = _drops(scenario, slots, slot_s) if taken_back and speed is not None else {}
+    budget: dict[tuple[str, str, int], int] = {}  # (region, capacity key, slot) -> its takebacks' row
+    random_takebacks = scenario.spec.preemption.rate_per_hour > 0
     within50: list[int] = []
     late: list[int] = []
     for job in jobs:
@@ -236,6 +257,9 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
         covered = math.floor(d / slot_s) - 1
         table = cluster.table or {}
         spot_key = capacity_types(scenario, cluster).get("spot", cluster.machine_type)
+        # A run at the floor price may count anything up to this; the most is optimal (every price is at
+        # least the floor, so the ratio is >= 1 and more hours at 1.00 only lower it): fixed at the most.
+        at_floor = min(d, horizon_s - job.submit_s) / 3600.0
         for k in range(first, last + 1):
             options = []  # (price, spot region or None)
             if "spot" in cluster.models:
@@ -257,9 +281,28 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
                     spot[(region, spot_key)].run(col, k, covered)
                 if job.cluster in vms:
                     vms[job.cluster].run(col, k, covered)
+        if drops and "spot" in cluster.models:  # first started on spot in time, then taken back by a drop
+            for region in job.regions:
+                units = drops.get((region, spot_key))
+                ends = [int(t) for t in np.flatnonzero(units)] if units is not None else []
+                for t in ([slots - 1] if random_takebacks else ends):
+                    if t < math.floor(job.submit_s / slot_s):
+                        continue
+                    col = lp.column()
+                    lp.add(assign, col, 1.0)
+                    within50.append(col)  # it may have started on arrival
+                    _useful(lp, col, floor, floor_row, floor, at_floor, at_floor)
+                    if not random_takebacks:
+                        if (region, spot_key, t) not in budget:
+                            budget[(region, spot_key, t)] = row = lp.row(at_most=True)
+                            lp.add(row, tau, -float(units[t]))
+                        lp.add(budget[(region, spot_key, t)], col, 1.0)
+                    for occupancy in (spot.get((region, spot_key)), vms.get(job.cluster)):
+                        if occupancy is not None:  # it ran from W95's end (at the latest) to the drop
+                            occupancy.run(col, last, t - last)
         col = lp.column()  # late: started after W95 (cut at the horizon) or never, at the floor price
         lp.add(assign, col, 1.0)
-        _useful(lp, col, floor, floor_row, floor, 0.0, min(d, horizon_s - job.submit_s) / 3600.0)
+        _useful(lp, col, floor, floor_row, floor, at_floor, at_floor)
         late.append(col)
     n = len(jobs)
     if speed is not None:  # late <= (1 - share95) n tau; within W50 >= share50 n tau
@@ -269,6 +312,17 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
                 lp.add(row, col, sign)
             lp.add(row, tau, -sign * share * n)
     return _finish(lp, tau, late)
+
+
+def _drops(scenario: Scenario, slots: int, slot_s: float) -> dict[tuple[str, str], np.ndarray]:
+    """(region, spot's capacity key) -> per slot, how many spot VMs its zones' drops can take back."""
+    out: dict[tuple[str, str], np.ndarray] = {}
+    for cluster in scenario.clusters:
+        key = capacity_types(scenario, cluster).get("spot", cluster.machine_type)
+        for region, zones in cluster.zones.items():
+            if (region, key) not in out:
+                out[(region, key)] = sum((drop_units(scenario, z, key, slots, slot_s) for z in zones), np.zeros(slots))
+    return out
 
 
 def _finish(lp: _Lp, tau: int, late: list[int]) -> tuple[float, float]:
@@ -287,84 +341,3 @@ def _finish(lp: _Lp, tau: int, late: list[int]) -> tuple[float, float]:
     late_share = float(np.sum(result.x[late])) / scale / len(late) if late else 0.0
     return float(result.fun), late_share
 
-
-POLICIES = ("zen", "ask-every-region-standard")
-
-
-@dataclass
-class Row:
-    name: str
-    speed: Speed
-    no_speed: float
-    no_capacity: float
-    bound: float
-    late: float  # the share of jobs late at the bound's optimum
-    bound_slot: float  # with rule "slot"
-    zen: float | None  # zen's measured x floor, same seeds
-    seconds: float
-    slot_s: float
-
-
-def measure(scenario: Scenario, name: str, seeds: int, slot_s: float = SLOT_S) -> Row:
-    """The bound and its contrasts for one priced scenario, with ``seeds`` seeds of the two policies run."""
-    from zen_dev.sim.dollars import pooled
-    from zen_dev.sim.jobs import load_jobs
-    from zen_dev.sim.runner import run_policies
-    started = time.perf_counter()
-    jobs = load_jobs(scenario)
-    runs = [run_policies(scenario, jobs, list(POLICIES), seed=scenario.spec.seed + k) for k in range(seeds)]
-    results = {policy: pooled([r[policy] for r in runs]) for policy in runs[0]}
-    std = results["ask-every-region-standard"]
-    speed, horizon = speed_of(std), std.horizon_s
-    slot_s = slot_s * max(1, math.ceil(speed.w95_s / (MAX_WINDOW_SLOTS * slot_s)))
-    zen = results["zen"].dollars()["usd_vs_floor"] if "zen" in results else None
-    bound, late = solve(scenario, jobs, speed, horizon, slot_s=slot_s)
-    slots = math.ceil(horizon / slot_s) + 1
-    rules_differ = any(not np.array_equal(_allowed(caps, "ever"), _allowed(caps, "slot"))
-                       for cluster in scenario.clusters for model in cluster.models if model in NON_SPOT
-                       for caps in _region_caps(scenario, cluster, model, slots, slot_s).values())
-    return Row(name, speed, solve(scenario, jobs, None, horizon, slot_s=slot_s)[0],
-               solve(scenario, jobs, speed, horizon, slot_s=slot_s, capacity=False)[0], bound, late,
-               solve(scenario, jobs, speed, horizon, slot_s=slot_s, rule="slot")[0] if rules_differ else bound,
-               zen, time.perf_counter() - started, slot_s)
-
-
-def scenarios() -> list[tuple[Scenario, str]]:
-    """What ``zen_dev.sim.dollars`` prices in ``make bench``: the tuning scenarios at each tuning price
-    table, the held-out draws at the held-out one (absent traces: skipped)."""
-    from zen_dev.sim.bench import SCENARIOS
-    from zen_dev.sim.dollars import HELDOUT_PRICE_SEEDS, TUNING_PRICE_SEEDS, priced
-    from zen_dev.sim.heldout import HELDOUT_SEEDS, heldout_scenario
-    from zen_dev.sim.scenario import TraceUnavailable, load_scenario
-    out = []
-    for name, load, seeds, tag in ([(n, load_scenario, TUNING_PRICE_SEEDS, "") for n in SCENARIOS]
-                                   + [(s, heldout_scenario, HELDOUT_PRICE_SEEDS, " (held out)") for s in HELDOUT_SEEDS]):
-        try:
-            base = load(name)
-        except TraceUnavailable as exc:
-            print(f"  {name}: skipped, trace absent ({exc})")
-            continue
-        out += [(priced(base, seed), f"{base.name} @{seed}{tag}") for seed in seeds]
-    return out
-
-
-def report(seeds: int | None = None, slot_s: float = SLOT_S) -> list[str]:
-    """The table ``make bench-bound`` prints after the speed/waste bound."""
-    from zen_dev.sim.dollars import SEEDS
-    seeds = seeds or SEEDS
-    started = time.perf_counter()
-    lines = [f"== dollars: the least x floor any policy pays while p95 <= 1.10x and p50 <= 1.00x "
-             f"ask-every-region-standard (LP relaxation, {seeds} seeds pooled)",
-             f"{'scenario @ price table':<34}{'W50 s':>7}{'W95 s':>8}{'slot s':>7}{'no speed':>9}{'no cap.':>8}"
-             f"{'bound':>7}{'late':>6}{'slot rule':>10}{'zen':>6}  target {TARGET:.2f}x"]
-    for scenario, name in scenarios():
-        row = measure(scenario, name, seeds, slot_s)
-        verdict = "out of reach (bound above it)" if row.bound > TARGET else "not excluded"
-        zen = "-" if row.zen is None else f"{row.zen:.2f}"
-        lines.append(f"{name[:33]:<34}{row.speed.w50_s:>7.0f}{row.speed.w95_s:>8.0f}{row.slot_s:>7.0f}{row.no_speed:>9.2f}"
-                     f"{row.no_capacity:>8.2f}{row.bound:>7.2f}{row.late:>6.0%}{row.bound_slot:>10.2f}{zen:>6}"
-                     f"  {verdict} ({row.seconds:.0f} s)")
-    lines.append(f"  {time.perf_counter() - started:.0f} s in all. bound: standard VMs start where a zone had "
-                 "capacity before (rule ever); slot rule: only where it has some in the start slot or the one "
-                 "before (no standard VM kept idle through a drop). Assumptions: benchmarks/dollar_bound.py")
-    return lines

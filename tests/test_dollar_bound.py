@@ -95,3 +95,16 @@ capacity:
     assert solve(none_then, one, fast(1, 60.0), horizon_s=3600.0, rule="ever")[0] == pytest.approx(4.0)
     with pytest.raises(RuntimeError, match="did not solve"):  # no standard VM anywhere, no spot: infeasible
         solve(none_then, one, fast(1, 60.0), horizon_s=3600.0, rule="slot")
+
+
+def test_a_first_start_that_a_drop_takes_back_counts_for_speed():
+    # Spot for 2 VMs, none from 120 s to 600 s; 2 jobs at 0 s must both start within 60 s. Their useful
+    # runs cannot fit on spot then (standard: 4.00), but a first start on spot that the drop takes back
+    # is a start all the same (the bench measures first starts), and their reruns pay the floor.
+    dip = scenario("0:2 120:0 600:2")
+    speed = Speed(60.0, 60.0, 1.0, 1.0)
+    assert solve(dip, jobs(2), speed, horizon_s=7200.0, taken_back=False)[0] == pytest.approx(4.0)
+    assert solve(dip, jobs(2), speed, horizon_s=7200.0)[0] == pytest.approx(1.0)
+    # The drop takes back 2 VMs: a third job's first start cannot be one of them.
+    three = solve(dip, jobs(3), speed, horizon_s=7200.0)[0]
+    assert three == pytest.approx((2 * 1.0 + 4.0) / 3)
