@@ -108,3 +108,16 @@ def test_a_first_start_that_a_drop_takes_back_counts_for_speed():
     # The drop takes back 2 VMs: a third job's first start cannot be one of them.
     three = solve(dip, jobs(3), speed, horizon_s=7200.0)[0]
     assert three == pytest.approx((2 * 1.0 + 4.0) / 3)
+
+
+def test_reruns_of_jobs_taken_back_need_spot_room_left_or_pay_more():
+    # Spot for 2 VMs until 120 s, none after; 3 jobs of 1200 s at 0 s must all start within 60 s. Two
+    # meet it with first starts the drop takes back (their first runs hold slot 1), one runs on standard.
+    # The reruns find 4 slots x 60 s of spot room from 0 s, less the 2 x 60 s the first runs held: 120 s
+    # of rerun at the floor; more rerun on standard would only raise the ratio.
+    gone = scenario("0:2 120:0")
+    speed = Speed(60.0, 60.0, 1.0, 1.0)
+    ratio = solve(gone, jobs(3), speed, horizon_s=7200.0, rerun_room=True)[0]
+    assert ratio == pytest.approx((4.0 * 1200 + 1.0 * 120) / (1200 + 120))
+    # Without the room rows (the default), the reruns run at the floor: 1 x 4.00 against 3 x 1.00.
+    assert solve(gone, jobs(3), speed, horizon_s=7200.0)[0] == pytest.approx((4.0 + 2 * 1.0) / 3)
