@@ -44,7 +44,9 @@ pays in the simulator):
 - The bench measures a job's FIRST start, and a first run on spot that a capacity drop takes back is
   one. So a job may also meet W95 (and W50) that way: its first run holds spot capacity (and
   ``max_vms``) from W95's end at the latest until a drop in its region takes it back, each drop takes
-  back at most the VMs it removes (the budget: per region and slot, the zones' drops). Its rerun runs
+  back at most the VMs it removes (per region and slot, the zones' drops summed), and the victims of a
+  drop with the runs covering its slot ran within the region's capacity just before it (summed over the
+  slot's drops). Its rerun runs
   on spot at the cheapest spot price of its regions, on standard at the cheapest standard one, or never,
   for anything up to its duration. With ``rerun_room``, on spot it needs room: from each slot on, the
   spot runs' whole slots plus the reruns of jobs that arrived since fit in the capacity left until the
@@ -114,17 +116,6 @@ def slot_max(scenario: Scenario, zone: str, capacity_key: str, slots: int, slot_
         out[k] = max(out[k], schedule.capacity(zone, capacity_key, t))
         t = schedule.next_change(zone, capacity_key, t)
     out[out >= UNLIMITED] = math.inf
-    return out
-
-
-def drop_units(scenario: Scenario, zone: str, capacity_key: str, slots: int, slot_s: float) -> np.ndarray:
-    """Per slot, the VMs a zone's capacity drops by within it: at most that many VMs are taken back."""
-    schedule, out = scenario.capacity, np.zeros(slots)
-    before, t = schedule.capacity(zone, capacity_key, 0.0), schedule.next_change(zone, capacity_key, 0.0)
-    while t is not None and t < slots * slot_s:
-        after = schedule.capacity(zone, capacity_key, t)
-        out[int(t // slot_s)] += max(0, min(before, UNLIMITED) - min(after, UNLIMITED))
-        before, t = after, schedule.next_change(zone, capacity_key, t)
     return out
 
 
@@ -273,7 +264,7 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
         if capacity and cluster.limits.max_vms:
             vms[name] = _Occupancy(lp, np.full(slots, float(cluster.limits.max_vms)), tau)
     drops = _drops(scenario, slots, slot_s) if taken_back and speed is not None else {}
-    budget: dict[tuple[str, str, int], int] = {}  # (region, capacity key, slot) -> its takebacks' row
+    budget: dict[tuple[str, str, int], list[int]] = {}  # (region, capacity key, slot) -> its takebacks' rows
     random_takebacks = scenario.spec.preemption.rate_per_hour > 0
     reruns = {key: _reruns(lp, tau, [o for (_, k), o in spot.items() if k == key], slot_s)
               for key in {k for _, k in spot}} if drops and rerun_room else {}
@@ -317,7 +308,7 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
         taken: list[int] = []
         if drops and "spot" in cluster.models:  # first started on spot in time, then taken back by a drop
             for region in job.regions:
-                units = drops.get((region, spot_key))
+                units, moments, room = drops.get((region, spot_key), (None, None, None))
                 ends = [int(t) for t in np.flatnonzero(units)] if units is not None else []
                 for t in ([slots - 1] if random_takebacks else ends):
                     if t < math.floor(job.submit_s / slot_s):
@@ -328,9 +319,16 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
                     taken.append(col)
                     if not random_takebacks:
                         if (region, spot_key, t) not in budget:
-                            budget[(region, spot_key, t)] = row = lp.row(at_most=True)
-                            lp.add(row, tau, -float(units[t]))
-                        lp.add(budget[(region, spot_key, t)], col, 1.0)
+                            budget[(region, spot_key, t)] = rows = [lp.row(at_most=True)]
+                            lp.add(rows[0], tau, -float(units[t]))
+                            if (region, spot_key) in spot and math.isfinite(room[t]):
+                                # At a drop, its victims and the runs covering the slot were all running
+                                # within the region's capacity just before: summed over the slot's drops.
+                                rows.append(lp.row(at_most=True))
+                                lp.add(rows[1], spot[(region, spot_key)].levels[t], float(moments[t]))
+                                lp.add(rows[1], tau, -float(room[t]))
+                        for row in budget[(region, spot_key, t)]:
+                            lp.add(row, col, 1.0)
                     for occupancy in (spot.get((region, spot_key)), vms.get(job.cluster)):
                         if occupancy is not None:  # it ran from W95's end (at the latest) to the drop
                             occupancy.run(col, last, t - last)
@@ -360,14 +358,27 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
     return _finish(lp, tau, late)
 
 
-def _drops(scenario: Scenario, slots: int, slot_s: float) -> dict[tuple[str, str], np.ndarray]:
-    """(region, spot's capacity key) -> per slot, how many spot VMs its zones' drops can take back."""
-    out: dict[tuple[str, str], np.ndarray] = {}
+def _drops(scenario: Scenario, slots: int, slot_s: float) -> dict[tuple[str, str], tuple[np.ndarray, ...]]:
+    """(region, spot's capacity key) -> per slot: how many spot VMs its zones' drops can take back, how
+    many drops there are, and the sum over them of the region's capacity just before each."""
+    out: dict[tuple[str, str], tuple[np.ndarray, ...]] = {}
     for cluster in scenario.clusters:
         key = capacity_types(scenario, cluster).get("spot", cluster.machine_type)
         for region, zones in cluster.zones.items():
-            if (region, key) not in out:
-                out[(region, key)] = sum((drop_units(scenario, z, key, slots, slot_s) for z in zones), np.zeros(slots))
+            if (region, key) in out:
+                continue
+            units, moments, room = np.zeros(slots), np.zeros(slots), np.zeros(slots)
+            for zone in zones:
+                before, t = scenario.capacity.capacity(zone, key, 0.0), scenario.capacity.next_change(zone, key, 0.0)
+                while t is not None and t < slots * slot_s:
+                    after = scenario.capacity.capacity(zone, key, t)
+                    if after < before:  # at most the VMs it removes are taken back
+                        units[int(t // slot_s)] += min(before, UNLIMITED) - after
+                        moments[int(t // slot_s)] += 1
+                        room[int(t // slot_s)] += sum(scenario.capacity.capacity(z, key, t - 1e-6) for z in zones)
+                    before, t = after, scenario.capacity.next_change(zone, key, t)
+            room[room >= UNLIMITED] = math.inf
+            out[(region, key)] = (units, moments, room)
     return out
 
 

@@ -121,3 +121,15 @@ def test_reruns_of_jobs_taken_back_need_spot_room_left_or_pay_more():
     assert ratio == pytest.approx((4.0 * 1200 + 1.0 * 120) / (1200 + 120))
     # Without the room rows (the default), the reruns run at the floor: 1 x 4.00 against 3 x 1.00.
     assert solve(gone, jobs(3), speed, horizon_s=7200.0)[0] == pytest.approx((4.0 + 2 * 1.0) / 3)
+
+
+def test_a_drop_takes_back_only_vms_that_were_running_within_the_capacity_before_it():
+    # 2 spot VMs, none from 310 s to 350 s (within one 60 s slot, whose maximum stays 2). Two 3000 s jobs
+    # at 0 s and two 1200 s jobs at 240 s must all start within 60 s. The drop removes 2 VMs, but the
+    # runs covering its slot and its victims all ran within those 2: two of the four pay the standard
+    # price (the short ones: the long ones on spot), not 1.00 with the long ones on spot and the short
+    # ones' first starts taken back.
+    dip = scenario("0:2 310:0 350:2")
+    four = jobs(2, duration=3000.0) + [SimJob(f"s{i}", "c", 240.0, 1200.0, (REGION,)) for i in range(2)]
+    ratio = solve(dip, four, Speed(60.0, 60.0, 1.0, 1.0), horizon_s=7200.0)[0]
+    assert ratio == pytest.approx((2 * 3000 * 1.0 + 2 * 1200 * 4.0) / 8400)
