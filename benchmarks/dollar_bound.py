@@ -48,9 +48,9 @@ pays in the simulator):
   drop with the runs covering its slot ran within the region's capacity just before it (summed over the
   slot's drops). Its rerun runs
   on spot at the cheapest spot price of its regions, on standard at the cheapest standard one, or never,
-  for anything up to its duration. With ``rerun_room``, on spot it needs room: from each slot on, the
-  spot runs' whole slots plus the reruns of jobs that arrived since fit in the capacity left until the
-  horizon (regions pooled; a rerun anywhere after its job's arrival). Without it, none. With random
+  for anything up to its duration. On spot it needs room in its region: from each slot on, the spot
+  runs' whole slots plus the reruns of jobs that arrived since fit in the capacity left until the
+  horizon (a rerun may be anywhere after its job's arrival, not only after the drop). With random
   preemptions (``preemption.rate_per_hour``; none in the bench) the budget is unlimited. The column
   "no takeback" leaves this out: the bound for first starts that are the useful run's.
 - The objective is the dollars over the floor dollars (every useful run at the cluster's cheapest listed
@@ -154,8 +154,8 @@ class _Lp:
 
 def _reruns(lp: _Lp, tau: int, regions: list[_Occupancy], slot_s: float) -> list[int]:
     """The room spot reruns have: from each slot on, the spot runs' whole slots plus the reruns' hours
-    (each counted from its job's arrival on) fit in the capacity left from that slot to the horizon, the
-    regions of one capacity pooled. Returns the rows a rerun's hours enter, per slot of its arrival."""
+    (each counted from its job's arrival on) fit in the capacity left from that slot to the horizon.
+    Returns the rows a rerun's hours enter, per slot of its arrival."""
     caps = sum((o.caps for o in regions), np.zeros(len(regions[0].caps)))
     tails = np.cumsum(caps[::-1])[::-1]
     area, rerun = [lp.column() for _ in caps], [lp.column() for _ in caps]
@@ -236,13 +236,12 @@ def _useful(lp: _Lp, col: int, price: float, floor_row: int, floor: float, low_h
 
 def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s: float, *,
           slot_s: float = SLOT_S, rule: str = "ever", capacity: bool = True, taken_back: bool = True,
-          rerun_room: bool = False) -> tuple[float, float]:
+          rerun_room: bool = True) -> tuple[float, float]:
     """(the least dollars over the floor dollars, the share of jobs late) for the jobs submitted by the
     horizon. ``speed`` None: no speed rows (every job may be late); ``capacity`` False: no spot capacity
     or max_vms rows (standard still starts only where the rule allows); ``taken_back`` False: a job's
-    first start is its useful run's (no first run on spot that a drop takes back); ``rerun_room``: a
-    rerun on spot needs room (off by default: on the bench's scenarios it moved no bound by 0.01 and
-    made the slowest scenario's row four times slower, 31 s to 126 s)."""
+    first start is its useful run's (no first run on spot that a drop takes back); ``rerun_room`` False:
+    the reruns of jobs taken back need no spot room."""
     jobs = [j for j in jobs if j.submit_s <= horizon_s]
     slots = math.ceil(horizon_s / slot_s) + 1
     clusters = {c.limits.name: c for c in scenario.clusters}
@@ -266,8 +265,7 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
     drops = _drops(scenario, slots, slot_s) if taken_back and speed is not None else {}
     budget: dict[tuple[str, str, int], list[int]] = {}  # (region, capacity key, slot) -> its takebacks' rows
     random_takebacks = scenario.spec.preemption.rate_per_hour > 0
-    reruns = {key: _reruns(lp, tau, [o for (_, k), o in spot.items() if k == key], slot_s)
-              for key in {k for _, k in spot}} if drops and rerun_room else {}
+    reruns = {key: _reruns(lp, tau, [o], slot_s) for key, o in spot.items()} if drops and rerun_room else {}
     within50: list[int] = []
     late: list[int] = []
     for job in jobs:
@@ -336,12 +334,13 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
             share = lp.row(at_most=True)
             for col in taken:
                 lp.add(share, col, -at_floor)
-            on_spot = lp.column(min(table[r]["spot"] for r in job.regions))
-            rerun_rows = reruns.get(spot_key)
-            if rerun_rows is not None:
-                lp.add(rerun_rows[math.floor(job.submit_s / slot_s)], on_spot, -1.0)
+            on_spot = []  # per region, each in its own room (with rerun_room), else the cheapest one
+            for region in (job.regions if reruns else [min(job.regions, key=lambda r: table[r]["spot"])]):
+                on_spot.append(lp.column(table[region]["spot"]))
+                if (region, spot_key) in reruns:
+                    lp.add(reruns[(region, spot_key)][math.floor(job.submit_s / slot_s)], on_spot[-1], -1.0)
             others = [table[r][m] for r in job.regions for m in cluster.models if m in NON_SPOT]
-            for col in [on_spot] + ([lp.column(min(others))] if others else []):
+            for col in on_spot + ([lp.column(min(others))] if others else []):
                 lp.add(share, col, 1.0)
                 lp.add(floor_row, col, floor)
         col = lp.column()  # late: started after W95 (cut at the horizon) or never, at the floor price

@@ -117,10 +117,10 @@ def test_reruns_of_jobs_taken_back_need_spot_room_left_or_pay_more():
     # of rerun at the floor; more rerun on standard would only raise the ratio.
     gone = scenario("0:2 120:0")
     speed = Speed(60.0, 60.0, 1.0, 1.0)
-    ratio = solve(gone, jobs(3), speed, horizon_s=7200.0, rerun_room=True)[0]
+    ratio = solve(gone, jobs(3), speed, horizon_s=7200.0)[0]
     assert ratio == pytest.approx((4.0 * 1200 + 1.0 * 120) / (1200 + 120))
-    # Without the room rows (the default), the reruns run at the floor: 1 x 4.00 against 3 x 1.00.
-    assert solve(gone, jobs(3), speed, horizon_s=7200.0)[0] == pytest.approx((4.0 + 2 * 1.0) / 3)
+    # Without the room rows, the reruns run at the floor: 1 x 4.00 against 3 x 1.00.
+    assert solve(gone, jobs(3), speed, horizon_s=7200.0, rerun_room=False)[0] == pytest.approx((4.0 + 2 * 1.0) / 3)
 
 
 def test_a_drop_takes_back_only_vms_that_were_running_within_the_capacity_before_it():
