@@ -133,3 +133,13 @@ def test_a_drop_takes_back_only_vms_that_were_running_within_the_capacity_before
     four = jobs(2, duration=3000.0) + [SimJob(f"s{i}", "c", 240.0, 1200.0, (REGION,)) for i in range(2)]
     ratio = solve(dip, four, Speed(60.0, 60.0, 1.0, 1.0), horizon_s=7200.0)[0]
     assert ratio == pytest.approx((2 * 3000 * 1.0 + 2 * 1200 * 4.0) / 8400)
+
+
+def test_the_speed_rows_come_from_ask_every_region_standards_pooled_percentiles():
+    from benchmarks.dollar_bound import speed_of
+    from zen_dev.sim.metrics import RunResult
+    std = RunResult(policy="ask-every-region-standard", horizon_s=10_000.0,
+                    starts=[(0.0, float(w)) for w in range(1, 21)])  # waits 1..20 s
+    speed = speed_of(std)
+    assert speed.w95_s == pytest.approx(1.10 * 19.1 + 0.05) and speed.w50_s == pytest.approx(10.5 + 0.05)
+    assert (speed.share95, speed.share50) == (19 / 20, 10 / 20)
