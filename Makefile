@@ -69,7 +69,8 @@ bench: venv
 bench-control: venv
 	$(BIN)/python -m benchmarks.control
 
-# The least waste any policy pays at light load while as fast as ask-every-region (issue 11).
+# The least waste any policy pays at light load while as fast as ask-every-region (issue 11), then the
+# least dollars over the price floor at issue 33's speed targets (an LP; SciPy from requirements-dev.txt).
 bench-bound: venv
 	$(BIN)/python -m benchmarks.bound
 

@@ -20,7 +20,8 @@ Every assumption is made in the policy's favour (instant warm starts, no stockou
 pass delay), so the figures are lower bounds on its waste ratio: if the least one printed exceeds
 0.25, no policy meets the speed and waste targets together in that setting. The simulator's own
 scenarios (``make bench``) add stockouts, preemptions and passes a tick apart.
-Run: ``make bench-bound`` (``--samples``, ``--seed``).
+Then the dollar bound (issue 33), an LP over the simulator's scenarios: ``benchmarks.dollar_bound``.
+Run: ``make bench-bound`` (``--samples``, ``--seed``, ``--no-dollars``, ``--slot-s``).
 """
 
 from __future__ import annotations
@@ -100,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=40_000)
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--no-dollars", action="store_true", help="skip the dollar bound (benchmarks/dollar_bound.py)")
+    parser.add_argument("--slot-s", type=float, default=None, help="the dollar bound's time slot (default 60 s)")
     args = parser.parse_args(argv)
     p = Physics()
     print(f"{p.regions} regions, lognormal boots median {p.boot_median_s:.0f} s sigma {p.boot_sigma}, "
@@ -112,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
                                       (0.0, "RUNNING, at that instant")):
             ratio, mix, ask_waste = least_waste(p, rate, after_running_s, args.samples, args.seed)
             print(f"{rate:>10}  {when:<38} {ratio:>10.2f}x  {mix} (ask-every-region: {ask_waste:.0f} s/job)")
+    if not args.no_dollars:  # issue 33: the least x floor at the speed targets (an LP over the simulator's scenarios)
+        from benchmarks.dollar_report import SLOT_S, report
+        print("\n" + "\n".join(report(slot_s=args.slot_s or SLOT_S)))
     return 0
 
 

@@ -1,0 +1,105 @@
+"""``make bench-bound``'s dollar table: per scenario and price table of ``make bench``'s dollar section,
+``ask-every-region-standard`` and zen run with the same seeds, the speed targets from the first, and the
+dollar bound of ``benchmarks.dollar_bound`` with its contrasts beside zen's measured x floor.
+Figures: docs/benchmarks/bound.md#dollars
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from benchmarks.dollar_bound import NON_SPOT, SLOT_S, TARGET, Speed, allowed_starts, region_caps, solve, speed_of
+from zen_dev.sim.scenario import Scenario
+
+MAX_WINDOW_SLOTS = 64  # a longer W95 gets longer slots (a multiple of SLOT_S): each LP solves in seconds
+
+
+POLICIES = ("zen", "ask-every-region-standard")
+
+
+@dataclass
+class Row:
+    name: str
+    speed: Speed
+    no_speed: float
+    no_capacity: float
+    bound: float
+    late: float  # the share of jobs late at the bound's optimum
+    bound_slot: float  # with rule "slot"
+    first_useful: float  # when a job's first start is its useful run's (none taken back)
+    zen: float | None  # zen's measured x floor, same seeds
+    seconds: float
+    slot_s: float
+
+
+def measure(scenario: Scenario, name: str, seeds: int, slot_s: float = SLOT_S) -> Row:
+    """The bound and its contrasts for one priced scenario, with ``seeds`` seeds of the two policies run."""
+    from zen_dev.sim.dollars import pooled
+    from zen_dev.sim.jobs import load_jobs
+    from zen_dev.sim.runner import run_policies
+    started = time.perf_counter()
+    jobs = load_jobs(scenario)
+    runs = [run_policies(scenario, jobs, list(POLICIES), seed=scenario.spec.seed + k) for k in range(seeds)]
+    results = {policy: pooled([r[policy] for r in runs]) for policy in runs[0]}
+    std = results["ask-every-region-standard"]
+    speed, horizon = speed_of(std), std.horizon_s
+    slot_s = slot_s * max(1, math.ceil(speed.w95_s / (MAX_WINDOW_SLOTS * slot_s)))
+    zen = results["zen"].dollars()["usd_vs_floor"] if "zen" in results else None
+    bound, late = solve(scenario, jobs, speed, horizon, slot_s=slot_s)
+    slots = math.ceil(horizon / slot_s) + 1
+    rules_differ = any(not np.array_equal(allowed_starts(caps, "ever"), allowed_starts(caps, "slot"))
+                       for cluster in scenario.clusters for model in cluster.models if model in NON_SPOT
+                       for caps in region_caps(scenario, cluster, model, slots, slot_s).values())
+    return Row(name, speed, solve(scenario, jobs, None, horizon, slot_s=slot_s)[0],
+               solve(scenario, jobs, speed, horizon, slot_s=slot_s, capacity=False, taken_back=False)[0], bound, late,
+               solve(scenario, jobs, speed, horizon, slot_s=slot_s, rule="slot")[0] if rules_differ else bound,
+               solve(scenario, jobs, speed, horizon, slot_s=slot_s, taken_back=False)[0],
+               zen, time.perf_counter() - started, slot_s)
+
+
+def scenarios() -> list[tuple[Scenario, str]]:
+    """What ``zen_dev.sim.dollars`` prices in ``make bench``: the tuning scenarios at each tuning price
+    table, the held-out draws at the held-out one (absent traces: skipped)."""
+    from zen_dev.sim.bench import SCENARIOS
+    from zen_dev.sim.dollars import HELDOUT_PRICE_SEEDS, TUNING_PRICE_SEEDS, priced
+    from zen_dev.sim.heldout import HELDOUT_SEEDS, heldout_scenario
+    from zen_dev.sim.scenario import TraceUnavailable, load_scenario
+    out = []
+    for name, load, seeds, tag in ([(n, load_scenario, TUNING_PRICE_SEEDS, "") for n in SCENARIOS]
+                                   + [(s, heldout_scenario, HELDOUT_PRICE_SEEDS, " (held out)") for s in HELDOUT_SEEDS]):
+        try:
+            base = load(name)
+        except TraceUnavailable as exc:
+            print(f"  {name}: skipped, trace absent ({exc})")
+            continue
+        out += [(priced(base, seed), f"{base.name} @{seed}{tag}") for seed in seeds]
+    return out
+
+
+def report(seeds: int | None = None, slot_s: float = SLOT_S) -> list[str]:
+    """The table ``make bench-bound`` prints after the speed/waste bound."""
+    from zen_dev.sim.dollars import SEEDS
+    seeds = seeds or SEEDS
+    started = time.perf_counter()
+    lines = [f"== dollars: the least x floor any policy pays while p95 <= 1.10x and p50 <= 1.00x "
+             f"ask-every-region-standard (LP relaxation, {seeds} seeds pooled)",
+             f"{'scenario @ price table':<34}{'W50 s':>7}{'W95 s':>8}{'slot s':>7}{'no speed':>9}{'no cap.':>8}"
+             f"{'bound':>7}{'late':>6}{'slot rule':>10}{'no takeback':>12}{'zen':>6}  target {TARGET:.2f}x"]
+    for scenario, name in scenarios():
+        row = measure(scenario, name, seeds, slot_s)
+        verdict = ("out of reach (bound above it)" if row.bound > TARGET else
+                   "not excluded; out of reach without takebacks" if row.first_useful > TARGET else "not excluded")
+        zen = "-" if row.zen is None else f"{row.zen:.2f}"
+        lines.append(f"{name[:33]:<34}{row.speed.w50_s:>7.0f}{row.speed.w95_s:>8.0f}{row.slot_s:>7.0f}{row.no_speed:>9.2f}"
+                     f"{row.no_capacity:>8.2f}{row.bound:>7.2f}{row.late:>6.0%}{row.bound_slot:>10.2f}"
+                     f"{row.first_useful:>12.2f}{zen:>6}"
+                     f"  {verdict} ({row.seconds:.0f} s)")
+    lines.append(f"  {time.perf_counter() - started:.0f} s in all. bound: standard VMs start where a zone had "
+                 "capacity before (rule ever); slot rule: only where it has some in the start slot or the one "
+                 "before (no standard VM kept idle through a drop); no takeback: a job's first start is its "
+                 "useful run's. Assumptions: benchmarks/dollar_bound.py")
+    return lines
