@@ -288,8 +288,9 @@ class LocalStack:
         from zen.store.migrate import migrate
 
         url = embedded_database_url(self.home, fresh=self.fresh)
-        if self.fresh:  # the jobs' output goes with their rows: `zen logs` must not show an old run's
-            shutil.rmtree(self.home / "joblogs", ignore_errors=True)
+        if self.fresh:  # the jobs' output goes with their rows: `zen logs` must not show an old run's, nor
+            shutil.rmtree(self.home / "joblogs", ignore_errors=True)  # the webhook sink an old run's notices
+            (self.home / "notifications.jsonl").unlink(missing_ok=True)
         db = Database.from_target(parse_database_url(url))
         migrate(db)
         db.close()
