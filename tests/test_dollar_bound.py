@@ -10,8 +10,11 @@ from zen_dev.sim.scenario import parse_scenario
 REGION = "us-central1"
 
 
-def scenario(spot_steps: str = "", default: str = "") -> object:
-    steps = "\n".join(f"    - {{at_s: {at}, zone: {REGION}-a, model: spot, capacity: {cap}}}"
+def scenario(spot_steps: str = "", default: str = "", model: str | None = "spot") -> object:
+    """One zone, spot at 1.0 and standard at 4.0; ``spot_steps`` "AT:CAPACITY ..." the capacity of ``model``
+    (None: of every model)."""
+    which = f" model: {model}," if model else ""
+    steps = "\n".join(f"    - {{at_s: {at}, zone: {REGION}-a,{which} capacity: {cap}}}"
                       for at, cap in (tuple(map(int, s.split(":"))) for s in spot_steps.split()))
     text = f"""seed: 1
 clusters:
@@ -79,18 +82,7 @@ def test_spot_capacity_bounds_the_runs_in_progress():
 
 
 def test_the_slot_rule_refuses_standard_where_the_zone_has_no_capacity_at_all():
-    none_then = parse_scenario(f"""clusters:
-  - {{name: c, gpu_count: 1, machine_type: m1, regions: [{REGION}], max_vms_per_region: 100, max_vms: 100,
-     provisioning: [spot, standard]}}
-zones:
-  {REGION}: [{REGION}-a]
-prices:
-  {REGION}: {{spot: 1.0, standard: 4.0}}
-capacity:
-  schedule:
-    - {{at_s: 0, zone: {REGION}-a, capacity: 1}}
-    - {{at_s: 600, zone: {REGION}-a, capacity: 0}}
-""")
+    none_then = scenario("0:1 600:0", model=None)
     one = jobs(1, at=1200.0)
     assert solve(none_then, one, fast(1, 60.0), horizon_s=3600.0, rule="ever")[0] == pytest.approx(4.0)
     with pytest.raises(RuntimeError, match="did not solve"):  # no standard VM anywhere, no spot: infeasible
