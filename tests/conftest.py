@@ -202,6 +202,12 @@ def functions(zen, db_url, monkeypatch):
 
 
 @pytest.fixture
+def zen_and_fn(zen, functions):
+    """This test's Zen and its functions under functions-framework, as a pair."""
+    return zen, functions
+
+
+@pytest.fixture
 def no_database(tmp_path, monkeypatch):
     """No database configured, and a fresh ZEN_HOME as the working directory (read commands must say
     so rather than start or create one); returns that directory."""

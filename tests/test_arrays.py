@@ -13,11 +13,6 @@ from tests.test_queues import ONE_QUEUE, with_queues
 from zen.store import repository
 
 
-@pytest.fixture
-def zen_and_fn(zen, functions):  # conftest's: a Zen and its functions under functions-framework
-    return zen, functions
-
-
 def jobs(zen, *job_ids):
     with zen.db.transaction() as session:
         return [repository.get_job(session, j) for j in job_ids]

@@ -7,17 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.messages import agent_run, job_request
-from zen.store import repository
-
-
-@pytest.fixture
-def zen_and_fn(zen, functions):  # conftest's: a Zen and its functions under functions-framework
-    return zen, functions
-
-
-def job(zen, job_id):
-    with zen.db.transaction() as session:
-        return repository.get_job(session, job_id)
+from tests.test_functions_lifecycle import job
 
 
 def status(zen, *job_ids):
