@@ -7,6 +7,7 @@ succeeds. Run alone with `pytest -m e2e`."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -14,9 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.stack_support import free_base_port
-from zen_dev.local.environment import overridden_environ
-from zen_dev.local.stack import LocalStack, Ports
+from tests.stack_support import running_stack, submit_as
 
 pytestmark = pytest.mark.e2e
 
@@ -83,26 +82,11 @@ def _output(logs: Path, job_id: str) -> list[dict]:
 
 @pytest.fixture
 def gang_stack(home):
-    (home / "zen.yaml").write_text(CONFIG)
-    (home / "scenario.yaml").write_text(SCENARIO)
-    stack = LocalStack(home=home / "stack", config_path=home / "zen.yaml", scenario=home / "scenario.yaml",
-                       tick_every_s=2.0, ports=Ports.from_base(free_base_port(start=31000)), fresh=True)
-    record = stack.up()
-    try:
-        with overridden_environ(record["env"]):
-            from google.cloud import pubsub_v1
+    from zen.store.db import Database
 
-            from zen.store.db import Database
-
-            publisher = pubsub_v1.PublisherClient()
-            topic = publisher.topic_path("zen-gangs", stack.config.topics.job_submitted)
-
-            def submit(request: dict) -> None:
-                publisher.publish(topic, json.dumps(request).encode(), **stack.sender("demo")).result(30)
-
-            yield stack, submit, Database.from_env(), Path(record["env"]["ZEN_JOB_LOGS_DIR"])
-    finally:
-        stack.down()
+    with running_stack(home, CONFIG, SCENARIO, start=31000) as stack:
+        yield (stack, lambda request: submit_as(stack, "demo", request), Database.from_env(),
+               Path(os.environ["ZEN_JOB_LOGS_DIR"]))
 
 
 def _job(db, job_id):
