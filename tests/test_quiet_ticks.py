@@ -4,37 +4,26 @@ activity, on a change, and every ``Quiet.REFRESH_S`` at rest, never every tick a
 
 from __future__ import annotations
 
-import io
 import json
-import logging
 
 import pytest
 
 from tests.messages import job_request
 from tests.scaling.test_scaling_integration import build_stack
+from tests.zen_lines import zen_lines
 from zen import telemetry
-from zen.logs import JsonFormatter
 
 
 @pytest.fixture
 def lines():
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(JsonFormatter())
-    logger = logging.getLogger("zen")
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
+    with zen_lines() as stream:
+        def taken() -> list[dict]:
+            found = [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
+            stream.seek(0)
+            stream.truncate()
+            return found
 
-    def taken() -> list[dict]:
-        found = [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
-        stream.seek(0)
-        stream.truncate()
-        return found
-
-    yield taken
-    logger.removeHandler(handler)
-    logger.setLevel(level)
+        yield taken
 
 
 def test_an_idle_tick_writes_one_line_and_a_change_writes_its_figures(config, db, publisher, clock, monkeypatch,

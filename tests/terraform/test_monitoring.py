@@ -11,8 +11,6 @@ matches. Renaming an event or a field on either side fails here.
 
 from __future__ import annotations
 
-import io
-import logging
 import re
 
 import pytest
@@ -21,8 +19,8 @@ from tests.messages import heartbeat, job_request
 from tests.scaling.test_scaling_integration import stack  # noqa: F401  (the fixture)
 from tests.terraform.hcl import Module
 from tests.terraform.logging_query import MISSING, entry_from_line, extract, matches
+from tests.zen_lines import zen_lines
 from zen import telemetry
-from zen.logs import JsonFormatter
 from zen.store.db import Database
 
 MONITORING_FILES = ("monitoring.tf", "monitoring_dashboard.tf", "monitoring_alerts.tf", "monitoring_variables.tf")
@@ -56,16 +54,8 @@ def metrics(module: Module) -> dict[str, dict]:
 @pytest.fixture
 def captured():
     """Every line Zen logs during the test, as Cloud Logging would store it."""
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(JsonFormatter())
-    logger = logging.getLogger("zen")
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    yield lambda: [entry_from_line(line) for line in stream.getvalue().splitlines() if line.strip()]
-    logger.removeHandler(handler)
-    logger.setLevel(level)
+    with zen_lines() as stream:
+        yield lambda: [entry_from_line(line) for line in stream.getvalue().splitlines() if line.strip()]
 
 
 def play(zen, advance, clock, before_loss=lambda: None) -> None:
