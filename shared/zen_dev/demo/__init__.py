@@ -368,24 +368,17 @@ def print_summary(result: DemoResult) -> None:
             print(f"  {d['at'].strftime('%H:%M:%S')} {d['action']:<7} {where:<27} {d['reason']}")
     print(f"\nGPU VM-minutes: paid {result.vm_minutes_paid:.1f} (VMs with their agent up, sampled each second; "
           f"boots excluded), used by jobs {result.vm_minutes_used:.1f}")
-    if result.placement:
-        print("\nPlaced by clearance and by data:")
-        print("\n".join(result.placement))
-    if result.who:
-        print("\nWho is asking (each message carries its sender's ID token; docs/how-to/queues.md):")
-        print("\n".join(result.who))
-    if result.pipelines:
-        print("\nA sweep and a pipeline (docs/how-to/arrays-and-pipelines.md):")
-        print("\n".join(result.pipelines))
-    if result.notices:
-        print("\nNotified (docs/how-to/notifications.md):")
-        print("\n".join(result.notices))
-    if result.gang:
-        print("\nA two-node job (docs/how-to/multi-node.md):")
-        print("\n".join(result.gang))
-    if result.cheaper:
-        print("\nMoved to a cheaper region than the cluster's first (the reason names the prices compared):")
-        print("\n".join(result.cheaper[:3]))
+    for heading, lines in (
+            ("Placed by clearance and by data", result.placement),
+            ("Who is asking (each message carries its sender's ID token; docs/how-to/queues.md)", result.who),
+            ("A sweep and a pipeline (docs/how-to/arrays-and-pipelines.md)", result.pipelines),
+            ("Notified (docs/how-to/notifications.md)", result.notices),
+            ("A two-node job (docs/how-to/multi-node.md)", result.gang),
+            ("Moved to a cheaper region than the cluster's first (the reason names the prices compared)",
+             result.cheaper[:3])):
+        if lines:
+            print(f"\n{heading}:")
+            print("\n".join(lines))
     print(f"\nDollars per policy on the simulator's {demo_dollars.SCENARIO} scenario (zen simulate):")
     print("\n".join(demo_dollars.policy_dollars()))
     if result.problems:
