@@ -183,12 +183,43 @@ def test_a_gang_not_complete_in_time_releases_its_vms_and_is_retried(functions, 
     clock.advance(2)
     functions.tick()
     record = job(zen, "g")
+    others = [r for r in record.regions if r != "us-central1"]
     assert (record.status.value, record.attempt, record.max_attempts, record.gang, record.start_regions) == (
-        "QUEUED", 2, 4, None, None)  # a retry that spends no attempt: nothing ran
+        "QUEUED", 2, 4, None, others)  # a retry that spends no attempt (nothing ran), elsewhere first
     assert actions(publisher, "vm-1") == ["RELEASE"]
-    assert [json.loads(m.data)["attempt"] for m in publisher.on("zen-job-start")] == [1, 1, 2, 2]
+    starts = publisher.on("zen-job-start")
+    assert [json.loads(m.data)["attempt"] for m in starts] == [1, 1, 2, 2]
+    assert starts[-1].attributes["regions"] == ",".join(others)  # not where the released VM idles
     claim(functions, "vm-1", seq=3)  # a late repeat of its old claim: released, joins nothing
     assert actions(publisher, "vm-1") == ["RELEASE", "RELEASE"] and job(zen, "g").gang is None
+    clock.advance(config.gangs.assemble_s + 1)  # nobody elsewhere claimed it: every region again
+    functions.tick()
+    record = job(zen, "g")
+    assert (record.attempt, record.start_regions, record.widen_at) == (2, None, None)
+    assert publisher.on("zen-job-start")[-1].attributes["regions"] == "*"
+
+
+def test_a_gang_assembling_where_a_stockout_blocks_is_released_at_the_next_tick(functions, zen, publisher, clock, config):
+    """Its first node claimed in us-central1, then the planner found us-central1 stocked out: the rest
+    cannot come from there, so the tick releases the node at once (not at the deadline) and the next
+    attempt's start goes to the other regions, where the gang can assemble whole."""
+    from datetime import timedelta
+
+    from zen.store import fleet
+
+    functions.submit(job_request("g", nodes=2))
+    claim(functions, "vm-1")
+    functions.tick()
+    assert (job(zen, "g").attempt, actions(publisher, "vm-1")) == (1, [])  # no stockout: it waits
+    with zen.db.transaction() as session:
+        fleet.save_scaling_memory(session, "4xa100-40gb", "us-central1", json.dumps(
+            {"blocked_until": (clock() + timedelta(minutes=10)).isoformat()}), clock())
+    clock.advance(30)
+    functions.tick()
+    record = job(zen, "g")
+    assert (record.attempt, record.gang) == (2, None) and actions(publisher, "vm-1") == ["RELEASE"]
+    assert "us-central1" not in record.start_regions
+    assert controls(publisher, "vm-1")[-1]["reason"].startswith("us-central1 is stocked out: 1 of 2 nodes claimed (vm-1)")
 
 
 def test_jobs_get_and_explain_say_how_many_nodes_are_up_and_where(functions, zen, publisher, capsys):

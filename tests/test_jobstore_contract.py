@@ -232,6 +232,26 @@ def test_sweep_candidates_come_oldest_first(store):
         assert tx.pending_jobs(10) == ["p1", "p2"] and tx.pending_jobs(1) == ["p1"]
 
 
+def test_gangs_assembling_are_found_by_the_region_their_first_node_claimed_in(store):
+    from zen.core.gang_records import GangNode
+
+    def node(vm: str, region: str) -> GangNode:
+        return GangNode(rank=0, vm=vm, region=region, zone=f"{region}-a", beat_at=NOW)
+
+    gang = dict(nodes=2, regions=[REGION, "us-west1"])
+    inserted(store, a_job("g-west", JobStatus.QUEUED, **gang), a_job("g-central", JobStatus.QUEUED, **gang),
+             a_job("g-none", JobStatus.QUEUED, **gang), a_job("single", JobStatus.QUEUED))
+    moved(store, "g-west", [], gang=[node("vm-w", "us-west1")], widen_at=NOW + timedelta(minutes=5))
+    moved(store, "g-central", [], gang=[node("vm-c", REGION)], widen_at=NOW + timedelta(minutes=4))
+    moved(store, "g-none", [], start_regions=["us-west1"], widen_at=NOW)  # narrowed, none claimed
+    moved(store, "single", [], start_regions=["us-west1"], widen_at=NOW)
+    with store.transaction() as tx:
+        assert tx.gangs_assembling_in(CLUSTER, ["us-west1"], 10) == ["g-west"]
+        assert tx.gangs_assembling_in(CLUSTER, [REGION, "us-west1"], 10) == ["g-central", "g-west"]
+        assert tx.gangs_assembling_in(CLUSTER, [REGION, "us-west1"], 1) == ["g-central"]
+        assert tx.gangs_assembling_in("other", ["us-west1"], 10) == []
+
+
 def test_the_tick_clock_sees_a_gap_in_the_ticks(store):
     with store.transaction() as tx:
         assert tx.record_tick(NOW, 60.0) is None

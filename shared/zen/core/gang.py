@@ -109,17 +109,39 @@ def _claim(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> Decisi
                     controls=[_confirm(job, nodes, n, config) for n in nodes])
 
 
-def assembly_expired(job: Job, now: datetime, config: GangConfig) -> Decision | None:
-    """The tick: a gang still QUEUED past its assembly deadline gives back the VMs that claimed a part
-    and is retried as attempt + 1 (not spent: nothing ran), its starts published afresh. None: in time."""
-    if job.status is not JobStatus.QUEUED or not job.gang or job.widen_at is None or job.widen_at > now:
+def assembly_expired(job: Job, now: datetime, config: GangConfig, stocked_out: bool = False) -> Decision | None:
+    """The tick: a gang still QUEUED past its assembly deadline, or sooner when a stockout blocks the
+    region it assembles in (``stocked_out``: the planner will ask that region for no VM until the block
+    ends, so the rest cannot come), gives back the VMs that claimed a part and is retried as attempt + 1
+    (not spent: nothing ran), its starts published afresh. None: in time.
+
+    The new attempt's start goes to the job's other regions first (``avoid_region``): the VMs given back
+    are idle in the region that could not finish the gang and would claim it again at once, so it would
+    assemble there again and wait out another deadline."""
+    if job.status is not JobStatus.QUEUED or not job.gang or job.widen_at is None:
         return None
-    vms = [node.vm for node in job.gang]
-    reason = (f"gang not complete within {config.assemble_s} s: {len(vms)} of {job.nodes} nodes claimed "
-              f"({', '.join(vms)}); they are released, and the gang retried as attempt {job.attempt + 1}")
-    return Decision(fields=dict(_RESET, attempt=job.attempt + 1, max_attempts=job.max_attempts + 1),
-                    controls=[_order(job, vm, ControlAction.RELEASE, reason) for vm in vms],
+    if job.widen_at > now and not stocked_out:
+        return None
+    vms, region = [node.vm for node in job.gang], job.gang[0].region
+    why = (f"{region} is stocked out" if job.widen_at > now else f"gang not complete within {config.assemble_s} s")
+    reason = (f"{why}: {len(vms)} of {job.nodes} nodes claimed ({', '.join(vms)}); they are released, and the "
+              f"gang retried as attempt {job.attempt + 1}")
+    fields = dict(_RESET, attempt=job.attempt + 1, max_attempts=job.max_attempts + 1)
+    avoid = avoid_region(job, region, now, config)
+    if avoid is not None:
+        fields.update(avoid)
+        reason += f", its start sent to {', '.join(avoid['start_regions'])} first (for {config.assemble_s} s)"
+    return Decision(fields=fields, controls=[_order(job, vm, ControlAction.RELEASE, reason) for vm in vms],
                     note=reason, publish_start=True)
+
+
+def avoid_region(job: Job, region: str, now: datetime, config: GangConfig) -> dict[str, Any] | None:
+    """A new attempt's start narrowed to the job's regions other than ``region`` for ``assemble_s``; the
+    tick then widens it to every allowed region (``zen.core.routing.next_route``). None: no other region."""
+    others = [r for r in job.regions if r != region]
+    if not others:
+        return None
+    return dict(start_regions=others, widen_at=now + timedelta(seconds=config.assemble_s))
 
 
 def keep_deadline(job: Job, refused: Decision | None) -> Decision | None:

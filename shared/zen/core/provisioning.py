@@ -44,6 +44,11 @@ def pool_key(region: str, model: str, primary: str) -> str:
     return region if model == primary else f"{region}{_SEP}{model}"
 
 
+def region_of(pool: str) -> str:
+    """The region of a pool (``pool_key``'s)."""
+    return pool.split(_SEP, 1)[0]
+
+
 def pools_of(regions: list[str] | tuple[str, ...], models: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     """Every pool of a cluster using ``models`` (its first the primary) in ``regions``: region by region
     in the cluster's preference order, each region's models in the cluster's order."""

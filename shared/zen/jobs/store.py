@@ -59,6 +59,9 @@ class JobRows(Protocol):
     def queued_jobs_to_widen(self, now: datetime, limit: int) -> list[str]:
         """QUEUED jobs whose ``widen_at`` is due, longest-narrowed first."""
 
+    def gangs_assembling_in(self, cluster: str, regions: list[str], limit: int) -> list[str]:
+        """The cluster's gangs assembling (QUEUED, a node claimed) in one of ``regions``."""
+
     def pending_jobs(self, limit: int) -> list[str]:
         """PENDING jobs, oldest first."""
 

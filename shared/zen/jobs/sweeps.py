@@ -7,7 +7,7 @@ each job under lock, decides and applies it on its own, so one bad job never blo
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable
 
 from zen.core import dependencies, gang, lifecycle
@@ -17,6 +17,7 @@ from zen.core.errors import TransientError
 from zen.core.lifecycle import Decision
 from zen.jobs.authorization import may_stop
 from zen.core.models import Job, JobStatus, StopRequest
+from zen.core.provisioning import accepted_models, pool_key, region_of
 from zen.core.routing import next_route
 from zen.jobs.announce import is_start
 from zen.jobs.decisions import DecisionWriter
@@ -78,12 +79,15 @@ class Sweeps:
         now = self._clock()
         with self._store.transaction() as tx:
             candidates = tx.queued_jobs_to_widen(now, limit)
+            candidates += [job_id for job_id in self._gangs_stocked_out(tx, now, limit) if job_id not in candidates]
 
-        def decide(_: JobTx, job: Job) -> Decision | None:
-            if job.status is not JobStatus.QUEUED or job.widen_at is None or job.widen_at > now:
+        def decide(tx: JobTx, job: Job) -> Decision | None:
+            if job.status is not JobStatus.QUEUED or job.widen_at is None:
                 return None
-            if job.gang:  # a gang assembling: its deadline (zen.core.gang)
-                return gang.assembly_expired(job, now, self._config.gangs)
+            if job.gang:  # a gang assembling: its deadline, or a stockout where it assembles (zen.core.gang)
+                return gang.assembly_expired(job, now, self._config.gangs, self._stocked_out(tx, job, now))
+            if job.widen_at > now:
+                return None
             if not job.start_regions and not job.start_vms:  # it reaches every allowed region already
                 return Decision(fields={"widen_at": None}, publish_start=True,
                                 note="start published again: held back after its claim was refused again")
@@ -91,6 +95,24 @@ class Sweeps:
             return Decision(fields=route.fields(), publish_start=True, note=route.note)
 
         return self._for_each_job(candidates, "routing", decide)
+
+    def _gangs_stocked_out(self, tx: JobTx, now: datetime, limit: int) -> list[str]:
+        """Gangs assembling in a region a stockout blocks now (the planner's memory), per cluster."""
+        found: list[str] = []
+        for cluster in self._config.clusters:
+            blocked = tx.blocked_regions(cluster.name, now)
+            if blocked:
+                found += tx.gangs_assembling_in(cluster.name, sorted({region_of(key) for key in blocked}), limit)
+        return found
+
+    def _stocked_out(self, tx: JobTx, job: Job, now: datetime) -> bool:
+        """A stockout blocks every pool of the region the gang assembles in that the job may use."""
+        cluster = self._config.cluster(job.cluster)
+        if cluster is None or not job.gang:
+            return False
+        blocked, primary = tx.blocked_regions(job.cluster, now), cluster.provisioning[0]
+        models = accepted_models(job.request.get("provisioning"), cluster.provisioning)
+        return bool(models) and all(pool_key(job.gang[0].region, m, primary) in blocked for m in models)
 
     def apply_early_stops(self, job_ids: list[str] | None = None, limit: int = 500) -> int:
         """Stops kept because their job was unknown when they came, whose job exists now, applied as

@@ -64,6 +64,10 @@ class PostgresJobTx:
     def queued_jobs_to_widen(self, now: datetime, limit: int) -> list[str]:
         return repository.queued_jobs_to_widen(self.session, now, limit)
 
+    @hooked("gangs_assembling_in")
+    def gangs_assembling_in(self, cluster: str, regions: list[str], limit: int) -> list[str]:
+        return repository.gangs_assembling_in(self.session, cluster, regions, limit)
+
     @hooked("pending_jobs")
     def pending_jobs(self, limit: int) -> list[str]:
         return repository.pending_jobs(self.session, limit)

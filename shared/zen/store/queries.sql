@@ -189,6 +189,16 @@ WHERE status = 'QUEUED' AND widen_at IS NOT NULL AND widen_at <= :now
 ORDER BY widen_at
 LIMIT :limit;
 
+-- name: gangs_assembling_in
+-- A cluster's gangs assembling (QUEUED, some node claimed: zen.core.gang) in one of :regions, for the tick's
+-- check of the regions a stockout blocks; each is re-read FOR UPDATE and re-decided. An assembling gang
+-- always has its deadline in widen_at, so the jobs_queued_widen index finds them.
+SELECT job_id FROM jobs
+WHERE status = 'QUEUED' AND widen_at IS NOT NULL AND gang IS NOT NULL AND cluster = :cluster
+  AND gang -> 0 ->> 'region' = ANY(CAST(:regions AS text[]))
+ORDER BY widen_at
+LIMIT :limit;
+
 -- name: insert_early_stop
 INSERT INTO early_stops (job_id, reason, requested_at, principal) VALUES (:job_id, :reason, :now, :principal)
 ON CONFLICT (job_id) DO NOTHING;

@@ -206,6 +206,11 @@ def queued_jobs_to_widen(session: Session, now: datetime, limit: int) -> list[st
     return [r["job_id"] for r in session.run("queued_jobs_to_widen", now=now, limit=limit)]
 
 
+def gangs_assembling_in(session: Session, cluster: str, regions: list[str], limit: int) -> list[str]:
+    """The cluster's gangs assembling in one of ``regions`` (``zen.core.gang``)."""
+    return [r["job_id"] for r in session.run("gangs_assembling_in", cluster=cluster, regions=regions, limit=limit)]
+
+
 def forget_early_stops(session: Session, cutoff: datetime) -> None:
     session.run("forget_early_stops", cutoff=cutoff)
 

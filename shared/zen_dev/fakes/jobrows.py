@@ -140,6 +140,13 @@ class InMemoryJobTx:
                if j.status is JobStatus.QUEUED and j.widen_at is not None and j.widen_at <= now]
         return [job_id for _, job_id in sorted(due)[:limit]]
 
+    @hooked("gangs_assembling_in")
+    def gangs_assembling_in(self, cluster: str, regions: list[str], limit: int) -> list[str]:
+        found = [(j.widen_at, j.job_id) for j in self._t.jobs.values()
+                 if j.status is JobStatus.QUEUED and j.widen_at is not None and j.gang and j.cluster == cluster
+                 and j.gang[0].region in regions]
+        return [job_id for _, job_id in sorted(found)[:limit]]
+
     @hooked("pending_jobs")
     def pending_jobs(self, limit: int) -> list[str]:
         return [j.job_id for j in sorted((j for j in self._t.jobs.values()
