@@ -214,3 +214,21 @@ def test_job_traces_give_nodes_philly_maps_gpus_beyond_one_vm_to_nodes_and_csv_r
     import pytest
     with pytest.raises(JobTraceError, match="nodes"):
         csv_jobs(zen, sc.clusters)
+
+
+def test_a_gang_whose_region_stocks_out_is_given_back_at_once_and_assembles_in_another_region():
+    # A warm VM in us-west1 (it ran a one-node job) claims the gang's first part; us-west1 has room for
+    # that VM only. Once the planner finds us-west1 stocked out, the tick gives the part back (not at the
+    # 600 s bound) and the next attempt is offered outside us-west1 first: it assembles in us-central1.
+    sc = scenario("""schedule:
+    - {at_s: 0, zone: us-west1-a, capacity: 1}
+  default: 4""", extra=FIXED_BOOT, regions="[us-central1, us-west1]")
+    warm = SimJob("warm", "4xa100", 0.0, 200.0, ("us-west1",))
+    both = gang(regions=("us-west1", "us-central1"), submit_s=400.0, duration_s=1000)
+    sim = Simulation(sc, [warm, both], make_policy("zen"), horizon_s=4000)
+    result = sim.run()
+    [(submitted, started)] = result.gang_starts
+    assert started is not None and started - submitted < gangs.ASSEMBLE_S
+    assert (result.gang_stockout_releases, result.gang_assembly_timeouts) == (1, 0)
+    assert [region for at, region in result.start_regions if at == started] == ["us-central1"]
+    assert result.gangs_split == 0 and result.nodes_left_after_gang == 0

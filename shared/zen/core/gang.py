@@ -113,21 +113,22 @@ def assembly_expired(job: Job, now: datetime, config: GangConfig, stocked_out: b
     """The tick: a gang still QUEUED past its assembly deadline, or sooner when a stockout blocks the
     region it assembles in (``stocked_out``: the planner will ask that region for no VM until the block
     ends, so the rest cannot come), gives back the VMs that claimed a part and is retried as attempt + 1
-    (not spent: nothing ran), its starts published afresh. None: in time.
+    (not spent: nothing ran), its starts published afresh. None: in time (a stockout alone releases
+    nothing when the job may run in no other region: its VMs would claim it again at once).
 
     The new attempt's start goes to the job's other regions first (``avoid_region``): the VMs given back
     are idle in the region that could not finish the gang and would claim it again at once, so it would
     assemble there again and wait out another deadline."""
     if job.status is not JobStatus.QUEUED or not job.gang or job.widen_at is None:
         return None
-    if job.widen_at > now and not stocked_out:
-        return None
     vms, region = [node.vm for node in job.gang], job.gang[0].region
+    avoid = avoid_region(job, region, now, config)
+    if job.widen_at > now and (not stocked_out or avoid is None):  # in time, or nowhere else to go
+        return None
     why = (f"{region} is stocked out" if job.widen_at > now else f"gang not complete within {config.assemble_s} s")
     reason = (f"{why}: {len(vms)} of {job.nodes} nodes claimed ({', '.join(vms)}); they are released, and the "
               f"gang retried as attempt {job.attempt + 1}")
     fields = dict(_RESET, attempt=job.attempt + 1, max_attempts=job.max_attempts + 1)
-    avoid = avoid_region(job, region, now, config)
     if avoid is not None:
         fields.update(avoid)
         reason += f", its start sent to {', '.join(avoid['start_regions'])} first (for {config.assemble_s} s)"

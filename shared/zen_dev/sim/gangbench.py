@@ -51,8 +51,8 @@ def pooled_gangs(runs: list[RunResult]) -> RunResult:
     for run in runs:
         out.gang_starts += run.gang_starts
         out.starts += run.starts
-        for key in ("gang_idle_seconds", "gang_idle_given_back_seconds", "gangs_split", "nodes_left_after_gang", "gang_assembly_timeouts",
-                    "vm_seconds", "wasted_seconds", "lost_seconds"):
+        for key in ("gang_idle_seconds", "gang_idle_given_back_seconds", "gangs_split", "nodes_left_after_gang",
+                    "gang_assembly_timeouts", "gang_stockout_releases", "vm_seconds", "wasted_seconds", "lost_seconds"):
             setattr(out, key, getattr(out, key) + getattr(run, key))
     return out
 
@@ -103,7 +103,8 @@ def report(seeds: int = GANG_SEEDS) -> list[str]:
                          f"  idle node-min {s['gang_idle_node_minutes']} ({s['gang_idle_given_back_node_minutes']} given back)"
                          f"  never {s['gangs_never_started']}"
                          f"  split {s['gangs_split']}  left {s['nodes_left_after_gang']}"
-                         f"  assembly timeouts {s['gang_assembly_timeouts']}")
+                         f"  assembly timeouts {s['gang_assembly_timeouts']}"
+                         f"  released at a stockout {s['gang_stockout_releases']}")
         held = gang_targets(zen, ask)
         ratios = {label: _ratio(zen[key], ask[key]) for label, key, _ in GANG_TARGETS}
         lines.append("    targets: " + " | ".join(

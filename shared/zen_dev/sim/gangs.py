@@ -7,8 +7,10 @@
   command); the first claim fixes the gang's region (the other regions' claims are refused) and sets the
   assembly deadline, first claim + ``GangConfig.assemble_s`` (600 s, production's bound); the job starts
   when the N-th node claims, on all N at once;
-- past the deadline (checked at the periodic tick, as production's ``assembly_expired``) the parts are
-  given back (their VMs idle again) and the gang is queued afresh as its next attempt;
+- past the deadline, or sooner when the planner's memory blocks the region it assembles in (a stockout),
+  checked at the periodic tick as production's ``assembly_expired``, the parts are given back (their VMs
+  idle again) and the gang is queued afresh as its next attempt, offered first outside that region for
+  ``assemble_s`` (``zen.core.gang.avoid_region``), then everywhere;
 - one fate: a preemption of any node ends the attempt on every node (each node's run since its last
   checkpoint is rework) and the gang is queued again; a node holding a part that goes away leaves the
   gang (its place offered again);
@@ -30,6 +32,7 @@ import heapq
 from zen.core.gang_records import GangConfig
 from zen.scaling.model import DemandGroup, VmPhase, fold_demand
 from zen_dev.sim.instances import _FINISH, kept_s
+from zen_dev.sim.routing import blocked
 
 ASSEMBLE_S = float(GangConfig().assemble_s)  # production's default: gangs.assemble_s
 _QUEUED, _RUNNING, _DONE = "QUEUED", "RUNNING", "DONE"  # as zen_dev.sim.world
@@ -69,13 +72,16 @@ class Gangs:
         cluster.demand_view = None
 
     # -- queueing and claims ---------------------------------------------------------------------
-    def offer(self, job) -> None:
-        """The gang is queued (submitted, or a new attempt): its parts are offered in every allowed pool,
-        and the idle VMs there claim them."""
+    def offer(self, job, avoid: str | None = None) -> None:
+        """The gang is queued (submitted, or a new attempt): its parts are offered in every allowed pool
+        (``avoid``: outside that region, until ``assemble_s`` from now), and the idle VMs there claim them."""
         w = self.w
         cluster, spec = w.clusters[job.spec.cluster], job.spec
         job.state, job.reach = _QUEUED, job.pools
-        job.parts, job.gang_reach, job.assemble_until = [], None, None
+        job.parts, job.gang_reach, job.assemble_until, job.widen_at = [], None, None, None
+        others = tuple(p for p in job.pools if cluster.migs[p].region != avoid) if avoid else ()
+        if others and len(others) < len(job.pools):
+            job.gang_reach, job.widen_at = others, w.now + self.assemble_s
         job.qseq = next(w.seq)
         cluster.gangs[spec.job_id] = job
         self._changed(cluster)
@@ -116,7 +122,7 @@ class Gangs:
         vm.touch()
         vm.epoch += 1
         if not job.parts:
-            job.assemble_until = w.now + self.assemble_s
+            job.assemble_until, job.widen_at = w.now + self.assemble_s, None
             if not self.hedged:  # the first claim fixes the gang's region (zen.core.gang._claim)
                 job.gang_reach = tuple(p for p in job.pools if cluster.migs[p].region == vm.mig.region)
         job.parts.append(vm)
@@ -244,21 +250,40 @@ class Gangs:
         self._spread(cluster, job)
 
     def expire(self, cluster) -> None:
-        """The tick: a gang not complete by its assembly deadline gives its parts back and is queued
-        afresh as its next attempt (``zen.core.gang.assembly_expired``)."""
+        """The tick: a gang not complete by its assembly deadline, or assembling in a region the planner's
+        memory blocks (a stockout), gives its parts back and is queued afresh as its next attempt, first
+        outside that region (``zen.core.gang.assembly_expired``); a gang offered outside a region whose
+        wait is over is offered everywhere (``zen.core.routing.next_route``)."""
         now = self.w.now
+        for job in [job for job in cluster.gangs.values() if job.widen_at is not None and job.widen_at <= now]:
+            if job.state is _QUEUED and not job.parts:
+                self.offer(job)
         due = [job for job in cluster.gangs.values()
-               if job.assemble_until is not None and job.assemble_until <= now]
+               if job.assemble_until is not None and (job.assemble_until <= now or self._stocked_out(cluster, job))]
         for job in due:
             if job.state is not _QUEUED or job.assemble_until is None:
                 continue  # completed (or gave its parts back) while an earlier one's parts were released
             parts = list(job.parts)
             for vm in parts:
                 self._wait_ends(vm, given_back=True)
-            self.w.result.gang_assembly_timeouts += 1
+            if job.assemble_until <= now:
+                self.w.result.gang_assembly_timeouts += 1
+            else:
+                self.w.result.gang_stockout_releases += 1
             job.attempt += 1
-            self.offer(job)  # queued afresh first: the released VMs may claim its new attempt
+            # Queued afresh first (the released VMs may claim its new attempt where it may go), elsewhere first.
+            self.offer(job, avoid=None if self.hedged else parts[0].mig.region)
             self.free_all(job, parts)
+
+    def _stocked_out(self, cluster, job) -> bool:
+        """The planner's memory blocks every pool of the region the gang assembles in, and it may go
+        elsewhere (not for hedged copies)."""
+        if self.hedged or not job.parts:
+            return False
+        region = job.parts[0].mig.region
+        if all(cluster.migs[p].region == region for p in job.pools):
+            return False
+        return blocked(cluster, tuple(p for p in job.pools if cluster.migs[p].region == region), self.w.clock())
 
     # -- the checks --------------------------------------------------------------------------------
     def count_left(self, job) -> int:

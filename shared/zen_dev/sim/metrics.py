@@ -20,7 +20,8 @@ EXTRA_KEYS = ("jobs", "limit_violations", "busy_delete_attempts", "preemptions",
 # With the scenario's prices only (zen_dev.sim.scenario ``prices:``): beside JSON_KEYS and EXTRA_KEYS.
 # With gangs in the job trace only (zen_dev.sim.gangs): beside JSON_KEYS.
 GANG_KEYS = ("gangs", "gang_start_p50_s", "gang_start_p95_s", "gang_idle_node_minutes", "gangs_never_started",
-             "gangs_split", "nodes_left_after_gang", "gang_assembly_timeouts", "gang_idle_given_back_node_minutes")
+             "gangs_split", "nodes_left_after_gang", "gang_assembly_timeouts", "gang_idle_given_back_node_minutes",
+             "gang_stockout_releases")
 DOLLAR_KEYS = ("usd", "usd_per_useful_gpu_hour", "useful_gpu_hours", "rework_gpu_hours",
                "floor_usd_per_useful_gpu_hour", "usd_vs_floor")
 
@@ -65,6 +66,7 @@ class RunResult:
     gangs_split: int = 0  # gang starts whose nodes were in more than one region
     nodes_left_after_gang: int = 0  # nodes still holding a gang after its attempt ended
     gang_assembly_timeouts: int = 0  # gangs not complete within assemble_s: parts given back, queued again
+    gang_stockout_releases: int = 0  # gangs whose parts were given back sooner: their region stocked out
 
     def waits(self) -> list[float]:
         """Time-to-start per job, never-started jobs counted until the horizon."""
@@ -111,6 +113,7 @@ class RunResult:
             "nodes_left_after_gang": self.nodes_left_after_gang,
             "gang_assembly_timeouts": self.gang_assembly_timeouts,
             "gang_idle_given_back_node_minutes": round(self.gang_idle_given_back_seconds / 60.0, 1),
+            "gang_stockout_releases": self.gang_stockout_releases,
         }
         assert tuple(out) == GANG_KEYS
         return out
