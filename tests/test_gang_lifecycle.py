@@ -174,7 +174,9 @@ def test_a_stop_while_the_gang_assembles_releases_the_nodes_that_claimed(functio
     assert actions(publisher, "vm-1") == ["RELEASE"]
 
 
-def test_a_gang_not_complete_in_time_releases_its_vms_and_is_retried(functions, zen, publisher, clock, config):
+def test_a_gang_not_complete_in_time_releases_its_vms_and_is_retried(functions, zen, publisher, clock, config, capsys):
+    from zen.cli.main import main
+
     functions.submit(job_request("g", nodes=2))
     claim(functions, "vm-1")
     clock.advance(config.gangs.assemble_s - 1)
@@ -190,6 +192,9 @@ def test_a_gang_not_complete_in_time_releases_its_vms_and_is_retried(functions, 
     starts = publisher.on("zen-job-start")
     assert [json.loads(m.data)["attempt"] for m in starts] == [1, 1, 2, 2]
     assert starts[-1].attributes["regions"] == ",".join(others)  # not where the released VM idles
+    assert main(["explain", "g"]) == 0
+    assert (f"waiting for a VM of 4xa100-40gb in {', '.join(others)} (a gang of 2: none claimed yet; sent there first, "
+            "away from the region its last attempt could not assemble in") in capsys.readouterr().out
     claim(functions, "vm-1", seq=3)  # a late repeat of its old claim: released, joins nothing
     assert actions(publisher, "vm-1") == ["RELEASE", "RELEASE"] and job(zen, "g").gang is None
     clock.advance(config.gangs.assemble_s + 1)  # nobody elsewhere claimed it: every region again

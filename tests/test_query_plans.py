@@ -72,6 +72,7 @@ HOT_QUERIES = [
     ("held_jobs_silent_since", {"cutoff": NOW - timedelta(minutes=2), "limit": 500}),
     ("queued_jobs_published_before", {"cutoff": NOW - timedelta(hours=1), "limit": 500}),
     ("queued_jobs_to_widen", {"now": NOW, "limit": 500}),  # the tick widens starts narrowed near their data
+    ("gangs_assembling_in", {"cluster": "4xa100-40gb", "regions": ["us-west1"], "limit": 500}),  # at a stockout
     ("early_stops_of_submitted_jobs", {"limit": 500}),  # stops that raced their submission
     ("pending_jobs", {"limit": 500}),  # without queues, the tick admits jobs left PENDING by removed queues
     ("queued_demand", {"cluster": "1xl4"}),  # the planner's demand, by the regions each start reaches now

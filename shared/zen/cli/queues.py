@@ -16,7 +16,7 @@ from typing import Any, Callable
 from zen.cli.kit import Context, fail, print_table
 from zen.core.clearance import for_request
 from zen.core.config import load_config
-from zen.core.models import JobStatus
+from zen.core.models import Job, JobStatus
 from zen.jobs.authorization import may_submit
 
 QUEUE_COLUMNS = ("queue", "cohort", "cluster", "quota_gpus", "admitted_gpus", "borrowed_gpus", "pending", "queued",
@@ -107,10 +107,7 @@ def explain_line(session, config, job) -> str:
         why = (f"admitted{f' by queue {job.queue}' if job.queue else ''}; waiting for a VM of {job.cluster} "
                f"in {', '.join(job.start_regions or job.regions)}")
         if job.nodes > 1:  # a gang assembling (zen.core.gang)
-            claimed = job.gang or []
-            why += (f" (a gang of {job.nodes}: {len(claimed)} claimed in {claimed[0].region} "
-                    f"({', '.join(n.vm for n in claimed)}), the rest until {job.widen_at:%H:%M:%S}, then released "
-                    "and retried)" if claimed and job.widen_at else f" (a gang of {job.nodes}: none claimed yet)")
+            why += _gang_wait(job)
         elif job.start_vms and job.widen_at:  # zen.core.routing: offered to warm VMs
             why += f" (its start is offered to {', '.join(job.start_vms)} first, whose caches are warm; widened " \
                    f"at the first tick after {job.widen_at:%H:%M:%S})"
@@ -175,3 +172,15 @@ def _data_line(config, job) -> str | None:
     crossing, usd = priced
     return (f"data: regions ordered by input location ({', '.join(job.regions)}); from {region} "
             f"{crossing:g} GB of input cross regions, about ${usd:.2f} egress")
+
+
+def _gang_wait(job: Job) -> str:
+    """How a QUEUED gang waits: its nodes claimed so far and its deadline, or where its start goes first."""
+    claimed = job.gang or []
+    if claimed and job.widen_at:
+        return (f" (a gang of {job.nodes}: {len(claimed)} claimed in {claimed[0].region} "
+                f"({', '.join(n.vm for n in claimed)}), the rest until {job.widen_at:%H:%M:%S}, then released and retried)")
+    if job.start_regions and job.widen_at:  # zen.core.gang.avoid_region
+        return (f" (a gang of {job.nodes}: none claimed yet; sent there first, away from the region its last "
+                f"attempt could not assemble in; every allowed region at the first tick after {job.widen_at:%H:%M:%S})")
+    return f" (a gang of {job.nodes}: none claimed yet)"
