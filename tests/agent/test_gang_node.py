@@ -67,3 +67,24 @@ def test_a_gang_nodes_container_shares_the_vms_network_and_others_keep_their_own
     assert alone[alone.index("--network") + 1] == "zen-net"
     cut_off = container_options(node, Sandbox(network="none"))  # the cluster's choice stands
     assert cut_off[cut_off.index("--network") + 1] == "none"
+
+
+def test_a_gang_node_pulls_its_image_while_it_waits_for_the_others_and_a_one_node_job_does_not(tmp_path):
+    """The image is pulled (in a thread of its own) while the node waits for its CONFIRM, so the gang's
+    containers start from an image already here once the last node claims."""
+    from tests.agent.fakedocker import FakeDocker
+    from tests.agent.helpers import wait_for
+
+    docker = FakeDocker(tmp_path / "docker")
+    transport = FakeTransport(IDENTITY.vm)
+    transport.add_start(start_message("single", image="img:solo", command=["x"]))
+    ack_id = transport.add_start(start_message("pair", image="img:gang", command=["x"], nodes=2, assemble_s=20))
+    settings = replace(SETTINGS, claim_timeout_s=5, claim_tries=1, docker=docker.path, work_dir=str(tmp_path / "work"))
+    agent = Agent(IDENTITY, settings, transport, local=False, clock=transport.clock)
+    transport.when_idle = lambda: agent.request_shutdown("test over")
+    assert agent.run() == 0 and agent.jobs_run == 0  # neither confirmed: both given back
+    assert ("nack", ack_id) in transport.calls
+    wait_for(lambda: ["pull", "img:gang"] in docker.calls())
+    assert ["pull", "img:solo"] not in docker.calls()
+    assert [c for c in docker.calls() if c[0] == "run"] == []  # pulled ahead, never run unconfirmed
+    wait_for(lambda: agent.cache.report()[1] == ["img:gang"])  # on this VM: kept and reported as warm

@@ -33,7 +33,7 @@ from zen.agent.limits import DailyPulls, PullLimits
 from zen.agent.outage import PullOutage
 from zen.agent.removal import remove_container
 from zen.agent.reports import AttemptReport, Reporter
-from zen.agent.runner import container_name, remove_image
+from zen.agent.runner import container_name, pull_image, remove_image
 from zen.agent.settings import AgentSettings
 from zen.agent.shutdown import SLICE_S, VM_STOPPING_S, Shutdown
 from zen.agent.slots import ControlRouter, Slots
@@ -264,6 +264,7 @@ class Agent:
         gone: bool | None = None
         self.controls.open(key)
         try:
+            self._pull_ahead(start)
             answer = self.claimer.claim(delivery, attempt, start.assemble_s)
             settled = True  # _claim acks or nacks in every case
             if answer == "confirm":
@@ -293,6 +294,22 @@ class Agent:
                 self.pulls.retire(f"the container of {key[0]} attempt {key[1]} could not be removed")
         if answer == "timeout":
             self.vm_beats.changed()  # Zen requeues the attempt now, if our claim won, not at the next VM heartbeat
+
+    def _pull_ahead(self, start: StartMessage) -> None:
+        """A gang's node (``start.nodes`` > 1) pulls the job's image while it waits for the others to claim
+        (up to ``assemble_s``, minutes when they boot), in a thread of its own: once the last node claims,
+        every node's ``docker run`` finds the image here instead of pulling it then, so the gang's command
+        starts sooner. Best effort: a failed pull leaves it to ``docker run``. A one-node job is answered at
+        once, so it gains nothing from pulling ahead."""
+        if start.nodes is None or not start.image or self.local:
+            return
+        image, docker = start.image, self.settings.docker
+
+        def pull() -> None:
+            if pull_image(image, docker, timeout_s=float(start.assemble_s or 1800)):
+                self.cache.ran_image(image)  # on this VM now: kept (and reported warm) as any image run here
+
+        threading.Thread(target=pull, name="zen-image-pull", daemon=True).start()
 
     def _decode_start(self, delivery: StartDelivery) -> StartMessage | None:
         try:

@@ -136,7 +136,8 @@ class InputCache:
                 self._inputs.popitem(last=False)
 
     def ran_image(self, image: str) -> None:
-        """``image`` ran on this VM (docker pulled it if it was not here): it is the most recently used;
+        """``image`` ran on this VM (docker pulled it if it was not here), or a gang's node pulled it ahead
+        (``Agent._pull_ahead``): it is the most recently used;
         beyond ``images_keep``, the least recently used image is removed from the VM (``forget_image``,
         ``docker image rm`` without force, in the background: docker refuses an image a container still
         runs, which then stays on the disk, unreported, until a job runs it again)."""

@@ -327,6 +327,19 @@ class RunningJob:
         self.container_gone = remove_container(self.launch.container, self._docker, budget_s=budget_s)
 
 
+def pull_image(image: str, docker: str = "docker", timeout_s: float = 1800.0) -> bool:
+    """``docker pull IMAGE``. Best effort: True when docker has it; a failure is logged, never raised (the
+    job's ``docker run`` pulls it again, and says why if it cannot)."""
+    try:
+        done = subprocess.run([docker, "pull", image], capture_output=True, text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("could not pull an image ahead", extra={"image": image, "error": str(exc)})
+        return False
+    if done.returncode != 0:
+        log.warning("docker did not pull an image ahead", extra={"image": image, "error": done.stderr.strip()[-300:]})
+    return done.returncode == 0
+
+
 def remove_image(image: str, docker: str = "docker") -> bool:
     """``docker image rm IMAGE`` (no force: an image a container still uses stays). Best effort: True
     when docker removed it; a failure is logged, never raised (the next job does not depend on it)."""
