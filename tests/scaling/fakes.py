@@ -32,8 +32,8 @@ class RecordingMig:
         self.calls.append(("target_size", self.region))
         return self.target
 
-    def resize(self, size: int) -> None:
-        self.calls.append(("resize", self.region, size))
+    def resize(self, size: int, together: tuple[int, ...] = ()) -> None:
+        self.calls.append(("resize", self.region, size) + ((tuple(together),) if together else ()))
         self.target = size
 
     def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:

@@ -34,7 +34,7 @@ def test_an_add_stopped_by_the_cluster_limit_is_a_hold_that_says_so():
 def test_a_failed_resize_is_recorded_as_not_added():
     m, _, fleet = manager(Plan(add={"us-west1": 1}, decisions=[Decision(Action.ADD, "us-west1", "1 job", 1)]))
 
-    def fail(size):
+    def fail(size, together=()):
         raise MigApiError("503 backend error")
 
     m.mig("us-west1").resize = fail

@@ -1,20 +1,28 @@
 """Pools of several provisioning models against the Compute stand-in, through the official clients:
-flex-start MIGs grown by resize requests (FlexStartMig), spot VMs preempted and standard ones not."""
+flex-start MIGs grown by resize requests (FlexStartMig), one per gang asked for, spot VMs preempted and
+standard ones not."""
 
 from __future__ import annotations
+
+from datetime import datetime, timezone
 
 import pytest
 from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
 
+from tests.scaling.fakes import FakeFleet
 from zen.adapters.compute import MigApiError, MigManager, compute_clients_from_env
 from zen.adapters.flex_start import FlexStartMig, pending_name, request_of, resize_requests_client_from_env
 from zen.core.config import ZenConfig, load_config
-from zen.scaling.model import VmPhase
+from zen.scaling.manager import ClusterManager
+from zen.scaling.model import DemandGroup, Timing, VmPhase
+from zen.scaling.port import FleetFacts
+from zen.scaling.pricing import cluster_pools
 from zen.scaling.vms import classify
 from zen_dev.local.compute import ComputeStandIn, ManualClock
 
 PROJECT, REGION = "test-proj", "us-central1"
+NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
 ZONES = [f"{REGION}-a", f"{REGION}-b", f"{REGION}-c"]
 CLUSTER = {"name": "4xa100", "gpu_type": "nvidia-tesla-a100", "gpu_count": 4, "machine_type": "a2-highgpu-4g",
            "regions": [REGION], "max_vms_per_region": 8, "max_vms": 8,
@@ -126,6 +134,28 @@ def test_a_granted_request_cannot_be_cancelled_and_its_vms_are_deleted_as_any(cl
     standin.advance(61)
     flex.delete_instances([vm.name], {vm.name: flex.read().instances[0].zone})
     assert flex.read().target_size == 0
+
+
+def test_each_gang_gets_a_resize_request_of_its_own_and_the_rest_one_together(cloud):
+    standin, flex, _ = cloud()
+    flex.resize(5, together=(2, 2))  # two gangs of 2 and one VM for a one-node job
+    assert sorted(flex.pending().values()) == [1, 2, 2] and flex.target_size() == 5
+    standin, flex, _ = cloud()
+    flex.resize(3, together=(2, 2))  # room for one whole gang: it and the VM over
+    assert sorted(flex.pending().values()) == [1, 2]
+
+
+def test_two_gangs_planned_in_one_pass_are_two_resize_requests(cloud):
+    standin, flex, cluster = cloud()
+    pools = cluster_pools(cluster)
+    [pool] = [key for key, p in pools.items() if p.model == "flex-start"]
+    migs = {key: flex if key == pool else MigManager(PROJECT, REGION, cluster.mig_name(REGION, p.model),
+                                                     *compute_clients_from_env())
+            for key, p in pools.items()}
+    fleet = FakeFleet(FleetFacts((DemandGroup((pool,), 4, NOW, gang=2),), {}, {}, {}, 0), NOW)
+    report = ClusterManager(cluster, fleet, migs, lambda: NOW, Timing(), concurrent=False).run()
+    assert report.added == {pool: 4}
+    assert sorted(flex.pending().values()) == [2, 2]  # not one request of 4: each gang granted on its own
 
 
 def test_the_resize_request_api_answers_as_compute_does(cloud):

@@ -73,3 +73,13 @@ def test_a_gang_is_completed_where_a_spare_vm_would_claim_its_first_part():
     full = [vm(f"b{i}", "us-west1", VmPhase.BUSY, job=f"x{i}") for i in range(3)]  # us-west1: room for 0 more
     plan = plan_for(gangs(1, 3), vms=idle + full, limits=ClusterLimits("c", REGIONS, max_vms_per_region=4, max_vms=10))
     assert plan.add == {"us-central1": 3}  # where the whole gang fits
+
+
+def test_each_gang_asked_for_and_each_gang_hedge_is_a_unit_of_the_plan_and_ordinary_jobs_none():
+    plan = plan_for(gangs(2, 2))
+    assert plan.add == {"us-central1": 4} and plan.together == {"us-central1": [2, 2]}
+    assert plan_for(gangs(1, 4, claimed=3)).together == {"us-central1": [1]}  # only its missing node asked for
+    limits = ClusterLimits("c", REGIONS, max_vms_per_region=4, max_vms=6)
+    hedged = plan_for(gangs(1, 3), limits=limits, memory={}, timing=Timing())
+    assert hedged.together == {"us-central1": [3], "us-west1": [3]}
+    assert ZenPlanner().plan(snap(0, queued=jobs(3))).together == {}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from zen.core.config import ClusterConfig
 from zen.scaling import vms as vms_module
 from zen.scaling.manager import ClusterManager
@@ -63,6 +65,17 @@ def test_a_full_mig_gets_no_resize_and_the_cluster_cap_holds_whatever_the_plan_a
     report = m.run()
     assert applied(calls) == [("resize", "us-west1", 1)]  # 2 VMs + 1 = the cluster's max_vms (3)
     assert report.added == {"us-west1": 1}
+
+
+@pytest.mark.parametrize("max_vms, resized", [
+    (4, ("resize", "us-west1", 2, (2,))),  # room for one gang: its unit alone
+    (5, ("resize", "us-west1", 3, (2,))),  # one gang and one VM over: the VM goes with the rest
+    (6, ("resize", "us-west1", 4, (2, 2))),
+])
+def test_the_gangs_passed_to_a_resize_are_those_that_fit_whole_in_what_the_limits_let_it_add(max_vms, resized):
+    m, calls, _ = manager(Plan(add={"us-west1": 4}, together={"us-west1": [2, 2]}), per_region=4, max_vms=max_vms)
+    m.run()
+    assert applied(calls) == [resized]
 
 
 def test_a_vm_holding_a_job_is_never_deleted_and_deletions_are_one_call_per_region():

@@ -1,5 +1,6 @@
 """Provisioning models in the simulator: a MIG per pool, spot alone preempted, capacity per model,
-flex-start requests granted whole, checkpoints, and the baselines that keep to one model."""
+flex-start requests granted whole (one per gang asked for), checkpoints,
+and the baselines that keep to one model."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 
 from zen.scaling.model import Plan, VmPhase
 from zen_dev.capacity.yamllines import ScenarioError
+from zen_dev.sim.flexstart import FlexGrants
 from zen_dev.sim.jobs import SimJob
 from zen_dev.sim.policies import make_policy
 from zen_dev.sim.runner import run_policies
@@ -104,6 +106,23 @@ def test_a_flex_start_request_is_granted_whole_after_its_queue():
     later = listed.snapshots[-1]
     assert [(vm.phase, vm.started, vm.creation_error) for vm in later.vms] == [(VmPhase.BOOTING, False, None)] * 2
     assert not later.errors
+
+
+def test_two_gangs_asked_for_in_one_flex_start_pool_get_a_request_each(monkeypatch):
+    # Room for 2 in r1-a: one request of 4 would never be granted; one of 2 per gang is, one after the other.
+    requests, request = [], FlexGrants.request
+
+    def spied(self, mig, count):
+        requests.append((self._world.now, count))
+        request(self, mig, count)
+
+    monkeypatch.setattr(FlexGrants, "request", spied)
+    scenario = _scenario("[flex-start]", capacity="{default: 0, schedule: [{at_s: 0, zone: r1-a, capacity: 2}]}",
+                         extra="flex_start: {grant: {dist: fixed, s: 300}}\n")
+    gangs = [SimJob(f"g{i}", "c", 0.0, 600.0, ("r1",), nodes=2) for i in (1, 2)]
+    result = _world(scenario, make_policy("zen"), gangs, horizon_s=3000).run()
+    assert requests == [(0.0, 2), (0.0, 2)]
+    assert result.gang_starts == [(0.0, 400.0), (0.0, 1000.0)]  # granted at 300 s; the second when the first ends
 
 
 def test_a_checkpointing_job_resumes_from_its_last_checkpoint():

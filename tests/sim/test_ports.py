@@ -52,9 +52,9 @@ def spy_on_apply(monkeypatch) -> list:
     calls: list = []
     resize, delete = SimMigPort.resize, SimMigPort.delete_instances
 
-    def spied_resize(self, size):
-        calls.append((self._world.now, ("resize", self.region, size)))
-        resize(self, size)
+    def spied_resize(self, size, together=()):
+        calls.append((self._world.now, ("resize", self.region, size) + ((tuple(together),) if together else ())))
+        resize(self, size, together)
 
     def spied_delete(self, names, zones):
         calls.append((self._world.now, ("delete_instances", self.region, sorted(names))))

@@ -14,7 +14,7 @@ import os
 import uuid
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry, if_exception_type
@@ -163,8 +163,9 @@ class MigManager:
         settled = len(instances) == target and all(i.current_action == "NONE" for i in instances)
         return MigState(target, instances, [] if settled else self.errors(since))
 
-    def resize(self, size: int) -> None:
-        """Set the target size (absolute, so a retry after a timeout changes nothing)."""
+    def resize(self, size: int, together: Sequence[int] = ()) -> None:
+        """Set the target size (absolute, so a retry after a timeout changes nothing); ``together`` is
+        ignored: a MIG resized by target size creates each VM on its own, there is no request to split."""
         self._write(self._migs.resize_unary, size=size)
 
     def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:

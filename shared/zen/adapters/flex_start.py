@@ -1,9 +1,9 @@
 """FlexStartMig: the MIG port over a flex-start pool's regional MIG, grown by resize requests.
 
-Dynamic Workload Scheduler's flex-start VMs are not asked for by target size: each ``resize`` inserts a
-resize request (``regionInstanceGroupManagerResizeRequests.insert``, google-cloud-compute's
+Dynamic Workload Scheduler's flex-start VMs are not asked for by target size: each ``resize`` inserts
+resize requests (``regionInstanceGroupManagerResizeRequests.insert``, google-cloud-compute's
 ``RegionInstanceGroupManagerResizeRequestsClient``, in the pinned 1.57.0 as in the v1 API) for the VMs
-it adds. Compute queues it (CREATING, then ACCEPTED) and grants it all at once when capacity frees up:
+it adds: one per gang asked for (``together``), one for the rest. Compute queues it (CREATING, then ACCEPTED) and grants it all at once when capacity frees up:
 its VMs then join the MIG, whose target size grows by the request's ``resizeBy``, and run for the
 cluster's ``flex_start_run_s`` at most. The regional client, not the zonal one: Zen's MIGs are regional.
 
@@ -23,12 +23,13 @@ from __future__ import annotations
 import os
 import uuid
 from datetime import datetime
+from typing import Sequence
 
 from google.cloud import compute_v1
 
 from zen.adapters.compute import MigManager
 from zen.core.provisioning import PENDING_SEP
-from zen.scaling.port import MigInstance, MigPort, MigState, MigSummary
+from zen.scaling.port import MigApiError, MigInstance, MigPort, MigState, MigSummary, MigUnconfirmed, whole_units
 
 _PENDING = {"CREATING", "ACCEPTED"}  # queued: no VM yet (CREATING: the request itself is being created)
 
@@ -97,15 +98,26 @@ class FlexStartMig(MigManager):
         unlisted = self._pending_instances(pending)[listed:]
         return MigState(target + len(unlisted), instances + unlisted, errors)
 
-    def resize(self, size: int) -> None:
-        """Ask for ``size`` less the VMs there are and asked for: one resize request, granted all at once."""
+    def resize(self, size: int, together: Sequence[int] = ()) -> None:
+        """Ask for ``size`` less the VMs there are and asked for, in resize requests each granted all at once:
+        one per unit of ``together`` that fits (a gang's VMs: a gang waits for no other gang's grant), then
+        one for the rest (the one-node jobs' VMs: one request for all of them, one insert call, not one each).
+        A request refused after others were made raises ``MigUnconfirmed``: the resize was carried out in part."""
         more = size - self.target_size()
         if more <= 0:
             return
-        request = compute_v1.InstanceGroupManagerResizeRequest(
-            name=f"zen-{uuid.uuid4().hex[:12]}", resize_by=more,
-            requested_run_duration=compute_v1.Duration(seconds=self.run_s))
-        self._write(self._requests.insert_unary, instance_group_manager_resize_request_resource=request)
+        units = whole_units(together, more)
+        rest = more - sum(units)
+        for made, count in enumerate(units + ((rest,) if rest else ())):
+            request = compute_v1.InstanceGroupManagerResizeRequest(
+                name=f"zen-{uuid.uuid4().hex[:12]}", resize_by=count,
+                requested_run_duration=compute_v1.Duration(seconds=self.run_s))
+            try:
+                self._write(self._requests.insert_unary, instance_group_manager_resize_request_resource=request)
+            except MigApiError as exc:
+                if not made or isinstance(exc, MigUnconfirmed):
+                    raise
+                raise MigUnconfirmed(f"{exc} (after {made} other resize request(s) were made)") from exc
 
     def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:
         """Real instances are deleted; a pending one cancels its whole request (once per request)."""

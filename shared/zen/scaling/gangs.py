@@ -33,13 +33,14 @@ def match(group: DemandGroup, ranked: list[str], pools: tuple[dict[str, int], ..
 
 def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[[str], int],
         add: dict[str, int], held: MutableMapping[str, int], spare: tuple[dict[str, int], ...] = (),
-        idle_needed: MutableMapping[str, int] | None = None,
-        booting_left: MutableMapping[str, int] | None = None) -> list[tuple[str, int]]:
+        idle_needed: MutableMapping[str, int] | None = None, booting_left: MutableMapping[str, int] | None = None,
+        together: dict[str, list[int]] | None = None) -> list[tuple[str, int]]:
     """Ask for each uncovered gang (``left`` VMs of ``group``) in one pool that can hold all of it: its
     spare VMs (``spare``: idle, running, pending that no job took, as ``match`` left them) plus the room
     left. The pool with the most spare VMs goes first (an idle VM there claims a part as soon as the start
     comes, and the gang then assembles in that region), ties in ``ranked`` order; only the rest is asked
-    for. A gang no pool can hold waits (``held``, with why). Returns (pool, VMs asked for), per gang."""
+    for. A gang no pool can hold waits (``held``, with why). Returns (pool, VMs asked for), per gang; each
+    ask is a unit of ``together`` too (``Plan.together``: its VMs come whole or not at all)."""
     asked = []
     for need in DemandGroup(group.regions, left, group.oldest, group.priority, gang=group.gang).chunks():
         def supply(region: str) -> int:
@@ -62,14 +63,18 @@ def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[[str], 
         if need:
             add[region] = add.get(region, 0) + need
             asked.append((region, need))
+            if together is not None:
+                together.setdefault(region, []).append(need)
     return asked
 
 
 def hedge(others: list[str], need: int, room: Callable[[str], int], add: dict[str, int],
-          hedges: MutableMapping[str, int]) -> None:
+          hedges: MutableMapping[str, int], together: dict[str, list[int]] | None = None) -> None:
     """A hedge for a gang whose first pool is uncertain: the whole gang again, in the first of ``others``
-    with room for all of it (none: no hedge)."""
+    with room for all of it (none: no hedge); a unit of ``together`` as its first ask is."""
     region = next((r for r in others if room(r) >= need), None)
     if region is not None:
         add[region] = add.get(region, 0) + need
         hedges[region] += need
+        if together is not None:
+            together.setdefault(region, []).append(need)

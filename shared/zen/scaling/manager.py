@@ -27,7 +27,7 @@ from zen.scaling.asks import PassAsksDb
 from zen.scaling.coverage import COVERAGE_TRUST_S, Coverage, racing
 from zen.scaling.fleetdb import FleetDb
 from zen.scaling.port import FleetPort, MigApiError, MigInstance, MigPort, MigState, MigSummary, MigUnconfirmed
-from zen.scaling.port import PassAsks, QuotaPort
+from zen.scaling.port import PassAsks, QuotaPort, whole_units
 from zen.scaling.model import (
     Action, ClusterLimits, ClusterSnapshot, Decision, ErrorKind, MigError, Plan, Policy, Pool, RegionMemory, Timing,
     VmPhase, vm_index,
@@ -229,7 +229,7 @@ class ClusterManager:
                 size = min(current + count, self.cluster.max_vms_per_region,
                            current + max(0, self.cluster.max_vms - total))
                 if size > current:
-                    mig.resize(size)
+                    mig.resize(size, together=whole_units(plan.together.get(region, ()), size - current))
                     report.added[region] = size - current
                     total += size - current
                 if size - current < count:

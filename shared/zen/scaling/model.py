@@ -242,6 +242,9 @@ class Plan:
     delete: list[tuple[str, str]] = field(default_factory=list)  # (region, vm name)
     memory: dict[str, RegionMemory] = field(default_factory=dict)  # to carry into the next snapshot
     decisions: list[Decision] = field(default_factory=list)
+    # pool -> the gangs asked for there (the VMs each needs, counted in ``add`` too): each must come whole,
+    # so a flex-start pool asks for each in a resize request of its own (``MigPort.resize``)
+    together: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:

@@ -202,7 +202,7 @@ class _Planning:
             ranked = self.ranking.for_group(group)
             if group.gang > 1:  # a gang's VMs all from one pool; its hedge a whole gang too
                 for region, need in gangs.ask(group, left, ranked, room, add, held, self.spare, self.idle_needed,
-                                              self.booting_left):
+                                              self.booting_left, self.plan.together):
                     compared.setdefault(region, ranked)
                     if self.uncertain(region):
                         if others := [r for r in ranked if r != region and self.hedge_priced(r, region)]:
@@ -225,7 +225,7 @@ class _Planning:
                 held[self._hold_reason(group, counts, total)] += left
         for others, count in hedgeable:  # after every job's first ask: hedges never take a job's slot
             if count < 0:  # a gang's hedge: whole, in the first pool with room for it
-                gangs.hedge(others, -count, room, add, hedge)
+                gangs.hedge(others, -count, room, add, hedge, self.plan.together)
                 continue
             for region in others:
                 take = min(count, room(region))

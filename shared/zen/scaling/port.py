@@ -14,7 +14,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Mapping, Protocol
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from zen.core.quotas import Quota
 from zen.scaling.model import Decision, DemandGroup, ErrorKind, MigError, RegionMemory
@@ -81,12 +81,25 @@ class MigPort(Protocol):
 
     def target_size(self) -> int: ...
 
-    def resize(self, size: int) -> None:
+    def resize(self, size: int, together: Sequence[int] = ()) -> None:
         """Set the target size (absolute); returns once Compute accepted it, without waiting for it to be
-        done. Raises ``MigUnconfirmed`` when it may have been carried out, another ``MigApiError`` when not."""
+        done. Raises ``MigUnconfirmed`` when it may have been carried out, another ``MigApiError`` when not.
+        ``together``: of the VMs added, the units that must come whole (gangs), for a MIG that asks for
+        VMs in all-or-nothing requests (flex-start); a MIG resized by target size ignores them."""
 
     def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:
         """Delete exactly these instances, lowering the target size (as ``resize``: never waited on)."""
+
+
+def whole_units(together: Iterable[int], count: int) -> tuple[int, ...]:
+    """The units of ``together`` that fit whole in ``count`` VMs, in order; one that does not fit is left
+    out, its VMs (and any others of the ``count``) to be asked for as the rest."""
+    kept = []
+    for unit in together:
+        if 0 < unit <= count:
+            kept.append(unit)
+            count -= unit
+    return tuple(kept)
 
 
 class QuotaPort(Protocol):

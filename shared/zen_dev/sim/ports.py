@@ -13,9 +13,10 @@ import bisect
 import math
 from contextlib import nullcontext
 from datetime import datetime
+from typing import Sequence
 
 from zen.scaling.model import Decision, DemandGroup, ErrorKind, MigError, RegionMemory, VmPhase
-from zen.scaling.port import FleetFacts, MigInstance, MigState, MigSummary
+from zen.scaling.port import FleetFacts, MigInstance, MigState, MigSummary, whole_units
 from zen_dev.sim.state import SimClusterState, SimMig, SimVm
 
 _EMPTY = MigState(0, [], [])
@@ -175,14 +176,21 @@ class SimMigPort:
         self._calls(1)
         return self._mig.target
 
-    def resize(self, size: int) -> None:
+    def resize(self, size: int, together: Sequence[int] = ()) -> None:
+        """As production's: a flex-start MIG asks in one request per unit of ``together`` that fits, then
+        one for the rest (as ``FlexStartMig.resize``: a target size read, then one insert call per request);
+        any other grows by its target size, ``together`` ignored."""
         mig, world = self._mig, self._world
         if size < mig.target:
             raise NotImplementedError("the simulated MIG only grows by resize (ClusterManager never shrinks one)")
-        self._calls(2)
-        grow = size - mig.target
+        grow, flex = size - mig.target, mig.model == "flex-start"
         mig.target = size
-        world._create(mig, grow)
+        units = whole_units(together, grow) if flex else ()
+        rest = grow - sum(units)
+        requests = units + ((rest,) if rest else ())
+        self._calls(1 + len(requests) if flex else 2)
+        for count in requests:
+            world._create(mig, count)
 
     def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:
         if not names:
