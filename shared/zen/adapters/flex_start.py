@@ -3,9 +3,9 @@
 Dynamic Workload Scheduler's flex-start VMs are not asked for by target size: each ``resize`` inserts
 resize requests (``regionInstanceGroupManagerResizeRequests.insert``, google-cloud-compute's
 ``RegionInstanceGroupManagerResizeRequestsClient``, in the pinned 1.57.0 as in the v1 API) for the VMs
-it adds: one per gang asked for (``together``), one for the rest. Compute queues it (CREATING, then ACCEPTED) and grants it all at once when capacity frees up:
-its VMs then join the MIG, whose target size grows by the request's ``resizeBy``, and run for the
-cluster's ``flex_start_run_s`` at most. The regional client, not the zonal one: Zen's MIGs are regional.
+it adds: one per gang asked for (``together``), one for the rest. Compute queues each (CREATING, then
+ACCEPTED) and grants it all at once when capacity frees up: its VMs then join the MIG, whose target size
+grows by the request's ``resizeBy``, and run for the cluster's ``flex_start_run_s`` at most. The regional client, not the zonal one: Zen's MIGs are regional.
 
 To the scaling manager a pending request's VMs are instances like any other: BOOTING and not started
 (no status, so not billed), named ``<MIG>+<request>+<n>`` (``pending_name``; ``+`` is in no GCE name, so
