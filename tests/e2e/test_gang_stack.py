@@ -2,7 +2,8 @@
 stand-in VMs: both nodes start only once both claimed, find each other (rank 0 listens on MASTER_PORT,
 every rank connects and reports its NODE_RANK), and succeed; and, with one node's VM preempted mid-run,
 the whole gang goes back to the queue as one new attempt, every node of the first attempt stopped, and
-succeeds. Run alone with `pytest -m e2e`."""
+succeeds; and a gang whose first node claimed in a region that then stocks out is released at once
+(not at its assembly deadline) and assembles in the other region. Run alone with `pytest -m e2e`."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ clusters:
     gpu_type: nvidia-l4
     gpu_count: 1
     machine_type: g2-standard-8
-    regions: [us-central1]
+    regions: [us-central1, us-west1]
     max_vms_per_region: 3
     max_vms: 3
     provisioning: [spot]
@@ -51,6 +52,10 @@ seed: 5
 time_scale: 10
 capacity:
   default: 4
+  schedule:                     # us-west1 holds one VM at most
+    - {at_s: 0, zone: us-west1-a, capacity: 1}
+    - {at_s: 0, zone: us-west1-b, capacity: 0}
+    - {at_s: 0, zone: us-west1-c, capacity: 0}
 timings:
   boot: {dist: fixed, s: 40}
   retry_interval_s: 30
@@ -59,10 +64,10 @@ timings:
 """
 
 
-def _request(job_id: str, work_s: int) -> dict:
+def _request(job_id: str, work_s: int, regions: tuple[str, ...] = ("us-central1",)) -> dict:
     request = yaml.safe_load(EXAMPLE.read_text())
     request.update(job_id=job_id, user_id="demo", command=[sys.executable, *request["command"][1:]],
-                   env={"WORK_S": str(work_s)})
+                   env={"WORK_S": str(work_s)}, regions=list(regions))
     return request
 
 
@@ -151,3 +156,24 @@ def test_a_node_preempted_mid_run_requeues_the_gang_as_one_new_attempt_that_succ
     assert [(n.status, n.exit_code) for n in job.gang] == [("SUCCEEDED", 0), ("SUCCEEDED", 0)]
     print(f"pair-2: preemption to SUCCEEDED (attempt 2) in {time.monotonic() - preempted:.1f} s; "
           f"nodes {[n.vm for n in first.gang]} then {[n.vm for n in job.gang]}; history: {steps}")
+
+
+def test_a_gang_whose_region_stocks_out_is_released_at_once_and_assembles_in_the_other_region(gang_stack):
+    stack, submit, db, logs = gang_stack
+    submit(dict(job_id="warm-3", user_id="demo", cluster="1xl4", regions=["us-west1"], max_runtime_s=60,
+                command=[sys.executable, "-c", "print('warm')"]))
+    warm = _until(lambda: (j := _job(db, "warm-3")[0]) is not None and j.status.terminal and j or None, 120)
+    assert warm is not None and warm.status.value == "SUCCEEDED", _job(db, "warm-3")
+    began = time.monotonic()  # its VM idles in us-west1, which has room for no other
+    submit(_request("pair-3", work_s=1, regions=("us-west1", "us-central1")))
+    job = _until(lambda: (j := _job(db, "pair-3")[0]) is not None and j.status.terminal and j or None, 200)
+    job, history = _job(db, "pair-3")
+    reasons = [(row["attempt"], row["to_status"], row["reason"]) for row in history]
+    assert job is not None and job.status.value == "SUCCEEDED", reasons
+    released = [r for _, _, r in reasons if r and r.startswith("us-west1 is stocked out: 1 of 2 nodes claimed")]
+    assert len(released) == 1 and "its start sent to us-central1 first" in released[0], reasons
+    assert not [r for _, _, r in reasons if r and "not complete within" in r], reasons  # not at the deadline
+    assembled = [(a, r) for a, s, r in reasons if s == "ASSIGNED"]
+    assert len(assembled) == 1 and assembled[0][1].startswith("gang complete: 2 nodes in us-central1"), reasons
+    assert job.attempt == assembled[0][0] > 1 and job.max_attempts > 3  # the release spent no attempt
+    print(f"pair-3: submitted to SUCCEEDED in {time.monotonic() - began:.1f} s; history: {reasons}")
