@@ -3,6 +3,7 @@ while waiting, one fate on preemption, the split and left-over counts, and singl
 
 from __future__ import annotations
 
+from zen.core.gang import STOCKOUT_WAIT
 from zen.scaling.model import Plan, VmPhase
 from zen_dev.sim import gangs
 from zen_dev.sim.jobs import SimJob, load_jobs
@@ -232,3 +233,19 @@ def test_a_gang_whose_region_stocks_out_is_given_back_at_once_and_assembles_in_a
     assert (result.gang_stockout_releases, result.gang_assembly_timeouts) == (1, 0)
     assert [region for at, region in result.start_regions if at == started] == ["us-central1"]
     assert result.gangs_split == 0 and result.nodes_left_after_gang == 0
+
+
+def test_a_gang_between_two_stocked_out_regions_is_moved_at_most_once_per_quarter_of_its_bound():
+    # A warm VM in each of two regions that have room for that VM only: the gang can complete in neither.
+    # The planner's blocks come and go with its probes, so a release at every tick where its region is
+    # blocked and the other not would move it back and forth (about 70 times over the run); a stockout
+    # releases it only after a quarter of its 600 s bound.
+    sc = scenario("""schedule:
+    - {at_s: 0, zone: us-west1-a, capacity: 1}
+    - {at_s: 0, zone: us-central1-a, capacity: 1}
+  default: 4""", extra=FIXED_BOOT, regions="[us-central1, us-west1]")
+    warm = [SimJob(f"warm-{r}", "4xa100", 0.0, 200.0, (r,)) for r in ("us-west1", "us-central1")]
+    both = gang(regions=("us-west1", "us-central1"), submit_s=400.0, duration_s=1000)
+    result = Simulation(sc, [*warm, both], make_policy("zen"), horizon_s=5000).run()
+    assert result.gang_starts[-1] == (400.0, None) and result.nodes_left_after_gang == 0
+    assert 0 < result.gang_stockout_releases <= (5000 - 400) / (STOCKOUT_WAIT * gangs.ASSEMBLE_S), result

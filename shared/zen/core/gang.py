@@ -39,6 +39,10 @@ from zen.core.retries import next_retry
 ENDED = frozenset({AgentStatus.SUCCEEDED.value, AgentStatus.FAILED.value, AgentStatus.STOPPED.value,
                    AgentStatus.PREEMPTED.value})
 _RESET = dict(gang=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
+# A stockout where a gang assembles releases it once it has waited this share of ``assemble_s`` (150 s of
+# the default 600 s, about a boot): a VM freed there meanwhile may still complete it, and a stockout's block
+# that comes and goes with the planner's probes moves a gang at most four times per ``assemble_s``.
+STOCKOUT_WAIT = 0.25
 
 
 def is_gang(job: Job) -> bool:
@@ -109,40 +113,49 @@ def _claim(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> Decisi
                     controls=[_confirm(job, nodes, n, config) for n in nodes])
 
 
-def assembly_expired(job: Job, now: datetime, config: GangConfig, stocked_out: bool = False) -> Decision | None:
-    """The tick: a gang still QUEUED past its assembly deadline, or sooner when a stockout blocks the
-    region it assembles in (``stocked_out``: the planner will ask that region for no VM until the block
-    ends, so the rest cannot come), gives back the VMs that claimed a part and is retried as attempt + 1
-    (not spent: nothing ran), its starts published afresh. None: in time (a stockout alone releases
-    nothing when the job may run in no other region: its VMs would claim it again at once).
+def assembly_expired(job: Job, now: datetime, config: GangConfig,
+                     blocked: frozenset[str] = frozenset()) -> Decision | None:
+    """The tick: a gang still QUEUED past its assembly deadline gives back the VMs that claimed a part and
+    is retried as attempt + 1 (not spent: nothing ran), its starts published afresh. None: in time.
 
-    The new attempt's start goes to the job's other regions first (``avoid_region``): the VMs given back
-    are idle in the region that could not finish the gang and would claim it again at once, so it would
-    assemble there again and wait out another deadline."""
+    Sooner when a stockout blocks the region it assembles in (``blocked``: the job's regions a stockout
+    blocks now, as the planner's memory says; the planner asks a blocked region for no VM, so the rest of
+    the gang cannot come from there), once it has waited ``STOCKOUT_WAIT`` of its deadline, and only while
+    another of its regions is not blocked: else it would only move to another blocked region, tick after
+    tick, while VMs freed where it assembles may still complete it.
+
+    The new attempt's start goes to the job's other regions first, those not blocked if any
+    (``avoid_region``): the VMs given back are idle in the region that could not finish the gang and would
+    claim it again at once, so it would assemble there again and wait out another deadline."""
     if job.status is not JobStatus.QUEUED or not job.gang or job.widen_at is None:
         return None
     vms, region = [node.vm for node in job.gang], job.gang[0].region
-    avoid = avoid_region(job, region, now, config)
-    if job.widen_at > now and (not stocked_out or avoid is None):  # in time, or nowhere else to go
+    in_time = job.widen_at > now
+    waited = config.assemble_s - (job.widen_at - now).total_seconds()  # since the first claim
+    stuck = region in blocked and not set(job.regions) <= blocked and waited >= config.assemble_s * STOCKOUT_WAIT
+    if in_time and not stuck:
         return None
-    why = (f"{region} is stocked out" if job.widen_at > now else f"gang not complete within {config.assemble_s} s")
+    why = f"{region} is stocked out" if in_time else f"gang not complete within {config.assemble_s} s"
     reason = (f"{why}: {len(vms)} of {job.nodes} nodes claimed ({', '.join(vms)}); they are released, and the "
               f"gang retried as attempt {job.attempt + 1}")
     fields = dict(_RESET, attempt=job.attempt + 1, max_attempts=job.max_attempts + 1)
-    if avoid is not None:
+    if (avoid := avoid_region(job, region, now, config, blocked)) is not None:
         fields.update(avoid)
         reason += f", its start sent to {', '.join(avoid['start_regions'])} first (for {config.assemble_s} s)"
     return Decision(fields=fields, controls=[_order(job, vm, ControlAction.RELEASE, reason) for vm in vms],
                     note=reason, publish_start=True)
 
 
-def avoid_region(job: Job, region: str, now: datetime, config: GangConfig) -> dict[str, Any] | None:
-    """A new attempt's start narrowed to the job's regions other than ``region`` for ``assemble_s``; the
-    tick then widens it to every allowed region (``zen.core.routing.next_route``). None: no other region."""
+def avoid_region(job: Job, region: str, now: datetime, config: GangConfig,
+                 blocked: frozenset[str] = frozenset()) -> dict[str, Any] | None:
+    """A new attempt's start narrowed to the job's regions other than ``region``, those not ``blocked`` if
+    any, for ``assemble_s``; the tick then widens it to every allowed region (``zen.core.routing.next_route``).
+    None: no other region."""
     others = [r for r in job.regions if r != region]
     if not others:
         return None
-    return dict(start_regions=others, widen_at=now + timedelta(seconds=config.assemble_s))
+    open_ = [r for r in others if r not in blocked]
+    return dict(start_regions=open_ or others, widen_at=now + timedelta(seconds=config.assemble_s))
 
 
 def keep_deadline(job: Job, refused: Decision | None) -> Decision | None:

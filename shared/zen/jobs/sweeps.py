@@ -85,7 +85,7 @@ class Sweeps:
             if job.status is not JobStatus.QUEUED or job.widen_at is None:
                 return None
             if job.gang:  # a gang assembling: its deadline, or a stockout where it assembles (zen.core.gang)
-                return gang.assembly_expired(job, now, self._config.gangs, self._stocked_out(tx, job, now))
+                return gang.assembly_expired(job, now, self._config.gangs, self._blocked_for(tx, job, now))
             if job.widen_at > now:
                 return None
             if not job.start_regions and not job.start_vms:  # it reaches every allowed region already
@@ -105,14 +105,14 @@ class Sweeps:
                 found += tx.gangs_assembling_in(cluster.name, sorted({region_of(key) for key in blocked}), limit)
         return found
 
-    def _stocked_out(self, tx: JobTx, job: Job, now: datetime) -> bool:
-        """A stockout blocks every pool of the region the gang assembles in that the job may use."""
+    def _blocked_for(self, tx: JobTx, job: Job, now: datetime) -> frozenset[str]:
+        """The job's regions where a stockout blocks every pool the job may use (the planner's memory)."""
         cluster = self._config.cluster(job.cluster)
-        if cluster is None or not job.gang:
-            return False
+        if cluster is None:
+            return frozenset()
         blocked, primary = tx.blocked_regions(job.cluster, now), cluster.provisioning[0]
         models = accepted_models(job.request.get("provisioning"), cluster.provisioning)
-        return bool(models) and all(pool_key(job.gang[0].region, m, primary) in blocked for m in models)
+        return frozenset(r for r in job.regions if models and all(pool_key(r, m, primary) in blocked for m in models))
 
     def apply_early_stops(self, job_ids: list[str] | None = None, limit: int = 500) -> int:
         """Stops kept because their job was unknown when they came, whose job exists now, applied as
