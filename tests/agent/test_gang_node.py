@@ -70,21 +70,68 @@ def test_a_gang_nodes_container_shares_the_vms_network_and_others_keep_their_own
 
 
 def test_a_gang_node_pulls_its_image_while_it_waits_for_the_others_and_a_one_node_job_does_not(tmp_path):
-    """The image is pulled (in a thread of its own) while the node waits for its CONFIRM, so the gang's
-    containers start from an image already here once the last node claims."""
+    """The image is pulled in the background while the node waits for its CONFIRM, so the gang's
+    containers start from an image already here once the last node claims; a part given back unanswered
+    leaves no image behind that no job here ran."""
     from tests.agent.fakedocker import FakeDocker
     from tests.agent.helpers import wait_for
 
     docker = FakeDocker(tmp_path / "docker")
-    transport = FakeTransport(IDENTITY.vm)
+    transport = FakeTransport(IDENTITY.vm, virtual_time=False)  # the pull's process runs in real time
     transport.add_start(start_message("single", image="img:solo", command=["x"]))
-    ack_id = transport.add_start(start_message("pair", image="img:gang", command=["x"], nodes=2, assemble_s=20))
-    settings = replace(SETTINGS, claim_timeout_s=5, claim_tries=1, docker=docker.path, work_dir=str(tmp_path / "work"))
-    agent = Agent(IDENTITY, settings, transport, local=False, clock=transport.clock)
+    ack_id = transport.add_start(start_message("pair", image="img:gang", command=["x"], nodes=2, assemble_s=2))
+    settings = replace(SETTINGS, claim_timeout_s=1, claim_tries=1, docker=docker.path, work_dir=str(tmp_path / "work"))
+    agent = Agent(IDENTITY, settings, transport, local=False)
     transport.when_idle = lambda: agent.request_shutdown("test over")
     assert agent.run() == 0 and agent.jobs_run == 0  # neither confirmed: both given back
     assert ("nack", ack_id) in transport.calls
-    wait_for(lambda: ["pull", "img:gang"] in docker.calls())
-    assert ["pull", "img:solo"] not in docker.calls()
+    assert ["pull", "--", "img:gang"] in docker.calls() and ["pull", "--", "img:solo"] not in docker.calls()
     assert [c for c in docker.calls() if c[0] == "run"] == []  # pulled ahead, never run unconfirmed
-    wait_for(lambda: agent.cache.report()[1] == ["img:gang"])  # on this VM: kept and reported as warm
+    wait_for(lambda: ["image", "rm", "img:gang"] in docker.calls())  # no job here ran it: not kept
+    assert not agent.cache.holds_image("img:gang")
+
+
+def test_a_confirmed_gang_node_keeps_the_image_it_pulled_ahead(tmp_path):
+    from tests.agent.fakedocker import FakeDocker
+    from tests.agent.fakes import confirm_claims
+
+    docker = FakeDocker(tmp_path / "docker")
+    docker.leaves()  # each docker run ends at once (its container left for the agent to remove)
+    transport = FakeTransport(IDENTITY.vm, virtual_time=False)
+    transport.add_start(start_message("pair", image="img:gang", command=["x"], nodes=2, assemble_s=20))
+    settings = replace(SETTINGS, docker=docker.path, work_dir=str(tmp_path / "work"))
+    agent = Agent(IDENTITY, settings, transport, local=False)
+    transport.when_idle = lambda: agent.request_shutdown("test over")
+    transport.answer = confirm_claims(IDENTITY.vm)
+    assert agent.run() == 0 and agent.jobs_run == 1
+    calls = docker.calls()
+    assert calls.index(["pull", "--", "img:gang"]) < next(i for i, c in enumerate(calls) if c[0] == "run")
+    assert ["image", "rm", "img:gang"] not in calls and agent.cache.holds_image("img:gang")
+
+
+def test_a_pull_still_going_when_the_part_is_given_back_is_stopped(tmp_path):
+    from pathlib import Path
+
+    from tests.agent.fakedocker import FakeDocker
+
+    docker = FakeDocker(tmp_path / "docker")
+    docker.hang("pull")  # a registry that never answers
+
+    def pulls() -> list[str]:
+        found = []
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                args = cmdline.read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if docker.path.encode() in args and b"pull" in args:
+                found.append(cmdline.parent.name)
+        return found
+
+    transport = FakeTransport(IDENTITY.vm, virtual_time=False)
+    transport.add_start(start_message("pair", image="img:gang", command=["x"], nodes=2, assemble_s=2))
+    settings = replace(SETTINGS, claim_timeout_s=1, docker=docker.path, work_dir=str(tmp_path / "work"))
+    agent = Agent(IDENTITY, settings, transport, local=False)
+    transport.when_idle = lambda: agent.request_shutdown("test over")
+    assert agent.run() == 0 and agent.jobs_run == 0
+    assert ["pull", "--", "img:gang"] in docker.calls() and pulls() == []

@@ -33,7 +33,7 @@ from zen.agent.limits import DailyPulls, PullLimits
 from zen.agent.outage import PullOutage
 from zen.agent.removal import remove_container
 from zen.agent.reports import AttemptReport, Reporter
-from zen.agent.runner import container_name, pull_image, remove_image
+from zen.agent.runner import container_name, remove_image, start_pull
 from zen.agent.settings import AgentSettings
 from zen.agent.shutdown import SLICE_S, VM_STOPPING_S, Shutdown
 from zen.agent.slots import ControlRouter, Slots
@@ -263,8 +263,8 @@ class Agent:
         answer: Answer | None = None
         gone: bool | None = None
         self.controls.open(key)
+        pulled = self._pull_ahead(start)
         try:
-            self._pull_ahead(start)
             answer = self.claimer.claim(delivery, attempt, start.assemble_s)
             settled = True  # _claim acks or nacks in every case
             if answer == "confirm":
@@ -292,24 +292,38 @@ class Agent:
                 self.slots.give_back(key)
             else:  # it may run on (logged): its GPUs are never another job's, and the VM retires
                 self.pulls.retire(f"the container of {key[0]} attempt {key[1]} could not be removed")
+            pulled(answer == "confirm")
         if answer == "timeout":
             self.vm_beats.changed()  # Zen requeues the attempt now, if our claim won, not at the next VM heartbeat
 
-    def _pull_ahead(self, start: StartMessage) -> None:
-        """A gang's node (``start.nodes`` > 1) pulls the job's image while it waits for the others to claim
-        (up to ``assemble_s``, minutes when they boot), in a thread of its own: once the last node claims,
+    def _pull_ahead(self, start: StartMessage) -> Callable[[bool], None]:
+        """A gang's node (``start.nodes`` set) pulls the job's image while it waits for the others to claim
+        (up to ``assemble_s``, minutes when they boot), in the background: once the last node claims,
         every node's ``docker run`` finds the image here instead of pulling it then, so the gang's command
-        starts sooner. Best effort: a failed pull leaves it to ``docker run``. A one-node job is answered at
-        once, so it gains nothing from pulling ahead."""
+        starts sooner. A one-node job is answered at once: nothing to gain. Returns what to call when the
+        claim is over (True: the attempt runs here): otherwise (released, unanswered, the agent stopping)
+        a pull still going is stopped, and an image it brought that no job here ran is removed again."""
         if start.nodes is None or not start.image or self.local:
-            return
+            return lambda runs: None
         image, docker = start.image, self.settings.docker
+        pulling = start_pull(image, docker)
 
-        def pull() -> None:
-            if pull_image(image, docker, timeout_s=float(start.assemble_s or 1800)):
-                self.cache.ran_image(image)  # on this VM now: kept (and reported warm) as any image run here
+        def over(runs: bool) -> None:
+            if pulling is None:
+                return
+            try:
+                if runs:  # docker run waits for the same layers; the pull is reaped when it ends
+                    threading.Thread(target=pulling.wait, name="zen-image-pull", daemon=True).start()
+                elif pulling.poll() is None:
+                    pulling.kill()
+                    pulling.wait()
+                elif pulling.returncode == 0 and not self.cache.holds_image(image):
+                    threading.Thread(target=remove_image, args=(image, docker), name="zen-image-rm",
+                                     daemon=True).start()
+            except Exception:  # noqa: BLE001 - best effort, as the pull itself
+                self.log.exception("the image pulled ahead was not settled", extra={"image": image})
 
-        threading.Thread(target=pull, name="zen-image-pull", daemon=True).start()
+        return over
 
     def _decode_start(self, delivery: StartDelivery) -> StartMessage | None:
         try:

@@ -136,8 +136,7 @@ class InputCache:
                 self._inputs.popitem(last=False)
 
     def ran_image(self, image: str) -> None:
-        """``image`` ran on this VM (docker pulled it if it was not here), or a gang's node pulled it ahead
-        (``Agent._pull_ahead``): it is the most recently used;
+        """``image`` ran on this VM (docker pulled it if it was not here): it is the most recently used;
         beyond ``images_keep``, the least recently used image is removed from the VM (``forget_image``,
         ``docker image rm`` without force, in the background: docker refuses an image a container still
         runs, which then stays on the disk, unreported, until a job runs it again)."""
@@ -151,6 +150,11 @@ class InputCache:
             # VM's shutdown), long enough for Zen's sweep to call the running job lost and rerun it.
             threading.Thread(target=self._forget, args=(self._forget_image, evicted), name="zen-image-rm",
                              daemon=True).start()
+
+    def holds_image(self, image: str) -> bool:
+        """Whether ``image`` ran on this VM and is kept (``ran_image``)."""
+        with self._lock:
+            return image in self._images
 
     @staticmethod
     def _forget(forget_image: Callable[[str], Any], images: list[str]) -> None:

@@ -327,17 +327,16 @@ class RunningJob:
         self.container_gone = remove_container(self.launch.container, self._docker, budget_s=budget_s)
 
 
-def pull_image(image: str, docker: str = "docker", timeout_s: float = 1800.0) -> bool:
-    """``docker pull IMAGE``. Best effort: True when docker has it; a failure is logged, never raised (the
-    job's ``docker run`` pulls it again, and says why if it cannot)."""
+def start_pull(image: str, docker: str = "docker") -> subprocess.Popen[bytes] | None:
+    """``docker pull -- IMAGE`` started in the background, its output dropped (the image after ``--``, as
+    ``docker run`` gets it: never read as an option). Best effort: None when docker could not be started
+    (logged); the job's ``docker run`` pulls the image anyway, and says why if it cannot."""
     try:
-        done = subprocess.run([docker, "pull", image], capture_output=True, text=True, timeout=timeout_s, check=False)
-    except (OSError, subprocess.SubprocessError) as exc:
+        return subprocess.Popen([docker, "pull", "--", image], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
         log.warning("could not pull an image ahead", extra={"image": image, "error": str(exc)})
-        return False
-    if done.returncode != 0:
-        log.warning("docker did not pull an image ahead", extra={"image": image, "error": done.stderr.strip()[-300:]})
-    return done.returncode == 0
+        return None
 
 
 def remove_image(image: str, docker: str = "docker") -> bool:
