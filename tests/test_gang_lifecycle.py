@@ -8,7 +8,7 @@ import json
 
 from tests.messages import heartbeat, job_request
 from tests.test_functions_lifecycle import controls, job
-from zen.core.gang import STOCKOUT_WAIT, master_port
+from zen.core.gang import master_port
 from zen.store import repository
 
 WEST = dict(region="us-west1", zone="us-west1-b")
@@ -204,12 +204,11 @@ def test_a_gang_not_complete_in_time_releases_its_vms_and_is_retried(functions, 
     assert publisher.on("zen-job-start")[-1].attributes["regions"] == "*"
 
 
-def test_a_gang_assembling_where_a_stockout_blocks_is_released_long_before_its_deadline(functions, zen, publisher,
-                                                                                       clock, config):
+def test_a_gang_assembling_where_a_stockout_blocks_is_released_at_the_next_tick(functions, zen, publisher, clock,
+                                                                               config):
     """Its first node claimed in us-central1, then the planner found us-central1 stocked out: the rest
-    cannot come from there, so once the gang has waited a quarter of its deadline (150 s: a VM freed there
-    meanwhile may still complete it) the tick releases the node, and the next attempt's start goes to the
-    other regions, where the gang can assemble whole."""
+    cannot come from there, so the tick releases the node (not at the deadline) and the next attempt's
+    start goes to the other regions, where the gang can assemble whole."""
     from datetime import timedelta
 
     from zen.store import fleet
@@ -222,9 +221,6 @@ def test_a_gang_assembling_where_a_stockout_blocks_is_released_long_before_its_d
         fleet.save_scaling_memory(session, "4xa100-40gb", "us-central1", json.dumps(
             {"blocked_until": (clock() + timedelta(minutes=10)).isoformat()}), clock())
     clock.advance(30)
-    functions.tick()
-    assert (job(zen, "g").attempt, actions(publisher, "vm-1")) == (1, [])  # 30 s after its claim: not yet
-    clock.advance(config.gangs.assemble_s * STOCKOUT_WAIT - 30)
     functions.tick()
     record = job(zen, "g")
     assert (record.attempt, record.gang) == (2, None) and actions(publisher, "vm-1") == ["RELEASE"]
@@ -372,30 +368,33 @@ def test_a_node_preempted_while_the_gang_assembles_leaves_it_and_its_place_is_of
     assert [n.vm for n in job(zen, "g").gang] == ["vm-2", "vm-3"]  # the gone VM is no node of it
 
 
-def test_a_gang_stays_while_every_region_it_may_use_is_stocked_out_then_moves_to_the_first_one_open(
+def test_a_gang_stays_while_every_other_region_is_stocked_out_or_was_lately_then_moves_to_a_settled_one(
         functions, zen, publisher, clock):
-    """With every region blocked, releasing would only move the gang to another blocked region, tick after
-    tick (and lose the VMs freed where it assembles): it stays. Once one region opens, it goes there."""
+    """Releasing it to a region blocked now, or whose block lapsed between the planner's probes after a
+    stockout found within assemble_s, would only move it to a region as likely to fail it (and back, tick
+    after tick). It stays while every other region is so; once one is settled, it goes there."""
     from datetime import timedelta
 
     from zen.store import fleet
 
-    def block(region):
+    def remember(region, **memory):
         with zen.db.transaction() as session:
             fleet.save_scaling_memory(session, "4xa100-40gb", region, json.dumps(
-                {"blocked_until": (clock() + timedelta(minutes=5)).isoformat()}), clock())
+                {key: value.isoformat() for key, value in memory.items()}), clock())
 
     functions.submit(job_request("g", nodes=2))
     claim(functions, "vm-1")
-    for region in job(zen, "g").regions:
-        block(region)
+    remember("us-central1", blocked_until=clock() + timedelta(minutes=10), last_stockout_at=clock())
+    remember("us-west1", blocked_until=clock() + timedelta(minutes=10), last_stockout_at=clock())
+    remember("europe-west4", last_stockout_at=clock() - timedelta(minutes=1))  # its block lapsed: a probe is due
     for _ in range(3):
-        clock.advance(60)
+        clock.advance(20)
         functions.tick()
     assert (job(zen, "g").attempt, actions(publisher, "vm-1")) == (1, [])
-    with zen.db.transaction() as session:
-        fleet.save_scaling_memory(session, "4xa100-40gb", "europe-west4", json.dumps({}), clock())
+    remember("europe-west4", last_stockout_at=clock() - timedelta(minutes=11))  # settled: older than 600 s
     clock.advance(20)
     functions.tick()
     record = job(zen, "g")
-    assert (record.attempt, record.start_regions, actions(publisher, "vm-1")) == (2, ["europe-west4"], ["RELEASE"])
+    assert record.attempt == 2 and actions(publisher, "vm-1") == ["RELEASE"]
+    assert record.start_regions == ["europe-west4"]
+    assert controls(publisher, "vm-1")[-1]["reason"].startswith("us-central1 is stocked out")  # not the deadline

@@ -28,14 +28,15 @@ class Seeding:
     def __init__(self, store: JobStore):
         self.store = store
 
-    def block_region(self, cluster: str, region: str, until: datetime) -> None:
+    def block_region(self, cluster: str, region: str, until: datetime, found_at: datetime | None = None) -> None:
         if isinstance(self.store, InMemoryJobStore):
-            self.store.block_region(cluster, region, until)
+            self.store.block_region(cluster, region, until, found_at)
             return
         from zen.store import fleet
 
+        memory = {"blocked_until": until.isoformat(), **({"last_stockout_at": found_at.isoformat()} if found_at else {})}
         with self.store.db.transaction() as session:  # type: ignore[attr-defined]
-            fleet.save_scaling_memory(session, cluster, region, json.dumps({"blocked_until": until.isoformat()}), NOW)
+            fleet.save_scaling_memory(session, cluster, region, json.dumps(memory), NOW)
 
     def drain_vm(self, vm: str) -> None:
         if isinstance(self.store, InMemoryJobStore):
@@ -372,6 +373,11 @@ def test_warm_vms_are_idle_recent_free_and_undrained_and_stockouts_block_regions
     with store.transaction() as tx:
         assert tx.blocked_regions(CLUSTER, NOW) == {REGION}
         assert tx.blocked_regions(CLUSTER, NOW + timedelta(minutes=11)) == set()
+    seed.block_region(CLUSTER, REGION, NOW + timedelta(minutes=10), found_at=NOW)
+    with store.transaction() as tx:  # with since: also where a stockout was found after then
+        later = NOW + timedelta(minutes=11)
+        assert tx.blocked_regions(CLUSTER, later, since=NOW - timedelta(minutes=1)) == {REGION}
+        assert tx.blocked_regions(CLUSTER, later, since=NOW) == set()
 
 
 def test_hooks_inject_the_next_error_once_and_run_around_an_operation(store):

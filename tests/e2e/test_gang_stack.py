@@ -2,8 +2,8 @@
 stand-in VMs: both nodes start only once both claimed, find each other (rank 0 listens on MASTER_PORT,
 every rank connects and reports its NODE_RANK), and succeed; and, with one node's VM preempted mid-run,
 the whole gang goes back to the queue as one new attempt, every node of the first attempt stopped, and
-succeeds; and a gang whose first node claimed in a region that then stocks out is released long before
-its assembly deadline (a quarter of it) and assembles in the other region. Run alone with `pytest -m e2e`."""
+succeeds; and a gang whose first node claimed in a region that then stocks out is released at the next
+tick (not at its assembly deadline) and assembles in the other region. Run alone with `pytest -m e2e`."""
 
 from __future__ import annotations
 

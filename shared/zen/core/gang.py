@@ -39,10 +39,6 @@ from zen.core.retries import next_retry
 ENDED = frozenset({AgentStatus.SUCCEEDED.value, AgentStatus.FAILED.value, AgentStatus.STOPPED.value,
                    AgentStatus.PREEMPTED.value})
 _RESET = dict(gang=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
-# A stockout where a gang assembles releases it once it has waited this share of ``assemble_s`` (150 s of
-# the default 600 s, about a boot): a VM freed there meanwhile may still complete it, and a stockout's block
-# that comes and goes with the planner's probes moves a gang at most four times per ``assemble_s``.
-STOCKOUT_WAIT = 0.25
 
 
 def is_gang(job: Job) -> bool:
@@ -113,33 +109,32 @@ def _claim(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> Decisi
                     controls=[_confirm(job, nodes, n, config) for n in nodes])
 
 
-def assembly_expired(job: Job, now: datetime, config: GangConfig,
-                     blocked: frozenset[str] = frozenset()) -> Decision | None:
+def assembly_expired(job: Job, now: datetime, config: GangConfig, blocked: frozenset[str] = frozenset(),
+                     unsettled: frozenset[str] = frozenset()) -> Decision | None:
     """The tick: a gang still QUEUED past its assembly deadline gives back the VMs that claimed a part and
     is retried as attempt + 1 (not spent: nothing ran), its starts published afresh. None: in time.
 
     Sooner when a stockout blocks the region it assembles in (``blocked``: the job's regions a stockout
     blocks now, as the planner's memory says; the planner asks a blocked region for no VM, so the rest of
-    the gang cannot come from there), once it has waited ``STOCKOUT_WAIT`` of its deadline, and only while
-    another of its regions is not blocked: else it would only move to another blocked region, tick after
-    tick, while VMs freed where it assembles may still complete it.
+    the gang cannot come from there), but only while another of its regions is settled: not in
+    ``unsettled``, the regions blocked now or where the planner found a stockout within ``assemble_s``.
+    Else it would only move to a region as likely to fail it, and back when that one's block lapses
+    between the planner's probes, while VMs freed where it assembles may still complete it.
 
-    The new attempt's start goes to the job's other regions first, those not blocked if any
+    The new attempt's start goes to the job's other regions first, the settled ones if any
     (``avoid_region``): the VMs given back are idle in the region that could not finish the gang and would
     claim it again at once, so it would assemble there again and wait out another deadline."""
     if job.status is not JobStatus.QUEUED or not job.gang or job.widen_at is None:
         return None
     vms, region = [node.vm for node in job.gang], job.gang[0].region
     in_time = job.widen_at > now
-    waited = config.assemble_s - (job.widen_at - now).total_seconds()  # since the first claim
-    stuck = region in blocked and not set(job.regions) <= blocked and waited >= config.assemble_s * STOCKOUT_WAIT
-    if in_time and not stuck:
+    if in_time and (region not in blocked or set(job.regions) <= unsettled | {region}):
         return None
     why = f"{region} is stocked out" if in_time else f"gang not complete within {config.assemble_s} s"
     reason = (f"{why}: {len(vms)} of {job.nodes} nodes claimed ({', '.join(vms)}); they are released, and the "
               f"gang retried as attempt {job.attempt + 1}")
     fields = dict(_RESET, attempt=job.attempt + 1, max_attempts=job.max_attempts + 1)
-    if (avoid := avoid_region(job, region, now, config, blocked)) is not None:
+    if (avoid := avoid_region(job, region, now, config, unsettled)) is not None:
         fields.update(avoid)
         reason += f", its start sent to {', '.join(avoid['start_regions'])} first (for {config.assemble_s} s)"
     return Decision(fields=fields, controls=[_order(job, vm, ControlAction.RELEASE, reason) for vm in vms],
@@ -147,15 +142,15 @@ def assembly_expired(job: Job, now: datetime, config: GangConfig,
 
 
 def avoid_region(job: Job, region: str, now: datetime, config: GangConfig,
-                 blocked: frozenset[str] = frozenset()) -> dict[str, Any] | None:
-    """A new attempt's start narrowed to the job's regions other than ``region``, those not ``blocked`` if
-    any, for ``assemble_s``; the tick then widens it to every allowed region (``zen.core.routing.next_route``).
-    None: no other region."""
+                 unsettled: frozenset[str] = frozenset()) -> dict[str, Any] | None:
+    """A new attempt's start narrowed to the job's regions other than ``region``, those not ``unsettled``
+    if any, for ``assemble_s``; the tick then widens it to every allowed region
+    (``zen.core.routing.next_route``). None: no other region."""
     others = [r for r in job.regions if r != region]
     if not others:
         return None
-    open_ = [r for r in others if r not in blocked]
-    return dict(start_regions=open_ or others, widen_at=now + timedelta(seconds=config.assemble_s))
+    settled = [r for r in others if r not in unsettled]
+    return dict(start_regions=settled or others, widen_at=now + timedelta(seconds=config.assemble_s))
 
 
 def keep_deadline(job: Job, refused: Decision | None) -> Decision | None:

@@ -85,7 +85,9 @@ class Sweeps:
             if job.status is not JobStatus.QUEUED or job.widen_at is None:
                 return None
             if job.gang:  # a gang assembling: its deadline, or a stockout where it assembles (zen.core.gang)
-                return gang.assembly_expired(job, now, self._config.gangs, self._blocked_for(tx, job, now))
+                recent = now - timedelta(seconds=self._config.gangs.assemble_s)
+                return gang.assembly_expired(job, now, self._config.gangs, self._blocked_for(tx, job, now),
+                                             self._blocked_for(tx, job, now, since=recent))
             if job.widen_at > now:
                 return None
             if not job.start_regions and not job.start_vms:  # it reaches every allowed region already
@@ -105,12 +107,13 @@ class Sweeps:
                 found += tx.gangs_assembling_in(cluster.name, sorted({region_of(key) for key in blocked}), limit)
         return found
 
-    def _blocked_for(self, tx: JobTx, job: Job, now: datetime) -> frozenset[str]:
-        """The job's regions where a stockout blocks every pool the job may use (the planner's memory)."""
+    def _blocked_for(self, tx: JobTx, job: Job, now: datetime, since: datetime | None = None) -> frozenset[str]:
+        """The job's regions where a stockout blocks every pool the job may use (the planner's memory), or
+        (``since``) was found there after then."""
         cluster = self._config.cluster(job.cluster)
         if cluster is None:
             return frozenset()
-        blocked, primary = tx.blocked_regions(job.cluster, now), cluster.provisioning[0]
+        blocked, primary = tx.blocked_regions(job.cluster, now, since), cluster.provisioning[0]
         models = accepted_models(job.request.get("provisioning"), cluster.provisioning)
         return frozenset(r for r in job.regions if models and all(pool_key(r, m, primary) in blocked for m in models))
 

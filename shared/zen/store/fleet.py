@@ -90,10 +90,14 @@ def scaling_memory(session: Session, cluster: str) -> dict[str, Any]:
     return {r["region"]: r["memory"] for r in session.run("scaling_memory", cluster=cluster)}
 
 
-def blocked_regions(session: Session, cluster: str, now: datetime) -> set[str]:
-    """The cluster's regions the planner will not ask for VMs before a later time (a stockout's block)."""
+def blocked_regions(session: Session, cluster: str, now: datetime, since: datetime | None = None) -> set[str]:
+    """The cluster's regions the planner will not ask for VMs before a later time (a stockout's block);
+    with ``since``, also those where it last found a stockout after then."""
+    def _after(memory: dict[str, Any], key: str, moment: datetime | None) -> bool:
+        return moment is not None and bool(memory.get(key)) and datetime.fromisoformat(memory[key]) > moment
+
     return {region for region, memory in scaling_memory(session, cluster).items()
-            if (memory or {}).get("blocked_until") and datetime.fromisoformat(memory["blocked_until"]) > now}
+            if _after(memory or {}, "blocked_until", now) or _after(memory or {}, "last_stockout_at", since)}
 
 
 def vms_holding(session: Session, cluster: str, regions: list[str], inputs: list[str], image: str | None,

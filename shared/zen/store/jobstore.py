@@ -211,8 +211,8 @@ class PostgresJobTx:
 
     # -- fleet ------------------------------------------------------------------------------
     @hooked("blocked_regions")
-    def blocked_regions(self, cluster: str, now: datetime) -> set[str]:
-        return fleet.blocked_regions(self.session, cluster, now)
+    def blocked_regions(self, cluster: str, now: datetime, since: datetime | None = None) -> set[str]:
+        return fleet.blocked_regions(self.session, cluster, now, since)
 
     @hooked("vms_holding")
     def vms_holding(self, cluster: str, regions: list[str], inputs: list[str], image: str | None,

@@ -41,6 +41,7 @@ class Tables:
     vms: dict[str, dict[str, Any]] = field(default_factory=dict)
     drained: frozenset[str] = frozenset()
     blocked: dict[tuple[str, str], datetime] = field(default_factory=dict)  # (cluster, region) -> until
+    stocked_out: dict[tuple[str, str], datetime] = field(default_factory=dict)  # (cluster, region) -> last found
 
     def copy(self) -> Tables:
         return Tables(**{f.name: _shallow(getattr(self, f.name)) for f in fields(self)})
@@ -392,8 +393,10 @@ class InMemoryJobTx:
 
     # -- fleet ------------------------------------------------------------------------------
     @hooked("blocked_regions")
-    def blocked_regions(self, cluster: str, now: datetime) -> set[str]:
-        return {region for (c, region), until in self._t.blocked.items() if c == cluster and until > now}
+    def blocked_regions(self, cluster: str, now: datetime, since: datetime | None = None) -> set[str]:
+        recent = {region for (c, region), at in self._t.stocked_out.items()
+                  if c == cluster and since is not None and at > since}
+        return recent | {region for (c, region), until in self._t.blocked.items() if c == cluster and until > now}
 
     @hooked("vms_holding")
     def vms_holding(self, cluster: str, regions: list[str], inputs: list[str], image: str | None,

@@ -99,10 +99,13 @@ class InMemoryJobStore:
         with self._units:
             self.tables.jobs[job.job_id] = job
 
-    def block_region(self, cluster: str, region: str, until: datetime) -> None:
-        """The planner's memory: ``region`` of ``cluster`` stocked out until ``until``."""
+    def block_region(self, cluster: str, region: str, until: datetime, found_at: datetime | None = None) -> None:
+        """The planner's memory: ``region`` of ``cluster`` stocked out until ``until`` (found so at
+        ``found_at``, if given)."""
         with self._units:
             self.tables.blocked[(cluster, region)] = until
+            if found_at is not None:
+                self.tables.stocked_out[(cluster, region)] = found_at
 
     def drain_vm(self, vm: str) -> None:
         """A scale-down marked ``vm`` as going away."""

@@ -8,10 +8,10 @@
   assembly deadline, first claim + ``GangConfig.assemble_s`` (600 s, production's bound); the job starts
   when the N-th node claims, on all N at once;
 - past the deadline, or sooner when the planner's memory blocks the region it assembles in (a stockout)
-  but not another of its regions, once it has waited a quarter of the deadline, checked at the periodic
-  tick as production's ``assembly_expired``, the parts are given back (their VMs idle again) and the gang
-  is queued afresh as its next attempt, offered first outside that region (its regions not blocked, if
-  any) for ``assemble_s`` (``zen.core.gang.avoid_region``), then everywhere;
+  while another of its regions is settled (neither blocked nor found stocked out within ``assemble_s``),
+  checked at the periodic tick as production's ``assembly_expired``, the parts are given back (their VMs
+  idle again) and the gang is queued afresh as its next attempt, offered first outside that region (in
+  its settled regions, if any) for ``assemble_s`` (``zen.core.gang.avoid_region``), then everywhere;
 - one fate: a preemption of any node ends the attempt on every node (each node's run since its last
   checkpoint is rework) and the gang is queued again; a node holding a part that goes away leaves the
   gang (its place offered again);
@@ -29,8 +29,8 @@ node, gangs whose running nodes span regions (split), nodes still holding a gang
 from __future__ import annotations
 
 import heapq
+from datetime import timedelta
 
-from zen.core.gang import STOCKOUT_WAIT
 from zen.core.gang_records import GangConfig
 from zen.scaling.model import DemandGroup, VmPhase, fold_demand
 from zen_dev.sim.instances import _FINISH, kept_s
@@ -82,9 +82,9 @@ class Gangs:
         job.state, job.reach = _QUEUED, job.pools
         job.parts, job.gang_reach, job.assemble_until, job.widen_at = [], None, None, None
         others = tuple(p for p in job.pools if cluster.migs[p].region != avoid) if avoid else ()
-        if others and len(others) < len(job.pools):  # those not blocked by a stockout, if any
-            open_ = tuple(p for p in others if not self._blocked(cluster, job, cluster.migs[p].region))
-            job.gang_reach, job.widen_at = open_ or others, w.now + self.assemble_s
+        if others and len(others) < len(job.pools):  # the settled ones, if any
+            settled = tuple(p for p in others if not self._unsettled(cluster, job, cluster.migs[p].region))
+            job.gang_reach, job.widen_at = settled or others, w.now + self.assemble_s
         job.qseq = next(w.seq)
         cluster.gangs[spec.job_id] = job
         self._changed(cluster)
@@ -279,17 +279,29 @@ class Gangs:
             self.free_all(job, parts)
 
     def _stocked_out(self, cluster, job) -> bool:
-        """The planner's memory blocks the region the gang assembles in, another of its regions is not
-        blocked, and it has waited ``STOCKOUT_WAIT`` of its assembly bound (not for hedged copies)."""
-        if self.hedged or not job.parts or job.assemble_until - self.w.now > self.assemble_s * (1 - STOCKOUT_WAIT):
+        """The planner's memory blocks the region the gang assembles in, and another of its regions is
+        settled (not for hedged copies)."""
+        if self.hedged or not job.parts:
             return False
         region = job.parts[0].mig.region
         return self._blocked(cluster, job, region) and any(
-            not self._blocked(cluster, job, other) for other in {cluster.migs[p].region for p in job.pools} - {region})
+            not self._unsettled(cluster, job, other) for other in {cluster.migs[p].region for p in job.pools} - {region})
 
     def _blocked(self, cluster, job, region: str) -> bool:
         """The planner's memory blocks every pool of ``region`` the job may use."""
-        return blocked(cluster, tuple(p for p in job.pools if cluster.migs[p].region == region), self.w.clock())
+        return blocked(cluster, self._pools(cluster, job, region), self.w.clock())
+
+    def _unsettled(self, cluster, job, region: str) -> bool:
+        """Blocked, or the planner found a stockout in every pool of ``region`` the job may use within
+        ``assemble_s`` (``fleet.blocked_regions`` with ``since``)."""
+        since = self.w.clock() - timedelta(seconds=self.assemble_s)
+        return self._blocked(cluster, job, region) or all(
+            (memory := cluster.memory.get(pool)) is not None and memory.last_stockout_at is not None
+            and memory.last_stockout_at > since for pool in self._pools(cluster, job, region))
+
+    @staticmethod
+    def _pools(cluster, job, region: str) -> tuple[str, ...]:
+        return tuple(p for p in job.pools if cluster.migs[p].region == region)
 
     # -- the checks --------------------------------------------------------------------------------
     def count_left(self, job) -> int:
