@@ -28,13 +28,15 @@ class Seeding:
     def __init__(self, store: JobStore):
         self.store = store
 
-    def block_region(self, cluster: str, region: str, until: datetime, found_at: datetime | None = None) -> None:
+    def block_region(self, cluster: str, region: str, until: datetime, found_at: datetime | None = None,
+                     booted_at: datetime | None = None) -> None:
         if isinstance(self.store, InMemoryJobStore):
-            self.store.block_region(cluster, region, until, found_at)
+            self.store.block_region(cluster, region, until, found_at, booted_at)
             return
         from zen.store import fleet
 
-        memory = {"blocked_until": until.isoformat(), **({"last_stockout_at": found_at.isoformat()} if found_at else {})}
+        moments = {"last_stockout_at": found_at, "last_boot_at": booted_at}
+        memory = {"blocked_until": until.isoformat(), **{k: v.isoformat() for k, v in moments.items() if v}}
         with self.store.db.transaction() as session:  # type: ignore[attr-defined]
             fleet.save_scaling_memory(session, cluster, region, json.dumps(memory), NOW)
 
@@ -378,6 +380,9 @@ def test_warm_vms_are_idle_recent_free_and_undrained_and_stockouts_block_regions
         later = NOW + timedelta(minutes=11)
         assert tx.blocked_regions(CLUSTER, later, since=NOW - timedelta(minutes=1)) == {REGION}
         assert tx.blocked_regions(CLUSTER, later, since=NOW) == set()
+    seed.block_region(CLUSTER, REGION, NOW + timedelta(minutes=10), found_at=NOW, booted_at=NOW + timedelta(minutes=1))
+    with store.transaction() as tx:  # a VM booted there after the stockout: over
+        assert tx.blocked_regions(CLUSTER, NOW + timedelta(minutes=11), since=NOW - timedelta(minutes=1)) == set()
 
 
 def test_hooks_inject_the_next_error_once_and_run_around_an_operation(store):

@@ -117,7 +117,8 @@ def assembly_expired(job: Job, now: datetime, config: GangConfig, blocked: froze
     Sooner when a stockout blocks the region it assembles in (``blocked``: the job's regions a stockout
     blocks now, as the planner's memory says; the planner asks a blocked region for no VM, so the rest of
     the gang cannot come from there), but only while another of its regions is settled: not in
-    ``unsettled``, the regions blocked now or where the planner found a stockout within ``assemble_s``.
+    ``unsettled``, the regions blocked now or where the planner found a stockout within ``assemble_s`` and
+    no VM booted since.
     Else it would only move to a region as likely to fail it, and back when that one's block lapses
     between the planner's probes, while VMs freed where it assembles may still complete it.
 

@@ -157,7 +157,7 @@ class RejectionRows(Protocol):
 class FleetRows(Protocol):
     def blocked_regions(self, cluster: str, now: datetime, since: datetime | None = None) -> set[str]:
         """The cluster's regions blocked by a stockout until after ``now`` (the planner's memory); with
-        ``since``, also those where the planner last found a stockout after then."""
+        ``since``, also those where the planner last found a stockout after then and no VM booted since."""
 
     def vms_holding(self, cluster: str, regions: list[str], inputs: list[str], image: str | None,
                     now: datetime, limit: int = 20) -> list[tuple[str, str, bool]]:

@@ -109,7 +109,7 @@ class Sweeps:
 
     def _blocked_for(self, tx: JobTx, job: Job, now: datetime, since: datetime | None = None) -> frozenset[str]:
         """The job's regions where a stockout blocks every pool the job may use (the planner's memory), or
-        (``since``) was found there after then."""
+        (``since``) was found there after then with no VM booted since."""
         cluster = self._config.cluster(job.cluster)
         if cluster is None:
             return frozenset()

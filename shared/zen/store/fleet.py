@@ -92,12 +92,16 @@ def scaling_memory(session: Session, cluster: str) -> dict[str, Any]:
 
 def blocked_regions(session: Session, cluster: str, now: datetime, since: datetime | None = None) -> set[str]:
     """The cluster's regions the planner will not ask for VMs before a later time (a stockout's block);
-    with ``since``, also those where it last found a stockout after then."""
-    def _after(memory: dict[str, Any], key: str, moment: datetime | None) -> bool:
-        return moment is not None and bool(memory.get(key)) and datetime.fromisoformat(memory[key]) > moment
+    with ``since``, also those where it last found a stockout after then and no VM booted since."""
+    def moment(memory: dict[str, Any], key: str) -> datetime | None:
+        return datetime.fromisoformat(memory[key]) if memory.get(key) else None
+
+    def lately(memory: dict[str, Any]) -> bool:
+        found, booted = moment(memory, "last_stockout_at"), moment(memory, "last_boot_at")
+        return since is not None and found is not None and found > since and not (booted is not None and booted > found)
 
     return {region for region, memory in scaling_memory(session, cluster).items()
-            if _after(memory or {}, "blocked_until", now) or _after(memory or {}, "last_stockout_at", since)}
+            if ((until := moment(memory or {}, "blocked_until")) is not None and until > now) or lately(memory or {})}
 
 
 def vms_holding(session: Session, cluster: str, regions: list[str], inputs: list[str], image: str | None,

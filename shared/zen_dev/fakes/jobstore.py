@@ -99,12 +99,14 @@ class InMemoryJobStore:
         with self._units:
             self.tables.jobs[job.job_id] = job
 
-    def block_region(self, cluster: str, region: str, until: datetime, found_at: datetime | None = None) -> None:
+    def block_region(self, cluster: str, region: str, until: datetime, found_at: datetime | None = None,
+                     booted_at: datetime | None = None) -> None:
         """The planner's memory: ``region`` of ``cluster`` stocked out until ``until`` (found so at
-        ``found_at``, if given)."""
+        ``found_at``, if given; a stockout a VM booted after, at ``booted_at``, is over)."""
         with self._units:
             self.tables.blocked[(cluster, region)] = until
-            if found_at is not None:
+            self.tables.stocked_out.pop((cluster, region), None)
+            if found_at is not None and not (booted_at is not None and booted_at > found_at):
                 self.tables.stocked_out[(cluster, region)] = found_at
 
     def drain_vm(self, vm: str) -> None:

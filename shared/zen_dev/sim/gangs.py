@@ -293,11 +293,15 @@ class Gangs:
 
     def _unsettled(self, cluster, job, region: str) -> bool:
         """Blocked, or the planner found a stockout in every pool of ``region`` the job may use within
-        ``assemble_s`` (``fleet.blocked_regions`` with ``since``)."""
+        ``assemble_s`` and no VM booted there since (``fleet.blocked_regions`` with ``since``)."""
         since = self.w.clock() - timedelta(seconds=self.assemble_s)
+
+        def lately(memory) -> bool:
+            found, booted = memory.last_stockout_at, memory.last_boot_at
+            return found is not None and found > since and not (booted is not None and booted > found)
+
         return self._blocked(cluster, job, region) or all(
-            (memory := cluster.memory.get(pool)) is not None and memory.last_stockout_at is not None
-            and memory.last_stockout_at > since for pool in self._pools(cluster, job, region))
+            (memory := cluster.memory.get(pool)) is not None and lately(memory) for pool in self._pools(cluster, job, region))
 
     @staticmethod
     def _pools(cluster, job, region: str) -> tuple[str, ...]:
