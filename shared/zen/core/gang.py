@@ -128,30 +128,27 @@ def assembly_expired(job: Job, now: datetime, config: GangConfig, blocked: froze
     if job.status is not JobStatus.QUEUED or not job.gang or job.widen_at is None:
         return None
     vms, region = [node.vm for node in job.gang], job.gang[0].region
+    others = [r for r in job.regions if r != region]
+    settled = [r for r in others if r not in unsettled]
     in_time = job.widen_at > now
-    if in_time and (region not in blocked or set(job.regions) <= unsettled | {region}):
+    if in_time and (region not in blocked or not settled):
         return None
     why = f"{region} is stocked out" if in_time else f"gang not complete within {config.assemble_s} s"
     reason = (f"{why}: {len(vms)} of {job.nodes} nodes claimed ({', '.join(vms)}); they are released, and the "
               f"gang retried as attempt {job.attempt + 1}")
     fields = dict(_RESET, attempt=job.attempt + 1, max_attempts=job.max_attempts + 1)
-    if (avoid := avoid_region(job, region, now, config, unsettled)) is not None:
-        fields.update(avoid)
-        reason += f", its start sent to {', '.join(avoid['start_regions'])} first (for {config.assemble_s} s)"
+    if others:
+        fields.update(avoid_region(settled or others, now, config))
+        reason += f", its start sent to {', '.join(settled or others)} first (for {config.assemble_s} s)"
     return Decision(fields=fields, controls=[_order(job, vm, ControlAction.RELEASE, reason) for vm in vms],
                     note=reason, publish_start=True)
 
 
-def avoid_region(job: Job, region: str, now: datetime, config: GangConfig,
-                 unsettled: frozenset[str] = frozenset()) -> dict[str, Any] | None:
-    """A new attempt's start narrowed to the job's regions other than ``region``, those not ``unsettled``
-    if any, for ``assemble_s``; the tick then widens it to every allowed region
-    (``zen.core.routing.next_route``). None: no other region."""
-    others = [r for r in job.regions if r != region]
-    if not others:
-        return None
-    settled = [r for r in others if r not in unsettled]
-    return dict(start_regions=settled or others, widen_at=now + timedelta(seconds=config.assemble_s))
+def avoid_region(elsewhere: list[str], now: datetime, config: GangConfig) -> dict[str, Any]:
+    """A new attempt's start narrowed to ``elsewhere`` (the job's regions but the one that could not finish
+    it, the settled ones if any) for ``assemble_s``; the tick then widens it to every allowed region
+    (``zen.core.routing.next_route``)."""
+    return dict(start_regions=elsewhere, widen_at=now + timedelta(seconds=config.assemble_s))
 
 
 def keep_deadline(job: Job, refused: Decision | None) -> Decision | None:
