@@ -187,7 +187,10 @@ class _Planning:
     def ask(self, uncovered: list[tuple[DemandGroup, int]]) -> None:
         # Instances count against limits until they are gone, whatever their phase.
         counts = {r: max(len(self.by_region[r]), self.s.target_sizes.get(r, 0)) for r in self.regions}
-        total = sum(counts.values())
+        # Probes waiting for capacity in blocked pools bill nothing: their places go to pools that are not
+        # stocked out where the cluster's limit would hold jobs (yield_probes).
+        self.probes = [vm for r in self.regions if self._blocked(r) for vm in self.stuck[r] if not vm.started]
+        total = sum(counts.values()) - len(self.probes)
         limits = self.s.cluster
         add, hedge = self.plan.add, defaultdict[str, int](int)
         held: dict[str, int] = defaultdict(int)
@@ -246,6 +249,18 @@ class _Planning:
         for why, count in held.items():
             self._decide(Action.HOLD, None, f"{count} job(s) wait: {why}", count)
         self._keep_min(counts, total)
+        self.used = total + sum(add.values())
+
+    def yield_probes(self) -> None:
+        """Delete the probes (``prune_stuck``) whose places the ask gave to pools that are not stocked out,
+        those of the pools blocked longest first: the cluster stays within ``max_vms`` once they are gone."""
+        deleted = {name for _, name in self.plan.delete}
+        left = [vm for vm in self.probes if vm.name not in deleted]
+        over = self.used + len(left) - self.s.cluster.max_vms
+        for vm in sorted(left, key=lambda vm: (self.memory[vm.region].blocked_until, vm.name), reverse=True)[:over]:
+            self.plan.delete.append((vm.region, vm.name))
+            self._decide(Action.DELETE, vm.region, f"a probe waiting for capacity gives its place to a pool not stocked "
+                         f"out (cluster limit of {self.s.cluster.max_vms} VMs)", vm=vm.name)
 
     def _hold_reason(self, group: DemandGroup, counts: dict[str, int], total: int) -> str:
         known = [r for r in group.regions if r in counts]
@@ -381,6 +396,7 @@ class _Planning:
         uncovered = self.match()
         self.ask(uncovered)
         self.prune_stuck()
+        self.yield_probes()
         self.cancel_losers()
         self.shrink_idle()
         for region, m in self.memory.items():
