@@ -189,17 +189,17 @@ def test_limits_per_region_and_per_cluster_are_respected():
     assert any(d.action is Action.HOLD and "cluster limit" in d.reason for d in plan.decisions)
 
 
-def _at_the_limit(blocked: tuple[str, ...]):
+def _at_the_limit(blocked: tuple[str, ...], now: float = 1000):
     """The cluster's 6 VMs: 3 busy in us-west1, 2 in europe-west4 and a probe waiting for capacity in
-    us-central1 (blocked until 900 s, like ``blocked``); one job queued."""
+    us-central1 since 0 s (blocked until 1,500 s, like ``blocked``); one job queued at ``now``."""
     probe = vm("probe", "us-central1", VmPhase.BOOTING, since=0, error=ErrorKind.STOCKOUT)
     busy = [vm(f"w{i}", "us-west1", VmPhase.BUSY, job=f"r{i}") for i in range(3)]
     busy += [vm(f"e{i}", "europe-west4", VmPhase.BUSY, job=f"s{i}") for i in range(2)]
     vms = [probe] + busy
     memory = {r: RegionMemory(last_boot_at=at(-60), known=tuple(v.name for v in vms if v.region == r),
                               booting=("probe",) if r == "us-central1" else ()) for r in REGIONS}
-    memory.update({r: replace(memory[r], blocked_until=at(900), strikes=1, last_stockout_at=at(0)) for r in blocked})
-    return snap(300, queued=jobs(1, queued_at=290), vms=vms, memory=memory)
+    memory.update({r: replace(memory[r], blocked_until=at(1500), strikes=3, last_stockout_at=at(0)) for r in blocked})
+    return snap(now, queued=jobs(1, queued_at=now - 10), vms=vms, memory=memory)
 
 
 def test_at_the_cluster_limit_a_probe_gives_its_place_to_a_pool_not_stocked_out():
@@ -210,6 +210,8 @@ def test_at_the_cluster_limit_a_probe_gives_its_place_to_a_pool_not_stocked_out(
     assert "gives its place" in gone.reason and "cluster limit of 6" in gone.reason
     roomy = ZenPlanner().plan(replace(_at_the_limit(blocked=("us-central1",)), cluster=replace(LIMITS, max_vms=7)))
     assert roomy.add == {"us-west1": 1} and roomy.delete == []  # below the limit: the probe keeps its place
+    young = ZenPlanner().plan(_at_the_limit(blocked=("us-central1",), now=Timing().max_block_s - 1))
+    assert young.add == {} and young.delete == []  # waiting less than a longest block: it may get capacity soon
 
 
 def test_a_probe_keeps_its_place_when_every_pool_is_stocked_out():

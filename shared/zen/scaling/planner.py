@@ -187,9 +187,10 @@ class _Planning:
     def ask(self, uncovered: list[tuple[DemandGroup, int]]) -> None:
         # Instances count against limits until they are gone, whatever their phase.
         counts = {r: max(len(self.by_region[r]), self.s.target_sizes.get(r, 0)) for r in self.regions}
-        # Probes waiting for capacity in blocked pools bill nothing: their places go to pools that are not
-        # stocked out where the cluster's limit would hold jobs (yield_probes).
-        self.probes = [vm for r in self.regions if self._blocked(r) for vm in self.stuck[r] if not vm.started]
+        # Probes waiting for capacity in blocked pools bill nothing: those that waited a longest block give
+        # their places to pools that are not stocked out where the cluster's limit would hold jobs (yield_probes).
+        self.probes = [vm for r in self.regions if self._blocked(r) for vm in self.stuck[r] if not vm.started
+                       and self._age(vm) >= self.timing.max_block_s]
         total = sum(counts.values()) - len(self.probes)
         limits = self.s.cluster
         add, hedge = self.plan.add, defaultdict[str, int](int)
@@ -253,7 +254,9 @@ class _Planning:
 
     def yield_probes(self) -> None:
         """Delete the probes (``prune_stuck``) whose places the ask gave to pools that are not stocked out,
-        those of the pools blocked longest first: the cluster stays within ``max_vms`` once they are gone."""
+        those of the pools blocked longest first: the cluster stays within ``max_vms`` once they are gone.
+        Only probes waiting ``max_block_s`` or more give way (younger ones may get capacity soon: where
+        the limit binds in an overloaded region, every probe giving way measured worse: docs/explanations/scaling.md)."""
         deleted = {name for _, name in self.plan.delete}
         left = [vm for vm in self.probes if vm.name not in deleted]
         over = self.used + len(left) - self.s.cluster.max_vms
