@@ -214,6 +214,16 @@ def test_at_the_cluster_limit_a_probe_gives_its_place_to_a_pool_not_stocked_out(
     assert young.add == {} and young.delete == []  # waiting less than a longest block: it may get capacity soon
 
 
+def test_probes_below_the_cluster_limit_all_keep_their_places():
+    snapshot = _at_the_limit(blocked=("us-central1", "us-west1"))
+    other = vm("probe-2", "us-west1", VmPhase.BOOTING, since=0, error=ErrorKind.STOCKOUT)
+    memory = dict(snapshot.memory, **{"us-west1": replace(snapshot.memory["us-west1"], booting=("probe-2",),
+                                                          known=snapshot.memory["us-west1"].known + ("probe-2",))})
+    plan = ZenPlanner().plan(replace(snapshot, vms=snapshot.vms + (other,), memory=memory,
+                                     cluster=replace(LIMITS, max_vms=9, max_vms_per_region=6)))
+    assert plan.add == {"europe-west4": 1} and plan.delete == []  # 8 VMs with the ask: both probes stay
+
+
 def test_a_probe_keeps_its_place_when_every_pool_is_stocked_out():
     plan = ZenPlanner().plan(_at_the_limit(blocked=REGIONS))
     assert plan.add == {} and plan.delete == []

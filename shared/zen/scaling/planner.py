@@ -14,14 +14,13 @@ import math
 from collections import defaultdict
 from datetime import timedelta
 
-from zen.scaling import gangs, preemptions
+from zen.scaling import gangs, preemptions, probes
 from zen.scaling.ranking import Ranking
 from zen.scaling.model import (
-    Action, ClusterSnapshot, Decision, DemandGroup, ErrorKind, MigError, Plan, RegionMemory, Vm, VmPhase, ski_rental_keep_s,
+    Action, ClusterSnapshot, Decision, DemandGroup, MigError, Plan, RegionMemory, Vm, VmPhase, ski_rental_keep_s,
     vm_index,
 )
 
-_CAPACITY_ERRORS = (ErrorKind.STOCKOUT, ErrorKind.QUOTA)
 _BOOT_WEIGHT = 0.3  # weight of a new boot in a region's moving-average boot time
 _FRESH = RegionMemory()  # a region without memory yet (frozen: one shared value)
 _with = RegionMemory.replaced  # _with(memory, **changes): dataclasses.replace, faster
@@ -54,34 +53,15 @@ class _Planning:
         self.by_region = defaultdict(tuple, index.by_region)
         self.idle = defaultdict(tuple, {r: v for (r, phase), v in index.phases.items() if phase is VmPhase.IDLE})
         self.alive, self.latest_win = index.alive, index.latest_win  # not being deleted; last to become usable
-        self.stuck, self.healthy = defaultdict[str, list[Vm]](list), defaultdict[str, list[Vm]](list)  # booting VMs: stuck or not
-        spill_before, now_s = self.now - timedelta(seconds=self.timing.spill_after_s), self.now.timestamp()
-        self.got: dict[str, float] = {}
-        for (region, phase), vms in index.phases.items():
-            got = dict(zip(self.memory[region].started, self.memory[region].started_since))
-            for vm in vms if phase is VmPhase.BOOTING else ():
-                if vm.started:
-                    self.got[vm.name] = got.get(vm.name, now_s)
-                late = (now_s - self.got[vm.name] >= self.boot_deadline_s(region) if vm.started
-                        else vm.since <= (self.now - timedelta(seconds=self.grant_deadline_s(region))
-                                          if ranking.flex(region) else spill_before))
-                stuck = vm.creation_error in _CAPACITY_ERRORS or late
-                (self.stuck if stuck else self.healthy)[region].append(vm)
+        # Booting VMs: stuck (a capacity error, or late) or healthy; when each started one first had capacity.
+        self.stuck, self.healthy, self.got = probes.booting(index.phases, self.memory, self.now, self.timing, self.boot_s,
+                                                            ranking.flex)
         # Which regions are blocked, fixed once ``learn`` is done (later steps only extend blocks).
         self._blocked_after_learn: set[str] | None = None
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
         self.idle_needed: dict[str, int] = defaultdict(int)
 
     # -- helpers -------------------------------------------------------------------------------
-    def boot_deadline_s(self, region: str) -> float:
-        """How long a VM that got capacity may take to be usable: twice the region's boot, bounded."""
-        return min(self.timing.boot_timeout_s, max(self.timing.spill_after_s, 2 * self.boot_s(region)))
-
-    def grant_deadline_s(self, pool: str) -> float:
-        """How long a flex-start request may wait for its grant before it counts as not delivering: twice
-        the pool's learned (or estimated) asked-to-usable time, at least ``spill_after_s``."""
-        return max(self.timing.spill_after_s, 2 * self.boot_s(pool))
-
     def _age(self, vm: Vm) -> float:
         return (self.now - vm.since).total_seconds()
 
@@ -134,7 +114,7 @@ class _Planning:
                                                              self.index.phase(region, VmPhase.BUSY))
             if booted or self._blocked(region):
                 continue  # it delivers; or it is blocked, struck once per episode (see _strike)
-            capacity_errors = [e for e in errors if e.kind in _CAPACITY_ERRORS]
+            capacity_errors = [e for e in errors if e.kind in probes.CAPACITY_ERRORS]
             stuck = self.stuck[region]
             if capacity_errors:
                 self._strike(region, capacity_errors[-1].detail or
@@ -187,11 +167,10 @@ class _Planning:
     def ask(self, uncovered: list[tuple[DemandGroup, int]]) -> None:
         # Instances count against limits until they are gone, whatever their phase.
         counts = {r: max(len(self.by_region[r]), self.s.target_sizes.get(r, 0)) for r in self.regions}
-        # Probes waiting for capacity in blocked pools bill nothing: those that waited a longest block give
-        # their places to pools that are not stocked out where the cluster's limit would hold jobs (yield_probes).
-        self.probes = [vm for r in self.regions if self._blocked(r) for vm in self.stuck[r] if not vm.started
-                       and self._age(vm) >= self.timing.max_block_s]
-        total = sum(counts.values()) - len(self.probes)
+        # Old probes bill nothing: they give their places to pools not stocked out at max_vms (yield_probes).
+        self.yielding = [vm for r in self.regions if self._blocked(r)
+                         for vm in probes.may_give_way(self.stuck[r], self.now, self.timing)]
+        total = sum(counts.values()) - len(self.yielding)
         limits = self.s.cluster
         add, hedge = self.plan.add, defaultdict[str, int](int)
         held: dict[str, int] = defaultdict(int)
@@ -253,14 +232,10 @@ class _Planning:
         self.used = total + sum(add.values())
 
     def yield_probes(self) -> None:
-        """Delete the probes (``prune_stuck``) whose places the ask gave to pools that are not stocked out,
-        those of the pools blocked longest first: the cluster stays within ``max_vms`` once they are gone.
-        Only probes waiting ``max_block_s`` or more give way (younger ones may get capacity soon: where
-        the limit binds in an overloaded region, every probe giving way measured worse: docs/explanations/scaling.md)."""
+        """Delete the probes whose places the ask gave to pools that are not stocked out (``zen.scaling.probes``)."""
         deleted = {name for _, name in self.plan.delete}
-        left = [vm for vm in self.probes if vm.name not in deleted]
-        over = self.used + len(left) - self.s.cluster.max_vms
-        for vm in sorted(left, key=lambda vm: (self.memory[vm.region].blocked_until, vm.name), reverse=True)[:over]:
+        left = [vm for vm in self.yielding if vm.name not in deleted]
+        for vm in probes.giving_way(left, self.used, self.s.cluster.max_vms, lambda vm: self.memory[vm.region].blocked_until):
             self.plan.delete.append((vm.region, vm.name))
             self._decide(Action.DELETE, vm.region, f"a probe waiting for capacity gives its place to a pool not stocked "
                          f"out (cluster limit of {self.s.cluster.max_vms} VMs)", vm=vm.name)
@@ -304,20 +279,18 @@ class _Planning:
                 self._decide(Action.DELETE, region, f"its agent ({vm.phase.value.lower()}, no job) was not heard "
                              f"for {vm.silent_s(self.now):.0f}s", vm=vm.name)
 
-    def prune_stuck(self) -> None:  # all but one probe per region wanted: waiting, else started < boot_timeout_s
+    def prune_stuck(self) -> None:  # one probe per blocked pool wanted (zen.scaling.probes)
         wanted = {r for group in self.groups for r in group.regions}
         for region in self.regions:
             if not self.stuck[region]:
                 continue
-            stuck = sorted(self.stuck[region], key=lambda vm: (vm.started, vm.since))
-            probe = not stuck[0].started or self._got_s(stuck[0]) < self.timing.boot_timeout_s
-            keep = int(region in wanted and probe)
-            for vm in stuck[keep:]:
+            kept, deleted = probes.pruned(self.stuck[region], region in wanted, self._got_s, self.timing)
+            for vm in deleted:
                 self.plan.delete.append((region, vm.name))
                 why = (f"not usable {self._got_s(vm):.0f}s after it got capacity" if vm.started
                        else f"stuck booting for {self._age(vm):.0f}s; not needed as a probe")
                 self._decide(Action.DELETE, region, why, vm=vm.name)
-            if stuck[:keep] and self._blocked(region):
+            if kept and self._blocked(region):
                 memory = self.memory[region]
                 extended = max(memory.blocked_until or self.now, self.now + timedelta(seconds=self.timing.block_s))
                 self.memory[region] = _with(memory, blocked_until=extended)
