@@ -368,6 +368,33 @@ def test_a_node_preempted_while_the_gang_assembles_leaves_it_and_its_place_is_of
     assert [n.vm for n in job(zen, "g").gang] == ["vm-2", "vm-3"]  # the gone VM is no node of it
 
 
+def test_a_gang_assembling_where_its_limits_leave_no_room_for_the_rest_is_released_at_the_next_tick(
+        functions, zen, publisher, clock):
+    """Its first node claimed in us-central1, where the planner's last pass left room for no more VMs
+    (the other VMs there busy, the pool at max_vms_per_region): the rest cannot come, so the tick releases
+    the node and the next attempt's start goes elsewhere first. With room for the rest, it waits."""
+    from zen.store import fleet
+
+    def room(n):
+        with zen.db.transaction() as session:
+            fleet.save_scaling_memory(session, "4xa100-40gb", "us-central1", json.dumps({"gang_room": n}), clock())
+
+    functions.submit(job_request("g", nodes=2))
+    claim(functions, "vm-1")
+    room(1)
+    clock.advance(30)
+    functions.tick()
+    assert (job(zen, "g").attempt, actions(publisher, "vm-1")) == (1, [])  # room for its one more node
+    room(0)
+    clock.advance(30)
+    functions.tick()
+    record = job(zen, "g")
+    assert (record.attempt, record.gang) == (2, None) and actions(publisher, "vm-1") == ["RELEASE"]
+    assert "us-central1" not in record.start_regions
+    assert controls(publisher, "vm-1")[-1]["reason"].startswith(
+        "us-central1 has room for 0 more of the 1 VM(s) the gang needs (its limits): 1 of 2 nodes claimed (vm-1)")
+
+
 def test_a_gang_stays_while_every_other_region_is_stocked_out_or_was_lately_then_moves_to_a_settled_one(
         functions, zen, publisher, clock):
     """Releasing it to a region blocked now, or whose block lapsed between the planner's probes after a

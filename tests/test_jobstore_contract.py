@@ -40,6 +40,15 @@ class Seeding:
         with self.store.db.transaction() as session:  # type: ignore[attr-defined]
             fleet.save_scaling_memory(session, cluster, region, json.dumps(memory), NOW)
 
+    def room_for_gangs(self, cluster: str, pool: str, room: int) -> None:
+        if isinstance(self.store, InMemoryJobStore):
+            self.store.room_for_gangs(cluster, pool, room)
+            return
+        from zen.store import fleet
+
+        with self.store.db.transaction() as session:  # type: ignore[attr-defined]
+            fleet.save_scaling_memory(session, cluster, pool, json.dumps({"gang_room": room}), NOW)
+
     def drain_vm(self, vm: str) -> None:
         if isinstance(self.store, InMemoryJobStore):
             self.store.drain_vm(vm)
@@ -383,6 +392,16 @@ def test_warm_vms_are_idle_recent_free_and_undrained_and_stockouts_block_regions
     seed.block_region(CLUSTER, REGION, NOW + timedelta(minutes=10), found_at=NOW, booted_at=NOW + timedelta(minutes=1))
     with store.transaction() as tx:  # a VM booted there after the stockout: over
         assert tx.blocked_regions(CLUSTER, NOW + timedelta(minutes=11), since=NOW - timedelta(minutes=1)) == set()
+
+
+def test_the_planners_room_for_gangs_is_read_per_pool(store, seed):
+    with store.transaction() as tx:
+        assert tx.gang_rooms(CLUSTER) == {}
+    seed.room_for_gangs(CLUSTER, REGION, 3)
+    seed.room_for_gangs(CLUSTER, f"{REGION}/spot", 0)
+    seed.room_for_gangs("other-cluster", REGION, 5)
+    with store.transaction() as tx:
+        assert tx.gang_rooms(CLUSTER) == {REGION: 3, f"{REGION}/spot": 0}
 
 
 def test_hooks_inject_the_next_error_once_and_run_around_an_operation(store):

@@ -83,3 +83,14 @@ def test_each_gang_asked_for_and_each_gang_hedge_is_a_unit_of_the_plan_and_ordin
     hedged = plan_for(gangs(1, 3), limits=limits, memory={}, timing=Timing())
     assert hedged.together == {"us-central1": [3], "us-west1": [3]}
     assert ZenPlanner().plan(snap(0, queued=jobs(3))).together == {}
+
+
+def test_each_pass_remembers_what_a_gang_assembling_in_each_pool_could_still_get():
+    # us-central1: 2 parts of a gang (busy to the planner), 1 busy job, 1 idle VM: at its limit of 4, so a
+    # gang there gets the idle VM and no more; us-west1: one VM booting, room for 3 more; europe-west4: 4.
+    vms = [vm(f"p{i}", "us-central1", VmPhase.BUSY, job="g") for i in range(2)]
+    vms += [vm("b", "us-central1", VmPhase.BUSY, job="x"), vm("i", "us-central1", VmPhase.IDLE),
+            vm("w", "us-west1", VmPhase.BOOTING)]
+    plan = plan_for(gangs(1, 4, regions=("us-central1",), claimed=2), vms=vms, limits=replace(LIMITS, max_vms=12))
+    assert {r: m.gang_room for r, m in plan.memory.items()} == {"us-central1": 1, "us-west1": 4, "europe-west4": 4}
+    assert any(d.action is Action.HOLD for d in plan.decisions)  # the gang's rest does not fit: the tick releases it

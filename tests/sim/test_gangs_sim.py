@@ -234,6 +234,22 @@ def test_a_gang_whose_region_stocks_out_is_given_back_at_once_and_assembles_in_a
     assert result.gangs_split == 0 and result.nodes_left_after_gang == 0
 
 
+def test_a_gang_claimed_where_its_limits_leave_no_room_for_the_rest_is_given_back_at_the_next_tick():
+    # us-west1 may hold 2 VMs, both running one-node jobs; the short one ends as the gang waits and its VM
+    # claims the gang's first part there: the other is busy for long and the pool is at its limit, so the
+    # rest cannot come. The planner's memory says so (gang_room 0), and the tick gives the part back (not
+    # at the 600 s bound); the next attempt assembles in us-central1.
+    sc = scenario("default: 4", extra=FIXED_BOOT, regions="[us-central1, us-west1]", per_region=2)
+    busy = [SimJob("long", "4xa100", 0.0, 5000.0, ("us-west1",)), SimJob("short", "4xa100", 0.0, 200.0, ("us-west1",))]
+    both = gang(regions=("us-west1", "us-central1"), submit_s=250.0, duration_s=1000)
+    result = Simulation(sc, [*busy, both], make_policy("zen"), horizon_s=4000).run()
+    [(submitted, started)] = result.gang_starts
+    assert started is not None and started - submitted < gangs.ASSEMBLE_S / 2
+    assert (result.gang_room_releases, result.gang_stockout_releases, result.gang_assembly_timeouts) == (1, 0, 0)
+    assert [region for at, region in result.start_regions if at == started] == ["us-central1"]
+    assert result.gangs_split == 0 and result.nodes_left_after_gang == 0
+
+
 def test_a_gang_between_two_stocked_out_regions_is_not_moved_back_and_forth():
     # A warm VM in each of two regions that have room for that VM only: the gang can complete in neither.
     # The planner's blocks lapse between its probes, so releasing it whenever the other region is not

@@ -180,7 +180,7 @@ def _gang_wait(job: Job) -> str:
     if claimed and job.widen_at:
         return (f" (a gang of {job.nodes}: {len(claimed)} claimed in {claimed[0].region} "
                 f"({', '.join(n.vm for n in claimed)}), the rest until {job.widen_at:%H:%M:%S}, then released and "
-                "retried; sooner if a stockout blocks its region)")
+                "retried; sooner if a stockout blocks its region or its limits leave no room for the rest)")
     if job.start_regions and job.widen_at:  # zen.core.gang.avoid_region
         return (f" (a gang of {job.nodes}: none claimed yet; sent there first, away from the region its last "
                 f"attempt could not assemble in; every allowed region at the first tick after {job.widen_at:%H:%M:%S})")

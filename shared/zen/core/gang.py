@@ -110,7 +110,7 @@ def _claim(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> Decisi
 
 
 def assembly_expired(job: Job, now: datetime, config: GangConfig, blocked: frozenset[str] = frozenset(),
-                     unsettled: frozenset[str] = frozenset()) -> Decision | None:
+                     unsettled: frozenset[str] = frozenset(), room: int | None = None) -> Decision | None:
     """The tick: a gang still QUEUED past its assembly deadline gives back the VMs that claimed a part and
     is retried as attempt + 1 (not spent: nothing ran), its starts published afresh. None: in time.
 
@@ -122,6 +122,11 @@ def assembly_expired(job: Job, now: datetime, config: GangConfig, blocked: froze
     Else it would only move to a region as likely to fail it, and back when that one's block lapses
     between the planner's probes, while VMs freed where it assembles may still complete it.
 
+    Sooner too when its region cannot hold the rest of it (``room``: the VMs a gang assembling there could
+    still get at the planner's last pass, ``RegionMemory.gang_room``: idle and booting VMs plus the room
+    under ``max_vms_per_region`` and ``max_vms``; None: unknown): VMs busy with other jobs, freed one by one,
+    would claim parts there while the rest waits, the planner holding the gang for room.
+
     The new attempt's start goes to the job's other regions first, the settled ones if any
     (``avoid_region``): the VMs given back are idle in the region that could not finish the gang and would
     claim it again at once, so it would assemble there again and wait out another deadline."""
@@ -130,10 +135,13 @@ def assembly_expired(job: Job, now: datetime, config: GangConfig, blocked: froze
     vms, region = [node.vm for node in job.gang], job.gang[0].region
     others = [r for r in job.regions if r != region]
     settled = [r for r in others if r not in unsettled]
-    in_time = job.widen_at > now
-    if in_time and (region not in blocked or not settled):
+    in_time, need = job.widen_at > now, job.nodes - len(vms)
+    short = room is not None and room < need
+    if in_time and not short and (region not in blocked or not settled):
         return None
-    why = f"{region} is stocked out" if in_time else f"gang not complete within {config.assemble_s} s"
+    why = (f"gang not complete within {config.assemble_s} s" if not in_time else
+           f"{region} has room for {room} more of the {need} VM(s) the gang needs (its limits)" if short else
+           f"{region} is stocked out")
     reason = (f"{why}: {len(vms)} of {job.nodes} nodes claimed ({', '.join(vms)}); they are released, and the "
               f"gang retried as attempt {job.attempt + 1}")
     fields = dict(_RESET, attempt=job.attempt + 1, max_attempts=job.max_attempts + 1)

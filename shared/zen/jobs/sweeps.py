@@ -87,7 +87,7 @@ class Sweeps:
             if job.gang:  # a gang assembling: its deadline, or a stockout where it assembles (zen.core.gang)
                 recent = now - timedelta(seconds=self._config.gangs.assemble_s)
                 return gang.assembly_expired(job, now, self._config.gangs, self._blocked_for(tx, job, now),
-                                             self._blocked_for(tx, job, now, since=recent))
+                                             self._blocked_for(tx, job, now, since=recent), self._gang_room(tx, job))
             if job.widen_at > now:
                 return None
             if not job.start_regions and not job.start_vms:  # it reaches every allowed region already
@@ -99,13 +99,25 @@ class Sweeps:
         return self._for_each_job(candidates, "routing", decide)
 
     def _gangs_stocked_out(self, tx: JobTx, now: datetime, limit: int) -> list[str]:
-        """Gangs assembling in a region a stockout blocks now (the planner's memory), per cluster."""
+        """Gangs assembling in a region a stockout blocks now, or with a pool short of room for a gang
+        (the planner's memory: ``RegionMemory.gang_room`` below ``max_vms_per_region``), per cluster."""
         found: list[str] = []
         for cluster in self._config.clusters:
-            blocked = tx.blocked_regions(cluster.name, now)
-            if blocked:
-                found += tx.gangs_assembling_in(cluster.name, sorted({region_of(key) for key in blocked}), limit)
+            short = {key for key, room in tx.gang_rooms(cluster.name).items() if room < cluster.max_vms_per_region}
+            if keys := tx.blocked_regions(cluster.name, now) | short:
+                found += tx.gangs_assembling_in(cluster.name, sorted({region_of(key) for key in keys}), limit)
         return found
+
+    def _gang_room(self, tx: JobTx, job: Job) -> int | None:
+        """The VMs the rest of an assembling gang could still get in its region (the most of any pool of it the
+        job may use) at the planner's last pass; None: unknown."""
+        cluster = self._config.cluster(job.cluster)
+        if cluster is None or not job.gang:
+            return None
+        rooms, primary = tx.gang_rooms(job.cluster), cluster.provisioning[0]
+        models = accepted_models(job.request.get("provisioning"), cluster.provisioning)
+        known = [rooms[key] for m in models if (key := pool_key(job.gang[0].region, m, primary)) in rooms]
+        return max(known) if known and len(known) == len(models) else None
 
     def _blocked_for(self, tx: JobTx, job: Job, now: datetime, since: datetime | None = None) -> frozenset[str]:
         """The job's regions where a stockout blocks every pool the job may use (the planner's memory), or

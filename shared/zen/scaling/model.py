@@ -145,6 +145,9 @@ class RegionMemory:
     busy_s: float = 0.0
     lost_s: float = 0.0
     preempted: float = 0.0
+    # The VMs a gang assembling here could still get at the last plan (None: not planned since): idle and
+    # healthy booting ones, plus the room left under max_vms_per_region and max_vms (zen.core.gang).
+    gang_room: int | None = None
 
     def replaced(self, **changes: Any) -> RegionMemory:
         """``dataclasses.replace(self, **changes)`` without the frozen ``__init__``, which sets each

@@ -180,6 +180,10 @@ class _Planning:
             return min(limits.max_vms_per_region - counts[region] - add.get(region, 0),
                        limits.max_vms - total - sum(add.values()))
 
+        for region in self.regions:  # before this pass's asks: what the rest of a gang assembling there may get
+            room_left = len(self.idle[region]) + len(self.healthy[region]) + max(0, room(region))
+            if self.memory[region].gang_room != room_left:
+                self.memory[region] = _with(self.memory[region], gang_room=room_left)
         compared: dict[str, list[str]] = {}  # a pool asked for -> the ranking it was chosen from
         for group, left in uncovered:
             ranked = self.ranking.for_group(group)

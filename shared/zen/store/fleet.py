@@ -104,6 +104,12 @@ def blocked_regions(session: Session, cluster: str, now: datetime, since: dateti
             if ((until := moment(memory or {}, "blocked_until")) is not None and until > now) or lately(memory or {})}
 
 
+def gang_rooms(session: Session, cluster: str) -> dict[str, int]:
+    """Pool -> the planner's ``gang_room`` at its last pass (``zen.scaling.model.RegionMemory``)."""
+    return {pool: int(memory["gang_room"]) for pool, memory in scaling_memory(session, cluster).items()
+            if memory and memory.get("gang_room") is not None}
+
+
 def vms_holding(session: Session, cluster: str, regions: list[str], inputs: list[str], image: str | None,
                 now: datetime, limit: int = 20) -> list[tuple[str, str, bool]]:
     """(name, region, offered) of idle VMs in ``regions`` whose warm cache holds all of ``inputs``

@@ -214,6 +214,10 @@ class PostgresJobTx:
     def blocked_regions(self, cluster: str, now: datetime, since: datetime | None = None) -> set[str]:
         return fleet.blocked_regions(self.session, cluster, now, since)
 
+    @hooked("gang_rooms")
+    def gang_rooms(self, cluster: str) -> dict[str, int]:
+        return fleet.gang_rooms(self.session, cluster)
+
     @hooked("vms_holding")
     def vms_holding(self, cluster: str, regions: list[str], inputs: list[str], image: str | None,
                     now: datetime, limit: int = 20) -> list[tuple[str, str, bool]]:

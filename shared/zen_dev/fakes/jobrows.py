@@ -42,6 +42,7 @@ class Tables:
     drained: frozenset[str] = frozenset()
     blocked: dict[tuple[str, str], datetime] = field(default_factory=dict)  # (cluster, region) -> until
     stocked_out: dict[tuple[str, str], datetime] = field(default_factory=dict)  # (cluster, region) -> last found
+    gang_rooms: dict[tuple[str, str], int] = field(default_factory=dict)  # (cluster, pool) -> the planner's gang_room
 
     def copy(self) -> Tables:
         return Tables(**{f.name: _shallow(getattr(self, f.name)) for f in fields(self)})
@@ -397,6 +398,10 @@ class InMemoryJobTx:
         recent = {region for (c, region), at in self._t.stocked_out.items()
                   if c == cluster and since is not None and at > since}
         return recent | {region for (c, region), until in self._t.blocked.items() if c == cluster and until > now}
+
+    @hooked("gang_rooms")
+    def gang_rooms(self, cluster: str) -> dict[str, int]:
+        return {pool: room for (c, pool), room in self._t.gang_rooms.items() if c == cluster}
 
     @hooked("vms_holding")
     def vms_holding(self, cluster: str, regions: list[str], inputs: list[str], image: str | None,

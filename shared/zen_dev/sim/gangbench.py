@@ -52,7 +52,7 @@ def pooled_gangs(runs: list[RunResult]) -> RunResult:
         out.gang_starts += run.gang_starts
         out.starts += run.starts
         for key in ("gang_idle_seconds", "gang_idle_given_back_seconds", "gangs_split", "nodes_left_after_gang",
-                    "gang_assembly_timeouts", "gang_stockout_releases", "vm_seconds", "wasted_seconds", "lost_seconds"):
+                    "gang_assembly_timeouts", "gang_stockout_releases", "gang_room_releases", "vm_seconds", "wasted_seconds", "lost_seconds"):
             setattr(out, key, getattr(out, key) + getattr(run, key))
     return out
 
@@ -104,7 +104,7 @@ def report(seeds: int = GANG_SEEDS) -> list[str]:
                          f"  never {s['gangs_never_started']}"
                          f"  split {s['gangs_split']}  left {s['nodes_left_after_gang']}"
                          f"  assembly timeouts {s['gang_assembly_timeouts']}"
-                         f"  released at a stockout {s['gang_stockout_releases']}")
+                         f"  released at a stockout {s['gang_stockout_releases']}, short of room {s['gang_room_releases']}")
         held = gang_targets(zen, ask)
         ratios = {label: _ratio(zen[key], ask[key]) for label, key, _ in GANG_TARGETS}
         lines.append("    targets: " + " | ".join(

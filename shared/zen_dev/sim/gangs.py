@@ -9,6 +9,7 @@
   when the N-th node claims, on all N at once;
 - past the deadline, or sooner when the planner's memory blocks the region it assembles in (a stockout)
   while another of its regions is settled (neither blocked nor found stocked out within ``assemble_s``),
+  or leaves it fewer VMs for the gang than it still needs (``RegionMemory.gang_room``: its limits),
   checked at the periodic tick as production's ``assembly_expired``, the parts are given back (their VMs
   idle again) and the gang is queued afresh as its next attempt, offered first outside that region (in
   its settled regions, if any) for ``assemble_s`` (``zen.core.gang.avoid_region``), then everywhere;
@@ -262,7 +263,7 @@ class Gangs:
             if job.state is _QUEUED and not job.parts:
                 self.offer(job)
         due = [job for job in cluster.gangs.values()
-               if job.assemble_until is not None and (job.assemble_until <= now or self._stocked_out(cluster, job))]
+               if job.assemble_until is not None and (job.assemble_until <= now or self._released(cluster, job))]
         for job in due:
             if job.state is not _QUEUED or job.assemble_until is None:
                 continue  # completed (or gave its parts back) while an earlier one's parts were released
@@ -271,12 +272,26 @@ class Gangs:
                 self._wait_ends(vm, given_back=True)
             if job.assemble_until <= now:
                 self.w.result.gang_assembly_timeouts += 1
+            elif self._short(cluster, job):
+                self.w.result.gang_room_releases += 1
             else:
                 self.w.result.gang_stockout_releases += 1
             job.attempt += 1
             # Queued afresh first (the released VMs may claim its new attempt where it may go), elsewhere first.
             self.offer(job, avoid=None if self.hedged else parts[0].mig.region)
             self.free_all(job, parts)
+
+    def _released(self, cluster, job) -> bool:
+        """Given back before its deadline: its region cannot hold the rest of it, or is stocked out."""
+        return self._short(cluster, job) or self._stocked_out(cluster, job)
+
+    def _short(self, cluster, job) -> bool:
+        """The planner's last pass left the region the gang assembles in fewer VMs for it than it still needs
+        (``RegionMemory.gang_room``, the most of its pools; not for hedged copies)."""
+        if self.hedged or not job.parts:
+            return False
+        rooms = [getattr(cluster.memory.get(p), "gang_room", None) for p in self._pools(cluster, job, job.parts[0].mig.region)]
+        return bool(rooms) and None not in rooms and max(rooms) < job.spec.nodes - len(job.parts)
 
     def _stocked_out(self, cluster, job) -> bool:
         """The planner's memory blocks the region the gang assembles in, and another of its regions is

@@ -21,7 +21,7 @@ EXTRA_KEYS = ("jobs", "limit_violations", "busy_delete_attempts", "preemptions",
 # With gangs in the job trace only (zen_dev.sim.gangs): beside JSON_KEYS.
 GANG_KEYS = ("gangs", "gang_start_p50_s", "gang_start_p95_s", "gang_idle_node_minutes", "gangs_never_started",
              "gangs_split", "nodes_left_after_gang", "gang_assembly_timeouts", "gang_idle_given_back_node_minutes",
-             "gang_stockout_releases")
+             "gang_stockout_releases", "gang_room_releases")
 DOLLAR_KEYS = ("usd", "usd_per_useful_gpu_hour", "useful_gpu_hours", "rework_gpu_hours",
                "floor_usd_per_useful_gpu_hour", "usd_vs_floor")
 
@@ -67,6 +67,7 @@ class RunResult:
     nodes_left_after_gang: int = 0  # nodes still holding a gang after its attempt ended
     gang_assembly_timeouts: int = 0  # gangs not complete within assemble_s: parts given back, queued again
     gang_stockout_releases: int = 0  # gangs whose parts were given back sooner: their region stocked out
+    gang_room_releases: int = 0  # ... or it could not hold the rest of the gang (the planner's gang_room)
 
     def waits(self) -> list[float]:
         """Time-to-start per job, never-started jobs counted until the horizon."""
@@ -114,6 +115,7 @@ class RunResult:
             "gang_assembly_timeouts": self.gang_assembly_timeouts,
             "gang_idle_given_back_node_minutes": round(self.gang_idle_given_back_seconds / 60.0, 1),
             "gang_stockout_releases": self.gang_stockout_releases,
+            "gang_room_releases": self.gang_room_releases,
         }
         assert tuple(out) == GANG_KEYS
         return out
