@@ -77,9 +77,11 @@ class Sweeps:
         back after a repeated refused claim (``zen.jobs.claims``: ``widen_at`` set to then): published again,
         widened if it was narrowed. Returns how many."""
         now = self._clock()
+        rooms: dict[str, dict[str, int]] = {}  # cluster -> the planner's gang rooms, read once per sweep
         with self._store.transaction() as tx:
             candidates = tx.queued_jobs_to_widen(now, limit)
-            candidates += [job_id for job_id in self._gangs_stocked_out(tx, now, limit) if job_id not in candidates]
+            gangs = self._gangs_stocked_out(tx, now, limit, rooms)
+            candidates += [job_id for job_id in gangs if job_id not in candidates]
 
         def decide(tx: JobTx, job: Job) -> Decision | None:
             if job.status is not JobStatus.QUEUED or job.widen_at is None:
@@ -87,7 +89,8 @@ class Sweeps:
             if job.gang:  # a gang assembling: its deadline, or a stockout where it assembles (zen.core.gang)
                 recent = now - timedelta(seconds=self._config.gangs.assemble_s)
                 return gang.assembly_expired(job, now, self._config.gangs, self._blocked_for(tx, job, now),
-                                             self._blocked_for(tx, job, now, since=recent), self._gang_room(tx, job))
+                                             self._blocked_for(tx, job, now, since=recent),
+                                             self._gang_room(tx, job, rooms))
             if job.widen_at > now:
                 return None
             if not job.start_regions and not job.start_vms:  # it reaches every allowed region already
@@ -98,23 +101,26 @@ class Sweeps:
 
         return self._for_each_job(candidates, "routing", decide)
 
-    def _gangs_stocked_out(self, tx: JobTx, now: datetime, limit: int) -> list[str]:
+    def _gangs_stocked_out(self, tx: JobTx, now: datetime, limit: int, rooms: dict[str, dict[str, int]]) -> list[str]:
         """Gangs assembling in a region a stockout blocks now, or with a pool short of room for a gang
         (the planner's memory: ``RegionMemory.gang_room`` below ``max_vms_per_region``), per cluster."""
         found: list[str] = []
         for cluster in self._config.clusters:
-            short = {key for key, room in tx.gang_rooms(cluster.name).items() if room < cluster.max_vms_per_region}
+            rooms[cluster.name] = tx.gang_rooms(cluster.name)
+            short = {key for key, room in rooms[cluster.name].items() if room < cluster.max_vms_per_region}
             if keys := tx.blocked_regions(cluster.name, now) | short:
                 found += tx.gangs_assembling_in(cluster.name, sorted({region_of(key) for key in keys}), limit)
         return found
 
-    def _gang_room(self, tx: JobTx, job: Job) -> int | None:
+    def _gang_room(self, tx: JobTx, job: Job, read: dict[str, dict[str, int]]) -> int | None:
         """The VMs the rest of an assembling gang could still get in its region (the most of any pool of it the
-        job may use) at the planner's last pass; None: unknown."""
+        job may use) at the planner's last pass (``read``: per cluster, as this sweep read them); None: unknown."""
         cluster = self._config.cluster(job.cluster)
         if cluster is None or not job.gang:
             return None
-        rooms, primary = tx.gang_rooms(job.cluster), cluster.provisioning[0]
+        if job.cluster not in read:
+            read[job.cluster] = tx.gang_rooms(job.cluster)
+        rooms, primary = read[job.cluster], cluster.provisioning[0]
         models = accepted_models(job.request.get("provisioning"), cluster.provisioning)
         known = [rooms[key] for m in models if (key := pool_key(job.gang[0].region, m, primary)) in rooms]
         return max(known) if known and len(known) == len(models) else None

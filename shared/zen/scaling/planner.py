@@ -239,7 +239,8 @@ class _Planning:
         """Delete the probes whose places the ask gave to pools that are not stocked out (``zen.scaling.probes``)."""
         deleted = {name for _, name in self.plan.delete}
         left = [vm for vm in self.yielding if vm.name not in deleted]
-        for vm in probes.giving_way(left, self.used, self.s.cluster.max_vms, lambda vm: self.memory[vm.region].blocked_until):
+        until = {region: memory.blocked_until for region, memory in self.memory.items()}
+        for vm in probes.giving_way(left, self.used, self.s.cluster.max_vms, lambda vm: until[vm.region]):
             self.plan.delete.append((vm.region, vm.name))
             self._decide(Action.DELETE, vm.region, f"a probe waiting for capacity gives its place to a pool not stocked "
                          f"out (cluster limit of {self.s.cluster.max_vms} VMs)", vm=vm.name)

@@ -290,7 +290,8 @@ class Gangs:
         (``RegionMemory.gang_room``, the most of its pools; not for hedged copies)."""
         if self.hedged or not job.parts:
             return False
-        rooms = [getattr(cluster.memory.get(p), "gang_room", None) for p in self._pools(cluster, job, job.parts[0].mig.region)]
+        pools = self._pools(cluster, job, job.parts[0].mig.region)
+        rooms = [getattr(cluster.memory.get(p), "gang_room", None) for p in pools]
         return bool(rooms) and None not in rooms and max(rooms) < job.spec.nodes - len(job.parts)
 
     def _stocked_out(self, cluster, job) -> bool:
