@@ -203,15 +203,16 @@ def _at_the_limit(blocked: tuple[str, ...], now: float = 1000):
 
 
 def test_at_the_cluster_limit_a_probe_gives_its_place_to_a_pool_not_stocked_out():
-    plan = ZenPlanner().plan(_at_the_limit(blocked=("us-central1",)))
-    assert plan.add == {"us-west1": 1}
-    assert plan.delete == [("us-central1", "probe")]
+    snapshot = _at_the_limit(blocked=("us-central1",))
+    plan = ZenPlanner().plan(snapshot)
+    assert plan.add == {} and plan.delete == [("us-central1", "probe")]  # the job is asked for once it is gone
     [gone] = [d for d in plan.decisions if d.action is Action.DELETE]
     assert "gives its place" in gone.reason and "cluster limit of 6" in gone.reason
+    after = ZenPlanner().plan(replace(snapshot, vms=snapshot.vms[1:], memory=plan.memory, now=at(1030),
+                                      target_sizes=dict(snapshot.target_sizes, **{"us-central1": 0})))
+    assert after.add == {"us-west1": 1} and after.delete == []
     roomy = ZenPlanner().plan(replace(_at_the_limit(blocked=("us-central1",)), cluster=replace(LIMITS, max_vms=7)))
     assert roomy.add == {"us-west1": 1} and roomy.delete == []  # below the limit: the probe keeps its place
-    young = ZenPlanner().plan(_at_the_limit(blocked=("us-central1",), now=Timing().max_block_s - 1))
-    assert young.add == {} and young.delete == []  # waiting less than a longest block: it may get capacity soon
 
 
 def test_probes_below_the_cluster_limit_all_keep_their_places():

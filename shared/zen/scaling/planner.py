@@ -60,6 +60,7 @@ class _Planning:
         self._blocked_after_learn: set[str] | None = None
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
         self.idle_needed: dict[str, int] = defaultdict(int)
+        self.at_limit = 0  # jobs the ask held for the cluster's max_vms (a pool they allow not blocked)
 
     # -- helpers -------------------------------------------------------------------------------
     def _age(self, vm: Vm) -> float:
@@ -167,10 +168,7 @@ class _Planning:
     def ask(self, uncovered: list[tuple[DemandGroup, int]]) -> None:
         # Instances count against limits until they are gone, whatever their phase.
         counts = {r: max(len(self.by_region[r]), self.s.target_sizes.get(r, 0)) for r in self.regions}
-        # Old probes bill nothing: they give their places to pools not stocked out at max_vms (yield_probes).
-        self.yielding = [vm for r in self.regions if self._blocked(r)
-                         for vm in probes.may_give_way(self.stuck[r], self.now, self.timing)]
-        total = sum(counts.values()) - len(self.yielding)
+        total = sum(counts.values())
         limits = self.s.cluster
         add, hedge = self.plan.add, defaultdict[str, int](int)
         held: dict[str, int] = defaultdict(int)
@@ -209,7 +207,8 @@ class _Planning:
                 if left == 0:
                     break
             if left:
-                held[self._hold_reason(group, counts, total)] += left
+                held[why := self._hold_reason(group, counts, total)] += left
+                self.at_limit += left if why.startswith("cluster limit") else 0
         for others, count in hedgeable:  # after every job's first ask: hedges never take a job's slot
             if count < 0:  # a gang's hedge: whole, in the first pool with room for it
                 gangs.hedge(others, -count, room, add, hedge, self.plan.together)
@@ -233,14 +232,18 @@ class _Planning:
         for why, count in held.items():
             self._decide(Action.HOLD, None, f"{count} job(s) wait: {why}", count)
         self._keep_min(counts, total)
-        self.used = total + sum(add.values())
 
     def yield_probes(self) -> None:
-        """Delete the probes whose places the ask gave to pools that are not stocked out (``zen.scaling.probes``)."""
+        """Jobs held by the cluster's ``max_vms`` while a pool they allow is not blocked: old probes give their
+        places (``zen.scaling.probes``); deleted now, their places are asked for at the next pass (an
+        instance counts against the limits until it is gone)."""
+        if not self.at_limit:
+            return
         deleted = {name for _, name in self.plan.delete}
-        left = [vm for vm in self.yielding if vm.name not in deleted]
+        left = [vm for r in self.regions if self._blocked(r) for vm in probes.waiting(self.stuck[r])
+                if vm.name not in deleted]
         until = {region: memory.blocked_until for region, memory in self.memory.items()}
-        for vm in probes.giving_way(left, self.used, self.s.cluster.max_vms, lambda vm: until[vm.region]):
+        for vm in probes.giving_way(left, self.at_limit, lambda vm: until[vm.region]):
             self.plan.delete.append((vm.region, vm.name))
             self._decide(Action.DELETE, vm.region, f"a probe waiting for capacity gives its place to a pool not stocked "
                          f"out (cluster limit of {self.s.cluster.max_vms} VMs)", vm=vm.name)

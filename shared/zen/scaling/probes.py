@@ -1,8 +1,8 @@
 """Boots that do not deliver, for the planner (``zen.scaling.planner``): which booting VMs are stuck
 (:func:`booting`), and the probes among them: instances of a blocked pool still waiting for capacity. A
 probe bills nothing and keeps the pool's place for when capacity returns: one per pool that demand wants
-is kept (:func:`pruned`); at the cluster's ``max_vms``, those that waited a longest block give their places
-to pools that are not stocked out (:func:`giving_way`). Pure. Why, and what it was measured to do:
+is kept (:func:`pruned`); at the cluster's ``max_vms``, they give their places to pools that are not
+stocked out (:func:`giving_way`). Pure. Why, and what it was measured to do:
 docs/explanations/scaling.md.
 """
 
@@ -52,16 +52,13 @@ def pruned(stuck: list[Vm], wanted: bool, got_s: Callable[[Vm], float], timing: 
     return ordered[:keep], ordered[keep:]
 
 
-def may_give_way(stuck: list[Vm], now: datetime, timing: Timing) -> list[Vm]:
-    """A blocked pool's probes that may give their places: still waiting for capacity, for ``max_block_s``
-    or more (a younger one may get capacity soon)."""
-    return [vm for vm in stuck if not vm.started and (now - vm.since).total_seconds() >= timing.max_block_s]
+def waiting(stuck: list[Vm]) -> list[Vm]:
+    """A blocked pool's probes that may give their places: those still waiting for capacity (billed nothing)."""
+    return [vm for vm in stuck if not vm.started]
 
 
-def giving_way(probes: list[Vm], used: int, max_vms: int, blocked_until: Callable[[Vm], datetime | None]) -> list[Vm]:
-    """Of ``probes`` (those left after pruning), the ones to delete so that ``used`` VMs (the cluster without
-    them, with this pass's asks) and the rest fit ``max_vms``: those of the pools blocked longest first."""
-    over = used + len(probes) - max_vms
-    if over <= 0:
-        return []
-    return sorted(probes, key=lambda vm: (blocked_until(vm) or datetime.min, vm.name), reverse=True)[:over]
+def giving_way(probes: list[Vm], wanted: int, blocked_until: Callable[[Vm], datetime | None]) -> list[Vm]:
+    """Of ``probes`` (those left after pruning), the ones whose places ``wanted`` jobs the cluster's
+    ``max_vms`` holds take: those of the pools blocked longest first."""
+    ordered = sorted(probes, key=lambda vm: (blocked_until(vm) or datetime.min, vm.name), reverse=True)
+    return ordered[:max(0, wanted)]
