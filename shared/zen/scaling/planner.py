@@ -54,8 +54,8 @@ class _Planning:
         self.idle = defaultdict(tuple, {r: v for (r, phase), v in index.phases.items() if phase is VmPhase.IDLE})
         self.alive, self.latest_win = index.alive, index.latest_win  # not being deleted; last to become usable
         # Booting VMs: stuck (a capacity error, or late) or healthy; when each started one first had capacity.
-        self.stuck, self.healthy, self.got = probes.booting(index.phases, self.memory, self.now, self.timing, self.boot_s,
-                                                            ranking.flex)
+        self.stuck, self.healthy, self.got = probes.booting(index.phases, self.memory, self.now, self.timing,
+                                                            self.boot_s, ranking.flex)
         # Which regions are blocked, fixed once ``learn`` is done (later steps only extend blocks).
         self._blocked_after_learn: set[str] | None = None
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
@@ -234,8 +234,8 @@ class _Planning:
         self._keep_min(counts, total)
 
     def yield_probes(self) -> None:
-        """Jobs held by the cluster's ``max_vms`` while a pool they allow is not blocked: old probes give their
-        places (``zen.scaling.probes``); deleted now, their places are asked for at the next pass (an
+        """Jobs held by the cluster's ``max_vms`` while a pool they allow is not blocked: as many probes give
+        their places (``zen.scaling.probes``); deleted now, their places are asked for at the next pass (an
         instance counts against the limits until it is gone)."""
         if not self.at_limit:
             return
