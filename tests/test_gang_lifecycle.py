@@ -394,6 +394,13 @@ def test_a_gang_assembling_where_its_limits_leave_no_room_for_the_rest_is_releas
     assert controls(publisher, "vm-1")[-1]["reason"].startswith(
         "us-central1 has room for 0 more of the 1 VM(s) the gang needs (its limits): 1 of 2 nodes claimed (vm-1)")
 
+    functions.submit(job_request("h", nodes=2, regions=["us-central1"]))  # no other region to go to
+    functions.heartbeat(heartbeat("h", "CLAIMED", 1, vm="vm-2", ip="10.0.0.2"))
+    room(0)
+    clock.advance(30)
+    functions.tick()
+    assert (job(zen, "h").attempt, actions(publisher, "vm-2")) == (1, [])  # released, vm-2 would claim it again
+
 
 def test_a_gang_stays_while_every_other_region_is_stocked_out_or_was_lately_then_moves_to_a_settled_one(
         functions, zen, publisher, clock):

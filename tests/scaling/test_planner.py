@@ -215,6 +215,37 @@ def test_at_the_cluster_limit_a_probe_gives_its_place_to_a_pool_not_stocked_out(
     assert roomy.add == {"us-west1": 1} and roomy.delete == []  # below the limit: the probe keeps its place
 
 
+def test_a_probe_keeps_its_place_when_the_held_jobs_pools_are_full_anyway():
+    # The job may go to us-central1 (blocked, its probe) or us-west1, whose MIG is at max_vms_per_region:
+    # a place freed under max_vms would not serve it.
+    snapshot = _at_the_limit(blocked=("us-central1",))
+    full = [vm(f"x{i}", "us-west1", VmPhase.BUSY, job=f"t{i}") for i in range(1)]  # us-west1: 4 of 4
+    memory = dict(snapshot.memory, **{"us-west1": replace(snapshot.memory["us-west1"],
+                                                          known=snapshot.memory["us-west1"].known + ("x0",))})
+    plan = ZenPlanner().plan(replace(snapshot, vms=snapshot.vms + tuple(full), memory=memory,
+                                     queued=jobs(1, regions=("us-central1", "us-west1"), queued_at=990),
+                                     cluster=replace(LIMITS, max_vms=7),
+                                     target_sizes=dict(snapshot.target_sizes, **{"us-west1": 4})))
+    assert plan.add == {} and plan.delete == []
+
+
+def test_a_probe_already_going_away_is_the_held_jobs_place():
+    # Two blocked pools, a probe each; one job held at the limit: one probe goes. At the next pass it is
+    # still being deleted (it counts until gone): the other keeps its place.
+    snapshot = _at_the_limit(blocked=("us-central1", "us-west1"))
+    other = vm("probe-2", "us-west1", VmPhase.BOOTING, since=0, error=ErrorKind.STOCKOUT)
+    memory = dict(snapshot.memory, **{"us-west1": replace(snapshot.memory["us-west1"], booting=("probe-2",),
+                                                          known=snapshot.memory["us-west1"].known + ("probe-2",))})
+    first = replace(snapshot, vms=snapshot.vms + (other,), memory=memory, cluster=replace(LIMITS, max_vms=7),
+                    target_sizes=dict(snapshot.target_sizes, **{"us-west1": 4}))
+    plan = ZenPlanner().plan(first)
+    assert plan.add == {} and len(plan.delete) == 1
+    [(_, gone)] = plan.delete
+    going = tuple(replace(v, phase=VmPhase.DELETING) if v.name == gone else v for v in first.vms)
+    again = ZenPlanner().plan(replace(first, vms=going, memory=plan.memory, now=at(1015)))
+    assert again.add == {} and again.delete == []
+
+
 def test_probes_below_the_cluster_limit_all_keep_their_places():
     snapshot = _at_the_limit(blocked=("us-central1", "us-west1"))
     other = vm("probe-2", "us-west1", VmPhase.BOOTING, since=0, error=ErrorKind.STOCKOUT)

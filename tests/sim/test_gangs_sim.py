@@ -250,6 +250,15 @@ def test_a_gang_claimed_where_its_limits_leave_no_room_for_the_rest_is_given_bac
     assert result.gangs_split == 0 and result.nodes_left_after_gang == 0
 
 
+def test_a_gang_with_no_other_region_waits_where_it_is_though_its_limits_leave_no_room():
+    # The same, but the gang may run only in us-west1: released, its part's VM would claim it again at
+    # once (and the next, round after round); it waits for its deadline there instead.
+    sc = scenario("default: 4", extra=FIXED_BOOT, regions="[us-central1, us-west1]", per_region=2)
+    busy = [SimJob("long", "4xa100", 0.0, 5000.0, ("us-west1",)), SimJob("short", "4xa100", 0.0, 200.0, ("us-west1",))]
+    result = Simulation(sc, [*busy, gang(regions=("us-west1",), submit_s=250.0)], make_policy("zen"), horizon_s=8000).run()
+    assert result.gang_room_releases == 0 and result.gang_assembly_timeouts > 0
+
+
 def test_a_gang_between_two_stocked_out_regions_is_not_moved_back_and_forth():
     # A warm VM in each of two regions that have room for that VM only: the gang can complete in neither.
     # The planner's blocks lapse between its probes, so releasing it whenever the other region is not

@@ -124,8 +124,9 @@ def assembly_expired(job: Job, now: datetime, config: GangConfig, blocked: froze
 
     Sooner too when its region cannot hold the rest of it (``room``: the VMs a gang assembling there could
     still get at the planner's last pass, ``RegionMemory.gang_room``: idle and booting VMs plus the room
-    under ``max_vms_per_region`` and ``max_vms``; None: unknown): VMs busy with other jobs, freed one by one,
-    would claim parts there while the rest waits, the planner holding the gang for room.
+    under ``max_vms_per_region`` and ``max_vms``; None: unknown) and it may go to another region: VMs busy
+    with other jobs, freed one by one, would claim parts there while the rest waits, the planner holding
+    the gang for room. (With no other region, its released VMs would claim it again at once.)
 
     The new attempt's start goes to the job's other regions first, the settled ones if any
     (``avoid_region``): the VMs given back are idle in the region that could not finish the gang and would
@@ -136,7 +137,7 @@ def assembly_expired(job: Job, now: datetime, config: GangConfig, blocked: froze
     others = [r for r in job.regions if r != region]
     settled = [r for r in others if r not in unsettled]
     in_time, need = job.widen_at > now, job.nodes - len(vms)
-    short = room is not None and room < need
+    short = room is not None and room < need and bool(others)  # none other: its VMs would claim it again
     if in_time and not short and (region not in blocked or not settled):
         return None
     why = (f"gang not complete within {config.assemble_s} s" if not in_time else

@@ -179,7 +179,8 @@ class _Planning:
                        limits.max_vms - total - sum(add.values()))
 
         for region in self.regions:  # before this pass's asks: what the rest of a gang assembling there may get
-            room_left = len(self.idle[region]) + len(self.healthy[region]) + max(0, room(region))
+            on_the_way = counts[region] - len(self.by_region[region])  # asked for, not listed yet
+            room_left = len(self.idle[region]) + len(self.healthy[region]) + on_the_way + max(0, room(region))
             if self.memory[region].gang_room != room_left:
                 self.memory[region] = _with(self.memory[region], gang_room=room_left)
         compared: dict[str, list[str]] = {}  # a pool asked for -> the ranking it was chosen from
@@ -208,7 +209,9 @@ class _Planning:
                     break
             if left:
                 held[why := self._hold_reason(group, counts, total)] += left
-                self.at_limit += left if why.startswith("cluster limit") else 0
+                if why.startswith("cluster limit") and any(  # a pool of theirs that max_vms alone keeps them from
+                        limits.max_vms_per_region - counts[r] - add.get(r, 0) > 0 for r in ranked):
+                    self.at_limit += left
         for others, count in hedgeable:  # after every job's first ask: hedges never take a job's slot
             if count < 0:  # a gang's hedge: whole, in the first pool with room for it
                 gangs.hedge(others, -count, room, add, hedge, self.plan.together)
@@ -237,13 +240,16 @@ class _Planning:
         """Jobs held by the cluster's ``max_vms`` while a pool they allow is not blocked: as many probes give
         their places (``zen.scaling.probes``); deleted now, their places are asked for at the next pass (an
         instance counts against the limits until it is gone)."""
-        if not self.at_limit:
-            return
         deleted = {name for _, name in self.plan.delete}
+        # Places already on their way to being free: VMs going away, and those this pass deletes.
+        wanted = self.at_limit - len(deleted) - sum(len(vms) for (_, phase), vms in self.index.phases.items()
+                                                    if phase is VmPhase.DELETING)
+        if wanted <= 0:
+            return
         left = [vm for r in self.regions if self._blocked(r) for vm in probes.waiting(self.stuck[r])
                 if vm.name not in deleted]
         until = {region: memory.blocked_until for region, memory in self.memory.items()}
-        for vm in probes.giving_way(left, self.at_limit, lambda vm: until[vm.region]):
+        for vm in probes.giving_way(left, wanted, lambda vm: until[vm.region]):
             self.plan.delete.append((vm.region, vm.name))
             self._decide(Action.DELETE, vm.region, f"a probe waiting for capacity gives its place to a pool not stocked "
                          f"out (cluster limit of {self.s.cluster.max_vms} VMs)", vm=vm.name)

@@ -287,11 +287,13 @@ class Gangs:
 
     def _short(self, cluster, job) -> bool:
         """The planner's last pass left the region the gang assembles in fewer VMs for it than it still needs
-        (``RegionMemory.gang_room``, the most of its pools; not for hedged copies)."""
+        (``RegionMemory.gang_room``, the most of its pools), and it may go to another (not hedged copies)."""
         if self.hedged or not job.parts:
             return False
-        pools = self._pools(cluster, job, job.parts[0].mig.region)
-        rooms = [getattr(cluster.memory.get(p), "gang_room", None) for p in pools]
+        region = job.parts[0].mig.region
+        if not any(cluster.migs[p].region != region for p in job.pools):
+            return False  # no other region: its released VMs would claim it again at once
+        rooms = [getattr(cluster.memory.get(p), "gang_room", None) for p in self._pools(cluster, job, region)]
         return bool(rooms) and None not in rooms and max(rooms) < job.spec.nodes - len(job.parts)
 
     def _stocked_out(self, cluster, job) -> bool:
