@@ -237,11 +237,9 @@ class _Planning:
         self._keep_min(counts, total)
 
     def yield_probes(self) -> None:
-        """Jobs held by the cluster's ``max_vms`` while a pool they allow is not blocked: as many probes give
-        their places (``zen.scaling.probes``); deleted now, their places are asked for at the next pass (an
-        instance counts against the limits until it is gone)."""
+        """Jobs only ``max_vms`` holds: as many probes, less the places already being freed (VMs going away,
+        those this pass deletes), give theirs (``zen.scaling.probes``); the next pass asks in them."""
         deleted = {name for _, name in self.plan.delete}
-        # Places already on their way to being free: VMs going away, and those this pass deletes.
         wanted = self.at_limit - len(deleted) - sum(len(vms) for (_, phase), vms in self.index.phases.items()
                                                     if phase is VmPhase.DELETING)
         if wanted <= 0:
