@@ -99,7 +99,8 @@ def test_each_pass_remembers_what_a_gang_assembling_in_each_pool_could_still_get
 def test_vms_asked_for_but_not_listed_yet_count_in_a_gangs_room():
     # us-central1's MIG was resized to 4 for a gang (2 parts claimed); only one of the 2 new VMs is listed
     # yet: the other is on its way, not missing room.
-    vms = [vm(f"p{i}", "us-central1", VmPhase.BUSY, job="g") for i in range(2)] + [vm("n", "us-central1", VmPhase.BOOTING)]
+    vms = [vm(f"p{i}", "us-central1", VmPhase.BUSY, job="g") for i in range(2)]
+    vms.append(vm("n", "us-central1", VmPhase.BOOTING))
     plan = ZenPlanner().plan(replace(snap(0, vms=vms, limits=replace(LIMITS, max_vms=12),
                                           targets={"us-central1": 4, "us-west1": 0, "europe-west4": 0}),
                                      demand=(gangs(1, 4, regions=("us-central1",), claimed=2),)))

@@ -202,6 +202,17 @@ def _at_the_limit(blocked: tuple[str, ...], now: float = 1000):
     return snap(now, queued=jobs(1, queued_at=now - 10), vms=vms, memory=memory)
 
 
+SECOND_PROBE = vm("probe-2", "us-west1", VmPhase.BOOTING, since=0, error=ErrorKind.STOCKOUT)
+
+
+def _plus(snapshot: ClusterSnapshot, extra: Vm) -> ClusterSnapshot:
+    """``snapshot`` with ``extra`` listed too, and remembered in its region (booting there, if it is)."""
+    known = snapshot.memory[extra.region]
+    known = replace(known, known=known.known + (extra.name,),
+                    booting=known.booting + ((extra.name,) if extra.phase is VmPhase.BOOTING else ()))
+    return replace(snapshot, vms=snapshot.vms + (extra,), memory=dict(snapshot.memory, **{extra.region: known}))
+
+
 def test_at_the_cluster_limit_a_probe_gives_its_place_to_a_pool_not_stocked_out():
     snapshot = _at_the_limit(blocked=("us-central1",))
     plan = ZenPlanner().plan(snapshot)
@@ -218,12 +229,8 @@ def test_at_the_cluster_limit_a_probe_gives_its_place_to_a_pool_not_stocked_out(
 def test_a_probe_keeps_its_place_when_the_held_jobs_pools_are_full_anyway():
     # The job may go to us-central1 (blocked, its probe) or us-west1, whose MIG is at max_vms_per_region:
     # a place freed under max_vms would not serve it.
-    snapshot = _at_the_limit(blocked=("us-central1",))
-    full = [vm(f"x{i}", "us-west1", VmPhase.BUSY, job=f"t{i}") for i in range(1)]  # us-west1: 4 of 4
-    memory = dict(snapshot.memory, **{"us-west1": replace(snapshot.memory["us-west1"],
-                                                          known=snapshot.memory["us-west1"].known + ("x0",))})
-    plan = ZenPlanner().plan(replace(snapshot, vms=snapshot.vms + tuple(full), memory=memory,
-                                     queued=jobs(1, regions=("us-central1", "us-west1"), queued_at=990),
+    snapshot = _plus(_at_the_limit(blocked=("us-central1",)), vm("x0", "us-west1", VmPhase.BUSY, job="t0"))
+    plan = ZenPlanner().plan(replace(snapshot, queued=jobs(1, regions=("us-central1", "us-west1"), queued_at=990),
                                      cluster=replace(LIMITS, max_vms=7),
                                      target_sizes=dict(snapshot.target_sizes, **{"us-west1": 4})))
     assert plan.add == {} and plan.delete == []
@@ -232,11 +239,8 @@ def test_a_probe_keeps_its_place_when_the_held_jobs_pools_are_full_anyway():
 def test_a_probe_already_going_away_is_the_held_jobs_place():
     # Two blocked pools, a probe each; one job held at the limit: one probe goes. At the next pass it is
     # still being deleted (it counts until gone): the other keeps its place.
-    snapshot = _at_the_limit(blocked=("us-central1", "us-west1"))
-    other = vm("probe-2", "us-west1", VmPhase.BOOTING, since=0, error=ErrorKind.STOCKOUT)
-    memory = dict(snapshot.memory, **{"us-west1": replace(snapshot.memory["us-west1"], booting=("probe-2",),
-                                                          known=snapshot.memory["us-west1"].known + ("probe-2",))})
-    first = replace(snapshot, vms=snapshot.vms + (other,), memory=memory, cluster=replace(LIMITS, max_vms=7),
+    snapshot = _plus(_at_the_limit(blocked=("us-central1", "us-west1")), SECOND_PROBE)
+    first = replace(snapshot, cluster=replace(LIMITS, max_vms=7),
                     target_sizes=dict(snapshot.target_sizes, **{"us-west1": 4}))
     plan = ZenPlanner().plan(first)
     assert plan.add == {} and len(plan.delete) == 1
@@ -247,12 +251,8 @@ def test_a_probe_already_going_away_is_the_held_jobs_place():
 
 
 def test_probes_below_the_cluster_limit_all_keep_their_places():
-    snapshot = _at_the_limit(blocked=("us-central1", "us-west1"))
-    other = vm("probe-2", "us-west1", VmPhase.BOOTING, since=0, error=ErrorKind.STOCKOUT)
-    memory = dict(snapshot.memory, **{"us-west1": replace(snapshot.memory["us-west1"], booting=("probe-2",),
-                                                          known=snapshot.memory["us-west1"].known + ("probe-2",))})
-    plan = ZenPlanner().plan(replace(snapshot, vms=snapshot.vms + (other,), memory=memory,
-                                     cluster=replace(LIMITS, max_vms=9, max_vms_per_region=6)))
+    snapshot = _plus(_at_the_limit(blocked=("us-central1", "us-west1")), SECOND_PROBE)
+    plan = ZenPlanner().plan(replace(snapshot, cluster=replace(LIMITS, max_vms=9, max_vms_per_region=6)))
     assert plan.add == {"europe-west4": 1} and plan.delete == []  # 8 VMs with the ask: both probes stay
 
 

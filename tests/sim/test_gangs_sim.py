@@ -255,7 +255,8 @@ def test_a_gang_with_no_other_region_waits_where_it_is_though_its_limits_leave_n
     # once (and the next, round after round); it waits for its deadline there instead.
     sc = scenario("default: 4", extra=FIXED_BOOT, regions="[us-central1, us-west1]", per_region=2)
     busy = [SimJob("long", "4xa100", 0.0, 5000.0, ("us-west1",)), SimJob("short", "4xa100", 0.0, 200.0, ("us-west1",))]
-    result = Simulation(sc, [*busy, gang(regions=("us-west1",), submit_s=250.0)], make_policy("zen"), horizon_s=8000).run()
+    alone = gang(regions=("us-west1",), submit_s=250.0)
+    result = Simulation(sc, [*busy, alone], make_policy("zen"), horizon_s=8000).run()
     assert result.gang_room_releases == 0 and result.gang_assembly_timeouts > 0
 
 
