@@ -60,5 +60,9 @@ def waiting(stuck: list[Vm]) -> list[Vm]:
 def giving_way(probes: list[Vm], wanted: int, blocked_until: Callable[[Vm], datetime | None]) -> list[Vm]:
     """Of ``probes`` (those left after pruning), the ones whose places ``wanted`` jobs the cluster's
     ``max_vms`` holds take: those of the pools whose blocks end last first."""
-    ordered = sorted(probes, key=lambda vm: (blocked_until(vm) or datetime.min, vm.name), reverse=True)
+    def ends(vm: Vm) -> float:
+        until = blocked_until(vm)
+        return until.timestamp() if until is not None else 0.0
+
+    ordered = sorted(probes, key=lambda vm: (ends(vm), vm.name), reverse=True)
     return ordered[:max(0, wanted)]
