@@ -4,7 +4,8 @@ A pass works on demand aggregated by (priority, allowed regions), never on singl
 O(groups x regions) however long the queue is. Per cluster it learns from what happened since the last
 plan (boots, stockouts, stuck boots), ranks the unblocked regions, matches demand to idle and healthy
 booting VMs, asks for VMs (hedging uncertain regions), cancels the boots that lost their race, keeps
-one free probe per blocked region, and keeps idle VMs like ski rental; every decision carries a reason.
+one free probe per blocked pool (``zen.scaling.probes``; at ``max_vms``, probes give their places to
+pools not stocked out), and keeps idle VMs like ski rental; every decision carries a reason.
 Why, the formulas and the defaults: docs/explanations/scaling.md; measured: docs/benchmarks/simulator.md.
 """
 
