@@ -5,7 +5,8 @@ resize requests (``regionInstanceGroupManagerResizeRequests.insert``, google-clo
 ``RegionInstanceGroupManagerResizeRequestsClient``, in the pinned 1.57.0 as in the v1 API) for the VMs
 it adds: one per gang asked for (``together``), one for the rest. Compute queues each (CREATING, then
 ACCEPTED) and grants it all at once when capacity frees up: its VMs then join the MIG, whose target size
-grows by the request's ``resizeBy``, and run for the cluster's ``flex_start_run_s`` at most. The regional client, not the zonal one: Zen's MIGs are regional.
+grows by the request's ``resizeBy``, and run for the cluster's ``flex_start_run_s`` at most. The
+regional client, not the zonal one: Zen's MIGs are regional.
 
 To the scaling manager a pending request's VMs are instances like any other: BOOTING and not started
 (no status, so not billed), named ``<MIG>+<request>+<n>`` (``pending_name``; ``+`` is in no GCE name, so
@@ -29,7 +30,7 @@ from google.cloud import compute_v1
 
 from zen.adapters.compute import MigManager
 from zen.core.provisioning import PENDING_SEP
-from zen.scaling.port import MigApiError, MigInstance, MigPort, MigState, MigSummary, MigUnconfirmed, whole_units
+from zen.scaling.port import MigApiError, MigInstance, MigPort, MigState, MigSummary, MigUnconfirmed, resize_requests
 
 _PENDING = {"CREATING", "ACCEPTED"}  # queued: no VM yet (CREATING: the request itself is being created)
 
@@ -106,9 +107,7 @@ class FlexStartMig(MigManager):
         more = size - self.target_size()
         if more <= 0:
             return
-        units = whole_units(together, more)
-        rest = more - sum(units)
-        for made, count in enumerate(units + ((rest,) if rest else ())):
+        for made, count in enumerate(resize_requests(together, more)):
             request = compute_v1.InstanceGroupManagerResizeRequest(
                 name=f"zen-{uuid.uuid4().hex[:12]}", resize_by=count,
                 requested_run_duration=compute_v1.Duration(seconds=self.run_s))

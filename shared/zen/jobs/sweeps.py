@@ -90,7 +90,7 @@ class Sweeps:
                 recent = now - timedelta(seconds=self._config.gangs.assemble_s)
                 return gang.assembly_expired(job, now, self._config.gangs, self._blocked_for(tx, job, now),
                                              self._blocked_for(tx, job, now, since=recent),
-                                             self._gang_room(tx, job, rooms))
+                                             self._gang_room(job, job.gang[0].region, rooms))
             if job.widen_at > now:
                 return None
             if not job.start_regions and not job.start_vms:  # it reaches every allowed region already
@@ -112,28 +112,25 @@ class Sweeps:
                 found += tx.gangs_assembling_in(cluster.name, sorted({region_of(key) for key in keys}), limit)
         return found
 
-    def _gang_room(self, tx: JobTx, job: Job, read: dict[str, dict[str, int]]) -> int | None:
-        """The VMs the rest of an assembling gang could still get in its region (the most of any pool of it the
-        job may use) at the planner's last pass (``read``: per cluster, as this sweep read them); None: unknown."""
+    def _pools(self, job: Job, region: str) -> list[str]:
+        """The pools of ``region`` the job may use (none: its cluster is no longer configured)."""
         cluster = self._config.cluster(job.cluster)
-        if cluster is None or not job.gang:
-            return None
-        if job.cluster not in read:
-            read[job.cluster] = tx.gang_rooms(job.cluster)
-        rooms, primary = read[job.cluster], cluster.provisioning[0]
+        if cluster is None:
+            return []
         models = accepted_models(job.request.get("provisioning"), cluster.provisioning)
-        known = [rooms[key] for m in models if (key := pool_key(job.gang[0].region, m, primary)) in rooms]
-        return max(known) if known and len(known) == len(models) else None
+        return [pool_key(region, m, cluster.provisioning[0]) for m in models]
+
+    def _gang_room(self, job: Job, region: str, rooms: dict[str, dict[str, int]]) -> int | None:
+        """The VMs the rest of a gang assembling in ``region`` could still get there (the most of any pool of it
+        the job may use) at the planner's last pass (``rooms``: per cluster, as this sweep read them); None: unknown."""
+        pools, known = self._pools(job, region), rooms.get(job.cluster, {})
+        return max(known[p] for p in pools) if pools and all(p in known for p in pools) else None
 
     def _blocked_for(self, tx: JobTx, job: Job, now: datetime, since: datetime | None = None) -> frozenset[str]:
         """The job's regions where a stockout blocks every pool the job may use (the planner's memory), or
         (``since``) was found there after then with no VM booted since."""
-        cluster = self._config.cluster(job.cluster)
-        if cluster is None:
-            return frozenset()
-        blocked, primary = tx.blocked_regions(job.cluster, now, since), cluster.provisioning[0]
-        models = accepted_models(job.request.get("provisioning"), cluster.provisioning)
-        return frozenset(r for r in job.regions if models and all(pool_key(r, m, primary) in blocked for m in models))
+        blocked = tx.blocked_regions(job.cluster, now, since)
+        return frozenset(r for r in job.regions if (pools := self._pools(job, r)) and all(p in blocked for p in pools))
 
     def apply_early_stops(self, job_ids: list[str] | None = None, limit: int = 500) -> int:
         """Stops kept because their job was unknown when they came, whose job exists now, applied as

@@ -209,8 +209,8 @@ class _Planning:
                 if left == 0:
                     break
             if left:
-                held[why := self._hold_reason(group, counts, total)] += left
-                if why.startswith("cluster limit") and any(  # a pool of theirs that max_vms alone keeps them from
+                held[self._hold_reason(group, counts, total)] += left
+                if total + sum(add.values()) >= limits.max_vms and any(  # max_vms alone keeps a pool of theirs
                         limits.max_vms_per_region - counts[r] - add.get(r, 0) > 0 for r in ranked):
                     self.at_limit += left
         for others, count in hedgeable:  # after every job's first ask: hedges never take a job's slot

@@ -102,6 +102,14 @@ def whole_units(together: Iterable[int], count: int) -> tuple[int, ...]:
     return tuple(kept)
 
 
+def resize_requests(together: Iterable[int], count: int) -> tuple[int, ...]:
+    """The all-or-nothing requests a flex-start MIG makes for ``count`` VMs: one per unit of ``together``
+    that fits whole (``whole_units``), then one for the rest, if any."""
+    units = whole_units(together, count)
+    rest = count - sum(units)
+    return units + ((rest,) if rest else ())
+
+
 class QuotaPort(Protocol):
     """Compute's GPU quotas (``zen.adapters.quotas.QuotaReader``), by metric; raises when they cannot be read."""
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Sequence
 
 from zen.scaling.model import Decision, DemandGroup, ErrorKind, MigError, RegionMemory, VmPhase
-from zen.scaling.port import FleetFacts, MigInstance, MigState, MigSummary, whole_units
+from zen.scaling.port import FleetFacts, MigInstance, MigState, MigSummary, resize_requests
 from zen_dev.sim.state import SimClusterState, SimMig, SimVm
 
 _EMPTY = MigState(0, [], [])
@@ -185,9 +185,7 @@ class SimMigPort:
             raise NotImplementedError("the simulated MIG only grows by resize (ClusterManager never shrinks one)")
         grow, flex = size - mig.target, mig.model == "flex-start"
         mig.target = size
-        units = whole_units(together, grow) if flex else ()
-        rest = grow - sum(units)
-        requests = units + ((rest,) if rest else ())
+        requests = resize_requests(together if flex else (), grow)
         self._calls(1 + len(requests) if flex else 2)
         for count in requests:
             world._create(mig, count)
