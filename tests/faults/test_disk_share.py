@@ -2,7 +2,7 @@
 (the Compute stand-in's agent, the functions, the ticker, the storage stand-in), one VM runs two jobs at
 once, each with a 4 MB share of the work disk (``ZEN_AGENT_DISK_PER_JOB_BYTES``). One writes 8 MB: it is
 stopped FAILED with the reason and not rerun; its neighbour completes with its outputs uploaded, and the
-VM takes the next job.
+VM takes the next job in the filler's place.
 
 On code without the quota the filler ran on for its whole minute, the disk filling as it pleased."""
 
@@ -45,14 +45,16 @@ def test_a_job_that_fills_its_disk_on_a_shared_vm_is_stopped_and_its_neighbour_c
                                        "command": [sys.executable, "-c", WRITE, str(size), str(sleep_s)],
                                        "outputs": "gs://out-bkt/runs"})
 
-        submit("neighbour", 1_000_000, 15)
+        submit("neighbour", 1_000_000, 30)
         assert until(lambda: job_view("neighbour").get("status") == "RUNNING", 120), job_view("neighbour")
         submit("filler", 8_000_000, 60)
         filler = until(lambda: _over("filler"), 90)
         running = job_view("neighbour")
-        neighbour = until(lambda: _over("neighbour"), 60)
+        # The filler's place on the VM, taken while its neighbour still runs there: the VM is never idle,
+        # so the scaler (one VM at most) cannot swap it for a fresh one before the next job comes.
         submit("next", 1000, 0)
         after = until(lambda: _over("next"), 60)
+        neighbour = until(lambda: _over("neighbour"), 60)
         uploaded = {blob.name: blob.size for blob in gcs.Client().list_blobs("out-bkt")}
     assert filler and filler["status"] == "FAILED" and filler["attempt"] == 1, filler  # not rerun
     assert filler["message"].startswith("zen: stopped: the job's work directory reached "), filler["message"]
