@@ -19,14 +19,18 @@ def plan_for(*groups, vms=(), limits=LIMITS, timing=CAUTIOUS, memory=None):
     return ZenPlanner().plan(replace(snap(0, vms=vms, limits=limits, timing=timing, memory=memory), demand=groups))
 
 
-def test_a_gang_is_asked_for_whole_in_one_region():
-    assert plan_for(gangs(1, 3)).add == {"us-central1": 3}
+def test_a_gang_is_asked_for_whole_in_one_region_with_one_spare_boot():
+    plan = plan_for(gangs(1, 3))
+    assert plan.add == {"us-central1": 4} and plan.together == {"us-central1": [3]}  # the spare is no part of the unit
+    assert [(d.region, d.count, d.reason) for d in plan.decisions if d.action is Action.ADD] == [
+        ("us-central1", 3, "3 queued job(s) without a VM"),
+        ("us-central1", 1, "1 spare boot(s): a gang starts at its N-th of N+1 boots (zen.scaling.gangs)")]
 
 
 def test_a_region_that_can_give_only_part_of_a_gang_is_out_for_it():
     busy = [vm(f"b{i}", "us-central1", VmPhase.BUSY, job=f"x{i}") for i in range(2)]  # 2 of its 4 slots taken
     plan = plan_for(gangs(1, 3), vms=busy)
-    assert plan.add == {"us-west1": 3}  # not 2 in us-central1 and 1 elsewhere
+    assert plan.add == {"us-west1": 4}  # not 2 in us-central1 and 1 elsewhere (3 and its spare boot)
     ordinary = ZenPlanner().plan(snap(0, queued=jobs(3), vms=busy))
     assert ordinary.add == {"us-central1": 2, "us-west1": 1}  # ordinary jobs still spread as before
 
@@ -61,7 +65,8 @@ def test_a_gang_is_hedged_whole_or_not_at_all():
     plan = plan_for(gangs(1, 3), limits=limits, memory={}, timing=Timing())  # every region cold: hedged
     assert plan.add == {"us-central1": 3, "us-west1": 3}
     tight = ClusterLimits("c", REGIONS, max_vms_per_region=4, max_vms=5)
-    assert plan_for(gangs(1, 3), limits=tight, memory={}, timing=Timing()).add == {"us-central1": 3}  # no room for 3 more
+    plan = plan_for(gangs(1, 3), limits=tight, memory={}, timing=Timing())
+    assert plan.add == {"us-central1": 4}  # no room for 3 more; room for the spare boot, asked after the hedges
 
 
 def test_a_gang_is_completed_where_a_spare_vm_would_claim_its_first_part():
@@ -69,10 +74,10 @@ def test_a_gang_is_completed_where_a_spare_vm_would_claim_its_first_part():
     rest is asked for there, not a whole gang elsewhere (which would boot for nothing)."""
     idle = [vm("w", "us-west1", VmPhase.IDLE)]
     plan = plan_for(gangs(1, 3), vms=idle)
-    assert plan.add == {"us-west1": 2} and plan.delete == []  # the idle VM is kept for the gang
+    assert plan.add == {"us-west1": 3} and plan.delete == []  # the idle VM is kept for the gang; 2 boots and a spare
     full = [vm(f"b{i}", "us-west1", VmPhase.BUSY, job=f"x{i}") for i in range(3)]  # us-west1: room for 0 more
     plan = plan_for(gangs(1, 3), vms=idle + full, limits=ClusterLimits("c", REGIONS, max_vms_per_region=4, max_vms=10))
-    assert plan.add == {"us-central1": 3}  # where the whole gang fits
+    assert plan.add == {"us-central1": 4}  # where the whole gang fits (3 and its spare boot)
 
 
 def test_each_gang_asked_for_and_each_gang_hedge_is_a_unit_of_the_plan_and_ordinary_jobs_none():
@@ -105,3 +110,37 @@ def test_vms_asked_for_but_not_listed_yet_count_in_a_gangs_room():
                                           targets={"us-central1": 4, "us-west1": 0, "europe-west4": 0}),
                                      demand=(gangs(1, 4, regions=("us-central1",), claimed=2),)))
     assert plan.memory["us-central1"].gang_room == 2 and plan.add == {}
+
+
+def test_a_spare_boot_only_where_a_gang_needs_two_or_more_boots():
+    idle = [vm("a", "us-west1", VmPhase.IDLE), vm("b", "us-west1", VmPhase.IDLE)]
+    assert plan_for(gangs(1, 3), vms=idle).add == {"us-west1": 1}  # one boot: no race to shorten
+    assert plan_for(gangs(1, 4, claimed=3)).add == {"us-central1": 1}
+    assert plan_for(gangs(1, 4, claimed=2)).add == {"us-central1": 3}
+
+
+def test_spare_boots_never_take_a_place_a_job_needs():
+    assert plan_for(gangs(2, 3)).add == {"us-central1": 3, "us-west1": 3}  # max_vms 6: two gangs, no spare
+    mixed = plan_for(gangs(1, 3), DemandGroup(REGIONS, 2, at(1)))  # 4 a region, 6 in all
+    assert mixed.add == {"us-central1": 4, "us-west1": 1}  # the gang's 3, the jobs' 2; no room left for a spare
+    assert not [d for d in mixed.decisions if "spare" in d.reason]
+
+
+def test_a_gangs_spare_boot_stays_in_the_race_until_the_gang_is_whole():
+    # Four VMs booting for a gang of 3 (3 and its spare), one listed RUNNING already, and a VM usable since
+    # they were asked (it took another job): while the gang waits, none of the four lost its race.
+    limits = replace(LIMITS, max_vms=12, max_vms_per_region=6)
+    booting = [vm(f"n{i}", "us-central1", VmPhase.BOOTING, since=0) for i in range(4)]
+    booting[0] = replace(booting[0], running=True, started=True)
+    other = vm("o", "us-central1", VmPhase.BUSY, since=20, job="x")
+
+    def plan(vms, *groups):
+        return ZenPlanner().plan(replace(snap(60, vms=vms, limits=limits), demand=groups))
+
+    assert (plan(booting + [other], gangs(1, 3)).add, plan(booting + [other], gangs(1, 3)).delete) == ({}, [])
+    part = replace(booting[0], phase=VmPhase.BUSY, job_id="g", running=False, since=at(50))  # 1 claimed, 2 to go
+    waiting = plan([part] + booting[1:] + [other], gangs(1, 3, claimed=1))
+    assert (waiting.add, waiting.delete) == ({}, [])
+    # The gang whole (its parts busy, no demand left): the spare, still booting, lost its race.
+    whole = [replace(v, phase=VmPhase.BUSY, job_id="g", running=False, since=at(55)) for v in booting[:3]]
+    assert plan(whole + [booting[3], other]).delete == [("us-central1", "n3")]

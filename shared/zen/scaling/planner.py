@@ -16,13 +16,12 @@ from collections import defaultdict
 from datetime import timedelta
 
 from zen.scaling import gangs, preemptions, probes
-from zen.scaling.ranking import Ranking
+from zen.scaling.ranking import Ranking, learned_boot
 from zen.scaling.model import (
     Action, ClusterSnapshot, Decision, DemandGroup, MigError, Plan, RegionMemory, Vm, VmPhase, ski_rental_keep_s,
     vm_index,
 )
 
-_BOOT_WEIGHT = 0.3  # weight of a new boot in a region's moving-average boot time
 _FRESH = RegionMemory()  # a region without memory yet (frozen: one shared value)
 _with = RegionMemory.replaced  # _with(memory, **changes): dataclasses.replace, faster
 
@@ -61,6 +60,7 @@ class _Planning:
         self._blocked_after_learn: set[str] | None = None
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
         self.idle_needed: dict[str, int] = defaultdict(int)
+        self.spares = gangs.SpareBoots(ranking.spares)  # gangs' spare boots (zen.scaling.gangs)
         self.at_limit = 0  # jobs the ask held for the cluster's max_vms (a pool they allow not blocked)
 
     # -- helpers -------------------------------------------------------------------------------
@@ -111,7 +111,7 @@ class _Planning:
                 if memory.strikes or memory.blocked_until:
                     self._decide(Action.UNBLOCK, region, f"{booted[0].name} booted: the region delivers again")
                 memory = _with(memory, strikes=0, blocked_until=None, last_boot_at=self.now,
-                                 boot_s=self._learn_boot(memory, booted))
+                                 boot_s=learned_boot(memory, booted))
             self.memory[region] = memory = preemptions.learn(memory, self.index.region(region), self.now, self.timing,
                                                              self.index.phase(region, VmPhase.BUSY))
             if booted or self._blocked(region):
@@ -124,18 +124,6 @@ class _Planning:
             elif stuck:
                 self._strike(region, f"{stuck[0].name} has not booted after {self._age(stuck[0]):.0f}s")
 
-    @staticmethod
-    def _learn_boot(memory: RegionMemory, booted: list[Vm]) -> float | None:
-        """Asked-to-usable seconds of VMs seen booting at the last plan, folded into the average."""
-        asked = dict(zip(memory.booting, memory.booting_since))
-        average = memory.boot_s
-        for vm in booted:
-            seconds = vm.since.timestamp() - asked[vm.name] if vm.name in asked else 0
-            if seconds <= 0:  # not seen booting; or
-                continue  # the phase's start is not the boot's end (e.g. a VM known busy from the start)
-            average = seconds if average is None else (1 - _BOOT_WEIGHT) * average + _BOOT_WEIGHT * seconds
-        return average
-
     def match(self) -> list[tuple[DemandGroup, int]]:
         """Cover demand with idle, then healthy booting VMs; return (group, jobs left uncovered)."""
         idle = {r: len(self.idle[r]) for r in self.regions}
@@ -146,7 +134,8 @@ class _Planning:
         uncovered = []
         for group in self.groups:
             if group.gang > 1:  # each gang from one region's VMs, or none
-                if left := gangs.match(group, self.ranking.for_group(group), (idle, running, pending), self.idle_needed):
+                if left := gangs.match(group, self.ranking.for_group(group), (idle, running, pending), self.idle_needed,
+                                       self.spares):
                     uncovered.append((group, left))
                 continue
             left, blocked = group.count, [r for r in group.regions if self._blocked(r)]
@@ -162,7 +151,8 @@ class _Planning:
                             needed[region] += take
             if left:
                 uncovered.append((group, left))
-        self.booting_left = {r: running[r] + pending[r] for r in self.regions}  # no queued job needs them
+        self.spares.kept((running, pending))  # then no queued job needs these:
+        self.booting_left = {r: running[r] + pending[r] for r in self.regions}
         self.spare = (idle, running, pending)  # what no job took: a gang's ask may start from some (gangs.ask)
         return uncovered
 
@@ -189,7 +179,7 @@ class _Planning:
             ranked = self.ranking.for_group(group)
             if group.gang > 1:  # a gang's VMs all from one pool; its hedge a whole gang too
                 for region, need in gangs.ask(group, left, ranked, room, add, held, self.spare, self.idle_needed,
-                                              self.booting_left, self.plan.together):
+                                              self.booting_left, self.plan.together, self.spares):
                     compared.setdefault(region, ranked)
                     if self.uncertain(region):
                         if others := [r for r in ranked if r != region and self.hedge_priced(r, region)]:
@@ -215,7 +205,7 @@ class _Planning:
                     self.at_limit += left
         for others, count in hedgeable:  # after every job's first ask: hedges never take a job's slot
             if count < 0:  # a gang's hedge: whole, in the first pool with room for it
-                gangs.hedge(others, -count, room, add, hedge, self.plan.together)
+                gangs.hedge(others, -count, room, add, hedge, self.plan.together, self.spares)
                 continue
             for region in others:
                 take = min(count, room(region))
@@ -225,14 +215,16 @@ class _Planning:
                     count -= take
                 if count == 0:
                     break
+        self.spares.grant(room, add)  # after every first ask and hedge: they never take a job's place
         for region, count in add.items():
-            hedged = hedge.get(region, 0)
-            if count - hedged:
-                self._decide(Action.ADD, region, f"{count - hedged} queued job(s) without a VM"
-                             + self.ranking.prices_compared(region, compared.get(region, ())), count - hedged)
-            if hedged:
-                self._decide(Action.ADD, region, f"{hedged} hedge(s): the first choice's delivery is uncertain",
-                             hedged)
+            hedged, spared = hedge.get(region, 0), self.spares.asked.get(region, 0)
+            if count - hedged - spared:
+                self._decide(Action.ADD, region, f"{count - hedged - spared} queued job(s) without a VM"
+                             + self.ranking.prices_compared(region, compared.get(region, ())), count - hedged - spared)
+            for n, why in ((hedged, "hedge(s): the first choice's delivery is uncertain"),
+                           (spared, "spare boot(s): a gang starts at its N-th of N+1 boots (zen.scaling.gangs)")):
+                if n:
+                    self._decide(Action.ADD, region, f"{n} {why}", n)
         for why, count in held.items():
             self._decide(Action.HOLD, None, f"{count} job(s) wait: {why}", count)
         self._keep_min(counts, total)
@@ -269,8 +261,7 @@ class _Planning:
         for region in self.rank(self.regions):
             if missing <= 0:
                 break
-            room = self.s.cluster.max_vms_per_region - counts[region] - self.plan.add.get(region, 0)
-            take = min(room, missing)
+            take = min(self.s.cluster.max_vms_per_region - counts[region] - self.plan.add.get(region, 0), missing)
             if take > 0:
                 self.plan.add[region] = self.plan.add.get(region, 0) + take
                 missing -= take
@@ -375,8 +366,7 @@ class _Planning:
             alive -= 1
             self.plan.delete.append((vm.region, vm.name))
             why = f"kept {keep_s:.0f}s, the price of a cold start" if in_pool else f"beyond the {pool} worth keeping"
-            self._decide(Action.DELETE, vm.region, f"idle for {self._age(vm):.0f}s and not needed ({why})",
-                         vm=vm.name)
+            self._decide(Action.DELETE, vm.region, f"idle for {self._age(vm):.0f}s and not needed ({why})", vm=vm.name)
 
     def run(self) -> Plan:
         self.learn()

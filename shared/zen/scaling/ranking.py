@@ -11,7 +11,22 @@ from datetime import datetime
 from typing import Callable
 
 from zen.scaling import preemptions
-from zen.scaling.model import ClusterSnapshot, DemandGroup, RegionMemory
+from zen.scaling.model import ClusterSnapshot, DemandGroup, RegionMemory, Vm
+
+_BOOT_WEIGHT = 0.3  # weight of a new boot in a region's moving-average boot time
+
+
+def learned_boot(memory: RegionMemory, booted: list[Vm]) -> float | None:
+    """A pool's asked-to-usable seconds (``Ranking.boot_s``) with the VMs seen booting at the last plan and
+    usable now folded into its moving average."""
+    asked = dict(zip(memory.booting, memory.booting_since))
+    average = memory.boot_s
+    for vm in booted:
+        seconds = vm.since.timestamp() - asked[vm.name] if vm.name in asked else 0
+        if seconds <= 0:  # not seen booting; or
+            continue  # the phase's start is not the boot's end (e.g. a VM known busy from the start)
+        average = seconds if average is None else (1 - _BOOT_WEIGHT) * average + _BOOT_WEIGHT * seconds
+    return average
 
 
 class Ranking:
@@ -57,6 +72,11 @@ class Ranking:
     def uncertain(self, region: str) -> bool:
         """Worth a hedge: never seen to deliver, or its risk is at least ``hedge_risk``."""
         return self.memory[region].last_boot_at is None or self.risk(region) >= self.timing.hedge_risk
+
+    def spares(self, pool: str) -> bool:
+        """Whether a gang asked for in ``pool`` gets a spare boot (``zen.scaling.gangs``): yes, but in a
+        flex-start pool, whose grants come whole after a queue (no race between boots to win)."""
+        return not self.flex(pool)
 
     def rank(self, regions: tuple[str, ...], patient: bool = True, slack_s: float | None = None,
              checkpoint_every_s: float | None = None) -> list[str]:
