@@ -144,3 +144,41 @@ def test_a_gangs_spare_boot_stays_in_the_race_until_the_gang_is_whole():
     # The gang whole (its parts busy, no demand left): the spare, still booting, lost its race.
     whole = [replace(v, phase=VmPhase.BUSY, job_id="g", running=False, since=at(55)) for v in booting[:3]]
     assert plan(whole + [booting[3], other]).delete == [("us-central1", "n3")]
+
+
+def test_a_spare_counted_for_one_gang_still_completes_another_in_the_same_pass():
+    limits = replace(LIMITS, max_vms=12, max_vms_per_region=6)
+    first = DemandGroup(("us-central1",), 3, at(0), gang=3)  # covered by 4 boots: 3 and its spare
+    second = DemandGroup(("us-central1",), 2, at(5), gang=3)  # one node claimed there: 2 to go
+    vms = [vm(f"a{i}", "us-central1", VmPhase.BOOTING, since=1) for i in range(4)]
+    vms.append(vm("p", "us-central1", VmPhase.BUSY, since=3, job="second"))
+    plan = ZenPlanner().plan(replace(snap(10, vms=vms, limits=limits), demand=(first, second)))
+    assert plan.add == {"us-central1": 1}  # the spare and one place more: not held for room
+
+
+def test_a_gangs_hedge_is_the_whole_gang_where_its_first_pool_had_some_of_it():
+    idle = [vm("w", "us-central1", VmPhase.IDLE)]
+    plan = plan_for(gangs(1, 3), vms=idle, limits=replace(LIMITS, max_vms=12), memory={}, timing=Timing())  # cold: hedged
+    assert plan.together == {"us-central1": [2], "us-west1": [3]}  # not 2 in us-west1, where no part is
+    assert plan.add == {"us-central1": 3, "us-west1": 4}  # and a spare boot with each
+
+
+def test_an_unclaimed_gangs_hedge_copy_races_on_while_every_job_has_a_vm():
+    # A gang of 3: 4 VMs booting in us-central1 (3 and its spare), 3 in us-west1 (its hedge copy), and a
+    # VM usable since they were asked (it took another job): the copy is still in the race.
+    limits = replace(LIMITS, max_vms=12, max_vms_per_region=6)
+    booting = [vm(f"c{i}", "us-central1", VmPhase.BOOTING, since=0) for i in range(4)]
+    booting += [vm(f"w{i}", "us-west1", VmPhase.BOOTING, since=0) for i in range(3)]
+    other = vm("o", "us-west1", VmPhase.BUSY, since=20, job="x")
+
+    def plan(*groups):
+        return ZenPlanner().plan(replace(snap(60, vms=booting + [other], limits=limits), demand=groups))
+
+    assert plan(gangs(1, 3)).delete == []
+    # A job waiting without a VM (it may run in europe-west4 only): places are worth more, the copy and
+    # the spare go (lost races: a VM became usable since).
+    waiting = plan(gangs(1, 3), DemandGroup(("europe-west4",), 1, at(30)))
+    assert sorted(region for region, _ in waiting.delete) == ["us-central1"] + ["us-west1"] * 3
+    # A node claimed in us-central1 (the gang's region fixed): the copy lost.
+    claimed = plan(gangs(1, 3, regions=("us-central1",), claimed=1))
+    assert sorted(name for _, name in claimed.delete) == ["w0", "w1", "w2"]

@@ -9,8 +9,14 @@ and starts at its N-th of N+1: with lognormal boots (median 90 s, sigma 0.3), th
 wait for its boots falls from about 176 s (the slowest of 4) to about 138 s (the 4th of 5). Spare boots
 are asked for after every job's first ask and hedge (they never take a place a job needs), where the
 limits leave room, never in flex-start pools (``Ranking.spares``). A gang covered by booting VMs keeps
-one more booting while it waits; once it is whole, no demand covers its spare and the planner's
-``cancel_losers`` ends it (unbilled before RUNNING), or it serves the queue like any VM.
+one more booting while it waits, and a gang no node has claimed yet keeps a whole copy booting in
+another pool (its hedge) racing too, as long as every queued job has a VM (:meth:`SpareBoots.kept`);
+before, the pass after a hedge ended it as a lost race as soon as any VM nearby became usable, one that
+serves another job included. Once the gang is whole (its first claim fixes its region, so the copy's
+pool is out of it), or a job waits without a VM, nothing covers them and the planner's ``cancel_losers``
+ends them as lost races (unbilled if not yet RUNNING), or, usable, they serve the queue like any VM. A
+spare's own failure to get capacity is a stockout like any VM's: the pool is blocked, and its boots no
+longer count for the gang.
 Measured: docs/benchmarks/simulator.md#gangs."""
 
 from __future__ import annotations
@@ -23,23 +29,29 @@ from zen.scaling.model import DemandGroup
 
 class SpareBoots:
     """The pass's spare boots for gangs: ``allowed(pool)`` says where a gang gets one; ``keep`` the pools
-    where a gang covered by booting VMs keeps one more booting (``match``), ``want`` those where one more is
-    to be asked for (``ask``, ``hedge``), ``asked`` how many were (per pool, for the plan's reasons)."""
+    where a gang covered by booting VMs keeps one more booting (``match``), ``copies`` the other pools where
+    an unclaimed gang's hedge copy may race on, ``want`` the pools where one more is to be asked for
+    (``ask``, ``hedge``), ``asked`` how many were (per pool, for the plan's reasons)."""
 
     def __init__(self, allowed: Callable[[str], bool]):
         self.allowed = allowed
         self.keep: list[str] = []
         self.want: list[str] = []
         self.asked: dict[str, int] = defaultdict(int)
+        self.copies: list[tuple[list[str], int]] = []  # (other pools, N): an unclaimed gang's hedge copy
 
-    def kept(self, booting: tuple[dict[str, int], ...]) -> None:
-        """After every group is matched: one booting VM (listed RUNNING first) per gang in ``keep``, where
-        one is left, taken from ``booting`` so that ``cancel_losers`` leaves it in the race."""
+    def kept(self, booting_left: dict[str, int]) -> None:
+        """After the asks, when every queued job has a VM: one booting VM per gang in ``keep``, and a whole
+        gang's worth in the first of a copy's other pools that has them, of those no queued job needs
+        (``booting_left``, the planner's), are counted as the gang's, so ``cancel_losers`` leaves them in
+        the race. (While a job waits without a VM, places are worth more than a sooner gang start: they are
+        left to ``cancel_losers``, and go once a boot beats them.)"""
         for region in self.keep:
-            for pool in booting:
-                if pool.get(region, 0) > 0:
-                    pool[region] -= 1
-                    break
+            if booting_left.get(region, 0) > 0:
+                booting_left[region] -= 1
+        for others, need in self.copies:  # a whole copy booting in another pool races on until a part is claimed
+            if (pool := next((r for r in others if booting_left.get(r, 0) >= need), None)) is not None:
+                booting_left[pool] -= need
 
     def grant(self, room: Callable[[str], int], add: dict[str, int]) -> None:
         """After every first ask and hedge: one VM more per gang in ``want``, where the limits leave room."""
@@ -54,14 +66,15 @@ def match(group: DemandGroup, ranked: list[str], pools: tuple[dict[str, int], ..
     """Cover each gang of ``group`` with the idle, then running, then pending VMs of the first pool
     (in ``ranked`` order) that has enough for the whole gang; returns the VMs left uncovered (whole gangs,
     asked for by ``ask``). ``pools``: (idle, running, pending) per pool, taken from in place. A gang covered
-    by booting VMs where ``spares`` allows one keeps its spare (``SpareBoots.kept``)."""
+    by booting VMs where ``spares`` allows one may keep a spare (``SpareBoots.kept``: a booting VM no job
+    needs, its own spare or, the same to it, another)."""
     left = 0
     for need in group.chunks():
         region = next((r for r in ranked if sum(pool.get(r, 0) for pool in pools) >= need), None)
         if region is None:
             left += need
             continue
-        booting = need - min(need, pools[0].get(region, 0))
+        need_whole, booting = need, need - min(need, pools[0].get(region, 0))
         for index, pool in enumerate(pools):
             take = min(need, pool.get(region, 0))
             if take:
@@ -71,6 +84,8 @@ def match(group: DemandGroup, ranked: list[str], pools: tuple[dict[str, int], ..
                     idle_needed[region] += take
         if spares is not None and booting and spares.allowed(region):
             spares.keep.append(region)
+        if spares is not None and booting and need_whole == group.gang:  # unclaimed: a hedge copy may race
+            spares.copies.append(([r for r in ranked if r != region], need_whole))
     return left
 
 
@@ -83,8 +98,9 @@ def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[[str], 
     left. The pool with the most spare VMs goes first (an idle VM there claims a part as soon as the start
     comes, and the gang then assembles in that region), ties in ``ranked`` order; only the rest is asked
     for, and a spare wanted where the gang needs two or more boots and ``spares`` allows one. A gang no
-    pool can hold waits (``held``, with why). Returns (pool, VMs asked for), per gang; each ask is a unit
-    of ``together`` too (``Plan.together``: its VMs come whole or not at all; a spare is none)."""
+    pool can hold waits (``held``, with why). Returns (pool, the gang's VMs), per gang asked for (its hedge
+    is the whole gang: another pool has none of its VMs); each ask is a unit of ``together`` too
+    (``Plan.together``: its VMs come whole or not at all; a spare is none)."""
     asked = []
     for need in DemandGroup(group.regions, left, group.oldest, group.priority, gang=group.gang).chunks():
         def supply(region: str) -> int:
@@ -95,7 +111,7 @@ def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[[str], 
         if region is None:
             held[f"no allowed pool has room for a gang of {group.gang} VMs (max_vms_per_region, max_vms)"] += need
             continue
-        boots = need - min(need, spare[0].get(region, 0)) if spare else need
+        whole, boots = need, need - min(need, spare[0].get(region, 0)) if spare else need
         for index, pool in enumerate(spare):  # the spare VMs first: idle, then booting
             take = min(need, pool.get(region, 0))
             if take:
@@ -109,7 +125,7 @@ def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[[str], 
             spares.want.append(region)
         if need:
             add[region] = add.get(region, 0) + need
-            asked.append((region, need))
+            asked.append((region, whole))
             if together is not None:
                 together.setdefault(region, []).append(need)
     return asked

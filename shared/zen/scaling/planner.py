@@ -151,8 +151,7 @@ class _Planning:
                             needed[region] += take
             if left:
                 uncovered.append((group, left))
-        self.spares.kept((running, pending))  # then no queued job needs these:
-        self.booting_left = {r: running[r] + pending[r] for r in self.regions}
+        self.booting_left = {r: running[r] + pending[r] for r in self.regions}  # no queued job needs them
         self.spare = (idle, running, pending)  # what no job took: a gang's ask may start from some (gangs.ask)
         return uncovered
 
@@ -183,7 +182,7 @@ class _Planning:
                     compared.setdefault(region, ranked)
                     if self.uncertain(region):
                         if others := [r for r in ranked if r != region and self.hedge_priced(r, region)]:
-                            hedgeable.append((others, -need))  # negative: whole, in one pool
+                            hedgeable.append((others, -need))  # negative: a whole gang, in one pool
                 continue
             for region in ranked:
                 take = min(left, room(region))
@@ -216,6 +215,8 @@ class _Planning:
                 if count == 0:
                     break
         self.spares.grant(room, add)  # after every first ask and hedge: they never take a job's place
+        if not uncovered:  # spares and hedge copies race on only while every queued job has a VM (zen.scaling.gangs)
+            self.spares.kept(self.booting_left)
         for region, count in add.items():
             hedged, spared = hedge.get(region, 0), self.spares.asked.get(region, 0)
             if count - hedged - spared:
