@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tests.scaling.test_planner import CAUTIOUS, LIMITS, REGIONS, at, jobs, snap, vm
+from tests.scaling.test_planner import CAUTIOUS, LIMITS, REGIONS, at, jobs, snap, trusted, vm
 from zen.scaling.model import Action, ClusterLimits, DemandGroup, Timing, VmPhase
 from zen.scaling.planner import ZenPlanner
 
@@ -163,22 +163,30 @@ def test_a_gangs_hedge_is_the_whole_gang_where_its_first_pool_had_some_of_it():
     assert plan.add == {"us-central1": 3, "us-west1": 4}  # and a spare boot with each
 
 
-def test_an_unclaimed_gangs_hedge_copy_races_on_while_every_job_has_a_vm():
-    # A gang of 3: 4 VMs booting in us-central1 (3 and its spare), 3 in us-west1 (its hedge copy), and a
-    # VM usable since they were asked (it took another job): the copy is still in the race.
+def test_an_unclaimed_gangs_hedge_copy_races_on_while_no_demand_waits_for_a_place():
+    # A gang of 3 whose first pool is uncertain: 4 VMs booting in us-central1 (3 and its spare), 4 in
+    # us-west1 (its hedge copy and the copy's spare), and a VM usable since they were asked (it took
+    # another job): the copy is still in the race, spare included.
     limits = replace(LIMITS, max_vms=12, max_vms_per_region=6)
     booting = [vm(f"c{i}", "us-central1", VmPhase.BOOTING, since=0) for i in range(4)]
-    booting += [vm(f"w{i}", "us-west1", VmPhase.BOOTING, since=0) for i in range(3)]
+    booting += [vm(f"w{i}", "us-west1", VmPhase.BOOTING, since=0) for i in range(4)]
     other = vm("o", "us-west1", VmPhase.BUSY, since=20, job="x")
+    memory = {r: replace(m, last_stockout_at=at(-600)) for r, m in trusted(REGIONS).items()}  # a risk: hedged
 
-    def plan(*groups):
-        return ZenPlanner().plan(replace(snap(60, vms=booting + [other], limits=limits), demand=groups))
+    def plan(*groups, vms=booting + [other]):
+        return ZenPlanner().plan(replace(snap(60, vms=vms, limits=limits, memory=memory, timing=Timing()),
+                                         demand=groups))
 
     assert plan(gangs(1, 3)).delete == []
-    # A job waiting without a VM (it may run in europe-west4 only): places are worth more, the copy and
-    # the spare go (lost races: a VM became usable since).
-    waiting = plan(gangs(1, 3), DemandGroup(("europe-west4",), 1, at(30)))
-    assert sorted(region for region, _ in waiting.delete) == ["us-central1"] + ["us-west1"] * 3
+    # Where the planner would not hedge the gang (its first pool trusted), those VMs are no copy of it but
+    # boots that lost their races: they go.
+    trusting = ZenPlanner().plan(replace(snap(60, vms=booting + [other], limits=limits), demand=(gangs(1, 3),)))
+    assert sorted(region for region, _ in trusting.delete) == ["us-west1"] * 4
+    # Demand waiting for a place (a job that may run in europe-west4 only, where the limits leave none):
+    # places are worth more, the copy and the spare go (lost races: a VM became usable since).
+    full = [vm(f"e{i}", "europe-west4", VmPhase.BUSY, since=0, job=f"y{i}") for i in range(6)]
+    waiting = plan(gangs(1, 3), DemandGroup(("europe-west4",), 1, at(30)), vms=booting + [other] + full)
+    assert sorted(region for region, _ in waiting.delete) == ["us-central1"] + ["us-west1"] * 4
     # A node claimed in us-central1 (the gang's region fixed): the copy lost.
     claimed = plan(gangs(1, 3, regions=("us-central1",), claimed=1))
-    assert sorted(name for _, name in claimed.delete) == ["w0", "w1", "w2"]
+    assert sorted(name for _, name in claimed.delete) == ["w0", "w1", "w2", "w3"]

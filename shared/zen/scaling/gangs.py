@@ -9,12 +9,13 @@ and starts at its N-th of N+1: with lognormal boots (median 90 s, sigma 0.3), th
 wait for its boots falls from about 176 s (the slowest of 4) to about 138 s (the 4th of 5). Spare boots
 are asked for after every job's first ask and hedge (they never take a place a job needs), where the
 limits leave room, never in flex-start pools (``Ranking.spares``). A gang covered by booting VMs keeps
-one more booting while it waits, and a gang no node has claimed yet keeps a whole copy booting in
-another pool (its hedge) racing too, as long as every queued job has a VM (:meth:`SpareBoots.kept`);
-before, the pass after a hedge ended it as a lost race as soon as any VM nearby became usable, one that
-serves another job included. Once the gang is whole (its first claim fixes its region, so the copy's
-pool is out of it), or a job waits without a VM, nothing covers them and the planner's ``cancel_losers``
-ends them as lost races (unbilled if not yet RUNNING), or, usable, they serve the queue like any VM. A
+one more booting while it waits, and a gang no node has claimed yet, whose first pool is uncertain (the
+planner hedged it), keeps a whole copy booting in another pool (its hedge, with its spare) racing too, as
+long as no demand waits for a place (:meth:`SpareBoots.kept`); before, the pass after a hedge ended it as
+a lost race as soon as any VM nearby became usable, one that serves another job included. Once the gang
+is whole (its first claim fixes its region, so the copy's pool is out of it), or demand waits for a
+place, nothing covers them and the planner's ``cancel_losers`` ends them as lost races (unbilled if not
+yet RUNNING), or, usable, they serve the queue like any VM. A
 spare's own failure to get capacity is a stockout like any VM's: the pool is blocked, and its boots no
 longer count for the gang.
 Measured: docs/benchmarks/simulator.md#gangs."""
@@ -30,28 +31,29 @@ from zen.scaling.model import DemandGroup
 class SpareBoots:
     """The pass's spare boots for gangs: ``allowed(pool)`` says where a gang gets one; ``keep`` the pools
     where a gang covered by booting VMs keeps one more booting (``match``), ``copies`` the other pools where
-    an unclaimed gang's hedge copy may race on, ``want`` the pools where one more is to be asked for
-    (``ask``, ``hedge``), ``asked`` how many were (per pool, for the plan's reasons)."""
+    an unclaimed gang's hedge copy may race on (where ``hedged(pool)``: its first pool is one the planner
+    hedges), ``want`` the pools where one more is to be asked for (``ask``, ``hedge``), ``asked`` how many
+    were (per pool, for the plan's reasons)."""
 
-    def __init__(self, allowed: Callable[[str], bool]):
-        self.allowed = allowed
+    def __init__(self, allowed: Callable[[str], bool], hedged: Callable[[str], bool] = lambda pool: False):
+        self.allowed, self.hedged = allowed, hedged
         self.keep: list[str] = []
         self.want: list[str] = []
         self.asked: dict[str, int] = defaultdict(int)
         self.copies: list[tuple[list[str], int]] = []  # (other pools, N): an unclaimed gang's hedge copy
 
     def kept(self, booting_left: dict[str, int]) -> None:
-        """After the asks, when every queued job has a VM: one booting VM per gang in ``keep``, and a whole
-        gang's worth in the first of a copy's other pools that has them, of those no queued job needs
-        (``booting_left``, the planner's), are counted as the gang's, so ``cancel_losers`` leaves them in
-        the race. (While a job waits without a VM, places are worth more than a sooner gang start: they are
-        left to ``cancel_losers``, and go once a boot beats them.)"""
+        """After the asks, when no demand waits for a place: one booting VM per gang in ``keep``, and a whole
+        gang's worth (and its spare) in the first of a copy's other pools that has them, of those no queued
+        job needs (``booting_left``, the planner's), are counted as the gang's, so ``cancel_losers`` leaves
+        them in the race. (While demand waits for a place, places are worth more than a sooner gang start:
+        they are left to ``cancel_losers``, and go once a boot beats them.)"""
         for region in self.keep:
             if booting_left.get(region, 0) > 0:
                 booting_left[region] -= 1
         for others, need in self.copies:  # a whole copy booting in another pool races on until a part is claimed
             if (pool := next((r for r in others if booting_left.get(r, 0) >= need), None)) is not None:
-                booting_left[pool] -= need
+                booting_left[pool] -= min(booting_left[pool], need + int(self.allowed(pool)))  # and its spare
 
     def grant(self, room: Callable[[str], int], add: dict[str, int]) -> None:
         """After every first ask and hedge: one VM more per gang in ``want``, where the limits leave room."""
@@ -84,7 +86,7 @@ def match(group: DemandGroup, ranked: list[str], pools: tuple[dict[str, int], ..
                     idle_needed[region] += take
         if spares is not None and booting and spares.allowed(region):
             spares.keep.append(region)
-        if spares is not None and booting and need_whole == group.gang:  # unclaimed: a hedge copy may race
+        if spares is not None and booting and need_whole == group.gang and spares.hedged(region):  # unclaimed
             spares.copies.append(([r for r in ranked if r != region], need_whole))
     return left
 

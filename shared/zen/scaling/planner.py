@@ -60,7 +60,7 @@ class _Planning:
         self._blocked_after_learn: set[str] | None = None
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
         self.idle_needed: dict[str, int] = defaultdict(int)
-        self.spares = gangs.SpareBoots(ranking.spares)  # gangs' spare boots (zen.scaling.gangs)
+        self.spares = gangs.SpareBoots(ranking.spares, ranking.uncertain)  # gangs' spare boots, racing copies
         self.at_limit = 0  # jobs the ask held for the cluster's max_vms (a pool they allow not blocked)
 
     # -- helpers -------------------------------------------------------------------------------
@@ -215,7 +215,7 @@ class _Planning:
                 if count == 0:
                     break
         self.spares.grant(room, add)  # after every first ask and hedge: they never take a job's place
-        if not uncovered:  # spares and hedge copies race on only while every queued job has a VM (zen.scaling.gangs)
+        if not held:  # spares and hedge copies race on only while no demand waits for a place (zen.scaling.gangs)
             self.spares.kept(self.booting_left)
         for region, count in add.items():
             hedged, spared = hedge.get(region, 0), self.spares.asked.get(region, 0)
