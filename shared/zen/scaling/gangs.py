@@ -15,9 +15,8 @@ long as no demand waits for a place (:meth:`SpareBoots.kept`); before, the pass 
 a lost race as soon as any VM nearby became usable, one that serves another job included. Once the gang
 is whole (its first claim fixes its region, so the copy's pool is out of it), or demand waits for a
 place, nothing covers them and the planner's ``cancel_losers`` ends them as lost races (unbilled if not
-yet RUNNING), or, usable, they serve the queue like any VM. A
-spare's own failure to get capacity is a stockout like any VM's: the pool is blocked, and its boots no
-longer count for the gang.
+yet RUNNING), or, usable, they serve the queue like any VM. A spare's own failure to get capacity is a
+stockout like any VM's: the pool is blocked, and its boots no longer count for the gang.
 Measured: docs/benchmarks/simulator.md#gangs."""
 
 from __future__ import annotations
