@@ -40,14 +40,14 @@ class Seeding:
         with self.store.db.transaction() as session:  # type: ignore[attr-defined]
             fleet.save_scaling_memory(session, cluster, region, json.dumps(memory), NOW)
 
-    def room_for_gangs(self, cluster: str, pool: str, room: int) -> None:
+    def room_for_gangs(self, cluster: str, pool: str, room: int, at: datetime = NOW) -> None:
         if isinstance(self.store, InMemoryJobStore):
-            self.store.room_for_gangs(cluster, pool, room)
+            self.store.room_for_gangs(cluster, pool, room, at)
             return
         from zen.store import fleet
 
         with self.store.db.transaction() as session:  # type: ignore[attr-defined]
-            fleet.save_scaling_memory(session, cluster, pool, json.dumps({"gang_room": room}), NOW)
+            fleet.save_scaling_memory(session, cluster, pool, json.dumps({"gang_room": room}), at)
 
     def drain_vm(self, vm: str) -> None:
         if isinstance(self.store, InMemoryJobStore):
@@ -397,11 +397,12 @@ def test_warm_vms_are_idle_recent_free_and_undrained_and_stockouts_block_regions
 def test_the_planners_room_for_gangs_is_read_per_pool(store, seed):
     with store.transaction() as tx:
         assert tx.gang_rooms(CLUSTER) == {}
+    later = NOW + timedelta(seconds=2)
     seed.room_for_gangs(CLUSTER, REGION, 3)
-    seed.room_for_gangs(CLUSTER, f"{REGION}/spot", 0)
+    seed.room_for_gangs(CLUSTER, f"{REGION}/spot", 0, later)
     seed.room_for_gangs("other-cluster", REGION, 5)
-    with store.transaction() as tx:
-        assert tx.gang_rooms(CLUSTER) == {REGION: 3, f"{REGION}/spot": 0}
+    with store.transaction() as tx:  # each with when the pass that measured it saved it
+        assert tx.gang_rooms(CLUSTER) == {REGION: (3, NOW), f"{REGION}/spot": (0, later)}
 
 
 def test_hooks_inject_the_next_error_once_and_run_around_an_operation(store):

@@ -403,6 +403,11 @@ SELECT name FROM vm_drains WHERE cluster = :cluster;
 -- name: scaling_memory
 SELECT region, memory FROM scaling_memory WHERE cluster = :cluster;
 
+-- name: gang_rooms
+-- Each pool's room for a gang at the planner's last pass there, and when that pass saved it.
+SELECT region, (memory ->> 'gang_room')::int AS room, updated_at FROM scaling_memory
+WHERE cluster = :cluster AND memory ->> 'gang_room' IS NOT NULL;
+
 -- name: last_scaling_pass
 SELECT max(updated_at) AS at FROM scaling_memory WHERE cluster = :cluster;
 

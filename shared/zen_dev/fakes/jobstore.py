@@ -109,10 +109,11 @@ class InMemoryJobStore:
             if found_at is not None and not (booted_at is not None and booted_at > found_at):
                 self.tables.stocked_out[(cluster, region)] = found_at
 
-    def room_for_gangs(self, cluster: str, pool: str, room: int) -> None:
-        """The planner's memory: a gang assembling in ``pool`` of ``cluster`` could still get ``room`` VMs."""
+    def room_for_gangs(self, cluster: str, pool: str, room: int, at: datetime) -> None:
+        """The planner's memory: a gang assembling in ``pool`` of ``cluster`` could still get ``room`` VMs, as
+        its pass at ``at`` found."""
         with self._units:
-            self.tables.gang_rooms[(cluster, pool)] = room
+            self.tables.gang_rooms[(cluster, pool)] = (room, at)
 
     def drain_vm(self, vm: str) -> None:
         """A scale-down marked ``vm`` as going away."""

@@ -30,6 +30,7 @@ node, gangs whose running nodes span regions (split), nodes still holding a gang
 from __future__ import annotations
 
 import heapq
+import math
 from datetime import timedelta
 
 from zen.core.gang_records import GangConfig
@@ -287,8 +288,10 @@ class Gangs:
 
     def _short(self, cluster, job) -> bool:
         """The planner's last pass left the region the gang assembles in fewer VMs for it than it still needs
-        (``RegionMemory.gang_room``, the most of its pools), and it may go to another (not hedged copies)."""
-        if self.hedged or not job.parts:
+        (``RegionMemory.gang_room``, the most of its pools), and it may go to another (not hedged copies); a
+        pass before the gang's last claim says nothing of it (``zen.jobs.sweeps``)."""
+        claims = [vm.claimed_s for vm in job.parts if vm.claimed_s is not None]
+        if self.hedged or not job.parts or cluster.last_tick <= max(claims, default=-math.inf):
             return False
         region = job.parts[0].mig.region
         if not any(cluster.migs[p].region != region for p in job.pools):
