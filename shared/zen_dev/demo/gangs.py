@@ -1,7 +1,9 @@
 """The demo's two-node job (``examples/two-nodes.yaml``): two VMs of one region start together and meet at
 ``MASTER_PORT``; once both have met, rank 1's spot VM is preempted, and the whole gang goes back to the
-queue as attempt 2 (every node of attempt 1 stopped), which meets again and succeeds
-(docs/how-to/multi-node.md)."""
+queue as the next attempt (every node of the one preempted stopped), which meets again and succeeds
+(docs/how-to/multi-node.md). The attempt preempted is usually the first; it is a later one where the gang
+was given back before it was whole (its region too full for its second node, ``zen.core.gang``), which
+depends on what else the demo's cluster runs at that moment."""
 
 from __future__ import annotations
 
@@ -46,11 +48,12 @@ class Gang:
         self._publish(request())
 
     def advance(self, db, say: Callable[[str], None]) -> None:
-        if self.preempted or sum(1 for e in _lines(GANG_ID) if e["attempt"] == 1 and MET in e["text"]) < 2:
+        if self.preempted:
             return
         with db.transaction() as session:
             job = repository.get_job(session, GANG_ID)
-        if job is None or job.attempt != 1 or len(job.gang) != 2:
+        if job is None or not job.gang or len(job.gang) != 2 or sum(
+                1 for e in _lines(GANG_ID) if e["attempt"] == job.attempt and MET in e["text"]) < 2:
             return
         victim = job.gang[1]
         self._preempt(victim.zone, victim.vm)
@@ -59,24 +62,29 @@ class Gang:
 
 
 def check(db) -> tuple[list[str], list[str]]:
-    """(lines for the summary, problems): attempt 1's two nodes met, a node's preemption sent the whole gang
-    back as attempt 2 (one LOST naming the VM), and attempt 2's two nodes met again and succeeded."""
+    """(lines for the summary, problems): an attempt's two nodes met, a node's preemption sent the whole gang
+    back as the next attempt (one LOST naming the VM), whose two nodes met again and succeeded, as the job's
+    last attempt (before the preempted one, only attempts given back unassembled: none met)."""
     with db.transaction() as session:
         job = repository.get_job(session, GANG_ID)
         history = repository.job_history(session, GANG_ID)
     if job is None:
         return [], [f"{GANG_ID} never reached Zen"]
     entries = _lines(GANG_ID)
-    met = {attempt: [e["text"] for e in entries if e["attempt"] == attempt and MET in e["text"]] for attempt in (1, 2)}
-    lost = [row["reason"] for row in history if row["to_status"] == "LOST"]
+    lost = [(row["attempt"], row["reason"]) for row in history if row["to_status"] == "LOST"]
     assembled = [row["reason"] for row in history if row["to_status"] == "ASSIGNED"]
+    first = lost[0][0] if lost else job.attempt - 1
+    met = {attempt: [e["text"] for e in entries if e["attempt"] == attempt and MET in e["text"]]
+           for attempt in range(1, job.attempt + 1)}
     problems = []
-    if len(met[1]) != 2 or len(met[2]) != 2 or not all(t.endswith("heard ranks [0, 1]") for t in met[1] + met[2]):
-        problems.append(f"{GANG_ID}: its nodes did not meet twice, two at a time ({met})")
-    if len(lost) != 1 or len(assembled) != 2:
-        problems.append(f"{GANG_ID}: expected one LOST attempt and two assembled ({lost}, {assembled})")
+    if [a for a, texts in met.items() if texts] != [first, first + 1] or not all(
+            len(texts) == 2 and all(t.endswith("heard ranks [0, 1]") for t in texts) for texts in met.values() if texts):
+        problems.append(f"{GANG_ID}: its nodes did not meet twice, two at a time, in its last two attempts ({met})")
+    if len(lost) != 1 or len(assembled) != 2 or job.status.value != "SUCCEEDED":
+        problems.append(f"{GANG_ID}: expected one LOST attempt and two assembled, then SUCCEEDED "
+                        f"({lost}, {assembled}, {job.status.value} attempt {job.attempt})")
     if problems:
         return [], problems
-    return [f"  {GANG_ID}: {assembled[0]}; each node printed \"{met[1][0].split(': ', 1)[1]}\"",
-            f"  {GANG_ID}: {lost[0]}: the whole gang went back as attempt 2; {assembled[1]}; "
+    return [f"  {GANG_ID}: {assembled[0]}; each node printed \"{met[first][0].split(': ', 1)[1]}\"",
+            f"  {GANG_ID}: {lost[0][1]}: the whole gang went back as attempt {first + 1}; {assembled[1]}; "
             f"{job.status.value}"], []
