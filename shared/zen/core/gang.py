@@ -124,7 +124,8 @@ def assembly_expired(job: Job, now: datetime, config: GangConfig, blocked: froze
 
     Sooner too when its region cannot hold the rest of it (``room``: the VMs a gang assembling there could
     still get at the planner's last pass, ``RegionMemory.gang_room``: idle and booting VMs plus the room
-    under ``max_vms_per_region`` and ``max_vms``; None: unknown) and it may go to another region: VMs busy
+    under ``max_vms_per_region`` and ``max_vms``; None: unknown, or that pass was before the gang's last
+    claim, ``zen.jobs.sweeps``) and it may go to another region: VMs busy
     with other jobs, freed one by one, would claim parts there while the rest waits, the planner holding
     the gang for room. (With no other region, its released VMs would claim it again at once.)
 
