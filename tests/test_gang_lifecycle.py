@@ -379,12 +379,15 @@ def test_a_gang_assembling_where_its_limits_leave_no_room_for_the_rest_is_releas
 
     def room(n):
         with zen.db.transaction() as session:
-            fleet.save_scaling_memory(session, "4xa100-40gb", "us-central1", json.dumps({"gang_room": n}), clock())
+            memory = {"gang_room": n, "gang_room_at": clock().isoformat()}
+            fleet.save_scaling_memory(session, "4xa100-40gb", "us-central1", json.dumps(memory), clock())
 
     functions.submit(job_request("g", nodes=2))
     room(0)  # a pass before the claim
     clock.advance(1)
     claim(functions, "vm-1")
+    clock.advance(1)
+    room(0)  # a pass that read the fleet so soon after the claim that it may have missed it
     clock.advance(30)
     functions.tick()
     assert (job(zen, "g").attempt, actions(publisher, "vm-1")) == (1, [])  # not known since its claim
@@ -403,7 +406,7 @@ def test_a_gang_assembling_where_its_limits_leave_no_room_for_the_rest_is_releas
 
     functions.submit(job_request("h", nodes=2, regions=["us-central1"]))  # no other region to go to
     functions.heartbeat(heartbeat("h", "CLAIMED", 1, vm="vm-2", ip="10.0.0.2"))
-    clock.advance(1)
+    clock.advance(5)
     room(0)
     clock.advance(30)
     functions.tick()

@@ -47,7 +47,8 @@ class Seeding:
         from zen.store import fleet
 
         with self.store.db.transaction() as session:  # type: ignore[attr-defined]
-            fleet.save_scaling_memory(session, cluster, pool, json.dumps({"gang_room": room}), at)
+            memory = {"gang_room": room, "gang_room_at": at.isoformat()}
+            fleet.save_scaling_memory(session, cluster, pool, json.dumps(memory), NOW)
 
     def drain_vm(self, vm: str) -> None:
         if isinstance(self.store, InMemoryJobStore):
@@ -401,7 +402,7 @@ def test_the_planners_room_for_gangs_is_read_per_pool(store, seed):
     seed.room_for_gangs(CLUSTER, REGION, 3)
     seed.room_for_gangs(CLUSTER, f"{REGION}/spot", 0, later)
     seed.room_for_gangs("other-cluster", REGION, 5)
-    with store.transaction() as tx:  # each with when the pass that measured it saved it
+    with store.transaction() as tx:  # each with when the pass that measured it read the fleet
         assert tx.gang_rooms(CLUSTER) == {REGION: (3, NOW), f"{REGION}/spot": (0, later)}
 
 

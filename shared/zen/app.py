@@ -204,7 +204,7 @@ class Zen:
 
     def on_scale_tick(self) -> TickReport:
         """Resend the outbox, sweep lost jobs, republish and widen unclaimed starts, admit, prune old
-        refusals, scale. A second concurrent tick skips."""
+        refusals, scale, then widen again (gangs: the room the pass found). A second concurrent tick skips."""
         self._schema_ready()  # else no sweep: a job's reports cannot be recorded meanwhile
         with self.relay.request(), self.store.tick_lock(TICK_LOCK_KEY) as locked:
             if not locked:
@@ -222,6 +222,9 @@ class Zen:
             report.pruned = self.store.prune_rejections(self.clock())
             if self.scaler is not None:
                 report.scaling = self.scaler.tick()
+                # Gangs again, with the room this pass found since their claims (zen.core.gang.room_seen_after):
+                # the sweep above read the last tick's, which missed every claim made since.
+                report.widened += self.jobs.sweeps.widen_narrowed()
             if self.controls is not None:  # the instances the passes just listed, booting ones too
                 with self.db.transaction() as instances:
                     report.controls = self.controls.ensure(fleet.mig_instance_names(instances))

@@ -36,6 +36,9 @@ from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.retries import next_retry
 
+# A planner pass that read the fleet less than this after a claim may not have seen it: the claim's time is
+# taken before its transaction commits (``room_seen_after``).
+ROOM_AFTER_CLAIM_S = 2.0
 ENDED = frozenset({AgentStatus.SUCCEEDED.value, AgentStatus.FAILED.value, AgentStatus.STOPPED.value,
                    AgentStatus.PREEMPTED.value})
 _RESET = dict(gang=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
@@ -152,6 +155,15 @@ def assembly_expired(job: Job, now: datetime, config: GangConfig, blocked: froze
         reason += f", its start sent to {', '.join(settled or others)} first (for {config.assemble_s} s)"
     return Decision(fields=fields, controls=[_order(job, vm, ControlAction.RELEASE, reason) for vm in vms],
                     note=reason, publish_start=True)
+
+
+def room_seen_after(claims: list[datetime], measured_at: datetime | None) -> bool:
+    """Whether a gang's room measured by a planner pass that read the fleet at ``measured_at`` counts for
+    ``assembly_expired``: only if that pass saw every claim (``claims``, when each was made). One before
+    saw the region as it was for other jobs or the gang's previous attempt: a node of it still busy, a
+    preempted one that its MIG is recreating not yet booting, so the gang's first claim would be released
+    for room the recreated VM is about to give it."""
+    return measured_at is not None and measured_at > max(claims) + timedelta(seconds=ROOM_AFTER_CLAIM_S)
 
 
 def avoid_region(elsewhere: list[str], now: datetime, config: GangConfig) -> dict[str, Any]:

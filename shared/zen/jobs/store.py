@@ -159,10 +159,10 @@ class FleetRows(Protocol):
         """The cluster's regions blocked by a stockout until after ``now`` (the planner's memory); with
         ``since``, also those where the planner last found a stockout after then and no VM booted since."""
 
-    def gang_rooms(self, cluster: str) -> dict[str, tuple[int, datetime]]:
+    def gang_rooms(self, cluster: str) -> dict[str, tuple[int, datetime | None]]:
         """Pool -> (the VMs a gang assembling there could still get at the planner's last pass there (its
         memory's ``gang_room``: idle and booting VMs plus the room under the cluster's limits), when that pass
-        was); pools without one absent."""
+        read the fleet and the jobs (None: unrecorded)); pools without one absent."""
 
     def vms_holding(self, cluster: str, regions: list[str], inputs: list[str], image: str | None,
                     now: datetime, limit: int = 20) -> list[tuple[str, str, bool]]:

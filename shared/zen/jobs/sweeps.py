@@ -77,7 +77,7 @@ class Sweeps:
         back after a repeated refused claim (``zen.jobs.claims``: ``widen_at`` set to then): published again,
         widened if it was narrowed. Returns how many."""
         now = self._clock()
-        rooms: dict[str, dict[str, tuple[int, datetime]]] = {}  # cluster -> the planner's gang rooms, read once per sweep
+        rooms: dict[str, dict[str, tuple[int, datetime | None]]] = {}  # cluster -> the planner's gang rooms, read once per sweep
         with self._store.transaction() as tx:
             candidates = tx.queued_jobs_to_widen(now, limit)
             gangs = self._gangs_stocked_out(tx, now, limit, rooms)
@@ -102,7 +102,7 @@ class Sweeps:
         return self._for_each_job(candidates, "routing", decide)
 
     def _gangs_stocked_out(self, tx: JobTx, now: datetime, limit: int,
-                           rooms: dict[str, dict[str, tuple[int, datetime]]]) -> list[str]:
+                           rooms: dict[str, dict[str, tuple[int, datetime | None]]]) -> list[str]:
         """Gangs assembling in a region a stockout blocks now, or with a pool short of room for a gang
         (the planner's memory: ``RegionMemory.gang_room`` below ``max_vms_per_region``), per cluster."""
         found: list[str] = []
@@ -121,15 +121,12 @@ class Sweeps:
         models = accepted_models(job.request.get("provisioning"), cluster.provisioning)
         return [pool_key(region, m, cluster.provisioning[0]) for m in models]
 
-    def _gang_room(self, job: Job, region: str, rooms: dict[str, dict[str, tuple[int, datetime]]]) -> int | None:
+    def _gang_room(self, job: Job, region: str, rooms: dict[str, dict[str, tuple[int, datetime | None]]]) -> int | None:
         """The VMs the rest of a gang assembling in ``region`` could still get there (the most of any pool of it
         the job may use) at the planner's last pass (``rooms``: per cluster, as this sweep read them); None:
-        unknown, or measured before the gang's last claim. A pass before it saw the region as it was for the
-        gang's previous attempt or for other jobs (its own nodes busy, a preempted node not yet coming back),
-        not what is left for this one."""
-        pools, known = self._pools(job, region), rooms.get(job.cluster, {})
-        last_claim = max(node.beat_at for node in job.gang or [])
-        if not pools or not all(p in known and known[p][1] > last_claim for p in pools):
+        unknown, or measured before the gang's last claim (``gang.room_seen_after``)."""
+        pools, known, claims = self._pools(job, region), rooms.get(job.cluster, {}), [n.beat_at for n in job.gang or []]
+        if not pools or not claims or not all(p in known and gang.room_seen_after(claims, known[p][1]) for p in pools):
             return None
         return max(known[p][0] for p in pools)
 

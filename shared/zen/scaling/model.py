@@ -146,8 +146,10 @@ class RegionMemory:
     lost_s: float = 0.0
     preempted: float = 0.0
     # The VMs a gang assembling here could still get at the last plan (None: not planned since): idle and
-    # healthy booting ones, plus the room left under max_vms_per_region and max_vms (zen.core.gang).
+    # healthy booting ones, plus the room left under max_vms_per_region and max_vms (zen.core.gang); and
+    # when that plan read the fleet and the jobs (its snapshot's now: a claim after it is not counted).
     gang_room: int | None = None
+    gang_room_at: datetime | None = None
 
     def replaced(self, **changes: Any) -> RegionMemory:
         """``dataclasses.replace(self, **changes)`` without the frozen ``__init__``, which sets each

@@ -171,8 +171,7 @@ class _Planning:
         for region in self.regions:  # before this pass's asks: what the rest of a gang assembling there may get
             on_the_way = counts[region] - len(self.by_region[region])  # asked for, not listed yet
             room_left = len(self.idle[region]) + len(self.healthy[region]) + on_the_way + max(0, room(region))
-            if self.memory[region].gang_room != room_left:
-                self.memory[region] = _with(self.memory[region], gang_room=room_left)
+            self.memory[region] = _with(self.memory[region], gang_room=room_left, gang_room_at=self.now)
         compared: dict[str, list[str]] = {}  # a pool asked for -> the ranking it was chosen from
         for group, left in uncovered:
             ranked = self.ranking.for_group(group)

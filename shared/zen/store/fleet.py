@@ -104,10 +104,10 @@ def blocked_regions(session: Session, cluster: str, now: datetime, since: dateti
             if ((until := moment(memory or {}, "blocked_until")) is not None and until > now) or lately(memory or {})}
 
 
-def gang_rooms(session: Session, cluster: str) -> dict[str, tuple[int, datetime]]:
+def gang_rooms(session: Session, cluster: str) -> dict[str, tuple[int, datetime | None]]:
     """Pool -> (the planner's ``gang_room`` at its last pass there, ``zen.scaling.model.RegionMemory``;
-    when that pass saved it)."""
-    return {r["region"]: (r["room"], r["updated_at"]) for r in session.run("gang_rooms", cluster=cluster)}
+    when that pass read the fleet and the jobs, ``gang_room_at``, None if unrecorded)."""
+    return {r["region"]: (r["room"], r["at"]) for r in session.run("gang_rooms", cluster=cluster)}
 
 
 def vms_holding(session: Session, cluster: str, regions: list[str], inputs: list[str], image: str | None,

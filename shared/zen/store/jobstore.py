@@ -215,7 +215,7 @@ class PostgresJobTx:
         return fleet.blocked_regions(self.session, cluster, now, since)
 
     @hooked("gang_rooms")
-    def gang_rooms(self, cluster: str) -> dict[str, tuple[int, datetime]]:
+    def gang_rooms(self, cluster: str) -> dict[str, tuple[int, datetime | None]]:
         return fleet.gang_rooms(self.session, cluster)
 
     @hooked("vms_holding")

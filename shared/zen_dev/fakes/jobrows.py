@@ -42,7 +42,7 @@ class Tables:
     drained: frozenset[str] = frozenset()
     blocked: dict[tuple[str, str], datetime] = field(default_factory=dict)  # (cluster, region) -> until
     stocked_out: dict[tuple[str, str], datetime] = field(default_factory=dict)  # (cluster, region) -> last found
-    gang_rooms: dict[tuple[str, str], tuple[int, datetime]] = field(default_factory=dict)  # (cluster, pool) -> (the planner's gang_room, when)
+    gang_rooms: dict[tuple[str, str], tuple[int, datetime | None]] = field(default_factory=dict)  # (cluster, pool) -> (the planner's gang_room, when)
 
     def copy(self) -> Tables:
         return Tables(**{f.name: _shallow(getattr(self, f.name)) for f in fields(self)})
@@ -400,7 +400,7 @@ class InMemoryJobTx:
         return recent | {region for (c, region), until in self._t.blocked.items() if c == cluster and until > now}
 
     @hooked("gang_rooms")
-    def gang_rooms(self, cluster: str) -> dict[str, tuple[int, datetime]]:
+    def gang_rooms(self, cluster: str) -> dict[str, tuple[int, datetime | None]]:
         return {pool: room for (c, pool), room in self._t.gang_rooms.items() if c == cluster}
 
     @hooked("vms_holding")

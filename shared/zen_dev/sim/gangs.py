@@ -30,7 +30,6 @@ node, gangs whose running nodes span regions (split), nodes still holding a gang
 from __future__ import annotations
 
 import heapq
-import math
 from datetime import timedelta
 
 from zen.core.gang_records import GangConfig
@@ -131,6 +130,7 @@ class Gangs:
             if not self.hedged:  # the first claim fixes the gang's region (zen.core.gang._claim)
                 job.gang_reach = tuple(p for p in job.pools if cluster.migs[p].region == vm.mig.region)
         job.parts.append(vm)
+        job.claimed_before = cluster.passes
         self._changed(cluster)
         here = [p for p in job.parts if p.mig.region == vm.mig.region]
         if len(here) == job.spec.nodes:
@@ -289,15 +289,17 @@ class Gangs:
     def _short(self, cluster, job) -> bool:
         """The planner's last pass left the region the gang assembles in fewer VMs for it than it still needs
         (``RegionMemory.gang_room``, the most of its pools), and it may go to another (not hedged copies); a
-        pass before the gang's last claim says nothing of it (``zen.jobs.sweeps``)."""
-        claims = [vm.claimed_s for vm in job.parts if vm.claimed_s is not None]
-        if self.hedged or not job.parts or cluster.last_tick <= max(claims, default=-math.inf):
+        pass before the gang's last claim says nothing of it (``zen.core.gang.room_seen_after``; here, where
+        passes take no time and see every claim made before them, one that came after it)."""
+        if self.hedged or not job.parts:
             return False
         region = job.parts[0].mig.region
         if not any(cluster.migs[p].region != region for p in job.pools):
             return False  # no other region: its released VMs would claim it again at once
         rooms = [getattr(cluster.memory.get(p), "gang_room", None) for p in self._pools(cluster, job, region)]
-        return bool(rooms) and None not in rooms and max(rooms) < job.spec.nodes - len(job.parts)
+        if cluster.passes <= job.claimed_before or not rooms or None in rooms:
+            return False
+        return max(rooms) < job.spec.nodes - len(job.parts)
 
     def _stocked_out(self, cluster, job) -> bool:
         """The planner's memory blocks the region the gang assembles in, and another of its regions is

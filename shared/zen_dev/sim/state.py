@@ -16,7 +16,8 @@ from zen_dev.sim.scenario import SimCluster
 
 class SimJobState:
     __slots__ = ("spec", "state", "first_start_s", "qseq", "view", "preempted", "reach", "widen_at", "pools",
-                 "left_s", "checkpoint_every_s", "parts", "nodes_vms", "attempt", "assemble_until", "gang_reach")
+                 "left_s", "checkpoint_every_s", "parts", "nodes_vms", "attempt", "assemble_until", "gang_reach",
+                 "claimed_before")
 
     def __init__(self, spec: SimJob, pools: tuple[str, ...]):
         self.spec, self.state, self.first_start_s, self.qseq, self.preempted = spec, None, None, 0, 0
@@ -30,6 +31,7 @@ class SimJobState:
         self.parts: list[SimVm] = []
         self.nodes_vms: list[SimVm] = []
         self.attempt, self.assemble_until, self.gang_reach = 0, None, None
+        self.claimed_before = 0  # the cluster's passes done when its last part was claimed (zen_dev.sim.gangs)
 
 
 class SimVm:
@@ -110,6 +112,7 @@ class SimClusterState:
         self.memory: dict = {}
         self.manager = None  # the production ClusterManager over this cluster's simulated MIGs (zen_dev.sim.world)
         self.last_tick, self.tick_at = -math.inf, None
+        self.passes = 0  # passes done (a gang's room counts from a pass after its last claim)
         self.coverage = None  # what the last pass said about one more job (zen.scaling.coverage.Coverage)
         self.arrivals: deque[float] = deque()  # submission times, for the planner's warm pool
         self.gangs: dict[str, SimJobState] = {}  # queued gangs (zen_dev.sim.gangs), by job id, in queueing order

@@ -143,6 +143,8 @@ class Simulation(InstanceWorld):
             if cluster.gangs:  # and gives back the parts of gangs past their assembly deadline
                 self.gangs.expire(cluster)
             self._tick(cluster, listed=True)
+            if cluster.gangs:  # and again after the pass, with the room it found since their claims
+                self.gangs.expire(cluster)
         self._push(self.now + self.scenario.spec.tick_s, _TICK, self._periodic_tick)
 
     def _tick(self, cluster: _Cluster, listed: bool = False) -> None:
@@ -163,6 +165,7 @@ class Simulation(InstanceWorld):
         result = self.result
         result.ticks += 1
         cluster.last_tick = self.now
+        cluster.passes += 1
         result.pass_times.append(self.now)
         # Refused by the manager: adds beyond the per-MIG or cluster limit, deletions of busy VMs.
         result.limit_violations += sum(max(0, n) for n in plan.add.values()) - sum(report.added.values())
