@@ -413,6 +413,42 @@ def test_a_gang_assembling_where_its_limits_leave_no_room_for_the_rest_is_releas
     assert (job(zen, "h").attempt, actions(publisher, "vm-2")) == (1, [])  # released, vm-2 would claim it again
 
 
+def test_a_tick_releases_a_gang_short_of_room_after_its_own_pass_found_so(zen, functions, publisher, clock, db):
+    """The tick's sweep before its pass reads the last pass's room, which missed a claim made since; the
+    tick looks at gangs again after its own pass, so a gang whose region its pass finds full goes in that
+    tick, not the next. (The pass here: a scaler behind zen.app.Scaler that records what a pass would.)"""
+    from zen.store import fleet
+
+    class FullRegion:
+        passes = 0
+
+        def tick(self):
+            self.passes += 1
+            with db.transaction() as session:
+                memory = {"gang_room": 0, "gang_room_at": clock().isoformat()}
+                fleet.save_scaling_memory(session, "4xa100-40gb", "us-central1", json.dumps(memory), clock())
+
+        def scale(self, cluster):
+            return None
+
+        def covered(self, cluster, regions=None):
+            return False
+
+        def racing(self, cluster):
+            return False
+
+    zen.scaler = scaler = FullRegion()
+    functions.submit(job_request("g", nodes=2))
+    clock.advance(30)
+    functions.tick()  # a pass before any claim
+    clock.advance(5)
+    claim(functions, "vm-1")
+    clock.advance(30)
+    functions.tick()
+    record = job(zen, "g")
+    assert scaler.passes == 2 and (record.attempt, actions(publisher, "vm-1")) == (2, ["RELEASE"])
+
+
 def test_a_gang_stays_while_every_other_region_is_stocked_out_or_was_lately_then_moves_to_a_settled_one(
         functions, zen, publisher, clock):
     """Releasing it to a region blocked now, or whose block lapsed between the planner's probes after a
