@@ -20,7 +20,8 @@ Every assumption is made in the policy's favour (instant warm starts, no stockou
 pass delay), so the figures are lower bounds on its waste ratio: if the least one printed exceeds
 0.25, no policy meets the speed and waste targets together in that setting. The simulator's own
 scenarios (``make bench``) add stockouts, preemptions and passes a tick apart.
-Then the dollar bound (issue 33), an LP over the simulator's scenarios: ``benchmarks.dollar_bound``.
+Then the gang idle bound (issue 37): ``benchmarks.gang_bound``; and the dollar bound (issue 33), an LP
+over the simulator's scenarios: ``benchmarks.dollar_bound``.
 Run: ``make bench-bound`` (``--samples``, ``--seed``, ``--no-dollars``, ``--slot-s``).
 """
 
@@ -115,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
                                       (0.0, "RUNNING, at that instant")):
             ratio, mix, ask_waste = least_waste(p, rate, after_running_s, args.samples, args.seed)
             print(f"{rate:>10}  {when:<38} {ratio:>10.2f}x  {mix} (ask-every-region: {ask_waste:.0f} s/job)")
+    from benchmarks import gang_bound  # issue 37: idle node-time waiting for a gang's last node
+
+    print("\n" + "\n".join(gang_bound.report(gang_bound.GANGS_MIX, gang_bound.GANGS_MIX_RATE, Physics(boot_sigma=0.3),
+                                              args.samples, args.seed)))
     if not args.no_dollars:  # issue 33: the least x floor at the speed targets (an LP over the simulator's scenarios)
         from benchmarks.dollar_report import SLOT_S, report
         print("\n" + "\n".join(report(slot_s=args.slot_s or SLOT_S)))
