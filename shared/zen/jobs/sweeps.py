@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from zen.jobs.store import JobStore, JobTx
 
 log = logging.getLogger("zen.jobs.service")
+# cluster -> pool -> (the planner's room for a gang there, when its pass read the fleet): JobTx.gang_rooms
+Rooms = dict[str, dict[str, tuple[int, datetime | None]]]
 
 
 class Sweeps:
@@ -77,7 +79,7 @@ class Sweeps:
         back after a repeated refused claim (``zen.jobs.claims``: ``widen_at`` set to then): published again,
         widened if it was narrowed. Returns how many."""
         now = self._clock()
-        rooms: dict[str, dict[str, tuple[int, datetime | None]]] = {}  # cluster -> the planner's gang rooms, read once per sweep
+        rooms: Rooms = {}  # cluster -> the planner's gang rooms, read once per sweep
         with self._store.transaction() as tx:
             candidates = tx.queued_jobs_to_widen(now, limit)
             gangs = self._gangs_stocked_out(tx, now, limit, rooms)
@@ -101,8 +103,7 @@ class Sweeps:
 
         return self._for_each_job(candidates, "routing", decide)
 
-    def _gangs_stocked_out(self, tx: JobTx, now: datetime, limit: int,
-                           rooms: dict[str, dict[str, tuple[int, datetime | None]]]) -> list[str]:
+    def _gangs_stocked_out(self, tx: JobTx, now: datetime, limit: int, rooms: Rooms) -> list[str]:
         """Gangs assembling in a region a stockout blocks now, or with a pool short of room for a gang
         (the planner's memory: ``RegionMemory.gang_room`` below ``max_vms_per_region``), per cluster."""
         found: list[str] = []
@@ -121,7 +122,7 @@ class Sweeps:
         models = accepted_models(job.request.get("provisioning"), cluster.provisioning)
         return [pool_key(region, m, cluster.provisioning[0]) for m in models]
 
-    def _gang_room(self, job: Job, region: str, rooms: dict[str, dict[str, tuple[int, datetime | None]]]) -> int | None:
+    def _gang_room(self, job: Job, region: str, rooms: Rooms) -> int | None:
         """The VMs the rest of a gang assembling in ``region`` could still get there (the most of any pool of it
         the job may use) at the planner's last pass (``rooms``: per cluster, as this sweep read them); None:
         unknown, or measured before the gang's last claim (``gang.room_seen_after``)."""
