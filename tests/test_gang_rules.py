@@ -43,11 +43,24 @@ def test_a_queues_preemption_stops_every_node_and_the_gang_goes_back_once_all_an
 
 def test_a_node_that_gives_its_part_back_leaves_the_gang_and_the_ranks_after_it_move_up():
     job = a_job(JobStatus.QUEUED, nodes=3, gang_vms=("vm-1", "vm-2"), widen_at=T0 + timedelta(seconds=600))
-    decision = gang.decide_given_back(job, "vm-1", 1, seq=5)
+    later = T0 + timedelta(seconds=30)
+    decision = gang.decide_given_back(job, "vm-1", 1, 5, later)
     assert decision is not None and decision.publish_start
-    assert [(n.rank, n.vm) for n in decision.fields["gang"]] == [(0, "vm-2")]
-    assert gang.decide_given_back(job, "vm-1", 1, seq=1) is None  # a claim it made after that heartbeat stands
-    assert gang.decide_given_back(job, "vm-9", 1, seq=5) is None
+    assert [(n.rank, n.vm, n.left_at) for n in decision.fields["gang"]] == [(0, "vm-2", later)]
+    assert gang.decide_given_back(job, "vm-1", 1, 1, later) is None  # a claim it made after that heartbeat stands
+    assert gang.decide_given_back(job, "vm-9", 1, 5, later) is None
+
+
+def test_the_room_a_pass_found_counts_only_if_it_read_the_fleet_after_the_gangs_last_claim_or_leave():
+    """A pass before saw the region as it was for other jobs, the gang's last attempt, or a node that has
+    left since (busy then; the gang needs one more VM now); one within 2 s of the change may have missed it."""
+    claimed = GangNode(rank=0, vm="vm-2", region="us-central1", zone="us-central1-a", beat_at=T0)
+    assert not gang.room_seen_after([claimed], None)
+    assert not gang.room_seen_after([claimed], T0 + timedelta(seconds=1))
+    assert gang.room_seen_after([claimed], T0 + timedelta(seconds=3))
+    left = claimed.model_copy(update={"left_at": T0 + timedelta(seconds=30)})
+    assert not gang.room_seen_after([left], T0 + timedelta(seconds=3))
+    assert gang.room_seen_after([left], T0 + timedelta(seconds=33))
 
 
 def test_a_job_of_one_node_is_decided_by_the_lifecycle_alone():

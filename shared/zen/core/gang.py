@@ -81,7 +81,7 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime, config: GangConfig)
         return _after_the_end(job, hb)
     if job.status is JobStatus.QUEUED:
         if hb.status not in (AgentStatus.CLAIMED, AgentStatus.RUNNING):  # a node gone before the gang completed
-            left = decide_given_back(job, hb.vm, hb.attempt, hb.seq, f"reported {hb.status.value} while it waited")
+            left = decide_given_back(job, hb.vm, hb.attempt, hb.seq, now, f"reported {hb.status.value} while it waited")
             return left or Decision(duplicate=True)
         checked = lifecycle.decide_heartbeat(job, hb, now)  # the region and tag checks, as for one VM
         if checked.ignored or not checked.changes:
@@ -157,13 +157,14 @@ def assembly_expired(job: Job, now: datetime, config: GangConfig, blocked: froze
                     note=reason, publish_start=True)
 
 
-def room_seen_after(claims: list[datetime], measured_at: datetime | None) -> bool:
+def room_seen_after(nodes: list[GangNode], measured_at: datetime | None) -> bool:
     """Whether a gang's room measured by a planner pass that read the fleet at ``measured_at`` counts for
-    ``assembly_expired``: only if that pass saw every claim (``claims``, when each was made). One before
-    saw the region as it was for other jobs or the gang's previous attempt: a node of it still busy, a
-    preempted one that its MIG is recreating not yet booting, so the gang's first claim would be released
-    for room the recreated VM is about to give it."""
-    return measured_at is not None and measured_at > max(claims) + timedelta(seconds=ROOM_AFTER_CLAIM_S)
+    ``assembly_expired``: only if that pass saw the gang as it is, every claim of ``nodes`` and every node
+    that left it since (``GangNode.left_at``). One before saw the region as it was for other jobs or the
+    gang's previous attempt: a node of it still busy, a preempted one that its MIG is recreating not yet
+    booting, so the gang's first claim would be released for room the recreated VM is about to give it."""
+    changed = max(node.left_at or node.beat_at for node in nodes)
+    return measured_at is not None and measured_at > changed + timedelta(seconds=ROOM_AFTER_CLAIM_S)
 
 
 def avoid_region(elsewhere: list[str], now: datetime, config: GangConfig) -> dict[str, Any]:
@@ -181,18 +182,18 @@ def keep_deadline(job: Job, refused: Decision | None) -> Decision | None:
     return refused
 
 
-def decide_given_back(job: Job, vm: str, attempt: int, seq: int,
+def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime,
                       why: str = "gave its part back unanswered") -> Decision | None:
     """A VM gave back its part of an assembling gang unanswered (``lifecycle.decide_given_back``): it
-    leaves the gang, the ranks after it move up (none is told a rank before the gang is complete), and a
-    start goes out for its place."""
+    leaves the gang, the ranks after it move up (none is told a rank before the gang is complete; each
+    notes when: ``GangNode.left_at``), and a start goes out for its place."""
     if not is_gang(job):
         return lifecycle.decide_given_back(job, vm, attempt, seq)
     nodes = job.gang or []
     mine = next((node for node in nodes if node.vm == vm), None)
     if job.status is not JobStatus.QUEUED or attempt != job.attempt or mine is None or seq <= mine.seq:
         return None
-    left = [node.model_copy(update={"rank": rank}) for rank, node in enumerate(n for n in nodes if n.vm != vm)]
+    left = [node.model_copy(update={"rank": rank, "left_at": now}) for rank, node in enumerate(n for n in nodes if n.vm != vm)]
     return Decision(fields=dict(gang=left or None, **({} if left else dict(start_regions=None, widen_at=None))),
                     note=f"{vm} left the gang before it was complete ({why}); {len(left)} of {job.nodes} nodes hold a part",
                     publish_start=True)

@@ -125,9 +125,9 @@ class Sweeps:
     def _gang_room(self, job: Job, region: str, rooms: Rooms) -> int | None:
         """The VMs the rest of a gang assembling in ``region`` could still get there (the most of any pool of it
         the job may use) at the planner's last pass (``rooms``: per cluster, as this sweep read them); None:
-        unknown, or measured before the gang's last claim (``gang.room_seen_after``)."""
-        pools, known, claims = self._pools(job, region), rooms.get(job.cluster, {}), [n.beat_at for n in job.gang or []]
-        if not pools or not claims or not all(p in known and gang.room_seen_after(claims, known[p][1]) for p in pools):
+        unknown, or measured before the gang's last claim or leave (``gang.room_seen_after``)."""
+        pools, known, nodes = self._pools(job, region), rooms.get(job.cluster, {}), job.gang or []
+        if not pools or not nodes or not all(p in known and gang.room_seen_after(nodes, known[p][1]) for p in pools):
             return None
         return max(known[p][0] for p in pools)
 

@@ -75,7 +75,7 @@ class VmBeats:
         ids: list[Enqueued] = []
         for job_id, attempt in sorted({(held.job_id, held.attempt) for held in hb.given_back or ()}):
             job = tx.get_job(job_id, lock=True)
-            decision = gang.decide_given_back(job, hb.vm, attempt, hb.seq) if job else None
+            decision = gang.decide_given_back(job, hb.vm, attempt, hb.seq, self._clock()) if job else None
             if job is None or decision is None:
                 continue
             log.warning("claim given back: job requeued", extra={

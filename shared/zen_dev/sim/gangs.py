@@ -249,6 +249,7 @@ class Gangs:
         job, cluster = vm.part, vm.mig.cluster
         self._wait_ends(vm, given_back=True)
         job.parts.remove(vm)
+        job.claimed_before = cluster.passes  # a pass before counted it busy (zen.core.gang.room_seen_after)
         if not job.parts:
             job.gang_reach = job.assemble_until = None
         self._changed(cluster)
