@@ -22,7 +22,10 @@ def test_jobs_run_around_a_stockout_and_idle_vms_are_scaled_away(home):
     lines = []
     result = demo.run(home=home, base_port=free_base_port(), second_wave=False, progress=lines.append,
                       timeout_s=240)
-    assert result.problems == [], "\n".join(lines)
+    # With the first scaling decisions (which pass chose which pool, and the prices it named) when it fails.
+    first = [f"{d['at']:%H:%M:%S.%f} {d['cluster']}/{d['region']} {d['action']}: {d['reason']}"
+             for d in result.decisions if d["action"] in ("ADD", "BLOCK")][:12]
+    assert result.problems == [], "\n".join(lines + first)
     outcomes = {job_id: (row["status"], row["attempt"]) for job_id, row in result.jobs.items()}
     # Two nodes; rank 1's VM preempted, the gang rerun whole (gangs.check: attempts given back unassembled,
     # their region too full for the second node, may come before or after the one preempted).
