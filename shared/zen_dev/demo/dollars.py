@@ -13,8 +13,13 @@ SCENARIO = "region-out-priced"
 
 
 def cheaper_moves(decisions: list[dict], config: ZenConfig) -> list[str]:
-    """ADD decisions that chose a pool priced below the cluster's first region's (both named in the
-    reason), as lines for the summary."""
+    """ADD decisions that chose a pool priced below the cluster's first region's, as lines for the summary:
+    the chosen price is the reason's; the first region's, the reason's where it names it, else the price
+    table's (the snapshot under the configuration's overrides): a pass for a job of one region, or one made
+    after the first region's stockout was found, does not name it."""
+    from zen.core.prices import effective, load_snapshot, pool_prices
+
+    table = effective(config.pricing, load_snapshot(), None)
     lines = []
     for d in decisions:
         cluster = config.cluster(d["cluster"])
@@ -23,7 +28,9 @@ def cheaper_moves(decisions: list[dict], config: ZenConfig) -> list[str]:
         first = cluster.regions[0]
         chosen = _PRICE.search(d["reason"])
         named = re.search(rf"\b{re.escape(first)} \$([0-9.]+)/h", d["reason"])
-        if chosen and named and (d["region"] or "").split("/")[0] != first and float(chosen[1]) < float(named[1]):
+        listed = pool_prices(table, cluster).get(first)
+        first_usd = float(named[1]) if named else listed.usd_per_hour if listed is not None else None
+        if chosen and first_usd is not None and (d["region"] or "").split("/")[0] != first and float(chosen[1]) < first_usd:
             lines.append(f"  {d['at']:%H:%M:%S} {d['cluster']}/{d['region']}: {d['reason']}")
     return lines
 
