@@ -25,3 +25,12 @@ def test_a_cheaper_pool_counts_whether_or_not_its_reason_names_the_first_region(
     hedge = add("us-east4", "1 hedge(s): the first choice's delivery is uncertain")
     lines = cheaper_moves([named, unnamed, dearer, first, hedge], config)
     assert [line.split(": ", 1)[1] for line in lines] == [named["reason"], unnamed["reason"]]
+
+
+def test_the_first_regions_price_is_the_one_the_planner_named_in_the_run_where_it_named_one():
+    config = load_config(demo.HERE / "zen-demo.yaml")
+    first = dict(at=AT, cluster="4xa100-40gb", region="us-central1", action="ADD",
+                 reason="1 queued job(s) without a VM: $14.69/h (standard), before us-west1 $14.69/h (standard)")
+    same = dict(at=AT, cluster="4xa100-40gb", region="us-west1", action="ADD",
+                reason="1 queued job(s) without a VM: $14.69/h (standard), before europe-west4 $14.99/h (standard)")
+    assert cheaper_moves([first, same], config) == []  # us-west1 costs what us-central1 costs

@@ -14,12 +14,19 @@ SCENARIO = "region-out-priced"
 
 def cheaper_moves(decisions: list[dict], config: ZenConfig) -> list[str]:
     """ADD decisions that chose a pool priced below the cluster's first region's, as lines for the summary:
-    the chosen price is the reason's; the first region's, the reason's where it names it, else the price
-    table's (the snapshot under the configuration's overrides): a pass for a job of one region, or one made
-    after the first region's stockout was found, does not name it."""
+    the chosen price is the reason's; the first region's, as any of the run's reasons named it (the prices
+    the planner used), else the price table's (the snapshot under the configuration's overrides): a pass for
+    a job of one region, or one made after the first region's stockout was found, does not name it."""
     from zen.core.prices import effective, load_snapshot, pool_prices
 
     table = effective(config.pricing, load_snapshot(), None)
+    named: dict[str, float] = {}  # cluster -> its first region's price, as a reason named it
+    for d in decisions:
+        if (cluster := config.cluster(d["cluster"])) is None:
+            continue
+        own = d["region"] == cluster.regions[0] and _PRICE.search(d["reason"])  # an ask there: its own price
+        if m := own or re.search(rf"\b{re.escape(cluster.regions[0])} \$([0-9.]+)/h", d["reason"]):
+            named.setdefault(cluster.name, float(m[1]))
     lines = []
     for d in decisions:
         cluster = config.cluster(d["cluster"])
@@ -27,9 +34,8 @@ def cheaper_moves(decisions: list[dict], config: ZenConfig) -> list[str]:
             continue
         first = cluster.regions[0]
         chosen = _PRICE.search(d["reason"])
-        named = re.search(rf"\b{re.escape(first)} \$([0-9.]+)/h", d["reason"])
         listed = pool_prices(table, cluster).get(first)
-        first_usd = float(named[1]) if named else listed.usd_per_hour if listed is not None else None
+        first_usd = named.get(cluster.name, listed.usd_per_hour if listed is not None else None)
         if chosen and first_usd is not None and (d["region"] or "").split("/")[0] != first and float(chosen[1]) < first_usd:
             lines.append(f"  {d['at']:%H:%M:%S} {d['cluster']}/{d['region']}: {d['reason']}")
     return lines
