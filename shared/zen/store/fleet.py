@@ -90,24 +90,27 @@ def scaling_memory(session: Session, cluster: str) -> dict[str, Any]:
     return {r["region"]: r["memory"] for r in session.run("scaling_memory", cluster=cluster)}
 
 
+def _moment(memory: dict[str, Any], key: str) -> datetime | None:
+    """A time the planner's memory keeps (ISO text), or None."""
+    return datetime.fromisoformat(memory[key]) if memory.get(key) else None
+
+
 def blocked_regions(session: Session, cluster: str, now: datetime, since: datetime | None = None) -> set[str]:
     """The cluster's regions the planner will not ask for VMs before a later time (a stockout's block);
     with ``since``, also those where it last found a stockout after then and no VM booted since."""
-    def moment(memory: dict[str, Any], key: str) -> datetime | None:
-        return datetime.fromisoformat(memory[key]) if memory.get(key) else None
-
     def lately(memory: dict[str, Any]) -> bool:
-        found, booted = moment(memory, "last_stockout_at"), moment(memory, "last_boot_at")
+        found, booted = _moment(memory, "last_stockout_at"), _moment(memory, "last_boot_at")
         return since is not None and found is not None and found > since and not (booted is not None and booted > found)
 
     return {region for region, memory in scaling_memory(session, cluster).items()
-            if ((until := moment(memory or {}, "blocked_until")) is not None and until > now) or lately(memory or {})}
+            if ((until := _moment(memory or {}, "blocked_until")) is not None and until > now) or lately(memory or {})}
 
 
 def gang_rooms(session: Session, cluster: str) -> dict[str, tuple[int, datetime | None]]:
     """Pool -> (the planner's ``gang_room`` at its last pass there, ``zen.scaling.model.RegionMemory``;
     when that pass read the fleet and the jobs, ``gang_room_at``, None if unrecorded)."""
-    return {r["region"]: (r["room"], r["at"]) for r in session.run("gang_rooms", cluster=cluster)}
+    return {pool: (int(memory["gang_room"]), _moment(memory, "gang_room_at"))
+            for pool, memory in scaling_memory(session, cluster).items() if memory and memory.get("gang_room") is not None}
 
 
 def vms_holding(session: Session, cluster: str, regions: list[str], inputs: list[str], image: str | None,

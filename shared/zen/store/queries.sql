@@ -403,11 +403,6 @@ SELECT name FROM vm_drains WHERE cluster = :cluster;
 -- name: scaling_memory
 SELECT region, memory FROM scaling_memory WHERE cluster = :cluster;
 
--- name: gang_rooms
--- Each pool's room for a gang at the planner's last pass there, and when that pass read the fleet.
-SELECT region, (memory ->> 'gang_room')::int AS room, (memory ->> 'gang_room_at')::timestamptz AS at
-FROM scaling_memory WHERE cluster = :cluster AND memory ->> 'gang_room' IS NOT NULL;
-
 -- name: last_scaling_pass
 SELECT max(updated_at) AS at FROM scaling_memory WHERE cluster = :cluster;
 
