@@ -275,3 +275,23 @@ def test_a_gang_between_two_stocked_out_regions_is_not_moved_back_and_forth():
     assert result.gang_starts[-1] == (400.0, None) and result.nodes_left_after_gang == 0
     moves = result.gang_stockout_releases + result.gang_assembly_timeouts
     assert 0 < moves <= 2 * (5000 - 400) / gangs.ASSEMBLE_S, result
+
+
+def test_the_gang_draws_section_counts_the_noise_floor_of_a_per_draw_p95_ratio():
+    """ask-every-region against itself with the same seeds is the same run (1.00x on every draw); with the
+    section's other seeds it is another draw of the boots and preemptions."""
+    import pytest
+    from zen_dev.sim import gangbench
+    from zen_dev.sim.scenario import TraceUnavailable
+    try:
+        gangbench.gang_heldout_scenario(201)
+    except TraceUnavailable:
+        pytest.skip("the GCP A100 trace is absent")
+    lines = gangbench.draws_report(draws=(201, 202), seeds=1)
+    assert lines[0].startswith("== gang draws") and "201: " in lines[1] and "202: " in lines[1]
+    assert " of 2 draws; ask-every-region against itself with other seeds: " in lines[2]
+    same = gangbench.run_gangs(gangbench.gang_heldout_scenario(201), 1, ("ask-every-region",))["ask-every-region"]
+    again = gangbench.run_gangs(gangbench.gang_heldout_scenario(201), 1, ("ask-every-region",))["ask-every-region"]
+    assert same.gang_starts == again.gang_starts
+    other = gangbench.run_gangs(gangbench.gang_heldout_scenario(201), 1, ("ask-every-region",), gangbench.AGAIN)
+    assert other["ask-every-region"].gang_starts != same.gang_starts

@@ -182,6 +182,7 @@ def main() -> int:
     print("\n" + "\n".join(data_locality_report()))  # issue 15
     print("\n" + "\n".join(fairness.report()))  # queues (issue 14)
     print("\n" + "\n".join(gangbench.report()))  # gangs (issue 37)
+    print("\n" + "\n".join(gangbench.draws_report()))
     return 0
 
 
