@@ -277,9 +277,20 @@ def test_a_gang_between_two_stocked_out_regions_is_not_moved_back_and_forth():
     assert 0 < moves <= 2 * (5000 - 400) / gangs.ASSEMBLE_S, result
 
 
-def test_the_gang_draws_section_counts_the_noise_floor_of_a_per_draw_p95_ratio():
-    """ask-every-region against itself with the same seeds is the same run (1.00x on every draw); with the
-    section's other seeds it is another draw of the boots and preemptions."""
+def test_gang_waits_count_a_gang_never_started_to_its_own_runs_end_and_ratios_of_nothing_are_defined():
+    import math
+    from zen_dev.sim.gangbench import _times, gang_waits
+    from zen_dev.sim.metrics import RunResult
+    short, long = RunResult("zen", horizon_s=100.0), RunResult("zen", horizon_s=500.0)
+    short.gang_starts, long.gang_starts = [(10.0, None), (20.0, 30.0)], [(400.0, None)]
+    assert gang_waits(short) == [90.0, 10.0] and gang_waits(long) == [100.0]  # not 100 - 400
+    assert _times(0.0, 0.0) == 1.0 and _times(1.0, 0.0) == math.inf and _times(None, 1.0) is None
+    assert _times(3.0, 2.0) == 1.5
+
+
+def test_the_gang_draws_section_counts_draws_within_and_the_noise_floor(monkeypatch):
+    """With ask-every-region's second run on the same seeds (AGAIN = 0) the floor holds on every draw at
+    1.00x; zen's count is the draws whose own p95 ratio is within 1.10x, computed here apart."""
     import pytest
     from zen_dev.sim import gangbench
     from zen_dev.sim.scenario import TraceUnavailable
@@ -287,11 +298,14 @@ def test_the_gang_draws_section_counts_the_noise_floor_of_a_per_draw_p95_ratio()
         gangbench.gang_heldout_scenario(201)
     except TraceUnavailable:
         pytest.skip("the GCP A100 trace is absent")
-    lines = gangbench.draws_report(draws=(201, 202), seeds=1)
-    assert lines[0].startswith("== gang draws") and "201: " in lines[1] and "202: " in lines[1]
-    assert " of 2 draws; ask-every-region against itself with other seeds: " in lines[2]
-    same = gangbench.run_gangs(gangbench.gang_heldout_scenario(201), 1, ("ask-every-region",))["ask-every-region"]
-    again = gangbench.run_gangs(gangbench.gang_heldout_scenario(201), 1, ("ask-every-region",))["ask-every-region"]
-    assert same.gang_starts == again.gang_starts
-    other = gangbench.run_gangs(gangbench.gang_heldout_scenario(201), 1, ("ask-every-region",), gangbench.AGAIN)
-    assert other["ask-every-region"].gang_starts != same.gang_starts
+    monkeypatch.setattr(gangbench, "AGAIN", 0)
+    draws = (201, 212)
+    lines = gangbench.draws_report(draws=draws, seeds=1)
+    within = 0
+    for draw in draws:
+        runs = gangbench.run_gangs(gangbench.gang_heldout_scenario(draw), 1)
+        zen, ask = (runs[p].gang_summary()["gang_start_p95_s"] for p in ("zen", "ask-every-region"))
+        within += zen <= 1.10 * ask
+        assert f"{draw}: {zen / ask:.2f}/" in lines[1]
+    assert f"p95 <= 1.10x on {within} of 2 draws; ask-every-region against itself with other seeds: 2 of 2 " \
+           "(its worst 1.00x)" in lines[2]
