@@ -279,13 +279,12 @@ def test_a_gang_between_two_stocked_out_regions_is_not_moved_back_and_forth():
 
 def test_gang_waits_count_a_gang_never_started_to_its_own_runs_end_and_ratios_of_nothing_are_defined():
     import math
-    from zen_dev.sim.gangbench import _times, gang_waits
-    from zen_dev.sim.metrics import RunResult
+    from zen_dev.sim.metrics import RunResult, ratio
     short, long = RunResult("zen", horizon_s=100.0), RunResult("zen", horizon_s=500.0)
     short.gang_starts, long.gang_starts = [(10.0, None), (20.0, 30.0)], [(400.0, None)]
-    assert gang_waits(short) == [90.0, 10.0] and gang_waits(long) == [100.0]  # not 100 - 400
-    assert _times(0.0, 0.0) == 1.0 and _times(1.0, 0.0) == math.inf and _times(None, 1.0) is None
-    assert _times(3.0, 2.0) == 1.5
+    assert short.gang_waits() == [90.0, 10.0] and long.gang_waits() == [100.0]  # not 100 - 400
+    assert ratio(0.0, 0.0) == 1.0 and ratio(1.0, 0.0) == math.inf and ratio(None, 1.0) is None
+    assert ratio(3.0, 2.0) == 1.5
 
 
 def test_the_gang_draws_section_counts_draws_within_and_the_noise_floor(monkeypatch):

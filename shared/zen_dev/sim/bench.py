@@ -13,7 +13,7 @@ import time
 from zen_dev.sim import dollars, fairness, gangbench
 from zen_dev.sim.heldout import HELDOUT_SEEDS, heldout_scenario
 from zen_dev.sim.jobs import load_jobs
-from zen_dev.sim.metrics import RunResult
+from zen_dev.sim.metrics import RunResult, ratio, shown
 from zen_dev.sim.policies import POLICY_NAMES
 from zen_dev.sim.report import format_table
 from zen_dev.sim.runner import run_policies
@@ -41,18 +41,6 @@ def capacity_always_somewhere(scenario: Scenario, horizon_s: float) -> bool:
     return True
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    if a is None or b is None:
-        return None
-    if b == 0:
-        return 1.0 if a == 0 else float("inf")
-    return a / b
-
-
-def _r(value: float | None) -> str:
-    return "-" if value is None else ("inf" if value == float("inf") else f"{value:.2f}")
-
-
 TARGETS = (  # (label, metric, zen / ask-every-region must be at most)
     ("p50", "p50_start_s", 1.00),
     ("p95", "p95_start_s", 1.10),
@@ -66,9 +54,9 @@ def ratios_and_targets(results: dict[str, RunResult], capacity_somewhere: bool) 
     lines: list[str] = []
     for other_name, other in (("ask-every-region", ask), ("unlimited", unlimited)):
         if zen and other:
-            lines.append(f"  zen/{other_name:<17} p50 {_r(_ratio(zen['p50_start_s'], other['p50_start_s'])):>6}"
-                         f"   p95 {_r(_ratio(zen['p95_start_s'], other['p95_start_s'])):>6}"
-                         f"   wasted {_r(_ratio(zen['wasted_vm_minutes'], other['wasted_vm_minutes'])):>6}")
+            lines.append(f"  zen/{other_name:<17} p50 {shown(ratio(zen['p50_start_s'], other['p50_start_s'])):>6}"
+                         f"   p95 {shown(ratio(zen['p95_start_s'], other['p95_start_s'])):>6}"
+                         f"   wasted {shown(ratio(zen['wasted_vm_minutes'], other['wasted_vm_minutes'])):>6}")
     targets: dict[str, bool | None] = {}
     if zen and ask:
         for label, key, limit in TARGETS:  # on the values, not a ratio: 0 waste against 0 holds
@@ -106,8 +94,8 @@ def summary_table(rows: list[tuple[str, dict[str, RunResult], dict[str, bool | N
         zen, ask = results["zen"].summary(), results["ask-every-region"].summary()
         cells = []
         for label, key, limit in TARGETS:
-            ratio = _ratio(zen[key], ask[key])
-            cells.append(f"{_r(ratio) + ' ' + _yes(targets.get(f'{label} <= {limit:.2f}x ask')):>22}")
+            value = ratio(zen[key], ask[key])
+            cells.append(f"{shown(value) + ' ' + _yes(targets.get(f'{label} <= {limit:.2f}x ask')):>22}")
         never = f"{zen['never_started']}/{ask['never_started']} {_yes(targets.get('starts all ask starts'))}"
         lines.append(f"{name:<28}" + "".join(cells) + f"{never:>15}{_yes(targets.get('p95 <= 1.25x unlimited')):>18}")
     return lines

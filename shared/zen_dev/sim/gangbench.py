@@ -11,14 +11,13 @@ What it runs and the figures: docs/benchmarks/simulator.md#gangs
 
 from __future__ import annotations
 
-import math
 import time
 
 import yaml
 
 from zen_dev.sim.heldout import HELDOUT_SEEDS, heldout_text
 from zen_dev.sim.jobs import load_jobs
-from zen_dev.sim.metrics import RunResult, percentile
+from zen_dev.sim.metrics import RunResult, percentile, ratio, shown
 from zen_dev.sim.runner import run_policies
 from zen_dev.sim.scenario import Scenario, TraceUnavailable, load_scenario, parse_scenario, traces_dir
 
@@ -71,12 +70,6 @@ def gang_targets(zen: dict, ask: dict) -> dict[str, bool]:
     return out
 
 
-def _ratio(a, b) -> str:
-    if a is None or b is None:
-        return "-"
-    return f"{a / b:.2f}" if b else ("1.00" if a == 0 else "inf")
-
-
 def run_gangs(scenario: Scenario, seeds: int = GANG_SEEDS, policies: tuple[str, ...] = POLICIES,
               offset: int = 0) -> dict[str, RunResult]:
     """Each policy's runs with ``seeds`` seeds from the scenario's (plus ``offset``), pooled."""
@@ -85,25 +78,8 @@ def run_gangs(scenario: Scenario, seeds: int = GANG_SEEDS, policies: tuple[str, 
     return {policy: pooled_gangs([run[policy] for run in runs]) for policy in runs[0]}
 
 
-def gang_waits(run: RunResult) -> list[float]:
-    """A run's gang waits, a gang never started counted until the run's own horizon (pooling draws, whose
-    horizons differ, must not give one draw's unstarted gangs another's horizon, as ``pooled_gangs`` would)."""
-    return [(start if start is not None else run.horizon_s) - submit for submit, start in run.gang_starts]
-
-
-def _times(a: float | None, b: float | None) -> float | None:
-    """a / b; 0 against 0 is 1.0, more than 0 against 0 is inf; None where either is unknown."""
-    if a is None or b is None:
-        return None
-    return a / b if b else (1.0 if a == 0 else math.inf)
-
-
-def _within(ratio: float | None, limit: float) -> bool:
-    return ratio is not None and ratio <= limit
-
-
-def _shown(ratio: float | None) -> str:
-    return "-" if ratio is None else f"{ratio:.2f}"
+def _within(value: float | None, limit: float) -> bool:
+    return value is not None and value <= limit
 
 
 def draws_report(draws: range | tuple[int, ...] = DRAWS, seeds: int = GANG_SEEDS) -> list[str]:
@@ -124,32 +100,32 @@ def draws_report(draws: range | tuple[int, ...] = DRAWS, seeds: int = GANG_SEEDS
         zen_runs.append(results["zen"])
         ask_runs.append(results["ask-every-region"])
         zen, ask = results["zen"].gang_summary(), results["ask-every-region"].gang_summary()
-        p95 = _times(zen["gang_start_p95_s"], ask["gang_start_p95_s"])
-        idle = _times(zen["gang_idle_node_minutes"], ask["gang_idle_node_minutes"])
-        floors.append(_times(ask["gang_start_p95_s"], again["gang_start_p95_s"]))
+        p95 = ratio(zen["gang_start_p95_s"], ask["gang_start_p95_s"])
+        idle = ratio(zen["gang_idle_node_minutes"], ask["gang_idle_node_minutes"])
+        floors.append(ratio(ask["gang_start_p95_s"], again["gang_start_p95_s"]))
         within += _within(p95, 1.10)
         idle_ok += _within(idle, IDLE_PROPOSED)
         if zen["gangs_never_started"] > ask["gangs_never_started"]:
             more.append(f"{draw}: {zen['gangs_never_started']} vs {ask['gangs_never_started']}")
-        cells.append(f"{draw}: {_shown(p95)}/{_shown(idle)}")
+        cells.append(f"{draw}: {shown(p95)}/{shown(idle)}")
     n = len(cells)
     if not n:
         return ["== gang draws: no draws"]
-    zen_waits = sorted(w for run in zen_runs for w in gang_waits(run))
-    ask_waits = sorted(w for run in ask_runs for w in gang_waits(run))
-    pooled = {q: _times(percentile(zen_waits, q), percentile(ask_waits, q)) for q in (50, 95)}
-    idle = _times(sum(r.gang_idle_seconds for r in zen_runs), sum(r.gang_idle_seconds for r in ask_runs))
+    zen_waits = sorted(w for run in zen_runs for w in run.gang_waits())
+    ask_waits = sorted(w for run in ask_runs for w in run.gang_waits())
+    pooled = {q: ratio(percentile(zen_waits, q), percentile(ask_waits, q)) for q in (50, 95)}
+    idle = ratio(sum(r.gang_idle_seconds for r in zen_runs), sum(r.gang_idle_seconds for r in ask_runs))
     never = [sum(1 for run in runs for _, start in run.gang_starts if start is None) for runs in (zen_runs, ask_runs)]
     worst = max((f for f in floors if f is not None), default=None)
     return [f"== gang draws: zen / ask-every-region on {n} other draws of the held-out generator with gangs-mix's "
             f"cluster shape and job mix, {seeds} seeds pooled per draw (draw: p95 / idle node-min)",
             *("  " + "  ".join(cells[i:i + 6]) for i in range(0, n, 6)),
             f"  p95 <= 1.10x on {within} of {n} draws; ask-every-region against itself with other seeds: "
-            f"{sum(_within(f, 1.10) for f in floors)} of {n} (its worst {_shown(worst)}x)",
+            f"{sum(_within(f, 1.10) for f in floors)} of {n} (its worst {shown(worst)}x)",
             f"  idle node-min <= {IDLE_PROPOSED:.2f}x on {idle_ok} of {n} draws; more gangs never started than "
             f"ask-every-region on {len(more)} of {n}{' (' + ', '.join(more) + ')' if more else ''}",
-            f"  every draw's gangs pooled (a gang never started counted to its run's end): p95 {_shown(pooled[95])}x, "
-            f"p50 {_shown(pooled[50])}x, idle node-min {_shown(idle)}x, never started {never[0]} vs {never[1]}"]
+            f"  every draw's gangs pooled (a gang never started counted to its run's end): p95 {shown(pooled[95])}x, "
+            f"p50 {shown(pooled[50])}x, idle node-min {shown(idle)}x, never started {never[0]} vs {never[1]}"]
 
 
 def report(seeds: int = GANG_SEEDS) -> list[str]:
@@ -179,7 +155,7 @@ def report(seeds: int = GANG_SEEDS) -> list[str]:
                          f"  assembly timeouts {s['gang_assembly_timeouts']}"
                          f"  released at a stockout {s['gang_stockout_releases']}, short of room {s['gang_room_releases']}")
         held = gang_targets(zen, ask)
-        ratios = {label: _ratio(zen[key], ask[key]) for label, key, _ in GANG_TARGETS}
+        ratios = {label: shown(ratio(zen[key], ask[key])) for label, key, _ in GANG_TARGETS}
         lines.append("    targets: " + " | ".join(
             f"{label} {ratios[label.split(' <=')[0]]}: {'yes' if ok else 'NO'}" if " <= " in label and "x" in label
             else f"{label}: {'yes' if ok else 'NO'}" for label, ok in held.items()))

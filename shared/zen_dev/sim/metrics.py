@@ -73,6 +73,11 @@ class RunResult:
         """Time-to-start per job, never-started jobs counted until the horizon."""
         return [(start if start is not None else self.horizon_s) - submit for submit, start in self.starts]
 
+    def gang_waits(self) -> list[float]:
+        """Time-to-start per gang, never-started gangs counted until this run's horizon (runs pooled across
+        scenarios, whose horizons differ, take each run's waits, not one horizon for all)."""
+        return [(start if start is not None else self.horizon_s) - submit for submit, start in self.gang_starts]
+
     def summary(self) -> dict[str, float | int | None]:
         waits = sorted(self.waits())
         out: dict[str, float | int | None] = {
@@ -103,7 +108,7 @@ class RunResult:
 
     def gang_summary(self) -> dict[str, float | int | None]:
         """The GANG_KEYS: time-to-start of gangs (never-started ones counted until the horizon), as summary()."""
-        waits = sorted((start if start is not None else self.horizon_s) - submit for submit, start in self.gang_starts)
+        waits = sorted(self.gang_waits())
         out = {
             "gangs": len(self.gang_starts),
             "gang_start_p50_s": _round(percentile(waits, 50)),
@@ -135,6 +140,20 @@ class RunResult:
         }
         assert tuple(out) == DOLLAR_KEYS
         return out
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """a / b of two figures: 0 against 0 is 1.0, more than 0 against 0 is inf; None where either is unknown."""
+    if a is None or b is None:
+        return None
+    if b == 0:
+        return 1.0 if a == 0 else float("inf")
+    return a / b
+
+
+def shown(value: float | None) -> str:
+    """A ratio as the reports print it: two decimals, ``inf``, or ``-`` when unknown."""
+    return "-" if value is None else ("inf" if value == float("inf") else f"{value:.2f}")
 
 
 def percentile(sorted_values: list[float], q: float) -> float | None:
