@@ -1,5 +1,6 @@
-"""The planner with priced pools: the cheapest pool within the time slack, hedges near its price, the
-reason naming the prices, losers ended at RUNNING, flex-start's queue, and preemptions' learned cost."""
+"""The planner with priced pools: the cheapest pool within the time slack, hedges near its price, a spare
+boot racing in the same pool, the reason naming the prices, losers ended at RUNNING, flex-start's queue,
+and preemptions' learned cost."""
 
 from __future__ import annotations
 
@@ -26,30 +27,52 @@ def plan(now=0.0, jobs=(), vms=(), memory=None, timing=Timing(hedge_risk=0.5), l
                                   limits=limits, timing=timing))
 
 
+def asked(result) -> dict[str, int]:
+    """The pools asked for queued jobs (neither hedges nor spare boots)."""
+    return {d.region: d.count for d in result.decisions
+            if d.action.value == "ADD" and "queued job(s) without a VM" in d.reason}
+
+
 def test_the_cheapest_pool_within_the_slack_wins_and_its_reason_names_the_prices():
     result = plan(jobs=queued(2))
-    assert result.add == {"us-west1": 2}  # $2.04 spot beats the preferred region's $2.37
-    [decision] = [d for d in result.decisions if d.action.value == "ADD"]
+    assert asked(result) == {"us-west1": 2}  # $2.04 spot beats the preferred region's $2.37
+    [decision] = [d for d in result.decisions if d.action.value == "ADD" and "spare" not in d.reason]
     assert decision.reason.startswith("2 queued job(s) without a VM: $2.04/h (spot), before us-central1 $2.37/h (spot)")
     # A pool expected much slower (a recent stockout's risk: 240 s more) is outside the 120 s slack.
     memory = trusted(LIMITS.regions)
     memory["us-west1"] = RegionMemory(last_boot_at=at(-4000), last_stockout_at=at(-10))
-    assert plan(jobs=queued(1), memory=memory).add == {"us-central1": 1}
+    assert asked(plan(jobs=queued(1), memory=memory)) == {"us-central1": 1}
 
 
 def test_past_its_start_bound_a_group_ranks_by_speed_and_a_named_bound_widens_the_choice():
     slow = dict(trusted(LIMITS.regions), **{"us-west1": RegionMemory(last_boot_at=at(-60), boot_s=300)})
-    assert plan(jobs=queued(1), memory=slow).add == {"us-central1": 1}  # 300 s boot: beyond the slack
-    assert plan(jobs=queued(1, max_wait_s=900), memory=slow).add == {"us-west1": 1}  # it may wait for the cheapest
-    assert plan(now=700, jobs=queued(1, max_wait_s=600), memory=slow).add == {"us-central1": 1}  # past it
+    assert asked(plan(jobs=queued(1), memory=slow)) == {"us-central1": 1}  # 300 s boot: beyond the slack
+    assert asked(plan(jobs=queued(1, max_wait_s=900), memory=slow)) == {"us-west1": 1}  # it may wait for the cheapest
+    assert asked(plan(now=700, jobs=queued(1, max_wait_s=600), memory=slow)) == {"us-central1": 1}  # past it
 
 
 def test_a_hedge_goes_only_to_a_pool_near_the_first_choices_price():
     # Nothing delivered yet: every pool is uncertain and hedged, but not into standard (2.9x spot).
     memory = {r: RegionMemory() for r in LIMITS.regions}
     result = plan(jobs=queued(1), memory=memory, timing=Timing())
-    assert result.add == {"us-west1": 1, "us-central1": 1}
+    assert result.add == {"us-west1": 2, "us-central1": 1}  # the first choice and its spare boot; the hedge
     assert not any("/standard" in pool for pool in result.add)
+
+
+def test_a_job_races_a_spare_boot_in_its_own_pool_unless_a_pool_of_its_is_blocked():
+    result = plan(jobs=queued(2))
+    assert result.add == {"us-west1": 4}  # each job's first boot and its spare, both at $2.04
+    assert [(d.count, d.reason.split(":")[0]) for d in result.decisions if d.action.value == "ADD"] == [
+        (2, "2 queued job(s) without a VM"), (2, "2 spare boot(s)")]
+    # Where a pool of the job's is blocked (a stockout: places are short), no spare takes one.
+    memory = trusted(LIMITS.regions)
+    memory["europe-west4"] = RegionMemory(blocked_until=at(600), strikes=1, last_stockout_at=at(-5))
+    assert plan(jobs=queued(2), memory=memory).add == {"us-west1": 2}
+    # Nor where the limits leave no room for one (max_vms_per_region 4: four jobs, four first boots).
+    assert plan(jobs=queued(5)).add == {"us-west1": 4, "us-central1": 2}  # and the fifth's spare there
+    # Unpriced pools (a hedge to any region is no dearer): no spare.
+    unpriced = ClusterLimits("8xa100", ("us-central1", "us-west1"), 4, 12)
+    assert plan(jobs=queued(1, ("us-central1", "us-west1")), limits=unpriced).add == {"us-central1": 1}
 
 
 def test_a_running_vm_ends_a_boot_asked_before_it_got_capacity():
@@ -68,7 +91,7 @@ def test_a_flex_start_pool_waits_its_queue_and_serves_when_every_other_pool_is_o
     pools = {"us-central1": Pool("us-central1", "spot", 2.37), "us-central1/flex-start": Pool("us-central1", "flex-start", 3.0)}
     limits = ClusterLimits("8xa100", tuple(pools), 4, 8, pools=pools)
     memory = {"us-central1": RegionMemory(last_boot_at=at(-60)), "us-central1/flex-start": RegionMemory()}
-    assert plan(jobs=queued(1, tuple(pools)), memory=memory, limits=limits).add == {"us-central1": 1}
+    assert plan(jobs=queued(1, tuple(pools)), memory=memory, limits=limits).add == {"us-central1": 2}  # and its spare
     memory["us-central1"] = RegionMemory(blocked_until=at(600), strikes=1, last_stockout_at=at(-5))
     assert plan(jobs=queued(1, tuple(pools)), memory=memory, limits=limits).add == {"us-central1/flex-start": 1}
     # A request waiting 10 minutes for its grant is not stuck (twice the 900 s estimate is its deadline).

@@ -144,10 +144,11 @@ def test_zen_runs_on_the_cheapest_pool_and_cheapest_first_too():
     jobs = [SimJob(f"j{i}", "c", 10.0 * i, 600.0, ("r1", "r2")) for i in range(3)]
     results = run_policies(_scenario(), jobs, ["zen", "cheapest-first", "ask-every-region-standard"], horizon_s=3000)
     # r2 spot ($1/h) is the cheapest: zen and cheapest-first start every job there; zen pays about the
-    # floor, the original on standard about 5x it.
+    # floor (with each 600 s job its boot after RUNNING and its spare boot's billed minute: 1.32x), the
+    # original on standard about 5x it.
     assert {region for _, region in results["zen"].start_regions} == {"r2"}
     assert {region for _, region in results["cheapest-first"].start_regions} == {"r2"}
-    assert results["zen"].dollars()["usd_vs_floor"] < 1.3
+    assert results["zen"].dollars()["usd_vs_floor"] < 1.35
     assert results["ask-every-region-standard"].dollars()["usd_vs_floor"] > 4
 
 

@@ -60,7 +60,7 @@ class _Planning:
         self._blocked_after_learn: set[str] | None = None
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
         self.idle_needed: dict[str, int] = defaultdict(int)
-        self.spares = gangs.SpareBoots(ranking.spares, ranking.uncertain)  # gangs' spare boots, racing copies
+        self.spares = gangs.SpareBoots(ranking.spares, ranking.uncertain)  # spare boots; gangs' racing copies
         self.at_limit = 0  # jobs the ask held for the cluster's max_vms (a pool they allow not blocked)
 
     # -- helpers -------------------------------------------------------------------------------
@@ -190,6 +190,8 @@ class _Planning:
                 compared.setdefault(region, ranked)
                 add[region] = add.get(region, 0) + take
                 left -= take
+                if self.ranking.races_spare(group.regions, region):
+                    self.spares.want.extend([region] * take)
                 if self.uncertain(region):
                     others = [r for r in ranked if r != region and self.hedge_priced(r, region)]
                     if others:
@@ -222,7 +224,8 @@ class _Planning:
                 self._decide(Action.ADD, region, f"{count - hedged - spared} queued job(s) without a VM"
                              + self.ranking.prices_compared(region, compared.get(region, ())), count - hedged - spared)
             for n, why in ((hedged, "hedge(s): the first choice's delivery is uncertain"),
-                           (spared, "spare boot(s): a gang starts at its N-th of N+1 boots (zen.scaling.gangs)")):
+                           (spared, "spare boot(s): a job starts at the first of its two boots, a gang at its N-th of N+1 "
+                                    "(zen.scaling.gangs)")):
                 if n:
                     self._decide(Action.ADD, region, f"{n} {why}", n)
         for why, count in held.items():

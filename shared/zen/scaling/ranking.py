@@ -74,9 +74,19 @@ class Ranking:
         return self.memory[region].last_boot_at is None or self.risk(region) >= self.timing.hedge_risk
 
     def spares(self, pool: str) -> bool:
-        """Whether a gang asked for in ``pool`` gets a spare boot (``zen.scaling.gangs``): yes, but in a
-        flex-start pool, whose grants come whole after a queue (no race between boots to win)."""
+        """Whether a gang (or a job, :meth:`races_spare`) asked for in ``pool`` may get a spare boot
+        (``zen.scaling.gangs``): yes, but in a flex-start pool, whose grants come whole after a queue (no race
+        between boots to win)."""
         return not self.flex(pool)
+
+    def races_spare(self, regions: tuple[str, ...], pool: str) -> bool:
+        """Whether a one-VM job asked for in ``pool`` gets a spare boot there too, and starts at the first of
+        the two (the loser ends when Compute lists the winner RUNNING, unbilled if it is not RUNNING yet,
+        else after a minute or so billed): where pools are priced (a boot racing in the same pool costs no
+        more an hour, unlike a hedge in a costlier one), spares are allowed (:meth:`spares`), and none of the
+        job's pools is blocked (a spare takes a place, and places are what stockouts leave short).
+        Why and what it buys: docs/explanations/scaling.md#prices-provisioning-models-and-preemptions."""
+        return self.priced and self.spares(pool) and not any(self._blocked(r) for r in regions if r in self.memory)
 
     def rank(self, regions: tuple[str, ...], patient: bool = True, slack_s: float | None = None,
              checkpoint_every_s: float | None = None) -> list[str]:
