@@ -126,3 +126,38 @@ def test_zen_clusters_and_explain_say_a_quota_holds_a_region_back(standin, confi
     assert a100["quota_held_back"]["us-central1"].startswith("GPU quota NVIDIA_A100_GPUS (us-central1)")
     assert main(["explain", CLUSTER]) == 0
     assert "GPU quota NVIDIA_A100_GPUS (us-central1) holds us-central1 back, not capacity" in capsys.readouterr().out
+
+
+def test_a_quota_with_room_for_one_vm_gets_no_spare_boot(config, db, publisher, clock, monkeypatch, tmp_path):
+    # Every region's A100 quota holds one 4-GPU VM: the job's own boot fits, a spare racing it would be
+    # refused (QUOTA_EXCEEDED) and strike its pool. With room for two, the job races a spare.
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    from zen.store.prices import current
+
+    def prices():  # as production's: the snapshot's, the catalog's kept in Postgres, the overrides
+        with db.transaction() as session:
+            return current(session, config.pricing)
+
+    regions = config.cluster(CLUSTER).regions
+    for per_region, expected in ((4, 1), (8, 2)):
+        quotas = {"regions": {r: {"NVIDIA_A100_GPUS": per_region, "PREEMPTIBLE_NVIDIA_A100_GPUS": per_region}
+                              for r in regions}, "all_regions": 100}
+        scenario = {"project": config.project, "seed": 2, "capacity": {"default": 4},
+                    "timings": {"boot": {"dist": "fixed", "s": 60}, "retry_interval_s": 30, "delete_s": 0},
+                    "gpu_quotas": quotas}
+        running = ComputeStandIn(scenario, clock=CloudClock(), config=config, log_dir=tmp_path / str(per_region)).start()
+        try:
+            monkeypatch.setenv("ZEN_COMPUTE_ENDPOINT", running.endpoint)
+            clients = compute_clients_from_env()
+            scaler = ClusterOrchestrator(config, db, clock, lambda p, r, n, model: MigManager(p, r, n, *clients),
+                                         prices=prices, quotas=QuotaReader(config.project))
+            fn = FunctionsInvoker(Zen(config, db, publisher, clock, scaler=scaler))
+            fn.tick()  # reads the quotas
+            job = f"spare-{per_region}"
+            fn.submit(job_request(job, cluster=CLUSTER))
+            asked = {r: len(MigManager(config.project, r, config.cluster(CLUSTER).mig_name(r), *clients).instances())
+                     for r in regions}
+            assert max(asked.values()) == expected, asked  # in the first choice (a hedge may go elsewhere)
+        finally:
+            running.stop()

@@ -66,6 +66,8 @@ class Scaling(_Strict):
         "Priced pools: a hedge goes only to a pool at most this many times its first choice's price"))
     flex_start_estimate_s: float = Field(default=900, gt=0, description=(
         "A flex-start pool's asked-to-usable time until its own is learned"))
+    spare_boots: bool = Field(default=True, description=(
+        "Priced pools: a one-VM job races a second boot in its pool and starts on the first up"))
 
 
 class Attempts(_Strict):

@@ -86,6 +86,7 @@ class ClusterManager:
         self._sizes: dict[str, int] = {}  # region -> its MIG's target size as last read
         # pool -> the GPU quota no more of its VMs fit in, as the last tick read them (a submission's pass reads none)
         self.quota_short: dict[str, Shortfall] = {}
+        self.quota_tight: frozenset[str] = frozenset()  # pools with room for one more VM, not two (no spare boot)
 
     def run(self, states: dict[str, MigState | MigApiError] | None = None,
             read_at: datetime | None = None) -> ClusterReport:
@@ -193,7 +194,7 @@ class ClusterManager:
         snapshot = ClusterSnapshot(now=now, cluster=limits, queued=(), demand=demand, vms=vms,
                                    target_sizes=targets, errors=tuple(errors), memory=facts.memory,
                                    timing=self._timing, arrivals_last_hour=facts.arrivals,
-                                   unread=frozenset(self._migs.keys() - seen.keys()))
+                                   unread=frozenset(self._migs.keys() - seen.keys()), no_spares=self.quota_tight)
         return snapshot, zones
 
     def _retire(self, plan: Plan, snapshot: ClusterSnapshot) -> Plan:
@@ -374,9 +375,9 @@ class ClusterOrchestrator:
         for found in compute_pool().map(summaries_of, listers.values()):
             summaries.update(found)
         if self._quotas is not None:  # one read per region a tick at most (the reader keeps them a minute)
-            for (manager, _), short in zip(managers.values(), check_quotas(self._quotas, [
+            for (manager, _), (short, tight) in zip(managers.values(), check_quotas(self._quotas, [
                     (m.cluster, m.pools) for m, _ in managers.values()], list(listers), compute_pool().map)):
-                manager.quota_short = short
+                manager.quota_short, manager.quota_tight = short, tight - short.keys()
         # ... then each non-empty MIG's instances (and errors, while instances are being created).
         reads = [(name, region) for name, (manager, _) in managers.items() for region in manager.regions]
         states: dict[str, dict[str, MigState | MigApiError]] = {name: {} for name in managers}

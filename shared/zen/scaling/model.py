@@ -202,6 +202,7 @@ class Timing:
     hedge_price_ratio: float = 1.25  # priced pools: a hedge costs at most this x its first choice's price
     flex_start_estimate_s: float = 900  # a flex-start pool's asked-to-usable time before one is learned
     max_start_wait_s: float = 600  # a job's default start bound: past it, its demand ranks pools by speed alone
+    spare_boots: bool = True  # priced pools: a one-VM job races a spare boot in its pool (Ranking.races_spare)
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,7 @@ class ClusterSnapshot:
     arrivals_last_hour: int = 0  # jobs submitted to this cluster in the last hour (sizes the warm pool)
     demand: tuple[DemandGroup, ...] | None = None  # queued jobs aggregated; None: computed from ``queued``
     unread: frozenset[str] = frozenset()  # regions whose MIG could not be read this pass (no VMs, no errors)
+    no_spares: frozenset[str] = frozenset()  # pools a spare boot would not fit in (a GPU quota's room for one VM)
 
     def demand_groups(self) -> tuple[DemandGroup, ...]:
         return self.demand if self.demand is not None else group_demand(self.queued)

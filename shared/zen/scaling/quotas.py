@@ -34,18 +34,22 @@ def read_quotas(reader: QuotaPort, regions: list[str],
     return dict(zip(keys, map_(read, keys)))
 
 
-def held_back(cluster: ClusterConfig, pools: Mapping[str, Pool], quotas: dict[str, dict[str, Quota]]
-              ) -> dict[str, Shortfall]:
-    """Pool -> the quota that leaves no room for one more of the cluster's VMs there."""
+def held_back(cluster: ClusterConfig, pools: Mapping[str, Pool], quotas: dict[str, dict[str, Quota]],
+              vms: int = 1) -> dict[str, Shortfall]:
+    """Pool -> the quota that leaves no room for ``vms`` more of the cluster's VMs there."""
     said = "provisioning" in cluster.model_fields_set  # else terraform chose its VMs' model (spot or not)
     return {key: short for key, pool in pools.items()
-            if (short := shortfall(cluster.gpu_type, cluster.gpu_count, pool.region, models_of(pool.model, said),
-                                   quotas.get(pool.region, {}), quotas.get(PROJECT, {}))) is not None}
+            if (short := shortfall(cluster.gpu_type, cluster.gpu_count * vms, pool.region,
+                                   models_of(pool.model, said), quotas.get(pool.region, {}),
+                                   quotas.get(PROJECT, {}))) is not None}
 
 
 def check_quotas(reader: QuotaPort, clusters: list[tuple[ClusterConfig, Mapping[str, Pool]]], regions: list[str],
                  map_: Callable[[Callable[[str], dict[str, Quota]], Iterable[str]], Iterator[dict[str, Quota]]]
-                 ) -> list[dict[str, Shortfall]]:
-    """For each (cluster, its pools): ``held_back`` under the quotas of ``regions`` and the project, read once."""
+                 ) -> list[tuple[dict[str, Shortfall], frozenset[str]]]:
+    """For each (cluster, its pools), under the quotas of ``regions`` and the project, read once: ``held_back``
+    (no room for one more VM), and the pools with room for one VM but not two, where a job gets no spare
+    boot (``Ranking.races_spare``: a spare refused for quota would strike its pool)."""
     quotas = read_quotas(reader, regions, map_)
-    return [held_back(cluster, pools, quotas) for cluster, pools in clusters]
+    return [(held_back(cluster, pools, quotas), frozenset(held_back(cluster, pools, quotas, vms=2)))
+            for cluster, pools in clusters]

@@ -14,4 +14,5 @@ def timing_from_config(config: ZenConfig) -> Timing:
                   idle_grace_s=scaling.idle_grace_s, hedge_risk=scaling.hedge_risk, keep_factor=scaling.keep_factor,
                   trust_s=scaling.stockout_memory_s, preference_s=scaling.preference_s,
                   cost_slack_s=scaling.cost_slack_s, hedge_price_ratio=scaling.hedge_price_ratio,
-                  flex_start_estimate_s=scaling.flex_start_estimate_s, agent_silence_s=config.deadlines.agent_silence_s)
+                  flex_start_estimate_s=scaling.flex_start_estimate_s, spare_boots=scaling.spare_boots,
+                  agent_silence_s=config.deadlines.agent_silence_s)
