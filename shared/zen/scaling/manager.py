@@ -84,9 +84,8 @@ class ClusterManager:
         self.policy = policy or ZenPlanner()
         self._views = VmViews()  # the VMs as the last pass saw them (rebuilt only where their inputs changed)
         self._sizes: dict[str, int] = {}  # region -> its MIG's target size as last read
-        # pool -> the GPU quota no more of its VMs fit in, as the last tick read them (a submission's pass reads none)
-        self.quota_short: dict[str, Shortfall] = {}
-        self.quota_tight: frozenset[str] = frozenset()  # pools with room for one more VM, not two (no spare boot)
+        # GPU quotas as the last tick read them: pool -> the quota no VM fits in; pools with room for 1 VM, not 2
+        self.quota_short, self.quota_tight = dict[str, Shortfall](), frozenset[str]()
 
     def run(self, states: dict[str, MigState | MigApiError] | None = None,
             read_at: datetime | None = None) -> ClusterReport:
