@@ -70,15 +70,12 @@ def test_a_job_races_a_spare_boot_in_its_own_pool_unless_a_pool_of_its_is_blocke
     assert plan(jobs=queued(2), memory=memory).add == {"us-west1": 2}
     # Nor where the limits leave no room for one (max_vms_per_region 4: four jobs, four first boots).
     assert plan(jobs=queued(5)).add == {"us-west1": 4, "us-central1": 2}  # and the fifth's spare there
-    # Nor where a GPU quota has room for one VM and not two (the tick's read), nor while a deletion is
-    # three minutes late (a loser would stay), nor where the configuration turns spares off.
+    # Nor where a GPU quota has room for one VM and not two (the tick's read), nor where the configuration
+    # turns spares off.
     assert plan(jobs=queued(1), memory=trusted(LIMITS.regions)).add == {"us-west1": 2}
     tight = ZenPlanner().plan(replace(snap(0, queued=queued(1), memory=trusted(LIMITS.regions), limits=LIMITS,
                                            timing=Timing(hedge_risk=0.5)), no_spares=frozenset({"us-west1"})))
     assert tight.add == {"us-west1": 1}
-    going = Vm("old", "us-central1", VmPhase.DELETING, at(0), retiring=True)
-    assert plan(now=200, jobs=queued(1, queued_at=200), vms=(going,)).add == {"us-west1": 1}
-    assert plan(now=100, jobs=queued(1, queued_at=100), vms=(going,)).add == {"us-west1": 2}
     assert plan(jobs=queued(1), timing=Timing(hedge_risk=0.5, spare_boots=False)).add == {"us-west1": 1}
     # Unpriced pools (a hedge to any region is no dearer): no spare.
     unpriced = ClusterLimits("8xa100", ("us-central1", "us-west1"), 4, 12)

@@ -23,7 +23,6 @@ from zen.scaling.model import (
 )
 
 _FRESH = RegionMemory()  # a region without memory yet (frozen: one shared value)
-STUCK_DELETE_S = 180.0  # GCE deletes a VM within about a minute: one on its way out longer is not going
 _with = RegionMemory.replaced  # _with(memory, **changes): dataclasses.replace, faster
 
 
@@ -63,9 +62,6 @@ class _Planning:
         self.idle_needed: dict[str, int] = defaultdict(int)
         self.spares = gangs.SpareBoots(ranking.spares, ranking.uncertain)  # spare boots; gangs' racing copies
         self.at_limit = 0  # jobs the ask held for the cluster's max_vms (a pool they allow not blocked)
-        # A VM on its way out for longer than a deletion takes: deletions are failing (no spare boots then).
-        self.deletes_stuck = any((self.now - vm.since).total_seconds() > STUCK_DELETE_S
-                                 for (_, phase), vms in index.phases.items() if phase is VmPhase.DELETING for vm in vms)
 
     # -- helpers -------------------------------------------------------------------------------
     def _age(self, vm: Vm) -> float:
@@ -194,7 +190,7 @@ class _Planning:
                 compared.setdefault(region, ranked)
                 add[region] = add.get(region, 0) + take
                 left -= take
-                if self.ranking.races_spare(group.regions, region, self.deletes_stuck):
+                if self.ranking.races_spare(group.regions, region):
                     self.spares.want.extend([region] * take)
                 if self.uncertain(region):
                     others = [r for r in ranked if r != region and self.hedge_priced(r, region)]

@@ -79,18 +79,16 @@ class Ranking:
         between boots to win)."""
         return not self.flex(pool)
 
-    def races_spare(self, regions: tuple[str, ...], pool: str, deletes_stuck: bool = False) -> bool:
+    def races_spare(self, regions: tuple[str, ...], pool: str) -> bool:
         """Whether a one-VM job asked for in ``pool`` gets a spare boot there too, and starts at the first of
         the two (the loser ends when Compute lists the winner RUNNING, unbilled if it is not RUNNING yet,
         else after a minute or so billed): where pools are priced (a boot racing in the same pool costs no
         more an hour, unlike a hedge in a costlier one), spares are allowed (:meth:`spares`), a GPU quota
-        has room for it (``ClusterSnapshot.no_spares``), none of the job's pools is blocked (a spare takes
-        a place, and places are what stockouts leave short), and the cluster's deletions go through
-        (``deletes_stuck``: a loser that cannot be deleted holds its place and bills on).
-        ``scaling.spare_boots: false`` turns them off. Why and what it buys:
-        docs/explanations/scaling.md#prices-provisioning-models-and-preemptions."""
-        return (self.priced and self.timing.spare_boots and not deletes_stuck and self.spares(pool)
-                and pool not in self.s.no_spares and not any(self._blocked(r) for r in regions if r in self.memory))
+        has room for it (``ClusterSnapshot.no_spares``), and none of the job's pools is blocked (a spare
+        takes a place, and places are what stockouts leave short). ``scaling.spare_boots: false`` turns
+        them off. Why and what it buys: docs/explanations/scaling.md#prices-provisioning-models-and-preemptions."""
+        return (self.priced and self.timing.spare_boots and self.spares(pool) and pool not in self.s.no_spares
+                and not any(self._blocked(r) for r in regions if r in self.memory))
 
     def rank(self, regions: tuple[str, ...], patient: bool = True, slack_s: float | None = None,
              checkpoint_every_s: float | None = None) -> list[str]:
