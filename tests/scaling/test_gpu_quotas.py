@@ -128,36 +128,40 @@ def test_zen_clusters_and_explain_say_a_quota_holds_a_region_back(standin, confi
     assert "GPU quota NVIDIA_A100_GPUS (us-central1) holds us-central1 back, not capacity" in capsys.readouterr().out
 
 
-def test_a_quota_with_room_for_one_vm_gets_no_spare_boot(config, db, publisher, clock, monkeypatch, tmp_path):
-    # Every region's A100 quota holds one 4-GPU VM: the job's own boot fits, a spare racing it would be
-    # refused (QUOTA_EXCEEDED) and strike its pool. With room for two, the job races a spare.
-    from zen_dev.local.invoke import FunctionsInvoker
-
+def test_a_quota_short_of_a_regions_worth_of_vms_gets_no_spare_boot(config, db, publisher, clock, monkeypatch,
+                                                                     tmp_path):
+    # A spare refused QUOTA_EXCEEDED would strike its pool: a job races one only where the last quota read
+    # left room for max_vms_per_region of the cluster's VMs. The tick reads the quotas in one instance; the
+    # submission's pass runs in another (as Cloud Functions do) and goes by the pools' memory.
     from zen.store.prices import current
+    from zen_dev.local.invoke import FunctionsInvoker
 
     def prices():  # as production's: the snapshot's, the catalog's kept in Postgres, the overrides
         with db.transaction() as session:
             return current(session, config.pricing)
 
-    regions = config.cluster(CLUSTER).regions
-    for per_region, expected in ((4, 1), (8, 2)):
-        quotas = {"regions": {r: {"NVIDIA_A100_GPUS": per_region, "PREEMPTIBLE_NVIDIA_A100_GPUS": per_region}
-                              for r in regions}, "all_regions": 100}
+    cluster = config.cluster(CLUSTER)
+    worth = cluster.max_vms_per_region * cluster.gpu_count
+    for gpus, expected in ((worth - cluster.gpu_count, 1), (worth, 2)):
+        quotas = {"regions": {r: {"NVIDIA_A100_GPUS": gpus, "PREEMPTIBLE_NVIDIA_A100_GPUS": gpus}
+                              for r in cluster.regions}, "all_regions": 1000}
         scenario = {"project": config.project, "seed": 2, "capacity": {"default": 4},
                     "timings": {"boot": {"dist": "fixed", "s": 60}, "retry_interval_s": 30, "delete_s": 0},
                     "gpu_quotas": quotas}
-        running = ComputeStandIn(scenario, clock=CloudClock(), config=config, log_dir=tmp_path / str(per_region)).start()
+        running = ComputeStandIn(scenario, clock=CloudClock(), config=config, log_dir=tmp_path / str(gpus)).start()
         try:
             monkeypatch.setenv("ZEN_COMPUTE_ENDPOINT", running.endpoint)
             clients = compute_clients_from_env()
-            scaler = ClusterOrchestrator(config, db, clock, lambda p, r, n, model: MigManager(p, r, n, *clients),
-                                         prices=prices, quotas=QuotaReader(config.project))
-            fn = FunctionsInvoker(Zen(config, db, publisher, clock, scaler=scaler))
-            fn.tick()  # reads the quotas
-            job = f"spare-{per_region}"
-            fn.submit(job_request(job, cluster=CLUSTER))
-            asked = {r: len(MigManager(config.project, r, config.cluster(CLUSTER).mig_name(r), *clients).instances())
-                     for r in regions}
+
+            def instance() -> FunctionsInvoker:
+                scaler = ClusterOrchestrator(config, db, clock, lambda p, r, n, model: MigManager(p, r, n, *clients),
+                                             prices=prices, quotas=QuotaReader(config.project))
+                return FunctionsInvoker(Zen(config, db, publisher, clock, scaler=scaler))
+
+            instance().tick()  # reads the quotas
+            instance().submit(job_request(f"spare-{gpus}", cluster=CLUSTER))
+            asked = {r: len(MigManager(config.project, r, cluster.mig_name(r), *clients).instances())
+                     for r in cluster.regions}
             assert max(asked.values()) == expected, asked  # in the first choice (a hedge may go elsewhere)
         finally:
             running.stop()

@@ -77,6 +77,10 @@ def test_a_job_races_a_spare_boot_in_its_own_pool_unless_a_pool_of_its_is_blocke
                                            timing=Timing(hedge_risk=0.5)), no_spares=frozenset({"us-west1"})))
     assert tight.add == {"us-west1": 1}
     assert plan(jobs=queued(1), timing=Timing(hedge_risk=0.5, spare_boots=False)).add == {"us-west1": 1}
+    # A pool without a price in a priced cluster: no spare either.
+    mixed = dict(POOLS, **{"us-west1": Pool("us-west1", "spot", None)})
+    limits = ClusterLimits("8xa100", tuple(mixed), 4, 12, pools=mixed)
+    assert plan(jobs=queued(1, ("us-west1",)), limits=limits).add == {"us-west1": 1}
     # Unpriced pools (a hedge to any region is no dearer): no spare.
     unpriced = ClusterLimits("8xa100", ("us-central1", "us-west1"), 4, 12)
     assert plan(jobs=queued(1, ("us-central1", "us-west1")), limits=unpriced).add == {"us-central1": 1}
@@ -92,6 +96,19 @@ def test_a_running_vm_ends_a_boot_asked_before_it_got_capacity():
     # Without a RUNNING VM both race on.
     racing = plan(now=30, jobs=queued(1), vms=(replace(winner, running=False), loser))
     assert not racing.delete
+
+
+def test_a_running_vm_ends_its_jobs_spare_and_hedge_the_dearer_first():
+    # One job raced three boots: its first choice and spare in us-west1 ($2.04), a hedge in us-central1
+    # ($2.37). The first choice is RUNNING: both others go now, before either is billed.
+    winner = Vm("w1", "us-west1", VmPhase.BOOTING, at(0), started=True, running=True)
+    spare = Vm("w2", "us-west1", VmPhase.BOOTING, at(0), started=True)
+    hedge = Vm("c1", "us-central1", VmPhase.BOOTING, at(0), started=True)
+    result = plan(now=30, jobs=queued(1), vms=(winner, spare, hedge))
+    assert sorted(result.delete) == [("us-central1", "c1"), ("us-west1", "w2")]
+    # With a place for only one of them (another job needs the other boot), the dearer hedge goes.
+    result = plan(now=30, jobs=queued(2), vms=(winner, spare, hedge))
+    assert result.delete == [("us-central1", "c1")]
 
 
 def test_a_flex_start_pool_waits_its_queue_and_serves_when_every_other_pool_is_out():

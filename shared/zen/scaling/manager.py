@@ -84,8 +84,8 @@ class ClusterManager:
         self.policy = policy or ZenPlanner()
         self._views = VmViews()  # the VMs as the last pass saw them (rebuilt only where their inputs changed)
         self._sizes: dict[str, int] = {}  # region -> its MIG's target size as last read
-        # GPU quotas as the last tick read them: pool -> the quota no VM fits in; pools with room for 1 VM, not 2
-        self.quota_short, self.quota_tight = dict[str, Shortfall](), frozenset[str]()
+        self.quota_short: dict[str, Shortfall] = {}  # as the tick read GPU quotas: pool -> the quota no VM fits in
+        self.quota_tight: frozenset[str] | None = None  # pools short of a region's worth of VMs; None: not read here
 
     def run(self, states: dict[str, MigState | MigApiError] | None = None,
             read_at: datetime | None = None) -> ClusterReport:
@@ -376,7 +376,7 @@ class ClusterOrchestrator:
         if self._quotas is not None:  # one read per region a tick at most (the reader keeps them a minute)
             for (manager, _), (short, tight) in zip(managers.values(), check_quotas(self._quotas, [
                     (m.cluster, m.pools) for m, _ in managers.values()], list(listers), compute_pool().map)):
-                manager.quota_short, manager.quota_tight = short, tight - short.keys()
+                manager.quota_short, manager.quota_tight = short, tight
         # ... then each non-empty MIG's instances (and errors, while instances are being created).
         reads = [(name, region) for name, (manager, _) in managers.items() for region in manager.regions]
         states: dict[str, dict[str, MigState | MigApiError]] = {name: {} for name in managers}

@@ -150,6 +150,7 @@ class RegionMemory:
     # when that plan read the fleet and the jobs (its snapshot's now: a claim after it is not counted).
     gang_room: int | None = None
     gang_room_at: datetime | None = None
+    quota_tight: bool = False  # the last quota read left no room for a region's worth of VMs: no spare boots
 
     def replaced(self, **changes: Any) -> RegionMemory:
         """``dataclasses.replace(self, **changes)`` without the frozen ``__init__``, which sets each
@@ -218,7 +219,9 @@ class ClusterSnapshot:
     arrivals_last_hour: int = 0  # jobs submitted to this cluster in the last hour (sizes the warm pool)
     demand: tuple[DemandGroup, ...] | None = None  # queued jobs aggregated; None: computed from ``queued``
     unread: frozenset[str] = frozenset()  # regions whose MIG could not be read this pass (no VMs, no errors)
-    no_spares: frozenset[str] = frozenset()  # pools a spare boot would not fit in (a GPU quota's room for one VM)
+    # Pools a GPU quota leaves short of a region's worth of VMs (no spare boot), as this instance's tick read
+    # them; None: not read here (the pools' memory keeps the last read: RegionMemory.quota_tight).
+    no_spares: frozenset[str] | None = None
 
     def demand_groups(self) -> tuple[DemandGroup, ...]:
         return self.demand if self.demand is not None else group_demand(self.queued)

@@ -44,6 +44,9 @@ class _Planning:
         self.timing = snapshot.timing
         self.regions = snapshot.cluster.regions
         self.memory = {r: snapshot.memory.get(r, _FRESH) for r in self.regions}
+        if (tight := snapshot.no_spares) is not None:  # this pass read the quotas: remembered for every instance
+            self.memory = {r: m if m.quota_tight == (r in tight) else _with(m, quota_tight=r in tight)
+                           for r, m in self.memory.items()}
         self.ranking = ranking = Ranking(snapshot, self.memory, self._blocked)
         self.order = ranking.order  # pool -> its place in the cluster's order
         self.rank, self.boot_s, self.risk, self.uncertain = ranking.rank, ranking.boot_s, ranking.risk, ranking.uncertain
@@ -306,14 +309,17 @@ class _Planning:
         """Booting VMs no queued job needs, once a VM the same demand could use (in a region a queued group
         allows with theirs; any, if none allows theirs) became usable after they were asked, or is listed
         RUNNING now (it is usable within its guest boot: the race is over as soon as Compute says so).
-        Pool by pool, the cluster's last first; in each, those not yet RUNNING go first (deleted before
+        Pool by pool, the dearest first, then the cluster's last; in each, those not yet RUNNING go first (deleted before
         RUNNING, a VM is never billed), then the youngest."""
         near = defaultdict[str, set[str]](set)
         for group, region in ((g, r) for g in self.groups for r in g.regions):
             near[region].update(group.regions)
-        # Each VM listed RUNNING wins one race: it may end one boot asked before it got capacity.
-        wins = {r: [self.got[vm.name] for vm in self.healthy[r] if vm.running] for r in self.regions}
-        for region in sorted(self.regions, key=lambda r: -self.order[r]):
+        # Each VM listed RUNNING wins one race: it may end a boot asked before it got capacity, two where
+        # jobs race spare boots (its job's spare and its hedge).
+        beats = 2 if self.s.timing.spare_boots and self.ranking.priced else 1
+        wins = {r: [self.got[vm.name] for vm in self.healthy[r] if vm.running for _ in range(beats)] for r in self.regions}
+        for region in sorted(self.regions, key=lambda r: (-self.ranking.price(r) if self.ranking.priced else 0,
+                                                          -self.order[r])):  # the dearest, then the cluster's last
             extra = self.booting_left.get(region, 0)
             if extra <= 0:
                 continue

@@ -48,8 +48,9 @@ def check_quotas(reader: QuotaPort, clusters: list[tuple[ClusterConfig, Mapping[
                  map_: Callable[[Callable[[str], dict[str, Quota]], Iterable[str]], Iterator[dict[str, Quota]]]
                  ) -> list[tuple[dict[str, Shortfall], frozenset[str]]]:
     """For each (cluster, its pools), under the quotas of ``regions`` and the project, read once: ``held_back``
-    (no room for one more VM), and the pools with room for one VM but not two, where a job gets no spare
-    boot (``Ranking.races_spare``: a spare refused for quota would strike its pool)."""
+    (no room for one more VM), and the pools without room for a region's worth of the cluster's VMs
+    (``max_vms_per_region``), where a job gets no spare boot (``Ranking.races_spare``: a spare refused for
+    quota would strike its pool; with that much room, nothing the cluster asks there is refused)."""
     quotas = read_quotas(reader, regions, map_)
-    return [(held_back(cluster, pools, quotas), frozenset(held_back(cluster, pools, quotas, vms=2)))
-            for cluster, pools in clusters]
+    return [(held_back(cluster, pools, quotas),
+             frozenset(held_back(cluster, pools, quotas, vms=cluster.max_vms_per_region))) for cluster, pools in clusters]
