@@ -162,3 +162,18 @@ def test_a_gang_takes_a_flex_start_pool_whole_when_every_other_pool_is_out():
     gang = DemandGroup(tuple(pools), 3, at(0), gang=3)
     snapshot = replace(snap(0, memory=memory, limits=limits, timing=Timing(hedge_risk=0.5)), demand=(gang,))
     assert ZenPlanner().plan(snapshot).add == {"us-central1/flex-start": 3}
+
+
+def test_a_boot_no_job_needs_gives_its_place_to_a_job_the_limits_hold():
+    # max_vms 2: j1 (us-west1 only) raced a boot and its spare; j2 (us-central1 only) finds no place. The
+    # boot j1 does not need, not RUNNING yet (unbilled), goes now for j2, without waiting for a race.
+    limits = ClusterLimits("8xa100", tuple(POOLS), 4, 2, pools=POOLS)
+    first = Vm("w1", "us-west1", VmPhase.BOOTING, at(0), started=True)
+    spare = Vm("w2", "us-west1", VmPhase.BOOTING, at(0), started=True)
+    j1 = QueuedJob("j1", ("us-west1",), at(0))
+    j2 = QueuedJob("j2", ("us-central1",), at(5))
+    result = plan(now=10, jobs=(j1, j2), vms=(first, spare), limits=limits)
+    assert len(result.delete) == 1 and result.delete[0][0] == "us-west1"
+    assert any("a job waits for a place under the limits" in d.reason for d in result.decisions)
+    # Without a job held for a place, the race runs on.
+    assert not plan(now=10, jobs=(j1,), vms=(first, spare), limits=limits).delete

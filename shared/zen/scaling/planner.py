@@ -3,9 +3,9 @@
 A pass works on demand aggregated by (priority, allowed regions), never on single jobs, so it costs
 O(groups x regions) however long the queue is. Per cluster it learns from what happened since the last
 plan (boots, stockouts, stuck boots), ranks the unblocked regions, matches demand to idle and healthy
-booting VMs, asks for VMs (hedging uncertain regions), cancels the boots that lost their race, keeps
-one free probe per blocked pool (``zen.scaling.probes``; at ``max_vms``, probes give their places to
-pools not stocked out), and keeps idle VMs like ski rental; every decision carries a reason.
+booting VMs, asks for VMs (spare boots in priced pools, hedges in uncertain ones), cancels the boots that
+lost their race, keeps one free probe per blocked pool (``zen.scaling.probes``; at ``max_vms``, probes give
+their places to pools not stocked out), keeps idle VMs like ski rental; each decision carries a reason.
 Why, the formulas and the defaults: docs/explanations/scaling.md; measured: docs/benchmarks/simulator.md.
 """
 
@@ -18,8 +18,7 @@ from datetime import timedelta
 from zen.scaling import gangs, preemptions, probes
 from zen.scaling.ranking import Ranking, learned_boot
 from zen.scaling.model import (
-    Action, ClusterSnapshot, Decision, DemandGroup, MigError, Plan, RegionMemory, Vm, VmPhase, ski_rental_keep_s,
-    vm_index,
+    Action, ClusterSnapshot, Decision, DemandGroup, MigError, Plan, RegionMemory, Vm, VmPhase, ski_rental_keep_s, vm_index,
 )
 
 _FRESH = RegionMemory()  # a region without memory yet (frozen: one shared value)
@@ -64,7 +63,7 @@ class _Planning:
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
         self.idle_needed: dict[str, int] = defaultdict(int)
         self.spares = gangs.SpareBoots(ranking.spares, ranking.uncertain)  # spare boots; gangs' racing copies
-        self.at_limit = 0  # jobs the ask held for the cluster's max_vms (a pool they allow not blocked)
+        self.at_limit, self.wants_room = 0, False  # jobs held for max_vms (a pool of theirs unblocked); for any limit
 
     # -- helpers -------------------------------------------------------------------------------
     def _age(self, vm: Vm) -> float:
@@ -202,6 +201,7 @@ class _Planning:
                 if left == 0:
                     break
             if left:
+                self.wants_room = self.wants_room or bool(ranked)  # the limits, not blocks, hold it: a place is worth more
                 held[self._hold_reason(group, counts, total)] += left
                 if total + sum(add.values()) >= limits.max_vms and any(  # max_vms alone keeps a pool of theirs
                         limits.max_vms_per_region - counts[r] - add.get(r, 0) > 0 for r in ranked):
@@ -314,8 +314,7 @@ class _Planning:
         near = defaultdict[str, set[str]](set)
         for group, region in ((g, r) for g in self.groups for r in g.regions):
             near[region].update(group.regions)
-        # Each VM listed RUNNING wins one race: it may end a boot asked before it got capacity, two where
-        # jobs race spare boots (its job's spare and its hedge).
+        # Each VM listed RUNNING wins a race: it may end a boot asked before it got capacity (two with spare boots).
         beats = 2 if self.s.timing.spare_boots and self.ranking.priced else 1
         wins = {r: [self.got[vm.name] for vm in self.healthy[r] if vm.running for _ in range(beats)] for r in self.regions}
         for region in sorted(self.regions, key=lambda r: (-self.ranking.price(r) if self.ranking.priced else 0,
@@ -331,7 +330,8 @@ class _Planning:
             for vm in healthy:
                 if extra <= 0:
                     break
-                if latest_win is None or vm.since > latest_win:  # no usable VM since it was asked: a RUNNING one?
+                gives_place = self.wants_room and not vm.running  # unbilled yet, its place goes to a job held for one
+                if not gives_place and (latest_win is None or vm.since > latest_win):  # no usable VM since: RUNNING?
                     beat = next(((got, r) for got, r in running if vm.since.timestamp() <= got and not vm.running), None)
                     if beat is None:
                         continue  # its race is still open
@@ -339,7 +339,8 @@ class _Planning:
                     wins[beat[1]].remove(beat[0])
                 extra -= 1
                 self.plan.delete.append((region, vm.name))
-                why = ("no queued job needs it: a VM usable since it was asked serves them (a race it lost, or "
+                why = ("no queued job needs it and a job waits for a place under the limits" if gives_place else
+                       "no queued job needs it: a VM usable since it was asked serves them (a race it lost, or "
                        "a job that went meanwhile)" if region in near else
                        "no queued job waits for it any more (served by another VM, stopped or cancelled)")
                 self._decide(Action.DELETE, region, why, vm=vm.name)
