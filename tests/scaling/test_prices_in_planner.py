@@ -98,17 +98,16 @@ def test_a_running_vm_ends_a_boot_asked_before_it_got_capacity():
     assert not racing.delete
 
 
-def test_a_running_vm_ends_its_jobs_spare_and_hedge_the_dearer_first():
+def test_a_running_vm_ends_the_dearest_losing_boot_first():
     # One job raced three boots: its first choice and spare in us-west1 ($2.04), a hedge in us-central1
-    # ($2.37). The first choice is RUNNING: both others go now, before either is billed.
+    # ($2.37). The first choice is RUNNING: it wins one race, and the hedge, the dearer, goes now, unbilled;
+    # the spare goes once the winner is usable (or the next RUNNING VM ends it).
     winner = Vm("w1", "us-west1", VmPhase.BOOTING, at(0), started=True, running=True)
     spare = Vm("w2", "us-west1", VmPhase.BOOTING, at(0), started=True)
     hedge = Vm("c1", "us-central1", VmPhase.BOOTING, at(0), started=True)
-    result = plan(now=30, jobs=queued(1), vms=(winner, spare, hedge))
-    assert sorted(result.delete) == [("us-central1", "c1"), ("us-west1", "w2")]
-    # With a place for only one of them (another job needs the other boot), the dearer hedge goes.
-    result = plan(now=30, jobs=queued(2), vms=(winner, spare, hedge))
-    assert result.delete == [("us-central1", "c1")]
+    assert plan(now=30, jobs=queued(1), vms=(winner, spare, hedge)).delete == [("us-central1", "c1")]
+    usable = replace(winner, phase=VmPhase.IDLE, since=at(40), running=False)
+    assert plan(now=45, jobs=(), vms=(usable, spare)).delete == [("us-west1", "w2")]
 
 
 def test_a_flex_start_pool_waits_its_queue_and_serves_when_every_other_pool_is_out():
@@ -164,7 +163,7 @@ def test_a_gang_takes_a_flex_start_pool_whole_when_every_other_pool_is_out():
     assert ZenPlanner().plan(snapshot).add == {"us-central1/flex-start": 3}
 
 
-def test_a_boot_no_job_needs_gives_its_place_to_a_job_the_limits_hold():
+def test_a_boot_no_job_needs_gives_its_place_to_a_job_max_vms_holds():
     # max_vms 2: j1 (us-west1 only) raced a boot and its spare; j2 (us-central1 only) finds no place. The
     # boot j1 does not need, not RUNNING yet (unbilled), goes now for j2, without waiting for a race.
     limits = ClusterLimits("8xa100", tuple(POOLS), 4, 2, pools=POOLS)
@@ -174,6 +173,14 @@ def test_a_boot_no_job_needs_gives_its_place_to_a_job_the_limits_hold():
     j2 = QueuedJob("j2", ("us-central1",), at(5))
     result = plan(now=10, jobs=(j1, j2), vms=(first, spare), limits=limits)
     assert len(result.delete) == 1 and result.delete[0][0] == "us-west1"
-    assert any("a job waits for a place under the limits" in d.reason for d in result.decisions)
-    # Without a job held for a place, the race runs on.
+    assert any("a job waits for a place under the cluster's max_vms" in d.reason for d in result.decisions)
+    # As many as jobs wait, less the places already being freed: one VM going away gives j2 its place.
+    going = Vm("old", "europe-west4", VmPhase.DELETING, at(0))
+    limits3 = ClusterLimits("8xa100", tuple(POOLS), 4, 3, pools=POOLS)
+    assert not plan(now=10, jobs=(j1, j2), vms=(first, spare, going), limits=limits3).delete
+    # Without a job held for a place, the race runs on; nor does a job a pool's own limit holds take one
+    # from another pool (max_vms_per_region 1: us-central1 is full, the cluster is not).
     assert not plan(now=10, jobs=(j1,), vms=(first, spare), limits=limits).delete
+    per_region = ClusterLimits("8xa100", tuple(POOLS), 1, 12, pools=POOLS)
+    full = Vm("c1", "us-central1", VmPhase.BUSY, at(0), job_id="other")
+    assert not plan(now=10, jobs=(j1, j2), vms=(first, spare, full), limits=per_region).delete

@@ -63,7 +63,7 @@ class _Planning:
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
         self.idle_needed: dict[str, int] = defaultdict(int)
         self.spares = gangs.SpareBoots(ranking.spares, ranking.uncertain)  # spare boots; gangs' racing copies
-        self.at_limit, self.wants_room = 0, False  # jobs held for max_vms (a pool of theirs unblocked); for any limit
+        self.at_limit, self.places_wanted = 0, 0  # jobs held for max_vms (a pool of theirs unblocked); places left
 
     # -- helpers -------------------------------------------------------------------------------
     def _age(self, vm: Vm) -> float:
@@ -201,7 +201,6 @@ class _Planning:
                 if left == 0:
                     break
             if left:
-                self.wants_room = self.wants_room or bool(ranked)  # the limits, not blocks, hold it: a place is worth more
                 held[self._hold_reason(group, counts, total)] += left
                 if total + sum(add.values()) >= limits.max_vms and any(  # max_vms alone keeps a pool of theirs
                         limits.max_vms_per_region - counts[r] - add.get(r, 0) > 0 for r in ranked):
@@ -241,12 +240,14 @@ class _Planning:
         deleted = {name for _, name in self.plan.delete}
         wanted = self.at_limit - len(deleted) - sum(len(vms) for (_, phase), vms in self.index.phases.items()
                                                     if phase is VmPhase.DELETING)
+        self.places_wanted = max(0, wanted)  # what probes do not give, unneeded boots do (cancel_losers)
         if wanted <= 0:
             return
         left = [vm for r in self.regions if self._blocked(r) for vm in probes.waiting(self.stuck[r])
                 if vm.name not in deleted]
         until = {region: memory.blocked_until for region, memory in self.memory.items()}
         for vm in probes.giving_way(left, wanted, lambda vm: until[vm.region]):
+            self.places_wanted -= 1
             self.plan.delete.append((vm.region, vm.name))
             self._decide(Action.DELETE, vm.region, f"a probe waiting for capacity gives its place to a pool not stocked "
                          f"out (cluster limit of {self.s.cluster.max_vms} VMs)", vm=vm.name)
@@ -314,9 +315,8 @@ class _Planning:
         near = defaultdict[str, set[str]](set)
         for group, region in ((g, r) for g in self.groups for r in g.regions):
             near[region].update(group.regions)
-        # Each VM listed RUNNING wins a race: it may end a boot asked before it got capacity (two with spare boots).
-        beats = 2 if self.s.timing.spare_boots and self.ranking.priced else 1
-        wins = {r: [self.got[vm.name] for vm in self.healthy[r] if vm.running for _ in range(beats)] for r in self.regions}
+        # Each VM listed RUNNING wins one race: it may end one boot asked before it got capacity.
+        wins = {r: [self.got[vm.name] for vm in self.healthy[r] if vm.running] for r in self.regions}
         for region in sorted(self.regions, key=lambda r: (-self.ranking.price(r) if self.ranking.priced else 0,
                                                           -self.order[r])):  # the dearest, then the cluster's last
             extra = self.booting_left.get(region, 0)
@@ -330,16 +330,16 @@ class _Planning:
             for vm in healthy:
                 if extra <= 0:
                     break
-                gives_place = self.wants_room and not vm.running  # unbilled yet, its place goes to a job held for one
+                gives_place = self.places_wanted > 0 and not vm.running  # unbilled yet: to a job max_vms holds
                 if not gives_place and (latest_win is None or vm.since > latest_win):  # no usable VM since: RUNNING?
                     beat = next(((got, r) for got, r in running if vm.since.timestamp() <= got and not vm.running), None)
                     if beat is None:
                         continue  # its race is still open
                     running.remove(beat)
                     wins[beat[1]].remove(beat[0])
-                extra -= 1
+                extra, self.places_wanted = extra - 1, self.places_wanted - gives_place
                 self.plan.delete.append((region, vm.name))
-                why = ("no queued job needs it and a job waits for a place under the limits" if gives_place else
+                why = ("no queued job needs it, and a job waits for a place under the cluster's max_vms" if gives_place else
                        "no queued job needs it: a VM usable since it was asked serves them (a race it lost, or "
                        "a job that went meanwhile)" if region in near else
                        "no queued job waits for it any more (served by another VM, stopped or cancelled)")
