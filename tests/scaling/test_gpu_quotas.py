@@ -153,13 +153,16 @@ def test_a_quota_short_of_a_regions_worth_of_vms_gets_no_spare_boot(config, db, 
             monkeypatch.setenv("ZEN_COMPUTE_ENDPOINT", running.endpoint)
             clients = compute_clients_from_env()
 
-            def instance() -> FunctionsInvoker:
+            def instance() -> Zen:
                 scaler = ClusterOrchestrator(config, db, clock, lambda p, r, n, model: MigManager(p, r, n, *clients),
                                              prices=prices, quotas=QuotaReader(config.project))
-                return FunctionsInvoker(Zen(config, db, publisher, clock, scaler=scaler))
+                return Zen(config, db, publisher, clock, scaler=scaler)
 
-            instance().tick()  # reads the quotas
-            instance().submit(job_request(f"spare-{gpus}", cluster=CLUSTER))
+            ticker, submitter = instance(), instance()
+            FunctionsInvoker(ticker).tick()  # reads the quotas
+            FunctionsInvoker(submitter).submit(job_request(f"spare-{gpus}", cluster=CLUSTER))
+            for zen in (ticker, submitter):  # the sent marks now, not on a timer after the database is gone
+                zen.relay.marks.flush()
             asked = {r: len(MigManager(config.project, r, cluster.mig_name(r), *clients).instances())
                      for r in cluster.regions}
             assert max(asked.values()) == expected, asked  # in the first choice (a hedge may go elsewhere)

@@ -309,9 +309,9 @@ class _Planning:
     def cancel_losers(self) -> None:
         """Booting VMs no queued job needs, once a VM the same demand could use (in a region a queued group
         allows with theirs; any, if none allows theirs) became usable after they were asked, or is listed
-        RUNNING now (it is usable within its guest boot: the race is over as soon as Compute says so).
-        Pool by pool, the dearest first, then the cluster's last; in each, those not yet RUNNING go first (deleted before
-        RUNNING, a VM is never billed), then the youngest."""
+        RUNNING now (usable within its guest boot: the race is over as soon as Compute says so); or, not
+        RUNNING, at once while jobs ``max_vms`` holds want places. Pool by pool, the dearest first, then the
+        cluster's last; in each, those not yet RUNNING go first (never billed), then the youngest."""
         near = defaultdict[str, set[str]](set)
         for group, region in ((g, r) for g in self.groups for r in g.regions):
             near[region].update(group.regions)
