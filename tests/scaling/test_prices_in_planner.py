@@ -74,7 +74,7 @@ def test_a_job_races_a_spare_boot_in_its_own_pool_unless_a_pool_of_its_is_blocke
     # turns spares off.
     assert plan(jobs=queued(1), memory=trusted(LIMITS.regions)).add == {"us-west1": 2}
     tight = ZenPlanner().plan(replace(snap(0, queued=queued(1), memory=trusted(LIMITS.regions), limits=LIMITS,
-                                           timing=Timing(hedge_risk=0.5)), no_spares=frozenset({"us-west1"})))
+                                           timing=Timing(hedge_risk=0.5)), quota_tight=frozenset({"us-west1"})))
     assert tight.add == {"us-west1": 1}
     assert plan(jobs=queued(1), timing=Timing(hedge_risk=0.5, spare_boots=False)).add == {"us-west1": 1}
     # A pool without a price in a priced cluster: no spare either.

@@ -193,7 +193,7 @@ class ClusterManager:
         snapshot = ClusterSnapshot(now=now, cluster=limits, queued=(), demand=demand, vms=vms,
                                    target_sizes=targets, errors=tuple(errors), memory=facts.memory,
                                    timing=self._timing, arrivals_last_hour=facts.arrivals,
-                                   unread=frozenset(self._migs.keys() - seen.keys()), no_spares=self.quota_tight)
+                                   unread=frozenset(self._migs.keys() - seen.keys()), quota_tight=self.quota_tight)
         return snapshot, zones
 
     def _retire(self, plan: Plan, snapshot: ClusterSnapshot) -> Plan:

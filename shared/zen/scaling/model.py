@@ -221,7 +221,7 @@ class ClusterSnapshot:
     unread: frozenset[str] = frozenset()  # regions whose MIG could not be read this pass (no VMs, no errors)
     # Pools a GPU quota leaves short of a region's worth of VMs (no spare boot), as this instance's tick read
     # them; None: not read here (the pools' memory keeps the last read: RegionMemory.quota_tight).
-    no_spares: frozenset[str] | None = None
+    quota_tight: frozenset[str] | None = None
 
     def demand_groups(self) -> tuple[DemandGroup, ...]:
         return self.demand if self.demand is not None else group_demand(self.queued)

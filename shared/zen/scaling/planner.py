@@ -43,7 +43,7 @@ class _Planning:
         self.timing = snapshot.timing
         self.regions = snapshot.cluster.regions
         self.memory = {r: snapshot.memory.get(r, _FRESH) for r in self.regions}
-        if (tight := snapshot.no_spares) is not None:  # this pass read the quotas: remembered for every instance
+        if (tight := snapshot.quota_tight) is not None:  # this pass read the quotas: remembered for every instance
             self.memory = {r: m if m.quota_tight == (r in tight) else _with(m, quota_tight=r in tight)
                            for r, m in self.memory.items()}
         self.ranking = ranking = Ranking(snapshot, self.memory, self._blocked)
@@ -317,8 +317,7 @@ class _Planning:
             near[region].update(group.regions)
         # Each VM listed RUNNING wins one race: it may end one boot asked before it got capacity.
         wins = {r: [self.got[vm.name] for vm in self.healthy[r] if vm.running] for r in self.regions}
-        for region in sorted(self.regions, key=lambda r: (-self.ranking.price(r) if self.ranking.priced else 0,
-                                                          -self.order[r])):  # the dearest, then the cluster's last
+        for region in sorted(self.regions, key=lambda r: (-self.ranking.price(r), -self.order[r])):  # dearest; unpriced inf
             extra = self.booting_left.get(region, 0)
             if extra <= 0:
                 continue
