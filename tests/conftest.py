@@ -140,6 +140,7 @@ def db_url(db_target):
 def db(db_target):
     database = Database.from_target(db_target)
     yield database
+    _settle_relays()  # the relays that mark through this Database (the ``zen`` fixture's) while it is open
     database.close()
 
 
