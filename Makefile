@@ -39,11 +39,11 @@ browser:
 		|| (DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium) \
 		|| echo "make: chromium could not be installed: the console's browser test will be skipped"
 
-# The tests include tests/terraform: the wiring of terraform/, the package, and checkov. Three
+# The tests include tests/terraform: the wiring of terraform/, the package, and checkov. Four
 # pytest-xdist workers, a test file each at a time: most tests wait on subprocesses, Postgres and
-# Pub/Sub, so three share two cores well (~9 min in one process on CI's 2 cores, ~5 with three).
-# TEST_WORKERS=0 runs them in this process.
-TEST_WORKERS ?= 3
+# Pub/Sub, so four share two cores well (on 2 cores, 2026-11-30: 467 s of tests with four, 564 s with
+# three; docs/how-to/test.md). TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 4
 test: venv tools browser
 	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
