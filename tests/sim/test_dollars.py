@@ -97,6 +97,21 @@ def test_bad_prices_and_models_are_refused_naming_the_field(prices, provisioning
         _scenario(prices, provisioning)
 
 
+def test_a_refusal_names_its_field_once_at_its_line():
+    text = ("clusters: [{name: c, gpu_count: 1, machine_type: a2-highgpu-1g, regions: [r1, r2],\n"
+            "            max_vms_per_region: 4, max_vms: 8, provisioning: [spot, standard]}]\n"
+            "zones: {r1: [r1-a], r2: [r2-a]}\n"
+            "prices:\n"
+            "  r1: {spot: 1.0, standard: 2.0}\n"
+            "  r2: {spot: 1.0}\n")
+    with pytest.raises(ScenarioError) as refused:
+        parse_scenario(text, source="t.yaml")
+    assert str(refused.value) == "t.yaml line 6: prices.r2: no standard price, which cluster c's provisioning lists"
+    with pytest.raises(ScenarioError) as refused:
+        parse_scenario(text.replace("[spot, standard]", "[spot, reserved]"), source="t.yaml")
+    assert str(refused.value).startswith("t.yaml line 2: clusters[0].provisioning: unknown provisioning model")
+
+
 def test_default_model_is_spot_for_spot_vms_else_the_first_priced():
     assert load_scenario("region-out").clusters[0].models == ("spot",)
     standard_first = _scenario("prices: {r1: {standard: 2, spot: 1}, r2: {standard: 2, spot: 1}}\n",

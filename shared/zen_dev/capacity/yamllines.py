@@ -134,6 +134,10 @@ def describe_error(err: dict, loc: Loc) -> str:
     msg = str(err.get("msg", "invalid value"))
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
+    if not loc:  # a check across fields (a model's validator): its message names them
+        return msg
+    if msg.startswith(f"{name}: "):  # a field's validator that names the field itself
+        msg = msg[len(name) + 2 :]
     return f"{where or name}: {msg}"
 
 
@@ -142,5 +146,11 @@ def problems_from_validation(errors: Iterable[dict], lines: LineMap) -> list[tup
     out = []
     for err in errors:
         loc = tuple(err.get("loc", ()))
-        out.append((lines.line(loc), describe_error(err, lines.clean_loc(loc))))
+        sentence = describe_error(err, lines.clean_loc(loc))
+        if not loc:  # a check across fields: the line of the field its message starts with, if any
+            head = sentence.split(": ", 1)[0]
+            loc = tuple(head.split(".")) if ": " in sentence and " " not in head else ()
+            out.append((lines.line(loc) if loc else None, sentence))
+            continue
+        out.append((lines.line(loc), sentence))
     return sorted(out, key=lambda p: (p[0] is None, p[0] or 0))
