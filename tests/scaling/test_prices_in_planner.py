@@ -184,3 +184,25 @@ def test_a_boot_no_job_needs_gives_its_place_to_a_job_max_vms_holds():
     per_region = ClusterLimits("8xa100", tuple(POOLS), 1, 12, pools=POOLS)
     full = Vm("c1", "us-central1", VmPhase.BUSY, at(0), job_id="other")
     assert not plan(now=10, jobs=(j1, j2), vms=(first, spare, full), limits=per_region).delete
+
+
+def test_a_region_back_after_a_shortage_is_asked_for_at_its_cheaper_pool_first():
+    # Every pool stocked out; us-west1/standard's probe gets capacity first (on-demand is served first).
+    def memory(spot_out_at: float) -> dict[str, RegionMemory]:
+        out = {r: RegionMemory(blocked_until=at(900), strikes=2, last_boot_at=at(-4000), last_stockout_at=at(-300))
+               for r in LIMITS.regions}
+        out["us-west1"] = replace(out["us-west1"], last_stockout_at=at(spot_out_at))
+        out["us-west1/standard"] = replace(out["us-west1/standard"], booting=("probe",), known=("probe",))
+        return out
+
+    back = [Vm("probe", "us-west1/standard", VmPhase.IDLE, at(290))]
+    result = plan(now=300, jobs=queued(3, queued_at=200), vms=back, memory=memory(-300))
+    assert [(d.region, d.reason) for d in result.decisions if d.action.value == "UNBLOCK"] == [
+        ("us-west1/standard", "probe booted: the region delivers again"),
+        ("us-west1", "us-west1/standard delivers again: its region's cheaper pool is asked again")]
+    assert asked(result) == {"us-west1": 2}  # at $2.04 (spot), not $5.92: one job takes the probe
+    assert result.memory["us-west1"].strikes == 2  # a failed look there doubles its next block
+    # Spot stocked out there since the standard pool's last stockout: short on its own, it stays blocked.
+    result = plan(now=300, jobs=queued(3, queued_at=200), vms=back, memory=memory(-100))
+    assert [d.region for d in result.decisions if d.action.value == "UNBLOCK"] == ["us-west1/standard"]
+    assert asked(result) == {"us-west1/standard": 2}

@@ -18,7 +18,7 @@ from datetime import timedelta
 from zen.scaling import gangs, preemptions, probes
 from zen.scaling.ranking import Ranking, learned_boot
 from zen.scaling.model import (
-    Action, ClusterSnapshot, Decision, DemandGroup, MigError, Plan, RegionMemory, Vm, VmPhase, ski_rental_keep_s, vm_index,
+    Action, ClusterSnapshot, Decision, DemandGroup, Plan, RegionMemory, Vm, VmPhase, ski_rental_keep_s, vm_index,
 )
 
 _FRESH = RegionMemory()  # a region without memory yet (frozen: one shared value)
@@ -93,11 +93,8 @@ class _Planning:
 
     # -- steps ---------------------------------------------------------------------------------
     def learn(self) -> None:
-        new_errors: dict[str, list[MigError]] = defaultdict(list)
-        for error in self.s.errors:
-            seen = self.memory.get(error.region, _FRESH).seen_errors_until
-            if error.region in self.memory and (seen is None or error.at > seen):
-                new_errors[error.region].append(error)
+        new_errors = probes.unseen_errors(self.s.errors, self.memory)
+        recovered: dict[str, RegionMemory] = {}  # pools blocked before that delivered now: their memory then
         for region in self.regions:
             memory = self.memory[region]
             # Booted since the last plan: was booting then, or is new and already usable (none when
@@ -112,6 +109,7 @@ class _Planning:
             if booted:
                 if memory.strikes or memory.blocked_until:
                     self._decide(Action.UNBLOCK, region, f"{booted[0].name} booted: the region delivers again")
+                    recovered[region] = memory
                 memory = _with(memory, strikes=0, blocked_until=None, last_boot_at=self.now,
                                  boot_s=learned_boot(memory, booted))
             self.memory[region] = memory = preemptions.learn(memory, self.index.region(region), self.now, self.timing,
@@ -125,6 +123,9 @@ class _Planning:
                              f"{sum(e.count for e in capacity_errors)} {capacity_errors[-1].kind.value.lower()} error(s)")
             elif stuck:
                 self._strike(region, f"{stuck[0].name} has not booted after {self._age(stuck[0]):.0f}s")
+        for pool, dearer in probes.recovered_with(self.memory, recovered, self.ranking.price).items():
+            self.memory[pool] = _with(self.memory[pool], blocked_until=None, last_boot_at=self.now)  # strikes kept
+            self._decide(Action.UNBLOCK, pool, f"{dearer} delivers again: its region's cheaper pool is asked again")
 
     def match(self) -> list[tuple[DemandGroup, int]]:
         """Cover demand with idle, then healthy booting VMs; return (group, jobs left uncovered)."""

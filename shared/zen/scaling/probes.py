@@ -2,7 +2,9 @@
 (:func:`booting`), and the probes among them: instances of a blocked pool still waiting for capacity. A
 probe bills nothing and keeps the pool's place for when capacity returns: one per pool that demand wants
 is kept (:func:`pruned`); at the cluster's ``max_vms``, they give their places to pools that are not
-stocked out (:func:`giving_way`). Pure. Why, and what it was measured to do:
+stocked out (:func:`giving_way`). A pool whose probe delivers speaks for its region's cheaper pools out
+in the same shortage (:func:`recovered_with`); the creation errors a pool has not seen yet
+(:func:`unseen_errors`). Pure. Why, and what it was measured to do:
 docs/explanations/scaling.md.
 """
 
@@ -10,11 +12,22 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime, timedelta
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
-from zen.scaling.model import ErrorKind, RegionMemory, Timing, Vm, VmPhase
+from zen.core.provisioning import region_of
+from zen.scaling.model import ErrorKind, MigError, RegionMemory, Timing, Vm, VmPhase
 
 CAPACITY_ERRORS = (ErrorKind.STOCKOUT, ErrorKind.QUOTA)
+
+
+def unseen_errors(errors: Iterable[MigError], memory: Mapping[str, RegionMemory]) -> defaultdict[str, list[MigError]]:
+    """The creation errors of each of ``memory``'s pools that its memory has not seen yet (newer than its
+    ``seen_errors_until``)."""
+    unseen = defaultdict[str, list[MigError]](list)
+    for error in errors:
+        if error.region in memory and ((seen := memory[error.region].seen_errors_until) is None or error.at > seen):
+            unseen[error.region].append(error)
+    return unseen
 
 
 def booting(phases: Mapping[tuple[str, VmPhase], tuple[Vm, ...]], memory: Mapping[str, RegionMemory], now: datetime,
@@ -66,3 +79,23 @@ def giving_way(probes: list[Vm], wanted: int, blocked_until: Callable[[Vm], date
 
     ordered = sorted(probes, key=lambda vm: (ends(vm), vm.name), reverse=True)
     return ordered[:max(0, wanted)]
+
+
+def recovered_with(memory: Mapping[str, RegionMemory], recovered: Mapping[str, RegionMemory],
+                   price: Callable[[str], float]) -> dict[str, str]:
+    """Blocked pools that a dearer pool of their region, blocked and delivering again now, speaks for ->
+    that pool (``recovered``: each such pool's memory before this pass). A region's pools draw on its
+    zones' capacity (a spot stockout and an on-demand one come from one shortage, and on-demand is
+    served first), so whichever pool's probe happens to get the returning capacity would take the rest
+    of it at its price: the cheaper pools stocked out in the same episode (no later than the dearer
+    one's last stockout) are looked at again with it. One short on its own since keeps its block."""
+    out: dict[str, str] = {}
+    for pool, m in memory.items():
+        if m.blocked_until is None or m.last_stockout_at is None:
+            continue
+        for dearer, was in recovered.items():
+            if (region_of(dearer) == region_of(pool) and price(pool) < price(dearer)
+                    and was.last_stockout_at is not None and m.last_stockout_at <= was.last_stockout_at):
+                out[pool] = dearer
+                break
+    return out
