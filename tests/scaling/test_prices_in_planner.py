@@ -187,22 +187,37 @@ def test_a_boot_no_job_needs_gives_its_place_to_a_job_max_vms_holds():
 
 
 def test_a_region_back_after_a_shortage_is_asked_for_at_its_cheaper_pool_first():
-    # Every pool stocked out; us-west1/standard's probe gets capacity first (on-demand is served first).
-    def memory(spot_out_at: float) -> dict[str, RegionMemory]:
+    # Every pool stocked out; us-west1/standard's probe is the first to get capacity back.
+    # The jobs have waited past their start bound: they rank by speed, where a stockout's risk counts.
+    def memory(**spot) -> dict[str, RegionMemory]:
         out = {r: RegionMemory(blocked_until=at(900), strikes=2, last_boot_at=at(-4000), last_stockout_at=at(-300))
                for r in LIMITS.regions}
-        out["us-west1"] = replace(out["us-west1"], last_stockout_at=at(spot_out_at))
+        out["us-west1"] = replace(out["us-west1"], **spot)
         out["us-west1/standard"] = replace(out["us-west1/standard"], booting=("probe",), known=("probe",))
         return out
 
-    back = [Vm("probe", "us-west1/standard", VmPhase.IDLE, at(290))]
-    result = plan(now=300, jobs=queued(3, queued_at=200), vms=back, memory=memory(-300))
+    def unblocked(result) -> list[str]:
+        return [d.region for d in result.decisions if d.action.value == "UNBLOCK"]
+
+    back, jobs = [Vm("probe", "us-west1/standard", VmPhase.IDLE, at(290))], queued(3, queued_at=-400)
+    result = plan(now=300, jobs=jobs, vms=back, memory=memory())
     assert [(d.region, d.reason) for d in result.decisions if d.action.value == "UNBLOCK"] == [
         ("us-west1/standard", "probe booted: the region delivers again"),
         ("us-west1", "us-west1/standard delivers again: its region's cheaper pool is asked again")]
     assert asked(result) == {"us-west1": 2}  # at $2.04 (spot), not $5.92: one job takes the probe
-    assert result.memory["us-west1"].strikes == 2  # a failed look there doubles its next block
-    # Spot stocked out there since the standard pool's last stockout: short on its own, it stays blocked.
-    result = plan(now=300, jobs=queued(3, queued_at=200), vms=back, memory=memory(-100))
-    assert [d.region for d in result.decisions if d.action.value == "UNBLOCK"] == ["us-west1/standard"]
-    assert asked(result) == {"us-west1/standard": 2}
+    assert result.memory["us-west1"].last_boot_at == at(300)  # as delivered: its stockout's risk halves too
+    assert result.memory["us-west1"].strikes == 2  # a failed look there blocks it longer again
+    # Not: spot blocked only after standard was (short on its own), or delivering since its stockout, or
+    # its block over already (no look is owed), or the pool's MIG unread this pass.
+    for spot in (dict(last_stockout_at=at(-100)), dict(last_boot_at=at(-200)), dict(blocked_until=at(250))):
+        result = plan(now=300, jobs=jobs, vms=back, memory=memory(**spot))
+        assert unblocked(result) == ["us-west1/standard"], spot
+    unread = ZenPlanner().plan(replace(snap(300, queued=jobs, vms=back, memory=memory(), limits=LIMITS,
+                                            timing=Timing(hedge_risk=0.5)), unread=frozenset({"us-west1"})))
+    assert unblocked(unread) == ["us-west1/standard"]
+    assert asked(plan(now=300, jobs=jobs, vms=back, memory=memory(last_stockout_at=at(-100)))) == {
+        "us-west1/standard": 2}
+    # A flex-start pool blocked for its queue stays so.
+    flex = dict(POOLS, **{"us-west1": Pool("us-west1", "flex-start", 2.5)})
+    limits = ClusterLimits("8xa100", tuple(flex), max_vms_per_region=4, max_vms=12, pools=flex)
+    assert unblocked(plan(now=300, jobs=jobs, vms=back, memory=memory(), limits=limits)) == ["us-west1/standard"]

@@ -123,7 +123,7 @@ class _Planning:
                              f"{sum(e.count for e in capacity_errors)} {capacity_errors[-1].kind.value.lower()} error(s)")
             elif stuck:
                 self._strike(region, f"{stuck[0].name} has not booted after {self._age(stuck[0]):.0f}s")
-        for pool, dearer in probes.recovered_with(self.memory, recovered, self.ranking.price).items():
+        for pool, dearer in probes.recovered_with(self.memory, recovered, self.ranking, self.s.unread, self.now).items():
             self.memory[pool] = _with(self.memory[pool], blocked_until=None, last_boot_at=self.now)  # strikes kept
             self._decide(Action.UNBLOCK, pool, f"{dearer} delivers again: its region's cheaper pool is asked again")
 
@@ -161,8 +161,7 @@ class _Planning:
     def ask(self, uncovered: list[tuple[DemandGroup, int]]) -> None:
         # Instances count against limits until they are gone, whatever their phase.
         counts = {r: max(len(self.by_region[r]), self.s.target_sizes.get(r, 0)) for r in self.regions}
-        total = sum(counts.values())
-        limits = self.s.cluster
+        total, limits = sum(counts.values()), self.s.cluster
         add, hedge = self.plan.add, defaultdict[str, int](int)
         held: dict[str, int] = defaultdict(int)
         hedgeable: list[tuple[list[str], int]] = []

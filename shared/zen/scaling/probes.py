@@ -10,12 +10,16 @@ docs/explanations/scaling.md.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from datetime import datetime, timedelta
-from typing import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from zen.core.provisioning import region_of
 from zen.scaling.model import ErrorKind, MigError, RegionMemory, Timing, Vm, VmPhase
+
+if TYPE_CHECKING:
+    from zen.scaling.ranking import Ranking
 
 CAPACITY_ERRORS = (ErrorKind.STOCKOUT, ErrorKind.QUOTA)
 
@@ -81,20 +85,25 @@ def giving_way(probes: list[Vm], wanted: int, blocked_until: Callable[[Vm], date
     return ordered[:max(0, wanted)]
 
 
-def recovered_with(memory: Mapping[str, RegionMemory], recovered: Mapping[str, RegionMemory],
-                   price: Callable[[str], float]) -> dict[str, str]:
+def recovered_with(memory: Mapping[str, RegionMemory], recovered: Mapping[str, RegionMemory], ranking: Ranking,
+                   unread: frozenset[str], now: datetime) -> dict[str, str]:
     """Blocked pools that a dearer pool of their region, blocked and delivering again now, speaks for ->
     that pool (``recovered``: each such pool's memory before this pass). A region's pools draw on its
-    zones' capacity (a spot stockout and an on-demand one come from one shortage, and on-demand is
-    served first), so whichever pool's probe happens to get the returning capacity would take the rest
-    of it at its price: the cheaper pools stocked out in the same episode (no later than the dearer
-    one's last stockout) are looked at again with it. One short on its own since keeps its block."""
+    zones' capacity (a spot stockout and an on-demand one come from one shortage), so whichever pool's
+    probe happens to get the returning capacity would take the rest of it at its price: a cheaper pool
+    blocked now, since no later than the dearer pool was, and not delivering since, is looked at again
+    with it. One blocked only after it keeps its block (its shortage may be its own); so do flex-start
+    pools (a queue is no stockout), pools whose MIG this pass could not read (``unread``), and unpriced
+    ones. ``ranking``: the pass's (prices, models)."""
+    price = ranking.price
     out: dict[str, str] = {}
     for pool, m in memory.items():
-        if m.blocked_until is None or m.last_stockout_at is None:
+        if (m.blocked_until is None or m.blocked_until <= now or m.last_stockout_at is None or pool in unread
+                or ranking.flex(pool)
+                or (m.last_boot_at is not None and m.last_boot_at > m.last_stockout_at)):
             continue
         for dearer, was in recovered.items():
-            if (region_of(dearer) == region_of(pool) and price(pool) < price(dearer)
+            if (region_of(dearer) == region_of(pool) and price(pool) < price(dearer) < math.inf
                     and was.last_stockout_at is not None and m.last_stockout_at <= was.last_stockout_at):
                 out[pool] = dearer
                 break
