@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from zen.scaling import preemptions
-from zen.scaling.model import ClusterLimits, Pool, QueuedJob, RegionMemory, Timing, Vm, VmPhase
+from zen.scaling.model import ClusterLimits, ErrorKind, MigError, Pool, QueuedJob, RegionMemory, Timing, Vm, VmPhase
 from zen.scaling.planner import ZenPlanner
 
 from tests.scaling.test_planner import at, snap, trusted
@@ -207,17 +207,26 @@ def test_a_region_back_after_a_shortage_is_asked_for_at_its_cheaper_pool_first()
     assert asked(result) == {"us-west1": 2}  # at $2.04 (spot), not $5.92: one job takes the probe
     assert result.memory["us-west1"].last_boot_at == at(300)  # as delivered: its stockout's risk halves too
     assert result.memory["us-west1"].strikes == 2  # a failed look there blocks it longer again
-    # Not: spot blocked only after standard was (short on its own), or delivering since its stockout, or
-    # its block over already (no look is owed), or the pool's MIG unread this pass.
-    for spot in (dict(last_stockout_at=at(-100)), dict(last_boot_at=at(-200)), dict(blocked_until=at(250))):
+    # Not: spot blocked only after standard was (short on its own), its block over already (no look is
+    # owed), short of its GPU quota (quotas are per model: the last read's, or a QUOTA error now), or its
+    # MIG unread this pass.
+    for spot in (dict(last_stockout_at=at(-100)), dict(blocked_until=at(250)), dict(quota_tight=True)):
         result = plan(now=300, jobs=jobs, vms=back, memory=memory(**spot))
         assert unblocked(result) == ["us-west1/standard"], spot
-    unread = ZenPlanner().plan(replace(snap(300, queued=jobs, vms=back, memory=memory(), limits=LIMITS,
-                                            timing=Timing(hedge_risk=0.5)), unread=frozenset({"us-west1"})))
-    assert unblocked(unread) == ["us-west1/standard"]
     assert asked(plan(now=300, jobs=jobs, vms=back, memory=memory(last_stockout_at=at(-100)))) == {
         "us-west1/standard": 2}
-    # A flex-start pool blocked for its queue stays so.
-    flex = dict(POOLS, **{"us-west1": Pool("us-west1", "flex-start", 2.5)})
-    limits = ClusterLimits("8xa100", tuple(flex), max_vms_per_region=4, max_vms=12, pools=flex)
-    assert unblocked(plan(now=300, jobs=jobs, vms=back, memory=memory(), limits=limits)) == ["us-west1/standard"]
+    quota = MigError("us-west1", ErrorKind.QUOTA, at(295), detail="no VM fits the GPU quota")
+    for view in (dict(unread=frozenset({"us-west1"})), dict(errors=(quota,))):
+        result = ZenPlanner().plan(replace(snap(300, queued=jobs, vms=back, memory=memory(), limits=LIMITS,
+                                                timing=Timing(hedge_risk=0.5)), **view))
+        assert unblocked(result) == ["us-west1/standard"], view
+    # Only a cheaper pool, and only for a priced pool that is not flex-start (whose blocks are its queue's).
+    def priced(**pools) -> ClusterLimits:
+        table = dict(POOLS, **pools)
+        return ClusterLimits("8xa100", tuple(table), max_vms_per_region=4, max_vms=12, pools=table)
+
+    for limits in (priced(**{"us-west1": Pool("us-west1", "spot", 6.5)}),
+                   priced(**{"us-west1/standard": Pool("us-west1", "standard", None)}),
+                   priced(**{"us-west1/standard": Pool("us-west1", "flex-start", 2.5)}),
+                   priced(**{"us-west1": Pool("us-west1", "flex-start", 2.5)})):
+        assert unblocked(plan(now=300, jobs=jobs, vms=back, memory=memory(), limits=limits)) == ["us-west1/standard"]

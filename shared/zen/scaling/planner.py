@@ -123,7 +123,8 @@ class _Planning:
                              f"{sum(e.count for e in capacity_errors)} {capacity_errors[-1].kind.value.lower()} error(s)")
             elif stuck:
                 self._strike(region, f"{stuck[0].name} has not booted after {self._age(stuck[0]):.0f}s")
-        for pool, dearer in probes.recovered_with(self.memory, recovered, self.ranking, self.s.unread, self.now).items():
+        for pool, dearer in probes.recovered_with(self.memory, recovered, self.ranking, self.s.unread, new_errors,
+                                                  self.now).items():
             self.memory[pool] = _with(self.memory[pool], blocked_until=None, last_boot_at=self.now)  # strikes kept
             self._decide(Action.UNBLOCK, pool, f"{dearer} delivers again: its region's cheaper pool is asked again")
 

@@ -2,8 +2,8 @@
 (:func:`booting`), and the probes among them: instances of a blocked pool still waiting for capacity. A
 probe bills nothing and keeps the pool's place for when capacity returns: one per pool that demand wants
 is kept (:func:`pruned`); at the cluster's ``max_vms``, they give their places to pools that are not
-stocked out (:func:`giving_way`). A pool whose probe delivers speaks for its region's cheaper pools out
-in the same shortage (:func:`recovered_with`); the creation errors a pool has not seen yet
+stocked out (:func:`giving_way`). A blocked pool that delivers again unblocks its region's cheaper pools
+blocked since no later than it was (:func:`recovered_with`); the creation errors a pool has not seen yet
 (:func:`unseen_errors`). Pure. Why, and what it was measured to do:
 docs/explanations/scaling.md.
 """
@@ -86,24 +86,24 @@ def giving_way(probes: list[Vm], wanted: int, blocked_until: Callable[[Vm], date
 
 
 def recovered_with(memory: Mapping[str, RegionMemory], recovered: Mapping[str, RegionMemory], ranking: Ranking,
-                   unread: frozenset[str], now: datetime) -> dict[str, str]:
+                   unread: frozenset[str], errors: Mapping[str, list[MigError]], now: datetime) -> dict[str, str]:
     """Blocked pools that a dearer pool of their region, blocked and delivering again now, speaks for ->
     that pool (``recovered``: each such pool's memory before this pass). A region's pools draw on its
     zones' capacity (a spot stockout and an on-demand one come from one shortage), so whichever pool's
     probe happens to get the returning capacity would take the rest of it at its price: a cheaper pool
-    blocked now, since no later than the dearer pool was, and not delivering since, is looked at again
-    with it. One blocked only after it keeps its block (its shortage may be its own); so do flex-start
-    pools (a queue is no stockout), pools whose MIG this pass could not read (``unread``), and unpriced
-    ones. ``ranking``: the pass's (prices, models)."""
-    price = ranking.price
+    blocked now, since no later than the dearer pool was, is looked at again with it. Not: one blocked
+    only after it (its shortage may be its own); one short of GPU quota (the last quota read's
+    ``quota_tight``, or a QUOTA error among this pass's ``errors``: quotas are per model); flex-start
+    pools, either side (a queue is no stockout); pools whose MIG this pass could not read (``unread``);
+    unpriced ones. ``ranking``: the pass's (prices, models)."""
+    price, flex = ranking.price, ranking.flex
     out: dict[str, str] = {}
     for pool, m in memory.items():
         if (m.blocked_until is None or m.blocked_until <= now or m.last_stockout_at is None or pool in unread
-                or ranking.flex(pool)
-                or (m.last_boot_at is not None and m.last_boot_at > m.last_stockout_at)):
+                or flex(pool) or m.quota_tight or any(e.kind is ErrorKind.QUOTA for e in errors.get(pool, ()))):
             continue
         for dearer, was in recovered.items():
-            if (region_of(dearer) == region_of(pool) and price(pool) < price(dearer) < math.inf
+            if (region_of(dearer) == region_of(pool) and price(pool) < price(dearer) < math.inf and not flex(dearer)
                     and was.last_stockout_at is not None and m.last_stockout_at <= was.last_stockout_at):
                 out[pool] = dearer
                 break
