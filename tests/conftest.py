@@ -190,7 +190,7 @@ def publisher(config, pubsub_clients):
 def zen(config, db, publisher, clock):
     from zen.app import Zen
 
-    return Zen(config, db, publisher, clock)  # its relay is settled before the database goes (db_target)
+    return Zen(config, db, publisher, clock)  # its relay is settled before its Database closes (db)
 
 
 @pytest.fixture

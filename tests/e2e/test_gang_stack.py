@@ -41,8 +41,8 @@ deadlines:
   stop_grace_s: 2
 scaling:
   boot_estimate_s: 5
-  keep_factor: 1000             # an idle VM is kept to idle_timeout_s whatever its name draws (ski rental's keep
-                                # is random per VM, down to 0 s): the warm job's VM must be there for the gang
+  keep_factor: 1000             # an idle VM is kept to idle_timeout_s unless its name draws u < 0.007 (ski rental's
+                                # keep is random per VM, down to 0 s): the warm job's VM must be there for the gang
 gangs:
   assemble_s: 120
   port: 32000                   # MASTER_PORT away from the ports other tests' stacks take (21000-30000)
