@@ -150,7 +150,5 @@ def problems_from_validation(errors: Iterable[dict], lines: LineMap) -> list[tup
         if not loc:  # a check across fields: the line of the field its message starts with, if any
             head = sentence.split(": ", 1)[0]
             loc = tuple(head.split(".")) if ": " in sentence and " " not in head else ()
-            out.append((lines.line(loc) if loc else None, sentence))
-            continue
-        out.append((lines.line(loc), sentence))
+        out.append((lines.line(loc) if loc else None, sentence))
     return sorted(out, key=lambda p: (p[0] is None, p[0] or 0))
