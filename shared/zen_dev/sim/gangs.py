@@ -56,7 +56,7 @@ class Gangs:
         dt, parts = self.w.dt, []
         for job in cluster.gangs.values():
             spec = job.spec
-            n, oldest = spec.nodes, dt(spec.submit_s)
+            n, oldest = spec.nodes, dt(job.queued_s)
             if self.hedged and job.parts:  # a copy assembling in every region: each its own demand
                 for pool in job.pools:
                     region = cluster.migs[pool].region
@@ -80,7 +80,7 @@ class Gangs:
         (``avoid``: outside that region, until ``assemble_s`` from now), and the idle VMs there claim them."""
         w = self.w
         cluster, spec = w.clusters[job.spec.cluster], job.spec
-        job.state, job.reach = _QUEUED, job.pools
+        job.state, job.reach, job.queued_s = _QUEUED, job.pools, w.now
         job.parts, job.gang_reach, job.assemble_until, job.widen_at = [], None, None, None
         others = tuple(p for p in job.pools if cluster.migs[p].region != avoid) if avoid else ()
         if others and len(others) < len(job.pools):  # the settled ones, if any
@@ -92,7 +92,7 @@ class Gangs:
         self._spread(cluster, job)
 
     def _spread(self, cluster, job) -> None:
-        entry = (-job.spec.priority, job.spec.submit_s, job.qseq, job)
+        entry = (-job.spec.priority, job.queued_s, job.qseq, job)
         for pool in job.gang_reach or job.pools:
             heapq.heappush(cluster.heaps[pool], entry)
         for pool in job.gang_reach or job.pools:
@@ -115,7 +115,7 @@ class Gangs:
             return False
         self._claim(vm, job)
         if job.state is _QUEUED:  # more parts to claim here
-            heapq.heappush(cluster.heaps[vm.mig.key], (-job.spec.priority, job.spec.submit_s, job.qseq, job))
+            heapq.heappush(cluster.heaps[vm.mig.key], (-job.spec.priority, job.queued_s, job.qseq, job))
         return True
 
     def _claim(self, vm, job) -> None:

@@ -287,7 +287,7 @@ class Simulation(InstanceWorld):
             self.gangs.offer(job)  # a gang: its parts offered, its demand the planner's (zen_dev.sim.gangs)
             return
         cluster, spec = self.clusters[job.spec.cluster], job.spec
-        job.state, job.reach = _QUEUED, job.pools
+        job.state, job.reach, job.queued_s = _QUEUED, job.pools, self.now
         holder = warm_vm(cluster, job) if self.data_wait and self.cache_gb and spec.dataset else None
         if holder is not None:  # zen offers it first to the idle VMs holding its input: that VM takes it
             job.reach = (holder.mig.key,)
@@ -303,10 +303,10 @@ class Simulation(InstanceWorld):
         if self._take_idle(cluster, job, job.reach):
             return
         job.qseq = next(self.seq)
-        cluster.groups.setdefault((spec.priority, job.reach, job.checkpoint_every_s), {})[spec.job_id] = spec.submit_s
+        cluster.groups.setdefault((spec.priority, job.reach, job.checkpoint_every_s), {})[spec.job_id] = job.queued_s
         cluster.demand_view = None
         for region in job.reach:
-            heapq.heappush(cluster.heaps[region], (-spec.priority, spec.submit_s, job.qseq, job))
+            heapq.heappush(cluster.heaps[region], (-spec.priority, job.queued_s, job.qseq, job))
 
     def _take_idle(self, cluster: _Cluster, job: _Job, regions: tuple[str, ...]) -> bool:
         """The most recently idle VM of the first of ``regions`` that has one starts the job."""
@@ -336,9 +336,9 @@ class Simulation(InstanceWorld):
             job.reach = job.pools
             if self._take_idle(cluster, job, others):
                 continue
-            cluster.groups.setdefault((spec.priority, job.pools, job.checkpoint_every_s), {})[spec.job_id] = spec.submit_s
+            cluster.groups.setdefault((spec.priority, job.pools, job.checkpoint_every_s), {})[spec.job_id] = job.queued_s
             for region in others:
-                heapq.heappush(cluster.heaps[region], (-spec.priority, spec.submit_s, job.qseq, job))
+                heapq.heappush(cluster.heaps[region], (-spec.priority, job.queued_s, job.qseq, job))
 
     def _submit(self, job: _Job) -> None:
         for admitted in (self.admission.submit(job, self.now) if self.admission else [job]):
