@@ -257,8 +257,13 @@ def test_a_gang_with_no_other_region_waits_where_it_is_though_its_limits_leave_n
     sc = scenario("default: 4", extra=FIXED_BOOT, regions="[us-central1, us-west1]", per_region=2)
     busy = [SimJob("long", "4xa100", 0.0, 5000.0, ("us-west1",)), SimJob("short", "4xa100", 0.0, 200.0, ("us-west1",))]
     alone = gang(regions=("us-west1",), submit_s=250.0)
-    result = Simulation(sc, [*busy, alone], make_policy("zen"), horizon_s=8000).run()
+    sim = Simulation(sc, [*busy, alone], make_policy("zen"), horizon_s=8000)
+    result = sim.run()
     assert result.gang_room_releases == 0 and result.gang_assembly_timeouts > 0
+    # Each new attempt's start is published again, but the gang stays QUEUED: production keeps its
+    # queued_at, from which the planner counts its wait.
+    [state] = [job for job in sim.jobs if job.spec.nodes > 1]
+    assert state.attempt > 0 and state.queued_s == 250.0 and state.published_s > 250.0
 
 
 def test_a_gang_between_two_stocked_out_regions_is_not_moved_back_and_forth():

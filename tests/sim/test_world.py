@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from zen.scaling.model import ErrorKind, VmPhase
-from zen_dev.sim.jobs import load_jobs
+from zen_dev.sim.jobs import SimJob, load_jobs
 from zen_dev.sim.policies import BASELINES, Unlimited, SingleRegion, available_policies, make_policy
 from zen_dev.sim.runner import run_policies
 from zen_dev.sim.scenario import load_scenario
@@ -297,3 +297,29 @@ def test_zen_looks_again_at_a_racing_vms_first_word_not_at_running(extra, first_
     Simulation(sc, [SimJob("j1", "c", 10, 200, ("r1", "r2"))], policy).run()
     between = [t for t in times if 10 < t < 130]
     assert between == ([] if first_word_pass is None or first_word_pass >= 130 else [first_word_pass]), times
+
+
+def test_a_rerun_is_queued_from_its_requeue_and_its_wait_counted_from_its_submission():
+    """As production: a job a preemption cut short is queued again with ``queued_at`` then and its start
+    published again, so a job queued before it starts first and the planner counts its wait from the
+    requeue; time-to-start still counts from the submission to the first start."""
+    drop = """schedule:
+    - {at_s: 1000, zone: us-central1-a, capacity: 0}
+    - {at_s: 2000, zone: us-central1-a, capacity: 1}
+  default: 1"""
+    sc = scenario(drop, regions="[us-central1]", per_region=1, max_vms=1)
+    long, waiting = SimJob("long", "4xa100", 0.0, 5000.0, ("us-central1",)), SimJob("b", "4xa100", 500.0, 300.0, ("us-central1",))
+    policy = Recording(make_policy("zen"))
+    sim = Simulation(sc, [long, waiting], policy, horizon_s=9000)
+    result = sim.run()
+    jobs = {job.spec.job_id: job for job in sim.jobs}
+    assert result.preemptions == 1 and jobs["long"].preempted == 1
+    first_long, b_start = jobs["long"].first_start_s, jobs["b"].first_start_s
+    assert first_long < 1000 and 2000 < b_start < 2600  # b, queued at 500, before the rerun queued at 1000
+    assert jobs["long"].queued_s == 1000.0
+    assert result.starts == [(0.0, first_long), (500.0, b_start)]
+    t0 = sim.dt(0)
+    during = [s for s in policy.snapshots if 1000 < (s.now - t0).total_seconds() < 2000]
+    assert during and all(min((g.oldest - t0).total_seconds() for g in s.demand_groups()) == 500.0 for s in during)
+    after_b = [s for s in policy.snapshots if (s.now - t0).total_seconds() > b_start + 1 and s.demand_groups()]
+    assert after_b and all((g.oldest - t0).total_seconds() == 1000.0 for s in after_b for g in s.demand_groups())

@@ -80,7 +80,9 @@ class Gangs:
         (``avoid``: outside that region, until ``assemble_s`` from now), and the idle VMs there claim them."""
         w = self.w
         cluster, spec = w.clusters[job.spec.cluster], job.spec
-        job.state, job.reach, job.queued_s = _QUEUED, job.pools, w.now
+        # Its start published now; ``queued_s`` is the world's (a new attempt after its assembly was given
+        # back stays QUEUED: production keeps its ``queued_at``).
+        job.state, job.reach, job.published_s = _QUEUED, job.pools, w.now
         job.parts, job.gang_reach, job.assemble_until, job.widen_at = [], None, None, None
         others = tuple(p for p in job.pools if cluster.migs[p].region != avoid) if avoid else ()
         if others and len(others) < len(job.pools):  # the settled ones, if any
@@ -92,7 +94,7 @@ class Gangs:
         self._spread(cluster, job)
 
     def _spread(self, cluster, job) -> None:
-        entry = (-job.spec.priority, job.queued_s, job.qseq, job)
+        entry = (-job.spec.priority, job.published_s, job.qseq, job)
         for pool in job.gang_reach or job.pools:
             heapq.heappush(cluster.heaps[pool], entry)
         for pool in job.gang_reach or job.pools:
@@ -115,7 +117,7 @@ class Gangs:
             return False
         self._claim(vm, job)
         if job.state is _QUEUED:  # more parts to claim here
-            heapq.heappush(cluster.heaps[vm.mig.key], (-job.spec.priority, job.queued_s, job.qseq, job))
+            heapq.heappush(cluster.heaps[vm.mig.key], (-job.spec.priority, job.published_s, job.qseq, job))
         return True
 
     def _claim(self, vm, job) -> None:
@@ -252,6 +254,7 @@ class Gangs:
         job.claimed_before = cluster.passes  # a pass before counted it busy (zen.core.gang.room_seen_after)
         if not job.parts:
             job.gang_reach = job.assemble_until = None
+        job.published_s = self.w.now  # the freed place's start published again
         self._changed(cluster)
         self._spread(cluster, job)
 

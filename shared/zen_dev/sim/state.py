@@ -17,7 +17,7 @@ from zen_dev.sim.scenario import SimCluster
 class SimJobState:
     __slots__ = ("spec", "state", "first_start_s", "qseq", "view", "preempted", "reach", "widen_at", "pools",
                  "left_s", "checkpoint_every_s", "parts", "nodes_vms", "attempt", "assemble_until", "gang_reach",
-                 "claimed_before", "queued_s")
+                 "claimed_before", "queued_s", "published_s")
 
     def __init__(self, spec: SimJob, pools: tuple[str, ...]):
         self.spec, self.state, self.first_start_s, self.qseq, self.preempted = spec, None, None, 0, 0
@@ -26,9 +26,13 @@ class SimJobState:
         self.reach, self.widen_at = pools, None  # the pools its start reaches now (zen.core.routing)
         self.left_s = spec.duration_s  # run time still to do (less after a checkpoint survives a preemption)
         self.checkpoint_every_s = spec.checkpoint_every_s  # None: it does not checkpoint
-        # When it was last queued: its submission (or admission), or its requeue after a preemption, as
-        # production's ``queued_at``, from which the planner counts its start bound (``Ranking.patient``).
+        # Production's ``queued_at``: its submission (or admission), or its requeue after a preemption or a
+        # lost node; the planner counts its start bound from it (``Ranking.patient``). A gang's new attempt
+        # after its assembly was given back stays QUEUED, and keeps it.
         self.queued_s = spec.submit_s
+        # When its start was last published (``start_published_at``): agents take queued starts in this
+        # order, as Pub/Sub hands out roughly the oldest message first (``zen_dev.sim.world``).
+        self.published_s = spec.submit_s
         # A gang's (spec.nodes > 1, zen_dev.sim.gangs): the VMs holding a part while it assembles, the
         # VMs running it, its attempt, its assembly deadline (first claim + assemble_s), where it assembles.
         self.parts: list[SimVm] = []

@@ -283,11 +283,12 @@ class Simulation(InstanceWorld):
         With ``routes_by_data`` (zen) a job whose input weighs ``route_min_gb`` reaches only its data's
         region until the first tick after ``data_wait_s`` widens it (``_widen``), as ``zen.core.routing``
         routes a new attempt's start message; its demand meanwhile is for that region only."""
+        job.queued_s = job.published_s = self.now  # queued (submitted, admitted, or again after a preemption)
         if job.spec.nodes > 1:
             self.gangs.offer(job)  # a gang: its parts offered, its demand the planner's (zen_dev.sim.gangs)
             return
         cluster, spec = self.clusters[job.spec.cluster], job.spec
-        job.state, job.reach, job.queued_s = _QUEUED, job.pools, self.now
+        job.state, job.reach = _QUEUED, job.pools
         holder = warm_vm(cluster, job) if self.data_wait and self.cache_gb and spec.dataset else None
         if holder is not None:  # zen offers it first to the idle VMs holding its input: that VM takes it
             job.reach = (holder.mig.key,)
@@ -306,7 +307,7 @@ class Simulation(InstanceWorld):
         cluster.groups.setdefault((spec.priority, job.reach, job.checkpoint_every_s), {})[spec.job_id] = job.queued_s
         cluster.demand_view = None
         for region in job.reach:
-            heapq.heappush(cluster.heaps[region], (-spec.priority, job.queued_s, job.qseq, job))
+            heapq.heappush(cluster.heaps[region], (-spec.priority, job.published_s, job.qseq, job))
 
     def _take_idle(self, cluster: _Cluster, job: _Job, regions: tuple[str, ...]) -> bool:
         """The most recently idle VM of the first of ``regions`` that has one starts the job."""
@@ -333,12 +334,12 @@ class Simulation(InstanceWorld):
             cluster.groups[(spec.priority, job.reach, job.checkpoint_every_s)].pop(spec.job_id)
             cluster.demand_view = None
             others = tuple(r for r in job.pools if r not in job.reach)
-            job.reach = job.pools
+            job.reach, job.published_s = job.pools, self.now  # its start published again, to every region
             if self._take_idle(cluster, job, others):
                 continue
             cluster.groups.setdefault((spec.priority, job.pools, job.checkpoint_every_s), {})[spec.job_id] = job.queued_s
             for region in others:
-                heapq.heappush(cluster.heaps[region], (-spec.priority, job.queued_s, job.qseq, job))
+                heapq.heappush(cluster.heaps[region], (-spec.priority, job.published_s, job.qseq, job))
 
     def _submit(self, job: _Job) -> None:
         for admitted in (self.admission.submit(job, self.now) if self.admission else [job]):
