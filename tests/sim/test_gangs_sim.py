@@ -154,7 +154,7 @@ def test_single_node_runs_are_unchanged_and_report_no_gang_keys():
   default: 3""", extra="preemption: {rate_per_hour: 0.5}")
     results = run_policies(sc, load_jobs(sc), ["ask-every-region", "failover"])
     # The figures of the world before gangs existed (same scenario, seed and trace), as they are since a
-    # rerun is queued from its requeue (``SimJobState.queued_s``): no gang code may move them.
+    # rerun takes its turn from its requeue (``SimJobState.queued_s``, ``published_s``): no gang code may move them.
     assert results["ask-every-region"].summary() == {
         'p50_start_s': 494.1, 'p95_start_s': 988.7, 'p99_start_s': 1024.2, 'max_start_s': 1045.7, 'never_started': 0,
         'vm_minutes': 831.1, 'wasted_vm_minutes': 24.5, 'peak_vms': 10, 'api_calls': 1891}

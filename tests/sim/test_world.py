@@ -299,7 +299,7 @@ def test_zen_looks_again_at_a_racing_vms_first_word_not_at_running(extra, first_
     assert between == ([] if first_word_pass is None or first_word_pass >= 130 else [first_word_pass]), times
 
 
-def test_a_rerun_is_queued_from_its_requeue_and_its_wait_counted_from_its_submission():
+def test_a_rerun_takes_its_turn_from_its_requeue_and_time_to_start_counts_from_the_submission():
     """As production: a job a preemption cut short is queued again with ``queued_at`` then and its start
     published again, so a job queued before it starts first and the planner counts its wait from the
     requeue; time-to-start still counts from the submission to the first start."""
@@ -308,9 +308,9 @@ def test_a_rerun_is_queued_from_its_requeue_and_its_wait_counted_from_its_submis
     - {at_s: 2000, zone: us-central1-a, capacity: 1}
   default: 1"""
     sc = scenario(drop, regions="[us-central1]", per_region=1, max_vms=1)
-    long, waiting = SimJob("long", "4xa100", 0.0, 5000.0, ("us-central1",)), SimJob("b", "4xa100", 500.0, 300.0, ("us-central1",))
+    jobs = [SimJob("long", "4xa100", 0.0, 5000.0, ("us-central1",)), SimJob("b", "4xa100", 500.0, 300.0, ("us-central1",))]
     policy = Recording(make_policy("zen"))
-    sim = Simulation(sc, [long, waiting], policy, horizon_s=9000)
+    sim = Simulation(sc, jobs, policy, horizon_s=9000)
     result = sim.run()
     jobs = {job.spec.job_id: job for job in sim.jobs}
     assert result.preemptions == 1 and jobs["long"].preempted == 1
