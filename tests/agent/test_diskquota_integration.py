@@ -69,7 +69,8 @@ def test_the_job_over_its_disk_share_is_stopped_failed_with_the_reason_while_its
     # The neighbour was running when the filler was stopped, on the same VM, and completed.
     assert running.status.value == "RUNNING" and neighbour.status.value == "SUCCEEDED"
     assert filler.vm == neighbour.vm == "vm-a"
-    assert bucket.get_blob("runs/neighbour/attempt-1/fill.bin").size == 1_000_000
+    uploaded = bucket.get_blob("runs/neighbour/attempt-1/fill.bin")
+    assert uploaded is not None and uploaded.size == 1_000_000, neighbour.message
     assert agent.said("stopping the job: over its share of the disk", job_id="filler")
     wait_for(lambda: not [p for p in work.iterdir() if p.name.startswith(("filler", "neighbour"))], 10,
              what="both attempts' directories removed")
