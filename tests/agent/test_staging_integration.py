@@ -34,7 +34,10 @@ def test_a_job_reads_its_input_and_its_output_appears_in_the_bucket(scheduler, a
     assert buckets.bucket("out-bkt").blob("runs/data-1/attempt-1/upper.txt").download_as_bytes() == b"ALPHA BETA\n"
     assert "zen: staged 1 file, 11 B in" in job.message and "uploaded 1 file, 11 B in" in job.message
     assert job.request["inputs"] == [{"uri": "gs://data-bkt/corpus/words.txt", "size_gb": 0.001}]
-    assert agent.said("job data", job_id="data-1", staged_bytes=11, uploaded_bytes=11)
+    # Logged as the attempt's files are cleaned up, after its final report (the status above).
+    from tests.waiting import wait_for
+    wait_for(lambda: agent.said("job data", job_id="data-1", staged_bytes=11, uploaded_bytes=11), 10,
+             what="the agent's 'job data' line")
 
 
 def test_a_missing_input_and_a_failed_upload_fail_the_attempt_with_the_reason(scheduler, agents, storage, buckets,
