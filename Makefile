@@ -44,10 +44,7 @@ browser:
 # Pub/Sub, so four share two cores well (on 2 cores, 2026-11-30: 467 s of tests with four, 564 s with
 # three; docs/how-to/test.md). TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 4
-# The two virtualenvs are set up side by side (-j2: in a fresh clone on 2 cores, 57-64 s against 85-105 s
-# one after the other).
-test:
-	$(MAKE) --no-print-directory -j2 venv tools browser
+test: venv tools browser
 	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 # The function tests again with each Zen entry point's statements run as its function's database role

@@ -70,7 +70,8 @@ def test_the_job_over_its_disk_share_is_stopped_failed_with_the_reason_while_its
     assert running.status.value == "RUNNING" and neighbour.status.value == "SUCCEEDED"
     assert filler.vm == neighbour.vm == "vm-a"
     uploaded = bucket.get_blob("runs/neighbour/attempt-1/fill.bin")
-    assert uploaded is not None and uploaded.size == 1_000_000, neighbour.message
+    assert uploaded is not None and uploaded.size == 1_000_000, (neighbour.attempt, neighbour.message,
+                                                                  scheduler.history("neighbour"))
     assert agent.said("stopping the job: over its share of the disk", job_id="filler")
     wait_for(lambda: not [p for p in work.iterdir() if p.name.startswith(("filler", "neighbour"))], 10,
              what="both attempts' directories removed")
