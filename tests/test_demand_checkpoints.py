@@ -33,6 +33,6 @@ def test_queued_demand_carries_each_jobs_checkpoint_interval(config, db, publish
 def test_a_pools_preemptions_cost_a_job_by_its_own_interval():
     # 8 busy hours, 4 runs cut short after 30 min each on average
     memory = RegionMemory().replaced(busy_s=3600.0 * 8, lost_s=4 * 1800.0, preempted=4.0)
-    never, often, rarely = (cost_factor(memory, every, boot_s=90.0) for every in (None, 60.0, 1800.0))
+    never, often, rarely = (cost_factor(memory, every, 90.0, now_s=0.0, prior_s=0.0) for every in (None, 60.0, 1800.0))
     assert often < rarely < never  # every minute loses ~30 s a preemption, every half hour ~15 min, never the run so far
     assert often == 3600 * 8 / (3600 * 8 - 4 * (30 + 90))

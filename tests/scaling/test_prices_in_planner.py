@@ -135,9 +135,32 @@ def test_preemptions_are_learned_per_pool_and_priced_in():
     memory = preemptions.learn(memory, after, at(3600), timing)
     assert memory.preempted == 1 and memory.lost_s == 3600 and memory.busy_s == 7200 and memory.run_s == 3600
     # Paid per useful: 7200 / (7200 - 3600 lost - 120 boot); with checkpoints every 600 s, only 300 s lost.
-    assert preemptions.cost_factor(memory, None, 120) == 7200 / (7200 - 3720)
-    assert preemptions.cost_factor(memory, 600, 120) == 7200 / (7200 - 420)
-    assert preemptions.cost_factor(RegionMemory(), None, 120) == 1.0
+    # (No VM is busy now, and no prior.)
+    assert preemptions.cost_factor(memory, None, 120, 3600, 0) == 7200 / (7200 - 3720)
+    assert preemptions.cost_factor(memory, 600, 120, 3600, 0) == 7200 / (7200 - 420)
+    assert preemptions.cost_factor(RegionMemory(), None, 120, 3600, 3600) == 1.0
+
+
+def test_a_pools_first_drop_counts_the_runs_still_going_and_its_evidence_fades_to_the_prior():
+    timing = Timing()
+    # Six VMs busy from 0; at 1800 s two were taken back (recreated): nothing had finished yet.
+    busy = tuple(Vm(name, "p", VmPhase.BUSY, at(0)) for name in "abcdef")
+    memory = preemptions.learn(RegionMemory(), busy, at(0), timing)
+    after = tuple(Vm(n, "p", VmPhase.BOOTING if n in "ab" else VmPhase.BUSY, at(0 if n in "cdef" else 1800))
+                  for n in "abcdef")
+    memory = preemptions.learn(memory, after, at(1800), timing)
+    assert memory.preempted == 2 and memory.busy_s == 3600 and memory.lost_s == 3600
+    # Finished runs alone: every busy second lost, the cap (20x). Counting the four runs still going
+    # (4 x 1800 s survived) and the prior (one VM for trust_s): (3600 + 7200 + 3600) / (14400 - 3600 lost - 2 x 120 boots).
+    now_s = at(1800).timestamp()
+    assert preemptions.cost_factor(memory.replaced(busy=(), busy_since=()), None, 120, now_s, 0.0) == 20.0
+    counted = preemptions.cost_factor(memory, None, 120, now_s, timing.trust_s)
+    assert counted == 14400 / (14400 - 3840)
+    # The evidence decays with trust_s while the prior stays: a pool no longer asked for comes back
+    # towards its price (the old ratio, kept, would have stayed where it was).
+    faded = memory.replaced(busy=(), busy_since=(), busy_s=memory.busy_s * 0.05, lost_s=memory.lost_s * 0.05,
+                            preempted=memory.preempted * 0.05)
+    assert 1.0 < preemptions.cost_factor(faded, None, 120, now_s, timing.trust_s) < 1.1
 
 
 def test_a_vm_retired_after_its_job_is_no_preemption():

@@ -7,7 +7,14 @@ which cost the same). Each pool's memory keeps, decayed with ``Timing.trust_s``,
 the busy seconds its VMs ran, the seconds of runs cut short and how many were; and the average job
 run. From those, :func:`cost_factor` is what one useful VM-hour there costs in VM-hours: the runs thrown
 away (a job without checkpoints loses its run so far; one with checkpoints about half an interval) and
-the rerun's billed boot. The planner multiplies a pool's price by it (``zen.scaling.ranking``).
+the rerun's billed boot, against every busy second the pool's VMs were seen to survive, including the
+runs still going, and a prior of one VM busy for ``Timing.trust_s`` without a loss. The planner
+multiplies a pool's price by it (``zen.scaling.ranking``).
+
+Why the runs still going and the prior: a preemption is known the moment it happens, a survival only
+when its run ends, so counting finished runs alone makes a pool's first drop look like all of its work
+(six VMs taken back before any finished read as 20x); and as the evidence decays the prior brings a
+pool the planner stopped asking for back towards its price, instead of keeping it at its worst ratio.
 """
 
 from __future__ import annotations
@@ -51,17 +58,22 @@ def learn(memory: RegionMemory, vms: tuple[Vm, ...], now: datetime, timing: Timi
         preempted=memory.preempted * decay + preempted)
 
 
-def cost_factor(memory: RegionMemory, checkpoint_every_s: float | None, boot_s: float) -> float:
+def cost_factor(memory: RegionMemory, checkpoint_every_s: float | None, boot_s: float, now_s: float,
+                prior_s: float) -> float:
     """VM-hours paid per useful VM-hour in the pool, as its preemptions go: 1 where none were seen.
     Without checkpoints (``checkpoint_every_s`` None) a preemption throws the run so far away (as
     learned); with them, half the job's own checkpoint interval (at most the run); each also pays the
-    rerun's boot."""
-    if memory.busy_s <= 0 or memory.preempted <= 0:
+    rerun's boot. The busy time is the finished runs' (decayed), the running VMs' so far at ``now_s`` and
+    ``prior_s`` of a VM that lost nothing."""
+    if memory.preempted <= 0:
         return 1.0
     if checkpoint_every_s is not None:
         lost = memory.preempted * min(checkpoint_every_s / 2, memory.lost_s / memory.preempted)
     else:
         lost = memory.lost_s
     lost += memory.preempted * boot_s
-    useful = max(memory.busy_s - lost, 0.05 * memory.busy_s)  # at most 20x: a pool that only loses stays ranked
-    return memory.busy_s / useful
+    busy = memory.busy_s + sum(max(0.0, now_s - since) for since in memory.busy_since) + prior_s
+    if busy <= 0:
+        return 1.0
+    useful = max(busy - lost, 0.05 * busy)  # at most 20x: a pool that only loses stays ranked
+    return busy / useful

@@ -131,8 +131,10 @@ class Ranking:
     def cost(self, pool: str, checkpoint_every_s: float | None = None) -> float:
         """USD per useful VM-hour expected in ``pool`` for jobs that save their work every
         ``checkpoint_every_s`` (None: never): its price times what its preemptions were seen to throw away
-        and re-boot (``zen.scaling.preemptions``; 1 where none were)."""
-        return self.price(pool) * preemptions.cost_factor(self.memory[pool], checkpoint_every_s, self.boot_s(pool))
+        and re-boot against the time its VMs ran (``zen.scaling.preemptions``; 1 where none were)."""
+        factor = preemptions.cost_factor(self.memory[pool], checkpoint_every_s, self.boot_s(pool),
+                                         self.now.timestamp(), self.timing.trust_s)
+        return self.price(pool) * factor
 
     def price(self, pool: str) -> float:
         """USD per VM-hour in ``pool``; unpriced pools rank after every priced one."""
