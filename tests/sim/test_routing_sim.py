@@ -5,9 +5,11 @@ input across regions; the baselines are not routed."""
 from __future__ import annotations
 
 from zen_dev.sim.jobs import load_jobs
+from zen_dev.sim.policies import make_policy
 from zen_dev.sim.runner import run_policies
+from zen_dev.sim.world import Simulation
 
-from tests.sim.helpers import scenario
+from tests.sim.helpers import Recording, scenario
 
 # Four jobs warm four us-central1 VMs; three jobs reading 20 GB kept in europe-west4 come while those
 # VMs are idle.
@@ -74,3 +76,46 @@ def test_zen_offers_a_job_to_the_idle_vm_whose_cache_holds_its_dataset_and_count
     unrouted = run_cached(tmp_path, "{data_wait_s: 0, cache_gb: 50}")  # the most recently idle VM takes it
     assert (unrouted.cache_hits, unrouted.cache_misses) == (0, 2)
     assert run_cached(tmp_path, "{data_wait_s: 30, cache_gb: 10}").cache_hits == 0  # 20 GB do not fit in 10
+
+
+def run_widened(tmp_path, data_region: str) -> tuple[Simulation, Recording]:
+    """busy holds the cluster's one VM (us-central1's) from 60 to 460; d (20 GB kept in ``data_region``)
+    comes at 5 and widens at the first tick after 30 s; p, plain, comes at 20. Neither us-west1 nor
+    europe-west4 has room, and neither is known blocked before d widens."""
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("job_id,submit_s,duration_s,cluster,regions,priority,input_gb,data_region\n"
+                     "busy,0,400,4xa100,us-central1,,,\n"
+                     f"d,5,300,4xa100,,,20,{data_region}\n"
+                     "p,20,300,4xa100,,,,\n")
+    sc = scenario("""schedule:
+    - {at_s: 0, zone: us-west1-a, capacity: 0}
+    - {at_s: 0, zone: europe-west4-a, capacity: 0}
+  default: 1""", per_region=1, max_vms=1,
+                  extra="boot: {dist: fixed, s: 60}\nrouting: {data_wait_s: 30}\nlist_errors_delay_s: 600")
+    policy = Recording(make_policy("zen"))
+    sim = Simulation(sc, load_jobs(sc, str(trace)), policy, horizon_s=3000)
+    sim.run()
+    return sim, policy
+
+
+def test_a_widened_start_takes_its_turn_elsewhere_from_its_widening_and_keeps_its_queued_at(tmp_path):
+    """As production: a start routed to its data's region and widened is published again to the others
+    then, so a job published there before the widening starts first; the job keeps its ``queued_at``."""
+    sim, _ = run_widened(tmp_path, "europe-west4")
+    jobs = {job.spec.job_id: job for job in sim.jobs}
+    assert jobs["p"].first_start_s == 460.0  # us-central1's VM, free at 460, takes p, published at 20, ...
+    assert jobs["d"].first_start_s == 760.0  # ... before d, published there at its widening (after 35)
+    assert jobs["d"].queued_s == 5.0 and jobs["d"].published_s > 35.0
+
+
+def test_a_widened_job_keeps_its_turn_in_its_data_region_and_its_group_counts_from_the_oldest(tmp_path):
+    """d's data is in us-central1: widened, it joins p's group (the cluster's order) after p but was queued
+    before it, so the group's oldest is d's (production's min(queued_at)), and us-central1's VM takes d first,
+    whose start was published there at 5."""
+    sim, policy = run_widened(tmp_path, "us-central1")
+    jobs = {job.spec.job_id: job for job in sim.jobs}
+    assert jobs["d"].first_start_s == 460.0 and jobs["p"].first_start_s == 760.0
+    t0 = sim.dt(0)
+    both = [g for s in policy.snapshots if 60 < (s.now - t0).total_seconds() < 460
+            for g in s.demand_groups() if g.count == 2]
+    assert both and all((g.oldest - t0).total_seconds() == 5.0 for g in both)

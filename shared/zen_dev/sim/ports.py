@@ -253,11 +253,10 @@ class SimFleet:
 
     def _demand(self, state: SimClusterState) -> tuple[DemandGroup, ...]:
         if state.demand_view is None:
-            # The oldest of a group is its first queued job, as production's min(queued_at): a job's
-            # ``queued_s`` is when it was last queued (a job widened from near its data joins its wider
-            # group last and may be older: close enough for ordering groups of one priority).
+            # The oldest of a group is production's min(queued_at): each job's ``queued_s``, when it was
+            # last queued (a job widened from near its data joins its wider group last and may be older).
             state.demand_view = tuple(
-                DemandGroup(regions, len(jobs), self._world.dt(next(iter(jobs.values()))), priority,
+                DemandGroup(regions, len(jobs), self._world.dt(min(jobs.values())), priority,
                             checkpoint_every_s=every)
                 for (priority, regions, every), jobs in state.groups.items() if jobs) + self._world.gangs.demand(state)
         return state.demand_view
