@@ -83,6 +83,39 @@ def test_a_preempted_node_ends_the_attempt_on_every_node_and_the_gang_runs_again
     assert abs(result.lost_seconds - 2 * (1000 - start)) < 1e-6
     assert job.state == "DONE" and result.nodes_left_after_gang == 0
     assert all(vm.job is None and vm.part is None for vm in sim.clusters["4xa100"].vms.values())
+    # As production, the gang was queued again at the preemption (its queued_at), and published then.
+    assert job.queued_s == 1000.0 and job.published_s >= 1000.0
+
+
+class KeepTwo:
+    """Keeps two VMs asked for in us-west1, whatever the demand."""
+
+    name = "keep-two"
+
+    def plan(self, snapshot) -> Plan:
+        live = [vm for vm in snapshot.vms if vm.region == "us-west1" and vm.phase is not VmPhase.DELETING]
+        return Plan(add={"us-west1": 2 - len(live)} if len(live) < 2 else {})
+
+
+def test_a_place_a_node_left_is_published_again_behind_the_starts_already_waiting():
+    """A two-node gang's first part is claimed at 100 s; its VM is taken back at 300 s, before the gang is
+    complete: that place's start is published again then, behind a job queued at 200 s, while the gang's
+    unclaimed place keeps its turn (as production's start messages: one per node). When two VMs come after
+    1,000 s, one claims the unclaimed place and the other takes the job; the gang starts when the job ends."""
+    sc = scenario("""schedule:
+    - {at_s: 0, zone: us-west1-a, capacity: 1}
+    - {at_s: 300, zone: us-west1-a, capacity: 0}
+    - {at_s: 1000, zone: us-west1-a, capacity: 2}
+  default: 0""", extra=FIXED_BOOT)
+    single = SimJob("s", "4xa100", 200.0, 100.0, ("us-west1",))
+    sim = Simulation(sc, [gang(), single], KeepTwo(), horizon_s=9000)
+    result = sim.run()
+    jobs = {job.spec.job_id: job for job in sim.jobs}
+    assert result.preemptions == 1
+    up = jobs["s"].first_start_s
+    assert 1100.0 <= up < 1200.0  # the VMs usable a boot after the capacity came back
+    assert result.gang_starts == [(0.0, up + 100.0)]  # its second place claimed when s ended
+    assert jobs["g1"].queued_s == 0.0  # never queued again: its assembly went on
 
 
 MIX = """
