@@ -47,7 +47,10 @@ print("checkpointed at the notice", flush=True)
 
 @pytest.fixture
 def config(project):
-    return load_config().model_copy(update={"project": project, "deadlines": DEADLINES,
+    # The attempt must outlive a loaded machine's late heartbeats (the agents' tests' 3 s would lose it, and
+    # with it the job that saves at the notice): this test is about the notice, not the heartbeat timeout.
+    deadlines = DEADLINES.model_copy(update={"heartbeat_timeout_s": 20})
+    return load_config().model_copy(update={"project": project, "deadlines": deadlines,
                                             "checkpoints": CheckpointConfig(bucket="ckpt-bkt")})
 
 
@@ -77,7 +80,12 @@ def test_the_preemption_notice_saves_the_checkpoint_in_time_and_the_rerun_restor
     instances.simulate_maintenance_event_unary(project=PROJECT, zone=zone, instance=inst.name)
 
     manifest = bucket.blob("checkpoints/4xa100-40gb/spot-1/LATEST.json")
-    wait_for(manifest.exists, timeout_s=NOTICE_BOUND_S, what="the checkpoint saved after the notice")
+    try:
+        wait_for(manifest.exists, timeout_s=NOTICE_BOUND_S, what="the checkpoint saved after the notice")
+    except AssertionError as missing:
+        said = [line["message"] for line in agent.logs()][-15:]
+        raise AssertionError(f"{missing}; the job's history: {scheduler.history('spot-1')}; the agent's last "
+                             f"words: {said}") from None
     assert time.monotonic() - noticed < NOTICE_BOUND_S
     assert agent.said("metadata server reports this VM preempted")  # the notice, not a signal (no VM process here)
     saved = json.loads(manifest.download_as_bytes())
