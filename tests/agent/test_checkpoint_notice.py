@@ -24,11 +24,13 @@ from zen_dev.local.compute import ComputeStandIn, ManualClock
 
 NOTICE_BOUND_S = 30.0  # GCE's notice: from it to the VM's hard stop
 
-# Steps until told: at ZEN_PREEMPTION_NOTICE it writes where it got to and exits; SIGTERM is ignored.
-# A rerun prints what it restored.
+# Steps until told: at ZEN_PREEMPTION_NOTICE it writes where it got to and exits; SIGTERM is ignored from
+# the moment it says it is ready (READY_FILE: before that, a slow interpreter's start would die of the
+# agent's SIGTERM at the notice). A rerun prints what it restored.
 JOB = r"""
 import os, signal, sys, time
 signal.signal(signal.SIGTERM, lambda *_: None)
+open(os.environ["READY_FILE"], "a").close()
 folder, notice = os.environ["ZEN_CHECKPOINT_DIR"], os.environ["ZEN_PREEMPTION_NOTICE"]
 saved = os.path.join(folder, "at-notice")
 if os.path.exists(saved):
@@ -47,8 +49,8 @@ print("checkpointed at the notice", flush=True)
 
 @pytest.fixture
 def config(project):
-    # The attempt must outlive a loaded machine's late heartbeats (the agents' tests' 3 s would lose it, and
-    # with it the job that saves at the notice): this test is about the notice, not the heartbeat timeout.
+    # The attempt must not end on a loaded machine's late heartbeats before the notice (the agents' tests'
+    # 3 s can): this test is about the notice, not the heartbeat timeout.
     deadlines = DEADLINES.model_copy(update={"heartbeat_timeout_s": 20})
     return load_config().model_copy(update={"project": project, "deadlines": deadlines,
                                             "checkpoints": CheckpointConfig(bucket="ckpt-bkt")})
@@ -69,9 +71,10 @@ def test_the_preemption_notice_saves_the_checkpoint_in_time_and_the_rerun_restor
     (inst,) = cloud.instances()
     agent = agents.start(inst.name, STORAGE_EMULATOR_HOST=storage.address, ZEN_AGENT_WORK_DIR=str(tmp_path / "work"),
                  ZEN_PREEMPTION_METADATA_HOST=f"{cloud.standin.endpoint}/zen-local/vms/{inst.name}")
-    scheduler.submit("spot-1", [sys.executable, "-c", JOB], checkpoint={"every": 600})
+    ready = tmp_path / "job-ready"
+    scheduler.submit("spot-1", [sys.executable, "-c", JOB], checkpoint={"every": 600}, env={"READY_FILE": str(ready)})
     scheduler.wait_status("spot-1", "RUNNING")
-    time.sleep(0.5)
+    wait_for(ready.exists, timeout_s=30, what="the job's SIGTERM handler in place")
 
     instances = compute_v1.InstancesClient(transport=InstancesRestTransport(
         host=cloud.standin.endpoint, credentials=AnonymousCredentials(), url_scheme="http"))
