@@ -69,6 +69,7 @@ class Scheduler:
     db: object
     zen: object
     client: object  # a PublisherClient, as users publish
+    function_logs: tuple[Path, ...] = ()  # the functions' servers' logs, quoted when a wait fails
 
     def submit(self, job_id: str, command: list[str], **fields) -> None:
         request = {"job_id": job_id, "user_id": "alice", "cluster": CLUSTER, "command": command, **fields}
@@ -85,7 +86,9 @@ class Scheduler:
         with self.db.transaction() as session:
             return repository.get_job(session, job_id)
 
-    def wait_status(self, job_id: str, *statuses: str, timeout_s: float = 20.0) -> Job:
+    def wait_status(self, job_id: str, *statuses: str, timeout_s: float = 45.0) -> Job:
+        """The job once its status is one of ``statuses``. 45 s: a submission on a loaded 2-core machine (four
+        test workers) once took more than 20 s to reach the database; a passing wait returns at once."""
         def reached():
             job = self.job(job_id)
             return job if job is not None and job.status.value in statuses else None
@@ -94,8 +97,11 @@ class Scheduler:
             return wait_for(reached, timeout_s, 0.1, what=f"{job_id} in {statuses}")
         except AssertionError:
             job = self.job(job_id)
+            said = [line for path in self.function_logs if path.exists()
+                    for line in path.read_text(errors="replace").splitlines()[-5:]]
             raise AssertionError(f"{job_id} is {job.status.value if job else 'missing'}, not in {statuses} after "
-                                 f"{timeout_s}s; history: {self.history(job_id)}") from None
+                                 f"{timeout_s}s; history: {self.history(job_id)}; the functions' last "
+                                 f"lines: {said}") from None
 
     def history(self, job_id: str) -> list[tuple[int, str, str]]:
         with self.db.transaction() as session:
@@ -127,7 +133,7 @@ def scheduler(config, config_file, db_url, db, zen, pubsub_server, pubsub_client
             list(pool.map(lambda server: server.start(), servers.values()))
         routes = [Route(topic, server.url) for topic, server in servers.items()]
         with EventBridge(config.project, routes, FAST, publisher_client, subscriber_client):
-            yield Scheduler(config, db, zen, publisher_client)
+            yield Scheduler(config, db, zen, publisher_client, tuple(server.log_path for server in servers.values()))
     finally:
         with ThreadPoolExecutor(len(servers)) as pool:  # and stop in parallel (each waits for its process)
             list(pool.map(lambda server: server.stop(), servers.values()))
