@@ -36,7 +36,9 @@ from zen_dev.local.topology import ensure_topology
 
 CLUSTER = "4xa100-40gb"
 FAST = DeliveryPolicy(max_delivery_attempts=5, minimum_backoff_s=0.1, maximum_backoff_s=0.4, ack_deadline_s=10)
-DEADLINES = Deadlines(heartbeat_timeout_s=3, boot_timeout_s=600, idle_timeout_s=300, stop_timeout_s=8,
+# A heartbeat timeout of 10 s: with 3 s, the agents fenced themselves (or Zen lost their attempts) when a
+# fresh-clone run's four test workers kept the 2 cores busy, in a different test each run.
+DEADLINES = Deadlines(heartbeat_timeout_s=10, boot_timeout_s=600, idle_timeout_s=300, stop_timeout_s=8,
                       agent_heartbeat_s=0.3, stop_grace_s=0.5)
 AGENT_TUNING = {
     "ZEN_AGENT_HEARTBEAT_S": "0.5", "ZEN_AGENT_STOP_GRACE_S": "0.5", "ZEN_AGENT_POLL_S": "0.1",

@@ -93,7 +93,7 @@ def test_an_agent_killed_mid_job_is_lost_and_another_agent_reruns_it(scheduler, 
         scheduler.sweep()
         return scheduler.job("lost-1").attempt == 2
 
-    wait_for(swept_and_requeued, 15, 0.3, what="lost and requeued")
+    wait_for(swept_and_requeued, 30, 0.3, what="lost and requeued")  # the tests' heartbeat timeout: 10 s
     job = scheduler.wait_status("lost-1", "SUCCEEDED")
 
     assert (job.attempt, job.vm, job.exit_code) == (2, "vm-b", 0) and "attempt=2" in job.message

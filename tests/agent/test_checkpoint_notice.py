@@ -49,10 +49,7 @@ print("checkpointed at the notice", flush=True)
 
 @pytest.fixture
 def config(project):
-    # The attempt must not end on a loaded machine's late heartbeats before the notice (the agents' tests'
-    # 3 s can): this test is about the notice, not the heartbeat timeout.
-    deadlines = DEADLINES.model_copy(update={"heartbeat_timeout_s": 20})
-    return load_config().model_copy(update={"project": project, "deadlines": deadlines,
+    return load_config().model_copy(update={"project": project, "deadlines": DEADLINES,
                                             "checkpoints": CheckpointConfig(bucket="ckpt-bkt")})
 
 

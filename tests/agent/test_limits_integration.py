@@ -5,19 +5,7 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
-from tests.agent.conftest import DEADLINES
 from tests.agent.helpers import job_command, wait_for
-from zen.core.config import load_config
-
-
-@pytest.fixture
-def config(project):
-    # A limit counts every attempt that began, so an attempt lost to a loaded machine's late heartbeats (the
-    # agents' tests' 3 s timeout) would count without succeeding: this test is about the limit, not that.
-    return load_config().model_copy(update={"project": project,
-                                            "deadlines": DEADLINES.model_copy(update={"heartbeat_timeout_s": 20})})
 
 
 def test_an_agent_limited_to_two_jobs_a_day_runs_two_retires_and_the_third_stays_queued(scheduler, agents, tmp_path):
