@@ -9,6 +9,7 @@ import pytest
 from google.cloud import storage as gcs
 
 from tests.agent.test_staging import COPY_UPPER
+from tests.waiting import wait_for
 
 
 @pytest.fixture
@@ -35,7 +36,6 @@ def test_a_job_reads_its_input_and_its_output_appears_in_the_bucket(scheduler, a
     assert "zen: staged 1 file, 11 B in" in job.message and "uploaded 1 file, 11 B in" in job.message
     assert job.request["inputs"] == [{"uri": "gs://data-bkt/corpus/words.txt", "size_gb": 0.001}]
     # Logged as the attempt's files are cleaned up, after its final report (the status above).
-    from tests.waiting import wait_for
     wait_for(lambda: agent.said("job data", job_id="data-1", staged_bytes=11, uploaded_bytes=11), 10,
              what="the agent's 'job data' line")
 
@@ -58,7 +58,6 @@ def test_a_missing_input_and_a_failed_upload_fail_the_attempt_with_the_reason(sc
 
 def test_the_vm_reports_its_warm_cache_and_the_next_job_on_that_input_goes_there_first(scheduler, agents, storage,
                                                                                       buckets, tmp_path):
-    from tests.waiting import wait_for
 
     start_agent(agents, storage, tmp_path)  # in us-central1
     inputs = [{"uri": "gs://data-bkt/corpus/words.txt"}]
@@ -82,7 +81,6 @@ def test_the_warm_vm_takes_the_job_while_an_equally_idle_cold_vm_of_its_region_d
     """Per VM, not only per region (zen.core.routing): the start is offered to the warm VM's control
     subscription alone, so the cold VM, idle in the same region and pulling its start subscription 30
     times as often, never sees it (before offers, the region's first puller took it)."""
-    from tests.waiting import wait_for
 
     warm = agents.start("vm-a", STORAGE_EMULATOR_HOST=storage.address, ZEN_AGENT_WORK_DIR=str(tmp_path / "work-a"),
                         ZEN_AGENT_POLL_S="3")

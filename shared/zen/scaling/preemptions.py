@@ -9,12 +9,8 @@ run. From those, :func:`cost_factor` is what one useful VM-hour there costs in V
 away (a job without checkpoints loses its run so far; one with checkpoints about half an interval) and
 the rerun's billed boot, against every busy second the pool's VMs were seen to survive, including the
 runs still going, and a prior of one VM busy for ``Timing.trust_s`` without a loss. The planner
-multiplies a pool's price by it (``zen.scaling.ranking``).
-
-Why the runs still going and the prior: a preemption is known the moment it happens, a survival only
-when its run ends, so counting finished runs alone makes a pool's first drop look like all of its work
-(six VMs taken back before any finished read as 20x); and as the evidence decays the prior brings a
-pool the planner stopped asking for back towards its price, instead of keeping it at its worst ratio.
+multiplies a pool's price by it (``zen.scaling.ranking``). Why the runs still going and the prior:
+docs/explanations/scaling.md, "Preemptions learned per pool".
 """
 
 from __future__ import annotations
