@@ -130,6 +130,21 @@ def test_a_stop_reaches_the_vm_and_its_answer_ends_the_job(jobs):
     assert jobs.orders("vm-a") == ["CONFIRM", "STOP"]
 
 
+def test_a_stop_told_again_carries_the_users_reason(jobs):
+    """A VM that still reports the attempt while it stops is told again, with the reason the user gave
+    (the agent's message on the job quotes the order it acts on, which may be the repeat)."""
+    jobs.submit(job_request("job-1"))
+    jobs.heartbeat(heartbeat("job-1", "CLAIMED", 1))
+    jobs.heartbeat(heartbeat("job-1", "RUNNING", 2))
+    jobs.stop({"job_id": "job-1", "reason": "wrong learning rate"})
+    jobs.heartbeat(heartbeat("job-1", "RUNNING", 3))  # sent before the stop reached the VM
+    jobs.heartbeat(heartbeat("job-1", "CLAIMED", 1))  # a redelivered claim of the attempt
+    stops = [json.loads(m.data) for m in jobs.publisher.on(jobs.config.topics.vm_control)
+             if json.loads(m.data)["action"] == "STOP"]
+    assert [m["reason"] for m in stops] == ["wrong learning rate"] * 3
+    assert jobs.job("job-1").stop_reason == "wrong learning rate"
+
+
 def test_a_stop_that_comes_before_its_job_cancels_it_on_arrival(jobs):
     assert jobs.stop({"job_id": "job-1", "reason": "changed my mind"}).result == "rejected"  # unknown, kept
     jobs.submit(job_request("job-1"))

@@ -61,7 +61,7 @@ HOT_QUERIES = [
     ("update_job", dict(job_id="job-7", expected_status="RUNNING", expected_attempt=1, status="RUNNING", attempt=1,
                         vm="vm-7", region=None, zone=None, last_seq=3, last_heartbeat_at=NOW, queued_at=NOW,
                         started_at=NOW, finished_at=None, exit_code=None, message=None, start_published_at=NOW,
-                        max_attempts=3, preempted_by=None, preemptions=0, start_regions=None, widen_at=None,
+                        max_attempts=3, preempted_by=None, stop_reason=None, preemptions=0, start_regions=None, widen_at=None,
                         start_vms=None, regions='["us-central1"]', hold=None, hold_until=None, retries=0, gang=None,
                         now=NOW)),
     ("take_early_stop", {"job_id": "job-7"}),

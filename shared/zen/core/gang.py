@@ -231,7 +231,7 @@ def _answer(job: Job, nodes: list[GangNode], node: GangNode, hb: Heartbeat, conf
     if hb.status is AgentStatus.CLAIMED and job.status in (JobStatus.ASSIGNED, JobStatus.RUNNING):
         return _confirm(job, nodes, node, config)
     if job.status is JobStatus.STOPPING and hb.status in (AgentStatus.CLAIMED, AgentStatus.RUNNING):
-        return _order(job, node.vm, ControlAction.STOP, "stop requested")
+        return _order(job, node.vm, ControlAction.STOP, lifecycle.stopping_reason(job))
     return None
 
 

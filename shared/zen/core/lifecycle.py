@@ -182,7 +182,7 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         # a VM that still claims or runs the attempt is told again to stop.
         decision.fields.pop("last_heartbeat_at")
         if hb.status is AgentStatus.RUNNING:
-            decision.controls.append(_control(job, hb, ControlAction.STOP, "stop requested"))
+            decision.controls.append(_control(job, hb, ControlAction.STOP, stopping_reason(job)))
     _advance(decision, current, job, hb, now)
     return decision
 
@@ -209,8 +209,13 @@ def _answer_to_holder(job: Job, hb: Heartbeat, current: JobStatus) -> ControlMes
     if current is JobStatus.ASSIGNED:
         return _control(job, hb, ControlAction.CONFIRM, "claim won")
     if current is JobStatus.STOPPING:
-        return _control(job, hb, ControlAction.STOP, "stop requested")
+        return _control(job, hb, ControlAction.STOP, stopping_reason(job))
     return None
+
+
+def stopping_reason(job: Job) -> str:
+    """What a STOPPING job's VM is told again: the preemption's reason or the user's (kept by ``decide_stop``)."""
+    return f"preempted: {job.preempted_by}" if job.preempted_by else job.stop_reason or "stop requested"
 
 
 def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, now: datetime) -> None:
@@ -324,14 +329,15 @@ def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
     if job.status is JobStatus.STOPPING:
         # Stopped for a preemption: the user's stop wins, the job ends CANCELLED instead of waiting.
         if job.preempted_by:
-            return Decision(fields={"preempted_by": None}, note=f"{reason} (during a preemption: it ends CANCELLED)")
+            return Decision(fields={"preempted_by": None, "stop_reason": reason},
+                            note=f"{reason} (during a preemption: it ends CANCELLED)")
         return Decision(duplicate=True)
     if job.status in (JobStatus.PENDING, JobStatus.QUEUED):
         return Decision(changes=[Change(JobStatus.CANCELLED, reason)], fields={"finished_at": now})
     # ASSIGNED or RUNNING: the VM must stop it; STOPPING until it answers (or goes silent).
     return Decision(
         changes=[Change(JobStatus.STOPPING, reason)],
-        fields={"last_heartbeat_at": now},  # the stop deadline counts from here
+        fields={"last_heartbeat_at": now, "stop_reason": reason},  # the stop deadline counts from here
         controls=[_control(job, job.vm, ControlAction.STOP, reason)],
     )
 

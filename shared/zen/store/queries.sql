@@ -34,6 +34,7 @@ SET status = :status, attempt = :attempt, max_attempts = :max_attempts, vm = :vm
     last_seq = :last_seq, last_heartbeat_at = :last_heartbeat_at, queued_at = :queued_at,
     started_at = :started_at, finished_at = :finished_at, exit_code = :exit_code,
     message = :message, start_published_at = :start_published_at, preempted_by = :preempted_by,
+    stop_reason = :stop_reason,
     preemptions = :preemptions, start_regions = CAST(:start_regions AS jsonb), widen_at = :widen_at,
     start_vms = CAST(:start_vms AS jsonb), regions = CAST(:regions AS jsonb), hold = :hold,
     hold_until = :hold_until, retries = :retries, gang = CAST(:gang AS jsonb), updated_at = :now

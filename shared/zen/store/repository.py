@@ -99,7 +99,7 @@ def save_job(session: Session, before: Job, after: Job, path: list[JobStatus], n
         last_heartbeat_at=after.last_heartbeat_at, queued_at=after.queued_at, started_at=after.started_at,
         finished_at=after.finished_at, exit_code=after.exit_code, message=after.message,
         start_published_at=after.start_published_at, max_attempts=after.max_attempts,
-        preempted_by=after.preempted_by, preemptions=after.preemptions,
+        preempted_by=after.preempted_by, stop_reason=after.stop_reason, preemptions=after.preemptions,
         start_regions=_json_or_null(after.start_regions), widen_at=after.widen_at,
         start_vms=_json_or_null(after.start_vms), regions=to_json(after.regions), hold=after.hold,
         hold_until=after.hold_until, retries=after.retries,

@@ -22,7 +22,7 @@ VM_STATES = frozenset(state.value for state in VmState)
 # What ``save_job`` writes (update_job's SET list); the rest of the row is the inserted one's.
 SAVED = ("status", "attempt", "max_attempts", "vm", "region", "zone", "last_seq", "last_heartbeat_at", "queued_at",
          "started_at", "finished_at", "exit_code", "message", "start_published_at", "preempted_by", "preemptions",
-         "start_regions", "widen_at", "start_vms", "regions", "gang")
+         "stop_reason", "start_regions", "widen_at", "start_vms", "regions", "hold", "hold_until", "retries", "gang")
 
 
 @dataclass
@@ -452,7 +452,7 @@ def fresh(job: Job, *, status: JobStatus, at: datetime, queued: bool = False) ->
     return job.model_copy(update={
         "status": status, "attempt": 1, "last_seq": 0, "submitted_at": at, "updated_at": at, "region": None,
         "zone": None, "vm": None, "last_heartbeat_at": None, "started_at": None, "finished_at": None,
-        "exit_code": None, "message": None, "preempted_by": None, "preemptions": 0,
+        "exit_code": None, "message": None, "preempted_by": None, "stop_reason": None, "preemptions": 0,
         "queued_at": at if queued else None, "start_published_at": at if queued else None,
         "queue": None if queued else job.queue,
         **({} if queued else {"start_regions": None, "widen_at": None, "start_vms": None})})
