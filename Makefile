@@ -50,13 +50,13 @@ ifeq ($(MAKECMDGOALS),test)
 MAKEFLAGS += -j2
 endif
 test: venv tools browser
-	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS)
 
 # The function tests again with each Zen entry point's statements run as its function's database role
 # (migration 0030, tests/role_support.py): a statement a role lacks a grant for fails the test, even
 # one Zen only logs (a scaling pass's). About 4 minutes on 2 cores.
 test-roles: venv
-	ZEN_TEST_AS_ROLES=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile tests/test_*.py tests/scaling tests/sim $(PYTEST_ARGS)
+	ZEN_TEST_AS_ROLES=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests/test_*.py tests/scaling tests/sim $(PYTEST_ARGS)
 
 # The fault suite at its full budget (10,000+ hostile messages through the functions, 4 concurrent
 # deliveries, duplicated and reordered delivery, a database restart mid-burst): one line per check.

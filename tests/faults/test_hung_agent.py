@@ -3,8 +3,10 @@ a running job. Zen takes the attempt for lost once its heartbeats stop and runs 
 another VM; the first attempt's process must be dead by then, although its agent never ran again to
 stop it: its supervisor kept the attempt's lease and fenced it (``zen.agent.launch``, ``zen.agent.fence``).
 
-The job appends ``<attempt> <wall time>`` to a file every 50 ms; the check is that no line of attempt 1
-is written after the first line of attempt 2 (with the agent stopped for longer than Zen's deadline).
+The job appends ``<attempt> <wall time>`` to a file every 50 ms (attempt 1 for a minute, longer than
+Zen's deadline and the fence's, so only the fence can end it in time; the next for 10 s); the check is
+that no line of attempt 1 is written after the first line of attempt 2 (with the agent stopped for
+longer than Zen's deadline).
 On code whose fence lived only in the agent, attempt 1 wrote on for as long as its agent was stopped."""
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import os, sys, time
 path, attempt = sys.argv[1], os.environ["ZEN_JOB_ATTEMPT"]
 with open(path, "a") as out:
     out.write(f"pid {attempt} {os.getpid()} {os.getppid()}\\n"); out.flush()
-    end = time.time() + float(sys.argv[2])
+    end = time.time() + float(sys.argv[2] if attempt == "1" else sys.argv[3])
     while time.time() < end:
         out.write(f"{attempt} {time.time():.3f}\\n"); out.flush()
         time.sleep(0.05)
@@ -59,6 +61,15 @@ def _job(db, job_id: str) -> dict:
     return job.public_view() if job else {}
 
 
+def _history(db, job_id: str) -> list[str]:
+    """The job's history, one line a change (quoted when the test fails: why an attempt ended)."""
+    from zen.store import repository
+
+    with db.transaction() as session:
+        rows = repository.job_history(session, job_id)
+    return [f"{r['attempt']} {r['from_status']} -> {r['to_status']}: {r['reason']}" for r in rows]
+
+
 
 def test_a_hung_agent_never_lets_its_job_run_beside_the_next_attempt(home, tmp_path):  # noqa: F811
     from google.cloud import pubsub_v1
@@ -76,17 +87,17 @@ def test_a_hung_agent_never_lets_its_job_run_beside_the_next_attempt(home, tmp_p
             db = Database.from_env()
             publisher = pubsub_v1.PublisherClient()
             body = {"job_id": "hung-1", "user_id": "alice", "cluster": "1xl4", "max_attempts": 3,
-                    "command": [sys.executable, "-c", JOB, str(runs), "20"]}
+                    "command": [sys.executable, "-c", JOB, str(runs), "60", "10"]}
             publisher.publish(publisher.topic_path(stack.config.project, stack.config.topics.job_submitted),
                               json.dumps(body).encode(), **stack.sender("alice")).result(30)
             began = until(lambda: [row for row in _lines(runs) if row[:2] == ["pid", "1"]], 120)
-            assert began, f"attempt 1 never ran: {_job(db, 'hung-1')}"
+            assert began, f"attempt 1 never ran: {_job(db, 'hung-1')}; {_history(db, 'hung-1')}"
             time.sleep(2)  # a few heartbeats in: the attempt is RUNNING, its lease renewed
             agent = _agent_of(int(began[0][2]))
             os.kill(agent, signal.SIGSTOP)
             stopped_at = time.time()
             second = until(lambda: [row for row in _lines(runs) if row[:2] == ["pid", "2"]], 60)
-            assert second, f"Zen never ran attempt 2: {_job(db, 'hung-1')}"
+            assert second, f"Zen never ran attempt 2: {_job(db, 'hung-1')}; {_history(db, 'hung-1')}"
             time.sleep(3)  # both would run together now, were attempt 1 not fenced
             os.kill(agent, signal.SIGCONT)
             resumed_at, agent = time.time(), None
