@@ -3,6 +3,7 @@ errors. The real runner runs the (tiny) jobs; claim timeouts run on a manual clo
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from dataclasses import replace
@@ -107,7 +108,9 @@ def test_release_drops_the_start_message_and_the_agent_pulls_again(real_time_tra
 
     assert ("ack", first) in transport.calls and ("ack", second) in transport.calls
     assert [r for r in reports(transport) if r[0] == "lost-race"] == [("lost-race", 1, "CLAIMED")]
-    assert [r[2] for r in transport.job_reports() if r[0] == "next"] == ["CLAIMED", "RUNNING", "SUCCEEDED"]
+    # The statuses in order (a slow machine may add a periodic RUNNING while the job runs).
+    assert [status for status, _ in itertools.groupby(r[2] for r in transport.job_reports() if r[0] == "next")] == [
+        "CLAIMED", "RUNNING", "SUCCEEDED"]
 
 
 def test_a_stop_while_claiming_drops_the_message_and_answers_stopped(transport):
