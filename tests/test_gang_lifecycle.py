@@ -157,9 +157,11 @@ def test_a_silent_node_loses_the_attempt_for_every_node(functions, zen, publishe
 def test_a_users_stop_stops_every_node(functions, zen, publisher):
     assembled(functions, zen, publisher)
     beat(functions, "vm-1", "RUNNING", 2)
-    functions.stop({"job_id": "g"})
+    functions.stop({"job_id": "g", "reason": "done early"})
     assert job(zen, "g").status.value == "STOPPING"
     assert actions(publisher, "vm-1")[-1] == actions(publisher, "vm-2")[-1] == "STOP"
+    beat(functions, "vm-2", "RUNNING", 2)  # sent before the stop reached it: told again, with the user's reason
+    assert [c["reason"] for c in controls(publisher, "vm-2") if c["action"] == "STOP"] == ["done early"] * 2
     beat(functions, "vm-1", "STOPPED", 3, exit_code=-15)
     assert job(zen, "g").status.value == "STOPPING"  # until every node answered
     beat(functions, "vm-2", "STOPPED", 3, exit_code=-15)
