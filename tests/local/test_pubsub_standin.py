@@ -21,7 +21,7 @@ from google.pubsub_v1 import types as T
 from zen_dev.local.pubsub import PubSubStandIn
 
 PROJECT = "projects/zen-test"
-WAIT = 10.0  # upper bound for anything asynchronous
+WAIT = 30.0  # upper bound for anything asynchronous (a process start on a loaded 2-core machine took over 10 s)
 
 
 class FakeClock:
