@@ -139,3 +139,19 @@ def test_json_has_the_dollar_keys_beside_todays_with_prices(capsys):
     for summary in policies.values():
         assert tuple(summary) == JSON_KEYS + DOLLAR_KEYS
         assert summary["usd"] > 0 and summary["usd_vs_floor"] >= 1.0
+
+
+def test_the_bench_prices_a_scenario_with_flex_start_listed_too():
+    """``make bench``'s second dollar table: every cluster lists flex-start too, its floor the cheapest of
+    the three models, and the table says which models it priced (no rework pass)."""
+    from zen_dev.sim import dollars
+
+    base = _scenario(extra="jobs: {kind: synthetic, count: 3, arrivals: {kind: poisson, rate_per_hour: 6}, "
+                           "duration: {dist: fixed, s: 600}}\n")
+    two, three = dollars.priced(base, 1), dollars.priced(base, 1, dollars.WITH_FLEX)
+    table = three.clusters[0].table
+    assert three.clusters[0].models == dollars.WITH_FLEX and two.clusters[0].models == dollars.MODELS
+    assert three.clusters[0].floor_usd_per_vm_hour == min(table[r][m] for r in ("r1", "r2") for m in dollars.WITH_FLEX)
+    lines = dollars.report([(base, False)], seeds=1, models=dollars.WITH_FLEX, rework=False)
+    assert "spot+standard+flex-start" in lines[0] and not any("rework" in line for line in lines)
+    assert sum(line.startswith("t @prices") for line in lines) == len(dollars.TUNING_PRICE_SEEDS)

@@ -165,8 +165,9 @@ def main() -> int:
     if rows:
         print("== zen / ask-every-region per scenario: ratio and whether its target holds")
         print("\n".join(summary_table(rows)))
-    print("\n" + "\n".join(dollars.report(  # prices (issue 33): the fixed scenarios to tune on, the held-out draws
-        [(load_scenario(name), False) for name in SCENARIOS] + _heldout_draws())))
+    priced = [(load_scenario(name), False) for name in SCENARIOS] + _heldout_draws()
+    print("\n" + "\n".join(dollars.report(priced)))  # prices (issue 33): the fixed scenarios to tune on, the held-out draws
+    print("\n" + "\n".join(dollars.report(priced, models=dollars.WITH_FLEX, rework=False)))  # flex-start listed too
     print("\n" + "\n".join(data_locality_report()))  # issue 15
     print("\n" + "\n".join(fairness.report()))  # queues (issue 14)
     print("\n" + "\n".join(gangbench.report()))  # gangs (issue 37)

@@ -7,7 +7,8 @@ Each scenario gets a price table drawn from a seed (:func:`price_table`): per re
 0.45-0.55x, drawn per region, so spot's cheapest region is not the standard one's. Every cluster may
 use spot and standard (spot first: ``ask-every-region`` asks spot). ``TUNING_PRICE_SEEDS`` are the ones to tune
 on; ``HELDOUT_PRICE_SEEDS`` only run here. A second pass gives every job a checkpoint
-every 10 minutes, for the rework target on scenarios where spot VMs are taken back.
+every 10 minutes, for the rework target on scenarios where spot VMs are taken back. Then the same with
+flex-start listed too (``WITH_FLEX``: a cluster may list it, and the floor is then the cheapest of three).
 Targets and figures: docs/benchmarks/simulator.md#dollars
 """
 
@@ -25,6 +26,8 @@ TUNING_PRICE_SEEDS = (1, 2)
 HELDOUT_PRICE_SEEDS = (36317,)  # drawn at random on 2026-11-29; never tune on it
 POLICIES = ("zen", "ask-every-region-standard", "cheapest-first", "ask-every-region")
 CHECKPOINT_EVERY_S = 600.0
+MODELS = ("spot", "standard")  # what the bench's clusters list, the first the primary
+WITH_FLEX = ("spot", "standard", "flex-start")
 SEEDS = 2  # run seeds pooled per scenario and price table
 
 TARGETS = (  # (label, what it checks)
@@ -48,7 +51,7 @@ def price_table(regions: tuple[str, ...], gpus: int, seed: int) -> dict[str, dic
     return table
 
 
-def priced(scenario: Scenario, seed: int, models: tuple[str, ...] = ("spot", "standard")) -> Scenario:
+def priced(scenario: Scenario, seed: int, models: tuple[str, ...] = MODELS) -> Scenario:
     """The scenario with every cluster priced from ``seed`` and using ``models`` (its first the primary)."""
     clusters: list[SimCluster] = []
     tables: dict[str, dict[str, dict[str, float]]] = {}
@@ -121,19 +124,20 @@ def _cell(value: float | None, ok: bool | None) -> str:
     return f"{shown} {'n/a' if ok is None else ('yes' if ok else 'NO')}"
 
 
-def report(scenarios: list[tuple[Scenario, bool]], seeds: int = SEEDS) -> list[str]:
+def report(scenarios: list[tuple[Scenario, bool]], seeds: int = SEEDS, models: tuple[str, ...] = MODELS,
+           rework: bool = True) -> list[str]:
     """The dollar section: per scenario and price table, each policy's dollars against the floor and
-    each target's ratio and verdict; then rework with checkpoints where preemptions happened.
-    ``scenarios``: (scenario, held out)."""
+    each target's ratio and verdict; then (``rework``) rework with checkpoints where preemptions happened.
+    ``scenarios``: (scenario, held out); ``models``: what every cluster lists, the first its primary."""
     lines = ["== dollars: zen vs ask-every-region-standard (the original system) and cheapest-first, "
-             f"spot+standard, {seeds} seeds pooled per price table"]
+             f"{'+'.join(models)}, {seeds} seeds pooled per price table"]
     head = f"{'scenario @ price table':<44}" + "".join(f"{label:>24}" for label, _ in TARGETS)
     lines.append(head)
     held: dict[bool, list[bool]] = {False: [], True: []}
     rework_lines = []
     for base, heldout in scenarios:
         for seed in (HELDOUT_PRICE_SEEDS if heldout else TUNING_PRICE_SEEDS):
-            scenario = priced(base, seed)
+            scenario = priced(base, seed, models)
             jobs = load_jobs(scenario)
             results = run(scenario, jobs, seeds)
             verdict = verdicts(results)
@@ -143,15 +147,16 @@ def report(scenarios: list[tuple[Scenario, bool]], seeds: int = SEEDS) -> list[s
             lines.append("    " + "   ".join(
                 f"{p} ${r.usd:,.0f} ({r.dollars()['usd_vs_floor']}x floor)" for p, r in results.items()))
             held[heldout] += [ok for _, ok in verdict.values() if ok is not None]
-            if results["zen"].preemptions:
+            if rework and results["zen"].preemptions:
                 checkpointed = run(scenario, with_checkpoints(jobs), seeds)["zen"]
                 share, before = rework_share(checkpointed), rework_share(results["zen"])
                 rework_lines.append(
                     f"  {name[:43]:<44} rework {share or 0:.1%} of useful GPU-h with a checkpoint every "
                     f"{CHECKPOINT_EVERY_S / 60:.0f} min ({before or 0:.1%} without): "
                     f"{'yes' if share is not None and share <= 0.05 else 'NO'} (<= 5%)")
-    lines += ["  rework with checkpoints (zen), scenarios where spot VMs were taken back:"] + (
-        rework_lines or ["  (no preemptions in these runs)"])
+    if rework:
+        lines += ["  rework with checkpoints (zen), scenarios where spot VMs were taken back:"] + (
+            rework_lines or ["  (no preemptions in these runs)"])
     for key, label in ((False, "tuning"), (True, "held out")):
         if held[key]:
             lines.append(f"  {label}: {sum(held[key])} of {len(held[key])} target checks hold")
