@@ -145,6 +145,25 @@ def test_a_stop_told_again_carries_the_users_reason(jobs):
     assert jobs.job("job-1").stop_reason == "wrong learning rate"
 
 
+def test_a_users_stop_during_a_preemption_is_the_reason_told_again(fake):
+    """A job stopping for a preemption is told again with the preemption's reason; once its user stops
+    it too, with the user's (the user's stop wins: it ends CANCELLED)."""
+    from zen.core.models import JobStatus
+
+    fake.submit(job_request("job-1"))
+    fake.heartbeat(heartbeat("job-1", "CLAIMED", 1))
+    fake.heartbeat(heartbeat("job-1", "RUNNING", 2))
+    fake.store.put_job(fake.job("job-1").model_copy(update={"status": JobStatus.STOPPING, "preempted_by": "queue ml"}))
+    fake.heartbeat(heartbeat("job-1", "RUNNING", 3))
+    fake.stop({"job_id": "job-1", "reason": "not needed"})
+    fake.heartbeat(heartbeat("job-1", "RUNNING", 4))
+    stops = [json.loads(m.data)["reason"] for m in fake.publisher.on(fake.config.topics.vm_control)
+             if json.loads(m.data)["action"] == "STOP"]
+    assert stops == ["preempted: queue ml", "not needed"]
+    fake.heartbeat(heartbeat("job-1", "STOPPED", 5))
+    assert fake.status("job-1") == ("CANCELLED", 1)
+
+
 def test_a_stop_that_comes_before_its_job_cancels_it_on_arrival(jobs):
     assert jobs.stop({"job_id": "job-1", "reason": "changed my mind"}).result == "rejected"  # unknown, kept
     jobs.submit(job_request("job-1"))

@@ -333,7 +333,7 @@ def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
                             note=f"{reason} (during a preemption: it ends CANCELLED)")
         return Decision(duplicate=True)
     if job.status in (JobStatus.PENDING, JobStatus.QUEUED):
-        return Decision(changes=[Change(JobStatus.CANCELLED, reason)], fields={"finished_at": now})
+        return Decision(changes=[Change(JobStatus.CANCELLED, reason)], fields={"finished_at": now, "stop_reason": reason})
     # ASSIGNED or RUNNING: the VM must stop it; STOPPING until it answers (or goes silent).
     return Decision(
         changes=[Change(JobStatus.STOPPING, reason)],

@@ -363,7 +363,7 @@ class Job(BaseModel):
     queue: str | None = None  # the queue whose quota it holds while admitted (None: no queues)
     gpus: int = 0  # GPUs it holds while admitted (ClusterConfig.gpus_held; 0: an old row, the VM's GPUs)
     preempted_by: str | None = None  # set while its VM stops it for a preemption (see zen.jobs.queueing)
-    stop_reason: str | None = None  # the user's reason while it stops on request (zen.core.lifecycle.decide_stop)
+    stop_reason: str | None = None  # the reason of the user's stop (zen.core.lifecycle.decide_stop); None: none
     preemptions: int = 0
     # Where its start message reaches while narrowed (zen.core.routing), and when the tick widens it (None: everywhere).
     start_regions: list[str] | None = None
