@@ -44,19 +44,21 @@ browser:
 # Pub/Sub, so four share two cores well (on 2 cores, 2026-11-30: 467 s of tests with four, 564 s with
 # three; docs/how-to/test.md). TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 4
+# Whole files to each worker, in the order tests/conftest.py gives them (the longest first).
+XDIST = --dist loadfile --no-loadscope-reorder
 # `make test` alone sets up its two virtualenvs side by side (57-64 s in a fresh clone on 2 cores, 85-105 s
 # one after the other); only then, so no other goal builds .venv beside it.
 ifeq ($(MAKECMDGOALS),test)
 MAKEFLAGS += -j2
 endif
 test: venv tools browser
-	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) $(XDIST)) $(PYTEST_ARGS)
 
 # The function tests again with each Zen entry point's statements run as its function's database role
 # (migration 0030, tests/role_support.py): a statement a role lacks a grant for fails the test, even
 # one Zen only logs (a scaling pass's). About 4 minutes on 2 cores.
 test-roles: venv
-	ZEN_TEST_AS_ROLES=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests/test_*.py tests/scaling tests/sim $(PYTEST_ARGS)
+	ZEN_TEST_AS_ROLES=1 $(BIN)/python -m pytest -q -n 2 $(XDIST) tests/test_*.py tests/scaling tests/sim $(PYTEST_ARGS)
 
 # The fault suite at its full budget (10,000+ hostile messages through the functions, 4 concurrent
 # deliveries, duplicated and reordered delivery, a database restart mid-burst): one line per check.

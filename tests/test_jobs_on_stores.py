@@ -73,9 +73,15 @@ class Jobs:
         with self.store.transaction() as tx:
             return [(r["from_status"], r["to_status"]) for r in tx.job_history(job_id)]
 
-    def orders(self, vm: str) -> list[str]:
-        return [m["action"] for m in map(lambda m: json.loads(m.data), self.publisher.on(self.config.topics.vm_control))
+    def controls(self, vm: str) -> list[dict[str, Any]]:
+        return [m for m in map(lambda m: json.loads(m.data), self.publisher.on(self.config.topics.vm_control))
                 if m["vm"] == vm]
+
+    def orders(self, vm: str) -> list[str]:
+        return [m["action"] for m in self.controls(vm)]
+
+    def stop_reasons(self, vm: str) -> list[str]:
+        return [m["reason"] for m in self.controls(vm) if m["action"] == "STOP"]
 
     def starts(self, job_id: str) -> list[int]:
         return [json.loads(m.data)["attempt"] for m in self.publisher.on(self.config.topics.job_start)
@@ -139,9 +145,7 @@ def test_a_stop_told_again_carries_the_users_reason(jobs):
     jobs.stop({"job_id": "job-1", "reason": "wrong learning rate"})
     jobs.heartbeat(heartbeat("job-1", "RUNNING", 3))  # sent before the stop reached the VM
     jobs.heartbeat(heartbeat("job-1", "CLAIMED", 1))  # a redelivered claim of the attempt
-    stops = [json.loads(m.data) for m in jobs.publisher.on(jobs.config.topics.vm_control)
-             if json.loads(m.data)["action"] == "STOP"]
-    assert [m["reason"] for m in stops] == ["wrong learning rate"] * 3
+    assert jobs.stop_reasons("vm-a") == ["wrong learning rate"] * 3
     assert jobs.job("job-1").stop_reason == "wrong learning rate"
 
 
@@ -157,9 +161,7 @@ def test_a_users_stop_during_a_preemption_is_the_reason_told_again(fake):
     fake.heartbeat(heartbeat("job-1", "RUNNING", 3))
     fake.stop({"job_id": "job-1", "reason": "not needed"})
     fake.heartbeat(heartbeat("job-1", "RUNNING", 4))
-    stops = [json.loads(m.data)["reason"] for m in fake.publisher.on(fake.config.topics.vm_control)
-             if json.loads(m.data)["action"] == "STOP"]
-    assert stops == ["preempted: queue ml", "not needed"]
+    assert fake.stop_reasons("vm-a") == ["preempted: queue ml", "not needed"]
     fake.heartbeat(heartbeat("job-1", "STOPPED", 5))
     assert fake.status("job-1") == ("CANCELLED", 1)
 
