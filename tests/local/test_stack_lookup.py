@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 
-from zen_dev.local.stack import running_home, stack_env, stack_file
+from zen_dev.local.stackfile import running_home, stack_env, stack_file
 
 
 def test_a_stack_running_in_a_parent_folder_is_the_one_used(tmp_path, monkeypatch):

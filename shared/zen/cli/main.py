@@ -28,7 +28,7 @@ def build_parser(ctx: Context | None = None) -> argparse.ArgumentParser:
 def _use_local_stack() -> None:
     """Inside a running local stack's directory, talk to that stack unless told otherwise."""
     try:
-        from zen_dev.local.stack import stack_env
+        from zen_dev.local.stackfile import stack_env
     except ImportError:  # the deployable wheel has no local stack
         return
     for key, value in stack_env().items():

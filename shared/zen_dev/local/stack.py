@@ -25,6 +25,7 @@ from zen_dev.local.bridge import DeliveryPolicy, EventBridge, Route
 from zen_dev.local.environment import overridden_environ
 from zen_dev.local.functions_server import function_command, wait_for_port
 from zen_dev.local.roles import function_logins
+from zen_dev.local.stackfile import process_alive, read_stack, running_home, stack_file
 
 FUNCTIONS = {
     "on_job_submitted": "job_submitted",
@@ -96,16 +97,6 @@ class Ports:
         return ports
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def port_free(port: int) -> bool:
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -114,45 +105,6 @@ def port_free(port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def stack_file(home: Path) -> Path:
-    return home / "stack.json"
-
-
-def read_stack(home: Path) -> dict | None:
-    """The running stack's record, or None (a record whose processes are all gone is removed)."""
-    path = stack_file(home)
-    if not path.exists():
-        return None
-    record = json.loads(path.read_text())
-    if not any(_alive(p["pid"]) for p in record["processes"]):
-        path.unlink()
-        return None
-    return record
-
-
-def running_home(start: Path | None = None) -> Path | None:
-    """The ``.zen`` of the stack running in ``start`` (default: this directory) or the nearest folder
-    above it, as git finds its repository: `zen` run from a subfolder talks to that stack."""
-    here = (start or Path.cwd()).resolve()
-    return next((folder / ".zen" for folder in (here, *here.parents) if read_stack(folder / ".zen")), None)
-
-
-def stack_env(home: Path | None = None) -> dict[str, str]:
-    """Environment that points a client (``zen submit``, ``zen jobs``) at the running stack (``home``,
-    else the one :func:`running_home` finds). A stopped stack's job output stays readable (``zen
-    logs``) from its folder or a subfolder, unless the client is pointed at a database."""
-    home = home or running_home()
-    record = read_stack(home) if home is not None else None
-    if record:
-        return dict(record["env"])
-    here = Path.cwd().resolve()  # a stopped stack's output: in this folder's .zen or the nearest one above
-    found = [home / "joblogs"] if home is not None else [folder / ".zen" / "joblogs" for folder in (here, *here.parents)]
-    logs = next((folder for folder in found if folder.is_dir()), None)
-    if logs is not None and not (os.environ.get("ZEN_DATABASE_URL") or os.environ.get("ZEN_CLOUDSQL_INSTANCE")):
-        return {"ZEN_JOB_LOGS_DIR": str(logs.resolve())}
-    return {}
 
 
 class LocalStack:
@@ -364,7 +316,7 @@ def hand_back(processes: list[dict], env: dict[str, str], wait_s: float = HAND_B
         return 0
     deadline = time.monotonic() + wait_s
     popen = compute.get("_popen")
-    while time.monotonic() < deadline and _alive(compute["pid"]) and (popen is None or popen.poll() is None):
+    while time.monotonic() < deadline and process_alive(compute["pid"]) and (popen is None or popen.poll() is None):
         time.sleep(0.1)
     url = env.get("ZEN_DATABASE_URL")
     if not url:
@@ -399,11 +351,11 @@ def stop_processes(processes: list[dict], grace_s: float, record: Path | None) -
     deadline = time.monotonic() + grace_s
     for process in processes:
         popen = process.get("_popen")
-        while _alive(process["pid"]) and time.monotonic() < deadline:
+        while process_alive(process["pid"]) and time.monotonic() < deadline:
             if popen is not None and popen.poll() is not None:
                 break
             time.sleep(0.05)
-        if _alive(process["pid"]) and (popen is None or popen.poll() is None):
+        if process_alive(process["pid"]) and (popen is None or popen.poll() is None):
             try:
                 os.killpg(process["pid"], signal.SIGKILL)
             except ProcessLookupError:
