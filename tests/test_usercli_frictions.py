@@ -131,10 +131,42 @@ def test_an_unreachable_database_is_one_line(zen_cli, tmp_path):
     assert result.returncode == 1 and "cannot reach the database" in one_line(result)
 
 
-def test_submit_without_a_stack_or_credentials_is_one_line(zen_cli):
-    result = zen_cli("submit", "--cluster", "1xl4", "--image", "python:3.11", "--", "true",
-                     drop=("PUBSUB_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS"))
+@pytest.fixture
+def not_gce():
+    """A metadata address that answers every request 404, as a machine off GCE has none: google-auth
+    asks it once per search for Application Default Credentials. Yields the list of paths asked."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    asked: list[str] = []
+
+    class NotFound(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            asked.append(self.path)
+            self.send_error(404)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1], asked
+    finally:
+        server.shutdown()
+
+
+@pytest.mark.parametrize("argv", [["submit", "--cluster", "1xl4", "--image", "python:3.11", "--", "true"],
+                                  ["stop", "--force", "some-job"]])
+def test_a_publish_without_a_stack_or_credentials_is_one_line_after_one_search(zen_cli, not_gce, argv):
+    """Off GCE each search for credentials costs google-auth seconds of pings: one is made, not one
+    for the identity and another for the Pub/Sub client."""
+    port, asked = not_gce
+    metadata = f"127.0.0.1:{port}"
+    result = zen_cli(*argv, drop=("PUBSUB_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS", "ZEN_DATABASE_URL"),
+                     GCE_METADATA_HOST=metadata, GCE_METADATA_IP=metadata)
     assert result.returncode == 1 and "no Google credentials" in one_line(result)
+    assert len(asked) == 1, asked
 
 
 def test_a_job_without_an_image_is_refused_before_publishing_to_a_deployed_zen(zen_cli, publisher):
