@@ -56,6 +56,17 @@ pays in the simulator):
 - The objective is the dollars over the floor dollars (every useful run at the cluster's cheapest listed
   price among its regions and models): ``zen_dev.sim.metrics``'s ``usd_vs_floor``, the bench's "x floor".
 
+Two tightenings, each still a relaxation (``--tighter``: the column "tighter", both at once):
+- ``late_paid``: a late job runs as a rerun does (on spot in the room its region has left from its
+  arrival, on standard at the cheapest standard price, or for any share of its duration down to none),
+  not at the floor price without capacity.
+- ``fifo``: each queue starts its jobs' first runs in arrival order (jobs of one cluster with the same
+  regions, priority, user and size; ties in the jobs' order), as the simulator's queues do for every
+  policy (a VM takes the job of highest priority published first that may run there): no policy here
+  picks a later, shorter job first. Per slot of the earlier job's start window, its share started by then is
+  at least the later one's (cumulative shares: a fractional mix of orders passes where no single order
+  would; a first start taken back counts from its job's arrival).
+
 Also printed for contrast: the same LP without the speed rows (every job may be late: 1.00 by
 construction, a check of the units), and with speed but no capacity or ``max_vms`` rows (what the jobs'
 allowed regions alone cost). Solver: SciPy's HiGHS (``linprog``), a development-only dependency.
@@ -236,12 +247,15 @@ def _useful(lp: _Lp, col: int, price: float, floor_row: int, floor: float, low_h
 
 def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s: float, *,
           slot_s: float = SLOT_S, rule: str = "ever", capacity: bool = True, taken_back: bool = True,
-          rerun_room: bool = True) -> tuple[float, float]:
+          rerun_room: bool = True, late_paid: bool = False, fifo: bool = False) -> tuple[float, float]:
     """(the least dollars over the floor dollars, the share of jobs late) for the jobs submitted by the
     horizon. ``speed`` None: no speed rows (every job may be late); ``capacity`` False: no spot capacity
     or max_vms rows (standard still starts only where the rule allows); ``taken_back`` False: a job's
     first start is its useful run's (no first run on spot that a drop takes back); ``rerun_room`` False:
-    the reruns of jobs taken back need no spot room."""
+    the reruns of jobs taken back need no spot room; ``late_paid``: a late job runs as a rerun does (on
+    spot in the room left, on standard, or for nothing up to its duration), not at the floor price
+    without capacity; ``fifo``: a queue's jobs (one cluster, regions, priority, user, size) start in arrival
+    order, as the simulator's queues start them for every policy: no later, shorter job first."""
     jobs = [j for j in jobs if j.submit_s <= horizon_s]
     slots = math.ceil(horizon_s / slot_s) + 1
     clusters = {c.limits.name: c for c in scenario.clusters}
@@ -265,9 +279,10 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
     drops = _drops(scenario, slots, slot_s) if taken_back and speed is not None else {}
     budget: dict[tuple[str, str, int], list[int]] = {}  # (region, capacity key, slot) -> its takebacks' rows
     random_takebacks = scenario.spec.preemption.rate_per_hour > 0
-    reruns = {key: _reruns(lp, tau, [o], slot_s) for key, o in spot.items()} if drops and rerun_room else {}
+    reruns = {key: _reruns(lp, tau, [o], slot_s) for key, o in spot.items()} if (drops and rerun_room) or late_paid else {}
     within50: list[int] = []
     late: list[int] = []
+    in_time: list[tuple[int, int, dict[int, list[int]]]] = []  # per job: (first, last, start slot -> columns)
     for job in jobs:
         cluster = clusters[job.cluster]
         floor, d = cluster.floor_usd_per_vm_hour, job.duration_s
@@ -282,6 +297,7 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
         # A run at the floor price may count anything up to this; the most is optimal (every price is at
         # least the floor, so the ratio is >= 1 and more hours at 1.00 only lower it): fixed at the most.
         at_floor = min(d, horizon_s - job.submit_s) / 3600.0
+        in_time.append((first, last, starts := {}))
         for k in range(first, last + 1):
             options = []  # (price, spot region or None)
             if "spot" in cluster.models:
@@ -296,6 +312,7 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
             for price, region in options:
                 col = lp.column()
                 lp.add(assign, col, 1.0)
+                starts.setdefault(k, []).append(col)
                 _useful(lp, col, price, floor_row, floor, low, high)
                 if k <= last50:
                     within50.append(col)
@@ -330,23 +347,19 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
                     for occupancy in (spot.get((region, spot_key)), vms.get(job.cluster)):
                         if occupancy is not None:  # it ran from W95's end (at the latest) to the drop
                             occupancy.run(col, last, t - last)
-        if taken:  # its rerun: on spot (in the room left), on standard, or never; its hours at most at_floor
-            share = lp.row(at_most=True)
-            for col in taken:
-                lp.add(share, col, -at_floor)
-            on_spot = []  # per region, each in its own room (with rerun_room), else the cheapest one
-            for region in (job.regions if reruns else [min(job.regions, key=lambda r: table[r]["spot"])]):
-                on_spot.append(lp.column(table[region]["spot"]))
-                if (region, spot_key) in reruns:
-                    lp.add(reruns[(region, spot_key)][math.floor(job.submit_s / slot_s)], on_spot[-1], -1.0)
-            others = [table[r][m] for r in job.regions for m in cluster.models if m in NON_SPOT]
-            for col in on_spot + ([lp.column(min(others))] if others else []):
-                lp.add(share, col, 1.0)
-                lp.add(floor_row, col, floor)
-        col = lp.column()  # late: started after W95 (cut at the horizon) or never, at the floor price
+        arrival = math.floor(job.submit_s / slot_s)
+        if taken:  # its rerun; as a start, as early as it can be (FIFO rows: the least they ask of later jobs)
+            starts.setdefault(-1, []).extend(taken)
+            _run_later(lp, taken, at_floor, job, cluster, spot_key, floor_row, reruns, arrival)
+        col = lp.column()  # late: started after W95 (cut at the horizon) or never
         lp.add(assign, col, 1.0)
-        _useful(lp, col, floor, floor_row, floor, at_floor, at_floor)
+        if late_paid:
+            _run_later(lp, [col], at_floor, job, cluster, spot_key, floor_row, reruns, arrival)
+        else:  # at the floor price, without capacity
+            _useful(lp, col, floor, floor_row, floor, at_floor, at_floor)
         late.append(col)
+    if fifo:
+        _fifo(lp, jobs, in_time)
     n = len(jobs)
     if speed is not None:  # late <= (1 - share95) n tau; within W50 >= share50 n tau
         for cols, sign, share in ((late, 1.0, 1.0 - speed.share95), (within50, -1.0, speed.share50)):
@@ -355,6 +368,67 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
                 lp.add(row, col, sign)
             lp.add(row, tau, -sign * share * n)
     return _finish(lp, tau, late)
+
+
+def _run_later(lp: _Lp, shares: list[int], at_floor: float, job: SimJob, cluster, spot_key: str,
+               floor_row: int, rooms: dict[tuple[str, str], list[int]], arrival: int) -> None:
+    """A run after the job's start window (``shares``' columns: its share of jobs there): on spot in a
+    region's room left (``rooms``: per region, the rows of ``_reruns`` per arrival slot; without them at
+    the cheapest spot price), on standard at the cheapest standard price, or never, for up to ``at_floor``
+    hours."""
+    table, floor = cluster.table or {}, cluster.floor_usd_per_vm_hour
+    share = lp.row(at_most=True)
+    for col in shares:
+        lp.add(share, col, -at_floor)
+    on_spot = []
+    if "spot" in cluster.models:
+        for region in (job.regions if rooms else [min(job.regions, key=lambda r: table[r]["spot"])]):
+            on_spot.append(lp.column(table[region]["spot"]))
+            if (region, spot_key) in rooms:
+                lp.add(rooms[(region, spot_key)][arrival], on_spot[-1], -1.0)
+    others = [table[r][m] for r in job.regions for m in cluster.models if m in NON_SPOT]
+    for col in on_spot + ([lp.column(min(others))] if others else []):
+        lp.add(share, col, 1.0)
+        lp.add(floor_row, col, floor)
+
+
+def _fifo(lp: _Lp, jobs: list[SimJob], in_time: list[tuple[int, int, dict[int, list[int]]]]) -> None:
+    """Each job of a queue (one cluster, regions, priority, user and size) in time no later than the next: up to
+    each slot of the earlier one's window, its share started by then >= the later one's (a job's first
+    start taken back counts from its arrival; a late start, after the window, is not constrained)."""
+    queues: dict[tuple, list[int]] = {}
+    for i, job in enumerate(jobs):
+        queues.setdefault((job.cluster, tuple(sorted(job.regions)), job.priority, job.user, job.nodes), []).append(i)
+
+    def started_by(i: int, to: int, taken: bool) -> dict[int, int]:
+        """Columns: job i's share started by each slot of its window up to ``to`` (its taken-back first
+        starts from its arrival on when ``taken``)."""
+        first, _, starts = in_time[i]
+        out, previous = {}, None
+        for t in range(first, to + 1):
+            out[t] = col = lp.column()
+            row = lp.row()  # col = previous + the starts in slot t
+            lp.add(row, col, 1.0)
+            if previous is not None:
+                lp.add(row, previous, -1.0)
+            for k, cols in starts.items():
+                if k == t or (k == -1 and taken and t == first):
+                    for start in cols:
+                        lp.add(row, start, -1.0)
+            previous = col
+        return out
+
+    for queue in queues.values():
+        queue.sort(key=lambda i: jobs[i].submit_s)  # stable: ties keep the jobs' order
+        for i, j in zip(queue, queue[1:]):
+            first_j, last_i = in_time[j][0], in_time[i][1]
+            if first_j > last_i:
+                continue
+            early, later = started_by(i, last_i, True), started_by(j, last_i, False)
+            for t in range(first_j, last_i + 1):
+                row = lp.row(at_most=True)
+                lp.add(row, later[t], 1.0)
+                lp.add(row, early[t], -1.0)
 
 
 def _drops(scenario: Scenario, slots: int, slot_s: float) -> dict[tuple[str, str], tuple[np.ndarray, ...]]:

@@ -135,3 +135,27 @@ def test_the_speed_rows_come_from_ask_every_region_standards_pooled_percentiles(
     speed = speed_of(std)
     assert speed.w95_s == pytest.approx(1.10 * 19.1 + 0.05) and speed.w50_s == pytest.approx(10.5 + 0.05)
     assert (speed.share95, speed.share50) == (19 / 20, 10 / 20)
+
+
+def test_late_jobs_paid_where_they_can_run_no_longer_lower_the_ratio_at_the_floor():
+    # No spot ever; 20 jobs at 0 s within 300 s: 19 on standard, one late. At the floor price without
+    # capacity it lowers the ratio; paid as it could run (standard, no spot room, or not at all), it does not.
+    never = scenario("0:0")
+    assert solve(never, jobs(20), fast(20, 300.0), horizon_s=7200.0)[0] == pytest.approx((19 * 4.0 + 1.0) / 20)
+    assert solve(never, jobs(20), fast(20, 300.0), horizon_s=7200.0, late_paid=True)[0] == pytest.approx(4.0)
+    # Spot back at 600 s: the late job runs there, at the floor, either way.
+    back = scenario("0:0 600:100")
+    assert solve(back, jobs(20), fast(20, 300.0), horizon_s=7200.0, late_paid=True)[0] == pytest.approx(
+        (19 * 4.0 + 1.0) / 20)
+
+
+def test_in_a_queue_a_later_shorter_job_does_not_start_first():
+    # One spot VM; a 3000 s job at 0 s and a 600 s one at 60 s must both start within 700 s. Out of order,
+    # the short one runs first and the long one starts after it, both on spot (1.00); in arrival order the
+    # long one holds the VM and the short one pays standard (1.50). The relaxation mixes halves: the long
+    # job half at 0 s and half after the short one's half on spot, whose other half pays standard (1.25).
+    one = scenario("0:1")
+    two = [SimJob("long", "c", 0.0, 3000.0, (REGION,)), SimJob("short", "c", 60.0, 600.0, (REGION,))]
+    speed = Speed(700.0, 700.0, 1.0, 1.0)
+    assert solve(one, two, speed, horizon_s=7200.0)[0] == pytest.approx(1.0)
+    assert solve(one, two, speed, horizon_s=7200.0, fifo=True)[0] == pytest.approx((3000 * 1.0 + 600 * 2.5) / 3600)
