@@ -19,6 +19,7 @@ MAX_WINDOW_SLOTS = 64  # a longer W95 gets longer slots (a multiple of SLOT_S): 
 
 
 POLICIES = ("zen", "ask-every-region-standard")
+CHEAPEST_P95, CHEAPEST_USD = 0.80, 0.90  # issue 33: dollars <= 0.90x cheapest-first's with p95 <= 0.80x its
 
 
 @dataclass
@@ -35,6 +36,9 @@ class Row:
     seconds: float
     slot_s: float
     tighter: float | None = None  # with late jobs paid where they can run and queues in arrival order
+    # The second pair of targets: the least x floor with p95 <= 0.80x cheapest-first's (the only speed row),
+    # and 0.90x cheapest-first's own x floor, which it would have to be under.
+    vs_cheapest: tuple[float, float] | None = None
 
 
 def measure(scenario: Scenario, name: str, seeds: int, slot_s: float = SLOT_S, tighter: bool = False) -> Row:
@@ -45,7 +49,8 @@ def measure(scenario: Scenario, name: str, seeds: int, slot_s: float = SLOT_S, t
     from zen_dev.sim.runner import run_policies
     started = time.perf_counter()
     jobs = load_jobs(scenario)
-    runs = [run_policies(scenario, jobs, list(POLICIES), seed=scenario.spec.seed + k) for k in range(seeds)]
+    policies = list(POLICIES) + (["cheapest-first"] if tighter else [])
+    runs = [run_policies(scenario, jobs, policies, seed=scenario.spec.seed + k) for k in range(seeds)]
     results = {policy: pooled([r[policy] for r in runs]) for policy in runs[0]}
     std = results["ask-every-region-standard"]
     speed, horizon = speed_of(std), std.horizon_s
@@ -56,12 +61,26 @@ def measure(scenario: Scenario, name: str, seeds: int, slot_s: float = SLOT_S, t
     rules_differ = any(not np.array_equal(allowed_starts(caps, "ever"), allowed_starts(caps, "slot"))
                        for cluster in scenario.clusters for model in cluster.models if model in NON_SPOT
                        for caps in region_caps(scenario, cluster, model, slots, slot_s).values())
+    tight = vs_cheapest = None
+    if tighter:
+        tight = solve(scenario, jobs, speed, horizon, slot_s=slot_s, late_paid=True, fifo=True)[0]
+        cheapest = results["cheapest-first"]
+        fast = speed_of(cheapest, p95_limit=CHEAPEST_P95, p50_limit=CHEAPEST_P95)  # its p95 row alone:
+        fast = Speed(fast.w95_s, fast.w95_s, fast.share95, fast.share95)  # the p50 row made the same
+        vs_cheapest = (solve(scenario, jobs, fast, horizon, slot_s=slot_s, late_paid=True, fifo=True)[0],
+                       CHEAPEST_USD * cheapest.dollars()["usd_vs_floor"])
     return Row(name, speed, solve(scenario, jobs, None, horizon, slot_s=slot_s)[0],
                solve(scenario, jobs, speed, horizon, slot_s=slot_s, capacity=False, taken_back=False)[0], bound, late,
                solve(scenario, jobs, speed, horizon, slot_s=slot_s, rule="slot")[0] if rules_differ else bound,
                solve(scenario, jobs, speed, horizon, slot_s=slot_s, taken_back=False)[0],
-               zen, time.perf_counter() - started, slot_s,
-               solve(scenario, jobs, speed, horizon, slot_s=slot_s, late_paid=True, fifo=True)[0] if tighter else None)
+               zen, time.perf_counter() - started, slot_s, tight, vs_cheapest)
+
+
+def _tighter(row: Row) -> str:
+    if row.tighter is None or row.vs_cheapest is None:
+        return ""
+    bound, target = row.vs_cheapest
+    return f"{row.tighter:>8.2f}{f'{bound:.2f} / {target:.2f}':>13}{' out' if bound > target else ' ok':>6}"
 
 
 def scenarios() -> list[tuple[Scenario, str]]:
@@ -88,7 +107,7 @@ def report(seeds: int | None = None, slot_s: float = SLOT_S, tighter: bool = Fal
     from zen_dev.sim.dollars import SEEDS
     seeds = seeds or SEEDS
     started = time.perf_counter()
-    more = f"{'tighter':>8}" if tighter else ""
+    more = f"{'tighter':>8}{'vs cheapest-first':>19}" if tighter else ""
     lines = [f"== dollars: the least x floor any policy pays while p95 <= 1.10x and p50 <= 1.00x "
              f"ask-every-region-standard (LP relaxation, {seeds} seeds pooled)",
              f"{'scenario @ price table':<34}{'W50 s':>7}{'W95 s':>8}{'slot s':>7}{'no speed':>9}{'no cap.':>8}"
@@ -101,11 +120,12 @@ def report(seeds: int | None = None, slot_s: float = SLOT_S, tighter: bool = Fal
         zen = "-" if row.zen is None else f"{row.zen:.2f}"
         lines.append(f"{name[:33]:<34}{row.speed.w50_s:>7.0f}{row.speed.w95_s:>8.0f}{row.slot_s:>7.0f}{row.no_speed:>9.2f}"
                      f"{row.no_capacity:>8.2f}{row.bound:>7.2f}{row.late:>6.0%}{row.bound_slot:>10.2f}"
-                     f"{row.first_useful:>12.2f}{'' if row.tighter is None else f'{row.tighter:>8.2f}'}{zen:>6}"
+                     f"{row.first_useful:>12.2f}{_tighter(row)}{zen:>6}"
                      f"  {verdict} ({row.seconds:.0f} s)")
     lines.append(f"  {time.perf_counter() - started:.0f} s in all. bound: standard VMs start where a zone had "
                  "capacity before (rule ever); slot rule: only where it has some in the start slot or the one "
                  "before (no standard VM kept idle through a drop); no takeback: a job's first start is its "
-                 "useful run's" + ("; tighter: late jobs paid where they can run, each queue in arrival order"
-                                   if tighter else "") + ". Assumptions: benchmarks/dollar_bound.py")
+                 "useful run's" + ("; tighter: late jobs paid where they can run, each queue in arrival order; "
+                                   "vs cheapest-first: the same with p95 <= 0.80x its as the speed row, against "
+                                   "0.90x its x floor" if tighter else "") + ". Assumptions: benchmarks/dollar_bound.py")
     return lines

@@ -159,3 +159,28 @@ def test_in_a_queue_a_later_shorter_job_does_not_start_first():
     speed = Speed(700.0, 700.0, 1.0, 1.0)
     assert solve(one, two, speed, horizon_s=7200.0)[0] == pytest.approx(1.0)
     assert solve(one, two, speed, horizon_s=7200.0, fifo=True)[0] == pytest.approx((3000 * 1.0 + 600 * 2.5) / 3600)
+
+
+def test_the_tighter_columns_only_raise_the_bound_and_judge_against_cheapest_firsts_own_run():
+    from benchmarks.dollar_report import CHEAPEST_USD, measure
+    from zen_dev.sim.scenario import parse_scenario
+    two = parse_scenario(f"""seed: 3
+clusters:
+  - {{name: c, gpu_count: 1, machine_type: m1, regions: [{REGION}, us-west1], max_vms_per_region: 4, max_vms: 8,
+     provisioning: [spot, standard], prices: {{{REGION}: {{spot: 1.0, standard: 4.0}}, us-west1: {{spot: 1.5, standard: 4.0}}}}}}
+zones:
+  {REGION}: [{REGION}-a]
+  us-west1: [us-west1-a]
+capacity:
+  default: 2
+jobs:
+  kind: synthetic
+  count: 30
+  arrivals: {{kind: poisson, rate_per_hour: 30}}
+  duration: {{dist: lognormal, median_s: 900, sigma: 0.5}}
+""")
+    row = measure(two, "two regions", seeds=1, tighter=True)
+    assert row.tighter is not None and row.tighter >= row.bound - 1e-9
+    bound, target = row.vs_cheapest
+    assert bound >= 1.0 - 1e-9 and target >= CHEAPEST_USD - 1e-9  # 0.90x an x floor, itself >= 1
+    assert measure(two, "two regions", seeds=1).tighter is None
