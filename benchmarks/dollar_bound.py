@@ -279,7 +279,8 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
     drops = _drops(scenario, slots, slot_s) if taken_back and speed is not None else {}
     budget: dict[tuple[str, str, int], list[int]] = {}  # (region, capacity key, slot) -> its takebacks' rows
     random_takebacks = scenario.spec.preemption.rate_per_hour > 0
-    reruns = {key: _reruns(lp, tau, [o], slot_s) for key, o in spot.items()} if (drops and rerun_room) or late_paid else {}
+    rooms_needed = (drops and rerun_room) or late_paid
+    reruns = {key: _reruns(lp, tau, [o], slot_s) for key, o in spot.items()} if rooms_needed else {}
     within50: list[int] = []
     late: list[int] = []
     in_time: list[tuple[int, int, dict[int, list[int]]]] = []  # per job: (first, last, start slot -> columns)
@@ -393,9 +394,9 @@ def _run_later(lp: _Lp, shares: list[int], at_floor: float, job: SimJob, cluster
 
 
 def _fifo(lp: _Lp, jobs: list[SimJob], in_time: list[tuple[int, int, dict[int, list[int]]]]) -> None:
-    """Each job of a queue (one cluster, regions, priority, user and size) in time no later than the next: up to
-    each slot of the earlier one's window, its share started by then >= the later one's (a job's first
-    start taken back counts from its arrival; a late start, after the window, is not constrained)."""
+    """Each job of a queue (one cluster, regions, priority, user and size) in time no later than the
+    next: up to each slot of the earlier one's window, its share started by then >= the later one's (a
+    job's first start taken back counts from its arrival; a late start, after the window, is free)."""
     queues: dict[tuple, list[int]] = {}
     for i, job in enumerate(jobs):
         queues.setdefault((job.cluster, tuple(sorted(job.regions)), job.priority, job.user, job.nodes), []).append(i)

@@ -103,7 +103,7 @@ def scenarios() -> list[tuple[Scenario, str]]:
 
 
 def report(seeds: int | None = None, slot_s: float = SLOT_S, tighter: bool = False) -> list[str]:
-    """The table ``make bench-bound`` prints after the speed/waste bound (``tighter``: a column more)."""
+    """The table ``make bench-bound`` prints after the speed/waste bound (``tighter``: two columns more)."""
     from zen_dev.sim.dollars import SEEDS
     seeds = seeds or SEEDS
     started = time.perf_counter()

@@ -167,7 +167,8 @@ def test_the_tighter_columns_only_raise_the_bound_and_judge_against_cheapest_fir
     two = parse_scenario(f"""seed: 3
 clusters:
   - {{name: c, gpu_count: 1, machine_type: m1, regions: [{REGION}, us-west1], max_vms_per_region: 4, max_vms: 8,
-     provisioning: [spot, standard], prices: {{{REGION}: {{spot: 1.0, standard: 4.0}}, us-west1: {{spot: 1.5, standard: 4.0}}}}}}
+     provisioning: [spot, standard],
+     prices: {{{REGION}: {{spot: 1.0, standard: 4.0}}, us-west1: {{spot: 1.5, standard: 4.0}}}}}}
 zones:
   {REGION}: [{REGION}-a]
   us-west1: [us-west1-a]
