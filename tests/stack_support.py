@@ -84,6 +84,19 @@ def ended(job_ids: list[str], timeout_s: float) -> list[Any]:
         db.close()
 
 
+def decisions() -> list[str]:
+    """The scaling decisions so far, one line each (for a failing assertion's message)."""
+    from zen.store.db import Database
+
+    db = Database.from_env()
+    try:
+        with db.transaction() as session:
+            rows = session.sql("SELECT at, region, action, vm, reason FROM scaling_decisions ORDER BY id")
+        return [f"{r['at']:%H:%M:%S} {r['region']} {r['action']} {r['vm'] or ''}: {r['reason']}" for r in rows]
+    finally:
+        db.close()
+
+
 def job_view(job_id: str) -> dict[str, Any]:
     """The job's public view as ``zen jobs get --json`` shows it ({} for a job not stored)."""
     from zen.store import repository

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.faults.stack import until
-from tests.stack_support import home, job_view, running_stack, submit_as  # noqa: F401 - the fixture
+from tests.stack_support import decisions, home, job_view, running_stack, submit_as  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.e2e
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -54,6 +54,7 @@ def test_a_job_that_fills_its_disk_on_a_shared_vm_is_stopped_and_its_neighbour_c
         # so the scaler (one VM at most) cannot swap it for a fresh one before the next job comes.
         submit("next", 1000, 0)
         after = until(lambda: _over("next"), 60)
+        scaling = decisions()  # why the VM went, if the next job ran on another
         neighbour = until(lambda: _over("neighbour"), 60)
         uploaded = {blob.name: blob.size for blob in gcs.Client().list_blobs("out-bkt")}
     assert filler and filler["status"] == "FAILED" and filler["attempt"] == 1, filler  # not rerun
@@ -62,7 +63,7 @@ def test_a_job_that_fills_its_disk_on_a_shared_vm_is_stopped_and_its_neighbour_c
             "a VM (a cluster with max_jobs_per_vm 1); its outputs were not uploaded") in filler["message"]
     assert running["status"] == "RUNNING"  # the neighbour ran beside it ...
     assert neighbour and neighbour["status"] == "SUCCEEDED", neighbour  # ... and completed
-    assert filler["vm"] == neighbour["vm"] == after["vm"] and after["status"] == "SUCCEEDED", after  # the VM works on
+    assert filler["vm"] == neighbour["vm"] == after["vm"] and after["status"] == "SUCCEEDED", (after, scaling)  # works on
     # Under load the neighbour's first attempt may be lost (late heartbeats); the attempt that completed uploaded.
     assert uploaded == {f"runs/neighbour/attempt-{neighbour['attempt']}/written.bin": 983040,
                         "runs/next/attempt-1/written.bin": 0}

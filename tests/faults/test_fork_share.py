@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.faults.stack import until
-from tests.stack_support import home, job_view, running_stack, submit_as  # noqa: F401 - the fixture
+from tests.stack_support import decisions, home, job_view, running_stack, submit_as  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.e2e
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -65,10 +65,11 @@ def test_a_job_that_forks_without_limit_on_a_shared_vm_is_stopped_and_its_neighb
         neighbour = until(lambda: _over("neighbour"), 30)
         submit("next", NEIGHBOUR, "0")
         after = until(lambda: _over("next"), 30)
+        scaling = decisions()  # why the VM went, if the next job ran on another
     assert forker and forker["status"] == "FAILED" and forker["attempt"] == 1, forker  # not rerun
     assert forker["message"].startswith("zen: stopped: the job forked more than 100 processes (its limit: 100 "
                                         "processes and threads at once"), forker["message"]
     assert "run it alone on a VM (a cluster with max_jobs_per_vm 1)" in forker["message"]
     assert running["status"] == "RUNNING"  # the neighbour ran beside it ...
     assert neighbour and neighbour["status"] == "SUCCEEDED", neighbour  # ... and completed
-    assert forker["vm"] == neighbour["vm"] == after["vm"] and after["status"] == "SUCCEEDED", after  # the VM works on
+    assert forker["vm"] == neighbour["vm"] == after["vm"] and after["status"] == "SUCCEEDED", (after, scaling)  # works on
