@@ -63,7 +63,8 @@ def test_a_job_that_fills_its_disk_on_a_shared_vm_is_stopped_and_its_neighbour_c
             "a VM (a cluster with max_jobs_per_vm 1); its outputs were not uploaded") in filler["message"]
     assert running["status"] == "RUNNING"  # the neighbour ran beside it ...
     assert neighbour and neighbour["status"] == "SUCCEEDED", neighbour  # ... and completed
-    assert filler["vm"] == neighbour["vm"] == after["vm"] and after["status"] == "SUCCEEDED", (after, scaling)  # works on
+    # The VM works on.
+    assert filler["vm"] == neighbour["vm"] == after["vm"] and after["status"] == "SUCCEEDED", (after, scaling)
     # Under load the neighbour's first attempt may be lost (late heartbeats); the attempt that completed uploaded.
     assert uploaded == {f"runs/neighbour/attempt-{neighbour['attempt']}/written.bin": 983040,
                         "runs/next/attempt-1/written.bin": 0}

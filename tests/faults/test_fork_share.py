@@ -72,4 +72,5 @@ def test_a_job_that_forks_without_limit_on_a_shared_vm_is_stopped_and_its_neighb
     assert "run it alone on a VM (a cluster with max_jobs_per_vm 1)" in forker["message"]
     assert running["status"] == "RUNNING"  # the neighbour ran beside it ...
     assert neighbour and neighbour["status"] == "SUCCEEDED", neighbour  # ... and completed
-    assert forker["vm"] == neighbour["vm"] == after["vm"] and after["status"] == "SUCCEEDED", (after, scaling)  # works on
+    # The VM works on.
+    assert forker["vm"] == neighbour["vm"] == after["vm"] and after["status"] == "SUCCEEDED", (after, scaling)
