@@ -400,36 +400,36 @@ def _fifo(lp: _Lp, jobs: list[SimJob], in_time: list[tuple[int, int, dict[int, l
     queues: dict[tuple, list[int]] = {}
     for i, job in enumerate(jobs):
         queues.setdefault((job.cluster, tuple(sorted(job.regions)), job.priority, job.user, job.nodes), []).append(i)
+    by: dict[int, dict[int, int]] = {}
 
-    def started_by(i: int, to: int, taken: bool) -> dict[int, int]:
-        """Columns: job i's share started by each slot of its window up to ``to`` (its taken-back first
-        starts from its arrival on when ``taken``)."""
-        first, _, starts = in_time[i]
-        out, previous = {}, None
-        for t in range(first, to + 1):
-            out[t] = col = lp.column()
-            row = lp.row()  # col = previous + the starts in slot t
-            lp.add(row, col, 1.0)
-            if previous is not None:
-                lp.add(row, previous, -1.0)
-            for k, cols in starts.items():
-                if k == t or (k == -1 and taken and t == first):
-                    for start in cols:
-                        lp.add(row, start, -1.0)
-            previous = col
-        return out
+    def started_by(i: int) -> dict[int, int]:
+        """Columns, made once a job: its share started in time by each slot of its window (taken-back
+        first starts left out; the earlier job's rows add them)."""
+        if i not in by:
+            first, last, starts = in_time[i]
+            by[i], previous = {}, None
+            for t in range(first, last + 1):
+                by[i][t] = col = lp.column()
+                row = lp.row()  # col = previous + the starts in slot t
+                lp.add(row, col, 1.0)
+                if previous is not None:
+                    lp.add(row, previous, -1.0)
+                for start in starts.get(t, []):
+                    lp.add(row, start, -1.0)
+                previous = col
+        return by[i]
 
     for queue in queues.values():
         queue.sort(key=lambda i: jobs[i].submit_s)  # stable: ties keep the jobs' order
         for i, j in zip(queue, queue[1:]):
             first_j, last_i = in_time[j][0], in_time[i][1]
-            if first_j > last_i:
-                continue
-            early, later = started_by(i, last_i, True), started_by(j, last_i, False)
-            for t in range(first_j, last_i + 1):
+            early, later, taken = started_by(i), started_by(j), in_time[i][2].get(-1, [])
+            for t in range(first_j, last_i + 1):  # later(t) <= early(t) + its taken-back starts
                 row = lp.row(at_most=True)
                 lp.add(row, later[t], 1.0)
                 lp.add(row, early[t], -1.0)
+                for start in taken:
+                    lp.add(row, start, -1.0)
 
 
 def _drops(scenario: Scenario, slots: int, slot_s: float) -> dict[tuple[str, str], tuple[np.ndarray, ...]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -65,8 +65,8 @@ def measure(scenario: Scenario, name: str, seeds: int, slot_s: float = SLOT_S, t
     if tighter:
         tight = solve(scenario, jobs, speed, horizon, slot_s=slot_s, late_paid=True, fifo=True)[0]
         cheapest = results["cheapest-first"]
-        fast = speed_of(cheapest, p95_limit=CHEAPEST_P95, p50_limit=CHEAPEST_P95)  # its p95 row alone:
-        fast = Speed(fast.w95_s, fast.w95_s, fast.share95, fast.share95)  # the p50 row made the same
+        fast = speed_of(cheapest, p95_limit=CHEAPEST_P95)  # its p95 row alone (the p50 row made the same)
+        fast = replace(fast, w50_s=fast.w95_s, share50=fast.share95)
         vs_cheapest = (solve(scenario, jobs, fast, horizon, slot_s=slot_s, late_paid=True, fifo=True)[0],
                        CHEAPEST_USD * cheapest.dollars()["usd_vs_floor"])
     return Row(name, speed, solve(scenario, jobs, None, horizon, slot_s=slot_s)[0],
