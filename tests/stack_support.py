@@ -11,7 +11,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -84,17 +84,29 @@ def ended(job_ids: list[str], timeout_s: float) -> list[Any]:
         db.close()
 
 
-def decisions() -> list[str]:
-    """The scaling decisions so far, one line each (for a failing assertion's message)."""
+def _read(read: Callable[[Any], list[dict]]) -> list[dict]:
     from zen.store.db import Database
 
     db = Database.from_env()
     try:
         with db.transaction() as session:
-            rows = session.sql("SELECT at, region, action, vm, reason FROM scaling_decisions ORDER BY id")
-        return [f"{r['at']:%H:%M:%S} {r['region']} {r['action']} {r['vm'] or ''}: {r['reason']}" for r in rows]
+            return read(session)
     finally:
         db.close()
+
+
+def decisions() -> list[str]:
+    """The scaling decisions so far, one line each (for a failing assertion's message)."""
+    rows = _read(lambda session: session.sql("SELECT at, region, action, vm, reason FROM scaling_decisions ORDER BY id"))
+    return [f"{r['at']:%H:%M:%S} {r['region']} {r['action']} {r['vm'] or ''}: {r['reason']}" for r in rows]
+
+
+def history(job_id: str) -> list[str]:
+    """The job's history, one line a change (for a failing assertion's message: why an attempt ended)."""
+    from zen.store import repository
+
+    rows = _read(lambda session: repository.job_history(session, job_id))
+    return [f"{r['attempt']} {r['from_status']} -> {r['to_status']}: {r['reason']}" for r in rows]
 
 
 def job_view(job_id: str) -> dict[str, Any]:

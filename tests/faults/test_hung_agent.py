@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.stack_support import free_base_port, home  # noqa: F401 - the fixture
+from tests.stack_support import free_base_port, history, home  # noqa: F401 - the fixture
 from tests.faults.stack import until
 from zen_dev.local.environment import overridden_environ
 from zen_dev.local.stack import LocalStack, Ports
@@ -62,16 +62,6 @@ def _job(db, job_id: str) -> dict:
     return job.public_view() if job else {}
 
 
-def _history(db, job_id: str) -> list[str]:
-    """The job's history, one line a change (quoted when the test fails: why an attempt ended)."""
-    from zen.store import repository
-
-    with db.transaction() as session:
-        rows = repository.job_history(session, job_id)
-    return [f"{r['attempt']} {r['from_status']} -> {r['to_status']}: {r['reason']}" for r in rows]
-
-
-
 def test_a_hung_agent_never_lets_its_job_run_beside_the_next_attempt(home, tmp_path):  # noqa: F811
     from google.cloud import pubsub_v1
 
@@ -92,13 +82,13 @@ def test_a_hung_agent_never_lets_its_job_run_beside_the_next_attempt(home, tmp_p
             publisher.publish(publisher.topic_path(stack.config.project, stack.config.topics.job_submitted),
                               json.dumps(body).encode(), **stack.sender("alice")).result(30)
             began = until(lambda: [row for row in _lines(runs) if row[:2] == ["pid", "1"]], 120)
-            assert began, f"attempt 1 never ran: {_job(db, 'hung-1')}; {_history(db, 'hung-1')}"
+            assert began, f"attempt 1 never ran: {_job(db, 'hung-1')}; {history('hung-1')}"
             time.sleep(2)  # a few heartbeats in: the attempt is RUNNING, its lease renewed
             agent = _agent_of(int(began[0][2]))
             os.kill(agent, signal.SIGSTOP)
             stopped_at = time.time()
             second = until(lambda: [row for row in _lines(runs) if row[:2] == ["pid", "2"]], 90)
-            assert second, f"Zen never ran attempt 2: {_job(db, 'hung-1')}; {_history(db, 'hung-1')}"
+            assert second, f"Zen never ran attempt 2: {_job(db, 'hung-1')}; {history('hung-1')}"
             time.sleep(3)  # both would run together now, were attempt 1 not fenced
             os.kill(agent, signal.SIGCONT)
             resumed_at, agent = time.time(), None
