@@ -97,7 +97,8 @@ def _read(read: Callable[[Any], list[dict]]) -> list[dict]:
 
 def decisions() -> list[str]:
     """The scaling decisions so far, one line each (for a failing assertion's message)."""
-    rows = _read(lambda session: session.sql("SELECT at, region, action, vm, reason FROM scaling_decisions ORDER BY id"))
+    rows = _read(lambda session: session.sql(
+        "SELECT at, region, action, vm, reason FROM scaling_decisions ORDER BY id"))
     return [f"{r['at']:%H:%M:%S} {r['region']} {r['action']} {r['vm'] or ''}: {r['reason']}" for r in rows]
 
 
