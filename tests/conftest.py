@@ -10,12 +10,14 @@ import tempfile
 import weakref
 from pathlib import Path
 
+import pg8000.native
 import pytest
 
 from zen.core.clock import ManualClock
 from zen.core.config import load_config
 from zen.store.db import Database, parse_database_url
 from zen.store.migrate import migrate
+from zen_dev.embedded import without_flushes
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = "zen_template"
@@ -105,7 +107,11 @@ def pg_server():
     # Unix socket paths are limited to ~100 bytes: keep the data directory short.
     data_dir = tempfile.mkdtemp(prefix="zpg", dir="/tmp")
     server = pgserver.get_server(data_dir, cleanup_mode="stop")
-    yield parse_database_url(server.get_uri())
+    target = parse_database_url(server.get_uri())
+    admin = pg8000.native.Connection(user=target.user, unix_sock=target.unix_sock, database="postgres")
+    without_flushes(admin)  # thrown away after the run: no commit waits for the disk
+    admin.close()
+    yield target
     server.cleanup()
     shutil.rmtree(data_dir, ignore_errors=True)
 

@@ -42,13 +42,14 @@ def home():
 def running_stack(home: Path, config: str, scenario: str, start: int, tick_every_s: float = 2.0,
                   **options: Any) -> Iterator[LocalStack]:
     """A local stack of the configuration and scenario texts, its ports from ``start``, with its environment
-    applied (the official clients find its stand-ins), brought down afterwards. ``options``: LocalStack's
-    others (``agent_env``, ``buckets``)."""
+    applied (the official clients find its stand-ins), brought down afterwards; its Postgres, thrown away
+    with ``home``, skips flushes to disk (``durable=False``). ``options``: LocalStack's others
+    (``agent_env``, ``buckets``)."""
     (home / "zen.yaml").write_text(config)
     (home / "scenario.yaml").write_text(scenario)
     stack = LocalStack(home=home / "stack", config_path=home / "zen.yaml", scenario=home / "scenario.yaml",
                        tick_every_s=tick_every_s, ports=Ports.from_base(free_base_port(start=start)), fresh=True,
-                       **options)
+                       durable=False, **options)
     record = stack.up()
     try:
         with overridden_environ(record["env"]):
