@@ -129,19 +129,24 @@ def template_db(pg_server):
     return TEMPLATE
 
 
+@pytest.fixture(scope="session")
+def _reused_db(pg_server, template_db):
+    """This worker's database (tests.reused_db): made from the template once, emptied after each test."""
+    from tests.reused_db import ReusedDatabase
+
+    database = ReusedDatabase(pg_server, template_db, f"t{os.getpid()}")
+    yield database
+    database.drop()
+
+
 @pytest.fixture
-def db_target(pg_server, template_db):
-    """A fresh, migrated database for this test; yields its ConnectionTarget."""
-    name = f"t{os.getpid()}_{next(_counter)}"
-    admin = Database.from_target(pg_server)
-    with admin.session() as session:
-        session.execute(f"CREATE DATABASE {name} TEMPLATE {template_db}")
-    target = pg_server.with_database(name)
-    yield target
+def db_target(_reused_db):
+    """A migrated database holding only what the migrations put there, for this test alone; yields its
+    ConnectionTarget. Emptied afterwards (its other connections ended first), or made again from the
+    template where the test changed more than rows (tests.reused_db)."""
+    yield _reused_db.target
     _settle_relays()
-    with admin.session() as session:
-        session.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    admin.close()
+    _reused_db.reset()
 
 
 @pytest.fixture
