@@ -4,9 +4,12 @@ A database made from the migrated template copies its 8 MB through Postgres' wri
 of the server's CPU a test, some 10% of the suite's CPU on 2 cores (measured 2026-12-01). Emptying the
 same database costs about 5 ms: every other connection to it ended (as ``DROP DATABASE ... WITH (FORCE)``
 ends them), every table's rows deleted and the template's own rows put back (the applied migrations, the
-price refresh's row), every sequence restarted. A test that changed the schema, a grant or the database's
-settings leaves a schema that no longer reads as the template's (``SHAPE``): the database is then dropped
-and made again from the template, so no test sees another's changes."""
+price refresh's row). Sequences go on counting, as in a database that lives long, so a leftover write by
+id from one test cannot reach a row of the next. A test that changed the schema, a grant or the database's
+settings leaves a schema that no longer reads as the template's (``SHAPE``), and one whose connections
+still come back after they are ended (a pool that connects again) would write into the next test: the
+database is then dropped and made again from the template under a new name, so no test sees another's
+changes."""
 
 from __future__ import annotations
 
@@ -42,7 +45,6 @@ SELECT md5(string_agg(item, ',' ORDER BY item)) FROM (
 """
 TABLES = """SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) FROM pg_tables
              WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1"""
-SEQUENCES = "SELECT quote_ident(schemaname) || '.' || quote_ident(sequencename), start_value FROM pg_sequences"
 
 
 def _connect(target: ConnectionTarget, database: str) -> pg8000.native.Connection:
@@ -54,12 +56,11 @@ class ReusedDatabase:
     test after another; :meth:`reset` after each."""
 
     def __init__(self, server: ConnectionTarget, template: str, name: str):
-        self.server, self.template, self.name = server, template, name
+        self.server, self.template, self.base, self.name, self.remade = server, template, name, name, 0
         self.admin = _connect(server, "postgres")
         with closing(_connect(server, template)) as source:
             self.shape = source.run(SHAPE)[0][0]
             self.tables = [row[0] for row in source.run(TABLES)]
-            self.sequences = source.run(SEQUENCES)
             self.seeded = {}  # table -> (columns, rows): what the migrations put there
             for table in self.tables:
                 rows = source.run(f"SELECT * FROM {table}")
@@ -77,27 +78,31 @@ class ReusedDatabase:
         self.admin.run(f"CREATE DATABASE {self.name} TEMPLATE {self.template}")
         self.keeper = _connect(self.server, self.name)
 
-    def _end_others(self, timeout_s: float = 10.0) -> None:
-        """End every other connection to the database and wait until they are gone: a test's leftover
-        connection must not write after the rows are deleted."""
+    def _end_others(self, timeout_s: float = 2.0) -> bool:
+        """End every other connection to the database, again until none is left (a pool may connect
+        again): a test's leftover connection must not write after the rows are deleted. False when
+        connections still come after ``timeout_s``."""
         others = "FROM pg_stat_activity WHERE datname = :d AND pid <> :me"
         mine = self.keeper.run("SELECT pg_backend_pid()")[0][0]
-        self.admin.run(f"SELECT pg_terminate_backend(pid) {others}", d=self.name, me=mine)
         deadline = time.monotonic() + timeout_s
         while self.admin.run(f"SELECT count(*) {others}", d=self.name, me=mine)[0][0]:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"connections to {self.name} outlived their test")
+                return False
+            self.admin.run(f"SELECT pg_terminate_backend(pid) {others}", d=self.name, me=mine)
             time.sleep(0.01)
+        return True
 
     def reset(self) -> None:
         """The database as the template has it, for the next test."""
         try:
-            self._end_others()
-            same = self.keeper.run(SHAPE)[0][0] == self.shape
+            same = self._end_others() and self.keeper.run(SHAPE)[0][0] == self.shape
         except pg8000.native.Error:  # the keeper ended too (a test ended every connection)
             same = False
-        if not same:
-            self.close()
+        if not same:  # dropped (its connections ended), and made again under a new name, which a
+            self.close()  # leftover pool connecting again cannot reach
+            self.admin.run(f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")
+            self.remade += 1
+            self.name = f"{self.base}_{self.remade}"
             self._make()
             return
         keeper = self.keeper
@@ -110,8 +115,6 @@ class ReusedDatabase:
             marks = ", ".join(f":p{i}" for i in range(len(columns)))
             for row in rows:
                 keeper.run(f"INSERT INTO {table} ({names}) VALUES ({marks})", **{f"p{i}": v for i, v in enumerate(row)})
-        for sequence, start in self.sequences:
-            keeper.run("SELECT setval(:s, :v, false)", s=sequence, v=start)
         keeper.run("COMMIT")
 
     def close(self) -> None:
