@@ -56,7 +56,7 @@ test: venv tools browser
 
 # The function tests again with each Zen entry point's statements run as its function's database role
 # (migration 0030, tests/role_support.py): a statement a role lacks a grant for fails the test, even
-# one Zen only logs (a scaling pass's). About 4 minutes on 2 cores.
+# one Zen only logs (a scaling pass's). About 2.5 minutes on 2 cores (138 s of tests, 2026-12-01).
 test-roles: venv
 	ZEN_TEST_AS_ROLES=1 $(BIN)/python -m pytest -q -n 2 $(XDIST) tests/test_*.py tests/scaling tests/sim $(PYTEST_ARGS)
 
