@@ -10,7 +10,6 @@ import tempfile
 import weakref
 from pathlib import Path
 
-import pg8000.native
 import pytest
 
 from zen.core.clock import ManualClock
@@ -108,7 +107,7 @@ def pg_server():
     data_dir = tempfile.mkdtemp(prefix="zpg", dir="/tmp")
     server = pgserver.get_server(data_dir, cleanup_mode="stop")
     target = parse_database_url(server.get_uri())
-    admin = pg8000.native.Connection(user=target.user, unix_sock=target.unix_sock, database="postgres")
+    admin = target.connect()
     without_flushes(admin)  # thrown away after the run: no commit waits for the disk
     admin.close()
     yield target

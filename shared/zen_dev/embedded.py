@@ -71,8 +71,9 @@ NOT_FLUSHED = ("fsync", "synchronous_commit", "full_page_writes")
 def without_flushes(admin: pg8000.native.Connection) -> None:
     """Set the server ``admin`` is connected to (as a superuser) to skip its flushes to disk
     (``NOT_FLUSHED``), from its next sessions on. For the test suite's servers and stacks: measured
-    2026-12-01, five Postgres-bound test files 51-65 -> 43-48 s alone (docs/how-to/test.md). Never for a
-    server whose data is kept (``zen local up``)."""
+    2026-12-01, five Postgres-bound test files 51-65 -> 43-48 s alone (docs/how-to/test.md). The settings
+    stay with the server's data directory (``ALTER SYSTEM``): never for one whose data is kept (``zen local
+    up``'s)."""
     for setting in NOT_FLUSHED:
         admin.run(f"ALTER SYSTEM SET {setting} = off")
     admin.run("SELECT pg_reload_conf()")
