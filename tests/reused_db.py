@@ -79,10 +79,10 @@ class ReusedDatabase:
         self.keeper = _connect(self.server, self.name)
 
     def _end_others(self, timeout_s: float = 2.0) -> bool:
-        """End every other connection to the database, again until none is left (a pool may connect
-        again): a test's leftover connection must not write after the rows are deleted. False when
-        connections still come after ``timeout_s``."""
-        others = "FROM pg_stat_activity WHERE datname = :d AND pid <> :me"
+        """End every other client's connection to the database (not the autovacuum's), again until none
+        is left (a pool may connect again): a test's leftover connection must not write after the rows are
+        deleted. False when connections still come after ``timeout_s``."""
+        others = "FROM pg_stat_activity WHERE datname = :d AND pid <> :me AND backend_type = 'client backend'"
         mine = self.keeper.run("SELECT pg_backend_pid()")[0][0]
         deadline = time.monotonic() + timeout_s
         while self.admin.run(f"SELECT count(*) {others}", d=self.name, me=mine)[0][0]:
