@@ -1,5 +1,6 @@
-"""Shared fixtures: one embedded Postgres per test run, a migrated template database, and a fresh
-database per test created from the template (fast and isolated)."""
+"""Shared fixtures: one embedded Postgres per test run, a migrated template database, and one database
+per test worker made from it and emptied between tests (tests.reused_db), so each test starts from what
+the migrations put there."""
 
 from __future__ import annotations
 
