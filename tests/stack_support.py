@@ -42,14 +42,13 @@ def home():
 def running_stack(home: Path, config: str, scenario: str, start: int, tick_every_s: float = 2.0,
                   **options: Any) -> Iterator[LocalStack]:
     """A local stack of the configuration and scenario texts, its ports from ``start``, with its environment
-    applied (the official clients find its stand-ins), brought down afterwards; its Postgres, thrown away
-    with ``home``, skips flushes to disk (``durable=False``). ``options``: LocalStack's others
-    (``agent_env``, ``buckets``)."""
+    applied (the official clients find its stand-ins), brought down afterwards. ``options``: LocalStack's
+    others (``agent_env``, ``buckets``)."""
     (home / "zen.yaml").write_text(config)
     (home / "scenario.yaml").write_text(scenario)
     stack = LocalStack(home=home / "stack", config_path=home / "zen.yaml", scenario=home / "scenario.yaml",
                        tick_every_s=tick_every_s, ports=Ports.from_base(free_base_port(start=start)), fresh=True,
-                       durable=False, **options)
+                       **options)
     record = stack.up()
     try:
         with overridden_environ(record["env"]):
@@ -85,7 +84,8 @@ def ended(job_ids: list[str], timeout_s: float) -> list[Any]:
         db.close()
 
 
-def _read(read: Callable[[Any], list[dict]]) -> list[dict]:
+def _read(read: Callable[[Any], Any]) -> Any:
+    """What ``read`` returns from one transaction on the stack's database (``ZEN_DATABASE_URL``)."""
     from zen.store.db import Database
 
     db = Database.from_env()
@@ -114,12 +114,6 @@ def history(job_id: str) -> list[str]:
 def job_view(job_id: str) -> dict[str, Any]:
     """The job's public view as ``zen jobs get --json`` shows it ({} for a job not stored)."""
     from zen.store import repository
-    from zen.store.db import Database
 
-    db = Database.from_env()
-    try:
-        with db.transaction() as session:
-            job = repository.get_job(session, job_id)
-        return job.public_view() if job else {}
-    finally:
-        db.close()
+    job = _read(lambda session: repository.get_job(session, job_id))
+    return job.public_view() if job else {}

@@ -62,33 +62,13 @@ def stop_embedded_server(home: str | os.PathLike | None = None, timeout_s: float
     return not pid_file.exists()
 
 
-# What a throwaway server need not do (``without_flushes``): wait for each commit, a checkpoint or a
-# CREATE DATABASE to reach the disk, or write whole pages after a checkpoint. A crash of the machine (not of
-# Postgres) may then lose or corrupt its data, which the tests' servers, gone after the run, never keep.
-NOT_FLUSHED = ("fsync", "synchronous_commit", "full_page_writes")
-
-
-def without_flushes(admin: pg8000.native.Connection) -> None:
-    """Set the server ``admin`` is connected to (as a superuser) to skip its flushes to disk
-    (``NOT_FLUSHED``), from its next sessions on. For the test suite's servers and stacks: measured
-    2026-12-01, five Postgres-bound test files 51-65 -> 43-48 s alone (docs/how-to/test.md). The settings
-    stay with the server's data directory (``ALTER SYSTEM``): never for one whose data is kept (``zen local
-    up``'s)."""
-    for setting in NOT_FLUSHED:
-        admin.run(f"ALTER SYSTEM SET {setting} = off")
-    admin.run("SELECT pg_reload_conf()")
-
-
 def embedded_database_url(home: str | os.PathLike | None = None, *, fresh: bool = False,
-                          database: str = EMBEDDED_DATABASE, durable: bool = True) -> str:
+                          database: str = EMBEDDED_DATABASE) -> str:
     """URL of the embedded server's ``zen`` database, created if missing (recreated if ``fresh``).
-    Creating is not migrating: run ``zen db migrate``. ``durable=False``: the server skips its flushes to
-    disk (``without_flushes``), for a stack that is thrown away afterwards."""
+    Creating is not migrating: run ``zen db migrate``."""
     target = parse_database_url(embedded_server_url(home))
     admin = pg8000.native.Connection(user=target.user, unix_sock=target.unix_sock, database="postgres")
     try:
-        if not durable:
-            without_flushes(admin)
         exists = admin.run("SELECT 1 FROM pg_database WHERE datname = :d", d=database)
         if exists and fresh:
             admin.run(f'DROP DATABASE "{database}" WITH (FORCE)')

@@ -80,8 +80,7 @@ def stack():
     (home / "zen.yaml").write_text(CONFIG)
     (home / "scenario.yaml").write_text(SCENARIO)
     stack = LocalStack(home=home / "stack", config_path=home / "zen.yaml", scenario=home / "scenario.yaml",
-                       tick_every_s=1.0, ports=Ports.from_base(free_base_port(start=29500)), fresh=True,
-                       durable=False)
+                       tick_every_s=1.0, ports=Ports.from_base(free_base_port(start=29500)), fresh=True)
     with overridden_environ({"ZEN_CONSOLE_REFRESH_S": "0.5", "ZEN_AS": "alice"}):
         record = stack.up()
     try:

@@ -76,7 +76,7 @@ def test_up_refuses_a_taken_port_and_a_running_stack(home):
         with pytest.raises(StackError, match=f"{base + 1} \\(compute stand-in\\)"):
             LocalStack(home=home, ports=Ports.from_base(base)).up()
     stack = LocalStack(home=home, ports=Ports.from_base(base), config_path=demo.HERE / "zen-demo.yaml",
-                       scenario=demo.HERE / "scenario.yaml", durable=False)
+                       scenario=demo.HERE / "scenario.yaml")
     stack.up()
     try:
         with pytest.raises(StackError, match="already running"):

@@ -23,8 +23,7 @@ def test_a_running_job_is_handed_back_to_the_queue_when_the_stack_stops(home):
     (home / "zen.yaml").write_text(CONFIG.replace("zen-secrets", "zen-restart"))
     (home / "scenario.yaml").write_text(SCENARIO.replace("zen-secrets", "zen-restart"))
     stack = LocalStack(home=home / "stack", config_path=home / "zen.yaml", scenario=home / "scenario.yaml",
-                       tick_every_s=2.0, ports=Ports.from_base(free_base_port(start=23500)), fresh=True,
-                       durable=False)
+                       tick_every_s=2.0, ports=Ports.from_base(free_base_port(start=23500)), fresh=True)
     record = stack.up()
     try:
         with overridden_environ(record["env"]):

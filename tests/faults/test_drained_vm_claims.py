@@ -53,7 +53,7 @@ def test_vms_drained_while_deletes_fail_make_no_claim_storm(home, tmp_path):  # 
 
     stack = LocalStack(home=home, config_path=FIXTURES / "drain-storm.yaml",
                        scenario=FIXTURES / "drain-storm-scenario.yaml", tick_every_s=3.0,
-                       ports=Ports.from_base(free_base_port(start=26000)), fresh=True, durable=False,
+                       ports=Ports.from_base(free_base_port(start=26000)), fresh=True,
                        agent_env={"ZEN_AGENT_VM_HEARTBEAT_S": "2"})
     record = stack.up()
     try:

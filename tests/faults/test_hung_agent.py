@@ -69,7 +69,7 @@ def test_a_hung_agent_never_lets_its_job_run_beside_the_next_attempt(home, tmp_p
 
     stack = LocalStack(home=home, config_path=FIXTURES / "hung-agent.yaml",
                        scenario=FIXTURES / "hung-agent-scenario.yaml", tick_every_s=1.0,
-                       ports=Ports.from_base(free_base_port(start=25000)), fresh=True, durable=False)
+                       ports=Ports.from_base(free_base_port(start=25000)), fresh=True)
     runs = tmp_path / "runs.txt"
     agent = None
     record = stack.up()

@@ -111,7 +111,7 @@ class LocalStack:
     def __init__(self, home: Path = Path(".zen"), config_path: Path | None = None, scenario: Path | None = None,
                  time_scale: float | None = None, tick_every_s: float = 5.0, ports: Ports = Ports(),
                  fresh: bool = False, agent_env: dict[str, str] | None = None,
-                 buckets: dict[str, str] | None = None, durable: bool = True):
+                 buckets: dict[str, str] | None = None):
         self.home = home.resolve()
         self.config_path = (config_path or Path(os.environ.get("ZEN_CONFIG") or DEFAULT_CONFIG_PATH)).resolve()
         self.config = load_config(self.config_path)
@@ -121,7 +121,6 @@ class LocalStack:
         self.ports = ports
         self.fresh = fresh
         self.agent_env = agent_env or {}
-        self.durable = durable  # False: its Postgres skips flushes to disk (zen_dev.embedded.without_flushes)
         # Bucket -> location to create in the storage stand-in: the configured ones, then those asked for.
         self.buckets = {**self.config.data.bucket_locations, **(buckets or {})}
         if self.config.checkpoints.bucket:  # jobs' checkpoints (zen.core.checkpoints)
@@ -240,7 +239,7 @@ class LocalStack:
         from zen_dev.embedded import embedded_database_url
         from zen.store.migrate import migrate
 
-        url = embedded_database_url(self.home, fresh=self.fresh, durable=self.durable)
+        url = embedded_database_url(self.home, fresh=self.fresh)
         if self.fresh:  # the jobs' output goes with their rows: `zen logs` must not show an old run's, nor
             shutil.rmtree(self.home / "joblogs", ignore_errors=True)  # the webhook sink an old run's notices
             (self.home / "notifications.jsonl").unlink(missing_ok=True)
