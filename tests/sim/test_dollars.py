@@ -54,6 +54,11 @@ def test_a_job_is_billed_from_running_at_its_regions_spot_price():
     # The floor: the cheapest listed price among the cluster's regions and models (r2 spot, $1.8/h).
     assert dollars["floor_usd_per_useful_gpu_hour"] == pytest.approx(1.8 / 4)
     assert dollars["usd_vs_floor"] == pytest.approx(3995 * 3.6 / (3600 * 1.8), abs=1e-3)
+    # Split by what it bought: 75 s of billed boot, the run, 320 s idle; the run at r1's price is
+    # $1.80 above the floor's (the same GPU-hours at r2's spot price).
+    assert (result.usd_boot, result.usd_useful, result.usd_idle) == pytest.approx((0.075, 3.6, 0.32))
+    assert result.usd_rework == result.usd_unused_vms == 0
+    assert dollars["usd_above_floor"] == pytest.approx(1.8)
 
 
 def test_a_short_run_pays_the_one_minute_minimum():
@@ -64,6 +69,7 @@ def test_a_short_run_pays_the_one_minute_minimum():
     result = _run(parse_scenario(text), [SimJob("j", "c", 0.0, 10.0, ("r1",))], 80)
     assert result.vm_seconds == pytest.approx(30)
     assert result.usd == pytest.approx(60 * 3.6 / 3600)
+    assert result.usd_unused_vms == result.usd  # it never ran its job
 
 
 def test_provisioning_picks_the_model_billed():
@@ -83,6 +89,8 @@ def test_a_preempted_run_is_rework_not_useful():
     assert result.rework_gpu_seconds == pytest.approx(900 * 4)  # ran 100 s to 1000 s
     assert result.useful_gpu_seconds == 0
     assert result.usd == pytest.approx(975 * 3.6 / 3600)
+    assert (result.usd_rework, result.usd_boot, result.usd_useful) == pytest.approx((0.9, 0.075, 0))
+    assert result.usd_idle == pytest.approx(0, abs=1e-9)
 
 
 @pytest.mark.parametrize("prices, provisioning, message", [
@@ -138,6 +146,9 @@ def test_json_has_the_dollar_keys_beside_todays_with_prices(capsys):
     policies = json.loads(capsys.readouterr().out)["policies"]
     for summary in policies.values():
         assert tuple(summary) == JSON_KEYS + DOLLAR_KEYS
+        parts = ("usd_useful", "usd_rework", "usd_boot", "usd_idle", "usd_unused_vms")
+        assert sum(summary[k] for k in parts) == pytest.approx(summary["usd"], abs=0.05)
+        assert summary["usd_above_floor"] >= 0
         assert summary["usd"] > 0 and summary["usd_vs_floor"] >= 1.0
 
 
@@ -155,3 +166,5 @@ def test_the_bench_prices_a_scenario_with_flex_start_listed_too():
     lines = dollars.report([(base, False)], seeds=1, models=dollars.WITH_FLEX, rework=False)
     assert "spot+standard+flex-start" in lines[0] and not any("rework" in line for line in lines)
     assert sum(line.startswith("t @prices") for line in lines) == len(dollars.TUNING_PRICE_SEEDS)
+    for policy in ("zen", "cheapest-first"):  # where each one's dollars above the floor went
+        assert sum(line.strip().startswith(f"{policy} over the floor: pools +") for line in lines) == 2

@@ -73,7 +73,8 @@ def pooled(runs: list[RunResult]) -> RunResult:
     out = RunResult(policy=runs[0].policy, horizon_s=runs[0].horizon_s, priced=True)
     for run in runs:
         out.starts += run.starts
-        for key in ("usd", "useful_gpu_seconds", "rework_gpu_seconds", "floor_usd", "preemptions", "lost_seconds"):
+        for key in ("usd", "useful_gpu_seconds", "rework_gpu_seconds", "floor_usd", "preemptions", "lost_seconds",
+                    "usd_useful", "usd_rework", "usd_boot", "usd_idle", "usd_unused_vms"):
             setattr(out, key, getattr(out, key) + getattr(run, key))
     return out
 
@@ -119,6 +120,17 @@ def run(scenario: Scenario, jobs: list[SimJob] | None = None, seeds: int = SEEDS
     return {policy: pooled([r[policy] for r in runs]) for policy in runs[0]}
 
 
+def above_floor(result: RunResult) -> str:
+    """Where a policy's dollars above the floor went, in units of the floor's dollars (they add up to its
+    x floor minus 1): useful runs in dearer pools, runs a preemption threw away, boots, idle VMs, VMs that never ran a job."""
+    floor = result.floor_usd
+    if floor <= 0:
+        return "-"
+    parts = (("pools", result.usd_useful - floor), ("lost runs", result.usd_rework), ("boots", result.usd_boot),
+             ("idle", result.usd_idle), ("unused VMs", result.usd_unused_vms))
+    return ", ".join(f"{label} +{usd / floor:.2f}" for label, usd in parts)
+
+
 def _cell(value: float | None, ok: bool | None) -> str:
     shown = "-" if value is None else f"{value:.2f}"
     return f"{shown} {'n/a' if ok is None else ('yes' if ok else 'NO')}"
@@ -146,6 +158,7 @@ def report(scenarios: list[tuple[Scenario, bool]], seeds: int = SEEDS, models: t
                                                        for label, _ in TARGETS))
             lines.append("    " + "   ".join(
                 f"{p} ${r.usd:,.0f} ({r.dollars()['usd_vs_floor']}x floor)" for p, r in results.items()))
+            lines += [f"    {p} over the floor: {above_floor(results[p])}" for p in ("zen", "cheapest-first")]
             held[heldout] += [ok for _, ok in verdict.values() if ok is not None]
             if rework and results["zen"].preemptions:
                 checkpointed = run(scenario, with_checkpoints(jobs), seeds)["zen"]

@@ -278,7 +278,8 @@ class InstanceWorld:
 
         Dollars as GCE bills them: the paid seconds, at least one minute and per second after, at the
         region's price for the model the VM runs as; its job runs that counted are useful GPU-seconds
-        (priced at the floor too), the one a preemption cut short is rework."""
+        (priced at the floor too), the one a preemption cut short is rework; ``RunResult.bill`` splits the
+        dollars by what they bought."""
         result, cluster = self.result, vm.mig.cluster
         ran = end - vm.job_start_s if preempted and vm.job is not None else 0.0
         lost = ran - kept_s(vm.job, ran) if ran else 0.0
@@ -290,13 +291,12 @@ class InstanceWorld:
         result.rework_gpu_seconds += lost * gpus
         result.useful_gpu_seconds += (busy - lost) * gpus
         result.floor_usd += (busy - lost) * gpus * cluster.floor_usd_per_gpu_s
+        ran_job = vm.jobs_run > 0 or vm.job is not None
+        boot = vm.booted_s - vm.running_s if ran_job else 0.0
         if vm.mig.usd_per_hour is not None:
-            result.usd += billed_seconds(paid) * vm.mig.usd_per_hour / 3600.0
-        self.result.vm_seconds += paid
-        if vm.jobs_run == 0 and vm.job is None:
-            self.result.wasted_seconds += paid
-        else:
-            self.result.wasted_seconds += paid - busy - (vm.booted_s - vm.running_s)
+            result.bill(billed_seconds(paid), vm.mig.usd_per_hour / 3600.0, busy - lost, lost, boot, ran_job)
+        result.vm_seconds += paid
+        result.wasted_seconds += paid - busy - boot if ran_job else paid
 
     def _delete_at_once(self, vm: _Vm) -> None:
         """A deletion the world makes for a policy outside its passes (a single-use VM, a cancelled

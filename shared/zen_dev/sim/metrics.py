@@ -23,7 +23,9 @@ GANG_KEYS = ("gangs", "gang_start_p50_s", "gang_start_p95_s", "gang_idle_node_mi
              "gangs_split", "nodes_left_after_gang", "gang_assembly_timeouts", "gang_idle_given_back_node_minutes",
              "gang_stockout_releases", "gang_room_releases")
 DOLLAR_KEYS = ("usd", "usd_per_useful_gpu_hour", "useful_gpu_hours", "rework_gpu_hours",
-               "floor_usd_per_useful_gpu_hour", "usd_vs_floor")
+               "floor_usd_per_useful_gpu_hour", "usd_vs_floor",
+               # ``usd`` split by what it bought (they add up to it): RunResult.bill
+               "usd_useful", "usd_above_floor", "usd_rework", "usd_boot", "usd_idle", "usd_unused_vms")
 
 
 @dataclass
@@ -60,6 +62,11 @@ class RunResult:
     useful_gpu_seconds: float = 0.0  # job runs that counted (not thrown away by a preemption), x GPUs per VM
     rework_gpu_seconds: float = 0.0  # job runs cut short by a preemption, x GPUs per VM
     floor_usd: float = 0.0  # the useful GPU-seconds at each cluster's cheapest listed price
+    usd_useful: float = 0.0  # of usd: the runs that counted, at the price of the pool they ran in
+    usd_rework: float = 0.0  # ... runs a preemption threw away
+    usd_boot: float = 0.0  # ... boots (RUNNING to the agent) of VMs that ran a job
+    usd_idle: float = 0.0  # ... VMs that ran a job, while idle or being deleted (and the minute's minimum)
+    usd_unused_vms: float = 0.0  # ... VMs that never ran a job (lost races, spares, demand gone)
     gang_starts: list[tuple[float, float | None]] = field(default_factory=list)  # gangs' (submit_s, first_start_s)
     gang_idle_seconds: float = 0.0  # node-seconds VMs held a part while their gang waited for its last node
     gang_idle_given_back_seconds: float = 0.0  # of those, parts no gang ran from (given back, lost, still waiting)
@@ -125,6 +132,22 @@ class RunResult:
         assert tuple(out) == GANG_KEYS
         return out
 
+    def bill(self, billed_s: float, usd_per_s: float, useful_s: float, lost_s: float, boot_s: float,
+             ran_job: bool) -> None:
+        """Add one VM incarnation's bill (``billed_s`` at ``usd_per_s``) to ``usd`` and split it: a VM
+        that never ran a job is unused; one that did paid for its useful runs, its runs a preemption
+        threw away, its billed boot, and the rest (idle, being deleted, the one-minute minimum)."""
+        usd = billed_s * usd_per_s
+        self.usd += usd
+        if not ran_job:
+            self.usd_unused_vms += usd
+            return
+        parts = (useful_s * usd_per_s, lost_s * usd_per_s, boot_s * usd_per_s)
+        self.usd_useful += parts[0]
+        self.usd_rework += parts[1]
+        self.usd_boot += parts[2]
+        self.usd_idle += usd - sum(parts)
+
     def dollars(self) -> dict[str, float | None]:
         """The DOLLAR_KEYS (ratios None without useful work)."""
         useful_h = self.useful_gpu_seconds / 3600.0
@@ -137,6 +160,12 @@ class RunResult:
             "rework_gpu_hours": round(self.rework_gpu_seconds / 3600.0, 2),
             "floor_usd_per_useful_gpu_hour": _round(floor, 4),
             "usd_vs_floor": _round(self.usd / self.floor_usd, 3) if self.floor_usd > 0 else None,
+            "usd_useful": round(self.usd_useful, 2),
+            "usd_above_floor": round(self.usd_useful - self.floor_usd, 2),
+            "usd_rework": round(self.usd_rework, 2),
+            "usd_boot": round(self.usd_boot, 2),
+            "usd_idle": round(self.usd_idle, 2),
+            "usd_unused_vms": round(self.usd_unused_vms, 2),
         }
         assert tuple(out) == DOLLAR_KEYS
         return out
