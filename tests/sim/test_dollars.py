@@ -10,7 +10,7 @@ from zen_dev.capacity.yamllines import ScenarioError
 from zen_dev.sim.cli import main
 from zen.core.prices import billed_seconds
 from zen_dev.sim.jobs import SimJob
-from zen_dev.sim.metrics import DOLLAR_KEYS, JSON_KEYS
+from zen_dev.sim.metrics import DOLLAR_KEYS, JSON_KEYS, USD_PARTS
 from zen_dev.sim.policies import make_policy
 from zen_dev.sim.scenario import builtin_names, load_scenario, parse_scenario
 from zen_dev.sim.world import Simulation
@@ -146,8 +146,7 @@ def test_json_has_the_dollar_keys_beside_todays_with_prices(capsys):
     policies = json.loads(capsys.readouterr().out)["policies"]
     for summary in policies.values():
         assert tuple(summary) == JSON_KEYS + DOLLAR_KEYS
-        parts = ("usd_useful", "usd_rework", "usd_boot", "usd_idle", "usd_unused_vms")
-        assert sum(summary[k] for k in parts) == pytest.approx(summary["usd"], abs=0.05)
+        assert sum(summary[k] for k in USD_PARTS) == pytest.approx(summary["usd"], abs=0.05)
         assert summary["usd_above_floor"] >= 0
         assert summary["usd"] > 0 and summary["usd_vs_floor"] >= 1.0
 

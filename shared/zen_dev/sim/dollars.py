@@ -18,7 +18,7 @@ import random
 from dataclasses import replace
 
 from zen_dev.sim.jobs import SimJob, load_jobs
-from zen_dev.sim.metrics import RunResult
+from zen_dev.sim.metrics import USD_PARTS, RunResult
 from zen_dev.sim.scenario import Scenario, SimCluster
 
 USD_PER_GPU_HOUR = 3.0  # standard, before the region factor: about the A100 list price per GPU
@@ -74,7 +74,7 @@ def pooled(runs: list[RunResult]) -> RunResult:
     for run in runs:
         out.starts += run.starts
         for key in ("usd", "useful_gpu_seconds", "rework_gpu_seconds", "floor_usd", "preemptions", "lost_seconds",
-                    "usd_useful", "usd_rework", "usd_boot", "usd_idle", "usd_unused_vms"):
+                    *USD_PARTS):
             setattr(out, key, getattr(out, key) + getattr(run, key))
     return out
 

@@ -22,10 +22,9 @@ EXTRA_KEYS = ("jobs", "limit_violations", "busy_delete_attempts", "preemptions",
 GANG_KEYS = ("gangs", "gang_start_p50_s", "gang_start_p95_s", "gang_idle_node_minutes", "gangs_never_started",
              "gangs_split", "nodes_left_after_gang", "gang_assembly_timeouts", "gang_idle_given_back_node_minutes",
              "gang_stockout_releases", "gang_room_releases")
+USD_PARTS = ("usd_useful", "usd_rework", "usd_boot", "usd_idle", "usd_unused_vms")  # add up to usd: RunResult.bill
 DOLLAR_KEYS = ("usd", "usd_per_useful_gpu_hour", "useful_gpu_hours", "rework_gpu_hours",
-               "floor_usd_per_useful_gpu_hour", "usd_vs_floor",
-               # ``usd`` split by what it bought (they add up to it): RunResult.bill
-               "usd_useful", "usd_above_floor", "usd_rework", "usd_boot", "usd_idle", "usd_unused_vms")
+               "floor_usd_per_useful_gpu_hour", "usd_vs_floor", *USD_PARTS, "usd_above_floor")
 
 
 @dataclass
@@ -160,12 +159,8 @@ class RunResult:
             "rework_gpu_hours": round(self.rework_gpu_seconds / 3600.0, 2),
             "floor_usd_per_useful_gpu_hour": _round(floor, 4),
             "usd_vs_floor": _round(self.usd / self.floor_usd, 3) if self.floor_usd > 0 else None,
-            "usd_useful": round(self.usd_useful, 2),
-            "usd_above_floor": round(self.usd_useful - self.floor_usd, 2),
-            "usd_rework": round(self.usd_rework, 2),
-            "usd_boot": round(self.usd_boot, 2),
-            "usd_idle": round(self.usd_idle, 2),
-            "usd_unused_vms": round(self.usd_unused_vms, 2),
+            **{key: round(getattr(self, key), 2) for key in USD_PARTS},
+            "usd_above_floor": round(self.usd_useful - self.floor_usd, 2),  # of usd_useful: the pools' price
         }
         assert tuple(out) == DOLLAR_KEYS
         return out
