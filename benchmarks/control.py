@@ -90,14 +90,14 @@ class ControlBench:
 
     # -- setup ---------------------------------------------------------------------------------
     def __enter__(self) -> "ControlBench":
-        import pgserver
         from google.cloud import pubsub_v1
 
+        from zen_dev.embedded import start_server
         from zen_dev.local.bridge import ensure_topic
         from zen_dev.local.functions_server import free_port, wait_for_port
 
         self.pg_dir = tempfile.mkdtemp(prefix="zbc", dir="/tmp")
-        self.pg = pgserver.get_server(self.pg_dir, cleanup_mode="stop")
+        self.pg = start_server(self.pg_dir, cleanup_mode="stop")
         self.server = parse_database_url(self.pg.get_uri())
         admin = Database.from_target(self.server)
         with admin.session() as session:

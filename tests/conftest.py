@@ -101,11 +101,11 @@ def _as_function_roles(monkeypatch):
 
 @pytest.fixture(scope="session")
 def pg_server():
-    import pgserver
+    from zen_dev.embedded import start_server
 
     # Unix socket paths are limited to ~100 bytes: keep the data directory short.
     data_dir = tempfile.mkdtemp(prefix="zpg", dir="/tmp")
-    server = pgserver.get_server(data_dir, cleanup_mode="stop")
+    server = start_server(data_dir, cleanup_mode="stop")
     target = parse_database_url(server.get_uri())
     admin = target.connect()
     # Thrown away after the run: no commit, checkpoint or CREATE DATABASE waits for the disk (a crash of

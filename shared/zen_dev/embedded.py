@@ -4,6 +4,7 @@ development: started on demand under ``<home>/pgdata``, stopped explicitly."""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pg8000.native
@@ -19,7 +20,48 @@ def embedded_server_url(home: str | os.PathLike | None = None) -> str:
     ``.zen``) and return the URL of its ``postgres`` database. It keeps running for later commands."""
     data_dir = Path(home or os.environ.get("ZEN_HOME", ".zen")) / "pgdata"
     data_dir.mkdir(parents=True, exist_ok=True)
-    return _pgserver().get_server(str(data_dir.resolve()), cleanup_mode=None).get_uri()
+    return start_server(data_dir, cleanup_mode=None).get_uri()
+
+
+def start_server(data_dir: str | os.PathLike, cleanup_mode: str | None):
+    """pgserver's handle on the Postgres under ``data_dir`` (an existing directory), started if it is not
+    running; ``cleanup_mode`` as ``pgserver.get_server`` takes it ("stop": when this process exits).
+
+    A start whose ``pg_ctl`` a signal ended before it wrote a line (seen once in a test run: a
+    segmentation fault, and no server) is tried once more; any other failure is raised."""
+    data_dir = Path(data_dir).resolve()
+    pgserver = _pgserver()
+    try:
+        return pgserver.get_server(str(data_dir), cleanup_mode=cleanup_mode)
+    except (subprocess.CalledProcessError, FileNotFoundError) as failed:
+        _forget_handle(data_dir)  # pgserver keeps the handle of a start that failed: the next one starts anew
+        if not _killed_by_signal(failed):
+            raise
+    return pgserver.get_server(str(data_dir), cleanup_mode=cleanup_mode)
+
+
+def _killed_by_signal(error: BaseException) -> bool:
+    """Whether ``error`` is, or was raised while handling (pgserver then reads a log that was never
+    written), a command that a signal ended (a negative return code)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, subprocess.CalledProcessError) and seen.returncode < 0:
+            return True
+        seen = seen.__context__
+    return False
+
+
+def _forget_handle(data_dir: Path) -> None:
+    """Drop this process's pgserver handle on ``data_dir`` (and its exit hook, which would look for the
+    handle), so that the next ``get_server`` starts or finds the server again."""
+    import atexit
+
+    try:
+        handle = _pgserver().PostgresServer._instances.pop(data_dir, None)
+    except ImportError:
+        handle = None
+    if handle is not None:
+        atexit.unregister(handle._cleanup)
 
 
 def _pgserver():
@@ -51,14 +93,7 @@ def stop_embedded_server(home: str | os.PathLike | None = None, timeout_s: float
     deadline = time.monotonic() + timeout_s
     while pid_file.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    try:  # forget this process's handle on the stopped server, so a later call starts it again
-        handle = _pgserver().PostgresServer._instances.pop(data_dir, None)
-    except ImportError:
-        handle = None
-    if handle is not None:  # and its exit hook, which would look for the handle (KeyError at exit)
-        import atexit
-
-        atexit.unregister(handle._cleanup)
+    _forget_handle(data_dir)  # so that a later call starts it again
     return not pid_file.exists()
 
 

@@ -72,16 +72,16 @@ class FaultStack:
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> "FaultStack":
-        import pgserver
         from google.cloud import pubsub_v1
 
+        from zen_dev.embedded import start_server
         from zen_dev.local.bridge import ensure_topic
         from zen_dev.local.environment import overridden_environ
         from zen_dev.local.functions_server import FunctionServer
         from zen_dev.local.pubsub import PubSubStandIn
 
         self.pg_dir = tempfile.mkdtemp(prefix="zft", dir="/tmp")  # unix socket paths are short
-        self.pg = pgserver.get_server(self.pg_dir, cleanup_mode="stop")
+        self.pg = start_server(self.pg_dir, cleanup_mode="stop")
         server = parse_database_url(self.pg.get_uri())
         admin = Database.from_target(server)
         with admin.session() as session:
