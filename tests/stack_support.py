@@ -96,6 +96,14 @@ def _read(read: Callable[[Any], Any]) -> Any:
         db.close()
 
 
+def refusal(job_id: str) -> dict[str, Any] | None:
+    """The newest refusal of a submission of ``job_id`` (None: none), for a failing assertion's message when
+    the job was never stored."""
+    from zen.store import repository
+
+    return _read(lambda session: repository.latest_rejection(session, job_id))
+
+
 def decisions() -> list[str]:
     """The scaling decisions so far, one line each (for a failing assertion's message)."""
     rows = _read(lambda session: session.sql(

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.faults.stack import until
-from tests.stack_support import decisions, home, job_view, running_stack, submit_as  # noqa: F401 - the fixture
+from tests.stack_support import decisions, home, job_view, refusal, running_stack, submit_as  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.e2e
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -46,7 +46,8 @@ def test_a_job_that_fills_its_disk_on_a_shared_vm_is_stopped_and_its_neighbour_c
                                        "outputs": "gs://out-bkt/runs"})
 
         submit("neighbour", 1_000_000, 30)
-        assert until(lambda: job_view("neighbour").get("status") == "RUNNING", 120), job_view("neighbour")
+        assert until(lambda: job_view("neighbour").get("status") == "RUNNING", 120), (
+            job_view("neighbour") or refusal("neighbour"), decisions()[-10:])
         submit("filler", 8_000_000, 60)
         filler = until(lambda: _over("filler"), 90)
         running = job_view("neighbour")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.faults.stack import until
-from tests.stack_support import decisions, home, job_view, running_stack, submit_as  # noqa: F401 - the fixture
+from tests.stack_support import decisions, home, job_view, refusal, running_stack, submit_as  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.e2e
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -58,7 +58,8 @@ def test_a_job_that_forks_without_limit_on_a_shared_vm_is_stopped_and_its_neighb
                                        "gpu_count": 1, "command": [sys.executable, "-c", code, *args]})
 
         submit("neighbour", NEIGHBOUR, "10")
-        assert until(lambda: job_view("neighbour").get("status") == "RUNNING", 60), job_view("neighbour")
+        assert until(lambda: job_view("neighbour").get("status") == "RUNNING", 120), (
+            job_view("neighbour") or refusal("neighbour"), decisions()[-10:])
         submit("forker", FORKER)
         forker = until(lambda: _over("forker"), 30)
         running = job_view("neighbour")
