@@ -14,8 +14,8 @@ from zen_dev.embedded import _killed_by_signal, embedded_server_url, stop_embedd
 
 
 def _crash_first_start(monkeypatch, returncode: int) -> list[list[str]]:
-    """pgserver's ``pg_ctl`` with its first ``start`` ending as a signal (or an exit code) ends it, before
-    running anything; every other call runs the real command. Returns the starts seen."""
+    """pgserver's ``pg_ctl``, its first ``start`` failing with ``returncode`` (negative: a signal) before it
+    runs anything; every other call runs the real command. Returns the starts seen."""
     import pgserver.postgres_server as server_module
 
     real, starts = server_module.pg_ctl, []

@@ -141,11 +141,11 @@ class RunResult:
         if not ran_job:
             self.usd_unused_vms += usd
             return
-        parts = (useful_s * usd_per_s, lost_s * usd_per_s, boot_s * usd_per_s)
-        self.usd_useful += parts[0]
-        self.usd_rework += parts[1]
-        self.usd_boot += parts[2]
-        self.usd_idle += usd - sum(parts)
+        useful, lost, boot = useful_s * usd_per_s, lost_s * usd_per_s, boot_s * usd_per_s
+        self.usd_useful += useful
+        self.usd_rework += lost
+        self.usd_boot += boot
+        self.usd_idle += usd - useful - lost - boot
 
     def dollars(self) -> dict[str, float | None]:
         """The DOLLAR_KEYS (ratios None without useful work)."""
