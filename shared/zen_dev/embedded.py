@@ -13,6 +13,7 @@ from zen.store.db import parse_database_url
 
 
 EMBEDDED_DATABASE = "zen"
+START_TRIES = 3  # starts of the embedded Postgres when a signal ends pg_ctl (start_server)
 
 
 def embedded_server_url(home: str | os.PathLike | None = None) -> str:
@@ -27,17 +28,19 @@ def start_server(data_dir: str | os.PathLike, cleanup_mode: str | None):
     """pgserver's handle on the Postgres under ``data_dir`` (an existing directory), started if it is not
     running; ``cleanup_mode`` as ``pgserver.get_server`` takes it ("stop": when this process exits).
 
-    A start whose ``pg_ctl`` a signal ended before it wrote a line (seen once in a test run: a
-    segmentation fault, and no server) is tried once more; any other failure is raised."""
+    A start whose ``pg_ctl`` a signal ended before it wrote a line (seen in test runs: a segmentation
+    fault, a bus error, and no server) is tried again, up to ``START_TRIES`` in all; any other failure is
+    raised."""
     data_dir = Path(data_dir).resolve()
     pgserver = _pgserver()
-    try:
-        return pgserver.get_server(str(data_dir), cleanup_mode=cleanup_mode)
-    except (subprocess.CalledProcessError, FileNotFoundError) as failed:
-        _forget_handle(data_dir)  # pgserver keeps the handle of a start that failed: the next one starts anew
-        if not _killed_by_signal(failed):
-            raise
-    return pgserver.get_server(str(data_dir), cleanup_mode=cleanup_mode)
+    for tries_left in range(START_TRIES - 1, -1, -1):
+        try:
+            return pgserver.get_server(str(data_dir), cleanup_mode=cleanup_mode)
+        except (subprocess.CalledProcessError, FileNotFoundError) as failed:
+            _forget_handle(data_dir)  # pgserver keeps the handle of a start that failed: the next one starts anew
+            if not tries_left or not _killed_by_signal(failed):
+                raise
+    raise AssertionError("unreachable")
 
 
 def _killed_by_signal(error: BaseException) -> bool:

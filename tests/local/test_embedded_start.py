@@ -35,7 +35,7 @@ def test_a_start_killed_by_a_signal_is_tried_again_and_the_server_answers(tmp_pa
     starts = _crash_first_start(monkeypatch, -11)
     try:
         target = parse_database_url(embedded_server_url(tmp_path))
-        assert len(starts) == 2
+        assert len(starts) >= 2  # a real start here may die of a signal too (a bus error once): tried again
         connection = pg8000.native.Connection(user=target.user, unix_sock=target.unix_sock, database="postgres")
         assert connection.run("SELECT 1") == [[1]]
         connection.close()
