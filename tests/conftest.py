@@ -68,6 +68,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A failed test that ran a local stack (the ``home`` fixture) reports its logs' last lines."""
+    report = yield
+    home = getattr(item, "funcargs", {}).get("home")
+    if report.failed and isinstance(home, Path) and home.exists():
+        from tests.stack_support import log_tails
+
+        report.sections.append(("the local stack's logs", log_tails(home)))
+    return report
+
+
 @pytest.fixture(autouse=True)
 def _own_cache(tmp_path_factory, monkeypatch):
     """``zen submit`` records the job_ids it published lately in ``$XDG_CACHE_HOME/zen`` (``zen.cli.submitted``):

@@ -16,15 +16,17 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from zen_dev.local.environment import overridden_environ
-from zen_dev.local.stack import LocalStack, Ports, port_free
+from zen_dev.local.stack import LocalStack, Ports, ephemeral_ports, port_free
 
 
 def free_base_port(start: int = 21000) -> int:
-    """The first block of a stack's ports from ``start`` that is free (tests running at once pick apart)."""
-    for base in range(start, max(30000, start + 2000), 20):
+    """The first block of a stack's ports from ``start`` that is free (tests running at once pick apart),
+    below the kernel's ephemeral ports (a stack refuses those: zen_dev.local.stack.ephemeral_ports)."""
+    below = ephemeral_ports().start
+    for base in range(start, min(max(30000, start + 2000), below - 12), 20):
         if all(port_free(p) for p in Ports.from_base(base).all().values()):
             return base
-    raise RuntimeError("no free block of ports")
+    raise RuntimeError(f"no free block of ports from {start} below {below}")
 
 
 @pytest.fixture
@@ -82,6 +84,16 @@ def ended(job_ids: list[str], timeout_s: float) -> list[Any]:
             time.sleep(1)
     finally:
         db.close()
+
+
+def log_tails(home: Path, lines: int = 25) -> str:
+    """The last ``lines`` of each log file under a stack's ``home`` (its processes' and its VMs' agents'),
+    for the report of a test that failed: CI keeps nothing else of the stack."""
+    parts = []
+    for path in sorted(home.rglob("*.log")):
+        text = path.read_text(errors="replace").splitlines()[-lines:]
+        parts.append(f"--- {path.relative_to(home)} (last {len(text)} lines)\n" + "\n".join(text))
+    return "\n".join(parts) or f"no log files under {home}"
 
 
 def _read(read: Callable[[Any], Any]) -> Any:

@@ -61,7 +61,7 @@ def sink_lines(home: Path) -> list[dict]:
 
 def test_a_job_tells_the_local_sink_and_a_failing_endpoint_ends_in_the_dead_letter(home):
     stack_home = home / "stack"
-    with running_stack(home, CONFIG, SCENARIO, start=35000) as stack:
+    with running_stack(home, CONFIG, SCENARIO, start=24000) as stack:
         from google.cloud import pubsub_v1
 
         from zen.store import notifications

@@ -97,6 +97,20 @@ class Ports:
         return ports
 
 
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def ephemeral_ports() -> range:
+    """The ports the kernel picks connections' source ports from (Linux: net.ipv4.ip_local_port_range;
+    elsewhere the IANA range). A stack's port among them can be taken by any connection before the stack
+    binds it, and a wait for it can connect to itself."""
+    try:
+        low, high = (int(n) for n in EPHEMERAL_RANGE_FILE.read_text().split())
+    except (OSError, ValueError):
+        low, high = 49152, 65535
+    return range(low, high + 1)
+
+
 def port_free(port: int) -> bool:
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -135,6 +149,11 @@ class LocalStack:
         if previous:
             pids = ", ".join(str(p["pid"]) for p in previous["processes"])
             raise StackError(f"a stack is already running (pids {pids}); stop it with `zen local down`")
+        ephemeral = ephemeral_ports()
+        if clashing := sorted(port for port in self.ports.all().values() if port in ephemeral):
+            raise StackError(f"port(s) {', '.join(map(str, clashing))} lie in the range the kernel gives connections "
+                             f"as their source ports ({ephemeral.start}-{ephemeral.stop - 1}): any connection may "
+                             f"take one before the stack binds it; pick --base-port below {ephemeral.start - 12}")
         taken = [f"{port} ({what})" for what, port in self.ports.all().items() if not port_free(port)]
         if taken and (elsewhere := running_home(self.home.resolve().parent)) is not None:
             raise StackError(f"a stack is already running in {elsewhere.parent} (its ports: {', '.join(taken)}); "

@@ -1,0 +1,44 @@
+"""A local stack's ports: a wait for one does not take a socket's connection to itself for a listener,
+and a stack refuses ports in the kernel's ephemeral range, where any connection can take one first (a
+test's stack on ports 35000-35012 once went on before its submission function listened, and both of its
+jobs were never stored)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from zen_dev.local.functions_server import listening
+from zen_dev.local.stack import LocalStack, Ports, StackError, ephemeral_ports
+
+
+def bound() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def test_a_socket_connected_to_itself_is_not_a_listener():
+    with bound() as itself:  # a connect from a port to that port: TCP simultaneous open, connected to itself
+        port = itself.getsockname()[1]
+        assert itself.connect_ex(("127.0.0.1", port)) == 0 and itself.getpeername() == itself.getsockname()
+    probe = bound()
+    assert not listening(probe.getsockname()[1], probe)
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        assert listening(server.getsockname()[1])
+
+
+def test_a_stack_refuses_ports_in_the_ephemeral_range_and_says_which_base_to_pick(tmp_path):
+    ephemeral = ephemeral_ports()
+    stack = LocalStack(home=tmp_path / "stack", ports=Ports.from_base(ephemeral.start - 6))
+    with pytest.raises(StackError) as refused:
+        stack.up()
+    message = str(refused.value)
+    assert f"{ephemeral.start}-{ephemeral.stop - 1}" in message and f"{ephemeral.start - 6}" not in message
+    assert f"below {ephemeral.start - 12}" in message
+    assert not (tmp_path / "stack" / "logs").exists()  # refused before anything started
+    assert max(Ports.from_base(ephemeral.start - 13).all().values()) < ephemeral.start
