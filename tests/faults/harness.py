@@ -77,7 +77,7 @@ class FaultStack:
         from zen_dev.embedded import start_server
         from zen_dev.local.bridge import ensure_topic
         from zen_dev.local.environment import overridden_environ
-        from zen_dev.local.functions_server import FunctionServer
+        from zen_dev.local.functions_server import WARM_CORE, Function, FunctionGroup, free_port
         from zen_dev.local.pubsub import PubSubStandIn
 
         self.pg_dir = tempfile.mkdtemp(prefix="zft", dir="/tmp")  # unix socket paths are short
@@ -106,19 +106,15 @@ class FaultStack:
             "ZEN_VM_PROOF": "off",  # its heartbeats come from made-up VMs, without tokens (zen.adapters.vm_proof)
             **self.extra_env,
         }
-        self.servers = {}
         logins = function_logins(self.target.url())  # each function as its own database role, as deployed
-        for target in TARGETS:
-            log_path = self.log_dir / f"{target}.log" if self.log_dir else None
-            self.servers[target] = FunctionServer(target, env={**env, "ZEN_DATABASE_URL": logins[target]},
-                                                  log_path=log_path)
-        for server_ in self.servers.values():
-            server_.start(timeout_s=60)
+        self.functions = FunctionGroup(
+            [Function(target, free_port(), self.log_dir / f"{target}.log" if self.log_dir else None,
+                      {"ZEN_DATABASE_URL": logins[target]}) for target in TARGETS], env=env, warm=WARM_CORE).start(timeout_s=60)
         return self
 
     def stop(self) -> None:
-        for server in getattr(self, "servers", {}).values():
-            server.stop()
+        if hasattr(self, "functions"):
+            self.functions.stop()
         if hasattr(self, "db"):
             self.db.close()
         if hasattr(self, "pubsub"):
@@ -169,7 +165,7 @@ class FaultStack:
             session = self._local.session = requests.Session()
         body, headers = self.request_of(delivery)
         try:
-            response = session.post(self.servers[delivery.target].url, data=body, headers=headers, timeout=60)
+            response = session.post(self.functions.url(delivery.target), data=body, headers=headers, timeout=60)
             status = response.status_code
         except requests.RequestException:
             status = 599  # the connection broke: as bad as a 500

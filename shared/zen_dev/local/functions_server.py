@@ -1,18 +1,27 @@
-"""Run one Cloud Function under functions-framework as its own process, as Cloud Run does for gen2.
+"""Run Cloud Functions under functions-framework, each as its own process, as Cloud Run does for gen2.
 
 ``functions/main.py`` is served with ``python -m functions_framework --target T --signature-type
-cloudevent``; the environment decides where it connects (``ZEN_DATABASE_URL``,
-``PUBSUB_EMULATOR_HOST``, ``ZEN_CONFIG``, ``ZEN_PROJECT``).
+cloudevent`` (``FunctionServer``); the environment decides where it connects (``ZEN_DATABASE_URL``,
+``PUBSUB_EMULATOR_HOST``, ``ZEN_CONFIG``, ``ZEN_PROJECT``). Several at once (``FunctionGroup``, the local
+stack's five): one process imports functions-framework and Zen's libraries once and forks one process per
+function, which serves it as ``python -m functions_framework`` does (``create_app``, then its gunicorn
+server). ``python -m zen_dev.local.functions_server`` is that process; it reads its functions from stdin.
 """
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
+import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn, Sequence
 
 from zen_dev.local.invoke import FUNCTIONS_MAIN
 
@@ -87,3 +96,160 @@ class FunctionServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+# What a Zen function imports by the end of its first events, imported once by a group (a module missing
+# here is skipped): WARM_CORE without Compute (``ZEN_SCALING=off``), WARM with it. google-cloud-compute
+# alone costs about 1.9 s of CPU a process (2 cores, 2026-12-01); each function of a local stack paid about
+# 1.5-2 s for these before its first answer.
+WARM_CORE = ("functions_framework", "functions_framework._http", "functions_framework._http.gunicorn", "zen.app",
+             "zen.logs", "google.cloud.pubsub_v1")
+WARM = WARM_CORE + ("zen.adapters.compute", "zen.adapters.flex_start", "zen.adapters.quotas", "zen.adapters.billing",
+                    "zen.adapters.secret_manager", "zen.adapters.webhooks", "google.cloud.compute_v1",
+                    "google.cloud.billing_v1", "google.cloud.secretmanager")
+
+
+@dataclass(frozen=True)
+class Function:
+    """One function of a group: ``target`` of ``source`` on 127.0.0.1:``port``, its output appended to
+    ``log_path`` (else the group's), ``env`` over the group's environment (a function's own database login)."""
+    target: str
+    port: int
+    log_path: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    source: Path = FUNCTIONS_MAIN
+
+    def spec(self) -> dict:
+        return {"target": self.target, "port": self.port, "log": str(self.log_path) if self.log_path else None,
+                "env": self.env, "source": str(self.source)}
+
+
+def start_group(functions: Sequence[Function], env: dict[str, str], out,
+                warm: Sequence[str] = WARM) -> subprocess.Popen:
+    """Start the process that serves ``functions`` (``main``), having imported ``warm``, in a session of its
+    own, its output to ``out``. The functions go over stdin, so their environments (database passwords) are
+    in no argv."""
+    process = subprocess.Popen([sys.executable, "-m", "zen_dev.local.functions_server"], env=env,
+                               stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    assert process.stdin is not None
+    process.stdin.write(json.dumps({"warm": list(warm), "functions": [f.spec() for f in functions]}).encode())
+    process.stdin.close()
+    return process
+
+
+class FunctionGroup:
+    """Several functions, one process each, forked from one that imported their libraries once."""
+
+    def __init__(self, functions: Sequence[Function], env: dict[str, str] | None = None,
+                 log_path: Path | None = None, warm: Sequence[str] = WARM):
+        self.functions = list(functions)
+        self.warm = warm
+        self.env = {**os.environ, **(env or {})}
+        self.log_path = log_path
+        self.process: subprocess.Popen | None = None
+
+    def url(self, target: str) -> str:
+        return next(f"http://127.0.0.1:{f.port}/" for f in self.functions if f.target == target)
+
+    def start(self, timeout_s: float = 60.0) -> "FunctionGroup":
+        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        try:
+            self.process = start_group(self.functions, self.env, out, self.warm)
+        finally:
+            if self.log_path:
+                out.close()
+        for function in self.functions:
+            wait_for_port(function.port, timeout_s, self.process)
+        return self
+
+    def stop(self) -> None:
+        """SIGTERM (the group passes it on and waits for its functions), SIGKILL to all after 10 s."""
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+
+    def __enter__(self) -> "FunctionGroup":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _serve(spec: dict) -> NoReturn:
+    """In a forked process: serve one function as ``python -m functions_framework`` would. Never returns:
+    gunicorn forks its worker from here, and neither may run on into the group's loop."""
+    code = 1
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if spec["log"]:
+            log = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            os.close(log)
+        os.environ.update(spec["env"])
+        from functions_framework import create_app
+        from functions_framework._http import create_server
+
+        create_server(create_app(spec["target"], spec["source"], "cloudevent"), False).run("127.0.0.1", spec["port"])
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def main() -> int:
+    """The group: read the functions and the modules to import from stdin, import those, fork one process per function, pass
+    SIGTERM and SIGINT on to them, and end when one ends (stopping the rest), with its exit code, so that
+    whoever started the group sees a function die as it saw a lone function server's."""
+    given = json.loads(sys.stdin.read())
+    specs = given["functions"]
+    for name in given["warm"]:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    children: dict[int, str] = {}
+
+    def pass_on(signum, frame) -> None:
+        for pid in children:
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGTERM, pass_on)
+    signal.signal(signal.SIGINT, pass_on)
+    for spec in specs:
+        pid = os.fork()
+        if pid == 0:
+            _serve(spec)
+        children[pid] = spec["target"]
+    code = 0
+    while children:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        target = children.pop(pid, None)
+        if target is None:
+            continue
+        code = code or os.waitstatus_to_exitcode(status)
+        print(f"function {target} ended (exit {os.waitstatus_to_exitcode(status)})", flush=True)
+        pass_on(signal.SIGTERM, None)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
