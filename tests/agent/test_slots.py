@@ -92,9 +92,17 @@ def test_two_attempts_run_at_once_each_with_its_gpus_and_stop_and_one_that_does_
     transport.add_start(start("second", 4, "--sleep", "60"))  # stopped by the scheduler
     confirm = confirm_claims(VM)
 
-    def scheduler(message):  # confirms every claim, and stops "second" once it has run a moment (4 reports)
-        if (isinstance(message, Heartbeat) and message.job_id == "second"
-                and sum(1 for report in transport.job_reports() if report[0] == "second") == 4):
+    # Confirms every claim, and stops "second" once it has run a moment (4 reports) and "first", started with
+    # it, has printed, slept 1.5 s and ended: stopped after 4 reports alone, a loaded run's "second" had not
+    # yet printed its CUDA_VISIBLE_DEVICES line.
+    stopped = []
+
+    def scheduler(message):
+        reports = transport.job_reports()
+        if (isinstance(message, Heartbeat) and message.job_id == "second" and not stopped
+                and sum(1 for report in reports if report[0] == "second") >= 4
+                and ("first", 1, "SUCCEEDED") in {report[:3] for report in reports}):
+            stopped.append(message)
             return [ControlMessage(vm=VM, job_id="second", attempt=1, action=ControlAction.STOP, reason="user")]
         return confirm(message)
 
