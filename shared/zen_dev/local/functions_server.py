@@ -59,6 +59,19 @@ def function_command(target: str, port: int, source: Path = FUNCTIONS_MAIN) -> l
             "--signature-type", "cloudevent", "--host", "127.0.0.1", "--port", str(port)]
 
 
+def stop_session(process: subprocess.Popen | None, grace_s: float = 10.0) -> None:
+    """SIGTERM to a server started in a session of its own; SIGKILL to the whole session (its gunicorn
+    workers, a group's functions) if it has not ended within ``grace_s``."""
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
 class FunctionServer:
     def __init__(self, target: str, *, port: int | None = None, env: dict[str, str] | None = None,
                  source: Path = FUNCTIONS_MAIN, log_path: Path | None = None):
@@ -83,13 +96,7 @@ class FunctionServer:
         return self
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        stop_session(self.process)
 
     def __enter__(self) -> "FunctionServer":
         return self.start()
@@ -163,14 +170,7 @@ class FunctionGroup:
         return self
 
     def stop(self) -> None:
-        """SIGTERM (the group passes it on and waits for its functions), SIGKILL to all after 10 s."""
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
+        stop_session(self.process)  # the group passes SIGTERM on and waits for its functions
 
     def __enter__(self) -> "FunctionGroup":
         return self.start()

@@ -1,0 +1,60 @@
+"""A group of functions (``FunctionGroup``: the local stack's five, the agent tests' three) serves each
+function in a process of its own with its own environment and log, forked from one process that imported
+their libraries once; a function that cannot start fails the start at once, and a stop leaves no process."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.agent.helpers import alive
+from zen_dev.local.functions_server import Function, FunctionGroup, free_port, listening
+
+FLAKY = Path(__file__).parent / "fixtures" / "flaky_main.py"
+
+
+def post_event(url: str, event_id: str) -> int:
+    body = json.dumps({"specversion": "1.0", "id": event_id, "source": "//test", "type": "test.event",
+                       "datacontenttype": "application/json", "data": {"n": 1}}).encode()
+    request = urllib.request.Request(url, body, {"Content-Type": "application/cloudevents+json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.status
+
+
+def processes_of(pid: int) -> list[int]:
+    """``pid``'s descendants."""
+    children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return children + [grand for child in children for grand in processes_of(child)]
+
+
+def test_each_function_runs_in_its_own_process_with_its_own_environment_and_a_stop_leaves_none(tmp_path):
+    logs = {name: tmp_path / f"{name}.jsonl" for name in ("a", "b")}
+    functions = [Function("flaky", free_port(), tmp_path / f"{name}.log", {"FLAKY_LOG": str(log)}, FLAKY)
+                 for name, log in logs.items()]
+    group = FunctionGroup(functions, env={"FLAKY_FAILS": "0"}, log_path=tmp_path / "group.log", warm=())
+    with group:
+        assert [post_event(f"http://127.0.0.1:{f.port}/", f"event-{i}") for i, f in enumerate(functions)] == [200, 200]
+        spawned = processes_of(group.process.pid)
+        assert len(spawned) == 4  # per function: its process (gunicorn's arbiter) and its worker
+    assert [[json.loads(line)["id"] for line in log.read_text().splitlines()] for log in logs.values()] == [
+        ["event-0"], ["event-1"]]  # each function wrote to its own FLAKY_LOG
+    assert group.process.returncode is not None and not [pid for pid in spawned if alive(pid)]
+
+
+def test_a_function_that_cannot_start_fails_the_start_at_once_and_leaves_no_process(tmp_path):
+    broken = tmp_path / "broken_main.py"
+    broken.write_text("raise ImportError('this source cannot be imported')\n")
+    fine = Function("flaky", free_port(), tmp_path / "ok.log", {"FLAKY_LOG": str(tmp_path / "x")}, FLAKY)
+    group = FunctionGroup([fine, Function("nothing", free_port(), tmp_path / "broken.log", {}, broken)],
+                          env={"FLAKY_FAILS": "0"}, warm=())
+    began = time.monotonic()
+    with pytest.raises(RuntimeError, match="process exited with"):
+        group.start(timeout_s=60)
+    assert time.monotonic() - began < 30
+    assert "this source cannot be imported" in (tmp_path / "broken.log").read_text()
+    group.process.wait(timeout=30)  # the group ends once the function that did start has stopped too
+    assert not listening(fine.port)
