@@ -107,9 +107,9 @@ class FaultStack:
             **self.extra_env,
         }
         logins = function_logins(self.target.url())  # each function as its own database role, as deployed
-        self.functions = FunctionGroup(
-            [Function(target, free_port(), self.log_dir / f"{target}.log" if self.log_dir else None,
-                      {"ZEN_DATABASE_URL": logins[target]}) for target in TARGETS], env=env, warm=WARM_CORE).start(timeout_s=60)
+        functions = [Function(target, free_port(), self.log_dir / f"{target}.log" if self.log_dir else None,
+                              {"ZEN_DATABASE_URL": logins[target]}) for target in TARGETS]
+        self.functions = FunctionGroup(functions, env=env, warm=WARM_CORE).start(timeout_s=60)  # no Compute
         return self
 
     def stop(self) -> None:

@@ -208,9 +208,10 @@ def _serve(spec: dict) -> NoReturn:
 
 
 def main() -> int:
-    """The group: read the functions and the modules to import from stdin, import those, fork one process per function, pass
-    SIGTERM and SIGINT on to them, and end when one ends (stopping the rest), with its exit code, so that
-    whoever started the group sees a function die as it saw a lone function server's."""
+    """The group: read the functions and the modules to import from stdin, import those, fork one process
+    per function, pass SIGTERM and SIGINT on to them, and end when one ends (stopping the rest), with its
+    exit code, so that whoever started the group sees a function die as it saw a lone function server's.
+    Nothing in it may start a thread before the forks (a forked process has only the thread that forked)."""
     given = json.loads(sys.stdin.read())
     specs = given["functions"]
     for name in given["warm"]:
