@@ -109,7 +109,8 @@ class FaultStack:
         logins = function_logins(self.target.url())  # each function as its own database role, as deployed
         functions = [Function(target, free_port(), self.log_dir / f"{target}.log" if self.log_dir else None,
                               {"ZEN_DATABASE_URL": logins[target]}) for target in TARGETS]
-        self.functions = FunctionGroup(functions, env=env, warm=WARM_CORE).start(timeout_s=60)  # no Compute
+        self.functions = FunctionGroup(functions, env=env, warm=WARM_CORE)  # no Compute here (ZEN_SCALING=off)
+        self.functions.start(timeout_s=60)
         return self
 
     def stop(self) -> None:

@@ -165,8 +165,12 @@ class FunctionGroup:
         finally:
             if self.log_path:
                 out.close()
-        for function in self.functions:
-            wait_for_port(function.port, timeout_s, self.process)
+        try:
+            for function in self.functions:
+                wait_for_port(function.port, timeout_s, self.process)
+        except BaseException:
+            self.stop()  # none left running behind a failed start
+            raise
         return self
 
     def stop(self) -> None:
