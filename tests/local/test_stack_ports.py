@@ -1,16 +1,19 @@
-"""A local stack's ports: a wait for one does not take a socket's connection to itself for a listener,
-and a stack refuses ports in the kernel's ephemeral range, where any connection can take one first (a
+"""A local stack's ports and readiness: a wait for a port does not take a socket's connection to itself for a
+listener, a wait for a process's word fails as soon as the process ends, and a stack refuses ports in the
+kernel's ephemeral range, where any connection can take one first (a
 test's stack on ports 35000-35012 once went on before its submission function listened, and both of its
 jobs were never stored)."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 
 import pytest
 
 from zen_dev.local.functions_server import listening
-from zen_dev.local.stack import LocalStack, Ports, StackError, ephemeral_ports
+from zen_dev.local.stack import LocalStack, Ports, StackError, ephemeral_ports, wait_for_line
 
 
 def bound() -> socket.socket:
@@ -42,3 +45,14 @@ def test_a_stack_refuses_ports_in_the_ephemeral_range_and_says_which_base_to_pic
     assert f"below {ephemeral.start - 12}" in message
     assert not (tmp_path / "stack" / "logs").exists()  # refused before anything started
     assert max(Ports.from_base(ephemeral.start - 13).all().values()) < ephemeral.start
+
+
+def test_a_wait_for_a_line_fails_at_once_when_its_process_ends_first(tmp_path):
+    log = tmp_path / "bridge.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, "-c", "print('starting'); raise SystemExit(3)"], stdout=out)
+    process.wait()
+    with pytest.raises(StackError, match=r"bridge exited with 3 before saying 'event bridge:'; see .*bridge.log"):
+        wait_for_line(log, "event bridge: ", 60, process)
+    log.write_text("event bridge: 5 route(s)\n")
+    wait_for_line(log, "event bridge: ", 1, process)  # said: returns, ended or not

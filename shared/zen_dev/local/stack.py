@@ -122,6 +122,19 @@ def port_free(port: int) -> bool:
     return True
 
 
+def wait_for_line(path: Path, text: str, timeout_s: float, process: subprocess.Popen) -> None:
+    """Return once ``path`` holds ``text``; raise if ``process`` ends first or ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text(errors="replace"):
+            return
+        if process.poll() is not None:
+            raise StackError(f"{path.stem} exited with {process.returncode} before saying {text.strip()!r}; "
+                             f"see {path}")
+        time.sleep(0.05)
+    raise StackError(f"{path} did not say {text.strip()!r} within {timeout_s:g} s")
+
+
 class LocalStack:
     def __init__(self, home: Path = Path(".zen"), config_path: Path | None = None, scenario: Path | None = None,
                  time_scale: float | None = None, tick_every_s: float = 5.0, ports: Ports = Ports(),
@@ -254,6 +267,9 @@ class LocalStack:
                                "--tick-topic", self.config.topics.scale_tick, "--tick-every", str(self.tick_every_s),
                                "--min-backoff", str(BRIDGE_POLICY.minimum_backoff_s),
                                "--max-backoff", str(BRIDGE_POLICY.maximum_backoff_s)])
+        # It listens on no port: `up` returns once it says it pulls and ticks, so a job submitted then is
+        # delivered at once (and a bridge that cannot start fails `up`, not the job).
+        wait_for_line(self.logs / "bridge.log", "event bridge: ", 60, self._popen("bridge"))
         self._save()
 
     def _database(self) -> str:
