@@ -1,8 +1,7 @@
-"""A local stack's ports and readiness: a wait for a port does not take a socket's connection to itself for a
-listener, a wait for a process's word fails as soon as the process ends, and a stack refuses ports in the
-kernel's ephemeral range, where any connection can take one first (a
-test's stack on ports 35000-35012 once went on before its submission function listened, and both of its
-jobs were never stored)."""
+"""A local stack's ports and readiness: a wait for a port does not take a socket's connection to itself for
+a listener, a wait for a process's word fails as soon as the process ends, and a stack refuses ports in the
+kernel's ephemeral range, where any connection can take one first and a wait can connect to itself (a CI
+run's stack on ports 35000-35012 never stored its two jobs)."""
 
 from __future__ import annotations
 
