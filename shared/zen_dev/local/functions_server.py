@@ -36,8 +36,8 @@ def listening(port: int, sock: socket.socket | None = None) -> bool:
     """Whether something listens on 127.0.0.1:``port``, tried with ``sock`` (a new socket if None). A
     connection to itself does not count: with nothing listening on a port in the kernel's ephemeral range,
     a connect now and then gets that very port as its source and connects to itself (TCP simultaneous
-    open; about once in 60,000 tries on a 2-core Linux machine, 2026-12-01), and a stack went on before
-    its function listened."""
+    open; about once in 60,000 tries on a 2-core Linux machine, 2026-12-01), and a stack would go on
+    before its function listened."""
     with sock or socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) == 0 and probe.getsockname() != probe.getpeername()
 
