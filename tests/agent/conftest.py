@@ -135,6 +135,7 @@ def scheduler(config, config_file, db_url, db, zen, pubsub_server, pubsub_client
             yield Scheduler(config, db, zen, publisher_client,
                             tuple(function.log_path for function in functions.values() if function.log_path))
 
+
 @dataclass
 class AgentProcess:
     vm: str
