@@ -5,6 +5,8 @@ their libraries once; a function that cannot start fails the start at once, and 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 import urllib.request
 from pathlib import Path
@@ -58,3 +60,13 @@ def test_a_function_that_cannot_start_fails_the_start_at_once_and_leaves_no_proc
     assert "this source cannot be imported" in (tmp_path / "broken.log").read_text()
     group.process.wait(timeout=30)  # the group ends once the function that did start has stopped too
     assert not listening(fine.port)
+
+
+def test_a_function_killed_by_a_signal_ends_the_group_by_that_signal(tmp_path):
+    """As a lone function server's process would: its Popen says -9, not an exit code made of it."""
+    functions = [Function("flaky", free_port(), tmp_path / f"{n}.log", {"FLAKY_LOG": str(tmp_path / n)}, FLAKY)
+                 for n in ("a", "b")]
+    with FunctionGroup(functions, env={"FLAKY_FAILS": "0"}, warm=()) as group:
+        os.kill(processes_of(group.process.pid)[0], signal.SIGKILL)
+        assert group.process.wait(timeout=30) == -signal.SIGKILL
+    assert not listening(functions[0].port) and not listening(functions[1].port)  # the other stopped with it

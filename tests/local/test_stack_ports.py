@@ -55,3 +55,5 @@ def test_a_wait_for_a_line_fails_at_once_when_its_process_ends_first(tmp_path):
         wait_for_line(log, "event bridge: ", 60, process)
     log.write_text("event bridge: 5 route(s)\n")
     wait_for_line(log, "event bridge: ", 1, process)  # said: returns, ended or not
+    with pytest.raises(StackError, match="bridge exited with 3"):  # said by an earlier run: not this one's word
+        wait_for_line(log, "event bridge: ", 60, process, after=log.stat().st_size)

@@ -39,7 +39,10 @@ def listening(port: int, sock: socket.socket | None = None) -> bool:
     open; about once in 60,000 tries on a 2-core Linux machine, 2026-12-01), and a stack would go on
     before its function listened."""
     with sock or socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0 and probe.getsockname() != probe.getpeername()
+        try:
+            return probe.connect_ex(("127.0.0.1", port)) == 0 and probe.getsockname() != probe.getpeername()
+        except OSError:  # the listener went between the connect and the question (ENOTCONN)
+            return False
 
 
 def wait_for_port(port: int, timeout_s: float = 30.0, process: subprocess.Popen | None = None) -> None:
@@ -183,6 +186,9 @@ class FunctionGroup:
         self.stop()
 
 
+STOPS = {signal.SIGTERM, signal.SIGINT}
+
+
 def _serve(spec: dict) -> NoReturn:
     """In a forked process: serve one function as ``python -m functions_framework`` would. Never returns:
     gunicorn forks its worker from here, and neither may run on into the group's loop."""
@@ -190,6 +196,7 @@ def _serve(spec: dict) -> NoReturn:
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)  # blocked by the group while it forked
         if spec["log"]:
             log = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             os.dup2(log, 1)
@@ -213,9 +220,10 @@ def _serve(spec: dict) -> NoReturn:
 
 def main() -> int:
     """The group: read the functions and the modules to import from stdin, import those, fork one process
-    per function, pass SIGTERM and SIGINT on to them, and end when one ends (stopping the rest), with its
-    exit code, so that whoever started the group sees a function die as it saw a lone function server's.
-    Nothing in it may start a thread before the forks (a forked process has only the thread that forked)."""
+    per function, pass SIGTERM and SIGINT on to them, and end when one ends (stopping the rest) as it ended
+    (its exit code, or its signal), so that whoever started the group sees a function die as it saw a lone
+    function server's. Nothing in it may start a thread before the forks (a forked process has only the
+    thread that forked); SIGTERM and SIGINT wait while it forks, then reach every function."""
     given = json.loads(sys.stdin.read())
     specs = given["functions"]
     for name in given["warm"]:
@@ -234,6 +242,7 @@ def main() -> int:
             except ProcessLookupError:
                 pass
 
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
     signal.signal(signal.SIGTERM, pass_on)
     signal.signal(signal.SIGINT, pass_on)
     for spec in specs:
@@ -241,7 +250,8 @@ def main() -> int:
         if pid == 0:
             _serve(spec)
         children[pid] = spec["target"]
-    code = 0
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)  # one that came meanwhile is passed on to all now
+    first: int | None = None
     while children:
         try:
             pid, status = os.wait()
@@ -250,10 +260,14 @@ def main() -> int:
         target = children.pop(pid, None)
         if target is None:
             continue
-        code = code or os.waitstatus_to_exitcode(status)
+        first = status if first is None else first
         print(f"function {target} ended (exit {os.waitstatus_to_exitcode(status)})", flush=True)
         pass_on(signal.SIGTERM, None)
-    return code
+    if first is not None and os.WIFSIGNALED(first):  # ended as the first function did: by its signal
+        if os.WTERMSIG(first) in STOPS:
+            signal.signal(os.WTERMSIG(first), signal.SIG_DFL)  # not pass_on (SIGKILL has no handler to reset)
+        os.kill(os.getpid(), os.WTERMSIG(first))
+    return 0 if first is None else os.waitstatus_to_exitcode(first)
 
 
 if __name__ == "__main__":

@@ -122,11 +122,12 @@ def port_free(port: int) -> bool:
     return True
 
 
-def wait_for_line(path: Path, text: str, timeout_s: float, process: subprocess.Popen) -> None:
-    """Return once ``path`` holds ``text``; raise if ``process`` ends first or ``timeout_s`` passes."""
+def wait_for_line(path: Path, text: str, timeout_s: float, process: subprocess.Popen, after: int = 0) -> None:
+    """Return once ``path`` holds ``text`` past its first ``after`` bytes (what an earlier run of the same
+    process wrote to the log it appends to); raise if ``process`` ends first or ``timeout_s`` passes."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if path.exists() and text in path.read_text(errors="replace"):
+        if path.exists() and text.encode() in path.read_bytes()[after:]:
             return
         if process.poll() is not None:
             raise StackError(f"{path.stem} exited with {process.returncode} before saying {text.strip()!r}; "
@@ -263,13 +264,15 @@ class LocalStack:
         # The web console, reading the stack's database and job output; viewers are $ZEN_AS or $USER.
         self._spawn("console", [sys.executable, "-m", "zen.console", "--port", str(self.ports.console)])
         wait_for_port(self.ports.console, 30, self._popen("console"))
+        bridge_log = self.logs / "bridge.log"
+        said_before = bridge_log.stat().st_size if bridge_log.exists() else 0  # a previous `up`'s words
         self._spawn("bridge", [sys.executable, "-m", "zen_dev.local.bridge", "--project", project, *routes,
                                "--tick-topic", self.config.topics.scale_tick, "--tick-every", str(self.tick_every_s),
                                "--min-backoff", str(BRIDGE_POLICY.minimum_backoff_s),
                                "--max-backoff", str(BRIDGE_POLICY.maximum_backoff_s)])
         # It listens on no port: `up` returns once it says it pulls and ticks, so a job submitted then is
         # delivered at once (and a bridge that cannot start fails `up`, not the job).
-        wait_for_line(self.logs / "bridge.log", "event bridge: ", 60, self._popen("bridge"))
+        wait_for_line(bridge_log, "event bridge: ", 60, self._popen("bridge"), after=said_before)
         self._save()
 
     def _database(self) -> str:
