@@ -22,7 +22,7 @@ from zen_dev.local.stack import LocalStack, Ports, ephemeral_ports, port_free
 def free_base_port(start: int = 21000) -> int:
     """The first block of a stack's ports from ``start`` that is free (tests running at once pick apart),
     below the kernel's ephemeral ports (a stack refuses those: zen_dev.local.stack.ephemeral_ports)."""
-    below = ephemeral_ports().start
+    below = ephemeral_ports().start or 65536  # empty: no range to keep below
     for base in range(start, min(max(30000, start + 2000), below - 12), 20):
         if all(port_free(p) for p in Ports.from_base(base).all().values()):
             return base

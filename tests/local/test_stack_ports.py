@@ -57,3 +57,13 @@ def test_a_wait_for_a_line_fails_at_once_when_its_process_ends_first(tmp_path):
     wait_for_line(log, "event bridge: ", 1, process)  # said: returns, ended or not
     with pytest.raises(StackError, match="bridge exited with 3"):  # said by an earlier run: not this one's word
         wait_for_line(log, "event bridge: ", 60, process, after=log.stat().st_size)
+
+
+def test_the_kernels_range_is_read_and_one_leaving_no_block_below_it_is_not_kept_to(tmp_path, monkeypatch):
+    from zen_dev.local import stack
+
+    for text, expected in (("32768\t60999\n", range(32768, 61000)), ("1024 65535\n", range(0)),
+                           ("1037 65535\n", range(1037, 65536))):
+        (tmp_path / "range").write_text(text)
+        monkeypatch.setattr(stack, "EPHEMERAL_RANGE_FILE", tmp_path / "range")
+        assert ephemeral_ports() == expected

@@ -104,12 +104,13 @@ EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 def ephemeral_ports() -> range:
     """The ports the kernel picks connections' source ports from (Linux: net.ipv4.ip_local_port_range;
     elsewhere the IANA range). A stack's port among them can be taken by any connection before the stack
-    binds it, and a wait for it can connect to itself."""
+    binds it, and a wait for it can connect to itself. Empty where the range leaves no block of a stack's
+    13 ports above 1023 below it: there is nothing to avoid it with, and a stack takes its chances."""
     try:
         low, high = (int(n) for n in EPHEMERAL_RANGE_FILE.read_text().split())
     except (OSError, ValueError):
         low, high = 49152, 65535
-    return range(low, high + 1)
+    return range(low, high + 1) if low > 1024 + 12 else range(0)
 
 
 def port_free(port: int) -> bool:
