@@ -108,8 +108,7 @@ class FunctionServer:
         self.stop()
 
 
-# What a Zen function imports by the end of its first events, imported once by a group (a module missing
-# here is skipped): WARM_CORE without Compute (``ZEN_SCALING=off``), WARM with it. google-cloud-compute
+# What a Zen function imports by the end of its first events, imported once by a group: WARM_CORE without Compute (``ZEN_SCALING=off``), WARM with it. google-cloud-compute
 # alone costs about 1.9 s of CPU a process (2 cores, 2026-12-01); each function of a local stack paid about
 # 1.5-2 s for these before its first answer.
 WARM_CORE = ("functions_framework", "functions_framework._http", "functions_framework._http.gunicorn", "zen.app",
@@ -227,10 +226,7 @@ def main() -> int:
     given = json.loads(sys.stdin.read())
     specs = given["functions"]
     for name in given["warm"]:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
+        importlib.import_module(name)
     sys.stdout.flush()
     sys.stderr.flush()
     children: dict[int, str] = {}
