@@ -108,9 +108,9 @@ class FunctionServer:
         self.stop()
 
 
-# What a Zen function imports by the end of its first events, imported once by a group: WARM_CORE without Compute (``ZEN_SCALING=off``), WARM with it. google-cloud-compute
-# alone costs about 1.9 s of CPU a process (2 cores, 2026-12-01); each function of a local stack paid about
-# 1.5-2 s for these before its first answer.
+# What a Zen function imports by the end of its first events, imported once by a group: WARM_CORE without
+# Compute (``ZEN_SCALING=off``), WARM with it. google-cloud-compute alone costs about 1.9 s of CPU a process
+# (2 cores, 2026-12-01); each function of a local stack paid about 1.5-2 s for these before its first answer.
 WARM_CORE = ("functions_framework", "functions_framework._http", "functions_framework._http.gunicorn", "zen.app",
              "zen.logs", "google.cloud.pubsub_v1")
 WARM = WARM_CORE + ("zen.adapters.compute", "zen.adapters.flex_start", "zen.adapters.quotas", "zen.adapters.billing",
