@@ -76,8 +76,9 @@ bench: venv
 bench-control: venv
 	$(BIN)/python -m benchmarks.control
 
-# The least waste any policy pays at light load while as fast as ask-every-region (issue 11), then the
-# least dollars over the price floor at issue 33's speed targets (an LP; SciPy from requirements-dev.txt).
+# The least waste any policy pays at light load while as fast as ask-every-region (issue 11), the gangs'
+# idle bound (issue 37), then issue 33's: the earliest starts where a cluster's places bind, and the least
+# dollars over the price floor at its speed targets (an LP; SciPy from requirements-dev.txt).
 bench-bound: venv
 	$(BIN)/python -m benchmarks.bound
 

@@ -20,8 +20,9 @@ Every assumption is made in the policy's favour (instant warm starts, no stockou
 pass delay), so the figures are lower bounds on its waste ratio: if the least one printed exceeds
 0.25, no policy meets the speed and waste targets together in that setting. The simulator's own
 scenarios (``make bench``) add stockouts, preemptions and passes a tick apart.
-Then the gang idle bound (issue 37): ``benchmarks.gang_bound``; and the dollar bound (issue 33), an LP
-over the simulator's scenarios: ``benchmarks.dollar_bound``.
+Then the gang idle bound (issue 37): ``benchmarks.gang_bound``; the queue bound (issue 33's p95 against
+``cheapest-first``'s, where a cluster's places bind): ``benchmarks.queue_bound``; and the dollar bound
+(issue 33), an LP over the simulator's scenarios: ``benchmarks.dollar_bound``.
 Run: ``make bench-bound`` (``--samples``, ``--seed``, ``--no-dollars``, ``--slot-s``).
 """
 
@@ -102,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=40_000)
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--no-dollars", action="store_true", help="skip the dollar bound (benchmarks/dollar_bound.py)")
+    parser.add_argument("--no-dollars", action="store_true",
+                        help="skip issue 33's bounds (benchmarks/queue_bound.py, benchmarks/dollar_bound.py)")
     parser.add_argument("--slot-s", type=float, default=None, help="the dollar bound's time slot (default 60 s)")
     parser.add_argument("--tighter", action="store_true", help="the dollar bound also with late jobs paid where they "
                         "can run and each queue in arrival order, and for p95 <= 0.80x cheapest-first's against 0.90x its "
@@ -123,8 +125,11 @@ def main(argv: list[str] | None = None) -> int:
 
     print("\n" + "\n".join(gang_bound.report(gang_bound.GANGS_MIX, gang_bound.GANGS_MIX_RATE, Physics(boot_sigma=0.3),
                                               args.samples, args.seed)))
-    if not args.no_dollars:  # issue 33: the least x floor at the speed targets (an LP over the simulator's scenarios)
+    if not args.no_dollars:  # issue 33: the earliest starts where places bind, then the least x floor
+        from benchmarks import queue_bound
         from benchmarks.dollar_report import SLOT_S, report
+
+        print("\n" + "\n".join(queue_bound.report()))
         print("\n" + "\n".join(report(slot_s=args.slot_s or SLOT_S, tighter=args.tighter)))
     return 0
 
