@@ -163,3 +163,63 @@ def test_deleting_one_waiting_flex_start_vm_cancels_its_whole_request():
     world = _world(scenario, AskThenDeleteOne({"r1": 3}), [SimJob("j", "c", 100.0, 60.0, ("r1",))], horizon_s=1200)
     world.run()
     assert not world.clusters["c"].vms and world.clusters["c"].migs["r1"].target == 0
+
+
+def test_a_job_accepting_one_model_runs_only_in_its_pools():
+    # r2 spot is the cheapest pool; a job accepting standard only starts on a standard VM, one accepting any on spot.
+    jobs = [SimJob("std", "c", 0.0, 600.0, ("r1", "r2"), provisioning="standard"),
+            SimJob("any", "c", 0.0, 600.0, ("r1", "r2"))]
+    world = _world(_scenario(), make_policy("zen"), jobs)
+    assert [job.pools for job in world.jobs] == [("r1/standard", "r2/standard"),
+                                                 ("r1", "r1/standard", "r2", "r2/standard")]
+    world.run()
+    assert all(job.first_start_s is not None for job in world.jobs)
+    # A world of one model (a baseline) runs the job on its own model: the original ran every job on standard.
+    spot_only = _world(_scenario(), make_policy("ask-every-region"), jobs)
+    assert [job.pools for job in spot_only.jobs] == [("r1", "r2"), ("r1", "r2")]
+
+
+def test_the_model_a_job_accepts_is_the_model_it_is_billed_at():
+    jobs = [SimJob("std", "c", 0.0, 600.0, ("r2",), provisioning="standard")]
+    result = run_policies(_scenario(), jobs, ["zen"], horizon_s=3000)["zen"]
+    # r2 standard at $5/h: 600 s of useful run is $0.83, against the floor's $0.17 (r2 spot, $1/h).
+    assert result.usd_useful == pytest.approx(5.0 * 600 / 3600)
+    assert result.dollars()["usd_vs_floor"] > 4.5
+
+
+def test_a_synthetic_trace_draws_what_its_jobs_accept_and_refuses_a_model_its_cluster_lacks():
+    from zen_dev.sim.jobs import JobTraceError, load_jobs
+    mixed = _scenario(extra="jobs: {kind: synthetic, count: 400, provisioning: {standard: 1, any: 3}}\n")
+    accepts = [job.provisioning for job in load_jobs(mixed)]
+    assert set(accepts) == {None, "standard"} and 60 < accepts.count("standard") < 140
+    plain = _scenario(extra="jobs: {kind: synthetic, count: 400}\n")
+    # Its own draws: the jobs are otherwise those of a trace without the field.
+    assert [(j.submit_s, j.duration_s) for j in load_jobs(plain)] == [(j.submit_s, j.duration_s)
+                                                                      for j in load_jobs(mixed)]
+    for bad, message in (("{flex-start: 1}", "flex-start is not in cluster c's provisioning ['spot', 'standard']"),
+                         ("{spotty: 1}", "unknown provisioning model 'spotty'"),
+                         ("{standard: 0}", "the weight of standard is > 0")):
+        with pytest.raises(JobTraceError, match=message.replace("[", r"\[").replace("]", r"\]")):
+            load_jobs(_scenario(extra=f"jobs: {{kind: synthetic, count: 3, provisioning: {bad}}}\n"))
+
+
+def test_a_csv_trace_may_say_what_each_job_accepts(tmp_path):
+    from zen_dev.sim.jobs import JobTraceError, csv_jobs
+    scenario = _scenario()
+    path = tmp_path / "jobs.csv"
+    path.write_text("job_id,submit_s,duration_s,cluster,provisioning\na,0,60,c,standard\nb,5,60,c,any\nc,9,60,c,\n")
+    assert [job.provisioning for job in csv_jobs(path, scenario.clusters)] == ["standard", None, None]
+    path.write_text("job_id,submit_s,duration_s,cluster,provisioning\na,0,60,c,flex-start\n")
+    with pytest.raises(JobTraceError, match="line 2: provisioning 'flex-start' is not in cluster c's provisioning"):
+        csv_jobs(path, scenario.clusters)
+
+
+def test_a_standard_share_takes_the_same_jobs_for_every_share_and_more_as_it_grows():
+    from zen_dev.sim.dollars import with_standard_share
+    jobs = [SimJob(f"job-{i:06d}", "c", float(i), 60.0, ("r1",)) for i in range(2000)]
+    tenth, fifth = (sum(j.provisioning == "standard" for j in with_standard_share(jobs, s)) for s in (0.1, 0.2))
+    assert 150 < tenth < 250 and 320 < fifth < 480
+    chosen = {j.job_id for j in with_standard_share(jobs, 0.1) if j.provisioning}
+    assert chosen <= {j.job_id for j in with_standard_share(jobs, 0.2) if j.provisioning}
+    assert not any(j.provisioning for j in with_standard_share(jobs, 0.0))
+    assert all(j.provisioning == "standard" for j in with_standard_share(jobs, 1.0))

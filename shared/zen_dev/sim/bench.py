@@ -168,6 +168,8 @@ def main() -> int:
     priced = [(load_scenario(name), False) for name in SCENARIOS] + _heldout_draws()
     print("\n" + "\n".join(dollars.report(priced)))  # prices (issue 33): the fixed scenarios to tune on, the held-out draws
     print("\n" + "\n".join(dollars.report(priced, models=dollars.WITH_FLEX, rework=False)))  # flex-start listed too
+    drops = [scenario for scenario, _ in priced if scenario.name in dollars.DROP_SCENARIOS]
+    print("\n" + "\n".join(dollars.share_report(drops)))  # what the original's speed costs where capacity drops
     print("\n" + "\n".join(data_locality_report()))  # issue 15
     print("\n" + "\n".join(fairness.report()))  # queues (issue 14)
     print("\n" + "\n".join(gangbench.report()))  # gangs (issue 37)

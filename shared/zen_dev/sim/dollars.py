@@ -9,12 +9,15 @@ use spot and standard (spot first: ``ask-every-region`` asks spot). ``TUNING_PRI
 on; ``HELDOUT_PRICE_SEEDS`` only run here. A second pass gives every job a checkpoint
 every 10 minutes, for the rework target on scenarios where spot VMs are taken back. Then the same with
 flex-start listed too (``WITH_FLEX``: a cluster may list it, and the floor is then the cheapest of three).
+Last, :func:`share_report`: zen with a share of the jobs accepting standard VMs only (``provisioning:
+standard``), on the scenarios where capacity drops: what the original's speed costs in dollars there.
 Targets and figures: docs/benchmarks/simulator.md#dollars
 """
 
 from __future__ import annotations
 
 import random
+import zlib
 from dataclasses import replace
 
 from zen_dev.sim.jobs import SimJob, load_jobs
@@ -29,6 +32,8 @@ CHECKPOINT_EVERY_S = 600.0
 MODELS = ("spot", "standard")  # what the bench's clusters list, the first the primary
 WITH_FLEX = ("spot", "standard", "flex-start")
 SEEDS = 2  # run seeds pooled per scenario and price table
+STANDARD_SHARES = (0.0, 0.1, 0.2, 0.35, 1.0)  # share_report: the jobs accepting standard VMs only
+DROP_SCENARIOS = ("rolling-stockouts", "all-out-30min", "gcp-a100-trace")  # capacity drops take spot VMs back
 
 TARGETS = (  # (label, what it checks)
     ("x floor <= 1.30", "zen's dollars per useful GPU-hour over the price floor"),
@@ -66,6 +71,13 @@ def priced(scenario: Scenario, seed: int, models: tuple[str, ...] = MODELS) -> S
 
 def with_checkpoints(jobs: list[SimJob], every_s: float = CHECKPOINT_EVERY_S) -> list[SimJob]:
     return [replace(job, checkpoint_every_s=every_s) for job in jobs]
+
+
+def with_standard_share(jobs: list[SimJob], share: float) -> list[SimJob]:
+    """The jobs with about ``share`` of them accepting standard VMs only: those whose id's CRC-32 falls in
+    the lowest ``share`` of its range (the same jobs for every policy, seed and larger share)."""
+    cut = share * 2**32
+    return [replace(job, provisioning="standard") if zlib.crc32(job.job_id.encode()) < cut else job for job in jobs]
 
 
 def pooled(runs: list[RunResult]) -> RunResult:
@@ -173,4 +185,35 @@ def report(scenarios: list[tuple[Scenario, bool]], seeds: int = SEEDS, models: t
     for key, label in ((False, "tuning"), (True, "held out")):
         if held[key]:
             lines.append(f"  {label}: {sum(held[key])} of {len(held[key])} target checks hold")
+    return lines
+
+
+def share_report(scenarios: list[Scenario], seeds: int = SEEDS) -> list[str]:
+    """Zen with each of ``STANDARD_SHARES`` of the jobs on standard VMs only (the rest on spot or standard, as
+    zen ranks them) against ``ask-every-region-standard`` on the same jobs (it runs every job on standard):
+    zen's x floor, its p95 and p50 start over the original's, and which of the first targets hold.
+    ``scenarios``: the tuning scenarios to price (each at ``TUNING_PRICE_SEEDS``)."""
+    from zen_dev.sim.runner import run_policies
+    lines = [f"== dollars: zen with a share of its jobs on standard VMs only (provisioning: standard), "
+             f"{'+'.join(MODELS)}, {seeds} seeds pooled; x floor / p95 over the original's / p50 over it",
+             f"{'scenario @ price table':<30}" + "".join(f"{f'{share:.0%} standard':>26}" for share in STANDARD_SHARES)]
+    labels = [label for label, _ in TARGETS[:4]]
+    for base in scenarios:
+        for seed in TUNING_PRICE_SEEDS:
+            scenario = priced(base, seed)
+            jobs = load_jobs(scenario)
+            std = pooled([run_policies(scenario, jobs, ["ask-every-region-standard"], seed=scenario.spec.seed + k)
+                          ["ask-every-region-standard"] for k in range(seeds)])
+            cells = []
+            for share in STANDARD_SHARES:
+                shared = with_standard_share(jobs, share)
+                zen = pooled([run_policies(scenario, shared, ["zen"], seed=scenario.spec.seed + k)["zen"]
+                              for k in range(seeds)])
+                verdict = verdicts({"zen": zen, "ask-every-region-standard": std})
+                held = sum(1 for label in labels if verdict[label][1])
+                ratios = " / ".join(f"{verdict[label][0]:.2f}" for label in labels[:3])
+                cells.append(f"{ratios} ({held}/4)")
+            lines.append(f"{scenario.name[:29]:<30}" + "".join(f"{cell:>26}" for cell in cells))
+    lines.append("  (n/4): of x floor <= 1.30, p95 <= 1.10x and p50 <= 1.00x the original's, no more jobs never "
+                 "started, how many hold")
     return lines

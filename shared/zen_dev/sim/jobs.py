@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from zen.core.provisioning import ANY, check_accepted
 from zen_dev.capacity.scenario import BootSpec, FixedBoot, LognormalBoot, UniformBoot
 from zen_dev.sim.scenario import Scenario, SimCluster, resolve_path
 
@@ -46,6 +47,9 @@ class SimJob:
     dataset: str | None = None  # what a VM's warm cache keeps (zen_dev.sim.world): same name, same input
     checkpoint_every_s: float | None = None  # it saves its work this often: a preemption loses only the rest
     nodes: int = 1  # > 1: a gang (multi-node job, zen.core.gang): that many VMs of its cluster, in one region
+    # The provisioning model it accepts (zen.core.provisioning: spot, standard, flex-start), None: any its cluster
+    # lists. A policy that keeps to one model (the baselines but cheapest-first) runs every job on it.
+    provisioning: str | None = None
 
 
 def sample(dist: DistSpec, rng: random.Random) -> float:
@@ -95,6 +99,8 @@ class SyntheticJobs(_Spec):
     data: DataSpec | None = None
     checkpoint_every_s: float | None = Field(default=None, gt=0, description="Every job checkpoints this often")
     nodes: dict[int, float] = Field(default={1: 1}, description="Nodes per job -> weight (> 1: gangs)")
+    provisioning: dict[str, float] = Field(default={ANY: 1}, description=(
+        "The provisioning model a job accepts -> weight (spot, standard, flex-start, or any)"))
 
 
 class PhillyJobs(_Spec):
@@ -171,6 +177,8 @@ def synthetic_jobs(spec: SyntheticJobs, clusters: list[SimCluster], seed: int) -
         raise JobTraceError(f"jobs.nodes: nodes per job are >= 1 (got {sorted(spec.nodes)})")
     gangs = random.Random(f"nodes-{seed}") if spec.nodes != {1: 1} else None  # its own draws: the rest unchanged
     node_counts, node_weights = list(spec.nodes), list(spec.nodes.values())
+    accepts = _provisioning(spec.provisioning, [by_name[n] for n in names])
+    models = random.Random(f"provisioning-{seed}") if accepts else None  # its own draws: the rest unchanged
     jobs, t = [], spec.start_s
     for i in range(spec.count):
         if isinstance(spec.arrivals, PoissonArrivals):
@@ -186,11 +194,31 @@ def synthetic_jobs(spec: SyntheticJobs, clusters: list[SimCluster], seed: int) -
             regions=_allowed(allow.regions, cluster), priority=_weighted(rng, prios, prio_weights),
             checkpoint_every_s=spec.checkpoint_every_s,
             nodes=_weighted(gangs, node_counts, node_weights) if gangs else 1,
+            provisioning=_weighted(models, list(accepts), list(accepts.values())) if models else None,
         ))
     if spec.data:
         jobs = _with_data(jobs, spec.data, random.Random(f"data-{seed}"))  # its own draws: the rest stays the same
     jobs.sort(key=lambda j: (j.submit_s, j.job_id))
     return jobs
+
+
+def _provisioning(weights: dict[str, float], clusters: list[SimCluster]) -> dict[str | None, float]:
+    """``jobs.provisioning`` checked (each model known and listed by every cluster jobs go to), ``any`` as
+    None; empty where every job accepts any model (no draws)."""
+    out: dict[str | None, float] = {}
+    for accepts, weight in weights.items():
+        try:
+            accepts = check_accepted(accepts, "jobs.provisioning")
+        except ValueError as exc:
+            raise JobTraceError(str(exc)) from None
+        if not weight > 0:
+            raise JobTraceError(f"jobs.provisioning: the weight of {accepts} is > 0 (got {weight})")
+        for cluster in clusters:
+            if accepts != ANY and accepts not in cluster.models:
+                raise JobTraceError(f"jobs.provisioning: {accepts} is not in cluster {cluster.limits.name}'s "
+                                    f"provisioning {list(cluster.models)}")
+        out[None if accepts == ANY else accepts] = weight
+    return {} if list(out) == [None] else out
 
 
 def _data_first(job: SimJob, region: str, input_gb: float, dataset: str | None = None) -> SimJob:
@@ -281,6 +309,12 @@ def csv_jobs(path: Path, clusters: list[SimCluster], *, compression: float = 1.0
                 if not float(every) > 0:
                     raise ValueError(f"checkpoint_every_s is seconds > 0 (got {every})")
                 job = replace(job, checkpoint_every_s=float(every))
+            accepts = (row.get("provisioning") or "").strip()
+            if accepts and check_accepted(accepts) != ANY:
+                if accepts not in cluster.models:
+                    raise ValueError(f"provisioning {accepts!r} is not in cluster {cluster.limits.name}'s "
+                                     f"provisioning {list(cluster.models)}")
+                job = replace(job, provisioning=accepts)
             data_region = (row.get("data_region") or "").strip()
             if data_region:
                 if data_region not in regions:

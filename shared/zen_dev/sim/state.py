@@ -124,6 +124,11 @@ class SimClusterState:
         self.arrivals: deque[float] = deque()  # submission times, for the planner's warm pool
         self.gangs: dict[str, SimJobState] = {}  # queued gangs (zen_dev.sim.gangs), by job id, in queueing order
 
-    def pools_in(self, regions: tuple[str, ...]) -> tuple[str, ...]:
-        """The pools of ``regions`` (in that order), each region's models in the cluster's order."""
-        return pools_of(regions, self.models)
+    def pools_in(self, regions: tuple[str, ...], accepts: str | None = None) -> tuple[str, ...]:
+        """The pools of ``regions`` (in that order), each region's models in the cluster's order; of the
+        model ``accepts`` only, where this world has its MIGs (a policy keeping to another model runs the job
+        on its own: the original system ran every job on standard VMs)."""
+        pools = pools_of(regions, self.models)
+        if accepts is None or accepts not in self.models or len(self.models) == 1:
+            return pools
+        return tuple(p for p in pools if self.pools[p].model == accepts)

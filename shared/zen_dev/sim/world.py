@@ -68,7 +68,8 @@ class Simulation(InstanceWorld):
         unknown = {j.cluster for j in jobs} - set(self.clusters)
         if unknown:
             raise ValueError(f"jobs name cluster(s) the scenario does not define: {', '.join(sorted(unknown))}")
-        self.jobs = [_Job(j, self.clusters[j.cluster].pools_in(j.regions)) for j in jobs if j.submit_s <= self.horizon]
+        self.jobs = [_Job(j, self.clusters[j.cluster].pools_in(j.regions, j.provisioning))
+                     for j in jobs if j.submit_s <= self.horizon]
         self.by_zone: dict[tuple[str, str], list[_Mig]] = {}
         for cluster in self.clusters.values():
             for mig in cluster.migs.values():
@@ -296,9 +297,10 @@ class Simulation(InstanceWorld):
             del cluster.idle[holder.mig.key][holder.name]
             self._start(holder, job)
             return
+        near = cluster.pools_in((spec.data_region,), spec.provisioning) if spec.data_region else ()
         if (self.data_wait and spec.data_region and spec.input_gb >= self.route_min_gb and len(spec.regions) > 1
-                and not blocked(cluster, cluster.pools_in((spec.data_region,)), self.clock())):
-            job.reach, job.widen_at = cluster.pools_in((spec.data_region,)), self.now + self.data_wait
+                and not blocked(cluster, near, self.clock())):
+            job.reach, job.widen_at = near, self.now + self.data_wait
             cluster.narrowed[spec.job_id] = job
         cluster.queued[spec.job_id] = job
         if self._take_idle(cluster, job, job.reach):
