@@ -167,3 +167,20 @@ def test_the_bench_prices_a_scenario_with_flex_start_listed_too():
     assert sum(line.startswith("t @prices") for line in lines) == len(dollars.TUNING_PRICE_SEEDS)
     for policy in ("zen", "cheapest-first"):  # where each one's dollars above the floor went
         assert sum(line.strip().startswith(f"{policy} over the floor: pools +") for line in lines) == 2
+
+
+def test_the_bench_gives_zen_a_share_of_standard_only_jobs_and_every_job_on_standard_costs_the_most():
+    """``make bench``'s last dollar table: per price table, zen's x floor and starts against the original's
+    with each share of the jobs accepting standard VMs only."""
+    from zen_dev.sim import dollars
+
+    base = _scenario(extra="jobs: {kind: synthetic, count: 12, arrivals: {kind: poisson, rate_per_hour: 6}, "
+                           "duration: {dist: fixed, s: 1200}}\n")
+    lines = dollars.share_report([base], seeds=1)
+    rows = [line for line in lines if line.startswith("t @prices")]
+    assert len(rows) == len(dollars.TUNING_PRICE_SEEDS)
+    for row in rows:
+        cells = row.split("/4)")[:-1]
+        assert len(cells) == len(dollars.STANDARD_SHARES)
+        x_floor = [float(cell.split("(")[0].split("/")[0].split()[-1]) for cell in cells]
+        assert x_floor[-1] > x_floor[0] >= 1.0  # every job on standard VMs: the dearest pools
