@@ -3,8 +3,8 @@ places bind, and so whether issue 33's "p95 start <= 0.80x ``cheapest-first``'s"
 
 In the simulator a policy decides only where and when VMs are made and deleted; which job a free VM
 runs is the queue's: the job of highest priority published first that may run there. Where every job of
-a cluster has the same priority and may run in every one of its regions (no data region, no gang, no
-quota queues), the cluster is one queue and its jobs' first starts come in arrival order, whatever the
+a cluster has the same priority and may run in every one of its regions and models (no data region, no
+gang, no quota queues), the cluster is one queue and its jobs' first starts come in arrival order, whatever the
 policy. Relaxed in the policy's favour:
 
 - boots take 0 s and a job starts the moment a place is free (no pass, no publish delay);
@@ -67,12 +67,16 @@ def one_queue(scenario: Scenario, jobs: list[SimJob]) -> str | None:
         return "quota queues hold jobs"
     regions = {c.limits.name: set(c.limits.regions) for c in scenario.clusters}
     priorities: dict[str, set[int]] = {}
+    accepted: dict[str, set[str | None]] = {}
     for job in jobs:
         if job.nodes > 1:
             return "gangs"
         if job.data_region is not None or set(job.regions) != regions[job.cluster]:
             return "jobs kept to some regions"
         priorities.setdefault(job.cluster, set()).add(job.priority)
+        accepted.setdefault(job.cluster, set()).add(job.provisioning)
+    if any(len(models) > 1 for models in accepted.values()):
+        return "jobs kept to some models"
     return "priorities" if any(len(p) > 1 for p in priorities.values()) else None
 
 

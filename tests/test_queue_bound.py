@@ -69,6 +69,8 @@ def test_a_cluster_is_one_queue_only_if_no_job_can_be_passed():
     assert one_queue(one, kept) == "priorities"
     kept[1] = SimJob("j1", "c", 5, 10, REGIONS, nodes=2)
     assert one_queue(one, kept) == "gangs"
+    kept[1] = SimJob("j1", "c", 5, 10, REGIONS, provisioning="standard")
+    assert one_queue(one, kept) == "jobs kept to some models"
 
 
 def test_no_policy_in_the_simulator_starts_a_job_earlier_than_the_bound():
