@@ -177,6 +177,9 @@ def test_a_job_accepting_one_model_runs_only_in_its_pools():
     # A world of one model (a baseline) runs the job on its own model: the original ran every job on standard.
     spot_only = _world(_scenario(), make_policy("ask-every-region"), jobs)
     assert [job.pools for job in spot_only.jobs] == [("r1", "r2"), ("r1", "r2")]
+    # A world of several models that lacks the job's is refused: the job could never start.
+    with pytest.raises(ValueError, match="accepts provisioning 'flex-start', which cluster c does not list"):
+        _world(_scenario(), make_policy("zen"), [SimJob("flex", "c", 0.0, 60.0, ("r1",), provisioning="flex-start")])
 
 
 def test_the_model_a_job_accepts_is_the_model_it_is_billed_at():
@@ -198,7 +201,7 @@ def test_a_synthetic_trace_draws_what_its_jobs_accept_and_refuses_a_model_its_cl
                                                                       for j in load_jobs(mixed)]
     for bad, message in (("{flex-start: 1}", "flex-start is not in cluster c's provisioning ['spot', 'standard']"),
                          ("{spotty: 1}", "unknown provisioning model 'spotty'"),
-                         ("{standard: 0}", "the weight of standard is > 0")):
+                         ("{standard: 0}", "the weight of standard must be > 0")):
         with pytest.raises(JobTraceError, match=message.replace("[", r"\[").replace("]", r"\]")):
             load_jobs(_scenario(extra=f"jobs: {{kind: synthetic, count: 3, provisioning: {bad}}}\n"))
 

@@ -211,7 +211,8 @@ def share_report(scenarios: list[Scenario], seeds: int = SEEDS) -> list[str]:
                               for k in range(seeds)])
                 verdict = verdicts({"zen": zen, "ask-every-region-standard": std})
                 held = sum(1 for label in labels if verdict[label][1])
-                ratios = " / ".join(f"{verdict[label][0]:.2f}" for label in labels[:3])
+                ratios = " / ".join("-" if verdict[label][0] is None else f"{verdict[label][0]:.2f}"
+                                    for label in labels[:3])
                 cells.append(f"{ratios} ({held}/4)")
             lines.append(f"{scenario.name[:29]:<30}" + "".join(f"{cell:>26}" for cell in cells))
     lines.append("  (n/4): of x floor <= 1.30, p95 <= 1.10x and p50 <= 1.00x the original's, no more jobs never "

@@ -212,7 +212,7 @@ def _provisioning(weights: dict[str, float], clusters: list[SimCluster]) -> dict
         except ValueError as exc:
             raise JobTraceError(str(exc)) from None
         if not weight > 0:
-            raise JobTraceError(f"jobs.provisioning: the weight of {accepts} is > 0 (got {weight})")
+            raise JobTraceError(f"jobs.provisioning: the weight of {accepts} must be > 0 (got {weight})")
         for cluster in clusters:
             if accepts != ANY and accepts not in cluster.models:
                 raise JobTraceError(f"jobs.provisioning: {accepts} is not in cluster {cluster.limits.name}'s "

@@ -126,9 +126,13 @@ class SimClusterState:
 
     def pools_in(self, regions: tuple[str, ...], accepts: str | None = None) -> tuple[str, ...]:
         """The pools of ``regions`` (in that order), each region's models in the cluster's order; of the
-        model ``accepts`` only, where this world has its MIGs (a policy keeping to another model runs the job
-        on its own: the original system ran every job on standard VMs)."""
+        model ``accepts`` only where this world has several (a policy keeping to one model runs every job on
+        it: the original system ran every job on standard VMs). A world of several models without ``accepts``
+        is refused (the job could never start)."""
         pools = pools_of(regions, self.models)
-        if accepts is None or accepts not in self.models or len(self.models) == 1:
+        if accepts is None or len(self.models) == 1:
             return pools
+        if accepts not in self.models:
+            raise ValueError(f"a job accepts provisioning {accepts!r}, which cluster {self.limits.name} does not "
+                             f"list ({', '.join(self.models)})")
         return tuple(p for p in pools if self.pools[p].model == accepts)
