@@ -50,7 +50,8 @@ def assert_bounded(scn, trace: list[SimJob], policies: list[str], horizon_s: flo
 
 
 def test_places_come_with_each_zones_highest_capacity_so_far_within_the_limits():
-    # a: 1 place at 0, 3 at 100, down to 0 at 200 (kept: a standard VM keeps its place); b: 2 at 300.
+    # a: 1 place at 0, 3 at 100, down to 0 at 200 (the highest so far is kept; where capacity falls the bound
+    # does not apply: not_bounded); b: 2 at 300.
     grown = scenario("0:a:1 100:a:3 200:a:0 300:b:2")
     assert places(grown, grown.clusters[0], 1000.0, 10) == [0.0, 100.0, 100.0, 300.0, 300.0]
     assert places(grown, grown.clusters[0], 1000.0, 2) == [0.0, 100.0]  # no more than the jobs need
@@ -101,9 +102,9 @@ def test_the_bound_holds_only_where_no_job_can_be_passed_and_no_run_cut_short():
 
 
 def test_policies_with_two_pools_a_region_or_a_model_the_cluster_does_not_list_stay_within_it():
-    both = scenario(default=10, per_region=1, models="[spot, standard]")
+    both = scenario("0:a:10", per_region=1, models="[spot, standard]")  # room in the first region only
     least = assert_bounded(both, jobs((0, 3000), (0, 3000)), ["zen", "cheapest-first", "ask-every-region"], 8000.0)
-    assert least == pytest.approx([0, 0])  # a spot and a standard VM in the same region
+    assert least == pytest.approx([0, 0])  # a spot and a standard VM there: max_vms_per_region holds per pool
     standard_only = scenario("0:a:0:spot 0:a:5:standard", models="[spot]")
     assert_bounded(standard_only, jobs((0, 600), (10, 600)), ["ask-every-region-standard", "zen"], 5000.0)
 
