@@ -61,7 +61,7 @@ Two tightenings, each still a relaxation (``--tighter``: the column "tighter", b
   arrival, on standard at the cheapest standard price, or for any share of its duration down to none),
   not at the floor price without capacity.
 - ``fifo``: each queue starts its jobs' first runs in arrival order (jobs of one cluster with the same
-  regions, priority, user and size; ties in the jobs' order), as the simulator's queues do for every
+  regions, priority, user, size and accepted model; ties in the jobs' order), as the simulator's queues do for every
   policy (a VM takes the job of highest priority published first that may run there): no policy here
   picks a later, shorter job first. Per slot of the earlier job's start window, its share started by then is
   at least the later one's (cumulative shares: a fractional mix of orders passes where no single order
@@ -394,12 +394,13 @@ def _run_later(lp: _Lp, shares: list[int], at_floor: float, job: SimJob, cluster
 
 
 def _fifo(lp: _Lp, jobs: list[SimJob], in_time: list[tuple[int, int, dict[int, list[int]]]]) -> None:
-    """Each job of a queue (one cluster, regions, priority, user and size) in time no later than the
+    """Each job of a queue (one cluster, regions, priority, user, size and accepted model) in time no later than the
     next: up to each slot of the earlier one's window, its share started by then >= the later one's (a
     job's first start taken back counts from its arrival; a late start, after the window, is free)."""
     queues: dict[tuple, list[int]] = {}
     for i, job in enumerate(jobs):
-        queues.setdefault((job.cluster, tuple(sorted(job.regions)), job.priority, job.user, job.nodes), []).append(i)
+        key = (job.cluster, tuple(sorted(job.regions)), job.priority, job.user, job.nodes, job.provisioning)
+        queues.setdefault(key, []).append(i)
     by: dict[int, dict[int, int]] = {}
 
     def started_by(i: int) -> dict[int, int]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict, deque
 
-from zen.core.provisioning import MIG_SUFFIX, pools_of
+from zen.core.provisioning import MIG_SUFFIX, accepted_models, pool_key
 from zen.scaling.model import DemandGroup, Pool, VmPhase
 from zen_dev.sim.jobs import SimJob
 from zen_dev.sim.scenario import SimCluster
@@ -129,10 +129,8 @@ class SimClusterState:
         model ``accepts`` only where this world has several (a policy keeping to one model runs every job on
         it: the original system ran every job on standard VMs). A world of several models without ``accepts``
         is refused (the job could never start)."""
-        pools = pools_of(regions, self.models)
-        if accepts is None or len(self.models) == 1:
-            return pools
-        if accepts not in self.models:
+        models = self.models if len(self.models) == 1 else accepted_models(accepts, self.models)
+        if not models:
             raise ValueError(f"a job accepts provisioning {accepts!r}, which cluster {self.limits.name} does not "
                              f"list ({', '.join(self.models)})")
-        return tuple(p for p in pools if self.pools[p].model == accepts)
+        return tuple(pool_key(r, m, self.models[0]) for r in regions for m in models)  # as zen.jobs.service
