@@ -133,19 +133,6 @@ class Function:
                 "env": self.env, "source": str(self.source)}
 
 
-def start_group(functions: Sequence[Function], env: dict[str, str], out,
-                warm: Sequence[str] = WARM) -> subprocess.Popen:
-    """Start the process that serves ``functions`` (``main``), having imported ``warm``, in a session of its
-    own, its output to ``out``. The functions go over stdin, so their environments (database passwords) are
-    in no argv."""
-    process = subprocess.Popen([sys.executable, "-m", "zen_dev.local.functions_server"], env=env,
-                               stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    assert process.stdin is not None
-    process.stdin.write(json.dumps({"warm": list(warm), "functions": [f.spec() for f in functions]}).encode())
-    process.stdin.close()
-    return process
-
-
 class FunctionGroup:
     """Several functions, one process each, forked from one that imported their libraries once."""
 
@@ -161,12 +148,20 @@ class FunctionGroup:
         return next(f"http://127.0.0.1:{f.port}/" for f in self.functions if f.target == target)
 
     def start(self, timeout_s: float = 60.0) -> "FunctionGroup":
+        # In a session of its own; the functions go over stdin, so their environments (database passwords)
+        # are in no argv.
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         try:
-            self.process = start_group(self.functions, self.env, out, self.warm)
+            self.process = subprocess.Popen([sys.executable, "-m", "zen_dev.local.functions_server"], env=self.env,
+                                            stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
         finally:
             if self.log_path:
                 out.close()
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps({"warm": list(self.warm),
+                                             "functions": [f.spec() for f in self.functions]}).encode())
+        self.process.stdin.close()
         try:
             for function in self.functions:
                 wait_for_port(function.port, timeout_s, self.process)

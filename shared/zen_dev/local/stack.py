@@ -18,13 +18,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
 
 from zen.core.config import DEFAULT_CONFIG_PATH, load_config
 from zen.core.notify import NOTICE_FILTER
 from zen_dev.local.bridge import DeliveryPolicy, EventBridge, Route
 from zen_dev.local.environment import overridden_environ
-from zen_dev.local.functions_server import Function, start_group, wait_for_port
+from zen_dev.local.functions_server import Function, FunctionGroup, wait_for_port
 from zen_dev.local.roles import function_logins
 from zen_dev.local.stackfile import process_alive, read_stack, running_home, stack_file
 
@@ -251,10 +250,9 @@ class LocalStack:
             own = {"ZEN_DATABASE_URL": logins[target]} if target in logins else {}
             functions.append(Function(target, port, self.logs / f"{target}.log", own))
             routes += ["--route", f"{getattr(self.config.topics, topic_field)}=http://127.0.0.1:{port}/"]
-        # One process per function, forked from one that imported their libraries once (FunctionGroup).
-        self._spawn("functions", extra_env=proof, start=lambda env, out: start_group(functions, env, out))
-        for function in functions:
-            wait_for_port(function.port, 60, self._popen("functions"))
+        # One process per function, forked from one that imported their libraries once; a failed start stops it.
+        group = FunctionGroup(functions, {**self.env, **proof, "PYTHONUNBUFFERED": "1"}, self.logs / "functions.log")
+        self._record("functions", group.start(timeout_s=60).process)
         # The functions' trigger subscriptions exist before `up` returns (terraform creates them in
         # production): a message published right after `up` must not be missed.
         # The notifier's subscription lets through only the events that can be a notice, as terraform's does.
@@ -300,20 +298,17 @@ class LocalStack:
         with overridden_environ({"PUBSUB_EMULATOR_HOST": self.env["PUBSUB_EMULATOR_HOST"]}):
             action()
 
-    def _spawn(self, name: str, argv: list[str] | None = None, extra_env: dict[str, str] | None = None,
-               start: Callable[[dict[str, str], Any], subprocess.Popen] | None = None) -> None:
-        """Start ``argv`` (or what ``start(env, log)`` starts) in a session of its own, its output to
-        logs/<name>.log, and record it."""
+    def _spawn(self, name: str, argv: list[str], extra_env: dict[str, str] | None = None) -> None:
+        """Start ``argv`` in a session of its own, its output to logs/<name>.log, and record it."""
         log = open(self.logs / f"{name}.log", "ab")
         env = {**os.environ, **self.env, **(extra_env or {}), "PYTHONUNBUFFERED": "1"}
-        try:
-            if start is not None:
-                process = start(env, log)
-            else:
-                process = subprocess.Popen(argv or [], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL, start_new_session=True)
-        finally:
-            log.close()
+        process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+        log.close()
+        self._record(name, process)
+
+    def _record(self, name: str, process: subprocess.Popen | None) -> None:
+        assert process is not None
         self.processes.append({"name": name, "pid": process.pid, "argv": process.args, "_popen": process})
         self._save()
 
