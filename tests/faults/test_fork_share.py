@@ -2,7 +2,8 @@
 stack (the Compute stand-in's agent, host processes: ``ZEN_AGENT_LOCAL=1``), one VM runs two jobs at once,
 each held to 100 tasks (``ZEN_AGENT_TASKS_PER_JOB``; a container's ``--pids-limit`` on a real VM). One
 starts ``sleep`` children as fast as it can: it is stopped FAILED with the reason, and not rerun; its
-neighbour, which keeps starting processes of its own meanwhile, completes, and the VM takes the next job.
+neighbour, which keeps starting processes of its own meanwhile, completes, and the VM takes the next job
+in the forker's slot.
 
 The forker is capped at 2,000 children (and a minute), so a limit that failed cannot endanger the machine
 running the test. On code without the limit the forker ran on for its whole minute (the test's wait for
@@ -57,15 +58,17 @@ def test_a_job_that_forks_without_limit_on_a_shared_vm_is_stopped_and_its_neighb
             submit_as(stack, "alice", {"job_id": job_id, "user_id": "alice", "gpu_type": "nvidia-l4",
                                        "gpu_count": 1, "command": [sys.executable, "-c", code, *args]})
 
-        submit("neighbour", NEIGHBOUR, "10")
+        submit("neighbour", NEIGHBOUR, "15")
         assert until(lambda: job_view("neighbour").get("status") == "RUNNING", 120), (
             job_view("neighbour") or refusal("neighbour"), decisions()[-10:])
         submit("forker", FORKER)
         forker = until(lambda: _over("forker"), 30)
         running = job_view("neighbour")
-        neighbour = until(lambda: _over("neighbour"), 30)
+        # The next job in the forker's slot while the neighbour still runs: once both had ended, the idle VM
+        # could go before a loaded machine's `zen submit` arrived, and the next job ran on a new VM.
         submit("next", NEIGHBOUR, "0")
         after = until(lambda: _over("next"), 30)
+        neighbour = until(lambda: _over("neighbour"), 30)
         scaling = decisions()  # why the VM went, if the next job ran on another
     assert forker and forker["status"] == "FAILED" and forker["attempt"] == 1, forker  # not rerun
     assert forker["message"].startswith("zen: stopped: the job forked more than 100 processes (its limit: 100 "
