@@ -4,6 +4,7 @@ the Cloud Storage stand-in: restore, save, a torn save, the size limit, periodic
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 
@@ -198,3 +199,106 @@ def test_an_earlier_attempt_never_writes_over_a_later_attempts_checkpoint(tmp_pa
     third = attempt(tmp_path, client, 3)
     third.restore(Progress(), threading.Event())
     assert (third.directory / "step").read_text() == "7"
+
+
+def in_thread(call, *args) -> tuple[threading.Thread, list]:
+    """``call(*args)`` in a thread of its own; the list gets what it returned or raised."""
+    got: list = []
+
+    def run():
+        try:
+            got.append(call(*args))
+        except BaseException as exc:  # noqa: BLE001 - the test reads it
+            got.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, got
+
+
+def test_a_save_cut_while_its_last_file_uploads_writes_no_manifest(tmp_path, client, storage):
+    """The cut (the fence, Zen's stop deadline, the shutdown) comes while the save's only file is on its
+    way: once that upload ends, the manifest still names the save before, as the report said."""
+    first = attempt(tmp_path, client, 1)
+    (first.directory / "model.pt").write_text("epoch 1")
+    first.save("every 600 s")
+    (first.directory / "model.pt").write_text("epoch 2")
+    held, cut = storage.state.hold("/save-2/model.pt", "store"), threading.Event()
+    thread, got = in_thread(first.save, "the attempt ended", cut)
+    assert held.reached.wait(10)
+    cut.set()
+    held.release.set()
+    thread.join(10)
+    assert isinstance(got[0], TransferError) and "cut before its manifest was written" in str(got[0])
+    assert manifest(client)["generation"] == "attempt-1/save-1/"
+
+
+def test_no_save_writes_once_the_attempt_has_ended(tmp_path, client, storage):
+    """A periodic save is uploading when the job is stopped; the last save waits for it and is cut; the
+    attempt reports "the previous checkpoint is kept", its folder goes, and only then does the upload
+    end: neither save may write the manifest (an empty folder would have made an empty checkpoint)."""
+    first = attempt(tmp_path, client, 1)
+    (first.directory / "model.pt").write_text("epoch 1")
+    first.save("every 600 s")
+    (first.directory / "model.pt").write_text("epoch 2")
+    held = storage.state.hold("/save-2/model.pt", "store")
+    periodic, _ = in_thread(first._quietly, "every 600 s", first._stop)
+    assert held.reached.wait(10)
+    cancel = threading.Event()
+    final, got = in_thread(first.save, "the attempt ended", cancel)  # waits for the periodic save's lock
+    final.join(0.5)
+    cancel.set()  # the transfer's cut
+    assert first.close() is True  # no manifest under way: the periodic save is still uploading
+    shutil.rmtree(first.directory.parent)  # the attempt's folders removed
+    held.release.set()
+    periodic.join(10)
+    final.join(10)
+    assert got == [False]
+    assert manifest(client)["generation"] == "attempt-1/save-1/"
+    rerun = attempt(tmp_path, client, 2)
+    rerun.restore(Progress(), threading.Event())
+    assert (rerun.directory / "model.pt").read_text() == "epoch 1"
+    assert first.save("every 600 s") is False  # closed, and its folder is gone
+
+
+def test_a_rerun_restores_the_save_that_landed_while_it_read_the_one_before(tmp_path, client, storage):
+    """An earlier attempt, still running until its fence falls, saves while the rerun downloads the files of
+    the save before (which that save deletes): the rerun restores the new one, makes the checkpoint its own,
+    and the earlier attempt's next save is dropped."""
+    lost = attempt(tmp_path, client, 1)
+    (lost.directory / "model.pt").write_text("epoch 1")
+    lost.save("every 600 s")
+    (lost.directory / "model.pt").write_text("epoch 2")
+    lines: list[str] = []
+    rerun = attempt(tmp_path, client, 2, lines=lines)
+    held = storage.state.hold("/save-1/model.pt", "read")
+    thread, got = in_thread(rerun.restore, Progress(), threading.Event())
+    assert held.reached.wait(10)
+    assert lost.save("every 600 s") is True  # save-2 named, save-1's files deleted
+    held.release.set()
+    thread.join(10)
+    assert got == [None]
+    assert (rerun.directory / "model.pt").read_text() == "epoch 2"
+    assert lines[-1].startswith("zen: checkpoint restored: 1 files") and "saved by attempt 1" in lines[-1]
+    assert manifest(client)["attempt"] == 2 and manifest(client)["saved_by"] == 1
+
+    (lost.directory / "model.pt").write_text("epoch 3")
+    with pytest.raises(TransferError, match=r"attempt 2 of the job saved its checkpoint since"):
+        lost.save("the attempt ended")
+    third = attempt(tmp_path, client, 3)
+    third.restore(Progress(), threading.Event())
+    assert (third.directory / "model.pt").read_text() == "epoch 2"
+
+
+def test_an_earlier_attempt_restoring_after_a_later_one_saved_saves_nothing(tmp_path, client):
+    rerun = attempt(tmp_path, client, 2)
+    (rerun.directory / "step").write_text("7")
+    rerun.save("every 600 s")
+    lines: list[str] = []
+    lost = attempt(tmp_path, client, 1, lines=lines)
+    lost.restore(Progress(), threading.Event())
+    assert (lost.directory / "step").read_text() == "7"
+    assert "zen: attempt 2 of the job saved its checkpoint since: this attempt saves none" in lines
+    (lost.directory / "step").write_text("8")
+    assert lost.save("every 600 s") is False
+    assert manifest(client)["attempt"] == 2 and manifest(client)["generation"] == "attempt-2/save-1/"

@@ -152,7 +152,7 @@ class AttemptRunner:
         except BaseException:
             job.stop(settings.stop_grace_s)  # never leave a job running unsupervised
             if checkpoint is not None:
-                checkpoint.stop_periodic(0.0)
+                checkpoint.close()  # before the report: a rerun may restore from then on
             self._close_output(output, "zen agent error; the attempt was stopped", SHUTDOWN_BUDGET_S)
             self._reporter.job(attempt, AgentStatus.PREEMPTED, budget_s=SHUTDOWN_BUDGET_S,
                                message="zen agent error; the attempt was stopped")
@@ -198,6 +198,8 @@ class AttemptRunner:
         try:
             if data is not None and checkpoint is not None and upload:
                 note = self._save_last(attempt, data, checkpoint, note, limit_s)
+            elif checkpoint is not None:
+                checkpoint.close()  # no last save: none under way writes after the report either
             if data is not None and upload:
                 cut = self._transfer(attempt, data, "uploading outputs", data.uploaded, data.upload,
                                      shutdown_grace_s=UPLOAD_GRACE_S, stops=False, limit_s=limit_s,
@@ -242,9 +244,14 @@ class AttemptRunner:
         cut = self._transfer(attempt, data, "saving the checkpoint", checkpoint.saved, save,
                              shutdown_grace_s=UPLOAD_GRACE_S, stops=False, limit_s=limit_s,
                              over=f"zen: saving the checkpoint exceeded its budget, max_runtime_s={limit_s}")
+        # Before the report: no save, cut or waiting, writes the manifest once the report has said what was saved.
+        closed = checkpoint.close()
         data.cancel.clear()  # a cut save leaves the outputs their own chance
         lines = checkpoint.notes[-2:]  # the periodic saves' failures, the last ones
-        if cut is not None:
+        if not closed:
+            lines.append("zen: a checkpoint save was writing its manifest as the attempt ended: the latest "
+                         "checkpoint is that save's or the one before")
+        elif cut is not None:
             lines.append(cut[1] if "kept" in cut[1] else f"{cut[1]}; the previous checkpoint is kept")
         return "\n".join(line for line in (note, *lines) if line) or None
 

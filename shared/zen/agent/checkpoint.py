@@ -11,7 +11,11 @@ are deleted only once a newer manifest is written. The manifest is written only 
 last read or wrote (``ifGenerationMatch``): when another attempt wrote one since, an earlier attempt's save
 (a lost attempt's, still running until its fence falls) is dropped, a later one's written over it; so
 a rerun never finds an older attempt's checkpoint over a newer one's. Restoring reads the manifest, then its
-files: no listing, so the agents' accounts need object rights on their cluster's prefix alone (terraform/iam.tf).
+files, then writes the manifest again as this attempt's (over the one it read): from then on an earlier
+attempt's save is dropped, and one that landed meanwhile (its files replacing those being read) is restored
+instead. No listing, so the agents' accounts need object rights on their cluster's prefix alone (terraform/iam.tf).
+Once the attempt has ended (``close``) no save writes the manifest: a save cut or still waiting then is dropped,
+so what the final report says (saved, or the previous one kept) stays true while Zen runs the job again.
 Limits and what happens past them: docs/how-to/checkpoints.md
 """
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import stat
 import threading
 import time
@@ -32,6 +37,8 @@ from zen.core.gcs import split_uri
 from zen.core.text import human_bytes
 
 MANIFEST = "LATEST.json"
+RESTORE_TRIES = 3  # restores begun again after another attempt's save replaced the checkpoint being read
+CLOSE_WAIT_S = 2.0  # the attempt's end waits this long for a manifest being written (a small object)
 NOTICE = "preempted"  # the file that appears in the notice folder when the VM is about to go away
 Files = dict[str, tuple[int, int, int]]  # path under the folder -> (size, mtime_ns, inode)
 
@@ -62,6 +69,8 @@ class Checkpoint:
         self._generation: int | None = None  # the manifest's as last read or written (0: none); None: unknown
         self._seq = 0
         self._stop = threading.Event()  # ends the periodic saves, and cuts the one under way
+        self._writing = threading.Lock()  # a manifest being written; ``close`` waits for it
+        self._closed = False  # the attempt has ended: no manifest is written any more
         self._thread: threading.Thread | None = None
 
     def env(self) -> dict[str, str]:
@@ -85,32 +94,28 @@ class Checkpoint:
 
     # -- restore ---------------------------------------------------------------------------------
     def restore(self, progress: Progress, cancel: threading.Event) -> None:
-        """Download the latest complete checkpoint into the folder; none yet: it stays empty."""
+        """Download the latest complete checkpoint into the folder, and make the manifest this attempt's; none
+        yet: the folder stays empty. A save of another attempt landing meanwhile: its checkpoint is restored."""
         try:
-            manifest = self._manifest()
-            if manifest is None:
-                self._say("zen: no checkpoint saved yet: the job starts afresh")
-                return
-            generation, files = manifest["generation"], manifest["files"]
-            bucket = self._bucket()
-            for item in files:
-                if cancel.is_set():
-                    raise Cancelled("cancelled")
-                relative, size = item["path"], int(item["size"])
-                target = self.directory.joinpath(*_parts(relative))
-                target.parent.mkdir(parents=True, exist_ok=True)
-                bucket.blob(self._prefix + generation + relative).download_to_filename(str(target))
-                if target.stat().st_size != size:
-                    raise Unavailable(f"checkpoint file {relative} is {target.stat().st_size} bytes, not {size}")
-                target.chmod(0o666)
-                progress.files += 1
-                progress.bytes += size
+            for _ in range(RESTORE_TRIES):
+                manifest = self._manifest()
+                if manifest is None:
+                    self._say("zen: no checkpoint saved yet: the job starts afresh")
+                    return
+                if self._download(manifest, progress, cancel) and self._take_over(manifest):
+                    break
+                self._empty()  # another attempt's save replaced the one read: restored again, from its manifest
+                progress.files = progress.bytes = 0
+            else:
+                raise Unavailable(f"the checkpoint changed {RESTORE_TRIES} times while it was restored")
+            files = manifest["files"]
             for folder, _, _ in os.walk(self.directory):
                 os.chmod(folder, 0o777)
-            self._current = [self._prefix + generation + item["path"] for item in files]
+            self._current = [self._prefix + manifest["generation"] + item["path"] for item in files]
             self._last = self.files()
+            saved_by = manifest.get("saved_by", manifest.get("attempt"))
             self._say(f"zen: checkpoint restored: {len(files)} files, {human_bytes(sum(int(i['size']) for i in files))}"
-                      f" saved by attempt {manifest.get('attempt')} ({manifest.get('reason', 'saved')})")
+                      f" saved by attempt {saved_by} ({manifest.get('reason', 'saved')})")
         except TransferError:
             raise
         except (KeyError, TypeError, ValueError) as exc:
@@ -118,6 +123,56 @@ class Checkpoint:
         except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
             kind = Unavailable if not_the_jobs(exc) else TransferError
             raise kind(f"checkpoint {self.spec.uri}: {reason(exc)}") from None
+
+    def _download(self, manifest: dict[str, Any], progress: Progress, cancel: threading.Event) -> bool:
+        """The manifest's files into the folder; False when one is gone (a newer save replaced them)."""
+        from google.api_core.exceptions import NotFound
+
+        bucket = self._bucket()
+        for item in manifest["files"]:
+            if cancel.is_set():
+                raise Cancelled("cancelled")
+            relative, size = item["path"], int(item["size"])
+            target = self.directory.joinpath(*_parts(relative))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                bucket.blob(self._prefix + manifest["generation"] + relative).download_to_filename(str(target))
+            except NotFound:
+                return False
+            if target.stat().st_size != size:
+                raise Unavailable(f"checkpoint file {relative} is {target.stat().st_size} bytes, not {size}")
+            target.chmod(0o666)
+            progress.files += 1
+            progress.bytes += size
+        return True
+
+    def _take_over(self, manifest: dict[str, Any]) -> bool:
+        """The manifest read, written again as this attempt's (over that very one): an earlier attempt's save,
+        still under way, is dropped from now on. False when another save landed since (restore it instead)."""
+        from google.api_core.exceptions import PreconditionFailed
+
+        owner = manifest.get("attempt")
+        if isinstance(owner, int) and owner >= self.attempt:
+            if owner > self.attempt:  # this attempt is an earlier one, still running until its fence falls
+                self._closed = True
+                self._say(f"zen: attempt {owner} of the job saved its checkpoint since: this attempt saves none")
+            return True
+        mine = {**manifest, "attempt": self.attempt, "saved_by": manifest.get("saved_by", manifest.get("attempt"))}
+        blob = self._bucket().blob(self._prefix + MANIFEST)
+        try:
+            blob.upload_from_string(json.dumps(mine), content_type="application/json",
+                                    if_generation_match=self._generation)
+        except PreconditionFailed:
+            return False
+        self._generation = int(blob.generation) if blob.generation is not None else None
+        return True
+
+    def _empty(self) -> None:
+        for child in self.directory.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
 
     def _manifest(self) -> dict[str, Any] | None:
         blob = self._bucket().get_blob(self._prefix + MANIFEST)
@@ -153,6 +208,8 @@ class Checkpoint:
         before stays the latest; raises ``TransferError`` saying why."""
         cancel = cancel or threading.Event()
         with self._lock:
+            if self._closed or not self.directory.is_dir():  # the attempt has ended: its report said what was saved
+                return False
             files = self.files()
             if files == self._last or (not files and self._last is None):
                 return False
@@ -168,9 +225,9 @@ class Checkpoint:
                 self._upload(files, generation, uploaded, cancel)
                 manifest = {"generation": generation, "attempt": self.attempt, "reason": why,
                             "saved_at": time.time(), "files": [{"path": p, "size": files[p][0]} for p in sorted(files)]}
-                overwritten = self._write(manifest)
+                overwritten = self._write(manifest, cancel)
             except BaseException as exc:
-                if not cancel.is_set():  # an incomplete save, which nothing names; cut: no time for it (lifecycle)
+                if not (cancel.is_set() or self._closed):  # an incomplete save, nothing names it; cut: no time (lifecycle)
                     self._delete(uploaded)
                 if isinstance(exc, TransferError):
                     raise type(exc)(f"checkpoint not saved ({why}): {exc}; the previous one is kept") from None
@@ -189,7 +246,7 @@ class Checkpoint:
     def _upload(self, files: Files, generation: str, uploaded: list[str], cancel: threading.Event) -> None:
         bucket = self._bucket()
         for relative in sorted(files):
-            if cancel.is_set():
+            if cancel.is_set() or self._closed:
                 raise Cancelled(f"cut after {len(uploaded)} of {len(files)} files")
             path = self.directory / relative
             try:
@@ -211,10 +268,16 @@ class Checkpoint:
             self.saved.files += 1
             self.saved.bytes += opened.st_size
 
-    def _write(self, manifest: dict[str, Any]) -> list[str]:
+    def _write(self, manifest: dict[str, Any], cancel: threading.Event) -> list[str]:
         """The manifest, over the one last read or written only; another attempt's written since: over it
         when that attempt is an earlier one (returns the objects of that save, for deletion), else this save
-        is dropped (``TransferError``)."""
+        is dropped (``TransferError``). Cut, or the attempt ended (``close``), before it starts: dropped."""
+        with self._writing:
+            if cancel.is_set() or self._closed:
+                raise Cancelled("cut before its manifest was written")
+            return self._write_over(manifest)
+
+    def _write_over(self, manifest: dict[str, Any]) -> list[str]:
         from google.api_core.exceptions import PreconditionFailed
 
         overwritten: list[str] = []
@@ -268,6 +331,17 @@ class Checkpoint:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(wait_s)
+
+    def close(self, wait_s: float = CLOSE_WAIT_S) -> bool:
+        """The attempt has ended: no save writes the manifest any more (one under way is cut, one waiting for
+        its turn does nothing). False when a manifest being written did not end within ``wait_s``: the
+        checkpoint is then that save's or the one before."""
+        self._stop.set()
+        written = self._writing.acquire(timeout=wait_s)
+        self._closed = True
+        if written:
+            self._writing.release()
+        return written
 
     def _quietly(self, why: str, cancel: threading.Event) -> None:
         try:

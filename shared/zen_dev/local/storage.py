@@ -44,6 +44,19 @@ class StoredObject:
         self.md5 = base64.b64encode(hashlib.md5(self.data).digest()).decode()
 
 
+@dataclass
+class Hold:
+    """Requests held in the stand-in (for tests of what races an upload or a download): the first
+    ``what`` request (``store``: an upload, its bytes received, before it is stored; ``read``: a media
+    download, before the object is looked up) of an object whose name contains ``part`` waits, with
+    ``reached`` set, until ``release`` is set (60 s at most)."""
+
+    part: str
+    what: str
+    reached: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+
 class StorageState:
     """Buckets and their objects; every method is safe across the server's threads."""
 
@@ -54,6 +67,25 @@ class StorageState:
         self._generations = itertools.count(1_700_000_000_000_000)
         self.uploads: dict[str, dict] = {}  # resumable sessions: upload_id -> bucket, name, type, data
         self.downloads: Counter[str] = Counter()  # "bucket/name" -> media reads (what a warm cache saves)
+        self._holds: list[Hold] = []
+
+    def hold(self, part: str, what: str) -> Hold:
+        """Hold the next ``what`` (``store`` or ``read``) request of an object named ``*part*`` (:class:`Hold`)."""
+        if what not in ("store", "read"):
+            raise ValueError(f"hold what={what!r}: store or read")
+        held = Hold(part, what)
+        with self._lock:
+            self._holds.append(held)
+        return held
+
+    def wait_if_held(self, name: str, what: str) -> None:
+        with self._lock:
+            held = next((h for h in self._holds if h.what == what and h.part in name), None)
+            if held is not None:
+                self._holds.remove(held)
+        if held is not None:
+            held.reached.set()
+            held.release.wait(60)
 
     def create_bucket(self, name: str, location: str = "US") -> None:
         with self._lock:
@@ -178,8 +210,11 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "DELETE":
                 state.delete(bucket, name, query.get("generation"))
                 return self._send(204)
+            media = query.get("alt") == "media" or bool(match[1])
+            if media:
+                state.wait_if_held(name, "read")
             stored = state.get(bucket, name, query.get("generation"))
-            if query.get("alt") == "media" or match[1]:
+            if media:
                 with state._lock:
                     state.downloads[f"{bucket}/{name}"] += 1
                 return self._media(stored)
@@ -252,6 +287,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(308, b"", headers={"Range": f"bytes=0-{received - 1}"} if received else {})
 
     def _stored(self, bucket: str, name: str, data: bytes, content_type: str | None, match: str | None = None) -> None:
+        self.server.state.wait_if_held(name, "store")
         stored = self.server.state.put(bucket, name, data, content_type or "application/octet-stream", match)
         self._json(200, self._resource(bucket, name, stored))
 

@@ -1,0 +1,73 @@
+"""A job stopped while a periodic checkpoint save uploads (a queue taking its quota back: STOP with
+``answer_within_s``, the job requeued as its next attempt once the VM answers): the real AttemptRunner, a
+real job process, the official client against the Cloud Storage stand-in, which holds that upload."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+
+import pytest
+from google.cloud import storage as gcs
+
+from tests.agent.fakes import FakeTransport
+from tests.agent.test_agent_loop import VM, make_agent, start_message
+from tests.agent.test_upload_end import finals, settings
+from tests.waiting import wait_for
+from zen.agent.transport import ControlDelivery
+from zen.core.checkpoints import StartCheckpoint, checkpoint_uri
+from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat
+
+URI = checkpoint_uri("ckpt-bkt", "checkpoints", "4xa100-40gb", "ck")
+PREFIX = "checkpoints/4xa100-40gb/ck/"
+
+# Writes its state whole (rename), twice; on SIGTERM writes its last state and exits 0.
+JOB = ("import os, pathlib, signal, sys, time\n"
+       "d = pathlib.Path(os.environ['ZEN_CHECKPOINT_DIR'])\n"
+       "def write(text):\n"
+       "    (d / 'model.pt.tmp').write_text(text); os.replace(d / 'model.pt.tmp', d / 'model.pt')\n"
+       "signal.signal(signal.SIGTERM, lambda *a: (write('epoch 3, at SIGTERM'), sys.exit(0)))\n"
+       "write('epoch 1'); time.sleep(1.5); write('epoch 2'); time.sleep(60)\n")
+
+
+@pytest.fixture
+def bucket(storage):
+    client = gcs.Client()
+    client.create_bucket("ckpt-bkt")
+    return client.bucket("ckpt-bkt")
+
+
+def test_a_stop_during_a_periodic_save_keeps_the_checkpoint_the_report_names(bucket, storage, tmp_path):
+    held = storage.state.hold("/save-2/model.pt", "store")  # the periodic save of epoch 2: a slow link
+    transport = FakeTransport(VM, virtual_time=False)
+    within, at = 4.0, {}
+
+    def zen(message):
+        if not isinstance(message, Heartbeat):
+            return []
+        if message.status is AgentStatus.CLAIMED:
+            return [ControlMessage(vm=VM, job_id="ck", attempt=1, action=ControlAction.CONFIRM, reason="won")]
+        if message.status is AgentStatus.RUNNING and held.reached.is_set():  # a queue takes its quota back
+            left = within - (time.monotonic() - at.setdefault("stop", time.monotonic()))
+            order = ControlMessage(vm=VM, job_id="ck", attempt=1, action=ControlAction.STOP,
+                                   reason="preempted: queue prod takes back lent quota")
+            return [ControlDelivery(f"c-{time.monotonic()}", order.to_bytes(),
+                                    {"vm": VM, "answer_within_s": f"{max(left, 0):.0f}"}, lambda: None)]
+        return []
+
+    transport.answer = zen
+    transport.add_start(start_message("ck", command=[sys.executable, "-c", JOB],
+                                      checkpoint=StartCheckpoint(uri=URI, every=1, max_bytes=10**6)))
+    make_agent(transport, settings(tmp_path, stop_grace_s=0.5)).run()
+
+    final = finals(transport)["ck"]
+    assert final.status is AgentStatus.STOPPED
+    assert "the previous checkpoint is kept" in final.message
+    held.release.set()  # the held upload ends after the report
+    wait_for(lambda: not [t for t in threading.enumerate() if t.name in ("zen-transfer", "zen-checkpoint")],
+             timeout_s=20, what="the attempt's save threads ended")
+    latest = json.loads(bucket.blob(PREFIX + "LATEST.json").download_as_bytes())
+    assert (latest["generation"], latest["files"]) == ("attempt-1/save-1/", [{"path": "model.pt", "size": 7}])
+    assert bucket.blob(PREFIX + "attempt-1/save-1/model.pt").download_as_bytes() == b"epoch 1"
