@@ -288,9 +288,10 @@ def _run(functions, clock, job_id: str, vm: str, region: str, seconds: float) ->
 
 
 def test_usage_and_stats_bill_each_attempt_at_its_regions_and_models_price(functions, clock, capsys):
-    _run(functions, clock, "std-1", "zen-4xa100-40gb-us-central1-ab12", "us-central1", 45)  # billed 60 s
+    # Per second: GCE's one-minute minimum is the VM's (met by its boot), not each job's.
+    _run(functions, clock, "std-1", "zen-4xa100-40gb-us-central1-ab12", "us-central1", 45)
     _run(functions, clock, "spot-1", "zen-4xa100-40gb-us-west1-spot-cd34", "us-west1", 1801)
-    standard, spot = A2_4G * 60 / 3600, A2_4G_SPOT * 1801 / 3600
+    standard, spot = A2_4G * 45 / 3600, A2_4G_SPOT * 1801 / 3600
     assert cli.main(["usage", "--since", "2025-12-01", "--by", "region", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     usd = {g["region"]: g["usd"] for g in report["groups"]}
@@ -303,6 +304,39 @@ def test_usage_and_stats_bill_each_attempt_at_its_regions_and_models_price(funct
         ("us-central1", "standard", 1, round(standard, 2)), ("us-west1", "spot", 1, round(spot, 2))]
     assert cli.main(["stats", "--window", str(10 ** 7)]) == 0
     assert "attempt_usd: USD of the attempts" in capsys.readouterr().out
+
+
+def test_an_attempt_is_billed_per_second_at_the_model_and_price_it_ran_at(functions, zen, clock, capsys, tmp_path,
+                                                                          monkeypatch):
+    """Ten 5 s jobs back to back on one VM cost its 50 s (GCE's minute is the VM's, met by its boot), and a
+    finished attempt keeps its model and price: neither a later catalog price nor a reordered or removed
+    cluster changes what it cost."""
+    for i in range(10):
+        _run(functions, clock, f"quick-{i}", "zen-4xa100-40gb-us-central1-ab12", "us-central1", 5)
+    _run(functions, clock, "hour-1", "zen-4xa100-40gb-us-west1-spot-cd34", "us-west1", 3600)
+
+    def by_region() -> dict:
+        assert cli.main(["usage", "--since", "2025-12-01", "--by", "region", "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["unpriced"] == []
+        return {g["region"]: (g["attempts"], g["usd"]) for g in report["groups"]}
+
+    billed = {"us-central1": (10, round(A2_4G * 50 / 3600, 2)), "us-west1": (1, round(A2_4G_SPOT, 2))}
+    assert by_region() == billed
+    later = clock() + timedelta(days=2)  # the daily refresh stores other prices
+    with zen.db.transaction() as session:
+        price_store.store(session, PriceTable({("a2-highgpu-4g", region, model): Price(3 * A2_4G, "catalog", later)
+                                               for region in ("us-central1", "us-west1")
+                                               for model in ("standard", "spot")}), later)
+    raw = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text())
+    [cluster] = [c for c in raw["clusters"] if c["name"] == "4xa100-40gb"]
+    cluster["provisioning"] = ["spot", "standard"]  # its primary MIG's VMs are now spot ones
+    (path := tmp_path / "zen.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.setenv("ZEN_CONFIG", str(path))
+    assert by_region() == billed
+    raw["clusters"].remove(cluster)  # the cluster removed
+    path.write_text(yaml.safe_dump(raw))
+    assert by_region() == billed
 
 
 def test_every_known_shape_has_gpus_and_the_snapshot_names_only_known_models():

@@ -179,18 +179,22 @@ def test_a_machine_type_without_a_price_is_unpriced_not_guessed():
     groups = [{"key": "alice", "jobs": 2, "attempts": 2, "gpu_seconds": 4 * 7200, "vm_seconds": 7200},
               {"key": "bob", "jobs": 1, "attempts": 1, "gpu_seconds": 3600, "vm_seconds": 3600}]
     attempts = [{"key": "alice", "cluster": "c", "machine_type": "a2-highgpu-4g", "region": "r", "vm": "vm-1",
-                 "seconds": 3600, "vm_share": 1.0},
+                 "seconds": 3600, "vm_share": 1.0, "model": "standard"},
                 {"key": "alice", "cluster": "c", "machine_type": "g2-standard-8", "region": "r", "vm": "vm-2",
-                 "seconds": 3600, "vm_share": 1.0},
+                 "seconds": 3600, "vm_share": 1.0, "model": "standard"},
                 {"key": "bob", "cluster": "c", "machine_type": "a3-highgpu-8g", "region": "r", "vm": "vm-3",
-                 "seconds": 3600, "vm_share": 1.0}]
+                 "seconds": 3600, "vm_share": 1.0, "model": "standard"},
+                {"key": "carol", "cluster": "gone", "machine_type": "a2-highgpu-4g", "region": "r", "vm": "vm-4",
+                 "seconds": 3600, "vm_share": 1.0}]  # recorded before models were: its cluster is not configured
     table = PriceTable({("a2-highgpu-4g", "r", "standard"): Price(10.0, "override"),
                         ("g2-standard-8", "r", "standard"): Price(1.0, "override")})
     pricer = Pricer(table, {})
-    rows = summarise("user", groups, attempts, pricer)
+    rows = summarise("user", groups + [{"key": "carol", "jobs": 1, "attempts": 1, "gpu_seconds": 3600,
+                                        "vm_seconds": 3600}], attempts, pricer)
     assert [(r["user"], r["gpu_hours"], r["vm_hours"], r["usd"]) for r in rows] == [
-        ("alice", 8.0, 2.0, 11.0), ("bob", 1.0, 1.0, None)]
-    assert pricer.unpriced == {"a3-highgpu-8g in r (standard)"}
+        ("alice", 8.0, 2.0, 11.0), ("bob", 1.0, 1.0, None), ("carol", 1.0, 1.0, None)]
+    assert pricer.unpriced == {"a3-highgpu-8g in r (standard)",
+                               "a2-highgpu-4g in r (model unknown: cluster gone is not configured)"}
 
 
 def test_zen_usage_refuses_a_bad_window_and_needs_a_database(no_database, capsys):

@@ -198,8 +198,8 @@ class AttemptRunner:
         try:
             if data is not None and checkpoint is not None and upload:
                 note = self._save_last(attempt, data, checkpoint, note, limit_s)
-            elif checkpoint is not None:
-                checkpoint.close()  # no last save: none under way writes after the report either
+            elif checkpoint is not None:  # no last save: none under way writes after the report either
+                checkpoint.close()
             if data is not None and upload:
                 cut = self._transfer(attempt, data, "uploading outputs", data.uploaded, data.upload,
                                      shutdown_grace_s=UPLOAD_GRACE_S, stops=False, limit_s=limit_s,
@@ -244,14 +244,10 @@ class AttemptRunner:
         cut = self._transfer(attempt, data, "saving the checkpoint", checkpoint.saved, save,
                              shutdown_grace_s=UPLOAD_GRACE_S, stops=False, limit_s=limit_s,
                              over=f"zen: saving the checkpoint exceeded its budget, max_runtime_s={limit_s}")
-        # Before the report: no save, cut or waiting, writes the manifest once the report has said what was saved.
-        closed = checkpoint.close()
+        closed = checkpoint.close()  # before the report: no save writes the manifest once it said what was saved
         data.cancel.clear()  # a cut save leaves the outputs their own chance
-        lines = checkpoint.notes[-2:]  # the periodic saves' failures, the last ones
-        if not closed:
-            lines.append("zen: a checkpoint save was writing its manifest as the attempt ended: the latest "
-                         "checkpoint is that save's or the one before")
-        elif cut is not None:
+        lines = checkpoint.notes[-2:]  # the periodic saves' failures, the last ones (and close's)
+        if cut is not None and closed:
             lines.append(cut[1] if "kept" in cut[1] else f"{cut[1]}; the previous checkpoint is kept")
         return "\n".join(line for line in (note, *lines) if line) or None
 
@@ -271,12 +267,9 @@ class AttemptRunner:
         output.hide(list(values.values()))
         return values
 
-    def _checkpoint(self, start: StartMessage, data: AttemptData | None,
-                    output: AttemptOutput) -> Checkpoint | None:
-        if start.checkpoint is None or data is None:
-            return None
-        return Checkpoint(start.checkpoint, data.root, start.attempt, data.client,
-                          say=lambda line: output.add("zen", line))
+    def _checkpoint(self, start: StartMessage, data: AttemptData | None, output: AttemptOutput) -> Checkpoint | None:
+        return None if start.checkpoint is None or data is None else Checkpoint(
+            start.checkpoint, data.root, start.attempt, data.client, say=lambda line: output.add("zen", line))
 
     def _attempt_data(self, start: StartMessage) -> AttemptData | None:
         if not start.inputs and not start.outputs and start.checkpoint is None:

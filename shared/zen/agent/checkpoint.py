@@ -341,6 +341,9 @@ class Checkpoint:
         self._closed = True
         if written:
             self._writing.release()
+        else:
+            self.note("a checkpoint save was writing its manifest as the attempt ended: the latest checkpoint is "
+                      "that save's or the one before")
         return written
 
     def _quietly(self, why: str, cancel: threading.Event) -> None:

@@ -59,25 +59,21 @@ def collect(session, clusters: dict[str, list[str]], now: datetime, window_s: fl
 
 USD_FIGURE = "attempt_usd"  # not a log metric: what the attempts that ended in the window cost
 USD_DOC = ("USD of the attempts that ended in the window, per cluster, region and provisioning model, each billed "
-           "as GCE bills at its region's and model's price (not a log metric)")
+           "per second at its region's and model's price when it ended (not a log metric)")
 
 
 def attempt_dollars(session, since: datetime, pricer) -> list[dict[str, Any]]:
     """What the attempts that ended since ``since`` cost, per cluster, region and provisioning model, each
-    billed as GCE bills at its own region's and model's price (``zen.cli.usage.Pricer``; ``usd`` None
+    billed per second at its own region's and model's price when it ended (``zen.cli.usage.Pricer``; ``usd`` None
     where one was unpriced)."""
-    from zen.core.prices import model_of_vm
     from zen.store import usage
 
     sums: dict[tuple[str, str, str], dict[str, Any]] = {}
     for row in usage.run(session, "attempt_seconds", by="total", since=since):
-        config = pricer.clusters.get(row["cluster"])
-        region = row["region"] or "(none)"
-        model = model_of_vm(config, row["vm"], row["region"]) if config is not None and row["region"] else "standard"
+        region, model = row["region"] or "(none)", pricer.model(row) or "(unknown)"
         target = sums.setdefault((row["cluster"], region, model), {
             "cluster": row["cluster"], "region": region, "model": model, "attempts": 0, "vm_hours": 0.0, "usd": 0.0})
-        cost = pricer.usd(row["cluster"], row["machine_type"], row["region"], row["vm"], float(row["seconds"]),
-                          float(row["vm_share"]))
+        cost = pricer.attempt(row, float(row["seconds"]))
         target["attempts"] += 1
         target["vm_hours"] += float(row["seconds"]) * float(row["vm_share"]) / 3600
         target["usd"] = None if cost is None or target["usd"] is None else target["usd"] + cost

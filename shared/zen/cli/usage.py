@@ -1,8 +1,8 @@
 """``zen usage [--since AGE|DATE] [--by user|queue|region] [--json]``: GPU-hours, VM-hours and what they
 cost per user, queue or region, read from ``attempt_usage`` (``zen.store.usage``), with the fleet's
-VM-hours ``--by region``. Each attempt is billed as GCE bills (a one-minute minimum, per second after) at
-the price of its machine type in the region and provisioning model it ran in (``zen.core.prices``; the
-model is its VM's MIG's). What is counted, the window and the prices: docs/explanations/accounting.md.
+VM-hours ``--by region``. Each attempt is billed per second of its share of its VM at the price of its
+machine type in the region and provisioning model it ran in, as kept when it ended; each VM of the fleet
+as GCE bills it (a one-minute minimum, per second after: ``Pricer``). What is counted, the window and the prices: docs/explanations/accounting.md.
 A read command: it never starts or creates a database (``zen.cli.kit.database``).
 """
 
@@ -31,25 +31,51 @@ def register(sub, ctx: Context) -> None:
 
 
 class Pricer:
-    """What one VM's seconds cost: its machine type's price in its region and provisioning model (the model
-    from its name, ``zen.core.prices.model_of_vm``), billed as GCE bills. Remembers what it found unpriced."""
+    """What attempts and VMs cost, billed as GCE bills. An attempt (an ``attempt_usage`` row): per second of its
+    share of the VM, at the model and price kept as it ended (``zen.core.prices.AttemptPrice``); a row from
+    before they were kept: today's price, the model from its VM's name as its cluster is configured now. A
+    VM (the fleet): a one-minute minimum, then per second, at today's price. GCE's minimum is a VM's, met by its
+    boot before its first job: not charged again for each job it runs. Remembers what it found unpriced;
+    never guesses a model (a row of a cluster no longer configured, without one kept, is unpriced)."""
 
     def __init__(self, table, clusters: dict[str, Any]):
         self.table, self.clusters = table, clusters
         self.unpriced: set[str] = set()
 
-    def usd(self, cluster: str, machine_type: str | None, region: str | None, vm: str, seconds: float,
-            share: float = 1.0) -> float | None:
-        from zen.core.prices import billed_usd, model_of_vm
+    def model(self, row: dict[str, Any]) -> str | None:
+        """The provisioning model an attempt ran as (None: not known)."""
+        from zen.core.prices import model_of_vm
 
+        if row.get("model"):
+            return row["model"]
+        config = self.clusters.get(row["cluster"])
+        return model_of_vm(config, row["vm"], row["region"]) if config is not None and row["region"] else None
+
+    def attempt(self, row: dict[str, Any], seconds: float) -> float | None:
+        """What an attempt that held its VM ``seconds`` cost (None: unpriced)."""
+        from zen.core.prices import billed_usd
+
+        price = row.get("usd_per_hour")
+        if price is None:
+            price = self._price(row["cluster"], row["machine_type"], row["region"], self.model(row))
+        return None if price is None else billed_usd(seconds, float(price), minimum=False) * float(row["vm_share"])
+
+    def vm(self, cluster: str, region: str | None, name: str, seconds: float) -> float | None:
+        """What a VM of ``cluster`` seen for ``seconds`` cost (None: unpriced)."""
+        from zen.core.prices import billed_usd
+
+        price = self._price(cluster, None, region, self.model({"cluster": cluster, "vm": name, "region": region}))
+        return None if price is None else billed_usd(seconds, price)
+
+    def _price(self, cluster: str, machine_type: str | None, region: str | None, model: str | None) -> float | None:
         config = self.clusters.get(cluster)
         machine_type = machine_type or (config.machine_type if config else None)
-        model = model_of_vm(config, vm, region) if config is not None and region else "standard"
-        price = self.table.lookup(machine_type, region, model) if machine_type and region else None
-        if price is None:
-            self.unpriced.add(f"{machine_type or '(unknown)'} in {region or '(no region)'} ({model})")
+        found = self.table.lookup(machine_type, region, model) if machine_type and region and model else None
+        if found is None:
+            self.unpriced.add(f"{machine_type or '(unknown)'} in {region or '(no region)'} "
+                              f"({model or f'model unknown: cluster {cluster} is not configured'})")
             return None
-        return billed_usd(seconds, price.usd_per_hour) * share
+        return found.usd_per_hour
 
 
 def summarise(by: str, groups: list[dict[str, Any]], attempts: list[dict[str, Any]],
@@ -59,8 +85,7 @@ def summarise(by: str, groups: list[dict[str, Any]], attempts: list[dict[str, An
     attempt has ``usd`` None, never a guess."""
     usd: dict[Any, float | None] = {}
     for row in attempts:
-        cost = pricer.usd(row["cluster"], row["machine_type"], row["region"], row["vm"], float(row["seconds"]),
-                          float(row["vm_share"]))
+        cost = pricer.attempt(row, float(row["seconds"]))
         known = usd.get(row["key"], 0.0)
         usd[row["key"]] = None if cost is None or known is None else known + cost
     rows = []
@@ -88,7 +113,7 @@ def add_fleet(rows: list[dict[str, Any]], total: dict[str, Any], fleet: list[dic
         target.update(fleet_vm_hours=0.0, fleet_usd=0.0)
     for seen in fleet:
         seconds = float(seen["vm_seconds"])
-        cost = pricer.usd(seen["cluster"], None, seen["region"], seen["name"], seconds)
+        cost = pricer.vm(seen["cluster"], seen["region"], seen["name"], seconds)
         for target in (by_region[seen["region"]], total):
             target["fleet_vm_hours"] += seconds / 3600
             known = target["fleet_usd"]
@@ -142,10 +167,11 @@ def cmd_usage(args, db: Callable[[], Any]) -> int:
     print(f"attempts that ended since {since.astimezone():%Y-%m-%d %H:%M %Z}, by {args.by}")
     print_table([{k: ("unpriced" if k.endswith("usd") and v is None else v) for k, v in row.items()} for row in rows],
                 columns)
-    print("usd: each attempt billed as GCE bills (one-minute minimum, per second after) at its region's and "
-          "provisioning model's price")
+    print("usd: each attempt per second of its share of its VM, at its region's and provisioning model's price "
+          "when it ended")
     if args.by == "region":
-        print("fleet: every VM the scaling passes saw in the window, boot and idle included")
+        print("fleet: every VM the scaling passes saw in the window, boot and idle included, billed as GCE bills "
+              "(one-minute minimum, per second after) at today's prices")
     if report["unpriced"]:
         print(f"no price for {', '.join(report['unpriced'])}: set pricing.overrides (docs/reference/configuration.md)")
     return 0

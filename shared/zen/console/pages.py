@@ -92,8 +92,7 @@ def attempt_costs(session, config: ZenConfig, job_id: str) -> tuple[list[dict[st
     total: float | None = 0.0
     for row in usage.attempts_of_job(session, job_id):
         seconds = (row["ended_at"] - row["started_at"]).total_seconds()
-        cost = pricer.usd(row["cluster"], row["machine_type"], row["region"], row["vm"], seconds,
-                          float(row["vm_share"]))
+        cost = pricer.attempt(row, seconds)
         rows.append({"attempt": row["attempt"], "vm": row["vm"], "region": row["region"], "outcome": row["outcome"],
                      "gpus": row["gpus"], "seconds": round(seconds, 1), "usd": None if cost is None else round(cost, 4)})
         total = None if cost is None or total is None else total + cost

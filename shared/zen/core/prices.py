@@ -13,6 +13,7 @@ GCE bills a VM from RUNNING: a one-minute minimum, then per second (``billed_sec
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -31,17 +32,17 @@ MAX_AGE_S = 24 * 3600  # catalog prices older than this are fetched again by the
 _EPS = 1e-9
 
 
-def billed_seconds(paid_s: float) -> int:
-    """GCE's billing of ``paid_s`` seconds of RUNNING: none for none, else a one-minute minimum and per
-    second after (a started second counts)."""
+def billed_seconds(paid_s: float, minimum: bool = True) -> int:
+    """GCE's billing of ``paid_s`` seconds of RUNNING: none for none, else a one-minute minimum (a VM's, not
+    each job's on it: ``minimum`` False for a share of a VM's time) and per second after (a started second counts)."""
     if paid_s <= 0:
         return 0
-    return max(60, math.ceil(paid_s - _EPS))
+    return max(60 if minimum else 0, math.ceil(paid_s - _EPS))
 
 
-def billed_usd(paid_s: float, usd_per_hour: float) -> float:
-    """What ``paid_s`` seconds of RUNNING cost at ``usd_per_hour``, billed as GCE bills."""
-    return billed_seconds(paid_s) * usd_per_hour / 3600.0
+def billed_usd(paid_s: float, usd_per_hour: float, minimum: bool = True) -> float:
+    """What ``paid_s`` seconds of RUNNING cost at ``usd_per_hour``, billed as GCE bills (``billed_seconds``)."""
+    return billed_seconds(paid_s, minimum) * usd_per_hour / 3600.0
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,38 @@ def pool_prices(table: PriceTable, cluster: ClusterConfig) -> dict[str, Price | 
     primary = cluster.provisioning[0]
     return {pool_key(r, m, primary): table.lookup(cluster.machine_type, r, m)
             for r in cluster.regions for m in cluster.provisioning}
+
+
+@functools.cache
+def snapshot() -> PriceTable:
+    """The committed snapshot, read once a process."""
+    return load_snapshot()
+
+
+@dataclass(frozen=True)
+class AttemptPrice:
+    """What an attempt that ends now is priced at, as its usage row keeps it (``zen.store.usage``): the model
+    its VM ran as, and its price in the sources' order: ``fixed`` (a configured override) wins, else the
+    catalog's stored price (looked up in the row's own statement where ``catalog``), else the snapshot's
+    (``fallback``); None of them: unpriced."""
+
+    model: str
+    fixed: float | None
+    catalog: bool
+    fallback: float | None
+
+
+def attempt_price(pricing: Pricing, cluster: ClusterConfig, vm: str | None, region: str | None) -> AttemptPrice | None:
+    """The price of an attempt of ``cluster`` on ``vm`` in ``region`` ending now (None without a VM or region)."""
+    if not vm or not region:
+        return None
+    model, machine = model_of_vm(cluster, vm, region), cluster.machine_type
+    configured = pricing.table()
+    exact = configured.prices.get((machine, region, model))
+    fixed = exact or configured.any_where.get(machine)  # as PriceTable.lookup: an exact override, else one for all
+    fallback = snapshot().prices.get((machine, region, model))
+    return AttemptPrice(model, fixed.usd_per_hour if fixed else None, pricing.catalog,
+                        fallback.usd_per_hour if fallback else None)
 
 
 def model_of_vm(cluster: ClusterConfig, vm: str, region: str) -> str:

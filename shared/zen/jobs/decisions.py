@@ -15,6 +15,7 @@ from zen import telemetry
 from zen.core import arrays, dependencies, gang, lifecycle
 from zen.core.config import ZenConfig
 from zen.core.lifecycle import Decision
+from zen.core.prices import attempt_price
 from zen.core.models import Heartbeat, Job, JobRequest, JobStatus
 from zen.core.routing import EVERYWHERE, Route, first_route, warm_keys
 from zen.jobs.announce import Announcements
@@ -203,7 +204,8 @@ class DecisionWriter:
         tx.record_attempt(
             job, outcome=outcome, machine_type=cluster.machine_type if cluster else None, gpus=gpus,
             ran_from=after.started_at if after.attempt == job.attempt else job.started_at, now=now,
-            vm_share=float(job.nodes) if job.nodes > 1 else min(1.0, gpus / vm_gpus) if vm_gpus else 1.0)
+            vm_share=float(job.nodes) if job.nodes > 1 else min(1.0, gpus / vm_gpus) if vm_gpus else 1.0,
+            price=attempt_price(self._config.pricing, cluster, job.vm, job.region) if cluster else None)
 
     def admit(self, tx: JobTx, queue: str, cluster: str, now: datetime, released: int = 0) -> list[Enqueued]:
         """Run the admission pass of ``queue``'s cohort on ``cluster`` and admit what it picks.

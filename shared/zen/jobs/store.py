@@ -14,10 +14,13 @@ import functools
 import threading
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, Callable, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, TypeVar
 
 from zen.core.models import Job, JobStatus
 from zen.jobs.outgoing import Enqueued, OutgoingMessage
+
+if TYPE_CHECKING:
+    from zen.core.prices import AttemptPrice
 
 
 class ConcurrentChange(RuntimeError):
@@ -133,9 +136,10 @@ class AdmissionRows(Protocol):
 
 class UsageRows(Protocol):
     def record_attempt(self, job: Job, *, outcome: str, machine_type: str | None, gpus: int,
-                       ran_from: datetime | None, now: datetime, vm_share: float = 1.0) -> bool:
-        """The usage of ``job``'s current attempt, ending now (from its last claim, else ``ran_from``);
-        False when recorded already."""
+                       ran_from: datetime | None, now: datetime, vm_share: float = 1.0,
+                       price: AttemptPrice | None = None) -> bool:
+        """The usage of ``job``'s current attempt, ending now (from its last claim, else ``ran_from``), with
+        its model and price now (``price``); False when recorded already."""
 
     def lost_attempt(self, job_id: str, attempt: int) -> dict[str, Any] | None:
         """The attempt if recorded LOST: ``vm``, ``started_at``, ``by_sweep``, ``later_held``; else None."""

@@ -9,13 +9,16 @@ import contextlib
 import json
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from zen.core.models import Job, JobStatus
 from zen.jobs.outgoing import Enqueued, OutgoingMessage, outbox_json
 from zen.jobs.store import StoreHooks, hooked
 from zen.store import fleet, outbox, queues, rejections, repository, submits, usage
 from zen.store.db import Database, Session
+
+if TYPE_CHECKING:
+    from zen.core.prices import AttemptPrice
 
 
 class PostgresJobTx:
@@ -186,9 +189,10 @@ class PostgresJobTx:
     # -- usage ------------------------------------------------------------------------------
     @hooked("record_attempt")
     def record_attempt(self, job: Job, *, outcome: str, machine_type: str | None, gpus: int,
-                       ran_from: datetime | None, now: datetime, vm_share: float = 1.0) -> bool:
+                       ran_from: datetime | None, now: datetime, vm_share: float = 1.0,
+                       price: AttemptPrice | None = None) -> bool:
         return usage.record_attempt(self.session, job, outcome=outcome, machine_type=machine_type, gpus=gpus,
-                                    ran_from=ran_from, now=now, vm_share=vm_share)
+                                    ran_from=ran_from, now=now, vm_share=vm_share, price=price)
 
     @hooked("lost_attempt")
     def lost_attempt(self, job_id: str, attempt: int) -> dict[str, Any] | None:

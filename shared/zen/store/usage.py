@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from zen.core.models import Job
 
 if TYPE_CHECKING:
+    from zen.core.prices import AttemptPrice
     from zen.store.db import Session
 
 GROUPINGS = ("user", "queue", "region")
@@ -29,11 +30,12 @@ QUERIES = {
                sum(extract(epoch FROM ended_at - started_at) * vm_share) AS vm_seconds
         FROM attempt_usage WHERE ended_at >= :since
         GROUP BY 1 ORDER BY 1""",
-    # Each attempt that ended in the window with what prices it (zen.cli.usage.attempt_usd): its group,
-    # cluster, machine type, region and VM (whose name says its provisioning model), seconds and VM share.
+    # Each attempt that ended in the window with what prices it (zen.cli.usage.Pricer): its group, cluster,
+    # machine type, region and VM, seconds and VM share, and the model and price kept as it ended (NULL
+    # before they were: the model from the VM's name, today's price).
     "attempt_seconds": """
         SELECT """ + _GROUP_KEY + """
-               job_id, attempt, cluster, machine_type, region, vm, vm_share,
+               job_id, attempt, cluster, machine_type, region, vm, vm_share, model, usd_per_hour,
                extract(epoch FROM ended_at - started_at) AS seconds
         FROM attempt_usage WHERE ended_at >= :since
         ORDER BY 1, ended_at""",
@@ -71,15 +73,18 @@ QUERIES = {
 
 
 def record_attempt(session: Session, job: Job, *, outcome: str, machine_type: str | None, gpus: int,
-                   ran_from: datetime | None, now: datetime, vm_share: float = 1.0) -> bool:
+                   ran_from: datetime | None, now: datetime, vm_share: float = 1.0,
+                   price: AttemptPrice | None = None) -> bool:
     """The usage of ``job``'s current attempt, which ends now (``job`` as it was before the change;
     ``gpus``: those it held; ``vm_share``: its share of the VM, below 1 only when it shared it, a gang's
-    nodes (zen.core.gang) when it held several;
-    ``ran_from``: when that attempt began running, if it did). False when already recorded."""
+    nodes (zen.core.gang) when it held several; ``ran_from``: when that attempt began running, if it did;
+    ``price``: its model and price now, kept with it). False when already recorded."""
     row = session.one(
         "insert_attempt_usage", job_id=job.job_id, attempt=job.attempt, user_id=job.user_id, queue=job.queue,
         cluster=job.cluster, machine_type=machine_type, region=job.region, vm=job.vm, gpus=gpus,
-        ran_from=ran_from, ended_at=now, outcome=outcome,
+        ran_from=ran_from, ended_at=now, outcome=outcome, model=price.model if price else None,
+        fixed_usd=price.fixed if price else None, use_catalog=bool(price and price.catalog),
+        fallback_usd=price.fallback if price else None,
     )
     if row is not None and vm_share != 1.0:  # one more statement, only for an attempt that shared its VM or a gang
         session.run("share_attempt_vm", job_id=job.job_id, attempt=job.attempt, vm_share=vm_share)

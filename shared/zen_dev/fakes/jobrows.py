@@ -10,6 +10,7 @@ from typing import Any, Protocol, Sequence
 from zen.core import arrays, dependencies
 from zen.core.errors import DataRejected
 from zen.core.models import Job, JobStatus, VmState, illegal_step
+from zen.core.prices import AttemptPrice
 from zen.core.text import escape_unstorable
 from zen.jobs.outgoing import Enqueued, OutgoingMessage
 from zen.jobs.store import ConcurrentChange, StoreHooks, hooked
@@ -337,7 +338,8 @@ class InMemoryJobTx:
     # -- usage ------------------------------------------------------------------------------
     @hooked("record_attempt")
     def record_attempt(self, job: Job, *, outcome: str, machine_type: str | None, gpus: int,
-                       ran_from: datetime | None, now: datetime, vm_share: float = 1.0) -> bool:
+                       ran_from: datetime | None, now: datetime, vm_share: float = 1.0,
+                       price: AttemptPrice | None = None) -> bool:
         key = (job.job_id, job.attempt)
         if key in self._t.attempt_usage:
             return False
@@ -348,7 +350,9 @@ class InMemoryJobTx:
             "job_id": job.job_id, "attempt": job.attempt, "user_id": job.user_id, "queue": job.queue,
             "cluster": job.cluster, "machine_type": machine_type, "region": job.region, "vm": job.vm, "gpus": gpus,
             "started_at": started, "ended_at": now, "outcome": outcome, "vm_share": vm_share,
-            "gpu_seconds": gpus * max(0.0, (now - started).total_seconds())}
+            "gpu_seconds": gpus * max(0.0, (now - started).total_seconds()),
+            "model": price.model if price else None,  # no catalog rows here: an override, else the snapshot's
+            "usd_per_hour": (price.fixed if price.fixed is not None else price.fallback) if price else None}
         return True
 
     @hooked("lost_attempt")
