@@ -302,6 +302,7 @@ def test_usage_and_stats_bill_each_attempt_at_its_regions_and_models_price(funct
     figures = json.loads(capsys.readouterr().out)
     assert [(r["region"], r["model"], r["attempts"], r["usd"]) for r in figures["attempt_usd"]] == [
         ("us-central1", "standard", 1, round(standard, 2)), ("us-west1", "spot", 1, round(spot, 2))]
+    assert [r["vm_hours"] for r in figures["attempt_usd"]] == [round(45 / 3600, 3), round(1801 / 3600, 3)]
     assert cli.main(["stats", "--window", str(10 ** 7)]) == 0
     assert "attempt_usd: USD of the attempts" in capsys.readouterr().out
 

@@ -109,7 +109,8 @@ def cmd_stats(args, database: Callable[[], Any]) -> int:
                 figures[USD_FIGURE] = attempt_dollars(session, now - timedelta(seconds=args.window * 60), pricer)
     finally:
         db.close()
-    figures = {name: [{k: v if k == "usd" else _plain(v) for k, v in row.items()} for row in rows]  # cents kept
+    # The dollars' rows keep their cents and thousandths of an hour (a short run is not 0.0 VM-hours at a cost).
+    figures = {name: [row if name == USD_FIGURE else {k: _plain(v) for k, v in row.items()} for row in rows]
                for name, rows in figures.items()}
     if args.json:
         print(json.dumps(figures, indent=2))
