@@ -481,3 +481,40 @@ def test_a_gang_stays_while_every_other_region_is_stocked_out_or_was_lately_then
     assert record.attempt == 2 and actions(publisher, "vm-1") == ["RELEASE"]
     assert record.start_regions == ["europe-west4"]
     assert controls(publisher, "vm-1")[-1]["reason"].startswith("us-central1 is stocked out")  # not the deadline
+
+
+def test_a_node_that_ended_early_does_not_make_the_running_gang_silent(functions, zen, publisher, clock):
+    """Rank 0 exits 0 and reports; rank 1 runs on (uploading its outputs), heartbeating: the gang is not lost,
+    and it succeeds when rank 1 does, with one attempt allowed."""
+    functions.submit(job_request("g", nodes=2, max_attempts=1))
+    claim(functions, "vm-1")
+    claim(functions, "vm-2")
+    beat(functions, "vm-1", "RUNNING", 2)
+    beat(functions, "vm-2", "RUNNING", 2)
+    beat(functions, "vm-1", "SUCCEEDED", 3, exit_code=0)
+    for seq in range(3, 8):  # 200 s, beyond heartbeat_timeout_s after vm-1's last word
+        clock.advance(40)
+        beat(functions, "vm-2", "RUNNING", seq)
+        functions.tick()
+    record = job(zen, "g")
+    assert (record.status.value, record.attempt) == ("RUNNING", 1) and "STOP" not in actions(publisher, "vm-2")
+    beat(functions, "vm-2", "SUCCEEDED", 9, exit_code=0)
+    assert job(zen, "g").status.value == "SUCCEEDED"
+
+
+def test_a_gang_that_took_longer_than_the_heartbeat_timeout_to_assemble_is_not_silent_once_complete(
+        functions, zen, publisher, clock):
+    """The first node waits 140 s for the second, claiming again every 20 s (its repeated claims are not
+    written): the tick right after the gang completes finds every node heard from just now."""
+    functions.submit(job_request("g", nodes=2))
+    claim(functions, "vm-1", seq=1)
+    for seq in range(2, 9):
+        clock.advance(20)
+        claim(functions, "vm-1", seq=seq)
+    claim(functions, "vm-2", seq=1)
+    functions.tick()
+    record = job(zen, "g")
+    assert (record.status.value, record.attempt) == ("ASSIGNED", 1) and "STOP" not in actions(publisher, "vm-1")
+    clock.advance(130)  # then silence from both is silence
+    functions.tick()
+    assert job(zen, "g").attempt == 2

@@ -68,8 +68,16 @@ def _confirm(job: Job, nodes: list[GangNode], node: GangNode, config: GangConfig
                   gang=place(job, nodes, node.rank, config))
 
 
+def _most_silent(nodes: list[GangNode]) -> GangNode:
+    """The node heard from longest ago among those still at work: one that sent its final report is
+    silent on purpose (its neighbours may run on, a rank 0 uploading its checkpoint) and never makes the
+    gang lost."""
+    return min((n for n in nodes if n.status not in ENDED), key=lambda n: n.beat_at,
+               default=max(nodes, key=lambda n: n.beat_at))
+
+
 def _oldest_beat(nodes: list[GangNode]) -> datetime:
-    return min(node.beat_at for node in nodes)
+    return _most_silent(nodes).beat_at
 
 
 # -- the claim ------------------------------------------------------------------------------------
@@ -100,6 +108,8 @@ def _claim(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> Decisi
                         controls=[_order(job, hb.vm, ControlAction.RELEASE, reason)])
     node = GangNode(rank=len(nodes), vm=hb.vm, region=hb.region, zone=hb.zone, ip=hb.ip, seq=hb.seq, beat_at=now)
     nodes.append(node)
+    if len(nodes) == job.nodes:  # each waiting node claimed again until now (not recorded: a write each): heard now
+        nodes = [n.model_copy(update={"beat_at": now}) for n in nodes]
     if len(nodes) < job.nodes:
         first = nodes[0].beat_at
         return Decision(fields=dict(gang=nodes, start_regions=[hb.region], widen_at=first + timedelta(
@@ -345,7 +355,7 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: d
     """The sweep, for any job; a gang's silence is its most silent node's, named in the reason."""
     if not is_gang(job) or not job.gang:
         return lifecycle.decide_silence(job, now, deadlines, heard_since)
-    silent = min(job.gang, key=lambda n: n.beat_at)
+    silent = _most_silent(job.gang)
     decision = lifecycle.decide_silence(job.model_copy(update={"vm": silent.vm}), now, deadlines, heard_since)
     if decision is None:
         return None
