@@ -518,3 +518,25 @@ def test_a_gang_that_took_longer_than_the_heartbeat_timeout_to_assemble_is_not_s
     clock.advance(130)  # then silence from both is silence
     functions.tick()
     assert job(zen, "g").attempt == 2
+
+
+def test_a_gang_completed_after_a_node_gave_its_part_back_is_retried_not_run_short(functions, zen, publisher, clock,
+                                                                                   config):
+    """The first node's agent gives up its claim (its wait over) a moment before the last node claims and
+    before the tick would release the gang: the gang completes, the last node is confirmed, and then the
+    first node's VM heartbeat says it gave its part back. The confirmed node is stopped and the gang
+    retried as attempt 2, its budget not spent."""
+    from tests.test_given_back_claims import T, vm_beat
+
+    functions.submit(job_request("g", nodes=2, max_attempts=1))
+    functions.heartbeat(heartbeat("g", "CLAIMED", T, vm="vm-1", ip="10.0.0.1"))
+    clock.advance(config.gangs.assemble_s + 20)
+    functions.heartbeat(heartbeat("g", "CLAIMED", T + 1, vm="vm-2", ip="10.0.0.2"))
+    assert job(zen, "g").status.value == "ASSIGNED"
+    functions.heartbeat(vm_beat("vm-1", T + 620_000, ("g", 1)))
+    record = job(zen, "g")
+    assert (record.status.value, record.attempt, record.max_attempts, record.gang, record.vm) == (
+        "QUEUED", 2, 2, None, None)
+    assert actions(publisher, "vm-2")[-1] == "STOP" and "STOP" not in actions(publisher, "vm-1")
+    functions.heartbeat(heartbeat("g", "RUNNING", T + 2, vm="vm-2"))  # its command began before the STOP: told again
+    assert actions(publisher, "vm-2")[-1] == "STOP"

@@ -42,6 +42,14 @@ ROOM_AFTER_CLAIM_S = 2.0
 ENDED = frozenset({AgentStatus.SUCCEEDED.value, AgentStatus.FAILED.value, AgentStatus.STOPPED.value,
                    AgentStatus.PREEMPTED.value})
 _RESET = dict(gang=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
+# A node waits for the rest of its gang this much past ``assemble_s`` (the start message's ``assemble_s``):
+# the tick that releases an incomplete gang comes within a minute of the deadline (the scale tick's
+# default schedule), so a node gives its part back after that release, not a moment before the last claim.
+RELEASE_MARGIN_S = 90
+
+
+def node_wait_s(config: GangConfig) -> int:
+    return config.assemble_s + RELEASE_MARGIN_S
 
 
 def is_gang(job: Job) -> bool:
@@ -196,12 +204,24 @@ def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime,
                       why: str = "gave its part back unanswered") -> Decision | None:
     """A VM gave back its part of an assembling gang unanswered (``lifecycle.decide_given_back``): it
     leaves the gang, the ranks after it move up (none is told a rank before the gang is complete; each
-    notes when: ``GangNode.left_at``), and a start goes out for its place."""
+    notes when: ``GangNode.left_at``), and a start goes out for its place.
+
+    A gang completed after that node gave up (its claim's last try, a moment before the claim that
+    completed it) cannot run whole: the others, confirmed, are stopped and the gang is retried as
+    attempt + 1, not spent (the node never ran; its agent ignores an answer to a claim it gave up)."""
     if not is_gang(job):
         return lifecycle.decide_given_back(job, vm, attempt, seq)
     nodes = job.gang or []
     mine = next((node for node in nodes if node.vm == vm), None)
-    if job.status is not JobStatus.QUEUED or attempt != job.attempt or mine is None or seq <= mine.seq:
+    if attempt != job.attempt or mine is None or seq <= mine.seq:
+        return None
+    if job.status is JobStatus.ASSIGNED and mine.status == AgentStatus.CLAIMED.value:
+        changes = [Change(JobStatus.LOST, f"{vm} gave its part back unanswered before the gang completed"),
+                   Change(JobStatus.QUEUED, f"retried as attempt {job.attempt + 1} (not spent: the gang never ran whole)")]
+        return _for_gang(job, Decision(changes=changes, publish_start=True, fields=dict(
+            attempt=job.attempt + 1, max_attempts=job.max_attempts + 1, vm=None, region=None, zone=None, last_seq=0,
+            last_heartbeat_at=None, started_at=None, exit_code=None)), skip=vm)
+    if job.status is not JobStatus.QUEUED:
         return None
     left = [node.model_copy(update={"rank": rank, "left_at": now}) for rank, node in enumerate(n for n in nodes if n.vm != vm)]
     return Decision(fields=dict(gang=left or None, **({} if left else dict(start_regions=None, widen_at=None))),

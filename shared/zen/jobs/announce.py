@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, Callable, Literal
 
 from zen.adapters.message_key import SEALED_KEY_ATTRIBUTE
-from zen.core import lifecycle
+from zen.core import gang, lifecycle
 from zen.core.checkpoints import CheckpointSpec
 from zen.core.config import Topics, ZenConfig
 from zen.core.models import START_OFFER, ControlAction, ControlMessage, Heartbeat, Job, JobEvent, JobStatus, StartMessage
@@ -140,7 +140,7 @@ class Announcements:
             # cluster can still take it; until then nobody does. Say so loudly.
             log.error("job's cluster is not configured", extra={"job_id": job.job_id, "cluster": job.cluster})
         if job.nodes > 1:  # a gang: a start for each node not claimed yet, the first claim's region only (zen.core.gang)
-            message = message.model_copy(update={"nodes": job.nodes, "assemble_s": self._config.gangs.assemble_s})
+            message = message.model_copy(update={"nodes": job.nodes, "assemble_s": gang.node_wait_s(self._config.gangs)})
             copies = job.nodes - len(job.gang or ())
             return [outgoing(self._topics.job_start, message, start_attributes(job, cluster.regions if cluster else []))
                     for _ in range(copies)]
