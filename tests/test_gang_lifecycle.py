@@ -540,3 +540,14 @@ def test_a_gang_completed_after_a_node_gave_its_part_back_is_retried_not_run_sho
     assert actions(publisher, "vm-2")[-1] == "STOP" and "STOP" not in actions(publisher, "vm-1")
     functions.heartbeat(heartbeat("g", "RUNNING", T + 2, vm="vm-2"))  # its command began before the STOP: told again
     assert actions(publisher, "vm-2")[-1] == "STOP"
+
+
+def test_a_stop_of_an_array_of_gangs_stops_every_node_and_releases_every_part(functions, zen, publisher):
+    functions.submit(job_request("arr", nodes=2, array={"count": 2}))
+    for vm in ("vm-1", "vm-2"):  # task 0 assembles and runs on two nodes
+        functions.heartbeat(heartbeat("arr-0", "CLAIMED", 1, vm=vm, ip=f"10.0.0.{vm[-1]}"))
+        functions.heartbeat(heartbeat("arr-0", "RUNNING", 2, vm=vm))
+    functions.heartbeat(heartbeat("arr-1", "CLAIMED", 1, vm="vm-3", ip="10.0.0.3"))  # task 1: 1 of 2 nodes
+    functions.stop({"job_id": "arr", "reason": "enough"})
+    assert job(zen, "arr-0").status.value == "STOPPING" and job(zen, "arr-1").status.value == "CANCELLED"
+    assert [actions(publisher, vm)[-1] for vm in ("vm-1", "vm-2", "vm-3")] == ["STOP", "STOP", "RELEASE"]

@@ -10,7 +10,7 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
-from zen.core import arrays, lifecycle
+from zen.core import arrays, gang, lifecycle
 from zen.core.clock import Clock
 from zen.core.config import ZenConfig
 from zen.core.lifecycle import Decision
@@ -126,7 +126,7 @@ class ArrayJobs:
                 if sender is not None and (why := may_stop(self._config, sender, job)):
                     refused = why
                     continue
-                decision = lifecycle.decide_stop(job, request.model_copy(update={"job_id": job.job_id}), now)
+                decision = gang.decide_stop(job, request.model_copy(update={"job_id": job.job_id}), now)  # every node
                 if decision.ignored or decision.duplicate:
                     continue
                 ids += self._decisions.apply(tx, job, decision, actor=f"user:{sender}" if sender else "user",
