@@ -52,11 +52,23 @@ def test_a_gang_partly_claimed_needs_only_its_missing_nodes():
     assert plan_for(gangs(1, 4, claimed=3)).add == {"us-central1": 1}
 
 
+def test_gangs_missing_different_numbers_of_nodes_are_each_asked_theirs():
+    """Two gangs of 4 assembling in us-central1, one with 3 nodes claimed and one with 1, and room for 3
+    more: the first gets its last VM, the second waits for room; as one "gang of 4" neither would (no pool
+    has room for 4). With room for 4, each gets its own."""
+    held = [vm(f"a{i}", "us-central1", VmPhase.BUSY) for i in range(3)] + [vm("b0", "us-central1", VmPhase.BUSY)]
+    one, three = (DemandGroup(("us-central1",), need, at(0), gang=4, part=need) for need in (1, 3))
+    for room, asked in ((3, [1]), (4, [1, 3])):
+        limits = ClusterLimits("c", ("us-central1", "us-west1"), max_vms_per_region=4 + room, max_vms=20)
+        plan = plan_for(one, three, vms=held, limits=limits)
+        assert plan.together == {"us-central1": asked}
+
+
 def test_a_gang_no_pool_can_hold_waits_with_a_reason():
     limits = ClusterLimits("c", REGIONS, max_vms_per_region=2, max_vms=6)
     plan = plan_for(gangs(1, 3), limits=limits)
     assert plan.add == {}
-    assert any(d.action is Action.HOLD and "no allowed pool has room for a gang of 3" in d.reason
+    assert any(d.action is Action.HOLD and "no allowed pool has room for the 3 VM(s) a gang of 3 needs" in d.reason
                for d in plan.decisions)
 
 

@@ -66,8 +66,9 @@ def demand_groups(rows: list[dict[str, Any]], cluster: ClusterConfig | None) -> 
     for row in rows:
         pools, wait = pools_of_row(row, cluster)
         if pools:
-            key = (row["priority"], pools, wait, _every(row), row.get("nodes") or 1)
-            parts.append((key, row.get("vms", row["jobs"]), row["oldest"]))  # a gang: its VMs not claimed yet
+            nodes = row.get("nodes") or 1  # a gang: its VMs not claimed yet (``need`` each)
+            key = (row["priority"], pools, wait, _every(row), nodes, (row.get("need") or 0) if nodes > 1 else 0)
+            parts.append((key, row.get("vms", row["jobs"]), row["oldest"]))
     return fold_demand(parts)
 
 

@@ -103,14 +103,15 @@ def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[[str], 
     is the whole gang: another pool has none of its VMs); each ask is a unit of ``together`` too
     (``Plan.together``: its VMs come whole or not at all; a spare is none)."""
     asked = []
-    for need in DemandGroup(group.regions, left, group.oldest, group.priority, gang=group.gang).chunks():
+    for need in DemandGroup(group.regions, left, group.oldest, group.priority, gang=group.gang, part=group.part).chunks():
         def supply(region: str) -> int:
             return sum(pool.get(region, 0) for pool in spare)
 
         fits = [r for r in ranked if supply(r) + room(r) >= need]
         region = max(fits, key=supply) if fits else None  # the most spare (the fewest to boot), then by rank
         if region is None:
-            held[f"no allowed pool has room for a gang of {group.gang} VMs (max_vms_per_region, max_vms)"] += need
+            held[f"no allowed pool has room for the {need} VM(s) a gang of {group.gang} needs (max_vms_per_region, "
+                 f"max_vms)"] += need
             continue
         whole, boots = need, need - min(need, spare[0].get(region, 0)) if spare else need
         for index, pool in enumerate(spare):  # the spare VMs first: idle, then booting

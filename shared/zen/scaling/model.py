@@ -87,17 +87,20 @@ class DemandGroup:
     max_wait_s: float | None = None  # QueuedJob.max_wait_s of its jobs (None: the cluster's default)
     checkpoint_every_s: float | None = None  # QueuedJob.checkpoint_every_s of its jobs
     gang: int = 1  # the nodes of each of its jobs: > 1, gangs (zen.core.gang), count their VMs, each gang in one region
+    part: int = 0  # the VMs each of its gangs still needs (its nodes not claimed yet); 0: all ``gang``
 
     def chunks(self) -> list[int]:
         """The VMs it needs, one entry per gang (each all in one region); one entry per VM for ordinary jobs.
-        A gang partly claimed needs fewer (its claimed nodes are not demand), counted in the last entry."""
+        Gangs partly claimed need fewer (their claimed nodes are not demand): gangs needing as many are one
+        group (``part``), so each entry is what one gang needs."""
         if self.gang == 1:
             return [1] * self.count
-        return [self.gang] * (self.count // self.gang) + ([self.count % self.gang] if self.count % self.gang else [])
+        size = self.part or self.gang
+        return [size] * (self.count // size) + ([self.count % size] if self.count % size else [])
 
 
-# (priority, pools, start bound, checkpoint interval, nodes per job)
-DemandKey = tuple[int, tuple[str, ...], "float | None", "float | None", int]
+# (priority, pools, start bound, checkpoint interval, nodes per job, nodes each still needs: 0 all)
+DemandKey = tuple[int, tuple[str, ...], "float | None", "float | None", int, int]
 
 
 def fold_demand(parts: Iterable[tuple[DemandKey, int, datetime]]) -> tuple[DemandGroup, ...]:
@@ -110,13 +113,13 @@ def fold_demand(parts: Iterable[tuple[DemandKey, int, datetime]]) -> tuple[Deman
         else:
             group[0] += count
             group[1] = min(group[1], oldest)
-    return tuple(DemandGroup(pools, count, oldest, priority, max_wait, every, gang)
-                 for (priority, pools, max_wait, every, gang), (count, oldest) in groups.items())
+    return tuple(DemandGroup(pools, count, oldest, priority, max_wait, every, gang, part)
+                 for (priority, pools, max_wait, every, gang, part), (count, oldest) in groups.items())
 
 
 def group_demand(queued: tuple[QueuedJob, ...]) -> tuple[DemandGroup, ...]:
     """Aggregate queued jobs by (priority, allowed pools, start bound, checkpoint interval)."""
-    return fold_demand(((job.priority, job.regions, job.max_wait_s, job.checkpoint_every_s, 1), 1, job.queued_at)
+    return fold_demand(((job.priority, job.regions, job.max_wait_s, job.checkpoint_every_s, 1, 0), 1, job.queued_at)
                        for job in queued)
 
 

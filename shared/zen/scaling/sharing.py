@@ -35,6 +35,6 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
                     free[1] -= take * need
                     count -= take
         if count:
-            key = (row["priority"], tuple(row["regions"]), row.get("max_wait_s"), row.get("checkpoint_every_s"), 1)
+            key = (row["priority"], tuple(row["regions"]), row.get("max_wait_s"), row.get("checkpoint_every_s"), 1, 0)
             left.append((key, count, row["oldest"]))
     return fold_demand(left)

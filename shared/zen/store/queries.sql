@@ -362,13 +362,16 @@ SELECT pg_advisory_unlock(:key) AS unlocked;
 -- bound, NULL: the cluster's; how often they checkpoint, NULL: never): the planner's demand groups, which
 -- zen.scaling.fleetdb turns into pools. A handful of rows however long the queue (read from the
 -- jobs_queued_demand index alone).
--- A gang (nodes > 1: zen.core.gang) is its own group, and needs its nodes not claimed yet (vms).
+-- A gang (nodes > 1: zen.core.gang) needs its nodes not claimed yet, all in one region: gangs are grouped by
+-- how many that is (``need``: a gang of 4 with one node claimed needs 3 more, next to one with three claimed,
+-- which needs 1: two groups, not one "gang of 4"); vms = the group's nodes needed.
 SELECT priority, COALESCE(start_regions, regions) AS regions, provisioning, max_start_wait_s,
        checkpoint_every_s, count(*) AS jobs, min(queued_at) AS oldest, nodes,
+       nodes - COALESCE(jsonb_array_length(gang), 0) AS need,
        CAST(sum(nodes - COALESCE(jsonb_array_length(gang), 0)) AS integer) AS vms FROM jobs
 WHERE cluster = :cluster AND status = 'QUEUED'
 GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wait_s, checkpoint_every_s,
-         nodes;
+         nodes, nodes - COALESCE(jsonb_array_length(gang), 0);
 
 -- name: see_mig_instances
 -- Every instance of one MIG seen now: first sight recorded once; returns when each was first seen.

@@ -2,7 +2,8 @@
 (``zen.core.gang``, docs/how-to/multi-node.md):
 
 - the gang's demand goes to the planner as production's fleet gives it (``DemandGroup.gang`` = its nodes,
-  ``count`` = its VMs not yet claimed, folded by ``zen.scaling.model.fold_demand``);
+  ``part`` and ``count``: its VMs not yet claimed, gangs needing as many folded together by
+  ``zen.scaling.model.fold_demand``);
 - each usable VM of an allowed pool claims one part (it holds it, busy to the planner, not running the
   command); the first claim fixes the gang's region (the other regions' claims are refused) and sets the
   assembly deadline, first claim + ``GangConfig.assemble_s`` (600 s, production's bound); the job starts
@@ -61,10 +62,10 @@ class Gangs:
                 for pool in job.pools:
                     region = cluster.migs[pool].region
                     need = n - sum(1 for vm in job.parts if vm.mig.region == region)
-                    parts.append(((spec.priority, (pool,), None, job.checkpoint_every_s, n), need, oldest))
+                    parts.append(((spec.priority, (pool,), None, job.checkpoint_every_s, n, need), need, oldest))
             else:
-                reach = job.gang_reach or job.pools
-                parts.append(((spec.priority, reach, None, job.checkpoint_every_s, n), n - len(job.parts), oldest))
+                reach, need = job.gang_reach or job.pools, n - len(job.parts)
+                parts.append(((spec.priority, reach, None, job.checkpoint_every_s, n, need), need, oldest))
         return fold_demand(parts)
 
     def wanted(self, cluster, pool: str) -> int:
