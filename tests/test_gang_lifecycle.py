@@ -506,6 +506,12 @@ def test_a_node_that_ended_early_does_not_make_the_running_gang_silent(functions
         functions.tick()
     record = job(zen, "g")
     assert (record.status.value, record.attempt) == ("RUNNING", 1) and "STOP" not in actions(publisher, "vm-2")
+    from zen.store import fleet
+
+    with zen.db.transaction() as session:  # vm-1 is idle: free for other work or a scale-down, vm-2 is not
+        assert fleet.held_vms(session, "4xa100-40gb") == {"vm-2": "g"}
+        assert not fleet.drain_unless_busy(session, "vm-2", "4xa100-40gb", "us-central1", clock())
+        assert fleet.drain_unless_busy(session, "vm-1", "4xa100-40gb", "us-central1", clock())
     beat(functions, "vm-2", "SUCCEEDED", 9, exit_code=0)
     assert job(zen, "g").status.value == "SUCCEEDED"
 

@@ -386,11 +386,14 @@ RETURNING name, first_seen_at;
 SELECT name, cluster, region FROM mig_instances ORDER BY first_seen_at DESC;
 
 -- name: held_vms_of_cluster
--- VMs that hold a job: never removed. Every node of a gang, and those that claimed a part of one assembling.
+-- VMs that hold a job: never removed. Every node of a gang, and those that claimed a part of one assembling,
+-- but a node that sent its final report (zen.core.gang.ENDED): its VM is idle while the gang runs on.
 SELECT vm, job_id FROM jobs WHERE cluster = :cluster AND status IN ('ASSIGNED','RUNNING','STOPPING') AND vm IS NOT NULL
+                              AND gang IS NULL
 UNION ALL
 SELECT node ->> 'vm', job_id FROM jobs, jsonb_array_elements(gang) AS node
-WHERE cluster = :cluster AND gang IS NOT NULL AND status IN ('QUEUED','ASSIGNED','RUNNING','STOPPING');
+WHERE cluster = :cluster AND gang IS NOT NULL AND status IN ('QUEUED','ASSIGNED','RUNNING','STOPPING')
+  AND COALESCE(node ->> 'status', 'CLAIMED') NOT IN ('SUCCEEDED','FAILED','STOPPED','PREEMPTED');
 
 -- name: vms_of_cluster
 SELECT name, state, job_id, idle_since, last_seen_at FROM vms WHERE cluster = :cluster;
@@ -447,11 +450,14 @@ SELECT 1 AS draining FROM vm_drains WHERE name = :vm_name
 UNION ALL SELECT 1 FROM vms WHERE name = :vm_name AND state = 'RETIRED';
 
 -- name: vm_holds_job
--- Also a node of a gang, or a VM that claimed a part of one assembling (zen.core.gang).
-SELECT job_id FROM jobs WHERE vm = :vm_name AND status IN ('ASSIGNED','RUNNING','STOPPING')
+-- Also a node of a gang, or a VM that claimed a part of one assembling (zen.core.gang), but a node that sent
+-- its final report (as held_vms_of_cluster).
+SELECT job_id FROM jobs WHERE vm = :vm_name AND status IN ('ASSIGNED','RUNNING','STOPPING') AND gang IS NULL
 UNION ALL
 SELECT job_id FROM jobs WHERE gang @> jsonb_build_array(jsonb_build_object('vm', CAST(:vm_name AS text)))
   AND gang IS NOT NULL AND status IN ('QUEUED','ASSIGNED','RUNNING','STOPPING')
+  AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(gang) AS node WHERE node ->> 'vm' = CAST(:vm_name AS text)
+                  AND node ->> 'status' IN ('SUCCEEDED','FAILED','STOPPED','PREEMPTED'))
 LIMIT 1;
 
 -- name: jobs_on_vm
