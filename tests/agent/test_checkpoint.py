@@ -302,3 +302,16 @@ def test_an_earlier_attempt_restoring_after_a_later_one_saved_saves_nothing(tmp_
     (lost.directory / "step").write_text("8")
     assert lost.save("every 600 s") is False
     assert manifest(client)["attempt"] == 2 and manifest(client)["generation"] == "attempt-2/save-1/"
+
+
+def test_a_checkpoint_whose_files_are_gone_for_good_is_said_and_the_job_starts_afresh(tmp_path, client):
+    first = attempt(tmp_path, client, 1)
+    (first.directory / "model.pt").write_text("epoch 1")
+    first.save("every 600 s")
+    client.bucket("ckpt-bkt").delete_blob(PREFIX + "attempt-1/save-1/model.pt")  # the bucket's lifecycle
+    lines: list[str] = []
+    rerun = attempt(tmp_path, client, 2, lines=lines)
+    rerun.restore(Progress(), threading.Event())
+    assert list(rerun.directory.iterdir()) == []
+    assert lines == ["zen: checkpoint file model.pt is gone (a checkpoint's objects are deleted "
+                     "checkpoint_retention_days after they were written): the job starts afresh"]

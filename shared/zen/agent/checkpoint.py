@@ -97,13 +97,20 @@ class Checkpoint:
         """Download the latest complete checkpoint into the folder, and make the manifest this attempt's; none
         yet: the folder stays empty. A save of another attempt landing meanwhile: its checkpoint is restored."""
         try:
+            gone: tuple[int | None, str] | None = None  # (the manifest's generation, a file of it not found)
             for _ in range(RESTORE_TRIES):
                 manifest = self._manifest()
                 if manifest is None:
                     self._say("zen: no checkpoint saved yet: the job starts afresh")
                     return
-                if self._download(manifest, progress, cancel) and self._take_over(manifest):
+                if gone is not None and gone[0] == self._generation:  # the same manifest: the file is gone for good
+                    self.note(f"checkpoint file {gone[1]} is gone (a checkpoint's objects are deleted "
+                              f"checkpoint_retention_days after they were written): the job starts afresh")
+                    return
+                missing = self._download(manifest, progress, cancel)
+                if missing is None and self._take_over(manifest):
                     break
+                gone = None if missing is None else (self._generation, missing)
                 self._empty()  # another attempt's save replaced the one read: restored again, from its manifest
                 progress.files = progress.bytes = 0
             else:
@@ -124,8 +131,9 @@ class Checkpoint:
             kind = Unavailable if not_the_jobs(exc) else TransferError
             raise kind(f"checkpoint {self.spec.uri}: {reason(exc)}") from None
 
-    def _download(self, manifest: dict[str, Any], progress: Progress, cancel: threading.Event) -> bool:
-        """The manifest's files into the folder; False when one is gone (a newer save replaced them)."""
+    def _download(self, manifest: dict[str, Any], progress: Progress, cancel: threading.Event) -> str | None:
+        """The manifest's files into the folder; the first one not found (a newer save replaced them, or they
+        expired), else None."""
         from google.api_core.exceptions import NotFound
 
         bucket = self._bucket()
@@ -138,13 +146,13 @@ class Checkpoint:
             try:
                 bucket.blob(self._prefix + manifest["generation"] + relative).download_to_filename(str(target))
             except NotFound:
-                return False
+                return relative
             if target.stat().st_size != size:
                 raise Unavailable(f"checkpoint file {relative} is {target.stat().st_size} bytes, not {size}")
             target.chmod(0o666)
             progress.files += 1
             progress.bytes += size
-        return True
+        return None
 
     def _take_over(self, manifest: dict[str, Any]) -> bool:
         """The manifest read, written again as this attempt's (over that very one): an earlier attempt's save,
