@@ -59,12 +59,14 @@ def test_a_gang_nodes_container_shares_the_vms_network_and_others_keep_their_own
     from zen.agent.runner import JobSpec
     from zen.core.gang_records import node_env
 
-    node = JobSpec(job_id="g", attempt=1, image="img", env=node_env(GangPlace(rank=0, nodes=2, ips=["a", "b"],
-                                                                            port=29600)))
+    env = node_env(GangPlace(rank=0, nodes=2, ips=["a", "b"], port=29600))
+    node = JobSpec(job_id="g", attempt=1, image="img", env=env, gang_node=True)
     options = container_options(node, Sandbox())
     assert options[options.index("--network") + 1] == "host"
     alone = container_options(JobSpec(job_id="j", attempt=1, image="img"), Sandbox())
     assert alone[alone.index("--network") + 1] == "zen-net"
+    posing = container_options(JobSpec(job_id="j", attempt=1, image="img", env=env), Sandbox())  # its own env says so
+    assert posing[posing.index("--network") + 1] == "zen-net"
     cut_off = container_options(node, Sandbox(network="none"))  # the cluster's choice stands
     assert cut_off[cut_off.index("--network") + 1] == "none"
 

@@ -73,6 +73,10 @@ def test_the_rule_is_inserted_once_whatever_the_boots(metadata, tmp_path):  # no
 
 DNS = ("DOCKER-USER -d 169.254.169.254/32 -p udp --dport 53 -j RETURN",
        "DOCKER-USER -d 169.254.169.254/32 -p tcp --dport 53 -j RETURN")
+JOBS = "-m owner --uid-owner 1000-4294967294"
+HOST = (f"OUTPUT -d 169.254.169.254/32 {JOBS} -j REJECT",  # a gang's node: on the VM's network
+        f"OUTPUT -d 169.254.169.254/32 -p udp --dport 53 {JOBS} -j ACCEPT",
+        f"OUTPUT -d 169.254.169.254/32 -p tcp --dport 53 {JOBS} -j ACCEPT")
 
 
 def test_containers_keep_dns_through_the_metadata_address(metadata, tmp_path):  # noqa: F811
@@ -83,7 +87,7 @@ def test_containers_keep_dns_through_the_metadata_address(metadata, tmp_path):  
     lines = result.stdout.splitlines()
     inserted = [line for line in lines if line.startswith("would run: iptables -w -I")]
     # Each inserted at the top: the RETURNs, inserted after the REJECT, come before it in the chain.
-    assert inserted == [f"would run: iptables -w -I {rule}" for rule in (REJECT, *DNS)]
+    assert inserted == [f"would run: iptables -w -I {rule}" for rule in (REJECT, *DNS, *HOST)]
 
 
 def fake_iptables(tmp_path: Path) -> Path:
@@ -133,4 +137,18 @@ def test_the_unit_guards_the_metadata_server_before_every_agent_start(metadata, 
     for _ in range(2):  # every start: the second changes nothing
         subprocess.run([str(guard)], env=env, check=True, timeout=30)
         chain = json.loads(state.read_text())
-        assert chain == [DNS[1], DNS[0], REJECT]  # DNS returns to docker's rules before the REJECT
+        assert chain == [HOST[2], HOST[1], HOST[0], DNS[1], DNS[0], REJECT]  # DNS passes before each REJECT
+
+
+def test_a_gangs_node_runs_only_as_a_uid_the_vm_keeps_from_the_metadata_server():
+    """A gang's node shares the VM's network, where the startup script keeps uids of 1000 and more from the
+    metadata server; a cluster whose containers run as the image's user (root, most often) or a system uid
+    runs no gang's node."""
+    from zen.agent.container import Sandbox
+
+    node = dict(job_id="g", attempt=1, image="img", command=["true"], gang_node=True)
+    assert plan_launch(JobSpec(**node, sandbox=Sandbox()), local=False).argv[1] == "run"  # nobody: 65534
+    for run_as in ("image", "0:0", "999:999"):
+        with pytest.raises(CannotRun, match=f"as user '{run_as}' could reach the metadata server"):
+            plan_launch(JobSpec(**node, sandbox=Sandbox(run_as=run_as)), local=False)
+    plan_launch(JobSpec(**{**node, "gang_node": False}, sandbox=Sandbox(run_as="image")), local=False)  # its own network

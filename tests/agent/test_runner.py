@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import re
+import shutil
 import time
 
 import pytest
@@ -74,7 +75,9 @@ def test_local_mode_ignores_the_image_and_runs_the_command():
     local = plan_launch(spec, local=True)
     remote = plan_launch(spec, local=False)
     assert local.argv == ["echo", "hi"] and local.container is None and local.env["ZEN_JOB_ID"] == "j"
-    assert remote.argv[:2] == ["docker", "run"] and remote.container == container_name("j", 1) and remote.env == {}
+    # docker by the full path the agent's PATH gives (the launcher runs with the job's secrets in its environment)
+    assert remote.argv[0] in ("docker", shutil.which("docker")) and remote.argv[1] == "run"
+    assert remote.container == container_name("j", 1) and remote.env == {}
 
 
 @pytest.mark.parametrize("spec, local, reason", [
@@ -326,3 +329,13 @@ def test_the_image_bound_is_checked_when_the_agent_starts():
         AgentSettings.from_env({"ZEN_AGENT_IMAGES_KEEP": "40"})
     with pytest.raises(ConfigError, match="must be above 0"):
         AgentSettings.from_env({"ZEN_AGENT_IMAGES_KEEP": "0"})
+
+
+def test_a_secret_named_as_what_starts_the_container_reads_is_not_run():
+    """A secret's value is in the launcher's and the docker CLI's environment: one named PATH, LD_PRELOAD,
+    PYTHONPATH or DOCKER_HOST would choose what they run. Refused at submission (zen.core.secrets); an agent
+    refuses a start that has one all the same."""
+    for name in ("PATH", "LD_PRELOAD", "PYTHONPATH", "DOCKER_HOST", "ZEN_INPUT_DIR"):
+        spec = JobSpec(job_id="j", attempt=1, image="img:1", command=["true"], secret_env={name: "/tmp/x"})
+        with pytest.raises(CannotRun, match=f"secrets named {name} would be set"):
+            plan_launch(spec, local=False)

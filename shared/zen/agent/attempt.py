@@ -122,6 +122,7 @@ class AttemptRunner:
                     return None
         spec = JobSpec(job_id=start.job_id, attempt=start.attempt, command=start.command, image=start.image,
                        env={**start.env, **(node_env(attempt.gang) if attempt.gang else {})}, max_runtime_s=runtime,
+                       gang_node=attempt.gang is not None,
                        stop_grace_s=settings.stop_grace_s,
                        data_dirs={**data.env(), **(checkpoint.env() if checkpoint else {})} if data else {},
                        gpu_ids=gpu_ids or None,  # (): the VM runs one job at a time, the job sees every GPU

@@ -129,6 +129,9 @@ class ContainedJob(Protocol):
     @property
     def gpu_ids(self) -> tuple[int, ...] | None: ...
 
+    @property
+    def gang_node(self) -> bool: ...
+
 
 def container_options(spec: ContainedJob, sandbox: Sandbox | None = None) -> list[str]:
     """The ``docker run`` options that confine ``spec``'s container (the module's docstring), its data
@@ -151,13 +154,27 @@ def container_options(spec: ContainedJob, sandbox: Sandbox | None = None) -> lis
             options += ["-e", "HOME=/tmp"]
     # A gang's node (zen.core.gang) shares the VM's network: its peers reach rank 0's MASTER_PORT, and the
     # collectives their own ports, on the VM's address (the VM runs it alone: gangs need max_jobs_per_vm 1).
-    gang_node = "ZEN_NODE_RANK" in spec.env
-    options += ["--network", "none" if sandbox.network == "none" else "host" if gang_node else network_name(spec.gpu_ids)]
+    # Zen's word (the attempt's gang), never the job's own env, decides it.
+    options += ["--network", "none" if sandbox.network == "none" else "host" if spec.gang_node else network_name(spec.gpu_ids)]
     for key, path in spec.data_dirs.items():  # the same path inside the container
         if key == "ZEN_PREEMPTION_NOTICE":  # a file that may appear: its folder, read-only (zen.agent.checkpoint)
             path = os.path.dirname(path)
         options += ["-v", f"{path}:{path}:ro" if key in ("ZEN_INPUT_DIR", "ZEN_PREEMPTION_NOTICE") else f"{path}:{path}"]
     return options
+
+
+FIRST_JOB_UID = 1000  # the VM keeps uids from here on from the metadata server on its own network (startup.sh)
+
+
+def host_network_problem(sandbox: Sandbox | None) -> str | None:
+    """Why a gang's node may not run here: its container shares the VM's network, where only uids of
+    ``FIRST_JOB_UID`` or more are kept from the metadata server (the VM's credentials); None: it may."""
+    run_as = (sandbox or Sandbox()).run_as
+    if run_as == IMAGE_USER or int(run_as.split(":")[0]) < FIRST_JOB_UID:
+        return (f"a gang's node shares the VM's network, where its container as user {run_as!r} could reach the "
+                f"metadata server (the VM's credentials): the cluster's containers.run_as must be a uid of "
+                f"{FIRST_JOB_UID} or more (the default, 65534:65534) for gangs")
+    return None
 
 
 def ensure_networks(sandbox: Sandbox, docker: str = "docker") -> str | None:

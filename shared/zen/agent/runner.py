@@ -13,6 +13,7 @@ import logging
 import math
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -22,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from zen.agent.container import Sandbox, container_options, slot_limits
+from zen.agent.container import Sandbox, container_options, host_network_problem, slot_limits
 from zen.agent.output import AttemptOutput, OutputLimits, StreamCapture
 from zen.agent.removal import remove_container
+from zen.core.secrets import reserved_secret
 
 log = logging.getLogger("zen.agent.runner")
 LAUNCH = Path(__file__).with_name("launch.py")
@@ -55,6 +57,7 @@ class JobSpec:
     sandbox: Sandbox | None = None  # how its container is confined (zen.agent.container); None: the defaults
     # Its secrets' values (zen.agent.secrets): in its environment, never in an argv or a repr.
     secret_env: dict[str, str] = field(default_factory=dict, repr=False)
+    gang_node: bool = False  # a node of a gang (Zen's CONFIRM said so): its container shares the VM's network
 
     def job_env(self, *, container: bool = False) -> dict[str, str]:
         """What the job sees besides its own ``env``: which job and attempt it is, how long it has
@@ -139,6 +142,13 @@ def plan_launch(spec: JobSpec, *, local: bool, docker: str = "docker") -> Launch
     reach the metadata server (``startup.sh`` rejects its traffic there), so on a VM jobs run only
     in containers."""
     if spec.image and not local:
+        if spec.gang_node and (spec.sandbox or Sandbox()).network != "none" and (problem := host_network_problem(spec.sandbox)):
+            raise CannotRun(problem)
+        if unsafe := sorted(name for name in spec.secret_env if reserved_secret(name)):  # a message from before the rule
+            raise CannotRun(f"secrets named {', '.join(unsafe)} would be set for the programs that start the container "
+                            f"(zen.core.secrets.reserved_names): not run")
+        # By its full path, found on the agent's PATH: the launcher runs with the secrets in its environment.
+        docker = shutil.which(docker) or docker
         return Launch(docker_argv(spec, docker), spec.container_secrets(), container_name(spec.job_id, spec.attempt))
     if not local:
         raise CannotRun("the job has no image: on a VM jobs run only in a container (as a plain process a job "

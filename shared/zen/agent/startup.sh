@@ -329,7 +329,15 @@ fi
 METADATA_REJECT=(DOCKER-USER -d 169.254.169.254/32 -j REJECT)
 DNS_UDP=(DOCKER-USER -d 169.254.169.254/32 -p udp --dport 53 -j RETURN)
 DNS_TCP=(DOCKER-USER -d 169.254.169.254/32 -p tcp --dport 53 -j RETURN)
-RULES=(METADATA_REJECT DNS_UDP DNS_TCP)  # inserted in this order, each at the top
+# A gang's node shares the VM's network (zen.agent.container): its traffic leaves through OUTPUT, not
+# FORWARD. It runs as a uid of 1000 or more (the agent refuses a gang's node otherwise), as every job's
+# container does by default (nobody, 65534), and no system service (root, the agent, chrony: below 1000)
+# does: those uids are kept from the metadata server there, DNS excepted.
+JOBS=(-m owner --uid-owner 1000-4294967294)
+HOST_REJECT=(OUTPUT -d 169.254.169.254/32 "${JOBS[@]}" -j REJECT)
+HOST_DNS_UDP=(OUTPUT -d 169.254.169.254/32 -p udp --dport 53 "${JOBS[@]}" -j ACCEPT)
+HOST_DNS_TCP=(OUTPUT -d 169.254.169.254/32 -p tcp --dport 53 "${JOBS[@]}" -j ACCEPT)
+RULES=(METADATA_REJECT DNS_UDP DNS_TCP HOST_REJECT HOST_DNS_UDP HOST_DNS_TCP)  # in this order, each at the top
 check iptables -w -n -L DOCKER-USER || run iptables -w -N DOCKER-USER
 for rule in "${RULES[@]}"; do
   declare -n parts="$rule"

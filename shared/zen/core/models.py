@@ -38,7 +38,7 @@ from zen.core.gcs import check_input_names, check_uri
 from zen.core.images import check_image
 from zen.core.notify import NotifyTargets
 from zen.core.provisioning import check_accepted
-from zen.core.secrets import EnvName, Secrets, env_clash
+from zen.core.secrets import EnvName, Secrets, env_clash, reserved_names
 from zen.core.timestamps import UtcTimestamp as UtcTimestamp
 from zen.core.text import unstorable_place
 
@@ -211,7 +211,7 @@ class JobRequest(Received, RetryFields, AfterFields):
             raise ValueError("give either a cluster or gpu_count with gpu_type (or gpu_types), not both")
         if self.gpu_type is not None and self.gpu_types is not None:
             raise ValueError("give gpu_type or gpu_types, not both")
-        if clash := env_clash(self.env, self.secrets):
+        if clash := env_clash(self.env, self.secrets) or reserved_names(self.env, self.secrets):
             raise ValueError(clash)
         if problem := self.retry_problem() or self.after_problem(self.job_id):
             raise ValueError(problem)

@@ -45,6 +45,35 @@ def check_secrets(value: dict[str, str]) -> dict[str, str]:
 Secrets = Annotated[dict[EnvName, Annotated[str, Field(max_length=1024)]], AfterValidator(check_secrets)]
 
 
+# Names a job may not give: Zen's own (ZEN_*: what Zen tells the job, ZEN_NODE_RANK and the rest for a gang's
+# node; and torchrun's four, which a gang's node gets from Zen); and for a secret, whose value is also in the
+# environment of the agent's launcher and of the docker CLI (``docker run -e NAME`` reads it there), the
+# names those programs read: the dynamic loader's (LD_*), Python's (PYTHON*), the docker CLI's (DOCKER_*),
+# PATH and HOME.
+_RESERVED = re.compile(r"ZEN_.*|MASTER_ADDR|MASTER_PORT|NNODES|NODE_RANK")
+_RESERVED_FOR_SECRETS = re.compile(r"LD_.*|PYTHON.*|DOCKER_.*|PATH|HOME")
+
+
+def reserved_secret(name: str) -> bool:
+    """A name no secret may have, as ``reserved_names`` refuses it (the agent refuses it too)."""
+    return bool(_RESERVED.fullmatch(name) or _RESERVED_FOR_SECRETS.fullmatch(name))
+
+
+def reserved_names(env: dict[str, str], secrets: dict[str, str] | None) -> str | None:
+    """Why a job may not have these ``env`` and ``secrets`` names: one Zen sets itself, or (a secret) one the
+    programs that start its container read."""
+    taken = sorted(n for n in env if _RESERVED.fullmatch(n))
+    if taken:
+        return (f"env: {', '.join(taken)}: names Zen sets itself (ZEN_*, and MASTER_ADDR, MASTER_PORT, NNODES, "
+                f"NODE_RANK for a gang's nodes); name your variables otherwise")
+    unsafe = sorted(n for n in secrets or {} if reserved_secret(n))
+    if unsafe:
+        return (f"secrets: {', '.join(unsafe)}: a secret may not be named as Zen's variables or those the programs "
+                f"that start the job's container read (ZEN_*, MASTER_ADDR, MASTER_PORT, NNODES, NODE_RANK, LD_*, "
+                f"PYTHON*, DOCKER_*, PATH, HOME); name it otherwise")
+    return None
+
+
 def env_clash(env: dict[str, str], secrets: dict[str, str] | None) -> str | None:
     """Why a job may not have these ``env`` and ``secrets``: a variable in both (which value would win?)."""
     clash = sorted(set(secrets or {}) & set(env))
