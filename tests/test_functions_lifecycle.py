@@ -285,7 +285,7 @@ def test_a_stop_that_races_its_submit_is_applied_as_soon_as_it_is_kept(functions
     assert job(zen, "job-1").status.value == "CANCELLED"  # not QUEUED, to run although stopped
     assert history(zen, "job-1") == [(None, "PENDING"), ("PENDING", "QUEUED"), ("QUEUED", "CANCELLED")]
     with zen.db.transaction() as session:
-        assert repository.take_early_stop(session, "job-1") is None  # consumed
+        assert repository.take_early_stops(session, "job-1") == []  # consumed
 
 
 def test_the_tick_applies_a_kept_stop_whose_job_exists_even_if_it_runs(functions, zen, publisher):

@@ -213,7 +213,7 @@ def test_a_stop_that_races_its_submission_is_applied_once_kept(fake, config, clo
     fake.stop({"job_id": "job-1", "reason": "changed my mind"})
     assert fake.status("job-1") == ("CANCELLED", 1)
     with fake.store.transaction() as tx:
-        assert tx.take_early_stop("job-1") is None  # consumed
+        assert tx.take_early_stops("job-1") == []  # consumed
 
 
 def test_a_database_fault_mid_change_is_redelivered_and_then_applies_once(fake):

@@ -142,7 +142,7 @@ def test_a_unit_of_work_that_fails_leaves_nothing_behind(store):
         tx.add_outbox([OutgoingMessage("t", b"x")], NOW)
         raise RuntimeError("a bug after the writes")
     with store.transaction() as tx:
-        assert tx.get_job("j1") is None and tx.take_early_stop("j2") is None
+        assert tx.get_job("j1") is None and tx.take_early_stops("j2") == []
         assert tx.unsent_outbox(NOW + timedelta(hours=1), 10) == []
 
 
@@ -160,7 +160,8 @@ def test_history_rows_come_back_in_the_order_written(store):
 def test_a_kept_stop_is_taken_once_and_found_when_its_job_exists(store):
     with store.transaction() as tx:
         tx.remember_early_stop("j1", "first", NOW, "alice@example.com")  # with its proven sender
-        tx.remember_early_stop("j1", "second", NOW + timedelta(seconds=1))  # the first one kept wins
+        tx.remember_early_stop("j1", "again", NOW + timedelta(seconds=1), "alice@example.com")  # a sender's first kept
+        tx.remember_early_stop("j1", "second", NOW + timedelta(seconds=2), "bob@example.com")  # one a sender
         tx.remember_early_stop("j2", "old", NOW - timedelta(days=8))
         tx.remember_early_stop("j3", "unknown", NOW)
     inserted(store, a_job("j1"), a_job("j2"))
@@ -168,8 +169,8 @@ def test_a_kept_stop_is_taken_once_and_found_when_its_job_exists(store):
         assert tx.early_stops_of_submitted_jobs(10) == ["j2", "j1"]  # oldest stop first; j3 has no job
         tx.forget_early_stops(NOW - timedelta(days=7))
         assert tx.early_stops_of_submitted_jobs(10) == ["j1"]
-        assert tx.take_early_stop("j1") == ("first", "alice@example.com")
-        assert tx.take_early_stop("j1") is None
+        assert tx.take_early_stops("j1") == [("first", "alice@example.com"), ("second", "bob@example.com")]
+        assert tx.take_early_stops("j1") == []
 
 
 def test_a_submission_is_written_once_queued_with_its_history_and_outbox_rows_in_order(store):
@@ -416,7 +417,7 @@ def test_hooks_inject_the_next_error_once_and_run_around_an_operation(store):
     store.hooks.after("insert_job", lambda written, job: seen.append(("after", written)))
     inserted(store, a_job("j1"))  # the error was for the next call only
     with store.transaction() as tx:
-        assert tx.take_early_stop("j0") is None  # the failed unit rolled back
+        assert tx.take_early_stops("j0") == []  # the failed unit rolled back
     assert seen == [("before", "j1"), ("after", True)]
 
 

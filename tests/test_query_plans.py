@@ -64,7 +64,7 @@ HOT_QUERIES = [
                         max_attempts=3, preempted_by=None, stop_reason=None, preemptions=0, start_regions=None, widen_at=None,
                         start_vms=None, regions='["us-central1"]', hold=None, hold_until=None, retries=0, gang=None,
                         now=NOW)),
-    ("take_early_stop", {"job_id": "job-7"}),
+    ("take_early_stops", {"job_id": "job-7"}),
     # The end of an attempt also records its usage (its claim time read from the job's history).
     ("insert_attempt_usage", dict(job_id="job-13", attempt=1, user_id="u", queue=None, cluster="4xa100-40gb",
                                   machine_type="a2-highgpu-4g", region="us-central1", vm="vm-13", gpus=4,

@@ -154,6 +154,19 @@ def test_a_stop_kept_before_its_job_applies_only_if_its_sender_may_stop_it(funct
     assert any(f"a stop sent before the job came is not applied: {BOB} may not stop" in (n or "") for n in notes)
 
 
+def test_a_strangers_early_stop_does_not_take_the_place_of_the_owners(functions, zen, sign):
+    """One stop was kept a job id, whoever sent it first: Bob's made Alice's own early stop a no-op, and
+    hers, refused, left her job running."""
+    assert send(functions, "on_stop_requested", {"job_id": "pipeline-7"}, sign(BOB)) == 200
+    assert send(functions, "on_stop_requested", {"job_id": "pipeline-7", "reason": "not today"}, sign(ALICE)) == 200
+    send(functions, "on_job_submitted", a100s("pipeline-7", ALICE), sign(ALICE))
+    assert statuses(zen, "pipeline-7") == ["CANCELLED"]
+    with zen.db.transaction() as session:
+        rows = repository.job_history(session, "pipeline-7")
+    assert rows[-1]["actor"] == f"user:{ALICE}" and "stopped before it arrived: not today" in rows[-1]["reason"]
+    assert any(f"{BOB} may not stop" in (r["reason"] or "") and r["actor"] == f"user:{BOB}" for r in rows)
+
+
 def test_a_replayed_submission_does_nothing_new(functions, zen, sign):
     attributes = sign(ALICE)
     for _ in range(3):

@@ -52,6 +52,15 @@ def may_stop(config: ZenConfig, principal: str, job: Job) -> str | None:
             f"an admin of Zen (auth.admins: {_who(auth.admins)}) may")
 
 
+def kept_stop(config: ZenConfig, job: Job, kept: list[tuple[str, str | None]]
+              ) -> tuple[tuple[str, str | None] | None, list[tuple[str, str]]]:
+    """Of the stops kept for ``job`` before it came (``kept``: (reason, proven sender), the first first; one a
+    sender), the first whose sender may stop it (None: none may), and (sender, why not) of those who may not."""
+    refused = [(sender, why) for _, sender in kept if sender is not None and (why := may_stop(config, sender, job))]
+    no = {sender for sender, _ in refused}
+    return next((stop for stop in kept if stop[1] is None or stop[1] not in no), None), refused
+
+
 def check_secrets(config: ZenConfig, secrets: dict[str, str] | None, queue: str | None) -> None:
     """``Rejected``, naming the variable, the reference and the rule, unless every reference in ``secrets``
     is allowed to a job of ``queue``: its queue's ``secrets`` patterns, or without queues (None) the

@@ -25,7 +25,7 @@ from zen.core.errors import Rejected, TransientError
 from zen.core.events import PubSubEnvelope, decode_payload, job_id_hint, parse_json
 from zen.jobs.announce import Announcements, RejectionEvent
 from zen.jobs.arrays import ArrayJobs
-from zen.jobs.authorization import may_stop, may_submit
+from zen.jobs.authorization import kept_stop, may_stop, may_submit
 from zen.jobs.claims import refuse_claim
 from zen.jobs.late_final import late_final
 from zen.jobs.decisions import DecisionWriter
@@ -195,15 +195,14 @@ class JobService:
     def _kept_stop(self, tx: JobTx, job: Job, now: datetime) -> tuple[bool, list[Enqueued]]:
         """A stop kept because it came before ``job``, applied if its sender may stop it (else a history
         note says why not): (whether the job was stopped, its messages)."""
-        kept = tx.take_early_stop(job.job_id)
-        if kept is None:
+        chosen, refused = kept_stop(self._config, job, tx.take_early_stops(job.job_id))
+        for stranger, why in refused:
+            self.decisions.note(tx, job, f"a stop sent before the job came is not applied: {why}",
+                                actor=f"user:{stranger}", now=now)
+        if chosen is None:
             return False, []
-        reason, sender = kept
+        reason, sender = chosen
         actor = f"user:{sender}" if sender else "user"
-        if sender is not None and (refused := may_stop(self._config, sender, job)):
-            self.decisions.note(tx, job, f"a stop sent before the job came is not applied: {refused}", actor=actor,
-                                now=now)
-            return False, []
         return True, self.decisions.apply(tx, job, Decision(
             changes=[lifecycle.Change(JobStatus.CANCELLED, f"stopped before it arrived: {reason}")],
             fields={"finished_at": now}), actor=actor, now=now)

@@ -71,10 +71,10 @@ class JobRows(Protocol):
 
 class EarlyStops(Protocol):
     def remember_early_stop(self, job_id: str, reason: str, now: datetime, principal: str | None = None) -> None:
-        """Keep a stop for a job not known yet, with its proven sender (the first one kept wins)."""
+        """Keep a stop for a job not known yet, with its proven sender (a sender's first is kept)."""
 
-    def take_early_stop(self, job_id: str) -> tuple[str, str | None] | None:
-        """The kept stop's (reason, sender), consumed; None when there is none."""
+    def take_early_stops(self, job_id: str) -> list[tuple[str, str | None]]:
+        """The kept stops' (reason, sender), the first kept first, consumed."""
 
     def forget_early_stops(self, cutoff: datetime) -> None:
         """Drop stops kept before ``cutoff``."""

@@ -15,7 +15,7 @@ from zen.core.clock import Clock
 from zen.core.config import ZenConfig
 from zen.core.errors import TransientError
 from zen.core.lifecycle import Decision
-from zen.jobs.authorization import may_stop
+from zen.jobs.authorization import kept_stop
 from zen.core.models import Job, JobStatus, StopRequest
 from zen.core.provisioning import accepted_models, pool_key, region_of
 from zen.core.routing import next_route
@@ -149,14 +149,13 @@ class Sweeps:
         now = self._clock()
 
         def decide(tx: JobTx, job: Job) -> Decision | None:
-            kept = tx.take_early_stop(job.job_id)
-            if kept is None:
+            chosen, refused = kept_stop(self._config, job, tx.take_early_stops(job.job_id))
+            for stranger, why in refused:
+                self._decisions.note(tx, job, f"a stop sent before the job came is not applied: {why}",
+                                     actor=f"user:{stranger}", now=now)
+            if chosen is None:
                 return None
-            reason, sender = kept
-            if sender is not None and (refused := may_stop(self._config, sender, job)):
-                self._decisions.note(tx, job, f"a stop sent before the job came is not applied: {refused}",
-                                     actor=f"user:{sender}", now=now)
-                return None
+            reason, _ = chosen
             decision = gang.decide_stop(job, StopRequest(job_id=job.job_id, reason=reason), now)
             return None if decision.ignored or decision.duplicate else decision
 

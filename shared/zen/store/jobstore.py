@@ -80,9 +80,9 @@ class PostgresJobTx:
     def remember_early_stop(self, job_id: str, reason: str, now: datetime, principal: str | None = None) -> None:
         repository.remember_early_stop(self.session, job_id, reason, now, principal)
 
-    @hooked("take_early_stop")
-    def take_early_stop(self, job_id: str) -> tuple[str, str | None] | None:
-        return repository.take_early_stop(self.session, job_id)
+    @hooked("take_early_stops")
+    def take_early_stops(self, job_id: str) -> list[tuple[str, str | None]]:
+        return repository.take_early_stops(self.session, job_id)
 
     @hooked("forget_early_stops")
     def forget_early_stops(self, cutoff: datetime) -> None:

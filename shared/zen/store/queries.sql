@@ -201,11 +201,12 @@ ORDER BY widen_at
 LIMIT :limit;
 
 -- name: insert_early_stop
+-- One kept per job and sender (migration 0033): a sender's first.
 INSERT INTO early_stops (job_id, reason, requested_at, principal) VALUES (:job_id, :reason, :now, :principal)
-ON CONFLICT (job_id) DO NOTHING;
+ON CONFLICT (job_id, (COALESCE(principal, ''))) DO NOTHING;
 
--- name: take_early_stop
-DELETE FROM early_stops WHERE job_id = :job_id RETURNING reason, principal;
+-- name: take_early_stops
+DELETE FROM early_stops WHERE job_id = :job_id RETURNING reason, principal, requested_at;
 
 -- name: forget_early_stops
 DELETE FROM early_stops WHERE requested_at < :cutoff;
@@ -214,7 +215,8 @@ DELETE FROM early_stops WHERE requested_at < :cutoff;
 -- Stops kept for a job unknown when they came, whose job exists now: a stop that raced its submit
 -- (each transaction missed the other's uncommitted row). Both tables are keyed by job_id.
 SELECT e.job_id FROM early_stops e JOIN jobs j ON j.job_id = e.job_id
-ORDER BY e.requested_at
+GROUP BY e.job_id
+ORDER BY min(e.requested_at)
 LIMIT :limit;
 
 -- name: insert_outbox

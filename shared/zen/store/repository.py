@@ -121,10 +121,10 @@ def remember_early_stop(session: Session, job_id: str, reason: str, now: datetim
     session.run("insert_early_stop", job_id=job_id, reason=reason, now=now, principal=principal)
 
 
-def take_early_stop(session: Session, job_id: str) -> tuple[str, str | None] | None:
-    """The (reason, proven sender) of a stop that arrived before the job, consumed; None when there was none."""
-    row = session.one("take_early_stop", job_id=job_id)
-    return (row["reason"], row["principal"]) if row else None
+def take_early_stops(session: Session, job_id: str) -> list[tuple[str, str | None]]:
+    """The (reason, proven sender) of each stop that arrived before the job (one a sender), first first, consumed."""
+    rows = sorted(session.run("take_early_stops", job_id=job_id), key=lambda row: row["requested_at"])
+    return [(row["reason"], row["principal"]) for row in rows]
 
 
 def record_tick(session: Session, now: datetime, gap_s: float) -> datetime | None:

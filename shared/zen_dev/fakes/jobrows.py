@@ -33,7 +33,8 @@ class Tables:
 
     jobs: dict[str, Job] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
-    early_stops: dict[str, tuple[str, datetime, str | None]] = field(default_factory=dict)  # reason, at, sender
+    # (job_id, sender or "") -> reason, at, sender
+    early_stops: dict[tuple[str, str], tuple[str, datetime, str | None]] = field(default_factory=dict)
     tick_clock: dict[str, Any] | None = None
     outbox: dict[int, dict[str, Any]] = field(default_factory=dict)
     queue_usage: dict[tuple[str, str], tuple[float, datetime]] = field(default_factory=dict)
@@ -159,23 +160,26 @@ class InMemoryJobTx:
     # -- early stops, the tick's clock ------------------------------------------------------
     @hooked("remember_early_stop")
     def remember_early_stop(self, job_id: str, reason: str, now: datetime, principal: str | None = None) -> None:
-        self._t.early_stops.setdefault(job_id, (reason, now, principal))
+        self._t.early_stops.setdefault((job_id, principal or ""), (reason, now, principal))
 
-    @hooked("take_early_stop")
-    def take_early_stop(self, job_id: str) -> tuple[str, str | None] | None:
-        kept = self._t.early_stops.pop(job_id, None)
-        return (kept[0], kept[2]) if kept else None
+    @hooked("take_early_stops")
+    def take_early_stops(self, job_id: str) -> list[tuple[str, str | None]]:
+        kept = [self._t.early_stops.pop(key) for key in [k for k in self._t.early_stops if k[0] == job_id]]
+        return [(reason, sender) for reason, _, sender in sorted(kept, key=lambda k: k[1])]
 
     @hooked("forget_early_stops")
     def forget_early_stops(self, cutoff: datetime) -> None:
-        for job_id, (_, at, _) in list(self._t.early_stops.items()):
+        for key, (_, at, _) in list(self._t.early_stops.items()):
             if at < cutoff:
-                del self._t.early_stops[job_id]
+                del self._t.early_stops[key]
 
     @hooked("early_stops_of_submitted_jobs")
     def early_stops_of_submitted_jobs(self, limit: int) -> list[str]:
-        kept = sorted((at, job_id) for job_id, (_, at, _) in self._t.early_stops.items() if job_id in self._t.jobs)
-        return [job_id for _, job_id in kept[:limit]]
+        first: dict[str, datetime] = {}
+        for (job_id, _), (_, at, _) in self._t.early_stops.items():
+            if job_id in self._t.jobs:
+                first[job_id] = min(at, first.get(job_id, at))
+        return [job_id for job_id, _ in sorted(first.items(), key=lambda item: (item[1], item[0]))[:limit]]
 
     @hooked("record_tick")
     def record_tick(self, now: datetime, gap_s: float) -> datetime | None:
