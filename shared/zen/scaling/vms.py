@@ -24,7 +24,7 @@ Pass = tuple[tuple[str, ...], tuple[list[MigInstance], ...], dict[str, datetime]
 
 
 def classify(instance: MigInstance, region: str, first_seen: datetime, held: Mapping[str, str],
-             agents: Mapping[str, Agent], drained: bool = False) -> Vm:
+             agents: Mapping[str, Agent], drained: bool = False, rebooted: bool = False) -> Vm:
     """The planner's view of one instance. DELETING: going away, not supply, counted against the limits
     until gone. A *drained* instance (a scale-down marked it and refuses its claims) is DELETING even
     while the MIG still lists it as running: its delete may have failed (or the pass died between the
@@ -33,7 +33,9 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
     An agent's STOPPING (its VM is shutting down, e.g. preempted) counts only while the instance is
     RUNNING with no current action: a preempted spot VM is recreated by its MIG under the same name
     (``instance_termination_action = DELETE``), and the new instance's own state decides (CREATING:
-    booting, a probe or a strike in a stockout; not a ghost counted against the limits forever).
+    booting, a probe or a strike in a stockout; not a ghost counted against the limits forever). Nor
+    once that instance is RUNNING (``rebooted``: the last plan saw it booting) until its new agent speaks:
+    the STOPPING was its predecessor's, and the VM its region gave back is the requeued job's.
     ``started``: a booting instance that got capacity (RUNNING, or a status and no creation error: the
     MIG is not retrying it), so it is billed (from RUNNING) and no free probe.
     ``heard_at``: when the agent was last heard, its row's ``last_seen_at`` (when missing, the
@@ -41,11 +43,12 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
     outage of its own (``zen.store.fleet.agents``); the planner judges the silence (``Timing.agent_silence_s``)."""
     agent = agents.get(instance.name)
     state = agent["state"] if agent else None
-    if instance.deleting or drained or state == "RETIRED" or (state == "STOPPING" and instance.running):
+    predecessors = state == "STOPPING" and rebooted  # the word of the VM its MIG recreated
+    if instance.deleting or drained or state == "RETIRED" or (state == "STOPPING" and instance.running and not rebooted):
         phase, since = VmPhase.DELETING, first_seen
     elif instance.name in held:
         phase, since = VmPhase.BUSY, first_seen
-    elif not instance.running or agent is None:
+    elif not instance.running or agent is None or predecessors:
         # No VM yet, or its agent has not spoken yet. One whose agent spoke is being recreated (a
         # preempted spot VM, same name): its boot counts from the agent's last word, not from when
         # the name was first seen (a day-old name would look stuck at once and strike its region).
@@ -119,13 +122,14 @@ class VmViews:
                 and all(r == lr and i is li for (r, i), lr, li in zip(listings.items(), last[0], last[1]))):
             return last[5], last[6]
         changed = self._changed(facts)
+        rebooting = frozenset(name for memory in facts.memory.values() for name in memory.booting)
         vms: list[Vm] = []
         zones: dict[str, str | None] = {}
         parts, self._parts = self._parts, {}
         for region, instances in listings.items():
             part = parts.get(region)
             if part is None or part[0] is not instances or changed is None or not changed.isdisjoint(part[3]):
-                part = self._region(region, instances, part, first_seen, held, agents, drained)
+                part = self._region(region, instances, part, first_seen, held, agents, drained, rebooting)
             self._parts[region] = part
             vms += part[1].vms
             zones.update(part[2])
@@ -134,9 +138,11 @@ class VmViews:
         return self._last[5], zones
 
     def _region(self, region: str, instances: list[MigInstance], last: Part | None, first_seen: dict[str, datetime],
-                held: Mapping[str, str], agents: Mapping[str, Agent], drained: frozenset[str]) -> Part:
+                held: Mapping[str, str], agents: Mapping[str, Agent], drained: frozenset[str],
+                rebooting: frozenset[str] = frozenset()) -> Part:
         """One region's part: (its instances, their Vms (``RegionVms``), zones, names, and per name its
-        view); a VM's view is kept from ``last`` while its instance, first-seen time, job, agent and drain are."""
+        view); a VM's view is kept from ``last`` while its instance, first-seen time, job, agent and drain are.
+        ``rebooting``: the VMs the last plan saw booting (``RegionMemory.booting``)."""
         views: dict[str, View] = last[4] if last is not None else {}
         kept: dict[str, View] = {}
         zones: dict[str, str | None] = {}
@@ -147,7 +153,8 @@ class VmViews:
             view = views.get(name)
             if (view is None or (view[0], view[1], view[3]) != (instance, since, agent) or view[2] != job
                     or view[5] != gone):
-                view = (instance, since, job, agent, classify(instance, region, since, held, agents, gone), gone)
+                view = (instance, since, job, agent,
+                        classify(instance, region, since, held, agents, gone, name in rebooting), gone)
             kept[name] = view
         return instances, RegionVms(view[4] for view in kept.values()), zones, kept.keys(), kept
 
