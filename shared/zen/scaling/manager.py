@@ -391,9 +391,12 @@ class ClusterOrchestrator:
         """One pass over one cluster (right after a submission, and from ``tick``)."""
         try:
             report = self.manager(cluster).run(states, read_at)
-            if report.coverage is not None and not report.errors:
+            if report.coverage is not None:
+                # A pass with errors (a MIG unread) spares no submission, but its boots still say whether a VM
+                # now usable calls for a pass (``racing``): without it, every job's end ran one, each failing again.
+                coverage = report.coverage if not report.errors else replace(report.coverage, spares={}, saturated=False)
                 with self._coverage_lock:
-                    self._coverage[cluster] = report.coverage
+                    self._coverage[cluster] = coverage
             return report
         except Exception as exc:  # noqa: BLE001 - logged; the next tick tries again
             log.exception("scaling pass failed", extra={"cluster": cluster})
