@@ -52,6 +52,7 @@ class ClusterReport:
     coverage: Coverage | None = None  # what the pass says about one more job (see Coverage)
     short: dict[str, str] = field(default_factory=dict)  # region -> why fewer VMs than planned were added
     undeleted: dict[str, str] = field(default_factory=dict)  # VM -> why its planned deletion did not happen
+    refused: dict[str, str] = field(default_factory=dict)  # pool -> why its resize failed (the pool is struck)
 
     def merge(self, later: ClusterReport) -> ClusterReport:
         """This report and a later pass's (a rerun), as one."""

@@ -32,7 +32,7 @@ from zen.scaling.model import (
     Action, ClusterLimits, ClusterSnapshot, Decision, ErrorKind, MigError, Plan, Policy, Pool, RegionMemory, Timing,
     VmPhase, vm_index,
 )
-from zen.scaling.planner import ZenPlanner
+from zen.scaling.planner import ZenPlanner, strike
 from zen.scaling.pricing import PoolPrices, cluster_pools
 from zen.scaling.quotas import check_quotas
 from zen.scaling.sharing import absorb
@@ -125,6 +125,12 @@ class ClusterManager:
                            decisions=plan.decisions + waiting)
         self.apply(plan, snapshot, zones, report)
         plan = replace(plan, decisions=as_applied(plan.decisions, report.added, report.short, report.undeleted))
+        for pool, why in report.refused.items():  # struck as a stockout would be: its jobs go elsewhere meanwhile
+            memory = plan.memory.get(pool)
+            if memory is not None and not (memory.blocked_until and memory.blocked_until > snapshot.now):
+                plan.memory[pool], blocked = strike(memory, pool, f"its resize failed: {why}", snapshot.now,
+                                                    self._timing)
+                plan = replace(plan, decisions=plan.decisions + [blocked])
         self.record(plan, report)
         if self._telemetry is not None:
             telemetry.log_pass(log, snapshot, plan, self._telemetry)
@@ -240,9 +246,11 @@ class ClusterManager:
                 total += size - current
                 report.errors.append(f"resize {region}: {exc}")
                 report.short[region] = f"the resize to {size} was not confirmed, counted toward the limits: {exc}"
+                report.refused[region] = f"not confirmed ({exc})"  # if carried out after all, its boot unblocks it
             except MigApiError as exc:
                 report.errors.append(f"resize {region}: {exc}")
                 report.short[region] = f"resize failed: {exc}"
+                report.refused[region] = str(exc)
         by_region: dict[str, list[str]] = {}
         for region, vm in plan.delete:
             if self._drain(vm, region):

@@ -13,16 +13,25 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from zen.scaling import gangs, preemptions, probes
 from zen.scaling.ranking import Ranking, learned_boot
 from zen.scaling.model import (
-    Action, ClusterSnapshot, Decision, DemandGroup, Plan, RegionMemory, Vm, VmPhase, ski_rental_keep_s, vm_index,
+    Action, ClusterSnapshot, Decision, DemandGroup, Plan, RegionMemory, Timing, Vm, VmPhase, ski_rental_keep_s, vm_index,
 )
 
 _FRESH = RegionMemory()  # a region without memory yet (frozen: one shared value)
 _with = RegionMemory.replaced  # _with(memory, **changes): dataclasses.replace, faster
+
+
+def strike(memory: RegionMemory, region: str, why: str, now: datetime, timing: Timing) -> tuple[RegionMemory, Decision]:
+    """A pool struck (a stockout, a boot stuck, a resize Compute refused): blocked for ``block_s``, doubled a
+    strike up to ``max_block_s``; the memory after, and the decision that says so."""
+    strikes = memory.strikes + 1
+    block = min(timing.block_s * 2 ** (strikes - 1), timing.max_block_s)
+    return (_with(memory, strikes=strikes, last_stockout_at=now, blocked_until=now + timedelta(seconds=block)),
+            Decision(Action.BLOCK, region, f"{why}; blocked for {block:g}s (strike {strikes})"))
 
 
 class ZenPlanner:
@@ -82,14 +91,10 @@ class _Planning:
         self.plan.decisions.append(Decision(action, region, reason, count, vm))
 
     def _strike(self, region: str, why: str) -> None:
-        memory = self.memory[region]
         if self._blocked(region):
             return  # already blocked for this episode; the probe will tell us when it ends
-        strikes = memory.strikes + 1
-        block = min(self.timing.block_s * 2 ** (strikes - 1), self.timing.max_block_s)
-        self.memory[region] = _with(memory, strikes=strikes, last_stockout_at=self.now,
-                                      blocked_until=self.now + timedelta(seconds=block))
-        self._decide(Action.BLOCK, region, f"{why}; blocked for {block:g}s (strike {strikes})")
+        self.memory[region], decision = strike(self.memory[region], region, why, self.now, self.timing)
+        self.plan.decisions.append(decision)
 
     # -- steps ---------------------------------------------------------------------------------
     def learn(self) -> None:
