@@ -146,7 +146,7 @@ class Checkpoint:
             try:
                 bucket.blob(self._prefix + manifest["generation"] + relative).download_to_filename(str(target))
             except NotFound:
-                return relative
+                return str(relative)
             if target.stat().st_size != size:
                 raise Unavailable(f"checkpoint file {relative} is {target.stat().st_size} bytes, not {size}")
             target.chmod(0o666)

@@ -12,9 +12,11 @@ returns it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from zen.scaling.coverage import Coverage
-from zen.scaling.model import Action, Decision
+from zen.scaling.model import Action, Decision, Plan, Timing
+from zen.scaling.probes import strike
 
 
 def as_applied(decisions: list[Decision], added: dict[str, int], short: dict[str, str],
@@ -52,7 +54,7 @@ class ClusterReport:
     coverage: Coverage | None = None  # what the pass says about one more job (see Coverage)
     short: dict[str, str] = field(default_factory=dict)  # region -> why fewer VMs than planned were added
     undeleted: dict[str, str] = field(default_factory=dict)  # VM -> why its planned deletion did not happen
-    refused: dict[str, str] = field(default_factory=dict)  # pool -> why its resize failed (the pool is struck)
+    refused: dict[str, str] = field(default_factory=dict)  # pool -> why its resize failed (``struck``)
 
     def merge(self, later: ClusterReport) -> ClusterReport:
         """This report and a later pass's (a rerun), as one."""
@@ -60,5 +62,16 @@ class ClusterReport:
         for name in ("deleted", "kept_busy", "errors", "decisions"):
             getattr(self, name).extend(getattr(later, name))
         self.short, self.undeleted = {**self.short, **later.short}, {**self.undeleted, **later.undeleted}
-        self.coverage = None if later.errors else later.coverage  # the latest pass's view, if it read everything
+        self.coverage = later.coverage  # the latest pass's view (one that did not read everything spares nothing)
         return self
+
+
+def struck(plan: Plan, refused: dict[str, str], now: datetime, timing: Timing) -> Plan:
+    """``plan`` with each pool whose resize failed (``refused``) struck as a stockout strikes it, unless blocked
+    already: its jobs go to the next pool meanwhile, and its probe tries it again."""
+    for pool, why in refused.items():
+        memory = plan.memory.get(pool)
+        if memory is not None and not (memory.blocked_until and memory.blocked_until > now):
+            plan.memory[pool], blocked = strike(memory, pool, f"its resize failed: {why}", now, timing)
+            plan = replace(plan, decisions=plan.decisions + [blocked])
+    return plan

@@ -39,9 +39,11 @@ class Coverage:
         return sum(self.spares.values())
 
     @classmethod
-    def after(cls, snapshot: ClusterSnapshot, added: int, deleted: Iterable[str] = ()) -> "Coverage":
+    def after(cls, snapshot: ClusterSnapshot, added: int, deleted: Iterable[str] = (), whole: bool = True) -> "Coverage":
         """``added``: VMs the pass asked for; ``deleted``: the ones it deleted, which the snapshot still
-        shows (an idle one deleted is no spare; nor does a deleted VM count against the cluster's limit)."""
+        shows (an idle one deleted is no spare; nor does a deleted VM count against the cluster's limit).
+        Not ``whole`` (a MIG unread, a call failed): it spares no submission, but its boots still say whether a
+        VM now usable calls for a pass (``racing``; without them every job's end ran one, failing again)."""
         index = vm_index(snapshot.vms)  # the policy's grouping, if it made one
         gone = set(deleted)
         spares = {region: len(group) - (sum(vm.name in gone for vm in group) if gone else 0)
@@ -59,7 +61,8 @@ class Coverage:
         saturated = sum(snapshot.target_sizes.values()) + added - len(gone) >= snapshot.cluster.max_vms
         booting = added + sum(vm.name not in gone for (_, phase), group in index.phases.items()
                               if phase is VmPhase.BOOTING for vm in group)
-        return cls(snapshot.now, {region: n for region, n in spares.items() if n > 0}, saturated, booting)
+        return cls(snapshot.now, {region: n for region, n in spares.items() if n > 0} if whole else {},
+                   saturated and whole, booting)
 
     def covers(self, now: datetime, trust_s: float = COVERAGE_TRUST_S, regions: Iterable[str] | None = None) -> bool:
         """Whether one more job allowing ``regions`` (None: any) is provided for; a covered job takes a

@@ -22,7 +22,7 @@ from zen.telemetry import Quiet
 from zen.core.clock import Clock
 from zen.core.config import ClusterConfig, ZenConfig
 from zen.core.quotas import Shortfall
-from zen.scaling.applied import ClusterReport, as_applied
+from zen.scaling.applied import ClusterReport, as_applied, struck
 from zen.scaling.asks import PassAsksDb
 from zen.scaling.coverage import COVERAGE_TRUST_S, Coverage, racing
 from zen.scaling.fleetdb import FleetDb
@@ -32,12 +32,12 @@ from zen.scaling.model import (
     Action, ClusterLimits, ClusterSnapshot, Decision, ErrorKind, MigError, Plan, Policy, Pool, RegionMemory, Timing,
     VmPhase, vm_index,
 )
-from zen.scaling.planner import ZenPlanner, strike
+from zen.scaling.planner import ZenPlanner
 from zen.scaling.pricing import PoolPrices, cluster_pools
 from zen.scaling.quotas import check_quotas
 from zen.scaling.sharing import absorb
 from zen.scaling.timing import timing_from_config
-from zen.scaling.unread import last_known_size, planner_view
+from zen.scaling.unread import last_known_size, planner_view, target_or_error
 from zen.scaling.vms import VmViews, leftovers
 
 if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
@@ -124,17 +124,12 @@ class ClusterManager:
             plan = replace(plan, memory={r: m for r, m in plan.memory.items() if r not in snapshot.unread},
                            decisions=plan.decisions + waiting)
         self.apply(plan, snapshot, zones, report)
-        plan = replace(plan, decisions=as_applied(plan.decisions, report.added, report.short, report.undeleted))
-        for pool, why in report.refused.items():  # struck as a stockout would be: its jobs go elsewhere meanwhile
-            memory = plan.memory.get(pool)
-            if memory is not None and not (memory.blocked_until and memory.blocked_until > snapshot.now):
-                plan.memory[pool], blocked = strike(memory, pool, f"its resize failed: {why}", snapshot.now,
-                                                    self._timing)
-                plan = replace(plan, decisions=plan.decisions + [blocked])
+        plan = struck(replace(plan, decisions=as_applied(plan.decisions, report.added, report.short, report.undeleted)),
+                      report.refused, snapshot.now, self._timing)
         self.record(plan, report)
         if self._telemetry is not None:
             telemetry.log_pass(log, snapshot, plan, self._telemetry)
-        report.coverage = Coverage.after(snapshot, sum(report.added.values()), report.deleted)
+        report.coverage = Coverage.after(snapshot, sum(report.added.values()), report.deleted, whole=not report.errors)
         return report
 
     @property
@@ -224,7 +219,7 @@ class ClusterManager:
         # MIG's target size read again now, not the snapshot's, deletions of this pass not yet
         # subtracted: never above the cap; a MIG that cannot be read counts as the snapshot says).
         read = [r for r in self._migs if r not in snapshot.unread] if plan.add else []  # an unread one: not again
-        fresh = dict(zip(read, self._map(lambda r: self._target(self._migs[r]), read)))
+        fresh = dict(zip(read, self._map(lambda r: target_or_error(self._migs[r]), read)))
         total = sum(t if isinstance(t := fresh.get(r), int) else snapshot.target_sizes.get(r, 0) for r in self._migs)
         for region, count in plan.add.items():
             mig = self._migs[region]
@@ -242,15 +237,14 @@ class ClusterManager:
                     report.short[region] = ("the per-MIG limit (max_vms_per_region) reached"
                                             if size >= self.cluster.max_vms_per_region
                                             else f"the cluster limit of {self.cluster.max_vms} VMs reached")
-            except MigUnconfirmed as exc:  # it may yet be carried out: counted toward max_vms all the same
-                total += size - current
-                report.errors.append(f"resize {region}: {exc}")
-                report.short[region] = f"the resize to {size} was not confirmed, counted toward the limits: {exc}"
-                report.refused[region] = f"not confirmed ({exc})"  # if carried out after all, its boot unblocks it
             except MigApiError as exc:
+                unconfirmed = isinstance(exc, MigUnconfirmed)  # it may yet be carried out: counts toward max_vms
+                total += size - current if unconfirmed else 0
                 report.errors.append(f"resize {region}: {exc}")
-                report.short[region] = f"resize failed: {exc}"
-                report.refused[region] = str(exc)
+                report.short[region] = (f"the resize to {size} was not confirmed, counted toward the limits: {exc}"
+                                        if unconfirmed else f"resize failed: {exc}")
+                if exc is not current:  # the resize itself, not the read before it: its pool struck (``struck``)
+                    report.refused[region] = f"not confirmed ({exc})" if unconfirmed else str(exc)
         by_region: dict[str, list[str]] = {}
         for region, vm in plan.delete:
             if self._drain(vm, region):
@@ -266,13 +260,6 @@ class ClusterManager:
                 report.errors.append(f"delete in {region}: {exc}")
                 report.undeleted.update({vm: f"drained, but the delete failed ({exc}); tried again next pass"
                                          for vm in names})
-
-    @staticmethod
-    def _target(mig: MigPort) -> int | MigApiError:
-        try:
-            return mig.target_size()
-        except MigApiError as exc:
-            return exc
 
     def _drain(self, vm: str, region: str) -> bool:
         """Mark ``vm`` as going away unless it holds a job; from then on its claims are refused."""
@@ -400,11 +387,8 @@ class ClusterOrchestrator:
         try:
             report = self.manager(cluster).run(states, read_at)
             if report.coverage is not None:
-                # A pass with errors (a MIG unread) spares no submission, but its boots still say whether a VM
-                # now usable calls for a pass (``racing``): without it, every job's end ran one, each failing again.
-                coverage = report.coverage if not report.errors else replace(report.coverage, spares={}, saturated=False)
                 with self._coverage_lock:
-                    self._coverage[cluster] = coverage
+                    self._coverage[cluster] = report.coverage
             return report
         except Exception as exc:  # noqa: BLE001 - logged; the next tick tries again
             log.exception("scaling pass failed", extra={"cluster": cluster})

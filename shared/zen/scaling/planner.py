@@ -13,25 +13,16 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from zen.scaling import gangs, preemptions, probes
 from zen.scaling.ranking import Ranking, learned_boot
 from zen.scaling.model import (
-    Action, ClusterSnapshot, Decision, DemandGroup, Plan, RegionMemory, Timing, Vm, VmPhase, ski_rental_keep_s, vm_index,
+    Action, ClusterSnapshot, Decision, DemandGroup, Plan, RegionMemory, Vm, VmPhase, ski_rental_keep_s, vm_index,
 )
 
 _FRESH = RegionMemory()  # a region without memory yet (frozen: one shared value)
 _with = RegionMemory.replaced  # _with(memory, **changes): dataclasses.replace, faster
-
-
-def strike(memory: RegionMemory, region: str, why: str, now: datetime, timing: Timing) -> tuple[RegionMemory, Decision]:
-    """A pool struck (a stockout, a boot stuck, a resize Compute refused): blocked for ``block_s``, doubled a
-    strike up to ``max_block_s``; the memory after, and the decision that says so."""
-    strikes = memory.strikes + 1
-    block = min(timing.block_s * 2 ** (strikes - 1), timing.max_block_s)
-    return (_with(memory, strikes=strikes, last_stockout_at=now, blocked_until=now + timedelta(seconds=block)),
-            Decision(Action.BLOCK, region, f"{why}; blocked for {block:g}s (strike {strikes})"))
 
 
 class ZenPlanner:
@@ -93,7 +84,7 @@ class _Planning:
     def _strike(self, region: str, why: str) -> None:
         if self._blocked(region):
             return  # already blocked for this episode; the probe will tell us when it ends
-        self.memory[region], decision = strike(self.memory[region], region, why, self.now, self.timing)
+        self.memory[region], decision = probes.strike(self.memory[region], region, why, self.now, self.timing)
         self.plan.decisions.append(decision)
 
     # -- steps ---------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ probe bills nothing and keeps the pool's place for when capacity returns: one pe
 is kept (:func:`pruned`); at the cluster's ``max_vms``, they give their places to pools that are not
 stocked out (:func:`giving_way`). A blocked pool that delivers again unblocks its region's cheaper pools
 blocked since no later than it was (:func:`recovered_with`); the creation errors a pool has not seen yet
-(:func:`unseen_errors`). Pure. Why, and what it was measured to do:
+(:func:`unseen_errors`); a pool struck (:func:`strike`). Pure. Why, and what it was measured to do:
 docs/explanations/scaling.md.
 """
 
@@ -16,12 +16,21 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from zen.core.provisioning import region_of
-from zen.scaling.model import ErrorKind, MigError, RegionMemory, Timing, Vm, VmPhase
+from zen.scaling.model import Action, Decision, ErrorKind, MigError, RegionMemory, Timing, Vm, VmPhase
 
 if TYPE_CHECKING:
     from zen.scaling.ranking import Ranking
 
 CAPACITY_ERRORS = (ErrorKind.STOCKOUT, ErrorKind.QUOTA)
+
+
+def strike(memory: RegionMemory, pool: str, why: str, now: datetime, timing: Timing) -> tuple[RegionMemory, Decision]:
+    """A pool struck (a stockout, a boot stuck, a resize that failed): blocked for ``block_s``, doubled a strike
+    up to ``max_block_s``; its memory after, and the decision that says so."""
+    strikes = memory.strikes + 1
+    block = min(timing.block_s * 2 ** (strikes - 1), timing.max_block_s)
+    return (memory.replaced(strikes=strikes, last_stockout_at=now, blocked_until=now + timedelta(seconds=block)),
+            Decision(Action.BLOCK, pool, f"{why}; blocked for {block:g}s (strike {strikes})"))
 
 
 def unseen_errors(errors: Iterable[MigError], memory: Mapping[str, RegionMemory]) -> defaultdict[str, list[MigError]]:

@@ -15,8 +15,17 @@ from dataclasses import replace
 from datetime import timedelta
 
 from zen.scaling.model import Action, ClusterSnapshot, Decision, DemandGroup, RegionMemory
+from zen.scaling.port import MigApiError, MigPort
 
 _FRESH = RegionMemory()
+
+
+def target_or_error(mig: MigPort) -> int | MigApiError:
+    """``mig``'s target size read now, or why it could not be (a MIG not read is never added to blindly)."""
+    try:
+        return mig.target_size()
+    except MigApiError as exc:
+        return exc
 
 
 def last_known_size(region: str, memory: dict[str, RegionMemory], last_read: dict[str, int]) -> int:
