@@ -307,8 +307,9 @@ class _Planning:
         """Booting VMs no queued job needs, once a VM the same demand could use (in a region a queued group
         allows with theirs; any, if none allows theirs) became usable after they were asked, or is listed
         RUNNING now (usable within its guest boot: the race is over as soon as Compute says so); or, not
-        RUNNING, at once while jobs ``max_vms`` holds want places. Pool by pool, the dearest first, then the
-        cluster's last; in each, those not yet RUNNING go first (never billed), then the youngest."""
+        RUNNING, at once while jobs ``max_vms`` holds want places; a flex-start request no queued job wants, at
+        once while not granted (granted, its VMs would boot for nobody). Pool by pool, the dearest first, then
+        the cluster's last; in each, those not yet RUNNING go first (never billed), then the youngest."""
         near = defaultdict[str, set[str]](set)
         for group, region in ((g, r) for g in self.groups for r in g.regions):
             near[region].update(group.regions)
@@ -323,11 +324,12 @@ class _Planning:
             running = sorted((got, r) for r in (near[region] if region in near else self.regions)
                              for got in wins.get(r, ()))  # a group may name pools the cluster dropped
             healthy = sorted(self.healthy[region], key=lambda vm: (vm.running, -vm.since.timestamp()))
+            unwanted = region not in near and self.ranking.flex(region)
             for vm in healthy:
                 if extra <= 0:
                     break
                 gives_place = self.places_wanted > 0 and not vm.running  # unbilled yet: to a job max_vms holds
-                if not gives_place and (latest_win is None or vm.since > latest_win):  # no usable VM since: RUNNING?
+                if not gives_place and not (unwanted and not vm.started) and (latest_win is None or vm.since > latest_win):
                     beat = next(((got, r) for got, r in running if vm.since.timestamp() <= got and not vm.running), None)
                     if beat is None:
                         continue  # its race is still open
@@ -336,6 +338,8 @@ class _Planning:
                 extra, self.places_wanted = extra - 1, self.places_wanted - gives_place
                 self.plan.delete.append((region, vm.name))
                 why = ("no queued job needs it, and a job waits for a place under the cluster's max_vms" if gives_place else
+                       "no queued job wants its flex-start pool any more: its request cancelled before a grant" if
+                       unwanted and not vm.started else
                        "no queued job needs it: a VM usable since it was asked serves them (a race it lost, or "
                        "a job that went meanwhile)" if region in near else
                        "no queued job waits for it any more (served by another VM, stopped or cancelled)")
