@@ -176,11 +176,8 @@ class Checkpoint:
         return True
 
     def _empty(self) -> None:
-        for child in self.directory.iterdir():
-            if child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child)
-            else:
-                child.unlink()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        self.prepare()
 
     def _manifest(self) -> dict[str, Any] | None:
         blob = self._bucket().get_blob(self._prefix + MANIFEST)

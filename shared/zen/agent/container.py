@@ -168,9 +168,11 @@ FIRST_JOB_UID = 1000  # the VM keeps uids from here on from the metadata server 
 
 def host_network_problem(sandbox: Sandbox | None) -> str | None:
     """Why a gang's node may not run here: its container shares the VM's network, where only uids of
-    ``FIRST_JOB_UID`` or more are kept from the metadata server (the VM's credentials); None: it may."""
-    run_as = (sandbox or Sandbox()).run_as
-    if run_as == IMAGE_USER or int(run_as.split(":")[0]) < FIRST_JOB_UID:
+    ``FIRST_JOB_UID`` or more are kept from the metadata server (the VM's credentials); None: it may (or
+    the cluster's containers have no network)."""
+    sandbox = sandbox or Sandbox()
+    run_as = sandbox.run_as
+    if sandbox.network != "none" and (run_as == IMAGE_USER or int(run_as.split(":")[0]) < FIRST_JOB_UID):
         return (f"a gang's node shares the VM's network, where its container as user {run_as!r} could reach the "
                 f"metadata server (the VM's credentials): the cluster's containers.run_as must be a uid of "
                 f"{FIRST_JOB_UID} or more (the default, 65534:65534) for gangs")

@@ -142,7 +142,7 @@ def plan_launch(spec: JobSpec, *, local: bool, docker: str = "docker") -> Launch
     reach the metadata server (``startup.sh`` rejects its traffic there), so on a VM jobs run only
     in containers."""
     if spec.image and not local:
-        if spec.gang_node and (spec.sandbox or Sandbox()).network != "none" and (problem := host_network_problem(spec.sandbox)):
+        if spec.gang_node and (problem := host_network_problem(spec.sandbox)):
             raise CannotRun(problem)
         if unsafe := sorted(name for name in spec.secret_env if reserved_secret(name)):  # a message from before the rule
             raise CannotRun(f"secrets named {', '.join(unsafe)} would be set for the programs that start the container "

@@ -215,12 +215,11 @@ def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime,
     mine = next((node for node in nodes if node.vm == vm), None)
     if attempt != job.attempt or mine is None or seq <= mine.seq:
         return None
-    if job.status is JobStatus.ASSIGNED and mine.status == AgentStatus.CLAIMED.value:
-        changes = [Change(JobStatus.LOST, f"{vm} gave its part back unanswered before the gang completed"),
-                   Change(JobStatus.QUEUED, f"retried as attempt {job.attempt + 1} (not spent: the gang never ran whole)")]
-        return _for_gang(job, Decision(changes=changes, publish_start=True, fields=dict(
-            attempt=job.attempt + 1, max_attempts=job.max_attempts + 1, vm=None, region=None, zone=None, last_seq=0,
-            last_heartbeat_at=None, started_at=None, exit_code=None)), skip=vm)
+    if job.status is JobStatus.ASSIGNED and mine.status == AgentStatus.CLAIMED.value:  # lost, its budget raised by one
+        unspent = job.model_copy(update={"max_attempts": job.max_attempts + 1})
+        decision = lifecycle.lose_attempt(unspent, f"{vm} gave its part back unanswered before the gang completed")
+        decision.fields["max_attempts"] = unspent.max_attempts
+        return _for_gang(job, decision, skip=vm)
     if job.status is not JobStatus.QUEUED:
         return None
     left = [node.model_copy(update={"rank": rank, "left_at": now}) for rank, node in enumerate(n for n in nodes if n.vm != vm)]

@@ -193,10 +193,7 @@ def attempt_price(pricing: Pricing, cluster: ClusterConfig, vm: str | None, regi
     if not vm or not region:
         return None
     model, machine = model_of_vm(cluster, vm, region), cluster.machine_type
-    configured = pricing.table()
-    exact = configured.prices.get((machine, region, model))
-    fixed = exact or configured.any_where.get(machine)  # as PriceTable.lookup: an exact override, else one for all
-    fallback = snapshot().prices.get((machine, region, model))
+    fixed, fallback = (table.lookup(machine, region, model) for table in (pricing.table(), snapshot()))
     return AttemptPrice(model, fixed.usd_per_hour if fixed else None, pricing.catalog,
                         fallback.usd_per_hour if fallback else None)
 

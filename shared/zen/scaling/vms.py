@@ -44,7 +44,7 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
     agent = agents.get(instance.name)
     state = agent["state"] if agent else None
     predecessors = state == "STOPPING" and rebooted  # the word of the VM its MIG recreated
-    if instance.deleting or drained or state == "RETIRED" or (state == "STOPPING" and instance.running and not rebooted):
+    if instance.deleting or drained or state == "RETIRED" or (state == "STOPPING" and instance.running and not predecessors):
         phase, since = VmPhase.DELETING, first_seen
     elif instance.name in held:
         phase, since = VmPhase.BUSY, first_seen
