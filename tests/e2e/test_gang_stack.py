@@ -182,3 +182,22 @@ def test_a_gang_whose_region_stocks_out_is_released_early_and_assembles_in_the_o
     assert len(assembled) == 1 and assembled[0][1].startswith("gang complete: 2 nodes in us-central1"), reasons
     assert job.attempt == assembled[0][0] > 1 and job.max_attempts > 3  # the release spent no attempt
     print(f"pair-3: submitted to SUCCEEDED in {time.monotonic() - began:.1f} s; history: {reasons}")
+
+
+def test_a_node_that_ends_first_does_not_make_the_gang_look_silent(gang_stack):
+    """Rank 0 ends right after the rendezvous; rank 1 works on, heartbeating, for longer than
+    heartbeat_timeout_s (20 s here). The gang is one attempt that succeeds: the sweep once took rank 0's
+    final report for silence, called the running gang lost and ran it again."""
+    stack, submit, db, logs = gang_stack
+    request = _request("pair-4", work_s=45)
+    request["command"][-1] = request["command"][-1].replace('time.sleep(0 if os.environ.get("ZEN_PREEMPTED")',
+                                                            'time.sleep(0 if rank == 0')
+    assert "time.sleep(0 if rank == 0" in request["command"][-1]
+    submit(request)
+    job = _until(lambda: (j := _job(db, "pair-4")[0]) is not None and j.status.terminal and j or None, 240)
+    job, history = _job(db, "pair-4")
+    steps = [(row["attempt"], row["to_status"], row["reason"]) for row in history if row["to_status"]]
+    assert job is not None and (job.status.value, job.attempt) == ("SUCCEEDED", 1), steps
+    assert not [s for s in steps if s[1] == "LOST"], steps
+    done = [e["vm"] for e in _output(logs, "pair-4") if " done" in e["text"]]
+    assert sorted(done) == sorted(n.vm for n in job.gang), done
