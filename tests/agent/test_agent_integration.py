@@ -70,13 +70,19 @@ def test_two_agents_racing_for_one_job_run_it_exactly_once(scheduler, agents, pu
 
     first, second = agents.start("vm-a"), agents.start("vm-b")
     job = scheduler.wait_status("race-1", "SUCCEEDED")
-    refused = wait_for(lambda: first.said("claim refused; start message dropped") +
-                       second.said("claim refused; start message dropped"), 15, what="the other copy refused")
+    # The other copy is refused by Zen if the other VM claims it, or dropped unclaimed by the VM that ran the
+    # job if that VM pulls it after the run (which VM gets it is Pub/Sub's choice).
+    dropped = wait_for(lambda: [("refused", line) for agent in (first, second)
+                                for line in agent.said("claim refused; start message dropped")] +
+                       [("ran", line) for agent in (first, second) for copy_of in ("holds", "ran")
+                        for line in agent.said(f"another copy of a start this VM {copy_of}; dropped")],
+                       30, what="the other copy refused or dropped")
 
     assert [line.split()[:2] for line in runs.read_text().splitlines()] == [["race-1", "start"], ["race-1", "end"]]
     confirmed = first.said("claim confirmed") + second.said("claim confirmed")
     assert [line["vm"] for line in confirmed] == [job.vm]
-    assert refused[0]["action"] == "RELEASE"
+    [(how, line)] = dropped
+    assert line["action"] == "RELEASE" if how == "refused" else line["vm"] == job.vm
 
 
 def test_an_agent_killed_mid_job_is_lost_and_another_agent_reruns_it(scheduler, agents, tmp_path):
