@@ -5,7 +5,7 @@
 #
 # Deprecated: var.clusters, a second list of the same clusters. Read only when given (its image, disk,
 # zones, provisioning and spot), and then it must describe the same clusters as the configuration: a plan
-# fails otherwise (clusters_match, a precondition on the MIGs).
+# fails otherwise (clusters_match and provisioning_conflicts, preconditions on the MIGs).
 
 locals {
   legacy_clusters = var.clusters == null ? {} : { for c in var.clusters : c.name => c }
@@ -30,35 +30,43 @@ locals {
     spot               = try(local.legacy_clusters[c.name].spot, null)
   }]
 
-  # A cluster's provisioning models (zen.core.provisioning), its primary first: its own `provisioning`,
-  # else the Zen configuration's, else the deprecated `spot` bool (spot = true: ["spot"], false: ["standard"]).
-  config_provisioning = { for c in local.zen_config.clusters : c.name => try(c.provisioning, null) }
+  # A cluster's provisioning models (zen.core.provisioning), its primary first: the Zen configuration's, as
+  # the functions read it (a cluster that lists none is ["standard"], ClusterConfig.provisioning's default).
+  # Terraform builds exactly these, so that Zen prices and places each VM as the model it is.
   cluster_provisioning = {
+    for c in local.zen_config.clusters : c.name => try(c.provisioning, null) != null ? c.provisioning : ["standard"]
+  }
+  # What the deprecated settings ask for, null where they say nothing: a cluster's own provisioning in
+  # var.clusters, else (for a cluster the configuration lists no provisioning for) its spot there or var.spot.
+  # One that differs from the configuration's fails the plan (a precondition on the MIGs): spot = true beside
+  # a configuration that lists no provisioning made spot VMs that Zen priced and placed as standard ones.
+  config_lists_provisioning = { for c in local.zen_config.clusters : c.name => try(c.provisioning, null) != null }
+  legacy_provisioning = {
     for c in local.clusters : c.name => (
       c.provisioning != null ? c.provisioning :
-      try(local.config_provisioning[c.name], null) != null ? local.config_provisioning[c.name] :
-      (c.spot != null ? c.spot : var.spot) ? ["spot"] : ["standard"]
+      local.config_lists_provisioning[c.name] ? null :
+      c.spot != null ? (c.spot ? ["spot"] : ["standard"]) :
+      var.spot != null ? (var.spot ? ["spot"] : ["standard"]) : null
     )
   }
+  provisioning_conflicts = [
+    for name, models in local.legacy_provisioning : "${name} (${jsonencode(models)} against the configuration's ${jsonencode(local.cluster_provisioning[name])})"
+    if models != null && jsonencode(models) != jsonencode(local.cluster_provisioning[name])
+  ]
 
   # var.clusters (when given) must describe the same clusters as the configuration the functions and agents
   # read: a MIG missing here would make the scheduler fail (MigNotFound), an extra one would never scale.
   clusters_from_variable = {
     for c in values(local.legacy_clusters) : c.name => {
       gpu_type           = c.gpu_type, gpu_count = c.gpu_count, machine_type = c.machine_type, regions = c.regions,
-      max_vms_per_region = c.max_vms_per_region, max_vms = c.max_vms, min_vms = c.min_vms,
-      provisioning       = local.cluster_provisioning[c.name]
+      max_vms_per_region = c.max_vms_per_region, max_vms = c.max_vms, min_vms = c.min_vms
     }
   }
   clusters_from_config = {
     for c in local.zen_config.clusters : c.name => {
       gpu_type = c.gpu_type, gpu_count = c.gpu_count, machine_type = try(c.machine_type, "a2-highgpu-1g"),
       regions  = c.regions, max_vms_per_region = c.max_vms_per_region, max_vms = c.max_vms,
-      min_vms  = try(c.min_vms, 0),
-      # A configuration that lists no provisioning has one model: any one model terraform gives its MIGs
-      # (spot = true included) names them as it does; several models it must list itself.
-      provisioning = (try(c.provisioning, null) != null ? c.provisioning :
-      length(try(local.cluster_provisioning[c.name], [])) == 1 ? local.cluster_provisioning[c.name] : ["standard"])
+      min_vms  = try(c.min_vms, 0)
     }
   }
   clusters_match = var.clusters == null ? true : jsonencode(local.clusters_from_variable) == jsonencode(local.clusters_from_config)

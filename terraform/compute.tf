@@ -176,7 +176,11 @@ resource "google_compute_region_instance_group_manager" "zen" {
 
     precondition {
       condition     = local.clusters_match
-      error_message = "var.clusters (deprecated: leave it unset, the clusters are read from the Zen configuration) differs from the clusters of the Zen configuration (${local.zen_config_path}): names, regions, machine and GPU fields, VM limits and provisioning models must be the same."
+      error_message = "var.clusters (deprecated: leave it unset, the clusters are read from the Zen configuration) differs from the clusters of the Zen configuration (${local.zen_config_path}): names, regions, machine and GPU fields and VM limits must be the same."
+    }
+    precondition {
+      condition     = length(local.provisioning_conflicts) == 0
+      error_message = "The deprecated spot variable or var.clusters asks for other provisioning models than the Zen configuration (${local.zen_config_path}) lists for: ${join("; ", local.provisioning_conflicts)}. Zen prices and places each VM as the configuration's model (a cluster that lists none is [\"standard\"]): write the models in the cluster's provisioning there (e.g. provisioning: [spot]) and leave spot unset."
     }
     precondition {
       condition     = length(local.unknown_cluster_settings) == 0

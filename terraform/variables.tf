@@ -333,8 +333,8 @@ variable "default_image" {
 
 variable "spot" {
   type        = bool
-  default     = true
-  description = "Deprecated (a cluster's provisioning replaces it): for a cluster that lists no provisioning, here or in the Zen configuration, true runs its GPU VMs as Spot VMs (provisioning = [\"spot\"]: much cheaper; may be preempted: the agent reports PREEMPTED and Zen reruns the job as the next attempt), false as standard VMs."
+  default     = null
+  description = "Deprecated (a cluster's provisioning in the Zen configuration replaces it; a cluster that lists none is [\"standard\"]): when set, it must say what the configuration says of every cluster that var.clusters gives no provisioning or spot (true: [\"spot\"], false: [\"standard\"]), else the plan fails, so that Zen never prices and places a VM as another model than terraform made it."
 }
 
 variable "secure_boot" {

@@ -18,8 +18,7 @@ from zen.scaling.manager import ClusterOrchestrator
 from zen_dev.local.compute import ComputeStandIn, ManualClock as CloudClock
 
 CLUSTER = "4xa100-40gb"  # 4 GPUs a VM; regions: us-central1, us-west1, europe-west4
-# us-central1 has room for VMs but no A100 quota (for standard and spot VMs: the default configuration's
-# clusters do not say which their VMs are).
+# us-central1 has room for VMs but no A100 quota (for standard and spot VMs).
 NO_A100_IN_CENTRAL = {"regions": {"us-central1": {"NVIDIA_A100_GPUS": 0, "PREEMPTIBLE_NVIDIA_A100_GPUS": 0}},
                       "all_regions": 12}
 
@@ -37,6 +36,18 @@ def test_quota_metrics_are_computes_names():
     assert shortfall("nvidia-l4", 1, "us-east4", ("spot",), full, {}) is None
     everywhere = {ALL_REGIONS: Quota(ALL_REGIONS, 4, 2)}
     assert shortfall("nvidia-l4", 4, "us-east4", ("spot",), {}, everywhere).scope == "all regions"
+
+
+def test_a_cluster_that_lists_no_provisioning_is_held_back_by_the_standard_quota_alone(config):
+    """Such a cluster is [standard] in terraform as in Zen (terraform/clusters.tf); it was held back only when
+    the spot quota was full too (terraform's deprecated spot bool could have made its VMs spot)."""
+    from zen.scaling.pricing import cluster_pools
+    from zen.scaling.quotas import held_back
+
+    cluster = config.cluster(CLUSTER)
+    assert "provisioning" not in cluster.model_fields_set and list(cluster.provisioning) == ["standard"]
+    full = {"us-central1": {"NVIDIA_A100_GPUS": Quota("NVIDIA_A100_GPUS", 8, 8)}}
+    assert list(held_back(cluster, cluster_pools(cluster), full)) == ["us-central1"]
 
 
 @pytest.fixture

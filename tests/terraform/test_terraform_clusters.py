@@ -66,10 +66,27 @@ def test_terraform_makes_the_clusters_of_the_configuration(tmp_path, config_text
         {f: getattr(c, f) for f in FIELDS} for c in config.clusters]
     assert clusters[0]["zones"] == {first.regions[0]: [f"{first.regions[0]}-b"]}
     assert clusters[0]["boot_disk_size_gb"] == 500 and clusters[-1]["boot_disk_size_gb"] == 200
-    for cluster in config.clusters:  # the models the configuration lists (else the deprecated spot bool's)
-        said = "provisioning" in cluster.model_fields_set
-        assert models[cluster.name] == (list(cluster.provisioning) if said else ["spot"])
+    for cluster in config.clusters:  # the models Zen reads (a cluster that lists none: [standard])
+        assert models[cluster.name] == list(cluster.provisioning)
     assert match is True
+
+
+@pytest.mark.parametrize("config_text", [(TERRAFORM.parent / "shared/zen/core/default_config.yaml").read_text(),
+                                         OWN_CONFIG], ids=["default", "own"])
+def test_terraform_builds_the_models_zen_prices_and_refuses_a_spot_bool_that_says_otherwise(tmp_path, config_text):
+    """The deprecated `spot` bool defaulted to true and made every cluster that lists no provisioning spot,
+    while Zen (ClusterConfig.provisioning's default, [standard]) priced its VMs at the standard price,
+    placed `provisioning: standard` jobs on them and refused `provisioning: spot` ones. Terraform now builds
+    the configuration's models; a spot bool that says otherwise names the clusters in a failed plan."""
+    config = ZenConfig.model_validate(yaml.safe_load(config_text))
+    unlisted = [c.name for c in config.clusters if "provisioning" not in c.model_fields_set]
+    for tfvars, conflicts in (("", []), ("spot = false", []), ("spot = true", unlisted)):
+        models, found = evaluate(tmp_path, config_text, tfvars, "[local.cluster_provisioning, local.provisioning_conflicts]")
+        assert models == {c.name: list(c.provisioning) for c in config.clusters}
+        assert [entry.split(" ")[0] for entry in found] == conflicts, tfvars
+    assert unlisted  # both configurations have a cluster that lists none
+    entry = evaluate(tmp_path, config_text, "spot = true", "local.provisioning_conflicts")[0]
+    assert entry == f'{unlisted[0]} (["spot"] against the configuration\'s ["standard"])'
 
 
 def test_a_deprecated_clusters_variable_must_agree_with_the_configuration(tmp_path):
@@ -78,6 +95,10 @@ def test_a_deprecated_clusters_variable_must_agree_with_the_configuration(tmp_pa
     same = "clusters = " + json.dumps(listed)
     assert evaluate(tmp_path, (TERRAFORM.parent / "shared/zen/core/default_config.yaml").read_text(), same,
                     "local.clusters_match") is True
+    said = [{**c, "provisioning": ["spot"]} for c in listed]  # the deprecated list's own models: the same rule
+    assert evaluate(tmp_path, (TERRAFORM.parent / "shared/zen/core/default_config.yaml").read_text(),
+                    "clusters = " + json.dumps(said), "local.provisioning_conflicts") == [
+        f'{c["name"]} (["spot"] against the configuration\'s ["standard"])' for c in listed]
     listed[0]["max_vms"] += 1
     differs = "clusters = " + json.dumps(listed)
     assert evaluate(tmp_path, (TERRAFORM.parent / "shared/zen/core/default_config.yaml").read_text(), differs,

@@ -48,20 +48,21 @@ def test_a_clusters_provisioning_replaces_spot_which_still_works():
     module = Module.load()
     fields = module.variables["clusters"]["type"]
     assert "provisioning" in fields and "spot" in fields
-    chosen = module.locals["cluster_provisioning"]
-    # its own list first, then the Zen configuration's, then the deprecated bool as a one-model list
-    order = [chosen.index(s) for s in ("c.provisioning != null", "local.config_provisioning[c.name]",
-                                       '? ["spot"] : ["standard"]')]
+    # the Zen configuration's models (none listed: [standard]); the deprecated settings only checked against them
+    assert "c.provisioning : [\"standard\"]" in module.locals["cluster_provisioning"]
+    legacy = module.locals["legacy_provisioning"]
+    order = [legacy.index(s) for s in ("c.provisioning != null", "config_lists_provisioning", "c.spot != null",
+                                       "var.spot != null")]
     assert order == sorted(order)
     assert "Deprecated" in module.variables["spot"]["description"]
     # One entry per pool: the primary keeps its key (cluster/region) and MIG name; others add the model.
     targets = module.locals["mig_targets"]
     assert re.search(r'i == 0 \? "\$\{cluster\.name\}/\$\{region\}" : "\$\{cluster\.name\}/\$\{region\}/\$\{model\}"',
                      targets), targets
-    # The configuration and terraform agree on the models (a configuration that lists none: one model).
-    assert "provisioning = local.cluster_provisioning[c.name]" in re.sub(r"\s+", " ",
-                                                                          str(module.locals["clusters_from_variable"]))
-    assert "c.provisioning" in str(module.locals["clusters_from_config"])
+    # A deprecated setting that says otherwise fails the plan.
+    [rule] = [p for p in module.resources_of("google_compute_region_instance_group_manager")["zen"]["lifecycle"][0][
+        "precondition"] if "provisioning_conflicts" in p["condition"]]
+    assert "provisioning: [spot]" in rule["error_message"]
 
 
 def test_a_provisioning_list_is_validated():

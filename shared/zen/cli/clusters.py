@@ -57,7 +57,7 @@ def quota_rows(config, clusters) -> tuple[list[dict], dict[str, dict[str, str]],
     (cluster, region, quota, in use of the limit, VMs that fit), the pools a quota holds back by cluster
     (region or pool -> why), and why they could not be read (None: read)."""
     from zen.adapters.quotas import QuotaReader, QuotaUnread
-    from zen.core.quotas import ALL_REGIONS, gpu_metric, models_of, shortfall
+    from zen.core.quotas import ALL_REGIONS, gpu_metric, shortfall
     from zen.scaling.pricing import cluster_pools
 
     if (why := quotas_reachable()) is not None:
@@ -68,16 +68,14 @@ def quota_rows(config, clusters) -> tuple[list[dict], dict[str, dict[str, str]],
     try:
         project = reader.project_wide()
         for cluster in clusters:
-            said = "provisioning" in cluster.model_fields_set
             for key, pool in cluster_pools(cluster).items():
                 regional = reader.region(pool.region)
-                for metric in dict.fromkeys(gpu_metric(cluster.gpu_type, m) for m in models_of(pool.model, said)):
-                    quota = regional.get(metric)
-                    rows.append({"cluster": cluster.name, "region": key, "quota": metric,
-                                 "in_use": f"{quota.usage:g}/{quota.limit:g}" if quota else "not reported",
-                                 "vms_that_fit": int(quota.free // cluster.gpu_count) if quota else None})
-                short = shortfall(cluster.gpu_type, cluster.gpu_count, pool.region, models_of(pool.model, said),
-                                  regional, project)
+                metric = gpu_metric(cluster.gpu_type, pool.model)
+                quota = regional.get(metric)
+                rows.append({"cluster": cluster.name, "region": key, "quota": metric,
+                             "in_use": f"{quota.usage:g}/{quota.limit:g}" if quota else "not reported",
+                             "vms_that_fit": int(quota.free // cluster.gpu_count) if quota else None})
+                short = shortfall(cluster.gpu_type, cluster.gpu_count, pool.region, (pool.model,), regional, project)
                 if short is not None:
                     held.setdefault(cluster.name, {})[key] = short.text()
     except QuotaUnread as exc:

@@ -57,18 +57,12 @@ class Shortfall:
                 f"{q.usage:g} of {q.limit:g} GPUs in use, a VM needs {self.needed}")
 
 
-def models_of(pool_model: str, said: bool) -> tuple[str, ...]:
-    """The provisioning models a pool's VMs may have: its own when the cluster lists ``provisioning``
-    (``said``), else standard or spot (terraform's deprecated ``spot`` bool chose)."""
-    return (pool_model,) if said else ("standard", "spot")
-
-
 def shortfall(gpu_type: str, gpu_count: int, region: str, models: tuple[str, ...], regional: Mapping[str, Quota],
               project: Mapping[str, Quota]) -> Shortfall | None:
     """The quota that refuses one more VM of ``gpu_count`` ``gpu_type`` GPUs in ``region`` (the region's own
     first, then all regions'); None when one fits, or the quotas are not known. ``models``: the provisioning
-    models its VMs may have (a cluster that does not say has its VMs' model from terraform: standard or
-    spot); the region's quota holds it back only when that of each is known and full."""
+    models its VMs may have (a pool's: its own); the region's quota holds it back only when that of each is
+    known and full."""
     full = [quota for model in models
             if (quota := regional.get(gpu_metric(gpu_type, model))) is not None and quota.free < gpu_count]
     if models and len(full) == len(models):

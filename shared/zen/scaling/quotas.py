@@ -9,7 +9,7 @@ import logging
 from typing import Callable, Iterable, Iterator, Mapping
 
 from zen.core.config import ClusterConfig
-from zen.core.quotas import Quota, Shortfall, models_of, shortfall
+from zen.core.quotas import Quota, Shortfall, shortfall
 from zen.scaling.model import Pool
 from zen.scaling.port import QuotaPort
 
@@ -37,10 +37,9 @@ def read_quotas(reader: QuotaPort, regions: list[str],
 def held_back(cluster: ClusterConfig, pools: Mapping[str, Pool], quotas: dict[str, dict[str, Quota]],
               vms: int = 1) -> dict[str, Shortfall]:
     """Pool -> the quota that leaves no room for ``vms`` more of the cluster's VMs there."""
-    said = "provisioning" in cluster.model_fields_set  # else terraform chose its VMs' model (spot or not)
     return {key: short for key, pool in pools.items()
             if (short := shortfall(cluster.gpu_type, cluster.gpu_count * vms, pool.region,
-                                   models_of(pool.model, said), quotas.get(pool.region, {}),
+                                   (pool.model,), quotas.get(pool.region, {}),
                                    quotas.get(PROJECT, {}))) is not None}
 
 
