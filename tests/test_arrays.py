@@ -67,6 +67,38 @@ def test_a_stop_of_the_array_stops_every_task_and_lets_none_go(zen_and_fn, publi
     assert sorted(starts(publisher)) == ["arr-0", "arr-1"]  # no held task was let go on the way
 
 
+def test_a_stop_of_the_array_that_came_before_it_stops_every_task(zen_and_fn, publisher, clock):
+    """Pub/Sub does not order across topics: `zen stop arr` may be delivered before the array's submission.
+    The stop is kept under the array's id; its tasks (arr-0, ...) were never stopped by it and all ran."""
+    zen, fn = zen_and_fn
+    fn.stop({"job_id": "arr", "reason": "submitted by mistake"})
+    fn.submit(job_request("arr", array={"count": 3, "max_parallel": 2}))
+    assert statuses(zen, "arr", 3) == ["CANCELLED"] * 3 and starts(publisher) == []
+    with zen.db.transaction() as session:
+        assert "stopped before it arrived: submitted by mistake" in [
+            r["reason"] for r in session.run("job_history", job_id="arr-2")]
+    # One that crossed the submission (each transaction missed the other's row) is applied by the tick.
+    fn.submit(job_request("crossed", array={"count": 2}))
+    with zen.store.transaction() as tx:
+        tx.remember_early_stop("crossed", "crossed its submission", clock())
+    fn.tick()
+    assert statuses(zen, "crossed", 2) == ["CANCELLED", "CANCELLED"]
+
+
+def test_a_job_may_not_take_an_arrays_id(zen_and_fn):
+    """An array's id that is a job's is refused; a job whose id is an array's was accepted, and a stop of the
+    array then named that job (its owner's `zen stop` stopped someone else's job, or was refused)."""
+    zen, fn = zen_and_fn
+    fn.submit(job_request("sweep", array={"count": 2}))
+    fn.submit(job_request("sweep"))
+    assert jobs(zen, "sweep") == [None]
+    with zen.db.transaction() as session:
+        rows = [r["reason"] for r in session.sql("SELECT reason FROM rejected_messages ORDER BY id DESC LIMIT 1")]
+    assert "job_id sweep is an array's id (its tasks are sweep-0, ...): give the job another id" in rows[0]
+    fn.stop({"job_id": "sweep"})
+    assert statuses(zen, "sweep", 2) == ["CANCELLED", "CANCELLED"]
+
+
 def test_the_tick_lets_go_what_a_release_missed(zen_and_fn, publisher):
     """Two tasks ending at once may both reach for the same next task; the sweep catches it up."""
     from zen.core import lifecycle

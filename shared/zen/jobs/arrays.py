@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("zen.jobs.service")
 
 ADMITTED = lifecycle.Change(JobStatus.QUEUED, "admitted")
+# (tx, a job just created, now, stops kept for its array) -> (whether a stop kept before it came stopped it, messages)
+KeptStop = Callable[["JobTx", Job, datetime, list[tuple[str, str | None]]], tuple[bool, list[Enqueued]]]
 
 
 class _Refused(Exception):
@@ -42,7 +44,7 @@ class ArrayJobs:
 
     def submit(self, request: JobRequest, resolved: Any, template: Job, canonical: dict[str, Any], actor: str,
                now: datetime, submitted: lifecycle.Change,
-               kept_stop: Callable[[JobTx, Job, datetime], tuple[bool, list[Enqueued]]]) -> tuple[str | None, list[Job]]:
+               kept_stop: KeptStop) -> tuple[str | None, list[Job]]:
         """(why the array is refused, None if it is not; the tasks created: none for a redelivery).
 
         All tasks in one transaction: each a PENDING job named ``<array id>-<index>``, those past
@@ -83,20 +85,27 @@ class ArrayJobs:
                     tx.add_job_events(history)
                     ids += enqueue(tx, events, now)
                     created.append(task)
-                ids += self._admit(tx, created, now, kept_stop)
+                ids += self._admit(tx, array_id, created, now, kept_stop)
         except _Refused as refused:
             return str(refused), []
         self._relay.flush_quietly(ids)
         log.info("array submitted", extra={"job_id": array_id, "cluster": shape.cluster, "tasks": len(created)})
         return None, created
 
-    def _admit(self, tx: JobTx, created: list[Job], now: datetime,
-               kept_stop: Callable[[JobTx, Job, datetime], tuple[bool, list[Enqueued]]]) -> list[Enqueued]:
+    def _admit(self, tx: JobTx, array_id: str, created: list[Job], now: datetime,
+               kept_stop: KeptStop) -> list[Enqueued]:
         ids: list[Enqueued] = []
-        for task in created:
-            stopped, kept = kept_stop(tx, task, now)  # a stop of the task that came before it
+        # A stop of a task or of the array that came before it (Pub/Sub does not order across topics): held
+        # tasks first, so that no task ending lets one go on the way.
+        of_array = tx.take_early_stops(array_id)
+        stopped_ids: set[str] = set()
+        for task in reversed(created):
+            stopped, kept = kept_stop(tx, task, now, of_array)
             ids += kept
-            if not stopped and task.hold is None and not self._queues:
+            if stopped:
+                stopped_ids.add(task.job_id)
+        for task in created:
+            if task.job_id not in stopped_ids and task.hold is None and not self._queues:
                 ids += self._decisions.apply(tx, task, Decision(changes=[ADMITTED], publish_start=True),
                                              actor="admission", now=now)
         if created and self._queues:

@@ -149,6 +149,11 @@ class JobService:
             return self._created(pending)  # its messages went to the relay with its statement's
         # The general path: the job_id exists (a redelivery or a reuse), a stop for it came first,
         # admission has to decide, or one of several GPU shapes is to be chosen.
+        with self._store.transaction() as tx:  # an array's id is a job's for no one (as a job's is no array's)
+            names_array = tx.get_job(job_id) is None and bool(tx.array_tasks(job_id))
+        if names_array:
+            return self.reject(envelope, source, f"job_id {job_id} is an array's id (its tasks are {job_id}-0, ...): "
+                               "give the job another id", job_id, "job.rejected", principal=sender)
         with self._store.transaction() as tx:
             shape, chosen = choose(tx, self._config, resolved, now)
             gpus = held_gpus(configured_cluster(self._config, shape.cluster), request)
@@ -192,10 +197,12 @@ class JobService:
         proven = self._auth.check(envelope.attributes, envelope.publish_time)
         return proven.email if proven is not None else None
 
-    def _kept_stop(self, tx: JobTx, job: Job, now: datetime) -> tuple[bool, list[Enqueued]]:
-        """A stop kept because it came before ``job``, applied if its sender may stop it (else a history
-        note says why not): (whether the job was stopped, its messages)."""
-        chosen, refused = kept_stop(self._config, job, tx.take_early_stops(job.job_id))
+    def _kept_stop(self, tx: JobTx, job: Job, now: datetime,
+                   of_array: list[tuple[str, str | None]] | None = None) -> tuple[bool, list[Enqueued]]:
+        """A stop kept because it came before ``job`` (or before its array: ``of_array``, taken once for
+        every task), applied if its sender may stop it (else a history note says why not): (whether the job
+        was stopped, its messages)."""
+        chosen, refused = kept_stop(self._config, job, tx.take_early_stops(job.job_id) + list(of_array or ()))
         for stranger, why in refused:
             self.decisions.note(tx, job, f"a stop sent before the job came is not applied: {why}",
                                 actor=f"user:{stranger}", now=now)

@@ -80,7 +80,8 @@ class EarlyStops(Protocol):
         """Drop stops kept before ``cutoff``."""
 
     def early_stops_of_submitted_jobs(self, limit: int) -> list[str]:
-        """Jobs that exist although a stop for them was kept (a stop that raced its submit), oldest stop first."""
+        """Jobs (or arrays) that exist although a stop for them was kept (a stop that raced its submit), oldest
+        stop first."""
 
 
 class TickClock(Protocol):

@@ -147,6 +147,9 @@ class Sweeps:
             with self._store.transaction() as tx:
                 job_ids = tx.early_stops_of_submitted_jobs(limit)
         now = self._clock()
+        applied = 0
+        for name in job_ids:  # a stop kept for an array: all its tasks, in one transaction
+            applied += self._apply_array_early_stops(name, now)
 
         def decide(tx: JobTx, job: Job) -> Decision | None:
             chosen, refused = kept_stop(self._config, job, tx.take_early_stops(job.job_id))
@@ -159,7 +162,34 @@ class Sweeps:
             decision = gang.decide_stop(job, StopRequest(job_id=job.job_id, reason=reason), now)
             return None if decision.ignored or decision.duplicate else decision
 
-        return self._for_each_job(job_ids, "user", decide)
+        return applied + self._for_each_job(job_ids, "user", decide)
+
+    def _apply_array_early_stops(self, array_id: str, now: datetime) -> int:
+        """The stops kept for ``array_id`` if it names an array now (no job of that id, tasks of it), applied
+        to each task not ended whose owner they may stop (``authorization.kept_stop``); how many stopped."""
+        ids: list[Enqueued] = []
+        stopped = 0
+        with self._store.transaction() as tx:
+            if tx.get_job(array_id) is not None or not (listed := tx.array_tasks(array_id)):
+                return 0
+            kept = tx.take_early_stops(array_id)
+            for task in listed:
+                job = None if task.status.terminal else tx.get_job(task.job_id, lock=True)
+                if job is None or job.status.terminal:
+                    continue
+                chosen, refused = kept_stop(self._config, job, kept)
+                for stranger, why in refused:
+                    self._decisions.note(tx, job, f"a stop sent before the array came is not applied: {why}",
+                                         actor=f"user:{stranger}", now=now)
+                if chosen is None:
+                    continue
+                decision = gang.decide_stop(job, StopRequest(job_id=job.job_id, reason=chosen[0]), now)
+                if not (decision.ignored or decision.duplicate):
+                    ids += self._decisions.apply(tx, job, decision, actor=f"user:{chosen[1]}" if chosen[1] else "user",
+                                                 now=now)
+                    stopped += 1
+        self._relay.flush_quietly(ids)
+        return stopped
 
     def admit_waiting(self) -> int:
         """The tick's admission passes: every queue with waiting jobs (quota raised, anything missed);

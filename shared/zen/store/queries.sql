@@ -55,8 +55,8 @@ ORDER BY e.n;
 -- a lone one is a batch of one): per job, the job already QUEUED, its history and its outgoing
 -- messages. :jobs is a JSON array, an object per submission (at: its time; its history and messages as
 -- arrays, message data in base64: zen.store.submits.submission_row). A job_id given twice is written
--- once, by its first entry; a job whose job_id exists (a redelivery or a reuse) or for which a stop
--- came first is not written: its caller takes the general path. One row out: the written jobs (their
+-- once, by its first entry; a job whose job_id exists (a redelivery or a reuse), names an array or for
+-- which a stop came first is not written: its caller takes the general path. One row out: the written jobs (their
 -- places in :jobs, from 1) and the outbox rows' ids (in the written jobs' order and their messages'),
 -- each comma-separated, NULL for none.
 WITH input AS (
@@ -78,6 +78,7 @@ WITH input AS (
            f.start_vms
     FROM firsts f
     WHERE NOT EXISTS (SELECT 1 FROM early_stops e WHERE e.job_id = f.job_id)
+      AND NOT EXISTS (SELECT 1 FROM jobs a WHERE a.array_id = f.job_id)  -- an array's id: refused on the general path
     ORDER BY f.job_id  -- one order for every batch: two batches sharing job_ids cannot deadlock
     ON CONFLICT (job_id) DO NOTHING
     RETURNING job_id
@@ -212,9 +213,11 @@ DELETE FROM early_stops WHERE job_id = :job_id RETURNING reason, principal, requ
 DELETE FROM early_stops WHERE requested_at < :cutoff;
 
 -- name: early_stops_of_submitted_jobs
--- Stops kept for a job unknown when they came, whose job exists now: a stop that raced its submit
--- (each transaction missed the other's uncommitted row). Both tables are keyed by job_id.
-SELECT e.job_id FROM early_stops e JOIN jobs j ON j.job_id = e.job_id
+-- Stops kept for a job unknown when they came, whose job (or array: its tasks) exists now: a stop that
+-- raced its submit (each transaction missed the other's uncommitted row).
+SELECT e.job_id FROM early_stops e
+WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.job_id = e.job_id)
+   OR EXISTS (SELECT 1 FROM jobs j WHERE j.array_id = e.job_id)
 GROUP BY e.job_id
 ORDER BY min(e.requested_at)
 LIMIT :limit;

@@ -177,7 +177,7 @@ class InMemoryJobTx:
     def early_stops_of_submitted_jobs(self, limit: int) -> list[str]:
         first: dict[str, datetime] = {}
         for (job_id, _), (_, at, _) in self._t.early_stops.items():
-            if job_id in self._t.jobs:
+            if job_id in self._t.jobs or self._tasks(job_id):
                 first[job_id] = min(at, first.get(job_id, at))
         return [job_id for job_id, _ in sorted(first.items(), key=lambda item: (item[1], item[0]))[:limit]]
 

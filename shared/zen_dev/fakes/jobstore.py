@@ -34,7 +34,8 @@ class InMemorySubmissions:
                 hooks.run_before("submit_jobs", (batch,), {})
             tables = self._store.tables
             written: list[Enqueued] = []
-            if job.job_id not in tables.jobs and not any(kept == job.job_id for kept, _ in tables.early_stops):
+            if (job.job_id not in tables.jobs and not any(kept == job.job_id for kept, _ in tables.early_stops)
+                    and not tx.array_tasks(job.job_id)):
                 tables.jobs[job.job_id] = fresh(job, status=JobStatus.QUEUED, at=now, queued=True)
                 for h in history:
                     tx.event(job.job_id, now, h["actor"], 1, h["from_status"], h["to_status"], h["reason"])
