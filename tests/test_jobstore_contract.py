@@ -317,8 +317,8 @@ def test_an_attempt_is_used_from_its_claim_counted_once_and_a_lost_one_can_be_to
                                  now=NOW + timedelta(seconds=70))
         assert not tx.record_attempt(job, outcome="SUCCEEDED", machine_type=None, gpus=4, ran_from=None,
                                      now=NOW + timedelta(seconds=80))
-        assert tx.lost_attempt("j1", 1) == {"vm": "vm-a", "started_at": claimed, "by_sweep": False,
-                                            "later_held": False}
+        assert tx.lost_attempt("j1", 1) == {"vm": "vm-a", "started_at": claimed, "outcome": "LOST",
+                                            "by_sweep": False, "later_held": False}
         tx.add_job_events([event("j1", "LOST", NOW + timedelta(seconds=70), actor="sweep", frm="ASSIGNED")])
         assert tx.lost_attempt("j1", 1)["by_sweep"]
         assert tx.record_late_outcome("j1", 1, "SUCCEEDED")

@@ -216,3 +216,50 @@ def test_a_late_report_ends_the_job_even_after_its_queue_took_the_requeued_attem
                                                                    "0) arrived after it was taken for lost; attempts "
                                                                    "2-3 never started")
     assert attempts_used(zen, "low") == [(1, "vm-a", "SUCCEEDED")]
+
+
+def test_a_late_failure_that_its_retries_would_retry_lets_the_queued_rerun_go_as_that_retry(functions, zen, clock):
+    """The job asked for retries; attempt 1's FAILED came after the sweep requeued attempt 2. It ended the job
+    FAILED for good (the rule is for failures Zen never retries): the user's retries dropped, the rerun
+    cancelled. The rerun queued already now goes ahead as the retry, counted."""
+    functions.submit(job_request("job-r", max_retries=2, retry_backoff_s=0))
+    run_then_go_silent(functions, clock, "job-r")
+    functions.heartbeat(final("job-r", "FAILED", 3))
+    record = job(zen, "job-r")
+    assert (record.status.value, record.attempt, record.retries) == ("QUEUED", 2, 1)
+    assert history(zen, "job-r")[-1][3] == ("attempt 1's final report (FAILED, exit code 3) arrived after it was "
+                                            "taken for lost; it earns retry 1 of 2: attempt 2, queued already, is "
+                                            "that retry")
+    functions.heartbeat(final("job-r", "FAILED", 3))  # a redelivery counts nothing more
+    assert job(zen, "job-r").retries == 1
+
+
+@pytest.mark.queues([{"name": "research", "quota": {CLUSTER: 4}, "users": ["alice", "bob"],
+                      "preemption": "lower-priority"}])
+@pytest.mark.parametrize("outcome", ["SUCCEEDED", "FAILED"])
+def test_a_success_reported_after_a_preemptions_stop_went_unanswered_ends_the_job(queued_zen, clock, outcome):
+    """low exits 0 on vm-a; before its SUCCEEDED gets through, urgent's queue takes low back (STOPPING), the
+    stop goes unanswered past stop_timeout_s and the sweep sends low back to PENDING as attempt 2. The report
+    was dropped as stale and the job that had succeeded ran again once quota freed. A failure (maybe the
+    stop's own SIGTERM) is rerun, as the preemption would have."""
+    zen, functions = queued_zen
+    functions.submit(job_request("low", priority=0))
+    functions.heartbeat(heartbeat("low", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("low", "RUNNING", 2, vm="vm-a"))
+    clock.advance(10)
+    functions.submit(job_request("urgent", user_id="bob", priority=9))
+    assert job(zen, "low").status.value == "STOPPING"
+    clock.advance(121)
+    functions.tick()
+    assert (job(zen, "low").status.value, job(zen, "low").attempt) == ("PENDING", 2)
+
+    functions.heartbeat(final("low", outcome, 0 if outcome == "SUCCEEDED" else 143))
+    record = job(zen, "low")
+    if outcome == "FAILED":
+        assert (record.status.value, record.attempt) == ("PENDING", 2)
+        return
+    assert (record.status.value, record.attempt, record.exit_code) == ("SUCCEEDED", 1, 0)
+    assert history(zen, "low")[-1][3] == ("attempt 1's final report (SUCCEEDED, exit code 0) arrived after its queue "
+                                          "took it back and it did not answer the stop in time; attempt 2 never "
+                                          "started")
+    assert attempts_used(zen, "low") == [(1, "vm-a", "SUCCEEDED")]

@@ -1,6 +1,8 @@
 """A lost attempt's final report that comes after the sweep gave the attempt up (``zen.core.lifecycle``'s
 one exception to "an older attempt is stale"): a SUCCEEDED or FAILED from the VM that held the attempt,
-while no later attempt was claimed, ends the job as that attempt; anything else stays stale.
+while no later attempt was claimed, ends the job as that attempt (a FAILED its retries would retry counts
+as that retry: the rerun queued already goes ahead); so does a SUCCEEDED of an attempt its queue took back
+whose stop went unanswered; anything else stays stale.
 
 The conditions, what the job and its history then say, and what is not undone:
 docs/explanations/delivery-guarantees.md, "a lost attempt's late final report".
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, Heartbeat, Job, JobStatus
+from zen.core.retries import next_retry
 
 if TYPE_CHECKING:
     from zen.jobs.store import UsageRows
@@ -23,7 +26,8 @@ FINAL = {AgentStatus.SUCCEEDED: JobStatus.SUCCEEDED, AgentStatus.FAILED: JobStat
 def late_final(rows: UsageRows, job: Job, hb: Heartbeat, now: datetime) -> Decision | None:
     """What ``hb`` does when it is a lost attempt's late final report (above); None when it is not one
     (``lifecycle.decide_heartbeat`` decides). Reads only for a final report of an older attempt of a
-    job that waits, or of the current attempt of a job that FAILED, from that attempt's VM."""
+    job that waits, or of the current attempt of a job that FAILED, from that attempt's VM; writes only
+    the attempt's outcome (FAILED) when that report counts as a retry."""
     if hb.status not in FINAL:
         return None
     waiting = job.status in (JobStatus.QUEUED, JobStatus.PENDING) and hb.attempt < job.attempt
@@ -34,17 +38,31 @@ def late_final(rows: UsageRows, job: Job, hb: Heartbeat, now: datetime) -> Decis
     lost = rows.lost_attempt(job.job_id, hb.attempt)
     if lost is None or not lost["by_sweep"] or lost["later_held"] or lost["vm"] != hb.vm:
         return None
+    if lost["outcome"] == "PREEMPTED" and hb.status is not AgentStatus.SUCCEEDED:
+        return None  # its queue took it back: a failure (maybe the stop's own) is rerun as the preemption would
+    if waiting and hb.status is AgentStatus.FAILED and (
+            retry := next_retry(job.request, job.retries, hb.attempt, hb.exit_code, now)) is not None:
+        # Had it come in time, the failure would have been retried: the rerun queued already is that retry.
+        # Its row says FAILED now, in this transaction, so that a redelivery of the report counts nothing more.
+        rows.record_late_outcome(job.job_id, hb.attempt, AgentStatus.FAILED.value)
+        return Decision(fields={"retries": retry.count}, note=(
+            f"attempt {hb.attempt}'s final report ({_outcome(hb)}) arrived after it was taken for lost; "
+            f"it earns retry {retry.count} of {job.request.get('max_retries')}: attempt {job.attempt}, queued "
+            f"already, is that retry"))
     if spent:
         return Decision(ignored=f"attempt {hb.attempt}'s final report ({_outcome(hb)}) arrived after it was "
                                 f"taken for lost, which spent the attempt budget: the job stays FAILED "
                                 f"(a job that is over is not changed; submit it again to run it)")
-    return decide_late_final(job, hb, lost["started_at"], now)  # its usage row: JobService._record_usage
+    return decide_late_final(job, hb, lost["started_at"], now,  # its usage row: JobService._record_usage
+                             "its queue took it back and it did not answer the stop in time"
+                             if lost["outcome"] == "PREEMPTED" else "it was taken for lost")
 
 
-def decide_late_final(job: Job, hb: Heartbeat, started_at: datetime | None, now: datetime) -> Decision:
+def decide_late_final(job: Job, hb: Heartbeat, started_at: datetime | None, now: datetime,
+                      given_up: str = "it was taken for lost") -> Decision:
     """The job ends with the outcome of ``hb``'s attempt, as that attempt (the checks are ``late_final``'s)."""
     later = f"attempt {job.attempt}" if job.attempt == hb.attempt + 1 else f"attempts {hb.attempt + 1}-{job.attempt}"
-    reason = (f"attempt {hb.attempt}'s final report ({_outcome(hb)}) arrived after it was taken for lost; "
+    reason = (f"attempt {hb.attempt}'s final report ({_outcome(hb)}) arrived after {given_up}; "
               f"{later} never started")
     fields = dict(attempt=hb.attempt, vm=hb.vm, region=hb.region, zone=hb.zone, last_seq=hb.seq,
                   last_heartbeat_at=now, started_at=started_at, finished_at=now, exit_code=hb.exit_code)

@@ -143,10 +143,11 @@ class UsageRows(Protocol):
         its model and price now (``price``); False when recorded already."""
 
     def lost_attempt(self, job_id: str, attempt: int) -> dict[str, Any] | None:
-        """The attempt if recorded LOST: ``vm``, ``started_at``, ``by_sweep``, ``later_held``; else None."""
+        """The attempt if recorded LOST or PREEMPTED: ``vm``, ``started_at``, ``outcome``, ``by_sweep``,
+        ``later_held``; else None."""
 
     def record_late_outcome(self, job_id: str, attempt: int, outcome: str) -> bool:
-        """A LOST attempt's row says ``outcome`` instead; False when it does not say LOST."""
+        """A LOST or PREEMPTED attempt's row says ``outcome`` instead; False when it says neither."""
 
 
 class RejectionRows(Protocol):

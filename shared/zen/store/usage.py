@@ -56,19 +56,22 @@ QUERIES = {
         ORDER BY 1, cluster, name""",
     "attempts_of_job": """
         SELECT * FROM attempt_usage WHERE job_id = :job_id ORDER BY attempt""",
-    # An attempt recorded LOST (``lost_attempt``): the VM that held it, when it took it, whether the sweep
-    # lost it (its LOST history row is the sweep's: not a cloud preemption its VM reported), and whether a
-    # later attempt was held by a VM since (has a row). Read by primary key and (job_id, id) index.
+    # An attempt recorded LOST, or PREEMPTED by its queue (``lost_attempt``): the VM that held it, when it
+    # took it, its outcome, whether the sweep gave it up (its LOST history row is the sweep's: not a cloud
+    # preemption its VM reported; or the sweep's PENDING: no answer to the preemption's stop in time), and
+    # whether a later attempt was held by a VM since (has a row). Read by primary key and (job_id, id) index.
     "lost_attempt": """
-        SELECT u.vm, u.started_at,
+        SELECT u.vm, u.started_at, u.outcome,
                EXISTS (SELECT 1 FROM job_events e WHERE e.job_id = u.job_id AND e.attempt = u.attempt
-                       AND e.to_status = 'LOST' AND e.actor = 'sweep') AS by_sweep,
+                       AND e.to_status = CASE u.outcome WHEN 'LOST' THEN 'LOST' ELSE 'PENDING' END
+                       AND e.actor = 'sweep') AS by_sweep,
                EXISTS (SELECT 1 FROM attempt_usage l WHERE l.job_id = u.job_id AND l.attempt > u.attempt)
                    AS later_held
-        FROM attempt_usage u WHERE u.job_id = :job_id AND u.attempt = :attempt AND u.outcome = 'LOST'""",
+        FROM attempt_usage u
+        WHERE u.job_id = :job_id AND u.attempt = :attempt AND u.outcome IN ('LOST', 'PREEMPTED')""",
     "late_outcome": """
         UPDATE attempt_usage SET outcome = :outcome
-        WHERE job_id = :job_id AND attempt = :attempt AND outcome = 'LOST' RETURNING attempt""",
+        WHERE job_id = :job_id AND attempt = :attempt AND outcome IN ('LOST', 'PREEMPTED') RETURNING attempt""",
 }
 
 
@@ -100,14 +103,15 @@ def attempts_of_job(session: Session, job_id: str) -> list[dict[str, Any]]:
 
 
 def lost_attempt(session: Session, job_id: str, attempt: int) -> dict[str, Any] | None:
-    """``attempt`` of ``job_id`` if its row says LOST: ``vm``, ``started_at``, ``by_sweep`` (the sweep
-    took it for lost) and ``later_held`` (a later attempt was held by a VM since); None otherwise."""
+    """``attempt`` of ``job_id`` if its row says LOST or PREEMPTED: ``vm``, ``started_at``, ``outcome``,
+    ``by_sweep`` (the sweep gave it up: took it for lost, or its preemption's stop unanswered) and
+    ``later_held`` (a later attempt was held by a VM since); None otherwise."""
     rows = run(session, "lost_attempt", job_id=job_id, attempt=attempt)
     return rows[0] if rows else None
 
 
 def record_late_outcome(session: Session, job_id: str, attempt: int, outcome: str) -> bool:
     """A lost attempt's final report came after all (``zen.jobs.late_final``): its row says ``outcome``
-    (SUCCEEDED or FAILED) instead of LOST. Its times stay: the VM was the attempt's until the sweep gave
-    it up. False when the row does not say LOST (already corrected)."""
+    (SUCCEEDED or FAILED) instead of LOST or PREEMPTED. Its times stay: the VM was the attempt's until the
+    sweep gave it up. False when the row says neither (already corrected)."""
     return bool(run(session, "late_outcome", job_id=job_id, attempt=attempt, outcome=outcome))

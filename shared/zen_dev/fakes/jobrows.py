@@ -362,17 +362,18 @@ class InMemoryJobTx:
     @hooked("lost_attempt")
     def lost_attempt(self, job_id: str, attempt: int) -> dict[str, Any] | None:
         row = self._t.attempt_usage.get((job_id, attempt))
-        if row is None or row["outcome"] != JobStatus.LOST.value:
+        if row is None or row["outcome"] not in (JobStatus.LOST.value, "PREEMPTED"):
             return None
-        return {"vm": row["vm"], "started_at": row["started_at"],
+        gave_up = JobStatus.LOST.value if row["outcome"] == JobStatus.LOST.value else JobStatus.PENDING.value
+        return {"vm": row["vm"], "started_at": row["started_at"], "outcome": row["outcome"],
                 "by_sweep": any(e["job_id"] == job_id and e["attempt"] == attempt and e["actor"] == "sweep"
-                                and e["to_status"] == JobStatus.LOST.value for e in self._t.events),
+                                and e["to_status"] == gave_up for e in self._t.events),
                 "later_held": any(j == job_id and a > attempt for j, a in self._t.attempt_usage)}
 
     @hooked("record_late_outcome")
     def record_late_outcome(self, job_id: str, attempt: int, outcome: str) -> bool:
         row = self._t.attempt_usage.get((job_id, attempt))
-        if row is None or row["outcome"] != JobStatus.LOST.value:
+        if row is None or row["outcome"] not in (JobStatus.LOST.value, "PREEMPTED"):
             return False
         self._t.attempt_usage[(job_id, attempt)] = {**row, "outcome": outcome}
         return True
