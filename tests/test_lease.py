@@ -38,3 +38,32 @@ def test_the_figures_the_documentation_gives(timeout, grace, heartbeat, fence):
 def test_the_vm_silence_follows_the_vm_heartbeat_and_never_undercuts_the_jobs_deadline():
     assert Deadlines().agent_silence_s == 180
     assert Deadlines(vm_heartbeat_s=10, heartbeat_timeout_s=60, agent_heartbeat_s=10).agent_silence_s == 60
+
+
+@settings(max_examples=500, deadline=None)
+@given(timeout=seconds, grace=st.floats(min_value=0, max_value=600), heartbeat=seconds, stop=seconds)
+def test_a_job_its_queue_took_back_is_rerun_only_after_a_vm_cut_off_from_zen_has_ended_it(timeout, grace, heartbeat,
+                                                                                           stop):
+    """A preempted STOPPING job went back to PENDING stop_timeout_s after its STOP, whatever the fence: with a
+    stop_timeout_s under it (10 s against a 95 s fence), a VM cut off from Zen ran the job on while the rerun
+    could start elsewhere."""
+    from datetime import datetime, timedelta, timezone
+
+    from zen.core import lifecycle
+    from zen.core.models import Job, JobStatus
+
+    try:
+        deadlines = Deadlines(heartbeat_timeout_s=timeout, stop_grace_s=grace, agent_heartbeat_s=heartbeat,
+                              stop_timeout_s=stop)
+    except ValueError:
+        return
+    killed_by = lease.fence_s(timeout, grace, heartbeat) + grace  # counted from the last report Zen heard
+    assert deadlines.preempted_stop_s >= max(stop, killed_by)
+    stopped = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    job = Job(job_id="low", status=JobStatus.STOPPING, attempt=1, max_attempts=3, cluster="c", user_id="u", priority=0,
+              regions=["r"], request={}, request_hash="h", max_runtime_s=60, vm="vm-a", region="r", zone="r-a",
+              last_seq=2, last_heartbeat_at=stopped, submitted_at=stopped, queued_at=stopped, started_at=stopped,
+              finished_at=None, exit_code=None, message=None, updated_at=stopped, preempted_by="job urgent")
+    assert lifecycle.decide_silence(job, stopped + timedelta(seconds=killed_by - 1e-3), deadlines) is None
+    later = lifecycle.decide_silence(job, stopped + timedelta(seconds=deadlines.preempted_stop_s + 1), deadlines)
+    assert later is not None and later.changes[-1].to is JobStatus.PENDING

@@ -82,5 +82,13 @@ class Deadlines(BaseModel):
         return self
 
     @property
+    def preempted_stop_s(self) -> float:
+        """How long after its STOP a job its queue takes back waits for its VM's answer before it is rerun
+        (``lifecycle.decide_silence``): ``stop_timeout_s``, but never before a VM cut off from Zen has ended it
+        (its fence, the stop grace and the margin: ``heartbeat_timeout_s`` unless the fence's floor decides)."""
+        fence = fence_s(self.heartbeat_timeout_s, self.stop_grace_s, self.agent_heartbeat_s)
+        return max(self.stop_timeout_s, fence + self.stop_grace_s + min(MARGIN_S, self.heartbeat_timeout_s / 4))
+
+    @property
     def agent_silence_s(self) -> float:
         return agent_silence_s(self.heartbeat_timeout_s, self.vm_heartbeat_s)

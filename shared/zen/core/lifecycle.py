@@ -352,7 +352,8 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines,
     if heard_since is not None and heard_since > last:
         last = heard_since
     if job.status is JobStatus.STOPPING:
-        if now - last < timedelta(seconds=deadlines.stop_timeout_s):
+        waits = deadlines.preempted_stop_s if job.preempted_by else deadlines.stop_timeout_s  # a rerun waits the fence
+        if now - last < timedelta(seconds=waits):
             return None
         if job.preempted_by:  # its VM is silent: the attempt is over (a later report of it is stale)
             return back_to_pending(job, f"preempted: {job.preempted_by}; no answer from {job.vm}")
