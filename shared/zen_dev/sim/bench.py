@@ -133,7 +133,7 @@ def run_scenario(name: str, load=load_scenario, seeds: int = SEEDS) -> tuple[Sce
     seeded = f"seed {scenario.spec.seed}" if seeds == 1 else f"seeds {scenario.spec.seed}..{scenario.spec.seed + seeds - 1} pooled"
     print(f"== {scenario.name}: {scenario.spec.description} ({len(jobs)} jobs, {seeded})")
     if skipped:
-        print(f"  (skipped: {', '.join(skipped)}: not importable)")
+        print(f"  (skipped: {'; '.join(dict.fromkeys(skipped))})")
     print(format_table(results))
     horizon = next(iter(results.values())).horizon_s if results else 0.0
     lines, _ = ratios_and_targets(results, capacity_always_somewhere(scenario, horizon))

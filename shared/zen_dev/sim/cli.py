@@ -71,8 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for name in skipped:
-        print(f"note: policy {name} skipped (not importable yet)", file=sys.stderr)
+    for entry in skipped:
+        print(f"note: policy {entry} skipped", file=sys.stderr)
     if args.json:
         print(json.dumps(json_report(results)))
     else:

@@ -1,6 +1,7 @@
 """Flex-start in the simulated world: a flex-start pool's MIG grows by resize requests (Dynamic Workload
 Scheduler), each queued for a delay drawn from the scenario's ``flex_start.grant`` and then granted all at
-once, as soon as the MIG's zones hold every VM of it; never a stockout error, never preempted.
+once, in one zone, as soon as one of the MIG's zones holds every VM of it (each request on its own);
+never a stockout error, never preempted.
 
 A request's VMs wait without capacity (CREATING, no error: the planner sees them booting, not started);
 deleting one cancels the whole request, as production's ``FlexStartMig`` does.
@@ -56,18 +57,32 @@ class FlexGrants:
             self._grant(mig)
 
     def _grant(self, mig: SimMig) -> None:
-        """Grant the MIG's due requests in order while its zones hold all of a request's VMs; a request
-        that does not fit waits for room (and keeps the later ones waiting: the queue is in order)."""
+        """Grant each of the MIG's due requests that one zone can hold whole, all its VMs in that zone (a
+        flex-start MIG's target shape is ANY_SINGLE_ZONE, as the Compute stand-in grants); one that does not
+        fit waits for room, without holding back the others (each request is granted on its own)."""
         world, ready = self._world, self._ready.get(mig.name, [])
-        while ready:
-            alive = [vm for vm in ready[0] if mig.vms.get(vm.name) is vm and vm.created_s is None]
-            if alive:
-                free = sum(max(0, world._capacity_now((zone, mig.capacity_type)) - world.used.get((zone, mig.capacity_type), 0))
-                           for zone in mig.zones)
-                if free < len(alive) and not world.unlimited:
-                    world._watch_for_room(mig)
-                    return
-                for vm in alive:
-                    self._request_of.pop(vm.name, None)
-                    world._place(mig, vm, world._free_zone(mig))
-            ready.pop(0)
+        waiting: list[list[SimVm]] = []
+        for batch in ready:
+            alive = [vm for vm in batch if mig.vms.get(vm.name) is vm and vm.created_s is None]
+            if not alive:
+                continue
+            zone = self._zone_for(mig, len(alive))
+            if zone is None:
+                waiting.append(batch)
+                continue
+            for vm in alive:
+                self._request_of.pop(vm.name, None)
+                world._place(mig, vm, zone)
+        self._ready[mig.name] = waiting
+        if waiting:
+            world._watch_for_room(mig)
+
+    def _zone_for(self, mig: SimMig, count: int) -> str | None:
+        """The MIG's zone with room for ``count`` more VMs now (the most free first), if any."""
+        world = self._world
+        if world.unlimited:
+            return world._free_zone(mig)
+        free = {zone: world._capacity_now(mig.capacity_key(zone)) - world.used.get(mig.capacity_key(zone), 0)
+                for zone in mig.zones}
+        zone = max(mig.zones, key=lambda z: free[z])
+        return zone if free[zone] >= count else None

@@ -186,7 +186,8 @@ class Gangs:
             surplus = min(job.spec.nodes, len(booting) - wanted - self.wanted(cluster, pool))
             booting.sort(key=lambda vm: (vm.created_s is not None, -vm.since, vm.name))
             for vm in booting[:max(0, surplus)]:
-                self.w._delete_at_once(vm)
+                if mig.vms.get(vm.name) is vm:  # not gone with its flex-start request, cancelled whole
+                    self.w._delete_at_once(vm)
 
     # -- endings ---------------------------------------------------------------------------------
     def finish(self, job, attempt: int) -> None:
@@ -232,7 +233,8 @@ class Gangs:
         for vm in others:
             ran = now - vm.job_start_s
             lost = ran - kept_s(job, ran)
-            vm.busy_s += ran  # busy, not waste; the part thrown away counted as lost
+            vm.busy_s += ran  # busy, not waste; the part thrown away counted as lost, and billed as rework
+            vm.lost_s += lost
             vm.jobs_run += 1
             result.lost_seconds += lost
             result.rework_gpu_seconds += lost * gpus

@@ -91,7 +91,7 @@ class InstanceWorld:
             return mig.zones[mig.round_robin % len(mig.zones)]
         best, best_free = None, 0
         for zone in mig.zones:
-            key = (zone, mig.capacity_type)
+            key = mig.capacity_key(zone)
             free = self._capacity_now(key) - self.used.get(key, 0)
             if free > best_free:
                 best, best_free = zone, free
@@ -110,7 +110,7 @@ class InstanceWorld:
         return capacity
 
     def _place(self, mig: _Mig, vm: _Vm, zone: str) -> None:
-        key = (zone, mig.capacity_type)
+        key = mig.capacity_key(zone)
         self.used[key] = self.used.get(key, 0) + 1
         if self.preempt_on_drop and key not in self.watched:
             self._watch(key)
@@ -188,7 +188,7 @@ class InstanceWorld:
         known = mig.next_capacity_change
         if known is None or known[0] != self.now:  # the schedule is fixed: one look per MIG and instant
             changes = [t for zone in mig.zones
-                       if (t := self.capacity.next_change(zone, mig.capacity_type, self.now)) is not None]
+                       if (t := self.capacity.next_change(*mig.capacity_key(zone), self.now)) is not None]
             known = mig.next_capacity_change = (self.now, min(changes) if changes else None)
         if known[1] is not None:
             self._retry_at(mig, self._next_grid(mig, known[1]))
@@ -255,7 +255,7 @@ class InstanceWorld:
     def _watch_for_room(self, mig: _Mig) -> None:
         """A flex-start request waits for room: look again when a zone's capacity next changes (a VM
         going also frees room: ``_capacity_freed``)."""
-        changes = [t for zone in mig.zones if (t := self.capacity.next_change(zone, mig.capacity_type, self.now)) is not None]
+        changes = [t for zone in mig.zones if (t := self.capacity.next_change(*mig.capacity_key(zone), self.now)) is not None]
         if changes and min(changes) <= self.horizon:
             self._push(min(changes), _RETRY, self.flex.capacity_freed, mig)
 
@@ -294,7 +294,8 @@ class InstanceWorld:
         ran_job = vm.jobs_run > 0 or vm.job is not None
         boot = vm.booted_s - vm.running_s if ran_job else 0.0
         if vm.mig.usd_per_hour is not None:
-            result.bill(billed_seconds(paid), vm.mig.usd_per_hour / 3600.0, busy - lost, lost, boot, ran_job)
+            thrown = lost + vm.lost_s  # vm.lost_s: counted as rework already (a gang's other nodes)
+            result.bill(billed_seconds(paid), vm.mig.usd_per_hour / 3600.0, busy - thrown, thrown, boot, ran_job)
         result.vm_seconds += paid
         result.wasted_seconds += paid - busy - boot if ran_job else paid
 
@@ -332,9 +333,9 @@ class InstanceWorld:
         self._release(vm)
         vm.touch()
         del mig.vms[vm.name], mig.cluster.vms[vm.name]
-        self._capacity_freed(vm.zone, mig.capacity_type)
+        self._capacity_freed(*mig.capacity_key(vm.zone))
 
     def _release(self, vm: _Vm) -> None:
-        key = (vm.zone, vm.mig.capacity_type)
+        key = vm.mig.capacity_key(vm.zone)
         self.used[key] -= 1
         self._billed(-1)

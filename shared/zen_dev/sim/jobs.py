@@ -135,18 +135,18 @@ def load_jobs(scenario: Scenario, source: str | None = None, *, seed: int | None
     spec_raw = scenario.spec.jobs
     if source == "synthetic" and (spec_raw or {}).get("kind", "synthetic") != "synthetic":
         spec_raw = None
-    elif source == "philly":
-        spec_raw = {"kind": "philly"}
+    elif source == "philly":  # the scenario's own Philly settings (gangs, compression, file) kept
+        spec_raw = {**(spec_raw if (spec_raw or {}).get("kind") == "philly" else {}), "kind": "philly"}
     elif source not in (None, "synthetic"):
         spec_raw = {"kind": "csv", "file": source}
     spec = parse_jobs_spec(spec_raw)
     if isinstance(spec, SyntheticJobs):
         return synthetic_jobs(spec, scenario.clusters, scenario.spec.seed if seed is None else seed)
-    path = scenario.resolve(spec.file) if source is None else resolve_path(spec.file, Path.cwd())
+    path = scenario.resolve(spec.file) if source in (None, "philly") else resolve_path(spec.file, Path.cwd())
     if isinstance(spec, PhillyJobs):
         spec = spec.model_copy(update={k: v for k, v in (("compression", compression), ("max_jobs", max_jobs)) if v})
         return philly_jobs(path, scenario.clusters, spec.compression, spec.max_jobs, spec.gangs)
-    return csv_jobs(path, scenario.clusters, compression=compression or 1.0, max_jobs=max_jobs)
+    return csv_jobs(path, scenario.clusters, compression=compression, max_jobs=max_jobs)
 
 
 def _allowed(regions: list[str] | tuple[str, ...] | None, cluster: SimCluster) -> tuple[str, ...]:
@@ -279,12 +279,14 @@ def philly_jobs(path: Path, clusters: list[SimCluster], compression: float = 10,
     return jobs
 
 
-def csv_jobs(path: Path, clusters: list[SimCluster], *, compression: float = 1.0,
+def csv_jobs(path: Path, clusters: list[SimCluster], *, compression: float | None = None,
              max_jobs: int | None = None) -> list[SimJob]:
-    """Zen's job CSV, or a Philly-format file (recognised by its header)."""
+    """Zen's job CSV (``compression`` default 1), or a Philly-format file, recognised by its header and read
+    as ``kind: philly`` reads it (its default compression, 10)."""
     with_header = _read_csv(path, ())
     if with_header and all(c in with_header[0] for c in PHILLY_COLUMNS):
-        return philly_jobs(path, clusters, compression, max_jobs)
+        return philly_jobs(path, clusters, compression or PhillyJobs.model_fields["compression"].default, max_jobs)
+    compression = compression or 1.0
     rows = _read_csv(path, ZEN_COLUMNS)
     by_name = {c.limits.name: c for c in clusters}
     jobs = []

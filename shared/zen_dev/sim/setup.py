@@ -38,16 +38,16 @@ def policy_models(policy: Policy, cluster: SimCluster) -> tuple[str, ...]:
     return models
 
 
-def capacity_types(scenario: Scenario, cluster: SimCluster) -> dict[str, str]:
-    """Model -> the capacity its VMs draw on: its own where the scenario gives one (a step or trace
-    with ``model:``), else the machine type's, shared by every model."""
-    named = {machine_type for _, machine_type in scenario.capacity.keys() if machine_type}
-    out = {}
+def capacity_types(scenario: Scenario, cluster: SimCluster) -> dict[str, dict[str, str]]:
+    """Model -> zone -> the capacity its VMs draw on there: its own where the scenario gives it one in that
+    zone (a step or trace with ``model:``), else the machine type's, shared by every model there."""
+    keys = set(scenario.capacity.keys())
+    zones = [zone for region_zones in cluster.zones.values() for zone in region_zones]
+    out: dict[str, dict[str, str]] = {}
     for model in MODELS:
-        for key in (f"{cluster.machine_type}@{model}", f"@{model}"):
-            if key in named:
-                out[model] = key
-                break
+        for zone in zones:
+            own = next((key for key in (f"{cluster.machine_type}@{model}", f"@{model}") if (zone, key) in keys), None)
+            out.setdefault(model, {})[zone] = own or cluster.machine_type
     return out
 
 

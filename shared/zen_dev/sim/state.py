@@ -43,7 +43,7 @@ class SimJobState:
 
 class SimVm:
     __slots__ = ("name", "mig", "phase", "since", "zone", "created_s", "running_s", "booted_s", "job", "job_start_s",
-                 "error", "wait_since", "jobs_run", "busy_s", "epoch", "view", "first_seen", "cache", "part", "claimed_s")
+                 "error", "wait_since", "jobs_run", "busy_s", "lost_s", "epoch", "view", "first_seen", "cache", "part", "claimed_s")
 
     def __init__(self, name: str, mig: "SimMig", now: float):
         self.name, self.mig, self.epoch = name, mig, 0
@@ -57,6 +57,7 @@ class SimVm:
         self.wait_since = None
         self.part = self.claimed_s = None  # the gang it holds a part of while that assembles, since when
         self.jobs_run, self.busy_s = 0, 0.0
+        self.lost_s = 0.0  # of busy_s, runs thrown away already counted as rework (a gang's other nodes: zen_dev.sim.gangs)
         self.cache: OrderedDict[str, float] = OrderedDict()  # its warm cache: dataset -> GB, least recent first
 
     def touch(self) -> None:
@@ -70,14 +71,15 @@ class SimVm:
 class SimMig:
     __slots__ = ("cluster", "region", "key", "model", "name", "zones", "machine_type", "vms", "target", "waiting",
                  "anchor", "retry_at", "errors", "errors_until", "round_robin", "listing",
-                 "next_capacity_change", "usd_per_hour", "preemptible", "capacity_type")
+                 "next_capacity_change", "usd_per_hour", "preemptible", "capacity_types")
 
     def __init__(self, cluster: "SimClusterState", key: str, pool: Pool, zones: tuple[str, ...], primary: bool,
-                 capacity_type: str):
+                 capacity_types: dict[str, str]):
         self.cluster, self.region, self.key, self.model, self.zones = cluster, pool.region, key, pool.model, zones
         self.name = f"zen-{cluster.limits.name}-{pool.region}" + ("" if primary else f"-{MIG_SUFFIX[pool.model]}")
         self.machine_type = cluster.machine_type
-        self.capacity_type = capacity_type  # the capacity it draws on: its machine type's, or its model's own
+        # Zone -> the capacity it draws on there: its machine type's, or its model's own where it has one.
+        self.capacity_types = {zone: capacity_types.get(zone, self.machine_type) for zone in zones}
         self.usd_per_hour = pool.usd_per_hour  # as its VMs run (None: unpriced)
         self.preemptible = pool.model == "spot"  # GCE takes spot VMs back; standard and flex-start run on
         self.vms: dict[str, SimVm] = {}  # every instance, DELETING included (they count against limits)
@@ -89,18 +91,22 @@ class SimMig:
         self.listing = None  # (instances, all settled, valid until): the MIG's last listing, see zen_dev.sim.ports
         self.next_capacity_change = None  # (at, the zones' next capacity change after it or None)
 
+    def capacity_key(self, zone: str) -> tuple[str, str]:
+        """(zone, the capacity its VMs draw on there): the key of ``zen_dev.capacity``'s schedule and counts."""
+        return zone, self.capacity_types[zone]
+
 
 class SimClusterState:
     def __init__(self, sim: SimCluster, models: tuple[str, ...], capacity_types: dict[str, str]):
         """``models``: the provisioning models the policy's world has MIGs for (the primary first);
-        ``capacity_types``: model -> the capacity its VMs draw on (``zen_dev.capacity``)."""
+        ``capacity_types``: model -> zone -> the capacity its VMs draw on there (``zen_dev.capacity``)."""
         self.limits, self.machine_type, self.gpu_count = sim.limits, sim.machine_type, sim.gpu_count
         # The price floor per GPU-second: the cheapest listed VM-hour among its regions and models.
         self.floor_usd_per_gpu_s = (sim.floor_usd_per_vm_hour / 3600.0 / sim.gpu_count
                                     if sim.floor_usd_per_vm_hour is not None else 0.0)
         self.models, self.pools = models, sim.pools(models)
         self.migs = {key: SimMig(self, key, pool, sim.zones[pool.region], pool.model == models[0],
-                                 capacity_types.get(pool.model, sim.machine_type))
+                                 capacity_types.get(pool.model, {}))
                      for key, pool in self.pools.items()}
         self.queued: dict[str, SimJobState] = {}
         # Queued jobs by (priority, pools their start reaches, whether they checkpoint): job id -> submit

@@ -74,7 +74,7 @@ class Simulation(InstanceWorld):
         for cluster in self.clusters.values():
             for mig in cluster.migs.values():
                 for zone in mig.zones:
-                    self.by_zone.setdefault((zone, mig.capacity_type), []).append(mig)
+                    self.by_zone.setdefault(mig.capacity_key(zone), []).append(mig)
         self.used: dict[tuple[str, str], int] = {}
         self.heap: list = []
         self.seq = itertools.count()
@@ -378,4 +378,4 @@ class Simulation(InstanceWorld):
         if others is not None:
             self.gangs.free_all(job, others)
         self._attempt(mig, vm)
-        self._capacity_freed(zone, mig.capacity_type)
+        self._capacity_freed(*mig.capacity_key(zone))
