@@ -216,9 +216,16 @@ class _Occupancy:
 
 
 def region_caps(scenario: Scenario, cluster, model: str, slots: int, slot_s: float) -> dict[str, np.ndarray]:
-    key = capacity_types(scenario, cluster).get(model, cluster.machine_type)
-    return {region: sum((slot_max(scenario, zone, key, slots, slot_s) for zone in zones), np.zeros(slots))
+    kinds = capacity_types(scenario, cluster).get(model, {})
+    return {region: sum((slot_max(scenario, zone, kinds.get(zone, cluster.machine_type), slots, slot_s)
+                         for zone in zones), np.zeros(slots))
             for region, zones in cluster.zones.items()}
+
+
+def spot_identity(cluster) -> str:
+    """What a region's spot capacity is shared by: clusters of one machine type (each zone's capacity key,
+    ``zen_dev.sim.setup.capacity_types``, depends on the zone and the machine type alone)."""
+    return f"{cluster.machine_type}@spot"
 
 
 def allowed_starts(caps: np.ndarray, rule: str) -> np.ndarray:
@@ -270,7 +277,7 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
         allowed[name] = {m: {r: allowed_starts(c, rule) for r, c in region_caps(scenario, cluster, m, slots, slot_s).items()}
                          for m in cluster.models if m in NON_SPOT}
         if capacity and "spot" in cluster.models:
-            key = capacity_types(scenario, cluster).get("spot", cluster.machine_type)
+            key = spot_identity(cluster)
             for region, caps in region_caps(scenario, cluster, "spot", slots, slot_s).items():
                 if (region, key) not in spot:
                     spot[(region, key)] = _Occupancy(lp, caps, tau)
@@ -294,7 +301,7 @@ def solve(scenario: Scenario, jobs: list[SimJob], speed: Speed | None, horizon_s
         last50 = math.ceil((job.submit_s + speed.w50_s) / slot_s) if speed else first - 1
         covered = math.floor(d / slot_s) - 1
         table = cluster.table or {}
-        spot_key = capacity_types(scenario, cluster).get("spot", cluster.machine_type)
+        spot_key = spot_identity(cluster)
         # A run at the floor price may count anything up to this; the most is optimal (every price is at
         # least the floor, so the ratio is >= 1 and more hours at 1.00 only lower it): fixed at the most.
         at_floor = min(d, horizon_s - job.submit_s) / 3600.0
@@ -438,20 +445,22 @@ def _drops(scenario: Scenario, slots: int, slot_s: float) -> dict[tuple[str, str
     many drops there are, and the sum over them of the region's capacity just before each."""
     out: dict[tuple[str, str], tuple[np.ndarray, ...]] = {}
     for cluster in scenario.clusters:
-        key = capacity_types(scenario, cluster).get("spot", cluster.machine_type)
+        key, kinds = spot_identity(cluster), capacity_types(scenario, cluster)["spot"]
         for region, zones in cluster.zones.items():
             if (region, key) in out:
                 continue
             units, moments, room = np.zeros(slots), np.zeros(slots), np.zeros(slots)
             for zone in zones:
-                before, t = scenario.capacity.capacity(zone, key, 0.0), scenario.capacity.next_change(zone, key, 0.0)
+                own = kinds.get(zone, cluster.machine_type)
+                before, t = scenario.capacity.capacity(zone, own, 0.0), scenario.capacity.next_change(zone, own, 0.0)
                 while t is not None and t < slots * slot_s:
-                    after = scenario.capacity.capacity(zone, key, t)
+                    after = scenario.capacity.capacity(zone, own, t)
                     if after < before:  # at most the VMs it removes are taken back
                         units[int(t // slot_s)] += min(before, UNLIMITED) - after
                         moments[int(t // slot_s)] += 1
-                        room[int(t // slot_s)] += sum(scenario.capacity.capacity(z, key, t - 1e-6) for z in zones)
-                    before, t = after, scenario.capacity.next_change(zone, key, t)
+                        room[int(t // slot_s)] += sum(scenario.capacity.capacity(
+                            z, kinds.get(z, cluster.machine_type), t - 1e-6) for z in zones)
+                    before, t = after, scenario.capacity.next_change(zone, own, t)
             room[room >= UNLIMITED] = math.inf
             out[(region, key)] = (units, moments, room)
     return out

@@ -44,8 +44,8 @@ POLICIES = ("zen", "cheapest-first", "ask-every-region-standard")
 def _series(scenario: Scenario, cluster: SimCluster) -> list[tuple[str, str, str]]:
     """(region, zone, capacity key) of every capacity any model of ``cluster``'s VMs may draw on."""
     kinds = capacity_types(scenario, cluster)
-    keys = sorted({kinds.get(model, cluster.machine_type) for model in MODELS})
-    return [(region, zone, key) for region, zones in cluster.zones.items() for zone in zones for key in keys]
+    return [(region, zone, key) for region, zones in cluster.zones.items() for zone in zones
+            for key in sorted({kinds.get(model, {}).get(zone, cluster.machine_type) for model in MODELS})]
 
 
 def _changes(scenario: Scenario, series: list[tuple[str, str, str]], horizon_s: float) -> list[float]:
