@@ -53,7 +53,7 @@ def test_nodes_out_of_range_is_refused_by_the_message(nodes):
 
 
 def test_nodes_beyond_what_the_cluster_holds_in_one_region_is_refused_naming_the_field(config):
-    shared = _with(config, {"1xl4": {"max_jobs_per_vm": 4, "gpu_count": 4}})
+    shared = _with(config, {"1xl4": {"max_jobs_per_vm": 4, "gpu_count": 4, "machine_type": "g2-standard-48"}})
     cases = {
         (CLUSTER, 9): f"nodes: 9 is above cluster {CLUSTER}'s max_vms (8)",
         (CLUSTER, 5): f"nodes: 5 is above cluster {CLUSTER}'s max_vms_per_region (4), and a multi-node job runs "

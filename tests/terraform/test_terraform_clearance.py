@@ -24,12 +24,12 @@ from zen.core.config import ZenConfig
 
 CONFIG = """
 clusters:
-  - {name: 4xa100-40gb, gpu_type: nvidia-tesla-a100, gpu_count: 4, regions: [us-central1, us-west1],
+  - {name: 4xa100-40gb, gpu_type: nvidia-tesla-a100, gpu_count: 4, machine_type: a2-highgpu-4g, regions: [us-central1, us-west1],
      max_vms_per_region: 1, max_vms: 2, region_tags: {us-central1: [hipaa]}}
-  - {name: 8xa100-40gb, gpu_type: nvidia-tesla-a100, gpu_count: 8, regions: [us-central1],
+  - {name: 8xa100-40gb, gpu_type: nvidia-tesla-a100, gpu_count: 8, machine_type: a2-highgpu-8g, regions: [us-central1],
      max_vms_per_region: 1, max_vms: 1, tags: [hipaa, eu]}
-  - {name: 1xl4, gpu_type: nvidia-l4, gpu_count: 1, regions: [us-east4], max_vms_per_region: 1, max_vms: 1}
-  - {name: 8xh100-80gb-europe-and-america, gpu_type: nvidia-h100-80gb, gpu_count: 8,
+  - {name: 1xl4, gpu_type: nvidia-l4, gpu_count: 1, machine_type: g2-standard-8, regions: [us-east4], max_vms_per_region: 1, max_vms: 1}
+  - {name: 8xh100-80gb-europe-and-america, gpu_type: nvidia-h100-80gb, gpu_count: 8, machine_type: a3-highgpu-8g,
      regions: [us-east4, europe-west4, us-central1], max_vms_per_region: 1, max_vms: 3, tags: [hipaa],
      region_tags: {europe-west4: [eu], us-central1: [eu]}}
 data_clearance:

@@ -22,9 +22,9 @@ from zen.core.config import ZenConfig
 AGENT = "google_service_account.agent["  # one account per (cluster, tag set): google_service_account.agent[<key>]
 TAGGED_CONFIG = """
 clusters:
-  - {name: 4xa100-40gb, gpu_type: nvidia-tesla-a100, gpu_count: 4, regions: [us-central1, us-west1, europe-west4],
+  - {name: 4xa100-40gb, gpu_type: nvidia-tesla-a100, gpu_count: 4, machine_type: a2-highgpu-4g, regions: [us-central1, us-west1, europe-west4],
      max_vms_per_region: 1, max_vms: 2, tags: [gpu-secure], region_tags: {us-central1: [hipaa, gpu-secure]}}
-  - {name: 1xl4, gpu_type: nvidia-l4, gpu_count: 1, regions: [us-east4], max_vms_per_region: 1, max_vms: 1}
+  - {name: 1xl4, gpu_type: nvidia-l4, gpu_count: 1, machine_type: g2-standard-8, regions: [us-east4], max_vms_per_region: 1, max_vms: 1}
 """
 
 

@@ -66,7 +66,9 @@ class ClusterConfig(Strict):
     name: str
     gpu_type: str = Field(description="Accelerator type, e.g. nvidia-tesla-a100")
     gpu_count: int = Field(ge=1, le=16, description="GPUs per VM")
-    machine_type: str = "a2-highgpu-1g"
+    machine_type: str = Field(default="a2-highgpu-1g", description=(
+        "The VMs' machine type (terraform's too); in Zen's configuration, one Zen knows must hold gpu_count x "
+        "gpu_type (zen.core.shapes)"))
     regions: list[str] = Field(min_length=1, description="Allowed regions, most preferred first")
     max_vms_per_region: int = Field(ge=0, description=(
         "Upper bound on each regional MIG: per region and provisioning model (one MIG each)"))

@@ -23,6 +23,8 @@ from zen.core.lease import Deadlines as Deadlines  # the `deadlines:` section, e
 from zen.core.cluster_config import NAME as _NAME, ClusterConfig as ClusterConfig, ContainerPolicy as ContainerPolicy
 from zen.core.cluster_config import Strict as _Strict, describe_pull_limits as describe_pull_limits
 from zen.core.prices import Pricing as Pricing  # the `pricing:` section
+from zen.core.prices import pricing_problem
+from zen.core.shapes import machine_problem
 from zen.core.principals import matches, pattern_error
 from zen.core.notify import NotificationsConfig, NotifyTargets, refused_target
 from zen.core.secrets import SecretPattern
@@ -273,6 +275,22 @@ class ZenConfig(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _clusters_fit(self) -> "ZenConfig":
+        """Machine types that hold their clusters' GPUs (a simulated cluster is not held to it), prices that
+        fit the clusters, flex-start VMs that outlive the jobs a flex-only cluster takes by default."""
+        for index, cluster in enumerate(self.clusters):
+            if why := machine_problem(cluster.machine_type, cluster.gpu_type, cluster.gpu_count):
+                raise ValueError(f"clusters.{index} ({cluster.name}): {why}")
+            if cluster.provisioning == ["flex-start"] and cluster.flex_start_run_s < self.limits.max_runtime_s:
+                raise ValueError(
+                    f"clusters.{index} ({cluster.name}): flex_start_run_s ({cluster.flex_start_run_s}) is below "
+                    f"limits.max_runtime_s ({self.limits.max_runtime_s}), the max_runtime_s a job giving none gets, "
+                    "and flex-start is the cluster's only model: every such job would be refused")
+        if why := pricing_problem(self.pricing, self.clusters):
+            raise ValueError(why)
+        return self
+
+    @model_validator(mode="after")
     def _data_clearance(self) -> "ZenConfig":
         check_bindings(self.data_clearance, self.clusters)
         return self
@@ -328,6 +346,8 @@ def load_config(path: str | os.PathLike[str] | None = None) -> ZenConfig:
         raise ConfigError(f"{path} is not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path} must hold a YAML mapping at the top level")
+    if os.environ.get("ZEN_PRICES", "catalog").lower() == "snapshot" and isinstance(raw.get("pricing", {}), dict):
+        raw = {**raw, "pricing": {**raw.get("pricing", {}), "catalog": False}}  # a deployment's catalog: false
     try:
         return ZenConfig.model_validate(raw)
     except ValidationError as exc:

@@ -25,6 +25,7 @@ from pydantic import Field, field_validator
 
 from zen.core.cluster_config import ClusterConfig, Strict
 from zen.core.provisioning import check_model, pool_key
+from zen.core.shapes import SHAPES as SHAPES, Shape as Shape  # re-exported: what each machine type holds
 
 SNAPSHOT_PATH = Path(__file__).with_name("price_snapshot.json")
 SOURCES = ("snapshot", "catalog", "override")  # in the order they are laid over each other
@@ -43,32 +44,6 @@ def billed_seconds(paid_s: float, minimum: bool = True) -> int:
 def billed_usd(paid_s: float, usd_per_hour: float, minimum: bool = True) -> float:
     """What ``paid_s`` seconds of RUNNING cost at ``usd_per_hour``, billed as GCE bills (``billed_seconds``)."""
     return billed_seconds(paid_s, minimum) * usd_per_hour / 3600.0
-
-
-@dataclass(frozen=True)
-class Shape:
-    """What one machine type holds: its family's SKUs (``A2``, ``G2``, ``A3``), vCPUs, GiB of RAM, and its
-    GPUs (the catalog's name for the GPU, e.g. ``Nvidia Tesla A100``, and how many)."""
-
-    family: str
-    vcpus: int
-    ram_gib: float
-    gpu: str
-    gpus: int
-
-
-def _shapes() -> dict[str, Shape]:
-    shapes = {f"a2-highgpu-{n}g": Shape("A2", 12 * n, 85.0 * n, "Nvidia Tesla A100", n) for n in (1, 2, 4, 8)}
-    shapes["a2-megagpu-16g"] = Shape("A2", 96, 1360.0, "Nvidia Tesla A100", 16)
-    shapes.update({f"a2-ultragpu-{n}g": Shape("A2", 12 * n, 170.0 * n, "Nvidia Tesla A100 80GB", n)
-                   for n in (1, 2, 4, 8)})
-    for vcpus, gpus in ((4, 1), (8, 1), (12, 1), (16, 1), (24, 2), (32, 1), (48, 4), (96, 8)):
-        shapes[f"g2-standard-{vcpus}"] = Shape("G2", vcpus, 4.0 * vcpus, "Nvidia L4", gpus)
-    shapes.update({f"a3-highgpu-{n}g": Shape("A3", 26 * n, 234.0 * n, "Nvidia H100 80GB", n) for n in (1, 2, 4, 8)})
-    return shapes
-
-
-SHAPES = _shapes()
 
 
 def vm_price(shape: Shape, core: float, ram: float, gpu: float) -> float:
@@ -143,6 +118,38 @@ def effective(pricing: Pricing, snapshot: PriceTable, catalog: PriceTable | None
     the configuration's overrides over both."""
     base = catalog.over(snapshot) if catalog is not None and pricing.catalog else snapshot
     return pricing.table().over(base)
+
+
+def pricing_problem(pricing: Pricing, clusters: list[ClusterConfig]) -> str | None:
+    """Why ``pricing`` does not fit the ``clusters`` (None: it does), naming the field: an override for a
+    machine type or region no cluster has (a typo would leave the price the user set unused), or, without
+    the catalog, a pool of a cluster that neither the snapshot nor the overrides price."""
+    regions: dict[str, set[str]] = {}
+    for cluster in clusters:
+        regions.setdefault(cluster.machine_type, set()).update(cluster.regions)
+    machines = ", ".join(sorted(regions)) or "none"
+    for machine, by_region in pricing.overrides.items():
+        if machine not in regions:
+            return f"pricing.overrides.{machine}: no cluster has machine type {machine} (the clusters': {machines})"
+        for region in by_region:
+            if region not in regions[machine]:
+                return (f"pricing.overrides.{machine}.{region}: no cluster of machine type {machine} runs in {region} "
+                        f"(theirs: {', '.join(sorted(regions[machine]))})")
+    for machine in pricing.usd_per_vm_hour:
+        if machine not in regions:
+            return f"pricing.usd_per_vm_hour.{machine}: no cluster has machine type {machine} (the clusters': {machines})"
+    if pricing.catalog:
+        return None
+    table = effective(pricing, snapshot(), None)
+    for cluster in clusters:
+        for region in cluster.regions:
+            for model in cluster.provisioning:
+                if table.lookup(cluster.machine_type, region, model) is None:
+                    return (f"pricing.catalog is false (or ZEN_PRICES=snapshot) and the price snapshot has no "
+                            f"{cluster.machine_type} in "
+                            f"{region} ({model}; cluster {cluster.name}): give it in pricing.overrides."
+                            f"{cluster.machine_type}.{region}.{model} (USD per VM-hour), or read the catalog")
+    return None
 
 
 def load_snapshot(path: Path = SNAPSHOT_PATH) -> PriceTable:
