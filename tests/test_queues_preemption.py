@@ -177,3 +177,18 @@ def test_a_long_line_of_preemptors_is_admitted_in_one_pass_without_nesting(confi
     assert set(statuses(zen, *[f"high{n}" for n in range(12)])) == {"QUEUED"}
     assert set(statuses(zen, *[f"low{n}" for n in range(12)])) == {"PENDING"}
     assert deepest[0] == 1
+
+
+@pytest.mark.queues([{"name": "a", "cohort": "c", "quota": {CLUSTER: 4}, "users": ["alice"]},
+                     {"name": "b", "cohort": "c", "quota": {CLUSTER: 4}, "users": ["bob"],
+                      "preemption": "reclaim-borrowed"}])
+def test_reclaim_borrowed_takes_back_quota_a_gang_borrowed(queued_zen, clock):
+    """Queue a (nominal 4 GPUs) runs a 2-node gang of 8 GPUs, 4 borrowed from b. b's 4-GPU job fits b's
+    nominal quota, yet nothing was taken back (a victim had to be no larger than what its queue borrowed:
+    8 > 4) and it waited as long as the gang ran; as Kueue does, a queue above its nominal gives back jobs."""
+    zen, fn = queued_zen
+    fn.submit(job_request("a1", nodes=2))
+    clock.advance(1)
+    assert statuses(zen, "a1") == ["QUEUED"]
+    fn.submit(job_request("b1", user_id="bob"))
+    assert statuses(zen, "a1", "b1") == ["PENDING", "QUEUED"]

@@ -183,7 +183,8 @@ class Queueing:
         """Admitted jobs whose quota ``job`` may take back under its queue's ``preemption`` rule, or []
         when they would not free enough (never preempt for nothing):
         - ``reclaim-borrowed``: the job fits its queue's nominal quota; victims are jobs of other queues
-          of the cohort beyond their own nominal quota (borrowed), cheapest first;
+          of the cohort while those are beyond their own nominal quota (borrowing), cheapest first, as Kueue
+          takes them (a job larger than what its queue borrowed, a gang, included);
         - ``lower-priority``: victims are jobs of its own queue of lower priority, cheapest first.
         Cheapest: lowest priority, then the most recently admitted (Kueue's order)."""
         name = queue.config.name
@@ -203,7 +204,7 @@ class Queueing:
         for candidate in candidates:
             if need <= 0:
                 break
-            if candidate.queue is not None and lent[candidate.queue] >= candidate.gpus:
+            if candidate.queue is not None and lent[candidate.queue] > 0:  # its queue still above its nominal
                 lent[candidate.queue] -= candidate.gpus
                 need -= candidate.gpus
                 victims.append((candidate, f"job {job.job_id} of queue {name} (priority {job.priority}) "
