@@ -183,6 +183,9 @@ def test_help_never_acts(zen_cli):
         result = zen_cli(*argv)
         assert result.returncode == 0 and result.stdout.startswith("usage: zen"), (argv, result)
         assert "stopped" not in result.stdout and "no local stack" not in result.stdout
+    # One that needs a database helps without one (it said "no database" instead).
+    result = zen_cli("console", "--help", drop=("ZEN_DATABASE_URL",))
+    assert result.returncode == 0 and result.stdout.startswith("usage: zen console"), result
 
 
 def test_usage_errors_exit_2(zen_cli):

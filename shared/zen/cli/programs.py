@@ -113,7 +113,7 @@ def cmd_console(args, rest: list[str]) -> int:
     from zen.cli.kit import database_configured
     from zen.console.serve import main as console_main
 
-    if not database_configured():
+    if not database_configured() and not {"-h", "--help"} & set(rest):  # help never needs one
         raise CliError("zen console: no database: start a local stack (`zen local up`) or set ZEN_DATABASE_URL")
     return console_main(rest) or 0
 
