@@ -90,3 +90,18 @@ def test_passes_of_two_configurations_over_the_same_queue_take_the_same_lock(con
 
     assert locks_held(alone) == {key("queue:a")}
     assert locks_held(cohort) == {key("queue:a"), key("queue:b")}
+
+
+def test_a_users_queue_is_found_whatever_the_case_of_their_address(config):
+    """Authorization compares addresses case-insensitively; the queue a user's jobs go to did not, so
+    Alice@Example.com's jobs went to the `default` queue instead of hers (and one address could be listed
+    in two queues' users by case)."""
+    from pydantic import ValidationError
+
+    from tests.test_queues import with_queues
+
+    queues = [{"name": "research", "quota": {"1xl4": 1}, "users": ["alice@example.com"]},
+              {"name": "default", "quota": {"1xl4": 1}}]
+    assert with_queues(config, queues).default_queue("Alice@Example.com").name == "research"
+    with pytest.raises(ValidationError, match="is in the users of queues"):
+        with_queues(config, [*queues[:1], {"name": "other", "quota": {"1xl4": 1}, "users": ["ALICE@example.com"]}])

@@ -261,7 +261,7 @@ class ZenConfig(_Strict):
             unknown = sorted(set(queue.quota) - known)
             if unknown:
                 raise ValueError(f"queue {queue.name}: quota names unknown clusters: {', '.join(unknown)}")
-            for user in queue.users:
+            for user in (u.casefold() for u in queue.users):
                 if user in owners:
                     raise ValueError(f"user {user} is in the users of queues {owners[user]} and {queue.name}")
                 owners[user] = queue.name
@@ -303,7 +303,8 @@ class ZenConfig(_Strict):
 
     def default_queue(self, user: str) -> QueueConfig | None:
         """The user's queue (``users:``), else a queue named ``default``, else None."""
-        return next((q for q in self.queues if user in q.users), None) or self.queue("default")
+        user = user.casefold()  # e-mail addresses, compared as the authorization checks compare them
+        return next((q for q in self.queues if user in {u.casefold() for u in q.users}), None) or self.queue("default")
 
     def cohort_of(self, queue: QueueConfig, cluster: str | None = None) -> list[QueueConfig]:
         return cohort_of(self.queues, queue, cluster)
