@@ -29,7 +29,7 @@ def _cli(tmp_path, capsys, scenario: str, *args: str, jobs_csv: str | None = Non
     return rc, (json.loads(out)["policies"] if rc == 0 and out.strip() else None), err
 
 
-# 1. ask-every-region crashes on a gang in a flex-start pool -------------------------------------------
+# 1. ask-every-region crashed on a gang in a flex-start pool -------------------------------------------
 FLEX_GANG = """
 seed: 1
 clusters:
@@ -51,13 +51,13 @@ jobs: {kind: synthetic, count: 1, arrivals: {kind: burst, at_s: 0}, duration: {d
 def test_ask_every_region_gang_on_flex_start_does_not_crash(tmp_path, capsys):
     # The gang assembles in us-central1; its copy in us-west1 is one resize request of 2 VMs still
     # waiting. Cancelling the first loser cancels the whole request (deleting the second VM too), and
-    # the loop then deletes the second again: KeyError out of Simulation.run.
+    # the loop then deleted the second again: KeyError out of Simulation.run.
     rc, policies, err = _cli(tmp_path, capsys, FLEX_GANG, "--policies", "ask-every-region")
     assert rc == 0, err
     assert policies["ask-every-region"]["never_started"] == 0
 
 
-# 2. one model's own capacity in one zone throws away the machine type's capacity in the others ------
+# 2. one model's own capacity in one zone threw away the machine type's capacity in the others ------
 PARTIAL_MODEL_CAPACITY = """
 seed: 1
 clusters:
@@ -77,7 +77,7 @@ jobs: {kind: synthetic, count: 5, arrivals: {kind: burst, at_s: 0}, duration: {d
 
 def test_a_models_own_capacity_in_one_zone_keeps_the_machine_types_capacity_elsewhere(tmp_path, capsys):
     # Doc: "a model without one draws on the machine type's". us-west1-b has 0 a2-highgpu-8g; spot has
-    # its own capacity only in us-west1-a (1). At most 1 spot VM can exist, yet spot VMs in us-west1-b
+    # its own capacity only in us-west1-a (1). At most 1 spot VM can exist; spot VMs in us-west1-b
     # read the scenario default (unlimited) instead of the machine type's 0: peak 5, every job started.
     rc, policies, err = _cli(tmp_path, capsys, PARTIAL_MODEL_CAPACITY, "--policies", "single-region")
     assert rc == 0, err
@@ -85,7 +85,7 @@ def test_a_models_own_capacity_in_one_zone_keeps_the_machine_types_capacity_else
     assert policies["single-region"]["never_started"] == 4
 
 
-# 3. a gang's thrown-away runs are billed as useful (usd_useful / usd_above_floor) ------------------------
+# 3. a gang's thrown-away runs were billed as useful (usd_useful / usd_above_floor) ------------------------
 ONE_PRICE_PREEMPTED = """
 seed: 3
 boot: {dist: fixed, s: 60}
@@ -102,8 +102,8 @@ prices:
 def test_a_gangs_rework_is_billed_as_rework_not_as_useful_work(tmp_path, capsys):
     # One price everywhere ($1 per GPU-second), so every dollar of rework is usd_rework and nothing
     # can be above the floor. A 2-node gang is preempted several times: only the preempted node's
-    # lost run lands in usd_rework; the other node's lost run is counted in usd_useful, so
-    # usd_above_floor ("what running in dearer regions and models cost") is thousands of dollars.
+    # lost run landed in usd_rework; the other node's was counted in usd_useful, so
+    # usd_above_floor ("what running in dearer regions and models cost") was thousands of dollars.
     jobs = "job_id,submit_s,duration_s,cluster,regions,priority,nodes\ng1,0,7200,c1,,,2\n"
     rc, policies, err = _cli(tmp_path, capsys, ONE_PRICE_PREEMPTED, "--policies", "single-region", jobs_csv=jobs)
     assert rc == 0, err
@@ -114,7 +114,7 @@ def test_a_gangs_rework_is_billed_as_rework_not_as_useful_work(tmp_path, capsys)
     assert p["usd_useful"] == pytest.approx(p["useful_gpu_hours"] * 3600, rel=0.01)
 
 
-# 4. a flex-start request is granted across zones (production's flex-start MIG is ANY_SINGLE_ZONE) ----
+# 4. a flex-start request was granted across zones (production's flex-start MIG is ANY_SINGLE_ZONE) ----
 FLEX_TWO_ZONES = """
 seed: 1
 clusters:
@@ -131,7 +131,7 @@ def test_a_flex_start_request_is_granted_in_one_zone(tmp_path, capsys):
     # Two zones of 2 VMs each; a 3-node gang asks for one resize request of 3. terraform/compute.tf
     # makes flex-start MIGs ANY_SINGLE_ZONE ("granted all at once in one zone"), and the Compute
     # stand-in (zen_dev/local/compute/resize_requests.py) grants only where one zone holds them all:
-    # never, here. The simulator sums the free capacity of all zones and grants it 2 + 1.
+    # never, here. The simulator summed the free capacity of all zones and granted it 2 + 1.
     jobs = "job_id,submit_s,duration_s,cluster,regions,priority,nodes\ng,0,600,c8,,,3\n"
     rc, policies, err = _cli(tmp_path, capsys, FLEX_TWO_ZONES, "--policies", "single-region", "--horizon-s", "5000",
                              jobs_csv=jobs)
@@ -139,7 +139,7 @@ def test_a_flex_start_request_is_granted_in_one_zone(tmp_path, capsys):
     assert policies["single-region"]["never_started"] == 1
 
 
-# 5. one flex-start request that cannot be granted blocks every later one in its MIG for ever ---------
+# 5. one flex-start request that cannot be granted blocked every later one in its MIG for ever ---------
 FLEX_ONE_ZONE = """
 seed: 1
 clusters:
@@ -153,9 +153,9 @@ prices: {us-central1: {flex-start: 3}}
 
 
 def test_an_ungrantable_flex_start_request_does_not_block_later_ones(tmp_path, capsys):
-    # A 4-node gang (the zone holds 2) asks first; two 1-node jobs follow. With the gang, neither
-    # 1-node job starts in 20000 s under any policy (the MIG's requests are granted strictly in order,
-    # zen_dev/sim/flexstart.py _grant); the Compute stand-in grants each request on its own.
+    # A 4-node gang (the zone holds 2) asks first; two 1-node jobs follow. Neither 1-node job started in
+    # 20000 s under any policy (the MIG's requests were granted strictly in order); the Compute stand-in
+    # grants each request on its own.
     jobs = ("job_id,submit_s,duration_s,cluster,regions,priority,nodes\n"
             "big,0,600,c8,,,4\ns1,100,600,c8,,,1\ns2,200,600,c8,,,1\n")
     rc, policies, err = _cli(tmp_path, capsys, FLEX_ONE_ZONE, "--policies", "single-region,zen", "--horizon-s", "20000",
@@ -165,11 +165,11 @@ def test_an_ungrantable_flex_start_request_does_not_block_later_ones(tmp_path, c
         assert policies[name]["never_started"] == 1, name  # only the gang that can never fit
 
 
-# 6. a Philly-format file given to --jobs is read 10x slower than --jobs philly --------------------------
+# 6. a Philly-format file given to --jobs was read 10x slower than --jobs philly --------------------------
 def test_a_philly_file_given_to_jobs_reads_as_jobs_philly_does(tmp_path):
     # Doc: "a file given to --jobs is read as Philly or Zen CSV by its header"; kind: philly's
     # compression defaults to 10. The same file through --jobs philly and --jobs FILE gives arrivals and
-    # durations 10x apart (csv_jobs passes compression 1.0 to philly_jobs).
+    # durations 10x apart (csv_jobs passed compression 1.0 to philly_jobs).
     from pathlib import Path
 
     from zen_dev.sim.jobs import load_jobs
@@ -184,11 +184,11 @@ def test_a_philly_file_given_to_jobs_reads_as_jobs_philly_does(tmp_path):
     assert [(j.submit_s, j.duration_s) for j in by_file] == [(j.submit_s, j.duration_s) for j in by_kind]
 
 
-# 7. a baseline skipped for want of a price is reported as "not importable yet" ---------------------------
+# 7. a baseline skipped for want of a price was reported as "not importable yet" ---------------------------
 def test_a_baseline_skipped_for_want_of_a_price_says_so(tmp_path, capsys):
-    # Doc: "a baseline whose models a priced scenario does not price is skipped". The CLI's note says
+    # Doc: "a baseline whose models a priced scenario does not price is skipped". The CLI's note said
     # "skipped (not importable yet)" (the wording for a missing zen planner), exit 0 and {"policies": {}},
-    # so a harness cannot tell a missing price from a broken install.
+    # so a harness could not tell a missing price from a broken install.
     rc, policies, err = _cli(tmp_path, capsys, FLEX_ONE_ZONE, "--policies", "ask-every-region-standard")
     assert "not importable" not in err
     assert "standard" in err and "price" in err
