@@ -19,7 +19,19 @@ import time
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-_CLAUSE = re.compile(r'^(logName|timestamp|labels\.\w+|jsonPayload\.\w+)\s*(=|>=|>)\s*(".*"|-?\d+)$')
+_CLAUSE = re.compile(r'^(logName|timestamp|labels\.\w+|jsonPayload\.\w+)\s*(=|>=|<=|>)\s*(".*"|-?\d+)$')
+_NOT = re.compile(r'^NOT \((.*)\)$')
+
+
+def _clauses(query: str) -> list[str]:
+    """The query's clauses joined by AND at the top level (a NOT (...) group is one clause)."""
+    out, depth, start = [], 0, 0
+    for i, char in enumerate(query):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and query.startswith(" AND ", i):
+            out.append(query[start:i])
+            start = i + len(" AND ")
+    return [part.strip() for part in [*out, query[start:]] if part.strip()]
 
 
 def _value(entry: dict, field: str):
@@ -30,7 +42,11 @@ def _value(entry: dict, field: str):
 
 
 def matches(entry: dict, query: str) -> bool:
-    for clause in filter(None, (part.strip() for part in query.split(" AND "))):
+    for clause in _clauses(query):
+        if (negated := _NOT.match(clause)) is not None:
+            if matches(entry, negated.group(1)):
+                return False
+            continue
         found = _CLAUSE.match(clause)
         if not found:
             raise ValueError(f"unsupported filter clause: {clause}")
@@ -41,6 +57,9 @@ def matches(entry: dict, query: str) -> bool:
                 return False
         elif field == "timestamp":
             if value is None or _time(value) < _time(json.loads(literal)):
+                return False
+        elif op == "<=":
+            if value is None or float(value) > float(literal):
                 return False
         elif value is None or float(value) <= float(literal):
             return False

@@ -250,3 +250,31 @@ def test_concurrent_ends_never_let_more_than_max_parallel_go_and_the_tick_fills_
         watcher.join()
     assert not violations and seen[0] == 4
     assert statuses(zen, "race", 40) == ["SUCCEEDED"] * 40
+
+
+def test_with_queues_a_stop_before_the_array_stops_every_task(config, db, publisher, clock):
+    """With queues, each kept stop (PENDING -> CANCELLED) ran the queue's admission pass, which admitted the
+    tasks not stopped yet; the next stop then worked on its stale copy: ConcurrentChange, the function
+    answered 500 and every redelivery failed the same way. The tasks are admitted once, after the stops."""
+    from zen.app import Zen
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    zen = Zen(with_queues(config, ONE_QUEUE), db, publisher, clock)
+    fn = FunctionsInvoker(zen)
+    fn.stop({"job_id": "arr", "reason": "submitted by mistake"})
+    fn.submit(job_request("arr", array={"count": 3}))
+    assert statuses(zen, "arr", 3) == ["CANCELLED"] * 3
+    assert starts(publisher) == []
+
+
+def test_a_stop_that_crossed_an_arrays_submission_lets_no_held_task_go_on_the_way(zen_and_fn, publisher, clock):
+    """The tick's path (Sweeps._apply_array_early_stops) stopped the tasks in index order, each ending task
+    letting the next held one go (QUEUED, its start published) before that one was stopped in turn: every
+    held task's start went out for a job already CANCELLED. Held tasks first now, admitted once."""
+    zen, fn = zen_and_fn
+    fn.submit(job_request("crossed", array={"count": 4, "max_parallel": 1}))
+    with zen.store.transaction() as tx:
+        tx.remember_early_stop("crossed", "crossed its submission", clock())
+    fn.tick()
+    assert statuses(zen, "crossed", 4) == ["CANCELLED"] * 4
+    assert starts(publisher) == ["crossed-0"]  # the one start the submission sent

@@ -263,3 +263,23 @@ def test_a_success_reported_after_a_preemptions_stop_went_unanswered_ends_the_jo
                                           "took it back and it did not answer the stop in time; attempt 2 never "
                                           "started")
     assert attempts_used(zen, "low") == [(1, "vm-a", "SUCCEEDED")]
+
+
+def test_a_late_failure_counted_as_a_retry_does_not_spend_the_attempt_budget(functions, zen, clock):
+    """A retry spends no attempt budget (zen.core.retries; the in-time path raises max_attempts by one): a late
+    FAILED counted as a retry left max_attempts as the loss left it, and the one real loss that followed
+    ended the job "attempt budget spent"."""
+    functions.submit(job_request("job-b", max_attempts=2, max_retries=2, retry_backoff_s=0))
+    run_then_go_silent(functions, clock, "job-b")  # attempt 1 lost: attempt 2 QUEUED (1 of 2 attempts spent)
+    functions.heartbeat(final("job-b", "FAILED", 3))  # ... it had failed: retry 1, attempt 2 is that retry
+    record = job(zen, "job-b")
+    assert (record.status.value, record.attempt, record.retries) == ("QUEUED", 2, 1)
+    # Attempt 2 (the retry) is lost in turn: one loss, one retried failure; the budget of 2 is not spent.
+    functions.heartbeat(heartbeat("job-b", "CLAIMED", 1, attempt=2, vm="vm-b"))
+    functions.heartbeat(heartbeat("job-b", "RUNNING", 2, attempt=2, vm="vm-b"))
+    clock.advance(60)
+    functions.tick()
+    clock.advance(121)
+    functions.tick()
+    record = job(zen, "job-b")
+    assert (record.status.value, record.attempt) == ("QUEUED", 3), (record.status, record.message)

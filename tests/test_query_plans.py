@@ -139,3 +139,29 @@ def test_a_console_page_far_down_the_list_enters_the_index_at_its_keyset(big_db,
     assert [r["job_id"] for r in rows[:2]] == ["job-40001", "job-40002"]
     read = int(re.search(r"Index Scan using jobs_recent on jobs .*?actual rows=(\d+)", plan).group(1))
     assert read <= 51, plan
+
+
+@pytest.fixture(scope="module")
+def big_db_with_kept_stops(pg_server, template_db):
+    """test_query_plans' database of 60,000 jobs, with 200 stops kept for ids no job has (typos, jobs never
+    submitted): forget_early_stops keeps them 7 days."""
+    gen = big_db.__wrapped__(pg_server, template_db)
+    db = next(gen)
+    with db.transaction() as session:
+        session.sql("INSERT INTO early_stops (job_id, reason, principal, requested_at) "
+                    "SELECT 'never-' || i, 'r', 'p', now() FROM generate_series(1, 200) AS i")
+    with db.session() as session:
+        session.execute("ANALYZE")
+    yield db
+    next(gen, None)
+
+
+def test_the_ticks_early_stops_query_reads_jobs_through_an_index(big_db_with_kept_stops):
+    """Kept stops of jobs or arrays: written `EXISTS (job_id = ...) OR EXISTS (array_id = ...)`, Postgres hashed
+    both subplans over a sequential scan of all of jobs at every tick (~70-110 ms on 60k jobs); the UNION of
+    a join on jobs' key and a semi-join on jobs_by_array reads indexes only."""
+    db = big_db_with_kept_stops
+    with db.transaction() as session:
+        plan = "\n".join(row["QUERY PLAN"] for row in session.sql(
+            "EXPLAIN " + db.queries["early_stops_of_submitted_jobs"], limit=500))
+    assert "Seq Scan on jobs" not in plan, plan

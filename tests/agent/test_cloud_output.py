@@ -60,7 +60,8 @@ def test_the_reader_returns_each_entry_once_in_order(cloud, monkeypatch):
     assert [e.text for e in first][:1] == ["second run"] and first[-1].final and {e.attempt for e in first} == {2}
     assert reader.new_entries("c-2", 2) == []  # only what came since (jsonPayload.seq > last)
     assert [e.attempt for e in reader.new_entries("c-2")][:1] == [1]
-    assert job_filter(PROJECT, "c-2", 2, 5).endswith('labels.attempt="2" AND jsonPayload.seq>5')
+    assert job_filter(PROJECT, "c-2", 2, {"vm-a": 5}).endswith(
+        'labels.attempt="2" AND NOT (labels.vm="vm-a" AND jsonPayload.seq<=5)')
 
 
 def test_zen_logs_reads_cloud_logging_when_no_local_stack_is_in_use(cloud, tmp_path):

@@ -47,14 +47,17 @@ def _filter_quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def job_filter(project: str, job_id: str, attempt: int | None = None, after_seq: int | None = None) -> str:
-    """The Logging query for one job (optionally one attempt, and lines after ``after_seq``)."""
+def job_filter(project: str, job_id: str, attempt: int | None = None,
+               read: Mapping[str, int] | None = None) -> str:
+    """The Logging query for one job (optionally one attempt, and of it only the lines not ``read`` yet:
+    VM -> the last seq read of it; a gang's nodes each number their lines from 1, and a VM not read yet
+    has all of its lines to come)."""
     parts = [f"logName={_filter_quote(f'projects/{project}/logs/{LOG_NAME}')}",
              f"labels.job_id={_filter_quote(job_id)}"]
     if attempt is not None:
         parts.append(f"labels.attempt={_filter_quote(str(attempt))}")
-    if after_seq:
-        parts.append(f"jsonPayload.seq>{int(after_seq)}")
+    for vm, seq in sorted((read or {}).items()):
+        parts.append(f"NOT (labels.vm={_filter_quote(vm)} AND jsonPayload.seq<={int(seq)})")
     return " AND ".join(parts)
 
 
@@ -82,7 +85,7 @@ class CloudSink:
                                  labels=labels, resource=self._resource,
                                  severity=_SEVERITY.get(entry.stream, "DEFAULT"),
                                  timestamp=datetime.fromisoformat(entry.time),
-                                 insert_id=f"{entry.job_id}-{entry.attempt}-{entry.seq}")
+                                 insert_id=f"{entry.job_id}-{entry.attempt}-{entry.vm}-{entry.seq}")
             try:
                 batch.commit()
             except gexc.BadRequest as exc:  # 400 (INVALID_ARGUMENT over HTTP): an entry too large, for good
@@ -100,10 +103,10 @@ class CloudReader:
         self._project = project
         self._page_size = page_size
         self._last_request: float | None = None
-        self._seen: dict[int, int] = {}
-        self._done: set[int] = set()  # attempts whose final entry was returned: nothing more to read
-        self._pending: dict[tuple[int, int], OutputEntry] = {}  # read, not returned yet (past a gap)
-        self._gaps: dict[tuple[int, int], float] = {}  # (attempt, missing seq) -> when first seen missing
+        # Each (attempt, VM) numbers its lines from 1 (a gang's nodes share the attempt): read per pair.
+        self._seen: dict[tuple[int, str], int] = {}
+        self._pending: dict[tuple[int, str, int], OutputEntry] = {}  # read, not returned yet (past a gap)
+        self._gaps: dict[tuple[int, str, int], float] = {}  # (attempt, VM, missing seq) -> when first seen missing
 
     def new_entries(self, job_id: str, attempt: int | None = None) -> list[OutputEntry]:
         """What ``read`` gives, at once: one attempt at most ``READ_PAGES`` pages (the next call goes
@@ -119,14 +122,12 @@ class CloudReader:
         from google.api_core import exceptions as gexc
         from google.cloud.logging import ASCENDING
 
-        if attempt is not None and attempt in self._done:
-            return
         since = (datetime.now(timezone.utc) - READ_BACK).strftime("%Y-%m-%dT%H:%M:%SZ")
         pages, refused_since, backoff, ended = 0, None, RETRY_FIRST_S, False
         while not ended and (most is None or pages < most):
             # (Again after a 429: after the last seq returned, or from the last entry listed.)
-            after = self._seen.get(attempt, 0) if attempt is not None else None
-            query = f'{job_filter(self._project, job_id, attempt, after)} AND timestamp>="{since}"'
+            read = {vm: seq for (a, vm), seq in self._seen.items() if a == attempt} if attempt is not None else None
+            query = f'{job_filter(self._project, job_id, attempt, read)} AND timestamp>="{since}"'
             listing = iter(self._client.list_entries(
                 resource_names=[f"projects/{self._project}"], filter_=query, order_by=ASCENDING,
                 page_size=self._page_size))
@@ -171,13 +172,13 @@ class CloudReader:
                                 seq=int(payload.get("seq", 0)),
                                 time=item.timestamp.isoformat() if item.timestamp else "",
                                 text=str(payload.get("message", "")), final=bool(payload.get("final", False)))
-            if entry.seq > self._seen.get(entry.attempt, 0):  # read twice (a listing again): taken once
-                self._pending[(entry.attempt, entry.seq)] = entry
+            if entry.seq > self._seen.get((entry.attempt, entry.vm), 0):  # read twice (a listing again): taken once
+                self._pending[(entry.attempt, entry.vm, entry.seq)] = entry
 
     def _release(self, cut: bool, flush: bool = False) -> list[OutputEntry]:
-        out = self._in_order(sorted(self._pending.values(), key=lambda e: (e.attempt, e.seq)), cut, flush)
+        out = self._in_order(sorted(self._pending.values(), key=lambda e: (e.attempt, e.vm, e.seq)), cut, flush)
         self._pending = {key: entry for key, entry in self._pending.items()
-                         if entry.seq > self._seen.get(entry.attempt, 0)}
+                         if entry.seq > self._seen.get((entry.attempt, entry.vm), 0)}
         return out
 
     def _in_order(self, entries: list[OutputEntry], cut: bool, flush: bool = False) -> list[OutputEntry]:
@@ -188,18 +189,17 @@ class CloudReader:
         not skipped for good."""
         out, held, now = [], set(), time.monotonic()
         for entry in entries:
-            last = self._seen.get(entry.attempt, 0)
-            if entry.attempt in held or entry.seq <= last:
+            stream = (entry.attempt, entry.vm)
+            last = self._seen.get(stream, 0)
+            if stream in held or entry.seq <= last:
                 continue
             if entry.seq != last + 1 and not flush:
-                since = self._gaps.setdefault((entry.attempt, last + 1), now)
+                since = self._gaps.setdefault((*stream, last + 1), now)
                 if cut or now - since < SETTLE_S:
-                    held.add(entry.attempt)
+                    held.add(stream)
                     continue
             out.append(entry)
-            self._seen[entry.attempt] = entry.seq
-            if entry.final:
-                self._done.add(entry.attempt)
+            self._seen[stream] = entry.seq
         return out
 
 

@@ -90,7 +90,7 @@ class AttemptRunner:
         secrets = self._secrets(start, attempt, output)
         if secrets is None:  # the job never ran, nor staged anything
             return None
-        data, limit = self._attempt_data(start), start.max_runtime_s
+        data, limit = self._attempt_data(start, attempt.gang.rank if attempt.gang else None), start.max_runtime_s
         checkpoint = self._checkpoint(start, data, output)
         runtime: float | None = limit
         over = f"zen: killed after exceeding max_runtime_s={limit}"
@@ -99,6 +99,8 @@ class AttemptRunner:
 
             def stage() -> None:
                 data.prepare()
+                if self._disk is not None:  # measured from now: staging fills the disk too (zen.agent.diskquota)
+                    self._disk.add(key, data.root)
                 data.stage()
                 if checkpoint is not None:  # restored before the job runs (zen.agent.checkpoint)
                     checkpoint.prepare()
@@ -147,8 +149,6 @@ class AttemptRunner:
                                                   "gpu_ids": spec.gpu_ids})
             if checkpoint is not None:
                 checkpoint.start_periodic()  # in its own thread: never in the heartbeats' way
-            if data is not None and self._disk is not None:  # the job writes there from now on
-                self._disk.add(key, data.root)
             final, note = self._supervise(job, attempt, over, checkpoint.notice if checkpoint else None)
         except BaseException:
             job.stop(settings.stop_grace_s)  # never leave a job running unsupervised
@@ -272,11 +272,12 @@ class AttemptRunner:
         return None if start.checkpoint is None or data is None else Checkpoint(
             start.checkpoint, data.root, start.attempt, data.client, say=lambda line: output.add("zen", line))
 
-    def _attempt_data(self, start: StartMessage) -> AttemptData | None:
+    def _attempt_data(self, start: StartMessage, node: int | None) -> AttemptData | None:
         if not start.inputs and not start.outputs and start.checkpoint is None:
             return None
         return AttemptData(start.job_id, start.attempt, list(start.inputs or []), start.outputs,
-                           Path(self._settings.work_dir), project=self._identity.project, cache=self._cache)
+                           Path(self._settings.work_dir), project=self._identity.project, cache=self._cache,
+                           node=node, share=self._disk.share if self._disk is not None else None)
 
     def _transfer(self, attempt: AttemptReport, data: AttemptData, what: str, progress: Progress,
                   work: Callable[[], None], shutdown_grace_s: float = 0.0, stops: bool = True,

@@ -251,7 +251,7 @@ class RunningJob:
             process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE, start_new_session=True,
                                        pass_fds=(theirs.fileno(),) if theirs else ())
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: a NUL in the command, an env name with '='
             if ours is not None:
                 ours.close()
             raise CannotRun(f"cannot start the job: {exc}") from None

@@ -140,6 +140,8 @@ class AttemptData:
     project: str | None = None
     client_factory: Callable[[], Any] | None = None  # tests may pass one; default: storage.Client
     cache: InputCache | None = None  # the VM's warm cache: hits are not downloaded again
+    node: int | None = None  # a gang's node: its rank (its outputs go to node-<rank>/ of the attempt's)
+    share: Any = None  # the job's share of the VM's disk (zen.agent.diskquota.DiskShare), if the agent keeps one
     staged: Progress = field(default_factory=Progress)
     uploaded: Progress = field(default_factory=Progress)
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -201,10 +203,11 @@ class AttemptData:
         return self._client
 
     def destination(self) -> str | None:
-        """``gs://bucket/prefix/<job_id>/attempt-<n>/``: where ``ZEN_OUTPUT_DIR`` goes."""
+        """``gs://bucket/prefix/<job_id>/attempt-<n>/`` (a gang's node: ``.../node-<rank>/``): where
+        ``ZEN_OUTPUT_DIR`` goes."""
         if self.outputs is None:
             return None
-        return output_destination(self.outputs, self.job_id, self.attempt)
+        return output_destination(self.outputs, self.job_id, self.attempt, self.node)
 
     # -- staging ---------------------------------------------------------------------------------
     def stage(self) -> None:
@@ -260,13 +263,17 @@ class AttemptData:
 
     def _download(self, blob, target: Path, disk: float = math.inf) -> str | None:
         """Stage one object (from the cache when it holds it); returns its cache key (None: not kept).
-        Inputs that need more than the whole disk (``disk`` bytes) fail as the job's fault."""
+        Inputs that need more than the whole disk (``disk`` bytes), or than the job's share of it (``share``),
+        fail as the job's fault."""
         if self.cancel.is_set():
             raise Cancelled("cancelled")
         self._needed += blob.size or 0
         if self._needed > disk:
             raise TransferError(f"the inputs need more than this VM's disk holds in all ({human_bytes(int(disk))}): "
                                 f"{human_bytes(self._needed)} up to {blob.name}")
+        if self.share is not None and self._needed > self.share.quota_bytes:  # it would be stopped once it ran
+            raise TransferError(f"the inputs need more than {self.share.describe()}: {human_bytes(self._needed)} up "
+                                f"to {blob.name}; {self.share.advice()}")
         target.parent.mkdir(parents=True, exist_ok=True)
         if self.cache is None:
             self._fetch(blob, target)

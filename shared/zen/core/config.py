@@ -276,16 +276,11 @@ class ZenConfig(_Strict):
 
     @model_validator(mode="after")
     def _clusters_fit(self) -> "ZenConfig":
-        """Machine types that hold their clusters' GPUs (a simulated cluster is not held to it), prices that
-        fit the clusters, flex-start VMs that outlive the jobs a flex-only cluster takes by default."""
+        """Machine types that hold their clusters' GPUs (a simulated cluster is not held to it), and prices
+        that fit the clusters."""
         for index, cluster in enumerate(self.clusters):
             if why := machine_problem(cluster.machine_type, cluster.gpu_type, cluster.gpu_count):
                 raise ValueError(f"clusters.{index} ({cluster.name}): {why}")
-            if cluster.provisioning == ["flex-start"] and cluster.flex_start_run_s < self.limits.max_runtime_s:
-                raise ValueError(
-                    f"clusters.{index} ({cluster.name}): flex_start_run_s ({cluster.flex_start_run_s}) is below "
-                    f"limits.max_runtime_s ({self.limits.max_runtime_s}), the max_runtime_s a job giving none gets, "
-                    "and flex-start is the cluster's only model: every such job would be refused")
         if why := pricing_problem(self.pricing, self.clusters):
             raise ValueError(why)
         return self
@@ -347,9 +342,11 @@ def load_config(path: str | os.PathLike[str] | None = None) -> ZenConfig:
         raise ConfigError(f"{path} is not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path} must hold a YAML mapping at the top level")
-    if os.environ.get("ZEN_PRICES", "catalog").lower() == "snapshot" and isinstance(raw.get("pricing", {}), dict):
-        raw = {**raw, "pricing": {**raw.get("pricing", {}), "catalog": False}}  # a deployment's catalog: false
     try:
-        return ZenConfig.model_validate(raw)
+        config = ZenConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"{path}: {describe_validation_error(exc, top='(top level)')}") from None
+    if os.environ.get("ZEN_PRICES", "catalog").lower() == "snapshot":  # a deployment's catalog: false, after the
+        # checks (a pool the snapshot lacks stays unpriced there, as with the catalog down, not refused)
+        config = config.model_copy(update={"pricing": config.pricing.model_copy(update={"catalog": False})})
+    return config

@@ -69,17 +69,19 @@ def check_input_names(uris: list[str]) -> None:
         seen[name] = uri
 
 
-def output_destination(outputs: str, job_id: str, attempt: int) -> str:
-    """``gs://bucket/prefix/<job_id>/attempt-<n>/``: where one attempt's ``ZEN_OUTPUT_DIR`` goes."""
+def output_destination(outputs: str, job_id: str, attempt: int, node: int | None = None) -> str:
+    """``gs://bucket/prefix/<job_id>/attempt-<n>/``: where one attempt's ``ZEN_OUTPUT_DIR`` goes; a gang's
+    node's (``node``: its rank) in ``node-<rank>/`` below it, so that nodes writing the same name keep both."""
     bucket, path = split_uri(outputs)
     prefix = f"{path.rstrip('/')}/" if path.strip("/") else ""
-    return f"{SCHEME}{bucket}/{prefix}{job_id}/attempt-{attempt}/"
+    return f"{SCHEME}{bucket}/{prefix}{job_id}/attempt-{attempt}/" + ("" if node is None else f"node-{node}/")
 
 
-def output_room_problem(outputs: str, job_id: str) -> str | None:
-    """Why no file of job ``job_id`` could be uploaded under ``outputs``, or ``None``."""
+def output_room_problem(outputs: str, job_id: str, nodes: int = 1) -> str | None:
+    """Why no file of job ``job_id`` (of ``nodes`` nodes) could be uploaded under ``outputs``, or ``None``."""
     bucket, path = split_uri(outputs)
-    used = output_destination(outputs, job_id, _LARGEST_ATTEMPT)[len(f"{SCHEME}{bucket}/"):]
+    last = nodes - 1 if nodes > 1 else None
+    used = output_destination(outputs, job_id, _LARGEST_ATTEMPT, last)[len(f"{SCHEME}{bucket}/"):]
     room = MAX_OBJECT_BYTES - len(used.encode())
     if room >= OUTPUT_NAME_ROOM:
         return None

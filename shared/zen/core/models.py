@@ -297,7 +297,7 @@ class StartMessage(Message):
     max_runtime_s: int | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     inputs: list[InputSpec] | None = None
-    outputs: str | None = None
+    outputs: GsUri | None = None  # as the request's: a start that names no bucket is dropped at decode
     gpus: int | None = Field(default=None, ge=1, description="GPUs it holds on its VM; None: all of them")
     checkpoint: StartCheckpoint | None = None  # where its checkpoint lives (zen.core.checkpoints)
     nodes: int | None = Field(default=None, ge=2, description="A gang's nodes (zen.core.gang); None: one VM")

@@ -145,8 +145,7 @@ def pricing_problem(pricing: Pricing, clusters: list[ClusterConfig]) -> str | No
         for region in cluster.regions:
             for model in cluster.provisioning:
                 if table.lookup(cluster.machine_type, region, model) is None:
-                    return (f"pricing.catalog is false (or ZEN_PRICES=snapshot) and the price snapshot has no "
-                            f"{cluster.machine_type} in "
+                    return (f"pricing.catalog is false and the price snapshot has no {cluster.machine_type} in "
                             f"{region} ({model}; cluster {cluster.name}): give it in pricing.overrides."
                             f"{cluster.machine_type}.{region}.{model} (USD per VM-hour), or read the catalog")
     return None

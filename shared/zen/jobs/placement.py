@@ -60,7 +60,7 @@ def resolve_request(config: ZenConfig, request: JobRequest, job_id: str | None =
     the one it gets when the request names none (the message id)."""
     job_id = request.job_id or job_id
     if request.outputs is not None and job_id is not None:
-        problem = output_room_problem(request.outputs, job_id)
+        problem = output_room_problem(request.outputs, job_id, request.nodes)
         if problem:
             raise Rejected(problem)
     if request.checkpoint is not None and config.checkpoints.bucket is None:

@@ -169,11 +169,12 @@ class Sweeps:
         to each task not ended whose owner they may stop (``authorization.kept_stop``); how many stopped."""
         ids: list[Enqueued] = []
         stopped = 0
+        queues: set[tuple[str, str]] = set()
         with self._store.transaction() as tx:
             if tx.get_job(array_id) is not None or not (listed := tx.array_tasks(array_id)):
                 return 0
             kept = tx.take_early_stops(array_id)
-            for task in listed:
+            for task in reversed(listed):  # held tasks first, none let go on the way; admitted once, below
                 job = None if task.status.terminal else tx.get_job(task.job_id, lock=True)
                 if job is None or job.status.terminal:
                     continue
@@ -186,8 +187,12 @@ class Sweeps:
                 decision = gang.decide_stop(job, StopRequest(job_id=job.job_id, reason=chosen[0]), now)
                 if not (decision.ignored or decision.duplicate):
                     ids += self._decisions.apply(tx, job, decision, actor=f"user:{chosen[1]}" if chosen[1] else "user",
-                                                 now=now)
+                                                 now=now, admit=False)
                     stopped += 1
+                    if job.queue:
+                        queues.add((job.queue, job.cluster))
+            for queue, cluster in sorted(queues) if self._decisions.queued else ():
+                ids += self._decisions.admit(tx, queue, cluster, now)  # the quota the tasks that ended held
         self._relay.flush_quietly(ids)
         return stopped
 

@@ -215,11 +215,14 @@ DELETE FROM early_stops WHERE requested_at < :cutoff;
 -- name: early_stops_of_submitted_jobs
 -- Stops kept for a job unknown when they came, whose job (or array: its tasks) exists now: a stop that
 -- raced its submit (each transaction missed the other's uncommitted row).
-SELECT e.job_id FROM early_stops e
-WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.job_id = e.job_id)
-   OR EXISTS (SELECT 1 FROM jobs j WHERE j.array_id = e.job_id)
-GROUP BY e.job_id
-ORDER BY min(e.requested_at)
+SELECT job_id FROM (
+    SELECT e.job_id, e.requested_at FROM early_stops e JOIN jobs j ON j.job_id = e.job_id
+    UNION ALL
+    SELECT e.job_id, e.requested_at FROM early_stops e
+    WHERE EXISTS (SELECT 1 FROM jobs a WHERE a.array_id = e.job_id)  -- an array's (jobs_by_array)
+) AS submitted
+GROUP BY job_id
+ORDER BY min(requested_at)
 LIMIT :limit;
 
 -- name: insert_outbox

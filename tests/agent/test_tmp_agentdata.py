@@ -1,0 +1,211 @@
+"""Review reproductions (agent data paths). Each test FAILS on the current code for the reason in its
+docstring; see the review report for the cause and a suggested fix."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import replace
+
+import pytest
+from google.cloud import storage as gcs
+
+from tests.agent.fakes import FakeTransport
+from tests.agent.test_agent_loop import IDENTITY, start_message
+from zen.agent.agent import Agent
+from zen.agent.settings import AgentSettings
+from zen.core.gang_records import GangPlace
+from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat
+
+
+@pytest.fixture
+def client(storage):
+    client = gcs.Client()
+    for name in ("data-bkt", "out-bkt"):
+        client.create_bucket(name)
+    return client
+
+
+def objects(client, bucket, prefix="") -> dict[str, bytes]:
+    return {blob.name: blob.download_as_bytes() for blob in client.list_blobs(bucket, prefix=prefix)}
+
+
+def settings(tmp_path, name="work") -> AgentSettings:
+    return AgentSettings(heartbeat_s=0.2, stop_grace_s=1, poll_s=0.05, claim_timeout_s=5, lease_s=10,
+                         vm_heartbeat_s=1000, work_dir=str(tmp_path / name))
+
+
+# -- 1. a gang's nodes upload their outputs over each other --------------------------------------------
+WRITE_RANK = ("import os, pathlib; pathlib.Path(os.environ['ZEN_OUTPUT_DIR'], 'metrics.json')"
+              ".write_text('rank ' + os.environ['ZEN_NODE_RANK'])")
+
+
+def run_gang_node(tmp_path, vm: str, rank: int):
+    transport = FakeTransport(vm, virtual_time=False)
+    transport.add_start(start_message("gang-1", command=[sys.executable, "-c", WRITE_RANK], nodes=2, assemble_s=60,
+                                      outputs="gs://out-bkt/runs"))
+    place = GangPlace(rank=rank, nodes=2, ips=["10.0.0.1", "10.0.0.2"], port=29517)
+
+    def zen(message):
+        if isinstance(message, Heartbeat) and message.status is AgentStatus.CLAIMED:
+            return [ControlMessage(vm=vm, job_id="gang-1", attempt=1, action=ControlAction.CONFIRM,
+                                   reason="gang complete", gang=place)]
+        return []
+
+    transport.answer = zen
+    agent = Agent(replace(IDENTITY, vm=vm, ip=f"10.0.0.{rank + 1}"), settings(tmp_path, f"work-{vm}"), transport,
+                  local=True)
+    transport.when_idle = lambda: agent.request_shutdown("test over")
+    assert agent.run() == 0
+    final = [m for m in transport.published if isinstance(m, Heartbeat)][-1]
+    assert final.status is AgentStatus.SUCCEEDED, final.message
+    return final
+
+
+def test_each_gang_node_keeps_its_own_outputs(client, tmp_path):
+    """Every node of a gang has the same job_id and attempt, so each uploads ZEN_OUTPUT_DIR to the same
+    <outputs>/<job>/attempt-<n>/: a file both nodes write (metrics, a log, a checkpoint shard named alike)
+    is silently overwritten by whichever node uploads last; both report SUCCEEDED."""
+    run_gang_node(tmp_path, "vm-rank0", 0)
+    run_gang_node(tmp_path, "vm-rank1", 1)
+
+    stored = objects(client, "out-bkt")
+    assert sorted(stored.values()) == [b"rank 0", b"rank 1"], stored  # rank 0's output is gone
+
+
+# -- 2. a neighbour's staging fills the disk and the running job is stopped for it ---------------------
+def test_a_disk_filled_by_a_neighbours_staging_does_not_fail_the_running_job(client, tmp_path, monkeypatch):
+    """DiskWatch measures an attempt's directory only once its job has started (attempt.py adds it after
+    RunningJob.start); an attempt still staging is invisible to it. On a VM running two jobs, the disk
+    filled by B's inputs (under its share) makes the nearly-full rule pick the only attempt it sees,
+    the innocent running job A, which is stopped FAILED ("the largest on it") and never rerun.
+
+    The disk is modelled: 100 GB whose free space shrinks by 10,000 x what the work directory holds
+    (A's 1 MB of outputs -> 10 GB, B's 2.5 MB input -> 25 GB; 36 GB free at first), each job's share 3 MB."""
+    from tests.agent.helpers import job_command
+    from tests.agent.test_slots import IDENTITY as SHARED_IDENTITY, VM as SHARED_VM
+    from tests.agent.fakes import confirm_claims
+    from zen.agent import staging
+    from zen.agent.diskquota import DiskShare, DiskWatch, measure
+    from zen.agent.slots import Capacity, Slots
+
+    client.bucket("data-bkt").blob("set/big.bin").upload_from_string(b"b" * 2_500_000)
+    work = tmp_path / "work"
+
+    def disk_usage(path):
+        free = int(36e9 - 10_000 * measure(work).bytes)
+        return int(100e9), int(100e9) - free, free
+
+    fetch = staging.AttemptData._fetch
+
+    def slow_fetch(self, blob, target):  # B's download takes a while, as large inputs do
+        fetch(self, blob, target)
+        import time
+        time.sleep(2.0)
+
+    monkeypatch.setattr(staging.AttemptData, "_fetch", slow_fetch)
+    transport = FakeTransport(SHARED_VM, virtual_time=False)
+    transport.answer = confirm_claims(SHARED_VM)
+    transport.add_start(start_message("job-a", cluster="8xa100-40gb", gpus=4, outputs="gs://out-bkt/r",
+                                      command=job_command("--fill", "1000000", "--sleep", "6")))
+    transport.add_start(start_message("job-b", cluster="8xa100-40gb", gpus=4, outputs="gs://out-bkt/r",
+                                      inputs=[{"uri": "gs://data-bkt/set/big.bin"}],
+                                      command=[sys.executable, "-c", "import time; time.sleep(0.5)"]))
+    agent = Agent(SHARED_IDENTITY, replace(settings(tmp_path), cache_bytes=0), transport, local=True, slots=Slots(Capacity(gpus=8, max_jobs=2)))
+    watch = DiskWatch(str(work), DiskShare(int(100e9), 2, per_job_bytes=3_000_000), look_s=0.1,
+                      disk_usage=disk_usage)
+    agent.disk = agent.attempts._disk = watch
+    transport.when_idle = lambda: agent.jobs_run >= 2 and agent.request_shutdown("test over")
+
+    assert agent.run() == 0
+
+    finals = {m.job_id: m for m in transport.published if isinstance(m, Heartbeat)
+              and m.status not in (AgentStatus.CLAIMED, AgentStatus.RUNNING)}
+    assert finals["job-a"].status is AgentStatus.SUCCEEDED, finals["job-a"].message  # FAILED: "disk was nearly full"
+
+
+# -- 3. zen logs on Cloud Logging drops a gang's lines -------------------------------------------------
+def test_the_cloud_reader_returns_every_gang_nodes_lines(monkeypatch):
+    """A gang's nodes ship the same job_id and attempt, each numbering its lines 1, 2, 3...
+    CloudReader keys what it read by (attempt, seq) and moves one `_seen[attempt]` past them, so the
+    second node's lines 1..3 are dropped as "read twice", and its final entry marks the attempt done:
+    `zen logs JOB` (Cloud Logging) shows one node's output; the local reader shows both."""
+    import re
+    from datetime import datetime, timezone
+    from types import SimpleNamespace
+
+    from zen.adapters import cloud_logging
+
+    class Client:
+        def __init__(self):
+            self.items = []
+
+        def add(self, vm, seq, final=False):
+            self.items.append(SimpleNamespace(
+                labels={"job_id": "g", "attempt": "1", "stream": "stdout", "vm": vm},
+                payload={"message": f"{vm} line {seq}", "seq": seq, "final": final},
+                timestamp=datetime(2026, 1, 1, 0, 0, seq, tzinfo=timezone.utc)))
+
+        def list_entries(self, resource_names, filter_, order_by, page_size):
+            after = int(m.group(1)) if (m := re.search(r"jsonPayload\.seq>(\d+)", filter_)) else 0
+            yield from (item for item in self.items if item.payload["seq"] > after)
+
+    client = Client()
+    for seq in (1, 2, 3):
+        client.add("vm-rank0", seq, final=seq == 3)
+        client.add("vm-rank1", seq, final=seq == 3)
+    monkeypatch.setattr(cloud_logging, "REQUEST_INTERVAL_S", 0)
+    reader = cloud_logging.CloudReader(client, "p")
+
+    texts = [e.text for e in reader.new_entries("g", 1)] + [e.text for e in reader.new_entries("g", 1)]
+    assert sorted(texts) == sorted(f"{vm} line {n}" for vm in ("vm-rank0", "vm-rank1") for n in (1, 2, 3)), texts
+
+
+# -- 4. a start message with odd fields: the attempt ends without a final report ------------------------
+@pytest.mark.parametrize("fields", [
+    pytest.param({"outputs": "s3://elsewhere/out"}, id="outputs-not-gs"),  # StartMessage.outputs is a bare str
+    pytest.param({"command": ["echo", "a\0b"]}, id="nul-in-command"),  # Popen raises ValueError, not OSError
+    pytest.param({"env": {"A=B": "1"}}, id="env-name-with-equals"),  # StartMessage.env keys are bare str
+])
+def test_an_odd_start_message_still_gets_a_final_report(client, tmp_path, fields):
+    """Only InputSpec is validated in StartMessage: ``outputs``, ``env`` and ``command`` are bare strings.
+    A value the agent cannot use raises ValueError out of AttemptRunner.run (from data.summary() ->
+    destination() in _end, or from subprocess.Popen in RunningJob.start, which catches OSError only):
+    Agent._hold logs "error while handling a start message" and no final report is ever sent; the
+    attempt's directory stays locked (and on disk) until the agent restarts, and Zen waits for its
+    heartbeat timeout to take the attempt for lost."""
+    from tests.agent.fakes import confirm_claims
+    from tests.agent.test_agent_loop import VM, make_agent
+
+    transport = FakeTransport(VM, virtual_time=False)
+    transport.answer = confirm_claims(VM)
+    transport.add_start(start_message("odd-1", **{"outputs": "gs://out-bkt/r", **fields}))
+    make_agent(transport, settings(tmp_path)).run()
+
+    statuses = [m.status for m in transport.published if isinstance(m, Heartbeat)]
+    assert statuses[-1] in (AgentStatus.FAILED, AgentStatus.SUCCEEDED), statuses
+
+
+
+# -- 5. inputs larger than the job's disk share: staged in full, the job started, then killed -------------
+def test_inputs_over_the_jobs_disk_share_fail_at_staging_before_the_job_runs(client, tmp_path):
+    """AttemptData.stage checks the inputs only against the whole disk's size (staging.py `disk`), and
+    DiskWatch measures the directory only once the job runs: inputs over the share are downloaded in full
+    (on a real VM, tens of GB, filling the disk meanwhile: see the test above), the job is started on them,
+    and within a disk look it is stopped FAILED with "write less ... its outputs were not uploaded"."""
+    from tests.agent.fakes import confirm_claims
+    from tests.agent.test_agent_loop import VM, make_agent
+
+    client.bucket("data-bkt").blob("set/big.bin").upload_from_string(b"b" * 2_500_000)
+    marker = tmp_path / "ran"
+    transport = FakeTransport(VM, virtual_time=False)
+    transport.answer = confirm_claims(VM)
+    transport.add_start(start_message("big-in", inputs=[{"uri": "gs://data-bkt/set/big.bin"}],
+                                      command=[sys.executable, "-c", f"open({str(marker)!r}, 'w'); import time; "
+                                               "time.sleep(3)"]))
+    make_agent(transport, replace(settings(tmp_path), disk_per_job_bytes=1_000_000, disk_look_s=0.1,
+                                  cache_bytes=0)).run()
+
+    final = [m for m in transport.published if isinstance(m, Heartbeat)][-1]
+    # As for a missing input or inputs over the whole disk: FAILED at staging, the job never started (no exit code).
+    assert final.exit_code is None and not marker.exists(), (final.status.value, final.exit_code, final.message)
