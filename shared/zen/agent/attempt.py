@@ -99,8 +99,8 @@ class AttemptRunner:
 
             def stage() -> None:
                 data.prepare()
-                if self._disk is not None:  # measured from now: staging fills the disk too (zen.agent.diskquota)
-                    self._disk.add(key, data.root)
+                if self._disk is not None:
+                    self._disk.add(key, data.root)  # measured from now: staging fills the disk too
                 data.stage()
                 if checkpoint is not None:  # restored before the job runs (zen.agent.checkpoint)
                     checkpoint.prepare()
@@ -275,9 +275,8 @@ class AttemptRunner:
     def _attempt_data(self, start: StartMessage, node: int | None) -> AttemptData | None:
         if not start.inputs and not start.outputs and start.checkpoint is None:
             return None
-        return AttemptData(start.job_id, start.attempt, list(start.inputs or []), start.outputs,
-                           Path(self._settings.work_dir), project=self._identity.project, cache=self._cache,
-                           node=node, share=self._disk.share if self._disk is not None else None)
+        return AttemptData(start.job_id, start.attempt, list(start.inputs or []), start.outputs, Path(self._settings.work_dir),
+                           project=self._identity.project, cache=self._cache, node=node, share=self._disk and self._disk.share)
 
     def _transfer(self, attempt: AttemptReport, data: AttemptData, what: str, progress: Progress,
                   work: Callable[[], None], shutdown_grace_s: float = 0.0, stops: bool = True,

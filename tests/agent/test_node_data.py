@@ -1,5 +1,7 @@
-"""Review reproductions (agent data paths). Each test FAILS on the current code for the reason in its
-docstring; see the review report for the cause and a suggested fix."""
+"""A job's data on its VM, where it went wrong before: a gang's nodes' outputs overwrote each other, a
+neighbour still staging filled the disk and the running job was stopped for it, inputs over the job's disk
+share were staged in full and the job started, Cloud Logging's reader dropped a gang's second node's lines,
+and a start the agent could not launch ended with no final report."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ def settings(tmp_path, name="work") -> AgentSettings:
                          vm_heartbeat_s=1000, work_dir=str(tmp_path / name))
 
 
-# -- 1. a gang's nodes upload their outputs over each other --------------------------------------------
+# -- 1. a gang's nodes uploaded their outputs over each other --------------------------------------------
 WRITE_RANK = ("import os, pathlib; pathlib.Path(os.environ['ZEN_OUTPUT_DIR'], 'metrics.json')"
               ".write_text('rank ' + os.environ['ZEN_NODE_RANK'])")
 
@@ -63,9 +65,9 @@ def run_gang_node(tmp_path, vm: str, rank: int):
 
 
 def test_each_gang_node_keeps_its_own_outputs(client, tmp_path):
-    """Every node of a gang has the same job_id and attempt, so each uploads ZEN_OUTPUT_DIR to the same
+    """Every node of a gang has the same job_id and attempt, so each uploaded ZEN_OUTPUT_DIR to the same
     <outputs>/<job>/attempt-<n>/: a file both nodes write (metrics, a log, a checkpoint shard named alike)
-    is silently overwritten by whichever node uploads last; both report SUCCEEDED."""
+    was silently overwritten by whichever node uploaded last. Each node has node-<rank>/ of its own now."""
     run_gang_node(tmp_path, "vm-rank0", 0)
     run_gang_node(tmp_path, "vm-rank1", 1)
 
@@ -73,12 +75,12 @@ def test_each_gang_node_keeps_its_own_outputs(client, tmp_path):
     assert sorted(stored.values()) == [b"rank 0", b"rank 1"], stored  # rank 0's output is gone
 
 
-# -- 2. a neighbour's staging fills the disk and the running job is stopped for it ---------------------
+# -- 2. a neighbour's staging filled the disk and the running job was stopped for it ---------------------
 def test_a_disk_filled_by_a_neighbours_staging_does_not_fail_the_running_job(client, tmp_path, monkeypatch):
-    """DiskWatch measures an attempt's directory only once its job has started (attempt.py adds it after
-    RunningJob.start); an attempt still staging is invisible to it. On a VM running two jobs, the disk
-    filled by B's inputs (under its share) makes the nearly-full rule pick the only attempt it sees,
-    the innocent running job A, which is stopped FAILED ("the largest on it") and never rerun.
+    """DiskWatch measured an attempt's directory only once its job had started (attempt.py added it after
+    RunningJob.start); an attempt still staging was invisible to it. On a VM running two jobs, the disk
+    filled by B's inputs (under its share) made the nearly-full rule pick the only attempt it saw, the
+    innocent running job A, stopped FAILED ("the largest on it") and never rerun.
 
     The disk is modelled: 100 GB whose free space shrinks by 10,000 x what the work directory holds
     (A's 1 MB of outputs -> 10 GB, B's 2.5 MB input -> 25 GB; 36 GB free at first), each job's share 3 MB."""
@@ -124,12 +126,11 @@ def test_a_disk_filled_by_a_neighbours_staging_does_not_fail_the_running_job(cli
     assert finals["job-a"].status is AgentStatus.SUCCEEDED, finals["job-a"].message  # FAILED: "disk was nearly full"
 
 
-# -- 3. zen logs on Cloud Logging drops a gang's lines -------------------------------------------------
+# -- 3. zen logs on Cloud Logging dropped a gang's lines -------------------------------------------------
 def test_the_cloud_reader_returns_every_gang_nodes_lines(monkeypatch):
-    """A gang's nodes ship the same job_id and attempt, each numbering its lines 1, 2, 3...
-    CloudReader keys what it read by (attempt, seq) and moves one `_seen[attempt]` past them, so the
-    second node's lines 1..3 are dropped as "read twice", and its final entry marks the attempt done:
-    `zen logs JOB` (Cloud Logging) shows one node's output; the local reader shows both."""
+    """A gang's nodes ship the same job_id and attempt, each numbering its lines 1, 2, 3... CloudReader kept
+    what it read by (attempt, seq), so the second node's lines 1..3 were dropped as "read twice" and its
+    final entry marked the attempt done: `zen logs JOB` (Cloud Logging) showed one node's output."""
     import re
     from datetime import datetime, timezone
     from types import SimpleNamespace
@@ -161,19 +162,16 @@ def test_the_cloud_reader_returns_every_gang_nodes_lines(monkeypatch):
     assert sorted(texts) == sorted(f"{vm} line {n}" for vm in ("vm-rank0", "vm-rank1") for n in (1, 2, 3)), texts
 
 
-# -- 4. a start message with odd fields: the attempt ends without a final report ------------------------
+# -- 4. a start the agent cannot launch: the attempt ended without a final report ------------------------
 @pytest.mark.parametrize("fields", [
-    pytest.param({"outputs": "s3://elsewhere/out"}, id="outputs-not-gs"),  # StartMessage.outputs is a bare str
     pytest.param({"command": ["echo", "a\0b"]}, id="nul-in-command"),  # Popen raises ValueError, not OSError
-    pytest.param({"env": {"A=B": "1"}}, id="env-name-with-equals"),  # StartMessage.env keys are bare str
+    pytest.param({"env": {"A=B": "1"}}, id="env-name-with-equals"),
 ])
 def test_an_odd_start_message_still_gets_a_final_report(client, tmp_path, fields):
-    """Only InputSpec is validated in StartMessage: ``outputs``, ``env`` and ``command`` are bare strings.
-    A value the agent cannot use raises ValueError out of AttemptRunner.run (from data.summary() ->
-    destination() in _end, or from subprocess.Popen in RunningJob.start, which catches OSError only):
-    Agent._hold logs "error while handling a start message" and no final report is ever sent; the
-    attempt's directory stays locked (and on disk) until the agent restarts, and Zen waits for its
-    heartbeat timeout to take the attempt for lost."""
+    """Zen refuses such values at submission; a start carrying one anyway (a bug, versions apart) raised
+    ValueError out of subprocess.Popen, which RunningJob.start did not catch: no final report was sent, and
+    Zen waited for its heartbeat timeout. It fails now, reported; an ``outputs`` that is no gs:// URI is a
+    start dropped at decode."""
     from tests.agent.fakes import confirm_claims
     from tests.agent.test_agent_loop import VM, make_agent
 
@@ -184,15 +182,17 @@ def test_an_odd_start_message_still_gets_a_final_report(client, tmp_path, fields
 
     statuses = [m.status for m in transport.published if isinstance(m, Heartbeat)]
     assert statuses[-1] in (AgentStatus.FAILED, AgentStatus.SUCCEEDED), statuses
+    with pytest.raises(ValueError, match="is not a gs:// URI"):
+        start_message("odd-2", outputs="s3://elsewhere/out")
 
 
 
-# -- 5. inputs larger than the job's disk share: staged in full, the job started, then killed -------------
+# -- 5. inputs larger than the job's disk share: staged in full, the job started, then killed (before) -------------
 def test_inputs_over_the_jobs_disk_share_fail_at_staging_before_the_job_runs(client, tmp_path):
-    """AttemptData.stage checks the inputs only against the whole disk's size (staging.py `disk`), and
-    DiskWatch measures the directory only once the job runs: inputs over the share are downloaded in full
-    (on a real VM, tens of GB, filling the disk meanwhile: see the test above), the job is started on them,
-    and within a disk look it is stopped FAILED with "write less ... its outputs were not uploaded"."""
+    """AttemptData.stage checked the inputs only against the whole disk's size (staging.py `disk`), and
+    DiskWatch measured the directory only once the job ran: inputs over the share were downloaded in full
+    (on a real VM, tens of GB, filling the disk meanwhile: see the test above), the job started on them, and
+    within a disk look it was stopped FAILED. It fails at staging now, as inputs over the whole disk do."""
     from tests.agent.fakes import confirm_claims
     from tests.agent.test_agent_loop import VM, make_agent
 
