@@ -99,7 +99,8 @@ def test_counting_sees_a_daemonized_grandchild(tmp_path):
     assert done.returncode == 137, done.stderr  # the job, its 2 sleeps, the daemon and its sleep: 5 > 4
     assert "5 counted" in done.stderr, done.stderr
     forked = _pids(record)
-    assert len(forked) == 4 and not [pid for pid in forked if _alive(pid)]
+    # The daemon's sleep may be killed (it made the fifth task) before the daemon writes its pid down.
+    assert len(forked) in (3, 4) and not [pid for pid in forked if _alive(pid)], forked
 
 
 @pytest.mark.parametrize("by", ["any", "poll"])
