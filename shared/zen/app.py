@@ -20,6 +20,7 @@ from zen.core.errors import DataRejected, Rejected, TransientError
 from zen.core.events import PubSubEnvelope, envelope_from_cloud_event
 from zen.core.prices import PriceTable
 from zen.core.text import escape_unstorable
+from zen.jobs.announce import RejectionEvent
 from zen.jobs.messaging import OutboxRelay, Publisher
 from zen.jobs.notifications import Notifier, NotifyOutcome
 from zen.jobs.service import JobService, Outcome
@@ -257,9 +258,13 @@ class Zen:
         except Rejected as rejection:
             raw = data if isinstance(data, bytes) else str(data).encode("utf-8", "backslashreplace")
             envelope = PubSubEnvelope(message_id=escape_unstorable(str(event_id), 256), data=raw)
-            return self.jobs.reject(envelope, source, rejection.reason, None, "job.rejected")
+            return self.jobs.reject(envelope, source, rejection.reason, None, self._refused_as(source))
         try:
             return handler(envelope)
         except DataRejected as rejection:
             # The safety net: input that got past validation but that Postgres refuses.
-            return self.jobs.reject(envelope, source, rejection.reason, None, "job.rejected")
+            return self.jobs.reject(envelope, source, rejection.reason, None, self._refused_as(source))
+
+    def _refused_as(self, source: str) -> RejectionEvent:
+        """A refused submission is ``job.rejected``; any other message refused, ``job.message_ignored``."""
+        return "job.rejected" if source == self.config.topics.job_submitted else "job.message_ignored"

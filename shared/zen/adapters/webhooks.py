@@ -8,10 +8,13 @@ Redirects are not followed (a 3xx is the endpoint's refusal): a URL posts where 
 
 from __future__ import annotations
 
+import http.client
+import ipaddress
 import json
 import socket
 import ssl
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any, Callable
 
@@ -33,6 +36,7 @@ class HttpPoster:
         self._opener = urllib.request.build_opener(_NoRedirects())
 
     def post(self, url: str, body: dict[str, Any], headers: dict[str, str], timeout_s: float) -> int:
+        _refuse_private(url)
         data = json.dumps(body).encode()
         request = urllib.request.Request(url, data=data, method="POST", headers={
             "Content-Type": "application/json", "User-Agent": USER_AGENT, **headers})
@@ -46,6 +50,22 @@ class HttpPoster:
             raise DeliveryFailed(_why(exc.reason, timeout_s)) from None
         except (OSError, ValueError) as exc:  # a read timing out, a connection reset midway, a malformed URL
             raise DeliveryFailed(_why(exc, timeout_s)) from None
+        except http.client.HTTPException:  # not HTTP (another protocol on the port), a body cut short, ...
+            raise DeliveryFailed("its answer was not HTTP") from None
+
+
+def _refuse_private(url: str) -> None:
+    """An https URL whose host resolves to an address that is not public is refused (``DeliveryRefused``): a
+    name can point into the VPC or at the metadata server, which the URL's own check cannot see."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "https" or not parts.hostname:
+        return
+    try:
+        found = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return  # the POST says it does not resolve
+    if any(not ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_global for info in found):
+        raise DeliveryRefused("its URL's host resolves to a private address: give a public https URL")
 
 
 def _why(reason: object, timeout_s: float) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import re
+import socket
 from fnmatch import fnmatchcase
 from typing import Annotated, Any, Final, Literal
 from urllib.parse import urlsplit
@@ -143,10 +144,12 @@ def notice_of(event: dict[str, Any]) -> NoticeKind | None:
     """The notice a ``zen-job-events`` payload (a ``JobEvent``, as JSON) is, or None. A terminal status
     change is its status; a preemption is the change to LOST (the VM preempted or silent: the job is rerun,
     or FAILED when its attempts are spent, which is the FAILED notice's) and a queue's ``job.preempted``."""
-    kind = event.get("type")
+    kind, job_id = event.get("type"), event.get("job_id")
+    if not isinstance(job_id, str) or not job_id or "\x00" in job_id:  # names no job: nothing to notify of
+        return None
     if kind == "job.preempted":
         return "PREEMPTED"
-    if kind != "job.status_changed" or not event.get("job_id"):
+    if kind != "job.status_changed":
         return None
     ends: dict[str, NoticeKind] = {"SUCCEEDED": "SUCCEEDED", "FAILED": "FAILED", "CANCELLED": "CANCELLED",
                                    "LOST": "PREEMPTED"}
@@ -208,6 +211,29 @@ def email_body(notice: str, event: dict[str, Any], job: dict[str, Any], sender: 
             "content": [{"type": "text/plain", "value": text}]}
 
 
+def address_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address ``host`` is as a literal, in every form the resolver reads as one (``127.1``,
+    ``2130706433``, ``0x7f.1`` are 127.0.0.1 to it), or None for a name."""
+    host = host.strip("[]")
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    if host and all(c in "0123456789abcdefxABCDEFX." for c in host) and host[0].isdigit():
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return None
+    return None
+
+
+def private_name(host: str) -> bool:
+    """A name for this machine or its network, never a notification's endpoint: localhost, the metadata
+    server, ``*.internal`` (Compute's internal DNS) and ``*.local``."""
+    name = host.lower().rstrip(".")
+    return (name in ("localhost", "metadata") or name.endswith((".localhost", ".internal", ".local")))
+
+
 def url_problem(url: str) -> str | None:
     """Why a URL read from a secret is not one Zen posts to: HTTPS only (plain HTTP to a loopback address,
     a local sink, is allowed). The answer never quotes the URL."""
@@ -216,16 +242,15 @@ def url_problem(url: str) -> str | None:
         host = parts.hostname or ""
     except ValueError:
         return "its value is not a URL"
-    try:
-        literal = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        literal = None
+    literal = address_literal(host)
     if parts.scheme == "https" and host:
         if literal is not None and not literal.is_global:  # the VPC, the metadata server: not a notification's
             return "its URL names a private address: give a public https URL"
+        if literal is None and private_name(host):
+            return "its URL names a host of this machine or network: give a public https URL"
         return None
     if parts.scheme == "http" and host:
-        if host == "localhost" or (literal is not None and literal.is_loopback):
+        if host == "localhost" or (literal is not None and literal.is_loopback):  # a local sink
             return None
         return "its URL is plain http: give an https URL"
     return "its value is not an https URL"

@@ -74,7 +74,7 @@ class Notifier:
     def handle(self, envelope: PubSubEnvelope) -> NotifyOutcome:
         try:
             event = json.loads(envelope.data)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past what the parser follows
             event = None
         if not isinstance(event, dict):
             log.error("an event that is not a JSON object was skipped", extra={"message_id": envelope.message_id})
@@ -130,6 +130,10 @@ class Notifier:
             return
         except DeliveryFailed as failure:
             self._settle(key, "failed", str(failure), outcome.failed, target, said, tries)
+            return
+        except Exception:  # noqa: BLE001 - this target's failure: the others are still tried, this one retried
+            log.exception("notification failed while sending; retried later", extra=said)
+            self._settle(key, "failed", "the notifier failed while sending", outcome.failed, target, said, tries)
             return
         except BaseException:
             self._ledger.settle(key, "failed", "the notifier failed while sending", self._clock())

@@ -1,0 +1,131 @@
+"""What leaves Zen for notifications and what its edge announces, where it went wrong before: webhook URLs
+naming this machine or the metadata server in forms the check did not read, one target answering something
+that is not HTTP blocking every other target of the event, unreadable job events answered 500 until the
+dead letter, and a bad envelope on the heartbeats or stops announced as a refused submission."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+
+import pytest
+
+from tests.messages import agent_run, job_request
+from tests.notify_support import WebhookSink, notifying_config, secret
+from zen.adapters.webhooks import HttpPoster
+from zen.app import Zen
+from zen.core.notify import url_problem
+from zen.jobs.notifications import Notifier
+from zen.store import notifications, repository
+from zen.store.notifications import PostgresNotifications
+
+
+# -- 1. SSRF: a webhook URL naming a loopback / link-local / internal host was posted to ---------------------
+# zen.core.notify.url_problem refused "an IP literal of a private range" only when ipaddress parsed it. The
+# resolver reads more forms as IP literals (inet_aton: 127.1, 2130706433, 0x7f.1 are all 127.0.0.1), and
+# names (localhost, metadata.google.internal) were never looked at, so the notifier POSTed to them over https.
+@pytest.mark.parametrize("url", [
+    "https://127.1/hook",                                   # 127.0.0.1 to getaddrinfo
+    "https://2130706433/hook",                              # 127.0.0.1 (decimal)
+    "https://2852039166/computeMetadata/v1/",               # 169.254.169.254, the metadata server (decimal)
+    "https://0xa9.0xfe.0xa9.0xfe/computeMetadata/v1/",      # 169.254.169.254 (hex octets)
+    "https://localhost/hook",
+    "https://metadata.google.internal/computeMetadata/v1/",
+])
+def test_a_webhook_url_naming_a_loopback_or_metadata_host_is_refused(url):
+    host = url.split("/")[2]
+    resolved = socket.getaddrinfo(host, 443)[0][4][0] if host[0].isdigit() else None
+    assert resolved in (None, "127.0.0.1", "169.254.169.254")  # what the POST would reach
+    assert url_problem(url) is not None, f"{url} ({resolved or 'a name'}) is accepted as a notification URL"
+
+
+# -- 2. One target answering a malformed HTTP response blocked every other target of the event, for good -------
+class GarbageServer:
+    """Accepts a connection, reads the request, answers bytes that are not HTTP (a misconfigured proxy,
+    a port that speaks another protocol), closes."""
+
+    def __init__(self) -> None:
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+        self.hits = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._sock.getsockname()[1]}/hook"
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            with conn:
+                self.hits += 1
+                conn.settimeout(2)
+                try:
+                    conn.recv(65536)
+                    conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+def test_a_target_answering_garbage_does_not_block_the_other_targets(config, db, publisher, clock, db_url,
+                                                                       monkeypatch):
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    cfg = notifying_config(config)
+    bad, good = (f"{secret(cfg, name)}/versions/latest" for name in ("zen-notify-bad", "zen-notify-good"))
+    garbage = GarbageServer()
+    with WebhookSink() as sink:
+        urls = {bad: garbage.url, good: sink.url("good")}
+        zen = Zen(cfg, db, publisher, clock,
+                  notifier=Notifier(cfg, PostgresNotifications(db), urls.__getitem__, HttpPoster(), clock))
+        monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+        functions = FunctionsInvoker(zen)
+        functions.submit(job_request("gb-1", notify=[{"webhook": bad}, {"webhook": good}]))
+        for beat in agent_run("gb-1", final="FAILED", exit_code=3):
+            functions.heartbeat(beat)
+        [final] = [m for m in publisher.on("zen-job-events") if json.loads(m.data).get("to_status") == "FAILED"]
+
+        codes = [functions.send("on_job_event", final.data, attributes=final.attributes, message_id="ev-1").status_code
+                 for _ in range(5)]  # Pub/Sub redelivers it, up to max_delivery_attempts, then dead-letters it
+        garbage.close()
+
+        with db.transaction() as session:
+            rows = {r["target"]: (r["state"], r["tries"], r["detail"]) for r in notifications.of_job(session, "gb-1")}
+        assert garbage.hits == 5 and set(codes) == {500}
+        assert sink.on("good"), f"the good target was never tried in 5 deliveries; ledger {rows}"
+        assert [row for row in rows.values() if row[0] == "failed"] == [("failed", 5, "its answer was not HTTP")], rows
+
+
+# -- 3. Malformed zen-job-events messages crashed the notifier (500 until the dead letter) ---------------------
+# on_job_event promises: an event that cannot be read is logged and acked.
+@pytest.mark.parametrize("payload", [
+    json.dumps({"type": "job.preempted", "at": "2026-01-01T00:00:00Z"}).encode(),  # was a KeyError: 'job_id'
+    b"[" * 100_000,  # was a RecursionError from json.loads
+    json.dumps({"type": "job.status_changed", "job_id": "a\x00b", "to_status": "FAILED"}).encode(),  # DataRejected
+], ids=["preempted-without-job_id", "nested-too-deep", "nul-in-job_id"])
+def test_an_unreadable_job_event_is_acked_not_retried(functions, payload):
+    assert functions.send("on_job_event", payload, message_id="odd-1").status_code == 200
+
+
+# -- 4. A bad envelope on zen-heartbeats / zen-job-stop was announced as a refused *submission* -----------------
+# Zen._with_envelope passed "job.rejected" for every function; the reference says job.rejected is "a
+# submission refused" and job.message_ignored "a heartbeat or stop that changed nothing".
+@pytest.mark.parametrize("target", ["on_heartbeat", "on_stop_requested"])
+def test_a_bad_envelope_on_a_heartbeat_or_stop_is_announced_as_message_ignored(functions, zen, publisher, target):
+    event = {"specversion": "1.0", "id": "e1", "source": "//pubsub.googleapis.com/x",
+             "type": "google.cloud.pubsub.topic.v1.messagePublished", "datacontenttype": "application/json",
+             "data": {"message": {"data": "!!!not base64!!!", "messageId": "e1"}}}
+    assert functions.post(target, event).status_code == 200
+    with zen.db.transaction() as session:
+        [row] = repository.list_rejections(session)
+    assert row["reason"] == "message.data is not valid base64"
+    [announced] = [json.loads(m.data) for m in publisher.on("zen-job-events")]
+    assert announced["type"] == "job.message_ignored", announced
