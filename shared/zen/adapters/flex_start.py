@@ -88,11 +88,13 @@ class FlexStartMig(MigManager):
     def read(self, since: datetime | None = None, summary: MigSummary | None = None) -> MigState:
         """As ``MigManager.read``, plus the pending requests' VMs; never skipped on a summary (a MIG of
         target 0 may have requests queued)."""
+        # The requests first: one granted while the MIG is read is then in the target size read after it
+        # (counted twice at worst, never nowhere, which would ask for its VMs again).
+        pending = self.pending()
         target = super().target_size()
         instances = self.instances()
         settled = len(instances) == target and all(i.current_action == "NONE" for i in instances)
         errors = [] if settled else self.errors(since)
-        pending = self.pending()
         # Should Compute list a queued request's instances itself (CREATING, no VM yet), they stand for it
         # and are counted in its target size already: only the VMs it does not list are added.
         listed = sum(1 for i in instances if i.current_action == "CREATING" and not i.status and not i.creation_error)

@@ -124,6 +124,8 @@ class ClusterManager:
             plan = replace(plan, memory={r: m for r, m in plan.memory.items() if r not in snapshot.unread},
                            decisions=plan.decisions + waiting)
         self.apply(plan, snapshot, zones, report)
+        plan = replace(plan, memory={r: m.replaced(sized=self._sizes[r]) if r in self._sizes else m
+                                     for r, m in plan.memory.items()})  # what an unread MIG is taken to hold
         plan = struck(replace(plan, decisions=as_applied(plan.decisions, report.added, report.short, report.undeleted)),
                       report.refused, snapshot.now, self._timing)
         self.record(plan, report)
@@ -233,6 +235,7 @@ class ClusterManager:
                     mig.resize(size, together=whole_units(plan.together.get(region, ()), size - current))
                     report.added[region] = size - current
                     total += size - current
+                    self._sizes[region] = size
                 if size - current < count:
                     report.short[region] = ("the per-MIG limit (max_vms_per_region) reached"
                                             if size >= self.cluster.max_vms_per_region
@@ -240,6 +243,8 @@ class ClusterManager:
             except MigApiError as exc:
                 unconfirmed = isinstance(exc, MigUnconfirmed)  # it may yet be carried out: counts toward max_vms
                 total += size - current if unconfirmed else 0
+                if unconfirmed:
+                    self._sizes[region] = max(self._sizes.get(region, 0), size)
                 report.errors.append(f"resize {region}: {exc}")
                 report.short[region] = (f"the resize to {size} was not confirmed, counted toward the limits: {exc}"
                                         if unconfirmed else f"resize failed: {exc}")

@@ -154,6 +154,9 @@ class RegionMemory:
     gang_room: int | None = None
     gang_room_at: datetime | None = None
     quota_tight: bool = False  # the last quota read left no room for a region's worth of VMs: no spare boots
+    # The MIG's target size after the last pass's writes (its adds, unconfirmed ones too): what it is taken to
+    # hold while it cannot be read (zen.scaling.unread), with the VMs that pass asked for, not yet listed.
+    sized: int = 0
 
     def replaced(self, **changes: Any) -> RegionMemory:
         """``dataclasses.replace(self, **changes)`` without the frozen ``__init__``, which sets each

@@ -2,7 +2,8 @@
 
 Nothing is added in such a region (its target size is unknown), but it costs the rest of the
 cluster no more than it did: it counts toward ``max_vms`` as its last known size (the instances the
-planner's memory last recorded there, else what this manager last read), never as full. The planner
+planner's memory last recorded there, or the size the last pass's adds left it at, or what this manager last
+read, the most of them), never as full. The planner
 is shown the region blocked, so no job, hedge or ``min_vms`` VM is asked there (the block is not
 kept: ``ClusterManager`` records no memory of an unread region), and demand without it: a job that
 allows other regions spills to them, and one that allows only unread regions waits with that reason
@@ -29,9 +30,11 @@ def target_or_error(mig: MigPort) -> int | MigApiError:
 
 
 def last_known_size(region: str, memory: dict[str, RegionMemory], last_read: dict[str, int]) -> int:
-    """What region's MIG is taken to hold while it cannot be read."""
+    """What region's MIG is taken to hold while it cannot be read: the most of the VMs last recorded there, the
+    size the last pass left it at (its own adds, which no listing showed yet) and what this manager last read."""
     remembered = memory.get(region)
-    return len(remembered.known) if remembered is not None else last_read.get(region, 0)
+    known = max(len(remembered.known), remembered.sized) if remembered is not None else 0
+    return max(known, last_read.get(region, 0))
 
 
 def planner_view(snapshot: ClusterSnapshot) -> tuple[ClusterSnapshot, list[Decision]]:
