@@ -129,3 +129,84 @@ def test_a_bad_envelope_on_a_heartbeat_or_stop_is_announced_as_message_ignored(f
     assert row["reason"] == "message.data is not valid base64"
     [announced] = [json.loads(m.data) for m in publisher.on("zen-job-events")]
     assert announced["type"] == "job.message_ignored", announced
+def test_the_webhook_connects_to_the_address_it_checked(monkeypatch):
+    """A check that resolved the URL's host, then a connection that resolved it again, connected to whatever
+    the second answer was: a name answering a public address to the check and a private one (TTL 0) to the
+    connection got a TCP connection into the VPC. The address checked is the address connected to."""
+    import socket
+    import threading
+
+    from zen.adapters import webhooks
+    from zen.core.notify import DeliveryFailed, DeliveryRefused
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(5)
+    port = listener.getsockname()[1]
+    accepted = []
+
+    def accept():
+        try:
+            conn, _ = listener.accept()
+            accepted.append(conn)
+            conn.close()
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    real, answers = socket.getaddrinfo, []
+
+    def getaddrinfo(host, port_, *args, **kwargs):
+        if host != "rebind.example":
+            return real(host, port_, *args, **kwargs)
+        answers.append(host)
+        address = "93.184.216.34" if len(answers) == 1 else "127.0.0.1"  # public to the check, then loopback
+        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port_))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    try:
+        webhooks.HttpPoster().post(f"https://rebind.example:{port}/hook", {"x": 1}, {}, 2.0)
+    except (DeliveryFailed, DeliveryRefused):
+        pass
+    thread.join(6)
+    listener.close()
+    assert not accepted, (f"the host was resolved {len(answers)} times: checked as public, then connected to "
+                          f"127.0.0.1:{port}")
+
+
+def test_an_operators_email_api_on_a_private_relay_is_not_refused_for_good(monkeypatch):
+    """The operator's ``notifications.email.api_url`` (configuration, not a user's secret) may be a relay in the
+    VPC: Zen's email poster does not hold it to public addresses (the webhooks' poster does)."""
+    import socket
+
+    from zen.adapters import webhooks
+    from zen.core.notify import DeliveryFailed, DeliveryRefused
+
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host == "mail-relay.corp.example":
+            return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", ("10.20.0.5", port))]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **kw: (_ for _ in ()).throw(ConnectionRefusedError()))
+    try:
+        webhooks.HttpPoster(public_only=False).post("https://mail-relay.corp.example/v3/mail/send", {}, {}, 1.0)
+    except DeliveryFailed:
+        pass  # tried, as before: retried with the event
+    except DeliveryRefused as refused:
+        pytest.fail(f"the operator's configured email API was refused for good: {refused}")
+
+
+def test_a_webhook_url_with_an_unusable_port_is_refused_not_retried_forever():
+    """url_problem read ``hostname`` only: a port out of range or not a number failed at the POST, recorded
+    ``failed`` and retried on every delivery until the dead letter, instead of being refused once."""
+    from zen.core.notify import url_problem
+
+    assert url_problem("https://hooks.example.com:99999/x") is not None
+    assert url_problem("https://hooks.example.com:abc/x") is not None
+
+

@@ -200,7 +200,7 @@ class Zen:
             from zen.store.notifications import PostgresNotifications
 
             self._notifier = Notifier(self.config, PostgresNotifications(self.db), notify_secret_reader(),
-                                      HttpPoster(), self.clock)
+                                      HttpPoster(), self.clock, email_poster=HttpPoster(public_only=False))
         return self._notifier
 
     def on_scale_tick(self) -> TickReport:

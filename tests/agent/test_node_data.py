@@ -209,3 +209,156 @@ def test_inputs_over_the_jobs_disk_share_fail_at_staging_before_the_job_runs(cli
     final = [m for m in transport.published if isinstance(m, Heartbeat)][-1]
     # As for a missing input or inputs over the whole disk: FAILED at staging, the job never started (no exit code).
     assert final.exit_code is None and not marker.exists(), (final.status.value, final.exit_code, final.message)
+
+
+def test_a_finished_attempt_costs_no_more_reads(monkeypatch):
+    """The console's output stream calls new_entries for every attempt 1..current on every poll: a finished
+    attempt is read once more after every VM heard sent its final entry (a gang's other node may lag), then
+    never again (each read is an entries:list request from the project's ~60 a minute)."""
+    from datetime import datetime, timezone
+    from types import SimpleNamespace
+
+    from zen.adapters import cloud_logging
+
+    class Client:
+        calls = 0
+
+        def list_entries(self, resource_names, filter_, order_by, page_size):
+            Client.calls += 1
+            if "jsonPayload.seq<=" in filter_:
+                return iter(())
+            return iter([SimpleNamespace(labels={"job_id": "j", "attempt": "1", "stream": "stdout", "vm": "vm-a"},
+                                         payload={"message": f"line {s}", "seq": s, "final": s == 2},
+                                         timestamp=datetime(2026, 1, 1, 0, 0, s, tzinfo=timezone.utc))
+                         for s in (1, 2)])
+
+    monkeypatch.setattr(cloud_logging, "REQUEST_INTERVAL_S", 0)
+    reader = cloud_logging.CloudReader(Client(), "p")
+    assert [e.final for e in reader.new_entries("j", 1)] == [False, True]
+    before = Client.calls
+    for _ in range(5):  # five polls of a console stream
+        assert reader.new_entries("j", 1) == []
+    assert Client.calls == before + 1, f"{Client.calls - before} more entries:list requests for a finished attempt"
+
+
+def test_a_disk_verdict_reached_while_staging_stops_the_staging(client, tmp_path, monkeypatch):
+    """The watch may pick a staging attempt (over its share, or the largest on a nearly full disk); only the
+    running job's supervision read verdicts, so the attempt named went on downloading every input (filling
+    the disk the verdict was about), its job was started and only then stopped FAILED. The staging is cut.
+
+    Modelled disk: 100 GB, 11 GB free less 10,000 x the work directory; B stages three 1 MB objects (1 s each):
+    after the first, 1 GB free (nearly full), and B, holding 1 MB of its 3 MB share, is the one to stop."""
+    import sys
+    import time
+
+    from tests.agent.fakes import FakeTransport, confirm_claims
+    from tests.agent.test_agent_loop import start_message
+    from tests.agent.test_slots import IDENTITY as SHARED_IDENTITY, VM as SHARED_VM
+    from zen.agent import attempt as attempt_module, staging
+    from zen.agent.agent import Agent
+    from zen.agent.diskquota import DiskShare, DiskWatch, measure
+    from zen.agent.slots import Capacity, Slots
+    from zen.core.models import AgentStatus, Heartbeat
+    from dataclasses import replace
+
+    for n in range(3):
+        client.bucket("data-bkt").blob(f"set/part-{n}").upload_from_string(bytes([n]) * 1_000_000)
+    work = tmp_path / "work"
+
+    def disk_usage(path):
+        free = int(11e9 - 10_000 * measure(work).bytes)
+        return int(100e9), int(100e9) - free, free
+
+    fetch, fetched = staging.AttemptData._fetch, []
+
+    def slow_fetch(self, blob, target):
+        fetch(self, blob, target)
+        fetched.append((blob.name, time.monotonic()))
+        time.sleep(1.0)
+
+    real_start, started = attempt_module.RunningJob.start, []
+
+    def start(spec, **kw):
+        started.append(spec.job_id)
+        return real_start(spec, **kw)
+
+    monkeypatch.setattr(staging.AttemptData, "_fetch", slow_fetch)
+    monkeypatch.setattr(attempt_module.RunningJob, "start", staticmethod(start))
+    transport = FakeTransport(SHARED_VM, virtual_time=False)
+    transport.answer = confirm_claims(SHARED_VM)
+    transport.add_start(start_message("job-b", cluster="8xa100-40gb", gpus=4,
+                                      inputs=[{"uri": "gs://data-bkt/set/"}],
+                                      command=[sys.executable, "-c", "import time; time.sleep(0.2)"]))
+    agent = Agent(SHARED_IDENTITY, replace(settings(tmp_path), cache_bytes=0), transport, local=True,
+                  slots=Slots(Capacity(gpus=8, max_jobs=2)))
+    verdict_at = []
+    watch = DiskWatch(str(work), DiskShare(int(100e9), 2, per_job_bytes=3_000_000), look_s=0.1, disk_usage=disk_usage)
+    look = watch.look
+
+    def timed_look():
+        found = look()
+        if found and not verdict_at:
+            verdict_at.append(time.monotonic())
+        return found
+
+    watch.look = timed_look
+    agent.disk = agent.attempts._disk = watch
+    transport.when_idle = lambda: agent.jobs_run >= 1 and agent.request_shutdown("test over")
+
+    assert agent.run() == 0
+
+    final = [m for m in transport.published if isinstance(m, Heartbeat) and m.job_id == "job-b"
+             and m.status not in (AgentStatus.CLAIMED, AgentStatus.RUNNING)][-1]
+    assert verdict_at, "the watch reached no verdict: the model did not fill the disk"
+    after = [name for name, at in fetched if at > verdict_at[0]]
+    assert not after and not started, (
+        f"verdict reached during staging, yet {len(after)} more object(s) were downloaded after it and the job "
+        f"was started ({started}); final: {final.status.value}: {final.message!r}")
+
+
+# -- a gang's nodes' checkpoints overwrote each other -------------------------------------------------
+WRITE_RANK_CHECKPOINT = ("import os, pathlib; rank = os.environ['ZEN_NODE_RANK']; "  # a sharded checkpoint
+                         "pathlib.Path(os.environ['ZEN_CHECKPOINT_DIR'], f'shard-{rank}.pt').write_text('rank ' + rank)")
+
+
+def _gang_node_with_checkpoint(tmp_path, vm: str, rank: int, code: str = WRITE_RANK_CHECKPOINT):
+    import sys
+    from dataclasses import replace
+
+    from tests.agent.fakes import FakeTransport
+    from tests.agent.test_agent_loop import IDENTITY, start_message
+    from zen.agent.agent import Agent
+    from zen.core.gang_records import GangPlace
+    from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat
+
+    transport = FakeTransport(vm, virtual_time=False)
+    transport.add_start(start_message("gang-1", command=[sys.executable, "-c", code], nodes=2,
+                                      assemble_s=60, checkpoint={"uri": "gs://out-bkt/ckpt/cl/gang-1/", "every": 600,
+                                                                 "max_bytes": 10**9}))
+    place = GangPlace(rank=rank, nodes=2, ips=["10.0.0.1", "10.0.0.2"], port=29517)
+
+    def zen(message):
+        if isinstance(message, Heartbeat) and message.status is AgentStatus.CLAIMED:
+            return [ControlMessage(vm=vm, job_id="gang-1", attempt=1, action=ControlAction.CONFIRM,
+                                   reason="gang complete", gang=place)]
+        return []
+
+    transport.answer = zen
+    agent = Agent(replace(IDENTITY, vm=vm, ip=f"10.0.0.{rank + 1}"), settings(tmp_path, f"work-{vm}"), transport,
+                  local=True)
+    transport.when_idle = lambda: agent.request_shutdown("test over")
+    assert agent.run() == 0
+    final = [m for m in transport.published if isinstance(m, Heartbeat)][-1]
+    assert final.status is AgentStatus.SUCCEEDED, final.message
+
+
+def test_each_gang_node_keeps_its_own_checkpoint(client, tmp_path):
+    """Every node of a gang saved its ZEN_CHECKPOINT_DIR under the same <checkpoint uri>/attempt-<n>/save-<k>/
+    and the same LATEST.json: each rank writing its own shard (as sharded checkpoints do), the second save's
+    manifest named its shard only and the first rank's shard was deleted as the older save's. Each node keeps
+    its own checkpoint now, node-<rank>/ of the job's."""
+    _gang_node_with_checkpoint(tmp_path, "vm-rank0", 0)
+    _gang_node_with_checkpoint(tmp_path, "vm-rank1", 1)
+    stored = objects(client, "out-bkt", "ckpt/")
+    saved = sorted(v for k, v in stored.items() if k.endswith(".pt"))
+    assert saved == [b"rank 0", b"rank 1"], {k: v[:200] for k, v in stored.items()}

@@ -107,6 +107,8 @@ class CloudReader:
         self._seen: dict[tuple[int, str], int] = {}
         self._pending: dict[tuple[int, str, int], OutputEntry] = {}  # read, not returned yet (past a gap)
         self._gaps: dict[tuple[int, str, int], float] = {}  # (attempt, VM, missing seq) -> when first seen missing
+        self._finals: dict[int, set[str]] = {}  # attempt -> the VMs whose final entry was returned
+        self._over: set[int] = set()  # attempts not read again (``read``): a gang's nodes all speak at once
 
     def new_entries(self, job_id: str, attempt: int | None = None) -> list[OutputEntry]:
         """What ``read`` gives, at once: one attempt at most ``READ_PAGES`` pages (the next call goes
@@ -122,8 +124,10 @@ class CloudReader:
         from google.api_core import exceptions as gexc
         from google.cloud.logging import ASCENDING
 
+        if attempt is not None and attempt in self._over:
+            return
         since = (datetime.now(timezone.utc) - READ_BACK).strftime("%Y-%m-%dT%H:%M:%SZ")
-        pages, refused_since, backoff, ended = 0, None, RETRY_FIRST_S, False
+        pages, refused_since, backoff, ended, fresh = 0, None, RETRY_FIRST_S, False, False
         while not ended and (most is None or pages < most):
             # (Again after a 429: after the last seq returned, or from the last entry listed.)
             read = {vm: seq for (a, vm), seq in self._seen.items() if a == attempt} if attempt is not None else None
@@ -140,6 +144,7 @@ class CloudReader:
                     if attempt is None and page and page[-1].timestamp:
                         since = page[-1].timestamp.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
                     self._take(page, job_id)
+                    fresh = fresh or bool(page)
                     if len(page) < self._page_size:  # the listing's end (no request to learn it)
                         ended = True
                         break
@@ -155,6 +160,9 @@ class CloudReader:
                 raise SinkError(f"cannot read Cloud Logging: {exc}") from None
         # A listing cut short (most pages read): a gap may be filled by the rest.
         yield self._release(cut=not ended, flush=flush)
+        streams = {vm for (a, vm) in self._seen if a == attempt}
+        if attempt is not None and ended and not fresh and streams and streams <= self._finals.get(attempt, set()):
+            self._over.add(attempt)  # every VM heard ended, and a read since found nothing: not read again
 
     def _pace(self) -> None:
         if self._last_request is not None:
@@ -200,6 +208,8 @@ class CloudReader:
                     continue
             out.append(entry)
             self._seen[stream] = entry.seq
+            if entry.final:
+                self._finals.setdefault(entry.attempt, set()).add(entry.vm)
         return out
 
 

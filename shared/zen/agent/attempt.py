@@ -91,7 +91,7 @@ class AttemptRunner:
         if secrets is None:  # the job never ran, nor staged anything
             return None
         data, limit = self._attempt_data(start, attempt.gang.rank if attempt.gang else None), start.max_runtime_s
-        checkpoint = self._checkpoint(start, data, output)
+        checkpoint = self._checkpoint(start, data, output, attempt.gang.rank if attempt.gang else None)
         runtime: float | None = limit
         over = f"zen: killed after exceeding max_runtime_s={limit}"
         if data is not None:
@@ -99,17 +99,17 @@ class AttemptRunner:
 
             def stage() -> None:
                 data.prepare()
-                if self._disk is not None:
-                    self._disk.add(key, data.root)  # measured from now: staging fills the disk too
+                if self._disk is not None:  # measured from now: staging fills the disk too
+                    self._disk.add(key, data.root)
                 data.stage()
                 if checkpoint is not None:  # restored before the job runs (zen.agent.checkpoint)
                     checkpoint.prepare()
                     checkpoint.restore(data.staged, data.cancel)
 
             staged = "inputs" if data.inputs or checkpoint is None else "checkpoint"  # a checkpoint alone: restored
-            cut = self._transfer(attempt, data, f"staging {staged}", data.staged, stage,
+            cut = self._transfer(attempt, data, f"staging {staged}", data.staged, stage, limit_s=limit,
                                  unavailable=f"zen: VM {self._identity.vm} could not stage the job's {staged} (requeued)",
-                                 limit_s=limit, over=f"zen: staging exceeded max_runtime_s={limit}")
+                                 over=f"zen: staging exceeded max_runtime_s={limit}", verdict=lambda: self._disk.verdict(key) if self._disk else None)
             if cut is None or data.disk_fault is not None:  # a worn disk retires the VM (zen.agent.limits)
                 self._pulls.staged(data.disk_fault)
             if cut is not None:  # the job never ran: nothing to upload
@@ -268,9 +268,9 @@ class AttemptRunner:
         output.hide(list(values.values()))
         return values
 
-    def _checkpoint(self, start: StartMessage, data: AttemptData | None, output: AttemptOutput) -> Checkpoint | None:
+    def _checkpoint(self, start: StartMessage, data: AttemptData | None, output: AttemptOutput, node: int | None) -> Checkpoint | None:
         return None if start.checkpoint is None or data is None else Checkpoint(
-            start.checkpoint, data.root, start.attempt, data.client, say=lambda line: output.add("zen", line))
+            start.checkpoint, data.root, start.attempt, data.client, say=lambda line: output.add("zen", line), node=node)
 
     def _attempt_data(self, start: StartMessage, node: int | None) -> AttemptData | None:
         if not start.inputs and not start.outputs and start.checkpoint is None:
@@ -280,8 +280,8 @@ class AttemptRunner:
 
     def _transfer(self, attempt: AttemptReport, data: AttemptData, what: str, progress: Progress,
                   work: Callable[[], None], shutdown_grace_s: float = 0.0, stops: bool = True,
-                  unavailable: str | None = None, limit_s: float | None = None,
-                  over: str = "") -> tuple[AgentStatus, str] | None:
+                  unavailable: str | None = None, limit_s: float | None = None, over: str = "",
+                  verdict: Callable[[], str | None] = lambda: None) -> tuple[AgentStatus, str] | None:
         """``transfer``, heartbeating this attempt; the status and note if it was cut or failed."""
         cut = transfer(data, what, progress, work, listen=lambda *a, **kw: self._listen(attempt, *a, **kw),
                        stopping=lambda: self._shutdown.stopping, clock=self._clock, vm=self._identity.vm,
@@ -289,7 +289,7 @@ class AttemptRunner:
                        unavailable=unavailable, limit_s=limit_s, over=over,
                        fenced=lambda: fence.fenced(attempt, self._settings, self._clock(), what),
                        shutdown_left=lambda: self._shutdown.left(SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S),
-                       report_left=lambda: attempt.report_by - self._clock())
+                       report_left=lambda: attempt.report_by - self._clock(), verdict=verdict)
         if cut is not None:
             self._log.error(f"{what} cut or failed", extra={"job_id": attempt.job_id, "attempt": attempt.attempt,
                                                          "status": cut[0].value, "reason": cut[1]})

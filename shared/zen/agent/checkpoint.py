@@ -52,7 +52,11 @@ class Checkpoint:
     ``say`` writes a line to the job's output (``zen logs``); ``notes`` keeps what went wrong, for the final report."""
 
     def __init__(self, spec: StartCheckpoint, root: Path, attempt: int, client: Callable[[], Any],
-                 say: Callable[[str], None] = lambda line: None) -> None:
+                 say: Callable[[str], None] = lambda line: None, node: int | None = None) -> None:
+        """``node``: a gang's node's rank; each node keeps its own checkpoint, ``node-<rank>/`` of the job's
+        (the nodes' files, named alike or not, and their manifests never overwrite each other's)."""
+        if node is not None:
+            spec = spec.model_copy(update={"uri": f"{spec.uri}node-{node}/"})
         self.spec = spec
         self.directory = root / "checkpoint"
         self.notice_path = root / "notice" / NOTICE

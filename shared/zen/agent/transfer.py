@@ -56,7 +56,8 @@ def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[]
              grace_s: float = 10.0, stops: bool = True, shutdown_left: Callable[[], float] = lambda: math.inf,
              report_left: Callable[[], float] = lambda: math.inf, unavailable: str | None = None,
              limit_s: float | None = None, over: str = "",
-             fenced: Callable[[], str | None] = lambda: None) -> tuple[AgentStatus, str] | None:
+             fenced: Callable[[], str | None] = lambda: None,
+             verdict: Callable[[], str | None] = lambda: None) -> tuple[AgentStatus, str] | None:
     """Run one transfer (``work``: staging or uploading) in the background while the agent's ``listen``
     heartbeats the attempt with its progress. Returns the status and note when it failed (FAILED), a
     STOP came (STOPPED), or the agent is shutting down and ``shutdown_grace_s`` ran out, or
@@ -78,6 +79,7 @@ def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[]
     as would the job running longer), in real seconds (``time.monotonic``, as ``RunningJob`` counts the
     job's); past it the transfer is cut, FAILED with ``over`` and what was done.
 
+    ``verdict()``: the note once the disk watch stopped the attempt (staging): the transfer is cut, FAILED.
     ``fenced()``: the note once the attempt's fence fell (``zen.agent.fence``): the transfer is cut,
     PREEMPTED, whether it stages or uploads (Zen is about to run the job elsewhere)."""
     cut: list[tuple[AgentStatus, str]] = []
@@ -94,6 +96,10 @@ def transfer(data: AttemptData, what: str, progress: Progress, work: Callable[[]
                 return True
         if (note := fenced()) is not None:
             cut.append((AgentStatus.PREEMPTED, f"{note} ({progress.describe()} done)"))
+            join_s = min(grace_s, SHUTDOWN_JOIN_S)
+            return True
+        if (note := verdict()) is not None:  # the disk watch stopped it (zen.agent.diskquota): the job's fault
+            cut.append((AgentStatus.FAILED, f"{note} ({progress.describe()} done)"))
             join_s = min(grace_s, SHUTDOWN_JOIN_S)
             return True
         if report_left() <= 0:

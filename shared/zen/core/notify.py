@@ -240,6 +240,7 @@ def url_problem(url: str) -> str | None:
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
+        parts.port  # noqa: B018 - a port out of range or not a number raises here, not at the POST
     except ValueError:
         return "its value is not a URL"
     literal = address_literal(host)

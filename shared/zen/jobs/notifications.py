@@ -63,12 +63,15 @@ class NotifyOutcome:
 
 class Notifier:
     def __init__(self, config: ZenConfig, ledger: Ledger, read_secret: Callable[[str], str], poster: Poster,
-                 clock: Clock):
+                 clock: Clock, email_poster: Poster | None = None):
+        """``poster`` posts to the URLs users keep in secrets; ``email_poster`` (default ``poster``) to the
+        operator's email API, which may be a relay inside the VPC."""
         self._config = config
         self._settings = config.notifications
         self._ledger = ledger
         self._read_secret = read_secret
         self._poster = poster
+        self._email_poster = email_poster or poster
         self._clock = clock
 
     def handle(self, envelope: PubSubEnvelope) -> NotifyOutcome:
@@ -165,7 +168,8 @@ class Notifier:
                 raise DeliveryRefused("this Zen sends no email now (no notifications.email)")
             api_key = self._read_secret(email.api_key_secret)
             body = email_body(notice, event, facts, email.sender, target.email)
-            return self._poster.post(email.api_url, body, {**headers, "Authorization": f"Bearer {api_key}"}, timeout_s)
+            return self._email_poster.post(email.api_url, body, {**headers, "Authorization": f"Bearer {api_key}"},
+                                           timeout_s)
         assert target.secret is not None
         url = self._read_secret(target.secret)
         if (problem := url_problem(url)) is not None:

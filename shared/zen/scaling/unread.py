@@ -30,11 +30,13 @@ def target_or_error(mig: MigPort) -> int | MigApiError:
 
 
 def last_known_size(region: str, memory: dict[str, RegionMemory], last_read: dict[str, int]) -> int:
-    """What region's MIG is taken to hold while it cannot be read: the most of the VMs last recorded there, the
-    size the last pass left it at (its own adds, which no listing showed yet) and what this manager last read."""
+    """What region's MIG is taken to hold while it cannot be read: the more of the VMs last recorded there and
+    the size the last pass left it at (its own adds, which no listing showed yet); with no memory, what this
+    manager last read (another instance's passes may have shrunk it since: the shared memory says, not this)."""
     remembered = memory.get(region)
-    known = max(len(remembered.known), remembered.sized) if remembered is not None else 0
-    return max(known, last_read.get(region, 0))
+    if remembered is None:
+        return last_read.get(region, 0)
+    return max(len(remembered.known), remembered.sized)
 
 
 def planner_view(snapshot: ClusterSnapshot) -> tuple[ClusterSnapshot, list[Decision]]:
