@@ -12,6 +12,7 @@ past the project's read quota (``throttled`` counts them).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -23,7 +24,8 @@ _CLAUSE = re.compile(r'^(logName|timestamp|labels\.\w+|jsonPayload\.\w+)\s*(=|>=
 _NOT = re.compile(r'^NOT \((.*)\)$')
 
 
-def _clauses(query: str) -> list[str]:
+@functools.lru_cache(maxsize=256)  # one query is matched against every entry
+def _clauses(query: str) -> tuple[str, ...]:
     """The query's clauses joined by AND at the top level (a NOT (...) group is one clause)."""
     out, depth, start = [], 0, 0
     for i, char in enumerate(query):
@@ -31,7 +33,7 @@ def _clauses(query: str) -> list[str]:
         if depth == 0 and query.startswith(" AND ", i):
             out.append(query[start:i])
             start = i + len(" AND ")
-    return [part.strip() for part in [*out, query[start:]] if part.strip()]
+    return tuple(part.strip() for part in [*out, query[start:]] if part.strip())
 
 
 def _value(entry: dict, field: str):
