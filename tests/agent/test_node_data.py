@@ -42,10 +42,11 @@ WRITE_RANK = ("import os, pathlib; pathlib.Path(os.environ['ZEN_OUTPUT_DIR'], 'm
               ".write_text('rank ' + os.environ['ZEN_NODE_RANK'])")
 
 
-def run_gang_node(tmp_path, vm: str, rank: int):
+def run_gang_node(tmp_path, vm: str, rank: int, code: str = WRITE_RANK, **start):
+    """One node of a 2-node gang on an agent of its own, told its place by the CONFIRM; its final report."""
     transport = FakeTransport(vm, virtual_time=False)
-    transport.add_start(start_message("gang-1", command=[sys.executable, "-c", WRITE_RANK], nodes=2, assemble_s=60,
-                                      outputs="gs://out-bkt/runs"))
+    transport.add_start(start_message("gang-1", command=[sys.executable, "-c", code], nodes=2, assemble_s=60,
+                                      **(start or {"outputs": "gs://out-bkt/runs"})))
     place = GangPlace(rank=rank, nodes=2, ips=["10.0.0.1", "10.0.0.2"], port=29517)
 
     def zen(message):
@@ -319,37 +320,7 @@ def test_a_disk_verdict_reached_while_staging_stops_the_staging(client, tmp_path
 # -- a gang's nodes' checkpoints overwrote each other -------------------------------------------------
 WRITE_RANK_CHECKPOINT = ("import os, pathlib; rank = os.environ['ZEN_NODE_RANK']; "  # a sharded checkpoint
                          "pathlib.Path(os.environ['ZEN_CHECKPOINT_DIR'], f'shard-{rank}.pt').write_text('rank ' + rank)")
-
-
-def _gang_node_with_checkpoint(tmp_path, vm: str, rank: int, code: str = WRITE_RANK_CHECKPOINT):
-    import sys
-    from dataclasses import replace
-
-    from tests.agent.fakes import FakeTransport
-    from tests.agent.test_agent_loop import IDENTITY, start_message
-    from zen.agent.agent import Agent
-    from zen.core.gang_records import GangPlace
-    from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat
-
-    transport = FakeTransport(vm, virtual_time=False)
-    transport.add_start(start_message("gang-1", command=[sys.executable, "-c", code], nodes=2,
-                                      assemble_s=60, checkpoint={"uri": "gs://out-bkt/ckpt/cl/gang-1/", "every": 600,
-                                                                 "max_bytes": 10**9}))
-    place = GangPlace(rank=rank, nodes=2, ips=["10.0.0.1", "10.0.0.2"], port=29517)
-
-    def zen(message):
-        if isinstance(message, Heartbeat) and message.status is AgentStatus.CLAIMED:
-            return [ControlMessage(vm=vm, job_id="gang-1", attempt=1, action=ControlAction.CONFIRM,
-                                   reason="gang complete", gang=place)]
-        return []
-
-    transport.answer = zen
-    agent = Agent(replace(IDENTITY, vm=vm, ip=f"10.0.0.{rank + 1}"), settings(tmp_path, f"work-{vm}"), transport,
-                  local=True)
-    transport.when_idle = lambda: agent.request_shutdown("test over")
-    assert agent.run() == 0
-    final = [m for m in transport.published if isinstance(m, Heartbeat)][-1]
-    assert final.status is AgentStatus.SUCCEEDED, final.message
+CHECKPOINT = {"uri": "gs://out-bkt/ckpt/cl/gang-1/", "every": 600, "max_bytes": 10**9}
 
 
 def test_each_gang_node_keeps_its_own_checkpoint(client, tmp_path):
@@ -357,8 +328,8 @@ def test_each_gang_node_keeps_its_own_checkpoint(client, tmp_path):
     and the same LATEST.json: each rank writing its own shard (as sharded checkpoints do), the second save's
     manifest named its shard only and the first rank's shard was deleted as the older save's. Each node keeps
     its own checkpoint now, node-<rank>/ of the job's."""
-    _gang_node_with_checkpoint(tmp_path, "vm-rank0", 0)
-    _gang_node_with_checkpoint(tmp_path, "vm-rank1", 1)
+    for rank in (0, 1):
+        run_gang_node(tmp_path, f"vm-rank{rank}", rank, WRITE_RANK_CHECKPOINT, checkpoint=CHECKPOINT)
     stored = objects(client, "out-bkt", "ckpt/")
     saved = sorted(v for k, v in stored.items() if k.endswith(".pt"))
     assert saved == [b"rank 0", b"rank 1"], {k: v[:200] for k, v in stored.items()}
