@@ -142,7 +142,7 @@ def test_the_webhook_connects_to_the_address_it_checked(monkeypatch):
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
-    listener.settimeout(5)
+    listener.settimeout(1.5)
     port = listener.getsockname()[1]
     accepted = []
 
@@ -167,10 +167,10 @@ def test_the_webhook_connects_to_the_address_it_checked(monkeypatch):
 
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     try:
-        webhooks.HttpPoster().post(f"https://rebind.example:{port}/hook", {"x": 1}, {}, 2.0)
+        webhooks.HttpPoster().post(f"https://rebind.example:{port}/hook", {"x": 1}, {}, 1.0)
     except (DeliveryFailed, DeliveryRefused):
         pass
-    thread.join(6)
+    thread.join(2)
     listener.close()
     assert not accepted, (f"the host was resolved {len(answers)} times: checked as public, then connected to "
                           f"127.0.0.1:{port}")
