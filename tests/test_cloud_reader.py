@@ -16,10 +16,11 @@ from zen.adapters import cloud_logging as joblogs_cloud
 from zen.cli.follow import print_once
 
 
-def unread(item, filter_: str) -> bool:
-    """The reader's `NOT (labels.vm="V" AND jsonPayload.seq<=N)` clauses, as the service applies them."""
+def unread(filter_: str):
+    """The reader's `NOT (labels.vm="V" AND jsonPayload.seq<=N)` clauses, as the service applies them: whether
+    an item is not read yet."""
     read = {vm: int(n) for vm, n in re.findall(r'NOT \(labels\.vm="([^"]*)" AND jsonPayload\.seq<=(\d+)\)', filter_)}
-    return item.payload["seq"] > read.get(item.labels.get("vm", ""), 0)
+    return lambda item: item.payload["seq"] > read.get(item.labels.get("vm", ""), 0)
 
 
 class Client:
@@ -32,7 +33,8 @@ class Client:
                                           timestamp=datetime(2026, 11, 24, tzinfo=timezone.utc)))
 
     def list_entries(self, resource_names, filter_, order_by, page_size):
-        listed = [item for item in self.items if unread(item, filter_)]
+        fresh = unread(filter_)
+        listed = [item for item in self.items if fresh(item)]
         for start in range(0, len(listed), page_size):
             self.requests += 1
             yield from listed[start:start + page_size]
@@ -98,7 +100,8 @@ class QuotaClient:
     def list_entries(self, resource_names, filter_, order_by, page_size):
         attempt = m.group(1) if (m := re.search(r'labels\.attempt="(\d+)"', filter_)) else None
         since = datetime.fromisoformat(re.findall(r'timestamp>="([^"]+)"', filter_)[-1].replace("Z", "+00:00"))
-        listed = [item for item in self.items if unread(item, filter_) and item.timestamp >= since
+        fresh = unread(filter_)
+        listed = [item for item in self.items if fresh(item) and item.timestamp >= since
                   and attempt in (None, item.labels["attempt"])]
         for start in range(0, len(listed) + 1, page_size):
             self.answered = [t for t in self.answered if self.now - t < 60]
