@@ -16,7 +16,7 @@ from zen.core.config import ZenConfig
 from zen.core.lifecycle import Decision
 from zen.core.models import Job, JobRequest, JobStatus, StopRequest, request_fingerprint
 from zen.jobs.announce import Announcements
-from zen.jobs.authorization import may_stop
+from zen.jobs.authorization import kept_stop, may_stop
 from zen.jobs.decisions import DecisionWriter
 from zen.jobs.messaging import OutboxRelay, enqueue
 from zen.jobs.outgoing import Enqueued
@@ -116,35 +116,69 @@ class ArrayJobs:
     def stop(self, request: StopRequest, sender: str | None) -> tuple[int, str | None] | None:
         """A stop that names an array (no job has its id; tasks carry it): (tasks stopped, why one was
         not, if one was refused); None when it names no array. Each task not ended is stopped as its own
-        stop would stop it, in index order (the order releases lock them in), in one transaction; held
-        tasks end CANCELLED and none is let go meanwhile."""
+        stop would stop it (``_stop_tasks``)."""
+        refused: list[str] = []
+
+        def chosen(_: JobTx) -> Callable[[Job], tuple[str | None, str] | None]:
+            def choose(job: Job) -> tuple[str | None, str] | None:
+                if sender is not None and (why := may_stop(self._config, sender, job)):
+                    refused.append(why)
+                    return None
+                return request.reason, f"user:{sender}" if sender else "user"
+            return choose
+
+        stopped = self._stop_tasks(request.job_id, chosen)
+        if stopped is None:
+            return None
+        log.info("array stopped", extra={"job_id": request.job_id, "tasks": stopped})
+        return stopped, refused[-1] if refused else None
+
+    def apply_kept_stops(self, array_id: str) -> int:
+        """The stops kept for ``array_id`` while no job or array had that id, now that it names an array:
+        each task not ended is stopped by the first kept stop whose sender may stop it
+        (``authorization.kept_stop``); the others are noted on the task. How many stopped (0 when
+        ``array_id`` names no array)."""
+        now = self._clock()
+
+        def chosen(tx: JobTx) -> Callable[[Job], tuple[str | None, str] | None]:
+            kept = tx.take_early_stops(array_id)
+
+            def choose(job: Job) -> tuple[str | None, str] | None:
+                stop, refused = kept_stop(self._config, job, kept)
+                for stranger, why in refused:
+                    self._decisions.note(tx, job, f"a stop sent before the array came is not applied: {why}",
+                                         actor=f"user:{stranger}", now=now)
+                return None if stop is None else (stop[0], f"user:{stop[1]}" if stop[1] else "user")
+            return choose
+
+        return self._stop_tasks(array_id, chosen) or 0
+
+    def _stop_tasks(self, array_id: str,
+                    chosen: Callable[[JobTx], Callable[[Job], tuple[str | None, str] | None]]) -> int | None:
+        """Stop each task of ``array_id`` not ended that ``chosen(tx)`` gives (reason, actor) for, every node of
+        a gang, in index order (the order releases lock them in), in one transaction; none is let go
+        meanwhile, and each queue's admission pass runs once after (the quota the tasks held). How many
+        stopped; None when ``array_id`` names a job or no task."""
         now = self._clock()
         ids: list[Enqueued] = []
-        stopped, refused = 0, None
+        stopped = 0
         queues: set[tuple[str, str]] = set()
         with self._store.transaction() as tx:
-            if tx.get_job(request.job_id) is not None:
+            if tx.get_job(array_id) is not None or not (tasks := tx.array_tasks(array_id)):
                 return None
-            tasks = tx.array_tasks(request.job_id)
-            if not tasks:
-                return None
+            choose = chosen(tx)
             for listed in tasks:
                 job = None if listed.status.terminal else tx.get_job(listed.job_id, lock=True)
-                if job is None or job.status.terminal:
+                if job is None or job.status.terminal or (stop := choose(job)) is None:
                     continue
-                if sender is not None and (why := may_stop(self._config, sender, job)):
-                    refused = why
-                    continue
-                decision = gang.decide_stop(job, request.model_copy(update={"job_id": job.job_id}), now)  # every node
+                decision = gang.decide_stop(job, StopRequest(job_id=job.job_id, reason=stop[0]), now)
                 if decision.ignored or decision.duplicate:
                     continue
-                ids += self._decisions.apply(tx, job, decision, actor=f"user:{sender}" if sender else "user",
-                                             now=now, admit=False)
+                ids += self._decisions.apply(tx, job, decision, actor=stop[1], now=now, admit=False)
                 stopped += 1
                 if job.queue:
                     queues.add((job.queue, job.cluster))
             for queue, cluster in sorted(queues) if self._queues else ():
-                ids += self._decisions.admit(tx, queue, cluster, now)  # the quota the tasks that ended at once held
+                ids += self._decisions.admit(tx, queue, cluster, now)
         self._relay.flush_quietly(ids)
-        log.info("array stopped", extra={"job_id": request.job_id, "tasks": stopped})
-        return stopped, refused
+        return stopped

@@ -82,10 +82,10 @@ class JobService:
         self._proof = ProofChecker.from_env(config.project, clock)  # ZEN_VM_PROOF (zen.adapters.vm_proof)
         self._auth = SubmitterChecker.from_env(config, clock)  # ZEN_AUTH (zen.adapters.submitters)
         self.decisions = DecisionWriter(store, config, self._announce, self._queues)
-        self.sweeps = Sweeps(store, config, clock, relay, self.decisions)
-        self.vm_beats = VmBeats(store, config, clock, relay, self.decisions)
         self._arrays = ArrayJobs(store, config, clock, relay, self.decisions, self._announce,
                                  queues=self._queues is not None)
+        self.sweeps = Sweeps(store, config, clock, relay, self.decisions, self._arrays)
+        self.vm_beats = VmBeats(store, config, clock, relay, self.decisions)
 
     # -- submit --------------------------------------------------------------------------------
     def submit(self, envelope: PubSubEnvelope) -> Outcome:

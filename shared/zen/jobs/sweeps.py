@@ -25,6 +25,7 @@ from zen.jobs.messaging import OutboxRelay
 from zen.jobs.outgoing import Enqueued
 
 if TYPE_CHECKING:
+    from zen.jobs.arrays import ArrayJobs
     from zen.jobs.store import JobStore, JobTx
 
 log = logging.getLogger("zen.jobs.service")
@@ -33,12 +34,14 @@ Rooms = dict[str, dict[str, tuple[int, datetime | None]]]
 
 
 class Sweeps:
-    def __init__(self, store: JobStore, config: ZenConfig, clock: Clock, relay: OutboxRelay, decisions: DecisionWriter):
+    def __init__(self, store: JobStore, config: ZenConfig, clock: Clock, relay: OutboxRelay, decisions: DecisionWriter,
+                 arrays: ArrayJobs):
         self._store = store
         self._config = config
         self._clock = clock
         self._relay = relay
         self._decisions = decisions
+        self._arrays = arrays
 
     def sweep_lost(self, limit: int = 500) -> int:
         """Jobs whose VM went silent past the deadline: LOST -> requeued (or FAILED). Returns changes.
@@ -149,7 +152,7 @@ class Sweeps:
         now = self._clock()
         applied = 0
         for name in job_ids:  # a stop kept for an array: all its tasks, in one transaction
-            applied += self._apply_array_early_stops(name, now)
+            applied += self._arrays.apply_kept_stops(name)
 
         def decide(tx: JobTx, job: Job) -> Decision | None:
             chosen, refused = kept_stop(self._config, job, tx.take_early_stops(job.job_id))
@@ -163,38 +166,6 @@ class Sweeps:
             return None if decision.ignored or decision.duplicate else decision
 
         return applied + self._for_each_job(job_ids, "user", decide)
-
-    def _apply_array_early_stops(self, array_id: str, now: datetime) -> int:
-        """The stops kept for ``array_id`` if it names an array now (no job of that id, tasks of it), applied
-        to each task not ended whose owner they may stop (``authorization.kept_stop``); how many stopped."""
-        ids: list[Enqueued] = []
-        stopped = 0
-        queues: set[tuple[str, str]] = set()
-        with self._store.transaction() as tx:
-            if tx.get_job(array_id) is not None or not (listed := tx.array_tasks(array_id)):
-                return 0
-            kept = tx.take_early_stops(array_id)
-            for task in reversed(listed):  # held tasks first, none let go on the way; admitted once, below
-                job = None if task.status.terminal else tx.get_job(task.job_id, lock=True)
-                if job is None or job.status.terminal:
-                    continue
-                chosen, refused = kept_stop(self._config, job, kept)
-                for stranger, why in refused:
-                    self._decisions.note(tx, job, f"a stop sent before the array came is not applied: {why}",
-                                         actor=f"user:{stranger}", now=now)
-                if chosen is None:
-                    continue
-                decision = gang.decide_stop(job, StopRequest(job_id=job.job_id, reason=chosen[0]), now)
-                if not (decision.ignored or decision.duplicate):
-                    ids += self._decisions.apply(tx, job, decision, actor=f"user:{chosen[1]}" if chosen[1] else "user",
-                                                 now=now, admit=False)
-                    stopped += 1
-                    if job.queue:
-                        queues.add((job.queue, job.cluster))
-            for queue, cluster in sorted(queues) if self._decisions.queued else ():
-                ids += self._decisions.admit(tx, queue, cluster, now)  # the quota the tasks that ended held
-        self._relay.flush_quietly(ids)
-        return stopped
 
     def admit_waiting(self) -> int:
         """The tick's admission passes: every queue with waiting jobs (quota raised, anything missed);
