@@ -175,6 +175,19 @@ def test_by_region_adds_the_fleets_vm_hours_boot_and_idle_included(functions, ze
     assert "FLEET_VM_HOURS" in capsys.readouterr().out
 
 
+def test_a_listing_that_names_an_instance_twice_records_it_once(zen, clock):
+    """A MIG listing may repeat a name (pages that shift while read, one name in two zones): the pass
+    records the instance once instead of failing its statement (ON CONFLICT cannot touch a row twice)."""
+    from zen.store import fleet
+
+    with zen.db.transaction() as session:
+        first = fleet.see_instances(session, CLUSTER, "us-central1", ["vm-a", "vm-b", "vm-a"], clock())
+        again = fleet.see_instances(session, CLUSTER, "us-central1", ["vm-a", "vm-a"], clock.advance(60))
+        names = [name for name, _, _ in fleet.mig_instance_names(session)]
+    assert (sorted(first), list(again), sorted(names)) == (["vm-a", "vm-b"], ["vm-a"], ["vm-a"])
+    assert again["vm-a"] == first["vm-a"]
+
+
 def test_a_machine_type_without_a_price_is_unpriced_not_guessed():
     groups = [{"key": "alice", "jobs": 2, "attempts": 2, "gpu_seconds": 4 * 7200, "vm_seconds": 7200},
               {"key": "bob", "jobs": 1, "attempts": 1, "gpu_seconds": 3600, "vm_seconds": 3600}]

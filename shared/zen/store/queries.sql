@@ -383,8 +383,9 @@ GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wai
 
 -- name: see_mig_instances
 -- Every instance of one MIG seen now: first sight recorded once; returns when each was first seen.
+-- DISTINCT: a listing may name an instance twice, and ON CONFLICT may not touch one row twice.
 INSERT INTO mig_instances (name, cluster, region, first_seen_at, last_seen_at)
-SELECT name, :cluster, :region, :now, :now FROM unnest(CAST(:names AS text[])) AS name
+SELECT name, :cluster, :region, :now, :now FROM (SELECT DISTINCT unnest(CAST(:names AS text[])) AS name) AS listed
 ON CONFLICT (name) DO UPDATE SET last_seen_at = EXCLUDED.last_seen_at
 RETURNING name, first_seen_at;
 
