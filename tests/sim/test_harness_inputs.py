@@ -1,7 +1,7 @@
 """``zen simulate`` as an outside harness uses it: scenario files written from docs/reference/simulator.md,
 run through the CLI's ``--json``. Each case is one the simulator got wrong before (a crash, a capacity or a
 flex-start grant read otherwise than production has it, dollars split wrongly, a trace read at another
-compression, a skip with the wrong reason)."""
+compression, a skip with the wrong reason; input that crashed, hung or ran nothing, now refused)."""
 
 from __future__ import annotations
 
@@ -192,3 +192,41 @@ def test_a_baseline_skipped_for_want_of_a_price_says_so(tmp_path, capsys):
     rc, policies, err = _cli(tmp_path, capsys, FLEX_ONE_ZONE, "--policies", "ask-every-region-standard")
     assert "not importable" not in err
     assert "standard" in err and "price" in err
+
+
+# 8. inputs that crashed, hung or ran nothing: refused with exit 2, naming what to change -----------
+SMALL = """
+seed: 1
+clusters:
+  - {name: c, gpu_count: 4, machine_type: a2-highgpu-4g, regions: [r1], max_vms_per_region: 2, max_vms: 2,
+     provisioning: [spot, standard]}
+prices: {r1: {spot: 1, standard: 3}}
+capacity: {default: 2}
+jobs: {kind: synthetic, count: 4, arrivals: {kind: burst, at_s: 0}, duration: {dist: fixed, s: 600}}
+"""
+HEADER = "job_id,submit_s,duration_s,cluster,regions,priority\n"
+
+
+@pytest.mark.parametrize("extra, args, csv, said", [
+    ("", (), HEADER + "j1,0,600,c,,\nj1,0,600,c,,\n", "job id 'j1' is on line 2 too"),  # was a KeyError
+    ("horizon_s: .inf\n", (), None, "horizon_s"),  # these three ran forever
+    ("preemption: {rate_per_hour: .inf}\n", (), None, "rate_per_hour"),
+    ("", (), HEADER + "j1,inf,600,c,,\n", "submit_s is a finite number"),
+    ("", (), HEADER + "j1,nan,600,c,,\nj2,0,600,c,,\n", "submit_s is a finite number"),  # ran nothing, exit 0
+    ("", ("--horizon-s", "nan"), None, "--horizon-s is a finite number > 0"),
+    ("", ("--horizon-s", "-100"), None, "--horizon-s is a finite number > 0"),
+    ("", ("--horizon-s", "1e12"), None, "ticks of 60 s (tick_s)"),
+    ("", ("--compression", "5"), None, "synthetic jobs"),  # was ignored without a word
+    ("", (), HEADER + "j1,0,600,c,,\nj2,0,600,c,,1e3\n", "priority is an integer (got '1e3')"),
+])
+def test_inputs_that_cannot_run_are_refused_naming_what_to_change(tmp_path, capsys, extra, args, csv, said):
+    rc, _, err = _cli(tmp_path, capsys, SMALL + extra, "--policies", "zen,cheapest-first", *args, jobs_csv=csv)
+    assert (rc, said in err, err.count("\n")) == (2, True, 1), err
+
+
+def test_max_jobs_keeps_the_first_synthetic_jobs_and_a_byte_order_mark_is_no_column(tmp_path, capsys):
+    rc, _, err = _cli(tmp_path, capsys, SMALL, "--policies", "zen", "--out", str(tmp_path / "o"), "--max-jobs", "1")
+    assert rc == 0, err
+    assert json.loads((tmp_path / "o" / "report.json").read_text())["policies"]["zen"]["jobs"] == 1  # of 4
+    rc, policies, err = _cli(tmp_path, capsys, SMALL, "--policies", "zen", jobs_csv="\ufeff" + HEADER + "j1,0,600,c,,\n")
+    assert rc == 0 and policies["zen"]["never_started"] == 0, err

@@ -50,7 +50,7 @@ Name = Annotated[str, AfterValidator(_check_name)]
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # .inf/.nan: refused, named
 
 
 class MigSpec(_Spec):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Sequence
 
@@ -53,8 +54,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: unknown policy {', '.join(unknown) or '(none)'}; known: {', '.join(POLICY_NAMES)}{renamed}",
               file=sys.stderr)
         return 2
-    if args.compression is not None and args.compression <= 0 or args.max_jobs is not None and args.max_jobs < 1:
-        print("error: --compression must be > 0 and --max-jobs >= 1", file=sys.stderr)
+    for flag, value in (("--compression", args.compression), ("--horizon-s", args.horizon_s)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            print(f"error: {flag} is a finite number > 0 (got {value:g})", file=sys.stderr)
+            return 2
+    if args.max_jobs is not None and args.max_jobs < 1:
+        print(f"error: --max-jobs is at least 1 (got {args.max_jobs})", file=sys.stderr)
         return 2
     try:
         scenario = load_scenario(args.scenario)

@@ -141,7 +141,11 @@ def load_jobs(scenario: Scenario, source: str | None = None, *, seed: int | None
         spec_raw = {"kind": "csv", "file": source}
     spec = parse_jobs_spec(spec_raw)
     if isinstance(spec, SyntheticJobs):
-        return synthetic_jobs(spec, scenario.clusters, scenario.spec.seed if seed is None else seed)
+        if compression is not None:
+            raise JobTraceError("--compression compresses a trace's time (--jobs philly or a job CSV); synthetic jobs "
+                                "are drawn at the scenario's rates: change jobs.arrivals instead")
+        jobs = synthetic_jobs(spec, scenario.clusters, scenario.spec.seed if seed is None else seed)
+        return jobs[:max_jobs] if max_jobs else jobs
     path = scenario.resolve(spec.file) if source in (None, "philly") else resolve_path(spec.file, Path.cwd())
     if isinstance(spec, PhillyJobs):
         spec = spec.model_copy(update={k: v for k, v in (("compression", compression), ("max_jobs", max_jobs)) if v})
@@ -237,7 +241,7 @@ def _with_data(jobs: list[SimJob], data: DataSpec, rng: random.Random) -> list[S
 
 def _read_csv(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
     try:
-        with path.open(newline="") as handle:
+        with path.open(newline="", encoding="utf-8-sig") as handle:  # a spreadsheet's byte-order mark ignored
             reader = csv.DictReader(handle)
             missing = [c for c in required if c not in (reader.fieldnames or [])]
             if missing:
@@ -245,6 +249,28 @@ def _read_csv(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
             return list(reader)
     except OSError as exc:
         raise JobTraceError(f"cannot read job trace {path}: {exc.strerror or exc}") from None
+
+
+def _field(row: dict[str, str], name: str, kind: type, default: Any = ...) -> Any:
+    """A row's ``name`` column read as ``kind`` (int or float, finite), ``default`` where it is empty (no
+    default: required); a ValueError that names the column."""
+    text = (row.get(name) or "").strip()
+    if not text and default is not ...:
+        return default
+    try:
+        value = kind(text)
+    except ValueError:
+        raise ValueError(f"{name} is {'an integer' if kind is int else 'a number'} (got {text!r})") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{name} is a finite number (got {text!r})")
+    return value
+
+
+def _unique(seen: dict[str, int], job_id: str, path: Path, line: int) -> None:
+    """Refuse a job id already read (on line ``seen[job_id]``): the runs key jobs by id."""
+    if job_id in seen:
+        raise JobTraceError(f"{path} line {line}: job id {job_id!r} is on line {seen[job_id]} too: each job needs its own")
+    seen[job_id] = line
 
 
 def philly_jobs(path: Path, clusters: list[SimCluster], compression: float = 10,
@@ -255,12 +281,14 @@ def philly_jobs(path: Path, clusters: list[SimCluster], compression: float = 10,
     rows = _read_csv(path, PHILLY_COLUMNS)
     by_size = sorted(clusters, key=lambda c: c.gpu_count)
     parsed = []
+    seen: dict[str, int] = {}
     for n, row in enumerate(rows, start=2):
         try:
             submitted = datetime.fromisoformat(row["submitted_time"])
-            gpus, runtime_min = int(row["num_gpus"]), float(row["runtime_min"])
+            gpus, runtime_min = _field(row, "num_gpus", int), _field(row, "runtime_min", float)
         except (TypeError, ValueError) as exc:
             raise JobTraceError(f"{path} line {n}: {exc}") from None
+        _unique(seen, row["jobid"], path, n)
         parsed.append((submitted, row["jobid"], gpus, runtime_min))
     parsed.sort()
     parsed = parsed[:max_jobs] if max_jobs else parsed
@@ -290,7 +318,9 @@ def csv_jobs(path: Path, clusters: list[SimCluster], *, compression: float | Non
     rows = _read_csv(path, ZEN_COLUMNS)
     by_name = {c.limits.name: c for c in clusters}
     jobs = []
+    seen: dict[str, int] = {}
     for n, row in enumerate(rows, start=2):
+        _unique(seen, row["job_id"], path, n)
         cluster = by_name.get(row["cluster"])
         if cluster is None:
             raise JobTraceError(f"{path} line {n}: unknown cluster {row['cluster']!r}")
@@ -299,18 +329,18 @@ def csv_jobs(path: Path, clusters: list[SimCluster], *, compression: float | Non
         if not regions:
             raise JobTraceError(f"{path} line {n}: regions {wanted} are not regions of {cluster.limits.name}")
         try:
-            job = SimJob(row["job_id"], cluster.limits.name, float(row["submit_s"]) / compression,
-                         max(1.0, float(row["duration_s"]) / compression), regions, int(row.get("priority") or 0))
-            nodes = (row.get("nodes") or "").strip()
-            if nodes:
-                if not int(nodes) >= 1:
-                    raise ValueError(f"nodes is an integer >= 1 (got {nodes})")
-                job = replace(job, nodes=int(nodes))
-            every = (row.get("checkpoint_every_s") or "").strip()
-            if every:
-                if not float(every) > 0:
-                    raise ValueError(f"checkpoint_every_s is seconds > 0 (got {every})")
-                job = replace(job, checkpoint_every_s=float(every))
+            job = SimJob(row["job_id"], cluster.limits.name, _field(row, "submit_s", float) / compression,
+                         max(1.0, _field(row, "duration_s", float) / compression), regions,
+                         _field(row, "priority", int, 0))
+            nodes = _field(row, "nodes", int, 1)
+            if nodes < 1:
+                raise ValueError(f"nodes is an integer >= 1 (got {nodes})")
+            job = replace(job, nodes=nodes) if nodes > 1 else job
+            every = _field(row, "checkpoint_every_s", float, None)
+            if every is not None:
+                if not every > 0:
+                    raise ValueError(f"checkpoint_every_s is seconds > 0 (got {every:g})")
+                job = replace(job, checkpoint_every_s=every)
             accepts = (row.get("provisioning") or "").strip()
             if accepts and check_accepted(accepts) != ANY:
                 if accepts not in cluster.models:
@@ -321,7 +351,10 @@ def csv_jobs(path: Path, clusters: list[SimCluster], *, compression: float | Non
             if data_region:
                 if data_region not in regions:
                     raise ValueError(f"data_region {data_region!r} is not one of the job's regions {list(regions)}")
-                job = _data_first(job, data_region, float(row.get("input_gb") or 0),
+                input_gb = _field(row, "input_gb", float, 0.0)
+                if input_gb < 0:
+                    raise ValueError(f"input_gb is GB >= 0 (got {input_gb:g})")
+                job = _data_first(job, data_region, input_gb,
                                   (row.get("dataset") or "").strip() or None)
             jobs.append(job)
         except ValueError as exc:

@@ -41,7 +41,7 @@ class TraceUnavailable(ScenarioError):
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # .inf/.nan: refused, named
 
 
 class ClusterSpec(ClusterConfig):

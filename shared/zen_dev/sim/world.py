@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import random
 import time
 from datetime import timedelta
@@ -32,6 +33,7 @@ from zen_dev.sim.setup import TimedPolicy as _TimedPolicy, capacity_types, clust
 from zen_dev.sim.state import SimClusterState as _Cluster, SimJobState as _Job, SimMig as _Mig, SimVm as _Vm
 
 _QUEUED, _RUNNING, _DONE = "QUEUED", "RUNNING", "DONE"
+MAX_TICKS = 5_000_000  # a run longer than this many ticks is refused (about 9.5 years of 60 s ticks), not left to loop
 
 
 class Simulation(InstanceWorld):
@@ -63,6 +65,10 @@ class Simulation(InstanceWorld):
         self.gangs = Gangs(self, hedged=bool(getattr(policy, "hedges_gangs", False)))
         last_submit = max((j.submit_s for j in jobs), default=0.0)
         self.horizon = horizon_s or spec.horizon_s or last_submit + spec.drain_s
+        if not math.isfinite(self.horizon) or self.horizon / spec.tick_s > MAX_TICKS:
+            raise ValueError(f"the run would end at {self.horizon:g} s (horizon_s, or the last submission + drain_s), "
+                             f"over {MAX_TICKS:,} ticks of {spec.tick_s:g} s (tick_s): shorten the trace (--compression, "
+                             "--max-jobs) or the horizon (--horizon-s)")
         self.clusters = {c.limits.name: _Cluster(c, policy_models(policy, c), capacity_types(scenario, c))
                          for c in scenario.clusters}
         unknown = {j.cluster for j in jobs} - set(self.clusters)
