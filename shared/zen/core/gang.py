@@ -269,7 +269,10 @@ def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode
     status, who = hb.status, f"node {node.rank} ({node.vm})"
     if job.status is JobStatus.STOPPING:
         if all(n.status in ENDED for n in nodes):  # every node answered the stop
-            if job.preempted_by:
+            if all(n.status == AgentStatus.SUCCEEDED.value for n in nodes):  # done before the stop came: as one VM
+                _end(decision, job, JobStatus.SUCCEEDED, f"every node succeeded (exit code 0 x {len(nodes)}) as the "
+                     "stop came", 0, now)
+            elif job.preempted_by:
                 now_job = job.model_copy(update={"gang": nodes})  # the nodes that answered get no STOP
                 _merge(decision, _for_gang(now_job, lifecycle.back_to_pending(job, f"preempted: {job.preempted_by}")))
             else:
