@@ -40,3 +40,30 @@ def test_a_gang_that_finished_as_its_queue_took_it_back_is_not_run_again(functio
     _both_exit_0(functions)
     record = job(zen, "g")
     assert (record.status.value, record.attempt) == ("SUCCEEDED", 1)  # was PENDING as attempt 2: run again
+
+
+def _one_node_preempted(functions, zen) -> None:
+    _running(functions)
+    functions.heartbeat(heartbeat("g", "PREEMPTED", 3, vm="vm-2"))
+    assert (job(zen, "g").status.value, job(zen, "g").attempt) == ("STOPPING", 1)
+
+
+def test_a_users_stop_while_a_lost_nodes_gang_stops_ends_it_cancelled_not_rerun(functions, zen):
+    _one_node_preempted(functions, zen)
+    functions.stop({"job_id": "g", "reason": "no more"})
+    functions.heartbeat(heartbeat("g", "STOPPED", 4, vm="vm-1"))
+    record = job(zen, "g")
+    assert (record.status.value, record.attempt, record.stop_reason) == ("CANCELLED", 1, "no more")
+
+
+def test_a_lost_nodes_gang_whose_other_node_never_answers_is_rerun_after_its_fence(functions, zen, publisher, clock,
+                                                                                   config):
+    _one_node_preempted(functions, zen)
+    clock.advance(config.deadlines.preempted_stop_s - 1)
+    functions.tick()
+    assert job(zen, "g").status.value == "STOPPING"  # vm-1 may still run it, cut off from Zen
+    clock.advance(2)
+    functions.tick()  # past its fence, stop grace and margin: surely ended
+    record = job(zen, "g")
+    assert (record.status.value, record.attempt, record.preemptions) == ("QUEUED", 2, 1)
+    assert [c["action"] for c in controls(publisher, "vm-1")][-1] == "STOP"

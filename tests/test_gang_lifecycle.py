@@ -125,14 +125,20 @@ def test_a_preempted_node_requeues_the_whole_gang_as_one_new_attempt(functions, 
     assembled(functions, zen, publisher)
     beat(functions, "vm-1", "RUNNING", 2)
     beat(functions, "vm-2", "RUNNING", 2)
+    starts = len(publisher.on("zen-job-start"))
     beat(functions, "vm-2", "PREEMPTED", 3)
+    record = job(zen, "g")  # the other node is stopped first: no next attempt beside it
+    assert (record.status.value, record.attempt) == ("STOPPING", 1)
+    assert actions(publisher, "vm-1")[-1] == "STOP" and actions(publisher, "vm-2") == ["CONFIRM"]
+    assert len(publisher.on("zen-job-start")) == starts
+    beat(functions, "vm-1", "RUNNING", 4)  # still running: told to stop again
+    assert actions(publisher, "vm-1")[-1] == "STOP" and job(zen, "g").attempt == 1
+    beat(functions, "vm-1", "STOPPED", 5)
     record = job(zen, "g")
     assert (record.status.value, record.attempt, record.gang, record.vm) == ("QUEUED", 2, None, None)
-    assert actions(publisher, "vm-1")[-1] == "STOP" and actions(publisher, "vm-2") == ["CONFIRM"]
+    assert (record.max_attempts, record.preemptions) == (4, 1)  # the cloud's doing: no attempt spent
     fresh = [json.loads(m.data) for m in publisher.on("zen-job-start")][-2:]
     assert [s["attempt"] for s in fresh] == [2, 2]  # a start for each node of the new attempt
-    beat(functions, "vm-1", "RUNNING", 4)  # the old attempt's node still running: told to stop again
-    assert actions(publisher, "vm-1")[-1] == "STOP" and job(zen, "g").attempt == 2
     claim(functions, "vm-1", seq=10, attempt=2)
     claim(functions, "vm-3", attempt=2)
     assert job(zen, "g").status.value == "ASSIGNED"

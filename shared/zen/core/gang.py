@@ -18,19 +18,19 @@ is retried as attempt + 1 (not spent from the budget: no node ran), its N starts
 One fate: each node reports on its own (its own ``seq``, its ``beat_at``); the job's ``last_heartbeat_at``
 is the oldest node's, so the lost-job sweep sees the first node to go silent. The first node that
 fails ends the job FAILED with its exit code (a node's command exiting non-zero is the job's outcome, as
-for one VM); a node preempted or silent loses the attempt for all (requeued as one new attempt); a
-stop stops all. Every ending sends STOP to every node still running (``_each_node``); each node's last
+for one VM); a node silent loses the attempt for all (requeued as one new attempt); a node preempted too,
+but the others are stopped first (STOPPING: ``losing_node``), so the next attempt never runs beside them; a
+stop stops all (nodes that all exited 0 as it came: SUCCEEDED). Every ending sends STOP to every node still running (``_each_node``); each node's last
 report and exit code stay in ``gang``. Why and the limits: docs/how-to/multi-node.md.
 """
 
 from __future__ import annotations
 
-import zlib
 from datetime import datetime, timedelta
 from typing import Any
 
 from zen.core import lifecycle
-from zen.core.gang_records import GangConfig, GangNode, GangPlace
+from zen.core.gang_records import GangConfig, GangNode, GangPlace, master_port, node_wait_s as node_wait_s
 from zen.core.lease import Deadlines
 from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
@@ -42,24 +42,10 @@ ROOM_AFTER_CLAIM_S = 2.0
 ENDED = frozenset({AgentStatus.SUCCEEDED.value, AgentStatus.FAILED.value, AgentStatus.STOPPED.value,
                    AgentStatus.PREEMPTED.value})
 _RESET = dict(gang=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
-# A node waits for the rest of its gang this much past ``assemble_s`` (the start message's ``assemble_s``):
-# the tick that releases an incomplete gang comes within a minute of the deadline (the scale tick's
-# default schedule), so a node gives its part back after that release, not a moment before the last claim.
-RELEASE_MARGIN_S = 90
-
-
-def node_wait_s(config: GangConfig) -> int:
-    return config.assemble_s + RELEASE_MARGIN_S
 
 
 def is_gang(job: Job) -> bool:
     return job.nodes > 1
-
-
-def master_port(config: GangConfig, job_id: str, attempt: int) -> int:
-    """Rank 0's rendezvous port: one of ``gangs.ports`` from ``gangs.port``, spread by job and attempt so
-    that gangs sharing a host (the local stack) or a rerun next to a dying attempt do not collide."""
-    return config.port + zlib.crc32(f"{job_id}:{attempt}".encode()) % config.ports
 
 
 def place(job: Job, nodes: list[GangNode], rank: int, config: GangConfig) -> GangPlace:
@@ -275,6 +261,9 @@ def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode
             elif job.preempted_by:
                 now_job = job.model_copy(update={"gang": nodes})  # the nodes that answered get no STOP
                 _merge(decision, _for_gang(now_job, lifecycle.back_to_pending(job, f"preempted: {job.preempted_by}")))
+            elif losing_node(job):  # the others have stopped: now the attempt is lost, and rerun
+                gone = next((n for n in nodes if n.status == AgentStatus.PREEMPTED.value), node)
+                _merge(decision, _node_preempted(job, nodes, gone, now))
             else:
                 decision.changes.append(Change(JobStatus.CANCELLED, "every node stopped"))
                 decision.fields["finished_at"] = now
@@ -295,12 +284,28 @@ def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode
         _end(decision, job, JobStatus.FAILED, f"{who} failed: exit code {hb.exit_code}", hb.exit_code, now)
     elif status is AgentStatus.STOPPED:
         _end(decision, job, JobStatus.CANCELLED, f"{who} stopped", hb.exit_code, now)
-    elif status is AgentStatus.PREEMPTED:
-        # The cloud took one node: the attempt is lost for all, requeued as one (lifecycle's rule for one VM).
-        single = job.model_copy(update={"gang": None, "vm": None})
-        lost = lifecycle.decide_heartbeat(single.model_copy(update={"vm": node.vm}), hb, now)
-        lost.controls = [c for c in lost.controls if c.vm != node.vm]
-        _merge(decision, _for_gang(job.model_copy(update={"gang": nodes}), lost, skip=node.vm))
+    elif status is AgentStatus.PREEMPTED and (running := [n for n in nodes if n.status not in ENDED]):
+        # The cloud took one node: the attempt is lost for all, but the others still run it. Stopped first
+        # (``losing_node``), rerun once every one answered or its fence surely ended it: never beside them.
+        decision.changes.append(Change(JobStatus.STOPPING, f"{who} was preempted: the other nodes are stopped "
+                                                           "before the gang is rerun"))
+        decision.fields["last_heartbeat_at"] = now  # the stop's deadline counts from here
+        decision.controls += [_order(job, n.vm, ControlAction.STOP, f"{who} was preempted") for n in running]
+    elif status is AgentStatus.PREEMPTED:  # the last node running: lost for all, requeued as one
+        _merge(decision, _node_preempted(job, nodes, node, now))
+
+
+def losing_node(job: Job) -> bool:
+    """A gang stopping because the cloud took one of its nodes: STOPPING for neither a preemption by its queue
+    (``preempted_by``) nor a user's stop (``stop_reason``), the two other ways into STOPPING."""
+    return is_gang(job) and job.status is JobStatus.STOPPING and not job.preempted_by and job.stop_reason is None
+
+
+def _node_preempted(job: Job, nodes: list[GangNode], node: GangNode, now: datetime) -> Decision:
+    """The attempt lost to the cloud's taking ``node``, requeued as one (lifecycle's rule for one VM); every
+    other node not ended is told STOP."""
+    lost = lifecycle.preempted_by_cloud(job, node.vm, now)
+    return _for_gang(job.model_copy(update={"gang": nodes, "vm": node.vm}), lost, skip=node.vm)
 
 
 def _end(decision: Decision, job: Job, to: JobStatus, reason: str, exit_code: int | None, now: datetime) -> None:
@@ -366,6 +371,9 @@ def _for_gang(job: Job, decision: Decision, skip: str | None = None) -> Decision
 
 
 def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
+    if losing_node(job):  # the user's stop wins: the gang ends CANCELLED once its nodes answer, not rerun
+        reason = stop.reason or "stop requested"
+        return Decision(fields={"stop_reason": reason}, note=f"{reason} (while a lost node's gang stops: it ends CANCELLED)")
     return _for_gang(job, lifecycle.decide_stop(job, stop, now))
 
 
@@ -377,6 +385,12 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: d
     """The sweep, for any job; a gang's silence is its most silent node's, named in the reason."""
     if not is_gang(job) or not job.gang:
         return lifecycle.decide_silence(job, now, deadlines, heard_since)
+    if losing_node(job):  # unanswered: rerun once a node cut off from Zen has surely ended it (its fence)
+        last = max(filter(None, (job.last_heartbeat_at or job.updated_at, heard_since)))
+        if now - last < timedelta(seconds=deadlines.preempted_stop_s):
+            return None
+        gone = next((n for n in job.gang if n.status == AgentStatus.PREEMPTED.value), job.gang[0])
+        return _node_preempted(job, list(job.gang), gone, now)
     silent = _most_silent(job.gang)
     decision = lifecycle.decide_silence(job.model_copy(update={"vm": silent.vm}), now, deadlines, heard_since)
     if decision is None:

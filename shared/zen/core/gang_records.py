@@ -4,6 +4,7 @@ as its CONFIRM tells it (``ControlMessage.gang``)."""
 
 from __future__ import annotations
 
+import zlib
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -55,3 +56,19 @@ def node_env(place: GangPlace) -> dict[str, str]:
     rank, master = str(place.rank), place.ips[0]
     return {"ZEN_NODE_RANK": rank, "ZEN_NUM_NODES": str(place.nodes), "ZEN_NODE_IPS": ",".join(place.ips),
             "MASTER_ADDR": master, "MASTER_PORT": str(place.port), "NNODES": str(place.nodes), "NODE_RANK": rank}
+
+
+# A node waits for the rest of its gang this much past ``assemble_s`` (the start message's ``assemble_s``):
+# the tick that releases an incomplete gang comes within a minute of the deadline (the scale tick's
+# default schedule), so a node gives its part back after that release, not a moment before the last claim.
+RELEASE_MARGIN_S = 90
+
+
+def node_wait_s(config: GangConfig) -> int:
+    return config.assemble_s + RELEASE_MARGIN_S
+
+
+def master_port(config: GangConfig, job_id: str, attempt: int) -> int:
+    """Rank 0's rendezvous port: one of ``gangs.ports`` from ``gangs.port``, spread by job and attempt so
+    that gangs sharing a host (the local stack) or a rerun next to a dying attempt do not collide."""
+    return config.port + zlib.crc32(f"{job_id}:{attempt}".encode()) % config.ports

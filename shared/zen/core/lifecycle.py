@@ -20,7 +20,6 @@ from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbea
 @dataclass(frozen=True)
 class Change:
     """One status change, in the order it happens."""
-
     to: JobStatus
     reason: str
 
@@ -28,7 +27,6 @@ class Change:
 @dataclass
 class Decision:
     """What a message does to a job. Empty means "nothing" (see ``ignored`` for why)."""
-
     changes: list[Change] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)
     controls: list[ControlMessage] = field(default_factory=list)
@@ -262,20 +260,22 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
             decision.changes.append(Change(JobStatus.CANCELLED, "VM went away while stopping"))
             decision.fields["finished_at"] = now
             return
-        # The VM says it is going away (spot preemption, maintenance): the cloud's doing, not the job's,
-        # so the attempt is requeued without spending the budget (a silent VM, which may be the job's
-        # doing, still spends one: decide_silence), FREE_PREEMPTIONS times: the agent says PREEMPTED on
-        # any SIGTERM, and a job that shuts its own VM down must not loop on new VMs for ever.
-        # No STOP to send a VM going away.
-        free = job.preemptions < FREE_PREEMPTIONS
-        held = job.model_copy(update={"vm": None, "max_attempts": job.max_attempts + free})
-        lost = lose_attempt(held, f"VM {hb.vm} was preempted" + (" (no attempt spent)" if free else
-                                                                 f" ({FREE_PREEMPTIONS} preemptions were free)"))
-        decision.changes.extend(lost.changes)
-        decision.fields.update(lost.fields, max_attempts=held.max_attempts, preemptions=job.preemptions + 1)
-        decision.publish_start = lost.publish_start
-        if lost.changes[-1].to is JobStatus.FAILED:
-            decision.fields["finished_at"] = now
+        lost = preempted_by_cloud(job, hb.vm, now)
+        decision.changes, decision.publish_start = decision.changes + lost.changes, lost.publish_start
+        decision.fields.update(lost.fields)
+
+
+def preempted_by_cloud(job: Job, vm: str, now: datetime) -> Decision:
+    """``vm`` is going away (spot preemption, maintenance): the cloud's doing, so the attempt is requeued
+    unspent (silence, maybe the job's doing, spends one), FREE_PREEMPTIONS times: the agent says PREEMPTED
+    on any SIGTERM, and a job that shuts its own VM down must not loop for ever. No STOP to a VM going."""
+    free = job.preemptions < FREE_PREEMPTIONS
+    lost = lose_attempt(job.model_copy(update={"vm": None, "max_attempts": job.max_attempts + free}), f"VM {vm} was "
+                        f"preempted{' (no attempt spent)' if free else f' ({FREE_PREEMPTIONS} preemptions were free)'}")
+    lost.fields.update(max_attempts=job.max_attempts + free, preemptions=job.preemptions + 1)
+    if lost.changes[-1].to is JobStatus.FAILED:
+        lost.fields["finished_at"] = now
+    return lost
 
 
 _TARGET = {

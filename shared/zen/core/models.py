@@ -10,6 +10,7 @@ Job lifecycle (the one transition table, ``TRANSITIONS``; why: docs/explanations
        │          │          │   ╲───────┴─▶ STOPPING ─▶ CANCELLED (or SUCCEEDED/FAILED if it ended first)
        └──────────┴──────────┴─▶ CANCELLED
     ASSIGNED|RUNNING ─▶ LOST ─▶ QUEUED (attempt + 1) | FAILED (attempt budget spent)
+    STOPPING ─▶ LOST (a gang the cloud took a node of, once its other nodes stopped: zen.core.gang)
     ASSIGNED ─▶ QUEUED (the same attempt: its VM gave the claim back unanswered and never ran it)
     ASSIGNED|RUNNING ─▶ PENDING (attempt + 1: a failed exit to retry, zen.core.retries)
     QUEUED|PENDING ─▶ SUCCEEDED | FAILED (a lost attempt's late final report, no attempt since: zen.jobs.late_final)
@@ -80,7 +81,7 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     _S.ASSIGNED: frozenset({_S.RUNNING, _S.SUCCEEDED, _S.FAILED, _S.STOPPING, _S.LOST, _S.CANCELLED, _S.QUEUED,
                             _S.PENDING}),
     _S.RUNNING: frozenset({_S.SUCCEEDED, _S.FAILED, _S.STOPPING, _S.LOST, _S.CANCELLED, _S.PENDING}),
-    _S.STOPPING: frozenset({_S.CANCELLED, _S.SUCCEEDED, _S.FAILED, _S.PENDING}),
+    _S.STOPPING: frozenset({_S.CANCELLED, _S.SUCCEEDED, _S.FAILED, _S.PENDING, _S.LOST}),
     _S.LOST: frozenset({_S.QUEUED, _S.FAILED}),
     _S.SUCCEEDED: frozenset(),
     _S.FAILED: frozenset(),
