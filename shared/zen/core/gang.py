@@ -193,15 +193,15 @@ def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime,
     notes when: ``GangNode.left_at``), and a start goes out for its place.
 
     A gang completed after that node gave up (its claim's last try, a moment before the claim that
-    completed it) cannot run whole: the others, confirmed, are stopped and the gang is retried as
-    attempt + 1, not spent (the node never ran; its agent ignores an answer to a claim it gave up)."""
+    completed it) cannot run whole: the others, confirmed (even RUNNING), are stopped and the gang is retried
+    as attempt + 1, not spent (the node never ran; its agent ignores an answer to a claim it gave up)."""
     if not is_gang(job):
         return lifecycle.decide_given_back(job, vm, attempt, seq)
     nodes = job.gang or []
     mine = next((node for node in nodes if node.vm == vm), None)
     if attempt != job.attempt or mine is None or seq <= mine.seq:
         return None
-    if job.status is JobStatus.ASSIGNED and mine.status == AgentStatus.CLAIMED.value:  # lost, its budget raised by one
+    if job.status in (JobStatus.ASSIGNED, JobStatus.RUNNING) and mine.status == AgentStatus.CLAIMED.value:  # unspent
         unspent = job.model_copy(update={"max_attempts": job.max_attempts + 1})
         decision = lifecycle.lose_attempt(unspent, f"{vm} gave its part back unanswered before the gang completed")
         decision.fields["max_attempts"] = unspent.max_attempts
