@@ -199,7 +199,7 @@ def test_jobs_list_takes_a_status_in_any_case_and_stats_refuses_a_window_not_abo
     from zen.cli.main import build_parser
 
     assert build_parser().parse_args(["jobs", "list", "--status", "succeeded"]).status == "SUCCEEDED"
-    for window in ("-5", "0", "nan", "soon"):
+    for window in ("-5", "0", "nan", "soon", "inf", "1e300"):  # the last two overflowed the window's datetime
         with pytest.raises(SystemExit) as exit_:
             build_parser().parse_args(["stats", "--window", window])
         assert exit_.value.code == 2

@@ -73,14 +73,14 @@ def database():
 def since(text: str) -> datetime:
     """``--since``: an age (90s, 30m, 2h, 7d) or an ISO date/time (2026-11-20, 2026-11-20T08:00)."""
     match = re.fullmatch(r"(\d+)([smhd])", text.strip())
-    if match:
-        unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
-        return datetime.now(timezone.utc) - timedelta(seconds=int(match.group(1)) * unit)
     try:
+        if match:
+            unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+            return datetime.now(timezone.utc) - timedelta(seconds=int(match.group(1)) * unit)
         moment = datetime.fromisoformat(text)
-    except ValueError:
+        return moment if moment.tzinfo else moment.astimezone()
+    except (OverflowError, ValueError):  # an age past year 1, a date that is none, one the clock cannot place
         raise argparse.ArgumentTypeError(f"{text!r} is neither an age (30m, 2h, 7d) nor a date (2026-11-20)") from None
-    return moment if moment.tzinfo else moment.astimezone()
 
 
 def positive(text: str) -> int:
@@ -100,8 +100,8 @@ def positive_number(text: str) -> float:
         value = float(text)
     except ValueError:
         value = 0.0
-    if not value > 0:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0")
+    if not 0 < value <= 1e8:  # also refuses nan, and inf (minutes past year 1, seconds no clock waits)
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0 (at most 100000000)")
     return value
 
 
