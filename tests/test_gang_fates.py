@@ -83,3 +83,23 @@ def test_a_node_that_gave_its_part_back_is_noticed_once_another_node_runs(functi
     functions.heartbeat(vm_beat("vm-1", T + 620_000, ("g", 1)))
     record = job(zen, "g")
     assert (record.status.value, record.attempt, record.max_attempts) == ("QUEUED", 2, 2)
+
+
+def test_a_failure_caused_by_a_peers_preemption_requeues_the_gang_not_fails_it(functions, zen):
+    """torchrun: vm-2 is preempted, vm-1's collectives break and it exits 1 at once, while vm-2's agent still
+    saves its checkpoint before it says PREEMPTED. The attempt was lost to the cloud: requeued, not FAILED."""
+    _running(functions)
+    functions.heartbeat(heartbeat("g", "FAILED", 3, vm="vm-1", exit_code=1, message="NCCL: connection reset"))
+    assert job(zen, "g").status.value == "STOPPING"
+    functions.heartbeat(heartbeat("g", "PREEMPTED", 3, vm="vm-2"))
+    record = job(zen, "g")
+    assert (record.status.value, record.attempt, record.preemptions) == ("QUEUED", 2, 1)  # was FAILED
+
+
+def test_a_failed_nodes_gang_whose_other_node_never_answers_fails_after_its_fence(functions, zen, clock, config):
+    _running(functions)
+    functions.heartbeat(heartbeat("g", "FAILED", 3, vm="vm-1", exit_code=7))
+    clock.advance(config.deadlines.preempted_stop_s + 1)
+    functions.tick()
+    record = job(zen, "g")
+    assert (record.status.value, record.exit_code, record.attempt) == ("FAILED", 7, 1)

@@ -18,9 +18,9 @@ is retried as attempt + 1 (not spent from the budget: no node ran), its N starts
 One fate: each node reports on its own (its own ``seq``, its ``beat_at``); the job's ``last_heartbeat_at``
 is the oldest node's, so the lost-job sweep sees the first node to go silent. The first node that
 fails ends the job FAILED with its exit code (a node's command exiting non-zero is the job's outcome, as
-for one VM); a node silent loses the attempt for all (requeued as one new attempt); a node preempted too,
-but the others are stopped first (STOPPING: ``losing_node``), so the next attempt never runs beside them; a
-stop stops all (nodes that all exited 0 as it came: SUCCEEDED). Every ending sends STOP to every node still running (``_each_node``); each node's last
+for one VM) once the others have stopped (a peer's preemption, said after it, makes it a loss instead); a
+node silent loses the attempt for all (requeued as one new attempt); a node preempted too, the others stopped
+first (``losing_node``): no next attempt beside them; a stop stops all (all exited 0 as it came: SUCCEEDED). Every ending sends STOP to every node still running (``_each_node``); each node's last
 report and exit code stay in ``gang``. Why and the limits: docs/how-to/multi-node.md.
 """
 
@@ -31,14 +31,13 @@ from typing import Any
 
 from zen.core import lifecycle
 from zen.core.gang_records import GangConfig, GangNode, GangPlace, master_port, node_wait_s as node_wait_s
+from zen.core.gang_records import ROOM_AFTER_CLAIM_S as ROOM_AFTER_CLAIM_S, avoid_region as avoid_region
+from zen.core.gang_records import room_seen_after as room_seen_after
 from zen.core.lease import Deadlines
 from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.retries import next_retry
 
-# A planner pass that read the fleet less than this after a claim may not have seen it: the claim's time is
-# taken before its transaction commits (``room_seen_after``).
-ROOM_AFTER_CLAIM_S = 2.0
 ENDED = frozenset({AgentStatus.SUCCEEDED.value, AgentStatus.FAILED.value, AgentStatus.STOPPED.value,
                    AgentStatus.PREEMPTED.value})
 _RESET = dict(gang=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
@@ -161,23 +160,6 @@ def assembly_expired(job: Job, now: datetime, config: GangConfig, blocked: froze
                     note=reason, publish_start=True)
 
 
-def room_seen_after(nodes: list[GangNode], measured_at: datetime | None) -> bool:
-    """Whether a gang's room measured by a planner pass that read the fleet at ``measured_at`` counts for
-    ``assembly_expired``: only if that pass saw the gang as it is, every claim of ``nodes`` and every node
-    that left it since (``GangNode.left_at``). One before saw the region as it was for other jobs or the
-    gang's previous attempt: a node of it still busy, a preempted one that its MIG is recreating not yet
-    booting, so the gang's first claim would be released for room the recreated VM is about to give it."""
-    changed = max(node.left_at or node.beat_at for node in nodes)
-    return measured_at is not None and measured_at > changed + timedelta(seconds=ROOM_AFTER_CLAIM_S)
-
-
-def avoid_region(elsewhere: list[str], now: datetime, config: GangConfig) -> dict[str, Any]:
-    """A new attempt's start narrowed to ``elsewhere`` (the job's regions but the one that could not finish
-    it, the settled ones if any) for ``assemble_s``; the tick then widens it to every allowed region
-    (``zen.core.routing.next_route``)."""
-    return dict(start_regions=elsewhere, widen_at=now + timedelta(seconds=config.assemble_s))
-
-
 def keep_deadline(job: Job, refused: Decision | None) -> Decision | None:
     """A refused claim (``zen.jobs.claims``) of an assembling gang keeps its assembly deadline: a refusal
     repeated would set ``widen_at`` to now, which for a gang means the deadline passed."""
@@ -261,9 +243,8 @@ def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode
             elif job.preempted_by:
                 now_job = job.model_copy(update={"gang": nodes})  # the nodes that answered get no STOP
                 _merge(decision, _for_gang(now_job, lifecycle.back_to_pending(job, f"preempted: {job.preempted_by}")))
-            elif losing_node(job):  # the others have stopped: now the attempt is lost, and rerun
-                gone = next((n for n in nodes if n.status == AgentStatus.PREEMPTED.value), node)
-                _merge(decision, _node_preempted(job, nodes, gone, now))
+            elif losing_node(job):  # the others have stopped: the attempt is over
+                _merge(decision, _settle(job, nodes, node, now))
             else:
                 decision.changes.append(Change(JobStatus.CANCELLED, "every node stopped"))
                 decision.fields["finished_at"] = now
@@ -280,6 +261,12 @@ def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode
         retried = lifecycle.decide_heartbeat(single, hb, now)
         retried.controls = [c for c in retried.controls if c.vm != node.vm]
         _merge(decision, _for_gang(job.model_copy(update={"gang": nodes}), retried, skip=node.vm))
+    elif status is AgentStatus.FAILED and (running := [n for n in nodes if n.status not in ENDED]):
+        # Not FAILED yet: a peer the cloud takes breaks the collectives before its PREEMPTED comes (``_settle``).
+        decision.changes.append(Change(JobStatus.STOPPING, f"{who} failed: exit code {hb.exit_code}; the other "
+                                                           "nodes are stopped"))
+        decision.fields["last_heartbeat_at"] = now
+        decision.controls += [_order(job, n.vm, ControlAction.STOP, f"{who} failed") for n in running]
     elif status is AgentStatus.FAILED:
         _end(decision, job, JobStatus.FAILED, f"{who} failed: exit code {hb.exit_code}", hb.exit_code, now)
     elif status is AgentStatus.STOPPED:
@@ -296,9 +283,23 @@ def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode
 
 
 def losing_node(job: Job) -> bool:
-    """A gang stopping because the cloud took one of its nodes: STOPPING for neither a preemption by its queue
-    (``preempted_by``) nor a user's stop (``stop_reason``), the two other ways into STOPPING."""
+    """A gang stopping because one of its nodes was preempted or failed: STOPPING for neither a preemption by
+    its queue (``preempted_by``) nor a user's stop (``stop_reason``), the two other ways into STOPPING."""
     return is_gang(job) and job.status is JobStatus.STOPPING and not job.preempted_by and job.stop_reason is None
+
+
+def _settle(job: Job, nodes: list[GangNode], fallback: GangNode, now: datetime) -> Decision:
+    """A gang that lost or failed a node, its others stopped (or past their fence): a node the cloud took
+    loses the attempt (requeued; a failure beside it was likely the lost peer's), else the first failure ends it."""
+    if (gone := next((n for n in nodes if n.status == AgentStatus.PREEMPTED.value), None)) is not None:
+        return _node_preempted(job, nodes, gone, now)
+    failed = min((n for n in nodes if n.status == AgentStatus.FAILED.value), key=lambda n: n.beat_at, default=None)
+    if failed is None:
+        return _node_preempted(job, nodes, fallback, now)
+    decision = Decision(fields=dict(gang=nodes))  # its first failure's outcome, as for one VM
+    _end(decision, job, JobStatus.FAILED, f"node {failed.rank} ({failed.vm}) failed: exit code {failed.exit_code}",
+         failed.exit_code, now)
+    return decision
 
 
 def _node_preempted(job: Job, nodes: list[GangNode], node: GangNode, now: datetime) -> Decision:
@@ -389,8 +390,7 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: d
         last = max(filter(None, (job.last_heartbeat_at or job.updated_at, heard_since)))
         if now - last < timedelta(seconds=deadlines.preempted_stop_s):
             return None
-        gone = next((n for n in job.gang if n.status == AgentStatus.PREEMPTED.value), job.gang[0])
-        return _node_preempted(job, list(job.gang), gone, now)
+        return _settle(job, list(job.gang), job.gang[0], now)
     silent = _most_silent(job.gang)
     decision = lifecycle.decide_silence(job.model_copy(update={"vm": silent.vm}), now, deadlines, heard_since)
     if decision is None:

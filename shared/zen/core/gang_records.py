@@ -5,7 +5,8 @@ as its CONFIRM tells it (``ControlMessage.gang``)."""
 from __future__ import annotations
 
 import zlib
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -72,3 +73,25 @@ def master_port(config: GangConfig, job_id: str, attempt: int) -> int:
     """Rank 0's rendezvous port: one of ``gangs.ports`` from ``gangs.port``, spread by job and attempt so
     that gangs sharing a host (the local stack) or a rerun next to a dying attempt do not collide."""
     return config.port + zlib.crc32(f"{job_id}:{attempt}".encode()) % config.ports
+
+
+# A planner pass that read the fleet less than this after a claim may not have seen it: the claim's time is
+# taken before its transaction commits (``room_seen_after``).
+ROOM_AFTER_CLAIM_S = 2.0
+
+
+def room_seen_after(nodes: list[GangNode], measured_at: datetime | None) -> bool:
+    """Whether a gang's room measured by a planner pass that read the fleet at ``measured_at`` counts for
+    ``assembly_expired``: only if that pass saw the gang as it is, every claim of ``nodes`` and every node
+    that left it since (``GangNode.left_at``). One before saw the region as it was for other jobs or the
+    gang's previous attempt: a node of it still busy, a preempted one that its MIG is recreating not yet
+    booting, so the gang's first claim would be released for room the recreated VM is about to give it."""
+    changed = max(node.left_at or node.beat_at for node in nodes)
+    return measured_at is not None and measured_at > changed + timedelta(seconds=ROOM_AFTER_CLAIM_S)
+
+
+def avoid_region(elsewhere: list[str], now: datetime, config: GangConfig) -> dict[str, Any]:
+    """A new attempt's start narrowed to ``elsewhere`` (the job's regions but the one that could not finish
+    it, the settled ones if any) for ``assemble_s``; the tick then widens it to every allowed region
+    (``zen.core.routing.next_route``)."""
+    return dict(start_regions=elsewhere, widen_at=now + timedelta(seconds=config.assemble_s))
