@@ -20,8 +20,8 @@ is the oldest node's, so the lost-job sweep sees the first node to go silent. Th
 fails ends the job FAILED with its exit code (a node's command exiting non-zero is the job's outcome, as
 for one VM) once the others have stopped (a peer's preemption, said after it, makes it a loss instead); a
 node silent loses the attempt for all (requeued as one new attempt); a node preempted too, the others stopped
-first (``losing_node``): no next attempt beside them; a stop stops all (all exited 0 as it came: SUCCEEDED). Every ending sends STOP to every node still running (``_each_node``); each node's last
-report and exit code stay in ``gang``. Why and the limits: docs/how-to/multi-node.md.
+first (``losing_node``): no next attempt beside them; a stop stops all (all exited 0 as it came: SUCCEEDED).
+Each node's last report and exit code stay in ``gang``. Why and the limits: docs/how-to/multi-node.md.
 """
 
 from __future__ import annotations
@@ -374,7 +374,7 @@ def _for_gang(job: Job, decision: Decision, skip: str | None = None) -> Decision
 def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
     if losing_node(job):  # the user's stop wins: the gang ends CANCELLED once its nodes answer, not rerun
         reason = stop.reason or "stop requested"
-        return Decision(fields={"stop_reason": reason}, note=f"{reason} (while a lost node's gang stops: it ends CANCELLED)")
+        return Decision(fields={"stop_reason": reason}, note=f"{reason} (while a gang stops for a node lost or failed: it ends CANCELLED)")
     return _for_gang(job, lifecycle.decide_stop(job, stop, now))
 
 
