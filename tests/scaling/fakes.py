@@ -59,7 +59,8 @@ class FakeFleet:
     def memory(self, cluster: str) -> dict[str, RegionMemory]:
         return self._facts.memory
 
-    def see_instances(self, cluster, instances: dict[str, list[str]], now: datetime) -> dict[str, datetime]:
+    def see_instances(self, cluster, instances: dict[str, list[str]], now: datetime,
+                      billed: dict[str, list[str]] | None = None) -> dict[str, datetime]:
         return {name: self._first_seen for names in instances.values() for name in names}
 
     def drain_unless_busy(self, vm: str, cluster: str, region: str, now: datetime) -> bool:

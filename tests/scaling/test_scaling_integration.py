@@ -8,6 +8,8 @@ import json
 import time
 from collections import Counter
 
+from datetime import timedelta
+
 import pytest
 
 from tests.messages import heartbeat, job_request
@@ -104,6 +106,16 @@ def test_stockout_in_the_preferred_region_brings_jobs_up_in_the_next(stack, cloc
     fn.tick()
     assert instances("us-west1") == []
     assert [j.status.value for j in _jobs(zen)] == ["SUCCEEDED", "SUCCEEDED"]
+    # The fleet's bill: the us-central1 probe, listed CREATING with no VM all along, costs nothing (it was
+    # billed 422 s); the west VMs count from the pass that listed them RUNNING, not from their first sight.
+    from zen.store import usage
+
+    with zen.db.transaction() as session:
+        fleet = usage.run(session, "fleet_by_region", since=clock() - timedelta(days=1), now=clock())
+    billed = {(row["region"], row["name"]): round(float(row["vm_seconds"])) for row in fleet}
+    assert "us-central1" not in {region for region, _ in billed}, billed
+    running_from_60_s = (BOOT_S + 1) + (zen.config.deadlines.idle_timeout_s + 1)  # seen at 0, RUNNING at 60
+    assert sorted(s for (region, _), s in billed.items() if region == "us-west1") == [running_from_60_s] * 2, billed
 
 
 def vm_claiming(fn, stack, job_id: str = "a", region: str = "us-west1"):

@@ -113,11 +113,13 @@ class FleetDb:
     def _memory(session: Session, cluster: str) -> dict[str, RegionMemory]:
         return {region: memory_from_json(raw) for region, raw in fleet.scaling_memory(session, cluster).items()}
 
-    def see_instances(self, cluster: str, instances: dict[str, list[str]], now: datetime) -> dict[str, datetime]:
+    def see_instances(self, cluster: str, instances: dict[str, list[str]], now: datetime,
+                      billed: dict[str, list[str]] | None = None) -> dict[str, datetime]:
         first_seen: dict[str, datetime] = {}
         with self._db.transaction() as session:
             for region, names in instances.items():
-                first_seen.update(fleet.see_instances(session, cluster, region, names, now))
+                first_seen.update(fleet.see_instances(session, cluster, region, names, now,
+                                                      None if billed is None else billed.get(region, [])))
         return first_seen
 
     def drain_unless_busy(self, vm: str, cluster: str, region: str, now: datetime) -> bool:

@@ -181,9 +181,9 @@ class ClusterManager:
             targets[region] = self._sizes[region] = state.target_size
             # A secondary pool's MIG reports its errors by region: the planner keeps them by pool.
             errors += state.errors if region in self.cluster.regions else [replace(e, region=region) for e in state.errors]
-            seen[region] = self._views.names_of(region, state.instances)
-            listings[region] = state.instances
-        first_seen = self._fleet.see_instances(name, seen, now)
+            seen[region], listings[region] = self._views.names_of(region, state.instances), state.instances
+        first_seen = self._fleet.see_instances(name, seen, now, {r: [i.name for i in listing if i.billed]  # GCE bills
+                                                                  for r, listing in listings.items()})
         vms, zones = self._views.build(listings, first_seen, facts)
         limits = ClusterLimits(name, tuple(self.pools), self.cluster.max_vms_per_region,
                                self.cluster.max_vms, self.cluster.min_vms, pools=self.pools)

@@ -38,6 +38,9 @@ class MigUnconfirmed(MigApiError):
     answer came (a timeout, a 5xx). A resize so counts toward the cluster's ``max_vms`` all the same."""
 
 
+BILLED_STATUSES = frozenset({"RUNNING", "STOPPING", "SUSPENDING"})  # GCE bills a VM from RUNNING
+
+
 @dataclass(frozen=True)
 class MigInstance:
     name: str
@@ -49,6 +52,11 @@ class MigInstance:
     @property
     def running(self) -> bool:
         return self.current_action == "NONE" and self.status == "RUNNING"
+
+    @property
+    def billed(self) -> bool:
+        """Its VM is one GCE bills now: RUNNING, or stopping or suspending from it (not before RUNNING)."""
+        return self.status in BILLED_STATUSES
 
     @property
     def deleting(self) -> bool:
@@ -164,9 +172,11 @@ class FleetPort(Protocol):
         name -> (jobs, GPUs) it holds. Asked only for a cluster whose VMs run several jobs at once
         (``zen.scaling.sharing``)."""
 
-    def see_instances(self, cluster: str, instances: dict[str, list[str]], now: datetime) -> dict[str, datetime]:
-        """Record each region's MIG instances as seen ``now`` (forgetting the vanished ones);
-        returns when each was first seen."""
+    def see_instances(self, cluster: str, instances: dict[str, list[str]], now: datetime,
+                      billed: dict[str, list[str]] | None = None) -> dict[str, datetime]:
+        """Record each region's MIG instances as seen ``now`` (forgetting the vanished ones), and which of
+        them GCE bills now (``billed``: RUNNING or past it, ``BILLED_STATUSES``; None: all); returns when
+        each was first seen."""
 
     def drain_unless_busy(self, vm: str, cluster: str, region: str, now: datetime) -> bool:
         """Mark ``vm`` as going away unless it holds a job (its claims are refused from then on)."""

@@ -135,12 +135,14 @@ def save_scaling_memory(session: Session, cluster: str, region: str, memory: str
     session.run("save_scaling_memory", cluster=cluster, region=region, memory=memory, now=now)
 
 
-def see_instances(session: Session, cluster: str, region: str, names: list[str], now: datetime
-                  ) -> dict[str, datetime]:
-    """Record the MIG's instances as seen now; returns when each was first seen. Instances no
-    longer in the MIG are forgotten (with their drain mark and VM row)."""
+def see_instances(session: Session, cluster: str, region: str, names: list[str], now: datetime,
+                  billed: list[str] | None = None) -> dict[str, datetime]:
+    """Record the MIG's instances as seen now, and those of them whose VM GCE bills now (``billed``; None:
+    every one, for callers that list no status) as billed from now unless they were already; returns when
+    each was first seen. Instances no longer in the MIG are forgotten (with their drain mark and VM row)."""
     first_seen = {r["name"]: r["first_seen_at"] for r in session.run(
-        "see_mig_instances", cluster=cluster, region=region, names=names, now=now)} if names else {}
+        "see_mig_instances", cluster=cluster, region=region, names=names, now=now,
+        billed=names if billed is None else billed)} if names else {}
     session.run("forget_vanished_instances", cluster=cluster, region=region, present=names)
     return first_seen
 

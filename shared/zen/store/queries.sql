@@ -382,11 +382,15 @@ GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wai
          nodes, nodes - COALESCE(jsonb_array_length(gang), 0);
 
 -- name: see_mig_instances
--- Every instance of one MIG seen now: first sight recorded once; returns when each was first seen.
+-- Every instance of one MIG seen now: first sight recorded once, and the first sight of its VM billed
+-- (:billed, those of :names GCE bills now: running_at, migration 0034); returns when each was first seen.
 -- DISTINCT: a listing may name an instance twice, and ON CONFLICT may not touch one row twice.
-INSERT INTO mig_instances (name, cluster, region, first_seen_at, last_seen_at)
-SELECT name, :cluster, :region, :now, :now FROM (SELECT DISTINCT unnest(CAST(:names AS text[])) AS name) AS listed
-ON CONFLICT (name) DO UPDATE SET last_seen_at = EXCLUDED.last_seen_at
+INSERT INTO mig_instances (name, cluster, region, first_seen_at, last_seen_at, running_at)
+SELECT name, :cluster, :region, :now, :now,
+       CASE WHEN name = ANY(CAST(:billed AS text[])) THEN CAST(:now AS timestamptz) END
+FROM (SELECT DISTINCT unnest(CAST(:names AS text[])) AS name) AS listed
+ON CONFLICT (name) DO UPDATE SET last_seen_at = EXCLUDED.last_seen_at,
+                                 running_at = COALESCE(mig_instances.running_at, EXCLUDED.running_at)
 RETURNING name, first_seen_at;
 
 -- name: mig_instance_names
@@ -427,22 +431,16 @@ INSERT INTO scaling_memory (cluster, region, memory, updated_at)
 VALUES (:cluster, :region, CAST(:memory AS jsonb), :now)
 ON CONFLICT (cluster, region) DO UPDATE SET memory = EXCLUDED.memory, updated_at = EXCLUDED.updated_at;
 
--- name: see_mig_instance
-INSERT INTO mig_instances (name, cluster, region, first_seen_at, last_seen_at)
-VALUES (:vm_name, :cluster, :region, :now, :now)
-ON CONFLICT (name) DO UPDATE SET last_seen_at = EXCLUDED.last_seen_at
-RETURNING first_seen_at;
-
 -- name: forget_vanished_instances
 -- Instances no longer in their MIG: forget their first-seen time, drain mark and VM row; keep when
 -- they were seen (vm_lifetimes: the fleet's VM-hours in `zen usage --by region`).
 WITH gone AS (
     DELETE FROM mig_instances
     WHERE cluster = :cluster AND region = :region AND NOT (name = ANY(CAST(:present AS text[])))
-    RETURNING name, cluster, region, first_seen_at, last_seen_at
+    RETURNING name, cluster, region, first_seen_at, last_seen_at, running_at
 ), lived AS (
-    INSERT INTO vm_lifetimes (name, cluster, region, first_seen_at, last_seen_at)
-    SELECT name, cluster, region, first_seen_at, last_seen_at FROM gone
+    INSERT INTO vm_lifetimes (name, cluster, region, first_seen_at, last_seen_at, running_at)
+    SELECT name, cluster, region, first_seen_at, last_seen_at, running_at FROM gone
     ON CONFLICT (name, first_seen_at) DO NOTHING
 ), undrained AS (
     DELETE FROM vm_drains WHERE name IN (SELECT name FROM gone)

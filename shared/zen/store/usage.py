@@ -39,20 +39,21 @@ QUERIES = {
                extract(epoch FROM ended_at - started_at) AS seconds
         FROM attempt_usage WHERE ended_at >= :since
         ORDER BY 1, ended_at""",
-    # The fleet: seconds each MIG instance was seen in the window, boot and idle included (instances
+    # The fleet: seconds each MIG instance was billed in the window, boot and idle included (instances
     # still there and those gone, ``vm_lifetimes``), one row per instance. An instance counts from the
-    # first scaling pass that saw it to the last, so each end may be off by up to one tick. Rows are kept by
+    # first scaling pass that listed its VM billed (``running_at``: RUNNING, or past it; never, for one
+    # listed without a VM through a stockout) to the last, so each end may be off by up to one tick. Rows are kept by
     # pool (zen.core.provisioning): its region is the key's before any "/" (the model is in the VM's name);
     # a flex-start request's pending VMs (<MIG>+<request>+<n>: zen.adapters.flex_start) are not billed.
     "fleet_by_region": """
         SELECT split_part(region, '/', 1) AS region, cluster, name,
                GREATEST(0, extract(epoch FROM LEAST(last_seen_at, CAST(:now AS timestamptz))
-                                              - GREATEST(first_seen_at, CAST(:since AS timestamptz)))) AS vm_seconds
-        FROM (SELECT name, region, cluster, first_seen_at, last_seen_at FROM mig_instances
+                                              - GREATEST(running_at, CAST(:since AS timestamptz)))) AS vm_seconds
+        FROM (SELECT name, region, cluster, running_at, last_seen_at FROM mig_instances
               UNION ALL
-              SELECT name, region, cluster, first_seen_at, last_seen_at FROM vm_lifetimes
+              SELECT name, region, cluster, running_at, last_seen_at FROM vm_lifetimes
               WHERE last_seen_at > :since) AS seen
-        WHERE last_seen_at > :since AND strpos(name, '+') = 0
+        WHERE last_seen_at > :since AND running_at IS NOT NULL AND strpos(name, '+') = 0
         ORDER BY 1, cluster, name""",
     "attempts_of_job": """
         SELECT * FROM attempt_usage WHERE job_id = :job_id ORDER BY attempt""",

@@ -264,9 +264,11 @@ class SimFleet:
     def memory(self, cluster: str) -> dict[str, RegionMemory]:
         return self._world.clusters[cluster].memory
 
-    def see_instances(self, cluster: str, instances: dict[str, list[str]], now: datetime) -> dict[str, datetime]:
+    def see_instances(self, cluster: str, instances: dict[str, list[str]], now: datetime,
+                      billed: dict[str, list[str]] | None = None) -> dict[str, datetime]:
         """The same dict as last time when given the same name lists (the manager's, kept while a
-        MIG's listing is): nothing new to see, and the manager reuses its views of the VMs."""
+        MIG's listing is): nothing new to see, and the manager reuses its views of the VMs. ``billed``: the
+        world bills its VMs itself (``zen_dev.sim.instances``)."""
         state = self._world.clusters[cluster]
         last = state.seen_view
         if last is not None and last[0].keys() == instances.keys():
