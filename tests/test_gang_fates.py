@@ -103,3 +103,19 @@ def test_a_failed_nodes_gang_whose_other_node_never_answers_fails_after_its_fenc
     functions.tick()
     record = job(zen, "g")
     assert (record.status.value, record.exit_code, record.attempt) == ("FAILED", 7, 1)
+
+
+def test_a_node_that_ended_early_is_charged_until_its_own_end_not_the_gangs(functions, zen, clock):
+    """Rank 1 ends after 60 s and its VM is free for other work (zen.jobs.claims); rank 0 runs on to 1,920 s.
+    The attempt is charged 60 + 1,920 VM-seconds, not 2 x 1,920 (its VM's next job pays its own time)."""
+    _running(functions)
+    clock.advance(60)
+    functions.heartbeat(heartbeat("g", "SUCCEEDED", 3, vm="vm-2", exit_code=0))
+    clock.advance(1860)
+    functions.heartbeat(heartbeat("g", "SUCCEEDED", 3, vm="vm-1", exit_code=0))
+    assert job(zen, "g").status.value == "SUCCEEDED"
+    with zen.db.transaction() as session:
+        [row] = session.sql("SELECT extract(epoch FROM ended_at - started_at) * vm_share AS vm_s, gpu_seconds, gpus "
+                            "FROM attempt_usage WHERE job_id = 'g'")
+    per_vm = row["gpus"] // 2
+    assert (round(float(row["vm_s"])), round(float(row["gpu_seconds"]))) == (60 + 1920, per_vm * (60 + 1920))

@@ -69,7 +69,7 @@ HOT_QUERIES = [
     ("insert_attempt_usage", dict(job_id="job-13", attempt=1, user_id="u", queue=None, cluster="4xa100-40gb",
                                   machine_type="a2-highgpu-4g", region="us-central1", vm="vm-13", gpus=4,
                                   ran_from=NOW, ended_at=NOW, outcome="SUCCEEDED", model="spot", fixed_usd=None,
-                                  use_catalog=True, fallback_usd=5.17)),
+                                  use_catalog=True, fallback_usd=5.17, gpu_factor=1.0)),
     ("held_jobs_silent_since", {"cutoff": NOW - timedelta(minutes=2), "limit": 500}),
     ("queued_jobs_published_before", {"cutoff": NOW - timedelta(hours=1), "limit": 500}),
     ("queued_jobs_to_widen", {"now": NOW, "limit": 500}),  # the tick widens starts narrowed near their data

@@ -32,14 +32,12 @@ from typing import Any
 from zen.core import lifecycle
 from zen.core.gang_records import GangConfig, GangNode, GangPlace, master_port, node_wait_s as node_wait_s
 from zen.core.gang_records import ROOM_AFTER_CLAIM_S as ROOM_AFTER_CLAIM_S, avoid_region as avoid_region
-from zen.core.gang_records import room_seen_after as room_seen_after
+from zen.core.gang_records import ENDED as ENDED, room_seen_after as room_seen_after
 from zen.core.lease import Deadlines
 from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.retries import next_retry
 
-ENDED = frozenset({AgentStatus.SUCCEEDED.value, AgentStatus.FAILED.value, AgentStatus.STOPPED.value,
-                   AgentStatus.PREEMPTED.value})
 _RESET = dict(gang=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
 
 

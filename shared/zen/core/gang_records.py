@@ -10,6 +10,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from zen.core.reports import AgentStatus
+
+# A node's final reports: it no longer runs its part (its VM may take other work).
+ENDED = frozenset({AgentStatus.SUCCEEDED.value, AgentStatus.FAILED.value, AgentStatus.STOPPED.value,
+                   AgentStatus.PREEMPTED.value})
+
 
 class GangConfig(BaseModel):
     """The configuration's ``gangs:`` (multi-node jobs)."""
@@ -95,3 +101,4 @@ def avoid_region(elsewhere: list[str], now: datetime, config: GangConfig) -> dic
     it, the settled ones if any) for ``assemble_s``; the tick then widens it to every allowed region
     (``zen.core.routing.next_route``)."""
     return dict(start_regions=elsewhere, widen_at=now + timedelta(seconds=config.assemble_s))
+

@@ -201,11 +201,13 @@ class DecisionWriter:
         cluster = self._config.cluster(job.cluster)  # the VM's shape; the attempt held job.gpus of its GPUs
         vm_gpus = cluster.gpu_count if cluster else job.gpus
         gpus = job.gpus or vm_gpus  # 0: a row from before jobs recorded their GPUs, which held the whole VM
+        nodes = _node_share(job, now)  # a gang: its nodes, each until its own end (its VM is free after it)
         tx.record_attempt(
             job, outcome=outcome, machine_type=cluster.machine_type if cluster else None, gpus=gpus,
             ran_from=after.started_at if after.attempt == job.attempt else job.started_at, now=now,
-            vm_share=float(job.nodes) if job.nodes > 1 else min(1.0, gpus / vm_gpus) if vm_gpus else 1.0,
-            price=attempt_price(self._config.pricing, cluster, job.vm, job.region) if cluster else None)
+            vm_share=nodes if job.nodes > 1 else min(1.0, gpus / vm_gpus) if vm_gpus else 1.0,
+            price=attempt_price(self._config.pricing, cluster, job.vm, job.region) if cluster else None,
+            gpu_factor=nodes / job.nodes)
 
     def admit(self, tx: JobTx, queue: str, cluster: str, now: datetime, released: int = 0) -> list[Enqueued]:
         """Run the admission pass of ``queue``'s cohort on ``cluster`` and admit what it picks.
@@ -233,3 +235,14 @@ class DecisionWriter:
                                   now=now, admit=False)
             freed = any(job.status is JobStatus.QUEUED for job, _ in decided.preempted)  # who is next
         return ids
+
+
+def _node_share(job: Job, now: datetime) -> float:
+    """The VMs a gang's attempt ending ``now`` held, on average over its run: each node from the gang's start
+    to its own final report (``beat_at``: its VM takes other work after it, ``zen.jobs.claims``), or to
+    ``now``; ``job.nodes`` for a gang that never ran, and for one VM's job."""
+    nodes, start = job.gang or [], job.started_at
+    if job.nodes <= 1 or len(nodes) != job.nodes or start is None or (wall := (now - start).total_seconds()) <= 0:
+        return float(job.nodes)
+    return sum(min(wall, max(0.0, (n.beat_at - start).total_seconds())) if n.status in gang.ENDED else wall
+               for n in nodes) / wall

@@ -138,9 +138,10 @@ class AdmissionRows(Protocol):
 class UsageRows(Protocol):
     def record_attempt(self, job: Job, *, outcome: str, machine_type: str | None, gpus: int,
                        ran_from: datetime | None, now: datetime, vm_share: float = 1.0,
-                       price: AttemptPrice | None = None) -> bool:
+                       price: AttemptPrice | None = None, gpu_factor: float = 1.0) -> bool:
         """The usage of ``job``'s current attempt, ending now (from its last claim, else ``ran_from``), with
-        its model and price now (``price``); False when recorded already."""
+        its model and price now (``price``), its GPU-seconds ``gpus`` x wall time x ``gpu_factor`` (a gang's
+        nodes that ended early: ``zen.jobs.decisions``); False when recorded already."""
 
     def lost_attempt(self, job_id: str, attempt: int) -> dict[str, Any] | None:
         """The attempt if recorded LOST or PREEMPTED: ``vm``, ``started_at``, ``outcome``, ``by_sweep``,

@@ -190,9 +190,9 @@ class PostgresJobTx:
     @hooked("record_attempt")
     def record_attempt(self, job: Job, *, outcome: str, machine_type: str | None, gpus: int,
                        ran_from: datetime | None, now: datetime, vm_share: float = 1.0,
-                       price: AttemptPrice | None = None) -> bool:
+                       price: AttemptPrice | None = None, gpu_factor: float = 1.0) -> bool:
         return usage.record_attempt(self.session, job, outcome=outcome, machine_type=machine_type, gpus=gpus,
-                                    ran_from=ran_from, now=now, vm_share=vm_share, price=price)
+                                    ran_from=ran_from, now=now, vm_share=vm_share, price=price, gpu_factor=gpu_factor)
 
     @hooked("lost_attempt")
     def lost_attempt(self, job_id: str, attempt: int) -> dict[str, Any] | None:

@@ -596,14 +596,16 @@ GROUP BY queue, cluster;
 -- started when its VM claimed it (that attempt's last ASSIGNED history row, written in this
 -- transaction or earlier: a claim its VM gave back unanswered requeues the same attempt, and the
 -- claim that ran it is the last), else when it began running (an agent's clock never moves the start
--- before Zen's claim: queue time is not usage); gpu_seconds = gpus x wall time on the VM.
+-- before Zen's claim: queue time is not usage); gpu_seconds = gpus x wall time on the VM (x :gpu_factor: a
+-- gang's nodes that ended before it, zen.jobs.decisions).
 -- Its price per VM-hour now (zen.core.prices.AttemptPrice): a configured one, else the catalog's stored
 -- price of its pool, else the snapshot's.
 -- ON CONFLICT: the attempt is already counted (a redelivered or repeated end changes nothing).
 INSERT INTO attempt_usage (job_id, attempt, user_id, queue, cluster, machine_type, region, vm, gpus, started_at,
                            ended_at, gpu_seconds, outcome, model, usd_per_hour)
 SELECT :job_id, :attempt, :user_id, :queue, :cluster, :machine_type, :region, :vm, :gpus, s.started_at, s.ended_at,
-       CAST(:gpus AS integer) * GREATEST(0, extract(epoch FROM s.ended_at - s.started_at)), :outcome, :model,
+       CAST(:gpus AS integer) * CAST(:gpu_factor AS double precision)
+           * GREATEST(0, extract(epoch FROM s.ended_at - s.started_at)), :outcome, :model,
        COALESCE(CAST(:fixed_usd AS double precision),
                 (SELECT p.usd_per_hour FROM vm_prices p
                  WHERE CAST(:use_catalog AS boolean) AND p.machine_type = :machine_type AND p.region = :region

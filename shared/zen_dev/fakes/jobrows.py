@@ -343,7 +343,7 @@ class InMemoryJobTx:
     @hooked("record_attempt")
     def record_attempt(self, job: Job, *, outcome: str, machine_type: str | None, gpus: int,
                        ran_from: datetime | None, now: datetime, vm_share: float = 1.0,
-                       price: AttemptPrice | None = None) -> bool:
+                       price: AttemptPrice | None = None, gpu_factor: float = 1.0) -> bool:
         key = (job.job_id, job.attempt)
         if key in self._t.attempt_usage:
             return False
@@ -354,7 +354,7 @@ class InMemoryJobTx:
             "job_id": job.job_id, "attempt": job.attempt, "user_id": job.user_id, "queue": job.queue,
             "cluster": job.cluster, "machine_type": machine_type, "region": job.region, "vm": job.vm, "gpus": gpus,
             "started_at": started, "ended_at": now, "outcome": outcome, "vm_share": vm_share,
-            "gpu_seconds": gpus * max(0.0, (now - started).total_seconds()),
+            "gpu_seconds": gpus * gpu_factor * max(0.0, (now - started).total_seconds()),
             "model": price.model if price else None,  # no catalog rows here: an override, else the snapshot's
             "usd_per_hour": (price.fixed if price.fixed is not None else price.fallback) if price else None}
         return True
