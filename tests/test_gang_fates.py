@@ -119,3 +119,17 @@ def test_a_node_that_ended_early_is_charged_until_its_own_end_not_the_gangs(func
                             "FROM attempt_usage WHERE job_id = 'g'")
     per_vm = row["gpus"] // 2
     assert (round(float(row["vm_s"])), round(float(row["gpu_seconds"]))) == (60 + 1920, per_vm * (60 + 1920))
+
+
+def test_a_silent_nodes_gang_is_rerun_once_the_others_stopped_or_their_fence_passed(functions, zen, clock, config):
+    _running(functions)
+    timeout = config.deadlines.heartbeat_timeout_s
+    for seq in range(3, 3 + int(timeout // 30) + 2):  # vm-1 beats on, vm-2 is silent
+        clock.advance(30)
+        functions.heartbeat(heartbeat("g", "RUNNING", seq, vm="vm-1"))
+        functions.tick()
+    assert (job(zen, "g").status.value, job(zen, "g").attempt) == ("STOPPING", 1)  # vm-1 is told STOP first
+    clock.advance(config.deadlines.preempted_stop_s + 1)  # and never answers: cut off, its fence has ended it
+    functions.tick()
+    record = job(zen, "g")
+    assert (record.status.value, record.attempt, record.max_attempts) == ("QUEUED", 2, 3)  # silence spends one

@@ -155,12 +155,16 @@ def test_a_silent_node_loses_the_attempt_for_every_node(functions, zen, publishe
         clock.advance(40)
         beat(functions, "vm-1", "RUNNING", seq)
         functions.tick()
-    record = job(zen, "g")
-    assert (record.status.value, record.attempt) == ("QUEUED", 2)
-    with zen.db.transaction() as session:
-        lost = [r["reason"] for r in repository.job_history(session, "g") if r["to_status"] == "LOST"]
-    assert lost == ["no heartbeat from node 1 (vm-2) for 120s"]
+    record = job(zen, "g")  # vm-1 is stopped first: the next attempt never runs beside it
+    assert (record.status.value, record.attempt) == ("STOPPING", 1)
     assert actions(publisher, "vm-1")[-1] == "STOP" and actions(publisher, "vm-2")[-1] == "STOP"
+    beat(functions, "vm-1", "STOPPED", 7, exit_code=-15)
+    record = job(zen, "g")
+    assert (record.status.value, record.attempt, record.max_attempts) == ("QUEUED", 2, 3)  # silence spends one
+    with zen.db.transaction() as session:
+        steps = [(r["to_status"], r["reason"]) for r in repository.job_history(session, "g") if r["to_status"]]
+    assert ("STOPPING", "no heartbeat from node 1 (vm-2) for 120s: the other nodes are stopped before the rerun") in steps
+    assert ("LOST", "no heartbeat from node 1") in steps, steps
 
 
 def test_a_users_stop_stops_every_node(functions, zen, publisher):
@@ -296,8 +300,8 @@ def test_a_late_final_report_of_a_lost_gang_attempt_does_not_end_the_gang(functi
         clock.advance(40)
         beat(functions, "vm-1", "RUNNING", seq)
         functions.tick()
-    assert (job(zen, "g").status.value, job(zen, "g").attempt) == ("QUEUED", 2)
-    beat(functions, "vm-1", "SUCCEEDED", 9, exit_code=0)  # rank 0, the job's vm, ends attempt 1 late
+    assert (job(zen, "g").status.value, job(zen, "g").attempt) == ("STOPPING", 1)  # vm-1 told STOP first
+    beat(functions, "vm-1", "SUCCEEDED", 9, exit_code=0)  # rank 0, the job's vm, ends attempt 1 as it stops
     assert (job(zen, "g").status.value, job(zen, "g").attempt) == ("QUEUED", 2)
 
 

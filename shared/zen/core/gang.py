@@ -32,13 +32,14 @@ from typing import Any
 from zen.core import lifecycle
 from zen.core.gang_records import GangConfig, GangNode, GangPlace, master_port, node_wait_s as node_wait_s
 from zen.core.gang_records import ROOM_AFTER_CLAIM_S as ROOM_AFTER_CLAIM_S, avoid_region as avoid_region
-from zen.core.gang_records import ENDED as ENDED, room_seen_after as room_seen_after
+from zen.core.gang_records import ENDED as ENDED, SILENT, room_seen_after as room_seen_after
 from zen.core.lease import Deadlines
 from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.retries import next_retry
 
 _RESET = dict(gang=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
+_RUN = (JobStatus.ASSIGNED, JobStatus.RUNNING)
 
 
 def is_gang(job: Job) -> bool:
@@ -60,9 +61,7 @@ def _confirm(job: Job, nodes: list[GangNode], node: GangNode, config: GangConfig
 
 
 def _most_silent(nodes: list[GangNode]) -> GangNode:
-    """The node heard from longest ago among those still at work: one that sent its final report is
-    silent on purpose (its neighbours may run on, a rank 0 uploading its checkpoint) and never makes the
-    gang lost."""
+    """The node heard from longest ago among those at work (one that sent its final report is silent on purpose)."""
     return min((n for n in nodes if n.status not in ENDED), key=lambda n: n.beat_at,
                default=max(nodes, key=lambda n: n.beat_at))
 
@@ -118,24 +117,17 @@ def assembly_expired(job: Job, now: datetime, config: GangConfig, blocked: froze
     """The tick: a gang still QUEUED past its assembly deadline gives back the VMs that claimed a part and
     is retried as attempt + 1 (not spent: nothing ran), its starts published afresh. None: in time.
 
-    Sooner when a stockout blocks the region it assembles in (``blocked``: the job's regions a stockout
-    blocks now, as the planner's memory says; the planner asks a blocked region for no VM, so the rest of
-    the gang cannot come from there), but only while another of its regions is settled: not in
-    ``unsettled``, the regions blocked now or where the planner found a stockout within ``assemble_s`` and
-    no VM booted since.
-    Else it would only move to a region as likely to fail it, and back when that one's block lapses
-    between the planner's probes, while VMs freed where it assembles may still complete it.
-
-    Sooner too when its region cannot hold the rest of it (``room``: the VMs a gang assembling there could
-    still get at the planner's last pass, ``RegionMemory.gang_room``: idle and booting VMs plus the room
-    under ``max_vms_per_region`` and ``max_vms``; None: unknown, or that pass was before the gang's last
-    claim, ``zen.jobs.sweeps``) and it may go to another region: VMs busy
-    with other jobs, freed one by one, would claim parts there while the rest waits, the planner holding
-    the gang for room. (With no other region, its released VMs would claim it again at once.)
-
-    The new attempt's start goes to the job's other regions first, the settled ones if any
-    (``avoid_region``): the VMs given back are idle in the region that could not finish the gang and would
-    claim it again at once, so it would assemble there again and wait out another deadline."""
+    Sooner when a stockout blocks the region it assembles in (``blocked``, as the planner's memory says: the
+    planner asks a blocked region for no VM), but only while another of its regions is settled (not in
+    ``unsettled``: blocked now, or a stockout found there within ``assemble_s`` and no VM booted since);
+    else it would only move to a region as likely to fail it, while VMs freed here may still complete it.
+    Sooner too when its region cannot hold the rest of it (``room``: ``RegionMemory.gang_room`` at the
+    planner's last pass, idle and booting VMs plus the room under the limits; None: unknown, or that pass
+    was before the gang's last claim, ``zen.jobs.sweeps``) and it may go to another region: VMs busy with
+    other jobs, freed one by one, would claim parts there while the rest waits. (With no other region, its
+    released VMs would claim it again at once.) The new attempt's start goes to the job's other regions
+    first, the settled ones if any (``avoid_region``): the VMs given back, idle where the gang could not
+    finish, would claim it again at once and wait out another deadline."""
     if job.status is not JobStatus.QUEUED or not job.gang or job.widen_at is None:
         return None
     vms, region = [node.vm for node in job.gang], job.gang[0].region
@@ -287,10 +279,14 @@ def losing_node(job: Job) -> bool:
 
 
 def _settle(job: Job, nodes: list[GangNode], fallback: GangNode, now: datetime) -> Decision:
-    """A gang that lost or failed a node, its others stopped (or past their fence): a node the cloud took
-    loses the attempt (requeued; a failure beside it was likely the lost peer's), else the first failure ends it."""
+    """A gang that lost or failed a node, its others stopped (or past their fence): a node the cloud took or a
+    silent one loses the attempt (a failure beside it was likely the lost peer's), else the first failure ends it."""
     if (gone := next((n for n in nodes if n.status == AgentStatus.PREEMPTED.value), None)) is not None:
         return _node_preempted(job, nodes, gone, now)
+    if (quiet := next((n for n in nodes if n.status == SILENT), None)) is not None:  # spent, as one silent VM's
+        lost = lifecycle.lose_attempt(job.model_copy(update={"vm": None}), f"no heartbeat from node {quiet.rank}")
+        lost.fields.update({"finished_at": now} if lost.changes[-1].to is JobStatus.FAILED else {})
+        return _for_gang(job.model_copy(update={"gang": nodes, "vm": quiet.vm}), lost, skip=quiet.vm)
     failed = min((n for n in nodes if n.status == AgentStatus.FAILED.value), key=lambda n: n.beat_at, default=None)
     if failed is None:
         return _node_preempted(job, nodes, fallback, now)
@@ -381,18 +377,24 @@ def decide_preempt(job: Job, reason: str, now: datetime) -> Decision:
 
 
 def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: datetime | None = None) -> Decision | None:
-    """The sweep, for any job; a gang's silence is its most silent node's, named in the reason."""
+    """The sweep, for any job; a gang's silence is its most silent node's, named in the reason (``_settle``)."""
     if not is_gang(job) or not job.gang:
         return lifecycle.decide_silence(job, now, deadlines, heard_since)
     if losing_node(job):  # unanswered: rerun once a node cut off from Zen has surely ended it (its fence)
         last = max(filter(None, (job.last_heartbeat_at or job.updated_at, heard_since)))
-        if now - last < timedelta(seconds=deadlines.preempted_stop_s):
-            return None
-        return _settle(job, list(job.gang), job.gang[0], now)
+        return None if now - last < timedelta(seconds=deadlines.preempted_stop_s) else _settle(job, list(
+            job.gang), job.gang[0], now)
     silent = _most_silent(job.gang)
     decision = lifecycle.decide_silence(job.model_copy(update={"vm": silent.vm}), now, deadlines, heard_since)
     if decision is None:
         return None
     decision.changes = [Change(c.to, c.reason.replace(silent.vm, f"node {silent.rank} ({silent.vm})", 1))
                         for c in decision.changes]
+    heard = now - timedelta(seconds=deadlines.heartbeat_timeout_s)  # (others silent too are as surely cut off)
+    if (others := [n for n in job.gang if n.status not in ENDED and n.vm != silent.vm and max(n.beat_at, heard_since or n.beat_at) > heard]) and job.status in _RUN:
+        why, nodes = decision.changes[0].reason, [n.model_copy(update={"status": SILENT}) if n == silent else n
+                                                  for n in job.gang]
+        return Decision(changes=[Change(JobStatus.STOPPING, f"{why}: the other nodes are stopped before the rerun")],
+                        fields=dict(last_heartbeat_at=now, gang=nodes), controls=[  # the silent one may be cut off
+                            _order(job, n.vm, ControlAction.STOP, why) for n in [silent, *others]])
     return _for_gang(job.model_copy(update={"vm": silent.vm}), decision)

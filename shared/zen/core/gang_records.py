@@ -12,9 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from zen.core.reports import AgentStatus
 
-# A node's final reports: it no longer runs its part (its VM may take other work).
+# A node's final reports: it no longer runs its part (its VM may take other work); or SILENT, Zen's word for
+# a node silent past the deadline while its gang stops the others (``zen.core.gang.decide_silence``).
+SILENT = "SILENT"
 ENDED = frozenset({AgentStatus.SUCCEEDED.value, AgentStatus.FAILED.value, AgentStatus.STOPPED.value,
-                   AgentStatus.PREEMPTED.value})
+                   AgentStatus.PREEMPTED.value, SILENT})
 
 
 class GangConfig(BaseModel):
