@@ -126,7 +126,9 @@ def test_a_final_report_is_journaled_while_it_is_published_and_the_file_goes_onc
     assert restart(work).events.count(("publish", final)) == 0
 
 
-def test_a_final_report_whose_budget_ran_out_is_logged_lost_and_not_published_again(tmp_path, caplog):
+def test_a_final_report_whose_budget_ran_out_is_logged_and_kept_for_the_next_agent(tmp_path, caplog):
+    """It was removed, lost: an agent restarted then (an upgrade, a reboot) sent nothing, and Zen, hearing
+    nothing, took the attempt for lost and ran the job again although it had ended."""
     work = tmp_path / "work"
     transport = Recording(VM, work=work, fail_final=True)
     transport.add_start(start_message())
@@ -137,9 +139,10 @@ def test_a_final_report_whose_budget_ran_out_is_logged_lost_and_not_published_ag
 
     assert [m.status for m in job_reports(transport)] == [AgentStatus.CLAIMED]
     assert len(transport.journaled) == 1
-    [lost] = [r for r in caplog.records if r.name == "zen.agent.journal"]
-    assert "lost" in lost.getMessage() and (lost.job_id, lost.status) == ("j1", "STOPPED")
-    assert journal_files(work) == [] and job_reports(restart(work)) == []
+    [kept] = [r for r in caplog.records if r.name == "zen.agent.journal"]
+    assert "kept for the next agent" in kept.getMessage() and (kept.job_id, kept.status) == ("j1", "STOPPED")
+    assert len(journal_files(work)) == 1
+    assert [m.status for m in job_reports(restart(work))] == [AgentStatus.STOPPED] and journal_files(work) == []
 
 
 def test_agents_sharing_a_work_dir_publish_again_only_their_own_vms_reports(tmp_path):

@@ -1,8 +1,9 @@
 """The journal of final reports: an attempt's final report outlives the agent that sends it.
 
 Any report but CLAIMED and RUNNING is written to ``<work_dir>/.reports/<VM name>/`` before it is first
-published, and removed once Pub/Sub accepted it or its budget ran out; the agent systemd restarts
-after a crash publishes what its VM's dead agent left (``replay``) before it pulls a start.
+published, and removed once Pub/Sub accepted it; one not sent within its budget stays, and the agent
+systemd restarts (after a crash, an upgrade, a reboot) publishes what its VM's earlier agent left
+(``replay``) before it pulls a start.
 Why, and the file format: docs/reference/agent.md#final-reports-outlive-the-agent
 """
 
@@ -37,17 +38,18 @@ class Kept:
         self._journal, self.path, self._fd, self._heartbeat = journal, path, fd, heartbeat
 
     def done(self, sent: bool | None) -> None:
-        """The publish is over: sent, or its budget ran out (logged as lost); the file goes either way.
-        None: the publish raised, and its fate is unknown: the file stays (unlocked) for the next agent."""
-        if sent is None:
-            os.close(self._fd)
+        """The publish is over: sent (the file goes), or not: its budget ran out (logged) or the publish raised.
+        Not sent, the file stays (unlocked) for the next agent's ``replay``: Zen takes a late final report,
+        and without it a job that ended would be run again (its attempt lost). A duplicate is harmless (``seq``)."""
+        if sent:
+            _remove(self.path, self._fd)
             return
-        if not sent:
+        if sent is not None:
             hb = self._heartbeat
-            log.error("final report lost: not sent within its budget", extra={
+            log.error("final report not sent within its budget: kept for the next agent", extra={
                 **self._journal.extra, "job_id": hb.job_id, "attempt": hb.attempt, "status": hb.status.value,
                 "seq": hb.seq})
-        _remove(self.path, self._fd)
+        os.close(self._fd)
 
 
 class Journal:
