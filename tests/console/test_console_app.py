@@ -276,3 +276,15 @@ def test_an_arrays_id_opens_its_tasks_with_the_arrays_progress(setup):
     assert opened.status_code == 200 and "array=sweep" in opened.request.full_path
     assert 'id="array-progress">array sweep: 3 tasks:' in html and "held by max_parallel" in html
     assert "no job sweep that bob may see" in page(client, "/jobs/sweep", who="bob", status=404)
+
+
+def test_the_local_console_answers_requests_sent_to_this_machine_only(config, db):
+    """DNS rebinding: a page whose own name resolves to 127.0.0.1 is same-origin with what it loads from there;
+    the local console believed its X-Zen-As whatever the Host, so its scripts could read every job as an admin."""
+    for hosts, host, code in (((), "rebind.attacker.example:8097", 403), ((), "127.0.0.1:8097", 200),
+                              ((), "localhost", 200), ((), "[::1]:8097", 200), (("10.1.2.3",), "10.1.2.3:8097", 200),
+                              (("0.0.0.0",), "any.name.example", 200)):
+        client = create_app(config, db, local_identity("alice", hosts=hosts)).test_client()
+        answer = client.get("/jobs", headers={"Host": host, LOCAL_HEADER: "root@example.com"})
+        assert answer.status_code == code, (hosts, host)
+        assert ("open it by one of those names" in answer.get_data(as_text=True)) == (code == 403)

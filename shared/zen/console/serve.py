@@ -22,7 +22,7 @@ from zen.core.errors import ConfigError
 AUDIENCE_ENV = "ZEN_CONSOLE_IAP_AUDIENCE"
 
 
-def from_env(env: Mapping[str, str] = os.environ) -> Flask:
+def from_env(env: Mapping[str, str] = os.environ, hosts: tuple[str, ...] = ()) -> Flask:
     from zen.adapters.cloud_logging import reader_from_env
     from zen.console.app import REFRESH_S, create_app
     from zen.console.viewers import iap_identity, local_identity
@@ -39,7 +39,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> Flask:
         raise ConfigError(f"the console reads Cloud SQL but {AUDIENCE_ENV} is not set: it serves viewers named "
                           "by Identity-Aware Proxy's signed header only (terraform sets it)")
     else:
-        identify = local_identity()
+        identify = local_identity(hosts=hosts)  # the address it listens on, besides loopback names
     project = env.get("ZEN_PROJECT") or config.project
     refresh_s = float(env.get("ZEN_CONSOLE_REFRESH_S") or REFRESH_S)
     # As `zen logs -f` reads (zen.cli.follow.open_reader): a local stack's files twice a second; Cloud Logging,
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8097, help="port (default 8097)")
     args = parser.parse_args(argv)
-    app = from_env()
+    app = from_env(hosts=(args.host,))
     print(f"Zen console: http://{args.host}:{args.port}/", flush=True)
     try:
         serve(app, args.host, args.port)

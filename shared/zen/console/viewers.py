@@ -59,11 +59,20 @@ class Identify(Protocol):
         ...
 
 
-def local_identity(default: str | None = None) -> Identify:
-    """A local stack's viewer: ``X-Zen-As``, else ``default``, ``$ZEN_AS`` or ``$USER``."""
+def local_identity(default: str | None = None, hosts: tuple[str, ...] = ()) -> Identify:
+    """A local stack's viewer: ``X-Zen-As``, else ``default``, ``$ZEN_AS`` or ``$USER``; for requests sent to
+    this machine by name only (``Host``: a loopback name or address, or one of ``hosts``, the address it
+    listens on; any, when that is a wildcard). A page whose own name a DNS server points at 127.0.0.1 is
+    then refused: else its scripts, same-origin with it, could read the console as anyone they name."""
     who = default or os.environ.get("ZEN_AS") or os.environ.get("USER") or getpass.getuser()
+    names = {"localhost", "127.0.0.1", "::1", *(h.strip("[]").lower() for h in hosts)}
 
     def identify(headers: Any) -> tuple[str, str]:
+        sent = (headers.get("Host") or "").strip().lower()
+        name = sent[1:].partition("]")[0] if sent.startswith("[") else sent.rpartition(":")[0] if ":" in sent else sent
+        if not names & {"0.0.0.0", "::"} and name not in names:
+            raise Rejected(f"this console answers requests sent to {', '.join(sorted(names))} only (Host "
+                           f"{sent[:80]!r}): open it by one of those names")
         asked = (headers.get(LOCAL_HEADER) or "").strip()
         if asked:
             return asked[:200], f"the {LOCAL_HEADER} header (a local stack)"
