@@ -23,13 +23,17 @@ PR_SET_PDEATHSIG = 1
 LOOK_S = 1.0  # the longest wait between two looks at the clock (a VM resumed after a pause is fenced within it)
 DOCKER_KILL_S = 5.0
 IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# To the supervisor: end everything the job runs now, daemons that left its group included (the task limit's
+# ``stop``), then the group, itself last. The agent sends it when a stop's grace is over (``RunningJob.stop``),
+# and it is the supervisor's parent-death signal: an agent that dies leaves none of the job's processes.
+KILL_ALL = signal.SIGUSR1
 
 
-def _die_with_parent(parent: int) -> bool:
+def _die_with_parent(parent: int, sig: int = signal.SIGKILL) -> bool:
     """Arm the parent-death signal; False when the parent is gone already (the signal would never come)."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+        if libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
             sys.stderr.write(f"zen: prctl(PR_SET_PDEATHSIG) failed: errno {ctypes.get_errno()}\n")
     return os.getppid() == parent
 
@@ -155,8 +159,8 @@ def supervise(agent: int, lease: Lease, grace_s: float, container: str | None, d
               program: list[str], tasks: tuple[int, str] | None = None) -> int:
     for sig in IGNORED:
         signal.signal(sig, signal.SIG_IGN)
-    if not _die_with_parent(agent):  # the agent died before the signal was armed
-        return 137
+    if not _die_with_parent(agent, KILL_ALL):  # the agent died before the signal was armed (until its handler is
+        return 137                            # set, below, KILL_ALL ends this process as SIGKILL would)
     me = os.getpid()
     limit = _task_limit().TaskLimit(*tasks) if tasks else None
     go_read, go_write = os.pipe()  # the job's program runs once it is in its cgroup (if any)
@@ -173,6 +177,13 @@ def supervise(agent: int, lease: Lease, grace_s: float, container: str | None, d
             os._exit(137)
         os._exit(_exec(program))
     os.close(go_read)
+
+    def kill_all(*_: object) -> None:
+        if limit is not None:
+            limit.stop(child)
+        os.killpg(0, signal.SIGKILL)
+
+    signal.signal(KILL_ALL, kill_all)
     if limit is not None:
         limit.enter(child)
     os.write(go_write, b"g")

@@ -184,6 +184,7 @@ class RunningJob:
         self._outcome: Outcome | None = None
         self.container_gone: bool | None = None  # its container's removal (None: not tried, or no container)
         self._lease = lease  # the agent's end of the supervisor's lease socket (None: no watchdog)
+        self.supervised = False  # launch.py supervises the job (a lease or a task limit to keep): ``_kill_all``
         self._heard = b""  # what the supervisor said on it: "fenced", "tasks <reason>" (zen.agent.launch)
 
     def renew(self, left_s: float) -> None:
@@ -260,7 +261,9 @@ class RunningJob:
                 theirs.close()
         captures = [StreamCapture(process.stdout, "stdout", output, limits),
                     StreamCapture(process.stderr, "stderr", output, limits)]
-        return cls(spec, launch, process, output, captures, docker, ours)
+        job = cls(spec, launch, process, output, captures, docker, ours)
+        job.supervised = bool(watchdog)  # else launch.py became the job itself: no supervisor to tell KILL_ALL
+        return job
 
     @property
     def pid(self) -> int:
@@ -293,6 +296,7 @@ class RunningJob:
                             extra={"job_id": self.spec.job_id, "attempt": self.spec.attempt})
                 if self.launch.container:
                     self._docker_kill(self.launch.container, min(15.0, max(1.0, deadline - time.monotonic())))
+                self._kill_all()
                 self._signal_group(signal.SIGKILL)
                 try:
                     self.process.wait(timeout=min(30.0, max(1.0, deadline - time.monotonic())))
@@ -316,6 +320,17 @@ class RunningJob:
                 self._lease = None
             self._outcome = Outcome(code, self.output.recent_text())
         return self._outcome
+
+    def _kill_all(self, wait_s: float = 3.0) -> None:
+        """The supervisor ends what the job runs, daemons that left its group included (``launch.KILL_ALL``);
+        the group's SIGKILL would end the supervisor first, and with it the only one who knows them."""
+        if not self.supervised:
+            return
+        try:
+            os.kill(self.process.pid, signal.SIGUSR1)  # launch.KILL_ALL
+            self.process.wait(timeout=wait_s)
+        except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
+            pass
 
     def _signal_group(self, sig: int) -> None:
         try:
