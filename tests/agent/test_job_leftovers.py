@@ -8,8 +8,11 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
+from tests.agent.test_tasklimit import _alive
 from zen.agent.container import Sandbox, Shape
 from zen.agent.runner import JobSpec, RunningJob
 
@@ -55,12 +58,14 @@ time.sleep(120)
 """
 
 
-def _alive(pid: int) -> bool:
+@contextmanager
+def _killed_at_the_end(pid: int) -> Iterator[int]:
+    """``pid``, killed after the test if it is still there (a failure leaves no process behind)."""
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+        yield pid
+    finally:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _wait_file(path: Path, timeout_s: float = 10.0) -> int:
@@ -80,15 +85,11 @@ def test_a_stopped_job_that_ignores_sigterm_leaves_no_daemon(tmp_path):
     spec = JobSpec(job_id="d", attempt=1, stop_grace_s=0.5, sandbox=Sandbox(shape=shape),
                    command=[sys.executable, "-c", DAEMONIZES, str(record)])
     job = RunningJob.start(spec, local=True, lease_s=60)
-    daemon = _wait_file(record)
-    try:
+    with _killed_at_the_end(_wait_file(record)) as daemon:
         job.stop(0.5)
         job.outcome()
         time.sleep(0.5)
         assert not _alive(daemon), "the job's daemon survived the STOP"
-    finally:
-        if _alive(daemon):
-            os.kill(daemon, signal.SIGKILL)
 
 
 def test_a_job_whose_agent_dies_leaves_no_child(tmp_path):
@@ -98,12 +99,8 @@ def test_a_job_whose_agent_dies_leaves_no_child(tmp_path):
     shared = str(Path(__file__).resolve().parents[2] / "shared")
     agent = subprocess.Popen([sys.executable, "-c", AGENT, shared, FORKS, str(record)],
                              stdout=subprocess.PIPE, text=True, start_new_session=True)
-    child = _wait_file(record)
-    try:
+    with _killed_at_the_end(_wait_file(record)) as child:
         agent.kill()
         agent.wait()
         time.sleep(1.0)
         assert not _alive(child), "the job's child outlived its agent (and so its lease)"
-    finally:
-        if _alive(child):
-            os.kill(child, signal.SIGKILL)
