@@ -38,7 +38,7 @@ deadlines:
   idle_timeout_s: 60
   stop_timeout_s: 30
   agent_heartbeat_s: 2
-  stop_grace_s: 2
+  stop_grace_s: 8               # a node that ignores SIGTERM runs on this long after its STOP (the preemption test)
 scaling:
   boot_estimate_s: 5
   keep_factor: 1000             # an idle VM is kept to idle_timeout_s unless its name draws u < 0.007 (ski rental's
@@ -129,7 +129,19 @@ def test_a_node_preempted_mid_run_requeues_the_gang_as_one_new_attempt_that_succ
     from zen_dev.demo import _preempt
 
     stack, submit, db, logs = gang_stack
-    submit(_request("pair-2", work_s=300))  # the first attempt would work 5 minutes; its rerun resumes at once
+    request = _request("pair-2", work_s=300)  # the first attempt would work 5 minutes; its rerun resumes at once
+    # Attempt 1's rank 0 ignores its STOP (SIGTERM) and says it is alive every 0.25 s until the grace's SIGKILL:
+    # the next attempt must not start before it is gone (its other node stopped first, zen.core.gang).
+    script = request["command"][-1]
+    marker = "\nmaster, port = "
+    request["command"][-1] = script.replace(marker, (
+        "\nif rank == 0 and not os.environ.get('ZEN_PREEMPTED'):\n"
+        "    import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "    def alive():\n"
+        "        while True: print('alive', flush=True); time.sleep(0.25)\n"
+        "    threading.Thread(target=alive, daemon=True).start()") + marker, 1)
+    assert request["command"][-1] != script
+    submit(request)
 
     def both_met():
         lines = [e for e in _output(logs, "pair-2") if "rendezvous at" in e["text"] and e["attempt"] == 1]
@@ -156,6 +168,9 @@ def test_a_node_preempted_mid_run_requeues_the_gang_as_one_new_attempt_that_succ
     met = [e["text"] for e in entries if e["attempt"] == 2 and "rendezvous at" in e["text"]]
     assert len(met) == 2 and all(text.endswith("heard ranks [0, 1]") for text in met), met
     assert [(n.status, n.exit_code) for n in job.gang] == [("SUCCEEDED", 0), ("SUCCEEDED", 0)]
+    last_of_1 = max(e["time"] for e in entries if e["attempt"] == 1 and not e.get("final"))
+    first_of_2 = min(e["time"] for e in entries if e["attempt"] == 2)
+    assert last_of_1 < first_of_2, (last_of_1, first_of_2)  # never both at once
     print(f"pair-2: preemption to SUCCEEDED (attempt 2) in {time.monotonic() - preempted:.1f} s; "
           f"nodes {[n.vm for n in first.gang]} then {[n.vm for n in job.gang]}; history: {steps}")
 
