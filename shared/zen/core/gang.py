@@ -253,23 +253,25 @@ def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode
         _merge(decision, _for_gang(job.model_copy(update={"gang": nodes}), retried, skip=node.vm))
     elif status is AgentStatus.FAILED and (running := [n for n in nodes if n.status not in ENDED]):
         # Not FAILED yet: a peer the cloud takes breaks the collectives before its PREEMPTED comes (``_settle``).
-        decision.changes.append(Change(JobStatus.STOPPING, f"{who} failed: exit code {hb.exit_code}; the other "
-                                                           "nodes are stopped"))
-        decision.fields["last_heartbeat_at"] = now
-        decision.controls += [_order(job, n.vm, ControlAction.STOP, f"{who} failed") for n in running]
+        _merge(decision, _stop_first(job, running, f"{who} failed: exit code {hb.exit_code}; the other nodes are "
+                                     "stopped", f"{who} failed", now))
     elif status is AgentStatus.FAILED:
         _end(decision, job, JobStatus.FAILED, f"{who} failed: exit code {hb.exit_code}", hb.exit_code, now)
     elif status is AgentStatus.STOPPED:
         _end(decision, job, JobStatus.CANCELLED, f"{who} stopped", hb.exit_code, now)
     elif status is AgentStatus.PREEMPTED and (running := [n for n in nodes if n.status not in ENDED]):
-        # The cloud took one node: the attempt is lost for all, but the others still run it. Stopped first
-        # (``losing_node``), rerun once every one answered or its fence surely ended it: never beside them.
-        decision.changes.append(Change(JobStatus.STOPPING, f"{who} was preempted: the other nodes are stopped "
-                                                           "before the gang is rerun"))
-        decision.fields["last_heartbeat_at"] = now  # the stop's deadline counts from here
-        decision.controls += [_order(job, n.vm, ControlAction.STOP, f"{who} was preempted") for n in running]
+        # The cloud took one node: the attempt is lost for all, but the others still run it.
+        _merge(decision, _stop_first(job, running, f"{who} was preempted: the other nodes are stopped before the "
+                                     "gang is rerun", f"{who} was preempted", now))
     elif status is AgentStatus.PREEMPTED:  # the last node running: lost for all, requeued as one
         _merge(decision, _node_preempted(job, nodes, node, now))
+
+
+def _stop_first(job: Job, nodes: list[GangNode], reason: str, order: str, now: datetime, **fields: Any) -> Decision:
+    """A gang that lost or failed a node while others run: STOPPING (``losing_node``) and STOP to ``nodes``;
+    ``_settle`` ends the attempt once they answered or their fence surely ended it: never a rerun beside them."""
+    return Decision(changes=[Change(JobStatus.STOPPING, reason)], fields=dict(last_heartbeat_at=now, **fields),
+                    controls=[_order(job, n.vm, ControlAction.STOP, order) for n in nodes])  # deadline from now
 
 
 def losing_node(job: Job) -> bool:
@@ -392,9 +394,7 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: d
                         for c in decision.changes]
     heard = now - timedelta(seconds=deadlines.heartbeat_timeout_s)  # (others silent too are as surely cut off)
     if (others := [n for n in job.gang if n.status not in ENDED and n.vm != silent.vm and max(n.beat_at, heard_since or n.beat_at) > heard]) and job.status in _RUN:
-        why, nodes = decision.changes[0].reason, [n.model_copy(update={"status": SILENT}) if n == silent else n
-                                                  for n in job.gang]
-        return Decision(changes=[Change(JobStatus.STOPPING, f"{why}: the other nodes are stopped before the rerun")],
-                        fields=dict(last_heartbeat_at=now, gang=nodes), controls=[  # the silent one may be cut off
-                            _order(job, n.vm, ControlAction.STOP, why) for n in [silent, *others]])
+        why = decision.changes[0].reason  # the silent one told STOP too: it may be alive but cut off
+        return _stop_first(job, [silent, *others], f"{why}: the other nodes are stopped before the rerun", why, now,
+                           gang=[n.model_copy(update={"status": SILENT}) if n == silent else n for n in job.gang])
     return _for_gang(job.model_copy(update={"vm": silent.vm}), decision)
