@@ -272,15 +272,15 @@ def test_a_disk_verdict_reached_while_staging_stops_the_staging(client, tmp_path
 
     fetch, fetched = staging.AttemptData._fetch, []
 
-    def slow_fetch(self, blob, target):
-        fetch(self, blob, target)
+    def slow_fetch(self, blob, target):  # (when each download began: one begun before the verdict may end after it)
         fetched.append((blob.name, time.monotonic()))
+        fetch(self, blob, target)
         time.sleep(1.0)
 
     real_start, started = attempt_module.RunningJob.start, []
 
     def start(spec, **kw):
-        started.append(spec.job_id)
+        started.append((spec.job_id, time.monotonic()))
         return real_start(spec, **kw)
 
     monkeypatch.setattr(staging.AttemptData, "_fetch", slow_fetch)
@@ -311,9 +311,10 @@ def test_a_disk_verdict_reached_while_staging_stops_the_staging(client, tmp_path
     final = [m for m in transport.published if isinstance(m, Heartbeat) and m.job_id == "job-b"
              and m.status not in (AgentStatus.CLAIMED, AgentStatus.RUNNING)][-1]
     assert verdict_at, "the watch reached no verdict: the model did not fill the disk"
+    assert len(fetched) < 3, f"the verdict came only after staging ended ({fetched}, {verdict_at}): a slow machine"
     after = [name for name, at in fetched if at > verdict_at[0]]
     assert not after and not started, (
-        f"verdict reached during staging, yet {len(after)} more object(s) were downloaded after it and the job "
+        f"verdict reached during staging, yet {len(after)} more download(s) began after it and the job "
         f"was started ({started}); final: {final.status.value}: {final.message!r}")
 
 
