@@ -103,28 +103,6 @@ def _job(db, job_id):
         return repository.get_job(session, job_id), repository.job_history(session, job_id)
 
 
-def test_two_nodes_on_two_agents_find_each_other_and_succeed(gang_stack):
-    stack, submit, db, logs = gang_stack
-    began = time.monotonic()
-    submit(_request("pair-1", work_s=1))
-    job = _until(lambda: (j := _job(db, "pair-1")[0]) is not None and j.status.terminal and j or None, 150)
-    job, history = _job(db, "pair-1")
-    lines = [e for e in _output(logs, "pair-1") if e["stream"] == "stdout"]
-    assert job is not None and job.status.value == "SUCCEEDED", (job, history, lines)
-    ranks = {line["vm"]: line["text"] for line in lines if "rendezvous at" in line["text"]}
-    assert len(ranks) == 2 and {n.vm for n in job.gang} == set(ranks), (ranks, job.gang)
-    by_rank = {n.rank: ranks[n.vm] for n in job.gang}
-    port = by_rank[0].split("rendezvous at 127.0.0.1:")[1].split(",")[0]
-    assert by_rank[0].startswith("node 0 of 2 (127.0.0.1,127.0.0.1): rendezvous at 127.0.0.1:")
-    assert by_rank[1].startswith(f"node 1 of 2 (127.0.0.1,127.0.0.1): rendezvous at 127.0.0.1:{port}")
-    assert all(text.endswith("heard ranks [0, 1]") for text in ranks.values()), ranks
-    assert [(n.status, n.exit_code) for n in job.gang] == [("SUCCEEDED", 0), ("SUCCEEDED", 0)]
-    steps = [(row["to_status"], row["reason"]) for row in history]
-    assembled = next(reason for status, reason in steps if status == "ASSIGNED")
-    assert assembled.startswith("gang complete: 2 nodes in us-central1"), steps
-    print(f"pair-1: submitted to SUCCEEDED in {time.monotonic() - began:.1f} s; history: {steps}")
-
-
 def test_a_node_preempted_mid_run_requeues_the_gang_as_one_new_attempt_that_succeeds(gang_stack):
     from zen_dev.demo import _preempt
 
@@ -199,12 +177,13 @@ def test_a_gang_whose_region_stocks_out_is_released_early_and_assembles_in_the_o
     print(f"pair-3: submitted to SUCCEEDED in {time.monotonic() - began:.1f} s; history: {reasons}")
 
 
-def test_a_node_that_ends_first_does_not_make_the_gang_look_silent(gang_stack):
-    """Rank 0 ends right after the rendezvous; rank 1 works on, heartbeating, for longer than
+def test_two_nodes_find_each_other_and_one_that_ends_first_does_not_make_the_gang_look_silent(gang_stack):
+    """Both nodes start once both claimed and find each other (rank 0 listens on MASTER_PORT, every rank
+    connects and reports its NODE_RANK). Rank 0 then ends; rank 1 works on, heartbeating, for longer than
     heartbeat_timeout_s (20 s here). The gang is one attempt that succeeds: the sweep once took rank 0's
     final report for silence, called the running gang lost and ran it again."""
     stack, submit, db, logs = gang_stack
-    request = _request("pair-4", work_s=45)
+    request = _request("pair-4", work_s=32)
     request["command"][-1] = request["command"][-1].replace('time.sleep(0 if os.environ.get("ZEN_PREEMPTED")',
                                                             'time.sleep(0 if rank == 0')
     assert "time.sleep(0 if rank == 0" in request["command"][-1]
@@ -216,3 +195,13 @@ def test_a_node_that_ends_first_does_not_make_the_gang_look_silent(gang_stack):
     assert not [s for s in steps if s[1] == "LOST"], steps
     done = [e["vm"] for e in _output(logs, "pair-4") if " done" in e["text"]]
     assert sorted(done) == sorted(n.vm for n in job.gang), done
+    ranks = {e["vm"]: e["text"] for e in _output(logs, "pair-4") if "rendezvous at" in e["text"]}
+    assert len(ranks) == 2 and {n.vm for n in job.gang} == set(ranks), (ranks, job.gang)
+    by_rank = {n.rank: ranks[n.vm] for n in job.gang}
+    port = by_rank[0].split("rendezvous at 127.0.0.1:")[1].split(",")[0]
+    assert by_rank[0].startswith("node 0 of 2 (127.0.0.1,127.0.0.1): rendezvous at 127.0.0.1:")
+    assert by_rank[1].startswith(f"node 1 of 2 (127.0.0.1,127.0.0.1): rendezvous at 127.0.0.1:{port}")
+    assert all(text.endswith("heard ranks [0, 1]") for text in ranks.values()), ranks
+    assert [(n.status, n.exit_code) for n in job.gang] == [("SUCCEEDED", 0), ("SUCCEEDED", 0)]
+    assembled = next(reason for _, status, reason in steps if status == "ASSIGNED")
+    assert assembled.startswith("gang complete: 2 nodes in us-central1"), steps
