@@ -159,3 +159,30 @@ def test_a_created_job_names_the_pools_a_spare_vm_must_be_in_to_cover_it(mixed):
     spare_spot = Coverage(zen.clock(), {regions[0]: 1}, saturated=False)
     assert not spare_spot.covers(zen.clock(), regions=only_standard)
     assert spare_spot.covers(zen.clock(), regions=any_model)
+
+
+def test_a_flex_start_vm_whose_run_ends_before_the_jobs_max_runtime_may_not_claim_it(mixed):
+    """A flex-start VM runs ``flex_start_run_s`` (a day here): one heard from 20 hours ago has about 4 hours
+    left, less its boot. A job that may run 4 hours would be ended by GCE there, and run again: its claim is
+    refused naming the times; a 2-hour job takes the VM, and so does the 4-hour job a VM just come up."""
+    zen, functions = mixed
+    old, new = "zen-4xa100-40gb-us-central1-flex-ab12", "zen-4xa100-40gb-us-central1-flex-cd34"
+    beat = {"kind": "vm", "cluster": MIXED, "region": "us-central1", "zone": "us-central1-a", "state": "IDLE"}
+    functions.heartbeat(beat | {"vm": old, "seq": 1, "sent_at": zen.clock().isoformat()})
+    zen.clock.advance(20 * 3600)
+    left = 4 * 3600 - zen.config.scaling.boot_estimate_s
+    flex = dict(provisioning="flex-start", max_start_wait_s=600)
+    functions.submit(job_request("f-long", max_runtime_s=4 * 3600, **flex))
+    functions.submit(job_request("f-short", max_runtime_s=2 * 3600, **flex))
+    functions.heartbeat(heartbeat("f-long", "CLAIMED", 2, vm=old))
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "f-long").status.value == "QUEUED"
+        [refused] = repository.list_rejections(session)
+    assert (f"VM {old} is a flex-start VM with about {int(left)} s of its run left (flex_start_run_s 86400), "
+            "less than the job's max_runtime_s 14400") in refused["reason"], refused
+    functions.heartbeat(heartbeat("f-short", "CLAIMED", 3, vm=old))
+    functions.heartbeat(beat | {"vm": new, "seq": 1, "sent_at": zen.clock().isoformat()})
+    functions.heartbeat(heartbeat("f-long", "CLAIMED", 2, vm=new))
+    with zen.db.transaction() as session:
+        assert [(j, repository.get_job(session, j).status.value, repository.get_job(session, j).vm)
+                for j in ("f-short", "f-long")] == [("f-short", "ASSIGNED", old), ("f-long", "ASSIGNED", new)]

@@ -1,8 +1,9 @@
 """Checks a claim must pass besides the job's own state (``zen.core.lifecycle.decide_heartbeat``): the VM
 is not going away, it is an instance of the job's cluster in a region the job may run in, of a provisioning
 model the job accepts (told by the VM's name: its pool's MIG), it carries the tags the job's data needs
-(``zen.core.clearance``: computed from the job's data and the configuration now, not the stored tags), and it has
-room for the job (a cluster's ``max_jobs_per_vm``). Both read the VM's rows under its advisory lock,
+(``zen.core.clearance``: computed from the job's data and the configuration now, not the stored tags), a
+flex-start VM still runs long enough for the job (``flex_run_left``), and it has room for the job (a
+cluster's ``max_jobs_per_vm``). Both read the VM's rows under its advisory lock,
 so two claims from one VM, or a claim and the VM's drain, are checked one after the other.
 
 A refusal's RELEASE names its cause (``refused``), recorded once per VM, job, attempt and cause, and
@@ -34,6 +35,10 @@ NOT_INSTANCE = "not-instance"  # the VM is no instance of the job's cluster's MI
 NOT_CLEARED = "not-cleared"  # the VM's region no longer may run the job
 NOT_ACCEPTED = "not-accepted"  # the VM's provisioning model is not one the job accepts
 DATA_NOT_CLEARED = "data-not-cleared"  # the VM lacks tags the job's data needs (data_clearance)
+FLEX_ENDING = "flex-ending"  # the flex-start VM's run ends before the job's max_runtime_s would
+# A flex-start VM heard from for less than this is taken to be the one asked for the job claiming it: every
+# claim it makes may win (else a job whose max_runtime_s is its cluster's flex_start_run_s could never start).
+FLEX_FRESH_S = 600.0
 
 
 def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
@@ -61,6 +66,8 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
         reason, cause = uncleared, DATA_NOT_CLEARED
     elif tx.vm_is_draining(hb.vm):  # a VM being scaled down is deleted next
         reason, cause = f"VM {hb.vm} is being scaled down", DRAINING
+    elif cluster is not None and (ending := flex_run_left(config, cluster, job, hb.vm, hb.region, tx, now)):
+        reason, cause = ending, FLEX_ENDING
     else:
         reason, cause = no_room(config, job, hb.vm, lambda: tx.jobs_on_vm(hb.vm)), NO_ROOM
     if reason is None:
@@ -82,6 +89,27 @@ def _unaccepted_model(cluster: ClusterConfig, job: Job, hb: Heartbeat) -> str | 
     model = cluster.model_of(hb.vm, hb.region)
     return model if model is not None and model not in accepted_models(
         job.request.get("provisioning"), cluster.provisioning) else None
+
+
+def flex_run_left(config: ZenConfig, cluster: ClusterConfig, job: Job, vm: str, region: str, tx: JobTx,
+                  now: datetime) -> str | None:
+    """Why flex-start VM ``vm`` may not take ``job``: its run (``flex_start_run_s``, counted from its agent's
+    first word less the cluster's boot estimate) ends before the job's ``max_runtime_s`` would, and GCE would
+    end the job there (a rerun from its last checkpoint, or from the start). None for any other VM, a job
+    without ``max_runtime_s`` (how long it runs is not known), and a VM heard from for less than
+    ``FLEX_FRESH_S`` (the VM asked for the job). The job waits for another VM; the refusing VM is scaled
+    down once idle, as any idle VM is."""
+    if job.max_runtime_s is None or cluster.model_of(vm, region) != "flex-start":
+        return None
+    first_seen = tx.vm_first_seen(vm)
+    heard_s = (now - first_seen).total_seconds() if first_seen is not None else 0.0
+    if heard_s < FLEX_FRESH_S:
+        return None
+    left = cluster.flex_start_run_s - heard_s - config.scaling.boot_estimate_s
+    if left >= job.max_runtime_s:
+        return None
+    return (f"VM {vm} is a flex-start VM with about {max(int(left), 0)} s of its run left (flex_start_run_s "
+            f"{cluster.flex_start_run_s}), less than the job's max_runtime_s {job.max_runtime_s}")
 
 
 def _data_not_cleared(config: ZenConfig, job: Job, hb: Heartbeat) -> str | None:

@@ -189,6 +189,9 @@ class FleetRows(Protocol):
     def jobs_on_vm(self, vm: str) -> dict[str, int]:
         """Job id -> GPUs held, for the jobs ``vm`` holds (ASSIGNED, RUNNING or STOPPING)."""
 
+    def vm_first_seen(self, vm: str) -> datetime | None:
+        """When ``vm``'s agent was first heard (its row's first heartbeat); None for a VM never heard."""
+
 
 class ArrayRows(Protocol):
     """An array's tasks (``zen.jobs.arrays``): its ``array_id`` is its request's ``array.id``."""

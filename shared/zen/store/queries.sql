@@ -456,6 +456,9 @@ SELECT pg_advisory_xact_lock(hashtext('zen-vm:' || :vm_name));
 SELECT 1 AS draining FROM vm_drains WHERE name = :vm_name
 UNION ALL SELECT 1 FROM vms WHERE name = :vm_name AND state = 'RETIRED';
 
+-- name: vm_first_seen
+SELECT first_seen_at FROM vms WHERE name = :vm_name;
+
 -- name: vm_holds_job
 -- Also a node of a gang, or a VM that claimed a part of one assembling (zen.core.gang), but a node that sent
 -- its final report (as held_vms_of_cluster).

@@ -186,6 +186,12 @@ def vm_is_draining(session: Session, vm: str) -> bool:
     return session.one("vm_is_draining", vm_name=vm) is not None
 
 
+def vm_first_seen(session: Session, vm: str) -> datetime | None:
+    """When ``vm``'s agent was first heard; None for a VM never heard."""
+    row = session.one("vm_first_seen", vm_name=vm)
+    return row["first_seen_at"] if row is not None else None
+
+
 def held_jobs_silent_since(session: Session, cutoff: datetime, limit: int) -> list[str]:
     """Jobs held by a VM whose last sign of life is older than ``cutoff``, oldest first."""
     return [r["job_id"] for r in session.run("held_jobs_silent_since", cutoff=cutoff, limit=limit)]

@@ -455,6 +455,10 @@ class InMemoryJobTx:
     def jobs_on_vm(self, vm: str) -> dict[str, int]:
         return {j.job_id: j.gpus for j in self._t.jobs.values() if j.vm == vm and j.status in HELD}
 
+    @hooked("vm_first_seen")
+    def vm_first_seen(self, vm: str) -> datetime | None:
+        return self._t.vms.get(vm, {}).get("first_seen_at")
+
 
 def fresh(job: Job, *, status: JobStatus, at: datetime, queued: bool = False) -> Job:
     """A job row as an insert writes it (insert_job / submit_jobs: only the request's fields kept)."""
