@@ -11,17 +11,49 @@ import time
 
 import pytest
 
-from tests.e2e.test_secrets_stack import CONFIG, SCENARIO
 from tests.stack_support import free_base_port
 from zen_dev.local.environment import overridden_environ
 from zen_dev.local.stack import LocalStack, Ports, hand_back
 
 pytestmark = pytest.mark.e2e
 
+CONFIG = """
+project: zen-restart
+clusters:
+  - name: 1xl4
+    gpu_type: nvidia-l4
+    gpu_count: 1
+    machine_type: g2-standard-8
+    regions: [us-central1]
+    max_vms_per_region: 1
+    max_vms: 1
+deadlines:
+  heartbeat_timeout_s: 20
+  boot_timeout_s: 120
+  idle_timeout_s: 10
+  stop_timeout_s: 30
+  agent_heartbeat_s: 2
+  stop_grace_s: 2
+scaling:
+  boot_estimate_s: 5
+"""
+
+SCENARIO = """
+project: zen-restart
+seed: 3
+time_scale: 10
+capacity:
+  default: 2
+timings:
+  boot: {dist: fixed, s: 40}
+  retry_interval_s: 30
+  delete_s: 10
+"""
+
 
 def test_a_running_job_is_handed_back_to_the_queue_when_the_stack_stops(home):
-    (home / "zen.yaml").write_text(CONFIG.replace("zen-secrets", "zen-restart"))
-    (home / "scenario.yaml").write_text(SCENARIO.replace("zen-secrets", "zen-restart"))
+    (home / "zen.yaml").write_text(CONFIG)
+    (home / "scenario.yaml").write_text(SCENARIO)
     stack = LocalStack(home=home / "stack", config_path=home / "zen.yaml", scenario=home / "scenario.yaml",
                        tick_every_s=2.0, ports=Ports.from_base(free_base_port(start=23500)), fresh=True)
     record = stack.up()

@@ -98,7 +98,8 @@ def flex_run_left(config: ZenConfig, cluster: ClusterConfig, job: Job, vm: str, 
     end the job there (a rerun from its last checkpoint, or from the start). None for any other VM, a job
     without ``max_runtime_s`` (how long it runs is not known), and a VM heard from for less than
     ``FLEX_FRESH_S`` (the VM asked for the job). The job waits for another VM; the refusing VM is scaled
-    down once idle, as any idle VM is."""
+    down once idle, as any idle VM is (at worst the job waits until the VM's run ends, when GCE would have
+    ended it: the same finish, without paying for a run cut short)."""
     if job.max_runtime_s is None or cluster.model_of(vm, region) != "flex-start":
         return None
     first_seen = tx.vm_first_seen(vm)

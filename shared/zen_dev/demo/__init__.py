@@ -92,7 +92,8 @@ SECOND_WAVE = [
     DemoJob("late-12", "4xa100-40gb", _py("print('late 12')"), "SUCCEEDED"),
 ]
 
-PIPELINE_JOBS = [DemoJob(task, "1xl4", [], "SUCCEEDED") for task in pipelines.TASK_IDS] + [
+PIPELINE_JOBS = [DemoJob(task, "1xl4", [], "SUCCEEDED", expect_said=f"trial {i} lr {pipelines.RATES[i]}")
+                 for i, task in enumerate(pipelines.TASK_IDS)] + [
     DemoJob(pipelines.PREP_ID, "1xl4", [], "SUCCEEDED"),
     DemoJob(pipelines.TRAIN_ID, "1xl4", [], "SUCCEEDED", expect_attempt=2),
     DemoJob(pipelines.EVAL_ID, "1xl4", [], "SUCCEEDED"),
