@@ -15,9 +15,9 @@ venv: $(STAMP)
 
 # uv (requirements-uv.txt) installs the pinned files into a virtualenv: 24 s where pip took 80 s from an
 # empty cache on 2 cores (2026-12-02). Both compile the byte code at install, as they must: where
-# PYTHONDONTWRITEBYTECODE is set (as on CI machines), every process would compile each module it imports
-# anew (the suite took 770 s instead of 520 s). Where uv cannot run or reach the index, pip installs the
-# same files.
+# PYTHONDONTWRITEBYTECODE is set (as on the machines Zen is built on), every process would compile each
+# module it imports anew (the suite took 770 s instead of 540 s). Where uv cannot run or reach the index,
+# pip installs the same files. docs/how-to/test.md has the times.
 UV := $(BIN)/uv
 install = UV_NATIVE_TLS=1 $(UV) pip install --quiet --compile-bytecode --python $(1) $(2) \
 	|| $(1) -m pip install --quiet $(2)
@@ -60,8 +60,8 @@ browser:
 TEST_WORKERS ?= 4
 # Whole files to each worker, in the order tests/conftest.py gives them (the longest first).
 XDIST = --dist loadfile --no-loadscope-reorder
-# `make test` alone sets up its two virtualenvs side by side (57-64 s in a fresh clone on 2 cores with pip, 85-105 s
-# one after the other); only then, so no other goal builds .venv beside it.
+# `make test` alone sets up its two virtualenvs side by side (39 s in a fresh clone on 2 cores from empty
+# caches); only then, so no other goal builds .venv beside it.
 ifeq ($(MAKECMDGOALS),test)
 MAKEFLAGS += -j2
 endif
