@@ -164,12 +164,18 @@ def test_a_created_job_names_the_pools_a_spare_vm_must_be_in_to_cover_it(mixed):
 def test_a_flex_start_vm_whose_run_ends_before_the_jobs_max_runtime_may_not_claim_it(mixed):
     """A flex-start VM runs ``flex_start_run_s`` (a day here): one heard from 20 hours ago has about 4 hours
     left, less its boot. A job that may run 4 hours would be ended by GCE there, and run again: its claim is
-    refused naming the times; a 2-hour job takes the VM, and so does the 4-hour job a VM just come up."""
+    refused naming the times; a 2-hour job takes the VM, and so does the 4-hour job a VM just come up. A job
+    that names no max_runtime_s (stored as the configured cap, 7 days) is not held to it: its run time is not
+    known, and most jobs run far less than the cap."""
     zen, functions = mixed
     old, new = "zen-4xa100-40gb-us-central1-flex-ab12", "zen-4xa100-40gb-us-central1-flex-cd34"
+    other = "zen-4xa100-40gb-us-central1-flex-ef56"
     beat = {"kind": "vm", "cluster": MIXED, "region": "us-central1", "zone": "us-central1-a", "state": "IDLE"}
     functions.heartbeat(beat | {"vm": old, "seq": 1, "sent_at": zen.clock().isoformat()})
+    functions.heartbeat(beat | {"vm": other, "seq": 1, "sent_at": zen.clock().isoformat()})
     zen.clock.advance(20 * 3600)
+    functions.submit(job_request("f-open"))  # any model: flex-start alone would need a max_runtime_s within its run
+    functions.heartbeat(heartbeat("f-open", "CLAIMED", 2, vm=other))
     left = 4 * 3600 - zen.config.scaling.boot_estimate_s
     flex = dict(provisioning="flex-start", max_start_wait_s=600)
     functions.submit(job_request("f-long", max_runtime_s=4 * 3600, **flex))
@@ -185,4 +191,5 @@ def test_a_flex_start_vm_whose_run_ends_before_the_jobs_max_runtime_may_not_clai
     functions.heartbeat(heartbeat("f-long", "CLAIMED", 2, vm=new))
     with zen.db.transaction() as session:
         assert [(j, repository.get_job(session, j).status.value, repository.get_job(session, j).vm)
-                for j in ("f-short", "f-long")] == [("f-short", "ASSIGNED", old), ("f-long", "ASSIGNED", new)]
+                for j in ("f-short", "f-long", "f-open")] == [
+            ("f-short", "ASSIGNED", old), ("f-long", "ASSIGNED", new), ("f-open", "ASSIGNED", other)]

@@ -54,3 +54,20 @@ def pools_of(regions: list[str] | tuple[str, ...], models: list[str] | tuple[str
     in the cluster's preference order, each region's models in the cluster's order."""
     primary = models[0]
     return tuple(pool_key(r, m, primary) for r in regions for m in models)
+
+
+# A flex-start VM heard from for less than this is taken to be the one asked for the job claiming it: every
+# claim it makes may win (else a job whose max_runtime_s is its cluster's flex_start_run_s could never start).
+FLEX_FRESH_S = 600.0
+
+
+def flex_run_left_s(run_s: float, heard_s: float, boot_estimate_s: float) -> float | None:
+    """Seconds a flex-start VM whose agent first spoke ``heard_s`` ago has left of its run (``run_s``, its
+    cluster's ``flex_start_run_s``; GCE deletes it then), counted from its boot (``boot_estimate_s`` before
+    that first word); None for a VM heard from for less than ``FLEX_FRESH_S`` (the one asked for the job:
+    not held to it). A job whose ``max_runtime_s`` exceeds it may not start there: the claims refuse it
+    (``zen.jobs.claims``, cause ``flex-ending``) and the planner counts no such VM for it
+    (``zen.scaling.flexrun``), both from this."""
+    if heard_s < FLEX_FRESH_S:
+        return None
+    return run_s - heard_s - boot_estimate_s

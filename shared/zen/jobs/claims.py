@@ -20,7 +20,7 @@ from zen.core.clearance import for_request
 from zen.core.config import ClusterConfig, ZenConfig
 from zen.core.lifecycle import Change, Decision, refusal
 from zen.core.models import Heartbeat, Job, JobStatus
-from zen.core.provisioning import accepted_models
+from zen.core.provisioning import accepted_models, flex_run_left_s
 from zen.core.routing import next_route
 from zen.jobs.placement import regions_cleared_now, required_now
 from zen.jobs.store import repeat_key
@@ -36,9 +36,6 @@ NOT_CLEARED = "not-cleared"  # the VM's region no longer may run the job
 NOT_ACCEPTED = "not-accepted"  # the VM's provisioning model is not one the job accepts
 DATA_NOT_CLEARED = "data-not-cleared"  # the VM lacks tags the job's data needs (data_clearance)
 FLEX_ENDING = "flex-ending"  # the flex-start VM's run ends before the job's max_runtime_s would
-# A flex-start VM heard from for less than this is taken to be the one asked for the job claiming it: every
-# claim it makes may win (else a job whose max_runtime_s is its cluster's flex_start_run_s could never start).
-FLEX_FRESH_S = 600.0
 
 
 def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
@@ -96,21 +93,21 @@ def flex_run_left(config: ZenConfig, cluster: ClusterConfig, job: Job, vm: str, 
     """Why flex-start VM ``vm`` may not take ``job``: its run (``flex_start_run_s``, counted from its agent's
     first word less the cluster's boot estimate) ends before the job's ``max_runtime_s`` would, and GCE would
     end the job there (a rerun from its last checkpoint, or from the start). None for any other VM, a job
-    without ``max_runtime_s`` (how long it runs is not known), and a VM heard from for less than
-    ``FLEX_FRESH_S`` (the VM asked for the job). The job waits for another VM; the refusing VM is scaled
-    down once idle, as any idle VM is (at worst the job waits until the VM's run ends, when GCE would have
-    ended it: the same finish, without paying for a run cut short)."""
-    if job.max_runtime_s is None or cluster.model_of(vm, region) != "flex-start":
+    whose request names no ``max_runtime_s`` (stored as the configured cap, ``limits.max_runtime_s``: how long
+    it runs is not known, and most jobs run far less than the cap), and a VM heard from for less than
+    ``FLEX_FRESH_S`` (the VM asked for the job: ``zen.core.provisioning.flex_run_left_s``). The job waits for
+    another VM: the planner counts no VM for it whose run ends first (``zen.scaling.flexrun``), so it asks
+    for one, and the refusing VM is scaled down once idle and needed by no other job, as any idle VM is."""
+    named = job.request.get("max_runtime_s")
+    if named is None or cluster.model_of(vm, region) != "flex-start":
         return None
     first_seen = tx.vm_first_seen(vm)
     heard_s = (now - first_seen).total_seconds() if first_seen is not None else 0.0
-    if heard_s < FLEX_FRESH_S:
-        return None
-    left = cluster.flex_start_run_s - heard_s - config.scaling.boot_estimate_s
-    if left >= job.max_runtime_s:
+    left = flex_run_left_s(cluster.flex_start_run_s, heard_s, config.scaling.boot_estimate_s)
+    if left is None or left >= named:
         return None
     return (f"VM {vm} is a flex-start VM with about {max(int(left), 0)} s of its run left (flex_start_run_s "
-            f"{cluster.flex_start_run_s}), less than the job's max_runtime_s {job.max_runtime_s}")
+            f"{cluster.flex_start_run_s}), less than the job's max_runtime_s {named}")
 
 
 def _data_not_cleared(config: ZenConfig, job: Job, hb: Heartbeat) -> str | None:

@@ -68,14 +68,17 @@ def demand_groups(rows: list[dict[str, Any]], cluster: ClusterConfig | None) -> 
         if pools:
             nodes = row.get("nodes") or 1  # a gang: its VMs not claimed yet (``need`` each)
             key = (row["priority"], pools, wait, _every(row), nodes, (row.get("need") or 0) if nodes > 1 else 0)
-            parts.append((key, row.get("vms", row["jobs"]), row["oldest"]))
+            parts.append((key, row.get("vms", row["jobs"]), row["oldest"], _seconds(row.get("longest"))))
     return fold_demand(parts)
 
 
 def _every(row: dict[str, Any]) -> float | None:
     """How often the row's jobs save their work (the jobs' ``checkpoint_every_s`` column), None: they do not."""
-    every = row.get("checkpoint_every_s")
-    return None if every is None else float(every)
+    return _seconds(row.get("checkpoint_every_s"))
+
+
+def _seconds(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 class FleetDb:

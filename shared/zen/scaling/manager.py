@@ -185,8 +185,8 @@ class ClusterManager:
         first_seen = self._fleet.see_instances(name, seen, now, {r: [i.name for i in listing if i.billed]  # GCE bills
                                                                   for r, listing in listings.items()})
         vms, zones = self._views.build(listings, first_seen, facts)
-        limits = ClusterLimits(name, tuple(self.pools), self.cluster.max_vms_per_region,
-                               self.cluster.max_vms, self.cluster.min_vms, pools=self.pools)
+        limits = ClusterLimits(name, tuple(self.pools), self.cluster.max_vms_per_region, self.cluster.max_vms,
+                               self.cluster.min_vms, pools=self.pools, flex_run_s=self.cluster.flex_start_run_s)
         demand = facts.demand
         if demand and self.quota_short:  # a pool no VM fits in is struck as after a QUOTA_EXCEEDED, without asking
             errors += [MigError(pool, ErrorKind.QUOTA, now, detail=short.text())

@@ -47,6 +47,7 @@ class Vm:
     heard_at: datetime | None = None  # its agent last heard (silence counts from here; see zen.scaling.vms)
     running: bool = False  # BOOTING and Compute lists it RUNNING: billed, its guest booting, usable soon
     retiring: bool = False  # DELETING because Zen retires it (a pull limit, a drain), not because GCE took it
+    first_heard_at: datetime | None = None  # its agent's first word (a flex-start VM's run counts from it)
 
     def silent_s(self, now: datetime) -> float:
         """Seconds its agent has not been heard at ``now``; 0 when it never was."""
@@ -88,6 +89,7 @@ class DemandGroup:
     checkpoint_every_s: float | None = None  # QueuedJob.checkpoint_every_s of its jobs
     gang: int = 1  # the nodes of each of its jobs: > 1, gangs (zen.core.gang), count their VMs, each gang in one region
     part: int = 0  # the VMs each of its gangs still needs (its nodes not claimed yet); 0: all ``gang``
+    longest_s: float | None = None  # its jobs' longest max_runtime_s (None: none named one; zen.scaling.flexrun)
 
     def chunks(self) -> list[int]:
         """The VMs it needs, one entry per gang (each all in one region); one entry per VM for ordinary jobs.
@@ -103,24 +105,26 @@ class DemandGroup:
 DemandKey = tuple[int, tuple[str, ...], "float | None", "float | None", int, int]
 
 
-def fold_demand(parts: Iterable[tuple[DemandKey, int, datetime]]) -> tuple[DemandGroup, ...]:
-    """``(key, jobs, oldest)`` parts summed into one group per key, in the order keys first come."""
-    groups: dict[DemandKey, list[Any]] = {}  # key -> [count, oldest]
-    for key, count, oldest in parts:
+def fold_demand(parts: Iterable[tuple[DemandKey, int, datetime, float | None]]) -> tuple[DemandGroup, ...]:
+    """``(key, jobs, oldest, longest max_runtime_s)`` parts summed into one group per key, in the order keys
+    first come."""
+    groups: dict[DemandKey, list[Any]] = {}  # key -> [count, oldest, longest]
+    for key, count, oldest, longest in parts:
         group = groups.get(key)
         if group is None:
-            groups[key] = [count, oldest]
+            groups[key] = [count, oldest, longest]
         else:
             group[0] += count
             group[1] = min(group[1], oldest)
-    return tuple(DemandGroup(pools, count, oldest, priority, max_wait, every, gang, part)
-                 for (priority, pools, max_wait, every, gang, part), (count, oldest) in groups.items())
+            group[2] = longest if group[2] is None else group[2] if longest is None else max(group[2], longest)
+    return tuple(DemandGroup(pools, count, oldest, priority, max_wait, every, gang, part, longest)
+                 for (priority, pools, max_wait, every, gang, part), (count, oldest, longest) in groups.items())
 
 
 def group_demand(queued: tuple[QueuedJob, ...]) -> tuple[DemandGroup, ...]:
     """Aggregate queued jobs by (priority, allowed pools, start bound, checkpoint interval)."""
-    return fold_demand(((job.priority, job.regions, job.max_wait_s, job.checkpoint_every_s, 1, 0), 1, job.queued_at)
-                       for job in queued)
+    return fold_demand(((job.priority, job.regions, job.max_wait_s, job.checkpoint_every_s, 1, 0), 1, job.queued_at,
+                        None) for job in queued)
 
 
 @dataclass(frozen=True)
@@ -185,6 +189,7 @@ class ClusterLimits:
     max_vms: int
     min_vms: int = 0
     pools: dict[str, Pool] | None = None  # pool key -> what it is; None: each key a region of one unpriced model
+    flex_run_s: float | None = None  # a flex-start VM's run (flex_start_run_s); None: not known (zen.scaling.flexrun)
 
     def pool(self, key: str) -> Pool:
         found = self.pools.get(key) if self.pools is not None else None

@@ -15,7 +15,7 @@ import math
 from collections import defaultdict
 from datetime import timedelta
 
-from zen.scaling import gangs, preemptions, probes
+from zen.scaling import flexrun, gangs, preemptions, probes
 from zen.scaling.ranking import Ranking, learned_boot
 from zen.scaling.model import (
     Action, ClusterSnapshot, Decision, DemandGroup, Plan, RegionMemory, Vm, VmPhase, ski_rental_keep_s, vm_index,
@@ -133,27 +133,26 @@ class _Planning:
         pending = {r: 0 if self._blocked(r) else len(self.healthy[r]) - running[r] for r in self.regions}
         uncovered = []
         for group in self.groups:
-            if group.gang > 1:  # each gang from one region's VMs, or none
-                if left := gangs.match(group, self.ranking.for_group(group), (idle, running, pending), self.idle_needed,
-                                       self.spares):
+            with flexrun.hidden(idle, group, self.idle, self.s.cluster, self.timing, self.now):  # runs ending first
+                if left := self._cover(group, idle, running, pending):
                     uncovered.append((group, left))
-                continue
-            left, blocked = group.count, [r for r in group.regions if self._blocked(r)]
-            for pool, needed in ((idle, self.idle_needed), (running, None), (pending, None)):
-                for region in self.ranking.for_group(group) + blocked:
-                    if left == 0:
-                        break
-                    take = min(left, pool.get(region, 0))
-                    if take:
-                        pool[region] -= take
-                        left -= take
-                        if needed is not None:
-                            needed[region] += take
-            if left:
-                uncovered.append((group, left))
         self.booting_left = {r: running[r] + pending[r] for r in self.regions}  # no queued job needs them
         self.spare = (idle, running, pending)  # what no job took: a gang's ask may start from some (gangs.ask)
         return uncovered
+
+    def _cover(self, group: DemandGroup, idle: dict[str, int], running: dict[str, int], pending: dict[str, int]) -> int:
+        """Take ``group``'s VMs from the idle, then running, then pending ones left; its jobs left uncovered."""
+        if group.gang > 1:  # each gang from one region's VMs, or none
+            return gangs.match(group, self.ranking.for_group(group), (idle, running, pending), self.idle_needed, self.spares)
+        left, blocked = group.count, [r for r in group.regions if self._blocked(r)]
+        for pool, needed in ((idle, self.idle_needed), (running, None), (pending, None)):
+            for region in self.ranking.for_group(group) + blocked:
+                if left and (take := min(left, pool.get(region, 0))):
+                    pool[region] -= take
+                    left -= take
+                    if needed is not None:
+                        needed[region] += take
+        return left
 
     def ask(self, uncovered: list[tuple[DemandGroup, int]]) -> None:
         # Instances count against limits until they are gone, whatever their phase.

@@ -36,5 +36,6 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
                     count -= take
         if count:
             key = (row["priority"], tuple(row["regions"]), row.get("max_wait_s"), row.get("checkpoint_every_s"), 1, 0)
-            left.append((key, count, row["oldest"]))
+            longest = row.get("longest")
+            left.append((key, count, row["oldest"], None if longest is None else float(longest)))
     return fold_demand(left)

@@ -372,9 +372,12 @@ SELECT pg_advisory_unlock(:key) AS unlocked;
 -- jobs_queued_demand index alone).
 -- A gang (nodes > 1: zen.core.gang) needs its nodes not claimed yet, all in one region: gangs are grouped by
 -- how many that is (``need``: a gang of 4 with one node claimed needs 3 more, next to one with three claimed,
--- which needs 1: two groups, not one "gang of 4"); vms = the group's nodes needed.
+-- which needs 1: two groups, not one "gang of 4"); vms = the group's nodes needed. longest: the group's
+-- longest max_runtime_s its request named (NULL: none did; the stored column holds the cap then), what a
+-- flex-start VM must have left of its run to count.
 SELECT priority, COALESCE(start_regions, regions) AS regions, provisioning, max_start_wait_s,
-       checkpoint_every_s, count(*) AS jobs, min(queued_at) AS oldest, nodes,
+       checkpoint_every_s, count(*) AS jobs, min(queued_at) AS oldest,
+       max(CAST(request ->> 'max_runtime_s' AS bigint)) AS longest, nodes,
        nodes - COALESCE(jsonb_array_length(gang), 0) AS need,
        CAST(sum(nodes - COALESCE(jsonb_array_length(gang), 0)) AS integer) AS vms FROM jobs
 WHERE cluster = :cluster AND status = 'QUEUED'
@@ -409,7 +412,7 @@ WHERE cluster = :cluster AND gang IS NOT NULL AND status IN ('QUEUED','ASSIGNED'
   AND COALESCE(node ->> 'status', 'CLAIMED') NOT IN ('SUCCEEDED','FAILED','STOPPED','PREEMPTED');
 
 -- name: vms_of_cluster
-SELECT name, state, job_id, idle_since, last_seen_at FROM vms WHERE cluster = :cluster;
+SELECT name, state, job_id, idle_since, last_seen_at, first_seen_at FROM vms WHERE cluster = :cluster;
 
 -- name: read_tick_clock
 -- The scale tick's clock as the last tick left it (record_tick): a scaling pass's judge of agents' silence.
@@ -484,7 +487,8 @@ GROUP BY vm;
 -- queued_demand, split by the GPUs each job holds (a cluster whose VMs take several jobs at once).
 -- A narrowed job (zen.core.routing) counts only in the regions its start reaches, as in queued_demand.
 SELECT priority, COALESCE(start_regions, regions) AS regions, provisioning, max_start_wait_s,
-       checkpoint_every_s, gpus, count(*) AS jobs, min(queued_at) AS oldest
+       checkpoint_every_s, gpus, count(*) AS jobs, min(queued_at) AS oldest,
+       max(CAST(request ->> 'max_runtime_s' AS bigint)) AS longest
 FROM jobs
 WHERE cluster = :cluster AND status = 'QUEUED'
 GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wait_s, checkpoint_every_s, gpus;

@@ -62,10 +62,10 @@ class Gangs:
                 for pool in job.pools:
                     region = cluster.migs[pool].region
                     need = n - sum(1 for vm in job.parts if vm.mig.region == region)
-                    parts.append(((spec.priority, (pool,), None, job.checkpoint_every_s, n, need), need, oldest))
+                    parts.append(((spec.priority, (pool,), None, job.checkpoint_every_s, n, need), need, oldest, None))
             else:
                 reach, need = job.gang_reach or job.pools, n - len(job.parts)
-                parts.append(((spec.priority, reach, None, job.checkpoint_every_s, n, need), need, oldest))
+                parts.append(((spec.priority, reach, None, job.checkpoint_every_s, n, need), need, oldest, None))
         return fold_demand(parts)
 
     def wanted(self, cluster, pool: str) -> int:

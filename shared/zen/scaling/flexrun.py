@@ -1,0 +1,48 @@
+"""The end of a flex-start VM's run, as the planner counts supply. GCE deletes a flex-start VM
+``flex_start_run_s`` after it booted; a claim of a job whose ``max_runtime_s`` outlasts what is left of that
+run is refused (``zen.jobs.claims``, cause ``flex-ending``), both by ``zen.core.provisioning.flex_run_left_s``.
+So an idle flex-start VM whose run ends first is no supply for a demand group holding such a job: the
+planner hides it from that group while matching (:func:`hidden`), asks for a VM the job can take, and the
+old VM, needed by no other group, is scaled down as any idle VM is. Counted by the group's longest job (its
+jobs are counted together, ``DemandGroup.longest_s``): a group mixing short and long jobs gets no such VM
+for any of them, at worst a VM more than needed while the old one lasts.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Iterator, Mapping
+
+from zen.core.provisioning import flex_run_left_s
+from zen.scaling.model import ClusterLimits, DemandGroup, Timing, Vm
+
+
+def run_ends_first(vm: Vm, longest_s: float, run_s: float, timing: Timing, now: datetime) -> bool:
+    """Whether flex-start VM ``vm``'s run ends before a job of ``longest_s`` seconds would (the claims' rule)."""
+    if vm.first_heard_at is None:  # its agent has not spoken: the VM asked for the job
+        return False
+    left = flex_run_left_s(run_s, (now - vm.first_heard_at).total_seconds(), timing.boot_estimate_s)
+    return left is not None and left < longest_s
+
+
+@contextmanager
+def hidden(counts: dict[str, int], group: DemandGroup, idle: Mapping[str, tuple[Vm, ...]], cluster: ClusterLimits,
+           timing: Timing, now: datetime) -> Iterator[None]:
+    """Within the block, ``counts`` (idle VMs left per pool) without the idle flex-start VMs of ``group``'s
+    pools whose run ends before its longest job would; given back after. Nothing for a group with no
+    ``longest_s`` or a cluster without flex-start pools or run length (the simulator's)."""
+    hide: dict[str, int] = {}
+    if group.longest_s is not None and cluster.flex_run_s is not None and cluster.pools is not None:
+        for pool in group.regions:
+            if cluster.pool(pool).model == "flex-start" and counts.get(pool):
+                ending = sum(run_ends_first(vm, group.longest_s, cluster.flex_run_s, timing, now)
+                             for vm in idle.get(pool, ()))
+                if take := min(ending, counts[pool]):
+                    hide[pool] = take
+                    counts[pool] -= take
+    try:
+        yield
+    finally:
+        for pool, take in hide.items():
+            counts[pool] += take

@@ -1,0 +1,57 @@
+"""An idle flex-start VM whose run ends before a queued job's ``max_runtime_s`` would refuses that job's
+claim (``zen.jobs.claims``, ``flex-ending``). The planner counted it as the job's VM all the same: no VM was
+asked for the job, and the idle VM, needed by it, was kept: the job waited until GCE ended the VM's run (up
+to ``flex_start_run_s``, 7 days), the VM billed idle meanwhile. Now such a VM is no supply for that job's
+demand (``zen.scaling.flexrun``): a VM is asked for it, and the old one is scaled down as any idle VM."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tests.scaling.fakes import FakeFleet, RecordingMig
+from zen.core.config import ClusterConfig
+from zen.core.provisioning import FLEX_FRESH_S
+from zen.scaling.manager import ClusterManager
+from zen.scaling.model import DemandGroup, Timing
+from zen.scaling.planner import ZenPlanner
+from zen.scaling.port import FleetFacts, MigInstance
+from zen.scaling.pricing import cluster_pools
+
+NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
+DAY = 86400.0
+OLD_VM = "zen-c-old1"
+
+
+def _pass(heard_s: float, longest_s: float | None, at: datetime = NOW):
+    """One scaling pass of a flex-start cluster (7-day runs) with one idle VM whose agent first spoke
+    ``heard_s`` ago, and one queued job of ``longest_s`` (its max_runtime_s). The MIG's calls, the report."""
+    config = ClusterConfig(name="c", gpu_type="nvidia-tesla-a100", gpu_count=1, regions=["us-central1"],
+                           max_vms_per_region=4, max_vms=8, provisioning=["flex-start"])
+    pools = cluster_pools(config)
+    [key] = pools
+    calls: list = []
+    mig = RecordingMig(key, calls, 1, [MigInstance(OLD_VM, "us-central1-a", "NONE", "RUNNING", None)])
+    agents = {OLD_VM: {"state": "IDLE", "idle_since": at - timedelta(seconds=20), "last_seen_at": at,
+                       "first_seen_at": at - timedelta(seconds=heard_s)}}
+    demand = (DemandGroup((key,), 1, at - timedelta(seconds=30), longest_s=longest_s),)
+    fleet = FakeFleet(FleetFacts(demand, {}, agents, {}, 0), at - timedelta(seconds=heard_s))
+    m = ClusterManager(config, fleet, {key: mig}, lambda: at, Timing(), ZenPlanner(), telemetry=False, pools=pools)
+    return calls, m.run()
+
+
+def test_a_job_outlasting_an_idle_flex_vms_run_gets_a_vm_of_its_own():
+    # Six days into a seven-day run: about a day left (less the boot estimate), and the job may run two.
+    calls, report = _pass(heard_s=6 * DAY, longest_s=2 * DAY)
+    assert sum(report.added.values()) == 1, (report.added, [d.reason for d in report.decisions], calls)
+
+
+@pytest.mark.parametrize("heard_s, longest_s", [
+    (6 * DAY, 0.5 * DAY),  # the run outlasts the job
+    (6 * DAY, None),  # no max_runtime_s: not held to the run's end (as the claims)
+    (FLEX_FRESH_S - 60, 7 * DAY),  # heard from for under FLEX_FRESH_S: the VM asked for the job
+])
+def test_an_idle_flex_vm_the_job_may_take_covers_it(heard_s, longest_s):
+    calls, report = _pass(heard_s=heard_s, longest_s=longest_s)
+    assert not report.added and not report.deleted, (report.added, report.deleted, calls)
