@@ -193,3 +193,31 @@ def test_a_flex_start_vm_whose_run_ends_before_the_jobs_max_runtime_may_not_clai
         assert [(j, repository.get_job(session, j).status.value, repository.get_job(session, j).vm)
                 for j in ("f-short", "f-long", "f-open")] == [
             ("f-short", "ASSIGNED", old), ("f-long", "ASSIGNED", new), ("f-open", "ASSIGNED", other)]
+
+
+def test_a_gang_node_waiting_past_the_fresh_window_is_not_refused_on_its_repeated_claim(mixed, publisher):
+    """A node of a flex-start gang whose bound is the whole run claims on a fresh VM, and repeats its claim
+    while the gang waits for its second node. Once its VM was heard from for 10 minutes, the repeat was held
+    to the run's end and refused (RELEASE ``flex-ending``) while the node stayed in the gang: the gang was then
+    confirmed to a VM that had let its claim go, and ran a node short. A node already in the gang is not
+    checked again."""
+    from zen.store import repository
+
+    zen, functions = mixed
+    a, b = "zen-4xa100-40gb-us-central1-flex-ab12", "zen-4xa100-40gb-us-central1-flex-cd34"
+    beat = {"kind": "vm", "cluster": MIXED, "region": "us-central1", "zone": "us-central1-a", "state": "IDLE"}
+    functions.heartbeat(beat | {"vm": a, "seq": 1, "sent_at": zen.clock().isoformat()})
+    functions.submit(job_request("g", nodes=2, provisioning="flex-start", max_start_wait_s=600, max_runtime_s=86400))
+    zen.clock.advance(60)
+    functions.heartbeat(heartbeat("g", "CLAIMED", 2, vm=a))
+    zen.clock.advance(560)  # heard from for 620 s: the repeat comes every claim_timeout_s while the gang waits
+    functions.heartbeat(heartbeat("g", "CLAIMED", 3, vm=a))
+    functions.heartbeat(beat | {"vm": b, "seq": 1, "sent_at": zen.clock().isoformat()})
+    functions.heartbeat(heartbeat("g", "CLAIMED", 2, vm=b))
+    with zen.db.transaction() as session:
+        job = repository.get_job(session, "g")
+        rejections = [r["reason"] for r in repository.list_rejections(session)]
+    orders = [(m.attributes.get("vm"), m.attributes.get("action")) for m in publisher.on("zen-vm-control")]
+    assert (job.status.value, [node.vm for node in job.gang or []]) == ("ASSIGNED", [a, b]), rejections
+    assert (a, "RELEASE") not in orders and (a, "CONFIRM") in orders and (b, "CONFIRM") in orders, orders
+    assert not rejections, rejections

@@ -48,8 +48,14 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
 
     The start is published again, once per cause and VM (the module's docstring). A job offered to warm
     VMs (``zen.core.routing``) that one of them could not take is widened at once (as the tick would later),
-    not offered to the same VMs again: a VM being scaled down would refuse every time until it is gone."""
+    not offered to the same VMs again: a VM being scaled down would refuse every time until it is gone.
+
+    A node of a gang assembling (``job.gang``) repeats its claim while it waits: it was accepted already, and
+    is not checked again (a refusal would tell it RELEASE and leave it in the gang, which would then be
+    confirmed to a VM that let its claim go: ``zen.core.gang``)."""
     if job.status is not JobStatus.QUEUED or hb.attempt != job.attempt:
+        return None
+    if job.gang and any(node.vm == hb.vm for node in job.gang):
         return None
     cluster, reason = config.cluster(job.cluster), None
     if proven and cluster is not None and not cluster.has_instance(hb.vm, hb.region):
