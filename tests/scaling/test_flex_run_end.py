@@ -24,9 +24,10 @@ DAY = 86400.0
 OLD_VM = "zen-c-old1"
 
 
-def _pass(heard_s: float, longest_s: float | None, at: datetime = NOW):
+def _pass(heard_s: float, longest_s: float | None, at: datetime = NOW, count: int = 1, gang: int = 1, part: int = 0):
     """One scaling pass of a flex-start cluster (7-day runs) with one idle VM whose agent first spoke
-    ``heard_s`` ago, and one queued job of ``longest_s`` (its max_runtime_s). The MIG's calls, the report."""
+    ``heard_s`` ago, and ``count`` queued VMs' worth of jobs (a gang's: ``gang``, ``part``) whose longest
+    names ``longest_s`` (its max_runtime_s). The MIG's calls, the report."""
     config = ClusterConfig(name="c", gpu_type="nvidia-tesla-a100", gpu_count=1, regions=["us-central1"],
                            max_vms_per_region=4, max_vms=8, provisioning=["flex-start"])
     pools = cluster_pools(config)
@@ -35,16 +36,19 @@ def _pass(heard_s: float, longest_s: float | None, at: datetime = NOW):
     mig = RecordingMig(key, calls, 1, [MigInstance(OLD_VM, "us-central1-a", "NONE", "RUNNING", None)])
     agents = {OLD_VM: {"state": "IDLE", "idle_since": at - timedelta(seconds=20), "last_seen_at": at,
                        "first_seen_at": at - timedelta(seconds=heard_s)}}
-    demand = (DemandGroup((key,), 1, at - timedelta(seconds=30), longest_s=longest_s),)
+    demand = (DemandGroup((key,), count, at - timedelta(seconds=30), gang=gang, part=part, longest_s=longest_s),)
     fleet = FakeFleet(FleetFacts(demand, {}, agents, {}, 0), at - timedelta(seconds=heard_s))
     m = ClusterManager(config, fleet, {key: mig}, lambda: at, Timing(), ZenPlanner(), telemetry=False, pools=pools)
     return calls, m.run()
 
 
-def test_a_job_outlasting_an_idle_flex_vms_run_gets_a_vm_of_its_own():
-    # Six days into a seven-day run: about a day left (less the boot estimate), and the job may run two.
-    calls, report = _pass(heard_s=6 * DAY, longest_s=2 * DAY)
-    assert sum(report.added.values()) == 1, (report.added, [d.reason for d in report.decisions], calls)
+@pytest.mark.parametrize("count, gang, part", [(1, 1, 0), (2, 2, 0), (1, 2, 1)], ids=["job", "gang", "gang-node"])
+def test_a_job_outlasting_an_idle_flex_vms_run_gets_vms_of_its_own(count, gang, part):
+    """Six days into a seven-day run: about a day left (less the boot estimate), and the job may run two.
+    A gang's too: neither matched to the VM nor handed it as a spare when its VMs are asked for (a gang
+    of two got one VM, and one node short got none)."""
+    calls, report = _pass(heard_s=6 * DAY, longest_s=2 * DAY, count=count, gang=gang, part=part)
+    assert sum(report.added.values()) == count, (report.added, [d.reason for d in report.decisions], calls)
 
 
 @pytest.mark.parametrize("heard_s, longest_s", [

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from contextlib import AbstractContextManager
 from datetime import timedelta
 
 from zen.scaling import flexrun, gangs, preemptions, probes
 from zen.scaling.ranking import Ranking, learned_boot
-from zen.scaling.model import (
-    Action, ClusterSnapshot, Decision, DemandGroup, Plan, RegionMemory, Vm, VmPhase, ski_rental_keep_s, vm_index,
-)
+from zen.scaling.model import (Action, ClusterSnapshot, Decision, DemandGroup, Plan, RegionMemory, Vm, VmPhase,
+                               ski_rental_keep_s, vm_index)
 
 _FRESH = RegionMemory()  # a region without memory yet (frozen: one shared value)
 _with = RegionMemory.replaced  # _with(memory, **changes): dataclasses.replace, faster
@@ -75,8 +75,10 @@ class _Planning:
     def _blocked(self, region: str) -> bool:
         if self._blocked_after_learn is not None:
             return region in self._blocked_after_learn
-        until = self.memory[region].blocked_until
-        return until is not None and until > self.now
+        return (until := self.memory[region].blocked_until) is not None and until > self.now
+
+    def _ending(self, counts: dict[str, int], group: DemandGroup) -> AbstractContextManager[None]:  # flexrun.hidden
+        return flexrun.hidden(counts, group, self.idle, self.s.cluster, self.timing, self.now)
 
     def _decide(self, action: Action, region: str | None, reason: str, count: int = 0, vm: str | None = None) -> None:
         self.plan.decisions.append(Decision(action, region, reason, count, vm))
@@ -100,8 +102,7 @@ class _Planning:
                 was_booting, known = frozenset(memory.booting), frozenset(memory.known)
                 booted = [vm for vm in self.index.usable(region) if vm.name in was_booting or vm.name not in known]
             errors = new_errors.get(region, [])
-            if errors:
-                memory = _with(memory, seen_errors_until=max(e.at for e in errors))
+            memory = _with(memory, seen_errors_until=max(e.at for e in errors)) if errors else memory
             if booted:
                 if memory.strikes or memory.blocked_until:
                     self._decide(Action.UNBLOCK, region, f"{booted[0].name} booted: the region delivers again")
@@ -133,7 +134,7 @@ class _Planning:
         pending = {r: 0 if self._blocked(r) else len(self.healthy[r]) - running[r] for r in self.regions}
         uncovered = []
         for group in self.groups:
-            with flexrun.hidden(idle, group, self.idle, self.s.cluster, self.timing, self.now):  # runs ending first
+            with self._ending(idle, group):
                 if left := self._cover(group, idle, running, pending):
                     uncovered.append((group, left))
         self.booting_left = {r: running[r] + pending[r] for r in self.regions}  # no queued job needs them
@@ -174,8 +175,10 @@ class _Planning:
         for group, left in uncovered:
             ranked = self.ranking.for_group(group)
             if group.gang > 1:  # a gang's VMs all from one pool; its hedge a whole gang too
-                for region, need in gangs.ask(group, left, ranked, room, add, held, self.spare, self.idle_needed,
-                                              self.booting_left, self.plan.together, self.spares):
+                with self._ending(self.spare[0], group):  # nor as a spare
+                    asked = gangs.ask(group, left, ranked, room, add, held, self.spare, self.idle_needed,
+                                      self.booting_left, self.plan.together, self.spares)
+                for region, need in asked:
                     compared.setdefault(region, ranked)
                     if self.uncertain(region):
                         if others := [r for r in ranked if r != region and self.hedge_priced(r, region)]:
@@ -298,9 +301,8 @@ class _Planning:
                        else f"stuck booting for {self._age(vm):.0f}s; not needed as a probe")
                 self._decide(Action.DELETE, region, why, vm=vm.name)
             if kept and self._blocked(region):
-                memory = self.memory[region]
-                extended = max(memory.blocked_until or self.now, self.now + timedelta(seconds=self.timing.block_s))
-                self.memory[region] = _with(memory, blocked_until=extended)
+                until = max(self.memory[region].blocked_until or self.now, self.now + timedelta(seconds=self.timing.block_s))
+                self.memory[region] = _with(self.memory[region], blocked_until=until)
 
     def cancel_losers(self) -> None:
         """Booting VMs no queued job needs, once a VM the same demand could use (in a region a queued group
@@ -315,8 +317,7 @@ class _Planning:
         # Each VM listed RUNNING wins one race: it may end one boot asked before it got capacity.
         wins = {r: [self.got[vm.name] for vm in self.healthy[r] if vm.running] for r in self.regions}
         for region in sorted(self.regions, key=lambda r: (-self.ranking.price(r), -self.order[r])):  # dearest; unpriced inf
-            extra = self.booting_left.get(region, 0)
-            if extra <= 0:
+            if (extra := self.booting_left.get(region, 0)) <= 0:
                 continue
             latest_win = self.latest_win if region not in near else max(
                 (vm.since for r in near[region] for vm in self.index.usable(r)), default=None)
