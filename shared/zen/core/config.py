@@ -67,7 +67,7 @@ class Scaling(_Strict):
     hedge_price_ratio: float = Field(default=1.25, ge=1, description=(
         "Priced pools: a hedge goes only to a pool at most this many times its first choice's price"))
     flex_start_estimate_s: float = Field(default=900, gt=0, description=(
-        "A flex-start pool's asked-to-usable time until its own is learned"))
+        "A flex-start pool's asked-to-usable time (its queue and boot; not learned: docs/explanations/scaling.md)"))
     spare_boots: bool = Field(default=True, description=(
         "Priced pools: a one-VM job races a second boot in its pool and starts on the first up"))
 

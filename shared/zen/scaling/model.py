@@ -212,7 +212,7 @@ class Timing:
     agent_silence_s: float = 180  # an agent unheard this long is no supply (zen.core.lease.agent_silence_s)
     cost_slack_s: float = 120  # priced pools: one expected this much slower than the fastest may win on price
     hedge_price_ratio: float = 1.25  # priced pools: a hedge costs at most this x its first choice's price
-    flex_start_estimate_s: float = 900  # a flex-start pool's asked-to-usable time before one is learned
+    flex_start_estimate_s: float = 900  # a flex-start pool's asked-to-usable time (not learned: Ranking.boot_s)
     max_start_wait_s: float = 600  # a job's default start bound: past it, its demand ranks pools by speed alone
     spare_boots: bool = True  # priced pools: a one-VM job races a spare boot in its pool (Ranking.races_spare)
 

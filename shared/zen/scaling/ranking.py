@@ -48,7 +48,10 @@ class Ranking:
         self._cluster_steps = {key: regions[snapshot.cluster.pool(key).region] for key in snapshot.cluster.regions}
 
     def boot_s(self, region: str) -> float:
-        """Asked-to-usable seconds in a pool: learned, else the estimate (a flex-start pool's: its grant)."""
+        """Asked-to-usable seconds in a pool: learned, else the estimate. A flex-start pool's is its estimate
+        (``flex_start_estimate_s``), never learned: in production a granted request's VMs appear under new
+        names (not its pending ones), so what could be learned is the grant-to-usable time alone, without the
+        queue; counted so, a request still queued a few minutes later was taken for stuck."""
         learned = self.memory[region].boot_s
         if learned is not None:
             return learned

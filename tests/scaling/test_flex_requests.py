@@ -1,0 +1,107 @@
+"""A flex-start pool's resize requests as the planner sees them in production: pending VMs named
+``<MIG>+<request>+<n>`` (``zen.adapters.flex_start``), deleting any of which cancels the whole request, and
+a granted request's VMs listed under new names.
+
+- A request of several VMs that waited past its pool's deadline was struck: the planner kept one pending VM
+  as the pool's probe and deleted the others, which cancelled the request, probe included; asked again, each
+  request lived at most about 30 minutes, so a queue slower than that never granted one. The probe's request
+  is now kept whole (``zen.scaling.probes.pruned``).
+- After a grant, the pool learned its asked-to-usable time from the new names: the grant-to-usable time
+  alone (2 minutes where the request had queued 20). The next request then counted as stuck after 4
+  minutes. A flex-start pool's time is its estimate, ``flex_start_estimate_s`` (``Ranking.boot_s``)."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime, timedelta, timezone
+
+from tests.scaling.fakes import FakeFleet, RecordingMig
+from zen.core.config import ClusterConfig
+from zen.scaling.manager import ClusterManager
+from zen.scaling.model import DemandGroup, Timing
+from zen.scaling.planner import ZenPlanner
+from zen.scaling.port import FleetFacts, MigInstance
+from zen.scaling.pricing import cluster_pools
+
+NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
+
+
+class FlexMig(RecordingMig):
+    """Each resize a request whose VMs are listed pending until ``grant`` (deleting one cancels them all)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.ids, self.made = itertools.count(), []
+
+    def resize(self, size, together=()):
+        super().resize(size, together)
+        request, more = f"r{next(self.ids)}", size - len(self.instances)
+        self.made.append(request)
+        self.instances += [MigInstance(f"{self.name}+{request}+{i}", None, "CREATING", "", None) for i in range(more)]
+
+    def delete_instances(self, names, zones):
+        self.calls.append(("delete_instances", self.region, sorted(names)))
+        requests = {n.split("+")[1] for n in names if "+" in n}
+        self.instances = [i for i in self.instances if i.name not in names
+                          and not ("+" in i.name and i.name.split("+")[1] in requests)]
+        self.target = len(self.instances)
+
+    def grant(self, vm: str) -> None:
+        self.instances = [MigInstance(vm, f"{self.region}-a", "NONE", "RUNNING", None)]
+
+
+class Fleet(FakeFleet):
+    """Each instance first seen when first listed."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.seen: dict[str, datetime] = {}
+
+    def see_instances(self, cluster, instances, now, billed=None):
+        names = [n for listed in instances.values() for n in listed]
+        return {n: self.seen.setdefault(n, now) for n in names}
+
+
+def _cluster():
+    config = ClusterConfig(name="c", gpu_type="nvidia-tesla-a100", gpu_count=1, regions=["us-central1"],
+                           max_vms_per_region=8, max_vms=8, provisioning=["flex-start"])
+    pools = cluster_pools(config)
+    [key] = pools
+    mig, t = FlexMig(key, [], 0, []), [NOW]
+    fleet = Fleet(FleetFacts((DemandGroup((key,), 3, NOW),), {}, {}, {}, 0), NOW)
+    manager = ClusterManager(config, fleet, {key: mig}, lambda: t[0], Timing(), ZenPlanner(), telemetry=False,
+                             pools=pools)
+    return key, mig, fleet, manager, t
+
+
+def _minute(fleet, manager, t, demand, agents=None):
+    report = manager.run()
+    fleet._facts = FleetFacts(demand, {}, agents or {}, fleet.recorded[-1][0], 0)  # the memory it recorded
+    t[0] += timedelta(minutes=1)
+    return report
+
+
+def test_a_request_of_three_vms_waits_for_its_grant_past_the_pools_deadline():
+    key, mig, fleet, manager, t = _cluster()
+    demand = fleet._facts.demand
+    for _ in range(120):
+        _minute(fleet, manager, t, demand)
+    assert mig.made == ["r0"] and len(mig.instances) == 3, (mig.made, [i.name for i in mig.instances])
+
+
+def test_a_grant_does_not_teach_the_pool_its_guest_boot_as_its_queue():
+    key, mig, fleet, manager, t = _cluster()
+    demand = (DemandGroup((key,), 1, NOW),)
+    fleet._facts = FleetFacts(demand, {}, {}, {}, 0)
+    for minute in range(24):
+        if minute == 20:  # granted after 20 minutes in the queue; usable 2 minutes later
+            mig.grant("zen-c-vm1")
+        agents = {"zen-c-vm1": {"state": "IDLE", "idle_since": t[0], "last_seen_at": t[0], "first_seen_at": t[0]}}
+        _minute(fleet, manager, t, demand if minute < 22 else (), agents if minute >= 22 else None)
+    later = (DemandGroup((key,), 1, t[0]),)  # a second job: its request waits in the queue 10 minutes
+    cancelled = []
+    for _ in range(10):
+        report = _minute(fleet, manager, t, later, agents)
+        cancelled += [name for name in report.deleted if "+" in name]
+    assert fleet.recorded[-1][0][key].boot_s is None
+    assert not cancelled and len(mig.made) == 2, (cancelled, mig.made)
