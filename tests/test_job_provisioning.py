@@ -221,3 +221,32 @@ def test_a_gang_node_waiting_past_the_fresh_window_is_not_refused_on_its_repeate
     assert (job.status.value, [node.vm for node in job.gang or []]) == ("ASSIGNED", [a, b]), rejections
     assert (a, "RELEASE") not in orders and (a, "CONFIRM") in orders and (b, "CONFIRM") in orders, orders
     assert not rejections, rejections
+
+
+def test_a_job_that_may_run_longer_than_any_flex_start_run_stays_off_flex_start_vms(mixed):
+    """A job accepting any model whose max_runtime_s (3 days) outlasts every flex-start VM's run (a day here)
+    was claimed by a fresh flex-start VM (the one asked for a job is not held to the run's end) and ended by
+    GCE a day in, then placed on flex-start again; its demand listed the flex-start pools, the cheapest. Now
+    no flex-start VM takes it, and its demand lists the cluster's other pools only."""
+    from zen.scaling.fleetdb import demand_groups
+    from zen.store import repository
+
+    zen, functions = mixed
+    vm = "zen-4xa100-40gb-us-central1-flex-ab12"
+    beat = {"kind": "vm", "cluster": MIXED, "region": "us-central1", "zone": "us-central1-a", "state": "IDLE"}
+    functions.submit(job_request("long", max_runtime_s=3 * 86400))
+    functions.heartbeat(beat | {"vm": vm, "seq": 1, "sent_at": zen.clock().isoformat()})
+    functions.heartbeat(heartbeat("long", "CLAIMED", 2, vm=vm))
+    with zen.db.transaction() as session:
+        job = repository.get_job(session, "long")
+        [refused] = repository.list_rejections(session)
+    assert job.status.value == "QUEUED", job
+    assert (f"VM {vm} is a flex-start VM, whose run ends after 86400 s (flex_start_run_s), less than the job's "
+            "max_runtime_s 259200") in refused["reason"], refused
+    cluster = zen.config.cluster(MIXED)
+    row = {"priority": 0, "regions": cluster.regions, "provisioning": None, "jobs": 1, "oldest": zen.clock(),
+           "longest": 3 * 86400}
+    [group] = demand_groups([row], cluster)
+    assert group.regions and not any(pool.endswith("/flex-start") for pool in group.regions), group.regions
+    [short] = demand_groups([row | {"longest": 3600}], cluster)
+    assert any(pool.endswith("/flex-start") for pool in short.regions), short.regions

@@ -71,3 +71,9 @@ def flex_run_left_s(run_s: float, heard_s: float, boot_estimate_s: float) -> flo
     if heard_s < FLEX_FRESH_S:
         return None
     return run_s - heard_s - boot_estimate_s
+
+
+def outlasts_flex(max_runtime_s: float | None, run_s: float) -> bool:
+    """Whether a job that named ``max_runtime_s`` may run longer than any flex-start VM lives (``run_s``):
+    no flex-start VM takes it, fresh or not, and its demand lists no flex-start pool."""
+    return max_runtime_s is not None and max_runtime_s > run_s

@@ -20,7 +20,7 @@ from zen.core.clearance import for_request
 from zen.core.config import ClusterConfig, ZenConfig
 from zen.core.lifecycle import Change, Decision, refusal
 from zen.core.models import Heartbeat, Job, JobStatus
-from zen.core.provisioning import accepted_models, flex_run_left_s
+from zen.core.provisioning import accepted_models, flex_run_left_s, outlasts_flex
 from zen.core.routing import next_route
 from zen.jobs.placement import regions_cleared_now, required_now
 from zen.jobs.store import repeat_key
@@ -107,6 +107,9 @@ def flex_run_left(config: ZenConfig, cluster: ClusterConfig, job: Job, vm: str, 
     named = job.request.get("max_runtime_s")
     if named is None or cluster.model_of(vm, region) != "flex-start":
         return None
+    if outlasts_flex(named, cluster.flex_start_run_s):  # no flex-start VM lives that long, a fresh one neither
+        return (f"VM {vm} is a flex-start VM, whose run ends after {cluster.flex_start_run_s} s (flex_start_run_s), "
+                f"less than the job's max_runtime_s {named}")
     first_seen = tx.vm_first_seen(vm)
     heard_s = (now - first_seen).total_seconds() if first_seen is not None else 0.0
     left = flex_run_left_s(cluster.flex_start_run_s, heard_s, config.scaling.boot_estimate_s)

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Mapping
 
 from zen.core.cluster_config import ClusterConfig
-from zen.core.provisioning import accepted_models, pool_key
+from zen.core.provisioning import accepted_models, outlasts_flex, pool_key
 from zen.scaling.model import Decision, DemandGroup, RegionMemory, fold_demand
 from zen.scaling.port import FleetFacts, FleetPort
 from zen.store import fleet
@@ -47,12 +47,15 @@ def pools_of_row(row: Mapping[str, Any], cluster: ClusterConfig | None) -> tuple
     """A demand row's pools (its ``regions`` x the models its ``provisioning`` accepts, in the cluster's
     order) and start bound: its jobs' own ``max_start_wait_s``, None when they named none (the planner
     then holds them to the cluster's, ``Timing.max_start_wait_s``, and ranks by ``cost_slack_s``: a bound
-    a job names widens its choice, the default does not); ``cluster`` None: its regions."""
+    a job names widens its choice, the default does not); ``cluster`` None: its regions. No flex-start pool
+    for a row whose longest named ``max_runtime_s`` outlasts a flex-start VM's run (no such VM takes it)."""
     regions, wait = tuple(row["regions"]), row.get("max_start_wait_s")
     bound = None if wait is None else float(wait)
     if cluster is None:
         return regions, bound
     models, primary = accepted_models(row.get("provisioning"), cluster.provisioning), cluster.provisioning[0]
+    if outlasts_flex(row.get("longest"), cluster.flex_start_run_s):
+        models = tuple(m for m in models if m != "flex-start")
     return tuple(pool_key(r, m, primary) for r in regions for m in models), bound
 
 
