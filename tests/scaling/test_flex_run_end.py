@@ -59,3 +59,32 @@ def test_a_job_outlasting_an_idle_flex_vms_run_gets_vms_of_its_own(count, gang, 
 def test_an_idle_flex_vm_the_job_may_take_covers_it(heard_s, longest_s):
     calls, report = _pass(heard_s=heard_s, longest_s=longest_s)
     assert not report.added and not report.deleted, (report.added, report.deleted, calls)
+
+
+class _SharingFleet(FakeFleet):
+    def __init__(self, facts, queued, loads):
+        super().__init__(facts, NOW - timedelta(days=6))
+        self.queued, self.loads = queued, loads
+
+    def shared_load(self, cluster):
+        return self.queued, self.loads
+
+
+@pytest.mark.parametrize("longest_s, asked", [(2 * DAY, 1), (0.5 * DAY, 0)])
+def test_a_busy_flex_vm_whose_run_ends_first_has_no_room_for_the_job(longest_s, asked):
+    """Several jobs per VM (``max_jobs_per_vm``): a busy flex-start VM six days into its run, with room for a
+    4-GPU job, was counted as that job's supply (``zen.scaling.sharing``) though it would refuse its claim: no
+    VM was asked, and the job waited while the VM stayed busy. A job its run outlasts still fits there."""
+    config = ClusterConfig(name="c", gpu_type="nvidia-tesla-a100", gpu_count=8, regions=["us-central1"],
+                           max_vms_per_region=4, max_vms=8, provisioning=["flex-start"], max_jobs_per_vm=2)
+    pools = cluster_pools(config)
+    [key] = pools
+    calls: list = []
+    mig = RecordingMig(key, calls, 1, [MigInstance(OLD_VM, "us-central1-a", "NONE", "RUNNING", None)])
+    agents = {OLD_VM: {"state": "BUSY", "idle_since": None, "last_seen_at": NOW, "first_seen_at": NOW - timedelta(days=6)}}
+    queued = [{"priority": 0, "regions": [key], "gpus": 4, "jobs": 1, "oldest": NOW - timedelta(seconds=30),
+               "longest": longest_s}]
+    fleet = _SharingFleet(FleetFacts((), {OLD_VM: "j0"}, agents, {}, 0), queued, {OLD_VM: (1, 4)})
+    m = ClusterManager(config, fleet, {key: mig}, lambda: NOW, Timing(), ZenPlanner(), telemetry=False, pools=pools)
+    report = m.run()
+    assert sum(report.added.values()) == asked, ([d.reason for d in report.decisions], calls)

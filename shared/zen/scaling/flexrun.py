@@ -26,6 +26,14 @@ def run_ends_first(vm: Vm, longest_s: float, run_s: float, timing: Timing, now: 
     return left is not None and left < longest_s
 
 
+def ends_before(vm: Vm, longest_s: float | None, cluster: ClusterLimits, timing: Timing, now: datetime) -> bool:
+    """Whether ``vm`` is a flex-start VM of ``cluster`` whose run ends before a job of ``longest_s`` would
+    (None: a job that named no bound, held to none)."""
+    return (longest_s is not None and cluster.flex_run_s is not None and cluster.pools is not None
+            and cluster.pool(vm.region).model == "flex-start"
+            and run_ends_first(vm, longest_s, cluster.flex_run_s, timing, now))
+
+
 @contextmanager
 def hidden(counts: dict[str, int], group: DemandGroup, idle: Mapping[str, tuple[Vm, ...]], cluster: ClusterLimits,
            timing: Timing, now: datetime) -> Iterator[None]:
@@ -33,14 +41,11 @@ def hidden(counts: dict[str, int], group: DemandGroup, idle: Mapping[str, tuple[
     pools whose run ends before its longest job would; given back after. Nothing for a group with no
     ``longest_s`` or a cluster without flex-start pools or run length (the simulator's)."""
     hide: dict[str, int] = {}
-    if group.longest_s is not None and cluster.flex_run_s is not None and cluster.pools is not None:
-        for pool in group.regions:
-            if cluster.pool(pool).model == "flex-start" and counts.get(pool):
-                ending = sum(run_ends_first(vm, group.longest_s, cluster.flex_run_s, timing, now)
-                             for vm in idle.get(pool, ()))
-                if take := min(ending, counts[pool]):
-                    hide[pool] = take
-                    counts[pool] -= take
+    for pool in group.regions:
+        if counts.get(pool) and (ending := sum(ends_before(vm, group.longest_s, cluster, timing, now)
+                                               for vm in idle.get(pool, ()))):
+            hide[pool] = take = min(ending, counts[pool])
+            counts[pool] -= take
     try:
         yield
     finally:

@@ -6,29 +6,41 @@ can still take. How (greedy, an estimate) and what it costs: docs/explanations/s
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from datetime import datetime
+from typing import Any, Callable, Iterable, Mapping
 
-from zen.scaling.model import DemandGroup, Vm, VmPhase, fold_demand
+from zen.scaling.flexrun import ends_before
+from zen.scaling.model import ClusterLimits, DemandGroup, Timing, Vm, VmPhase, fold_demand
+
+
+def flex_ending(cluster: ClusterLimits, timing: Timing, now: datetime) -> Callable[[Vm, float | None], bool]:
+    """``absorb``'s ``ends``: whether a VM is a flex-start one whose run ends before a job of a bound would."""
+    return lambda vm, longest_s: ends_before(vm, longest_s, cluster, timing, now)
 
 
 def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, int]], vms: Iterable[Vm],
-           vm_gpus: int, max_jobs: int) -> tuple[DemandGroup, ...]:
+           vm_gpus: int, max_jobs: int, ends: Callable[[Vm, float | None], bool] | None = None) -> tuple[DemandGroup, ...]:
     """The demand left once busy VMs with room took the queued jobs that fit them.
 
-    ``queued``: rows of ``priority, regions, gpus, jobs, oldest`` and optionally ``max_wait_s`` and ``checkpoints`` (queued
-    jobs by the GPUs each holds; ``regions``: their pools); ``loads``: VM name -> (jobs, GPUs) it holds; ``vms``: the snapshot's VMs (only BUSY ones
-    offer room: a VM going away takes nothing)."""
-    room: dict[str, list[list[int]]] = {}  # region -> [free slots, free GPUs] per busy VM
+    ``queued``: rows of ``priority, regions, gpus, jobs, oldest`` and optionally ``max_wait_s``, ``checkpoints``
+    and ``longest`` (queued jobs by the GPUs each holds; ``regions``: their pools); ``loads``: VM name -> (jobs,
+    GPUs) it holds; ``vms``: the snapshot's VMs (only BUSY ones offer room: a VM going away takes nothing);
+    ``ends(vm, longest)``: the VM's run ends before the row's longest job would (a flex-start VM's: its claim
+    would be refused, ``zen.scaling.flexrun``), so its room is none for that row."""
+    room: dict[str, list[tuple[Vm, list[int]]]] = {}  # region -> (busy VM, [free slots, free GPUs])
     for vm in vms:
         if vm.phase is VmPhase.BUSY and vm.name in loads:
             jobs, gpus = loads[vm.name]
             if jobs < max_jobs and gpus < vm_gpus:
-                room.setdefault(vm.region, []).append([max_jobs - jobs, vm_gpus - gpus])
+                room.setdefault(vm.region, []).append((vm, [max_jobs - jobs, vm_gpus - gpus]))
     left = []
     for row in sorted(queued, key=lambda r: (-r["priority"], r["oldest"])):
         count, need = row["jobs"], row["gpus"] or vm_gpus
+        longest = None if row.get("longest") is None else float(row["longest"])
         for region in row["regions"]:
-            for free in room.get(region, ()):
+            for vm, free in room.get(region, ()):
+                if ends is not None and ends(vm, longest):
+                    continue
                 take = min(count, free[0], free[1] // need)
                 if take > 0:
                     free[0] -= take
@@ -36,6 +48,5 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
                     count -= take
         if count:
             key = (row["priority"], tuple(row["regions"]), row.get("max_wait_s"), row.get("checkpoint_every_s"), 1, 0)
-            longest = row.get("longest")
-            left.append((key, count, row["oldest"], None if longest is None else float(longest)))
+            left.append((key, count, row["oldest"], longest))
     return fold_demand(left)
