@@ -105,3 +105,25 @@ def test_a_grant_does_not_teach_the_pool_its_guest_boot_as_its_queue():
         cancelled += [name for name in report.deleted if "+" in name]
     assert fleet.recorded[-1][0][key].boot_s is None
     assert not cancelled and len(mig.made) == 2, (cancelled, mig.made)
+
+
+
+def test_a_request_one_of_whose_vms_lost_its_race_is_kept_whole():
+    """Three jobs wait for one request of three VMs when a VM of the pool goes idle and takes one of them: the
+    request's third VM lost its race. Cancelling it cancelled the request, the two others' VMs with it, and
+    asking again put them at the back of the queue. The request is kept whole now (a VM more than needed once
+    granted, scaled down as any idle VM), and cancelled once no job wants it."""
+    key, mig, fleet, manager, t = _cluster()
+    demand = fleet._facts.demand
+    _minute(fleet, manager, t, demand)
+    assert mig.made == ["r0"] and len(mig.instances) == 3
+    mig.instances.append(MigInstance("zen-c-vm0", f"{mig.region}-a", "NONE", "RUNNING", None))
+    idle = {"zen-c-vm0": {"state": "IDLE", "idle_since": t[0], "last_seen_at": t[0], "first_seen_at": NOW}}
+    fleet._facts = FleetFacts(demand, {}, idle, fleet.recorded[-1][0], 0)
+    report = _minute(fleet, manager, t, demand, idle)
+    assert not report.deleted and len(mig.instances) == 4 and mig.made == ["r0"], (report.deleted, mig.made)
+    assert any(d.reason.startswith("kept: its flex-start request's other VMs are wanted") for d in report.decisions), [
+        d.reason for d in report.decisions]
+    for _ in range(3):
+        _minute(fleet, manager, t, (), idle)
+    assert not [i for i in mig.instances if "+" in i.name] and mig.made == ["r0"], mig.made

@@ -1,4 +1,6 @@
-"""The end of a flex-start VM's run, as the planner counts supply. GCE deletes a flex-start VM
+"""Flex-start pools as the planner sees them: the end of a VM's run, and resize requests cancelled whole.
+
+The end of a flex-start VM's run, as the planner counts supply. GCE deletes a flex-start VM
 ``flex_start_run_s`` after it booted; a claim of a job whose ``max_runtime_s`` outlasts what is left of that
 run is refused (``zen.jobs.claims``, cause ``flex-ending``), both by ``zen.core.provisioning.flex_run_left_s``.
 So an idle flex-start VM whose run ends first is no supply for a demand group holding such a job: the
@@ -6,6 +8,10 @@ planner hides it from that group while matching (:func:`hidden`), asks for a VM 
 old VM, needed by no other group, is scaled down as any idle VM is. Counted by the group's longest job (its
 jobs are counted together, ``DemandGroup.longest_s``): a group mixing short and long jobs gets no such VM
 for any of them, at worst a VM more than needed while the old one lasts.
+
+A request's VMs wait under pending names (``<MIG>+<request>+<n>``, ``zen.adapters.flex_start``) and deleting
+any of them cancels the whole request: :func:`keep_requests_whole` keeps a request the plan would cancel in
+part (its other VMs are wanted: asked again, they would queue from the back).
 """
 
 from __future__ import annotations
@@ -14,8 +20,8 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Iterator, Mapping
 
-from zen.core.provisioning import flex_run_left_s
-from zen.scaling.model import ClusterLimits, DemandGroup, Timing, Vm
+from zen.core.provisioning import PENDING_SEP, flex_run_left_s
+from zen.scaling.model import Action, ClusterLimits, Decision, DemandGroup, Plan, Timing, Vm, VmIndex
 
 
 def run_ends_first(vm: Vm, longest_s: float, run_s: float, timing: Timing, now: datetime) -> bool:
@@ -51,3 +57,23 @@ def hidden(counts: dict[str, int], group: DemandGroup, idle: Mapping[str, tuple[
     finally:
         for pool, take in hide.items():
             counts[pool] += take
+
+
+def keep_requests_whole(plan: Plan, index: VmIndex) -> None:
+    """Take out of ``plan``'s deletions the pending VMs of a flex-start request whose other pending VMs the plan
+    keeps (its decisions then say so): deleting one would cancel them all. Real VMs, and requests deleted
+    whole, are left as planned."""
+    planned = {name for _, name in plan.delete}
+    split = set()
+    for pool, name in plan.delete:
+        if PENDING_SEP in name:
+            request = name.rpartition(PENDING_SEP)[0]
+            if any(vm.name.rpartition(PENDING_SEP)[0] == request and vm.name not in planned
+                   for vm in index.region(pool)):
+                split.add(name)
+    if not split:
+        return
+    plan.delete[:] = [(pool, name) for pool, name in plan.delete if name not in split]
+    plan.decisions[:] = [Decision(Action.HOLD, d.region, f"kept: its flex-start request's other VMs are wanted, and "
+                                  f"a request is cancelled whole (planned: {d.reason})", vm=d.vm)
+                         if d.action is Action.DELETE and d.vm in split else d for d in plan.decisions]

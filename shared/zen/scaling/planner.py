@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from contextlib import AbstractContextManager
 from datetime import timedelta
+from functools import partial
 
 from zen.scaling import flexrun, gangs, preemptions, probes
 from zen.scaling.ranking import Ranking, learned_boot
@@ -64,6 +64,7 @@ class _Planning:
         self.idle_needed: dict[str, int] = defaultdict(int)
         self.spares = gangs.SpareBoots(ranking.spares, ranking.uncertain)  # spare boots; gangs' racing copies
         self.at_limit, self.places_wanted = 0, 0  # jobs held for max_vms (a pool of theirs unblocked); places left
+        self._ending = partial(flexrun.hidden, idle=self.idle, cluster=snapshot.cluster, timing=self.timing, now=self.now)
 
     # -- helpers -------------------------------------------------------------------------------
     def _age(self, vm: Vm) -> float:
@@ -76,9 +77,6 @@ class _Planning:
         if self._blocked_after_learn is not None:
             return region in self._blocked_after_learn
         return (until := self.memory[region].blocked_until) is not None and until > self.now
-
-    def _ending(self, counts: dict[str, int], group: DemandGroup) -> AbstractContextManager[None]:  # flexrun.hidden
-        return flexrun.hidden(counts, group, self.idle, self.s.cluster, self.timing, self.now)
 
     def _decide(self, action: Action, region: str | None, reason: str, count: int = 0, vm: str | None = None) -> None:
         self.plan.decisions.append(Decision(action, region, reason, count, vm))
@@ -387,6 +385,7 @@ class _Planning:
         self.prune_stuck()
         self.yield_probes()
         self.cancel_losers()
+        flexrun.keep_requests_whole(self.plan, self.index)
         self.shrink_idle()
         for region, m in self.memory.items():
             booting = sorted(self.stuck[region] + self.healthy[region], key=lambda vm: vm.name)
