@@ -127,3 +127,16 @@ def test_a_request_one_of_whose_vms_lost_its_race_is_kept_whole():
     for _ in range(3):
         _minute(fleet, manager, t, (), idle)
     assert not [i for i in mig.instances if "+" in i.name] and mig.made == ["r0"], mig.made
+
+
+def test_a_time_learned_before_is_not_read_for_a_flex_start_pool():
+    """A pool that learned 2 minutes (its grant-to-usable time) before its time was no longer learned kept it in
+    its stored memory, and took its next request for stuck after 4 minutes (its pool blocked)."""
+    from zen.scaling.model import RegionMemory
+
+    key, mig, fleet, manager, t = _cluster()
+    demand = fleet._facts.demand
+    fleet._facts = FleetFacts(demand, {}, {}, {key: RegionMemory(boot_s=120.0)}, 0)
+    reports = [_minute(fleet, manager, t, demand) for _ in range(20)]
+    struck = [d.reason for r in reports for d in r.decisions if d.action.value == "BLOCK"]
+    assert mig.made == ["r0"] and not struck and not any(r.deleted for r in reports), (mig.made, struck)
