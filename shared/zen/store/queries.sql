@@ -377,7 +377,7 @@ SELECT pg_advisory_unlock(:key) AS unlocked;
 -- flex-start VM must have left of its run to count.
 SELECT priority, COALESCE(start_regions, regions) AS regions, provisioning, max_start_wait_s,
        checkpoint_every_s, count(*) AS jobs, min(queued_at) AS oldest,
-       max(CAST(request ->> 'max_runtime_s' AS bigint)) AS longest, nodes,
+       max(named_max_runtime_s) AS longest, nodes,
        nodes - COALESCE(jsonb_array_length(gang), 0) AS need,
        CAST(sum(nodes - COALESCE(jsonb_array_length(gang), 0)) AS integer) AS vms FROM jobs
 WHERE cluster = :cluster AND status = 'QUEUED'
@@ -488,7 +488,7 @@ GROUP BY vm;
 -- A narrowed job (zen.core.routing) counts only in the regions its start reaches, as in queued_demand.
 SELECT priority, COALESCE(start_regions, regions) AS regions, provisioning, max_start_wait_s,
        checkpoint_every_s, gpus, count(*) AS jobs, min(queued_at) AS oldest,
-       max(CAST(request ->> 'max_runtime_s' AS bigint)) AS longest
+       max(named_max_runtime_s) AS longest
 FROM jobs
 WHERE cluster = :cluster AND status = 'QUEUED'
 GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wait_s, checkpoint_every_s, gpus;
