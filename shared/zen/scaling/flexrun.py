@@ -47,9 +47,10 @@ def hidden(counts: dict[str, int], group: DemandGroup, idle: Mapping[str, tuple[
     pools whose run ends before its longest job would; given back after. Nothing for a group with no
     ``longest_s`` or a cluster without flex-start pools or run length (the simulator's)."""
     hide: dict[str, int] = {}
-    for pool in group.regions:
-        if counts.get(pool) and (ending := sum(ends_before(vm, group.longest_s, cluster, timing, now)
-                                               for vm in idle.get(pool, ()))):
+    named = group.longest_s is not None and cluster.flex_run_s is not None  # else nothing to hide
+    for pool in group.regions if named else ():
+        if counts.get(pool) and cluster.pool(pool).model == "flex-start" and (ending := sum(
+                ends_before(vm, group.longest_s, cluster, timing, now) for vm in idle.get(pool, ()))):
             hide[pool] = take = min(ending, counts[pool])
             counts[pool] -= take
     try:
