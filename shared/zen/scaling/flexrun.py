@@ -11,7 +11,9 @@ for any of them, at worst a VM more than needed while the old one lasts.
 
 A request's VMs wait under pending names (``<MIG>+<request>+<n>``, ``zen.adapters.flex_start``) and deleting
 any of them cancels the whole request: :func:`keep_requests_whole` keeps a request the plan would cancel in
-part (its other VMs are wanted: asked again, they would queue from the back).
+part, whatever step planned it (a stuck request whose oldest VM stays as its pool's probe, ``prune_stuck``; a
+VM that lost its race while the others are wanted, ``cancel_losers``): asked again, they would queue from the
+back.
 """
 
 from __future__ import annotations
@@ -75,6 +77,6 @@ def keep_requests_whole(plan: Plan, index: VmIndex) -> None:
     if not split:
         return
     plan.delete[:] = [(pool, name) for pool, name in plan.delete if name not in split]
-    plan.decisions[:] = [Decision(Action.HOLD, d.region, f"kept: its flex-start request's other VMs are wanted, and "
-                                  f"a request is cancelled whole (planned: {d.reason})", vm=d.vm)
+    plan.decisions[:] = [Decision(Action.HOLD, d.region, f"kept: its flex-start request's other VMs are kept, and a "
+                                  f"request is cancelled whole (planned: {d.reason})", vm=d.vm)
                          if d.action is Action.DELETE and d.vm in split else d for d in plan.decisions]

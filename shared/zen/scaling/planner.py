@@ -105,8 +105,8 @@ class _Planning:
                 if memory.strikes or memory.blocked_until:
                     self._decide(Action.UNBLOCK, region, f"{booted[0].name} booted: the region delivers again")
                     recovered[region] = memory
-                memory = _with(memory, strikes=0, blocked_until=None, last_boot_at=self.now,  # flex: Ranking.boot_s
-                               boot_s=None if self.ranking.flex(region) else learned_boot(memory, booted))
+                memory = _with(memory, strikes=0, blocked_until=None, last_boot_at=self.now,
+                               boot_s=learned_boot(memory, booted))  # a flex-start pool's is not read: Ranking.boot_s
             self.memory[region] = memory = preemptions.learn(memory, self.index.region(region), self.now, self.timing,
                                                              self.index.phase(region, VmPhase.BUSY))
             if booted or self._blocked(region):

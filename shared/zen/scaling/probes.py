@@ -15,7 +15,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
-from zen.core.provisioning import PENDING_SEP, region_of
+from zen.core.provisioning import region_of
 from zen.scaling.model import Action, Decision, ErrorKind, MigError, RegionMemory, Timing, Vm, VmPhase
 
 if TYPE_CHECKING:
@@ -71,17 +71,11 @@ def booting(phases: Mapping[tuple[str, VmPhase], tuple[Vm, ...]], memory: Mappin
 def pruned(stuck: list[Vm], wanted: bool, got_s: Callable[[Vm], float], timing: Timing) -> tuple[list[Vm], list[Vm]]:
     """(kept, deleted) of a pool's stuck instances: the oldest still waiting for capacity is kept as the
     pool's probe while demand wants the pool (else the oldest that got capacity, for at most
-    ``boot_timeout_s``); the others are deleted. A probe that is a flex-start request's pending VM
-    (``<MIG>+<request>+<n>``) keeps its request's others: deleting any of them cancels the whole request."""
+    ``boot_timeout_s``); the others are deleted."""
     ordered = sorted(stuck, key=lambda vm: (vm.started, vm.since))
     probe = bool(ordered) and (not ordered[0].started or got_s(ordered[0]) < timing.boot_timeout_s)
     keep = int(wanted and probe)
-    kept, deleted = ordered[:keep], ordered[keep:]
-    if kept and PENDING_SEP in kept[0].name:
-        request = kept[0].name.rpartition(PENDING_SEP)[0]
-        kept += [vm for vm in deleted if vm.name.rpartition(PENDING_SEP)[0] == request]
-        deleted = [vm for vm in deleted if vm not in kept]
-    return kept, deleted
+    return ordered[:keep], ordered[keep:]
 
 
 def waiting(stuck: list[Vm]) -> list[Vm]:

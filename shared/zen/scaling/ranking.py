@@ -52,7 +52,7 @@ class Ranking:
         (``flex_start_estimate_s``), never learned: in production a granted request's VMs appear under new
         names (not its pending ones), so what could be learned is the grant-to-usable time alone, without the
         queue; counted so, a request still queued a few minutes later was taken for stuck."""
-        if self.flex(region):  # a time learned before (older code) is not read either
+        if self.flex(region):  # what its memory holds is not read
             return self.timing.flex_start_estimate_s
         learned = self.memory[region].boot_s
         return self.timing.boot_estimate_s if learned is None else learned
