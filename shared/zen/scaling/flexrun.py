@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 from zen.core.provisioning import PENDING_SEP, flex_run_left_s
 from zen.scaling.model import Action, ClusterLimits, Decision, DemandGroup, Plan, Timing, Vm, VmIndex
@@ -40,6 +40,12 @@ def ends_before(vm: Vm, longest_s: float | None, cluster: ClusterLimits, timing:
     return (longest_s is not None and cluster.flex_run_s is not None and cluster.pools is not None
             and cluster.pool(vm.region).model == "flex-start"
             and run_ends_first(vm, longest_s, cluster.flex_run_s, timing, now))
+
+
+def ending(cluster: ClusterLimits, timing: Timing, now: datetime) -> Callable[[Vm, float | None], bool]:
+    """:func:`ends_before` for ``cluster`` now: where VMs run several jobs, the room a busy one has is none for
+    a job it would refuse (``zen.scaling.sharing.absorb``'s ``ends``)."""
+    return lambda vm, longest_s: ends_before(vm, longest_s, cluster, timing, now)
 
 
 @contextmanager

@@ -25,6 +25,7 @@ from zen.core.quotas import Shortfall
 from zen.scaling.applied import ClusterReport, as_applied, struck
 from zen.scaling.asks import PassAsksDb
 from zen.scaling.coverage import COVERAGE_TRUST_S, Coverage, racing
+from zen.scaling.flexrun import ending
 from zen.scaling.fleetdb import FleetDb
 from zen.scaling.port import FleetPort, MigApiError, MigInstance, MigPort, MigState, MigSummary, MigUnconfirmed
 from zen.scaling.port import PassAsks, QuotaPort, whole_units
@@ -33,7 +34,7 @@ from zen.scaling.model import (Action, ClusterLimits, ClusterSnapshot, Decision,
 from zen.scaling.planner import ZenPlanner
 from zen.scaling.pricing import PoolPrices, cluster_pools
 from zen.scaling.quotas import check_quotas
-from zen.scaling.sharing import absorb, flex_ending
+from zen.scaling.sharing import absorb
 from zen.scaling.timing import timing_from_config
 from zen.scaling.unread import last_known_size, planner_view, target_or_error
 from zen.scaling.vms import VmViews, leftovers
@@ -191,7 +192,7 @@ class ClusterManager:
                        for pool, short in self.quota_short.items() if pool in seen]
         if self.cluster.max_jobs_per_vm > 1:  # busy VMs with room take queued jobs too (zen.scaling.sharing)
             demand = absorb(*self._fleet.shared_load(name), vms, self.cluster.gpu_count, self.cluster.max_jobs_per_vm,
-                            flex_ending(limits, self._timing, now))  # no room on a flex-start VM ending first
+                            ending(limits, self._timing, now))  # no room on a flex-start VM ending first
         snapshot = ClusterSnapshot(now=now, cluster=limits, queued=(), demand=demand, vms=vms,
                                    target_sizes=targets, errors=tuple(errors), memory=facts.memory,
                                    timing=self._timing, arrivals_last_hour=facts.arrivals,

@@ -116,7 +116,7 @@ def fold_demand(parts: Iterable[tuple[DemandKey, int, datetime, float | None]]) 
         else:
             group[0] += count
             group[1] = min(group[1], oldest)
-            group[2] = longest if group[2] is None else group[2] if longest is None else max(group[2], longest)
+            group[2] = max((s for s in (group[2], longest) if s is not None), default=None)
     return tuple(DemandGroup(pools, count, oldest, priority, max_wait, every, gang, part, longest)
                  for (priority, pools, max_wait, every, gang, part), (count, oldest, longest) in groups.items())
 

@@ -6,16 +6,9 @@ can still take. How (greedy, an estimate) and what it costs: docs/explanations/s
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Callable, Iterable, Mapping
 
-from zen.scaling.flexrun import ends_before
-from zen.scaling.model import ClusterLimits, DemandGroup, Timing, Vm, VmPhase, fold_demand
-
-
-def flex_ending(cluster: ClusterLimits, timing: Timing, now: datetime) -> Callable[[Vm, float | None], bool]:
-    """``absorb``'s ``ends``: whether a VM is a flex-start one whose run ends before a job of a bound would."""
-    return lambda vm, longest_s: ends_before(vm, longest_s, cluster, timing, now)
+from zen.scaling.model import DemandGroup, Vm, VmPhase, fold_demand
 
 
 def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, int]], vms: Iterable[Vm],
@@ -26,7 +19,7 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
     and ``longest`` (queued jobs by the GPUs each holds; ``regions``: their pools); ``loads``: VM name -> (jobs,
     GPUs) it holds; ``vms``: the snapshot's VMs (only BUSY ones offer room: a VM going away takes nothing);
     ``ends(vm, longest)``: the VM's run ends before the row's longest job would (a flex-start VM's: its claim
-    would be refused, ``zen.scaling.flexrun``), so its room is none for that row."""
+    would be refused: ``zen.scaling.flexrun.ending``), so its room is none for that row."""
     room: dict[str, list[tuple[Vm, list[int]]]] = {}  # region -> (busy VM, [free slots, free GPUs])
     for vm in vms:
         if vm.phase is VmPhase.BUSY and vm.name in loads:
