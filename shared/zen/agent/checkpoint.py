@@ -229,14 +229,17 @@ class Checkpoint:
             self._seq += 1
             generation = f"attempt-{self.attempt}/save-{self._seq}/"
             uploaded: list[str] = []
+            written = False  # its manifest's write begun: it may have landed, whatever the answer
             self.saved = Progress(started=time.monotonic())
             try:
                 self._upload(files, generation, uploaded, cancel)
                 manifest = {"generation": generation, "attempt": self.attempt, "reason": why,
                             "saved_at": time.time(), "files": [{"path": p, "size": files[p][0]} for p in sorted(files)]}
+                written = True
                 overwritten = self._write(manifest, cancel)
             except BaseException as exc:
-                if not (cancel.is_set() or self._closed):  # an incomplete save, nothing names it; cut: no time (lifecycle)
+                # An incomplete save's files go, unless a manifest may name them (cut: no time, lifecycle).
+                if not (cancel.is_set() or self._closed) and not (written and self._named(generation)):
                     self._delete(uploaded)
                 if isinstance(exc, TransferError):
                     raise type(exc)(f"checkpoint not saved ({why}): {exc}; the previous one is kept") from None
@@ -314,6 +317,18 @@ class Checkpoint:
             self._generation = int(blob.generation) if blob.generation is not None else None
             return overwritten
         raise TransferError("the manifest kept changing while it was written")
+
+    def _named(self, generation: str) -> bool:
+        """Whether the latest manifest names ``generation`` (unreadable: taken to, so its files are kept).
+        A dropped save's manifest may have landed with its answer lost, and a later attempt may have
+        restored it and made it its own (``_take_over``): deleting its files then would lose the job's
+        checkpoint."""
+        try:
+            found = self._bucket().get_blob(self._prefix + MANIFEST)
+            latest = json.loads(found.download_as_bytes()) if found is not None else {}
+        except Exception:  # noqa: BLE001
+            return True
+        return not isinstance(latest, dict) or latest.get("generation") == generation
 
     def _delete(self, names: list[str]) -> None:
         """Best effort: a leftover costs storage only (the bucket's lifecycle ends it), never a wrong restore."""
