@@ -92,24 +92,24 @@ def test_the_first_failure_ends_the_gang_and_stops_the_other_nodes(functions, ze
 
 def test_a_failed_node_with_retries_left_sends_the_whole_gang_back_as_the_next_attempt(functions, zen, publisher,
                                                                                       clock):
-    """max_retries on a gang (zen.core.retries): the first node's retried exit ends the attempt on every node
-    (the others told STOP) and the job waits PENDING for its backoff as attempt 2, a new gang; a failure with
-    no retry left ends it FAILED as before."""
+    """max_retries on a gang (zen.core.retries): the first node's retried exit stops the attempt's other nodes
+    (STOPPING: no retry runs beside one of them), then the job waits PENDING for its backoff as attempt 2, a new
+    gang; a failure with no retry left ends it FAILED as before."""
     functions.submit(job_request("g", nodes=2, max_retries=1, retry_exit_codes=[3], retry_backoff_s=10))
     claim(functions, "vm-1")
     claim(functions, "vm-2")
     beat(functions, "vm-1", "RUNNING", 2)
     beat(functions, "vm-2", "RUNNING", 2)
     beat(functions, "vm-2", "FAILED", 3, exit_code=3)
+    assert (job(zen, "g").status.value, job(zen, "g").attempt) == ("STOPPING", 1)
+    assert actions(publisher, "vm-1")[-1] == "STOP" and actions(publisher, "vm-2") == ["CONFIRM"]
+    beat(functions, "vm-1", "STOPPED", 4, exit_code=-15)  # the attempt's last node has stopped: now retried
     record = job(zen, "g")
     assert (record.status.value, record.attempt, record.gang, record.retries) == ("PENDING", 2, None, 1)
     assert record.hold is not None and record.hold.startswith("retry 1 of 1")
-    assert actions(publisher, "vm-1")[-1] == "STOP" and actions(publisher, "vm-2") == ["CONFIRM"]
-    beat(functions, "vm-1", "STOPPED", 4, exit_code=-15)  # the old attempt's node answers: nothing changes
-    assert (job(zen, "g").status.value, job(zen, "g").attempt) == ("PENDING", 2)
     with zen.db.transaction() as session:
         steps = [(r["attempt"], r["to_status"], r["reason"]) for r in repository.job_history(session, "g")]
-    assert (1, "PENDING", "attempt 1 failed with exit code 3: retry 1 of 1 after 10 s") in steps, steps
+    assert (1, "PENDING", "node 1 (vm-2): attempt 1 failed with exit code 3: retry 1 of 1 after 10 s") in steps, steps
     clock.advance(11)
     functions.tick()  # the backoff is over: let go, two starts for the new gang
     assert job(zen, "g").status.value == "QUEUED"

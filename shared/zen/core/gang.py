@@ -17,8 +17,8 @@ is retried as attempt + 1 (not spent from the budget: no node ran), its N starts
 
 One fate: each node reports on its own (its own ``seq``, its ``beat_at``); the job's ``last_heartbeat_at``
 is the oldest node's, so the lost-job sweep sees the first node to go silent. The first node that
-fails ends the job FAILED with its exit code (a node's command exiting non-zero is the job's outcome, as
-for one VM) once the others have stopped (a peer's preemption, said after it, makes it a loss instead); a
+fails ends the job FAILED with its exit code, or retries it (a node's command exiting non-zero is the job's
+outcome, as for one VM) once the others have stopped (a peer's preemption, said after it, makes it a loss instead); a
 node silent loses the attempt for all (requeued as one new attempt); a node preempted too, the others stopped
 first (``losing_node``): no next attempt beside them; a stop stops all (all exited 0 as it came: SUCCEEDED).
 Each node's last report and exit code stay in ``gang``. Why and the limits: docs/how-to/multi-node.md.
@@ -32,13 +32,13 @@ from typing import Any
 from zen.core import lifecycle
 from zen.core.gang_records import GangConfig, GangNode, GangPlace, master_port, node_wait_s as node_wait_s
 from zen.core.gang_records import ROOM_AFTER_CLAIM_S as ROOM_AFTER_CLAIM_S, avoid_region as avoid_region
-from zen.core.gang_records import ENDED as ENDED, SILENT, room_seen_after as room_seen_after
+from zen.core.gang_records import ENDED as ENDED, SILENT, most_silent, room_seen_after as room_seen_after
 from zen.core.lease import Deadlines
 from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.retries import next_retry
 
-_RESET = dict(gang=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
+_RESET = dict(gang=None, gang_left=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
 _RUN = (JobStatus.ASSIGNED, JobStatus.RUNNING)
 
 
@@ -58,16 +58,6 @@ def _order(job: Job, vm: str, action: ControlAction, reason: str, **extra: Any) 
 def _confirm(job: Job, nodes: list[GangNode], node: GangNode, config: GangConfig) -> ControlMessage:
     return _order(job, node.vm, ControlAction.CONFIRM, f"gang complete: rank {node.rank} of {len(nodes)}",
                   gang=place(job, nodes, node.rank, config))
-
-
-def _most_silent(nodes: list[GangNode]) -> GangNode:
-    """The node heard from longest ago among those at work (one that sent its final report is silent on purpose)."""
-    return min((n for n in nodes if n.status not in ENDED), key=lambda n: n.beat_at,
-               default=max(nodes, key=lambda n: n.beat_at))
-
-
-def _oldest_beat(nodes: list[GangNode]) -> datetime:
-    return _most_silent(nodes).beat_at
 
 
 # -- the claim ------------------------------------------------------------------------------------
@@ -90,15 +80,21 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime, config: GangConfig)
 
 def _claim(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> Decision:
     nodes = list(job.gang or [])
-    if any(node.vm == hb.vm for node in nodes):  # a claim repeated while the gang assembles: it waits
-        return Decision(duplicate=True)
+    if (mine := next((node for node in nodes if node.vm == hb.vm), None)) is not None:
+        # A claim repeated while the gang assembles: it waits, its seq kept (older reports are late: decide_given_back)
+        if hb.seq <= mine.seq:
+            return Decision(duplicate=True)
+        nodes[mine.rank] = mine.model_copy(update={"seq": hb.seq})
+        return Decision(fields=dict(gang=nodes))
+    if hb.seq <= (job.gang_left or {}).get(hb.vm, -1):  # a claim it sent before it left, delivered late or again
+        return Decision(ignored=f"{hb.vm} left the gang after this claim (a copy delivered late)")
     if nodes and hb.region != nodes[0].region:
         reason = f"the gang assembles in {nodes[0].region}; a node in {hb.region} cannot join it"
         return Decision(ignored=reason, publish_start=True,
                         controls=[_order(job, hb.vm, ControlAction.RELEASE, reason)])
     node = GangNode(rank=len(nodes), vm=hb.vm, region=hb.region, zone=hb.zone, ip=hb.ip, seq=hb.seq, beat_at=now)
     nodes.append(node)
-    if len(nodes) == job.nodes:  # each waiting node claimed again until now (not recorded: a write each): heard now
+    if len(nodes) == job.nodes:  # each waiting node claimed again until now (its seq recorded, not its time): heard now
         nodes = [n.model_copy(update={"beat_at": now}) for n in nodes]
     if len(nodes) < job.nodes:
         first = nodes[0].beat_at
@@ -107,7 +103,7 @@ def _claim(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> Decisi
     vms = ", ".join(n.vm for n in nodes)
     return Decision(changes=[Change(JobStatus.ASSIGNED, f"gang complete: {job.nodes} nodes in {hb.region} ({vms})")],
                     fields=dict(gang=nodes, vm=nodes[0].vm, region=nodes[0].region, zone=nodes[0].zone,
-                                last_seq=0, last_heartbeat_at=_oldest_beat(nodes), start_regions=None,
+                                last_seq=0, last_heartbeat_at=most_silent(nodes).beat_at, start_regions=None,
                                 widen_at=None, start_vms=None),
                     controls=[_confirm(job, nodes, n, config) for n in nodes])
 
@@ -181,7 +177,8 @@ def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime,
     if job.status is not JobStatus.QUEUED:
         return None
     left = [node.model_copy(update={"rank": rank, "left_at": now}) for rank, node in enumerate(n for n in nodes if n.vm != vm)]
-    return Decision(fields=dict(gang=left or None, **({} if left else dict(start_regions=None, widen_at=None))),
+    gone = {**(job.gang_left or {}), vm: seq}  # its claims sent before now are late copies (``_claim``)
+    return Decision(fields=dict(gang=left or None, gang_left=gone, **({} if left else dict(start_regions=None, widen_at=None))),
                     note=f"{vm} left the gang before it was complete ({why}); {len(left)} of {job.nodes} nodes hold a part",
                     publish_start=True)
 
@@ -195,28 +192,30 @@ def _node_report(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> 
     if hb.seq <= node.seq:
         answer = _answer(job, nodes, node, hb, config)
         return Decision(duplicate=True, controls=[answer] if answer else [])
-    status = hb.status.value
-    if node.status in ENDED and hb.status in (AgentStatus.CLAIMED, AgentStatus.RUNNING):
-        status = node.status  # a report overtaken by the node's final one does not undo it
+    status, was = hb.status.value, node
+    if (node.status in ENDED and hb.status in (AgentStatus.CLAIMED, AgentStatus.RUNNING)
+            or node.status == AgentStatus.RUNNING.value and hb.status is AgentStatus.CLAIMED):
+        status = node.status  # a report overtaken by the node's later one does not undo it
     node = node.model_copy(update=dict(seq=hb.seq, status=status, beat_at=now, exit_code=hb.exit_code
                                        if hb.exit_code is not None else node.exit_code))
     nodes[node.rank] = node
     decision = Decision(fields=dict(gang=nodes))
     if job.status is not JobStatus.STOPPING:  # the stop deadline counts from the stop
-        decision.fields["last_heartbeat_at"] = _oldest_beat(nodes)
+        decision.fields["last_heartbeat_at"] = most_silent(nodes).beat_at
     if hb.message is not None and (node.rank == 0 or hb.status is AgentStatus.FAILED):
         decision.fields["message"] = hb.message if node.rank == 0 else f"node {node.rank}: {hb.message}"
-    if answer := _answer(job, nodes, node, hb, config):
+    if answer := _answer(job, nodes, was, hb, config):
         decision.controls.append(answer)
     _advance(decision, job, nodes, node, hb, now)
     return decision
 
 
 def _answer(job: Job, nodes: list[GangNode], node: GangNode, hb: Heartbeat, config: GangConfig) -> ControlMessage | None:
-    """A node claiming again (its CONFIRM lost) is told again: CONFIRM with its place while the gang
-    runs, STOP once it is stopping; a node running while the gang stops is told to stop again."""
+    """A node claiming again (its CONFIRM lost) is told again: CONFIRM with its place while the gang runs, if
+    it has not started its part (``node`` as before this report; one that has is told nothing: its part never
+    runs twice), STOP once it is stopping; a node running while the gang stops is told to stop again."""
     if hb.status is AgentStatus.CLAIMED and job.status in (JobStatus.ASSIGNED, JobStatus.RUNNING):
-        return _confirm(job, nodes, node, config)
+        return _confirm(job, nodes, node, config) if node.status == AgentStatus.CLAIMED.value else None
     if job.status is JobStatus.STOPPING and hb.status in (AgentStatus.CLAIMED, AgentStatus.RUNNING):
         return _order(job, node.vm, ControlAction.STOP, lifecycle.stopping_reason(job))
     return None
@@ -244,19 +243,13 @@ def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode
         decision.fields["started_at"] = now
     elif status is AgentStatus.SUCCEEDED and all(n.status == AgentStatus.SUCCEEDED.value for n in nodes):
         _end(decision, job, JobStatus.SUCCEEDED, f"every node succeeded (exit code 0 x {len(nodes)})", 0, now)
-    elif status is AgentStatus.FAILED and next_retry(job.request, job.retries, job.attempt, hb.exit_code, now):
-        # A retry (zen.core.retries) as for one VM: the whole gang back to PENDING as the next attempt, every
-        # other node stopped, a new gang assembled once the backoff is over.
-        single = job.model_copy(update={"gang": None, "vm": node.vm})
-        retried = lifecycle.decide_heartbeat(single, hb, now)
-        retried.controls = [c for c in retried.controls if c.vm != node.vm]
-        _merge(decision, _for_gang(job.model_copy(update={"gang": nodes}), retried, skip=node.vm))
     elif status is AgentStatus.FAILED and (running := [n for n in nodes if n.status not in ENDED]):
-        # Not FAILED yet: a peer the cloud takes breaks the collectives before its PREEMPTED comes (``_settle``).
+        # Not FAILED (nor retried) yet: a peer the cloud takes breaks the collectives before its PREEMPTED comes,
+        # and a retry never runs beside a node of this attempt (``_settle``).
         _merge(decision, _stop_first(job, running, f"{who} failed: exit code {hb.exit_code}; the other nodes are "
                                      "stopped", f"{who} failed", now))
     elif status is AgentStatus.FAILED:
-        _end(decision, job, JobStatus.FAILED, f"{who} failed: exit code {hb.exit_code}", hb.exit_code, now)
+        _merge(decision, _failed(job, nodes, node, now))
     elif status is AgentStatus.STOPPED:
         _end(decision, job, JobStatus.CANCELLED, f"{who} stopped", hb.exit_code, now)
     elif status is AgentStatus.PREEMPTED and (running := [n for n in nodes if n.status not in ENDED]):
@@ -290,11 +283,18 @@ def _settle(job: Job, nodes: list[GangNode], fallback: GangNode, now: datetime) 
         lost.fields.update({"finished_at": now} if lost.changes[-1].to is JobStatus.FAILED else {})
         return _for_gang(job.model_copy(update={"gang": nodes, "vm": quiet.vm}), lost, skip=quiet.vm)
     failed = min((n for n in nodes if n.status == AgentStatus.FAILED.value), key=lambda n: n.beat_at, default=None)
-    if failed is None:
-        return _node_preempted(job, nodes, fallback, now)
-    decision = Decision(fields=dict(gang=nodes))  # its first failure's outcome, as for one VM
-    _end(decision, job, JobStatus.FAILED, f"node {failed.rank} ({failed.vm}) failed: exit code {failed.exit_code}",
-         failed.exit_code, now)
+    return _node_preempted(job, nodes, fallback, now) if failed is None else _failed(job, nodes, failed, now)
+
+
+def _failed(job: Job, nodes: list[GangNode], failed: GangNode, now: datetime) -> Decision:
+    """The attempt's first failure, its other nodes ended: retried (``zen.core.retries``) as for one VM, else FAILED."""
+    why = f"node {failed.rank} ({failed.vm}) failed: exit code {failed.exit_code}"
+    if (retry := next_retry(job.request, job.retries, job.attempt, failed.exit_code, now)) is not None:
+        retried = Decision(changes=[Change(JobStatus.PENDING, f"node {failed.rank} ({failed.vm}): {retry.reason}")],
+                           fields=retry.fields(job.attempt, job.max_attempts, failed.exit_code))
+        return _for_gang(job.model_copy(update={"gang": nodes}), retried)
+    decision = Decision(fields=dict(gang=nodes))
+    _end(decision, job, JobStatus.FAILED, why, failed.exit_code, now)
     return decision
 
 
@@ -386,7 +386,7 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: d
         last = max(filter(None, (job.last_heartbeat_at or job.updated_at, heard_since)))
         return None if now - last < timedelta(seconds=deadlines.preempted_stop_s) else _settle(job, list(
             job.gang), job.gang[0], now)
-    silent = _most_silent(job.gang)
+    silent = most_silent(job.gang)
     decision = lifecycle.decide_silence(job.model_copy(update={"vm": silent.vm}), now, deadlines, heard_since)
     if decision is None:
         return None

@@ -83,6 +83,12 @@ def master_port(config: GangConfig, job_id: str, attempt: int) -> int:
     return config.port + zlib.crc32(f"{job_id}:{attempt}".encode()) % config.ports
 
 
+def most_silent(nodes: list[GangNode]) -> GangNode:
+    """The node heard from longest ago among those at work (one that sent its final report is silent on purpose)."""
+    return min((n for n in nodes if n.status not in ENDED), key=lambda n: n.beat_at,
+               default=max(nodes, key=lambda n: n.beat_at))
+
+
 # A planner pass that read the fleet less than this after a claim may not have seen it: the claim's time is
 # taken before its transaction commits (``room_seen_after``).
 ROOM_AFTER_CLAIM_S = 2.0

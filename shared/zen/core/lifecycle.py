@@ -233,10 +233,7 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
     if status is AgentStatus.FAILED and current is not JobStatus.STOPPING and (
             retry := next_retry(job.request, job.retries, job.attempt, hb.exit_code, now)) is not None:
         decision.changes.append(Change(JobStatus.PENDING, retry.reason))  # its backoff's hold: Sweeps.retry_due
-        decision.fields.update(
-            attempt=job.attempt + 1, max_attempts=job.max_attempts + 1, vm=None, region=None, zone=None, last_seq=0,
-            last_heartbeat_at=None, started_at=None, exit_code=hb.exit_code, retries=retry.count, hold=retry.hold,
-            hold_until=retry.due)
+        decision.fields.update(retry.fields(job.attempt, job.max_attempts, hb.exit_code))
         return
     if status in (AgentStatus.SUCCEEDED, AgentStatus.FAILED):
         target = JobStatus.SUCCEEDED if status is AgentStatus.SUCCEEDED else JobStatus.FAILED

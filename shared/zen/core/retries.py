@@ -45,6 +45,13 @@ class Retry:
     due: datetime
     count: int  # retries so far, this one included
 
+    def fields(self, attempt: int, max_attempts: int, exit_code: int | None) -> dict[str, Any]:
+        """The job row's fields for it: the next attempt (not spent from ``max_attempts``), off its VM, held
+        until due."""
+        return dict(attempt=attempt + 1, max_attempts=max_attempts + 1, vm=None, region=None, zone=None, last_seq=0,
+                    last_heartbeat_at=None, started_at=None, exit_code=exit_code, retries=self.count, hold=self.hold,
+                    hold_until=self.due)
+
 
 def next_retry(request: dict[str, Any], retries: int, attempt: int, exit_code: int | None,
                now: datetime) -> Retry | None:

@@ -23,7 +23,8 @@ VM_STATES = frozenset(state.value for state in VmState)
 # What ``save_job`` writes (update_job's SET list); the rest of the row is the inserted one's.
 SAVED = ("status", "attempt", "max_attempts", "vm", "region", "zone", "last_seq", "last_heartbeat_at", "queued_at",
          "started_at", "finished_at", "exit_code", "message", "start_published_at", "preempted_by", "preemptions",
-         "stop_reason", "start_regions", "widen_at", "start_vms", "regions", "hold", "hold_until", "retries", "gang")
+         "stop_reason", "start_regions", "widen_at", "start_vms", "regions", "hold", "hold_until", "retries", "gang",
+         "gang_left")
 
 
 @dataclass
