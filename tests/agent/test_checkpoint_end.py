@@ -5,6 +5,7 @@ real job process, the official client against the Cloud Storage stand-in, which 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import threading
 import time
@@ -71,3 +72,42 @@ def test_a_stop_during_a_periodic_save_keeps_the_checkpoint_the_report_names(buc
     latest = json.loads(bucket.blob(PREFIX + "LATEST.json").download_as_bytes())
     assert (latest["generation"], latest["files"]) == ("attempt-1/save-1/", [{"path": "model.pt", "size": 7}])
     assert bucket.blob(PREFIX + "attempt-1/save-1/model.pt").download_as_bytes() == b"epoch 1"
+
+
+def test_a_last_save_cut_while_its_manifest_is_written_is_reported_as_the_latest(bucket, storage, tmp_path):
+    """The last save's budget (max_runtime_s) runs out while its manifest is on its way; the write lands in
+    the moment the attempt waits for it before its report. The report must say what the rerun restores: this
+    save (it said "the previous checkpoint is kept", and there was none), and the transfer's progress the
+    save's own files (it showed the previous save's counts)."""
+    held = storage.state.hold("LATEST.json", "store")
+    cut = threading.Event()
+
+    class OnCut(logging.Handler):  # the attempt logs the cut once the transfer gave up waiting for the save
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage() == "saving the checkpoint cut or failed":
+                cut.set()
+                held.release.set()
+
+    handler = OnCut()
+    logging.getLogger().addHandler(handler)
+    transport = FakeTransport(VM, virtual_time=False)
+
+    def zen(message):
+        if isinstance(message, Heartbeat) and message.status is AgentStatus.CLAIMED:
+            return [ControlMessage(vm=VM, job_id="ck", attempt=1, action=ControlAction.CONFIRM, reason="won")]
+        return []
+
+    transport.answer = zen
+    job = "import os, pathlib; pathlib.Path(os.environ['ZEN_CHECKPOINT_DIR'], 'model.pt').write_text('epoch 9')\n"
+    transport.add_start(start_message("ck", command=[sys.executable, "-c", job], max_runtime_s=2,
+                                      checkpoint=StartCheckpoint(uri=URI, every=600, max_bytes=10**6)))
+    try:
+        make_agent(transport, settings(tmp_path, stop_grace_s=0.5)).run()
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert cut.is_set()
+    final = finals(transport)["ck"]
+    assert json.loads(bucket.blob(PREFIX + "LATEST.json").download_as_bytes())["generation"] == "attempt-1/save-1/"
+    assert "the previous checkpoint is kept" not in final.message, final.message
+    assert "saving the checkpoint exceeded its budget, max_runtime_s=2 (1 file, 7 B in" in final.message, final.message
+    assert "the save completed as it was cut, and is the latest" in final.message, final.message

@@ -238,18 +238,17 @@ class AttemptRunner:
         to write it), before the outputs: bounded as their upload is. Its failure changes no status: it is
         said in the note, and the checkpoint saved before stays the latest (``zen.agent.checkpoint``)."""
         checkpoint.stop_periodic()
-
-        def save() -> None:
-            checkpoint.save("the attempt ended", data.cancel)
-
-        cut = self._transfer(attempt, data, "saving the checkpoint", checkpoint.saved, save,
+        saves = checkpoint.saves
+        cut = self._transfer(attempt, data, "saving the checkpoint", checkpoint.saved,
+                             lambda: checkpoint.save("the attempt ended", data.cancel),
                              shutdown_grace_s=UPLOAD_GRACE_S, stops=False, limit_s=limit_s,
                              over=f"zen: saving the checkpoint exceeded its budget, max_runtime_s={limit_s}")
         closed = checkpoint.close()  # before the report: no save writes the manifest once it said what was saved
         data.cancel.clear()  # a cut save leaves the outputs their own chance
         lines = checkpoint.notes[-2:]  # the periodic saves' failures, the last ones (and close's)
-        if cut is not None and closed:
-            lines.append(cut[1] if "kept" in cut[1] else f"{cut[1]}; the previous checkpoint is kept")
+        if cut is not None and closed:  # cut while its manifest was written: the save is the latest after all
+            lines.append(f"{cut[1]}; the save completed as it was cut, and is the latest" if checkpoint.saves > saves
+                         else cut[1] if "kept" in cut[1] else f"{cut[1]}; the previous checkpoint is kept")
         return "\n".join(line for line in (note, *lines) if line) or None
 
     def _secrets(self, start: StartMessage, attempt: AttemptReport, output: AttemptOutput) -> dict[str, str] | None:
@@ -279,7 +278,7 @@ class AttemptRunner:
                            project=self._identity.project, cache=self._cache, node=node, share=self._disk and self._disk.share)
 
     def _transfer(self, attempt: AttemptReport, data: AttemptData, what: str, progress: Progress,
-                  work: Callable[[], None], shutdown_grace_s: float = 0.0, stops: bool = True,
+                  work: Callable[[], object], shutdown_grace_s: float = 0.0, stops: bool = True,
                   unavailable: str | None = None, limit_s: float | None = None, over: str = "",
                   verdict: Callable[[], str | None] = lambda: None) -> tuple[AgentStatus, str] | None:
         """``transfer``, heartbeating this attempt; the status and note if it was cut or failed."""

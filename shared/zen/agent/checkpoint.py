@@ -64,7 +64,7 @@ class Checkpoint:
         self._client = client
         self._say = say
         self.notes: list[str] = []
-        self.saved = Progress()  # the last save's
+        self.saved = Progress()  # the last save's (one object, restarted by each save)
         self.saves = 0  # saves written (a manifest written)
         self._bucket_name, self._prefix = split_uri(spec.uri)
         self._lock = threading.Lock()  # one save at a time
@@ -230,7 +230,7 @@ class Checkpoint:
             generation = f"attempt-{self.attempt}/save-{self._seq}/"
             uploaded: list[str] = []
             written = False  # its manifest's write begun: it may have landed, whatever the answer
-            self.saved = Progress(started=time.monotonic())
+            self.saved.restart()
             try:
                 self._upload(files, generation, uploaded, cancel)
                 manifest = {"generation": generation, "attempt": self.attempt, "reason": why,

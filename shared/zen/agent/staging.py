@@ -72,6 +72,10 @@ class Progress:
     def seconds(self) -> float:
         return 0.0 if self.started is None else round((self.ended or time.monotonic()) - self.started, 3)
 
+    def restart(self) -> None:
+        """Counted afresh from now, in place: whoever reports this progress (a transfer's heartbeats) sees the new one."""
+        self.files, self.bytes, self.started, self.ended, self.cached_bytes = 0, 0, time.monotonic(), None, 0
+
     def describe(self) -> str:
         cached = f" (and {human_bytes(self.cached_bytes)} from the cache)" if self.cached_bytes else ""
         return (f"{self.files} file{'s' if self.files != 1 else ''}, {human_bytes(self.bytes)}{cached} "

@@ -27,7 +27,7 @@ class Listen(Protocol):
                  data: dict[str, int | float] | None = None) -> tuple[float, ControlMessage | None]: ...
 
 
-def run_in_background(work: Callable[[], None], tick: Callable[[], bool], cancel: threading.Event,
+def run_in_background(work: Callable[[], object], tick: Callable[[], bool], cancel: threading.Event,
                       grace_s: float | Callable[[], float] = 10.0) -> BaseException | None:
     """Run ``work`` in a thread, calling ``tick`` (which waits a little, e.g. for a control message)
     until it ends. When ``tick`` returns True the work is cancelled and waited for ``grace_s`` at most
