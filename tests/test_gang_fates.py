@@ -121,6 +121,28 @@ def test_a_node_that_ended_early_is_charged_until_its_own_end_not_the_gangs(func
     assert (round(float(row["vm_s"])), round(float(row["gpu_seconds"]))) == (60 + 1920, per_vm * (60 + 1920))
 
 
+def test_a_node_that_ended_early_is_charged_from_the_gangs_claim_when_its_run_began_later(functions, zen, clock):
+    """The usage row runs from the gang's claim (ASSIGNED); its image pulls for 300 s before RUNNING. Rank 1
+    ends 60 s into the run, rank 0 at 3,600 s: charged 360 + 3,900 VM-seconds (each node from the claim to its
+    own end), not the share of the run alone times the claim's span (it charged rank 1 65 s)."""
+    functions.submit(job_request("g", nodes=2))
+    for vm, ip in (("vm-1", "10.0.0.1"), ("vm-2", "10.0.0.2")):
+        functions.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=ip))
+    clock.advance(300)
+    for vm in ("vm-1", "vm-2"):
+        functions.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm))
+    clock.advance(60)
+    functions.heartbeat(heartbeat("g", "SUCCEEDED", 3, vm="vm-2", exit_code=0))
+    clock.advance(3540)
+    functions.heartbeat(heartbeat("g", "SUCCEEDED", 3, vm="vm-1", exit_code=0))
+    with zen.db.transaction() as session:
+        [row] = session.sql("SELECT extract(epoch FROM ended_at - started_at) AS wall, extract(epoch FROM ended_at - "
+                            "started_at) * vm_share AS vm_s, gpu_seconds, gpus FROM attempt_usage WHERE job_id = 'g'")
+    per_vm = row["gpus"] // 2
+    assert round(float(row["wall"])) == 3900
+    assert (round(float(row["vm_s"])), round(float(row["gpu_seconds"]))) == (360 + 3900, per_vm * (360 + 3900))
+
+
 def test_a_silent_nodes_gang_is_rerun_once_the_others_stopped_or_their_fence_passed(functions, zen, clock, config):
     _running(functions)
     timeout = config.deadlines.heartbeat_timeout_s

@@ -95,7 +95,7 @@ def _claim(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> Decisi
     node = GangNode(rank=len(nodes), vm=hb.vm, region=hb.region, zone=hb.zone, ip=hb.ip, seq=hb.seq, beat_at=now)
     nodes.append(node)
     if len(nodes) == job.nodes:  # each waiting node claimed again until now (its seq recorded, not its time): heard now
-        nodes = [n.model_copy(update={"beat_at": now}) for n in nodes]
+        nodes = [n.model_copy(update={"beat_at": now, "confirmed_at": now}) for n in nodes]
     if len(nodes) < job.nodes:
         first = nodes[0].beat_at
         return Decision(fields=dict(gang=nodes, start_regions=[hb.region], widen_at=first + timedelta(

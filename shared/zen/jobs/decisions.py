@@ -238,10 +238,12 @@ class DecisionWriter:
 
 
 def _node_share(job: Job, now: datetime) -> float:
-    """The VMs a gang's attempt ending ``now`` held, on average over its run: each node from the gang's start
-    to its own final report (``beat_at``: its VM takes other work after it, ``zen.jobs.claims``), or to
-    ``now``; ``job.nodes`` for a gang that never ran, and for one VM's job."""
-    nodes, start = job.gang or [], job.started_at
+    """The VMs a gang's attempt ending ``now`` held, on average over its usage (from the gang's claim, its
+    completion, as its usage row: ``GangNode.confirmed_at``, else its run's start): each node until its own
+    final report (``beat_at``: its VM takes other work after it, ``zen.jobs.claims``), or until ``now``;
+    ``job.nodes`` for a gang that never ran, and for one VM's job."""
+    nodes = job.gang or []
+    start = next((n.confirmed_at for n in nodes if n.confirmed_at is not None), None) or job.started_at
     if job.nodes <= 1 or len(nodes) != job.nodes or start is None or (wall := (now - start).total_seconds()) <= 0:
         return float(job.nodes)
     return sum(min(wall, max(0.0, (n.beat_at - start).total_seconds())) if n.status in gang.ENDED else wall
