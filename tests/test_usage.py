@@ -175,6 +175,24 @@ def test_by_region_adds_the_fleets_vm_hours_boot_and_idle_included(functions, ze
     assert "FLEET_VM_HOURS" in capsys.readouterr().out
 
 
+def test_the_fleets_one_minute_minimum_is_billed_once_in_the_window_where_the_vm_began(functions, zen, clock, capsys):
+    """A VM one scaling pass alone saw RUNNING (a race's loser, deleted at once) was billed GCE's minute, not
+    nothing; a VM running for 10 h, 6 s of it in the window, costs those 6 s (its minute was paid before)."""
+    from zen.store import fleet
+
+    start = clock()
+    with zen.db.transaction() as session:
+        fleet.see_instances(session, CLUSTER, "us-central1", ["vm-brief", "vm-long"], start)
+        fleet.see_instances(session, CLUSTER, "us-central1", ["vm-long"], start + timedelta(seconds=60))
+        fleet.see_instances(session, CLUSTER, "us-central1", ["vm-long"], start + timedelta(hours=10, seconds=6))
+    [central] = zen_usage(capsys, "--by", "region")["groups"]
+    assert central["fleet_usd"] == round((60 + 10 * 3600 + 6) * PRICE / 3600, 2)
+    window = (start + timedelta(hours=10)).isoformat()
+    assert cli.main(["usage", "--since", window, "--by", "region", "--json"]) == 0
+    [central] = json.loads(capsys.readouterr().out)["groups"]
+    assert (central["fleet_vm_hours"], central["fleet_usd"]) == (round(6 / 3600, 3), round(6 * PRICE / 3600, 2))
+
+
 def test_a_listing_that_names_an_instance_twice_records_it_once(zen, clock):
     """A MIG listing may repeat a name (pages that shift while read, one name in two zones): the pass
     records the instance once instead of failing its statement (ON CONFLICT cannot touch a row twice)."""

@@ -31,6 +31,7 @@ SNAPSHOT_PATH = Path(__file__).with_name("price_snapshot.json")
 SOURCES = ("snapshot", "catalog", "override")  # in the order they are laid over each other
 MAX_AGE_S = 24 * 3600  # catalog prices older than this are fetched again by the tick
 _EPS = 1e-9
+BILLING_MINIMUM_S = 60  # GCE bills a VM at least a minute of RUNNING
 
 
 def billed_seconds(paid_s: float, minimum: bool = True) -> int:
@@ -38,7 +39,7 @@ def billed_seconds(paid_s: float, minimum: bool = True) -> int:
     each job's on it: ``minimum`` False for a share of a VM's time) and per second after (a started second counts)."""
     if paid_s <= 0:
         return 0
-    return max(60 if minimum else 0, math.ceil(paid_s - _EPS))
+    return max(BILLING_MINIMUM_S if minimum else 0, math.ceil(paid_s - _EPS))
 
 
 def billed_usd(paid_s: float, usd_per_hour: float, minimum: bool = True) -> float:

@@ -45,10 +45,12 @@ QUERIES = {
     # listed without a VM through a stockout) to the last, so each end may be off by up to one tick. Rows are kept by
     # pool (zen.core.provisioning): its region is the key's before any "/" (the model is in the VM's name);
     # a flex-start request's pending VMs (<MIG>+<request>+<n>: zen.adapters.flex_start) are not billed.
+    # began_in_window: its RUNNING began in the window, which then bears GCE's one-minute minimum.
     "fleet_by_region": """
         SELECT split_part(region, '/', 1) AS region, cluster, name,
                GREATEST(0, extract(epoch FROM LEAST(last_seen_at, CAST(:now AS timestamptz))
-                                              - GREATEST(running_at, CAST(:since AS timestamptz)))) AS vm_seconds
+                                              - GREATEST(running_at, CAST(:since AS timestamptz)))) AS vm_seconds,
+               running_at >= CAST(:since AS timestamptz) AS began_in_window
         FROM (SELECT name, region, cluster, running_at, last_seen_at FROM mig_instances
               UNION ALL
               SELECT name, region, cluster, running_at, last_seen_at FROM vm_lifetimes
