@@ -145,19 +145,34 @@ def test_every_stop_of_a_stopping_job_says_how_long_the_vm_has_left_to_answer(fu
     assert stops == ["120", "70"]
 
 
-@pytest.mark.parametrize("claimed_first", [True, False])
-def test_a_preempted_vm_spends_no_attempt_even_on_the_last_one(functions, zen, publisher, claimed_first):
+def test_a_preempted_vm_spends_no_attempt_even_on_the_last_one(functions, zen, publisher):
     """The VM says it is going away (spot preemption): the cloud's doing, not the job's. A job with
-    max_attempts 1 ended FAILED ("attempt budget spent"), even when the VM was preempted while its
-    claim waited for an answer and never ran it."""
+    max_attempts 1 ended FAILED ("attempt budget spent")."""
     functions.submit(job_request("job-1", max_attempts=1))
-    if claimed_first:
-        functions.heartbeat(heartbeat("job-1", "CLAIMED", 1))
-        functions.heartbeat(heartbeat("job-1", "RUNNING", 2))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 2))
     functions.heartbeat(heartbeat("job-1", "PREEMPTED", 3))
     record = job(zen, "job-1")
     assert (record.status.value, record.attempt, record.max_attempts, record.vm) == ("QUEUED", 2, 2, None)
     assert [to for _, to in history(zen, "job-1")][-2:] == ["LOST", "QUEUED"]
+
+
+def test_a_vm_going_away_as_it_claims_gives_the_claim_up_and_spends_nothing(functions, zen, publisher):
+    """The VM shuts down while its claim waits for an answer: its agent gives the start back and says
+    PREEMPTED, which may come before its CLAIMED. The attempt never ran there: the job stays QUEUED as the
+    same attempt (no preemption counted: after FREE_PREEMPTIONS one spent an attempt, and with max_attempts 1
+    the job ended FAILED without running), and the CLAIMED arriving after it does not make the going VM its
+    holder (it would be confirmed to no one and lost to the sweep)."""
+    functions.submit(job_request("job-1", max_attempts=1))
+    functions.heartbeat(heartbeat("job-1", "PREEMPTED", 3))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1))  # its claim, overtaken
+    record = job(zen, "job-1")
+    assert (record.status.value, record.attempt, record.max_attempts, record.preemptions, record.vm) == (
+        "QUEUED", 1, 1, 0, None)
+    assert "CONFIRM" not in [c["action"] for c in controls(publisher)]
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-2"))  # another VM takes the start given back
+    record = job(zen, "job-1")
+    assert (record.status.value, record.vm, record.left_vms) == ("ASSIGNED", "vm-2", {"vm-a": 3})
 
 
 def test_preemptions_are_free_only_so_many_times(functions, zen):
@@ -521,3 +536,20 @@ def test_a_vm_heartbeat_written_meanwhile_is_the_state_before(db):
     writing.__exit__(None, None, None)
     thread.join(10)
     assert seen == {"BUSY": "IDLE", "IDLE": "BUSY"}
+
+
+def test_claims_from_the_restarted_agent_of_a_running_attempt_do_not_keep_it_alive(functions, zen, clock, config):
+    """An agent never claims an attempt it runs: the holder of a RUNNING attempt claiming it is its agent
+    restarted, whose run ended with the old one (a spare copy of the start pulled again). Its CLAIMEDs renewed
+    the attempt's heartbeat deadline, so the dead attempt stayed RUNNING, its VM and quota held, as long as the
+    copy came back (hours); the sweep now takes it for lost after heartbeat_timeout_s as any silent run."""
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 2))
+    timeout = config.deadlines.heartbeat_timeout_s
+    for seq in range(10, 10 + int(timeout // 20) + 3):  # a CLAIMED every 20 s past the deadline
+        clock.advance(20)
+        functions.heartbeat(heartbeat("job-1", "CLAIMED", seq))
+        functions.tick()
+    record = job(zen, "job-1")
+    assert (record.status.value, record.attempt) == ("QUEUED", 2)

@@ -111,6 +111,27 @@ def test_reclaimed_quota_goes_to_the_reclaiming_job_not_back_to_the_borrower(que
     assert stopped == ["a3"]  # one preemption only
 
 
+@pytest.mark.queues(RECLAIM)
+def test_a_failure_reported_as_its_queue_preempts_the_job_is_that_preemption(queued_zen, clock):
+    """The job's own exit (1) crossed its queue's STOP: its report says FAILED. The preemption came first, and
+    its failure may be the stop's own: the job goes back PENDING as the preemption's next attempt (as a gang's
+    does, and as a late report after the stop's deadline does), not FAILED for good with its retries unspent."""
+    from tests.messages import heartbeat
+
+    zen, functions = queued_zen
+    for n in range(4):
+        functions.submit(job_request(f"a{n}", max_retries=2))
+        clock.advance(1)
+        run_until_running(functions, f"a{n}", f"vm-{n}")
+    functions.submit(job_request("b1", user_id="bob"))
+    assert statuses(zen, "a3", "b1") == ["STOPPING", "PENDING"]
+    functions.heartbeat(heartbeat("a3", "FAILED", 5, vm="vm-3", exit_code=1))
+    with zen.db.transaction() as session:
+        record = repository.get_job(session, "a3")
+    assert (record.status.value, record.attempt, record.retries, record.max_attempts) == ("PENDING", 2, 0, 4)
+    assert statuses(zen, "b1") == ["QUEUED"]
+
+
 def test_a_head_within_its_nominal_quota_goes_before_one_that_would_borrow():
     """The pure order: a lower-priority job within its queue's nominal quota is admitted before a
     higher-priority one of another queue that would borrow."""

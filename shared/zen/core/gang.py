@@ -38,7 +38,7 @@ from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.retries import next_retry
 
-_RESET = dict(gang=None, gang_left=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
+_RESET = dict(gang=None, left_vms=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
 _RUN = (JobStatus.ASSIGNED, JobStatus.RUNNING)
 
 
@@ -86,8 +86,6 @@ def _claim(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> Decisi
             return Decision(duplicate=True)
         nodes[mine.rank] = mine.model_copy(update={"seq": hb.seq})
         return Decision(fields=dict(gang=nodes))
-    if hb.seq <= (job.gang_left or {}).get(hb.vm, -1):  # a claim it sent before it left, delivered late or again
-        return Decision(ignored=f"{hb.vm} left the gang after this claim (a copy delivered late)")
     if nodes and hb.region != nodes[0].region:
         reason = f"the gang assembles in {nodes[0].region}; a node in {hb.region} cannot join it"
         return Decision(ignored=reason, publish_start=True,
@@ -177,8 +175,8 @@ def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime,
     if job.status is not JobStatus.QUEUED:
         return None
     left = [node.model_copy(update={"rank": rank, "left_at": now}) for rank, node in enumerate(n for n in nodes if n.vm != vm)]
-    gone = {**(job.gang_left or {}), vm: seq}  # its claims sent before now are late copies (``_claim``)
-    return Decision(fields=dict(gang=left or None, gang_left=gone, **({} if left else dict(start_regions=None, widen_at=None))),
+    gone = {**(job.left_vms or {}), vm: seq}  # its claims sent before now are late copies (lifecycle's check)
+    return Decision(fields=dict(gang=left or None, left_vms=gone, **({} if left else dict(start_regions=None, widen_at=None))),
                     note=f"{vm} left the gang before it was complete ({why}); {len(left)} of {job.nodes} nodes hold a part",
                     publish_start=True)
 

@@ -134,6 +134,11 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
 
     decision = Decision()
     if job.status is JobStatus.QUEUED:
+        if hb.seq <= (job.left_vms or {}).get(hb.vm, -1):  # sent before its VM gave the attempt up: a late copy
+            return Decision(ignored=f"{hb.vm} gave attempt {job.attempt} up after this report (a copy delivered late)")
+        if hb.status is AgentStatus.PREEMPTED:  # its VM went away as it claimed: no CONFIRM came, nothing ran
+            return Decision(fields=dict(left_vms={**(job.left_vms or {}), hb.vm: hb.seq}),
+                            note=f"{hb.vm} gave its claim up unanswered (its VM went away); the attempt never ran there")
         if hb.region not in job.regions:
             # This VM should never have seen the start message (its subscription filters by region);
             # tell it to drop its copy, and publish a fresh one so the job cannot be stranded.
@@ -175,9 +180,10 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
     decision.fields.update(last_seq=max(job.last_seq, hb.seq), last_heartbeat_at=now)
     if hb.message is not None:
         decision.fields["message"] = hb.message
-    if current is JobStatus.STOPPING:
-        # The stop stands and its deadline keeps counting from the stop, whatever the VM reports;
-        # a VM that still claims or runs the attempt is told again to stop.
+    if current is JobStatus.STOPPING or current is JobStatus.RUNNING and hb.status is AgentStatus.CLAIMED:
+        # The stop stands and its deadline keeps counting from the stop, whatever the VM reports; a VM that
+        # still claims or runs the attempt is told again to stop. A running attempt's holder claiming it is
+        # its restarted agent (none claims what it runs), whose run ended with it: no sign of life either.
         decision.fields.pop("last_heartbeat_at")
         if hb.status is AgentStatus.RUNNING:
             decision.controls.append(_control(job, hb, ControlAction.STOP, stopping_reason(job)))
@@ -186,15 +192,10 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
 
 
 def _seen_already(job: Job, hb: Heartbeat) -> Decision:
-    """A report from the VM holding the attempt at or below the last applied ``seq`` changes nothing.
-
-    A CLAIMED is still answered as a fresh one is (CONFIRM while ASSIGNED, STOP while STOPPING,
-    nothing once RUNNING): besides a redelivery, it may be the holder claiming again after our answer
-    came too late. An agent gives a start back after a few unanswered CLAIMEDs; an older agent, whose
-    ``seq`` starts again at 1 for each claim, sends the same numbers when the start comes back, and
-    unanswered it would give the start back forever while the job waits ASSIGNED to an idle VM until
-    the sweep spends its attempt. Answering a redelivery again is harmless: the same order, which a
-    VM already running the attempt ignores."""
+    """A report from the VM holding the attempt at or below the last applied ``seq`` changes nothing. A
+    CLAIMED is still answered as a fresh one is (``_answer_to_holder``): besides a redelivery, it may be the
+    holder claiming again after our answer came too late (an older agent's ``seq`` starts again at 1 for each
+    claim: unanswered, it would give the start back forever). Answering a redelivery again is harmless."""
     answer = _answer_to_holder(job, hb, job.status)
     return Decision(duplicate=True, controls=[answer] if answer else [])
 
@@ -230,6 +231,12 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
             decision.changes.append(Change(JobStatus.RUNNING, f"running on {hb.vm}"))
             decision.fields["started_at"] = sent_at
         return
+    if current is JobStatus.STOPPING and job.preempted_by and status is not AgentStatus.SUCCEEDED:
+        # Its queue took it back: a failure (maybe the stop's own) is rerun as the preemption would (as a gang's)
+        pending = back_to_pending(job, f"preempted: {job.preempted_by}")
+        decision.changes.extend(pending.changes)
+        decision.fields.update(pending.fields)
+        return
     if status is AgentStatus.FAILED and current is not JobStatus.STOPPING and (
             retry := next_retry(job.request, job.retries, job.attempt, hb.exit_code, now)) is not None:
         decision.changes.append(Change(JobStatus.PENDING, retry.reason))  # its backoff's hold: Sweeps.retry_due
@@ -242,11 +249,6 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
             decision.fields["started_at"] = sent_at
         decision.changes.append(Change(target, reason))
         decision.fields.update(exit_code=hb.exit_code, finished_at=now)
-        return
-    if current is JobStatus.STOPPING and job.preempted_by and status in (AgentStatus.STOPPED, AgentStatus.PREEMPTED):
-        pending = back_to_pending(job, f"preempted: {job.preempted_by}")
-        decision.changes.extend(pending.changes)
-        decision.fields.update(pending.fields)
         return
     if status is AgentStatus.STOPPED:
         decision.changes.append(Change(JobStatus.CANCELLED, "stopped on request"))

@@ -378,8 +378,9 @@ class Job(BaseModel):
     retries: int = 0  # retries after failed exits so far (zen.core.retries)
     nodes: int = 1  # VMs it runs on at once (its request's nodes): > 1, a gang (zen.core.gang)
     gang: list[GangNode] | None = None  # a gang's nodes of the current attempt, rank order (None: none claimed)
-    # VMs that left the attempt's gang while it assembled -> the seq of the report that said so (zen.core.gang)
-    gang_left: dict[str, int] | None = None
+    # VMs that gave the attempt up before it ran there (a gang's node leaving its assembly, a claim whose VM went
+    # away) -> the seq of the report that said so: their earlier reports are late copies (zen.core.lifecycle)
+    left_vms: dict[str, int] | None = None
 
     def public_view(self) -> dict[str, Any]:
         """The JSON a user sees (``zen jobs get --json``); max_start_wait_s None: its cluster's default."""

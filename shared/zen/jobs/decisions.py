@@ -67,6 +67,8 @@ class DecisionWriter:
             return []
         status = decision.changes[-1].to if decision.changes else job.status
         update: dict[str, Any] = dict(decision.fields, status=status)
+        if update.get("attempt", job.attempt) != job.attempt:  # VMs that gave the last attempt up: not this one's
+            update["left_vms"] = None
         changes = decision.changes
         if any(c.to is JobStatus.QUEUED for c in changes):
             update["queued_at"] = now
