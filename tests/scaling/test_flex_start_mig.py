@@ -93,6 +93,25 @@ def test_a_resize_request_is_pending_as_booting_vms_then_granted_all_at_once(clo
     assert all(i.running for i in flex.read().instances)
 
 
+def test_a_queued_request_is_counted_while_a_granted_ones_vms_are_created(cloud):
+    """A granted request's VMs are listed CREATING with no status until they exist, as a queued request's would
+    be if Compute listed them: while r1's two are created, r2 (two more, queued) still counts, so no pass asks
+    beyond the cluster's limits (it took r1's two for r2's and asked for r2's again)."""
+    standin, flex, _ = cloud(capacity=2)
+    standin.world.resize_requests.create_delay_s = 20.0
+    flex.resize(2)
+    standin.advance(31)  # r1 granted: its VMs being created
+    flex.resize(4)  # r2 queued (granted 30 s after it at the soonest)
+    state = flex.read()
+    assert [i.current_action == "CREATING" and i.status == "" for i in state.instances] == [True] * 4
+    assert state.target_size == 4 and len([i for i in state.instances if request_of(i.name)]) == 2
+    flex.resize(4)
+    assert sum(flex.pending().values()) == 2  # nothing more asked
+    standin.advance(30)
+    state = flex.read()
+    assert state.target_size == 4 and sum(1 for i in state.instances if i.status) == 2
+
+
 def test_a_request_waits_until_one_zone_holds_all_of_its_vms(cloud):
     standin, flex, _ = cloud(capacity=1)
     flex.resize(2)  # 2 VMs, room for 3 in the region but 1 per zone: never granted in part or over zones

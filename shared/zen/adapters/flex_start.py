@@ -12,8 +12,8 @@ To the scaling manager a pending request's VMs are instances like any other: BOO
 (no status, so not billed), named ``<MIG>+<request>+<n>`` (``pending_name``; ``+`` is in no GCE name, so
 no agent, claim or control subscription ever takes one for a VM), counted in the target size, so the
 cluster's limits hold (should Compute list a queued request's instances itself, CREATING with no VM, as
-its documentation of the CREATING state suggests, those stand for it instead and none is made up: see
-``read``). Deleting any of them cancels its request (``cancel``, possible while it is
+its documentation of the CREATING state suggests, those beyond the target size stand for it instead and
+none is made up: see ``read``). Deleting any of them cancels its request (``cancel``, possible while it is
 ACCEPTED): a request is granted all at once or not at all, so it goes whole; the planner sees the rest
 go too and asks again if it still wants VMs. Everything else (errors, deletes of real VMs, operations)
 is ``MigManager``'s.
@@ -95,10 +95,13 @@ class FlexStartMig(MigManager):
         instances = self.instances()
         settled = len(instances) == target and all(i.current_action == "NONE" for i in instances)
         errors = [] if settled else self.errors(since)
-        # Should Compute list a queued request's instances itself (CREATING, no VM yet), they stand for it
-        # and are counted in its target size already: only the VMs it does not list are added.
-        listed = sum(1 for i in instances if i.current_action == "CREATING" and not i.status and not i.creation_error)
-        unlisted = self._pending_instances(pending)[listed:]
+        # Should Compute list a queued request's instances itself (CREATING, no VM yet), they stand for it: only
+        # the VMs it does not list are added. Those are the ones beyond the target size, which counts granted
+        # VMs only: a granted request's VMs being created are listed so too, and stand for no queued one.
+        # (Were queued ones counted in the target too, they would be counted twice: never beyond the limits.)
+        creating = sum(1 for i in instances if i.current_action == "CREATING" and not i.status and not i.creation_error)
+        beyond = len([i for i in instances if i.current_action != "DELETING"]) - target
+        unlisted = self._pending_instances(pending)[max(0, min(creating, beyond)):]
         return MigState(target + len(unlisted), instances + unlisted, errors)
 
     def resize(self, size: int, together: Sequence[int] = ()) -> None:

@@ -40,6 +40,9 @@ class ResizeRequests:
     def __init__(self, world: Any, grant_delay_s: float = 30.0):
         self.world = world  # zen_dev.local.compute.world.World, which holds this
         self.grant_delay_s = grant_delay_s  # the least time from a request to its grant
+        # From a grant to its VMs' creation: meanwhile they are listed CREATING with no instanceStatus, as
+        # Compute lists an instance whose VM does not exist yet (0: created at once).
+        self.create_delay_s = 0.0
         self._by_mig: dict[tuple[str, str], dict[str, ResizeRequest]] = {}
 
     def of(self, mig: Mig) -> list[ResizeRequest]:
@@ -116,7 +119,7 @@ class ResizeRequests:
             return
         request.state = "SUCCEEDED"
         mig.target_size += request.resize_by
-        request.instances = [world._new_instance(mig, zones[0]) for _ in range(request.resize_by)]
+        request.instances = [world._new_instance(mig, zones[0], self.create_delay_s) for _ in range(request.resize_by)]
         if request.run_s is not None:
             world._schedule(world.now + request.run_s, self._expire, request)
 

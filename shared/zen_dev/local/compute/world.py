@@ -177,9 +177,9 @@ class World:
                 return (held[0],)
         return tuple(mig.spec.zones)
 
-    def _new_instance(self, mig: Mig, zone: str | None = None) -> Instance:
-        """A new instance of ``mig``, tried at once: in ``zone`` when given (a resize request's grant), else
-        in its least loaded zone, or another with room."""
+    def _new_instance(self, mig: Mig, zone: str | None = None, after_s: float = 0.0) -> Instance:
+        """A new instance of ``mig``, tried at once (or ``after_s`` from now): in ``zone`` when given (a resize
+        request's grant), else in its least loaded zone, or another with room."""
         while True:
             suffix = "".join(self._names_rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(4))
             name = f"{mig.name}-{suffix}"
@@ -190,7 +190,10 @@ class World:
         inst = Instance(name, mig, zone, next(self._seq), self.now)
         mig.instances[name] = inst
         log.info("%s: creating %s", mig.name, name)
-        self._attempt(inst, inst.gen)
+        if after_s > 0:
+            self._schedule(self.now + after_s, self._attempt, inst, inst.gen)
+        else:
+            self._attempt(inst, inst.gen)
         return inst
 
     def _attempt(self, inst: Instance, gen: int) -> None:
