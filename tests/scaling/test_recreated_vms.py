@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from tests.messages import heartbeat, job_request
 from tests.scaling.fakes import FakeFleet, RecordingMig
 from tests.scaling.test_scaling_integration import CLUSTER, build_stack, vm_beat
@@ -20,13 +22,17 @@ from zen.scaling.port import FleetFacts, MigInstance
 NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
 
 
-def test_a_recreated_spot_vm_back_running_is_not_deleted_on_its_predecessors_stopping():
+@pytest.mark.parametrize("word", ["STOPPING", "IDLE", "BUSY"])
+def test_a_recreated_spot_vm_back_running_is_not_deleted_on_its_predecessors_word(word):
     """Fakes: the last pass saw the instance being recreated (booting); now it is RUNNING again, its agent
-    not heard yet; the old agent said STOPPING ten minutes ago; its job was requeued and waits."""
+    not heard yet; the old agent said STOPPING ten minutes ago (or IDLE or BUSY: its STOPPING was lost as its
+    VM went, and the recreated VM was deleted as an idle or busy VM silent since); its job was requeued and
+    waits."""
     calls: list = []
     back = MigInstance("spot-1", "us-central1-a", "NONE", "RUNNING", None)
     migs = {"us-central1": RecordingMig("us-central1", calls, 1, [back])}
-    said = {"spot-1": {"state": "STOPPING", "idle_since": None, "last_seen_at": NOW - timedelta(minutes=10)}}
+    old = NOW - timedelta(minutes=10)
+    said = {"spot-1": {"state": word, "idle_since": old if word == "IDLE" else None, "last_seen_at": old}}
     demand = (DemandGroup(("us-central1",), 1, NOW - timedelta(minutes=10)),)
     memory = {"us-central1": RegionMemory(last_boot_at=NOW - timedelta(hours=1), booting=("spot-1",),
                                           booting_since=((NOW - timedelta(minutes=9)).timestamp(),),

@@ -7,6 +7,7 @@ VM between passes while the inputs are the same.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any, Callable, Iterable, KeysView, Mapping
 
@@ -24,7 +25,7 @@ Pass = tuple[tuple[str, ...], tuple[list[MigInstance], ...], dict[str, datetime]
 
 
 def classify(instance: MigInstance, region: str, first_seen: datetime, held: Mapping[str, str],
-             agents: Mapping[str, Agent], drained: bool = False, rebooted: bool = False) -> Vm:
+             agents: Mapping[str, Agent], drained: bool = False, rebooted: float | None = None) -> Vm:
     """The planner's view of one instance. DELETING: going away, not supply, counted against the limits
     until gone. A *drained* instance (a scale-down marked it and refuses its claims) is DELETING even
     while the MIG still lists it as running: its delete may have failed (or the pass died between the
@@ -34,8 +35,10 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
     RUNNING with no current action: a preempted spot VM is recreated by its MIG under the same name
     (``instance_termination_action = DELETE``), and the new instance's own state decides (CREATING:
     booting, a probe or a strike in a stockout; not a ghost counted against the limits forever). Nor
-    once that instance is RUNNING (``rebooted``: the last plan saw it booting) until its new agent speaks:
-    the STOPPING was its predecessor's, and the VM its region gave back is the requeued job's.
+    once that instance is RUNNING (``rebooted``: the last plan saw it booting, since then, epoch seconds)
+    until its new agent speaks: the STOPPING was its predecessor's, and the VM its region gave back is the
+    requeued job's. Any word older than that boot is its predecessor's (its STOPPING lost as the VM went):
+    the recreated VM boots, not an idle or busy VM silent since, which would be deleted as silent.
     ``started``: a booting instance that got capacity (RUNNING, or a status and no creation error: the
     MIG is not retrying it), so it is billed (from RUNNING) and no free probe.
     ``heard_at``: when the agent was last heard, its row's ``last_seen_at`` (when missing, the
@@ -43,7 +46,8 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
     outage of its own (``zen.store.fleet.agents``); the planner judges the silence (``Timing.agent_silence_s``)."""
     agent = agents.get(instance.name)
     state = agent["state"] if agent else None
-    predecessors = state == "STOPPING" and rebooted  # the word of the VM its MIG recreated
+    predecessors = agent is not None and rebooted is not None and (  # the word of the VM its MIG recreated
+        state == "STOPPING" or (agent["last_seen_at"] or first_seen).timestamp() <= rebooted)
     if instance.deleting or drained or state == "RETIRED" or (state == "STOPPING" and instance.running and not predecessors):
         phase, since = VmPhase.DELETING, first_seen
     elif instance.name in held:
@@ -123,7 +127,8 @@ class VmViews:
                 and all(r == lr and i is li for (r, i), lr, li in zip(listings.items(), last[0], last[1]))):
             return last[5], last[6]
         changed = self._changed(facts)
-        rebooting = frozenset(name for memory in facts.memory.values() for name in memory.booting)
+        rebooting = {name: memory.booting_since[i] if i < len(memory.booting_since) else math.inf
+                     for memory in facts.memory.values() for i, name in enumerate(memory.booting)}
         vms: list[Vm] = []
         zones: dict[str, str | None] = {}
         parts, self._parts = self._parts, {}
@@ -140,10 +145,10 @@ class VmViews:
 
     def _region(self, region: str, instances: list[MigInstance], last: Part | None, first_seen: dict[str, datetime],
                 held: Mapping[str, str], agents: Mapping[str, Agent], drained: frozenset[str],
-                rebooting: frozenset[str] = frozenset()) -> Part:
+                rebooting: Mapping[str, float] = {}) -> Part:
         """One region's part: (its instances, their Vms (``RegionVms``), zones, names, and per name its
         view); a VM's view is kept from ``last`` while its instance, first-seen time, job, agent and drain are.
-        ``rebooting``: the VMs the last plan saw booting (``RegionMemory.booting``)."""
+        ``rebooting``: the VMs the last plan saw booting, since when (``RegionMemory.booting``)."""
         views: dict[str, View] = last[4] if last is not None else {}
         kept: dict[str, View] = {}
         zones: dict[str, str | None] = {}
@@ -155,7 +160,7 @@ class VmViews:
             if (view is None or (view[0], view[1], view[3]) != (instance, since, agent) or view[2] != job
                     or view[5] != gone):
                 view = (instance, since, job, agent,
-                        classify(instance, region, since, held, agents, gone, name in rebooting), gone)
+                        classify(instance, region, since, held, agents, gone, rebooting.get(name)), gone)
             kept[name] = view
         return instances, RegionVms(view[4] for view in kept.values()), zones, kept.keys(), kept
 
