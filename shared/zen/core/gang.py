@@ -175,7 +175,7 @@ def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime,
     if job.status is not JobStatus.QUEUED:
         return None
     left = [node.model_copy(update={"rank": rank, "left_at": now}) for rank, node in enumerate(n for n in nodes if n.vm != vm)]
-    gone = {**(job.left_vms or {}), vm: seq}  # its claims sent before now are late copies (lifecycle's check)
+    gone = job.left_by(vm, seq)  # its claims sent before now are late copies (lifecycle's check)
     return Decision(fields=dict(gang=left or None, left_vms=gone, **({} if left else dict(start_regions=None, widen_at=None))),
                     note=f"{vm} left the gang before it was complete ({why}); {len(left)} of {job.nodes} nodes hold a part",
                     publish_start=True)
