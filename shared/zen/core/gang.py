@@ -36,6 +36,7 @@ from zen.core.gang_records import ENDED as ENDED, SILENT, most_silent, room_seen
 from zen.core.lease import Deadlines
 from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
+from zen.core.reports import gave_up
 from zen.core.retries import next_retry
 
 _RESET = dict(gang=None, left_vms=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
@@ -175,7 +176,7 @@ def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime,
     if job.status is not JobStatus.QUEUED:
         return None
     left = [node.model_copy(update={"rank": rank, "left_at": now}) for rank, node in enumerate(n for n in nodes if n.vm != vm)]
-    gone = job.left_by(vm, seq)  # its claims sent before now are late copies (lifecycle's check)
+    gone = gave_up(job.left_vms, vm, seq)  # its claims sent before now are late copies (lifecycle's check)
     return Decision(fields=dict(gang=left or None, left_vms=gone, **({} if left else dict(start_regions=None, widen_at=None))),
                     note=f"{vm} left the gang before it was complete ({why}); {len(left)} of {job.nodes} nodes hold a part",
                     publish_start=True)

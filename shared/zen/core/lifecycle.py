@@ -15,6 +15,7 @@ from typing import Any
 from zen.core.lease import Deadlines
 from zen.core.retries import next_retry
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
+from zen.core.reports import gave_up
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         if hb.seq <= (job.left_vms or {}).get(hb.vm, -1):  # sent before its VM gave the attempt up: a late copy
             return Decision(ignored=f"{hb.vm} gave attempt {job.attempt} up after this report (a copy delivered late)")
         if hb.status is AgentStatus.PREEMPTED:  # its VM went away as it claimed: no CONFIRM came, nothing ran
-            return Decision(fields=dict(left_vms=job.left_by(hb.vm, hb.seq)),
+            return Decision(fields=dict(left_vms=gave_up(job.left_vms, hb.vm, hb.seq)),
                             note=f"{hb.vm} gave its claim up unanswered (its VM went away); the attempt never ran there")
         if hb.region not in job.regions:
             # This VM should never have seen the start message (its subscription filters by region);

@@ -48,7 +48,6 @@ INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}\Z")  # \Z: "$" allows a final "\n"
 MAX_INPUTS = 16
-MAX_LEFT_VMS = 100  # Job.left_vms kept per attempt
 MAX_NODES = 64  # a gang's VMs: its start goes out once per node, each node beats on its own
 
 
@@ -382,12 +381,6 @@ class Job(BaseModel):
     # VMs that gave the attempt up before it ran there (a gang's node leaving its assembly, a claim whose VM went
     # away) -> the seq of the report that said so: their earlier reports are late copies (zen.core.lifecycle)
     left_vms: dict[str, int] | None = None
-
-    def left_by(self, vm: str, seq: int) -> dict[str, int]:
-        """``left_vms`` with ``vm`` gone since its report ``seq``: the latest ``MAX_LEFT_VMS`` kept (a row stays
-        bounded whatever VMs report; one dropped only loses the guard against its late copies)."""
-        left = {**(self.left_vms or {}), vm: seq}
-        return dict(sorted(left.items(), key=lambda item: item[1])[-MAX_LEFT_VMS:])
 
     def public_view(self) -> dict[str, Any]:
         """The JSON a user sees (``zen jobs get --json``); max_start_wait_s None: its cluster's default."""

@@ -29,3 +29,13 @@ class ControlAction(str, enum.Enum):
     CONFIRM = "CONFIRM"  # your claim won: run the attempt
     RELEASE = "RELEASE"  # your claim lost (or the job is gone): drop the start message
     STOP = "STOP"  # stop this attempt now
+
+
+MAX_LEFT_VMS = 100  # the VMs that gave an attempt up, kept per attempt (``Job.left_vms``)
+
+
+def gave_up(left: dict[str, int] | None, vm: str, seq: int) -> dict[str, int]:
+    """``Job.left_vms`` with ``vm`` gone from the attempt since its report ``seq`` (its earlier reports are late
+    copies): the latest ``MAX_LEFT_VMS`` kept, so a row stays bounded whatever VMs report (one dropped only
+    loses the guard against its late copies)."""
+    return dict(sorted({**(left or {}), vm: seq}.items(), key=lambda item: item[1])[-MAX_LEFT_VMS:])
