@@ -99,6 +99,21 @@ def test_a_job_may_not_take_an_arrays_id(zen_and_fn):
     assert statuses(zen, "sweep", 2) == ["CANCELLED", "CANCELLED"]
 
 
+def test_an_arrays_task_may_not_take_another_arrays_id(zen_and_fn):
+    """Alice's array a-1 (tasks a-1-0, a-1-1) and her step after it; bob's array `a` would make task a-1, which
+    is her array's id: her step would follow bob's job, and her stop of a-1 reach it. Refused whole."""
+    zen, fn = zen_and_fn
+    fn.submit(job_request("a-1", array={"count": 2}))
+    fn.submit(job_request("pick", after=["a-1"]))
+    fn.submit(job_request("a", user_id="bob", array={"count": 2}))
+    assert jobs(zen, "a-0", "a-1") == [None, None]
+    with zen.db.transaction() as session:
+        rows = [r["reason"] for r in session.sql("SELECT reason FROM rejected_messages ORDER BY id DESC LIMIT 1")]
+    assert "job_id a-1, a task's id of array a, is already an array's id" in rows[0]
+    fn.stop({"job_id": "a-1"})
+    assert statuses(zen, "a-1", 2) == ["CANCELLED", "CANCELLED"]
+
+
 def test_the_tick_lets_go_what_a_release_missed(zen_and_fn, publisher):
     """Two tasks ending at once may both reach for the same next task; the sweep catches it up."""
     from zen.core import lifecycle

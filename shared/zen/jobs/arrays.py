@@ -63,6 +63,9 @@ class ArrayJobs:
             with self._store.transaction() as tx:
                 if tx.get_job(array_id) is not None:
                     raise _Refused(f"job_id {array_id} is already a job's: an array's id names no job of its own")
+                if taken := tx.arrays_named([task_id for task_id, _ in arrays.tasks(canonical, array_id, spec)]):
+                    raise _Refused(f"job_id {taken[0]}, a task's id of array {array_id}, is already an array's id: "
+                                   "its tasks' ids would name another's (choose another job_id)")
                 shape, chosen = choose(tx, self._config, resolved, now)
                 gpus = held_gpus(configured_cluster(self._config, shape.cluster), request)
                 for task_id, task_request in arrays.tasks(canonical, array_id, spec):

@@ -209,6 +209,9 @@ class ArrayRows(Protocol):
     def array_tasks(self, array_id: str) -> list[Job]:
         """The array's tasks in index order (no locks)."""
 
+    def arrays_named(self, names: list[str]) -> list[str]:
+        """Those of ``names`` that are an array's id (one with tasks)."""
+
     def waiting_after(self, names: list[str]) -> list[Job]:
         """PENDING jobs held by dependencies that name one of ``names`` (jobs or arrays), rows locked."""
 

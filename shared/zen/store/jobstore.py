@@ -150,6 +150,10 @@ class PostgresJobTx:
     def array_tasks(self, array_id: str) -> list[Job]:
         return [repository.job_from_row(r) for r in self.session.run("array_tasks", array_id=array_id)]
 
+    @hooked("arrays_named")
+    def arrays_named(self, names: list[str]) -> list[str]:
+        return [r["array_id"] for r in self.session.run("arrays_named", names=names)]
+
     @hooked("waiting_after")
     def waiting_after(self, names: list[str]) -> list[Job]:
         return [repository.job_from_row(r) for r in self.session.run("waiting_after", names=json.dumps(names))]

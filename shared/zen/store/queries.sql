@@ -682,6 +682,10 @@ SELECT job_id FROM jobs WHERE status = 'PENDING' AND hold_until IS NOT NULL AND 
 ORDER BY hold_until, job_id
 LIMIT :limit;
 
+-- name: arrays_named
+-- Those of :names that are an array's id (a new array's task ids must not be: jobs_by_array).
+SELECT DISTINCT array_id FROM jobs WHERE array_id = ANY(CAST(:names AS text[]));
+
 -- name: array_tasks
 -- An array's tasks in index order (the CLI's list and progress; a stop of the array).
 SELECT * FROM jobs WHERE array_id = :array_id ORDER BY CAST(request -> 'array' ->> 'index' AS integer);

@@ -284,6 +284,12 @@ class InMemoryJobTx:
     def array_tasks(self, array_id: str) -> list[Job]:
         return self._tasks(array_id)
 
+    @hooked("arrays_named")
+    def arrays_named(self, names: list[str]) -> list[str]:
+        wanted = set(names)
+        return sorted({j.request["array"]["id"] for j in self._t.jobs.values()
+                       if (j.request.get("array") or {}).get("id") in wanted})
+
     @hooked("waiting_after")
     def waiting_after(self, names: list[str]) -> list[Job]:
         return sorted((j for j in self._t.jobs.values() if j.status is JobStatus.PENDING
