@@ -102,7 +102,10 @@ locals {
       }
     ]...)
   ]...)
-  gpu_regions = toset(distinct(flatten([for cluster in local.clusters : cluster.regions])))
+  # One start subscription per (cluster, region), whatever its models: the primary pool's entry (its key
+  # cluster/region). Every model's agents of a region pull from it (the filter names no model).
+  start_subscriptions = { for key, target in local.mig_targets : key => target if target.model == local.cluster_provisioning[target.cluster][0] }
+  gpu_regions         = toset(distinct(flatten([for cluster in local.clusters : cluster.regions])))
 
   labels = merge({ app = "zen" }, var.labels)
 

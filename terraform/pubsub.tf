@@ -63,7 +63,7 @@ resource "google_pubsub_subscription" "dead_letter" {
 # (ZenConfig.job_start_filter) lets through exactly the start messages of that cluster that allow
 # this region, so an agent never sees a job it may not run.
 resource "google_pubsub_subscription" "job_start" {
-  for_each = local.mig_targets
+  for_each = local.start_subscriptions # one per (cluster, region): its pools' agents all pull from it
   name     = "${local.job_start_prefix}${each.value.cluster}-${each.value.region}"
   topic    = google_pubsub_topic.zen["job_start"].id
   filter   = "attributes.cluster = \"${each.value.cluster}\" AND (attributes:allow_any OR attributes:allow_${replace(each.value.region, "-", "_")})"

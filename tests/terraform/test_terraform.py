@@ -150,7 +150,7 @@ def render(template: str, cluster: str, region: str, module: Module, config: Zen
 
 def test_each_cluster_region_has_a_start_subscription_with_the_code_filter(module, config):
     subscription = module.resources_of("google_pubsub_subscription")["job_start"]
-    assert expression(subscription["for_each"]) == "local.mig_targets"
+    assert expression(subscription["for_each"]) == "local.start_subscriptions"  # one per (cluster, region): test_terraform_start_subscriptions.py
     assert subscription["topic"] == '${google_pubsub_topic.zen["job_start"].id}'
     for cluster in config.clusters:
         for region in cluster.regions:
