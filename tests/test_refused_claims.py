@@ -135,3 +135,22 @@ def test_zen_rejected_reads_a_page_at_a_time_newest_first(zen, clock, db_url, mo
     assert lines[0].split()[:4] == ["AT", "ID", "COUNT", "LAST_AT"] and "payload" not in table.out
     assert [line.split()[-1] for line in lines[1:]] == ["r2", "r1"]
     assert table.err.strip() == f"older: zen rejected --before {page[-1]['id'] - 2}"
+
+
+def test_a_vm_being_scaled_down_that_goes_away_as_it_claims_gives_the_claim_up(functions, zen, clock):
+    """A drained VM's agent gives the start back as its VM goes and says PREEMPTED, read before its CLAIMED.
+    The PREEMPTED was refused as a claim (the VM is draining) and so not recorded as giving the attempt up;
+    once the deleted VM was forgotten (its drain with it), its late CLAIMED won the claim for a VM gone, and
+    the sweep spent an attempt (with max_attempts 1: FAILED, the job never ran)."""
+    functions.submit(job_request("j1", max_attempts=1))
+    with zen.db.transaction() as session:
+        fleet.see_instances(session, "4xa100-40gb", "us-central1", ["vm-d"], clock())
+        assert fleet.drain_unless_busy(session, "vm-d", "4xa100-40gb", "us-central1", clock())
+    functions.heartbeat(heartbeat("j1", "PREEMPTED", 2, vm="vm-d"))
+    clock.advance(60)
+    with zen.db.transaction() as session:  # a pass lists the MIG without vm-d
+        fleet.see_instances(session, "4xa100-40gb", "us-central1", [], clock())
+    functions.heartbeat(heartbeat("j1", "CLAIMED", 1, vm="vm-d"))  # the late copy
+    with zen.db.transaction() as session:
+        record = repository.get_job(session, "j1")
+    assert (record.status.value, record.vm, record.left_vms) == ("QUEUED", None, {"vm-d": 2})

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable
 from zen.core.clearance import for_request
 from zen.core.config import ClusterConfig, ZenConfig
 from zen.core.lifecycle import Change, Decision, refusal
-from zen.core.models import Heartbeat, Job, JobStatus
+from zen.core.models import AgentStatus, Heartbeat, Job, JobStatus
 from zen.core.provisioning import accepted_models, flex_run_left_s, outlasts_flex
 from zen.core.routing import next_route
 from zen.jobs.placement import regions_cleared_now, required_now
@@ -54,6 +54,8 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
     is not checked again (a refusal would tell it RELEASE and leave it in the gang, which would then be
     confirmed to a VM that let its claim go: ``zen.core.gang``)."""
     if job.status is not JobStatus.QUEUED or hb.attempt != job.attempt:
+        return None
+    if hb.status is AgentStatus.PREEMPTED:  # it gives the claim up (zen.core.lifecycle): nothing to refuse
         return None
     if job.gang and any(node.vm == hb.vm for node in job.gang):
         return None
