@@ -73,6 +73,29 @@ def test_the_tick_looks_again_at_what_a_change_did_not_wake(zen_and_fn):
     assert status(zen, "b") == ["QUEUED"]
 
 
+def test_the_ticks_look_is_not_taken_up_by_jobs_surely_still_waiting(zen_and_fn, clock):
+    """The tick looks at 200 jobs held by dependencies at most; it read the oldest, and 200 tasks waiting for a
+    long job kept it from ever seeing a newer job whose dependency had ended: it waited for ever. It reads
+    only those that may move (all their dependencies ended, or, with after_condition ok, one ended otherwise
+    than SUCCEEDED), on both stores alike (held_after)."""
+    from zen.store.jobstore import PostgresJobTx
+
+    zen, fn = zen_and_fn
+    fn.submit(job_request("long"))
+    fn.submit(job_request("sweep", after=["long"], array={"count": 200}))
+    clock.advance(5)
+    for name, after in (("a", None), ("bad", None), ("b", ["a"]), ("c", ["bad", "long"])):
+        fn.submit(job_request(name, **({"after": after} if after else {})))
+    fn.submit(job_request("any-of", after=["bad", "long"], after_condition="any"))
+    with zen.db.transaction() as session:  # their ends, as if committed while b, c and any-of were submitted
+        session.sql("UPDATE jobs SET status = 'SUCCEEDED' WHERE job_id = 'a'")
+        session.sql("UPDATE jobs SET status = 'FAILED' WHERE job_id = 'bad'")
+    with zen.db.transaction() as session:
+        assert sorted(PostgresJobTx(session).held_after(200)) == ["b", "c"]
+    fn.tick()
+    assert status(zen, "b", "c", "any-of", "sweep-0") == ["QUEUED", "CANCELLED", "PENDING", "PENDING"]
+
+
 @pytest.mark.parametrize("request_fields, reason", [
     ({"after": ["nope"]}, "after: no job or array nope is known"),
     ({"after": ["dep-self"], "job_id": "dep-self"}, "after: job dep-self cannot wait for itself"),

@@ -216,7 +216,8 @@ class ArrayRows(Protocol):
         """PENDING jobs held by dependencies that name one of ``names`` (jobs or arrays), rows locked."""
 
     def held_after(self, limit: int) -> list[str]:
-        """Jobs held by dependencies, oldest first."""
+        """Jobs held by dependencies that may move now (``dependencies.verdict`` says other than wait), oldest
+        first: those surely still waiting never fill the ``limit``."""
 
     def retry_due(self, now: datetime, limit: int) -> list[str]:
         """PENDING jobs whose retry's backoff is over (``hold_until`` <= ``now``), longest due first."""

@@ -671,9 +671,26 @@ ORDER BY job_id
 FOR UPDATE;
 
 -- name: held_after
--- Jobs held by dependencies, the oldest first: the tick looks at them again (no lock: re-read under one).
-SELECT job_id FROM jobs WHERE status = 'PENDING' AND hold IS NOT NULL AND hold LIKE 'after: %'
-ORDER BY submitted_at, job_id
+-- Jobs held by dependencies that may move now (zen.core.dependencies.verdict: every one ended, or, with
+-- after_condition ok, one ended otherwise than SUCCEEDED or is gone), the oldest first: the tick looks at them
+-- again (no lock: re-read under one). Those surely still waiting are left out, so that however many of them
+-- there are they never fill the window (a job whose dependency ended as it was submitted waited for ever).
+SELECT j.job_id FROM jobs j,
+     LATERAL (SELECT bool_or(dep.unended) AS unended, bool_or(NOT dep.unended AND NOT dep.succeeded) AS otherwise
+              FROM (SELECT EXISTS (SELECT 1 FROM jobs d WHERE d.job_id = name.id
+                                   AND d.status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED'))
+                           OR EXISTS (SELECT 1 FROM jobs d WHERE d.array_id = name.id
+                                      AND d.status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS unended,
+                           (EXISTS (SELECT 1 FROM jobs d WHERE d.job_id = name.id)
+                            OR EXISTS (SELECT 1 FROM jobs d WHERE d.array_id = name.id))
+                           AND NOT EXISTS (SELECT 1 FROM jobs d WHERE d.job_id = name.id AND d.status <> 'SUCCEEDED')
+                           AND NOT EXISTS (SELECT 1 FROM jobs d WHERE d.array_id = name.id
+                                           AND d.status <> 'SUCCEEDED') AS succeeded
+                    FROM jsonb_array_elements_text(j.request -> 'after') AS name(id)) AS dep) AS deps
+WHERE j.status = 'PENDING' AND j.hold IS NOT NULL AND j.hold LIKE 'after: %'
+  AND (NOT COALESCE(deps.unended, false)
+       OR COALESCE(deps.otherwise, false) AND COALESCE(j.request ->> 'after_condition', 'ok') = 'ok')
+ORDER BY j.submitted_at, j.job_id
 LIMIT :limit;
 
 -- name: retry_due

@@ -298,7 +298,16 @@ class InMemoryJobTx:
 
     @hooked("held_after")
     def held_after(self, limit: int) -> list[str]:
-        held = [j for j in self._t.jobs.values() if j.status is JobStatus.PENDING and dependencies.is_after_hold(j.hold)]
+        def ends(names: list[str]) -> dict[str, str | None]:  # as DecisionWriter._ends
+            out: dict[str, str | None] = {}
+            for name in names:
+                tasks = [self._t.jobs[name]] if name in self._t.jobs else self._tasks(name)
+                out[name] = ("gone" if not tasks else None if any(not t.status.terminal for t in tasks) else
+                             next((t.status.value for t in tasks if t.status is not JobStatus.SUCCEEDED), "SUCCEEDED"))
+            return out
+        held = [j for j in self._t.jobs.values() if j.status is JobStatus.PENDING and dependencies.is_after_hold(j.hold)
+                and dependencies.verdict(j.request.get("after_condition") or "ok",
+                                         ends(list(j.request.get("after") or [])))[0] != "wait"]
         return [j.job_id for j in sorted(held, key=lambda j: (j.submitted_at, j.job_id))][:limit]
 
     @hooked("retry_due")
