@@ -114,6 +114,38 @@ def test_an_arrays_task_may_not_take_another_arrays_id(zen_and_fn):
     assert statuses(zen, "a-1", 2) == ["CANCELLED", "CANCELLED"]
 
 
+def test_a_stopped_task_frees_its_place_however_it_waited(zen_and_fn):
+    """A let-go task that ends lets the next go, also one stopped while it waits out its retry's backoff (its
+    hold said so: nothing of the array ran), and one stopped by a stop that came before its array (applied as
+    the array was created)."""
+    zen, fn = zen_and_fn
+    fn.submit(job_request("rz", array={"count": 3, "max_parallel": 1}, max_retries=1, retry_backoff_s=600))
+    finish(fn, "rz-0", "vm-a", final="FAILED")
+    assert statuses(zen, "rz", 2) == ["PENDING", "PENDING"]  # rz-0 waits out its backoff, rz-1 held
+    fn.stop({"job_id": "rz-0"})
+    assert statuses(zen, "rz", 3) == ["CANCELLED", "QUEUED", "PENDING"]
+    fn.stop({"job_id": "zz-0"})  # kept: zz is not there yet
+    fn.submit(job_request("zz", array={"count": 3, "max_parallel": 1}))
+    assert statuses(zen, "zz", 3) == ["CANCELLED", "QUEUED", "PENDING"]
+
+
+def test_the_ticks_look_at_arrays_is_not_taken_up_by_arrays_without_room(zen_and_fn):
+    """The tick lets go the next task of at most 100 arrays; it read any 100 holding tasks, and arrays with no
+    room (one task running, the rest held, as they should) could fill it for ever. It reads those with room."""
+    from zen.store.jobstore import PostgresJobTx
+
+    zen, fn = zen_and_fn
+    for n in range(3):
+        fn.submit(job_request(f"busy{n}", array={"count": 2, "max_parallel": 1}))
+    fn.submit(job_request("zz", array={"count": 3, "max_parallel": 1}))
+    with zen.db.transaction() as session:  # zz-0 ended as if by a release that reached for nothing
+        session.sql("UPDATE jobs SET status = 'CANCELLED' WHERE job_id = 'zz-0'")
+    with zen.db.transaction() as session:
+        assert PostgresJobTx(session).arrays_holding(100) == ["zz"]
+    fn.tick()
+    assert statuses(zen, "zz", 3) == ["CANCELLED", "QUEUED", "PENDING"]
+
+
 def test_the_tick_lets_go_what_a_release_missed(zen_and_fn, publisher):
     """Two tasks ending at once may both reach for the same next task; the sweep catches it up."""
     from zen.core import lifecycle

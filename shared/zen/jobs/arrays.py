@@ -111,6 +111,8 @@ class ArrayJobs:
             if task.job_id not in stopped_ids and task.hold is None and not self._queues:
                 ids += self._decisions.apply(tx, task, Decision(changes=[ADMITTED], publish_start=True),
                                              actor="admission", now=now)
+        if stopped_ids and (arrays.place_of(created[0].request) or {}).get("max_parallel"):
+            ids += self._decisions.let_go(tx, array_id, now, admit=False)  # a stopped task's place, as its end would
         if created and self._queues:
             assert created[0].queue is not None  # resolve_request names one when queues are configured
             ids += self._decisions.admit(tx, created[0].queue, created[0].cluster, now)

@@ -98,8 +98,8 @@ class DecisionWriter:
             messages += self._announce.start(after)
         ids = enqueue(tx, messages, now)
         place = arrays.place_of(job.request)
-        if (admit and place and place.get("max_parallel") and job.hold is None and not job.status.terminal
-                and after.status.terminal):
+        if (admit and place and place.get("max_parallel") and (job.hold is None or job.hold_until is not None)
+                and not job.status.terminal and after.status.terminal):  # a task let go (its retry's backoff too)
             ids += self.let_go(tx, place["id"], now, admit=False)  # its place in the array is free
         if after.status.terminal and not job.status.terminal:  # the jobs that wait for it (zen.core.dependencies)
             names = [job.job_id] + ([place["id"]] if place else [])

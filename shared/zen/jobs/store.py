@@ -204,7 +204,7 @@ class ArrayRows(Protocol):
         concurrent release took it)."""
 
     def arrays_holding(self, limit: int) -> list[str]:
-        """Arrays that have held tasks."""
+        """Arrays that have held tasks and room under their ``max_parallel`` (``array_let_go``)."""
 
     def array_tasks(self, array_id: str) -> list[Job]:
         """The array's tasks in index order (no locks)."""

@@ -657,9 +657,15 @@ LIMIT 1
 FOR UPDATE;
 
 -- name: arrays_holding
--- Arrays with held tasks, for the tick's sweep (a release two concurrent ends both reached for).
-SELECT DISTINCT array_id FROM jobs
-WHERE array_id IS NOT NULL AND status = 'PENDING' AND hold LIKE 'array %'
+-- Arrays with held tasks and room under their max_parallel (as array_let_go counts), for the tick's sweep (a
+-- release two concurrent ends both reached for): those without room are left out, so that however many
+-- there are they never fill the window.
+SELECT h.array_id FROM (SELECT array_id, max(CAST(request -> 'array' ->> 'max_parallel' AS integer)) AS most
+                        FROM jobs WHERE array_id IS NOT NULL AND status = 'PENDING' AND hold LIKE 'array %'
+                        GROUP BY array_id) AS h
+WHERE (SELECT count(*) FROM jobs t WHERE t.array_id = h.array_id AND (t.hold IS NULL OR t.hold_until IS NOT NULL)
+         AND t.status IN ('PENDING','QUEUED','ASSIGNED','RUNNING','STOPPING','LOST')) < h.most
+ORDER BY h.array_id
 LIMIT :limit;
 
 -- name: waiting_after

@@ -265,6 +265,9 @@ class InMemoryJobTx:
 
     @hooked("array_let_go")
     def array_let_go(self, array_id: str) -> int:
+        return self._let_go(array_id)
+
+    def _let_go(self, array_id: str) -> int:
         return sum(1 for j in self._tasks(array_id) if (j.hold is None or j.hold_until is not None)
                    and not j.status.terminal)
 
@@ -275,10 +278,10 @@ class InMemoryJobTx:
 
     @hooked("arrays_holding")
     def arrays_holding(self, limit: int) -> list[str]:
-        held = {j.request["array"]["id"] for j in self._t.jobs.values()
+        held = {j.request["array"]["id"]: int(j.request["array"].get("max_parallel") or 0) for j in self._t.jobs.values()
                 if j.status is JobStatus.PENDING and (j.hold or "").startswith(arrays.HOLD_PREFIX)
                 and (j.request.get("array") or {}).get("id")}
-        return sorted(held)[:limit]
+        return sorted(name for name, most in held.items() if self._let_go(name) < most)[:limit]
 
     @hooked("array_tasks")
     def array_tasks(self, array_id: str) -> list[Job]:
