@@ -75,7 +75,8 @@ HOT_QUERIES = [
     ("queued_jobs_to_widen", {"now": NOW, "limit": 500}),  # the tick widens starts narrowed near their data
     ("gangs_assembling_in", {"cluster": "4xa100-40gb", "regions": ["us-west1"], "limit": 500}),  # at a stockout
     ("early_stops_of_submitted_jobs", {"limit": 500}),  # stops that raced their submission
-    ("pending_jobs", {"limit": 500}),  # without queues, the tick admits jobs left PENDING by removed queues
+    ("pending_jobs", {"limit": 500, "queue_less": False}),  # without queues, the tick admits jobs left PENDING by removed queues
+    ("pending_jobs", {"limit": 500, "queue_less": True}),  # with queues, the jobs of none (held before queues came)
     ("queued_demand", {"cluster": "1xl4"}),  # the planner's demand, by the regions each start reaches now
     ("vm_holds_job", {"vm_name": "vm-13"}),
     # Each submission of a job with inputs or an image looks for warm VMs (zen.core.routing).

@@ -50,6 +50,30 @@ def test_without_queues_the_jobs_left_pending_are_admitted_by_the_next_tick(queu
     assert (admitted["to_status"], admitted["reason"]) == ("QUEUED", "admitted: no queues are configured")
 
 
+def test_with_queues_added_a_job_held_before_them_is_admitted_once_let_go(zen, functions, config, db, publisher, clock):
+    """A job submitted before queues were configured (it has none), waiting out a retry's backoff as the
+    operator adds them: once let go, no queue's pass reads it; it waited PENDING for ever, no start published.
+    The tick admits it as it would have been then."""
+    from tests.messages import agent_run
+    from zen.app import Zen
+    from zen.core.config import ZenConfig
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    functions.submit(job_request("flaky", max_retries=1, retry_exit_codes=[3], retry_backoff_s=10))
+    for beat in agent_run("flaky", final="FAILED", exit_code=3):
+        functions.heartbeat(beat)
+    queued = FunctionsInvoker(Zen(ZenConfig.model_validate({**config.model_dump(), "queues": ONE_QUEUE}), db,
+                                  publisher, clock))
+    clock.advance(11)
+    queued.tick()
+    queued.tick()
+    assert statuses(zen, "flaky") == ["QUEUED"]
+    with zen.db.transaction() as session:
+        record = repository.get_job(session, "flaky")
+        reason = repository.job_history(session, "flaky")[-1]["reason"]
+    assert (record.attempt, record.queue, reason) == (2, None, "admitted: submitted before queues were configured")
+
+
 @pytest.mark.queues(ONE_QUEUE)
 def test_a_queue_that_loses_its_quota_for_a_cluster_keeps_its_jobs_there_pending_with_the_reason(
         queued_zen, config, db, publisher, clock, tmp_path, monkeypatch, capsys):

@@ -65,8 +65,8 @@ class JobRows(Protocol):
     def gangs_assembling_in(self, cluster: str, regions: list[str], limit: int) -> list[str]:
         """The cluster's gangs assembling (QUEUED, a node claimed) in one of ``regions``."""
 
-    def pending_jobs(self, limit: int) -> list[str]:
-        """PENDING jobs, oldest first."""
+    def pending_jobs(self, limit: int, queue_less: bool = False) -> list[str]:
+        """PENDING jobs without a hold, oldest first (``queue_less``: only those of no queue)."""
 
 
 class EarlyStops(Protocol):

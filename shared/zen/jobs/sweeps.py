@@ -169,7 +169,8 @@ class Sweeps:
 
     def admit_waiting(self) -> int:
         """The tick's admission passes: every queue with waiting jobs (quota raised, anything missed);
-        without queues, the jobs left PENDING when they were removed (``admit_unqueued``)."""
+        without queues, the jobs left PENDING when they were removed (``admit_unqueued``); with them, the jobs
+        of no queue (submitted before queues were configured, held then: no queue's pass reads them)."""
         if not self._decisions.queued:
             return self.admit_unqueued()
         with self._store.transaction() as tx:
@@ -186,21 +187,23 @@ class Sweeps:
                 continue
             admitted += len({e.message.attributes.get("job_id") for e in ids if is_start(e.message, self._config.topics)})
             self._relay.flush_quietly(ids)
-        return admitted
+        return admitted + self.admit_unqueued(queue_less=True)
 
-    def admit_unqueued(self, limit: int = 500) -> int:
+    def admit_unqueued(self, limit: int = 500, queue_less: bool = False) -> int:
         """Without ``queues:`` every job is admitted at once, but jobs still PENDING from when there
         were queues (the operator removed the section) would wait forever: nothing else admits them,
         and new submissions would go ahead of them. Each is admitted as any submission is now (QUEUED,
-        its start published), oldest first. Returns how many."""
+        its start published), oldest first. ``queue_less`` (with queues): the jobs of no queue, which were
+        submitted before queues were configured and held then (a retry's backoff, dependencies, an array's
+        turn), let go since: admitted as they would have been then. Returns how many."""
         with self._store.transaction() as tx:
-            candidates = tx.pending_jobs(limit)
+            candidates = tx.pending_jobs(limit, queue_less)
 
         def decide(_: JobTx, job: Job) -> Decision | None:
-            if job.status is not JobStatus.PENDING:
+            if job.status is not JobStatus.PENDING or job.hold is not None or (queue_less and job.queue):
                 return None
-            return Decision(changes=[lifecycle.Change(JobStatus.QUEUED, "admitted: no queues are configured")],
-                            publish_start=True)
+            why = "submitted before queues were configured" if queue_less else "no queues are configured"
+            return Decision(changes=[lifecycle.Change(JobStatus.QUEUED, f"admitted: {why}")], publish_start=True)
 
         return self._for_each_job(candidates, "admission", decide)
 

@@ -72,8 +72,8 @@ class PostgresJobTx:
         return repository.gangs_assembling_in(self.session, cluster, regions, limit)
 
     @hooked("pending_jobs")
-    def pending_jobs(self, limit: int) -> list[str]:
-        return repository.pending_jobs(self.session, limit)
+    def pending_jobs(self, limit: int, queue_less: bool = False) -> list[str]:
+        return repository.pending_jobs(self.session, limit, queue_less)
 
     # -- early stops, the tick's clock ------------------------------------------------------
     @hooked("remember_early_stop")

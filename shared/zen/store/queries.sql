@@ -179,8 +179,9 @@ LIMIT :limit;
 -- name: pending_jobs
 -- PENDING jobs without a hold, oldest first: without queues: (the operator removed them) the tick admits
 -- those left waiting. Read through jobs_active. No lock here: each is re-read FOR UPDATE and re-decided.
+-- With queues, :queue_less: those of no queue (submitted before queues were configured: no queue's pass reads them).
 SELECT job_id FROM jobs
-WHERE status = 'PENDING' AND hold IS NULL
+WHERE status = 'PENDING' AND hold IS NULL AND (NOT CAST(:queue_less AS boolean) OR queue IS NULL)
 ORDER BY submitted_at, job_id
 LIMIT :limit;
 

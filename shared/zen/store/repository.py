@@ -203,9 +203,9 @@ def queued_jobs_published_before(session: Session, cutoff: datetime, limit: int)
     return [r["job_id"] for r in session.run("queued_jobs_published_before", cutoff=cutoff, limit=limit)]
 
 
-def pending_jobs(session: Session, limit: int) -> list[str]:
-    """PENDING jobs, oldest first."""
-    return [r["job_id"] for r in session.run("pending_jobs", limit=limit)]
+def pending_jobs(session: Session, limit: int, queue_less: bool = False) -> list[str]:
+    """PENDING jobs without a hold, oldest first (``queue_less``: only those of no queue)."""
+    return [r["job_id"] for r in session.run("pending_jobs", limit=limit, queue_less=queue_less)]
 
 
 def queued_jobs_to_widen(session: Session, now: datetime, limit: int) -> list[str]:

@@ -153,9 +153,9 @@ class InMemoryJobTx:
         return [job_id for _, job_id in sorted(found)[:limit]]
 
     @hooked("pending_jobs")
-    def pending_jobs(self, limit: int) -> list[str]:
-        return [j.job_id for j in sorted((j for j in self._t.jobs.values()
-                                          if j.status is JobStatus.PENDING and j.hold is None),
+    def pending_jobs(self, limit: int, queue_less: bool = False) -> list[str]:
+        return [j.job_id for j in sorted((j for j in self._t.jobs.values() if j.status is JobStatus.PENDING
+                                          and j.hold is None and not (queue_less and j.queue)),
                                          key=lambda j: (j.submitted_at, j.job_id))][:limit]
 
     # -- early stops, the tick's clock ------------------------------------------------------
