@@ -146,6 +146,20 @@ def test_the_ticks_look_at_arrays_is_not_taken_up_by_arrays_without_room(zen_and
     assert statuses(zen, "zz", 3) == ["CANCELLED", "QUEUED", "PENDING"]
 
 
+def test_an_arrays_id_reused_for_another_array_is_refused_and_a_redelivery_is_not(zen_and_fn):
+    """Only the first task's request was compared: an array of other params under the same id was taken for a
+    redelivery and dropped without a word."""
+    zen, fn = zen_and_fn
+    first = job_request("lr", array={"params": [{"LR": "0.1"}, {"LR": "0.2"}]})
+    fn.submit(first)
+    fn.submit(first)  # redelivered: nothing more, nothing refused
+    fn.submit(job_request("lr", array={"params": [{"LR": "0.1"}, {"LR": "0.3"}]}))
+    assert jobs(zen, "lr-1")[0].request["env"]["LR"] == "0.2"
+    with zen.db.transaction() as session:
+        rows = [r["reason"] for r in session.sql("SELECT reason FROM rejected_messages ORDER BY id")]
+    assert len(rows) == 1 and "job_id lr is already an array's of other tasks" in rows[0], rows
+
+
 def test_the_tick_lets_go_what_a_release_missed(zen_and_fn, publisher):
     """Two tasks ending at once may both reach for the same next task; the sweep catches it up."""
     from zen.core import lifecycle

@@ -78,7 +78,10 @@ class ArrayJobs:
                     if not tx.insert_job(task):
                         existing = tx.get_job(task_id)
                         if index == 0 and existing is not None and existing.request_hash == task.request_hash:
-                            return None, []  # a redelivery: its first task is this array's, so all of them are
+                            if _same_tasks(tx, canonical, array_id, spec):
+                                return None, []  # a redelivery: every task is this array's
+                            raise _Refused(f"job_id {array_id} is already an array's of other tasks (its tasks' "
+                                           "requests differ): reusing it for a different array is refused")
                         raise _Refused(f"job_id {task_id} (task {index} of array {array_id}) is already used by "
                                        "another job")
                     reason = f"{submitted.reason}; task {index} of array {array_id}" + (
@@ -187,3 +190,10 @@ class ArrayJobs:
                 ids += self._decisions.admit(tx, queue, cluster, now)
         self._relay.flush_quietly(ids)
         return stopped
+
+
+def _same_tasks(tx: JobTx, canonical: dict[str, Any], array_id: str, spec: arrays.ArraySpec) -> bool:
+    """Whether the array ``array_id``'s tasks are those this request makes (a redelivery), each by its
+    request's fingerprint."""
+    made = {task_id: request_fingerprint(request) for task_id, request in arrays.tasks(canonical, array_id, spec)}
+    return {task.job_id: task.request_hash for task in tx.array_tasks(array_id)} == made
