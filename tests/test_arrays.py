@@ -26,6 +26,12 @@ def starts(publisher) -> list[str]:
     return [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-start")]
 
 
+def refusals(zen) -> list[str]:
+    """The reasons of the refused messages, oldest first."""
+    with zen.db.transaction() as session:
+        return [r["reason"] for r in session.sql("SELECT reason FROM rejected_messages ORDER BY id")]
+
+
 def finish(fn, job_id: str, vm: str, final: str = "SUCCEEDED") -> None:
     for beat in agent_run(job_id, vm=vm, final=final, exit_code=0 if final == "SUCCEEDED" else 3):
         fn.heartbeat(beat)
@@ -92,9 +98,7 @@ def test_a_job_may_not_take_an_arrays_id(zen_and_fn):
     fn.submit(job_request("sweep", array={"count": 2}))
     fn.submit(job_request("sweep"))
     assert jobs(zen, "sweep") == [None]
-    with zen.db.transaction() as session:
-        rows = [r["reason"] for r in session.sql("SELECT reason FROM rejected_messages ORDER BY id DESC LIMIT 1")]
-    assert "job_id sweep is an array's id (its tasks are sweep-0, ...): give the job another id" in rows[0]
+    assert "job_id sweep is an array's id (its tasks are sweep-0, ...): give the job another id" in refusals(zen)[-1]
     fn.stop({"job_id": "sweep"})
     assert statuses(zen, "sweep", 2) == ["CANCELLED", "CANCELLED"]
 
@@ -107,9 +111,7 @@ def test_an_arrays_task_may_not_take_another_arrays_id(zen_and_fn):
     fn.submit(job_request("pick", after=["a-1"]))
     fn.submit(job_request("a", user_id="bob", array={"count": 2}))
     assert jobs(zen, "a-0", "a-1") == [None, None]
-    with zen.db.transaction() as session:
-        rows = [r["reason"] for r in session.sql("SELECT reason FROM rejected_messages ORDER BY id DESC LIMIT 1")]
-    assert "job_id a-1, a task's id of array a, is already an array's id" in rows[0]
+    assert "job_id a-1, a task's id of array a, is already an array's id" in refusals(zen)[-1]
     fn.stop({"job_id": "a-1"})
     assert statuses(zen, "a-1", 2) == ["CANCELLED", "CANCELLED"]
 
@@ -155,8 +157,7 @@ def test_an_arrays_id_reused_for_another_array_is_refused_and_a_redelivery_is_no
     fn.submit(first)  # redelivered: nothing more, nothing refused
     fn.submit(job_request("lr", array={"params": [{"LR": "0.1"}, {"LR": "0.3"}]}))
     assert jobs(zen, "lr-1")[0].request["env"]["LR"] == "0.2"
-    with zen.db.transaction() as session:
-        rows = [r["reason"] for r in session.sql("SELECT reason FROM rejected_messages ORDER BY id")]
+    rows = refusals(zen)
     assert len(rows) == 1 and "job_id lr is already an array's of other tasks" in rows[0], rows
 
 
