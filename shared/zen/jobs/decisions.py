@@ -140,7 +140,9 @@ class DecisionWriter:
         submitter may see, none ended already in a way that would cancel it. (None, None): it may start."""
         with self._store.session() as tx:
             for dep in request.after or ():
-                known = tx.get_job(dep) or next(iter(tx.array_tasks(dep)), None)
+                known = tx.get_job(dep) or tx.get_job(arrays.task_id(dep, 0))  # an array: its first task
+                if known is not None and known.job_id != dep and (arrays.place_of(known.request) or {}).get("id") != dep:
+                    known = None  # a job of that name, of no array dep
                 if known is None:
                     return (f"after: no job or array {dep} is known (submit it first; an id Zen has not accepted "
                             "yet is refused, so no cycle can be made)"), None
@@ -156,14 +158,10 @@ class DecisionWriter:
         the first other end, once all ended); None while it runs or waits."""
         ends: dict[str, str | None] = {}
         for name in names:
-            job = tx.get_job(name)
-            tasks = [job] if job is not None else tx.array_tasks(name)
-            if not tasks:
-                ends[name] = "gone"
-            elif any(not t.status.terminal for t in tasks):
-                ends[name] = None
-            else:
-                ends[name] = next((t.status.value for t in tasks if t.status is not JobStatus.SUCCEEDED), "SUCCEEDED")
+            job = tx.get_job(name)  # an array: counted in Postgres, not read task by task (it may hold thousands)
+            tasks, unended, other = ((1, int(not job.status.terminal), None if job.status is JobStatus.SUCCEEDED
+                                      else job.status.value) if job is not None else tx.array_end(name))
+            ends[name] = "gone" if not tasks else None if unended else other or "SUCCEEDED"
         return ends
 
     def after_ended(self, tx: JobTx, job: Job, now: datetime) -> list[Enqueued]:

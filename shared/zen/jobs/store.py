@@ -209,6 +209,10 @@ class ArrayRows(Protocol):
     def array_tasks(self, array_id: str) -> list[Job]:
         """The array's tasks in index order (no locks)."""
 
+    def array_end(self, array_id: str) -> tuple[int, int, str | None]:
+        """The array's tasks, how many have not ended, and the status of the first (by index) that did not
+        succeed (None: none)."""
+
     def arrays_named(self, names: list[str]) -> list[str]:
         """Those of ``names`` that are an array's id (one with tasks)."""
 

@@ -150,6 +150,12 @@ class PostgresJobTx:
     def array_tasks(self, array_id: str) -> list[Job]:
         return [repository.job_from_row(r) for r in self.session.run("array_tasks", array_id=array_id)]
 
+    @hooked("array_end")
+    def array_end(self, array_id: str) -> tuple[int, int, str | None]:
+        row = self.session.one("array_end", array_id=array_id)  # an aggregate: always one row
+        assert row is not None
+        return int(row["tasks"]), int(row["unended"]), row["first_other"]
+
     @hooked("arrays_named")
     def arrays_named(self, names: list[str]) -> list[str]:
         return [r["array_id"] for r in self.session.run("arrays_named", names=names)]

@@ -706,6 +706,14 @@ SELECT job_id FROM jobs WHERE status = 'PENDING' AND hold_until IS NOT NULL AND 
 ORDER BY hold_until, job_id
 LIMIT :limit;
 
+-- name: array_end
+-- How an array stands for the jobs waiting for it (zen.jobs.decisions._ends): its tasks, those not ended, and
+-- the status of the first that did not succeed; counted here (jobs_by_array), not read task by task.
+SELECT count(*) AS tasks, count(*) FILTER (WHERE status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS unended,
+       (array_agg(status ORDER BY CAST(request -> 'array' ->> 'index' AS integer))
+            FILTER (WHERE status <> 'SUCCEEDED'))[1] AS first_other
+FROM jobs WHERE array_id = :array_id;
+
 -- name: arrays_named
 -- Those of :names that are an array's id (a new array's task ids must not be: jobs_by_array).
 SELECT DISTINCT array_id FROM jobs WHERE array_id = ANY(CAST(:names AS text[]));

@@ -287,6 +287,12 @@ class InMemoryJobTx:
     def array_tasks(self, array_id: str) -> list[Job]:
         return self._tasks(array_id)
 
+    @hooked("array_end")
+    def array_end(self, array_id: str) -> tuple[int, int, str | None]:
+        tasks = self._tasks(array_id)
+        return (len(tasks), sum(not t.status.terminal for t in tasks),
+                next((t.status.value for t in tasks if t.status is not JobStatus.SUCCEEDED), None))
+
     @hooked("arrays_named")
     def arrays_named(self, names: list[str]) -> list[str]:
         wanted = set(names)
