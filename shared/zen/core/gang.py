@@ -39,7 +39,7 @@ from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbea
 from zen.core.reports import gave_up
 from zen.core.retries import next_retry
 
-_RESET = dict(gang=None, left_vms=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
+_RESET = dict(gang=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
 _RUN = (JobStatus.ASSIGNED, JobStatus.RUNNING)
 
 
