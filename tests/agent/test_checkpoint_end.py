@@ -44,6 +44,7 @@ def test_a_stop_during_a_periodic_save_keeps_the_checkpoint_the_report_names(buc
     held = storage.state.hold("/save-2/model.pt", "store")  # the periodic save of epoch 2: a slow link
     transport = FakeTransport(VM, virtual_time=False)
     within, at = 4.0, {}
+    earlier = set(threading.enumerate())  # an earlier test's threads in this worker are not this attempt's
 
     def zen(message):
         if not isinstance(message, Heartbeat):
@@ -67,7 +68,8 @@ def test_a_stop_during_a_periodic_save_keeps_the_checkpoint_the_report_names(buc
     assert final.status is AgentStatus.STOPPED
     assert "the previous checkpoint is kept" in final.message
     held.release.set()  # the held upload ends after the report
-    wait_for(lambda: not [t for t in threading.enumerate() if t.name in ("zen-transfer", "zen-checkpoint")],
+    wait_for(lambda: not [t for t in set(threading.enumerate()) - earlier
+                          if t.name in ("zen-transfer", "zen-checkpoint")],
              timeout_s=20, what="the attempt's save threads ended")
     latest = json.loads(bucket.blob(PREFIX + "LATEST.json").download_as_bytes())
     assert (latest["generation"], latest["files"]) == ("attempt-1/save-1/", [{"path": "model.pt", "size": 7}])
