@@ -87,6 +87,27 @@ def test_a_claim_given_back_unanswered_is_requeued_at_once_and_runs_elsewhere_wi
         "vm-b", "SUCCEEDED", 100)
 
 
+def test_a_late_copy_of_the_claim_the_vm_gave_back_does_not_win_the_requeued_attempt(functions, zen, publisher, clock):
+    """The claim's second try, sent before the VM gave the start back, is delivered after: it won the requeued
+    attempt for a VM whose agent ignores the CONFIRM (it holds no such claim), the next VM's claim was told
+    RELEASE, and once the VM named it no more the sweep spent the attempt that never ran (FAILED here)."""
+    functions.submit(job_request("job-1", max_attempts=1))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", T, vm="vm-a"))  # its CONFIRM reaches A too late
+    late_try = heartbeat("job-1", "CLAIMED", T + 20_000, vm="vm-a")  # the claim's second try, delayed
+    clock.advance(60)
+    functions.heartbeat(vm_beat("vm-a", T + 60_001, ("job-1", 1)))  # A gave it back: requeued
+    functions.heartbeat(late_try)
+    assert (job(zen, "job-1").status.value, job(zen, "job-1").vm) == ("QUEUED", None)
+
+    clock.advance(1)
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", T + 61_500, vm="vm-b", zone="us-central1-b"))
+    assert orders(publisher, "vm-a") == ["CONFIRM"] and orders(publisher, "vm-b") == ["CONFIRM"]
+    assert (job(zen, "job-1").status.value, job(zen, "job-1").vm) == ("ASSIGNED", "vm-b")
+    clock.advance(1)  # A claims it again, after it gave it back: a new claim, told it is B's
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", T + 62_600, vm="vm-a"))
+    assert orders(publisher, "vm-a") == ["CONFIRM", "RELEASE"]
+
+
 def test_an_idle_heartbeat_that_overtakes_the_reports_of_the_job_the_vm_ran_changes_nothing(
         functions, zen, publisher):
     """A short job: A claimed it, got CONFIRM in time, ran it, reported RUNNING and SUCCEEDED, then

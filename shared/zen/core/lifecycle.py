@@ -89,14 +89,14 @@ def decide_given_back(job: Job, vm: str, attempt: int, seq: int) -> Decision | N
     so it costs nothing from the budget and waits no ``heartbeat_timeout_s`` for the sweep. Only while
     the job is ASSIGNED to that VM for that attempt, and only if no report of it from the VM is later
     than the heartbeat (``last_seq``): a later one is a claim the VM made again after it read the list,
-    answered on its own. A RUNNING job is left to the sweep: the VM's reports say it ran."""
+    answered on its own (one sent before it is a late copy: ``left_vms``). A RUNNING job is left to the sweep:
+    the VM's reports say it ran."""
     if job.status is not JobStatus.ASSIGNED or job.vm != vm or job.attempt != attempt or seq <= job.last_seq:
         return None
-    # last_seq 0: the next claim may come from a VM whose clock is behind this one's.
-    return Decision(
+    return Decision(  # last_seq 0: the next claim may come from a VM whose clock is behind this one's
         changes=[Change(JobStatus.QUEUED, f"{vm} gave its claim back unanswered (VM heartbeat {seq}, its last "
                                           f"report {job.last_seq}); attempt {job.attempt} never ran: requeued")],
-        fields=dict(vm=None, region=None, zone=None, last_seq=0, last_heartbeat_at=None),
+        fields=dict(vm=None, region=None, zone=None, last_seq=0, last_heartbeat_at=None, left_vms=gave_up(job.left_vms, vm, seq)),
         publish_start=True,
     )
 
