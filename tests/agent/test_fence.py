@@ -21,10 +21,10 @@ from tests.agent.helpers import alive, job_command
 from tests.agent.test_agent_loop import VM, make_agent, start_message
 from zen.agent.settings import AgentSettings
 from zen.agent.staging import AttemptData, Cancelled
-from zen.agent.transport import TransportError
+from zen.agent.transport import ControlDelivery, TransportError
 from zen.core.config import load_config
 from zen.core.errors import ConfigError
-from zen.core.models import AgentStatus, Heartbeat, InputSpec
+from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, InputSpec
 
 FINAL = (AgentStatus.SUCCEEDED, AgentStatus.FAILED, AgentStatus.STOPPED, AgentStatus.PREEMPTED)
 SAYS_WHY = r"no heartbeat reached Zen for (\d+) s \(it would have taken the job for lost and run it elsewhere\)"
@@ -194,3 +194,53 @@ def test_a_configuration_whose_periods_leave_the_fence_no_room_is_refused_at_loa
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError, match=r"deadlines.*heartbeat at most every 11\.6667 s, or shorten the stop grace"):
         load_config(path)
+
+
+class HeardButUnacked(FakeTransport):
+    """Every publish fails from the agent's side, yet the first CLAIMED reached Zen (``heard_at``: Zen's
+    deadline counts from it), whose CONFIRM comes ``delay_s`` later (its first publish failed; a tick resent it)."""
+
+    def __init__(self, ready, delay_s: float):
+        super().__init__(VM)
+        self.ready, self.delay_s = ready, delay_s
+        self.heard: Heartbeat | None = None
+        self.heard_at = math.inf
+        self.confirmed = False
+        self.tried: list[tuple[float, Heartbeat]] = []
+
+    def publish(self, message, *, budget_s):
+        if isinstance(message, Heartbeat):
+            self.tried.append((self.clock(), message))
+            if self.heard is None and message.status is AgentStatus.CLAIMED:
+                self.heard, self.heard_at = message, self.clock()
+        raise TransportError("deadline exceeded (the message may have been published)")
+
+    def next_control(self, timeout_s):
+        if self.heard is not None and not self.confirmed and self.clock() >= self.heard_at + self.delay_s:
+            self.confirmed = True
+            order = ControlMessage(vm=VM, job_id=self.heard.job_id, attempt=self.heard.attempt,
+                                   action=ControlAction.CONFIRM, reason="claim won")
+            return ControlDelivery("c-confirm", order.to_bytes(), {"vm": VM, "answers": str(self.heard.seq)},
+                                   lambda: None)
+        if self.confirmed and not self.ready():  # no time passes on the agent's clock until the job is up
+            time.sleep(0.005)
+            return None
+        return super().next_control(timeout_s)
+
+
+def test_a_claim_zen_heard_though_its_publish_seemed_to_fail_fences_from_when_it_was_sent(tmp_path):
+    """The lease started when the CONFIRM came: 35 s late, the job ran 20 s past Zen's deadline, beside the
+    attempt Zen had rerun."""
+    pidfile = tmp_path / "pid"
+    transport = HeardButUnacked(ready=pidfile.exists, delay_s=35.0)
+    transport.add_start(start_message(command=job_command("--pidfile", str(pidfile), "--sleep", "8")))
+    agent = make_agent(transport, settings(tmp_path, claim_timeout_s=20))
+
+    agent.run()
+
+    assert transport.confirmed
+    [(stopped_at, final)] = [(at, m) for at, m in transport.tried if m.status in FINAL]
+    assert final.status is AgentStatus.PREEMPTED
+    ended_by = stopped_at + agent.settings.stop_grace_s  # SIGKILL at the latest
+    assert ended_by < transport.heard_at + agent.settings.heartbeat_timeout_s, final.message
+    assert int(re.search(SAYS_WHY, final.message or "").group(1)) >= stopped_at - transport.heard_at - 1

@@ -79,7 +79,7 @@ class AttemptRunner:
         no run got that far, or removal was not tried): ``Agent._hold`` checks again only then."""
         fields = {"job_id": start.job_id, "attempt": start.attempt}
         key = (start.job_id, start.attempt)
-        if attempt.accepted_at is None:  # no CLAIMED accepted, yet Zen heard one: its lease starts now
+        if attempt.accepted_at is None:  # confirmed without a claim (the Claimer sets it from the CLAIMED heard)
             attempt.accepted_at = self._clock()
         self._slots.running(key)
         self._vm_beats.beat(force=True)

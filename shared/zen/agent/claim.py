@@ -62,12 +62,15 @@ class Claimer:
         self._leases.extend(delivery, self._settings.lease_s)
         next_lease = self._clock() + lease_every
         first_seq = 0  # the seq of this claim's first CLAIMED, once sent
+        sent: dict[int, float] = {}  # when (the agent's clock) the publish of each of its CLAIMEDs began
         tries = self._settings.claim_tries
         if wait_s:  # CLAIMED again every claim_timeout_s meanwhile: Zen answers a repeat once the gang is complete
             tries = max(tries, math.ceil(wait_s / self._settings.claim_timeout_s) + 1)
         for try_number in range(1, tries + 1):
+            began = self._clock()
             self._reporter.job(attempt, AgentStatus.CLAIMED, budget_s=min(10.0, self._settings.claim_timeout_s))
             first_seq = first_seq or attempt.seq
+            sent[attempt.seq] = began
             deadline = self._clock() + self._settings.claim_timeout_s
             while (remaining := deadline - self._clock()) > 0:
                 if self._shutdown.stopping:
@@ -94,6 +97,9 @@ class Claimer:
                         self._transport.learn_mac_key(sealed)
                     self._backoff.confirmed()
                     attempt.gang = order.gang  # a gang's node: its rank and peers (zen.core.gang)
+                    if attempt.accepted_at is None:  # Zen heard a CLAIMED whose publish seemed to fail: the lease
+                        # starts when the one answered was sent (else the first), not when the answer came
+                        attempt.accepted_at = sent.get(late, sent[first_seq]) if late is not None else sent[first_seq]
                     self._log.info("claim confirmed", extra={**fields, **(
                         {"rank": order.gang.rank, "nodes": order.gang.nodes} if order.gang else {})})
                     self._leases.ack(delivery)
