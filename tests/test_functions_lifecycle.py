@@ -562,3 +562,30 @@ def test_the_vms_that_gave_an_attempt_up_are_kept_bounded():
     for n in range(MAX_LEFT_VMS + 5):
         left = gave_up(left, f"vm-{n}", 1000 + n)
     assert len(left) == MAX_LEFT_VMS and "vm-0" not in left and left["vm-104"] == 1104
+
+
+def test_a_second_outage_soon_after_a_first_stops_no_healthy_job(functions, zen, publisher, clock):
+    """A ten-minute outage, five healthy minutes, then three minutes more (longer than heartbeat_timeout_s):
+    the first tick after it, before Pub/Sub redelivers the heartbeats refused meanwhile, took the running job
+    for lost (the first outage had taught the tick clock a 600 s schedule)."""
+    functions.submit(job_request("job-1"))
+    seq = iter(range(1, 100))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", next(seq), vm="vm-a"))
+    for _ in range(4):  # a tick a minute
+        functions.heartbeat(heartbeat("job-1", "RUNNING", next(seq), vm="vm-a"))
+        clock.advance(60)
+        functions.tick()
+    clock.advance(600)
+    functions.tick()
+    for _ in range(5):
+        functions.heartbeat(heartbeat("job-1", "RUNNING", next(seq), vm="vm-a"))
+        clock.advance(60)
+        functions.tick()
+    functions.heartbeat(heartbeat("job-1", "RUNNING", next(seq), vm="vm-a"))
+    clock.advance(180)
+    functions.tick()
+    assert (job(zen, "job-1").status.value, job(zen, "job-1").attempt) == ("RUNNING", 1)
+    assert not [c for c in controls(publisher) if c["action"] == "STOP"]
+    clock.advance(zen.config.deadlines.heartbeat_timeout_s + 1)  # a VM really gone is found a timeout later
+    functions.tick()
+    assert (job(zen, "job-1").status.value, job(zen, "job-1").attempt) == ("QUEUED", 2)

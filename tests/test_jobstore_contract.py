@@ -276,6 +276,27 @@ def test_the_tick_clock_sees_a_gap_in_the_ticks(store):
         assert tx.record_tick(back + timedelta(seconds=30), 60.0) == back
 
 
+def test_an_outage_teaches_the_tick_clock_no_schedule_that_hides_the_next(store):
+    """Ticks a minute apart, a ten-minute outage, five healthy minutes, then a three-minute outage: a gap
+    (learnt whole, the first outage's 600 s made the second no gap for a quarter of an hour)."""
+    at = NOW
+    with store.transaction() as tx:
+        for _ in range(4):
+            tx.record_tick(at, 60.0)
+            at += timedelta(seconds=60)
+        at += timedelta(seconds=540)
+        assert tx.record_tick(at, 60.0) == at
+        for _ in range(5):
+            at += timedelta(seconds=60)
+            tx.record_tick(at, 60.0)
+        at += timedelta(seconds=180)
+        assert tx.record_tick(at, 60.0) == at
+        for _ in range(3):  # a schedule slow all along is learnt: three-minute ticks are soon no gap
+            at += timedelta(seconds=180)
+            last = tx.record_tick(at, 60.0)
+        assert last < at
+
+
 def test_one_tick_holds_the_lock_at_a_time(store):
     with store.tick_lock(7) as first:
         assert first

@@ -158,13 +158,16 @@ LIMIT :limit;
 -- The tick's clock: a gap is an interval longer than :gap_s and than 1.5 times the schedule's, as
 -- the ticks see it: the longest recent interval, decaying by a tenth a tick, so a schedule that is
 -- slow or irregular all along (ticks skipped while a long one holds the lock) is no gap after the
--- first. The end of a gap is when Zen could hear again.
+-- first few. A gap teaches at most twice the interval learnt (an outage is no schedule: learnt whole,
+-- ten minutes of it hid a three-minute outage a quarter of an hour later). The end of a gap is when
+-- Zen could hear again. zen_dev.fakes.jobrows.record_tick is the same rule.
 INSERT INTO tick_clock AS t (last_at) VALUES (:now)
 ON CONFLICT (singleton) DO UPDATE SET
     back_at = CASE WHEN t.interval_s IS NOT NULL
                         AND EXTRACT(EPOCH FROM (:now - t.last_at)) > GREATEST(:gap_s, 1.5 * t.interval_s)
                    THEN :now ELSE t.back_at END,
-    interval_s = GREATEST(EXTRACT(EPOCH FROM (:now - t.last_at)), 0.9 * COALESCE(t.interval_s, 0)),
+    interval_s = GREATEST(LEAST(EXTRACT(EPOCH FROM (:now - t.last_at)), 2 * COALESCE(t.interval_s, 'Infinity')),
+                          0.9 * COALESCE(t.interval_s, 0)),
     last_at = :now
 RETURNING back_at;
 

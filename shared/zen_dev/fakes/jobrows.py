@@ -191,7 +191,8 @@ class InMemoryJobTx:
         elapsed = (now - clock["last_at"]).total_seconds()
         interval = clock["interval_s"]
         back_at = now if interval is not None and elapsed > max(gap_s, 1.5 * interval) else clock["back_at"]
-        self._t.tick_clock = {"last_at": now, "back_at": back_at, "interval_s": max(elapsed, 0.9 * (interval or 0))}
+        learnt = min(elapsed, 2 * interval) if interval is not None else elapsed  # a gap teaches twice at most
+        self._t.tick_clock = {"last_at": now, "back_at": back_at, "interval_s": max(learnt, 0.9 * (interval or 0))}
         return back_at
 
     # -- outbox -----------------------------------------------------------------------------
