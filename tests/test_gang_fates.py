@@ -69,6 +69,22 @@ def test_a_lost_nodes_gang_whose_other_node_never_answers_is_rerun_after_its_fen
     assert [c["action"] for c in controls(publisher, "vm-1")][-1] == "STOP"
 
 
+def test_a_lost_nodes_gang_whose_other_node_still_says_it_runs_is_not_rerun_beside_it(functions, zen, clock, config):
+    """vm-1 never hears its STOP (its orders lost, its reports not) and reports its part RUNNING: the gang was rerun
+    preempted_stop_s after the loss all the same, beside it. It waits while a node says it runs."""
+    _one_node_preempted(functions, zen)
+    waits = config.deadlines.preempted_stop_s
+    for seq in range(4, 4 + int(waits // 30) + 2):
+        clock.advance(30)
+        functions.heartbeat(heartbeat("g", "RUNNING", seq, vm="vm-1"))
+        functions.tick()
+    assert (job(zen, "g").status.value, job(zen, "g").attempt) == ("STOPPING", 1)
+    for _ in range(int(waits // 30) + 1):  # quiet since (ticks half a minute apart: no gap in them)
+        clock.advance(30)
+        functions.tick()
+    assert (job(zen, "g").status.value, job(zen, "g").attempt) == ("QUEUED", 2)
+
+
 def test_a_node_that_gave_its_part_back_is_noticed_once_another_node_runs(functions, zen, clock, config):
     """vm-1 gave its part back a moment before vm-2's claim completed the gang; vm-2 was confirmed and its
     RUNNING came before vm-1's VM heartbeat naming the part. The gang must be retried unspent, not left to

@@ -8,9 +8,10 @@ import json
 
 import pytest
 
-from tests.messages import job_request
+from tests.messages import heartbeat, job_request
 from tests.test_queues import (  # noqa: F401 - fixture
-    CLUSTER, RECLAIM, borrow_all_and_reclaim, queued_zen, run_until_running, statuses, stop_answer, with_queues,
+    CLUSTER, RECLAIM, attempt_of, borrow_all_and_reclaim, queued_zen, run_until_running, statuses, stop_answer,
+    with_queues,
 )
 from zen.store import repository
 
@@ -213,3 +214,23 @@ def test_reclaim_borrowed_takes_back_quota_a_gang_borrowed(queued_zen, clock):
     assert statuses(zen, "a1") == ["QUEUED"]
     fn.submit(job_request("b1", user_id="bob"))
     assert statuses(zen, "a1", "b1") == ["PENDING", "QUEUED"]
+
+
+@pytest.mark.queues(RECLAIM)
+def test_a_preempted_job_whose_vm_still_says_it_runs_is_not_rerun_beside_it(queued_zen, clock):
+    """vm-3 never hears the STOP (its orders lost, its reports not) and keeps reporting the attempt RUNNING: it
+    was rerun preempted_stop_s after the STOP all the same, and the next attempt could run beside it. It waits
+    while the VM says it runs, and is rerun once the VM is quiet that long (its fence ended it)."""
+    zen, functions = queued_zen
+    borrow_all_and_reclaim(functions, clock)
+    assert statuses(zen, "a3") == ["STOPPING"]
+    waits = zen.config.deadlines.preempted_stop_s
+    for seq in range(10, 10 + int(waits // 30) + 2):
+        clock.advance(30)
+        functions.heartbeat(heartbeat("a3", "RUNNING", seq, vm="vm-3"))
+        zen.on_scale_tick()
+    assert statuses(zen, "a3", "b1") == ["STOPPING", "PENDING"] and attempt_of(zen, "a3")[0] == 1
+    for _ in range(int(waits // 30) + 1):  # quiet since (ticks half a minute apart: no gap in them)
+        clock.advance(30)
+        zen.on_scale_tick()
+    assert statuses(zen, "a3", "b1") == ["PENDING", "QUEUED"] and attempt_of(zen, "a3")[0] == 2

@@ -19,8 +19,7 @@ One fate: each node reports on its own (its own ``seq``, its ``beat_at``); the j
 is the oldest node's, so the lost-job sweep sees the first node to go silent. The first node that
 fails ends the job FAILED with its exit code, or retries it (a node's command exiting non-zero is the job's
 outcome, as for one VM) once the others have stopped (a peer's preemption, said after it, makes it a loss instead); a
-node silent loses the attempt for all (requeued as one new attempt); a node preempted too, the others stopped
-first (``losing_node``): no next attempt beside them; a stop stops all (all exited 0 as it came: SUCCEEDED).
+node silent or preempted loses the attempt for all, rerun once the others stopped (``losing_node``); a stop stops all.
 Each node's last report and exit code stay in ``gang``. Why and the limits: docs/how-to/multi-node.md.
 """
 
@@ -199,8 +198,10 @@ def _node_report(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> 
                                        if hb.exit_code is not None else node.exit_code))
     nodes[node.rank] = node
     decision = Decision(fields=dict(gang=nodes))
-    if job.status is not JobStatus.STOPPING:  # the stop deadline counts from the stop
-        decision.fields["last_heartbeat_at"] = most_silent(nodes).beat_at
+    if job.status is not JobStatus.STOPPING:  # the stop deadline counts from the stop, but a rerun waits while a
+        decision.fields["last_heartbeat_at"] = most_silent(nodes).beat_at  # node says it runs (it heard no STOP)
+    elif hb.status is AgentStatus.RUNNING and status == AgentStatus.RUNNING.value and (job.preempted_by or losing_node(job)):
+        decision.fields["last_heartbeat_at"] = now
     if hb.message is not None and (node.rank == 0 or hb.status is AgentStatus.FAILED):
         decision.fields["message"] = hb.message if node.rank == 0 else f"node {node.rank}: {hb.message}"
     if answer := _answer(job, nodes, was, hb, config):

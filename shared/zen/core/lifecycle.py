@@ -182,10 +182,11 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
     if hb.message is not None:
         decision.fields["message"] = hb.message
     if current is JobStatus.STOPPING or current is JobStatus.RUNNING and hb.status is AgentStatus.CLAIMED:
-        # The stop stands and its deadline keeps counting from the stop, whatever the VM reports; a VM that
-        # still claims or runs the attempt is told again to stop. A running attempt's holder claiming it is
-        # its restarted agent (none claims what it runs), whose run ended with it: no sign of life either.
-        decision.fields.pop("last_heartbeat_at")
+        # The stop's deadline counts from the stop, whatever the VM reports (it is told again); a running attempt's
+        # holder claiming it is its restarted agent, whose run ended with it. A rerun (its queue's preemption)
+        # waits while the VM says it runs: that VM has not heard the STOP (an order lost, not its reports).
+        if not (job.preempted_by and current is JobStatus.STOPPING and hb.status is AgentStatus.RUNNING):
+            decision.fields.pop("last_heartbeat_at")
         if hb.status is AgentStatus.RUNNING:
             decision.controls.append(_control(job, hb, ControlAction.STOP, stopping_reason(job)))
     _advance(decision, current, job, hb, now)
@@ -351,9 +352,8 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines,
     last = job.last_heartbeat_at or job.updated_at
     if heard_since is not None and heard_since > last:
         last = heard_since
-    if job.status is JobStatus.STOPPING:
-        waits = deadlines.preempted_stop_s if job.preempted_by else deadlines.stop_timeout_s  # a rerun waits the fence
-        if now - last < timedelta(seconds=waits):
+    if job.status is JobStatus.STOPPING:  # a rerun waits the fence, from the VM's last RUNNING (decide_heartbeat)
+        if now - last < timedelta(seconds=deadlines.preempted_stop_s if job.preempted_by else deadlines.stop_timeout_s):
             return None
         if job.preempted_by:  # its VM is silent: the attempt is over (a later report of it is stale)
             return back_to_pending(job, f"preempted: {job.preempted_by}; no answer from {job.vm}")
