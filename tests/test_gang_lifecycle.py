@@ -175,6 +175,10 @@ def test_a_users_stop_stops_every_node(functions, zen, publisher):
     assert actions(publisher, "vm-1")[-1] == actions(publisher, "vm-2")[-1] == "STOP"
     beat(functions, "vm-2", "RUNNING", 2)  # sent before the stop reached it: told again, with the user's reason
     assert [c["reason"] for c in controls(publisher, "vm-2") if c["action"] == "STOP"] == ["done early"] * 2
+    # Every node's STOP says by when Zen must have its answer (only rank 0's did: the others' uploads after
+    # the stop ran on, bounded by nothing, after Zen had ended the gang CANCELLED)
+    assert {m.attributes["vm"]: m.attributes.get("answer_within_s") for m in publisher.on("zen-vm-control")
+            if m.attributes["action"] == "STOP"} == {"vm-1": "120", "vm-2": "120"}
     beat(functions, "vm-1", "STOPPED", 3, exit_code=-15)
     assert job(zen, "g").status.value == "STOPPING"  # until every node answered
     beat(functions, "vm-2", "STOPPED", 3, exit_code=-15)

@@ -92,7 +92,8 @@ class DecisionWriter:
             telemetry.log_changes(log, job, after, changes, job.status)
             messages += events
         left = lifecycle.stop_left_s(after, now, self._config.deadlines)
-        messages += [self._announce.control(c, answering, left if (c.vm, c.attempt) == (after.vm, after.attempt)
+        holders = {after.vm, *(node.vm for node in after.gang or ())}  # a gang's every node is told as rank 0 is
+        messages += [self._announce.control(c, answering, left if c.vm in holders and c.attempt == after.attempt
                                             else None, refused=decision.refused, seal=seal) for c in decision.controls]
         if decision.publish_start:
             messages += self._announce.start(after)
