@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 
 from tests.messages import heartbeat, job_request
+from zen.core import lifecycle
 from zen.store import repository, usage
 
 T = 1_767_225_600_000  # agents' seqs: epoch milliseconds from one counter per VM
@@ -187,3 +188,36 @@ def test_orders_that_answer_a_report_carry_its_seq_and_others_do_not(functions, 
     functions.heartbeat(heartbeat("job-1", "CLAIMED", T + 7, vm="vm-a"))
     assert orders(publisher, "vm-a", answers=True) == [("CONFIRM", str(T)), ("STOP", None), ("STOP", str(T + 7))]
     assert orders(publisher, "vm-b", answers=True) == [("RELEASE", str(T + 3))]
+
+
+def test_a_stopped_claim_its_vm_gave_back_ends_at_once(functions, zen, publisher, clock):
+    """Stopped while its claim's answer was on its way, then given back: it waited stop_timeout_s for an answer
+    no VM would send (the VM ignores a STOP of what it does not hold), and billed that wait."""
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", T, vm="vm-a"))  # its CONFIRM reaches A too late
+    functions.stop({"job_id": "job-1", "reason": "not needed"})
+    assert job(zen, "job-1").status.value == "STOPPING"
+    clock.advance(60)
+    functions.heartbeat(vm_beat("vm-a", T + 60_001, ("job-1", 1)))
+    record = job(zen, "job-1")
+    assert (record.status.value, record.attempt) == ("CANCELLED", 1)
+    *_, (before, after, reason) = history(zen, "job-1")
+    assert (before, after) == ("STOPPING", "CANCELLED") and reason.startswith("not needed; vm-a gave its claim back")
+    with zen.db.transaction() as session:
+        [used] = usage.attempts_of_job(session, "job-1")
+    assert (used["outcome"], (used["ended_at"] - used["started_at"]).total_seconds()) == ("STOPPED", 60)
+
+
+def test_a_claim_its_queue_took_back_and_its_vm_gave_back_is_rerun_at_once(functions, zen, clock):
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", T, vm="vm-a"))
+    with zen.jobs._store.transaction() as tx:
+        current = tx.get_job("job-1", lock=True)
+        zen.jobs.decisions.apply(tx, current, lifecycle.decide_preempt(current, "queue prod needs its quota", clock()),
+                                 actor="admission", now=clock(), admit=False)
+    clock.advance(60)
+    functions.heartbeat(vm_beat("vm-a", T + 60_001, ("job-1", 1)))  # waited preempted_stop_s before
+    record = job(zen, "job-1")
+    assert (record.status.value, record.attempt, record.max_attempts) == ("PENDING", 2, 4)  # unspent
+    functions.tick()  # (no queues here: the tick admits it)
+    assert job(zen, "job-1").status.value == "QUEUED"

@@ -162,7 +162,7 @@ def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime,
     completed it) cannot run whole: the others, confirmed (even RUNNING), are stopped and the gang is retried
     as attempt + 1, not spent (the node never ran; its agent ignores an answer to a claim it gave up)."""
     if not is_gang(job):
-        return lifecycle.decide_given_back(job, vm, attempt, seq)
+        return lifecycle.decide_given_back(job, vm, attempt, seq, now)
     nodes = job.gang or []
     mine = next((node for node in nodes if node.vm == vm), None)
     if attempt != job.attempt or mine is None or seq <= mine.seq:

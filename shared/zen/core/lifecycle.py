@@ -64,38 +64,39 @@ def _clamp(moment: datetime, low: datetime, high: datetime) -> datetime:
 def lose_attempt(job: Job, reason: str) -> Decision:
     """The current attempt is lost: requeue with attempt + 1, or FAILED once the budget is spent."""
     decision = Decision(changes=[Change(JobStatus.LOST, reason)])
-    if job.vm:
-        # The VM may be alive but cut off; make sure it does not go on running a given-up attempt.
+    if job.vm:  # the VM may be alive but cut off: it must not go on running a given-up attempt
         decision.controls.append(_control(job, job.vm, ControlAction.STOP, f"attempt {job.attempt} was lost"))
     if job.attempt >= job.max_attempts:
-        decision.changes.append(
-            Change(JobStatus.FAILED, f"attempt budget spent ({job.attempt} of {job.max_attempts} attempts lost)")
-        )
+        decision.changes.append(Change(JobStatus.FAILED, f"attempt budget spent ({job.attempt} of {job.max_attempts} attempts lost)"))
         return decision
     decision.changes.append(Change(JobStatus.QUEUED, f"requeued as attempt {job.attempt + 1}"))
-    decision.fields.update(
-        attempt=job.attempt + 1, vm=None, region=None, zone=None, last_seq=0, last_heartbeat_at=None,
-        started_at=None, exit_code=None,
-    )
+    decision.fields.update(attempt=job.attempt + 1, vm=None, region=None, zone=None, last_seq=0, last_heartbeat_at=None,
+                           started_at=None, exit_code=None)
     decision.publish_start = True
     return decision
 
 
-def decide_given_back(job: Job, vm: str, attempt: int, seq: int) -> Decision | None:
-    """A VM heartbeat (``seq``) says ``vm`` gave back the start of the job's ``attempt`` with its
-    claim unanswered (``VmHeartbeat.given_back``). None when that changes nothing.
+def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime) -> Decision | None:
+    """A VM heartbeat (``seq``) says ``vm`` gave back the start of the job's ``attempt`` with its claim
+    unanswered (``VmHeartbeat.given_back``): the attempt never ran there. None when that changes nothing.
 
-    The job goes back to QUEUED as the same attempt, its start published again: the attempt never ran,
-    so it costs nothing from the budget and waits no ``heartbeat_timeout_s`` for the sweep. Only while
-    the job is ASSIGNED to that VM for that attempt, and only if no report of it from the VM is later
-    than the heartbeat (``last_seq``): a later one is a claim the VM made again after it read the list,
-    answered on its own (one sent before it is a late copy: ``left_vms``). A RUNNING job is left to the sweep:
-    the VM's reports say it ran."""
-    if job.status is not JobStatus.ASSIGNED or job.vm != vm or job.attempt != attempt or seq <= job.last_seq:
+    ASSIGNED to that VM for that attempt: back to QUEUED as the same attempt, its start published again, nothing
+    spent, no ``heartbeat_timeout_s`` waited; STOPPING (stopped before the VM gave it back): the stop needs no
+    answer, ended as for a QUEUED job. Only if no report of it from the VM is later than the heartbeat
+    (``last_seq``): a later one is a claim the VM made again after it read the list, answered on its own (one
+    sent before it is a late copy: ``left_vms``). A RUNNING job is left to the sweep: the VM's reports say it ran."""
+    if job.vm != vm or job.attempt != attempt or seq <= job.last_seq:
+        return None
+    never = f"{vm} gave its claim back unanswered (VM heartbeat {seq}, its last report {job.last_seq}); attempt {job.attempt} never ran"
+    if job.status is JobStatus.STOPPING:
+        if job.preempted_by:
+            return back_to_pending(job, f"preempted: {job.preempted_by}; {never}")
+        return Decision(changes=[Change(JobStatus.CANCELLED, f"{job.stop_reason or 'stop requested'}; {never}")],
+                        fields={"finished_at": now})
+    if job.status is not JobStatus.ASSIGNED:
         return None
     return Decision(  # last_seq 0: the next claim may come from a VM whose clock is behind this one's
-        changes=[Change(JobStatus.QUEUED, f"{vm} gave its claim back unanswered (VM heartbeat {seq}, its last "
-                                          f"report {job.last_seq}); attempt {job.attempt} never ran: requeued")],
+        changes=[Change(JobStatus.QUEUED, f"{never}: requeued")],
         fields=dict(vm=None, region=None, zone=None, last_seq=0, last_heartbeat_at=None, left_vms=gave_up(job.left_vms, vm, seq)),
         publish_start=True,
     )
@@ -287,12 +288,10 @@ _TARGET = {
 
 
 def _after_the_end(job: Job, hb: Heartbeat) -> Decision:
-    """A report about the current attempt of a job that is already over: terminal states absorb.
-
-    A CLAIMED is told RELEASE whatever its ``seq``: the VM that ran the attempt may pull another copy
-    of its start (a redelivery, the narrowed and the widened copy, a republish), and an agent whose
-    ``seq`` starts again at 1 for each claim (an older one) would otherwise wait for an answer, give
-    the copy back, and get it again. A RELEASE is harmless to a VM that no longer holds the attempt."""
+    """A report about the current attempt of a job that is already over: terminal states absorb. A CLAIMED is
+    told RELEASE whatever its ``seq``: the VM that ran the attempt may pull another copy of its start (a
+    redelivery, the narrowed and the widened copy, a republish), and an agent whose ``seq`` starts again at 1
+    for each claim (an older one) would otherwise wait for an answer, give the copy back, and get it again."""
     if hb.vm == job.vm and hb.seq <= job.last_seq:
         # A redelivery or a report overtaken by the final one; a claim still gets its answer.
         decision = Decision(duplicate=True)
