@@ -63,7 +63,7 @@ def test_each_submit_gets_a_unique_readable_id_that_the_function_accepts(zen_cli
     first = zen_cli("submit", "--cluster", "1xl4", "--label", "team=vision", "--", "python", "-c", "print(1)")
     second = zen_cli("submit", "--cluster", "1xl4", "--", "python", "-c", "print(1)")
     ids = [re.match(r"submitted (\S+) to cluster 1xl4", r.stdout).group(1) for r in (first, second)]
-    assert all(re.fullmatch(r"alice-\d{8}-\d{6}-[a-z0-9]{4}", job_id) for job_id in ids) and ids[0] != ids[1]
+    assert all(re.fullmatch(r"alice-\d{8}-\d{6}-[a-z0-9]{8}", job_id) for job_id in ids) and ids[0] != ids[1]
     messages = publisher.on("zen-job-submitted")
     assert [json.loads(m.data)["job_id"] for m in messages] == ids
     for message in messages:
@@ -72,6 +72,17 @@ def test_each_submit_gets_a_unique_readable_id_that_the_function_accepts(zen_cli
         jobs = [repository.get_job(session, job_id) for job_id in ids]
     assert [(j.user_id, j.status.value, j.request["labels"]) for j in jobs] == [
         ("alice", "QUEUED", {"team": "vision"}), ("alice", "QUEUED", {})]
+
+
+def test_ids_zen_makes_in_one_second_do_not_repeat():
+    """Identical submits given one id are one job (the second a redelivery to Zen), and a script submitting a
+    sweep draws many ids a second: 20,000 in one second repeated 120 times with 4 random characters."""
+    from datetime import datetime, timezone
+
+    from zen.cli.user import default_job_id
+
+    now = datetime(2026, 12, 2, 12, 0, 0, tzinfo=timezone.utc)
+    assert len({default_job_id("alice", now) for _ in range(20_000)}) == 20_000
 
 
 def test_a_mistyped_job_file_is_an_error_not_a_command(zen_cli, publisher):

@@ -47,10 +47,13 @@ def _publish(topic_field: str, payload: bytes, attributes: dict[str, str] | None
 
 
 def default_job_id(user: str, now: datetime | None = None) -> str:
-    """``<user>-<yyyymmdd-hhmmss>-<4 chars>``: readable, sortable, and unique without asking anyone."""
+    """``<user>-<yyyymmdd-hhmmss>-<8 chars>``: readable, sortable, and unique without asking anyone. Two
+    identical submits given one id are one job (the second a redelivery to Zen): with 4 characters (1.7 M a
+    second) 20,000 ids drawn in one second repeated 120 times; with 8 (2.8e12), 1,000 submits of one second
+    share an id once in 5 million."""
     now = now or datetime.now(timezone.utc)
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", user).strip("-._")[:64] or "user"
-    suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(4))
+    suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
     return f"{name}-{now:%Y%m%d-%H%M%S}-{suffix}"
 
 
