@@ -62,8 +62,10 @@ class Partition(FakeTransport):
         return super().next_control(timeout_s)
 
     def final(self) -> tuple[float, Heartbeat]:
-        [(at, report)] = [(at, m) for at, m in self.tried if isinstance(m, Heartbeat) and m.status in FINAL]
-        return at, report
+        """The final report's first try (one not sent is tried again from the journal: the same report)."""
+        tries = [(at, m) for at, m in self.tried if isinstance(m, Heartbeat) and m.status in FINAL]
+        assert tries and all(m.seq == tries[0][1].seq for _, m in tries), tries
+        return tries[0]
 
     def running(self, accepted: bool) -> list[float]:
         """When RUNNING heartbeats were tried, those that went through (``accepted``) or not."""
@@ -239,7 +241,7 @@ def test_a_claim_zen_heard_though_its_publish_seemed_to_fail_fences_from_when_it
     agent.run()
 
     assert transport.confirmed
-    [(stopped_at, final)] = [(at, m) for at, m in transport.tried if m.status in FINAL]
+    stopped_at, final = next((at, m) for at, m in transport.tried if m.status in FINAL)  # then tried again
     assert final.status is AgentStatus.PREEMPTED
     ended_by = stopped_at + agent.settings.stop_grace_s  # SIGKILL at the latest
     assert ended_by < transport.heard_at + agent.settings.heartbeat_timeout_s, final.message

@@ -140,7 +140,7 @@ def test_a_final_report_whose_budget_ran_out_is_logged_and_kept_for_the_next_age
     assert [m.status for m in job_reports(transport)] == [AgentStatus.CLAIMED]
     assert len(transport.journaled) == 1
     [kept] = [r for r in caplog.records if r.name == "zen.agent.journal"]
-    assert "kept for the next agent" in kept.getMessage() and (kept.job_id, kept.status) == ("j1", "STOPPED")
+    assert "kept, to be sent again" in kept.getMessage() and (kept.job_id, kept.status) == ("j1", "STOPPED")
     assert len(journal_files(work)) == 1
     assert [m.status for m in job_reports(restart(work))] == [AgentStatus.STOPPED] and journal_files(work) == []
 
@@ -218,3 +218,32 @@ def test_a_report_the_next_agent_cannot_send_either_is_kept_for_the_one_after(tm
     again = restart(work)
 
     assert again.events[0] == ("publish", lost) and journal_files(work) == []
+
+
+def test_a_live_agent_sends_again_the_final_report_it_kept(tmp_path):
+    """j1's SUCCEEDED was not sent within its budget (Pub/Sub down, or one publish refused): it stayed in the
+    journal for the next agent alone, while this one went on running jobs with Pub/Sub back, and Zen, hearing
+    nothing, took the attempt for lost and ran a job that had ended again."""
+    work = tmp_path / "work"
+    transport = Recording(VM, work=work)
+    transport.add_start(start_message("j1"))
+    transport.add_start(start_message("j2"))
+    transport.answer = confirm_claims(VM)
+    publish = transport.publish
+
+    def failing_j1s_first_final(message, *, budget_s):
+        transport.fail_final = isinstance(message, Heartbeat) and message.job_id == "j1" and not transport.fail_once
+        transport.fail_once = transport.fail_once or transport.fail_final and message.status is AgentStatus.SUCCEEDED
+        return publish(message, budget_s=budget_s)
+
+    transport.fail_once = False
+    transport.publish = failing_j1s_first_final
+    agent = agent_on(transport)
+    idle = transport.when_idle
+    transport.when_idle = lambda: transport.clock() > 120 and idle()  # idle a while: the resend is due
+    assert agent.run() == 0
+
+    finals = [m for kind, *rest in transport.events if kind == "publish" for m in rest
+              if isinstance(m, Heartbeat) and m.status is AgentStatus.SUCCEEDED]
+    assert sorted(m.job_id for m in finals) == ["j1", "j2"]
+    assert journal_files(work) == []

@@ -27,7 +27,7 @@ from zen.agent.claim import Answer, Claimer, about_the_attempt
 from zen.agent.container import Sandbox
 from zen.agent.diskquota import DiskShare, DiskWatch, disk_size
 from zen.agent.identity import Identity
-from zen.agent.journal import Journal
+from zen.agent.journal import RESEND_S, Journal
 from zen.agent.leases import Leases
 from zen.agent.limits import DailyPulls, PullLimits
 from zen.agent.outage import PullOutage
@@ -93,6 +93,7 @@ class Agent:
                                       read_secret=read_secret or secret_reader(),  # Secret Manager, lazily
                                       disk=self.disk)
         self._clock = clock
+        self._resend_at = 0.0  # when the final reports kept are next sent again (_resend_kept)
         self._threads: list[threading.Thread] = []  # attempts running besides the loop (several at once)
 
     @property
@@ -112,6 +113,7 @@ class Agent:
         """Serve jobs until asked to shut down. Returns the process exit code."""
         self._sweep_work_dir()
         self.journal.replay(self.transport.publish)  # final reports a dead agent left, before any pull
+        self._resend_at = self._clock() + RESEND_S
         self.transport.open_control()
         self.log.info("agent started", extra={"local": self.local})
         self.vm_beats.beat(force=True)
@@ -119,6 +121,7 @@ class Agent:
         try:
             while not self.stopping and not self.pulls.exhausted():
                 self.vm_beats.beat()
+                self._resend_kept()
                 # All slots taken, claims may reach a limit, or claims were refused just now: wait.
                 if self.slots.full() or self.pulls.blocked() or self.backoff.waiting():
                     self._idle_wait(self.settings.poll_s)
@@ -172,7 +175,15 @@ class Agent:
         self.vm_beats.retire()
         while not self.stopping:
             self.vm_beats.beat(VmState.RETIRED)
+            self._resend_kept()
             self._idle_wait(self.settings.poll_s)
+
+    def _resend_kept(self) -> None:
+        """The final reports this agent kept (not sent within their budget), sent again every ``RESEND_S``
+        (``zen.agent.journal``): Zen takes a late final report; without it, a job that ended runs again."""
+        if self._clock() >= self._resend_at:
+            self.journal.replay(self.transport.publish)
+            self._resend_at = self._clock() + RESEND_S
 
     def _idle_wait(self, seconds: float) -> None:
         """Wait, handing on the control messages that come (to the attempts running, if any); over at

@@ -3,7 +3,8 @@
 Any report but CLAIMED and RUNNING is written to ``<work_dir>/.reports/<VM name>/`` before it is first
 published, and removed once Pub/Sub accepted it; one not sent within its budget stays, and the agent
 systemd restarts (after a crash, an upgrade, a reboot) publishes what its VM's earlier agent left
-(``replay``) before it pulls a start.
+(``replay``) before it pulls a start; the agent that kept it sends it again every ``RESEND_S`` while it
+lives (it sent it only at its next start: a job that ended was run again meanwhile, its attempt lost).
 Why, and the file format: docs/reference/agent.md#final-reports-outlive-the-agent
 """
 
@@ -25,7 +26,8 @@ from zen.core.models import AgentStatus, Heartbeat
 
 log = logging.getLogger("zen.agent.journal")
 JOURNAL_DIR = ".reports"  # in the work directory
-REPLAY_BUDGET_S = 30.0  # each report left by a dead agent, when the next one starts
+REPLAY_BUDGET_S = 30.0  # each report kept, sent again (by the next agent, or by the live one every RESEND_S)
+RESEND_S = 30.0  # how often a live agent sends again the final reports it kept
 MAX_AGE_S = 86400.0  # a report older than this is dropped unsent
 NOT_FINAL = (AgentStatus.CLAIMED, AgentStatus.RUNNING)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -39,14 +41,14 @@ class Kept:
 
     def done(self, sent: bool | None) -> None:
         """The publish is over: sent (the file goes), or not: its budget ran out (logged) or the publish raised.
-        Not sent, the file stays (unlocked) for the next agent's ``replay``: Zen takes a late final report,
+        Not sent, the file stays (unlocked) for ``replay`` (this agent's next, or the next agent's): Zen takes a late final report,
         and without it a job that ended would be run again (its attempt lost). A duplicate is harmless (``seq``)."""
         if sent:
             _remove(self.path, self._fd)
             return
         if sent is not None:
             hb = self._heartbeat
-            log.error("final report not sent within its budget: kept for the next agent", extra={
+            log.error("final report not sent within its budget: kept, to be sent again", extra={
                 **self._journal.extra, "job_id": hb.job_id, "attempt": hb.attempt, "status": hb.status.value,
                 "seq": hb.seq})
         os.close(self._fd)
@@ -85,8 +87,9 @@ class Journal:
             return None
 
     def replay(self, publish: Callable[..., None]) -> int:
-        """Publish again every report of this VM a dead agent left in the journal (each within
-        ``REPLAY_BUDGET_S``), then remove it; returns how many were sent. Never raises."""
+        """Publish again every report of this VM kept in the journal but one an agent is sending (each within
+        ``REPLAY_BUDGET_S``), then remove it; returns how many were sent. The first not sent (Pub/Sub unreachable)
+        ends the round: the others wait for the next. Never raises."""
         try:
             names = sorted(os.listdir(self.dir))
         except OSError:
@@ -112,8 +115,9 @@ class Journal:
                     sent += bool(outcome)
             except Exception:  # noqa: BLE001 - a bad file must not keep the agent from starting
                 log.exception("journal file dropped", extra={**self.extra, "path": str(path)})
-            if outcome is None:  # not sent (Pub/Sub unreachable): kept for the next start
+            if outcome is None:  # not sent (Pub/Sub unreachable): kept for the next round
                 os.close(fd)
+                break
             else:
                 _remove(path, fd)
         return sent
@@ -127,14 +131,14 @@ class Journal:
                   "status": heartbeat.status.value, "seq": heartbeat.seq}
         age = self._wall_clock() - float(record["written_at"])
         if age > MAX_AGE_S:
-            log.warning("final report left by a dead agent dropped: too old", extra={**fields, "age_s": round(age)})
+            log.warning("kept final report dropped: too old", extra={**fields, "age_s": round(age)})
             return False
         try:
             publish(heartbeat, budget_s=REPLAY_BUDGET_S)
-        except ZenError as exc:  # kept: the next agent to start tries again (a late report still counts)
-            log.error("final report left by a dead agent not sent; kept", extra={**fields, "error": str(exc)})
+        except ZenError as exc:  # kept: tried again next round (a late report still counts)
+            log.error("kept final report not sent again; kept", extra={**fields, "error": str(exc)})
             return None
-        log.warning("final report left by a dead agent sent", extra={**fields, "age_s": round(age)})
+        log.warning("kept final report sent", extra={**fields, "age_s": round(age)})
         return True
 
 
