@@ -108,6 +108,27 @@ def test_the_token_is_refreshed_five_minutes_before_it_expires(metadata):
     assert len(metadata.requests) == 2
 
 
+def test_a_wall_clock_behind_does_not_keep_an_expired_token(config, metadata, issuer):
+    """The token's expiry was judged on the VM's wall clock: 10 minutes behind, its heartbeats carried an expired
+    token for 10 minutes. Pub/Sub took them (the attempt's lease renewed: its fence never fell) while Zen refused
+    every one, took the attempt for lost after heartbeat_timeout_s and ran it again beside the job running here."""
+    real, behind = [NOW], 600.0
+    clients = RecordingClients()
+    source = ProofSource(MetadataServer(metadata.host), PROJECT, clock=lambda: real[0] - behind, key=KEY)
+    transport = PubSubTransport(config, IDENTITY, publisher=clients, subscriber=clients, proof=source)
+    checker = ProofChecker("required", "http://certs.invalid/", audience(PROJECT),
+                           lambda: datetime.fromtimestamp(real[0], timezone.utc), fetch=lambda _: (issuer.certs(), 3600))
+    for seq, t in enumerate(range(0, 4200, 30), start=1):  # a heartbeat every 30 s past the first token's hour
+        real[0] = NOW + t
+        metadata.values[IDENTITY_PATH] = issuer.token(vm="vm-a", zone="us-central1-a", project=PROJECT,
+                                                      audience=audience(PROJECT, KEY.fingerprint), now=real[0])
+        transport.publish(beat(seq), budget_s=5)
+        _, data, attributes = clients.published[-1]
+        checker.check(attributes, "vm-a", "us-central1-a", PROJECT, data=data,
+                      published_at=datetime.fromtimestamp(real[0], timezone.utc))  # each one Zen takes
+    assert len(metadata.requests) == 2  # refreshed once, five minutes before the first expired
+
+
 def test_without_a_token_no_heartbeat_goes_and_the_server_is_asked_again_later(config, metadata):
     """Zen would reject and ack a heartbeat without its token (a final report lost): publishing fails
     as a transient error instead, retried within the report's budget, and the metadata server is not

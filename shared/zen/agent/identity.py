@@ -195,10 +195,15 @@ class ProofSource:
     not tried again for ``retry_pause_s``; meanwhile the token kept is used while it lasts, and with
     none no heartbeat goes (``PubSubTransport.publish`` retries within the report's budget): Zen would
     reject one without a token and ack it. Unless ``required`` is False (Zen runs ``vm_proof = off``):
-    then a heartbeat goes without the token it could not get."""
+    then a heartbeat goes without the token it could not get.
+
+    A token lasts its lifetime (``exp - iat``, Google's clock) from when it was fetched, counted on ``clock``
+    (monotonic): judged on this VM's wall clock, a clock 10 minutes behind sent heartbeats with an expired
+    token for 10 minutes; Pub/Sub took them, renewing the attempt's lease (``zen.agent.fence``), while Zen
+    refused them all, took the attempt for lost and ran it again beside the job still running here."""
 
     def __init__(self, metadata: MetadataServer, project: str, *, refresh_before_s: float = 300.0,
-                 retry_pause_s: float = 30.0, clock: Callable[[], float] = time.time, required: bool = True,
+                 retry_pause_s: float = 30.0, clock: Callable[[], float] = time.monotonic, required: bool = True,
                  key: MessageKey | None = None):
         self.required = required
         self._metadata = metadata
@@ -256,7 +261,8 @@ class ProofSource:
                 self._key = MessageKey()  # once per agent: every token it asks for binds this key
             try:
                 token = self._metadata.required(IDENTITY_PATH + identity_query(self._project, self._key.fingerprint))
-                expires = float(unverified_claims(token)["exp"])
+                claims = unverified_claims(token)
+                expires = now + float(claims["exp"]) - float(claims.get("iat", time.time()))
             except (IdentityError, ValueError, KeyError, TypeError) as exc:
                 log.warning("no VM identity token; heartbeats go without one for now",
                             extra={"error": str(exc)[:300]})
