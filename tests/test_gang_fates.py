@@ -127,7 +127,9 @@ def test_a_node_that_ended_early_is_charged_until_its_own_end_not_the_gangs(func
     _running(functions)
     clock.advance(60)
     functions.heartbeat(heartbeat("g", "SUCCEEDED", 3, vm="vm-2", exit_code=0))
-    clock.advance(1860)
+    clock.advance(60)  # its VM claims a spare copy of the start: no new end for the node (it moved its charge to here)
+    functions.heartbeat(heartbeat("g", "CLAIMED", 4, vm="vm-2", ip="10.0.0.2"))
+    clock.advance(1800)
     functions.heartbeat(heartbeat("g", "SUCCEEDED", 3, vm="vm-1", exit_code=0))
     assert job(zen, "g").status.value == "SUCCEEDED"
     with zen.db.transaction() as session:
@@ -135,6 +137,25 @@ def test_a_node_that_ended_early_is_charged_until_its_own_end_not_the_gangs(func
                             "FROM attempt_usage WHERE job_id = 'g'")
     per_vm = row["gpus"] // 2
     assert (round(float(row["vm_s"])), round(float(row["gpu_seconds"]))) == (60 + 1920, per_vm * (60 + 1920))
+
+
+def test_a_silent_node_is_charged_until_the_sweep_gave_it_up_as_one_vm_is(functions, zen, clock):
+    """vm-2 is silent from its RUNNING while vm-1 beats on: it was charged to its last report (0 s), where a
+    silent one-VM attempt (and a gang whose nodes all went silent) is charged to the sweep."""
+    _running(functions)
+    seq, swept = 3, 0
+    while job(zen, "g").status.value != "STOPPING":
+        clock.advance(30)
+        swept += 30
+        functions.heartbeat(heartbeat("g", "RUNNING", seq, vm="vm-1"))
+        seq += 1
+        functions.tick()
+    clock.advance(10)
+    functions.heartbeat(heartbeat("g", "STOPPED", seq, vm="vm-1", exit_code=-15))
+    with zen.db.transaction() as session:
+        [row] = session.sql("SELECT extract(epoch FROM ended_at - started_at) AS wall, outcome, "
+                            "extract(epoch FROM ended_at - started_at) * vm_share AS vm_s FROM attempt_usage WHERE job_id = 'g'")
+    assert (row["outcome"], round(float(row["wall"])), round(float(row["vm_s"]))) == ("LOST", swept + 10, 2 * swept + 10)
 
 
 def test_a_node_that_ended_early_is_charged_from_the_gangs_claim_when_its_run_began_later(functions, zen, clock):

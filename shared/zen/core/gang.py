@@ -193,9 +193,9 @@ def _node_report(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> 
     status, was = hb.status.value, node
     if (node.status in ENDED and hb.status in (AgentStatus.CLAIMED, AgentStatus.RUNNING)
             or node.status == AgentStatus.RUNNING.value and hb.status is AgentStatus.CLAIMED):
-        status = node.status  # a report overtaken by the node's later one does not undo it
-    node = node.model_copy(update=dict(seq=hb.seq, status=status, beat_at=now, exit_code=hb.exit_code
-                                       if hb.exit_code is not None else node.exit_code))
+        status = node.status  # a report overtaken by the node's later one does not undo it, nor move its end (beat_at)
+    node = node.model_copy(update=dict(seq=hb.seq, status=status, beat_at=node.beat_at if was.status in ENDED else now,
+                                       exit_code=hb.exit_code if hb.exit_code is not None else node.exit_code))
     nodes[node.rank] = node
     decision = Decision(fields=dict(gang=nodes))
     if job.status is not JobStatus.STOPPING:  # the stop deadline counts from the stop, but a rerun waits while a
@@ -394,7 +394,7 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: d
                         for c in decision.changes]
     heard = now - timedelta(seconds=deadlines.heartbeat_timeout_s)  # (others silent too are as surely cut off)
     if (others := [n for n in job.gang if n.status not in ENDED and n.vm != silent.vm and max(n.beat_at, heard_since or n.beat_at) > heard]) and job.status in _RUN:
-        why = decision.changes[0].reason  # the silent one told STOP too: it may be alive but cut off
-        return _stop_first(job, [silent, *others], f"{why}: the other nodes are stopped before the rerun", why, now,
-                           gang=[n.model_copy(update={"status": SILENT}) if n == silent else n for n in job.gang])
+        why = decision.changes[0].reason  # the silent one told STOP too: it may be alive but cut off (charged to now, as one VM)
+        silenced = [n.model_copy(update={"status": SILENT, "beat_at": now}) if n == silent else n for n in job.gang]
+        return _stop_first(job, [silent, *others], f"{why}: the other nodes are stopped before the rerun", why, now, gang=silenced)
     return _for_gang(job.model_copy(update={"vm": silent.vm}), decision)
