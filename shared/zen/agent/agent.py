@@ -182,7 +182,7 @@ class Agent:
         """The final reports this agent kept (not sent within their budget), sent again every ``RESEND_S``
         (``zen.agent.journal``): Zen takes a late final report; without it, a job that ended runs again."""
         if self._clock() >= self._resend_at:
-            self.journal.replay(self.transport.publish)
+            self.journal.replay(self.transport.publish, leftovers=False)
             self._resend_at = self._clock() + RESEND_S
 
     def _idle_wait(self, seconds: float) -> None:

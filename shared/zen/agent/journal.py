@@ -86,16 +86,17 @@ class Journal:
                 os.close(fd)
             return None
 
-    def replay(self, publish: Callable[..., None]) -> int:
+    def replay(self, publish: Callable[..., None], *, leftovers: bool = True) -> int:
         """Publish again every report of this VM kept in the journal but one an agent is sending (each within
         ``REPLAY_BUDGET_S``), then remove it; returns how many were sent. The first not sent (Pub/Sub unreachable)
-        ends the round: the others wait for the next. Never raises."""
+        ends the round: the others wait for the next. ``leftovers`` (at the agent's start): temp files a crash
+        left are removed too (a live agent's may be one being written). Never raises."""
         try:
             names = sorted(os.listdir(self.dir))
         except OSError:
             return 0  # no journal yet
         sent = 0
-        for name in names:
+        for name in names if leftovers else [name for name in names if name.endswith(".json")]:
             path = self.dir / name
             try:
                 fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
