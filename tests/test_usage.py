@@ -193,6 +193,23 @@ def test_the_fleets_one_minute_minimum_is_billed_once_in_the_window_where_the_vm
     assert (central["fleet_vm_hours"], central["fleet_usd"]) == (round(6 / 3600, 3), round(6 * PRICE / 3600, 2))
 
 
+def test_the_fleets_vms_keep_the_model_their_pool_had_when_seen(functions, zen, clock, capsys):
+    """A VM of the primary pool (its name carries no model) was priced at the cluster's first model configured
+    today: the cluster's spot VM of an hour, seen while it listed spot first, cost the standard price once
+    standard came first (14.69 for 5.17)."""
+    from zen.scaling.fleetdb import FleetDb
+
+    cluster = zen.config.cluster(CLUSTER)
+    assert cluster.provisioning[0] == "standard"  # today's order
+    then = FleetDb(zen.db, {CLUSTER: cluster.model_copy(update={"provisioning": ["spot", "standard"]})})
+    start = clock()
+    for at in (start, start + timedelta(hours=1)):
+        then.see_instances(CLUSTER, {"us-central1": ["zen-4xa100-40gb-us-central1-ab12"]}, at)
+    then.see_instances(CLUSTER, {"us-central1": []}, start + timedelta(hours=1, seconds=30))  # gone: vm_lifetimes
+    [central] = zen_usage(capsys, "--by", "region")["groups"]
+    assert central["fleet_usd"] == round(4 * 1.293355, 2)  # the snapshot's spot a2-highgpu-4g in us-central1
+
+
 def test_a_listing_that_names_an_instance_twice_records_it_once(zen, clock):
     """A MIG listing may repeat a name (pages that shift while read, one name in two zones): the pass
     records the instance once instead of failing its statement (ON CONFLICT cannot touch a row twice)."""

@@ -60,13 +60,16 @@ class Pricer:
             price = self._price(row["cluster"], row["machine_type"], row["region"], self.model(row))
         return None if price is None else billed_usd(seconds, float(price), minimum=False) * float(row["vm_share"])
 
-    def vm(self, cluster: str, region: str | None, name: str, seconds: float, began: bool = True) -> float | None:
+    def vm(self, cluster: str, region: str | None, name: str, seconds: float, began: bool = True,
+           model: str | None = None) -> float | None:
         """What a VM of ``cluster`` seen for ``seconds`` cost (None: unpriced). ``began``: its RUNNING began in
         the window, which bears GCE's one-minute minimum (even for a VM one scaling pass alone saw RUNNING, 0 s
-        between its first and last sight); else the minute was paid before the window, which bears its seconds."""
+        between its first and last sight); else the minute was paid before the window, which bears its seconds.
+        ``model``: the one its pool had when it was seen (None: read from its name, today's configuration)."""
         from zen.core.prices import BILLING_MINIMUM_S, billed_usd
 
-        price = self._price(cluster, None, region, self.model({"cluster": cluster, "vm": name, "region": region}))
+        price = self._price(cluster, None, region, self.model({"cluster": cluster, "vm": name, "region": region,
+                                                              "model": model}))
         return None if price is None else billed_usd(max(seconds, BILLING_MINIMUM_S) if began else seconds, price,
                                                      minimum=began)
 
@@ -116,7 +119,8 @@ def add_fleet(rows: list[dict[str, Any]], total: dict[str, Any], fleet: list[dic
         target.update(fleet_vm_hours=0.0, fleet_usd=0.0)
     for seen in fleet:
         seconds = float(seen["vm_seconds"])
-        cost = pricer.vm(seen["cluster"], seen["region"], seen["name"], seconds, bool(seen.get("began_in_window", True)))
+        cost = pricer.vm(seen["cluster"], seen["region"], seen["name"], seconds, bool(seen.get("began_in_window", True)),
+                         seen.get("model"))
         for target in (by_region[seen["region"]], total):
             target["fleet_vm_hours"] += seconds / 3600
             known = target["fleet_usd"]

@@ -44,6 +44,11 @@ def pool_key(region: str, model: str, primary: str) -> str:
     return region if model == primary else f"{region}{_SEP}{model}"
 
 
+def model_of_pool(pool: str, models: list[str] | tuple[str, ...]) -> str:
+    """The provisioning model of a pool (``pool_key``'s) of a cluster using ``models`` (its first the primary)."""
+    return pool.split(_SEP, 1)[1] if _SEP in pool else models[0]
+
+
 def region_of(pool: str) -> str:
     """The region of a pool (``pool_key``'s)."""
     return pool.split(_SEP, 1)[0]

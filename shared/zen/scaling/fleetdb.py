@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Mapping
 
 from zen.core.cluster_config import ClusterConfig
-from zen.core.provisioning import accepted_models, outlasts_flex, pool_key
+from zen.core.provisioning import accepted_models, model_of_pool, outlasts_flex, pool_key
 from zen.scaling.model import Decision, DemandGroup, RegionMemory, fold_demand
 from zen.scaling.port import FleetFacts, FleetPort
 from zen.store import fleet
@@ -122,10 +122,12 @@ class FleetDb:
     def see_instances(self, cluster: str, instances: dict[str, list[str]], now: datetime,
                       billed: dict[str, list[str]] | None = None) -> dict[str, datetime]:
         first_seen: dict[str, datetime] = {}
+        config = self._clusters.get(cluster)
         with self._db.transaction() as session:
-            for region, names in instances.items():
-                first_seen.update(fleet.see_instances(session, cluster, region, names, now,
-                                                      None if billed is None else billed.get(region, [])))
+            for pool, names in instances.items():  # each pool's model as configured now (zen.core.provisioning)
+                model = model_of_pool(pool, config.provisioning) if config is not None else None
+                first_seen.update(fleet.see_instances(session, cluster, pool, names, now,
+                                                      None if billed is None else billed.get(pool, []), model))
         return first_seen
 
     def drain_unless_busy(self, vm: str, cluster: str, region: str, now: datetime) -> bool:

@@ -136,13 +136,14 @@ def save_scaling_memory(session: Session, cluster: str, region: str, memory: str
 
 
 def see_instances(session: Session, cluster: str, region: str, names: list[str], now: datetime,
-                  billed: list[str] | None = None) -> dict[str, datetime]:
+                  billed: list[str] | None = None, model: str | None = None) -> dict[str, datetime]:
     """Record the MIG's instances as seen now, and those of them whose VM GCE bills now (``billed``; None:
     every one, for callers that list no status) as billed from now unless they were already; returns when
-    each was first seen. Instances no longer in the MIG are forgotten (with their drain mark and VM row)."""
+    each was first seen. ``model``: the pool's provisioning model, kept with a new instance (what its fleet
+    dollars are priced at). Instances no longer in the MIG are forgotten (with their drain mark and VM row)."""
     first_seen = {r["name"]: r["first_seen_at"] for r in session.run(
         "see_mig_instances", cluster=cluster, region=region, names=names, now=now,
-        billed=names if billed is None else billed)} if names else {}
+        billed=names if billed is None else billed, model=model)} if names else {}
     session.run("forget_vanished_instances", cluster=cluster, region=region, present=names)
     return first_seen
 

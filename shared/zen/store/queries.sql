@@ -390,12 +390,13 @@ GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wai
          nodes, nodes - COALESCE(jsonb_array_length(gang), 0);
 
 -- name: see_mig_instances
--- Every instance of one MIG seen now: first sight recorded once, and the first sight of its VM billed
--- (:billed, those of :names GCE bills now: running_at, migration 0034); returns when each was first seen.
+-- Every instance of one MIG seen now: first sight recorded once (with :model, the pool's provisioning model
+-- then: migration 0037), and the first sight of its VM billed (:billed, those of :names GCE bills now:
+-- running_at, migration 0034); returns when each was first seen.
 -- DISTINCT: a listing may name an instance twice, and ON CONFLICT may not touch one row twice.
-INSERT INTO mig_instances (name, cluster, region, first_seen_at, last_seen_at, running_at)
+INSERT INTO mig_instances (name, cluster, region, first_seen_at, last_seen_at, running_at, model)
 SELECT name, :cluster, :region, :now, :now,
-       CASE WHEN name = ANY(CAST(:billed AS text[])) THEN CAST(:now AS timestamptz) END
+       CASE WHEN name = ANY(CAST(:billed AS text[])) THEN CAST(:now AS timestamptz) END, CAST(:model AS text)
 FROM (SELECT DISTINCT unnest(CAST(:names AS text[])) AS name) AS listed
 ON CONFLICT (name) DO UPDATE SET last_seen_at = EXCLUDED.last_seen_at,
                                  running_at = COALESCE(mig_instances.running_at, EXCLUDED.running_at)
@@ -445,10 +446,10 @@ ON CONFLICT (cluster, region) DO UPDATE SET memory = EXCLUDED.memory, updated_at
 WITH gone AS (
     DELETE FROM mig_instances
     WHERE cluster = :cluster AND region = :region AND NOT (name = ANY(CAST(:present AS text[])))
-    RETURNING name, cluster, region, first_seen_at, last_seen_at, running_at
+    RETURNING name, cluster, region, first_seen_at, last_seen_at, running_at, model
 ), lived AS (
-    INSERT INTO vm_lifetimes (name, cluster, region, first_seen_at, last_seen_at, running_at)
-    SELECT name, cluster, region, first_seen_at, last_seen_at, running_at FROM gone
+    INSERT INTO vm_lifetimes (name, cluster, region, first_seen_at, last_seen_at, running_at, model)
+    SELECT name, cluster, region, first_seen_at, last_seen_at, running_at, model FROM gone
     ON CONFLICT (name, first_seen_at) DO NOTHING
 ), undrained AS (
     DELETE FROM vm_drains WHERE name IN (SELECT name FROM gone)

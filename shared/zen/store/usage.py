@@ -43,17 +43,18 @@ QUERIES = {
     # still there and those gone, ``vm_lifetimes``), one row per instance. An instance counts from the
     # first scaling pass that listed its VM billed (``running_at``: RUNNING, or past it; never, for one
     # listed without a VM through a stockout) to the last, so each end may be off by up to one tick. Rows are kept by
-    # pool (zen.core.provisioning): its region is the key's before any "/" (the model is in the VM's name);
+    # pool (zen.core.provisioning): its region is the key's before any "/"; its model as seen then (migration
+    # 0037; NULL before it: the VM's name says, under today's configuration);
     # a flex-start request's pending VMs (<MIG>+<request>+<n>: zen.adapters.flex_start) are not billed.
     # began_in_window: its RUNNING began in the window, which then bears GCE's one-minute minimum.
     "fleet_by_region": """
-        SELECT split_part(region, '/', 1) AS region, cluster, name,
+        SELECT split_part(region, '/', 1) AS region, cluster, name, model,
                GREATEST(0, extract(epoch FROM LEAST(last_seen_at, CAST(:now AS timestamptz))
                                               - GREATEST(running_at, CAST(:since AS timestamptz)))) AS vm_seconds,
                running_at >= CAST(:since AS timestamptz) AS began_in_window
-        FROM (SELECT name, region, cluster, running_at, last_seen_at FROM mig_instances
+        FROM (SELECT name, region, cluster, running_at, last_seen_at, model FROM mig_instances
               UNION ALL
-              SELECT name, region, cluster, running_at, last_seen_at FROM vm_lifetimes
+              SELECT name, region, cluster, running_at, last_seen_at, model FROM vm_lifetimes
               WHERE last_seen_at > :since) AS seen
         WHERE last_seen_at > :since AND running_at IS NOT NULL AND strpos(name, '+') = 0
         ORDER BY 1, cluster, name""",
