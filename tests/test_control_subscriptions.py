@@ -8,7 +8,7 @@ import pytest
 from google.api_core.exceptions import NotFound
 from google.pubsub_v1 import types as T
 
-from zen.adapters.control_subscriptions import ControlSubscriptions, accounts_from_env
+from zen.adapters.control_subscriptions import RECHECK_S, ControlSubscriptions, accounts_from_env
 from zen.store import fleet
 from zen_dev.local.topology import ensure_topology
 
@@ -102,3 +102,28 @@ def test_accounts_come_from_the_environment():
 def test_a_malformed_accounts_value_is_refused_saying_what_is_expected(raw):
     with pytest.raises(ValueError, match=r"ZEN_AGENT_ACCOUNTS must be a JSON object of cluster name -> \{region"):
         accounts_from_env({"ZEN_AGENT_ACCOUNTS": raw})
+
+
+def test_a_secondary_pools_vms_get_their_regions_account(config, zen, made):
+    """The scaling passes record a secondary model's instances under its pool's key (us-central1/spot): no account
+    was found for it, and a spot or flex-start VM of a cluster whose first model is standard never got its
+    control subscription (its agent waited, exited and restarted, never claiming anything)."""
+    with zen.db.transaction() as session:
+        fleet.see_instances(session, "4xa100-40gb", "us-central1/spot", ["zen-a-spot-1"], zen.clock())
+    assert zen.on_scale_tick().controls == 4
+    account = ACCOUNTS["4xa100-40gb"]["us-central1"]
+    assert granted(made, path(config, "zen-a-spot-1")) == {("roles/pubsub.subscriber", f"serviceAccount:{account}")}
+
+
+def test_a_subscription_gone_is_made_again_when_its_instance_is_looked_at_again(config, zen, made):
+    """Remembered as made for the life of the function instance, one that went (its TTL passed unread) was never
+    made again: its VM got no order from then on, a STOP included."""
+    now = [0.0]
+    zen.controls = ControlSubscriptions(config, config.project, ACCOUNTS, made, clock=lambda: now[0])
+    assert zen.on_scale_tick().controls == 3
+    made.delete_subscription(subscription=path(config, "zen-a-1"))
+    now[0] += 60
+    assert zen.on_scale_tick().controls == 0  # looked at again only RECHECK_S after
+    now[0] += RECHECK_S
+    assert zen.on_scale_tick().controls == 3
+    assert made.get_subscription(subscription=path(config, "zen-a-1")).filter == 'attributes.vm = "zen-a-1"'

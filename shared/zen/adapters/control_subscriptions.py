@@ -17,7 +17,7 @@ from google.api_core import exceptions as gexc
 import google.cloud.pubsub_v1 as pubsub_v1
 from google.pubsub_v1 import types as T
 
-from zen.core.provisioning import PENDING_SEP
+from zen.core.provisioning import PENDING_SEP, region_of
 from zen.core.config import ZenConfig
 
 log = logging.getLogger("zen.adapters.control_subscriptions")
@@ -25,6 +25,10 @@ SUBSCRIBER_ROLE = "roles/pubsub.subscriber"
 CONTROL_TTL = timedelta(days=1)  # as zen.agent.transport's (the agent package is not imported here)
 CONTROL_RETENTION = timedelta(hours=1)
 CONTROL_ACK_DEADLINE_S = 30
+# A subscription made is looked at again this long after (once a tick's budget allows): one gone meanwhile (its
+# TTL passed unread: an instance whose agent could not run for a day, kept under its name) is made again. Never
+# looked at again, its VM got no order from then on, a STOP included, for the life of the function instance.
+RECHECK_S = 1800.0
 
 # Cluster -> the agent service account email of each of its regions (a cluster's regions with different tags
 # run as different accounts), or one email for all its regions: what terraform set before accounts were per
@@ -65,22 +69,23 @@ class ControlSubscriptions:
         self._topic = f"projects/{project}/topics/{config.topics.vm_control}"
         self._budget_s = budget_s
         self._clock = clock
-        self._made: set[tuple[str, str, str]] = set()  # (vm, cluster, region) done by this function instance
+        self._made: dict[tuple[str, str, str], float] = {}  # (vm, cluster, pool) done by this function instance: when
 
     def ensure(self, instances: Iterable[tuple[str, str, str]]) -> int:
-        """Make and grant the control subscription of each (vm, cluster, region) not done yet; how many were
-        done now."""
+        """Make and grant the control subscription of each (vm, cluster, pool) not done yet, or done ``RECHECK_S``
+        ago (made again if gone); how many were made, or looked at again, now."""
         deadline = self._clock() + self._budget_s
         done = 0
         for vm, cluster, region in instances:
-            if (vm, cluster, region) in self._made or PENDING_SEP in vm:  # a flex-start VM not granted yet: none
+            made = self._made.get((vm, cluster, region))
+            if made is not None and self._clock() - made < RECHECK_S or PENDING_SEP in vm:  # a flex VM not granted yet
                 continue
             if self._clock() >= deadline:
                 log.warning("control subscriptions left for the next tick", extra={"budget_s": self._budget_s})
                 break
             try:
                 if self._ensure_one(vm, cluster, region):
-                    self._made.add((vm, cluster, region))
+                    self._made[(vm, cluster, region)] = self._clock()
                     done += 1
             except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
                 log.warning("control subscription not made yet", extra={
@@ -88,9 +93,12 @@ class ControlSubscriptions:
         return done
 
     def account_of(self, cluster: str, region: str) -> str | None:
-        """The email of the agent service account the VMs of ``cluster`` in ``region`` run as, if known."""
+        """The email of the agent service account the VMs of ``cluster`` in ``region`` run as, if known. ``region``
+        may be a pool's key (``zen.core.provisioning.pool_key``: a secondary model's pool, ``<region>/<model>``),
+        as the scaling passes record instances: its region's account (it found none, and a spot or flex-start VM
+        of a cluster whose first model is standard never got its control subscription)."""
         accounts = self._accounts.get(cluster)
-        return accounts if isinstance(accounts, str) or accounts is None else accounts.get(region)
+        return accounts if isinstance(accounts, str) or accounts is None else accounts.get(region_of(region))
 
     def _ensure_one(self, vm: str, cluster: str, region: str) -> bool:
         account = self.account_of(cluster, region)
