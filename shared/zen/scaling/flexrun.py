@@ -68,18 +68,19 @@ def hidden(counts: dict[str, int], group: DemandGroup, idle: Mapping[str, tuple[
             counts[pool] += take
 
 
+def kept_whole(plan: Plan, index: VmIndex) -> set[str]:
+    """The deletions of ``plan`` that ``keep_requests_whole`` leaves: real VMs, and flex-start requests deleted whole."""
+    planned = {name for _, name in plan.delete}
+    return {name for pool, name in plan.delete if PENDING_SEP not in name or not any(
+        vm.name.rpartition(PENDING_SEP)[0] == name.rpartition(PENDING_SEP)[0] and vm.name not in planned
+        for vm in index.region(pool))}
+
+
 def keep_requests_whole(plan: Plan, index: VmIndex) -> None:
     """Take out of ``plan``'s deletions the pending VMs of a flex-start request whose other pending VMs the plan
     keeps (its decisions then say so): deleting one would cancel them all. Real VMs, and requests deleted
     whole, are left as planned."""
-    planned = {name for _, name in plan.delete}
-    split = set()
-    for pool, name in plan.delete:
-        if PENDING_SEP in name:
-            request = name.rpartition(PENDING_SEP)[0]
-            if any(vm.name.rpartition(PENDING_SEP)[0] == request and vm.name not in planned
-                   for vm in index.region(pool)):
-                split.add(name)
+    split = {name for _, name in plan.delete} - kept_whole(plan, index)
     if not split:
         return
     plan.delete[:] = [(pool, name) for pool, name in plan.delete if name not in split]

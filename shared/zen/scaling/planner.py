@@ -234,9 +234,9 @@ class _Planning:
     def yield_probes(self) -> None:
         """Jobs only ``max_vms`` holds: as many probes, less the places already being freed (VMs going away,
         those this pass deletes), give theirs (``zen.scaling.probes``); the next pass asks in them."""
-        deleted = {name for _, name in self.plan.delete}
-        wanted = self.at_limit - len(deleted) - sum(len(vms) for (_, phase), vms in self.index.phases.items()
-                                                    if phase is VmPhase.DELETING)
+        deleted = {name for _, name in self.plan.delete}  # but a flex-start request's VMs not all deleted: kept whole
+        wanted = self.at_limit - len(flexrun.kept_whole(self.plan, self.index)) - sum(
+            len(vms) for (_, phase), vms in self.index.phases.items() if phase is VmPhase.DELETING)
         self.places_wanted = max(0, wanted)  # what probes do not give, unneeded boots do (cancel_losers)
         if wanted <= 0:
             return
