@@ -158,3 +158,26 @@ def test_a_stuck_request_of_more_vms_than_max_vms_leaves_gives_its_places_to_a_p
     plan = ZenPlanner().plan(snap(1900, queued=(job,), vms=pending, memory=memory,
                                   limits=ClusterLimits("c", tuple(pools), 4, 2, pools=pools), timing=Timing()))
     assert sorted(name for _, name in plan.delete) == [vm.name for vm in pending]
+
+
+def test_past_its_bound_a_job_a_queued_request_would_cover_is_asked_a_vm_of_another_pool_it_accepts():
+    """A job accepting standard and flex-start, its own bound 1,000 s, goes to the cheaper flex-start pool (its
+    900 s estimate fits). Past the bound the group ranks by speed, but the request still queued covered it: nothing
+    was asked in standard (with capacity) until the request counted as stuck, 1,800 s after the ask."""
+    from tests.scaling.test_planner import at, snap
+    from zen.scaling.model import ClusterLimits, Pool, QueuedJob, RegionMemory, Vm, VmPhase
+
+    pools = {"us-central1": Pool("us-central1", "standard", 5.92), "us-central1/flex-start": Pool("us-central1", "flex-start", 3.26)}
+    memory = {"us-central1": RegionMemory(last_boot_at=at(-60)), "us-central1/flex-start": RegionMemory()}
+    job = QueuedJob("j", tuple(pools), at(0), max_wait_s=1000)
+
+    def plan(now, vms=()):
+        return ZenPlanner().plan(snap(now, queued=(job,), vms=vms, memory=dict(memory), timing=Timing(),
+                                      limits=ClusterLimits("c", tuple(pools), 4, 8, pools=pools)))
+
+    assert plan(0).add == {"us-central1/flex-start": 1}
+    request = Vm("zen-c-us-central1-flex+r1+0", "us-central1/flex-start", VmPhase.BOOTING, at(0))
+    assert plan(900, (request,)).add == {}  # within its bound it waits for its request
+    for now in (1100, 1500, 1790):
+        added = plan(now, (request,)).add
+        assert added.get("us-central1", 0) >= 1, (now, added)

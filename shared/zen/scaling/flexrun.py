@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 from zen.core.provisioning import PENDING_SEP, flex_run_left_s
 from zen.scaling.model import Action, ClusterLimits, Decision, DemandGroup, Plan, Timing, Vm, VmIndex
@@ -66,6 +66,14 @@ def hidden(counts: dict[str, int], group: DemandGroup, idle: Mapping[str, tuple[
     finally:
         for pool, take in hide.items():
             counts[pool] += take
+
+
+def queued(vms: Mapping[str, Iterable[Vm]]) -> dict[str, int]:
+    """Per pool, the VMs of ``vms`` that stand for a resize request still queued (no VM yet: not granted). A demand
+    group past its start bound that may take another pool is covered by none of them (``ZenPlanner._cover``): a
+    pending request kept such a job waiting until it counted as stuck (2 x ``flex_start_estimate_s`` after the
+    ask), up to 17 minutes past the bound, while a costlier model it accepts had capacity."""
+    return {pool: sum(PENDING_SEP in vm.name for vm in pool_vms) for pool, pool_vms in vms.items()}
 
 
 def kept_whole(plan: Plan, index: VmIndex) -> set[str]:

@@ -6,8 +6,7 @@ plan (boots, stockouts, stuck boots), ranks the unblocked regions, matches deman
 booting VMs, asks for VMs (spare boots in priced pools, hedges in uncertain ones), cancels the boots that
 lost their race, keeps one free probe per blocked pool (``zen.scaling.probes``; at ``max_vms``, probes give
 their places to pools not stocked out), keeps idle VMs like ski rental; each decision carries a reason.
-Why, the formulas and the defaults: docs/explanations/scaling.md; measured: docs/benchmarks/simulator.md.
-"""
+Why, the formulas and defaults: docs/explanations/scaling.md; measured: docs/benchmarks/simulator.md."""
 
 from __future__ import annotations
 
@@ -130,7 +129,7 @@ class _Planning:
         # they will be usable first, and the others are what a race lost (cancel_losers, unbilled yet).
         running = {r: 0 if self._blocked(r) else sum(vm.running for vm in self.healthy[r]) for r in self.regions}
         pending = {r: 0 if self._blocked(r) else len(self.healthy[r]) - running[r] for r in self.regions}
-        uncovered = []
+        self.queued, uncovered = flexrun.queued({r: self.healthy[r] for r in self.regions}), []
         for group in self.groups:
             with self._ending(idle, group):
                 if left := self._cover(group, idle, running, pending):
@@ -140,13 +139,15 @@ class _Planning:
         return uncovered
 
     def _cover(self, group: DemandGroup, idle: dict[str, int], running: dict[str, int], pending: dict[str, int]) -> int:
-        """Take ``group``'s VMs from the idle, then running, then pending ones left; its jobs left uncovered."""
+        """Take ``group``'s VMs from the idle, then running, then pending ones left (past its bound, no queued resize
+        request where it may take another pool: ``flexrun.queued``); its jobs left uncovered."""
         if group.gang > 1:  # each gang from one region's VMs, or none
             return gangs.match(group, self.ranking.for_group(group), (idle, running, pending), self.idle_needed, self.spares)
         left, blocked = group.count, [r for r in group.regions if self._blocked(r)]
+        late = not self.patient(group) and not all(map(self.ranking.flex, group.regions))  # requests cover it not
         for pool, needed in ((idle, self.idle_needed), (running, None), (pending, None)):
             for region in self.ranking.for_group(group) + blocked:
-                if left and (take := min(left, pool.get(region, 0))):
+                if left and (take := min(left, pool.get(region, 0) - (self.queued[region] if late and pool is pending else 0))) > 0:
                     pool[region] -= take
                     left -= take
                     if needed is not None:
