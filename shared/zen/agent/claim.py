@@ -99,7 +99,7 @@ class Claimer:
                     attempt.gang = order.gang  # a gang's node: its rank and peers (zen.core.gang)
                     if attempt.accepted_at is None:  # Zen heard a CLAIMED whose publish seemed to fail: the lease
                         # starts when the one answered was sent (else the first), not when the answer came
-                        attempt.accepted_at = sent.get(late, sent[first_seq]) if late is not None else sent[first_seq]
+                        attempt.accepted_at = sent[late] if late in sent else sent[first_seq]
                     self._log.info("claim confirmed", extra={**fields, **(
                         {"rank": order.gang.rank, "nodes": order.gang.nodes} if order.gang else {})})
                     self._leases.ack(delivery)

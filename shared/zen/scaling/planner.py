@@ -125,8 +125,7 @@ class _Planning:
     def match(self) -> list[tuple[DemandGroup, int]]:
         """Cover demand with idle, then healthy booting VMs; return (group, jobs left uncovered)."""
         idle = {r: len(self.idle[r]) for r in self.regions}
-        # Booting VMs Compute lists as RUNNING cover demand before those still waiting or provisioning:
-        # they will be usable first, and the others are what a race lost (cancel_losers, unbilled yet).
+        # Booting VMs listed RUNNING cover demand first (usable first; the others are what a race lost: cancel_losers)
         running = {r: 0 if self._blocked(r) else sum(vm.running for vm in self.healthy[r]) for r in self.regions}
         pending = {r: 0 if self._blocked(r) else len(self.healthy[r]) - running[r] for r in self.regions}
         self.queued, uncovered = flexrun.queued({r: self.healthy[r] for r in self.regions}), []
@@ -139,15 +138,16 @@ class _Planning:
         return uncovered
 
     def _cover(self, group: DemandGroup, idle: dict[str, int], running: dict[str, int], pending: dict[str, int]) -> int:
-        """Take ``group``'s VMs from the idle, then running, then pending ones left (past its bound, no queued resize
-        request where it may take another pool: ``flexrun.queued``); its jobs left uncovered."""
+        """Take ``group``'s VMs from the idle, then running, then pending ones left (``late``: no resize request still
+        queued where it may take another pool, ``flexrun.queued``); its jobs left uncovered."""
         if group.gang > 1:  # each gang from one region's VMs, or none
             return gangs.match(group, self.ranking.for_group(group), (idle, running, pending), self.idle_needed, self.spares)
         left, blocked = group.count, [r for r in group.regions if self._blocked(r)]
-        late = not self.patient(group) and not all(map(self.ranking.flex, group.regions))  # requests cover it not
+        late = not self.patient(group) and not all(map(self.ranking.flex, group.regions))  # past its bound
         for pool, needed in ((idle, self.idle_needed), (running, None), (pending, None)):
             for region in self.ranking.for_group(group) + blocked:
-                if left and (take := min(left, pool.get(region, 0) - (self.queued[region] if late and pool is pending else 0))) > 0:
+                queued = self.queued[region] if late and pool is pending else 0  # requests still queued cover it not
+                if left and (take := min(left, pool.get(region, 0) - queued)) > 0:
                     pool[region] -= take
                     left -= take
                     if needed is not None:
@@ -235,7 +235,7 @@ class _Planning:
     def yield_probes(self) -> None:
         """Jobs only ``max_vms`` holds: as many probes, less the places already being freed (VMs going away,
         those this pass deletes), give theirs (``zen.scaling.probes``); the next pass asks in them."""
-        deleted = {name for _, name in self.plan.delete}  # but a flex-start request's VMs not all deleted: kept whole
+        deleted = {name for _, name in self.plan.delete}  # the places freed: not a request's VMs it keeps whole
         wanted = self.at_limit - len(flexrun.kept_whole(self.plan, self.index)) - sum(
             len(vms) for (_, phase), vms in self.index.phases.items() if phase is VmPhase.DELETING)
         self.places_wanted = max(0, wanted)  # what probes do not give, unneeded boots do (cancel_losers)
