@@ -94,7 +94,7 @@ class ControlBench:
 
         from zen_dev.embedded import start_server
         from zen_dev.local.bridge import ensure_topic
-        from zen_dev.local.functions_server import free_port, wait_for_port
+        from zen_dev.local.functions_server import PortHold, wait_for_port
 
         self.pg_dir = tempfile.mkdtemp(prefix="zbc", dir="/tmp")
         self.pg = start_server(self.pg_dir, cleanup_mode="stop")
@@ -106,10 +106,11 @@ class ControlBench:
         self.target = self.server.with_database("zen")
         # The stand-in runs in a process of its own, as Pub/Sub is remote: its work must not take
         # the GIL from the path measured.
-        port = free_port()
-        self.pubsub = subprocess.Popen([sys.executable, "-m", "zen_dev.local.pubsub", "--port", str(port)],
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for_port(port, 30, self.pubsub)
+        with PortHold() as hold:
+            port = hold.port
+            self.pubsub = subprocess.Popen([sys.executable, "-m", "zen_dev.local.pubsub", "--port", str(port)],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_for_port(port, 30, self.pubsub)
         os.environ["PUBSUB_EMULATOR_HOST"] = f"127.0.0.1:{port}"
         client = pubsub_v1.PublisherClient()
         for topic in self.config.topics.model_dump().values():
@@ -132,7 +133,7 @@ class ControlBench:
         ``scaled_config`` (25 clusters x 4 regions = 100 MIGs)."""
         import yaml
 
-        from zen_dev.local.functions_server import free_port, wait_for_port
+        from zen_dev.local.functions_server import PortHold, wait_for_port
 
         regions = ["us-central1", "us-west1", "europe-west4", "us-east4"]
         base = self.config.clusters[0]
@@ -148,12 +149,13 @@ class ControlBench:
         scenario_path.write_text(yaml.safe_dump({
             "seed": 1, "capacity": {"default": 8},
             "timings": {"boot": {"dist": "fixed", "s": 1}, "retry_interval_s": 30, "delete_s": 0}}))
-        port = free_port()
-        self.compute = subprocess.Popen(
-            [sys.executable, "-m", "zen_dev.local.compute", "--port", str(port), "--scenario", str(scenario_path),
-             "--config", str(config_path), "--log-level", "WARNING", "--log-dir", str(Path(self.pg_dir) / "vms")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for_port(port, 30, self.compute)
+        with PortHold() as hold:
+            port = hold.port
+            self.compute = subprocess.Popen(
+                [sys.executable, "-m", "zen_dev.local.compute", "--port", str(port), "--scenario",
+                 str(scenario_path), "--config", str(config_path), "--log-level", "WARNING", "--log-dir",
+                 str(Path(self.pg_dir) / "vms")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_for_port(port, 30, self.compute)
         os.environ["ZEN_COMPUTE_ENDPOINT"] = f"http://127.0.0.1:{port}"
 
     def scaler(self, config, db):

@@ -30,7 +30,7 @@ from zen.core.config import Deadlines, load_config
 from zen.core.models import Job
 from zen.store import repository
 from zen_dev.local.bridge import DeliveryPolicy, EventBridge, Route
-from zen_dev.local.functions_server import WARM_CORE, Function, FunctionGroup, free_port
+from zen_dev.local.functions_server import WARM_CORE, Function, FunctionGroup
 from zen_dev.local.topology import ensure_topology
 
 CLUSTER = "4xa100-40gb"
@@ -126,14 +126,14 @@ def scheduler(config, config_file, db_url, db, zen, pubsub_server, pubsub_client
            "PUBSUB_EMULATOR_HOST": pubsub_server.address,
            "ZEN_SCALING": "off"}  # no Compute here: agents are started by the tests, not by scaling
     topics = config.topics
-    functions = {topic: Function(target, free_port(), tmp_path / f"{target}.log") for topic, target in (
-        (topics.job_submitted, "on_job_submitted"), (topics.heartbeats, "on_heartbeat"),
-        (topics.job_stop, "on_stop_requested"))}
-    with FunctionGroup(list(functions.values()), env, warm=WARM_CORE):  # no Compute here (ZEN_SCALING=off)
-        routes = [Route(topic, f"http://127.0.0.1:{function.port}/") for topic, function in functions.items()]
+    targets = {topics.job_submitted: "on_job_submitted", topics.heartbeats: "on_heartbeat",
+               topics.job_stop: "on_stop_requested"}
+    functions = [Function(target, 0, tmp_path / f"{target}.log") for target in targets.values()]
+    with FunctionGroup(functions, env, warm=WARM_CORE) as group:  # no Compute here (ZEN_SCALING=off)
+        routes = [Route(topic, group.url(target)) for topic, target in targets.items()]
         with EventBridge(config.project, routes, FAST, publisher_client, subscriber_client):
             yield Scheduler(config, db, zen, publisher_client,
-                            tuple(function.log_path for function in functions.values() if function.log_path))
+                            tuple(function.log_path for function in functions if function.log_path))
 
 
 @dataclass

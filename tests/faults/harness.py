@@ -77,7 +77,7 @@ class FaultStack:
         from zen_dev.embedded import start_server
         from zen_dev.local.bridge import ensure_topic
         from zen_dev.local.environment import overridden_environ
-        from zen_dev.local.functions_server import WARM_CORE, Function, FunctionGroup, free_port
+        from zen_dev.local.functions_server import WARM_CORE, Function, FunctionGroup
         from zen_dev.local.pubsub import PubSubStandIn
 
         self.pg_dir = tempfile.mkdtemp(prefix="zft", dir="/tmp")  # unix socket paths are short
@@ -107,7 +107,7 @@ class FaultStack:
             **self.extra_env,
         }
         logins = function_logins(self.target.url())  # each function as its own database role, as deployed
-        functions = [Function(target, free_port(), self.log_dir / f"{target}.log" if self.log_dir else None,
+        functions = [Function(target, 0, self.log_dir / f"{target}.log" if self.log_dir else None,
                               {"ZEN_DATABASE_URL": logins[target]}) for target in TARGETS]
         self.functions = FunctionGroup(functions, env=env, warm=WARM_CORE)  # no Compute here (ZEN_SCALING=off)
         self.functions.start(timeout_s=60)

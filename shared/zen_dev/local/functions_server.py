@@ -19,17 +19,42 @@ import subprocess
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NoReturn, Sequence
 
 from zen_dev.local.invoke import FUNCTIONS_MAIN
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+class PortHold:
+    """127.0.0.1:``port`` (a free one the kernel picks for 0) held for a server about to start: a socket bound
+    to it that does not listen. While it is held, no connection gets the port as its source port and no other
+    bind to port 0 gets it, yet a server that binds with SO_REUSEADDR (gunicorn, gRPC and http.server all do)
+    binds and listens on it beside the hold: Linux lets sockets that all set SO_REUSEADDR share a port none of
+    them listens on. Release it once the server listens. A port picked and let go (bind to 0, close) was
+    free only for that moment: on a 2-core machine running four test workers, a function's port was taken in
+    the seconds its process took to start, by another worker's pick, and the function never served
+    (2026-12-02)."""
+
+    def __init__(self, port: int = 0):
+        self._sock = socket.socket()
+        try:
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._sock.bind(("127.0.0.1", port))
+        except BaseException:
+            self._sock.close()
+            raise
+        self.port: int = self._sock.getsockname()[1]
+
+    def release(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> "PortHold":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 def listening(port: int, sock: socket.socket | None = None) -> bool:
@@ -79,7 +104,8 @@ class FunctionServer:
     def __init__(self, target: str, *, port: int | None = None, env: dict[str, str] | None = None,
                  source: Path = FUNCTIONS_MAIN, log_path: Path | None = None):
         self.target = target
-        self.port = port or free_port()
+        self._hold = PortHold(port or 0)
+        self.port = self._hold.port
         self.source = source
         self.env = {**os.environ, **(env or {})}
         self.log_path = log_path
@@ -91,11 +117,12 @@ class FunctionServer:
 
     def start(self, timeout_s: float = 30.0) -> "FunctionServer":
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
-        self.process = subprocess.Popen(
-            function_command(self.target, self.port, self.source), env=self.env, stdout=out,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        wait_for_port(self.port, timeout_s, self.process)
+        with self._hold:
+            self.process = subprocess.Popen(
+                function_command(self.target, self.port, self.source), env=self.env, stdout=out,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )
+            wait_for_port(self.port, timeout_s, self.process)
         return self
 
     def stop(self) -> None:
@@ -120,8 +147,9 @@ WARM = WARM_CORE + ("zen.adapters.compute", "zen.adapters.flex_start", "zen.adap
 
 @dataclass(frozen=True)
 class Function:
-    """One function of a group: ``target`` of ``source`` on 127.0.0.1:``port``, its output appended to
-    ``log_path`` (else the group's), ``env`` over the group's environment (a function's own database login)."""
+    """One function of a group: ``target`` of ``source`` on 127.0.0.1:``port`` (0: a free one, held by the
+    group from before its start; the group's ``functions`` say which), its output appended to ``log_path``
+    (else the group's), ``env`` over the group's environment (a function's own database login)."""
     target: str
     port: int
     log_path: Path | None = None
@@ -148,6 +176,13 @@ class FunctionGroup:
         return next(f"http://127.0.0.1:{f.port}/" for f in self.functions if f.target == target)
 
     def start(self, timeout_s: float = 60.0) -> "FunctionGroup":
+        with ExitStack() as holding:
+            holds = [holding.enter_context(PortHold(function.port)) for function in self.functions]
+            self.functions = [replace(function, port=hold.port) for function, hold in zip(self.functions, holds)]
+            self._start(timeout_s)
+        return self
+
+    def _start(self, timeout_s: float) -> None:
         # In a session of its own; the functions go over stdin, so their environments (database passwords)
         # are in no argv.
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
@@ -168,7 +203,6 @@ class FunctionGroup:
         except BaseException:
             self.stop()  # none left running behind a failed start
             raise
-        return self
 
     def stop(self) -> None:
         stop_session(self.process)  # the group passes SIGTERM on and waits for its functions
