@@ -12,7 +12,7 @@ from google.cloud import compute_v1
 
 from tests.scaling.fakes import FakeFleet
 from zen.adapters.compute import MigApiError, MigManager, compute_clients_from_env
-from zen.adapters.flex_start import FlexStartMig, pending_name, request_of, resize_requests_client_from_env
+from zen.adapters.flex_start import FORGET_PER_READ, FlexStartMig, pending_name, request_of, resize_requests_client_from_env
 from zen.core.config import ZenConfig, load_config
 from zen.scaling.manager import ClusterManager
 from zen.scaling.model import DemandGroup, Timing, VmPhase
@@ -50,7 +50,8 @@ def cloud(monkeypatch, tmp_path):
         monkeypatch.setenv("ZEN_COMPUTE_ENDPOINT", standin.endpoint)
         cluster = config().clusters[0]
         flex = FlexStartMig(PROJECT, REGION, cluster.mig_name(REGION, "flex-start"), *compute_clients_from_env(),
-                            resize_requests_client_from_env(), run_s=cluster.flex_start_run_s)
+                            resize_requests_client_from_env(), run_s=cluster.flex_start_run_s,
+                            now=lambda: datetime.fromisoformat(standin.world.ts.at(standin.world.now)))
         return standin, flex, cluster
 
     yield make
@@ -134,12 +135,38 @@ def test_deleting_a_pending_vm_cancels_its_request(cloud):
     standin, flex, _ = cloud()
     flex.resize(3)
     names = [i.name for i in flex.read().instances]
+    [request] = requests_of(standin, flex)
     flex.delete_instances(names[:1], {})
-    assert flex.pending() == {} and flex.read().instances == [] and flex.target_size() == 0
-    [request] = standin.world.resize_requests.of(next(m for m in standin.world.migs.values() if m.name == flex.name))
     assert request.state == "CANCELLED"
+    assert flex.pending() == {} and flex.read().instances == [] and flex.target_size() == 0
+    assert requests_of(standin, flex) == []  # ended without a VM: deleted by the read that saw it so
     standin.advance(60)  # a cancelled request is never granted
     assert flex.read().target_size == 0
+
+
+def requests_of(standin, flex):
+    return standin.world.resize_requests.of(next(m for m in standin.world.migs.values() if m.name == flex.name))
+
+
+def test_a_granted_request_is_deleted_once_its_run_duration_is_over_and_a_few_ended_ones_each_read(cloud):
+    """Compute keeps an ended request until it is deleted, and each pass lists them all."""
+    standin, flex, cluster = cloud()
+    flex.resize(1)
+    standin.advance(31)
+    [vm] = flex.read().instances
+    assert vm.status and [r.state for r in requests_of(standin, flex)] == ["SUCCEEDED"]
+    standin.advance(cluster.flex_start_run_s - 60)
+    assert [i.name for i in flex.read().instances] == [vm.name]
+    assert [r.state for r in requests_of(standin, flex)] == ["SUCCEEDED"]  # its VM may still run: kept
+    standin.advance(120)
+    flex.read()
+    assert requests_of(standin, flex) == []
+    for _ in range(FORGET_PER_READ + 2):  # more ended than a read deletes
+        flex.resize(1)
+        flex.delete_instances([i.name for i in flex.read().instances], {})
+    ended = len(requests_of(standin, flex))
+    flex.read()
+    assert len(requests_of(standin, flex)) == max(0, ended - FORGET_PER_READ)
 
 
 def test_a_granted_request_cannot_be_cancelled_and_its_vms_are_deleted_as_any(cloud):
@@ -196,9 +223,9 @@ def test_the_resize_request_api_answers_as_compute_does(cloud):
     assert [r.state for r in client.list(project=PROJECT, region=REGION, instance_group_manager=flex.name)] \
         == ["SUCCEEDED"]
     standin.advance(3600 + 61)  # its run duration over: its VMs are deleted
-    assert flex.read().target_size == 0
     client.delete_unary(project=PROJECT, region=REGION, instance_group_manager=flex.name, resize_request="by-hand")
     assert list(client.list(project=PROJECT, region=REGION, instance_group_manager=flex.name)) == []
+    assert flex.read().target_size == 0
 
 
 def test_spot_vms_are_preempted_when_capacity_falls_and_standard_ones_are_not(cloud, monkeypatch):

@@ -17,14 +17,22 @@ none is made up: see ``read``). Deleting any of them cancels its request (``canc
 ACCEPTED): a request is granted all at once or not at all, so it goes whole; the planner sees the rest
 go too and asks again if it still wants VMs. Everything else (errors, deletes of real VMs, operations)
 is ``MigManager``'s.
+
+Compute keeps a request that has ended (SUCCEEDED, FAILED, CANCELLED) until it is deleted, and each pass
+lists them all: a cluster asking every few minutes would page through thousands within weeks. A read
+deletes a few ended ones (``FORGET_PER_READ``): a failed or cancelled one at once (it holds no VM), a
+granted one once its requested run duration is over (its VMs are gone by then, whatever a delete of a
+granted request would do to them). A delete that fails is tried again by a later read; it never fails
+the read.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
-from datetime import datetime
-from typing import Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Callable, Sequence
 
 from google.cloud import compute_v1
 
@@ -33,6 +41,14 @@ from zen.core.provisioning import PENDING_SEP
 from zen.scaling.port import MigApiError, MigInstance, MigPort, MigState, MigSummary, MigUnconfirmed, resize_requests
 
 _PENDING = {"CREATING", "ACCEPTED"}  # queued: no VM yet (CREATING: the request itself is being created)
+_ENDED = {"FAILED", "CANCELLED"}  # no VM was made: deleted at once
+FORGET_PER_READ = 5  # ended requests deleted by one read at most (each a write call)
+
+log = logging.getLogger(__name__)
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
 
 
 def resize_requests_client_from_env() -> compute_v1.RegionInstanceGroupManagerResizeRequestsClient:
@@ -65,17 +81,43 @@ class FlexStartMig(MigManager):
     def __init__(self, project: str, region: str, name: str, migs: compute_v1.RegionInstanceGroupManagersClient,
                  operations: compute_v1.RegionOperationsClient,
                  requests: compute_v1.RegionInstanceGroupManagerResizeRequestsClient, run_s: int,
-                 call_bound_s: float | None = None):
+                 call_bound_s: float | None = None, now: Callable[[], datetime] = utc_now):
         super().__init__(project, region, name, migs, operations, call_bound_s)
         self._requests = requests
         self.run_s = run_s  # each request's requested run duration: its VMs are deleted after it
+        self._now = now  # Compute's clock, to which requests' creation timestamps belong
 
     def pending(self) -> dict[str, int]:
         """The requests not granted yet (CREATING or ACCEPTED): name -> VMs it asks for, oldest first."""
         pages = self._call(self._requests.list)
         with self._translated("listing resize requests"):  # later pages are fetched while iterating
             items = sorted(pages, key=lambda r: (r.creation_timestamp, r.name))
-            return {r.name: r.resize_by for r in items if r.state in _PENDING}
+        self._forget([r for r in items if self._over(r)][:FORGET_PER_READ])
+        return {r.name: r.resize_by for r in items if r.state in _PENDING}
+
+    def _over(self, request: compute_v1.InstanceGroupManagerResizeRequest) -> bool:
+        """Whether an ended request can go: failed or cancelled, or granted and past its run duration."""
+        if request.state in _ENDED:
+            return True
+        if request.state != "SUCCEEDED" or not request.creation_timestamp:
+            return False
+        run_s = (request.requested_run_duration.seconds if request.requested_run_duration else 0) or self.run_s
+        try:
+            created = datetime.fromisoformat(request.creation_timestamp)
+        except ValueError:
+            return False  # kept: a timestamp not understood says nothing about its VMs
+        if created.tzinfo is None:
+            created = created.replace(tzinfo=timezone.utc)
+        return self._now() >= created + timedelta(seconds=run_s)
+
+    def _forget(self, requests: list[compute_v1.InstanceGroupManagerResizeRequest]) -> None:
+        for request in requests:
+            try:
+                self._write(self._requests.delete_unary, resize_request=request.name)
+            except MigApiError as exc:  # the next read tries again
+                log.warning("could not delete an ended resize request", extra={
+                    "mig": self.name, "region": self.region, "resize_request": request.name, "error": str(exc)})
+                return
 
     def _pending_instances(self, pending: dict[str, int]) -> list[MigInstance]:
         return [MigInstance(pending_name(self.name, request, i), None, "CREATING", "", None)
