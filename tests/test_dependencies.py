@@ -142,3 +142,35 @@ def test_a_redelivered_submit_of_a_cancelled_dependent_is_a_duplicate_not_a_refu
     with zen.db.transaction() as session:
         refused = session.sql("SELECT count(*) AS n FROM rejected_messages WHERE job_id = 'second'")[0]["n"]
     assert refused == 0
+
+
+@pytest.mark.parametrize("how", ["its end", "a stop"])
+def test_a_diamond_of_dependencies_moves_whole_when_its_root_ends(zen_and_fn, how):
+    """b after a; c after a and b. a's end cancels b, whose end cancels c before a's own look at c: that look
+    wrote over c's cancel (a concurrent change) and a's final report failed at every delivery, until the
+    sweep took the attempt for lost and ran a again; a's stop likewise never applied."""
+    zen, fn = zen_and_fn
+    fn.submit(job_request("a"))
+    fn.submit(job_request("b", after=["a"]))
+    fn.submit(job_request("c", after=["a", "b"]))
+    if how == "a stop":
+        fn.stop({"job_id": "a"})
+        assert status(zen, "a", "b", "c") == ["CANCELLED", "CANCELLED", "CANCELLED"]
+        return
+    run(fn, "a", final="FAILED")
+    assert status(zen, "a", "b", "c") == ["FAILED", "CANCELLED", "CANCELLED"]
+    assert job(zen, "a").attempt == 1
+
+
+def test_a_diamond_with_afterany_starts_its_last_step_once(zen_and_fn):
+    """c after a and b, whatever their ends: a's failure cancels b, whose end lets c go; a's own look at c
+    let it go again, over that (a concurrent change: a's final report failed at every delivery)."""
+    zen, fn = zen_and_fn
+    fn.submit(job_request("a"))
+    fn.submit(job_request("b", after=["a"]))
+    fn.submit(job_request("c", after=["a", "b"], after_condition="any"))
+    run(fn, "a", final="FAILED")
+    assert status(zen, "a", "b", "c") == ["FAILED", "CANCELLED", "QUEUED"]
+    with zen.db.transaction() as session:
+        starts = [r for r in session.run("job_history", job_id="c") if r["to_status"] == "QUEUED"]
+    assert len(starts) == 1

@@ -105,7 +105,11 @@ class DecisionWriter:
         if after.status.terminal and not job.status.terminal:  # the jobs that wait for it (zen.core.dependencies)
             names = [job.job_id] + ([place["id"]] if place else [])
             for waiting in tx.waiting_after(names):
-                ids += self.after_ended(tx, waiting, now)
+                # Read again: an earlier one's move may have moved it (b after a, c after a and b: a's end
+                # cancels b, whose end cancels c before the loop reaches c).
+                current = tx.get_job(waiting.job_id, lock=True)
+                if current and current.status is JobStatus.PENDING and dependencies.is_after_hold(current.hold):
+                    ids += self.after_ended(tx, current, now)
         frees = job.status in _HOLDS_QUOTA and after.status not in _HOLDS_QUOTA
         left_line = job.status is JobStatus.PENDING and after.status.terminal  # a waiting job left the line
         if admit and self._queues and job.queue and (frees or left_line):  # who is next (into the quota, or past it)
