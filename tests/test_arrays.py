@@ -5,6 +5,7 @@ ends; a stop of the array stops every task; bad arrays are refused whole, with t
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -114,6 +115,45 @@ def test_an_arrays_task_may_not_take_another_arrays_id(zen_and_fn):
     assert "job_id a-1, a task's id of array a, is already an array's id" in refusals(zen)[-1]
     fn.stop({"job_id": "a-1"})
     assert statuses(zen, "a-1", 2) == ["CANCELLED", "CANCELLED"]
+
+
+def submitted_meanwhile(zen, fn, task_id, request):
+    """``request`` submitted by another function instance while the array's transaction has inserted its task
+    ``task_id`` and not committed: it may wait for that commit, so it runs in a thread of its own."""
+    racing: list[threading.Thread] = []
+
+    def submit(*_args, **_kwargs):
+        if _args[1].job_id == task_id and not racing:
+            racing.append(threading.Thread(target=fn.submit, args=(request,)))
+            racing[0].start()
+            racing[0].join(timeout=1.0)  # done by now, unless it waits for this transaction
+
+    zen.store.hooks.after("insert_job", submit)
+    return racing
+
+
+@pytest.mark.parametrize("first, meanwhile, task", [
+    (("sweep", {"count": 2}), ("sweep", None), "sweep-0"),  # a job of the array's id
+    (("a-1", {"count": 2}), ("a", {"count": 2}), "a-1-0"),  # an array whose task a-1 is the array's id
+])
+def test_one_id_submitted_at_once_as_an_array_and_as_another_is_accepted_once(zen_and_fn, first, meanwhile, task):
+    """Each looked for the other before either committed: both were accepted, and a stop of the array
+    stopped the job. The second now waits for the first's commit and is refused with the reason."""
+    zen, fn = zen_and_fn
+    array_id, array = first
+    racing = submitted_meanwhile(zen, fn, task, job_request(meanwhile[0], user_id="bob", array=meanwhile[1]))
+    fn.submit(job_request(array_id, array=array))
+    zen.store.hooks.clear()
+    racing[0].join(timeout=30)
+    assert statuses(zen, array_id, 2) == ["QUEUED", "QUEUED"]
+    if meanwhile[1] is None:
+        assert jobs(zen, "sweep") == [None]
+        assert "job_id sweep is an array's id" in refusals(zen)[-1]
+    else:
+        assert jobs(zen, "a-0") == [None]
+        assert "job_id a-1, a task's id of array a, is already an array's id" in refusals(zen)[-1]
+    fn.stop({"job_id": array_id})
+    assert statuses(zen, array_id, 2) == ["CANCELLED", "CANCELLED"]
 
 
 def test_a_stopped_task_frees_its_place_however_it_waited(zen_and_fn):

@@ -105,6 +105,29 @@ def event(job_id: str, to: str, at: datetime = NOW, actor: str = "vm:vm-a", atte
             "reason": f"to {to}"}
 
 
+def task(array_id: str, index: int) -> Job:
+    job_id = f"{array_id}-{index}"
+    return a_job(job_id, request={"job_id": job_id, "command": ["true"], "array": {"id": array_id, "index": index,
+                                                                                    "count": 2}})
+
+
+def test_jobs_and_arrays_share_one_namespace_of_ids(store):
+    """A job X and an array X (its task X-0), or array a's task a-1 and an array a-1: whichever comes second
+    writes nothing, as a job_id written twice does."""
+    inserted(store, task("x", 0), task("x", 1), a_job("b"), task("a", 1))
+    with store.transaction() as tx:
+        assert not tx.insert_job(a_job("x"))  # an array's id
+        assert not tx.insert_job(task("b", 0))  # a job's id as an array's
+        assert not tx.insert_job(task("a-1", 0))  # a task's id as an array's
+        assert tx.insert_job(a_job("x-2")) and tx.insert_job(task("b", 1))  # no array's id: written
+    assert [j.job_id for j in store_jobs(store, "x", "b-0", "a-1-0")] == []
+
+
+def store_jobs(store: JobStore, *job_ids: str) -> list[Job]:
+    with store.transaction() as tx:
+        return [job for job_id in job_ids if (job := tx.get_job(job_id)) is not None]
+
+
 def test_a_job_id_is_written_once_and_read_back_as_written(store):
     inserted(store, a_job("j1", queue="q"))
     with store.transaction() as tx:

@@ -89,5 +89,12 @@ def place_of(request: dict[str, Any]) -> dict[str, Any] | None:
     return place if isinstance(place, dict) and "id" in place else None
 
 
+def name_key(job_id: str, request: dict[str, Any]) -> str:
+    """The name a job's row holds in the one namespace of jobs' and arrays' ids: its id, but its array's for
+    an array's task 0 (so a job X and an array X collide; the store's jobs_one_namespace)."""
+    place = place_of(request)
+    return place["id"] if place and job_id == task_id(place["id"], 0) else job_id
+
+
 def hold_reason(array_id: str, max_parallel: int) -> str:
     return f"{HOLD_PREFIX}{array_id} lets {max_parallel} task{'s' if max_parallel != 1 else ''} run at once"

@@ -62,10 +62,9 @@ class ArrayJobs:
         try:
             with self._store.transaction() as tx:
                 if tx.get_job(array_id) is not None:
-                    raise _Refused(f"job_id {array_id} is already a job's: an array's id names no job of its own")
+                    raise _Refused(_A_JOBS.format(array_id))
                 if taken := tx.arrays_named([task_id for task_id, _ in arrays.tasks(canonical, array_id, spec)]):
-                    raise _Refused(f"job_id {taken[0]}, a task's id of array {array_id}, is already an array's id: "
-                                   "its tasks' ids would name another's (choose another job_id)")
+                    raise _Refused(_AN_ARRAYS.format(taken[0], array_id))
                 shape, chosen = choose(tx, self._config, resolved, now)
                 gpus = held_gpus(configured_cluster(self._config, shape.cluster), request)
                 for task_id, task_request in arrays.tasks(canonical, array_id, spec):
@@ -82,6 +81,9 @@ class ArrayJobs:
                                 return None, []  # a redelivery: every task is this array's
                             raise _Refused(f"job_id {array_id} is already an array's of other tasks (its tasks' "
                                            "requests differ): reusing it for a different array is refused")
+                        if existing is None:  # a job or array of the name, made meanwhile (jobs_one_namespace)
+                            raise _Refused(_A_JOBS.format(array_id) if tx.get_job(array_id)
+                                           else _AN_ARRAYS.format(task_id, array_id))
                         raise _Refused(f"job_id {task_id} (task {index} of array {array_id}) is already used by "
                                        "another job")
                     reason = f"{submitted.reason}; task {index} of array {array_id}" + (
@@ -190,6 +192,11 @@ class ArrayJobs:
                 ids += self._decisions.admit(tx, queue, cluster, now)
         self._relay.flush_quietly(ids)
         return stopped
+
+
+_A_JOBS = "job_id {} is already a job's: an array's id names no job of its own"
+_AN_ARRAYS = ("job_id {}, a task's id of array {}, is already an array's id: its tasks' ids would name another's "
+              "(choose another job_id)")
 
 
 def _same_tasks(tx: JobTx, canonical: dict[str, Any], array_id: str, spec: arrays.ArraySpec) -> bool:

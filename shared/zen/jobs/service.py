@@ -149,11 +149,7 @@ class JobService:
             return self._created(pending)  # its messages went to the relay with its statement's
         # The general path: the job_id exists (a redelivery or a reuse), a stop for it came first,
         # admission has to decide, or one of several GPU shapes is to be chosen.
-        with self._store.transaction() as tx:  # an array's id is a job's for no one (as a job's is no array's)
-            names_array = tx.get_job(job_id) is None and bool(tx.array_tasks(job_id))
-        if names_array:
-            return self.reject(envelope, source, f"job_id {job_id} is an array's id (its tasks are {job_id}-0, ...): "
-                               "give the job another id", job_id, "job.rejected", principal=sender)
+        names_array = False  # an array's id is a job's for no one (as a job's is no array's)
         with self._store.transaction() as tx:
             shape, chosen = choose(tx, self._config, resolved, now)
             gpus = held_gpus(configured_cluster(self._config, shape.cluster), request)
@@ -180,7 +176,12 @@ class JobService:
                     waiting = (tx.get_job(job_id) or pending).status is JobStatus.PENDING
             else:
                 existing = tx.get_job(job_id)
+                names_array = existing is None and bool(tx.array_tasks(job_id))  # (even one made meanwhile:
+                # its insert waited for the array's commit, jobs_one_namespace)
         if not created:
+            if names_array:
+                return self.reject(envelope, source, f"job_id {job_id} is an array's id (its tasks are {job_id}-0, "
+                                   "...): give the job another id", job_id, "job.rejected", principal=sender)
             if existing is None:  # its insert met the row, in this same transaction
                 raise TransientError(f"job {job_id} was neither inserted nor found")
             if existing.request_hash != request_hash:

@@ -1,12 +1,13 @@
 -- Named queries. Each starts with "-- name: NAME" and uses pg8000 :name parameters.
 
 -- name: insert_job
--- ON CONFLICT: a redelivered submit (same job_id) inserts nothing; the caller then compares hashes.
+-- ON CONFLICT: a redelivered submit (same job_id) inserts nothing; the caller then compares hashes. So does
+-- an id an array has (or, for an array's task 0, an array id a job or task has: jobs_one_namespace).
 INSERT INTO jobs (job_id, status, attempt, max_attempts, cluster, user_id, priority, regions, request,
                   request_hash, max_runtime_s, last_seq, submitted_at, queued_at, updated_at, queue, gpus, hold)
 VALUES (:job_id, :status, 1, :max_attempts, :cluster, :user_id, :priority, CAST(:regions AS jsonb),
         CAST(:request AS jsonb), :request_hash, :max_runtime_s, 0, :now, NULL, :now, :queue, :gpus, :hold)
-ON CONFLICT (job_id) DO NOTHING
+ON CONFLICT DO NOTHING
 RETURNING job_id;
 
 -- name: get_job
@@ -81,7 +82,7 @@ WITH input AS (
     WHERE NOT EXISTS (SELECT 1 FROM early_stops e WHERE e.job_id = f.job_id)
       AND NOT EXISTS (SELECT 1 FROM jobs a WHERE a.array_id = f.job_id)  -- an array's id: refused on the general path
     ORDER BY f.job_id  -- one order for every batch: two batches sharing job_ids cannot deadlock
-    ON CONFLICT (job_id) DO NOTHING
+    ON CONFLICT DO NOTHING  -- the job_id, or an array's id being inserted meanwhile (jobs_one_namespace)
     RETURNING job_id
 ), written AS (
     SELECT f.* FROM firsts f JOIN job USING (job_id)

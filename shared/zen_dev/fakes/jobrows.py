@@ -82,10 +82,15 @@ class InMemoryJobTx:
 
     @hooked("insert_job")
     def insert_job(self, job: Job) -> bool:
-        if job.job_id in self._t.jobs:
-            return False
+        if job.job_id in self._t.jobs or self._name_taken(arrays.name_key(job.job_id, job.request)):
+            return False  # its id, or one namespace for jobs' and arrays' ids (jobs_one_namespace)
         self._t.jobs[job.job_id] = fresh(job, status=job.status, at=job.submitted_at)
         return True
+
+    def _name_taken(self, name: str) -> bool:
+        """Whether a row holds ``name`` (arrays.name_key): a job or task of that id, or the task 0 of an array."""
+        return any(row is not None and arrays.name_key(row.job_id, row.request) == name
+                   for row in (self._t.jobs.get(name), self._t.jobs.get(arrays.task_id(name, 0))))
 
     @hooked("save_job")
     def save_job(self, before: Job, after: Job, path: list[JobStatus], now: datetime) -> None:
