@@ -380,3 +380,17 @@ def test_a_stop_that_crossed_an_arrays_submission_lets_no_held_task_go_on_the_wa
     fn.tick()
     assert statuses(zen, "crossed", 4) == ["CANCELLED"] * 4
     assert starts(publisher) == ["crossed-0"]  # the one start the submission sent
+
+
+def test_a_redelivered_array_whose_dependency_failed_since_is_a_duplicate_not_a_refusal(zen_and_fn):
+    """As a job's redelivery is: the array was accepted; it is not recorded (nor announced) as refused."""
+    zen, fn = zen_and_fn
+    fn.submit(job_request("first"))
+    fn.submit(job_request("sweep", after=["first"], array={"count": 2}), message_id="m-sweep")
+    for beat in agent_run("first", final="FAILED", exit_code=2):
+        fn.heartbeat(beat)
+    assert statuses(zen, "sweep", 2) == ["CANCELLED", "CANCELLED"]
+    fn.submit(job_request("sweep", after=["first"], array={"count": 2}), message_id="m-sweep")  # redelivered
+    assert refusals(zen) == []
+    fn.submit(job_request("sweep", after=["first"], array={"count": 3}))  # another array of that id: refused
+    assert "could never start" in refusals(zen)[-1]

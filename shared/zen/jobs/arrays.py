@@ -77,7 +77,7 @@ class ArrayJobs:
                     if not tx.insert_job(task):
                         existing = tx.get_job(task_id)
                         if index == 0 and existing is not None and existing.request_hash == task.request_hash:
-                            if _same_tasks(tx, canonical, array_id, spec):
+                            if made_by(tx, canonical, array_id, spec):
                                 return None, []  # a redelivery: every task is this array's
                             raise _Refused(f"job_id {array_id} is already an array's of other tasks (its tasks' "
                                            "requests differ): reusing it for a different array is refused")
@@ -199,7 +199,7 @@ _AN_ARRAYS = ("job_id {}, a task's id of array {}, is already an array's id: its
               "(choose another job_id)")
 
 
-def _same_tasks(tx: JobTx, canonical: dict[str, Any], array_id: str, spec: arrays.ArraySpec) -> bool:
+def made_by(tx: JobTx, canonical: dict[str, Any], array_id: str, spec: arrays.ArraySpec) -> bool:
     """Whether the array ``array_id``'s tasks are those this request makes (a redelivery), each by its
     request's fingerprint."""
     made = {task_id: request_fingerprint(request) for task_id, request in arrays.tasks(canonical, array_id, spec)}

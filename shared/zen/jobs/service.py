@@ -24,7 +24,7 @@ from zen.core.config import ZenConfig
 from zen.core.errors import Rejected, TransientError
 from zen.core.events import PubSubEnvelope, decode_payload, job_id_hint, parse_json
 from zen.jobs.announce import Announcements, RejectionEvent
-from zen.jobs.arrays import ArrayJobs
+from zen.jobs.arrays import ArrayJobs, made_by
 from zen.jobs.authorization import kept_stop, may_stop, may_submit
 from zen.jobs.claims import refuse_claim
 from zen.jobs.late_final import late_final
@@ -107,7 +107,7 @@ class JobService:
                                principal=sender)
         canonical = request.canonical(job_id)
         request_hash = request_fingerprint(canonical)
-        held = None  # what it waits for (zen.core.dependencies)
+        held, resolved = None, None  # what it waits for (zen.core.dependencies)
         try:
             resolved = resolve_request(self._config, request, job_id)
             if refused := may_submit(self._config, sender or request.user_id, resolved.queue, request.priority):
@@ -116,11 +116,12 @@ class JobService:
                 refused, held = after
                 if refused is not None:
                     raise Rejected(refused)
-        except Rejected as rejection:  # unless Pub/Sub redelivers a request accepted before a change (its
-            # configuration, or how what it waits for ended)
-            with self._store.transaction() as tx:
+        except Rejected as rejection:  # unless Pub/Sub redelivers a job or array accepted before a change (its
+            with self._store.transaction() as tx:  # configuration, or how what it waits for ended)
                 existing = tx.get_job(job_id)
-            if existing is None or existing.request_hash != request_hash:
+                again = existing.request_hash == request_hash if existing else request.array is not None and (
+                    made_by(tx, resolved.stored(canonical)[0] if resolved else canonical, job_id, request.array))
+            if not again:
                 return self.reject(envelope, source, rejection.reason, job_id_hint(envelope.data), "job.rejected",
                                    principal=sender)
             log.info("duplicate submit ignored", extra={"job_id": job_id})
