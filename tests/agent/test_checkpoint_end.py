@@ -17,6 +17,7 @@ from tests.agent.fakes import FakeTransport
 from tests.agent.test_agent_loop import VM, make_agent, start_message
 from tests.agent.test_upload_end import finals, settings
 from tests.waiting import wait_for
+from zen.agent.checkpoint import Checkpoint
 from zen.agent.transport import ControlDelivery
 from zen.core.checkpoints import StartCheckpoint, checkpoint_uri
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat
@@ -113,3 +114,40 @@ def test_a_last_save_cut_while_its_manifest_is_written_is_reported_as_the_latest
     assert "the previous checkpoint is kept" not in final.message, final.message
     assert "saving the checkpoint exceeded its budget, max_runtime_s=2 (1 file, 7 B in" in final.message, final.message
     assert "the save completed as it was cut, and is the latest" in final.message, final.message
+
+
+def test_a_periodic_save_that_lands_after_the_last_save_was_cut_is_not_reported_as_the_last(
+        bucket, storage, tmp_path, monkeypatch):
+    """The periodic save of epoch 1 writes its manifest over a slow link as the job ends; its stop waits 1 s
+    for it, and it lands just after. The last save (epoch 2) is then cut by the job's max_runtime_s: the
+    report said "the save completed as it was cut, and is the latest", since a save had landed meanwhile,
+    while the rerun restores epoch 1."""
+    slow_manifest = storage.state.hold("LATEST.json", "store")
+    slow_last = storage.state.hold("save-2/model.pt", "store")
+    stop_periodic = Checkpoint.stop_periodic
+
+    def stopped_then_landed(self, wait_s=1.0):
+        stop_periodic(self, wait_s)
+        threading.Timer(0.3, slow_manifest.release.set).start()
+
+    monkeypatch.setattr(Checkpoint, "stop_periodic", stopped_then_landed)
+    transport = FakeTransport(VM, virtual_time=False)
+    transport.answer = lambda message: [
+        ControlMessage(vm=VM, job_id="ck", attempt=1, action=ControlAction.CONFIRM, reason="won")] if (
+        isinstance(message, Heartbeat) and message.status is AgentStatus.CLAIMED) else []
+    job = ("import os, pathlib, time\n"
+           "d = pathlib.Path(os.environ['ZEN_CHECKPOINT_DIR'])\n"
+           "(d / 'model.pt').write_text('epoch 1'); time.sleep(2.0)\n"
+           "(d / 'model.tmp').write_text('epoch 2, final'); os.replace(d / 'model.tmp', d / 'model.pt')\n")
+    transport.add_start(start_message("ck", command=[sys.executable, "-c", job], max_runtime_s=4,
+                                      checkpoint=StartCheckpoint(uri=URI, every=1, max_bytes=10**6)))
+    try:
+        make_agent(transport, settings(tmp_path, stop_grace_s=0.5)).run()
+    finally:
+        slow_manifest.release.set()
+        slow_last.release.set()
+    message = finals(transport)["ck"].message
+    latest = json.loads(bucket.blob(PREFIX + "LATEST.json").download_as_bytes())
+    assert bucket.blob(PREFIX + latest["generation"] + "model.pt").download_as_bytes() == b"epoch 1"
+    assert "saving the checkpoint exceeded its budget" in message
+    assert "the previous checkpoint is kept" in message and "is the latest" not in message

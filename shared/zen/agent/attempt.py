@@ -43,6 +43,7 @@ SHUTDOWN_REPORT_S = 3.0  # kept, after that, for the final report
 # A STOP's ``answer_within_s`` (seconds until Zen ends the stopping job without its report) less this is
 # when the upload after the stop is cut: the rest of the output and the final report take the last of it.
 STOP_REPORT_S = SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S
+END_SAVE = "the attempt ended"  # the last save's reason: the one the final report may name as the latest
 PREFACE_CHARS = 1100  # zen's lines before the output tail in the final report (Heartbeat.message: 8192)
 
 
@@ -237,17 +238,17 @@ class AttemptRunner:
         """The checkpoint's last save, once the job has ended (stopped, preempted: after its stop grace, time
         to write it), before the outputs: bounded as their upload is. Its failure changes no status: it is
         said in the note, and the checkpoint saved before stays the latest (``zen.agent.checkpoint``)."""
-        checkpoint.stop_periodic()
-        saves = checkpoint.saves
+        checkpoint.stop_periodic()  # (a periodic save under way may still land: which landed last is asked below)
         cut = self._transfer(attempt, data, "saving the checkpoint", checkpoint.saved,
-                             lambda: checkpoint.save("the attempt ended", data.cancel),
+                             lambda: checkpoint.save(END_SAVE, data.cancel),
                              shutdown_grace_s=UPLOAD_GRACE_S, stops=False, limit_s=limit_s,
                              over=f"zen: saving the checkpoint exceeded its budget, max_runtime_s={limit_s}")
         closed = checkpoint.close()  # before the report: no save writes the manifest once it said what was saved
         data.cancel.clear()  # a cut save leaves the outputs their own chance
         lines = checkpoint.notes[-2:]  # the periodic saves' failures, the last ones (and close's)
         if cut is not None and closed:  # cut while its manifest was written: the save is the latest after all
-            lines.append(f"{cut[1]}; the save completed as it was cut, and is the latest" if checkpoint.saves > saves
+            lines.append(f"{cut[1]}; the save completed as it was cut, and is the latest"
+                         if checkpoint.latest_why == END_SAVE
                          else cut[1] if "kept" in cut[1] else f"{cut[1]}; the previous checkpoint is kept")
         return "\n".join(line for line in (note, *lines) if line) or None
 

@@ -66,6 +66,7 @@ class Checkpoint:
         self.notes: list[str] = []
         self.saved = Progress()  # the last save's (one object, restarted by each save)
         self.saves = 0  # saves written (a manifest written)
+        self.latest_why: str | None = None  # why the newest save this attempt wrote was made (None: none yet)
         self._bucket_name, self._prefix = split_uri(spec.uri)
         self._lock = threading.Lock()  # one save at a time
         self._last: Files | None = None  # the files as last saved or restored: unchanged, not saved again
@@ -251,6 +252,7 @@ class Checkpoint:
                 self.saved.ended = time.monotonic()
             before, self._current, self._last = self._current + overwritten, uploaded, files
             self.saves += 1
+            self.latest_why = why
         self._say(f"zen: checkpoint saved ({why}): {self.saved.describe()}")
         self._delete(before)  # the save before: outside the lock, so the next save need not wait for it
         return True
