@@ -4,6 +4,7 @@ the Cloud Storage stand-in: restore, save, a torn save, the size limit, periodic
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import threading
 import time
@@ -57,7 +58,7 @@ def test_a_checkpoint_saved_by_one_attempt_is_restored_by_the_next(tmp_path, cli
 
     assert first.save("every 600 s") is True
     assert first.save("every 600 s") is False  # unchanged: not saved again
-    assert manifest(client)["files"] == [{"path": "model/weights.bin", "size": 1000}, {"path": "step", "size": 2}]
+    assert [(f["path"], f["size"]) for f in manifest(client)["files"]] == [("model/weights.bin", 1000), ("step", 2)]
     assert lines[-1].startswith("zen: checkpoint saved (every 600 s): 2 files, ")
 
     second = attempt(tmp_path, client, 2, lines=lines)
@@ -75,6 +76,21 @@ def test_a_checkpoint_saved_by_one_attempt_is_restored_by_the_next(tmp_path, cli
     assert manifest(client)["generation"] == "attempt-2/save-1/"
     assert names(client) == [PREFIX + MANIFEST, PREFIX + "attempt-2/save-1/model/weights.bin",
                              PREFIX + "attempt-2/save-1/step"]  # the save before is deleted once replaced
+
+
+def test_a_restored_file_keeps_its_modification_time(tmp_path, client):
+    """A job that resumes from its newest file by time (``max(glob, key=getmtime)``): restored files had the
+    time of their download, in name order, so step-9.pt came out newer than step-10.pt."""
+    first = attempt(tmp_path, client, 1)
+    for step, at in ((10, 2_000_000_000), (9, 1_000_000_000)):
+        (first.directory / f"step-{step}.pt").write_text(str(step))
+        os.utime(first.directory / f"step-{step}.pt", ns=(at * 10**9, at * 10**9))
+    assert first.save("every 600 s") is True
+    second = attempt(tmp_path, client, 2)
+    second.restore(Progress(), threading.Event())
+    assert {p.name: p.stat().st_mtime_ns for p in second.directory.iterdir()} == {
+        "step-10.pt": 2_000_000_000 * 10**9, "step-9.pt": 1_000_000_000 * 10**9}
+    assert second.save("the attempt ended") is False  # as restored: nothing to save
 
 
 def test_a_torn_save_keeps_the_checkpoint_before_it(tmp_path, client):

@@ -155,6 +155,8 @@ class Checkpoint:
             if target.stat().st_size != size:
                 raise Unavailable(f"checkpoint file {relative} is {target.stat().st_size} bytes, not {size}")
             target.chmod(0o666)
+            if isinstance(mtime := item.get("mtime_ns"), int):  # as saved: a job may resume from its newest file
+                os.utime(target, ns=(mtime, mtime))
             progress.files += 1
             progress.bytes += size
         return None
@@ -235,7 +237,7 @@ class Checkpoint:
             try:
                 self._upload(files, generation, uploaded, cancel)
                 manifest = {"generation": generation, "attempt": self.attempt, "reason": why,
-                            "saved_at": time.time(), "files": [{"path": p, "size": files[p][0]} for p in sorted(files)]}
+                            "saved_at": time.time(), "files": [{"path": p, "size": files[p][0], "mtime_ns": files[p][1]} for p in sorted(files)]}
                 written = True
                 overwritten = self._write(manifest, cancel)
             except BaseException as exc:
