@@ -234,3 +234,26 @@ def test_a_preempted_job_whose_vm_still_says_it_runs_is_not_rerun_beside_it(queu
         clock.advance(30)
         zen.on_scale_tick()
     assert statuses(zen, "a3", "b1") == ["PENDING", "QUEUED"] and attempt_of(zen, "a3")[0] == 2
+
+
+LENDER_WAITS = [
+    {"name": "team-a", "cohort": "lab", "quota": {CLUSTER: 4}, "users": ["alice"], "preemption": "lower-priority"},
+    {"name": "team-b", "cohort": "lab", "quota": {CLUSTER: 4}, "users": ["bob"]}]
+
+
+@pytest.mark.queues(LENDER_WAITS)
+def test_no_head_preempts_to_borrow_while_a_lenders_head_waits(queued_zen, clock):
+    """team-a runs r1 on its quota and r2 on team-b's; team-b's s1 waits for what it lent. team-a's urgent
+    could only run by borrowing: it preempted r2 (the lender's head, never read in a full cohort, was not
+    seen), r2's 4 GPUs went to s1, and urgent then preempted r1 too: two jobs stopped for nothing."""
+    zen, functions = queued_zen
+    for n in (1, 2):
+        functions.submit(job_request(f"r{n}"))
+        clock.advance(1)
+        run_until_running(functions, f"r{n}", f"vm-{n}")
+    functions.submit(job_request("s1", user_id="bob"))
+    clock.advance(1)
+    functions.submit(job_request("urgent", priority=9))
+    clock.advance(1)
+    functions.tick()
+    assert statuses(zen, "r1", "r2", "s1", "urgent") == ["RUNNING", "RUNNING", "PENDING", "PENDING"]

@@ -162,11 +162,12 @@ class Queueing:
         held_until_now = {**used, queue_name: used.get(queue_name, 0) + released}
         usage = self._bring_usage_up_to_date(tx, names, cluster, held_until_now, now)
         state = []
+        # room jobs could fit; one more shows each head that does not: one a preemption may serve, and, where
+        # any member may preempt, a lender's (no head borrows, so none preempts to borrow, while it waits)
+        more = not freeing and any(q.preemption != "never" for q in members)
         for q in members:
-            # room jobs could fit; one more shows the head that does not, which a preemption may serve
-            preempts = q.preemption != "never" and not freeing
-            waiting = tx.pending_of_queue(q.name, cluster, max(0, min(room, PASS_LIMIT)) + preempts,
-                                   int(self._most_ever(q, cluster)))
+            waiting = tx.pending_of_queue(q.name, cluster, max(0, min(room, PASS_LIMIT)) + more,
+                                          int(self._most_ever(q, cluster)))
             state.append(QueueState.of(q, cluster, used.get(q.name, 0), usage.get(q.name, 0.0), waiting))
         result = Pass()
 
