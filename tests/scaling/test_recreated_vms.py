@@ -22,12 +22,12 @@ from zen.scaling.port import FleetFacts, MigInstance
 NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
 
 
-@pytest.mark.parametrize("word", ["STOPPING", "IDLE", "BUSY"])
+@pytest.mark.parametrize("word", ["STOPPING", "IDLE", "BUSY", "RETIRED"])
 def test_a_recreated_spot_vm_back_running_is_not_deleted_on_its_predecessors_word(word):
     """Fakes: the last pass saw the instance being recreated (booting); now it is RUNNING again, its agent
     not heard yet; the old agent said STOPPING ten minutes ago (or IDLE or BUSY: its STOPPING was lost as its
-    VM went, and the recreated VM was deleted as an idle or busy VM silent since); its job was requeued and
-    waits."""
+    VM went, and the recreated VM was deleted as an idle or busy VM silent since; or RETIRED, its pull limit
+    reached on its last job: the recreated VM was deleted as retired); its job was requeued and waits."""
     calls: list = []
     back = MigInstance("spot-1", "us-central1-a", "NONE", "RUNNING", None)
     migs = {"us-central1": RecordingMig("us-central1", calls, 1, [back])}

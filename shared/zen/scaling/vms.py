@@ -30,7 +30,8 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
     until gone. A *drained* instance (a scale-down marked it and refuses its claims) is DELETING even
     while the MIG still lists it as running: its delete may have failed (or the pass died between the
     drain and the delete), and as idle supply a queued job would wait on it forever, every claim refused.
-    A RETIRED agent takes no more jobs (a pull limit, ``zen.agent.limits``): not supply, deleted next.
+    A RETIRED agent takes no more jobs (a pull limit, ``zen.agent.limits``): not supply, deleted next
+    (unless the word is a recreated VM's predecessor's, as a STOPPING may be: below).
     An agent's STOPPING (its VM is shutting down, e.g. preempted) counts only while the instance is
     RUNNING with no current action: a preempted spot VM is recreated by its MIG under the same name
     (``instance_termination_action = DELETE``), and the new instance's own state decides (CREATING:
@@ -48,7 +49,8 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
     state = agent["state"] if agent else None
     predecessors = agent is not None and rebooted is not None and (  # the word of the VM its MIG recreated
         state == "STOPPING" or (agent["last_seen_at"] or first_seen).timestamp() <= rebooted)
-    if instance.deleting or drained or state == "RETIRED" or (state == "STOPPING" and instance.running and not predecessors):
+    retired = state == "RETIRED" and not predecessors  # (a recreated VM's predecessor retired: not it)
+    if instance.deleting or drained or retired or (state == "STOPPING" and instance.running and not predecessors):
         phase, since = VmPhase.DELETING, first_seen
     elif instance.name in held:
         phase, since = VmPhase.BUSY, first_seen
@@ -72,7 +74,7 @@ def classify(instance: MigInstance, region: str, first_seen: datetime, held: Map
               creation_error=instance.creation_error if booting else None,
               started=booting and (instance.status == "RUNNING" or bool(instance.status) and not instance.creation_error),
               heard_at=heard, running=booting and instance.status == "RUNNING",
-              retiring=phase is VmPhase.DELETING and (drained or state == "RETIRED"),
+              retiring=phase is VmPhase.DELETING and (drained or retired),
               first_heard_at=agent.get("first_seen_at") if agent else None)
 
 
