@@ -183,6 +183,22 @@ def test_min_vms_are_kept_and_filled():
     assert fill.add == {"us-central1": 2}
 
 
+def test_vms_booting_for_min_vms_are_not_cancelled_as_lost_races():
+    """Two VMs asked for min_vms boot together; one is listed RUNNING first: the other was deleted as a boot
+    that lost its race (no queued job waits for it), below min_vms, and asked for again the next pass."""
+    limits = ClusterLimits("c", REGIONS, max_vms_per_region=4, max_vms=6, min_vms=2)
+    planner = ZenPlanner()
+    fill = planner.plan(snap(0, limits=limits))
+    assert fill.add == {"us-central1": 2}
+    first = replace(vm("a", "us-central1", VmPhase.BOOTING, since=1), started=True, running=True)
+    second = replace(vm("b", "us-central1", VmPhase.BOOTING, since=1), started=True)
+    again = planner.plan(snap(40, vms=[first, second], limits=limits, memory=fill.memory))
+    assert (again.delete, again.add) == ([], {})
+    extra = replace(vm("c", "us-central1", VmPhase.BOOTING, since=1), started=True)  # one more than min_vms: goes
+    beyond = ZenPlanner().plan(snap(40, vms=[first, second, extra], limits=limits, memory=fill.memory))
+    assert len(beyond.delete) == 1
+
+
 def test_limits_per_region_and_per_cluster_are_respected():
     plan = ZenPlanner().plan(snap(0, queued=jobs(20)))
     assert plan.add == {"us-central1": 4, "us-west1": 2}  # 4 per region, 6 in all

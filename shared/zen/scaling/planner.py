@@ -37,10 +37,7 @@ class _Planning:
     """One planning pass; holds the working state so each step stays small."""
 
     def __init__(self, snapshot: ClusterSnapshot):
-        self.s = snapshot
-        self.now = snapshot.now
-        self.timing = snapshot.timing
-        self.regions = snapshot.cluster.regions
+        self.s, self.now, self.timing, self.regions = snapshot, snapshot.now, snapshot.timing, snapshot.cluster.regions
         self.memory = {r: snapshot.memory.get(r, _FRESH) for r in self.regions}
         if (tight := snapshot.quota_tight) is not None:  # this pass read the quotas: remembered for every instance
             self.memory = {r: m if m.quota_tight == (r in tight) else _with(m, quota_tight=r in tight)
@@ -309,7 +306,8 @@ class _Planning:
         RUNNING now (usable within its guest boot: the race is over as soon as Compute says so); or, not
         RUNNING, at once while jobs ``max_vms`` holds want places; a flex-start request no queued job wants, at
         once while not granted (granted, its VMs would boot for nobody). Pool by pool, the dearest first, then
-        the cluster's last; in each, those not yet RUNNING go first (never billed), then the youngest."""
+        the cluster's last; in each, those not yet RUNNING go first (never billed), then the youngest; none
+        below ``min_vms``, but to give a job ``max_vms`` holds its place."""
         near = defaultdict[str, set[str]](set)
         for group, region in ((g, r) for g in self.groups for r in g.regions):
             near[region].update(group.regions)
@@ -334,6 +332,8 @@ class _Planning:
                         continue  # its race is still open
                     running.remove(beat)
                     wins[beat[1]].remove(beat[0])
+                if not gives_place and self.alive - len(self.plan.delete) <= self.s.cluster.min_vms:
+                    return  # the rest keep min_vms, as shrink_idle keeps idle ones (else asked for again next pass)
                 extra, self.places_wanted = extra - 1, self.places_wanted - gives_place
                 self.plan.delete.append((region, vm.name))
                 why = ("no queued job needs it, and a job waits for a place under the cluster's max_vms" if gives_place else
@@ -350,9 +350,7 @@ class _Planning:
     def shrink_idle(self) -> None:
         if not any(self.idle.values()):
             return  # no idle VM: nothing to consider
-        min_vms = self.s.cluster.min_vms
-        alive = self.alive - len(self.plan.delete)
-        rate = self.s.arrivals_last_hour / 3600
+        min_vms, alive, rate = self.s.cluster.min_vms, self.alive - len(self.plan.delete), self.s.arrivals_last_hour / 3600
         # Keep the best-ranked regions' and the most recently idle VMs; consider the others first.
         rank = {r: i for i, r in enumerate(self.rank(self.regions))}
         idle = sorted((vm for r in self.regions for vm in self.idle[r]),
