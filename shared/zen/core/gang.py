@@ -30,7 +30,7 @@ from typing import Any
 
 from zen.core import lifecycle
 from zen.core.gang_records import GangConfig, GangNode, GangPlace, master_port, node_wait_s as node_wait_s
-from zen.core.gang_records import ROOM_AFTER_CLAIM_S as ROOM_AFTER_CLAIM_S, avoid_region as avoid_region
+from zen.core.gang_records import ROOM_AFTER_CLAIM_S as ROOM_AFTER_CLAIM_S, avoid_region as avoid_region, word_after
 from zen.core.gang_records import ENDED as ENDED, SILENT, most_silent, room_seen_after as room_seen_after
 from zen.core.lease import Deadlines
 from zen.core.lifecycle import Change, Decision
@@ -70,6 +70,8 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime, config: GangConfig)
     if job.status is JobStatus.QUEUED:
         if hb.status not in (AgentStatus.CLAIMED, AgentStatus.RUNNING):  # a node gone before the gang completed
             left = decide_given_back(job, hb.vm, hb.attempt, hb.seq, now, f"reported {hb.status.value} while it waited")
+            if left is None and hb.status is AgentStatus.PREEMPTED and hb.vm not in {n.vm for n in job.gang or ()}:
+                return lifecycle.decide_heartbeat(job, hb, now)  # gone before its claim came: that claim is late
             return left or Decision(duplicate=True)
         checked = lifecycle.decide_heartbeat(job, hb, now)  # the region and tag checks, as for one VM
         if checked.ignored or not checked.changes:
@@ -190,12 +192,11 @@ def _node_report(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> 
     if hb.seq <= node.seq:
         answer = _answer(job, nodes, node, hb, config)
         return Decision(duplicate=True, controls=[answer] if answer else [])
-    status, was = hb.status.value, node
-    if (node.status in ENDED and hb.status in (AgentStatus.CLAIMED, AgentStatus.RUNNING)
-            or node.status == AgentStatus.RUNNING.value and hb.status is AgentStatus.CLAIMED):
-        status = node.status  # a report overtaken by the node's later one does not undo it, nor move its end (beat_at)
-    node = node.model_copy(update=dict(seq=hb.seq, status=status, beat_at=node.beat_at if was.status in ENDED else now,
-                                       exit_code=hb.exit_code if hb.exit_code is not None else node.exit_code))
+    status, was = word_after(node.status, hb.status), node
+    own = status == hb.status.value  # its word taken: the node's last word then (not a claim overtaken, nor an end's)
+    node = node.model_copy(update=dict(seq=hb.seq, status=status, beat_at=now if own and was.status not in ENDED else
+                                       node.beat_at, exit_code=hb.exit_code if own and hb.exit_code is not None else
+                                       node.exit_code))
     nodes[node.rank] = node
     decision = Decision(fields=dict(gang=nodes))
     if job.status is not JobStatus.STOPPING:  # the stop deadline counts from the stop, but a rerun waits while a
@@ -221,8 +222,7 @@ def _answer(job: Job, nodes: list[GangNode], node: GangNode, hb: Heartbeat, conf
     return None
 
 
-def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode, hb: Heartbeat,
-             now: datetime) -> None:
+def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode, hb: Heartbeat, now: datetime) -> None:
     status, who = hb.status, f"node {node.rank} ({node.vm})"
     if job.status is JobStatus.STOPPING:
         if all(n.status in ENDED for n in nodes):  # every node answered the stop

@@ -84,6 +84,16 @@ def master_port(config: GangConfig, job_id: str, attempt: int) -> int:
     return config.port + zlib.crc32(f"{job_id}:{attempt}".encode()) % config.ports
 
 
+def word_after(was: str, reported: AgentStatus) -> str:
+    """A node's status once it reported ``reported`` (``was``: before). A report overtaken by the node's later
+    one does not undo it (a restarted agent's CLAIMED after RUNNING); the first end stays (a spare claim's
+    STOPPED after the node's exit 0, its PREEMPTED once its fence fell after Zen called it SILENT), but for the
+    node's own exit over Zen's word of its silence."""
+    if was in ENDED and not (was == SILENT and reported in (AgentStatus.SUCCEEDED, AgentStatus.FAILED)):
+        return was
+    return was if was == AgentStatus.RUNNING.value and reported is AgentStatus.CLAIMED else reported.value
+
+
 def most_silent(nodes: list[GangNode]) -> GangNode:
     """The node heard from longest ago among those at work (one that sent its final report is silent on purpose)."""
     return min((n for n in nodes if n.status not in ENDED), key=lambda n: n.beat_at,
