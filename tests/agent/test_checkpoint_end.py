@@ -73,7 +73,8 @@ def test_a_stop_during_a_periodic_save_keeps_the_checkpoint_the_report_names(buc
                           if t.name in ("zen-transfer", "zen-checkpoint")],
              timeout_s=20, what="the attempt's save threads ended")
     latest = json.loads(bucket.blob(PREFIX + "LATEST.json").download_as_bytes())
-    assert (latest["generation"], latest["files"]) == ("attempt-1/save-1/", [{"path": "model.pt", "size": 7}])
+    assert (latest["generation"], [(f["path"], f["size"]) for f in latest["files"]]) == ("attempt-1/save-1/",
+                                                                                         [("model.pt", 7)])
     assert bucket.blob(PREFIX + "attempt-1/save-1/model.pt").download_as_bytes() == b"epoch 1"
 
 

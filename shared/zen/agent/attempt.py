@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from zen.adapters.joblogs import Sink
-from zen.agent import fence
+from zen.agent import fence, leftover
 from zen.agent.cache import InputCache
 from zen.agent.checkpoint import Checkpoint
 from zen.agent.container import Sandbox
@@ -60,8 +60,7 @@ class AttemptRunner:
         self._reporter = reporter
         self._controls = controls
         self._vm_beats = vm_beats
-        self._slots = slots
-        self._pulls = pulls
+        self._slots, self._pulls = slots, pulls
         self._cache = cache
         self._sandbox = sandbox  # how containers are confined (zen.agent.container)
         self._shutdown = shutdown
@@ -125,8 +124,7 @@ class AttemptRunner:
                     return None
         spec = JobSpec(job_id=start.job_id, attempt=start.attempt, command=start.command, image=start.image,
                        env={**start.env, **(node_env(attempt.gang) if attempt.gang else {})}, max_runtime_s=runtime,
-                       gang_node=attempt.gang is not None,
-                       stop_grace_s=settings.stop_grace_s,
+                       gang_node=attempt.gang is not None, stop_grace_s=settings.stop_grace_s,
                        data_dirs={**data.env(), **(checkpoint.env() if checkpoint else {})} if data else {},
                        gpu_ids=gpu_ids or None,  # (): the VM runs one job at a time, the job sees every GPU
                        sandbox=self._sandbox,  # its container's confinement (zen.agent.container)
@@ -173,6 +171,8 @@ class AttemptRunner:
         spent = self._disk is not None and note is not None and note == self._disk.verdict(key)
         if spent and checkpoint is not None:
             checkpoint.stop_periodic(0.0)
+        note = leftover.hold(job, note, lambda at: self._listen(attempt, at, message=leftover.RUNNING_NOTE)[0],
+                             self._clock, lambda: self._shutdown.stopping)  # a container that may run on: report later
         self._end(attempt, output, outcome.exit_code, final,
                   f"{note}; its outputs were not uploaded" if spent and data and data.outputs else note,
                   data=data, upload=not spent, tail=outcome.tail, limit_s=limit, checkpoint=checkpoint)

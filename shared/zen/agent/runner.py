@@ -302,7 +302,7 @@ class RunningJob:
                     self.process.wait(timeout=min(30.0, max(1.0, deadline - time.monotonic())))
                 except subprocess.TimeoutExpired:  # the docker CLI, stuck on a hung daemon
                     log.error("job still not ended after SIGKILL", extra={"job_id": self.spec.job_id})
-        self._remove_container(deadline - time.monotonic())
+        self.remove_container(deadline - time.monotonic())
         return normalized_exit_code(self.process.returncode if self.process.returncode is not None else -9)
 
     def outcome(self) -> Outcome:
@@ -311,7 +311,7 @@ class RunningJob:
         if self._outcome is None:
             code = normalized_exit_code(self.process.wait())
             self._signal_group(signal.SIGKILL)  # background children the job left behind
-            self._remove_container()
+            self.remove_container()
             for capture in self._captures:
                 capture.finish()
             self.fenced()
@@ -339,14 +339,14 @@ class RunningJob:
             pass
 
     def _docker_kill(self, container: str, timeout_s: float = 15.0) -> None:
-        """SIGKILL to the container; whether it worked or not, ``_remove_container`` follows."""
+        """SIGKILL to the container; whether it worked or not, ``remove_container`` follows."""
         try:
             subprocess.run([self._docker, "kill", container], stdin=subprocess.DEVNULL,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout_s, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             log.warning("docker kill failed", extra={"job_id": self.spec.job_id, "error": str(exc)})
 
-    def _remove_container(self, budget_s: float = math.inf) -> None:
+    def remove_container(self, budget_s: float = math.inf) -> None:
         if self.launch.container is None or self.container_gone or budget_s <= 0:
             return
         self.container_gone = remove_container(self.launch.container, self._docker, budget_s=budget_s)
