@@ -237,7 +237,8 @@ class Checkpoint:
             try:
                 self._upload(files, generation, uploaded, cancel)
                 manifest = {"generation": generation, "attempt": self.attempt, "reason": why,
-                            "saved_at": time.time(), "files": [{"path": p, "size": files[p][0], "mtime_ns": files[p][1]} for p in sorted(files)]}
+                            "saved_at": time.time(),
+                            "files": [{"path": p, "size": files[p][0], "mtime_ns": files[p][1]} for p in sorted(files)]}
                 written = True
                 overwritten = self._write(manifest, cancel)
             except BaseException as exc:

@@ -87,8 +87,8 @@ def master_port(config: GangConfig, job_id: str, attempt: int) -> int:
 def word_after(was: str, reported: AgentStatus) -> str:
     """A node's status once it reported ``reported`` (``was``: before). A report overtaken by the node's later
     one does not undo it (a restarted agent's CLAIMED after RUNNING); the first end stays (a spare claim's
-    STOPPED after the node's exit 0, its PREEMPTED once its fence fell after Zen called it SILENT), but for the
-    node's own exit over Zen's word of its silence."""
+    STOPPED after the node's exit 0, its PREEMPTED once its fence fell after Zen called it SILENT), except the
+    node's own exit, which replaces Zen's word of its silence."""
     if was in ENDED and not (was == SILENT and reported in (AgentStatus.SUCCEEDED, AgentStatus.FAILED)):
         return was
     return was if was == AgentStatus.RUNNING.value and reported is AgentStatus.CLAIMED else reported.value
