@@ -165,7 +165,7 @@ def main() -> int:
     if rows:
         print("== zen / ask-every-region per scenario: ratio and whether its target holds")
         print("\n".join(summary_table(rows)))
-    priced = [(load_scenario(name), False) for name in SCENARIOS] + _heldout_draws()
+    priced = [(scenario, False) for scenario in _loadable(SCENARIOS)] + _heldout_draws()
     print("\n" + "\n".join(dollars.report(priced)))  # prices (issue 33): the fixed scenarios to tune on, the held-out draws
     print("\n" + "\n".join(dollars.report(priced, models=dollars.WITH_FLEX, rework=False)))  # flex-start listed too
     drops = [scenario for scenario, _ in priced if scenario.name in dollars.DROP_SCENARIOS]
@@ -175,6 +175,17 @@ def main() -> int:
     print("\n" + "\n".join(gangbench.report()))  # gangs (issue 37)
     print("\n" + "\n".join(gangbench.draws_report()))
     return 0
+
+
+def _loadable(names: tuple[str, ...]) -> list[Scenario]:
+    """The scenarios whose traces are here (those absent were said to be skipped by ``run_scenario``)."""
+    out = []
+    for name in names:
+        try:
+            out.append(load_scenario(name))
+        except TraceUnavailable:
+            pass
+    return out
 
 
 def _heldout_draws() -> list[tuple[Scenario, bool]]:
