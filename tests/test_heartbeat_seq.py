@@ -58,10 +58,29 @@ def test_a_vm_heartbeat_far_ahead_does_not_freeze_the_vm_row(functions, zen, clo
     functions.heartbeat(vm_beat("IDLE", start + 1, clock()))
     assert vm_row(zen, "vm-b")["state"] == "IDLE"
     with zen.db.transaction() as session:
-        assert not repository.vm_is_draining(session, "vm-b")
+        assert not repository.vm_is_draining(session, "vm-b", start + 2)
     assert len(rejections(zen)) == 1
 
 
 def test_idle_since_is_never_later_than_zen_clock(functions, zen, clock):
     functions.heartbeat(vm_beat("IDLE", ms(clock), clock() + timedelta(hours=2)))
     assert vm_row(zen, "vm-b")["idle_since"] == clock()
+
+
+def test_a_claim_drawn_after_its_vms_retired_word_is_a_new_agents(functions, zen, clock, publisher):
+    """A VM's agent retired (its pull limit); its MIG recreated the VM under the same name after a preemption,
+    and the new agent's first claim came before its first VM heartbeat: the old RETIRED made the claim
+    "being scaled down", which retires the new agent too, and the VM its region gave back was lost. A claim
+    drawn before the word is still refused."""
+    def last_order() -> dict:
+        return [m.attributes for m in publisher.on("zen-vm-control") if m.attributes.get("vm") == "vm-b"][-1]
+
+    start = ms(clock)
+    functions.heartbeat(vm_beat("RETIRED", start, clock()))
+    functions.submit(job_request("old"))
+    functions.heartbeat(heartbeat("old", "CLAIMED", start - 1_000, vm="vm-b"))  # drawn before it retired
+    assert (last_order()["action"], last_order().get("refused")) == ("RELEASE", "draining")
+    clock.advance(600)
+    functions.submit(job_request("new"))
+    functions.heartbeat(heartbeat("new", "CLAIMED", ms(clock), vm="vm-b"))
+    assert job(zen, "new").status.value == "ASSIGNED" and last_order()["action"] == "CONFIRM"

@@ -391,9 +391,10 @@ def test_a_vm_row_takes_only_newer_heartbeats_and_a_claim_sees_its_drain_and_its
         assert tx.upsert_vm(name="vm-a", state="BUSY", seq=5, **beat) == ""
         assert tx.upsert_vm(name="vm-a", state="IDLE", seq=4, **beat) is None  # older, delivered late
         assert tx.upsert_vm(name="vm-a", state="IDLE", seq=6, **beat) == "BUSY"
-        assert not tx.vm_is_draining("vm-a")
+        assert not tx.vm_is_draining("vm-a", 6)
         assert tx.upsert_vm(name="vm-a", state="RETIRED", seq=7, **beat | {"now": NOW + timedelta(hours=1)}) == "IDLE"
-        assert tx.vm_is_draining("vm-a")
+        assert tx.vm_is_draining("vm-a", 6)  # a claim drawn before its agent retired
+        assert not tx.vm_is_draining("vm-a", 8)  # drawn after: a new agent's (a RETIRED one claims no more)
         assert tx.vm_first_seen("vm-a") == NOW and tx.vm_first_seen("vm-z") is None  # its first heartbeat's
     with pytest.raises(DataRejected), store.transaction() as tx:  # the states a VM reports, and no other
         tx.upsert_vm(name="vm-x", state="BOOTING", seq=1, **beat)
@@ -402,7 +403,7 @@ def test_a_vm_row_takes_only_newer_heartbeats_and_a_claim_sees_its_drain_and_its
     moved(store, "j1", [JobStatus.ASSIGNED], vm="vm-b")
     moved(store, "j2", [JobStatus.ASSIGNED, JobStatus.RUNNING], vm="vm-b")
     with store.transaction() as tx:
-        assert tx.vm_is_draining("vm-b") and not tx.vm_is_draining("vm-c")
+        assert tx.vm_is_draining("vm-b", 1) and not tx.vm_is_draining("vm-c", 1)
         assert tx.jobs_on_vm("vm-b") == {"j1": 4, "j2": 2} and tx.jobs_on_vm("vm-c") == {}
 
 

@@ -69,7 +69,7 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
         return _not_cleared(config, job, hb, cleared, now)
     elif (uncleared := _data_not_cleared(config, job, hb)) is not None:
         reason, cause = uncleared, DATA_NOT_CLEARED
-    elif tx.vm_is_draining(hb.vm):  # a VM being scaled down is deleted next
+    elif tx.vm_is_draining(hb.vm, hb.seq):  # a VM being scaled down is deleted next
         reason, cause = f"VM {hb.vm} is being scaled down", DRAINING
     elif cluster is not None and (ending := flex_run_left(config, cluster, job, hb.vm, hb.region, tx, now)):
         reason, cause = ending, FLEX_ENDING

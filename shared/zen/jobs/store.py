@@ -183,8 +183,9 @@ class FleetRows(Protocol):
                   images: list[str] | None = None) -> str | None:
         """Record a VM heartbeat: the VM's state before ('' when new), or None when older than the last."""
 
-    def vm_is_draining(self, vm: str) -> bool:
-        """Whether a scale-down marked ``vm`` or its agent retired it; serialised with its drain."""
+    def vm_is_draining(self, vm: str, seq: int) -> bool:
+        """Whether a scale-down marked ``vm``, or its agent retired it before drawing ``seq`` (a claim's); serialised
+        with its drain."""
 
     def jobs_on_vm(self, vm: str) -> dict[str, int]:
         """Job id -> GPUs held, for the jobs ``vm`` holds (ASSIGNED, RUNNING or STOPPING)."""

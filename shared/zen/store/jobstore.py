@@ -247,8 +247,8 @@ class PostgresJobTx:
                                     now=now, jobs=jobs, cached_inputs=cached_inputs, images=images)
 
     @hooked("vm_is_draining")
-    def vm_is_draining(self, vm: str) -> bool:
-        return repository.vm_is_draining(self.session, vm)
+    def vm_is_draining(self, vm: str, seq: int) -> bool:
+        return repository.vm_is_draining(self.session, vm, seq)
 
     @hooked("jobs_on_vm")
     def jobs_on_vm(self, vm: str) -> dict[str, int]:

@@ -462,9 +462,11 @@ DELETE FROM vms WHERE name IN (SELECT name FROM gone);
 SELECT pg_advisory_xact_lock(hashtext('zen-vm:' || :vm_name));
 
 -- name: vm_is_draining
--- Drained by a scale-down, or retired by its agent (a pull limit reached: it is deleted next).
+-- Drained by a scale-down, or retired by its agent (a pull limit reached: it is deleted next) after the claim's
+-- :seq was drawn (agents draw seqs from one counter of epoch milliseconds, and a RETIRED agent claims no more:
+-- a claim drawn after the word is a new agent's, its VM recreated by its MIG after a preemption, or restarted).
 SELECT 1 AS draining FROM vm_drains WHERE name = :vm_name
-UNION ALL SELECT 1 FROM vms WHERE name = :vm_name AND state = 'RETIRED';
+UNION ALL SELECT 1 FROM vms WHERE name = :vm_name AND state = 'RETIRED' AND last_seq > :seq;
 
 -- name: vm_first_seen
 SELECT first_seen_at FROM vms WHERE name = :vm_name;

@@ -179,12 +179,13 @@ def jobs_on_vm(session: Session, vm: str) -> dict[str, int]:
     return {r["job_id"]: r["gpus"] for r in session.run("jobs_on_vm", vm_name=vm)}
 
 
-def vm_is_draining(session: Session, vm: str) -> bool:
+def vm_is_draining(session: Session, vm: str, seq: int) -> bool:
     """Whether a scale-down has marked ``vm`` as going away, or its agent reported it RETIRED (a pull
-    limit reached: ``zen.agent.limits``), read under the VM's advisory lock (so a
-    claim and a drain of one VM are ordered: see ``fleet.drain_unless_busy``)."""
+    limit reached: ``zen.agent.limits``) after drawing ``seq`` (a claim's: one drawn later is a new agent's),
+    read under the VM's advisory lock (so a claim and a drain of one VM are ordered: see
+    ``fleet.drain_unless_busy``)."""
     session.run("lock_vm", vm_name=vm)
-    return session.one("vm_is_draining", vm_name=vm) is not None
+    return session.one("vm_is_draining", vm_name=vm, seq=seq) is not None
 
 
 def vm_first_seen(session: Session, vm: str) -> datetime | None:

@@ -479,8 +479,9 @@ class InMemoryJobTx:
         return before["state"] if before else ""
 
     @hooked("vm_is_draining")
-    def vm_is_draining(self, vm: str) -> bool:
-        return vm in self._t.drained or self._t.vms.get(vm, {}).get("state") == "RETIRED"
+    def vm_is_draining(self, vm: str, seq: int) -> bool:
+        row = self._t.vms.get(vm, {})
+        return vm in self._t.drained or row.get("state") == "RETIRED" and row["last_seq"] > seq
 
     @hooked("jobs_on_vm")
     def jobs_on_vm(self, vm: str) -> dict[str, int]:
