@@ -122,8 +122,8 @@ def submitted_meanwhile(zen, fn, task_id, request):
     ``task_id`` and not committed: it may wait for that commit, so it runs in a thread of its own."""
     racing: list[threading.Thread] = []
 
-    def submit(*_args, **_kwargs):
-        if _args[1].job_id == task_id and not racing:
+    def submit(inserted, job, *rest):  # the insert_job hook: (its result, the job)
+        if job.job_id == task_id and not racing:
             racing.append(threading.Thread(target=fn.submit, args=(request,)))
             racing[0].start()
             racing[0].join(timeout=1.0)  # done by now, unless it waits for this transaction
