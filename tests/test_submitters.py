@@ -75,6 +75,15 @@ def test_a_job_is_its_proven_senders_and_each_queue_takes_whom_it_names(function
     assert who == ALICE and f"{ALICE} may not submit to queue prod (its submitters: {CI}" in why
 
 
+def test_a_job_keeps_its_proven_senders_e_mail_whatever_case_its_request_wrote(functions, zen, sign):
+    """A request's user_id in another case than the proven e-mail was taken (the checks compare them lowercased)
+    and kept as written: `zen jobs list --user` and usage by user counted it as someone else."""
+    assert send(functions, "on_job_submitted", a100s("a1", ALICE.upper()), sign(ALICE)) == 200
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "a1").user_id == ALICE
+        assert repository.job_history(session, "a1")[0]["actor"] == f"user:{ALICE}"
+
+
 @pytest.mark.parametrize("claims, attributes, reason", [
     ({}, None, "carries no zen_auth attribute"),
     ({"exp": 0, "iat": 0}, None, "the zen_auth token expired"),

@@ -130,7 +130,7 @@ class JobService:
         canonical, widened = resolved.stored(canonical)  # its data's tags (data_clearance), and why
         submitted = lifecycle.Change(JobStatus.PENDING, f"submitted; {widened}") if widened else SUBMITTED
         pending = Job(job_id=job_id, status=JobStatus.PENDING, attempt=1, max_attempts=resolved.max_attempts,
-                      cluster=resolved.cluster, user_id=request.user_id, priority=request.priority,
+                      cluster=resolved.cluster, user_id=sender or request.user_id, priority=request.priority,
                       regions=resolved.regions, request=canonical, request_hash=request_hash,
                       max_runtime_s=resolved.max_runtime_s, region=None, zone=None, vm=None, last_seq=0,
                       last_heartbeat_at=None, submitted_at=now, queued_at=None, started_at=None, finished_at=None,
