@@ -21,9 +21,10 @@ from tests.agent.fakedocker import FakeDocker
 from tests.agent.fakes import FakeTransport, confirm_claims
 from tests.agent.helpers import wait_for
 from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, start_message
+from zen.agent import leftover
 from zen.agent.agent import Agent
 from zen.agent.runner import JobSpec, RunningJob, container_name
-from zen.core.models import ControlAction
+from zen.core.models import ControlAction, Heartbeat
 from zen.core.vm_heartbeat import VmHeartbeat
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +60,9 @@ def test_a_container_whose_cli_ended_first_is_removed_with_the_outcome(docker):
     assert docker.names() == [] and job.container_gone is True
 
 
-def test_a_container_docker_cannot_remove_keeps_its_gpus_and_retires_the_vm(docker, tmp_path):
+def test_a_container_docker_cannot_remove_keeps_its_gpus_and_retires_the_vm(docker, tmp_path, monkeypatch):
+    monkeypatch.setattr(leftover, "WAIT_S", 2.0)  # its final report waits this long for the removal (5 min on a VM)
+    monkeypatch.setattr(leftover, "RETRY_S", 0.5)
     docker.leaves()
     docker.fail("rm")
     transport = FakeTransport(VM, virtual_time=False)
@@ -83,6 +86,8 @@ def test_a_container_docker_cannot_remove_keeps_its_gpus_and_retires_the_vm(dock
     assert {r[0] for r in transport.job_reports()} == {"first"}  # the second was never claimed
     assert agent.slots.holds(("first", 1)) and agent.slots.full()  # its GPUs never given to another job
     assert "could not be removed" in agent.pulls.exhausted()
+    [final] = [m for m in transport.published if isinstance(m, Heartbeat) and m.status.value == "SUCCEEDED"]
+    assert "could not be removed within 2 s: it may still run" in (final.message or "")
 
 
 def test_a_stop_for_an_attempt_not_held_here_removes_its_container_then_is_acked(docker, tmp_path):
