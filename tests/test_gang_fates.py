@@ -9,7 +9,7 @@ from tests.test_functions_lifecycle import controls, job
 from zen.core import gang
 
 
-def _running(functions, job_id: str = "g") -> None:
+def running(functions, job_id: str = "g") -> None:
     functions.submit(job_request(job_id, nodes=2))
     for vm, ip in (("vm-1", "10.0.0.1"), ("vm-2", "10.0.0.2")):
         functions.heartbeat(heartbeat(job_id, "CLAIMED", 1, vm=vm, ip=ip))
@@ -23,7 +23,7 @@ def _both_exit_0(functions) -> None:
 
 
 def test_a_gang_whose_nodes_all_exit_0_as_a_users_stop_comes_succeeded(functions, zen):
-    _running(functions)
+    running(functions)
     functions.stop({"job_id": "g", "reason": "done early"})
     _both_exit_0(functions)
     record = job(zen, "g")
@@ -31,7 +31,7 @@ def test_a_gang_whose_nodes_all_exit_0_as_a_users_stop_comes_succeeded(functions
 
 
 def test_a_gang_that_finished_as_its_queue_took_it_back_is_not_run_again(functions, zen, clock):
-    _running(functions)
+    running(functions)
     with zen.jobs._store.transaction() as tx:
         current = tx.get_job("g", lock=True)
         zen.jobs.decisions.apply(tx, current, gang.decide_preempt(current, "queue prod needs its quota", clock()),
@@ -43,7 +43,7 @@ def test_a_gang_that_finished_as_its_queue_took_it_back_is_not_run_again(functio
 
 
 def _one_node_preempted(functions, zen) -> None:
-    _running(functions)
+    running(functions)
     functions.heartbeat(heartbeat("g", "PREEMPTED", 3, vm="vm-2"))
     assert (job(zen, "g").status.value, job(zen, "g").attempt) == ("STOPPING", 1)
 
@@ -104,7 +104,7 @@ def test_a_node_that_gave_its_part_back_is_noticed_once_another_node_runs(functi
 def test_a_failure_caused_by_a_peers_preemption_requeues_the_gang_not_fails_it(functions, zen):
     """torchrun: vm-2 is preempted, vm-1's collectives break and it exits 1 at once, while vm-2's agent still
     saves its checkpoint before it says PREEMPTED. The attempt was lost to the cloud: requeued, not FAILED."""
-    _running(functions)
+    running(functions)
     functions.heartbeat(heartbeat("g", "FAILED", 3, vm="vm-1", exit_code=1, message="NCCL: connection reset"))
     assert job(zen, "g").status.value == "STOPPING"
     functions.heartbeat(heartbeat("g", "PREEMPTED", 3, vm="vm-2"))
@@ -113,7 +113,7 @@ def test_a_failure_caused_by_a_peers_preemption_requeues_the_gang_not_fails_it(f
 
 
 def test_a_failed_nodes_gang_whose_other_node_never_answers_fails_after_its_fence(functions, zen, clock, config):
-    _running(functions)
+    running(functions)
     functions.heartbeat(heartbeat("g", "FAILED", 3, vm="vm-1", exit_code=7))
     clock.advance(config.deadlines.preempted_stop_s + 1)
     functions.tick()
@@ -124,7 +124,7 @@ def test_a_failed_nodes_gang_whose_other_node_never_answers_fails_after_its_fenc
 def test_a_node_that_ended_early_is_charged_until_its_own_end_not_the_gangs(functions, zen, clock):
     """Rank 1 ends after 60 s and its VM is free for other work (zen.jobs.claims); rank 0 runs on to 1,920 s.
     The attempt is charged 60 + 1,920 VM-seconds, not 2 x 1,920 (its VM's next job pays its own time)."""
-    _running(functions)
+    running(functions)
     clock.advance(60)
     functions.heartbeat(heartbeat("g", "SUCCEEDED", 3, vm="vm-2", exit_code=0))
     clock.advance(60)  # its VM claims a spare copy of the start: no new end for the node (it moved its charge to here)
@@ -142,7 +142,7 @@ def test_a_node_that_ended_early_is_charged_until_its_own_end_not_the_gangs(func
 def test_a_silent_node_is_charged_until_the_sweep_gave_it_up_as_one_vm_is(functions, zen, clock):
     """vm-2 is silent from its RUNNING while vm-1 beats on: it was charged to its last report (0 s), where a
     silent one-VM attempt (and a gang whose nodes all went silent) is charged to the sweep."""
-    _running(functions)
+    running(functions)
     seq, swept = 3, 0
     while job(zen, "g").status.value != "STOPPING":
         clock.advance(30)
@@ -181,7 +181,7 @@ def test_a_node_that_ended_early_is_charged_from_the_gangs_claim_when_its_run_be
 
 
 def test_a_silent_nodes_gang_is_rerun_once_the_others_stopped_or_their_fence_passed(functions, zen, clock, config):
-    _running(functions)
+    running(functions)
     timeout = config.deadlines.heartbeat_timeout_s
     for seq in range(3, 3 + int(timeout // 30) + 2):  # vm-1 beats on, vm-2 is silent
         clock.advance(30)

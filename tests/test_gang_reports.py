@@ -8,16 +8,9 @@ import pytest
 
 from tests.messages import heartbeat, job_request
 from tests.test_functions_lifecycle import controls, job
+from tests.test_gang_fates import running
 from zen.core import gang
 from zen.store import repository
-
-
-def running(functions) -> None:
-    functions.submit(job_request("g", nodes=2))
-    for vm, ip in (("vm-1", "10.0.0.1"), ("vm-2", "10.0.0.2")):
-        functions.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=ip))
-    for vm in ("vm-1", "vm-2"):
-        functions.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm))
 
 
 def test_a_vm_gone_before_its_claim_came_joins_no_gang(functions, zen):

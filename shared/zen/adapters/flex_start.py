@@ -37,6 +37,7 @@ from typing import Callable, Sequence
 from google.cloud import compute_v1
 
 from zen.adapters.compute import MigManager
+from zen.core.clock import utc_now
 from zen.core.provisioning import PENDING_SEP
 from zen.scaling.port import MigApiError, MigInstance, MigPort, MigState, MigSummary, MigUnconfirmed, resize_requests
 
@@ -45,10 +46,6 @@ _ENDED = {"FAILED", "CANCELLED"}  # no VM was made: deleted at once
 FORGET_PER_READ = 5  # ended requests deleted by one read at most (each a write call)
 
 log = logging.getLogger(__name__)
-
-
-def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def resize_requests_client_from_env() -> compute_v1.RegionInstanceGroupManagerResizeRequestsClient:
