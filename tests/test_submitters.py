@@ -188,3 +188,16 @@ def test_a_token_is_verified_once_and_then_remembered(functions, zen, sign):
     for n in range(5):
         send(functions, "on_job_submitted", a100s(f"a{n}", ALICE), attributes)
     assert zen.jobs._auth.verifications == 1
+
+
+def test_an_early_stop_the_tick_applies_names_its_sender(functions, zen, sign, clock):
+    """A stop kept while its job's submission was committing (each missed the other) is applied by the
+    tick's sweep; the job's history names the user who sent it, as when the submission applies it."""
+    send(functions, "on_job_submitted", a100s("raced-1", ALICE), sign(ALICE))
+    with zen.jobs._store.transaction() as tx:  # kept as if its job were unknown when it came
+        tx.remember_early_stop("raced-1", "not today", clock(), ALICE)
+    assert zen.jobs.sweeps.apply_early_stops() == 1
+    assert statuses(zen, "raced-1") == ["CANCELLED"]
+    with zen.db.transaction() as session:
+        last = repository.job_history(session, "raced-1")[-1]
+    assert last["actor"] == f"user:{ALICE}" and "not today" in last["reason"]

@@ -153,6 +153,7 @@ class Sweeps:
         applied = 0
         for name in job_ids:  # a stop kept for an array: all its tasks, in one transaction
             applied += self._arrays.apply_kept_stops(name)
+        senders: dict[str, str] = {}  # job id -> the history's actor: the stop's proven sender
 
         def decide(tx: JobTx, job: Job) -> Decision | None:
             chosen, refused = kept_stop(self._config, job, tx.take_early_stops(job.job_id))
@@ -161,11 +162,13 @@ class Sweeps:
                                      actor=f"user:{stranger}", now=now)
             if chosen is None:
                 return None
-            reason, _ = chosen
+            reason, sender = chosen
+            if sender:
+                senders[job.job_id] = f"user:{sender}"
             decision = gang.decide_stop(job, StopRequest(job_id=job.job_id, reason=reason), now)
             return None if decision.ignored or decision.duplicate else decision
 
-        return applied + self._for_each_job(job_ids, "user", decide)
+        return applied + self._for_each_job(job_ids, "user", decide, senders.get)
 
     def admit_waiting(self) -> int:
         """The tick's admission passes: every queue with waiting jobs (quota raised, anything missed);
@@ -265,9 +268,10 @@ class Sweeps:
             self._relay.flush_quietly(ids)
         return changed
 
-    def _for_each_job(self, job_ids: list[str], actor: str,
-                      decide: Callable[[JobTx, Job], Decision | None]) -> int:
-        """Re-read each job under lock, decide, apply; one bad job never blocks the others."""
+    def _for_each_job(self, job_ids: list[str], actor: str, decide: Callable[[JobTx, Job], Decision | None],
+                      actor_of: Callable[[str], str | None] = lambda _: None) -> int:
+        """Re-read each job under lock, decide, apply; one bad job never blocks the others. The history
+        names ``actor``, or ``actor_of(job_id)`` where ``decide`` learnt who (a stop's sender)."""
         changed = 0
         for job_id in job_ids:
             ids: list[Enqueued] = []
@@ -276,7 +280,8 @@ class Sweeps:
                     job = tx.get_job(job_id, lock=True)
                     decision = decide(tx, job) if job else None
                     if job is not None and decision is not None:
-                        ids = self._decisions.apply(tx, job, decision, actor=actor, now=self._clock())
+                        ids = self._decisions.apply(tx, job, decision, actor=actor_of(job_id) or actor,
+                                                    now=self._clock())
                         changed += 1
                         log.warning(f"{actor}: job changed", extra={
                             "job_id": job_id, "vm": job.vm,
