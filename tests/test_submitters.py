@@ -201,3 +201,20 @@ def test_an_early_stop_the_tick_applies_names_its_sender(functions, zen, sign, c
     with zen.db.transaction() as session:
         last = repository.job_history(session, "raced-1")[-1]
     assert last["actor"] == f"user:{ALICE}" and "not today" in last["reason"]
+
+
+def test_a_stop_kept_without_proof_does_not_apply_once_proof_is_required(functions, zen, sign, clock):
+    """A stop kept while ZEN_AUTH was off has no proven sender: anyone could have sent it. Once proof is
+    required it stops nothing (the job's history says why), whether the submission or the tick finds it."""
+    with zen.jobs._store.transaction() as tx:
+        tx.remember_early_stop("kept-1", "sent while unproven", clock(), None)
+    send(functions, "on_job_submitted", a100s("kept-1", ALICE), sign(ALICE))
+    send(functions, "on_job_submitted", a100s("kept-2", ALICE), sign(ALICE))
+    with zen.jobs._store.transaction() as tx:  # kept as if kept-2's submission had raced it
+        tx.remember_early_stop("kept-2", "sent while unproven", clock(), None)
+    zen.jobs.sweeps.apply_early_stops()
+    assert statuses(zen, "kept-1", "kept-2") == ["QUEUED", "QUEUED"]
+    for job_id in ("kept-1", "kept-2"):
+        with zen.db.transaction() as session:
+            notes = [r["reason"] or "" for r in repository.job_history(session, job_id)]
+        assert any("without proof of its sender" in n for n in notes), notes

@@ -38,9 +38,10 @@ class _Refused(Exception):
 
 class ArrayJobs:
     def __init__(self, store: JobStore, config: ZenConfig, clock: Clock, relay: OutboxRelay,
-                 decisions: DecisionWriter, announce: Announcements, *, queues: bool):
+                 decisions: DecisionWriter, announce: Announcements, *, queues: bool, proof_required: bool):
         self._store, self._config, self._clock, self._relay = store, config, clock, relay
         self._decisions, self._announce, self._queues = decisions, announce, queues
+        self._proof_required = proof_required  # ZEN_AUTH=required: a kept stop applies only with its sender
 
     def submit(self, request: JobRequest, resolved: Any, template: Job, canonical: dict[str, Any], actor: str,
                now: datetime, submitted: lifecycle.Change,
@@ -154,10 +155,10 @@ class ArrayJobs:
             kept = tx.take_early_stops(array_id)
 
             def choose(job: Job) -> tuple[str | None, str] | None:
-                stop, refused = kept_stop(self._config, job, kept)
-                for stranger, why in refused:
+                stop, refused = kept_stop(self._config, job, kept, self._proof_required)
+                for who, why in refused:
                     self._decisions.note(tx, job, f"a stop sent before the array came is not applied: {why}",
-                                         actor=f"user:{stranger}", now=now)
+                                         actor=who, now=now)
                 return None if stop is None else (stop[0], f"user:{stop[1]}" if stop[1] else "user")
             return choose
 

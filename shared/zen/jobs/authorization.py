@@ -52,13 +52,22 @@ def may_stop(config: ZenConfig, principal: str, job: Job) -> str | None:
             f"an admin of Zen (auth.admins: {_who(auth.admins)}) may")
 
 
-def kept_stop(config: ZenConfig, job: Job, kept: list[tuple[str, str | None]]
+def kept_stop(config: ZenConfig, job: Job, kept: list[tuple[str, str | None]], proof_required: bool
               ) -> tuple[tuple[str, str | None] | None, list[tuple[str, str]]]:
-    """Of the stops kept for ``job`` before it came (``kept``: (reason, proven sender), the first first; one a
-    sender), the first whose sender may stop it (None: none may), and (sender, why not) of those who may not."""
-    refused = [(sender, why) for _, sender in kept if sender is not None and (why := may_stop(config, sender, job))]
-    no = {sender for sender, _ in refused}
-    return next((stop for stop in kept if stop[1] is None or stop[1] not in no), None), refused
+    """Of the stops kept for ``job`` before it came (``kept``: (reason, proven sender), the first first), the
+    first whose sender may stop it (None: none may), and (the history's actor, why not) of the others. A
+    stop without a proven sender (kept while ``ZEN_AUTH`` was ``off``) applies only while it still is
+    (``proof_required`` False): once proof is required, nobody is known to have sent it."""
+    refused: list[tuple[str, str]] = []
+    for _, sender in kept:
+        if sender is None:
+            if proof_required:
+                refused.append(("user", "it came without proof of its sender (ZEN_AUTH was off), and proof is "
+                                        "required now: send the stop again (`zen stop`)"))
+        elif (why := may_stop(config, sender, job)) is not None:
+            refused.append((f"user:{sender}", why))
+    no = {actor for actor, _ in refused}
+    return next((stop for stop in kept if (f"user:{stop[1]}" if stop[1] else "user") not in no), None), refused
 
 
 def check_secrets(config: ZenConfig, secrets: dict[str, str] | None, queue: str | None) -> None:

@@ -83,8 +83,8 @@ class JobService:
         self._auth = SubmitterChecker.from_env(config, clock)  # ZEN_AUTH (zen.adapters.submitters)
         self.decisions = DecisionWriter(store, config, self._announce, self._queues)
         self._arrays = ArrayJobs(store, config, clock, relay, self.decisions, self._announce,
-                                 queues=self._queues is not None)
-        self.sweeps = Sweeps(store, config, clock, relay, self.decisions, self._arrays)
+                                 queues=self._queues is not None, proof_required=self._auth.required)
+        self.sweeps = Sweeps(store, config, clock, relay, self.decisions, self._arrays, self._auth.required)
         self.vm_beats = VmBeats(store, config, clock, relay, self.decisions)
 
     # -- submit --------------------------------------------------------------------------------
@@ -204,10 +204,10 @@ class JobService:
         """A stop kept because it came before ``job`` (or before its array: ``of_array``, taken once for
         every task), applied if its sender may stop it (else a history note says why not): (whether the job
         was stopped, its messages)."""
-        chosen, refused = kept_stop(self._config, job, tx.take_early_stops(job.job_id) + list(of_array or ()))
-        for stranger, why in refused:
-            self.decisions.note(tx, job, f"a stop sent before the job came is not applied: {why}",
-                                actor=f"user:{stranger}", now=now)
+        chosen, refused = kept_stop(self._config, job, tx.take_early_stops(job.job_id) + list(of_array or ()),
+                                    self._auth.required)
+        for who, why in refused:
+            self.decisions.note(tx, job, f"a stop sent before the job came is not applied: {why}", actor=who, now=now)
         if chosen is None:
             return False, []
         reason, sender = chosen

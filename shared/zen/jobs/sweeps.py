@@ -35,8 +35,9 @@ Rooms = dict[str, dict[str, tuple[int, datetime | None]]]
 
 class Sweeps:
     def __init__(self, store: JobStore, config: ZenConfig, clock: Clock, relay: OutboxRelay, decisions: DecisionWriter,
-                 arrays: ArrayJobs):
+                 arrays: ArrayJobs, proof_required: bool):
         self._store = store
+        self._proof_required = proof_required  # ZEN_AUTH=required: a kept stop applies only with its sender
         self._config = config
         self._clock = clock
         self._relay = relay
@@ -156,10 +157,10 @@ class Sweeps:
         senders: dict[str, str] = {}  # job id -> the history's actor: the stop's proven sender
 
         def decide(tx: JobTx, job: Job) -> Decision | None:
-            chosen, refused = kept_stop(self._config, job, tx.take_early_stops(job.job_id))
-            for stranger, why in refused:
+            chosen, refused = kept_stop(self._config, job, tx.take_early_stops(job.job_id), self._proof_required)
+            for who, why in refused:
                 self._decisions.note(tx, job, f"a stop sent before the job came is not applied: {why}",
-                                     actor=f"user:{stranger}", now=now)
+                                     actor=who, now=now)
             if chosen is None:
                 return None
             reason, sender = chosen
