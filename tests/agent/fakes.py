@@ -122,7 +122,7 @@ class FakeTransport:
         if delivery.offer is not None:  # as PubSubTransport: an offer given back is dropped
             delivery.offer()
 
-    def publish(self, message: Message, *, budget_s: float) -> None:
+    def publish(self, message: Message, *, budget_s: float, abandon: Callable[[], bool] = lambda: False) -> None:
         if self.fail_publish:
             self.fail_publish -= 1
             raise TransportError("injected publish failure")

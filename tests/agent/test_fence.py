@@ -45,7 +45,7 @@ class Partition(FakeTransport):
         self.tried: list[tuple[float, object]] = []
         self.on_accepted = lambda message: None
 
-    def publish(self, message, *, budget_s):
+    def publish(self, message, *, budget_s, **abandon):
         now = self.clock()
         self.tried.append((now, message))
         if self.began is not None and any(self.began + a <= now < self.began + b for a, b in self.windows):
@@ -210,7 +210,7 @@ class HeardButUnacked(FakeTransport):
         self.confirmed = False
         self.tried: list[tuple[float, Heartbeat]] = []
 
-    def publish(self, message, *, budget_s):
+    def publish(self, message, *, budget_s, **abandon):
         if isinstance(message, Heartbeat):
             self.tried.append((self.clock(), message))
             if self.heard is None and message.status is AgentStatus.CLAIMED:

@@ -122,7 +122,7 @@ class ToZen(FakeTransport):
         self.held_back: list[ControlDelivery] = []
         self._read = 0
 
-    def publish(self, message, *, budget_s: float) -> None:
+    def publish(self, message, *, budget_s: float, **abandon) -> None:
         super().publish(message, budget_s=budget_s)
         self.functions.heartbeat(json.loads(message.to_bytes()))
         mine = [m for m in self.publisher.on("zen-vm-control") if m.attributes["vm"] == self.vm]

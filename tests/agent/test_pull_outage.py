@@ -28,7 +28,7 @@ class Timed(FakeTransport):
         super().__init__(VM)
         self.beats: list[tuple[float, str]] = []
 
-    def publish(self, message, *, budget_s: float) -> None:
+    def publish(self, message, *, budget_s: float, **abandon) -> None:
         super().publish(message, budget_s=budget_s)
         if not isinstance(message, Heartbeat):
             self.beats.append((self.clock.now, message.state.value))

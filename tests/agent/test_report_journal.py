@@ -38,7 +38,7 @@ class Recording(FakeTransport):
         self.died_with: Heartbeat | None = None
         self.journaled: list[dict] = []
 
-    def publish(self, message, *, budget_s: float) -> None:
+    def publish(self, message, *, budget_s: float, **abandon) -> None:
         final = isinstance(message, Heartbeat) and message.status not in (AgentStatus.CLAIMED, AgentStatus.RUNNING)
         if final:
             self.journaled = [json.loads(p.read_text()) for p in journal_files(self.work)]
@@ -162,7 +162,7 @@ def test_a_report_an_agent_alive_is_publishing_is_left_to_it(tmp_path):
     seen: list[int] = []
 
     class Slow(Recording):  # while its final report is published, an agent of the same name starts
-        def publish(self, message, *, budget_s):
+        def publish(self, message, *, budget_s, **abandon):
             if isinstance(message, Heartbeat) and message.status is AgentStatus.STOPPED:
                 seen.append(len(journal_files(work)))
                 seen.append(len(job_reports(restart(work))))
@@ -231,7 +231,7 @@ def test_a_live_agent_sends_again_the_final_report_it_kept(tmp_path):
     transport.answer = confirm_claims(VM)
     publish = transport.publish
 
-    def failing_j1s_first_final(message, *, budget_s):
+    def failing_j1s_first_final(message, *, budget_s, **abandon):
         transport.fail_final = isinstance(message, Heartbeat) and message.job_id == "j1" and not transport.fail_once
         transport.fail_once = transport.fail_once or transport.fail_final and message.status is AgentStatus.SUCCEEDED
         return publish(message, budget_s=budget_s)

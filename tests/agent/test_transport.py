@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from google.api_core import exceptions as gexc
@@ -193,3 +193,40 @@ def test_a_permanent_error_is_not_retried():
     with pytest.raises(TransportError, match="PermissionDenied"):
         call_with_retries("x", failing([gexc.PermissionDenied("no")]), budget_s=30, sleep=clock.sleep, clock=clock)
     assert clock.pauses == []
+
+
+def test_a_heartbeat_waiting_on_a_silent_pubsub_gives_up_once_told_to(config, monkeypatch):
+    """A RUNNING heartbeat's publish waited out its whole budget (10 s) when Pub/Sub did not answer, and a
+    preemption notice that came meanwhile reached the job that much later (GCE gives ~30 s in all). Told
+    to give up (the VM shuts down), it stops waiting within a slice: here against a server that accepts
+    connections and never answers, through the official client."""
+    import socket
+    import threading
+
+    from google.cloud import pubsub_v1
+
+    from zen.agent.transport import ABANDON_SLICE_S
+    from zen.core.models import AgentStatus, Heartbeat
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: [held.append(silent.accept()[0]) for _ in range(8)], daemon=True).start()
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", f"127.0.0.1:{silent.getsockname()[1]}")
+    identity = Identity(project=config.project, vm=VM, cluster="4xa100-40gb", region="us-central1",
+                        zone="us-central1-a", from_environment=True)
+    publisher = pubsub_v1.PublisherClient()
+    transport = PubSubTransport(config, identity, publisher=publisher, subscriber=pubsub_v1.SubscriberClient())
+    beat = Heartbeat(job_id="j1", attempt=1, vm=VM, region="us-central1", zone="us-central1-a",
+                     status=AgentStatus.RUNNING, seq=1, sent_at=datetime.now(timezone.utc))
+    began = time.monotonic()
+    told = began + 0.5
+    try:
+        with pytest.raises(TransportError, match="abandoned"):
+            transport.publish(beat, budget_s=10.0, abandon=lambda: time.monotonic() >= told)
+        assert time.monotonic() - told < 2 * ABANDON_SLICE_S + 0.5  # not the 10 s budget
+    finally:  # the client's batch thread gives up once the server is gone
+        silent.close()
+        for connection in held:
+            connection.close()

@@ -258,7 +258,7 @@ def test_the_agent_confirmed_with_its_mac_key_authenticates_every_later_message_
     class Proving(FakeTransport):
         """Publishes through the real transport (token, key, signature or MAC) as well."""
 
-        def publish(self, message, *, budget_s):
+        def publish(self, message, *, budget_s, **abandon):
             wire.publish(message, budget_s=budget_s)
             super().publish(message, budget_s=budget_s)
 

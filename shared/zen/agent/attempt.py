@@ -304,7 +304,7 @@ class AttemptRunner:
         """
         settings = self._settings
         fields = {"job_id": attempt.job_id, "attempt": attempt.attempt}
-        self._reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, settings.heartbeat_s))
+        self._reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, settings.heartbeat_s), abandon=lambda: self._shutdown.stopping)
         next_beat = self._clock() + settings.heartbeat_s
         renewed = None
         while job.poll() is None:
@@ -362,7 +362,7 @@ class AttemptRunner:
         if self._clock() >= next_beat:
             left = fence.fence_left(attempt, settings, self._clock())
             self._reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, settings.heartbeat_s, max(1.0, left)),
-                               message=message, data=data)
+                               message=message, data=data, abandon=lambda: self._shutdown.stopping)
             next_beat = self._clock() + settings.heartbeat_s
         if fence.fence_left(attempt, settings, self._clock()) <= 0:
             return next_beat, None

@@ -44,7 +44,7 @@ def fit_message(text: str | None) -> str | None:
 
 
 class Publish(Protocol):
-    def __call__(self, message: Message, *, budget_s: float) -> None: ...
+    def __call__(self, message: Message, *, budget_s: float, **abandon: Callable[[], bool]) -> None: ...
 
 
 @dataclass
@@ -81,9 +81,12 @@ class Reporter:
             return self._seq
 
     def job(self, attempt: AttemptReport, status: AgentStatus, *, budget_s: float, exit_code: int | None = None,
-            message: str | None = None, data: dict[str, int | float] | None = None) -> bool:
+            message: str | None = None, data: dict[str, int | float] | None = None,
+            abandon: Callable[[], bool] | None = None) -> bool:
         """``data``: the attempt's transfers so far (``staged_bytes`` ...; ``zen.agent.staging``). Once
-        Pub/Sub accepted it, ``attempt.accepted_at`` is when its publish began."""
+        Pub/Sub accepted it, ``attempt.accepted_at`` is when its publish began. ``abandon``: when it says
+        so, a publish still waiting gives up (a RUNNING heartbeat once the VM shuts down: the job's
+        SIGTERM must not wait for it)."""
         identity = self._identity
         began = self._clock()
         attempt.seq = self._next_seq()
@@ -106,7 +109,7 @@ class Reporter:
         kept = self.journal.keep(heartbeat) if self.journal is not None and status not in NOT_FINAL else None
         sent = None
         try:
-            sent = self._send(heartbeat, budget_s, job_id=attempt.job_id, attempt=attempt.attempt,
+            sent = self._send(heartbeat, budget_s, abandon, job_id=attempt.job_id, attempt=attempt.attempt,
                               status=status.value, seq=heartbeat.seq)
         finally:  # an agent that dies meanwhile never comes here: the file stays for the next one
             if kept is not None:
@@ -133,12 +136,12 @@ class Reporter:
             jobs=[HeldAttempt(job_id=j, attempt=a) for j, a in held] if list_all else None,
             given_back=returned or None, cached_inputs=cached[0], images=cached[1],
         )
-        return self._send(heartbeat, budget_s, vm_state=state.value, job_id=job_id,
+        return self._send(heartbeat, budget_s, None, vm_state=state.value, job_id=job_id,
                           jobs=len(held) if list_all else None, given_back=len(returned) or None)
 
-    def _send(self, message: Message, budget_s: float, **fields: object) -> bool:
+    def _send(self, message: Message, budget_s: float, abandon: Callable[[], bool] | None, **fields: object) -> bool:
         try:
-            self._publish(message, budget_s=budget_s)
+            self._publish(message, budget_s=budget_s, **({"abandon": abandon} if abandon is not None else {}))
         except ZenError as exc:
             log.error("heartbeat not sent", extra={**self._extra, **fields, "error": str(exc)})
             return False

@@ -33,6 +33,7 @@ TRANSIENT = (
     gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError, gexc.Aborted,
     gexc.ResourceExhausted, gexc.Unknown, gexc.GatewayTimeout, gexc.RetryError, TimeoutError, ConnectionError,
 )
+ABANDON_SLICE_S = 0.25  # how often a heartbeat's publish waiting for Pub/Sub asks whether to give up
 CONTROL_TTL = timedelta(days=1)  # Pub/Sub's minimum expiration TTL
 CONTROL_RETENTION = timedelta(hours=1)  # orders older than this are moot
 CONTROL_ACK_DEADLINE_S = 30
@@ -47,8 +48,10 @@ class TransportError(ZenError):
 
 def call_with_retries(what: str, call: Callable[[], Result], *, budget_s: float, first_pause_s: float = 0.2,
                       max_pause_s: float = 5.0, sleep: Callable[[float], None] = time.sleep,
-                      clock: Callable[[], float] = time.monotonic) -> Result:
-    """``call()``, retrying transient errors with backoff for at most ``budget_s`` seconds."""
+                      clock: Callable[[], float] = time.monotonic, abandon: Callable[[], bool] = lambda: False
+                      ) -> Result:
+    """``call()``, retrying transient errors with backoff for at most ``budget_s`` seconds, and none once
+    ``abandon()`` says so."""
     deadline = clock() + budget_s
     pause = first_pause_s
     tries = 0
@@ -58,8 +61,9 @@ def call_with_retries(what: str, call: Callable[[], Result], *, budget_s: float,
             return call()
         except TRANSIENT as exc:
             remaining = deadline - clock()
-            if remaining <= 0:
-                raise TransportError(f"{what}: still failing after {tries} tries: {type(exc).__name__}: {exc}") from exc
+            if remaining <= 0 or abandon():
+                raise TransportError(f"{what}: still failing after {tries} tries{' (abandoned)' if remaining > 0 else ''}"
+                                     f": {type(exc).__name__}: {exc}") from exc
             wait = min(remaining, pause * random.uniform(0.5, 1.0))
             log.warning("transient Pub/Sub error; retrying", extra={
                 "what": what, "error": f"{type(exc).__name__}: {exc}", "retry_in_s": round(wait, 2)})
@@ -101,7 +105,7 @@ class Transport(Protocol):
     def extend(self, delivery: StartDelivery, seconds: int) -> None: ...
     def ack(self, delivery: StartDelivery) -> None: ...
     def nack(self, delivery: StartDelivery) -> None: ...
-    def publish(self, message: Message, *, budget_s: float) -> None: ...
+    def publish(self, message: Message, *, budget_s: float, abandon: Callable[[], bool] = ...) -> None: ...
     def learn_mac_key(self, sealed: str) -> None: ...
     def close(self) -> None: ...
 
@@ -260,7 +264,9 @@ class PubSubTransport:
         self.extend(delivery, 0, budget_s)
 
     # -- heartbeats ------------------------------------------------------------------------------
-    def publish(self, message: Message, *, budget_s: float) -> None:
+    def publish(self, message: Message, *, budget_s: float, abandon: Callable[[], bool] = lambda: False) -> None:
+        """Publish a heartbeat within ``budget_s``; ``TransportError`` if it could not, or once ``abandon()``
+        said to give up (looked at every ``ABANDON_SLICE_S`` while Pub/Sub has not answered)."""
         data = message.to_bytes()
         base = {"kind": getattr(message, "kind", "job"), "vm": self._vm}
         proof = self._proof
@@ -279,10 +285,18 @@ class PubSubTransport:
                     attributes.update(proof.attributes(token, data, attributes))
                 elif proof.required:
                     raise ConnectionError("no VM identity token from the metadata server yet")
-            return self._publisher.publish(self._heartbeats, data, **attributes).result(
-                timeout=max(1.0, min(budget_s, 30.0)))
+            future = self._publisher.publish(self._heartbeats, data, **attributes)
+            until = time.monotonic() + max(1.0, min(budget_s, 30.0))
+            while True:
+                try:
+                    return future.result(timeout=max(0.0, min(ABANDON_SLICE_S, until - time.monotonic())))
+                except TimeoutError:
+                    if abandon():
+                        raise TransportError("publish a heartbeat: abandoned while Pub/Sub had not answered") from None
+                    if time.monotonic() >= until:
+                        raise
 
-        call_with_retries("publish a heartbeat", once, budget_s=budget_s)
+        call_with_retries("publish a heartbeat", once, budget_s=budget_s, abandon=abandon)
 
     def learn_mac_key(self, sealed: str) -> None:
         """The MAC key a CONFIRM carried (``zen.adapters.message_key``): heartbeats carry their MAC from now on."""
