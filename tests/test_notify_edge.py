@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 
 import pytest
 
@@ -15,7 +16,8 @@ from tests.messages import agent_run, job_request
 from tests.notify_support import WebhookSink, notifying_config, secret
 from zen.adapters.webhooks import HttpPoster
 from zen.app import Zen
-from zen.core.notify import url_problem
+from zen.core.events import PubSubEnvelope
+from zen.core.notify import DeliveryFailed, url_problem
 from zen.jobs.notifications import Notifier
 from zen.store import notifications, repository
 from zen.store.notifications import PostgresNotifications
@@ -210,3 +212,97 @@ def test_a_webhook_url_with_an_unusable_port_is_refused_not_retried_forever():
     assert url_problem("https://hooks.example.com:abc/x") is not None
 
 
+
+
+# -- A slow endpoint held one POST past notifications.timeout_s, and its late outcome undid a later "sent" -------
+class Dribbler:
+    """Answers a byte every 0.2 s, each within the POST's timeout: its status line and headers
+    (``head=True``), or a 200 whose 30-byte body then dribbles."""
+
+    def __init__(self, head: bool) -> None:
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(4)
+        self._answer = b"HTTP/1.1 200 OK\r\nContent-Length: 30\r\n\r\n"
+        self._slowly = self._answer if head else b"x" * 30
+        threading.Thread(target=self._serve, args=(head,), daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._sock.getsockname()[1]}/hook"
+
+    def _serve(self, head: bool) -> None:
+        try:
+            conn, _ = self._sock.accept()
+        except OSError:
+            return
+        with conn:
+            try:
+                conn.recv(65536)
+                if not head:
+                    conn.sendall(self._answer)
+                for byte in self._slowly:
+                    time.sleep(0.2)
+                    conn.sendall(bytes([byte]))
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+@pytest.mark.parametrize("head", [True, False], ids=["headers dribble", "body dribbles"])
+def test_one_post_takes_at_most_the_timeout_in_all(head):
+    """urllib's timeout bounds each read: 30 bytes 0.2 s apart held a POST of timeout_s=1 for 6 s (the
+    targets after it, and past the claim's hold). A status that came is the answer; none: no answer."""
+    server = Dribbler(head)
+    began = time.monotonic()
+    try:
+        if head:
+            with pytest.raises(DeliveryFailed, match="no answer within 1 s"):
+                HttpPoster().post(server.url, {"x": 1}, {}, 1.0)
+        else:
+            assert HttpPoster().post(server.url, {"x": 1}, {}, 1.0) == 200
+        assert time.monotonic() - began < 2.0
+    finally:
+        server.close()
+
+
+def test_a_delivery_that_outlived_its_claim_does_not_undo_the_later_ones_sent(config, db, publisher, clock,
+                                                                                db_url, monkeypatch):
+    """Delivery A's POST outlived its claim's hold; Pub/Sub's redelivery B took the claim, sent, recorded
+    "sent"; A then failed and wrote "failed" over it, and A's 500 brought a third delivery that sent again."""
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    cfg = notifying_config(config)
+    ref = f"{secret(cfg, 'zen-notify-hook')}/versions/latest"
+    posts: list[str] = []
+    late: dict = {}
+
+    class SlowThenOk:
+        def post(self, url, body, headers, timeout_s):
+            posts.append(headers["Zen-Delivery"])
+            if len(posts) == 1:  # A: past its hold (2 x timeout_s + 30 s), B comes meanwhile and sends
+                clock.advance(2 * timeout_s + 31)
+                late["b"] = late["notifier"].handle(late["event"])
+                raise DeliveryFailed(f"no answer within {timeout_s:g} s")
+            return 200
+
+    notifier = Notifier(cfg, PostgresNotifications(db), {ref: "https://hooks.example.com/x"}.__getitem__,
+                        SlowThenOk(), clock)
+    late["notifier"] = notifier
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    functions = FunctionsInvoker(Zen(cfg, db, publisher, clock, notifier=notifier))
+    functions.submit(job_request("ov-1", notify=[{"webhook": ref, "on": ["FAILED"]}]))
+    for beat in agent_run("ov-1", final="FAILED", exit_code=3):
+        functions.heartbeat(beat)
+    [final] = [m for m in publisher.on("zen-job-events") if json.loads(m.data).get("to_status") == "FAILED"]
+    late["event"] = PubSubEnvelope(message_id="ev-1", data=final.data, attributes=final.attributes)
+
+    notifier.handle(late["event"])  # A: B's outcome stands, so A has nothing to retry
+    assert late["b"].sent
+    clock.advance(20)
+    assert notifier.handle(late["event"]).skipped  # any later delivery finds it sent
+    with db.transaction() as session:
+        rows = [(r["state"], r["tries"], r["detail"]) for r in notifications.of_job(session, "ov-1")]
+    assert len(posts) == 2 and rows == [("sent", 2, "HTTP 200")], (posts, rows)

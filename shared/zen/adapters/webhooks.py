@@ -13,6 +13,7 @@ import ipaddress
 import json
 import socket
 import ssl
+import threading
 import urllib.error
 import urllib.request
 from typing import Any, Callable
@@ -54,13 +55,88 @@ def _public_connection(address: tuple[str, int], timeout: float | None = None, s
         raise
 
 
-class _PublicHTTPSConnection(http.client.HTTPSConnection):
+_posting = threading.local()  # the deadline of the POST this thread makes
+
+
+class _Deadline:
+    """One POST's whole time. urllib's ``timeout`` bounds each connect and read, not the POST: an endpoint
+    that answers a byte at a time held it (and the targets after it, and the claim's hold) for as long as
+    it liked. At the deadline the POST's connection is shut down, which ends a read under way. (A TLS
+    handshake, before the connection is watched, is bounded per read only.)"""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.expired = seconds, False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> "_Deadline":
+        _posting.deadline = self
+        self._timer.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._timer.cancel()
+        _posting.deadline = None
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self.expired:
+                _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class _Watched:
+    """A connection whose socket its POST's deadline may shut down."""
+
+    sock: socket.socket
+
+    def connect(self) -> None:
+        super().connect()  # type: ignore[misc]
+        if (deadline := getattr(_posting, "deadline", None)) is not None:
+            deadline.watch(self.sock)
+
+
+class _WatchedHTTPConnection(_Watched, http.client.HTTPConnection):
+    pass
+
+
+class _WatchedHTTPSConnection(_Watched, http.client.HTTPSConnection):
+    pass
+
+
+class _PublicHTTPSConnection(_WatchedHTTPSConnection):
     _create_connection = staticmethod(_public_connection)
 
 
-class _PublicHTTPSHandler(urllib.request.HTTPSHandler):
+class _WatchedHTTPHandler(urllib.request.HTTPHandler):
+    def http_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(_WatchedHTTPConnection, req)
+
+
+class _WatchedHTTPSHandler(urllib.request.HTTPSHandler):
+    connection: type[http.client.HTTPSConnection] = _WatchedHTTPSConnection
+
     def https_open(self, req: urllib.request.Request) -> Any:
-        return self.do_open(_PublicHTTPSConnection, req, context=self._context)  # type: ignore[attr-defined]
+        return self.do_open(self.connection, req, context=self._context)  # type: ignore[attr-defined]
+
+
+class _PublicHTTPSHandler(_WatchedHTTPSHandler):
+    connection = _PublicHTTPSConnection
 
 
 class HttpPoster:
@@ -69,16 +145,31 @@ class HttpPoster:
     (the URLs users keep in secrets); the operator's own email API is not held to it."""
 
     def __init__(self, public_only: bool = True) -> None:
-        handlers: list[Any] = [_NoRedirects()] + ([_PublicHTTPSHandler()] if public_only else [])
+        handlers: list[Any] = [_NoRedirects(), _WatchedHTTPHandler(),
+                               _PublicHTTPSHandler() if public_only else _WatchedHTTPSHandler()]
         self._opener = urllib.request.build_opener(*handlers)
 
     def post(self, url: str, body: dict[str, Any], headers: dict[str, str], timeout_s: float) -> int:
+        """Within ``timeout_s`` in all (``_Deadline``). Once the status came, it is the answer: a body cut
+        short (the deadline, a reset) changes nothing."""
         data = json.dumps(body).encode()
         request = urllib.request.Request(url, data=data, method="POST", headers={
             "Content-Type": "application/json", "User-Agent": USER_AGENT, **headers})
+        with _Deadline(timeout_s) as deadline:
+            try:
+                return self._post(request, timeout_s)
+            except DeliveryFailed:
+                if deadline.expired:
+                    raise DeliveryFailed(f"no answer within {timeout_s:g} s") from None
+                raise
+
+    def _post(self, request: urllib.request.Request, timeout_s: float) -> int:
         try:
             with self._opener.open(request, timeout=timeout_s) as response:
-                response.read(65536)
+                try:
+                    response.read(65536)
+                except (OSError, ValueError, http.client.HTTPException):
+                    pass  # the status is in
                 return int(response.status)
         except urllib.error.HTTPError as exc:
             return int(exc.code)

@@ -41,7 +41,8 @@ class Ledger(Protocol):
     def claim(self, key: str, *, job_id: str, attempt: int | None, event: str, target: str, now: datetime,
               hold_s: float) -> tuple[Literal["mine", "done", "busy"], int]: ...
 
-    def settle(self, key: str, state: Literal["sent", "refused", "failed"], detail: str, now: datetime) -> None: ...
+    def settle(self, key: str, state: Literal["sent", "refused", "failed"], detail: str, now: datetime,
+               tries: int) -> bool: ...
 
     def prune(self, now: datetime) -> None: ...
 
@@ -139,7 +140,7 @@ class Notifier:
             self._settle(key, "failed", "the notifier failed while sending", outcome.failed, target, said, tries)
             return
         except BaseException:
-            self._ledger.settle(key, "failed", "the notifier failed while sending", self._clock())
+            self._ledger.settle(key, "failed", "the notifier failed while sending", self._clock(), tries)
             raise
         answer = verdict(status)
         state: Literal["sent", "refused", "failed"] = "failed" if answer == "retry" else answer
@@ -148,9 +149,13 @@ class Notifier:
 
     def _settle(self, key: str, state: Literal["sent", "refused", "failed"], detail: str, into: list[str],
                 target: NotifyTarget, said: dict[str, Any], tries: int) -> None:
-        self._ledger.settle(key, state, detail, self._clock())
-        into.append(target.name)
         extra = {**said, "detail": detail, "try": tries}
+        if not self._ledger.settle(key, state, detail, self._clock(), tries):
+            # This delivery outlived its claim's hold and a later one took it over: that one's outcome is the
+            # ledger's (a "failed" here would undo its "sent", and the next redelivery would send it again).
+            log.warning("notification outcome not recorded: a later delivery took it over", extra=extra)
+            return
+        into.append(target.name)
         if state == "sent":
             log.info("notification sent", extra=extra)
         elif state == "refused":

@@ -49,9 +49,13 @@ class PostgresNotifications:
             [state] = _run(session, "notification_state", key=key)
             return ("done" if state["state"] in ("sent", "refused") else "busy"), int(state["tries"])
 
-    def settle(self, key: str, state: Literal["sent", "refused", "failed"], detail: str, now: datetime) -> None:
+    def settle(self, key: str, state: Literal["sent", "refused", "failed"], detail: str, now: datetime,
+               tries: int) -> bool:
+        """Record the outcome of the delivery whose claim was try ``tries``; False (nothing written) when a
+        later delivery took the claim over meanwhile (this one outlived its hold): that one's outcome counts."""
         with self._db.transaction() as session:
-            _run(session, "settle_notification", key=key, state=state, detail=escape_unstorable(detail, 2000), now=now)
+            return bool(_run(session, "settle_notification", key=key, state=state,
+                             detail=escape_unstorable(detail, 2000), now=now, tries=tries))
 
     def prune(self, now: datetime, keep_s: float = KEEP_S, limit: int = PRUNE_BATCH) -> None:
         with self._db.transaction() as session:

@@ -14,8 +14,10 @@ RETURNING tries;
 SELECT state, tries, detail FROM notifications WHERE key = :key;
 
 -- name: settle_notification
+-- The outcome of the delivery that holds the claim (its try, :tries); none once a later delivery took it over.
 UPDATE notifications SET state = :state, detail = :detail, claimed_until = NULL, updated_at = :now
-WHERE key = :key;
+WHERE key = :key AND state = 'sending' AND tries = :tries
+RETURNING key;
 
 -- name: notifications_of_job
 SELECT job_id, attempt, event, target, state, tries, detail, created_at, updated_at
