@@ -90,3 +90,21 @@ def test_a_cache_of_200000_entries_keeps_2000_objects_and_evicts_2000_in_seconds
     assert "held-2000" not in cache._entries and next(iter(cache._entries)) == "held-2001"  # the oldest went
     assert sum(in_evict) < 5.0, f"the lock was held {sum(in_evict):.1f} s by 2,001 evictions"  # old: 60 s
     assert took < 20.0, f"2,000 keeps and an eviction of 2,001 took {took:.1f} s"  # old: 35-56 s
+
+
+def test_an_object_served_decompressed_is_counted_and_found_by_its_bytes_on_disk(tmp_path):
+    """An object stored with ``Content-Encoding: gzip`` is downloaded decompressed (the client's default),
+    larger than the ``size`` Cloud Storage lists. The cache counted the listed size, so its bound held 50 B
+    of 5,000 on disk, and never hit: the copy was "not its size", dropped and downloaded again."""
+    cache = InputCache(tmp_path / "cache", 2_000)
+    downloads: list[Path] = []
+
+    def decompressed(path: Path) -> None:
+        downloads.append(path)
+        path.write_bytes(b"{}" * 500)  # 1,000 B from 10 stored
+
+    for index in range(5):
+        cache.fetch(blob(f"logs/part-{index}.json", 10), tmp_path / f"t{index}", decompressed)
+    assert held(cache) == cache._bytes == 2_000
+    assert cache.fetch(blob("logs/part-4.json", 10), tmp_path / "again", decompressed)
+    assert len(downloads) == 5 and (tmp_path / "again").read_bytes() == b"{}" * 500

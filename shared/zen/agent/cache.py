@@ -65,23 +65,24 @@ class InputCache:
 
     def fetch(self, blob: Any, target: Path, download: Callable[[Path], None]) -> bool:
         """Put ``blob``'s content at ``target``: the cached copy on a hit (True), else ``download(target)``
-        and keep a copy (False)."""
+        and keep a copy (False). Sizes are the bytes on disk, what the bound holds: an object stored with
+        ``Content-Encoding: gzip`` is served decompressed, larger than the ``blob.size`` Cloud Storage lists."""
         key = object_key(blob) if self.max_bytes > 0 else None
         if key is None:
             download(target)
             return False
         path = self.directory / key
         with self._lock:
-            known = key in self._entries
-        if known:
+            kept = self._entries.get(key)
+        if kept is not None:
             try:
-                if path.stat().st_size == blob.size:
+                if path.stat().st_size == kept:
                     shutil.copyfile(path, target)
                     os.utime(path)
                     with self._lock:
                         self._entries.move_to_end(key)
                         self.hits += 1
-                        self.hit_bytes += blob.size
+                        self.hit_bytes += kept
                     return True
             except OSError:
                 pass
@@ -90,8 +91,9 @@ class InputCache:
         download(target)
         with self._lock:
             self.misses += 1
-        if blob.size <= self.max_bytes:
-            self._keep(key, target, blob.size)
+        size = target.stat().st_size
+        if size <= self.max_bytes:
+            self._keep(key, target, size)
         return False
 
     def _keep(self, key: str, source: Path, size: int) -> None:
