@@ -195,6 +195,29 @@ def test_refresh_stores_then_skips_while_fresh_and_keeps_old_prices_when_the_cat
     assert _stored(db).lookup("g2-standard-8", "us-east4", "spot").fetched_at == later + timedelta(hours=1, seconds=1)
 
 
+def test_a_cluster_configured_after_a_refresh_is_priced_within_the_hour_not_the_day(db):
+    """A machine type (or region) deployed after the daily refresh: the tick answered "fresh" for up to a day,
+    and its attempts' prices were fixed from the snapshot, or left unpriced for shapes the snapshot lacks.
+    A catalog that does not list a pair costs one fetch an hour, not one every tick."""
+    asked: list[datetime] = []
+
+    def fetch(now):
+        asked.append(now)
+        return PriceTable({("a2-highgpu-4g", "us-central1", "standard"): Price(14.0, "catalog", now),
+                           ("g2-standard-24", "us-central1", "standard"): Price(2.0, "catalog", now)})
+
+    old = {("a2-highgpu-4g", "us-central1")}
+    new = old | {("g2-standard-24", "us-central1"), ("g2-standard-24", "mars-north1")}  # the last, listed nowhere
+    assert price_store.refresh_if_stale(db, fetch, NOW, wanted=old).outcome == "refreshed"
+    assert price_store.refresh_if_stale(db, fetch, NOW + timedelta(minutes=30), wanted=new).outcome == "fresh"
+    assert price_store.refresh_if_stale(db, fetch, NOW + timedelta(hours=1, seconds=1), wanted=new).outcome == "refreshed"
+    assert _stored(db).lookup("g2-standard-24", "us-central1", "standard").source == "catalog"
+    for minutes in (1, 30, 59):  # mars-north1 is still unpriced: not asked again within the hour
+        assert price_store.refresh_if_stale(db, fetch, NOW + timedelta(hours=1, minutes=minutes), wanted=new).outcome == "fresh"
+    assert len(asked) == 2
+    assert price_store.refresh_if_stale(db, fetch, NOW + timedelta(hours=5), wanted=old).outcome == "fresh"
+
+
 def test_the_scale_tick_refreshes_prices_and_a_catalog_failure_never_fails_it(config, db, publisher, clock, catalog):
     state, endpoint = catalog
     zen = Zen(config, db, publisher, clock, price_fetch=catalog_fetcher(config.clusters, endpoint))

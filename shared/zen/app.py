@@ -237,11 +237,13 @@ class Zen:
             return report
 
     def _refresh_prices(self, fetch: Callable[[datetime], PriceTable]) -> str:
-        """The catalog's prices, fetched again when older than a day; a failure logs and keeps the old ones."""
+        """The catalog's prices, fetched again when older than a day (an hour while a configured cluster's
+        machine type and region has none); a failure logs and keeps the old ones."""
         from zen.store.prices import refresh_if_stale
 
         try:
-            done = refresh_if_stale(self.db, fetch, self.clock())
+            done = refresh_if_stale(self.db, fetch, self.clock(), wanted={
+                (c.machine_type, region) for c in self.config.clusters for region in c.regions})
         except Exception as exc:  # noqa: BLE001 - prices are never worth a failed tick
             log.warning("could not refresh the prices", extra={"error": str(exc)})
             return "failed"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Collection
 
 from zen.core.prices import MAX_AGE_S, Price, PriceTable, Pricing, effective, load_snapshot
 from zen.core.text import escape_unstorable
@@ -53,14 +53,27 @@ def store(session: Session, table: PriceTable, now: datetime) -> int:
     return len(table.prices)
 
 
+def _unpriced(session: Session, wanted: Collection[tuple[str, str]]) -> bool:
+    """Whether some (machine type, region) of ``wanted`` has no stored catalog price."""
+    if not wanted:
+        return False
+    rows = session.sql("SELECT DISTINCT machine_type, region FROM vm_prices")
+    return bool(set(wanted) - {(r["machine_type"], r["region"]) for r in rows})
+
+
 def refresh_if_stale(db: Database, fetch: Callable[[datetime], PriceTable], now: datetime,
-                     max_age_s: float = MAX_AGE_S, retry_after_s: float = RETRY_AFTER_S) -> Refresh:
-    """Fetch and store the catalog's prices when the stored ones are older than ``max_age_s`` (and no
-    fetch failed in the last ``retry_after_s``). A fetch that raises, or finds no price, keeps the old
-    prices and records its error. The caller holds the tick's lock: one refresh at a time."""
+                     max_age_s: float = MAX_AGE_S, retry_after_s: float = RETRY_AFTER_S,
+                     wanted: Collection[tuple[str, str]] = ()) -> Refresh:
+    """Fetch and store the catalog's prices when the stored ones are older than ``max_age_s``, or are
+    older than ``retry_after_s`` and price none of a (machine type, region) of ``wanted`` (a cluster
+    configured since: priced within the hour, not the day; one the catalog does not list costs a fetch an
+    hour), and no fetch failed in the last ``retry_after_s``. A fetch that raises, or finds no price, keeps
+    the old prices and records its error. The caller holds the tick's lock: one refresh at a time."""
     with db.transaction() as session:
         [row] = session.sql("SELECT tried_at, refreshed_at, error FROM vm_price_refresh WHERE id = 1")
-        if row["refreshed_at"] is not None and now - row["refreshed_at"] < timedelta(seconds=max_age_s):
+        age = now - row["refreshed_at"] if row["refreshed_at"] is not None else None
+        if age is not None and age < timedelta(seconds=max_age_s) and (
+                age < timedelta(seconds=retry_after_s) or not _unpriced(session, wanted)):
             return Refresh("fresh")
         if (row["error"] is not None and row["tried_at"] is not None
                 and now - row["tried_at"] < timedelta(seconds=retry_after_s)):
