@@ -403,3 +403,19 @@ def test_the_refresh_script_rebuilds_the_snapshot_from_the_catalog(catalog, tmp_
     for key, price in rebuilt.prices.items():
         assert price.usd_per_hour == pytest.approx(committed.prices[key].usd_per_hour, abs=1e-5)
     assert "Catalog API" in json.loads(out.read_text())["header"]["source"]
+
+
+def test_a2_ultra_vms_are_priced_with_their_own_core_and_ram_skus():
+    """The catalog names a2-ultragpu's vCPUs and RAM "A2 Ultra Instance Core/Ram": a family of two words,
+    which the SKU reader dropped, so an a2-ultragpu VM was priced at a2-highgpu's core and RAM prices."""
+
+    assert classify("A2 Ultra Instance Core running in Americas") == ("core", "A2 Ultra", "standard")
+    assert classify("Spot Preemptible A2 Ultra Instance Ram running in Belgium") == ("ram", "A2 Ultra", "spot")
+    assert classify("A2 Instance Core running in Americas") == ("core", "A2", "standard")
+    here = ("us-central1", "standard")
+    a2 = {("core", "A2", *here): 0.03, ("ram", "A2", *here): 0.004, ("gpu", "Nvidia Tesla A100 80GB", *here): 5.0}
+    ultra = {**a2, ("core", "A2 Ultra", *here): 0.05, ("ram", "A2 Ultra", *here): 0.006}
+    priced = vm_prices(ultra, ["a2-ultragpu-1g"], NOW).lookup("a2-ultragpu-1g", *here)
+    assert priced is not None and priced.usd_per_hour == pytest.approx(12 * 0.05 + 170 * 0.006 + 5.0)
+    without = vm_prices(a2, ["a2-ultragpu-1g"], NOW).lookup("a2-ultragpu-1g", *here)  # none of its own: A2's
+    assert without is not None and without.usd_per_hour == pytest.approx(12 * 0.03 + 170 * 0.004 + 5.0)

@@ -12,7 +12,7 @@ skipped. The unit price is the first tier's (``tiered_rates`` starting at 0), pe
 per GiB-hour for RAM.
 
 Shapes it knows (``zen.core.prices.SHAPES``): a2-highgpu-{1,2,4,8}g and a2-megagpu-16g (A2 + Nvidia Tesla
-A100), a2-ultragpu-{1,2,4,8}g (A2 + Nvidia Tesla A100 80GB), g2-standard-{4,8,12,16,24,32,48,96} (G2 +
+A100), a2-ultragpu-{1,2,4,8}g (A2 Ultra, else A2, + Nvidia Tesla A100 80GB), g2-standard-{4,8,12,16,24,32,48,96} (G2 +
 Nvidia L4), a3-highgpu-{1,2,4,8}g (A3 + Nvidia H100 80GB). Another machine type stays unpriced unless
 the configuration prices it (``pricing.overrides``).
 
@@ -36,7 +36,8 @@ CALL_TIMEOUT_S = 60.0  # per page
 PAGE_SIZE = 5000  # SKUs asked per page: Compute Engine's ~30k SKUs in a few calls
 _SKIPPED = ("commitment", "reserved", "calendar mode", "sole tenancy", "custom", "premium", "upgrade", "local ssd")
 _MODEL_PREFIX = (("Spot Preemptible ", "spot"), ("DWS Defined Duration ", "flex-start"))
-_PART = re.compile(r"^(?P<family>[A-Z][0-9A-Za-z]*?)(?: Instance)? (?P<part>Core|Ram) running in ")
+# A family is one word ("A2") or more ("A2 Ultra": a2-ultragpu's own core and RAM SKUs).
+_PART = re.compile(r"^(?P<family>[A-Z][0-9A-Za-z]*(?: [A-Z][a-z]+)*?)(?: Instance)? (?P<part>Core|Ram) running in ")
 _GPU = re.compile(r"^(?P<gpu>Nvidia .+?) GPU (?:running in |attached to (?P<how>Spot Preemptible|DWS Defined "
                   r"Duration) VMs running in )")
 
@@ -107,7 +108,8 @@ def parts_of(skus: Iterable[Any], regions: set[str] | None = None) -> dict[Part,
 
 
 def vm_prices(parts: dict[Part, float], machine_types: Iterable[str], fetched_at: datetime) -> PriceTable:
-    """The price of each known machine type in each region and model all three of its parts are priced in."""
+    """The price of each known machine type in each region and model all three of its parts are priced in. A
+    family of more words (``A2 Ultra``) without core and RAM SKUs of its own in a place takes its first word's."""
     places = {(region, model) for (_, _, region, model) in parts}
     prices: dict[Key, Price] = {}
     for machine in machine_types:
@@ -115,8 +117,9 @@ def vm_prices(parts: dict[Part, float], machine_types: Iterable[str], fetched_at
         if shape is None:
             continue
         for region, model in sorted(places):
-            core = parts.get(("core", shape.family, region, model))
-            ram = parts.get(("ram", shape.family, region, model))
+            core, ram = next(((c, r) for family in dict.fromkeys((shape.family, shape.family.split()[0]))
+                              if (c := parts.get(("core", family, region, model))) is not None
+                              and (r := parts.get(("ram", family, region, model))) is not None), (None, None))
             gpu = parts.get(("gpu", shape.gpu, region, model))
             if core is not None and ram is not None and gpu is not None:
                 prices[(machine, region, model)] = Price(round(vm_price(shape, core, ram, gpu), 6), "catalog",

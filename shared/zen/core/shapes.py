@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Shape:
-    """What one machine type holds: its family's SKUs (``A2``, ``G2``, ``A3``), vCPUs, GiB of RAM, and its
+    """What one machine type holds: its family's SKUs (``A2``, ``A2 Ultra``, ``G2``, ``A3``), vCPUs, GiB of RAM, and its
     GPUs (the catalog's name for the GPU, e.g. ``Nvidia Tesla A100``, and how many)."""
 
     family: str
@@ -23,7 +23,7 @@ class Shape:
 def _shapes() -> dict[str, Shape]:
     shapes = {f"a2-highgpu-{n}g": Shape("A2", 12 * n, 85.0 * n, "Nvidia Tesla A100", n) for n in (1, 2, 4, 8)}
     shapes["a2-megagpu-16g"] = Shape("A2", 96, 1360.0, "Nvidia Tesla A100", 16)
-    shapes.update({f"a2-ultragpu-{n}g": Shape("A2", 12 * n, 170.0 * n, "Nvidia Tesla A100 80GB", n)
+    shapes.update({f"a2-ultragpu-{n}g": Shape("A2 Ultra", 12 * n, 170.0 * n, "Nvidia Tesla A100 80GB", n)
                    for n in (1, 2, 4, 8)})
     for vcpus, gpus in ((4, 1), (8, 1), (12, 1), (16, 1), (24, 2), (32, 1), (48, 4), (96, 8)):
         shapes[f"g2-standard-{vcpus}"] = Shape("G2", vcpus, 4.0 * vcpus, "Nvidia L4", gpus)
