@@ -319,3 +319,16 @@ def test_email_goes_through_the_sendgrid_style_api_with_the_key_from_its_secret(
     assert (row["target"], row["state"]) == ("email alice@example.com", "sent")
     assert where_in_postgres(db, TOKEN) == []
     assert not [r for r in caplog.records if TOKEN in r.getMessage() + json.dumps(r.__dict__, default=str)]
+
+
+def test_a_reason_in_slack_is_text_not_a_mention_or_a_link(notifying, publisher, sink, config):
+    """A stop's reason is its sender's words: "<!channel>" in it pinged the whole channel, and
+    "<https://...|text>" showed a link under words Zen did not write. Slack's own escapes keep them text."""
+    zen, functions = notifying
+    slack = {"slack": f"{secret(config, 'zen-notify-slack')}/versions/latest", "on": ["CANCELLED"]}
+    functions.submit(job_request("sl-1", notify=[slack]))
+    functions.stop({"job_id": "sl-1", "reason": "<!channel> see <https://x.example/|the docs> & retry"})
+    deliver_all(functions, events(publisher))
+    [message] = sink.on("slack")
+    text = message["body"]["text"]
+    assert "&lt;!channel&gt; see &lt;https://x.example/|the docs&gt; &amp; retry" in text and "<" not in text

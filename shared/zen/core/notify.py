@@ -197,10 +197,13 @@ def webhook_body(notice: str, event: dict[str, Any], job: dict[str, Any], key: s
 
 
 def slack_body(notice: str, event: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
-    """A Slack incoming webhook's message: one mrkdwn line."""
+    """A Slack incoming webhook's message: one mrkdwn line, its ``&``, ``<`` and ``>`` escaped as Slack asks:
+    a reason is the job's or its user's words (a stop's reason, its output's last line), and ``<!channel>``
+    or ``<https://...|text>`` in it would ping the channel or show a link the user did not write."""
     mark = {"SUCCEEDED": ":white_check_mark:", "FAILED": ":x:", "CANCELLED": ":no_entry_sign:",
             "PREEMPTED": ":warning:"}[notice]
-    return {"text": f"{mark} {summary(notice, event, job)}"}
+    text = summary(notice, event, job).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return {"text": f"{mark} {text}"}
 
 
 def email_body(notice: str, event: dict[str, Any], job: dict[str, Any], sender: str, to: str) -> dict[str, Any]:
