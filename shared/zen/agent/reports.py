@@ -44,7 +44,7 @@ def fit_message(text: str | None) -> str | None:
 
 
 class Publish(Protocol):
-    def __call__(self, message: Message, *, budget_s: float, **abandon: Callable[[], bool]) -> None: ...
+    def __call__(self, message: Message, *, budget_s: float, abandon: Callable[[], bool] = ...) -> None: ...
 
 
 @dataclass
