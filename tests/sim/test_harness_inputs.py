@@ -230,3 +230,51 @@ def test_max_jobs_keeps_the_first_synthetic_jobs_and_a_byte_order_mark_is_no_col
     assert json.loads((tmp_path / "o" / "report.json").read_text())["policies"]["zen"]["jobs"] == 1  # of 4
     rc, policies, err = _cli(tmp_path, capsys, SMALL, "--policies", "zen", jobs_csv="\ufeff" + HEADER + "j1,0,600,c,,\n")
     assert rc == 0 and policies["zen"]["never_started"] == 0, err
+
+
+# A model's own capacity before its series starts, and a compressed CSV's checkpoints -----------------------
+SPOT_SERIES_LATER = """
+clusters: [{name: c, gpu_count: 4, machine_type: a2-highgpu-4g, regions: [r1], max_vms_per_region: 8, max_vms: 8}]
+zones: {r1: [r1-a]}
+capacity:
+  default: unlimited
+  schedule:
+    - {at_s: 0, zone: r1-a, machine_type: a2-highgpu-4g, capacity: 1}
+    - {at_s: 3600, zone: r1-a, machine_type: a2-highgpu-4g, model: spot, capacity: 1}
+boot: {dist: fixed, s: 100}
+"""
+
+
+def test_a_models_own_series_not_yet_started_reads_the_machine_types_not_the_default():
+    """Spot's own series starts an hour in; before it, spot VMs read the scenario's default (unlimited), not
+    the machine type's capacity of 1: five VMs ran at once where the trace allowed one."""
+    scenario = parse_scenario(SPOT_SERIES_LATER, source="t.yaml")
+    assert scenario.capacity.capacity("r1-a", "a2-highgpu-4g@spot", 0) == 1
+    assert scenario.capacity.capacity("r1-a", "a2-highgpu-4g@spot", 3600) == 1
+    jobs = [SimJob(f"j{i}", "c", 0.0, 600.0, ("r1",)) for i in range(5)]
+    result = Simulation(scenario, jobs, make_policy("single-region"), horizon_s=3000).run()
+    assert result.peak_vms == 1
+
+
+PREEMPTED_ONCE = """
+clusters: [{name: c, gpu_count: 4, machine_type: a2-highgpu-4g, regions: [r1], max_vms_per_region: 1, max_vms: 1}]
+zones: {r1: [r1-a]}
+capacity: {default: 1, schedule: [{at_s: 1000, zone: r1-a, capacity: 0}, {at_s: 1100, zone: r1-a, capacity: 1}]}
+boot: {dist: fixed, s: 100}
+delete_s: 0
+prices: {r1: {spot: 3.6}}
+"""
+
+
+def test_compression_divides_a_csv_jobs_checkpoint_interval_as_it_does_its_run(tmp_path):
+    """A 10 h job checkpointing every 10 min, compressed 10x, is a 1 h run: it checkpoints every minute, and a
+    preemption 900 s in loses nothing. The interval was left at 600 s: 300 s of its run thrown away."""
+    from zen_dev.sim.jobs import load_jobs
+
+    csv = tmp_path / "jobs.csv"
+    csv.write_text("job_id,submit_s,duration_s,cluster,regions,priority,checkpoint_every_s\nj,0,36000,c,,0,600\n")
+    scenario = parse_scenario(PREEMPTED_ONCE, source="t.yaml")
+    [job] = load_jobs(scenario, str(csv), compression=10)
+    assert (job.duration_s, job.checkpoint_every_s) == (3600, 60)
+    result = Simulation(scenario, [job], make_policy("single-region"), horizon_s=8000).run()
+    assert result.preemptions == 1 and result.rework_gpu_seconds == 0

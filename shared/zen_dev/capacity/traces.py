@@ -184,8 +184,18 @@ class CapacitySchedule:
         series = StepSeries(times, values, before=values[0], shift=offset_s, period=period)
         self.set_series(zone, machine_type, series)
 
+    @staticmethod
+    def _fallbacks(zone: str, machine_type: str) -> list[tuple[str, str | None]]:
+        """The series a key reads, first that has started first: its own; for one model's own capacity
+        (``<machine type>@<model>``) the model's zone-wide one, then the machine type's; the zone's."""
+        keys: list[tuple[str, str | None]] = [(zone, machine_type)]
+        base, at, model = machine_type.partition("@")
+        if at and base:
+            keys += [(zone, f"@{model}"), (zone, base)]
+        return keys + [(zone, None)]
+
     def capacity(self, zone: str, machine_type: str, t_seconds: float) -> int:
-        for key in ((zone, machine_type), (zone, None)):
+        for key in self._fallbacks(zone, machine_type):
             series = self._series.get(key)
             value = series.value_at(t_seconds) if series is not None else None
             if value is not None:
@@ -195,7 +205,7 @@ class CapacitySchedule:
     def next_change(self, zone: str, machine_type: str, after_t: float) -> float | None:
         """First cloud time > ``after_t`` where the capacity of this key may change, or None."""
         times = [
-            t for key in ((zone, machine_type), (zone, None))
+            t for key in self._fallbacks(zone, machine_type)
             if (series := self._series.get(key)) is not None
             and (t := series.next_change(after_t)) is not None
         ]

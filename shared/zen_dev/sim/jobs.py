@@ -340,7 +340,7 @@ def csv_jobs(path: Path, clusters: list[SimCluster], *, compression: float | Non
             if every is not None:
                 if not every > 0:
                     raise ValueError(f"checkpoint_every_s is seconds > 0 (got {every:g})")
-                job = replace(job, checkpoint_every_s=every)
+                job = replace(job, checkpoint_every_s=every / compression)  # a time of the trace, as its run's
             accepts = (row.get("provisioning") or "").strip()
             if accepts and check_accepted(accepts) != ANY:
                 if accepts not in cluster.models:
