@@ -36,6 +36,7 @@ def test_table_and_reports(tmp_path, capsys):
     assert "plot.png" in out  # written, or a message saying why not
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["policies"]["unlimited"]["jobs"] == 200
+    assert report["seed"] == 14 and "seed 14" in out  # the scenario's, as the table says (it was null)
 
 
 def test_bad_scenario_is_rejected_with_the_line(tmp_path, capsys):

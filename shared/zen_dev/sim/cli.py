@@ -78,14 +78,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     for entry in skipped:
         print(f"note: policy {entry} skipped", file=sys.stderr)
+    seed = scenario.spec.seed if args.seed is None else args.seed  # what the run drew with
     if args.json:
         print(json.dumps(json_report(results)))
     else:
-        seed = scenario.spec.seed if args.seed is None else args.seed
         print(f"scenario {scenario.name}: {scenario.spec.description or '-'}; {len(jobs)} jobs, seed {seed}")
         print(format_table(results))
     if args.out:
-        meta = {"scenario": scenario.name, "jobs_source": args.jobs or "scenario", "seed": args.seed}
+        meta = {"scenario": scenario.name, "jobs_source": args.jobs or "scenario", "seed": seed}
         for message in write_report(results, args.out, meta, scenario):
             print(message, file=sys.stderr if args.json else sys.stdout)
     return 0
