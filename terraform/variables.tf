@@ -396,15 +396,16 @@ variable "notifier" {
     Scaling of the notifier (on_job_event, notifications.tf). It is pushed only the events that can be a
     notice; each request holds one database connection at a time, and an instance opens at most 2 (the
     others wait), so its connections are max_instances x 2: with the defaults, 4, and the functions' 85 +
-    10 reserved, 99 of 100. timeout_s bounds a request: each target's POST waits at most the configuration's
-    notifications.timeout_s (10 s), so keep it above targets x that.
+    10 reserved, 99 of 100. timeout_s bounds a request, which tries an event's targets one after another:
+    each takes at most its secret's read (10 s) and one POST (the configuration's notifications.timeout_s,
+    10 s), and an event may have 8 (a job's 4 and its queue's 4), so 160 s; keep it above that.
   EOT
   type = object({
     max_instances = optional(number, 2)
     concurrency   = optional(number, 8)
     memory        = optional(string, "512Mi")
     cpu           = optional(string, "1")
-    timeout_s     = optional(number, 60)
+    timeout_s     = optional(number, 180)
   })
   default = {}
 }

@@ -20,6 +20,11 @@ ALLOW = ["projects/my-project/secrets/zen-notify-*/versions/*"]
 QUEUES = [{"name": "research", "quota": {CLUSTER: 8}, "users": ["alice"], "secrets": ALLOW},
           {"name": "batch", "quota": {CLUSTER: 8}, "users": ["bob"]}]
 
+
+def in_project(config, reference: str) -> str:
+    """``reference`` (or each of a list's) in this Zen's project, whose secrets alone the notifier may read."""
+    return reference.replace("projects/my-project/", f"projects/{config.project}/")
+
 BAD_NOTIFY = [
     ([{"slack": "https://hooks.slack.com/services/T/B/x"}],
      "notify.0: slack: 'https://hooks.slack.com/services/T/B/x' is not a Secret Manager secret version"),
@@ -42,8 +47,30 @@ def test_a_bad_target_is_rejected_naming_the_field(functions, zen, publisher, no
 
 def test_a_queue_refuses_a_secret_it_does_not_allow(config, db, publisher, clock, db_url, monkeypatch):
     zen, functions = submitted_functions(with_queues(config, QUEUES), db, publisher, clock, db_url, monkeypatch)
-    assert_rejected(functions, zen, publisher, job_request("j", user_id="bob", notify=[{"slack": SLACK}]),
-                    f"secret notify.0.slack: queue batch allows no reference {SLACK}")
+    slack = in_project(config, SLACK)
+    assert_rejected(functions, zen, publisher, job_request("j", user_id="bob", notify=[{"slack": slack}]),
+                    f"secret notify.0.slack: queue batch allows no reference {slack}")
+
+
+def test_a_secret_of_another_project_is_refused_naming_this_one(config, db, publisher, clock, db_url, monkeypatch):
+    """The notifier may read its own project's secrets alone (terraform's grant): one of another project was
+    accepted at submission, and its every notice refused at delivery (PermissionDenied), for good."""
+    queues = [{**QUEUES[0], "secrets": ["projects/*/secrets/zen-notify-*/versions/*"]}]
+    zen, functions = submitted_functions(with_queues(config, queues), db, publisher, clock, db_url, monkeypatch)
+    assert_rejected(functions, zen, publisher, job_request("j", notify=[{"slack": SLACK}]),
+                    f"notify.0.slack: the notifier reads only secrets of this Zen's project {config.project}, "
+                    "not my-project's")
+    functions.submit(job_request("ok", notify=[{"slack": in_project(config, SLACK)}]))
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "ok").status.value == "QUEUED"
+
+
+def test_an_email_key_the_notifier_may_not_read_is_refused_at_load(config):
+    email = {"api_key_secret": "projects/my-project/secrets/sendgrid-key/versions/1", "sender": "zen@example.com",
+             "recipients": ["*@example.com"]}
+    with pytest.raises((ConfigError, ValueError), match="email.api_key_secret: the notifier reads only secrets "
+                                                        r"named zen-notify-\*, not sendgrid-key"):
+        ZenConfig.model_validate({**config.model_dump(), "notifications": {"email": email}})
 
 
 def test_a_secret_the_notifier_may_not_read_is_refused(config, db, publisher, clock, db_url, monkeypatch):
@@ -70,16 +97,18 @@ def test_email_to_an_address_not_allowed_is_refused(config, db, publisher, clock
 
 
 def test_an_allowed_target_is_stored_as_its_reference(config, db, publisher, clock, db_url, monkeypatch):
-    zen, functions = submitted_functions(with_queues(config, QUEUES), db, publisher, clock, db_url, monkeypatch)
+    queues = [{**QUEUES[0], "secrets": [in_project(config, ALLOW[0])]}, QUEUES[1]]
+    zen, functions = submitted_functions(with_queues(config, queues), db, publisher, clock, db_url, monkeypatch)
+    slack, hook = in_project(config, SLACK), in_project(config, HOOK)
 
-    functions.submit(job_request("j", notify=[{"slack": SLACK, "on": ["FAILED", "PREEMPTED"]}, {"webhook": HOOK}]))
+    functions.submit(job_request("j", notify=[{"slack": slack, "on": ["FAILED", "PREEMPTED"]}, {"webhook": hook}]))
 
     with zen.db.transaction() as session:
         job = repository.get_job(session, "j")
     assert job.status.value == "QUEUED"
     assert job.request["notify"] == [
-        {"slack": SLACK, "on": ["FAILED", "PREEMPTED"]},
-        {"webhook": HOOK, "on": ["SUCCEEDED", "FAILED", "CANCELLED", "PREEMPTED"]}]
+        {"slack": slack, "on": ["FAILED", "PREEMPTED"]},
+        {"webhook": hook, "on": ["SUCCEEDED", "FAILED", "CANCELLED", "PREEMPTED"]}]
 
 
 def test_a_queue_notify_is_checked_with_the_configuration(config):
@@ -95,7 +124,8 @@ def test_zen_submit_refuses_with_the_functions_rule(config):
     from zen.core.models import JobRequest
     from zen.jobs.placement import resolve_request
 
-    queued = with_queues(config, QUEUES)
-    assert resolve_request(queued, JobRequest.model_validate(job_request("x", notify=[{"slack": SLACK}]))).queue
+    queued = with_queues(config, [{**QUEUES[0], "secrets": [in_project(config, ALLOW[0])]}, QUEUES[1]])
+    slack = in_project(config, SLACK)
+    assert resolve_request(queued, JobRequest.model_validate(job_request("x", notify=[{"slack": slack}]))).queue
     with pytest.raises(Rejected, match="secret notify.0.slack: queue batch allows no reference"):
-        resolve_request(queued, JobRequest.model_validate(job_request("x", user_id="bob", notify=[{"slack": SLACK}])))
+        resolve_request(queued, JobRequest.model_validate(job_request("x", user_id="bob", notify=[{"slack": slack}])))

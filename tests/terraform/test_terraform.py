@@ -698,3 +698,19 @@ def test_a_budget_alerts_on_the_projects_spend_when_a_billing_account_is_given(m
     assert budget["count"] == "${var.billing_account == null ? 0 : 1}"
     assert budget["budget_filter"][0]["projects"] == ["projects/${data.google_project.this.number}"]
     assert sorted(rule["threshold_percent"] for rule in budget["threshold_rules"]) == [0.5, 0.9, 1.0, 1.0]
+
+
+def test_the_notifiers_timeout_outlasts_one_events_deliveries(module):
+    """An event tries its targets one after another (a job's and its queue's, 2 x MAX_TARGETS), each a secret
+    read and one POST at most: the 60 s default cut a request of slow targets short, and the healthy ones
+    after them heard nothing until a redelivery, or the dead letter."""
+    import re
+
+    from zen.adapters.secret_manager import CALL_TIMEOUT_S
+    from zen.core.config import load_config
+    from zen.core.notify import MAX_TARGETS
+
+    default = re.search(r"timeout_s\s*=\s*optional\(number,\s*(\d+)\)", str(module.variables["notifier"]["type"]))
+    assert default is not None
+    per_target = CALL_TIMEOUT_S + load_config().notifications.timeout_s
+    assert int(default.group(1)) >= 2 * MAX_TARGETS * per_target

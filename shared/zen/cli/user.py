@@ -158,6 +158,7 @@ def check_request(request: JobRequest) -> tuple[str, list[str]]:
     from zen.jobs.placement import resolve_request
 
     config = load_config()
+    config = config.model_copy(update={"project": os.environ.get("ZEN_PROJECT") or config.project})  # where it goes
     envelope = PubSubEnvelope(message_id="zen-submit", data=request.to_bytes())
     try:
         checked = decode_payload(envelope, JobRequest, config.limits.max_message_bytes)

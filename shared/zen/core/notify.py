@@ -109,15 +109,31 @@ class NotificationsConfig(BaseModel):
     timeout_s: float = Field(default=10, gt=0, le=60, description="One POST to an endpoint")
     email: EmailConfig | None = None
 
+    @model_validator(mode="after")
+    def _key_readable(self) -> "NotificationsConfig":
+        """The email API's key is read by the notifier, which may read only ``secret_prefix`` secrets: one
+        named otherwise loaded, and every email notice then failed for good on its read."""
+        if self.email is not None and not (name := self.email.api_key_secret.split("/")[3]).startswith(
+                self.secret_prefix):
+            raise ValueError(f"email.api_key_secret: the notifier reads only secrets named {self.secret_prefix}*, "
+                             f"not {name}: store the key in a secret named {self.secret_prefix}{name}")
+        return self
 
-def refused_target(config: NotificationsConfig, target: NotifyTarget, where: str) -> str | None:
-    """Why the notifier could never deliver to ``target`` (None: it could): a secret it may not read, an
-    email with no email configured or to an address not allowed."""
+
+def refused_target(config: NotificationsConfig, target: NotifyTarget, where: str,
+                   project: str | None = None) -> str | None:
+    """Why the notifier could never deliver to ``target`` (None: it could): a secret it may not read (named
+    otherwise than ``secret_prefix``, or, given this Zen's ``project``, of another project: terraform grants it
+    this project's alone; a project number is let through, IAM judges it), an email with no email configured
+    or to an address not allowed."""
     if target.secret is not None:
-        name = target.secret.split("/")[3]
+        _, owner, _, name, *_ = target.secret.split("/")
         if not name.startswith(config.secret_prefix):
             return (f"{where}.{target.kind}: the notifier reads only secrets named {config.secret_prefix}*, not "
                     f"{name}: store the URL in a secret named {config.secret_prefix}{name}")
+        if project is not None and owner != project and not owner.isdigit():
+            return (f"{where}.{target.kind}: the notifier reads only secrets of this Zen's project {project}, not "
+                    f"{owner}'s: store the URL in projects/{project}/secrets/{name}")
         return None
     assert target.email is not None
     if config.email is None:

@@ -92,7 +92,7 @@ def check_notify(config: ZenConfig, notify: list[NotifyTarget] | None, queue: st
     (``notifications.secret_prefix``), an email address the configuration allows (``zen.core.notify``)."""
     for index, target in enumerate(notify or ()):
         where = f"notify.{index}"
-        if (reason := refused_target(config.notifications, target, where)) is not None:
+        if (reason := refused_target(config.notifications, target, where, config.project)) is not None:
             raise Rejected(reason)
         if target.secret is not None:
             check_secrets(config, {f"{where}.{target.kind}": target.secret}, queue)
