@@ -29,8 +29,8 @@
 #     zen-config         optional: the YAML configuration (topic and subscription names, clusters);
 #                        absent (404), the default shipped with the package is used
 # - The VM's service account may pull from Artifact Registry, read the wheel's bucket, publish to
-#   zen-heartbeats, create subscriptions zen-vm-control-<vm> on zen-vm-control and consume them (never
-#   deleted: they expire after a day unread), consume zen-job-start-<cluster>-<region>, and write log
+#   zen-heartbeats, consume its subscription zen-vm-control-<vm> on zen-vm-control (the tick makes it
+#   and grants it; never deleted: it expires after a day unread), consume zen-job-start-<cluster>-<region>, and write log
 #   entries (roles/logging.logWriter):
 #   the agent ships every job's output to Cloud Logging (log zen-jobs), never only to this disk.
 #   The agent uses the metadata server's credentials (Application Default Credentials); no key files.
