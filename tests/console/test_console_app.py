@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.messages import agent_run, job_request
+from tests.messages import agent_run, heartbeat, job_request
 from zen.adapters.joblogs import LocalReader, LocalSink, OutputEntry
 from zen.console.app import create_app
 from zen.console.viewers import LOCAL_HEADER, local_identity
@@ -288,3 +288,27 @@ def test_the_local_console_answers_requests_sent_to_this_machine_only(config, db
         answer = client.get("/jobs", headers={"Host": host, LOCAL_HEADER: "root@example.com"})
         assert answer.status_code == code, (hosts, host)
         assert ("open it by one of those names" in answer.get_data(as_text=True)) == (code == 403)
+
+
+def test_a_gangs_output_resumed_after_a_reconnect_misses_no_line(setup, clock):
+    """Each node numbers its own lines from 1, and a line's id was ``attempt:seq`` alone: a browser that
+    reconnected (a dropped connection, or the stream's 5 minutes up) skipped the other nodes' lines not
+    sent yet, with nothing saying so. The id now holds each VM's last line."""
+    _, functions, client, logs = setup
+    functions.submit(job_request("g", user_id="alice", nodes=2))
+    for status, seq in (("CLAIMED", 1), ("RUNNING", 2), ("SUCCEEDED", 3)):
+        for vm in ("vm-1", "vm-2"):
+            functions.heartbeat(heartbeat("g", status, seq, vm=vm, **(
+                {"ip": f"10.0.0.{vm[-1]}"} if status == "CLAIMED" else {"exit_code": 0} if seq == 3 else {})))
+    LocalSink(logs).write([OutputEntry("g", 1, "stdout", vm, seq, "t", f"{vm} line {seq}")
+                           for vm in ("vm-1", "vm-2") for seq in (1, 2, 3)])
+
+    def lines(headers=None):
+        text = client.get("/jobs/g/output", headers=headers or {}).get_data(as_text=True)
+        return [(m.group(1), json.loads(m.group(2))["text"])
+                for m in re.finditer(r"id: (\S+)\nevent: line\ndata: (.+)\n", text)]
+
+    full = lines()
+    assert len(full) == 6 and len({event_id for event_id, _ in full}) == 6
+    for cut in range(1, 6):  # the browser got the first `cut` lines, then reconnected
+        assert lines({"Last-Event-ID": full[cut - 1][0]}) == full[cut:], cut

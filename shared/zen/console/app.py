@@ -15,6 +15,7 @@ import json
 import logging
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -122,7 +123,8 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
     @app.get("/jobs/<job_id>/output")
     def output(job_id: str):
         """The job's output as server-sent events, as ``zen logs -f`` prints it: one ``line`` event per
-        entry (id ``attempt:seq``, so a reconnecting browser resumes after the last it got), then ``end``."""
+        entry, then ``end``. A line's id is where the stream is (``Resume``), so a reconnecting browser
+        resumes after the last it got."""
         from zen.store import repository
 
         viewer: Viewer = g.viewer
@@ -137,7 +139,7 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
         return Response(stream_with_context(_stream(job_id, after)), mimetype="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
-    def _stream(job_id: str, after: tuple[int, int]) -> Iterator[str]:
+    def _stream(job_id: str, after: "Resume") -> Iterator[str]:
         from zen.store import repository
 
         reader = reader_factory()  # type: ignore[misc]
@@ -151,12 +153,13 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
             got = False
             for attempt in range(1, (current.attempt if current else 0) + 1):
                 for entry in reader.new_entries(job_id, attempt):
-                    if (entry.attempt, entry.seq) <= after:
+                    if after.sent(entry.attempt, entry.vm, entry.seq):
                         continue
                     got = True
+                    after = after.past(entry.attempt, entry.vm, entry.seq)
                     data = {"attempt": entry.attempt, "stream": entry.stream, "vm": entry.vm, "text": entry.text,
                             "final": entry.final}
-                    yield f"id: {entry.attempt}:{entry.seq}\nevent: line\ndata: {json.dumps(data)}\n\n"
+                    yield f"id: {after}\nevent: line\ndata: {json.dumps(data)}\n\n"
             if current is not None and current.status.terminal:
                 ended_at = None if got else (ended_at or time.monotonic())
                 if ended_at is not None and time.monotonic() - ended_at >= settle_s:
@@ -264,9 +267,36 @@ def _keyset_query() -> dict[str, str]:
     return {k: request.args[k] for k in ("before", "before_id") if request.args.get(k)}
 
 
-def _resume_point(text: str) -> tuple[int, int]:
-    attempt, _, seq = text.partition(":")
+@dataclass(frozen=True)
+class Resume:
+    """Where a job's output stream is: its attempt, and the last line sent of each of that attempt's VMs
+    (each numbers its own lines: a gang's nodes from 1 each). Written ``attempt:vm=seq;vm=seq`` as the
+    event id; an older page's ``attempt:seq`` counts for every VM."""
+
+    attempt: int = 0
+    seqs: tuple[tuple[str, int], ...] = ()
+    any_vm: int = -1  # the ``attempt:seq`` form's seq
+
+    def sent(self, attempt: int, vm: str, seq: int) -> bool:
+        if attempt != self.attempt:
+            return attempt < self.attempt
+        return seq <= max(dict(self.seqs).get(vm, -1), self.any_vm)
+
+    def past(self, attempt: int, vm: str, seq: int) -> "Resume":
+        if attempt != self.attempt:
+            return Resume(attempt, ((vm, seq),))
+        return Resume(attempt, tuple(sorted({**dict(self.seqs), vm: seq}.items())), self.any_vm)
+
+    def __str__(self) -> str:
+        return f"{self.attempt}:" + ";".join(f"{vm}={seq}" for vm, seq in self.seqs)
+
+
+def _resume_point(text: str) -> Resume:
+    attempt, _, rest = text.partition(":")
     try:
-        return int(attempt), int(seq)
+        if "=" not in rest:
+            return Resume(int(attempt), any_vm=int(rest))
+        seqs = tuple(sorted((vm, int(seq)) for vm, _, seq in (part.partition("=") for part in rest.split(";"))))
+        return Resume(int(attempt), seqs)
     except ValueError:
-        return 0, -1
+        return Resume()
