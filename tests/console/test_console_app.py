@@ -241,6 +241,11 @@ def test_the_console_function_serves_the_app_through_functions_framework(config,
     assert answer.status_code == 401 and "x-goog-iap-jwt-assertion" in answer.get_data(as_text=True)
     with pytest.raises(ConfigError, match="ZEN_CONSOLE_IAP_AUDIENCE"):
         from_env({"ZEN_CLOUDSQL_INSTANCE": "p:r:i"})
+    # Nor on a database given by URL: the function believed any caller's X-Zen-As (Host: localhost passes the
+    # local check), so whoever reached it saw every job.
+    with pytest.raises(ConfigError, match="the console runs as the console function but ZEN_CONSOLE_IAP_AUDIENCE"):
+        from_env({"ZEN_DATABASE_URL": db_url})
+    assert from_env({"ZEN_DATABASE_URL": db_url}, local=True)  # zen console on this machine
 
 
 def test_zen_console_without_a_database_says_what_it_needs(no_database, capsys):

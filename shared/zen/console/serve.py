@@ -3,8 +3,9 @@ process, ``zen console``) or the ``console`` HTTP function (functions/main.py).
 
 - ``ZEN_DATABASE_URL`` or ``ZEN_CLOUDSQL_INSTANCE`` (+ ``ZEN_DB_USER``): the database, read through a
   read-only role where the deploy has one (terraform: the console's own IAM user, granted ``zen_reader``);
-- ``ZEN_CONSOLE_IAP_AUDIENCE``: the audience of Identity-Aware Proxy's signed header; a console on Cloud SQL
-  refuses to start without it (it would show every job to whoever reaches it);
+- ``ZEN_CONSOLE_IAP_AUDIENCE``: the audience of Identity-Aware Proxy's signed header; the ``console``
+  function refuses to start without it, whatever its database (it would believe any caller's
+  ``X-Zen-As`` and show every job to whoever reaches it), and so does a local console on Cloud SQL;
 - ``ZEN_JOB_LOGS_DIR`` (a local stack) or Cloud Logging: where job output is read (as ``zen logs``);
 - ``ZEN_CONSOLE_REFRESH_S``: how often a page fetches its live part again (default 2 s).
 """
@@ -22,7 +23,9 @@ from zen.core.errors import ConfigError
 AUDIENCE_ENV = "ZEN_CONSOLE_IAP_AUDIENCE"
 
 
-def from_env(env: Mapping[str, str] = os.environ, hosts: tuple[str, ...] = ()) -> Flask:
+def from_env(env: Mapping[str, str] = os.environ, hosts: tuple[str, ...] = (), *, local: bool = False) -> Flask:
+    """The console for this environment; ``local``: ``zen console`` on this machine, which may name its
+    viewer itself (``X-Zen-As``) when there is no IAP audience and no Cloud SQL; the function never may."""
     from zen.adapters.cloud_logging import reader_from_env
     from zen.console.app import REFRESH_S, create_app
     from zen.console.viewers import iap_identity, local_identity
@@ -35,8 +38,9 @@ def from_env(env: Mapping[str, str] = os.environ, hosts: tuple[str, ...] = ()) -
         from zen.adapters.iap import IapAssertions
 
         identify = iap_identity(IapAssertions(audience).email)
-    elif env.get("ZEN_CLOUDSQL_INSTANCE"):
-        raise ConfigError(f"the console reads Cloud SQL but {AUDIENCE_ENV} is not set: it serves viewers named "
+    elif env.get("ZEN_CLOUDSQL_INSTANCE") or not local:
+        where = "reads Cloud SQL" if env.get("ZEN_CLOUDSQL_INSTANCE") else "runs as the console function"
+        raise ConfigError(f"the console {where} but {AUDIENCE_ENV} is not set: it serves viewers named "
                           "by Identity-Aware Proxy's signed header only (terraform sets it)")
     else:
         identify = local_identity(hosts=hosts)  # the address it listens on, besides loopback names
@@ -64,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8097, help="port (default 8097)")
     args = parser.parse_args(argv)
-    app = from_env(hosts=(args.host,))
+    app = from_env(hosts=(args.host,), local=True)
     print(f"Zen console: http://{args.host}:{args.port}/", flush=True)
     try:
         serve(app, args.host, args.port)
