@@ -317,3 +317,21 @@ def test_a_gangs_output_resumed_after_a_reconnect_misses_no_line(setup, clock):
     assert len(full) == 6 and len({event_id for event_id, _ in full}) == 6
     for cut in range(1, 6):  # the browser got the first `cut` lines, then reconnected
         assert lines({"Last-Event-ID": full[cut - 1][0]}) == full[cut:], cut
+
+
+@pytest.mark.parametrize("before", ["0001-01-01T00:00:00%2B01:00", "9999-12-31T23:59:59-12:00"])
+def test_a_page_key_with_no_moment_in_utc_is_a_400_naming_it(setup, before):
+    """Converted to UTC it overflowed in the database: a 500, "the console failed to build this page"."""
+    _, _, client, _ = setup
+    answer = client.get(f"/jobs?before={before}&before_id=x", headers={"X-Zen-As": "root@example.com"})
+    assert answer.status_code == 400 and "before is out of range" in answer.get_data(as_text=True)
+
+
+def test_a_label_whose_value_holds_a_comma_is_found(setup):
+    """Label values may hold any character; the filter split every comma, so tags=a,b was a 400."""
+    _, functions, client, _ = setup
+    functions.submit(job_request("c1", user_id="alice", labels={"tags": "a,b", "team": "nlp"}))
+    functions.submit(job_request("c2", user_id="alice", labels={"tags": "a"}))
+    assert job_ids(page(client, "/jobs?label=tags%3Da%2Cb", who="root@example.com")) == ["c1"]
+    assert job_ids(page(client, "/jobs?label=tags%3Da%2Cb%2Cteam%3Dnlp", who="root@example.com")) == ["c1"]
+    assert job_ids(page(client, "/jobs?label=tags%3Da", who="root@example.com")) == ["c2"]

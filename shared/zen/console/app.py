@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -241,7 +242,8 @@ def _filters() -> pages.JobFilters:
     if status is not None and status not in {s.value for s in JobStatus}:
         raise BadRequest(f"status must be one of {', '.join(s.value for s in JobStatus)}")
     labels: dict[str, str] = {}
-    for text in filter(None, (args.get("label") or "").split(",")):
+    # KEY=VALUE pairs joined by commas; a comma not followed by KEY= is part of a value (tags=a,b).
+    for text in filter(None, re.split(r",(?=[^,=]*=)", args.get("label") or "")):
         key, sep, value = text.strip().partition("=")
         if not sep or not key:
             raise BadRequest(f"label {text[:60]!r} is not KEY=VALUE")
@@ -260,7 +262,10 @@ def _keyset() -> tuple[datetime, str] | None:
         raise BadRequest("before must be an ISO date and time (the link of the next page gives one)") from None
     if moment.tzinfo is None or not job_id:
         raise BadRequest("before needs a time zone, and before_id a job id")
-    return moment, job_id
+    try:
+        return moment.astimezone(timezone.utc), job_id
+    except OverflowError:  # 0001-01-01T00:00+01:00: no such moment in UTC (the database failed on it: a 500)
+        raise BadRequest("before is out of range: give a date and time between the years 1 and 9999 in UTC") from None
 
 
 def _keyset_query() -> dict[str, str]:
