@@ -51,7 +51,7 @@ def big_db(pg_server, template_db):
 def _listing(**given):
     """``recent_jobs``'s parameters: every filter off but those given."""
     return {**dict(status=None, cluster=None, user_id=None, since=None, labels="{}", limit=50, queue=None, array_id=None,
-                   before_at=None, before_id=None, viewer=None, viewer_queues="[]"), **given}
+                   before_at=None, before_id=None, owner=None, not_owner=None), **given}
 
 
 HOT_QUERIES = [
@@ -95,9 +95,9 @@ HOT_QUERIES = [
     ("recent_jobs", _listing(user_id="alice")),
     ("recent_jobs", _listing(status="RUNNING", cluster="1xl4", since=NOW - timedelta(hours=2), labels='{"team": "vision"}')),
     ("recent_jobs", _listing(array_id="sweep-3")),
-    # The console's queues page: the jobs waiting in a queue, as a member of two queues sees them.
-    ("recent_jobs", _listing(status="PENDING", queue="q1", limit=20, viewer="u2", viewer_queues='["q1", "q2"]')),
-    ("recent_jobs", _listing(status="QUEUED", queue="q1", limit=20, viewer="u2", viewer_queues='["q1", "q2"]')),
+    # The console's queues page: the jobs waiting in a queue, as a member of it sees them (its own, the others').
+    ("recent_jobs", _listing(status="PENDING", queue="q1", limit=20, owner="u2")),
+    ("recent_jobs", _listing(status="QUEUED", queue="q1", limit=20, not_owner="u2")),
     ("active_jobs", {"limit": 23}),
     ("rejections_of_job", {"job_id": "job-9", "message_id": None}),  # `zen submit --wait` polls it
     ("count_active_jobs", {}),
@@ -123,23 +123,55 @@ def test_hot_query_reads_through_an_index(big_db, name, params):
     assert "Seq Scan on jobs" not in plan and "Seq Scan on outbox" not in plan, plan
 
 
-@pytest.mark.parametrize("viewer, viewer_queues", [(None, "[]"), ("u", '["q1", "q2"]')], ids=["admin", "member"])
-def test_a_console_page_far_down_the_list_enters_the_index_at_its_keyset(big_db, viewer, viewer_queues):
+def rows_read(plan: str) -> int:
+    """The rows the plan's index scans returned and its filters removed: what a page cost."""
+    return sum(int(n) for n in re.findall(r"Index Scan using \S+ on jobs .*?actual rows=(\d+)", plan)) + sum(
+        int(n) for n in re.findall(r"Rows Removed by Filter: (\d+)", plan))
+
+
+@pytest.mark.parametrize("scope, first", [({}, "job-40001"), ({"owner": "u"}, "job-40001"),
+                                          ({"queue": "q1", "not_owner": "v"}, "job-40005")],
+                         ids=["admin", "a member's own", "a member's queue"])
+def test_a_console_page_far_down_the_list_enters_the_index_at_its_keyset(big_db, scope, first):
     """The console's job list (``recent_jobs`` with a keyset, zen.console.pages.job_list): page 800 of 50
-    starts where the page before ended, inside jobs_recent (an Index Cond on the keyset), so it reads its
-    51 rows, not the 40,000 above them. EXPLAIN ANALYZE shows both."""
-    params = _listing(before_at=NOW - timedelta(seconds=40_000), before_id="job-40000", limit=51, viewer=viewer,
-                      viewer_queues=viewer_queues)
+    starts where the page before ended, inside an index (an Index Cond on the keyset), so it reads about its
+    51 rows (a twelfth of the jobs are q1's: 12 x 51), not the 40,000 above them: for an admin, and for each
+    read of a member's (their own jobs, each of their queues'). EXPLAIN ANALYZE shows both."""
+    params = _listing(before_at=NOW - timedelta(seconds=40_000), before_id="job-40000", limit=51, **scope)
     with big_db.transaction() as session:
         plan = "\n".join(row["QUERY PLAN"] for row in session.sql(
             "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) " + big_db.queries["recent_jobs"], **params))
         rows = session.sql(big_db.queries["recent_jobs"], **params)
     print(plan)
-    assert "Index Scan using jobs_recent on jobs" in plan and "Index Cond: (ROW(submitted_at, job_id) <" in plan, plan
+    assert "ROW(submitted_at, job_id) <" in plan.split("Index Cond: ")[1].splitlines()[0], plan
     assert "Seq Scan on jobs" not in plan and "Sort" not in plan, plan
-    assert [r["job_id"] for r in rows[:2]] == ["job-40001", "job-40002"]
-    read = int(re.search(r"Index Scan using jobs_recent on jobs .*?actual rows=(\d+)", plan).group(1))
-    assert read <= 51, plan
+    assert rows[0]["job_id"] == first and len(rows) == 51
+    assert rows_read(plan) <= 12 * 51, plan
+
+
+def test_a_member_with_few_jobs_reads_a_page_not_the_whole_list(big_db):
+    """A viewer owning 2 jobs and in a queue with none: "theirs or their queues'" filtered one scan of
+    jobs_recent, which walked all 60,000 jobs for the first page, every 2 s while a tab was open. Each read
+    now stops at its page."""
+    from zen.store import repository
+
+    with big_db.transaction() as session:
+        session.sql("UPDATE jobs SET user_id = 'Rare@example.com' WHERE job_id IN ('job-59990', 'job-59991')")
+    try:
+        with big_db.transaction() as session:
+            plans = ["\n".join(row["QUERY PLAN"] for row in session.sql(
+                "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) " + big_db.queries["recent_jobs"], **_listing(limit=51, **scope)))
+                for scope in ({"owner": "rare@example.com"}, {"queue": "q-quiet", "not_owner": "rare@example.com"})]
+            own = repository.recent_jobs(session, limit=51, viewer=("rare@example.com", ["q-quiet"]))
+            merged = repository.recent_jobs(session, limit=51, viewer=("rare@example.com", ["q-quiet", "q1"]))
+        for plan in plans:
+            assert "Seq Scan on jobs" not in plan and rows_read(plan) <= 51, plan
+        assert [j.job_id for j in own] == ["job-59990", "job-59991"]
+        assert [j.job_id for j in merged[:2]] == ["job-9", "job-21"]  # q1's newest (i % 3 == 0, i % 4 == 1)
+        assert len(merged) == 51
+    finally:
+        with big_db.transaction() as session:
+            session.sql("UPDATE jobs SET user_id = 'u' WHERE job_id IN ('job-59990', 'job-59991')")
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,8 @@ history rows and its outbox messages commit together or not at all.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -61,11 +63,23 @@ def recent_jobs(session: Session, *, status: str | None = None, cluster: str | N
                 limit: int = 50, queue: str | None = None, array_id: str | None = None,
                 before: tuple[datetime, str] | None = None, viewer: tuple[str, list[str]] | None = None) -> list[Job]:
     """Newest first (``zen jobs list``, the console's job list). ``before``: the (submitted_at, job_id) of
-    the last row of the page before; ``viewer``: (principal, its queues) when it may not see every job."""
-    rows = session.run("recent_jobs", status=status, cluster=cluster, user_id=user_id, since=since,
-                       labels=json.dumps(labels or {}), limit=limit, queue=queue, array_id=array_id,
-                       before_at=before[0] if before else None, before_id=before[1] if before else None,
-                       viewer=viewer[0] if viewer else None, viewer_queues=json.dumps(viewer[1] if viewer else []))
+    the last row of the page before; ``viewer``: (principal, its queues) when it may not see every job: its
+    own jobs and each of its queues' others, each read through its own index from the keyset, merged."""
+    def read(**scope: str | None) -> list[dict[str, Any]]:
+        return session.run("recent_jobs", status=status, cluster=cluster, user_id=user_id, since=since,
+                           labels=json.dumps(labels or {}), limit=limit, queue=scope.get("queue", queue),
+                           array_id=array_id, before_at=before[0] if before else None,
+                           before_id=before[1] if before else None, owner=scope.get("owner"),
+                           not_owner=scope.get("not_owner"))
+
+    if viewer is None:
+        rows = read()
+    else:
+        principal, theirs = viewer
+        reads = [read(owner=principal)] + [read(queue=name, not_owner=principal)
+                                           for name in sorted(set(theirs)) if queue in (None, name)]
+        merged = heapq.merge(*reads, key=lambda r: (r["submitted_at"], r["job_id"]), reverse=True)
+        rows = list(itertools.islice(merged, limit))  # each read keeps the database's order
     return [job_from_row(r) for r in rows]
 
 
