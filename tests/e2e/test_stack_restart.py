@@ -51,11 +51,17 @@ timings:
 """
 
 
-def test_a_running_job_is_handed_back_to_the_queue_when_the_stack_stops(home):
+def test_a_running_job_is_handed_back_to_the_queue_when_the_stack_stops_and_runs_again_after_up(home):
+    """... and a restarted stack runs it again at once: its requeued start had gone to the Pub/Sub stand-in,
+    which keeps messages in memory only, so the job waited an hour (start_republish_s) beside idle VMs."""
     (home / "zen.yaml").write_text(CONFIG)
     (home / "scenario.yaml").write_text(SCENARIO)
-    stack = LocalStack(home=home / "stack", config_path=home / "zen.yaml", scenario=home / "scenario.yaml",
-                       tick_every_s=2.0, ports=Ports.from_base(free_base_port(start=23500)), fresh=True)
+
+    def new_stack(fresh: bool) -> LocalStack:
+        return LocalStack(home=home / "stack", config_path=home / "zen.yaml", scenario=home / "scenario.yaml",
+                          tick_every_s=2.0, ports=Ports.from_base(free_base_port(start=23500)), fresh=fresh)
+
+    stack = new_stack(fresh=True)
     record = stack.up()
     try:
         with overridden_environ(record["env"]):
@@ -89,3 +95,25 @@ def test_a_running_job_is_handed_back_to_the_queue_when_the_stack_stops(home):
         stack.down()
     assert (after.status.value, after.attempt) == ("QUEUED", 2), history
     assert ("LOST", f"VM {history[2][1].split()[-1]} was preempted (no attempt spent)") in history, history
+
+    again = new_stack(fresh=False)
+    record = again.up()
+    try:
+        with overridden_environ(record["env"]):
+            from zen.store import repository
+            from zen.store.db import Database
+
+            db = Database.from_env()
+            try:
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline:
+                    with db.transaction() as session:
+                        job = repository.get_job(session, "long-1")
+                    if job.status.value == "RUNNING":
+                        break
+                    time.sleep(0.5)
+            finally:
+                db.close()
+    finally:
+        again.down()
+    assert (job.status.value, job.attempt) == ("RUNNING", 2), job

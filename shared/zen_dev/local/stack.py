@@ -273,6 +273,35 @@ class LocalStack:
         # delivered at once (and a bridge that cannot start fails `up`, not the job).
         wait_for_line(bridge_log, "event bridge: ", 60, self._popen("bridge"), after=said_before)
         self._save()
+        self._publish_queued_starts(database_url)
+
+    def _publish_queued_starts(self, database_url: str) -> int:
+        """The start of every job QUEUED when this stack comes up on an earlier one's database, published
+        again, as the tick republishes a start nobody claimed (here at once, not after
+        ``start_republish_s``, an hour): the Pub/Sub stand-in keeps messages in memory only, so the starts
+        of the jobs a stopped stack's VMs handed back (each reports its job PREEMPTED: requeued) went with
+        it, and those jobs waited the hour beside idle VMs. Returns how many."""
+        if self.fresh:
+            return 0
+        from zen.adapters.pubsub import PubSubPublisher
+        from zen.app import Zen
+        from zen.core.clock import utc_now
+        from zen.store.db import Database, parse_database_url
+
+        deadlines = self.config.deadlines.model_copy(update={"start_republish_s": 0.001})
+        config = self.config.model_copy(update={"deadlines": deadlines})
+        now = utc_now()  # one instant: a start published again is not older than it, so each goes once
+        published = 0
+        with overridden_environ({"PUBSUB_EMULATOR_HOST": self.env["PUBSUB_EMULATOR_HOST"]}):
+            db = Database.from_target(parse_database_url(database_url))
+            try:
+                zen = Zen(config, db, PubSubPublisher(config.project), lambda: now)
+                while (done := zen.jobs.sweeps.republish_unclaimed()) > 0:
+                    published += done
+                zen.relay.marks.flush()
+            finally:
+                db.close()
+        return published
 
     def _database(self) -> str:
         from zen.store.db import Database, parse_database_url
