@@ -14,10 +14,12 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
 from tests.messages import job_request
+from tests.token_support import issuer  # noqa: F401  (fixture)
 
 LOOPBACK_METADATA = {"GCE_METADATA_HOST": "127.0.0.1:9", "GCE_METADATA_IP": "127.0.0.1:9", "NO_GCE_CHECK": "True"}
 
@@ -116,6 +118,22 @@ def test_a_stop_says_what_will_happen(zen_cli, publisher, functions):
     forced = zen_cli("stop", "--force", "later-job")
     assert forced.returncode == 0 and "a job submitted with that id in that time is cancelled" in forced.stdout
     assert [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-stop")] == ["job-1", "later-job"]
+
+
+def test_a_stop_zen_would_refuse_its_sender_is_not_sent(zen_cli, publisher, functions, issuer):
+    """`ZEN_AS=bob zen stop` of alice's job said "it will be stopped" and exited 0; Zen refused it, which only
+    `zen rejected` told. The CLI knows the job's owner and the sender its token names: it says so first."""
+    from zen.core.config import GCLOUD_CLIENT_IDS
+
+    functions.submit(job_request("job-a"))  # alice's
+    token = issuer.user_token(email="bob@lab.example", audience=GCLOUD_CLIENT_IDS[0], now=time.time())
+    refused = zen_cli("stop", "job-a", ZEN_ID_TOKEN=token)
+    assert refused.returncode == 1 and publisher.on("zen-job-stop") == []
+    assert "Zen would refuse this stop: bob@lab.example may not stop job job-a, which is alice's" in one_line(refused)
+    assert "--force" in refused.stderr
+    mine = issuer.user_token(email="alice", audience=GCLOUD_CLIENT_IDS[0], now=time.time())
+    assert zen_cli("stop", "job-a", ZEN_ID_TOKEN=mine).returncode == 0
+    assert [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-stop")] == ["job-a"]
 
 
 def test_a_stop_of_a_job_that_ended_is_not_sent(zen_cli, publisher, functions):

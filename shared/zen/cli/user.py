@@ -17,6 +17,7 @@ import secrets
 import string
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -248,12 +249,12 @@ def _read_job(job_id: str):
 
 
 
-def _stop_outlook(job_id: str) -> str:
-    """What the stop will do, from the database when it can be read."""
+def _stop_outlook(job_id: str) -> tuple[str, Any]:
+    """What the stop will do, from the database when it can be read; and the job when it was read."""
     kept = (f"Zen keeps the stop for {EARLY_STOP_KEPT_DAYS} days: a job submitted with that id in that time is "
             "cancelled when it arrives")
     if not database_configured():
-        return f"could not check whether job {job_id} exists (no database configured); if it does not, {kept}"
+        return f"could not check whether job {job_id} exists (no database configured); if it does not, {kept}", None
     try:  # a stop must go out even when the check cannot be made (a runaway job on a GPU VM)
         job = _read_job(job_id)
     except KeyboardInterrupt:
@@ -261,27 +262,34 @@ def _stop_outlook(job_id: str) -> str:
     except Exception as exc:  # noqa: BLE001 - unreachable, no ZEN_DB_USER, no read grant, no credentials
         why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return (f"could not check whether job {job_id} exists (the database could not be read: {why}); "
-                f"if it does not, {kept}")
+                f"if it does not, {kept}"), None
     if job is None and (tasks := batches.read_array(job_id)):
         left = sum(1 for t in tasks if not t.status.terminal)
         if not left:
-            return f"job {job_id} has already ended (an array of {len(tasks)} tasks, all ended): the stop changes nothing"
-        return f"array {job_id}: {left} of its {len(tasks)} tasks have not ended: they will be stopped"
+            return (f"job {job_id} has already ended (an array of {len(tasks)} tasks, all ended): the stop changes "
+                    "nothing"), tasks[0]
+        return f"array {job_id}: {left} of its {len(tasks)} tasks have not ended: they will be stopped", tasks[0]
     if job is None:
-        return f"no job {job_id} is known (yet): {kept}. Check the id with `zen jobs list`"
+        return f"no job {job_id} is known (yet): {kept}. Check the id with `zen jobs list`", None
     if job.status.value in ("SUCCEEDED", "FAILED", "CANCELLED"):
-        return f"job {job_id} has already ended ({job.status.value}): the stop changes nothing"
-    return f"job {job_id} is {job.status.value}: it will be stopped (follow with `zen jobs get {job_id}`)"
+        return f"job {job_id} has already ended ({job.status.value}): the stop changes nothing", job
+    return f"job {job_id} is {job.status.value}: it will be stopped (follow with `zen jobs get {job_id}`)", job
 
 
 def cmd_stop(args) -> int:
-    outlook = _stop_outlook(args.job_id)
+    from zen.jobs.authorization import may_stop
+
+    outlook, job = _stop_outlook(args.job_id)
     if outlook.startswith("no job") and not args.force:
         raise CliError(f"{outlook}; to send it anyway: zen stop --force {args.job_id}", 1)
     if outlook.startswith(f"job {args.job_id} has already ended") and not args.force:
         print(f"{outlook}; not sent (Zen would only record it as refused; zen stop --force sends it anyway)")
         return 0
-    sender = identity.current(load_config(), publishing=True)  # no credentials: an error before publishing
+    config = load_config()
+    sender = identity.current(config, publishing=True)  # no credentials: an error before publishing
+    if job is not None and sender is not None and (why := may_stop(config, sender.email, job)) and not args.force:
+        raise CliError(f"Zen would refuse this stop: {why}; not sent (zen stop --force sends it anyway: a Zen with "
+                       "ZEN_AUTH=off believes any sender)", 1)
     message_id = _publish("job_stop", StopRequest(job_id=args.job_id, reason=args.reason).to_bytes(),
                           identity.attributes(sender))
     print(f"stop requested for {args.job_id} (message {message_id}) {identity.describe(sender)}: {outlook}")
@@ -293,7 +301,7 @@ def register(sub, ctx: Context) -> None:
         "submit", help="publish a job (a YAML/JSON job file, and/or flags); prints its id",
         description="Check a job against Zen's configuration and rules, then publish it. Examples: "
                     "zen submit examples/hello.yaml;  zen submit --cluster 1xl4 -- python train.py --lr 3")
-    submit.add_argument("--job-id", help="the job's id (default: <user>-<yyyymmdd-hhmmss>-<4 chars>)")
+    submit.add_argument("--job-id", help="the job's id (default: <user>-<yyyymmdd-hhmmss>-<8 chars>)")
     submit.add_argument("--user", help="user_id (default: the identity the submission proves, else $USER; with a proof, it must be that identity)")
     submit.add_argument("--cluster", help="cluster to run on (`zen clusters` lists them)")
     submit.add_argument("--gpu-type", help="instead of --cluster: a GPU type, e.g. nvidia-l4 (with --gpu-count)")
@@ -341,5 +349,6 @@ def register(sub, ctx: Context) -> None:
     stop.add_argument("job_id", help="the job's id (printed by zen submit)")
     stop.add_argument("--reason", help="recorded in the job's history")
     stop.add_argument("--force", action="store_true",
-                      help="send the stop although no such job is known yet (it then waits for the job)")
+                      help="send the stop although no such job is known yet (it then waits for the job), or "
+                           "Zen would refuse its sender")
     stop.set_defaults(func=cmd_stop)
