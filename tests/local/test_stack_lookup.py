@@ -43,3 +43,26 @@ def test_a_stopped_stacks_job_output_is_found_from_a_subfolder(tmp_path, monkeyp
     assert stack_env() == {"ZEN_JOB_LOGS_DIR": str(logs.resolve())}
     monkeypatch.setenv("ZEN_DATABASE_URL", "postgresql://elsewhere/zen")  # pointed at a database: not these
     assert stack_env() == {}
+
+
+def test_a_process_that_exited_unreaped_is_not_alive():
+    """A stand-in that ended while `zen local up` (its parent) slept stayed a zombie: kill(pid, 0) still
+    succeeds, so `zen local down` waited its whole hand-back and grace, 40 s, on every stop."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from zen_dev.local.stackfile import process_alive
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        stat = Path(f"/proc/{child.pid}/stat")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and " Z " not in stat.read_text():  # exited, not reaped (no poll())
+            time.sleep(0.05)
+        assert " Z " in stat.read_text()
+        assert not process_alive(child.pid)
+    finally:
+        child.wait()
+    assert process_alive(os.getpid())

@@ -16,7 +16,17 @@ def process_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` exited and waits for its parent to reap it (Linux: state Z in /proc): it is gone, and
+    ``zen local down`` waited out its whole hand-back and grace (40 s) for a stand-in that had ended."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # no /proc (macOS), or gone meanwhile
+        return False
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
 def stack_file(home: Path) -> Path:
