@@ -31,8 +31,20 @@ def test_submit_from_a_yaml_file_and_flags(user_env, tmp_path, capsys):
 
 def test_submit_refuses_an_invalid_request_before_publishing(user_env, capsys):
     assert main(["submit", "--cluster", "1xl4"]) == 2  # neither image nor command
-    assert "give an image, a command" in capsys.readouterr().err
+    said = capsys.readouterr().err  # it said "invalid job request: (message): give an image, a command ..."
+    assert "submit: nothing to run: give a job file, a command after --" in said and "zen submit --help" in said
     assert user_env.on("zen-job-submitted") == []
+
+
+def test_a_refusal_points_to_where_its_rule_is():
+    from zen.cli.user import _where_to_look
+
+    assert _where_to_look("regions ['asia-east1'] are not used by cluster 1xl4") == "see `zen clusters`"
+    assert "queues.md#secrets" in _where_to_look(
+        "secret DEMO: queue batch allows no reference projects/p/secrets/s/versions/1")
+    assert _where_to_look("notify.0.webhook: the notifier reads only secrets named zen-notify-*") == \
+        "see docs/how-to/notifications.md"
+    assert _where_to_look("alice may not submit to queue prod") == "see `zen queues`"
 
 
 def test_stop_publishes_a_stop_request(user_env, capsys):

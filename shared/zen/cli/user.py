@@ -144,6 +144,9 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
     args.chosen_job_id = bool(data.get("job_id"))  # the user's (it may be taken), not a fresh unique one
     if not data.get("job_id"):
         data["job_id"] = default_job_id(str(data["user_id"]))
+    if not data.get("command") and not data.get("image"):
+        raise CliError("submit: nothing to run: give a job file, a command after -- (zen submit --cluster CLUSTER -- "
+                       "python train.py), or --image (see `zen submit --help`)", 2)
     try:
         return JobRequest.model_validate(data)
     except ValidationError as exc:
@@ -165,8 +168,19 @@ def check_request(request: JobRequest) -> tuple[str, list[str]]:
         checked = decode_payload(envelope, JobRequest, config.limits.max_message_bytes)
         resolved = resolve_request(config, checked)
     except Rejected as rejection:
-        raise CliError(f"Zen would refuse this job: {rejection.reason} (see `zen clusters`)", 1) from None
+        raise CliError(f"Zen would refuse this job: {rejection.reason} ({_where_to_look(rejection.reason)})", 1) from None
     return resolved.cluster, resolved.regions
+
+
+def _where_to_look(reason: str) -> str:
+    """Where a refused job's user reads what the rule is: `zen clusters` knows shapes, regions and limits only."""
+    if reason.startswith("notify") or " notify." in reason:
+        return "see docs/how-to/notifications.md"
+    if "secret" in reason:
+        return "the configuration's secrets: rules, docs/how-to/queues.md#secrets"
+    if "queue" in reason or "priority" in reason:
+        return "see `zen queues`"
+    return "see `zen clusters`"
 
 
 def _sender() -> tuple[Identity | None, Exception | None]:
