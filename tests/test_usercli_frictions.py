@@ -393,6 +393,18 @@ def test_a_second_submit_of_a_job_id_still_on_its_way_says_so(zen_cli, publisher
     assert [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-submitted")] == ["twice-1", "twice-2", "twice-3"]
 
 
+def test_zen_logs_says_why_a_job_has_no_output(zen_cli, functions, tmp_path):
+    """It guessed "not started yet?" of every job without output: one that did not exist, and an attempt 2
+    of a job that ran once."""
+    (tmp_path / "joblogs").mkdir()
+    logs = {"ZEN_JOB_LOGS_DIR": str(tmp_path / "joblogs")}
+    functions.submit(job_request("waits-1"))
+    waiting = zen_cli("logs", "waits-1", **logs)
+    assert waiting.returncode == 1 and "it has not run yet (QUEUED; `zen explain waits-1`)" in one_line(waiting)
+    second = zen_cli("logs", "waits-1", "--attempt", "2", **logs)
+    assert second.returncode == 1 and "job waits-1 has had 1 attempt (QUEUED): no attempt 2" in one_line(second)
+
+
 def test_every_error_is_one_line_with_one_prefix(zen_cli, tmp_path):
     """Errors said "zen: ...", "zen logs: ...", "zen submit --wait: ...", "no job X" with no prefix, and
     argparse's usage block with "zen jobs list: error: ...": now one line, "zen: ...", whichever command."""
@@ -405,7 +417,7 @@ def test_every_error_is_one_line_with_one_prefix(zen_cli, tmp_path):
         ("jobs", "get", "nope"): (1, "zen: no job nope"),
         ("jobs", "history", "nope"): (1, "zen: no job nope"),
         ("explain", "nope"): (1, "zen: no job, array or cluster named nope"),
-        ("logs", "nope"): (1, "zen: no output for job nope"),
+        ("logs", "nope"): (1, "zen: no job nope (check the id with `zen jobs list`)"),  # was "not started yet?"
     }
     for argv, (code, start) in cases.items():
         result = zen_cli(*argv, ZEN_JOB_LOGS_DIR=str(tmp_path / "joblogs"))

@@ -174,10 +174,37 @@ def print_once(job_id: str, reader: Reader, attempt: int | None, style: str, out
         printed += len(batch)
         out.flush()
     if not printed:
-        which = f" attempt {attempt}" if attempt is not None else ""
-        print(f"zen: no output for job {job_id}{which} (not started yet? see `zen jobs get {job_id}`)", file=err)
+        print(f"zen: {_no_output(job_id, attempt)}", file=err)
         return 1
     return 0
+
+
+def _no_output(job_id: str, attempt: int | None) -> str:
+    """Why a job has no output, from its row when the database can be read: no such job, no such attempt, not
+    started yet (it said "not started yet?" of a job that does not exist, and of an attempt 2 of a job that ran once)."""
+    which = f" attempt {attempt}" if attempt is not None else ""
+    guess = f"no output for job {job_id}{which} (not started yet? see `zen jobs get {job_id}`)"
+    from zen.cli.kit import database_configured
+
+    if not database_configured():
+        return guess
+    try:
+        job = JobStatusSource().job(job_id)
+    except Exception:  # noqa: BLE001 - the database cannot be read: the output's absence is all that is known
+        return guess
+    if job is None:
+        from zen.cli import batches
+
+        if batches.read_array(job_id):
+            return f"{job_id} is an array: each task's output is under its own id (`zen logs {job_id}-0`, ...)"
+        return f"no job {job_id} (check the id with `zen jobs list`)"
+    if job is not None and attempt is not None and attempt > job.attempt:
+        return (f"job {job_id} has had {job.attempt} attempt{'s' * (job.attempt > 1)} ({job.status.value}): "
+                f"no attempt {attempt}")
+    if job is not None and job.started_at is None and job.vm is None:
+        return f"no output for job {job_id}{which}: it has not run yet ({job.status.value}; `zen explain {job_id}`)"
+    return guess
+
 
 
 def _project() -> str:
