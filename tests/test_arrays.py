@@ -278,7 +278,7 @@ def test_the_cli_lists_explains_and_stops_an_array(zen_and_fn, db_url, monkeypat
     out = capsys.readouterr().out
     assert "the rest wait because the array cli lets 1 task run at once" in out
     assert "cli-1: QUEUED" in out  # then why the next task waits, in its own words
-    assert _stop_outlook("cli") == "array cli: 2 of its 3 tasks have not ended: they will be stopped"
+    assert _stop_outlook("cli")[0] == "array cli: 2 of its 3 tasks have not ended: they will be stopped"
     assert main(["explain", "nothing-here"]) == 1
     assert "no job, array or cluster named nothing-here" in capsys.readouterr().err
 

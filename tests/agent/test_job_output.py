@@ -58,7 +58,7 @@ def test_zen_logs_shows_both_streams_in_order_and_labelled(scheduler, agents, lo
     raw = zen(zen_env, "logs", "both-1", "--attempt", "1", "--raw", cwd=tmp_path).stdout.splitlines()
     assert raw[:2] == ["out 1", "err 1"] or raw[:2] == ["err 1", "out 1"]
     missing = zen(zen_env, "logs", "both-1", "--attempt", "2", cwd=tmp_path)
-    assert missing.returncode == 1 and "no output for job both-1 attempt 2" in missing.stderr
+    assert missing.returncode == 1 and "job both-1 has had 1 attempt (FAILED): no attempt 2" in missing.stderr
     assert "Traceback" not in missing.stderr
 
 
