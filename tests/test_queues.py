@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -304,7 +305,11 @@ def test_zen_queues_and_zen_explain_show_quota_and_why_a_job_waits(queued_zen, d
     assert zen_cli("explain", "a4").strip() == (
         f"a4: PENDING - waiting for quota: queue team-a holds 16 GPUs of {CLUSTER} (quota 8, 8 borrowed), the job needs 4; "
         "cohort lab: 16/16 GPUs in use")
-    assert zen_cli("explain", "a0").startswith(f"a0: QUEUED - admitted by queue team-a; waiting for a VM of {CLUSTER}")
+    queued = zen_cli("explain", "a0")
+    assert queued.startswith(f"a0: QUEUED - admitted by queue team-a; waiting for a VM of {CLUSTER}")
+    # A start no VM takes (lost, expired) waits for its republish: when it comes is said, not only the scaling.
+    assert re.search(r"its start was published at (\d\d:\d\d:\d\d), and is published again at the first tick "
+                     r"after (\d\d:\d\d:\d\d) if no VM has claimed it \(start_republish_s\)", queued), queued
     # An ended job in one line: its final report's message (the output's tail, many lines) was printed.
     *beats, final = agent_run("a0", final="FAILED", exit_code=3)
     for beat in beats + [{**final, "message": "step 1\nTraceback (most recent call last):\n  boom"}]:

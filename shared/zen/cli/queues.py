@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import timedelta
 from typing import Any, Callable
 
 from zen.cli.kit import Context, fail, print_table
@@ -114,6 +115,10 @@ def explain_line(session, config, job) -> str:
         elif job.start_regions and job.widen_at:
             why += f" (its start goes there first; to every allowed region at the first tick after " \
                    f"{job.widen_at:%H:%M:%S})"
+        if job.start_published_at is not None:  # a start no VM takes (lost with a restarted stand-in, expired)
+            again = job.start_published_at + timedelta(seconds=config.deadlines.start_republish_s)
+            why += (f"; its start was published at {job.start_published_at:%H:%M:%S}, and is published again at the "
+                    f"first tick after {again:%H:%M:%S} if no VM has claimed it (start_republish_s)")
         if decisions:
             last = decisions[0]
             why += (f"; the cluster's latest scaling decision ({last['at']:%H:%M:%S}): {last['action']} "
