@@ -10,6 +10,8 @@ from collections import OrderedDict
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from zen.agent.cache import InputCache, object_key
 
 BUCKET = SimpleNamespace(name="data-bkt")
@@ -108,3 +110,16 @@ def test_an_object_served_decompressed_is_counted_and_found_by_its_bytes_on_disk
     assert held(cache) == cache._bytes == 2_000
     assert cache.fetch(blob("logs/part-4.json", 10), tmp_path / "again", decompressed)
     assert len(downloads) == 5 and (tmp_path / "again").read_bytes() == b"{}" * 500
+
+
+def test_a_copy_that_fails_on_the_targets_side_keeps_the_cached_object(tmp_path):
+    """A hit whose copy failed for the target (its folder gone with a cancelled staging, its disk filled by a
+    neighbour) dropped the cached object, whole as it was, and downloaded it again into the same failure."""
+    cache = InputCache(tmp_path / "cache", 1_000)
+    item = blob("data/x.bin", 100)
+    assert not fetch(cache, tmp_path, item)
+    downloads: list[Path] = []
+    with pytest.raises(OSError):
+        cache.fetch(item, tmp_path / "gone" / "x.bin", lambda path: downloads.append(path) or path.write_bytes(b"x"))
+    assert downloads == [] and object_key(item) in cache._entries and held(cache) == 100
+    assert fetch(cache, tmp_path, item)  # a hit for the next attempt

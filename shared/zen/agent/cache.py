@@ -85,7 +85,8 @@ class InputCache:
                         self.hit_bytes += kept
                     return True
             except OSError:
-                pass
+                if _size(path) == kept:  # the copy is whole: the failure is the target's (its disk full, its
+                    raise  # folder gone with a cancelled staging), which a download would meet too
             log.warning("cached object dropped: missing or not its size", extra={"key": key, "object": blob.name})
             self._drop(key)
         download(target)
@@ -173,3 +174,10 @@ class InputCache:
                     if None not in keys and all(key in self._entries for key in keys)][:REPORTED]
             images = list(reversed(self._images))[:REPORTED]
         return held or None, images or None
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
