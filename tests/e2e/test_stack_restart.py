@@ -98,6 +98,7 @@ def test_a_running_job_is_handed_back_to_the_queue_when_the_stack_stops_and_runs
 
     again = new_stack(fresh=False)
     record = again.up()
+    assert again.republished == 1
     try:
         with overridden_environ(record["env"]):
             from zen.store import repository

@@ -80,6 +80,8 @@ def cmd_local_up(argv: list[str]) -> int:
     print(f"  {'postgres':<18} {record['env']['ZEN_DATABASE_URL']}")
     print(f"  logs               {record['logs']}/")
     print(f"  {'web console':<18} {record['console']}")
+    if stack.republished:
+        print(f"  {stack.republished} job(s) QUEUED before: their starts are published again")
     print("Submit a job:  zen submit --cluster 1xl4 -- python -c 'print(42)'")
     print("Watch:         zen watch      Stop everything: Ctrl-C here, or `zen local down`")
     from zen_dev.local.stack import read_stack

@@ -8,6 +8,7 @@ docs/how-to/local.md."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -157,6 +158,7 @@ class LocalStack:
         self.logs = self.home / "logs"
         self.processes: list[dict] = []
         self.env: dict[str, str] = {}
+        self.republished = 0  # starts of jobs QUEUED before, published again by `up` (_publish_queued_starts)
 
     # -- up ------------------------------------------------------------------------------------
     def up(self) -> dict:
@@ -273,7 +275,7 @@ class LocalStack:
         # delivered at once (and a bridge that cannot start fails `up`, not the job).
         wait_for_line(bridge_log, "event bridge: ", 60, self._popen("bridge"), after=said_before)
         self._save()
-        self._publish_queued_starts(database_url)
+        self.republished = self._publish_queued_starts(database_url)
 
     def _publish_queued_starts(self, database_url: str) -> int:
         """The start of every job QUEUED when this stack comes up on an earlier one's database, published
@@ -292,6 +294,9 @@ class LocalStack:
         config = self.config.model_copy(update={"deadlines": deadlines})
         now = utc_now()  # one instant: a start published again is not older than it, so each goes once
         published = 0
+        said = logging.getLogger("zen")  # each republished job logs a warning: one line on `up`'s screen says it
+        level = said.level
+        said.setLevel(logging.ERROR)
         with overridden_environ({"PUBSUB_EMULATOR_HOST": self.env["PUBSUB_EMULATOR_HOST"]}):
             db = Database.from_target(parse_database_url(database_url))
             try:
@@ -301,6 +306,7 @@ class LocalStack:
                 zen.relay.marks.flush()
             finally:
                 db.close()
+                said.setLevel(level)
         return published
 
     def _database(self) -> str:
