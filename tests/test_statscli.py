@@ -5,6 +5,7 @@ names; and a read command that never starts or creates a database."""
 from __future__ import annotations
 
 import json
+import re
 
 from tests.scaling.test_scaling_integration import CLUSTER, stack  # noqa: F401  (the fixture)
 from tests.terraform.hcl import Module
@@ -77,3 +78,21 @@ def test_zen_jobs_counts_only_jobs_in_flight_as_the_dashboard_does(db):
     with db.transaction() as session:
         figures = statscli.collect(session, {C: ["us-central1"]}, NOW + timedelta(minutes=1), window_s=300)
     assert {(r["cluster"], r["status"]): r["jobs"] for r in figures["zen_jobs"]} == {(C, "PENDING"): 1}
+
+
+def test_zen_stats_says_unpriced_where_an_attempt_has_no_price(functions, zen, clock, db_url, monkeypatch, capsys):
+    """Its dollars' table showed a blank cell, read as nothing to pay, and never said what lacked a price, as
+    `zen usage` does. An attempt that ended with no price for its machine type and region (none kept)."""
+    from tests.messages import agent_run, job_request
+
+    functions.submit(job_request("u1"))
+    for beat in agent_run("u1", vm="vm-a"):
+        functions.heartbeat(beat)
+        clock.advance(600)
+    with zen.db.transaction() as session:
+        session.sql("UPDATE attempt_usage SET machine_type = 'a3-highgpu-8g', region = 'asia-south9', usd_per_hour = NULL")
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    assert cli.main(["stats", "--window", str(10 ** 7)]) == 0  # minutes: the test clock's days are long past
+    out = capsys.readouterr().out
+    assert re.search(r"asia-south9\s+\S+\s+1\s+[0-9.]+\s+unpriced", out), out
+    assert "no price for a3-highgpu-8g in asia-south9" in out and "pricing.overrides" in out

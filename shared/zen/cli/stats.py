@@ -104,6 +104,7 @@ def cmd_stats(args, database: Callable[[], Any]) -> int:
                 raise CliError("the database has no Zen schema yet: run zen db migrate")
             now = utc_now()
             figures = collect(session, {c.name: list(c.regions) for c in config.clusters}, now, args.window * 60)
+            pricer: Pricer | None = None
             if has_table(session, "attempt_usage"):
                 pricer = Pricer(current(session, config.pricing), {c.name: c for c in config.clusters})
                 figures[USD_FIGURE] = attempt_dollars(session, now - timedelta(seconds=args.window * 60), pricer)
@@ -117,8 +118,12 @@ def cmd_stats(args, database: Callable[[], Any]) -> int:
         return 0
     for name, rows in figures.items():
         print(f"\n{name}: {telemetry.METRICS.get(name, USD_DOC)}")
+        if name == USD_FIGURE:  # as zen usage says it: a blank cell read as nothing to pay
+            rows = [{**row, "usd": "unpriced" if row["usd"] is None else row["usd"]} for row in rows]
         if rows:
             print_table(rows, list(rows[0]))
         else:
             print("  (none)")
+    if pricer is not None and pricer.unpriced:
+        print(f"no price for {', '.join(sorted(pricer.unpriced))}: set pricing.overrides (docs/reference/configuration.md)")
     return 0
