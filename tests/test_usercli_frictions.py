@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from tests.messages import job_request
+from tests.messages import heartbeat, job_request
 from tests.token_support import issuer  # noqa: F401  (fixture)
 
 LOOPBACK_METADATA = {"GCE_METADATA_HOST": "127.0.0.1:9", "GCE_METADATA_IP": "127.0.0.1:9", "NO_GCE_CHECK": "True"}
@@ -403,6 +403,13 @@ def test_zen_logs_says_why_a_job_has_no_output(zen_cli, functions, tmp_path):
     assert waiting.returncode == 1 and "it has not run yet (QUEUED; `zen explain waits-1`)" in one_line(waiting)
     second = zen_cli("logs", "waits-1", "--attempt", "2", **logs)
     assert second.returncode == 1 and "job waits-1 has had 1 attempt (QUEUED): no attempt 2" in one_line(second)
+    # Requeued after its first attempt ran (and left no line): that one is not "not run yet", only the new one.
+    for status, seq in (("CLAIMED", 1), ("RUNNING", 2), ("PREEMPTED", 3)):
+        functions.heartbeat(heartbeat("waits-1", status, seq))
+    ran = zen_cli("logs", "waits-1", "--attempt", "1", **logs)
+    assert ran.returncode == 1 and "not run yet" not in ran.stderr and "no output for job waits-1 attempt 1" in ran.stderr
+    assert "not run yet" not in zen_cli("logs", "waits-1", **logs).stderr
+    assert "attempt 2: it has not run yet (QUEUED" in zen_cli("logs", "waits-1", "--attempt", "2", **logs).stderr
 
 
 def test_every_error_is_one_line_with_one_prefix(zen_cli, tmp_path):

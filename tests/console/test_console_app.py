@@ -317,6 +317,11 @@ def test_a_gangs_output_resumed_after_a_reconnect_misses_no_line(setup, clock):
     assert len(full) == 6 and len({event_id for event_id, _ in full}) == 6
     for cut in range(1, 6):  # the browser got the first `cut` lines, then reconnected
         assert lines({"Last-Event-ID": full[cut - 1][0]}) == full[cut:], cut
+    # A page opened before, resuming with an id of the old form: its floor stays in the ids it gets, so the
+    # next reconnect does not send the other nodes' lines below it again.
+    after_old = lines({"Last-Event-ID": "1:2"})
+    assert [text for _, text in after_old] == ["vm-1 line 3", "vm-2 line 3"]
+    assert lines({"Last-Event-ID": after_old[0][0]}) == after_old[1:]
 
 
 @pytest.mark.parametrize("before", ["0001-01-01T00:00:00%2B01:00", "9999-12-31T23:59:59-12:00"])

@@ -201,7 +201,8 @@ def _no_output(job_id: str, attempt: int | None) -> str:
     if job is not None and attempt is not None and attempt > job.attempt:
         return (f"job {job_id} has had {job.attempt} attempt{'s' * (job.attempt > 1)} ({job.status.value}): "
                 f"no attempt {attempt}")
-    if job is not None and job.started_at is None and job.vm is None:
+    current = attempt in (None, job.attempt) and (attempt is not None or job.attempt == 1)  # no earlier one ran
+    if current and job.started_at is None and job.vm is None:
         return f"no output for job {job_id}{which}: it has not run yet ({job.status.value}; `zen explain {job_id}`)"
     return guess
 

@@ -276,7 +276,7 @@ def _keyset_query() -> dict[str, str]:
 class Resume:
     """Where a job's output stream is: its attempt, and the last line sent of each of that attempt's VMs
     (each numbers its own lines: a gang's nodes from 1 each). Written ``attempt:vm=seq;vm=seq`` as the
-    event id; an older page's ``attempt:seq`` counts for every VM."""
+    event id; an older page's ``attempt:seq`` counts for every VM, and is carried on as ``*=seq``."""
 
     attempt: int = 0
     seqs: tuple[tuple[str, int], ...] = ()
@@ -293,7 +293,8 @@ class Resume:
         return Resume(attempt, tuple(sorted({**dict(self.seqs), vm: seq}.items())), self.any_vm)
 
     def __str__(self) -> str:
-        return f"{self.attempt}:" + ";".join(f"{vm}={seq}" for vm, seq in self.seqs)
+        floor = [("*", self.any_vm)] if self.any_vm >= 0 else []
+        return f"{self.attempt}:" + ";".join(f"{vm}={seq}" for vm, seq in floor + list(self.seqs))
 
 
 def _resume_point(text: str) -> Resume:
@@ -301,7 +302,8 @@ def _resume_point(text: str) -> Resume:
     try:
         if "=" not in rest:
             return Resume(int(attempt), any_vm=int(rest))
-        seqs = tuple(sorted((vm, int(seq)) for vm, _, seq in (part.partition("=") for part in rest.split(";"))))
-        return Resume(int(attempt), seqs)
+        seqs = dict((vm, int(seq)) for vm, _, seq in (part.partition("=") for part in rest.split(";")))
+        floor = seqs.pop("*", -1)
+        return Resume(int(attempt), tuple(sorted(seqs.items())), floor)
     except ValueError:
         return Resume()

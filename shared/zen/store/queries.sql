@@ -122,12 +122,11 @@ LIMIT :limit;
 -- labels contain these). A page after the first starts below the last row shown (before_at, before_id: a
 -- keyset, so the index is entered there, not scanned from the top). A viewer who may not see every job
 -- (zen.console.viewers) sees their own (owner: jobs_owner_recent) and those of the queues they belong to
--- (queue, not_owner: jobs_queue_recent), one read each, merged by the caller (repository.recent_jobs).
+-- (queue: jobs_queue_recent), one read each, merged by the caller (repository.recent_jobs).
 SELECT * FROM jobs
 WHERE (CAST(:before_at AS timestamptz) IS NULL
        OR (submitted_at, job_id) < (CAST(:before_at AS timestamptz), CAST(:before_id AS text)))
   AND (CAST(:owner AS text) IS NULL OR lower(user_id) = lower(:owner))
-  AND (CAST(:not_owner AS text) IS NULL OR lower(user_id) <> lower(:not_owner))
   AND (CAST(:status AS text) IS NULL OR status = :status)
   AND (CAST(:cluster AS text) IS NULL OR cluster = :cluster)
   AND (CAST(:user_id AS text) IS NULL OR user_id = :user_id)

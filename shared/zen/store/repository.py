@@ -64,22 +64,22 @@ def recent_jobs(session: Session, *, status: str | None = None, cluster: str | N
                 before: tuple[datetime, str] | None = None, viewer: tuple[str, list[str]] | None = None) -> list[Job]:
     """Newest first (``zen jobs list``, the console's job list). ``before``: the (submitted_at, job_id) of
     the last row of the page before; ``viewer``: (principal, its queues) when it may not see every job: its
-    own jobs and each of its queues' others, each read through its own index from the keyset, merged."""
+    own jobs and each of its queues', each read through its own index from the keyset (a page at most each,
+    whoever owns them), merged, a job both theirs and their queue's once."""
     def read(**scope: str | None) -> list[dict[str, Any]]:
         return session.run("recent_jobs", status=status, cluster=cluster, user_id=user_id, since=since,
                            labels=json.dumps(labels or {}), limit=limit, queue=scope.get("queue", queue),
                            array_id=array_id, before_at=before[0] if before else None,
-                           before_id=before[1] if before else None, owner=scope.get("owner"),
-                           not_owner=scope.get("not_owner"))
+                           before_id=before[1] if before else None, owner=scope.get("owner"))
 
     if viewer is None:
         rows = read()
     else:
         principal, theirs = viewer
-        reads = [read(owner=principal)] + [read(queue=name, not_owner=principal)
-                                           for name in sorted(set(theirs)) if queue in (None, name)]
+        reads = [read(owner=principal)] + [read(queue=name) for name in sorted(set(theirs)) if queue in (None, name)]
         merged = heapq.merge(*reads, key=lambda r: (r["submitted_at"], r["job_id"]), reverse=True)
-        rows = list(itertools.islice(merged, limit))  # each read keeps the database's order
+        seen: set[str] = set()  # each read keeps the database's order
+        rows = list(itertools.islice((r for r in merged if not (r["job_id"] in seen or seen.add(r["job_id"]))), limit))
     return [job_from_row(r) for r in rows]
 
 

@@ -187,7 +187,8 @@ class CapacitySchedule:
     @staticmethod
     def _fallbacks(zone: str, machine_type: str) -> list[tuple[str, str | None]]:
         """The series a key reads, first that has started first: its own; for one model's own capacity
-        (``<machine type>@<model>``) the model's zone-wide one, then the machine type's; the zone's."""
+        (``<machine type>@<model>``) the model's zone-wide one, then the machine type's; the zone's. A model's
+        zone-wide series (``@<model>``, shared by every machine type) has no machine type to fall back to."""
         keys: list[tuple[str, str | None]] = [(zone, machine_type)]
         base, at, model = machine_type.partition("@")
         if at and base:
