@@ -8,6 +8,7 @@ Rules: docs/reference/agent.md (the warm cache)
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
@@ -84,9 +85,9 @@ class InputCache:
                         self.hits += 1
                         self.hit_bytes += kept
                     return True
-            except OSError:
-                if _size(path) == kept:  # the copy is whole: the failure is the target's (its disk full, its
-                    raise  # folder gone with a cancelled staging), which a download would meet too
+            except OSError as exc:
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT) or not target.parent.is_dir():
+                    raise  # the target's failure (its disk full, its folder gone), which a download meets too
             log.warning("cached object dropped: missing or not its size", extra={"key": key, "object": blob.name})
             self._drop(key)
         download(target)
@@ -174,10 +175,3 @@ class InputCache:
                     if None not in keys and all(key in self._entries for key in keys)][:REPORTED]
             images = list(reversed(self._images))[:REPORTED]
         return held or None, images or None
-
-
-def _size(path: Path) -> int | None:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return None
