@@ -7,7 +7,6 @@ history rows and its outbox messages commit together or not at all.
 from __future__ import annotations
 
 import heapq
-import itertools
 import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -78,8 +77,12 @@ def recent_jobs(session: Session, *, status: str | None = None, cluster: str | N
         principal, theirs = viewer
         reads = [read(owner=principal)] + [read(queue=name) for name in sorted(set(theirs)) if queue in (None, name)]
         merged = heapq.merge(*reads, key=lambda r: (r["submitted_at"], r["job_id"]), reverse=True)
-        seen: set[str] = set()  # each read keeps the database's order
-        rows = list(itertools.islice((r for r in merged if not (r["job_id"] in seen or seen.add(r["job_id"]))), limit))
+        rows = []  # each read keeps the database's order
+        for row in merged:
+            if not rows or row["job_id"] != rows[-1]["job_id"]:  # a job both theirs and a queue's: its copies
+                rows.append(row)  # have one key, so they come one after the other
+            if len(rows) == limit:
+                break
     return [job_from_row(r) for r in rows]
 
 
