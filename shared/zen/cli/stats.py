@@ -91,7 +91,7 @@ def _plain(value: Any) -> Any:
 
 def cmd_stats(args, database: Callable[[], Any]) -> int:
     from zen.cli.kit import CliError, print_table
-    from zen.cli.usage import Pricer
+    from zen.cli.usage import Pricer, shown_unpriced, unpriced_note
     from zen.core.config import load_config
     from zen.store.migrate import has_table
     from zen.store.prices import current
@@ -118,12 +118,12 @@ def cmd_stats(args, database: Callable[[], Any]) -> int:
         return 0
     for name, rows in figures.items():
         print(f"\n{name}: {telemetry.METRICS.get(name, USD_DOC)}")
-        if name == USD_FIGURE:  # as zen usage says it: a blank cell read as nothing to pay
-            rows = [{**row, "usd": "unpriced" if row["usd"] is None else row["usd"]} for row in rows]
+        if name == USD_FIGURE:
+            rows = shown_unpriced(rows)
         if rows:
             print_table(rows, list(rows[0]))
         else:
             print("  (none)")
     if pricer is not None and pricer.unpriced:
-        print(f"no price for {', '.join(sorted(pricer.unpriced))}: set pricing.overrides (docs/reference/configuration.md)")
+        print(unpriced_note(sorted(pricer.unpriced)))
     return 0

@@ -172,13 +172,21 @@ def cmd_usage(args, db: Callable[[], Any]) -> int:
     rows = report["groups"] + [{args.by: "TOTAL", **report["total"]}]
     columns = (args.by,) + COLUMNS + (FLEET_COLUMNS if args.by == "region" else ())
     print(f"attempts that ended since {since.astimezone():%Y-%m-%d %H:%M %Z}, by {args.by}")
-    print_table([{k: ("unpriced" if k.endswith("usd") and v is None else v) for k, v in row.items()} for row in rows],
-                columns)
+    print_table(shown_unpriced(rows), columns)
     print("usd: each attempt per second of its share of its VM, at its region's and provisioning model's price "
           "when it ended")
     if args.by == "region":
         print("fleet: every VM the scaling passes saw in the window, boot and idle included, billed as GCE bills "
               "(one-minute minimum, per second after) at today's prices")
     if report["unpriced"]:
-        print(f"no price for {', '.join(report['unpriced'])}: set pricing.overrides (docs/reference/configuration.md)")
+        print(unpriced_note(report["unpriced"]))
     return 0
+
+
+def shown_unpriced(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows as printed: a dollar column with no price says ``unpriced`` (a blank reads as nothing to pay)."""
+    return [{k: ("unpriced" if k.endswith("usd") and v is None else v) for k, v in row.items()} for row in rows]
+
+
+def unpriced_note(unpriced: list[str]) -> str:
+    return f"no price for {', '.join(unpriced)}: set pricing.overrides (docs/reference/configuration.md)"

@@ -113,11 +113,17 @@ class NotificationsConfig(BaseModel):
     def _key_readable(self) -> "NotificationsConfig":
         """The email API's key is read by the notifier, which may read only ``secret_prefix`` secrets: one
         named otherwise loaded, and every email notice then failed for good on its read."""
-        if self.email is not None and not (name := self.email.api_key_secret.split("/")[3]).startswith(
-                self.secret_prefix):
-            raise ValueError(f"email.api_key_secret: the notifier reads only secrets named {self.secret_prefix}*, "
-                             f"not {name}: store the key in a secret named {self.secret_prefix}{name}")
+        if self.email is not None and (why := _unreadable_name(self.secret_prefix, self.email.api_key_secret, "key")):
+            raise ValueError(f"email.api_key_secret: {why}")
         return self
+
+
+def _unreadable_name(prefix: str, reference: str, holding: str = "URL") -> str | None:
+    """Why the notifier may not read the secret ``reference`` names (terraform grants it ``prefix``* only)."""
+    name = reference.split("/")[3]
+    if name.startswith(prefix):
+        return None
+    return f"the notifier reads only secrets named {prefix}*, not {name}: store the {holding} in a secret named {prefix}{name}"
 
 
 def refused_target(config: NotificationsConfig, target: NotifyTarget, where: str,
@@ -128,9 +134,8 @@ def refused_target(config: NotificationsConfig, target: NotifyTarget, where: str
     or to an address not allowed."""
     if target.secret is not None:
         _, owner, _, name, *_ = target.secret.split("/")
-        if not name.startswith(config.secret_prefix):
-            return (f"{where}.{target.kind}: the notifier reads only secrets named {config.secret_prefix}*, not "
-                    f"{name}: store the URL in a secret named {config.secret_prefix}{name}")
+        if why := _unreadable_name(config.secret_prefix, target.secret):
+            return f"{where}.{target.kind}: {why}"
         if project is not None and owner != project and not owner.isdigit():
             return (f"{where}.{target.kind}: the notifier reads only secrets of this Zen's project {project}, not "
                     f"{owner}'s: store the URL in projects/{project}/secrets/{name}")

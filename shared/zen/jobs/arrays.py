@@ -16,7 +16,7 @@ from zen.core.config import ZenConfig
 from zen.core.lifecycle import Decision
 from zen.core.models import Job, JobRequest, JobStatus, StopRequest, request_fingerprint
 from zen.jobs.announce import Announcements
-from zen.jobs.authorization import kept_stop, may_stop
+from zen.jobs.authorization import kept_stop, may_stop, user_actor
 from zen.jobs.decisions import DecisionWriter
 from zen.jobs.messaging import OutboxRelay, enqueue
 from zen.jobs.outgoing import Enqueued
@@ -135,7 +135,7 @@ class ArrayJobs:
                 if sender is not None and (why := may_stop(self._config, sender, job)):
                     refused.append(why)
                     return None
-                return request.reason, f"user:{sender}" if sender else "user"
+                return request.reason, user_actor(sender)
             return choose
 
         stopped = self._stop_tasks(request.job_id, chosen)
@@ -159,7 +159,7 @@ class ArrayJobs:
                 for who, why in refused:
                     self._decisions.note(tx, job, f"a stop sent before the array came is not applied: {why}",
                                          actor=who, now=now)
-                return None if stop is None else (stop[0], f"user:{stop[1]}" if stop[1] else "user")
+                return None if stop is None else (stop[0], user_actor(stop[1]))
             return choose
 
         return self._stop_tasks(array_id, chosen) or 0

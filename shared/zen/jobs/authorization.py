@@ -52,6 +52,11 @@ def may_stop(config: ZenConfig, principal: str, job: Job) -> str | None:
             f"an admin of Zen (auth.admins: {_who(auth.admins)}) may")
 
 
+def user_actor(sender: str | None) -> str:
+    """The history's actor of a user's message: ``user:<proven e-mail>``, or ``user`` with no proven sender."""
+    return f"user:{sender}" if sender else "user"
+
+
 def kept_stop(config: ZenConfig, job: Job, kept: list[tuple[str, str | None]], proof_required: bool
               ) -> tuple[tuple[str, str | None] | None, list[tuple[str, str]]]:
     """Of the stops kept for ``job`` before it came (``kept``: (reason, proven sender), the first first), the
@@ -65,9 +70,9 @@ def kept_stop(config: ZenConfig, job: Job, kept: list[tuple[str, str | None]], p
                 refused.append(("user", "it came without proof of its sender (ZEN_AUTH was off), and proof is "
                                         "required now: send the stop again (`zen stop`)"))
         elif (why := may_stop(config, sender, job)) is not None:
-            refused.append((f"user:{sender}", why))
+            refused.append((user_actor(sender), why))
     no = {actor for actor, _ in refused}
-    return next((stop for stop in kept if (f"user:{stop[1]}" if stop[1] else "user") not in no), None), refused
+    return next((stop for stop in kept if user_actor(stop[1]) not in no), None), refused
 
 
 def check_secrets(config: ZenConfig, secrets: dict[str, str] | None, queue: str | None) -> None:

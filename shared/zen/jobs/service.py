@@ -25,7 +25,7 @@ from zen.core.errors import Rejected, TransientError
 from zen.core.events import PubSubEnvelope, decode_payload, job_id_hint, parse_json
 from zen.jobs.announce import Announcements, RejectionEvent
 from zen.jobs.arrays import ArrayJobs, made_by
-from zen.jobs.authorization import kept_stop, may_stop, may_submit
+from zen.jobs.authorization import kept_stop, may_stop, may_submit, user_actor
 from zen.jobs.claims import refuse_claim
 from zen.jobs.late_final import late_final
 from zen.jobs.decisions import DecisionWriter
@@ -211,7 +211,7 @@ class JobService:
         if chosen is None:
             return False, []
         reason, sender = chosen
-        actor = f"user:{sender}" if sender else "user"
+        actor = user_actor(sender)
         return True, self.decisions.apply(tx, job, Decision(
             changes=[lifecycle.Change(JobStatus.CANCELLED, f"stopped before it arrived: {reason}")],
             fields={"finished_at": now}), actor=actor, now=now,
@@ -330,7 +330,7 @@ class JobService:
                 return Decision(ignored=refused)
             return gang.decide_stop(job, request, now)
 
-        outcome = self._on_job(envelope, source, request.job_id, f"user:{sender}" if sender else "user", decide,
+        outcome = self._on_job(envelope, source, request.job_id, user_actor(sender), decide,
                                on_unknown=keep, principal=sender)
         if kept:  # the submission may have committed meanwhile without seeing the kept stop
             self.sweeps.apply_early_stops(kept)

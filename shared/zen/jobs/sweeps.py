@@ -15,7 +15,7 @@ from zen.core.clock import Clock
 from zen.core.config import ZenConfig
 from zen.core.errors import TransientError
 from zen.core.lifecycle import Decision
-from zen.jobs.authorization import kept_stop
+from zen.jobs.authorization import kept_stop, user_actor
 from zen.core.models import Job, JobStatus, StopRequest
 from zen.core.provisioning import accepted_models, pool_key, region_of
 from zen.core.routing import next_route
@@ -164,8 +164,7 @@ class Sweeps:
             if chosen is None:
                 return None
             reason, sender = chosen
-            if sender:
-                senders[job.job_id] = f"user:{sender}"
+            senders[job.job_id] = user_actor(sender)
             decision = gang.decide_stop(job, StopRequest(job_id=job.job_id, reason=reason), now)
             return None if decision.ignored or decision.duplicate else decision
 
