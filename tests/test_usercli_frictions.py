@@ -430,3 +430,22 @@ def test_every_error_is_one_line_with_one_prefix(zen_cli, tmp_path):
         result = zen_cli(*argv, ZEN_JOB_LOGS_DIR=str(tmp_path / "joblogs"))
         assert result.returncode == code and one_line(result).startswith(start), (argv, result.stderr)
         assert "usage:" not in result.stderr
+
+
+def test_a_job_whose_submission_was_refused_says_why_where_its_id_is_asked_for(zen_cli, functions, tmp_path):
+    """A job published from code and refused has no row: `zen jobs get`, `history`, `explain` and `logs` said only
+    "no job X" (check the id), and `zen rejected` listed every sender's refusals. Each says Zen's refusal of it now,
+    and `zen rejected --job X` lists that id's alone."""
+    functions.submit(job_request("refused-1", cluster="9xh100"))  # from code: no CLI check before it went
+    functions.submit(job_request("refused-2", cluster="7xa100"))
+    (tmp_path / "joblogs").mkdir()
+    for argv in (("jobs", "get", "refused-1"), ("jobs", "history", "refused-1"), ("explain", "refused-1"),
+                 ("logs", "refused-1")):
+        said = one_line(zen_cli(*argv, ZEN_JOB_LOGS_DIR=str(tmp_path / "joblogs")))
+        assert said.startswith("zen: no job refused-1: Zen refused a message for it at "), (argv, said)
+        assert "unknown cluster '9xh100'" in said and said.endswith("(`zen rejected --job refused-1`)"), (argv, said)
+    listed = zen_cli("rejected", "--job", "refused-1", "--json")
+    assert listed.returncode == 0
+    assert [(r["job_id"], "9xh100" in r["reason"]) for r in json.loads(listed.stdout)] == [("refused-1", True)]
+    assert {r["job_id"] for r in json.loads(zen_cli("rejected", "--json").stdout)} == {"refused-1", "refused-2"}
+    assert one_line(zen_cli("jobs", "get", "never-sent")) == "zen: no job never-sent (`zen jobs list` lists them)"

@@ -64,6 +64,13 @@ class JobStatusSource:
             row = repository.latest_rejection(session, job_id, message_id)
         return row["reason"] if row else None
 
+    def missing(self, job_id: str, otherwise: str) -> str:
+        """``no job ...`` with Zen's latest refusal of a message naming it, if any (``zen.cli.kit.no_job``)."""
+        from zen.cli.kit import no_job
+
+        with self._db.transaction() as session:
+            return no_job(session, job_id, otherwise)
+
 
 def follow(job_id: str, reader: Reader, status: JobStatusSource, *, attempt: int | None = None,
            style: str = "labelled", out: TextIO = sys.stdout, err: TextIO = sys.stderr, poll_s: float = POLL_S,
@@ -189,15 +196,15 @@ def _no_output(job_id: str, attempt: int | None) -> str:
     if not database_configured():
         return guess
     try:
-        job = JobStatusSource().job(job_id)
+        job = (source := JobStatusSource()).job(job_id)
+        if job is None:
+            from zen.cli import batches
+
+            if batches.read_array(job_id):
+                return f"{job_id} is an array: each task's output is under its own id (`zen logs {job_id}-0`, ...)"
+            return source.missing(job_id, "check the id with `zen jobs list`")
     except Exception:  # noqa: BLE001 - the database cannot be read: the output's absence is all that is known
         return guess
-    if job is None:
-        from zen.cli import batches
-
-        if batches.read_array(job_id):
-            return f"{job_id} is an array: each task's output is under its own id (`zen logs {job_id}-0`, ...)"
-        return f"no job {job_id} (check the id with `zen jobs list`)"
     if job is not None and attempt is not None and attempt > job.attempt:
         return (f"job {job_id} has had {job.attempt} attempt{'s' * (job.attempt > 1)} ({job.status.value}): "
                 f"no attempt {attempt}")

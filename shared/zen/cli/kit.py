@@ -197,6 +197,20 @@ def span(seconds: float | None) -> str:
 
 
 # The columns of `zen jobs list` (and of the demo's closing table): the keys of job_row.
+def no_job(session, job_id: str, otherwise: str, what: str = "job") -> str:
+    """What to say of a job id that has no row: Zen's latest refusal of a message naming it when one is kept (a
+    refused submission never makes a row, and "no job" alone sent its sender looking elsewhere), else ``otherwise``."""
+    from zen.store import repository
+
+    row = repository.latest_rejection(session, job_id)
+    if row is None:
+        return f"no {what} {job_id} ({otherwise})"
+    at = row["at"].astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    reason = " ".join((row["reason"] or "").split())  # one line (an error line prints its first), its start
+    reason = reason if len(reason) <= 300 else reason[:299] + "…"
+    return f"no job {job_id}: Zen refused a message for it at {at}: {reason} (`zen rejected --job {job_id}`)"
+
+
 JOB_COLUMNS = ("job_id", "user", "queue", "cluster", "region", "status", "attempt", "submitted", "wait", "duration",
                "exit")
 

@@ -14,7 +14,7 @@ import sys
 from datetime import timedelta
 from typing import Any, Callable
 
-from zen.cli.kit import Context, fail, print_table
+from zen.cli.kit import Context, fail, no_job, print_table
 from zen.core.clearance import for_request
 from zen.core.config import load_config
 from zen.core.models import Job, JobStatus
@@ -79,7 +79,7 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
         job = repository.get_job(session, job_id)
         tasks = PostgresJobTx(session).array_tasks(job_id) if job is None else []
         if job is None and not tasks:
-            return fail(f"no job, array or cluster named {job_id} (`zen jobs list`, `zen clusters`)", 1)
+            return fail(no_job(session, job_id, "`zen jobs list`, `zen clusters`", what="job, array or cluster named"), 1)
         if job is None:
             return _explain_array(job_id, tasks, as_json, db)
         why = explain_line(session, config, job)

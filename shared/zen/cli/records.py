@@ -8,7 +8,7 @@ import json
 import shlex
 import sys
 
-from zen.cli.kit import JOB_COLUMNS, Context, fail, job_row, print_table
+from zen.cli.kit import JOB_COLUMNS, Context, fail, job_row, no_job, print_table
 from zen.core.models import JobStatus
 
 
@@ -71,8 +71,8 @@ def cmd_jobs_get(args, ctx: Context) -> int:
 
     with ctx.database().transaction() as session:
         job = repository.get_job(session, args.job_id)
-    if job is None:
-        return fail(f"no job {args.job_id} (`zen jobs list` lists them)", 1)
+        if job is None:
+            return fail(no_job(session, args.job_id, "`zen jobs list` lists them"), 1)
     view = {**job.public_view(), **_what_it_runs(job), **_gang_view(job, args.json)}
     if args.json:
         print(json.dumps(view, indent=2))
@@ -129,7 +129,7 @@ def cmd_jobs_history(args, ctx: Context) -> int:
 
     with ctx.database().transaction() as session:
         if repository.get_job(session, args.job_id) is None:
-            return fail(f"no job {args.job_id} (`zen jobs list` lists them)", 1)
+            return fail(no_job(session, args.job_id, "`zen jobs list` lists them"), 1)
         rows = repository.job_history(session, args.job_id)
     for row in rows:
         row["at"] = row["at"].isoformat()
@@ -145,7 +145,7 @@ def cmd_rejected(args, ctx: Context) -> int:
     from zen.store import rejections
 
     with ctx.database().transaction() as session:
-        rows = rejections.page(session, limit=args.limit, before=args.before, payloads=args.json)
+        rows = rejections.page(session, limit=args.limit, before=args.before, payloads=args.json, job_id=args.job)
     for row in rows:
         row["at"] = row["at"].isoformat()
         row["last_at"] = row["last_at"].isoformat() if row["last_at"] else None
@@ -156,7 +156,7 @@ def cmd_rejected(args, ctx: Context) -> int:
     else:
         print_table(rows, ("at", "id", "count", "last_at", "source", "message_id", "job_id", "principal", "reason"))
     if len(rows) == args.limit:
-        print(f"older: zen rejected --before {rows[-1]['id']}", file=sys.stderr)
+        print(f"older: zen rejected{f' --job {args.job}' if args.job else ''} --before {rows[-1]['id']}", file=sys.stderr)
     return 0
 
 
@@ -193,5 +193,6 @@ def register(sub, ctx: Context) -> None:
     rejected = sub.add_parser("rejected", help="messages Zen refused, and why (newest first, a page at a time)")
     rejected.add_argument("--limit", type=ctx.positive, default=50, help="rows in the page (default 50)")
     rejected.add_argument("--before", type=int, metavar="ID", help="the page of rows older than row ID")
+    rejected.add_argument("--job", metavar="JOB_ID", help="only the messages naming this job id")
     rejected.add_argument("--json", action="store_true", help="print a JSON array (with each message's payload)")
     rejected.set_defaults(func=lambda args: cmd_rejected(args, ctx))

@@ -293,11 +293,12 @@ SELECT id, at, last_at, count, source, message_id, job_id, reason, principal, pa
 
 -- name: page_rejected
 -- One page of `zen rejected`, newest first, before the id of the last page's oldest row (NULL: the
--- newest); payloads only when asked for.
+-- newest); payloads only when asked for; of one job's id only when it is given (rejected_messages_job).
 SELECT id, at, last_at, count, source, message_id, job_id, reason, principal,
        CASE WHEN CAST(:payloads AS boolean) THEN payload END AS payload
 FROM rejected_messages
-WHERE CAST(:before AS bigint) IS NULL OR id < CAST(:before AS bigint)
+WHERE (CAST(:before AS bigint) IS NULL OR id < CAST(:before AS bigint))
+  AND (CAST(:job_id AS text) IS NULL OR job_id = CAST(:job_id AS text))
 ORDER BY id DESC
 LIMIT :limit;
 

@@ -46,9 +46,11 @@ def last_seen(session: Session, source: str, key: str) -> datetime | None:
     return row["seen"] if row else None
 
 
-def page(session: Session, *, limit: int, before: int | None = None, payloads: bool = False) -> list[dict[str, Any]]:
-    """At most ``limit`` rows, newest first, with ids below ``before`` (None: from the newest)."""
-    return session.run("page_rejected", limit=limit, before=before, payloads=payloads)
+def page(session: Session, *, limit: int, before: int | None = None, payloads: bool = False,
+         job_id: str | None = None) -> list[dict[str, Any]]:
+    """At most ``limit`` rows, newest first, with ids below ``before`` (None: from the newest); only those naming
+    ``job_id`` when it is given."""
+    return session.run("page_rejected", limit=limit, before=before, payloads=payloads, job_id=job_id)
 
 
 def prune(db: Database, now: datetime, keep_s: float = KEEP_S, batch: int = PRUNE_BATCH,
