@@ -161,6 +161,7 @@ class RegionMemory:
     # The MIG's target size after the last pass's writes (its adds, unconfirmed ones too): what it is taken to
     # hold while it cannot be read (zen.scaling.unread), with the VMs that pass asked for, not yet listed.
     sized: int = 0
+    silent: int = 0  # VMs in a row that got capacity here and were never usable (zen.scaling.probes.silent_boot)
 
     def replaced(self, **changes: Any) -> RegionMemory:
         """``dataclasses.replace(self, **changes)`` without the frozen ``__init__``, which sets each

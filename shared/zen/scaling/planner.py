@@ -89,19 +89,19 @@ class _Planning:
         recovered: dict[str, RegionMemory] = {}  # pools blocked before that delivered now: their memory then
         for region in self.regions:
             memory = self.memory[region]
-            # Booted since the last plan: was booting then, or is new and already usable (none when
-            # nothing was booting and the region has the same VMs as then).
+            # Booted since the last plan: booting then, or new and usable (none if nothing booted and its VMs are as then)
             booted = []
             if memory.booting or memory.known != self.index.names(region):
                 was_booting, known = frozenset(memory.booting), frozenset(memory.known)
                 booted = [vm for vm in self.index.usable(region) if vm.name in was_booting or vm.name not in known]
             errors = new_errors.get(region, [])
             memory = _with(memory, seen_errors_until=max(e.at for e in errors)) if errors else memory
-            if booted:
+            if booted:  # the cluster's VMs boot (probes.silent_cleared)
+                self.plan.decisions += probes.silent_cleared(self.memory, region, self.now, self.timing)
                 if memory.strikes or memory.blocked_until:
                     self._decide(Action.UNBLOCK, region, f"{booted[0].name} booted: the region delivers again")
                     recovered[region] = memory
-                memory = _with(memory, strikes=0, blocked_until=None, last_boot_at=self.now,
+                memory = _with(memory, strikes=0, silent=0, blocked_until=None, last_boot_at=self.now,
                                boot_s=learned_boot(memory, booted))  # a flex-start pool's is not read: Ranking.boot_s
             self.memory[region] = memory = preemptions.learn(memory, self.index.region(region), self.now, self.timing,
                                                              self.index.phase(region, VmPhase.BUSY))
@@ -112,6 +112,9 @@ class _Planning:
             if capacity_errors:
                 self._strike(region, capacity_errors[-1].detail or
                              f"{sum(e.count for e in capacity_errors)} {capacity_errors[-1].kind.value.lower()} error(s)")
+            elif silent := [vm for vm in stuck if vm.started]:  # it got capacity: its guest or agent never came up
+                self.plan.decisions += probes.silent_boot(self.memory, region, silent[0], self._got_s(silent[0]),
+                                                          self.now, self.timing)
             elif stuck:
                 self._strike(region, f"{stuck[0].name} has not booted after {self._age(stuck[0]):.0f}s")
         for pool, dearer in probes.recovered_with(self.memory, recovered, self.ranking, self.s.unread, new_errors,
@@ -251,16 +254,15 @@ class _Planning:
         known = [r for r in group.regions if r in counts]
         blocked = [r for r in known if self._blocked(r)]
         if blocked and len(blocked) == len(known):
-            return f"every allowed region is stocked out ({', '.join(blocked)}); probes are waiting for capacity"
+            return probes.silent_held(self.memory) or (f"every allowed region is stocked out ({', '.join(blocked)}); "
+                                                        "probes are waiting for capacity")
         if total + sum(self.plan.add.values()) >= self.s.cluster.max_vms:
             return f"cluster limit of {self.s.cluster.max_vms} VMs reached"
         return "allowed regions' MIGs are at their limit (max_vms_per_region, per provisioning model)"
 
     def _keep_min(self, counts: dict[str, int], total: int) -> None:
         missing = self.s.cluster.min_vms - (total + sum(self.plan.add.values()))
-        if missing <= 0:
-            return  # nothing to keep: no ranking needed
-        for region in self.rank(self.regions):
+        for region in self.rank(self.regions) if missing > 0 else ():  # nothing to keep: no ranking needed
             if missing <= 0:
                 break
             take = min(self.s.cluster.max_vms_per_region - counts[region] - self.plan.add.get(region, 0), missing)

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from zen.scaling.ranking import Ranking
 
 CAPACITY_ERRORS = (ErrorKind.STOCKOUT, ErrorKind.QUOTA)
+SILENT_IN_A_ROW = 3  # VMs of a cluster in a row that got capacity and were never usable: its VMs, not a shortage
+SILENT_MAX_BLOCK_S = 4 * 3600.0  # the longest such a cluster waits between two VMs (each billed until it goes)
 
 
 def strike(memory: RegionMemory, pool: str, why: str, now: datetime, timing: Timing) -> tuple[RegionMemory, Decision]:
@@ -31,6 +33,55 @@ def strike(memory: RegionMemory, pool: str, why: str, now: datetime, timing: Tim
     block = min(timing.block_s * 2 ** (strikes - 1), timing.max_block_s)
     return (memory.replaced(strikes=strikes, last_stockout_at=now, blocked_until=now + timedelta(seconds=block)),
             Decision(Action.BLOCK, pool, f"{why}; blocked for {block:g}s (strike {strikes})"))
+
+
+def silent_boot(memory: dict[str, RegionMemory], pool: str, vm: Vm, got_s: float, now: datetime,
+                timing: Timing) -> list[Decision]:
+    """``vm`` of ``pool`` got capacity ``got_s`` ago and is not usable (its guest or agent never came up): the pool
+    struck, and its ``silent`` count up. From the ``SILENT_IN_A_ROW``-th such VM of the cluster since one of its VMs
+    was last usable (a VM image or startup script that fails, a service account that cannot reach Pub/Sub: every
+    region's VMs alike, each billed while it is given its chance), every pool is blocked for ``block_s`` doubled
+    per such VM, up to ``SILENT_MAX_BLOCK_S`` instead of ``max_block_s``: with one job queued, a VM every few hours
+    instead of one every ~20 minutes in each region. A VM usable anywhere lifts it (``silent_cleared``)."""
+    why = f"{vm.name} got capacity {got_s:.0f}s ago and is not usable (its agent was never heard)"
+    memory[pool] = memory[pool].replaced(silent=memory[pool].silent + 1)
+    in_a_row = sum(m.silent for m in memory.values())
+    if in_a_row < SILENT_IN_A_ROW:
+        memory[pool], decision = strike(memory[pool], pool, why, now, timing)
+        return [decision]
+    block = min(timing.block_s * 2 ** (in_a_row - 1), max(SILENT_MAX_BLOCK_S, timing.max_block_s))
+    decisions = []
+    for each, m in memory.items():  # the others a little longer: one pool's VM tries again, not one in each
+        until = now + timedelta(seconds=block if each == pool else block + timing.max_block_s)
+        if m.blocked_until is None or m.blocked_until < until:
+            memory[each] = m.replaced(blocked_until=until, **({"strikes": m.strikes + 1, "last_stockout_at": now}
+                                                              if each == pool else {}))
+            decisions.append(Decision(Action.BLOCK, each, f"{in_a_row} VMs in a row got capacity and were never usable "
+                                      f"({why}): the cluster's image or startup script fails? (docs/how-to/operate.md); "
+                                      f"blocked for {(until - now).total_seconds():g}s"))
+    return decisions
+
+
+def silent_held(memory: Mapping[str, RegionMemory]) -> str | None:
+    """Why a job waits while ``silent_boot`` blocks the cluster's pools; None when it does not."""
+    if (in_a_row := sum(m.silent for m in memory.values())) < SILENT_IN_A_ROW:
+        return None
+    return (f"{in_a_row} of the cluster's VMs in a row got capacity and were never usable: its image or startup "
+            "script fails? (docs/how-to/operate.md); one VM is tried again when the block ends")
+
+
+def silent_cleared(memory: dict[str, RegionMemory], booted: str, now: datetime, timing: Timing) -> list[Decision]:
+    """A VM of ``booted`` became usable: the cluster's VMs boot. The pools' ``silent`` counts are reset and the
+    blocks only ``silent_boot`` makes (ending later than any stockout's could) are lifted."""
+    if not any(m.silent for m in memory.values()):
+        return []
+    decisions, beyond = [], now + timedelta(seconds=timing.max_block_s)
+    for pool, m in memory.items():
+        lifted = m.blocked_until is not None and m.blocked_until > beyond
+        memory[pool] = m.replaced(silent=0, **({"blocked_until": None} if lifted else {}))
+        if lifted:
+            decisions.append(Decision(Action.UNBLOCK, pool, f"a VM in {booted} is usable: the cluster's VMs boot"))
+    return decisions
 
 
 def unseen_errors(errors: Iterable[MigError], memory: Mapping[str, RegionMemory]) -> defaultdict[str, list[MigError]]:
