@@ -145,7 +145,7 @@ def log_pass(logger: logging.Logger, snapshot: ClusterSnapshot, plan: Plan, quie
     due = quiet.due if quiet is not None else (lambda event, key, value, active: True)
     cluster = snapshot.cluster.name
     for error in snapshot.errors:
-        if error.detail is not None:
+        if error.detail is not None and error.instance is None:
             continue  # a quota read before asking, not an error Compute reported
         seen = getattr(snapshot.memory.get(error.region), "seen_errors_until", None)
         if seen is not None and error.at <= seen:

@@ -4,7 +4,7 @@ standard ones not."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from google.api_core import exceptions as gexc
@@ -15,7 +15,8 @@ from zen.adapters.compute import MigApiError, MigManager, compute_clients_from_e
 from zen.adapters.flex_start import FORGET_PER_READ, FlexStartMig, pending_name, request_of, resize_requests_client_from_env
 from zen.core.config import ZenConfig, load_config
 from zen.scaling.manager import ClusterManager
-from zen.scaling.model import DemandGroup, Timing, VmPhase
+from zen.scaling.model import Action, DemandGroup, ErrorKind, Timing, VmPhase
+from zen.scaling.planner import ZenPlanner
 from zen.scaling.port import FleetFacts
 from zen.scaling.pricing import cluster_pools
 from zen.scaling.vms import classify
@@ -243,6 +244,55 @@ def test_spot_vms_are_preempted_when_capacity_falls_and_standard_ones_are_not(cl
     standin.advance(1)
     assert [i.current_action for i in spot.instances()] != ["NONE"]  # stopping, to be recreated or deleted
     assert [i.running for i in standard.instances()] == [True]
+
+
+class _CarriedFleet(FakeFleet):
+    """One job queued in the flex-start pool; the planner's memory carried from pass to pass."""
+
+    def __init__(self, demand):
+        super().__init__(FleetFacts(demand, {}, {}, {}, 0), NOW)
+        self.demand = demand
+
+    def facts(self, cluster, arrivals_since):
+        return FleetFacts(self.demand, {}, {}, self.recorded[-1][0] if self.recorded else {}, 0)
+
+
+def test_a_failed_resize_request_strikes_its_pool_once_and_is_not_asked_again_each_pass(cloud):
+    """Compute gives a request up for good (FAILED, its reason in ``status.error``). It was dropped from the pending
+    ones and deleted without a word: the pool never struck, a new request inserted every pass (30 in 30 minutes,
+    329 Compute calls) and the job waiting with no reason given. The read that deletes it reports it once."""
+    standin, flex, cluster = cloud(capacity=0)  # nothing is granted
+    [pool] = [p for p in cluster_pools(cluster) if p.endswith("flex-start")]
+    now = [NOW]
+    fleet = _CarriedFleet((DemandGroup((pool,), 1, NOW),))
+    manager = ClusterManager(cluster, fleet, {pool: flex}, lambda: now[0], Timing(), ZenPlanner(), telemetry=False,
+                             pools={pool: cluster_pools(cluster)[pool]}, concurrent=False)
+    made: set[str] = set()
+    for _ in range(30):
+        manager.run()
+        with standin.world.lock:  # Compute fails each queued request
+            for request in requests_of(standin, flex):
+                made.add(request.name)
+                standin.world.resize_requests.fail(request, "ZONE_RESOURCE_POOL_EXHAUSTED", "no A100s in the region")
+        now[0] += timedelta(minutes=1)
+        standin.advance(60)
+    blocks = [d.reason for _, decisions in fleet.recorded for d in decisions if d.action is Action.BLOCK]
+    assert len(made) <= 4, (len(made), flex.api_calls)  # one, then one a block (3, 6, 12 minutes)
+    assert blocks and "failed (ZONE_RESOURCE_POOL_EXHAUSTED: no A100s in the region)" in blocks[0], blocks
+    assert requests_of(standin, flex) == [] or all(r.state == "ACCEPTED" for r in requests_of(standin, flex))
+
+
+def test_a_failed_request_is_left_for_the_read_that_reports_it(cloud):
+    """A target size read (before a resize) deletes no FAILED request: its error would be lost with it."""
+    standin, flex, _ = cloud(capacity=0)
+    flex.resize(1)
+    with standin.world.lock:
+        [request] = requests_of(standin, flex)
+        standin.world.resize_requests.fail(request, "QUOTA_EXCEEDED", "")
+    assert flex.target_size() == 0 and [r.state for r in requests_of(standin, flex)] == ["FAILED"]
+    [error] = flex.read().errors
+    assert error.kind is ErrorKind.QUOTA and error.detail == f"flex-start resize request {request.name} failed (QUOTA_EXCEEDED)"
+    assert requests_of(standin, flex) == [] and flex.read().errors == []
 
 
 def _anonymous():

@@ -36,9 +36,10 @@ from typing import Callable, Sequence
 
 from google.cloud import compute_v1
 
-from zen.adapters.compute import MigManager
+from zen.adapters.compute import MigManager, error_kind
 from zen.core.clock import utc_now
 from zen.core.provisioning import PENDING_SEP
+from zen.scaling.model import MigError
 from zen.scaling.port import MigApiError, MigInstance, MigPort, MigState, MigSummary, MigUnconfirmed, resize_requests
 
 _PENDING = {"CREATING", "ACCEPTED"}  # queued: no VM yet (CREATING: the request itself is being created)
@@ -86,11 +87,26 @@ class FlexStartMig(MigManager):
 
     def pending(self) -> dict[str, int]:
         """The requests not granted yet (CREATING or ACCEPTED): name -> VMs it asks for, oldest first."""
+        return self._listed(report=False)[0]
+
+    def _listed(self, report: bool) -> tuple[dict[str, int], list[MigError]]:
+        """``pending``, and with ``report`` the FAILED requests this read deletes, as creation errors: each once, so
+        the planner strikes the pool (a failed request is not retried by Compute: asked again as it was, it would
+        fail again, pass after pass, with nothing said). Without ``report`` (a target size read) a FAILED request
+        is left for the next read to report."""
         pages = self._call(self._requests.list)
         with self._translated("listing resize requests"):  # later pages are fetched while iterating
             items = sorted(pages, key=lambda r: (r.creation_timestamp, r.name))
-        self._forget([r for r in items if self._over(r)][:FORGET_PER_READ])
-        return {r.name: r.resize_by for r in items if r.state in _PENDING}
+        ended = [r for r in items if self._over(r) and (report or r.state != "FAILED")][:FORGET_PER_READ]
+        failed = [self._failure(r) for r in self._forget(ended) if r.state == "FAILED"]
+        return {r.name: r.resize_by for r in items if r.state in _PENDING}, failed
+
+    def _failure(self, request: compute_v1.InstanceGroupManagerResizeRequest) -> MigError:
+        errors = list(request.status.error.errors) if request.status and request.status.error else []
+        code = errors[0].code if errors else ""
+        said = "; ".join(f"{e.code}: {e.message}" if e.message else e.code for e in errors) or "no reason given"
+        return MigError(self.region, error_kind(code), self._now(), pending_name(self.name, request.name, 0),
+                        detail=f"flex-start resize request {request.name} failed ({said})")
 
     def _over(self, request: compute_v1.InstanceGroupManagerResizeRequest) -> bool:
         """Whether an ended request can go: failed or cancelled, or granted and past its run duration."""
@@ -107,14 +123,17 @@ class FlexStartMig(MigManager):
             created = created.replace(tzinfo=timezone.utc)
         return self._now() >= created + timedelta(seconds=run_s)
 
-    def _forget(self, requests: list[compute_v1.InstanceGroupManagerResizeRequest]) -> None:
-        for request in requests:
+    def _forget(self, requests: list[compute_v1.InstanceGroupManagerResizeRequest]
+                ) -> list[compute_v1.InstanceGroupManagerResizeRequest]:
+        """Delete ``requests`` in turn until one fails (the next read tries again); those deleted."""
+        for done, request in enumerate(requests):
             try:
                 self._write(self._requests.delete_unary, resize_request=request.name)
-            except MigApiError as exc:  # the next read tries again
+            except MigApiError as exc:
                 log.warning("could not delete an ended resize request", extra={
                     "mig": self.name, "region": self.region, "resize_request": request.name, "error": str(exc)})
-                return
+                return requests[:done]
+        return requests
 
     def _pending_instances(self, pending: dict[str, int]) -> list[MigInstance]:
         return [MigInstance(pending_name(self.name, request, i), None, "CREATING", "", None)
@@ -122,18 +141,21 @@ class FlexStartMig(MigManager):
 
     def target_size(self) -> int:
         """The MIG's target size plus the VMs its pending requests ask for (what the limits count)."""
-        return self.read().target_size
+        return self._state(report=False).target_size
 
     def read(self, since: datetime | None = None, summary: MigSummary | None = None) -> MigState:
-        """As ``MigManager.read``, plus the pending requests' VMs; never skipped on a summary (a MIG of
-        target 0 may have requests queued)."""
+        """As ``MigManager.read``, plus the pending requests' VMs and the failed ones' errors (``_listed``); never
+        skipped on a summary (a MIG of target 0 may have requests queued)."""
+        return self._state(report=True, since=since)
+
+    def _state(self, report: bool, since: datetime | None = None) -> MigState:
         # The requests first: one granted while the MIG is read is then in the target size read after it
         # (counted twice at worst, never nowhere, which would ask for its VMs again).
-        pending = self.pending()
+        pending, failed = self._listed(report)
         target = super().target_size()
         instances = self.instances()
         settled = len(instances) == target and all(i.current_action == "NONE" for i in instances)
-        errors = [] if settled else self.errors(since)
+        errors = ([] if settled else self.errors(since)) + failed
         # Should Compute list a queued request's instances itself (CREATING, no VM yet), they stand for it: only
         # the VMs it does not list are added. Those are the ones beyond the target size, which counts granted
         # VMs only: a granted request's VMs being created are listed so too, and stand for no queued one.

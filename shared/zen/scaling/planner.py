@@ -107,7 +107,7 @@ class _Planning:
                                                              self.index.phase(region, VmPhase.BUSY))
             if booted or self._blocked(region):
                 continue  # it delivers; or it is blocked, struck once per episode (see _strike)
-            capacity_errors = [e for e in errors if e.kind in probes.CAPACITY_ERRORS]
+            capacity_errors = [e for e in errors if probes.strikes(e)]
             stuck = self.stuck[region]
             if capacity_errors:
                 self._strike(region, capacity_errors[-1].detail or

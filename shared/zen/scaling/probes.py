@@ -15,7 +15,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
-from zen.core.provisioning import region_of
+from zen.core.provisioning import PENDING_SEP, region_of
 from zen.scaling.model import Action, Decision, ErrorKind, MigError, RegionMemory, Timing, Vm, VmPhase
 
 if TYPE_CHECKING:
@@ -24,6 +24,13 @@ if TYPE_CHECKING:
 CAPACITY_ERRORS = (ErrorKind.STOCKOUT, ErrorKind.QUOTA)
 SILENT_IN_A_ROW = 3  # VMs of a cluster in a row that got capacity and were never usable: its VMs, not a shortage
 SILENT_MAX_BLOCK_S = 4 * 3600.0  # the longest such a cluster waits between two VMs (each billed until it goes)
+
+
+def strikes(error: MigError) -> bool:
+    """Whether ``error`` strikes its pool: a stockout or a quota error, or a flex-start resize request that failed
+    whatever the reason (``zen.adapters.flex_start``: Compute does not try it again, and asked again as it was it
+    would fail again, pass after pass)."""
+    return error.kind in CAPACITY_ERRORS or (error.instance is not None and PENDING_SEP in error.instance)
 
 
 def strike(memory: RegionMemory, pool: str, why: str, now: datetime, timing: Timing) -> tuple[RegionMemory, Decision]:

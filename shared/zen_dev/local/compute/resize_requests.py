@@ -7,7 +7,8 @@ VMs: its MIG's target size grows by ``resizeBy``, its VMs are created and boot a
 request is SUCCEEDED. Until then it is looked at again every ``retry_interval_s`` of the scenario.
 Its VMs are deleted (the target size shrinking) once its ``requestedRunDuration`` has passed, as
 flex-start VMs are. ``cancel`` works only while it is ACCEPTED (CANCELLED); ``delete`` only once it is
-no longer active. Callers hold the world's lock and have advanced it (``zen_dev.local.compute.server``).
+no longer active; ``fail`` gives one up as Compute may (FAILED, its reason in ``status.error``). Callers
+hold the world's lock and have advanced it (``zen_dev.local.compute.server``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class ResizeRequest:
     description: str = ""
     state: str = "ACCEPTED"
     instances: list[Instance] = field(default_factory=list)
+    error: tuple[str, str] | None = None  # FAILED: (code, message), listed as ``status.error``
 
 
 class ResizeRequests:
@@ -107,6 +109,11 @@ class ResizeRequests:
         del self._by_mig[(mig.spec.region, mig.name)][name]
         return world._operation(mig, "compute.regionInstanceGroupManagerResizeRequests.delete", request_id)
 
+    def fail(self, request: ResizeRequest, code: str, message: str) -> None:
+        """Compute gives a queued request up (FAILED, for good: it is not retried), saying why in ``status.error``."""
+        if request.state == "ACCEPTED":
+            request.state, request.error = "FAILED", (code, message)
+
     # ----- its life -------------------------------------------------------------------------
     def _try_grant(self, request: ResizeRequest) -> None:
         if request.state != "ACCEPTED":
@@ -140,6 +147,8 @@ class ResizeRequests:
             "state": request.state, "status": {}, "selfLink": link,
             "selfLinkWithId": f"{r.mig_url(mig.project, mig.spec.region, mig.name)}/resizeRequests/{request.id}",
         }
+        if request.error is not None:
+            out["status"] = {"error": {"errors": [{"code": request.error[0], "message": request.error[1]}]}}
         if request.description:
             out["description"] = request.description
         if request.run_s is not None:
