@@ -257,3 +257,32 @@ def test_no_head_preempts_to_borrow_while_a_lenders_head_waits(queued_zen, clock
     clock.advance(1)
     functions.tick()
     assert statuses(zen, "r1", "r2", "s1", "urgent") == ["RUNNING", "RUNNING", "PENDING", "PENDING"]
+
+
+def test_a_job_is_not_preempted_for_quota_another_queues_head_takes(config, db, publisher, clock):
+    """team-a (lower-priority) and team-b (never) lend to team-d, which borrows all of it. team-b's c1 (priority 5,
+    within its quota) waits; then team-a's p1 (priority 3, within its quota) preempted team-a's v1 (priority 0), and
+    the next pass gave the 2 GPUs v1 freed to c1, which sorts first: v1 stopped for nothing, p1 still waiting. Only
+    the first head the cohort blocks may preempt now: c1's queue may not, so v1 runs on and p1 waits its turn."""
+    from zen.app import Zen
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    queues = [{"name": "team-a", "cohort": "lab", "quota": {CLUSTER: 4}, "users": ["alice"],
+               "preemption": "lower-priority"},
+              {"name": "team-b", "cohort": "lab", "quota": {CLUSTER: 4}, "users": ["bob"]},
+              {"name": "team-d", "cohort": "lab", "quota": {CLUSTER: 2}, "users": ["dave"]}]
+    zen = Zen(halves_config(config, queues), db, publisher, clock)
+    functions = FunctionsInvoker(zen)
+    for n in range(4):  # team-d: its own 2 GPUs and 6 borrowed
+        functions.submit({**a100s(f"d{n}", 2, 0), "user_id": "dave"})
+        clock.advance(1)
+    functions.submit(a100s("v1", 2, 0))  # team-a, within its quota: the cohort's 10 GPUs are in use
+    clock.advance(1)
+    functions.submit({**a100s("c1", 2, 5), "user_id": "bob"})
+    clock.advance(1)
+    functions.submit(a100s("p1", 2, 3))
+    assert statuses(zen, "v1", "c1", "p1") == ["QUEUED", "PENDING", "PENDING"]
+    with zen.db.transaction() as session:
+        assert [e["to_status"] for e in repository.job_history(session, "v1")][-1] == "QUEUED"
+    functions.submit({**a100s("d9", 2, 0), "user_id": "dave"})  # another pass: still nothing to preempt
+    assert statuses(zen, "v1", "c1", "p1") == ["QUEUED", "PENDING", "PENDING"]

@@ -170,10 +170,16 @@ class Queueing:
                                           int(self._most_ever(q, cluster)))
             state.append(QueueState.of(q, cluster, used.get(q.name, 0), usage.get(q.name, 0.0), waiting))
         result = Pass()
+        ahead: list[Job] = []  # heads blocked by the cohort's room before: the next pass gives what comes free to them
 
         def blocked(queue: QueueState, job: Job, cohort_used_now: int) -> None:
-            if not freeing and not result.preempted and queue.config.preemption != "never":
+            # Only the first head the cohort blocks may preempt: what its victims free goes to the first head that
+            # fits next pass, and a head ahead of it would take it (its victims stopped for nothing). A head
+            # blocked by its own queue's limit alone takes none of it.
+            if not freeing and not result.preempted and not ahead and queue.config.preemption != "never":
                 result.preempted = self._victims(tx, queue, job, state, cohort_used_now, cohort_quota)
+            if queue.used + job.gpus <= queue.limit:
+                ahead.append(job)
 
         for admitting, job, gpus_held in order_admissions(state, cohort_used, cohort_quota, blocked):
             result.admitted.append((job, admission_reason(admitting, gpus_held, cluster)))
