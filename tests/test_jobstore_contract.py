@@ -342,7 +342,11 @@ def test_admission_reads_the_line_and_the_quota_held(store):
         assert tx.admitted(["q"], CLUSTER) == [{"queue": "q", "gpus": 8, "jobs": 2, "freeing": 4}]
         assert tx.admitted(["r"], CLUSTER) == []
         assert sorted(tx.waiting_queues()) == [("q", CLUSTER), ("r", CLUSTER)]
-        assert [tx.jobs_ahead(tx.get_job(j)) for j in ("p2", "p1", "big")] == [0, 1, 2]
+        assert [tx.jobs_ahead(tx.get_job(j), 8) for j in ("p2", "p1", "big")] == [0, 1, 2]
+        last = a_job("last", queue="q", at=NOW + timedelta(seconds=3))
+        assert (tx.jobs_ahead(last, 8), tx.jobs_ahead(last, 4)) == (3, 2)  # big can no longer be held: not ahead
+        assert tx.queue_head("q", CLUSTER, 8) == ("p2", 4) and tx.queue_head("r", CLUSTER, 8) == ("other", 4)
+        assert tx.queue_head("q", CLUSTER, 0) is None
         assert [j.job_id for j in tx.preemption_candidates(["q"], CLUSTER, 10)] == ["a1"]
         tx.save_queue_usage("q", CLUSTER, 120.0, NOW)
         assert tx.queue_usage(["q", "r"]) == {("q", CLUSTER): (120.0, NOW)}

@@ -112,7 +112,9 @@ HOT_QUERIES = [
     ("retry_due", {"now": NOW, "limit": 500}),
     ("waiting_after", {"names": '["job-7", "sweep-3"]'}),
     ("held_after", {"limit": 200}),
-    ("jobs_ahead", {"queue": "q1", "cluster": "1xl4", "priority": 0, "submitted_at": NOW, "job_id": "job-9"}),
+    ("jobs_ahead", {"queue": "q1", "cluster": "1xl4", "priority": 0, "submitted_at": NOW, "job_id": "job-9",
+                    "most": 8}),
+    ("queue_head", {"queue": "q1", "cluster": "1xl4", "most": 8}),
 ]
 
 

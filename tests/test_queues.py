@@ -167,7 +167,7 @@ def test_a_flood_borrows_unused_quota_and_the_other_tenant_goes_first_when_quota
     # team-b's dominant share is 0, team-a's is above 1: team-b's jobs go first, oldest first
     assert statuses(zen, "b1", "b2", "a4") == ["QUEUED", "QUEUED", "PENDING"]
     with zen.db.transaction() as session:
-        summary = {row["queue"]: row for row in Queueing(zen.config).summary(PostgresJobTx(session))}
+        summary = {row["queue"]: row for row in Queueing(zen.config).summary(PostgresJobTx(session), clock())}
     assert (summary["team-a"]["admitted_gpus"], summary["team-a"]["borrowed_gpus"]) == (8, 0)
     assert (summary["team-b"]["admitted_gpus"], summary["team-b"]["pending"]) == (8, 0)
     assert summary["team-a"]["pending"] == 6

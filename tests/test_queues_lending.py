@@ -113,7 +113,7 @@ def test_fair_share_counts_the_gpus_a_job_held_until_it_ended(queued_zen, clock)
     clock.advance(3600)
     run_to_end(functions, "a0", "vm-0")
     with zen.db.transaction() as session:
-        hours = {r["queue"]: r["recent_gpu_hours"] for r in Queueing(zen.config).summary(PostgresJobTx(session))}
+        hours = {r["queue"]: r["recent_gpu_hours"] for r in Queueing(zen.config).summary(PostgresJobTx(session), clock())}
     assert hours["team-a"] == 4.0  # 4 GPUs for an hour (usage decays from the end of each step)
 
 

@@ -111,3 +111,71 @@ def test_a_waiting_job_held_elsewhere_for_a_moment_is_not_overtaken(config, db, 
     assert statuses(zen, "p1", "p2", "p3") == ["QUEUED", "PENDING", "PENDING"]  # p3 waits behind p2
     zen.on_scale_tick()  # the next pass: p2 first
     assert statuses(zen, "p1", "p2", "p3") == ["QUEUED", "QUEUED", "PENDING"]
+
+
+def _why(zen, config, job_id):
+    from zen.jobs.queueing import Queueing
+    from zen.store.jobstore import PostgresJobTx
+
+    with zen.db.transaction() as session:
+        return Queueing(config).why_pending(PostgresJobTx(session), repository.get_job(session, job_id))
+
+
+COHORT_OF_TWO = [{"name": "team-a", "cohort": "lab", "quota": {CLUSTER: 4}, "users": ["alice"]},
+                 {"name": "team-b", "cohort": "lab", "quota": {CLUSTER: 4}, "users": ["bob"]}]
+
+
+def test_zen_explain_says_what_holds_a_job_back_where_the_numbers_alone_do_not(config, db, publisher, clock):
+    """What `zen explain` said of a PENDING job gave room on paper: the borrowing limit that held it was not named
+    (nor, below, the lender's job a borrower waits behind); a queue outside any cohort above its lowered quota was
+    "borrowing", and a job larger than the lowered quota (which holds nobody up) counted among the jobs ahead."""
+    limited = [{**COHORT_OF_TWO[0], "borrowing_limit": {CLUSTER: 2}}, COHORT_OF_TWO[1]]
+    zen, functions = make(config, db, publisher, clock, limited)
+    for n in range(4):  # 2-GPU jobs: team-a's 4, 2 borrowed, then its borrowing limit
+        functions.submit(a100s(f"a{n}", 2, 0))
+        clock.advance(1)
+    assert statuses(zen, "a2", "a3") == ["QUEUED", "PENDING"]
+    assert _why(zen, zen.config, "a3") == (
+        f"queue team-a holds 6 GPUs of {CLUSTER} (quota 4, 2 borrowed), the job needs 2, at most 6 with borrowing "
+        "(borrowing_limit 2); cohort lab: 6/8 GPUs in use")
+
+
+def test_zen_explain_names_the_lenders_job_a_borrower_waits_behind(config, db, publisher, clock):
+    zen, functions = make(config, db, publisher, clock, COHORT_OF_TWO)
+    for n in range(3):  # team-b: its 4 GPUs and 2 of team-a's
+        functions.submit({**a100s(f"b{n}", 2, 0), "user_id": "bob"})
+        clock.advance(1)
+    functions.submit(a100s("a-big", 4, 0))  # within team-a's quota: waits for what team-b borrowed
+    clock.advance(1)
+    functions.submit({**a100s("b3", 2, 0), "user_id": "bob"})
+    assert statuses(zen, "a-big", "b3") == ["PENDING", "PENDING"]
+    assert _why(zen, zen.config, "b3") == (
+        f"queue team-b holds 6 GPUs of {CLUSTER} (quota 4, 2 borrowed), the job needs 2; cohort lab: 6/8 GPUs in use; "
+        "no job borrows while queue team-a's job a-big waits for the quota it lent")
+
+
+def test_a_lowered_quota_is_not_borrowing_and_a_job_it_strands_is_not_ahead(config, db, publisher, clock):
+    queues = [{"name": "solo", "quota": {CLUSTER: 8}, "users": ["alice"]}]
+    zen, functions = make(config, db, publisher, clock, queues)
+    for job_id, gpus, priority in (("r0", 4, 0), ("r1", 4, 0), ("big", 4, 5), ("small", 2, 0)):
+        functions.submit(a100s(job_id, gpus, priority))
+        clock.advance(1)
+    assert statuses(zen, "big", "small") == ["PENDING", "PENDING"]
+    lowered = halves_config(config, [{**queues[0], "quota": {CLUSTER: 3}}])
+    assert _why(zen, lowered, "small") == (
+        f"queue solo holds 8 GPUs of {CLUSTER} (quota 3, 5 above it: lowered since), the job needs 2")
+
+
+def test_zen_queues_recent_usage_counts_what_a_queue_holds_without_a_pass(config, db, publisher, clock):
+    """Recent usage was brought up to date only by admission passes, which run for queues with jobs waiting: a
+    queue holding 4 GPUs for two hours with nothing waiting showed 0."""
+    from zen.jobs.queueing import Queueing
+    from zen.store.jobstore import PostgresJobTx
+
+    zen, functions = make(config, db, publisher, clock, RESEARCH)
+    functions.submit(a100s("a0", 4, 0))
+    clock.advance(7200)
+    zen.on_scale_tick()
+    with zen.db.transaction() as session:
+        [row] = Queueing(zen.config).summary(PostgresJobTx(session), clock())
+    assert 7.5 < row["recent_gpu_hours"] <= 8.0  # 4 GPUs for 2 hours, decayed a little (half-life)

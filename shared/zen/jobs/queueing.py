@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
+from zen.core.clock import utc_now
 from zen.core.config import QueueConfig, ZenConfig
 from zen.core.errors import Rejected
 from zen.core.models import Job
@@ -250,16 +251,33 @@ class Queueing:
                     f"{most:g} (its quota was lowered): it waits, without holding up the jobs behind it, until "
                     f"the quota is raised, or stop it and submit a smaller one")
         used, total = self.cohort_use(tx, queue, job.cluster)
-        mine, nominal = used.get(queue.name, 0), queue.quota[job.cluster]
-        borrowed = f", {mine - nominal} borrowed" if mine > nominal else ""
-        text = (f"queue {queue.name} holds {mine} GPUs of {job.cluster} (quota {nominal}{borrowed}), "
+        mine, nominal, limit = used.get(queue.name, 0), queue.quota[job.cluster], queue.limit(job.cluster)
+        above = (f", {mine - nominal} borrowed" if queue.cohort else f", {mine - nominal} above it: lowered since"
+                 ) if mine > nominal else ""
+        text = (f"queue {queue.name} holds {mine} GPUs of {job.cluster} (quota {nominal}{above}), "
                 f"the job needs {job.gpus}")
+        if queue.cohort and mine + job.gpus > limit:  # what the cohort has free is not the queue's to take
+            text += f", at most {limit:g} with borrowing (borrowing_limit {queue.may_borrow(job.cluster):g})"
         if queue.cohort:
             text += f"; cohort {queue.cohort}: {sum(used.values())}/{total} GPUs in use"
-        ahead = tx.jobs_ahead(job)
+            if mine + job.gpus > nominal and (lender := self._lender_waiting(tx, queue, job.cluster, used)):
+                text += f"; no job borrows while {lender}"  # order_admissions' lent_back
+        ahead = tx.jobs_ahead(job, int(most))
         if ahead:
             text += f"; {ahead} job{'s' if ahead != 1 else ''} ahead of it in the queue"
         return text
+
+    def _lender_waiting(self, tx: AdmissionRows, queue: QueueConfig, cluster: str, used: dict[str, int]) -> str | None:
+        """A head of another queue of ``queue``'s cohort within its own quota that waits (for the quota it lent),
+        named; None when there is none. Read without locks (as ``zen explain``'s reader may)."""
+        for other in self._config.cohort_of(queue, cluster):
+            if other.name == queue.name:
+                continue
+            held, nominal = used.get(other.name, 0), other.quota[cluster]
+            head = tx.queue_head(other.name, cluster, int(self._most_ever(other, cluster)))
+            if head is not None and held + head[1] <= nominal:
+                return f"queue {other.name}'s job {head[0]} waits for the quota it lent"
+        return None
 
     def no_room(self, tx: AdmissionRows, queue: QueueConfig, cluster: str, gpus: int) -> str | None:
         """Why a job of ``gpus`` GPUs of ``cluster`` would not be admitted in ``queue`` now, or None when
@@ -281,8 +299,11 @@ class Queueing:
         held = {r["queue"]: r["gpus"] for r in tx.admitted([q.name for q in members], cluster)}
         return held, sum(q.quota[cluster] for q in members)
 
-    def summary(self, tx: AdmissionRows) -> list[dict[str, Any]]:
-        """Per queue and cluster: quota, borrowing limit, admitted GPUs and jobs by state (``zen queues``)."""
+    def summary(self, tx: AdmissionRows, now: datetime | None = None) -> list[dict[str, Any]]:
+        """Per queue and cluster: quota, borrowing limit, admitted GPUs and jobs by state (``zen queues``), and recent
+        usage brought up to ``now`` (default: this moment) as a pass would, without saving it: passes bring it up
+        to date only for queues with jobs waiting, so the stored value of a busy queue with none was its last."""
+        now = now or utc_now()
         counts = {(r["queue"], r["cluster"]): r for r in tx.queue_counts()}
         usage = tx.queue_usage([q.name for q in self._config.queues])
         out = []
@@ -290,11 +311,12 @@ class Queueing:
             for cluster, nominal in queue.quota.items():
                 row = counts.get((queue.name, cluster), {})
                 admitted = row.get("admitted_gpus", 0)
-                seconds = usage.get((queue.name, cluster), (0.0, None))[0]
+                seconds, since = usage.get((queue.name, cluster), (0.0, now))
+                seconds = decay(seconds, max(0.0, (now - since).total_seconds()), admitted, self._half_life)
                 out.append({
                     "queue": queue.name, "cohort": queue.cohort, "cluster": cluster, "quota_gpus": nominal,
                     "borrowing_limit": queue.may_borrow(cluster), "admitted_gpus": admitted,
-                    "borrowed_gpus": max(0, admitted - nominal), "pending": row.get("pending", 0),
+                    "borrowed_gpus": max(0, admitted - nominal) if queue.cohort else 0, "pending": row.get("pending", 0),
                     "queued": row.get("admitted_waiting", 0), "running": row.get("running", 0),
                     "recent_gpu_hours": round(seconds / 3600.0, 2),
                 })

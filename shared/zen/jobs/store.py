@@ -123,8 +123,11 @@ class AdmissionRows(Protocol):
     def waiting_queues(self) -> list[tuple[str, str]]:
         """(queue, cluster) pairs with PENDING jobs."""
 
-    def jobs_ahead(self, job: Job) -> int:
-        """PENDING jobs of the job's queue and cluster admitted before it."""
+    def queue_head(self, queue: str, cluster: str, most: int) -> tuple[str, int] | None:
+        """The first PENDING job of ``queue`` on ``cluster`` of at most ``most`` GPUs (job id, GPUs), unlocked."""
+
+    def jobs_ahead(self, job: Job, most: int) -> int:
+        """PENDING jobs of the job's queue and cluster of at most ``most`` GPUs admitted before it."""
 
     def queue_usage(self, queues: list[str]) -> dict[tuple[str, str], tuple[float, datetime]]:
         """(queue, cluster) -> (decayed GPU-seconds, when last brought up to date)."""

@@ -180,9 +180,13 @@ class PostgresJobTx:
     def waiting_queues(self) -> list[tuple[str, str]]:
         return queues.waiting_queues(self.session)
 
+    @hooked("queue_head")
+    def queue_head(self, queue: str, cluster: str, most: int) -> tuple[str, int] | None:
+        return queues.queue_head(self.session, queue, cluster, most)
+
     @hooked("jobs_ahead")
-    def jobs_ahead(self, job: Job) -> int:
-        return queues.jobs_ahead(self.session, job)
+    def jobs_ahead(self, job: Job, most: int) -> int:
+        return queues.jobs_ahead(self.session, job, most)
 
     @hooked("queue_usage")
     def queue_usage(self, queue_names: list[str]) -> dict[tuple[str, str], tuple[float, datetime]]:

@@ -583,11 +583,21 @@ FOR UPDATE SKIP LOCKED;
 -- (queue, cluster) pairs with waiting jobs: the tick's admission passes.
 SELECT DISTINCT queue, cluster FROM jobs WHERE status = 'PENDING' AND queue IS NOT NULL AND hold IS NULL;
 
+-- name: queue_head
+-- The first waiting job of a queue on a cluster, in admission order, of at most :most GPUs, read without a lock
+-- (zen explain: a lender's job a borrower waits behind).
+SELECT job_id, gpus FROM jobs
+WHERE queue = :queue AND cluster = :cluster AND status = 'PENDING' AND queue IS NOT NULL AND hold IS NULL
+  AND gpus <= :most
+ORDER BY priority DESC, submitted_at, job_id
+LIMIT 1;
+
 -- name: jobs_ahead
--- Waiting jobs a PENDING job waits behind in its queue (higher priority, or same and older).
+-- Waiting jobs a PENDING job waits behind in its queue (higher priority, or same and older); not those larger
+-- than the queue can now ever hold (:most), which hold nobody up (pending_of_queue leaves them out).
 SELECT COUNT(*) AS n FROM jobs
 WHERE queue = :queue AND cluster = :cluster AND status = 'PENDING' AND queue IS NOT NULL AND hold IS NULL
-  AND (priority > :priority OR (priority = :priority AND (submitted_at, job_id) < (:submitted_at, :job_id)));
+  AND gpus <= :most AND (priority > :priority OR (priority = :priority AND (submitted_at, job_id) < (:submitted_at, :job_id)));
 
 -- name: queue_usage
 SELECT queue, cluster, gpu_seconds, updated_at FROM queue_usage

@@ -60,9 +60,14 @@ def waiting_queues(session: Session) -> list[tuple[str, str]]:
     return [(r["queue"], r["cluster"]) for r in session.run("waiting_queues")]
 
 
-def jobs_ahead(session: Session, job: Job) -> int:
+def queue_head(session: Session, queue: str, cluster: str, most: int) -> tuple[str, int] | None:
+    row = session.one("queue_head", queue=queue, cluster=cluster, most=most)
+    return (row["job_id"], row["gpus"]) if row else None
+
+
+def jobs_ahead(session: Session, job: Job, most: int) -> int:
     ahead: int = session.one_row("jobs_ahead", queue=job.queue, cluster=job.cluster, priority=job.priority,
-                                 submitted_at=job.submitted_at, job_id=job.job_id)["n"]
+                                 submitted_at=job.submitted_at, job_id=job.job_id, most=most)["n"]
     return ahead
 
 

@@ -342,10 +342,16 @@ class InMemoryJobTx:
         return sorted({(j.queue, j.cluster) for j in self._t.jobs.values()
                        if j.status is JobStatus.PENDING and j.hold is None and j.queue is not None})
 
+    @hooked("queue_head")
+    def queue_head(self, queue: str, cluster: str, most: int) -> tuple[str, int] | None:
+        line = [j for j in self._t.jobs.values() if j.queue == queue and j.cluster == cluster
+                and j.status is JobStatus.PENDING and j.hold is None and j.gpus <= most]
+        return next(((j.job_id, j.gpus) for j in sorted(line, key=_admission_order)), None)
+
     @hooked("jobs_ahead")
-    def jobs_ahead(self, job: Job) -> int:
+    def jobs_ahead(self, job: Job, most: int) -> int:
         return sum(1 for j in self._t.jobs.values() if j.queue is not None and j.queue == job.queue
-                   and j.cluster == job.cluster and j.status is JobStatus.PENDING and j.hold is None
+                   and j.cluster == job.cluster and j.status is JobStatus.PENDING and j.hold is None and j.gpus <= most
                    and _admission_order(j) < _admission_order(job))
 
     @hooked("queue_usage")
