@@ -331,3 +331,41 @@ def test_a_checkpoint_whose_files_are_gone_for_good_is_said_and_the_job_starts_a
     assert list(rerun.directory.iterdir()) == []
     assert lines == ["zen: checkpoint file model.pt is gone (a checkpoint's objects are deleted "
                      "checkpoint_retention_days after they were written): the job starts afresh"]
+
+
+def test_a_file_whose_name_cloud_storage_cannot_hold_is_left_out_said_once_and_the_rest_saved(tmp_path, client):
+    """One stray file whose name is not UTF-8 sent every save to Cloud Storage, which refused it after the files
+    before it were uploaded (and deleted again): no save ever landed, and a rerun got nothing."""
+    lines: list[str] = []
+    first = attempt(tmp_path, client, 1, lines=lines)
+    (first.directory / "model.pt").write_text("epoch 1")
+    os.close(os.open(os.fsencode(first.directory) + b"/tok\xff.cache", os.O_CREAT | os.O_WRONLY))
+    (first.directory / "line\nbreak").write_text("x")
+    assert first.save("every 600 s") is True
+    assert [f["path"] for f in manifest(client)["files"]] == ["model.pt"]
+    left_out = [line for line in lines if "left out of the checkpoint" in line]
+    assert sorted(left_out) == [
+        "zen: checkpoint file 'line\\nbreak' is left out of the checkpoint: its name holds a line break, which Cloud "
+        "Storage's may not",
+        "zen: checkpoint file 'tok\\xff.cache' is left out of the checkpoint: its name is not UTF-8, which Cloud "
+        "Storage's may not"]
+    (first.directory / "model.pt").write_text("epoch 2")
+    assert first.save("every 600 s") is True
+    assert len([line for line in lines if "left out of the checkpoint" in line]) == 2  # said once each
+    assert len(first.notes) == 2
+
+
+def test_an_empty_folder_comes_back_with_the_checkpoint(tmp_path, client):
+    first = attempt(tmp_path, client, 1)
+    (first.directory / "logs" / "old").mkdir(parents=True)
+    (first.directory / "state").write_text("step 5")
+    assert first.save("every 600 s") is True
+    assert manifest(client)["folders"] == ["logs/old"]
+    second = attempt(tmp_path, client, 2)
+    second.restore(Progress(), threading.Event())
+    assert (second.directory / "logs" / "old").is_dir() and (second.directory / "state").read_text() == "step 5"
+    # A manifest naming a folder out of the checkpoint is refused as any bad path is.
+    blob = client.bucket("ckpt-bkt").blob(PREFIX + MANIFEST)
+    blob.upload_from_string(json.dumps({**manifest(client), "folders": ["../escape"]}))
+    with pytest.raises(TransferError, match="bad checkpoint path"):
+        attempt(tmp_path, client, 3).restore(Progress(), threading.Event())

@@ -34,7 +34,7 @@ from typing import Any, Callable
 from zen.agent.staging import Cancelled, Progress, TransferError, Unavailable, not_the_jobs, reason
 from zen.core.checkpoints import StartCheckpoint
 from zen.core.gcs import split_uri
-from zen.core.text import human_bytes
+from zen.core.text import human_bytes, unstorable_problem
 
 MANIFEST = "LATEST.json"
 RESTORE_TRIES = 3  # restores begun again after another attempt's save replaced the checkpoint being read
@@ -77,6 +77,7 @@ class Checkpoint:
         self._writing = threading.Lock()  # a manifest being written; ``close`` waits for it
         self._closed = False  # the attempt has ended: no manifest is written any more
         self._thread: threading.Thread | None = None
+        self._left_out: set[str] = set()  # files whose names no object may have, said once
 
     def env(self) -> dict[str, str]:
         return {"ZEN_CHECKPOINT_DIR": str(self.directory), "ZEN_PREEMPTION_NOTICE": str(self.notice_path)}
@@ -142,6 +143,8 @@ class Checkpoint:
         from google.api_core.exceptions import NotFound
 
         bucket = self._bucket()
+        for folder in manifest.get("folders") or []:  # empty ones (a manifest from before they were kept: none)
+            self.directory.joinpath(*_parts(folder)).mkdir(parents=True, exist_ok=True)
         for item in manifest["files"]:
             if cancel.is_set():
                 raise Cancelled("cancelled")
@@ -196,23 +199,42 @@ class Checkpoint:
             raise ValueError("not a manifest")
         for item in manifest["files"]:
             _parts(item["path"])
+        if not isinstance(manifest.get("folders", []), list):
+            raise ValueError("folders is not a list")
+        for folder in manifest.get("folders", []):
+            _parts(folder)
         return manifest
 
     # -- save ------------------------------------------------------------------------------------
     def files(self) -> Files:
-        """Every regular file under the folder (links and special files are never followed nor saved)."""
+        """Every regular file under the folder (links and special files are never followed nor saved). A name Cloud
+        Storage cannot hold (not UTF-8, a carriage return or line feed) is left out, said once: one stray cache file
+        does not stop every save."""
         found: Files = {}
-        for folder, dirs, names in os.walk(self.directory):
+        for folder, _, names in os.walk(self.directory):
             for name in names:
                 path = Path(folder, name)
+                relative = path.relative_to(self.directory).as_posix()
+                if _unsaveable(relative):
+                    if relative not in self._left_out:
+                        self._left_out.add(relative)
+                        shown = repr(os.fsencode(relative))[2:-1]  # its bytes, escaped as Python writes them
+                        self.note(f"checkpoint file '{shown}' is left out of the checkpoint: its name "
+                                  f"{_unsaveable(relative)}, which Cloud Storage's may not")
+                    continue
                 try:
                     listed = path.lstat()
                 except OSError:
                     continue
                 if stat.S_ISREG(listed.st_mode):
-                    found[path.relative_to(self.directory).as_posix()] = (
-                        listed.st_size, listed.st_mtime_ns, listed.st_ino)
+                    found[relative] = (listed.st_size, listed.st_mtime_ns, listed.st_ino)
         return found
+
+    def _empty_folders(self) -> list[str]:
+        """The folder's empty folders (a job may expect the layout it left), saved by name in the manifest."""
+        return sorted(Path(folder).relative_to(self.directory).as_posix() for folder, dirs, names
+                      in os.walk(self.directory) if not dirs and not names and Path(folder) != self.directory
+                      and not _unsaveable(Path(folder).relative_to(self.directory).as_posix()))
 
     def save(self, why: str, cancel: threading.Event | None = None) -> bool:
         """Upload the folder as the latest checkpoint, when it changed since the last save or restore and
@@ -238,7 +260,8 @@ class Checkpoint:
                 self._upload(files, generation, uploaded, cancel)
                 manifest = {"generation": generation, "attempt": self.attempt, "reason": why,
                             "saved_at": time.time(),
-                            "files": [{"path": p, "size": files[p][0], "mtime_ns": files[p][1]} for p in sorted(files)]}
+                            "files": [{"path": p, "size": files[p][0], "mtime_ns": files[p][1]} for p in sorted(files)],
+                            "folders": self._empty_folders()}
                 written = True
                 overwritten = self._write(manifest, cancel)
             except BaseException as exc:
@@ -387,6 +410,13 @@ class Checkpoint:
     def note(self, text: str) -> None:
         self.notes.append(text)
         self._say(f"zen: {text}")
+
+
+def _unsaveable(relative: str) -> str | None:
+    """Why no object may be named ``relative`` (Cloud Storage: UTF-8, no carriage return or line feed), or None."""
+    if unstorable_problem(relative):
+        return "is not UTF-8"
+    return "holds a line break" if "\r" in relative or "\n" in relative else None
 
 
 def _parts(relative: str) -> list[str]:
