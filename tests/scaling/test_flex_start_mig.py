@@ -17,7 +17,7 @@ from zen.core.config import ZenConfig, load_config
 from zen.scaling.manager import ClusterManager
 from zen.scaling.model import Action, DemandGroup, ErrorKind, Timing, VmPhase
 from zen.scaling.planner import ZenPlanner
-from zen.scaling.port import FleetFacts
+from zen.scaling.port import FleetFacts, MigState
 from zen.scaling.pricing import cluster_pools
 from zen.scaling.vms import classify
 from zen_dev.local.compute import ComputeStandIn, ManualClock
@@ -299,3 +299,19 @@ def _anonymous():
     from google.auth.credentials import AnonymousCredentials
 
     return AnonymousCredentials()
+
+
+def test_an_empty_flex_start_mig_with_no_request_is_read_in_one_call(cloud):
+    """The tick's region listing says the MIG is empty and stable: its requests are listed (one may be queued), and
+    with none at all nothing else is read. It was three calls a flex-start pool a tick, with nothing there."""
+    from zen.scaling.port import MigSummary
+
+    standin, flex, _ = cloud(capacity=0)
+    before = flex.api_calls
+    assert flex.read(summary=MigSummary(0, True)) == MigState(0, [], [])
+    assert flex.api_calls - before == 1
+    flex.resize(1)  # queued: the MIG's target size is still 0
+    before = flex.api_calls
+    state = flex.read(summary=MigSummary(0, True))
+    assert [request_of(i.name) for i in state.instances] == [r.name for r in requests_of(standin, flex)]
+    assert flex.api_calls - before == 3

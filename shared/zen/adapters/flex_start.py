@@ -89,17 +89,17 @@ class FlexStartMig(MigManager):
         """The requests not granted yet (CREATING or ACCEPTED): name -> VMs it asks for, oldest first."""
         return self._listed(report=False)[0]
 
-    def _listed(self, report: bool) -> tuple[dict[str, int], list[MigError]]:
+    def _listed(self, report: bool) -> tuple[dict[str, int], list[MigError], bool]:
         """``pending``, and with ``report`` the FAILED requests this read deletes, as creation errors: each once, so
         the planner strikes the pool (a failed request is not retried by Compute: asked again as it was, it would
         fail again, pass after pass, with nothing said). Without ``report`` (a target size read) a FAILED request
-        is left for the next read to report."""
+        is left for the next read to report. Last, whether Compute listed any request at all."""
         pages = self._call(self._requests.list)
         with self._translated("listing resize requests"):  # later pages are fetched while iterating
             items = sorted(pages, key=lambda r: (r.creation_timestamp, r.name))
         ended = [r for r in items if self._over(r) and (report or r.state != "FAILED")][:FORGET_PER_READ]
         failed = [self._failure(r) for r in self._forget(ended) if r.state == "FAILED"]
-        return {r.name: r.resize_by for r in items if r.state in _PENDING}, failed
+        return {r.name: r.resize_by for r in items if r.state in _PENDING}, failed, bool(items)
 
     def _failure(self, request: compute_v1.InstanceGroupManagerResizeRequest) -> MigError:
         errors = list(request.status.error.errors) if request.status and request.status.error else []
@@ -144,14 +144,17 @@ class FlexStartMig(MigManager):
         return self._state(report=False).target_size
 
     def read(self, since: datetime | None = None, summary: MigSummary | None = None) -> MigState:
-        """As ``MigManager.read``, plus the pending requests' VMs and the failed ones' errors (``_listed``); never
-        skipped on a summary (a MIG of target 0 may have requests queued)."""
-        return self._state(report=True, since=since)
+        """As ``MigManager.read``, plus the pending requests' VMs and the failed ones' errors (``_listed``). With a
+        ``summary`` of an empty, stable MIG, one call: its requests listed, none at all (a granted one is listed
+        until its run is over, a queued one while it waits): nothing to read (it was three calls a pass)."""
+        return self._state(report=True, since=since, summary=summary)
 
-    def _state(self, report: bool, since: datetime | None = None) -> MigState:
+    def _state(self, report: bool, since: datetime | None = None, summary: MigSummary | None = None) -> MigState:
         # The requests first: one granted while the MIG is read is then in the target size read after it
         # (counted twice at worst, never nowhere, which would ask for its VMs again).
-        pending, failed = self._listed(report)
+        pending, failed, listed = self._listed(report)
+        if not listed and summary is not None and summary.target_size == 0 and summary.stable:
+            return MigState(0, [], [])
         target = super().target_size()
         instances = self.instances()
         settled = len(instances) == target and all(i.current_action == "NONE" for i in instances)
