@@ -25,22 +25,22 @@ import errno
 import json
 import os
 import shutil
-import stat
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
+from zen.agent import checkpoint_files
+from zen.agent.checkpoint_files import Files
 from zen.agent.staging import Cancelled, Progress, TransferError, Unavailable, not_the_jobs, reason
 from zen.core.checkpoints import StartCheckpoint
 from zen.core.gcs import split_uri
-from zen.core.text import human_bytes, unstorable_problem
+from zen.core.text import human_bytes
 
 MANIFEST = "LATEST.json"
 RESTORE_TRIES = 3  # restores begun again after another attempt's save replaced the checkpoint being read
 CLOSE_WAIT_S = 2.0  # the attempt's end waits this long for a manifest being written (a small object)
 NOTICE = "preempted"  # the file that appears in the notice folder when the VM is about to go away
-Files = dict[str, tuple[int, int, int]]  # path under the folder -> (size, mtime_ns, inode)
 
 
 class Changed(TransferError):
@@ -144,12 +144,12 @@ class Checkpoint:
 
         bucket = self._bucket()
         for folder in manifest.get("folders") or []:  # empty ones (a manifest from before they were kept: none)
-            self.directory.joinpath(*_parts(folder)).mkdir(parents=True, exist_ok=True)
+            self.directory.joinpath(*checkpoint_files.parts(folder)).mkdir(parents=True, exist_ok=True)
         for item in manifest["files"]:
             if cancel.is_set():
                 raise Cancelled("cancelled")
             relative, size = item["path"], int(item["size"])
-            target = self.directory.joinpath(*_parts(relative))
+            target = self.directory.joinpath(*checkpoint_files.parts(relative))
             target.parent.mkdir(parents=True, exist_ok=True)
             try:
                 bucket.blob(self._prefix + manifest["generation"] + relative).download_to_filename(str(target))
@@ -198,43 +198,17 @@ class Checkpoint:
         if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
             raise ValueError("not a manifest")
         for item in manifest["files"]:
-            _parts(item["path"])
+            checkpoint_files.parts(item["path"])
         if not isinstance(manifest.get("folders", []), list):
             raise ValueError("folders is not a list")
         for folder in manifest.get("folders", []):
-            _parts(folder)
+            checkpoint_files.parts(folder)
         return manifest
 
     # -- save ------------------------------------------------------------------------------------
     def files(self) -> Files:
-        """Every regular file under the folder (links and special files are never followed nor saved). A name Cloud
-        Storage cannot hold (not UTF-8, a carriage return or line feed) is left out, said once: one stray cache file
-        does not stop every save."""
-        found: Files = {}
-        for folder, _, names in os.walk(self.directory):
-            for name in names:
-                path = Path(folder, name)
-                relative = path.relative_to(self.directory).as_posix()
-                if _unsaveable(relative):
-                    if relative not in self._left_out:
-                        self._left_out.add(relative)
-                        shown = repr(os.fsencode(relative))[2:-1]  # its bytes, escaped as Python writes them
-                        self.note(f"checkpoint file '{shown}' is left out of the checkpoint: its name "
-                                  f"{_unsaveable(relative)}, which Cloud Storage's may not")
-                    continue
-                try:
-                    listed = path.lstat()
-                except OSError:
-                    continue
-                if stat.S_ISREG(listed.st_mode):
-                    found[relative] = (listed.st_size, listed.st_mtime_ns, listed.st_ino)
-        return found
-
-    def _empty_folders(self) -> list[str]:
-        """The folder's empty folders (a job may expect the layout it left), saved by name in the manifest."""
-        return sorted(Path(folder).relative_to(self.directory).as_posix() for folder, dirs, names
-                      in os.walk(self.directory) if not dirs and not names and Path(folder) != self.directory
-                      and not _unsaveable(Path(folder).relative_to(self.directory).as_posix()))
+        """Every regular file under the folder that an object may hold (``zen.agent.checkpoint_files``)."""
+        return checkpoint_files.regular(self.directory, self._left_out, self.note)
 
     def save(self, why: str, cancel: threading.Event | None = None) -> bool:
         """Upload the folder as the latest checkpoint, when it changed since the last save or restore and
@@ -261,7 +235,7 @@ class Checkpoint:
                 manifest = {"generation": generation, "attempt": self.attempt, "reason": why,
                             "saved_at": time.time(),
                             "files": [{"path": p, "size": files[p][0], "mtime_ns": files[p][1]} for p in sorted(files)],
-                            "folders": self._empty_folders()}
+                            "folders": checkpoint_files.empty_folders(self.directory)}
                 written = True
                 overwritten = self._write(manifest, cancel)
             except BaseException as exc:
@@ -410,17 +384,3 @@ class Checkpoint:
     def note(self, text: str) -> None:
         self.notes.append(text)
         self._say(f"zen: {text}")
-
-
-def _unsaveable(relative: str) -> str | None:
-    """Why no object may be named ``relative`` (Cloud Storage: UTF-8, no carriage return or line feed), or None."""
-    if unstorable_problem(relative):
-        return "is not UTF-8"
-    return "holds a line break" if "\r" in relative or "\n" in relative else None
-
-
-def _parts(relative: str) -> list[str]:
-    parts = relative.split("/") if isinstance(relative, str) else []
-    if not parts or any(part in ("", ".", "..") for part in parts):
-        raise ValueError(f"bad checkpoint path {relative!r}")
-    return parts
