@@ -15,6 +15,7 @@
 # |                            |                                               | each agent_input_buckets     |
 # | zen-fn-tick                | makes each VM's control subscription, grants  | subscription maker (custom), |
 # |                            | it to the account its VM runs as              | attach on vm-control         |
+# | zen-fn-tick                | probes the heartbeat path                     | publisher on heartbeats      |
 # | zen-ag-<cluster>[-<hash>]  | the GPU VMs of one cluster's regions that     | see "agent" below            |
 # | (x each tag set)           | carry one tag set                             |                              |
 # | zen-fn-build               | builds the functions                          | source objects (ours and the |
@@ -99,6 +100,15 @@ resource "google_pubsub_topic_iam_member" "function_publisher" {
   topic    = google_pubsub_topic.zen[each.value.topic].name
   role     = "roles/pubsub.publisher"
   member   = "serviceAccount:${google_service_account.function[each.value.function].email}"
+}
+
+# The tick probes the heartbeat path (zen.jobs.probes): each tick publishes one message on zen-heartbeats, which
+# the heartbeat function hears like any report; a probe that does not come through in time holds the lost-job
+# sweep (reports Pub/Sub accepted, which keep their agent's fence up, wait undelivered).
+resource "google_pubsub_topic_iam_member" "tick_probe_publisher" {
+  topic  = google_pubsub_topic.zen["heartbeats"].name
+  role   = "roles/pubsub.publisher"
+  member = "serviceAccount:${google_service_account.function["on_scale_tick"].email}"
 }
 
 # The trigger pushes to the function's Cloud Run service as the function's own service account.

@@ -299,6 +299,25 @@ def test_the_tick_clock_sees_a_gap_in_the_ticks(store):
         assert tx.record_tick(back + timedelta(seconds=30), 60.0) == back
 
 
+def test_the_tick_clock_keeps_the_heartbeat_paths_probe(store):
+    at = lambda s: NOW + timedelta(seconds=s)  # noqa: E731
+    with store.transaction() as tx:
+        tx.record_tick(at(0), 60.0)
+        assert tx.look_at_probe(at(0), 15.0, "a" * 32) == (None, True, False, False, None)
+        assert tx.probe_heard("b" * 32, at(1), 15.0) is None  # not the last one sent
+        assert tx.probe_heard("a" * 32, at(2), 15.0) == 2.0 and tx.probe_heard("a" * 32, at(3), 15.0) is None
+        tx.record_tick(at(60), 60.0)
+        assert tx.look_at_probe(at(60), 15.0, "c" * 32) == (None, True, False, True, at(0))
+        tx.record_tick(at(70), 60.0)
+        assert tx.look_at_probe(at(70), 15.0, "d" * 32) == (None, False, False, True, at(60))  # not due yet
+        tx.record_tick(at(120), 60.0)
+        assert tx.look_at_probe(at(120), 15.0, "e" * 32) == (at(120), True, True, True, at(60))  # unheard: late
+        assert tx.probe_heard("c" * 32, at(121), 15.0) is None  # replaced
+        assert tx.probe_heard("e" * 32, at(150), 15.0) == 30.0  # heard late: silences count from then
+        tx.record_tick(at(180), 60.0)
+        assert tx.look_at_probe(at(180), 15.0, "f" * 32) == (at(150), True, False, True, at(120))
+
+
 def test_an_outage_teaches_the_tick_clock_no_schedule_that_hides_the_next(store):
     """Ticks a minute apart, a ten-minute outage, five healthy minutes, then a three-minute outage: a gap
     (learnt whole, the first outage's 600 s made the second no gap for a quarter of an hour)."""

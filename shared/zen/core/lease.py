@@ -16,7 +16,13 @@ MIN_BEATS = 3  # the fence is never shorter than this many heartbeat periods
 
 def _room(heartbeat_timeout_s: float, stop_grace_s: float) -> float:
     """Zen's deadline less the stop grace and the margin: the longest fence that keeps the margin."""
-    return heartbeat_timeout_s - stop_grace_s - min(MARGIN_S, heartbeat_timeout_s / 4)
+    return heartbeat_timeout_s - stop_grace_s - probe_late_s(heartbeat_timeout_s)
+
+
+def probe_late_s(heartbeat_timeout_s: float) -> float:
+    """How late a report Pub/Sub accepted may reach Zen before the fence's arithmetic no longer holds: the margin
+    (``zen.jobs.probes``: a probe of the heartbeat path later than this holds the lost-job sweep)."""
+    return min(MARGIN_S, heartbeat_timeout_s / 4)
 
 
 def fence_s(heartbeat_timeout_s: float, stop_grace_s: float, heartbeat_s: float) -> float:

@@ -5,12 +5,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from zen.core.errors import Rejected
-from zen.core.models import INT32_MAX, INT64_MAX, GsUri, JobId, Received, UtcTimestamp, VmState
+from zen.core.models import INT32_MAX, INT64_MAX, GsUri, Heartbeat, JobId, Received, UtcTimestamp, VmState
 
 
 class HeldAttempt(BaseModel):
@@ -70,6 +70,22 @@ class VmUp(Received):
     region: str = Field(min_length=1, max_length=64)
     zone: str = Field(min_length=1, max_length=64)
     sent_at: UtcTimestamp
+
+
+class PathProbe(Received):
+    """The scale tick's probe of the heartbeat path (``zen.jobs.probes``): published on ``zen-heartbeats`` by the
+    tick, heard by the heartbeat function like any report. No VM's: it carries no token, and proves nothing but
+    that a message the tick published came through, and when."""
+
+    kind: Literal["probe"]
+    nonce: str = Field(pattern=r"^[0-9a-f]{16,64}$")
+
+
+def model_of(data: Any) -> type[Heartbeat | VmHeartbeat | VmUp | PathProbe]:
+    """What a message on ``zen-heartbeats`` is, by its ``kind`` (none: a job's report when it names a job, else a VM
+    heartbeat; anything unreadable is read as a job's report, which refuses it)."""
+    kind = data.get("kind", "job" if "job_id" in data else "vm") if isinstance(data, dict) else "job"
+    return VmHeartbeat if kind == "vm" else VmUp if kind == "up" else PathProbe if kind == "probe" else Heartbeat
 
 
 SEQ_AHEAD_S = 300  # how far ahead of Zen's clock a heartbeat's seq (epoch ms) may be

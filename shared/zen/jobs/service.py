@@ -5,8 +5,8 @@ messages in one transaction; after commit the outbox rows are published.
 
 A message that can never succeed is *rejected*: a structured log line with the reason, a row in ``rejected_messages``
 (once per message id; a VM's report refused again alike counts on its row: ``JobTx.record_rejection``), a
-``job.rejected`` / ``job.message_ignored`` event on ``zen-job-events`` (for a new row), and a normal return so Pub/Sub acks it. ``TransientError`` (database down)
-propagates so Pub/Sub redelivers.
+``job.rejected`` / ``job.message_ignored`` event on ``zen-job-events`` (for a new row), and a normal return so Pub/Sub
+acks it. ``TransientError`` (database down) propagates so Pub/Sub redelivers.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from zen import telemetry
 from zen.core import gang, lifecycle
@@ -23,6 +23,7 @@ from zen.core.clock import Clock
 from zen.core.config import ZenConfig
 from zen.core.errors import Rejected, TransientError
 from zen.core.events import PubSubEnvelope, decode_payload, job_id_hint, parse_json
+from zen.jobs import probes
 from zen.jobs.announce import Announcements, RejectionEvent
 from zen.jobs.arrays import ArrayJobs, made_by
 from zen.jobs.authorization import kept_stop, may_stop, may_submit, user_actor
@@ -37,15 +38,12 @@ from zen.adapters.submitters import SubmitterChecker
 from zen.adapters.vm_proof import ProofChecker
 from zen.core.provisioning import accepted_models, pool_key
 from zen.core.text import escape_unstorable
-from zen.core.vm_heartbeat import VmHeartbeat, VmUp, check_seq
+from zen.core.vm_heartbeat import PathProbe, VmHeartbeat, VmUp, check_seq, model_of
 from zen.jobs.placement import choose, configured_cluster, held_gpus, resolve_request
 from zen.jobs.queueing import Queueing
 from zen.jobs.sweeps import Sweeps
 from zen.jobs.vm_beats import VmBeats
-from zen.jobs.store import repeat_key
-
-if TYPE_CHECKING:  # the service needs only the interface; the driver loads in the adapter
-    from zen.jobs.store import JobStore, JobTx
+from zen.jobs.store import JobStore, JobTx, repeat_key  # the interface only: the driver loads in the adapter
 
 log = logging.getLogger("zen.jobs.service")
 
@@ -258,9 +256,9 @@ class JobService:
                 data = None  # _decode rejects it on size before parsing
             else:
                 data = parse_json(envelope.data)
-            kind = data.get("kind", "job" if "job_id" in data else "vm") if isinstance(data, dict) else "job"
-            model: type[Heartbeat | VmHeartbeat | VmUp] = VmHeartbeat if kind == "vm" else VmUp if kind == "up" else Heartbeat
-            message = decode_payload(envelope, model, self._config.limits.max_message_bytes, data)
+            message = decode_payload(envelope, model_of(data), self._config.limits.max_message_bytes, data)
+            if isinstance(message, PathProbe):  # the tick's, of this path (zen.jobs.probes): no VM's, no token
+                return Outcome(probes.heard(self._store, self._config, message.nonce, self._clock()), None)
             if isinstance(message, VmUp):  # a first word: no seq, and a token bound to no key
                 self._proof.check_up(envelope.attributes, message.vm, message.zone, self._config.project,
                                      envelope.publish_time, message.region)

@@ -14,7 +14,7 @@ import functools
 import threading
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, Sequence, TypeVar
 
 from zen.core.models import Job, JobStatus
 from zen.jobs.outgoing import Enqueued, OutgoingMessage
@@ -84,9 +84,28 @@ class EarlyStops(Protocol):
         stop first."""
 
 
+class ProbeLook(NamedTuple):
+    """The tick's look at its last probe of the heartbeat path (``zen.jobs.probes``)."""
+
+    back_at: datetime | None  # when silences count from (now: the probe is unheard past the margin)
+    publish: bool  # a new probe is due (its nonce and time kept): publish it
+    late: bool  # the last probe was unheard past the margin (while probes have come through before)
+    seen: bool  # a probe has ever come through
+    sent_at: datetime | None  # when the probe looked at was published
+
+
 class TickClock(Protocol):
     def record_tick(self, now: datetime, gap_s: float) -> datetime | None:
         """Record this tick; when Zen came back after its last gap longer than ``gap_s`` (None: none seen)."""
+
+    def look_at_probe(self, now: datetime, late_s: float, nonce: str) -> ProbeLook:
+        """After ``record_tick``: the last probe unheard ``late_s`` after it was sent, and probes heard before, moves
+        ``back_at`` to ``now``; a probe is due (``nonce`` kept as the next one's, sent ``now``) once the last one
+        was heard or is late, or none was sent."""
+
+    def probe_heard(self, nonce: str, now: datetime, late_s: float) -> float | None:
+        """The probe ``nonce`` heard: its lag in seconds when it is the last one sent and not heard before (None:
+        another); a lag above ``late_s`` moves ``back_at`` to ``now``."""
 
 
 class OutboxRows(Protocol):

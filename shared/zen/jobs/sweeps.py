@@ -21,7 +21,8 @@ from zen.core.provisioning import accepted_models, pool_key, region_of
 from zen.core.routing import next_route
 from zen.jobs.announce import is_start
 from zen.jobs.decisions import DecisionWriter
-from zen.jobs.messaging import OutboxRelay
+from zen.jobs import probes
+from zen.jobs.messaging import OutboxRelay, enqueue
 from zen.jobs.outgoing import Enqueued
 
 if TYPE_CHECKING:
@@ -51,13 +52,18 @@ class Sweeps:
         heartbeats were refused and wait in Pub/Sub's backoff, and the ticks failed too. The first
         tick after a gap in the ticks (``JobTx.record_tick``) starts every held job's deadline
         afresh, so an outage longer than the heartbeat timeout does not stop and rerun every healthy
-        job; a VM that is really gone is found one timeout after Zen is back."""
+        job; a VM that is really gone is found one timeout after Zen is back. So does a probe of the heartbeat
+        path that came through late or not at all (``zen.jobs.probes``: reports Pub/Sub accepted, which keep
+        their agent's fence up, wait undelivered); each tick publishes the next."""
         deadlines = self._config.deadlines
         now = self._clock()
         cutoff = now - timedelta(seconds=min(deadlines.heartbeat_timeout_s, deadlines.stop_timeout_s))
         with self._store.transaction() as tx:
-            back_at = tx.record_tick(now, deadlines.heartbeat_timeout_s / 2)
-            candidates = tx.held_jobs_silent_since(cutoff, limit)
+            tx.record_tick(now, deadlines.heartbeat_timeout_s / 2)
+            back_at, probe = probes.looked_at(tx, self._config, now)
+            candidates = tx.held_jobs_silent_since(cutoff, limit) if back_at is None or back_at < now else []
+            published = enqueue(tx, probe, now)
+        self._relay.flush_quietly(published)
         return self._for_each_job(candidates, "sweep",
                                   lambda _, job: gang.decide_silence(job, now, deadlines, heard_since=back_at))
 

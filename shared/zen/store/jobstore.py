@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from zen.core.models import Job, JobStatus
 from zen.jobs.outgoing import Enqueued, OutgoingMessage, outbox_json
-from zen.jobs.store import StoreHooks, hooked
+from zen.jobs.store import ProbeLook, StoreHooks, hooked
 from zen.store import fleet, outbox, queues, rejections, repository, submits, usage
 from zen.store.db import Database, Session
 
@@ -95,6 +95,13 @@ class PostgresJobTx:
     @hooked("record_tick")
     def record_tick(self, now: datetime, gap_s: float) -> datetime | None:
         return repository.record_tick(self.session, now, gap_s)
+
+    def look_at_probe(self, now: datetime, late_s: float, nonce: str) -> ProbeLook:
+        row = repository.look_at_probe(self.session, now, late_s, nonce)
+        return ProbeLook(row["back_at"], row["publish"], row["late"], row["seen"], row["sent_at"])
+
+    def probe_heard(self, nonce: str, now: datetime, late_s: float) -> float | None:
+        return repository.probe_heard(self.session, nonce, now, late_s)
 
     # -- outbox -----------------------------------------------------------------------------
     @hooked("add_outbox")

@@ -152,6 +152,16 @@ def record_tick(session: Session, now: datetime, gap_s: float) -> datetime | Non
     return row["back_at"] if row else None
 
 
+def look_at_probe(session: Session, now: datetime, late_s: float, nonce: str) -> dict[str, Any]:
+    row: dict[str, Any] = session.one_row("look_at_probe", now=now, late_s=float(late_s), nonce=nonce)
+    return row
+
+
+def probe_heard(session: Session, nonce: str, now: datetime, late_s: float) -> float | None:
+    row = session.one("probe_heard", nonce=nonce, now=now, late_s=float(late_s))
+    return float(row["lag_s"]) if row else None
+
+
 def early_stops_of_submitted_jobs(session: Session, limit: int) -> list[str]:
     """Jobs that exist now although a stop for them was kept as unknown (it raced the submit)."""
     return [row["job_id"] for row in session.run("early_stops_of_submitted_jobs", limit=limit)]

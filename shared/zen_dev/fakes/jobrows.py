@@ -13,7 +13,7 @@ from zen.core.models import Job, JobStatus, VmState, illegal_step
 from zen.core.prices import AttemptPrice
 from zen.core.text import escape_unstorable
 from zen.jobs.outgoing import Enqueued, OutgoingMessage
-from zen.jobs.store import ConcurrentChange, StoreHooks, hooked
+from zen.jobs.store import ConcurrentChange, ProbeLook, StoreHooks, hooked
 from zen.store.fleet import WARM_VM_SEEN_S  # the same rules as the Postgres store's
 from zen.store.rejections import KEEP_S as REJECTIONS_KEEP_S
 
@@ -197,8 +197,33 @@ class InMemoryJobTx:
         interval = clock["interval_s"]
         back_at = now if interval is not None and elapsed > max(gap_s, 1.5 * interval) else clock["back_at"]
         learnt = min(elapsed, 2 * interval) if interval is not None else elapsed  # a gap teaches twice at most
-        self._t.tick_clock = {"last_at": now, "back_at": back_at, "interval_s": max(learnt, 0.9 * (interval or 0))}
+        self._t.tick_clock = {**clock, "last_at": now, "back_at": back_at,
+                              "interval_s": max(learnt, 0.9 * (interval or 0))}
         return back_at
+
+    @hooked("look_at_probe")
+    def look_at_probe(self, now: datetime, late_s: float, nonce: str) -> ProbeLook:
+        clock = self._t.tick_clock
+        assert clock is not None, "record_tick first"
+        sent, heard, seen = clock.get("probe_sent_at"), clock.get("probe_heard_at"), bool(clock.get("probe_seen"))
+        late = seen and sent is not None and heard is None and (now - sent).total_seconds() > late_s
+        due = sent is None or heard is not None or (now - sent).total_seconds() > late_s
+        if late:
+            clock["back_at"] = max(clock["back_at"] or now, now)
+        if due:
+            clock.update(probe_nonce=nonce, probe_sent_at=now, probe_heard_at=None)
+        return ProbeLook(clock["back_at"], due, late, seen, sent)
+
+    @hooked("probe_heard")
+    def probe_heard(self, nonce: str, now: datetime, late_s: float) -> float | None:
+        clock = self._t.tick_clock
+        if clock is None or clock.get("probe_nonce") != nonce or clock.get("probe_heard_at") is not None:
+            return None
+        lag_s = (now - clock["probe_sent_at"]).total_seconds()
+        clock.update(probe_heard_at=now, probe_seen=True)
+        if lag_s > late_s:
+            clock["back_at"] = max(clock["back_at"] or now, now)
+        return lag_s
 
     # -- outbox -----------------------------------------------------------------------------
     @hooked("add_outbox")

@@ -1,0 +1,66 @@
+"""The heartbeat path's probe: whether the reports agents publish reach Zen promptly, which the lost-job sweep
+relies on.
+
+An agent's fence (``zen.agent.fence``) is renewed by every report of its attempt that Pub/Sub *accepted*; Zen
+counts an attempt's silence from the last report it *handled*. The sweep may take an attempt for lost only while
+what Pub/Sub accepted is handled within the fence's margin (``zen.core.lease.probe_late_s``): reports accepted
+but held back (the heartbeat function at its instance limit, answering 429 or 5xx, out of database connections:
+Pub/Sub's push then backs off) leave the agent's fence up while Zen hears nothing, and a second attempt would run
+beside the first. So each scale tick publishes a probe on ``zen-heartbeats`` (a fresh nonce, its time kept in
+``tick_clock``), and the heartbeat function notes when it hears it. A probe unheard past the margin at the next
+tick, or heard late, moves ``tick_clock.back_at`` (when Zen could hear again) to then: as after an outage, every
+held attempt's silence counts afresh from there (``zen.core.lifecycle.decide_silence``'s ``heard_since``).
+
+The probe is a test of the path, not of each message: Pub/Sub does not order them, and a report that alone
+fails and waits in its own backoff is not seen by it (the attempt's next reports, 30 s apart, are). Until a
+probe has been heard once (a Zen whose probes never come through: the tick not allowed to publish on
+``zen-heartbeats``, say) the sweep counts silences as it did without it, and says so once a tick in a warning.
+Forged probes need the nonce, which only the tick and Pub/Sub see. Why: docs/reference/agent.md, "The fence".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from zen.core.lease import probe_late_s
+from zen.core.config import ZenConfig
+from zen.jobs.outgoing import OutgoingMessage
+
+if TYPE_CHECKING:
+    from zen.jobs.store import JobStore, JobTx
+
+log = logging.getLogger("zen.jobs.service")
+
+
+def looked_at(tx: JobTx, config: ZenConfig, now: datetime) -> tuple[datetime | None, list[OutgoingMessage]]:
+    """The tick's look at its last probe, in the sweep's transaction after ``record_tick``: when silences count
+    from (``tick_clock.back_at``: now, when the last probe is unheard past the margin), and the next probe to
+    publish, if one is due (the last one heard, or late)."""
+    nonce = secrets.token_hex(16)
+    look = tx.look_at_probe(now, probe_late_s(config.deadlines.heartbeat_timeout_s), nonce)
+    if look.late:
+        log.warning("the heartbeat path is late: no attempt is taken for lost until a probe comes through in time",
+                    extra={"probe_sent_at": look.sent_at.isoformat() if look.sent_at else None})
+    elif not look.seen and look.sent_at is not None and (now - look.sent_at).total_seconds() > probe_late_s(
+            config.deadlines.heartbeat_timeout_s):
+        log.warning("no probe of the heartbeat path has come through yet: silences count as if the path were prompt "
+                    "(can the tick's account publish on zen-heartbeats?)")
+    probe = [OutgoingMessage(config.topics.heartbeats, json.dumps({"kind": "probe", "nonce": nonce}).encode(),
+                             {"kind": "probe"})] if look.publish else []
+    return look.back_at, probe
+
+
+def heard(store: JobStore, config: ZenConfig, nonce: str, now: datetime) -> str:
+    """The heartbeat function heard a probe: noted when it is the tick's last ("applied"; else "duplicate": another,
+    heard before or replaced); heard late, silences count afresh from now."""
+    late_s = probe_late_s(config.deadlines.heartbeat_timeout_s)
+    with store.transaction() as tx:
+        lag_s = tx.probe_heard(nonce, now, late_s)
+    if lag_s is not None and lag_s > late_s:
+        log.warning("a probe of the heartbeat path came through late: silences count afresh from now",
+                    extra={"lag_s": round(lag_s, 1)})
+    return "duplicate" if lag_s is None else "applied"
