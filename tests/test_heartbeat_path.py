@@ -115,3 +115,21 @@ def test_a_probe_heard_late_holds_silences_from_then_and_a_stranger_is_a_duplica
     functions.heartbeat({"kind": "probe", "nonce": "not hex"})  # malformed: refused, recorded, acked
     with zen.db.transaction() as session:
         assert any("nonce" in r["reason"] for r in repository.list_rejections(session))
+
+
+def test_a_probe_that_could_not_be_published_holds_nothing(functions, zen, publisher, clock):
+    """A probe the tick could not publish (its account no longer allowed on zen-heartbeats, Pub/Sub down) is never
+    heard: taken for a slow path, it would have held the sweep for good, and a job on a dead VM never come back."""
+    path = _Path(functions, publisher)
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 2, vm="vm-a"))
+    path.tick(deliver=True)  # probes come through: the path is watched
+    for _ in range(5):  # vm-a is gone; every probe's publish fails
+        clock.advance(30)
+        publisher.fail_next = 1
+        path.tick(deliver=True)
+    assert _job(zen) == ("QUEUED", 2)
+    clock.advance(30)
+    path.tick(deliver=True)  # and the next probe goes out
+    assert path.seen and _job(zen) == ("QUEUED", 2)

@@ -171,6 +171,13 @@ class OutboxRelay:
                 self._unsettled.discard(token)
             raise
 
+    def publish_now(self, messages: Sequence[OutgoingMessage]) -> list[str | Exception]:
+        """Publish outside the outbox and wait: per message its id, or what stopped it (never raises)."""
+        try:
+            return self._publisher.publish(messages)
+        except Exception as exc:  # noqa: BLE001 - said per message, as the publisher does
+            return [exc] * len(messages)
+
     def flush_quietly(self, enqueued: Sequence[Enqueued]) -> None:
         """Publish rows just committed; a failure only logs (the rows stay for the tick)."""
         urgent = [e for e in enqueued if e.message.topic in self._urgent]

@@ -14,7 +14,8 @@ held attempt's silence counts afresh from there (``zen.core.lifecycle.decide_sil
 The probe is a test of the path, not of each message: Pub/Sub does not order them, and a report that alone
 fails and waits in its own backoff is not seen by it (the attempt's next reports, 30 s apart, are). Until a
 probe has been heard once (a Zen whose probes never come through: the tick not allowed to publish on
-``zen-heartbeats``, say) the sweep counts silences as it did without it, and says so once a tick in a warning.
+``zen-heartbeats``, say) the sweep counts silences as it did without it, and says so once a tick in a warning;
+a probe the tick could not publish judges nothing (``send``).
 Forged probes need the nonce, which only the tick and Pub/Sub see. Why: docs/reference/agent.md, "The fence".
 """
 
@@ -31,15 +32,16 @@ from zen.core.config import ZenConfig
 from zen.jobs.outgoing import OutgoingMessage
 
 if TYPE_CHECKING:
+    from zen.jobs.messaging import OutboxRelay
     from zen.jobs.store import JobStore, JobTx
 
 log = logging.getLogger("zen.jobs.service")
 
 
-def looked_at(tx: JobTx, config: ZenConfig, now: datetime) -> tuple[datetime | None, list[OutgoingMessage]]:
+def looked_at(tx: JobTx, config: ZenConfig, now: datetime) -> tuple[datetime | None, str | None]:
     """The tick's look at its last probe, in the sweep's transaction after ``record_tick``: when silences count
-    from (``tick_clock.back_at``: now, when the last probe is unheard past the margin), and the next probe to
-    publish, if one is due (the last one heard, or late)."""
+    from (``tick_clock.back_at``: now, when the last probe is unheard past the margin), and the nonce of the next
+    probe to publish after commit (``send``), if one is due (the last one heard, or late)."""
     nonce = secrets.token_hex(16)
     look = tx.look_at_probe(now, probe_late_s(config.deadlines.heartbeat_timeout_s), nonce)
     if look.late:
@@ -49,9 +51,23 @@ def looked_at(tx: JobTx, config: ZenConfig, now: datetime) -> tuple[datetime | N
             config.deadlines.heartbeat_timeout_s):
         log.warning("no probe of the heartbeat path has come through yet: silences count as if the path were prompt "
                     "(can the tick's account publish on zen-heartbeats?)")
-    probe = [OutgoingMessage(config.topics.heartbeats, json.dumps({"kind": "probe", "nonce": nonce}).encode(),
-                             {"kind": "probe"})] if look.publish else []
-    return look.back_at, probe
+    return look.back_at, nonce if look.publish else None
+
+
+def send(store: JobStore, relay: OutboxRelay, config: ZenConfig, nonce: str | None) -> None:
+    """Publish the probe ``nonce`` (after the commit that kept it), now and not through the outbox: a probe
+    that could not be published is marked unsent, so no tick takes its silence for a slow path (were the tick
+    no longer allowed to publish on ``zen-heartbeats``, the sweep would hold for ever); the next tick sends one."""
+    if nonce is None:
+        return
+    probe = OutgoingMessage(config.topics.heartbeats, json.dumps({"kind": "probe", "nonce": nonce}).encode(),
+                            {"kind": "probe"})
+    [result] = relay.publish_now([probe])
+    if isinstance(result, Exception):
+        log.warning("could not publish a probe of the heartbeat path: this tick's silences count as if it were "
+                    "prompt", extra={"error": str(result)})
+        with store.transaction() as tx:
+            tx.probe_unsent(nonce)
 
 
 def heard(store: JobStore, config: ZenConfig, nonce: str, now: datetime) -> str:

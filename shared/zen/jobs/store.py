@@ -103,6 +103,9 @@ class TickClock(Protocol):
         ``back_at`` to ``now``; a probe is due (``nonce`` kept as the next one's, sent ``now``) once the last one
         was heard or is late, or none was sent."""
 
+    def probe_unsent(self, nonce: str) -> None:
+        """The probe ``nonce`` could not be published: no tick judges the path by it."""
+
     def probe_heard(self, nonce: str, now: datetime, late_s: float) -> float | None:
         """The probe ``nonce`` heard: its lag in seconds when it is the last one sent and not heard before (None:
         another); a lag above ``late_s`` moves ``back_at`` to ``now``."""

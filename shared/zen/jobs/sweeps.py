@@ -22,7 +22,7 @@ from zen.core.routing import next_route
 from zen.jobs.announce import is_start
 from zen.jobs.decisions import DecisionWriter
 from zen.jobs import probes
-from zen.jobs.messaging import OutboxRelay, enqueue
+from zen.jobs.messaging import OutboxRelay
 from zen.jobs.outgoing import Enqueued
 
 if TYPE_CHECKING:
@@ -62,8 +62,7 @@ class Sweeps:
             tx.record_tick(now, deadlines.heartbeat_timeout_s / 2)
             back_at, probe = probes.looked_at(tx, self._config, now)
             candidates = tx.held_jobs_silent_since(cutoff, limit) if back_at is None or back_at < now else []
-            published = enqueue(tx, probe, now)
-        self._relay.flush_quietly(published)
+        probes.send(self._store, self._relay, self._config, probe)
         return self._for_each_job(candidates, "sweep",
                                   lambda _, job: gang.decide_silence(job, now, deadlines, heard_since=back_at))
 

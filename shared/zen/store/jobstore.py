@@ -100,6 +100,9 @@ class PostgresJobTx:
         row = repository.look_at_probe(self.session, now, late_s, nonce)
         return ProbeLook(row["back_at"], row["publish"], row["late"], row["seen"], row["sent_at"])
 
+    def probe_unsent(self, nonce: str) -> None:
+        self.session.run("probe_unsent", nonce=nonce)
+
     def probe_heard(self, nonce: str, now: datetime, late_s: float) -> float | None:
         return repository.probe_heard(self.session, nonce, now, late_s)
 

@@ -191,6 +191,10 @@ UPDATE tick_clock SET
 FROM old
 RETURNING tick_clock.back_at, old.due AS publish, old.late, old.probe_seen AS seen, old.probe_sent_at AS sent_at;
 
+-- name: probe_unsent
+-- The probe :nonce could not be published: no tick takes its silence for a slow path (zen.jobs.probes.send).
+UPDATE tick_clock SET probe_sent_at = NULL WHERE probe_nonce = :nonce AND probe_heard_at IS NULL;
+
 -- name: probe_heard
 -- The heartbeat function heard the probe :nonce: noted when it is the last one sent, not heard before; heard
 -- more than :late_s after it was sent, back_at moves to :now. Returns its lag.

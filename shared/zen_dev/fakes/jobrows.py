@@ -214,6 +214,12 @@ class InMemoryJobTx:
             clock.update(probe_nonce=nonce, probe_sent_at=now, probe_heard_at=None)
         return ProbeLook(clock["back_at"], due, late, seen, sent)
 
+    @hooked("probe_unsent")
+    def probe_unsent(self, nonce: str) -> None:
+        clock = self._t.tick_clock
+        if clock is not None and clock.get("probe_nonce") == nonce and clock.get("probe_heard_at") is None:
+            clock["probe_sent_at"] = None
+
     @hooked("probe_heard")
     def probe_heard(self, nonce: str, now: datetime, late_s: float) -> float | None:
         clock = self._t.tick_clock
