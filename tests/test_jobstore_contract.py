@@ -316,6 +316,10 @@ def test_the_tick_clock_keeps_the_heartbeat_paths_probe(store):
         assert tx.probe_heard("e" * 32, at(150), 15.0) == 30.0  # heard late: silences count from then
         tx.record_tick(at(180), 60.0)
         assert tx.look_at_probe(at(180), 15.0, "f" * 32) == (at(150), True, False, True, at(120))
+        tx.probe_unsent("f" * 32)  # its publish failed (or seemed to): it judges nothing, and is no probe if it comes
+        assert tx.probe_heard("f" * 32, at(200), 15.0) is None
+        tx.record_tick(at(240), 60.0)
+        assert tx.look_at_probe(at(240), 15.0, "g" * 32) == (at(150), True, False, True, None)
 
 
 def test_an_outage_teaches_the_tick_clock_no_schedule_that_hides_the_next(store):

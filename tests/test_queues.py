@@ -153,7 +153,7 @@ COHORT = [
 
 
 @pytest.mark.queues(COHORT)
-def test_a_flood_borrows_unused_quota_and_the_other_tenant_goes_first_when_quota_frees(queued_zen, publisher):
+def test_a_flood_borrows_unused_quota_and_the_other_tenant_goes_first_when_quota_frees(queued_zen, publisher, clock):
     zen, functions = queued_zen
     flood = [f"a{n}" for n in range(10)]
     for job_id in flood:

@@ -262,8 +262,8 @@ def test_no_head_preempts_to_borrow_while_a_lenders_head_waits(queued_zen, clock
 def test_a_job_is_not_preempted_for_quota_another_queues_head_takes(config, db, publisher, clock):
     """team-a (lower-priority) and team-b (never) lend to team-d, which borrows all of it. team-b's c1 (priority 5,
     within its quota) waits; then team-a's p1 (priority 3, within its quota) preempted team-a's v1 (priority 0), and
-    the next pass gave the 2 GPUs v1 freed to c1, which sorts first: v1 stopped for nothing, p1 still waiting. Only
-    the first head the cohort blocks may preempt now: c1's queue may not, so v1 runs on and p1 waits its turn."""
+    the next pass gave the 2 GPUs v1 freed to c1, which sorts first: v1 stopped for nothing, p1 still waiting. No
+    preemption goes now whose freed GPUs a head ahead of the preemptor would take: v1 runs on and p1 waits its turn."""
     from zen.app import Zen
     from zen_dev.local.invoke import FunctionsInvoker
 
@@ -286,3 +286,26 @@ def test_a_job_is_not_preempted_for_quota_another_queues_head_takes(config, db, 
         assert [e["to_status"] for e in repository.job_history(session, "v1")][-1] == "QUEUED"
     functions.submit({**a100s("d9", 2, 0), "user_id": "dave"})  # another pass: still nothing to preempt
     assert statuses(zen, "v1", "c1", "p1") == ["QUEUED", "PENDING", "PENDING"]
+
+
+def test_a_preemption_a_waiting_head_ahead_could_not_use_still_goes(config, db, publisher, clock):
+    """As above, but team-b's c1 needs 4 GPUs: the 2 that v1 frees cannot admit it, so p1 takes them (a first
+    version of the rule above let no head behind a waiting one preempt: p1 waited for jobs to end)."""
+    from zen.app import Zen
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    queues = [{"name": "team-a", "cohort": "lab", "quota": {CLUSTER: 4}, "users": ["alice"],
+               "preemption": "lower-priority"},
+              {"name": "team-b", "cohort": "lab", "quota": {CLUSTER: 4}, "users": ["bob"]},
+              {"name": "team-d", "cohort": "lab", "quota": {CLUSTER: 2}, "users": ["dave"]}]
+    zen = Zen(halves_config(config, queues), db, publisher, clock)
+    functions = FunctionsInvoker(zen)
+    for n in range(4):
+        functions.submit({**a100s(f"d{n}", 2, 0), "user_id": "dave"})
+        clock.advance(1)
+    functions.submit(a100s("v1", 2, 0))
+    clock.advance(1)
+    functions.submit({**a100s("c1", 4, 5), "user_id": "bob"})
+    clock.advance(1)
+    functions.submit(a100s("p1", 2, 3))
+    assert statuses(zen, "v1", "c1", "p1") == ["PENDING", "PENDING", "QUEUED"]

@@ -171,16 +171,18 @@ class Queueing:
                                           int(self._most_ever(q, cluster)))
             state.append(QueueState.of(q, cluster, used.get(q.name, 0), usage.get(q.name, 0.0), waiting))
         result = Pass()
-        ahead: list[Job] = []  # heads blocked by the cohort's room before: the next pass gives what comes free to them
+        ahead: list[tuple[QueueState, Job]] = []  # heads blocked before: the next pass offers what comes free to them
 
         def blocked(queue: QueueState, job: Job, cohort_used_now: int) -> None:
-            # Only the first head the cohort blocks may preempt: what its victims free goes to the first head that
-            # fits next pass, and a head ahead of it would take it (its victims stopped for nothing). A head
-            # blocked by its own queue's limit alone takes none of it.
-            if not freeing and not result.preempted and not ahead and queue.config.preemption != "never":
-                result.preempted = self._victims(tx, queue, job, state, cohort_used_now, cohort_quota)
-            if queue.used + job.gpus <= queue.limit:
-                ahead.append(job)
+            if not freeing and not result.preempted and queue.config.preemption != "never":
+                victims = self._victims(tx, queue, job, state, cohort_used_now, cohort_quota)
+                # What the victims free goes to the first head that fits it next pass: none for a head ahead of
+                # this one that would fit then (they were stopped for nothing while this one still waited).
+                freed = sum(v.gpus for v, _ in victims)
+                if not any(q.used - sum(v.gpus for v, _ in victims if v.queue == q.config.name) + h.gpus <= q.limit
+                           and cohort_used_now - freed + h.gpus <= cohort_quota for q, h in ahead):
+                    result.preempted = victims
+            ahead.append((queue, job))
 
         for admitting, job, gpus_held in order_admissions(state, cohort_used, cohort_quota, blocked):
             result.admitted.append((job, admission_reason(admitting, gpus_held, cluster)))

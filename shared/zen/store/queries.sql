@@ -193,7 +193,8 @@ RETURNING tick_clock.back_at, old.due AS publish, old.late, old.probe_seen AS se
 
 -- name: probe_unsent
 -- The probe :nonce could not be published: no tick takes its silence for a slow path (zen.jobs.probes.send).
-UPDATE tick_clock SET probe_sent_at = NULL WHERE probe_nonce = :nonce AND probe_heard_at IS NULL;
+-- Its nonce goes too: should it come through after all (a publish that timed out), it is no probe of this tick's.
+UPDATE tick_clock SET probe_sent_at = NULL, probe_nonce = NULL WHERE probe_nonce = :nonce AND probe_heard_at IS NULL;
 
 -- name: probe_heard
 -- The heartbeat function heard the probe :nonce: noted when it is the last one sent, not heard before; heard

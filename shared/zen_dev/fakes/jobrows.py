@@ -218,7 +218,7 @@ class InMemoryJobTx:
     def probe_unsent(self, nonce: str) -> None:
         clock = self._t.tick_clock
         if clock is not None and clock.get("probe_nonce") == nonce and clock.get("probe_heard_at") is None:
-            clock["probe_sent_at"] = None
+            clock.update(probe_sent_at=None, probe_nonce=None)
 
     @hooked("probe_heard")
     def probe_heard(self, nonce: str, now: datetime, late_s: float) -> float | None:
