@@ -202,7 +202,7 @@ UPDATE tick_clock SET probe_sent_at = NULL, probe_nonce = NULL WHERE probe_nonce
 UPDATE tick_clock SET probe_heard_at = :now, probe_seen = true,
     back_at = CASE WHEN EXTRACT(EPOCH FROM (:now - probe_sent_at)) > :late_s
                    THEN GREATEST(COALESCE(back_at, :now), :now) ELSE back_at END
-WHERE probe_nonce = :nonce AND probe_heard_at IS NULL
+WHERE probe_nonce = :nonce AND probe_heard_at IS NULL AND probe_sent_at IS NOT NULL
 RETURNING EXTRACT(EPOCH FROM (:now - probe_sent_at)) AS lag_s;
 
 -- name: queued_jobs_published_before
