@@ -64,14 +64,15 @@ class Fleet(FakeFleet):
     def __init__(self, demand):
         super().__init__(FleetFacts(demand, {}, {}, {}, 0), T0)
         self.demand, self.first, self.healthy, self.migs = demand, {}, False, {}
+        self.heard_in: set[str] = set()  # pools whose agents are heard even while the others' are not
 
     def see_instances(self, cluster, instances, now, billed=None):
         return {n: self.first.setdefault(n, now) for names in instances.values() for n in names}
 
     def facts(self, cluster, arrivals_since):
         memory = self.recorded[-1][0] if self.recorded else {}
-        agents = {n: {"state": "IDLE", "idle_since": T0, "last_seen_at": T0}
-                  for mig in self.migs.values() for n in mig.running()} if self.healthy else {}
+        agents = {n: {"state": "IDLE", "idle_since": T0, "last_seen_at": self.now[0]} for pool, mig in self.migs.items()
+                  if self.healthy or pool in self.heard_in for n in mig.running()}
         return FleetFacts(self.demand, {}, agents, memory, 0)
 
     def memory(self, cluster):
@@ -85,7 +86,7 @@ def _cluster(regions: list[str]):
     now = [T0]
     migs = {pool: BootingMig(pool, lambda: now[0]) for pool in pools}
     fleet = Fleet((DemandGroup(tuple(pools), 1, T0),))
-    fleet.migs = migs
+    fleet.migs, fleet.now = migs, now
     manager = ClusterManager(config, fleet, migs, lambda: now[0], Timing(), ZenPlanner(), telemetry=False, pools=pools)
     return manager, fleet, migs, now
 
@@ -107,7 +108,7 @@ def test_a_cluster_whose_vms_never_come_up_asks_for_a_few_a_day_not_one_every_20
     assert any(d.action is Action.BLOCK and "never usable" in d.reason and "image or startup script" in d.reason
                for d in decisions)
     held = [d.reason for d in decisions if d.action is Action.HOLD]
-    assert held and "got capacity and were never usable: its image or startup script fails?" in held[-1]
+    assert held and "got capacity and were never usable: its image, startup script or a region's network" in held[-1]
     assert "stocked out" not in held[-1]  # what the job's `zen explain` said: no region was out of GPUs
 
 
@@ -120,7 +121,7 @@ def test_a_vm_usable_again_lifts_the_long_blocks_and_the_job_is_served():
     longest = max(m.blocked_until for m in memory.values() if m.blocked_until) - now[0]
     _minutes(manager, migs, now, int(longest.total_seconds() // 60) + 5)
     memory = fleet.recorded[-1][0]
-    assert all(m.silent == 0 and m.blocked_until is None for m in memory.values()), memory
+    assert all(m.silent == 0 and (m.blocked_until is None or m.blocked_until <= now[0]) for m in memory.values())
     assert any(mig.running() for mig in migs.values())
 
 
@@ -130,3 +131,18 @@ def test_one_slow_boot_is_blocked_as_before():
     _minutes(manager, migs, now, 12)
     blocks = [d for _, ds in fleet.recorded for d in ds if d.action is Action.BLOCK]
     assert len(blocks) == 1 and blocks[0].reason.endswith("blocked for 180s (strike 1)"), blocks
+
+
+def test_one_regions_vms_that_never_come_up_do_not_block_the_other_regions():
+    """us-central1's VMs never come up (its network, say) for an hour of a job that may only run there; then a job
+    that may only run in us-west1 arrives. A first version blocked every pool from the third such VM on, each new
+    one of us-central1 pushing us-west1's block further: us-west1 was asked for no VM in the next 4 hours."""
+    manager, fleet, migs, now = _cluster(["us-central1", "us-west1"])
+    central, west = list(migs)
+    fleet.heard_in = {west}
+    fleet.demand = (DemandGroup((central,), 1, T0),)
+    _minutes(manager, migs, now, 60)
+    assert migs[central].made >= 3 and migs[west].made == 0
+    fleet.demand = (DemandGroup((central,), 1, T0), DemandGroup((west,), 1, now[0]))
+    _minutes(manager, migs, now, 10)
+    assert migs[west].made == 1 and migs[west].running()

@@ -45,26 +45,33 @@ def strike(memory: RegionMemory, pool: str, why: str, now: datetime, timing: Tim
 def silent_boot(memory: dict[str, RegionMemory], pool: str, vm: Vm, got_s: float, now: datetime,
                 timing: Timing) -> list[Decision]:
     """``vm`` of ``pool`` got capacity ``got_s`` ago and is not usable (its guest or agent never came up): the pool
-    struck, and its ``silent`` count up. From the ``SILENT_IN_A_ROW``-th such VM of the cluster since one of its VMs
-    was last usable (a VM image or startup script that fails, a service account that cannot reach Pub/Sub: every
-    region's VMs alike, each billed while it is given its chance), every pool is blocked for ``block_s`` doubled
-    per such VM, up to ``SILENT_MAX_BLOCK_S`` instead of ``max_block_s``: with one job queued, a VM every few hours
-    instead of one every ~20 minutes in each region. A VM usable anywhere lifts it (``silent_cleared``)."""
+    struck, and its ``silent`` count up. From the ``SILENT_IN_A_ROW``-th such VM since one of the cluster's VMs was
+    last usable, the blocks are longer than any stockout's: ``block_s`` doubled per such VM, up to
+    ``SILENT_MAX_BLOCK_S`` (each VM is billed while it is given its chance). Of one pool alone (its region's
+    network, say), that pool's alone; from two pools or more (a VM image or startup script that fails, a service
+    account that cannot reach Pub/Sub: every region's VMs alike), every pool's, those that failed too a little
+    longer than this one (one VM tries again, not one in each) and those never tried no longer than it: with one
+    job queued, a VM every few hours instead of one every ~20 minutes in each region. A VM usable anywhere lifts
+    them (``silent_cleared``)."""
     why = f"{vm.name} got capacity {got_s:.0f}s ago and is not usable (its agent was never heard)"
     memory[pool] = memory[pool].replaced(silent=memory[pool].silent + 1)
-    in_a_row = sum(m.silent for m in memory.values())
+    failing = [each for each, m in memory.items() if m.silent]
+    in_a_row = sum(memory[each].silent for each in failing)
     if in_a_row < SILENT_IN_A_ROW:
         memory[pool], decision = strike(memory[pool], pool, why, now, timing)
         return [decision]
     block = min(timing.block_s * 2 ** (in_a_row - 1), max(SILENT_MAX_BLOCK_S, timing.max_block_s))
+    whose = "the cluster's image or startup script" if len(failing) > 1 else "this region's network or its VMs"
     decisions = []
-    for each, m in memory.items():  # the others a little longer: one pool's VM tries again, not one in each
-        until = now + timedelta(seconds=block if each == pool else block + timing.max_block_s)
+    for each, m in memory.items():
+        if each != pool and len(failing) == 1:
+            continue
+        until = now + timedelta(seconds=block + (timing.max_block_s if each != pool and m.silent else 0))
         if m.blocked_until is None or m.blocked_until < until:
             memory[each] = m.replaced(blocked_until=until, **({"strikes": m.strikes + 1, "last_stockout_at": now}
                                                               if each == pool else {}))
             decisions.append(Decision(Action.BLOCK, each, f"{in_a_row} VMs in a row got capacity and were never usable "
-                                      f"({why}): the cluster's image or startup script fails? (docs/how-to/operate.md); "
+                                      f"({why}): {whose} fails? (docs/how-to/operate.md); "
                                       f"blocked for {(until - now).total_seconds():g}s"))
     return decisions
 
@@ -73,8 +80,8 @@ def silent_held(memory: Mapping[str, RegionMemory]) -> str | None:
     """Why a job waits while ``silent_boot`` blocks the cluster's pools; None when it does not."""
     if (in_a_row := sum(m.silent for m in memory.values())) < SILENT_IN_A_ROW:
         return None
-    return (f"{in_a_row} of the cluster's VMs in a row got capacity and were never usable: its image or startup "
-            "script fails? (docs/how-to/operate.md); one VM is tried again when the block ends")
+    return (f"{in_a_row} of the cluster's VMs in a row got capacity and were never usable: its image, startup "
+            "script or a region's network fails? (docs/how-to/operate.md); one VM is tried again when the block ends")
 
 
 def silent_cleared(memory: dict[str, RegionMemory], booted: str, now: datetime, timing: Timing) -> list[Decision]:
