@@ -199,9 +199,9 @@ class Checkpoint:
             raise ValueError("not a manifest")
         for item in manifest["files"]:
             checkpoint_files.parts(item["path"])
-        if not isinstance(manifest.get("folders", []), list):
+        if not isinstance(manifest.get("folders") or [], list):
             raise ValueError("folders is not a list")
-        for folder in manifest.get("folders", []):
+        for folder in manifest.get("folders") or []:
             checkpoint_files.parts(folder)
         return manifest
 
