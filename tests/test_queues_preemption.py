@@ -259,28 +259,34 @@ def test_no_head_preempts_to_borrow_while_a_lenders_head_waits(queued_zen, clock
     assert statuses(zen, "r1", "r2", "s1", "urgent") == ["RUNNING", "RUNNING", "PENDING", "PENDING"]
 
 
-def test_a_job_is_not_preempted_for_quota_another_queues_head_takes(config, db, publisher, clock):
-    """team-a (lower-priority) and team-b (never) lend to team-d, which borrows all of it. team-b's c1 (priority 5,
-    within its quota) waits; then team-a's p1 (priority 3, within its quota) preempted team-a's v1 (priority 0), and
-    the next pass gave the 2 GPUs v1 freed to c1, which sorts first: v1 stopped for nothing, p1 still waiting. No
-    preemption goes now whose freed GPUs a head ahead of the preemptor would take: v1 runs on and p1 waits its turn."""
+LAB = [{"name": "team-a", "cohort": "lab", "quota": {CLUSTER: 4}, "users": ["alice"], "preemption": "lower-priority"},
+       {"name": "team-b", "cohort": "lab", "quota": {CLUSTER: 4}, "users": ["bob"]},
+       {"name": "team-d", "cohort": "lab", "quota": {CLUSTER: 2}, "users": ["dave"]}]
+
+
+def _lab_full_with_a_waiting_head(config, db, publisher, clock, head_gpus: int):
+    """team-a (lower-priority) and team-b (never) lend to team-d, which borrows all of it; team-a's v1 (priority 0)
+    takes the cohort's last 2 GPUs; team-b's c1 (priority 5, within its quota) waits; team-a's p1 (priority 3,
+    within its quota) comes."""
     from zen.app import Zen
     from zen_dev.local.invoke import FunctionsInvoker
 
-    queues = [{"name": "team-a", "cohort": "lab", "quota": {CLUSTER: 4}, "users": ["alice"],
-               "preemption": "lower-priority"},
-              {"name": "team-b", "cohort": "lab", "quota": {CLUSTER: 4}, "users": ["bob"]},
-              {"name": "team-d", "cohort": "lab", "quota": {CLUSTER: 2}, "users": ["dave"]}]
-    zen = Zen(halves_config(config, queues), db, publisher, clock)
+    zen = Zen(halves_config(config, LAB), db, publisher, clock)
     functions = FunctionsInvoker(zen)
     for n in range(4):  # team-d: its own 2 GPUs and 6 borrowed
         functions.submit({**a100s(f"d{n}", 2, 0), "user_id": "dave"})
         clock.advance(1)
-    functions.submit(a100s("v1", 2, 0))  # team-a, within its quota: the cohort's 10 GPUs are in use
-    clock.advance(1)
-    functions.submit({**a100s("c1", 2, 5), "user_id": "bob"})
-    clock.advance(1)
-    functions.submit(a100s("p1", 2, 3))
+    for job in (a100s("v1", 2, 0), {**a100s("c1", head_gpus, 5), "user_id": "bob"}, a100s("p1", 2, 3)):
+        functions.submit(job)
+        clock.advance(1)
+    return zen, functions
+
+
+def test_a_job_is_not_preempted_for_quota_another_queues_head_takes(config, db, publisher, clock):
+    """p1 preempted v1, and the next pass gave the 2 GPUs v1 freed to c1, which sorts first: v1 stopped for
+    nothing, p1 still waiting. No preemption goes now whose freed GPUs a head ahead of the preemptor would take:
+    v1 runs on and p1 waits its turn."""
+    zen, functions = _lab_full_with_a_waiting_head(config, db, publisher, clock, 2)
     assert statuses(zen, "v1", "c1", "p1") == ["QUEUED", "PENDING", "PENDING"]
     with zen.db.transaction() as session:
         assert [e["to_status"] for e in repository.job_history(session, "v1")][-1] == "QUEUED"
@@ -289,23 +295,7 @@ def test_a_job_is_not_preempted_for_quota_another_queues_head_takes(config, db, 
 
 
 def test_a_preemption_a_waiting_head_ahead_could_not_use_still_goes(config, db, publisher, clock):
-    """As above, but team-b's c1 needs 4 GPUs: the 2 that v1 frees cannot admit it, so p1 takes them (a first
-    version of the rule above let no head behind a waiting one preempt: p1 waited for jobs to end)."""
-    from zen.app import Zen
-    from zen_dev.local.invoke import FunctionsInvoker
-
-    queues = [{"name": "team-a", "cohort": "lab", "quota": {CLUSTER: 4}, "users": ["alice"],
-               "preemption": "lower-priority"},
-              {"name": "team-b", "cohort": "lab", "quota": {CLUSTER: 4}, "users": ["bob"]},
-              {"name": "team-d", "cohort": "lab", "quota": {CLUSTER: 2}, "users": ["dave"]}]
-    zen = Zen(halves_config(config, queues), db, publisher, clock)
-    functions = FunctionsInvoker(zen)
-    for n in range(4):
-        functions.submit({**a100s(f"d{n}", 2, 0), "user_id": "dave"})
-        clock.advance(1)
-    functions.submit(a100s("v1", 2, 0))
-    clock.advance(1)
-    functions.submit({**a100s("c1", 4, 5), "user_id": "bob"})
-    clock.advance(1)
-    functions.submit(a100s("p1", 2, 3))
+    """As above, but c1 needs 4 GPUs: the 2 that v1 frees cannot admit it, so p1 takes them (a first version of
+    the rule above let no head behind a waiting one preempt: p1 waited for jobs to end)."""
+    zen, _ = _lab_full_with_a_waiting_head(config, db, publisher, clock, 4)
     assert statuses(zen, "v1", "c1", "p1") == ["PENDING", "PENDING", "QUEUED"]
