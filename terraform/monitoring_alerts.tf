@@ -38,7 +38,7 @@ locals {
         For ${var.alert_stockout_minutes} minutes every region of this cluster has been blocked after stockouts or quota errors, and jobs are queued. Zen keeps probing (a block lasts 3 to 15 minutes), so jobs start when capacity returns.
         1. Dashboard: Stockout / quota errors per region. QUOTA: request more GPU quota in those regions. STOCKOUT: Google has no capacity there now.
         2. To run sooner: add regions to the cluster (configuration and terraform `clusters`), or let waiting jobs use another cluster (resubmit with a different `cluster` or `gpu_type`).
-        3. No stockout or quota error, and `zen explain CLUSTER` says VMs "got capacity and were never usable": the cluster's VMs start but their agent never speaks (the VM image, its startup script, the VMs' service account or network: a VM's serial port output). Zen then blocks the region (every region, once two gave such VMs) for longer and longer (up to 4 hours), trying one VM at a time; once a VM's agent is heard, the blocks are lifted.
+        3. No stockout or quota error, and `zen explain CLUSTER` says VMs "got capacity and were never usable": the cluster's VMs start but their agent never speaks (the VM image, its startup script, the VMs' service account or network: a VM's serial port output). Zen then blocks the region (every region, once two gave such VMs) for longer and longer (up to 4 hours), trying one VM at a time; a region whose VM's agent is heard is asked as before again, and so are those that gave no such VM.
       EOT
     }
     oldest_queued = {

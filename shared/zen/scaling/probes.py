@@ -51,8 +51,8 @@ def silent_boot(memory: dict[str, RegionMemory], pool: str, vm: Vm, got_s: float
     network, say), that pool's alone; from two pools or more (a VM image or startup script that fails, a service
     account that cannot reach Pub/Sub: every region's VMs alike), every pool's, those that failed too a little
     longer than this one (one VM tries again, not one in each) and those never tried no longer than it: with one
-    job queued, a VM every few hours instead of one every ~20 minutes in each region. A VM usable anywhere lifts
-    them (``silent_cleared``)."""
+    job queued, a VM every few hours instead of one every ~20 minutes in each region. A VM usable lifts its own
+    pool's, and those of pools whose own VMs never failed (``silent_cleared``)."""
     why = f"{vm.name} got capacity {got_s:.0f}s ago and is not usable (its agent was never heard)"
     memory[pool] = memory[pool].replaced(silent=memory[pool].silent + 1)
     failing = [each for each, m in memory.items() if m.silent]
@@ -85,15 +85,13 @@ def silent_held(memory: Mapping[str, RegionMemory]) -> str | None:
 
 
 def silent_cleared(memory: dict[str, RegionMemory], booted: str, now: datetime, timing: Timing) -> list[Decision]:
-    """A VM of ``booted`` became usable: the cluster's VMs boot. The pools' ``silent`` counts are reset and the
-    blocks only ``silent_boot`` makes (ending later than any stockout's could) are lifted."""
-    if not any(m.silent for m in memory.values()):
-        return []
+    """A VM of ``booted`` became usable: the cluster's VMs can boot. The blocks ``silent_boot`` laid on pools whose own
+    VMs never failed (ending later than any stockout's could) are lifted; a pool whose own VMs did not come up keeps
+    its count and its block until one of its own boots (its region's fault, or it proves the fault gone)."""
     decisions, beyond = [], now + timedelta(seconds=timing.max_block_s)
     for pool, m in memory.items():
-        lifted = m.blocked_until is not None and m.blocked_until > beyond
-        memory[pool] = m.replaced(silent=0, **({"blocked_until": None} if lifted else {}))
-        if lifted:
+        if pool != booted and not m.silent and m.blocked_until is not None and m.blocked_until > beyond:
+            memory[pool] = m.replaced(blocked_until=None)
             decisions.append(Decision(Action.UNBLOCK, pool, f"a VM in {booted} is usable: the cluster's VMs boot"))
     return decisions
 
