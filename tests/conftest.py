@@ -55,7 +55,7 @@ LONGEST_FIRST = (
     "tests/e2e/test_local_stack.py", "tests/e2e/test_gang_stack.py", "tests/test_usercli_frictions.py",
     "tests/faults/test_disk_share.py", "tests/faults/test_drained_vm_claims.py",
     "tests/agent/test_agent_integration.py", "tests/console/test_console_browser.py",
-    "tests/agent/test_job_output.py", "tests/faults/test_hung_agent.py",
+    "tests/agent/test_job_output.py", "tests/faults/test_hung_agent.py", "tests/faults/test_slow_heartbeat_path.py",
     "tests/faults/test_fork_share.py", "tests/e2e/test_notify_stack.py", "tests/e2e/test_stack_restart.py",
     "tests/agent/test_staging_integration.py", "tests/e2e/test_provisioning_stack.py",
     "tests/agent/test_checkpoint_integration.py", "tests/test_bad_input.py",

@@ -1,7 +1,8 @@
 """Reports Pub/Sub accepted but delivers late (the heartbeat function at its instance limit, answering 429 or 5xx,
 out of database connections: the push backs off) while the scale ticks run on time. The agent's fence is renewed
 by every *accepted* report; Zen counted silence from the last report it *handled*: the sweep took the attempt for
-lost and a second VM was confirmed while the first still ran its job (95 s of its fence left). Each tick now
+lost and a second VM was confirmed while the first still ran its job (95 s of its fence left: only the STOP the
+sweep sends could end it sooner; tests/faults/test_slow_heartbeat_path.py runs it with real agents). Each tick now
 probes the heartbeat path (``zen.jobs.probes``): a probe unheard past the fence's margin holds every silence.
 Through the functions, against Postgres and the Pub/Sub stand-in; the fence's arithmetic is the agent's own."""
 
