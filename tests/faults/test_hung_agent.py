@@ -62,9 +62,22 @@ def _job(db, job_id: str) -> dict:
     return job.public_view() if job else {}
 
 
-def test_a_hung_agent_never_lets_its_job_run_beside_the_next_attempt(home, tmp_path):  # noqa: F811
+def start_writing(stack: LocalStack, db, runs: Path, job_id: str, first_s: int, then_s: int) -> list[list[str]]:
+    """Submit ``JOB`` as alice (attempt 1 writing ``first_s`` seconds, a later one ``then_s``) and wait for attempt 1
+    to run: its ``pid`` line."""
     from google.cloud import pubsub_v1
 
+    publisher = pubsub_v1.PublisherClient()
+    body = {"job_id": job_id, "user_id": "alice", "cluster": "1xl4", "max_attempts": 3,
+            "command": [sys.executable, "-c", JOB, str(runs), str(first_s), str(then_s)]}
+    publisher.publish(publisher.topic_path(stack.config.project, stack.config.topics.job_submitted),
+                      json.dumps(body).encode(), **stack.sender("alice")).result(30)
+    began = until(lambda: [row for row in _lines(runs) if row[:2] == ["pid", "1"]], 120)
+    assert began, f"attempt 1 never ran: {_job(db, job_id)}; {history(job_id)}"
+    return began
+
+
+def test_a_hung_agent_never_lets_its_job_run_beside_the_next_attempt(home, tmp_path):  # noqa: F811
     from zen.store.db import Database
 
     stack = LocalStack(home=home, config_path=FIXTURES / "hung-agent.yaml",
@@ -76,13 +89,7 @@ def test_a_hung_agent_never_lets_its_job_run_beside_the_next_attempt(home, tmp_p
     try:
         with overridden_environ(record["env"]):
             db = Database.from_env()
-            publisher = pubsub_v1.PublisherClient()
-            body = {"job_id": "hung-1", "user_id": "alice", "cluster": "1xl4", "max_attempts": 3,
-                    "command": [sys.executable, "-c", JOB, str(runs), "60", "10"]}
-            publisher.publish(publisher.topic_path(stack.config.project, stack.config.topics.job_submitted),
-                              json.dumps(body).encode(), **stack.sender("alice")).result(30)
-            began = until(lambda: [row for row in _lines(runs) if row[:2] == ["pid", "1"]], 120)
-            assert began, f"attempt 1 never ran: {_job(db, 'hung-1')}; {history('hung-1')}"
+            began = start_writing(stack, db, runs, "hung-1", 60, 10)
             time.sleep(2)  # a few heartbeats in: the attempt is RUNNING, its lease renewed
             agent = _agent_of(int(began[0][2]))
             os.kill(agent, signal.SIGSTOP)

@@ -11,17 +11,15 @@ attempt 2 ever starts and that attempt 1 wrote through the stall. Real agents, t
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.faults.stack import until
-from tests.faults.test_hung_agent import FIXTURES, JOB, _job, _lines
+from tests.faults.test_hung_agent import FIXTURES, _job, _lines, start_writing
 from tests.stack_support import free_base_port, history, home  # noqa: F401 - the fixture
 from zen_dev.local.environment import overridden_environ
 from zen_dev.local.stack import FUNCTIONS, LocalStack, Ports
@@ -48,8 +46,6 @@ def _serving(port: int) -> list[int]:
 
 
 def test_a_stalled_heartbeat_function_neither_stops_nor_reruns_a_healthy_job(home, tmp_path):  # noqa: F811
-    from google.cloud import pubsub_v1
-
     from zen.store.db import Database
 
     ports = Ports.from_base(free_base_port(start=26000))
@@ -61,13 +57,7 @@ def test_a_stalled_heartbeat_function_neither_stops_nor_reruns_a_healthy_job(hom
     try:
         with overridden_environ(record["env"]):
             db = Database.from_env()
-            publisher = pubsub_v1.PublisherClient()
-            body = {"job_id": "steady-1", "user_id": "alice", "cluster": "1xl4", "max_attempts": 3,
-                    "command": [sys.executable, "-c", JOB, str(runs), "50", "5"]}
-            publisher.publish(publisher.topic_path(stack.config.project, stack.config.topics.job_submitted),
-                              json.dumps(body).encode(), **stack.sender("alice")).result(30)
-            began = until(lambda: [row for row in _lines(runs) if row[:2] == ["pid", "1"]], 120)
-            assert began, f"attempt 1 never ran: {_job(db, 'steady-1')}; {history('steady-1')}"
+            start_writing(stack, db, runs, "steady-1", 50, 5)
             time.sleep(3)  # the attempt RUNNING, its reports and the ticks' probes coming through
             stalled = _serving(ports.functions + list(FUNCTIONS).index("on_heartbeat"))
             assert stalled, "no process serves the heartbeat function"
