@@ -1,17 +1,22 @@
 """Upgrades (``zen.store.migrate``): the functions refuse to work on a schema older than their code
 (500 with the reason, so Pub/Sub redelivers; the tick does nothing, so no job is swept as silent
 while its reports cannot be recorded), a migration waits a bounded time for its table locks, and a
-new migration numbered below one applied is refused."""
+new migration numbered below one applied is refused; a database migrated with an earlier text of a file
+(``migrate.REWRITTEN``) is brought to today's, and no file changes after it is recorded."""
 
 from __future__ import annotations
+
+import hashlib
+import shutil
 
 import pytest
 
 from tests.messages import heartbeat, job_request
+from tests.test_cli_and_store import _schema
 from tests.test_functions_lifecycle import job
 from zen.store import migrate as migrations
 from zen.store.db import Database
-from zen.store.migrate import MIGRATIONS_DIR, migrate
+from zen.store.migrate import MIGRATIONS_DIR, REWRITTEN, migrate, migration_files
 
 
 def _behind(db) -> dict:
@@ -92,3 +97,70 @@ def test_a_migration_numbered_below_an_applied_one_is_refused(empty_db, tmp_path
 
 def test_the_code_needs_the_newest_bundled_migration():
     assert migrations.latest_version() == max(int(p.name[:4]) for p in MIGRATIONS_DIR.glob("*.sql"))
+
+
+_GANG_LEFT_0036 = (  # migration 0036 as first written: a gang's departed nodes (jobs.left_vms holds them today)
+    "-- The VMs that left the current attempt's gang while it assembled (zen.core.gang.decide_given_back: given\n"
+    "-- back, preempted, stopped), each with the seq of the report that said so: a copy of one of its earlier\n"
+    "-- claims, delivered late or again (Pub/Sub is at-least-once and unordered), must not put it back in the gang,\n"
+    "-- which would then be confirmed to a VM gone. Cleared with the gang at each new attempt.\n"
+    "ALTER TABLE jobs ADD COLUMN gang_left jsonb;\n"
+    "GRANT UPDATE (gang_left) ON jobs TO zen_submitter, zen_heartbeat, zen_stopper, zen_ticker;\n")
+
+
+def _left_vms_grants(db) -> list[tuple]:
+    with db.session() as session:
+        rows = session.sql("SELECT grantee, privilege_type FROM information_schema.column_privileges "
+                           "WHERE table_name = 'jobs' AND column_name = 'left_vms' ORDER BY 1, 2")
+    return [tuple(r.values()) for r in rows]
+
+
+def test_a_database_migrated_with_earlier_texts_is_brought_to_todays(empty_db, db, tmp_path):
+    """A deployment migrated when 0035's comment read otherwise and 0036 added ``gang_left``: today's
+    ``zen db migrate`` refused it ("changed after it was applied") and every function answered 500 on the
+    schema it could not bring up to date."""
+    older = tmp_path / "older"
+    older.mkdir()
+    for version, _, path in migration_files():
+        if version < 36:
+            shutil.copy(path, older)
+    (older / "0036_gang_left.sql").write_text(_GANG_LEFT_0036)
+    assert hashlib.sha256(_GANG_LEFT_0036.encode()).hexdigest() in REWRITTEN[36]
+    [first_0035] = REWRITTEN[35]
+    deployed = Database.from_target(empty_db)
+    try:
+        migrate(deployed, older)
+        with deployed.transaction() as session:  # 0035 with the comment it had then (the same SQL)
+            session.sql("UPDATE schema_migrations SET checksum = :c WHERE version = 35", c=first_0035)
+        applied = migrate(deployed)
+        assert applied[:2] == ["0035_named_max_runtime.sql (recorded with an earlier text: comments only)",
+                               "0036_left_vms.sql (recorded with an earlier text: its SQL brought up to date)"]
+        assert applied[2:] == [path.name for version, _, path in migration_files() if version > 36]
+        assert migrate(deployed) == []
+        assert _schema(deployed) == _schema(db) and _left_vms_grants(deployed) == _left_vms_grants(db)
+    finally:
+        deployed.close()
+
+
+def test_a_migration_changed_otherwise_after_it_was_applied_is_refused(empty_db, tmp_path):
+    directory = _numbered(tmp_path, ("0001_a.sql", "CREATE TABLE a (x int);"))
+    owner = Database.from_target(empty_db)
+    try:
+        migrate(owner, directory)
+        (tmp_path / "0001_a.sql").write_text("CREATE TABLE a (x bigint);")
+        with pytest.raises(RuntimeError, match="0001_a.sql changed after it was applied .*add a new one"):
+            migrate(owner, directory)
+    finally:
+        owner.close()
+
+
+def test_no_migration_changes_after_its_checksum_is_recorded():
+    """A deployed database refuses a file changed after it applied it: migrations/checksums.txt keeps each
+    file's checksum, so an edit fails here rather than at a user's upgrade."""
+    recorded = dict(reversed(line.split()) for line in (MIGRATIONS_DIR / "checksums.txt").read_text().splitlines())
+    now = {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(MIGRATIONS_DIR.glob("*.sql"))}
+    changed = sorted(name for name in now if name in recorded and recorded[name] != now[name])
+    assert not changed, f"{changed} changed after release: put the file back and add a new migration"
+    new = [f"{checksum}  {name}" for name, checksum in now.items() if name not in recorded]
+    assert not new, "a new migration: add its line to migrations/checksums.txt: " + "; ".join(new)
+    assert recorded.keys() <= now.keys(), "checksums.txt names a migration that is gone"

@@ -21,6 +21,19 @@ LOCK_TIMEOUT_S = 5
 LOCK_TRIES = 5
 _LOCK_NOT_AVAILABLE = "55P03"
 
+# Files the project's history holds with other contents than today's, once applied by a deployed database:
+# the checksum recorded then -> the SQL that brings such a database to what the file does now ("" where only
+# its comments changed). ``migrate`` runs it once and records the file's checksum. Never add to it to edit an
+# applied migration: add a new one (migrations/checksums.txt holds each file's, which tests keep).
+REWRITTEN: dict[int, dict[str, str]] = {
+    15: {"f6ab05f5a0983acc8f175419a6fe98c7bf5dd5b04536f68abbb31327cac11807": ""},
+    31: {"7f79d92a83400b23d8a6488ce418a5e1a2457e9d69d42b1eb9bc8942a0091c0d": ""},
+    35: {"6477f3d5660f17e88b1a51922f29ee689fc3b677d183405a75013825b6d31842": ""},
+    # 0036_gang_left.sql: a gang's departed nodes, which jobs.left_vms holds with a one-VM job's (same shape)
+    36: {"e529cf0e02b9c2b1600030594cceaddffa6c3261014952fc58d3028353d7fe4b":
+         "ALTER TABLE jobs RENAME COLUMN gang_left TO left_vms"},  # its column grants go with it
+}
+
 _BOOKKEEPING = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
     version    integer PRIMARY KEY,
@@ -58,7 +71,7 @@ def migrate(db: Database, directory: Path = MIGRATIONS_DIR, *, pause_s: float = 
                 checksum = hashlib.sha256(sql.encode()).hexdigest()
                 if version in applied:
                     if applied[version] != checksum:
-                        raise RuntimeError(f"migration {path.name} changed after it was applied; add a new one")
+                        applied_now += _rewritten(session, path, version, name, applied[version], checksum, pause_s)
                     continue
                 if applied and version < max(applied):
                     raise RuntimeError(f"migration {path.name} is numbered below {max(applied)}, already applied: "
@@ -70,14 +83,18 @@ def migrate(db: Database, directory: Path = MIGRATIONS_DIR, *, pause_s: float = 
     return applied_now
 
 
-def _apply(session: Session, path: Path, sql: str, version: int, name: str, checksum: str, pause_s: float) -> None:
+def _apply(session: Session, path: Path, sql: str, version: int, name: str, checksum: str, pause_s: float,
+           rewrite: bool = False) -> None:
+    """``sql`` and its record in one transaction (``rewrite``: the record of an earlier text, updated)."""
+    record = ("UPDATE schema_migrations SET name = :n, checksum = :c WHERE version = :v" if rewrite else
+              "INSERT INTO schema_migrations (version, name, checksum) VALUES (:v, :n, :c)")
     for attempt in range(1, LOCK_TRIES + 1):
         session.execute("BEGIN")
         try:
             session.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT_S}s'")
-            session.execute(sql)
-            session.sql("INSERT INTO schema_migrations (version, name, checksum) VALUES (:v, :n, :c)",
-                        v=version, n=name, c=checksum)
+            if sql:
+                session.execute(sql)
+            session.sql(record, v=version, n=name, c=checksum)
             session.execute("COMMIT")
             return
         except Exception as exc:
@@ -90,6 +107,17 @@ def _apply(session: Session, path: Path, sql: str, version: int, name: str, chec
                     "transaction holds it (see pg_stat_activity); nothing of it applied, run zen db migrate again"
                 ) from exc
             time.sleep(pause_s)
+
+
+def _rewritten(session: Session, path: Path, version: int, name: str, recorded: str, checksum: str,
+               pause_s: float) -> list[str]:
+    """A migration applied with an earlier text of its file: brought to today's by ``REWRITTEN``'s SQL."""
+    repair = REWRITTEN.get(version, {}).get(recorded)
+    if repair is None:
+        raise RuntimeError(f"migration {path.name} changed after it was applied (checksum {recorded[:12]} recorded, "
+                           f"{checksum[:12]} now); add a new one")
+    _apply(session, path, repair, version, name, checksum, pause_s, rewrite=True)
+    return [f"{path.name} (recorded with an earlier text: {'its SQL brought up to date' if repair else 'comments only'})"]
 
 
 @lru_cache(maxsize=4)
