@@ -151,7 +151,7 @@ def test_zen_explain_names_the_lenders_job_a_borrower_waits_behind(config, db, p
     assert statuses(zen, "a-big", "b3") == ["PENDING", "PENDING"]
     assert _why(zen, zen.config, "b3") == (
         f"queue team-b holds 6 GPUs of {CLUSTER} (quota 4, 2 borrowed), the job needs 2; cohort lab: 6/8 GPUs in use; "
-        "no job borrows while queue team-a's job a-big waits for the quota it lent")
+        "no job borrows while a job of queue team-a (4 GPUs) waits for the quota it lent")
 
 
 def test_a_lowered_quota_is_not_borrowing_and_a_job_it_strands_is_not_ahead(config, db, publisher, clock):

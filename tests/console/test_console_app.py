@@ -95,6 +95,25 @@ def test_a_viewer_sees_their_own_jobs_and_their_queues_and_an_admin_sees_all(set
     assert "Its jobs are its members' to see." in queues and 'data-job="a3"' not in queues
 
 
+def test_a_waiting_jobs_reason_names_no_job_of_a_queue_the_viewer_is_not_in(config, db, publisher, clock):
+    """A research job waits while vision's head waits for the quota research borrowed: its reason line
+    (job page, queues page) named that job's id, which bob's and only bob's (a 404 for alice)."""
+    from zen.app import Zen
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    cohort = [{**queue, "cohort": "lab", "quota": {CLUSTER: 4}} for queue in QUEUES]
+    queued = ZenConfig.model_validate({**config.model_dump(), "queues": cohort})
+    functions = FunctionsInvoker(Zen(queued, db, publisher, clock))
+    client = create_app(queued, db, local_identity("alice"), clock=clock).test_client()
+    for n in (1, 2, 3):  # research's quota, vision's lent 4 GPUs, then waiting: the cohort is full
+        functions.submit(job_request(f"alice-{n}", user_id="alice"))
+    clock.advance(1)
+    functions.submit(job_request("bob-secret-run", user_id="bob"))  # vision's head: waits for what it lent
+    page(client, "/jobs/bob-secret-run", status=404)
+    for html in (page(client, "/jobs/alice-3"), page(client, "/queues")):
+        assert "a job of queue vision (4 GPUs) waits for the quota it lent" in html and "bob-secret-run" not in html
+
+
 def test_a_jobs_page_shows_its_status_history_reason_and_cost_and_streams_its_output(setup, clock):
     zen, functions, client, logs = setup
     submit_all(functions, clock)

@@ -271,14 +271,15 @@ class Queueing:
 
     def _lender_waiting(self, tx: AdmissionRows, queue: QueueConfig, cluster: str, used: dict[str, int]) -> str | None:
         """A head of another queue of ``queue``'s cohort within its own quota that waits (for the quota it lent),
-        named; None when there is none. Read without locks (as ``zen explain``'s reader may)."""
+        by its queue and size, not its id (the line is shown to ``queue``'s members, who may not see that job:
+        docs/how-to/console.md); None when there is none. Read without locks (as ``zen explain``'s reader may)."""
         for other in self._config.cohort_of(queue, cluster):
             if other.name == queue.name:
                 continue
             held, nominal = used.get(other.name, 0), other.quota[cluster]
             head = tx.queue_head(other.name, cluster, int(self._most_ever(other, cluster)))
             if head is not None and held + head[1] <= nominal:
-                return f"queue {other.name}'s job {head[0]} waits for the quota it lent"
+                return f"a job of queue {other.name} ({head[1]} GPUs) waits for the quota it lent"
         return None
 
     def no_room(self, tx: AdmissionRows, queue: QueueConfig, cluster: str, gpus: int) -> str | None:
