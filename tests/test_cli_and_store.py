@@ -56,8 +56,8 @@ def test_jobs_list_get_history(functions, db_url, monkeypatch, capsys):
     assert main(["jobs", "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [(j["job_id"], j["status"]) for j in listed] == [("job-2", "QUEUED"), ("job-1", "SUCCEEDED")]
-    for key in ("job_id", "status", "attempt", "cluster", "region", "vm", "submitted_at", "started_at",
-                "finished_at", "exit_code"):
+    for key in ("job_id", "status", "attempt", "cluster", "queue", "region", "vm", "submitted_at", "started_at",
+                "finished_at", "exit_code"):  # the table's columns (queue: None without queues)
         assert key in listed[0]
 
     assert main(["jobs", "list", "--status", "QUEUED", "--json"]) == 0
