@@ -205,3 +205,13 @@ def test_jobs_list_takes_a_status_in_any_case_and_stats_refuses_a_window_not_abo
         assert exit_.value.code == 2
         assert f"{window!r} is not a number above 0" in capsys.readouterr().err
     assert build_parser().parse_args(["stats", "--window", "5"]).window == 5.0
+
+
+@pytest.mark.parametrize("command", [["jobs", "list"], ["jobs", "get", "x"], ["jobs", "history", "x"], ["explain"],
+                                     ["explain", "x"], ["watch", "--once"], ["rejected"]])
+def test_read_commands_before_zen_db_migrate_say_to_migrate(command, empty_db, monkeypatch, capsys):
+    """A new deploy before `zen db migrate`: these printed the driver's raw error (a dict of fields)."""
+    monkeypatch.setenv("ZEN_DATABASE_URL", empty_db.url())
+    assert main(command) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("zen: the database has no table ") and "run `zen db migrate`" in err and "{" not in err, err

@@ -157,6 +157,9 @@ def run(action: Callable[[], int]) -> int:
     except Exception as exc:  # noqa: BLE001 - the last line of defence against a traceback
         if _is_credentials_error(exc):
             return _fail(NO_CREDENTIALS, 1)
+        if (missing := _schema_missing(exc)) and not os.environ.get("ZEN_DEBUG"):
+            return _fail(f"the database has no {missing} yet: its schema is older than this zen, or not made: run "
+                         "`zen db migrate` (docs/how-to/deploy.md)", 1)
         if os.environ.get("ZEN_DEBUG"):
             raise
         return _fail(f"{type(exc).__name__}: {exc} (set ZEN_DEBUG=1 to see where)", 1)
@@ -168,6 +171,17 @@ def _is_credentials_error(exc: Exception) -> bool:
     except ImportError:
         return False
     return isinstance(exc, DefaultCredentialsError)
+
+
+def _schema_missing(exc: Exception) -> str | None:
+    """What the server said a read lacked, where the schema lacks a table or column (a command run before
+    ``zen db migrate``), else None."""
+    from zen.store.db import server_message, sqlstate
+
+    if sqlstate(exc) not in ("42P01", "42703"):  # undefined_table, undefined_column
+        return None
+    found = re.search(r'(relation|column) "([^"]+)" does not exist', server_message(exc))
+    return f"{'table' if found[1] == 'relation' else 'column'} {found[2]}" if found else "table or column it reads"
 
 
 _fail = fail

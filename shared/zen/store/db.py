@@ -148,11 +148,20 @@ def _server_fields(exc: BaseException) -> dict[str, Any] | None:
 
 def sqlstate(exc: BaseException | None) -> str | None:
     """The SQLSTATE of a server error, raised by the driver or as ``_classified`` wrapped it."""
+    return str(_server_error(exc).get("C", "")) or None
+
+
+def server_message(exc: BaseException | None) -> str:
+    """The server's message of such an error ("" if none)."""
+    return str(_server_error(exc).get("M", ""))
+
+
+def _server_error(exc: BaseException | None) -> dict[str, Any]:
     while exc is not None:
         if (fields := _server_fields(exc)) is not None:
-            return str(fields.get("C", "")) or None
+            return fields
         exc = exc.__cause__
-    return None
+    return {}
 
 
 def _classified(exc: Exception) -> tuple[Exception | None, bool]:
