@@ -151,12 +151,11 @@ def sqlstate(exc: BaseException | None) -> str | None:
     return str(_server_error(exc).get("C", "")) or None
 
 
-def server_message(exc: BaseException | None) -> str:
-    """The server's message of such an error ("" if none)."""
+def server_message(exc: BaseException | None) -> str:  # the server's message of such an error ("" if none)
     return str(_server_error(exc).get("M", ""))
 
 
-def _server_error(exc: BaseException | None) -> dict[str, Any]:
+def _server_error(exc: BaseException | None) -> dict[str, Any]:  # the first error with fields, down its causes
     while exc is not None:
         if (fields := _server_fields(exc)) is not None:
             return fields
