@@ -129,6 +129,8 @@ def test_a_jobs_page_shows_its_status_history_reason_and_cost_and_streams_its_ou
     done = page(client, "/jobs/a1?fragment=1")
     assert 'role="status">SUCCEEDED<' in done and "ended:" in done
     assert re.search(r"<td>vm-a</td>.*?SUCCEEDED", done, re.S)  # the attempt on its VM, billed
+    # billed as zen usage bills an attempt, per second; the caption promised a one-minute minimum its figure lacks
+    assert "each billed per second at its VM's price; GCE's one-minute minimum is the VM's" in done
     started = time.monotonic()
     stream = client.get("/jobs/a1/output").get_data(as_text=True)
     assert time.monotonic() - started < 10
