@@ -79,6 +79,8 @@ def queued(vms: Mapping[str, Iterable[Vm]]) -> dict[str, int]:
 def kept_whole(plan: Plan, index: VmIndex) -> set[str]:
     """The deletions of ``plan`` that ``keep_requests_whole`` leaves: real VMs, and flex-start requests deleted whole."""
     planned = {name for _, name in plan.delete}
+    if not any(PENDING_SEP in name for name in planned):
+        return planned  # no flex-start request's VM among them
     return {name for pool, name in plan.delete if PENDING_SEP not in name or not any(
         vm.name.rpartition(PENDING_SEP)[0] == name.rpartition(PENDING_SEP)[0] and vm.name not in planned
         for vm in index.region(pool))}

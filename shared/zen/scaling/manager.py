@@ -123,7 +123,7 @@ class ClusterManager:
             plan = replace(plan, memory={r: m for r, m in plan.memory.items() if r not in snapshot.unread},
                            decisions=plan.decisions + waiting)
         self.apply(plan, snapshot, zones, report)
-        plan = replace(plan, memory={r: m.replaced(sized=self._sizes[r]) if r in self._sizes else m
+        plan = replace(plan, memory={r: m if (n := self._sizes.get(r, m.sized)) == m.sized else m.replaced(sized=n)
                                      for r, m in plan.memory.items()})  # what an unread MIG is taken to hold
         plan = struck(replace(plan, decisions=as_applied(plan.decisions, report.added, report.short, report.undeleted)),
                       report.refused, snapshot.now, self._timing)
@@ -168,8 +168,8 @@ class ClusterManager:
             states = dict(zip(self._migs, self._map(lambda r: self.read_mig(r, facts.memory), self._migs)))
         targets: dict[str, int] = {}
         errors = []
-        seen: dict[str, list[str]] = {}
-        listings: dict[str, list[MigInstance]] = {}  # the regions read, as ``seen``
+        seen: dict[str, list[str]] = {}  # the regions read: their instances' names; and ``billed``, those GCE bills
+        billed, listings = dict[str, list[str]](), dict[str, list[MigInstance]]()
         for region in self._migs:
             state = states[region]
             if isinstance(state, MigApiError):
@@ -180,9 +180,9 @@ class ClusterManager:
             targets[region] = self._sizes[region] = state.target_size
             # A secondary pool's MIG reports its errors by region: the planner keeps them by pool.
             errors += state.errors if region in self.cluster.regions else [replace(e, region=region) for e in state.errors]
-            seen[region], listings[region] = self._views.names_of(region, state.instances), state.instances
-        first_seen = self._fleet.see_instances(name, seen, now, {r: [i.name for i in listing if i.billed]  # GCE bills
-                                                                  for r, listing in listings.items()})
+            seen[region], billed[region] = self._views.names_of(region, state.instances)
+            listings[region] = state.instances
+        first_seen = self._fleet.see_instances(name, seen, now, billed)
         vms, zones = self._views.build(listings, first_seen, facts)
         limits = ClusterLimits(name, tuple(self.pools), self.cluster.max_vms_per_region, self.cluster.max_vms,
                                self.cluster.min_vms, pools=self.pools, flex_run_s=self.cluster.flex_start_run_s)

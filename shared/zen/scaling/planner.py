@@ -128,7 +128,7 @@ class _Planning:
         # Booting VMs listed RUNNING cover demand first (usable first; the others are what a race lost: cancel_losers)
         running = {r: 0 if self._blocked(r) else sum(vm.running for vm in self.healthy[r]) for r in self.regions}
         pending = {r: 0 if self._blocked(r) else len(self.healthy[r]) - running[r] for r in self.regions}
-        self.queued, uncovered = flexrun.queued({r: self.healthy[r] for r in self.regions}), []
+        self.queued, uncovered = flexrun.queued({r: self.healthy[r] for r in self.regions if self.ranking.flex(r)}), []
         for group in self.groups:
             with self._ending(idle, group):
                 if left := self._cover(group, idle, running, pending):
@@ -146,7 +146,7 @@ class _Planning:
         late = not self.patient(group) and not all(map(self.ranking.flex, group.regions))  # past its bound
         for pool, needed in ((idle, self.idle_needed), (running, None), (pending, None)):
             for region in self.ranking.for_group(group) + blocked:
-                queued = self.queued[region] if late and pool is pending else 0  # requests still queued cover it not
+                queued = self.queued.get(region, 0) if late and pool is pending else 0  # queued requests cover it not
                 if left and (take := min(left, pool.get(region, 0) - queued)) > 0:
                     pool[region] -= take
                     left -= take

@@ -107,15 +107,18 @@ class VmViews:
 
     def __init__(self) -> None:
         self._parts: dict[str, Part] = {}  # region -> its part
-        # region -> (its instances as last read, their names)
-        self._names: dict[str, tuple[list[MigInstance], list[str]]] = {}
+        # region -> (its instances as last read, their names, the names of those GCE bills)
+        self._names: dict[str, tuple[list[MigInstance], list[str], list[str]]] = {}
         self._last: Pass = ((), (), None, None, None, (), {}, frozenset())
 
-    def names_of(self, region: str, instances: list[MigInstance]) -> list[str]:
+    def names_of(self, region: str, instances: list[MigInstance]) -> tuple[list[str], list[str]]:
+        """The names of ``instances``, and of those GCE bills (``MigInstance.billed``), kept while the same
+        listing object is read again."""
         cached = self._names.get(region)
         if cached is None or cached[0] is not instances:
-            cached = self._names[region] = (instances, [i.name for i in instances])
-        return cached[1]
+            cached = self._names[region] = (instances, [i.name for i in instances],
+                                            [i.name for i in instances if i.billed])
+        return cached[1], cached[2]
 
     def build(self, listings: dict[str, list[MigInstance]], first_seen: dict[str, datetime], facts: FleetFacts
               ) -> tuple[tuple[Vm, ...], dict[str, str | None]]:

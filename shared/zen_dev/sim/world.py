@@ -9,6 +9,7 @@ What it models, and why: docs/reference/simulator.md#what-the-simulator-models
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 import math
@@ -108,10 +109,14 @@ class Simulation(InstanceWorld):
             self._push(job.spec.submit_s, _SUBMIT, self._submit, job)
         self._push(0.0, _TICK, self._periodic_tick)
         heap, pop = self.heap, heapq.heappop
-        while heap and heap[0][0] <= self.horizon:
-            t, _, _, fn, args = pop(heap)
-            self.now = t
-            fn(*args)
+        gc.freeze()  # what is here before the run (traces, jobs, the world) is not walked by each full collection
+        try:
+            while heap and heap[0][0] <= self.horizon:
+                t, _, _, fn, args = pop(heap)
+                self.now = t
+                fn(*args)
+        finally:
+            gc.unfreeze()
         self.now = self.horizon
         self._finish_run()
         self.result.wall_s = time.perf_counter() - wall
