@@ -66,6 +66,17 @@ class ClusterReport:
         return self
 
 
+def as_done(plan: Plan, sizes: dict[str, int], report: ClusterReport, now: datetime, timing: Timing) -> Plan:
+    """``plan`` as ``ClusterManager.apply`` left things: its decisions as applied, each pool's memory with its MIG's
+    size as last read (what an unread MIG is taken to hold), the pools whose resize failed ``struck``. A copy where
+    anything differs: the policy's own plan is left as it returned it."""
+    sized = {r: m.replaced(sized=n) for r, m in plan.memory.items() if (n := sizes.get(r, m.sized)) != m.sized}
+    decisions = as_applied(plan.decisions, report.added, report.short, report.undeleted)
+    if sized or decisions is not plan.decisions or report.refused:
+        plan = replace(plan, memory={**plan.memory, **sized}, decisions=decisions)
+    return struck(plan, report.refused, now, timing)
+
+
 def struck(plan: Plan, refused: dict[str, str], now: datetime, timing: Timing) -> Plan:
     """``plan`` with each pool whose resize failed (``refused``) struck as a stockout strikes it, unless blocked
     already: its jobs go to the next pool meanwhile, and its probe tries it again."""

@@ -22,7 +22,7 @@ from zen.telemetry import Quiet
 from zen.core.clock import Clock
 from zen.core.config import ClusterConfig, ZenConfig
 from zen.core.quotas import Shortfall
-from zen.scaling.applied import ClusterReport, as_applied, struck
+from zen.scaling.applied import ClusterReport, as_done
 from zen.scaling.asks import PassAsksDb
 from zen.scaling.coverage import COVERAGE_TRUST_S, Coverage, racing
 from zen.scaling.flexrun import ending
@@ -123,10 +123,7 @@ class ClusterManager:
             plan = replace(plan, memory={r: m for r, m in plan.memory.items() if r not in snapshot.unread},
                            decisions=plan.decisions + waiting)
         self.apply(plan, snapshot, zones, report)
-        plan = replace(plan, memory={r: m if (n := self._sizes.get(r, m.sized)) == m.sized else m.replaced(sized=n)
-                                     for r, m in plan.memory.items()})  # what an unread MIG is taken to hold
-        plan = struck(replace(plan, decisions=as_applied(plan.decisions, report.added, report.short, report.undeleted)),
-                      report.refused, snapshot.now, self._timing)
+        plan = as_done(plan, self._sizes, report, snapshot.now, self._timing)
         self.record(plan, report)
         if self._telemetry is not None:
             telemetry.log_pass(log, snapshot, plan, self._telemetry)

@@ -277,7 +277,7 @@ class RegionVms:
     """One region's VMs in order, and by phase: a part of a ``VmIndex``, built once and kept while the
     region's VMs are the same (``ClusterManager`` keeps one per region)."""
 
-    __slots__ = ("vms", "phases", "names", "usable")
+    __slots__ = ("vms", "phases", "names", "usable", "busy")
 
     def __init__(self, vms: Iterable[Vm]):
         self.vms = tuple(vms)
@@ -291,6 +291,7 @@ class RegionVms:
                 group.append(vm)
         self.phases = {phase: tuple(group) for phase, group in phases.items()}
         self.usable = tuple(vm for vm in self.vms if vm.phase is VmPhase.IDLE or vm.phase is VmPhase.BUSY)
+        self.busy = tuple(vm.name for vm in self.phases.get(VmPhase.BUSY, ()))
 
 
 class VmIndex:
@@ -326,6 +327,11 @@ class VmIndex:
     def names(self, region: str) -> tuple[str, ...]:
         group = self._grouped.get(region)
         return () if group is None else group.names
+
+    def busy(self, region: str) -> tuple[str, ...]:
+        """The names of its BUSY VMs, in snapshot order."""
+        group = self._grouped.get(region)
+        return () if group is None else group.busy
 
     def usable(self, region: str) -> tuple[Vm, ...]:
         """Idle or busy, in snapshot order."""

@@ -24,13 +24,12 @@ _RUN_WEIGHT = 0.2  # weight of a finished run in the moving average of run times
 
 
 def learn(memory: RegionMemory, vms: tuple[Vm, ...], now: datetime, timing: Timing,
-          busy_vms: tuple[Vm, ...] | None = None) -> RegionMemory:
+          busy: tuple[str, ...] | None = None) -> RegionMemory:
     """The pool's memory after this pass: runs that ended since the last one folded in, the busy VMs
-    now remembered. Unchanged (the same object) while no VM started or left a job. ``busy_vms``: the
-    BUSY ones of ``vms`` when already known (the planner's index has them)."""
-    if busy_vms is None:
-        busy_vms = tuple(vm for vm in vms if vm.phase is VmPhase.BUSY)
-    busy = tuple(vm.name for vm in busy_vms)
+    now remembered. Unchanged (the same object) while no VM started or left a job. ``busy``: the names
+    of the BUSY ones of ``vms`` when already known (the planner's index has them)."""
+    if busy is None:
+        busy = tuple(vm.name for vm in vms if vm.phase is VmPhase.BUSY)
     if busy == memory.busy:
         return memory
     now_s = now.timestamp()

@@ -39,6 +39,7 @@ class Ranking:
         self.timing = snapshot.timing
         self.order = {r: i for i, r in enumerate(snapshot.cluster.regions)}
         self._ranks: dict[tuple[tuple[str, ...], bool, float | None, float | None], list[str]] = {}
+        self._flex: dict[str, bool] = {}
         pools = snapshot.cluster.pools
         self.priced = pools is not None and any(p.usd_per_hour is not None for p in pools.values())
         # A pool's step down the cluster's order of regions (a region's pools share it: models are no step).
@@ -59,7 +60,11 @@ class Ranking:
 
     def flex(self, pool: str) -> bool:
         """A flex-start pool: grown by resize requests granted whole, after a queue (no stockouts)."""
-        return self.s.cluster.pools is not None and self.s.cluster.pool(pool).model == "flex-start"
+        found = self._flex.get(pool)
+        if found is None:  # once a pool and pass (a pass asks many times)
+            cluster = self.s.cluster
+            found = self._flex[pool] = cluster.pools is not None and cluster.pool(pool).model == "flex-start"
+        return found
 
     def risk(self, region: str) -> float:
         """How likely a VM asked here now does not come up in time (0..1): 0 without a stockout, else
