@@ -90,10 +90,10 @@ class _Planning:
         for region in self.regions:
             memory = self.memory[region]
             # Booted since the last plan: booting then, or new and usable (none if nothing booted and its VMs are as then)
-            booted = []
-            if memory.booting or memory.known != self.index.names(region):
-                was_booting, known = frozenset(memory.booting), frozenset(memory.known)
-                booted = [vm for vm in self.index.usable(region) if vm.name in was_booting or vm.name not in known]
+            booted, names = [], self.index.names(region)
+            if memory.booting or memory.known != names:  # those it knew booting, and those new since
+                fresh = set(memory.booting).union(set(names).difference(memory.known) if memory.known != names else ())
+                booted = [vm for vm in self.index.usable(region) if vm.name in fresh]
             errors = new_errors.get(region, [])
             memory = _with(memory, seen_errors_until=max(e.at for e in errors)) if errors else memory
             if booted:  # the cluster's VMs boot (probes.silent_cleared)
