@@ -92,7 +92,9 @@ def test_no_attempt_is_taken_for_lost_while_the_heartbeat_path_holds_its_reports
     assert fence_left(attempt, settings, clock().timestamp() - t0) <= 0  # its fence fell before the rerun
 
 
-def test_a_probe_heard_late_holds_silences_from_then_and_a_stranger_is_a_duplicate(functions, zen, publisher, clock):
+def test_a_probe_heard_late_vouches_up_to_its_sending_and_a_stranger_is_a_duplicate(functions, zen, publisher, clock):
+    """A probe heard late says the path delivered what Pub/Sub accepted up to when it was sent: silences count to
+    then (before, to now from when it was heard, which a path slow for good held for ever)."""
     path = _Path(functions, publisher)
     functions.submit(job_request("job-1"))
     functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
@@ -102,13 +104,10 @@ def test_a_probe_heard_late_holds_silences_from_then_and_a_stranger_is_a_duplica
     path.tick(deliver=False)  # t=60: its probe waits, and comes through 30 s late, before the next tick looks
     clock.advance(30)
     path.catch_up()
-    clock.advance(40)  # t=130: 130 s without vm-a's word, but the path was late 40 s ago: not yet
+    clock.advance(40)  # t=130: 130 s without vm-a's word, 60 s of it vouched for: not yet
     path.tick(deliver=True)
     assert _job(zen) == ("RUNNING", 1)
-    clock.advance(60)  # t=190: 100 s since the path came back
-    path.tick(deliver=True)
-    assert _job(zen) == ("RUNNING", 1)
-    clock.advance(60)  # t=250: 160 s
+    clock.advance(60)  # t=190: 130 s vouched for (the probe of t=130 came through at once)
     path.tick(deliver=True)
     assert _job(zen) == ("QUEUED", 2)
     answer = functions.heartbeat({"kind": "probe", "nonce": "0" * 32})  # not the tick's: changes nothing
@@ -126,7 +125,7 @@ def test_a_probe_that_could_not_be_published_holds_nothing(functions, zen, publi
     functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
     functions.heartbeat(heartbeat("job-1", "RUNNING", 2, vm="vm-a"))
     path.tick(deliver=True)  # probes come through: the path is watched
-    for _ in range(5):  # vm-a is gone; every probe's publish fails
+    for _ in range(6):  # vm-a is gone; every probe's publish fails (each vouches for the path to its tick)
         clock.advance(30)
         publisher.fail_next = 1
         path.tick(deliver=True)
@@ -134,3 +133,93 @@ def test_a_probe_that_could_not_be_published_holds_nothing(functions, zen, publi
     clock.advance(30)
     path.tick(deliver=True)  # and the next probe goes out
     assert path.seen and _job(zen) == ("QUEUED", 2)
+
+
+def test_a_stall_after_the_last_probe_came_through_holds_silences_across_a_skipped_tick(functions, zen, publisher, clock):
+    """Default deadlines (120 s, 30 s reports, 95 s fence), the default one-minute schedule. Ten minutes of regular
+    ticks; then one tick is skipped (a long pass held the lock: the next is a gap, back_at moves, harmless), two run
+    on time, and another is skipped, the next 5 s late: the tick clock, having learnt the first skip, counts it as no
+    gap (by design: "ticks skipped now and then are no gap"). The heartbeat path stalls right after the last tick's
+    probe came through: the next sweep, 125 s later, takes the attempt for lost on the word of that probe, sent
+    125 s before, while its agent's fence is up for 60 s more."""
+    settings = with_deadlines(AgentSettings(), zen.config.deadlines, {})
+    path, t0 = _Path(functions, publisher), clock().timestamp()
+    now = lambda: clock().timestamp() - t0  # noqa: E731
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 2, vm="vm-a"))
+    attempt = AttemptReport("job-1", 1, accepted_at=now())
+    seq = 3
+    # t = 0 .. 840: ticks every 60 s but 660 skipped; reports every 30 s, all delivered promptly, every probe too
+    for t in range(30, 841, 30):
+        clock.advance(30)
+        path.send(heartbeat("job-1", "RUNNING", seq, vm="vm-a"), deliver=True)
+        attempt.accepted_at, seq = now(), seq + 1
+        if t % 60 == 0 and t != 660:
+            path.tick(deliver=True)
+    assert _job(zen) == ("RUNNING", 1)
+    # t = 840: the tick's probe came through at once. The heartbeat function stalls now (out of connections):
+    # vm-a's reports, accepted by Pub/Sub (its fence renewed), wait undelivered. The tick at 900 is skipped.
+    for _ in range(3):  # 870, 900, 930
+        clock.advance(30)
+        path.send(heartbeat("job-1", "RUNNING", seq, vm="vm-a"), deliver=False)
+        attempt.accepted_at, seq = now(), seq + 1
+    clock.advance(35)  # t = 965: the schedule's tick at 960, 5 s late
+    path.tick(deliver=False)
+    left = fence_left(attempt, settings, now())
+    assert left > 0, left  # vm-a's job is running, its fence up
+    assert _job(zen) == ("RUNNING", 1), f"taken for lost with {left:.0f} s of vm-a's fence left"
+
+
+def test_a_stall_after_the_last_probe_came_through_holds_silences_with_a_shorter_timeout(functions, zen, publisher, clock):
+    """heartbeat_timeout_s 60 with reports every 10 s (a fence of 35 s: allowed), ticks every minute as the default
+    schedule runs them, none skipped. The path stalls right after a tick's probe came through: the next tick's
+    sweep took the attempt for lost while its fence was up."""
+    deadlines = zen.config.deadlines.model_copy(update={"heartbeat_timeout_s": 60.0, "agent_heartbeat_s": 10.0})
+    zen.config = zen.config.model_copy(update={"deadlines": deadlines})
+    zen.jobs._config = zen.config
+    zen.jobs.sweeps._config = zen.config
+    settings = with_deadlines(AgentSettings(), deadlines, {})
+    path, t0 = _Path(functions, publisher), clock().timestamp()
+    now = lambda: clock().timestamp() - t0  # noqa: E731
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 2, vm="vm-a"))
+    attempt = AttemptReport("job-1", 1, accepted_at=now())
+    seq = 3
+    for t in range(10, 181, 10):  # three minutes of prompt reports; ticks each minute, probes prompt
+        clock.advance(10)
+        path.send(heartbeat("job-1", "RUNNING", seq, vm="vm-a"), deliver=True)
+        attempt.accepted_at, seq = now(), seq + 1
+        if t % 60 == 0:
+            path.tick(deliver=True)
+    assert _job(zen) == ("RUNNING", 1)
+    for _ in range(6):  # t = 180 .. 240: the path stalls right after the tick's probe came through
+        clock.advance(10)
+        path.send(heartbeat("job-1", "RUNNING", seq, vm="vm-a"), deliver=False)
+        attempt.accepted_at, seq = now(), seq + 1
+    clock.advance(3)
+    path.tick(deliver=False)  # t = 243: the schedule's tick at 240, 3 s late
+    left = fence_left(attempt, settings, now())
+    assert left > 0, left
+    assert _job(zen) == ("RUNNING", 1), f"taken for lost with {left:.0f} s of vm-a's fence left"
+
+
+def test_a_steadily_slow_path_delays_a_gone_vms_verdict_by_its_lag_only(functions, zen, publisher, clock):
+    """The heartbeat function keeps a steady 20 s backlog (every message, probes and reports alike, delivered 20 s
+    after Pub/Sub accepted it: no report is ever held longer than the others, so Zen's silence of a VM never starts
+    before its agent's fence does, and the fence's arithmetic holds). Each probe is heard 20 s late (over the 15 s
+    margin): back_at moved every tick, without bound, and a job whose VM was really gone was never requeued."""
+    path = _Path(functions, publisher)
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 2, vm="vm-a"))
+    path.tick(deliver=True)  # probes come through: the path is watched
+    # vm-a is gone from now on. The ticks run every minute; each probe comes through 20 s after it was sent.
+    clock.advance(20)
+    for _ in range(4):
+        clock.advance(40)
+        path.tick(deliver=False)  # a tick each minute
+        clock.advance(20)
+        path.catch_up()  # its probe heard 20 s later
+    assert _job(zen) == ("QUEUED", 2), "vm-a gone for 4 minutes, its job not requeued"

@@ -300,26 +300,32 @@ def test_the_tick_clock_sees_a_gap_in_the_ticks(store):
 
 
 def test_the_tick_clock_keeps_the_heartbeat_paths_probe(store):
+    """(back_at, publish, late, seen, sent_at, vouched_at): a probe heard vouches for the path up to when it was
+    sent, however late it came; an unheard one is replaced one timeout (here 120 s) after it was sent."""
     at = lambda s: NOW + timedelta(seconds=s)  # noqa: E731
     with store.transaction() as tx:
         tx.record_tick(at(0), 60.0)
-        assert tx.look_at_probe(at(0), 15.0, "a" * 32) == (None, True, False, False, None)
-        assert tx.probe_heard("b" * 32, at(1), 15.0) is None  # not the last one sent
-        assert tx.probe_heard("a" * 32, at(2), 15.0) == 2.0 and tx.probe_heard("a" * 32, at(3), 15.0) is None
+        assert tx.look_at_probe(at(0), 15.0, 120.0, "a" * 32) == (None, True, False, False, None, None)
+        assert tx.probe_heard("b" * 32, at(1)) is None  # not the last one sent
+        assert tx.probe_heard("a" * 32, at(2)) == 2.0 and tx.probe_heard("a" * 32, at(3)) is None
         tx.record_tick(at(60), 60.0)
-        assert tx.look_at_probe(at(60), 15.0, "c" * 32) == (None, True, False, True, at(0))
+        assert tx.look_at_probe(at(60), 15.0, 120.0, "c" * 32) == (None, True, False, True, at(0), at(0))
         tx.record_tick(at(70), 60.0)
-        assert tx.look_at_probe(at(70), 15.0, "d" * 32) == (None, False, False, True, at(60))  # not due yet
-        tx.record_tick(at(120), 60.0)
-        assert tx.look_at_probe(at(120), 15.0, "e" * 32) == (at(120), True, True, True, at(60))  # unheard: late
-        assert tx.probe_heard("c" * 32, at(121), 15.0) is None  # replaced
-        assert tx.probe_heard("e" * 32, at(150), 15.0) == 30.0  # heard late: silences count from then
+        assert tx.look_at_probe(at(70), 15.0, 120.0, "d" * 32) == (None, False, False, True, at(60), at(0))
+        tx.record_tick(at(120), 60.0)  # unheard past the margin: late, said; not replaced yet
+        assert tx.look_at_probe(at(120), 15.0, 120.0, "e" * 32) == (None, False, True, True, at(60), at(0))
+        assert tx.probe_heard("c" * 32, at(150)) == 90.0  # heard late: the path delivered what was sent by 60
         tx.record_tick(at(180), 60.0)
-        assert tx.look_at_probe(at(180), 15.0, "f" * 32) == (at(150), True, False, True, at(120))
-        tx.probe_unsent("f" * 32)  # its publish failed (or seemed to): it judges nothing, and is no probe if it comes
-        assert tx.probe_heard("f" * 32, at(200), 15.0) is None
+        assert tx.look_at_probe(at(180), 15.0, 120.0, "f" * 32) == (None, True, False, True, at(60), at(60))
+        tx.probe_unsent("f" * 32)  # its publish failed (or seemed to): as if prompt, and no probe if it comes
+        assert tx.probe_heard("f" * 32, at(200)) is None
         tx.record_tick(at(240), 60.0)
-        assert tx.look_at_probe(at(240), 15.0, "g" * 32) == (at(150), True, False, True, None)
+        assert tx.look_at_probe(at(240), 15.0, 120.0, "g" * 32) == (None, True, False, True, None, at(180))
+        tx.record_tick(at(300), 60.0)
+        assert tx.look_at_probe(at(300), 15.0, 120.0, "h" * 32)[:2] == (None, False)  # g unheard: kept
+        tx.record_tick(at(361), 60.0)
+        assert tx.look_at_probe(at(361), 15.0, 120.0, "i" * 32) == (None, True, True, True, at(240), at(180))
+        assert tx.probe_heard("g" * 32, at(362)) is None  # replaced: what it says, the next one will
 
 
 def test_an_outage_teaches_the_tick_clock_no_schedule_that_hides_the_next(store):

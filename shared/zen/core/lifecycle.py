@@ -342,17 +342,16 @@ def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
     )
 
 
-def decide_silence(job: Job, now: datetime, deadlines: Deadlines,
-                   heard_since: datetime | None = None) -> Decision | None:
+def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: datetime | None = None,
+                   heard_until: datetime | None = None) -> Decision | None:
     """The sweep: a job whose VM went silent past its deadline. ``None`` when the job is fine.
-    ``heard_since``: when Zen could record heartbeats again after an outage; silence counts from then."""
+    ``heard_since``: when Zen could record heartbeats again after an outage; silence counts from then.
+    ``heard_until``: how far the heartbeat path is vouched for (``zen.jobs.probes``); silence counts to then."""
     if not job.status.holds_vm:
         return None
-    last = job.last_heartbeat_at or job.updated_at
-    if heard_since is not None and heard_since > last:
-        last = heard_since
+    silent = min(now, heard_until or now) - max(filter(None, (job.last_heartbeat_at or job.updated_at, heard_since)))
     if job.status is JobStatus.STOPPING:  # a rerun waits the fence, from the VM's last RUNNING (decide_heartbeat)
-        if now - last < timedelta(seconds=deadlines.preempted_stop_s if job.preempted_by else deadlines.stop_timeout_s):
+        if silent < timedelta(seconds=deadlines.preempted_stop_s if job.preempted_by else deadlines.stop_timeout_s):
             return None
         if job.preempted_by:  # its VM is silent: the attempt is over (a later report of it is stale)
             return back_to_pending(job, f"preempted: {job.preempted_by}; no answer from {job.vm}")
@@ -360,7 +359,7 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines,
             changes=[Change(JobStatus.CANCELLED, f"no answer from {job.vm} within {deadlines.stop_timeout_s:g}s of stop")],
             fields={"finished_at": now},
         )
-    if now - last < timedelta(seconds=deadlines.heartbeat_timeout_s):
+    if silent < timedelta(seconds=deadlines.heartbeat_timeout_s):
         return None
     decision = lose_attempt(job, f"no heartbeat from {job.vm} for {deadlines.heartbeat_timeout_s:g}s")
     if decision.changes[-1].to is JobStatus.FAILED:

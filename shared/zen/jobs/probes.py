@@ -7,15 +7,21 @@ what Pub/Sub accepted is handled within the fence's margin (``zen.core.lease.pro
 but held back (the heartbeat function at its instance limit, answering 429 or 5xx, out of database connections:
 Pub/Sub's push then backs off) leave the agent's fence up while Zen hears nothing, and a second attempt would run
 beside the first. So each scale tick publishes a probe on ``zen-heartbeats`` (a fresh nonce, its time kept in
-``tick_clock``), and the heartbeat function notes when it hears it. A probe unheard past the margin at the next
-tick, or heard late, moves ``tick_clock.back_at`` (when Zen could hear again) to then: as after an outage, every
-held attempt's silence counts afresh from there (``zen.core.lifecycle.decide_silence``'s ``heard_since``).
+``tick_clock``), and the heartbeat function notes when it hears it: what Pub/Sub accepted up to when that probe was
+sent has come through, however late (``tick_clock.probe_vouched_at``). The sweep counts an attempt's silence up to
+then, not to now (``zen.core.lifecycle.decide_silence``'s ``heard_until``): a report accepted after it may still
+wait in Pub/Sub, its agent's fence up. A stall that began after the last probe came through holds every silence
+where it was until a probe sent after it comes through; a steadily slow path (a backlog of the heartbeat
+function) only delays the verdict by its lag; a VM really gone is found once a probe sent one timeout after its
+last report comes through (about a tick after the timeout while the path is prompt). A probe unheard one timeout
+after it was sent (lost, or the path stalled) is replaced by the next tick's.
 
 The probe is a test of the path, not of each message: Pub/Sub does not order them, and a report that alone
 fails and waits in its own backoff is not seen by it (the attempt's next reports, 30 s apart, are). Until a
 probe has been heard once (a Zen whose probes never come through: the tick not allowed to publish on
-``zen-heartbeats``, say) the sweep counts silences as it did without it, and says so once a tick in a warning;
-a probe the tick could not publish judges nothing (``send``).
+``zen-heartbeats``, say) the sweep counts silences to now, as it did without it, and says so once a tick in a
+warning; a probe the tick could not publish vouches for the path up to its tick, as if it had come through
+(``send``).
 Forged probes need the nonce, which only the tick and Pub/Sub see. Why: docs/reference/agent.md, "The fence".
 """
 
@@ -38,20 +44,23 @@ if TYPE_CHECKING:
 log = logging.getLogger("zen.jobs.service")
 
 
-def looked_at(tx: JobTx, config: ZenConfig, now: datetime) -> tuple[datetime | None, str | None]:
+def looked_at(tx: JobTx, config: ZenConfig, now: datetime) -> tuple[datetime | None, datetime, str | None]:
     """The tick's look at its last probe, in the sweep's transaction after ``record_tick``: when silences count
-    from (``tick_clock.back_at``: now, when the last probe is unheard past the margin), and the nonce of the next
-    probe to publish after commit (``send``), if one is due (the last one heard, or late)."""
-    nonce = secrets.token_hex(16)
-    look = tx.look_at_probe(now, probe_late_s(config.deadlines.heartbeat_timeout_s), nonce)
+    from (``tick_clock.back_at``, the end of the last gap in the ticks) and to (now, until a probe has come
+    through; then the time the latest heard was sent), and the nonce of the next probe to publish after commit
+    (``send``), if one is due (the last one heard, or unheard one timeout after it was sent)."""
+    nonce, timeout_s = secrets.token_hex(16), config.deadlines.heartbeat_timeout_s
+    look = tx.look_at_probe(now, probe_late_s(timeout_s), timeout_s, nonce)
     if look.late:
-        log.warning("the heartbeat path is late: no attempt is taken for lost until a probe comes through in time",
-                    extra={"probe_sent_at": look.sent_at.isoformat() if look.sent_at else None})
+        log.warning("the heartbeat path is late: silences count only to the last probe that came through",
+                    extra={"probe_sent_at": look.sent_at.isoformat() if look.sent_at else None,
+                           "vouched_at": look.vouched_at.isoformat() if look.vouched_at else None})
     elif not look.seen and look.sent_at is not None and (now - look.sent_at).total_seconds() > probe_late_s(
             config.deadlines.heartbeat_timeout_s):
         log.warning("no probe of the heartbeat path has come through yet: silences count as if the path were prompt "
                     "(can the tick's account publish on zen-heartbeats?)")
-    return look.back_at, nonce if look.publish else None
+    until = look.vouched_at if look.seen and look.vouched_at is not None else now
+    return look.back_at, min(until, now), nonce if look.publish else None
 
 
 def send(store: JobStore, relay: OutboxRelay, config: ZenConfig, nonce: str | None) -> None:
@@ -64,19 +73,18 @@ def send(store: JobStore, relay: OutboxRelay, config: ZenConfig, nonce: str | No
                             {"kind": "probe"})
     [result] = relay.publish_now([probe])
     if isinstance(result, Exception):
-        log.warning("could not publish a probe of the heartbeat path: this tick's silences count as if it were "
-                    "prompt", extra={"error": str(result)})
+        log.warning("could not publish a probe of the heartbeat path: silences count as if it were prompt up to "
+                    "this tick", extra={"error": str(result)})
         with store.transaction() as tx:
             tx.probe_unsent(nonce)
 
 
 def heard(store: JobStore, config: ZenConfig, nonce: str, now: datetime) -> str:
     """The heartbeat function heard a probe: noted when it is the tick's last ("applied"; else "duplicate": another,
-    heard before or replaced); heard late, silences count afresh from now."""
-    late_s = probe_late_s(config.deadlines.heartbeat_timeout_s)
+    heard before or replaced); the path is vouched for up to when it was sent."""
     with store.transaction() as tx:
-        lag_s = tx.probe_heard(nonce, now, late_s)
-    if lag_s is not None and lag_s > late_s:
-        log.warning("a probe of the heartbeat path came through late: silences count afresh from now",
+        lag_s = tx.probe_heard(nonce, now)
+    if lag_s is not None and lag_s > probe_late_s(config.deadlines.heartbeat_timeout_s):
+        log.warning("a probe of the heartbeat path came through late: silences count up to when it was sent",
                     extra={"lag_s": round(lag_s, 1)})
     return "duplicate" if lag_s is None else "applied"

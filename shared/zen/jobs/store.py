@@ -87,28 +87,29 @@ class EarlyStops(Protocol):
 class ProbeLook(NamedTuple):
     """The tick's look at its last probe of the heartbeat path (``zen.jobs.probes``)."""
 
-    back_at: datetime | None  # when silences count from (now: the probe is unheard past the margin)
+    back_at: datetime | None  # when silences count from (the end of the last gap in the ticks)
     publish: bool  # a new probe is due (its nonce and time kept): publish it
     late: bool  # the last probe was unheard past the margin (while probes have come through before)
     seen: bool  # a probe has ever come through
     sent_at: datetime | None  # when the probe looked at was published
+    vouched_at: datetime | None  # when the latest probe heard was sent (or one not published): silences count to then
 
 
 class TickClock(Protocol):
     def record_tick(self, now: datetime, gap_s: float) -> datetime | None:
         """Record this tick; when Zen came back after its last gap longer than ``gap_s`` (None: none seen)."""
 
-    def look_at_probe(self, now: datetime, late_s: float, nonce: str) -> ProbeLook:
-        """After ``record_tick``: the last probe unheard ``late_s`` after it was sent, and probes heard before, moves
-        ``back_at`` to ``now``; a probe is due (``nonce`` kept as the next one's, sent ``now``) once the last one
-        was heard or is late, or none was sent."""
+    def look_at_probe(self, now: datetime, late_s: float, stale_s: float, nonce: str) -> ProbeLook:
+        """After ``record_tick``: whether the last probe is unheard ``late_s`` after it was sent (and probes were
+        heard before), and how far the path is vouched for; a probe is due (``nonce`` kept as the next one's, sent
+        ``now``) once the last one was heard or is unheard ``stale_s`` after it was sent, or none was sent."""
 
     def probe_unsent(self, nonce: str) -> None:
-        """The probe ``nonce`` could not be published: no tick judges the path by it."""
+        """The probe ``nonce`` could not be published: the path is vouched for up to its tick, as if it came through."""
 
-    def probe_heard(self, nonce: str, now: datetime, late_s: float) -> float | None:
+    def probe_heard(self, nonce: str, now: datetime) -> float | None:
         """The probe ``nonce`` heard: its lag in seconds when it is the last one sent and not heard before (None:
-        another); a lag above ``late_s`` moves ``back_at`` to ``now``."""
+        another); the path is vouched for up to when it was sent."""
 
 
 class OutboxRows(Protocol):

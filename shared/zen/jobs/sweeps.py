@@ -52,19 +52,19 @@ class Sweeps:
         heartbeats were refused and wait in Pub/Sub's backoff, and the ticks failed too. The first
         tick after a gap in the ticks (``JobTx.record_tick``) starts every held job's deadline
         afresh, so an outage longer than the heartbeat timeout does not stop and rerun every healthy
-        job; a VM that is really gone is found one timeout after Zen is back. So does a probe of the heartbeat
-        path that came through late or not at all (``zen.jobs.probes``: reports Pub/Sub accepted, which keep
-        their agent's fence up, wait undelivered); each tick publishes the next."""
+        job; a VM that is really gone is found one timeout after Zen is back. Silence counts up to how far the
+        heartbeat path is vouched for (``zen.jobs.probes``: reports Pub/Sub accepted after the last probe that
+        came through, which keep their agent's fence up, may wait undelivered); each tick publishes the next."""
         deadlines = self._config.deadlines
         now = self._clock()
-        cutoff = now - timedelta(seconds=min(deadlines.heartbeat_timeout_s, deadlines.stop_timeout_s))
         with self._store.transaction() as tx:
             tx.record_tick(now, deadlines.heartbeat_timeout_s / 2)
-            back_at, probe = probes.looked_at(tx, self._config, now)
-            candidates = tx.held_jobs_silent_since(cutoff, limit) if back_at is None or back_at < now else []
+            back_at, until, probe = probes.looked_at(tx, self._config, now)
+            cutoff = until - timedelta(seconds=min(deadlines.heartbeat_timeout_s, deadlines.stop_timeout_s))
+            candidates = tx.held_jobs_silent_since(cutoff, limit) if back_at is None or back_at < until else []
         probes.send(self._store, self._relay, self._config, probe)
-        return self._for_each_job(candidates, "sweep",
-                                  lambda _, job: gang.decide_silence(job, now, deadlines, heard_since=back_at))
+        return self._for_each_job(candidates, "sweep", lambda _, job: gang.decide_silence(
+            job, now, deadlines, heard_since=back_at, heard_until=until))
 
     def republish_unclaimed(self, limit: int = 500) -> int:
         """QUEUED jobs nobody claimed for ``start_republish_s``: publish their start message again, so

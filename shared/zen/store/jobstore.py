@@ -96,15 +96,15 @@ class PostgresJobTx:
     def record_tick(self, now: datetime, gap_s: float) -> datetime | None:
         return repository.record_tick(self.session, now, gap_s)
 
-    def look_at_probe(self, now: datetime, late_s: float, nonce: str) -> ProbeLook:
-        row = repository.look_at_probe(self.session, now, late_s, nonce)
-        return ProbeLook(row["back_at"], row["publish"], row["late"], row["seen"], row["sent_at"])
+    def look_at_probe(self, now: datetime, late_s: float, stale_s: float, nonce: str) -> ProbeLook:
+        row = repository.look_at_probe(self.session, now, late_s, stale_s, nonce)
+        return ProbeLook(row["back_at"], row["publish"], row["late"], row["seen"], row["sent_at"], row["vouched_at"])
 
     def probe_unsent(self, nonce: str) -> None:
         self.session.run("probe_unsent", nonce=nonce)
 
-    def probe_heard(self, nonce: str, now: datetime, late_s: float) -> float | None:
-        return repository.probe_heard(self.session, nonce, now, late_s)
+    def probe_heard(self, nonce: str, now: datetime) -> float | None:
+        return repository.probe_heard(self.session, nonce, now)
 
     # -- outbox -----------------------------------------------------------------------------
     @hooked("add_outbox")

@@ -175,33 +175,38 @@ RETURNING back_at;
 
 -- name: look_at_probe
 -- The tick's look at its last probe of the heartbeat path (zen.jobs.probes), after record_tick in the same
--- transaction (the row is locked): unheard :late_s after it was sent while probes came through before, back_at
--- moves to :now; a new probe (:nonce, sent :now) once the last was heard or is late, or none was sent.
+-- transaction (the row is locked): whether it is unheard :late_s after it was sent while probes came through
+-- before (late: said, no more), and how far the path is vouched for (probe_vouched_at); a new probe (:nonce, sent
+-- :now) once the last was heard, or none was sent, or it is unheard :stale_s after it was sent (lost, or the path
+-- stalled: it is replaced; a stalled path's probes vouch nothing either way).
 WITH old AS (SELECT probe_sent_at, probe_heard_at, probe_seen,
                     (probe_seen AND probe_sent_at IS NOT NULL AND probe_heard_at IS NULL
                      AND EXTRACT(EPOCH FROM (:now - probe_sent_at)) > :late_s) AS late,
                     (probe_sent_at IS NULL OR probe_heard_at IS NOT NULL
-                     OR EXTRACT(EPOCH FROM (:now - probe_sent_at)) > :late_s) AS due
+                     OR EXTRACT(EPOCH FROM (:now - probe_sent_at)) > :stale_s) AS due
              FROM tick_clock)
 UPDATE tick_clock SET
-    back_at = CASE WHEN old.late THEN GREATEST(COALESCE(tick_clock.back_at, :now), :now) ELSE tick_clock.back_at END,
     probe_nonce = CASE WHEN old.due THEN :nonce ELSE tick_clock.probe_nonce END,
     probe_sent_at = CASE WHEN old.due THEN :now ELSE tick_clock.probe_sent_at END,
     probe_heard_at = CASE WHEN old.due THEN NULL ELSE tick_clock.probe_heard_at END
 FROM old
-RETURNING tick_clock.back_at, old.due AS publish, old.late, old.probe_seen AS seen, old.probe_sent_at AS sent_at;
+RETURNING tick_clock.back_at, old.due AS publish, old.late, old.probe_seen AS seen, old.probe_sent_at AS sent_at,
+          tick_clock.probe_vouched_at AS vouched_at;
 
 -- name: probe_unsent
--- The probe :nonce could not be published: no tick takes its silence for a slow path (zen.jobs.probes.send).
--- Its nonce goes too: should it come through after all (a publish that timed out), it is no probe of this tick's.
-UPDATE tick_clock SET probe_sent_at = NULL, probe_nonce = NULL WHERE probe_nonce = :nonce AND probe_heard_at IS NULL;
+-- The probe :nonce could not be published: no tick takes its silence for a slow path (zen.jobs.probes.send): the
+-- path is vouched for up to its tick, as if it had come through. Its nonce goes too: should it come through after
+-- all (a publish that timed out), it is no probe of this tick's.
+UPDATE tick_clock SET probe_vouched_at = GREATEST(probe_vouched_at, probe_sent_at), probe_sent_at = NULL,
+    probe_nonce = NULL
+WHERE probe_nonce = :nonce AND probe_heard_at IS NULL;
 
 -- name: probe_heard
--- The heartbeat function heard the probe :nonce: noted when it is the last one sent, not heard before; heard
--- more than :late_s after it was sent, back_at moves to :now. Returns its lag.
+-- The heartbeat function heard the probe :nonce: noted when it is the last one sent, not heard before; what
+-- Pub/Sub accepted up to when it was sent has been delivered (the path is vouched for up to then, however late
+-- it came). Returns its lag.
 UPDATE tick_clock SET probe_heard_at = :now, probe_seen = true,
-    back_at = CASE WHEN EXTRACT(EPOCH FROM (:now - probe_sent_at)) > :late_s
-                   THEN GREATEST(COALESCE(back_at, :now), :now) ELSE back_at END
+    probe_vouched_at = GREATEST(probe_vouched_at, probe_sent_at)
 WHERE probe_nonce = :nonce AND probe_heard_at IS NULL AND probe_sent_at IS NOT NULL
 RETURNING EXTRACT(EPOCH FROM (:now - probe_sent_at)) AS lag_s;
 

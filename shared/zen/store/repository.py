@@ -152,13 +152,14 @@ def record_tick(session: Session, now: datetime, gap_s: float) -> datetime | Non
     return row["back_at"] if row else None
 
 
-def look_at_probe(session: Session, now: datetime, late_s: float, nonce: str) -> dict[str, Any]:
-    row: dict[str, Any] = session.one_row("look_at_probe", now=now, late_s=float(late_s), nonce=nonce)
+def look_at_probe(session: Session, now: datetime, late_s: float, stale_s: float, nonce: str) -> dict[str, Any]:
+    row: dict[str, Any] = session.one_row("look_at_probe", now=now, late_s=float(late_s), stale_s=float(stale_s),
+                                          nonce=nonce)
     return row
 
 
-def probe_heard(session: Session, nonce: str, now: datetime, late_s: float) -> float | None:
-    row = session.one("probe_heard", nonce=nonce, now=now, late_s=float(late_s))
+def probe_heard(session: Session, nonce: str, now: datetime) -> float | None:
+    row = session.one("probe_heard", nonce=nonce, now=now)
     return float(row["lag_s"]) if row else None
 
 

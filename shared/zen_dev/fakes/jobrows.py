@@ -202,33 +202,35 @@ class InMemoryJobTx:
         return back_at
 
     @hooked("look_at_probe")
-    def look_at_probe(self, now: datetime, late_s: float, nonce: str) -> ProbeLook:
+    def look_at_probe(self, now: datetime, late_s: float, stale_s: float, nonce: str) -> ProbeLook:
         clock = self._t.tick_clock
         assert clock is not None, "record_tick first"
         sent, heard, seen = clock.get("probe_sent_at"), clock.get("probe_heard_at"), bool(clock.get("probe_seen"))
         late = seen and sent is not None and heard is None and (now - sent).total_seconds() > late_s
-        due = sent is None or heard is not None or (now - sent).total_seconds() > late_s
-        if late:
-            clock["back_at"] = max(clock["back_at"] or now, now)
+        due = sent is None or heard is not None or (now - sent).total_seconds() > stale_s
         if due:
             clock.update(probe_nonce=nonce, probe_sent_at=now, probe_heard_at=None)
-        return ProbeLook(clock["back_at"], due, late, seen, sent)
+        return ProbeLook(clock["back_at"], due, late, seen, sent, clock.get("probe_vouched_at"))
+
+    def _vouch(self, clock: dict) -> None:  # the path vouched for up to the probe's sending (GREATEST, NULLs ignored)
+        clock["probe_vouched_at"] = max(filter(None, (clock.get("probe_vouched_at"), clock.get("probe_sent_at"))),
+                                        default=None)
 
     @hooked("probe_unsent")
     def probe_unsent(self, nonce: str) -> None:
         clock = self._t.tick_clock
         if clock is not None and clock.get("probe_nonce") == nonce and clock.get("probe_heard_at") is None:
+            self._vouch(clock)
             clock.update(probe_sent_at=None, probe_nonce=None)
 
     @hooked("probe_heard")
-    def probe_heard(self, nonce: str, now: datetime, late_s: float) -> float | None:
+    def probe_heard(self, nonce: str, now: datetime) -> float | None:
         clock = self._t.tick_clock
         if clock is None or clock.get("probe_nonce") != nonce or clock.get("probe_heard_at") is not None:
             return None
         lag_s = (now - clock["probe_sent_at"]).total_seconds()
+        self._vouch(clock)
         clock.update(probe_heard_at=now, probe_seen=True)
-        if lag_s > late_s:
-            clock["back_at"] = max(clock["back_at"] or now, now)
         return lag_s
 
     # -- outbox -----------------------------------------------------------------------------
