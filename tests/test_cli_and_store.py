@@ -215,3 +215,15 @@ def test_read_commands_before_zen_db_migrate_say_to_migrate(command, empty_db, m
     assert main(command) == 1
     err = capsys.readouterr().err
     assert err.startswith("zen: the database has no table ") and "run `zen db migrate`" in err and "{" not in err, err
+
+
+@pytest.mark.parametrize("said, named", [('relation "jobs" does not exist', "table jobs"),
+                                         ('column "left_vms" does not exist', "column left_vms"),
+                                         ('column "left_vms" of relation "jobs" does not exist', "column left_vms")])
+def test_what_a_schema_behind_the_code_lacks_is_named_as_the_server_says(said, named):
+    from pg8000.exceptions import DatabaseError
+
+    from zen.cli.kit import _schema_missing
+
+    code = "42P01" if said.startswith("relation") else "42703"
+    assert _schema_missing(DatabaseError({"S": "ERROR", "C": code, "M": said})) == named

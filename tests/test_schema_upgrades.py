@@ -118,7 +118,8 @@ def _left_vms_grants(db) -> list[tuple]:
 def test_a_database_migrated_with_earlier_texts_is_brought_to_todays(empty_db, db, tmp_path):
     """A deployment migrated when 0035's comment read otherwise and 0036 added ``gang_left``: today's
     ``zen db migrate`` refused it ("changed after it was applied") and every function answered 500 on the
-    schema it could not bring up to date."""
+    schema it could not bring up to date. (0036's column is added beside gang_left, not renamed: the release that
+    wrote it names it in each job's update until the new code is deployed.)"""
     older = tmp_path / "older"
     older.mkdir()
     for version, _, path in migration_files():
@@ -137,7 +138,8 @@ def test_a_database_migrated_with_earlier_texts_is_brought_to_todays(empty_db, d
                                "0036_left_vms.sql (recorded with an earlier text: its SQL brought up to date)"]
         assert applied[2:] == [path.name for version, _, path in migration_files() if version > 36]
         assert migrate(deployed) == []
-        assert _schema(deployed) == _schema(db) and _left_vms_grants(deployed) == _left_vms_grants(db)
+        kept = [row for row in _schema(deployed) if "gang_left" not in row]  # kept for the release that writes it
+        assert kept == _schema(db) and _left_vms_grants(deployed) == _left_vms_grants(db)
     finally:
         deployed.close()
 

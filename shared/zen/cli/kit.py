@@ -180,8 +180,9 @@ def _schema_missing(exc: Exception) -> str | None:
 
     if sqlstate(exc) not in ("42P01", "42703"):  # undefined_table, undefined_column
         return None
-    found = re.search(r'(relation|column) "([^"]+)" does not exist', server_message(exc))
-    return f"{'table' if found[1] == 'relation' else 'column'} {found[2]}" if found else "table or column it reads"
+    said = server_message(exc)  # 'column "c" of relation "t" does not exist' names the column first
+    found = re.search(r'column "([^"]+)"', said) or re.search(r'relation "([^"]+)" does not exist', said)
+    return f"{'column' if 'column' in found[0] else 'table'} {found[1]}" if found else "table or column it reads"
 
 
 _fail = fail

@@ -29,9 +29,11 @@ REWRITTEN: dict[int, dict[str, str]] = {
     15: {"f6ab05f5a0983acc8f175419a6fe98c7bf5dd5b04536f68abbb31327cac11807": ""},
     31: {"7f79d92a83400b23d8a6488ce418a5e1a2457e9d69d42b1eb9bc8942a0091c0d": ""},
     35: {"6477f3d5660f17e88b1a51922f29ee689fc3b677d183405a75013825b6d31842": ""},
-    # 0036_gang_left.sql: a gang's departed nodes, which jobs.left_vms holds with a one-VM job's (same shape)
+    # 0036_gang_left.sql: a gang's departed nodes, which jobs.left_vms holds with a one-VM job's (same shape);
+    # gang_left is kept (not renamed): the release that wrote it names it until the new code is deployed
     36: {"e529cf0e02b9c2b1600030594cceaddffa6c3261014952fc58d3028353d7fe4b":
-         "ALTER TABLE jobs RENAME COLUMN gang_left TO left_vms"},  # its column grants go with it
+         "ALTER TABLE jobs ADD COLUMN left_vms jsonb; UPDATE jobs SET left_vms = gang_left WHERE gang_left IS NOT NULL;"
+         " GRANT UPDATE (left_vms) ON jobs TO zen_submitter, zen_heartbeat, zen_stopper, zen_ticker"},
 }
 
 _BOOKKEEPING = """
