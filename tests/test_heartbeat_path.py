@@ -15,6 +15,7 @@ from zen.agent.fence import fence_left
 from zen.agent.reports import AttemptReport
 from zen.agent.settings import AgentSettings, with_deadlines
 from zen.store import repository
+from zen.store.migrate import MIGRATIONS_DIR
 
 
 def _controls(publisher, vm):
@@ -223,3 +224,67 @@ def test_a_steadily_slow_path_delays_a_gone_vms_verdict_by_its_lag_only(function
         clock.advance(20)
         path.catch_up()  # its probe heard 20 s later
     assert _job(zen) == ("QUEUED", 2), "vm-a gone for 4 minutes, its job not requeued"
+
+
+def _stalled(functions, zen, publisher, clock, at_tick) -> None:
+    """vm-a reports every 30 s, each accepted (its fence renewed), from t=30 none delivered (the heartbeat function
+    stalled); a tick each minute, ``at_tick(t)`` before each; the attempt must stay RUNNING while its fence is up."""
+    settings = with_deadlines(AgentSettings(), zen.config.deadlines, {})
+    path, t0 = _Path(functions, publisher), clock().timestamp()
+    now = lambda: clock().timestamp() - t0  # noqa: E731
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 2, vm="vm-a"))
+    attempt = AttemptReport("job-1", 1, accepted_at=now())
+    path.tick(deliver=True)  # t=0: the path is prompt, its probe heard
+    for step in range(1, 11):  # t = 30 .. 300
+        clock.advance(30)
+        path.send(heartbeat("job-1", "RUNNING", step + 2, vm="vm-a"), deliver=False)
+        attempt.accepted_at = now()
+        if step % 2 == 0:
+            at_tick(now())
+            path.tick(deliver=False)
+            left = fence_left(attempt, settings, now())
+            assert left > 0 and _job(zen) == ("RUNNING", 1), f"t={now():.0f}: taken for lost, {left:.0f} s of fence left"
+
+
+def test_a_probe_not_published_vouches_for_no_stalled_path(functions, zen, publisher, clock):
+    """The stale probe of t=60 replaced at t=240 by one whose publish fails: taken as prompt up to its tick (as a
+    probe not published is while the path was good), it took the attempt for lost with 95 s of fence left."""
+    _stalled(functions, zen, publisher, clock, lambda t: setattr(publisher, "fail_next", 1) if t == 240 else None)
+
+
+def test_a_stall_across_migration_0041_holds_silences(functions, zen, publisher, clock):
+    """0041 run while the tick's probe is outstanding: nothing vouched yet, it holds silences from the last tick (as
+    after a gap); counted to now, the stall took the attempt for lost at t=180."""
+    update = next(part for part in (MIGRATIONS_DIR / "0041_probe_vouched.sql").read_text().split(";")
+                  if "UPDATE tick_clock" in part)
+
+    def migrate_0041(t: float) -> None:
+        if t == 120:  # the probe of t=60 unheard; 0041's columns as a database of 0040's release had them
+            with zen.db.transaction() as session:
+                session.execute("UPDATE tick_clock SET probe_vouched_at = NULL, probe_prev_nonce = NULL, "
+                                "probe_prev_sent_at = NULL")
+                session.execute(update)
+    _stalled(functions, zen, publisher, clock, migrate_0041)
+
+
+def test_a_path_steadily_200s_behind_delays_a_gone_vms_verdict_by_its_lag_only(functions, zen, publisher, clock):
+    """Longer than a probe's replacement: each probe replaced before it arrived was a duplicate, and nothing ever
+    vouched (the job of a VM gone for 20 minutes never requeued); replaced, it is kept and still vouches."""
+    t0, queue = clock().timestamp(), []
+    now = lambda: clock().timestamp() - t0  # noqa: E731
+    path = _Path(functions, publisher)
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 2, vm="vm-a"))
+    path.tick(deliver=True)  # t=0: probes come through; vm-a is gone from now on, the path 200 s behind
+    for step in range(1, 20 * 6 + 1):  # 20 minutes in 10 s steps, a tick each minute
+        clock.advance(10)
+        for probe in [probe for at, probe in queue if at <= now()]:
+            functions.heartbeat(probe)
+        queue = [(at, probe) for at, probe in queue if at > now()]
+        if step % 6 == 0:
+            functions.tick()
+            queue += [(now() + 200, probe) for probe in path.probes()]
+    assert _job(zen) == ("QUEUED", 2), "vm-a gone 20 minutes under a steady 200 s lag, its job not requeued"

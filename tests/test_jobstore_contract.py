@@ -301,7 +301,7 @@ def test_the_tick_clock_sees_a_gap_in_the_ticks(store):
 
 def test_the_tick_clock_keeps_the_heartbeat_paths_probe(store):
     """(back_at, publish, late, seen, sent_at, vouched_at): a probe heard vouches for the path up to when it was
-    sent, however late it came; an unheard one is replaced one timeout (here 120 s) after it was sent."""
+    sent, however late it came; an unheard one is replaced after ``stale_s`` (here 120 s), kept as the previous one."""
     at = lambda s: NOW + timedelta(seconds=s)  # noqa: E731
     with store.transaction() as tx:
         tx.record_tick(at(0), 60.0)
@@ -323,9 +323,15 @@ def test_the_tick_clock_keeps_the_heartbeat_paths_probe(store):
         assert tx.look_at_probe(at(240), 15.0, 120.0, "g" * 32) == (None, True, False, True, None, at(180))
         tx.record_tick(at(300), 60.0)
         assert tx.look_at_probe(at(300), 15.0, 120.0, "h" * 32)[:2] == (None, False)  # g unheard: kept
-        tx.record_tick(at(361), 60.0)
+        tx.record_tick(at(361), 60.0)  # g replaced unheard, kept as the previous probe
         assert tx.look_at_probe(at(361), 15.0, 120.0, "i" * 32) == (None, True, True, True, at(240), at(180))
-        assert tx.probe_heard("g" * 32, at(362)) is None  # replaced: what it says, the next one will
+        tx.probe_unsent("i" * 32)  # not published while g is outstanding: it vouches nothing (the path may be stalled)
+        tx.record_tick(at(420), 60.0)
+        assert tx.look_at_probe(at(420), 15.0, 120.0, "j" * 32) == (None, True, False, True, None, at(180))
+        assert tx.probe_heard("g" * 32, at(430)) == 190.0  # g after all: the path delivered what was sent by 240
+        assert tx.probe_heard("g" * 32, at(431)) is None and tx.probe_heard("j" * 32, at(432)) == 12.0
+        tx.record_tick(at(480), 60.0)
+        assert tx.look_at_probe(at(480), 15.0, 120.0, "k" * 32)[4:] == (at(420), at(420))
 
 
 def test_an_outage_teaches_the_tick_clock_no_schedule_that_hides_the_next(store):

@@ -13,15 +13,16 @@ then, not to now (``zen.core.lifecycle.decide_silence``'s ``heard_until``): a re
 wait in Pub/Sub, its agent's fence up. A stall that began after the last probe came through holds every silence
 where it was until a probe sent after it comes through; a steadily slow path (a backlog of the heartbeat
 function) only delays the verdict by its lag; a VM really gone is found once a probe sent one timeout after its
-last report comes through (about a tick after the timeout while the path is prompt). A probe unheard one timeout
-after it was sent (lost, or the path stalled) is replaced by the next tick's.
+last report comes through (about a tick after the timeout while the path is prompt). A probe unheard two timeouts
+after it was sent (lost, or the path slow or stalled) is replaced by the next tick's, and kept as the previous
+one: it still vouches if it comes through (a path up to about four timeouts behind is followed).
 
 The probe is a test of the path, not of each message: Pub/Sub does not order them, and a report that alone
 fails and waits in its own backoff is not seen by it (the attempt's next reports, 30 s apart, are). Until a
 probe has been heard once (a Zen whose probes never come through: the tick not allowed to publish on
 ``zen-heartbeats``, say) the sweep counts silences to now, as it did without it, and says so once a tick in a
-warning; a probe the tick could not publish vouches for the path up to its tick, as if it had come through
-(``send``).
+warning; a probe the tick could not publish vouches for the path up to its tick, as if it had come through,
+while the path was known good at its last test (no probe replaced unheard outstanding; ``send``).
 Forged probes need the nonce, which only the tick and Pub/Sub see. Why: docs/reference/agent.md, "The fence".
 """
 
@@ -48,9 +49,9 @@ def looked_at(tx: JobTx, config: ZenConfig, now: datetime) -> tuple[datetime | N
     """The tick's look at its last probe, in the sweep's transaction after ``record_tick``: when silences count
     from (``tick_clock.back_at``, the end of the last gap in the ticks) and to (now, until a probe has come
     through; then the time the latest heard was sent), and the nonce of the next probe to publish after commit
-    (``send``), if one is due (the last one heard, or unheard one timeout after it was sent)."""
+    (``send``), if one is due (the last one heard, or unheard two timeouts after it was sent)."""
     nonce, timeout_s = secrets.token_hex(16), config.deadlines.heartbeat_timeout_s
-    look = tx.look_at_probe(now, probe_late_s(timeout_s), timeout_s, nonce)
+    look = tx.look_at_probe(now, probe_late_s(timeout_s), 2 * timeout_s, nonce)
     if look.late:
         log.warning("the heartbeat path is late: silences count only to the last probe that came through",
                     extra={"probe_sent_at": look.sent_at.isoformat() if look.sent_at else None,
@@ -59,7 +60,7 @@ def looked_at(tx: JobTx, config: ZenConfig, now: datetime) -> tuple[datetime | N
             config.deadlines.heartbeat_timeout_s):
         log.warning("no probe of the heartbeat path has come through yet: silences count as if the path were prompt "
                     "(can the tick's account publish on zen-heartbeats?)")
-    until = look.vouched_at if look.seen and look.vouched_at is not None else now
+    until = look.vouched_at if look.vouched_at is not None else now  # (0041 sets it wherever a probe was seen)
     return look.back_at, min(until, now), nonce if look.publish else None
 
 

@@ -102,14 +102,16 @@ class TickClock(Protocol):
     def look_at_probe(self, now: datetime, late_s: float, stale_s: float, nonce: str) -> ProbeLook:
         """After ``record_tick``: whether the last probe is unheard ``late_s`` after it was sent (and probes were
         heard before), and how far the path is vouched for; a probe is due (``nonce`` kept as the next one's, sent
-        ``now``) once the last one was heard or is unheard ``stale_s`` after it was sent, or none was sent."""
+        ``now``) once the last one was heard or is unheard ``stale_s`` after it was sent (kept then as the previous
+        one), or none was sent."""
 
     def probe_unsent(self, nonce: str) -> None:
-        """The probe ``nonce`` could not be published: the path is vouched for up to its tick, as if it came through."""
+        """The probe ``nonce`` could not be published: the path is vouched for up to its tick, as if it came through,
+        unless a probe replaced unheard is outstanding."""
 
     def probe_heard(self, nonce: str, now: datetime) -> float | None:
-        """The probe ``nonce`` heard: its lag in seconds when it is the last one sent and not heard before (None:
-        another); the path is vouched for up to when it was sent."""
+        """The probe ``nonce`` heard: its lag in seconds when it is the last one sent and not heard before, or the
+        previous one replaced unheard (None: another); the path is vouched for up to when it was sent."""
 
 
 class OutboxRows(Protocol):

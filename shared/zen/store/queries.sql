@@ -178,14 +178,21 @@ RETURNING back_at;
 -- transaction (the row is locked): whether it is unheard :late_s after it was sent while probes came through
 -- before (late: said, no more), and how far the path is vouched for (probe_vouched_at); a new probe (:nonce, sent
 -- :now) once the last was heard, or none was sent, or it is unheard :stale_s after it was sent (lost, or the path
--- stalled: it is replaced; a stalled path's probes vouch nothing either way).
+-- slow or stalled): replaced unheard, it is kept as the previous probe, which still vouches if it comes through.
 WITH old AS (SELECT probe_sent_at, probe_heard_at, probe_seen,
                     (probe_seen AND probe_sent_at IS NOT NULL AND probe_heard_at IS NULL
                      AND EXTRACT(EPOCH FROM (:now - probe_sent_at)) > :late_s) AS late,
                     (probe_sent_at IS NULL OR probe_heard_at IS NOT NULL
-                     OR EXTRACT(EPOCH FROM (:now - probe_sent_at)) > :stale_s) AS due
+                     OR EXTRACT(EPOCH FROM (:now - probe_sent_at)) > :stale_s) AS due,
+                    (probe_sent_at IS NOT NULL AND probe_heard_at IS NULL) AS unheard
              FROM tick_clock)
 UPDATE tick_clock SET
+    probe_prev_nonce = CASE WHEN NOT old.due THEN tick_clock.probe_prev_nonce WHEN old.unheard
+                            THEN tick_clock.probe_nonce WHEN old.probe_heard_at IS NOT NULL THEN NULL
+                            ELSE tick_clock.probe_prev_nonce END,
+    probe_prev_sent_at = CASE WHEN NOT old.due THEN tick_clock.probe_prev_sent_at WHEN old.unheard
+                              THEN tick_clock.probe_sent_at WHEN old.probe_heard_at IS NOT NULL THEN NULL
+                              ELSE tick_clock.probe_prev_sent_at END,
     probe_nonce = CASE WHEN old.due THEN :nonce ELSE tick_clock.probe_nonce END,
     probe_sent_at = CASE WHEN old.due THEN :now ELSE tick_clock.probe_sent_at END,
     probe_heard_at = CASE WHEN old.due THEN NULL ELSE tick_clock.probe_heard_at END
@@ -194,21 +201,28 @@ RETURNING tick_clock.back_at, old.due AS publish, old.late, old.probe_seen AS se
           tick_clock.probe_vouched_at AS vouched_at;
 
 -- name: probe_unsent
--- The probe :nonce could not be published: no tick takes its silence for a slow path (zen.jobs.probes.send): the
--- path is vouched for up to its tick, as if it had come through. Its nonce goes too: should it come through after
--- all (a publish that timed out), it is no probe of this tick's.
-UPDATE tick_clock SET probe_vouched_at = GREATEST(probe_vouched_at, probe_sent_at), probe_sent_at = NULL,
-    probe_nonce = NULL
+-- The probe :nonce could not be published: no tick takes its silence for a slow path (zen.jobs.probes.send).
+-- While no probe replaced unheard is outstanding (the path was known good at its last test), the path is vouched
+-- for up to its tick, as if it had come through; else nothing is. Its nonce goes too: should it come through
+-- after all (a publish that timed out), it is no probe of this tick's.
+UPDATE tick_clock SET probe_vouched_at = GREATEST(probe_vouched_at,
+                                                  CASE WHEN probe_prev_nonce IS NULL THEN probe_sent_at END),
+    probe_sent_at = NULL, probe_nonce = NULL
 WHERE probe_nonce = :nonce AND probe_heard_at IS NULL;
 
 -- name: probe_heard
--- The heartbeat function heard the probe :nonce: noted when it is the last one sent, not heard before; what
--- Pub/Sub accepted up to when it was sent has been delivered (the path is vouched for up to then, however late
--- it came). Returns its lag.
-UPDATE tick_clock SET probe_heard_at = :now, probe_seen = true,
-    probe_vouched_at = GREATEST(probe_vouched_at, probe_sent_at)
-WHERE probe_nonce = :nonce AND probe_heard_at IS NULL AND probe_sent_at IS NOT NULL
-RETURNING EXTRACT(EPOCH FROM (:now - probe_sent_at)) AS lag_s;
+-- The heartbeat function heard the probe :nonce: noted when it is the last one sent, not heard before, or the one
+-- it replaced unheard; what Pub/Sub accepted up to when it was sent has come through (the path is vouched for up
+-- to then, however late it came). Returns its lag.
+WITH old AS (SELECT CASE WHEN probe_nonce = :nonce THEN probe_sent_at ELSE probe_prev_sent_at END AS sent_at
+             FROM tick_clock
+             WHERE (probe_nonce = :nonce AND probe_heard_at IS NULL AND probe_sent_at IS NOT NULL)
+                OR probe_prev_nonce = :nonce)
+UPDATE tick_clock SET probe_seen = true,
+    probe_heard_at = CASE WHEN probe_nonce = :nonce THEN :now ELSE probe_heard_at END,
+    probe_vouched_at = GREATEST(probe_vouched_at, old.sent_at), probe_prev_nonce = NULL, probe_prev_sent_at = NULL
+FROM old
+RETURNING EXTRACT(EPOCH FROM (:now - old.sent_at)) AS lag_s;
 
 -- name: queued_jobs_published_before
 -- QUEUED jobs whose start message went out before :cutoff and that nobody has claimed since.

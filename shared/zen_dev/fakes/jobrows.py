@@ -209,29 +209,38 @@ class InMemoryJobTx:
         late = seen and sent is not None and heard is None and (now - sent).total_seconds() > late_s
         due = sent is None or heard is not None or (now - sent).total_seconds() > stale_s
         if due:
+            if sent is not None and heard is None:  # replaced unheard: kept, it still vouches if it comes
+                clock.update(probe_prev_nonce=clock.get("probe_nonce"), probe_prev_sent_at=sent)
+            elif heard is not None:
+                clock.update(probe_prev_nonce=None, probe_prev_sent_at=None)
             clock.update(probe_nonce=nonce, probe_sent_at=now, probe_heard_at=None)
         return ProbeLook(clock["back_at"], due, late, seen, sent, clock.get("probe_vouched_at"))
 
-    def _vouch(self, clock: dict) -> None:  # the path vouched for up to the probe's sending (GREATEST, NULLs ignored)
-        clock["probe_vouched_at"] = max(filter(None, (clock.get("probe_vouched_at"), clock.get("probe_sent_at"))),
-                                        default=None)
+    @staticmethod
+    def _vouch(clock: dict, sent: datetime | None) -> None:  # GREATEST(vouched, sent): NULLs ignored
+        clock["probe_vouched_at"] = max(filter(None, (clock.get("probe_vouched_at"), sent)), default=None)
 
     @hooked("probe_unsent")
     def probe_unsent(self, nonce: str) -> None:
         clock = self._t.tick_clock
         if clock is not None and clock.get("probe_nonce") == nonce and clock.get("probe_heard_at") is None:
-            self._vouch(clock)
+            self._vouch(clock, clock.get("probe_sent_at") if clock.get("probe_prev_nonce") is None else None)
             clock.update(probe_sent_at=None, probe_nonce=None)
 
     @hooked("probe_heard")
     def probe_heard(self, nonce: str, now: datetime) -> float | None:
         clock = self._t.tick_clock
-        if clock is None or clock.get("probe_nonce") != nonce or clock.get("probe_heard_at") is not None:
+        if clock is None:
             return None
-        lag_s = (now - clock["probe_sent_at"]).total_seconds()
-        self._vouch(clock)
-        clock.update(probe_heard_at=now, probe_seen=True)
-        return lag_s
+        current = (clock.get("probe_nonce") == nonce and clock.get("probe_heard_at") is None
+                   and clock.get("probe_sent_at") is not None)
+        if not current and clock.get("probe_prev_nonce") != nonce:
+            return None
+        sent = clock["probe_sent_at"] if current else clock["probe_prev_sent_at"]
+        self._vouch(clock, sent)
+        clock.update(probe_seen=True, probe_prev_nonce=None, probe_prev_sent_at=None,
+                     **({"probe_heard_at": now} if current else {}))
+        return (now - sent).total_seconds()
 
     # -- outbox -----------------------------------------------------------------------------
     @hooked("add_outbox")
