@@ -136,6 +136,17 @@ def test_a_probe_that_could_not_be_published_holds_nothing(functions, zen, publi
     assert path.seen and _job(zen) == ("QUEUED", 2)
 
 
+def _running(functions, zen, publisher, clock):
+    """job-1 RUNNING on vm-a from now (t=0): the agent's settings under Zen's deadlines, the path, the seconds since
+    t=0, and the attempt's report as the agent keeps it (when Pub/Sub last accepted one of its reports)."""
+    settings = with_deadlines(AgentSettings(), zen.config.deadlines, {})
+    path, t0 = _Path(functions, publisher), clock().timestamp()
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 2, vm="vm-a"))
+    return settings, path, lambda: clock().timestamp() - t0, AttemptReport("job-1", 1, accepted_at=0.0)
+
+
 def test_a_stall_after_the_last_probe_came_through_holds_silences_across_a_skipped_tick(functions, zen, publisher, clock):
     """Default deadlines (120 s, 30 s reports, 95 s fence), the default one-minute schedule. Ten minutes of regular
     ticks; then one tick is skipped (a long pass held the lock: the next is a gap, back_at moves, harmless), two run
@@ -143,13 +154,7 @@ def test_a_stall_after_the_last_probe_came_through_holds_silences_across_a_skipp
     gap (by design: "ticks skipped now and then are no gap"). The heartbeat path stalls right after the last tick's
     probe came through: the next sweep, 125 s later, takes the attempt for lost on the word of that probe, sent
     125 s before, while its agent's fence is up for 60 s more."""
-    settings = with_deadlines(AgentSettings(), zen.config.deadlines, {})
-    path, t0 = _Path(functions, publisher), clock().timestamp()
-    now = lambda: clock().timestamp() - t0  # noqa: E731
-    functions.submit(job_request("job-1"))
-    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
-    functions.heartbeat(heartbeat("job-1", "RUNNING", 2, vm="vm-a"))
-    attempt = AttemptReport("job-1", 1, accepted_at=now())
+    settings, path, now, attempt = _running(functions, zen, publisher, clock)
     seq = 3
     # t = 0 .. 840: ticks every 60 s but 660 skipped; reports every 30 s, all delivered promptly, every probe too
     for t in range(30, 841, 30):
@@ -180,13 +185,7 @@ def test_a_stall_after_the_last_probe_came_through_holds_silences_with_a_shorter
     zen.config = zen.config.model_copy(update={"deadlines": deadlines})
     zen.jobs._config = zen.config
     zen.jobs.sweeps._config = zen.config
-    settings = with_deadlines(AgentSettings(), deadlines, {})
-    path, t0 = _Path(functions, publisher), clock().timestamp()
-    now = lambda: clock().timestamp() - t0  # noqa: E731
-    functions.submit(job_request("job-1"))
-    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
-    functions.heartbeat(heartbeat("job-1", "RUNNING", 2, vm="vm-a"))
-    attempt = AttemptReport("job-1", 1, accepted_at=now())
+    settings, path, now, attempt = _running(functions, zen, publisher, clock)
     seq = 3
     for t in range(10, 181, 10):  # three minutes of prompt reports; ticks each minute, probes prompt
         clock.advance(10)
@@ -229,13 +228,7 @@ def test_a_steadily_slow_path_delays_a_gone_vms_verdict_by_its_lag_only(function
 def _stalled(functions, zen, publisher, clock, at_tick) -> None:
     """vm-a reports every 30 s, each accepted (its fence renewed), from t=30 none delivered (the heartbeat function
     stalled); a tick each minute, ``at_tick(t)`` before each; the attempt must stay RUNNING while its fence is up."""
-    settings = with_deadlines(AgentSettings(), zen.config.deadlines, {})
-    path, t0 = _Path(functions, publisher), clock().timestamp()
-    now = lambda: clock().timestamp() - t0  # noqa: E731
-    functions.submit(job_request("job-1"))
-    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
-    functions.heartbeat(heartbeat("job-1", "RUNNING", 2, vm="vm-a"))
-    attempt = AttemptReport("job-1", 1, accepted_at=now())
+    settings, path, now, attempt = _running(functions, zen, publisher, clock)
     path.tick(deliver=True)  # t=0: the path is prompt, its probe heard
     for step in range(1, 11):  # t = 30 .. 300
         clock.advance(30)

@@ -83,16 +83,22 @@ def test_a_migration_waits_a_bounded_time_for_its_locks(empty_db, tmp_path, monk
         holder.close()
 
 
-def test_a_migration_numbered_below_an_applied_one_is_refused(empty_db, tmp_path):
-    directory = _numbered(tmp_path, ("0001_a.sql", "CREATE TABLE a (x int);"), ("0003_c.sql", "CREATE TABLE c (x int);"))
+def _refused_once_applied(empty_db, directory, name: str, sql: str, match: str) -> None:
+    """``directory`` applied, then ``name`` written with ``sql``: the next ``zen db migrate`` refuses, saying ``match``."""
     owner = Database.from_target(empty_db)
     try:
         migrate(owner, directory)
-        (tmp_path / "0002_b.sql").write_text("CREATE TABLE b (x int);")
-        with pytest.raises(RuntimeError, match="0002_b.sql is numbered below 3, already applied"):
+        (directory / name).write_text(sql)
+        with pytest.raises(RuntimeError, match=match):
             migrate(owner, directory)
     finally:
         owner.close()
+
+
+def test_a_migration_numbered_below_an_applied_one_is_refused(empty_db, tmp_path):
+    directory = _numbered(tmp_path, ("0001_a.sql", "CREATE TABLE a (x int);"), ("0003_c.sql", "CREATE TABLE c (x int);"))
+    _refused_once_applied(empty_db, directory, "0002_b.sql", "CREATE TABLE b (x int);",
+                          "0002_b.sql is numbered below 3, already applied")
 
 
 def test_the_code_needs_the_newest_bundled_migration():
@@ -146,14 +152,8 @@ def test_a_database_migrated_with_earlier_texts_is_brought_to_todays(empty_db, d
 
 def test_a_migration_changed_otherwise_after_it_was_applied_is_refused(empty_db, tmp_path):
     directory = _numbered(tmp_path, ("0001_a.sql", "CREATE TABLE a (x int);"))
-    owner = Database.from_target(empty_db)
-    try:
-        migrate(owner, directory)
-        (tmp_path / "0001_a.sql").write_text("CREATE TABLE a (x bigint);")
-        with pytest.raises(RuntimeError, match="0001_a.sql changed after it was applied .*add a new one"):
-            migrate(owner, directory)
-    finally:
-        owner.close()
+    _refused_once_applied(empty_db, directory, "0001_a.sql", "CREATE TABLE a (x bigint);",
+                          "0001_a.sql changed after it was applied .*add a new one")
 
 
 def test_no_migration_changes_after_its_checksum_is_recorded():
