@@ -118,19 +118,19 @@ def test_a_probe_heard_late_vouches_up_to_its_sending_and_a_stranger_is_a_duplic
         assert any("nonce" in r["reason"] for r in repository.list_rejections(session))
 
 
-def test_a_probe_that_could_not_be_published_holds_nothing(functions, zen, publisher, clock):
-    """A probe the tick could not publish (its account no longer allowed on zen-heartbeats, Pub/Sub down) is never
-    heard: taken for a slow path, it would have held the sweep for good, and a job on a dead VM never come back."""
+def test_probes_that_could_not_be_published_hold_silences_for_a_bounded_time(functions, zen, publisher, clock):
+    """A probe the tick could not publish (its account no longer allowed on zen-heartbeats, Pub/Sub down) vouches
+    for nothing (the path may have stalled meanwhile); held for good, a job on a dead VM would never come back."""
     path = _Path(functions, publisher)
     functions.submit(job_request("job-1"))
     functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
     functions.heartbeat(heartbeat("job-1", "RUNNING", 2, vm="vm-a"))
     path.tick(deliver=True)  # probes come through: the path is watched
-    for _ in range(6):  # vm-a is gone; every probe's publish fails (each vouches for the path to its tick)
-        clock.advance(30)
+    for minute in range(1, 23):  # vm-a is gone; every probe's publish fails: held 10 timeouts (20 min), not for ever
+        clock.advance(60)
         publisher.fail_next = 1
         path.tick(deliver=True)
-    assert _job(zen) == ("QUEUED", 2)
+        assert _job(zen) == (("RUNNING", 1) if minute <= 20 else ("QUEUED", 2)), minute
     clock.advance(30)
     path.tick(deliver=True)  # and the next probe goes out
     assert path.seen and _job(zen) == ("QUEUED", 2)
@@ -281,3 +281,91 @@ def test_a_path_steadily_200s_behind_delays_a_gone_vms_verdict_by_its_lag_only(f
             functions.tick()
             queue += [(now() + 200, probe) for probe in path.probes()]
     assert _job(zen) == ("QUEUED", 2), "vm-a gone 20 minutes under a steady 200 s lag, its job not requeued"
+
+
+def _short_timeout(zen):
+    deadlines = zen.config.deadlines.model_copy(update={"heartbeat_timeout_s": 60.0, "agent_heartbeat_s": 10.0})
+    zen.config = zen.config.model_copy(update={"deadlines": deadlines})
+    zen.jobs._config = zen.config
+    zen.jobs.sweeps._config = zen.config
+    return deadlines
+
+
+def _stall_with_failed_publishes(functions, zen, publisher, clock, period, fail_at, until):
+    """The path stalls right after the tick's probe at t=0 came through (vm-a's reports accepted, none delivered);
+    ticks every 60 s; the probe publishes of the ticks in ``fail_at`` fail (each vouched 'up to its tick')."""
+    settings, path, now, attempt = _running(functions, zen, publisher, clock)
+    clock.advance(5)
+    path.tick(deliver=True)  # t=5: the path is prompt, its probe heard; the stall begins
+    seq = 3
+    while now() < until:  # 5 s steps: reports every ``period`` from t=0, ticks at 5, 65, 125, ... (5 s past the minute)
+        clock.advance(5)
+        t = round(now())
+        if t % period == 0:
+            path.send(heartbeat("job-1", "RUNNING", seq, vm="vm-a"), deliver=False)
+            attempt.accepted_at, seq = now(), seq + 1
+        if t % 60 == 5:
+            if t in fail_at:
+                publisher.fail_next = 1
+            path.tick(deliver=False)
+            left = fence_left(attempt, settings, now())
+            assert left > 0
+            assert _job(zen) == ("RUNNING", 1), f"t={t}: taken for lost with {left:.0f} s of vm-a's fence left"
+
+
+def test_probes_not_published_during_a_stall_vouch_for_nothing(functions, zen, publisher, clock):
+    """Default deadlines: the stall begins right after the probe of t=5 came through; the probes of t=65 and t=125
+    cannot be published: each vouched up to its tick, and the attempt was taken for lost with 90 s of fence left."""
+    _stall_with_failed_publishes(functions, zen, publisher, clock, 30, {65, 125}, 300)
+
+
+def test_a_probe_not_published_during_a_stall_vouches_for_nothing_with_timeout_60(functions, zen, publisher, clock):
+    """heartbeat_timeout_s 60, reports every 10 s (fence 35 s): one failed probe publish right after the stall."""
+    _short_timeout(zen)
+    _stall_with_failed_publishes(functions, zen, publisher, clock, 10, {65}, 240)
+
+
+def test_a_dead_lettered_probe_then_failing_publishes_hold_a_dead_vms_job_a_bounded_time(functions, zen, publisher, clock):
+    """vm-a is gone at t=0. The probe of t=60 is never delivered (dead-lettered while the heartbeat function
+    answered 5xx); replaced unheard at t=360 it is kept as the previous probe. From then on the tick cannot
+    publish on zen-heartbeats (its account's grant removed, the case probe_unsent's vouching is there for):
+    nothing vouched any more, and vm-a's job was held for good; now for ten timeouts."""
+    path = _Path(functions, publisher)
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 2, vm="vm-a"))
+    path.tick(deliver=True)  # t=0: probes come through
+    clock.advance(60)
+    path.tick(deliver=False)  # t=60: its probe is dead-lettered
+    path.held = []
+    for t in range(120, 3601, 60):  # an hour
+        clock.advance(60)
+        if t >= 360:
+            publisher.fail_next = 1
+        path.tick(deliver=True)
+    assert _job(zen) == ("QUEUED", 2), "vm-a gone an hour, its job not requeued"
+
+
+def test_a_stall_after_zens_clock_stepped_back_is_held(functions, zen, publisher, clock):
+    """Zen's clock steps back 300 s (an NTP correction) right after the tick's probe of t=0 came through; the path is
+    prompt for two minutes more, then stalls. probe_vouched_at stayed at the probe sent before the step, in Zen's
+    future, no later probe moved it, and silences counted to now for 300 s; a probe heard then starts it afresh."""
+    settings = with_deadlines(AgentSettings(), zen.config.deadlines, {})
+    path, real = _Path(functions, publisher), 0.0  # real: the agent's own (monotonic) seconds
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("job-1", "RUNNING", 2, vm="vm-a"))
+    attempt = AttemptReport("job-1", 1, accepted_at=real)
+    path.tick(deliver=True)  # t=0: the probe heard
+    clock.advance(-300)  # Zen's clock steps back
+    seq = 3
+    for step in range(1, 11):  # reports every 30 s, delivered until t=120, then the path stalls; ticks each minute
+        clock.advance(30)
+        real += 30
+        path.send(heartbeat("job-1", "RUNNING", seq, vm="vm-a"), deliver=real <= 120)
+        attempt.accepted_at, seq = real, seq + 1
+        if step % 2 == 0:
+            path.tick(deliver=real <= 120)
+            left = fence_left(attempt, settings, real)
+            assert left > 0
+            assert _job(zen) == ("RUNNING", 1), f"t={real:.0f}: taken for lost with {left:.0f} s of vm-a's fence left"

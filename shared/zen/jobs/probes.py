@@ -21,8 +21,11 @@ The probe is a test of the path, not of each message: Pub/Sub does not order the
 fails and waits in its own backoff is not seen by it (the attempt's next reports, 30 s apart, are). Until a
 probe has been heard once (a Zen whose probes never come through: the tick not allowed to publish on
 ``zen-heartbeats``, say) the sweep counts silences to now, as it did without it, and says so once a tick in a
-warning; a probe the tick could not publish vouches for the path up to its tick, as if it had come through,
-while the path was known good at its last test (no probe replaced unheard outstanding; ``send``).
+warning. A probe the tick could not publish vouches for nothing (the path may have stalled since the last one
+came through); while the tick cannot publish, silences are held for at most ``UNPUBLISHED_HOLD`` timeouts since
+the last probe that came through, then counted to now with an error each tick (else a tick no longer allowed to
+publish would hold a dead VM's job for ever; a stall of the path that long while the tick cannot publish is the
+limit: a job may then run beside its rerun until its STOP reaches it).
 Forged probes need the nonce, which only the tick and Pub/Sub see. Why: docs/reference/agent.md, "The fence".
 """
 
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
     from zen.jobs.store import JobStore, JobTx
 
 log = logging.getLogger("zen.jobs.service")
+UNPUBLISHED_HOLD = 10  # heartbeat timeouts a path unvouched for holds silences while the tick cannot publish probes
 
 
 def looked_at(tx: JobTx, config: ZenConfig, now: datetime) -> tuple[datetime | None, datetime, str | None]:
@@ -61,6 +65,11 @@ def looked_at(tx: JobTx, config: ZenConfig, now: datetime) -> tuple[datetime | N
         log.warning("no probe of the heartbeat path has come through yet: silences count as if the path were prompt "
                     "(can the tick's account publish on zen-heartbeats?)")
     until = look.vouched_at if look.vouched_at is not None else now  # (0041 sets it wherever a probe was seen)
+    if look.seen and look.sent_at is None and (now - until).total_seconds() > UNPUBLISHED_HOLD * timeout_s:
+        log.error("probes of the heartbeat path could not be published and none has come through for "
+                  f"{(now - until).total_seconds():.0f}s: silences count to now, as if the path were prompt "
+                  "(can the tick's account publish on zen-heartbeats?)")
+        until = now
     return look.back_at, min(until, now), nonce if look.publish else None
 
 
@@ -74,8 +83,7 @@ def send(store: JobStore, relay: OutboxRelay, config: ZenConfig, nonce: str | No
                             {"kind": "probe"})
     [result] = relay.publish_now([probe])
     if isinstance(result, Exception):
-        log.warning("could not publish a probe of the heartbeat path: silences count as if it were prompt up to "
-                    "this tick", extra={"error": str(result)})
+        log.warning("could not publish a probe of the heartbeat path: it vouches for nothing", extra={"error": str(result)})
         with store.transaction() as tx:
             tx.probe_unsent(nonce)
 

@@ -106,8 +106,7 @@ class TickClock(Protocol):
         one), or none was sent."""
 
     def probe_unsent(self, nonce: str) -> None:
-        """The probe ``nonce`` could not be published: the path is vouched for up to its tick, as if it came through,
-        unless a probe replaced unheard is outstanding."""
+        """The probe ``nonce`` could not be published: it vouches for nothing, and is no probe if it comes."""
 
     def probe_heard(self, nonce: str, now: datetime) -> float | None:
         """The probe ``nonce`` heard: its lag in seconds when it is the last one sent and not heard before, or the

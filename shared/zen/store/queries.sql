@@ -201,14 +201,10 @@ RETURNING tick_clock.back_at, old.due AS publish, old.late, old.probe_seen AS se
           tick_clock.probe_vouched_at AS vouched_at;
 
 -- name: probe_unsent
--- The probe :nonce could not be published: no tick takes its silence for a slow path (zen.jobs.probes.send).
--- While no probe replaced unheard is outstanding (the path was known good at its last test), the path is vouched
--- for up to its tick, as if it had come through; else nothing is. Its nonce goes too: should it come through
+-- The probe :nonce could not be published: it vouches for nothing (the path may have stalled since the last probe
+-- came through; zen.jobs.probes bounds how long that holds silences). Its nonce goes too: should it come through
 -- after all (a publish that timed out), it is no probe of this tick's.
-UPDATE tick_clock SET probe_vouched_at = GREATEST(probe_vouched_at,
-                                                  CASE WHEN probe_prev_nonce IS NULL THEN probe_sent_at END),
-    probe_sent_at = NULL, probe_nonce = NULL
-WHERE probe_nonce = :nonce AND probe_heard_at IS NULL;
+UPDATE tick_clock SET probe_sent_at = NULL, probe_nonce = NULL WHERE probe_nonce = :nonce AND probe_heard_at IS NULL;
 
 -- name: probe_heard
 -- The heartbeat function heard the probe :nonce: noted when it is the last one sent, not heard before, or the one
@@ -220,7 +216,9 @@ WITH old AS (SELECT CASE WHEN probe_nonce = :nonce THEN probe_sent_at ELSE probe
                 OR probe_prev_nonce = :nonce)
 UPDATE tick_clock SET probe_seen = true,
     probe_heard_at = CASE WHEN probe_nonce = :nonce THEN :now ELSE probe_heard_at END,
-    probe_vouched_at = GREATEST(probe_vouched_at, old.sent_at), probe_prev_nonce = NULL, probe_prev_sent_at = NULL
+    probe_vouched_at = CASE WHEN probe_vouched_at > :now THEN old.sent_at  -- the clock stepped back: from here
+                            ELSE GREATEST(probe_vouched_at, old.sent_at) END,
+    probe_prev_nonce = NULL, probe_prev_sent_at = NULL
 FROM old
 RETURNING EXTRACT(EPOCH FROM (:now - old.sent_at)) AS lag_s;
 

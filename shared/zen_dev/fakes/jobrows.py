@@ -216,15 +216,11 @@ class InMemoryJobTx:
             clock.update(probe_nonce=nonce, probe_sent_at=now, probe_heard_at=None)
         return ProbeLook(clock["back_at"], due, late, seen, sent, clock.get("probe_vouched_at"))
 
-    @staticmethod
-    def _vouch(clock: dict, sent: datetime | None) -> None:  # GREATEST(vouched, sent): NULLs ignored
-        clock["probe_vouched_at"] = max(filter(None, (clock.get("probe_vouched_at"), sent)), default=None)
 
     @hooked("probe_unsent")
     def probe_unsent(self, nonce: str) -> None:
         clock = self._t.tick_clock
         if clock is not None and clock.get("probe_nonce") == nonce and clock.get("probe_heard_at") is None:
-            self._vouch(clock, clock.get("probe_sent_at") if clock.get("probe_prev_nonce") is None else None)
             clock.update(probe_sent_at=None, probe_nonce=None)
 
     @hooked("probe_heard")
@@ -236,8 +232,8 @@ class InMemoryJobTx:
                    and clock.get("probe_sent_at") is not None)
         if not current and clock.get("probe_prev_nonce") != nonce:
             return None
-        sent = clock["probe_sent_at"] if current else clock["probe_prev_sent_at"]
-        self._vouch(clock, sent)
+        sent, vouched = clock["probe_sent_at"] if current else clock["probe_prev_sent_at"], clock.get("probe_vouched_at")
+        clock["probe_vouched_at"] = sent if vouched is None or vouched > now else max(vouched, sent)  # stepped back
         clock.update(probe_seen=True, probe_prev_nonce=None, probe_prev_sent_at=None,
                      **({"probe_heard_at": now} if current else {}))
         return (now - sent).total_seconds()
