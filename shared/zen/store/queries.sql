@@ -187,11 +187,9 @@ WITH old AS (SELECT probe_sent_at, probe_heard_at, probe_seen,
                     (probe_sent_at IS NOT NULL AND probe_heard_at IS NULL) AS unheard
              FROM tick_clock)
 UPDATE tick_clock SET
-    probe_prev_nonce = CASE WHEN NOT old.due THEN tick_clock.probe_prev_nonce WHEN old.unheard
-                            THEN tick_clock.probe_nonce WHEN old.probe_heard_at IS NOT NULL THEN NULL
-                            ELSE tick_clock.probe_prev_nonce END,
-    probe_prev_sent_at = CASE WHEN NOT old.due THEN tick_clock.probe_prev_sent_at WHEN old.unheard
-                              THEN tick_clock.probe_sent_at WHEN old.probe_heard_at IS NOT NULL THEN NULL
+    -- (a probe heard cleared the previous one: probe_heard)
+    probe_prev_nonce = CASE WHEN old.due AND old.unheard THEN tick_clock.probe_nonce ELSE tick_clock.probe_prev_nonce END,
+    probe_prev_sent_at = CASE WHEN old.due AND old.unheard THEN tick_clock.probe_sent_at
                               ELSE tick_clock.probe_prev_sent_at END,
     probe_nonce = CASE WHEN old.due THEN :nonce ELSE tick_clock.probe_nonce END,
     probe_sent_at = CASE WHEN old.due THEN :now ELSE tick_clock.probe_sent_at END,

@@ -211,8 +211,6 @@ class InMemoryJobTx:
         if due:
             if sent is not None and heard is None:  # replaced unheard: kept, it still vouches if it comes
                 clock.update(probe_prev_nonce=clock.get("probe_nonce"), probe_prev_sent_at=sent)
-            elif heard is not None:
-                clock.update(probe_prev_nonce=None, probe_prev_sent_at=None)
             clock.update(probe_nonce=nonce, probe_sent_at=now, probe_heard_at=None)
         return ProbeLook(clock["back_at"], due, late, seen, sent, clock.get("probe_vouched_at"))
 
