@@ -28,6 +28,9 @@ BAD_SUBMISSIONS = [
     (b"{not json", "not valid UTF-8 JSON"),
     (b"\xff\xfe", "not valid UTF-8 JSON"),
     (b"[1, 2]", "must be a JSON object"),
+    # json keeps the last of two equal keys: which one the sender meant is not Zen's to guess
+    (json.dumps(job_request("j", provisioning="spot"))[:-1].encode() + b', "provisioning": "standard"}',
+     "payload JSON: key 'provisioning' is given twice in one object (keep one)"),
     (json.dumps(job_request("j", comand=["x"])).encode(), "comand: Extra inputs are not permitted (did you mean command?)"),
     (json.dumps(job_request("j", priority="high")).encode(), "priority: Input should be a valid integer"),
     (json.dumps(job_request("j", command="python train.py")).encode(), "command: Input should be a valid list"),

@@ -41,6 +41,10 @@ def test_zen_config_env_points_at_a_file(tmp_path, monkeypatch):
      "is over 58 characters (its VMs are named after it)"),  # GCE refused the MIG at apply time
     ("deadlines: {heartbeat_timeout_s: -1}", "deadlines.heartbeat_timeout_s: Input should be greater than 0"),
     ("- just a list", "must hold a YAML mapping"),
+    # PyYAML keeps the last of two equal keys: one block of overrides was dropped without a word
+    ("pricing:\n  overrides:\n    a2-highgpu-8g: {us-central1: {standard: 29.39}}\n"
+     "    a2-highgpu-8g: {us-west1: {standard: 30.0}}\n",
+     "line 4: pricing.overrides.a2-highgpu-8g is given twice (keep one)"),
     ("clusters: [", "is not valid YAML"),
 ])
 def test_invalid_config_is_refused_with_the_field_and_reason(tmp_path, text, message):

@@ -107,6 +107,18 @@ def test_a_yaml_typo_names_the_field_in_one_line(zen_cli, publisher, tmp_path):
     assert publisher.on("zen-job-submitted") == []
 
 
+@pytest.mark.parametrize("name, text", [
+    ("job.yaml", "cluster: 1xl4\ncommand: [python, train.py]\nprovisioning: spot\nprovisioning: standard\n"),
+    ("job.json", '{"cluster": "1xl4", "command": ["python"], "provisioning": "spot", "provisioning": "standard"}'),
+])
+def test_a_field_given_twice_in_a_job_file_is_refused_not_half_sent(zen_cli, publisher, tmp_path, name, text):
+    (tmp_path / name).write_text(text)  # YAML and JSON parsers keep the last: the first was dropped unsaid
+    result = zen_cli("submit", name)
+    line = one_line(result)
+    assert result.returncode == 2 and name in line and "provisioning" in line and "given twice" in line, line
+    assert publisher.on("zen-job-submitted") == []
+
+
 def test_a_stop_says_what_will_happen(zen_cli, publisher, functions):
     unknown = zen_cli("stop", "no-such-job")
     assert unknown.returncode == 1 and "no job no-such-job is known" in one_line(unknown)

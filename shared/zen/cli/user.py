@@ -10,7 +10,6 @@ the function's own rules (``zen.core.events.decode_payload`` and ``zen.jobs.plac
 from __future__ import annotations
 
 import getpass
-import json
 import os
 import re
 import secrets
@@ -25,6 +24,7 @@ from zen.cli import batches, identity, submitted
 from zen.cli.identity import Identity
 from zen.cli.kit import CliError, Context, database, database_configured
 from zen.core.config import load_config
+from zen.core.documents import load_json, load_yaml
 from zen.core.events import PubSubEnvelope
 from zen.core.models import JobRequest, StopRequest, request_fingerprint
 from zen.core.provisioning import ANY, MODELS
@@ -62,7 +62,7 @@ def _read_file(path: str, flag: str = ""):
     """A YAML or JSON file's content (``flag``: the option that named it, for the error)."""
     try:
         text = Path(path).read_text()
-        return json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+        return load_json(text) if path.endswith(".json") else load_yaml(text)
     except (OSError, ValueError, yaml.YAMLError) as exc:
         raise CliError(f"{flag}{path}: cannot read it as {'JSON' if path.endswith('.json') else 'YAML'}: "
                        f"{str(exc).splitlines()[0]}", 2) from None

@@ -17,6 +17,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from zen.core.checkpoints import CheckpointConfig
 from zen.core.clearance import ClearanceBinding, check_bindings
+from zen.core.documents import DuplicateKey, load_yaml
 from zen.core.errors import ConfigError, describe_validation_error
 from zen.core.gang_records import GangConfig
 from zen.core.lease import Deadlines as Deadlines  # the `deadlines:` section, exported here with the rest
@@ -335,11 +336,13 @@ def load_config(path: str | os.PathLike[str] | None = None) -> ZenConfig:
     """Load and validate the configuration; ``path`` defaults to ``$ZEN_CONFIG``, then the default."""
     path = Path(path or os.environ.get("ZEN_CONFIG") or DEFAULT_CONFIG_PATH)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = load_yaml(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"configuration file {path} does not exist (set ZEN_CONFIG)") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+    except DuplicateKey as exc:
+        raise ConfigError(f"{path} {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path} must hold a YAML mapping at the top level")
     try:

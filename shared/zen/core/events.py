@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from zen.core.documents import DuplicateKey, load_json
 from zen.core.errors import Rejected, describe_validation_error
 from zen.core.models import JOB_ID_PATTERN
 from zen.core.text import escape_unstorable
@@ -92,9 +93,11 @@ def decode_payload(envelope: PubSubEnvelope, model: type[BaseModel], max_bytes: 
 
 def parse_json(raw: bytes) -> Any:
     try:
-        return json.loads(raw.decode("utf-8"))
+        return load_json(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise Rejected(f"payload is not valid UTF-8 JSON: {exc}") from None
+    except DuplicateKey as exc:  # which of the two was meant is not Zen's guess
+        raise Rejected(f"payload JSON: {exc}") from None
     except (ValueError, RecursionError) as exc:  # e.g. a 5000-digit number, or 30000 nested brackets
         raise Rejected(f"payload JSON is beyond Zen's limits: {type(exc).__name__}: {str(exc)[:200]}") from None
 

@@ -12,6 +12,8 @@ from typing import Any, Iterable, Sequence
 
 import yaml
 
+from zen.core.documents import duplicate_keys
+
 Loc = Sequence[Any]
 
 
@@ -46,26 +48,11 @@ class LineMap:
 
     def __init__(self, root: yaml.Node | None):
         self.root = root
-        self.duplicates: list[tuple[int, str]] = []
-        if root is not None:
-            self._find_duplicates(root, ())
+        self.duplicates = [(line, f"{where} is given twice") for line, where in duplicate_keys(root)]
 
     @classmethod
     def from_text(cls, text: str) -> "LineMap":
         return cls(yaml.compose(text, Loader=yaml.SafeLoader))
-
-    def _find_duplicates(self, node: yaml.Node, loc: tuple) -> None:
-        if isinstance(node, yaml.MappingNode):
-            seen: set[str] = set()
-            for key, value in node.value:
-                name = str(key.value)
-                if name in seen:
-                    self.duplicates.append((key.start_mark.line + 1, f"{format_loc(loc + (name,))} is given twice"))
-                seen.add(name)
-                self._find_duplicates(value, loc + (name,))
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                self._find_duplicates(item, loc + (i,))
 
     def line(self, loc: Loc) -> int | None:
         node = self.root

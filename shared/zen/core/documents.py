@@ -1,0 +1,75 @@
+"""YAML and JSON documents read strictly: a key given twice in one mapping is refused, not resolved.
+
+PyYAML and ``json`` keep the last of two equal keys without a word, so a configuration with two
+``a2-highgpu-8g:`` blocks under ``pricing.overrides`` loaded one of them, and a job file with two
+``provisioning:`` lines published the second: half of what was written applied, nothing said. Zen reads
+the configuration, job files and message payloads through these, so such a document is refused naming
+the key (and, for YAML, its line and where it sits)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from zen.core.text import escape_unstorable
+
+_MERGE = "tag:yaml.org,2002:merge"  # ``<<: *anchor``: keys written beside a merge override it, by design
+
+
+class DuplicateKey(ValueError):
+    """A mapping names one key twice; ``str()`` says which (and where, for YAML)."""
+
+
+def _where(path: tuple[Any, ...]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
+    return out
+
+
+def duplicate_keys(node: yaml.Node | None, path: tuple[Any, ...] = ()) -> list[tuple[int, str]]:
+    """Every key given twice in a composed YAML document: (1-based line of the second, its dotted path)."""
+    found: list[tuple[int, str]] = []
+    if isinstance(node, yaml.MappingNode):
+        seen: set[tuple[str, str]] = set()
+        for key, value in node.value:
+            name = (key.tag, str(key.value)) if isinstance(key, yaml.ScalarNode) else None
+            if name is not None and key.tag != _MERGE:
+                if name in seen:
+                    found.append((key.start_mark.line + 1, _where(path + (name[1],))))
+                seen.add(name)
+            found += duplicate_keys(value, path + (str(key.value) if isinstance(key, yaml.ScalarNode) else "?",))
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found += duplicate_keys(item, path + (i,))
+    return found
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` that raises :class:`DuplicateKey` (a ``ValueError``) for a key given twice;
+    ``yaml.YAMLError`` as before for text that is not YAML."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        twice = duplicate_keys(node)
+        if twice:
+            raise DuplicateKey("; ".join(f"line {line}: {where} is given twice (keep one)" for line, where in twice))
+        return None if node is None else loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(f"key {escape_unstorable(key, 100)!r} is given twice in one object (keep one)")
+        out[key] = value
+    return out
+
+
+def load_json(text: str | bytes) -> Any:
+    """``json.loads`` that raises :class:`DuplicateKey` (a ``ValueError``) for a key given twice in an object."""
+    return json.loads(text, object_pairs_hook=_pairs)
