@@ -69,6 +69,36 @@ def test_accepted_choices_are_stored_and_shown(mixed, capsys):
     assert "provisioning: any" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("change, reason", [
+    (dict(provisioning=["spot", "standard"]), "cluster 4xa100-40gb no longer lists flex-start, the one provisioning "
+     "model the job accepts (the cluster's: spot, standard)"),
+    (dict(regions=["us-central1"]), "cluster 4xa100-40gb no longer runs in us-west1, the regions the job allows"),
+    (dict(flex_start_run_s=1800), "its max_runtime_s (3600 s) is now above how long a flex-start VM of cluster "
+     "4xa100-40gb runs (flex_start_run_s 1800 s), the one model it accepts"),
+])
+def test_a_queued_job_the_configuration_no_longer_serves_says_why_it_waits(mixed, db, publisher, clock, change, reason):
+    """The configuration changed while the job was queued: no demand counts it and no VM may claim it.
+    `zen explain` and the console's job page said only "waiting for a VM": it waited with no reason to act on."""
+    from zen.app import Zen
+    from zen.cli.queues import explain_line
+
+    zen, functions = mixed
+    functions.submit(job_request("f1", provisioning="flex-start", regions=["us-west1"], max_start_wait_s=600,
+                                 max_runtime_s=3600))
+    raw = json.loads(zen.config.model_dump_json())
+    [cluster] = [c for c in raw["clusters"] if c["name"] == MIXED]
+    cluster.update(change)
+    after = Zen(ZenConfig.model_validate(raw), db, publisher, clock)
+    cluster = after.config.cluster(MIXED)
+    assert not {p for g in FleetDb(after.db, {MIXED: cluster}).facts(MIXED, clock()).demand
+                for p in g.regions} & set(cluster.pools())  # no pool the planner manages
+    with after.db.transaction() as session:
+        job = repository.get_job(session, "f1")
+        why = explain_line(session, after.config, job)
+    assert job.status.value == "QUEUED" and f"no VM can take it: {reason}" in why, why
+    assert why.endswith("the job waits until the configuration has it again, or stop it and submit it again")
+
+
 def test_demand_comes_by_pool_with_each_groups_start_bound(mixed):
     zen, functions = mixed
     functions.submit(job_request("a1"))  # any: every pool of every region, region by region

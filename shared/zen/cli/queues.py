@@ -18,6 +18,7 @@ from zen.cli.kit import Context, fail, no_job, print_table
 from zen.core.clearance import for_request
 from zen.core.config import load_config
 from zen.core.models import Job, JobStatus
+from zen.core.provisioning import accepted_models, outlasts_flex
 from zen.jobs.authorization import may_submit
 
 QUEUE_COLUMNS = ("queue", "cohort", "cluster", "quota_gpus", "admitted_gpus", "borrowed_gpus", "pending", "queued",
@@ -103,6 +104,8 @@ def explain_line(session, config, job) -> str:
         why = "waiting for quota: " + Queueing(config).why_pending(PostgresJobTx(session), job)
     elif job.status is JobStatus.PENDING and not config.queues:  # left by queues since removed
         why = "no queues are configured: admitted at the next scale tick"
+    elif job.status is JobStatus.QUEUED and (stranded := _stranded(config, job)):
+        why = f"admitted{f' by queue {job.queue}' if job.queue else ''}; no VM can take it: {stranded}"
     elif job.status is JobStatus.QUEUED:
         decisions = fleet.recent_decisions(session, job.cluster, 50)  # newest first
         why = (f"admitted{f' by queue {job.queue}' if job.queue else ''}; waiting for a VM of {job.cluster} "
@@ -145,6 +148,28 @@ def explain_line(session, config, job) -> str:
     if cleared is not None and not job.status.terminal:
         why += f"; {cleared.because()}"
     return why
+
+
+def _stranded(config, job) -> str | None:
+    """Why no VM of the configuration can take a queued job, which it accepted when it was submitted (the
+    configuration changed since: its cluster, the models or regions it allows went), or None. Such a job is
+    not failed: it waits until the configuration serves it again, as a job whose queue went does."""
+    cluster = config.cluster(job.cluster)
+    after = "the job waits until the configuration has it again, or stop it and submit it again"
+    if cluster is None:
+        return f"cluster {job.cluster} is not in the configuration: {after}"
+    accepts = job.request.get("provisioning")
+    models = accepted_models(accepts, cluster.provisioning)
+    if not models:
+        return (f"cluster {cluster.name} no longer lists {accepts}, the one provisioning model the job accepts "
+                f"(the cluster's: {', '.join(cluster.provisioning)}): {after}")
+    if models == ("flex-start",) and outlasts_flex(job.max_runtime_s, cluster.flex_start_run_s):
+        return (f"its max_runtime_s ({job.max_runtime_s:.0f} s) is now above how long a flex-start VM of cluster "
+                f"{cluster.name} runs (flex_start_run_s {cluster.flex_start_run_s} s), the one model it accepts: {after}")
+    if not set(job.regions) & set(cluster.regions):
+        return (f"cluster {cluster.name} no longer runs in {', '.join(job.regions)}, the regions the job allows "
+                f"(the cluster's: {', '.join(cluster.regions)}): {after}")
+    return None
 
 
 def _explain_array(array_id: str, tasks: list, as_json: bool, db) -> int:
