@@ -263,9 +263,10 @@ def test_a_vm_heartbeat_from_nowhere_its_cluster_runs_is_rejected_once(functions
 
 @pytest.mark.parametrize("change, reason", [
     ({"priority": "1"}, "priority: Input should be a valid integer"),
-    ({"priority": True}, "priority: Input should be a valid integer"),
+    ({"priority": True}, "priority: Input should be a valid integer, not True"),
     ({"max_attempts": True}, "max_attempts: Input should be a valid integer"),
-    ({"max_runtime_s": "60"}, "max_runtime_s: Input should be a valid integer"),
+    ({"max_runtime_s": "60"}, "max_runtime_s: Input should be a valid integer of seconds, not '60'"),
+    ({"max_start_wait_s": "10m"}, "max_start_wait_s: Input should be a valid integer of seconds, not '10m'"),
     ({"max_runtime_s": 60.0}, "max_runtime_s: Input should be a valid integer"),
     ({"user_id": 42}, "user_id: Input should be a valid string"),
 ])

@@ -37,6 +37,7 @@ def mixed(config, db, publisher, clock, db_url, monkeypatch):
 
 REFUSED = [
     (dict(provisioning="ondemand"), "provisioning: unknown provisioning model 'ondemand'"),
+    (dict(provisioning="Any"), "unknown provisioning model 'Any'; known: spot, standard, flex-start, or any (every"),
     (dict(cluster="8xa100-40gb", provisioning="spot"),
      "provisioning: cluster 8xa100-40gb does not use spot VMs (its models: standard)"),
     (dict(provisioning="flex-start", max_start_wait_s=60), "max_start_wait_s: 60 s is below the 300 s flex-start"),

@@ -28,6 +28,10 @@ def describe_validation_error(exc: ValidationError, *, top: str = "(message)", l
         if err["type"] == "value_error":  # our validators' own words: without pydantic's "Value error, " and
             message = message.removeprefix("Value error, ")  # the field's name said again in front of them
             message = message.removeprefix(f"{where}: ").removeprefix(f"{err['loc'][-1]}: ") if err["loc"] else message
+        if err["type"].endswith(("_type", "_parsing")) and isinstance(err.get("input"), (str, int, float)):
+            # a value of the wrong type, quoted (bounded): "10m" for seconds says what to change
+            unit = " of seconds" if str(err["loc"][-1] if err["loc"] else "").endswith("_s") else ""
+            message = f"{message}{unit}, not {repr(err['input'])[:40]}"
         parts.append(f"{where}: {message}{hint}")
     return escape_unstorable("; ".join(parts), limit)
 

@@ -85,7 +85,7 @@ class PriceTable:
         return min(times, default=None)
 
 
-_Usd = Annotated[float, Field(ge=0)]
+_Usd = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]  # a number: not .inf, not yes (YAML's true)
 
 
 class Pricing(Strict):

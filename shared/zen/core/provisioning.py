@@ -30,7 +30,10 @@ def check_model(model: str, field: str = "provisioning") -> str:
 
 def check_accepted(value: str, field: str = "provisioning") -> str:
     """What a job accepts: one model, or ``any`` (every model its cluster lists)."""
-    return value if value == ANY else check_model(value, field)
+    if value != ANY and value not in MODELS:
+        raise ValueError(f"{field}: unknown provisioning model {value!r}; known: {', '.join(MODELS)}, or {ANY} "
+                         "(every model its cluster lists)")
+    return value
 
 
 def accepted_models(accepts: str | None, models: list[str] | tuple[str, ...]) -> tuple[str, ...]:
