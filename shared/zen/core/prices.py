@@ -23,7 +23,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
-from zen.core.cluster_config import ClusterConfig, Strict
+from zen.core.cluster_config import ClusterConfig, Number, Strict
 from zen.core.provisioning import check_model, pool_key
 from zen.core.shapes import SHAPES as SHAPES, Shape as Shape  # re-exported: what each machine type holds
 
@@ -85,7 +85,7 @@ class PriceTable:
         return min(times, default=None)
 
 
-_Usd = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]  # a number: not .inf, not yes (YAML's true)
+_Usd = Annotated[Number[float], Field(ge=0, allow_inf_nan=False)]  # not .inf, not yes (YAML's true: $1.00/h)
 
 
 class Pricing(Strict):
