@@ -218,10 +218,60 @@ HEADER = "job_id,submit_s,duration_s,cluster,regions,priority\n"
     ("", ("--horizon-s", "1e12"), None, "ticks of 60 s (tick_s)"),
     ("", ("--compression", "5"), None, "synthetic jobs"),  # was ignored without a word
     ("", (), HEADER + "j1,0,600,c,,\nj2,0,600,c,,1e3\n", "priority is an integer (got '1e3')"),
+    ("", (), HEADER + "j1,-600,600,c,,\n", "line 2: submit_s is seconds >= 0 (got -600)"),  # started before t=0
+    ("", (), HEADER + "j1,0,-300,c,,\n", "line 2: duration_s is seconds >= 0 (got -300)"),  # ran as 1 s
 ])
 def test_inputs_that_cannot_run_are_refused_naming_what_to_change(tmp_path, capsys, extra, args, csv, said):
     rc, _, err = _cli(tmp_path, capsys, SMALL + extra, "--policies", "zen,cheapest-first", *args, jobs_csv=csv)
     assert (rc, said in err, err.count("\n")) == (2, True, 1), err
+
+
+@pytest.mark.parametrize("jobs_extra, said", [
+    ("checkpoint_every_s: .inf", "jobs.checkpoint_every_s"),  # rework came out negative
+    ("checkpoint_every_s: 0", "jobs.checkpoint_every_s"),  # said jobs.SyntheticJobs.checkpoint_every_s, no line
+    ("data: {fraction: 1, size_gb: .inf}", "jobs.data.size_gb"),  # "input_gb": Infinity in report.json
+])
+def test_a_jobs_section_that_cannot_run_is_refused_at_its_line(tmp_path, capsys, jobs_extra, said):
+    scenario = SMALL.replace("duration: {dist: fixed, s: 600}}", f"duration: {{dist: fixed, s: 600}}, {jobs_extra}}}")
+    rc, _, err = _cli(tmp_path, capsys, scenario, "--policies", "zen")
+    assert (rc, err.count("\n")) == (2, 1) and "s.yaml line 8: " in err and said in err, err
+    assert "SyntheticJobs" not in err
+
+
+TWO_SHAPES = """
+clusters:
+  - {name: a100x4, gpu_count: 4, machine_type: a2-highgpu-4g, regions: [r1], max_vms_per_region: 2, max_vms: 2}
+  - {name: a100x8, gpu_count: 8, machine_type: a2-highgpu-8g, regions: [r1], max_vms_per_region: 2, max_vms: 2}
+prices: {r1: {spot: 4.7, standard: 14.7}}
+"""
+
+
+def test_one_price_table_for_clusters_of_two_shapes_is_refused(tmp_path, capsys):
+    # An 8-GPU VM billed as a 4-GPU one: half the dollars per GPU-hour, exit 0
+    rc, _, err = _cli(tmp_path, capsys, TWO_SHAPES, "--policies", "zen")
+    assert rc == 2 and "a100x4: a2-highgpu-4g, a100x8: a2-highgpu-8g" in err and "its own prices:" in err, err
+
+
+def test_a_price_missing_for_the_model_a_cluster_was_given_says_how_it_was_chosen(tmp_path, capsys):
+    scenario = """
+clusters:
+  - {name: c, gpu_count: 4, machine_type: a2-highgpu-4g, regions: [r1, r2], max_vms_per_region: 2, max_vms: 2}
+prices:
+  r1: {spot: 4.7, standard: 14.7}
+  r2: {standard: 14.7}
+"""
+    rc, _, err = _cli(tmp_path, capsys, scenario, "--policies", "zen")  # blamed a provisioning list it has not
+    assert rc == 2 and "prices.r2: no spot price; cluster c lists no provisioning:, so its VMs run as spot" in err, err
+
+
+def test_a_policy_asked_for_by_name_that_cannot_run_is_an_error(tmp_path, capsys):
+    spot_only = SMALL.replace("provisioning: [spot, standard]", "provisioning: [spot]").replace(
+        "prices: {r1: {spot: 1, standard: 3}}", "prices: {r1: {spot: 1}}")
+    rc, policies, err = _cli(tmp_path, capsys, spot_only, "--policies", "zen,ask-every-region-standard")
+    assert rc == 2 and "ask-every-region-standard runs standard VMs" in err, (rc, policies, err)  # was {} and exit 0
+    rc, policies, err = _cli(tmp_path, capsys, spot_only)  # every policy (the default): skipped with a note
+    assert rc == 0 and "zen" in policies and "ask-every-region-standard" not in policies
+    assert err.count("ask-every-region-standard") == 1, err
 
 
 def test_max_jobs_keeps_the_first_synthetic_jobs_and_a_byte_order_mark_is_no_column(tmp_path, capsys):

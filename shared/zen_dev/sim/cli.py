@@ -76,8 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if skipped and args.policies != build_parser().get_default("policies"):  # asked for by name: not there is an error
+        print(f"error: {'; '.join(skipped)}", file=sys.stderr)
+        return 2
     for entry in skipped:
-        print(f"note: policy {entry} skipped", file=sys.stderr)
+        print(f"note: {entry}: skipped", file=sys.stderr)
     seed = scenario.spec.seed if args.seed is None else args.seed  # what the run drew with
     if args.json:
         print(json.dumps(json_report(results)))

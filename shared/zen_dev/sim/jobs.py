@@ -62,7 +62,7 @@ def sample(dist: DistSpec, rng: random.Random) -> float:
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # .inf/.nan: refused, named
 
 
 class PoissonArrivals(_Spec):
@@ -118,6 +118,7 @@ class CsvJobs(_Spec):
 
 
 JobsSpec = TypeAdapter(SyntheticJobs | PhillyJobs | CsvJobs)
+KINDS: dict[str, type[_Spec]] = {"synthetic": SyntheticJobs, "philly": PhillyJobs, "csv": CsvJobs}
 
 
 def parse_jobs_spec(raw: dict[str, Any] | None) -> SyntheticJobs | PhillyJobs | CsvJobs:
@@ -329,9 +330,12 @@ def csv_jobs(path: Path, clusters: list[SimCluster], *, compression: float | Non
         if not regions:
             raise JobTraceError(f"{path} line {n}: regions {wanted} are not regions of {cluster.limits.name}")
         try:
-            job = SimJob(row["job_id"], cluster.limits.name, _field(row, "submit_s", float) / compression,
-                         max(1.0, _field(row, "duration_s", float) / compression), regions,
-                         _field(row, "priority", int, 0))
+            submit, duration = _field(row, "submit_s", float), _field(row, "duration_s", float)
+            if submit < 0 or duration < 0:  # a job before the run began, or one that ends before it starts
+                raise ValueError(f"{'submit_s' if submit < 0 else 'duration_s'} is seconds >= 0 "
+                                 f"(got {min(submit, duration):g})")
+            job = SimJob(row["job_id"], cluster.limits.name, submit / compression,
+                         max(1.0, duration / compression), regions, _field(row, "priority", int, 0))
             nodes = _field(row, "nodes", int, 1)
             if nodes < 1:
                 raise ValueError(f"nodes is an integer >= 1 (got {nodes})")

@@ -12,15 +12,15 @@ from zen_dev.sim.world import Simulation
 def run_policies(scenario: Scenario, jobs: list[SimJob], policies: list[str], *, seed: int | None = None,
                  horizon_s: float | None = None, skipped: list[str] | None = None) -> dict[str, RunResult]:
     """One :class:`RunResult` per policy name; unavailable ones (``zen`` before its planner exists, a
-    baseline on VMs the scenario does not price) are left out and named in ``skipped`` when given, each as
-    ``name (why)``."""
+    baseline on VMs the scenario does not price) are left out and said in ``skipped`` when given, each as
+    ``policy NAME ...`` (why)."""
     results: dict[str, RunResult] = {}
     for name in policies:
         try:
             simulation = Simulation(scenario, jobs, make_policy(name), seed=seed, horizon_s=horizon_s)
         except PolicyUnavailable as why:
             if skipped is not None:
-                skipped.append(f"{name} ({why})")
+                skipped.append(str(why))
             continue
         results[name] = simulation.run()
     return results

@@ -188,6 +188,11 @@ class ScenarioSpec(_Spec):
                         raise ValueError(f"{field}.{region}: unknown model {model!r}; known: {', '.join(MODELS)}")
                     if not math.isfinite(price) or price < 0:
                         raise ValueError(f"{field}.{region}.{model}: a price is USD per VM-hour, >= 0 (got {price})")
+        shared = {(c.machine_type, c.gpu_count): c.name for c in self.clusters if c.prices is None}
+        if self.prices is not None and len(shared) > 1:  # one VM-hour price for VMs of different sizes
+            shapes = ", ".join(f"{name}: {machine}" for (machine, _), name in shared.items())
+            raise ValueError(f"prices: one table is USD per VM-hour of one shape, and clusters of different shapes "
+                             f"would share it ({shapes}): give each cluster its own prices:")
         for cluster in self.clusters:
             table = self.prices_of(cluster)
             field = "prices" if cluster.prices is None else f"cluster {cluster.name}: prices"
@@ -198,9 +203,15 @@ class ScenarioSpec(_Spec):
                 if region not in table:
                     raise ValueError(f"{field}: no price for region {region} (cluster {cluster.name})")
                 missing = [m for m in self.models_of(cluster) if m not in table[region]]
-                if missing:
+                if missing and cluster.provisioning:
                     raise ValueError(f"{field}.{region}: no {', '.join(missing)} price, which cluster "
                                      f"{cluster.name}'s provisioning lists")
+                if missing:  # the model was chosen for it (models_of): say how, and how to choose
+                    raise ValueError(
+                        f"{field}.{region}: no {missing[0]} price; cluster {cluster.name} lists no provisioning:, so "
+                        f"its VMs run as {missing[0]} (spot where the scenario's VMs are spot and spot is priced, else "
+                        f"the model priced first in {cluster.regions[0]}): price it here, or give the cluster "
+                        f"provisioning:")
 
 
 @dataclass(frozen=True)
@@ -291,6 +302,14 @@ def parse_scenario(text: str, source: str = "scenario", base_dir: Path | None = 
         spec = ScenarioSpec.model_validate(raw)
     except ValidationError as exc:
         raise ScenarioError(source, problems_from_validation(exc.errors(), lines)) from None
+    if spec.jobs is not None:  # checked here, where its lines are known (jobs.py reads it, and imports this module)
+        from zen_dev.sim.jobs import KINDS, JobsSpec
+        kind = KINDS.get(spec.jobs.get("kind", "synthetic"))  # its own kind's problems, not every kind's
+        try:
+            kind.model_validate(spec.jobs) if kind is not None else JobsSpec.validate_python(spec.jobs)
+        except ValidationError as exc:
+            errors = [{**err, "loc": ("jobs", *err["loc"])} for err in exc.errors()]
+            raise ScenarioError(source, problems_from_validation(errors, lines)) from None
     base_dir = base_dir or Path.cwd()
     capacity = _build_capacity(spec, source, base_dir, lines)
     clusters = [
