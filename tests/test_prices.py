@@ -235,6 +235,28 @@ def test_the_scale_tick_refreshes_prices_and_a_catalog_failure_never_fails_it(co
     assert broken.on_scale_tick().prices == "failed"
 
 
+def test_a_machine_type_the_catalog_cannot_price_costs_no_catalog_read_an_hour(config, db, publisher, clock):
+    """The catalog prices cores, memory and GPUs of the machine types Zen knows (SHAPES): a cluster of another
+    (an N1 with attached GPUs, say) is never priced by it, and each tick past the hour read the whole catalog
+    again for it."""
+    raw = json.loads(config.model_dump_json())
+    raw["clusters"][0]["machine_type"] = "n1-standard-8"
+    unknown = ZenConfig.model_validate(raw)
+    asked: list[datetime] = []
+
+    def fetch(now):
+        asked.append(now)
+        return PriceTable({(c.machine_type, r, m): Price(1.0, "catalog", now) for c in unknown.clusters
+                           if c.machine_type in SHAPES for r in c.regions for m in MODELS})
+
+    zen = Zen(unknown, db, publisher, clock, price_fetch=fetch)
+    assert zen.on_scale_tick().prices == "refreshed"
+    for _ in range(3):
+        clock.advance(3600 + 1)
+        assert zen.on_scale_tick().prices == "fresh"
+    assert len(asked) == 1
+
+
 # -- what the commands show ------------------------------------------------------------------------
 def test_zen_clusters_shows_prices_per_region_and_model(db, db_url, monkeypatch, capsys):
     monkeypatch.delenv("ZEN_DATABASE_URL", raising=False)

@@ -18,7 +18,7 @@ from zen.core.clock import Clock, utc_now
 from zen.core.config import ZenConfig, load_config
 from zen.core.errors import DataRejected, Rejected, TransientError
 from zen.core.events import PubSubEnvelope, envelope_from_cloud_event
-from zen.core.prices import PriceTable
+from zen.core.prices import PriceTable, catalog_pairs
 from zen.core.text import escape_unstorable
 from zen.jobs.announce import RejectionEvent
 from zen.jobs.messaging import OutboxRelay, Publisher
@@ -242,8 +242,7 @@ class Zen:
         from zen.store.prices import refresh_if_stale
 
         try:
-            done = refresh_if_stale(self.db, fetch, self.clock(), wanted={
-                (c.machine_type, region) for c in self.config.clusters for region in c.regions})
+            done = refresh_if_stale(self.db, fetch, self.clock(), wanted=catalog_pairs(self.config.clusters))
         except Exception as exc:  # noqa: BLE001 - prices are never worth a failed tick
             log.warning("could not refresh the prices", extra={"error": str(exc)})
             return "failed"

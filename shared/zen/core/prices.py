@@ -121,6 +121,13 @@ def effective(pricing: Pricing, snapshot: PriceTable, catalog: PriceTable | None
     return pricing.table().over(base)
 
 
+def catalog_pairs(clusters: list[ClusterConfig]) -> set[tuple[str, str]]:
+    """The (machine type, region) of the clusters the catalog could price: machine types Zen knows the parts of
+    (``SHAPES``; the catalog prices cores, memory and GPUs, not machine types). Another stays unpriced from the
+    catalog, so its absence is no reason to read the catalog again within the day."""
+    return {(c.machine_type, region) for c in clusters if c.machine_type in SHAPES for region in c.regions}
+
+
 def pricing_problem(pricing: Pricing, clusters: list[ClusterConfig]) -> str | None:
     """Why ``pricing`` does not fit the ``clusters`` (None: it does), naming the field: an override for a
     machine type or region no cluster has (a typo would leave the price the user set unused), or, without
