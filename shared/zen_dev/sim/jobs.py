@@ -14,20 +14,18 @@ import zlib
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from zen.core.provisioning import ANY, check_accepted
-from zen_dev.capacity.scenario import BootSpec, FixedBoot, LognormalBoot, UniformBoot
+from zen_dev.capacity.scenario import FixedBoot, UniformBoot
+from zen_dev.sim.jobspec import (PHILLY_FILE as PHILLY_FILE, CsvJobs, DataSpec, DistSpec, JobsSpec, PhillyJobs,
+                                 PoissonArrivals, SyntheticJobs)
 from zen_dev.sim.scenario import Scenario, SimCluster, resolve_path
 
-PHILLY_FILE = "${traces}/philly-jobs/philly_jobs_ge4gpu.csv"
 PHILLY_COLUMNS = ("jobid", "submitted_time", "num_gpus", "runtime_min")
 ZEN_COLUMNS = ("job_id", "submit_s", "duration_s", "cluster")
-
-DistSpec = BootSpec  # fixed / lognormal / uniform, in seconds
-
 
 class JobTraceError(ValueError):
     """A job trace cannot be used; the message says which file or field and why."""
@@ -59,66 +57,6 @@ def sample(dist: DistSpec, rng: random.Random) -> float:
     if isinstance(dist, UniformBoot):
         return rng.uniform(dist.low_s, dist.high_s)
     return rng.lognormvariate(math.log(dist.median_s), dist.sigma) if dist.sigma else dist.median_s
-
-
-class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # .inf/.nan: refused, named
-
-
-class PoissonArrivals(_Spec):
-    kind: Literal["poisson"] = "poisson"
-    rate_per_hour: float = Field(gt=0)
-
-
-class BurstArrivals(_Spec):
-    kind: Literal["burst"]
-    at_s: float = Field(default=0, ge=0)
-    spread_s: float = Field(default=0, ge=0)
-
-
-class AllowSpec(_Spec):
-    weight: float = Field(default=1, gt=0)
-    regions: list[str] | None = None
-
-
-class DataSpec(_Spec):
-    fraction: float = Field(default=1.0, ge=0, le=1)
-    size_gb: float = Field(gt=0)
-    datasets: int | None = Field(default=None, ge=1, description="Distinct datasets per region; None: one per job")
-
-
-class SyntheticJobs(_Spec):
-    kind: Literal["synthetic"] = "synthetic"
-    count: int = Field(default=300, ge=0, le=1_000_000)
-    start_s: float = Field(default=0, ge=0)
-    arrivals: PoissonArrivals | BurstArrivals = PoissonArrivals(rate_per_hour=60)
-    duration: DistSpec = LognormalBoot(dist="lognormal", median_s=1800, sigma=0.8)
-    clusters: dict[str, float] | None = None
-    allow: list[AllowSpec] = [AllowSpec()]
-    priorities: dict[int, float] = {0: 1}
-    data: DataSpec | None = None
-    checkpoint_every_s: float | None = Field(default=None, gt=0, description="Every job checkpoints this often")
-    nodes: dict[int, float] = Field(default={1: 1}, description="Nodes per job -> weight (> 1: gangs)")
-    provisioning: dict[str, float] = Field(default={ANY: 1}, description=(
-        "The provisioning model a job accepts -> weight (spot, standard, flex-start, or any)"))
-
-
-class PhillyJobs(_Spec):
-    kind: Literal["philly"]
-    file: str = PHILLY_FILE
-    compression: float = Field(default=10, gt=0)
-    max_jobs: int | None = Field(default=None, ge=1)
-    gangs: bool = Field(default=False, description=(
-        "A job asking for more GPUs than one VM of the largest cluster has runs on ceil(gpus / its GPUs) nodes"))
-
-
-class CsvJobs(_Spec):
-    kind: Literal["csv"]
-    file: str
-
-
-JobsSpec = TypeAdapter(SyntheticJobs | PhillyJobs | CsvJobs)
-KINDS: dict[str, type[_Spec]] = {"synthetic": SyntheticJobs, "philly": PhillyJobs, "csv": CsvJobs}
 
 
 def parse_jobs_spec(raw: dict[str, Any] | None) -> SyntheticJobs | PhillyJobs | CsvJobs:

@@ -26,6 +26,7 @@ from zen.scaling.model import ClusterLimits, Pool, Timing
 from zen_dev.capacity.scenario import BootSpec, CapacitySpec, LognormalBoot
 from zen_dev.capacity.traces import CapacitySchedule, TraceError, load_trace
 from zen_dev.capacity.yamllines import LineMap, ScenarioError, problems_from_validation
+from zen_dev.sim.jobspec import KINDS, JobsSpec
 
 SCENARIO_DIR = Path(__file__).with_name("scenarios")
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -302,8 +303,7 @@ def parse_scenario(text: str, source: str = "scenario", base_dir: Path | None = 
         spec = ScenarioSpec.model_validate(raw)
     except ValidationError as exc:
         raise ScenarioError(source, problems_from_validation(exc.errors(), lines)) from None
-    if spec.jobs is not None:  # checked here, where its lines are known (jobs.py reads it, and imports this module)
-        from zen_dev.sim.jobs import KINDS, JobsSpec
+    if spec.jobs is not None:  # checked here, where its lines are known
         kind = KINDS.get(spec.jobs.get("kind", "synthetic"))  # its own kind's problems, not every kind's
         try:
             kind.model_validate(spec.jobs) if kind is not None else JobsSpec.validate_python(spec.jobs)

@@ -1,0 +1,78 @@
+"""The ``jobs:`` section of a scenario, as it is written: synthetic draws, the Philly trace, or Zen's job CSV.
+Its own module so that ``zen_dev.sim.scenario`` checks it at load, where its lines are known, and
+``zen_dev.sim.jobs`` (which reads scenarios) builds the jobs from it.
+Formats: docs/reference/simulator.md#job-traces
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from zen.core.provisioning import ANY
+from zen_dev.capacity.scenario import BootSpec, LognormalBoot
+
+PHILLY_FILE = "${traces}/philly-jobs/philly_jobs_ge4gpu.csv"
+
+DistSpec = BootSpec  # fixed / lognormal / uniform, in seconds
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # .inf/.nan: refused, named
+
+
+class PoissonArrivals(_Spec):
+    kind: Literal["poisson"] = "poisson"
+    rate_per_hour: float = Field(gt=0)
+
+
+class BurstArrivals(_Spec):
+    kind: Literal["burst"]
+    at_s: float = Field(default=0, ge=0)
+    spread_s: float = Field(default=0, ge=0)
+
+
+class AllowSpec(_Spec):
+    weight: float = Field(default=1, gt=0)
+    regions: list[str] | None = None
+
+
+class DataSpec(_Spec):
+    fraction: float = Field(default=1.0, ge=0, le=1)
+    size_gb: float = Field(gt=0)
+    datasets: int | None = Field(default=None, ge=1, description="Distinct datasets per region; None: one per job")
+
+
+class SyntheticJobs(_Spec):
+    kind: Literal["synthetic"] = "synthetic"
+    count: int = Field(default=300, ge=0, le=1_000_000)
+    start_s: float = Field(default=0, ge=0)
+    arrivals: PoissonArrivals | BurstArrivals = PoissonArrivals(rate_per_hour=60)
+    duration: DistSpec = LognormalBoot(dist="lognormal", median_s=1800, sigma=0.8)
+    clusters: dict[str, float] | None = None
+    allow: list[AllowSpec] = [AllowSpec()]
+    priorities: dict[int, float] = {0: 1}
+    data: DataSpec | None = None
+    checkpoint_every_s: float | None = Field(default=None, gt=0, description="Every job checkpoints this often")
+    nodes: dict[int, float] = Field(default={1: 1}, description="Nodes per job -> weight (> 1: gangs)")
+    provisioning: dict[str, float] = Field(default={ANY: 1}, description=(
+        "The provisioning model a job accepts -> weight (spot, standard, flex-start, or any)"))
+
+
+class PhillyJobs(_Spec):
+    kind: Literal["philly"]
+    file: str = PHILLY_FILE
+    compression: float = Field(default=10, gt=0)
+    max_jobs: int | None = Field(default=None, ge=1)
+    gangs: bool = Field(default=False, description=(
+        "A job asking for more GPUs than one VM of the largest cluster has runs on ceil(gpus / its GPUs) nodes"))
+
+
+class CsvJobs(_Spec):
+    kind: Literal["csv"]
+    file: str
+
+
+JobsSpec = TypeAdapter(SyntheticJobs | PhillyJobs | CsvJobs)
+KINDS: dict[str, type[_Spec]] = {"synthetic": SyntheticJobs, "philly": PhillyJobs, "csv": CsvJobs}
