@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from zen.core.config import DEFAULT_CONFIG_PATH, load_config
 from zen.core.errors import ConfigError
@@ -60,6 +61,26 @@ def test_invalid_config_is_refused_with_the_field_and_reason(tmp_path, text, mes
     with pytest.raises(ConfigError) as excinfo:
         load_config(path)
     assert message in str(excinfo.value)
+
+
+def test_a_price_in_exponent_form_is_the_number_yaml_1_2_reads(tmp_path):
+    raw = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text())
+    raw.pop("pricing", None)
+    machine = raw["clusters"][0]["machine_type"]
+    path = tmp_path / "zen.yaml"  # PyYAML reads 2.9e1 as a string; terraform's yamldecode as 29
+    path.write_text(yaml.safe_dump(raw) + f"pricing: {{usd_per_vm_hour: {{{machine}: 2.9e1}}}}\n")
+    assert load_config(path).pricing.usd_per_vm_hour == {machine: 29.0}
+
+
+def test_aliases_are_read_once_and_an_alias_of_itself_is_a_config_error(tmp_path):
+    path = tmp_path / "zen.yaml"
+    path.write_text("x_extra: &a [*a]\n")  # the key walk recursed without end
+    with pytest.raises(ConfigError, match="x_extra"):
+        load_config(path)
+    nested = "l0: &l0 {k: v}\n" + "".join(  # 9 aliases of 9 aliases ...: 9**7 paths walked, seconds
+        f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]\n" for i in range(1, 10))
+    from zen.core.documents import load_yaml
+    assert len(load_yaml(nested)["l9"]) == 9  # in milliseconds, as yaml.safe_load
 
 
 def test_missing_config_file_says_so(tmp_path):

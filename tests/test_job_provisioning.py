@@ -100,6 +100,30 @@ def test_a_queued_job_the_configuration_no_longer_serves_says_why_it_waits(mixed
     assert why.endswith("the job waits until the configuration has it again, or stop it and submit it again")
 
 
+def test_a_flex_start_job_that_named_no_max_runtime_is_not_taken_for_stranded_by_a_shorter_run(mixed, db, publisher,
+                                                                                                clock):
+    """Its max_runtime_s column holds the limits' default when it named none; demand and claims hold only a named
+    one against a flex-start run, and so does the explanation (it told a job still served to stop)."""
+    from zen.app import Zen
+    from zen.cli.queues import explain_line
+
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    raw = json.loads(mixed[0].config.model_dump_json())
+    [cluster] = [c for c in raw["clusters"] if c["name"] == MIXED]
+    cluster.update(flex_start_run_s=7 * 86400)  # as long as the limits' max_runtime_s: accepted without one
+    FunctionsInvoker(Zen(ZenConfig.model_validate(raw), db, publisher, clock)).submit(
+        job_request("f2", provisioning="flex-start", max_start_wait_s=600))
+    cluster.update(flex_start_run_s=86400)  # then shortened
+    after = Zen(ZenConfig.model_validate(raw), db, publisher, clock)
+    cluster = after.config.cluster(MIXED)
+    demand = {p for g in FleetDb(after.db, {MIXED: cluster}).facts(MIXED, clock()).demand for p in g.regions}
+    assert {p for p in cluster.pools() if p.endswith("/flex-start")} <= demand
+    with after.db.transaction() as session:
+        why = explain_line(session, after.config, repository.get_job(session, "f2"))
+    assert "no VM can take it" not in why and "waiting for a VM" in why, why
+
+
 def test_demand_comes_by_pool_with_each_groups_start_bound(mixed):
     zen, functions = mixed
     functions.submit(job_request("a1"))  # any: every pool of every region, region by region

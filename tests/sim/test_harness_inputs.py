@@ -238,6 +238,15 @@ def test_a_jobs_section_that_cannot_run_is_refused_at_its_line(tmp_path, capsys,
     assert "SyntheticJobs" not in err
 
 
+@pytest.mark.parametrize("jobs, said", [
+    ("{kind: [synthetic], count: 3}", "jobs.kind"),  # a TypeError and a traceback, exit 1
+    ("{kind: synthetic, nodes: {1: 5, '1': 3}}", "jobs.nodes.1 is given twice"),  # one weight dropped
+])
+def test_a_jobs_section_written_oddly_is_refused_not_crashed_or_folded(tmp_path, capsys, jobs, said):
+    rc, _, err = _cli(tmp_path, capsys, SMALL.split("jobs:")[0] + f"jobs: {jobs}\n", "--policies", "zen")
+    assert rc == 2 and said in err, err
+
+
 TWO_SHAPES = """
 clusters:
   - {name: a100x4, gpu_count: 4, machine_type: a2-highgpu-4g, regions: [r1], max_vms_per_region: 2, max_vms: 2}
@@ -249,7 +258,7 @@ prices: {r1: {spot: 4.7, standard: 14.7}}
 def test_one_price_table_for_clusters_of_two_shapes_is_refused(tmp_path, capsys):
     # An 8-GPU VM billed as a 4-GPU one: half the dollars per GPU-hour, exit 0
     rc, _, err = _cli(tmp_path, capsys, TWO_SHAPES, "--policies", "zen")
-    assert rc == 2 and "a100x4: a2-highgpu-4g, a100x8: a2-highgpu-8g" in err and "its own prices:" in err, err
+    assert rc == 2 and "a100x4: a2-highgpu-4g, 4 GPUs, a100x8: a2-highgpu-8g, 8 GPUs" in err and "its own prices:" in err, err
 
 
 def test_a_price_missing_for_the_model_a_cluster_was_given_says_how_it_was_chosen(tmp_path, capsys):

@@ -163,8 +163,9 @@ def _stranded(config, job) -> str | None:
     if not models:
         return (f"cluster {cluster.name} no longer lists {accepts}, the one provisioning model the job accepts "
                 f"(the cluster's: {', '.join(cluster.provisioning)}): {after}")
-    if models == ("flex-start",) and outlasts_flex(job.max_runtime_s, cluster.flex_start_run_s):
-        return (f"its max_runtime_s ({job.max_runtime_s:.0f} s) is now above how long a flex-start VM of cluster "
+    named = job.request.get("max_runtime_s")  # as claims and demand read it: not the cluster's default
+    if models == ("flex-start",) and outlasts_flex(named, cluster.flex_start_run_s):
+        return (f"its max_runtime_s ({named} s) is now above how long a flex-start VM of cluster "
                 f"{cluster.name} runs (flex_start_run_s {cluster.flex_start_run_s} s), the one model it accepts: {after}")
     if not set(job.regions) & set(cluster.regions):
         return (f"cluster {cluster.name} no longer runs in {', '.join(job.regions)}, the regions the job allows "

@@ -26,9 +26,16 @@ def check_models(value: list[str]) -> list[str]:
 COMPACT_FAMILIES = ("a2", "a3", "a4", "g2")  # GPU machine families a compact placement policy applies to
 
 
+# What PyYAML (YAML 1.1) leaves a string and YAML 1.2 (terraform's yamldecode) reads as a number: 2.9e1, 1e-05
+_EXPONENT = re.compile(r"[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+\Z")
+
+
 def _not_bool_or_text(value: Any) -> Any:
     """A number of the configuration is written as one: YAML's ``true``/``yes`` and quoted numbers are refused
-    (lax pydantic read ``max_start_wait_s: true`` as 1 s and ``"600"`` as 600), ``8.0`` is still 8."""
+    (lax pydantic read ``max_start_wait_s: true`` as 1 s and ``"600"`` as 600), ``8.0`` is still 8, and an
+    exponent such as ``2.9e1`` is the number YAML 1.2 reads."""
+    if isinstance(value, str) and _EXPONENT.match(value):
+        return float(value)
     if isinstance(value, (bool, str)):
         raise ValueError(f"a number, not {value!r}")
     return value

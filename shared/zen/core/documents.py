@@ -29,21 +29,28 @@ def _where(path: tuple[Any, ...]) -> str:
     return out
 
 
-def duplicate_keys(node: yaml.Node | None, path: tuple[Any, ...] = ()) -> list[tuple[int, str]]:
-    """Every key given twice in a composed YAML document: (1-based line of the second, its dotted path)."""
+def duplicate_keys(node: yaml.Node | None, path: tuple[Any, ...] = (), walked: set[int] | None = None
+                   ) -> list[tuple[int, str]]:
+    """Every key given twice in a composed YAML document: (1-based line of the second, its dotted path). Keys
+    are compared as written (``1`` and ``'1'`` are one key to a model that reads either as the number); a node
+    an alias repeats is walked once (an alias of itself, or aliases nested deep, would not end)."""
+    walked = set() if walked is None else walked
+    if id(node) in walked:
+        return []
+    walked.add(id(node))
     found: list[tuple[int, str]] = []
     if isinstance(node, yaml.MappingNode):
-        seen: set[tuple[str, str]] = set()
+        seen: set[str] = set()
         for key, value in node.value:
-            name = (key.tag, str(key.value)) if isinstance(key, yaml.ScalarNode) else None
-            if name is not None and key.tag != _MERGE:
+            name = str(key.value) if isinstance(key, yaml.ScalarNode) else "?"
+            if isinstance(key, yaml.ScalarNode) and key.tag != _MERGE:
                 if name in seen:
-                    found.append((key.start_mark.line + 1, _where(path + (name[1],))))
+                    found.append((key.start_mark.line + 1, _where(path + (name,))))
                 seen.add(name)
-            found += duplicate_keys(value, path + (str(key.value) if isinstance(key, yaml.ScalarNode) else "?",))
+            found += duplicate_keys(value, path + (name,), walked)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            found += duplicate_keys(item, path + (i,))
+            found += duplicate_keys(item, path + (i,), walked)
     return found
 
 

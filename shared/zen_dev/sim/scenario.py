@@ -191,7 +191,7 @@ class ScenarioSpec(_Spec):
                         raise ValueError(f"{field}.{region}.{model}: a price is USD per VM-hour, >= 0 (got {price})")
         shared = {(c.machine_type, c.gpu_count): c.name for c in self.clusters if c.prices is None}
         if self.prices is not None and len(shared) > 1:  # one VM-hour price for VMs of different sizes
-            shapes = ", ".join(f"{name}: {machine}" for (machine, _), name in shared.items())
+            shapes = ", ".join(f"{name}: {machine}, {gpus} GPUs" for (machine, gpus), name in shared.items())
             raise ValueError(f"prices: one table is USD per VM-hour of one shape, and clusters of different shapes "
                              f"would share it ({shapes}): give each cluster its own prices:")
         for cluster in self.clusters:
@@ -304,7 +304,8 @@ def parse_scenario(text: str, source: str = "scenario", base_dir: Path | None = 
     except ValidationError as exc:
         raise ScenarioError(source, problems_from_validation(exc.errors(), lines)) from None
     if spec.jobs is not None:  # checked here, where its lines are known
-        kind = KINDS.get(spec.jobs.get("kind", "synthetic"))  # its own kind's problems, not every kind's
+        named = spec.jobs.get("kind", "synthetic")
+        kind = KINDS.get(named) if isinstance(named, str) else None  # its own kind's problems, not every kind's
         try:
             kind.model_validate(spec.jobs) if kind is not None else JobsSpec.validate_python(spec.jobs)
         except ValidationError as exc:
