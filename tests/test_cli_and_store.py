@@ -227,3 +227,19 @@ def test_what_a_schema_behind_the_code_lacks_is_named_as_the_server_says(said, n
 
     code = "42P01" if said.startswith("relation") else "42703"
     assert _schema_missing(DatabaseError({"S": "ERROR", "C": code, "M": said})) == named
+
+
+def test_zen_explain_of_a_cluster_since_removed_shows_its_decisions(db, db_url, monkeypatch, capsys):
+    """A cluster taken out of the configuration keeps its scaling decisions; `zen explain NAME` answered as for
+    a name nothing has ever had ("no job, array or cluster named ...")."""
+    from datetime import datetime, timezone
+
+    with db.transaction() as session:
+        session.run("insert_scaling_decision", now=datetime.now(timezone.utc), cluster="2xold", region="us-east1",
+                    action="BLOCK", count=0, vm=None, reason="stockout: ZONE_RESOURCE_POOL_EXHAUSTED")
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    assert main(["explain", "2xold"]) == 0
+    out, err = capsys.readouterr()
+    assert "ZONE_RESOURCE_POOL_EXHAUSTED" in out and "cluster 2xold is no longer in the configuration" in err
+    assert main(["explain", "2xnever"]) == 1  # a name nothing had: as before
+    assert "no job, array or cluster named" in capsys.readouterr().err

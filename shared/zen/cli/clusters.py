@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any
 
 from zen.cli.kit import Context, print_table
@@ -15,10 +16,14 @@ from zen.core.config import load_config
 def cmd_explain(args, ctx: Context) -> int:
     from zen.store import fleet
 
-    if args.cluster and load_config().cluster(args.cluster) is None:  # not a cluster: a job
+    if args.cluster and load_config().cluster(args.cluster) is None:  # not a cluster: a job, or a cluster gone
         from zen.cli.queues import explain_job
 
-        return explain_job(args.cluster, args.json, ctx.database())
+        with ctx.database().transaction() as session:
+            gone = not _names_a_job(session, args.cluster) and fleet.recent_decisions(session, args.cluster, 1)
+        if not gone:
+            return explain_job(args.cluster, args.json, ctx.database())
+        print(f"cluster {args.cluster} is no longer in the configuration: its last scaling decisions", file=sys.stderr)
     with ctx.database().transaction() as session:
         rows = fleet.recent_decisions(session, args.cluster, args.limit)
     rows.reverse()  # oldest first, like a log
@@ -36,6 +41,14 @@ def cmd_explain(args, ctx: Context) -> int:
     if unread:
         print(f"GPU quotas not read: {unread}")
     return 0
+
+
+def _names_a_job(session, name: str) -> bool:
+    """Whether ``name`` is a job's id or an array's (``zen explain NAME`` explains it then)."""
+    from zen.store import repository
+    from zen.store.jobstore import PostgresJobTx
+
+    return repository.get_job(session, name) is not None or bool(PostgresJobTx(session).array_tasks(name))
 
 
 def quotas_reachable() -> str | None:
