@@ -71,6 +71,8 @@ def test_stockout_moves_demand_to_the_next_region_and_keeps_one_free_probe():
     second = planner.plan(snap(60, queued=jobs(3), vms=stuck, errors=errors, memory=first.memory))
     assert second.add == {"us-west1": 3}
     assert sorted(name for _, name in second.delete) == ["c1", "c2"]  # c0 stays: a probe that costs nothing
+    assert {d.reason for d in second.decisions if d.action is Action.DELETE} == {  # was "stuck booting for 59s"
+        "its creation failed (stockout); not needed as a probe"}
     assert any(d.action is Action.BLOCK and d.region == "us-central1" for d in second.decisions)
     # Later jobs skip the blocked region straight away.
     third = planner.plan(snap(90, queued=jobs(3) + jobs(1, prefix="k", queued_at=80),

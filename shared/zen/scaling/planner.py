@@ -295,9 +295,8 @@ class _Planning:
             kept, deleted = probes.pruned(self.stuck[region], region in wanted, self._got_s, self.timing)
             for vm in deleted:
                 self.plan.delete.append((region, vm.name))
-                why = (f"not usable {self._got_s(vm):.0f}s after it got capacity" if vm.started
-                       else f"stuck booting for {self._age(vm):.0f}s; not needed as a probe")
-                self._decide(Action.DELETE, region, why, vm=vm.name)
+                self._decide(Action.DELETE, region, probes.why_pruned(vm, self._age(vm), self._got_s, self.timing),
+                             vm=vm.name)
             if kept and self._blocked(region):
                 until = max(self.memory[region].blocked_until or self.now, self.now + timedelta(seconds=self.timing.block_s))
                 self.memory[region] = _with(self.memory[region], blocked_until=until)

@@ -141,6 +141,16 @@ def pruned(stuck: list[Vm], wanted: bool, got_s: Callable[[Vm], float], timing: 
     return ordered[:keep], ordered[keep:]
 
 
+def why_pruned(vm: Vm, age_s: float, got_s: Callable[[Vm], float], timing: Timing) -> str:
+    """The reason a stuck instance :func:`pruned` deleted is deleted: one whose creation Compute refused for want
+    of capacity is not "stuck booting for 0s", as it read before its spill time."""
+    if vm.started:
+        return f"not usable {got_s(vm):.0f}s after it got capacity"
+    if vm.creation_error is not None and vm.creation_error in CAPACITY_ERRORS and age_s < timing.spill_after_s:
+        return f"its creation failed ({vm.creation_error.value.lower()}); not needed as a probe"
+    return f"stuck booting for {age_s:.0f}s; not needed as a probe"
+
+
 def waiting(stuck: list[Vm]) -> list[Vm]:
     """A blocked pool's probes that may give their places: those still waiting for capacity (billed nothing)."""
     return [vm for vm in stuck if not vm.started]
