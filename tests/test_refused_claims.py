@@ -87,16 +87,15 @@ def test_each_drained_vm_gets_the_start_again_once_and_other_refusals_count_apar
     assert starts(publisher, "j2") == 3
     functions.heartbeat(heartbeat("j2", "CLAIMED", 1, vm="vm-b"))
     functions.heartbeat(heartbeat("j2", "SUCCEEDED", 2, vm="vm-b", exit_code=0))
-    for seq in (1, 2, 3):  # copies of its start, claimed after the job ended: one row, counted
+    for seq in (1, 2, 3):  # copies of its start, claimed after the job ended: an ordinary race, released
         clock.advance(0.5)
         functions.heartbeat(heartbeat("j2", "CLAIMED", seq, vm="vm-c"))
     late = [m.attributes for m in publisher.on("zen-vm-control") if m.attributes.get("vm") == "vm-c"]
     assert len(late) == 3 and all("refused" not in a for a in late)  # no cause: no back-off on the VM
-    assert sorted((r["reason"], r["count"]) for r in rows(zen)) == [
-        ("VM vm-d is being scaled down", 1), ("VM vm-e is being scaled down", 1),
-        ("transition SUCCEEDED -> ASSIGNED is not allowed (CLAIMED from vm-c; the job is over)", 3)]
+    assert sorted((r["reason"], r["count"]) for r in rows(zen)) == [  # `zen rejected` filled with them: 7 rows
+        ("VM vm-d is being scaled down", 1), ("VM vm-e is being scaled down", 1)]  # in a newcomer's first run
     events = [json.loads(m.data) for m in publisher.on("zen-job-events")]
-    assert sum(e["type"] == "job.message_ignored" for e in events) == 3  # one per row, not per repeat
+    assert sum(e["type"] == "job.message_ignored" for e in events) == 2  # the refusals, no late claim
 
 
 def test_refusals_are_pruned_after_their_retention_a_batch_at_a_time(zen, clock):
