@@ -422,6 +422,10 @@ def test_zen_logs_says_why_a_job_has_no_output(zen_cli, functions, tmp_path):
     assert ran.returncode == 1 and "not run yet" not in ran.stderr and "no output for job waits-1 attempt 1" in ran.stderr
     assert "not run yet" not in zen_cli("logs", "waits-1", **logs).stderr
     assert "attempt 2: it has not run yet (QUEUED" in zen_cli("logs", "waits-1", "--attempt", "2", **logs).stderr
+    functions.submit(job_request("gone-1"))
+    functions.stop({"job_id": "gone-1"})  # stopped while queued: it never will run ("not run yet" said it might)
+    gone = zen_cli("logs", "gone-1", **logs)
+    assert gone.returncode == 1 and "no output for job gone-1: it ended before it ran (CANCELLED" in one_line(gone)
 
 
 def test_every_error_is_one_line_with_one_prefix(zen_cli, tmp_path):

@@ -210,7 +210,8 @@ def _no_output(job_id: str, attempt: int | None) -> str:
                 f"no attempt {attempt}")
     current = attempt in (None, job.attempt) and (attempt is not None or job.attempt == 1)  # no earlier one ran
     if current and job.started_at is None and job.vm is None:
-        return f"no output for job {job_id}{which}: it has not run yet ({job.status.value}; `zen explain {job_id}`)"
+        when = "it ended before it ran" if job.status.terminal else "it has not run yet"  # never will, once ended
+        return f"no output for job {job_id}{which}: {when} ({job.status.value}; `zen explain {job_id}`)"
     return guess
 
 
