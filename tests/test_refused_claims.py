@@ -134,6 +134,8 @@ def test_zen_rejected_reads_a_page_at_a_time_newest_first(zen, clock, db_url, mo
     assert lines[0].split()[:4] == ["AT", "ID", "COUNT", "LAST_AT"] and "payload" not in table.out
     assert [line.split()[-1] for line in lines[1:]] == ["r2", "r1"]
     assert table.err.strip() == f"older: zen rejected --before {page[-1]['id'] - 2}"
+    assert main(["rejected", "--limit", "1", "--before", str(page[-1]["id"] - 2)]) == 0
+    assert "older" not in capsys.readouterr().err  # the last page: it offered a page that was empty
 
 
 def test_a_vm_being_scaled_down_that_goes_away_as_it_claims_gives_the_claim_up(functions, zen, clock):

@@ -145,7 +145,8 @@ def cmd_rejected(args, ctx: Context) -> int:
     from zen.store import rejections
 
     with ctx.database().transaction() as session:
-        rows = rejections.page(session, limit=args.limit, before=args.before, payloads=args.json, job_id=args.job)
+        rows = rejections.page(session, limit=args.limit + 1, before=args.before, payloads=args.json, job_id=args.job)
+    older, rows = len(rows) > args.limit, rows[:args.limit]  # one more read: an "older" page only where one is
     for row in rows:
         row["at"] = row["at"].isoformat()
         row["last_at"] = row["last_at"].isoformat() if row["last_at"] else None
@@ -155,7 +156,7 @@ def cmd_rejected(args, ctx: Context) -> int:
         print(json.dumps(rows, indent=2))
     else:
         print_table(rows, ("at", "id", "count", "last_at", "source", "message_id", "job_id", "principal", "reason"))
-    if len(rows) == args.limit:
+    if older:
         print(f"older: zen rejected{f' --job {args.job}' if args.job else ''} --before {rows[-1]['id']}", file=sys.stderr)
     return 0
 
