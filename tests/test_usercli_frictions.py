@@ -233,6 +233,8 @@ def test_usage_errors_exit_2(zen_cli):
     assert zen_cli("jobs", "list", "--limit", "-3").returncode == 2
     assert zen_cli("jobs", "list", "--since", "yesterday").returncode == 2
     assert zen_cli("frobnicate").returncode == 2
+    bare = zen_cli("jobs")  # said "required: jobs_command", the parser's own name
+    assert bare.returncode == 2 and "required: {list,get,history}" in bare.stderr, bare.stderr
 
 
 def test_a_closed_pipe_is_quiet(config, publisher, db_url, functions, tmp_path):

@@ -190,6 +190,8 @@ def register(sub, ctx: Context) -> None:
     hist.add_argument("job_id", help="the job's id")
     hist.add_argument("--json", action="store_true", help="print a JSON array")
     hist.set_defaults(func=lambda args: cmd_jobs_history(args, ctx))
+    for group in (db, jobs):  # "required: {list,get,history}", not the parser's own name for it (jobs_command)
+        group.metavar = "{" + ",".join(group.choices) + "}"
 
     rejected = sub.add_parser("rejected", help="messages Zen refused, and why (newest first, a page at a time)")
     rejected.add_argument("--limit", type=ctx.positive, default=50, help="rows in the page (default 50)")
