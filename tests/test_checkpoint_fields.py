@@ -77,4 +77,6 @@ def test_submit_checkpoint_every(config, publisher, db_url, tmp_path, monkeypatc
 
     monkeypatch.delenv("ZEN_CONFIG")  # the default configuration: no checkpoints.bucket
     assert main(["submit", "--cluster", "4xa100-40gb", "--checkpoint-every", "300", "--", "python", "t.py"]) == 1
-    assert "Zen would refuse this job: checkpoint: this Zen saves no checkpoints" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "Zen would refuse this job: checkpoint: this Zen saves no checkpoints" in err
+    assert "(see docs/how-to/checkpoints.md)" in err  # `zen clusters` says nothing of checkpoints

@@ -180,6 +180,8 @@ def _where_to_look(reason: str) -> str:
         return "the configuration's secrets: rules, docs/how-to/queues.md#secrets"
     if "queue" in reason or "priority" in reason:
         return "see `zen queues`"
+    if "checkpoint" in reason:
+        return "see docs/how-to/checkpoints.md"
     return "see `zen clusters`"
 
 
