@@ -146,6 +146,9 @@ def test_a_stop_zen_would_refuse_its_sender_is_not_sent(zen_cli, publisher, func
     mine = issuer.user_token(email="alice", audience=GCLOUD_CLIENT_IDS[0], now=time.time())
     assert zen_cli("stop", "job-a", ZEN_ID_TOKEN=mine).returncode == 0
     assert [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-stop")] == ["job-a"]
+    garbage = zen_cli("submit", "--cluster", "1xl4", "--", "echo", "hi", ZEN_ID_TOKEN="garbage")  # was "submitted
+    assert garbage.returncode == 2 and "ZEN_ID_TOKEN is not an ID token" in one_line(garbage)  # ... as  (ZEN_ID_TOKEN)"
+    assert publisher.on("zen-job-submitted") == []
 
 
 def test_a_stop_of_a_job_that_ended_is_not_sent(zen_cli, publisher, functions):

@@ -41,6 +41,20 @@ def _email(token: str) -> str:
         return ""
 
 
+def _given(token: str) -> Identity:
+    """``ZEN_ID_TOKEN``'s identity; a value that is no ID token is refused here, before anything is published (it
+    was sent, said "submitted ... as  (ZEN_ID_TOKEN)", and the function refused the message)."""
+    from zen.adapters.google_tokens import unverified_claims
+    from zen.cli.kit import CliError
+
+    try:
+        claims = unverified_claims(token)
+    except ValueError as exc:
+        raise CliError(f"ZEN_ID_TOKEN is not an ID token ({exc}): set it to one, e.g. from `gcloud auth "
+                       "print-identity-token`, or unset it (docs/how-to/submit-from-code.md)", 2) from None
+    return Identity(token, str(claims.get("email") or ""), "ZEN_ID_TOKEN")
+
+
 def from_local_stack(endpoint: str, who: str, config: ZenConfig) -> Identity:
     """``who``'s token from a local stack's identity endpoint (its Compute stand-in signs it as Google
     signs a person's: audience gcloud's client), which the stack's functions verify."""
@@ -92,7 +106,7 @@ def current(config: ZenConfig, publishing: bool = False) -> Identity | None:
     Default Credentials: without them, google-auth's ``DefaultCredentialsError`` now (``zen.cli.kit`` tells
     it in one line), not after a second search."""
     if token := os.environ.get("ZEN_ID_TOKEN"):
-        return Identity(token.strip(), _email(token.strip()), "ZEN_ID_TOKEN")
+        return _given(token.strip())
     if endpoint := os.environ.get("ZEN_IDENTITY_ENDPOINT"):
         return from_local_stack(endpoint, os.environ.get("ZEN_AS") or os.environ.get("USER") or getpass.getuser(),
                                 config)
