@@ -153,7 +153,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     server = serve(CatalogStandIn.from_snapshot(args.snapshot), args.port)
     print(f"ZEN_BILLING_ENDPOINT=http://127.0.0.1:{server.server_address[1]}", flush=True)
-    threading.Event().wait()
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:  # Ctrl-C: stopped quietly, as the other stand-ins stop
+        pass
 
 
 if __name__ == "__main__":

@@ -358,7 +358,10 @@ def main(argv: list[str] | None = None) -> None:
         name, _, location = bucket.partition("=")
         standin.state.create_bucket(name, location or "US")
     print(f"STORAGE_EMULATOR_HOST={standin.address}", flush=True)
-    standin._server.serve_forever()
+    try:
+        standin._server.serve_forever()
+    except KeyboardInterrupt:  # Ctrl-C: stopped quietly, as the other stand-ins stop
+        pass
 
 
 if __name__ == "__main__":

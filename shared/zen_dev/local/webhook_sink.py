@@ -67,7 +67,10 @@ def main(argv: list[str] | None = None) -> None:
     server = make_server(args.port, args.out)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     print(f"webhook sink on 127.0.0.1:{args.port}, writing {args.out}", flush=True)
-    server.serve_forever()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:  # Ctrl-C: stopped quietly, as the other stand-ins stop
+        pass
 
 
 if __name__ == "__main__":

@@ -1,0 +1,27 @@
+"""The stand-ins docs/how-to/local.md starts one by one end on Ctrl-C without a traceback (three printed
+KeyboardInterrupt's, the Pub/Sub, Secret Manager and Compute ones did not)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.parametrize("argv", [
+    ["zen_dev.local.storage", "--port", "0"],
+    ["zen_dev.local.billing", "--port", "0"],
+    ["zen_dev.local.webhook_sink", "--port", "0", "--out", "{tmp}/posts.jsonl"],
+])
+def test_a_stand_in_ends_quietly_on_ctrl_c(argv, tmp_path):
+    process = subprocess.Popen([sys.executable, "-m", *[a.format(tmp=tmp_path) for a in argv]],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline()  # serving
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=20)
+    finally:
+        process.kill()
+    assert process.returncode == 0 and "Traceback" not in err, err
