@@ -238,8 +238,10 @@ def test_zen_explain_of_a_cluster_since_removed_shows_its_decisions(db, db_url, 
         session.run("insert_scaling_decision", now=datetime.now(timezone.utc), cluster="2xold", region="us-east1",
                     action="BLOCK", count=0, vm=None, reason="stockout: ZONE_RESOURCE_POOL_EXHAUSTED")
     monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    monkeypatch.delenv("ZEN_COMPUTE_ENDPOINT", raising=False)
     assert main(["explain", "2xold"]) == 0
     out, err = capsys.readouterr()
     assert "ZONE_RESOURCE_POOL_EXHAUSTED" in out and "cluster 2xold is no longer in the configuration" in err
+    assert "quota" not in out.lower()  # no pools of it whose quotas to read
     assert main(["explain", "2xnever"]) == 1  # a name nothing had: as before
     assert "no job, array or cluster named" in capsys.readouterr().err

@@ -301,6 +301,9 @@ def test_zen_queues_and_zen_explain_show_quota_and_why_a_job_waits(queued_zen, d
     assert rows["team-b"]["admitted_gpus"] == 0
     assert rows["team-a"]["you_may_submit"] == "yes" and rows["team-a"]["why_not"] is None  # no submitters: anyone
     assert "TEAM-A" not in zen_cli("queues") and "team-a" in zen_cli("queues")
+    env["ZEN_ID_TOKEN"] = "garbage"  # a read command answers for $USER (submit and stop refuse such a token)
+    assert json.loads(zen_cli("queues", "--json"))[0]["you_may_submit"] == "yes"
+    del env["ZEN_ID_TOKEN"]
     assert "team-a:" in zen_cli("clusters")  # each cluster names the queues with quota on it
     assert zen_cli("explain", "a4").strip() == (
         f"a4: PENDING - waiting for quota: queue team-a holds 16 GPUs of {CLUSTER} (quota 8, 8 borrowed), the job needs 4; "

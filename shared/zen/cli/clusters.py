@@ -34,6 +34,8 @@ def cmd_explain(args, ctx: Context) -> int:
         return 0
     print_table(rows, ("at", "cluster", "region", "action", "count", "vm", "reason"))
     config = load_config()
+    if args.cluster and config.cluster(args.cluster) is None:  # a cluster gone: no pools whose quotas to read
+        return 0
     _, held, unread = quota_rows(config, [c for c in config.clusters if args.cluster in (None, c.name)])
     for cluster, regions in held.items():  # a quota, not capacity: raising it is the fix (docs/how-to/deploy.md)
         for text in regions.values():

@@ -14,7 +14,7 @@ import sys
 from datetime import timedelta
 from typing import Any, Callable
 
-from zen.cli.kit import Context, fail, no_job, print_table
+from zen.cli.kit import CliError, Context, fail, no_job, print_table
 from zen.core.clearance import for_request
 from zen.core.config import load_config
 from zen.core.models import Job, JobStatus
@@ -64,7 +64,10 @@ def _caller(config) -> tuple[str, str]:
 
     from zen.cli import identity
 
-    found = identity.current(config)
+    try:
+        found = identity.current(config)
+    except CliError:  # a ZEN_ID_TOKEN that is no token: a read command answers for $USER (submit and stop refuse it)
+        found = None
     if found is not None and found.email:
         return found.email, found.source
     return os.environ.get("USER") or getpass.getuser(), "$USER: no identity found"

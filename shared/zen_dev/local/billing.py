@@ -152,8 +152,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--snapshot", type=Path, default=SNAPSHOT_PATH)
     args = parser.parse_args(argv)
     server = serve(CatalogStandIn.from_snapshot(args.snapshot), args.port)
-    print(f"ZEN_BILLING_ENDPOINT=http://127.0.0.1:{server.server_address[1]}", flush=True)
-    try:
+    try:  # the line too: a Ctrl-C as soon as it is read may land within its print
+        print(f"ZEN_BILLING_ENDPOINT=http://127.0.0.1:{server.server_address[1]}", flush=True)
         threading.Event().wait()
     except KeyboardInterrupt:  # Ctrl-C: stopped quietly, as the other stand-ins stop
         pass

@@ -357,8 +357,8 @@ def main(argv: list[str] | None = None) -> None:
     for bucket in args.bucket:
         name, _, location = bucket.partition("=")
         standin.state.create_bucket(name, location or "US")
-    print(f"STORAGE_EMULATOR_HOST={standin.address}", flush=True)
-    try:
+    try:  # the line too: a Ctrl-C as soon as it is read may land within its print
+        print(f"STORAGE_EMULATOR_HOST={standin.address}", flush=True)
         standin._server.serve_forever()
     except KeyboardInterrupt:  # Ctrl-C: stopped quietly, as the other stand-ins stop
         pass

@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None) -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     server = make_server(args.port, args.out)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
-    print(f"webhook sink on 127.0.0.1:{args.port}, writing {args.out}", flush=True)
-    try:
+    try:  # the line too: a Ctrl-C as soon as it is read may land within its print
+        print(f"webhook sink on 127.0.0.1:{args.port}, writing {args.out}", flush=True)
         server.serve_forever()
     except KeyboardInterrupt:  # Ctrl-C: stopped quietly, as the other stand-ins stop
         pass
