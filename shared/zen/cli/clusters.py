@@ -16,13 +16,14 @@ from zen.core.config import load_config
 def cmd_explain(args, ctx: Context) -> int:
     from zen.store import fleet
 
-    if args.cluster and load_config().cluster(args.cluster) is None:  # not a cluster: a job, or a cluster gone
+    config = load_config()
+    gone = bool(args.cluster) and config.cluster(args.cluster) is None  # not a cluster: a job, or a cluster gone
+    if gone:
         from zen.cli.queues import explain_job
 
         with ctx.database().transaction() as session:
-            gone = not _names_a_job(session, args.cluster) and fleet.recent_decisions(session, args.cluster, 1)
-        if not gone:
-            return explain_job(args.cluster, args.json, ctx.database())
+            if _names_a_job(session, args.cluster) or not fleet.recent_decisions(session, args.cluster, 1):
+                return explain_job(args.cluster, args.json, ctx.database())
         print(f"cluster {args.cluster} is no longer in the configuration: its last scaling decisions", file=sys.stderr)
     with ctx.database().transaction() as session:
         rows = fleet.recent_decisions(session, args.cluster, args.limit)
@@ -33,8 +34,7 @@ def cmd_explain(args, ctx: Context) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     print_table(rows, ("at", "cluster", "region", "action", "count", "vm", "reason"))
-    config = load_config()
-    if args.cluster and config.cluster(args.cluster) is None:  # a cluster gone: no pools whose quotas to read
+    if gone:  # no pools whose quotas to read
         return 0
     _, held, unread = quota_rows(config, [c for c in config.clusters if args.cluster in (None, c.name)])
     for cluster, regions in held.items():  # a quota, not capacity: raising it is the fix (docs/how-to/deploy.md)

@@ -9,7 +9,7 @@ the key (and, for YAML, its line and where it sits)."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Sequence
 
 import yaml
 
@@ -22,9 +22,10 @@ class DuplicateKey(ValueError):
     """A mapping names one key twice; ``str()`` says which (and where, for YAML)."""
 
 
-def _where(path: tuple[Any, ...]) -> str:
+def format_loc(loc: Sequence[Any]) -> str:
+    """``("capacity", "schedule", 0, "capacity")`` -> ``capacity.schedule[0].capacity``."""
     out = ""
-    for part in path:
+    for part in loc:
         out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
     return out
 
@@ -45,7 +46,7 @@ def duplicate_keys(node: yaml.Node | None, path: tuple[Any, ...] = (), walked: s
             name = str(key.value) if isinstance(key, yaml.ScalarNode) else "?"
             if isinstance(key, yaml.ScalarNode) and key.tag != _MERGE:
                 if name in seen:
-                    found.append((key.start_mark.line + 1, _where(path + (name,))))
+                    found.append((key.start_mark.line + 1, format_loc(path + (name,))))
                 seen.add(name)
             found += duplicate_keys(value, path + (name,), walked)
     elif isinstance(node, yaml.SequenceNode):

@@ -32,7 +32,7 @@ from zen.core import lifecycle
 from zen.core.gang_records import GangConfig, GangNode, GangPlace, master_port, node_wait_s as node_wait_s
 from zen.core.gang_records import ROOM_AFTER_CLAIM_S as ROOM_AFTER_CLAIM_S, avoid_region as avoid_region, word_after
 from zen.core.gang_records import ENDED as ENDED, SILENT, most_silent, room_seen_after as room_seen_after
-from zen.core.lease import Deadlines
+from zen.core.lease import Deadlines, silent_for
 from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.reports import gave_up
@@ -383,16 +383,16 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: d
     """The sweep, for any job; a gang's silence is its most silent node's, named in the reason (``_settle``)."""
     if not is_gang(job) or not job.gang:
         return lifecycle.decide_silence(job, now, deadlines, heard_since, heard_until)
-    heard_now = min(now, heard_until or now)  # silences count to there (lifecycle.decide_silence)
     if losing_node(job):  # unanswered: rerun once a node cut off from Zen has surely ended it (its fence)
-        silent_s = (heard_now - max(filter(None, (job.last_heartbeat_at or job.updated_at, heard_since)))).total_seconds()
-        return _settle(job, list(job.gang), job.gang[0], now) if silent_s >= deadlines.preempted_stop_s else None
+        quiet_s = silent_for(job.last_heartbeat_at or job.updated_at, now, heard_since, heard_until).total_seconds()
+        return _settle(job, list(job.gang), job.gang[0], now) if quiet_s >= deadlines.preempted_stop_s else None
     silent = most_silent(job.gang)
     decision = lifecycle.decide_silence(job.model_copy(update={"vm": silent.vm}), now, deadlines, heard_since, heard_until)
     if decision is None:
         return None
-    decision.changes = [Change(c.to, c.reason.replace(silent.vm, f"node {silent.rank} ({silent.vm})", 1)) for c in decision.changes]
-    heard = heard_now - timedelta(seconds=deadlines.heartbeat_timeout_s)  # (others silent too are as surely cut off)
+    decision.changes = [Change(c.to, c.reason.replace(silent.vm, f"node {silent.rank} ({silent.vm})", 1))
+                        for c in decision.changes]
+    heard = min(now, heard_until or now) - timedelta(seconds=deadlines.heartbeat_timeout_s)  # (others silent: as surely)
     if (others := [n for n in job.gang if n.status not in ENDED and n.vm != silent.vm and max(n.beat_at, heard_since or n.beat_at) > heard]) and job.status in _RUN:
         why = decision.changes[0].reason  # the silent one told STOP too: it may be alive but cut off (charged to now, as one VM)
         silenced = [n.model_copy(update={"status": SILENT, "beat_at": now}) if n == silent else n for n in job.gang]

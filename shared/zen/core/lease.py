@@ -8,6 +8,8 @@ Why the fence ends a job before Zen reruns it is written in ``zen.agent.fence``.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 MARGIN_S = 15.0  # of Zen's deadline, kept after the fence and the stop grace (a quarter of it at most)
@@ -23,6 +25,14 @@ def probe_late_s(heartbeat_timeout_s: float) -> float:
     """How late a report Pub/Sub accepted may reach Zen before the fence's arithmetic no longer holds: the margin
     (``zen.jobs.probes``: a probe of the heartbeat path later than this holds the lost-job sweep)."""
     return min(MARGIN_S, heartbeat_timeout_s / 4)
+
+
+def silent_for(last: datetime, now: datetime, heard_since: datetime | None = None,
+               heard_until: datetime | None = None) -> timedelta:
+    """How long a VM last heard at ``last`` has been silent as far as Zen can know: from its last report, or from
+    when Zen could hear again after an outage (``heard_since``), to now, or to how far the heartbeat path is
+    vouched for (``heard_until``: ``zen.jobs.probes``): the lost-job sweep's measure, a gang's or one VM's."""
+    return min(now, heard_until or now) - max(last, heard_since or last)
 
 
 def fence_s(heartbeat_timeout_s: float, stop_grace_s: float, heartbeat_s: float) -> float:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from zen.core.lease import Deadlines
+from zen.core.lease import Deadlines, silent_for
 from zen.core.retries import next_retry
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.reports import gave_up
@@ -349,7 +349,7 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: d
     ``heard_until``: how far the heartbeat path is vouched for (``zen.jobs.probes``); silence counts to then."""
     if not job.status.holds_vm:
         return None
-    silent = min(now, heard_until or now) - max(filter(None, (job.last_heartbeat_at or job.updated_at, heard_since)))
+    silent = silent_for(job.last_heartbeat_at or job.updated_at, now, heard_since, heard_until)
     if job.status is JobStatus.STOPPING:  # a rerun waits the fence, from the VM's last RUNNING (decide_heartbeat)
         if silent < timedelta(seconds=deadlines.preempted_stop_s if job.preempted_by else deadlines.stop_timeout_s):
             return None

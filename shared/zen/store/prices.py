@@ -67,8 +67,9 @@ def refresh_if_stale(db: Database, fetch: Callable[[datetime], PriceTable], now:
     """Fetch and store the catalog's prices when the stored ones are older than ``max_age_s``, or are
     older than ``retry_after_s`` and price none of a (machine type, region) of ``wanted`` (a cluster
     configured since: priced within the hour, not the day; one the catalog does not list costs a fetch an
-    hour, so the tick leaves out machine types it cannot price at all: ``zen.core.prices.catalog_pairs``), and no fetch failed in the last ``retry_after_s``. A fetch that raises, or finds no price, keeps
-    the old prices and records its error. The caller holds the tick's lock: one refresh at a time."""
+    hour, so the tick leaves out machine types it cannot price at all: ``zen.core.prices.catalog_pairs``), and
+    no fetch failed in the last ``retry_after_s``. A fetch that raises, or finds no price, keeps the old prices
+    and records its error. The caller holds the tick's lock: one refresh at a time."""
     with db.transaction() as session:
         [row] = session.sql("SELECT tried_at, refreshed_at, error FROM vm_price_refresh WHERE id = 1")
         age = now - row["refreshed_at"] if row["refreshed_at"] is not None else None

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Sequence
 
 import yaml
 
-from zen.core.documents import duplicate_keys
+from zen.core.documents import duplicate_keys, format_loc as format_loc  # a location, dotted
 
 Loc = Sequence[Any]
 
@@ -30,17 +30,6 @@ class ScenarioError(ValueError):
 
 def _where(source: str, line: int | None) -> str:
     return f"{source} line {line}: " if line is not None else f"{source}: "
-
-
-def format_loc(loc: Loc) -> str:
-    """``("capacity", "schedule", 0, "capacity")`` -> ``capacity.schedule[0].capacity``."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
 
 
 class LineMap:

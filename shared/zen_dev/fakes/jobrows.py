@@ -214,7 +214,6 @@ class InMemoryJobTx:
             clock.update(probe_nonce=nonce, probe_sent_at=now, probe_heard_at=None)
         return ProbeLook(clock["back_at"], due, late, seen, sent, clock.get("probe_vouched_at"))
 
-
     @hooked("probe_unsent")
     def probe_unsent(self, nonce: str) -> None:
         clock = self._t.tick_clock

@@ -20,8 +20,8 @@ from pydantic import ValidationError
 
 from zen.core.provisioning import ANY, check_accepted
 from zen_dev.capacity.scenario import FixedBoot, UniformBoot
-from zen_dev.sim.jobspec import (PHILLY_FILE as PHILLY_FILE, CsvJobs, DataSpec, DistSpec, JobsSpec, PhillyJobs,
-                                 PoissonArrivals, SyntheticJobs)
+from zen_dev.sim.jobspec import (PHILLY_FILE as PHILLY_FILE, CsvJobs, DataSpec, DistSpec, PhillyJobs, PoissonArrivals,
+                                 SyntheticJobs, validate)
 from zen_dev.sim.scenario import Scenario, SimCluster, resolve_path
 
 PHILLY_COLUMNS = ("jobid", "submitted_time", "num_gpus", "runtime_min")
@@ -61,7 +61,7 @@ def sample(dist: DistSpec, rng: random.Random) -> float:
 
 def parse_jobs_spec(raw: dict[str, Any] | None) -> SyntheticJobs | PhillyJobs | CsvJobs:
     try:
-        return JobsSpec.validate_python(raw or {"kind": "synthetic"})
+        return validate(raw or {"kind": "synthetic"})
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])

@@ -6,7 +6,7 @@ Formats: docs/reference/simulator.md#job-traces
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -74,5 +74,14 @@ class CsvJobs(_Spec):
     file: str
 
 
-JobsSpec = TypeAdapter(SyntheticJobs | PhillyJobs | CsvJobs)
-KINDS: dict[str, type[_Spec]] = {"synthetic": SyntheticJobs, "philly": PhillyJobs, "csv": CsvJobs}
+_ANY_KIND = TypeAdapter(SyntheticJobs | PhillyJobs | CsvJobs)
+_KINDS: dict[str, type[SyntheticJobs | PhillyJobs | CsvJobs]] = {
+    "synthetic": SyntheticJobs, "philly": PhillyJobs, "csv": CsvJobs}
+
+
+def validate(raw: dict[str, Any]) -> SyntheticJobs | PhillyJobs | CsvJobs:
+    """A jobs section read as its ``kind`` (synthetic when it names none): a ``ValidationError`` names that kind's
+    problems only, not every kind's; a kind that is no known name, as the three."""
+    named = raw.get("kind", "synthetic")
+    kind = _KINDS.get(named) if isinstance(named, str) else None
+    return kind.model_validate(raw) if kind is not None else _ANY_KIND.validate_python(raw)

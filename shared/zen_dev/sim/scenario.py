@@ -26,7 +26,7 @@ from zen.scaling.model import ClusterLimits, Pool, Timing
 from zen_dev.capacity.scenario import BootSpec, CapacitySpec, LognormalBoot
 from zen_dev.capacity.traces import CapacitySchedule, TraceError, load_trace
 from zen_dev.capacity.yamllines import LineMap, ScenarioError, problems_from_validation
-from zen_dev.sim.jobspec import KINDS, JobsSpec
+from zen_dev.sim.jobspec import validate as validate_jobs
 
 SCENARIO_DIR = Path(__file__).with_name("scenarios")
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -304,10 +304,8 @@ def parse_scenario(text: str, source: str = "scenario", base_dir: Path | None = 
     except ValidationError as exc:
         raise ScenarioError(source, problems_from_validation(exc.errors(), lines)) from None
     if spec.jobs is not None:  # checked here, where its lines are known
-        named = spec.jobs.get("kind", "synthetic")
-        kind = KINDS.get(named) if isinstance(named, str) else None  # its own kind's problems, not every kind's
         try:
-            kind.model_validate(spec.jobs) if kind is not None else JobsSpec.validate_python(spec.jobs)
+            validate_jobs(spec.jobs)
         except ValidationError as exc:
             errors = [{**err, "loc": ("jobs", *err["loc"])} for err in exc.errors()]
             raise ScenarioError(source, problems_from_validation(errors, lines)) from None
