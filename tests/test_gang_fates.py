@@ -193,3 +193,24 @@ def test_a_silent_nodes_gang_is_rerun_once_the_others_stopped_or_their_fence_pas
         functions.tick()  # (ticks a gap apart would restart the deadline: Zen may not have heard)
     record = job(zen, "g")
     assert (record.status.value, record.attempt, record.max_attempts) == ("QUEUED", 2, 3)  # silence spends one
+
+
+def test_a_gang_whose_nodes_ran_as_different_models_is_priced_as_each_node_ran(functions, zen, clock):
+    """Nodes claim by region, not model: rank 0 on a VM seen as standard, rank 1 on one seen as spot, which
+    ends 60 s into a 1,920 s attempt. The attempt was priced at rank 0's model for both nodes (14.69 a
+    VM-hour where its VMs cost 14.69 and 5.17); now each node's price for its share of the VM-time."""
+    from tests.test_usage import PRICE, SPOT, _seen_as
+
+    _seen_as(zen, clock, ["standard"], ["vm-1"])
+    _seen_as(zen, clock, ["spot", "standard"], ["vm-2"])
+    running(functions)
+    clock.advance(60)
+    functions.heartbeat(heartbeat("g", "SUCCEEDED", 3, vm="vm-2", exit_code=0))
+    clock.advance(1860)
+    functions.heartbeat(heartbeat("g", "SUCCEEDED", 3, vm="vm-1", exit_code=0))
+    with zen.db.transaction() as session:
+        [row] = session.sql("SELECT model, usd_per_hour, vm_share, extract(epoch FROM ended_at - started_at) AS wall "
+                            "FROM attempt_usage WHERE job_id = 'g'")
+    assert row["model"] == "standard"  # rank 0's
+    assert round(float(row["wall"])) == 1920 and abs(float(row["vm_share"]) - 1980 / 1920) < 1e-9
+    assert abs(row["usd_per_hour"] - (1920 * PRICE + 60 * SPOT) / 1980) < 1e-9

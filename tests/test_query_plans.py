@@ -65,11 +65,13 @@ HOT_QUERIES = [
                         start_vms=None, regions='["us-central1"]', hold=None, hold_until=None, retries=0, gang=None, left_vms=None,
                         now=NOW)),
     ("take_early_stops", {"job_id": "job-7"}),
-    # The end of an attempt also records its usage (its claim time read from the job's history).
+    # The end of an attempt also records its usage (its claim time read from the job's history, its VM's model
+    # from the scaling passes' records).
     ("insert_attempt_usage", dict(job_id="job-13", attempt=1, user_id="u", queue=None, cluster="4xa100-40gb",
                                   machine_type="a2-highgpu-4g", region="us-central1", vm="vm-13", gpus=4,
-                                  ran_from=NOW, ended_at=NOW, outcome="SUCCEEDED", model="spot", fixed_usd=None,
-                                  use_catalog=True, fallback_usd=5.17, gpu_factor=1.0)),
+                                  ran_from=NOW, ended_at=NOW, outcome="SUCCEEDED", gpu_factor=1.0, use_catalog=True,
+                                  vms='[{"rank": 0, "vm": "vm-13", "model": "spot", "share": 1.0}]', fixed="{}",
+                                  fallback='{"spot": 5.17}')),
     ("held_jobs_silent_since", {"cutoff": NOW - timedelta(minutes=2), "limit": 500}),
     ("queued_jobs_published_before", {"cutoff": NOW - timedelta(hours=1), "limit": 500}),
     ("queued_jobs_to_widen", {"now": NOW, "limit": 500}),  # the tick widens starts narrowed near their data

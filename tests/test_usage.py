@@ -19,6 +19,7 @@ from zen.store import repository, usage
 CLUSTER = "4xa100-40gb"  # a2-highgpu-4g: 4 GPUs per VM
 PRICE = 14.69354  # the snapshot's price of an a2-highgpu-4g per VM-hour in us-central1 and us-west1, standard
 L4_EUROPE = 0.897202  # the snapshot's g2-standard-8 in europe-west4, standard
+SPOT = 5.17342  # the snapshot's a2-highgpu-4g in us-central1, spot
 
 
 def attempts(zen, job_id):
@@ -208,6 +209,40 @@ def test_the_fleets_vms_keep_the_model_their_pool_had_when_seen(functions, zen, 
     then.see_instances(CLUSTER, {"us-central1": []}, start + timedelta(hours=1, seconds=30))  # gone: vm_lifetimes
     [central] = zen_usage(capsys, "--by", "region")["groups"]
     assert central["fleet_usd"] == round(4 * 1.293355, 2)  # the snapshot's spot a2-highgpu-4g in us-central1
+
+
+def _seen_as(zen, clock, models: list[str], names: list[str]) -> None:
+    """The scaling passes saw ``names`` in ``CLUSTER``'s primary pool in us-central1 while it listed ``models``."""
+    from zen.scaling.fleetdb import FleetDb
+
+    then = FleetDb(zen.db, {CLUSTER: zen.config.cluster(CLUSTER).model_copy(update={"provisioning": models})})
+    then.see_instances(CLUSTER, {"us-central1": names}, clock())
+
+
+def test_an_attempt_is_priced_as_the_model_its_vm_was_seen_as_not_the_first_configured_at_its_end(
+        functions, zen, clock):
+    """A primary pool's VM names no model: an attempt on one took the cluster's first model configured when it
+    ended, so a job run on a VM seen while the cluster listed spot first, ending once it listed standard alone,
+    was priced at the standard price (14.69 a VM-hour for 5.17); one whose VM had left its MIG before the sweep
+    gave it up likewise. A VM the passes never saw is priced as its name says, as before."""
+    vm_a, vm_b = "zen-4xa100-40gb-us-central1-ab12", "zen-4xa100-40gb-us-central1-cd34"
+    _seen_as(zen, clock, ["spot", "standard"], [vm_a, vm_b])
+    assert zen.config.cluster(CLUSTER).provisioning == ["standard"]  # today's
+    functions.submit(job_request("job-1"))
+    for beat in agent_run("job-1", vm=vm_a):
+        functions.heartbeat(beat)
+    functions.submit(job_request("job-2"))
+    functions.heartbeat(heartbeat("job-2", "CLAIMED", 1, vm=vm_b))
+    functions.heartbeat(heartbeat("job-2", "RUNNING", 2, vm=vm_b))
+    _seen_as(zen, clock, ["spot", "standard"], [vm_a])  # vm_b left its MIG: vm_lifetimes keeps it
+    clock.advance(zen.config.deadlines.heartbeat_timeout_s + 30)
+    functions.tick()
+    functions.submit(job_request("job-3"))
+    for beat in agent_run("job-3", vm="vm-unseen"):
+        functions.heartbeat(beat)
+    rows = {job_id: attempts(zen, job_id)[0] for job_id in ("job-1", "job-2", "job-3")}
+    assert {job_id: (row["outcome"], row["model"], row["usd_per_hour"]) for job_id, row in rows.items()} == {
+        "job-1": ("SUCCEEDED", "spot", SPOT), "job-2": ("LOST", "spot", SPOT), "job-3": ("SUCCEEDED", "standard", PRICE)}
 
 
 def test_a_listing_that_names_an_instance_twice_records_it_once(zen, clock):

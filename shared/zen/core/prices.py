@@ -24,7 +24,7 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator
 
 from zen.core.cluster_config import ClusterConfig, Number, Strict
-from zen.core.provisioning import check_model, pool_key
+from zen.core.provisioning import MODELS, check_model, pool_key
 from zen.core.shapes import SHAPES as SHAPES, Shape as Shape  # re-exported: what each machine type holds
 
 SNAPSHOT_PATH = Path(__file__).with_name("price_snapshot.json")
@@ -191,25 +191,38 @@ def snapshot() -> PriceTable:
 
 @dataclass(frozen=True)
 class AttemptPrice:
-    """What an attempt that ends now is priced at, as its usage row keeps it (``zen.store.usage``): the model
-    its VM ran as, and its price in the sources' order: ``fixed`` (a configured override) wins, else the
-    catalog's stored price (looked up in the row's own statement where ``catalog``), else the snapshot's
-    (``fallback``); None of them: unpriced."""
+    """What an attempt that ends now is priced at, as its usage row keeps it (``zen.store.usage``). ``vms``: each
+    VM it held (a gang's nodes, rank order), the model its name gives under today's configuration
+    (``model_of_vm``), and its share of the attempt's VM-time. Per model, ``fixed`` (a configured override) wins,
+    else the catalog's stored price (looked up in the row's own statement where ``catalog``), else the
+    snapshot's (``fallback``). The row's statement reads each VM's model as the scaling passes first saw it
+    where they did (a primary pool's VM names no model), else the name's; the attempt's price per VM-hour is
+    its VMs' weighted by their shares, unpriced where any VM's model is, and its model rank 0's."""
 
-    model: str
-    fixed: float | None
+    vms: tuple[tuple[str, str, float], ...]
+    fixed: dict[str, float]
     catalog: bool
-    fallback: float | None
+    fallback: dict[str, float]
+
+    @property
+    def model(self) -> str:
+        """The model the VM names give rank 0's VM (the fleet's record may say otherwise: see the class)."""
+        return self.vms[0][1]
 
 
-def attempt_price(pricing: Pricing, cluster: ClusterConfig, vm: str | None, region: str | None) -> AttemptPrice | None:
-    """The price of an attempt of ``cluster`` on ``vm`` in ``region`` ending now (None without a VM or region)."""
-    if not vm or not region:
+def attempt_price(pricing: Pricing, cluster: ClusterConfig, vms: list[tuple[str | None, float]],
+                  region: str | None) -> AttemptPrice | None:
+    """The price of an attempt of ``cluster`` in ``region`` ending now, on ``vms`` (each with its share of the
+    attempt's VM-time); None without a VM or region. Every model is priced, not only those the cluster lists
+    now: a VM may have run as one the configuration has since dropped."""
+    held = [(vm, share) for vm, share in vms if vm]
+    if not held or not region:
         return None
-    model, machine = model_of_vm(cluster, vm, region), cluster.machine_type
-    fixed, fallback = (table.lookup(machine, region, model) for table in (pricing.table(), snapshot()))
-    return AttemptPrice(model, fixed.usd_per_hour if fixed else None, pricing.catalog,
-                        fallback.usd_per_hour if fallback else None)
+    machine, tables = cluster.machine_type, {"fixed": pricing.table(), "fallback": snapshot()}
+    found = {name: {m: p.usd_per_hour for m in MODELS if (p := table.lookup(machine, region, m)) is not None}
+             for name, table in tables.items()}
+    return AttemptPrice(tuple((vm, model_of_vm(cluster, vm, region), share) for vm, share in held),
+                        found["fixed"], pricing.catalog, found["fallback"])
 
 
 def model_of_vm(cluster: ClusterConfig, vm: str, region: str) -> str:

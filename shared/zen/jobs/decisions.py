@@ -206,12 +206,12 @@ class DecisionWriter:
         cluster = self._config.cluster(job.cluster)  # the VM's shape; the attempt held job.gpus of its GPUs
         vm_gpus = cluster.gpu_count if cluster else job.gpus
         gpus = job.gpus or vm_gpus  # 0: a row from before jobs recorded their GPUs, which held the whole VM
-        nodes = _node_share(job, now)  # a gang: its nodes, each until its own end (its VM is free after it)
+        nodes, held = _vms_held(job, now)  # a gang: its nodes, each until its own end (its VM is free after it)
         tx.record_attempt(
             job, outcome=outcome, machine_type=cluster.machine_type if cluster else None, gpus=gpus,
             ran_from=after.started_at if after.attempt == job.attempt else job.started_at, now=now,
             vm_share=nodes if job.nodes > 1 else min(1.0, gpus / vm_gpus) if vm_gpus else 1.0,
-            price=attempt_price(self._config.pricing, cluster, job.vm, job.region) if cluster else None,
+            price=attempt_price(self._config.pricing, cluster, held, job.region) if cluster else None,
             gpu_factor=nodes / job.nodes)
 
     def admit(self, tx: JobTx, queue: str, cluster: str, now: datetime, released: int = 0) -> list[Enqueued]:
@@ -242,14 +242,19 @@ class DecisionWriter:
         return ids
 
 
-def _node_share(job: Job, now: datetime) -> float:
-    """The VMs a gang's attempt ending ``now`` held, on average over its usage (from the gang's claim, its
-    completion, as its usage row: ``GangNode.confirmed_at``, else its run's start): each node until its own
+def _vms_held(job: Job, now: datetime) -> tuple[float, list[tuple[str | None, float]]]:
+    """The VMs an attempt ending ``now`` held on average over its usage, and each VM with its share of that
+    time (shares adding up to 1): one VM's job, its VM whole; a gang's nodes (rank order), each from the gang's
+    claim (its completion, as its usage row: ``GangNode.confirmed_at``, else its run's start) until its own
     final report (``beat_at``: its VM takes other work after it, ``zen.jobs.claims``), or until ``now``;
-    ``job.nodes`` for a gang that never ran, and for one VM's job."""
-    nodes = job.gang or []
+    ``job.nodes`` and the nodes alike for a gang that never ran."""
+    nodes = sorted(job.gang or [], key=lambda n: n.rank)
+    if job.nodes <= 1:
+        return 1.0, [(job.vm, 1.0)]
     start = next((n.confirmed_at for n in nodes if n.confirmed_at is not None), None) or job.started_at
-    if job.nodes <= 1 or len(nodes) != job.nodes or start is None or (wall := (now - start).total_seconds()) <= 0:
-        return float(job.nodes)
-    return sum(min(wall, max(0.0, (n.beat_at - start).total_seconds())) if n.status in gang.ENDED else wall
-               for n in nodes) / wall
+    if len(nodes) != job.nodes or start is None or (wall := (now - start).total_seconds()) <= 0:
+        return float(job.nodes), [(n.vm, 1 / len(nodes)) for n in nodes] or [(job.vm, 1.0)]
+    held = [min(wall, max(0.0, (n.beat_at - start).total_seconds())) / wall if n.status in gang.ENDED else 1.0
+            for n in nodes]
+    total = sum(held)
+    return total, [(n.vm, share / total if total else 1 / len(nodes)) for n, share in zip(nodes, held)]

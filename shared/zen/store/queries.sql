@@ -673,24 +673,37 @@ GROUP BY queue, cluster;
 -- claim that ran it is the last), else when it began running (an agent's clock never moves the start
 -- before Zen's claim: queue time is not usage); gpu_seconds = gpus x wall time on the VM (x :gpu_factor: a
 -- gang's nodes that ended before it, zen.jobs.decisions).
--- Its price per VM-hour now (zen.core.prices.AttemptPrice): a configured one, else the catalog's stored
--- price of its pool, else the snapshot's.
+-- Its price per VM-hour now (zen.core.prices.AttemptPrice): each of its VMs (:vms, a gang's nodes) as the
+-- model the scaling passes first saw it as (mig_instances, else vm_lifetimes once it left its MIG; a primary
+-- pool's VM names no model), else as its name says; priced at a configured price of that model, else the
+-- catalog's stored price of its pool, else the snapshot's; weighted by each VM's share; unpriced where one is.
+-- Its model: rank 0's.
 -- ON CONFLICT: the attempt is already counted (a redelivered or repeated end changes nothing).
 INSERT INTO attempt_usage (job_id, attempt, user_id, queue, cluster, machine_type, region, vm, gpus, started_at,
                            ended_at, gpu_seconds, outcome, model, usd_per_hour)
 SELECT :job_id, :attempt, :user_id, :queue, :cluster, :machine_type, :region, :vm, :gpus, s.started_at, s.ended_at,
        CAST(:gpus AS integer) * CAST(:gpu_factor AS double precision)
-           * GREATEST(0, extract(epoch FROM s.ended_at - s.started_at)), :outcome, :model,
-       COALESCE(CAST(:fixed_usd AS double precision),
-                (SELECT p.usd_per_hour FROM vm_prices p
-                 WHERE CAST(:use_catalog AS boolean) AND p.machine_type = :machine_type AND p.region = :region
-                   AND p.model = :model),
-                CAST(:fallback_usd AS double precision))
+           * GREATEST(0, extract(epoch FROM s.ended_at - s.started_at)), :outcome, v.model, v.usd_per_hour
 FROM (SELECT LEAST(COALESCE(claim.at, CAST(:ran_from AS timestamptz), t.ended_at), t.ended_at) AS started_at,
              t.ended_at
       FROM (SELECT CAST(:ended_at AS timestamptz) AS ended_at) AS t,
            (SELECT max(at) AS at FROM job_events
-            WHERE job_id = :job_id AND attempt = :attempt AND to_status = 'ASSIGNED') AS claim) AS s
+            WHERE job_id = :job_id AND attempt = :attempt AND to_status = 'ASSIGNED') AS claim) AS s,
+     (SELECT (array_agg(n.model ORDER BY n.rank))[1] AS model,
+             CASE WHEN bool_and(n.usd IS NOT NULL) THEN sum(n.share * n.usd) END AS usd_per_hour
+      FROM (SELECT m.rank, m.share, m.model,
+                   COALESCE(CAST(CAST(:fixed AS jsonb) ->> m.model AS double precision),
+                            (SELECT p.usd_per_hour FROM vm_prices p
+                             WHERE CAST(:use_catalog AS boolean) AND p.machine_type = :machine_type
+                               AND p.region = :region AND p.model = m.model),
+                            CAST(CAST(:fallback AS jsonb) ->> m.model AS double precision)) AS usd
+            FROM (SELECT g.rank, g.share,
+                         COALESCE((SELECT i.model FROM mig_instances i WHERE i.name = g.vm),
+                                  (SELECT l.model FROM vm_lifetimes l WHERE l.name = g.vm AND l.model IS NOT NULL
+                                   ORDER BY l.first_seen_at DESC LIMIT 1),
+                                  g.model) AS model
+                  FROM jsonb_to_recordset(CAST(:vms AS jsonb))
+                       AS g(rank integer, vm text, model text, share double precision)) AS m) AS n) AS v
 ON CONFLICT (job_id, attempt) DO NOTHING
 RETURNING job_id;
 

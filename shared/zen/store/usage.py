@@ -7,6 +7,7 @@ Units (wall time, GPU-seconds, VM-seconds and a shared VM's split): docs/explana
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -85,14 +86,16 @@ def record_attempt(session: Session, job: Job, *, outcome: str, machine_type: st
     """The usage of ``job``'s current attempt, which ends now (``job`` as it was before the change;
     ``gpus``: those it held; ``vm_share``: its share of the VM, below 1 only when it shared it, a gang's
     nodes (zen.core.gang) when it held several; ``ran_from``: when that attempt began running, if it did;
-    ``price``: its model and price now, kept with it; ``gpu_factor``: its GPU-seconds' share of ``gpus`` x
+    ``price``: its VMs' models and prices now, kept with it; ``gpu_factor``: its GPU-seconds' share of ``gpus`` x
     wall time, below 1 for a gang whose nodes did not all run to its end). False when already recorded."""
     row = session.one(
         "insert_attempt_usage", job_id=job.job_id, attempt=job.attempt, user_id=job.user_id, queue=job.queue,
         cluster=job.cluster, machine_type=machine_type, region=job.region, vm=job.vm, gpus=gpus,
-        ran_from=ran_from, ended_at=now, outcome=outcome, model=price.model if price else None,
-        fixed_usd=price.fixed if price else None, use_catalog=bool(price and price.catalog),
-        fallback_usd=price.fallback if price else None, gpu_factor=gpu_factor,
+        ran_from=ran_from, ended_at=now, outcome=outcome, gpu_factor=gpu_factor,
+        vms=json.dumps([{"rank": rank, "vm": vm, "model": model, "share": share}
+                        for rank, (vm, model, share) in enumerate(price.vms)] if price else []),
+        fixed=json.dumps(price.fixed if price else {}), fallback=json.dumps(price.fallback if price else {}),
+        use_catalog=bool(price and price.catalog),
     )
     if row is not None and vm_share != 1.0:  # one more statement, only for an attempt that shared its VM or a gang
         session.run("share_attempt_vm", job_id=job.job_id, attempt=job.attempt, vm_share=vm_share)

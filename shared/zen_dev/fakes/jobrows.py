@@ -427,8 +427,7 @@ class InMemoryJobTx:
             "cluster": job.cluster, "machine_type": machine_type, "region": job.region, "vm": job.vm, "gpus": gpus,
             "started_at": started, "ended_at": now, "outcome": outcome, "vm_share": vm_share,
             "gpu_seconds": gpus * gpu_factor * max(0.0, (now - started).total_seconds()),
-            "model": price.model if price else None,  # no catalog rows here: an override, else the snapshot's
-            "usd_per_hour": (price.fixed if price.fixed is not None else price.fallback) if price else None}
+            "model": price.model if price else None, "usd_per_hour": _usd_per_hour(price)}
         return True
 
     @hooked("lost_attempt")
@@ -551,3 +550,12 @@ def _admission_order(job: Job) -> tuple[int, datetime, str]:
 
 def _value(status: Any) -> Any:
     return status.value if isinstance(status, JobStatus) else status
+
+
+def _usd_per_hour(price: AttemptPrice | None) -> float | None:
+    """An attempt's price here: no fleet or catalog rows, so each VM as its name says, at an override, else the
+    snapshot's (the Postgres statement: zen.store.queries insert_attempt_usage)."""
+    if price is None:
+        return None
+    usd = [(share, price.fixed.get(model, price.fallback.get(model))) for _, model, share in price.vms]
+    return None if any(p is None for _, p in usd) else sum(share * p for share, p in usd if p is not None)
