@@ -34,6 +34,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Sequence
 
+from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
 
 from zen.adapters.compute import MigManager, error_kind
@@ -188,11 +189,26 @@ class FlexStartMig(MigManager):
                 raise MigUnconfirmed(f"{exc} (after {made} other resize request(s) were made)") from exc
 
     def delete_instances(self, names: list[str], zones: dict[str, str | None]) -> None:
-        """Real instances are deleted; a pending one cancels its whole request (once per request)."""
-        super().delete_instances([n for n in names if request_of(n) is None], zones)
+        """Real instances are deleted; a pending one cancels its whole request (once per request). Each request
+        on its own: Compute refuses to cancel one no longer queued (granted since the read: the MIG then lists
+        its VMs, which the next pass sees and deletes as any other), and that stops none of the others (the
+        loop gave up at it, leaving later requests queued for a grant nobody wanted); any other failure is
+        raised once everything was tried."""
+        failed: list[MigApiError] = []
+        try:
+            super().delete_instances([n for n in names if request_of(n) is None], zones)
+        except MigApiError as exc:
+            failed.append(exc)
         for request in dict.fromkeys(r for n in names if (r := request_of(n)) is not None):
-            self._write(self._requests.cancel_unary, resize_request=request)  # refused once granted: the
-            # MIG then lists its VMs, which the next pass sees and deletes as any other
+            try:
+                self._write(self._requests.cancel_unary, resize_request=request)
+            except MigApiError as exc:
+                if isinstance(exc.__cause__, gexc.BadRequest):  # not queued any more: nothing to cancel
+                    log.info("resize request %s of %s not cancelled: %s", request, self.name, exc)
+                    continue
+                failed.append(exc)
+        if failed:
+            raise failed[0]
 
 
 _ADAPTS: type[MigPort] = FlexStartMig  # the type checker holds the adapter to its port

@@ -76,6 +76,20 @@ def queued(vms: Mapping[str, Iterable[Vm]]) -> dict[str, int]:
     return {pool: sum(PENDING_SEP in vm.name for vm in pool_vms) for pool, pool_vms in vms.items()}
 
 
+def claim_queued(flex: bool, pool: str, left: int, pending: dict[str, int], booting_left: dict[str, int]) -> int:
+    """How many of ``left`` jobs a demand group about to ask in ``pool`` takes from the requests queued there
+    that no group took (``pending``: the planner's booting VMs left after matching; a flex-start pool's are its
+    requests' VMs), counted off ``pending`` and ``booting_left`` (so none is cancelled as unwanted). Only a group
+    past its start bound leaves them (:func:`queued`), for another pool it may take; where it asks in this one
+    all the same (the others blocked or full), a new request would queue behind its own, one more every pass,
+    each a VM a grant bills (eight for one job in the reproduction)."""
+    if not flex or (take := min(left, pending.get(pool, 0))) <= 0:
+        return 0
+    pending[pool] -= take
+    booting_left[pool] -= take
+    return take
+
+
 def kept_whole(plan: Plan, index: VmIndex) -> set[str]:
     """The deletions of ``plan`` that ``keep_requests_whole`` leaves: real VMs, and flex-start requests deleted whole."""
     planned = {name for _, name in plan.delete}

@@ -184,6 +184,7 @@ class _Planning:
                             hedgeable.append((others, -need))  # negative: a whole gang, in one pool
                 continue
             for region in ranked:
+                left -= flexrun.claim_queued(self.ranking.flex(region), region, left, self.spare[2], self.booting_left)
                 take = min(left, room(region))
                 if take <= 0:
                     continue
