@@ -36,7 +36,7 @@ LIBRARY = ROOT / "shared" / "zen"
 FUNCTIONS_MAIN = ROOT / "functions" / "main.py"
 REQUIREMENTS = ROOT / "requirements.txt"
 AGENT_REQUIREMENTS = ROOT / "requirements-agent.txt"  # the wheel only: google-cloud-logging
-FUNCTIONS_REQUIREMENTS = ROOT / "requirements-functions.txt"  # the functions only: billing, secret manager
+FUNCTIONS_REQUIREMENTS = ROOT / "requirements-functions.txt"  # the functions only: billing, secret manager, logging
 CONSTRAINTS = ROOT / "constraints.txt"  # every package's pin, transitive ones included (the wheel's closure)
 
 FUNCTIONS_ARCHIVE = "zen-functions.zip"

@@ -21,3 +21,14 @@ provider "google" {
   project = var.project_id
   region  = var.region
 }
+
+# The Billing Budgets API answers user credentials (`gcloud auth application-default login`) with a 403 unless
+# the call names a project to bill it to: this provider names this one, for the budget alone (budget.tf). Whoever
+# applies needs serviceusage.services.use on the project (Owner, or Service Usage Consumer).
+provider "google" {
+  alias                 = "budget"
+  project               = var.project_id
+  region                = var.region
+  billing_project       = var.project_id
+  user_project_override = true
+}

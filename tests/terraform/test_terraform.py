@@ -566,6 +566,43 @@ def test_packaged_functions_import_without_local_only_packages(packaged, tmp_pat
     assert result.stdout.strip() == "on_heartbeat,on_job_event,on_job_submitted,on_scale_tick,on_stop_requested"
 
 
+def test_every_package_the_archives_code_imports_is_in_its_requirements(packaged, tmp_path):
+    """Each module the deployed code imports, at the top or inside a function (the console's Cloud Logging
+    reader, the tick's billing client: imported at first use, so no import of the package finds them), comes
+    from a distribution the archive's requirements.txt installs (the console streamed no job output: its
+    Cloud Logging client was in the agent's wheel alone). Local-only modules are the probe's (above)."""
+    import importlib.metadata
+    import importlib.util
+
+    out, manifest = packaged
+    with zipfile.ZipFile(out / manifest["functions_archive"]) as archive:
+        archive.extractall(tmp_path)
+    installed = {re.split(r"[=<>!~\[ ;]", line, maxsplit=1)[0].lower().replace("_", "-")
+                 for line in (tmp_path / "requirements.txt").read_text().splitlines() if line and line[0] != "#"}
+    owners = {}  # a file -> the distribution that installed it
+    for dist in importlib.metadata.distributions():
+        for file in dist.files or ():
+            owners[str(Path(dist.locate_file(file)).resolve())] = dist.metadata["Name"].lower().replace("_", "-")
+    missing = {}
+    for path in tmp_path.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+                     if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+            for name in names:
+                if name.split(".")[0] in ("zen", "main") or name.split(".")[0] in sys.stdlib_module_names or any(
+                        name == b or name.startswith(b + ".") for b in LOCAL_ONLY):
+                    continue
+                try:
+                    spec = importlib.util.find_spec(name)
+                except (ImportError, ValueError):  # ``from package import name``: a name, not a module
+                    continue
+                owner = owners.get(str(Path(spec.origin).resolve())) if spec and spec.origin else None
+                if owner is not None and owner not in installed:
+                    missing.setdefault(owner, set()).add(f"{path.relative_to(tmp_path)}: {name}")
+    assert not missing, missing
+
+
 def test_agent_wheel_is_installable_shape(packaged):
     out, manifest = packaged
     wheel = out / manifest["agent_wheel"]
@@ -584,7 +621,8 @@ def test_agent_wheel_is_installable_shape(packaged):
                 assert digest == f"sha256={expected}" and int(size) == len(data), name
         assert {line.rsplit(",", 2)[0] for line in record} == set(names)
     requires = re.findall(r"^Requires-Dist: (.+)$", metadata, re.M)
-    # The agent ships job output with the Cloud Logging client; the functions do not need it. Then every
+    # The agent ships job output with the Cloud Logging client (the functions' archive has it from
+    # requirements-functions.txt, for the console; requirements.txt does not). Then every
     # package those require, pinned at constraints.txt's version (tests/test_package_pins.py).
     direct = package.runtime_requirements() + package.runtime_requirements(package.AGENT_REQUIREMENTS)
     assert requires[:len(direct)] == direct and requires == package.pinned_closure(direct)
@@ -698,6 +736,11 @@ def test_a_budget_alerts_on_the_projects_spend_when_a_billing_account_is_given(m
     assert budget["count"] == "${var.billing_account == null ? 0 : 1}"
     assert budget["budget_filter"][0]["projects"] == ["projects/${data.google_project.this.number}"]
     assert sorted(rule["threshold_percent"] for rule in budget["threshold_rules"]) == [0.5, 0.9, 1.0, 1.0]
+    # The Billing Budgets API refuses user credentials (deploy.md's) without a project to bill the call to: 403
+    assert budget["provider"] == "${google.budget}"
+    [aliased] = [p for p in module.files["versions.tf"]["provider"] if p["google"].get("alias") == "budget"]
+    assert (aliased["google"]["billing_project"], aliased["google"]["user_project_override"]) == (
+        "${var.project_id}", True)
 
 
 def test_the_notifiers_timeout_outlasts_one_events_deliveries(module):
