@@ -13,6 +13,7 @@ import pytest
 from google.cloud import storage as gcs
 
 from tests.waiting import wait_for
+from zen.agent import checkpoint_files
 from zen.agent.checkpoint import MANIFEST, Checkpoint
 from zen.agent.staging import Progress, TransferError
 from zen.core.checkpoints import StartCheckpoint, checkpoint_uri
@@ -353,6 +354,61 @@ def test_a_file_whose_name_cloud_storage_cannot_hold_is_left_out_said_once_and_t
     assert first.save("every 600 s") is True
     assert len([line for line in lines if "left out of the checkpoint" in line]) == 2  # said once each
     assert len(first.notes) == 2
+
+
+def test_a_save_listing_the_folder_as_the_job_swaps_checkpoint_folders_is_dropped(tmp_path, client, monkeypatch):
+    """The job writes ckpt-200/ whole and removes ckpt-100/ (as trainers keeping their last N checkpoints do) just
+    after the save read the folder's top: os.walk skipped the folder gone without a word, the save landed with
+    config.json alone, deleted the save before it, and the rerun restored no model as if the checkpoint were
+    whole. Now that save is dropped and the one before stays."""
+    first = attempt(tmp_path, client, 1)
+    folder = first.directory
+    (folder / "ckpt-100").mkdir()
+    (folder / "ckpt-100" / "model.pt").write_text("step 100")
+    (folder / "config.json").write_text("{}")
+    assert first.save("every 600 s") is True
+    walk, swapped = os.walk, []
+
+    def walk_then_swap(top, *args, **kwargs):
+        for entry in walk(top, *args, **kwargs):
+            yield entry
+            if entry[0] == str(folder) and not swapped:  # the top was read: the job's next checkpoint lands
+                swapped.append(True)
+                (folder / "ckpt-200.tmp").mkdir()
+                (folder / "ckpt-200.tmp" / "model.pt").write_text("step 200")
+                os.rename(folder / "ckpt-200.tmp", folder / "ckpt-200")
+                shutil.rmtree(folder / "ckpt-100")
+
+    monkeypatch.setattr(checkpoint_files.os, "walk", walk_then_swap)
+    with pytest.raises(TransferError, match=r"checkpoint not saved \(every 600 s\): folder .*ckpt-100 went while "
+                                            r"ZEN_CHECKPOINT_DIR was listed; the previous one is kept"):
+        first.save("every 600 s")
+    monkeypatch.setattr(checkpoint_files.os, "walk", walk)
+    assert sorted(f["path"] for f in manifest(client)["files"]) == ["ckpt-100/model.pt", "config.json"]
+    assert any(name.endswith("/ckpt-100/model.pt") for name in names(client))  # its files kept
+    assert first.save("every 600 s") is True  # the next save lists it whole
+    rerun = attempt(tmp_path, client, 2)
+    rerun.restore(Progress(), threading.Event())
+    assert sorted(p.relative_to(rerun.directory).as_posix() for p in rerun.directory.rglob("*") if p.is_file()) == [
+        "ckpt-200/model.pt", "config.json"]
+
+
+def test_a_file_whose_object_name_would_pass_cloud_storages_limit_is_left_out_not_every_save_failed(tmp_path, client):
+    """Cloud Storage refuses an object name over 1,024 bytes, as one with a line break: one file deep in a
+    tree (here its object's name 1,071 bytes) would fail every save. It is left out and said once, as those are."""
+    lines: list[str] = []
+    first = attempt(tmp_path, client, 1, lines=lines)
+    (first.directory / "model.pt").write_text("epoch 1")
+    deep = first.directory.joinpath(*["d" * 200] * 5)
+    deep.mkdir(parents=True)
+    (deep / "events.out.tfevents").write_text("x")
+    assert first.save("every 600 s") is True
+    assert [f["path"] for f in manifest(client)["files"]] == ["model.pt"]
+    assert max(len(n.encode()) for n in names(client)) <= checkpoint_files.MAX_OBJECT_NAME
+    [said] = [line for line in lines if "left out of the checkpoint" in line]
+    assert said.startswith(f"zen: checkpoint file '{'d' * 200}/") and said.endswith(
+        "events.out.tfevents' is left out of the checkpoint: its name is 1,024 bytes: with the checkpoint's prefix, "
+        "its object's name would pass Cloud Storage's 1,024")
 
 
 def test_an_empty_folder_comes_back_with_the_checkpoint(tmp_path, client):

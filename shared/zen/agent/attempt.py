@@ -33,15 +33,14 @@ from zen.agent.staging import AttemptData, Progress
 from zen.agent.transfer import transfer
 from zen.agent.vmbeat import VmBeats
 from zen.core.gang_records import node_env
-from zen.core.models import AgentStatus, ControlAction, ControlMessage, StartMessage
+from zen.core.models import PREEMPTED, AgentStatus, ControlAction, ControlMessage, StartMessage
 from zen.core.text import escape_unstorable
 
 OUTPUT_BUDGET_S = 20.0  # shipping the rest of a job's output before its final report (heartbeat timeout: 120 s)
 UPLOAD_GRACE_S = 15.0  # the most an upload of outputs is given once the VM is shutting down
 SHUTDOWN_OUTPUT_S = 2.0  # kept, after an upload cut short, for the rest of the job's output
 SHUTDOWN_REPORT_S = 3.0  # kept, after that, for the final report
-# A STOP's ``answer_within_s`` (seconds until Zen ends the stopping job without its report) less this is
-# when the upload after the stop is cut: the rest of the output and the final report take the last of it.
+# A STOP's ``answer_within_s`` (until Zen ends the job without its report) less this: when the upload after it is cut
 STOP_REPORT_S = SHUTDOWN_OUTPUT_S + SHUTDOWN_REPORT_S
 END_SAVE = "the attempt ended"  # the last save's reason: the one the final report may name as the latest
 PREFACE_CHARS = 1100  # zen's lines before the output tail in the final report (Heartbeat.message: 8192)
@@ -297,11 +296,10 @@ class AttemptRunner:
 
     def _supervise(self, job: RunningJob, attempt: AttemptReport, over: str,
                    notice: Callable[[], None] | None = None) -> tuple[AgentStatus | None, str | None]:
-        """Heartbeat until the job ends, is stopped, runs out of time, or the agent shuts down.
-
-        Returns the final status when the agent decided it (else the exit code decides) and a note
-        to put before the output tail (``over``: the job ran out of time).
-        """
+        """Heartbeat until the job ends, is stopped, runs out of time, or the agent shuts down. Returns the final
+        status when the agent decided it (else the exit code decides) and a note to put before the output tail
+        (``over``: the job ran out of time). ``notice`` makes ZEN_PREEMPTION_NOTICE appear: at the VM's shutdown and
+        a queue's preemption (``PREEMPTED``: time to checkpoint; a user's stop has none, as the docs promise)."""
         settings = self._settings
         fields = {"job_id": attempt.job_id, "attempt": attempt.attempt}
         self._reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, settings.heartbeat_s), abandon=lambda: self._shutdown.stopping)
@@ -337,6 +335,8 @@ class AttemptRunner:
                 continue
             if order.action is ControlAction.STOP and job.poll() is None:
                 self._log.info("stopping the job on request", extra={**fields, "reason": order.reason})
+                if notice is not None and (order.reason or "").startswith(PREEMPTED):
+                    notice()
                 job.stop(settings.stop_grace_s)
                 return AgentStatus.STOPPED, f"zen: stopped ({order.reason or 'stop requested'})"
             if order.action is ControlAction.STOP:

@@ -64,6 +64,7 @@ class Checkpoint:
         self._client = client
         self._say = say
         self.notes: list[str] = []
+        self._failed: set[str] = set()  # notes of saves that failed: dropped once a later save lands
         self.saved = Progress()  # the last save's (one object, restarted by each save)
         self.saves = 0  # saves written (a manifest written)
         self.latest_why: str | None = None  # why the newest save this attempt wrote was made (None: none yet)
@@ -208,7 +209,9 @@ class Checkpoint:
     # -- save ------------------------------------------------------------------------------------
     def files(self) -> Files:
         """Every regular file under the folder that an object may hold (``zen.agent.checkpoint_files``)."""
-        return checkpoint_files.regular(self.directory, self._left_out, self.note)
+        widest = f"{self._prefix}attempt-{self.attempt}/save-{10 ** 9}/"  # a save's own prefix, of as many saves as any
+        return checkpoint_files.regular(self.directory, self._left_out, self.note,
+                                        checkpoint_files.MAX_OBJECT_NAME - len(widest.encode()))
 
     def save(self, why: str, cancel: threading.Event | None = None) -> bool:
         """Upload the folder as the latest checkpoint, when it changed since the last save or restore and
@@ -218,7 +221,10 @@ class Checkpoint:
         with self._lock:
             if self._closed or not self.directory.is_dir():  # the attempt has ended: its report said what was saved
                 return False
-            files = self.files()
+            try:
+                files = self.files()
+            except checkpoint_files.Vanished as gone:
+                raise Changed(f"checkpoint not saved ({why}): {gone}; the previous one is kept") from None
             if files == self._last or (not files and self._last is None):
                 return False
             total = sum(size for size, _, _ in files.values())
@@ -253,6 +259,7 @@ class Checkpoint:
             before, self._current, self._last = self._current + overwritten, uploaded, files
             self.saves += 1
             self.latest_why = why
+            self.notes, self._failed = [n for n in self.notes if n not in self._failed], set()  # no longer the latest word
         self._say(f"zen: checkpoint saved ({why}): {self.saved.describe()}")
         self._delete(before)  # the save before: outside the lock, so the next save need not wait for it
         return True
@@ -285,9 +292,12 @@ class Checkpoint:
     def _write(self, manifest: dict[str, Any], cancel: threading.Event) -> list[str]:
         """The manifest, over the one last read or written only; another attempt's written since: over it
         when that attempt is an earlier one (returns the objects of that save, for deletion), else this save
-        is dropped (``TransferError``). Cut, or the attempt ended (``close``), before it starts: dropped."""
+        is dropped (``TransferError``). Cut, or the attempt ended (``close``), before it starts: dropped; but a
+        periodic save whose every file is up when ``stop_periodic`` comes still lands (its files are whole, and
+        at a preemption's notice it may be the newest checkpoint there is time for: it was dropped, and the
+        rerun restored the save before it while the last save ran out of time)."""
         with self._writing:
-            if cancel.is_set() or self._closed:
+            if self._closed or (cancel.is_set() and cancel is not self._stop):
                 raise Cancelled("cut before its manifest was written")
             return self._write_over(manifest)
 
@@ -353,7 +363,8 @@ class Checkpoint:
         self._thread.start()
 
     def stop_periodic(self, wait_s: float = 1.0) -> None:
-        """No more periodic saves; one under way is cut (at its next file) and waited for ``wait_s`` at most."""
+        """No more periodic saves; one under way is cut at its next file (one whose files are all up writes its
+        manifest) and waited for ``wait_s`` at most."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(wait_s)
@@ -377,10 +388,12 @@ class Checkpoint:
             self.save(why, cancel)
         except TransferError as exc:
             if not isinstance(exc, Cancelled) and not cancel.is_set():
-                self.note(str(exc))
+                self.note(str(exc), failed=True)
         except Exception as exc:  # noqa: BLE001 - a periodic save never ends the attempt
-            self.note(f"checkpoint not saved ({why}): {exc!r}; the previous one is kept")
+            self.note(f"checkpoint not saved ({why}): {exc!r}; the previous one is kept", failed=True)
 
-    def note(self, text: str) -> None:
+    def note(self, text: str, failed: bool = False) -> None:
+        """Said in the job's output, and kept for the final report (a save's failure, ``failed``, until a save lands)."""
         self.notes.append(text)
+        self._failed.update([text] if failed else [])
         self._say(f"zen: {text}")

@@ -14,7 +14,7 @@ from typing import Any
 
 from zen.core.lease import Deadlines, silent_for
 from zen.core.retries import next_retry
-from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
+from zen.core.models import PREEMPTED, AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.reports import gave_up
 
 
@@ -111,7 +111,7 @@ def decide_preempt(job: Job, reason: str, now: datetime) -> Decision:
     return Decision(
         changes=[Change(JobStatus.STOPPING, f"preempted: {reason}")],
         fields={"last_heartbeat_at": now, "preempted_by": reason},
-        controls=[_control(job, job.vm, ControlAction.STOP, f"preempted: {reason}")],
+        controls=[_control(job, job.vm, ControlAction.STOP, f"{PREEMPTED}{reason}")],
     )
 
 
@@ -217,7 +217,7 @@ def _answer_to_holder(job: Job, hb: Heartbeat, current: JobStatus) -> ControlMes
 
 def stopping_reason(job: Job) -> str:
     """What a STOPPING job's VM is told again: the preemption's reason or the user's (kept by ``decide_stop``)."""
-    return f"preempted: {job.preempted_by}" if job.preempted_by else job.stop_reason or "stop requested"
+    return f"{PREEMPTED}{job.preempted_by}" if job.preempted_by else job.stop_reason or "stop requested"
 
 
 def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, now: datetime) -> None:
