@@ -109,6 +109,44 @@ def test_a_late_copy_of_the_claim_the_vm_gave_back_does_not_win_the_requeued_att
     assert orders(publisher, "vm-a") == ["CONFIRM", "RELEASE"]
 
 
+def test_a_losing_claim_delivered_again_after_the_winner_gave_the_attempt_back_does_not_win_it(
+        functions, zen, publisher, clock):
+    """B's claim lost to A's (told RELEASE, B dropped its copy of the start); A gave the attempt back. The same
+    claim delivered again (Pub/Sub may redeliver a message; a dead letter may be published again) won the
+    requeued attempt for B, whose agent holds no such claim: ASSIGNED until the sweep spent the attempt (FAILED
+    here, never having run). A claim of B's sent after that is a new one and may win."""
+    functions.submit(job_request("job-1", max_attempts=1))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", T, vm="vm-a"))
+    clock.advance(60)
+    losing = heartbeat("job-1", "CLAIMED", T + 60_500, vm="vm-b", zone="us-central1-b")
+    functions.heartbeat(losing)
+    assert orders(publisher, "vm-b") == ["RELEASE"]
+    functions.heartbeat(vm_beat("vm-a", T + 60_001, ("job-1", 1)))  # A gave it back: requeued
+    assert (job(zen, "job-1").status.value, job(zen, "job-1").vm) == ("QUEUED", None)
+    functions.heartbeat(losing)  # delivered again
+    assert (job(zen, "job-1").status.value, job(zen, "job-1").vm) == ("QUEUED", None)
+    assert orders(publisher, "vm-b") == ["RELEASE"]
+    clock.advance(5)
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", T + 66_000, vm="vm-b", zone="us-central1-b"))  # a new claim
+    assert (job(zen, "job-1").status.value, job(zen, "job-1").vm) == ("ASSIGNED", "vm-b")
+
+
+def test_a_refused_claim_delivered_again_once_its_cause_is_gone_does_not_win_the_attempt(functions, zen, clock):
+    """B's claim refused (its VM being scaled down), its start dropped; the drain undone (its instance gone and
+    back): the same refused claim delivered again won the attempt for a VM holding no such claim."""
+    with zen.db.transaction() as session:
+        session.sql("INSERT INTO vm_drains (name, cluster, region, at) VALUES ('vm-b', '4xa100-40gb', 'us-central1', :at)",
+                    at=clock())
+    functions.submit(job_request("job-1", max_attempts=1))
+    refused = heartbeat("job-1", "CLAIMED", T, vm="vm-b", zone="us-central1-b")
+    functions.heartbeat(refused)
+    assert job(zen, "job-1").status.value == "QUEUED"
+    with zen.db.transaction() as session:
+        session.sql("DELETE FROM vm_drains WHERE name = 'vm-b'")
+    functions.heartbeat(refused)  # delivered again
+    assert (job(zen, "job-1").status.value, job(zen, "job-1").vm) == ("QUEUED", None)
+
+
 def test_an_idle_heartbeat_that_overtakes_the_reports_of_the_job_the_vm_ran_changes_nothing(
         functions, zen, publisher):
     """A short job: A claimed it, got CONFIRM in time, ran it, reported RUNNING and SUCCEEDED, then

@@ -93,11 +93,12 @@ def test_a_claim_is_accepted_while_the_vms_jobs_and_gpus_fit_and_released_with_t
     assert [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-start")].count("whole") == 2
 
     # Once four-a ends (and four-b too), vm-a has room for the whole-VM job.
+    # (Each claim a new one, of a later seq: a refused claim delivered again is a late copy, and wins nothing.)
     functions.heartbeat(heartbeat("four-a", "SUCCEEDED", 2, vm="vm-a", exit_code=0))
-    functions.heartbeat(heartbeat("whole", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("whole", "CLAIMED", 3, vm="vm-a"))
     assert job(zen, "whole").status.value == "QUEUED"
     functions.heartbeat(heartbeat("four-b", "SUCCEEDED", 2, vm="vm-a", exit_code=0))
-    functions.heartbeat(heartbeat("whole", "CLAIMED", 1, vm="vm-a"))
+    functions.heartbeat(heartbeat("whole", "CLAIMED", 4, vm="vm-a"))
     assert (job(zen, "whole").status.value, job(zen, "whole").vm) == ("ASSIGNED", "vm-a")
 
 

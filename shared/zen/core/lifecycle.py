@@ -164,9 +164,11 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         current = JobStatus.ASSIGNED
     elif job.vm != hb.vm:
         if hb.status is AgentStatus.CLAIMED:
-            # An ordinary race (every copy of a start message is claimed by someone): not worth a
-            # rejection record or a user event; the loser is told to drop its copy.
+            # An ordinary race (every copy of a start message is claimed by someone): no rejection record or
+            # user event; the loser drops its copy, so this claim delivered again once the attempt is requeued
+            # is a late one (it took the job for a VM holding no claim, and the sweep spent the attempt).
             decision.controls.append(_control(job, hb, ControlAction.RELEASE, f"claimed by {job.vm}"))
+            decision.fields["left_vms"] = gave_up(job.left_vms, hb.vm, hb.seq)
             decision.duplicate = True
         elif hb.status is AgentStatus.RUNNING:
             decision.controls.append(_control(job, hb, ControlAction.STOP, f"attempt is held by {job.vm}"))

@@ -38,4 +38,5 @@ def gave_up(left: dict[str, int] | None, vm: str, seq: int) -> dict[str, int]:
     """``Job.left_vms`` with ``vm`` gone from the attempt since its report ``seq`` (its earlier reports are late
     copies): the latest ``MAX_LEFT_VMS`` kept, so a row stays bounded whatever VMs report (one dropped only
     loses the guard against its late copies)."""
+    seq = max(seq, (left or {}).get(vm, seq))  # a copy delivered late lowers no floor
     return dict(sorted({**(left or {}), vm: seq}.items(), key=lambda item: item[1])[-MAX_LEFT_VMS:])

@@ -14,13 +14,14 @@ VM), docs/explanations/scaling.md (no claim storm), docs/reference/messages.md (
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from zen.core.clearance import for_request
 from zen.core.config import ClusterConfig, ZenConfig
 from zen.core.lifecycle import Change, Decision, refusal
 from zen.core.models import AgentStatus, Heartbeat, Job, JobStatus
 from zen.core.provisioning import accepted_models, flex_run_left_s, outlasts_flex
+from zen.core.reports import gave_up
 from zen.core.routing import next_route
 from zen.jobs.placement import regions_cleared_now, required_now
 from zen.jobs.store import repeat_key
@@ -78,13 +79,16 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
     if reason is None:
         return None
     controls = [refusal(job, hb, reason)]
+    # The VM drops its copy of the start: this claim delivered again later (its cause gone by then) is a late copy.
+    left: dict[str, Any] = {"left_vms": gave_up(job.left_vms, hb.vm, hb.seq)}
     if _refused_since_published(tx, config, job, hb, cause):  # the tick publishes it again
         due = job.widen_at is not None and job.widen_at <= now
-        return Decision(ignored=reason, refused=cause, controls=controls, fields={} if due else {"widen_at": now})
-    fields, note = {}, None
+        return Decision(ignored=reason, refused=cause, controls=controls,
+                        fields=left if due else {**left, "widen_at": now})
+    fields, note = left, None
     if job.start_vms and hb.vm in job.start_vms:
         route = next_route(config, job, now)
-        fields, note = route.fields(), f"{route.note} (its claim refused: {reason})"
+        fields, note = {**left, **route.fields()}, f"{route.note} (its claim refused: {reason})"
     return Decision(ignored=reason, publish_start=True, fields=fields, note=note, controls=controls, refused=cause)
 
 

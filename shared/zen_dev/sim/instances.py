@@ -18,9 +18,10 @@ from zen.scaling.model import ErrorKind, VmPhase
 from zen_dev.sim.jobs import sample
 from zen_dev.sim.state import SimMig as _Mig, SimVm as _Vm
 
-# Order of events at the same instant: capacity first, then VM changes, submissions, and ticks last
-# so a tick sees everything that happened at its instant.
-_DROP, _RETRY, _GONE, _BOOTED, _FINISH, _PREEMPT, _SUBMIT, _TICK = range(8)
+# Order of events at the same instant: runs ending first (one that ends as its zone's capacity drops is done,
+# not preempted: its work was counted as rework and run again), then capacity, VM changes, submissions, and
+# ticks last so a tick sees everything that happened at its instant.
+_FINISH, _DROP, _RETRY, _GONE, _BOOTED, _PREEMPT, _SUBMIT, _TICK = range(8)
 _EPS = 1e-9
 
 
