@@ -356,11 +356,16 @@ def test_a_file_whose_name_cloud_storage_cannot_hold_is_left_out_said_once_and_t
     assert len(first.notes) == 2
 
 
-def test_a_save_listing_the_folder_as_the_job_swaps_checkpoint_folders_is_dropped(tmp_path, client, monkeypatch):
-    """The job writes ckpt-200/ whole and removes ckpt-100/ (as trainers keeping their last N checkpoints do) just
-    after the save read the folder's top: os.walk skipped the folder gone without a word, the save landed with
-    config.json alone, deleted the save before it, and the rerun restored no model as if the checkpoint were
-    whole. Now that save is dropped and the one before stays."""
+@pytest.mark.parametrize("listed, gone", [
+    ("", r"folder .*ckpt-100 went"),  # just after the top was read: the folder goes before its own listing
+    ("ckpt-100", r"ckpt-100/model.pt went"),  # just after ckpt-100 was read: its file goes before it is looked at
+])
+def test_a_save_listing_the_folder_as_the_job_swaps_checkpoint_folders_is_dropped(tmp_path, client, monkeypatch,
+                                                                                  listed, gone):
+    """The job writes ckpt-200/ whole and removes ckpt-100/ (as trainers keeping their last N checkpoints do) while
+    the save lists the folder: what went was skipped without a word, the save landed with config.json alone,
+    deleted the save before it, and the rerun restored no model as if the checkpoint were whole. Now that save
+    is dropped and the one before stays."""
     first = attempt(tmp_path, client, 1)
     folder = first.directory
     (folder / "ckpt-100").mkdir()
@@ -369,19 +374,19 @@ def test_a_save_listing_the_folder_as_the_job_swaps_checkpoint_folders_is_droppe
     assert first.save("every 600 s") is True
     walk, swapped = os.walk, []
 
-    def walk_then_swap(top, *args, **kwargs):
+    def swap_as_listed(top, *args, **kwargs):
         for entry in walk(top, *args, **kwargs):
-            yield entry
-            if entry[0] == str(folder) and not swapped:  # the top was read: the job's next checkpoint lands
+            if entry[0] == str(folder / listed).rstrip("/") and not swapped:  # read: the job's next checkpoint lands
                 swapped.append(True)
                 (folder / "ckpt-200.tmp").mkdir()
                 (folder / "ckpt-200.tmp" / "model.pt").write_text("step 200")
                 os.rename(folder / "ckpt-200.tmp", folder / "ckpt-200")
                 shutil.rmtree(folder / "ckpt-100")
+            yield entry
 
-    monkeypatch.setattr(checkpoint_files.os, "walk", walk_then_swap)
-    with pytest.raises(TransferError, match=r"checkpoint not saved \(every 600 s\): folder .*ckpt-100 went while "
-                                            r"ZEN_CHECKPOINT_DIR was listed; the previous one is kept"):
+    monkeypatch.setattr(checkpoint_files.os, "walk", swap_as_listed)
+    with pytest.raises(TransferError, match=r"checkpoint not saved \(every 600 s\): " + gone +
+                                            r" while ZEN_CHECKPOINT_DIR was listed; the previous one is kept"):
         first.save("every 600 s")
     monkeypatch.setattr(checkpoint_files.os, "walk", walk)
     assert sorted(f["path"] for f in manifest(client)["files"]) == ["ckpt-100/model.pt", "config.json"]
@@ -405,10 +410,22 @@ def test_a_file_whose_object_name_would_pass_cloud_storages_limit_is_left_out_no
     assert first.save("every 600 s") is True
     assert [f["path"] for f in manifest(client)["files"]] == ["model.pt"]
     assert max(len(n.encode()) for n in names(client)) <= checkpoint_files.MAX_OBJECT_NAME
-    [said] = [line for line in lines if "left out of the checkpoint" in line]
-    assert said.startswith(f"zen: checkpoint file '{'d' * 200}/") and said.endswith(
-        "events.out.tfevents' is left out of the checkpoint: its name is 1,024 bytes: with the checkpoint's prefix, "
-        "its object's name would pass Cloud Storage's 1,024")
+    [said] = [line for line in lines if "left out of the checkpoint" in line]  # its ends (a whole path filled the
+    assert said == (f"zen: checkpoint file '{'d' * 70}...{'d' * 50}/events.out.tfevents' is left out of the "  # report)
+                    "checkpoint: its name is 1,024 bytes: with the checkpoint's prefix, its object's name would pass "
+                    "Cloud Storage's 1,024")
+
+
+def test_a_file_whose_object_name_is_1024_bytes_is_saved(tmp_path, client):
+    """The room was counted for a billionth save: a name that fits was left out (and, attempt 10 after 9, one the
+    checkpoint held was dropped from it)."""
+    first = attempt(tmp_path, client, 1)
+    prefix = "checkpoints/4xa100-40gb/job-1/attempt-1/save-1/"
+    path = ["d" * 199] * 4 + ["f" * (checkpoint_files.MAX_OBJECT_NAME - len(prefix) - 800)]
+    first.directory.joinpath(*path[:-1]).mkdir(parents=True)
+    first.directory.joinpath(*path).write_text("weights")
+    assert first.save("every 600 s") is True
+    assert [len(n.encode()) for n in names(client) if n.endswith("f")] == [checkpoint_files.MAX_OBJECT_NAME]
 
 
 def test_an_empty_folder_comes_back_with_the_checkpoint(tmp_path, client):

@@ -9,6 +9,7 @@ import logging
 import sys
 import threading
 import time
+from datetime import datetime, timezone
 
 import pytest
 from google.cloud import storage as gcs
@@ -20,7 +21,8 @@ from tests.waiting import wait_for
 from zen.agent.checkpoint import Checkpoint
 from zen.agent.transport import ControlDelivery
 from zen.core.checkpoints import StartCheckpoint, checkpoint_uri
-from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat
+from zen.core import lifecycle
+from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 
 URI = checkpoint_uri("ckpt-bkt", "checkpoints", "4xa100-40gb", "ck")
 PREFIX = "checkpoints/4xa100-40gb/ck/"
@@ -243,3 +245,59 @@ def test_a_save_that_failed_before_a_later_one_landed_is_not_the_reports_word(bu
         "model.pt"]
     assert not (final.message or "").startswith("checkpoint not saved"), final.message
     assert "zen: checkpoint not saved (every 1 s)" in final.message  # as it was said, in the output's tail
+
+
+def test_a_users_stop_whose_reason_reads_as_a_preemption_makes_no_notice(bucket, tmp_path):
+    """`zen stop --reason "preempted: ..."`: the STOP read as a queue's preemption, and the notice appeared for a
+    job that tells the two apart (it saved for a rerun that never comes)."""
+    at = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    running = Job(job_id="us", status=JobStatus.RUNNING, attempt=1, max_attempts=3, cluster="4xa100-40gb", user_id="u",
+                  priority=0, regions=["r"], request={}, request_hash="h", max_runtime_s=600, vm=VM, region="r",
+                  zone="r-a", last_seq=2, last_heartbeat_at=at, submitted_at=at, queued_at=at, started_at=at,
+                  finished_at=None, exit_code=None, message=None, updated_at=at)
+    [order] = lifecycle.decide_stop(running, StopRequest(job_id="us", reason="preempted: moving it elsewhere"),
+                                    at).controls
+    assert (order.action, order.reason) == (ControlAction.STOP, "stopped: preempted: moving it elsewhere")
+    job = ("import os, pathlib, signal, sys, time\n"
+           "d, notice = pathlib.Path(os.environ['ZEN_CHECKPOINT_DIR']), os.environ['ZEN_PREEMPTION_NOTICE']\n"
+           "def term(*_):\n"
+           "    (d / 'seen').write_text('notice' if os.path.exists(notice) else 'a stop'); sys.exit(0)\n"
+           "signal.signal(signal.SIGTERM, term)\n"
+           "while True: time.sleep(0.05)\n")
+    transport = FakeTransport(VM, virtual_time=False)
+    began = time.monotonic()
+
+    def zen(message):
+        if isinstance(message, Heartbeat) and message.status is AgentStatus.RUNNING and time.monotonic() - began > 2:
+            return [ControlDelivery(f"c-{time.monotonic()}", order.to_bytes(), {"vm": VM, "answer_within_s": "60"},
+                                    lambda: None)]
+        return _confirm("us")(message)
+
+    transport.answer = zen
+    uri = checkpoint_uri("ckpt-bkt", "checkpoints", "4xa100-40gb", "us")
+    transport.add_start(start_message("us", command=[sys.executable, "-c", job],
+                                      checkpoint=StartCheckpoint(uri=uri, every=600, max_bytes=10**6)))
+    make_agent(transport, settings(tmp_path, stop_grace_s=2)).run()
+    assert finals(transport)["us"].status is AgentStatus.STOPPED
+    prefix = PREFIX.replace("/ck/", "/us/")
+    latest = json.loads(bucket.blob(prefix + "LATEST.json").download_as_bytes())
+    assert bucket.blob(prefix + latest["generation"] + "seen").download_as_bytes() == b"a stop"
+
+
+def test_a_deep_file_left_out_leaves_the_reports_reason_for_the_end(bucket, tmp_path):
+    """The left-out note quoted a ~1,000-byte path whole: the final report keeps its preface's last 1,100
+    characters, and why the job ended (max_runtime_s) was cut from it."""
+    job = ("import os, pathlib, time\n"
+           "d = pathlib.Path(os.environ['ZEN_CHECKPOINT_DIR'])\n"
+           "deep = d.joinpath(*['d' * 200] * 5); deep.mkdir(parents=True)\n"
+           "(deep / 'events.out.tfevents').write_text('x'); (d / 'model.pt').write_text('1')\n"
+           "time.sleep(60)\n")
+    transport = FakeTransport(VM, virtual_time=False)
+    transport.answer = _confirm("rr")
+    uri = checkpoint_uri("ckpt-bkt", "checkpoints", "4xa100-40gb", "rr")
+    transport.add_start(start_message("rr", command=[sys.executable, "-c", job], max_runtime_s=3,
+                                      checkpoint=StartCheckpoint(uri=uri, every=1, max_bytes=10**6)))
+    make_agent(transport, settings(tmp_path, stop_grace_s=1)).run()
+    final = finals(transport)["rr"]
+    assert final.status is AgentStatus.FAILED
+    assert "killed after exceeding max_runtime_s" in (final.message or ""), (final.message or "")[:300]

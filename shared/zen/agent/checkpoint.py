@@ -209,9 +209,9 @@ class Checkpoint:
     # -- save ------------------------------------------------------------------------------------
     def files(self) -> Files:
         """Every regular file under the folder that an object may hold (``zen.agent.checkpoint_files``)."""
-        widest = f"{self._prefix}attempt-{self.attempt}/save-{10 ** 9}/"  # a save's own prefix, of as many saves as any
+        own = f"{self._prefix}attempt-{self.attempt}/save-{self._seq + 1}/"  # the next save's objects' prefix
         return checkpoint_files.regular(self.directory, self._left_out, self.note,
-                                        checkpoint_files.MAX_OBJECT_NAME - len(widest.encode()))
+                                        checkpoint_files.MAX_OBJECT_NAME - len(own.encode()))
 
     def save(self, why: str, cancel: threading.Event | None = None) -> bool:
         """Upload the folder as the latest checkpoint, when it changed since the last save or restore and

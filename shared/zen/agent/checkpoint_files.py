@@ -22,16 +22,17 @@ class Vanished(Exception):
 
 
 def _vanished(error: OSError) -> None:
-    if isinstance(error, (FileNotFoundError, NotADirectoryError)):  # gone, or replaced by a file, since its parent's listing
+    if isinstance(error, (FileNotFoundError, NotADirectoryError)):  # gone (or now a file) since its parent's listing
         raise Vanished(f"folder {error.filename} went while ZEN_CHECKPOINT_DIR was listed") from error
 
 
 def regular(directory: Path, left_out: set[str], note: Callable[[str], None], room: int | None = None) -> Files:
     """Every regular file under ``directory``; one whose name no object may have is left out (``note``d the first
     time, kept in ``left_out``), as is one whose path is over ``room`` bytes (what an object's name has left after
-    the save's prefix: Cloud Storage refuses a name over 1,024 bytes, and one deep file failed every save). A folder that goes while it is listed raises ``Vanished``: ``os.walk`` skipped it
-    without a word, so a save taken as a job swapped ``ckpt-100/`` for ``ckpt-200/`` held neither model, landed,
-    and deleted the save before it."""
+    the save's prefix: Cloud Storage refuses a name over 1,024 bytes, and one deep file failed every save). A folder
+    or file that goes while the directory is listed raises ``Vanished``: it was skipped without a word, so a save
+    taken as a job swapped ``ckpt-100/`` for ``ckpt-200/`` held neither model, landed, and deleted the save
+    before it."""
     found: Files = {}
     for folder, _, names in os.walk(directory, onerror=_vanished):
         for name in names:
@@ -41,10 +42,13 @@ def regular(directory: Path, left_out: set[str], note: Callable[[str], None], ro
                 if relative not in left_out:
                     left_out.add(relative)
                     shown = repr(os.fsencode(relative))[2:-1]  # its bytes, escaped as Python writes them
+                    shown = shown if len(shown) <= 160 else f"{shown[:70]}...{shown[-70:]}"  # a deep one: its ends
                     note(f"checkpoint file '{shown}' is left out of the checkpoint: its name {why}")
                 continue
             try:
                 listed = path.lstat()
+            except (FileNotFoundError, NotADirectoryError) as gone:  # since its folder was listed
+                raise Vanished(f"{relative} went while ZEN_CHECKPOINT_DIR was listed") from gone
             except OSError:
                 continue
             if stat.S_ISREG(listed.st_mode):

@@ -164,9 +164,8 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         current = JobStatus.ASSIGNED
     elif job.vm != hb.vm:
         if hb.status is AgentStatus.CLAIMED:
-            # An ordinary race (every copy of a start message is claimed by someone): no rejection record or
-            # user event; the loser drops its copy, so this claim delivered again once the attempt is requeued
-            # is a late one (it took the job for a VM holding no claim, and the sweep spent the attempt).
+            # An ordinary race (each copy of a start is claimed by someone): no rejection record or event; the loser
+            # drops its copy, so this claim delivered again once the attempt is requeued is a late one.
             decision.controls.append(_control(job, hb, ControlAction.RELEASE, f"claimed by {job.vm}"))
             decision.fields["left_vms"] = gave_up(job.left_vms, hb.vm, hb.seq)
             decision.duplicate = True
@@ -324,8 +323,9 @@ def _stale_attempt(job: Job, hb: Heartbeat) -> Decision:
 
 
 def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
-    """A user asks to stop the job."""
+    """A user asks to stop the job; a reason reading as a preemption's is marked (else ZEN_PREEMPTION_NOTICE)."""
     reason = stop.reason or "stop requested"
+    reason = f"stopped: {reason}" if reason.startswith(PREEMPTED) else reason
     if job.status.terminal:
         return Decision(ignored=f"job is already {job.status.value}")
     if job.status is JobStatus.STOPPING:
