@@ -157,6 +157,32 @@ def test_a_vm_of_another_cluster_cannot_claim_a_job(functions, zen, clock, issue
     assert job(zen, "mine").vm == VM_A
 
 
+def test_a_vm_of_another_cluster_giving_up_a_claim_writes_nothing_into_the_job(functions, zen, clock, issuer, project):
+    """A PREEMPTED (a claim given up as its VM went) from a VM of 1xl4 about a queued 4xa100-40gb job was applied:
+    the job's row took the VM as one that gave the attempt up, and its history a row per message saying so."""
+    other = "zen-1xl4-us-central1-c0c0"
+    functions.submit(job_request("mine"))
+    before = len(_history(zen, "mine"))
+    agent = proof(issuer, clock, project, other)
+    for n in range(3):
+        functions.heartbeat(**agent(heartbeat("mine", "PREEMPTED", ms(clock) + n, vm=other)))
+    assert not job(zen, "mine").left_vms and len(_history(zen, "mine")) == before
+    assert any(f"VM {other} is not an instance of cluster 4xa100-40gb's MIG" in r for r in rejections(zen))
+
+
+def test_a_claim_given_up_twice_is_said_once(functions, zen, clock, issuer, project):
+    functions.submit(job_request("mine"))
+    agent = proof(issuer, clock, project, VM_A)
+    for n in range(3):
+        functions.heartbeat(**agent(heartbeat("mine", "PREEMPTED", ms(clock) + n, vm=VM_A)))
+    assert len([r for r in _history(zen, "mine") if "gave its claim up" in (r["reason"] or "")]) == 1
+
+
+def _history(zen, job_id):
+    with zen.db.transaction() as session:
+        return repository.job_history(session, job_id)
+
+
 def test_an_instance_name_names_its_cluster_and_region(config):
     cluster = config.cluster("4xa100-40gb")
     assert cluster.has_instance(VM_A, "us-central1")

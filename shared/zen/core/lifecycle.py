@@ -139,8 +139,8 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         if hb.seq <= (job.left_vms or {}).get(hb.vm, -1):  # sent before its VM gave the attempt up: a late copy
             return Decision(ignored=f"{hb.vm} gave attempt {job.attempt} up after this report (a copy delivered late)")
         if hb.status is AgentStatus.PREEMPTED:  # its VM went away as it claimed: no CONFIRM came, nothing ran
-            return Decision(fields=dict(left_vms=gave_up(job.left_vms, hb.vm, hb.seq)),
-                            note=f"{hb.vm} gave its claim up unanswered (its VM went away); the attempt never ran there")
+            return Decision(fields=dict(left_vms=gave_up(job.left_vms, hb.vm, hb.seq)), note=None if hb.vm in (
+                job.left_vms or {}) else f"{hb.vm} gave its claim up unanswered (its VM went away); the attempt never ran there")
         if hb.region not in job.regions:
             # This VM should never have seen the start message (its subscription filters by region);
             # tell it to drop its copy, and publish a fresh one so the job cannot be stranded.

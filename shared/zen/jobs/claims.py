@@ -56,13 +56,15 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
     confirmed to a VM that let its claim go: ``zen.core.gang``)."""
     if job.status is not JobStatus.QUEUED or hb.attempt != job.attempt:
         return None
-    if hb.status is AgentStatus.PREEMPTED:  # it gives the claim up (zen.core.lifecycle): nothing to refuse
-        return None
     if job.gang and any(node.vm == hb.vm for node in job.gang):
         return None
     cluster, reason = config.cluster(job.cluster), None
     if proven and cluster is not None and not cluster.has_instance(hb.vm, hb.region):
+        if hb.status is AgentStatus.PREEMPTED:  # another cluster's VM gives up no claim of this job: nothing is written
+            return Decision(ignored=f"VM {hb.vm} is not an instance of cluster {job.cluster}'s MIG in {hb.region}")
         reason, cause = f"VM {hb.vm} is not an instance of cluster {job.cluster}'s MIG in {hb.region}", NOT_INSTANCE
+    elif hb.status is AgentStatus.PREEMPTED:  # it gives the claim up (zen.core.lifecycle): nothing to refuse
+        return None
     elif cluster is not None and (model := _unaccepted_model(cluster, job, hb)) is not None:
         accepts = job.request["provisioning"]
         reason, cause = f"VM {hb.vm} is a {model} VM, and the job accepts {accepts} VMs only", NOT_ACCEPTED
@@ -79,8 +81,9 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
     if reason is None:
         return None
     controls = [refusal(job, hb, reason)]
-    # The VM drops its copy of the start: this claim delivered again later (its cause gone by then) is a late copy.
-    left: dict[str, Any] = {"left_vms": gave_up(job.left_vms, hb.vm, hb.seq)}
+    # The VM drops its copy of the start: this claim delivered again later (its cause gone by then) is a late copy
+    # (a VM of no MIG of the cluster's is refused again whenever it claims: nothing to write for it).
+    left: dict[str, Any] = {} if cause == NOT_INSTANCE else {"left_vms": gave_up(job.left_vms, hb.vm, hb.seq)}
     if _refused_since_published(tx, config, job, hb, cause):  # the tick publishes it again
         due = job.widen_at is not None and job.widen_at <= now
         return Decision(ignored=reason, refused=cause, controls=controls,
