@@ -218,3 +218,39 @@ def test_a_stop_kept_without_proof_does_not_apply_once_proof_is_required(functio
         with zen.db.transaction() as session:
             notes = [r["reason"] or "" for r in repository.job_history(session, job_id)]
         assert any("without proof of its sender" in n for n in notes), notes
+
+
+def test_a_service_accounts_token_for_another_audience_is_refused(functions, zen, issuer, clock, project):
+    """A service account may ask Google for any audience: its token for gcloud's client (what a plain `gcloud auth
+    print-identity-token` gives it, as any service it calls may hold) put a job into the queue only it may use.
+    Zen takes a service account's token for Zen's own audience alone; a person's for a client id as before."""
+    token = issuer.user_token(email=CI, audience=GCLOUD_CLIENT_IDS[0], now=clock().timestamp())
+    assert send(functions, "on_job_submitted", a100s("c9", CI, queue="prod"), auth_attributes(token)) == 200
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "c9") is None
+    [(_, why)] = refusals(zen)
+    assert why == (f"the zen_auth token is service account {CI}'s for audience '{GCLOUD_CLIENT_IDS[0]}': a service "
+                   f"account's token must be asked for Zen's own, 'zen:{project}', which no other service takes "
+                   f"(`gcloud auth print-identity-token --audiences=zen:{project}`, or fetch_id_token)")
+
+
+def test_zen_submit_logged_in_to_gcloud_as_a_service_account_asks_for_zens_audience(issuer, clock, project, tmp_path,
+                                                                                    monkeypatch, config):
+    """gcloud's token is the last source `zen submit` tries; logged in as a service account, the token it gave was
+    for gcloud's client, which Zen now refuses: it asks again with --audiences."""
+    from zen.cli import identity
+    from zen.adapters.google_tokens import unverified_claims
+
+    tokens = {flag: issuer.user_token(email=CI, audience=audience, now=clock().timestamp())
+              for flag, audience in (("", GCLOUD_CLIENT_IDS[0]), (f"--audiences=zen:{project}", f"zen:{project}"))}
+    gcloud = tmp_path / "gcloud"
+    gcloud.write_text("#!/bin/sh\n" + "".join(f'[ "$3" = "{flag}" ] && echo {token} && exit 0\n'
+                                              for flag, token in tokens.items()) + "exit 1\n")
+    gcloud.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    for name in ("ZEN_ID_TOKEN", "ZEN_IDENTITY_ENDPOINT", "PUBSUB_EMULATOR_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "none.json"))  # no ADC here
+    found = identity.current(config.model_copy(update={"project": project}))
+    assert found is not None and unverified_claims(found.token)["aud"] == f"zen:{project}"
+    assert found.source == f"gcloud auth print-identity-token --audiences=zen:{project}"

@@ -5,9 +5,10 @@ message carries (attribute ``zen_auth``, in pieces ``zen_auth_1``... as a VM's t
 Pub/Sub does not tell a subscriber who published, so the proof travels with the message. Accepted:
 - a user's token, whose audience is the OAuth client that minted it (``auth.client_ids``: gcloud's and
   its application-default login's by default; a user account cannot ask Google for another audience);
-- a service account's token for Zen's own audience (``auth.audience``, default ``zen:<project>``), as
-  a program or CI gets it (``google.oauth2.id_token.fetch_id_token``, the metadata server's
-  ``identity?audience=``, ``gcloud auth print-identity-token --audiences``).
+- a service account's token for Zen's own audience (``auth.audience``, default ``zen:<project>``) alone (one
+  for a client id would be a token some other service it called may hold), as a program or CI gets it
+  (``google.oauth2.id_token.fetch_id_token``, the metadata server's ``identity?audience=``, ``gcloud auth
+  print-identity-token --audiences``).
 Both: Google's signature, issuer and lifetime (``zen.adapters.google_tokens``; the lifetime judged when
 Pub/Sub took the message, as a VM's), and a verified ``email``.
 
@@ -33,11 +34,13 @@ from zen.adapters.google_tokens import (
 )
 from zen.core.config import ZenConfig
 from zen.core.errors import ConfigError, Rejected
+from zen.core.principals import is_service_account
 from zen.core.text import escape_unstorable
 
 log = logging.getLogger("zen.adapters.submitters")
 
 ATTRIBUTE = "zen_auth"  # the message attribute (and zen_auth_1, zen_auth_2, ...) carrying the sender's ID token
+
 MODES = ("off", "required")
 
 
@@ -126,4 +129,9 @@ class SubmitterChecker:
             raise Rejected(f"the {ATTRIBUTE} token names no verified e-mail: a service account's token must be "
                            "asked for with its e-mail (format=full, or include_email), a user's must come from a "
                            "verified Google account")
+        if aud != self._audience and is_service_account(email):  # one a service it called got: another's bearer token
+            raise Rejected(f"the {ATTRIBUTE} token is service account {escape_unstorable(email, 200)}'s for audience "
+                           f"{escape_unstorable(str(aud), 200)!r}: a service account's token must be asked for Zen's "
+                           f"own, {self._audience!r}, which no other service takes (`gcloud auth "
+                           f"print-identity-token --audiences={self._audience}`, or fetch_id_token)")
         return self._verified.put(token, Principal(email.lower(), float(claims["exp"])), now, lambda p: p.exp)

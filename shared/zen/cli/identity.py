@@ -6,7 +6,7 @@ message (``zen.adapters.submitters``), from the first of
 3. Application Default Credentials (google-auth): a service account's token for Zen's audience
    (``auth.audience``; a key file, or the metadata server on a VM or in Cloud Build), or the token of a
    user's ``gcloud auth application-default login``;
-4. ``gcloud auth print-identity-token`` (a user's gcloud login).
+4. ``gcloud auth print-identity-token`` (a user's gcloud login; a service account's asks for Zen's audience).
 Against a Pub/Sub emulator without an identity endpoint, none is looked for. Without any, the message
 goes without one: a Zen with ``ZEN_AUTH=off`` takes it, one that requires a
 proof refuses it and says why (``zen rejected``).
@@ -23,6 +23,7 @@ import urllib.request
 from dataclasses import dataclass
 
 from zen.core.config import ZenConfig
+from zen.core.principals import is_service_account
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,9 @@ def _given(token: str) -> Identity:
 
 def from_local_stack(endpoint: str, who: str, config: ZenConfig) -> Identity:
     """``who``'s token from a local stack's identity endpoint (its Compute stand-in signs it as Google
-    signs a person's: audience gcloud's client), which the stack's functions verify."""
-    audience = config.auth.client_ids[0] if config.auth.client_ids else config.auth.audience_of(config.project)
+    signs a person's: audience gcloud's client; a service account's: Zen's), which the stack's functions verify."""
+    own = config.auth.audience_of(config.project)
+    audience = own if is_service_account(who) or not config.auth.client_ids else config.auth.client_ids[0]
     with urllib.request.urlopen(f"{endpoint}?{urllib.parse.urlencode({'email': who, 'audience': audience})}",
                                 timeout=10) as answer:
         return Identity(answer.read().decode(), who, "the local stack")
@@ -89,15 +91,25 @@ def _application_default(config: ZenConfig, publishing: bool) -> Identity | None
     return Identity(token, _email(token), "gcloud auth application-default login") if token else None
 
 
-def _gcloud() -> Identity | None:
+def _gcloud(config: ZenConfig) -> Identity | None:
+    """gcloud's login's token: a person's (its audience gcloud's client), or, where gcloud is logged in as a service
+    account, one asked for Zen's audience (Zen takes no other from a service account: ``zen.adapters.submitters``)."""
     if shutil.which("gcloud") is None:
         return None
+    found = _print_identity_token()
+    if found is not None and is_service_account(found.email):
+        return _print_identity_token(f"--audiences={config.auth.audience_of(config.project)}")
+    return found
+
+
+def _print_identity_token(*flags: str) -> Identity | None:
+    command = ["gcloud", "auth", "print-identity-token", *flags]
     try:
-        done = subprocess.run(["gcloud", "auth", "print-identity-token"], capture_output=True, text=True, timeout=30)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
     token = done.stdout.strip()
-    return Identity(token, _email(token), "gcloud auth print-identity-token") if done.returncode == 0 and token else None
+    return Identity(token, _email(token), " ".join(command)) if done.returncode == 0 and token else None
 
 
 def current(config: ZenConfig, publishing: bool = False) -> Identity | None:
@@ -112,7 +124,7 @@ def current(config: ZenConfig, publishing: bool = False) -> Identity | None:
                                 config)
     if os.environ.get("PUBSUB_EMULATOR_HOST"):  # a stand-in or emulator: no Google identity to prove there
         return None
-    return _application_default(config, publishing) or _gcloud()
+    return _application_default(config, publishing) or _gcloud(config)
 
 
 def attributes(identity: Identity | None) -> dict[str, str]:

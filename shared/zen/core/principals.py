@@ -41,3 +41,10 @@ def matches(principal: str, patterns: Iterable[str], groups: Mapping[str, list[s
         elif pattern == "*" or (pattern.startswith("*@") and who.endswith(pattern[1:].lower())) or who == pattern.lower():
             return pattern
     return None
+
+
+def is_service_account(email: str) -> bool:
+    """A service account's e-mail (``...@<project>.iam.gserviceaccount.com``, a default one's
+    ``...@developer.gserviceaccount.com`` or ``...@appspot.gserviceaccount.com``): it may ask Google for any
+    audience, so Zen takes its token for Zen's own alone (``zen.adapters.submitters``)."""
+    return email.lower().endswith(".gserviceaccount.com")
