@@ -162,6 +162,19 @@ def _confirm(job_id: str):
         isinstance(m, Heartbeat) and m.status is AgentStatus.CLAIMED) else []
 
 
+def _stop_after(job_id: str, order: ControlMessage, after_s: float = 2.0):
+    """Zen's side: the claim confirmed, then ``order`` (a STOP) answering each RUNNING heartbeat from ``after_s`` on."""
+    began = time.monotonic()
+
+    def zen(message):
+        running = isinstance(message, Heartbeat) and message.status is AgentStatus.RUNNING
+        if running and time.monotonic() - began > after_s:
+            return [ControlDelivery(f"c-{time.monotonic()}", order.to_bytes(), {"vm": VM, "answer_within_s": "60"},
+                                    lambda: None)]
+        return _confirm(job_id)(message)
+    return zen
+
+
 def test_a_periodic_save_whose_files_are_up_after_the_preemption_notice_still_lands(bucket, storage, tmp_path):
     """A spot VM's notice while a periodic save uploads: the last save began by stopping the periodic ones, which
     dropped that save's manifest though its one file was up 1.5 s after the notice; the last save (the state at
@@ -206,17 +219,8 @@ def test_a_queues_preemption_makes_the_notice_appear_as_a_spot_vms_does(bucket, 
            "    step += 1; time.sleep(0.05)\n"
            "(d / 'step').write_text(str(step))\n")
     transport = FakeTransport(VM, virtual_time=False)
-    began = time.monotonic()
-
-    def zen(message):
-        if isinstance(message, Heartbeat) and message.status is AgentStatus.RUNNING and time.monotonic() - began > 2:
-            order = ControlMessage(vm=VM, job_id="qp", attempt=1, action=ControlAction.STOP,
-                                   reason="preempted: queue prod takes back lent quota")
-            return [ControlDelivery(f"c-{time.monotonic()}", order.to_bytes(), {"vm": VM, "answer_within_s": "60"},
-                                    lambda: None)]
-        return _confirm("qp")(message)
-
-    transport.answer = zen
+    transport.answer = _stop_after("qp", ControlMessage(vm=VM, job_id="qp", attempt=1, action=ControlAction.STOP,
+                                                        reason="preempted: queue prod takes back lent quota"))
     transport.add_start(start_message("qp", command=[sys.executable, "-c", job],
                                       checkpoint=StartCheckpoint(uri=checkpoint_uri("ckpt-bkt", "checkpoints",
                                                                                     "4xa100-40gb", "qp"),
@@ -265,15 +269,7 @@ def test_a_users_stop_whose_reason_reads_as_a_preemption_makes_no_notice(bucket,
            "signal.signal(signal.SIGTERM, term)\n"
            "while True: time.sleep(0.05)\n")
     transport = FakeTransport(VM, virtual_time=False)
-    began = time.monotonic()
-
-    def zen(message):
-        if isinstance(message, Heartbeat) and message.status is AgentStatus.RUNNING and time.monotonic() - began > 2:
-            return [ControlDelivery(f"c-{time.monotonic()}", order.to_bytes(), {"vm": VM, "answer_within_s": "60"},
-                                    lambda: None)]
-        return _confirm("us")(message)
-
-    transport.answer = zen
+    transport.answer = _stop_after("us", order)
     uri = checkpoint_uri("ckpt-bkt", "checkpoints", "4xa100-40gb", "us")
     transport.add_start(start_message("us", command=[sys.executable, "-c", job],
                                       checkpoint=StartCheckpoint(uri=uri, every=600, max_bytes=10**6)))

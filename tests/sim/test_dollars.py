@@ -14,6 +14,7 @@ from zen_dev.sim.metrics import DOLLAR_KEYS, JSON_KEYS, USD_PARTS
 from zen_dev.sim.policies import make_policy
 from zen_dev.sim.scenario import builtin_names, load_scenario, parse_scenario
 from zen_dev.sim.world import Simulation
+from tests.sim.test_harness_inputs import PREEMPTED_ONCE
 
 CLUSTER = "clusters: [{name: c, gpu_count: 4, machine_type: a2-highgpu-4g, regions: [r1, r2], " \
           "max_vms_per_region: 1, max_vms: 1%s}]\n"
@@ -97,14 +98,7 @@ def test_a_preempted_run_is_rework_not_useful():
 def test_a_run_that_ends_as_its_zones_capacity_drops_is_done_not_rework(policy):
     """A 900 s job on a VM usable at 100 s ends at 1,000 s, the instant its zone drops to nothing: the drop was
     handled first, so its whole run counted as rework, was billed as thrown away and ran again."""
-    scenario = parse_scenario("""
-clusters: [{name: c, gpu_count: 4, machine_type: a2-highgpu-4g, regions: [r1], max_vms_per_region: 1, max_vms: 1}]
-zones: {r1: [r1-a]}
-capacity: {default: 1, schedule: [{at_s: 1000, zone: r1-a, capacity: 0}, {at_s: 1200, zone: r1-a, capacity: 1}]}
-boot: {dist: fixed, s: 100}
-delete_s: 30
-prices: {r1: {spot: 3.6}}
-""", source="tie.yaml")
+    scenario = parse_scenario(PREEMPTED_ONCE, source="tie.yaml")  # r1-a drops to nothing at 1,000 s
     result = Simulation(scenario, [SimJob("j", "c", 0.0, 900.0, ("r1",))], make_policy(policy), horizon_s=5000).run()
     assert (result.rework_gpu_seconds, result.useful_gpu_seconds) == (0, 900 * 4)
 
