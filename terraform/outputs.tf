@@ -6,8 +6,10 @@ locals {
   # The example job, for the shell: its id made unique per run (a fixed one ran nothing the second time)
   # and its user the gcloud account, whose ID token the message carries (zen_auth, cut at 1,000
   # characters as zen.adapters.submitters reads it back), as submitter_auth requires.
-  example_job  = "{\\\"job_id\\\":\\\"hello-$(date +%s)\\\",\\\"user_id\\\":\\\"$(gcloud config get-value account)\\\",\\\"cluster\\\":\\\"${local.example_cluster}\\\",\\\"image\\\":\\\"nvidia/cuda:12.4.1-base-ubuntu22.04\\\",\\\"command\\\":[\\\"nvidia-smi\\\"]}"
-  sender_proof = "T=$(gcloud auth print-identity-token) && A=\"zen_auth=$${T:0:1000}\" && { [ $${#T} -le 1000 ] || A=\"$A,zen_auth_1=$${T:1000}\"; }"
+  example_job = "{\\\"job_id\\\":\\\"hello-$(date +%s)\\\",\\\"user_id\\\":\\\"$(gcloud config get-value account)\\\",\\\"cluster\\\":\\\"${local.example_cluster}\\\",\\\"image\\\":\\\"nvidia/cuda:12.4.1-base-ubuntu22.04\\\",\\\"command\\\":[\\\"nvidia-smi\\\"]}"
+  # A service account's token must be for Zen's audience (zen.adapters.submitters): gcloud asked for it then.
+  zen_audience = try(local.zen_config.auth.audience, null) != null ? local.zen_config.auth.audience : "zen:${var.project_id}"
+  sender_proof = "case \"$(gcloud config get-value account)\" in *.gserviceaccount.com) F=--audiences=${local.zen_audience};; *) F=;; esac && T=$(gcloud auth print-identity-token $F) && A=\"zen_auth=$${T:0:1000}\" && { [ $${#T} -le 1000 ] || A=\"$A,zen_auth_1=$${T:1000}\"; }"
   log_query = join(" OR ", [
     "(resource.type=\"cloud_run_revision\" AND resource.labels.service_name=~\"^${var.name_prefix}-on-\")",
     "(resource.type=\"gce_instance\" AND labels.\"compute.googleapis.com/resource_name\"=~\"^zen-\")",

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 from tests.messages import heartbeat
 from zen.core import gang, lifecycle
 from zen.core.gang_records import GangConfig, GangNode
-from zen.core.models import ControlAction, Heartbeat, Job, JobStatus
+from zen.core.models import ControlAction, Heartbeat, Job, JobStatus, StopRequest
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -81,3 +81,20 @@ def test_master_port_stays_in_the_configured_range_and_differs_between_attempts(
     config = GangConfig(port=40000, ports=50)
     ports = {gang.master_port(config, "g", attempt) for attempt in range(1, 200)}
     assert min(ports) >= 40000 and max(ports) < 40050 and len(ports) > 1
+
+
+def test_a_users_stop_reason_reading_as_a_preemption_is_marked_while_a_gang_stops_for_a_lost_node():
+    """gang.decide_stop kept the user's reason as given while its gang stopped for a lost node: the STOP told again
+    to a node that missed the first began "preempted: ", and its agent made ZEN_PREEMPTION_NOTICE appear."""
+    from zen.core.stops import PREEMPTED
+
+    job = a_job()
+    lost = gang.decide_heartbeat(job, Heartbeat.model_validate(heartbeat("g", "PREEMPTED", 5, vm="vm-1")), T0,
+                                 GangConfig())
+    stopping = job.model_copy(update={**lost.fields, "status": lost.changes[-1].to})
+    assert gang.losing_node(stopping)
+    stop = gang.decide_stop(stopping, StopRequest(job_id="g", reason="preempted: moving it to another queue"), T0)
+    again = gang.decide_heartbeat(stopping.model_copy(update=stop.fields),
+                                  Heartbeat.model_validate(heartbeat("g", "RUNNING", 6, vm="vm-2")), T0, GangConfig())
+    [order] = [c for c in again.controls if c.action is ControlAction.STOP]
+    assert order.reason == "stopped: preempted: moving it to another queue"

@@ -147,6 +147,21 @@ def test_a_refused_claim_delivered_again_once_its_cause_is_gone_does_not_win_the
     assert (job(zen, "job-1").status.value, job(zen, "job-1").vm) == ("QUEUED", None)
 
 
+def test_an_older_agent_counting_from_1_per_claim_still_wins_once_a_refusals_cause_is_gone(functions, zen, clock):
+    """Older agents count a claim's seq from 1 (docs/reference/messages.md): a refusal's floor would ignore every
+    later claim of theirs for good. Only epoch-millisecond seqs set one (zen.core.reports.refused_floor)."""
+    with zen.db.transaction() as session:
+        session.sql("INSERT INTO vm_drains (name, cluster, region, at) VALUES ('vm-b', '4xa100-40gb', 'us-central1', :at)",
+                    at=clock())
+    functions.submit(job_request("job-1"))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 3, vm="vm-b", zone="us-central1-b"))  # a claim's third try
+    assert job(zen, "job-1").status.value == "QUEUED" and not job(zen, "job-1").left_vms
+    with zen.db.transaction() as session:
+        session.sql("DELETE FROM vm_drains WHERE name = 'vm-b'")
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1, vm="vm-b", zone="us-central1-b"))  # its next claim
+    assert (job(zen, "job-1").status.value, job(zen, "job-1").vm) == ("ASSIGNED", "vm-b")
+
+
 def test_an_idle_heartbeat_that_overtakes_the_reports_of_the_job_the_vm_ran_changes_nothing(
         functions, zen, publisher):
     """A short job: A claimed it, got CONFIRM in time, ran it, reported RUNNING and SUCCEEDED, then

@@ -254,3 +254,32 @@ def test_zen_submit_logged_in_to_gcloud_as_a_service_account_asks_for_zens_audie
     found = identity.current(config.model_copy(update={"project": project}))
     assert found is not None and unverified_claims(found.token)["aud"] == f"zen:{project}"
     assert found.source == f"gcloud auth print-identity-token --audiences=zen:{project}"
+
+
+@pytest.mark.parametrize("account", [CI, ALICE])
+def test_terraforms_submit_command_proves_a_service_account_and_a_person(functions, zen, issuer, clock, project,
+                                                                         tmp_path, account):
+    """terraform's submit_job_command (and stop_job_command) attached a plain `gcloud auth print-identity-token`:
+    logged in to gcloud as a service account (CI), that token is for gcloud's client, which Zen refuses from one."""
+    import re
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    hcl = (ROOT / "terraform" / "outputs.tf").read_text()
+    proof = re.search(r'sender_proof += "(.*)"\n', hcl).group(1).replace("$${", "${").replace('\\"', '"')
+    proof = proof.replace("${local.zen_audience}", f"zen:{project}")
+    tokens = {"": issuer.user_token(email=account, audience=GCLOUD_CLIENT_IDS[0], now=clock().timestamp()),
+              f"--audiences=zen:{project}": issuer.user_token(email=account, audience=f"zen:{project}",
+                                                              now=clock().timestamp())}
+    gcloud = tmp_path / "gcloud"
+    gcloud.write_text(f'#!/bin/sh\n[ "$1" = config ] && echo {account} && exit 0\n' + "".join(
+        f'[ "$3" = "{flag}" ] && echo {token} && exit 0\n' for flag, token in tokens.items()) + "exit 1\n")
+    gcloud.chmod(0o755)
+    out = subprocess.run(["bash", "-c", f'{proof} && printf %s "$A"'], capture_output=True, text=True, check=True,
+                         env={"PATH": f"{tmp_path}:/usr/bin:/bin"}).stdout
+    attributes = dict(part.split("=", 1) for part in out.split(","))
+    queue = "prod" if account == CI else "research"
+    assert send(functions, "on_job_submitted", a100s("tf1", account, queue=queue), attributes) == 200
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "tf1") is not None, refusals(zen)

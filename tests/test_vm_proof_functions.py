@@ -170,14 +170,6 @@ def test_a_vm_of_another_cluster_giving_up_a_claim_writes_nothing_into_the_job(f
     assert any(f"VM {other} is not an instance of cluster 4xa100-40gb's MIG" in r for r in rejections(zen))
 
 
-def test_a_claim_given_up_twice_is_said_once(functions, zen, clock, issuer, project):
-    functions.submit(job_request("mine"))
-    agent = proof(issuer, clock, project, VM_A)
-    for n in range(3):
-        functions.heartbeat(**agent(heartbeat("mine", "PREEMPTED", ms(clock) + n, vm=VM_A)))
-    assert len([r for r in _history(zen, "mine") if "gave its claim up" in (r["reason"] or "")]) == 1
-
-
 def _history(zen, job_id):
     with zen.db.transaction() as session:
         return repository.job_history(session, job_id)

@@ -412,20 +412,27 @@ def test_a_file_whose_object_name_would_pass_cloud_storages_limit_is_left_out_no
     assert max(len(n.encode()) for n in names(client)) <= checkpoint_files.MAX_OBJECT_NAME
     [said] = [line for line in lines if "left out of the checkpoint" in line]  # its ends (a whole path filled the
     assert said == (f"zen: checkpoint file '{'d' * 70}...{'d' * 50}/events.out.tfevents' is left out of the "  # report)
-                    "checkpoint: its name is 1,024 bytes: with the checkpoint's prefix, its object's name would pass "
-                    "Cloud Storage's 1,024")
+                    "checkpoint: its name is 1,024 bytes: with the checkpoint's prefix (as long as any attempt's and save's), "
+                    "its object's name could pass Cloud Storage's 1,024")
 
 
-def test_a_file_whose_object_name_is_1024_bytes_is_saved(tmp_path, client):
-    """The room was counted for a billionth save: a name that fits was left out (and, attempt 10 after 9, one the
-    checkpoint held was dropped from it)."""
-    first = attempt(tmp_path, client, 1)
-    prefix = "checkpoints/4xa100-40gb/job-1/attempt-1/save-1/"
-    path = ["d" * 199] * 4 + ["f" * (checkpoint_files.MAX_OBJECT_NAME - len(prefix) - 800)]
-    first.directory.joinpath(*path[:-1]).mkdir(parents=True)
-    first.directory.joinpath(*path).write_text("weights")
-    assert first.save("every 600 s") is True
-    assert [len(n.encode()) for n in names(client) if n.endswith("f")] == [checkpoint_files.MAX_OBJECT_NAME]
+def test_every_save_and_attempt_leaves_out_the_same_files(tmp_path, client):
+    """A deep file's room counted for the save being written changed with its number: a file saves 1-9 held was
+    left out from save 10 on, and one attempt 9 saved by attempt 10, which deleted it with the save before."""
+    ninth = attempt(tmp_path, client, 9)
+    widest = "checkpoints/4xa100-40gb/job-1/attempt-1000000/save-1000000000/"
+    path = ["d" * 199] * 4 + ["f" * (checkpoint_files.MAX_OBJECT_NAME - len(widest) - 800)]  # exactly the room
+    ninth.directory.joinpath(*path[:-1]).mkdir(parents=True)
+    ninth.directory.joinpath(*path).write_text("weights")
+    for step in range(10):
+        (ninth.directory / "step").write_text(str(step))
+        assert ninth.save("every 600 s") is True
+        assert "/".join(path) in [f["path"] for f in manifest(client)["files"]], step
+    tenth = attempt(tmp_path, client, 10)
+    tenth.restore(Progress(), threading.Event())
+    (tenth.directory / "step").write_text("10")
+    assert tenth.save("every 600 s") is True
+    assert "/".join(path) in [f["path"] for f in manifest(client)["files"]]
 
 
 def test_an_empty_folder_comes_back_with_the_checkpoint(tmp_path, client):

@@ -33,7 +33,8 @@ from zen.agent.staging import AttemptData, Progress
 from zen.agent.transfer import transfer
 from zen.agent.vmbeat import VmBeats
 from zen.core.gang_records import node_env
-from zen.core.models import PREEMPTED, AgentStatus, ControlAction, ControlMessage, StartMessage
+from zen.core.models import AgentStatus, ControlAction, ControlMessage, StartMessage
+from zen.core.stops import PREEMPTED
 from zen.core.text import escape_unstorable
 
 OUTPUT_BUDGET_S = 20.0  # shipping the rest of a job's output before its final report (heartbeat timeout: 120 s)
@@ -296,10 +297,9 @@ class AttemptRunner:
 
     def _supervise(self, job: RunningJob, attempt: AttemptReport, over: str,
                    notice: Callable[[], None] | None = None) -> tuple[AgentStatus | None, str | None]:
-        """Heartbeat until the job ends, is stopped, runs out of time, or the agent shuts down. Returns the final
-        status when the agent decided it (else the exit code decides) and a note to put before the output tail
-        (``over``: the job ran out of time). ``notice`` makes ZEN_PREEMPTION_NOTICE appear: at the VM's shutdown and
-        a queue's preemption (``PREEMPTED``: time to checkpoint; a user's stop has none, as the docs promise)."""
+        """Heartbeat until the job ends, is stopped, runs out of time, or the agent shuts down. Returns the final status
+        when the agent decided it (else the exit code decides) and a note before the output tail (``over``: out of
+        time). ``notice``: ZEN_PREEMPTION_NOTICE, at the VM's shutdown and a queue's preemption (zen.core.stops)."""
         settings = self._settings
         fields = {"job_id": attempt.job_id, "attempt": attempt.attempt}
         self._reporter.job(attempt, AgentStatus.RUNNING, budget_s=min(10.0, settings.heartbeat_s), abandon=lambda: self._shutdown.stopping)

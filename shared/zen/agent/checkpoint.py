@@ -209,7 +209,7 @@ class Checkpoint:
     # -- save ------------------------------------------------------------------------------------
     def files(self) -> Files:
         """Every regular file under the folder that an object may hold (``zen.agent.checkpoint_files``)."""
-        own = f"{self._prefix}attempt-{self.attempt}/save-{self._seq + 1}/"  # the next save's objects' prefix
+        own = f"{self._prefix}attempt-{10 ** 6}/save-{10 ** 9}/"  # as wide as any save's: every one leaves out the same
         return checkpoint_files.regular(self.directory, self._left_out, self.note,
                                         checkpoint_files.MAX_OBJECT_NAME - len(own.encode()))
 

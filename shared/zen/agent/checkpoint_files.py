@@ -71,8 +71,8 @@ def unsaveable(relative: str, room: int | None = None) -> str | None:
     if "\r" in relative or "\n" in relative:
         return "holds a line break, which Cloud Storage's may not"
     if room is not None and (size := len(relative.encode())) > room:
-        return (f"is {size:,} bytes: with the checkpoint's prefix, its object's name would pass Cloud Storage's "
-                f"{MAX_OBJECT_NAME:,}")
+        return (f"is {size:,} bytes: with the checkpoint's prefix (as long as any attempt's and save's), its "
+                f"object's name could pass Cloud Storage's {MAX_OBJECT_NAME:,}")
     return None
 
 

@@ -14,8 +14,9 @@ from typing import Any
 
 from zen.core.lease import Deadlines, silent_for
 from zen.core.retries import next_retry
-from zen.core.models import PREEMPTED, AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
-from zen.core.reports import gave_up
+from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
+from zen.core.reports import gave_up, refused_floor
+from zen.core.stops import PREEMPTED, users
 
 
 @dataclass(frozen=True)
@@ -139,8 +140,8 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
         if hb.seq <= (job.left_vms or {}).get(hb.vm, -1):  # sent before its VM gave the attempt up: a late copy
             return Decision(ignored=f"{hb.vm} gave attempt {job.attempt} up after this report (a copy delivered late)")
         if hb.status is AgentStatus.PREEMPTED:  # its VM went away as it claimed: no CONFIRM came, nothing ran
-            return Decision(fields=dict(left_vms=gave_up(job.left_vms, hb.vm, hb.seq)), note=None if hb.vm in (
-                job.left_vms or {}) else f"{hb.vm} gave its claim up unanswered (its VM went away); the attempt never ran there")
+            return Decision(fields=dict(left_vms=gave_up(job.left_vms, hb.vm, hb.seq)),
+                            note=f"{hb.vm} gave its claim up unanswered (its VM went away); the attempt never ran there")
         if hb.region not in job.regions:
             # This VM should never have seen the start message (its subscription filters by region);
             # tell it to drop its copy, and publish a fresh one so the job cannot be stranded.
@@ -167,7 +168,7 @@ def decide_heartbeat(job: Job, hb: Heartbeat, now: datetime) -> Decision:
             # An ordinary race (each copy of a start is claimed by someone): no rejection record or event; the loser
             # drops its copy, so this claim delivered again once the attempt is requeued is a late one.
             decision.controls.append(_control(job, hb, ControlAction.RELEASE, f"claimed by {job.vm}"))
-            decision.fields["left_vms"] = gave_up(job.left_vms, hb.vm, hb.seq)
+            decision.fields.update(refused_floor(job.left_vms, hb.vm, hb.seq))
             decision.duplicate = True
         elif hb.status is AgentStatus.RUNNING:
             decision.controls.append(_control(job, hb, ControlAction.STOP, f"attempt is held by {job.vm}"))
@@ -323,9 +324,8 @@ def _stale_attempt(job: Job, hb: Heartbeat) -> Decision:
 
 
 def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
-    """A user asks to stop the job; a reason reading as a preemption's is marked (else ZEN_PREEMPTION_NOTICE)."""
-    reason = stop.reason or "stop requested"
-    reason = f"stopped: {reason}" if reason.startswith(PREEMPTED) else reason
+    """A user asks to stop the job (its reason never reads as a preemption's: ``zen.core.stops``)."""
+    reason = users(stop.reason)
     if job.status.terminal:
         return Decision(ignored=f"job is already {job.status.value}")
     if job.status is JobStatus.STOPPING:

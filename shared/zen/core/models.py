@@ -305,9 +305,6 @@ class StartMessage(Message):
     assemble_s: int | None = Field(default=None, ge=1, description="A gang's node waits this long for the others")
 
 
-PREEMPTED = "preempted: "  # how a queue's preemption's STOP reason begins: the agent makes ZEN_PREEMPTION_NOTICE appear
-
-
 class ControlMessage(Message):
     """Published by Zen on ``zen-vm-control`` with attribute ``vm``: one VM's orders."""
 

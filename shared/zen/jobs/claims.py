@@ -21,7 +21,7 @@ from zen.core.config import ClusterConfig, ZenConfig
 from zen.core.lifecycle import Change, Decision, refusal
 from zen.core.models import AgentStatus, Heartbeat, Job, JobStatus
 from zen.core.provisioning import accepted_models, flex_run_left_s, outlasts_flex
-from zen.core.reports import gave_up
+from zen.core.reports import refused_floor
 from zen.core.routing import next_route
 from zen.jobs.placement import regions_cleared_now, required_now
 from zen.jobs.store import repeat_key
@@ -83,7 +83,7 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
     controls = [refusal(job, hb, reason)]
     # The VM drops its copy of the start: this claim delivered again later (its cause gone by then) is a late copy
     # (a VM of no MIG of the cluster's is refused again whenever it claims: nothing to write for it).
-    left: dict[str, Any] = {} if cause == NOT_INSTANCE else {"left_vms": gave_up(job.left_vms, hb.vm, hb.seq)}
+    left: dict[str, Any] = {} if cause == NOT_INSTANCE else dict(refused_floor(job.left_vms, hb.vm, hb.seq))
     if _refused_since_published(tx, config, job, hb, cause):  # the tick publishes it again
         due = job.widen_at is not None and job.widen_at <= now
         return Decision(ignored=reason, refused=cause, controls=controls,
