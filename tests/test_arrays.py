@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from tests.messages import agent_run, job_request
-from tests.test_queues import ONE_QUEUE, with_queues
+from tests.test_queues import ONE_QUEUE, queued_zen, with_queues  # noqa: F401 (queued_zen: a fixture)
 from zen.store import repository
 
 
@@ -394,3 +394,31 @@ def test_a_redelivered_array_whose_dependency_failed_since_is_a_duplicate_not_a_
     assert refusals(zen) == []
     fn.submit(job_request("sweep", after=["first"], array={"count": 3}))  # another array of that id: refused
     assert "could never start" in refusals(zen)[-1]
+
+
+def test_a_dependency_that_ends_lets_the_first_tasks_go(zen_and_fn):
+    """12 tasks after `dep`, 3 at once: its end looked at its waiting jobs by job_id (arr-0, arr-1, arr-10, ...),
+    letting each go as it came: arr-10 went, arr-2 to arr-9 waited. Tasks are submitted in index order now."""
+    zen, fn = zen_and_fn
+    fn.submit(job_request("dep"))
+    fn.submit(job_request("arr", array={"count": 12, "max_parallel": 3}, after=["dep"]))
+    for beat in agent_run("dep", vm="vm-d"):
+        fn.heartbeat(beat)
+    assert statuses(zen, "arr", 12) == ["QUEUED"] * 3 + ["PENDING"] * 9
+
+
+@pytest.mark.queues(ONE_QUEUE)  # 8 GPUs: two 4-GPU tasks admitted at once
+def test_a_queue_admits_an_arrays_tasks_in_index_order(queued_zen):
+    """max_parallel 4, room for 2: the queue's line broke the tasks' tie by job_id, so arr-10 (let go after arr-8
+    and arr-9) was admitted before them (in a 1,000-task array arr-99 started 989th)."""
+    zen, fn = queued_zen
+    fn.submit(job_request("arr", array={"count": 12, "max_parallel": 4}))
+    started: list[str] = []
+    for _ in range(12):
+        queued = [f"arr-{i}" for i, s in enumerate(statuses(zen, "arr", 12)) if s == "QUEUED"]
+        started += [q for q in queued if q not in started]
+        if not queued:
+            break
+        for beat in agent_run(queued[0], vm=f"vm-{queued[0]}"):  # the oldest admitted ends first
+            fn.heartbeat(beat)
+    assert started == [f"arr-{i}" for i in range(12)]

@@ -7,7 +7,7 @@ others end is the decision writer's (``DecisionWriter.let_go``), with the tick's
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
 from zen.core import arrays, gang, lifecycle
@@ -71,7 +71,9 @@ class ArrayJobs:
                 for task_id, task_request in arrays.tasks(canonical, array_id, spec):
                     index = task_request["array"]["index"]
                     held = spec.max_parallel is not None and index >= spec.max_parallel
-                    task = template.model_copy(update={
+                    task = template.model_copy(update={  # submitted in index order, a microsecond apart: each line
+                        # that orders by submission (a queue's, the tick's look at held jobs) takes them so
+                        "submitted_at": template.submitted_at + timedelta(microseconds=index),
                         "job_id": task_id, "request": task_request, "request_hash": request_fingerprint(task_request),
                         "cluster": shape.cluster, "regions": shape.regions, "gpus": gpus,
                         "hold": template.hold or (arrays.hold_reason(array_id, spec.max_parallel or 0) if held else None)})

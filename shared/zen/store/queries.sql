@@ -749,11 +749,12 @@ ORDER BY h.array_id
 LIMIT :limit;
 
 -- name: waiting_after
--- PENDING jobs held by dependencies that name one of :names (zen.core.dependencies), locked in one order.
+-- PENDING jobs held by dependencies that name one of :names (zen.core.dependencies), locked in one order: as
+-- submitted (an array's tasks by index, so its first let go are its first: by job_id, arr-10 went before arr-2).
 SELECT * FROM jobs
 WHERE status = 'PENDING' AND hold IS NOT NULL AND hold LIKE 'after: %'
   AND (request -> 'after') ?| ARRAY(SELECT jsonb_array_elements_text(CAST(:names AS jsonb)))
-ORDER BY job_id
+ORDER BY submitted_at, job_id
 FOR UPDATE;
 
 -- name: held_after

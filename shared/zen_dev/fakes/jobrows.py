@@ -344,7 +344,7 @@ class InMemoryJobTx:
     def waiting_after(self, names: list[str]) -> list[Job]:
         return sorted((j for j in self._t.jobs.values() if j.status is JobStatus.PENDING
                        and dependencies.is_after_hold(j.hold) and set(j.request.get("after") or ()) & set(names)),
-                      key=lambda j: j.job_id)
+                      key=lambda j: (j.submitted_at, j.job_id))
 
     @hooked("held_after")
     def held_after(self, limit: int) -> list[str]:
