@@ -422,3 +422,24 @@ def test_a_queue_admits_an_arrays_tasks_in_index_order(queued_zen):
         for beat in agent_run(queued[0], vm=f"vm-{queued[0]}"):  # the oldest admitted ends first
             fn.heartbeat(beat)
     assert started == [f"arr-{i}" for i in range(12)]
+
+
+def test_an_arrays_line_counts_as_held_by_max_parallel_the_tasks_it_holds_only(zen_and_fn, db_url, monkeypatch,
+                                                                               capsys):
+    """A task waiting out its retry's backoff, and a stopped task that kept its hold, were counted "held by
+    max_parallel", and the rest's wait explained by the retry's hold."""
+    from zen.cli.main import main
+
+    zen, fn = zen_and_fn
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    fn.submit(job_request("rz", array={"count": 3, "max_parallel": 1}, max_retries=1, retry_backoff_s=600))
+    for beat in agent_run("rz-0", vm="vm-a", final="FAILED", exit_code=3):  # rz-0 waits out its retry's backoff
+        fn.heartbeat(beat)
+    fn.submit(job_request("st", array={"count": 4, "max_parallel": 1}))
+    fn.stop({"job_id": "st-3"})  # CANCELLED (its hold stays on the row)
+    capsys.readouterr()
+    assert main(["explain", "rz"]) == 0
+    assert ("3 waiting (2 held by max_parallel); the rest wait because the array rz lets 1 task run at once"
+            in capsys.readouterr().out)
+    assert main(["jobs", "list", "--array", "st"]) == 0
+    assert "1 cancelled, 3 waiting (2 held by max_parallel)" in capsys.readouterr().out

@@ -178,11 +178,11 @@ def _stranded(config, job) -> str | None:
 
 def _explain_array(array_id: str, tasks: list, as_json: bool, db) -> int:
     """``zen explain ARRAY``: its progress, then why its first task not yet running waits."""
-    from zen.cli.records import array_progress
+    from zen.cli.records import array_progress, parallel_hold
 
     progress = array_progress(array_id, tasks)
     waiting = next((t for t in tasks if t.status in (JobStatus.PENDING, JobStatus.QUEUED)), None)
-    held = next((t.hold for t in tasks if t.hold), None)
+    held = next((t.hold for t in tasks if parallel_hold(t)), None)  # the tasks max_parallel holds: the rest's wait
     if as_json:
         print(json.dumps({"array_id": array_id, "progress": progress, "held": held,
                           "next": waiting.job_id if waiting else None}))

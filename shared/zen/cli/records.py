@@ -50,6 +50,13 @@ def ctx_array_tasks(session, array_id: str) -> list:
     return PostgresJobTx(session).array_tasks(array_id)
 
 
+def parallel_hold(job) -> bool:
+    """A task waiting for its array's ``max_parallel`` to let it go."""
+    from zen.core.arrays import HOLD_PREFIX
+
+    return job.status.value == "PENDING" and bool(job.hold) and job.hold.startswith(HOLD_PREFIX)
+
+
 def array_progress(array_id: str, tasks: list) -> str:
     """``array sweep: 6 tasks: 2 succeeded, 1 failed, 1 running, 2 waiting (1 held by max_parallel)``."""
     if not tasks:
@@ -59,7 +66,7 @@ def array_progress(array_id: str, tasks: list) -> str:
         word = {"QUEUED": "waiting", "PENDING": "waiting", "ASSIGNED": "running", "STOPPING": "running",
                 "LOST": "waiting"}.get(job.status.value, job.status.value.lower())
         counts[word] = counts.get(word, 0) + 1
-    held = sum(1 for job in tasks if job.hold)
+    held = sum(1 for job in tasks if parallel_hold(job))  # not a retry's backoff, a dependency, an ended task's
     order = ("succeeded", "failed", "cancelled", "running", "waiting")
     parts = [f"{counts[w]} {w}" + (f" ({held} held by max_parallel)" if w == "waiting" and held else "")
              for w in order if counts.get(w)]
