@@ -86,8 +86,6 @@ def test_master_port_stays_in_the_configured_range_and_differs_between_attempts(
 def test_a_users_stop_reason_reading_as_a_preemption_is_marked_while_a_gang_stops_for_a_lost_node():
     """gang.decide_stop kept the user's reason as given while its gang stopped for a lost node: the STOP told again
     to a node that missed the first began "preempted: ", and its agent made ZEN_PREEMPTION_NOTICE appear."""
-    from zen.core.stops import PREEMPTED
-
     job = a_job()
     lost = gang.decide_heartbeat(job, Heartbeat.model_validate(heartbeat("g", "PREEMPTED", 5, vm="vm-1")), T0,
                                  GangConfig())

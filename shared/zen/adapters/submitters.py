@@ -40,7 +40,6 @@ from zen.core.text import escape_unstorable
 log = logging.getLogger("zen.adapters.submitters")
 
 ATTRIBUTE = "zen_auth"  # the message attribute (and zen_auth_1, zen_auth_2, ...) carrying the sender's ID token
-
 MODES = ("off", "required")
 
 

@@ -34,7 +34,7 @@ from zen.agent.transfer import transfer
 from zen.agent.vmbeat import VmBeats
 from zen.core.gang_records import node_env
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, StartMessage
-from zen.core.stops import PREEMPTED
+from zen.core.stops import preempts
 from zen.core.text import escape_unstorable
 
 OUTPUT_BUDGET_S = 20.0  # shipping the rest of a job's output before its final report (heartbeat timeout: 120 s)
@@ -335,7 +335,7 @@ class AttemptRunner:
                 continue
             if order.action is ControlAction.STOP and job.poll() is None:
                 self._log.info("stopping the job on request", extra={**fields, "reason": order.reason})
-                if notice is not None and (order.reason or "").startswith(PREEMPTED):
+                if notice is not None and preempts(order.reason):
                     notice()
                 job.stop(settings.stop_grace_s)
                 return AgentStatus.STOPPED, f"zen: stopped ({order.reason or 'stop requested'})"

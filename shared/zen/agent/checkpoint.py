@@ -395,5 +395,6 @@ class Checkpoint:
     def note(self, text: str, failed: bool = False) -> None:
         """Said in the job's output, and kept for the final report (a save's failure, ``failed``, until a save lands)."""
         self.notes.append(text)
-        self._failed.update([text] if failed else [])
+        if failed:
+            self._failed.add(text)
         self._say(f"zen: {text}")

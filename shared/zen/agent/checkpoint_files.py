@@ -17,7 +17,7 @@ MAX_OBJECT_NAME = 1024  # bytes of UTF-8: Cloud Storage refuses a longer object 
 
 
 class Vanished(Exception):
-    """A folder went while the directory was listed (a job replacing a checkpoint folder by another): what was
+    """A folder or file went while the directory was listed (a job replacing a checkpoint folder by another): what was
     listed is no state the job was ever in."""
 
 

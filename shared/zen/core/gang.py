@@ -37,7 +37,7 @@ from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.reports import gave_up
 from zen.core.retries import next_retry
-from zen.core.stops import users
+from zen.core.stops import users_reason
 
 _RESET = dict(gang=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
 _RUN = (JobStatus.ASSIGNED, JobStatus.RUNNING)
@@ -369,7 +369,7 @@ def _for_gang(job: Job, decision: Decision, skip: str | None = None) -> Decision
 
 def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
     if losing_node(job):  # the user's stop wins: the gang ends CANCELLED once its nodes answer, not rerun
-        reason = users(stop.reason)
+        reason = users_reason(stop.reason)
         return Decision(fields={"stop_reason": reason}, note=f"{reason} (while a gang stops for a node lost or failed: it ends CANCELLED)")
     return _for_gang(job, lifecycle.decide_stop(job, stop, now))
 

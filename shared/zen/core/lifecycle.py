@@ -16,7 +16,7 @@ from zen.core.lease import Deadlines, silent_for
 from zen.core.retries import next_retry
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.reports import gave_up, refused_floor
-from zen.core.stops import PREEMPTED, users
+from zen.core.stops import PREEMPTED, users_reason
 
 
 @dataclass(frozen=True)
@@ -325,7 +325,7 @@ def _stale_attempt(job: Job, hb: Heartbeat) -> Decision:
 
 def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
     """A user asks to stop the job (its reason never reads as a preemption's: ``zen.core.stops``)."""
-    reason = users(stop.reason)
+    reason = users_reason(stop.reason)
     if job.status.terminal:
         return Decision(ignored=f"job is already {job.status.value}")
     if job.status is JobStatus.STOPPING:

@@ -48,6 +48,6 @@ EPOCH_MS = 10 ** 12  # a seq from here up is epoch milliseconds (2001 on); an ag
 def refused_floor(left: dict[str, int] | None, vm: str, seq: int) -> dict[str, dict[str, int]]:
     """The fields that make ``vm``'s claim ``seq``, lost to another VM's or refused, a floor for its later
     copies (``gave_up``): it drops its copy of the start, so the same claim delivered again once the attempt is
-    requeued is a late one. None for a seq that is no epoch milliseconds: an older agent counting from 1 per
+    requeued is a late one. Nothing for a seq that is no epoch milliseconds: an older agent counting from 1 per
     claim claims again below it."""
     return {"left_vms": gave_up(left, vm, seq)} if seq >= EPOCH_MS else {}

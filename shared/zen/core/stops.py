@@ -7,8 +7,13 @@ from __future__ import annotations
 PREEMPTED = "preempted: "
 
 
-def users(reason: str | None) -> str:
+def preempts(reason: str | None) -> bool:
+    """Whether a STOP's ``reason`` is a queue's preemption's (the agent makes ZEN_PREEMPTION_NOTICE appear)."""
+    return (reason or "").startswith(PREEMPTED)
+
+
+def users_reason(reason: str | None) -> str:
     """A user's stop reason as Zen keeps it and its STOP carries it: one that would read as a preemption's is
     marked as the user's."""
     text = reason or "stop requested"
-    return f"stopped: {text}" if text.startswith(PREEMPTED) else text
+    return f"stopped: {text}" if preempts(text) else text

@@ -60,9 +60,9 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
         return None
     cluster, reason = config.cluster(job.cluster), None
     if proven and cluster is not None and not cluster.has_instance(hb.vm, hb.region):
-        if hb.status is AgentStatus.PREEMPTED:  # another cluster's VM gives up no claim of this job: nothing is written
-            return Decision(ignored=f"VM {hb.vm} is not an instance of cluster {job.cluster}'s MIG in {hb.region}")
         reason, cause = f"VM {hb.vm} is not an instance of cluster {job.cluster}'s MIG in {hb.region}", NOT_INSTANCE
+        if hb.status is AgentStatus.PREEMPTED:  # another cluster's VM gives up no claim of this job: nothing is written
+            return Decision(ignored=reason)
     elif hb.status is AgentStatus.PREEMPTED:  # it gives the claim up (zen.core.lifecycle): nothing to refuse
         return None
     elif cluster is not None and (model := _unaccepted_model(cluster, job, hb)) is not None:
