@@ -11,7 +11,7 @@ from dataclasses import replace
 from tests.agent.fakes import FakeTransport
 from tests.agent.helpers import job_command, one_running
 from tests.agent.test_agent_loop import IDENTITY, SETTINGS, VM, make_agent, start_message
-from tests.messages import job_request
+from tests.messages import heartbeat, job_request
 from zen.agent.agent import Agent
 from zen.agent.transport import ControlDelivery
 from zen.core.models import AgentStatus, ControlAction, Heartbeat
@@ -161,3 +161,65 @@ def test_with_zen_a_claim_answered_too_late_is_requeued_and_runs_on_another_vm_a
     assert (record.status.value, record.attempt, record.max_attempts, record.vm) == ("SUCCEEDED", 1, 1, "vm-b")
     assert steps[2:] == [("QUEUED", "ASSIGNED"), ("ASSIGNED", "QUEUED"), ("QUEUED", "ASSIGNED"),
                          ("ASSIGNED", "RUNNING"), ("RUNNING", "SUCCEEDED")]
+
+
+class SecondTryHeld(ToZen):
+    """A VM whose claim's first try is answered RELEASE only after its second try was sent, and whose
+    second try reaches Zen only when the test delivers it (``deliver_held``)."""
+
+    def __init__(self, vm: str, functions, publisher):
+        super().__init__(vm, functions, publisher)
+        self.late = True  # the first try's answer is on its way
+        self.held_try: Heartbeat | None = None
+
+    def publish(self, message, *, budget_s: float, **abandon) -> None:
+        if isinstance(message, Heartbeat) and message.status is AgentStatus.CLAIMED and self.late:
+            if self.held_back:  # the second try: its delivery held; the first try's RELEASE arrives now
+                FakeTransport.publish(self, message, budget_s=budget_s)
+                self.held_try, self.late = message, False
+                self.controls.extend(self.held_back)
+                return
+        super().publish(message, budget_s=budget_s)
+
+    def deliver_held(self) -> None:
+        assert self.held_try is not None
+        self.functions.heartbeat(json.loads(self.held_try.to_bytes()))
+
+
+def test_with_zen_a_released_claims_later_try_that_wins_the_requeued_attempt_is_given_back(functions, zen, publisher):
+    """VM B's claim lost to A's: told RELEASE, B dropped the start, but its second try was sent before the
+    RELEASE came. A gave the attempt back (requeued, unspent); B's second try, delivered only then, won
+    it for a VM that does not run it. It waited ASSIGNED until the sweep spent the attempt (FAILED, never
+    run, at ``max_attempts: 1``). B's VM heartbeats now name a released claim as one given back, so the
+    next one after that try requeues the attempt, its budget untouched."""
+    functions.submit(job_request("job-1", max_attempts=1, command=job_command("--print", "hello")))
+    functions.heartbeat(heartbeat("job-1", "CLAIMED", 1_767_225_600_000, vm="vm-a"))  # A's claim wins
+    b = SecondTryHeld("vm-b", functions, publisher)
+    agent_b = Agent(replace(IDENTITY, vm="vm-b"), QUICK, b, local=True, clock=b.clock)
+    b.when_idle = lambda: agent_b.request_shutdown("test over")
+    b.add_start(publisher.on("zen-job-start")[0].data)
+
+    assert agent_b.run() == 0 and agent_b.jobs_run == 0
+    assert [m.status for m in claims(b)] == [AgentStatus.CLAIMED] * 2 and b.held_try is not None
+    assert (job_row(zen).status.value, job_row(zen).vm) == ("ASSIGNED", "vm-a")
+    beats = [m for m in b.published if isinstance(m, VmHeartbeat)]
+    assert beats[-1].given_back and [(h.job_id, h.attempt) for h in beats[-1].given_back] == [("job-1", 1)]
+
+    functions.heartbeat({"kind": "vm", "vm": "vm-a", "cluster": "4xa100-40gb", "region": "us-central1",
+                         "zone": "us-central1-a", "state": "IDLE", "seq": 1_767_225_660_000,
+                         "sent_at": "2026-11-23T12:00:00Z", "given_back": [{"job_id": "job-1", "attempt": 1}]})
+    assert (job_row(zen).status.value, job_row(zen).vm) == ("QUEUED", None)  # A gave it back
+    b.deliver_held()  # B's second try, sent before its RELEASE came
+    assert (job_row(zen).status.value, job_row(zen).vm) == ("ASSIGNED", "vm-b")
+
+    functions.heartbeat(json.loads(beats[-1].to_bytes()))  # B's next VM heartbeat
+    record = job_row(zen)
+    assert (record.status.value, record.attempt, record.max_attempts, record.vm) == ("QUEUED", 1, 1, None)
+    with zen.db.transaction() as session:
+        *_, last = repository.job_history(session, "job-1")
+    assert (last["from_status"], last["to_status"]) == ("ASSIGNED", "QUEUED") and "vm-b gave its claim back" in last["reason"]
+
+
+def job_row(zen, job_id="job-1"):
+    with zen.db.transaction() as session:
+        return repository.get_job(session, job_id)

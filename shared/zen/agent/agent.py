@@ -280,8 +280,8 @@ class Agent:
             settled = True  # _claim acks or nacks in every case
             if answer == "confirm":
                 gone = self.attempts.run(start, attempt, gpu_ids)
-            elif answer == "timeout":  # our claim may have won: VM heartbeats name it until claimed again
-                self.slots.unanswered(key)
+            elif answer in ("timeout", "release"):  # a claim of ours may win yet: VM heartbeats name it until
+                self.slots.dropped(key)  # claimed again (released: a later try sent before the RELEASE came)
         except ValidationError as exc:
             if settled or not about_the_attempt(exc):
                 self.log.exception("error while handling a start message", extra={"message_id": delivery.message_id})

@@ -124,7 +124,7 @@ class Reporter:
         """``held``: the attempts the VM runs, oldest first; the first is named in ``job_id`` /
         ``attempt``, and with ``list_all`` (a VM that may run several) every one in ``jobs``.
         ``cached``: the inputs and images the VM's warm cache holds (``zen.agent.cache``).
-        ``given_back``: the attempts whose claim the VM gave back unanswered, read once the ``seq`` is
+        ``given_back``: the attempts whose start the VM dropped (``Slots.dropped``), read once the ``seq`` is
         drawn (``zen.core.vm_heartbeat``: what makes Zen's requeue of them safe)."""
         seq = self._next_seq()
         returned = [HeldAttempt(job_id=j, attempt=a) for j, a in given_back()]

@@ -70,7 +70,7 @@ class Slots:
         self._lock = threading.Lock()
         self._gpus: dict[Key, tuple[int, ...]] = {}  # held, in the order taken
         self._running: dict[Key, None] = {}  # of those, confirmed and not yet ended
-        self._given_back: deque[Key] = deque(maxlen=GIVEN_BACK_KEPT)  # claims given back unanswered, newest first
+        self._given_back: deque[Key] = deque(maxlen=GIVEN_BACK_KEPT)  # starts dropped (``dropped``), newest first
         self._ran: deque[Key] = deque(maxlen=RAN_KEPT)  # confirmed here, newest last
 
     def never_fits(self, gpus: int | None) -> str | None:
@@ -120,10 +120,11 @@ class Slots:
             self._running[key] = None
             self._ran.append(key)
 
-    def unanswered(self, key: Key) -> None:
-        """``key``'s claim went unanswered and its start was given back: named in ``given_back`` from now
-        on, unless this VM ran the attempt (a copy of its start claimed after the run: its reports may
-        still be on their way, and Zen must not take the attempt for one that never ran)."""
+    def dropped(self, key: Key) -> None:
+        """``key``'s start was dropped, its claim unanswered (given back) or told RELEASE (a later try of
+        the claim, sent before the answer came, may still win the attempt once it is requeued): named in
+        ``given_back`` from now on, unless this VM ran the attempt (a copy of its start claimed after the
+        run: its reports may still be on their way, and Zen must not take the attempt for one that never ran)."""
         with self._lock:
             if key in self._ran:
                 return
@@ -132,7 +133,7 @@ class Slots:
             self._given_back.appendleft(key)
 
     def given_back(self) -> list[Key]:
-        """The attempts whose claim went unanswered, most recent first, not claimed again since."""
+        """The attempts whose start was dropped (``dropped``), most recent first, not claimed again since."""
         with self._lock:
             return list(self._given_back)
 

@@ -1,5 +1,5 @@
 """The VM's heartbeats: what the VM says of itself every ``ZEN_AGENT_VM_HEARTBEAT_S`` (RETIRED, BUSY or
-IDLE as it is; the attempts it runs, the claims it gave back unanswered, what its warm cache holds), and
+IDLE as it is; the attempts it runs, the starts it dropped unanswered or released, what its warm cache holds), and
 at once when its state changed. Never IDLE while pulls have been failing too long (``zen.agent.outage``).
 Called from the loop and from every attempt's thread.
 """
@@ -45,7 +45,7 @@ class VmBeats:
 
     def beat(self, state: VmState | None = None, *, force: bool = False) -> None:
         """The VM heartbeat when due (or ``force``): ``state``, else RETIRED, BUSY or IDLE as it is,
-        naming the attempts it runs, those whose claim it gave back unanswered, and what its warm
+        naming the attempts it runs, those whose start it dropped (unanswered or released), and what its warm
         cache holds. Never IDLE while pulls have been failing too long (``zen.agent.outage``): nothing then."""
         with self._lock:
             now = self._clock()

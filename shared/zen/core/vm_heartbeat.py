@@ -29,10 +29,12 @@ class VmHeartbeat(Received):
     sent only by a VM that may run several at once (``max_jobs_per_vm`` > 1), names every one of
     them, so a message from a VM that runs one job at a time is what it always was.
 
-    ``given_back`` names the attempts whose start the VM gave back because no answer to its CLAIMEDs
-    came, and that it never ran (most recent first). The list is read after the heartbeat's ``seq``
-    is drawn from the counter the VM's job reports share, and a claim the VM makes of such an attempt
-    again takes it off the list before its CLAIMED draws a ``seq``: so if the database still shows
+    ``given_back`` names the attempts whose start the VM dropped, because no answer to its CLAIMEDs
+    came (given back) or because it was told RELEASE (a later try of the claim, sent before the answer
+    came, may still win once the attempt is requeued), and that it never ran (most recent first). The
+    list is read after the heartbeat's ``seq`` is drawn from the counter the VM's job reports share,
+    and a claim the VM makes of such an attempt again takes it off the list before its CLAIMED draws a
+    ``seq``: so if the database still shows
     the attempt held by the VM with no report of it later than this ``seq``, the VM does not run it
     and will not without a new claim, and Zen requeues it (``zen.core.lifecycle.decide_given_back``).
     Older agents do not send it, and nothing changes for them."""
@@ -49,7 +51,7 @@ class VmHeartbeat(Received):
     attempt: int | None = Field(default=None, ge=1, le=INT32_MAX)
     jobs: list[HeldAttempt] | None = Field(default=None, max_length=16, description="Every attempt it holds")
     given_back: list[HeldAttempt] | None = Field(default=None, max_length=16,
-                                                 description="Attempts whose claim it gave back unanswered")
+                                                 description="Attempts whose start it dropped (unanswered or released)")
     # Its warm cache (zen.agent.cache): job inputs whose every object it holds, images it ran; recent first.
     cached_inputs: list[GsUri] | None = Field(default=None, max_length=16)
     images: list[Annotated[str, Field(min_length=1, max_length=1024)]] | None = Field(default=None, max_length=16)
