@@ -194,6 +194,37 @@ def test_the_fleets_one_minute_minimum_is_billed_once_in_the_window_where_the_vm
     assert (central["fleet_vm_hours"], central["fleet_usd"]) == (round(6 / 3600, 3), round(6 * PRICE / 3600, 2))
 
 
+def test_a_vm_its_mig_recreates_under_the_same_name_is_billed_for_each_vm_not_the_time_between(
+        functions, zen, clock, capsys):
+    """A spot VM preempted after an hour is recreated by its MIG under the same name, which waits through a
+    stockout for three hours listed without a VM, then runs 30 s and leaves the MIG. GCE bills the first VM's
+    hour and the second's minute (its own minimum), not the four hours from the first RUNNING to the last
+    sight; a window that begins in the stockout holds the second VM alone."""
+    from zen.store import fleet
+
+    start, name = clock(), "vm-spot"
+
+    def seen(at_s: float, billed: bool) -> None:
+        with zen.db.transaction() as session:
+            fleet.see_instances(session, CLUSTER, "us-central1", [name], start + timedelta(seconds=at_s),
+                                billed=[name] if billed else [])
+
+    seen(0, True)
+    seen(3600, True)  # the last pass to see the first VM
+    seen(3630, False)  # preempted: TERMINATED, recreated, no capacity
+    seen(3 * 3600, False)
+    seen(4 * 3600, True)  # the second VM RUNNING
+    seen(4 * 3600 + 30, True)
+    with zen.db.transaction() as session:  # it left its MIG: vm_lifetimes keeps both VMs
+        fleet.see_instances(session, CLUSTER, "us-central1", [], start + timedelta(hours=5))
+    [central] = zen_usage(capsys, "--by", "region")["groups"]
+    assert (central["fleet_vm_hours"], central["fleet_usd"]) == (
+        round((3600 + 30) / 3600, 3), round((3600 + 60) * PRICE / 3600, 2))
+    assert cli.main(["usage", "--since", (start + timedelta(hours=2)).isoformat(), "--by", "region", "--json"]) == 0
+    [central] = json.loads(capsys.readouterr().out)["groups"]
+    assert central["fleet_usd"] == round(60 * PRICE / 3600, 2)
+
+
 def test_the_fleets_vms_keep_the_model_their_pool_had_when_seen(functions, zen, clock, capsys):
     """A VM of the primary pool (its name carries no model) was priced at the cluster's first model configured
     today: the cluster's spot VM of an hour, seen while it listed spot first, cost the standard price once

@@ -442,14 +442,21 @@ GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wai
 -- name: see_mig_instances
 -- Every instance of one MIG seen now: first sight recorded once (with :model, the pool's provisioning model
 -- then: migration 0037), and the first sight of its VM billed (:billed, those of :names GCE bills now:
--- running_at, migration 0034); returns when each was first seen.
+-- running_at, migration 0034); returns when each was first seen. One seen billed before and not now (its
+-- VM ended: a preempted spot VM its MIG recreates under the same name) closes that billed segment at its last
+-- billed sight (billed_before, migration 0043); its next VM's RUNNING opens a new one.
 -- DISTINCT: a listing may name an instance twice, and ON CONFLICT may not touch one row twice.
 INSERT INTO mig_instances (name, cluster, region, first_seen_at, last_seen_at, running_at, model)
 SELECT name, :cluster, :region, :now, :now,
        CASE WHEN name = ANY(CAST(:billed AS text[])) THEN CAST(:now AS timestamptz) END, CAST(:model AS text)
 FROM (SELECT DISTINCT unnest(CAST(:names AS text[])) AS name) AS listed
-ON CONFLICT (name) DO UPDATE SET last_seen_at = EXCLUDED.last_seen_at,
-                                 running_at = COALESCE(mig_instances.running_at, EXCLUDED.running_at)
+ON CONFLICT (name) DO UPDATE SET
+    last_seen_at = EXCLUDED.last_seen_at,
+    running_at = CASE WHEN EXCLUDED.running_at IS NOT NULL THEN COALESCE(mig_instances.running_at, EXCLUDED.running_at) END,
+    billed_before = CASE WHEN mig_instances.running_at IS NOT NULL AND EXCLUDED.running_at IS NULL
+                         THEN COALESCE(mig_instances.billed_before, '[]'::jsonb)
+                              || jsonb_build_array(jsonb_build_array(mig_instances.running_at, mig_instances.last_seen_at))
+                         ELSE mig_instances.billed_before END
 RETURNING name, first_seen_at;
 
 -- name: mig_instance_names
@@ -496,10 +503,10 @@ ON CONFLICT (cluster, region) DO UPDATE SET memory = EXCLUDED.memory, updated_at
 WITH gone AS (
     DELETE FROM mig_instances
     WHERE cluster = :cluster AND region = :region AND NOT (name = ANY(CAST(:present AS text[])))
-    RETURNING name, cluster, region, first_seen_at, last_seen_at, running_at, model
+    RETURNING name, cluster, region, first_seen_at, last_seen_at, running_at, model, billed_before
 ), lived AS (
-    INSERT INTO vm_lifetimes (name, cluster, region, first_seen_at, last_seen_at, running_at, model)
-    SELECT name, cluster, region, first_seen_at, last_seen_at, running_at, model FROM gone
+    INSERT INTO vm_lifetimes (name, cluster, region, first_seen_at, last_seen_at, running_at, model, billed_before)
+    SELECT name, cluster, region, first_seen_at, last_seen_at, running_at, model, billed_before FROM gone
     ON CONFLICT (name, first_seen_at) DO NOTHING
 ), undrained AS (
     DELETE FROM vm_drains WHERE name IN (SELECT name FROM gone)

@@ -40,25 +40,30 @@ QUERIES = {
                extract(epoch FROM ended_at - started_at) AS seconds
         FROM attempt_usage WHERE ended_at >= :since
         ORDER BY 1, ended_at""",
-    # The fleet: seconds each MIG instance was billed in the window, boot and idle included (instances
-    # still there and those gone, ``vm_lifetimes``), one row per instance. An instance counts from the
-    # first scaling pass that listed its VM billed (``running_at``: RUNNING, or past it; never, for one
-    # listed without a VM through a stockout) to the last, so each end may be off by up to one tick. Rows are kept by
-    # pool (zen.core.provisioning): its region is the key's before any "/"; its model as seen then (migration
-    # 0037; NULL before it: the VM's name says, under today's configuration);
+    # The fleet: seconds each MIG instance's VMs were billed in the window, boot and idle included (instances
+    # still there and those gone, ``vm_lifetimes``), one row per VM. A VM counts from the first scaling pass
+    # that listed it billed (``running_at``: RUNNING, or past it; never, for an instance listed without a VM
+    # through a stockout) to the last, so each end may be off by up to one tick; the VMs an instance had before
+    # (``billed_before``: a preempted spot VM its MIG recreated under the same name) each count so, not the
+    # time between them. Rows are kept by pool (zen.core.provisioning): its region is the key's before any "/";
+    # its model as seen then (migration 0037; NULL before it: the VM's name says, under today's configuration);
     # a flex-start request's pending VMs (<MIG>+<request>+<n>: zen.adapters.flex_start) are not billed.
     # began_in_window: its RUNNING began in the window, which then bears GCE's one-minute minimum.
     "fleet_by_region": """
         SELECT split_part(region, '/', 1) AS region, cluster, name, model,
-               GREATEST(0, extract(epoch FROM LEAST(last_seen_at, CAST(:now AS timestamptz))
-                                              - GREATEST(running_at, CAST(:since AS timestamptz)))) AS vm_seconds,
-               running_at >= CAST(:since AS timestamptz) AS began_in_window
-        FROM (SELECT name, region, cluster, running_at, last_seen_at, model FROM mig_instances
+               GREATEST(0, extract(epoch FROM LEAST(vm.until, CAST(:now AS timestamptz))
+                                              - GREATEST(vm.since, CAST(:since AS timestamptz)))) AS vm_seconds,
+               vm.since >= CAST(:since AS timestamptz) AS began_in_window
+        FROM (SELECT name, region, cluster, running_at, last_seen_at, model, billed_before FROM mig_instances
               UNION ALL
-              SELECT name, region, cluster, running_at, last_seen_at, model FROM vm_lifetimes
-              WHERE last_seen_at > :since) AS seen
-        WHERE last_seen_at > :since AND running_at IS NOT NULL AND strpos(name, '+') = 0
-        ORDER BY 1, cluster, name""",
+              SELECT name, region, cluster, running_at, last_seen_at, model, billed_before FROM vm_lifetimes
+              WHERE last_seen_at > :since) AS seen,
+             LATERAL (SELECT running_at AS since, last_seen_at AS until WHERE running_at IS NOT NULL
+                      UNION ALL
+                      SELECT CAST(earlier ->> 0 AS timestamptz), CAST(earlier ->> 1 AS timestamptz)
+                      FROM jsonb_array_elements(COALESCE(billed_before, '[]'::jsonb)) AS earlier) AS vm
+        WHERE vm.until > :since AND strpos(name, '+') = 0
+        ORDER BY 1, cluster, name, vm.since""",
     "attempts_of_job": """
         SELECT * FROM attempt_usage WHERE job_id = :job_id ORDER BY attempt""",
     # An attempt recorded LOST, or PREEMPTED by its queue (``lost_attempt``): the VM that held it, when it
