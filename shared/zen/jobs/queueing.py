@@ -9,7 +9,7 @@ at once. The rules and their reasons: docs/how-to/queues.md.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -42,10 +42,12 @@ class QueueState:
     used: int
     usage_gpus: float  # decayed GPU-seconds / half-life: "recent usage" in GPUs
     waiting: list[Job]
+    freeing: int = 0  # of ``used``, held by jobs being stopped (a preemption's victims, a user's stop)
 
     @classmethod
-    def of(cls, config: QueueConfig, cluster: str, used: int, usage_gpus: float, waiting: list[Job]) -> "QueueState":
-        return cls(config, config.quota[cluster], config.limit(cluster), used, usage_gpus, waiting)
+    def of(cls, config: QueueConfig, cluster: str, used: int, usage_gpus: float, waiting: list[Job],
+           freeing: int = 0) -> "QueueState":
+        return cls(config, config.quota[cluster], config.limit(cluster), used, usage_gpus, waiting, freeing)
 
     def borrows_for(self, job: Job) -> bool:
         """Whether admitting ``job`` takes the queue beyond its nominal quota (borrowing)."""
@@ -57,19 +59,24 @@ class QueueState:
 
 
 def order_admissions(state: list[QueueState], cohort_used: int, cohort_quota: int,
-                     blocked: Callable[[QueueState, Any, int], None] | None = None
+                     blocked: Callable[[QueueState, Any, int], int] | None = None
                      ) -> list[tuple[QueueState, Any, int]]:
     """The pure core of a pass (production and the simulator share it): admit heads while they fit,
     heads within their queue's nominal quota before heads that would borrow, then highest priority,
     then lowest share, then oldest; a head that does not fit stops its queue
-    (``blocked(queue, head, cohort_used)`` is told). Once a head within its queue's nominal quota is
+    (``blocked(queue, head, cohort_used)`` is told, and returns the GPUs of the victims it preempts for it,
+    now being freed). Once a head within its queue's nominal quota is
     blocked by the cohort (its quota is lent), nobody borrows in this pass: what comes free goes back
     to the lender, else borrowers' small jobs would take each 2 GPUs freed before a lender's 4-GPU job
-    ever fits (and undo a reclaim). Returns (queue, job, GPUs the queue holds with it); updates each
-    queue's ``used``."""
+    ever fits (and undo a reclaim). Likewise a head that will fit once the GPUs being freed are back
+    (``QueueState.freeing``: jobs stopping, a preemption's victims) is what they are freed for: what it
+    needs beyond them is kept for it out of the free GPUs, so no head after it takes that and leaves it
+    short again (a second victim stopped for the same head). Returns (queue, job, GPUs the queue holds
+    with it); updates each queue's ``used``."""
     admitted = []
     active = [q for q in state if q.waiting]
     lent_back = False  # a head within its nominal quota waits for its lent quota
+    coming = sum(q.freeing for q in state)  # being freed, not yet kept for a head
     while active:
         best = min(active, key=lambda q: (q.borrows_for(q.waiting[0]), -q.waiting[0].priority, q.share,
                                           q.waiting[0].submitted_at, q.waiting[0].job_id))
@@ -80,7 +87,12 @@ def order_admissions(state: list[QueueState], cohort_used: int, cohort_quota: in
             lent_back = lent_back or not best.borrows_for(job)
             active.remove(best)  # its head does not fit: the queue waits, the others go on
             if blocked is not None:
-                blocked(best, job, cohort_used)
+                coming += blocked(best, job, cohort_used)
+            if coming and best.used - best.freeing + job.gpus <= best.limit and \
+                    cohort_used - coming + job.gpus <= cohort_quota:  # it fits once they are back: its part kept
+                from_coming = min(coming, job.gpus)
+                coming -= from_coming
+                cohort_used += job.gpus - from_coming
             continue
         best.waiting.pop(0)
         best.used += job.gpus
@@ -89,6 +101,19 @@ def order_admissions(state: list[QueueState], cohort_used: int, cohort_quota: in
         if not best.waiting:
             active.remove(best)
     return admitted
+
+
+def _admitted_once_gone(state: list[QueueState], job: Job, victims: list[tuple[Job, str]], cohort_used: int,
+                        cohort_quota: int) -> bool:
+    """Whether the next pass, with ``victims`` gone, admits ``job``: what they free goes to the first heads
+    in order that fit it, by the shares and priorities that pass will see (a head ahead of ``job`` then
+    would take it, and they would have been stopped for nothing while ``job`` still waited)."""
+    freed: dict[str | None, int] = {}
+    for victim, _ in victims:
+        freed[victim.queue] = freed.get(victim.queue, 0) + victim.gpus
+    after = [replace(q, used=q.used - freed.get(q.config.name, 0), waiting=list(q.waiting), freeing=0) for q in state]
+    return any(admitted is job for _, admitted, _ in order_admissions(after, cohort_used - sum(freed.values()),
+                                                                       cohort_quota))
 
 
 def decay(gpu_seconds: float, elapsed_s: float, held_gpus: int, half_life_s: float) -> float:
@@ -166,23 +191,24 @@ class Queueing:
         # room jobs could fit; one more shows each head that does not: one a preemption may serve, and, where
         # any member may preempt, a lender's (no head borrows, so none preempts to borrow, while it waits)
         more = not freeing and any(q.preemption != "never" for q in members)
+        stopping = {r["queue"]: r["freeing"] for r in held}
         for q in members:
             waiting = tx.pending_of_queue(q.name, cluster, max(0, min(room, PASS_LIMIT)) + more,
                                           int(self._most_ever(q, cluster)))
-            state.append(QueueState.of(q, cluster, used.get(q.name, 0), usage.get(q.name, 0.0), waiting))
+            state.append(QueueState.of(q, cluster, used.get(q.name, 0), usage.get(q.name, 0.0), waiting,
+                                       stopping.get(q.name, 0)))
         result = Pass()
-        ahead: list[tuple[QueueState, Job]] = []  # heads blocked before: the next pass offers what comes free to them
 
-        def blocked(queue: QueueState, job: Job, cohort_used_now: int) -> None:
-            if not freeing and not result.preempted and queue.config.preemption != "never":
-                victims = self._victims(tx, queue, job, state, cohort_used_now, cohort_quota)
-                # What the victims free goes to the first head that fits it next pass: none for a head ahead of
-                # this one that would fit then (they were stopped for nothing while this one still waited).
-                freed = sum(v.gpus for v, _ in victims)
-                if not any(q.used - sum(v.gpus for v, _ in victims if v.queue == q.config.name) + h.gpus <= q.limit
-                           and cohort_used_now - freed + h.gpus <= cohort_quota for q, h in ahead):
-                    result.preempted = victims
-            ahead.append((queue, job))
+        def blocked(queue: QueueState, job: Job, cohort_used_now: int) -> int:
+            if freeing or result.preempted or queue.config.preemption == "never":
+                return 0
+            victims = self._victims(tx, queue, job, state, cohort_used_now, cohort_quota)
+            if not victims or not _admitted_once_gone(state, job, victims, cohort_used_now, cohort_quota):
+                return 0
+            result.preempted = victims
+            for q in state:
+                q.freeing += sum(v.gpus for v, _ in victims if v.queue == q.config.name)
+            return sum(v.gpus for v, _ in victims)
 
         for admitting, job, gpus_held in order_admissions(state, cohort_used, cohort_quota, blocked):
             result.admitted.append((job, admission_reason(admitting, gpus_held, cluster)))

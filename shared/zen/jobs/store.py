@@ -138,7 +138,8 @@ class AdmissionRows(Protocol):
         """Per queue holding quota on ``cluster``: ``queue``, ``gpus``, ``jobs``, ``freeing`` (of STOPPING jobs)."""
 
     def preemption_candidates(self, queues: list[str], cluster: str, limit: int) -> list[Job]:
-        """Admitted jobs of ``queues`` not being preempted, cheapest first, held; held elsewhere: skipped."""
+        """Admitted jobs of ``queues`` not being preempted, cheapest first (the first ``limit`` of each queue),
+        held; held elsewhere: skipped."""
 
     def pending_of_queue(self, queue: str, cluster: str, limit: int, most: int) -> list[Job]:
         """The queue's PENDING jobs of ``cluster`` of at most ``most`` GPUs in admission order, held, up to

@@ -625,12 +625,16 @@ FOR UPDATE OF jobs SKIP LOCKED;
 
 -- name: preemption_candidates
 -- Admitted jobs of these queues that a preemption may take back, the cheapest first (lowest priority,
--- then the most recently admitted); rows locked elsewhere are skipped.
+-- then the most recently admitted), the first :limit of each queue (a queue back at its quota supplies no
+-- more: the first :limit of all of them could be one queue's); rows locked elsewhere are skipped.
 SELECT * FROM jobs
-WHERE queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))) AND cluster = :cluster
-  AND status IN ('QUEUED', 'ASSIGNED', 'RUNNING') AND queue IS NOT NULL AND preempted_by IS NULL
+WHERE job_id IN (SELECT cheapest.job_id FROM jsonb_array_elements_text(CAST(:queues AS jsonb)) AS member(name),
+                 LATERAL (SELECT job_id FROM jobs
+                          WHERE queue = member.name AND cluster = :cluster AND status IN ('QUEUED', 'ASSIGNED', 'RUNNING')
+                            AND preempted_by IS NULL
+                          ORDER BY priority, queued_at DESC, job_id DESC LIMIT :limit) AS cheapest)
+  AND status IN ('QUEUED', 'ASSIGNED', 'RUNNING') AND preempted_by IS NULL
 ORDER BY priority, queued_at DESC, job_id DESC
-LIMIT :limit
 FOR UPDATE SKIP LOCKED;
 
 -- name: waiting_queues

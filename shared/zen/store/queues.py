@@ -37,7 +37,8 @@ def admitted(session: Session, queues: list[str], cluster: str) -> list[dict[str
 
 
 def preemption_candidates(session: Session, queues: list[str], cluster: str, limit: int) -> list[Job]:
-    """Admitted jobs of ``queues`` a preemption may take back, cheapest first, locked."""
+    """Admitted jobs of ``queues`` a preemption may take back, cheapest first (the first ``limit`` of each
+    queue), locked."""
     return [job_from_row(r) for r in session.run("preemption_candidates", queues=json.dumps(queues),
                                                  cluster=cluster, limit=limit)]
 

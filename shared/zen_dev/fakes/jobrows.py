@@ -297,7 +297,13 @@ class InMemoryJobTx:
         candidates.sort(key=lambda j: j.job_id, reverse=True)
         candidates.sort(key=lambda j: j.queued_at or datetime.max.replace(tzinfo=j.submitted_at.tzinfo), reverse=True)
         candidates.sort(key=lambda j: j.priority)
-        return candidates[:limit]
+        taken: dict[str | None, int] = {}  # the first ``limit`` of each queue
+        out = []
+        for job in candidates:
+            taken[job.queue] = taken.get(job.queue, 0) + 1
+            if taken[job.queue] <= limit:
+                out.append(job)
+        return out
 
     # -- arrays ----------------------------------------------------------------------------------
     def _tasks(self, array_id: str) -> list[Job]:
