@@ -87,3 +87,48 @@ def test_a_bad_retry_is_refused_naming_the_field(zen_and_fn, retry, field):
     with zen.db.transaction() as session:
         reason = session.sql("SELECT reason FROM rejected_messages ORDER BY id DESC LIMIT 1")[0]["reason"]
     assert field in reason, reason
+
+
+def test_a_retry_ended_without_a_code_of_its_own_shows_none_and_a_spent_budget_counts_only_losses(
+        zen_and_fn, clock, db_url, monkeypatch, capsys):
+    """Attempt 1 failed with 3 and was retried; attempt 2 ran, then its VM went silent and the sweep spent the
+    budget (max_attempts 1). The job showed exit code 3 while attempt 2 ran and ended "FAILED ... (exit code 3)",
+    blaming the code for a loss; its reason said "2 of 2 attempts lost" for the one it lost."""
+    from zen.cli.main import main
+    from zen.store import repository
+
+    zen, fn = zen_and_fn
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    fn.submit(job_request("flaky", max_attempts=1, max_retries=1, retry_backoff_s=0))
+    fail(fn, "flaky", 1, 3)
+    assert (job(zen, "flaky").exit_code, job(zen, "flaky").hold.startswith("retry 1 of 1 after exit code 3")) == (None, True)
+    fn.tick()
+    for beat in agent_run("flaky", attempt=2, vm="vm-b")[:2]:  # CLAIMED, RUNNING: then silence
+        fn.heartbeat(beat)
+    assert job(zen, "flaky").exit_code is None
+    for _ in range(4):
+        clock.advance(50)
+        fn.tick()
+    ended = job(zen, "flaky")
+    assert (ended.status.value, ended.attempt, ended.exit_code) == ("FAILED", 2, None)
+    with zen.db.transaction() as session:
+        assert repository.job_history(session, "flaky")[-1]["reason"] == "attempt budget spent (1 of 1 attempts lost, besides 1 retried)"
+    capsys.readouterr()
+    assert main(["explain", "flaky"]) == 0
+    assert "exit code 3" not in capsys.readouterr().out
+
+
+def test_a_job_stopped_while_it_waits_for_its_retry_keeps_no_hold(zen_and_fn, db_url, monkeypatch, capsys):
+    """A cancelled job showed "hold: retry 1 of 1 after exit code 3, due ..." as if a retry were still to come."""
+    from zen.cli.main import main
+
+    zen, fn = zen_and_fn
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    fn.submit(job_request("flaky", max_retries=1, retry_backoff_s=600))
+    fail(fn, "flaky", 1, 3)
+    fn.stop({"job_id": "flaky", "reason": "enough"})
+    ended = job(zen, "flaky")
+    assert (ended.status.value, ended.hold, ended.hold_until) == ("CANCELLED", None, None)
+    capsys.readouterr()
+    assert main(["jobs", "get", "flaky"]) == 0
+    assert "hold:" not in capsys.readouterr().out

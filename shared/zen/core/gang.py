@@ -292,7 +292,7 @@ def _failed(job: Job, nodes: list[GangNode], failed: GangNode, now: datetime) ->
     why = f"node {failed.rank} ({failed.vm}) failed: exit code {failed.exit_code}"
     if (retry := next_retry(job.request, job.retries, job.attempt, failed.exit_code, now)) is not None:
         retried = Decision(changes=[Change(JobStatus.PENDING, f"node {failed.rank} ({failed.vm}): {retry.reason}")],
-                           fields=retry.fields(job.attempt, job.max_attempts, failed.exit_code))
+                           fields=retry.fields(job.attempt, job.max_attempts))
         return _for_gang(job.model_copy(update={"gang": nodes}), retried)
     decision = Decision(fields=dict(gang=nodes))
     _end(decision, job, JobStatus.FAILED, why, failed.exit_code, now)

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from zen.core.lease import Deadlines, silent_for
-from zen.core.retries import next_retry
+from zen.core.retries import budget_spent, next_retry
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.reports import gave_up, refused_floor
 from zen.core.stops import PREEMPTED, users_reason
@@ -68,7 +68,7 @@ def lose_attempt(job: Job, reason: str) -> Decision:
     if job.vm:  # the VM may be alive but cut off: it must not go on running a given-up attempt
         decision.controls.append(_control(job, job.vm, ControlAction.STOP, f"attempt {job.attempt} was lost"))
     if job.attempt >= job.max_attempts:
-        decision.changes.append(Change(JobStatus.FAILED, f"attempt budget spent ({job.attempt} of {job.max_attempts} attempts lost)"))
+        decision.changes.append(Change(JobStatus.FAILED, budget_spent(job.max_attempts, job.retries, job.preemptions)))
         return decision
     decision.changes.append(Change(JobStatus.QUEUED, f"requeued as attempt {job.attempt + 1}"))
     decision.fields.update(attempt=job.attempt + 1, vm=None, region=None, zone=None, last_seq=0, last_heartbeat_at=None,
@@ -245,7 +245,7 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
     if status is AgentStatus.FAILED and current is not JobStatus.STOPPING and (
             retry := next_retry(job.request, job.retries, job.attempt, hb.exit_code, now)) is not None:
         decision.changes.append(Change(JobStatus.PENDING, retry.reason))  # its backoff's hold: Sweeps.retry_due
-        decision.fields.update(retry.fields(job.attempt, job.max_attempts, hb.exit_code))
+        decision.fields.update(retry.fields(job.attempt, job.max_attempts))
         return
     if status in (AgentStatus.SUCCEEDED, AgentStatus.FAILED):
         target = JobStatus.SUCCEEDED if status is AgentStatus.SUCCEEDED else JobStatus.FAILED
@@ -334,8 +334,8 @@ def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
             return Decision(fields={"preempted_by": None, "stop_reason": reason},
                             note=f"{reason} (during a preemption: it ends CANCELLED)")
         return Decision(duplicate=True)
-    if job.status in (JobStatus.PENDING, JobStatus.QUEUED):
-        return Decision(changes=[Change(JobStatus.CANCELLED, reason)], fields={"finished_at": now, "stop_reason": reason})
+    if job.status in (JobStatus.PENDING, JobStatus.QUEUED):  # over: no hold of it is due any more
+        return Decision(changes=[Change(JobStatus.CANCELLED, reason)], fields=dict(finished_at=now, stop_reason=reason, hold=None, hold_until=None))
     # ASSIGNED or RUNNING: the VM must stop it; STOPPING until it answers (or goes silent).
     return Decision(
         changes=[Change(JobStatus.STOPPING, reason)],

@@ -45,12 +45,21 @@ class Retry:
     due: datetime
     count: int  # retries so far, this one included
 
-    def fields(self, attempt: int, max_attempts: int, exit_code: int | None) -> dict[str, Any]:
+    def fields(self, attempt: int, max_attempts: int) -> dict[str, Any]:
         """The job row's fields for it: the next attempt (not spent from ``max_attempts``), off its VM, held
-        until due."""
+        until due. No exit code: the row's is its current attempt's (the failed one's is in the hold and the
+        history), else one that ends without a code of its own (lost, a stop unanswered) showed it."""
         return dict(attempt=attempt + 1, max_attempts=max_attempts + 1, vm=None, region=None, zone=None, last_seq=0,
-                    last_heartbeat_at=None, started_at=None, exit_code=exit_code, retries=self.count, hold=self.hold,
+                    last_heartbeat_at=None, started_at=None, exit_code=None, retries=self.count, hold=self.hold,
                     hold_until=self.due)
+
+
+def budget_spent(max_attempts: int, retries: int, preemptions: int) -> str:
+    """Why a job whose last attempt was lost is FAILED: the attempts lost, of the budget they spent (each retry
+    and free preemption raised ``max_attempts`` by one and spent nothing: "2 of 2 attempts lost" was one of 1)."""
+    budget = max_attempts - retries - preemptions
+    aside = [f"{n} {what}" for n, what in ((retries, "retried"), (preemptions, "preempted")) if n]
+    return f"attempt budget spent ({budget} of {budget} attempts lost" + (f", besides {' and '.join(aside)})" if aside else ")")
 
 
 def next_retry(request: dict[str, Any], retries: int, attempt: int, exit_code: int | None,

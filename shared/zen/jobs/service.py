@@ -212,7 +212,7 @@ class JobService:
         actor = user_actor(sender)
         return True, self.decisions.apply(tx, job, Decision(
             changes=[lifecycle.Change(JobStatus.CANCELLED, f"stopped before it arrived: {reason}")],
-            fields={"finished_at": now}), actor=actor, now=now,
+            fields={"finished_at": now, "hold": None, "hold_until": None}), actor=actor, now=now,
             admit=of_array is None)  # an array's tasks: admitted once, after all its stops (ArrayJobs._admit)
 
     def _submit_queued(self, pending: Job, actor: str, now: datetime,
