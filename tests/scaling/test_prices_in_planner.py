@@ -44,6 +44,38 @@ def test_the_cheapest_pool_within_the_slack_wins_and_its_reason_names_the_prices
     assert asked(plan(jobs=queued(1), memory=memory)) == {"us-central1": 1}
 
 
+def reasons(result) -> dict[str, str]:
+    return {d.region: d.reason for d in result.decisions
+            if d.action.value == "ADD" and "queued job(s) without a VM" in d.reason}
+
+
+def test_the_reason_names_the_figures_the_pools_were_ranked_by_and_the_pools_passed_over():
+    """Each reason said only "$X/h, before <the rest of the ranking>": a pool asked because the cheaper one was
+    full read as ranked before it; a spot pool whose preemptions make it dearer per useful hour read as cheaper
+    than the standard pool chosen over it; past its start bound, prices cheaper than the choice read as beaten."""
+    at_limit = reasons(plan(jobs=queued(5)))  # us-west1 ($2.04) holds 4 (max_vms_per_region), the fifth goes on
+    assert at_limit["us-west1"].startswith("4 queued job(s) without a VM: $2.04/h (spot), before us-central1 $2.37/h")
+    assert at_limit["us-central1"].startswith(
+        "1 queued job(s) without a VM: $2.37/h (spot), after us-west1 $2.04/h (spot) with no room, before ")
+
+    pools = {"us-central1": Pool("us-central1", "spot", 2.0), "us-central1/standard": Pool("us-central1", "standard", 5.0)}
+    limits = ClusterLimits("c", tuple(pools), 4, 8, pools=pools)
+    memory = dict(trusted(limits.regions), **{"us-central1": RegionMemory(
+        last_boot_at=at(-60), preempted=10.0, lost_s=36000.0, busy_s=36000.0)})
+    timing = Timing(hedge_risk=0.5)
+    factor = preemptions.cost_factor(memory["us-central1"], None, timing.boot_estimate_s, at(0).timestamp(), timing.trust_s)
+    [(pool, reason)] = reasons(plan(jobs=queued(1, tuple(pools)), memory=memory, limits=limits, timing=timing)).items()
+    assert pool == "us-central1/standard" and reason == (
+        f"1 queued job(s) without a VM: $5.00/h (standard), before us-central1 $2.00/h (spot; ${2.0 * factor:.2f}/h "
+        "with its preemptions)")
+
+    slow = dict(trusted(LIMITS.regions), **{"us-west1": RegionMemory(last_boot_at=at(-60), boot_s=300)})
+    [(pool, reason)] = reasons(plan(now=700, jobs=queued(1, max_wait_s=600), memory=slow)).items()
+    assert pool == "us-central1" and reason.startswith(
+        "1 queued job(s) without a VM: $2.37/h (spot), fastest first (past its start bound), before ")
+    assert "us-west1 $2.04/h (spot, slower)" in reason
+
+
 def test_past_its_start_bound_a_group_ranks_by_speed_and_a_named_bound_widens_the_choice():
     slow = dict(trusted(LIMITS.regions), **{"us-west1": RegionMemory(last_boot_at=at(-60), boot_s=300)})
     assert asked(plan(jobs=queued(1), memory=slow)) == {"us-central1": 1}  # 300 s boot: beyond the slack

@@ -170,7 +170,7 @@ class _Planning:
             on_the_way = counts[region] - len(self.by_region[region])  # asked for, not listed yet
             room_left = len(self.idle[region]) + len(self.healthy[region]) + on_the_way + max(0, room(region))
             self.memory[region] = _with(self.memory[region], gang_room=room_left, gang_room_at=self.now)
-        compared: dict[str, list[str]] = {}  # a pool asked for -> the ranking it was chosen from
+        compared: dict[str, tuple[list[str], DemandGroup]] = {}  # a pool asked for -> the ranking it was chosen from
         for group, left in uncovered:
             ranked = self.ranking.for_group(group)
             if group.gang > 1:  # a gang's VMs all from one pool; its hedge a whole gang too
@@ -178,7 +178,7 @@ class _Planning:
                     asked = gangs.ask(group, left, ranked, room, add, held, self.spare, self.idle_needed,
                                       self.booting_left, self.plan.together, self.spares)
                 for region, need in asked:
-                    compared.setdefault(region, ranked)
+                    compared.setdefault(region, (ranked, group))
                     if self.uncertain(region):
                         if others := [r for r in ranked if r != region and self.hedge_priced(r, region)]:
                             hedgeable.append((others, -need))  # negative: a whole gang, in one pool
@@ -188,7 +188,7 @@ class _Planning:
                 take = min(left, room(region))
                 if take <= 0:
                     continue
-                compared.setdefault(region, ranked)
+                compared.setdefault(region, (ranked, group))
                 add[region] = add.get(region, 0) + take
                 left -= take
                 if self.ranking.races_spare(group.regions, region):
@@ -223,7 +223,7 @@ class _Planning:
             hedged, spared = hedge.get(region, 0), self.spares.asked.get(region, 0)
             if count - hedged - spared:
                 self._decide(Action.ADD, region, f"{count - hedged - spared} queued job(s) without a VM"
-                             + self.ranking.prices_compared(region, compared.get(region, ())), count - hedged - spared)
+                             + self.ranking.prices_compared(region, *compared.get(region, ((), None))), count - hedged - spared)
             for n, why in ((hedged, "hedge(s): the first choice's delivery is uncertain"),
                            (spared, "spare boot(s): a job starts at the first of its two boots, a gang at its N-th of N+1 "
                                     "(zen.scaling.gangs)")):

@@ -149,16 +149,33 @@ class Ranking:
         usd = self.s.cluster.pool(pool).usd_per_hour
         return math.inf if usd is None else usd
 
-    def prices_compared(self, pool: str, ranked: list[str] | tuple[str, ...], shown: int = 3) -> str:
-        """``: $2.37/h (spot), before us-west1 $2.96/h (standard), ...``: a priced choice's reason names
-        the prices it was compared with (its ranking's next pools); empty where nothing is priced."""
+    def prices_compared(self, pool: str, ranked: list[str] | tuple[str, ...], group: DemandGroup | None = None,
+                        shown: int = 3) -> str:
+        """``: $2.37/h (spot), before us-west1 $2.96/h (standard), ...``: a priced choice's reason names the
+        prices it was compared with, as ``group``'s ranking weighed them: the next pools ranked after it and any
+        cheaper one after those (one cheaper ranked after it is "slower": beyond the slack, or the group was past
+        its start bound, "fastest first"),
+        those ranked before it that had no room, and a price whose preemptions were seen to throw work away at
+        what that makes it per useful hour (what it was ranked by). Empty where nothing is priced."""
         if not self.priced:
             return ""
-        def usd(p: str) -> str:
-            price, model = self.price(p), self.s.cluster.pool(p).model
-            return f"unpriced ({model})" if math.isinf(price) else f"${price:.2f}/h ({model})"
-        others = [p for p in ranked if p != pool][:shown]
-        return f": {usd(pool)}" + (f", before {', '.join(f'{p} {usd(p)}' for p in others)}" if others else "")
+        patient = group is None or self.patient(group)
+        checkpoint = None if group is None else group.checkpoint_every_s
+        mine = self.cost(pool, checkpoint)
+
+        def usd(p: str, after: bool = False) -> str:
+            price, model, expected = self.price(p), self.s.cluster.pool(p).model, self.cost(p, checkpoint)
+            if math.isinf(price):
+                return f"unpriced ({model})"
+            weighed = f"; ${expected:.2f}/h with its preemptions" if expected > price * 1.005 else ""
+            return f"${price:.2f}/h ({model}{weighed}{', slower' if after and expected < mine else ''})"
+        at = ranked.index(pool) if pool in ranked else 0
+        full, others = ranked[:at][:shown], ranked[at + 1:at + 1 + shown]
+        others += [p for p in ranked[at + 1 + shown:] if self.cost(p, checkpoint) < mine][:shown]  # cheaper, slower
+        text = f": {usd(pool)}" + ("" if patient else ", fastest first (past its start bound)")
+        if full:
+            text += f", after {', '.join(f'{p} {usd(p)}' for p in full)} with no room"
+        return text + (f", before {', '.join(f'{p} {usd(p, True)}' for p in others)}" if others else "")
 
     def hedge_priced(self, pool: str, first: str) -> bool:
         """Whether ``pool`` may hedge a boot asked in ``first``: the hedge may win and run the job, so it
