@@ -49,6 +49,15 @@ def test_zen_config_env_points_at_a_file(tmp_path, monkeypatch):
      "clusters.0.gpu_count: a number, not '2'"),
     ("pricing: {usd_per_vm_hour: {m1: .inf}}", "pricing.usd_per_vm_hour.m1: Input should be a finite number"),
     ("pricing: {usd_per_vm_hour: {m1: yes}}", "pricing.usd_per_vm_hour.m1: a number, not True"),
+    # every section's numbers too: yes was a 1 s heartbeat timeout, "600" 600, .inf a hedge at any price
+    ("deadlines: {heartbeat_timeout_s: yes}", "deadlines.heartbeat_timeout_s: a number, not True"),
+    ("scaling: {cost_slack_s: true}", "scaling.cost_slack_s: a number, not True"),
+    ('scaling: {cost_slack_s: "600"}', "scaling.cost_slack_s: a number, not '600'"),
+    ("scaling: {hedge_price_ratio: .inf}", "scaling.hedge_price_ratio: a finite number, not inf"),
+    ("gangs: {assemble_s: yes}", "gangs.assemble_s: a number, not True"),
+    ("limits: {max_runtime_s: yes}", "limits.max_runtime_s: a number, not True"),
+    ("queueing: {usage_half_life_s: .nan}", "queueing.usage_half_life_s: a finite number, not nan"),
+    ("pricing: {usd_per_vm_hour: {m1: 0}}", "pricing.usd_per_vm_hour.m1: Input should be greater than 0"),
     # PyYAML keeps the last of two equal keys: one block of overrides was dropped without a word
     ("pricing:\n  overrides:\n    a2-highgpu-8g: {us-central1: {standard: 29.39}}\n"
      "    a2-highgpu-8g: {us-west1: {standard: 30.0}}\n",

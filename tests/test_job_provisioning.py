@@ -43,6 +43,8 @@ REFUSED = [
     (dict(provisioning="flex-start", max_start_wait_s=60), "max_start_wait_s: 60 s is below the 300 s flex-start"),
     (dict(provisioning="flex-start", max_start_wait_s=600, max_runtime_s=2 * 86400),
      "max_runtime_s: 172800 s is above how long a flex-start VM of cluster 4xa100-40gb runs (86400 s"),
+    (dict(provisioning="flex-start", max_start_wait_s=600),  # no max_runtime_s: the limit's was named as the job's
+     "max_runtime_s: 604800 s (none given: the limit, limits.max_runtime_s) is above how long a flex-start VM"),
     (dict(max_start_wait_s=-1), "max_start_wait_s: Input should be greater than or equal to 0"),
     (dict(cluster=None, gpu_types=["nvidia-tesla-a100"], gpu_count=8, provisioning="spot"),
      "8xa100-40gb does not use spot VMs"),

@@ -3,10 +3,12 @@ its agents confine jobs. Part of ``zen.core.config`` (which exports it), kept ap
 
 from __future__ import annotations
 
+import math
 import re
-from typing import Annotated, Any, Literal, TypeVar
+from types import UnionType
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from zen.core.provisioning import MIG_SUFFIX, check_model, pool_key, pools_of
 
@@ -45,8 +47,28 @@ N = TypeVar("N", int, float)
 Number = Annotated[N, BeforeValidator(_not_bool_or_text)]
 
 
+def _plain_number(annotation: Any) -> bool:
+    """Whether a field holds an int or a float (perhaps None), not a bool nor anything else."""
+    kinds = set(get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)) - {type(None)}
+    return bool(kinds) and kinds <= {int, float}
+
+
 class Strict(BaseModel):
+    """A section of the configuration: unknown keys refused, and every number of it written as one
+    (``_not_bool_or_text``: ``heartbeat_timeout_s: yes`` read as 1 s lost every job after a second of
+    silence) and finite (``.inf`` is no deadline, price or ratio)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _numbers_as_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.field_name is None or not _plain_number(cls.model_fields[info.field_name].annotation):
+            return value
+        value = _not_bool_or_text(value)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"a finite number, not {value}")
+        return value
 
 
 def describe_pull_limits(max_jobs: int | None, max_gpu_hours: float | None) -> str:

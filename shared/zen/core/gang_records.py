@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from zen.core.cluster_config import Strict
 from zen.core.reports import AgentStatus
 
 # A node's final reports: it no longer runs its part (its VM may take other work); or SILENT, Zen's word for
@@ -19,10 +20,9 @@ ENDED = frozenset({AgentStatus.SUCCEEDED.value, AgentStatus.FAILED.value, AgentS
                    AgentStatus.PREEMPTED.value, SILENT})
 
 
-class GangConfig(BaseModel):
+class GangConfig(Strict):
     """The configuration's ``gangs:`` (multi-node jobs)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     # 600 s: a gang's first node may claim from a warm VM while the others boot (a GPU VM boots in 2-5
     # minutes, a stockout's retry elsewhere takes another boot); past two boots the gang is unlikely to
     # complete soon and its claimed VMs idle at full price, so they are given back.

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from zen.core.cluster_config import Strict
 
 MARGIN_S = 15.0  # of Zen's deadline, kept after the fence and the stop grace (a quarter of it at most)
 MIN_BEATS = 3  # the fence is never shorter than this many heartbeat periods
@@ -71,10 +73,8 @@ def agent_silence_s(heartbeat_timeout_s: float, vm_heartbeat_s: float) -> float:
     return max(heartbeat_timeout_s, 3 * vm_heartbeat_s)
 
 
-class Deadlines(BaseModel):
+class Deadlines(Strict):
     """The configuration's ``deadlines`` (seconds): Zen's, and the agents' periods that must fit them."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     heartbeat_timeout_s: float = Field(default=120, gt=0, description="Silence after which a job is LOST")
     boot_timeout_s: float = Field(default=600, gt=0, description="A VM still booting after this is suspect")

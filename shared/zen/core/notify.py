@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from zen.core.cluster_config import Strict
 from zen.core.secrets import check_reference
 
 MAX_TARGETS: Final = 4  # per job (and per queue): a handful; more is a mailing list's job
@@ -89,21 +90,19 @@ def check_targets(value: list[NotifyTarget]) -> list[NotifyTarget]:
 NotifyTargets = Annotated[list[NotifyTarget], AfterValidator(check_targets)]
 
 
-class EmailConfig(BaseModel):
+class EmailConfig(Strict):
     """``notifications.email``: a SendGrid-style HTTP API (``POST api_url`` with ``Authorization: Bearer
     <key>`` and SendGrid's v3 JSON), its key in a secret version, the sender, and who may be mailed."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     api_url: str = "https://api.sendgrid.com/v3/mail/send"
     api_key_secret: Annotated[str, AfterValidator(lambda v: check_reference("api_key_secret", v))]
     sender: Annotated[str, AfterValidator(_email)]
     recipients: list[str] = Field(min_length=1, description="Patterns of addresses jobs may mail, e.g. *@example.com")
 
 
-class NotificationsConfig(BaseModel):
+class NotificationsConfig(Strict):
     """The configuration's ``notifications:`` section."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     secret_prefix: str = Field(default="zen-notify-", pattern=r"^[A-Za-z0-9_-]*$", description=(
         "The notifier may read only secrets whose name starts with this (terraform: notify_secret_prefix)"))
     timeout_s: float = Field(default=10, gt=0, le=60, description="One POST to an endpoint")

@@ -85,7 +85,7 @@ class PriceTable:
         return min(times, default=None)
 
 
-_Usd = Annotated[Number[float], Field(ge=0, allow_inf_nan=False)]  # not .inf, not yes (YAML's true: $1.00/h)
+_Usd = Annotated[Number[float], Field(gt=0, allow_inf_nan=False)]  # not .inf, not yes (YAML's true: $1.00/h), not 0 (free wins every ranking and every hedge)
 
 
 class Pricing(Strict):

@@ -140,9 +140,11 @@ def check_provisioning(cluster: ClusterConfig, request: JobRequest, max_runtime_
                        "(flex_start_min_wait_s), and flex-start is the only model the job accepts: allow longer, "
                        "or accept another model (provisioning)")
     if max_runtime_s > cluster.flex_start_run_s:
-        raise Rejected(f"max_runtime_s: {max_runtime_s} s is above how long a flex-start VM of cluster "
+        given = "" if request.max_runtime_s is not None else " (none given: the limit, limits.max_runtime_s)"
+        raise Rejected(f"max_runtime_s: {max_runtime_s} s{given} is above how long a flex-start VM of cluster "
                        f"{cluster.name} runs ({cluster.flex_start_run_s} s, flex_start_run_s), and flex-start is the "
-                       "only model the job accepts (provisioning)")
+                       f"only model the job accepts (provisioning): give max_runtime_s of at most "
+                       f"{cluster.flex_start_run_s}, or accept another model")
 
 
 def check_nodes(cluster: ClusterConfig, request: JobRequest) -> None:

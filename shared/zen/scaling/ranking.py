@@ -170,7 +170,7 @@ class Ranking:
             weighed = f"; ${expected:.2f}/h with its preemptions" if expected > price * 1.005 else ""
             return f"${price:.2f}/h ({model}{weighed}{', slower' if after and expected < mine else ''})"
         at = ranked.index(pool) if pool in ranked else 0
-        full, others = ranked[:at][:shown], ranked[at + 1:at + 1 + shown]
+        full, others = ranked[:at][:shown], list(ranked[at + 1:at + 1 + shown])
         others += [p for p in ranked[at + 1 + shown:] if self.cost(p, checkpoint) < mine][:shown]  # cheaper, slower
         text = f": {usd(pool)}" + ("" if patient else ", fastest first (past its start bound)")
         if full:
