@@ -54,6 +54,27 @@ def test_staging_counts_against_the_jobs_max_runtime_s(client, tmp_path, monkeyp
     assert final.message.startswith("zen: killed after exceeding max_runtime_s=3 (staging its inputs took 1.")
 
 
+def test_a_checkpoints_restore_counts_against_the_jobs_max_runtime_s(client, tmp_path, monkeypatch):  # noqa: F811
+    """A job with a checkpoint and no inputs got a whole max_runtime_s after its restore: a 1.5 s restore and
+    a 2.5 s run SUCCEEDED under max_runtime_s 3 (its inputs' staging was counted, not its restore)."""
+    from google.cloud import storage as gcs
+
+    from zen.agent.checkpoint import Checkpoint
+    from zen.core.checkpoints import StartCheckpoint
+
+    gcs.Client().create_bucket("ckpt-bkt")
+    restore = Checkpoint.restore
+    monkeypatch.setattr(Checkpoint, "restore", lambda self, *a, **kw: (time.sleep(1.5), restore(self, *a, **kw))[1])
+
+    reports = run_one(tmp_path, start_message("slow-restore", max_runtime_s=3, command=[
+        sys.executable, "-c", "import time; time.sleep(2.5)"], checkpoint=StartCheckpoint(
+        uri="gs://ckpt-bkt/checkpoints/c/slow-restore/", every=600, max_bytes=10**6)))
+
+    final = reports[-1]
+    assert final.status.value == "FAILED" and final.exit_code != 0
+    assert final.message.startswith("zen: killed after exceeding max_runtime_s=3 (staging its checkpoint took 1.")
+
+
 def test_an_upload_longer_than_its_budget_fails_a_job_that_exited_0(client, tmp_path, monkeypatch):  # noqa: F811
     upload = Blob.upload_from_file
 

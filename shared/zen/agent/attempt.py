@@ -115,9 +115,9 @@ class AttemptRunner:
             if cut is not None:  # the job never ran: nothing to upload
                 self._end(attempt, output, None, *cut, data=data)
                 return None
-            if limit is not None and data.inputs:  # staging counts against it: the job has what is left
+            if limit is not None and (data.inputs or checkpoint is not None):  # staged or restored: counted
                 runtime = limit - (staged_s := time.monotonic() - began)
-                over += f" (staging its inputs took {staged_s:.1f} s of it)"
+                over += f" (staging its {staged} took {staged_s:.1f} s of it)"
                 if runtime <= 0:  # done just past it, between two looks
                     self._end(attempt, output, None, AgentStatus.FAILED, f"zen: staging exceeded max_runtime_s={limit} "
                               f"({data.staged.describe()} done)", data=data)
