@@ -217,3 +217,29 @@ def test_the_watch_measures_a_newly_added_attempt_at_once_in_its_own_thread(tmp_
         assert watch.verdict(("big", 1)) is not None
     finally:
         watch.close()
+
+
+def test_a_file_deleted_but_held_open_counts_against_its_writer_not_its_neighbour(tmp_path):
+    """A job's scratch file, deleted while it writes on (``tempfile.TemporaryFile(dir=...)``), fills the disk
+    and no walk sees it: the job ran at three times its share unseen, and on the nearly full disk its neighbour,
+    holding the most a walk saw, was stopped instead. A second descriptor of the same file counts it once."""
+    share = DiskShare(total_bytes=100 * MB, per_job_bytes=10 * MB)
+    hog, neighbour = tmp_path / "hog-1", tmp_path / "nb-1"
+    for root in (hog, neighbour):
+        (root / "outputs").mkdir(parents=True)
+    (neighbour / "outputs" / "model.bin").write_bytes(os.urandom(2 * MB))
+    with open(hog / "outputs" / "scratch", "wb") as scratch, open(hog / "outputs" / "scratch", "rb"):
+        os.unlink(scratch.name)
+        for _ in range(30):
+            scratch.write(os.urandom(MB))
+        scratch.flush()
+        os.fsync(scratch.fileno())
+        assert measure(hog).bytes < MB  # the walk alone
+        watch = DiskWatch(tmp_path, share, threaded=False, disk_usage=lambda path: (100 * MB, 99 * MB, 1 * MB))
+        watch.add(("hog", 1), hog)
+        watch.add(("nb", 1), neighbour)
+
+        watch.look()
+
+        assert watch.verdict(("nb", 1)) is None
+        assert "(30.0 MB of it in files deleted but still held open), over" in watch.verdict(("hog", 1))

@@ -3,7 +3,8 @@
 GCE images are ext4, so the agent measures instead.
 
 - ``measure``: what an attempt's directory holds on disk (allocated blocks, so a sparse file counts what
-  it wrote, not its length), by a bounded walk;
+  it wrote, not its length), by a bounded walk; ``held_deleted``: what files deleted from it that a process
+  still holds open take (no walk sees them);
 - ``DiskShare``: the quota of one attempt, ``ZEN_AGENT_DISK_PER_JOB_BYTES``, else the work disk's size at
   agent start x ``ZEN_AGENT_DISK_SHARE`` / ``max_jobs_per_vm``;
 - ``decide``: pure, from one round of measurements: who is stopped, and the reason the user reads;
@@ -42,6 +43,7 @@ class Usage(NamedTuple):
     bytes: int  # allocated: st_blocks x 512
     entries: int  # files, folders, links... counted
     complete: bool  # False: the walk stopped at its bound on entries (``bytes`` is then a lower bound)
+    deleted: int = 0  # of ``bytes``, in files deleted but still held open (``held_deleted``)
 
 
 def measure(root: str | os.PathLike[str], max_entries: int = MAX_ENTRIES) -> Usage:
@@ -83,6 +85,53 @@ def measure(root: str | os.PathLike[str], max_entries: int = MAX_ENTRIES) -> Usa
                 if folder and found.st_dev == top.st_dev:  # a mount inside is another disk's
                     folders.append(entry.path)
     return Usage(total, entries, True)
+
+
+DELETED = " (deleted)"  # how /proc/<pid>/fd names the file of a descriptor whose path was unlinked
+
+
+def held_deleted(roots: Mapping[Key, str], proc: str = "/proc", max_entries: int = MAX_ENTRIES) -> dict[Key, int]:
+    """Each attempt's bytes in files deleted from its directory that a process still holds open
+    (``tempfile.TemporaryFile(dir=...)``, a log rotated away under its writer): they fill the disk, and no walk
+    sees them, so a job writing one ran past its share unseen and, the disk nearly full, its neighbour holding the
+    most that a walk saw was stopped instead. Found by their descriptors' paths (``/proc/<pid>/fd`` reads
+    "<path> (deleted)"; a job's container binds its directories at the same paths), each file once, by the
+    allocated blocks ``measure`` counts; descriptors the agent may not read are skipped, and at most
+    ``max_entries`` are looked at."""
+    prefixes = [(os.path.join(root, ""), key) for key, root in roots.items()]
+    held: dict[Key, int] = {}
+    if not prefixes:
+        return held
+    try:
+        pids = [name for name in os.listdir(proc) if name.isdigit()]
+    except OSError:
+        return held
+    seen: set[tuple[int, int]] = set()
+    looked = 0
+    for pid in pids:
+        fds = os.path.join(proc, pid, "fd")
+        try:
+            names = os.listdir(fds)
+        except OSError:  # gone, or not ours to read
+            continue
+        for fd in names:
+            looked += 1
+            if looked > max_entries:
+                return held
+            link = os.path.join(fds, fd)
+            try:
+                target = os.readlink(link)
+                if not target.endswith(DELETED):
+                    continue
+                key = next((k for prefix, k in prefixes if target.startswith(prefix)), None)
+                found = os.stat(link) if key is not None else None
+            except OSError:
+                continue
+            if key is None or found is None or found.st_nlink or (found.st_dev, found.st_ino) in seen:
+                continue  # a file still linked somewhere is a walk's to count
+            seen.add((found.st_dev, found.st_ino))
+            held[key] = held.get(key, 0) + found.st_blocks * 512
+    return held
 
 
 @dataclass(frozen=True)
@@ -137,17 +186,22 @@ def decide(measured: Mapping[Key, Usage], share: DiskShare, free_bytes: int, tot
             verdicts[key] = (f"zen: stopped: the job's work directory holds over {usage.entries:,} files and "
                              f"folders, more than the agent measures; write fewer, larger files")
         elif usage.bytes > quota:
-            verdicts[key] = (f"zen: stopped: the job's work directory reached {human_bytes(usage.bytes)}, over "
-                             f"{share.describe()}; {share.advice()}")
+            verdicts[key] = (f"zen: stopped: the job's work directory reached {human_bytes(usage.bytes)}"
+                             f"{_deleted(usage)}, over {share.describe()}; {share.advice()}")
     if verdicts or any(key in measured for key in stopping) or not nearly_full(free_bytes, total_bytes):
         return verdicts
     candidates = [(usage.bytes, key) for key, usage in measured.items() if usage.bytes >= CULPRIT_SHARE * quota]
     if candidates:
         held, largest = max(candidates, key=lambda pair: (pair[0], pair[1]))
         verdicts[largest] = (f"zen: stopped: this VM's disk was nearly full ({human_bytes(free_bytes)} free of "
-                             f"{human_bytes(total_bytes)}) and the job's work directory, {human_bytes(held)}, "
-                             f"was the largest on it (under {share.describe()}); {share.advice()}")
+                             f"{human_bytes(total_bytes)}) and the job's work directory, {human_bytes(held)}"
+                             f"{_deleted(measured[largest])}, was the largest on it (under {share.describe()}); "
+                             f"{share.advice()}")
     return verdicts
+
+
+def _deleted(usage: Usage) -> str:
+    return f" ({human_bytes(usage.deleted)} of it in files deleted but still held open)" if usage.deleted else ""
 
 
 def disk_size(path: str | os.PathLike[str]) -> int:
@@ -211,6 +265,9 @@ class DiskWatch:
         with self._lock:
             roots = dict(self._roots)
         measured = {key: measure(root, self._max_entries) for key, root in roots.items()}
+        for key, deleted in held_deleted(roots, max_entries=self._max_entries).items():
+            usage = measured[key]
+            measured[key] = usage._replace(bytes=usage.bytes + deleted, deleted=deleted)
         try:
             total, _, free = self._disk_usage(self.work_dir)
         except OSError:  # the work directory is being made, or the disk failed: the quotas still hold
