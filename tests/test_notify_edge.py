@@ -212,6 +212,37 @@ def test_a_webhook_url_with_an_unusable_port_is_refused_not_retried_forever():
     assert url_problem("https://hooks.example.com:abc/x") is not None
 
 
+@pytest.mark.parametrize("url", [
+    "https://hooks.example.com/services/T000 B000/XXXX",  # a space pasted into the path
+    "https://hooks.exa mple.com/services/T000/B000/XXXX",  # a space in the host
+    "https://hooks.example.com/services/caf\u00e9",  # a non-ASCII path
+    "https://hooks..example.com/services/T000",  # an empty DNS label
+], ids=["space-in-path", "space-in-host", "non-ascii-path", "empty-label"])
+def test_a_url_no_request_can_carry_is_refused_once_not_retried(config, db, publisher, clock, db_url, monkeypatch, url):
+    """These passed url_problem and failed inside urllib before any connection: recorded "failed" ("its answer
+    was not HTTP", sending the user to look at a server) and answered 500 at every delivery of the event until
+    the dead letter. Now refused once, the event acked, the reason naming what is wrong with the secret's value."""
+    from zen.core.errors import TransientError
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    cfg = notifying_config(config)
+    ref = f"{secret(cfg, 'zen-notify-hook')}/versions/latest"
+    notifier = Notifier(cfg, PostgresNotifications(db), {ref: url}.__getitem__, HttpPoster(), clock)
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    functions = FunctionsInvoker(Zen(cfg, db, publisher, clock, notifier=notifier))
+    functions.submit(job_request("bad-url", notify=[{"webhook": ref, "on": ["FAILED"]}]))
+    for beat in agent_run("bad-url", final="FAILED", exit_code=3):
+        functions.heartbeat(beat)
+    [final] = [m for m in publisher.on("zen-job-events") if json.loads(m.data).get("to_status") == "FAILED"]
+    envelope = PubSubEnvelope(message_id="ev-1", data=final.data, attributes=final.attributes)
+    for _ in range(2):  # a second delivery changes nothing
+        try:
+            notifier.handle(envelope)
+        except TransientError:
+            pytest.fail("a URL no request can carry was taken for a transient failure")
+    with db.transaction() as session:
+        [(state, detail)] = [(r["state"], r["detail"]) for r in notifications.of_job(session, "bad-url")]
+    assert state == "refused" and ("space" in detail or "not a usable URL" in detail), detail
 
 
 # -- A slow endpoint held one POST past notifications.timeout_s, and its late outcome undid a later "sent" -------

@@ -260,12 +260,16 @@ def private_name(host: str) -> bool:
 def url_problem(url: str) -> str | None:
     """Why a URL read from a secret is not one Zen posts to: HTTPS only (plain HTTP to a loopback address,
     a local sink, is allowed). The answer never quotes the URL."""
+    if any(ord(c) <= 0x20 or c == "\x7f" for c in url):  # a space or a line break pasted in: no request carries it
+        return "its URL holds a space or a control character: give the URL alone, percent-encoded"
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
         parts.port  # noqa: B018 - a port out of range or not a number raises here, not at the POST
-    except ValueError:
-        return "its value is not a URL"
+        host.encode("idna")  # an empty or overlong label raises here, not at the POST
+        url.replace(parts.netloc, "", 1).encode("ascii")  # the path and query: percent-encoded, or no request
+    except (ValueError, UnicodeError):
+        return "its value is not a usable URL (a non-ASCII path or an empty host label): give it percent-encoded"
     literal = address_literal(host)
     if parts.scheme == "https" and host:
         if literal is not None and not literal.is_global:  # the VPC, the metadata server: not a notification's
