@@ -74,6 +74,31 @@ def test_with_queues_added_a_job_held_before_them_is_admitted_once_let_go(zen, f
     assert (record.attempt, record.queue, reason) == (2, None, "admitted: submitted before queues were configured")
 
 
+def test_a_job_submitted_before_queues_and_let_go_since_is_explained_until_the_tick_admits_it(
+        zen, functions, config, db, publisher, clock):
+    """A job waiting on another, submitted before queues were configured: the other's end lets it go, and it
+    waits for the tick's admission with no queue. `zen explain` said "PENDING" and nothing else."""
+    from tests.messages import agent_run
+    from zen.app import Zen
+    from zen.cli.queues import explain_line
+    from zen.core.config import ZenConfig
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    functions.submit(job_request("prep"))
+    functions.submit(job_request("train", after=["prep"]))
+    with_queues = ZenConfig.model_validate({**config.model_dump(), "queues": ONE_QUEUE})
+    queued = FunctionsInvoker(Zen(with_queues, db, publisher, clock))
+    for beat in agent_run("prep"):
+        queued.heartbeat(beat)
+    with zen.db.transaction() as session:
+        record = repository.get_job(session, "train")
+        assert (record.status.value, record.queue, record.hold) == ("PENDING", None, None)
+        assert explain_line(session, with_queues, record) == (
+            "submitted before queues were configured: admitted at the next scale tick")
+    queued.tick()
+    assert statuses(zen, "train") == ["QUEUED"]
+
+
 @pytest.mark.queues(ONE_QUEUE)
 def test_a_queue_that_loses_its_quota_for_a_cluster_keeps_its_jobs_there_pending_with_the_reason(
         queued_zen, config, db, publisher, clock, tmp_path, monkeypatch, capsys):

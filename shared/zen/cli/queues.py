@@ -107,6 +107,8 @@ def explain_line(session, config, job) -> str:
         why = "waiting for quota: " + Queueing(config).why_pending(PostgresJobTx(session), job)
     elif job.status is JobStatus.PENDING and not config.queues:  # left by queues since removed
         why = "no queues are configured: admitted at the next scale tick"
+    elif job.status is JobStatus.PENDING and not job.queue:  # its hold lifted (zen.jobs.sweeps: queue_less)
+        why = "submitted before queues were configured: admitted at the next scale tick"
     elif job.status is JobStatus.QUEUED and (stranded := _stranded(config, job)):
         why = f"admitted{f' by queue {job.queue}' if job.queue else ''}; no VM can take it: {stranded}"
     elif job.status is JobStatus.QUEUED:
