@@ -89,3 +89,32 @@ def test_end_to_end_a_spot_vm_recreated_after_a_stockout_is_kept_as_it_comes_bac
         assert names == [(vm.name, "NONE")], f"the recreated VM was deleted (or replaced): {names}; decisions {why}"
     finally:
         standin.stop()
+
+
+def test_a_recreated_spot_vm_is_not_deleted_on_a_view_one_process_cached_before_its_preemption():
+    """Each function instance's ClusterManager keeps its VMs' views between passes. One looked while spot-1
+    was idle; then spot-1 was preempted and recreated, which other processes' passes saw (its region's memory:
+    booting since its predecessor's last word). Its listing, first sight and old agent row unchanged, the first
+    process kept its idle view: the VM back for the requeued job was deleted as silent and another asked for."""
+    region = "us-central1"
+    running = MigInstance("spot-1", f"{region}-a", "NONE", "RUNNING", None)
+    last_word = NOW - timedelta(seconds=10)  # the old agent's last heartbeat (IDLE); then it was preempted
+    agent = {"state": "IDLE", "idle_since": last_word, "last_seen_at": last_word,
+             "first_seen_at": NOW - timedelta(days=1), "heard_since": None}
+    config = ClusterConfig(name="c", gpu_type="nvidia-tesla-a100", gpu_count=1, regions=[region],
+                           max_vms_per_region=4, max_vms=4)
+    clock = {"now": NOW}
+    fleet = FakeFleet(FleetFacts((), {}, {"spot-1": dict(agent)}, {}, 0), NOW - timedelta(days=1))
+    cached = ClusterManager(config, fleet, {region: RecordingMig(region, [], 1, [running])}, lambda: clock["now"],
+                            Timing(), ZenPlanner(), telemetry=False)
+    assert not [d for d in cached.run().decisions if d.action is Action.DELETE]
+
+    memory = {region: RegionMemory(last_boot_at=NOW - timedelta(hours=1), booting=("spot-1",),
+                                   booting_since=(last_word.timestamp(),), known=("spot-1",))}
+    clock["now"] = NOW + timedelta(seconds=240)
+    fleet._facts = FleetFacts((DemandGroup((region,), 1, NOW + timedelta(seconds=20)),), {}, {"spot-1": dict(agent)},
+                              memory, 1)  # the rows read anew, their contents the same
+    report = cached.run()
+
+    assert not [d.reason for d in report.decisions if d.action is Action.DELETE]
+    assert report.added == {}  # nor a second VM for the job spot-1 is back for

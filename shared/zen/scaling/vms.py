@@ -16,7 +16,7 @@ from zen.scaling.port import FleetFacts, MigInstance
 
 Agent = Mapping[str, Any]  # an agent's last word (``FleetFacts.agents``): state, idle_since, last_seen_at, ...
 # A VM as a pass read it: (instance, first seen, the job it holds, its agent, its Vm, drained).
-View = tuple[MigInstance, datetime, str | None, Agent | None, Vm, bool]
+View = tuple[MigInstance, datetime, str | None, Agent | None, Vm, bool, float | None]
 # A region's part: (its instances as read, their Vms, zones, names, and per name its View).
 Part = tuple[list[MigInstance], RegionVms, dict[str, str | None], KeysView[str], dict[str, View]]
 # The last pass's inputs (regions, their listings, first seen, held, agents), VMs, zones and drains.
@@ -152,7 +152,8 @@ class VmViews:
                 held: Mapping[str, str], agents: Mapping[str, Agent], drained: frozenset[str],
                 rebooting: Mapping[str, float] = {}) -> Part:
         """One region's part: (its instances, their Vms (``RegionVms``), zones, names, and per name its
-        view); a VM's view is kept from ``last`` while its instance, first-seen time, job, agent and drain are.
+        view); a VM's view is kept from ``last`` while its instance, first-seen time, job, agent, drain and
+        ``rebooting`` entry are (another process's pass may have seen it recreated since this one looked).
         ``rebooting``: the VMs the last plan saw booting, since when (``RegionMemory.booting``)."""
         views: dict[str, View] = last[4] if last is not None else {}
         kept: dict[str, View] = {}
@@ -161,11 +162,11 @@ class VmViews:
             name = instance.name
             zones[name] = instance.zone
             since, job, agent, gone = first_seen[name], held.get(name), agents.get(name), name in drained
-            view = views.get(name)
+            rebooted, view = rebooting.get(name), views.get(name)
             if (view is None or (view[0], view[1], view[3]) != (instance, since, agent) or view[2] != job
-                    or view[5] != gone):
-                view = (instance, since, job, agent,
-                        classify(instance, region, since, held, agents, gone, rebooting.get(name)), gone)
+                    or view[5] != gone or view[6] != rebooted):
+                view = (instance, since, job, agent, classify(instance, region, since, held, agents, gone, rebooted),
+                        gone, rebooted)
             kept[name] = view
         return instances, RegionVms(view[4] for view in kept.values()), zones, kept.keys(), kept
 
@@ -182,6 +183,6 @@ class VmViews:
         return changed if last[7] == facts.drained else changed | (last[7] ^ facts.drained)
 
     def view(self, vm: Vm) -> View | None:
-        """(instance, first seen, job, agent, Vm, drained) as the last pass read ``vm``."""
+        """(instance, first seen, job, agent, Vm, drained, rebooting since) as the last pass read ``vm``."""
         part = self._parts.get(vm.region)
         return None if part is None else part[4].get(vm.name)
