@@ -441,7 +441,7 @@ def test_every_error_is_one_line_with_one_prefix(zen_cli, tmp_path):
         ("jobs", "list", "--status", "nope"): (2, "zen: jobs list: argument --status: invalid choice: 'NOPE'"),
         ("frobnicate",): (2, "zen: argument COMMAND: invalid choice: 'frobnicate'"),
         ("stats", "--window", "-5"): (2, "zen: stats: argument --window: '-5' is not a number above 0"),
-        ("submit", "--cluster", "1xl4", "python", "-c", "x"): (2, "zen: unrecognized arguments: -c x"),
+        ("submit", "--cluster", "1xl4", "python", "-c", "x"): (2, "zen: submit: unrecognized arguments: -c x"),
         ("jobs", "get", "nope"): (1, "zen: no job nope"),
         ("jobs", "history", "nope"): (1, "zen: no job nope"),
         ("explain", "nope"): (1, "zen: no job, array or cluster named nope"),

@@ -16,7 +16,7 @@ from typing import Callable, Iterator, TextIO
 
 from zen.adapters.cloud_logging import reader_from_env
 from zen.adapters.joblogs import OutputEntry, Reader, SinkError
-from zen.cli.kit import CliError, Context, _is_credentials_error, fail
+from zen.cli.kit import CliError, Context, _is_credentials_error, fail, positive
 from zen.core.errors import TransientError, ZenError
 from zen.core.models import Job, JobStatus
 
@@ -332,7 +332,7 @@ def register(sub, ctx: Context) -> None:
                           description="Print a job's output, every attempt in order; with -f, follow it until "
                                       "the job ends and exit with the job's exit code.")
     logs.add_argument("job_id", metavar="JOB", help="the job's id (as `zen submit` printed it)")
-    logs.add_argument("--attempt", type=int, metavar="N", help="only this attempt (default: all, in order)")
+    logs.add_argument("--attempt", type=positive, metavar="N", help="only this attempt (default: all, in order)")
     logs.add_argument("--node", type=int, metavar="K", help="a multi-node job's node K (its rank) of the current "
                       "attempt only (default: every node, each line with its VM)")
     logs.add_argument("-f", "--follow", action="store_true",

@@ -83,14 +83,17 @@ def since(text: str) -> datetime:
         raise argparse.ArgumentTypeError(f"{text!r} is neither an age (30m, 2h, 7d) nor a date (2026-11-20)") from None
 
 
+MOST = 2 ** 31 - 1  # a count, row id or attempt Postgres holds (larger was the database's out-of-range error)
+
+
 def positive(text: str) -> int:
-    """``--limit`` and the like: a whole number from 1."""
+    """``--limit``, ``--before ID``, ``--attempt N`` and the like: a whole number from 1 to ``MOST``."""
     try:
         value = int(text)
     except ValueError:
         value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    if not 1 <= value <= MOST:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to {MOST}")
     return value
 
 

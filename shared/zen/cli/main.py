@@ -54,8 +54,20 @@ def _dispatch(argv: list[str]) -> int:
         hint = ""
         if argv[:1] == ["submit"] and not trailing:  # a job's own flags (python -c ...) without the --
             hint = f" (a job's command goes after --: zen submit ... -- {shlex.join(args.words + rest)})"
-        parser.error(f"unrecognized arguments: {' '.join(rest)}{hint}")
+        _named(parser, argv).error(f"unrecognized arguments: {' '.join(rest)}{hint}")
     return args.func(args)
+
+
+def _named(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
+    """The parser of the command ``argv`` names (``zen jobs list``'s for ``jobs list --usr x``): its usage error
+    names that command's ``--help``, which lists the flags (``zen --help`` does not)."""
+    for word in argv:
+        subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subcommands:
+            break
+        if word in subcommands[0].choices:
+            parser = subcommands[0].choices[word]
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -112,11 +112,11 @@ def cmd_local_down(argv: list[str]) -> int:
 def cmd_console(args, rest: list[str]) -> int:
     """``zen console [--host H] [--port P]``: the web console on its own, against ZEN_DATABASE_URL (or the
     local stack this directory runs), as ``zen local up`` serves it (docs/how-to/console.md)."""
-    from zen.cli.kit import database_configured
+    from zen.cli.kit import database
     from zen.console.serve import main as console_main
 
-    if not database_configured() and not {"-h", "--help"} & set(rest):  # help never needs one
-        raise CliError("zen console: no database: start a local stack (`zen local up`) or set ZEN_DATABASE_URL")
+    if not {"-h", "--help"} & set(rest):  # help never needs one
+        database()  # none (CliError, as every read command says it), or a malformed ZEN_DATABASE_URL (exit 2)
     return console_main(rest) or 0
 
 

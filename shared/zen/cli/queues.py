@@ -85,7 +85,7 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
         if job is None and not tasks:
             return fail(no_job(session, job_id, "`zen jobs list`, `zen clusters`", what="job, array or cluster named"), 1)
         if job is None:
-            return _explain_array(job_id, tasks, as_json, db)
+            return _explain_array(job_id, tasks, as_json, db, lambda task: explain_line(session, config, task))
         why = explain_line(session, config, job)
     if as_json:
         print(json.dumps({"job_id": job.job_id, "status": job.status.value, "queue": job.queue, "why": why}))
@@ -178,8 +178,9 @@ def _stranded(config, job) -> str | None:
     return None
 
 
-def _explain_array(array_id: str, tasks: list, as_json: bool, db) -> int:
-    """``zen explain ARRAY``: its progress, then why its first task not yet running waits."""
+def _explain_array(array_id: str, tasks: list, as_json: bool, db, why: Callable[[Job], str]) -> int:
+    """``zen explain ARRAY``: its progress, then why its first task not yet running waits (``why``: its
+    ``explain_line``; the JSON's ``why`` too, where the table shows it)."""
     from zen.cli.records import array_progress, parallel_hold
 
     progress = array_progress(array_id, tasks)
@@ -187,7 +188,9 @@ def _explain_array(array_id: str, tasks: list, as_json: bool, db) -> int:
     held = next((t.hold for t in tasks if parallel_hold(t)), None)  # the tasks max_parallel holds: the rest's wait
     if as_json:
         print(json.dumps({"array_id": array_id, "progress": progress, "held": held,
-                          "next": waiting.job_id if waiting else None}))
+                          "next": waiting.job_id if waiting else None,
+                          "next_status": waiting.status.value if waiting else None,  # and its line, as the table's
+                          "why": why(waiting) if waiting is not None and not waiting.hold else None}))
         return 0
     print(progress + (f"; the rest wait because the {held}" if held else ""))
     if waiting is not None and not waiting.hold:

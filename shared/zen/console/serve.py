@@ -12,7 +12,6 @@ process, ``zen console``) or the ``console`` HTTP function (functions/main.py).
 
 from __future__ import annotations
 
-import argparse
 import os
 from typing import Mapping
 
@@ -63,8 +62,10 @@ def serve(app: Flask, host: str, port: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="zen console", description="Serve the read-only web console "
-                                     "(docs/how-to/console.md) against ZEN_DATABASE_URL or the local stack.")
+    from zen.cli.kit import Parser  # a usage error is one `zen:` line, as every command's
+
+    parser = Parser(prog="zen console", description="Serve the read-only web console "
+                    "(docs/how-to/console.md) against ZEN_DATABASE_URL or the local stack.")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8097, help="port (default 8097)")
     args = parser.parse_args(argv)

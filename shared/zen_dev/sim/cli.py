@@ -14,6 +14,7 @@ import math
 import sys
 from typing import Sequence
 
+from zen.cli.kit import Parser, fail
 from zen_dev.capacity.yamllines import ScenarioError
 from zen_dev.sim.jobs import JobTraceError, load_jobs
 from zen_dev.sim.policies import POLICY_NAMES, available_policies
@@ -25,7 +26,7 @@ DEFAULT_SCENARIO = "region-out"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="zen simulate", description="Compare scaling policies in simulation.")
+    parser = Parser(prog="zen simulate", description="Compare scaling policies in simulation.")  # usage errors: `zen:` lines
     parser.add_argument("--scenario", default=DEFAULT_SCENARIO,
                         help=f"a scenario YAML file or a built-in name (default {DEFAULT_SCENARIO})")
     parser.add_argument("--jobs", default=None, help="synthetic | philly | a job CSV (default: the scenario's)")
@@ -51,33 +52,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [p for p in policies if p not in POLICY_NAMES]
     if unknown or not policies:
         renamed = " (oracle is now called unlimited: it was never a lower bound)" if "oracle" in unknown else ""
-        print(f"error: unknown policy {', '.join(unknown) or '(none)'}; known: {', '.join(POLICY_NAMES)}{renamed}",
-              file=sys.stderr)
+        fail(f"unknown policy {', '.join(unknown) or '(none)'}; known: {', '.join(POLICY_NAMES)}{renamed}")
         return 2
     for flag, value in (("--compression", args.compression), ("--horizon-s", args.horizon_s)):
         if value is not None and not (math.isfinite(value) and value > 0):
-            print(f"error: {flag} is a finite number > 0 (got {value:g})", file=sys.stderr)
+            fail(f"{flag} is a finite number > 0 (got {value:g})")
             return 2
     if args.max_jobs is not None and args.max_jobs < 1:
-        print(f"error: --max-jobs is at least 1 (got {args.max_jobs})", file=sys.stderr)
+        fail(f"--max-jobs is at least 1 (got {args.max_jobs})")
         return 2
     try:
         scenario = load_scenario(args.scenario)
         jobs = load_jobs(scenario, args.jobs, seed=args.seed, compression=args.compression, max_jobs=args.max_jobs)
     except TraceUnavailable as exc:
-        print(f"error: a trace this scenario needs is absent: {exc}", file=sys.stderr)
+        fail(f"a trace this scenario needs is absent: {exc}")
         return 3
     except (ScenarioError, JobTraceError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        fail(str(exc))
         return 2
     skipped: list[str] = []
     try:
         results = run_policies(scenario, jobs, policies, seed=args.seed, horizon_s=args.horizon_s, skipped=skipped)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        fail(str(exc))
         return 2
     if skipped and args.policies != build_parser().get_default("policies"):  # asked for by name: not there is an error
-        print(f"error: {'; '.join(skipped)}", file=sys.stderr)
+        fail("; ".join(skipped))
         return 2
     for entry in skipped:
         print(f"note: {entry}: skipped", file=sys.stderr)
