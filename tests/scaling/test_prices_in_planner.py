@@ -275,6 +275,11 @@ def test_a_region_back_after_a_shortage_is_asked_for_at_its_cheaper_pool_first()
         result = ZenPlanner().plan(replace(snap(300, queued=jobs, vms=back, memory=memory(), limits=LIMITS,
                                                 timing=Timing(hedge_risk=0.5)), **view))
         assert unblocked(result) == ["us-west1/standard"], view
+    # Nor one whose VM Compute still lists refused for a quota Zen does not read (PREEMPTIBLE_CPUS; its error
+    # read a pass ago): it was asked again, refused again, and its jobs waited another pass.
+    refused = Vm("spot-1", "us-west1", VmPhase.BOOTING, at(-30), creation_error=ErrorKind.QUOTA)
+    result = plan(now=300, jobs=jobs, vms=(*back, refused), memory=memory())
+    assert unblocked(result) == ["us-west1/standard"] and "us-west1" not in asked(result)
     # Only a cheaper pool, and only for a priced pool that is not flex-start (whose blocks are its queue's).
     def priced(**pools) -> ClusterLimits:
         table = dict(POOLS, **pools)

@@ -118,7 +118,7 @@ class _Planning:
             elif stuck:
                 self._strike(region, f"{stuck[0].name} has not booted after {self._age(stuck[0]):.0f}s")
         for pool, dearer in probes.recovered_with(self.memory, recovered, self.ranking, self.s.unread, new_errors,
-                                                  self.now).items():
+                                                  self.now, self.s.vms).items():
             self.memory[pool] = _with(self.memory[pool], blocked_until=None, last_boot_at=self.now)  # strikes kept
             self._decide(Action.UNBLOCK, pool, f"{dearer} delivers again: its region's cheaper pool is asked again")
 

@@ -168,21 +168,26 @@ def giving_way(probes: list[Vm], wanted: int, blocked_until: Callable[[Vm], date
 
 
 def recovered_with(memory: Mapping[str, RegionMemory], recovered: Mapping[str, RegionMemory], ranking: Ranking,
-                   unread: frozenset[str], errors: Mapping[str, list[MigError]], now: datetime) -> dict[str, str]:
+                   unread: frozenset[str], errors: Mapping[str, list[MigError]], now: datetime,
+                   vms: Iterable[Vm] = ()) -> dict[str, str]:
     """Blocked pools that a dearer pool of their region, blocked and delivering again now, speaks for ->
     that pool (``recovered``: each such pool's memory before this pass). A region's pools draw on its
     zones' capacity (a spot stockout and an on-demand one come from one shortage), so whichever pool's
     probe happens to get the returning capacity would take the rest of it at its price: a cheaper pool
     blocked now, since no later than the dearer pool was, is looked at again with it. Not: one blocked
-    only after it (its shortage may be its own); one short of GPU quota (the last quota read's
-    ``quota_tight``, or a QUOTA error among this pass's ``errors``: quotas are per model); flex-start
+    only after it (its shortage may be its own); one short of quota (the last quota read's
+    ``quota_tight``, a QUOTA error among this pass's ``errors``, or one of its ``vms`` listed with a QUOTA
+    creation error, as Compute keeps it while it fails: quotas are per model, and not all are GPU quotas Zen
+    reads; such a pool was asked again, refused again, and its jobs waited another pass); flex-start
     pools, either side (a queue is no stockout); pools whose MIG this pass could not read (``unread``);
     unpriced ones. ``ranking``: the pass's (prices, models)."""
     price, flex = ranking.price, ranking.flex
+    refused = {vm.region for vm in vms if vm.creation_error is ErrorKind.QUOTA}
     out: dict[str, str] = {}
     for pool, m in memory.items():
         if (m.blocked_until is None or m.blocked_until <= now or m.last_stockout_at is None or pool in unread
-                or flex(pool) or m.quota_tight or any(e.kind is ErrorKind.QUOTA for e in errors.get(pool, ()))):
+                or flex(pool) or m.quota_tight or pool in refused
+                or any(e.kind is ErrorKind.QUOTA for e in errors.get(pool, ()))):
             continue
         for dearer, was in recovered.items():
             if (region_of(dearer) == region_of(pool) and price(pool) < price(dearer) < math.inf and not flex(dearer)
