@@ -182,12 +182,15 @@ def recovered_with(memory: Mapping[str, RegionMemory], recovered: Mapping[str, R
     pools, either side (a queue is no stockout); pools whose MIG this pass could not read (``unread``);
     unpriced ones. ``ranking``: the pass's (prices, models)."""
     price, flex = ranking.price, ranking.flex
-    refused = {vm.region for vm in vms if vm.creation_error is ErrorKind.QUOTA}
+    refused: set[str] | None = None  # read once a pool is a candidate: most passes have none
     out: dict[str, str] = {}
     for pool, m in memory.items():
         if (m.blocked_until is None or m.blocked_until <= now or m.last_stockout_at is None or pool in unread
-                or flex(pool) or m.quota_tight or pool in refused
-                or any(e.kind is ErrorKind.QUOTA for e in errors.get(pool, ()))):
+                or flex(pool) or m.quota_tight or any(e.kind is ErrorKind.QUOTA for e in errors.get(pool, ()))):
+            continue
+        if refused is None:
+            refused = {vm.region for vm in vms if vm.creation_error is ErrorKind.QUOTA}
+        if pool in refused:
             continue
         for dearer, was in recovered.items():
             if (region_of(dearer) == region_of(pool) and price(pool) < price(dearer) < math.inf and not flex(dearer)
