@@ -364,12 +364,22 @@ def test_one_tick_holds_the_lock_at_a_time(store):
         assert again
 
 
+def test_quota_on_its_way_back_is_a_stopped_or_preempted_jobs_not_a_gang_requeued_for_a_lost_node(store):
+    """A gang stopping because it lost a node is requeued holding its quota: counted as freeing, a head was kept
+    room for GPUs that never came back."""
+    inserted(store, *(a_job(j, JobStatus.QUEUED, queue="q") for j in ("user", "queue", "gang")))
+    for job_id, fields in (("user", {"stop_reason": "enough"}), ("queue", {"preempted_by": "job p"}), ("gang", {})):
+        moved(store, job_id, [JobStatus.ASSIGNED, JobStatus.RUNNING, JobStatus.STOPPING], vm=f"vm-{job_id}", **fields)
+    with store.transaction() as tx:
+        assert tx.admitted(["q"], CLUSTER) == [{"queue": "q", "gpus": 12, "jobs": 3, "freeing": 8}]
+
+
 def test_admission_reads_the_line_and_the_quota_held(store):
     inserted(store, a_job("p1", queue="q"), a_job("p2", queue="q", priority=5, at=NOW + timedelta(seconds=1)),
              a_job("big", queue="q", gpus=8, at=NOW + timedelta(seconds=2)),
              a_job("a1", JobStatus.QUEUED, queue="q"), a_job("s1", JobStatus.QUEUED, queue="q"),
              a_job("other", queue="r"))
-    moved(store, "s1", [JobStatus.ASSIGNED, JobStatus.RUNNING, JobStatus.STOPPING], vm="vm-s")
+    moved(store, "s1", [JobStatus.ASSIGNED, JobStatus.RUNNING, JobStatus.STOPPING], vm="vm-s", stop_reason="enough")
     with store.transaction() as tx:
         tx.queue_lock("queue:q")
         assert [j.job_id for j in tx.pending_of_queue("q", CLUSTER, 10, 4)] == ["p2", "p1"]

@@ -100,3 +100,25 @@ def test_reclaim_takes_back_what_a_second_borrowing_queue_holds_behind_fifty_che
     fn.submit(a100s("p", 4, 0))
     assert statuses(zen, "p") == ["QUEUED"]
     assert preempted(zen, "b50", "c1") == ["b50", "c1"]
+
+
+def test_a_preemption_is_not_made_for_a_head_that_jobs_the_pass_did_not_read_go_before(
+        config, db, publisher, clock, db_url, monkeypatch):
+    """The next pass was foretold from the jobs this pass read (one a queue, the cohort full), but with the
+    victim's 4 GPUs free it reads more: team-r's second job took the rest, and a second victim was stopped for p.
+    Now each line is read as that pass will read it, and no victim is stopped for p (team-r's jobs go first)."""
+    queues = [{"name": "team-a", "cohort": "lab", "quota": {CLUSTER: 4}, "users": ["alice"], "preemption": "reclaim-borrowed"},
+              {"name": "team-r", "cohort": "lab", "quota": {CLUSTER: 8}, "users": ["rita"]},
+              {"name": "team-b", "cohort": "lab", "quota": {CLUSTER: 4}, "users": ["bob"]}]
+    zen, fn = functions(config, db, publisher, clock, db_url, monkeypatch, queues)
+    for n in range(4):  # team-b: 16 of the cohort's 16 (12 borrowed), 4 GPUs a job
+        fn.submit({**a100s(f"b{n}", 4, 0), "user_id": "bob"})
+        clock.advance(1)
+    for n in range(2):  # team-r: within its quota, higher priority, waits for what it lent (a `never` queue)
+        fn.submit({**a100s(f"r{n}", 2, 9), "user_id": "rita"})
+        clock.advance(1)
+    assert statuses(zen, "b3", "r0", "r1") == ["QUEUED", "PENDING", "PENDING"]
+
+    fn.submit(a100s("p", 2, 0))  # within team-a's quota: it may reclaim
+
+    assert preempted(zen, "b0", "b1", "b2", "b3") == [] and statuses(zen, "p", "r0", "r1") == ["PENDING"] * 3

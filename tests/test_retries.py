@@ -132,3 +132,24 @@ def test_a_job_stopped_while_it_waits_for_its_retry_keeps_no_hold(zen_and_fn, db
     capsys.readouterr()
     assert main(["jobs", "get", "flaky"]) == 0
     assert "hold:" not in capsys.readouterr().out
+
+
+def test_preemptions_past_the_free_ones_are_counted_as_attempts_lost():
+    """max_attempts 3; ten free preemptions (max_attempts 13, attempt 11); then the cloud takes the VM three more
+    times: each spends an attempt of the 3, and the third ends the job FAILED. The reason counted every preemption
+    as free: "1 of 1 attempts lost, besides 12 preempted"."""
+    from datetime import datetime, timezone
+
+    from zen.core import lifecycle
+    from zen.core.models import Job, JobStatus
+
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    job = Job.model_validate(dict(
+        job_id="j", status=JobStatus.RUNNING, attempt=11, max_attempts=13, preemptions=10, cluster="4xa100-40gb",
+        user_id="alice", priority=0, regions=["us-central1"], request={}, request_hash="h", max_runtime_s=None,
+        region="us-central1", zone="us-central1-a", vm="vm-1", last_seq=0, last_heartbeat_at=t0, submitted_at=t0,
+        queued_at=t0, started_at=t0, finished_at=None, exit_code=None, message=None, updated_at=t0))
+    for _ in range(3):
+        decision = lifecycle.preempted_by_cloud(job, "vm-1", t0)
+        job = job.model_copy(update={**decision.fields, "status": JobStatus.RUNNING, "vm": "vm-1"})
+    assert decision.changes[-1].reason == "attempt budget spent (3 of 3 attempts lost, besides 10 preempted free)"

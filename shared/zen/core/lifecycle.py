@@ -53,8 +53,7 @@ FREE_PREEMPTIONS = 10  # preemptions of a job (its VM's or a queue's) that spend
 
 
 def refusal(job: Job, hb: Heartbeat, reason: str) -> ControlMessage:
-    """The order to a VM whose report about ``job`` is refused: RELEASE a claim (drop the start), STOP
-    an attempt it says it runs."""
+    """The order to a VM whose report about ``job`` is refused: RELEASE a claim (drop the start), STOP one it runs."""
     return _control(job, hb, ControlAction.RELEASE if hb.status is AgentStatus.CLAIMED else ControlAction.STOP, reason)
 
 
@@ -68,7 +67,8 @@ def lose_attempt(job: Job, reason: str) -> Decision:
     if job.vm:  # the VM may be alive but cut off: it must not go on running a given-up attempt
         decision.controls.append(_control(job, job.vm, ControlAction.STOP, f"attempt {job.attempt} was lost"))
     if job.attempt >= job.max_attempts:
-        decision.changes.append(Change(JobStatus.FAILED, budget_spent(job.max_attempts, job.retries, job.preemptions)))
+        spent = budget_spent(job.max_attempts, job.retries, min(job.preemptions, FREE_PREEMPTIONS))
+        decision.changes.append(Change(JobStatus.FAILED, spent))
         return decision
     decision.changes.append(Change(JobStatus.QUEUED, f"requeued as attempt {job.attempt + 1}"))
     decision.fields.update(attempt=job.attempt + 1, vm=None, region=None, zone=None, last_seq=0, last_heartbeat_at=None,

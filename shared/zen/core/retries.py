@@ -54,11 +54,13 @@ class Retry:
                     hold_until=self.due)
 
 
-def budget_spent(max_attempts: int, retries: int, preemptions: int) -> str:
+def budget_spent(max_attempts: int, retries: int, free_preemptions: int) -> str:
     """Why a job whose last attempt was lost is FAILED: the attempts lost, of the budget they spent (each retry
-    and free preemption raised ``max_attempts`` by one and spent nothing: "2 of 2 attempts lost" was one of 1)."""
-    budget = max_attempts - retries - preemptions
-    aside = [f"{n} {what}" for n, what in ((retries, "retried"), (preemptions, "preempted")) if n]
+    and free preemption raised ``max_attempts`` by one and spent nothing: "2 of 2 attempts lost" was one of 1).
+    ``free_preemptions``: those that raised it (``lifecycle.FREE_PREEMPTIONS`` at most; a queue's preemption
+    past them raises it too, and is then counted as lost)."""
+    budget = max_attempts - retries - free_preemptions
+    aside = [f"{n} {what}" for n, what in ((retries, "retried"), (free_preemptions, "preempted free")) if n]
     return f"attempt budget spent ({budget} of {budget} attempts lost" + (f", besides {' and '.join(aside)})" if aside else ")")
 
 

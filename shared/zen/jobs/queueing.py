@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from zen.core.clock import utc_now
 from zen.core.config import QueueConfig, ZenConfig
@@ -104,16 +104,19 @@ def order_admissions(state: list[QueueState], cohort_used: int, cohort_quota: in
 
 
 def _admitted_once_gone(state: list[QueueState], job: Job, victims: list[tuple[Job, str]], cohort_used: int,
-                        cohort_quota: int) -> bool:
+                        cohort_quota: int, lines: Mapping[str, list[Job]]) -> bool:
     """Whether the next pass, with ``victims`` gone, admits ``job``: what they free goes to the first heads
     in order that fit it, by the shares and priorities that pass will see (a head ahead of ``job`` then
-    would take it, and they would have been stopped for nothing while ``job`` still waited)."""
+    would take it, and they would have been stopped for nothing while ``job`` still waited). ``lines``: each
+    queue's waiting jobs as that pass reads them (more than this one did, with more room), those this pass
+    admitted left out."""
     freed: dict[str | None, int] = {}
     for victim, _ in victims:
         freed[victim.queue] = freed.get(victim.queue, 0) + victim.gpus
-    after = [replace(q, used=q.used - freed.get(q.config.name, 0), waiting=list(q.waiting), freeing=0) for q in state]
-    return any(admitted is job for _, admitted, _ in order_admissions(after, cohort_used - sum(freed.values()),
-                                                                       cohort_quota))
+    after = [replace(q, used=q.used - freed.get(q.config.name, 0), waiting=list(lines[q.config.name]), freeing=0)
+             for q in state]
+    return any(admitted.job_id == job.job_id for _, admitted, _ in order_admissions(
+        after, cohort_used - sum(freed.values()), cohort_quota))
 
 
 def decay(gpu_seconds: float, elapsed_s: float, held_gpus: int, half_life_s: float) -> float:
@@ -192,18 +195,26 @@ class Queueing:
         # any member may preempt, a lender's (no head borrows, so none preempts to borrow, while it waits)
         more = not freeing and any(q.preemption != "never" for q in members)
         stopping = {r["queue"]: r["freeing"] for r in held}
+
+        def line(q: QueueConfig, fits: int) -> list[Job]:  # its first waiting jobs, when ``fits`` may be admitted
+            most = int(self._most_ever(q, cluster))
+            return tx.pending_of_queue(q.name, cluster, max(0, min(fits, PASS_LIMIT)) + more, most)
+
         for q in members:
-            waiting = tx.pending_of_queue(q.name, cluster, max(0, min(room, PASS_LIMIT)) + more,
-                                          int(self._most_ever(q, cluster)))
-            state.append(QueueState.of(q, cluster, used.get(q.name, 0), usage.get(q.name, 0.0), waiting,
+            state.append(QueueState.of(q, cluster, used.get(q.name, 0), usage.get(q.name, 0.0), line(q, room),
                                        stopping.get(q.name, 0)))
+        read = {q.config.name: len(q.waiting) for q in state}
         result = Pass()
 
         def blocked(queue: QueueState, job: Job, cohort_used_now: int) -> int:
             if freeing or result.preempted or queue.config.preemption == "never":
                 return 0
             victims = self._victims(tx, queue, job, state, cohort_used_now, cohort_quota)
-            if not victims or not _admitted_once_gone(state, job, victims, cohort_used_now, cohort_quota):
+            freed = sum(v.gpus for v, _ in victims)
+            # The next pass reads as many of each line as then fit: those this pass did not read may go first.
+            lines = {q.config.name: line(q.config, (cohort_quota - cohort_used_now + freed) // max(gpus, 1))
+                     [read[q.config.name] - len(q.waiting):] for q in state} if victims else {}
+            if not victims or not _admitted_once_gone(state, job, victims, cohort_used_now, cohort_quota, lines):
                 return 0
             result.preempted = victims
             for q in state:

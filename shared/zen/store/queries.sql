@@ -597,7 +597,8 @@ SELECT pg_advisory_xact_lock(hashtext('zen-queue:' || :key)) IS NULL AS locked;
 -- GPUs each queue holds on one cluster: every status from admission to the end holds quota;
 -- freeing: of those, held by STOPPING jobs, whether stopped for a preemption or by their user.
 SELECT queue, CAST(SUM(gpus) AS integer) AS gpus, COUNT(*) AS jobs,
-       CAST(COALESCE(SUM(gpus) FILTER (WHERE status = 'STOPPING'), 0) AS integer) AS freeing
+       CAST(COALESCE(SUM(gpus) FILTER (WHERE status = 'STOPPING'
+                                       AND (preempted_by IS NOT NULL OR stop_reason IS NOT NULL)), 0) AS integer) AS freeing
 FROM jobs
 WHERE queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))) AND cluster = :cluster
   AND status IN ('QUEUED', 'ASSIGNED', 'RUNNING', 'STOPPING', 'LOST') AND queue IS NOT NULL

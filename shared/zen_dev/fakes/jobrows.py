@@ -286,7 +286,8 @@ class InMemoryJobTx:
                 row = out.setdefault(job.queue, {"queue": job.queue, "gpus": 0, "jobs": 0, "freeing": 0})
                 row["gpus"] += job.gpus
                 row["jobs"] += 1
-                row["freeing"] += job.gpus if job.status is JobStatus.STOPPING else 0
+                row["freeing"] += job.gpus if job.status is JobStatus.STOPPING and (
+                    job.preempted_by or job.stop_reason is not None) else 0  # not a gang losing a node
         return list(out.values())
 
     @hooked("preemption_candidates")
