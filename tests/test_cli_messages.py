@@ -85,3 +85,23 @@ def test_explain_array_json_says_why_its_next_task_waits(functions, db_url, monk
     assert main(["explain", "arr", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert "waiting for a VM of 1xl4" in json.dumps(got), got
+
+
+def test_zen_simulate_says_every_problem_of_a_bad_scenario(tmp_path, capsys):
+    """A scenario's problems come one a line: the one-line rule showed the first alone."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("clusters:\n  - {name: x, gpu_count: 4, regions: [us-central1],\n"
+                   "     max_vms_per_region: -1, max_vms: -4}\nboot: {dist: fixed, s: 60}\n")
+    assert main(["simulate", "--scenario", str(bad)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) >= 2 and all(line.startswith("zen: ") for line in lines), lines
+    assert any("max_vms_per_region must be >= 0" in line for line in lines)
+    assert any("max_vms must be >= 0" in line for line in lines)
+
+
+def test_rejected_pages_past_two_billion_rows(db_url, monkeypatch, capsys):
+    """Rejection ids are bigserial and the page's hint names the next --before: a bound of 2147483647 made the
+    CLI's own hint a usage error once ids passed it."""
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    assert main(["rejected", "--before", "2147483648"]) == 0
+    assert main(["rejected", "--before", str(2 ** 63)]) == 2

@@ -68,7 +68,7 @@ def test_a_claim_given_back_unanswered_is_requeued_at_once_and_runs_elsewhere_wi
     assert (record.status.value, record.attempt, record.max_attempts, record.vm, record.last_seq) == (
         "QUEUED", 1, 1, None, 0)
     *_, (before, after, reason) = history(zen, "job-1")
-    assert (before, after) == ("ASSIGNED", "QUEUED") and "vm-a gave its claim back unanswered" in reason
+    assert (before, after) == ("ASSIGNED", "QUEUED") and "vm-a dropped its claim" in reason
     assert starts(publisher) == ["1", "1"]  # the same attempt, published again
     assert vm_row(zen, "vm-a")["state"] == "IDLE"
 
@@ -255,7 +255,7 @@ def test_a_stopped_claim_its_vm_gave_back_ends_at_once(functions, zen, publisher
     record = job(zen, "job-1")
     assert (record.status.value, record.attempt) == ("CANCELLED", 1)
     *_, (before, after, reason) = history(zen, "job-1")
-    assert (before, after) == ("STOPPING", "CANCELLED") and reason.startswith("not needed; vm-a gave its claim back")
+    assert (before, after) == ("STOPPING", "CANCELLED") and reason.startswith("not needed; vm-a dropped its claim")
     with zen.db.transaction() as session:
         [used] = usage.attempts_of_job(session, "job-1")
     assert (used["outcome"], (used["ended_at"] - used["started_at"]).total_seconds()) == ("STOPPED", 60)

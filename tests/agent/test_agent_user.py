@@ -70,8 +70,9 @@ def test_the_unit_is_hardened(dry_run):
                        "PrivateTmp": "yes", "PrivateDevices": "yes", "ProtectKernelTunables": "yes",
                        "ProtectKernelModules": "yes", "ProtectControlGroups": "yes", "RestrictSUIDSGID": "yes"}.items():
         assert _values(unit, key) == [value], key
-    # One capability (its jobs' files, written as nobody), and no other it could ever gain.
-    assert _values(unit, "AmbientCapabilities") == _values(unit, "CapabilityBoundingSet") == ["CAP_DAC_OVERRIDE"]
+    # Two capabilities (its jobs' files, written as nobody; the files they hold open, deleted), no other it could gain.
+    assert _values(unit, "AmbientCapabilities") == _values(unit, "CapabilityBoundingSet") == [
+        "CAP_DAC_OVERRIDE CAP_SYS_PTRACE"]
 
 
 def test_every_folder_the_agent_writes_is_writable_under_the_hardening_and_none_is_in_tmp(dry_run):

@@ -4,6 +4,7 @@ stopped and when, and the watch that measures the attempts running."""
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -243,3 +244,47 @@ def test_a_file_deleted_but_held_open_counts_against_its_writer_not_its_neighbou
 
         assert watch.verdict(("nb", 1)) is None
         assert "(30.0 MB of it in files deleted but still held open), over" in watch.verdict(("hog", 1))
+
+
+_HOLDER = ("import os, sys, time\n"
+           "f = open(sys.argv[1], 'wb'); os.unlink(f.name); f.write(os.urandom(5 << 20)); f.flush(); os.fsync(f.fileno())\n"
+           "print('ready', flush=True); time.sleep(60)\n")
+_SCAN = ("import sys; sys.path.insert(0, sys.argv[2])\n"
+         "from zen.agent.diskquota import held_deleted\n"
+         "print(sum(held_deleted({('job', 1): sys.argv[1]}).values()))\n")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv: two users")
+def test_the_agents_capabilities_read_what_a_container_user_holds_deleted():
+    """On a VM the agent runs as zen-agent with the unit's capabilities (startup.sh) and a job's container as
+    nobody: another user's descriptors are readable with CAP_SYS_PTRACE only, so with CAP_DAC_OVERRIDE alone
+    no deleted file of a job in a container was ever counted."""
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    top = Path(tempfile.mkdtemp(prefix="zen-held-", dir="/tmp"))  # pytest's own is root's alone: nobody's too
+    root = top / "job-1"
+    (root / "outputs").mkdir(parents=True)
+    for folder in (top, root, root / "outputs"):
+        folder.chmod(0o777)
+    shared = str(Path(__file__).resolve().parents[2] / "shared")
+    job = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
+                            _HOLDER, str(root / "outputs" / "scratch")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert job.stdout.readline().strip() == "ready"
+
+        def scan(caps: str) -> int:
+            agent = subprocess.run(["setpriv", "--reuid=999", "--regid=999", "--clear-groups", f"--inh-caps={caps}",
+                                    f"--ambient-caps={caps}", f"--bounding-set=-all,{caps}", sys.executable, "-c",
+                                    _SCAN, str(root), shared], capture_output=True, text=True, timeout=60)
+            assert agent.returncode == 0, agent.stderr
+            return int(agent.stdout.strip())
+
+        assert scan("+dac_override,+sys_ptrace") >= 5 << 20  # the unit's
+        assert scan("+dac_override") == 0  # before
+    finally:
+        job.kill()
+        job.wait()
+        shutil.rmtree(top, ignore_errors=True)

@@ -217,7 +217,7 @@ def test_with_zen_a_released_claims_later_try_that_wins_the_requeued_attempt_is_
     assert (record.status.value, record.attempt, record.max_attempts, record.vm) == ("QUEUED", 1, 1, None)
     with zen.db.transaction() as session:
         *_, last = repository.job_history(session, "job-1")
-    assert (last["from_status"], last["to_status"]) == ("ASSIGNED", "QUEUED") and "vm-b gave its claim back" in last["reason"]
+    assert (last["from_status"], last["to_status"]) == ("ASSIGNED", "QUEUED") and "vm-b dropped its claim" in last["reason"]
 
 
 def job_row(zen, job_id="job-1"):

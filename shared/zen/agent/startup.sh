@@ -399,10 +399,11 @@ ProtectKernelModules=yes
 ProtectControlGroups=yes
 RestrictSUIDSGID=yes
 # A job's container writes its outputs and checkpoints as nobody, in folders of its own making: the agent
-# reads, uploads and removes them (and measures them) with this one capability, in its home alone (the
-# rest is read-only), and with no other (the bounding set).
-AmbientCapabilities=CAP_DAC_OVERRIDE
-CapabilityBoundingSet=CAP_DAC_OVERRIDE
+# reads, uploads and removes them (and measures them) with CAP_DAC_OVERRIDE, in its home alone (the rest is
+# read-only); CAP_SYS_PTRACE lets it read which files its jobs' processes hold open once deleted (the disk
+# share: /proc/<pid>/fd of another user's process), and no other (the bounding set).
+AmbientCapabilities=CAP_DAC_OVERRIDE CAP_SYS_PTRACE
+CapabilityBoundingSet=CAP_DAC_OVERRIDE CAP_SYS_PTRACE
 # SIGTERM to the agent alone: it stops the job itself and reports it; the rest is killed after the timeout.
 # The agent sends its final reports by STOP_GRACE_S + 10 s (zen.agent.attempt.SHUTDOWN_S), then its VM's.
 KillMode=mixed

@@ -83,18 +83,24 @@ def since(text: str) -> datetime:
         raise argparse.ArgumentTypeError(f"{text!r} is neither an age (30m, 2h, 7d) nor a date (2026-11-20)") from None
 
 
-MOST = 2 ** 31 - 1  # a count, row id or attempt Postgres holds (larger was the database's out-of-range error)
+MOST = 2 ** 31 - 1  # a count or attempt Postgres holds (larger was the database's out-of-range error)
+MOST_ID = 2 ** 63 - 1  # a row id (bigserial)
 
 
-def positive(text: str) -> int:
-    """``--limit``, ``--before ID``, ``--attempt N`` and the like: a whole number from 1 to ``MOST``."""
+def positive(text: str, most: int = MOST) -> int:
+    """``--limit``, ``--attempt N`` and the like: a whole number from 1 to ``most``."""
     try:
         value = int(text)
     except ValueError:
         value = 0
-    if not 1 <= value <= MOST:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to {MOST}")
+    if not 1 <= value <= most:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to {most}")
     return value
+
+
+def row_id(text: str) -> int:
+    """``--before ID``: a row id, as the pages' hints print them."""
+    return positive(text, MOST_ID)
 
 
 def positive_number(text: str) -> float:

@@ -8,7 +8,7 @@ import json
 import shlex
 import sys
 
-from zen.cli.kit import JOB_COLUMNS, Context, fail, job_row, no_job, print_table
+from zen.cli.kit import JOB_COLUMNS, Context, fail, job_row, no_job, print_table, row_id
 from zen.core.models import JobStatus
 
 
@@ -202,7 +202,7 @@ def register(sub, ctx: Context) -> None:
 
     rejected = sub.add_parser("rejected", help="messages Zen refused, and why (newest first, a page at a time)")
     rejected.add_argument("--limit", type=ctx.positive, default=50, help="rows in the page (default 50)")
-    rejected.add_argument("--before", type=ctx.positive, metavar="ID", help="the page of rows older than row ID")
+    rejected.add_argument("--before", type=row_id, metavar="ID", help="the page of rows older than row ID")
     rejected.add_argument("--job", metavar="JOB_ID", help="only the messages naming this job id")
     rejected.add_argument("--json", action="store_true", help="print a JSON array (with each message's payload)")
     rejected.set_defaults(func=lambda args: cmd_rejected(args, ctx))

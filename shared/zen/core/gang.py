@@ -156,7 +156,7 @@ def keep_deadline(job: Job, refused: Decision | None) -> Decision | None:
 
 
 def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime,
-                      why: str = "gave its part back unanswered") -> Decision | None:
+                      why: str = "dropped its claim") -> Decision | None:
     """A VM gave back its part of an assembling gang unanswered (``lifecycle.decide_given_back``): it
     leaves the gang, the ranks after it move up (none is told a rank before the gang is complete; each
     notes when: ``GangNode.left_at``), and a start goes out for its place.
@@ -172,7 +172,7 @@ def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime,
         return None
     if job.status in (JobStatus.ASSIGNED, JobStatus.RUNNING) and mine.status == AgentStatus.CLAIMED.value:  # unspent
         unspent = job.model_copy(update={"max_attempts": job.max_attempts + 1})
-        decision = lifecycle.lose_attempt(unspent, f"{vm} gave its part back unanswered before the gang completed")
+        decision = lifecycle.lose_attempt(unspent, f"{vm} dropped its claim to a part before the gang completed")
         decision.fields["max_attempts"] = unspent.max_attempts
         return _for_gang(job, decision, skip=vm)
     if job.status is not JobStatus.QUEUED:

@@ -88,7 +88,7 @@ def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime) 
     sent before it is a late copy: ``left_vms``). A RUNNING job is left to the sweep: the VM's reports say it ran."""
     if job.vm != vm or job.attempt != attempt or seq <= job.last_seq:
         return None
-    never = f"{vm} gave its claim back unanswered (VM heartbeat {seq}, its last report {job.last_seq}); attempt {job.attempt} never ran"
+    never = f"{vm} dropped its claim (VM heartbeat {seq}, its last report {job.last_seq}); attempt {job.attempt} never ran"
     if job.status is JobStatus.STOPPING:
         if job.preempted_by:
             return back_to_pending(job, f"preempted: {job.preempted_by}; {never}")

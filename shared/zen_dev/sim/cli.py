@@ -42,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _fail_each(message: str) -> None:
+    """Every line of ``message`` a ``zen:`` line: a scenario's problems come one a line, all of them to fix."""
+    for line in message.splitlines() or [message]:
+        fail(line)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.list:
@@ -65,19 +71,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         scenario = load_scenario(args.scenario)
         jobs = load_jobs(scenario, args.jobs, seed=args.seed, compression=args.compression, max_jobs=args.max_jobs)
     except TraceUnavailable as exc:
-        fail(f"a trace this scenario needs is absent: {exc}")
+        _fail_each(f"a trace this scenario needs is absent: {exc}")
         return 3
     except (ScenarioError, JobTraceError) as exc:
-        fail(str(exc))
+        _fail_each(str(exc))
         return 2
     skipped: list[str] = []
     try:
         results = run_policies(scenario, jobs, policies, seed=args.seed, horizon_s=args.horizon_s, skipped=skipped)
     except ValueError as exc:
-        fail(str(exc))
+        _fail_each(str(exc))
         return 2
     if skipped and args.policies != build_parser().get_default("policies"):  # asked for by name: not there is an error
-        fail("; ".join(skipped))
+        _fail_each("; ".join(skipped))
         return 2
     for entry in skipped:
         print(f"note: {entry}: skipped", file=sys.stderr)
