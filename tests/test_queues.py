@@ -357,7 +357,7 @@ def test_a_queue_reclaims_its_lent_quota_from_a_running_borrower(queued_zen, pub
     assert statuses(zen, "b1", "a3", "a2") == ["PENDING", "STOPPING", "RUNNING"]
     stop = [json.loads(m.data) for m in publisher.on("zen-vm-control") if json.loads(m.data)["action"] == "STOP"]
     assert [(s["vm"], s["job_id"]) for s in stop] == [("vm-3", "a3")]
-    assert stop[0]["reason"].startswith("preempted: job b1 of queue team-b")
+    assert stop[0]["reason"].startswith("preempted: a 4-GPU job of queue team-b")
     [event] = [json.loads(m.data) for m in publisher.on("zen-job-events") if m.attributes["type"] == "job.preempted"]
     assert (event["job_id"], event["queue"]) == ("a3", "team-a")
     functions.submit(job_request("b2", user_id="bob"))  # a preemption is under way: no second victim yet

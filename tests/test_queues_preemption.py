@@ -51,7 +51,7 @@ def test_a_preemptor_that_needs_two_queued_victims_takes_both_and_is_admitted(ha
     assert statuses(zen, "low1", "low2", "urgent") == ["PENDING", "PENDING", "QUEUED"]
     with zen.db.transaction() as session:
         preempted = [e for e in repository.job_history(session, "low1") if e["to_status"] == "PENDING"]
-    assert preempted[-1]["reason"].startswith("preempted: job urgent of queue research")
+    assert preempted[-1]["reason"].startswith("preempted: a 4-GPU job of queue research")
 
 
 def test_the_tick_preempts_two_queued_victims_for_a_waiting_job(config, db, publisher, clock):

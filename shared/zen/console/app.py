@@ -154,8 +154,8 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
             got = False
             for attempt in range(1, (current.attempt if current else 0) + 1):
                 for entry in reader.new_entries(job_id, attempt):
-                    if after.sent(entry.attempt, entry.vm, entry.seq):
-                        continue
+                    if after.sent(entry.attempt, entry.vm, entry.seq) or not _VM_NAME.match(entry.vm):
+                        continue  # a VM name no agent writes (a log label with a line break: a forged event)
                     got = True
                     after = after.past(entry.attempt, entry.vm, entry.seq)
                     data = {"attempt": entry.attempt, "stream": entry.stream, "vm": entry.vm, "text": entry.text,
@@ -297,12 +297,18 @@ class Resume:
         return f"{self.attempt}:" + ";".join(f"{vm}={seq}" for vm, seq in floor + list(self.seqs))
 
 
+_VM_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}\Z")  # GCE's names and more; never a line break into the stream's id:
+
+
 def _resume_point(text: str) -> Resume:
+    """``Last-Event-ID`` or ``?after=`` (the client's: echoed in each event's ``id:``, so a VM name not one
+    ``_VM_NAME`` matches is dropped, as it would write fields of its own into the stream)."""
     attempt, _, rest = text.partition(":")
     try:
         if "=" not in rest:
             return Resume(int(attempt), any_vm=int(rest))
-        seqs = dict((vm, int(seq)) for vm, _, seq in (part.partition("=") for part in rest.split(";")))
+        seqs = dict((vm, int(seq)) for vm, _, seq in (part.partition("=") for part in rest.split(";"))
+                    if vm == "*" or _VM_NAME.match(vm))
         floor = seqs.pop("*", -1)
         return Resume(int(attempt), tuple(sorted(seqs.items())), floor)
     except ValueError:

@@ -254,7 +254,8 @@ class Queueing:
             if candidate.queue is not None and lent[candidate.queue] > 0:  # its queue still above its nominal
                 lent[candidate.queue] -= candidate.gpus
                 need -= candidate.gpus
-                victims.append((candidate, f"job {job.job_id} of queue {name} (priority {job.priority}) "
+                # The preemptor by its queue and size, not its id: the victim's people may not see it (console.md).
+                victims.append((candidate, f"a {job.gpus}-GPU job of queue {name} (priority {job.priority}) "
                                            f"takes back {queue.config.preemption.replace('-', ' ')} quota"))
         return victims if need <= 0 else []
 
