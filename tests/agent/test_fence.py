@@ -9,6 +9,7 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -246,3 +247,53 @@ def test_a_claim_zen_heard_though_its_publish_seemed_to_fail_fences_from_when_it
     ended_by = stopped_at + agent.settings.stop_grace_s  # SIGKILL at the latest
     assert ended_by < transport.heard_at + agent.settings.heartbeat_timeout_s, final.message
     assert int(re.search(SAYS_WHY, final.message or "").group(1)) >= stopped_at - transport.heard_at - 1
+
+
+_TICKING = """  # a job that checkpoints on SIGTERM (its handler writes), ticking meanwhile
+import signal, sys, time
+path = sys.argv[1]
+def term(*_):
+    with open(path, "a") as out:
+        out.write("TERM %f\\n" % time.monotonic())
+signal.signal(signal.SIGTERM, term)  # a job checkpointing on SIGTERM, as Zen invites it to
+while True:
+    with open(path, "a") as out:
+        out.write("tick %f\\n" % time.monotonic())
+    time.sleep(0.05)
+"""
+
+
+def test_a_job_resumed_after_its_lease_and_grace_ran_out_is_killed_at_once(tmp_path):
+    """A VM paused past the attempt's lease and stop grace (stalled; SIGSTOP here), then resumed: Zen may have
+    run the attempt elsewhere by then. The job's supervisor began its fence on resume, SIGTERM and a whole grace:
+    the job ran 3.9 s beside its rerun, its SIGTERM handler writing (its checkpoint, as Zen invites). Killed at
+    once now: the kill was due a grace after the lease ended, whenever the fence runs."""
+    from zen.agent.launch import LOOK_S
+    from zen.agent.runner import JobSpec, RunningJob
+
+    lease_s, grace_s, pause_s = 1.0, 3.0, 5.0
+    ticks = tmp_path / "ticks"
+    spec = JobSpec(job_id="resume", attempt=1, command=[sys.executable, "-c", _TICKING, str(ticks)], stop_grace_s=grace_s)
+    job = RunningJob.start(spec, local=True, lease_s=lease_s)
+    try:
+        while not ticks.exists():
+            time.sleep(0.02)
+        os.killpg(job.pid, signal.SIGSTOP)  # the whole VM paused: supervisor and job (the agent too, in life)
+        killed_by = time.monotonic() + lease_s + grace_s  # when the lease's arithmetic has the job dead
+        time.sleep(pause_s)
+        resumed = time.monotonic()
+        assert resumed > killed_by
+        os.killpg(job.pid, signal.SIGCONT)
+        began = time.monotonic()
+        while job.poll() is None and time.monotonic() - began < 10:
+            time.sleep(0.02)
+        job.outcome()
+        lines = [line for line in ticks.read_text().split("\n") if line]
+        assert job.fenced()
+        # Within a look at the clock (LOOK_S) of its resume, and no SIGTERM: no grace beside its rerun.
+        assert [line for line in lines if float(line.split()[1]) > resumed + LOOK_S + 0.5] == []
+        assert [line for line in lines if line.startswith("TERM")] == []
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGCONT)
+            os.killpg(job.pid, signal.SIGKILL)

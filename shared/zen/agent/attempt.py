@@ -323,8 +323,8 @@ class AttemptRunner:
                 return AgentStatus.FAILED, over
             if (fenced := fence.fenced(attempt, settings, self._clock())) is not None:
                 self._log.warning("stopping the job: no heartbeat reached Zen", extra={
-                    **fields, "fence_s": fence.fence_s(settings)})
-                job.stop(settings.stop_grace_s)
+                    **fields, "fence_s": fence.fence_s(settings)})  # its grace counts from the fence's fall (a pause)
+                job.stop(max(0.0, settings.stop_grace_s + fence.fence_left(attempt, settings, self._clock())))
                 return AgentStatus.PREEMPTED, fenced
             if self._disk is not None and (spent := self._disk.verdict((attempt.job_id, attempt.attempt))):
                 self._log.warning("stopping the job: over its share of the disk", extra={**fields, "reason": spent})

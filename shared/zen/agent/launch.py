@@ -117,8 +117,11 @@ def _fence(child: int, pidfd: int | None, lease: Lease, grace_s: float, containe
                      "(it cannot run, or no report of it reaches Zen): stopping the job before Zen takes the "
                      f"attempt for lost (SIGTERM, SIGKILL after {grace_s:g} s)\n")
     sys.stderr.flush()
-    os.killpg(0, signal.SIGTERM)  # this process ignores it
-    deadline = time.monotonic() + grace_s
+    # The kill is due a grace after the lease's end, whenever this runs: resumed past both (a VM paused or
+    # stalled that long), the job is killed at once, not given a grace (its SIGTERM's checkpoint) beside its rerun.
+    deadline = lease.deadline + grace_s
+    if time.monotonic() < deadline:
+        os.killpg(0, signal.SIGTERM)  # this process ignores it
     status = None
     while status is None and time.monotonic() < deadline:
         status = _wait(child, pidfd, deadline - time.monotonic())
