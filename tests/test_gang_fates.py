@@ -4,6 +4,8 @@ next attempt running beside a node of the last one."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.messages import heartbeat, job_request
 from tests.test_functions_lifecycle import controls, job
 from zen.core import gang
@@ -214,3 +216,20 @@ def test_a_gang_whose_nodes_ran_as_different_models_is_priced_as_each_node_ran(f
     assert row["model"] == "standard"  # rank 0's
     assert round(float(row["wall"])) == 1920 and abs(float(row["vm_share"]) - 1980 / 1920) < 1e-9
     assert abs(row["usd_per_hour"] - (1920 * PRICE + 60 * SPOT) / 1980) < 1e-9
+
+
+@pytest.mark.parametrize("word", ["PREEMPTED", "STOPPED", "FAILED"])
+def test_a_node_that_ended_does_not_change_the_running_gangs_fate_by_a_later_word(functions, zen, publisher, word):
+    """Rank 1 exited 0; its agent restarted, claimed a leftover copy of the gang's start (told nothing) and, its
+    spot VM going, said PREEMPTED: the running gang was stopped and rerun as attempt 2, its work redone (or,
+    for STOPPED, ended CANCELLED). A node's end is its first (docs/how-to/multi-node.md)."""
+    running(functions)  # vm-1, vm-2 run attempt 1
+    functions.heartbeat(heartbeat("g", "SUCCEEDED", 3, vm="vm-2", exit_code=0))
+    functions.heartbeat(heartbeat("g", "CLAIMED", 50, vm="vm-2", ip="10.0.0.2"))
+    functions.heartbeat(heartbeat("g", word, 51, vm="vm-2", exit_code=1 if word == "FAILED" else None))
+    record = job(zen, "g")
+    assert [n.status for n in record.gang] == ["RUNNING", "SUCCEEDED"]
+    assert (record.status.value, record.attempt, record.preemptions) == ("RUNNING", 1, 0)
+    assert "STOP" not in [c["action"] for c in controls(publisher, "vm-1")]
+    functions.heartbeat(heartbeat("g", "SUCCEEDED", 4, vm="vm-1", exit_code=0))
+    assert job(zen, "g").status.value == "SUCCEEDED"

@@ -208,7 +208,7 @@ def _node_report(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> 
         decision.fields["message"] = hb.message if node.rank == 0 else f"node {node.rank}: {hb.message}"
     if answer := _answer(job, nodes, was, hb, config):
         decision.controls.append(answer)
-    _advance(decision, job, nodes, node, hb, now)
+    _advance(decision, job, nodes, node, hb, now, own)
     return decision
 
 
@@ -223,7 +223,7 @@ def _answer(job: Job, nodes: list[GangNode], node: GangNode, hb: Heartbeat, conf
     return None
 
 
-def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode, hb: Heartbeat, now: datetime) -> None:
+def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode, hb: Heartbeat, now: datetime, own: bool) -> None:
     status, who = hb.status, f"node {node.rank} ({node.vm})"
     if job.status is JobStatus.STOPPING:
         if all(n.status in ENDED for n in nodes):  # every node answered the stop
@@ -239,6 +239,8 @@ def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode
                 decision.changes.append(Change(JobStatus.CANCELLED, "every node stopped"))
                 decision.fields["finished_at"] = now
         return
+    if not own:  # not the node's last word (``word_after``): one that ended already (a spare claim's PREEMPTED
+        return  # after its agent restarted stopped the running gang and reran it), or a word overtaken
     if status is AgentStatus.RUNNING and job.status is JobStatus.ASSIGNED:
         decision.changes.append(Change(JobStatus.RUNNING, f"running on {len(nodes)} nodes, first {who}"))
         decision.fields["started_at"] = now
@@ -324,8 +326,7 @@ def _merge(decision: Decision, other: Decision) -> None:
 
 
 def _after_the_end(job: Job, hb: Heartbeat) -> Decision:
-    """A report about a gang that is over: as for one VM (a CLAIMED told RELEASE, a RUNNING told STOP), and
-    a node's final report and exit code kept in ``gang``."""
+    """A report about a gang that is over: as for one VM (CLAIMED: RELEASE, RUNNING: STOP); a node's end kept."""
     nodes = list(job.gang or [])
     node = next((n for n in nodes if n.vm == hb.vm), None)
     decision = lifecycle.decide_heartbeat(job.model_copy(update={"vm": None}), hb, job.updated_at)
@@ -339,10 +340,9 @@ def _after_the_end(job: Job, hb: Heartbeat) -> Decision:
 
 # -- what ends or moves a whole gang --------------------------------------------------------------
 def _for_gang(job: Job, decision: Decision, skip: str | None = None) -> Decision:
-    """A decision made as for one VM (``lifecycle``) applied to the whole gang: an order to the job's VM
-    goes to every node not ended (``skip``: one that is gone); a decision that ends the attempt stops every
-    node still running (releases every node that claimed, while the gang assembles); a new attempt (or
-    none) assembles afresh."""
+    """A decision made as for one VM (``lifecycle``) applied to the whole gang: an order to the job's VM goes to
+    every node not ended (``skip``: one that is gone); a decision that ends the attempt stops every node still
+    running (releases every node that claimed, while the gang assembles); a new attempt (or none) assembles afresh."""
     if not is_gang(job):
         return decision
     nodes = [n for n in job.gang or [] if n.vm != skip]
