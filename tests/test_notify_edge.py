@@ -212,6 +212,19 @@ def test_a_webhook_url_with_an_unusable_port_is_refused_not_retried_forever():
     assert url_problem("https://hooks.example.com:abc/x") is not None
 
 
+def failed_notice(cfg, db, publisher, clock, notifier, job_id: str, ref: str) -> PubSubEnvelope:
+    """``job_id`` submitted with a webhook (``ref``) told of its FAILED, run to FAILED through the functions:
+    the event as the notifier (``notifier``) receives it from Pub/Sub."""
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    functions = FunctionsInvoker(Zen(cfg, db, publisher, clock, notifier=notifier))
+    functions.submit(job_request(job_id, notify=[{"webhook": ref, "on": ["FAILED"]}]))
+    for beat in agent_run(job_id, final="FAILED", exit_code=3):
+        functions.heartbeat(beat)
+    [final] = [m for m in publisher.on("zen-job-events") if json.loads(m.data).get("to_status") == "FAILED"]
+    return PubSubEnvelope(message_id="ev-1", data=final.data, attributes=final.attributes)
+
+
 @pytest.mark.parametrize("url", [
     "https://hooks.example.com/services/T000 B000/XXXX",  # a space pasted into the path
     "https://hooks.exa mple.com/services/T000/B000/XXXX",  # a space in the host
@@ -223,18 +236,12 @@ def test_a_url_no_request_can_carry_is_refused_once_not_retried(config, db, publ
     was not HTTP", sending the user to look at a server) and answered 500 at every delivery of the event until
     the dead letter. Now refused once, the event acked, the reason naming what is wrong with the secret's value."""
     from zen.core.errors import TransientError
-    from zen_dev.local.invoke import FunctionsInvoker
 
     cfg = notifying_config(config)
     ref = f"{secret(cfg, 'zen-notify-hook')}/versions/latest"
     notifier = Notifier(cfg, PostgresNotifications(db), {ref: url}.__getitem__, HttpPoster(), clock)
     monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
-    functions = FunctionsInvoker(Zen(cfg, db, publisher, clock, notifier=notifier))
-    functions.submit(job_request("bad-url", notify=[{"webhook": ref, "on": ["FAILED"]}]))
-    for beat in agent_run("bad-url", final="FAILED", exit_code=3):
-        functions.heartbeat(beat)
-    [final] = [m for m in publisher.on("zen-job-events") if json.loads(m.data).get("to_status") == "FAILED"]
-    envelope = PubSubEnvelope(message_id="ev-1", data=final.data, attributes=final.attributes)
+    envelope = failed_notice(cfg, db, publisher, clock, notifier, "bad-url", ref)
     for _ in range(2):  # a second delivery changes nothing
         try:
             notifier.handle(envelope)
@@ -303,8 +310,6 @@ def test_a_delivery_that_outlived_its_claim_does_not_undo_the_later_ones_sent(co
                                                                                 db_url, monkeypatch):
     """Delivery A's POST outlived its claim's hold; Pub/Sub's redelivery B took the claim, sent, recorded
     "sent"; A then failed and wrote "failed" over it, and A's 500 brought a third delivery that sent again."""
-    from zen_dev.local.invoke import FunctionsInvoker
-
     cfg = notifying_config(config)
     ref = f"{secret(cfg, 'zen-notify-hook')}/versions/latest"
     posts: list[str] = []
@@ -323,12 +328,7 @@ def test_a_delivery_that_outlived_its_claim_does_not_undo_the_later_ones_sent(co
                         SlowThenOk(), clock)
     late["notifier"] = notifier
     monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
-    functions = FunctionsInvoker(Zen(cfg, db, publisher, clock, notifier=notifier))
-    functions.submit(job_request("ov-1", notify=[{"webhook": ref, "on": ["FAILED"]}]))
-    for beat in agent_run("ov-1", final="FAILED", exit_code=3):
-        functions.heartbeat(beat)
-    [final] = [m for m in publisher.on("zen-job-events") if json.loads(m.data).get("to_status") == "FAILED"]
-    late["event"] = PubSubEnvelope(message_id="ev-1", data=final.data, attributes=final.attributes)
+    late["event"] = failed_notice(cfg, db, publisher, clock, notifier, "ov-1", ref)
 
     notifier.handle(late["event"])  # A: B's outcome stands, so A has nothing to retry
     assert late["b"].sent
