@@ -219,7 +219,7 @@ class Queueing:
             result.preempted = victims
             for q in state:
                 q.freeing += sum(v.gpus for v, _ in victims if v.queue == q.config.name)
-            return sum(v.gpus for v, _ in victims)
+            return freed
 
         for admitting, job, gpus_held in order_admissions(state, cohort_used, cohort_quota, blocked):
             result.admitted.append((job, admission_reason(admitting, gpus_held, cluster)))
