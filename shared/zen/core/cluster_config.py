@@ -44,7 +44,7 @@ def _not_bool_or_text(value: Any) -> Any:
 
 
 N = TypeVar("N", int, float)
-Number = Annotated[N, BeforeValidator(_not_bool_or_text)]
+Number = Annotated[N, BeforeValidator(_not_bool_or_text)]  # a number inside a mapping or list (Strict's own fields: below)
 
 
 def _plain_number(annotation: Any) -> bool:
@@ -106,15 +106,15 @@ class ClusterConfig(Strict):
 
     name: str
     gpu_type: str = Field(description="Accelerator type, e.g. nvidia-tesla-a100")
-    gpu_count: Number[int] = Field(ge=1, le=16, description="GPUs per VM")
+    gpu_count: int = Field(ge=1, le=16, description="GPUs per VM")
     machine_type: str = Field(default="a2-highgpu-1g", description=(
         "The VMs' machine type (terraform's too); in Zen's configuration, one Zen knows must hold gpu_count x "
         "gpu_type (zen.core.shapes)"))
     regions: list[str] = Field(min_length=1, description="Allowed regions, most preferred first")
-    max_vms_per_region: Number[int] = Field(ge=0, description=(
+    max_vms_per_region: int = Field(ge=0, description=(
         "Upper bound on each regional MIG: per region and provisioning model (one MIG each)"))
-    max_vms: Number[int] = Field(ge=0, description="Upper bound on the cluster across regions")
-    min_vms: Number[int] = Field(default=0, ge=0, description="VMs kept even when idle")
+    max_vms: int = Field(ge=0, description="Upper bound on the cluster across regions")
+    min_vms: int = Field(default=0, ge=0, description="VMs kept even when idle")
     tags: list[str] = Field(default_factory=list, description="Execution groups of all its regions, e.g. [hipaa]")
     region_tags: dict[str, list[str]] = Field(default_factory=dict, description="Region -> its own extra tags")
     # Regions whose MIG predates VM names with a region (base zen-<cluster>, kept by terraform): only there is a
@@ -122,11 +122,11 @@ class ClusterConfig(Strict):
     legacy_vm_regions: list[str] = Field(default_factory=list, description="Regions whose VMs are zen-<cluster>-xxxx")
     # Pull limits (zen.agent.limits): past either, in a trailing 24 h, a VM's agent takes no more jobs,
     # reports RETIRED and the scaling manager deletes the VM once it holds no job. None: no limit.
-    max_jobs_per_vm_day: Number[int] | None = Field(default=None, ge=1, description="Attempts one VM runs in 24 h")
-    max_gpu_hours_per_vm_day: Number[float] | None = Field(default=None, gt=0, description="GPUs x hours one VM runs in 24 h")
+    max_jobs_per_vm_day: int | None = Field(default=None, ge=1, description="Attempts one VM runs in 24 h")
+    max_gpu_hours_per_vm_day: float | None = Field(default=None, gt=0, description="GPUs x hours one VM runs in 24 h")
     # Jobs one VM runs at once (zen.agent.slots): each holds its own GPUs, so a VM takes another job
     # only while its jobs' GPUs plus the new one's fit its gpu_count. 1: a VM runs one job at a time.
-    max_jobs_per_vm: Number[int] = Field(default=1, ge=1, le=16, description="Jobs one VM runs at once")
+    max_jobs_per_vm: int = Field(default=1, ge=1, le=16, description="Jobs one VM runs at once")
     # How its agents confine job containers (zen.agent.container): run_as 'image' is the opt-out from nobody.
     containers: ContainerPolicy = Field(default_factory=ContainerPolicy)
     # The provisioning models its VMs may use (zen.core.provisioning), the first its primary: one MIG per
@@ -136,13 +136,13 @@ class ClusterConfig(Strict):
     # How long a job may wait for a start before Zen falls back to a costlier model (a job's own
     # max_start_wait_s overrides it), and the least wait flex-start can be counted on to need: a job that
     # accepts flex-start alone must allow at least that (zen.jobs.placement).
-    max_start_wait_s: Number[int] = Field(default=600, ge=0, le=2**31 - 1,
+    max_start_wait_s: int = Field(default=600, ge=0, le=2**31 - 1,
                                   description="A job's start bound unless it gives its own (seconds)")
-    flex_start_min_wait_s: Number[int] = Field(default=300, ge=0, le=2**31 - 1,
+    flex_start_min_wait_s: int = Field(default=300, ge=0, le=2**31 - 1,
                                        description="The least max_start_wait_s of a job that accepts only flex-start")
     # A flex-start VM's run duration (its resize request's requested run duration, terraform's max_run_duration):
     # GCE deletes it after this. At most 7 days.
-    flex_start_run_s: Number[int] = Field(default=7 * 86400, ge=600, le=7 * 86400,
+    flex_start_run_s: int = Field(default=7 * 86400, ge=600, le=7 * 86400,
                                   description="How long a flex-start VM may run (seconds, at most 7 days)")
     # Compact placement (docs/how-to/multi-node.md): every VM of a region's MIG in one zone (target shape
     # ANY_SINGLE_ZONE), close together under a compact placement policy (terraform: a resource policy with

@@ -74,10 +74,9 @@ class VmBeats:
     def _requeue_given_back(self, tx: JobTx, hb: VmHeartbeat) -> list[Enqueued]:
         ids: list[Enqueued] = []
         for job_id, attempt in sorted({(held.job_id, held.attempt) for held in hb.given_back or ()}):
-            seen = tx.get_job(job_id)  # read first: most name a race the VM lost (another VM's), or a job over
-            if seen is None or seen.attempt != attempt or not (
-                    seen.vm == hb.vm or any(node.vm == hb.vm for node in seen.gang or ())):
-                continue  # not this VM's now: no lock taken (won by a late claim meanwhile, its next heartbeat says)
+            seen = tx.get_job(job_id)  # decided first unlocked: most name a race another VM won, or a job over
+            if seen is None or gang.decide_given_back(seen, hb.vm, attempt, hb.seq, self._clock()) is None:
+                continue  # nothing to do: no lock taken (won by a late claim meanwhile, its next heartbeat says)
             job = tx.get_job(job_id, lock=True)
             decision = gang.decide_given_back(job, hb.vm, attempt, hb.seq, self._clock()) if job else None
             if job is None or decision is None:

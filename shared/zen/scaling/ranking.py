@@ -154,9 +154,9 @@ class Ranking:
         """``: $2.37/h (spot), before us-west1 $2.96/h (standard), ...``: a priced choice's reason names the
         prices it was compared with, as ``group``'s ranking weighed them: the next pools ranked after it and any
         cheaper one after those (one cheaper ranked after it is "slower": beyond the slack, or the group was past
-        its start bound, "fastest first"),
-        those ranked before it that had no room, and a price whose preemptions were seen to throw work away at
-        what that makes it per useful hour (what it was ranked by). Empty where nothing is priced."""
+        its start bound, "fastest first"), those ranked before it that had no room, and a price whose preemptions
+        were seen to throw work away at what that makes it per useful hour (what it was ranked by). Empty where
+        nothing is priced."""
         if not self.priced:
             return ""
         patient = group is None or self.patient(group)
