@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import signal
 import threading
 import urllib.error
 import urllib.request
@@ -24,6 +23,7 @@ from google.pubsub_v1 import types as T
 
 from zen.core import eventarc
 from zen.logs import setup_logging
+from zen_dev.local.until_stopped import stop_signals_heard
 
 log = logging.getLogger("zen.bridge")
 
@@ -213,17 +213,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging()  # JSON lines, as Cloud Logging reads them
     policy = DeliveryPolicy(max_delivery_attempts=args.max_attempts, minimum_backoff_s=args.min_backoff,
                             maximum_backoff_s=args.max_backoff, binary_mode=args.binary)
-    bridge = EventBridge(args.project, args.route, policy).start()
-    ticker = Ticker(args.project, args.tick_topic, args.tick_every).start() if args.tick_every else None
-    print(f"event bridge: {len(args.route)} route(s)" + (f", tick every {args.tick_every:g}s" if ticker else ""),
-          flush=True)
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGINT, lambda *_: done.set())
-    done.wait()
-    if ticker:
-        ticker.stop()
-    bridge.stop()
+    with stop_signals_heard() as wait_for_stop:
+        bridge = EventBridge(args.project, args.route, policy).start()
+        ticker = Ticker(args.project, args.tick_topic, args.tick_every).start() if args.tick_every else None
+        print(f"event bridge: {len(args.route)} route(s)" + (f", tick every {args.tick_every:g}s" if ticker else ""),
+              flush=True)
+        wait_for_stop()
+        if ticker:
+            ticker.stop()
+        bridge.stop()
     return 0
 
 

@@ -14,7 +14,6 @@ an outage); ``calls`` records the names asked for.
 from __future__ import annotations
 
 import argparse
-import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from fnmatch import fnmatchcase
@@ -26,6 +25,7 @@ import yaml
 from google.cloud.secretmanager_v1 import types as T
 
 from zen.logs import setup_logging
+from zen_dev.local.until_stopped import stop_signals_heard
 
 SERVICE = "google.cloud.secretmanager.v1.SecretManagerService"
 DEFAULT_PORT = 8089
@@ -143,13 +143,11 @@ def main(argv: list[str] | None = None) -> None:
     for item in args.secret:
         name, _, value = item.partition("=")
         store.put(name, value)
-    standin = SecretManagerStandIn(store, args.host, args.port).start()
-    print(f"ZEN_SECRETS_ENDPOINT={standin.endpoint}", flush=True)
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGINT, lambda *_: done.set())
-    done.wait()
-    standin.stop(1.0)
+    with stop_signals_heard() as wait_for_stop:
+        standin = SecretManagerStandIn(store, args.host, args.port).start()
+        print(f"ZEN_SECRETS_ENDPOINT={standin.endpoint}", flush=True)
+        wait_for_stop()
+        standin.stop(1.0)
 
 
 if __name__ == "__main__":

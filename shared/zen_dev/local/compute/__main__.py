@@ -10,9 +10,7 @@ import argparse
 import json
 import shlex
 import secrets
-import signal
 import sys
-import threading
 from typing import Sequence
 
 from zen.core.config import load_config
@@ -21,6 +19,7 @@ from zen.logs import setup_logging
 from zen_dev.capacity.scenario import load_scenario
 from zen_dev.capacity.yamllines import ScenarioError
 from zen_dev.local.compute.standin import ComputeStandIn
+from zen_dev.local.until_stopped import stop_signals_heard
 
 
 def _argv_list(text: str) -> list[str]:
@@ -78,20 +77,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ScenarioError, ConfigError) as exc:
         print(f"zen local compute: {exc}", file=sys.stderr)
         return 2
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        standin.start()
-    except OSError as exc:
-        print(f"zen local compute: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
-        return 1
-    try:
-        print(f"compute stand-in listening on {standin.endpoint}", flush=True)
-        stop.wait()
-    finally:
-        standin.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with stop_signals_heard() as wait_for_stop:
+        try:
+            standin.start()
+        except OSError as exc:
+            print(f"zen local compute: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+            return 1
+        try:
+            print(f"compute stand-in listening on {standin.endpoint}", flush=True)
+            wait_for_stop()
+        finally:
+            standin.stop()
     return 0
 
 

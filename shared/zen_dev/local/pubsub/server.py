@@ -8,14 +8,13 @@ client at it with ``PUBSUB_EMULATOR_HOST=<address>``.
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import grpc
 
 from zen.logs import setup_logging
+from zen_dev.local.until_stopped import stop_signals_heard
 
 from .iam import IamPolicyService
 from .service import PublisherService, SubscriberService, UnimplementedService
@@ -114,18 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_logging()  # JSON lines, as Cloud Logging reads them
 
-    stop = threading.Event()
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            previous[signum] = signal.signal(signum, lambda *_: stop.set())
     standin = PubSubStandIn(args.host, args.port)
-    try:
-        standin.start()
-        print(f"pubsub stand-in listening on {standin.address}", flush=True)
-        stop.wait()
-    finally:
-        standin.stop(grace=1.0)
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    with stop_signals_heard() as wait_for_stop:
+        try:
+            standin.start()
+            print(f"pubsub stand-in listening on {standin.address}", flush=True)
+            wait_for_stop()
+        finally:
+            standin.stop(grace=1.0)
     return 0
