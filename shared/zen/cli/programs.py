@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import signal
-import threading
+import time
 from pathlib import Path
 
 from zen.cli.kit import CliError, Context, Parser, dev_help, local_only
@@ -86,12 +86,12 @@ def cmd_local_up(argv: list[str]) -> int:
     print("Watch:         zen watch      Stop everything: Ctrl-C here, or `zen local down`")
     from zen_dev.local.stack import read_stack
 
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    # SIGTERM as Ctrl-C: an Event set from the handler could deadlock on the lock Event.wait holds
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         # Until Ctrl-C, SIGTERM, or `zen local down` from elsewhere (the record disappears).
-        while not done.wait(1.0) and read_stack(stack.home) is not None:
-            pass
+        while read_stack(stack.home) is not None:
+            time.sleep(1.0)
     except KeyboardInterrupt:
         pass
     print("stopping...")
