@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.messages import agent_run, job_request
+from tests.messages import agent_run, heartbeat, job_request
 from tests.test_functions_lifecycle import job
 
 
@@ -75,6 +75,27 @@ def test_any_non_zero_code_is_retried_when_none_is_listed_and_a_stop_is_never_re
     fn.stop({"job_id": "stopped"})
     fn.heartbeat(beats[-1])
     assert job(zen, "stopped").status.value == "FAILED"
+
+
+@pytest.mark.parametrize("limit", ["max_runtime_s", "disk"])
+def test_a_job_the_agent_stopped_at_one_of_its_limits_is_not_retried(zen_and_fn, limit):
+    """Killed at max_runtime_s (or its disk share), the job's exit code is its SIGTERM's, 143, which any-code
+    retries took for its own failure: it ran to the limit again, each retry a whole max_runtime_s paid."""
+    zen, fn = zen_and_fn
+    fn.submit(job_request("slow", max_retries=2, retry_backoff_s=0))
+    *beats, last = agent_run("slow", final="FAILED", exit_code=143)
+    for beat in [*beats, {**last, "over_limit": limit}]:
+        fn.heartbeat(beat)
+    record = job(zen, "slow")
+    assert (record.status.value, record.attempt, record.retries, record.exit_code) == ("FAILED", 1, 0, 143)
+    fn.submit(job_request("g", nodes=2, max_retries=2, retry_backoff_s=0))  # a gang's node alike
+    for vm in ("vm-1", "vm-2"):
+        fn.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=f"10.0.0.{vm[-1]}"))
+        fn.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm))
+    fn.heartbeat(heartbeat("g", "FAILED", 3, vm="vm-1", exit_code=143, over_limit=limit))
+    fn.heartbeat(heartbeat("g", "FAILED", 3, vm="vm-2", exit_code=143, over_limit=limit))
+    record = job(zen, "g")
+    assert (record.status.value, record.attempt, record.retries) == ("FAILED", 1, 0)
 
 
 @pytest.mark.parametrize("retry, field", [({"max_retries": 101}, "max_retries"),

@@ -129,13 +129,15 @@ def test_one_agent_runs_three_queued_jobs_back_to_back(scheduler, agents, tmp_pa
     assert all(events[i][0] == events[i + 1][0] for i in range(0, 6, 2))
 
 
-def test_max_runtime_is_enforced(scheduler, agents, tmp_path):
+def test_max_runtime_is_enforced_and_not_retried(scheduler, agents, tmp_path):
     agents.start("vm-a")
-    scheduler.submit("slow-1", job_command("--pidfile", str(tmp_path / "pid"), "--sleep", "120"), max_runtime_s=1)
+    scheduler.submit("slow-1", job_command("--pidfile", str(tmp_path / "pid"), "--sleep", "120"), max_runtime_s=1,
+                     max_retries=2, retry_backoff_s=0)  # any non-zero code retried, but not the agent's kill
 
     job = scheduler.wait_status("slow-1", "FAILED", timeout_s=15)
 
     assert "killed after exceeding max_runtime_s=1" in job.message and job.exit_code == 143
+    assert (job.attempt, job.retries) == (1, 0)
     assert (job.finished_at - job.started_at).total_seconds() < 5
     assert not alive(read_pid(tmp_path / "pid"))
 

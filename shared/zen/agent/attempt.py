@@ -33,7 +33,7 @@ from zen.agent.staging import AttemptData, Progress
 from zen.agent.transfer import transfer
 from zen.agent.vmbeat import VmBeats
 from zen.core.gang_records import node_env
-from zen.core.models import AgentStatus, ControlAction, ControlMessage, StartMessage
+from zen.core.models import AgentStatus, ControlAction, ControlMessage, OverLimit, StartMessage
 from zen.core.stops import preempts
 from zen.core.text import escape_unstorable
 
@@ -161,9 +161,8 @@ class AttemptRunner:
             if self._disk is not None:
                 self._disk.remove(key)
             raise
-        outcome = job.outcome()
-        if final is None:
-            final = AgentStatus.SUCCEEDED if outcome.exit_code == 0 else AgentStatus.FAILED
+        outcome, limited = job.outcome(), final is AgentStatus.FAILED  # the agent stopped it at a limit (not retried)
+        final = final or (AgentStatus.SUCCEEDED if outcome.exit_code == 0 else AgentStatus.FAILED)
         self._log.info("job ended", extra={**fields, "status": final.value, "exit_code": outcome.exit_code,
                                            "elapsed_s": round(job.elapsed_s(), 3), "pid": job.pid})
         # Stopped for the disk: nothing is uploaded, so its directory goes at once and its neighbours get
@@ -175,12 +174,13 @@ class AttemptRunner:
                              self._clock, lambda: self._shutdown.stopping)  # a container that may run on: report later
         self._end(attempt, output, outcome.exit_code, final,
                   f"{note}; its outputs were not uploaded" if spent and data and data.outputs else note,
-                  data=data, upload=not spent, tail=outcome.tail, limit_s=limit, checkpoint=checkpoint)
+                  data=data, upload=not spent, tail=outcome.tail, limit_s=limit, checkpoint=checkpoint,
+                  over_limit=("disk" if spent else "max_runtime_s") if limited else None)
         return job.container_gone
 
     def _end(self, attempt: AttemptReport, output: AttemptOutput, exit_code: int | None, final: AgentStatus,
              note: str | None, *, data: AttemptData | None, upload: bool = False, tail: str = "",
-             limit_s: float | None = None, checkpoint: Checkpoint | None = None) -> None:
+             limit_s: float | None = None, checkpoint: Checkpoint | None = None, over_limit: OverLimit | None = None) -> None:
         """Upload the outputs, close the output, send the final report; the attempt's directories are
         removed and its end counted whatever happens meanwhile.
 
@@ -222,7 +222,7 @@ class AttemptRunner:
                                self._shutdown.budget(SHUTDOWN_REPORT_S) if self._shutdown.stopping else
                                min(OUTPUT_BUDGET_S, max(1.0, attempt.report_by + SHUTDOWN_OUTPUT_S - self._clock())))
             budget = self._shutdown.budget(0.0) if self._shutdown.stopping else FINAL_BUDGET_S
-            self._reporter.job(attempt, final, budget_s=budget, exit_code=exit_code, message=message,
+            self._reporter.job(attempt, final, budget_s=budget, exit_code=exit_code, message=message, over_limit=over_limit,
                                data=data.heartbeat_fields() if data is not None else None)
         finally:
             if data is not None:

@@ -23,6 +23,7 @@ from zen.agent.journal import NOT_FINAL, Journal
 from zen.core.errors import ZenError, describe_validation_error
 from zen.core.gang_records import GangPlace
 from zen.core.models import AgentStatus, Heartbeat, Message, VmState
+from zen.core.retries import OverLimit
 from zen.core.text import escape_unstorable
 from zen.core.vm_heartbeat import HeldAttempt, VmHeartbeat
 
@@ -82,8 +83,9 @@ class Reporter:
 
     def job(self, attempt: AttemptReport, status: AgentStatus, *, budget_s: float, exit_code: int | None = None,
             message: str | None = None, data: dict[str, int | float] | None = None,
-            abandon: Callable[[], bool] | None = None) -> bool:
-        """``data``: the attempt's transfers so far (``staged_bytes`` ...; ``zen.agent.staging``). Once
+            abandon: Callable[[], bool] | None = None, over_limit: OverLimit | None = None) -> bool:
+        """``data``: the attempt's transfers so far (``staged_bytes`` ...; ``zen.agent.staging``). ``over_limit``:
+        the limit the agent stopped the job at (``Heartbeat.over_limit``: not retried). Once
         Pub/Sub accepted it, ``attempt.accepted_at`` is when its publish began. ``abandon``: when it says
         so, a publish still waiting gives up (a RUNNING heartbeat once the VM shuts down: the job's
         SIGTERM must not wait for it)."""
@@ -95,7 +97,7 @@ class Reporter:
         def heartbeat_with(**optional: Any) -> Heartbeat:
             return Heartbeat(job_id=attempt.job_id, attempt=attempt.attempt, vm=identity.vm, region=identity.region,
                              zone=identity.zone, status=status, seq=attempt.seq, sent_at=sent_at,
-                             exit_code=exit_code, **optional)
+                             exit_code=exit_code, over_limit=over_limit, **optional)
 
         try:
             address = {"ip": identity.ip} if status is AgentStatus.CLAIMED and identity.ip else {}

@@ -197,7 +197,7 @@ def _node_report(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> 
     own = status == hb.status.value  # its word taken: the node's last word then (not a claim overtaken, nor an end's)
     node = node.model_copy(update=dict(seq=hb.seq, status=status, beat_at=now if own and was.status not in ENDED else
                                        node.beat_at, exit_code=hb.exit_code if own and hb.exit_code is not None else
-                                       node.exit_code))
+                                       node.exit_code, over_limit=hb.over_limit if own else node.over_limit))
     nodes[node.rank] = node
     decision = Decision(fields=dict(gang=nodes))
     if job.status is not JobStatus.STOPPING:  # the stop deadline counts from the stop, but a rerun waits while a
@@ -292,7 +292,7 @@ def _settle(job: Job, nodes: list[GangNode], fallback: GangNode, now: datetime) 
 def _failed(job: Job, nodes: list[GangNode], failed: GangNode, now: datetime) -> Decision:
     """The attempt's first failure, its other nodes ended: retried (``zen.core.retries``) as for one VM, else FAILED."""
     why = f"node {failed.rank} ({failed.vm}) failed: exit code {failed.exit_code}"
-    if (retry := next_retry(job.request, job.retries, job.attempt, failed.exit_code, now)) is not None:
+    if (retry := next_retry(job.request, job.retries, job.attempt, failed, now)) is not None:
         retried = Decision(changes=[Change(JobStatus.PENDING, f"node {failed.rank} ({failed.vm}): {retry.reason}")],
                            fields=retry.fields(job.attempt, job.max_attempts))
         return _for_gang(job.model_copy(update={"gang": nodes}), retried)

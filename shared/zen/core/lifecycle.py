@@ -243,7 +243,7 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
         decision.fields.update(pending.fields)
         return
     if status is AgentStatus.FAILED and current is not JobStatus.STOPPING and (
-            retry := next_retry(job.request, job.retries, job.attempt, hb.exit_code, now)) is not None:
+            retry := next_retry(job.request, job.retries, job.attempt, hb, now)) is not None:
         decision.changes.append(Change(JobStatus.PENDING, retry.reason))  # its backoff's hold: Sweeps.retry_due
         decision.fields.update(retry.fields(job.attempt, job.max_attempts))
         return

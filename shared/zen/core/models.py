@@ -33,7 +33,7 @@ from zen.core.arrays import ArraySpec
 from zen.core.reports import AgentStatus as AgentStatus, ControlAction as ControlAction, VmState as VmState
 from zen.core.checkpoints import CheckpointSpec, StartCheckpoint
 from zen.core.dependencies import AfterFields
-from zen.core.retries import RetryFields
+from zen.core.retries import OverLimit as OverLimit, RetryFields  # OverLimit: Heartbeat.over_limit's type
 from zen.core.gang_records import GangNode, GangPlace
 from zen.core.gcs import check_input_names, check_uri
 from zen.core.images import check_image
@@ -256,6 +256,8 @@ class Heartbeat(Received):
     sent_at: UtcTimestamp
     exit_code: int | None = Field(default=None, ge=-INT32_MAX, le=INT32_MAX)
     message: str | None = Field(default=None, max_length=8192, description="e.g. the output tail")
+    over_limit: OverLimit | None = Field(default=None, description=(
+        "The limit the agent stopped the job at: FAILED, never retried (zen.core.retries)"))
     tags: list[Annotated[str, Field(max_length=41)]] | None = Field(
         default=None, max_length=64, description="The VM's execution groups (checked against a job's requires_tags)")
     ip: str | None = Field(default=None, max_length=64, description="The VM's internal address (zen.core.gang)")

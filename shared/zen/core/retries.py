@@ -7,17 +7,19 @@ PENDING as attempt + 1 with a hold until the backoff is over (``Job.hold``, ``Jo
 tick lets it go when it is due (``Sweeps.retry_due``). A retry is not a rerun: a lost or preempted
 attempt is rerun as before (``max_attempts``), a retry spends neither that budget nor free preemptions;
 the history says which attempt failed how. A job whose exit code is not retried, or whose retries are
-spent, is FAILED as any job.
+spent, is FAILED as any job, and so is one the agent stopped at one of its limits (``max_runtime_s``, its
+share of the disk): its rerun would run into the same limit, at the price of another run.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+OverLimit = Literal["max_runtime_s", "disk"]  # the limits the agent stops a job at (Heartbeat.over_limit)
 MAX_BACKOFF_S = 3600
 DEFAULT_BACKOFF_S = 30
 
@@ -64,12 +66,23 @@ def budget_spent(max_attempts: int, retries: int, free_preemptions: int) -> str:
     return f"attempt budget spent ({budget} of {budget} attempts lost" + (f", besides {' and '.join(aside)})" if aside else ")")
 
 
-def next_retry(request: dict[str, Any], retries: int, attempt: int, exit_code: int | None,
+class Failure(Protocol):
+    """How an attempt failed: a final report (``Heartbeat``) or a gang node's record of its own."""
+
+    @property
+    def exit_code(self) -> int | None: ...
+
+    @property
+    def over_limit(self) -> str | None: ...
+
+
+def next_retry(request: dict[str, Any], retries: int, attempt: int, failure: Failure,
                now: datetime) -> Retry | None:
-    """The retry an attempt's failure with ``exit_code`` earns (None: it is FAILED). ``retries``: those
-    made so far."""
-    most = int(request.get("max_retries") or 0)
-    if exit_code in (None, 0) or retries >= most:
+    """The retry an attempt's ``failure`` earns (None: it is FAILED). ``retries``: those made so far. A job
+    the agent stopped at one of its limits (``max_runtime_s``, its share of the disk) is not retried, whatever
+    its exit code (its SIGTERM's 143): it would run into the limit again, at the price of another run."""
+    most, exit_code = int(request.get("max_retries") or 0), failure.exit_code
+    if exit_code in (None, 0) or failure.over_limit is not None or retries >= most:
         return None
     wanted = request.get("retry_exit_codes")
     if wanted is not None and exit_code not in wanted:

@@ -41,7 +41,7 @@ def late_final(rows: UsageRows, job: Job, hb: Heartbeat, now: datetime) -> Decis
     if lost["outcome"] == "PREEMPTED" and hb.status is not AgentStatus.SUCCEEDED:
         return None  # its queue took it back: a failure (maybe the stop's own) is rerun as the preemption would
     if waiting and hb.status is AgentStatus.FAILED and (
-            retry := next_retry(job.request, job.retries, hb.attempt, hb.exit_code, now)) is not None:
+            retry := next_retry(job.request, job.retries, hb.attempt, hb, now)) is not None:
         # Had it come in time, the failure would have been retried: the rerun queued already is that retry.
         # Its row says FAILED now, in this transaction, so that a redelivery of the report counts nothing more.
         rows.record_late_outcome(job.job_id, hb.attempt, AgentStatus.FAILED.value)
