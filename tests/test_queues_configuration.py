@@ -154,3 +154,20 @@ def test_a_users_queue_is_found_whatever_the_case_of_their_address(config):
     assert with_queues(config, queues).default_queue("Alice@Example.com").name == "research"
     with pytest.raises(ValidationError, match="is in the users of queues"):
         with_queues(config, [*queues[:1], {"name": "other", "quota": {"1xl4": 1}, "users": ["ALICE@example.com"]}])
+
+
+def test_a_queue_named_where_none_is_configured_is_refused_not_dropped(config, db_url, publisher, monkeypatch, capsys):
+    """Without a ``queues:`` section a job's ``queue`` was dropped: it ran unqueued, no quota counted it,
+    and its submitter was never told. It is refused with the reason, at the CLI and at the function."""
+    from zen.cli.main import main
+    from zen.core.models import JobRequest
+    from zen.jobs.placement import Rejected, resolve_request
+
+    assert not config.queues
+    request = JobRequest.model_validate({"user_id": "u", "cluster": CLUSTER, "command": ["true"], "queue": "team-a"})
+    with pytest.raises(Rejected, match=r"queue 'team-a': this Zen has no queues .*submit without one"):
+        resolve_request(config, request, "j")
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    assert main(["submit", "--cluster", CLUSTER, "--queue", "team-a", "--", "true"]) == 1
+    assert "Zen would refuse this job: queue 'team-a': this Zen has no queues" in capsys.readouterr().err
+    assert not publisher.on("zen-job-submitted")

@@ -218,6 +218,11 @@ def held_gpus(cluster: ClusterConfig, request: JobRequest) -> int:
 
 
 def _queue(config: ZenConfig, request: JobRequest, cluster: ClusterConfig) -> str | None:
+    """The job's queue; a queue named where none is configured is refused, not dropped (the job would run
+    outside the quota its submitter meant it to count against, and nothing would say so)."""
+    if not config.queues and request.queue is not None:
+        raise Rejected(f"queue {request.queue!r}: this Zen has no queues (its configuration has no queues:); "
+                       "submit without one")
     if not config.queues:
         return None
     return Queueing(config).resolve(request.queue, request.user_id, cluster.name, held_gpus(cluster, request)).name
