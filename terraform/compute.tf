@@ -25,6 +25,8 @@ resource "google_compute_resource_policy" "compact" {
   group_placement_policy {
     collocation = "COLLOCATED"
   }
+
+  depends_on = [google_project_service.apis]
 }
 
 resource "google_compute_instance_template" "zen" {

@@ -16,6 +16,8 @@ resource "google_service_account" "console" {
   account_id   = "${var.name_prefix}-fn-console"
   display_name = "Zen web console"
   description  = "Runs the Zen web console: reads Postgres as zen_reader and the jobs' output in Cloud Logging."
+
+  depends_on = [google_project_service.apis]
 }
 
 resource "google_sql_user" "console" {
@@ -122,6 +124,21 @@ resource "google_cloud_run_service_iam_member" "console_invoker" {
   role     = "roles/run.invoker"
   member   = "serviceAccount:${local.iap_service_agent}"
 
+  depends_on = [google_project_service.apis, terraform_data.iap_service_agent]
+}
+
+# The agent named above exists only once made (scripts/iap_service_agent.sh: enabling the API does not make it).
+resource "terraform_data" "iap_service_agent" {
+  count            = local.console ? 1 : 0
+  triggers_replace = [var.project_id]
+
+  provisioner "local-exec" {
+    command = "${path.module}/scripts/iap_service_agent.sh"
+    environment = {
+      PROJECT = var.project_id
+    }
+  }
+
   depends_on = [google_project_service.apis]
 }
 
@@ -184,6 +201,8 @@ resource "google_compute_managed_ssl_certificate" "console" {
   managed {
     domains = [var.console_domain]
   }
+
+  depends_on = [google_project_service.apis]
 }
 
 resource "google_compute_ssl_policy" "console" {
@@ -191,6 +210,8 @@ resource "google_compute_ssl_policy" "console" {
   name            = "${var.name_prefix}-console"
   profile         = "MODERN"
   min_tls_version = "TLS_1_2"
+
+  depends_on = [google_project_service.apis]
 }
 
 resource "google_compute_target_https_proxy" "console" {
@@ -204,6 +225,8 @@ resource "google_compute_target_https_proxy" "console" {
 resource "google_compute_global_address" "console" {
   count = local.console ? 1 : 0
   name  = "${var.name_prefix}-console"
+
+  depends_on = [google_project_service.apis]
 }
 
 resource "google_compute_global_forwarding_rule" "console" {

@@ -30,6 +30,8 @@ resource "google_service_account" "function" {
   account_id   = "${var.name_prefix}-fn-${each.value.account}"
   display_name = "Zen function ${each.key}"
   description  = "Runs the Zen Cloud Function ${each.key} and is the identity of its Eventarc trigger."
+
+  depends_on = [google_project_service.apis]
 }
 
 # One account per (cluster, tag set): IAM then tells one cluster's VMs from another's (start subscriptions,
@@ -72,12 +74,16 @@ resource "google_service_account" "agent" {
   account_id   = each.value.account_id
   display_name = each.key == each.value.cluster ? "Zen VM agent, cluster ${each.key}" : substr("Zen VM agent, cluster ${each.value.cluster}, tags ${join(",", each.value.tags)}", 0, 100)
   description  = substr("Identity of the Zen GPU VMs of cluster ${each.value.cluster}${each.key == each.value.cluster ? "" : " in its regions tagged ${join(",", each.value.tags)}"}: pulls its start messages, heartbeats, reads the control subscriptions Zen grants it.", 0, 256)
+
+  depends_on = [google_project_service.apis]
 }
 
 resource "google_service_account" "build" {
   account_id   = "${var.name_prefix}-fn-build"
   display_name = "Zen function builds"
   description  = "Cloud Build identity for the Zen functions: reads their source, writes their image, writes build logs."
+
+  depends_on = [google_project_service.apis]
 }
 
 # -- functions: Pub/Sub --------------------------------------------------------------------------
@@ -204,6 +210,8 @@ resource "google_project_iam_custom_role" "mig_scaler" {
   title       = "Zen MIG scaler"
   description = "Read and resize the Zen regional MIGs (flex-start ones by resize requests) and delete their instances."
   permissions = ["compute.instanceGroupManagers.get", "compute.instanceGroupManagers.update"]
+
+  depends_on = [google_project_service.apis]
 }
 
 # Two reads that no condition on a MIG's name can cover, granted on the project: operations have
@@ -217,6 +225,8 @@ resource "google_project_iam_custom_role" "compute_reader" {
   title       = "Zen Compute reader"
   description = "Read regional Compute operations."
   permissions = ["compute.regionOperations.get"]
+
+  depends_on = [google_project_service.apis]
 }
 
 resource "google_project_iam_custom_role" "compute_lister" {
@@ -224,6 +234,8 @@ resource "google_project_iam_custom_role" "compute_lister" {
   title       = "Zen Compute lister"
   description = "List the regional MIGs (the scale tick's one read per region)."
   permissions = ["compute.instanceGroupManagers.list"]
+
+  depends_on = [google_project_service.apis]
 }
 
 resource "google_project_iam_member" "mig_scaler" {
@@ -263,6 +275,8 @@ resource "google_project_iam_custom_role" "quota_reader" {
   title       = "Zen GPU quota reader"
   description = "Read the regions' and the project's Compute quotas (the scale tick)."
   permissions = ["compute.projects.get", "compute.regions.get"]
+
+  depends_on = [google_project_service.apis]
 }
 
 resource "google_project_iam_member" "quota_reader" {
@@ -314,6 +328,8 @@ resource "google_project_iam_custom_role" "control_subscriptions" {
   description = "Make each VM's zen-vm-control-<vm> subscription and grant it to the VM's cluster's agents."
   permissions = ["pubsub.subscriptions.create", "pubsub.subscriptions.get", "pubsub.subscriptions.getIamPolicy",
   "pubsub.subscriptions.setIamPolicy"]
+
+  depends_on = [google_project_service.apis]
 }
 
 resource "google_project_iam_member" "control_subscriptions" {
@@ -362,6 +378,8 @@ resource "google_project_iam_custom_role" "agent_subscriptions" {
   title       = "Zen agent subscription check"
   description = "Read a subscription's configuration: the agent checks its control subscription's topic and filter."
   permissions = ["pubsub.subscriptions.get"]
+
+  depends_on = [google_project_service.apis]
 }
 
 resource "google_project_iam_member" "agent_subscriptions" {

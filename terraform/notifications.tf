@@ -23,6 +23,8 @@ resource "google_service_account" "notifier" {
   account_id   = "${var.name_prefix}-fn-notify"
   display_name = "Zen function on_job_event (the notifier)"
   description  = "Runs the Zen notifier and is the identity its push subscription signs with; reads zen-notify-* secrets."
+
+  depends_on = [google_project_service.apis]
 }
 
 resource "google_sql_user" "notifier" {

@@ -39,7 +39,10 @@ def test_zen_config_env_points_at_a_file(tmp_path, monkeypatch):
      " colour: red}", "clusters.0.colour: Extra inputs are not permitted"),
     ("clusters:\n  - {name: a-very-long-cluster-name-for-a100-gpus-x8, gpu_type: t, gpu_count: 1,"
      " regions: [northamerica-northeast1], max_vms_per_region: 1, max_vms: 1}",
-     "is over 58 characters (its VMs are named after it)"),  # GCE refused the MIG at apply time
+     "is over 53 characters (its instance template and VMs are named after it)"),  # refused at apply time
+    ("clusters:\n  - {name: 8xh100-80gb-research-team, gpu_type: t, gpu_count: 1, provisioning: [standard, spot],"
+     " regions: [northamerica-northeast1], max_vms_per_region: 1, max_vms: 1}",  # its spot pool's, 55: plan failed
+     "'zen-8xh100-80gb-research-team-northamerica-northeast1-spot' is over 53 characters"),
     ("deadlines: {heartbeat_timeout_s: -1}", "deadlines.heartbeat_timeout_s: Input should be greater than 0"),
     ("- just a list", "must hold a YAML mapping"),
     # numbers are numbers, as in messages: YAML's true was 1 s and $1.00/h, .inf a price shown as "$inf"

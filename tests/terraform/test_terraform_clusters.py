@@ -116,3 +116,28 @@ def test_the_default_configuration_path_exists():
     main = (TERRAFORM / "main.tf").read_text()
     path = re.search(r'"\$\{path\.module\}/\.\./(shared/zen/[^"]+default_config\.yaml)"', main).group(1)
     assert (TERRAFORM.parent / path).is_file()
+
+
+def test_the_longest_mig_name_the_configuration_accepts_names_what_terraform_makes_after_it():
+    """A MIG name of 54-58 characters passed the configuration, then `terraform plan` failed: the instance
+    template's name_prefix "<MIG>-" (the provider allows 54 characters) and a compact cluster's policy
+    "<MIG>-compact" (Compute names: 63). The configuration's limit leaves room for both."""
+    import re
+
+    import pytest
+
+    from tests.terraform.hcl import Module
+    from zen.core.cluster_config import ClusterConfig
+
+    module = Module.load()
+    suffix = {kind: re.fullmatch(r"\$\{each\.value\.mig_name\}(.*)", module.resources_of(kind)[name][field]).group(1)
+              for kind, name, field in (("google_compute_instance_template", "zen", "name_prefix"),
+                                        ("google_compute_resource_policy", "compact", "name"))}
+    fields = dict(gpu_type="nvidia-h100-80gb", gpu_count=8, machine_type="a3-highgpu-8g", max_vms_per_region=1,
+                  max_vms=1, provisioning=["standard", "spot"], compact=True)
+    longest = ClusterConfig(name="8xh100-80gb-research", regions=["northamerica-northeast1"], **fields)
+    mig = longest.mig_name("northamerica-northeast1", "spot")
+    assert len(mig + suffix["google_compute_instance_template"]) <= 54
+    assert len(mig + suffix["google_compute_resource_policy"]) <= 63
+    with pytest.raises(ValueError, match="is over 53 characters"):
+        ClusterConfig(name="8xh100-80gb-researchx", regions=["northamerica-northeast1"], **fields)

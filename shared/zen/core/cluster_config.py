@@ -181,10 +181,10 @@ class ClusterConfig(Strict):
         if bad:
             raise ValueError(f"tags are lowercase letters, digits and '-': {', '.join(bad)}")
         too_long = [self.mig_name(r, m) for r in self.regions for m in self.provisioning or ()
-                    if len(self.mig_name(r, m)) > 58]
-        if too_long:  # GCE appends "-xxxx" to a MIG's base instance name, 58 characters at most
-            raise ValueError(f"the MIG name {too_long[0]!r} is over 58 characters (its VMs are "
-                             "named after it): use a shorter cluster name")
+                    if len(self.mig_name(r, m)) > 53]
+        if too_long:  # terraform's template "<MIG>-" (the provider's name_prefix: 54 at most), its VMs "<MIG>-xxxx"
+            raise ValueError(f"the MIG name {too_long[0]!r} is over 53 characters (its instance template and VMs "
+                             "are named after it): use a shorter cluster name")
         if self.provisioning == ["flex-start"] and self.max_start_wait_s < self.flex_start_min_wait_s:
             raise ValueError(f"max_start_wait_s ({self.max_start_wait_s}) is below flex_start_min_wait_s "
                              f"({self.flex_start_min_wait_s}) and flex-start is the cluster's only model: every job "
