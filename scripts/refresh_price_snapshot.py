@@ -4,9 +4,10 @@ Catalog API, through Zen's adapter (zen.adapters.billing) and the official clien
     python scripts/refresh_price_snapshot.py [--config zen.yaml ...] [--regions r1,r2] [--all-shapes]
                                              [--endpoint http://127.0.0.1:8088] [--out PATH]
 
-Prices every machine type of the given configurations (default: the shipped default and demo ones; with
---all-shapes, every shape the adapter knows) in their regions (or --regions), for spot, standard and
-flex-start. Needs credentials the client finds (Application Default Credentials) and the Cloud Billing
+Prices every machine type the committed snapshot prices and those of the given configurations (default: the
+shipped default and demo ones; with --all-shapes, every shape the adapter knows) in the snapshot's regions and
+theirs (or --regions), for spot, standard and flex-start: a refresh never drops what the snapshot priced (a
+pricing.catalog: false configuration, or ZEN_PRICES=snapshot, relies on it). Needs credentials the client finds (Application Default Credentials) and the Cloud Billing
 API enabled, or --endpoint for a stand-in (zen_dev.local.billing). A flex-start price the catalog does
 not list is the standard one x FLEX_START_SHARE, said so in the header.
 """
@@ -24,7 +25,7 @@ sys.path.insert(0, str(ROOT / "shared"))
 
 from zen.adapters.billing import catalog_client, fetch_prices  # noqa: E402
 from zen.core.config import DEFAULT_CONFIG_PATH, load_config  # noqa: E402
-from zen.core.prices import SHAPES, SNAPSHOT_PATH  # noqa: E402
+from zen.core.prices import SHAPES, SNAPSHOT_PATH, load_snapshot  # noqa: E402
 
 FLEX_START_SHARE = 0.55  # an a2-highgpu-1g's DWS Defined Duration SKUs: -45 % of standard (us-central1, 2026-08-02)
 CONFIGS = (DEFAULT_CONFIG_PATH, ROOT / "shared" / "zen_dev" / "demo" / "zen-demo.yaml")
@@ -63,8 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=SNAPSHOT_PATH)
     args = parser.parse_args(argv)
     clusters = [c for path in (args.config or CONFIGS) for c in load_config(path).clusters]
-    machines = sorted(SHAPES) if args.all_shapes else sorted({c.machine_type for c in clusters})
-    regions = args.regions.split(",") if args.regions else sorted({r for c in clusters for r in c.regions})
+    held = load_snapshot().prices  # the committed one's: kept whatever the configurations name
+    machines = sorted(SHAPES) if args.all_shapes else sorted({c.machine_type for c in clusters} | {k[0] for k in held})
+    regions = (args.regions.split(",") if args.regions
+               else sorted({r for c in clusters for r in c.regions} | {k[1] for k in held}))
     document = build(machines, regions, args.endpoint, datetime.now(timezone.utc))
     if not document["prices"]:
         print("the catalog priced none of those machine types; the snapshot is unchanged", file=sys.stderr)

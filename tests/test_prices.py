@@ -257,6 +257,26 @@ def test_a_machine_type_the_catalog_cannot_price_costs_no_catalog_read_an_hour(c
     assert len(asked) == 1
 
 
+
+def test_clusters_the_catalog_can_price_none_of_cost_no_catalog_read_and_no_failure(config, db, publisher, clock,
+                                                                                   catalog, caplog):
+    """Every cluster on a machine type the catalog cannot price (priced by the user's overrides, as the docs say):
+    the tick read the whole catalog every hour, found none of them, and logged the catalog as failed each time."""
+    state, endpoint = catalog
+    raw = json.loads(config.model_dump_json())
+    for cluster in raw["clusters"]:
+        cluster["machine_type"] = "n1-standard-8"
+    raw["pricing"] = {"usd_per_vm_hour": {"n1-standard-8": 1.5}}
+    unknown = ZenConfig.model_validate(raw)
+    zen = Zen(unknown, db, publisher, clock, price_fetch=catalog_fetcher(unknown.clusters, endpoint))
+    reads = state.calls
+    outcomes = [zen.on_scale_tick().prices]
+    for _ in range(2):
+        clock.advance(3600 + 1)
+        outcomes.append(zen.on_scale_tick().prices)
+    assert outcomes == ["none"] * 3 and state.calls == reads
+    assert not [r for r in caplog.records if "billing catalog failed" in r.getMessage()]
+
 # -- what the commands show ------------------------------------------------------------------------
 def test_zen_clusters_shows_prices_per_region_and_model(db, db_url, monkeypatch, capsys):
     monkeypatch.delenv("ZEN_DATABASE_URL", raising=False)
@@ -420,8 +440,10 @@ def test_the_refresh_script_rebuilds_the_snapshot_from_the_catalog(catalog, tmp_
                            "--out", str(out)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     rebuilt, committed = load_snapshot(out), load_snapshot()
-    assert set(rebuilt.prices) == {k for k in committed.prices if k[0] in ("g2-standard-8", "a2-highgpu-4g",
-                                                                             "a2-highgpu-8g")}
+    # Every price the committed snapshot holds, not only the shipped configurations' three machine types: the
+    # script dropped ten (a2-highgpu-1g, a cluster's default machine_type, among them), which a `catalog: false`
+    # configuration or ZEN_PRICES=snapshot then found unpriced.
+    assert set(rebuilt.prices) == set(committed.prices)
     for key, price in rebuilt.prices.items():
         assert price.usd_per_hour == pytest.approx(committed.prices[key].usd_per_hour, abs=1e-5)
     assert "Catalog API" in json.loads(out.read_text())["header"]["source"]

@@ -64,7 +64,7 @@ class TickReport:
     stopped: int = 0  # stops that raced their job's submission, applied (zen.jobs.sweeps.apply_early_stops)
     pruned: int = 0  # rejected_messages rows past their retention, deleted (zen.store.rejections)
     controls: int = 0  # VMs' control subscriptions made and granted (zen.adapters.control_subscriptions)
-    prices: str | None = None  # the catalog prices' refresh: fresh, refreshed, failed, waiting (zen.store.prices)
+    prices: str | None = None  # the catalog prices' refresh: fresh, refreshed, failed, waiting (zen.store.prices), none
     scaling: object | None = None
 
 
@@ -238,11 +238,15 @@ class Zen:
 
     def _refresh_prices(self, fetch: Callable[[datetime], PriceTable]) -> str:
         """The catalog's prices, fetched again when older than a day (an hour while a configured cluster's
-        machine type and region has none); a failure logs and keeps the old ones."""
+        machine type and region has none); a failure logs and keeps the old ones. None read when no cluster's
+        machine type is one the catalog can price (``none``: priced by ``pricing`` alone): the whole catalog
+        was read every hour, found nothing, and was logged as failed."""
         from zen.store.prices import refresh_if_stale
 
+        if not (wanted := catalog_pairs(self.config.clusters)):
+            return "none"
         try:
-            done = refresh_if_stale(self.db, fetch, self.clock(), wanted=catalog_pairs(self.config.clusters))
+            done = refresh_if_stale(self.db, fetch, self.clock(), wanted=wanted)
         except Exception as exc:  # noqa: BLE001 - prices are never worth a failed tick
             log.warning("could not refresh the prices", extra={"error": str(exc)})
             return "failed"
