@@ -18,6 +18,7 @@ back.
 
 from __future__ import annotations
 
+from collections import Counter
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Callable, Iterable, Iterator, Mapping
@@ -68,12 +69,44 @@ def hidden(counts: dict[str, int], group: DemandGroup, idle: Mapping[str, tuple[
             counts[pool] += take
 
 
-def queued(vms: Mapping[str, Iterable[Vm]]) -> dict[str, int]:
-    """Per pool, the VMs of ``vms`` that stand for a resize request still queued (no VM yet: not granted). A demand
-    group past its start bound that may take another pool is covered by none of them (``ZenPlanner._cover``): a
-    pending request kept such a job waiting until it counted as stuck (2 x ``flex_start_estimate_s`` after the
-    ask), up to 17 minutes past the bound, while a costlier model it accepts had capacity."""
-    return {pool: sum(PENDING_SEP in vm.name for vm in pool_vms) for pool, pool_vms in vms.items()}
+class Queued(dict[str, int]):
+    """Per flex-start pool, the VMs that stand for a resize request still queued (no VM yet: not granted), and
+    each request's size (``sizes``). A demand group past its start bound that may take another pool is covered
+    by none of them (``ZenPlanner._cover``): a pending request kept such a job waiting until it counted as stuck
+    (2 x ``flex_start_estimate_s`` after the ask), up to 17 minutes past the bound, while a costlier model it
+    accepts had capacity. A gang counts one request at most (:meth:`for_gang`): each is granted whole, on its
+    own, so a gang covered by another job's request of 1 and asked the rest got its VMs from two grants, and the
+    first VM booted, billed, for a gang that could not start."""
+
+    def __init__(self, vms: Mapping[str, Iterable[Vm]]) -> None:
+        self.sizes: dict[str, list[int]] = {}
+        for pool, pool_vms in vms.items():
+            requests = Counter(vm.name.rpartition(PENDING_SEP)[0] for vm in pool_vms if PENDING_SEP in vm.name)
+            self.sizes[pool] = sorted(requests.values())
+        super().__init__({pool: sum(sizes) for pool, sizes in self.sizes.items()})
+
+    def for_gang(self, pool: str, pending: int, rest: int, late: bool) -> int:
+        """How many of ``pool``'s ``pending`` VMs a gang that needs ``rest`` of them may count: those granted
+        (booting), and where they are too few one queued request that holds the rest (none for a gang ``late``,
+        past its bound with another pool to take)."""
+        if not self.sizes.get(pool):
+            return pending  # no request queued there (or not a flex-start pool)
+        granted = max(0, pending - self[pool])
+        one = next((size for size in self.sizes[pool] if size >= rest - granted), None)
+        return min(pending, granted if late or rest <= granted or one is None else granted + one)
+
+    def used(self, pool: str, pending: int, taken: int) -> None:
+        """A gang took ``taken`` of ``pool``'s ``pending`` VMs as :meth:`for_gang` counted them: the request it
+        counted is its own now."""
+        granted = max(0, pending - self.get(pool, 0))
+        if taken > granted and (size := next((s for s in self.sizes.get(pool, ()) if s >= taken - granted), None)):
+            self.sizes[pool].remove(size)
+            self[pool] -= size
+
+
+def queued(vms: Mapping[str, Iterable[Vm]]) -> Queued:
+    """:class:`Queued` of the flex-start pools' VMs ``vms``."""
+    return Queued(vms)
 
 
 def claim_queued(flex: bool, pool: str, left: int, pending: dict[str, int], booting_left: dict[str, int]) -> int:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Callable, MutableMapping
 
+from zen.scaling.flexrun import Queued
 from zen.scaling.model import DemandGroup
 
 
@@ -63,22 +64,32 @@ class SpareBoots:
 
 
 def match(group: DemandGroup, ranked: list[str], pools: tuple[dict[str, int], ...],
-          idle_needed: MutableMapping[str, int], spares: SpareBoots | None = None) -> int:
+          idle_needed: MutableMapping[str, int], spares: SpareBoots | None = None, queued: Queued | None = None,
+          late: bool = False) -> int:
     """Cover each gang of ``group`` with the idle, then running, then pending VMs of the first pool
     (in ``ranked`` order) that has enough for the whole gang; returns the VMs left uncovered (whole gangs,
     asked for by ``ask``). ``pools``: (idle, running, pending) per pool, taken from in place. A gang covered
     by booting VMs where ``spares`` allows one may keep a spare (``SpareBoots.kept``: a booting VM no job
-    needs, its own spare or, the same to it, another)."""
+    needs, its own spare or, the same to it, another). Of a flex-start pool's resize requests still queued
+    (``queued``) a gang counts one that holds all it lacks, or none (``late``: past its bound, with another
+    pool to take: ``Queued.for_gang``)."""
     left = 0
     for need in group.chunks():
-        region = next((r for r in ranked if sum(pool.get(r, 0) for pool in pools) >= need), None)
+        def counted(region: str, index: int, rest: int) -> int:
+            have = pools[index].get(region, 0)
+            return have if queued is None or index < 2 else queued.for_gang(region, have, rest, late)
+
+        granted = {r: pools[0].get(r, 0) + pools[1].get(r, 0) for r in ranked}
+        region = next((r for r in ranked if granted[r] + counted(r, 2, need - granted[r]) >= need), None)
         if region is None:
             left += need
             continue
         need_whole, booting = need, need - min(need, pools[0].get(region, 0))
         for index, pool in enumerate(pools):
-            take = min(need, pool.get(region, 0))
+            take = min(need, counted(region, index, need))
             if take:
+                if index == 2 and queued is not None:
+                    queued.used(region, pool[region], take)
                 pool[region] -= take
                 need -= take
                 if index == 0:
@@ -93,7 +104,8 @@ def match(group: DemandGroup, ranked: list[str], pools: tuple[dict[str, int], ..
 def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[[str], int],
         add: dict[str, int], held: MutableMapping[str, int], spare: tuple[dict[str, int], ...] = (),
         idle_needed: MutableMapping[str, int] | None = None, booting_left: MutableMapping[str, int] | None = None,
-        together: dict[str, list[int]] | None = None, spares: SpareBoots | None = None) -> list[tuple[str, int]]:
+        together: dict[str, list[int]] | None = None, spares: SpareBoots | None = None,
+        queued: Queued | None = None) -> list[tuple[str, int]]:
     """Ask for each uncovered gang (``left`` VMs of ``group``) in one pool that can hold all of it: its
     spare VMs (``spare``: idle, running, pending that no job took, as ``match`` left them) plus the room
     left. The pool with the most spare VMs goes first (an idle VM there claims a part as soon as the start
@@ -101,11 +113,16 @@ def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[[str], 
     for, and a spare wanted where the gang needs two or more boots and ``spares`` allows one. A gang no
     pool can hold waits (``held``, with why). Returns (pool, the gang's VMs), per gang asked for (its hedge
     is the whole gang: another pool has none of its VMs); each ask is a unit of ``together`` too
-    (``Plan.together``: its VMs come whole or not at all; a spare is none)."""
+    (``Plan.together``: its VMs come whole or not at all; a spare is none). A flex-start pool's requests still
+    queued (``queued``) are no part of a gang asked for: granted on their own, they would split it."""
     asked = []
     for need in DemandGroup(group.regions, left, group.oldest, group.priority, gang=group.gang, part=group.part).chunks():
+        def counted(region: str, index: int) -> int:
+            have = spare[index].get(region, 0)
+            return have if queued is None or index < 2 else queued.for_gang(region, have, need, late=True)
+
         def supply(region: str) -> int:
-            return sum(pool.get(region, 0) for pool in spare)
+            return sum(counted(region, index) for index in range(len(spare)))
 
         fits = [r for r in ranked if supply(r) + room(r) >= need]
         region = max(fits, key=supply) if fits else None  # the most spare (the fewest to boot), then by rank
@@ -115,7 +132,7 @@ def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[[str], 
             continue
         whole, boots = need, need - min(need, spare[0].get(region, 0)) if spare else need
         for index, pool in enumerate(spare):  # the spare VMs first: idle, then booting
-            take = min(need, pool.get(region, 0))
+            take = min(need, counted(region, index))
             if take:
                 pool[region] -= take
                 need -= take

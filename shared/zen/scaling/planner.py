@@ -138,12 +138,12 @@ class _Planning:
         return uncovered
 
     def _cover(self, group: DemandGroup, idle: dict[str, int], running: dict[str, int], pending: dict[str, int]) -> int:
-        """Take ``group``'s VMs from the idle, then running, then pending ones left (``late``: no resize request still
-        queued where it may take another pool, ``flexrun.queued``); its jobs left uncovered."""
-        if group.gang > 1:  # each gang from one region's VMs, or none
-            return gangs.match(group, self.ranking.for_group(group), (idle, running, pending), self.idle_needed, self.spares)
-        left, blocked = group.count, [r for r in group.regions if self._blocked(r)]
+        """Take ``group``'s VMs from the idle, running, then pending ones left (``late``: no queued request); its rest."""
         late = not self.patient(group) and not all(map(self.ranking.flex, group.regions))  # past its bound
+        if group.gang > 1:  # each gang from one region's VMs, or none (of queued requests, one)
+            return gangs.match(group, self.ranking.for_group(group), (idle, running, pending), self.idle_needed,
+                               self.spares, self.queued, late)
+        left, blocked = group.count, [r for r in group.regions if self._blocked(r)]
         for pool, needed in ((idle, self.idle_needed), (running, None), (pending, None)):
             for region in self.ranking.for_group(group) + blocked:
                 queued = self.queued.get(region, 0) if late and pool is pending else 0  # queued requests cover it not
@@ -176,7 +176,7 @@ class _Planning:
             if group.gang > 1:  # a gang's VMs all from one pool; its hedge a whole gang too
                 with self._ending(self.spare[0], group):  # nor as a spare
                     asked = gangs.ask(group, left, ranked, room, add, held, self.spare, self.idle_needed,
-                                      self.booting_left, self.plan.together, self.spares)
+                                      self.booting_left, self.plan.together, self.spares, self.queued)
                 for region, need in asked:
                     compared.setdefault(region, (ranked, group))
                     if self.uncertain(region):
