@@ -1,7 +1,7 @@
-"""A gang past its start bound stays held by its flex-start resize request still queued.
+"""A gang past its start bound stayed held by its flex-start resize request still queued.
 
 docs/explanations/scaling.md: "A job past its start bound that may take another pool is not covered by its
-requests still queued (so a costlier pool it accepts is asked)" (``flexrun.queued``, ``ZenPlanner._cover``'s
+requests still queued (so a costlier pool it accepts is asked)" (``flexrun.Queued``, ``ZenPlanner._cover``'s
 ``late``). One-node jobs got that; a gang did not: ``_cover`` handed gang groups to ``zen.scaling.gangs.match``,
 which counted every pending VM of the pool, a queued request's included, whatever the group's bound. So a gang that
 accepts standard and flex-start, its bound 1,000 s, waited for its flex-start grant until the request counts as

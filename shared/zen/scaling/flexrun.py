@@ -104,16 +104,11 @@ class Queued(dict[str, int]):
             self[pool] -= size
 
 
-def queued(vms: Mapping[str, Iterable[Vm]]) -> Queued:
-    """:class:`Queued` of the flex-start pools' VMs ``vms``."""
-    return Queued(vms)
-
-
 def claim_queued(flex: bool, pool: str, left: int, pending: dict[str, int], booting_left: dict[str, int]) -> int:
     """How many of ``left`` jobs a demand group about to ask in ``pool`` takes from the requests queued there
     that no group took (``pending``: the planner's booting VMs left after matching; a flex-start pool's are its
     requests' VMs), counted off ``pending`` and ``booting_left`` (so none is cancelled as unwanted). Only a group
-    past its start bound leaves them (:func:`queued`), for another pool it may take; where it asks in this one
+    past its start bound leaves them (:class:`Queued`), for another pool it may take; where it asks in this one
     all the same (the others blocked or full), a new request would queue behind its own, one more every pass,
     each a VM a grant bills (eight for one job in the reproduction)."""
     if not flex or (take := min(left, pending.get(pool, 0))) <= 0:

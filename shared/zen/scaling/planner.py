@@ -128,7 +128,7 @@ class _Planning:
         # Booting VMs listed RUNNING cover demand first (usable first; the others are what a race lost: cancel_losers)
         running = {r: 0 if self._blocked(r) else sum(vm.running for vm in self.healthy[r]) for r in self.regions}
         pending = {r: 0 if self._blocked(r) else len(self.healthy[r]) - running[r] for r in self.regions}
-        self.queued, uncovered = flexrun.queued({r: self.healthy[r] for r in self.regions if self.ranking.flex(r)}), []
+        self.queued, uncovered = flexrun.Queued({r: self.healthy[r] for r in self.regions if self.ranking.flex(r)}), []
         for group in self.groups:
             with self._ending(idle, group):
                 if left := self._cover(group, idle, running, pending):
