@@ -147,6 +147,18 @@ def test_overrides_win_over_the_catalog_and_the_snapshot():
     assert flat.lookup("a2-highgpu-4g", "us-west1", "spot") == Price(2.5, "override")  # the exact one wins
 
 
+def test_clusters_of_one_machine_type_with_other_gpus_are_refused_naming_both():
+    """Prices are per machine type: a 1xt4 and a 1xv100 cluster both on n1-standard-8 were ranked, shown and
+    billed at one price (the T4's, from `pricing`) with nothing said."""
+    clusters = [{"name": name, "gpu_type": gpu, "gpu_count": 1, "machine_type": "n1-standard-8",
+                 "regions": ["us-central1"], "max_vms_per_region": 1, "max_vms": 1}
+                for name, gpu in (("1xt4", "nvidia-tesla-t4"), ("1xv100", "nvidia-tesla-v100"))]
+    with pytest.raises(ValueError, match=r"clusters 1xt4 and 1xv100 share machine type n1-standard-8 with other GPUs"):
+        ZenConfig.model_validate({"clusters": clusters, "pricing": {"usd_per_vm_hour": {"n1-standard-8": 0.73}}})
+    clusters[1]["machine_type"] = "n1-highmem-8"
+    assert ZenConfig.model_validate({"clusters": clusters}).clusters[1].machine_type == "n1-highmem-8"
+
+
 @pytest.mark.parametrize("pricing, named", [
     ({"overrides": {"a2-highgpu-4g": {"us-west1": {"spott": 2.5}}}}, "pricing.overrides: a2-highgpu-4g.us-west1"),
     ({"overrides": {"a2-highgpu-4g": {"us-west1": {"spot": -1}}}}, "pricing.overrides.a2-highgpu-4g.us-west1.spot"),
@@ -264,9 +276,9 @@ def test_clusters_the_catalog_can_price_none_of_cost_no_catalog_read_and_no_fail
     the tick read the whole catalog every hour, found none of them, and logged the catalog as failed each time."""
     state, endpoint = catalog
     raw = json.loads(config.model_dump_json())
-    for cluster in raw["clusters"]:
-        cluster["machine_type"] = "n1-standard-8"
-    raw["pricing"] = {"usd_per_vm_hour": {"n1-standard-8": 1.5}}
+    for n, cluster in enumerate(raw["clusters"]):  # one machine type each: a VM is priced by its machine type
+        cluster["machine_type"] = f"n1-standard-{2 ** (n + 1)}"
+    raw["pricing"] = {"usd_per_vm_hour": {c["machine_type"]: 1.5 for c in raw["clusters"]}}
     unknown = ZenConfig.model_validate(raw)
     zen = Zen(unknown, db, publisher, clock, price_fetch=catalog_fetcher(unknown.clusters, endpoint))
     reads = state.calls

@@ -133,8 +133,15 @@ def pricing_problem(pricing: Pricing, clusters: list[ClusterConfig]) -> str | No
     machine type or region no cluster has (a typo would leave the price the user set unused), or, without
     the catalog, a pool of a cluster that neither the snapshot nor the overrides price."""
     regions: dict[str, set[str]] = {}
+    gpus: dict[str, ClusterConfig] = {}  # machine type -> the first cluster of it: prices are per machine type
     for cluster in clusters:
         regions.setdefault(cluster.machine_type, set()).update(cluster.regions)
+        first = gpus.setdefault(cluster.machine_type, cluster)
+        if (first.gpu_type, first.gpu_count) != (cluster.gpu_type, cluster.gpu_count):
+            return (f"clusters {first.name} and {cluster.name} share machine type {cluster.machine_type} with other "
+                    f"GPUs ({first.gpu_count}x {first.gpu_type}, {cluster.gpu_count}x {cluster.gpu_type}): Zen prices "
+                    "a VM by its machine type, so one would be ranked and billed at the other's price; give one of "
+                    "them another machine type (an N1 of another size or memory)")
     machines = ", ".join(sorted(regions)) or "none"
     for machine, by_region in pricing.overrides.items():
         if machine not in regions:
