@@ -141,3 +141,6 @@ def test_the_longest_mig_name_the_configuration_accepts_names_what_terraform_mak
     assert len(mig + suffix["google_compute_resource_policy"]) <= 63
     with pytest.raises(ValueError, match="is over 53 characters"):
         ClusterConfig(name="8xh100-80gb-researchx", regions=["northamerica-northeast1"], **fields)
+    from zen_dev.sim.scenario import ClusterSpec  # a scenario's cluster deploys nothing: GCE's 58 still holds there
+
+    assert ClusterSpec(name="8xh100-80gb-researchx", regions=["northamerica-northeast1"], **fields).name

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 from types import UnionType
-from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -104,6 +104,9 @@ class ContainerPolicy(Strict):
 class ClusterConfig(Strict):
     """One machine shape, e.g. ``4xa100-40gb``: 4 A100 40GB per VM."""
 
+    # terraform names its instance template "<MIG>-" (the provider's name_prefix: 54 at most) and its VMs "<MIG>-xxxx"
+    _MIG_NAME_MAX: ClassVar[int] = 53
+
     name: str
     gpu_type: str = Field(description="Accelerator type, e.g. nvidia-tesla-a100")
     gpu_count: int = Field(ge=1, le=16, description="GPUs per VM")
@@ -181,10 +184,10 @@ class ClusterConfig(Strict):
         if bad:
             raise ValueError(f"tags are lowercase letters, digits and '-': {', '.join(bad)}")
         too_long = [self.mig_name(r, m) for r in self.regions for m in self.provisioning or ()
-                    if len(self.mig_name(r, m)) > 53]
-        if too_long:  # terraform's template "<MIG>-" (the provider's name_prefix: 54 at most), its VMs "<MIG>-xxxx"
-            raise ValueError(f"the MIG name {too_long[0]!r} is over 53 characters (its instance template and VMs "
-                             "are named after it): use a shorter cluster name")
+                    if len(self.mig_name(r, m)) > self._MIG_NAME_MAX]
+        if too_long:
+            raise ValueError(f"the MIG name {too_long[0]!r} is over {self._MIG_NAME_MAX} characters (its instance "
+                             "template and VMs are named after it): use a shorter cluster name")
         if self.provisioning == ["flex-start"] and self.max_start_wait_s < self.flex_start_min_wait_s:
             raise ValueError(f"max_start_wait_s ({self.max_start_wait_s}) is below flex_start_min_wait_s "
                              f"({self.flex_start_min_wait_s}) and flex-start is the cluster's only model: every job "

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -50,6 +50,7 @@ class ClusterSpec(ClusterConfig):
     simulated world runs one job per VM: ``max_jobs_per_vm`` stays 1. ``provisioning``: the models it may
     use, first the one its VMs run as (default: see ``ScenarioSpec.models_of``)."""
 
+    _MIG_NAME_MAX: ClassVar[int] = 58  # GCE's (a VM's name "<MIG>-xxxx"): no terraform names anything after it here
     gpu_type: str = "nvidia-tesla-a100"
     provisioning: list[str] | None = None
     # Its own price table (as the scenario's ``prices:``), for a scenario whose clusters differ in shape.
