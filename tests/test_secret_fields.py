@@ -177,7 +177,9 @@ def test_zen_submit_refuses_a_bad_or_unallowed_secret_before_publishing(user_env
     ({"env": {"MASTER_ADDR": "10.0.0.1", "EPOCHS": "3"}}, "env: MASTER_ADDR: names Zen sets itself"),
     ({"secrets": {"PATH": HF}}, "secrets: PATH: a secret may not be named as Zen's variables or those"),
     ({"secrets": {"LD_PRELOAD": HF, "DOCKER_HOST": HF}}, "secrets: DOCKER_HOST, LD_PRELOAD: a secret may not"),
-], ids=["zen-node-rank", "torchrun", "path", "loader-and-docker"])
+    # read by the registry's credential helper (gcloud's wrapper) the docker CLI starts when it pulls
+    ({"secrets": {"CLOUDSDK_PYTHON": HF, "https_proxy": HF}}, "secrets: CLOUDSDK_PYTHON, https_proxy: a secret"),
+], ids=["zen-node-rank", "torchrun", "path", "loader-and-docker", "credential-helper"])
 def test_a_name_zen_sets_or_the_container_launch_reads_is_rejected(functions, zen, publisher, fields, reason):
     """A job's own ZEN_NODE_RANK once put its container on the VM's network (a gang's node's), and a secret's
     value is in the environment of the programs that start the container."""

@@ -335,7 +335,8 @@ def test_a_secret_named_as_what_starts_the_container_reads_is_not_run():
     """A secret's value is in the launcher's and the docker CLI's environment: one named PATH, LD_PRELOAD,
     PYTHONPATH or DOCKER_HOST would choose what they run. Refused at submission (zen.core.secrets); an agent
     refuses a start that has one all the same."""
-    for name in ("PATH", "LD_PRELOAD", "PYTHONPATH", "DOCKER_HOST", "ZEN_INPUT_DIR"):
+    for name in ("PATH", "LD_PRELOAD", "PYTHONPATH", "DOCKER_HOST", "ZEN_INPUT_DIR", "CLOUDSDK_PYTHON", "BASH_ENV",
+                 "HTTPS_PROXY", "REQUESTS_CA_BUNDLE", "GOOGLE_APPLICATION_CREDENTIALS"):
         spec = JobSpec(job_id="j", attempt=1, image="img:1", command=["true"], secret_env={name: "/tmp/x"})
         with pytest.raises(CannotRun, match=f"secrets named {name} would be set"):
             plan_launch(spec, local=False)

@@ -47,11 +47,15 @@ Secrets = Annotated[dict[EnvName, Annotated[str, Field(max_length=1024)]], After
 
 # Names a job may not give: Zen's own (ZEN_*: what Zen tells the job, ZEN_NODE_RANK and the rest for a gang's
 # node; and torchrun's four, which a gang's node gets from Zen); and for a secret, whose value is also in the
-# environment of the agent's launcher and of the docker CLI (``docker run -e NAME`` reads it there), the
+# environment of the agent's launcher, of the docker CLI (``docker run -e NAME`` reads it there) and of what
+# that CLI starts (the registry's credential helper, gcloud's shell wrapper, when ``docker run`` pulls), the
 # names those programs read: the dynamic loader's (LD_*), Python's (PYTHON*), the docker CLI's (DOCKER_*),
-# PATH and HOME.
+# gcloud's and Google's clients' (CLOUDSDK_*: CLOUDSDK_PYTHON chose the program the helper ran, on the VM
+# outside the container; GOOGLE_*), a shell's (BASH_ENV, ENV, IFS, ...), proxies' and CA bundles', PATH and HOME.
 _RESERVED = re.compile(r"ZEN_.*|MASTER_ADDR|MASTER_PORT|NNODES|NODE_RANK")
-_RESERVED_FOR_SECRETS = re.compile(r"LD_.*|PYTHON.*|DOCKER_.*|PATH|HOME")
+_RESERVED_FOR_SECRETS = re.compile(
+    r"LD_.*|PYTHON.*|DOCKER_.*|CLOUDSDK_.*|GOOGLE_.*|BASH_ENV|ENV|IFS|PS4|SHELLOPTS|BASHOPTS|CDPATH"
+    r"|(?i:(HTTPS?|FTP|NO|ALL)_PROXY)|SSL_CERT_.*|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE|PATH|HOME")
 
 
 def reserved_secret(name: str) -> bool:
@@ -70,7 +74,8 @@ def reserved_names(env: dict[str, str], secrets: dict[str, str] | None) -> str |
     if unsafe:
         return (f"secrets: {', '.join(unsafe)}: a secret may not be named as Zen's variables or those the programs "
                 f"that start the job's container read (ZEN_*, MASTER_ADDR, MASTER_PORT, NNODES, NODE_RANK, LD_*, "
-                f"PYTHON*, DOCKER_*, PATH, HOME); name it otherwise")
+                f"PYTHON*, DOCKER_*, CLOUDSDK_*, GOOGLE_*, a shell's, proxies', CA bundles', PATH, HOME); "
+                f"name it otherwise")
     return None
 
 
