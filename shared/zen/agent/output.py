@@ -9,6 +9,7 @@ Limits: docs/reference/agent.md#job-output
 
 from __future__ import annotations
 
+import codecs
 import itertools
 import json
 import logging
@@ -268,11 +269,16 @@ class StreamCapture:
         self._output = output
         self._limits = limits
         self._closed = threading.Event()
+        # One decoder for the stream: a piece cut at line_bytes or flushed after flush_s ends where bytes do, maybe
+        # inside a character, whose rest begins the next piece (each decoded alone, both halves were replaced).
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._thread = threading.Thread(target=self._read, name=f"zen-job-{stream}", daemon=True)
         self._thread.start()
 
-    def _emit(self, data: bytes, newline: bool = False) -> None:
-        self._output.add(self._stream, data.decode("utf-8", errors="replace"), newline)
+    def _emit(self, data: bytes, newline: bool = False, final: bool = False) -> None:
+        text = self._decoder.decode(data, final=newline or final)  # a line's end ends its last character too
+        if text or newline:
+            self._output.add(self._stream, text, newline)
 
     def _read(self) -> None:
         line_bytes, flush_s = self._limits.line_bytes, self._limits.flush_s
@@ -307,8 +313,8 @@ class StreamCapture:
                     partial_since = time.monotonic()
         except (OSError, ValueError):
             pass  # the pipe was closed under us (a child kept it open past the job's end)
-        if buffer:
-            self._emit(bytes(buffer))
+        if buffer or self._decoder.getstate()[0]:
+            self._emit(bytes(buffer), final=True)
 
     def finish(self, timeout_s: float = 2.0) -> None:
         self._thread.join(timeout_s)
