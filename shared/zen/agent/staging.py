@@ -157,7 +157,10 @@ class AttemptData:
 
     @property
     def root(self) -> Path:
-        return self.work_dir / attempt_name(self.job_id, self.attempt)
+        """The attempt's directory; a gang's node's its own (the local stack's VMs share one work directory, and
+        two nodes of one attempt there wiped, read and removed each other's inputs, outputs and checkpoint)."""
+        node = "" if self.node is None else f"-node-{self.node}"
+        return self.work_dir / f"{attempt_name(self.job_id, self.attempt)}{node}"
 
     @property
     def input_dir(self) -> Path:

@@ -15,7 +15,7 @@ import shutil
 import time
 from pathlib import Path
 
-ATTEMPT_DIR = re.compile(r"[A-Za-z0-9_.-]+-[0-9a-f]{12}-[0-9]+(\.new)?")  # zen.agent.runner.attempt_name
+ATTEMPT_DIR = re.compile(r"[A-Za-z0-9_.-]+-[0-9a-f]{12}-[0-9]+(-node-[0-9]+)?(?P<new>\.new)?")  # AttemptData.root
 MAKING_S = 60.0  # a <name>.new older than this was left by a crash between its mkdir and its rename
 
 
@@ -25,7 +25,7 @@ def sweep_work_dir(work_dir: Path, cache_path: Path, log: logging.Logger | loggi
     try:
         found = [e.name for e in os.scandir(work) if (named := ATTEMPT_DIR.fullmatch(e.name))
                  and e.is_dir(follow_symlinks=False)
-                 and (not named[1] or time.time() - e.stat(follow_symlinks=False).st_mtime > MAKING_S)]
+                 and (not named["new"] or time.time() - e.stat(follow_symlinks=False).st_mtime > MAKING_S)]
     except OSError:
         return  # no work directory yet
     for name in found:
