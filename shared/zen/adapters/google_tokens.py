@@ -130,18 +130,23 @@ class GoogleTokens:
             raise Rejected(f"{what} was issued {iat - now:.0f} s in the future")
         return claims
 
-    def _cert(self, kid: str) -> tuple[str | None, bool]:
+    def ready(self) -> None:
+        """The certificates fetched again if stale; ``TransientError`` when they cannot be (what a token not
+        verified before would meet)."""
+        self._cert(None)
+
+    def _cert(self, kid: str | None) -> tuple[str | None, bool]:
         """The key's certificate, and whether the certificates were fetched for this answer."""
         with self._lock:
             moment = self._monotonic()
             stale = moment >= self._certs_until
-            unknown = kid not in self._certs and moment - self._fetched_at >= REFETCH_PAUSE_S
+            unknown = kid is not None and kid not in self._certs and moment - self._fetched_at >= REFETCH_PAUSE_S
             if stale or unknown:
                 certs, max_age = self._fetch(self.certs_url)
                 self._certs, self._fetched_at = certs, moment
                 self._certs_until = moment + max_age
                 log.info("identity token certificates fetched", extra={"url": self.certs_url, "keys": len(certs)})
-            return self._certs.get(kid), stale or unknown
+            return self._certs.get(kid) if kid is not None else None, stale or unknown
 
 
 class Remembered:

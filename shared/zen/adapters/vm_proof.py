@@ -105,6 +105,14 @@ class ProofChecker:
                         "(the default) once every agent signs its heartbeats", extra={"vm_proof": "off"})
         return checker
 
+    def ready(self) -> None:
+        """``TransientError`` while a report whose token was not verified before would meet one (its
+        certificates stale and not fetched): the tick's path probe is held back as such reports are, else the
+        probes said the path was prompt while the reports waited in Pub/Sub's backoff, and the sweep took a
+        healthy attempt for lost. Nothing in mode off."""
+        if self.mode != "off":
+            self._tokens.ready()
+
     @property
     def names_proven(self) -> bool:
         """Whether a heartbeat's VM name is proven (mode ``required``), so its name tells its cluster."""
