@@ -270,7 +270,7 @@ class InstanceWorld:
         else:
             series.append((self.now, result.billed_now))
 
-    def _account(self, vm: _Vm, end: float, preempted: bool = False) -> None:
+    def _account(self, vm: _Vm, end: float, preempted: bool = False, stop_s: float = 0.0) -> None:
         """Add one VM incarnation's paid and wasted seconds: paid from RUNNING (``running_s``, the
         scenario's ``unbilled_boot_fraction`` into its boot) until it is gone, nothing if it was deleted
         before RUNNING. Waste: all of it if it never ran a job, else the time it sat idle or was being
@@ -280,13 +280,13 @@ class InstanceWorld:
         Dollars as GCE bills them: the paid seconds, at least one minute and per second after, at the
         region's price for the model the VM runs as; its job runs that counted are useful GPU-seconds
         (priced at the floor too), the one a preemption cut short is rework; ``RunResult.bill`` splits the
-        dollars by what they bought."""
+        dollars by what they bought. ``stop_s``: a preempted VM's stop after ``end``, paid (as waste) if it ran."""
         result, cluster = self.result, vm.mig.cluster
         ran = end - vm.job_start_s if preempted and vm.job is not None else 0.0
         lost = ran - kept_s(vm.job, ran) if ran else 0.0
         result.lost_seconds += lost
         deleted_early = vm.phase is VmPhase.DELETING and vm.since < vm.running_s
-        paid = 0.0 if deleted_early else max(0.0, end - vm.running_s)
+        paid = 0.0 if deleted_early else max(0.0, end - vm.running_s) + (stop_s if end > vm.running_s else 0.0)
         busy = vm.busy_s + (end - vm.job_start_s if vm.job is not None else 0.0)
         gpus = cluster.gpu_count
         result.rework_gpu_seconds += lost * gpus

@@ -75,6 +75,9 @@ class ClusterSpec(ClusterConfig):
 
 class PreemptionSpec(_Spec):
     rate_per_hour: float = Field(default=0.0, ge=0)
+    # GCE gives a preempted spot VM 30 s to shut down, billed until it has stopped (a deleted VM is billed
+    # through its delete_s alike); 0: the bill ends at the preemption (as it did, spot looking cheaper).
+    stop_s: float = Field(default=30.0, ge=0)
 
 
 class RoutingSpec(_Spec):
