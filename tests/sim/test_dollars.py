@@ -89,9 +89,9 @@ def test_a_preempted_run_is_rework_not_useful():
     assert result.preemptions == 1
     assert result.rework_gpu_seconds == pytest.approx(900 * 4)  # ran 100 s to 1000 s
     assert result.useful_gpu_seconds == 0
-    assert result.usd == pytest.approx(975 * 3.6 / 3600)
+    assert result.usd == pytest.approx((975 + 30) * 3.6 / 3600)  # and its 30 s stop (preemption.stop_s), as GCE bills
     assert (result.usd_rework, result.usd_boot, result.usd_useful) == pytest.approx((0.9, 0.075, 0))
-    assert result.usd_idle == pytest.approx(0, abs=1e-9)
+    assert result.usd_idle == pytest.approx(0.03)  # the stop bought nothing
 
 
 @pytest.mark.parametrize("policy", ["ask-every-region", "cheapest-first", "zen"])

@@ -232,6 +232,9 @@ class SimCluster:
     models: tuple[str, ...] = ("spot",)  # the provisioning models it may use, the primary first
     table: dict[str, dict[str, float]] | None = None  # region -> model -> USD per VM-hour (None: no prices)
     floor_usd_per_vm_hour: float | None = None  # the cheapest listed price among its regions and models
+    # Its jobs' default start bound where the cluster gives one (production's planner gets its cluster's); None:
+    # the scenario's ``timing`` (the cluster field was accepted and dropped: every run saw 600 s).
+    max_start_wait_s: float | None = None
 
     def pools(self, models: tuple[str, ...] | None = None) -> dict[str, Pool]:
         """Pool key -> pool for ``models`` (None: the cluster's), region by region in its order, each
@@ -321,6 +324,7 @@ def parse_scenario(text: str, source: str = "scenario", base_dir: Path | None = 
             machine_type=c.machine_type,
             gpu_count=c.gpu_count,
             zones={r: tuple(spec.zones.get(r) or (f"{r}-a", f"{r}-b", f"{r}-c")) for r in c.regions},
+            max_start_wait_s=c.max_start_wait_s if "max_start_wait_s" in c.model_fields_set else None,
             **_pricing(spec, c),
         )
         for c in spec.clusters

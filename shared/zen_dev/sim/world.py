@@ -15,6 +15,7 @@ import itertools
 import math
 import random
 import time
+from dataclasses import replace
 from datetime import timedelta
 
 from zen.scaling.manager import ClusterManager
@@ -98,8 +99,10 @@ class Simulation(InstanceWorld):
         for sim_cluster in scenario.clusters:
             cluster = self.clusters[sim_cluster.limits.name]
             migs = {key: SimMigPort(self, mig) for key, mig in cluster.migs.items()}
+            timing = self.timing if sim_cluster.max_start_wait_s is None else replace(
+                self.timing, max_start_wait_s=sim_cluster.max_start_wait_s)  # as production's (ClusterOrchestrator)
             cluster.manager = ClusterManager(cluster_config(sim_cluster, cluster.models, self.unlimited), fleet, migs,
-                                             self.clock, self.timing, planner, telemetry=False, concurrent=False,
+                                             self.clock, timing, planner, telemetry=False, concurrent=False,
                                              pools=cluster.pools)
 
     # -- the loop -------------------------------------------------------------------------------
