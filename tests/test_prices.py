@@ -290,7 +290,7 @@ def test_clusters_the_catalog_can_price_none_of_cost_no_catalog_read_and_no_fail
     assert not [r for r in caplog.records if "billing catalog failed" in r.getMessage()]
 
 # -- what the commands show ------------------------------------------------------------------------
-def test_zen_clusters_shows_prices_per_region_and_model(db, db_url, monkeypatch, capsys):
+def test_zen_clusters_shows_prices_per_region_and_model(db, db_url, monkeypatch, capsys, tmp_path):
     monkeypatch.delenv("ZEN_DATABASE_URL", raising=False)
     monkeypatch.delenv("ZEN_CLOUDSQL_INSTANCE", raising=False)
     assert cli.main(["clusters"]) == 0
@@ -307,6 +307,14 @@ def test_zen_clusters_shows_prices_per_region_and_model(db, db_url, monkeypatch,
     spot_west = next(p for p in clusters["4xa100-40gb"]["prices"] if (p["region"], p["model"]) == ("us-west1", "spot"))
     assert spot_west == {"cluster": "4xa100-40gb", "region": "us-west1", "model": "spot", "used": False,
                          "usd_per_vm_hour": 4.0, "usd_per_gpu_hour": 1.0, "source": "catalog", "fetched": "2026-11-29"}
+
+    raw = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text())  # the catalog not read: the header said it was
+    raw["pricing"] = {"catalog": False}
+    (tmp_path / "zen.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.setenv("ZEN_CONFIG", str(tmp_path / "zen.yaml"))
+    assert cli.main(["clusters"]) == 0
+    out = capsys.readouterr().out
+    assert "from the snapshot (pricing.catalog is false)" in out and " catalog " not in out
 
 
 def test_zen_clusters_marks_an_unpriced_machine_type(tmp_path, monkeypatch, capsys):

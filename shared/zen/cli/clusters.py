@@ -117,7 +117,8 @@ def known_prices(config) -> tuple[object, str]:
             db = database()
             try:
                 with db.transaction() as session:
-                    return current(session, config.pricing), "the database's catalog prices"
+                    return current(session, config.pricing), ("the database's catalog prices" if config.pricing.catalog
+                                                               else "the snapshot (pricing.catalog is false)")
             finally:
                 db.close()
         except Exception as exc:  # noqa: BLE001 - prices are shown from the snapshot rather than not at all
