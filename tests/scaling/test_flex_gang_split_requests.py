@@ -17,14 +17,13 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.scaling.fakes import FakeFleet
+from tests.scaling.test_flex_start_mig import CarriedFleet
 from zen.adapters.compute import compute_clients_from_env
 from zen.adapters.flex_start import FlexStartMig, resize_requests_client_from_env
 from zen.core.config import ZenConfig, load_config
 from zen.scaling.manager import ClusterManager
 from zen.scaling.model import DemandGroup, Timing
 from zen.scaling.planner import ZenPlanner
-from zen.scaling.port import FleetFacts
 from zen.scaling.pricing import cluster_pools
 from zen_dev.local.compute import ComputeStandIn, ManualClock
 
@@ -39,17 +38,6 @@ CLUSTER = {"name": "flexonly", "gpu_type": "nvidia-tesla-a100", "gpu_count": 4, 
 def config() -> ZenConfig:
     return ZenConfig.model_validate({**load_config().model_dump(), "project": PROJECT, "clusters": [CLUSTER],
                                      "queues": []})
-
-
-class CarriedFleet(FakeFleet):
-    """The queued demand as the test sets it; the planner's memory carried from pass to pass."""
-
-    def __init__(self, demand):
-        super().__init__(FleetFacts(demand, {}, {}, {}, 0), NOW)
-        self.demand = demand
-
-    def facts(self, cluster, arrivals_since):
-        return FleetFacts(self.demand, {}, {}, self.recorded[-1][0] if self.recorded else {}, 0)
 
 
 @pytest.fixture

@@ -204,7 +204,7 @@ def test_a_late_job_whose_other_pool_is_out_keeps_its_one_request(cloud):
     spot, flex_pool = (next(p for p in pools if pools[p].model == m) for m in ("spot", "flex-start"))
     spot_mig = MigManager(PROJECT, REGION, cluster.mig_name(REGION, "spot"), *compute_clients_from_env())
     now = [NOW]
-    fleet = _CarriedFleet((DemandGroup((spot, flex_pool), 1, NOW),))
+    fleet = CarriedFleet((DemandGroup((spot, flex_pool), 1, NOW),))
     manager = ClusterManager(cluster, fleet, {spot: spot_mig, flex_pool: flex}, lambda: now[0], Timing(), ZenPlanner(),
                              telemetry=False, pools={p: pools[p] for p in (spot, flex_pool)}, concurrent=False)
     made: set[str] = set()
@@ -281,8 +281,8 @@ def test_spot_vms_are_preempted_when_capacity_falls_and_standard_ones_are_not(cl
     assert [i.running for i in standard.instances()] == [True]
 
 
-class _CarriedFleet(FakeFleet):
-    """One job queued in the flex-start pool; the planner's memory carried from pass to pass."""
+class CarriedFleet(FakeFleet):
+    """The queued demand as a test sets it (``demand``); the planner's memory carried from pass to pass."""
 
     def __init__(self, demand):
         super().__init__(FleetFacts(demand, {}, {}, {}, 0), NOW)
@@ -299,7 +299,7 @@ def test_a_failed_resize_request_strikes_its_pool_once_and_is_not_asked_again_ea
     standin, flex, cluster = cloud(capacity=0)  # nothing is granted
     [pool] = [p for p in cluster_pools(cluster) if p.endswith("flex-start")]
     now = [NOW]
-    fleet = _CarriedFleet((DemandGroup((pool,), 1, NOW),))
+    fleet = CarriedFleet((DemandGroup((pool,), 1, NOW),))
     manager = ClusterManager(cluster, fleet, {pool: flex}, lambda: now[0], Timing(), ZenPlanner(), telemetry=False,
                              pools={pool: cluster_pools(cluster)[pool]}, concurrent=False)
     made: set[str] = set()
