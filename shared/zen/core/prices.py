@@ -136,8 +136,9 @@ def pricing_problem(pricing: Pricing, clusters: list[ClusterConfig]) -> str | No
     gpus: dict[str, ClusterConfig] = {}  # machine type -> the first cluster of it: prices are per machine type
     for cluster in clusters:
         regions.setdefault(cluster.machine_type, set()).update(cluster.regions)
-        first = gpus.setdefault(cluster.machine_type, cluster)
-        if (first.gpu_type, first.gpu_count) != (cluster.gpu_type, cluster.gpu_count):
+        first = gpus.setdefault(cluster.machine_type, cluster)  # (a known shape's machine type fixes its GPUs)
+        if cluster.machine_type not in SHAPES and (first.gpu_type, first.gpu_count) != (cluster.gpu_type,
+                                                                                         cluster.gpu_count):
             return (f"clusters {first.name} and {cluster.name} share machine type {cluster.machine_type} with other "
                     f"GPUs ({first.gpu_count}x {first.gpu_type}, {cluster.gpu_count}x {cluster.gpu_type}): Zen prices "
                     "a VM by its machine type, so one would be ranked and billed at the other's price; give one of "
