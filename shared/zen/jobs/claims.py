@@ -1,5 +1,6 @@
 """Checks a claim must pass besides the job's own state (``zen.core.lifecycle.decide_heartbeat``): the VM
-is not going away, it is an instance of the job's cluster in a region the job may run in, of a provisioning
+is not going away, it is in one of the job's regions and carries its ``requires_tags``, it is an instance of
+the job's cluster in a region the job may run in, of a provisioning
 model the job accepts (told by the VM's name: its pool's MIG), it carries the tags the job's data needs
 (``zen.core.clearance``: computed from the job's data and the configuration now, not the stored tags), a
 flex-start VM still runs long enough for the job (``flex_run_left``), and it has room for the job (a
@@ -37,6 +38,8 @@ NOT_CLEARED = "not-cleared"  # the VM's region no longer may run the job
 NOT_ACCEPTED = "not-accepted"  # the VM's provisioning model is not one the job accepts
 DATA_NOT_CLEARED = "data-not-cleared"  # the VM lacks tags the job's data needs (data_clearance)
 FLEX_ENDING = "flex-ending"  # the flex-start VM's run ends before the job's max_runtime_s would
+NOT_ALLOWED = "region-not-allowed"  # the VM's region is none of the job's (a start routed where it should not be)
+MISSING_TAGS = "missing-tags"  # the VM lacks tags the job requires (requires_tags; an older template's VM)
 
 
 def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
@@ -65,6 +68,8 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
             return Decision(ignored=reason)
     elif hb.status is AgentStatus.PREEMPTED:  # it gives the claim up (zen.core.lifecycle): nothing to refuse
         return None
+    elif hb.region not in job.regions:  # decide_heartbeat's checks too, but a cause makes the VM back off
+        reason, cause = f"region {hb.region} is not allowed for this job", NOT_ALLOWED
     elif cluster is not None and (model := _unaccepted_model(cluster, job, hb)) is not None:
         accepts = job.request["provisioning"]
         reason, cause = f"VM {hb.vm} is a {model} VM, and the job accepts {accepts} VMs only", NOT_ACCEPTED
@@ -72,6 +77,8 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
         return _not_cleared(config, job, hb, cleared, now)
     elif (uncleared := _data_not_cleared(config, job, hb)) is not None:
         reason, cause = uncleared, DATA_NOT_CLEARED
+    elif missing := sorted(set(job.request.get("requires_tags") or ()) - set(hb.tags or ())):
+        reason, cause = f"this VM lacks the job's tags {missing}", MISSING_TAGS
     elif tx.vm_is_draining(hb.vm, hb.seq):  # a VM being scaled down is deleted next
         reason, cause = f"VM {hb.vm} is being scaled down", DRAINING
     elif cluster is not None and (ending := flex_run_left(config, cluster, job, hb.vm, hb.region, tx, now)):
