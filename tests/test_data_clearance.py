@@ -165,7 +165,8 @@ def test_only_a_cleared_vm_may_claim_it(cleared, publisher):
     [release] = [m for m in publisher.on("zen-vm-control") if json.loads(m.data)["vm"] == "vm-plain"]
     assert release.attributes["refused"] == "data-not-cleared"
     assert reasons(zen) == ["VM vm-plain lacks the tags ['hipaa']: its data under gs://genomics-private/ may be "
-                            "read only by VMs tagged ['hipaa'] (data_clearance)"]
+                            "read only by VMs tagged ['hipaa'] (data_clearance); VM vm-plain is scaled down: its "
+                            "template is older than us-central1's tags ['hipaa']"]  # which its region carries
     with zen.db.transaction() as session:
         assert repository.get_job(session, "gen-8").vm == "vm-hipaa"
 

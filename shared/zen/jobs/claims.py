@@ -87,6 +87,10 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
         reason, cause = no_room(config, job, hb.vm, lambda: tx.jobs_on_vm(hb.vm)), NO_ROOM
     if reason is None:
         return None
+    if cause in (MISSING_TAGS, DATA_NOT_CLEARED) and cluster is not None and (
+            stale := sorted(set(cluster.tags_of(hb.region)) - set(hb.tags or ()))) and tx.drain_unless_busy(
+            hb.vm, cluster.name, hb.region, now):  # idle, it was counted as the job's VM: no other was asked for
+        reason += f"; VM {hb.vm} is scaled down: its template is older than {hb.region}'s tags {stale}"
     controls = [refusal(job, hb, reason)]
     # The VM drops its copy of the start: this claim delivered again later (its cause gone by then) is a late copy
     # (a VM of no MIG of the cluster's is refused again whenever it claims: nothing to write for it).

@@ -538,6 +538,14 @@ class InMemoryJobTx:
     def vm_first_seen(self, vm: str) -> datetime | None:
         return self._t.vms.get(vm, {}).get("first_seen_at")
 
+    @hooked("drain_unless_busy")
+    def drain_unless_busy(self, vm: str, cluster: str, region: str, now: datetime) -> bool:
+        if self.jobs_on_vm(vm) or any(n.vm == vm for j in self._t.jobs.values() if j.gang and j.status in (
+                JobStatus.QUEUED, *HELD) for n in j.gang):
+            return False
+        self._t.drained = self._t.drained | {vm}
+        return True
+
 
 def fresh(job: Job, *, status: JobStatus, at: datetime, queued: bool = False) -> Job:
     """A job row as an insert writes it (insert_job / submit_jobs: only the request's fields kept)."""
