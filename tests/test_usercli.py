@@ -135,10 +135,20 @@ def test_submit_without_a_known_user_takes_user_or_asks_for_it(user_env, nameles
     assert len(user_env.on("zen-job-submitted")) == 1
 
 
-def test_submit_names_its_queue_with_a_flag(user_env, capsys):
-    """The flag the queue refusal points to (``zen submit --queue``): the request carries it (the default
-    configuration has no queues: every job is admitted, as docs/how-to/queues.md says)."""
-    assert main(["submit", "--job-id", "q-1", "--user", "alice", "--cluster", "1xl4", "--queue", "team-a",
-                 "--", "python", "train.py"]) == 0
+def test_submit_names_its_queue_with_a_flag(user_env, capsys, tmp_path, monkeypatch):
+    """The flag the queue refusal points to (``zen submit --queue``): the request carries it. Without queues
+    configured a job naming one is refused (docs/how-to/queues.md), not run outside the quota it was meant for."""
+    import yaml
+
+    from zen.core.config import load_config
+
+    argv = ["submit", "--job-id", "q-1", "--user", "alice", "--cluster", "1xl4", "--queue", "team-a", "--",
+            "python", "train.py"]
+    assert main(argv) == 1 and "queue 'team-a': this Zen has no queues" in capsys.readouterr().err
+    raw = load_config().model_dump(mode="json")
+    raw["queues"] = [{"name": "team-a", "quota": {"1xl4": 4}}]
+    (tmp_path / "zen.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.setenv("ZEN_CONFIG", str(tmp_path / "zen.yaml"))
+    assert main(argv) == 0
     [message] = user_env.on("zen-job-submitted")
     assert json.loads(message.data)["queue"] == "team-a"
