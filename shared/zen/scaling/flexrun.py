@@ -91,17 +91,23 @@ class Queued(dict[str, int]):
         past its bound with another pool to take)."""
         if not self.sizes.get(pool):
             return pending  # no request queued there (or not a flex-start pool)
-        granted = max(0, pending - self[pool])
+        granted = self._granted(pool, pending)
         one = next((size for size in self.sizes[pool] if size >= rest - granted), None)
         return min(pending, granted if late or rest <= granted or one is None else granted + one)
 
     def used(self, pool: str, pending: int, taken: int) -> None:
-        """A gang took ``taken`` of ``pool``'s ``pending`` VMs as :meth:`for_gang` counted them: the request it
-        counted is its own now."""
-        granted = max(0, pending - self.get(pool, 0))
+        """A gang took ``taken`` of ``pool``'s ``pending`` VMs as :meth:`for_gang` counted them: of the request it
+        counted, what it took is its own now (the rest of a larger one stays queued, and counted so)."""
+        granted = self._granted(pool, pending)
         if taken > granted and (size := next((s for s in self.sizes.get(pool, ()) if s >= taken - granted), None)):
             self.sizes[pool].remove(size)
-            self[pool] -= size
+            if left := size - (taken - granted):
+                self.sizes[pool] = sorted([*self.sizes[pool], left])
+            self[pool] -= taken - granted
+
+    def _granted(self, pool: str, pending: int) -> int:
+        """Of ``pool``'s ``pending`` VMs, those granted (booting): not its queued requests'."""
+        return max(0, pending - self.get(pool, 0))
 
 
 def claim_queued(flex: bool, pool: str, left: int, pending: dict[str, int], booting_left: dict[str, int]) -> int:

@@ -114,12 +114,14 @@ def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[[str], 
     pool can hold waits (``held``, with why). Returns (pool, the gang's VMs), per gang asked for (its hedge
     is the whole gang: another pool has none of its VMs); each ask is a unit of ``together`` too
     (``Plan.together``: its VMs come whole or not at all; a spare is none). A flex-start pool's requests still
-    queued (``queued``) are no part of a gang asked for: granted on their own, they would split it."""
+    queued (``queued``) count for no pool's choice (``match`` found none that holds the gang, or the gang is past
+    its bound), but a gang that asks in that pool all the same takes one that holds all it lacks (its own, left
+    by ``match`` for being late: asked again, a request of the whole gang was added every pass)."""
     asked = []
     for need in DemandGroup(group.regions, left, group.oldest, group.priority, gang=group.gang, part=group.part).chunks():
-        def counted(region: str, index: int) -> int:
+        def counted(region: str, index: int, late: bool = True) -> int:
             have = spare[index].get(region, 0)
-            return have if queued is None or index < 2 else queued.for_gang(region, have, need, late=True)
+            return have if queued is None or index < 2 else queued.for_gang(region, have, need, late)
 
         def supply(region: str) -> int:
             return sum(counted(region, index) for index in range(len(spare)))
@@ -132,8 +134,10 @@ def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[[str], 
             continue
         whole, boots = need, need - min(need, spare[0].get(region, 0)) if spare else need
         for index, pool in enumerate(spare):  # the spare VMs first: idle, then booting
-            take = min(need, counted(region, index))
+            take = min(need, counted(region, index, late=False))
             if take:
+                if index == 2 and queued is not None:
+                    queued.used(region, pool[region], take)
                 pool[region] -= take
                 need -= take
                 if index == 0 and idle_needed is not None:
