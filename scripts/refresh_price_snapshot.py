@@ -6,8 +6,9 @@ Catalog API, through Zen's adapter (zen.adapters.billing) and the official clien
 
 Prices every machine type the committed snapshot prices and those of the given configurations (default: the
 shipped default and demo ones; with --all-shapes, every shape the adapter knows) in the snapshot's regions and
-theirs (or --regions), for spot, standard and flex-start: a refresh never drops what the snapshot priced (a
-pricing.catalog: false configuration, or ZEN_PRICES=snapshot, relies on it). Needs credentials the client finds (Application Default Credentials) and the Cloud Billing
+theirs (or --regions), for spot, standard and flex-start: a refresh drops no machine type the snapshot priced
+(a pricing.catalog: false configuration, or ZEN_PRICES=snapshot, relies on it), only what the catalog no longer
+lists (and, with --regions, the other regions). Needs credentials the client finds (Application Default Credentials) and the Cloud Billing
 API enabled, or --endpoint for a stand-in (zen_dev.local.billing). A flex-start price the catalog does
 not list is the standard one x FLEX_START_SHARE, said so in the header.
 """

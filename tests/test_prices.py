@@ -155,8 +155,10 @@ def test_clusters_of_one_machine_type_with_other_gpus_are_refused_naming_both():
                 for name, gpu in (("1xt4", "nvidia-tesla-t4"), ("1xv100", "nvidia-tesla-v100"))]
     with pytest.raises(ValueError, match=r"clusters 1xt4 and 1xv100 share machine type n1-standard-8 with other GPUs"):
         ZenConfig.model_validate({"clusters": clusters, "pricing": {"usd_per_vm_hour": {"n1-standard-8": 0.73}}})
+    assert len(ZenConfig.model_validate({"clusters": clusters}).clusters) == 2  # unpriced: nothing to mistake
     clusters[1]["machine_type"] = "n1-highmem-8"
-    assert ZenConfig.model_validate({"clusters": clusters}).clusters[1].machine_type == "n1-highmem-8"
+    config = ZenConfig.model_validate({"clusters": clusters, "pricing": {"usd_per_vm_hour": {"n1-standard-8": 0.73}}})
+    assert config.clusters[1].machine_type == "n1-highmem-8"
 
 
 @pytest.mark.parametrize("pricing, named", [

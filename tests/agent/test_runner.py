@@ -336,7 +336,9 @@ def test_a_secret_named_as_what_starts_the_container_reads_is_not_run():
     PYTHONPATH or DOCKER_HOST would choose what they run. Refused at submission (zen.core.secrets); an agent
     refuses a start that has one all the same."""
     for name in ("PATH", "LD_PRELOAD", "PYTHONPATH", "DOCKER_HOST", "ZEN_INPUT_DIR", "CLOUDSDK_PYTHON", "BASH_ENV",
-                 "HTTPS_PROXY", "REQUESTS_CA_BUNDLE", "GOOGLE_APPLICATION_CREDENTIALS"):
+                 "HTTPS_PROXY", "REQUESTS_CA_BUNDLE", "GOOGLE_APPLICATION_CREDENTIALS", "OPENSSL_CONF", "HOSTALIASES"):
         spec = JobSpec(job_id="j", attempt=1, image="img:1", command=["true"], secret_env={name: "/tmp/x"})
         with pytest.raises(CannotRun, match=f"secrets named {name} would be set"):
             plan_launch(spec, local=False)
+    spec = JobSpec(job_id="j", attempt=1, image="img:1", command=["true"], secret_env={"GOOGLE_API_KEY": "k"})
+    assert plan_launch(spec, local=False).env == {"GOOGLE_API_KEY": "k"}  # none of them reads it: Gemini's SDKs do

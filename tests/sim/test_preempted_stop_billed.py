@@ -29,8 +29,8 @@ prices: {r1: {spot: 3.6}}
 def test_a_preempted_spot_vm_is_billed_through_its_stop(policy):
     # RUNNING at 25 s (a quarter of the 100 s boot), usable at 100 s, its job runs from 100 s; r1-a drops
     # to no capacity at 1,000 s and GCE takes the spot VM back. It is billed from RUNNING until it has
-    # stopped: 975 s up to the preemption, and its stop after (the scenario's delete_s, 30 s, the
-    # simulator's STOPPING; GCE gives a preempted VM 30 s to shut down).
+    # stopped: 975 s up to the preemption, and its stop after (preemption.stop_s, 30 s by default:
+    # GCE gives a preempted VM 30 s to shut down).
     scenario = parse_scenario(SCENARIO, source="t.yaml")
     result = Simulation(scenario, [SimJob("j", "c", 0.0, 3600.0, ("r1",))], make_policy(policy),
                         horizon_s=1900).run()

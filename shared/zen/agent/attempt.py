@@ -161,7 +161,7 @@ class AttemptRunner:
             if self._disk is not None:
                 self._disk.remove(key)
             raise
-        outcome, limited = job.outcome(), final is AgentStatus.FAILED  # the agent stopped it at a limit (not retried)
+        outcome, timed_out = job.outcome(), final is AgentStatus.FAILED and note == over  # at max_runtime_s
         final = final or (AgentStatus.SUCCEEDED if outcome.exit_code == 0 else AgentStatus.FAILED)
         self._log.info("job ended", extra={**fields, "status": final.value, "exit_code": outcome.exit_code,
                                            "elapsed_s": round(job.elapsed_s(), 3), "pid": job.pid})
@@ -175,7 +175,7 @@ class AttemptRunner:
         self._end(attempt, output, outcome.exit_code, final,
                   f"{note}; its outputs were not uploaded" if spent and data and data.outputs else note,
                   data=data, upload=not spent, tail=outcome.tail, limit_s=limit, checkpoint=checkpoint,
-                  over_limit=("disk" if spent else "max_runtime_s") if limited else None)
+                  over_limit="disk" if spent else "max_runtime_s" if timed_out else None)  # not retried
         return job.container_gone
 
     def _end(self, attempt: AttemptReport, output: AttemptOutput, exit_code: int | None, final: AgentStatus,

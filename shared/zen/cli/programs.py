@@ -94,6 +94,7 @@ def cmd_local_up(argv: list[str]) -> int:
             time.sleep(1.0)
     except KeyboardInterrupt:
         pass
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one while it stops: its processes would be left
     print("stopping...")
     stack.down()
     return 0

@@ -129,7 +129,8 @@ def catalog_pairs(clusters: list[ClusterConfig]) -> set[tuple[str, str]]:
 
 
 def pricing_problem(pricing: Pricing, clusters: list[ClusterConfig]) -> str | None:
-    """Why ``pricing`` does not fit the ``clusters`` (None: it does), naming the field: an override for a
+    """Why ``pricing`` does not fit the ``clusters`` (None: it does), naming the field: a price set for a machine
+    type that clusters with other GPUs attached share (an N1's: one price for both), an override for a
     machine type or region no cluster has (a typo would leave the price the user set unused), or, without
     the catalog, a pool of a cluster that neither the snapshot nor the overrides price."""
     regions: dict[str, set[str]] = {}
@@ -137,8 +138,9 @@ def pricing_problem(pricing: Pricing, clusters: list[ClusterConfig]) -> str | No
     for cluster in clusters:
         regions.setdefault(cluster.machine_type, set()).update(cluster.regions)
         first = gpus.setdefault(cluster.machine_type, cluster)  # (a known shape's machine type fixes its GPUs)
-        if cluster.machine_type not in SHAPES and (first.gpu_type, first.gpu_count) != (cluster.gpu_type,
-                                                                                         cluster.gpu_count):
+        priced = cluster.machine_type in pricing.usd_per_vm_hour or cluster.machine_type in pricing.overrides
+        if priced and cluster.machine_type not in SHAPES and (first.gpu_type, first.gpu_count) != (cluster.gpu_type,
+                                                                                                   cluster.gpu_count):
             return (f"clusters {first.name} and {cluster.name} share machine type {cluster.machine_type} with other "
                     f"GPUs ({first.gpu_count}x {first.gpu_type}, {cluster.gpu_count}x {cluster.gpu_type}): Zen prices "
                     "a VM by its machine type, so one would be ranked and billed at the other's price; give one of "

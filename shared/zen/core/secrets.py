@@ -50,11 +50,17 @@ Secrets = Annotated[dict[EnvName, Annotated[str, Field(max_length=1024)]], After
 # environment of the agent's launcher, of the docker CLI (``docker run -e NAME`` reads it there) and of what
 # that CLI starts (the registry's credential helper, gcloud's shell wrapper, when ``docker run`` pulls), the
 # names those programs read: the dynamic loader's (LD_*), Python's (PYTHON*), the docker CLI's (DOCKER_*),
-# gcloud's and Google's clients' (CLOUDSDK_*: CLOUDSDK_PYTHON chose the program the helper ran, on the VM
-# outside the container; GOOGLE_*), a shell's (BASH_ENV, ENV, IFS, ...), proxies' and CA bundles', PATH and HOME.
+# gcloud's and Google's auth library's (CLOUDSDK_*: CLOUDSDK_PYTHON chose the program the helper ran, on the VM
+# outside the container; GOOGLE_APPLICATION_CREDENTIALS, GOOGLE_CLOUD_*, GOOGLE_API_USE_*, GCE_METADATA_*; not
+# GOOGLE_API_KEY, which none of them reads and Gemini's SDKs do), OpenSSL's (OPENSSL_CONF loads a library), the
+# resolver's (HOSTALIASES, LOCALDOMAIN, RES_OPTIONS), glibc's GCONV_PATH, a shell's (BASH_ENV, ENV, IFS, ...),
+# proxies' and CA bundles', PATH and HOME. A list, so never complete: the secrets' values leave the CLI's
+# environment only with a pull made before `docker run` (not done).
 _RESERVED = re.compile(r"ZEN_.*|MASTER_ADDR|MASTER_PORT|NNODES|NODE_RANK")
 _RESERVED_FOR_SECRETS = re.compile(
-    r"LD_.*|PYTHON.*|DOCKER_.*|CLOUDSDK_.*|GOOGLE_.*|BASH_ENV|ENV|IFS|PS4|SHELLOPTS|BASHOPTS|CDPATH"
+    r"LD_.*|PYTHON.*|DOCKER_.*|CLOUDSDK_.*|GOOGLE_APPLICATION_CREDENTIALS|GOOGLE_CLOUD_.*|GOOGLE_API_USE_.*"
+    r"|GCE_METADATA_.*|OPENSSL_.*|HOSTALIASES|LOCALDOMAIN|RES_OPTIONS|GCONV_PATH"
+    r"|BASH_ENV|ENV|IFS|PS4|SHELLOPTS|BASHOPTS|CDPATH"
     r"|(?i:(HTTPS?|FTP|NO|ALL)_PROXY)|SSL_CERT_.*|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE|PATH|HOME")
 
 
@@ -74,7 +80,8 @@ def reserved_names(env: dict[str, str], secrets: dict[str, str] | None) -> str |
     if unsafe:
         return (f"secrets: {', '.join(unsafe)}: a secret may not be named as Zen's variables or those the programs "
                 f"that start the job's container read (ZEN_*, MASTER_ADDR, MASTER_PORT, NNODES, NODE_RANK, LD_*, "
-                f"PYTHON*, DOCKER_*, CLOUDSDK_*, GOOGLE_*, a shell's, proxies', CA bundles', PATH, HOME); "
+                f"PYTHON*, DOCKER_*, CLOUDSDK_*, Google auth's, OPENSSL_*, the resolver's, a shell's, proxies', "
+                f"CA bundles', PATH, HOME: docs/reference/messages.md); "
                 f"name it otherwise")
     return None
 

@@ -71,6 +71,9 @@ def resolve_request(config: ZenConfig, request: JobRequest, job_id: str | None =
     if request.max_runtime_s is not None and request.max_runtime_s > config.limits.max_runtime_s:
         raise Rejected(f"max_runtime_s {request.max_runtime_s} is above the limit {config.limits.max_runtime_s}")
     max_runtime_s = config.limits.max_runtime_s if request.max_runtime_s is None else request.max_runtime_s
+    if request.queue is not None and not config.queues:  # not dropped: it would run outside the quota meant for it
+        raise Rejected(f"queue {request.queue!r}: this Zen has no queues (its configuration has no queues:); "
+                       "submit without one")
     request, clearance, widened = _cleared(config, request)
     if request.gpu_types is None:
         cluster = _one_cluster(config, request)
@@ -218,12 +221,7 @@ def held_gpus(cluster: ClusterConfig, request: JobRequest) -> int:
 
 
 def _queue(config: ZenConfig, request: JobRequest, cluster: ClusterConfig) -> str | None:
-    """The job's queue; a queue named where none is configured is refused, not dropped (the job would run
-    outside the quota its submitter meant it to count against, and nothing would say so)."""
-    if not config.queues and request.queue is not None:
-        raise Rejected(f"queue {request.queue!r}: this Zen has no queues (its configuration has no queues:); "
-                       "submit without one")
-    if not config.queues:
+    if not config.queues:  # (a queue named without them is refused once, by resolve_request)
         return None
     return Queueing(config).resolve(request.queue, request.user_id, cluster.name, held_gpus(cluster, request)).name
 

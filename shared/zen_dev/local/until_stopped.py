@@ -26,8 +26,8 @@ STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 def stop_signals_heard() -> Iterator[Callable[[], signal.Signals]]:
     """Hear SIGINT and SIGTERM within; yields the wait for the first of them. From the main thread only.
 
-    On leaving, the handlers are as they were, so a second Ctrl-C while the stand-in stops acts as
-    Python's default.
+    A second signal before leaving (while the stand-in stops, within) changes nothing; on leaving, the
+    handlers are as they were.
     """
     read, write = os.pipe()
     os.set_blocking(write, False)

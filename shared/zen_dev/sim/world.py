@@ -372,7 +372,8 @@ class Simulation(InstanceWorld):
         self.result.preemptions += 1
         mig, job = vm.mig, vm.job
         kept = kept_s(job, self.now - vm.job_start_s) if job is not None else 0.0
-        self._account(vm, self.now, preempted=True, stop_s=self.scenario.spec.preemption.stop_s)
+        self._account(vm, self.now, preempted=True,  # its stop billed up to the end of the run, as every VM is
+                      stop_s=min(self.scenario.spec.preemption.stop_s, max(0.0, self.horizon - self.now)))
         # One fate: a gang's other nodes end the attempt too (freed once the gang is queued again).
         others = self.gangs.abort(job, vm) if job is not None and job.spec.nodes > 1 else None
         if job is not None:
