@@ -7,26 +7,8 @@ of its own now (claims.MISSING_TAGS), the start published once per cause and VM,
 
 from __future__ import annotations
 
-import json
-
-import pytest
-
 from tests.messages import heartbeat, job_request
-from zen.core.config import ZenConfig
-
-
-@pytest.fixture
-def tagged(config, db, publisher, clock, db_url, monkeypatch):
-    from zen.app import Zen
-    from zen_dev.local.invoke import FunctionsInvoker
-
-    raw = json.loads(config.model_dump_json())
-    for cluster in raw["clusters"]:
-        if cluster["name"] == "4xa100-40gb":
-            cluster["region_tags"] = {"us-central1": ["hipaa"]}
-    zen = Zen(ZenConfig.model_validate(raw), db, publisher, clock)
-    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
-    return zen, FunctionsInvoker(zen)
+from tests.test_tags import tagged  # noqa: F401 - the fixture
 
 
 def starts(publisher, job_id):

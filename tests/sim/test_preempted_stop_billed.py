@@ -37,3 +37,13 @@ def test_a_preempted_spot_vm_is_billed_through_its_stop(policy):
     assert result.preemptions == 1
     # The recreated VM waits for capacity until the horizon: only the first incarnation is billed.
     assert result.usd == pytest.approx(billed_seconds(975 + 30) * 3.6 / 3600)
+
+
+def test_a_spot_vm_preempted_just_before_the_horizon_is_billed_no_further_than_it():
+    """Every VM is billed up to the horizon at most (``Simulation._finish_run``), a deleting one too: a spot VM
+    preempted in the horizon's last ``stop_s`` seconds was billed its whole stop, past the end of the run."""
+    scenario = parse_scenario(SCENARIO.replace("at_s: 1000", "at_s: 1890"), source="t.yaml")
+    result = Simulation(scenario, [SimJob("j", "c", 0.0, 3600.0, ("r1",))], make_policy("single-region"),
+                        horizon_s=1900).run()
+    assert result.preemptions == 1  # at 1,890 s, 10 s before the horizon
+    assert result.usd == pytest.approx(billed_seconds(1900 - 25) * 3.6 / 3600)  # RUNNING from 25 s, to the horizon
