@@ -74,21 +74,22 @@ def cmd_local_up(argv: list[str]) -> int:
         record = stack.up()
     except StackError as exc:
         raise CliError(f"the local stack did not start: {exc}") from None
-    print("Zen is running locally:")
-    for name, port in record["ports"].items():
-        print(f"  {name:<18} 127.0.0.1:{port}")
-    print(f"  {'postgres':<18} {record['env']['ZEN_DATABASE_URL']}")
-    print(f"  logs               {record['logs']}/")
-    print(f"  {'web console':<18} {record['console']}")
-    if stack.republished:
-        print(f"  {stack.republished} job(s) QUEUED before: their starts are published again")
-    print("Submit a job:  zen submit --cluster 1xl4 -- python -c 'print(42)'")
-    print("Watch:         zen watch      Stop everything: Ctrl-C here, or `zen local down`")
     from zen_dev.local.stack import read_stack
 
-    # SIGTERM as Ctrl-C: an Event set from the handler could deadlock on the lock Event.wait holds
+    # SIGTERM as Ctrl-C (an Event set from the handler could deadlock on the lock Event.wait holds), from before
+    # the lines that say how to stop it: one sent as soon as they are read killed the process, the stack left up.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
+        print("Zen is running locally:")
+        for name, port in record["ports"].items():
+            print(f"  {name:<18} 127.0.0.1:{port}")
+        print(f"  {'postgres':<18} {record['env']['ZEN_DATABASE_URL']}")
+        print(f"  logs               {record['logs']}/")
+        print(f"  {'web console':<18} {record['console']}")
+        if stack.republished:
+            print(f"  {stack.republished} job(s) QUEUED before: their starts are published again")
+        print("Submit a job:  zen submit --cluster 1xl4 -- python -c 'print(42)'")
+        print("Watch:         zen watch      Stop everything: Ctrl-C here, or `zen local down`", flush=True)
         # Until Ctrl-C, SIGTERM, or `zen local down` from elsewhere (the record disappears).
         while read_stack(stack.home) is not None:
             time.sleep(1.0)
