@@ -75,21 +75,17 @@ def match(group: DemandGroup, ranked: list[str], pools: tuple[dict[str, int], ..
     pool to take: ``Queued.for_gang``)."""
     left = 0
     for need in group.chunks():
-        def counted(region: str, index: int, rest: int) -> int:
-            have = pools[index].get(region, 0)
-            return have if queued is None or index < 2 else queued.for_gang(region, have, rest, late)
-
         granted = {r: pools[0].get(r, 0) + pools[1].get(r, 0) for r in ranked}
-        region = next((r for r in ranked if granted[r] + counted(r, 2, need - granted[r]) >= need), None)
+        region = next((r for r in ranked if granted[r] + _counted(pools, 2, r, need - granted[r], queued, late)
+                       >= need), None)
         if region is None:
             left += need
             continue
         need_whole, booting = need, need - min(need, pools[0].get(region, 0))
         for index, pool in enumerate(pools):
-            take = min(need, counted(region, index, need))
+            take = min(need, _counted(pools, index, region, need, queued, late))
             if take:
-                if index == 2 and queued is not None:
-                    queued.used(region, pool[region], take)
+                _took(queued, index, pool, region, take)
                 pool[region] -= take
                 need -= take
                 if index == 0:
@@ -119,12 +115,8 @@ def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[[str], 
     by ``match`` for being late: asked again, a request of the whole gang was added every pass)."""
     asked = []
     for need in DemandGroup(group.regions, left, group.oldest, group.priority, gang=group.gang, part=group.part).chunks():
-        def counted(region: str, index: int, late: bool = True) -> int:
-            have = spare[index].get(region, 0)
-            return have if queued is None or index < 2 else queued.for_gang(region, have, need, late)
-
         def supply(region: str) -> int:
-            return sum(counted(region, index) for index in range(len(spare)))
+            return sum(_counted(spare, index, region, need, queued, late=True) for index in range(len(spare)))
 
         fits = [r for r in ranked if supply(r) + room(r) >= need]
         region = max(fits, key=supply) if fits else None  # the most spare (the fewest to boot), then by rank
@@ -134,10 +126,9 @@ def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[[str], 
             continue
         whole, boots = need, need - min(need, spare[0].get(region, 0)) if spare else need
         for index, pool in enumerate(spare):  # the spare VMs first: idle, then booting
-            take = min(need, counted(region, index, late=False))
+            take = min(need, _counted(spare, index, region, need, queued, late=False))
             if take:
-                if index == 2 and queued is not None:
-                    queued.used(region, pool[region], take)
+                _took(queued, index, pool, region, take)
                 pool[region] -= take
                 need -= take
                 if index == 0 and idle_needed is not None:
@@ -152,6 +143,20 @@ def ask(group: DemandGroup, left: int, ranked: list[str], room: Callable[[str], 
             if together is not None:
                 together.setdefault(region, []).append(need)
     return asked
+
+
+def _counted(pools: tuple[dict[str, int], ...], index: int, region: str, rest: int, queued: Queued | None,
+             late: bool) -> int:
+    """The VMs of ``pools[index]`` (idle, running, pending) in ``region`` a gang lacking ``rest`` may count: of the
+    pending ones in a flex-start pool, those granted and one queued request at most (``Queued.for_gang``)."""
+    have = pools[index].get(region, 0)
+    return have if queued is None or index < 2 else queued.for_gang(region, have, rest, late)
+
+
+def _took(queued: Queued | None, index: int, pool: dict[str, int], region: str, take: int) -> None:
+    """A gang took ``take`` of ``pool``'s VMs in ``region``, as ``_counted`` counted them (before it takes them)."""
+    if index == 2 and queued is not None:
+        queued.used(region, pool[region], take)
 
 
 def hedge(others: list[str], need: int, room: Callable[[str], int], add: dict[str, int],
