@@ -150,6 +150,46 @@ def test_a_database_migrated_with_earlier_texts_is_brought_to_todays(empty_db, d
         deployed.close()
 
 
+_PROBE_VOUCHED_0041 = (  # migration 0041 as first written: probe_vouched_at alone (probe_prev_* came the same day)
+    "-- How far the heartbeat path is known to deliver (zen.jobs.probes): the time the latest probe heard was sent (or\n"
+    "-- one the tick could not publish, judged as if prompt). The lost-job sweep counts an attempt's silence up to\n"
+    "-- then, not to now: a stall that began after the last probe came through (no tick has probed it yet), or a\n"
+    "-- steady backlog of the heartbeat function, holds no silence that Zen could not have heard. Before, a probe\n"
+    "-- heard late moved back_at, which held every silence for as long as the path stayed slow, a job on a dead VM\n"
+    "-- with it; the heartbeat function no longer moves back_at (its grant goes a release later: the code before\n"
+    "-- this one still sets it while an upgrade deploys).\n"
+    "ALTER TABLE tick_clock ADD COLUMN probe_vouched_at timestamptz;\n"
+    "UPDATE tick_clock SET probe_vouched_at = probe_sent_at WHERE probe_heard_at IS NOT NULL;\n"
+    "GRANT UPDATE (probe_vouched_at) ON tick_clock TO zen_ticker, zen_heartbeat;\n")
+
+
+def test_a_database_migrated_with_the_first_0041_is_brought_to_todays(empty_db, db, tmp_path):
+    """0041 first added ``probe_vouched_at`` alone; a database migrated then was refused by today's ``zen db
+    migrate`` ("changed after it was applied"), so 0042 on never came and every function answered 500."""
+    older = tmp_path / "older"
+    older.mkdir()
+    for version, _, path in migration_files():
+        if version < 41:
+            shutil.copy(path, older)
+    (older / "0041_probe_vouched.sql").write_text(_PROBE_VOUCHED_0041)
+    deployed = Database.from_target(empty_db)
+    try:
+        migrate(deployed, older)
+        applied = migrate(deployed)
+        assert hashlib.sha256(_PROBE_VOUCHED_0041.encode()).hexdigest() in REWRITTEN[41]
+        assert applied[0] == "0041_probe_vouched.sql (recorded with an earlier text: its SQL brought up to date)"
+        assert applied[1:] == [path.name for version, _, path in migration_files() if version > 41]
+        assert _schema(deployed) == _schema(db)
+        with deployed.session() as session:  # the functions' grants on the columns added
+            rows = session.sql("SELECT grantee, column_name FROM information_schema.column_privileges WHERE "
+                               "table_name = 'tick_clock' AND column_name LIKE 'probe_prev%' AND privilege_type = "
+                               "'UPDATE' AND grantee LIKE 'zen%' ORDER BY 1, 2")
+        assert [tuple(r.values()) for r in rows] == [(role, column) for role in ("zen_heartbeat", "zen_ticker")
+                                                     for column in ("probe_prev_nonce", "probe_prev_sent_at")]
+    finally:
+        deployed.close()
+
+
 def test_a_migration_changed_otherwise_after_it_was_applied_is_refused(empty_db, tmp_path):
     directory = _numbered(tmp_path, ("0001_a.sql", "CREATE TABLE a (x int);"))
     _refused_once_applied(empty_db, directory, "0001_a.sql", "CREATE TABLE a (x bigint);",

@@ -34,6 +34,11 @@ REWRITTEN: dict[int, dict[str, str]] = {
     36: {"e529cf0e02b9c2b1600030594cceaddffa6c3261014952fc58d3028353d7fe4b":
          "ALTER TABLE jobs ADD COLUMN left_vms jsonb; UPDATE jobs SET left_vms = gang_left WHERE gang_left IS NOT NULL;"
          " GRANT UPDATE (left_vms) ON jobs TO zen_submitter, zen_heartbeat, zen_stopper, zen_ticker"},
+    # 0041_probe_vouched.sql first added probe_vouched_at alone: a probe replaced unheard is kept as the previous one
+    41: {"48809e3567ac3cd985c4e59b0ba5f02ecf91aef88165625c3d0747539c297345":
+         "ALTER TABLE tick_clock ADD COLUMN probe_prev_nonce text; ALTER TABLE tick_clock ADD COLUMN probe_prev_sent_at"
+         " timestamptz; GRANT UPDATE (probe_vouched_at, probe_prev_nonce, probe_prev_sent_at) ON tick_clock TO"
+         " zen_ticker, zen_heartbeat"},
 }
 
 _BOOKKEEPING = """
