@@ -396,6 +396,22 @@ def test_a_redelivered_array_whose_dependency_failed_since_is_a_duplicate_not_a_
     assert "could never start" in refusals(zen)[-1]
 
 
+def test_a_redelivered_array_is_a_duplicate_after_max_array_tasks_is_lowered(zen_and_fn, config, db, publisher, clock):
+    """The size limit was checked before the array made was looked for: the redelivery of 5 tasks that run was
+    recorded and announced as refused once the limit was 3."""
+    from zen.app import Zen
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    zen, fn = zen_and_fn
+    fn.submit(job_request("sweep", array={"count": 5}), message_id="m-sweep")
+    lowered = config.model_copy(update={"limits": config.limits.model_copy(update={"max_array_tasks": 3})})
+    after = FunctionsInvoker(Zen(lowered, db, publisher, clock))
+    after.submit(job_request("sweep", array={"count": 5}), message_id="m-sweep")  # redelivered
+    assert statuses(zen, "sweep", 5) == ["QUEUED"] * 5 and refusals(zen) == []
+    after.submit(job_request("sweep2", array={"count": 5}))  # a new one: refused
+    assert "more than this Zen's limits.max_array_tasks (3)" in refusals(zen)[-1]
+
+
 def test_a_dependency_that_ends_lets_the_first_tasks_go(zen_and_fn):
     """12 tasks after `dep`, 3 at once: its end looked at its waiting jobs by job_id (arr-0, arr-1, arr-10, ...),
     letting each go as it came: arr-10 went, arr-2 to arr-9 waited. Tasks are submitted in index order now."""
