@@ -110,6 +110,12 @@ class CloudReader:
         self._finals: dict[int, set[str]] = {}  # attempt -> the VMs whose final entry was returned
         self._over: set[int] = set()  # attempts not read again (``read``): a gang's nodes all speak at once
 
+    def read_past(self, attempt: int, read: Mapping[str, int]) -> None:
+        """Start ``attempt`` past ``read`` (VM -> the last seq its consumer has): a console stream resumed
+        after a reconnect, which otherwise read the attempt again from its first line, paced."""
+        for vm, seq in read.items():
+            self._seen[(attempt, vm)] = max(self._seen.get((attempt, vm), 0), seq)
+
     def new_entries(self, job_id: str, attempt: int | None = None) -> list[OutputEntry]:
         """What ``read`` gives, at once: one attempt at most ``READ_PAGES`` pages (the next call goes
         on), a whole job (no attempt) to its end."""

@@ -12,7 +12,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import Mapping, Protocol, runtime_checkable
 
 LOG_NAME = "zen-jobs"
 DIR_ENV = "ZEN_JOB_LOGS_DIR"
@@ -52,6 +52,13 @@ class Reader(Protocol):
     sorted by (attempt, seq)."""
 
     def new_entries(self, job_id: str, attempt: int | None = None) -> list[OutputEntry]: ...
+
+
+@runtime_checkable
+class ReadsPast(Protocol):
+    """A reader that can be told where a consumer already is, so it does not list those lines again."""
+
+    def read_past(self, attempt: int, read: Mapping[str, int]) -> None: ...
 
 
 class SinkError(Exception):

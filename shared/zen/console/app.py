@@ -16,7 +16,7 @@ import logging
 import re
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator
 from flask import Flask, Response, abort, g, redirect, render_template, request, stream_with_context, url_for
 from werkzeug.exceptions import HTTPException
 
+from zen.adapters.joblogs import ReadsPast
 from zen.console import pages
 from zen.console.viewers import Identify, NoIdentity, Viewer, viewer_of
 from zen.core.config import ZenConfig
@@ -144,6 +145,8 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
         from zen.store import repository
 
         reader = reader_factory()  # type: ignore[misc]
+        if isinstance(reader, ReadsPast):  # Cloud Logging: what the page has is not listed again
+            reader.read_past(after.attempt, after.read_from())
         poll_s, settle_s = output_timing or (OUTPUT_POLL_S, OUTPUT_SETTLE_S)
         started = time.monotonic()
         ended_at: float | None = None
@@ -151,12 +154,12 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
         while time.monotonic() - started < STREAM_MAX_S:
             with reading(database) as session:
                 current = repository.get_job(session, job_id)
-            got = False
-            for attempt in range(1, (current.attempt if current else 0) + 1):
+            got = False  # any line read, sent or not: a catch-up is no quiet (the end waits for it)
+            for attempt in range(max(1, after.floor), (current.attempt if current else 0) + 1):
                 for entry in reader.new_entries(job_id, attempt):
+                    got = True
                     if after.sent(entry.attempt, entry.vm, entry.seq) or not _VM_NAME.match(entry.vm):
                         continue  # a VM name no agent writes (a log label with a line break: a forged event)
-                    got = True
                     after = after.past(entry.attempt, entry.vm, entry.seq)
                     data = {"attempt": entry.attempt, "stream": entry.stream, "vm": entry.vm, "text": entry.text,
                             "final": entry.final}
@@ -276,21 +279,37 @@ def _keyset_query() -> dict[str, str]:
 class Resume:
     """Where a job's output stream is: its attempt, and the last line sent of each of that attempt's VMs
     (each numbers its own lines: a gang's nodes from 1 each). Written ``attempt:vm=seq;vm=seq`` as the
-    event id; an older page's ``attempt:seq`` counts for every VM, and is carried on as ``*=seq``."""
+    event id; an older page's ``attempt:seq`` counts for every VM, and is carried on as ``*=seq``.
+
+    In the stream the earlier attempts' lines sent are kept too (``earlier``): Cloud Logging may show an
+    attempt's last lines after the next attempt's first, and they are sent then. The id names the attempt
+    sent last alone, so a reconnecting page counts every earlier attempt as sent (``floor``) and they are
+    not read again."""
 
     attempt: int = 0
     seqs: tuple[tuple[str, int], ...] = ()
     any_vm: int = -1  # the ``attempt:seq`` form's seq
+    earlier: tuple[tuple[int, str, int], ...] = ()  # (attempt, VM, last seq sent) below ``attempt``
+    floor: int = 0  # attempts below it count as sent whole (a resumed stream's)
 
     def sent(self, attempt: int, vm: str, seq: int) -> bool:
         if attempt != self.attempt:
-            return attempt < self.attempt
+            return attempt < self.floor or seq <= {(a, v): n for a, v, n in self.earlier}.get((attempt, vm), 0)
         return seq <= max(dict(self.seqs).get(vm, -1), self.any_vm)
 
     def past(self, attempt: int, vm: str, seq: int) -> "Resume":
-        if attempt != self.attempt:
-            return Resume(attempt, ((vm, seq),))
-        return Resume(attempt, tuple(sorted({**dict(self.seqs), vm: seq}.items())), self.any_vm)
+        if attempt < self.attempt:
+            marks = {(a, v): n for a, v, n in self.earlier} | {(attempt, vm): seq}
+            return replace(self, earlier=tuple(sorted((a, v, n) for (a, v), n in marks.items())))
+        if attempt > self.attempt:
+            left = tuple((self.attempt, v, n) for v, n in self.seqs)  # (an old page's ``*``: that attempt whole)
+            return Resume(attempt, ((vm, seq),), earlier=self.earlier + left,
+                          floor=self.attempt if self.any_vm >= 0 else self.floor)
+        return replace(self, seqs=tuple(sorted({**dict(self.seqs), vm: seq}.items())))
+
+    def read_from(self) -> dict[str, int]:
+        """The current attempt's VMs and the last line each sent (a reader starts past them)."""
+        return dict(self.seqs)
 
     def __str__(self) -> str:
         floor = [("*", self.any_vm)] if self.any_vm >= 0 else []
@@ -306,10 +325,10 @@ def _resume_point(text: str) -> Resume:
     attempt, _, rest = text.partition(":")
     try:
         if "=" not in rest:
-            return Resume(int(attempt), any_vm=int(rest))
+            return Resume(int(attempt), any_vm=int(rest), floor=int(attempt))
         seqs = dict((vm, int(seq)) for vm, _, seq in (part.partition("=") for part in rest.split(";"))
                     if vm == "*" or _VM_NAME.match(vm))
         floor = seqs.pop("*", -1)
-        return Resume(int(attempt), tuple(sorted(seqs.items())), floor)
+        return Resume(int(attempt), tuple(sorted(seqs.items())), floor, floor=int(attempt))
     except ValueError:
         return Resume()

@@ -1,0 +1,79 @@
+"""A job's output stream on the console (zen.console.app): resumed after a reconnect (the browser's
+Last-Event-ID: a dropped connection, or the stream's 5 minutes up), it read the attempt again from its first
+line, paced at the project's read quota, and the catch-up counted as quiet: an ended job's stream said "this is
+all of its output" before the lines the page lacked were read, a running job's long output never showed a new
+line. And an earlier attempt's last lines, which Cloud Logging may show after the next attempt's first, were
+dropped as sent."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from tests.console.test_console_app import setup  # noqa: F401 - fixture
+from tests.messages import agent_run, job_request
+from tests.test_cloud_reader import Client  # lists entries as Cloud Logging does
+from zen.adapters import cloud_logging
+from zen.adapters.joblogs import OutputEntry
+from zen.console.app import create_app
+from zen.console.viewers import local_identity
+
+LINES = 1000
+
+
+def test_a_resumed_stream_sends_the_lines_after_its_resume_point(setup, clock, monkeypatch):
+    zen, functions, _, _ = setup
+    functions.submit(job_request("j", user_id="alice"))
+    for beat in agent_run("j", vm="vm"):
+        functions.heartbeat(beat)
+        clock.advance(5)
+    client = Client()
+    for seq in range(1, LINES + 1):
+        client.add(seq, final=seq == LINES)
+    monkeypatch.setattr(cloud_logging, "REQUEST_INTERVAL_S", 0.02)
+    app = create_app(zen.config, zen.db, local_identity("alice"),
+                     reader_factory=lambda: cloud_logging.CloudReader(client, "p", page_size=10), clock=clock,
+                     output_timing=(0.01, 0.2))
+    # The browser got lines 1..900, then its connection was cut; it reconnects with the last id it got.
+    stream = app.test_client().get("/jobs/j/output", headers={"Last-Event-ID": "1:vm=900"}).get_data(as_text=True)
+    texts = [json.loads(m.group(1))["text"] for m in re.finditer(r"event: line\ndata: (.+)\n", stream)]
+    assert "event: end" in stream  # "the job ended (SUCCEEDED): this is all of its output"
+    assert texts == [f"line {n}" for n in range(901, LINES + 1)], (len(texts), client.requests)
+
+
+class LateReader:
+    """A reader as Cloud Logging answers: attempt 1's last line becomes readable one poll after attempt 2's first."""
+
+    def __init__(self):
+        self.polls: dict[int, int] = {}
+
+    def new_entries(self, job_id, attempt=None):
+        n = self.polls[attempt] = self.polls.get(attempt, 0) + 1
+        if attempt == 1 and n == 1:
+            return [OutputEntry(job_id, 1, "stdout", "vm-a", 1, "t", "attempt 1: epoch 1")]
+        if attempt == 2 and n == 1:
+            return [OutputEntry(job_id, 2, "stdout", "vm-b", 1, "t", "attempt 2: resumed")]
+        if attempt == 1 and n == 2:  # ingested late: the preempted attempt's last words
+            return [OutputEntry(job_id, 1, "stderr", "vm-a", 2, "t", "attempt 1: checkpoint saved", final=True)]
+        return []
+
+
+def test_an_earlier_attempts_late_lines_are_streamed(setup, clock):
+    zen, functions, _, _ = setup
+    functions.submit(job_request("p1", user_id="alice"))
+    for beat in agent_run("p1", vm="vm-a", final="PREEMPTED"):
+        functions.heartbeat(beat)
+        clock.advance(5)
+    for beat in agent_run("p1", attempt=2, vm="vm-b"):
+        functions.heartbeat(beat)
+        clock.advance(5)
+    with zen.db.transaction() as session:
+        from zen.store import repository
+
+        job = repository.get_job(session, "p1")
+    assert (job.status.value, job.attempt) == ("SUCCEEDED", 2)
+    client = create_app(zen.config, zen.db, local_identity("alice"), reader_factory=LateReader, clock=clock,
+                        output_timing=(0.01, 0.2)).test_client()
+    stream = client.get("/jobs/p1/output").get_data(as_text=True)
+    texts = [json.loads(m.group(1))["text"] for m in re.finditer(r"event: line\ndata: (.+)\n", stream)]
+    assert "attempt 1: checkpoint saved" in texts, texts
