@@ -4,6 +4,8 @@ a real Postgres; VMs of CLUSTER run two 2-GPU jobs each (``halves_config``)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tests.messages import job_request
@@ -114,7 +116,7 @@ def test_fair_share_counts_the_gpus_a_job_held_until_it_ended(queued_zen, clock)
     run_to_end(functions, "a0", "vm-0")
     with zen.db.transaction() as session:
         hours = {r["queue"]: r["recent_gpu_hours"] for r in Queueing(zen.config).summary(PostgresJobTx(session), clock())}
-    assert hours["team-a"] == 4.0  # 4 GPUs for an hour (usage decays from the end of each step)
+    assert hours["team-a"] == pytest.approx(2 / math.log(2), abs=0.01)  # 4 GPUs for an hour, each second decayed
 
 
 test_fair_share_counts_the_gpus_a_job_held_until_it_ended = pytest.mark.queues(COHORT)(

@@ -4,7 +4,10 @@ submission runs no scaling pass, and the warm pool's arrival count leaves it out
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
+
+import pytest
 
 from tests.test_queues import CLUSTER, statuses
 from tests.test_queues_preemption import a100s, halves_config
@@ -178,4 +181,18 @@ def test_zen_queues_recent_usage_counts_what_a_queue_holds_without_a_pass(config
     zen.on_scale_tick()
     with zen.db.transaction() as session:
         [row] = Queueing(zen.config).summary(PostgresJobTx(session), clock())
-    assert 7.5 < row["recent_gpu_hours"] <= 8.0  # 4 GPUs for 2 hours, decayed a little (half-life)
+    # 4 GPUs for 2 hours, each second decayed since (a one-hour half-life): 4 x 1 h / ln 2 x (1 - 1/4)
+    assert row["recent_gpu_hours"] == pytest.approx(4 / math.log(2) * 0.75, abs=0.01)
+
+
+def test_usage_brought_forward_at_once_or_pass_by_pass_is_the_same():
+    """What a queue held was added at full weight however long the step: 4 GPUs held 10 h in one step weighed
+    40 GPU-hours, in minute steps 5.8 (passes run only when a cohort has something to admit, so a queue whose
+    long jobs ran while none waited was ranked last by fair sharing)."""
+    from zen.jobs.queueing import decay
+
+    at_once, by_minutes = decay(0.0, 36000.0, 4, 3600.0), 0.0
+    for _ in range(600):
+        by_minutes = decay(by_minutes, 60.0, 4, 3600.0)
+    assert at_once == pytest.approx(by_minutes) == pytest.approx(4 * 3600 / math.log(2) * (1 - 0.5 ** 10))
+    assert decay(1000.0, 3600.0, 0, 3600.0) == pytest.approx(500.0)
