@@ -317,3 +317,30 @@ def test_zen_usage_refuses_a_bad_window_and_needs_a_database(no_database, capsys
         assert "neither an age" in capsys.readouterr().err
     assert cli.main(["usage"]) == 1
     assert "no database to read" in capsys.readouterr().err
+
+
+def test_zen_usage_groups_add_up_to_its_total_while_attempts_end(functions, zen, clock, capsys, monkeypatch):
+    """Its statements each saw what committed before it: bob's attempt ending right after the groups were
+    read gave alice alone (1 attempt) under a TOTAL of 2. The report reads one snapshot."""
+    functions.submit(job_request("job-1"))  # alice's, done
+    for beat in agent_run("job-1", vm="vm-a"):
+        functions.heartbeat(beat)
+        clock.advance(600)
+    functions.submit(job_request("job-2", user_id="bob"))  # bob's, running
+    for seq, status in enumerate(("CLAIMED", "RUNNING"), 1):
+        functions.heartbeat(heartbeat("job-2", status, seq, vm="vm-b"))
+    clock.advance(600)
+    read, ended = usage.run, []
+
+    def run(session, name, **params):
+        rows = read(session, name, **params)
+        if not ended:  # bob's attempt ends (its own transaction, committed) while zen usage reads
+            ended.append(functions.heartbeat(heartbeat("job-2", "SUCCEEDED", 3, vm="vm-b", exit_code=0)))
+        return rows
+
+    monkeypatch.setattr(usage, "run", run)
+    assert cli.main(["usage", "--since", "2025-12-01", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    groups, total = report["groups"], report["total"]
+    assert ended and [(g["user"], g["attempts"]) for g in groups] == [("alice", 1)]
+    assert (total["jobs"], total["attempts"]) == (1, 1)

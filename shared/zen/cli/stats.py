@@ -95,11 +95,13 @@ def cmd_stats(args, database: Callable[[], Any]) -> int:
     from zen.core.config import load_config
     from zen.store.migrate import has_table
     from zen.store.prices import current
+    from zen.store.usage import read_snapshot
 
     db = database()
     config = load_config()
     try:
         with db.transaction() as session:
+            read_snapshot(session)
             if not has_table(session, "jobs"):
                 raise CliError("the database has no Zen schema yet: run zen db migrate")
             now = utc_now()

@@ -154,12 +154,14 @@ def cmd_usage(args, db: Callable[[], Any]) -> int:
     from zen.core.config import load_config
     from zen.store.migrate import has_table
     from zen.store.prices import current
+    from zen.store.usage import read_snapshot
 
     config = load_config()
     since = args.since or datetime.now(timezone.utc) - DEFAULT_SINCE
     database = db()
     try:
         with database.transaction() as session:
+            read_snapshot(session)
             if not has_table(session, "attempt_usage"):
                 raise CliError("the database has no usage table yet: run zen db migrate")
             pricer = Pricer(current(session, config.pricing), {c.name: c for c in config.clusters})

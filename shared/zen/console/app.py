@@ -232,10 +232,13 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
 
 @contextmanager
 def reading(database: Any) -> Iterator[Any]:
-    """A read-only transaction: whatever role the console connects as (a local stack's owns every table), a
-    statement that would write fails (``SET TRANSACTION READ ONLY``); deployed, its role is zen_reader too."""
+    """A read-only transaction of one snapshot (a page's figures agree with each other): whatever role the
+    console connects as (a local stack's owns every table), a statement that would write fails
+    (``zen.store.usage.read_snapshot``); deployed, its role is zen_reader too."""
+    from zen.store.usage import read_snapshot
+
     with database.transaction() as session:
-        session.execute("SET TRANSACTION READ ONLY")
+        read_snapshot(session)
         yield session
 
 
