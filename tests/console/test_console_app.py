@@ -122,12 +122,16 @@ def test_a_jobs_page_shows_its_status_history_reason_and_cost_and_streams_its_ou
     assert f"waiting for quota: queue research holds 8 GPUs of {CLUSTER} (quota 8)" in html
     assert "python train.py --epochs 1" in html and "research" in html
     for beat in agent_run("a1", vm="vm-a"):
+        if beat["status"] == "SUCCEEDED":  # running for 10 h: no attempt ended, no figure (it read $0.00)
+            clock.advance(36000)
+            running = page(client, "/jobs/a1?fragment=1")
+            assert 'role="status">RUNNING<' in running and 'id="job-usd"' not in running
         functions.heartbeat(beat)
         clock.advance(30)
     LocalSink(logs).write([OutputEntry("a1", 1, "stdout", "vm-a", 1, "t", "hello from a1"),
                            OutputEntry("a1", 1, "zen", "vm-a", 2, "t", "exit code 0", final=True)])
     done = page(client, "/jobs/a1?fragment=1")
-    assert 'role="status">SUCCEEDED<' in done and "ended:" in done
+    assert 'role="status">SUCCEEDED<' in done and "ended:" in done and re.search(r'id="job-usd">\$[1-9]', done)
     assert re.search(r"<td>vm-a</td>.*?SUCCEEDED", done, re.S)  # the attempt on its VM, billed
     # billed as zen usage bills an attempt, per second; the caption promised a one-minute minimum its figure lacks
     assert "each billed per second at its VM's price; GCE's one-minute minimum is the VM's" in done
