@@ -295,6 +295,11 @@ def test_zen_submit_refuses_an_array_too_large_and_another_users_dependency_befo
         in capsys.readouterr().err
     assert main(["submit", "--user", "alice", "--cluster", "4xa100-40gb", "--after", "bobs-job", "--", "true"]) == 1
     assert "--after bobs-job: alice may not wait for job bobs-job, which is bob's" in capsys.readouterr().err
+    # a task id past 0 that a job holds: the function refuses the array whole (the CLI published it, "submitted")
+    fn.submit(job_request("train-1", user_id="alice"))
+    assert main(["submit", "--user", "alice", "--job-id", "train", "--cluster", "4xa100-40gb", "--array", "3",
+                 "--", "true"]) == 1
+    assert "job_id train-1 (task 1 of array train) is already another job's or array's" in capsys.readouterr().err
 
 
 def test_concurrent_ends_never_let_more_than_max_parallel_go_and_the_tick_fills_what_they_missed(zen_and_fn, db):

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from zen.cli import identity
 from zen.cli.kit import CliError, database, database_configured
-from zen.core.arrays import check_array
+from zen.core.arrays import check_array, task_id
 from zen.core.config import load_config
 from zen.core.models import JobRequest
 
@@ -22,8 +22,9 @@ def read_params(data, path: str) -> list:
 
 
 def submit_array(request: JobRequest, array_id: str, cluster: str, regions: list[str], sender, wait: bool,
-                 publish: Callable[..., str], known_job: Callable[[str], Any]) -> int:
-    """Publish an array (one message, N tasks: ``zen.core.arrays``) after the checks a job gets."""
+                 publish: Callable[..., str], taken: Callable[[list[str]], list[str]]) -> int:
+    """Publish an array (one message, N tasks: ``zen.core.arrays``) after the checks a job gets. ``taken``:
+    those of the ids given that a job or an array holds (none when the database cannot be read)."""
     assert request.array is not None
     if wait:
         raise CliError(f"--wait follows one job; an array's tasks are followed one by one: zen logs {array_id}-0 -f", 2)
@@ -31,9 +32,14 @@ def submit_array(request: JobRequest, array_id: str, cluster: str, regions: list
     if problem := check_array(array_id, request.array, load_config().limits.max_array_tasks, request.env,
                               dict(request.secrets or {})):
         raise CliError(f"Zen would refuse this array: {problem}. Not published", 1)
-    if known_job(array_id) is not None or known_job(f"{array_id}-0") is not None:
+    held = set(taken([array_id] + [task_id(array_id, index) for index in range(size)]))
+    if array_id in held or task_id(array_id, 0) in held:
         raise CliError(f"job_id {array_id} is taken (a job, or an array's tasks {array_id}-N): use a new job_id "
                        "(or none: zen makes one). Not published", 1)
+    if held:  # the function would refuse the array whole
+        first = min(held, key=lambda name: int(name.rsplit("-", 1)[1]))
+        raise CliError(f"job_id {first} (task {first.rsplit('-', 1)[1]} of array {array_id}) is already another "
+                       "job's or array's: use a new job_id (or none: zen makes one). Not published", 1)
     message_id = publish("job_submitted", request.to_bytes(), identity.attributes(sender))
     print(f"submitted array {array_id}: {size} tasks, {array_id}-0 .. {array_id}-{size - 1}"
           + (f", at most {request.array.max_parallel} at once" if request.array.max_parallel else "")

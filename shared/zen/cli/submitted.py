@@ -20,9 +20,10 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 WINDOW_S = 600.0  # a record is kept this long; one the database should show by now is ignored sooner
+_Key = TypeVar("_Key")  # what known_job reads by: a job_id, or an array's ids
 SHOWN_WITHIN_S = 60.0  # a published job is in a readable database well within this
 
 
@@ -47,9 +48,10 @@ def topic(field: str) -> str:
     return f"projects/{project}/topics/{getattr(config.topics, field)}"
 
 
-def known_job(job_id: str, read: Callable[[str], Any]) -> tuple[Any, bool]:
+def known_job(job_id: _Key, read: Callable[[_Key], Any]) -> tuple[Any, bool]:
     """(the job of that id as ``read`` finds it, whether the database could be read): ``(None, False)``
-    without a database or when it cannot be read (then a submission is published and the function decides)."""
+    without a database or when it cannot be read (then a submission is published and the function decides).
+    (An array's ids alike: those of them taken.)"""
     from zen.cli.kit import database_configured
 
     if not database_configured():

@@ -214,7 +214,7 @@ def cmd_submit(args) -> int:
     batches.await_dependencies(request.after or [], request.user_id, _read_job)
     if request.array is not None:
         return batches.submit_array(request, job_id, cluster, regions, sender, args.wait, _publish,
-                                    lambda name: submitted.known_job(name, _read_job)[0])
+                                    lambda ids: submitted.known_job(ids, _taken_ids)[0] or [])
     following = None
     if args.wait:  # opened (and read once) before publishing: a submission it cannot follow is not sent
         from zen.cli.follow import Following
@@ -248,6 +248,18 @@ def cmd_submit(args) -> int:
     if following is not None:
         return following.follow(job_id, message_id, request_hash)
     return 0
+
+
+def _taken_ids(ids: list[str]) -> list[str]:
+    """Those of ``ids`` a job or an array holds, in one read (an array's up to max_array_tasks task ids)."""
+    db = database()
+    try:
+        with db.transaction() as session:
+            rows = session.sql("SELECT job_id AS id FROM jobs WHERE job_id = ANY(CAST(:ids AS text[])) UNION "
+                               "SELECT array_id FROM jobs WHERE array_id = ANY(CAST(:ids AS text[]))", ids=ids)
+        return [row["id"] for row in rows]
+    finally:
+        db.close()
 
 
 def _read_job(job_id: str):
