@@ -236,6 +236,26 @@ def test_behind_iap_the_viewer_is_the_verified_assertions_email_and_anything_els
         assert code == 403 and "Traceback" not in html, html
 
 
+def test_iap_keys_out_of_reach_are_not_taken_for_an_unreadable_database(config, db):
+    """The 503 said "the database cannot be read now; the page tries again": it was never read, and a whole
+    page has no script that tries again."""
+    from zen.adapters.iap import HEADER, IapAssertions
+    from zen.console.viewers import iap_identity
+    from zen.core.errors import TransientError
+
+    def unreachable(url):
+        raise TransientError(f"cannot fetch the certificates that verify identity tokens from {url}: timed out")
+
+    key, _ = iap_key_pair()
+    assertions = IapAssertions("/projects/1/global/backendServices/2", fetch=unreachable)
+    answer = create_app(config, db, iap_identity(assertions.email)).test_client().get(
+        "/jobs", headers={HEADER: iap_assertion(key, "k1")})
+    html = answer.get_data(as_text=True)
+    assert answer.status_code == 503 and "database" not in html, html
+    assert "your identity cannot be verified now (cannot fetch the certificates" in html
+    assert "reload the page in a moment" in html
+
+
 def test_the_listing_query_never_returns_a_job_the_viewer_may_not_see(setup, clock):
     """The keyset and the viewer's scope are in the query (``recent_jobs``), not filtered after it."""
     from zen.store import repository

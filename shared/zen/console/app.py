@@ -71,6 +71,9 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
         except Rejected as exc:  # NoIdentity: none was given (401); else a forged, expired or foreign one (403)
             g.identity_error = str(exc)
             abort(401 if isinstance(exc, NoIdentity) else 403)
+        except TransientError as exc:  # IAP's keys out of reach: the identity cannot be checked now (not the database)
+            g.unavailable = f"your identity cannot be verified now ({exc})"
+            raise
         g.viewer = viewer_of(config, principal, source)
 
     @app.context_processor
@@ -216,8 +219,9 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
     @app.errorhandler(TransientError)
     def unavailable(exc: TransientError):
         log.warning("console read failed", extra={"error": str(exc)})
-        return render_template("error.html", code=503, title="Unavailable", detail="the database cannot be read "
-                               "now; the page tries again"), 503
+        again = "the page tries again" if request.args.get("fragment") == "1" else "reload the page in a moment"
+        detail = getattr(g, "unavailable", None) or "the database cannot be read now"
+        return render_template("error.html", code=503, title="Unavailable", detail=f"{detail}; {again}"), 503
 
     @app.errorhandler(Exception)
     def failed(exc: Exception):
