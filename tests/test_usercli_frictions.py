@@ -148,6 +148,9 @@ def test_a_stop_zen_would_refuse_its_sender_is_not_sent(zen_cli, publisher, func
     assert [json.loads(m.data)["job_id"] for m in publisher.on("zen-job-stop")] == ["job-a"]
     garbage = zen_cli("submit", "--cluster", "1xl4", "--", "echo", "hi", ZEN_ID_TOKEN="garbage")  # was "submitted
     assert garbage.returncode == 2 and "ZEN_ID_TOKEN is not an ID token" in one_line(garbage)  # ... as  (ZEN_ID_TOKEN)"
+    mailless = issuer.user_token(email="", audience="zen:whatever", now=time.time(), email_verified=None)  # no format=full
+    refused = zen_cli("submit", "--cluster", "1xl4", "--", "echo", "hi", ZEN_ID_TOKEN=mailless)  # the same
+    assert refused.returncode == 2 and "ZEN_ID_TOKEN names no e-mail" in one_line(refused)
     assert publisher.on("zen-job-submitted") == []
 
 

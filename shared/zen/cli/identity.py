@@ -53,7 +53,11 @@ def _given(token: str) -> Identity:
     except ValueError as exc:
         raise CliError(f"ZEN_ID_TOKEN is not an ID token ({exc}): set it to one, e.g. from `gcloud auth "
                        "print-identity-token`, or unset it (docs/how-to/submit-from-code.md)", 2) from None
-    return Identity(token, str(claims.get("email") or ""), "ZEN_ID_TOKEN")
+    if not claims.get("email"):  # the function refuses it: "names no verified e-mail"
+        raise CliError("ZEN_ID_TOKEN names no e-mail (a service account's token fetched without its e-mail): fetch "
+                       "it with the e-mail (the metadata server's format=full, "
+                       "`gcloud auth print-identity-token --include-email`; docs/how-to/submit-from-code.md)", 2)
+    return Identity(token, str(claims["email"]), "ZEN_ID_TOKEN")
 
 
 def from_local_stack(endpoint: str, who: str, config: ZenConfig) -> Identity:
