@@ -337,3 +337,29 @@ def test_compression_divides_a_csv_jobs_checkpoint_interval_as_it_does_its_run(t
     assert (job.duration_s, job.checkpoint_every_s) == (3600, 60)
     result = Simulation(scenario, [job], make_policy("single-region"), horizon_s=8000).run()
     assert result.preemptions == 1 and result.rework_gpu_seconds == 0
+
+
+# A capacity for a zone GCE has but the default zones lack -----------------------------------------------
+OTHER_ZONES = """
+clusters:
+  - {name: c8, gpu_count: 8, machine_type: a2-highgpu-8g, regions: [us-east1, us-central1],
+     max_vms_per_region: 4, max_vms: 8}
+capacity:
+  default: 0
+  schedule:
+    - {zone: us-east1-d, at_s: 0, capacity: 3}
+    - {zone: europe-west4-a, at_s: 0, capacity: 3}
+jobs:
+  kind: synthetic
+  count: 3
+  arrivals: {kind: burst, at_s: 60}
+  duration: {dist: lognormal, median_s: 600, sigma: 0.1}
+"""
+
+
+def test_capacity_of_a_zone_beyond_a_b_c_is_a_zone_of_its_region_and_an_unused_one_is_noted(tmp_path, capsys):
+    """us-east1 has zones b, c and d; with no zones: given, its MIG ran in -a, -b, -c only, and the trace of
+    us-east1-d was read and never used: every job never started, without a word."""
+    rc, policies, err = _cli(tmp_path, capsys, OTHER_ZONES, "--policies", "zen")
+    assert rc == 0 and policies["zen"]["never_started"] == 0, policies
+    assert "note: capacity given for europe-west4-a, where no cluster's MIG runs" in err

@@ -157,6 +157,10 @@ class CapacitySchedule:
             raise ValueError(f"capacity for {zone}/{machine_type or '*'} is already defined")
         self._series[key] = series
 
+    def zones(self) -> set[str]:
+        """The zones some series gives the capacity of."""
+        return {zone for zone, _ in self._series}
+
     def add_steps(
         self, zone: str, machine_type: str | None, steps: Iterable[tuple[float, int]]
     ) -> None:

@@ -87,6 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     for entry in skipped:
         print(f"note: {entry}: skipped", file=sys.stderr)
+    if unused := scenario.unused_zones():
+        print(f"note: capacity given for {', '.join(unused)}, where no cluster's MIG runs (its region is no "
+              "cluster's, or zones: lists others for it): not used", file=sys.stderr)
     seed = scenario.spec.seed if args.seed is None else args.seed  # what the run drew with
     if args.json:
         print(json.dumps(json_report(results)))

@@ -268,6 +268,12 @@ class Scenario:
     def resolve(self, path: str) -> Path:
         return resolve_path(path, self.base_dir)
 
+    def unused_zones(self) -> list[str]:
+        """Zones the capacity names that no cluster's MIGs run in (its region not a cluster's, or not among the
+        zones the scenario lists for it): their capacity changes nothing."""
+        used = {zone for cluster in self.clusters for zones in cluster.zones.values() for zone in zones}
+        return sorted(self.capacity.zones() - used)
+
 
 def resolve_path(path: str, base_dir: Path) -> Path:
     expanded = os.path.expanduser(path.replace("${traces}", str(traces_dir())))
@@ -323,13 +329,19 @@ def parse_scenario(text: str, source: str = "scenario", base_dir: Path | None = 
             limits=ClusterLimits(c.name, tuple(c.regions), c.max_vms_per_region, c.max_vms, c.min_vms),
             machine_type=c.machine_type,
             gpu_count=c.gpu_count,
-            zones={r: tuple(spec.zones.get(r) or (f"{r}-a", f"{r}-b", f"{r}-c")) for r in c.regions},
+            zones={r: tuple(spec.zones.get(r) or default_zones(r, capacity.zones())) for r in c.regions},
             max_start_wait_s=c.max_start_wait_s if "max_start_wait_s" in c.model_fields_set else None,
             **_pricing(spec, c),
         )
         for c in spec.clusters
     ]
     return Scenario(name or Path(source).stem, spec, clusters, capacity, base_dir)
+
+
+def default_zones(region: str, named: set[str]) -> list[str]:
+    """A region's zones where the scenario lists none: ``<region>-a``, ``-b``, ``-c`` and every zone of it the
+    capacity names (a trace of us-east1-d, a zone GCE has, was read and never used: the MIG had no such zone)."""
+    return sorted({f"{region}-a", f"{region}-b", f"{region}-c"} | {z for z in named if z.startswith(region + "-")})
 
 
 def _pricing(spec: ScenarioSpec, cluster: ClusterSpec) -> dict[str, Any]:
