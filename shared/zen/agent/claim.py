@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable, Literal, Mapping
 from pydantic import ValidationError
 
 from zen.adapters.message_key import SEALED_KEY_ATTRIBUTE
+from zen.agent import fence
 from zen.agent.backoff import DRAINING, ClaimBackoff
 from zen.agent.leases import Leases
 from zen.agent.limits import DailyPulls
@@ -26,7 +27,7 @@ from zen.core.models import AgentStatus, ControlAction
 if TYPE_CHECKING:
     from zen.agent.transport import Transport
 
-Answer = Literal["confirm", "release", "stop", "timeout", "shutdown"]
+Answer = Literal["confirm", "release", "stop", "timeout", "shutdown", "fenced"]
 
 
 def about_the_attempt(exc: ValidationError) -> bool:
@@ -54,7 +55,8 @@ class Claimer:
         self._log = log
 
     def claim(self, delivery: StartDelivery, attempt: AttemptReport, wait_s: float | None = None) -> Answer:
-        """CLAIMED, then wait for the answer. Returns confirm | release | stop | timeout | shutdown.
+        """CLAIMED, then wait for the answer. Returns confirm | release | stop | timeout | shutdown | fenced
+        (confirmed after the lease it gave ran out: reported PREEMPTED, not run).
         ``wait_s``: a gang's node waits that long at least (its CONFIRM comes once the last node claims)."""
         fields = {"job_id": attempt.job_id, "attempt": attempt.attempt}
         # Lease it for our own deadline now, whatever the subscription's ack deadline is.
@@ -97,12 +99,21 @@ class Claimer:
                         self._transport.learn_mac_key(sealed)
                     self._backoff.confirmed()
                     attempt.gang = order.gang  # a gang's node: its rank and peers (zen.core.gang)
-                    if attempt.accepted_at is None:  # Zen heard a CLAIMED whose publish seemed to fail: the lease
-                        # starts when the one answered was sent (else the first), not when the answer came
+                    # The lease starts when the CLAIMED answered was sent, not when the answer came, nor at a
+                    # later try Pub/Sub took (Zen may have heard it after it took the attempt for lost: an agent
+                    # that hung while the answer waited ran it beside the rerun); no answer named: the first.
+                    if late in sent or attempt.accepted_at is None:
                         attempt.accepted_at = sent[late] if late in sent else sent[first_seq]
+                    self._leases.ack(delivery)
+                    if (left := fence.fence_left(attempt, self._settings, self._clock())) <= 0:
+                        self._log.warning("claim confirmed after its lease ran out: not run", extra={
+                            **fields, "late_s": -left})
+                        self._reporter.job(attempt, AgentStatus.PREEMPTED, budget_s=FINAL_BUDGET_S, message=(
+                            f"zen: VM {self._vm} read the answer to its claim {-left:.0f} s after its lease ran out "
+                            "(it hung or was starved): not run, Zen may have run it elsewhere"))
+                        return "fenced"
                     self._log.info("claim confirmed", extra={**fields, **(
                         {"rank": order.gang.rank, "nodes": order.gang.nodes} if order.gang else {})})
-                    self._leases.ack(delivery)
                     return "confirm"
                 self._leases.ack(delivery)
                 self._log.info("claim refused; start message dropped",
