@@ -41,6 +41,18 @@ def test_a_queues_preemption_stops_every_node_and_the_gang_goes_back_once_all_an
     assert last.controls == []  # both answered: no STOP again
 
 
+def test_a_node_killed_at_its_limit_as_the_queue_preempts_the_gang_fails_it_not_reruns_it():
+    """As one VM's: the rerun would run into the same max_runtime_s."""
+    job = a_job()
+    decision = gang.decide_preempt(job, "queue prod needs its quota", T0)
+    stopping = job.model_copy(update={**decision.fields, "status": JobStatus.STOPPING})
+    first = gang.decide_heartbeat(stopping, Heartbeat.model_validate(heartbeat(
+        "g", "FAILED", 5, vm="vm-1", exit_code=143, over_limit="max_runtime_s")), T0, GangConfig())
+    last = gang.decide_heartbeat(stopping.model_copy(update=first.fields), Heartbeat.model_validate(
+        heartbeat("g", "STOPPED", 5, vm="vm-2")), T0, GangConfig())
+    assert [c.to for c in last.changes] == [JobStatus.FAILED] and "node 0 (vm-1) failed" in last.changes[0].reason
+
+
 def test_a_node_that_gives_its_part_back_leaves_the_gang_and_the_ranks_after_it_move_up():
     job = a_job(JobStatus.QUEUED, nodes=3, gang_vms=("vm-1", "vm-2"), widen_at=T0 + timedelta(seconds=600))
     later = T0 + timedelta(seconds=30)

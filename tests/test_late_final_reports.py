@@ -236,12 +236,13 @@ def test_a_late_failure_that_its_retries_would_retry_lets_the_queued_rerun_go_as
 
 @pytest.mark.queues([{"name": "research", "quota": {CLUSTER: 4}, "users": ["alice", "bob"],
                       "preemption": "lower-priority"}])
-@pytest.mark.parametrize("outcome", ["SUCCEEDED", "FAILED"])
+@pytest.mark.parametrize("outcome", ["SUCCEEDED", "FAILED", "max_runtime_s"])
 def test_a_success_reported_after_a_preemptions_stop_went_unanswered_ends_the_job(queued_zen, clock, outcome):
     """low exits 0 on vm-a; before its SUCCEEDED gets through, urgent's queue takes low back (STOPPING), the
     stop goes unanswered past stop_timeout_s and the sweep sends low back to PENDING as attempt 2. The report
     was dropped as stale and the job that had succeeded ran again once quota freed. A failure (maybe the
-    stop's own SIGTERM) is rerun, as the preemption would have."""
+    stop's own SIGTERM) is rerun, as the preemption would have; a kill at the job's max_runtime_s ends it
+    FAILED, as it would have without the preemption (it was rerun, into the same limit)."""
     zen, functions = queued_zen
     functions.submit(job_request("low", priority=0))
     functions.heartbeat(heartbeat("low", "CLAIMED", 1, vm="vm-a"))
@@ -253,10 +254,15 @@ def test_a_success_reported_after_a_preemptions_stop_went_unanswered_ends_the_jo
     functions.tick()
     assert (job(zen, "low").status.value, job(zen, "low").attempt) == ("PENDING", 2)
 
-    functions.heartbeat(final("low", outcome, 0 if outcome == "SUCCEEDED" else 143))
+    limit = {"over_limit": outcome} if outcome == "max_runtime_s" else {}
+    functions.heartbeat(final("low", "SUCCEEDED" if outcome == "SUCCEEDED" else "FAILED",
+                              0 if outcome == "SUCCEEDED" else 143, **limit))
     record = job(zen, "low")
     if outcome == "FAILED":
         assert (record.status.value, record.attempt) == ("PENDING", 2)
+        return
+    if limit:
+        assert (record.status.value, record.attempt, record.exit_code) == ("FAILED", 1, 143)
         return
     assert (record.status.value, record.attempt, record.exit_code) == ("SUCCEEDED", 1, 0)
     assert history(zen, "low")[-1][3] == ("attempt 1's final report (SUCCEEDED, exit code 0) arrived after its queue "

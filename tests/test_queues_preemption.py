@@ -133,6 +133,18 @@ def test_a_failure_reported_as_its_queue_preempts_the_job_is_that_preemption(que
     assert statuses(zen, "b1") == ["QUEUED"]
 
 
+@pytest.mark.parametrize("limit", ["max_runtime_s", "disk"])
+@pytest.mark.queues(RECLAIM)
+def test_a_job_killed_at_its_limit_as_its_queue_preempts_it_is_failed_not_rerun(queued_zen, clock, limit):
+    """Its agent killed it at its limit a moment before its queue's STOP came: taken for the preemption's
+    failure, it went back PENDING to run into the same limit again, another whole max_runtime_s paid."""
+    zen, functions = queued_zen
+    borrow_all_and_reclaim(functions, clock)  # a3 (on vm-3) is stopped: its queue takes its quota back
+    assert statuses(zen, "a3") == ["STOPPING"]
+    functions.heartbeat(heartbeat("a3", "FAILED", 5, vm="vm-3", exit_code=143, over_limit=limit))
+    assert statuses(zen, "a3") == ["FAILED"] and attempt_of(zen, "a3")[0] == 1
+
+
 def test_a_head_within_its_nominal_quota_goes_before_one_that_would_borrow():
     """The pure order: a lower-priority job within its queue's nominal quota is admitted before a
     higher-priority one of another queue that would borrow."""

@@ -36,7 +36,7 @@ from zen.core.lease import Deadlines, silent_for
 from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.reports import gave_up
-from zen.core.retries import next_retry
+from zen.core.retries import next_retry, rerun_as_taken_back
 from zen.core.stops import users_reason
 
 _RESET = dict(gang=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
@@ -230,10 +230,10 @@ def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode
             if all(n.status == AgentStatus.SUCCEEDED.value for n in nodes):  # done before the stop came: as one VM
                 _end(decision, job, JobStatus.SUCCEEDED, f"every node succeeded (exit code 0 x {len(nodes)}) as the "
                      "stop came", 0, now)
-            elif job.preempted_by:
+            elif job.preempted_by and rerun_as_taken_back(False, next((n.over_limit for n in nodes if n.over_limit), None)):
                 now_job = job.model_copy(update={"gang": nodes})  # the nodes that answered get no STOP
                 _merge(decision, _for_gang(now_job, lifecycle.back_to_pending(job, f"preempted: {job.preempted_by}")))
-            elif losing_node(job):  # the others have stopped: the attempt is over
+            elif losing_node(job) or job.preempted_by:  # the others have stopped (or one was killed at a limit)
                 _merge(decision, _settle(job, nodes, node, now))
             else:
                 decision.changes.append(Change(JobStatus.CANCELLED, "every node stopped"))

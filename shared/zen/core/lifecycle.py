@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from zen.core.lease import Deadlines, silent_for
-from zen.core.retries import budget_spent, next_retry
+from zen.core.retries import budget_spent, next_retry, rerun_as_taken_back
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.reports import gave_up, refused_floor
 from zen.core.stops import PREEMPTED, users_reason
@@ -236,8 +236,8 @@ def _advance(decision: Decision, current: JobStatus, job: Job, hb: Heartbeat, no
             decision.changes.append(Change(JobStatus.RUNNING, f"running on {hb.vm}"))
             decision.fields["started_at"] = sent_at
         return
-    if current is JobStatus.STOPPING and job.preempted_by and status is not AgentStatus.SUCCEEDED:
-        # Its queue took it back: a failure (maybe the stop's own) is rerun as the preemption would (as a gang's)
+    if current is JobStatus.STOPPING and job.preempted_by and rerun_as_taken_back(status is AgentStatus.SUCCEEDED,
+                                                                                hb.over_limit):  # as a gang's
         pending = back_to_pending(job, f"preempted: {job.preempted_by}")
         decision.changes.extend(pending.changes)
         decision.fields.update(pending.fields)

@@ -94,3 +94,10 @@ def next_retry(request: dict[str, Any], retries: int, attempt: int, failure: Fai
     reason = (f"attempt {attempt} failed with exit code {exit_code}: retry {count} of {most}"
               + (f" after {wait} s" if wait else ""))
     return Retry(reason, f"retry {count} of {most} after exit code {exit_code}, due {due:%H:%M:%S}", due, count)
+
+
+def rerun_as_taken_back(succeeded: bool, over_limit: str | None) -> bool:
+    """Whether the final report of an attempt its queue is taking back is rerun as the preemption would be
+    (a failure, maybe the stop's own): not a success, nor a kill at one of the job's limits, which is FAILED
+    as it would have been without the preemption (its rerun would run into the same limit)."""
+    return not succeeded and over_limit is None

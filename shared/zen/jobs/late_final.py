@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, Heartbeat, Job, JobStatus
-from zen.core.retries import next_retry
+from zen.core.retries import next_retry, rerun_as_taken_back
 
 if TYPE_CHECKING:
     from zen.jobs.store import UsageRows
@@ -38,7 +38,7 @@ def late_final(rows: UsageRows, job: Job, hb: Heartbeat, now: datetime) -> Decis
     lost = rows.lost_attempt(job.job_id, hb.attempt)
     if lost is None or not lost["by_sweep"] or lost["later_held"] or lost["vm"] != hb.vm:
         return None
-    if lost["outcome"] == "PREEMPTED" and hb.status is not AgentStatus.SUCCEEDED:
+    if lost["outcome"] == "PREEMPTED" and rerun_as_taken_back(hb.status is AgentStatus.SUCCEEDED, hb.over_limit):
         return None  # its queue took it back: a failure (maybe the stop's own) is rerun as the preemption would
     if waiting and hb.status is AgentStatus.FAILED and (
             retry := next_retry(job.request, job.retries, hb.attempt, hb, now)) is not None:
