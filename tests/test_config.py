@@ -51,14 +51,14 @@ def test_zen_config_env_points_at_a_file(tmp_path, monkeypatch):
     ('clusters:\n  - {name: a, gpu_type: t, gpu_count: "2", regions: [r], max_vms_per_region: 1, max_vms: 1}',
      "clusters.0.gpu_count: a number, not '2'"),
     ("pricing: {usd_per_vm_hour: {m1: .inf}}", "pricing.usd_per_vm_hour.m1: Input should be a finite number"),
-    ("pricing: {usd_per_vm_hour: {m1: yes}}", "pricing.usd_per_vm_hour.m1: a number, not True"),
+    ("pricing: {usd_per_vm_hour: {m1: yes}}", "pricing.usd_per_vm_hour.m1: a number, not 'yes'"),
     # every section's numbers too: yes was a 1 s heartbeat timeout, "600" 600, .inf a hedge at any price
-    ("deadlines: {heartbeat_timeout_s: yes}", "deadlines.heartbeat_timeout_s: a number, not True"),
+    ("deadlines: {heartbeat_timeout_s: yes}", "deadlines.heartbeat_timeout_s: a number, not 'yes'"),
     ("scaling: {cost_slack_s: true}", "scaling.cost_slack_s: a number, not True"),
     ('scaling: {cost_slack_s: "600"}', "scaling.cost_slack_s: a number, not '600'"),
     ("scaling: {hedge_price_ratio: .inf}", "scaling.hedge_price_ratio: a finite number, not inf"),
-    ("gangs: {assemble_s: yes}", "gangs.assemble_s: a number, not True"),
-    ("limits: {max_runtime_s: yes}", "limits.max_runtime_s: a number, not True"),
+    ("gangs: {assemble_s: yes}", "gangs.assemble_s: a number, not 'yes'"),
+    ("limits: {max_runtime_s: yes}", "limits.max_runtime_s: a number, not 'yes'"),
     ("queueing: {usage_half_life_s: .nan}", "queueing.usage_half_life_s: a finite number, not nan"),
     ("pricing: {usd_per_vm_hour: {m1: 0}}", "pricing.usd_per_vm_hour.m1: Input should be greater than 0"),
     # PyYAML keeps the last of two equal keys: one block of overrides was dropped without a word

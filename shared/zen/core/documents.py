@@ -9,6 +9,7 @@ the key (and, for YAML, its line and where it sits)."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Sequence
 
 import yaml
@@ -55,10 +56,23 @@ def duplicate_keys(node: yaml.Node | None, path: tuple[Any, ...] = (), walked: s
     return found
 
 
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2's booleans: ``true`` and ``false`` alone. YAML 1.1's ``on``, ``off``,
+    ``yes`` and ``no`` are strings, so a notification target's documented ``on: [FAILED]`` key is read as
+    written (it was the boolean True: "notify.0.1: Keys should be strings"); a boolean field still takes
+    them (pydantic reads "yes" and "on" as true)."""
+
+
+_BOOL = "tag:yaml.org,2002:bool"
+_Loader.yaml_implicit_resolvers = {first: [(tag, rule) for tag, rule in rules if tag != _BOOL]
+                                   for first, rules in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+
+
 def load_yaml(text: str) -> Any:
-    """``yaml.safe_load`` that raises :class:`DuplicateKey` (a ``ValueError``) for a key given twice;
-    ``yaml.YAMLError`` as before for text that is not YAML."""
-    loader = yaml.SafeLoader(text)
+    """``yaml.safe_load`` (with YAML 1.2's booleans: ``_Loader``) that raises :class:`DuplicateKey` (a
+    ``ValueError``) for a key given twice; ``yaml.YAMLError`` as before for text that is not YAML."""
+    loader = _Loader(text)
     try:
         node = loader.get_single_node()
         twice = duplicate_keys(node)
