@@ -36,6 +36,7 @@ def test_the_documented_job_file_with_notify_on_is_read_as_written(tmp_path):
     data = _read_job_file(str(path))  # what `zen submit train.yaml` reads
     request = JobRequest.model_validate({"job_id": "train-42", **data})  # refused: notify.0.1: Keys should be strings
     assert request.notify[0].on == ["FAILED", "PREEMPTED"]
+    assert "user_id" not in data  # zen submit refuses one that is not the sender's: it is taken from the sender
 
 
 def test_zen_submit_of_the_documented_job_file_does_not_say_keys_should_be_strings(tmp_path, monkeypatch, capsys):
