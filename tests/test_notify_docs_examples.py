@@ -34,7 +34,8 @@ def test_the_documented_job_file_with_notify_on_is_read_as_written(tmp_path):
     path = tmp_path / "train.yaml"
     path.write_text(_job_file_example())
     data = _read_job_file(str(path))  # what `zen submit train.yaml` reads
-    request = JobRequest.model_validate({"job_id": "train-42", **data})  # refused: notify.0.1: Keys should be strings
+    # was refused: "notify.0.1: Keys should be strings"
+    request = JobRequest.model_validate({"job_id": "train-42", "user_id": "alice", **data})
     assert request.notify[0].on == ["FAILED", "PREEMPTED"]
     assert "user_id" not in data  # zen submit refuses one that is not the sender's: it is taken from the sender
 
