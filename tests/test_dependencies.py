@@ -174,3 +174,25 @@ def test_a_diamond_with_afterany_starts_its_last_step_once(zen_and_fn):
     with zen.db.transaction() as session:
         starts = [r for r in session.run("job_history", job_id="c") if r["to_status"] == "QUEUED"]
     assert len(starts) == 1
+
+
+def test_zen_submit_refuses_a_job_whose_dependency_ended_so_it_could_never_start(zen_and_fn, db_url, monkeypatch,
+                                                                                  capsys):
+    """It read the dependency (to wait for it to be stored) but not its end: "submitted eval", exit 0, and the
+    function refused the job. afterany still goes."""
+    from zen.cli.main import main
+
+    zen, fn = zen_and_fn
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    fn.submit(job_request("prep"))
+    for beat in agent_run("prep", final="FAILED", exit_code=3):
+        fn.heartbeat(beat)
+    fn.submit(job_request("sweep", array={"count": 2}))
+    for n in range(2):
+        for beat in agent_run(f"sweep-{n}", vm=f"vm-{n}", final="FAILED" if n else "SUCCEEDED", exit_code=n):
+            fn.heartbeat(beat)
+    for dep in ("prep", "sweep"):
+        assert main(["submit", "--user", "alice", "--after", dep, "--cluster", "4xa100-40gb", "--", "true"]) == 1
+        assert f"--after: dependency {dep} ended FAILED (after_condition ok" in capsys.readouterr().err
+    main(["submit", "--user", "alice", "--after", "prep", "--after-any", "--cluster", "4xa100-40gb", "--", "true"])
+    assert "could never start" not in capsys.readouterr().err

@@ -49,26 +49,34 @@ def submit_array(request: JobRequest, array_id: str, cluster: str, regions: list
     return 0
 
 
-def await_dependencies(names: list[str], user: str, read_job: Callable[[str], Any], wait_s: float = 15.0) -> None:
+def await_dependencies(names: list[str], user: str, read_job: Callable[[str], Any], wait_s: float = 15.0,
+                       condition: str = "ok") -> None:
     """Each job or array ``--after`` names, known to the database before publishing and one ``user`` may wait
     for: one submitted a moment ago may not be stored yet (Pub/Sub does not order messages), so wait for it
-    a little; ``CliError`` when it stays unknown or is another's (the function would refuse the job).
-    Without a readable database, the function decides."""
+    a little; ``CliError`` when it stays unknown or is another's, or has ended so that the job could never
+    start under ``condition`` (the function would refuse the job). Without a readable database, the function
+    decides."""
     import time
 
+    from zen.core.dependencies import verdict
     from zen.jobs.authorization import may_stop
 
     if not names or not database_configured():
         return
     deadline = time.monotonic() + wait_s
+    ends: dict[str, str | None] = {}
     for name in names:
         while True:
             try:
-                known = read_job(name) or next(iter(read_array(name)), None)
-                if known is not None:
-                    if refused := may_stop(load_config(), user, known):
+                job = read_job(name)
+                tasks = [job] if job is not None else read_array(name)
+                if tasks:
+                    if refused := may_stop(load_config(), user, tasks[0]):
                         raise CliError(f"--after {name}: {refused.replace('may not stop', 'may not wait for')}. "
                                        "Not published", 1)
+                    ended = [t.status.value for t in tasks if t.status.terminal]
+                    ends[name] = None if len(ended) < len(tasks) else next(
+                        (end for end in ended if end != "SUCCEEDED"), "SUCCEEDED")  # an array: every task's
                     break
             except (CliError, KeyboardInterrupt):
                 raise
@@ -78,6 +86,9 @@ def await_dependencies(names: list[str], user: str, read_job: Callable[[str], An
                 raise CliError(f"--after {name}: no job or array {name} is known (waited {wait_s:.0f} s for it to be "
                                "stored): submit it first. Not published", 1)
             time.sleep(0.5)
+    action, why = verdict(condition, ends)
+    if action == "cancel":
+        raise CliError(f"--after: {why}: this job could never start. Not published", 1)
 
 
 def read_array(array_id: str) -> list:

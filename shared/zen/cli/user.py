@@ -211,7 +211,7 @@ def cmd_submit(args) -> int:
                        "docs/explanations/security.md): give --image IMAGE, or image: in the job file", 1)
     if no_credentials is not None:
         raise no_credentials
-    batches.await_dependencies(request.after or [], request.user_id, _read_job)
+    batches.await_dependencies(request.after or [], request.user_id, _read_job, condition=request.after_condition or "ok")
     if request.array is not None:
         return batches.submit_array(request, job_id, cluster, regions, sender, args.wait, _publish,
                                     lambda ids: submitted.known_job(ids, _taken_ids)[0] or [])
