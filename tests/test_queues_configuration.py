@@ -171,3 +171,25 @@ def test_a_queue_named_where_none_is_configured_is_refused_not_dropped(config, d
     assert main(["submit", "--cluster", CLUSTER, "--queue", "team-a", "--", "true"]) == 1
     assert "Zen would refuse this job: queue 'team-a': this Zen has no queues" in capsys.readouterr().err
     assert not publisher.on("zen-job-submitted")
+
+
+def test_zen_submit_refuses_what_a_queues_rules_refuse_before_publishing(config, db_url, tmp_path, monkeypatch,
+                                                                          capsys):
+    """A priority above the queue's max_priority, or a queue its sender may not submit to, was published and
+    "submitted": the function refused it (zen.jobs.authorization.may_submit) and the job never existed."""
+    import json
+
+    import yaml
+
+    from zen.cli.main import main
+
+    queues = [{"name": "research", "quota": {CLUSTER: 8}, "users": ["alice"], "max_priority": 100},
+              {"name": "prod", "quota": {CLUSTER: 8}, "submitters": ["ci@proj.iam.gserviceaccount.com"]}]
+    path = tmp_path / "zen.yaml"
+    path.write_text(yaml.safe_dump({**json.loads(config.model_dump_json()), "queues": queues}))
+    monkeypatch.setenv("ZEN_CONFIG", str(path))
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    for args, said in ((["--priority", "500"], "priority 500 is above queue research's max_priority 100"),
+                       (["--queue", "prod"], "alice may not submit to queue prod")):
+        assert main(["submit", "--user", "alice", *args, "--cluster", CLUSTER, "--", "true"]) == 1
+        assert f"Zen would refuse this job: {said}" in capsys.readouterr().err

@@ -159,6 +159,7 @@ def check_request(request: JobRequest) -> tuple[str, list[str]]:
     cluster and regions it would use, or ``CliError`` with the reason it would refuse the job."""
     from zen.core.errors import Rejected
     from zen.core.events import decode_payload
+    from zen.jobs.authorization import may_submit
     from zen.jobs.placement import resolve_request
 
     config = load_config()
@@ -167,6 +168,8 @@ def check_request(request: JobRequest) -> tuple[str, list[str]]:
     try:
         checked = decode_payload(envelope, JobRequest, config.limits.max_message_bytes)
         resolved = resolve_request(config, checked)
+        if refused := may_submit(config, checked.user_id, resolved.queue, checked.priority):  # the queue's rules
+            raise Rejected(refused)
     except Rejected as rejection:
         raise CliError(f"Zen would refuse this job: {rejection.reason} ({_where_to_look(rejection.reason)})", 1) from None
     return resolved.cluster, resolved.regions
