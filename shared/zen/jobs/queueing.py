@@ -59,7 +59,7 @@ class QueueState:
 
 
 def order_admissions(state: list[QueueState], cohort_used: int, cohort_quota: int,
-                     blocked: Callable[[QueueState, Any, int], int] | None = None
+                     blocked: Callable[[QueueState, Any, int], int] | None = None, lender_held: bool = False
                      ) -> list[tuple[QueueState, Any, int]]:
     """The pure core of a pass (production and the simulator share it): admit heads while they fit,
     heads within their queue's nominal quota before heads that would borrow, then highest priority,
@@ -71,11 +71,12 @@ def order_admissions(state: list[QueueState], cohort_used: int, cohort_quota: in
     ever fits (and undo a reclaim). Likewise a head that will fit once the GPUs being freed are back
     (``QueueState.freeing``: jobs stopping, a preemption's victims) is what they are freed for: what it
     needs beyond them is kept for it out of the free GPUs, so no head after it takes that and leaves it
-    short again (a second victim stopped for the same head). Returns (queue, job, GPUs the queue holds
-    with it); updates each queue's ``used``."""
+    short again (a second victim stopped for the same head). ``lender_held``: a head within its queue's
+    nominal quota is held by another change at this moment (its stop, a late report), unread: nobody
+    borrows either. Returns (queue, job, GPUs the queue holds with it); updates each queue's ``used``."""
     admitted = []
     active = [q for q in state if q.waiting]
-    lent_back = False  # a head within its nominal quota waits for its lent quota
+    lent_back = lender_held  # a head within its nominal quota waits for its lent quota
     coming = sum(q.freeing for q in state)  # being freed, not yet kept for a head
     while active:
         best = min(active, key=lambda q: (q.borrows_for(q.waiting[0]), -q.waiting[0].priority, q.share,
@@ -224,7 +225,12 @@ class Queueing:
                 q.freeing += sum(v.gpus for v, _ in victims if v.queue == q.config.name)
             return freed
 
-        for admitting, job, gpus_held in order_admissions(state, cohort_used, cohort_quota, blocked):
+        # A line cut at its head by a lock (its stop being applied) reads empty: a head within that queue's
+        # nominal quota may be waiting there, and a borrower took what was its (the serial orders: it waits).
+        lender_held = any(q.used < q.nominal and not q.waiting and (head := tx.queue_head(
+            q.config.name, cluster, int(self._most_ever(q.config, cluster)))) is not None and
+            q.used + head[1] <= q.nominal for q in state) if any(q.waiting for q in state) else False
+        for admitting, job, gpus_held in order_admissions(state, cohort_used, cohort_quota, blocked, lender_held):
             result.admitted.append((job, admission_reason(admitting, gpus_held, cluster)))
         return result
 

@@ -627,16 +627,21 @@ FOR UPDATE OF jobs SKIP LOCKED;
 -- name: preemption_candidates
 -- Admitted jobs of these queues that a preemption may take back, the cheapest first (lowest priority,
 -- then the most recently admitted), the first :limit of each queue (a queue back at its quota supplies no
--- more: the first :limit of all of them could be one queue's); rows locked elsewhere are skipped.
-SELECT * FROM jobs
-WHERE job_id IN (SELECT cheapest.job_id FROM jsonb_array_elements_text(CAST(:queues AS jsonb)) AS member(name),
-                 LATERAL (SELECT job_id FROM jobs
-                          WHERE queue = member.name AND cluster = :cluster AND status IN ('QUEUED', 'ASSIGNED', 'RUNNING')
-                            AND preempted_by IS NULL
-                          ORDER BY priority, queued_at DESC, job_id DESC LIMIT :limit) AS cheapest)
-  AND status IN ('QUEUED', 'ASSIGNED', 'RUNNING') AND preempted_by IS NULL
-ORDER BY priority, queued_at DESC, job_id DESC
-FOR UPDATE SKIP LOCKED;
+-- more: the first :limit of all of them could be one queue's); rows locked elsewhere are skipped. ahead:
+-- the row's place read without locks, so the caller takes only those with none skipped before them (a
+-- cheapest job held by its own end or stop was passed over, and a dearer one stopped in its place).
+WITH ranked AS (
+    SELECT job_id, row_number() OVER (ORDER BY priority, queued_at DESC, job_id DESC) - 1 AS ahead
+    FROM jobs
+    WHERE job_id IN (SELECT cheapest.job_id FROM jsonb_array_elements_text(CAST(:queues AS jsonb)) AS member(name),
+                     LATERAL (SELECT job_id FROM jobs
+                              WHERE queue = member.name AND cluster = :cluster
+                                AND status IN ('QUEUED', 'ASSIGNED', 'RUNNING') AND preempted_by IS NULL
+                              ORDER BY priority, queued_at DESC, job_id DESC LIMIT :limit) AS cheapest))
+SELECT jobs.*, ranked.ahead FROM jobs JOIN ranked ON ranked.job_id = jobs.job_id
+WHERE jobs.status IN ('QUEUED', 'ASSIGNED', 'RUNNING') AND jobs.preempted_by IS NULL
+ORDER BY ranked.ahead
+FOR UPDATE OF jobs SKIP LOCKED;
 
 -- name: waiting_queues
 -- (queue, cluster) pairs with waiting jobs: the tick's admission passes.

@@ -40,9 +40,9 @@ def admitted(session: Session, queues: list[str], cluster: str) -> list[dict[str
 
 def preemption_candidates(session: Session, queues: list[str], cluster: str, limit: int) -> list[Job]:
     """Admitted jobs of ``queues`` a preemption may take back, cheapest first (the first ``limit`` of each
-    queue), locked."""
-    return [job_from_row(r) for r in session.run("preemption_candidates", queues=json.dumps(queues),
-                                                 cluster=cluster, limit=limit)]
+    queue), locked, up to the first one locked elsewhere (its end or its stop being applied): the pass takes
+    the cheapest or none, never a dearer one in the place of one held a moment."""
+    return _unjumped(session.run("preemption_candidates", queues=json.dumps(queues), cluster=cluster, limit=limit))
 
 
 def pending(session: Session, queue: str, cluster: str, limit: int, most: int) -> list[Job]:
@@ -50,7 +50,11 @@ def pending(session: Session, queue: str, cluster: str, limit: int, most: int) -
     the first one locked elsewhere (a stop being applied, a late report of a preempted attempt): the
     queue waits for the next pass rather than let a job behind it jump it (only the head was checked:
     a job locked elsewhere further down was overtaken by the ones behind it)."""
-    rows = session.run("pending_of_queue", queue=queue, cluster=cluster, limit=limit, most=most)
+    return _unjumped(session.run("pending_of_queue", queue=queue, cluster=cluster, limit=limit, most=most))
+
+
+def _unjumped(rows: list[dict[str, Any]]) -> list[Job]:
+    """The rows (each with ``ahead``, its place read without locks) before the first one locked elsewhere."""
     jobs = []
     for n, row in enumerate(rows):
         if row["ahead"] != n:  # a job before this one is held elsewhere
