@@ -315,9 +315,12 @@ class ClusterOrchestrator:
             return coverage is not None and coverage.covers(self._clock(), COVERAGE_TRUST_S, regions)
 
     def racing(self, cluster: str) -> bool:
-        """Does a VM of ``cluster`` that became usable call for a pass now (``zen.scaling.coverage.racing``)? Cheap."""
+        """Does a VM of ``cluster`` that became usable call for a pass now (``zen.scaling.coverage.racing``)? This
+        instance's last pass, else the memory every instance's passes store (one read): boots another function
+        asked for (listed booting, or not yet), whose losers otherwise ran on, billed, until the next tick."""
         with self._coverage_lock:
-            return racing(self._coverage.get(cluster))
+            known = self._coverage.get(cluster)
+        return racing(known) or any(m.booting or m.sized > len(m.known) for m in self._fleet.memory(cluster).values())
 
     def manager(self, cluster: str) -> ClusterManager:
         # One per cluster, even when an instance's first passes come at once; the MIG factory is called
