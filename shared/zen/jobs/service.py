@@ -61,7 +61,7 @@ class Outcome:
     cluster: str | None = None  # a created job's, or a VM heartbeat's whose VM became usable: a pass follows
     regions: tuple[str, ...] | None = None  # a created job's pools (its regions x models: the cheap coverage check)
     admitted: bool = True  # False: created PENDING (its queue's quota is full): no demand to scale for
-    nodes: int = 1  # a created job's VMs: a gang (> 1) always gets a pass (a spare VM covers one node)
+    nodes: int = 1  # a created job's VMs (a gang's nodes, an array's tasks let go): > 1 always gets a pass
 
 
 class JobService:
@@ -141,8 +141,9 @@ class JobService:
                                                  self._kept_stop)
             if refused is not None:
                 return self.reject(envelope, source, refused, job_id, "job.rejected", principal=sender)
-            return Outcome("created", job_id, cluster=tasks[0].cluster, regions=self.pools_of(tasks[0]),
-                           admitted=any(t.hold is None for t in tasks)) if tasks else Outcome("duplicate", job_id)
+            return Outcome("created", job_id, cluster=tasks[0].cluster, regions=self.pools_of(tasks[0]), admitted=any(
+                t.hold is None for t in tasks), nodes=sum(t.hold is None for t in tasks)) if tasks else Outcome(
+                "duplicate", job_id)
         if (self._queues is None and len(resolved.shapes) == 1 and pending.hold is None
                 and self._submit_queued(pending, actor, now, submitted)):
             return self._created(pending)  # its messages went to the relay with its statement's
