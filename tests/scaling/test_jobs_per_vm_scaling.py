@@ -48,6 +48,11 @@ def test_jobs_that_fit_a_busy_vms_room_leave_the_demand_and_the_rest_stays_group
     assert absorb([row(1, 4)], loads, [Vm("half", "us-central1", VmPhase.DELETING, NOW)], 8, 2) == (
         DemandGroup(("us-central1",), 1, NOW, 0),)
     assert absorb([row(2, 1)], {"one": (1, 1)}, [busy("one")], 8, 2) == (DemandGroup(("us-central1",), 1, NOW, 0),)
+    # An idle VM is the planner's for one job: that one stays in the demand, the room beside it takes the rest.
+    idle = [Vm("idle", "us-central1", VmPhase.IDLE, NOW)]
+    assert absorb([row(3, 2)], {}, idle, 4, 2) == (DemandGroup(("us-central1",), 2, NOW, 0),)
+    assert absorb([row(1, 2)], {}, idle, 4, 2) == (DemandGroup(("us-central1",), 1, NOW, 0),)
+    assert absorb([row(2, 4)], {}, idle, 4, 2) == (DemandGroup(("us-central1",), 2, NOW, 0),)  # no room beside
 
 
 class SharingFleet(FakeFleet):

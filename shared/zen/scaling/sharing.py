@@ -13,33 +13,40 @@ from zen.scaling.model import DemandGroup, Vm, VmPhase, fold_demand
 
 def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, int]], vms: Iterable[Vm],
            vm_gpus: int, max_jobs: int, ends: Callable[[Vm, float | None], bool] | None = None) -> tuple[DemandGroup, ...]:
-    """The demand left once busy VMs with room took the queued jobs that fit them.
+    """The demand left once VMs with room (busy ones, and idle ones beside their first job) took the queued jobs that fit.
 
     ``queued``: rows of ``priority, regions, gpus, jobs, oldest`` and optionally ``max_wait_s``, ``checkpoints``
     and ``longest`` (queued jobs by the GPUs each holds; ``regions``: their pools); ``loads``: VM name -> (jobs,
-    GPUs) it holds; ``vms``: the snapshot's VMs (only BUSY ones offer room: a VM going away takes nothing);
+    GPUs) it holds; ``vms``: the snapshot's VMs (BUSY and IDLE ones offer room: a VM going away takes nothing);
     ``ends(vm, longest)``: the VM's run ends before the row's longest job would (a flex-start VM's: its claim
-    would be refused: ``zen.scaling.flexrun.ending``), so its room is none for that row."""
-    room: dict[str, list[tuple[Vm, list[int]]]] = {}  # region -> (busy VM, [free slots, free GPUs])
+    would be refused: ``zen.scaling.flexrun.ending``), so its room is none for that row. An idle VM is the
+    planner's supply for one job already (``ZenPlanner.match``): the first job to reach it is left in the demand
+    for that, and only the room beside it absorbs (an array of two on an idle VM of two slots booted a VM for
+    the second, which then went idle, billed)."""
+    room: dict[str, list[tuple[Vm, list[int]]]] = {}  # region -> (VM, [free slots, free GPUs, 1: one job left to match])
     for vm in vms:
-        if vm.phase is VmPhase.BUSY and vm.name in loads:
-            jobs, gpus = loads[vm.name]
+        if vm.phase in (VmPhase.BUSY, VmPhase.IDLE) and (vm.phase is VmPhase.IDLE or vm.name in loads):
+            jobs, gpus = loads.get(vm.name, (0, 0))
             if jobs < max_jobs and gpus < vm_gpus:
-                room.setdefault(vm.region, []).append((vm, [max_jobs - jobs, vm_gpus - gpus]))
+                room.setdefault(vm.region, []).append(
+                    (vm, [max_jobs - jobs, vm_gpus - gpus, int(vm.phase is VmPhase.IDLE)]))
     left = []
     for row in sorted(queued, key=lambda r: (-r["priority"], r["oldest"])):
-        count, need = row["jobs"], row["gpus"] or vm_gpus
+        count, need, matched = row["jobs"], row["gpus"] or vm_gpus, 0
         longest = None if row.get("longest") is None else float(row["longest"])
         for region in row["regions"]:
             for vm, free in room.get(region, ()):
-                if ends is not None and ends(vm, longest):
+                if count <= 0 or ends is not None and ends(vm, longest):
                     continue
-                take = min(count, free[0], free[1] // need)
+                if free[2]:  # an idle VM: one of this row's jobs is the one the planner matches it to (kept)
+                    free[:] = [free[0] - 1, free[1] - need, 0]
+                    count, matched = count - 1, matched + 1
+                take = min(count, free[0], max(free[1], 0) // need)
                 if take > 0:
                     free[0] -= take
                     free[1] -= take * need
                     count -= take
-        if count:
+        if count + matched:
             key = (row["priority"], tuple(row["regions"]), row.get("max_wait_s"), row.get("checkpoint_every_s"), 1, 0)
-            left.append((key, count, row["oldest"], longest))
+            left.append((key, count + matched, row["oldest"], longest))
     return fold_demand(left)
