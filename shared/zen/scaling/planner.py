@@ -252,9 +252,9 @@ class _Planning:
                          f"out (cluster limit of {self.s.cluster.max_vms} VMs)", vm=vm.name)
 
     def _hold_reason(self, group: DemandGroup, counts: dict[str, int], total: int) -> str:
-        known = [r for r in group.regions if r in counts]
-        blocked = [r for r in known if self._blocked(r)]
-        if blocked and len(blocked) == len(known):
+        if not (known := [r for r in group.regions if r in counts]):  # its configuration dropped them since
+            return f"none of its pools ({', '.join(group.regions)}) is the cluster's any more (the configuration changed)"
+        if (blocked := [r for r in known if self._blocked(r)]) and len(blocked) == len(known):
             return probes.silent_held(self.memory) or (f"every allowed region is stocked out ({', '.join(blocked)}); "
                                                         "probes are waiting for capacity")
         if total + sum(self.plan.add.values()) >= self.s.cluster.max_vms:
