@@ -1,22 +1,21 @@
-"""A job's checkpoint on the VM (its ``checkpoint:``, ``zen.core.checkpoints``): ``ZEN_CHECKPOINT_DIR``
-restored from Cloud Storage before the attempt runs, saved every ``every`` seconds in a thread of its own
-(never in the heartbeat's way), and once more when the attempt ends (after a preemption's notice too:
-the job was told, by ``ZEN_PREEMPTION_NOTICE`` and SIGTERM, and had its stop grace to write it).
+"""A job's checkpoint on the VM (its ``checkpoint:``, ``zen.core.checkpoints``): ``ZEN_CHECKPOINT_DIR`` restored from
+Cloud Storage before the attempt runs, saved every ``every`` seconds in a thread of its own (never in the heartbeat's
+way), and once more when the attempt ends (after a preemption's notice too: the job was told, by
+``ZEN_PREEMPTION_NOTICE`` and SIGTERM, and had its stop grace to write it).
 
-Layout under the job's prefix (``gs://<bucket>/<prefix>/<cluster>/<job_id>/``): each save uploads its files
-under ``attempt-<n>/save-<k>/``, then writes ``LATEST.json``, the manifest naming that save and its files.
-One object's write is atomic, so a save cut short (the VM gone, the notice's time up, a file changed while
-it was read) never replaces the checkpoint before it: the manifest still names the older save, whose files
-are deleted only once a newer manifest is written. The manifest is written only over the one this attempt
-last read or wrote (``ifGenerationMatch``): when another attempt wrote one since, an earlier attempt's save
-(a lost attempt's, still running until its fence falls) is dropped, a later one's written over it; so
-a rerun never finds an older attempt's checkpoint over a newer one's. Restoring reads the manifest, then its
-files, then writes the manifest again as this attempt's (over the one it read): from then on an earlier
-attempt's save is dropped, and one that landed meanwhile (its files replacing those being read) is restored
-instead. No listing, so the agents' accounts need object rights on their cluster's prefix alone (terraform/iam.tf).
-Once the attempt has ended (``close``) no save writes the manifest: a save cut or still waiting then is dropped,
-so what the final report says (saved, or the previous one kept) stays true while Zen runs the job again.
-Limits and what happens past them: docs/how-to/checkpoints.md
+Layout under the job's prefix (``gs://<bucket>/<prefix>/<cluster>/<job_id>/``): each save uploads its files under
+``attempt-<n>/save-<k>/``, then writes ``LATEST.json``, the manifest naming that save and its files. One object's
+write is atomic, so a save cut short (the VM gone, the notice's time up, a file changed while it was read) never
+replaces the checkpoint before it: the manifest still names the older save, whose files are deleted only once a newer
+manifest is written. The manifest is written only over the one this attempt last read or wrote
+(``ifGenerationMatch``): when another attempt wrote one since, an earlier attempt's save (a lost attempt's, still
+running until its fence falls) is dropped, a later one's written over it; so a rerun never finds an older attempt's
+checkpoint over a newer one's. Restoring reads the manifest, then its files, then writes the manifest again as this
+attempt's (over the one it read): from then on an earlier attempt's save is dropped, and one that landed meanwhile
+(its files replacing those being read) is restored instead. No listing, so the agents' accounts need object rights on
+their cluster's prefix alone (terraform/iam.tf). Once the attempt has ended (``close``) no save writes the manifest: a
+save cut or still waiting then is dropped, so what the final report says (saved, or the previous one kept) stays true
+while Zen runs the job again. Limits and what happens past them: docs/how-to/checkpoints.md
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from typing import Any, Callable
 
 from zen.agent import checkpoint_files
 from zen.agent.checkpoint_files import Files
-from zen.agent.staging import Cancelled, Progress, TransferError, Unavailable, not_the_jobs, reason
+from zen.agent.staging import Cancelled, Progress, TransferError, Unavailable, disk_fault_of, not_the_jobs, reason
 from zen.core.checkpoints import StartCheckpoint
 from zen.core.gcs import split_uri
 from zen.core.text import human_bytes
@@ -58,6 +57,7 @@ class Checkpoint:
         if node is not None:
             spec = spec.model_copy(update={"uri": f"{spec.uri}node-{node}/"})
         self.spec = spec
+        self.disk_fault: str | None = None  # why a restore failed by this VM's disk: retires it, as stagings do
         self.directory = root / "checkpoint"
         self.notice_path = root / "notice" / NOTICE
         self.attempt = attempt
@@ -90,6 +90,7 @@ class Checkpoint:
             self.directory.chmod(0o777)
             self.notice_path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
+            self.disk_fault = disk_fault_of(exc, f"cannot prepare {self.directory}")
             raise Unavailable(f"cannot prepare {self.directory}: {exc}") from None
 
     def notice(self) -> None:
@@ -135,12 +136,12 @@ class Checkpoint:
         except (KeyError, TypeError, ValueError) as exc:
             raise TransferError(f"checkpoint {self.spec.uri}{MANIFEST} cannot be read: {exc!r}") from None
         except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
+            self.disk_fault = disk_fault_of(exc, f"checkpoint {self.spec.uri}")  # one VM disk failing every restore
             kind = Unavailable if not_the_jobs(exc) else TransferError
             raise kind(f"checkpoint {self.spec.uri}: {reason(exc)}") from None
 
     def _download(self, manifest: dict[str, Any], progress: Progress, cancel: threading.Event) -> str | None:
-        """The manifest's files into the folder; the first one not found (a newer save replaced them, or they
-        expired), else None."""
+        """The manifest's files into the folder; the first one not found (a newer save replaced them, or expired)."""
         from google.api_core.exceptions import NotFound
 
         bucket = self._bucket()
@@ -331,10 +332,9 @@ class Checkpoint:
         raise TransferError("the manifest kept changing while it was written")
 
     def _named(self, generation: str) -> bool:
-        """Whether the latest manifest names ``generation`` (unreadable: taken to, so its files are kept).
-        A dropped save's manifest may have landed with its answer lost, and a later attempt may have
-        restored it and made it its own (``_take_over``): deleting its files then would lose the job's
-        checkpoint."""
+        """Whether the latest manifest names ``generation`` (unreadable: taken to, so its files are kept). A dropped
+        save's manifest may have landed with its answer lost, and a later attempt may have restored it and made it
+        its own (``_take_over``): deleting its files then would lose the job's checkpoint."""
         try:
             found = self._bucket().get_blob(self._prefix + MANIFEST)
             latest = json.loads(found.download_as_bytes()) if found is not None else {}

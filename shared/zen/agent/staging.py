@@ -45,7 +45,12 @@ class Unavailable(TransferError):
 
 
 _JOBS_ERRNOS = {errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.EILSEQ, errno.EINVAL}
-_DISK_ERRNOS = {errno.EIO, errno.EROFS, errno.ENOSPC, errno.EDQUOT}  # this VM's disk: failing, read-only or full
+DISK_ERRNOS = {errno.EIO, errno.EROFS, errno.ENOSPC, errno.EDQUOT}  # this VM's disk: failing, read-only or full
+
+
+def disk_fault_of(exc: BaseException, what: str) -> str | None:
+    """Why ``what`` failed by this VM's disk, if ``exc`` says so (``AttemptData.disk_fault``, a checkpoint's)."""
+    return f"{what}: {exc}" if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS else None
 
 
 def _not_the_jobs(exc: BaseException) -> bool:
@@ -229,8 +234,7 @@ class AttemptData:
                     raise type(exc)(f"input {spec.uri}: {exc}") from None
                 except Exception as exc:  # noqa: BLE001 - the client's errors are many kinds
                     kind = Unavailable if _not_the_jobs(exc) else TransferError
-                    if isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS:
-                        self.disk_fault = f"input {spec.uri}: {exc}"
+                    self.disk_fault = disk_fault_of(exc, f"input {spec.uri}") or self.disk_fault
                     raise kind(f"input {spec.uri}: {_reason(exc)}") from None
         finally:
             self.staged.ended = time.monotonic()
