@@ -110,7 +110,7 @@ class AttemptRunner:
             cut = self._transfer(attempt, data, f"staging {staged}", data.staged, stage, limit_s=limit,
                                  unavailable=f"zen: VM {self._identity.vm} could not stage the job's {staged} (requeued)",
                                  over=f"zen: staging exceeded max_runtime_s={limit}", verdict=lambda: self._disk.verdict(key) if self._disk else None)
-            if cut is None or (fault := data.disk_fault or (checkpoint and checkpoint.disk_fault)) is not None:
+            if cut is None or (fault := data.disk_fault or (checkpoint.disk_fault if checkpoint else None)) is not None:
                 self._pulls.staged(None if cut is None else fault)  # a worn disk retires the VM (zen.agent.limits)
             if cut is not None:  # the job never ran: nothing to upload
                 self._end(attempt, output, None, *cut, data=data)
