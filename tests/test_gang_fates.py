@@ -90,7 +90,7 @@ def test_a_lost_nodes_gang_whose_other_node_still_says_it_runs_is_not_rerun_besi
 def test_a_node_that_gave_its_part_back_is_noticed_once_another_node_runs(functions, zen, clock, config):
     """vm-1 gave its part back a moment before vm-2's claim completed the gang; vm-2 was confirmed and its
     RUNNING came before vm-1's VM heartbeat naming the part. The gang must be retried unspent, not left to
-    run one node short until the sweep spends its only attempt."""
+    run one node short until the sweep spends its only attempt; once vm-2 has stopped (never beside it)."""
     from tests.test_given_back_claims import T, vm_beat
 
     functions.submit(job_request("g", nodes=2, max_attempts=1))
@@ -99,6 +99,8 @@ def test_a_node_that_gave_its_part_back_is_noticed_once_another_node_runs(functi
     functions.heartbeat(heartbeat("g", "CLAIMED", T + 1, vm="vm-2", ip="10.0.0.2"))
     functions.heartbeat(heartbeat("g", "RUNNING", T + 2, vm="vm-2"))
     functions.heartbeat(vm_beat("vm-1", T + 620_000, ("g", 1)))
+    assert (job(zen, "g").status.value, job(zen, "g").attempt) == ("STOPPING", 1)
+    functions.heartbeat(heartbeat("g", "STOPPED", T + 3, vm="vm-2"))
     record = job(zen, "g")
     assert (record.status.value, record.attempt, record.max_attempts) == ("QUEUED", 2, 2)
 

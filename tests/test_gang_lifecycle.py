@@ -555,8 +555,8 @@ def test_a_gang_completed_after_a_node_gave_its_part_back_is_retried_not_run_sho
                                                                                    config):
     """The first node's agent gives up its claim (its wait over) a moment before the last node claims and
     before the tick would release the gang: the gang completes, the last node is confirmed, and then the
-    first node's VM heartbeat says it gave its part back. The confirmed node is stopped and the gang
-    retried as attempt 2, its budget not spent."""
+    first node's VM heartbeat says it gave its part back. The confirmed node is stopped and, once it answered
+    (never beside it), the gang retried as attempt 2, its budget not spent."""
     from tests.test_given_back_claims import T, vm_beat
 
     functions.submit(job_request("g", nodes=2, max_attempts=1))
@@ -565,12 +565,14 @@ def test_a_gang_completed_after_a_node_gave_its_part_back_is_retried_not_run_sho
     functions.heartbeat(heartbeat("g", "CLAIMED", T + 1, vm="vm-2", ip="10.0.0.2"))
     assert job(zen, "g").status.value == "ASSIGNED"
     functions.heartbeat(vm_beat("vm-1", T + 620_000, ("g", 1)))
-    record = job(zen, "g")
-    assert (record.status.value, record.attempt, record.max_attempts, record.gang, record.vm) == (
-        "QUEUED", 2, 2, None, None)
+    assert job(zen, "g").status.value == "STOPPING"
     assert actions(publisher, "vm-2")[-1] == "STOP" and "STOP" not in actions(publisher, "vm-1")
     functions.heartbeat(heartbeat("g", "RUNNING", T + 2, vm="vm-2"))  # its command began before the STOP: told again
     assert actions(publisher, "vm-2")[-1] == "STOP"
+    functions.heartbeat(heartbeat("g", "STOPPED", T + 3, vm="vm-2"))
+    record = job(zen, "g")
+    assert (record.status.value, record.attempt, record.max_attempts, record.gang, record.vm) == (
+        "QUEUED", 2, 2, None, None)
 
 
 def test_a_stop_of_an_array_of_gangs_stops_every_node_and_releases_every_part(functions, zen, publisher):

@@ -29,9 +29,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from zen.core import lifecycle
+from zen.core.gang_assembly import RESET as _RESET, assembly_expired as assembly_expired, keep_deadline as keep_deadline
+from zen.core.gang_assembly import order as _order
 from zen.core.gang_records import GangConfig, GangNode, GangPlace, master_port, node_wait_s as node_wait_s
 from zen.core.gang_records import ROOM_AFTER_CLAIM_S as ROOM_AFTER_CLAIM_S, avoid_region as avoid_region, word_after
-from zen.core.gang_records import ENDED as ENDED, SILENT, most_silent, room_seen_after as room_seen_after
+from zen.core.gang_records import ENDED as ENDED, GAVE_BACK, SILENT, most_silent, room_seen_after as room_seen_after
 from zen.core.lease import Deadlines, silent_for
 from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
@@ -39,7 +41,6 @@ from zen.core.reports import gave_up
 from zen.core.retries import next_retry, rerun_as_taken_back
 from zen.core.stops import users_reason
 
-_RESET = dict(gang=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
 _RUN = (JobStatus.ASSIGNED, JobStatus.RUNNING)
 
 
@@ -50,10 +51,6 @@ def is_gang(job: Job) -> bool:
 def place(job: Job, nodes: list[GangNode], rank: int, config: GangConfig) -> GangPlace:
     return GangPlace(rank=rank, nodes=len(nodes), ips=[node.ip or node.vm for node in nodes],
                      port=master_port(config, job.job_id, job.attempt))
-
-
-def _order(job: Job, vm: str, action: ControlAction, reason: str, **extra: Any) -> ControlMessage:
-    return ControlMessage(vm=vm, job_id=job.job_id, attempt=job.attempt, action=action, reason=reason, **extra)
 
 
 def _confirm(job: Job, nodes: list[GangNode], node: GangNode, config: GangConfig) -> ControlMessage:
@@ -109,52 +106,6 @@ def _claim(job: Job, hb: Heartbeat, now: datetime, config: GangConfig) -> Decisi
                     controls=[_confirm(job, nodes, n, config) for n in nodes])
 
 
-def assembly_expired(job: Job, now: datetime, config: GangConfig, blocked: frozenset[str] = frozenset(),
-                     unsettled: frozenset[str] = frozenset(), room: int | None = None) -> Decision | None:
-    """The tick: a gang still QUEUED past its assembly deadline gives back the VMs that claimed a part and
-    is retried as attempt + 1 (not spent: nothing ran), its starts published afresh. None: in time.
-
-    Sooner when a stockout blocks the region it assembles in (``blocked``, as the planner's memory says: the
-    planner asks a blocked region for no VM), but only while another of its regions is settled (not in
-    ``unsettled``: blocked now, or a stockout found there within ``assemble_s`` and no VM booted since);
-    else it would only move to a region as likely to fail it, while VMs freed here may still complete it.
-    Sooner too when its region cannot hold the rest of it (``room``: ``RegionMemory.gang_room`` at the
-    planner's last pass, idle and booting VMs plus the room under the limits; None: unknown, or that pass
-    was before the gang's last claim, ``zen.jobs.sweeps``) and it may go to another region: VMs busy with
-    other jobs, freed one by one, would claim parts there while the rest waits. (With no other region, its
-    released VMs would claim it again at once.) The new attempt's start goes to the job's other regions
-    first, the settled ones if any (``avoid_region``): the VMs given back, idle where the gang could not
-    finish, would claim it again at once and wait out another deadline."""
-    if job.status is not JobStatus.QUEUED or not job.gang or job.widen_at is None:
-        return None
-    vms, region = [node.vm for node in job.gang], job.gang[0].region
-    others = [r for r in job.regions if r != region]
-    settled = [r for r in others if r not in unsettled]
-    in_time, need = job.widen_at > now, job.nodes - len(vms)
-    short = room is not None and room < need and bool(others)  # none other: its VMs would claim it again
-    if in_time and not short and (region not in blocked or not settled):
-        return None
-    why = (f"gang not complete within {config.assemble_s} s" if not in_time else
-           f"{region} has room for {room} more of the {need} VM(s) the gang needs (its limits)" if short else
-           f"{region} is stocked out")
-    reason = (f"{why}: {len(vms)} of {job.nodes} nodes claimed ({', '.join(vms)}); they are released, and the "
-              f"gang retried as attempt {job.attempt + 1}")
-    fields = dict(_RESET, attempt=job.attempt + 1, max_attempts=job.max_attempts + 1)
-    if others:
-        fields.update(avoid_region(settled or others, now, config))
-        reason += f", its start sent to {', '.join(settled or others)} first (for {config.assemble_s} s)"
-    return Decision(fields=fields, controls=[_order(job, vm, ControlAction.RELEASE, reason) for vm in vms],
-                    note=reason, publish_start=True)
-
-
-def keep_deadline(job: Job, refused: Decision | None) -> Decision | None:
-    """A refused claim (``zen.jobs.claims``) of an assembling gang keeps its assembly deadline: a refusal
-    repeated would set ``widen_at`` to now, which for a gang means the deadline passed."""
-    if refused is not None and job.gang:
-        refused.fields.pop("widen_at", None)
-    return refused
-
-
 def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime,
                       why: str = "dropped its claim") -> Decision | None:
     """A VM gave back its part of an assembling gang unanswered (``lifecycle.decide_given_back``): it
@@ -162,8 +113,9 @@ def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime,
     notes when: ``GangNode.left_at``), and a start goes out for its place.
 
     A gang completed after that node gave up (its claim's last try, a moment before the claim that
-    completed it) cannot run whole: the others, confirmed (even RUNNING), are stopped and the gang is retried
-    as attempt + 1, not spent (the node never ran; its agent ignores an answer to a claim it gave up)."""
+    completed it) cannot run whole: the others, confirmed (even RUNNING), are stopped first (STOPPING, as for a
+    node lost: a next attempt never runs beside them) and the gang is then retried as attempt + 1, not spent
+    (the node never ran; its agent ignores an answer to a claim it gave up)."""
     if not is_gang(job):
         return lifecycle.decide_given_back(job, vm, attempt, seq, now)
     nodes = job.gang or []
@@ -171,10 +123,11 @@ def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime,
     if attempt != job.attempt or mine is None or seq <= mine.seq:
         return None
     if job.status in (JobStatus.ASSIGNED, JobStatus.RUNNING) and mine.status == AgentStatus.CLAIMED.value:  # unspent
-        unspent = job.model_copy(update={"max_attempts": job.max_attempts + 1})
-        decision = lifecycle.lose_attempt(unspent, f"{vm} dropped its claim to a part before the gang completed")
-        decision.fields["max_attempts"] = unspent.max_attempts
-        return _for_gang(job, decision, skip=vm)
+        if others := [n for n in nodes if n.vm != vm and n.status not in ENDED]:  # confirmed: they may run already
+            marked = [n.model_copy(update={"status": GAVE_BACK, "seq": seq}) if n.vm == vm else n for n in nodes]
+            return _stop_first(job, others, f"{vm} dropped its claim to a part before the gang completed: the other "
+                               "nodes are stopped before it is retried", f"{vm} gave its part back", now, gang=marked)
+        return _given_back(job, vm)
     if job.status is not JobStatus.QUEUED:
         return None
     left = [node.model_copy(update={"rank": rank, "left_at": now}) for rank, node in enumerate(n for n in nodes if n.vm != vm)]
@@ -279,6 +232,8 @@ def losing_node(job: Job) -> bool:
 def _settle(job: Job, nodes: list[GangNode], fallback: GangNode, now: datetime) -> Decision:
     """A gang that lost or failed a node, its others stopped (or past their fence): a node the cloud took or a
     silent one loses the attempt (a failure beside it was likely the lost peer's), else the first failure ends it."""
+    if (back := next((n for n in nodes if n.status == GAVE_BACK), None)) is not None:
+        return _given_back(job.model_copy(update={"gang": nodes}), back.vm)
     if (gone := next((n for n in nodes if n.status == AgentStatus.PREEMPTED.value), None)) is not None:
         return _node_preempted(job, nodes, gone, now)
     if (quiet := next((n for n in nodes if n.status == SILENT), None)) is not None:  # spent, as one silent VM's
@@ -287,6 +242,14 @@ def _settle(job: Job, nodes: list[GangNode], fallback: GangNode, now: datetime) 
         return _for_gang(job.model_copy(update={"gang": nodes, "vm": quiet.vm}), lost, skip=quiet.vm)
     failed = min((n for n in nodes if n.status == AgentStatus.FAILED.value), key=lambda n: n.beat_at, default=None)
     return _node_preempted(job, nodes, fallback, now) if failed is None else _failed(job, nodes, failed, now)
+
+
+def _given_back(job: Job, vm: str) -> Decision:
+    """Retried unspent: ``vm`` gave its part back as the gang completed, and no other node runs it now."""
+    unspent = job.model_copy(update={"max_attempts": job.max_attempts + 1})
+    decision = lifecycle.lose_attempt(unspent, f"{vm} dropped its claim to a part before the gang completed")
+    decision.fields["max_attempts"] = unspent.max_attempts
+    return _for_gang(job, decision, skip=vm)
 
 
 def _failed(job: Job, nodes: list[GangNode], failed: GangNode, now: datetime) -> Decision:

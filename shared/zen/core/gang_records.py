@@ -14,10 +14,12 @@ from zen.core.cluster_config import Strict
 from zen.core.reports import AgentStatus
 
 # A node's final reports: it no longer runs its part (its VM may take other work); or SILENT, Zen's word for
-# a node silent past the deadline while its gang stops the others (``zen.core.gang.decide_silence``).
+# a node silent past the deadline while its gang stops the others (``zen.core.gang.decide_silence``); or
+# GAVE_BACK, a node that gave its part back as the gang completed, while the others are stopped.
 SILENT = "SILENT"
+GAVE_BACK = "GAVE_BACK"
 ENDED = frozenset({AgentStatus.SUCCEEDED.value, AgentStatus.FAILED.value, AgentStatus.STOPPED.value,
-                   AgentStatus.PREEMPTED.value, SILENT})
+                   AgentStatus.PREEMPTED.value, SILENT, GAVE_BACK})
 
 
 class GangConfig(Strict):

@@ -1,0 +1,65 @@
+"""A gang's assembly (``zen.core.gang``'s first part, pure): the tick's verdict on a gang not complete in time
+(``assembly_expired``), a refused claim that keeps the assembly deadline (``keep_deadline``), and what both share
+with the rest of the gang's decisions: an order to one node (``order``), the fields a new attempt starts from
+(``RESET``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from zen.core.gang_records import GangConfig, avoid_region
+from zen.core.lifecycle import Decision
+from zen.core.models import ControlAction, ControlMessage, Job, JobStatus
+
+RESET = dict(gang=None, start_regions=None, widen_at=None, start_vms=None)  # a new attempt assembles afresh
+
+
+def order(job: Job, vm: str, action: ControlAction, reason: str, **extra: Any) -> ControlMessage:
+    return ControlMessage(vm=vm, job_id=job.job_id, attempt=job.attempt, action=action, reason=reason, **extra)
+
+
+def assembly_expired(job: Job, now: datetime, config: GangConfig, blocked: frozenset[str] = frozenset(),
+                     unsettled: frozenset[str] = frozenset(), room: int | None = None) -> Decision | None:
+    """The tick: a gang still QUEUED past its assembly deadline gives back the VMs that claimed a part and
+    is retried as attempt + 1 (not spent: nothing ran), its starts published afresh. None: in time.
+
+    Sooner when a stockout blocks the region it assembles in (``blocked``, as the planner's memory says: the
+    planner asks a blocked region for no VM), but only while another of its regions is settled (not in
+    ``unsettled``: blocked now, or a stockout found there within ``assemble_s`` and no VM booted since);
+    else it would only move to a region as likely to fail it, while VMs freed here may still complete it.
+    Sooner too when its region cannot hold the rest of it (``room``: ``RegionMemory.gang_room`` at the
+    planner's last pass, idle and booting VMs plus the room under the limits; None: unknown, or that pass
+    was before the gang's last claim, ``zen.jobs.sweeps``) and it may go to another region: VMs busy with
+    other jobs, freed one by one, would claim parts there while the rest waits. (With no other region, its
+    released VMs would claim it again at once.) The new attempt's start goes to the job's other regions
+    first, the settled ones if any (``avoid_region``): the VMs given back, idle where the gang could not
+    finish, would claim it again at once and wait out another deadline."""
+    if job.status is not JobStatus.QUEUED or not job.gang or job.widen_at is None:
+        return None
+    vms, region = [node.vm for node in job.gang], job.gang[0].region
+    others = [r for r in job.regions if r != region]
+    settled = [r for r in others if r not in unsettled]
+    in_time, need = job.widen_at > now, job.nodes - len(vms)
+    short = room is not None and room < need and bool(others)  # none other: its VMs would claim it again
+    if in_time and not short and (region not in blocked or not settled):
+        return None
+    why = (f"gang not complete within {config.assemble_s} s" if not in_time else
+           f"{region} has room for {room} more of the {need} VM(s) the gang needs (its limits)" if short else
+           f"{region} is stocked out")
+    reason = (f"{why}: {len(vms)} of {job.nodes} nodes claimed ({', '.join(vms)}); they are released, and the "
+              f"gang retried as attempt {job.attempt + 1}")
+    fields = dict(RESET, attempt=job.attempt + 1, max_attempts=job.max_attempts + 1)
+    if others:
+        fields.update(avoid_region(settled or others, now, config))
+        reason += f", its start sent to {', '.join(settled or others)} first (for {config.assemble_s} s)"
+    return Decision(fields=fields, controls=[order(job, vm, ControlAction.RELEASE, reason) for vm in vms],
+                    note=reason, publish_start=True)
+
+
+def keep_deadline(job: Job, refused: Decision | None) -> Decision | None:
+    """A refused claim (``zen.jobs.claims``) of an assembling gang keeps its assembly deadline: a refusal
+    repeated would set ``widen_at`` to now, which for a gang means the deadline passed."""
+    if refused is not None and job.gang:
+        refused.fields.pop("widen_at", None)
+    return refused
