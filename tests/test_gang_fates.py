@@ -235,3 +235,29 @@ def test_a_node_that_ended_does_not_change_the_running_gangs_fate_by_a_later_wor
     assert "STOP" not in [c["action"] for c in controls(publisher, "vm-1")]
     functions.heartbeat(heartbeat("g", "SUCCEEDED", 4, vm="vm-1", exit_code=0))
     assert job(zen, "g").status.value == "SUCCEEDED"
+
+
+def test_a_silent_nodes_late_exit_does_not_turn_the_lost_attempt_into_a_preemption_of_its_peer(functions, zen, clock):
+    """vm-2 went silent; its own exit 0 came once the others were told to stop, replacing SILENT: the attempt
+    was recorded as lost because vm-1, which obeyed the STOP, "was preempted" (no attempt spent)."""
+    from zen.store import repository
+
+    functions.submit(job_request("g", nodes=2, max_attempts=3))
+    for vm in ("vm-1", "vm-2"):
+        functions.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, ip=f"10.0.0.{vm[-1]}"))
+        functions.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm))
+    for seq in range(3, 7):  # vm-2 goes silent; vm-1 keeps reporting
+        clock.advance(40)
+        functions.heartbeat(heartbeat("g", "RUNNING", seq, vm="vm-1"))
+        functions.tick()
+    record = job(zen, "g")
+    assert record.status.value == "STOPPING" and [n.status for n in record.gang] == ["RUNNING", "SILENT"]
+    functions.heartbeat(heartbeat("g", "SUCCEEDED", 9, vm="vm-2", exit_code=0))  # vm-2's own word, late
+    functions.heartbeat(heartbeat("g", "STOPPED", 10, vm="vm-1", exit_code=-15))  # vm-1 obeyed the STOP
+    record = job(zen, "g")
+    with zen.db.transaction() as session:
+        reasons = [r["reason"] for r in repository.job_history(session, "g") if r["attempt"] == 1]
+    assert record.attempt == 2
+    # vm-1 was never preempted: it stopped because Zen told it to
+    assert not any("vm-1 was preempted" in reason for reason in reasons), reasons
+    assert record.preemptions == 0, "a silence counted as a cloud preemption"
