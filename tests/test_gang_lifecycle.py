@@ -584,3 +584,20 @@ def test_a_stop_of_an_array_of_gangs_stops_every_node_and_releases_every_part(fu
     functions.stop({"job_id": "arr", "reason": "enough"})
     assert job(zen, "arr-0").status.value == "STOPPING" and job(zen, "arr-1").status.value == "CANCELLED"
     assert [actions(publisher, vm)[-1] for vm in ("vm-1", "vm-2", "vm-3")] == ["STOP", "STOP", "RELEASE"]
+
+
+def test_the_stop_a_preempted_peer_sends_the_other_nodes_reads_as_a_preemption(functions, zen, publisher):
+    """It read "node 1 (vm-2) was preempted" (then "stop requested"): no ZEN_PREEMPTION_NOTICE on the other nodes,
+    and a job that checkpoints at the notice saved nothing for the rerun that comes."""
+    from zen.core.stops import preempts
+
+    assembled(functions, zen, publisher)
+    beat(functions, "vm-1", "RUNNING", 2)
+    beat(functions, "vm-2", "RUNNING", 2)
+    beat(functions, "vm-2", "PREEMPTED", 3)  # the cloud takes vm-2 back: the gang will run again
+    assert job(zen, "g").status.value == "STOPPING"
+    stop = [c for c in controls(publisher, "vm-1") if c["action"] == "STOP"][-1]
+    assert preempts(stop["reason"]), stop["reason"]  # "node 1 (vm-2) was preempted": no notice on vm-1
+    beat(functions, "vm-1", "RUNNING", 4)  # still running: told again
+    again = [c for c in controls(publisher, "vm-1") if c["action"] == "STOP"][-1]
+    assert preempts(again["reason"]), again["reason"]  # "stop requested"

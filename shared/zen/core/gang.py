@@ -39,7 +39,7 @@ from zen.core.lifecycle import Change, Decision
 from zen.core.models import AgentStatus, ControlAction, ControlMessage, Heartbeat, Job, JobStatus, StopRequest
 from zen.core.reports import gave_up
 from zen.core.retries import next_retry, rerun_as_taken_back
-from zen.core.stops import users_reason
+from zen.core.stops import PREEMPTED, users_reason
 
 _RUN = (JobStatus.ASSIGNED, JobStatus.RUNNING)
 
@@ -126,7 +126,8 @@ def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime,
         if others := [n for n in nodes if n.vm != vm and n.status not in ENDED]:  # confirmed: they may run already
             marked = [n.model_copy(update={"status": GAVE_BACK, "seq": seq}) if n.vm == vm else n for n in nodes]
             return _stop_first(job, others, f"{vm} dropped its claim to a part before the gang completed: the other "
-                               "nodes are stopped before it is retried", f"{vm} gave its part back", now, gang=marked)
+                               "nodes are stopped before it is retried", f"{PREEMPTED}{vm} gave its part back: the gang "
+                               "runs again", now, gang=marked)
         return _given_back(job, vm)
     if job.status is not JobStatus.QUEUED:
         return None
@@ -171,8 +172,10 @@ def _answer(job: Job, nodes: list[GangNode], node: GangNode, hb: Heartbeat, conf
     runs twice), STOP once it is stopping; a node running while the gang stops is told to stop again."""
     if hb.status is AgentStatus.CLAIMED and job.status in (JobStatus.ASSIGNED, JobStatus.RUNNING):
         return _confirm(job, nodes, node, config) if node.status == AgentStatus.CLAIMED.value else None
-    if job.status is JobStatus.STOPPING and hb.status in (AgentStatus.CLAIMED, AgentStatus.RUNNING):
-        return _order(job, node.vm, ControlAction.STOP, lifecycle.stopping_reason(job))
+    if job.status is JobStatus.STOPPING and hb.status in (AgentStatus.CLAIMED, AgentStatus.RUNNING):  # (a rerun: a notice)
+        lost = losing_node(job) and any(n.status in (AgentStatus.PREEMPTED.value, SILENT, GAVE_BACK) for n in nodes)
+        return _order(job, node.vm, ControlAction.STOP, f"{PREEMPTED}a node of the gang was lost: the gang runs again"
+                      if lost else lifecycle.stopping_reason(job))
     return None
 
 
@@ -211,7 +214,7 @@ def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode
     elif status is AgentStatus.PREEMPTED and (running := [n for n in nodes if n.status not in ENDED]):
         # The cloud took one node: the attempt is lost for all, but the others still run it.
         _merge(decision, _stop_first(job, running, f"{who} was preempted: the other nodes are stopped before the "
-                                     "gang is rerun", f"{who} was preempted", now))
+                                     "gang is rerun", f"{PREEMPTED}{who} was preempted: the gang runs again", now))
     elif status is AgentStatus.PREEMPTED:  # the last node running: lost for all, requeued as one
         _merge(decision, _node_preempted(job, nodes, node, now))
 
@@ -362,5 +365,6 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: d
     if (others := [n for n in job.gang if n.status not in ENDED and n.vm != silent.vm and max(n.beat_at, heard_since or n.beat_at) > heard]) and job.status in _RUN:
         why = decision.changes[0].reason  # the silent one told STOP too: it may be alive but cut off (charged to now, as one VM)
         silenced = [n.model_copy(update={"status": SILENT, "beat_at": now}) if n == silent else n for n in job.gang]
-        return _stop_first(job, [silent, *others], f"{why}: the other nodes are stopped before the rerun", why, now, gang=silenced)
+        return _stop_first(job, [silent, *others], f"{why}: the other nodes are stopped before the rerun", f"{PREEMPTED}{why}",
+                           now, gang=silenced)
     return _for_gang(job.model_copy(update={"vm": silent.vm}), decision)
