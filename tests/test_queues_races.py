@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+from contextlib import contextmanager
 
 import pytest
 
@@ -27,93 +28,73 @@ def _deliver(zen, handler, topic, payload, message_id):
     return handler(message_id, PUBSUB_EVENT_TYPE, data)
 
 
-@pytest.mark.queues(PREEMPTING)
-def test_a_final_report_in_flight_does_not_make_the_pass_preempt_a_dearer_job(queued_zen, clock):
-    zen, functions = queued_zen
+@contextmanager
+def in_flight(zen, hook: str, handler, topic: str, payload: dict, message_id: str, after: bool = False):
+    """``payload`` delivered to ``handler`` in a thread of its own, paused at the store's ``hook`` (before it; after
+    it with ``after``) with its transaction open: the body runs meanwhile, then it goes on and commits."""
+    mine: list[threading.Thread] = []
+    holding, go_on, errors = threading.Event(), threading.Event(), []
+
+    def pause(*_):
+        if threading.current_thread() in mine and not holding.is_set():
+            holding.set()
+            assert go_on.wait(30)
+
+    (zen.store.hooks.after if after else zen.store.hooks.before)(hook, pause)
+
+    def deliver():
+        try:
+            _deliver(zen, handler, topic, payload, message_id)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    mine.append(threading.Thread(target=deliver))
+    mine[0].start()
+    assert holding.wait(30)
+    try:
+        yield
+    finally:
+        go_on.set()
+        mine[0].join(30)
+    assert not errors, errors
+
+
+def _two_running(functions, clock):
     functions.submit(job_request("L1", priority=0))
     clock.advance(1)
     functions.submit(job_request("L2", priority=5))
     run_until_running(functions, "L1", "vm-1")
     run_until_running(functions, "L2", "vm-2")
-    assert statuses(zen, "L1", "L2") == ["RUNNING", "RUNNING"]
 
-    final_thread: list[threading.Thread] = []
-    holding, go_on = threading.Event(), threading.Event()
 
-    def pause_the_final(key):  # L1's final report: its row written, about to run its queue's pass
-        if threading.current_thread() in final_thread and not holding.is_set():
-            holding.set()
-            assert go_on.wait(30)
-
-    zen.store.hooks.before("queue_lock", pause_the_final)
-    final = agent_run("L1", vm="vm-1")[-1]  # SUCCEEDED
-    errors: list[BaseException] = []
-
-    def report():
-        try:
-            _deliver(zen, zen.on_heartbeat, zen.config.topics.heartbeats, final, "final-L1")
-        except BaseException as exc:  # noqa: BLE001
-            errors.append(exc)
-
-    t = threading.Thread(target=report)
-    final_thread.append(t)
-    t.start()
-    assert holding.wait(30)
+def _urgent(zen, clock):
     clock.advance(1)
-    # The urgent job arrives while L1's final report is in flight (L1's row held, its commit not yet made).
     _deliver(zen, zen.on_job_submitted, zen.config.topics.job_submitted, job_request("H", priority=9), "submit-H")
-    go_on.set()
-    t.join(30)
-    assert not errors, errors
 
-    assert statuses(zen, "L1", "H") == ["SUCCEEDED", "QUEUED"]
-    # L2 (priority 5) keeps running in either serial order of these two messages; it must not be preempted
-    # because the cheaper L1 was busy ending.
-    assert statuses(zen, "L2") == ["RUNNING"]
+
+@pytest.mark.queues(PREEMPTING)
+def test_a_final_report_in_flight_does_not_make_the_pass_preempt_a_dearer_job(queued_zen, clock):
+    """L1's final report holds its row (its commit not yet made) as the urgent job's pass looks for a victim: in
+    either serial order L2 (priority 5) runs on; it was preempted because the cheaper L1 was busy ending."""
+    zen, functions = queued_zen
+    _two_running(functions, clock)
+    final = agent_run("L1", vm="vm-1")[-1]  # SUCCEEDED: its row written, about to run its queue's pass
+    with in_flight(zen, "queue_lock", zen.on_heartbeat, zen.config.topics.heartbeats, final, "final-L1"):
+        _urgent(zen, clock)
+    assert statuses(zen, "L1", "H", "L2") == ["SUCCEEDED", "QUEUED", "RUNNING"]
 
 
 @pytest.mark.queues(PREEMPTING)
 def test_a_users_stop_in_flight_does_not_cost_a_second_victim(queued_zen, clock):
     """The same with a user's stop of the cheapest job in flight: in either serial order only L1 stops (stop
     first: its quota is on its way back and the pass preempts nothing, docs/how-to/queues.md; pass first: L1 is
-    the victim and the user's stop wins). Concurrently L2 is preempted as well: two jobs stopped for one."""
+    the victim and the user's stop wins). Concurrently L2 was preempted as well: two jobs stopped for one."""
     zen, functions = queued_zen
-    functions.submit(job_request("L1", priority=0))
-    clock.advance(1)
-    functions.submit(job_request("L2", priority=5))
-    run_until_running(functions, "L1", "vm-1")
-    run_until_running(functions, "L2", "vm-2")
-
-    stop_thread: list[threading.Thread] = []
-    holding, go_on = threading.Event(), threading.Event()
-
-    def pause_the_stop(result, before, after, path, now):  # L1's row written STOPPING, not committed yet
-        if threading.current_thread() in stop_thread and not holding.is_set():
-            holding.set()
-            assert go_on.wait(30)
-
-    zen.store.hooks.after("save_job", pause_the_stop)
-    errors: list[BaseException] = []
-
-    def stop():
-        try:
-            _deliver(zen, zen.on_stop_requested, zen.config.topics.job_stop,
-                     {"job_id": "L1", "reason": "not needed"}, "stop-L1")
-        except BaseException as exc:  # noqa: BLE001
-            errors.append(exc)
-
-    t = threading.Thread(target=stop)
-    stop_thread.append(t)
-    t.start()
-    assert holding.wait(30)
-    clock.advance(1)
-    _deliver(zen, zen.on_job_submitted, zen.config.topics.job_submitted, job_request("H", priority=9), "submit-H")
-    go_on.set()
-    t.join(30)
-    assert not errors, errors
-
-    assert statuses(zen, "L1", "H") == ["STOPPING", "PENDING"]
-    assert statuses(zen, "L2") == ["RUNNING"]  # concurrently: STOPPING (preempted for H as well)
+    _two_running(functions, clock)
+    with in_flight(zen, "save_job", zen.on_stop_requested, zen.config.topics.job_stop,
+                   {"job_id": "L1", "reason": "not needed"}, "stop-L1", after=True):  # L1 written STOPPING
+        _urgent(zen, clock)
+    assert statuses(zen, "L1", "H", "L2") == ["STOPPING", "PENDING", "RUNNING"]
 
 
 def _setup(functions, clock):
@@ -145,33 +126,8 @@ def test_serially_the_lenders_next_job_gets_the_freed_quota(queued_zen, clock, f
 def test_a_stop_in_flight_of_the_lenders_head_does_not_let_a_borrower_take_its_quota(queued_zen, clock):
     zen, functions = queued_zen
     _setup(functions, clock)
-
-    stop_thread: list[threading.Thread] = []
-    holding, go_on = threading.Event(), threading.Event()
-
-    def pause_the_stop(key):  # b1's row written CANCELLED, not committed: its queue's pass is next
-        if threading.current_thread() in stop_thread and not holding.is_set():
-            holding.set()
-            assert go_on.wait(30)
-
-    zen.store.hooks.before("queue_lock", pause_the_stop)
-    errors: list[BaseException] = []
-
-    def stop():
-        try:
-            _deliver(zen, zen.on_stop_requested, zen.config.topics.job_stop,
-                     {"job_id": "b1", "reason": "not this one"}, "stop-b1")
-        except BaseException as exc:  # noqa: BLE001
-            errors.append(exc)
-
-    t = threading.Thread(target=stop)
-    stop_thread.append(t)
-    t.start()
-    assert holding.wait(30)
-    _deliver(zen, zen.on_heartbeat, zen.config.topics.heartbeats, agent_run("a0", vm="vm-0")[-1], "final-a0")
-    go_on.set()
-    t.join(30)
-    assert not errors, errors
-
+    with in_flight(zen, "queue_lock", zen.on_stop_requested, zen.config.topics.job_stop,
+                   {"job_id": "b1", "reason": "not this one"}, "stop-b1"):  # b1 written CANCELLED, not committed
+        _deliver(zen, zen.on_heartbeat, zen.config.topics.heartbeats, agent_run("a0", vm="vm-0")[-1], "final-a0")
     assert statuses(zen, "a0", "b1") == ["SUCCEEDED", "CANCELLED"]
     assert statuses(zen, "b2", "a4") == ["QUEUED", "PENDING"]  # concurrently: PENDING, QUEUED (a4 borrowed)

@@ -6,8 +6,8 @@ an array of three skips its pass and two of its tasks get no VM until the next t
 
 from __future__ import annotations
 
-from tests.messages import heartbeat, job_request
-from tests.scaling.test_scaling_integration import BOOT_S, stack, vm_beat  # noqa: F401 - the fixture
+from tests.messages import job_request
+from tests.scaling.test_scaling_integration import idle_after_a_job, stack  # noqa: F401 - the fixture
 
 
 def test_an_array_of_three_is_not_covered_by_one_spare_vm(stack, clock):
@@ -15,13 +15,7 @@ def test_an_array_of_three_is_not_covered_by_one_spare_vm(stack, clock):
 
     zen, advance, instances = stack
     fn = FunctionsInvoker(zen)
-    fn.submit(job_request("a", regions=["us-west1"]))
-    advance(BOOT_S + 1)
-    [vm] = instances("us-west1")
-    fn.heartbeat(vm_beat(vm.name, "us-west1", "IDLE", 1, sent_at=clock().isoformat()))
-    fn.heartbeat(heartbeat("a", "CLAIMED", 1, vm=vm.name, region="us-west1", zone=vm.zone))
-    fn.heartbeat(heartbeat("a", "SUCCEEDED", 2, vm=vm.name, region="us-west1", zone=vm.zone, exit_code=0))
-    fn.heartbeat(vm_beat(vm.name, "us-west1", "IDLE", 2, sent_at=clock().isoformat()))
+    vm = idle_after_a_job(fn, stack, clock)
     advance(11)  # the last pass's view is no longer trusted
     fn.submit(job_request("x", regions=["europe-west4"]))  # a pass: the idle us-west1 VM is a spare
     assert [i.name for i in instances("us-west1")] == [vm.name]

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 from tests.messages import heartbeat, job_request
 from tests.scaling.fakes import FakeFleet, RecordingMig
-from tests.scaling.test_scaling_integration import BOOT_S, CLUSTER, _jobs, stack, vm_beat  # noqa: F401 - the fixture
+from tests.scaling.test_scaling_integration import BOOT_S, CLUSTER, _jobs, idle_after_a_job, stack, vm_beat  # noqa: F401
 from zen.adapters.compute import MigManager
 from zen.core.config import ClusterConfig
 from zen.scaling.manager import ClusterManager, ClusterReport
@@ -46,13 +46,7 @@ def test_a_vm_whose_delete_failed_after_the_drain_is_deleted_later_and_the_queue
 
     zen, advance, instances = stack
     fn = FunctionsInvoker(zen)
-    fn.submit(job_request("a", regions=["us-west1"]))
-    advance(BOOT_S + 1)
-    [vm] = instances("us-west1")
-    fn.heartbeat(vm_beat(vm.name, "us-west1", "IDLE", 1, sent_at=clock().isoformat()))
-    fn.heartbeat(heartbeat("a", "CLAIMED", 1, vm=vm.name, region="us-west1", zone=vm.zone))
-    fn.heartbeat(heartbeat("a", "SUCCEEDED", 2, vm=vm.name, region="us-west1", zone=vm.zone, exit_code=0))
-    fn.heartbeat(vm_beat(vm.name, "us-west1", "IDLE", 2, sent_at=clock().isoformat()))
+    vm = idle_after_a_job(fn, stack, clock)
     advance(zen.config.deadlines.idle_timeout_s + 1)
 
     def failing(self, names, zones):

@@ -12,7 +12,7 @@ import pytest
 
 from tests.messages import heartbeat, job_request
 from tests.scaling.fakes import FakeFleet, RecordingMig
-from tests.scaling.test_scaling_integration import BOOT_S, CLUSTER, stack, vm_beat  # noqa: F401 - the fixture
+from tests.scaling.test_scaling_integration import BOOT_S, CLUSTER, _jobs, idle_after_a_job, stack, vm_beat  # noqa: F401
 from zen.core.config import ClusterConfig, ZenConfig
 from zen.scaling.manager import ClusterManager
 from zen.scaling.model import DemandGroup, Timing, Vm, VmPhase
@@ -104,8 +104,11 @@ def config(project):
     return ZenConfig.model_validate(raw)
 
 
-def two_gpus(job_id: str) -> dict:
-    return job_request(job_id, cluster=None, gpu_type="nvidia-tesla-a100", gpu_count=2, regions=["us-west1"])
+TWO_GPUS = dict(cluster=None, gpu_type="nvidia-tesla-a100", gpu_count=2)
+
+
+def two_gpus(job_id: str, **extra) -> dict:
+    return job_request(job_id, regions=["us-west1"], **TWO_GPUS, **extra)
 
 
 def test_a_vm_with_room_takes_the_next_job_and_no_vm_is_booted_until_one_does_not_fit(stack):
@@ -140,3 +143,20 @@ def test_the_simulator_refuses_several_jobs_per_vm_it_does_not_model():
 
     with pytest.raises(ValueError, match="the simulator runs one job per VM"):
         ClusterSpec(name="c", gpu_count=8, regions=["r"], max_vms_per_region=1, max_vms=1, max_jobs_per_vm=2)
+
+
+def test_an_idle_vm_with_room_for_two_jobs_boots_no_vm_for_the_second(stack, clock):
+    """An idle VM was supply for one job only (room was counted on busy VMs alone): an array of two that the
+    idle VM took whole booted a VM for the second task, which then went idle, billed for nothing."""
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    zen, advance, instances = stack
+    fn = FunctionsInvoker(zen)
+    vm = idle_after_a_job(fn, stack, clock, **TWO_GPUS)
+    advance(15)  # the last pass's view is no longer trusted: the next submission runs a pass
+    fn.submit(two_gpus("sweep", array={"count": 2}))  # the idle 4-GPU VM, two slots, takes both
+    for n, task in enumerate(("sweep-0", "sweep-1"), start=1):
+        fn.heartbeat(heartbeat(task, "CLAIMED", n, vm=vm.name, region="us-west1", zone=vm.zone))
+    assert {j.job_id: j.status.value for j in _jobs(zen) if j.job_id.startswith("sweep")} == {
+        "sweep-0": "ASSIGNED", "sweep-1": "ASSIGNED"}
+    assert [i.name for i in instances("us-west1")] == [vm.name]

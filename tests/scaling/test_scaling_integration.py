@@ -118,6 +118,19 @@ def test_stockout_in_the_preferred_region_brings_jobs_up_in_the_next(stack, cloc
     assert sorted(s for (region, _), s in billed.items() if region == "us-west1") == [running_from_60_s] * 2, billed
 
 
+def idle_after_a_job(fn, stack, clock, job_id: str = "a", region: str = "us-west1", **request):
+    """A VM of ``region`` booted for ``job_id``, which ran there to its end: the VM is idle again (its agent said so)."""
+    _, advance, instances = stack
+    fn.submit(job_request(job_id, **{"regions": [region], **request}))
+    advance(BOOT_S + 1)
+    [vm] = instances(region)
+    fn.heartbeat(vm_beat(vm.name, region, "IDLE", 1, sent_at=clock().isoformat()))
+    fn.heartbeat(heartbeat(job_id, "CLAIMED", 1, vm=vm.name, region=region, zone=vm.zone))
+    fn.heartbeat(heartbeat(job_id, "SUCCEEDED", 2, vm=vm.name, region=region, zone=vm.zone, exit_code=0))
+    fn.heartbeat(vm_beat(vm.name, region, "IDLE", 2, sent_at=clock().isoformat()))
+    return vm
+
+
 def vm_claiming(fn, stack, job_id: str = "a", region: str = "us-west1"):
     """Submit ``job_id`` to ``region``, boot its VM, and have the VM's agent come up and claim it."""
     _, advance, instances = stack
