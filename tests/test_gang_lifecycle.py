@@ -601,3 +601,16 @@ def test_the_stop_a_preempted_peer_sends_the_other_nodes_reads_as_a_preemption(f
     beat(functions, "vm-1", "RUNNING", 4)  # still running: told again
     again = [c for c in controls(publisher, "vm-1") if c["action"] == "STOP"][-1]
     assert preempts(again["reason"]), again["reason"]  # "stop requested"
+
+
+def test_each_nodes_confirm_answers_its_own_last_claim(functions, zen, publisher):
+    """Only the node whose claim completed the gang had its CONFIRM name the claim it answers: another node that
+    hung while its CONFIRM waited, then claimed again, counted its lease from that later claim and ran the
+    attempt beside Zen's rerun (``zen.agent.claim``: a CONFIRM read after the lease of its claim ran out)."""
+    functions.submit(job_request("g", nodes=2))
+    claim(functions, "vm-1")
+    claim(functions, "vm-1", seq=4)  # its claim repeated while it waits
+    claim(functions, "vm-2", seq=7)  # completes the gang
+    answers = {json.loads(m.data)["vm"]: m.attributes.get("answers") for m in publisher.on("zen-vm-control")
+               if json.loads(m.data)["action"] == "CONFIRM"}
+    assert answers == {"vm-1": "4", "vm-2": "7"}

@@ -94,7 +94,7 @@ class Announcements:
 
     def control(self, control: ControlMessage, answering: Heartbeat | None = None,
                 stop_left_s: float | None = None, refused: str | None = None,
-                seal: Callable[[], str | None] | None = None) -> OutgoingMessage:
+                seal: Callable[[], str | None] | None = None, answers: int | None = None) -> OutgoingMessage:
         """An order to one VM. One that answers a report of that VM about the same attempt carries the
         report's ``seq`` in the attribute ``answers`` (an attribute, so older agents, which refuse
         unknown fields in the payload, still read it): an agent claiming an attempt again takes only
@@ -102,7 +102,9 @@ class Announcements:
         A STOP of the job's current attempt while it is STOPPING carries ``answer_within_s``, the
         seconds left before Zen ends the job without the VM's report (``lifecycle.stop_left_s``).
         A RELEASE that refuses that report's claim carries its cause in ``refused`` (``zen.jobs.claims``); a
-        CONFIRM of it, the VM's MAC key encrypted to its message key (``seal()``: ``zen.adapters.message_key``)."""
+        CONFIRM of it, the VM's MAC key encrypted to its message key (``seal()``: ``zen.adapters.message_key``).
+        ``answers``: the seq of the report of this VM an order answers when ``answering`` is another VM's (a gang's
+        CONFIRM to each node, answering its last claim: its agent counts its lease from that claim's sending)."""
         attributes = {"vm": control.vm, "job_id": control.job_id, "attempt": str(control.attempt),
                       "action": control.action.value}
         if stop_left_s is not None and control.action is ControlAction.STOP:
@@ -114,6 +116,8 @@ class Announcements:
                 attributes["refused"] = refused
             if seal is not None and control.action is ControlAction.CONFIRM and (sealed := seal()):
                 attributes[SEALED_KEY_ATTRIBUTE] = sealed
+        elif answers is not None:
+            attributes["answers"] = str(answers)
         return outgoing(self._topics.vm_control, control, attributes)
 
     def start(self, job: Job) -> list[OutgoingMessage]:

@@ -16,7 +16,7 @@ from zen.core import arrays, dependencies, gang, lifecycle
 from zen.core.config import ZenConfig
 from zen.core.lifecycle import Decision
 from zen.core.prices import attempt_price
-from zen.core.models import Heartbeat, Job, JobRequest, JobStatus
+from zen.core.models import ControlAction, Heartbeat, Job, JobRequest, JobStatus
 from zen.core.routing import EVERYWHERE, Route, first_route, warm_keys
 from zen.jobs.announce import Announcements
 from zen.jobs.authorization import may_stop
@@ -93,8 +93,10 @@ class DecisionWriter:
             messages += events
         left = lifecycle.stop_left_s(after, now, self._config.deadlines)
         holders = {after.vm, *(node.vm for node in after.gang or ())}  # a gang's every node is told as rank 0 is
+        claims = {node.vm: node.seq for node in after.gang or ()}  # a gang's CONFIRM answers each node's last claim
         messages += [self._announce.control(c, answering, left if c.vm in holders and c.attempt == after.attempt
-                                            else None, refused=decision.refused, seal=seal) for c in decision.controls]
+                                            else None, refused=decision.refused, seal=seal, answers=claims.get(c.vm)
+                                            if c.action is ControlAction.CONFIRM else None) for c in decision.controls]
         if decision.publish_start:
             messages += self._announce.start(after)
         ids = enqueue(tx, messages, now)
