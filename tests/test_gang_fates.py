@@ -261,3 +261,18 @@ def test_a_silent_nodes_late_exit_does_not_turn_the_lost_attempt_into_a_preempti
     # vm-1 was never preempted: it stopped because Zen told it to
     assert not any("vm-1 was preempted" in reason for reason in reasons), reasons
     assert record.preemptions == 0, "a silence counted as a cloud preemption"
+
+
+def test_a_failed_node_beside_a_peer_that_exited_0_fails_the_gang_with_its_exit_code(functions, zen, publisher):
+    """The silent node's rule above must not take a peer that finished its part before the STOP came for a silent
+    one: the first failure ends the gang FAILED with its exit code."""
+    from tests.test_gang_lifecycle import assembled, beat
+
+    assembled(functions, zen, publisher)
+    beat(functions, "vm-1", "RUNNING", 2)
+    beat(functions, "vm-2", "RUNNING", 2)
+    beat(functions, "vm-2", "FAILED", 3, exit_code=3, message="boom")
+    assert job(zen, "g").status.value == "STOPPING"
+    beat(functions, "vm-1", "SUCCEEDED", 4, exit_code=0)
+    record = job(zen, "g")
+    assert (record.status.value, record.exit_code, record.attempt) == ("FAILED", 3, 1)

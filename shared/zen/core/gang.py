@@ -235,18 +235,19 @@ def losing_node(job: Job) -> bool:
 def _settle(job: Job, nodes: list[GangNode], fallback: GangNode, now: datetime) -> Decision:
     """A gang that lost or failed a node, its others stopped (or past their fence): a node the cloud took or a
     silent one loses the attempt (a failure beside it was likely the lost peer's), else the first failure ends it.
-    A node that succeeded while the others were stopped was the silent one (its own exit replaced SILENT, late):
-    the attempt is lost to its silence (it was taken for the preemption of the node whose answer came last)."""
+    With none of those nor a failure, a node that succeeded while the others were stopped was the silent one (its
+    own exit replaced SILENT, late): the attempt is lost to its silence (it was taken for a preemption of the node
+    whose answer came last)."""
     if (back := next((n for n in nodes if n.status == GAVE_BACK), None)) is not None:
         return _given_back(job.model_copy(update={"gang": nodes}), back.vm)
     if (gone := next((n for n in nodes if n.status == AgentStatus.PREEMPTED.value), None)) is not None:
         return _node_preempted(job, nodes, gone, now)
-    if (quiet := next((n for n in nodes if n.status == SILENT), None) or next(  # spent, as one silent VM's
-            (n for n in nodes if n.status == AgentStatus.SUCCEEDED.value), None)) is not None:
+    failed = min((n for n in nodes if n.status == AgentStatus.FAILED.value), key=lambda n: n.beat_at, default=None)
+    if (quiet := next((n for n in nodes if n.status == SILENT), None) or (next(  # spent, as one silent VM's
+            (n for n in nodes if n.status == AgentStatus.SUCCEEDED.value), None) if failed is None else None)):
         lost = lifecycle.lose_attempt(job.model_copy(update={"vm": None}), f"no heartbeat from node {quiet.rank}")
         lost.fields.update({"finished_at": now} if lost.changes[-1].to is JobStatus.FAILED else {})
         return _for_gang(job.model_copy(update={"gang": nodes, "vm": quiet.vm}), lost, skip=quiet.vm)
-    failed = min((n for n in nodes if n.status == AgentStatus.FAILED.value), key=lambda n: n.beat_at, default=None)
     return _node_preempted(job, nodes, fallback, now) if failed is None else _failed(job, nodes, failed, now)
 
 
