@@ -614,3 +614,25 @@ def test_each_nodes_confirm_answers_its_own_last_claim(functions, zen, publisher
     answers = {json.loads(m.data)["vm"]: m.attributes.get("answers") for m in publisher.on("zen-vm-control")
                if json.loads(m.data)["action"] == "CONFIRM"}
     assert answers == {"vm-1": "4", "vm-2": "7"}
+
+
+def test_a_silent_node_on_the_last_attempt_does_not_promise_a_rerun(functions, zen, publisher, clock):
+    """The notice promises a rerun (zen.core.stops): a silence spends the attempt, and on the last one the gang
+    ends FAILED, so the other node's STOP must not read as a preemption's."""
+    from zen.core.stops import preempts
+
+    functions.submit(job_request("g", nodes=2, max_attempts=1))
+    for vm in ("vm-1", "vm-2"):
+        claim(functions, vm)
+        beat(functions, vm, "RUNNING", 2)
+    for seq in range(3, 7):  # vm-2 goes silent; vm-1 keeps reporting
+        clock.advance(40)
+        beat(functions, "vm-1", "RUNNING", seq)
+        functions.tick()
+    assert job(zen, "g").status.value == "STOPPING"
+    stop = [c for c in controls(publisher, "vm-1") if c["action"] == "STOP"][-1]
+    assert not preempts(stop["reason"]), stop["reason"]
+    beat(functions, "vm-1", "RUNNING", 8)  # told again: the same
+    assert not preempts([c for c in controls(publisher, "vm-1") if c["action"] == "STOP"][-1]["reason"])
+    beat(functions, "vm-1", "STOPPED", 10, exit_code=-15)
+    assert job(zen, "g").status.value == "FAILED"

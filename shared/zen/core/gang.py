@@ -126,8 +126,8 @@ def decide_given_back(job: Job, vm: str, attempt: int, seq: int, now: datetime,
         if others := [n for n in nodes if n.vm != vm and n.status not in ENDED]:  # confirmed: they may run already
             marked = [n.model_copy(update={"status": GAVE_BACK, "seq": seq}) if n.vm == vm else n for n in nodes]
             return _stop_first(job, others, f"{vm} dropped its claim to a part before the gang completed: the other "
-                               "nodes are stopped before it is retried", f"{PREEMPTED}{vm} gave its part back: the gang "
-                               "runs again", now, gang=marked)
+                               "nodes are stopped before it is retried", _told(job, f"{vm} gave its part back", False),
+                               now, gang=marked)
         return _given_back(job, vm)
     if job.status is not JobStatus.QUEUED:
         return None
@@ -173,9 +173,10 @@ def _answer(job: Job, nodes: list[GangNode], node: GangNode, hb: Heartbeat, conf
     if hb.status is AgentStatus.CLAIMED and job.status in (JobStatus.ASSIGNED, JobStatus.RUNNING):
         return _confirm(job, nodes, node, config) if node.status == AgentStatus.CLAIMED.value else None
     if job.status is JobStatus.STOPPING and hb.status in (AgentStatus.CLAIMED, AgentStatus.RUNNING):  # (a rerun: a notice)
-        lost = losing_node(job) and any(n.status in (AgentStatus.PREEMPTED.value, SILENT, GAVE_BACK) for n in nodes)
-        return _order(job, node.vm, ControlAction.STOP, f"{PREEMPTED}a node of the gang was lost: the gang runs again"
-                      if lost else lifecycle.stopping_reason(job))
+        lost = {n.status for n in nodes} & {AgentStatus.PREEMPTED.value, SILENT, GAVE_BACK} if losing_node(job) else set()
+        spent = GAVE_BACK not in lost and (SILENT in lost or job.preemptions >= lifecycle.FREE_PREEMPTIONS)
+        return _order(job, node.vm, ControlAction.STOP, _told(job, "a node of the gang was lost", spent) if lost else
+                      lifecycle.stopping_reason(job))
     return None
 
 
@@ -214,9 +215,17 @@ def _advance(decision: Decision, job: Job, nodes: list[GangNode], node: GangNode
     elif status is AgentStatus.PREEMPTED and (running := [n for n in nodes if n.status not in ENDED]):
         # The cloud took one node: the attempt is lost for all, but the others still run it.
         _merge(decision, _stop_first(job, running, f"{who} was preempted: the other nodes are stopped before the "
-                                     "gang is rerun", f"{PREEMPTED}{who} was preempted: the gang runs again", now))
+                                     "gang is rerun", _told(job, f"{who} was preempted",
+                                     job.preemptions >= lifecycle.FREE_PREEMPTIONS), now))
     elif status is AgentStatus.PREEMPTED:  # the last node running: lost for all, requeued as one
         _merge(decision, _node_preempted(job, nodes, node, now))
+
+
+def _told(job: Job, why: str, spends: bool) -> str:
+    """A STOP's reason to a gang's other nodes when one was lost: a preemption's (``ZEN_PREEMPTION_NOTICE``
+    appears: time to checkpoint) when the gang runs again, the attempt unspent (``spends`` False) or its budget
+    not spent yet; else ``why`` alone (the notice promises a rerun: ``zen.core.stops``)."""
+    return f"{PREEMPTED}{why}: the gang runs again" if not spends or job.attempt < job.max_attempts else why
 
 
 def _stop_first(job: Job, nodes: list[GangNode], reason: str, order: str, now: datetime, **fields: Any) -> Decision:
@@ -366,6 +375,6 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: d
     if (others := [n for n in job.gang if n.status not in ENDED and n.vm != silent.vm and max(n.beat_at, heard_since or n.beat_at) > heard]) and job.status in _RUN:
         why = decision.changes[0].reason  # the silent one told STOP too: it may be alive but cut off (charged to now, as one VM)
         silenced = [n.model_copy(update={"status": SILENT, "beat_at": now}) if n == silent else n for n in job.gang]
-        return _stop_first(job, [silent, *others], f"{why}: the other nodes are stopped before the rerun", f"{PREEMPTED}{why}",
-                           now, gang=silenced)
+        return _stop_first(job, [silent, *others], f"{why}: the other nodes are stopped before the rerun", _told(job, why, True), now,
+                           gang=silenced)
     return _for_gang(job.model_copy(update={"vm": silent.vm}), decision)
