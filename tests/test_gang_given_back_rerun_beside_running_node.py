@@ -28,3 +28,24 @@ def test_a_gang_requeued_for_a_given_back_part_waits_for_its_running_node_before
     confirmed = [c["vm"] for c in controls(publisher) if c["action"] == "CONFIRM" and c["attempt"] == 2]
     # vm-2 still runs attempt 1: attempt 2 must not be confirmed (run) beside it
     assert confirmed == [], f"attempt 2 confirmed on {confirmed} while vm-2 still runs attempt 1"
+
+
+def test_the_vm_that_gave_its_part_back_may_take_another_job_while_the_gang_stops(functions, zen, clock, config, db):
+    """Its node's GAVE_BACK was no end the SQL knew (held_vms, vm_holds_job): the scaler took the idle VM for busy
+    until the other node answered."""
+    from zen.store import fleet
+
+    functions.submit(job_request("g", nodes=2, max_attempts=1))
+    functions.heartbeat(heartbeat("g", "CLAIMED", T, vm="vm-1", ip="10.0.0.1"))
+    clock.advance(config.gangs.assemble_s + 20)
+    functions.heartbeat(heartbeat("g", "CLAIMED", T + 1, vm="vm-2", ip="10.0.0.2"))  # completes the gang
+    functions.heartbeat(heartbeat("g", "RUNNING", T + 2, vm="vm-2"))
+    functions.heartbeat(vm_beat("vm-1", T + 620_000, ("g", 1)))  # vm-1 had given its part back
+    record = job(zen, "g")
+    assert record.status.value == "STOPPING" and record.vm == "vm-1"
+    with zen.db.transaction() as session:
+        held = fleet.held_vms(session, record.cluster)
+    functions.submit(job_request("other"))
+    functions.heartbeat(heartbeat("other", "CLAIMED", T + 620_001, vm="vm-1"))
+    assert job(zen, "other").status.value == "ASSIGNED", job(zen, "other").message
+    assert "vm-1" not in held, held

@@ -472,7 +472,7 @@ SELECT vm, job_id FROM jobs WHERE cluster = :cluster AND status IN ('ASSIGNED','
 UNION ALL
 SELECT node ->> 'vm', job_id FROM jobs, jsonb_array_elements(gang) AS node
 WHERE cluster = :cluster AND gang IS NOT NULL AND status IN ('QUEUED','ASSIGNED','RUNNING','STOPPING')
-  AND COALESCE(node ->> 'status', 'CLAIMED') NOT IN ('SUCCEEDED','FAILED','STOPPED','PREEMPTED');
+  AND COALESCE(node ->> 'status', 'CLAIMED') NOT IN ('SUCCEEDED','FAILED','STOPPED','PREEMPTED','GAVE_BACK');
 
 -- name: vms_of_cluster
 SELECT name, state, job_id, idle_since, last_seen_at, first_seen_at FROM vms WHERE cluster = :cluster;
@@ -535,7 +535,7 @@ UNION ALL
 SELECT job_id FROM jobs WHERE gang @> jsonb_build_array(jsonb_build_object('vm', CAST(:vm_name AS text)))
   AND gang IS NOT NULL AND status IN ('QUEUED','ASSIGNED','RUNNING','STOPPING')
   AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(gang) AS node WHERE node ->> 'vm' = CAST(:vm_name AS text)
-                  AND node ->> 'status' IN ('SUCCEEDED','FAILED','STOPPED','PREEMPTED'))
+                  AND node ->> 'status' IN ('SUCCEEDED','FAILED','STOPPED','PREEMPTED','GAVE_BACK'))
 LIMIT 1;
 
 -- name: jobs_on_vm
