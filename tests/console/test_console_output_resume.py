@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime, timezone
+from types import SimpleNamespace
 
 from tests.console.test_console_app import setup  # noqa: F401 - fixture
 from tests.messages import agent_run, job_request
@@ -77,3 +79,45 @@ def test_an_earlier_attempts_late_lines_are_streamed(setup, clock):
     stream = client.get("/jobs/p1/output").get_data(as_text=True)
     texts = [json.loads(m.group(1))["text"] for m in re.finditer(r"event: line\ndata: (.+)\n", stream)]
     assert "attempt 1: checkpoint saved" in texts, texts
+
+
+class AttemptsClient:
+    """Lists entries as Cloud Logging does, attempt filter and the seq clauses applied, one page a request."""
+
+    def __init__(self):
+        self.items = []
+
+    def add(self, attempt, seq, final=False):
+        self.items.append(SimpleNamespace(
+            labels={"job_id": "p1", "attempt": str(attempt), "stream": "stdout", "vm": f"vm-{attempt}"},
+            payload={"message": f"a{attempt} line {seq}", "seq": seq, "final": final},
+            timestamp=datetime(2026, 11, 24, tzinfo=timezone.utc)))
+
+    def list_entries(self, resource_names, filter_, order_by, page_size):
+        attempt = re.search(r'labels\.attempt="(\d+)"', filter_).group(1)
+        read = {vm: int(n) for vm, n in re.findall(r'NOT \(labels\.vm="([^"]*)" AND jsonPayload\.seq<=(\d+)\)', filter_)}
+        yield from [i for i in self.items if i.labels["attempt"] == attempt
+                    and i.payload["seq"] > read.get(i.labels["vm"], 0)]
+
+
+def test_an_old_pages_resume_does_not_send_its_lines_again(setup, clock, monkeypatch):
+    """An older page's id (``attempt:seq``) counted that attempt's lines as unsent once the next attempt's first
+    line was sent, and its re-read (from line 1: ``*`` is no VM to read past) went out a second time."""
+    zen, functions, _, _ = setup
+    functions.submit(job_request("p1", user_id="alice"))
+    for attempt, final in ((1, "PREEMPTED"), (2, "PREEMPTED"), (3, "SUCCEEDED")):
+        for beat in agent_run("p1", attempt=attempt, vm=f"vm-{attempt}", final=final):
+            functions.heartbeat(beat)
+            clock.advance(5)
+    client = AttemptsClient()
+    for seq in range(1, 11):
+        client.add(2, seq, final=seq == 10)
+    client.add(3, 1, final=True)
+    monkeypatch.setattr(cloud_logging, "REQUEST_INTERVAL_S", 0)
+    app = create_app(zen.config, zen.db, local_identity("alice"),
+                     reader_factory=lambda: cloud_logging.CloudReader(client, "p", page_size=1), clock=clock,
+                     output_timing=(0.01, 0.3))
+    # a page loaded before the deploy: it had all of attempt 2 (its id: "2:10"), and reconnects
+    stream = app.test_client().get("/jobs/p1/output", headers={"Last-Event-ID": "2:10"}).get_data(as_text=True)
+    texts = [json.loads(m.group(1))["text"] for m in re.finditer(r"event: line\ndata: (.+)\n", stream)]
+    assert texts == ["a3 line 1"], texts

@@ -311,7 +311,7 @@ class Resume:
         if attempt > self.attempt:
             left = tuple((self.attempt, v, n) for v, n in self.seqs)  # (an old page's ``*``: that attempt whole)
             return Resume(attempt, ((vm, seq),), earlier=self.earlier + left,
-                          floor=self.attempt if self.any_vm >= 0 else self.floor)
+                          floor=self.attempt + 1 if self.any_vm >= 0 else self.floor)
         return replace(self, seqs=tuple(sorted({**dict(self.seqs), vm: seq}.items())))
 
     def read_from(self) -> dict[str, int]:
