@@ -114,6 +114,17 @@ _GANG_LEFT_0036 = (  # migration 0036 as first written: a gang's departed nodes 
     "GRANT UPDATE (gang_left) ON jobs TO zen_submitter, zen_heartbeat, zen_stopper, zen_ticker;\n")
 
 
+def _released(tmp_path, name: str, text: str):
+    """The migrations as a release had them: those before ``name``, and ``name`` with ``text``."""
+    older = tmp_path / "older"
+    older.mkdir()
+    for version, _, path in migration_files():
+        if version < int(name[:4]):
+            shutil.copy(path, older)
+    (older / name).write_text(text)
+    return older
+
+
 def _left_vms_grants(db) -> list[tuple]:
     with db.session() as session:
         rows = session.sql("SELECT grantee, privilege_type FROM information_schema.column_privileges "
@@ -126,12 +137,7 @@ def test_a_database_migrated_with_earlier_texts_is_brought_to_todays(empty_db, d
     ``zen db migrate`` refused it ("changed after it was applied") and every function answered 500 on the
     schema it could not bring up to date. (0036's column is added beside gang_left, not renamed: the release that
     wrote it names it in each job's update until the new code is deployed.)"""
-    older = tmp_path / "older"
-    older.mkdir()
-    for version, _, path in migration_files():
-        if version < 36:
-            shutil.copy(path, older)
-    (older / "0036_gang_left.sql").write_text(_GANG_LEFT_0036)
+    older = _released(tmp_path, "0036_gang_left.sql", _GANG_LEFT_0036)
     assert hashlib.sha256(_GANG_LEFT_0036.encode()).hexdigest() in REWRITTEN[36]
     [first_0035] = REWRITTEN[35]
     deployed = Database.from_target(empty_db)
@@ -166,12 +172,7 @@ _PROBE_VOUCHED_0041 = (  # migration 0041 as first written: probe_vouched_at alo
 def test_a_database_migrated_with_the_first_0041_is_brought_to_todays(empty_db, db, tmp_path):
     """0041 first added ``probe_vouched_at`` alone; a database migrated then was refused by today's ``zen db
     migrate`` ("changed after it was applied"), so 0042 on never came and every function answered 500."""
-    older = tmp_path / "older"
-    older.mkdir()
-    for version, _, path in migration_files():
-        if version < 41:
-            shutil.copy(path, older)
-    (older / "0041_probe_vouched.sql").write_text(_PROBE_VOUCHED_0041)
+    older = _released(tmp_path, "0041_probe_vouched.sql", _PROBE_VOUCHED_0041)
     deployed = Database.from_target(empty_db)
     try:
         migrate(deployed, older)
