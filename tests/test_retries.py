@@ -100,7 +100,9 @@ def test_a_job_the_agent_stopped_at_one_of_its_limits_is_not_retried(zen_and_fn,
 
 @pytest.mark.parametrize("retry, field", [({"max_retries": 101}, "max_retries"),
                                           ({"max_retries": 1, "retry_backoff_s": 7200}, "retry_backoff_s"),
-                                          ({"retry_exit_codes": [1]}, "need max_retries")])
+                                          ({"retry_exit_codes": [1]}, "need max_retries"),
+                                          ({"max_retries": 1, "retry_exit_codes": [3, 0]}, "retry_exit_codes: 0 is no"),
+                                          ({"max_retries": 1, "retry_exit_codes": [999]}, "retry_exit_codes: 999")])
 def test_a_bad_retry_is_refused_naming_the_field(zen_and_fn, retry, field):
     zen, fn = zen_and_fn
     fn.submit(job_request("bad-retry", **retry))

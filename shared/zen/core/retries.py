@@ -37,6 +37,9 @@ class RetryFields(BaseModel):
     def retry_problem(self) -> str | None:
         if self.max_retries is None and (self.retry_exit_codes is not None or self.retry_backoff_s is not None):
             return "retry_exit_codes and retry_backoff_s need max_retries (how many retries)"
+        if never := [code for code in self.retry_exit_codes or () if not 1 <= code <= 255]:  # the agent's codes
+            return (f"retry_exit_codes: {never[0]} is no failed run's exit code (1-255; a job killed by signal N "
+                    "exits 128+N): it would never be retried")
         return None
 
 
