@@ -255,12 +255,12 @@ def cmd_submit(args) -> int:
 
 def _taken_ids(ids: list[str]) -> list[str]:
     """Those of ``ids`` a job or an array holds, in one read (an array's up to max_array_tasks task ids)."""
+    from zen.store import repository
+
     db = database()
     try:
         with db.transaction() as session:
-            rows = session.sql("SELECT job_id AS id FROM jobs WHERE job_id = ANY(CAST(:ids AS text[])) UNION "
-                               "SELECT array_id FROM jobs WHERE array_id = ANY(CAST(:ids AS text[]))", ids=ids)
-        return [row["id"] for row in rows]
+            return repository.ids_taken(session, ids)
     finally:
         db.close()
 

@@ -811,6 +811,11 @@ SELECT count(*) AS tasks, count(*) FILTER (WHERE status NOT IN ('SUCCEEDED', 'FA
             FILTER (WHERE status <> 'SUCCEEDED'))[1] AS first_other
 FROM jobs WHERE array_id = :array_id;
 
+-- name: ids_taken
+-- Those of :ids a job or an array holds (zen submit --array checks its task ids before publishing).
+SELECT job_id AS id FROM jobs WHERE job_id = ANY(CAST(:ids AS text[]))
+UNION SELECT array_id FROM jobs WHERE array_id = ANY(CAST(:ids AS text[]));
+
 -- name: arrays_named
 -- Those of :names that are an array's id (a new array's task ids must not be: jobs_by_array).
 SELECT DISTINCT array_id FROM jobs WHERE array_id = ANY(CAST(:names AS text[]));

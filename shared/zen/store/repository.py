@@ -52,6 +52,11 @@ def get_job(session: Session, job_id: str, *, lock: bool = False) -> Job | None:
     return job_from_row(row) if row else None
 
 
+def ids_taken(session: Session, ids: list[str]) -> list[str]:
+    """Those of ``ids`` a job or an array holds, in one read."""
+    return [row["id"] for row in session.run("ids_taken", ids=ids)]
+
+
 def list_jobs(session: Session, *, status: str | None = None, cluster: str | None = None,
               limit: int = 1000) -> list[Job]:
     return [job_from_row(r) for r in session.run("list_jobs", status=status, cluster=cluster, limit=limit)]
