@@ -106,7 +106,7 @@ def test_a_job_races_a_spare_boot_in_its_own_pool_unless_a_pool_of_its_is_blocke
     # turns spares off.
     assert plan(jobs=queued(1), memory=trusted(LIMITS.regions)).add == {"us-west1": 2}
     tight = ZenPlanner().plan(replace(snap(0, queued=queued(1), memory=trusted(LIMITS.regions), limits=LIMITS,
-                                           timing=Timing(hedge_risk=0.5)), quota_tight=frozenset({"us-west1"})))
+                                           timing=Timing(hedge_risk=0.5)), quota_room={"us-west1": 1}))
     assert tight.add == {"us-west1": 1}
     assert plan(jobs=queued(1), timing=Timing(hedge_risk=0.5, spare_boots=False)).add == {"us-west1": 1}
     # A pool without a price in a priced cluster: no spare either.
@@ -265,7 +265,7 @@ def test_a_region_back_after_a_shortage_is_asked_for_at_its_cheaper_pool_first()
     # Not: spot blocked only after standard was (short on its own), its block over already (no look is
     # owed), short of its GPU quota (quotas are per model: the last read's, or a QUOTA error now), or its
     # MIG unread this pass.
-    for spot in (dict(last_stockout_at=at(-100)), dict(blocked_until=at(250)), dict(quota_tight=True)):
+    for spot in (dict(last_stockout_at=at(-100)), dict(blocked_until=at(250)), dict(quota_room=1)):
         result = plan(now=300, jobs=jobs, vms=back, memory=memory(**spot))
         assert unblocked(result) == ["us-west1/standard"], spot
     assert asked(plan(now=300, jobs=jobs, vms=back, memory=memory(last_stockout_at=at(-100)))) == {

@@ -84,7 +84,7 @@ class ClusterManager:
         self._views = VmViews()  # the VMs as the last pass saw them (rebuilt only where their inputs changed)
         self._sizes: dict[str, int] = {}  # region -> its MIG's target size as last read
         self.quota_short: dict[str, Shortfall] = {}  # as the tick read GPU quotas: pool -> the quota no VM fits in
-        self.quota_tight: frozenset[str] | None = None  # pools short of a region's worth of VMs; None: not read here
+        self.quota_room: dict[str, int] | None = None  # pools short of a region's worth of VMs: their room; to one pass
 
     def run(self, states: dict[str, MigState | MigApiError] | None = None,
             read_at: datetime | None = None) -> ClusterReport:
@@ -193,7 +193,8 @@ class ClusterManager:
         snapshot = ClusterSnapshot(now=now, cluster=limits, queued=(), demand=demand, vms=vms,
                                    target_sizes=targets, errors=tuple(errors), memory=facts.memory,
                                    timing=self._timing, arrivals_last_hour=facts.arrivals,
-                                   unread=frozenset(self._migs.keys() - seen.keys()), quota_tight=self.quota_tight)
+                                   unread=frozenset(self._migs.keys() - seen.keys()), quota_room=self.quota_room)
+        self.quota_room = None  # that pass remembers it, with the VMs listed then (zen.scaling.quotas.left)
         return snapshot, zones
 
     def _retire(self, plan: Plan, snapshot: ClusterSnapshot) -> Plan:
@@ -286,8 +287,7 @@ class ClusterOrchestrator:
     """Runs every cluster's manager; one cluster's failure never stops the others.
 
     Managers (and so the Compute clients) are built on first use, so a function that never scales
-    (or cannot reach Compute) still starts and handles its messages.
-    """
+    (or cannot reach Compute) still starts and handles its messages."""
 
     def __init__(self, config: ZenConfig, db: Database, clock: Clock,
                  mig_factory: Callable[[str, str, str, str], MigPort], policy: Policy | None = None,
@@ -374,9 +374,9 @@ class ClusterOrchestrator:
         for found in compute_pool().map(summaries_of, listers.values()):
             summaries.update(found)
         if self._quotas is not None:  # one read per region a tick at most (the reader keeps them a minute)
-            for (manager, _), (short, tight) in zip(managers.values(), check_quotas(self._quotas, [
+            for (manager, _), (short, room) in zip(managers.values(), check_quotas(self._quotas, [
                     (m.cluster, m.pools) for m, _ in managers.values()], list(listers), compute_pool().map)):
-                manager.quota_short, manager.quota_tight = short, tight
+                manager.quota_short, manager.quota_room = short, room
         # ... then each non-empty MIG's instances (and errors, while instances are being created).
         reads = [(name, region) for name, (manager, _) in managers.items() for region in manager.regions]
         states: dict[str, dict[str, MigState | MigApiError]] = {name: {} for name in managers}

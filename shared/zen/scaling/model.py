@@ -157,7 +157,10 @@ class RegionMemory:
     # when that plan read the fleet and the jobs (its snapshot's now: a claim after it is not counted).
     gang_room: int | None = None
     gang_room_at: datetime | None = None
-    quota_tight: bool = False  # the last quota read left no room for a region's worth of VMs: no spare boots
+    # The last GPU quota read (the tick's, zen.scaling.quotas) where it left room for fewer than a region's worth of
+    # the cluster's VMs: how many more (no spare boots; asks held to it), and the pool's VMs listed then. None: not.
+    quota_room: int | None = None
+    quota_listed: int = 0
     # The MIG's target size after the last pass's writes (its adds, unconfirmed ones too): what it is taken to
     # hold while it cannot be read (zen.scaling.unread), with the VMs that pass asked for, not yet listed.
     sized: int = 0
@@ -231,9 +234,9 @@ class ClusterSnapshot:
     arrivals_last_hour: int = 0  # jobs submitted to this cluster in the last hour (sizes the warm pool)
     demand: tuple[DemandGroup, ...] | None = None  # queued jobs aggregated; None: computed from ``queued``
     unread: frozenset[str] = frozenset()  # regions whose MIG could not be read this pass (no VMs, no errors)
-    # Pools a GPU quota leaves short of a region's worth of VMs (no spare boot), as this instance's tick read
-    # them; None: not read here (the pools' memory keeps the last read: RegionMemory.quota_tight).
-    quota_tight: frozenset[str] | None = None
+    # Pool -> the VMs a GPU quota leaves room for, where fewer than a region's worth, as this instance's tick read
+    # them; None: not read here (the pools' memory keeps the last read: RegionMemory.quota_room).
+    quota_room: dict[str, int] | None = None
 
     def demand_groups(self) -> tuple[DemandGroup, ...]:
         return self.demand if self.demand is not None else group_demand(self.queued)

@@ -15,7 +15,7 @@ from collections import defaultdict
 from datetime import timedelta
 from functools import partial
 
-from zen.scaling import flexrun, gangs, preemptions, probes
+from zen.scaling import flexrun, gangs, preemptions, probes, quotas
 from zen.scaling.ranking import Ranking, learned_boot
 from zen.scaling.model import (Action, ClusterSnapshot, Decision, DemandGroup, Plan, RegionMemory, Vm, VmPhase,
                                ski_rental_keep_s, vm_index)
@@ -38,17 +38,14 @@ class _Planning:
 
     def __init__(self, snapshot: ClusterSnapshot):
         self.s, self.now, self.timing, self.regions = snapshot, snapshot.now, snapshot.timing, snapshot.cluster.regions
-        self.memory = {r: snapshot.memory.get(r, _FRESH) for r in self.regions}
-        if (tight := snapshot.quota_tight) is not None:  # this pass read the quotas: remembered for every instance
-            self.memory = {r: m if m.quota_tight == (r in tight) else _with(m, quota_tight=r in tight)
-                           for r, m in self.memory.items()}
+        self.index = index = vm_index(snapshot.vms)  # kept while the manager hands over the same VMs
+        self.memory = quotas.remember({r: snapshot.memory.get(r, _FRESH) for r in self.regions}, snapshot.quota_room,
+                                      index.by_region)  # a quota read this pass: remembered for every instance
         self.ranking = ranking = Ranking(snapshot, self.memory, self._blocked)
         self.order = ranking.order  # pool -> its place in the cluster's order
         self.rank, self.boot_s, self.risk, self.uncertain = ranking.rank, ranking.boot_s, ranking.risk, ranking.uncertain
         self.patient, self.hedge_priced = ranking.patient, ranking.hedge_priced
-        self.plan = Plan()
-        self.index = index = vm_index(snapshot.vms)  # kept while the manager hands over the same VMs
-        self.by_region = defaultdict(tuple, index.by_region)
+        self.plan, self.by_region = Plan(), defaultdict(tuple, index.by_region)
         self.idle = defaultdict(tuple, {r: v for (r, phase), v in index.phases.items() if phase is VmPhase.IDLE})
         self.alive, self.latest_win = index.alive, index.latest_win  # not being deleted; last to become usable
         # Booting VMs: stuck (a capacity error, or late) or healthy; when each started one first had capacity.
@@ -162,9 +159,10 @@ class _Planning:
         held: dict[str, int] = defaultdict(int)
         hedgeable: list[tuple[list[str], int]] = []
 
-        def room(region: str) -> int:
-            return min(limits.max_vms_per_region - counts[region] - add.get(region, 0),
-                       limits.max_vms - total - sum(add.values()))
+        def room(region: str) -> int:  # under the limits and the last GPU quota read
+            held = counts[region] + add.get(region, 0)
+            return min(limits.max_vms_per_region - held, limits.max_vms - total - sum(add.values()),
+                       quotas.left(self.memory[region], held))
 
         for region in self.regions:  # before this pass's asks: what the rest of a gang assembling there may get
             on_the_way = counts[region] - len(self.by_region[region])  # asked for, not listed yet
@@ -259,7 +257,8 @@ class _Planning:
                                                         "probes are waiting for capacity")
         if total + sum(self.plan.add.values()) >= self.s.cluster.max_vms:
             return f"cluster limit of {self.s.cluster.max_vms} VMs reached"
-        return "allowed regions' MIGs are at their limit (max_vms_per_region, per provisioning model)"
+        return ("allowed regions' MIGs are at their limit (max_vms_per_region, per provisioning model)"
+                + quotas.no_room(self.memory, known, lambda r: counts[r] + self.plan.add.get(r, 0)))
 
     def _keep_min(self, counts: dict[str, int], total: int) -> None:
         missing = self.s.cluster.min_vms - (total + sum(self.plan.add.values()))

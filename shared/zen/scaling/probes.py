@@ -176,7 +176,7 @@ def recovered_with(memory: Mapping[str, RegionMemory], recovered: Mapping[str, R
     probe happens to get the returning capacity would take the rest of it at its price: a cheaper pool
     blocked now, since no later than the dearer pool was, is looked at again with it. Not: one blocked
     only after it (its shortage may be its own); one short of quota (the last quota read's
-    ``quota_tight``, a QUOTA error among this pass's ``errors``, or one of its ``vms`` listed with a QUOTA
+    ``quota_room``, a QUOTA error among this pass's ``errors``, or one of its ``vms`` listed with a QUOTA
     creation error, as Compute keeps it while it fails: quotas are per model, and not all are GPU quotas Zen
     reads; such a pool was asked again, refused again, and its jobs waited another pass); flex-start
     pools, either side (a queue is no stockout); pools whose MIG this pass could not read (``unread``);
@@ -186,7 +186,7 @@ def recovered_with(memory: Mapping[str, RegionMemory], recovered: Mapping[str, R
     out: dict[str, str] = {}
     for pool, m in memory.items():
         if (m.blocked_until is None or m.blocked_until <= now or m.last_stockout_at is None or pool in unread
-                or flex(pool) or m.quota_tight or any(e.kind is ErrorKind.QUOTA for e in errors.get(pool, ()))):
+                or flex(pool) or m.quota_room is not None or any(e.kind is ErrorKind.QUOTA for e in errors.get(pool, ()))):
             continue
         if refused is None:
             refused = {vm.region for vm in vms if vm.creation_error is ErrorKind.QUOTA}

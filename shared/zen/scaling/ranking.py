@@ -92,12 +92,12 @@ class Ranking:
         the two (the loser ends when Compute lists the winner RUNNING, unbilled if it is not RUNNING yet,
         else after a minute or so billed): where pools are priced (a boot racing in the same pool costs no
         more an hour, unlike a hedge in a costlier one), spares are allowed (:meth:`spares`), the last GPU
-        quota read left room for a region's worth of VMs (``RegionMemory.quota_tight``), and none of the
+        quota read left room for a region's worth of VMs (``RegionMemory.quota_room``), and none of the
         job's pools is blocked (a spare takes a place, and places are what stockouts leave short).
         ``scaling.spare_boots: false`` turns them off. Why and what it buys:
         docs/explanations/scaling.md#prices-provisioning-models-and-preemptions."""
         return (self.timing.spare_boots and self.s.cluster.pool(pool).usd_per_hour is not None and self.spares(pool)
-                and not self.memory[pool].quota_tight and not any(self._blocked(r) for r in regions if r in self.memory))
+                and self.memory[pool].quota_room is None and not any(self._blocked(r) for r in regions if r in self.memory))
 
     def rank(self, regions: tuple[str, ...], patient: bool = True, slack_s: float | None = None,
              checkpoint_every_s: float | None = None) -> list[str]:
