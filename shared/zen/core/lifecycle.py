@@ -369,15 +369,15 @@ def decide_silence(job: Job, now: datetime, deadlines: Deadlines, heard_since: d
     return decision
 
 
-def stop_left_s(job: Job, now: datetime, deadlines: Deadlines) -> float | None:
-    """Seconds the VM holding a STOPPING job has left to report how it ended before the sweep ends the
-    job without its word (``decide_silence``: ``stop_timeout_s`` from the stop); None for any other job.
-    Every STOP of the attempt carries it (attribute ``answer_within_s``), so that the agent ends in
-    time what it does after stopping the job (the upload of its outputs: a checkpoint written on
-    SIGTERM) instead of uploading on after Zen has called the job CANCELLED."""
+def stop_left_s(job: Job, now: datetime, deadlines: Deadlines, losing: bool = False) -> float | None:
+    """Seconds the VM of a STOPPING job has left to report before the sweep ends the job without its word
+    (``decide_silence``: ``stop_timeout_s`` from the stop; ``preempted_stop_s`` for one its queue took back or a gang
+    ``losing`` a node, ``zen.core.gang``); None for any other job. Every STOP of the attempt carries it
+    (``answer_within_s``): the agent ends a checkpoint's last save and the outputs' upload by then, not sooner."""
     if job.status is not JobStatus.STOPPING or job.last_heartbeat_at is None:
         return None
-    return max(0.0, deadlines.stop_timeout_s - (now - job.last_heartbeat_at).total_seconds())
+    wait_s = deadlines.preempted_stop_s if job.preempted_by or losing else deadlines.stop_timeout_s
+    return max(0.0, wait_s - (now - job.last_heartbeat_at).total_seconds())
 
 
 def attempt_outcome(job: Job, after: Job, changes: list[Change]) -> str | None:

@@ -91,7 +91,7 @@ class DecisionWriter:
             self._record_usage(tx, job, after, decision, now)
             telemetry.log_changes(log, job, after, changes, job.status)
             messages += events
-        left = lifecycle.stop_left_s(after, now, self._config.deadlines)
+        left = lifecycle.stop_left_s(after, now, self._config.deadlines, gang.losing_node(after))
         holders = {after.vm, *(node.vm for node in after.gang or ())}  # a gang's every node is told as rank 0 is
         claims = {node.vm: node.seq for node in after.gang or ()}  # a gang's CONFIRM answers each node's last claim
         messages += [self._announce.control(c, answering, left if c.vm in holders and c.attempt == after.attempt

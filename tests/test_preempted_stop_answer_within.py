@@ -1,0 +1,60 @@
+"""The time a STOP gives its VM (``answer_within_s``) is the time Zen waits for the answer. A job its queue
+takes back is STOPPING until its VM answers or ``Deadlines.preempted_stop_s`` passes (never before a VM cut off
+from Zen has surely ended it, whatever a shorter ``stop_timeout_s`` says); the agent cuts the checkpoint's last
+save and the outputs' upload to fit what the STOP says (``zen.agent.attempt``). The STOP said what was left of
+``stop_timeout_s``: with ``stop_timeout_s: 30`` the VM cut the save the rerun resumes from at ~25 s while Zen
+waited 120 s."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_queues import RECLAIM, borrow_all_and_reclaim, statuses, with_queues
+
+
+@pytest.fixture
+def short_stop_zen(config, db, publisher, clock, db_url, monkeypatch):
+    from zen.app import Zen
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    deadlines = {**config.deadlines.model_dump(), "stop_timeout_s": 30}
+    zen = Zen(with_queues(config, RECLAIM, deadlines=deadlines), db, publisher, clock)
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    return zen, FunctionsInvoker(zen)
+
+
+def test_a_preempted_jobs_stop_gives_its_vm_the_time_zen_waits_for_it(short_stop_zen, publisher, clock):
+    zen, functions = short_stop_zen
+    deadlines = zen.config.deadlines
+    assert deadlines.stop_timeout_s == 30 and deadlines.preempted_stop_s == 120
+    borrow_all_and_reclaim(functions, clock)
+    assert statuses(zen, "a3") == ["STOPPING"]
+    [stop] = [m for m in publisher.on("zen-vm-control")
+              if m.attributes.get("job_id") == "a3" and m.attributes.get("action") == "STOP"]
+    told = float(stop.attributes["answer_within_s"])
+    assert told == pytest.approx(deadlines.preempted_stop_s, abs=1)
+    clock.advance(told - 5)  # within what the VM was told: Zen still waits for its answer (its checkpoint)
+    zen.on_scale_tick()
+    assert statuses(zen, "a3") == ["STOPPING"]
+    clock.advance(6)  # past it, unanswered: rerun
+    zen.on_scale_tick()
+    assert statuses(zen, "a3") == ["PENDING"]
+
+
+def test_a_gangs_other_nodes_stopped_for_a_preempted_node_get_the_time_zen_waits(config, db, publisher, clock,
+                                                                                 db_url, monkeypatch):
+    from tests.test_gang_lifecycle import assembled, beat
+    from zen.app import Zen
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    deadlines = config.deadlines.model_copy(update={"stop_timeout_s": 30})
+    zen = Zen(config.model_copy(update={"deadlines": deadlines}), db, publisher, clock)
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    functions = FunctionsInvoker(zen)
+    assert deadlines.preempted_stop_s == 120
+    assembled(functions, zen, publisher)
+    beat(functions, "vm-1", "RUNNING", 2)
+    beat(functions, "vm-2", "PREEMPTED", 3)  # the gang reruns once vm-1 has stopped: it waits 120 s for it
+    told = [m.attributes.get("answer_within_s") for m in publisher.on("zen-vm-control")
+            if m.attributes["vm"] == "vm-1" and m.attributes["action"] == "STOP"]
+    assert told == ["120"], told
