@@ -173,6 +173,8 @@ class FakeMetadata:
                 body = fake.values[path].encode()
                 self.send_response(200)
                 self.send_header("Metadata-Flavor", "Google")
+                # as the real one: JSON for a recursive read (google-auth reads the type), text otherwise
+                self.send_header("Content-Type", "application/json" if body.startswith(b"{") else "application/text")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)

@@ -49,6 +49,17 @@ def fail(message: str, code: int = 1) -> int:
     return code
 
 
+def deployed_config():
+    """The configuration as the functions have it: ``ZEN_PROJECT`` (terraform gives it to them, and the docs to a
+    deployed Zen's users) names the project, else the file's ``project``: where messages go, and the audience a
+    service account's ID token is asked for (the functions accept no other, ``zen.adapters.submitters``)."""
+    from zen.core.config import load_config
+
+    config = load_config()
+    project = os.environ.get("ZEN_PROJECT")
+    return config.model_copy(update={"project": project}) if project and project != config.project else config
+
+
 def database_configured() -> bool:
     return bool(os.environ.get("ZEN_CLOUDSQL_INSTANCE") or os.environ.get("ZEN_DATABASE_URL"))
 

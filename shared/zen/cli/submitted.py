@@ -41,11 +41,10 @@ class Published:
 
 def topic(field: str) -> str:
     """The full name of the configuration's topic ``field`` (``job_submitted``, ...) in this project."""
-    from zen.core.config import load_config
+    from zen.cli.kit import deployed_config
 
-    config = load_config()
-    project = os.environ.get("ZEN_PROJECT") or config.project
-    return f"projects/{project}/topics/{getattr(config.topics, field)}"
+    config = deployed_config()
+    return f"projects/{config.project}/topics/{getattr(config.topics, field)}"
 
 
 def known_job(job_id: _Key, read: Callable[[_Key], Any]) -> tuple[Any, bool]:

@@ -22,8 +22,7 @@ import yaml
 
 from zen.cli import batches, identity, submitted
 from zen.cli.identity import Identity
-from zen.cli.kit import CliError, Context, database, database_configured
-from zen.core.config import load_config
+from zen.cli.kit import CliError, Context, database, database_configured, deployed_config
 from zen.core.documents import load_json, load_yaml
 from zen.core.events import PubSubEnvelope
 from zen.core.models import JobRequest, StopRequest, request_fingerprint
@@ -162,8 +161,7 @@ def check_request(request: JobRequest) -> tuple[str, list[str]]:
     from zen.jobs.authorization import may_submit
     from zen.jobs.placement import resolve_request
 
-    config = load_config()
-    config = config.model_copy(update={"project": os.environ.get("ZEN_PROJECT") or config.project})  # where it goes
+    config = deployed_config()  # where it goes
     envelope = PubSubEnvelope(message_id="zen-submit", data=request.to_bytes())
     try:
         checked = decode_payload(envelope, JobRequest, config.limits.max_message_bytes)
@@ -195,7 +193,7 @@ def _sender() -> tuple[Identity | None, Exception | None]:
     from google.auth.exceptions import DefaultCredentialsError
 
     try:
-        return identity.current(load_config(), publishing=True), None
+        return identity.current(deployed_config(), publishing=True), None
     except DefaultCredentialsError as exc:
         return None, exc
 
@@ -316,7 +314,7 @@ def cmd_stop(args) -> int:
     if outlook.startswith(f"job {args.job_id} has already ended") and not args.force:
         print(f"{outlook}; not sent (Zen would only record it as refused; zen stop --force sends it anyway)")
         return 0
-    config = load_config()
+    config = deployed_config()
     sender = identity.current(config, publishing=True)  # no credentials: an error before publishing
     if job is not None and sender is not None and (why := may_stop(config, sender.email, job)) and not args.force:
         raise CliError(f"Zen would refuse this stop: {why}; not sent (zen stop --force sends it anyway: a Zen with "
