@@ -473,3 +473,16 @@ def test_a_job_whose_submission_was_refused_says_why_where_its_id_is_asked_for(z
     assert [(r["job_id"], "9xh100" in r["reason"]) for r in json.loads(listed.stdout)] == [("refused-1", True)]
     assert {r["job_id"] for r in json.loads(zen_cli("rejected", "--json").stdout)} == {"refused-1", "refused-2"}
     assert one_line(zen_cli("jobs", "get", "never-sent")) == "zen: no job never-sent (`zen jobs list` lists them)"
+
+
+# A job file whose `command` is mistyped (`comand:`, `cmd:`) was refused "nothing to run: give a job file, ..."
+# although a job file was given: the unknown field, what is wrong, went unsaid.
+@pytest.mark.parametrize("typo", ["comand", "cmd"])
+def test_a_mistyped_command_field_is_named_not_called_nothing_to_run(zen_cli, publisher, tmp_path, typo):
+    (tmp_path / "job.yaml").write_text(f"cluster: 1xl4\n{typo}: [python, train.py]\n")
+    result = zen_cli("submit", "job.yaml")
+    line = one_line(result)
+    assert result.returncode == 2
+    assert publisher.on("zen-job-submitted") == []
+    assert "nothing to run: give a job file" not in line, line  # a job file was given
+    assert typo in line and "job.yaml" in line, line  # the field that is wrong, in the file that has it

@@ -143,14 +143,18 @@ def build_request(args, sender: Identity | None = None) -> JobRequest:
     args.chosen_job_id = bool(data.get("job_id"))  # the user's (it may be taken), not a fresh unique one
     if not data.get("job_id"):
         data["job_id"] = default_job_id(str(data["user_id"]))
-    if not data.get("command") and not data.get("image"):
-        raise CliError("submit: nothing to run: give a job file, a command after -- (zen submit --cluster CLUSTER -- "
+    nothing = CliError("submit: nothing to run: give a job file, a command after -- (zen submit --cluster CLUSTER -- "
                        "python train.py), or --image (see `zen submit --help`)", 2)
     try:
-        return JobRequest.model_validate(data)
+        request = JobRequest.model_validate(data)
     except ValidationError as exc:
-        where = f"{args.file}: " if args.file else ""
+        if not args.file and not data.get("command") and not data.get("image"):
+            raise nothing from None
+        where = f"{args.file}: " if args.file else ""  # a file's mistyped field (`comand:`) is named
         raise CliError(f"invalid job request: {where}{describe_validation_error(exc, model=JobRequest)}", 2) from None
+    if not request.command and not request.image:
+        raise nothing
+    return request
 
 
 def check_request(request: JobRequest) -> tuple[str, list[str]]:
