@@ -131,8 +131,9 @@ def explain_line(session, config, job) -> str:
             last = decisions[0]
             why += (f"; the cluster's latest scaling decision ({last['at']:%H:%M:%S}): {last['action']} "
                     f"{last['region'] or ''} {last['reason']}".rstrip())
-        latest = {d["region"]: d for d in reversed(decisions)}  # each region's newest decision
-        held = [d["reason"].split("; blocked")[0] for region, d in latest.items() if region in job.regions
+        latest = {d["region"]: d for d in reversed(decisions)}  # each pool's newest decision (its key: region)
+        pools = _pools(config, job)
+        held = [d["reason"].split("; blocked")[0] for pool, d in latest.items() if pool in pools
                 and d["action"] == "BLOCK" and d["reason"].startswith("GPU quota") and d is not decisions[0]]
         why += "".join(f"; {text}" for text in held)  # a quota, not capacity (docs/how-to/deploy.md#gpu-quotas)
     elif job.status.terminal:  # one line: the change that ended it (its message holds the output's tail)
@@ -153,6 +154,16 @@ def explain_line(session, config, job) -> str:
     if cleared is not None and not job.status.terminal:
         why += f"; {cleared.because()}"
     return why
+
+
+def _pools(config, job) -> tuple[str, ...]:
+    """The pools a queued job may start in, keyed as its cluster's decisions are (``zen.core.provisioning``):
+    its regions x the models it accepts, as the planner counts its demand (``zen.scaling.fleetdb``)."""
+    from zen.scaling.fleetdb import pools_of_row
+
+    row = {"regions": job.regions, "provisioning": job.request.get("provisioning"),
+           "longest": job.request.get("max_runtime_s")}
+    return pools_of_row(row, config.cluster(job.cluster))[0]
 
 
 def _stranded(config, job) -> str | None:
