@@ -56,7 +56,7 @@ METRICS = {
     "zen_vms": "VMs per (cluster, region) by state (BOOTING, IDLE, BUSY, DELETING)",
     "zen_mig_errors": "MIG creation errors by cluster, region and kind (STOCKOUT, QUOTA, ...)",
     "zen_region_blocked": "1 while a (cluster, region) is blocked after a stockout",
-    "zen_cluster_stocked_out": "1 while every region of a cluster is blocked and jobs wait",
+    "zen_cluster_stocked_out": "1 while every pool (region x model) of a cluster is blocked and jobs wait",
     "zen_oldest_queued": "age in seconds of a cluster's oldest QUEUED job",
     "zen_scaling_decisions": "scaling decisions by cluster and action",
     "zen_rejected_messages": "rejected messages by source and reason class",
@@ -139,6 +139,12 @@ def log_changes(logger: logging.Logger, before: Job, after: Job, changes: Iterab
         previous, wait = change.to, None
 
 
+def stocked_out_now(queued: int, blocked: int, pools: int) -> int:
+    """``zen_cluster_stocked_out``: 1 while jobs wait and ``blocked`` is every one of the cluster's ``pools``
+    (its regions x provisioning models, ``zen.core.provisioning``: with one model, its regions), else 0."""
+    return int(queued > 0 and blocked == pools)
+
+
 def log_pass(logger: logging.Logger, snapshot: ClusterSnapshot, plan: Plan, quiet: Quiet | None = ALWAYS) -> None:
     """What a scaling pass saw and left: MIG errors, VMs by state, blocked regions, the queue (the gauges as
     ``quiet`` lets through)."""
@@ -167,7 +173,7 @@ def log_pass(logger: logging.Logger, snapshot: ClusterSnapshot, plan: Plan, quie
     groups = snapshot.demand_groups()
     queued = sum(g.count for g in groups)
     oldest = min((g.oldest for g in groups), default=None)
-    stocked_out = int(queued > 0 and len(blocked) == len(snapshot.cluster.regions))
+    stocked_out = stocked_out_now(queued, len(blocked), len(snapshot.cluster.regions))
     if not due(SCALING_CLUSTER, (cluster,), (queued, len(blocked), len(snapshot.cluster.regions)), queued > 0):
         return
     emit(logger, SCALING_CLUSTER, "every region blocked while jobs wait" if stocked_out else "cluster queue",

@@ -26,14 +26,16 @@ def register(sub, ctx: Context) -> None:
 
 
 def collect(session, clusters: dict[str, list[str]], now: datetime, window_s: float) -> dict[str, Any]:
-    """Every figure ``zen stats`` shows, keyed by metric name. ``clusters``: name -> regions."""
+    """Every figure ``zen stats`` shows, keyed by metric name. ``clusters``: name -> pools (its regions x
+    provisioning models, ``zen.core.provisioning.pools_of``; with one model, its regions), which the scaling
+    memory's blocked rows are keyed by and the dashboard's ``zen_cluster_stocked_out`` counts."""
     from zen.store import stats
 
     since = now - timedelta(seconds=window_s)
     jobs = stats.active_jobs(session)  # in flight only, as the dashboard's zen_jobs (jobs.count) counts
     blocked = stats.run(session, "blocked_regions", now=now)
     queued = {r["cluster"]: r["jobs"] for r in jobs if r["status"] == "QUEUED"}
-    blocked_by_cluster = Counter(r["cluster"] for r in blocked if r["region"] in clusters.get(r["cluster"], []))
+    blocked_by_cluster = Counter(r["cluster"] for r in blocked if r["region"] in clusters.get(r["cluster"], ()))
     rejected = Counter((r["source"], telemetry.reason_class(r["reason"]))
                        for r in stats.run(session, "rejected_messages", since=since))
     return {
@@ -44,9 +46,9 @@ def collect(session, clusters: dict[str, list[str]], now: datetime, window_s: fl
         "zen_region_blocked": blocked,
         "zen_cluster_stocked_out": [
             {"cluster": name, "queued_jobs": queued.get(name, 0), "blocked_regions": blocked_by_cluster[name],
-             "regions": len(regions),
-             "stocked_out": int(queued.get(name, 0) > 0 and blocked_by_cluster[name] == len(regions))}
-            for name, regions in clusters.items()],
+             "regions": len(pools),  # pools, as the dashboard's line counts them (zen.telemetry.log_pass)
+             "stocked_out": telemetry.stocked_out_now(queued.get(name, 0), blocked_by_cluster[name], len(pools))}
+            for name, pools in clusters.items()],
         "zen_oldest_queued": stats.run(session, "oldest_queued", now=now),
         "zen_scaling_decisions": stats.run(session, "scaling_decisions", since=since),
         "zen_rejected_messages": [{"source": s, "reason_class": c, "messages": n}
@@ -93,6 +95,7 @@ def cmd_stats(args, database: Callable[[], Any]) -> int:
     from zen.cli.kit import CliError, print_table
     from zen.cli.usage import Pricer, shown_unpriced, unpriced_note
     from zen.core.config import load_config
+    from zen.core.provisioning import pools_of
     from zen.store.migrate import has_table
     from zen.store.prices import current
     from zen.store.usage import read_snapshot
@@ -105,7 +108,8 @@ def cmd_stats(args, database: Callable[[], Any]) -> int:
             if not has_table(session, "jobs"):
                 raise CliError("the database has no Zen schema yet: run zen db migrate")
             now = utc_now()
-            figures = collect(session, {c.name: list(c.regions) for c in config.clusters}, now, args.window * 60)
+            pools = {c.name: list(pools_of(c.regions, c.provisioning)) for c in config.clusters}
+            figures = collect(session, pools, now, args.window * 60)
             pricer: Pricer | None = None
             if has_table(session, "attempt_usage"):
                 pricer = Pricer(current(session, config.pricing), {c.name: c for c in config.clusters})
