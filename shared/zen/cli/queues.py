@@ -191,7 +191,8 @@ def _stranded(config, job) -> str | None:
 
 def _explain_array(array_id: str, tasks: list, as_json: bool, db, why: Callable[[Job], str]) -> int:
     """``zen explain ARRAY``: its progress, then why its first task not yet running waits (``why``: its
-    ``explain_line``; the JSON's ``why`` too, where the table shows it)."""
+    ``explain_line``; the JSON's ``why`` too, where the table shows it), unless max_parallel holds it: the
+    progress line says that (a dependency's hold or a retry's backoff is the task's own line)."""
     from zen.cli.records import array_progress, parallel_hold
 
     progress = array_progress(array_id, tasks)
@@ -201,10 +202,10 @@ def _explain_array(array_id: str, tasks: list, as_json: bool, db, why: Callable[
         print(json.dumps({"array_id": array_id, "progress": progress, "held": held,
                           "next": waiting.job_id if waiting else None,
                           "next_status": waiting.status.value if waiting else None,  # and its line, as the table's
-                          "why": why(waiting) if waiting is not None and not waiting.hold else None}))
+                          "why": why(waiting) if waiting is not None and not parallel_hold(waiting) else None}))
         return 0
     print(progress + (f"; the rest wait because the {held}" if held else ""))
-    if waiting is not None and not waiting.hold:
+    if waiting is not None and not parallel_hold(waiting):  # its --after, its retry's backoff: its own line says
         return explain_job(waiting.job_id, False, db)
     return 0
 
