@@ -118,7 +118,7 @@ def test_a_vm_is_offered_one_start_at_a_time_and_a_burst_goes_to_its_region(rout
 def test_zen_explain_says_a_start_is_offered_to_a_warm_vm(routed, tmp_path, monkeypatch, capsys):
     import yaml
 
-    from zen.cli.queues import explain_job
+    from zen.cli.queues import explain_job, local_time
 
     zen, functions = routed
     two_idle_vms_one_warm(functions)
@@ -128,7 +128,7 @@ def test_zen_explain_says_a_start_is_offered_to_a_warm_vm(routed, tmp_path, monk
     monkeypatch.setenv("ZEN_CONFIG", str(path))
     assert explain_job("o4", False, zen.db) == 0
     assert (f"o4: QUEUED - admitted; waiting for a VM of 4xa100-40gb in us-west1 (its start is offered to vm-warm "
-            f"first, whose caches are warm; widened at the first tick after {get(zen, 'o4').widen_at:%H:%M:%S})"
+            f"first, whose caches are warm; widened at the first tick after {local_time(get(zen, 'o4').widen_at)})"
             ) in capsys.readouterr().out
 
 

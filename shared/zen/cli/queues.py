@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 from zen.cli.kit import CliError, Context, fail, no_job, print_table
@@ -85,8 +85,9 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
         if job is None and not tasks:
             return fail(no_job(session, job_id, "`zen jobs list`, `zen clusters`", what="job, array or cluster named"), 1)
         if job is None:
-            return _explain_array(job_id, tasks, as_json, db, lambda task: explain_line(session, config, task))
-        why = explain_line(session, config, job)
+            return _explain_array(job_id, tasks, as_json, db,
+                                  lambda task: explain_line(session, config, task, local_time))
+        why = explain_line(session, config, job, local_time)
     if as_json:
         print(json.dumps({"job_id": job.job_id, "status": job.status.value, "queue": job.queue, "why": why}))
     else:
@@ -94,9 +95,19 @@ def explain_job(job_id: str, as_json: bool, db) -> int:
     return 0
 
 
-def explain_line(session, config, job) -> str:
-    """Why ``job`` is where it is, in one line: what ``zen explain JOB`` prints after the status, and what
-    the console shows on the job's page (``zen.console``)."""
+def local_time(moment: datetime) -> str:
+    """A time in ``zen explain``'s line: this machine's local time, as ``zen jobs list`` and ``zen watch`` show."""
+    return f"{moment.astimezone():%H:%M:%S}"
+
+
+def utc_time(moment: datetime) -> str:
+    """A time in the console's line: UTC, as its pages show times, and saying so."""
+    return f"{moment.astimezone(timezone.utc):%H:%M:%S} UTC"
+
+
+def explain_line(session, config, job, at: Callable[[datetime], str] = utc_time) -> str:
+    """Why ``job`` is where it is, in one line: what ``zen explain JOB`` prints after the status (its times
+    local, ``at=local_time``), and what the console shows on the job's page (``zen.console``; in UTC)."""
     from zen.jobs.queueing import Queueing
     from zen.store import fleet, repository
     from zen.store.jobstore import PostgresJobTx
@@ -116,20 +127,20 @@ def explain_line(session, config, job) -> str:
         why = (f"admitted{f' by queue {job.queue}' if job.queue else ''}; waiting for a VM of {job.cluster} "
                f"in {', '.join(job.start_regions or job.regions)}")
         if job.nodes > 1:  # a gang assembling (zen.core.gang)
-            why += _gang_wait(job)
+            why += _gang_wait(job, at)
         elif job.start_vms and job.widen_at:  # zen.core.routing: offered to warm VMs
             why += f" (its start is offered to {', '.join(job.start_vms)} first, whose caches are warm; widened " \
-                   f"at the first tick after {job.widen_at:%H:%M:%S})"
+                   f"at the first tick after {at(job.widen_at)})"
         elif job.start_regions and job.widen_at:
             why += f" (its start goes there first; to every allowed region at the first tick after " \
-                   f"{job.widen_at:%H:%M:%S})"
+                   f"{at(job.widen_at)})"
         if job.start_published_at is not None:  # a start no VM takes (lost with a restarted stand-in, expired)
             again = job.start_published_at + timedelta(seconds=config.deadlines.start_republish_s)
-            why += (f"; its start was published at {job.start_published_at:%H:%M:%S}, and is published again at the "
-                    f"first tick after {again:%H:%M:%S} if no VM has claimed it (start_republish_s)")
+            why += (f"; its start was published at {at(job.start_published_at)}, and is published again at the "
+                    f"first tick after {at(again)} if no VM has claimed it (start_republish_s)")
         if decisions:
             last = decisions[0]
-            why += (f"; the cluster's latest scaling decision ({last['at']:%H:%M:%S}): {last['action']} "
+            why += (f"; the cluster's latest scaling decision ({at(last['at'])}): {last['action']} "
                     f"{last['region'] or ''} {last['reason']}".rstrip())
         latest = {d["region"]: d for d in reversed(decisions)}  # each pool's newest decision (its key: region)
         pools = _pools(config, job)
@@ -225,14 +236,14 @@ def _data_line(config, job) -> str | None:
             f"{crossing:g} GB of input cross regions, about ${usd:.2f} egress")
 
 
-def _gang_wait(job: Job) -> str:
+def _gang_wait(job: Job, at: Callable[[datetime], str]) -> str:
     """How a QUEUED gang waits: its nodes claimed so far and its deadline, or where its start goes first."""
     claimed = job.gang or []
     if claimed and job.widen_at:
         return (f" (a gang of {job.nodes}: {len(claimed)} claimed in {claimed[0].region} "
-                f"({', '.join(n.vm for n in claimed)}), the rest until {job.widen_at:%H:%M:%S}, then released and "
+                f"({', '.join(n.vm for n in claimed)}), the rest until {at(job.widen_at)}, then released and "
                 "retried; sooner if a stockout blocks its region or its limits leave no room for the rest)")
     if job.start_regions and job.widen_at:  # zen.core.gang.avoid_region
         return (f" (a gang of {job.nodes}: none claimed yet; sent there first, away from the region its last "
-                f"attempt could not assemble in; every allowed region at the first tick after {job.widen_at:%H:%M:%S})")
+                f"attempt could not assemble in; every allowed region at the first tick after {at(job.widen_at)})")
     return f" (a gang of {job.nodes}: none claimed yet)"
