@@ -190,7 +190,7 @@ def test_zen_explain_lists_the_decisions_with_reasons(stack, db_url, monkeypatch
     monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
     capsys.readouterr()
     assert main(["explain", CLUSTER, "--json"]) == 0
-    decisions = json.loads(capsys.readouterr().out)
+    decisions = json.loads(capsys.readouterr().out)["decisions"]
     pairs = [(d["action"], d["region"]) for d in decisions]
     assert pairs[:2] == [("ADD", "us-central1"), ("ADD", "us-west1")]  # the first job's ask and its hedge
     assert "hedge" in decisions[1]["reason"]

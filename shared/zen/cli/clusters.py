@@ -30,13 +30,16 @@ def cmd_explain(args, ctx: Context) -> int:
     rows.reverse()  # oldest first, like a log
     for row in rows:
         row["at"] = row["at"].isoformat()
-    if args.json:
-        print(json.dumps(rows, indent=2))
+    held: dict[str, dict[str, str]] = {}
+    unread: str | None = f"cluster {args.cluster} is not in the configuration" if gone else None
+    if not gone:  # else no pools whose quotas to read
+        _, held, unread = quota_rows(config, [c for c in config.clusters if args.cluster in (None, c.name)])
+    if args.json:  # the quotas the text names: cluster -> pool -> why (zen clusters --json's quota_held_back)
+        print(json.dumps({"decisions": rows, "quota_held_back": held, "quotas_unread": unread}, indent=2))
         return 0
     print_table(rows, ("at", "cluster", "region", "action", "count", "vm", "reason"))
-    if gone:  # no pools whose quotas to read
+    if gone:
         return 0
-    _, held, unread = quota_rows(config, [c for c in config.clusters if args.cluster in (None, c.name)])
     for cluster, regions in held.items():  # a quota, not capacity: raising it is the fix (docs/how-to/deploy.md)
         for text in regions.values():
             print(f"{cluster}: {text} (docs/how-to/deploy.md#gpu-quotas)")
