@@ -55,7 +55,7 @@ locals {
       value_extractor = "EXTRACT(jsonPayload.blocked)"
     }
     zen_cluster_stocked_out = {
-      description     = "1 while every region of a cluster is blocked and jobs wait, 0 otherwise; per scaling pass."
+      description     = "1 while every pool (region x model) of a cluster is blocked and jobs wait, 0 otherwise; per scaling pass."
       filter          = "jsonPayload.event=\"scaling.cluster\""
       labels          = { cluster = "EXTRACT(jsonPayload.cluster)" }
       value_extractor = "EXTRACT(jsonPayload.stocked_out)"

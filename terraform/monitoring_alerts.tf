@@ -30,7 +30,7 @@ locals {
       EOT
     }
     stocked_out = {
-      name      = "every region of a cluster is stocked out while jobs wait"
+      name      = "every pool of a cluster is stocked out while jobs wait"
       filter    = format(local.metric, "zen_cluster_stocked_out")
       aligner   = "ALIGN_MEAN", reducer = "REDUCE_MAX", group_by = ["metric.label.cluster"], period = "60s"
       threshold = 0.5, duration = "${var.alert_stockout_minutes * 60}s"
