@@ -186,6 +186,15 @@ def print_once(job_id: str, reader: Reader, attempt: int | None, style: str, out
     return 0
 
 
+def _array_note(job_id: str) -> str | None:
+    """What ``zen logs`` says of an array's id (no job has it): where its tasks' output is."""
+    from zen.cli import batches
+
+    if batches.read_array(job_id):
+        return f"{job_id} is an array: each task's output is under its own id (`zen logs {job_id}-0`, ...)"
+    return None
+
+
 def _no_output(job_id: str, attempt: int | None) -> str:
     """Why a job has no output, from its row when the database can be read: no such job, no such attempt, not
     started yet (it said "not started yet?" of a job that does not exist, and of an attempt 2 of a job that ran once)."""
@@ -198,11 +207,7 @@ def _no_output(job_id: str, attempt: int | None) -> str:
     try:
         job = (source := JobStatusSource()).job(job_id)
         if job is None:
-            from zen.cli import batches
-
-            if batches.read_array(job_id):
-                return f"{job_id} is an array: each task's output is under its own id (`zen logs {job_id}-0`, ...)"
-            return source.missing(job_id, "check the id with `zen jobs list`")
+            return _array_note(job_id) or source.missing(job_id, "check the id with `zen jobs list`")
     except Exception:  # noqa: BLE001 - the database cannot be read: the output's absence is all that is known
         return guess
     if job is not None and attempt is not None and attempt > job.attempt:
@@ -286,6 +291,10 @@ def cmd_logs(args) -> int:
             reader = OneNode(reader, vm)
         if not args.follow:
             return print_once(args.job_id, reader, args.attempt, args.style, sys.stdout, sys.stderr)
+        from zen.cli.kit import database_configured
+
+        if database_configured() and JobStatusSource().job(args.job_id) is None and (note := _array_note(args.job_id)):
+            raise CliError(note, 1)  # followed, it waited a minute for a job of that id and said "no job"
         return follow(args.job_id, reader, JobStatusSource(), attempt=args.attempt, style=args.style,
                       settle_s=settle_s, poll_s=poll_s)
 
