@@ -104,8 +104,9 @@ def cmd_local_up(argv: list[str]) -> int:
 def cmd_local_down(argv: list[str]) -> int:
     from zen_dev.local.stack import down
 
-    Parser(prog="zen local down", description="Stop the local stack running from this "
-                            "directory (.zen/stack.json) and its Postgres; the data stays in .zen/pgdata.").parse_args(argv)
+    Parser(prog="zen local down", description="Stop the local stack running from this directory or the "
+                            "nearest above it (.zen/stack.json), as the other commands find it, and its Postgres; the "
+                            "data stays in .zen/pgdata.").parse_args(argv)
     stopped = down()
     print("stopped: " + ", ".join(stopped) if stopped else "no local stack is running")
     return 0

@@ -451,8 +451,11 @@ def _stop_database(home: Path) -> list[str]:
     return ["postgres"] if stop_embedded_server(home) else []
 
 
-def down(home: Path = Path(".zen")) -> list[str]:
-    """``zen local down``: stop a stack left behind, from its record, and its Postgres."""
+def down(home: Path | None = None) -> list[str]:
+    """``zen local down``: stop a stack left behind, from its record, and its Postgres. ``home`` (None): the stack
+    running in this folder or the nearest above it, as the other commands find it (``running_home``), else
+    this folder's ``.zen`` (a Postgres left running without a record)."""
+    home = home or running_home() or Path(".zen")
     record = read_stack(home.resolve())
     if record:
         hand_back(record["processes"], record["env"])
