@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pg8000.native
 
-from zen.store.db import parse_database_url
+from zen.store.db import ConnectionTarget, parse_database_url
 
 
 EMBEDDED_DATABASE = "zen"
@@ -21,7 +21,16 @@ def embedded_server_url(home: str | os.PathLike | None = None) -> str:
     ``.zen``) and return the URL of its ``postgres`` database. It keeps running for later commands."""
     data_dir = Path(home or os.environ.get("ZEN_HOME", ".zen")) / "pgdata"
     data_dir.mkdir(parents=True, exist_ok=True)
-    return start_server(data_dir, cleanup_mode=None).get_uri()
+    return server_url(start_server(data_dir, cleanup_mode=None))
+
+
+def server_url(server) -> str:
+    """The URL of a pgserver handle's ``postgres`` database, its socket's folder escaped (pgserver's own
+    ``get_uri`` puts it in unescaped: a clone under ``c++``, ``R&D`` or ``proj#2`` was read back as another)."""
+    info = server.get_postmaster_info()
+    if info.socket_dir is None:
+        return server.get_uri()
+    return ConnectionTarget("postgres", "postgres", unix_sock=f"{info.socket_dir}/.s.PGSQL.{info.port or 5432}").url()
 
 
 def start_server(data_dir: str | os.PathLike, cleanup_mode: str | None):

@@ -63,7 +63,7 @@ class ConnectionTarget:
         if self.unix_sock:
             socket_dir, _, name = self.unix_sock.rpartition("/")
             port = name.rsplit(".", 1)[-1]
-            return f"postgresql://{auth}@/{quote(self.database, safe='')}?host={socket_dir}" + (
+            return f"postgresql://{auth}@/{quote(self.database, safe='')}?host={quote(socket_dir, safe='/')}" + (
                 f"&port={port}" if port != "5432" else "")
         return f"postgresql://{auth}@{self.host}:{self.port}/{quote(self.database, safe='')}"
 
