@@ -72,6 +72,11 @@ QUERIES = {
                       FROM jsonb_array_elements(COALESCE(billed_before, '[]'::jsonb)) AS earlier) AS vm
         WHERE vm.until > :since AND strpos(name, '+') = 0
         ORDER BY 1, cluster, name, vm.since""",
+    # VM-seconds jobs ran (each attempt from RUNNING to its end, x its VMs: a gang's nodes, a share of a VM it
+    # shared), whatever became of them: a failed attempt retried included.
+    "vm_seconds_run": """
+        SELECT COALESCE(SUM(extract(epoch FROM ended_at - started_at) * vm_share), 0) AS seconds
+        FROM attempt_usage WHERE started_at IS NOT NULL""",
     "attempts_of_job": """
         SELECT * FROM attempt_usage WHERE job_id = :job_id ORDER BY attempt""",
     # An attempt recorded LOST, or PREEMPTED by its queue (``lost_attempt``): the VM that held it, when it

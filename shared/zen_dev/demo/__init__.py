@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from zen.store import fleet, repository
+from zen.store import fleet, repository, usage
 from zen_dev.demo import dollars as demo_dollars, gangs, notices, pipelines, placement, who
 from zen_dev.local.environment import overridden_environ
 from zen_dev.local.stack import LocalStack, Ports
@@ -323,13 +323,9 @@ def _summarise(db, jobs: list[DemoJob]) -> DemoResult:
               and (e["at"] - submitted[e["job_id"]]).total_seconds() > 1]
     if not waited:
         result.problems.append("no job waited PENDING for the demo queue's quota")
-    running_since: dict[str, datetime] = {}
-    for event in histories:
-        if event["to_status"] == "RUNNING":
-            running_since[event["job_id"]] = event["at"]
-        elif event["job_id"] in running_since and event["to_status"] in (
-                "SUCCEEDED", "FAILED", "CANCELLED", "LOST", "STOPPING"):
-            result.vm_minutes_used += (event["at"] - running_since.pop(event["job_id"])).total_seconds() / 60
+    with db.transaction() as session:  # every attempt that ran, x its VMs: a failed one retried too (its job's
+        # history goes RUNNING -> PENDING: counted from it, such attempts' minutes and a gang's other nodes were not)
+        result.vm_minutes_used = float(usage.run(session, "vm_seconds_run")[0]["seconds"]) / 60
     for job in jobs:
         row = result.jobs.get(job.job_id)
         if row is None:
