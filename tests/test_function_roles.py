@@ -55,7 +55,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "attempt_usage": _grants(((BEAT,), "SELECT, INSERT, UPDATE (outcome, vm_share)"),
                              ((TICK,), "INSERT, SELECT (job_id, attempt), UPDATE (vm_share)")),
     "vms": _grants((ALL, "SELECT"), ((BEAT,), f"INSERT, UPDATE ({VM_REPORT})"), (SCALING, "DELETE")),
-    "scaling_memory": _grants((ALL, "SELECT"), (SCALING, "INSERT, UPDATE (memory, updated_at)")),
+    "scaling_memory": _grants((ALL, "SELECT"), (SCALING, "INSERT, UPDATE (memory, updated_at)"), ((TICK,), "DELETE")),
     "vm_drains": _grants((ALL, "SELECT"), (SCALING, "INSERT, DELETE")),
     "mig_instances": _grants((SCALING, "SELECT, INSERT, UPDATE (last_seen_at, running_at, billed_before), DELETE")),
     "vm_lifetimes": _grants((SCALING, "INSERT, SELECT (name, first_seen_at)"), ((BEAT, TICK), "SELECT (model)")),
@@ -214,11 +214,16 @@ def test_each_function_runs_as_its_own_role(per_function, db, clock, monkeypatch
     fn.heartbeat(heartbeat("b", "STOPPED", 3, vm=stopped.name, region="us-west1", zone=stopped.zone))
     for vm in west:
         fn.heartbeat(vm_beat(vm.name, "us-west1", "IDLE", 100, sent_at=clock().isoformat()))
+    with db.transaction() as session:  # a pool the configuration dropped since a pass remembered it
+        session.sql("INSERT INTO scaling_memory (cluster, region, memory, updated_at) "
+                    "VALUES ('4xa100-40gb', 'asia-east1', '{}', now())")
     advance(admin.config.deadlines.idle_timeout_s + 1)
-    fn.tick()  # idle VMs drained and deleted
+    fn.tick()  # idle VMs drained and deleted; the dropped pool's memory forgotten
     advance(60)
     fn.tick()  # and forgotten once gone from their MIG
     assert instances("us-west1") == []
+    with db.transaction() as session:
+        assert session.sql("SELECT region FROM scaling_memory WHERE region = 'asia-east1'") == []
     assert _statuses(db) == {"early": "CANCELLED", "a": "SUCCEEDED", "b": "CANCELLED", "gone": "CANCELLED"}
     for zen in zens.zens.values():
         zen.relay.marks.flush()  # the marks thread of each function, as its role

@@ -148,6 +148,20 @@ def see_instances(session: Session, cluster: str, region: str, names: list[str],
     return first_seen
 
 
+def forget_dropped_pools(session: Session, configured: dict[str, tuple[str, ...]]) -> list[tuple[str, str]]:
+    """Forget the instances and the planner's memory of every pool the configuration no longer has
+    (``configured``: cluster -> its pools): no pass lists such a pool again (terraform destroys its MIG), so
+    its last-seen instances stayed in every VM count (``zen watch``, the console, ``zen stats``) and its memory
+    of VMs booting made every usable VM's heartbeat run a pass (``ClusterOrchestrator.racing``). Their
+    instances are kept as seen until now (``vm_lifetimes``). Returns the pools forgotten."""
+    dropped = [(r["cluster"], r["region"]) for r in session.run("fleet_pools")
+               if r["region"] not in configured.get(r["cluster"], ())]
+    for cluster, pool in dropped:
+        session.run("forget_vanished_instances", cluster=cluster, region=pool, present=[])
+        session.run("forget_pool_memory", cluster=cluster, region=pool)
+    return dropped
+
+
 def mig_instance_names(session: Session) -> list[tuple[str, str, str]]:
     """(name, cluster, region) of every instance the MIGs listed at the last passes, newest first."""
     return [(r["name"], r["cluster"], r["region"]) for r in session.run("mig_instance_names")]

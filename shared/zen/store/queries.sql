@@ -513,6 +513,13 @@ WITH gone AS (
 )
 DELETE FROM vms WHERE name IN (SELECT name FROM gone);
 
+-- name: fleet_pools
+-- Every (cluster, pool) the fleet's rows name: listed instances, and the planner's memory.
+SELECT cluster, region FROM mig_instances UNION SELECT cluster, region FROM scaling_memory;
+
+-- name: forget_pool_memory
+DELETE FROM scaling_memory WHERE cluster = :cluster AND region = :region;
+
 -- name: lock_vm
 -- Serialises a claim by a VM with its scale-down (see ClusterManager and JobService).
 SELECT pg_advisory_xact_lock(hashtext('zen-vm:' || :vm_name));
