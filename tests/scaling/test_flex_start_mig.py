@@ -77,7 +77,7 @@ def test_the_standin_makes_one_mig_per_pool_with_its_model_in_the_template(cloud
 
 def test_a_resize_request_is_pending_as_booting_vms_then_granted_all_at_once(cloud):
     standin, flex, _ = cloud(capacity=2)  # 3 zones of 2: room for the request's 2 VMs in one zone
-    flex.resize(2)
+    flex.resize(2, together=(2,))  # a gang of 2: one request
     state = flex.read()
     assert state.target_size == 2 and len(state.instances) == 2
     assert all(request_of(i.name) and i.current_action == "CREATING" and i.status == "" for i in state.instances)
@@ -85,7 +85,7 @@ def test_a_resize_request_is_pending_as_booting_vms_then_granted_all_at_once(clo
     assert {i.name for i in state.instances} == {pending_name(flex.name, request, n) for n in (0, 1)}
     vm = classify(state.instances[0], REGION, standin.world.ts.start, {}, {})  # type: ignore[arg-type]
     assert vm.phase is VmPhase.BOOTING and not vm.started
-    flex.resize(2)  # as many as there are and are asked for: no second request
+    flex.resize(2, together=(2,))  # as many as there are and are asked for: no second request
     assert list(flex.pending()) == [request]
     standin.advance(31)  # granted after its delay: both VMs at once, the MIG's target grown by 2
     state = flex.read()
@@ -93,6 +93,16 @@ def test_a_resize_request_is_pending_as_booting_vms_then_granted_all_at_once(clo
     assert len(state.instances) == 2 and all(request_of(i.name) is None for i in state.instances)
     standin.advance(61)
     assert all(i.running for i in flex.read().instances)
+
+
+def test_each_one_node_jobs_vm_is_a_request_of_its_own(cloud):
+    """Three one-node jobs' VMs where each zone holds two: asked in one request, none was granted (no zone held
+    all three) while two could have run; each is a request of its own, and two are granted."""
+    standin, flex, _ = cloud(capacity=2)
+    flex.resize(3)
+    assert sorted(flex.pending().values()) == [1, 1, 1]
+    standin.advance(31)
+    assert len([i for i in flex.read().instances if request_of(i.name) is None]) >= 2
 
 
 def test_a_queued_request_is_counted_while_a_granted_ones_vms_are_created(cloud):
@@ -116,17 +126,17 @@ def test_a_queued_request_is_counted_while_a_granted_ones_vms_are_created(cloud)
 
 def test_a_request_waits_until_one_zone_holds_all_of_its_vms(cloud):
     standin, flex, _ = cloud(capacity=1)
-    flex.resize(2)  # 2 VMs, room for 3 in the region but 1 per zone: never granted in part or over zones
+    flex.resize(2, together=(2,))  # 2 VMs, room for 3 in the region but 1 per zone: never granted in part or over zones
     standin.advance(600)
     assert sum(flex.pending().values()) == 2 and flex.read().target_size == 2
     assert not [i for i in flex.read().instances if request_of(i.name) is None]
     standin, flex, _ = cloud(capacity=3)
-    flex.resize(3)  # one zone holds all three: granted there
+    flex.resize(3, together=(3,))  # one zone holds all three: granted there
     standin.advance(31)
     zones = {i.zone for i in flex.read().instances if request_of(i.name) is None}
     assert flex.pending() == {} and len(zones) == 1, zones
     standin, flex, _ = cloud(capacity=1)
-    flex.resize(4)  # 4 VMs, room for 3: never granted in part
+    flex.resize(4, together=(4,))  # 4 VMs, room for 3: never granted in part
     standin.advance(600)
     assert sum(flex.pending().values()) == 4 and flex.read().target_size == 4
     assert not [i for i in flex.read().instances if request_of(i.name) is None]
@@ -134,7 +144,7 @@ def test_a_request_waits_until_one_zone_holds_all_of_its_vms(cloud):
 
 def test_deleting_a_pending_vm_cancels_its_request(cloud):
     standin, flex, _ = cloud()
-    flex.resize(3)
+    flex.resize(3, together=(3,))
     names = [i.name for i in flex.read().instances]
     [request] = requests_of(standin, flex)
     flex.delete_instances(names[:1], {})
@@ -187,7 +197,7 @@ def test_a_request_granted_since_the_read_stops_none_of_the_other_cancels(cloud)
     cancel and the loop raised there: the second, still queued, was left for a grant nobody wanted."""
     standin, flex, _ = cloud(capacity=2)
     flex.resize(1)  # fits a zone of 2: granted at the next step
-    flex.resize(4)  # 3 VMs, in no zone: queued
+    flex.resize(4, together=(3,))  # a gang's 3 VMs, in no zone: queued
     sizes = {r.name: r.resize_by for r in requests_of(standin, flex)}
     names = sorted((i.name for i in flex.read().instances), key=lambda n: sizes[request_of(n)])  # the granted first
     standin.advance(31)

@@ -32,12 +32,12 @@ class Scripted:
 
     name = "scripted"
 
-    def __init__(self, script: dict[str, int]):
-        self.script, self.snapshots = script, []
+    def __init__(self, script: dict[str, int], together: dict[str, list[int]] | None = None):
+        self.script, self.together, self.snapshots = script, together or {}, []
 
     def plan(self, snapshot):
         self.snapshots.append(snapshot)
-        plan, self.script = Plan(add=dict(self.script)), {}
+        plan, self.script = Plan(add=dict(self.script), together=self.together), {}
         return plan
 
 
@@ -93,11 +93,11 @@ def test_a_model_may_have_its_own_capacity():
 
 
 def test_a_flex_start_request_is_granted_whole_after_its_queue():
-    # Room for 2 in r1-a; a request for 3 waits its 300 s queue, then for room (a third slot at 800 s).
+    # Room for 2 in r1-a; a request for 3 (a gang's) waits its 300 s queue, then for room (a third slot at 800 s).
     scenario = _scenario("[flex-start]", capacity="{default: 0, schedule: [{at_s: 0, zone: r1-a, capacity: 2}, "
                          "{at_s: 800, zone: r1-a, capacity: 3}]}",
                          extra="flex_start: {grant: {dist: fixed, s: 300}}\n")
-    world = _world(scenario, Scripted({"r1": 3}), horizon_s=1200)
+    world = _world(scenario, Scripted({"r1": 3}, together={"r1": [3]}), horizon_s=1200)
     world.run()
     vms = list(world.clusters["c"].vms.values())
     assert len(vms) == 3 and {vm.created_s for vm in vms} == {800.0}

@@ -3,7 +3,7 @@
 Dynamic Workload Scheduler's flex-start VMs are not asked for by target size: each ``resize`` inserts
 resize requests (``regionInstanceGroupManagerResizeRequests.insert``, google-cloud-compute's
 ``RegionInstanceGroupManagerResizeRequestsClient``, in the pinned 1.57.0 as in the v1 API) for the VMs
-it adds: one per gang asked for (``together``), one for the rest. Compute queues each (CREATING, then
+it adds: one per gang asked for (``together``), one per VM of the rest. Compute queues each (CREATING, then
 ACCEPTED) and grants it all at once when capacity frees up: its VMs then join the MIG, whose target size
 grows by the request's ``resizeBy``, and run for the cluster's ``flex_start_run_s`` at most. The
 regional client, not the zonal one: Zen's MIGs are regional.
@@ -172,7 +172,7 @@ class FlexStartMig(MigManager):
     def resize(self, size: int, together: Sequence[int] = ()) -> None:
         """Ask for ``size`` less the VMs there are and asked for, in resize requests each granted all at once:
         one per unit of ``together`` that fits (a gang's VMs: a gang waits for no other gang's grant), then
-        one for the rest (the one-node jobs' VMs: one request for all of them, one insert call, not one each).
+        one per VM of the rest (one-node jobs' VMs: a job waits for no other's grant; one insert call each).
         A request refused after others were made raises ``MigUnconfirmed``: the resize was carried out in part."""
         more = size - self.target_size()
         if more <= 0:

@@ -112,10 +112,11 @@ def whole_units(together: Iterable[int], count: int) -> tuple[int, ...]:
 
 def resize_requests(together: Iterable[int], count: int) -> tuple[int, ...]:
     """The all-or-nothing requests a flex-start MIG makes for ``count`` VMs: one per unit of ``together``
-    that fits whole (``whole_units``), then one for the rest, if any."""
+    that fits whole (``whole_units``), then one per VM of the rest (one-node jobs' VMs: a job waits for no
+    other job's grant; one request for all of them waited for a zone to hold them all at once, for ever where
+    none could, while a zone held most of them)."""
     units = whole_units(together, count)
-    rest = count - sum(units)
-    return units + ((rest,) if rest else ())
+    return units + (1,) * (count - sum(units))
 
 
 class QuotaPort(Protocol):

@@ -82,6 +82,7 @@ class AskEveryRegion:
         for group in snapshot.demand_groups():
             for region in group.regions:
                 pending[region] += group.count
+                _gang_units(plan, region, group)
         total = len(snapshot.vms)
         for region in limits.regions:
             vms = index.region(region)
@@ -159,6 +160,7 @@ class _DemandSized:
                 take = min(left, limits.max_vms_per_region - live[region], limits.max_vms - total)
                 if take > 0:
                     plan.add[region] = plan.add.get(region, 0) + take
+                    _gang_units(plan, region, group)
                     live[region] += take
                     total += take
                     left -= take
@@ -244,6 +246,14 @@ class Unlimited(_DemandSized):
         unbounded = replace(snapshot.cluster, max_vms_per_region=10**9, max_vms=10**9)
         return super().plan(replace(snapshot, cluster=unbounded))
     ignores_capacity = True
+
+
+def _gang_units(plan: Plan, pool: str, group: DemandGroup) -> None:
+    """A gang group's gangs as units a flex-start MIG asks for whole (``Plan.together``: the port takes those that
+    fit what the pool adds, ``zen.scaling.port.whole_units``), as production's planner passes them; without
+    them each of a gang's VMs was a request of its own, granted apart."""
+    if group.gang > 1:
+        plan.together.setdefault(pool, []).extend(group.chunks())
 
 
 def _blocked(memory: RegionMemory | None, snapshot: ClusterSnapshot) -> bool:

@@ -178,7 +178,7 @@ class SimMigPort:
 
     def resize(self, size: int, together: Sequence[int] = ()) -> None:
         """As production's: a flex-start MIG asks in one request per unit of ``together`` that fits, then
-        one for the rest (as ``FlexStartMig.resize``: a target size read, then one insert call per request);
+        one per VM of the rest (as ``FlexStartMig.resize``: a target size read, then one insert call per request);
         any other grows by its target size, ``together`` ignored."""
         mig, world = self._mig, self._world
         if size < mig.target:
