@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from zen.core.cluster_config import check_models
+from zen.core.cluster_config import Number, check_models
 from zen.core.config import ClusterConfig, DataConfig, Deadlines, QueueConfig, Queueing
 from zen.core.provisioning import MODELS, pool_key
 from zen.scaling.model import ClusterLimits, Pool, Timing
@@ -54,7 +54,7 @@ class ClusterSpec(ClusterConfig):
     gpu_type: str = "nvidia-tesla-a100"
     provisioning: list[str] | None = None
     # Its own price table (as the scenario's ``prices:``), for a scenario whose clusters differ in shape.
-    prices: dict[str, dict[str, float]] | None = None
+    prices: dict[str, dict[str, Number[float]]] | None = None  # yes (YAML's true) is no price
 
     @field_validator("provisioning")
     @classmethod
@@ -134,7 +134,7 @@ class ScenarioSpec(_Spec):
     queueing: Queueing = Queueing()
     routing: RoutingSpec = RoutingSpec()
     # USD per VM-hour of the clusters' shape: region -> model -> price. None: the run counts no dollars.
-    prices: dict[str, dict[str, float]] | None = None
+    prices: dict[str, dict[str, Number[float]]] | None = None  # yes (YAML's true) is no price
 
     @property
     def spot_vms(self) -> bool:
