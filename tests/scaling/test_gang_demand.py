@@ -24,7 +24,7 @@ def test_a_gang_is_asked_for_whole_in_one_region_with_one_spare_boot():
     assert plan.add == {"us-central1": 4} and plan.together == {"us-central1": [3]}  # the spare is no part of the unit
     assert [(d.region, d.count, d.reason) for d in plan.decisions if d.action is Action.ADD] == [
         ("us-central1", 3, "3 queued job(s) without a VM"),
-        ("us-central1", 1, "1 spare boot(s): a job starts at the first of its two boots, a gang at its N-th of N+1 (zen.scaling.gangs)")]
+        ("us-central1", 1, "1 spare boot(s): a job starts at the first of its two boots, a gang at its N-th of N+1")]
 
 
 def test_a_region_that_can_give_only_part_of_a_gang_is_out_for_it():

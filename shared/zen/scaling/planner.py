@@ -222,9 +222,10 @@ class _Planning:
             if count - hedged - spared:
                 self._decide(Action.ADD, region, f"{count - hedged - spared} queued job(s) without a VM"
                              + self.ranking.prices_compared(region, *compared.get(region, ((), None))), count - hedged - spared)
-            for n, why in ((hedged, "hedge(s): the first choice's delivery is uncertain"),
-                           (spared, "spare boot(s): a job starts at the first of its two boots, a gang at its N-th of N+1 "
-                                    "(zen.scaling.gangs)")):
+            price = self.ranking.prices_compared(region, ())  # its own; a hedge's at most hedge_price_ratio x its first's
+            for n, why in ((hedged, f"hedge(s): the first choice's delivery is uncertain{price}" + (
+                    f", at most {self.timing.hedge_price_ratio:g}x the first choice's (hedge_price_ratio)" if price else "")),
+                           (spared, f"spare boot(s){price}: a job starts at the first of its two boots, a gang at its N-th of N+1")):
                 if n:
                     self._decide(Action.ADD, region, f"{n} {why}", n)
         for why, count in held.items():
