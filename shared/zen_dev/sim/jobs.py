@@ -84,12 +84,37 @@ def load_jobs(scenario: Scenario, source: str | None = None, *, seed: int | None
             raise JobTraceError("--compression compresses a trace's time (--jobs philly or a job CSV); synthetic jobs "
                                 "are drawn at the scenario's rates: change jobs.arrivals instead")
         jobs = synthetic_jobs(spec, scenario.clusters, scenario.spec.seed if seed is None else seed)
-        return jobs[:max_jobs] if max_jobs else jobs
+        return _flex_only_checked(jobs[:max_jobs] if max_jobs else jobs, scenario)
     path = scenario.resolve(spec.file) if source in (None, "philly") else resolve_path(spec.file, Path.cwd())
     if isinstance(spec, PhillyJobs):
         spec = spec.model_copy(update={k: v for k, v in (("compression", compression), ("max_jobs", max_jobs)) if v})
-        return philly_jobs(path, scenario.clusters, spec.compression, spec.max_jobs, spec.gangs)
-    return csv_jobs(path, scenario.clusters, compression=compression, max_jobs=max_jobs)
+        return _flex_only_checked(philly_jobs(path, scenario.clusters, spec.compression, spec.max_jobs, spec.gangs),
+                                  scenario)
+    return _flex_only_checked(csv_jobs(path, scenario.clusters, compression=compression, max_jobs=max_jobs), scenario)
+
+
+def _flex_only_checked(jobs: list[SimJob], scenario: Scenario) -> list[SimJob]:
+    """``jobs``, unless one accepts flex-start alone (its own provisioning, or its cluster's only model) where
+    production refuses it (``zen.jobs.placement.check_provisioning``): a start bound (the cluster's
+    ``max_start_wait_s``, else the scenario's timing) below ``flex_start_min_wait_s``, or a run longer than a
+    flex-start VM lives (``flex_start_run_s``). An outside harness measured jobs production never takes."""
+    clusters = {c.limits.name: c for c in scenario.clusters}
+    for job in jobs:
+        cluster = clusters[job.cluster]
+        if ((job.provisioning,) if job.provisioning else cluster.models) != ("flex-start",):
+            continue
+        bound = cluster.max_start_wait_s if cluster.max_start_wait_s is not None else scenario.timing.max_start_wait_s
+        if bound < cluster.flex_min_wait_s:
+            raise JobTraceError(
+                f"job {job.job_id} accepts flex-start alone, and cluster {job.cluster}'s max_start_wait_s ({bound:g} s) "
+                f"is below its flex_start_min_wait_s ({cluster.flex_min_wait_s:g} s): production refuses such a job; "
+                "allow a longer max_start_wait_s, or let the job accept another model (provisioning)")
+        if job.duration_s > cluster.flex_run_s:
+            raise JobTraceError(
+                f"job {job.job_id} accepts flex-start alone and runs {job.duration_s:g} s, longer than a flex-start VM "
+                f"of cluster {job.cluster} lives (flex_start_run_s {cluster.flex_run_s:g} s): production refuses such a "
+                "job; raise flex_start_run_s, or let the job accept another model (provisioning)")
+    return jobs
 
 
 def _allowed(regions: list[str] | tuple[str, ...] | None, cluster: SimCluster) -> tuple[str, ...]:

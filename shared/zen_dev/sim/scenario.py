@@ -235,6 +235,8 @@ class SimCluster:
     # Its jobs' default start bound where the cluster gives one (production's planner gets its cluster's); None:
     # the scenario's ``timing`` (the cluster field was accepted and dropped: every run saw 600 s).
     max_start_wait_s: float | None = None
+    flex_min_wait_s: float = 300.0  # flex_start_min_wait_s and flex_start_run_s, as production's cluster has them
+    flex_run_s: float = 7 * 86400.0  # (zen_dev.sim.jobs: jobs that accept flex-start alone are held to them)
 
     def pools(self, models: tuple[str, ...] | None = None) -> dict[str, Pool]:
         """Pool key -> pool for ``models`` (None: the cluster's), region by region in its order, each
@@ -331,6 +333,7 @@ def parse_scenario(text: str, source: str = "scenario", base_dir: Path | None = 
             gpu_count=c.gpu_count,
             zones={r: tuple(spec.zones.get(r) or default_zones(r, capacity.zones())) for r in c.regions},
             max_start_wait_s=c.max_start_wait_s if "max_start_wait_s" in c.model_fields_set else None,
+            flex_min_wait_s=c.flex_start_min_wait_s, flex_run_s=c.flex_start_run_s,
             **_pricing(spec, c),
         )
         for c in spec.clusters
