@@ -19,7 +19,6 @@ from zen.core.config import ZenConfig, load_config
 from zen.core.errors import DataRejected, Rejected, TransientError
 from zen.core.events import PubSubEnvelope, envelope_from_cloud_event
 from zen.core.prices import PriceTable, catalog_pairs
-from zen.core.provisioning import pools_of
 from zen.core.text import escape_unstorable
 from zen.jobs.announce import RejectionEvent
 from zen.jobs.messaging import OutboxRelay, Publisher
@@ -228,8 +227,7 @@ class Zen:
                 # the sweep above read the last tick's, which missed every claim made since.
                 report.widened += self.jobs.sweeps.widen_narrowed()
                 with self.db.transaction() as session:  # pools the configuration dropped: no pass lists them again
-                    fleet.forget_dropped_pools(session, {c.name: pools_of(c.regions, c.provisioning)
-                                                         for c in self.config.clusters})
+                    fleet.forget_dropped_pools(session, {c.name: c.pools() for c in self.config.clusters})
             if self.controls is not None:  # the instances the passes just listed, booting ones too
                 with self.db.transaction() as instances:
                     report.controls = self.controls.ensure(fleet.mig_instance_names(instances))

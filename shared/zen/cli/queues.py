@@ -20,7 +20,6 @@ from zen.core.config import load_config
 from zen.core.models import Job, JobStatus
 from zen.core.provisioning import accepted_models, outlasts_flex
 from zen.jobs.authorization import may_submit
-from zen.jobs.placement import nodes_problem
 
 QUEUE_COLUMNS = ("queue", "cohort", "cluster", "quota_gpus", "admitted_gpus", "borrowed_gpus", "pending", "queued",
                  "running", "recent_gpu_hours", "you_may_submit")
@@ -195,7 +194,7 @@ def _stranded(config, job) -> str | None:
     if models == ("flex-start",) and outlasts_flex(named, cluster.flex_start_run_s):
         return (f"its max_runtime_s ({named} s) is now above how long a flex-start VM of cluster "
                 f"{cluster.name} runs (flex_start_run_s {cluster.flex_start_run_s} s), the one model it accepts: {after}")
-    if (too_many := nodes_problem(cluster, job.nodes)) is not None:
+    if (too_many := cluster.nodes_problem(job.nodes)) is not None:
         return f"{too_many} (the configuration changed since it was accepted): {after}"
     if not set(job.regions) & set(cluster.regions):
         return (f"cluster {cluster.name} no longer runs in {', '.join(job.regions)}, the regions the job allows "

@@ -221,6 +221,24 @@ class ClusterConfig(Strict):
         base = f"zen-{self.name}-{region}"
         return base if model is None or model == self.provisioning[0] else f"{base}-{MIG_SUFFIX[model]}"
 
+    def nodes_problem(self, nodes: int) -> str | None:
+        """Why this cluster cannot hold a gang of ``nodes`` (``zen.jobs.placement.check_nodes``), or None. Checked
+        again for a gang accepted before its limits were lowered: it is no demand (``zen.scaling.fleetdb``), its
+        claims are refused (``zen.jobs.claims``: no VM is held for a gang that can never assemble) and ``zen
+        explain`` says why it waits."""
+        if nodes == 1:
+            return None
+        if self.max_jobs_per_vm > 1:
+            return (f"nodes: {nodes} nodes on cluster {self.name}, whose VMs run several jobs at once "
+                    f"(max_jobs_per_vm {self.max_jobs_per_vm}): a multi-node job holds whole VMs; use a "
+                    "cluster with max_jobs_per_vm 1")
+        if nodes > self.max_vms:
+            return f"nodes: {nodes} is above cluster {self.name}'s max_vms ({self.max_vms})"
+        if nodes > self.max_vms_per_region:
+            return (f"nodes: {nodes} is above cluster {self.name}'s max_vms_per_region "
+                    f"({self.max_vms_per_region}), and a multi-node job runs in one region")
+        return None
+
     def pools(self) -> tuple[str, ...]:
         """Its pool keys (zen.core.provisioning): with one model, its regions."""
         return pools_of(self.regions, self.provisioning)

@@ -24,7 +24,6 @@ from zen.core.models import AgentStatus, Heartbeat, Job, JobStatus
 from zen.core.provisioning import accepted_models, flex_run_left_s, outlasts_flex
 from zen.core.reports import refused_floor
 from zen.core.routing import next_route
-from zen.jobs.placement import nodes_problem
 from zen.jobs.placement import regions_cleared_now, required_now
 from zen.jobs.store import repeat_key
 
@@ -76,7 +75,7 @@ def refuse_claim(tx: JobTx, config: ZenConfig, job: Job, hb: Heartbeat,
         reason, cause = f"VM {hb.vm} is a {model} VM, and the job accepts {accepts} VMs only", NOT_ACCEPTED
     elif hb.region in job.regions and hb.region not in (cleared := regions_cleared_now(config, job)):
         return _not_cleared(config, job, hb, cleared, now)
-    elif cluster is not None and (too_many := nodes_problem(cluster, job.nodes)) is not None:  # limits lowered since
+    elif cluster is not None and (too_many := cluster.nodes_problem(job.nodes)) is not None:  # limits lowered since
         reason, cause = f"{too_many} (the configuration changed since it was accepted)", NOT_CLEARED
     elif (uncleared := _data_not_cleared(config, job, hb)) is not None:
         reason, cause = uncleared, DATA_NOT_CLEARED

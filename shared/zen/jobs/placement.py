@@ -155,26 +155,8 @@ def check_nodes(cluster: ClusterConfig, request: JobRequest) -> None:
     every node is a VM of its own (a cluster whose VMs run several jobs at once is refused: a gang holds
     whole VMs, and its nodes would share theirs with strangers' jobs), and the gang never spans regions,
     so it must fit the cluster's ``max_vms`` and one regional MIG's ``max_vms_per_region``."""
-    if (problem := nodes_problem(cluster, request.nodes)) is not None:
+    if (problem := cluster.nodes_problem(request.nodes)) is not None:
         raise Rejected(problem)
-
-
-def nodes_problem(cluster: ClusterConfig, nodes: int) -> str | None:
-    """Why ``cluster`` cannot hold a gang of ``nodes`` (:func:`check_nodes`), or None. Checked again for a gang
-    accepted before its cluster's limits were lowered: its claims are refused (``zen.jobs.claims``: no VM is held
-    for a gang that can never assemble) and ``zen explain`` says why it waits."""
-    if nodes == 1:
-        return None
-    if cluster.max_jobs_per_vm > 1:
-        return (f"nodes: {nodes} nodes on cluster {cluster.name}, whose VMs run several jobs at once "
-                f"(max_jobs_per_vm {cluster.max_jobs_per_vm}): a multi-node job holds whole VMs; use a "
-                "cluster with max_jobs_per_vm 1")
-    if nodes > cluster.max_vms:
-        return f"nodes: {nodes} is above cluster {cluster.name}'s max_vms ({cluster.max_vms})"
-    if nodes > cluster.max_vms_per_region:
-        return (f"nodes: {nodes} is above cluster {cluster.name}'s max_vms_per_region "
-                f"({cluster.max_vms_per_region}), and a multi-node job runs in one region")
-    return None
 
 
 def _one_cluster(config: ZenConfig, request: JobRequest) -> ClusterConfig:

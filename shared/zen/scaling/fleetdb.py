@@ -48,11 +48,15 @@ def pools_of_row(row: Mapping[str, Any], cluster: ClusterConfig | None) -> tuple
     order) and start bound: its jobs' own ``max_start_wait_s``, None when they named none (the planner
     then holds them to the cluster's, ``Timing.max_start_wait_s``, and ranks by ``cost_slack_s``: a bound
     a job names widens its choice, the default does not); ``cluster`` None: its regions. No flex-start pool
-    for a row whose longest named ``max_runtime_s`` outlasts a flex-start VM's run (no such VM takes it)."""
+    for a row whose longest named ``max_runtime_s`` outlasts a flex-start VM's run (no such VM takes it); none
+    at all for gangs whose cluster can no longer hold them (``ClusterConfig.nodes_problem``: its limits lowered
+    since: no VM is asked for, nor kept idle, for them)."""
     regions, wait = tuple(row["regions"]), row.get("max_start_wait_s")
     bound = None if wait is None else float(wait)
     if cluster is None:
         return regions, bound
+    if cluster.nodes_problem(row.get("nodes") or 1) is not None:
+        return (), bound
     models, primary = accepted_models(row.get("provisioning"), cluster.provisioning), cluster.provisioning[0]
     if outlasts_flex(row.get("longest"), cluster.flex_start_run_s):
         models = tuple(m for m in models if m != "flex-start")

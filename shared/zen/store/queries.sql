@@ -557,13 +557,14 @@ GROUP BY vm;
 
 -- name: queued_demand_by_gpus
 -- queued_demand, split by the GPUs each job holds (a cluster whose VMs take several jobs at once).
--- A narrowed job (zen.core.routing) counts only in the regions its start reaches, as in queued_demand.
+-- A narrowed job (zen.core.routing) counts only in the regions its start reaches, as in queued_demand. A gang
+-- (nodes > 1) is no demand here (zen.scaling.fleetdb.pools_of_row: such a cluster cannot hold one).
 SELECT priority, COALESCE(start_regions, regions) AS regions, provisioning, max_start_wait_s,
        checkpoint_every_s, gpus, count(*) AS jobs, min(queued_at) AS oldest,
-       max(named_max_runtime_s) AS longest
+       max(named_max_runtime_s) AS longest, nodes
 FROM jobs
 WHERE cluster = :cluster AND status = 'QUEUED'
-GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wait_s, checkpoint_every_s, gpus;
+GROUP BY priority, COALESCE(start_regions, regions), provisioning, max_start_wait_s, checkpoint_every_s, gpus, nodes;
 
 -- name: drain_vm
 INSERT INTO vm_drains (name, cluster, region, at) VALUES (:vm_name, :cluster, :region, :now)
