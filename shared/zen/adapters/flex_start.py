@@ -45,7 +45,7 @@ from zen.scaling.port import MigApiError, MigInstance, MigPort, MigState, MigSum
 
 _PENDING = {"CREATING", "ACCEPTED"}  # queued: no VM yet (CREATING: the request itself is being created)
 _ENDED = {"FAILED", "CANCELLED"}  # no VM was made: deleted at once
-FORGET_PER_READ = 5  # ended requests deleted by one read at most (each a write call)
+FORGET_PER_READ = 5  # ended requests deleted by one read at most, FAILED ones aside (each a write call)
 
 log = logging.getLogger(__name__)
 
@@ -93,12 +93,16 @@ class FlexStartMig(MigManager):
     def _listed(self, report: bool) -> tuple[dict[str, int], list[MigError], bool]:
         """``pending``, and with ``report`` the FAILED requests this read deletes, as creation errors: each once, so
         the planner strikes the pool (a failed request is not retried by Compute: asked again as it was, it would
-        fail again, pass after pass, with nothing said). Without ``report`` (a target size read) a FAILED request
-        is left for the next read to report. Last, whether Compute listed any request at all."""
+        fail again, pass after pass, with nothing said). Every FAILED one in one read (at most the VMs one pass
+        asked for, a request each): reported a few a read, those left struck the pool again once its block was
+        over, though nothing had been asked since. Without ``report`` (a target size read) a FAILED request is left
+        for the next read to report. Last, whether Compute listed any request at all."""
         pages = self._call(self._requests.list)
         with self._translated("listing resize requests"):  # later pages are fetched while iterating
             items = sorted(pages, key=lambda r: (r.creation_timestamp, r.name))
-        ended = [r for r in items if self._over(r) and (report or r.state != "FAILED")][:FORGET_PER_READ]
+        over = [r for r in items if self._over(r)]
+        ended = ([r for r in over if r.state == "FAILED"] if report else []) + [
+            r for r in over if r.state != "FAILED"][:FORGET_PER_READ]
         failed = [self._failure(r) for r in self._forget(ended) if r.state == "FAILED"]
         return {r.name: r.resize_by for r in items if r.state in _PENDING}, failed, bool(items)
 

@@ -18,7 +18,7 @@ from zen_dev.sim.state import SimMig, SimVm
 
 class FlexGrants:
     """The flex-start requests of one simulated world (``zen_dev.sim.world.Simulation``), which calls
-    :meth:`request` for each request of a flex-start MIG's resize (one per gang asked for, one for the
+    :meth:`request` for each request of a flex-start MIG's resize (one per gang asked for, one per VM of the
     rest: ``SimMigPort.resize``) and :meth:`capacity_freed` when a zone frees room."""
 
     def __init__(self, world, seed: int):
