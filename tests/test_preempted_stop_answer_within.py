@@ -58,3 +58,32 @@ def test_a_gangs_other_nodes_stopped_for_a_preempted_node_get_the_time_zen_waits
     told = [m.attributes.get("answer_within_s") for m in publisher.on("zen-vm-control")
             if m.attributes["vm"] == "vm-1" and m.attributes["action"] == "STOP"]
     assert told == ["120"], told
+    functions.stop({"job_id": "g", "reason": "not needed"})  # its user's stop: it ends at stop_timeout_s, told so
+    told = [m.attributes.get("answer_within_s") for m in publisher.on("zen-vm-control")
+            if m.attributes["vm"] == "vm-1" and m.attributes["action"] == "STOP"]
+    assert told == ["120", "30"], told
+
+
+def _stops(publisher) -> list[float]:
+    return [float(m.attributes["answer_within_s"]) for m in publisher.on("zen-vm-control")
+            if m.attributes.get("job_id") == "a3" and m.attributes.get("action") == "STOP"
+            and "answer_within_s" in m.attributes]
+
+
+def test_a_users_stop_during_a_preemption_does_not_end_the_job_before_the_time_its_vm_was_told(
+        short_stop_zen, publisher, clock):
+    """The user's stop brings Zen's wait back to stop_timeout_s; it sent no STOP, and Zen ended the job at 30 s
+    while its VM, told 120 s, was still uploading what the job saved."""
+    zen, functions = short_stop_zen
+    borrow_all_and_reclaim(functions, clock)
+    assert statuses(zen, "a3") == ["STOPPING"]
+    told = _stops(publisher)
+    assert told == [120.0], told  # what the preemption's STOP gave the VM (9fdb4b4)
+    clock.advance(5)
+    functions.stop({"job_id": "a3", "reason": "not needed after all"})  # its user's zen stop
+    clock.advance(40)  # 45 s after the preemption's STOP: within the 120 s the VM was told
+    zen.on_scale_tick()
+    latest = _stops(publisher)[-1]  # the VM holds to the last deadline it was told
+    # Its user's stop ends it sooner (CANCELLED at stop_timeout_s), and its VM was told so: a fresh STOP, 25 s.
+    assert statuses(zen, "a3") == ["CANCELLED"] and latest == pytest.approx(30 - 5, abs=1), (statuses(zen, "a3"),
+                                                                                          _stops(publisher))

@@ -347,9 +347,10 @@ def _for_gang(job: Job, decision: Decision, skip: str | None = None) -> Decision
 
 
 def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
-    if losing_node(job):  # the user's stop wins: the gang ends CANCELLED once its nodes answer, not rerun
-        reason = users_reason(stop.reason)
-        return Decision(fields={"stop_reason": reason}, note=f"{reason} (while a gang stops for a node lost or failed: it ends CANCELLED)")
+    if losing_node(job):  # the user's stop wins: the gang ends CANCELLED once its nodes answer, not rerun; they
+        reason = users_reason(stop.reason)  # are told again, with the shorter wait (lifecycle.stop_left_s)
+        return Decision(fields={"stop_reason": reason}, note=f"{reason} (while a gang stops for a node lost or failed: it ends CANCELLED)",
+                        controls=[_order(job, n.vm, ControlAction.STOP, reason) for n in job.gang or () if n.status not in ENDED])
     return _for_gang(job, lifecycle.decide_stop(job, stop, now))
 
 

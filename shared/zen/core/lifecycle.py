@@ -329,10 +329,10 @@ def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
     if job.status.terminal:
         return Decision(ignored=f"job is already {job.status.value}")
     if job.status is JobStatus.STOPPING:
-        # Stopped for a preemption: the user's stop wins, the job ends CANCELLED instead of waiting.
-        if job.preempted_by:
-            return Decision(fields={"preempted_by": None, "stop_reason": reason},
-                            note=f"{reason} (during a preemption: it ends CANCELLED)")
+        # Stopped for a preemption: the user's stop wins, the job ends CANCELLED instead of waiting; its VM is told
+        if job.preempted_by:  # again, with the shorter wait (stop_left_s): the preemption's STOP gave it longer
+            return Decision(fields={"preempted_by": None, "stop_reason": reason}, controls=[
+                _control(job, job.vm, ControlAction.STOP, reason)], note=f"{reason} (during a preemption: it ends CANCELLED)")
         return Decision(duplicate=True)
     if job.status in (JobStatus.PENDING, JobStatus.QUEUED):  # over: no hold of it is due any more
         return Decision(changes=[Change(JobStatus.CANCELLED, reason)], fields=dict(finished_at=now, stop_reason=reason, hold=None, hold_until=None))
