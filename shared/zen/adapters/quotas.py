@@ -1,8 +1,8 @@
 """QuotaReader: the GPU quotas Compute reports, through ``google-cloud-compute`` (``RegionsClient.get``
 for a region's quotas, ``ProjectsClient.get`` for the project-wide ``GPUS_ALL_REGIONS``).
 
-Each answer is kept ``ttl_s`` (a minute): the scale tick asks once per tick for the regions its
-clusters use, never a submission's pass, and ``zen clusters`` / ``zen explain`` ask once per region.
+Each answer is kept ``ttl_s`` (a minute) for ``zen clusters`` / ``zen explain``, which ask once per region;
+the scale tick reads afresh, once per tick for the regions its clusters use, never a submission's pass.
 A read that fails is told to the caller (``QuotaUnread``); a region whose quotas are unknown is held back
 by none. ``ZEN_COMPUTE_ENDPOINT`` (``HOST:PORT``) points the clients at the local Compute stand-in, which
 serves the same quotas (docs/reference/simulator.md). What the quotas mean: ``zen.core.quotas``.
@@ -57,19 +57,20 @@ class QuotaReader:
         self._lock = threading.Lock()
         self.api_calls = 0
 
-    def region(self, region: str) -> dict[str, Quota]:
-        """``region``'s quotas by metric (``QuotaUnread`` when they cannot be read)."""
+    def region(self, region: str, fresh: bool = False) -> dict[str, Quota]:
+        """``region``'s quotas by metric (``QuotaUnread`` when they cannot be read); ``fresh``: read now, not the
+        answer kept (the tick's: the planner counts the VMs a pool lists now against it, ``zen.scaling.quotas``)."""
         return self._read(region, lambda regions, _: regions.get(project=self.project, region=region,
-                                                                  timeout=self._bound_s))
+                                                                  timeout=self._bound_s), fresh)
 
-    def project_wide(self) -> dict[str, Quota]:
+    def project_wide(self, fresh: bool = False) -> dict[str, Quota]:
         """The project's quotas by metric, ``GPUS_ALL_REGIONS`` among them."""
-        return self._read("", lambda _, projects: projects.get(project=self.project, timeout=self._bound_s))
+        return self._read("", lambda _, projects: projects.get(project=self.project, timeout=self._bound_s), fresh)
 
-    def _read(self, key: str, call: Callable[[Any, Any], Any]) -> dict[str, Quota]:
+    def _read(self, key: str, call: Callable[[Any, Any], Any], fresh: bool = False) -> dict[str, Quota]:
         with self._lock:
             kept = self._kept.get(key)
-            if kept is not None and self._clock() - kept[0] < self._ttl_s:
+            if not fresh and kept is not None and self._clock() - kept[0] < self._ttl_s:
                 return kept[1]
         try:
             if self._clients is None:

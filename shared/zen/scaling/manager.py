@@ -373,7 +373,7 @@ class ClusterOrchestrator:
         summaries: dict[str, MigSummary] = {}
         for found in compute_pool().map(summaries_of, listers.values()):
             summaries.update(found)
-        if self._quotas is not None:  # one read per region a tick at most (the reader keeps them a minute)
+        if self._quotas is not None:  # one fresh read per region a tick (zen.scaling.quotas)
             for (manager, _), (short, room) in zip(managers.values(), check_quotas(self._quotas, [
                     (m.cluster, m.pools) for m, _ in managers.values()], list(listers), compute_pool().map)):
                 manager.quota_short, manager.quota_room = short, room

@@ -1,5 +1,5 @@
 """The scale tick's look at Compute's GPU quotas (``zen.core.quotas``): each region's and the project's,
-read at most once a tick (``QuotaPort``; the adapter keeps each answer a minute), and per cluster the
+read afresh once a tick (``QuotaPort``: the room read is counted against the VMs listed then), and per cluster the
 pools one more VM does not fit in. ``ClusterManager`` strikes such a pool as after a QUOTA_EXCEEDED,
 without asking Compute for a VM it would refuse, and the BLOCK decision says which quota holds it back.
 Where a quota has room for some of the cluster's VMs but fewer than a region's worth, the planner remembers
@@ -30,7 +30,7 @@ def read_quotas(reader: QuotaPort, regions: list[str],
 
     def read(region: str) -> dict[str, Quota]:
         try:
-            return reader.region(region) if region else reader.project_wide()
+            return reader.region(region, fresh=True) if region else reader.project_wide(fresh=True)
         except Exception as exc:  # noqa: BLE001 - see the docstring
             log.warning("could not read GPU quotas", extra={"region": region or "all", "error": str(exc)})
             return {}
