@@ -242,7 +242,9 @@ class Queueing:
           of the cohort while those are beyond their own nominal quota (borrowing), cheapest first, as Kueue
           takes them (a job larger than what its queue borrowed, a gang, included);
         - ``lower-priority``: victims are jobs of its own queue of lower priority, cheapest first.
-        Cheapest: lowest priority, then the most recently admitted (Kueue's order)."""
+        Cheapest: lowest priority, then the most recently admitted (Kueue's order). Then, as Kueue does, each
+        victim but the last, from the last back, is spared where the others free enough without it (a small
+        job taken before a large one that freed enough alone was stopped, and rerun, for nothing)."""
         name = queue.config.name
         if queue.config.preemption == "reclaim-borrowed":
             if queue.used + job.gpus > queue.nominal:
@@ -266,7 +268,13 @@ class Queueing:
                 # The preemptor by its queue and size, not its id: the victim's people may not see it (console.md).
                 victims.append((candidate, f"a {job.gpus}-GPU job of queue {name} (priority {job.priority}) "
                                            f"takes back {queue.config.preemption.replace('-', ' ')} quota"))
-        return victims if need <= 0 else []
+        if need > 0:
+            return []
+        for victim in reversed(victims[:-1]):
+            if need + victim[0].gpus <= 0:
+                victims.remove(victim)
+                need += victim[0].gpus
+        return victims
 
     def _bring_usage_up_to_date(self, tx: AdmissionRows, names: list[str], cluster: str, used: dict[str, int],
                                 now: datetime) -> dict[str, float]:
