@@ -17,7 +17,7 @@ from zen.core.lifecycle import Decision
 from zen.core.models import Job, JobRequest, JobStatus, StopRequest, request_fingerprint
 from zen.jobs.announce import Announcements
 from zen.jobs.authorization import kept_stop, may_stop, user_actor
-from zen.jobs.decisions import DecisionWriter
+from zen.jobs.decisions import DecisionWriter, frees_quota
 from zen.jobs.messaging import OutboxRelay, enqueue
 from zen.jobs.outgoing import Enqueued
 from zen.jobs.placement import choose, configured_cluster, held_gpus
@@ -177,7 +177,7 @@ class ArrayJobs:
         now = self._clock()
         ids: list[Enqueued] = []
         stopped = 0
-        queues: set[tuple[str, str]] = set()
+        released: dict[tuple[str, str], int] = {}  # (queue, cluster) -> the GPUs the stopped tasks gave back
         with self._store.transaction() as tx:
             if tx.get_job(array_id) is not None or not (tasks := tx.array_tasks(array_id)):
                 return None
@@ -191,10 +191,12 @@ class ArrayJobs:
                     continue
                 ids += self._decisions.apply(tx, job, decision, actor=stop[1], now=now, admit=False)
                 stopped += 1
-                if job.queue:
-                    queues.add((job.queue, job.cluster))
-            for queue, cluster in sorted(queues) if self._queues else ():
-                ids += self._decisions.admit(tx, queue, cluster, now)
+                if job.queue:  # what they held since the last pass counts in its fair-share usage (it was lost)
+                    to = decision.changes[-1].to if decision.changes else job.status
+                    key = (job.queue, job.cluster)
+                    released[key] = released.get(key, 0) + (job.gpus if frees_quota(job.status, to) else 0)
+            for (queue, cluster), gpus in sorted(released.items()) if self._queues else ():
+                ids += self._decisions.admit(tx, queue, cluster, now, released=gpus)
         self._relay.flush_quietly(ids)
         return stopped
 

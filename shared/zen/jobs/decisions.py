@@ -35,6 +35,12 @@ _HOLDS_QUOTA = frozenset({JobStatus.QUEUED, JobStatus.ASSIGNED, JobStatus.RUNNIN
                           JobStatus.LOST})
 
 
+def frees_quota(before: JobStatus, after: JobStatus) -> bool:
+    """Whether a change from ``before`` to ``after`` gives its queue's quota back (the admission pass after it
+    counts the GPUs as held until then: ``Queueing.admit``'s ``released``)."""
+    return before in _HOLDS_QUOTA and after not in _HOLDS_QUOTA
+
+
 class DecisionWriter:
     def __init__(self, store: JobStore, config: ZenConfig, announce: Announcements, queues: Queueing | None):
         self._store = store
@@ -112,7 +118,7 @@ class DecisionWriter:
                 current = tx.get_job(waiting.job_id, lock=True)
                 if current and current.status is JobStatus.PENDING and dependencies.is_after_hold(current.hold):
                     ids += self.after_ended(tx, current, now)
-        frees = job.status in _HOLDS_QUOTA and after.status not in _HOLDS_QUOTA
+        frees = frees_quota(job.status, after.status)
         left_line = job.status is JobStatus.PENDING and after.status.terminal  # a waiting job left the line
         if admit and self._queues and job.queue and (frees or left_line):  # who is next (into the quota, or past it)
             ids += self.admit(tx, job.queue, job.cluster, now, released=job.gpus if frees else 0)
