@@ -17,7 +17,7 @@ from typing import Any, Callable
 from zen.cli.kit import CliError, Context, fail, no_job, print_table
 from zen.core.clearance import for_request
 from zen.core.config import load_config
-from zen.core.models import Job, JobStatus
+from zen.core.models import LOWEST_PRIORITY, Job, JobStatus
 from zen.core.provisioning import accepted_models, outlasts_flex
 from zen.jobs.authorization import may_submit
 
@@ -45,7 +45,8 @@ def cmd_queues(args, db: Callable[[], Any]) -> int:
         rows = Queueing(config).summary(PostgresJobTx(session))
     who, source = _caller(config)
     for row in rows:  # the queue's rules for the caller (zen.jobs.authorization), as a submission would meet them
-        refused = may_submit(config, who, row["queue"], 0)
+        refused = may_submit(config, who, row["queue"], LOWEST_PRIORITY)  # membership, not the default priority
+                                                                           # (0 is above a max_priority of -1)
         row["you_may_submit"] = "yes" if refused is None else "no"
         if args.json:
             row["why_not"] = refused

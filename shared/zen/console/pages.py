@@ -14,7 +14,7 @@ from typing import Any
 
 from zen.console.viewers import Viewer
 from zen.core.config import ZenConfig
-from zen.core.models import Job, JobStatus
+from zen.core.models import LOWEST_PRIORITY, Job, JobStatus
 
 PAGE_SIZE = 50
 WAITING_SHOWN = 20  # per queue, the waiting jobs whose reason the queues page gives
@@ -110,7 +110,7 @@ def queues(session, config: ZenConfig, viewer: Viewer) -> list[dict[str, Any]]:
 
     rows = Queueing(config).summary(PostgresJobTx(session)) if config.queues else []
     for row in rows:
-        refused = may_submit(config, viewer.principal, row["queue"], 0)
+        refused = may_submit(config, viewer.principal, row["queue"], LOWEST_PRIORITY)  # membership (max_priority -1)
         row["you_may_submit"] = refused is None
         row["why_not"] = refused
     waiting: dict[str, list[dict[str, Any]]] = {}

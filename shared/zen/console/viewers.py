@@ -18,11 +18,10 @@ from typing import Any, Callable, Protocol
 
 from zen.core.config import ZenConfig
 from zen.core.errors import Rejected
-from zen.core.models import Job
+from zen.core.models import LOWEST_PRIORITY, Job
 from zen.jobs.authorization import may_submit
 
 LOCAL_HEADER = "X-Zen-As"
-LOWEST_PRIORITY = -1000  # a member asks for no priority at all: only membership counts
 
 
 class NoIdentity(Rejected):

@@ -49,6 +49,7 @@ INT64_MAX = 2**63 - 1
 JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}\Z")  # \Z: "$" allows a final "\n"
 MAX_INPUTS = 16
 MAX_NODES = 64  # a gang's VMs: its start goes out once per node, each node beats on its own
+LOWEST_PRIORITY = -1000  # a job's least priority (asked with it, may_submit checks membership alone)
 
 
 class JobStatus(str, enum.Enum):
@@ -164,7 +165,7 @@ class JobRequest(Received, RetryFields, AfterFields):
     command: list[Annotated[str, Field(max_length=16384)]] | None = Field(default=None, max_length=1024)
     env: dict[EnvName, str] = Field(default_factory=dict)
     secrets: Secrets | None = Field(default=None, description="Variable -> secret version, read by the agent")
-    priority: int = Field(default=0, ge=-1000, le=1000)
+    priority: int = Field(default=0, ge=LOWEST_PRIORITY, le=1000)
     regions: list[str] | None = Field(default=None, min_length=1, description="Allow-list of regions")
     max_runtime_s: int | None = Field(default=None, ge=1, le=INT32_MAX)
     max_attempts: int | None = Field(default=None, ge=1, le=INT32_MAX)
