@@ -19,6 +19,7 @@ from zen.core.clearance import for_request
 from zen.core.config import load_config
 from zen.core.models import LOWEST_PRIORITY, Job, JobStatus
 from zen.core.provisioning import accepted_models, outlasts_flex
+from zen.core.routing import next_route
 from zen.jobs.authorization import may_submit
 
 QUEUE_COLUMNS = ("queue", "cohort", "cluster", "quota_gpus", "admitted_gpus", "borrowed_gpus", "pending", "queued",
@@ -132,9 +133,10 @@ def explain_line(session, config, job, at: Callable[[datetime], str] = utc_time)
         elif job.start_vms and job.widen_at:  # zen.core.routing: offered to warm VMs
             why += f" (its start is offered to {', '.join(job.start_vms)} first, whose caches are warm; widened " \
                    f"at the first tick after {at(job.widen_at)})"
-        elif job.start_regions and job.widen_at:
-            why += f" (its start goes there first; to every allowed region at the first tick after " \
-                   f"{at(job.widen_at)})"
+        elif job.start_regions and job.widen_at:  # where the tick widens it to (zen.core.routing.next_route)
+            later = next_route(config, job, job.widen_at).start_regions
+            why += f" (its start goes there first; to {'every allowed region' if later is None else ', '.join(later)} " \
+                   f"at the first tick after {at(job.widen_at)})"
         if job.start_published_at is not None:  # a start no VM takes (lost with a restarted stand-in, expired)
             again = job.start_published_at + timedelta(seconds=config.deadlines.start_republish_s)
             why += (f"; its start was published at {at(job.start_published_at)}, and is published again at the "
