@@ -236,9 +236,14 @@ def _data_line(config, job) -> str | None:
     priced = egress_usd(config, region, inputs) if region else None
     if priced is None:
         return None
-    crossing, usd = priced
-    return (f"data: regions ordered by input location ({', '.join(job.regions)}); from {region} "
-            f"{crossing:g} GB of input cross regions, about ${usd:.2f} egress")
+    crossing, usd, unknown = priced
+    copies = job.nodes  # every node of a gang stages every input (zen.agent.attempt)
+    parts = [f"regions ordered by input location ({', '.join(job.regions)}); from {region} {crossing * copies:g} GB "
+             f"of input cross regions, about ${usd * copies:.2f} egress"
+             + (f" ({copies} nodes, each reads all of it)" if copies > 1 else "")] if unknown < sum(
+        i.size_gb if i.size_gb is not None else 1.0 for i in inputs) else []
+    return "data: " + "; ".join(parts + ([f"{unknown * copies:g} GB in buckets of unknown location, not priced"]
+                                         if unknown else []))
 
 
 def _gang_wait(job: Job, at: Callable[[datetime], str]) -> str:

@@ -93,12 +93,15 @@ def nearest_regions(config: ZenConfig, regions: list[str], inputs: Iterable[Inpu
     return nearest if len(nearest) < len(regions) else []
 
 
-def egress_usd(config: ZenConfig, region: str, inputs: Iterable[InputSpec] | None) -> tuple[float, float] | None:
-    """(GB of input that would cross into ``region``, their price), or None without inputs."""
+def egress_usd(config: ZenConfig, region: str, inputs: Iterable[InputSpec] | None
+               ) -> tuple[float, float, float] | None:
+    """(GB of input that would cross into ``region``, their price, GB in buckets of unknown location: not priced,
+    neither crossing nor free), or None without inputs."""
     weighted = _weighted(config, inputs)
     if not weighted:
         return None
     rates = config.data.egress_usd_per_gb
     price = (rates.same_region, rates.same_multi_region, rates.other)
-    crossing = sum(w for w, loc in weighted if (distance(region, loc) or 0) > 0)
-    return crossing, sum(w * price[distance(region, loc) or 0] for w, loc in weighted)
+    known = [(w, d) for w, loc in weighted if (d := distance(region, loc)) is not None]
+    return (sum(w for w, d in known if d > 0), sum(w * price[d] for w, d in known),
+            sum(w for w, loc in weighted if loc is None))

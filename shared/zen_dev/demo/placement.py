@@ -112,7 +112,7 @@ def describe(config, rows: dict[str, dict], output_uri: str, output: bytes | Non
         inputs = [InputSpec.model_validate(spec) for spec in data_request()["inputs"]]
         location = bucket_location(config, DATA_BUCKET)
         priced = {r: egress_usd(config, r, inputs) for r in data["regions"]}
-        costs = ", ".join(f"{r} ${usd:.2f}" for r, (_, usd) in priced.items())
+        costs = ", ".join(f"{r} ${usd:.2f}" for r, (_, usd, _) in priced.items())
         lines += [f"  {DATA_ID:<13} {data['status']} in {data['region'] or '-'}; {_waited(data)}",
                   f"  {'':<13} why: input gs://{DATA_BUCKET}/{INPUT_OBJECT} (50 GB declared) is in "
                   f"{location or 'an unknown location'} (looked up in the storage stand-in), so its regions are "

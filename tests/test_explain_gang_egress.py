@@ -1,0 +1,46 @@
+"""`zen explain`'s egress for a gang counts every node's copy: every node stages every input (zen.agent.attempt
+gives each node's AttemptData all the start's inputs), so a 2-node gang reading 120 GB of europe-west4 data in
+us-central1 moves 240 GB across regions; explain said 120 GB and half the dollars."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.messages import job_request
+from zen.core.config import ZenConfig
+from zen.store import repository
+
+DATA = [{"uri": "gs://eu-data/shards/", "size_gb": 120}]
+
+
+@pytest.fixture
+def located(config, db, publisher, clock, db_url, monkeypatch):
+    from zen.app import Zen
+    from zen.core import locality
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    raw = json.loads(config.model_dump_json())
+    raw["data"] = {"bucket_locations": {"eu-data": "europe-west4"}}
+    zen = Zen(ZenConfig.model_validate(raw), db, publisher, clock)
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    # A bucket nobody can look up (as deployed for a bucket outside agent_input_buckets): unknown location.
+    monkeypatch.setattr(locality, "_looked_up", {"far-away-data": None})
+    return zen, FunctionsInvoker(zen)
+
+
+def why(zen, job_id: str) -> str:
+    from zen.cli.queues import explain_line
+
+    with zen.db.transaction() as session:
+        return explain_line(session, zen.config, repository.get_job(session, job_id))
+
+
+def test_a_gangs_egress_counts_every_node_staging_the_inputs(located):
+    zen, functions = located
+    functions.submit(job_request("g1", nodes=2, inputs=DATA, regions=["us-central1", "us-west1"]))
+    with zen.db.transaction() as session:
+        assert repository.get_job(session, "g1").nodes == 2
+    line = why(zen, "g1")
+    assert "from us-central1 240 GB of input cross regions, about $19.20 egress" in line, line

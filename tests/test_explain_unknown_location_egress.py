@@ -1,0 +1,45 @@
+"""`zen explain`'s egress for an input whose bucket location is unknown (no data.bucket_locations entry and a
+lookup that failed or was refused: deployed, the functions may look up agent_input_buckets only) says so: it was
+priced as if in the job's own region, "0 GB of input cross regions, about $0.00 egress", and its regions
+"ordered by input location", for data whose location nobody knew."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.messages import job_request
+from zen.core.config import ZenConfig
+from zen.store import repository
+
+DATA = [{"uri": "gs://eu-data/shards/", "size_gb": 120}]
+
+
+@pytest.fixture
+def located(config, db, publisher, clock, db_url, monkeypatch):
+    from zen.app import Zen
+    from zen.core import locality
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    raw = json.loads(config.model_dump_json())
+    raw["data"] = {"bucket_locations": {"eu-data": "europe-west4"}}
+    zen = Zen(ZenConfig.model_validate(raw), db, publisher, clock)
+    monkeypatch.setenv("ZEN_DATABASE_URL", db_url)
+    # A bucket nobody can look up (as deployed for a bucket outside agent_input_buckets): unknown location.
+    monkeypatch.setattr(locality, "_looked_up", {"far-away-data": None})
+    return zen, FunctionsInvoker(zen)
+
+
+def why(zen, job_id: str) -> str:
+    from zen.cli.queues import explain_line
+
+    with zen.db.transaction() as session:
+        return explain_line(session, zen.config, repository.get_job(session, job_id))
+
+
+def test_an_input_of_unknown_location_is_not_priced_as_free(located):
+    zen, functions = located
+    functions.submit(job_request("u1", inputs=[{"uri": "gs://far-away-data/shards/", "size_gb": 500}]))
+    line = why(zen, "u1")
+    assert "0 GB of input cross regions, about $0.00 egress" not in line, line
