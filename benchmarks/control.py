@@ -92,13 +92,13 @@ class ControlBench:
     def __enter__(self) -> "ControlBench":
         from google.cloud import pubsub_v1
 
-        from zen_dev.embedded import start_server
+        from zen_dev.embedded import server_url, start_server
         from zen_dev.local.bridge import ensure_topic
         from zen_dev.local.functions_server import PortHold, wait_for_port
 
         self.pg_dir = tempfile.mkdtemp(prefix="zbc", dir="/tmp")
         self.pg = start_server(self.pg_dir, cleanup_mode="stop")
-        self.server = parse_database_url(self.pg.get_uri())
+        self.server = parse_database_url(server_url(self.pg))
         admin = Database.from_target(self.server)
         with admin.session() as session:
             session.execute("CREATE DATABASE zen")

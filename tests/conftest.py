@@ -113,12 +113,12 @@ def _as_function_roles(monkeypatch):
 
 @pytest.fixture(scope="session")
 def pg_server():
-    from zen_dev.embedded import start_server
+    from zen_dev.embedded import server_url, start_server
 
     # Unix socket paths are limited to ~100 bytes: keep the data directory short.
     data_dir = tempfile.mkdtemp(prefix="zpg", dir="/tmp")
     server = start_server(data_dir, cleanup_mode="stop")
-    target = parse_database_url(server.get_uri())
+    target = parse_database_url(server_url(server))
     admin = target.connect()
     # Thrown away after the run: no commit, checkpoint or CREATE DATABASE waits for the disk (a crash of
     # the machine could corrupt it; the run is then lost anyway). Five Postgres-bound files alone: 51-65 s

@@ -74,7 +74,7 @@ class FaultStack:
     def start(self) -> "FaultStack":
         from google.cloud import pubsub_v1
 
-        from zen_dev.embedded import start_server
+        from zen_dev.embedded import server_url, start_server
         from zen_dev.local.bridge import ensure_topic
         from zen_dev.local.environment import overridden_environ
         from zen_dev.local.functions_server import WARM_CORE, Function, FunctionGroup
@@ -82,7 +82,7 @@ class FaultStack:
 
         self.pg_dir = tempfile.mkdtemp(prefix="zft", dir="/tmp")  # unix socket paths are short
         self.pg = start_server(self.pg_dir, cleanup_mode="stop")
-        server = parse_database_url(self.pg.get_uri())
+        server = parse_database_url(server_url(self.pg))
         admin = Database.from_target(server)
         with admin.session() as session:
             session.execute("CREATE DATABASE zen")

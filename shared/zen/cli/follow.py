@@ -195,6 +195,15 @@ def _array_note(job_id: str) -> str | None:
     return None
 
 
+def _array_id(job_id: str) -> str | None:
+    """:func:`_array_note` where no job has the id; None also when the database cannot be read now (``follow``
+    waits such a failure out: a blip must not end ``zen logs -f`` of a job)."""
+    try:
+        return _array_note(job_id) if JobStatusSource().job(job_id) is None else None
+    except Exception:  # noqa: BLE001 - see the docstring
+        return None
+
+
 def _no_output(job_id: str, attempt: int | None) -> str:
     """Why a job has no output, from its row when the database can be read: no such job, no such attempt, not
     started yet (it said "not started yet?" of a job that does not exist, and of an attempt 2 of a job that ran once)."""
@@ -293,7 +302,7 @@ def cmd_logs(args) -> int:
             return print_once(args.job_id, reader, args.attempt, args.style, sys.stdout, sys.stderr)
         from zen.cli.kit import database_configured
 
-        if database_configured() and JobStatusSource().job(args.job_id) is None and (note := _array_note(args.job_id)):
+        if database_configured() and (note := _array_id(args.job_id)):
             raise CliError(note, 1)  # followed, it waited a minute for a job of that id and said "no job"
         return follow(args.job_id, reader, JobStatusSource(), attempt=args.attempt, style=args.style,
                       settle_s=settle_s, poll_s=poll_s)
