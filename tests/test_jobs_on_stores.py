@@ -151,7 +151,8 @@ def test_a_stop_told_again_carries_the_users_reason(jobs):
 
 def test_a_users_stop_during_a_preemption_is_the_reason_told_again(fake):
     """A job stopping for a preemption is told again with the preemption's reason; once its user stops
-    it too, with the user's (the user's stop wins: it ends CANCELLED)."""
+    it too, with the user's, at once (the shorter wait: lifecycle.stop_left_s) and at each report after (the
+    user's stop wins: it ends CANCELLED)."""
     from zen.core.models import JobStatus
 
     fake.submit(job_request("job-1"))
@@ -161,7 +162,7 @@ def test_a_users_stop_during_a_preemption_is_the_reason_told_again(fake):
     fake.heartbeat(heartbeat("job-1", "RUNNING", 3))
     fake.stop({"job_id": "job-1", "reason": "not needed"})
     fake.heartbeat(heartbeat("job-1", "RUNNING", 4))
-    assert fake.stop_reasons("vm-a") == ["preempted: queue ml", "not needed"]
+    assert fake.stop_reasons("vm-a") == ["preempted: queue ml", "not needed", "not needed"]
     fake.heartbeat(heartbeat("job-1", "STOPPED", 5))
     assert fake.status("job-1") == ("CANCELLED", 1)
 
