@@ -183,6 +183,7 @@ class RunningJob:
         self._docker = docker
         self._outcome: Outcome | None = None
         self.container_gone: bool | None = None  # its container's removal (None: not tried, or no container)
+        self._stop_deadline = math.inf  # a stop under a deadline (stop within_s): when it and outcome() must be done
         self._lease = lease  # the agent's end of the supervisor's lease socket (None: no watchdog)
         self.supervised = False  # launch.py supervises the job (a lease or a task limit to keep): ``_kill_all``
         self._heard = b""  # what the supervisor said on it: "fenced", "tasks <reason>" (zen.agent.launch)
@@ -287,6 +288,7 @@ class RunningJob:
         took the agent past systemd's, and its PREEMPTED report with it); what is not done by then is
         left (a container: the next agent removes it first thing). Returns the normalized exit code."""
         deadline = time.monotonic() + within_s
+        self._stop_deadline = deadline  # outcome() keeps to it too (a shutdown's: the report must still go)
         if self.process.poll() is None:
             self._signal_group(signal.SIGTERM)
             try:
@@ -309,9 +311,13 @@ class RunningJob:
         """Wait for the end, kill leftovers in the group (and the container), and return the exit code and
         output tail."""
         if self._outcome is None:
-            code = normalized_exit_code(self.process.wait())
+            left = self._stop_deadline - time.monotonic()  # inf: no stop under a deadline
+            try:  # after a stop under a shutdown's deadline, its leftovers too (a hung docker: removed at next boot)
+                code = normalized_exit_code(self.process.wait(timeout=None if math.isinf(left) else max(0.1, left)))
+            except subprocess.TimeoutExpired:  # the docker CLI, stuck on a hung daemon: taken for killed
+                code = normalized_exit_code(-9)
             self._signal_group(signal.SIGKILL)  # background children the job left behind
-            self.remove_container()
+            self.remove_container(self._stop_deadline - time.monotonic())
             for capture in self._captures:
                 capture.finish()
             self.fenced()
