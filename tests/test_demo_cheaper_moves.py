@@ -22,8 +22,10 @@ def test_a_cheaper_pool_counts_whether_or_not_its_reason_names_the_first_region(
     unnamed = add("us-east4", "2 queued job(s) without a VM: $0.72/h (standard), before europe-west4 $0.90/h (standard)")
     dearer = add("europe-west4", "1 queued job(s) without a VM: $0.90/h (standard)")
     first = add("us-central1", "1 queued job(s) without a VM: $0.85/h (standard)")
-    hedge = add("us-east4", "1 hedge(s): the first choice's delivery is uncertain")
-    lines = cheaper_moves([named, unnamed, dearer, first, hedge], config)
+    hedge = add("us-east4", "1 hedge(s): the first choice's delivery is uncertain: $0.72/h (standard), at most 1.25x "
+                            "the first choice's (hedge_price_ratio)")
+    spare = add("us-east4", "1 spare boot(s): $0.72/h (standard): a job starts at the first of its two boots")
+    lines = cheaper_moves([named, unnamed, dearer, first, hedge, spare], config)
     assert [line.split(": ", 1)[1] for line in lines] == [named["reason"], unnamed["reason"]]
 
 

@@ -30,8 +30,8 @@ def cheaper_moves(decisions: list[dict], config: ZenConfig) -> list[str]:
     lines = []
     for d in decisions:
         cluster = config.cluster(d["cluster"])
-        if d["action"] != "ADD" or cluster is None or "$" not in d["reason"]:
-            continue
+        if d["action"] != "ADD" or cluster is None or "queued job(s) without a VM: $" not in d["reason"]:
+            continue  # a job's ask (a hedge's or a spare's names its price too: no move of a job)
         first = cluster.regions[0]
         chosen = _PRICE.search(d["reason"])
         listed = pool_prices(table, cluster).get(first)
