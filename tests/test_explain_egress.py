@@ -1,6 +1,11 @@
-"""`zen explain`'s egress for a gang counts every node's copy: every node stages every input (zen.agent.attempt
-gives each node's AttemptData all the start's inputs), so a 2-node gang reading 120 GB of europe-west4 data in
-us-central1 moves 240 GB across regions; explain said 120 GB and half the dollars."""
+"""`zen explain`'s egress (zen.cli.queues._data_line, zen.core.locality.egress_usd):
+- for a gang it counts every node's copy: every node stages every input (zen.agent.attempt gives each node's
+  AttemptData all the start's inputs), so a 2-node gang reading 120 GB of europe-west4 data in us-central1 moves
+  240 GB across regions; explain said 120 GB and half the dollars;
+- an input whose bucket location is unknown (no data.bucket_locations entry and a lookup that failed or was
+  refused: deployed, the functions may look up agent_input_buckets only) is named apart: it was priced as if in
+  the job's own region, "0 GB of input cross regions, about $0.00 egress", its regions "ordered by input
+  location", for data whose location nobody knew."""
 
 from __future__ import annotations
 
@@ -44,3 +49,10 @@ def test_a_gangs_egress_counts_every_node_staging_the_inputs(located):
         assert repository.get_job(session, "g1").nodes == 2
     line = why(zen, "g1")
     assert "from us-central1 240 GB of input cross regions, about $19.20 egress" in line, line
+
+
+def test_an_input_of_unknown_location_is_not_priced_as_free(located):
+    zen, functions = located
+    functions.submit(job_request("u1", inputs=[{"uri": "gs://far-away-data/shards/", "size_gb": 500}]))
+    line = why(zen, "u1")
+    assert "0 GB of input cross regions, about $0.00 egress" not in line, line
