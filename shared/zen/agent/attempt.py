@@ -235,9 +235,9 @@ class AttemptRunner:
 
     def _save_last(self, attempt: AttemptReport, data: AttemptData, checkpoint: Checkpoint, note: str | None,
                    limit_s: float | None) -> str | None:
-        """The checkpoint's last save, once the job has ended (stopped, preempted: after its stop grace, time
-        to write it), before the outputs: bounded as their upload is. Its failure changes no status: it is
-        said in the note, and the checkpoint saved before stays the latest (``zen.agent.checkpoint``)."""
+        """The checkpoint's last save, once the job has ended (stopped, preempted: after its stop grace, time to write
+        it), before the outputs: bounded as their upload is. Its failure changes no status: it is said in the note,
+        and the checkpoint saved before (if any: ``Checkpoint.kept``) stays the latest (``zen.agent.checkpoint``)."""
         checkpoint.stop_periodic()  # (a periodic save under way may still land: which landed last is asked below)
         cut = self._transfer(attempt, data, "saving the checkpoint", checkpoint.saved,
                              lambda: checkpoint.save(END_SAVE, data.cancel),
@@ -247,9 +247,9 @@ class AttemptRunner:
         data.cancel.clear()  # a cut save leaves the outputs their own chance
         lines = checkpoint.notes[-2:]  # the periodic saves' failures, the last ones (and close's)
         if cut is not None and closed:  # cut while its manifest was written: the save is the latest after all
+            kept = "the previous checkpoint is kept" if checkpoint.kept else "no checkpoint was saved: the next attempt starts afresh"
             lines.append(f"{cut[1]}; the save completed as it was cut, and is the latest"
-                         if checkpoint.latest_why == END_SAVE
-                         else cut[1] if "kept" in cut[1] else f"{cut[1]}; the previous checkpoint is kept")
+                         if checkpoint.latest_why == END_SAVE else cut[1] if "kept" in cut[1] else f"{cut[1]}; {kept}")
         return "\n".join(line for line in (note, *lines) if line) or None
 
     def _secrets(self, start: StartMessage, attempt: AttemptReport, output: AttemptOutput) -> dict[str, str] | None:

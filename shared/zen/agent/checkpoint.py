@@ -58,11 +58,8 @@ class Checkpoint:
             spec = spec.model_copy(update={"uri": f"{spec.uri}node-{node}/"})
         self.spec = spec
         self.disk_fault: str | None = None  # why a restore failed by this VM's disk: retires it, as stagings do
-        self.directory = root / "checkpoint"
-        self.notice_path = root / "notice" / NOTICE
-        self.attempt = attempt
-        self._client = client
-        self._say = say
+        self.directory, self.notice_path = root / "checkpoint", root / "notice" / NOTICE
+        self.attempt, self._client, self._say = attempt, client, say
         self.notes: list[str] = []
         self._failed: set[str] = set()  # notes of saves that failed: dropped once a later save lands
         self.saved = Progress()  # the last save's (one object, restarted by each save)
@@ -79,6 +76,8 @@ class Checkpoint:
         self._closed = False  # the attempt has ended: no manifest is written any more
         self._thread: threading.Thread | None = None
         self._left_out: set[str] = set()  # files whose names no object may have, said once
+
+    kept = property(lambda self: self._last is not None, doc="A checkpoint the next attempt restores: one this attempt restored or saved")
 
     def env(self) -> dict[str, str]:
         return {"ZEN_CHECKPOINT_DIR": str(self.directory), "ZEN_PREEMPTION_NOTICE": str(self.notice_path)}
