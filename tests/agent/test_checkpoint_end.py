@@ -80,6 +80,14 @@ def test_a_stop_during_a_periodic_save_keeps_the_checkpoint_the_report_names(buc
     assert bucket.blob(PREFIX + "attempt-1/save-1/model.pt").download_as_bytes() == b"epoch 1"
 
 
+def _run_a_save_on_a_budget(transport: FakeTransport, tmp_path) -> None:
+    """A job that writes its checkpoint's file and ends, run with max_runtime_s 2: its last save's budget is short."""
+    job = "import os, pathlib; pathlib.Path(os.environ['ZEN_CHECKPOINT_DIR'], 'model.pt').write_text('epoch 9')\n"
+    transport.add_start(start_message("ck", command=[sys.executable, "-c", job], max_runtime_s=2,
+                                      checkpoint=StartCheckpoint(uri=URI, every=600, max_bytes=10**6)))
+    make_agent(transport, settings(tmp_path, stop_grace_s=0.5)).run()
+
+
 def test_a_last_save_cut_while_its_manifest_is_written_is_reported_as_the_latest(bucket, storage, tmp_path):
     """The last save's budget (max_runtime_s) runs out while its manifest is on its way; the write lands in
     the moment the attempt waits for it before its report. The report must say what the rerun restores: this
@@ -104,11 +112,8 @@ def test_a_last_save_cut_while_its_manifest_is_written_is_reported_as_the_latest
         return []
 
     transport.answer = zen
-    job = "import os, pathlib; pathlib.Path(os.environ['ZEN_CHECKPOINT_DIR'], 'model.pt').write_text('epoch 9')\n"
-    transport.add_start(start_message("ck", command=[sys.executable, "-c", job], max_runtime_s=2,
-                                      checkpoint=StartCheckpoint(uri=URI, every=600, max_bytes=10**6)))
     try:
-        make_agent(transport, settings(tmp_path, stop_grace_s=0.5)).run()
+        _run_a_save_on_a_budget(transport, tmp_path)
     finally:
         logging.getLogger().removeHandler(handler)
     assert cut.is_set()
@@ -297,3 +302,21 @@ def test_a_deep_file_left_out_leaves_the_reports_reason_for_the_end(bucket, tmp_
     final = finals(transport)["rr"]
     assert final.status is AgentStatus.FAILED
     assert "killed after exceeding max_runtime_s" in (final.message or ""), (final.message or "")[:300]
+
+
+def test_a_cut_first_save_does_not_claim_a_previous_checkpoint_is_kept(bucket, storage, tmp_path):
+    """A job's first attempt, no checkpoint saved yet, whose last save is cut (here by its budget; a STOP's deadline
+    or the VM's shutdown alike): the final report said "...; the previous checkpoint is kept" although there was
+    none, and the rerun started from scratch. It says so now."""
+    held = storage.state.hold("/save-1/model.pt", "store")  # the last (and first) save: a slow link
+    transport = FakeTransport(VM, virtual_time=False)
+    transport.answer = _confirm("ck")
+    try:
+        _run_a_save_on_a_budget(transport, tmp_path)
+    finally:
+        held.release.set()
+    final = finals(transport)["ck"]
+    assert bucket.get_blob(PREFIX + "LATEST.json") is None  # no checkpoint exists: the rerun starts afresh
+    assert "saving the checkpoint exceeded its budget" in final.message, final.message
+    assert "the previous checkpoint is kept" not in final.message, final.message
+    assert "no checkpoint was saved: the next attempt starts afresh" in final.message, final.message
