@@ -23,6 +23,16 @@ from zen.console.viewers import local_identity
 LINES = 1000
 
 
+def _streamed(zen, clock, reader_factory, job_id: str, last_id: str | None, wait_s: float) -> tuple[str, list[str]]:
+    """The console's output stream of ``job_id`` as alice's browser reads it (resumed from ``last_id``, if any):
+    the stream's text, and its lines' texts."""
+    app = create_app(zen.config, zen.db, local_identity("alice"), reader_factory=reader_factory, clock=clock,
+                     output_timing=(0.01, wait_s))
+    headers = {"Last-Event-ID": last_id} if last_id else {}
+    stream = app.test_client().get(f"/jobs/{job_id}/output", headers=headers).get_data(as_text=True)
+    return stream, [json.loads(m.group(1))["text"] for m in re.finditer(r"event: line\ndata: (.+)\n", stream)]
+
+
 def test_a_resumed_stream_sends_the_lines_after_its_resume_point(setup, clock, monkeypatch):
     zen, functions, _, _ = setup
     functions.submit(job_request("j", user_id="alice"))
@@ -33,12 +43,9 @@ def test_a_resumed_stream_sends_the_lines_after_its_resume_point(setup, clock, m
     for seq in range(1, LINES + 1):
         client.add(seq, final=seq == LINES)
     monkeypatch.setattr(cloud_logging, "REQUEST_INTERVAL_S", 0.02)
-    app = create_app(zen.config, zen.db, local_identity("alice"),
-                     reader_factory=lambda: cloud_logging.CloudReader(client, "p", page_size=10), clock=clock,
-                     output_timing=(0.01, 0.2))
     # The browser got lines 1..900, then its connection was cut; it reconnects with the last id it got.
-    stream = app.test_client().get("/jobs/j/output", headers={"Last-Event-ID": "1:vm=900"}).get_data(as_text=True)
-    texts = [json.loads(m.group(1))["text"] for m in re.finditer(r"event: line\ndata: (.+)\n", stream)]
+    stream, texts = _streamed(zen, clock, lambda: cloud_logging.CloudReader(client, "p", page_size=10), "j",
+                              "1:vm=900", 0.2)
     assert "event: end" in stream  # "the job ended (SUCCEEDED): this is all of its output"
     assert texts == [f"line {n}" for n in range(901, LINES + 1)], (len(texts), client.requests)
 
@@ -74,10 +81,7 @@ def test_an_earlier_attempts_late_lines_are_streamed(setup, clock):
 
         job = repository.get_job(session, "p1")
     assert (job.status.value, job.attempt) == ("SUCCEEDED", 2)
-    client = create_app(zen.config, zen.db, local_identity("alice"), reader_factory=LateReader, clock=clock,
-                        output_timing=(0.01, 0.2)).test_client()
-    stream = client.get("/jobs/p1/output").get_data(as_text=True)
-    texts = [json.loads(m.group(1))["text"] for m in re.finditer(r"event: line\ndata: (.+)\n", stream)]
+    _, texts = _streamed(zen, clock, LateReader, "p1", None, 0.2)
     assert "attempt 1: checkpoint saved" in texts, texts
 
 
@@ -114,10 +118,6 @@ def test_an_old_pages_resume_does_not_send_its_lines_again(setup, clock, monkeyp
         client.add(2, seq, final=seq == 10)
     client.add(3, 1, final=True)
     monkeypatch.setattr(cloud_logging, "REQUEST_INTERVAL_S", 0)
-    app = create_app(zen.config, zen.db, local_identity("alice"),
-                     reader_factory=lambda: cloud_logging.CloudReader(client, "p", page_size=1), clock=clock,
-                     output_timing=(0.01, 0.3))
     # a page loaded before the deploy: it had all of attempt 2 (its id: "2:10"), and reconnects
-    stream = app.test_client().get("/jobs/p1/output", headers={"Last-Event-ID": "2:10"}).get_data(as_text=True)
-    texts = [json.loads(m.group(1))["text"] for m in re.finditer(r"event: line\ndata: (.+)\n", stream)]
+    _, texts = _streamed(zen, clock, lambda: cloud_logging.CloudReader(client, "p", page_size=1), "p1", "2:10", 0.3)
     assert texts == ["a3 line 1"], texts

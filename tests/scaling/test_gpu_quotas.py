@@ -6,6 +6,8 @@ say that a quota, not capacity, holds a region back."""
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
+from typing import Iterator
 
 import pytest
 
@@ -50,15 +52,24 @@ def test_a_cluster_that_lists_no_provisioning_is_held_back_by_the_standard_quota
     assert list(held_back(cluster, cluster_pools(cluster), full)) == ["us-central1"]
 
 
+@contextmanager
+def quota_standin(config, monkeypatch, log_dir, quotas: dict, capacity: int = 4) -> Iterator[ComputeStandIn]:
+    """The Compute stand-in serving ``quotas`` (and ``capacity`` VMs a zone), the official clients pointed at it."""
+    scenario = {"project": config.project, "seed": 2, "capacity": {"default": capacity},
+                "timings": {"boot": {"dist": "fixed", "s": 60}, "retry_interval_s": 30, "delete_s": 0},
+                "gpu_quotas": quotas}
+    running = ComputeStandIn(scenario, clock=CloudClock(), config=config, log_dir=log_dir).start()
+    try:
+        monkeypatch.setenv("ZEN_COMPUTE_ENDPOINT", running.endpoint)
+        yield running
+    finally:
+        running.stop()
+
+
 @pytest.fixture
 def standin(config, clock, monkeypatch, tmp_path):
-    scenario = {"project": config.project, "seed": 2, "capacity": {"default": 4},
-                "timings": {"boot": {"dist": "fixed", "s": 60}, "retry_interval_s": 30, "delete_s": 0},
-                "gpu_quotas": NO_A100_IN_CENTRAL}
-    running = ComputeStandIn(scenario, clock=CloudClock(), config=config, log_dir=tmp_path).start()
-    monkeypatch.setenv("ZEN_COMPUTE_ENDPOINT", running.endpoint)
-    yield running
-    running.stop()
+    with quota_standin(config, monkeypatch, tmp_path, NO_A100_IN_CENTRAL) as running:
+        yield running
 
 
 def test_the_standin_reports_and_enforces_gpu_quotas_through_the_official_client(standin, config):
@@ -158,12 +169,7 @@ def test_a_quota_short_of_a_regions_worth_of_vms_gets_no_spare_boot(config, db, 
     for gpus, expected in ((worth - cluster.gpu_count, 1), (worth, 2)):
         quotas = {"regions": {r: {"NVIDIA_A100_GPUS": gpus, "PREEMPTIBLE_NVIDIA_A100_GPUS": gpus}
                               for r in cluster.regions}, "all_regions": 1000}
-        scenario = {"project": config.project, "seed": 2, "capacity": {"default": 4},
-                    "timings": {"boot": {"dist": "fixed", "s": 60}, "retry_interval_s": 30, "delete_s": 0},
-                    "gpu_quotas": quotas}
-        running = ComputeStandIn(scenario, clock=CloudClock(), config=config, log_dir=tmp_path / str(gpus)).start()
-        try:
-            monkeypatch.setenv("ZEN_COMPUTE_ENDPOINT", running.endpoint)
+        with quota_standin(config, monkeypatch, tmp_path / str(gpus), quotas):
             clients = compute_clients_from_env()
 
             def instance() -> Zen:
@@ -179,5 +185,3 @@ def test_a_quota_short_of_a_regions_worth_of_vms_gets_no_spare_boot(config, db, 
             asked = {r: len(MigManager(config.project, r, cluster.mig_name(r), *clients).instances())
                      for r in cluster.regions}
             assert max(asked.values()) == expected, asked  # in the first choice (a hedge may go elsewhere)
-        finally:
-            running.stop()

@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 
 from tests.messages import job_request
+from tests.scaling.test_gpu_quotas import quota_standin
 from zen.adapters.compute import MigManager, compute_clients_from_env
 from zen.adapters.quotas import QuotaReader
 from zen.app import Zen
 from zen.scaling.manager import ClusterOrchestrator
-from zen_dev.local.compute import ComputeStandIn, ManualClock as CloudClock
 
 CLUSTER = "4xa100-40gb"  # 4 GPUs a VM, max_vms_per_region 4; regions: us-central1, us-west1, europe-west4
 
@@ -22,13 +22,8 @@ def one_vm_in_central(config, monkeypatch, tmp_path):
     """us-central1 (the first region) has A100 quota for one of the cluster's VMs; the others for plenty."""
     quotas = {"regions": {"us-central1": {"NVIDIA_A100_GPUS": 4, "PREEMPTIBLE_NVIDIA_A100_GPUS": 4}},
               "all_regions": 1000}
-    scenario = {"project": config.project, "seed": 2, "capacity": {"default": 8},
-                "timings": {"boot": {"dist": "fixed", "s": 60}, "retry_interval_s": 30, "delete_s": 0},
-                "gpu_quotas": quotas}
-    running = ComputeStandIn(scenario, clock=CloudClock(), config=config, log_dir=tmp_path).start()
-    monkeypatch.setenv("ZEN_COMPUTE_ENDPOINT", running.endpoint)
-    yield running
-    running.stop()
+    with quota_standin(config, monkeypatch, tmp_path, quotas, capacity=8) as running:
+        yield running
 
 
 def _asked(config, clients) -> dict[str, int]:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 
 from tests.messages import job_request
+from tests.scaling.test_gpu_quotas import quota_standin
 from zen.adapters.compute import MigManager, compute_clients_from_env
 from zen.adapters.quotas import QuotaReader
 from zen.app import Zen
 from zen.scaling.manager import ClusterOrchestrator
-from zen_dev.local.compute import ComputeStandIn, ManualClock as CloudClock
 
 CLUSTER = "4xa100-40gb"  # 4 GPUs a VM, max_vms_per_region 4; regions: us-central1, us-west1, europe-west4
 CENTRAL = "us-central1"
@@ -30,14 +30,9 @@ def standard(config):
 @pytest.fixture
 def one_vm_in_central(standard, monkeypatch, tmp_path):
     """us-central1 has A100 quota for one of the cluster's VMs; the other regions plenty."""
-    scenario = {"project": standard.project, "seed": 2, "capacity": {"default": 8},
-                "timings": {"boot": {"dist": "fixed", "s": 60}, "retry_interval_s": 30, "delete_s": 0},
-                "gpu_quotas": {"regions": {CENTRAL: {"NVIDIA_A100_GPUS": 4}}, "all_regions": 1000}}
-    cloud = CloudClock()
-    running = ComputeStandIn(scenario, clock=cloud, config=standard, log_dir=tmp_path).start()
-    monkeypatch.setenv("ZEN_COMPUTE_ENDPOINT", running.endpoint)
-    yield cloud
-    running.stop()
+    quotas = {"regions": {CENTRAL: {"NVIDIA_A100_GPUS": 4}}, "all_regions": 1000}
+    with quota_standin(standard, monkeypatch, tmp_path, quotas, capacity=8) as running:
+        yield running  # its clock advanced by the test (advance)
 
 
 @pytest.mark.parametrize("ttl_s", [60.0, 0.0])  # production's reader; a fresh read at every tick

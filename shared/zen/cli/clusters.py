@@ -9,14 +9,13 @@ import os
 import sys
 from typing import Any
 
-from zen.cli.kit import Context, print_table
-from zen.core.config import load_config
+from zen.cli.kit import Context, deployed_config, print_table
 
 
 def cmd_explain(args, ctx: Context) -> int:
     from zen.store import fleet
 
-    config = load_config()
+    config = deployed_config()  # ZEN_PROJECT's: the quotas read are its
     gone = bool(args.cluster) and config.cluster(args.cluster) is None  # not a cluster: a job, or a cluster gone
     if gone:
         from zen.cli.queues import explain_job
@@ -80,7 +79,7 @@ def quota_rows(config, clusters) -> tuple[list[dict], dict[str, dict[str, str]],
 
     if (why := quotas_reachable()) is not None:
         return [], {}, why
-    reader = QuotaReader(os.environ.get("ZEN_PROJECT") or config.project)
+    reader = QuotaReader(config.project)
     rows: list[dict] = []
     held: dict[str, dict[str, str]] = {}
     try:
@@ -165,7 +164,7 @@ def worst_case_usd_per_hour(config, prices: dict[str, list[dict]]) -> tuple[floa
 
 
 def cmd_clusters(args) -> int:
-    config = load_config()
+    config = deployed_config()  # ZEN_PROJECT's: the quotas read are its
     table, where = known_prices(config)
     rows: list[dict[str, Any]] = [{"cluster": c.name, "gpus": f"{c.gpu_count}x {c.gpu_type}", "machine": c.machine_type,
              "regions": ",".join(c.regions), "provisioning": ",".join(c.provisioning),

@@ -231,11 +231,9 @@ def _no_output(job_id: str, attempt: int | None) -> str:
 
 
 def _project() -> str:
-    if os.environ.get("ZEN_PROJECT"):
-        return os.environ["ZEN_PROJECT"]
-    from zen.core.config import load_config
+    from zen.cli.kit import deployed_config
 
-    return load_config().project
+    return deployed_config().project
 
 
 def open_reader() -> tuple[Reader, float, float]:
