@@ -46,10 +46,10 @@ def build(machines: list[str], regions: list[str], endpoint: str | None, now: da
     return {"header": {
         "fetched": now.date().isoformat(),
         "currency": "USD",
-        "unit": "USD per VM-hour: vCPUs, memory and GPUs of the machine type; no disk, network, licence or discount",
+        "unit": "USD per VM-hour: vCPUs, memory and GPUs of the machine type, and the Local SSD a3 and a2-ultragpu machine types come with; no other disk, network, licence or discount",
         "source": ("Cloud Billing Catalog API, Compute Engine (services/6F81-5844-456A), read by "
                    "scripts/refresh_price_snapshot.py through zen.adapters.billing: vCPUs x core + GiB x RAM + "
-                   "GPUs x GPU SKU prices of the machine family, per region and model"),
+                   "GPUs x GPU (+ GiB x Local SSD for a3 and a2-ultragpu) SKU prices of the machine family, per region and model"),
         "flex_start": (f"the catalog's DWS Defined Duration SKUs; where it lists none, standard x {FLEX_START_SHARE}"
                        + (f" ({len(filled)} machine type-regions)" if filled else "")),
         "refresh": "scripts/refresh_price_snapshot.py rebuilds this file from the Catalog API",

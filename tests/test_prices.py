@@ -479,9 +479,63 @@ def test_a2_ultra_vms_are_priced_with_their_own_core_and_ram_skus():
     assert classify("Spot Preemptible A2 Ultra Instance Ram running in Belgium") == ("ram", "A2 Ultra", "spot")
     assert classify("A2 Instance Core running in Americas") == ("core", "A2", "standard")
     here = ("us-central1", "standard")
-    a2 = {("core", "A2", *here): 0.03, ("ram", "A2", *here): 0.004, ("gpu", "Nvidia Tesla A100 80GB", *here): 5.0}
+    a2 = {("core", "A2", *here): 0.03, ("ram", "A2", *here): 0.004, ("gpu", "Nvidia Tesla A100 80GB", *here): 5.0,
+          ("ssd", "Local SSD", *here): 0.0001}
     ultra = {**a2, ("core", "A2 Ultra", *here): 0.05, ("ram", "A2 Ultra", *here): 0.006}
     priced = vm_prices(ultra, ["a2-ultragpu-1g"], NOW).lookup("a2-ultragpu-1g", *here)
-    assert priced is not None and priced.usd_per_hour == pytest.approx(12 * 0.05 + 170 * 0.006 + 5.0)
+    assert priced is not None and priced.usd_per_hour == pytest.approx(12 * 0.05 + 170 * 0.006 + 5.0 + 375 * 0.0001)
     without = vm_prices(a2, ["a2-ultragpu-1g"], NOW).lookup("a2-ultragpu-1g", *here)  # none of its own: A2's
-    assert without is not None and without.usd_per_hour == pytest.approx(12 * 0.03 + 170 * 0.004 + 5.0)
+    assert without is not None and without.usd_per_hour == pytest.approx(12 * 0.03 + 170 * 0.004 + 5.0 + 375 * 0.0001)
+
+
+def _rest_sku(n: int, description: str, unit: str, units: int, nanos: int, group: str) -> dict:
+    """A Compute Engine SKU as the Catalog's REST API answers it, for us-central1 and two other regions."""
+    return {"name": f"services/6F81-5844-456A/skus/TEST-{n:04d}", "skuId": f"TEST-{n:04d}", "description": description,
+            "category": {"serviceDisplayName": "Compute Engine", "resourceFamily": "Compute", "resourceGroup": group,
+                         "usageType": "OnDemand"},
+            "serviceRegions": ["us-central1", "us-east1", "us-west1"],
+            "pricingInfo": [{"summary": "", "pricingExpression": {
+                "usageUnit": unit, "displayQuantity": 1,
+                "tieredRates": [{"startUsageAmount": 0,
+                                 "unitPrice": {"currencyCode": "USD", "units": str(units), "nanos": nanos}}]}}]}
+
+
+@pytest.mark.parametrize("machine, vcpus, ram_gib, gpus, ssd_gib", [("a3-highgpu-1g", 26, 234, 1, 750),
+                                                                    ("a3-highgpu-8g", 208, 1872, 8, 6000)])
+def test_an_a3_vm_read_from_the_catalog_costs_its_bundled_local_ssd_too(machine, vcpus, ram_gib, gpus, ssd_gib):
+    """GCE bills an a3-highgpu-Ng with the 750 GiB of Local SSD per GPU it comes with ("SSD backed Local
+    Storage", per GiB-month); the catalog's price was its vCPUs, RAM and GPUs alone: $0.66/h short on an 8g in
+    us-central1, and short of the snapshot's published price, which holds the disk."""
+    skus = [_rest_sku(1, "A3 Instance Core running in Americas", "h", 0, 25_498_000, "CPU"),
+            _rest_sku(2, "A3 Instance Ram running in Americas", "GiBy.h", 0, 2_220_300, "RAM"),
+            _rest_sku(3, "Nvidia H100 80GB GPU running in Americas", "h", 9, 796_550_569, "GPU"),
+            _rest_sku(4, "SSD backed Local Storage", "GiBy.mo", 0, 80_000_000, "LocalSSD")]
+    server = serve(CatalogStandIn(skus, page_size=2))
+    try:
+        table = fetch_prices(catalog_client(f"http://127.0.0.1:{server.server_address[1]}"), [machine],
+                             ["us-central1"], NOW)
+    finally:
+        server.shutdown()
+    billed = vcpus * 0.025498 + ram_gib * 0.0022203 + gpus * 9.796550569 + ssd_gib * 0.08 / 730
+    assert billed == pytest.approx(load_snapshot().lookup(machine, "us-central1", "standard").usd_per_hour, abs=1e-3)
+    priced = table.lookup(machine, "us-central1", "standard")
+    assert priced is not None and priced.usd_per_hour == pytest.approx(billed, abs=1e-5)
+
+
+def test_local_ssd_skus_are_read_per_model_and_a_model_without_one_takes_the_standard_price():
+    assert classify("SSD backed Local Storage") == ("ssd", "Local SSD", "standard")
+    assert classify("SSD backed Local Storage in Paris") == ("ssd", "Local SSD", "standard")
+    assert classify("SSD backed Local Storage attached to Spot Preemptible VMs running in Paris") == (
+        "ssd", "Local SSD", "spot")
+    assert classify("DWS Defined Duration SSD backed Local Storage running in Americas") == (
+        "ssd", "Local SSD", "flex-start")
+    assert classify("Commitment v1: Local SSD In Americas for 1 Year") is None
+    here, spot = ("us-central1", "standard"), ("us-central1", "spot")
+    parts = {(kind, name, *where): usd for where in (here, spot)
+             for kind, name, usd in (("core", "A3", 0.02), ("ram", "A3", 0.002), ("gpu", "Nvidia H100 80GB", 4.0))}
+    table = vm_prices(parts, ["a3-highgpu-1g", "g2-standard-4"], NOW)
+    assert table.lookup("a3-highgpu-1g", *here) is None  # no Local SSD price: no guess without the disk
+    parts[("ssd", "Local SSD", *here)] = 0.0001
+    table = vm_prices(parts, ["a3-highgpu-1g"], NOW)
+    spot_price = table.lookup("a3-highgpu-1g", *spot)
+    assert spot_price is not None and spot_price.usd_per_hour == pytest.approx(26 * 0.02 + 234 * 0.002 + 4.0 + 0.075)

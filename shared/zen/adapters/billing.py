@@ -2,14 +2,18 @@
 (``google.cloud.billing_v1.CloudCatalogClient.list_skus`` on Compute Engine, ``services/6F81-5844-456A``).
 
 GCE prices a GPU VM by its parts: vCPUs x its machine family's core price + GiB x the family's RAM price +
-GPUs x the GPU's price (``zen.core.prices.vm_price``). The catalog lists each part as one SKU per
-provisioning model, with the regions it applies to in ``service_regions``; the description says what it
-is, e.g. ``A2 Instance Core running in Americas``, ``Spot Preemptible A2 Instance Ram running in Belgium``,
-``DWS Defined Duration A2 Core running in ...`` (flex-start, Dynamic Workload Scheduler), ``Nvidia Tesla
-A100 GPU running in Americas``, ``Nvidia L4 GPU attached to Spot Preemptible VMs running in ...``.
-Commitments, reservations, Calendar Mode, sole tenancy and custom shapes are not VM prices here and are
-skipped. The unit price is the first tier's (``tiered_rates`` starting at 0), per hour for a core or GPU,
-per GiB-hour for RAM.
+GPUs x the GPU's price + the GiB of Local SSD an a3 or a2-ultragpu machine type comes with x the Local SSD
+price (``zen.core.prices.vm_price``). The catalog lists each part as one SKU per provisioning model, with the
+regions it applies to in ``service_regions``; the description says what it is, e.g. ``A2 Instance Core
+running in Americas``, ``Spot Preemptible A2 Instance Ram running in Belgium``, ``DWS Defined Duration A2
+Core running in ...`` (flex-start, Dynamic Workload Scheduler), ``Nvidia Tesla A100 GPU running in
+Americas``, ``Nvidia L4 GPU attached to Spot Preemptible VMs running in ...``, ``SSD backed Local Storage``
+(``... in Paris``, ``... attached to Spot Preemptible VMs``, ``DWS Defined Duration SSD backed Local Storage
+running in ...``). Commitments, reservations, Calendar Mode, sole tenancy and custom shapes are not VM prices
+here and are skipped. The unit price is the first tier's (``tiered_rates`` starting at 0), per hour for a
+core or GPU, per GiB-hour for RAM; Local SSD is sold per GiB-month, read per GiB-hour at GCE's 730 hours a
+month. A model without a Local SSD SKU of its own in a region (spot, flex-start) takes the region's standard
+one: an upper bound, never a price without the disk.
 
 Shapes it knows (``zen.core.prices.SHAPES``): a2-highgpu-{1,2,4,8}g and a2-megagpu-16g (A2 + Nvidia Tesla
 A100), a2-ultragpu-{1,2,4,8}g (A2 Ultra, else A2, + Nvidia Tesla A100 80GB), g2-standard-{4,8,12,16,24,32,48,96} (G2 +
@@ -41,7 +45,10 @@ _PART = re.compile(r"^(?P<family>[A-Z][0-9A-Za-z]*(?: [A-Z][a-z]+)*?)(?: Instanc
 _GPU = re.compile(r"^(?P<gpu>Nvidia .+?) GPU (?:running in |attached to (?P<how>Spot Preemptible|DWS Defined "
                   r"Duration) VMs running in )")
 
-Part = tuple[str, str, str, str]  # (kind: core/ram/gpu, family or GPU name, region, model)
+_LOCAL_SSD = re.compile(r"^SSD backed Local Storage(?P<spot> attached to Spot Preemptible VMs)?(?: |$)")
+HOURS_PER_MONTH = 730.0  # GCE's month, for a price per GiB-month (``usage_unit`` ``GiBy.mo``)
+
+Part = tuple[str, str, str, str]  # (kind: core/ram/gpu/ssd, family or GPU name, region, model)
 
 
 def catalog_client(endpoint: str | None = None) -> Any:
@@ -74,6 +81,9 @@ def classify(description: str) -> tuple[str, str, str] | None:
     for prefix, named in _MODEL_PREFIX:
         if description.startswith(prefix):
             model, rest = named, description[len(prefix):]
+    ssd = _LOCAL_SSD.match(rest)
+    if ssd:
+        return "ssd", "Local SSD", "spot" if ssd.group("spot") else model
     part = _PART.match(rest)
     if part is None:
         return None
@@ -81,12 +91,14 @@ def classify(description: str) -> tuple[str, str, str] | None:
 
 
 def unit_price(sku: Any) -> float | None:
-    """USD per unit of the SKU's current price (its first tier), None when it lists none."""
+    """USD per unit of the SKU's current price (its first tier), None when it lists none; a price per month
+    (``usage_unit`` ending ``.mo``, Local SSD's GiB-month) per hour of it."""
     for info in sku.pricing_info:
         rates = sorted(info.pricing_expression.tiered_rates, key=lambda rate: rate.start_usage_amount)
         if rates:
             money = rates[0].unit_price
-            return float(money.units) + money.nanos / 1e9
+            monthly = str(getattr(info.pricing_expression, "usage_unit", "")).endswith(".mo")
+            return (float(money.units) + money.nanos / 1e9) / (HOURS_PER_MONTH if monthly else 1.0)
     return None
 
 
@@ -108,8 +120,9 @@ def parts_of(skus: Iterable[Any], regions: set[str] | None = None) -> dict[Part,
 
 
 def vm_prices(parts: dict[Part, float], machine_types: Iterable[str], fetched_at: datetime) -> PriceTable:
-    """The price of each known machine type in each region and model all three of its parts are priced in. A
-    family of more words (``A2 Ultra``) without core and RAM SKUs of its own in a place takes its first word's."""
+    """The price of each known machine type in each region and model all its parts are priced in. A family of
+    more words (``A2 Ultra``) without core and RAM SKUs of its own in a place takes its first word's; a model
+    without a Local SSD SKU of its own there, the standard one."""
     places = {(region, model) for (_, _, region, model) in parts}
     prices: dict[Key, Price] = {}
     for machine in machine_types:
@@ -121,8 +134,10 @@ def vm_prices(parts: dict[Part, float], machine_types: Iterable[str], fetched_at
                               if (c := parts.get(("core", family, region, model))) is not None
                               and (r := parts.get(("ram", family, region, model))) is not None), (None, None))
             gpu = parts.get(("gpu", shape.gpu, region, model))
-            if core is not None and ram is not None and gpu is not None:
-                prices[(machine, region, model)] = Price(round(vm_price(shape, core, ram, gpu), 6), "catalog",
+            ssd = (next((p for m in (model, "standard") if (p := parts.get(("ssd", "Local SSD", region, m))) is not None),
+                        None) if shape.local_ssd_gib else 0.0)
+            if core is not None and ram is not None and gpu is not None and ssd is not None:
+                prices[(machine, region, model)] = Price(round(vm_price(shape, core, ram, gpu, ssd), 6), "catalog",
                                                          fetched_at)
     return PriceTable(prices)
 

@@ -6,7 +6,8 @@ stack), the Cloud Billing Catalog (``zen.adapters.billing``, kept in Postgres by
 refreshed by the scale tick once a day), then the configuration's overrides: ``pricing.usd_per_vm_hour``
 (one price for a machine type in every region and model) and ``pricing.overrides`` (machine type ->
 region -> model). A VM's price is its vCPUs x the core price + its GiB x the RAM price of its machine
-family + its GPUs x the GPU price (``vm_price``; ``SHAPES`` says what each known machine type holds).
+family + its GPUs x the GPU price + the GiB of Local SSD its machine type comes with (a3, a2-ultragpu) x the Local
+SSD price (``vm_price``; ``SHAPES`` says what each known machine type holds).
 
 GCE bills a VM from RUNNING: a one-minute minimum, then per second (``billed_seconds``).
 """
@@ -47,9 +48,10 @@ def billed_usd(paid_s: float, usd_per_hour: float, minimum: bool = True) -> floa
     return billed_seconds(paid_s, minimum) * usd_per_hour / 3600.0
 
 
-def vm_price(shape: Shape, core: float, ram: float, gpu: float) -> float:
-    """USD per hour of a VM of ``shape`` at ``core`` per vCPU-hour, ``ram`` per GiB-hour, ``gpu`` per GPU-hour."""
-    return shape.vcpus * core + shape.ram_gib * ram + shape.gpus * gpu
+def vm_price(shape: Shape, core: float, ram: float, gpu: float, local_ssd: float = 0.0) -> float:
+    """USD per hour of a VM of ``shape`` at ``core`` per vCPU-hour, ``ram`` per GiB-hour, ``gpu`` per GPU-hour and
+    ``local_ssd`` per GiB-hour of the Local SSD it comes with."""
+    return shape.vcpus * core + shape.ram_gib * ram + shape.gpus * gpu + shape.local_ssd_gib * local_ssd
 
 
 @dataclass(frozen=True)

@@ -10,24 +10,26 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Shape:
-    """What one machine type holds: its family's SKUs (``A2``, ``A2 Ultra``, ``G2``, ``A3``), vCPUs, GiB of RAM, and its
-    GPUs (the catalog's name for the GPU, e.g. ``Nvidia Tesla A100``, and how many)."""
+    """What one machine type holds: its family's SKUs (``A2``, ``A2 Ultra``, ``G2``, ``A3``), vCPUs, GiB of RAM, its
+    GPUs (the catalog's name for the GPU, e.g. ``Nvidia Tesla A100``, and how many), and the GiB of Local SSD it comes
+    with (a3-highgpu: 750 per GPU, a2-ultragpu: 375 per GPU; GCE bills them with the VM, which cannot run without)."""
 
     family: str
     vcpus: int
     ram_gib: float
     gpu: str
     gpus: int
+    local_ssd_gib: int = 0
 
 
 def _shapes() -> dict[str, Shape]:
     shapes = {f"a2-highgpu-{n}g": Shape("A2", 12 * n, 85.0 * n, "Nvidia Tesla A100", n) for n in (1, 2, 4, 8)}
     shapes["a2-megagpu-16g"] = Shape("A2", 96, 1360.0, "Nvidia Tesla A100", 16)
-    shapes.update({f"a2-ultragpu-{n}g": Shape("A2 Ultra", 12 * n, 170.0 * n, "Nvidia Tesla A100 80GB", n)
+    shapes.update({f"a2-ultragpu-{n}g": Shape("A2 Ultra", 12 * n, 170.0 * n, "Nvidia Tesla A100 80GB", n, 375 * n)
                    for n in (1, 2, 4, 8)})
     for vcpus, gpus in ((4, 1), (8, 1), (12, 1), (16, 1), (24, 2), (32, 1), (48, 4), (96, 8)):
         shapes[f"g2-standard-{vcpus}"] = Shape("G2", vcpus, 4.0 * vcpus, "Nvidia L4", gpus)
-    shapes.update({f"a3-highgpu-{n}g": Shape("A3", 26 * n, 234.0 * n, "Nvidia H100 80GB", n) for n in (1, 2, 4, 8)})
+    shapes.update({f"a3-highgpu-{n}g": Shape("A3", 26 * n, 234.0 * n, "Nvidia H100 80GB", n, 750 * n) for n in (1, 2, 4, 8)})
     return shapes
 
 

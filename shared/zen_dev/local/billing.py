@@ -7,7 +7,8 @@ it with ``ZEN_BILLING_ENDPOINT=http://HOST:PORT`` (``zen.adapters.billing.catalo
 The snapshot holds whole-VM prices; the catalog sells parts. For each machine family, region and model
 the stand-in prices a core, a GiB of RAM (an eighth of a core: its own split, not GCE's) and a GPU so that
 every machine type of the snapshot costs what the snapshot says: from two shapes with different GPUs per
-vCPU when the snapshot has them, else with the GPUs carrying 80 % of the price. ``fail_next`` makes the
+vCPU when the snapshot has them, else with the GPUs carrying 80 % of the price, after the Local SSD an a3 or
+a2-ultragpu comes with (``LOCAL_SSD_GIB_MONTH``, sold per GiB-month as GCE sells it). ``fail_next`` makes the
 next calls answer 503 (a catalog outage), ``calls`` counts the list calls.
 """
 
@@ -21,11 +22,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from zen.adapters.billing import HOURS_PER_MONTH
 from zen.core.prices import SHAPES, SNAPSHOT_PATH, Shape
 
 SKUS_PATH = "/v1/services/6F81-5844-456A/skus"
 RAM_SHARE = 0.125  # a GiB-hour costs this much of a vCPU-hour (the stand-in's split)
 GPU_SHARE = 0.8
+# USD per GiB-month of Local SSD by model (the stand-in's; GCE lists its own per region)
+LOCAL_SSD_GIB_MONTH = {"standard": 0.08, "spot": 0.048, "flex-start": 0.08}
+_LOCAL_SSD = {"standard": "SSD backed Local Storage running in",
+              "spot": "SSD backed Local Storage attached to Spot Preemptible VMs running in",
+              "flex-start": "DWS Defined Duration SSD backed Local Storage running in"}
 _WHO = {"standard": ("", "running in"), "spot": ("Spot Preemptible ", "attached to Spot Preemptible VMs running in"),
         "flex-start": ("DWS Defined Duration ", "attached to DWS Defined Duration VMs running in")}
 
@@ -70,7 +77,8 @@ def skus_from_snapshot(document: dict[str, Any]) -> list[dict[str, Any]]:
             continue
         for region, models in regions.items():
             for model, usd in models.items():
-                groups.setdefault((shape.family, shape.gpu, region, model), []).append((shape, float(usd)))
+                ssd = shape.local_ssd_gib * LOCAL_SSD_GIB_MONTH[model] / HOURS_PER_MONTH
+                groups.setdefault((shape.family, shape.gpu, region, model), []).append((shape, float(usd) - ssd))
     skus: list[dict[str, Any]] = []
     for (family, gpu, region, model), shapes in sorted(groups.items()):
         core, gpu_usd = _solve(shapes)
@@ -83,6 +91,9 @@ def skus_from_snapshot(document: dict[str, Any]) -> list[dict[str, Any]]:
             skus.append(_sku(len(skus), description, region, unit, usd, group, usage))
         skus.append(_sku(len(skus), f"Commitment v1: {family} Cpu for 1 Year running in", region, "h",
                          core / 2, "CPU", "Commit1Yr"))  # not a VM price: the adapter must skip it
+    for region, model in sorted({(region, model) for (_, _, region, model) in groups}):
+        skus.append(_sku(len(skus), _LOCAL_SSD[model], region, "GiBy.mo", LOCAL_SSD_GIB_MONTH[model], "LocalSSD",
+                         "Preemptible" if model == "spot" else "OnDemand"))
     return skus
 
 
