@@ -26,7 +26,7 @@ locals {
         More than ${var.alert_lost_attempts} attempts of a cluster went LOST in 10 minutes: their VM stopped heartbeating (preempted spot VMs, crashed agents, or VMs that cannot reach Pub/Sub). Zen requeues them while attempts remain.
         1. Dashboard: which cluster and region; VMs per region by state (are VMs disappearing?).
         2. Logs of one lost job's VM (dashboard link, VM_NAME from `jsonPayload.vm`): did the agent report PREEMPTED, or go silent?
-        3. Many preemptions in one region: prefer another region (reorder the cluster's regions) or use on-demand VMs (`spot = false`). Silent agents: check Cloud NAT and the agent's service account.
+        3. Many preemptions in one region: prefer another region (reorder the cluster's `regions`) or standard VMs (its `provisioning`) in the Zen configuration, then apply it with terraform (docs/how-to/operate.md, Changing a cluster). Silent agents: check Cloud NAT and the agent's service account.
       EOT
     }
     stocked_out = {
@@ -37,7 +37,7 @@ locals {
       runbook   = <<-EOT
         For ${var.alert_stockout_minutes} minutes every region of this cluster has been blocked after stockouts or quota errors, and jobs are queued. Zen keeps probing (a block lasts 3 to 15 minutes), so jobs start when capacity returns.
         1. Dashboard: Stockout / quota errors per region. QUOTA: request more GPU quota in those regions. STOCKOUT: Google has no capacity there now.
-        2. To run sooner: add regions to the cluster (configuration and terraform `clusters`), or let waiting jobs use another cluster (resubmit with a different `cluster` or `gpu_type`).
+        2. To run sooner: add regions to the cluster's `regions` in the Zen configuration and apply it with terraform (docs/how-to/operate.md, Changing a cluster), or let waiting jobs use another cluster (resubmit with a different `cluster` or `gpu_type`).
         3. No stockout or quota error, and `zen explain CLUSTER` says VMs "got capacity and were never usable": the cluster's VMs start but their agent never speaks (the VM image, its startup script, the VMs' service account or network: a VM's serial port output). Zen then blocks the region (every region, once two gave such VMs) for longer and longer (up to 4 hours), trying one VM at a time; a region whose VM's agent is heard is asked as before again, and so are those that gave no such VM.
       EOT
     }

@@ -1,10 +1,11 @@
 # The Zen dashboard: one chart per operator question, in the order an operator asks them (is work
 # waiting? how long do starts take? where are the VMs? which regions are out? is anything lost or
-# refused? is the plumbing healthy?), and links to the logs of one job and of one VM.
+# refused? is the plumbing healthy?), and links to the logs of one job and of one VM. Dead letters: the retried
+# triggers' and the notifier's (a FAILED or LOST job's notice dead-lettered never reaches its user).
 
 locals {
   log_metric_type           = "metric.type=\"logging.googleapis.com/user/%s\" AND resource.type=\"cloud_run_revision\""
-  dead_letter_subscriptions = join(", ", [for sub in google_pubsub_subscription.dead_letter : "\"${sub.name}\""])
+  dead_letter_subscriptions = join(", ", concat([for sub in google_pubsub_subscription.dead_letter : "\"${sub.name}\""], ["\"${google_pubsub_subscription.notifier_dead_letter.name}\""]))
   zen_services              = "resource.label.service_name=starts_with(\"${var.name_prefix}-on-\")"
   db_id                     = "${var.project_id}:${google_sql_database_instance.zen.name}"
 

@@ -183,3 +183,21 @@ def _strings(value):
     from tests.terraform.hcl import strings
 
     return list(strings(value))
+
+
+def test_the_runbooks_change_clusters_through_the_configuration_not_deprecated_variables(module):
+    """The lost-attempts runbook said to use on-demand VMs with `spot = false` (ignored for a cluster that lists
+    `provisioning`, and standard already for one that does not), the stockout one to add regions in terraform's
+    `clusters` (deprecated: a list naming only the cluster changed fails the plan)."""
+    alerts = module.locals["threshold_alerts"]
+    lost, stocked = (" ".join(alerts[name]["runbook"].split()) for name in ("lost_attempts", "stocked_out"))
+    assert "spot = false" not in lost and "`provisioning`" in lost and "Changing a cluster" in lost
+    assert "terraform `clusters`" not in stocked and "`regions` in the Zen configuration" in stocked
+
+
+def test_the_dead_letter_alert_watches_the_notifiers_dead_letters_too(module):
+    """zen-job-events-dead-letter (a job event whose notices kept failing, or the notifier's database down) was
+    watched by neither the dead-letter alert nor the dashboard: FAILED and LOST notices were lost unseen."""
+    assert "notifier_dead_letter" in module.resources_of("google_pubsub_subscription")
+    assert "local.dead_letter_subscriptions" in module.locals["threshold_alerts"]["dead_letter"]["filter"]
+    assert "google_pubsub_subscription.notifier_dead_letter.name" in module.locals["dead_letter_subscriptions"]
