@@ -32,13 +32,18 @@ def test_a_gang_whose_nodes_all_exit_0_as_a_users_stop_comes_succeeded(functions
     assert (record.status.value, record.exit_code, record.attempt) == ("SUCCEEDED", 0, 1)  # was CANCELLED
 
 
-def test_a_gang_that_finished_as_its_queue_took_it_back_is_not_run_again(functions, zen, clock):
-    running(functions)
+def _taken_back(zen, clock) -> None:
+    """Its queue takes the running gang back (admission's preemption): STOPPING, ``preempted_by`` set."""
     with zen.jobs._store.transaction() as tx:
         current = tx.get_job("g", lock=True)
         zen.jobs.decisions.apply(tx, current, gang.decide_preempt(current, "queue prod needs its quota", clock()),
                                  actor="admission", now=clock(), admit=False)
     assert job(zen, "g").status.value == "STOPPING"
+
+
+def test_a_gang_that_finished_as_its_queue_took_it_back_is_not_run_again(functions, zen, clock):
+    running(functions)
+    _taken_back(zen, clock)
     _both_exit_0(functions)
     record = job(zen, "g")
     assert (record.status.value, record.attempt) == ("SUCCEEDED", 1)  # was PENDING as attempt 2: run again
@@ -276,3 +281,25 @@ def test_a_failed_node_beside_a_peer_that_exited_0_fails_the_gang_with_its_exit_
     beat(functions, "vm-1", "SUCCEEDED", 4, exit_code=0)
     record = job(zen, "g")
     assert (record.status.value, record.exit_code, record.attempt) == ("FAILED", 3, 1)
+
+
+def test_a_gang_requeued_while_its_queue_took_it_back_carries_no_preemption_into_its_next_attempt(functions, zen,
+                                                                                                  clock):
+    """Taken back by its queue, one node killed at its limit and the other taken by the cloud: the gang was requeued
+    through the cloud's preemption, which kept ``preempted_by``; the next attempt, stopped by its user, was taken
+    for a preemption again and rerun (PENDING, attempt 3), and was no preemption candidate any more."""
+    running(functions)
+    _taken_back(zen, clock)
+    functions.heartbeat(heartbeat("g", "FAILED", 3, vm="vm-1", exit_code=143, over_limit="max_runtime_s"))
+    functions.heartbeat(heartbeat("g", "PREEMPTED", 3, vm="vm-2"))
+    record = job(zen, "g")
+    assert (record.status.value, record.attempt, record.preempted_by) == ("QUEUED", 2, None)
+    for vm, ip in (("vm-1", "10.0.0.1"), ("vm-2", "10.0.0.2")):
+        functions.heartbeat(heartbeat("g", "CLAIMED", 10, attempt=2, vm=vm, ip=ip))
+    for vm in ("vm-1", "vm-2"):
+        functions.heartbeat(heartbeat("g", "RUNNING", 11, attempt=2, vm=vm))
+    functions.stop({"job_id": "g", "reason": "not needed any more"})
+    for vm in ("vm-1", "vm-2"):
+        functions.heartbeat(heartbeat("g", "STOPPED", 12, attempt=2, vm=vm, exit_code=143))
+    record = job(zen, "g")
+    assert (record.status.value, record.attempt) == ("CANCELLED", 2)

@@ -341,8 +341,8 @@ def _for_gang(job: Job, decision: Decision, skip: str | None = None) -> Decision
     elif over:
         decision.controls += [_order(job, n.vm, ControlAction.STOP, f"the gang ended: {reason}")
                               for n in nodes if n.status not in ENDED]
-    if new_attempt:
-        decision.fields.update(_RESET)
+    if new_attempt:  # assembled afresh, and its queue's taking back (if any) was the last attempt's
+        decision.fields.update(_RESET, preempted_by=None)
     return decision
 
 

@@ -72,7 +72,7 @@ def lose_attempt(job: Job, reason: str) -> Decision:
         return decision
     decision.changes.append(Change(JobStatus.QUEUED, f"requeued as attempt {job.attempt + 1}"))
     decision.fields.update(attempt=job.attempt + 1, vm=None, region=None, zone=None, last_seq=0, last_heartbeat_at=None,
-                           started_at=None, exit_code=None)
+                           started_at=None, exit_code=None, preempted_by=None)
     decision.publish_start = True
     return decision
 
