@@ -203,3 +203,28 @@ def test_a_container_whose_lease_runs_out_is_killed_by_its_supervisor_without_th
     wait_for(lambda: job.poll() is not None, 10, what="the supervisor's fence")
     assert ["kill", name] in docker.calls() and docker.names() == []
     assert job.fenced()
+
+
+# An agent of its own starting a container job (a 60 s lease), so that the test can kill it outright.
+AGENT = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from zen.agent.runner import JobSpec, RunningJob
+spec = JobSpec(job_id="gpu", attempt=1, image="img:1", command=["train"], stop_grace_s=0.3)
+RunningJob.start(spec, local=False, docker=sys.argv[2], lease_s=60.0)
+time.sleep(120)
+"""
+
+
+def test_a_container_job_goes_with_its_agent_killed_outright(docker):
+    """The supervisor's handler of its agent's death (``launch.KILL_ALL``) SIGKILLed the job's group, for a container
+    job only the docker CLI: the container ran on past the lease with no fence left, beside its rerun elsewhere."""
+    agent = subprocess.Popen([sys.executable, "-c", AGENT, str(SHARED), docker.path], start_new_session=True)
+    try:
+        wait_for(lambda: docker.names() == [container_name("gpu", 1)], 10, what="the container running")
+        agent.kill()  # the OOM killer
+        agent.wait()
+        wait_for(lambda: docker.names() == [], 5, what="the container killed with its agent")
+    finally:
+        if agent.poll() is None:
+            agent.kill()

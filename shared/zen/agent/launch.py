@@ -125,17 +125,22 @@ def _fence(child: int, pidfd: int | None, lease: Lease, grace_s: float, containe
     status = None
     while status is None and time.monotonic() < deadline:
         status = _wait(child, pidfd, deadline - time.monotonic())
-    if container:  # the docker CLI forwards SIGTERM, but cannot forward SIGKILL
-        try:
-            subprocess.run([docker, "kill", container], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=DOCKER_KILL_S, check=False)
-        except (OSError, subprocess.SubprocessError):
-            pass
+    _docker_kill(docker, container)
     if limit is not None:  # what left the group (a daemon), and its cgroup
         limit.stop(child)
         limit.close()
     os.killpg(0, signal.SIGKILL)  # whatever the job left in its group, and this process
     return 137  # not reached
+
+
+def _docker_kill(docker: str, container: str | None) -> None:
+    """A container job's container killed (bounded): the docker CLI forwards SIGTERM, but cannot forward SIGKILL."""
+    if container:
+        try:
+            subprocess.run([docker, "kill", container], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=DOCKER_KILL_S, check=False)
+        except (OSError, subprocess.SubprocessError):
+            pass
 
 
 def _task_limit():
@@ -181,9 +186,10 @@ def supervise(agent: int, lease: Lease, grace_s: float, container: str | None, d
         os._exit(_exec(program))
     os.close(go_read)
 
-    def kill_all(*_: object) -> None:
+    def kill_all(*_: object) -> None:  # the agent died: its job goes with it, a container's too
         if limit is not None:
             limit.stop(child)
+        _docker_kill(docker, container)
         os.killpg(0, signal.SIGKILL)
 
     signal.signal(KILL_ALL, kill_all)
