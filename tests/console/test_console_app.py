@@ -385,3 +385,44 @@ def test_a_label_whose_value_holds_a_comma_is_found(setup):
     assert job_ids(page(client, "/jobs?label=tags%3Da%2Cb", who="root@example.com")) == ["c1"]
     assert job_ids(page(client, "/jobs?label=tags%3Da%2Cb%2Cteam%3Dnlp", who="root@example.com")) == ["c1"]
     assert job_ids(page(client, "/jobs?label=tags%3Da", who="root@example.com")) == ["c2"]
+
+
+def test_a_gangs_page_shows_its_nodes_as_zen_jobs_get_does(setup, clock, capsys):
+    """A job's page is what ``zen jobs get`` prints: for a multi-node job it showed rank 0's VM and zone alone,
+    nothing of the other node, its address or its exit code."""
+    from zen.cli.main import main
+
+    _, functions, client, _ = setup
+    functions.submit(job_request("g", user_id="alice", nodes=2))
+    zones = {"vm-1": "us-central1-a", "vm-2": "us-central1-b"}
+    for vm, zone in zones.items():
+        functions.heartbeat(heartbeat("g", "CLAIMED", 1, vm=vm, zone=zone, ip=f"10.0.0.{vm[-1]}"))
+    for vm, zone in zones.items():
+        functions.heartbeat(heartbeat("g", "RUNNING", 2, vm=vm, zone=zone))
+    clock.advance(60)
+    functions.heartbeat(heartbeat("g", "FAILED", 3, vm="vm-2", zone="us-central1-b", exit_code=3, message="boom"))
+    capsys.readouterr()
+    assert main(["jobs", "get", "g"]) == 0
+    assert "rank 1: vm-2 us-central1-b 10.0.0.2 FAILED (exit code 3)" in capsys.readouterr().out
+    fields = re.search(r'<dl class="fields" id="job-fields">(.*?)</dl>', page(client, "/jobs/g?fragment=1"),
+                       re.S).group(1)
+    assert "rank 1" in fields and "vm-2 us-central1-b 10.0.0.2 FAILED (exit code 3)" in fields, fields
+
+
+def test_the_job_list_shows_submitted_times_in_utc_as_the_jobs_page_does(setup, clock, monkeypatch):
+    """The list's ``submitted`` column was the console machine's local time, unlabelled, beside job pages in UTC:
+    on a laptop in New York a job submitted at 00:00 UTC was listed at 19:00 the day before."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        _, functions, client, _ = setup
+        functions.submit(job_request("a1", user_id="alice"))  # at the clock's now: 2026-01-01 00:00:00 UTC
+        history = re.findall(r"<tr><td>(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)</td>", page(client, "/jobs/a1?fragment=1"))
+        assert history[0] == "2026-01-01 00:00:00"
+        listing = page(client, "/jobs?fragment=1")
+        row = re.search(r'<tr data-job="a1">.*?</tr>', listing, re.S).group(0)
+        assert re.findall(r"<td>(\d\d-\d\d \d\d:\d\d:\d\d)</td>", row) == ["01-01 00:00:00"]
+        assert "submitted (UTC)" in listing
+    finally:
+        monkeypatch.undo()
+        time.tzset()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from types import SimpleNamespace
 
@@ -16,9 +17,10 @@ from tests.console.test_console_app import setup  # noqa: F401 - fixture
 from tests.messages import agent_run, job_request
 from tests.test_cloud_reader import Client  # lists entries as Cloud Logging does
 from zen.adapters import cloud_logging
-from zen.adapters.joblogs import OutputEntry
+from zen.adapters.joblogs import LocalReader, LocalSink, OutputEntry
 from zen.console.app import create_app
 from zen.console.viewers import local_identity
+from zen.core.errors import TransientError
 
 LINES = 1000
 
@@ -121,3 +123,46 @@ def test_an_old_pages_resume_does_not_send_its_lines_again(setup, clock, monkeyp
     # a page loaded before the deploy: it had all of attempt 2 (its id: "2:10"), and reconnects
     _, texts = _streamed(zen, clock, lambda: cloud_logging.CloudReader(client, "p", page_size=1), "p1", "2:10", 0.3)
     assert texts == ["a3 line 1"], texts
+
+
+class _Blinking:
+    """The console's database, failing every transaction while ``down`` (a Cloud SQL failover: seconds)."""
+
+    def __init__(self, db):
+        self.db, self.down = db, False
+
+    @contextmanager
+    def transaction(self):
+        if self.down:
+            raise TransientError("Postgres is unavailable: connection refused")
+        with self.db.transaction() as session:
+            yield session
+
+
+def test_an_output_stream_that_meets_a_database_blip_is_told_to_come_back(setup, clock):
+    """A reconnect during a failover was answered with a 503 HTML page, and an EventSource answered anything but
+    an event stream gives up for good: every open job page's output stopped while it said "following the
+    output". A stream that meets one ends (the browser comes back after ``retry``), not broken."""
+    zen, functions, _, logs = setup
+    functions.submit(job_request("a1", user_id="alice"))
+    for beat in agent_run("a1", vm="vm-a")[:2]:  # CLAIMED, RUNNING: it runs on
+        functions.heartbeat(beat)
+    LocalSink(logs).write([OutputEntry("a1", 1, "stdout", "vm-a", 1, "t", "step one")])
+    database = _Blinking(zen.db)
+    client = create_app(zen.config, database, local_identity("alice"), reader_factory=lambda: LocalReader(logs),
+                        clock=clock, output_timing=(0.01, 0.1)).test_client()
+    database.down = True
+    answer = client.get("/jobs/a1/output", headers={"Last-Event-ID": "1:vm-a=1"})
+    assert (answer.status_code, answer.mimetype) == (200, "text/event-stream")
+    assert answer.get_data(as_text=True).startswith("retry: ")
+    database.down = False
+
+    class FailoverAfterRead(LocalReader):  # the stream's first lines go out, then the database fails over
+        def new_entries(self, job_id, attempt):
+            yield from super().new_entries(job_id, attempt)
+            database.down = True
+
+    client = create_app(zen.config, database, local_identity("alice"), reader_factory=lambda: FailoverAfterRead(logs),
+                        clock=clock, output_timing=(0.01, 0.1)).test_client()
+    stream = client.get("/jobs/a1/output").get_data(as_text=True)
+    assert "step one" in stream and "event: end" not in stream  # ended, for the browser to come back

@@ -250,8 +250,9 @@ JOB_COLUMNS = ("job_id", "user", "queue", "cluster", "region", "status", "attemp
                "exit")
 
 
-def job_row(job, now: datetime | None = None) -> dict[str, Any]:
-    """A job as a table row: who, where, status, how long it waited and ran."""
+def job_row(job, now: datetime | None = None, zone: Any = None) -> dict[str, Any]:
+    """A job as a table row: who, where, status, how long it waited and ran; submitted in ``zone`` (the
+    machine's own when None: the CLI's; the console's pages say UTC)."""
     now = now or datetime.now(timezone.utc)
     started, finished = job.started_at, job.finished_at
     waited_until = started or finished or now
@@ -259,7 +260,7 @@ def job_row(job, now: datetime | None = None) -> dict[str, Any]:
         "job_id": job.job_id, "user": job.user_id, "queue": job.queue or "", "cluster": job.cluster,
         "region": job.region or "",
         "status": job.status.value, "attempt": job.attempt,
-        "submitted": job.submitted_at.astimezone().strftime("%m-%d %H:%M:%S"),
+        "submitted": job.submitted_at.astimezone(zone).strftime("%m-%d %H:%M:%S"),
         "wait": span((waited_until - job.submitted_at).total_seconds()),
         "duration": span(((finished or now) - started).total_seconds()) if started else "",
         "exit": job.exit_code,

@@ -38,6 +38,7 @@ REFRESH_S = 2.0  # how often a page's live part is fetched again
 OUTPUT_POLL_S = 0.5  # how often the output stream reads new lines (a local stack's: zen logs -f's POLL_S)
 OUTPUT_SETTLE_S = 5.0  # after a job's end, how long the stream waits for its last lines (zen logs -f)
 STREAM_MAX_S = 300.0  # a stream ends after this long; the browser reconnects where it left off
+OUTPUT_RETRY_MS = 5000  # while the database cannot be read, the browser asks for the output again this often
 
 
 class BadRequest(Exception):
@@ -155,8 +156,12 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
         ended_at: float | None = None
         yield "retry: 2000\n\n"
         while time.monotonic() - started < STREAM_MAX_S:
-            with reading(database) as session:
-                current = repository.get_job(session, job_id)
+            try:
+                with reading(database) as session:
+                    current = repository.get_job(session, job_id)
+            except TransientError as exc:  # ended, not broken: the browser reconnects after ``retry`` (unavailable)
+                log.warning("console output stream paused", extra={"job_id": job_id, "error": str(exc)})
+                return
             got = False  # any line read, sent or not: a catch-up is no quiet (the end waits for it)
             for attempt in range(max(1, after.floor), (current.attempt if current else 0) + 1):
                 for entry in reader.new_entries(job_id, attempt):
@@ -219,6 +224,9 @@ def create_app(config: ZenConfig, database: Any, identify: Identify,
     @app.errorhandler(TransientError)
     def unavailable(exc: TransientError):
         log.warning("console read failed", extra={"error": str(exc)})
+        if request.endpoint == "output":  # an EventSource answered anything but an event stream gives up for good
+            return Response(f"retry: {OUTPUT_RETRY_MS}\n\n", mimetype="text/event-stream",
+                            headers={"Cache-Control": "no-cache"})
         again = "the page tries again" if request.args.get("fragment") == "1" else "reload the page in a moment"
         detail = getattr(g, "unavailable", None) or "the database cannot be read now"
         return render_template("error.html", code=503, title="Unavailable", detail=f"{detail}; {again}"), 503

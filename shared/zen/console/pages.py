@@ -9,7 +9,7 @@ prices, usage ``zen usage``. Every function reads in the caller's transaction an
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from zen.console.viewers import Viewer
@@ -55,7 +55,7 @@ def job_list(session, viewer: Viewer, filters: JobFilters, before: tuple[datetim
 
         tasks = [t for t in ctx_array_tasks(session, filters.array) if viewer.may_see(t)]
         progress = array_progress(filters.array, tasks)
-    return {"rows": [job_row(j, now) for j in jobs], "next": following, "progress": progress}
+    return {"rows": [job_row(j, now, timezone.utc) for j in jobs], "next": following, "progress": progress}
 
 
 def array_visible(session, viewer: Viewer, array_id: str) -> bool:
@@ -69,10 +69,10 @@ def job_detail(session, config: ZenConfig, job: Job) -> dict[str, Any]:
     """A job's page: what ``zen jobs get`` prints, its history, the ``zen explain`` line, its attempts and
     what each cost (``zen usage``'s pricing)."""
     from zen.cli.queues import explain_line
-    from zen.cli.records import _what_it_runs
+    from zen.cli.records import _gang_view, _what_it_runs
     from zen.store import repository
 
-    view = {**job.public_view(), **_what_it_runs(job)}
+    view = {**job.public_view(), **_what_it_runs(job), **_gang_view(job, False)}  # a gang's nodes, as the CLI's
     message = view.pop("message") or ""
     fields = {k: v for k, v in view.items() if v not in (None, [], {}, "") and not (k == "retries" and v == 0)}
     attempts, total_usd = attempt_costs(session, config, job.job_id)
