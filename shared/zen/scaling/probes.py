@@ -131,13 +131,17 @@ def booting(phases: Mapping[tuple[str, VmPhase], tuple[Vm, ...]], memory: Mappin
     return stuck, healthy, got
 
 
-def pruned(stuck: list[Vm], wanted: bool, got_s: Callable[[Vm], float], timing: Timing) -> tuple[list[Vm], list[Vm]]:
+def pruned(stuck: list[Vm], wanted: bool, got_s: Callable[[Vm], float], timing: Timing,
+           queue: bool = False) -> tuple[list[Vm], list[Vm]]:
     """(kept, deleted) of a pool's stuck instances: the oldest still waiting for capacity is kept as the
     pool's probe while demand wants the pool (else the oldest that got capacity, for at most
-    ``boot_timeout_s``); the others are deleted."""
+    ``boot_timeout_s``); the others are deleted. A flex-start pool (``queue``) keeps every request still waiting
+    while demand wants it: a queue is no stockout, and each one-node job's VM is a request of its own, its place
+    in Compute's queue (cancelled, each job waited for another's grant, then queued again from the back; the
+    planner cancels those no job wants)."""
     ordered = sorted(stuck, key=lambda vm: (vm.started, vm.since))
     probe = bool(ordered) and (not ordered[0].started or got_s(ordered[0]) < timing.boot_timeout_s)
-    keep = int(wanted and probe)
+    keep = max(int(probe), len(waiting(ordered)) if queue else 0) if wanted else 0
     return ordered[:keep], ordered[keep:]
 
 
@@ -158,13 +162,24 @@ def waiting(stuck: list[Vm]) -> list[Vm]:
 
 def giving_way(probes: list[Vm], wanted: int, blocked_until: Callable[[Vm], datetime | None]) -> list[Vm]:
     """Of ``probes`` (those left after pruning), the ones whose places ``wanted`` jobs the cluster's
-    ``max_vms`` holds take: those of the pools whose blocks end last first."""
+    ``max_vms`` holds take: those of the pools whose blocks end last first; a flex-start request's with all its
+    waiting VMs (one of them deleted cancels it whole: only part of it planned, it was kept whole, and nothing
+    moved)."""
     def ends(vm: Vm) -> float:
         until = blocked_until(vm)
         return until.timestamp() if until is not None else 0.0
 
+    def request(vm: Vm) -> str:
+        return vm.name.rpartition(PENDING_SEP)[0] if PENDING_SEP in vm.name else vm.name
+
     ordered = sorted(probes, key=lambda vm: (ends(vm), vm.name), reverse=True)
-    return ordered[:max(0, wanted)]
+    chosen: list[Vm] = []
+    for vm in ordered:
+        if len(chosen) >= wanted:
+            break
+        if vm not in chosen:
+            chosen += [other for other in ordered if request(other) == request(vm)]
+    return chosen
 
 
 def recovered_with(memory: Mapping[str, RegionMemory], recovered: Mapping[str, RegionMemory], ranking: Ranking,
