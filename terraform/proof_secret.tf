@@ -2,8 +2,8 @@
 # Its value never passes through terraform (no secret in the state: sql.tf, "no passwords anywhere"):
 # the first version is made by gcloud from /dev/urandom during apply, once (scripts/proof_secret.sh
 # leaves an existing version alone). Rotation: add a version "<new>,<old>" (Zen seals with the first
-# and accepts both), redeploy the function, and a day later (every agent restarted or confirmed again)
-# one with "<new>" alone.
+# and accepts both), redeploy the function, and a day later (an agent MACs with a key for 12 hours at most,
+# then signs until confirmed again) one with "<new>" alone.
 resource "google_secret_manager_secret" "proof" {
   secret_id = "${var.name_prefix}-proof-secret"
   labels    = local.labels

@@ -12,8 +12,9 @@ import hashlib
 import hmac
 import json
 import logging
+import time
 import urllib.parse
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 log = logging.getLogger("zen.adapters.vm_proof")
 
@@ -26,6 +27,11 @@ SIGNED_DOMAIN = b"zen-heartbeat/1\n"  # what a message key's signature is for, f
 MAC_DOMAIN = "zen-vm-mac"  # what a derived MAC key is for, first in what derives it
 KEY_BITS = 2048  # a message key's size; Zen takes 2048 to 4096 (a bigger key costs Zen more per message)
 KEY_EXPONENTS = (3, 65537)  # the public exponents Zen takes (the agent's: 3, the cheapest to verify)
+# How long an agent uses a MAC key Zen gave; then it signs until a CONFIRM gives it another. Zen derives keys from
+# ZEN_PROOF_SECRET, whose rotation drops the old secret a day after the new one is first: an agent running one job
+# for days confirms nothing, and its MACs under a key of the old secret were then all refused (the job taken for
+# lost and run again beside it).
+MAC_KEY_TTL_S = 12 * 3600.0
 MAX_KEY_CHARS = 1000  # a 4096-bit key's DER is 550 bytes (736 characters); one attribute holds 1,024
 IDENTITY_PATH = "instance/service-accounts/default/identity"  # under computeMetadata/v1/
 PIECE_CHARS = 1000  # Pub/Sub caps an attribute's value at 1,024 bytes; a real token is ~1,050-1,100
@@ -138,9 +144,11 @@ class MessageKey:
     in its memory. :meth:`attributes` are what a heartbeat carries besides its own: the signature
     until Zen gave this key's MAC key (:meth:`learn`), the MAC after."""
 
-    def __init__(self, bits: int = KEY_BITS):
+    def __init__(self, bits: int = KEY_BITS, clock: Callable[[], float] = time.monotonic):
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric import rsa
+
+        self._clock, self._learned_at = clock, 0.0
 
         self._key = rsa.generate_private_key(public_exponent=KEY_EXPONENTS[0], key_size=bits)
         self.public = b64encode(self._key.public_key().public_bytes(
@@ -164,12 +172,16 @@ class MessageKey:
             return False
         if key != self.mac_key:
             log.info("MAC key from Zen taken: messages are authenticated with HMAC from now on")
-        self.mac_key = key
+        self.mac_key, self._learned_at = key, self._clock()
         return True
 
     def attributes(self, token: str, data: bytes, attributes: Mapping[str, str]) -> dict[str, str]:
         """The token (in pieces), this key and, of ``data`` with ``attributes``, its MAC under the key
-        Zen gave (once given), else this key's signature."""
+        Zen gave (once given, for ``MAC_KEY_TTL_S``), else this key's signature."""
+        if self.mac_key is not None and self._clock() - self._learned_at > MAC_KEY_TTL_S:
+            log.info("the MAC key from Zen is %.0f hours old: messages are signed until a CONFIRM gives another",
+                     MAC_KEY_TTL_S / 3600)
+            self.mac_key = None
         known = self.mac_key
         proof = {MAC_ATTRIBUTE: mac(known, data, attributes)} if known else {
             SIGNATURE_ATTRIBUTE: self.sign(data, attributes)}
