@@ -119,7 +119,7 @@ def test_a_vm_with_room_takes_the_next_job_and_no_vm_is_booted_until_one_does_no
     fn.submit(two_gpus("a"))
     advance(BOOT_S + 1)
     [vm] = instances("us-west1")
-    fn.heartbeat(vm_beat(vm.name, "us-west1", "IDLE", 1))
+    fn.heartbeat(vm_beat(vm.name, "us-west1", "IDLE", 1, jobs=[]))  # an agent that may run several says so
     fn.heartbeat(heartbeat("a", "CLAIMED", 1, vm=vm.name, region="us-west1", zone=vm.zone))
 
     fn.submit(two_gpus("b"))  # 2 of the VM's 4 GPUs are free: it takes b
@@ -152,7 +152,7 @@ def test_an_idle_vm_with_room_for_two_jobs_boots_no_vm_for_the_second(stack, clo
 
     zen, advance, instances = stack
     fn = FunctionsInvoker(zen)
-    vm = idle_after_a_job(fn, stack, clock, **TWO_GPUS)
+    vm = idle_after_a_job(fn, stack, clock, jobs=[], **TWO_GPUS)
     advance(15)  # the last pass's view is no longer trusted: the next submission runs a pass
     fn.submit(two_gpus("sweep", array={"count": 2}))  # the idle 4-GPU VM, two slots, takes both
     for n, task in enumerate(("sweep-0", "sweep-1"), start=1):

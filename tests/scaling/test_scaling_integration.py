@@ -60,9 +60,10 @@ def stack(config, db, publisher, clock, monkeypatch, tmp_path):
     standin.stop()
 
 
-def vm_beat(name, region, state, seq, sent_at="2026-01-01T00:00:00Z"):
+def vm_beat(name, region, state, seq, sent_at="2026-01-01T00:00:00Z", jobs=None):
+    """A VM heartbeat; ``jobs``: the attempts it holds, listed (even none) by an agent that may run several."""
     return {"kind": "vm", "vm": name, "cluster": CLUSTER, "region": region, "zone": f"{region}-a",
-            "state": state, "seq": seq, "sent_at": sent_at}
+            "state": state, "seq": seq, "sent_at": sent_at, **({"jobs": jobs} if jobs is not None else {})}
 
 
 def test_stockout_in_the_preferred_region_brings_jobs_up_in_the_next(stack, clock):
@@ -118,16 +119,17 @@ def test_stockout_in_the_preferred_region_brings_jobs_up_in_the_next(stack, cloc
     assert sorted(s for (region, _), s in billed.items() if region == "us-west1") == [running_from_60_s] * 2, billed
 
 
-def idle_after_a_job(fn, stack, clock, job_id: str = "a", region: str = "us-west1", **request):
-    """A VM of ``region`` booted for ``job_id``, which ran there to its end: the VM is idle again (its agent said so)."""
+def idle_after_a_job(fn, stack, clock, job_id: str = "a", region: str = "us-west1", jobs=None, **request):
+    """A VM of ``region`` booted for ``job_id``, which ran there to its end: the VM is idle again (its agent said so;
+    ``jobs=[]``: an agent that may run several)."""
     _, advance, instances = stack
     fn.submit(job_request(job_id, **{"regions": [region], **request}))
     advance(BOOT_S + 1)
     [vm] = instances(region)
-    fn.heartbeat(vm_beat(vm.name, region, "IDLE", 1, sent_at=clock().isoformat()))
+    fn.heartbeat(vm_beat(vm.name, region, "IDLE", 1, sent_at=clock().isoformat(), jobs=jobs))
     fn.heartbeat(heartbeat(job_id, "CLAIMED", 1, vm=vm.name, region=region, zone=vm.zone))
     fn.heartbeat(heartbeat(job_id, "SUCCEEDED", 2, vm=vm.name, region=region, zone=vm.zone, exit_code=0))
-    fn.heartbeat(vm_beat(vm.name, region, "IDLE", 2, sent_at=clock().isoformat()))
+    fn.heartbeat(vm_beat(vm.name, region, "IDLE", 2, sent_at=clock().isoformat(), jobs=jobs))
     return vm
 
 

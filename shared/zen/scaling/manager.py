@@ -189,7 +189,7 @@ class ClusterManager:
                        for pool, short in self.quota_short.items() if pool in seen]
         if self.cluster.max_jobs_per_vm > 1:  # busy VMs with room take queued jobs too (zen.scaling.sharing)
             demand = absorb(*self._fleet.shared_load(name), vms, self.cluster.gpu_count, self.cluster.max_jobs_per_vm,
-                            ending(limits, self._timing, now))  # no room on a flex-start VM ending first
+                            ending(limits, self._timing, now), facts.agents)  # no room on a flex VM ending first
         snapshot = ClusterSnapshot(now=now, cluster=limits, queued=(), demand=demand, vms=vms,
                                    target_sizes=targets, errors=tuple(errors), memory=facts.memory,
                                    timing=self._timing, arrivals_last_hour=facts.arrivals,

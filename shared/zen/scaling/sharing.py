@@ -12,7 +12,8 @@ from zen.scaling.model import DemandGroup, Vm, VmPhase, fold_demand
 
 
 def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, int]], vms: Iterable[Vm],
-           vm_gpus: int, max_jobs: int, ends: Callable[[Vm, float | None], bool] | None = None) -> tuple[DemandGroup, ...]:
+           vm_gpus: int, max_jobs: int, ends: Callable[[Vm, float | None], bool] | None = None,
+           agents: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[DemandGroup, ...]:
     """The demand left once VMs with room (busy ones, and idle ones beside their first job) took the queued jobs that fit.
 
     ``queued``: rows of ``priority, regions, gpus, jobs, oldest`` and optionally ``max_wait_s``, ``checkpoints``
@@ -22,9 +23,13 @@ def absorb(queued: Iterable[Mapping[str, Any]], loads: Mapping[str, tuple[int, i
     would be refused: ``zen.scaling.flexrun.ending``), so its room is none for that row. An idle VM is the
     planner's supply for one job already (``ZenPlanner.match``): the first job to reach it is left in the demand
     for that, and only the room beside it absorbs (an array of two on an idle VM of two slots booted a VM for
-    the second, which then went idle, billed)."""
+    the second, which then went idle, billed). ``agents``: VM name -> its agent's last word; a VM whose agent
+    runs one job at a time (``shares`` false: its heartbeats list no ``jobs``, as a VM booted before the cluster's
+    ``max_jobs_per_vm`` was raised) has no room: counted so, a queued job waited for its job's end, no VM booted."""
     room: dict[str, list[tuple[Vm, list[int]]]] = {}  # region -> (VM, [free slots, free GPUs, 1: one job left to match])
     for vm in vms:
+        if agents is not None and not agents.get(vm.name, {}).get("shares", True):
+            continue
         if vm.phase in (VmPhase.BUSY, VmPhase.IDLE) and (vm.phase is VmPhase.IDLE or vm.name in loads):
             jobs, gpus = loads.get(vm.name, (0, 0))
             if jobs < max_jobs and gpus < vm_gpus:

@@ -475,7 +475,9 @@ WHERE cluster = :cluster AND gang IS NOT NULL AND status IN ('QUEUED','ASSIGNED'
   AND COALESCE(node ->> 'status', 'CLAIMED') NOT IN ('SUCCEEDED','FAILED','STOPPED','PREEMPTED','GAVE_BACK');
 
 -- name: vms_of_cluster
-SELECT name, state, job_id, idle_since, last_seen_at, first_seen_at FROM vms WHERE cluster = :cluster;
+-- shares: its agent may run several jobs at once (its heartbeats list them all, none included: zen.scaling.sharing)
+SELECT name, state, job_id, idle_since, last_seen_at, first_seen_at, jobs IS NOT NULL AS shares FROM vms
+WHERE cluster = :cluster;
 
 -- name: read_tick_clock
 -- The scale tick's clock as the last tick left it (record_tick): a scaling pass's judge of agents' silence.
