@@ -352,9 +352,9 @@ class _Planning:
     def shrink_idle(self) -> None:
         if not any(self.idle.values()):
             return  # no idle VM: nothing to consider
-        min_vms, alive, rate = self.s.cluster.min_vms, self.alive - len(self.plan.delete), self.s.arrivals_last_hour / 3600
-        # Keep the best-ranked regions' and the most recently idle VMs; consider the others first.
-        rank = {r: i for i, r in enumerate(self.rank(self.regions))}
+        min_vms, rate = self.s.cluster.min_vms, self.s.arrivals_last_hour / 3600
+        alive = probes.with_capacity(self.index.phases, {name for _, name in self.plan.delete})  # no probe counts
+        rank = {r: i for i, r in enumerate(self.rank(self.regions))}  # keep the best-ranked and most recently idle
         idle = sorted((vm for r in self.regions for vm in self.idle[r]),
                       key=lambda vm: (-rank.get(vm.region, len(rank)), vm.since))
         spare = {r: len(self.idle[r]) - self.idle_needed.get(r, 0) for r in self.regions}

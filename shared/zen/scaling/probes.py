@@ -160,6 +160,14 @@ def waiting(stuck: list[Vm]) -> list[Vm]:
     return [vm for vm in stuck if not vm.started]
 
 
+def with_capacity(phases: Mapping[tuple[str, VmPhase], tuple[Vm, ...]], deleted: set[str]) -> int:
+    """VMs not being deleted nor in ``deleted`` that got capacity: what ``min_vms`` keeps (a probe waiting for
+    capacity, or a flex-start request in its queue, keeps no warm VM: counted, the cluster's one idle VM was
+    deleted while a job waited on a stocked-out pool, and nothing replaced it)."""
+    return sum(1 for (_, phase), group in phases.items() if phase is not VmPhase.DELETING for vm in group
+               if vm.name not in deleted and (phase is not VmPhase.BOOTING or vm.started))
+
+
 def giving_way(probes: list[Vm], wanted: int, blocked_until: Callable[[Vm], datetime | None]) -> list[Vm]:
     """Of ``probes`` (those left after pruning), the ones whose places ``wanted`` jobs the cluster's
     ``max_vms`` holds take: those of the pools whose blocks end last first; a flex-start request's with all its
