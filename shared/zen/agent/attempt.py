@@ -63,10 +63,7 @@ class AttemptRunner:
         self._slots, self._pulls = slots, pulls
         self._cache = cache
         self._sandbox = sandbox  # how containers are confined (zen.agent.container)
-        self._shutdown = shutdown
-        self._clock = clock
-        self._log = log
-        self._local = local
+        self._shutdown, self._clock, self._log, self._local = shutdown, clock, log, local
         self._sink = sink  # where job output goes (zen.adapters.joblogs); None: only the tail in the final report
         self._base_env = base_env
         self._read_secret = read_secret  # one secret version's payload (zen.adapters.secret_manager)
@@ -198,6 +195,8 @@ class AttemptRunner:
         not fail it for good. A job that failed on its own stays FAILED with its exit code (requeued it
         would run its failure again); one stopped or preempted before stays STOPPED or PREEMPTED."""
         try:
+            if self._disk is not None and data is not None and upload:  # its directory is only read from now
+                self._disk.ended((attempt.job_id, attempt.attempt))
             if data is not None and checkpoint is not None and upload:
                 note = self._save_last(attempt, data, checkpoint, note, limit_s)
             elif checkpoint is not None:  # no last save: none under way writes after the report either

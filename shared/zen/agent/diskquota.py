@@ -251,6 +251,13 @@ class DiskWatch:
             self._roots.pop(key, None)
             self._verdicts.pop(key, None)
 
+    def ended(self, key: Key) -> None:
+        """The attempt's job ended and its directory is only read from now on (its outputs' upload, the last
+        save): no more measured, so never the one a nearly full disk stops (it writes nothing more; its space
+        comes back at ``remove``): picked, nothing acted on the verdict while the neighbour writing ran on."""
+        with self._lock:
+            self._roots.pop(key, None)
+
     def verdict(self, key: Key) -> str | None:
         """Why the attempt must be stopped (the note of its FAILED report), or None."""
         with self._lock:
