@@ -197,12 +197,15 @@ class FlexStartMig(MigManager):
         on its own: Compute refuses to cancel one no longer queued (granted since the read: the MIG then lists
         its VMs, which the next pass sees and deletes as any other), and that stops none of the others (the
         loop gave up at it, leaving later requests queued for a grant nobody wanted); any other failure is
-        raised once everything was tried."""
+        raised once everything was tried, naming what it left (``MigApiError.undeleted``)."""
         failed: list[MigApiError] = []
+        left: set[str] = set()
+        real = [n for n in names if request_of(n) is None]
         try:
-            super().delete_instances([n for n in names if request_of(n) is None], zones)
+            super().delete_instances(real, zones)
         except MigApiError as exc:
             failed.append(exc)
+            left.update(real)
         for request in dict.fromkeys(r for n in names if (r := request_of(n)) is not None):
             try:
                 self._write(self._requests.cancel_unary, resize_request=request)
@@ -211,7 +214,9 @@ class FlexStartMig(MigManager):
                     log.info("resize request %s of %s not cancelled: %s", request, self.name, exc)
                     continue
                 failed.append(exc)
+                left.update(n for n in names if request_of(n) == request)
         if failed:
+            failed[0].undeleted = frozenset(left)
             raise failed[0]
 
 

@@ -76,8 +76,7 @@ class ClusterManager:
         # Several MIGs are read at once on the Compute pool; the simulator's MIGs are in memory, where
         # handing each read to a thread only costs (a third of a 30-day replay's time).
         self._map = (lambda read, items: compute_pool().map(read, items)) if concurrent else map
-        self._fleet = fleet
-        self._migs = migs
+        self._fleet, self._migs = fleet, migs
         self._clock = clock
         self._timing = timing
         self.policy = policy or ZenPlanner()
@@ -259,10 +258,11 @@ class ClusterManager:
             try:
                 self._migs[region].delete_instances(names, zones)
                 report.deleted += names
-            except MigApiError as exc:
+            except MigApiError as exc:  # of those it names (else all), the delete failed; the others went
                 report.errors.append(f"delete in {region}: {exc}")
+                report.deleted += [vm for vm in names if exc.undeleted is not None and vm not in exc.undeleted]
                 report.undeleted.update({vm: f"drained, but the delete failed ({exc}); tried again next pass"
-                                         for vm in names})
+                                         for vm in names if exc.undeleted is None or vm in exc.undeleted})
 
     def _drain(self, vm: str, region: str) -> bool:
         """Mark ``vm`` as going away unless it holds a job; from then on its claims are refused."""

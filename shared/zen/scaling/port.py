@@ -21,7 +21,10 @@ from zen.scaling.model import Decision, DemandGroup, ErrorKind, MigError, Region
 
 
 class MigApiError(RuntimeError):
-    """A Compute call failed in a way a later retry may fix (the tick tries again)."""
+    """A Compute call failed in a way a later retry may fix (the tick tries again). ``undeleted``: of a
+    ``delete_instances`` that did part of its work, the names it did not delete (None: all of them)."""
+
+    undeleted: frozenset[str] | None = None
 
 
 class MigNotFound(MigApiError):
