@@ -160,3 +160,38 @@ def test_an_idle_vm_with_room_for_two_jobs_boots_no_vm_for_the_second(stack, clo
     assert {j.job_id: j.status.value for j in _jobs(zen) if j.job_id.startswith("sweep")} == {
         "sweep-0": "ASSIGNED", "sweep-1": "ASSIGNED"}
     assert [i.name for i in instances("us-west1")] == [vm.name]
+
+
+def test_a_busy_vm_that_runs_one_job_at_a_time_is_no_room_for_a_queued_job(stack, clock):
+    """Raising a cluster's ``max_jobs_per_vm`` on a live fleet (docs/reference/configuration.md, "Upgrading: ...
+    then raise max_jobs_per_vm above 1"): the new value reaches the VMs through their instance template's
+    ``zen-max-jobs-per-vm`` attribute, which a VM reads when it boots (MIGs update opportunistically), so a VM
+    booted before the change runs one job at a time, and says so: its VM heartbeats carry no ``jobs`` list
+    (``VmBeats.beat``: ``list_all`` only when its capacity is shared). Zen's scaling counted the room of such a
+    busy VM as supply for the queued jobs that fit it (``zen.scaling.sharing.absorb``, from the cluster's
+    configuration alone), so no VM was booted for them, while the VM never pulls one until its job ends: the
+    queued job waited for as long as that job ran (hours, for a training job). Only VMs whose agents list their
+    jobs (``shares``) offer room now."""
+    from zen_dev.local.invoke import FunctionsInvoker
+
+    zen, advance, instances = stack
+    fn = FunctionsInvoker(zen)
+    fn.submit(two_gpus("a"))
+    advance(BOOT_S + 1)
+    [vm] = instances("us-west1")
+    # The VM's agent runs one job at a time (its template's zen-max-jobs-per-vm was 1 when it booted): its
+    # VM heartbeats never name a `jobs` list, unlike an agent that may run several (which sends `jobs`).
+    fn.heartbeat(vm_beat(vm.name, "us-west1", "IDLE", 1, sent_at=clock().isoformat()))
+    fn.heartbeat(heartbeat("a", "CLAIMED", 1, vm=vm.name, region="us-west1", zone=vm.zone))
+    fn.heartbeat(heartbeat("a", "RUNNING", 2, vm=vm.name, region="us-west1", zone=vm.zone))
+    fn.heartbeat({**vm_beat(vm.name, "us-west1", "BUSY", 3, sent_at=clock().isoformat()),
+                  "job_id": "a", "attempt": 1})
+
+    fn.submit(two_gpus("b"))  # the VM will not pull it while "a" runs
+    fn.tick()
+    advance(BOOT_S + 1)
+    fn.tick()
+
+    assert len(instances("us-west1")) == 2, (
+        "no VM was booted for b: the busy VM's 2 free GPUs were counted as room, though it runs one job at a "
+        "time and takes nothing until a ends")

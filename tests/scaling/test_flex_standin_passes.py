@@ -1,0 +1,127 @@
+"""Flex-start pools through the Compute stand-in and the official client (``FlexStartMig``), with
+``ClusterManager``:
+
+- Three one-node jobs in a flex-start pool whose queue is slower than the pool's deadline (2 x
+  ``flex_start_estimate_s``, 30 minutes). Each job's VM is a resize request of its own (``resize_requests``): at
+  the deadline the planner kept the oldest request as the pool's probe and cancelled the two others ("not needed
+  as a probe"); the pool stayed blocked while its probe waited, so nothing was asked for the two jobs until the
+  probe's request was granted, and they then queued again from the back. Every request still queued is kept
+  while jobs want the pool (``zen.scaling.probes.pruned``).
+- A pass deletes an idle flex-start VM and cancels a queued request of the same pool in one
+  ``FlexStartMig.delete_instances``; the VM's delete goes through but the cancel is refused (a 403 rate limit).
+  The whole call raised, so the VM Compute was deleting was recorded as a HOLD "not deleted: ... the delete
+  failed" and left out of ``report.deleted``. The error names what it left (``MigApiError.undeleted``)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tests.scaling.fakes import FakeFleet
+from tests.scaling.test_flex_requests import Fleet
+from tests.scaling.test_manager_apply import Fixed
+from zen.adapters.compute import compute_clients_from_env
+from zen.adapters.flex_start import FlexStartMig, request_of, resize_requests_client_from_env
+from zen.core.config import ZenConfig, load_config
+from zen.scaling.manager import ClusterManager
+from zen.scaling.model import Action, Decision, DemandGroup, Plan, Timing
+from zen.scaling.planner import ZenPlanner
+from zen.scaling.port import FleetFacts
+from zen.scaling.pricing import cluster_pools
+from zen_dev.local.compute import ComputeStandIn, ManualClock
+from zen_dev.local.compute.resources import ApiError
+
+PROJECT, REGION = "test-proj", "us-central1"
+NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
+ZONES = [f"{REGION}-{z}" for z in "abc"]
+CLUSTER = {"name": "flex", "gpu_type": "nvidia-tesla-a100", "gpu_count": 4, "machine_type": "a2-highgpu-4g",
+           "regions": [REGION], "max_vms_per_region": 8, "max_vms": 8, "provisioning": ["flex-start"]}
+
+
+def config() -> ZenConfig:
+    return ZenConfig.model_validate({**load_config().model_dump(), "project": PROJECT, "clusters": [CLUSTER],
+                                     "queues": []})
+
+
+@pytest.fixture
+def cloud(monkeypatch, tmp_path):
+    """Start the stand-in with a capacity schedule: ``cloud(schedule)`` -> (stand-in, the pool's key, its MIG)."""
+    started = []
+
+    def start(schedule):
+        scenario = {"project": PROJECT, "seed": 1, "capacity": {"schedule": schedule},
+                    "timings": {"boot": {"dist": "fixed", "s": 60}, "retry_interval_s": 30, "delete_s": 0}}
+        standin = ComputeStandIn(scenario, config=config(), clock=ManualClock(), log_dir=tmp_path).start()
+        started.append(standin)
+        monkeypatch.setenv("ZEN_COMPUTE_ENDPOINT", standin.endpoint)
+        cluster = config().clusters[0]
+        [key] = cluster_pools(cluster)
+        flex = FlexStartMig(PROJECT, REGION, cluster.mig_name(REGION, "flex-start"), *compute_clients_from_env(),
+                            resize_requests_client_from_env(), run_s=cluster.flex_start_run_s,
+                            now=lambda: datetime.fromisoformat(standin.world.ts.at(standin.world.now)))
+        return standin, key, flex
+
+    yield start
+    for standin in started:
+        standin.stop()
+
+
+def test_one_node_jobs_flex_requests_are_not_cancelled_while_they_wait_in_the_queue(cloud):
+    # No capacity for the first hour, then room for all three VMs in each zone.
+    standin, key, flex = cloud([{"at_s": 0, "zone": z, "capacity": 0} for z in ZONES]
+                               + [{"at_s": 3600, "zone": z, "capacity": 3} for z in ZONES])
+    cluster = config().clusters[0]
+    t = [NOW]
+    demand = (DemandGroup((key,), 3, NOW),)  # three one-node jobs that accept flex-start VMs
+    fleet = Fleet(FleetFacts(demand, {}, {}, {}, 0), NOW)
+    manager = ClusterManager(cluster, fleet, {key: flex}, lambda: t[0], Timing(), ZenPlanner(), telemetry=False,
+                             pools=cluster_pools(cluster))
+
+    def passes(minutes: int) -> list[str]:  # a pass a minute; the requests it cancelled
+        cancelled = []
+        for _ in range(minutes):
+            cancelled += [name for name in manager.run().deleted if request_of(name)]
+            fleet._facts = FleetFacts(demand, {}, {}, fleet.recorded[-1][0], 0)
+            t[0] += timedelta(minutes=1)
+            standin.advance(60)
+        return cancelled
+
+    cancelled = passes(59)  # while the queue holds every request
+    queued = dict(flex.pending())
+    assert not cancelled and sum(queued.values()) == 3, (cancelled, queued)
+    passes(4)  # capacity comes back at 60 minutes: every job's request is granted at once
+    assert sum(flex.pending().values()) == 0
+    assert len([i for i in flex.read().instances if not request_of(i.name)]) == 3
+
+
+def test_a_vm_deleted_beside_a_cancel_that_failed_is_reported_deleted(cloud):
+    # Room for one VM (zone a): the first request is granted, the second waits; every cancel is rate limited.
+    standin, key, flex = cloud([{"at_s": 0, "zone": z, "capacity": int(z.endswith("a"))} for z in ZONES])
+    handle = standin.api.handle
+
+    def limited(method, path, query, body):  # Compute's 403 rateLimitExceeded, on the cancels alone
+        if method == "POST" and path.endswith("/cancel"):
+            return 403, ApiError(403, "rateLimitExceeded", "Rate Limit Exceeded").body()
+        return handle(method, path, query, body)
+
+    standin.api.handle = limited
+    cluster = config().clusters[0]
+    flex.resize(1)
+    standin.advance(120)  # granted and RUNNING
+    flex.resize(2)  # a second request: queued (no room)
+    instances = flex.read().instances
+    [real] = [i.name for i in instances if request_of(i.name) is None]
+    [pending] = [i.name for i in instances if request_of(i.name) is not None]
+    idle = {"state": "IDLE", "idle_since": NOW, "last_seen_at": NOW}
+    fleet = FakeFleet(FleetFacts((), {}, {real: idle}, {}, 0), NOW)
+    plan = Plan(delete=[(key, real), (key, pending)],
+                decisions=[Decision(Action.DELETE, key, "idle and not needed", vm=real),
+                           Decision(Action.DELETE, key, "no queued job wants its flex-start pool", vm=pending)])
+    manager = ClusterManager(cluster, fleet, {key: flex}, lambda: NOW, Timing(), Fixed(plan), telemetry=False,
+                             concurrent=False, pools=cluster_pools(cluster))
+    report = manager.run()
+    assert real not in [i.name for i in flex.read().instances if not i.deleting]  # Compute deleted it
+    said = [(d.action.value, d.reason) for d in report.decisions if d.vm == real]
+    assert said == [("DELETE", "idle and not needed")], said  # not "not deleted: ... the delete failed"
+    assert real in report.deleted and pending not in report.deleted
