@@ -293,7 +293,7 @@ class _Planning:
         for region in self.regions:
             if not self.stuck[region]:
                 continue
-            kept, deleted = probes.pruned(self.stuck[region], region in wanted, self._got_s, self.timing, self.ranking.flex(region))
+            kept, deleted = probes.pruned(self.stuck[region], region in wanted, self._got_s, self.timing)
             for vm in deleted:
                 self.plan.delete.append((region, vm.name))
                 self._decide(Action.DELETE, region, probes.why_pruned(vm, self._age(vm), self._got_s, self.timing),

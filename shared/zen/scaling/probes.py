@@ -131,17 +131,13 @@ def booting(phases: Mapping[tuple[str, VmPhase], tuple[Vm, ...]], memory: Mappin
     return stuck, healthy, got
 
 
-def pruned(stuck: list[Vm], wanted: bool, got_s: Callable[[Vm], float], timing: Timing,
-           queue: bool = False) -> tuple[list[Vm], list[Vm]]:
+def pruned(stuck: list[Vm], wanted: bool, got_s: Callable[[Vm], float], timing: Timing) -> tuple[list[Vm], list[Vm]]:
     """(kept, deleted) of a pool's stuck instances: the oldest still waiting for capacity is kept as the
     pool's probe while demand wants the pool (else the oldest that got capacity, for at most
-    ``boot_timeout_s``); the others are deleted. A flex-start pool (``queue``) keeps every request still waiting
-    while demand wants it: a queue is no stockout, and each one-node job's VM is a request of its own, its place
-    in Compute's queue (cancelled, each job waited for another's grant, then queued again from the back; the
-    planner cancels those no job wants)."""
+    ``boot_timeout_s``); the others are deleted."""
     ordered = sorted(stuck, key=lambda vm: (vm.started, vm.since))
     probe = bool(ordered) and (not ordered[0].started or got_s(ordered[0]) < timing.boot_timeout_s)
-    keep = max(int(probe), len(waiting(ordered)) if queue else 0) if wanted else 0
+    keep = int(wanted and probe)
     return ordered[:keep], ordered[keep:]
 
 

@@ -1,32 +1,22 @@
-"""Flex-start pools through the Compute stand-in and the official client (``FlexStartMig``), with
-``ClusterManager``:
-
-- Three one-node jobs in a flex-start pool whose queue is slower than the pool's deadline (2 x
-  ``flex_start_estimate_s``, 30 minutes). Each job's VM is a resize request of its own (``resize_requests``): at
-  the deadline the planner kept the oldest request as the pool's probe and cancelled the two others ("not needed
-  as a probe"); the pool stayed blocked while its probe waited, so nothing was asked for the two jobs until the
-  probe's request was granted, and they then queued again from the back. Every request still queued is kept
-  while jobs want the pool (``zen.scaling.probes.pruned``).
-- A pass deletes an idle flex-start VM and cancels a queued request of the same pool in one
-  ``FlexStartMig.delete_instances``; the VM's delete goes through but the cancel is refused (a 403 rate limit).
-  The whole call raised, so the VM Compute was deleting was recorded as a HOLD "not deleted: ... the delete
-  failed" and left out of ``report.deleted``. The error names what it left (``MigApiError.undeleted``)."""
+"""A flex-start pool through the Compute stand-in and the official client (``FlexStartMig``), with
+``ClusterManager``: a pass deletes an idle flex-start VM and cancels a queued request of the same pool in one
+``FlexStartMig.delete_instances``; the VM's delete goes through but the cancel is refused (a 403 rate limit).
+The whole call raised, so the VM Compute was deleting was recorded as a HOLD "not deleted: ... the delete
+failed" and left out of ``report.deleted``. The error names what it left (``MigApiError.undeleted``)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
 
 from tests.scaling.fakes import FakeFleet
-from tests.scaling.test_flex_requests import Fleet
 from tests.scaling.test_manager_apply import Fixed
 from zen.adapters.compute import compute_clients_from_env
 from zen.adapters.flex_start import FlexStartMig, request_of, resize_requests_client_from_env
 from zen.core.config import ZenConfig, load_config
 from zen.scaling.manager import ClusterManager
-from zen.scaling.model import Action, Decision, DemandGroup, Plan, Timing
-from zen.scaling.planner import ZenPlanner
+from zen.scaling.model import Action, Decision, Plan, Timing
 from zen.scaling.port import FleetFacts
 from zen.scaling.pricing import cluster_pools
 from zen_dev.local.compute import ComputeStandIn, ManualClock
@@ -65,34 +55,6 @@ def cloud(monkeypatch, tmp_path):
     yield start
     for standin in started:
         standin.stop()
-
-
-def test_one_node_jobs_flex_requests_are_not_cancelled_while_they_wait_in_the_queue(cloud):
-    # No capacity for the first hour, then room for all three VMs in each zone.
-    standin, key, flex = cloud([{"at_s": 0, "zone": z, "capacity": 0} for z in ZONES]
-                               + [{"at_s": 3600, "zone": z, "capacity": 3} for z in ZONES])
-    cluster = config().clusters[0]
-    t = [NOW]
-    demand = (DemandGroup((key,), 3, NOW),)  # three one-node jobs that accept flex-start VMs
-    fleet = Fleet(FleetFacts(demand, {}, {}, {}, 0), NOW)
-    manager = ClusterManager(cluster, fleet, {key: flex}, lambda: t[0], Timing(), ZenPlanner(), telemetry=False,
-                             pools=cluster_pools(cluster))
-
-    def passes(minutes: int) -> list[str]:  # a pass a minute; the requests it cancelled
-        cancelled = []
-        for _ in range(minutes):
-            cancelled += [name for name in manager.run().deleted if request_of(name)]
-            fleet._facts = FleetFacts(demand, {}, {}, fleet.recorded[-1][0], 0)
-            t[0] += timedelta(minutes=1)
-            standin.advance(60)
-        return cancelled
-
-    cancelled = passes(59)  # while the queue holds every request
-    queued = dict(flex.pending())
-    assert not cancelled and sum(queued.values()) == 3, (cancelled, queued)
-    passes(4)  # capacity comes back at 60 minutes: every job's request is granted at once
-    assert sum(flex.pending().values()) == 0
-    assert len([i for i in flex.read().instances if not request_of(i.name)]) == 3
 
 
 def test_a_vm_deleted_beside_a_cancel_that_failed_is_reported_deleted(cloud):
