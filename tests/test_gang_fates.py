@@ -303,3 +303,27 @@ def test_a_gang_requeued_while_its_queue_took_it_back_carries_no_preemption_into
         functions.heartbeat(heartbeat("g", "STOPPED", 12, attempt=2, vm=vm, exit_code=143))
     record = job(zen, "g")
     assert (record.status.value, record.attempt) == ("CANCELLED", 2)
+
+
+def test_a_gang_left_with_an_earlier_attempts_preemption_is_cancelled_by_its_users_stop(functions, zen, clock):
+    """A row written before a new attempt cleared ``preempted_by`` (a running gang still holding its last attempt's
+    queue preemption): its user's stop was taken for a preemption and the gang run again. A user's stop clears it."""
+    from zen.store.migrate import migrate
+
+    running(functions)
+    _taken_back(zen, clock)
+    functions.heartbeat(heartbeat("g", "FAILED", 3, vm="vm-1", exit_code=143, over_limit="max_runtime_s"))
+    functions.heartbeat(heartbeat("g", "PREEMPTED", 3, vm="vm-2"))
+    assert (job(zen, "g").status.value, job(zen, "g").attempt) == ("QUEUED", 2)
+    with zen.db.transaction() as session:  # a row an earlier version left
+        session.sql("UPDATE jobs SET preempted_by = 'queue prod needs its quota' WHERE job_id = 'g'")
+    migrate(zen.db, pause_s=0.0)  # the upgrade
+    for vm, ip in (("vm-1", "10.0.0.1"), ("vm-2", "10.0.0.2")):
+        functions.heartbeat(heartbeat("g", "CLAIMED", 10, attempt=2, vm=vm, ip=ip))
+    for vm in ("vm-1", "vm-2"):
+        functions.heartbeat(heartbeat("g", "RUNNING", 11, attempt=2, vm=vm))
+    functions.stop({"job_id": "g", "reason": "not needed any more"})
+    for vm in ("vm-1", "vm-2"):
+        functions.heartbeat(heartbeat("g", "STOPPED", 12, attempt=2, vm=vm, exit_code=143))
+    record = job(zen, "g")
+    assert (record.status.value, record.attempt) == ("CANCELLED", 2)

@@ -339,7 +339,7 @@ def decide_stop(job: Job, stop: StopRequest, now: datetime) -> Decision:
     # ASSIGNED or RUNNING: the VM must stop it; STOPPING until it answers (or goes silent).
     return Decision(
         changes=[Change(JobStatus.STOPPING, reason)],
-        fields={"last_heartbeat_at": now, "stop_reason": reason},  # the stop deadline counts from here
+        fields={"last_heartbeat_at": now, "stop_reason": reason, "preempted_by": None},  # deadline from now; no preemption
         controls=[_control(job, job.vm, ControlAction.STOP, reason)],
     )
 
