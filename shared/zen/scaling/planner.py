@@ -51,8 +51,7 @@ class _Planning:
         # Booting VMs: stuck (a capacity error, or late) or healthy; when each started one first had capacity.
         self.stuck, self.healthy, self.got = probes.booting(index.phases, self.memory, self.now, self.timing,
                                                             self.boot_s, ranking.flex)
-        # Which regions are blocked, fixed once ``learn`` is done (later steps only extend blocks).
-        self._blocked_after_learn: set[str] | None = None
+        self._blocked_after_learn: set[str] | None = None  # blocked regions, fixed once ``learn`` is done
         self.groups = sorted(snapshot.demand_groups(), key=lambda g: (-g.priority, g.oldest, g.regions))
         self.idle_needed: dict[str, int] = defaultdict(int)
         self.spares = gangs.SpareBoots(ranking.spares, ranking.uncertain)  # spare boots; gangs' racing copies
@@ -262,7 +261,8 @@ class _Planning:
                 + quotas.no_room(self.memory, known, lambda r: counts[r] + self.plan.add.get(r, 0)))
 
     def _keep_min(self, counts: dict[str, int], total: int) -> None:
-        missing = self.s.cluster.min_vms - (total + sum(self.plan.add.values()))
+        probing = sum(len(probes.waiting(vms)) for vms in self.stuck.values())  # no VM: they keep no min_vms
+        missing = self.s.cluster.min_vms - (total - probing + sum(self.plan.add.values()))
         for region in self.rank(self.regions) if missing > 0 else ():  # nothing to keep: no ranking needed
             if missing <= 0:
                 break
