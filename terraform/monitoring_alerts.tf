@@ -11,10 +11,10 @@ locals {
       aligner   = "ALIGN_MAX", reducer = "REDUCE_MAX", group_by = ["resource.label.subscription_id"], period = "60s"
       threshold = 0, duration = "60s"
       runbook   = <<-EOT
-        A function failed on a message ${var.max_delivery_attempts} times (it answered 5xx: the database was unreachable or refused, or a bug) and Pub/Sub moved it to `<topic>-dead-letter`. Zen never dead-letters a bad message itself (it rejects and acks those), so this is an infrastructure fault or a bug.
+        A function failed on a message ${var.max_delivery_attempts} times (it answered 5xx: the database was unreachable or refused, or a bug) and Pub/Sub moved it to `<topic>-dead-letter`. Zen never dead-letters a bad message itself (it rejects and acks those), so this is an infrastructure fault or a bug; on `zen-job-events-dead-letter` it may also be a notification endpoint that kept refusing (5xx, 429, no answer).
         1. Look at the function's errors around the first dead letter (dashboard: Function errors; Logs Explorer: severity>=ERROR).
         2. Inspect: `gcloud pubsub subscriptions pull <subscription> --limit=5` (without --auto-ack).
-        3. Once the cause is fixed, replay: publish each message's data to the original topic (submissions and stops are idempotent by job_id; heartbeats by seq), then ack them.
+        3. Once the cause is fixed, replay: publish each message's data with its attributes to the original topic (`gcloud pubsub topics publish TOPIC --message=DATA --attribute=KEY=VALUE,...`: a message's proof of its sender is in them, and the notifier takes job events by their `status` and `type`), then ack them. Submissions and stops are idempotent by job_id, heartbeats by seq, job events by the notices already sent (other subscribers of the job events topic see them again); a submission or stop whose sender's token has expired since is refused: its user sends it again.
       EOT
     }
     lost_attempts = {

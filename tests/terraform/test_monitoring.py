@@ -17,7 +17,7 @@ import pytest
 
 from tests.messages import heartbeat, job_request
 from tests.scaling.test_scaling_integration import stack  # noqa: F401  (the fixture)
-from tests.terraform.hcl import Module
+from tests.terraform.hcl import ROOT, Module
 from tests.terraform.logging_query import MISSING, entry_from_line, extract, matches
 from tests.zen_lines import zen_lines
 from zen import telemetry
@@ -201,3 +201,17 @@ def test_the_dead_letter_alert_watches_the_notifiers_dead_letters_too(module):
     assert "notifier_dead_letter" in module.resources_of("google_pubsub_subscription")
     assert "local.dead_letter_subscriptions" in module.locals["threshold_alerts"]["dead_letter"]["filter"]
     assert "google_pubsub_subscription.notifier_dead_letter.name" in module.locals["dead_letter_subscriptions"]
+
+
+def test_the_dead_letter_runbook_replays_messages_with_their_attributes(module):
+    """The replay step said to publish each message's data: a job event republished without its attributes never
+    reaches the notifier (its subscription filters on ``attributes.status``), and a submission's or heartbeat's
+    proof of its sender is in its attributes too."""
+    from zen.core.notify import NOTICE_FILTER
+
+    assert "attributes.status" in NOTICE_FILTER
+    runbook = " ".join(module.locals["threshold_alerts"]["dead_letter"]["runbook"].split())
+    assert "with its attributes" in runbook and "--attribute=" in runbook
+    row = next(line for line in (ROOT / "docs" / "how-to" / "operate.md").read_text().splitlines()
+               if line.startswith("| a dead-letter subscription is not empty"))
+    assert "with its attributes" in row
